@@ -1,0 +1,64 @@
+# hookwheel developer tasks. `make` lists them.
+#
+# test, bench and run need Postgres and Redis: DATABASE_URL / REDIS_URL when set, else the ones on
+# 127.0.0.1:5432 / :6379 when they answer, else throwaway instances in .run/ (see deploy/dev/services.sh).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.ONESHELL:
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+# A fresh machine may have Go in /usr/local/go without it being on PATH.
+export PATH := $(PATH):/usr/local/go/bin
+
+GO       ?= go
+BIN      := bin/hookwheel
+SERVICES := deploy/dev/services.sh
+# Sets DATABASE_URL and REDIS_URL, and says which (passwords masked). Not `eval "$(...)"` nor `x=$(...) && eval`:
+# with those, set -e would not stop the recipe when services.sh fails.
+SERVICES_ENV := svc_env=$$($(SERVICES) env); eval "$$svc_env"; \
+	echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" | sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|g'
+
+
+.PHONY: help build generate test bench run stop services clean distclean
+
+help: ## list the targets
+	@echo 'make targets:'
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 14
+
+build: ## build bin/hookwheel
+	$(GO) build -o $(BIN) ./cmd/hookwheel
+
+generate: ## go generate ./...
+	$(GO) generate ./...
+
+test: ## go vet and every test (-race), against Postgres and Redis
+	@$(SERVICES) ensure-cc
+	$(SERVICES_ENV)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: ## dispatcher benchmarks and the end-to-end benchmark
+	@$(SERVICES_ENV)
+	$(GO) test -run '^$$' -bench . -benchmem ./dispatcher
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 10m ./internal/e2e
+
+run: ## serve the API and dispatcher on :8080 with a demo tenant (Ctrl-C stops)
+	@deploy/dev/run.sh
+
+services: ## start (or find) Postgres and Redis and print their URLs
+	@$(SERVICES) env
+
+stop: ## stop the throwaway Postgres and Redis started in .run/
+	@$(SERVICES) stop
+
+clean: ## remove build and test outputs
+	rm -rf bin
+	rm -f *.test *.out *.prof
+
+distclean: stop clean ## also delete .run/ (throwaway databases, admin token, demo tenant)
+	# The throwaway cluster lives outside .run/ when the postgres OS user cannot reach the checkout.
+	d=$$(cat .run/pg.datadir 2>/dev/null || true)
+	if [[ -n $$d && $$d != "$(CURDIR)/.run/"* ]]; then rm -rf "$$d"; fi
+	rm -rf .run

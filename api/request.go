@@ -1,0 +1,309 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// decodeJSON reads a JSON request body strictly: unknown fields and wrong
+// types are reported field by field, so a typo ("runAt") is an error rather
+// than a task silently due now. The Content-Type is not checked: the body is
+// JSON whatever curl -d claims.
+func decodeJSON(c echo.Context, dst any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body holds more than one JSON value")
+		}
+		return nil
+	}
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+		he        *echo.HTTPError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he // the body limit
+	case errors.Is(err, io.EOF):
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the request body is empty; send a JSON object")
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		var fe fieldErrors
+		fe.add(typeErr.Field, "must be a JSON %s, not %s", jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
+		return fe.problem()
+	case errors.As(err, &typeErr):
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body must be a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		var fe fieldErrors
+		fe.add(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a known field")
+		return fe.problem()
+	case errors.As(err, &syntaxErr):
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON",
+			fmt.Sprintf("the body is not valid JSON (at byte %d): %v", syntaxErr.Offset, err))
+	default:
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+	}
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "int", "int32", "int64", "float64":
+		return "number"
+	case "map", "struct":
+		return "object"
+	case "bool":
+		return "boolean"
+	case "slice":
+		return "array"
+	}
+	return kind
+}
+
+// taskRequest is the body of POST /v1/tasks as sent, before validation.
+// Times and durations stay strings so that each bad one is reported by name.
+type taskRequest struct {
+	URL     *string           `json:"url"`
+	Method  *string           `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    *string           `json:"body,omitempty"`
+	RunAt   *string           `json:"run_at,omitempty"`
+	Delay   *string           `json:"delay,omitempty"`
+	Timeout *string           `json:"timeout,omitempty"`
+	Retry   *retryRequest     `json:"retry,omitempty"`
+}
+
+type retryRequest struct {
+	MaxAttempts *int    `json:"max_attempts,omitempty"`
+	MinBackoff  *string `json:"min_backoff,omitempty"`
+	MaxBackoff  *string `json:"max_backoff,omitempty"`
+}
+
+// Retry policy defaults and bounds of the contract.
+const (
+	defaultMaxAttempts = 10
+	defaultMinBackoff  = time.Second
+	defaultMaxBackoff  = time.Hour
+	maxMaxAttempts     = 100
+	minMinBackoff      = 100 * time.Millisecond
+	maxMaxBackoff      = 7 * 24 * time.Hour
+	minTimeout         = time.Second
+	maxURLLength       = 4096
+	maxHeaders         = 64
+	maxHeaderBytes     = 16 << 10
+)
+
+var allowedMethods = map[string]bool{
+	http.MethodGet: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
+}
+
+// hopByHop are the headers that describe one connection, not the message
+// (RFC 9110 §7.6.1); the transport manages them.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// reservedHeader says why a task may not set a header, or "" when it may.
+func reservedHeader(name string) string {
+	canonical := http.CanonicalHeaderKey(name)
+	lower := strings.ToLower(name)
+	switch {
+	case canonical == "Host" || canonical == "Content-Length":
+		return "is set by hookwheel from the URL and body"
+	case hopByHop[canonical]:
+		return "is a hop-by-hop header, managed by the connection"
+	case strings.HasPrefix(lower, "webhook-"):
+		return "is reserved for the Standard Webhooks signature headers"
+	case strings.HasPrefix(lower, "hookwheel-"):
+		return "is reserved for hookwheel's own headers"
+	case canonical == "Idempotency-Key":
+		return "is set by hookwheel: pass it as the Idempotency-Key header of this request instead"
+	}
+	return ""
+}
+
+// validateTask turns a request into a task to store, or field errors.
+func (s *Server) validateTask(req *taskRequest, now time.Time) (*store.Task, error) {
+	var fe fieldErrors
+	t := &store.Task{Headers: map[string]string{}}
+	limits := s.cfg.Limits
+
+	switch {
+	case req.URL == nil || *req.URL == "":
+		fe.add("url", "is required")
+	case len(*req.URL) > maxURLLength:
+		fe.add("url", "must be at most %d characters", maxURLLength)
+	default:
+		u, err := url.Parse(*req.URL)
+		switch {
+		case err != nil:
+			fe.add("url", "is not a valid URL: %v", errors.Unwrap(err))
+		case u.Scheme != "http" && u.Scheme != "https":
+			fe.add("url", "must be an absolute http or https URL")
+		case u.Host == "" || u.Hostname() == "":
+			fe.add("url", "must name a host")
+		case u.User != nil:
+			fe.add("url", "must not carry credentials; send an Authorization header instead")
+		case u.Fragment != "":
+			fe.add("url", "must not have a #fragment, which is never sent")
+		default:
+			t.URL = *req.URL
+		}
+	}
+
+	t.Method = http.MethodPost
+	if req.Method != nil {
+		if !allowedMethods[*req.Method] {
+			fe.add("method", "must be one of GET, POST, PUT, PATCH, DELETE")
+		}
+		t.Method = *req.Method
+	}
+
+	if len(req.Headers) > maxHeaders {
+		fe.add("headers", "must hold at most %d headers", maxHeaders)
+	}
+	headerBytes := 0
+	for name, value := range req.Headers {
+		field := "headers." + name
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			fe.add(field, "is not a valid header name")
+		case !httpguts.ValidHeaderFieldValue(value):
+			fe.add(field, "has an invalid value (control characters are not allowed)")
+		case reservedHeader(name) != "":
+			fe.add(field, "%s", reservedHeader(name))
+		default:
+			t.Headers[http.CanonicalHeaderKey(name)] = value
+		}
+		headerBytes += len(name) + len(value)
+	}
+	if headerBytes > maxHeaderBytes {
+		fe.add("headers", "must total at most %d bytes", maxHeaderBytes)
+	}
+
+	if req.Body != nil {
+		if len(*req.Body) > limits.MaxBody {
+			fe.add("body", "must be at most %d bytes", limits.MaxBody)
+		}
+		t.Body = []byte(*req.Body)
+	}
+
+	horizon := now.Add(limits.MaxScheduleAhead)
+	t.RunAt = now
+	switch {
+	case req.RunAt != nil && req.Delay != nil:
+		fe.add("run_at", "and delay are exclusive: give one or neither")
+	case req.RunAt != nil:
+		at, err := time.Parse(time.RFC3339Nano, *req.RunAt)
+		switch {
+		case err != nil:
+			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
+		case at.After(horizon):
+			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
+		case at.After(now):
+			t.RunAt = at
+		}
+	case req.Delay != nil:
+		d, err := time.ParseDuration(*req.Delay)
+		switch {
+		case err != nil:
+			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
+		case d < 0:
+			fe.add("delay", "must not be negative")
+		case d > limits.MaxScheduleAhead:
+			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
+		default:
+			t.RunAt = now.Add(d)
+		}
+	}
+	// Postgres keeps microseconds; rounding up keeps "never before run_at" true.
+	t.RunAt = ceilMicro(t.RunAt)
+
+	t.Timeout = limits.DefaultTimeout
+	if req.Timeout != nil {
+		d, ok := parseDuration(&fe, "timeout", *req.Timeout)
+		switch {
+		case !ok:
+		case d < minTimeout || d > limits.MaxTimeout:
+			fe.add("timeout", "must be between %s and %s", minTimeout, limits.MaxTimeout)
+		default:
+			t.Timeout = d
+		}
+	}
+
+	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = defaultMaxAttempts, defaultMinBackoff, defaultMaxBackoff
+	if r := req.Retry; r != nil {
+		if r.MaxAttempts != nil {
+			if *r.MaxAttempts < 1 || *r.MaxAttempts > maxMaxAttempts {
+				fe.add("retry.max_attempts", "must be between 1 and %d", maxMaxAttempts)
+			}
+			t.MaxAttempts = *r.MaxAttempts
+		}
+		if r.MinBackoff != nil {
+			if d, ok := parseDuration(&fe, "retry.min_backoff", *r.MinBackoff); ok {
+				if d < minMinBackoff {
+					fe.add("retry.min_backoff", "must be at least %s", minMinBackoff)
+				}
+				t.MinBackoff = d
+			}
+		}
+		if r.MaxBackoff != nil {
+			if d, ok := parseDuration(&fe, "retry.max_backoff", *r.MaxBackoff); ok {
+				if d > maxMaxBackoff {
+					fe.add("retry.max_backoff", "must be at most %s", maxMaxBackoff)
+				}
+				t.MaxBackoff = d
+			}
+		}
+		if t.MaxBackoff < t.MinBackoff {
+			fe.add("retry.max_backoff", "must not be below min_backoff (%s)", t.MinBackoff)
+		}
+	}
+
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseDuration(fe *fieldErrors, field, s string) (time.Duration, bool) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		fe.add(field, "must be a duration such as 500ms, 30s or 1h")
+		return 0, false
+	}
+	return d, true
+}
+
+func ceilMicro(t time.Time) time.Time {
+	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
+		return r.Add(time.Microsecond)
+	}
+	return t
+}
+
+// requestHash fingerprints what a create request asks for, so that a repeat
+// with the same Idempotency-Key can be told from a different request reusing
+// it. It hashes the request as sent (a delay, not the run_at it resolved to),
+// normalised by re-encoding (field order and whitespace do not matter).
+func requestHash(req *taskRequest) []byte {
+	normalized, _ := json.Marshal(req) // maps marshal in key order
+	sum := sha256.Sum256(normalized)
+	return sum[:]
+}

@@ -1,0 +1,323 @@
+// Package api is hookwheel's HTTP API: the echo server implementing the
+// interface generated from openapi/openapi.yaml, its middleware, request
+// validation and problem+json errors. It holds no SQL: it talks to the store
+// and to the local dispatcher through small interfaces.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+// Scheduler is the dispatcher running in this process, if any: told of each
+// task the API stores or cancels so that a task due soon needs no round trip
+// through Postgres to reach the wheel.
+type Scheduler interface {
+	Schedule(id uuid.UUID, at time.Time)
+	Cancel(id uuid.UUID)
+}
+
+// Pinger is a dependency that readiness checks.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config configures the API server. Zero fields take the documented defaults.
+type Config struct {
+	// DB stores tasks. Required.
+	DB *store.DB
+	// Tenants authenticates calls and creates tenants. Required.
+	Tenants *tenants.Service
+	// Redis is checked by /readyz. Optional.
+	Redis Pinger
+	// Scheduler is the local dispatcher. Optional (API-only nodes have none).
+	Scheduler Scheduler
+	// NotifyWithin: a task due sooner than this is announced to every
+	// dispatcher on commit. It must match the dispatchers' Lookahead. Default 30s.
+	NotifyWithin time.Duration
+	// AdminToken guards /v1/admin. Empty disables the admin API.
+	AdminToken string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the API's metrics and Gatherer serves /metrics.
+	// Default: a registry of the server's own.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Limits of a task request.
+	Limits Limits
+}
+
+// Limits bound what a task request may ask for.
+type Limits struct {
+	// MaxBody is the largest webhook body, in bytes. Default 1 MiB.
+	MaxBody int
+	// MaxScheduleAhead is how far ahead a task may be scheduled. Default 365 days.
+	MaxScheduleAhead time.Duration
+	// DefaultTimeout is a task's per-attempt timeout when it gives none (30s);
+	// MaxTimeout the longest it may give (30m).
+	DefaultTimeout, MaxTimeout time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if c.DB == nil || c.Tenants == nil {
+		return errors.New("api: Config.DB and Config.Tenants are required")
+	}
+	if c.NotifyWithin <= 0 {
+		c.NotifyWithin = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil || c.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Limits.MaxBody <= 0 {
+		c.Limits.MaxBody = 1 << 20
+	}
+	if c.Limits.MaxScheduleAhead <= 0 {
+		c.Limits.MaxScheduleAhead = 365 * 24 * time.Hour
+	}
+	if c.Limits.DefaultTimeout <= 0 {
+		c.Limits.DefaultTimeout = 30 * time.Second
+	}
+	if c.Limits.MaxTimeout <= 0 {
+		c.Limits.MaxTimeout = 30 * time.Minute
+	}
+	return nil
+}
+
+// Server serves the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	db      *store.DB
+	tenants *tenants.Service
+	logger  *slog.Logger
+	clock   clock.Clock
+	echo    *echo.Echo
+	metrics http.Handler
+}
+
+var _ openapi.ServerInterface = (*Server)(nil)
+
+// New builds the server and its routes, all taken from the OpenAPI document:
+// each operation gets the authentication its security requirement names.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		db:      cfg.DB,
+		tenants: cfg.Tenants,
+		logger:  cfg.Logger,
+		clock:   cfg.Clock,
+		metrics: promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{Registry: cfg.Registerer}),
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.writeProblem
+	e.IPExtractor = echo.ExtractIPDirect()
+
+	requests := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hookwheel_http_request_duration_seconds",
+		Help:    "API requests by route, method and status code.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+	}, []string{"route", "method", "code"})
+	if err := cfg.Registerer.Register(requests); err != nil {
+		return nil, fmt.Errorf("register api metrics: %w", err)
+	}
+
+	e.Use(
+		logRequests(cfg.Logger),
+		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
+		measure(requests),
+		// A JSON string may spell one body byte in up to six characters
+		// (\u00XX); four times the body limit leaves room for ordinary
+		// escaping and the other fields.
+		middleware.BodyLimit(strconv.Itoa(4*cfg.Limits.MaxBody+64<<10)),
+	)
+	auth, err := securityMiddlewares(cfg)
+	if err != nil {
+		return nil, err
+	}
+	openapi.RegisterHandlersWithOptions(e, s, openapi.RegisterHandlersOptions{OperationMiddlewares: auth})
+	s.echo = e
+	return s, nil
+}
+
+// securityMiddlewares maps each operation of the OpenAPI document to the
+// middleware its security requirement calls for, so that the document, not a
+// hand-kept list, decides what is protected.
+func securityMiddlewares(cfg Config) (map[string][]echo.MiddlewareFunc, error) {
+	// The document as written: its operation ids key the generated
+	// registration (GetSwagger's copy has them normalised).
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
+	if err != nil {
+		return nil, fmt.Errorf("load openapi document: %w", err)
+	}
+	bySchema := map[string]echo.MiddlewareFunc{
+		"apiKey":     cfg.Tenants.Middleware(),
+		"adminToken": tenants.AdminMiddleware(cfg.AdminToken),
+	}
+	out := make(map[string][]echo.MiddlewareFunc)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			reqs := doc.Security
+			if op.Security != nil {
+				reqs = *op.Security
+			}
+			mw, err := requirementMiddleware(reqs, bySchema)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", method, path, err)
+			}
+			if mw != nil {
+				out[op.OperationID] = []echo.MiddlewareFunc{mw}
+			}
+		}
+	}
+	return out, nil
+}
+
+func requirementMiddleware(reqs openapi3.SecurityRequirements, bySchema map[string]echo.MiddlewareFunc) (echo.MiddlewareFunc, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if len(reqs) > 1 || len(reqs[0]) != 1 {
+		return nil, errors.New("only a single security scheme per operation is supported")
+	}
+	for name := range reqs[0] {
+		mw, ok := bySchema[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown security scheme %q", name)
+		}
+		return mw, nil
+	}
+	return nil, nil
+}
+
+func measure(h *prometheus.HistogramVec) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			h.WithLabelValues(route, c.Request().Method, strconv.Itoa(c.Response().Status)).Observe(time.Since(start).Seconds())
+			return nil
+		}
+	}
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Healthz answers while the process runs.
+func (s *Server) Healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, openapi.Health{Status: "ok"})
+}
+
+// Readyz answers 200 when Postgres and Redis are reachable.
+func (s *Server) Readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ready := true
+	deps := map[string]Pinger{"postgres": s.db}
+	if s.cfg.Redis != nil {
+		deps["redis"] = s.cfg.Redis
+	}
+	for name, dep := range deps {
+		if err := dep.Ping(ctx); err != nil {
+			checks[name] = err.Error()
+			ready = false
+			continue
+		}
+		checks[name] = "ok"
+	}
+	if ready {
+		return c.JSON(http.StatusOK, openapi.Health{Status: "ok", Checks: checks})
+	}
+	body, err := json.Marshal(openapi.NotReady{
+		Type:   problemTypePrefix + "not-ready",
+		Title:  "Not ready",
+		Status: http.StatusServiceUnavailable,
+		Detail: "a dependency is unreachable",
+		Checks: checks,
+	})
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusServiceUnavailable, "application/problem+json", body)
+}
+
+// Metrics serves Prometheus metrics.
+func (s *Server) Metrics(c echo.Context) error {
+	s.metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// GetOpenAPI serves the OpenAPI document, byte for byte openapi/openapi.yaml.
+func (s *Server) GetOpenAPI(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", openapi.Spec())
+}
+
+// CreateTenant creates a tenant and shows its credentials, once.
+func (s *Server) CreateTenant(c echo.Context) error {
+	var req openapi.TenantCreateRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	if n := len([]rune(req.Name)); n < 1 || n > 200 {
+		fe.add("name", "must be 1 to 200 characters")
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	created, err := s.tenants.Create(c.Request().Context(), req.Name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, TenantCreatedJSON(created))
+}
+
+// TenantCreatedJSON is the response body of a created tenant, shared with
+// the CLI's "tenant create" so both print the same JSON.
+func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
+	return openapi.TenantCreated{
+		ID:            c.Tenant.ID,
+		Name:          c.Tenant.Name,
+		APIKey:        c.APIKey,
+		SigningSecret: c.Tenant.SigningSecret,
+		CreatedAt:     c.Tenant.CreatedAt,
+	}
+}

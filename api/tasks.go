@@ -1,0 +1,239 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+const (
+	defaultListLimit  = 50
+	maxListLimit      = 500
+	maxIdempotencyKey = 255
+)
+
+func tenantOf(c echo.Context) (uuid.UUID, error) {
+	id, ok := tenants.TenantID(c)
+	if !ok {
+		// Only reachable if a route lost its security requirement.
+		return uuid.Nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
+	}
+	return id, nil
+}
+
+// CreateTask schedules one webhook.
+func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req taskRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	if k := params.IdempotencyKey; k != nil && (len(*k) == 0 || len(*k) > maxIdempotencyKey) {
+		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
+	}
+	now := s.clock.Now()
+	task, err := s.validateTask(&req, now)
+	if err != nil {
+		var p *problem
+		if errors.As(err, &p) {
+			fe = append(fe, p.fields...)
+		}
+		return fe.problem()
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+
+	task.ID, err = uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	task.TenantID = tenantID
+	task.IdempotencyKey = params.IdempotencyKey
+	if task.IdempotencyKey != nil {
+		task.RequestHash = requestHash(&req)
+	}
+	dueSoon := task.RunAt.Before(now.Add(s.cfg.NotifyWithin))
+	existing, created, err := s.db.InsertTask(c.Request().Context(), task, dueSoon)
+	if err != nil {
+		return err
+	}
+	if !created {
+		if !bytes.Equal(existing.RequestHash, task.RequestHash) {
+			return newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused",
+				"this Idempotency-Key was already used by a different request; use a new key for a new task")
+		}
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSON(http.StatusOK, taskJSON(existing))
+	}
+	if s.cfg.Scheduler != nil && dueSoon {
+		s.cfg.Scheduler.Schedule(task.ID, task.RunAt)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/tasks/"+task.ID.String())
+	return c.JSON(http.StatusCreated, taskJSON(task))
+}
+
+// GetTask reads one task.
+func (s *Server) GetTask(c echo.Context, id openapi.TaskID) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	t, err := s.db.GetTask(c.Request().Context(), tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("task " + id.String())
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
+// ListTasks pages through the tenant's tasks, newest first.
+func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var (
+		fe     fieldErrors
+		filter = store.TaskFilter{Limit: defaultListLimit}
+	)
+	if params.Limit != nil {
+		if *params.Limit < 1 || *params.Limit > maxListLimit {
+			fe.add("limit", "must be between 1 and %d", maxListLimit)
+		}
+		filter.Limit = *params.Limit
+	}
+	if params.Status != nil {
+		if !params.Status.Valid() {
+			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled")
+		}
+		status := store.TaskStatus(*params.Status)
+		filter.Status = &status
+	}
+	if params.Cursor != nil {
+		before, ok := decodeCursor(*params.Cursor)
+		if !ok {
+			fe.add("cursor", "is not a cursor this API returned")
+		}
+		filter.Before = &before
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	page := filter.Limit
+	filter.Limit++ // one more tells whether another page follows
+	tasks, err := s.db.ListTasks(c.Request().Context(), tenantID, filter)
+	if err != nil {
+		return err
+	}
+	out := openapi.TaskList{Data: make([]openapi.Task, 0, min(len(tasks), page))}
+	for i, t := range tasks {
+		if i == page {
+			next := encodeCursor(tasks[page-1].ID)
+			out.NextCursor = &next
+			break
+		}
+		out.Data = append(out.Data, taskJSON(t))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// Cursors are opaque to clients: the id of the last task of the page.
+func encodeCursor(id uuid.UUID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+func decodeCursor(s string) (uuid.UUID, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != 16 {
+		return uuid.Nil, false
+	}
+	return uuid.UUID(b), true
+}
+
+// CancelTask cancels a task that has not been sent yet.
+func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	t, err := s.db.CancelTask(c.Request().Context(), tenantID, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("task " + id.String())
+	case errors.Is(err, store.ErrConflict):
+		return newProblem(http.StatusConflict, "not-cancelable", "Task cannot be canceled",
+			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be canceled")
+	case err != nil:
+		return err
+	}
+	if s.cfg.Scheduler != nil {
+		s.cfg.Scheduler.Cancel(id)
+	}
+	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
+// ListTaskAttempts lists every delivery attempt of a task, in order.
+func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	attempts, err := s.db.ListAttempts(c.Request().Context(), tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("task " + id.String())
+	}
+	if err != nil {
+		return err
+	}
+	out := openapi.AttemptList{Data: make([]openapi.Attempt, 0, len(attempts))}
+	for _, a := range attempts {
+		out.Data = append(out.Data, openapi.Attempt{
+			Attempt:      a.Attempt,
+			StartedAt:    a.StartedAt,
+			DurationMs:   a.Duration.Milliseconds(),
+			StatusCode:   a.StatusCode,
+			Error:        a.Error,
+			Outcome:      openapi.AttemptOutcome(a.Outcome),
+			ResponseBody: a.ResponseBody,
+		})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func taskJSON(t *store.Task) openapi.Task {
+	maxAttempts := t.MaxAttempts
+	minBackoff, maxBackoff := t.MinBackoff.String(), t.MaxBackoff.String()
+	return openapi.Task{
+		ID:             t.ID,
+		Status:         openapi.TaskStatus(t.Status),
+		URL:            t.URL,
+		Method:         openapi.HTTPMethod(t.Method),
+		Headers:        t.Headers,
+		Body:           string(t.Body),
+		RunAt:          t.RunAt,
+		CreatedAt:      t.CreatedAt,
+		UpdatedAt:      t.UpdatedAt,
+		Attempts:       t.Attempts,
+		MaxAttempts:    t.MaxAttempts,
+		Timeout:        t.Timeout.String(),
+		Retry:          openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
+		NextAttemptAt:  t.NextAttemptAt,
+		LastStatusCode: t.LastStatusCode,
+		LastError:      t.LastError,
+		IdempotencyKey: t.IdempotencyKey,
+	}
+}

@@ -1,0 +1,228 @@
+// Command hookwheel is the hookwheel server: a self-hosted, multi-tenant HTTP
+// webhook scheduler over Postgres and Redis.
+//
+//	hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
+//	hookwheel migrate
+//	hookwheel tenant create --name NAME
+//	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
+//
+// Configuration comes from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+const usage = `hookwheel schedules HTTP webhooks and fires them on time.
+
+Usage:
+  hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
+  hookwheel migrate
+  hookwheel tenant create --name NAME
+  hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
+
+Environment:
+  HOOKWHEEL_ADDR          HTTP listen address (default :8080)
+  DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
+  REDIS_URL               Redis (default redis://localhost:6379/0)
+  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
+  HOOKWHEEL_LOG_FORMAT    text or json (default json)
+  See README.md for the rest.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "hookwheel:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg + "\n\n" + usage }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command given"}
+	}
+	env, err := loadEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, env)
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], env, logger)
+	case "migrate":
+		return migrate(ctx, env, logger)
+	case "tenant":
+		if len(args) < 2 || args[1] != "create" {
+			return usageError{"want: hookwheel tenant create --name NAME"}
+		}
+		return createTenant(ctx, args[2:], env, logger, stdout)
+	case "receive":
+		return receive(ctx, args[1:], stdout)
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+// environment is the process configuration read from environment variables.
+type environment struct {
+	addr        string
+	databaseURL string
+	redisURL    string
+	adminToken  string
+	logLevel    slog.Level
+	logJSON     bool
+	senders     int
+	maxBody     int
+	maxAhead    time.Duration
+}
+
+func loadEnv(getenv func(string) string) (environment, error) {
+	e := environment{
+		addr:        or(getenv("HOOKWHEEL_ADDR"), ":8080"),
+		databaseURL: or(getenv("DATABASE_URL"), "postgres://localhost:5432/hookwheel?sslmode=disable"),
+		redisURL:    or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
+		adminToken:  getenv("HOOKWHEEL_ADMIN_TOKEN"),
+		logJSON:     getenv("HOOKWHEEL_LOG_FORMAT") != "text",
+	}
+	if err := e.logLevel.UnmarshalText([]byte(or(getenv("HOOKWHEEL_LOG_LEVEL"), "info"))); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
+	}
+	var err error
+	if e.senders, err = intEnv(getenv, "HOOKWHEEL_SENDERS"); err != nil {
+		return e, err
+	}
+	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
+		return e, err
+	}
+	if v := getenv("HOOKWHEEL_MAX_SCHEDULE_AHEAD"); v != "" {
+		if e.maxAhead, err = time.ParseDuration(v); err != nil {
+			return e, fmt.Errorf("HOOKWHEEL_MAX_SCHEDULE_AHEAD: %w", err)
+		}
+	}
+	return e, nil
+}
+
+func or(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
+}
+
+func intEnv(getenv func(string) string, name string) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: want a positive integer, got %q", name, v)
+	}
+	return n, nil
+}
+
+func newLogger(w io.Writer, env environment) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: env.logLevel}
+	if env.logJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, args []string, env environment, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	apiOnly := fs.Bool("api-only", false, "serve the API without dispatching")
+	dispatcherOnly := fs.Bool("dispatcher-only", false, "dispatch without serving the API (health and metrics stay up)")
+	noMigrate := fs.Bool("no-migrate", false, "do not apply migrations on start")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *apiOnly && *dispatcherOnly {
+		return usageError{"--api-only and --dispatcher-only are exclusive"}
+	}
+	node, err := app.New(ctx, app.Config{
+		DatabaseURL:       env.databaseURL,
+		RedisURL:          env.redisURL,
+		Addr:              env.addr,
+		AdminToken:        env.adminToken,
+		DisableAPI:        *dispatcherOnly,
+		DisableDispatcher: *apiOnly,
+		SkipMigrate:       *noMigrate,
+		Logger:            logger,
+		Dispatcher:        dispatcher.Config{Senders: env.senders},
+		Limits:            api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead},
+	})
+	if err != nil {
+		return err
+	}
+	if env.adminToken == "" {
+		logger.Warn("HOOKWHEEL_ADMIN_TOKEN is not set: the admin API is disabled")
+	}
+	return node.Run(ctx)
+}
+
+func migrate(ctx context.Context, env environment, logger *slog.Logger) error {
+	db, err := store.Open(ctx, store.Config{DatabaseURL: env.databaseURL, Logger: logger, MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
+}
+
+func createTenant(ctx context.Context, args []string, env environment, logger *slog.Logger, stdout io.Writer) error {
+	fs := flag.NewFlagSet("tenant create", flag.ContinueOnError)
+	name := fs.String("name", "", "the tenant's name")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if n := len([]rune(strings.TrimSpace(*name))); n < 1 || n > 200 {
+		return usageError{"--name must be 1 to 200 characters"}
+	}
+	db, err := store.Open(ctx, store.Config{DatabaseURL: env.databaseURL, Logger: logger, MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	created, err := tenants.New(tenants.Config{Store: db}).Create(ctx, *name)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(api.TenantCreatedJSON(created))
+}

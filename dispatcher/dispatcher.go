@@ -1,0 +1,365 @@
+// Package dispatcher fires due tasks on time: a loader feeds a hierarchical
+// timing wheel with the tasks falling due in the next window (and the API
+// feeds it directly with the ones it just stored); when a timer expires,
+// claimers take the task in Postgres with a status compare-and-set and a
+// bounded pool of senders signs it, sends it and records the attempt. No
+// goroutine waits per task: a waiting task costs one wheel entry.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// Config configures a Dispatcher. Zero fields take the documented defaults.
+type Config struct {
+	// DB is the source of truth. Required.
+	DB *store.DB
+	// Redis holds the fire-once claims. Optional: without it (or while it is
+	// down) the Postgres compare-and-set alone prevents double sends.
+	Redis *store.Redis
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the dispatcher's metrics. Default: none registered.
+	Registerer prometheus.Registerer
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// HTTPClient sends the webhooks. Default: a pooled client that never
+	// follows redirects.
+	HTTPClient *http.Client
+	// Senders is the number of concurrent webhook sends. Default 128.
+	Senders int
+	// Claimers is the number of goroutines claiming due tasks in Postgres,
+	// each in batches of up to ClaimBatch. Default 4 and 128.
+	Claimers   int
+	ClaimBatch int
+	// Lookahead is how far ahead the loader pulls due tasks into the wheel.
+	// Default 30s. The API's notify window must match it.
+	Lookahead time.Duration
+	// LoadInterval is how often the loader extends the window. Default 1s;
+	// it must be well below Lookahead.
+	LoadInterval time.Duration
+	// SweepInterval is how often overdue tasks that are in no wheel and
+	// claims whose lease expired are gathered up. Default 5s.
+	SweepInterval time.Duration
+	// LeaseMargin is added to a task's timeout to form the lease of its
+	// claim; a claim older than that is presumed dead. Default 30s.
+	LeaseMargin time.Duration
+	// MaxResponseBody is how much of a receiver's response body an attempt
+	// records. Default 4 KiB.
+	MaxResponseBody int
+	// Rand returns a uniform number in [0, 1) for retry jitter. Default math/rand/v2.
+	Rand func() float64
+	// UserAgent is sent with every webhook. Default "hookwheel/1".
+	UserAgent string
+}
+
+func (c *Config) setDefaults() error {
+	if c.DB == nil {
+		return errors.New("dispatcher: Config.DB is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = newHTTPClient()
+	}
+	if c.Senders <= 0 {
+		c.Senders = 128
+	}
+	if c.Claimers <= 0 {
+		c.Claimers = 4
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = 128
+	}
+	if c.Lookahead <= 0 {
+		c.Lookahead = 30 * time.Second
+	}
+	if c.LoadInterval <= 0 {
+		c.LoadInterval = time.Second
+	}
+	if c.LoadInterval >= c.Lookahead {
+		return fmt.Errorf("dispatcher: LoadInterval %s must be below Lookahead %s", c.LoadInterval, c.Lookahead)
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 5 * time.Second
+	}
+	if c.LeaseMargin <= 0 {
+		c.LeaseMargin = 30 * time.Second
+	}
+	if c.MaxResponseBody <= 0 {
+		c.MaxResponseBody = 4 << 10
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "hookwheel/1"
+	}
+	return nil
+}
+
+// newHTTPClient returns the client webhooks go out through: connections are
+// pooled per target and redirects are never followed (a redirect is the
+// receiver's answer, recorded and final).
+func newHTTPClient() *http.Client {
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	return &http.Client{
+		Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// Dispatcher fires due tasks. Create it with New, run it with Run.
+type Dispatcher struct {
+	cfg     Config
+	db      *store.DB
+	redis   *store.Redis
+	logger  *slog.Logger
+	clock   clock.Clock
+	signer  *Signer
+	metrics *metrics
+	timers  *Timers
+
+	// due carries fired task ids from the wheel to the claimers; claimed
+	// carries claims from the claimers to the senders. Both are bounded:
+	// when senders fall behind, the wheel waits instead of memory growing.
+	due     chan uuid.UUID
+	claimed chan *store.ClaimedTask
+
+	mu sync.Mutex
+	// loadingUntil is the end of the window the loader has loaded or is
+	// loading: a task announced later with a due time up to it must go into
+	// the wheel directly, since the loader's scan may have missed it.
+	loadingUntil time.Time
+	// inflight holds tasks that have left the wheel but whose attempt is not
+	// settled yet, so the sweep does not feed them in again.
+	inflight map[uuid.UUID]struct{}
+	// rescan asks the loader to read the whole window again (the NOTIFY
+	// listener reconnected and may have missed announcements).
+	rescan chan struct{}
+}
+
+// New returns a Dispatcher; nothing runs until Run.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		cfg:      cfg,
+		db:       cfg.DB,
+		redis:    cfg.Redis,
+		logger:   cfg.Logger,
+		clock:    cfg.Clock,
+		signer:   NewSigner(SignerConfig{}),
+		due:      make(chan uuid.UUID, 16*cfg.ClaimBatch*cfg.Claimers),
+		claimed:  make(chan *store.ClaimedTask, cfg.Senders),
+		inflight: make(map[uuid.UUID]struct{}),
+		rescan:   make(chan struct{}, 1),
+	}
+	d.timers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.fire})
+	m, err := newMetrics(cfg.Registerer, d)
+	if err != nil {
+		return nil, err
+	}
+	d.metrics = m
+	return d, nil
+}
+
+// Lookahead is the window the dispatcher keeps loaded: a task stored with a
+// due time closer than this must be announced (Schedule, or NOTIFY).
+func (d *Dispatcher) Lookahead() time.Duration { return d.cfg.Lookahead }
+
+// Schedule tells the dispatcher of a task stored (committed) with next
+// attempt due at at. It goes into the wheel when it falls inside the loaded
+// window; otherwise the loader will find it in time.
+func (d *Dispatcher) Schedule(id uuid.UUID, at time.Time) {
+	d.mu.Lock()
+	inWindow := !at.After(d.loadingUntil)
+	d.mu.Unlock()
+	if inWindow {
+		d.timers.Schedule(id, at)
+	}
+}
+
+// Cancel removes a task's timer, if this dispatcher holds one.
+func (d *Dispatcher) Cancel(id uuid.UUID) {
+	d.timers.Cancel(id)
+}
+
+// fire is called by the wheel for each expired timer.
+func (d *Dispatcher) fire(id uuid.UUID, _ time.Time) {
+	d.mu.Lock()
+	d.inflight[id] = struct{}{}
+	d.mu.Unlock()
+	d.due <- id
+}
+
+func (d *Dispatcher) settle(id uuid.UUID) {
+	d.mu.Lock()
+	delete(d.inflight, id)
+	d.mu.Unlock()
+}
+
+// Run dispatches until ctx is done, then stops taking work, finishes the
+// sends in flight and returns.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var (
+		feeders   sync.WaitGroup
+		claimers  sync.WaitGroup
+		senders   sync.WaitGroup
+		wheelDone = make(chan struct{})
+	)
+	feeders.Add(3)
+	go func() { defer feeders.Done(); d.runLoader(ctx) }()
+	go func() { defer feeders.Done(); d.runListener(ctx) }()
+	go func() { defer feeders.Done(); d.runSweeper(ctx) }()
+	go func() {
+		defer close(wheelDone)
+		if err := d.timers.Run(ctx); err != nil {
+			d.logger.Error("timing wheel stopped", "err", err)
+		}
+	}()
+	for range d.cfg.Claimers {
+		claimers.Add(1)
+		go func() { defer claimers.Done(); d.runClaimer(ctx) }()
+	}
+	for range d.cfg.Senders {
+		senders.Add(1)
+		go func() { defer senders.Done(); d.runSender() }()
+	}
+
+	<-ctx.Done()
+	d.logger.Info("dispatcher stopping: finishing sends in flight")
+	feeders.Wait()
+	// The wheel may be blocked handing a fired task to a claimer that has
+	// quit; what it holds is still waiting in Postgres, so drop it.
+	for {
+		select {
+		case <-d.due:
+			continue
+		case <-wheelDone:
+		}
+		break
+	}
+	claimers.Wait()
+	close(d.claimed)
+	senders.Wait()
+	d.logger.Info("dispatcher stopped")
+	return nil
+}
+
+// runClaimer takes fired tasks in batches and claims them in Postgres.
+func (d *Dispatcher) runClaimer(ctx context.Context) {
+	batch := make([]uuid.UUID, 0, d.cfg.ClaimBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-d.due:
+			batch = append(batch, id)
+		}
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case id := <-d.due:
+				batch = append(batch, id)
+			default:
+				break fill
+			}
+		}
+		d.claim(ctx, batch)
+	}
+}
+
+func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
+	now := d.clock.Now()
+	claims, err := d.db.ClaimTasks(ctx, ids, now, d.cfg.LeaseMargin)
+	if err != nil {
+		d.metrics.storeErrors.WithLabelValues("claim").Inc()
+		if ctx.Err() == nil {
+			d.logger.Error("claiming due tasks failed; they stay queued in Postgres", "tasks", len(ids), "err", err)
+		}
+		// The tasks still wait in Postgres; hand them to the sweep.
+		for _, id := range ids {
+			d.settle(id)
+		}
+		return
+	}
+	claimedIDs := make(map[uuid.UUID]struct{}, len(claims))
+	for _, c := range claims {
+		claimedIDs[c.ID] = struct{}{}
+	}
+	// Not claimed: canceled, finished, claimed by another node, or moved
+	// later (its new timer is already set). Nothing to do but forget it.
+	for _, id := range ids {
+		if _, ok := claimedIDs[id]; !ok {
+			d.settle(id)
+		}
+	}
+	d.metrics.claimBatch.Observe(float64(len(claims)))
+	for i, c := range claims {
+		select {
+		case d.claimed <- c:
+		case <-ctx.Done():
+			// Shutting down with claims no sender will take: give them back.
+			d.deferClaims(claims[i:], time.Time{})
+			return
+		}
+	}
+}
+
+// deferClaims gives claims back unsent, to wait until notBefore.
+func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Time) {
+	byToken := make(map[uuid.UUID][]uuid.UUID)
+	for _, c := range claims {
+		byToken[c.ClaimToken] = append(byToken[c.ClaimToken], c.ID)
+		d.settle(c.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for token, ids := range byToken {
+		if err := d.db.DeferClaims(ctx, ids, token, notBefore); err != nil {
+			d.metrics.storeErrors.WithLabelValues("defer").Inc()
+			d.logger.Error("giving claims back failed; their leases will expire and the sweep will recover them", "tasks", len(ids), "err", err)
+		}
+	}
+	if !notBefore.IsZero() {
+		for _, c := range claims {
+			d.Schedule(c.ID, notBefore)
+		}
+	}
+}

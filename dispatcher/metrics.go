@@ -1,0 +1,96 @@
+package dispatcher
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	lateness        *prometheus.HistogramVec
+	attempts        *prometheus.CounterVec
+	attemptDuration prometheus.Histogram
+	claimBatch      prometheus.Histogram
+	storeErrors     *prometheus.CounterVec
+	redisErrors     prometheus.Counter
+	claimConflicts  prometheus.Counter
+	loaded          prometheus.Counter
+	loadDuration    prometheus.Histogram
+	recovered       prometheus.Counter
+	swept           prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
+	m := &metrics{
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hookwheel_fire_lateness_seconds",
+			Help: "Time from an attempt's due instant (run_at, or next_attempt_at for a retry) to the start of its send.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+				300},
+		}, []string{"attempt"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_attempts_total",
+			Help: "Delivery attempts by outcome: success, retry or fail.",
+		}, []string{"outcome"}),
+		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookwheel_attempt_duration_seconds",
+			Help:    "Time from the start of a send to the receiver's response or the error.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}),
+		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookwheel_claim_batch_size",
+			Help:    "Tasks claimed per Postgres claim statement.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_dispatcher_postgres_errors_total",
+			Help: "Failed Postgres operations of the dispatcher, by operation.",
+		}, []string{"op"}),
+		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_redis_errors_total",
+			Help: "Fire-once claims that could not reach Redis; sends went ahead on the Postgres claim alone (Redis degraded).",
+		}),
+		claimConflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_fire_once_conflicts_total",
+			Help: "Attempts not sent because another sender held their fire-once claim in Redis.",
+		}),
+		loaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_loader_tasks_total",
+			Help: "Tasks the loader read from Postgres into the wheel.",
+		}),
+		loadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookwheel_loader_pass_seconds",
+			Help:    "Duration of one loader pass over the newly uncovered slice of the window.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_recovered_claims_total",
+			Help: "Tasks handed back to the queue because their sender's lease expired mid-attempt.",
+		}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_swept_tasks_total",
+			Help: "Overdue tasks found in no wheel by the sweep.",
+		}),
+	}
+	collectors := []prometheus.Collector{
+		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
+		m.loaded, m.loadDuration, m.recovered, m.swept,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_wheel_timers",
+			Help: "Timers waiting in this node's timing wheel.",
+		}, func() float64 { return float64(d.timers.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_due_queue_length",
+			Help: "Fired tasks waiting for a claimer.",
+		}, func() float64 { return float64(len(d.due)) }),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register dispatcher metrics: %w", err)
+		}
+	}
+	for _, o := range []Outcome{OutcomeSuccess, OutcomeRetry, OutcomeFail} {
+		m.attempts.WithLabelValues(string(o))
+	}
+	return m, nil
+}

@@ -1,0 +1,235 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Outcome is how one delivery attempt ended, as recorded in the attempt's
+// outcome field.
+type Outcome string
+
+const (
+	// OutcomeSuccess: the receiver answered 2xx; the task is delivered.
+	OutcomeSuccess Outcome = "success"
+	// OutcomeRetry: the attempt failed in a way that may pass later.
+	OutcomeRetry Outcome = "retry"
+	// OutcomeFail: the receiver refused the webhook for good; the task is
+	// dead at once, however many attempts remain.
+	OutcomeFail Outcome = "fail"
+)
+
+// Classify decides the outcome of an attempt from its response status code,
+// or from err when no response came. Any err (connection refused, reset, TLS
+// failure, timeout) is retried: the receiver never got to answer. Of the
+// statuses, 2xx succeeds; 408, 425, 429 and 5xx are retried, being transient
+// by definition; everything else, 1xx, 3xx (redirects are not followed) and
+// the other 4xx included, fails, since sending the same request again would
+// get the same answer.
+func Classify(statusCode int, err error) Outcome {
+	switch {
+	case err != nil:
+		return OutcomeRetry
+	case statusCode >= 200 && statusCode <= 299:
+		return OutcomeSuccess
+	case statusCode == http.StatusRequestTimeout,
+		statusCode == http.StatusTooEarly,
+		statusCode == http.StatusTooManyRequests,
+		statusCode >= 500 && statusCode <= 599:
+		return OutcomeRetry
+	default:
+		return OutcomeFail
+	}
+}
+
+// Bounds of RetryPolicy, checked by Validate.
+const (
+	retryMaxAttemptsLimit = 100
+	retryMinBackoffLimit  = 100 * time.Millisecond
+	retryMaxBackoffLimit  = 7 * 24 * time.Hour
+
+	// retryAfterLimit caps a receiver's Retry-After, so that one response
+	// cannot park a task for days.
+	retryAfterLimit = time.Hour
+)
+
+// RetryPolicy is a task's retry policy. The zero value is not usable: start
+// from DefaultRetryPolicy, or fill unset fields with WithDefaults, then
+// Validate.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included. Default 10;
+	// 1 to 100.
+	MaxAttempts int
+
+	// MinBackoff is the delay after the first failed attempt, before jitter.
+	// Default 1s; at least 100ms.
+	MinBackoff time.Duration
+
+	// MaxBackoff caps the delay between attempts, after jitter. Default 1h;
+	// at least MinBackoff and at most 7 days. A Retry-After response header
+	// may exceed it.
+	MaxBackoff time.Duration
+}
+
+// DefaultRetryPolicy returns the policy of a task that gives none: 10
+// attempts, backoff from 1s to 1h.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}
+}
+
+// WithDefaults returns p with each zero field replaced by its default, for a
+// task request that sets only some of them.
+func (p RetryPolicy) WithDefaults() RetryPolicy {
+	d := DefaultRetryPolicy()
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.MinBackoff == 0 {
+		p.MinBackoff = d.MinBackoff
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = d.MaxBackoff
+	}
+	return p
+}
+
+// RetryPolicyError is one invalid field of a RetryPolicy. Field is the
+// field's name in the task request's "retry" object, so that the API can
+// report it as is.
+type RetryPolicyError struct {
+	Field   string
+	Message string
+}
+
+func (e *RetryPolicyError) Error() string {
+	return "invalid retry policy: " + e.Field + " " + e.Message
+}
+
+// Validate reports every invalid field of p, each as a *RetryPolicyError,
+// joined with errors.Join so that an API response can list them all;
+// errors.As finds the first.
+func (p RetryPolicy) Validate() error {
+	var errs []error
+	if p.MaxAttempts < 1 || p.MaxAttempts > retryMaxAttemptsLimit {
+		errs = append(errs, &RetryPolicyError{"max_attempts", fmt.Sprintf(
+			"must be between 1 and %d, got %d", retryMaxAttemptsLimit, p.MaxAttempts)})
+	}
+	if p.MinBackoff < retryMinBackoffLimit {
+		errs = append(errs, &RetryPolicyError{"min_backoff", fmt.Sprintf(
+			"must be at least %s, got %s", retryMinBackoffLimit, p.MinBackoff)})
+	}
+	switch {
+	case p.MaxBackoff < p.MinBackoff:
+		errs = append(errs, &RetryPolicyError{"max_backoff", fmt.Sprintf(
+			"must be at least min_backoff (%s), got %s", p.MinBackoff, p.MaxBackoff)})
+	case p.MaxBackoff > retryMaxBackoffLimit:
+		errs = append(errs, &RetryPolicyError{"max_backoff", fmt.Sprintf(
+			"must be at most 7 days (%s), got %s", retryMaxBackoffLimit, p.MaxBackoff)})
+	}
+	return errors.Join(errs...)
+}
+
+// Backoff returns the delay after failed attempt n (1-based), given u drawn
+// uniformly from [0, 1). The delay doubles from MinBackoff with each attempt,
+// up to MaxBackoff: d = min(MaxBackoff, MinBackoff·2^(n−1)). Jitter spreads
+// it over ±20 %, so that tasks that failed together do not retry together:
+// delay = d·(0.8 + 0.4·u), clamped to [MinBackoff, MaxBackoff]. The clamp
+// only moves the delay towards d, so it stays within ±20 % of d.
+//
+// Backoff is defined for every n and u: n < 1 counts as 1, u is clamped to
+// [0, 1], and large n cannot overflow.
+func (p RetryPolicy) Backoff(n int, u float64) time.Duration {
+	n = max(n, 1)
+	if !(u >= 0) { // also catches NaN
+		u = 0
+	}
+	u = min(u, 1)
+
+	d := p.MaxBackoff
+	// Doubling n−1 times stays within MaxBackoff exactly when MinBackoff fits
+	// in MaxBackoff shifted right n−1 times; testing it that way round cannot
+	// overflow.
+	if shift := n - 1; shift < 63 && p.MinBackoff <= p.MaxBackoff>>shift {
+		d = p.MinBackoff << shift
+	}
+
+	// Clamped in float64 before converting back: a jittered MaxBackoff near
+	// the top of int64 would not fit in a Duration.
+	f := float64(d) * (0.8 + 0.4*u)
+	switch {
+	case f >= float64(p.MaxBackoff):
+		return p.MaxBackoff
+	case f <= float64(p.MinBackoff):
+		return p.MinBackoff
+	default:
+		return time.Duration(f)
+	}
+}
+
+// RetryAfter returns the wait a Retry-After header asks for, relative to now:
+// delta seconds or an HTTP date. Only 429 and 503 responses are honoured, as
+// the contract says. The wait is capped at one hour; a negative delta or a
+// past date gives 0. ok is false when the header is absent, not honoured for
+// statusCode, or unparseable.
+func RetryAfter(statusCode int, h http.Header, now time.Time) (wait time.Duration, ok bool) {
+	if statusCode != http.StatusTooManyRequests && statusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err == nil:
+		return clampRetryAfter(secs, time.Second), true
+	case errors.Is(err, strconv.ErrRange):
+		// A number, just too long for int64: beyond the cap either way.
+		if strings.HasPrefix(v, "-") {
+			return 0, true
+		}
+		return retryAfterLimit, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return clampRetryAfter(int64(t.Sub(now)), 1), true
+}
+
+// clampRetryAfter returns n·unit within [0, retryAfterLimit] without
+// overflowing.
+func clampRetryAfter(n int64, unit time.Duration) time.Duration {
+	switch {
+	case n <= 0:
+		return 0
+	case n >= int64(retryAfterLimit/unit):
+		return retryAfterLimit
+	default:
+		return time.Duration(n) * unit
+	}
+}
+
+// NextDelay decides what follows attempt n (1-based), which ended with
+// outcome, statusCode and response header h at now. It retries after delay
+// when the outcome is retry and attempts remain; otherwise retry is false and
+// the task is final. The delay is the response's Retry-After when it is
+// honoured (see RetryAfter), even past MaxBackoff, else Backoff(n, u).
+//
+// A Retry-After below MinBackoff (0 and past dates included) is raised to
+// MinBackoff: waiting longer than asked still honours it, and a receiver
+// answering "Retry-After: 0" must not be able to burn every attempt in a
+// tight loop.
+func (p RetryPolicy) NextDelay(n int, outcome Outcome, statusCode int, h http.Header, now time.Time, u float64) (delay time.Duration, retry bool) {
+	if outcome != OutcomeRetry || n >= p.MaxAttempts {
+		return 0, false
+	}
+	if wait, ok := RetryAfter(statusCode, h, now); ok {
+		return max(wait, p.MinBackoff), true
+	}
+	return p.Backoff(n, u), true
+}

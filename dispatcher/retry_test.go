@@ -1,0 +1,352 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name   string
+		status int
+		err    error
+		want   Outcome
+	}{
+		{"200", 200, nil, OutcomeSuccess},
+		{"201", 201, nil, OutcomeSuccess},
+		{"204", 204, nil, OutcomeSuccess},
+		{"299", 299, nil, OutcomeSuccess},
+
+		{"connection refused", 0, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), OutcomeRetry},
+		{"timeout", 0, timeout, OutcomeRetry},
+		{"context deadline", 0, context.DeadlineExceeded, OutcomeRetry},
+		{"error wins over a 2xx status", 200, errors.New("body read failed"), OutcomeRetry},
+		{"408", 408, nil, OutcomeRetry},
+		{"425", 425, nil, OutcomeRetry},
+		{"429", 429, nil, OutcomeRetry},
+		{"500", 500, nil, OutcomeRetry},
+		{"502", 502, nil, OutcomeRetry},
+		{"503", 503, nil, OutcomeRetry},
+		{"504", 504, nil, OutcomeRetry},
+		{"599", 599, nil, OutcomeRetry},
+
+		{"100", 100, nil, OutcomeFail},
+		{"199", 199, nil, OutcomeFail},
+		{"300", 300, nil, OutcomeFail},
+		{"301", 301, nil, OutcomeFail},
+		{"302", 302, nil, OutcomeFail},
+		{"304", 304, nil, OutcomeFail},
+		{"307", 307, nil, OutcomeFail},
+		{"308", 308, nil, OutcomeFail},
+		{"400", 400, nil, OutcomeFail},
+		{"401", 401, nil, OutcomeFail},
+		{"403", 403, nil, OutcomeFail},
+		{"404", 404, nil, OutcomeFail},
+		{"409", 409, nil, OutcomeFail},
+		{"410", 410, nil, OutcomeFail},
+		{"413", 413, nil, OutcomeFail},
+		{"422", 422, nil, OutcomeFail},
+		{"424", 424, nil, OutcomeFail},
+		{"426", 426, nil, OutcomeFail},
+		{"499", 499, nil, OutcomeFail},
+		{"600", 600, nil, OutcomeFail},
+		{"no status, no error", 0, nil, OutcomeFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, Classify(tt.status, tt.err))
+		})
+	}
+}
+
+func TestDefaultRetryPolicy(t *testing.T) {
+	t.Parallel()
+
+	p := DefaultRetryPolicy()
+	require.Equal(t, RetryPolicy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}, p)
+	require.NoError(t, p.Validate())
+	require.Equal(t, p, RetryPolicy{}.WithDefaults())
+	require.Equal(t, RetryPolicy{MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Hour},
+		RetryPolicy{MaxAttempts: 3}.WithDefaults())
+}
+
+func TestRetryPolicyValidate(t *testing.T) {
+	t.Parallel()
+
+	valid := DefaultRetryPolicy()
+	tests := []struct {
+		name       string
+		edit       func(*RetryPolicy)
+		wantFields []string
+	}{
+		{"default", func(*RetryPolicy) {}, nil},
+		{"one attempt", func(p *RetryPolicy) { p.MaxAttempts = 1 }, nil},
+		{"100 attempts", func(p *RetryPolicy) { p.MaxAttempts = 100 }, nil},
+		{"smallest backoff", func(p *RetryPolicy) { p.MinBackoff = 100 * time.Millisecond }, nil},
+		{"constant backoff", func(p *RetryPolicy) { p.MinBackoff, p.MaxBackoff = time.Minute, time.Minute }, nil},
+		{"7 days", func(p *RetryPolicy) { p.MaxBackoff = 7 * 24 * time.Hour }, nil},
+		{"zero attempts", func(p *RetryPolicy) { p.MaxAttempts = 0 }, []string{"max_attempts"}},
+		{"101 attempts", func(p *RetryPolicy) { p.MaxAttempts = 101 }, []string{"max_attempts"}},
+		{"zero min", func(p *RetryPolicy) { p.MinBackoff = 0 }, []string{"min_backoff"}},
+		{"99ms min", func(p *RetryPolicy) { p.MinBackoff = 99 * time.Millisecond }, []string{"min_backoff"}},
+		{"max below min", func(p *RetryPolicy) { p.MaxBackoff = 500 * time.Millisecond }, []string{"max_backoff"}},
+		{"max past 7 days", func(p *RetryPolicy) { p.MaxBackoff = 7*24*time.Hour + 1 }, []string{"max_backoff"}},
+		{"all wrong", func(p *RetryPolicy) { *p = RetryPolicy{MaxAttempts: -1, MinBackoff: -1, MaxBackoff: -2} },
+			[]string{"max_attempts", "min_backoff", "max_backoff"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := valid
+			tt.edit(&p)
+			err := p.Validate()
+			if tt.wantFields == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+
+			var first *RetryPolicyError
+			require.ErrorAs(t, err, &first)
+			require.Equal(t, tt.wantFields[0], first.Field)
+
+			var fields []string
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var fe *RetryPolicyError
+				require.ErrorAs(t, e, &fe)
+				require.NotEmpty(t, fe.Message)
+				require.Contains(t, e.Error(), fe.Field)
+				fields = append(fields, fe.Field)
+			}
+			require.Equal(t, tt.wantFields, fields)
+		})
+	}
+}
+
+// backoffBase is d of the documented formula, computed the slow, obvious way.
+func backoffBase(p RetryPolicy, n int) time.Duration {
+	d := p.MinBackoff
+	for i := 1; i < n; i++ {
+		if d > p.MaxBackoff/2 {
+			return p.MaxBackoff
+		}
+		d *= 2
+	}
+	return min(d, p.MaxBackoff)
+}
+
+func TestBackoffBounds(t *testing.T) {
+	t.Parallel()
+
+	policies := []RetryPolicy{
+		DefaultRetryPolicy(),
+		{MaxAttempts: 100, MinBackoff: 100 * time.Millisecond, MaxBackoff: 7 * 24 * time.Hour},
+		{MaxAttempts: 10, MinBackoff: time.Minute, MaxBackoff: time.Minute},
+		{MaxAttempts: 10, MinBackoff: 3 * time.Second, MaxBackoff: 10 * time.Second},
+		{MaxAttempts: 10, MinBackoff: 1500 * time.Millisecond, MaxBackoff: 1501 * time.Millisecond},
+		// Beyond Validate's limits: Backoff must still not overflow.
+		{MaxAttempts: 10, MinBackoff: time.Nanosecond, MaxBackoff: math.MaxInt64},
+		{MaxAttempts: 10, MinBackoff: math.MaxInt64 / 3, MaxBackoff: math.MaxInt64},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	us := []float64{0, math.Nextafter(0, 1), 0.25, 0.5, 0.75, math.Nextafter(1, 0)}
+	for range 60 {
+		us = append(us, rng.Float64())
+	}
+
+	for _, p := range policies {
+		t.Run(fmt.Sprintf("%s..%s", p.MinBackoff, p.MaxBackoff), func(t *testing.T) {
+			t.Parallel()
+			for _, u := range us {
+				prev := time.Duration(0)
+				for n := 1; n <= 200; n++ {
+					d := backoffBase(p, n)
+					delay := p.Backoff(n, u)
+					require.GreaterOrEqual(t, delay, p.MinBackoff, "n=%d u=%v", n, u)
+					require.LessOrEqual(t, delay, p.MaxBackoff, "n=%d u=%v", n, u)
+					require.LessOrEqual(t, math.Abs(float64(delay)-float64(d)), 0.2*float64(d)+1,
+						"n=%d u=%v d=%s delay=%s", n, u, d, delay)
+					// d never decreases with n, and neither may the delay.
+					require.GreaterOrEqual(t, delay, prev, "n=%d u=%v", n, u)
+					prev = delay
+				}
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+
+	p := DefaultRetryPolicy()
+	tests := []struct {
+		n    int
+		u    float64
+		want time.Duration
+	}{
+		{1, 0.5, time.Second}, // 1s exactly, no jitter at u=0.5
+		{1, 0, time.Second},   // 0.8s, raised to MinBackoff
+		{1, 0.75, 1100 * time.Millisecond},
+		{2, 0.5, 2 * time.Second},
+		{2, 0, 1600 * time.Millisecond},
+		{3, 1, 4800 * time.Millisecond},
+		{10, 0.5, 512 * time.Second},
+		{12, 0.5, 2048 * time.Second},
+		{13, 0.5, time.Hour}, // 4096s is past MaxBackoff
+		{13, 0, 48 * time.Minute},
+		{13, 1, time.Hour},
+		{1000, 0.5, time.Hour},
+		{math.MaxInt, 0.5, time.Hour},
+		// Out of range arguments are clamped, not trusted.
+		{0, 0.5, time.Second},
+		{-5, 0.5, time.Second},
+		{2, -1, 1600 * time.Millisecond},
+		{2, math.NaN(), 1600 * time.Millisecond},
+		{2, 7, 2400 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("n=%d,u=%v", tt.n, tt.u), func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, p.Backoff(tt.n, tt.u))
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+
+	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
+	httpDate := func(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+	tests := []struct {
+		name     string
+		status   int
+		value    string // "" for no header
+		wantWait time.Duration
+		wantOK   bool
+	}{
+		{"seconds", 429, "120", 2 * time.Minute, true},
+		{"seconds on 503", 503, "7", 7 * time.Second, true},
+		{"zero seconds", 429, "0", 0, true},
+		{"surrounding spaces", 429, " 30 ", 30 * time.Second, true},
+		{"seconds capped at 1h", 429, "3601", time.Hour, true},
+		{"exactly 1h", 503, "3600", time.Hour, true},
+		{"huge seconds capped", 429, "99999999999999999999999", time.Hour, true},
+		{"negative seconds", 429, "-30", 0, true},
+		{"huge negative seconds", 429, "-99999999999999999999999", 0, true},
+		{"HTTP date", 503, httpDate(now.Add(90 * time.Second).Truncate(time.Second)), 89700 * time.Millisecond, true},
+		{"RFC 850 date", 429, now.Add(time.Minute).Format(time.RFC850), 59700 * time.Millisecond, true},
+		{"ANSI C date", 429, now.Add(time.Minute).Format(time.ANSIC), 59700 * time.Millisecond, true},
+		{"HTTP date capped at 1h", 429, httpDate(now.Add(48 * time.Hour)), time.Hour, true},
+		{"past HTTP date", 503, httpDate(now.Add(-time.Hour)), 0, true},
+		{"HTTP date this very second", 503, httpDate(now), 0, true},
+		{"garbage", 429, "soon", 0, false},
+		{"fractional seconds", 429, "1.5", 0, false},
+		{"ISO date", 429, now.Add(time.Minute).Format(time.RFC3339), 0, false},
+		{"absent on 429", 429, "", 0, false},
+		{"ignored on 500", 500, "120", 0, false},
+		{"ignored on 502", 502, "120", 0, false},
+		{"ignored on 408", 408, "120", 0, false},
+		{"ignored on 200", 200, "120", 0, false},
+		{"ignored on network error", 0, "120", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.Header{}
+			if tt.value != "" {
+				h.Set("Retry-After", tt.value)
+			}
+			wait, ok := RetryAfter(tt.status, h, now)
+			require.Equal(t, tt.wantOK, ok)
+			require.Equal(t, tt.wantWait, wait)
+		})
+	}
+
+	wait, ok := RetryAfter(429, nil, now)
+	require.False(t, ok)
+	require.Zero(t, wait)
+}
+
+func TestNextDelay(t *testing.T) {
+	t.Parallel()
+
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	retryAfter := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
+	p := RetryPolicy{MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute}
+	tests := []struct {
+		name      string
+		n         int
+		outcome   Outcome
+		status    int
+		header    http.Header
+		wantDelay time.Duration
+		wantRetry bool
+	}{
+		{"first failure", 1, OutcomeRetry, 500, nil, time.Second, true},
+		{"network error", 2, OutcomeRetry, 0, nil, 2 * time.Second, true},
+		{"backoff capped", 4, OutcomeRetry, 502, nil, 8 * time.Second, true},
+		{"last attempt", 5, OutcomeRetry, 500, nil, 0, false},
+		{"past the last attempt", 6, OutcomeRetry, 500, nil, 0, false},
+		{"last attempt ignores Retry-After", 5, OutcomeRetry, 429, retryAfter("10"), 0, false},
+		{"success", 1, OutcomeSuccess, 200, nil, 0, false},
+		{"fail", 1, OutcomeFail, 404, nil, 0, false},
+		{"fail ignores Retry-After", 1, OutcomeFail, 403, retryAfter("10"), 0, false},
+		{"Retry-After on 429", 1, OutcomeRetry, 429, retryAfter("30"), 30 * time.Second, true},
+		{"Retry-After past MaxBackoff", 1, OutcomeRetry, 503, retryAfter("600"), 10 * time.Minute, true},
+		{"Retry-After capped at 1h", 1, OutcomeRetry, 429, retryAfter("86400"), time.Hour, true},
+		{"Retry-After HTTP date", 1, OutcomeRetry, 503,
+			retryAfter(now.Add(45 * time.Second).Format(http.TimeFormat)), 45 * time.Second, true},
+		{"Retry-After 0 raised to MinBackoff", 3, OutcomeRetry, 429, retryAfter("0"), time.Second, true},
+		{"past Retry-After date raised to MinBackoff", 3, OutcomeRetry, 503,
+			retryAfter(now.Add(-time.Hour).Format(http.TimeFormat)), time.Second, true},
+		{"Retry-After ignored on 500", 2, OutcomeRetry, 500, retryAfter("30"), 2 * time.Second, true},
+		{"garbage Retry-After falls back to backoff", 2, OutcomeRetry, 429, retryAfter("later"), 2 * time.Second, true},
+		{"429 without Retry-After", 3, OutcomeRetry, 429, nil, 4 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			delay, retry := p.NextDelay(tt.n, tt.outcome, tt.status, tt.header, now, 0.5)
+			require.Equal(t, tt.wantRetry, retry)
+			require.Equal(t, tt.wantDelay, delay)
+		})
+	}
+
+	t.Run("single attempt policy never retries", func(t *testing.T) {
+		t.Parallel()
+		one := RetryPolicy{MaxAttempts: 1, MinBackoff: time.Second, MaxBackoff: time.Hour}
+		_, retry := one.NextDelay(1, OutcomeRetry, 503, retryAfter("1"), now, 0.5)
+		require.False(t, retry)
+	})
+
+	t.Run("attempts of the default policy", func(t *testing.T) {
+		t.Parallel()
+		// Ten attempts: nine waits, then the task is dead.
+		def := DefaultRetryPolicy()
+		var waits []string
+		for n := 1; ; n++ {
+			delay, retry := def.NextDelay(n, OutcomeRetry, 500, nil, now, 0.5)
+			if !retry {
+				require.Equal(t, 10, n)
+				break
+			}
+			waits = append(waits, strconv.Itoa(int(delay/time.Second)))
+		}
+		require.Equal(t, []string{"1", "2", "4", "8", "16", "32", "64", "128", "256"}, waits)
+	})
+}

@@ -1,0 +1,189 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// runSender sends claimed tasks until the claimers close the channel.
+func (d *Dispatcher) runSender() {
+	for c := range d.claimed {
+		d.attempt(c)
+	}
+}
+
+// attempt makes one delivery attempt of a claimed task and records it. It
+// runs to completion even while the dispatcher shuts down: the claim is
+// ours, and a send begun must be recorded.
+func (d *Dispatcher) attempt(c *store.ClaimedTask) {
+	defer d.settle(c.ID)
+	ctx := context.Background()
+	lease := c.Timeout + d.cfg.LeaseMargin
+
+	if d.redis != nil {
+		ok, err := d.redis.ClaimAttempt(ctx, c.ID, c.Attempt, c.ClaimToken, lease+d.cfg.LeaseMargin)
+		switch {
+		case err != nil:
+			// Postgres already made the claim exclusive; Redis is the
+			// second lock, so carry on without it.
+			d.metrics.redisErrors.Inc()
+			d.logger.Warn("fire-once claim in Redis failed; relying on Postgres alone", "task", c.ID, "err", err)
+		case !ok:
+			// Another sender holds this very attempt: a node whose lease
+			// expired is still sending it. Wait for its claim to lapse.
+			d.metrics.claimConflicts.Inc()
+			d.deferClaims([]*store.ClaimedTask{c}, d.clock.Now().Add(lease))
+			return
+		}
+	}
+
+	scheduledFor := c.RunAt
+	if c.NextAttemptAt != nil {
+		scheduledFor = *c.NextAttemptAt
+	}
+	started := d.clock.Now()
+	lateness := started.Sub(scheduledFor)
+	kind := "first"
+	if c.Attempt > 1 {
+		kind = "retry"
+	}
+	d.metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())
+
+	statusCode, header, respBody, sendErr := d.send(ctx, c, started)
+	duration := d.clock.Now().Sub(started)
+	outcome := Classify(statusCode, sendErr)
+	d.metrics.attempts.WithLabelValues(string(outcome)).Inc()
+	d.metrics.attemptDuration.Observe(duration.Seconds())
+
+	policy := RetryPolicy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
+	result := store.AttemptResult{
+		Attempt: store.Attempt{
+			TaskID:    c.ID,
+			Attempt:   c.Attempt,
+			StartedAt: started,
+			Duration:  duration,
+			Outcome:   string(outcome),
+		},
+		ClaimToken: c.ClaimToken,
+	}
+	if sendErr != nil {
+		msg := sendErr.Error()
+		result.Error = &msg
+	} else {
+		result.StatusCode = &statusCode
+		result.ResponseBody = &respBody
+		if outcome != OutcomeSuccess {
+			msg := fmt.Sprintf("receiver answered %d %s", statusCode, http.StatusText(statusCode))
+			result.Error = &msg
+		}
+	}
+	switch delay, retry := policy.NextDelay(c.Attempt, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
+	case outcome == OutcomeSuccess:
+		result.Status = store.StatusDelivered
+	case retry:
+		next := d.clock.Now().Add(delay)
+		result.Status = store.StatusRetrying
+		result.NextAttemptAt = &next
+	default:
+		result.Status = store.StatusDead
+	}
+
+	if err := d.record(result); err != nil {
+		d.logger.Error("recording an attempt failed; the lease will expire and the task will be sent again with the same webhook-id",
+			"task", c.ID, "attempt", c.Attempt, "err", err)
+		return
+	}
+	if result.NextAttemptAt != nil {
+		d.Schedule(c.ID, *result.NextAttemptAt)
+	}
+	d.logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
+}
+
+// record stores an attempt, trying again for a while when Postgres is away:
+// the receiver already has the webhook, so giving up now means sending it twice.
+func (d *Dispatcher) record(r store.AttemptResult) error {
+	deadline := d.clock.Now().Add(d.cfg.LeaseMargin)
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := d.db.RecordAttempt(ctx, r)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrClaimLost) {
+			return err
+		}
+		d.metrics.storeErrors.WithLabelValues("record").Inc()
+		if d.clock.Now().After(deadline) {
+			return err
+		}
+		t := d.clock.NewTimer(backoff)
+		<-t.C()
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// send makes the HTTP request of one attempt. It returns the status code, the
+// response header and the start of the response body, or the error that
+// prevented a response.
+func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Time) (int, http.Header, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, c.Method, c.URL, bytes.NewReader(c.Body))
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("build request: %w", err)
+	}
+	for name, value := range c.Headers {
+		req.Header.Set(name, value)
+	}
+	webhookID := c.ID.String()
+	signed, err := d.signer.Sign([]string{c.SigningSecret}, Message{WebhookID: webhookID, URL: c.URL, Body: c.Body}, now)
+	if err != nil {
+		return 0, nil, "", fmt.Errorf("sign webhook: %w", err)
+	}
+	for name, values := range signed {
+		req.Header[name] = values
+	}
+	idempotencyKey := webhookID
+	if c.IdempotencyKey != nil {
+		idempotencyKey = *c.IdempotencyKey
+	}
+	req.Header.Set("Idempotency-Key", idempotencyKey)
+	req.Header.Set("Hookwheel-Attempt", strconv.Itoa(c.Attempt))
+	req.Header.Set("Hookwheel-Scheduled-At", c.RunAt.UTC().Format(time.RFC3339Nano))
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
+
+	resp, err := d.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return 0, nil, "", describeSendError(err, c.Timeout)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(d.cfg.MaxResponseBody)))
+	// Drain a little more so the connection can be reused; a receiver that
+	// streams megabytes back loses its connection instead.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, resp.Header, validUTF8(body), nil
+}
+
+func describeSendError(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no response within the %s timeout", timeout)
+	}
+	return err
+}
+
+// validUTF8 keeps a response body storable as text.
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

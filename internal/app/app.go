@@ -1,0 +1,217 @@
+// Package app assembles one hookwheel node from its parts (store, tenants,
+// dispatcher, API) and runs it until its context ends. The binary and the
+// end-to-end tests both start nodes through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+// Config configures a node.
+type Config struct {
+	// DatabaseURL and RedisURL locate the services. Required.
+	DatabaseURL string
+	RedisURL    string
+	// RedisKeyPrefix starts every Redis key. Default "hookwheel:".
+	RedisKeyPrefix string
+	// Addr is the HTTP listen address. Default ":8080".
+	Addr string
+	// AdminToken guards the operator API; empty disables it.
+	AdminToken string
+	// DisableAPI and DisableDispatcher split the roles (--dispatcher-only, --api-only).
+	// The HTTP listener stays up either way, for health checks and metrics.
+	DisableAPI        bool
+	DisableDispatcher bool
+	// SkipMigrate starts without applying migrations (--no-migrate).
+	SkipMigrate bool
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Dispatcher tunes the dispatcher; DB, Redis, Logger and Registerer are filled in.
+	Dispatcher dispatcher.Config
+	// Limits bound task requests.
+	Limits api.Limits
+	// ShutdownTimeout bounds how long in-flight API requests may take to
+	// finish once the node is asked to stop. Default 15s.
+	ShutdownTimeout time.Duration
+}
+
+// Node is one running hookwheel process: API, dispatcher, or both.
+type Node struct {
+	cfg        Config
+	logger     *slog.Logger
+	db         *store.DB
+	redis      *store.Redis
+	tenants    *tenants.Service
+	dispatcher *dispatcher.Dispatcher
+	server     *http.Server
+	listener   net.Listener
+}
+
+// New connects to the services, migrates, and binds the listen address; it
+// serves nothing until Run.
+func New(ctx context.Context, cfg Config) (n *Node, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = ":8080"
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 15 * time.Second
+	}
+	n = &Node{cfg: cfg, logger: cfg.Logger}
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+
+	n.db, err = store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.SkipMigrate {
+		if err := n.db.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	n.redis, err = store.OpenRedis(store.RedisConfig{URL: cfg.RedisURL, KeyPrefix: cfg.RedisKeyPrefix})
+	if err != nil {
+		return nil, err
+	}
+	n.tenants = tenants.New(tenants.Config{Store: n.db})
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	apiCfg := api.Config{
+		DB:         n.db,
+		Tenants:    n.tenants,
+		Redis:      n.redis,
+		AdminToken: cfg.AdminToken,
+		Logger:     cfg.Logger,
+		Registerer: registry,
+		Gatherer:   registry,
+		Limits:     cfg.Limits,
+	}
+	if !cfg.DisableDispatcher {
+		dcfg := cfg.Dispatcher
+		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer = n.db, n.redis, cfg.Logger, registry
+		n.dispatcher, err = dispatcher.New(dcfg)
+		if err != nil {
+			return nil, err
+		}
+		apiCfg.Scheduler = n.dispatcher
+		apiCfg.NotifyWithin = n.dispatcher.Lookahead()
+	} else if cfg.Dispatcher.Lookahead > 0 {
+		apiCfg.NotifyWithin = cfg.Dispatcher.Lookahead
+	}
+	handler, err := api.New(apiCfg)
+	if err != nil {
+		return nil, err
+	}
+	var h http.Handler = handler
+	if cfg.DisableAPI {
+		h = operationsOnly(handler)
+	}
+	n.listener, err = net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	n.server = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return n, nil
+}
+
+// operationsOnly serves just health, readiness and metrics, for a
+// dispatcher-only node.
+func operationsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"type":"urn:hookwheel:problem:not-found","title":"Not found","status":404,"detail":"this node runs the dispatcher only"}` + "\n"))
+		}
+	})
+}
+
+// Addr is the address the node listens on (useful with port 0).
+func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// Tenants manages tenants; the CLI and tests use it directly.
+func (n *Node) Tenants() *tenants.Service { return n.tenants }
+
+// Run serves until ctx ends, then shuts down gracefully: it stops accepting
+// requests and work, lets in-flight requests and sends finish, and returns.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.close()
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.server.Serve(n.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("serve http: %w", err)
+		}
+	}()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if n.dispatcher != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.dispatcher.Run(runCtx); err != nil {
+				n.logger.Error("dispatcher failed", "err", err)
+			}
+		}()
+	}
+	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	stop()
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := n.server.Shutdown(shutdownCtx); serr != nil {
+		n.logger.Warn("http shutdown did not finish cleanly", "err", serr)
+	}
+	wg.Wait()
+	n.logger.Info("hookwheel node stopped")
+	return err
+}
+
+func (n *Node) close() {
+	if n.listener != nil && n.server == nil {
+		_ = n.listener.Close()
+	}
+	if n.redis != nil {
+		_ = n.redis.Close()
+	}
+	if n.db != nil {
+		n.db.Close()
+	}
+}

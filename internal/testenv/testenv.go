@@ -1,0 +1,150 @@
+// Package testenv gives each test its own Postgres database and Redis key
+// space on the real services named by DATABASE_URL and REDIS_URL (defaults:
+// the local services on their standard ports), so tests run in parallel and
+// again and again without anyone cleaning up by hand.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+const (
+	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	defaultRedisURL    = "redis://127.0.0.1:6379/0"
+	dbPrefix           = "hwtest_"
+	// Databases older than this were left by a test binary that crashed or was
+	// killed; no test runs this long, so they are safe to drop.
+	staleAfter = time.Hour
+)
+
+// AdminDatabaseURL is the connection string tests create their databases through.
+func AdminDatabaseURL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultDatabaseURL
+}
+
+// RedisURL is the Redis that tests share, each under its own key prefix.
+func RedisURL() string {
+	if u := os.Getenv("REDIS_URL"); u != "" {
+		return u
+	}
+	return defaultRedisURL
+}
+
+func randomSuffix(t testing.TB) string {
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// DatabaseURL creates an empty, migrated database for this test, drops it when
+// the test ends, and returns its connection string.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, AdminDatabaseURL())
+	require.NoError(t, err, "connect to Postgres at %s (set DATABASE_URL, or run make test)", AdminDatabaseURL())
+	defer admin.Close(ctx)
+	dropStale(ctx, t, admin)
+
+	name := fmt.Sprintf("%s%d_%s", dbPrefix, time.Now().Unix(), randomSuffix(t))
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	require.NoError(t, err, "create test database")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		admin, err := pgx.Connect(ctx, AdminDatabaseURL())
+		if err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+
+	u, err := url.Parse(AdminDatabaseURL())
+	require.NoError(t, err)
+	u.Path = "/" + name
+	dbURL := u.String()
+
+	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 4})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Migrate(ctx))
+	return dbURL
+}
+
+// dropStale removes databases that crashed test runs left behind.
+func dropStale(ctx context.Context, t testing.TB, admin *pgx.Conn) {
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, dbPrefix+"%")
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, name := range names {
+		created, _, _ := strings.Cut(strings.TrimPrefix(name, dbPrefix), "_")
+		secs, err := strconv.ParseInt(created, 10, 64)
+		if err != nil || time.Since(time.Unix(secs, 0)) < staleAfter {
+			continue
+		}
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
+}
+
+// DB opens a fresh migrated database for this test, closed and dropped when it ends.
+func DB(t testing.TB) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: DatabaseURL(t)})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return db
+}
+
+// RedisPrefix returns a key prefix no other test uses, and deletes its keys
+// when the test ends.
+func RedisPrefix(t testing.TB) string {
+	t.Helper()
+	prefix := "hwtest:" + randomSuffix(t) + ":"
+	t.Cleanup(func() {
+		opts, err := redis.ParseURL(RedisURL())
+		if err != nil {
+			return
+		}
+		client := redis.NewClient(opts)
+		defer client.Close()
+		ctx := context.Background()
+		iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			client.Del(ctx, iter.Val())
+		}
+	})
+	return prefix
+}
+
+// Redis opens the shared Redis under a key prefix of this test's own.
+func Redis(t testing.TB) *store.Redis {
+	t.Helper()
+	r, err := store.OpenRedis(store.RedisConfig{URL: RedisURL(), KeyPrefix: RedisPrefix(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	require.NoError(t, r.Ping(context.Background()), "reach Redis at %s (set REDIS_URL, or run make test)", RedisURL())
+	return r
+}

@@ -1,0 +1,246 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// DueTask is a waiting task and the instant its next attempt falls due: all a
+// dispatcher keeps in memory per timer.
+type DueTask struct {
+	ID uuid.UUID
+	At time.Time
+}
+
+// DueCursor is a position in the due-time order: (at, id).
+type DueCursor struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+const queryListDue = `-- name: ListDue
+SELECT id, next_attempt_at FROM tasks
+WHERE status IN ('scheduled', 'retrying')
+	AND (next_attempt_at, id) > ($1, $2)
+	AND next_attempt_at <= $3
+ORDER BY next_attempt_at, id
+LIMIT $4`
+
+// ListDue pages through waiting tasks falling due after the cursor and no later
+// than until, in due order. It walks the tasks_due partial index, so its cost
+// depends on the page size, not on how many tasks wait further ahead.
+func (db *DB) ListDue(ctx context.Context, after DueCursor, until time.Time, limit int) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryListDue, after.At, after.ID, until, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
+		var d DueTask
+		err := r.Scan(&d.ID, &d.At)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks: %w", err)
+	}
+	return due, nil
+}
+
+// ClaimedTask is a task one sender now owns for one attempt.
+type ClaimedTask struct {
+	Task
+	// Attempt is the 1-based number of the attempt this claim is for.
+	Attempt int
+	// ClaimToken proves ownership when the attempt is recorded.
+	ClaimToken    uuid.UUID
+	SigningSecret string
+}
+
+const queryClaimTasks = `-- name: ClaimTasks
+UPDATE tasks t
+SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3,
+	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
+	updated_at = now()
+FROM unnest($1::uuid[]) AS due(id), tenants tn
+WHERE t.id = due.id AND tn.id = t.tenant_id
+	AND t.status IN ('scheduled', 'retrying') AND t.next_attempt_at <= $2
+RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run_at, t.next_attempt_at,
+	t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms, t.attempts, t.last_status_code, t.last_error,
+	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, tn.signing_secret`
+
+// ClaimTasks moves the given tasks from waiting to dispatching in one
+// statement, provided they still wait and are due at now. The status check is
+// the compare-and-set that lets only one node own an attempt: a task already
+// claimed, canceled or rescheduled later is silently left out of the result.
+// The lease covers the attempt's timeout plus leaseMargin; a claim that
+// outlives it is handed back by RecoverExpiredLeases.
+func (db *DB) ClaimTasks(ctx context.Context, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*ClaimedTask, error) {
+	token := uuid.New()
+	rows, err := db.pool.Query(ctx, queryClaimTasks, ids, now, token, leaseMargin)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*ClaimedTask, error) {
+		var (
+			c                          ClaimedTask
+			timeoutMs                  int32
+			minBackoffMs, maxBackoffMs int64
+		)
+		t := &c.Task
+		err := r.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
+			&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
+			&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &c.SigningSecret)
+		t.Timeout = time.Duration(timeoutMs) * time.Millisecond
+		t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
+		t.MaxBackoff = time.Duration(maxBackoffMs) * time.Millisecond
+		c.Attempt = t.Attempts
+		c.ClaimToken = token
+		return &c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
+	}
+	return claimed, nil
+}
+
+// AttemptResult is what became of one claimed attempt.
+type AttemptResult struct {
+	Attempt
+	ClaimToken uuid.UUID
+	// Status is the task's status after the attempt: delivered, retrying or dead.
+	Status TaskStatus
+	// NextAttemptAt is set when Status is retrying.
+	NextAttemptAt *time.Time
+}
+
+const queryRecordAttempt = `-- name: RecordAttempt
+WITH task AS (
+	UPDATE tasks SET status = $9, next_attempt_at = $10, last_status_code = $5, last_error = $6,
+		claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+	WHERE id = $1 AND status = 'dispatching' AND claim_token = $11 AND attempts = $2
+	RETURNING id
+)
+INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
+SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM task
+ON CONFLICT (task_id, attempt) DO NOTHING`
+
+// ErrClaimLost is returned when an attempt is recorded by a sender that no
+// longer owns the task (its lease expired and another node took over).
+var ErrClaimLost = errors.New("claim lost")
+
+// RecordAttempt stores an attempt and moves its task on, in one statement and
+// only while the claim still holds, so a sender whose lease expired cannot
+// overwrite the outcome of the node that took over.
+func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
+	tag, err := db.pool.Exec(ctx, queryRecordAttempt,
+		r.TaskID, r.Attempt.Attempt, r.StartedAt, r.Duration.Milliseconds(), r.StatusCode, r.Error, r.Outcome, r.ResponseBody,
+		r.Status, r.NextAttemptAt, r.ClaimToken)
+	if err != nil {
+		return fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, ErrClaimLost)
+	}
+	return nil
+}
+
+const queryDeferClaims = `-- name: DeferClaims
+UPDATE tasks SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = attempts - 1, next_attempt_at = greatest(next_attempt_at, $3),
+	claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = ANY($1) AND status = 'dispatching' AND claim_token = $2`
+
+// DeferClaims hands claimed tasks back unsent, as if never claimed, to wait
+// again until notBefore (or their due time, if later): for claims a node
+// shutting down will not send, or that it must not send yet. No attempt is
+// spent.
+func (db *DB) DeferClaims(ctx context.Context, ids []uuid.UUID, token uuid.UUID, notBefore time.Time) error {
+	if _, err := db.pool.Exec(ctx, queryDeferClaims, ids, token, notBefore); err != nil {
+		return fmt.Errorf("defer %d claims: %w", len(ids), err)
+	}
+	return nil
+}
+
+const queryRecoverExpiredLeases = `-- name: RecoverExpiredLeases
+UPDATE tasks SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = attempts - 1, next_attempt_at = now(), claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id IN (
+	SELECT id FROM tasks WHERE status = 'dispatching' AND lease_expires_at < now()
+	ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+)
+RETURNING id, next_attempt_at`
+
+// RecoverExpiredLeases returns to the queue tasks whose owner died mid-attempt
+// (the lease ran out with no attempt recorded). The attempt number is given
+// back, so the re-send carries the same attempt number and the same
+// webhook-id and Idempotency-Key: a receiver that saw the first send can drop
+// the second.
+func (db *DB) RecoverExpiredLeases(ctx context.Context, limit int) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryRecoverExpiredLeases, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recover expired leases: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
+		var d DueTask
+		err := r.Scan(&d.ID, &d.At)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover expired leases: %w", err)
+	}
+	return due, nil
+}
+
+// ListenDue calls fn for each task announced on DueNotifyChannel until ctx is
+// done or the connection fails. It calls ready once listening, so the caller
+// can rescan what it may have missed before.
+func (db *DB) ListenDue(ctx context.Context, ready func(), fn func(DueTask)) error {
+	pooled, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	// A LISTENing connection must not go back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+DueNotifyChannel); err != nil {
+		return fmt.Errorf("listen %s: %w", DueNotifyChannel, err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		d, err := parseDueNotification(n.Payload)
+		if err != nil {
+			db.logger.Warn("ignoring malformed due notification", "payload", n.Payload, "err", err)
+			continue
+		}
+		fn(d)
+	}
+}
+
+func parseDueNotification(payload string) (DueTask, error) {
+	idText, atText, ok := strings.Cut(payload, " ")
+	if !ok {
+		return DueTask{}, errors.New("want \"<id> <unix micros>\"")
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return DueTask{}, fmt.Errorf("parse task id: %w", err)
+	}
+	micros, err := strconv.ParseInt(atText, 10, 64)
+	if err != nil {
+		return DueTask{}, fmt.Errorf("parse due time: %w", err)
+	}
+	return DueTask{ID: id, At: time.UnixMicro(micros)}, nil
+}

@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// TaskStatus is where a task is in its life.
+type TaskStatus string
+
+// The task statuses. scheduled and retrying wait for an attempt; dispatching
+// is owned by one sender; delivered, dead and canceled are final.
+const (
+	StatusScheduled   TaskStatus = "scheduled"
+	StatusDispatching TaskStatus = "dispatching"
+	StatusRetrying    TaskStatus = "retrying"
+	StatusDelivered   TaskStatus = "delivered"
+	StatusDead        TaskStatus = "dead"
+	StatusCanceled    TaskStatus = "canceled"
+)
+
+// ErrConflict is returned when a task is not in a state that allows the change.
+var ErrConflict = errors.New("conflict")
+
+// DueNotifyChannel is the Postgres NOTIFY channel on which a node that stored
+// a task falling due soon tells every dispatcher about it. The payload is
+// "<task id> <next attempt at, Unix microseconds>".
+const DueNotifyChannel = "hookwheel_due"
+
+// Task is a scheduled HTTP callback.
+type Task struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	Status         TaskStatus
+	URL            string
+	Method         string
+	Headers        map[string]string
+	Body           []byte
+	RunAt          time.Time
+	NextAttemptAt  *time.Time
+	Timeout        time.Duration
+	MaxAttempts    int
+	MinBackoff     time.Duration
+	MaxBackoff     time.Duration
+	Attempts       int
+	LastStatusCode *int
+	LastError      *string
+	IdempotencyKey *string
+	RequestHash    []byte
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
+	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
+	idempotency_key, request_hash, created_at, updated_at`
+
+func scanTask(row pgx.Row) (*Task, error) {
+	var (
+		t                          Task
+		timeoutMs                  int32
+		minBackoffMs, maxBackoffMs int64
+	)
+	err := row.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
+		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	t.Timeout = time.Duration(timeoutMs) * time.Millisecond
+	t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
+	t.MaxBackoff = time.Duration(maxBackoffMs) * time.Millisecond
+	if t.Headers == nil {
+		t.Headers = map[string]string{}
+	}
+	return &t, nil
+}
+
+const queryInsertTask = `-- name: InsertTask
+WITH inserted AS (
+	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash)
+	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)
+	ON CONFLICT ON CONSTRAINT tasks_idempotency_key DO NOTHING
+	RETURNING created_at, updated_at
+)
+SELECT created_at, updated_at,
+	CASE WHEN $14::boolean THEN pg_notify('` + DueNotifyChannel + `', $1::text || ' ' || $15::text) END
+FROM inserted`
+
+const queryGetTaskByIdempotencyKey = `-- name: GetTaskByIdempotencyKey
+SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2`
+
+// InsertTask stores a new scheduled task. When the task carries an
+// idempotency key that the tenant already used, nothing is written and the
+// existing task is returned with created false: the unique constraint, not a
+// read-then-write, decides, so concurrent duplicates create exactly one task.
+// notifyDue asks Postgres to tell every listening dispatcher about the task on
+// commit, for tasks that fall inside the dispatchers' loaded window.
+func (db *DB) InsertTask(ctx context.Context, t *Task, notifyDue bool) (existing *Task, created bool, err error) {
+	t.Status = StatusScheduled
+	next := t.RunAt
+	t.NextAttemptAt = &next
+	var ignored *string
+	err = db.pool.QueryRow(ctx, queryInsertTask,
+		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
+		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
+		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()),
+	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
+	if err == nil {
+		return nil, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) || t.IdempotencyKey == nil {
+		return nil, false, fmt.Errorf("insert task %s: %w", t.ID, err)
+	}
+	existing, err = scanTask(db.pool.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
+	if err != nil {
+		return nil, false, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, err)
+	}
+	return existing, false, nil
+}
+
+const queryGetTask = `-- name: GetTask
+SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND id = $2`
+
+// GetTask reads one of a tenant's tasks; another tenant's id is ErrNotFound.
+func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, error) {
+	t, err := scanTask(db.pool.QueryRow(ctx, queryGetTask, tenantID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskFilter selects a page of a tenant's tasks, newest first.
+type TaskFilter struct {
+	Status *TaskStatus
+	// Before, when set, continues a listing after the task with this id.
+	Before *uuid.UUID
+	Limit  int
+}
+
+const queryListTasks = `-- name: ListTasks
+SELECT ` + taskColumns + ` FROM tasks
+WHERE tenant_id = $1
+	AND ($2::text IS NULL OR status = $2)
+	AND ($3::uuid IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $4`
+
+// ListTasks returns up to f.Limit tasks, newest first.
+func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f TaskFilter) ([]*Task, error) {
+	rows, err := db.pool.Query(ctx, queryListTasks, tenantID, f.Status, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+const queryCancelTask = `-- name: CancelTask
+UPDATE tasks SET status = 'canceled', next_attempt_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying')
+RETURNING ` + taskColumns
+
+// CancelTask cancels a task that still waits for an attempt. A task that is
+// dispatching or finished gives ErrConflict (with the task as it is).
+func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, error) {
+	t, err := scanTask(db.pool.QueryRow(ctx, queryCancelTask, tenantID, id))
+	if err == nil {
+		return t, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("cancel task %s: %w", id, err)
+	}
+	current, err := db.GetTask(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return current, ErrConflict
+}
+
+// Attempt is the record of one delivery attempt.
+type Attempt struct {
+	TaskID       uuid.UUID
+	Attempt      int
+	StartedAt    time.Time
+	Duration     time.Duration
+	StatusCode   *int
+	Error        *string
+	Outcome      string
+	ResponseBody *string
+}
+
+const queryListAttempts = `-- name: ListAttempts
+SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body
+FROM attempts a JOIN tasks t ON t.id = a.task_id
+WHERE t.tenant_id = $1 AND a.task_id = $2
+ORDER BY a.attempt`
+
+// ListAttempts returns every recorded attempt of a tenant's task, in order.
+func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]Attempt, error) {
+	if _, err := db.GetTask(ctx, tenantID, taskID); err != nil {
+		return nil, err
+	}
+	rows, err := db.pool.Query(ctx, queryListAttempts, tenantID, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
+	}
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var (
+			a          Attempt
+			durationMs int32
+		)
+		err := r.Scan(&a.TaskID, &a.Attempt, &a.StartedAt, &durationMs, &a.StatusCode, &a.Error, &a.Outcome, &a.ResponseBody)
+		a.Duration = time.Duration(durationMs) * time.Millisecond
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
+	}
+	return attempts, nil
+}
