@@ -23,19 +23,23 @@ const (
 	overflowSlot = level0Slots + (levels-1)*levelSlots // 576
 	slotCount    = overflowSlot + 1
 
-	// nilIndex ends a list and marks a free timer.
-	nilIndex = -1
+	// noTimer ends the free list.
+	noTimer = -1
 )
 
-// timer is one pending expiry. Timers live in one slice and link to each other
-// by index rather than by pointer: the slice holds no pointers, so the garbage
-// collector never scans it however many timers wait, and an index is half
-// the size of a pointer.
+// timer is one pending expiry, 32 bytes. Timers live in one slice and link to
+// each other by index rather than by pointer: the slice holds no pointers, so
+// the garbage collector never scans it however many timers wait, and an index
+// is half the size of a pointer.
+//
+// The first slotCount entries are not timers but the sentinels of the slots'
+// circular lists, so a timer need not record its slot: unlinking it needs
+// only its neighbours, and a slot is empty again when they are one and the
+// same entry, its sentinel.
 type timer struct {
 	id         uuid.UUID
 	at         int64 // the Unix millisecond asked for; fire reports it
 	next, prev int32 // neighbours in the slot's list; next links the free list
-	slot       int32 // the slot whose list holds this timer, or nilIndex when free
 }
 
 // Wheel is a hierarchical timing wheel with a 1 ms tick: it keeps timers keyed
@@ -57,10 +61,9 @@ type Wheel struct {
 	// effective tick, max(at, cur), is at or after it.
 	cur uint64
 
-	timers []timer
-	free   int32 // head of the list of reusable entries in timers
+	timers []timer // slot sentinels, then timers and free entries
+	free   int32   // head of the list of reusable entries in timers
 	index  map[uuid.UUID]int32
-	heads  [slotCount]int32
 	// occupied has one bit per slot, in slot order: words 0–3 are level 0,
 	// word 3+k is level k, and bit 0 of the last word is the overflow list.
 	occupied [(slotCount + 63) / 64]uint64
@@ -81,12 +84,13 @@ type firedTimer struct {
 func NewWheel(nowMs int64) *Wheel {
 	w := &Wheel{
 		cur:         tick(nowMs),
-		free:        nilIndex,
+		timers:      make([]timer, slotCount),
+		free:        noTimer,
 		index:       make(map[uuid.UUID]int32),
 		overflowMin: math.MaxUint64,
 	}
-	for i := range w.heads {
-		w.heads[i] = nilIndex
+	for s := range int32(slotCount) {
+		w.timers[s] = timer{next: s, prev: s}
 	}
 	return w
 }
@@ -166,8 +170,8 @@ func (w *Wheel) Advance(nowMs int64, fire func(id uuid.UUID, atMs int64)) {
 // that time lies in the current tick's 256 ms block; otherwise it is the start
 // of the span of the slot (or, beyond 2^38 ms, of the block) holding it, and
 // an Advance to the bound moves the timer to a finer level so that the next
-// call is closer: at most six such steps reach the exact time. A timer added for a past time makes
-// the bound the current tick.
+// call is closer: at most six such steps reach the exact time. A timer added
+// for a past time makes the bound the current tick.
 func (w *Wheel) NextDeadline() (ms int64, ok bool) {
 	_, start, ok := w.nextEvent()
 	if !ok {
@@ -178,8 +182,9 @@ func (w *Wheel) NextDeadline() (ms int64, ok bool) {
 
 // nextEvent returns the earliest occupied slot and the tick at which the
 // current tick enters it. Slots of a lower level always come before those of
-// a higher one: a level-k slot lies within the current level-(k+1) block, and
-// every level-j slot for j > k lies in a later one.
+// a higher one: a level-k slot lies within the current level-(k+1) block, every
+// level-j slot for j > k lies in a later one, and overflowed timers lie beyond
+// the current 2^38 ms block.
 func (w *Wheel) nextEvent() (slot int, start uint64, ok bool) {
 	for word := range level0Slots / 64 {
 		if b := w.occupied[word]; b != 0 {
@@ -195,7 +200,7 @@ func (w *Wheel) nextEvent() (slot int, start uint64, ok bool) {
 			return level0Slots + (level-1)*levelSlots + digit, block | uint64(digit)<<shift, true
 		}
 	}
-	if w.heads[overflowSlot] != nilIndex {
+	if w.isOccupied(overflowSlot) {
 		// Overflowed timers are refiled when the current tick enters the
 		// block of 2^38 ms holding the earliest of them.
 		return overflowSlot, w.overflowMin >> wheelBits << wheelBits, true
@@ -205,6 +210,10 @@ func (w *Wheel) nextEvent() (slot int, start uint64, ok bool) {
 
 func levelShift(level int) uint {
 	return uint(level0Bits + (level-1)*levelBits)
+}
+
+func (w *Wheel) isOccupied(slot int) bool {
+	return w.occupied[slot/64]&(1<<(slot%64)) != 0
 }
 
 // place files timer i in the slot for its tick relative to the current tick.
@@ -222,47 +231,43 @@ func (w *Wheel) place(i int32) {
 		digit := int(t>>levelShift(level)) & (levelSlots - 1)
 		slot = level0Slots + (level-1)*levelSlots + digit
 	}
-	tm := &w.timers[i]
-	tm.slot = int32(slot)
-	tm.prev = nilIndex
-	tm.next = w.heads[slot]
-	if tm.next != nilIndex {
-		w.timers[tm.next].prev = i
-	}
-	w.heads[slot] = i
+	// Insert right after the sentinel: O(1), and order within a slot does
+	// not matter (its timers share a tick, or are sorted when fired).
+	s := int32(slot)
+	first := w.timers[s].next
+	w.timers[i].next, w.timers[i].prev = first, s
+	w.timers[first].prev = i
+	w.timers[s].next = i
 	w.occupied[slot/64] |= 1 << (slot % 64)
 }
 
 func (w *Wheel) unlink(i int32) {
-	tm := &w.timers[i]
-	if tm.prev != nilIndex {
-		w.timers[tm.prev].next = tm.next
-	} else {
-		w.heads[tm.slot] = tm.next
-		if tm.next == nilIndex {
-			w.occupied[tm.slot/64] &^= 1 << (tm.slot % 64)
-		}
-	}
-	if tm.next != nilIndex {
-		w.timers[tm.next].prev = tm.prev
+	next, prev := w.timers[i].next, w.timers[i].prev
+	w.timers[prev].next = next
+	w.timers[next].prev = prev
+	if next == prev { // only the sentinel is left, and its index is the slot
+		w.occupied[next/64] &^= 1 << (next % 64)
 	}
 }
 
-// detach empties slot and returns the head of the list it held.
-func (w *Wheel) detach(slot int) int32 {
-	head := w.heads[slot]
-	w.heads[slot] = nilIndex
+// detach empties slot and returns the first and the end (the sentinel) of
+// the chain it held, still linked by next.
+func (w *Wheel) detach(slot int) (first, end int32) {
+	s := int32(slot)
+	first = w.timers[s].next
+	w.timers[s].next, w.timers[s].prev = s, s
 	w.occupied[slot/64] &^= 1 << (slot % 64)
-	return head
+	return first, s
 }
 
 // cascade refiles the timers of a higher-level slot (or of the overflow list)
-// now that the current tick has entered it; they land on lower levels.
+// now that the current tick has entered it; they land on lower levels, or
+// back in the overflow list if they lie beyond the new block.
 func (w *Wheel) cascade(slot int) {
 	if slot == overflowSlot {
 		w.overflowMin = math.MaxUint64 // place lowers it again
 	}
-	for i := w.detach(slot); i != nilIndex; {
+	for i, end := w.detach(slot); i != end; {
 		next := w.timers[i].next
 		w.place(i)
 		i = next
@@ -273,7 +278,7 @@ func (w *Wheel) cascade(slot int) {
 // that fire may add and remove timers without meeting a half-unlinked list.
 func (w *Wheel) fireSlot(slot int, fire func(uuid.UUID, int64)) {
 	batch := w.batch[:0]
-	for i := w.detach(slot); i != nilIndex; {
+	for i, end := w.detach(slot); i != end; {
 		tm := &w.timers[i]
 		next := tm.next
 		batch = append(batch, firedTimer{id: tm.id, at: tm.at})
@@ -308,7 +313,7 @@ func compareFired(a, b firedTimer) int {
 }
 
 func (w *Wheel) alloc() int32 {
-	if i := w.free; i != nilIndex {
+	if i := w.free; i != noTimer {
 		w.free = w.timers[i].next
 		return i
 	}
@@ -317,6 +322,6 @@ func (w *Wheel) alloc() int32 {
 }
 
 func (w *Wheel) release(i int32) {
-	w.timers[i] = timer{next: w.free, prev: nilIndex, slot: nilIndex}
+	w.timers[i] = timer{next: w.free, prev: noTimer}
 	w.free = i
 }

@@ -343,12 +343,13 @@ func checkWheelInvariants(t *testing.T, w *Wheel) {
 	t.Helper()
 	count := 0
 	for slot := range slotCount {
-		occupied := w.occupied[slot/64]&(1<<(slot%64)) != 0
-		require.Equal(t, w.heads[slot] != nilIndex, occupied, "bitmap of slot %d", slot)
-		prev := int32(nilIndex)
-		for i := w.heads[slot]; i != nilIndex; i = w.timers[i].next {
+		s := int32(slot)
+		sentinel := w.timers[s]
+		require.Equal(t, sentinel.next != s, w.isOccupied(slot), "bitmap of slot %d", slot)
+		prev := s
+		for i := sentinel.next; i != s; i = w.timers[i].next {
 			tm := w.timers[i]
-			require.Equal(t, int32(slot), tm.slot)
+			require.GreaterOrEqual(t, i, int32(slotCount))
 			require.Equal(t, prev, tm.prev)
 			require.Equal(t, i, w.index[tm.id])
 			eff := max(tick(tm.at), w.cur)
@@ -359,6 +360,7 @@ func checkWheelInvariants(t *testing.T, w *Wheel) {
 				require.GreaterOrEqual(t, eff, w.cur)
 			case slot == overflowSlot:
 				require.GreaterOrEqual(t, diff, uint64(1)<<wheelBits)
+				require.GreaterOrEqual(t, eff, w.overflowMin)
 			default:
 				level := (slot-level0Slots)/levelSlots + 1
 				top := bits.Len64(diff) - 1
@@ -368,8 +370,14 @@ func checkWheelInvariants(t *testing.T, w *Wheel) {
 			prev = i
 			count++
 		}
+		require.Equal(t, prev, sentinel.prev, "tail of slot %d", slot)
 	}
 	require.Equal(t, len(w.index), count)
+	free := 0
+	for i := w.free; i != noTimer; i = w.timers[i].next {
+		free++
+	}
+	require.Equal(t, len(w.timers)-slotCount, count+free, "entries leaked")
 }
 
 func TestWheelMatchesModel(t *testing.T) {

@@ -104,6 +104,9 @@ SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key =
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *Task, notifyDue bool) (existing *Task, created bool, err error) {
 	t.Status = StatusScheduled
+	if t.Body == nil {
+		t.Body = []byte{}
+	}
 	next := t.RunAt
 	t.NextAttemptAt = &next
 	var ignored *string

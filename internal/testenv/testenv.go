@@ -9,6 +9,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -86,7 +88,8 @@ func DatabaseURL(t testing.TB) string {
 	u.Path = "/" + name
 	dbURL := u.String()
 
-	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 4})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 4, Logger: quiet})
 	require.NoError(t, err)
 	defer db.Close()
 	require.NoError(t, db.Migrate(ctx))
@@ -112,7 +115,7 @@ func dropStale(ctx context.Context, t testing.TB, admin *pgx.Conn) {
 // DB opens a fresh migrated database for this test, closed and dropped when it ends.
 func DB(t testing.TB) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), store.Config{DatabaseURL: DatabaseURL(t)})
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: DatabaseURL(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	return db

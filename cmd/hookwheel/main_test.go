@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/testenv"
+)
+
+// buildBinary compiles hookwheel once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hookwheel")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// process is a hookwheel process under test.
+type process struct {
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	done chan error
+}
+
+func startProcess(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, &syncWriter{w: logs}
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, logs: logs, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func waitReady(t *testing.T, base string, p *process) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("hookwheel exited before ready: %v\n%s", err, p.logs)
+		case <-poll.C:
+		}
+	}
+	t.Fatalf("hookwheel not ready within 30s\n%s", p.logs)
+}
+
+func postJSON(t *testing.T, url, token string, body any) (int, []byte) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+// TestServeStopRestart runs the real binary: SIGTERM stops it with exit
+// status 0 after finishing what it sends, and a new process fires every task
+// the first left pending, none twice.
+func TestServeStopRestart(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	env := []string{
+		"DATABASE_URL=" + testenv.DatabaseURL(t),
+		"REDIS_URL=" + testenv.RedisURL(),
+		"HOOKWHEEL_ADDR=" + addr,
+		"HOOKWHEEL_ADMIN_TOKEN=admin-token",
+		"HOOKWHEEL_LOG_LEVEL=warn",
+	}
+
+	var (
+		mu       sync.Mutex
+		received = map[string]int{}
+		arrived  = make(chan struct{}, 1)
+	)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received[r.Header.Get("webhook-id")]++
+		mu.Unlock()
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+	}))
+	defer recv.Close()
+	countReceived := func() (distinct, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range received {
+			distinct++
+			total += n
+		}
+		return
+	}
+
+	first := startProcess(t, bin, env, "serve")
+	waitReady(t, base, first)
+	status, body := postJSON(t, base+"/v1/admin/tenants", "admin-token", map[string]string{"name": "acme"})
+	require.Equal(t, http.StatusCreated, status, string(body))
+	var tenant struct {
+		APIKey string `json:"api_key"`
+	}
+	require.NoError(t, json.Unmarshal(body, &tenant))
+
+	const count = 100
+	start := time.Now()
+	for i := range count {
+		runAt := start.Add(300*time.Millisecond + time.Duration(i)*30*time.Millisecond).Format(time.RFC3339Nano)
+		status, body := postJSON(t, base+"/v1/tasks", tenant.APIKey, map[string]string{"url": recv.URL, "run_at": runAt})
+		require.Equal(t, http.StatusCreated, status, string(body))
+	}
+	waitUntil(t, 10*time.Second, arrived, func() bool { d, _ := countReceived(); return d >= 5 })
+
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-first.done:
+		require.NoError(t, err, "SIGTERM must end hookwheel with exit status 0\n%s", first.logs)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("hookwheel did not stop within 30s of SIGTERM\n%s", first.logs)
+	}
+	distinct, _ := countReceived()
+	require.Less(t, distinct, count, "the first process must have left tasks pending")
+
+	second := startProcess(t, bin, env, "serve")
+	waitReady(t, base, second)
+	waitUntil(t, 20*time.Second, arrived, func() bool { d, _ := countReceived(); return d == count })
+	// All tasks must be recorded delivered before the final count means anything.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/tasks?status=delivered&limit=500", nil)
+		req.Header.Set("Authorization", "Bearer "+tenant.APIKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var list struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+		resp.Body.Close()
+		if len(list.Data) == count {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%d of %d delivered", len(list.Data), count)
+		<-time.After(50 * time.Millisecond)
+	}
+	distinct, total := countReceived()
+	require.Equal(t, count, distinct)
+	require.Equal(t, count, total, "no task may be sent twice across a graceful restart")
+}
+
+func waitUntil(t *testing.T, within time.Duration, signal <-chan struct{}, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	for !cond() {
+		select {
+		case <-signal:
+		case <-deadline:
+			t.Fatalf("condition not met within %s", within)
+		}
+	}
+}
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dbURL := testenv.DatabaseURL(t)
+	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+testenv.RedisURL())
+
+	run := func(args ...string) (int, string, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), stdout.String(), stderr.String()
+		}
+		require.NoError(t, err)
+		return 0, stdout.String(), stderr.String()
+	}
+
+	code, _, stderr := run("migrate")
+	require.Equal(t, 0, code, stderr)
+
+	code, stdout, stderr := run("tenant", "create", "--name", "acme")
+	require.Equal(t, 0, code, stderr)
+	var created map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &created), "stdout must be only the JSON: %q", stdout)
+	for _, field := range []string{"id", "name", "api_key", "signing_secret", "created_at"} {
+		require.Contains(t, created, field)
+	}
+	require.Equal(t, "acme", created["name"])
+
+	for _, args := range [][]string{{}, {"frobnicate"}, {"tenant"}, {"tenant", "create"}, {"serve", "--api-only", "--dispatcher-only"}} {
+		code, _, stderr := run(args...)
+		require.Equal(t, 2, code, "hookwheel %v: %s", args, stderr)
+		require.Contains(t, stderr, "Usage:", fmt.Sprint(args))
+	}
+}

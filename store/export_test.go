@@ -1,0 +1,13 @@
+package store
+
+import "github.com/jackc/pgx/v5/pgxpool"
+
+// The tests live in package store_test: they need internal/testenv, which
+// imports this package, so an in-package test would be an import cycle. This
+// file lends them what they need of the package's insides.
+
+// QueryListDue is the exact SQL that ListDue runs, for EXPLAIN.
+const QueryListDue = queryListDue
+
+// Pool is the DB's connection pool, for tests that set up or inspect rows in SQL.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }

@@ -1,0 +1,218 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// testMaxConns caps each test's pool: tests run in parallel against one
+// Postgres whose max_connections other packages' tests share too.
+const testMaxConns = 12
+
+// openDB gives the test its own freshly migrated database and returns the
+// store on it and a pool for raw SQL (the same pool).
+func openDB(t *testing.T) (*store.DB, *pgxpool.Pool) {
+	t.Helper()
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: testenv.DatabaseURL(t), MaxConns: testMaxConns})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return db, db.Pool()
+}
+
+// emptyDatabaseURL creates a database with no schema at all (testenv's are
+// already migrated), dropped when the test ends. Its name follows testenv's
+// pattern so that testenv sweeps it up if this test binary dies.
+func emptyDatabaseURL(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testenv.AdminDatabaseURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("hwtest_%d_%s", time.Now().Unix(), randomHex(t, 6))
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(ctx, testenv.AdminDatabaseURL())
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(testenv.AdminDatabaseURL())
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// createTenant stores a tenant with a random signing secret and one API key.
+func createTenant(t *testing.T, db *store.DB) *store.Tenant {
+	t.Helper()
+	secret := make([]byte, 32)
+	_, err := rand.Read(secret)
+	require.NoError(t, err)
+	tenant := &store.Tenant{
+		ID:            uuid.Must(uuid.NewV7()),
+		Name:          "tenant-" + randomHex(t, 4),
+		SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(secret),
+	}
+	key := &store.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
+	require.NoError(t, db.CreateTenant(context.Background(), tenant, key))
+	return tenant
+}
+
+// dbNow is Postgres's clock, which the claim and lease queries compare with.
+func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	var now time.Time
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now))
+	return now
+}
+
+// µs truncates to the precision Postgres stores.
+func µs(at time.Time) time.Time { return at.Truncate(time.Microsecond) }
+
+// newTask is a complete, unsaved task of the tenant falling due at runAt.
+func newTask(tenantID uuid.UUID, runAt time.Time) *store.Task {
+	return &store.Task{
+		ID:          uuid.Must(uuid.NewV7()),
+		TenantID:    tenantID,
+		URL:         "https://receiver.example/hooks/order",
+		Method:      "POST",
+		Headers:     map[string]string{"Content-Type": "application/json", "X-Order": "42"},
+		Body:        []byte(`{"order": 42}`),
+		RunAt:       µs(runAt),
+		Timeout:     10 * time.Second,
+		MaxAttempts: 10,
+		MinBackoff:  time.Second,
+		MaxBackoff:  time.Hour,
+	}
+}
+
+// insertTask stores a new task due at runAt and requires that it was created.
+func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time) *store.Task {
+	t.Helper()
+	task := newTask(tenantID, runAt)
+	existing, created, err := db.InsertTask(context.Background(), task, false)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Nil(t, existing)
+	return task
+}
+
+// insertDueTask stores a task that fell due a minute ago (by Postgres's clock).
+func insertDueTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *store.Task {
+	t.Helper()
+	return insertTask(t, db, tenantID, dbNow(t, pool).Add(-time.Minute))
+}
+
+// taskRow is the part of a task row the API does not return, read in SQL.
+type taskRow struct {
+	Status         string
+	Attempts       int
+	NextAttemptAt  *time.Time
+	ClaimToken     *uuid.UUID
+	LeaseExpiresAt *time.Time
+	UpdatedAt      time.Time
+}
+
+func readTaskRow(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) taskRow {
+	t.Helper()
+	var r taskRow
+	err := pool.QueryRow(context.Background(),
+		`SELECT status, attempts, next_attempt_at, claim_token, lease_expires_at, updated_at FROM tasks WHERE id = $1`, id).
+		Scan(&r.Status, &r.Attempts, &r.NextAttemptAt, &r.ClaimToken, &r.LeaseExpiresAt, &r.UpdatedAt)
+	require.NoError(t, err)
+	return r
+}
+
+func countRows(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), query, args...)
+	require.NoError(t, err)
+}
+
+// claimOne claims one due task and requires that the claim succeeded.
+func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *store.ClaimedTask {
+	t.Helper()
+	claims, err := db.ClaimTasks(context.Background(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, claims, 1)
+	require.Equal(t, id, claims[0].ID)
+	return claims[0]
+}
+
+func taskIDs(tasks []*store.Task) []uuid.UUID {
+	ids := make([]uuid.UUID, len(tasks))
+	for i, task := range tasks {
+		ids[i] = task.ID
+	}
+	return ids
+}
+
+func claimIDs(claims []*store.ClaimedTask) []uuid.UUID {
+	ids := make([]uuid.UUID, len(claims))
+	for i, c := range claims {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// sortDue orders due tasks as Postgres does: by time, then by the id's bytes.
+func sortDue(due []store.DueTask) {
+	sort.Slice(due, func(i, j int) bool {
+		if !due[i].At.Equal(due[j].At) {
+			return due[i].At.Before(due[j].At)
+		}
+		return bytes.Compare(due[i].ID[:], due[j].ID[:]) < 0
+	})
+}
+
+// requireSameDue compares due lists exactly, times to the microsecond.
+func requireSameDue(t *testing.T, want, got []store.DueTask) {
+	t.Helper()
+	norm := func(ds []store.DueTask) []string {
+		out := make([]string, len(ds))
+		for i, d := range ds {
+			out[i] = fmt.Sprintf("%s@%d", d.ID, d.At.UnixMicro())
+		}
+		return out
+	}
+	require.Equal(t, norm(want), norm(got))
+}
+
+func ptr[T any](v T) *T { return &v }

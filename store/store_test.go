@@ -1,0 +1,520 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// appliedMigrations is how many times each migration version was applied.
+func appliedMigrations(t *testing.T, db *store.DB) map[int64]int {
+	t.Helper()
+	rows, err := db.Pool().Query(context.Background(),
+		`SELECT version_id, count(*) FROM hookwheel_schema_migrations WHERE is_applied GROUP BY version_id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	got := map[int64]int{}
+	for rows.Next() {
+		var version int64
+		var n int
+		require.NoError(t, rows.Scan(&version, &n))
+		got[version] = n
+	}
+	require.NoError(t, rows.Err())
+	return got
+}
+
+func userTables(t *testing.T, db *store.DB) []string {
+	t.Helper()
+	rows, err := db.Pool().Query(context.Background(),
+		`SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		names = append(names, name)
+	}
+	require.NoError(t, rows.Err())
+	return names
+}
+
+var wantTables = []string{"api_keys", "attempts", "hookwheel_schema_migrations", "tasks", "tenants"}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t) // testenv already migrated it once
+
+	tenant := createTenant(t, db)
+	task := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour))
+
+	require.NoError(t, db.Migrate(ctx))
+	require.NoError(t, db.Migrate(ctx))
+
+	require.Equal(t, map[int64]int{0: 1, 1: 1}, appliedMigrations(t, db))
+	require.Equal(t, wantTables, userTables(t, db))
+	// Data survives a re-run.
+	got, err := db.GetTask(ctx, tenant.ID, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, task.ID, got.ID)
+}
+
+func TestMigrateConcurrentlyOnFreshDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := emptyDatabaseURL(t)
+
+	// Several nodes starting at once, each with its own pool.
+	const nodes = 5
+	dbs := make([]*store.DB, nodes)
+	for i := range dbs {
+		db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 3})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		dbs[i] = db
+	}
+	start := make(chan struct{})
+	errs := make([]error, nodes)
+	var wg sync.WaitGroup
+	for i, db := range dbs {
+		wg.Go(func() {
+			<-start
+			errs[i] = db.Migrate(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "node %d", i)
+	}
+
+	require.Equal(t, map[int64]int{0: 1, 1: 1}, appliedMigrations(t, dbs[0]))
+	require.Equal(t, wantTables, userTables(t, dbs[0]))
+	// The schema works.
+	tenant := createTenant(t, dbs[1])
+	insertTask(t, dbs[2], tenant.ID, time.Now())
+}
+
+func TestInsertTaskIdempotency(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	runAt := time.Date(2031, 3, 4, 5, 6, 7, 891011000, time.UTC)
+
+	countKey := func(t *testing.T, tenantID uuid.UUID, key string) int {
+		return countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
+	}
+	countTenant := func(t *testing.T, tenantID uuid.UUID) int {
+		return countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1`, tenantID)
+	}
+
+	t.Run("first insert creates, a repeat returns the original", func(t *testing.T) {
+		t.Parallel()
+		tenant := createTenant(t, db)
+
+		first := newTask(tenant.ID, runAt)
+		first.IdempotencyKey = ptr("order-42")
+		first.RequestHash = []byte{1, 2, 3}
+		existing, created, err := db.InsertTask(ctx, first, false)
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Nil(t, existing)
+		require.Equal(t, store.StatusScheduled, first.Status)
+		require.NotNil(t, first.NextAttemptAt)
+		require.True(t, first.NextAttemptAt.Equal(runAt))
+		require.False(t, first.CreatedAt.IsZero())
+
+		stored, err := db.GetTask(ctx, tenant.ID, first.ID)
+		require.NoError(t, err)
+		require.Equal(t, first.ID, stored.ID)
+		require.Equal(t, tenant.ID, stored.TenantID)
+		require.Equal(t, store.StatusScheduled, stored.Status)
+		require.Equal(t, "https://receiver.example/hooks/order", stored.URL)
+		require.Equal(t, "POST", stored.Method)
+		require.Equal(t, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, stored.Headers)
+		require.Equal(t, []byte(`{"order": 42}`), stored.Body)
+		require.Equal(t, runAt.UnixMicro(), stored.RunAt.UnixMicro())
+		require.Equal(t, runAt.UnixMicro(), stored.NextAttemptAt.UnixMicro())
+		require.Equal(t, 10*time.Second, stored.Timeout)
+		require.Equal(t, 10, stored.MaxAttempts)
+		require.Equal(t, time.Second, stored.MinBackoff)
+		require.Equal(t, time.Hour, stored.MaxBackoff)
+		require.Equal(t, 0, stored.Attempts)
+		require.Nil(t, stored.LastStatusCode)
+		require.Nil(t, stored.LastError)
+		require.Equal(t, ptr("order-42"), stored.IdempotencyKey)
+		require.Equal(t, []byte{1, 2, 3}, stored.RequestHash)
+
+		again := newTask(tenant.ID, runAt.Add(time.Hour))
+		again.URL = "https://receiver.example/other"
+		again.IdempotencyKey = ptr("order-42")
+		again.RequestHash = []byte{9, 9, 9}
+		existing, created, err = db.InsertTask(ctx, again, true)
+		require.NoError(t, err)
+		require.False(t, created)
+		require.NotNil(t, existing)
+		require.Equal(t, first.ID, existing.ID)
+		require.Equal(t, "https://receiver.example/hooks/order", existing.URL)
+		require.Equal(t, runAt.UnixMicro(), existing.RunAt.UnixMicro())
+		require.Equal(t, []byte{1, 2, 3}, existing.RequestHash, "the stored hash lets the caller tell a replay from a reused key")
+
+		require.Equal(t, 1, countTenant(t, tenant.ID))
+		_, err = db.GetTask(ctx, tenant.ID, again.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("keys are per tenant", func(t *testing.T) {
+		t.Parallel()
+		a, b := createTenant(t, db), createTenant(t, db)
+		ta := newTask(a.ID, runAt)
+		ta.IdempotencyKey = ptr("shared-key")
+		tb := newTask(b.ID, runAt)
+		tb.IdempotencyKey = ptr("shared-key")
+
+		_, created, err := db.InsertTask(ctx, ta, false)
+		require.NoError(t, err)
+		require.True(t, created)
+		existing, created, err := db.InsertTask(ctx, tb, false)
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Nil(t, existing)
+
+		require.Equal(t, 1, countKey(t, a.ID, "shared-key"))
+		require.Equal(t, 1, countKey(t, b.ID, "shared-key"))
+		got, err := db.GetTask(ctx, b.ID, tb.ID)
+		require.NoError(t, err)
+		require.Equal(t, b.ID, got.TenantID)
+	})
+
+	t.Run("concurrent inserts with one key create one task", func(t *testing.T) {
+		t.Parallel()
+		tenant := createTenant(t, db)
+		const callers = 50
+		type result struct {
+			id      uuid.UUID
+			created bool
+			err     error
+		}
+		results := make([]result, callers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				task := newTask(tenant.ID, runAt)
+				task.IdempotencyKey = ptr("race-key")
+				<-start
+				existing, created, err := db.InsertTask(ctx, task, true)
+				r := result{id: task.ID, created: created, err: err}
+				if existing != nil {
+					r.id = existing.ID
+				}
+				results[i] = r
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		createdCount := 0
+		var winner uuid.UUID
+		for _, r := range results {
+			require.NoError(t, r.err)
+			if r.created {
+				createdCount++
+				winner = r.id
+			}
+		}
+		require.Equal(t, 1, createdCount)
+		for i, r := range results {
+			require.Equal(t, winner, r.id, "caller %d", i)
+		}
+		require.Equal(t, 1, countKey(t, tenant.ID, "race-key"))
+		require.Equal(t, 1, countTenant(t, tenant.ID))
+	})
+
+	t.Run("tasks without keys never conflict", func(t *testing.T) {
+		t.Parallel()
+		tenant := createTenant(t, db)
+		const callers = 20
+		errs := make([]error, callers)
+		created := make([]bool, callers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				task := newTask(tenant.ID, runAt) // same content, no key
+				<-start
+				_, created[i], errs[i] = db.InsertTask(ctx, task, false)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range callers {
+			require.NoError(t, errs[i])
+			require.True(t, created[i])
+		}
+		require.Equal(t, callers, countTenant(t, tenant.ID))
+		require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1 AND idempotency_key IS NOT NULL`, tenant.ID))
+	})
+}
+
+func TestTenantScoping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	owner, other := createTenant(t, db), createTenant(t, db)
+	task := insertTask(t, db, owner.ID, time.Now().Add(time.Hour))
+	insertTask(t, db, other.ID, time.Now().Add(time.Hour))
+
+	tests := []struct {
+		name string
+		call func(tenantID, id uuid.UUID) error
+	}{
+		{"GetTask", func(tenantID, id uuid.UUID) error { _, err := db.GetTask(ctx, tenantID, id); return err }},
+		{"CancelTask", func(tenantID, id uuid.UUID) error { _, err := db.CancelTask(ctx, tenantID, id); return err }},
+		{"ListAttempts", func(tenantID, id uuid.UUID) error { _, err := db.ListAttempts(ctx, tenantID, id); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorIs(t, tt.call(other.ID, task.ID), store.ErrNotFound, "another tenant's task")
+			require.ErrorIs(t, tt.call(owner.ID, uuid.Must(uuid.NewV7())), store.ErrNotFound, "unknown id")
+			require.ErrorIs(t, tt.call(uuid.Must(uuid.NewV7()), task.ID), store.ErrNotFound, "unknown tenant")
+		})
+	}
+
+	// The other tenant's cancel left the task alone.
+	require.Equal(t, "scheduled", readTaskRow(t, pool, task.ID).Status)
+	got, err := db.GetTask(ctx, owner.ID, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusScheduled, got.Status)
+
+	// Listing shows each tenant only its own.
+	listed, err := db.ListTasks(ctx, other.ID, store.TaskFilter{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.NotEqual(t, task.ID, listed[0].ID)
+	require.Equal(t, other.ID, listed[0].TenantID)
+
+	// The owner sees its own task and its (so far no) attempts.
+	attempts, err := db.ListAttempts(ctx, owner.ID, task.ID)
+	require.NoError(t, err)
+	require.Empty(t, attempts)
+	_, err = db.GetTask(ctx, owner.ID, task.ID)
+	require.NoError(t, err)
+}
+
+func TestListTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t)
+	tenant, other := createTenant(t, db), createTenant(t, db)
+
+	const n = 23
+	var inserted []*store.Task // oldest first
+	for i := range n {
+		inserted = append(inserted, insertTask(t, db, tenant.ID, time.Now().Add(time.Duration(i)*time.Minute)))
+		insertTask(t, db, other.ID, time.Now()) // interleaved noise from another tenant
+	}
+	newestFirst := make([]uuid.UUID, n)
+	for i, task := range inserted {
+		newestFirst[n-1-i] = task.ID
+	}
+	var canceled, scheduled []uuid.UUID // newest first
+	for i, id := range newestFirst {
+		if i%3 == 1 {
+			canceled = append(canceled, id)
+		} else {
+			scheduled = append(scheduled, id)
+		}
+	}
+	for _, id := range canceled {
+		_, err := db.CancelTask(ctx, tenant.ID, id)
+		require.NoError(t, err)
+	}
+
+	all, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, newestFirst, taskIDs(all))
+
+	filters := []struct {
+		name   string
+		status *store.TaskStatus
+		want   []uuid.UUID
+	}{
+		{"all", nil, newestFirst},
+		{"canceled", ptr(store.StatusCanceled), canceled},
+		{"scheduled", ptr(store.StatusScheduled), scheduled},
+		{"delivered", ptr(store.StatusDelivered), nil},
+	}
+	for _, f := range filters {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Status: f.status, Limit: 100})
+			require.NoError(t, err)
+			require.Equal(t, f.want, taskIDs(got))
+			for _, task := range got {
+				require.Equal(t, tenant.ID, task.TenantID)
+				if f.status != nil {
+					require.Equal(t, *f.status, task.Status)
+				}
+			}
+		})
+		for _, pageSize := range []int{1, 4, 7} {
+			t.Run(fmt.Sprintf("%s/pages of %d", f.name, pageSize), func(t *testing.T) {
+				t.Parallel()
+				seen := map[uuid.UUID]bool{}
+				var concatenated []uuid.UUID
+				var before *uuid.UUID
+				for pages := 0; ; pages++ {
+					require.LessOrEqual(t, pages, n+1, "paging does not end")
+					page, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Status: f.status, Before: before, Limit: pageSize})
+					require.NoError(t, err)
+					require.LessOrEqual(t, len(page), pageSize)
+					if len(page) == 0 {
+						break
+					}
+					for _, task := range page {
+						require.False(t, seen[task.ID], "task %s on two pages", task.ID)
+						seen[task.ID] = true
+						concatenated = append(concatenated, task.ID)
+					}
+					before = &page[len(page)-1].ID
+				}
+				require.Equal(t, f.want, concatenated)
+			})
+		}
+	}
+}
+
+func TestCancelTask(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	// Each setup brings a fresh due task into one state.
+	claim := func(t *testing.T) *store.ClaimedTask {
+		return claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+	}
+	record := func(t *testing.T, c *store.ClaimedTask, outcome string, status store.TaskStatus, next *time.Time) {
+		require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+			Attempt:       store.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond, StatusCode: ptr(500), Outcome: outcome},
+			ClaimToken:    c.ClaimToken,
+			Status:        status,
+			NextAttemptAt: next,
+		}))
+	}
+	tests := []struct {
+		name       string
+		setup      func(t *testing.T) uuid.UUID
+		wantErr    error
+		wantStatus store.TaskStatus
+	}{
+		{"scheduled", func(t *testing.T) uuid.UUID {
+			return insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
+		}, nil, store.StatusCanceled},
+		{"retrying", func(t *testing.T) uuid.UUID {
+			c := claim(t)
+			record(t, c, "retry", store.StatusRetrying, ptr(time.Now().Add(time.Hour)))
+			return c.ID
+		}, nil, store.StatusCanceled},
+		{"dispatching", func(t *testing.T) uuid.UUID { return claim(t).ID }, store.ErrConflict, store.StatusDispatching},
+		{"delivered", func(t *testing.T) uuid.UUID {
+			c := claim(t)
+			record(t, c, "success", store.StatusDelivered, nil)
+			return c.ID
+		}, store.ErrConflict, store.StatusDelivered},
+		{"dead", func(t *testing.T) uuid.UUID {
+			c := claim(t)
+			record(t, c, "fail", store.StatusDead, nil)
+			return c.ID
+		}, store.ErrConflict, store.StatusDead},
+		{"canceled", func(t *testing.T) uuid.UUID {
+			id := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
+			_, err := db.CancelTask(ctx, tenant.ID, id)
+			require.NoError(t, err)
+			return id
+		}, store.ErrConflict, store.StatusCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id := tt.setup(t)
+			before := readTaskRow(t, pool, id)
+
+			got, err := db.CancelTask(ctx, tenant.ID, id)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			require.NotNil(t, got, "the task comes back either way")
+			require.Equal(t, id, got.ID)
+			require.Equal(t, tt.wantStatus, got.Status)
+
+			after := readTaskRow(t, pool, id)
+			require.Equal(t, string(tt.wantStatus), after.Status)
+			if tt.wantErr == nil {
+				require.Nil(t, got.NextAttemptAt)
+				require.Nil(t, after.NextAttemptAt)
+			} else {
+				require.Equal(t, before, after, "a refused cancel changes nothing")
+			}
+		})
+	}
+}
+
+func TestListAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	task := insertDueTask(t, db, pool, tenant.ID)
+
+	attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID)
+	require.NoError(t, err)
+	require.Empty(t, attempts)
+
+	started := µs(time.Now().Add(-time.Second))
+	c1 := claimOne(t, db, pool, task.ID)
+	retryAt := µs(dbNow(t, pool).Add(-time.Millisecond)) // due again at once
+	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+		Attempt:       store.Attempt{TaskID: task.ID, Attempt: 1, StartedAt: started, Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
+		ClaimToken:    c1.ClaimToken,
+		Status:        store.StatusRetrying,
+		NextAttemptAt: &retryAt,
+	}))
+	c2 := claimOne(t, db, pool, task.ID)
+	require.Equal(t, 2, c2.Attempt)
+	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+		Attempt:    store.Attempt{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
+		ClaimToken: c2.ClaimToken,
+		Status:     store.StatusDelivered,
+	}))
+
+	attempts, err = db.ListAttempts(ctx, tenant.ID, task.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	for i := range attempts {
+		attempts[i].StartedAt = attempts[i].StartedAt.UTC()
+	}
+	require.Equal(t, []store.Attempt{
+		{TaskID: task.ID, Attempt: 1, StartedAt: started.UTC(), Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
+		{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute).UTC(), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
+	}, attempts)
+
+	got, err := db.GetTask(ctx, tenant.ID, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, got.Status)
+	require.Equal(t, 2, got.Attempts)
+	require.Equal(t, ptr(204), got.LastStatusCode)
+	require.Nil(t, got.NextAttemptAt)
+}
