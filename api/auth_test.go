@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -50,7 +51,7 @@ func TestTenantAuthentication(t *testing.T) {
 		authorization string // "" sends no header
 	}{
 		{"no header", ""},
-		{"basic scheme", "Basic " + base64.StdEncoding.EncodeToString([]byte("user:" + acme.APIKey))},
+		{"basic scheme", "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+acme.APIKey))},
 		{"scheme only", "Bearer"},
 		{"empty token", "Bearer   "},
 		{"raw key without scheme", acme.APIKey},
@@ -81,17 +82,11 @@ func TestTenantAuthentication(t *testing.T) {
 				if tc.authorization != "" {
 					headers["Authorization"] = tc.authorization
 				}
-				var body *strings.Reader
+				var body io.Reader
 				if r.method == http.MethodPost {
 					body = strings.NewReader(`{"url": "https://example.com/hook"}`)
 				}
-				var resp response
-				if body != nil {
-					resp = h.do(r.method, r.path, "", body, headers)
-				} else {
-					resp = h.do(r.method, r.path, "", nil, headers)
-				}
-				requireUnauthorized(t, resp)
+				requireUnauthorized(t, h.do(r.method, r.path, "", body, headers))
 			}
 		})
 	}

@@ -25,17 +25,21 @@ func decodeJSON(c echo.Context, dst any) error {
 	dec := json.NewDecoder(c.Request().Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
-	if err == nil {
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body holds more than one JSON value")
-		}
-		return nil
-	}
 	var (
 		typeErr   *json.UnmarshalTypeError
 		syntaxErr *json.SyntaxError
 		he        *echo.HTTPError
 	)
+	if err == nil {
+		_, err := dec.Token()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.As(err, &he):
+			return he // the body limit, crossed by the read that completed the value
+		}
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the body holds more than one JSON value")
+	}
 	switch {
 	case errors.As(err, &he):
 		return he // the body limit

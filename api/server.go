@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -299,6 +300,8 @@ func (s *Server) CreateTenant(c echo.Context) error {
 	var fe fieldErrors
 	if n := len([]rune(req.Name)); n < 1 || n > 200 {
 		fe.add("name", "must be 1 to 200 characters")
+	} else if strings.ContainsRune(req.Name, 0) {
+		fe.add("name", "must not contain NUL characters")
 	}
 	if err := fe.problem(); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -43,6 +44,8 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	var fe fieldErrors
 	if k := params.IdempotencyKey; k != nil && (len(*k) == 0 || len(*k) > maxIdempotencyKey) {
 		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
+	} else if k != nil && !utf8.ValidString(*k) {
+		fe.add("Idempotency-Key", "must be valid UTF-8")
 	}
 	now := s.clock.Now()
 	task, err := s.validateTask(&req, now)

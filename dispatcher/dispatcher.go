@@ -58,6 +58,13 @@ type Config struct {
 	// LeaseMargin is added to a task's timeout to form the lease of its
 	// claim; a claim older than that is presumed dead. Default 30s.
 	LeaseMargin time.Duration
+	// RecordBatch and RecordDelay shape the batches in which attempts are
+	// written: up to RecordBatch attempts (default 256) gathered for at
+	// most RecordDelay (default 2ms) after the first, in one statement.
+	RecordBatch int
+	RecordDelay time.Duration
+	// Recorders is the number of batches written concurrently. Default 2.
+	Recorders int
 	// MaxResponseBody is how much of a receiver's response body an attempt
 	// records. Default 4 KiB.
 	MaxResponseBody int
@@ -106,6 +113,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.LeaseMargin <= 0 {
 		c.LeaseMargin = 30 * time.Second
+	}
+	if c.RecordBatch <= 0 {
+		c.RecordBatch = 256
+	}
+	if c.RecordDelay <= 0 {
+		c.RecordDelay = 2 * time.Millisecond
+	}
+	if c.Recorders <= 0 {
+		c.Recorders = 2
 	}
 	if c.MaxResponseBody <= 0 {
 		c.MaxResponseBody = 4 << 10
@@ -158,6 +174,8 @@ type Dispatcher struct {
 	// when senders fall behind, the wheel waits instead of memory growing.
 	due     chan uuid.UUID
 	claimed chan *store.ClaimedTask
+	// records carries finished attempts from the senders to the recorders.
+	records chan recordRequest
 
 	mu sync.Mutex
 	// loadingUntil is the end of the window the loader has loaded or is
@@ -186,6 +204,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		signer:   NewSigner(SignerConfig{}),
 		due:      make(chan uuid.UUID, 16*cfg.ClaimBatch*cfg.Claimers),
 		claimed:  make(chan *store.ClaimedTask, cfg.Senders),
+		records:  make(chan recordRequest, cfg.Senders),
 		inflight: make(map[uuid.UUID]struct{}),
 		rescan:   make(chan struct{}, 1),
 	}
@@ -240,6 +259,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		feeders   sync.WaitGroup
 		claimers  sync.WaitGroup
 		senders   sync.WaitGroup
+		recorders sync.WaitGroup
 		wheelDone = make(chan struct{})
 	)
 	feeders.Add(3)
@@ -255,6 +275,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for range d.cfg.Claimers {
 		claimers.Add(1)
 		go func() { defer claimers.Done(); d.runClaimer(ctx) }()
+	}
+	for range d.cfg.Recorders {
+		recorders.Add(1)
+		go func() { defer recorders.Done(); d.runRecorder() }()
 	}
 	for range d.cfg.Senders {
 		senders.Add(1)
@@ -277,6 +301,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	claimers.Wait()
 	close(d.claimed)
 	senders.Wait()
+	close(d.records)
+	recorders.Wait()
 	d.logger.Info("dispatcher stopped")
 	return nil
 }

@@ -11,6 +11,7 @@ type metrics struct {
 	attempts        *prometheus.CounterVec
 	attemptDuration prometheus.Histogram
 	claimBatch      prometheus.Histogram
+	recordBatch     prometheus.Histogram
 	storeErrors     *prometheus.CounterVec
 	redisErrors     prometheus.Counter
 	claimConflicts  prometheus.Counter
@@ -41,6 +42,11 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name:    "hookwheel_claim_batch_size",
 			Help:    "Tasks claimed per Postgres claim statement.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}),
+		recordBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookwheel_attempt_log_batch_size",
+			Help:    "Attempts written per Postgres statement by the attempt recorder.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_dispatcher_postgres_errors_total",
@@ -73,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		}),
 	}
 	collectors := []prometheus.Collector{
-		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
+		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.swept,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_wheel_timers",

@@ -109,28 +109,6 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 	d.logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
 }
 
-// record stores an attempt, trying again for a while when Postgres is away:
-// the receiver already has the webhook, so giving up now means sending it twice.
-func (d *Dispatcher) record(r store.AttemptResult) error {
-	deadline := d.clock.Now().Add(d.cfg.LeaseMargin)
-	backoff := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := d.db.RecordAttempt(ctx, r)
-		cancel()
-		if err == nil || errors.Is(err, store.ErrClaimLost) {
-			return err
-		}
-		d.metrics.storeErrors.WithLabelValues("record").Inc()
-		if d.clock.Now().After(deadline) {
-			return err
-		}
-		t := d.clock.NewTimer(backoff)
-		<-t.C()
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
 // send makes the HTTP request of one attempt. It returns the status code, the
 // response header and the start of the response body, or the error that
 // prevented a response.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -62,12 +63,21 @@ type ClaimedTask struct {
 	SigningSecret string
 }
 
+// The CTE locks the rows in id order before the update: two nodes claiming
+// overlapping batches listed in different orders would otherwise lock rows in
+// different orders and deadlock.
 const queryClaimTasks = `-- name: ClaimTasks
+WITH due AS (
+	SELECT id FROM tasks
+	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'retrying') AND next_attempt_at <= $2
+	ORDER BY id
+	FOR UPDATE
+)
 UPDATE tasks t
 SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3,
 	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
 	updated_at = now()
-FROM unnest($1::uuid[]) AS due(id), tenants tn
+FROM due, tenants tn
 WHERE t.id = due.id AND tn.id = t.tenant_id
 	AND t.status IN ('scheduled', 'retrying') AND t.next_attempt_at <= $2
 RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run_at, t.next_attempt_at,
@@ -119,35 +129,85 @@ type AttemptResult struct {
 	NextAttemptAt *time.Time
 }
 
-const queryRecordAttempt = `-- name: RecordAttempt
-WITH task AS (
-	UPDATE tasks SET status = $9, next_attempt_at = $10, last_status_code = $5, last_error = $6,
-		claim_token = NULL, lease_expires_at = NULL, updated_at = now()
-	WHERE id = $1 AND status = 'dispatching' AND claim_token = $11 AND attempts = $2
-	RETURNING id
+const queryRecordAttempts = `-- name: RecordAttempts
+WITH input AS (
+	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
+		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[])
+		AS i(task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
+			next_attempt_at, claim_token)
+), task AS (
+	UPDATE tasks t SET status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
+		last_error = i.error, claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+	FROM input i
+	WHERE t.id = i.task_id AND t.status = 'dispatching' AND t.claim_token = i.claim_token AND t.attempts = i.attempt
+	RETURNING t.id
 )
 INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
-SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM task
-ON CONFLICT (task_id, attempt) DO NOTHING`
+SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body
+FROM input i JOIN task ON task.id = i.task_id
+ON CONFLICT (task_id, attempt) DO NOTHING
+RETURNING task_id`
 
 // ErrClaimLost is returned when an attempt is recorded by a sender that no
 // longer owns the task (its lease expired and another node took over).
 var ErrClaimLost = errors.New("claim lost")
 
-// RecordAttempt stores an attempt and moves its task on, in one statement and
-// only while the claim still holds, so a sender whose lease expired cannot
-// overwrite the outcome of the node that took over.
-func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
-	tag, err := db.pool.Exec(ctx, queryRecordAttempt,
-		r.TaskID, r.Attempt.Attempt, r.StartedAt, r.Duration.Milliseconds(), r.StatusCode, r.Error, r.Outcome, r.ResponseBody,
-		r.Status, r.NextAttemptAt, r.ClaimToken)
+// RecordAttempts stores attempts and moves their tasks on, all in one
+// statement and one commit, each only while its claim still holds, so a
+// sender whose lease expired cannot overwrite the outcome of the node that
+// took over. It returns, in input order, nil for each attempt recorded and
+// ErrClaimLost for each whose claim was gone; err is for the statement as a
+// whole, in which case nothing was recorded.
+func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]error, error) {
+	n := len(results)
+	var (
+		taskIDs      = make([]uuid.UUID, n)
+		attempts     = make([]int32, n)
+		startedAt    = make([]time.Time, n)
+		durations    = make([]int32, n)
+		statusCodes  = make([]*int, n)
+		errs         = make([]*string, n)
+		outcomes     = make([]string, n)
+		bodies       = make([]*string, n)
+		statuses     = make([]string, n)
+		nextAttempts = make([]*time.Time, n)
+		tokens       = make([]uuid.UUID, n)
+	)
+	for i, r := range results {
+		taskIDs[i], attempts[i], startedAt[i] = r.TaskID, int32(r.Attempt.Attempt), r.StartedAt
+		durations[i] = int32(min(r.Duration.Milliseconds(), math.MaxInt32))
+		statusCodes[i], errs[i], outcomes[i], bodies[i] = r.StatusCode, r.Error, r.Outcome, r.ResponseBody
+		statuses[i], nextAttempts[i], tokens[i] = string(r.Status), r.NextAttemptAt, r.ClaimToken
+	}
+	rows, err := db.pool.Query(ctx, queryRecordAttempts, taskIDs, attempts, startedAt, durations, statusCodes, errs,
+		outcomes, bodies, statuses, nextAttempts, tokens)
 	if err != nil {
-		return fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, err)
+		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, ErrClaimLost)
+	recorded, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
-	return nil
+	done := make(map[uuid.UUID]bool, len(recorded))
+	for _, id := range recorded {
+		done[id] = true
+	}
+	out := make([]error, n)
+	for i, r := range results {
+		if !done[r.TaskID] {
+			out[i] = fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, ErrClaimLost)
+		}
+	}
+	return out, nil
+}
+
+// RecordAttempt records a single attempt; see RecordAttempts.
+func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
+	errs, err := db.RecordAttempts(ctx, []AttemptResult{r})
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }
 
 const queryDeferClaims = `-- name: DeferClaims

@@ -24,12 +24,12 @@ import (
 
 // env is one test's world: its own database and Redis prefix.
 type env struct {
-	t           *testing.T
+	t           testing.TB
 	databaseURL string
 	redisPrefix string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	return &env{t: t, databaseURL: testenv.DatabaseURL(t), redisPrefix: testenv.RedisPrefix(t)}
 }
@@ -74,7 +74,7 @@ func (e *env) startNode(mutate ...func(*app.Config)) *node {
 }
 
 // stop shuts the node down gracefully and waits for it; stopping twice is fine.
-func (n *node) stop(t *testing.T) {
+func (n *node) stop(t testing.TB) {
 	t.Helper()
 	n.cancel()
 	select {
@@ -108,7 +108,7 @@ func (e *env) createTenant(n *node, name string) *tenant {
 	}
 }
 
-func clientFor(t *testing.T, base, apiKey string) *openapi.ClientWithResponses {
+func clientFor(t testing.TB, base, apiKey string) *openapi.ClientWithResponses {
 	c, err := openapi.NewClientWithResponses(base, openapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+apiKey)
 		return nil

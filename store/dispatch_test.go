@@ -1,0 +1,743 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// bulkInsert stores n scheduled tasks of the tenant in one statement; atSQL is
+// an SQL expression of g (1..n) and $3 giving each next_attempt_at.
+func bulkInsert(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID, n int, atSQL string, at time.Time) []store.DueTask {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		INSERT INTO tasks (id, tenant_id, status, url, method, run_at, next_attempt_at,
+			timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms)
+		SELECT gen_random_uuid(), $1, 'scheduled', 'https://receiver.example/bulk', 'POST', `+atSQL+`, `+atSQL+`,
+			10000, 10, 1000, 3600000
+		FROM generate_series(1, $2::int) AS g
+		RETURNING id, next_attempt_at`, tenantID, n, at)
+	require.NoError(t, err)
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.DueTask, error) {
+		var d store.DueTask
+		err := r.Scan(&d.ID, &d.At)
+		return d, err
+	})
+	require.NoError(t, err)
+	require.Len(t, due, n)
+	return due
+}
+
+func TestListDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t) // ListDue spans tenants: this database is the test's alone
+	tenant, other := createTenant(t, db), createTenant(t, db)
+
+	base := µs(time.Now().Add(24 * time.Hour))
+	until := base.Add(10 * time.Minute)
+	at := func(task *store.Task) store.DueTask { return store.DueTask{ID: task.ID, At: task.RunAt} }
+	setStatus := func(task *store.Task, status string) {
+		// next_attempt_at stays set: only the status may keep these out.
+		exec(t, pool, `UPDATE tasks SET status = $2 WHERE id = $1`, task.ID, status)
+	}
+
+	// Two tasks share the cursor's instant; the cursor sits on the lower id.
+	atBase1 := insertTask(t, db, tenant.ID, base)
+	atBase2 := insertTask(t, db, other.ID, base)
+	if slices.Compare(atBase1.ID[:], atBase2.ID[:]) > 0 {
+		atBase1, atBase2 = atBase2, atBase1
+	}
+	beforeCursor := insertTask(t, db, tenant.ID, base.Add(-time.Second))
+	scheduled := insertTask(t, db, tenant.ID, base.Add(time.Minute))
+	retrying := insertTask(t, db, other.ID, base.Add(2*time.Minute))
+	setStatus(retrying, "retrying")
+	atUntil := insertTask(t, db, tenant.ID, until)
+	afterUntil := insertTask(t, db, tenant.ID, until.Add(time.Microsecond))
+	for i, status := range []string{"dispatching", "delivered", "dead"} {
+		setStatus(insertTask(t, db, tenant.ID, base.Add(time.Duration(3+i)*time.Minute)), status)
+	}
+	canceled := insertTask(t, db, tenant.ID, base.Add(6*time.Minute))
+	_, err := db.CancelTask(ctx, tenant.ID, canceled.ID)
+	require.NoError(t, err)
+
+	cursor := store.DueCursor{At: base, ID: atBase1.ID}
+	tests := []struct {
+		name  string
+		after store.DueCursor
+		until time.Time
+		limit int
+		want  []store.DueTask
+	}{
+		{"after the cursor up to until inclusive", cursor, until, 100,
+			[]store.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
+		{"limit", cursor, until, 2,
+			[]store.DueTask{at(atBase2), at(scheduled)}},
+		{"zero cursor reads from the start", store.DueCursor{}, until, 100,
+			[]store.DueTask{at(beforeCursor), at(atBase1), at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
+		{"until one microsecond later", cursor, until.Add(time.Microsecond), 100,
+			[]store.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil), at(afterUntil)}},
+		{"until before the first", store.DueCursor{}, base.Add(-time.Hour), 100, []store.DueTask{}},
+		{"cursor on the last id of an instant", store.DueCursor{At: base, ID: atBase2.ID}, base.Add(time.Minute), 100,
+			[]store.DueTask{at(scheduled)}},
+		{"cursor at uuid.Max of an instant", store.DueCursor{At: base.Add(time.Minute), ID: uuid.Max}, until, 100,
+			[]store.DueTask{at(retrying), at(atUntil)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := db.ListDue(ctx, tt.after, tt.until, tt.limit)
+			require.NoError(t, err)
+			requireSameDue(t, tt.want, got)
+		})
+	}
+}
+
+func TestListDuePagingOverSharedInstant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	instant := µs(time.Now().Add(time.Hour))
+
+	// A thousand tasks at one instant (random ids, so id order is not
+	// insertion order), framed by tasks a few microseconds either side.
+	var want []store.DueTask
+	want = append(want, bulkInsert(t, pool, tenant.ID, 1000, `$3::timestamptz`, instant)...)
+	want = append(want, bulkInsert(t, pool, tenant.ID, 50, `$3::timestamptz - g * interval '1 microsecond'`, instant)...)
+	want = append(want, bulkInsert(t, pool, tenant.ID, 50, `$3::timestamptz + (g % 7) * interval '1 microsecond'`, instant)...)
+	// Waiting no more: none of these may show up.
+	notWaiting := bulkInsert(t, pool, tenant.ID, 30, `$3::timestamptz`, instant)
+	exec(t, pool, `UPDATE tasks SET status = 'canceled' WHERE id = ANY($1)`, dueIDs(notWaiting))
+	sortDue(want)
+
+	until := instant.Add(time.Second)
+	for _, pageSize := range []int{1, 37, 1000, 5000} {
+		t.Run(fmt.Sprintf("page size %d", pageSize), func(t *testing.T) {
+			t.Parallel()
+			got := []store.DueTask{}
+			seen := make(map[uuid.UUID]bool, len(want))
+			cursor := store.DueCursor{}
+			for pages := 0; ; pages++ {
+				require.LessOrEqual(t, pages, len(want)+1, "paging does not end")
+				page, err := db.ListDue(ctx, cursor, until, pageSize)
+				require.NoError(t, err)
+				require.LessOrEqual(t, len(page), pageSize)
+				for _, d := range page {
+					require.False(t, seen[d.ID], "task %s on two pages", d.ID)
+					seen[d.ID] = true
+				}
+				got = append(got, page...)
+				if len(page) < pageSize {
+					break
+				}
+				last := page[len(page)-1]
+				cursor = store.DueCursor{At: last.At, ID: last.ID}
+			}
+			requireSameDue(t, want, got)
+		})
+	}
+}
+
+func dueIDs(due []store.DueTask) []uuid.UUID {
+	ids := make([]uuid.UUID, len(due))
+	for i, d := range due {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// planFacts walks an EXPLAIN (FORMAT JSON) plan.
+type planFacts struct {
+	nodeTypes  []string
+	indexNames []string
+	seqScans   []string // relations read by a Seq Scan
+}
+
+func walkPlan(node map[string]any, f *planFacts) {
+	nodeType, _ := node["Node Type"].(string)
+	f.nodeTypes = append(f.nodeTypes, nodeType)
+	if name, ok := node["Index Name"].(string); ok {
+		f.indexNames = append(f.indexNames, name)
+	}
+	if nodeType == "Seq Scan" {
+		rel, _ := node["Relation Name"].(string)
+		f.seqScans = append(f.seqScans, rel)
+	}
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		walkPlan(c.(map[string]any), f)
+	}
+}
+
+// explainListDue runs EXPLAIN with options on the exact ListDue SQL and
+// parameters, and returns the top plan node.
+func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, after store.DueCursor, until time.Time, limit int) map[string]any {
+	t.Helper()
+	var out []byte
+	err := pool.QueryRow(context.Background(), "EXPLAIN ("+options+") "+store.QueryListDue,
+		after.At, after.ID, until, limit).Scan(&out)
+	require.NoError(t, err)
+	var doc []map[string]any
+	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
+	require.Len(t, doc, 1)
+	plan, ok := doc[0]["Plan"].(map[string]any)
+	require.True(t, ok, "%s", out)
+	return plan
+}
+
+func sharedBlocks(plan map[string]any) int {
+	hit, _ := plan["Shared Hit Blocks"].(float64)
+	read, _ := plan["Shared Read Blocks"].(float64)
+	return int(hit + read)
+}
+
+// TestListDueIndexIgnoresFarFuture backs the claim that the due-window query
+// costs the same with millions of tasks waiting far ahead as with ten: it
+// walks the tasks_due partial index and touches a handful of pages.
+func TestListDueIndexIgnoresFarFuture(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	now := dbNow(t, pool)
+	var soon []store.DueTask
+	for i := 1; i <= 5; i++ {
+		task := insertTask(t, db, tenant.ID, now.Add(time.Duration(i)*time.Second))
+		soon = append(soon, store.DueTask{ID: task.ID, At: task.RunAt})
+	}
+	after, until, limit := store.DueCursor{}, now.Add(time.Minute), 1000
+
+	exec(t, pool, `ANALYZE tasks`)
+	few := explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", after, until, limit)
+	fewBlocks := sharedBlocks(few)
+
+	const farAhead = 200_000
+	exec(t, pool, `
+		INSERT INTO tasks (id, tenant_id, status, url, method, run_at, next_attempt_at,
+			timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms)
+		SELECT gen_random_uuid(), $1, 'scheduled', 'https://receiver.example/later', 'POST', at, at, 10000, 10, 1000, 3600000
+		FROM (SELECT now() + interval '30 days' + g * interval '1 second' AS at FROM generate_series(1, $2::int) AS g) s`,
+		tenant.ID, farAhead)
+	// Finished tasks with a due time left over (as if a bug had left one):
+	// the partial index must not hold them at all.
+	exec(t, pool, `
+		INSERT INTO tasks (id, tenant_id, status, url, method, run_at, next_attempt_at,
+			timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms)
+		SELECT gen_random_uuid(), $1, 'delivered', 'https://receiver.example/done', 'POST', at, at, 10000, 10, 1000, 3600000
+		FROM (SELECT now() - g * interval '1 millisecond' AS at FROM generate_series(1, 20000) AS g) s`, tenant.ID)
+	exec(t, pool, `ANALYZE tasks`)
+	require.Equal(t, farAhead+20_000+5, countRows(t, pool, `SELECT count(*) FROM tasks`))
+
+	got, err := db.ListDue(ctx, after, until, limit)
+	require.NoError(t, err)
+	requireSameDue(t, soon, got)
+
+	var facts planFacts
+	walkPlan(explainListDue(t, pool, "FORMAT JSON", after, until, limit), &facts)
+	require.Contains(t, facts.indexNames, "tasks_due", "plan nodes: %v", facts.nodeTypes)
+	require.Empty(t, facts.seqScans, "plan nodes: %v", facts.nodeTypes)
+
+	many := explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", after, until, limit)
+	var analyzed planFacts
+	walkPlan(many, &analyzed)
+	require.Contains(t, analyzed.indexNames, "tasks_due")
+	require.Empty(t, analyzed.seqScans)
+	require.Equal(t, float64(5), many["Actual Rows"])
+	manyBlocks := sharedBlocks(many)
+	t.Logf("ListDue touched %d shared buffers with 5 waiting tasks, %d with %d more far ahead", fewBlocks, manyBlocks, farAhead)
+	require.Less(t, manyBlocks, 100)
+	// The btree grows a level or two; nothing proportional to the backlog.
+	require.LessOrEqual(t, manyBlocks, fewBlocks+10)
+}
+
+func TestClaimTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant, other := createTenant(t, db), createTenant(t, db)
+	now := dbNow(t, pool)
+
+	due := insertTask(t, db, tenant.ID, now.Add(-time.Minute))
+	otherTenants := insertTask(t, db, other.ID, now.Add(-time.Minute))
+	retrying := insertTask(t, db, tenant.ID, now.Add(-2*time.Minute))
+	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 2 WHERE id = $1`, retrying.ID)
+	atNow := insertTask(t, db, tenant.ID, now)
+	notYet := insertTask(t, db, tenant.ID, now.Add(time.Microsecond))
+	canceled := insertTask(t, db, tenant.ID, now.Add(-time.Minute))
+	_, err := db.CancelTask(ctx, tenant.ID, canceled.ID)
+	require.NoError(t, err)
+	delivered := insertTask(t, db, tenant.ID, now.Add(-time.Minute))
+	exec(t, pool, `UPDATE tasks SET status = 'delivered' WHERE id = $1`, delivered.ID) // next_attempt_at left set
+	alreadyClaimed := insertTask(t, db, tenant.ID, now.Add(-time.Minute))
+	firstClaim := claimOne(t, db, pool, alreadyClaimed.ID)
+
+	ids := []uuid.UUID{due.ID, otherTenants.ID, retrying.ID, atNow.ID, notYet.ID, canceled.ID, delivered.ID, alreadyClaimed.ID, uuid.New()}
+	notClaimed := map[uuid.UUID]taskRow{}
+	for _, id := range ids[4:8] {
+		notClaimed[id] = readTaskRow(t, pool, id)
+	}
+
+	claims, err := db.ClaimTasks(ctx, ids, now, 30*time.Second)
+	require.NoError(t, err)
+	byID := map[uuid.UUID]*store.ClaimedTask{}
+	for _, c := range claims {
+		byID[c.ID] = c
+	}
+	require.ElementsMatch(t, []uuid.UUID{due.ID, otherTenants.ID, retrying.ID, atNow.ID}, claimIDs(claims))
+
+	token := claims[0].ClaimToken
+	require.NotEqual(t, uuid.Nil, token)
+	require.NotEqual(t, firstClaim.ClaimToken, token)
+	wantAttempt := map[uuid.UUID]int{due.ID: 1, otherTenants.ID: 1, retrying.ID: 3, atNow.ID: 1}
+	wantSecret := map[uuid.UUID]string{due.ID: tenant.SigningSecret, otherTenants.ID: other.SigningSecret,
+		retrying.ID: tenant.SigningSecret, atNow.ID: tenant.SigningSecret}
+	for id, c := range byID {
+		require.Equal(t, token, c.ClaimToken, "one token per claim call")
+		require.Equal(t, store.StatusDispatching, c.Status)
+		require.Equal(t, wantAttempt[id], c.Attempt)
+		require.Equal(t, wantAttempt[id], c.Attempts)
+		require.Equal(t, wantSecret[id], c.SigningSecret)
+		require.Equal(t, "https://receiver.example/hooks/order", c.URL)
+		require.Equal(t, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, c.Headers)
+		require.Equal(t, []byte(`{"order": 42}`), c.Body)
+		require.Equal(t, 10*time.Second, c.Timeout)
+
+		row := readTaskRow(t, pool, id)
+		require.Equal(t, "dispatching", row.Status)
+		require.Equal(t, wantAttempt[id], row.Attempts)
+		require.Equal(t, &token, row.ClaimToken)
+		require.NotNil(t, row.LeaseExpiresAt)
+		// lease = the statement's now() + timeout (10s) + margin (30s); updated_at is that same now().
+		require.Equal(t, 40*time.Second, row.LeaseExpiresAt.Sub(row.UpdatedAt))
+	}
+	require.Equal(t, otherTenants.ID, byID[otherTenants.ID].ID)
+	require.Equal(t, other.ID, byID[otherTenants.ID].TenantID)
+
+	for id, before := range notClaimed {
+		require.Equal(t, before, readTaskRow(t, pool, id), "task %s must be left alone", id)
+	}
+	require.Equal(t, &firstClaim.ClaimToken, readTaskRow(t, pool, alreadyClaimed.ID).ClaimToken)
+
+	// Claimed once is claimed: a second claim of the same ids gets nothing.
+	again, err := db.ClaimTasks(ctx, ids, now.Add(time.Hour), 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{notYet.ID}, claimIDs(again), "only the task that has fallen due since")
+}
+
+func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool)
+
+	const n = 500
+	// Two nodes whose wheels fire the same tasks: in the same order, in
+	// opposite orders (they lock rows in different orders), and shuffled.
+	orders := []struct {
+		name  string
+		order func([]uuid.UUID) []uuid.UUID
+	}{
+		{"same order", func(ids []uuid.UUID) []uuid.UUID { return ids }},
+		{"reversed", func(ids []uuid.UUID) []uuid.UUID { r := slices.Clone(ids); slices.Reverse(r); return r }},
+		{"sorted", func(ids []uuid.UUID) []uuid.UUID {
+			r := slices.Clone(ids)
+			slices.SortFunc(r, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+			return r
+		}},
+	}
+	for _, o := range orders {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			ids := dueIDs(bulkInsert(t, pool, tenant.ID, n, `$3::timestamptz - g * interval '1 millisecond'`, now))
+			batches := [][]uuid.UUID{ids, o.order(ids)}
+
+			claimed := make([][]*store.ClaimedTask, len(batches))
+			errs := make([]error, len(batches))
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, batch := range batches {
+				wg.Go(func() {
+					<-start
+					claimed[i], errs[i] = db.ClaimTasks(ctx, batch, now, 30*time.Second)
+				})
+			}
+			close(start)
+			wg.Wait()
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+
+			owner := map[uuid.UUID]int{}
+			for i, claims := range claimed {
+				for _, c := range claims {
+					prev, dup := owner[c.ID]
+					require.False(t, dup, "task %s claimed by %d and %d", c.ID, prev, i)
+					owner[c.ID] = i
+					require.Equal(t, 1, c.Attempt)
+				}
+			}
+			require.Len(t, owner, n, "every task claimed by someone")
+			require.Equal(t, n, countRows(t, pool,
+				`SELECT count(*) FROM tasks WHERE id = ANY($1) AND status = 'dispatching' AND attempts = 1`, ids))
+			t.Logf("claims split %d / %d", len(claimed[0]), len(claimed[1]))
+		})
+	}
+}
+
+// recordFor is the result of the claimed attempt with the given outcome.
+func recordFor(c *store.ClaimedTask, outcome string, code *int, errText *string, status store.TaskStatus, next *time.Time) store.AttemptResult {
+	return store.AttemptResult{
+		Attempt: store.Attempt{
+			TaskID: c.ID, Attempt: c.Attempt, StartedAt: µs(time.Now().Add(-time.Second)), Duration: 250 * time.Millisecond,
+			StatusCode: code, Error: errText, Outcome: outcome, ResponseBody: ptr("response of " + outcome),
+		},
+		ClaimToken:    c.ClaimToken,
+		Status:        status,
+		NextAttemptAt: next,
+	}
+}
+
+func TestRecordAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	retryAt := µs(time.Now().Add(time.Hour))
+
+	tests := []struct {
+		name       string
+		outcome    string
+		code       *int
+		errText    *string
+		status     store.TaskStatus
+		next       *time.Time
+		wantStatus store.TaskStatus
+	}{
+		{"success", "success", ptr(200), nil, store.StatusDelivered, nil, store.StatusDelivered},
+		{"retry on 503", "retry", ptr(503), nil, store.StatusRetrying, &retryAt, store.StatusRetrying},
+		{"retry on network error", "retry", nil, ptr("dial tcp: connection refused"), store.StatusRetrying, &retryAt, store.StatusRetrying},
+		{"final failure", "fail", ptr(404), nil, store.StatusDead, nil, store.StatusDead},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+			r := recordFor(c, tt.outcome, tt.code, tt.errText, tt.status, tt.next)
+			require.NoError(t, db.RecordAttempt(ctx, r))
+
+			got, err := db.GetTask(ctx, tenant.ID, c.ID)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantStatus, got.Status)
+			require.Equal(t, 1, got.Attempts)
+			require.Equal(t, tt.code, got.LastStatusCode)
+			require.Equal(t, tt.errText, got.LastError)
+			if tt.next == nil {
+				require.Nil(t, got.NextAttemptAt)
+			} else {
+				require.NotNil(t, got.NextAttemptAt)
+				require.Equal(t, tt.next.UnixMicro(), got.NextAttemptAt.UnixMicro())
+			}
+			row := readTaskRow(t, pool, c.ID)
+			require.Nil(t, row.ClaimToken)
+			require.Nil(t, row.LeaseExpiresAt)
+
+			attempts, err := db.ListAttempts(ctx, tenant.ID, c.ID)
+			require.NoError(t, err)
+			require.Len(t, attempts, 1)
+			a := attempts[0]
+			require.Equal(t, c.ID, a.TaskID)
+			require.Equal(t, 1, a.Attempt)
+			require.Equal(t, r.StartedAt.UnixMicro(), a.StartedAt.UnixMicro())
+			require.Equal(t, 250*time.Millisecond, a.Duration)
+			require.Equal(t, tt.code, a.StatusCode)
+			require.Equal(t, tt.errText, a.Error)
+			require.Equal(t, tt.outcome, a.Outcome)
+			require.Equal(t, ptr("response of "+tt.outcome), a.ResponseBody)
+
+			// Recording the same attempt again is refused and stores nothing.
+			require.ErrorIs(t, db.RecordAttempt(ctx, r), store.ErrClaimLost)
+			require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, c.ID))
+		})
+	}
+
+	refused := []struct {
+		name   string
+		modify func(r *store.AttemptResult)
+	}{
+		{"wrong claim token", func(r *store.AttemptResult) { r.ClaimToken = uuid.New() }},
+		{"wrong attempt number", func(r *store.AttemptResult) { r.Attempt.Attempt = 2 }},
+		{"unknown task", func(r *store.AttemptResult) { r.TaskID = uuid.New() }},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+			before := readTaskRow(t, pool, c.ID)
+			r := recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)
+			tt.modify(&r)
+
+			err := db.RecordAttempt(ctx, r)
+			require.ErrorIs(t, err, store.ErrClaimLost)
+			require.Equal(t, before, readTaskRow(t, pool, c.ID))
+			require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, c.ID))
+		})
+	}
+
+	t.Run("a sender whose lease was recovered cannot record", func(t *testing.T) {
+		t.Parallel()
+		task := insertDueTask(t, db, pool, tenant.ID)
+		stale := claimOne(t, db, pool, task.ID)
+		exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
+		// RecoverExpiredLeases is global; other subtests' leases are live.
+		recovered, err := db.RecoverExpiredLeases(ctx, 100)
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{task.ID}, dueIDs(recovered))
+		fresh := claimOne(t, db, pool, task.ID)
+		require.Equal(t, stale.Attempt, fresh.Attempt, "the re-send keeps the attempt number")
+		require.NotEqual(t, stale.ClaimToken, fresh.ClaimToken)
+
+		require.ErrorIs(t, db.RecordAttempt(ctx, recordFor(stale, "success", ptr(200), nil, store.StatusDelivered, nil)), store.ErrClaimLost)
+		require.Equal(t, "dispatching", readTaskRow(t, pool, task.ID).Status)
+		require.NoError(t, db.RecordAttempt(ctx, recordFor(fresh, "fail", ptr(410), nil, store.StatusDead, nil)))
+
+		attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts, 1)
+		require.Equal(t, ptr(410), attempts[0].StatusCode)
+		got, err := db.GetTask(ctx, tenant.ID, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusDead, got.Status)
+	})
+
+	t.Run("one row per task and attempt number", func(t *testing.T) {
+		t.Parallel()
+		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+		require.NoError(t, db.RecordAttempt(ctx, recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)))
+		_, err := pool.Exec(ctx, `INSERT INTO attempts (task_id, attempt, started_at, duration_ms, outcome) VALUES ($1, 1, now(), 1, 'success')`, c.ID)
+		var pgErr *pgconn.PgError
+		require.True(t, errors.As(err, &pgErr), "got %v", err)
+		require.Equal(t, "23505", pgErr.Code)
+		require.Equal(t, "attempts_pkey", pgErr.ConstraintName)
+	})
+}
+
+func TestDeferClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	type setup struct {
+		priorAttempts int // attempts before the claim; > 0 means retrying
+		dueAgo        time.Duration
+	}
+	tests := []struct {
+		name          string
+		setup         setup
+		notBefore     func(now time.Time) time.Time
+		wrongToken    bool
+		wantStatus    string
+		wantAttempts  int
+		wantNextIsOld bool
+	}{
+		{"first attempt, later notBefore", setup{0, time.Minute}, func(now time.Time) time.Time { return now.Add(time.Hour) }, false, "scheduled", 0, false},
+		{"retry, later notBefore", setup{1, time.Minute}, func(now time.Time) time.Time { return now.Add(time.Hour) }, false, "retrying", 1, false},
+		{"third attempt, later notBefore", setup{2, time.Minute}, func(now time.Time) time.Time { return now.Add(time.Hour) }, false, "retrying", 2, false},
+		{"earlier notBefore keeps the due time", setup{0, time.Minute}, func(now time.Time) time.Time { return now.Add(-time.Hour) }, false, "scheduled", 0, true},
+		{"zero notBefore keeps the due time", setup{1, time.Minute}, func(time.Time) time.Time { return time.Time{} }, false, "retrying", 1, true},
+		{"wrong token leaves the claim", setup{0, time.Minute}, func(now time.Time) time.Time { return now.Add(time.Hour) }, true, "dispatching", 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			now := dbNow(t, pool)
+			task := insertTask(t, db, tenant.ID, now.Add(-tt.setup.dueAgo))
+			bystander := insertTask(t, db, tenant.ID, now.Add(-tt.setup.dueAgo))
+			if tt.setup.priorAttempts > 0 {
+				exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = $2 WHERE id = $1`, task.ID, tt.setup.priorAttempts)
+			}
+			claims, err := db.ClaimTasks(ctx, []uuid.UUID{task.ID, bystander.ID}, now, 30*time.Second)
+			require.NoError(t, err)
+			require.Len(t, claims, 2)
+			claimed := readTaskRow(t, pool, task.ID)
+			bystanderClaimed := readTaskRow(t, pool, bystander.ID)
+
+			token := claims[0].ClaimToken
+			if tt.wrongToken {
+				token = uuid.New()
+			}
+			notBefore := µs(tt.notBefore(now))
+			require.NoError(t, db.DeferClaims(ctx, []uuid.UUID{task.ID}, token, notBefore))
+
+			require.Equal(t, bystanderClaimed, readTaskRow(t, pool, bystander.ID), "only the listed ids are deferred")
+			row := readTaskRow(t, pool, task.ID)
+			if tt.wrongToken {
+				require.Equal(t, claimed, row)
+				return
+			}
+			require.Equal(t, tt.wantStatus, row.Status)
+			require.Equal(t, tt.wantAttempts, row.Attempts)
+			require.Nil(t, row.ClaimToken)
+			require.Nil(t, row.LeaseExpiresAt)
+			require.NotNil(t, row.NextAttemptAt)
+			wantNext := notBefore
+			if tt.wantNextIsOld {
+				wantNext = task.RunAt
+			}
+			require.Equal(t, wantNext.UnixMicro(), row.NextAttemptAt.UnixMicro())
+
+			// No attempt was spent: the next claim carries the same number.
+			again, err := db.ClaimTasks(ctx, []uuid.UUID{task.ID}, wantNext, 30*time.Second)
+			require.NoError(t, err)
+			require.Len(t, again, 1)
+			require.Equal(t, claims[0].Attempt, again[0].Attempt)
+		})
+	}
+}
+
+func TestRecoverExpiredLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t) // recovery spans tenants: this database is the test's alone
+	tenant := createTenant(t, db)
+
+	first := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+	retryTask := insertDueTask(t, db, pool, tenant.ID)
+	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 2 WHERE id = $1`, retryTask.ID)
+	retry := claimOne(t, db, pool, retryTask.ID)
+	require.Equal(t, 3, retry.Attempt)
+	live := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+	waiting := insertDueTask(t, db, pool, tenant.ID)
+	exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '2 seconds' WHERE id = $1`, first.ID)
+	exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, retry.ID)
+	liveBefore := readTaskRow(t, pool, live.ID)
+	waitingBefore := readTaskRow(t, pool, waiting.ID)
+
+	check := func(t *testing.T, d store.DueTask, from, to time.Time, status string, attempts int) {
+		t.Helper()
+		row := readTaskRow(t, pool, d.ID)
+		require.Equal(t, status, row.Status)
+		require.Equal(t, attempts, row.Attempts)
+		require.Nil(t, row.ClaimToken)
+		require.Nil(t, row.LeaseExpiresAt)
+		require.NotNil(t, row.NextAttemptAt)
+		require.Equal(t, d.At.UnixMicro(), row.NextAttemptAt.UnixMicro())
+		require.Equal(t, row.UpdatedAt.UnixMicro(), d.At.UnixMicro(), "due at the recovery's now()")
+		require.False(t, d.At.Before(from), "%s before %s", d.At, from)
+		require.False(t, d.At.After(to), "%s after %s", d.At, to)
+	}
+
+	// Oldest lease first, and no more than the limit.
+	from := dbNow(t, pool)
+	got, err := db.RecoverExpiredLeases(ctx, 1)
+	require.NoError(t, err)
+	to := dbNow(t, pool)
+	require.Equal(t, []uuid.UUID{first.ID}, dueIDs(got))
+	check(t, got[0], from, to, "scheduled", 0)
+
+	from = dbNow(t, pool)
+	got, err = db.RecoverExpiredLeases(ctx, 100)
+	require.NoError(t, err)
+	to = dbNow(t, pool)
+	require.Equal(t, []uuid.UUID{retry.ID}, dueIDs(got))
+	check(t, got[0], from, to, "retrying", 2)
+
+	got, err = db.RecoverExpiredLeases(ctx, 100)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	require.Equal(t, liveBefore, readTaskRow(t, pool, live.ID), "a live lease is untouched")
+	require.Equal(t, waitingBefore, readTaskRow(t, pool, waiting.ID))
+
+	// Back in the queue with the same attempt numbers.
+	require.Equal(t, 1, claimOne(t, db, pool, first.ID).Attempt)
+	require.Equal(t, 3, claimOne(t, db, pool, retry.ID).Attempt)
+}
+
+func TestListenDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t) // NOTIFY is per database: only this test's inserts arrive
+	tenant := createTenant(t, db)
+
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready := make(chan struct{})
+	got := make(chan store.DueTask, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- db.ListenDue(listenCtx, func() { close(ready) }, func(d store.DueTask) { got <- d })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		require.FailNow(t, "ListenDue returned before listening", "%v", err)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "ListenDue never became ready")
+	}
+
+	next := func() store.DueTask {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "no notification")
+			return store.DueTask{}
+		}
+	}
+	insert := func(runAt time.Time, key *string, notify bool) (*store.Task, bool) {
+		task := newTask(tenant.ID, runAt)
+		task.IdempotencyKey = key
+		_, created, err := db.InsertTask(ctx, task, notify)
+		require.NoError(t, err)
+		return task, created
+	}
+
+	runAt := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC) // truncated to ...123456
+	silent, _ := insert(runAt.Add(-time.Second), nil, false)
+	announced, _ := insert(runAt, nil, true)
+	first := next()
+	require.NotEqual(t, silent.ID, first.ID, "a task stored with notifyDue false is not announced")
+	require.Equal(t, announced.ID, first.ID)
+	require.Equal(t, int64(1893553445123456), first.At.UnixMicro())
+	require.True(t, first.At.Equal(announced.RunAt))
+
+	// An idempotent repeat stores nothing and announces nothing.
+	keyed, created := insert(runAt.Add(time.Second), ptr("k1"), true)
+	require.True(t, created)
+	_, created = insert(runAt.Add(time.Hour), ptr("k1"), true)
+	require.False(t, created)
+	last, _ := insert(runAt.Add(2*time.Second), nil, true)
+	third := next()
+	require.Equal(t, keyed.ID, third.ID)
+	require.Equal(t, keyed.RunAt.UnixMicro(), third.At.UnixMicro())
+	fourth := next()
+	require.Equal(t, last.ID, fourth.ID)
+	require.Equal(t, last.RunAt.UnixMicro(), fourth.At.UnixMicro())
+
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a canceled listener returns nil")
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "ListenDue did not return after cancel")
+	}
+	require.Empty(t, got, "nothing else was announced")
+}
