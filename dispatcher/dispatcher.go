@@ -332,8 +332,19 @@ func (d *Dispatcher) runClaimer(ctx context.Context) {
 }
 
 func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
+	if ctx.Err() != nil {
+		for _, id := range ids {
+			d.settle(id)
+		}
+		return
+	}
+	// Not canceled by shutdown: a claim statement cut off mid-flight may
+	// still commit, leaving claims no one knows it holds until their lease
+	// runs out. Let it finish, then give back what will not be sent.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	now := d.clock.Now()
-	claims, err := d.db.ClaimTasks(ctx, ids, now, d.cfg.LeaseMargin)
+	claims, err := d.db.ClaimTasks(claimCtx, ids, now, d.cfg.LeaseMargin)
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {

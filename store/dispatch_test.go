@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -347,34 +348,48 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 	now := dbNow(t, pool)
 
 	const n = 500
-	// Two nodes whose wheels fire the same tasks: in the same order, in
-	// opposite orders (they lock rows in different orders), and shuffled.
-	orders := []struct {
+	reversed := func(ids []uuid.UUID) []uuid.UUID { r := slices.Clone(ids); slices.Reverse(r); return r }
+	shuffled := func(ids []uuid.UUID) []uuid.UUID {
+		r := slices.Clone(ids)
+		rand.Shuffle(len(r), func(i, j int) { r[i], r[j] = r[j], r[i] })
+		return r
+	}
+	// Two nodes whose wheels fire the same tasks, in the same order or not
+	// (then they reach the rows in different orders), all at once or in
+	// batches the way a dispatcher claims.
+	tests := []struct {
 		name  string
 		order func([]uuid.UUID) []uuid.UUID
+		batch int
 	}{
-		{"same order", func(ids []uuid.UUID) []uuid.UUID { return ids }},
-		{"reversed", func(ids []uuid.UUID) []uuid.UUID { r := slices.Clone(ids); slices.Reverse(r); return r }},
-		{"sorted", func(ids []uuid.UUID) []uuid.UUID {
-			r := slices.Clone(ids)
-			slices.SortFunc(r, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
-			return r
-		}},
+		{"same order, one call", slices.Clone[[]uuid.UUID], n},
+		{"reversed, one call", reversed, n},
+		{"shuffled, one call", shuffled, n},
+		{"same order, batches of 25", slices.Clone[[]uuid.UUID], 25},
+		{"reversed, batches of 25", reversed, 25},
+		{"shuffled, batches of 25", shuffled, 25},
 	}
-	for _, o := range orders {
-		t.Run(o.name, func(t *testing.T) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ids := dueIDs(bulkInsert(t, pool, tenant.ID, n, `$3::timestamptz - g * interval '1 millisecond'`, now))
-			batches := [][]uuid.UUID{ids, o.order(ids)}
+			orders := [][]uuid.UUID{ids, tt.order(ids)}
 
-			claimed := make([][]*store.ClaimedTask, len(batches))
-			errs := make([]error, len(batches))
+			claimed := make([][]*store.ClaimedTask, len(orders))
+			errs := make([]error, len(orders))
 			start := make(chan struct{})
 			var wg sync.WaitGroup
-			for i, batch := range batches {
+			for i, order := range orders {
 				wg.Go(func() {
 					<-start
-					claimed[i], errs[i] = db.ClaimTasks(ctx, batch, now, 30*time.Second)
+					for batch := range slices.Chunk(order, tt.batch) {
+						claims, err := db.ClaimTasks(ctx, batch, now, 30*time.Second)
+						if err != nil {
+							errs[i] = err
+							return
+						}
+						claimed[i] = append(claimed[i], claims...)
+					}
 				})
 			}
 			close(start)
