@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -98,18 +99,12 @@ type retryRequest struct {
 	MaxBackoff  *string `json:"max_backoff,omitempty"`
 }
 
-// Retry policy defaults and bounds of the contract.
+// Bounds of a task request beyond the configurable Limits.
 const (
-	defaultMaxAttempts = 10
-	defaultMinBackoff  = time.Second
-	defaultMaxBackoff  = time.Hour
-	maxMaxAttempts     = 100
-	minMinBackoff      = 100 * time.Millisecond
-	maxMaxBackoff      = 7 * 24 * time.Hour
-	minTimeout         = time.Second
-	maxURLLength       = 4096
-	maxHeaders         = 64
-	maxHeaderBytes     = 16 << 10
+	minTimeout     = time.Second
+	maxURLLength   = 4096
+	maxHeaders     = 64
+	maxHeaderBytes = 16 << 10
 )
 
 var allowedMethods = map[string]bool{
@@ -251,34 +246,30 @@ func (s *Server) validateTask(req *taskRequest, now time.Time) (*store.Task, err
 		}
 	}
 
-	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = defaultMaxAttempts, defaultMinBackoff, defaultMaxBackoff
+	policy := retry.DefaultPolicy()
 	if r := req.Retry; r != nil {
 		if r.MaxAttempts != nil {
-			if *r.MaxAttempts < 1 || *r.MaxAttempts > maxMaxAttempts {
-				fe.add("retry.max_attempts", "must be between 1 and %d", maxMaxAttempts)
-			}
-			t.MaxAttempts = *r.MaxAttempts
+			policy.MaxAttempts = *r.MaxAttempts
 		}
+		parsed := true
 		if r.MinBackoff != nil {
-			if d, ok := parseDuration(&fe, "retry.min_backoff", *r.MinBackoff); ok {
-				if d < minMinBackoff {
-					fe.add("retry.min_backoff", "must be at least %s", minMinBackoff)
-				}
-				t.MinBackoff = d
-			}
+			d, ok := parseDuration(&fe, "retry.min_backoff", *r.MinBackoff)
+			policy.MinBackoff, parsed = d, parsed && ok
 		}
 		if r.MaxBackoff != nil {
-			if d, ok := parseDuration(&fe, "retry.max_backoff", *r.MaxBackoff); ok {
-				if d > maxMaxBackoff {
-					fe.add("retry.max_backoff", "must be at most %s", maxMaxBackoff)
+			d, ok := parseDuration(&fe, "retry.max_backoff", *r.MaxBackoff)
+			policy.MaxBackoff, parsed = d, parsed && ok
+		}
+		if err := policy.Validate(); parsed && err != nil {
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var f *retry.FieldError
+				if errors.As(e, &f) {
+					fe.add("retry."+f.Field, "%s", f.Message)
 				}
-				t.MaxBackoff = d
 			}
 		}
-		if t.MaxBackoff < t.MinBackoff {
-			fe.add("retry.max_backoff", "must not be below min_backoff (%s)", t.MinBackoff)
-		}
 	}
+	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
 
 	if err := fe.problem(); err != nil {
 		return nil, err

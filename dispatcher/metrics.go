@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwheel/hookwheel/internal/retry"
 )
 
 type metrics struct {
@@ -95,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			return nil, fmt.Errorf("register dispatcher metrics: %w", err)
 		}
 	}
-	for _, o := range []Outcome{OutcomeSuccess, OutcomeRetry, OutcomeFail} {
+	for _, o := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRetry, retry.OutcomeFail} {
 		m.attempts.WithLabelValues(string(o))
 	}
 	return m, nil

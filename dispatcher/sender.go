@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -61,11 +62,11 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 
 	statusCode, header, respBody, sendErr := d.send(ctx, c, started)
 	duration := d.clock.Now().Sub(started)
-	outcome := Classify(statusCode, sendErr)
+	outcome := retry.Classify(statusCode, sendErr)
 	d.metrics.attempts.WithLabelValues(string(outcome)).Inc()
 	d.metrics.attemptDuration.Observe(duration.Seconds())
 
-	policy := RetryPolicy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
+	policy := retry.Policy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
 	result := store.AttemptResult{
 		Attempt: store.Attempt{
 			TaskID:    c.ID,
@@ -82,15 +83,15 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 	} else {
 		result.StatusCode = &statusCode
 		result.ResponseBody = &respBody
-		if outcome != OutcomeSuccess {
+		if outcome != retry.OutcomeSuccess {
 			msg := fmt.Sprintf("receiver answered %d %s", statusCode, http.StatusText(statusCode))
 			result.Error = &msg
 		}
 	}
-	switch delay, retry := policy.NextDelay(c.Attempt, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
-	case outcome == OutcomeSuccess:
+	switch delay, again := policy.NextDelay(c.Attempt, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
+	case outcome == retry.OutcomeSuccess:
 		result.Status = store.StatusDelivered
-	case retry:
+	case again:
 		next := d.clock.Now().Add(delay)
 		result.Status = store.StatusRetrying
 		result.NextAttemptAt = &next
@@ -119,8 +120,13 @@ func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Ti
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("build request: %w", err)
 	}
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
 	for name, value := range c.Headers {
-		req.Header.Set(name, value)
+		// The API refuses these; a row written by other means must not
+		// shadow the signature either.
+		if !IsSignatureHeader(name) {
+			req.Header.Set(name, value)
+		}
 	}
 	webhookID := c.ID.String()
 	signed, err := d.signer.Sign([]string{c.SigningSecret}, Message{WebhookID: webhookID, URL: c.URL, Body: c.Body}, now)
@@ -137,7 +143,6 @@ func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Ti
 	req.Header.Set("Idempotency-Key", idempotencyKey)
 	req.Header.Set("Hookwheel-Attempt", strconv.Itoa(c.Attempt))
 	req.Header.Set("Hookwheel-Scheduled-At", c.RunAt.UTC().Format(time.RFC3339Nano))
-	req.Header.Set("User-Agent", d.cfg.UserAgent)
 
 	resp, err := d.cfg.HTTPClient.Do(req)
 	if err != nil {

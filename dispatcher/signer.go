@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -20,7 +19,6 @@ const (
 	signingSecretPrefix       = "whsec_"
 	signingSecretMinBytes     = 24
 	signingSecretMaxBytes     = 64
-	newSigningSecretBytes     = 32
 	signatureJWTIssuer        = "hookwheel"
 	defaultSignatureJWTExpiry = 5 * time.Minute
 )
@@ -238,14 +236,4 @@ func decodeSigningSecret(buf []byte, s string) ([]byte, error) {
 			n, signingSecretMinBytes, signingSecretMaxBytes)
 	}
 	return buf[:n], nil
-}
-
-// NewSigningSecret returns a new random signing secret: "whsec_" followed by
-// the standard base64 of 32 bytes from crypto/rand.
-func NewSigningSecret() (string, error) {
-	var key [newSigningSecretBytes]byte
-	if _, err := rand.Read(key[:]); err != nil {
-		return "", fmt.Errorf("generate signing secret: %w", err)
-	}
-	return signingSecretPrefix + base64.StdEncoding.EncodeToString(key[:]), nil
 }

@@ -316,30 +316,6 @@ func TestIsSignatureHeader(t *testing.T) {
 	}
 }
 
-func TestNewSigningSecret(t *testing.T) {
-	t.Parallel()
-
-	a, err := NewSigningSecret()
-	require.NoError(t, err)
-	b, err := NewSigningSecret()
-	require.NoError(t, err)
-	require.NotEqual(t, a, b)
-
-	require.True(t, strings.HasPrefix(a, "whsec_"))
-	require.Len(t, a, len("whsec_")+44)
-	key, err := ParseSigningSecret(a)
-	require.NoError(t, err)
-	require.Len(t, key, 32)
-
-	// Usable as is by a Standard Webhooks receiver.
-	msg := Message{WebhookID: "tsk_1", URL: "https://example.com/hook", Body: []byte("x")}
-	h, err := NewSigner(SignerConfig{}).Sign([]string{a}, msg, time.Now())
-	require.NoError(t, err)
-	_, received := onTheWire(t, h, msg.Body)
-	wh, err := standardwebhooks.NewWebhook(a)
-	require.NoError(t, err)
-	require.NoError(t, wh.Verify(msg.Body, received))
-}
 
 func TestSignConcurrent(t *testing.T) {
 	t.Parallel()

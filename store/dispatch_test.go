@@ -415,6 +415,86 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 	}
 }
 
+// A claim that meets a row another transaction is changing waits for it and
+// then judges the row as that transaction left it.
+func TestClaimTasksWaitsForConcurrentChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	tests := []struct {
+		name        string
+		commit      bool
+		wantClaimed bool
+	}{
+		{"cancel commits: not claimed", true, false},
+		{"cancel rolls back: claimed", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			contested := insertDueTask(t, db, pool, tenant.ID)
+			free := insertDueTask(t, db, pool, tenant.ID)
+
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			var pid int
+			require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+			_, err = tx.Exec(ctx, `UPDATE tasks SET status = 'canceled', next_attempt_at = NULL WHERE id = $1`, contested.ID)
+			require.NoError(t, err)
+
+			type result struct {
+				claims []*store.ClaimedTask
+				err    error
+			}
+			done := make(chan result, 1)
+			now := dbNow(t, pool)
+			go func() {
+				claims, err := db.ClaimTasks(ctx, []uuid.UUID{free.ID, contested.ID}, now, 30*time.Second)
+				done <- result{claims, err}
+			}()
+
+			// Wait until the claim is blocked behind the open transaction.
+			deadline := time.After(10 * time.Second)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for countRows(t, pool, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND $1::int = ANY(pg_blocking_pids(pid))`, pid) == 0 {
+				select {
+				case r := <-done:
+					require.FailNow(t, "the claim did not wait for the open transaction", "%v %v", claimIDs(r.claims), r.err)
+				case <-deadline:
+					require.FailNow(t, "the claim never blocked")
+				case <-tick.C:
+				}
+			}
+			if tt.commit {
+				require.NoError(t, tx.Commit(ctx))
+			} else {
+				require.NoError(t, tx.Rollback(ctx))
+			}
+
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				require.FailNow(t, "the claim stayed blocked")
+			}
+			require.NoError(t, r.err)
+			want := []uuid.UUID{free.ID}
+			wantStatus := "canceled"
+			if tt.wantClaimed {
+				want = append(want, contested.ID)
+				wantStatus = "dispatching"
+			}
+			require.ElementsMatch(t, want, claimIDs(r.claims))
+			require.Equal(t, wantStatus, readTaskRow(t, pool, contested.ID).Status)
+		})
+	}
+}
+
 // recordFor is the result of the claimed attempt with the given outcome.
 func recordFor(c *store.ClaimedTask, outcome string, code *int, errText *string, status store.TaskStatus, next *time.Time) store.AttemptResult {
 	return store.AttemptResult{

@@ -518,3 +518,35 @@ func TestListAttempts(t *testing.T) {
 	require.Equal(t, ptr(204), got.LastStatusCode)
 	require.Nil(t, got.NextAttemptAt)
 }
+
+func TestInsertTaskOptionalFields(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t)
+	tenant := createTenant(t, db)
+
+	tests := []struct {
+		name        string
+		modify      func(task *store.Task)
+		wantHeaders map[string]string
+		wantBody    []byte
+	}{
+		{"nil headers", func(task *store.Task) { task.Headers = nil }, map[string]string{}, []byte(`{"order": 42}`)},
+		{"nil body", func(task *store.Task) { task.Body = nil }, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, []byte{}},
+		{"neither", func(task *store.Task) { task.Headers, task.Body = nil, nil }, map[string]string{}, []byte{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			task := newTask(tenant.ID, time.Now())
+			tt.modify(task)
+			_, created, err := db.InsertTask(ctx, task, false)
+			require.NoError(t, err)
+			require.True(t, created)
+			got, err := db.GetTask(ctx, tenant.ID, task.ID)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantHeaders, got.Headers)
+			require.Equal(t, tt.wantBody, got.Body)
+		})
+	}
+}

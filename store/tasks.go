@@ -107,6 +107,9 @@ func (db *DB) InsertTask(ctx context.Context, t *Task, notifyDue bool) (existing
 	if t.Body == nil {
 		t.Body = []byte{}
 	}
+	if t.Headers == nil {
+		t.Headers = map[string]string{}
+	}
 	next := t.RunAt
 	t.NextAttemptAt = &next
 	var ignored *string

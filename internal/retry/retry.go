@@ -1,8 +1,13 @@
-package dispatcher
+// Package retry is the retry policy of hookwheel's contract, shared by the
+// API that validates a task's policy and the dispatcher that applies it:
+// which outcomes are retried, the jittered backoff between attempts, and
+// how a receiver's Retry-After is honoured.
+package retry
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,7 +51,7 @@ func Classify(statusCode int, err error) Outcome {
 	}
 }
 
-// Bounds of RetryPolicy, checked by Validate.
+// Bounds of Policy, checked by Validate.
 const (
 	retryMaxAttemptsLimit = 100
 	retryMinBackoffLimit  = 100 * time.Millisecond
@@ -57,10 +62,9 @@ const (
 	retryAfterLimit = time.Hour
 )
 
-// RetryPolicy is a task's retry policy. The zero value is not usable: start
-// from DefaultRetryPolicy, or fill unset fields with WithDefaults, then
-// Validate.
-type RetryPolicy struct {
+// Policy is a task's retry policy. The zero value is not usable: start
+// from DefaultPolicy, set what the task asks for, then Validate.
+type Policy struct {
 	// MaxAttempts counts every attempt, the first included. Default 10;
 	// 1 to 100.
 	MaxAttempts int
@@ -75,96 +79,86 @@ type RetryPolicy struct {
 	MaxBackoff time.Duration
 }
 
-// DefaultRetryPolicy returns the policy of a task that gives none: 10
+// DefaultPolicy returns the policy of a task that gives none: 10
 // attempts, backoff from 1s to 1h.
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}
+func DefaultPolicy() Policy {
+	return Policy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}
 }
 
-// WithDefaults returns p with each zero field replaced by its default, for a
-// task request that sets only some of them.
-func (p RetryPolicy) WithDefaults() RetryPolicy {
-	d := DefaultRetryPolicy()
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = d.MaxAttempts
-	}
-	if p.MinBackoff == 0 {
-		p.MinBackoff = d.MinBackoff
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = d.MaxBackoff
-	}
-	return p
-}
-
-// RetryPolicyError is one invalid field of a RetryPolicy. Field is the
+// FieldError is one invalid field of a Policy. Field is the
 // field's name in the task request's "retry" object, so that the API can
 // report it as is.
-type RetryPolicyError struct {
+type FieldError struct {
 	Field   string
 	Message string
 }
 
-func (e *RetryPolicyError) Error() string {
+func (e *FieldError) Error() string {
 	return "invalid retry policy: " + e.Field + " " + e.Message
 }
 
-// Validate reports every invalid field of p, each as a *RetryPolicyError,
+// Validate reports every invalid field of p, each as a *FieldError,
 // joined with errors.Join so that an API response can list them all;
 // errors.As finds the first.
-func (p RetryPolicy) Validate() error {
+func (p Policy) Validate() error {
 	var errs []error
 	if p.MaxAttempts < 1 || p.MaxAttempts > retryMaxAttemptsLimit {
-		errs = append(errs, &RetryPolicyError{"max_attempts", fmt.Sprintf(
+		errs = append(errs, &FieldError{"max_attempts", fmt.Sprintf(
 			"must be between 1 and %d, got %d", retryMaxAttemptsLimit, p.MaxAttempts)})
 	}
 	if p.MinBackoff < retryMinBackoffLimit {
-		errs = append(errs, &RetryPolicyError{"min_backoff", fmt.Sprintf(
+		errs = append(errs, &FieldError{"min_backoff", fmt.Sprintf(
 			"must be at least %s, got %s", retryMinBackoffLimit, p.MinBackoff)})
 	}
 	switch {
 	case p.MaxBackoff < p.MinBackoff:
-		errs = append(errs, &RetryPolicyError{"max_backoff", fmt.Sprintf(
+		errs = append(errs, &FieldError{"max_backoff", fmt.Sprintf(
 			"must be at least min_backoff (%s), got %s", p.MinBackoff, p.MaxBackoff)})
 	case p.MaxBackoff > retryMaxBackoffLimit:
-		errs = append(errs, &RetryPolicyError{"max_backoff", fmt.Sprintf(
+		errs = append(errs, &FieldError{"max_backoff", fmt.Sprintf(
 			"must be at most 7 days (%s), got %s", retryMaxBackoffLimit, p.MaxBackoff)})
 	}
 	return errors.Join(errs...)
 }
 
 // Backoff returns the delay after failed attempt n (1-based), given u drawn
-// uniformly from [0, 1). The delay doubles from MinBackoff with each attempt,
-// up to MaxBackoff: d = min(MaxBackoff, MinBackoff·2^(n−1)). Jitter spreads
-// it over ±20 %, so that tasks that failed together do not retry together:
-// delay = d·(0.8 + 0.4·u), clamped to [MinBackoff, MaxBackoff]. The clamp
-// only moves the delay towards d, so it stays within ±20 % of d.
+// uniformly from [0, 1).
 //
-// Backoff is defined for every n and u: n < 1 counts as 1, u is clamped to
-// [0, 1], and large n cannot overflow.
-func (p RetryPolicy) Backoff(n int, u float64) time.Duration {
-	n = max(n, 1)
+// The delays grow geometrically from MinBackoff after the first attempt to
+// MaxBackoff before the last, so that a policy spans the whole range it
+// names whatever MaxAttempts is: with N = MaxAttempts,
+//
+//	d = MinBackoff · (MaxBackoff/MinBackoff)^((n−1)/(N−2))   for 1 ≤ n ≤ N−1
+//
+// (d = MinBackoff when N ≤ 2). The defaults (10 attempts, 1s to 1h) wait 1s,
+// 2.8s, 7.7s, 22s, 1m, 2.8m, 7.7m, 21m and 1h: about an hour and a half of
+// retrying, where plain doubling from 1s would give up after 8.5 minutes.
+// Jitter spreads each delay over ±20 %, so that tasks that failed together
+// do not retry together: delay = d·(0.8 + 0.4·u), clamped to [MinBackoff,
+// MaxBackoff]. The clamp only moves the delay towards d, so it stays within
+// ±20 % of d.
+//
+// Backoff is defined for every n and u: n is clamped to [1, N−1], u to [0, 1].
+func (p Policy) Backoff(n int, u float64) time.Duration {
 	if !(u >= 0) { // also catches NaN
 		u = 0
 	}
 	u = min(u, 1)
+	lo, hi := max(p.MinBackoff, 1), max(p.MaxBackoff, p.MinBackoff, 1)
 
-	d := p.MaxBackoff
-	// Doubling n−1 times stays within MaxBackoff exactly when MinBackoff fits
-	// in MaxBackoff shifted right n−1 times; testing it that way round cannot
-	// overflow.
-	if shift := n - 1; shift < 63 && p.MinBackoff <= p.MaxBackoff>>shift {
-		d = p.MinBackoff << shift
+	d := float64(lo)
+	if steps := p.MaxAttempts - 2; steps > 0 {
+		n = min(max(n, 1), p.MaxAttempts-1)
+		d *= math.Pow(float64(hi)/float64(lo), float64(n-1)/float64(steps))
 	}
-
 	// Clamped in float64 before converting back: a jittered MaxBackoff near
 	// the top of int64 would not fit in a Duration.
-	f := float64(d) * (0.8 + 0.4*u)
+	f := d * (0.8 + 0.4*u)
 	switch {
-	case f >= float64(p.MaxBackoff):
-		return p.MaxBackoff
-	case f <= float64(p.MinBackoff):
-		return p.MinBackoff
+	case f >= float64(hi):
+		return hi
+	case f <= float64(lo):
+		return lo
 	default:
 		return time.Duration(f)
 	}
@@ -175,7 +169,7 @@ func (p RetryPolicy) Backoff(n int, u float64) time.Duration {
 // the contract says. The wait is capped at one hour; a negative delta or a
 // past date gives 0. ok is false when the header is absent, not honoured for
 // statusCode, or unparseable.
-func RetryAfter(statusCode int, h http.Header, now time.Time) (wait time.Duration, ok bool) {
+func After(statusCode int, h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	if statusCode != http.StatusTooManyRequests && statusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
@@ -224,11 +218,11 @@ func clampRetryAfter(n int64, unit time.Duration) time.Duration {
 // MinBackoff: waiting longer than asked still honours it, and a receiver
 // answering "Retry-After: 0" must not be able to burn every attempt in a
 // tight loop.
-func (p RetryPolicy) NextDelay(n int, outcome Outcome, statusCode int, h http.Header, now time.Time, u float64) (delay time.Duration, retry bool) {
+func (p Policy) NextDelay(n int, outcome Outcome, statusCode int, h http.Header, now time.Time, u float64) (delay time.Duration, retry bool) {
 	if outcome != OutcomeRetry || n >= p.MaxAttempts {
 		return 0, false
 	}
-	if wait, ok := RetryAfter(statusCode, h, now); ok {
+	if wait, ok := After(statusCode, h, now); ok {
 		return max(wait, p.MinBackoff), true
 	}
 	return p.Backoff(n, u), true

@@ -1,4 +1,4 @@
-package dispatcher
+package retry
 
 import (
 	"context"
@@ -74,39 +74,36 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestDefaultRetryPolicy(t *testing.T) {
+func TestDefaultPolicy(t *testing.T) {
 	t.Parallel()
 
-	p := DefaultRetryPolicy()
-	require.Equal(t, RetryPolicy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}, p)
+	p := DefaultPolicy()
+	require.Equal(t, Policy{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}, p)
 	require.NoError(t, p.Validate())
-	require.Equal(t, p, RetryPolicy{}.WithDefaults())
-	require.Equal(t, RetryPolicy{MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Hour},
-		RetryPolicy{MaxAttempts: 3}.WithDefaults())
 }
 
-func TestRetryPolicyValidate(t *testing.T) {
+func TestPolicyValidate(t *testing.T) {
 	t.Parallel()
 
-	valid := DefaultRetryPolicy()
+	valid := DefaultPolicy()
 	tests := []struct {
 		name       string
-		edit       func(*RetryPolicy)
+		edit       func(*Policy)
 		wantFields []string
 	}{
-		{"default", func(*RetryPolicy) {}, nil},
-		{"one attempt", func(p *RetryPolicy) { p.MaxAttempts = 1 }, nil},
-		{"100 attempts", func(p *RetryPolicy) { p.MaxAttempts = 100 }, nil},
-		{"smallest backoff", func(p *RetryPolicy) { p.MinBackoff = 100 * time.Millisecond }, nil},
-		{"constant backoff", func(p *RetryPolicy) { p.MinBackoff, p.MaxBackoff = time.Minute, time.Minute }, nil},
-		{"7 days", func(p *RetryPolicy) { p.MaxBackoff = 7 * 24 * time.Hour }, nil},
-		{"zero attempts", func(p *RetryPolicy) { p.MaxAttempts = 0 }, []string{"max_attempts"}},
-		{"101 attempts", func(p *RetryPolicy) { p.MaxAttempts = 101 }, []string{"max_attempts"}},
-		{"zero min", func(p *RetryPolicy) { p.MinBackoff = 0 }, []string{"min_backoff"}},
-		{"99ms min", func(p *RetryPolicy) { p.MinBackoff = 99 * time.Millisecond }, []string{"min_backoff"}},
-		{"max below min", func(p *RetryPolicy) { p.MaxBackoff = 500 * time.Millisecond }, []string{"max_backoff"}},
-		{"max past 7 days", func(p *RetryPolicy) { p.MaxBackoff = 7*24*time.Hour + 1 }, []string{"max_backoff"}},
-		{"all wrong", func(p *RetryPolicy) { *p = RetryPolicy{MaxAttempts: -1, MinBackoff: -1, MaxBackoff: -2} },
+		{"default", func(*Policy) {}, nil},
+		{"one attempt", func(p *Policy) { p.MaxAttempts = 1 }, nil},
+		{"100 attempts", func(p *Policy) { p.MaxAttempts = 100 }, nil},
+		{"smallest backoff", func(p *Policy) { p.MinBackoff = 100 * time.Millisecond }, nil},
+		{"constant backoff", func(p *Policy) { p.MinBackoff, p.MaxBackoff = time.Minute, time.Minute }, nil},
+		{"7 days", func(p *Policy) { p.MaxBackoff = 7 * 24 * time.Hour }, nil},
+		{"zero attempts", func(p *Policy) { p.MaxAttempts = 0 }, []string{"max_attempts"}},
+		{"101 attempts", func(p *Policy) { p.MaxAttempts = 101 }, []string{"max_attempts"}},
+		{"zero min", func(p *Policy) { p.MinBackoff = 0 }, []string{"min_backoff"}},
+		{"99ms min", func(p *Policy) { p.MinBackoff = 99 * time.Millisecond }, []string{"min_backoff"}},
+		{"max below min", func(p *Policy) { p.MaxBackoff = 500 * time.Millisecond }, []string{"max_backoff"}},
+		{"max past 7 days", func(p *Policy) { p.MaxBackoff = 7*24*time.Hour + 1 }, []string{"max_backoff"}},
+		{"all wrong", func(p *Policy) { *p = Policy{MaxAttempts: -1, MinBackoff: -1, MaxBackoff: -2} },
 			[]string{"max_attempts", "min_backoff", "max_backoff"}},
 	}
 	for _, tt := range tests {
@@ -121,13 +118,13 @@ func TestRetryPolicyValidate(t *testing.T) {
 			}
 			require.Error(t, err)
 
-			var first *RetryPolicyError
+			var first *FieldError
 			require.ErrorAs(t, err, &first)
 			require.Equal(t, tt.wantFields[0], first.Field)
 
 			var fields []string
 			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var fe *RetryPolicyError
+				var fe *FieldError
 				require.ErrorAs(t, e, &fe)
 				require.NotEmpty(t, fe.Message)
 				require.Contains(t, e.Error(), fe.Field)
@@ -138,23 +135,30 @@ func TestRetryPolicyValidate(t *testing.T) {
 	}
 }
 
-// backoffBase is d of the documented formula, computed the slow, obvious way.
-func backoffBase(p RetryPolicy, n int) time.Duration {
-	d := p.MinBackoff
-	for i := 1; i < n; i++ {
-		if d > p.MaxBackoff/2 {
-			return p.MaxBackoff
-		}
-		d *= 2
+// backoffBase is d of the documented formula, computed step by step: each
+// retry waits the same factor longer than the one before, from MinBackoff
+// after attempt 1 to MaxBackoff before attempt N.
+func backoffBase(p Policy, n int) time.Duration {
+	steps := p.MaxAttempts - 2
+	if steps <= 0 {
+		return p.MinBackoff
 	}
-	return min(d, p.MaxBackoff)
+	factor := math.Pow(float64(p.MaxBackoff)/float64(p.MinBackoff), 1/float64(steps))
+	d := float64(p.MinBackoff)
+	for i := 1; i < min(n, p.MaxAttempts-1); i++ {
+		d *= factor
+	}
+	if d >= float64(p.MaxBackoff) {
+		return p.MaxBackoff
+	}
+	return time.Duration(d)
 }
 
 func TestBackoffBounds(t *testing.T) {
 	t.Parallel()
 
-	policies := []RetryPolicy{
-		DefaultRetryPolicy(),
+	policies := []Policy{
+		DefaultPolicy(),
 		{MaxAttempts: 100, MinBackoff: 100 * time.Millisecond, MaxBackoff: 7 * 24 * time.Hour},
 		{MaxAttempts: 10, MinBackoff: time.Minute, MaxBackoff: time.Minute},
 		{MaxAttempts: 10, MinBackoff: 3 * time.Second, MaxBackoff: 10 * time.Second},
@@ -179,7 +183,9 @@ func TestBackoffBounds(t *testing.T) {
 					delay := p.Backoff(n, u)
 					require.GreaterOrEqual(t, delay, p.MinBackoff, "n=%d u=%v", n, u)
 					require.LessOrEqual(t, delay, p.MaxBackoff, "n=%d u=%v", n, u)
-					require.LessOrEqual(t, math.Abs(float64(delay)-float64(d)), 0.2*float64(d)+1,
+					// 1e-9 relative slack for the float rounding of a product
+					// of up to 200 factors against one math.Pow.
+					require.LessOrEqual(t, math.Abs(float64(delay)-float64(d)), 0.2*float64(d)*(1+1e-9)+1,
 						"n=%d u=%v d=%s delay=%s", n, u, d, delay)
 					// d never decreases with n, and neither may the delay.
 					require.GreaterOrEqual(t, delay, prev, "n=%d u=%v", n, u)
@@ -193,7 +199,7 @@ func TestBackoffBounds(t *testing.T) {
 func TestBackoff(t *testing.T) {
 	t.Parallel()
 
-	p := DefaultRetryPolicy()
+	p := DefaultPolicy() // 10 attempts, 1s to 1h: factor 3600^(1/8) ≈ 2.783 per retry
 	tests := []struct {
 		n    int
 		u    float64
@@ -202,32 +208,39 @@ func TestBackoff(t *testing.T) {
 		{1, 0.5, time.Second}, // 1s exactly, no jitter at u=0.5
 		{1, 0, time.Second},   // 0.8s, raised to MinBackoff
 		{1, 0.75, 1100 * time.Millisecond},
-		{2, 0.5, 2 * time.Second},
-		{2, 0, 1600 * time.Millisecond},
-		{3, 1, 4800 * time.Millisecond},
-		{10, 0.5, 512 * time.Second},
-		{12, 0.5, 2048 * time.Second},
-		{13, 0.5, time.Hour}, // 4096s is past MaxBackoff
-		{13, 0, 48 * time.Minute},
-		{13, 1, time.Hour},
+		{2, 0.5, 2783157683}, // 3600^(1/8) s
+		{3, 0.5, 7745966692}, // 3600^(2/8) s
+		{5, 0.5, time.Minute},
+		{5, 0, 48 * time.Second},
+		{5, 1, 72 * time.Second},
+		{9, 0.5, time.Hour}, // before the last attempt: MaxBackoff
+		{9, 0, 48 * time.Minute},
+		{9, 1, time.Hour},
+		{10, 0.5, time.Hour},
 		{1000, 0.5, time.Hour},
 		{math.MaxInt, 0.5, time.Hour},
 		// Out of range arguments are clamped, not trusted.
 		{0, 0.5, time.Second},
 		{-5, 0.5, time.Second},
-		{2, -1, 1600 * time.Millisecond},
-		{2, math.NaN(), 1600 * time.Millisecond},
-		{2, 7, 2400 * time.Millisecond},
+		{5, -1, 48 * time.Second},
+		{5, math.NaN(), 48 * time.Second},
+		{5, 7, 72 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("n=%d,u=%v", tt.n, tt.u), func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, p.Backoff(tt.n, tt.u))
+			require.InDelta(t, float64(tt.want), float64(p.Backoff(tt.n, tt.u)), float64(time.Microsecond))
 		})
 	}
+
+	t.Run("two attempts retry once after MinBackoff", func(t *testing.T) {
+		t.Parallel()
+		two := Policy{MaxAttempts: 2, MinBackoff: 5 * time.Second, MaxBackoff: time.Hour}
+		require.Equal(t, 5*time.Second, two.Backoff(1, 0.5))
+	})
 }
 
-func TestRetryAfter(t *testing.T) {
+func TestAfter(t *testing.T) {
 	t.Parallel()
 
 	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
@@ -271,13 +284,13 @@ func TestRetryAfter(t *testing.T) {
 			if tt.value != "" {
 				h.Set("Retry-After", tt.value)
 			}
-			wait, ok := RetryAfter(tt.status, h, now)
+			wait, ok := After(tt.status, h, now)
 			require.Equal(t, tt.wantOK, ok)
 			require.Equal(t, tt.wantWait, wait)
 		})
 	}
 
-	wait, ok := RetryAfter(429, nil, now)
+	wait, ok := After(429, nil, now)
 	require.False(t, ok)
 	require.Zero(t, wait)
 }
@@ -287,7 +300,7 @@ func TestNextDelay(t *testing.T) {
 
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	retryAfter := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
-	p := RetryPolicy{MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute}
+	p := Policy{MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute}
 	tests := []struct {
 		name      string
 		n         int
@@ -298,8 +311,8 @@ func TestNextDelay(t *testing.T) {
 		wantRetry bool
 	}{
 		{"first failure", 1, OutcomeRetry, 500, nil, time.Second, true},
-		{"network error", 2, OutcomeRetry, 0, nil, 2 * time.Second, true},
-		{"backoff capped", 4, OutcomeRetry, 502, nil, 8 * time.Second, true},
+		{"network error", 2, OutcomeRetry, 0, nil, 3914867641, true}, // 60^(1/3) s
+		{"last retry waits MaxBackoff", 4, OutcomeRetry, 502, nil, time.Minute, true},
 		{"last attempt", 5, OutcomeRetry, 500, nil, 0, false},
 		{"past the last attempt", 6, OutcomeRetry, 500, nil, 0, false},
 		{"last attempt ignores Retry-After", 5, OutcomeRetry, 429, retryAfter("10"), 0, false},
@@ -314,9 +327,9 @@ func TestNextDelay(t *testing.T) {
 		{"Retry-After 0 raised to MinBackoff", 3, OutcomeRetry, 429, retryAfter("0"), time.Second, true},
 		{"past Retry-After date raised to MinBackoff", 3, OutcomeRetry, 503,
 			retryAfter(now.Add(-time.Hour).Format(http.TimeFormat)), time.Second, true},
-		{"Retry-After ignored on 500", 2, OutcomeRetry, 500, retryAfter("30"), 2 * time.Second, true},
-		{"garbage Retry-After falls back to backoff", 2, OutcomeRetry, 429, retryAfter("later"), 2 * time.Second, true},
-		{"429 without Retry-After", 3, OutcomeRetry, 429, nil, 4 * time.Second, true},
+		{"Retry-After ignored on 500", 2, OutcomeRetry, 500, retryAfter("30"), 3914867641, true},
+		{"garbage Retry-After falls back to backoff", 2, OutcomeRetry, 429, retryAfter("later"), 3914867641, true},
+		{"429 without Retry-After", 3, OutcomeRetry, 429, nil, 15326188647, true}, // 60^(2/3) s
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +342,7 @@ func TestNextDelay(t *testing.T) {
 
 	t.Run("single attempt policy never retries", func(t *testing.T) {
 		t.Parallel()
-		one := RetryPolicy{MaxAttempts: 1, MinBackoff: time.Second, MaxBackoff: time.Hour}
+		one := Policy{MaxAttempts: 1, MinBackoff: time.Second, MaxBackoff: time.Hour}
 		_, retry := one.NextDelay(1, OutcomeRetry, 503, retryAfter("1"), now, 0.5)
 		require.False(t, retry)
 	})
@@ -337,7 +350,7 @@ func TestNextDelay(t *testing.T) {
 	t.Run("attempts of the default policy", func(t *testing.T) {
 		t.Parallel()
 		// Ten attempts: nine waits, then the task is dead.
-		def := DefaultRetryPolicy()
+		def := DefaultPolicy()
 		var waits []string
 		for n := 1; ; n++ {
 			delay, retry := def.NextDelay(n, OutcomeRetry, 500, nil, now, 0.5)
@@ -347,6 +360,7 @@ func TestNextDelay(t *testing.T) {
 			}
 			waits = append(waits, strconv.Itoa(int(delay/time.Second)))
 		}
-		require.Equal(t, []string{"1", "2", "4", "8", "16", "32", "64", "128", "256"}, waits)
+		// 3600^(k/8) seconds, k = 0..8, truncated: from 1s up to exactly 1h.
+		require.Equal(t, []string{"1", "2", "7", "21", "60", "166", "464", "1293", "3600"}, waits)
 	})
 }

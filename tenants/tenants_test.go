@@ -1,0 +1,73 @@
+package tenants_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+func TestNewSigningSecret(t *testing.T) {
+	t.Parallel()
+	a, err := tenants.NewSigningSecret()
+	require.NoError(t, err)
+	b, err := tenants.NewSigningSecret()
+	require.NoError(t, err)
+	require.NotEqual(t, a, b)
+	require.True(t, strings.HasPrefix(a, "whsec_"))
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
+	require.NoError(t, err)
+	require.Len(t, key, 32)
+
+	// A Standard Webhooks library takes it as it is.
+	wh, err := standardwebhooks.NewWebhook(a)
+	require.NoError(t, err)
+	_, err = wh.Sign("msg_1", time.Now(), []byte("x"))
+	require.NoError(t, err)
+}
+
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	acme, err := svc.Create(ctx, "acme")
+	require.NoError(t, err)
+	other, err := svc.Create(ctx, "other")
+	require.NoError(t, err)
+
+	got, err := svc.Authenticate(ctx, acme.APIKey)
+	require.NoError(t, err)
+	require.Equal(t, acme.Tenant.ID, got)
+
+	keyID, ok := tenants.KeyID(acme.APIKey)
+	require.True(t, ok)
+	otherKeyID, _ := tenants.KeyID(other.APIKey)
+	otherSecret := strings.TrimPrefix(other.APIKey, "hw_"+otherKeyID+"_")
+
+	for name, key := range map[string]string{
+		"empty":                    "",
+		"no prefix":                strings.TrimPrefix(acme.APIKey, "hw_"),
+		"no secret":                "hw_" + keyID + "_",
+		"unknown key id":           "hw_aaaaaaaaaaaaa_" + otherSecret,
+		"another key's secret":     "hw_" + keyID + "_" + otherSecret,
+		"one character off":        acme.APIKey[:len(acme.APIKey)-1] + "x",
+		"trailing garbage":         acme.APIKey + "x",
+		"key id of another tenant": "hw_" + otherKeyID + "_" + strings.TrimPrefix(acme.APIKey, "hw_"+keyID+"_"),
+	} {
+		_, err := svc.Authenticate(ctx, key)
+		require.ErrorIs(t, err, tenants.ErrUnauthenticated, name)
+	}
+
+	require.NoError(t, svc.Revoke(ctx, acme.Tenant.ID, keyID))
+	_, err = svc.Authenticate(ctx, acme.APIKey)
+	require.ErrorIs(t, err, tenants.ErrUnauthenticated, "a revoked key")
+	_, err = svc.Authenticate(ctx, other.APIKey)
+	require.NoError(t, err, "revoking one tenant's key leaves the other's")
+}
