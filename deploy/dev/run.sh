@@ -123,6 +123,7 @@ if [[ -z ${HOOKWHEEL_ADMIN_TOKEN:-} ]]; then
 fi
 export HOOKWHEEL_ADMIN_TOKEN
 export HOOKWHEEL_ALLOW_PRIVATE_TARGETS="${HOOKWHEEL_ALLOW_PRIVATE_TARGETS:-true}" # the demo receiver is on loopback
+export HOOKWHEEL_LOG_FORMAT="${HOOKWHEEL_LOG_FORMAT:-text}"               # readable in a terminal; json in production
 
 ADDR="${HOOKWHEEL_ADDR:-:8080}"
 PORT=${ADDR##*:}
