@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -97,6 +98,19 @@ type retryRequest struct {
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
 	MinBackoff  *string `json:"min_backoff,omitempty"`
 	MaxBackoff  *string `json:"max_backoff,omitempty"`
+}
+
+// UnmarshalJSON keeps the strictness of the outer decoder, naming an unknown
+// field by its path ("retry.max_attemps"), which encoding/json does not.
+func (r *retryRequest) UnmarshalJSON(b []byte) error {
+	type plain retryRequest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode((*plain)(r))
+	if name, ok := strings.CutPrefix(fmt.Sprint(err), "json: unknown field "); ok {
+		return fmt.Errorf("json: unknown field %q", "retry."+strings.Trim(name, `"`))
+	}
+	return err
 }
 
 // Bounds of a task request beyond the configurable Limits.

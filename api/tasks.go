@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -42,7 +43,7 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 		return err
 	}
 	var fe fieldErrors
-	if k := params.IdempotencyKey; k != nil && (len(*k) == 0 || len(*k) > maxIdempotencyKey) {
+	if k := params.IdempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
 		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
 	} else if k != nil && !utf8.ValidString(*k) {
 		fe.add("Idempotency-Key", "must be valid UTF-8")
@@ -219,7 +220,7 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 
 func taskJSON(t *store.Task) openapi.Task {
 	maxAttempts := t.MaxAttempts
-	minBackoff, maxBackoff := t.MinBackoff.String(), t.MaxBackoff.String()
+	minBackoff, maxBackoff := formatDuration(t.MinBackoff), formatDuration(t.MaxBackoff)
 	return openapi.Task{
 		ID:             t.ID,
 		Status:         openapi.TaskStatus(t.Status),
@@ -232,11 +233,24 @@ func taskJSON(t *store.Task) openapi.Task {
 		UpdatedAt:      t.UpdatedAt,
 		Attempts:       t.Attempts,
 		MaxAttempts:    t.MaxAttempts,
-		Timeout:        t.Timeout.String(),
+		Timeout:        formatDuration(t.Timeout),
 		Retry:          openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
 		NextAttemptAt:  t.NextAttemptAt,
 		LastStatusCode: t.LastStatusCode,
 		LastError:      t.LastError,
 		IdempotencyKey: t.IdempotencyKey,
 	}
+}
+
+// formatDuration spells a duration as a person would write it in a request:
+// "1h" rather than Go's "1h0m0s", "2m30s" as it is.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

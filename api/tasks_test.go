@@ -61,6 +61,8 @@ func TestCreateTask(t *testing.T) {
 	require.Equal(t, 10, *task.Retry.MaxAttempts)
 	requireDuration(t, time.Second, *task.Retry.MinBackoff)
 	requireDuration(t, time.Hour, *task.Retry.MaxBackoff)
+	require.Equal(t, "1h", *task.Retry.MaxBackoff, "durations are spelled as a request would spell them")
+	require.Equal(t, "30s", task.Timeout)
 
 	// The Location names the task, and reading it gives the same task.
 	got := h.do(http.MethodGet, resp.Header.Get("Location"), tn.APIKey, nil, nil)

@@ -102,6 +102,7 @@ func TestCreateTaskValidation(t *testing.T) {
 		{name: "max_backoff over a week", body: taskBody(t, map[string]any{"retry": map[string]any{"max_backoff": "169h"}}), want: 422, field: "retry.max_backoff"},
 		// shape of the document
 		{name: "unknown field runAt", body: `{"url": "https://example.com/hook", "runAt": "2030-01-01T00:00:00Z"}`, want: 422, field: "runAt"},
+		{name: "unknown field inside retry", body: `{"url": "https://example.com/hook", "retry": {"max_attemps": 3}}`, want: 422, field: "retry.max_attemps"},
 		{name: "body not a string", body: `{"url": "https://example.com/hook", "body": {"order": 42}}`, want: 422, field: "body"},
 		{name: "malformed JSON", body: `{"url": "https://example.com/hook"`, want: 400},
 		{name: "not JSON at all", body: `url=https://example.com/hook`, want: 400},

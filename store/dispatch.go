@@ -90,13 +90,44 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 // claimed, canceled or rescheduled later is silently left out of the result.
 // The lease covers the attempt's timeout plus leaseMargin; a claim that
 // outlives it is handed back by RecoverExpiredLeases.
-func (db *DB) ClaimTasks(ctx context.Context, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*ClaimedTask, error) {
+//
+// The claim commits without waiting for its WAL to reach disk
+// (synchronous_commit off, for this transaction only): it is a lease, not an
+// outcome, and waiting for the flush would add a disk sync to the lateness of
+// every webhook. Other sessions see the claim at once, so the
+// compare-and-set holds between nodes; only a crash of Postgres itself in the
+// few milliseconds before the flush can forget a claim, and then the task is
+// sent again with the same webhook-id, as after any crash mid-send. Outcomes
+// (RecordAttempts) are committed synchronously.
+func (db *DB) ClaimTasks(ctx context.Context, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*ClaimedTask, err error) {
 	token := uuid.New()
-	rows, err := db.pool.Query(ctx, queryClaimTasks, ids, now, token, leaseMargin)
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		batch.Queue(`SET LOCAL synchronous_commit TO off`)
+		batch.Queue(queryClaimTasks, ids, now, token, leaseMargin)
+		results := tx.SendBatch(ctx, batch)
+		defer results.Close()
+		if _, err := results.Exec(); err != nil {
+			return err
+		}
+		rows, err := results.Query()
+		if err != nil {
+			return err
+		}
+		claimed, err = pgx.CollectRows(rows, scanClaimedTask(token))
+		if err != nil {
+			return err
+		}
+		return results.Close()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
 	}
-	claimed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*ClaimedTask, error) {
+	return claimed, nil
+}
+
+func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*ClaimedTask] {
+	return func(r pgx.CollectableRow) (*ClaimedTask, error) {
 		var (
 			c                          ClaimedTask
 			timeoutMs                  int32
@@ -112,11 +143,7 @@ func (db *DB) ClaimTasks(ctx context.Context, ids []uuid.UUID, now time.Time, le
 		c.Attempt = t.Attempts
 		c.ClaimToken = token
 		return &c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
 	}
-	return claimed, nil
 }
 
 // AttemptResult is what became of one claimed attempt.
@@ -141,12 +168,13 @@ WITH input AS (
 	FROM input i
 	WHERE t.id = i.task_id AND t.status = 'dispatching' AND t.claim_token = i.claim_token AND t.attempts = i.attempt
 	RETURNING t.id
+), recorded AS (
+	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
+	SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body
+	FROM input i JOIN task ON task.id = i.task_id
+	ON CONFLICT (task_id, attempt) DO NOTHING
 )
-INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
-SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body
-FROM input i JOIN task ON task.id = i.task_id
-ON CONFLICT (task_id, attempt) DO NOTHING
-RETURNING task_id`
+SELECT id FROM task`
 
 // ErrClaimLost is returned when an attempt is recorded by a sender that no
 // longer owns the task (its lease expired and another node took over).

@@ -836,3 +836,37 @@ func TestListenDue(t *testing.T) {
 	}
 	require.Empty(t, got, "nothing else was announced")
 }
+
+// TestRecordAttemptsBatch writes many attempts in one statement: each is
+// judged on its own claim, and the results come back in input order.
+func TestRecordAttemptsBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	var results []store.AttemptResult
+	for i := range 50 {
+		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
+		r := recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)
+		if i%10 == 3 {
+			r.ClaimToken = uuid.New() // someone else's claim
+		}
+		results = append(results, r)
+	}
+	errs, err := db.RecordAttempts(ctx, results)
+	require.NoError(t, err)
+	require.Len(t, errs, len(results))
+	for i, r := range results {
+		row := readTaskRow(t, pool, r.TaskID)
+		if i%10 == 3 {
+			require.ErrorIs(t, errs[i], store.ErrClaimLost, "item %d", i)
+			require.Equal(t, "dispatching", row.Status, "a lost claim leaves the task to its owner")
+			require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, r.TaskID))
+			continue
+		}
+		require.NoError(t, errs[i], "item %d", i)
+		require.Equal(t, "delivered", row.Status)
+		require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1 AND attempt = 1`, r.TaskID))
+	}
+}
