@@ -46,6 +46,11 @@ type Config struct {
 	// each in batches of up to ClaimBatch. Default 4 and 128.
 	Claimers   int
 	ClaimBatch int
+	// ClaimAhead is how long before its due time a task is claimed, so that
+	// the claim's round trips are done when the instant comes and only the
+	// send is left. A task can no longer be canceled that close to its due
+	// time. Default 50ms.
+	ClaimAhead time.Duration
 	// Lookahead is how far ahead the loader pulls due tasks into the wheel.
 	// Default 30s. The API's notify window must match it.
 	Lookahead time.Duration
@@ -98,6 +103,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = 128
+	}
+	if c.ClaimAhead <= 0 {
+		c.ClaimAhead = 50 * time.Millisecond
 	}
 	if c.Lookahead <= 0 {
 		c.Lookahead = 30 * time.Second
@@ -167,7 +175,10 @@ type Dispatcher struct {
 	clock   clock.Clock
 	signer  *Signer
 	metrics *metrics
-	timers  *Timers
+	// timers fires each waiting task ClaimAhead before it falls due, to be
+	// claimed; sendTimers fires each claimed task at its due instant.
+	timers     *Timers
+	sendTimers *Timers
 
 	// due carries fired task ids from the wheel to the claimers; claimed
 	// carries claims from the claimers to the senders. Both are bounded:
@@ -185,6 +196,8 @@ type Dispatcher struct {
 	// inflight holds tasks that have left the wheel but whose attempt is not
 	// settled yet, so the sweep does not feed them in again.
 	inflight map[uuid.UUID]struct{}
+	// held are claims waiting in sendTimers for their due instant.
+	held map[uuid.UUID]*store.ClaimedTask
 	// rescan asks the loader to read the whole window again (the NOTIFY
 	// listener reconnected and may have missed announcements).
 	rescan chan struct{}
@@ -206,9 +219,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		claimed:  make(chan *store.ClaimedTask, cfg.Senders),
 		records:  make(chan recordRequest, cfg.Senders),
 		inflight: make(map[uuid.UUID]struct{}),
+		held:     make(map[uuid.UUID]*store.ClaimedTask),
 		rescan:   make(chan struct{}, 1),
 	}
 	d.timers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.fire})
+	d.sendTimers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.release})
 	m, err := newMetrics(cfg.Registerer, d)
 	if err != nil {
 		return nil, err
@@ -229,8 +244,13 @@ func (d *Dispatcher) Schedule(id uuid.UUID, at time.Time) {
 	inWindow := !at.After(d.loadingUntil)
 	d.mu.Unlock()
 	if inWindow {
-		d.timers.Schedule(id, at)
+		d.arm(id, at)
 	}
+}
+
+// arm sets a task's timer: it fires ClaimAhead before the task is due.
+func (d *Dispatcher) arm(id uuid.UUID, at time.Time) {
+	d.timers.Schedule(id, at.Add(-d.cfg.ClaimAhead))
 }
 
 // Cancel removes a task's timer, if this dispatcher holds one.
@@ -244,6 +264,18 @@ func (d *Dispatcher) fire(id uuid.UUID, _ time.Time) {
 	d.inflight[id] = struct{}{}
 	d.mu.Unlock()
 	d.due <- id
+}
+
+// release is called by sendTimers when a held claim falls due: it goes to a
+// sender.
+func (d *Dispatcher) release(id uuid.UUID, _ time.Time) {
+	d.mu.Lock()
+	c, ok := d.held[id]
+	delete(d.held, id)
+	d.mu.Unlock()
+	if ok {
+		d.claimed <- c
+	}
 }
 
 func (d *Dispatcher) settle(id uuid.UUID) {
@@ -270,6 +302,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		defer close(wheelDone)
 		if err := d.timers.Run(ctx); err != nil {
 			d.logger.Error("timing wheel stopped", "err", err)
+		}
+	}()
+	sendWheelDone := make(chan struct{})
+	go func() {
+		defer close(sendWheelDone)
+		if err := d.sendTimers.Run(ctx); err != nil {
+			d.logger.Error("send wheel stopped", "err", err)
 		}
 	}()
 	for range d.cfg.Claimers {
@@ -299,6 +338,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		break
 	}
 	claimers.Wait()
+	<-sendWheelDone
+	// Claims still waiting for their instant are given back unsent, due as
+	// they were: the next dispatcher sends them.
+	d.mu.Lock()
+	unsent := make([]*store.ClaimedTask, 0, len(d.held))
+	for id, c := range d.held {
+		unsent = append(unsent, c)
+		delete(d.held, id)
+	}
+	d.mu.Unlock()
+	d.deferClaims(unsent, time.Time{})
 	close(d.claimed)
 	senders.Wait()
 	close(d.records)
@@ -344,7 +394,7 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	now := d.clock.Now()
-	claims, err := d.db.ClaimTasks(claimCtx, ids, now, d.cfg.LeaseMargin)
+	claims, err := d.db.ClaimTasks(claimCtx, ids, now.Add(d.cfg.ClaimAhead), d.cfg.LeaseMargin)
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {
@@ -368,7 +418,16 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 		}
 	}
 	d.metrics.claimBatch.Observe(float64(len(claims)))
+	claims = d.claimFireOnce(claimCtx, claims)
+
 	for i, c := range claims {
+		if at := *c.NextAttemptAt; at.After(d.clock.Now()) {
+			d.mu.Lock()
+			d.held[c.ID] = c
+			d.mu.Unlock()
+			d.sendTimers.Schedule(c.ID, at)
+			continue
+		}
 		select {
 		case d.claimed <- c:
 		case <-ctx.Done():
@@ -377,6 +436,41 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 			return
 		}
 	}
+}
+
+// claimFireOnce takes the Redis fire-once claims of freshly claimed attempts
+// and returns those this node may send. Redis is the second lock: when it is
+// unreachable, the Postgres claim alone decides.
+func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedTask) []*store.ClaimedTask {
+	if d.redis == nil || len(claims) == 0 {
+		return claims
+	}
+	req := make([]store.AttemptClaim, len(claims))
+	for i, c := range claims {
+		req[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: c.Timeout + 2*d.cfg.LeaseMargin}
+	}
+	held, err := d.redis.ClaimAttempts(ctx, req)
+	if err != nil {
+		d.metrics.redisErrors.Inc()
+		d.logger.Warn("fire-once claims in Redis failed; relying on Postgres alone", "tasks", len(claims), "err", err)
+		return claims
+	}
+	mine := claims[:0:0]
+	var theirs []*store.ClaimedTask
+	for i, c := range claims {
+		if held[i] {
+			mine = append(mine, c)
+		} else {
+			theirs = append(theirs, c)
+		}
+	}
+	if len(theirs) > 0 {
+		// Another sender holds these very attempts: a node whose lease
+		// expired is still sending them. Wait for its claim to lapse.
+		d.metrics.claimConflicts.Add(float64(len(theirs)))
+		d.deferClaims(theirs, d.clock.Now().Add(theirs[0].Timeout+2*d.cfg.LeaseMargin))
+	}
+	return mine
 }
 
 // deferClaims gives claims back unsent, to wait until notBefore.
@@ -388,6 +482,18 @@ func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Tim
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if d.redis != nil && len(claims) > 0 {
+		// Let whoever sends these attempts take them in Redis too (a
+		// no-op for claims that another sender held all along).
+		release := make([]store.AttemptClaim, len(claims))
+		for i, c := range claims {
+			release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}
+		}
+		if err := d.redis.ReleaseAttempts(ctx, release); err != nil {
+			d.metrics.redisErrors.Inc()
+			d.logger.Warn("releasing fire-once claims failed; they expire by themselves", "tasks", len(claims), "err", err)
+		}
+	}
 	for token, ids := range byToken {
 		if err := d.db.DeferClaims(ctx, ids, token, notBefore); err != nil {
 			d.metrics.storeErrors.WithLabelValues("defer").Inc()

@@ -62,7 +62,7 @@ func (d *Dispatcher) load(ctx context.Context, cursor store.DueCursor) (store.Du
 			return cursor, false
 		}
 		for _, t := range due {
-			d.timers.Schedule(t.ID, t.At)
+			d.arm(t.ID, t.At)
 		}
 		loaded += len(due)
 		if len(due) < loadPage {
@@ -159,7 +159,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 			continue
 		}
 		stray++
-		d.timers.Schedule(t.ID, t.At)
+		d.arm(t.ID, t.At)
 	}
 	if stray > 0 {
 		d.metrics.swept.Add(float64(stray))

@@ -29,24 +29,6 @@ func (d *Dispatcher) runSender() {
 func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 	defer d.settle(c.ID)
 	ctx := context.Background()
-	lease := c.Timeout + d.cfg.LeaseMargin
-
-	if d.redis != nil {
-		ok, err := d.redis.ClaimAttempt(ctx, c.ID, c.Attempt, c.ClaimToken, lease+d.cfg.LeaseMargin)
-		switch {
-		case err != nil:
-			// Postgres already made the claim exclusive; Redis is the
-			// second lock, so carry on without it.
-			d.metrics.redisErrors.Inc()
-			d.logger.Warn("fire-once claim in Redis failed; relying on Postgres alone", "task", c.ID, "err", err)
-		case !ok:
-			// Another sender holds this very attempt: a node whose lease
-			// expired is still sending it. Wait for its claim to lapse.
-			d.metrics.claimConflicts.Inc()
-			d.deferClaims([]*store.ClaimedTask{c}, d.clock.Now().Add(lease))
-			return
-		}
-	}
 
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {

@@ -316,7 +316,6 @@ func TestIsSignatureHeader(t *testing.T) {
 	}
 }
 
-
 func TestSignConcurrent(t *testing.T) {
 	t.Parallel()
 

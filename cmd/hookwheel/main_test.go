@@ -42,7 +42,7 @@ func freeAddr(t *testing.T) string {
 // process is a hookwheel process under test.
 type process struct {
 	cmd  *exec.Cmd
-	logs *bytes.Buffer
+	logs *syncWriter
 	done chan error
 }
 
@@ -50,12 +50,15 @@ func startProcess(t *testing.T, bin string, env []string, args ...string) *proce
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, &syncWriter{w: logs}
+	logs := &syncWriter{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	p := &process{cmd: cmd, logs: logs, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("output of hookwheel %v:\n%s", args, logs)
+		}
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			<-p.done
@@ -64,15 +67,23 @@ func startProcess(t *testing.T, bin string, env []string, args ...string) *proce
 	return p
 }
 
+// syncWriter collects a process's stdout and stderr, which exec copies from
+// two goroutines.
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(b)
+	return s.buf.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func waitReady(t *testing.T, base string, p *process) {
