@@ -190,6 +190,31 @@ func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
 	return c.JSON(http.StatusOK, taskJSON(t))
 }
 
+// ReplayTask schedules a dead or delivered task again, due now, with the same
+// webhook-id and Idempotency-Key, its attempts continuing their count and a
+// fresh retry budget. The store announces it to every dispatcher on commit;
+// the local one is told directly as well.
+func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
+	tenantID, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	t, err := s.db.ReplayTask(c.Request().Context(), tenantID, id, ceilMicro(s.clock.Now()))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("task " + id.String())
+	case errors.Is(err, store.ErrConflict):
+		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
+			"task "+id.String()+" is "+string(t.Status)+"; only dead and delivered tasks can be replayed")
+	case err != nil:
+		return err
+	}
+	if s.cfg.Scheduler != nil && t.NextAttemptAt != nil {
+		s.cfg.Scheduler.Schedule(t.ID, *t.NextAttemptAt)
+	}
+	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
 // ListTaskAttempts lists every delivery attempt of a task, in order.
 func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	tenantID, err := tenantOf(c)

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -60,6 +61,15 @@ type Config struct {
 	// SweepInterval is how often overdue tasks that are in no wheel and
 	// claims whose lease expired are gathered up. Default 5s.
 	SweepInterval time.Duration
+	// NodeName names this node in the nodes table. Default: the host name.
+	NodeName string
+	// NodeTTL is how long this node's registration and partition leases
+	// last without a heartbeat: when a node dies, its partitions and the
+	// tasks it was sending move to the survivors after about this long.
+	// Default 1.5s. HeartbeatInterval is how often they are renewed
+	// (default NodeTTL/5).
+	NodeTTL           time.Duration
+	HeartbeatInterval time.Duration
 	// LeaseMargin is added to a task's timeout to form the lease of its
 	// claim; a claim older than that is presumed dead. Default 30s.
 	LeaseMargin time.Duration
@@ -118,6 +128,18 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 5 * time.Second
+	}
+	if c.NodeName == "" {
+		c.NodeName, _ = os.Hostname()
+	}
+	if c.NodeTTL <= 0 {
+		c.NodeTTL = 1500 * time.Millisecond
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.NodeTTL / 5
+	}
+	if c.HeartbeatInterval >= c.NodeTTL {
+		return fmt.Errorf("dispatcher: HeartbeatInterval %s must be below NodeTTL %s", c.HeartbeatInterval, c.NodeTTL)
 	}
 	if c.LeaseMargin <= 0 {
 		c.LeaseMargin = 30 * time.Second
@@ -188,7 +210,17 @@ type Dispatcher struct {
 	// records carries finished attempts from the senders to the recorders.
 	records chan recordRequest
 
+	// nodeID names this process in the nodes table and on its claims.
+	nodeID uuid.UUID
+	// gained carries partitions this node just took over to the loader,
+	// which reads them from the beginning.
+	gained chan []int16
+
 	mu sync.Mutex
+	// owned and ownedList are the partitions this node holds a lease on:
+	// only their tasks are loaded, scheduled and claimed here.
+	owned     [store.Partitions]bool
+	ownedList []int16
 	// loadingUntil is the end of the window the loader has loaded or is
 	// loading: a task announced later with a due time up to it must go into
 	// the wheel directly, since the loader's scan may have missed it.
@@ -218,6 +250,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		due:      make(chan uuid.UUID, 16*cfg.ClaimBatch*cfg.Claimers),
 		claimed:  make(chan *store.ClaimedTask, cfg.Senders),
 		records:  make(chan recordRequest, cfg.Senders),
+		nodeID:   uuid.New(),
+		gained:   make(chan []int16, 64),
 		inflight: make(map[uuid.UUID]struct{}),
 		held:     make(map[uuid.UUID]*store.ClaimedTask),
 		rescan:   make(chan struct{}, 1),
@@ -238,12 +272,13 @@ func (d *Dispatcher) Lookahead() time.Duration { return d.cfg.Lookahead }
 
 // Schedule tells the dispatcher of a task stored (committed) with next
 // attempt due at at. It goes into the wheel when it falls inside the loaded
-// window; otherwise the loader will find it in time.
+// window and in a partition this node owns; otherwise the loader (here or on
+// the owning node) will find it in time.
 func (d *Dispatcher) Schedule(id uuid.UUID, at time.Time) {
 	d.mu.Lock()
-	inWindow := !at.After(d.loadingUntil)
+	mine := !at.After(d.loadingUntil) && d.owned[store.PartitionOf(id)]
 	d.mu.Unlock()
-	if inWindow {
+	if mine {
 		d.arm(id, at)
 	}
 }
@@ -294,6 +329,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		recorders sync.WaitGroup
 		wheelDone = make(chan struct{})
 	)
+	// Know our partitions before loading anything.
+	ready := make(chan struct{})
+	feeders.Add(1)
+	go func() { defer feeders.Done(); d.runMembership(ctx, ready) }()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
 	feeders.Add(3)
 	go func() { defer feeders.Done(); d.runLoader(ctx) }()
 	go func() { defer feeders.Done(); d.runListener(ctx) }()
@@ -353,6 +396,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	senders.Wait()
 	close(d.records)
 	recorders.Wait()
+	// Everything we claimed is recorded or given back: free our partitions
+	// for the other nodes now rather than when the leases run out.
+	leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.db.LeaveNode(leaveCtx, d.nodeID); err != nil {
+		d.logger.Warn("leaving the cluster failed; our partitions move when their leases expire", "err", err)
+	}
 	d.logger.Info("dispatcher stopped")
 	return nil
 }
@@ -394,7 +444,7 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	now := d.clock.Now()
-	claims, err := d.db.ClaimTasks(claimCtx, ids, now.Add(d.cfg.ClaimAhead), d.cfg.LeaseMargin)
+	claims, err := d.db.ClaimTasks(claimCtx, d.nodeID, d.ownedPartitions(), ids, now.Add(d.cfg.ClaimAhead), d.cfg.LeaseMargin)
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {

@@ -27,6 +27,9 @@ func (d *Dispatcher) runLoader(ctx context.Context) {
 			return
 		case <-d.rescan:
 			cursor = store.DueCursor{}
+		case gained := <-d.gained:
+			d.catchUp(ctx, gained)
+			continue
 		case <-ticker.C():
 		}
 		next, ok := d.load(ctx, cursor)
@@ -34,6 +37,39 @@ func (d *Dispatcher) runLoader(ctx context.Context) {
 			cursor = next
 		}
 		ticker.Reset(d.cfg.LoadInterval)
+	}
+}
+
+// catchUp loads partitions this node just took over, from the beginning of
+// time to the end of the window already loaded for the others: what their
+// previous owner left waiting (overdue included) fires here.
+func (d *Dispatcher) catchUp(ctx context.Context, partitions []int16) {
+	d.mu.Lock()
+	until := d.loadingUntil
+	d.mu.Unlock()
+	var cursor store.DueCursor
+	for {
+		due, err := d.db.ListDue(ctx, partitions, cursor, until, loadPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.metrics.storeErrors.WithLabelValues("load").Inc()
+				d.logger.Error("loading gained partitions failed; a full rescan follows", "err", err)
+				select {
+				case d.rescan <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+		for _, t := range due {
+			d.arm(t.ID, t.At)
+		}
+		d.metrics.loaded.Add(float64(len(due)))
+		if len(due) < loadPage {
+			return
+		}
+		last := due[len(due)-1]
+		cursor = store.DueCursor{At: last.At, ID: last.ID}
 	}
 }
 
@@ -53,7 +89,7 @@ func (d *Dispatcher) load(ctx context.Context, cursor store.DueCursor) (store.Du
 	started := d.clock.Now()
 	loaded := 0
 	for {
-		due, err := d.db.ListDue(ctx, cursor, until, loadPage)
+		due, err := d.db.ListDue(ctx, d.ownedPartitions(), cursor, until, loadPage)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.metrics.storeErrors.WithLabelValues("load").Inc()
@@ -109,8 +145,8 @@ func (d *Dispatcher) runListener(ctx context.Context) {
 }
 
 // runSweeper gathers what slipped past the wheel: tasks overdue yet in no
-// wheel (written by hand, or announced while a node was failing over) and
-// claims whose owner died mid-attempt.
+// wheel (written by hand, or announced while a node was failing over).
+// Claims whose owner died are recovered on every heartbeat (membership.go).
 func (d *Dispatcher) runSweeper(ctx context.Context) {
 	t := d.clock.NewTimer(d.cfg.SweepInterval)
 	defer t.Stop()
@@ -126,23 +162,9 @@ func (d *Dispatcher) runSweeper(ctx context.Context) {
 }
 
 func (d *Dispatcher) sweep(ctx context.Context) {
-	recovered, err := d.db.RecoverExpiredLeases(ctx, loadPage)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.metrics.storeErrors.WithLabelValues("recover").Inc()
-			d.logger.Error("recovering expired claims failed", "err", err)
-		}
-	} else if len(recovered) > 0 {
-		d.metrics.recovered.Add(float64(len(recovered)))
-		d.logger.Warn("recovered tasks whose sender died mid-attempt", "tasks", len(recovered))
-		for _, t := range recovered {
-			d.Schedule(t.ID, t.At)
-		}
-	}
-
 	// Overdue by more than a sweep interval and yet neither in the wheel nor
 	// in flight: nobody else will send it.
-	overdue, err := d.db.ListDue(ctx, store.DueCursor{}, d.clock.Now().Add(-d.cfg.SweepInterval), loadPage)
+	overdue, err := d.db.ListDue(ctx, d.ownedPartitions(), store.DueCursor{}, d.clock.Now().Add(-d.cfg.SweepInterval), loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.metrics.storeErrors.WithLabelValues("sweep").Inc()

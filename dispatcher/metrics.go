@@ -21,6 +21,8 @@ type metrics struct {
 	loadDuration    prometheus.Histogram
 	recovered       prometheus.Counter
 	swept           prometheus.Counter
+	liveNodes       prometheus.Gauge
+	ownedPartitions prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
@@ -79,10 +81,18 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "hookwheel_swept_tasks_total",
 			Help: "Overdue tasks found in no wheel by the sweep.",
 		}),
+		liveNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookwheel_live_nodes",
+			Help: "Dispatcher nodes with a live heartbeat, as this node last saw them.",
+		}),
+		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookwheel_owned_partitions",
+			Help: "Task partitions (of 256) this node holds a lease on.",
+		}),
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
-		m.loaded, m.loadDuration, m.recovered, m.swept,
+		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_wheel_timers",
 			Help: "Timers waiting in this node's timing wheel.",

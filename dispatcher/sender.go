@@ -70,7 +70,7 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 			result.Error = &msg
 		}
 	}
-	switch delay, again := policy.NextDelay(c.Attempt, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
+	switch delay, again := policy.NextDelay(c.Attempt-c.AttemptBase, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
 	case outcome == retry.OutcomeSuccess:
 		result.Status = store.StatusDelivered
 	case again:

@@ -256,7 +256,7 @@ type RetryPolicy struct {
 
 // Task A scheduled webhook and its delivery state.
 type Task struct {
-	// Attempts The number of delivery attempts made so far.
+	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
 	Attempts int `json:"attempts"`
 
 	// Body The request body, sent byte for byte; absent when empty.
@@ -280,14 +280,16 @@ type Task struct {
 	// LastStatusCode The HTTP status of the latest attempt's response; null before any response.
 	LastStatusCode *int `json:"last_status_code"`
 
-	// MaxAttempts The number of attempts allowed in all, the first one included.
+	// MaxAttempts The number of attempts allowed in all, the first one included; after a replay, the number
+	// allowed from the replay on.
 	MaxAttempts int `json:"max_attempts"`
 
 	// Method The HTTP method of a webhook request.
 	Method HTTPMethod `json:"method"`
 
 	// NextAttemptAt When the next attempt is due: `run_at` before the first attempt, the retry time while
-	// `retrying`. No attempt is made before it. Null once the task is finished.
+	// `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
+	// the task is finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
 	// Retry The task's retry policy, with every default filled in.
@@ -300,8 +302,8 @@ type Task struct {
 	// - `scheduled`: waiting for its `run_at`.
 	// - `dispatching`: an attempt is in flight.
 	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
-	// - `delivered`: an attempt got a 2xx response. Final.
-	// - `dead`: the last attempt failed, or a response was not retryable. Final.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
 	Status TaskStatus `json:"status"`
 
@@ -377,8 +379,8 @@ type TaskRequest struct {
 // - `scheduled`: waiting for its `run_at`.
 // - `dispatching`: an attempt is in flight.
 // - `retrying`: an attempt failed and another is due at `next_attempt_at`.
-// - `delivered`: an attempt got a 2xx response. Final.
-// - `dead`: the last attempt failed, or a response was not retryable. Final.
+// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
 // - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
@@ -605,6 +607,12 @@ type ClientInterface interface {
 	// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
+	// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
+	// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
+	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
+	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
+	// again once the receiver is fixed.
+	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -662,6 +670,39 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 	ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayTask Replay a dead or delivered task
+	//
+	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+	// have a receiver process a delivered webhook a second time. The request has no body.
+	//
+	// The replayed task is the same task, not a copy:
+	//
+	// - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+	//   same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+	//   deduplicates on either will recognise the webhook; one that already processed a delivered task
+	//   will drop the replay unless it forgets the key first.
+	// - `run_at` is unchanged: it stays the time the task was originally due, and the
+	//   `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+	//   replay is the task's `next_attempt_at`.
+	// - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+	//   `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+	//   attempts followed by the new ones.
+	// - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+	//   attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+	//   may therefore exceed `max_attempts` on a task that was replayed.
+	// - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+	//   attempt is recorded. Nothing else about the task changes.
+	//
+	// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+	// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+	// or dead sends the webhook yet again.
+	//
+	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+	ReplayTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -781,6 +822,12 @@ func (c *Client) CreateTenant(ctx context.Context, body CreateTenantJSONRequestB
 // with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
+// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
+// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
+// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
+// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
+// again once the receiver is fixed.
+//
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTasksRequest(c.Server, params)
@@ -889,6 +936,49 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 // Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTaskAttemptsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayTask Replay a dead or delivered task
+//
+// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+// have a receiver process a delivered webhook a second time. The request has no body.
+//
+// The replayed task is the same task, not a copy:
+//
+//   - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+//     same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+//     deduplicates on either will recognise the webhook; one that already processed a delivered task
+//     will drop the replay unless it forgets the key first.
+//   - `run_at` is unchanged: it stays the time the task was originally due, and the
+//     `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+//     replay is the task's `next_attempt_at`.
+//   - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+//     `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+//     attempts followed by the new ones.
+//   - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+//     attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+//     may therefore exceed `max_attempts` on a task that was replayed.
+//   - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+//     attempt is recorded. Nothing else about the task changes.
+//
+// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+// or dead sends the webhook yet again.
+//
+// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+func (c *Client) ReplayTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayTaskRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1282,6 +1372,40 @@ func NewListTaskAttemptsRequest(server string, id TaskID) (*http.Request, error)
 	return req, nil
 }
 
+// NewReplayTaskRequest constructs an http.Request for the ReplayTask method
+func NewReplayTaskRequest(server string, id TaskID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/replay", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1391,6 +1515,12 @@ type ClientWithResponsesInterface interface {
 	// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
+	// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
+	// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
+	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
+	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
+	// again once the receiver is fixed.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
@@ -1456,6 +1586,41 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 	ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error)
+
+	// ReplayTaskWithResponse Replay a dead or delivered task
+	//
+	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+	// have a receiver process a delivered webhook a second time. The request has no body.
+	//
+	// The replayed task is the same task, not a copy:
+	//
+	// - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+	//   same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+	//   deduplicates on either will recognise the webhook; one that already processed a delivered task
+	//   will drop the replay unless it forgets the key first.
+	// - `run_at` is unchanged: it stays the time the task was originally due, and the
+	//   `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+	//   replay is the task's `next_attempt_at`.
+	// - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+	//   `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+	//   attempts followed by the new ones.
+	// - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+	//   attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+	//   may therefore exceed `max_attempts` on a task that was replayed.
+	// - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+	//   attempt is recorded. Nothing else about the task changes.
+	//
+	// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+	// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+	// or dead sends the webhook yet again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+	ReplayTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
 }
 
 type HealthzResponse struct {
@@ -2148,6 +2313,96 @@ func (r ListTaskAttemptsResponse) ContentType() string {
 	return ""
 }
 
+// ReplayTaskResponse429Headers the declared response headers of an HTTP 429 response for ReplayTask
+type ReplayTaskResponse429Headers struct {
+	RetryAfter int
+}
+
+type ReplayTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplayTaskResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplayTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplayTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness
 //
 // Answers 200 while the process is running. It checks no dependency.
@@ -2249,6 +2504,12 @@ func (c *ClientWithResponses) CreateTenantWithResponse(ctx context.Context, body
 // with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
+// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
+// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
+// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
+// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
+// again once the receiver is fixed.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
@@ -2349,6 +2610,47 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParseListTaskAttemptsResponse(rsp)
+}
+
+// ReplayTaskWithResponse Replay a dead or delivered task
+//
+// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+// have a receiver process a delivered webhook a second time. The request has no body.
+//
+// The replayed task is the same task, not a copy:
+//
+//   - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+//     same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+//     deduplicates on either will recognise the webhook; one that already processed a delivered task
+//     will drop the replay unless it forgets the key first.
+//   - `run_at` is unchanged: it stays the time the task was originally due, and the
+//     `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+//     replay is the task's `next_attempt_at`.
+//   - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+//     `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+//     attempts followed by the new ones.
+//   - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+//     attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+//     may therefore exceed `max_attempts` on a task that was replayed.
+//   - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+//     attempt is recorded. Nothing else about the task changes.
+//
+// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+// or dead sends the webhook yet again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error) {
+	rsp, err := c.ReplayTask(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayTaskResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -2927,6 +3229,87 @@ func ParseListTaskAttemptsResponse(rsp *http.Response) (*ListTaskAttemptsRespons
 	return response, nil
 }
 
+// ParseReplayTaskResponse parses an HTTP response from a ReplayTaskWithResponse call
+func ParseReplayTaskResponse(rsp *http.Response) (*ReplayTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReplayTaskResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness
@@ -2959,6 +3342,9 @@ type ServerInterface interface {
 	// ListTaskAttempts List a task's delivery attempts
 	// (GET /v1/tasks/{id}/attempts)
 	ListTaskAttempts(ctx echo.Context, id TaskID) error
+	// ReplayTask Replay a dead or delivered task
+	// (POST /v1/tasks/{id}/replay)
+	ReplayTask(ctx echo.Context, id TaskID) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -3120,6 +3506,22 @@ func (w *ServerInterfaceWrapper) ListTaskAttempts(ctx echo.Context) error {
 	return err
 }
 
+// ReplayTask converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplayTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplayTask(ctx, id)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -3173,6 +3575,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/tasks/:id", wrapper.CancelTask, options.OperationMiddlewares["cancelTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:id", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:id/attempts", wrapper.ListTaskAttempts, options.OperationMiddlewares["listTaskAttempts"]...)
+	router.POST(options.BaseURL+"/v1/tasks/:id/replay", wrapper.ReplayTask, options.OperationMiddlewares["replayTask"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.Healthz, options.OperationMiddlewares["healthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.Readyz, options.OperationMiddlewares["readyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.Metrics, options.OperationMiddlewares["metrics"]...)
@@ -3185,119 +3588,135 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fx7c9s2tv8qGO2dqb2XkuVX2sh/uYnbZPNwbuJOZ7fKmBB5ZKEiAZYALWtbf/c75wAgQZGSnW6b9M7c",
-	"2UdkiSAODs7jdx7Ar4NE5YWSII0eTH4dFLzkORgo6a+XKeSFMiCT9StY4zcp6KQUhRFKDiaDN3wJmpkF",
-	"sIRnGdN8DswoVoIp1yN2tQA2F6U2rIRfKtCGrYRZMM6WsGZJCdy4wYbr5RnjrIQCuHvKLGAqNc+BnuYy",
-	"pSfpi5lK1zhHVUoczw29wA7ThptKs6PxmMbE9QrM8D0UGV9DOmGmrCA+Y3wqN2ZkrQk5S8V8DiVIY+e8",
-	"AaPZydHRiL2CtWa8BFZAyQxILo1dL44VmvFMK6ZBmqnkdo1xwMvhK1jHbAE8hZKpOYNbKNdsBbOFUkvG",
-	"jYG8MKNBNBDIZPvcIBpInsNgMth40SAa6GQBOcftyfnda5A3ZjGYHJ2eRoNcSP/3YTQw6wJfoE0p5M3g",
-	"/j4aXHG9fPm8u7FXbleYSGs6Cm4WDRUiHUQD3FdRQjqYIEtDQuaqzLkZTAZVRU9uTn2Pg3WhpAaStG95",
-	"+t4KCf6VKIlbhh95UWQi4UjXQVGqWQb5f/+skchfg+n+q4T5YDL420EjzQf2V33wzo6yk3aX6WVTaJbz",
-	"DOmGNGK6ShaMa8btzpOUCc2kMuwfHy7fMlUyzmplwU3ETV6VSt4wXOtocB8Nnik5z0TyBZakVVUm4CkW",
-	"knHSDLAL4VmmViiWQhOdb5X5TlUy/Zx0vlWWx57WCFkqDJtBpuSNRjPCpTKLRr+Q0nd8nSmeXin1mpc3",
-	"8KVkhWRCIJGKZUgIEXel1Bsu106O9eck7vIWUCBL3OJM5MIgN3+plOEj9h6tMeNzlFOytiIHa5Lol+E5",
-	"/lKboxtxCxp13v5Nqwie65qKF2rFci7XTEOiZEo7t+K0k3NVAjPlWsgbxm+4kKOdNiMXUuRVPpiMa3sh",
-	"pIEbKHHJ99HgB8krs1Cl+Dekn3vrZ8BLZKBagiRbIbQW8iYKjUYJt2oJKfK+kkupVpLk4gcJdwUkBtKL",
-	"slTl56T8XK6ZVSLAqRu7djo+ZqsFSOv1oET5SbhEa1ECTxZMGM1SbviMa3CrKEqVgNZ8lsGFNMKsv6Cp",
-	"XkGWDS3f2axCE3fLM5Ge0XrUfA4yRambC8hS66kzoQ2kaAtj4oWOR+QC3dxI2rn1vF0Zv5TAUsgE+Wnn",
-	"n9Hmc3KSKNVFqQoojbDejG97Ea7Cj5dVPoMyYodD5HF61oAG5jHDC6WWqwVANnSkeTXFKWt1OeyqSzRI",
-	"q5J24jrX/TqbkasK6DFKLSPkTy6yTDhtxolqXy6keXISzjzumxm8kLfn/HGxbk035yJre1oJZqXKpRVV",
-	"8rCSVbXuOGh3xviMeKQkDkWBHHXxRTRQlUlUDg9JnOPrpXs6gCXXaOT7d9CC2hP2SnzrPb8fRa4hqlWr",
-	"BLbimikJvURqw0sD6TU3ffxy2ukZ5h5u7UjKDQzRoG95u6n0daJS6F/Hi6urdx4xb6yjZjOtRKpmgQlC",
-	"5L3OXiERqjL7wTob4x1a/Z9q7Witvy2xzf59rF+nZj9DYnBhbtNeC93DtwtS0k/RVjRzO1VVR0xlKVoe",
-	"2vkzhl+uIyYRuDNZZVlUe7taPEIYb8Bq4SMkEdfnFszLkq873CNqd3DlshH8TYFC6CdrjmSQMqMmUzlk",
-	"sdOkeMI4O7q7C8TA1JGAZrHjKqTxiIZRoEeD6BN6BtLrqkQBcvDNzyc0w7WmVQapHY6P0ui5kDxrRm7M",
-	"ydMYuQgSTc5PA0crQQlTYvyDAwOWNBrwHZr/i357hDbdeQ3rJqyIOB/TlRJ6Zps9gCyNrBGj6ABDJbSk",
-	"ZhMz7nlrZ1k3yvndtReyeJ/0aAEMQyxLTR1hEAPueF5kuMLu4D79z9FZ32yTBHSiFK5Q8CtMe4a8QpJR",
-	"A1gGXBt2OOiLH0PBtAxqpu2TUbQ4b8AsVLrDIuX0gGWAD4qDbfFy8P3F1SAavLv8QP/8QP9/fvXsxSAa",
-	"PL94fXF10SsSL4BnGA5vzn6OnjUzi7VDQ10BSBaQLK17T1OBw3j2rvVEZ7Le0KzKyBoRykqhAJliKM/o",
-	"9RGbre3278WF0uamBB1HKC2p0PH+GStK8N4vLoGn63/HrY37deCHId+XpCSpcH/c9+yINf89/MhWfK1Z",
-	"rJbtCexLd0uCe2efALxV5j2STWzMssv5YPLTIzFh9OtfcUOQQV5vyRk+cjtSwTNmkoIdjkf4n68nT46/",
-	"fjphiZISElN/EEqyEuaVhrRn/zYY7zjSZfzHzaU7rrIUDBeZtsrm4oAw2UEyFjUJsgfYZYN0t2NdmZI+",
-	"DOGavf/uGXt6cvo1K9qk9Phn+mGLGVsRSGkMmVkI7a1FxOaUp1lUOZdtKQ4t84LrtifotaY2aOg3W+3R",
-	"dlr6hgCNXbR+NBIIvFYHDEQDIbXhMoE+E/bD+5du91KQRswF2CwPU0lSlSXIBDzQc1xvocmqFMMSKOOZ",
-	"7ECUD4NJhJwtfp8cHfWFCkaYrHcheqFKw3SV57xce5KXQpJXCEhvNrQVnjIXn/YswX7xWNZ1Jj1jMZ+p",
-	"ykxmGZfLOAT6VmMWGHbmCAV1AYmYiwRf6+Js4k6b7uBtn7AVG3pPv3p21tsUec3pM8SU03mnMpGs++ND",
-	"G5/VEJhiaMQdAtIRu0DldykQh54M1QIobQBzXmUuIR6mghxMnMqbUq00m5cqZ3Eu5PWMJ0s1n8fMqBUv",
-	"U81ixDb+W2d+fhbGQHnGeH/iSknG2cnRU6bKqTwdHzcRi7qFshQpUcf2qoIZhREZW6iq3O+amxas6hV1",
-	"G7mTzfTcEZJxDAMa/K8IXyZZlSLDnlueoLUPt/9w/FAcHzCinxiM46m2YhltVoASuVJB8MLZ94r58Kqh",
-	"JT5cbPj2w0Uvjmx2qJ+EVrovKPqYcr1jcr05ue6V847kXnG97LUZPrhoKikydQLpgkHKgW9N1zy425tB",
-	"pWY5T4Fpxea8nZLpTYxsTyiEMUJkU0CztQHyI/ihHY1T9NnNJ0SDu+GNGuKXQ70UxVAVFhMNC4VUlDbj",
-	"eh8NbO3tgbSDralx7Sp1n5B3CDLH/wEwc2+hhLRscpWbZG0mKiSwFZRhuqWRHJHurHS5DBxl3pwIDUXa",
-	"LdQFkf0DZS6csi7WXS9hy/Z3a4MPLlpWWRYumZNbwW/R//nceoecjGtz/UCCLuMGmvyF8wPhjMKwVKQE",
-	"D/FHRL+eCFKIx1PyezJUbfK+0kGugkj0vkau6192ELRhaT/Z7lMpzaaVd9n/B9O1eR0U70KGQfh8Hw0k",
-	"3BlP8W5dxifDPExawYTFZSWvuYm3pq4ih/hNubZFo9VCZDCVNnch5E08Ym9V+F4yh+51wozYW9wQhagz",
-	"TOnMhRR6scOiPCg8NvHz6BAyxDrdUMhbABIlXGtBTzrUAS6daL3WXGQZ7TYFOpaBO/juHZFl+Yi9tHEV",
-	"pQ3JaAEvM2GTDZ+S031ITtBFfrBPEsqm1OyOMgDKqt/GnK8Jy2167ravHvfGSFWRPtKxoPqzZMHlzad4",
-	"lqrM+jXzh/evNxlO/DWqTffCmEJPDg7cN6NE5Qc4QB+oMoVy6FnVRuIP4m+y/TXqRiprja6lpOV2W6yK",
-	"BkEWbzOpVxPkk52bWt9jSlt2vuuDPm4BVf359HNW8BsbNnK91BGTsKpT4Z+STKfh1ooLTS/tTaQHERWG",
-	"HNLVTh4VORM07ImZiWdJVeo+v/eOa4oMuGaxfSa2TUw8bYwnkjti53XpyXoi7X542GY9NomPKwgaYTa3",
-	"wsu3UTXcHbFLma1ZXJVZzFzuA6fpbs3vx58jdoEbRTU5y4IcuMR4l4a0dezX6YCUaTqYsJOj+/8Ap6aQ",
-	"8fUOs2V7GqRaET/A9Yg5Hm3Yr7rOGB+PNWXs4sPF8TiPR+ziLskqLW7BWnzvF9urOu63eP851n3hcK4F",
-	"sY3LqZ0wQgv3alznwteEv9JMrWQDVf8eR2HF+O/xVLZb4NqNZxpVTSQLX/af1YFyCnIjifnMFvmHV06v",
-	"gkI/Ffj7wrQG0TzOSYfYhnw0eVzUT5vhf7BYEOx9EGbi6HjUAg2PhgoPefiu0LG99989Y8fHx0/3R+wt",
-	"WTXv4jtiRtIdn9m/JAi0eZHte9x0Y1wzrZTEfwultZih2p9bUObKTAUaI6+Vq7bsHo2PngwPD4dHR1eH",
-	"48kY//uvR/vcPwQ9RDbZ43Pa8sZbWOGaEGqozs7lVNYtCQtuWFlJzVRFSWda8Zwy1hTc6yYldVU3snxV",
-	"p6AYSSpo61Ss6XockNkGNPhMq6wywGKEEtaOEKiILQZR1Ak7Yq+VKmY8sTmIohS33ACqcQlag0+mUVaf",
-	"VTIDracy6MSpG/Q2s5x/En7B5W7zRh+25Hx/tC66RvVCUq4lE3NwNWWfj4knlCGiVCE1+enGxtKTqdAF",
-	"N8kCQ4pJWKK2r51n4mZhgopz5zmfq5RpXXW2kJtxw+INxOQnrWvZrVfdKLNRAx+x74TkmR/FcUDt/je7",
-	"WajeUGceMSK2VRRXHW+9K+EyAcsf/9EHTz7T5J8Py9+erWgTG8Z5hGg/1oujzxz/8VP0VkWvqMXyGQHU",
-	"HfDDdmKSlNOjXYxhu4N7iqtVzuUQNZ7y81RRm7uyme/vbKXFE7JGYT/zePxwP3Mo1ERKr1QHi037iJWw",
-	"ynyHeurIC2pgCvFWogoqTKA0n797yZaw7kksFmJ71se+96t6eMTixep6Wo3Hxwm1kaf0GdxXGpISjP0q",
-	"9qGkXiAEIIJQHScNOmDaqBK0/Y1P5YLrhaV3w6KsrpfHP58sTm+eXD+dfwNfp0+S09kJP3569M3h1+Mn",
-	"81M4SY+To9khH/dZysflEq3c/K5s4taknX2nSB+Vh+uXy9Y24CO9QtgNwsWNFPLm2m5J/2vtb9aD4fM6",
-	"YMRX2uMFPWHxaqEhuY7ZXLlc0szm4WZcw5MT3LPjI1Zymap8KhGN6xF7Dwmggmt2C6WYr2kKbirccdfP",
-	"wfY+GC5TXqbsRzfZfnt5duI381f/87T85vtX//ylvFr9/MO759+8fP3uXy/V0Wv+mn9YPS74Jf5GtcB3",
-	"eNQSlI99dWwNSVUKs/6ASMypT5oLeaWWILfx2Ln7+MXl5asfX1xcvL4+f/7m5dvrq8tXF2/jqEZP8blr",
-	"HCY0MmHf2m5eq1nU0+sVyx+nQOpsz2/DAPS+uP+8EO44jH3iOy99j9XfDpytTevvsAVUTbfHYSC12bbZ",
-	"msWW39bWxSP2AagYwrieyp3c4IVACh7Pj3sqSs9Vd48aYyQ0tRdk8+FCaYOOMq8yI4Zu1YTkPej1Dq4c",
-	"sX+qihG8MB5ZMU44ixu0aTZLTphwDx0vhYOcEbDeP8NROMSdEXIpIhk5yEgxP+mKq22xShqR4bfUYQap",
-	"plJiCD+bkppVaRup1d0GiD9KSFSZ6o1SwVRO5d/+xpDvII2LnfBLuz+Ozj0aZEvIlUyhZPHB7eFBzOAu",
-	"gcLYv0gpDuJ9gtlto+KEx51boc2aSpLuyTYN+ASPc/7InneSHsmlXqF9OhkfUqhi1+lTnwiBW6c7vrLd",
-	"5pPu1644w5oXnkQM7nhisvVUZmIJCN9Eanc5VWAhF9wJbfl+WUDJjSo9kwMujkajkJEP2ZOQsfYkAC7N",
-	"jppK18xKMoXyQvTc8lIQ4qEmE6MZTUw7lQrqVUi9cFDHh8Y/bAvryd0dSdRpgEXpNVyyeFuvfez6DH13",
-	"zb4LNlFj44jF1CIQR1MZ24RhbI/J2UaB+KzbtWJrYpnQpr+1PuynZ9/ylAlZVG6jp5JOzHFcAnKKFFht",
-	"Pariz9c99ecEe+v8e64zfd/z7bmvyt5UvOTSABATz8NkcJByD6odLuvvg5GISQffTbnue24zkDibSmFD",
-	"3hnYl2uVwwr3PeNoi5oTFmttIEdKZpVejxqa0TD6Fks03baX1jp3erMGcKEhQuY6zLakcWnt/R5CaefY",
-	"azOYlAj5XHogF2ma2abSOtbZp73XC1Vl6VSmkFZWpsAnOFtVUIx0t6SSRpbfYdDkLL5r0GfvIRUlJK6N",
-	"hCqHDu2M2NuwlVxHvpNcR+xk/E3ETo5OIxIKLtOpDJWh1ZNyRhU/aztcwdCWmnhWnx4lUzKDROXgG4uR",
-	"+8jCETufyp3yhgwgP4VodT9sN6HDNEKzhZKqKtEotntMInQGkjI0dittgemrjTaXEbv0lbJWaIkq7wLc",
-	"nsZopwRXQQ7K+SOyJDxZNAcIgI5nNQJtc2cRusaorrcjs8iGtDLAESuyigbrujQ/wRl+83z6DW1HBey3",
-	"qfxtOBzS//DnlhD9FiwhjZojt2huWu367aEoEtrwvMA3/CDFXX3YzGkYqZEdiUEGemdIN15SQ2R8SXx7",
-	"GFkv52D2izfnz4YfXpwfnT5BLZkO7K8N8dYPjtpf14S1fkX22S/ca9D0LmHdYPsUEpXSnwbqynbt8hx2",
-	"9jHEngsRQnrda/cjf1aoA/br/jNrzVOYCwn6jKVVSefx/NtLZVyKTuMW8Izpgicw1FDwkgLgILawHO2Y",
-	"AbutCCEeaFyIGGQ6rAa7E1u7hKDnENRv/tDUxmGqzogPPlkyPDeh9LWsvk/Zukwsl8pLV+d1oQhx9o8f",
-	"r9jeiw9Hp082tpeWY/nrHbDQOmZxjYjRF+tqFtPjpH/xz0bEYS55iBoSCyIxhrsitgAzRumKgwixKjP2",
-	"4cX50Eku/YD6+5u1yrU3oUgRcW/TVW/9rFz3SE8mZiUv15TRqjMfuGCe+dNMtnmzQfmDaIAhqcX+h6Px",
-	"aEwHsQqQvBCDyeB4NB4dDyI6SE7x3YFtuf83fr7pC6TPHeY7Go9t84FvXUWvQtnfSqKmUDrENj8zqYKu",
-	"ZKRTEf4TSr5MbbmFptw4f340Hu84zfhppxjdEYMthxgD6jmCgFEr+h1MfvoYDVzj62AyeI36ZE+7GH6j",
-	"Md6u16MHH3HoQY4eMNFbudgKld3DHhe8KxV6AUDbDncImwulba3J5lS6HHzjpnuQg/jCgyLjYoN3PXcB",
-	"bFwrYWfYzZmA8rymaCuPnBSO1jzPdjLqsgBJ6FwlVU7FXlewPn/3Mmr7RNcxkwGL3etb08Rd1n0Pxr3/",
-	"0+TPU/0JPOxby26GXuEq/aO7eGnPnTxSaTtHjFmqKBAizLf3zh2PINOGKNGDOp4sMDradx7jdHxsu44R",
-	"qHrtts1fVeYLBbE1AfEZo7DQOhN34gCJQJzmj+73nDpo79V7u8ovYidobipano6P//BT1vUZnN5rGeoz",
-	"H7zDJLZaKA01m5nma+2KyMFBEItVd8vaeyr9PWDX6jDdAiPtj9N0Re6Zu0yG15lmG0DOS9CLJi0im9bg",
-	"NsSy1UP/XDuvLiSCdtH0GW5NsrMmx05zucI6vou+uuECUZZiS4CC8kx8DqOpbFCBJ9+iJTYcUp3k7fmb",
-	"i5gVpZBGN/DiHx8u33al9lmQ9XOXLYA237rOjz9EbPtqRfftpLDr39jQnMM/hYR0m/XrKTqwq/CodsJL",
-	"lwfU7ZqOaYSBlPDEKn0fRfUSD4IbbGjI4cNDWvdZ4KDD44cHbV6BguOOjh4zWff+Bhr79OGxmzeb3Af9",
-	"GQ/P2779YsMstLP8P328b9kJu8W1XgfWgkY1hoKay7a6pNdCm40CTE8zW0QRO3W7cYNzihxG7KqvFSzy",
-	"d1X5u6+msn2HVDu9Rnku99m3mGmgpDblWYL+tLg5oAW3QlW2U240lVdhxxklBaRqj+xaA1z3FXEmat3s",
-	"9VP3MHS2dg16wsXTzWEluv3plwps+6G9/qludnykwgYNqfdR7zEWFGZtgh7rgByo2+z6aCHutkiphfN0",
-	"TDVk23h9On7gtE2XMtvk4AmwVzDoyWM3zfcL+kK37a52+/mMRlq4owr+SwVnCI2oFasSGWXUIRWm7gLp",
-	"W7rradxyBdjh+OikW737+CdCmrqNtO8umt2NpJ/Tzn4RmxfEdNpeWReiH/v3x/toC8TxmQy6TMQmItHu",
-	"zHiyHLWyf3XPmAlSHKr0/WZN06RtVqk7y6bSt5a5cyW2Iw3fR0mdM5dEr/vZ6vMDroJg314CyytT8Sxb",
-	"M/Adb5SlpAokl9tvwjOK5XwJdX3OR1713YKT1umy8ErBqey7U5DtHY0P93tuFmSPuljQfYtvcuZ943ZB",
-	"Ux9T2nXRYGTpQrTpzoc+fNfhY64e1Ikq6AqPjSaaXkDI9bLrA/qEuHnkYOP2R2s4/gQ8GbQ8PwpH/rHm",
-	"qt9Uue2x9RIn8m2Za1x9R547QjWpRRJjCd5Ib50WpeqgPUK8GrG37hyxhJXNZ9f3prQvZusRuu03Obhb",
-	"L3NeLnXYpFa6kbZFs7vc3Ze2+bY0/L6ntYyY+4dC/y1bdhVmmwN+/d+B73+tm9TY3ifcpLbvbm/UU9nV",
-	"BtwQnlFSgVHDqwvO2xZu9BdwzN7HNhnyHgcdBhwHv4r03mpcBqanwewZNV1q3ybrb9YIemPJNQddrVKx",
-	"eVVuXpxEB+taZUyq5Qk5lU0bKfVZhNPMAHfON4naJg2qJroDeGwv6IKNXEUxChpT96eyOR1Q96jaNlvf",
-	"jfF0xJ43bagOIjPO5rBCp0RuPLxRju2djlmu2Ww9lW7f9sNie1oBs3dcGEqW2At+A4CTAb8F7VtAqFYt",
-	"ciqcWwppxFRmFDg2ZDKjVI97pCHOPX52P+ONVkSHWIKd/Kxma3zy8KD6ilga8Agtre++/fJqbffY6WAv",
-	"5O5NGrwPgCCpVctH9+X2v7QY/cXF5stKwfdgdonAp0Fjd2/2/ceONzgIj5D3ytX2CwprSbM3SrRvHdye",
-	"3Tlvjov+aaIXXrm4RQKb5kiXs6EjKfhpTVcyuLsB/l9EdycGuG9Q6Nw28ofKbScL63qaXQaWynV9mcJz",
-	"lqmEZ2ENxJb26qDIn71qNVE+f0/pSTpXRX3Dk4MDetFCaTP5ZvzNmOJLt76euxqHaj6vIYDPfARIn83W",
-	"dZp41CTILKO6ib12U2jEeNOZ6xHqlibQ4OU2B919uS3sRe6AG2gd1WV3i+GCQqu9QqHVFxzMENTE7j/e",
-	"/28AAAD//w==",
+	"7H0Lc9u2tu5fwWjfmdrnUrL8Sht57txxE7fJzvMmznTOqTImREISKgpgATCyduv/fmetBZCgRMlOd5v0",
+	"zJzZj9gSicfCeq9vwb/1Mr0stRLK2d7ot17JDV8KJwz+9jwXy1I7obL1C7GGT3JhMyNLJ7XqjXqv+EJY",
+	"5uaCZbwomOVTwZxmRjizHrDruWBTaaxjRvxaCevYSro542wh1iwzgjv/suN2ccE4M6IU3D/l5mKsLF8K",
+	"fJqrHJ/EDyY6X8MclVHwPnc4AL1mHXeVZSfDIb6T1jtw/XeiLPha5CPmTCXSC8bHamNG1pqQs1xOp8II",
+	"5WjOmXCWnZ2cDNgLsbaMG8FKYZgTiitH+4V3pWW8sJpZodxYcdpjGtGy/0KsUzYXPBeG6SkTn4RZs5WY",
+	"zLVeMO6cWJZu0Et6EohMz/WSnuJL0Rv1NgbqJT2bzcWSw/Es+e1LoWZu3hudnJ8nvaVU4ffjpOfWJQxg",
+	"nZFq1ru7S3rX3C6eP90+2Gt/Kkzm9TpK7ubNKmTeS3pwrtKIvDcCksYLmWqz5K436lUVPrk59R28bEut",
+	"rEBO+57n74hJ4LdMKzgy+JGXZSEzDus6Ko2eFGL5v3+xsMjfoun+lxHT3qj3j6OGm4/oW3v0lt6iSbe3",
+	"GXhTWrbkBaxb5AmzVTZn3DJOJ49cJi1T2rF/vn/zmmnDOKuFBQ4RDnlltJox2Ougd5f0nmg1LWT2FbZk",
+	"dWUyEVYsFeMoGYI2wotCr4AtpcV1vtbuB12p/Euu87UmGoe1JkBS6dhEFFrNLKgRrrSbN/IFK33L14Xm",
+	"+bXWL7mZia/FK8gTEhapWQELwcVda/2Kq7XnY/slF/fmkwCGNHDEhVxKB9T8tdKOD9g70MaMT4FPUdvK",
+	"pSCVhN/0L+GbWh3N5CdhQebpd9xF9Ny2qnimV2zJ1ZpZkWmV48mtOJ7kVBvBnFlLNWN8xqUa7NUZS6nk",
+	"slr2RsNaX0jlxEwY2PJd0vugeOXm2sh/ifxLH/1EcAME1AuhUFdIa6WaJbHSMOKTXogcaF+phdIrhXzx",
+	"QYnbUmRO5FfGaPMlV36p1oyESMDUjV47H56y1VwosnrCAP9kXIG2MIJncyadZTl3fMKt8Lsojc6EtXxS",
+	"iCvlpFt/RVW9EkXRJ7qzSQUq7hMvZH6B+9HTqVA5cN1UiiInS11I60QOujBFWth0gCbQzw1LuyTLu83j",
+	"b5RguSgk2mlvn0HnczSSwNWl0aUwTpI147sGgl2E91W1nAiTsOM+0Di/aJwGFnyGZ1ovVnMhir5fWhBT",
+	"mLIWl+NtcUl6eWXwJG6WtltmCzRV0Xqc1osE6LOURSG9NMNEtS2Xyj06i2ceds0sApO35/xpvm5NN+Wy",
+	"aFtaJdxKmwWxKlpYxapadrxrd8H4BGmkFbwKDDnY9i+Snq5cppfiPo7zdH3jn47ckhtQ8t0nSE7tGXsh",
+	"vw+WP7yFpiGpRcsItuKWaSU6F2kdN07kN9x10ctLZyCYf7h1Ijl3og8KfcforrI3mc5F9z6eXV+/DR7z",
+	"xj5qMuNOlG42mIGLfLB1VrAIXbnDaJ+N8o61/s+1dLT23+bY5vw+1sPpyS8ic7Axf2gvpe2g2xUK6edI",
+	"K6i5vaJqE6aLHDQPnvwFgw/XCVPguDNVFUVSW7uaPWI33gmSwgdwIuzPb5gbw9db1MPV7qHKm4bxNxkK",
+	"XD9VU6QQOXN6NFZ9lnpJSkeMs5Pb24gNXB0JWJZ6qoo8HeBrGOjhS/gTWAaU68oAA3n3LcwnLYO95lUh",
+	"cnodHsW3p1LxonlzY06ep0BFoUDl/Nzza0VXwhmIf+DFiCSNBPwA6v+qWx+BTvdWg8wEsYi3Mdtcgs/s",
+	"0geiyBNSYhgdQKgEmtRt+owHQdsR6QZLfnsTmCw9RDmaCwYhFq2mjjCQALd8WRaww+2Xu+R/CcZ6tosT",
+	"wIhiuILBr3TtGZYVLBkkgBWCW8eOe13xY8yYRKBm2i4eBY3zSri5zvdopCU+QAQIQXF0LIEPfry67iW9",
+	"t2/e4z8f8P8vr5886yW9p1cvr66vOlnimeAFhMObs1+CZS3cfO29oW0GyOYiW5B5z3MJr/HibeuJrck6",
+	"Q7OqQG2EXlYuSqFyCOUZDp+wyZqO/yAttXUzI2yaALfk0qaHF6w0Ili/1Aier/+Vtg7ut154Dei+QCHJ",
+	"pf/lruNESP130KNY8bVlqV60J6BB93OCH7OLAV5r9w6WjWQsijfT3ujnB/qEyW9/xwMBAgW5RWP4wOPI",
+	"JS+Yy0p2PBzAf74dPTr99vGIZVopkbn6B6kVM2JaWZF3nN8G4T1Ftgn/cXPrnqosF47LwpKw+TggTnYg",
+	"jyVNguweclGQ7k9sm6dUCEO4Ze9+eMIen51/y8r2UjrsM36xQ42t0ElpFJmbSxu0RcKmmKeZV0uu2lwc",
+	"a+Y5t21L0KlNKWjoVlvtt2la/AQdGtq0fbAnEFmtLWcg6UllHVeZ6FJhH94996eXC+XkVArK8jCdZZUx",
+	"QmUiOHqe6i1vsjKybwRmPLM9HuX9ziS4nC16n52cdIUKTrqicyN2ro1jtlouuVmHJS+kQqsQLb050FZ4",
+	"ynx82rEF+uChpNua9IKlfKIrN5oUXC3S2NEniZlD2LkEV9CWIpNTmcGwPs5G6rTXHY32GUexIff4bSBn",
+	"fUxJkJwuRYw5nbe6kNm6Oz6k+Kx2gTGGBr9DinzArkD4fQrEe08OawGYNhBTXhU+IR6ngrybOFYzo1eW",
+	"TY1esnQp1c2EZws9nabM6RU3uWUp+DbhU69+fpHOCXPBeHfiSivG2dnJY6bNWJ0PT5uIRX8SxsgcV8cO",
+	"qpI5DREZm+vKHG6rm5Zb1cnqFLmjzgzUkYpxCAMa/1+jf5kVVQ4Ee0o0AW0fH//x8L44PiJE92Igjsfa",
+	"ChHarQRw5EpHwQtnP2oWwqtmLenxfMO2H887/cjmhLqX0Er3RUUfZ9Z7Jrebk9tOPt/i3GtuF506IwQX",
+	"TSVF5Z4hfTCIOfCd6Zp7T3szqLRsyXPBrGZTbhJmsMBk61NnB9x/xnItgj21wjFJcfL+PMru/EMcUiSU",
+	"MZqsnUCzAz+0g3cMVrfTD0nvtj/Tffiwbxey7OuSXKh+qWEVhhK0d0mPSnX3ZCmoBMetL+x9RpoiSjT/",
+	"G36cHwXz16pJbW4uazOvoQRbCRNnZxpGk/newphP2GGiznNcX+bbdb0oEXBPVQymrGt7Nwux4/i3S4n3",
+	"blpVRRFvmaMVgk/BXIZU/NZyCm7dzT35vII70aQ7vNmIZ5SO5TJH7ocvwVkOi0D5efhK/khCq728b2yU",
+	"2sAlBtOk1vU3exa0oZg/20xg5Y2y0HvMxYWv1gT1Qc/RcGMVxkDzSX4s6hit7s8KL+vYe58DGkXpd0lP",
+	"iVsXdrpfB8CTcbonr8SIpaZSN9ylOzNkid+EM2uqTa3mshBjRSkSqWZp0tSt6jQlbrlNpgF7rePpUTn7",
+	"WaUbsNdw3lplYqziDNNUKmnnezTWvcxJeagHR7Sx67UdmQUNg6wKNCnxSe8ECZ/dJCM6lUWB3IRxFxF6",
+	"z/kEu0hHM2DPKczDLCYqRcFNISn38Tkp5vv4CSz2e3oSnX7MFO+pSoAshHNc8jW6lpuORNt1GHaGbFWZ",
+	"P9BwgXph2Zyr2edYrsoU3ZL/4d3LTYIjfZ1ur3vuXGlHR0f+k0Gml0fwgj3SJhemH0jVDgzuDQfQttRB",
+	"AKyylvyaS1pmvUWqpBclFTdzjPWCQu51Uzt0qOqWHdm2cR93+Hjd6f1LVvIZ6QFuFzZhSqzqzPzn5Pbx",
+	"ddIn0uKgnXn9KMCDCEj5Us6DAnn0VDtCeKRZVhnbZVffcouBCrcspWdSwlTxvFGysNwBu6wrYWTprP/i",
+	"fp310JoC7CDC5WweReBvp2vve8DeqGLN0soUKfOpGJhm+2j+uH87YFdwUFgiJBIsBVfgYOMrbRn7bdxD",
+	"YRr3Ruzs5O7f8INzUfD1HrVF1kjpFdJDeMiap9GG/qrLnunp0GICMT2enw6X6YBd3WZFZeUnQRo/2M/2",
+	"rk67Nd6/70s/8340OcmNyamNNbgufmjY5zyUqL+xTK9U4wr/R5rEBez/SMeqjchr4+AsiJrM5gGFMKnj",
+	"9lyojZzqE8Ic9K+9XEW4A8QbdEWNjefzMCMd+0Boo9HignxSweHe2kV09lHUC2+ng5bT8GBX4T4Lv810",
+	"7ODdD0/Y6enp48MBe41aLZj4LTZD7k4v6DclJOi8hGCYm2aMW2a1VvBvqa2VExD7S3LQfNWrBGUUpHLV",
+	"5t2T4cmj/vFx/+Tk+ng4GsJ//+vBNvdP8R4Scp5Dil3NgoaVHhNRhwLsUo1VjZCYc8dMpSzTFebAccdT",
+	"TKBjrsE2GbLrGlfzTZ0RY8ipwpJRIdX1MEdml6PBJ1YXlRMsBVeC9Ag6FSn5IBqBuQP2UutywjNKiZRG",
+	"fuJOgBgbYa0IuT0sMrBKFcJacpF9QaDGC24mXf8i/wW2u8savd+Rgv6JTHTt1UuFqZ9CToUvcYf0UDrC",
+	"hBVmLhFzaBsdi0/m0pbcZXMIPUZxxZyGnRZyNndRAXzruZA6VXldBCeXm3HH0g2PKUxal9ZbQ8202yjJ",
+	"D9gPUvEi8QflY59QUsdq+ajxBzbRNprCJZ8ZhRCcslK+er9/8IyrTBAFw48hvgqpMT9Aq14fCA9asyFt",
+	"8CHpx3r7+DOHf8IUnWXca8SEPkEXdo+DQtBRlAN8dNsLIThzRzW4WnLVB52ABQUsAU59nS8AUlt5/Az1",
+	"VQzAHg7vB2DHbI9L6eT7aLN512KVWBUBUp/75UVFOw0eWaZLrKQAv1++fc4WYt2RCS3l7rwTjftN/XrC",
+	"0vnqZlwNh6cZ4t5z/Fn4j6zIjHD0URqCTTsHJwEXBAI7avwHZp02wtJ3fKzm3M5pvRs6Z3WzOP3lbH4+",
+	"e3TzePqd+DZ/lJ1Pzvjp45Pvjr8dPpqei7P8NDuZHPNhly59WDaT+OYP5TN3pg1pTJk/KBPYzZetY4BH",
+	"OplwO0yXMyXV7IaOpHtY+o5sHDxvI0J8Y4NHYUcsXc2tyG5SNtU+EzWhTOCEW/HoDM7s9IQZrnK9HCvw",
+	"1+2AvROZAAG37JMwcrrGKbir4MQ9AIUdvHdc5dzk7Cc/2WF7ezTxq+mL//fYfPfji//81Vyvfvnw9ul3",
+	"z1++/a/n+uQlf8nfrx4WHiN9k5rht2jUYpSPXYV3K7LKSLd+D76aF598KdW1Xgi1i8beIUifvXnz4qdn",
+	"V1cvby6fvnr++ub6zYur12lS+1fppUc6o78yYt8T/JgkC0HIQbBC/wesjkDKDQHAPsP581L6/h164ofA",
+	"fQ+V3y2Ht1atf0AXYPmf+ndEjgk54KCU6E26Lh2w9wKrN4zbsdpLDV5KWMHD6XGHVfSp3j6jRhlJi3iI",
+	"Ytqfa+vAci6rwsm+3zX6+sEtDgbODNh/6oqhA+KC78U4emLcgU6jPD16jQdgiX36El3vwwt4C17xTU0+",
+	"iaQS71RiVgBlxRfjWKWcLOBThMSJ3GLtM3ZQmxogiTTFcjU8AjwUIzJtcrtRrBirsfrHPxjQXSjnoyv4",
+	"kM7Hr/MAX6Kad6VyYVh69On4KGXiNhOlo99QKI7SQ3TE20rFM49vtMHDGivk7tEuCfgMi3P5QJA+co/i",
+	"yq5AP50NjzGYoX2G5Cg4ya12lG8IHj/a/tiXh1gz4FnCxC3PXLEeq0IuBDh4MqdTriuD4lZaovubUhju",
+	"tAlEjqg4GAxiQt6nT2LCUusCbI3eGiuPvkWeAn7B9XziRqLHg6gYZxlOjCeVSwRX5IE5EKJi4RfC3J7d",
+	"3iJHnUfeKg7DFUt3NQekHhgZ4ECHPhwFiU0TliKmIU3GKqWUYkp9fYRsSC+2YTZUlSukdd29AHEDAPue",
+	"50yqsvIHPVbY4sdhC0ApFGC9s7cmNAQ+Do2NncCEAw+lPwx0exrKyLOKG66cEEjEyzhdHCXlo7qJrwuE",
+	"cCVhyvvzzqy7ntsMNS7GSlJQPBE0uNVLsYJzLzjooqYlZG2dWMJKJpVdD5o1g2IMmFBQ3QT+JeOOI1vh",
+	"6yvYS1kH4rQ0rkjfH4Ar7Q17rQYzAy6fTyAsZZ4XhIKto6FDPHs711WRj1Uu8op4SoQUaKsOC7HwjmTT",
+	"gOgdh1Ve4/uOAvZO5NKIzONesHbpvZ0Bex1j320SoO82YWfD7xJ2dnKeIFNwlY9VLAwtEM0F1hxJd/iS",
+	"JRWjeFG3u6IqmYhML0VAQgP1gYQDdjlWe/kNCIB2CrzVwxgfg90/0rK5VroyoBTboJgEjIHCHA4dJZWg",
+	"vtnA5QzYGzjLrVgTRN6HwB1IbvYUM9mYfefEr3CWPGeFcE4YO6qFd+l1wY9X1wx0IL70f4lY/wdHIxOG",
+	"aS9M+8y4VPjSWGGqrXnt6DeZ3x1RPJsGSbyOUmXeKKI649m8absQ2NTWSBWl+BKwz0kNO4BloCJrJaoT",
+	"VhYVvmxrhMIIZvg9HNbvoMAqwX4fq9/7/T7+D75ucfLvER3zpGlUBp3XanJovwp8aR1fljDCByVv6xY9",
+	"L+Yoy/QmRDrgIoh8Y5DaT4dB0k/HCZla7+s/e3X5pP/+2eXJ+SMQ1XGPvm0WT8Z40P64XljrWyAffeCH",
+	"Af2/EOsmwMhFpnP81Ym6wF/bXe/Ah0DmwMcp8Xr9sIdJ6LDaijhq1B6ZlFxMpRL2guWVwS7GMLrRzmcS",
+	"LRwBL5gteSb6VpTcYBQeBThE0S1dRMcKfsw9+I2EicKKmAku7mWCjtax30Or2UYL2tYb70PGpn/pYu5r",
+	"mZ6QWfYJY6504K6t4WIW4uyfP12zg2fvT84fbRwvbofoG7wAaW3K0totB4fAVpMUH0f5S39xMo1T3n2Q",
+	"kFTiElNxW3oVkQJ3pVGYWpmCvX922feci1+A/P5OpqE2aRiugvPd9CKQsVfrDu4p5MRws8Y8W51+gQ3z",
+	"IvSAEeS1CTV6SQ/iYgpAjgfDwRDb10qheCl7o97pYDg47SXYfo9B5hE1KvwLfp51RfOX3vE8GQ4JSxEA",
+	"v2DaMEldKZAUzMkQZJwpHWG5YZ0anVCp1fOcqkI45UbX/slwuKcH9PN6P31jxo7Wz2j1HDyRQSsE741+",
+	"/pj0PFy4N+q9BHmiHiHHZxaC/no/tvcRXj1aghnO7E4qtuJ1/3BwTt4aDVZAgG4Xt+C7l9pSSYwSO9sU",
+	"fOWnu5eCMOBRWXC5QbuOGxQ2LuOgGfZTJlr5sl7RThp5Lhys+bLYS6g3pVAYIuisWmJN2tfVL98+T9o2",
+	"0QOACsFSP3xrmnSbdD8K58f/PP4Lq/4MGnbtZT9Br2GX4dF9tKRunQcK7VZjNss1RmPoeB689U0lqNrA",
+	"VQ2eJc/mEKIdeotxPjwlrDZ4WEG6CQNXFaGekZIKSC8YxqZkTHyfBiwCnMVw4UFHr0b7rN7RLr+KnsC5",
+	"sbZ6Pjz903vT686lzsss6k4ZvkUktpprK2oyM8vX1te6o/YZcpj389o7rFDeo9fqXAE5RjY0IW2z3BN/",
+	"BQ+v090UxU6NsPMmN6MaQHXbxaIiZ3iundyXCiIH2cAtd2b6WZPox7l8/R/Gwo/ApU+Y1WwhRInJLj4V",
+	"g7FqvIKwfPKWWL+PxZrXl6+uUlYaqZxt3It/vn/zeptrn0SpR39FhbDuew9Q+VPYtqtgddfOTHuYyYbk",
+	"HP8lS8h3ab+Oyge7jhvcM258MtK2C0uuYQYUwjMS+q4V1Vs8iu79wVeO73+ldQsIvHR8ev9LmxfHwHsn",
+	"Jw+ZbPvWC3z38f3vbt4HcxfBSO6ft31nyIZaaJcafv5419ITdMS1XEfaAt9qFAVGxjtN0ktp3UYVqANz",
+	"l2DkjaA87mBOuRQDdt2FWEvCDV/hxrCxat+81c7xYbLN/xyQcFZgZh2TPRGMLm3a2sQnqSsC9A3G6joG",
+	"xmFmQun2m5gLqCdW3BiPdfBpCEqL+NYt9lyxkhsns6rgZl9mAt+2Pmzl+VjV2Q1Xgw/JMHTU6dFZmmmN",
+	"LSSUEqrlLwDHzoZDiDIwu6wN5WloKF+Vi4eUanY4YOkmNDMQuoZnonViq/k6wb2N1Ub+pO5Vp3uCNrFh",
+	"ONqevItPpnAkCRJhrChno0MmqQ68MBl2S4XXtrYGvrxGzk1a99X9vN3iX6w9qaXPdzQteHin2a+VIBQr",
+	"XWpWY2YfqFAjXPNd0tmcBcrGuqgVIFqOqNGaXWtB7m8tpVYe50MEGhDO/3x4Tw/Z9soIKxMWQBeLeMZ8",
+	"gFAF2GlAQxCY38vbE3yT3FFd8l8rcQGuKyL6Kllg2UXk0tVgoq6te2jsjovtjocnZ9sl3o9/octZo5G7",
+	"bljaj0f+knbwq9ikKOa2dBFj7J3S7x/vkh0uaMg04RU5lK0GuzDh2WLQys7W0EMXpaC0CbDFBntLEKca",
+	"oDhWAaHo258I2AjjYdLtwldaalhk3a7iy0w0uhFsWbmKF8WaiQCcRMuBZWqudt/v6DRb8oWoi7ghMq5v",
+	"zBy1eibjizLHquumTHZwMjw+7Lgvkz3oukz/KSnfrjszXd1Nt+/6zITWBdGA73q+/wbPh1yoaTNd4sU0",
+	"G0irToed28W2Dehi4uaRo407TUlx/AX+foScf5Cf/+eqq25V5Y+Himqe5ds817hiW/y8xVSNKwPeB2+4",
+	"t05bYwmZGuNXA/bad8crsaJ6Q30bUPu6wQ6m230/ib/LdcnNwsbQxoBcJKTv9nb3X0UYsIvweQf+EIn7",
+	"p4ZmO47sOq4GRPT67xNe/b3uB2QHn3E/4KG/k9SO1bY0wIHwApM+DHHTPnnS1nCDv4FhDja2qWB0GOg4",
+	"IESXnSSuEK4DhfgEkbk2oK3DfTERxBpNcwSOVppNK7N5HRg2aLZq3RgeSAjIaqwxgnHiaSYCTi4giQnJ",
+	"gyVn38fJDiIwdeLLzkmEXj4cq6bJpAYyE1o7QHYeD9jTBqvsXWTG2VSswCihGY/vSWQH50O2tGyyHit/",
+	"bocxIiOvBKObWxwms+ja6sjBKQTHgIpwQghokEtEV9AK8Y2xKjCwb5bJnNYd5hFf8ebxi9uZoLQS7IWK",
+	"TvKLqq3h2f0v1Rcf4wsPkNL6RuevL9Z0xl4GO13uzqTOu8gRRLFq2eiu2svXZqO/Odt8XS74Ubh9LPB5",
+	"rrG/Df7u45Y1OIpvOujkq93XbtacFu5Jie/S3J3duWy6jv8y1osvEt3BgQ2C1udssLMJflrjzSH+Cov/",
+	"YdH9iQEeACRbd+j8tXxLYcDmX7b4jCHvz1zwgMzz6QjveXjtSuUrMP9Kr0YdqL7IafLAtU3UZpz0bi7B",
+	"8CmEJHQebnZm8sZFMqyU2QL1fFUOxuqDFR6hjsi5GHzHDvbktA/Zfcla9JidHqs5/yRiZGjAb3BWU6i5",
+	"psnj0kLpYONqvtDVjejzeRTZBWBhK6eRYK6RY1UKoXZ99txZJpFGlfJ3PKAP1oZNhbpWEwF3XOrDrXfq",
+	"kuC3jhXbFTAHPGYb5cV9fIzgsU1c1yF4uzXRyOVjLEK6WsR7UQ5rJYsC4fszJf0wfskXmE7zf+uBYhR/",
+	"ACJvHQEF74yGyo0u49tVfA+gxFQvpmrCTkh1UwekT5fF1B1hmdZBfN76gwN1JKuNnEmF2bS8atNyJwyt",
+	"uVbJxUxQX61jHeyhqU4SI0WXxsDofmfS7oVJ484uWxg5S+XnTFfKSTUbMRkZtjnPKZY5jcxFXfmKUJZn",
+	"7ADDSbbnanfCB6RniFJU+UaNabMM01SZfH4DBq9pstmhpcQKOMPiBq/rW3cmVT4Trg5ysP4/6rhfKGm2",
+	"vORrSmsScjhtXWSMaO/WQqg5RLrOO20IlEctLbiG+u9FdFwROGBpPQ9MgR3ec2Eo1BK3mRD55nIQ+tzE",
+	"kCu+2dj6gLoYHj+ZgEnoEt+4+oracWLujGhAzeEZeA95kwpD+ccrIBvSkhBZj1HfFWEnUXxNlifqWkZ7",
+	"gPKgqQ16xUMGtgnHQgqYUwdebjiCN1hZmVJbSkuvo+sYGpGrI2WIQJOAb/EtGdiWaKP7Ltu3LUk1YJTV",
+	"Izxt+Bz/Tk2d+Bs1RqHmviy+O0raRouNlTZkxBqsdrAta+GaPz2yCVWCgf8mQXLkBTQgdrbTFcBY7b9B",
+	"NP0ls391n0G3kCQbIgIyU8vCBUFZQouFL/14T26sqGibcRXLARmYDrb3ZiWUmr++B/7O35ZGQoLCEjsA",
+	"XenALbiJ7yD1UBPEJXaV3C9ZoTNexGAvwjDWmj7chdFqWXv6DnGfeM8FdmmOjo5woLm2bvTd8LshuuJ+",
+	"mR1X+ffBeAShDyXEKGUOFpBH5SRfaab9blfI2y14CeNNH2RI9e5ouYsGJ7DN9uCEYEz8hSPC2qTGF5Mj",
+	"FCFK6U67VhdmNEME/rv7ePf/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -29,16 +29,18 @@ type DueCursor struct {
 const queryListDue = `-- name: ListDue
 SELECT id, next_attempt_at FROM tasks
 WHERE status IN ('scheduled', 'retrying')
+	AND partition = ANY($5)
 	AND (next_attempt_at, id) > ($1, $2)
 	AND next_attempt_at <= $3
 ORDER BY next_attempt_at, id
 LIMIT $4`
 
-// ListDue pages through waiting tasks falling due after the cursor and no later
-// than until, in due order. It walks the tasks_due partial index, so its cost
-// depends on the page size, not on how many tasks wait further ahead.
-func (db *DB) ListDue(ctx context.Context, after DueCursor, until time.Time, limit int) ([]DueTask, error) {
-	rows, err := db.pool.Query(ctx, queryListDue, after.At, after.ID, until, limit)
+// ListDue pages through the waiting tasks of the given partitions falling due
+// after the cursor and no later than until, in due order. It walks the
+// tasks_due partial index, one range per partition, so its cost depends on
+// how many tasks fall due in the window, not on how many wait further ahead.
+func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, until time.Time, limit int) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryListDue, after.At, after.ID, until, limit, partitions)
 	if err != nil {
 		return nil, fmt.Errorf("list due tasks: %w", err)
 	}
@@ -70,11 +72,12 @@ const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT id FROM tasks
 	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'retrying') AND next_attempt_at <= $2
+		AND partition = ANY($6)
 	ORDER BY id
 	FOR UPDATE
 )
 UPDATE tasks t
-SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3,
+SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed_by = $5,
 	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
 	updated_at = now()
 FROM due, tenants tn
@@ -84,8 +87,9 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 	t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms, t.attempts, t.last_status_code, t.last_error,
 	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, tn.signing_secret`
 
-// ClaimTasks moves the given tasks from waiting to dispatching in one
-// statement, provided they still wait and are due at now. The status check is
+// ClaimTasks moves the given tasks from waiting to dispatching for node in one
+// statement, provided they still wait, are due at now and belong to one of
+// the node's partitions. The status check is
 // the compare-and-set that lets only one node own an attempt: a task already
 // claimed, canceled or rescheduled later is silently left out of the result.
 // The lease covers the attempt's timeout plus leaseMargin; a claim that
@@ -99,12 +103,12 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 // few milliseconds before the flush can forget a claim, and then the task is
 // sent again with the same webhook-id, as after any crash mid-send. Outcomes
 // (RecordAttempts) are committed synchronously.
-func (db *DB) ClaimTasks(ctx context.Context, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*ClaimedTask, err error) {
+func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*ClaimedTask, err error) {
 	token := uuid.New()
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		batch.Queue(`SET LOCAL synchronous_commit TO off`)
-		batch.Queue(queryClaimTasks, ids, now, token, leaseMargin)
+		batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions)
 		results := tx.SendBatch(ctx, batch)
 		defer results.Close()
 		if _, err := results.Exec(); err != nil {
@@ -164,7 +168,7 @@ WITH input AS (
 			next_attempt_at, claim_token)
 ), task AS (
 	UPDATE tasks t SET status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
-		last_error = i.error, claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 	FROM input i
 	WHERE t.id = i.task_id AND t.status = 'dispatching' AND t.claim_token = i.claim_token AND t.attempts = i.attempt
 	RETURNING t.id
@@ -241,7 +245,7 @@ func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
 const queryDeferClaims = `-- name: DeferClaims
 UPDATE tasks SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
 	attempts = attempts - 1, next_attempt_at = greatest(next_attempt_at, $3),
-	claim_token = NULL, lease_expires_at = NULL, updated_at = now()
+	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = ANY($1) AND status = 'dispatching' AND claim_token = $2`
 
 // DeferClaims hands claimed tasks back unsent, as if never claimed, to wait
@@ -255,34 +259,50 @@ func (db *DB) DeferClaims(ctx context.Context, ids []uuid.UUID, token uuid.UUID,
 	return nil
 }
 
-const queryRecoverExpiredLeases = `-- name: RecoverExpiredLeases
-UPDATE tasks SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
-	attempts = attempts - 1, next_attempt_at = now(), claim_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id IN (
-	SELECT id FROM tasks WHERE status = 'dispatching' AND lease_expires_at < now()
-	ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+const queryRecoverClaims = `-- name: RecoverClaims
+WITH stale AS (
+	SELECT id, claim_token, attempts FROM tasks
+	WHERE status = 'dispatching' AND partition = ANY($2)
+		AND (lease_expires_at < now()
+			OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now()))
+	ORDER BY lease_expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
 )
-RETURNING id, next_attempt_at`
+UPDATE tasks t SET status = CASE WHEN t.attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = t.attempts - 1, next_attempt_at = now(), claim_token = NULL, claimed_by = NULL,
+	lease_expires_at = NULL, updated_at = now()
+FROM stale
+WHERE t.id = stale.id
+RETURNING t.id, t.next_attempt_at, stale.attempts, stale.claim_token`
 
-// RecoverExpiredLeases returns to the queue tasks whose owner died mid-attempt
-// (the lease ran out with no attempt recorded). The attempt number is given
-// back, so the re-send carries the same attempt number and the same
-// webhook-id and Idempotency-Key: a receiver that saw the first send can drop
-// the second.
-func (db *DB) RecoverExpiredLeases(ctx context.Context, limit int) ([]DueTask, error) {
-	rows, err := db.pool.Query(ctx, queryRecoverExpiredLeases, limit)
+// RecoveredClaim is a claim handed back to the queue, and the attempt and
+// token it was held under.
+type RecoveredClaim struct {
+	DueTask
+	Attempt int
+	Token   uuid.UUID
+}
+
+// RecoverClaims returns to the queue the dispatching tasks of the given
+// partitions whose owner is gone: its node stopped heartbeating (it died), or
+// the attempt outlived its lease (it hung). The attempt number is given back,
+// so the re-send carries the same attempt number and the same webhook-id and
+// Idempotency-Key: a receiver that saw the first send can drop the second.
+func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+	rows, err := db.pool.Query(ctx, queryRecoverClaims, limit, partitions)
 	if err != nil {
-		return nil, fmt.Errorf("recover expired leases: %w", err)
+		return nil, fmt.Errorf("recover claims: %w", err)
 	}
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
-		var d DueTask
-		err := r.Scan(&d.ID, &d.At)
-		return d, err
+	recovered, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecoveredClaim, error) {
+		var c RecoveredClaim
+		err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
+		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("recover expired leases: %w", err)
+		return nil, fmt.Errorf("recover claims: %w", err)
 	}
-	return due, nil
+	return recovered, nil
 }
 
 // ListenDue calls fn for each task announced on DueNotifyChannel until ctx is

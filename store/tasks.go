@@ -48,6 +48,7 @@ type Task struct {
 	MinBackoff     time.Duration
 	MaxBackoff     time.Duration
 	Attempts       int
+	AttemptBase    int // Attempts when last replayed (0 if never); MaxAttempts more attempts are allowed after it
 	LastStatusCode *int
 	LastError      *string
 	IdempotencyKey *string
@@ -58,7 +59,7 @@ type Task struct {
 
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
-	idempotency_key, request_hash, created_at, updated_at`
+	idempotency_key, request_hash, created_at, updated_at, attempt_base`
 
 func scanTask(row pgx.Row) (*Task, error) {
 	var (
@@ -68,7 +69,7 @@ func scanTask(row pgx.Row) (*Task, error) {
 	)
 	err := row.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt)
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +197,55 @@ func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, er
 	}
 	return current, ErrConflict
 }
+
+const queryReplayTask = `-- name: ReplayTask
+WITH replayed AS (
+	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now()
+	WHERE tenant_id = $1 AND id = $2 AND status IN ('dead', 'delivered')
+	RETURNING ` + taskColumns + `
+)
+SELECT ` + taskColumns + `, pg_notify('` + DueNotifyChannel + `', id::text || ' ' || $4::text)
+FROM replayed`
+
+// ReplayTask schedules a dead or delivered task again, due at at (rounded up
+// to the microsecond Postgres keeps). The task keeps its id, run_at and
+// idempotency key, so the webhook goes out with the same webhook-id and
+// Idempotency-Key; its attempts keep counting, and AttemptBase becomes
+// Attempts so that the retry policy grants MaxAttempts attempts afresh.
+// last_status_code and last_error keep describing the latest attempt until
+// the next one is recorded.
+//
+// The same statement announces the task on DueNotifyChannel, since a replayed
+// task is due at once: every dispatcher learns of it on commit. A task in any
+// other status gives ErrConflict (with the task as it is); another tenant's
+// or an unknown id gives ErrNotFound.
+func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*Task, error) {
+	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
+		at = r.Add(time.Microsecond)
+	}
+	var ignored *string
+	t, err := scanTask(withExtra{db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro())), &ignored})
+	if err == nil {
+		return t, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("replay task %s: %w", id, err)
+	}
+	current, err := db.GetTask(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return current, ErrConflict
+}
+
+// withExtra scans a row that has more columns after those its caller reads
+// into the extra destinations.
+type withExtra struct {
+	row   pgx.Row
+	extra any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra)...) }
 
 // Attempt is the record of one delivery attempt.
 type Attempt struct {

@@ -99,6 +99,7 @@ type environment struct {
 	addr        string
 	databaseURL string
 	redisURL    string
+	redisPrefix string
 	adminToken  string
 	logLevel    slog.Level
 	logJSON     bool
@@ -112,6 +113,7 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		addr:        or(getenv("HOOKWHEEL_ADDR"), ":8080"),
 		databaseURL: or(getenv("DATABASE_URL"), "postgres://localhost:5432/hookwheel?sslmode=disable"),
 		redisURL:    or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
+		redisPrefix: getenv("HOOKWHEEL_REDIS_PREFIX"),
 		adminToken:  getenv("HOOKWHEEL_ADMIN_TOKEN"),
 		logJSON:     getenv("HOOKWHEEL_LOG_FORMAT") != "text",
 	}
@@ -174,6 +176,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 	node, err := app.New(ctx, app.Config{
 		DatabaseURL:       env.databaseURL,
 		RedisURL:          env.redisURL,
+		RedisKeyPrefix:    env.redisPrefix,
 		Addr:              env.addr,
 		AdminToken:        env.adminToken,
 		DisableAPI:        *dispatcherOnly,

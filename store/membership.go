@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Partitions is how many partitions tasks are split into: a task's partition
+// is the last byte of its id.
+const Partitions = 256
+
+// PartitionOf is the partition of a task, as the tasks.partition column
+// computes it.
+func PartitionOf(id uuid.UUID) int16 { return int16(id[15]) }
+
+// Membership is a dispatcher node's view after one heartbeat.
+type Membership struct {
+	// LiveNodes counts the dispatcher nodes whose heartbeat has not expired,
+	// this one included.
+	LiveNodes int
+	// Owned are the partitions this node holds a lease on, in order.
+	Owned []int16
+}
+
+const (
+	queryHeartbeat = `-- name: Heartbeat
+INSERT INTO nodes (id, name, expires_at) VALUES ($1, $2, now() + $3::interval)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval`
+
+	queryCountLiveNodes = `-- name: CountLiveNodes
+SELECT count(*) FROM nodes WHERE expires_at > now()`
+
+	queryRenewPartitions = `-- name: RenewPartitions
+UPDATE partitions SET lease_expires_at = now() + $2::interval WHERE owner = $1 RETURNING id`
+
+	queryReleasePartitions = `-- name: ReleasePartitions
+UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1 AND id = ANY($2)`
+
+	queryAcquirePartitions = `-- name: AcquirePartitions
+UPDATE partitions SET owner = $1, lease_expires_at = now() + $2::interval
+WHERE id IN (
+	SELECT id FROM partitions
+	WHERE owner IS NULL OR lease_expires_at < now()
+	ORDER BY id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)
+RETURNING id`
+
+	queryForgetDeadNodes = `-- name: ForgetDeadNodes
+DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
+)
+
+// Heartbeat renews a node's registration and its partition leases for ttl,
+// and moves partitions so that each live node holds its share: a node above
+// its share gives the excess up, a node below it takes free or expired
+// partitions. Row locks decide between nodes (SKIP LOCKED: a partition
+// another node is taking is simply not taken here); an expired lease is up
+// for grabs, which is how the partitions of a dead node move to survivors.
+func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
+	var m Membership
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
+			return fmt.Errorf("renew node: %w", err)
+		}
+		if err := tx.QueryRow(ctx, queryCountLiveNodes).Scan(&m.LiveNodes); err != nil {
+			return fmt.Errorf("count live nodes: %w", err)
+		}
+		rows, err := tx.Query(ctx, queryRenewPartitions, nodeID, ttl)
+		if err != nil {
+			return fmt.Errorf("renew partitions: %w", err)
+		}
+		owned, err := pgx.CollectRows(rows, pgx.RowTo[int16])
+		if err != nil {
+			return fmt.Errorf("renew partitions: %w", err)
+		}
+		share := (Partitions + m.LiveNodes - 1) / max(m.LiveNodes, 1)
+		switch {
+		case len(owned) > share:
+			excess := owned[share:]
+			if _, err := tx.Exec(ctx, queryReleasePartitions, nodeID, excess); err != nil {
+				return fmt.Errorf("release partitions: %w", err)
+			}
+			owned = owned[:share]
+		case len(owned) < share:
+			rows, err := tx.Query(ctx, queryAcquirePartitions, nodeID, ttl, share-len(owned))
+			if err != nil {
+				return fmt.Errorf("acquire partitions: %w", err)
+			}
+			gained, err := pgx.CollectRows(rows, pgx.RowTo[int16])
+			if err != nil {
+				return fmt.Errorf("acquire partitions: %w", err)
+			}
+			owned = append(owned, gained...)
+		}
+		m.Owned = owned
+		return nil
+	})
+	if err != nil {
+		return Membership{}, fmt.Errorf("heartbeat of node %s: %w", nodeID, err)
+	}
+	slices.Sort(m.Owned)
+	return m, nil
+}
+
+const queryLeaveNode = `-- name: LeaveNode
+WITH released AS (
+	UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1
+)
+DELETE FROM nodes WHERE id = $1`
+
+// LeaveNode unregisters a node that stops cleanly and frees its partitions
+// at once, so survivors need not wait for the leases to run out.
+func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
+	if _, err := db.pool.Exec(ctx, queryLeaveNode, nodeID); err != nil {
+		return fmt.Errorf("leave node %s: %w", nodeID, err)
+	}
+	if _, err := db.pool.Exec(ctx, queryForgetDeadNodes); err != nil {
+		return fmt.Errorf("forget dead nodes: %w", err)
+	}
+	return nil
+}
