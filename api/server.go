@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
@@ -49,6 +50,10 @@ type Config struct {
 	Tenants *tenants.Service
 	// Redis is checked by /readyz. Optional.
 	Redis Pinger
+	// Guard refuses, at creation, task URLs whose host is a literal address
+	// webhooks may not reach. Optional: without it URLs are not checked here
+	// (the dispatcher still checks every address it dials).
+	Guard *netguard.Guard
 	// Scheduler is the local dispatcher. Optional (API-only nodes have none).
 	Scheduler Scheduler
 	// NotifyWithin: a task due sooner than this is announced to every

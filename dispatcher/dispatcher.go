@@ -12,16 +12,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -38,8 +41,12 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Clock defaults to the real clock.
 	Clock clock.Clock
-	// HTTPClient sends the webhooks. Default: a pooled client that never
-	// follows redirects.
+	// Guard decides which addresses webhooks may reach; it checks the
+	// address actually dialled, after DNS. Default: netguard.New with its
+	// defaults (no loopback, private, link-local or other internal ranges).
+	Guard *netguard.Guard
+	// HTTPClient sends the webhooks. Default: a pooled client that dials
+	// through Guard, never uses a proxy and never follows redirects.
 	HTTPClient *http.Client
 	// Senders is the number of concurrent webhook sends. Default 128.
 	Senders int
@@ -80,6 +87,11 @@ type Config struct {
 	RecordDelay time.Duration
 	// Recorders is the number of batches written concurrently. Default 2.
 	Recorders int
+	// MaxPerTarget caps the concurrent sends to one target (scheme, host
+	// and port). Default Senders/4.
+	MaxPerTarget int
+	// Breaker tunes the per-target circuit breakers.
+	Breaker BreakerConfig
 	// MaxResponseBody is how much of a receiver's response body an attempt
 	// records. Default 4 KiB.
 	MaxResponseBody int
@@ -102,8 +114,11 @@ func (c *Config) setDefaults() error {
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
+	if c.Guard == nil {
+		c.Guard = netguard.New(netguard.Config{})
+	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = newHTTPClient()
+		c.HTTPClient = newHTTPClient(c.Guard)
 	}
 	if c.Senders <= 0 {
 		c.Senders = 128
@@ -144,6 +159,9 @@ func (c *Config) setDefaults() error {
 	if c.LeaseMargin <= 0 {
 		c.LeaseMargin = 30 * time.Second
 	}
+	if c.MaxPerTarget <= 0 {
+		c.MaxPerTarget = max(1, c.Senders/4)
+	}
 	if c.RecordBatch <= 0 {
 		c.RecordBatch = 256
 	}
@@ -166,12 +184,13 @@ func (c *Config) setDefaults() error {
 }
 
 // newHTTPClient returns the client webhooks go out through: connections are
-// pooled per target and redirects are never followed (a redirect is the
-// receiver's answer, recorded and final).
-func newHTTPClient() *http.Client {
+// pooled per target, every dial is checked by the guard, no proxy from the
+// environment is used (the guard would check the proxy's address, not the
+// target's), and redirects are never followed (a redirect is the receiver's
+// answer, recorded and final).
+func newHTTPClient(guard *netguard.Guard) *http.Client {
 	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           guard.DialContext(),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
@@ -197,6 +216,12 @@ type Dispatcher struct {
 	clock   clock.Clock
 	signer  *Signer
 	metrics *metrics
+	targets *targets
+	// transport sends webhooks, redialling connections that failed before
+	// the request left.
+	transport *retryablehttp.Client
+	// stopping is set once Run's context ends.
+	stopping atomic.Bool
 	// timers fires each waiting task ClaimAhead before it falls due, to be
 	// claimed; sendTimers fires each claimed task at its due instant.
 	timers     *Timers
@@ -263,6 +288,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d.metrics = m
+	d.transport = newTransport(cfg.HTTPClient, m.transportRetries)
+	d.targets = newTargets(cfg.Breaker, cfg.MaxPerTarget, func(key string, from, to gobreaker.State) {
+		m.breakerState.WithLabelValues(key).Set(float64(to))
+		d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
+	})
 	return d, nil
 }
 
@@ -368,6 +398,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
+	d.stopping.Store(true)
 	d.logger.Info("dispatcher stopping: finishing sends in flight")
 	feeders.Wait()
 	// The wheel may be blocked handing a fired task to a claimer that has
@@ -468,6 +499,9 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 		}
 	}
 	d.metrics.claimBatch.Observe(float64(len(claims)))
+	for _, c := range claims {
+		c.ClaimedAt = now
+	}
 	claims = d.claimFireOnce(claimCtx, claims)
 
 	for i, c := range claims {
@@ -556,3 +590,6 @@ func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Tim
 		}
 	}
 }
+
+// Breakers reports the circuit breaker of every target this node has sent to.
+func (d *Dispatcher) Breakers() []BreakerStatus { return d.targets.statuses() }

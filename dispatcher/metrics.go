@@ -9,20 +9,23 @@ import (
 )
 
 type metrics struct {
-	lateness        *prometheus.HistogramVec
-	attempts        *prometheus.CounterVec
-	attemptDuration prometheus.Histogram
-	claimBatch      prometheus.Histogram
-	recordBatch     prometheus.Histogram
-	storeErrors     *prometheus.CounterVec
-	redisErrors     prometheus.Counter
-	claimConflicts  prometheus.Counter
-	loaded          prometheus.Counter
-	loadDuration    prometheus.Histogram
-	recovered       prometheus.Counter
-	swept           prometheus.Counter
-	liveNodes       prometheus.Gauge
-	ownedPartitions prometheus.Gauge
+	lateness         *prometheus.HistogramVec
+	attempts         *prometheus.CounterVec
+	attemptDuration  prometheus.Histogram
+	claimBatch       prometheus.Histogram
+	recordBatch      prometheus.Histogram
+	storeErrors      *prometheus.CounterVec
+	redisErrors      prometheus.Counter
+	claimConflicts   prometheus.Counter
+	loaded           prometheus.Counter
+	loadDuration     prometheus.Histogram
+	recovered        prometheus.Counter
+	swept            prometheus.Counter
+	liveNodes        prometheus.Gauge
+	breakerState     *prometheus.GaugeVec
+	deferrals        *prometheus.CounterVec
+	transportRetries prometheus.Counter
+	ownedPartitions  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
@@ -81,6 +84,18 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "hookwheel_swept_tasks_total",
 			Help: "Overdue tasks found in no wheel by the sweep.",
 		}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookwheel_breaker_state",
+			Help: "Circuit breaker state per target (scheme://host:port): 0 closed, 1 half-open, 2 open.",
+		}, []string{"target"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_deferrals_total",
+			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: it waited too long for a send slot of its target). A deferral is not an attempt.",
+		}, []string{"reason"}),
+		transportRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_transport_retries_total",
+			Help: "Connections redialled within an attempt because the previous dial failed (the request had not left).",
+		}),
 		liveNodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookwheel_live_nodes",
 			Help: "Dispatcher nodes with a live heartbeat, as this node last saw them.",
@@ -92,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
-		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions,
+		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_wheel_timers",
 			Help: "Timers waiting in this node's timing wheel.",

@@ -1,32 +1,71 @@
 package dispatcher
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/store"
 )
 
-// runSender sends claimed tasks until the claimers close the channel.
+// runSender sends claimed tasks until the claimers close the channel. A
+// sender that finds its task's target at its limit of concurrent sends
+// parks the task with the target and moves on; whoever finishes a send to
+// that target takes the parked task next. So a slow target holds at most
+// MaxPerTarget senders, however many of its tasks fall due.
 func (d *Dispatcher) runSender() {
 	for c := range d.claimed {
-		d.attempt(c)
+		t := d.targets.get(targetKey(c.URL))
+		if !d.targets.admit(t, c) {
+			continue
+		}
+		for c != nil {
+			d.attemptThrough(t, c)
+			c = d.targets.done(t)
+			if c != nil && (d.stopping.Load() || d.clock.Now().Sub(c.ClaimedAt) > d.cfg.LeaseMargin/2) {
+				// Parked too long for its lease, or we are shutting down:
+				// give it back unsent rather than send it late.
+				d.metrics.deferrals.WithLabelValues("target_busy").Inc()
+				d.deferClaims([]*store.ClaimedTask{c}, time.Time{})
+				c = d.targets.done(t)
+			}
+		}
+	}
+}
+
+// attemptThrough sends c through its target's circuit breaker: an open
+// breaker defers the task to the breaker's next probe, which costs no
+// attempt.
+func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
+	report, err := t.breaker.Allow()
+	if err != nil {
+		d.metrics.deferrals.WithLabelValues("breaker").Inc()
+		d.deferClaims([]*store.ClaimedTask{c}, d.targets.deferUntil(t, d.clock.Now()))
+		return
+	}
+	if d.attempt(c) == retry.OutcomeRetry {
+		report(errTargetFailed)
+	} else {
+		report(nil)
 	}
 }
 
 // attempt makes one delivery attempt of a claimed task and records it. It
 // runs to completion even while the dispatcher shuts down: the claim is
 // ours, and a send begun must be recorded.
-func (d *Dispatcher) attempt(c *store.ClaimedTask) {
+func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 	defer d.settle(c.ID)
 	ctx := context.Background()
 
@@ -45,6 +84,11 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 	statusCode, header, respBody, sendErr := d.send(ctx, c, started)
 	duration := d.clock.Now().Sub(started)
 	outcome := retry.Classify(statusCode, sendErr)
+	if errors.Is(sendErr, netguard.ErrBlocked) {
+		// The target resolves to an address webhooks may not reach: no
+		// retry will change that.
+		outcome = retry.OutcomeFail
+	}
 	d.metrics.attempts.WithLabelValues(string(outcome)).Inc()
 	d.metrics.attemptDuration.Observe(duration.Seconds())
 
@@ -84,12 +128,13 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 	if err := d.record(result); err != nil {
 		d.logger.Error("recording an attempt failed; the lease will expire and the task will be sent again with the same webhook-id",
 			"task", c.ID, "attempt", c.Attempt, "err", err)
-		return
+		return outcome
 	}
 	if result.NextAttemptAt != nil {
 		d.Schedule(c.ID, *result.NextAttemptAt)
 	}
 	d.logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
+	return outcome
 }
 
 // send makes the HTTP request of one attempt. It returns the status code, the
@@ -98,7 +143,7 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) {
 func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Time) (int, http.Header, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, c.Method, c.URL, bytes.NewReader(c.Body))
+	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, c.Body)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("build request: %w", err)
 	}
@@ -126,7 +171,7 @@ func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Ti
 	req.Header.Set("Hookwheel-Attempt", strconv.Itoa(c.Attempt))
 	req.Header.Set("Hookwheel-Scheduled-At", c.RunAt.UTC().Format(time.RFC3339Nano))
 
-	resp, err := d.cfg.HTTPClient.Do(req)
+	resp, err := d.transport.Do(req)
 	if err != nil {
 		return 0, nil, "", describeSendError(err, c.Timeout)
 	}
@@ -151,4 +196,38 @@ func validUTF8(b []byte) string {
 		return string(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// newTransport wraps the HTTP client in go-retryablehttp for the one kind of
+// retry that is always safe: a connection that could not be made (refused,
+// unreachable, DNS failure) carried no request, so it is tried again within
+// the same attempt. Anything that may have reached the receiver is left to
+// the attempt's retry policy, which records it.
+func newTransport(client *http.Client, transportRetries prometheus.Counter) *retryablehttp.Client {
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = client
+	rc.Logger = nil
+	rc.RetryMax = 2
+	rc.RetryWaitMin = 20 * time.Millisecond
+	rc.RetryWaitMax = 200 * time.Millisecond
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return resp == nil && unsent(err), nil
+	}
+	rc.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, retryNumber int) {
+		if retryNumber > 0 {
+			transportRetries.Inc()
+		}
+	}
+	return rc
+}
+
+// unsent reports whether err means the request never left: the dial itself
+// failed. A refused address is final, not a transient failure.
+func unsent(err error) bool {
+	var op *net.OpError
+	return err != nil && !errors.Is(err, netguard.ErrBlocked) && errors.As(err, &op) && op.Op == "dial"
 }

@@ -61,7 +61,9 @@ type ClaimedTask struct {
 	// Attempt is the 1-based number of the attempt this claim is for.
 	Attempt int
 	// ClaimToken proves ownership when the attempt is recorded.
-	ClaimToken    uuid.UUID
+	ClaimToken uuid.UUID
+	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
+	ClaimedAt     time.Time
 	SigningSecret string
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -44,6 +45,8 @@ Environment:
   DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
   REDIS_URL               Redis (default redis://localhost:6379/0)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_ALLOW_PRIVATE_TARGETS  true lets webhooks reach loopback and private addresses (default false)
+  HOOKWHEEL_TARGET_ALLOW_CIDRS     comma-separated CIDRs webhooks may reach although private
   HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
   See README.md for the rest.
@@ -106,6 +109,7 @@ type environment struct {
 	senders     int
 	maxBody     int
 	maxAhead    time.Duration
+	targets     netguard.Config
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -126,6 +130,14 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	}
 	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
 		return e, err
+	}
+	if v := getenv("HOOKWHEEL_ALLOW_PRIVATE_TARGETS"); v != "" {
+		if e.targets.AllowPrivate, err = strconv.ParseBool(v); err != nil {
+			return e, fmt.Errorf("HOOKWHEEL_ALLOW_PRIVATE_TARGETS: want true or false, got %q", v)
+		}
+	}
+	if e.targets.AllowCIDRs, err = netguard.ParseCIDRs(getenv("HOOKWHEEL_TARGET_ALLOW_CIDRS")); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_TARGET_ALLOW_CIDRS: %w", err)
 	}
 	if v := getenv("HOOKWHEEL_MAX_SCHEDULE_AHEAD"); v != "" {
 		if e.maxAhead, err = time.ParseDuration(v); err != nil {
@@ -185,6 +197,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Logger:            logger,
 		Dispatcher:        dispatcher.Config{Senders: env.senders},
 		Limits:            api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead},
+		Targets:           env.targets,
 	})
 	if err != nil {
 		return err

@@ -138,6 +138,7 @@ func TestServeStopRestart(t *testing.T) {
 		"HOOKWHEEL_ADDR=" + addr,
 		"HOOKWHEEL_ADMIN_TOKEN=admin-token",
 		"HOOKWHEEL_LOG_LEVEL=warn",
+		"HOOKWHEEL_ALLOW_PRIVATE_TARGETS=true",
 	}
 
 	var (

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -41,7 +42,10 @@ type Config struct {
 	SkipMigrate bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Dispatcher tunes the dispatcher; DB, Redis, Logger and Registerer are filled in.
+	// Targets decides which addresses webhooks may reach (the SSRF guard).
+	Targets netguard.Config
+	// Dispatcher tunes the dispatcher; DB, Redis, Logger, Registerer and
+	// Guard are filled in.
 	Dispatcher dispatcher.Config
 	// Limits bound task requests.
 	Limits api.Limits
@@ -99,7 +103,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	guard := netguard.New(cfg.Targets)
 	apiCfg := api.Config{
+		Guard:      guard,
 		DB:         n.db,
 		Tenants:    n.tenants,
 		Redis:      n.redis,
@@ -111,7 +117,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
-		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer = n.db, n.redis, cfg.Logger, registry
+		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
 		n.dispatcher, err = dispatcher.New(dcfg)
 		if err != nil {
 			return nil, err

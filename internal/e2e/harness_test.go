@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
 )
@@ -60,6 +61,8 @@ func (e *env) startNode(mutate ...func(*app.Config)) *node {
 		AdminToken:     "admin-token",
 		Logger:         testLogger(),
 		Dispatcher:     dispatcher.Config{LoadInterval: 200 * time.Millisecond, SweepInterval: time.Second},
+		// The receivers of these tests listen on loopback.
+		Targets: netguard.Config{AllowPrivate: true},
 	}
 	for _, m := range mutate {
 		m(&cfg)
