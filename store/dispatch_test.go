@@ -100,7 +100,7 @@ func TestListDue(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := db.ListDue(ctx, tt.after, tt.until, tt.limit)
+			got, err := db.ListDue(ctx, allPartitions(), tt.after, tt.until, tt.limit)
 			require.NoError(t, err)
 			requireSameDue(t, tt.want, got)
 		})
@@ -134,7 +134,7 @@ func TestListDuePagingOverSharedInstant(t *testing.T) {
 			cursor := store.DueCursor{}
 			for pages := 0; ; pages++ {
 				require.LessOrEqual(t, pages, len(want)+1, "paging does not end")
-				page, err := db.ListDue(ctx, cursor, until, pageSize)
+				page, err := db.ListDue(ctx, allPartitions(), cursor, until, pageSize)
 				require.NoError(t, err)
 				require.LessOrEqual(t, len(page), pageSize)
 				for _, d := range page {
@@ -165,7 +165,8 @@ func dueIDs(due []store.DueTask) []uuid.UUID {
 type planFacts struct {
 	nodeTypes  []string
 	indexNames []string
-	seqScans   []string // relations read by a Seq Scan
+	seqScans   []string         // relations read by a Seq Scan
+	tasksDue   []map[string]any // the nodes that read the tasks_due index
 }
 
 func walkPlan(node map[string]any, f *planFacts) {
@@ -173,6 +174,9 @@ func walkPlan(node map[string]any, f *planFacts) {
 	f.nodeTypes = append(f.nodeTypes, nodeType)
 	if name, ok := node["Index Name"].(string); ok {
 		f.indexNames = append(f.indexNames, name)
+		if name == "tasks_due" {
+			f.tasksDue = append(f.tasksDue, node)
+		}
 	}
 	if nodeType == "Seq Scan" {
 		rel, _ := node["Relation Name"].(string)
@@ -186,11 +190,11 @@ func walkPlan(node map[string]any, f *planFacts) {
 
 // explainListDue runs EXPLAIN with options on the exact ListDue SQL and
 // parameters, and returns the top plan node.
-func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, after store.DueCursor, until time.Time, limit int) map[string]any {
+func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, partitions []int16, after store.DueCursor, until time.Time, limit int) map[string]any {
 	t.Helper()
 	var out []byte
 	err := pool.QueryRow(context.Background(), "EXPLAIN ("+options+") "+store.QueryListDue,
-		after.At, after.ID, until, limit).Scan(&out)
+		after.At, after.ID, until, limit, partitions).Scan(&out)
 	require.NoError(t, err)
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
@@ -206,26 +210,56 @@ func sharedBlocks(plan map[string]any) int {
 	return int(hit + read)
 }
 
+// btreeHeight is how many pages a descent of the btree index reads, root to
+// leaf, from its metapage.
+func btreeHeight(t *testing.T, pool *pgxpool.Pool, index string) int {
+	t.Helper()
+	exec(t, pool, `CREATE EXTENSION IF NOT EXISTS pageinspect`)
+	var level int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT level FROM bt_metap($1)`, index).Scan(&level))
+	return level + 1
+}
+
 // TestListDueIndexIgnoresFarFuture backs the claim that the due-window query
 // costs the same with millions of tasks waiting far ahead as with ten: it
-// walks the tasks_due partial index and touches a handful of pages.
+// walks the tasks_due partial index, one range per partition asked for, and
+// touches a few pages per partition, however many tasks wait beyond the
+// window.
 func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, pool := openDB(t)
 	tenant := createTenant(t, db)
 
+	// Five tasks due within the minute, in partitions 1, 2, 4, 5 and 7; the
+	// 85 partitions p % 3 == 1 hold three of them.
 	now := dbNow(t, pool)
 	var soon []store.DueTask
-	for i := 1; i <= 5; i++ {
-		task := insertTask(t, db, tenant.ID, now.Add(time.Duration(i)*time.Second))
+	for i, p := range []int16{1, 2, 4, 5, 7} {
+		task := insertTaskIn(t, db, tenant.ID, now.Add(time.Duration(i+1)*time.Second), p)
 		soon = append(soon, store.DueTask{ID: task.ID, At: task.RunAt})
+	}
+	var third []int16
+	for p := int16(1); p < store.Partitions; p += 3 {
+		third = append(third, p)
+	}
+	require.Len(t, third, 85)
+	cases := []struct {
+		name       string
+		partitions []int16
+		want       []store.DueTask
+	}{
+		{"all 256 partitions", allPartitions(), soon},
+		{"85 partitions", third, []store.DueTask{soon[0], soon[2], soon[4]}},
 	}
 	after, until, limit := store.DueCursor{}, now.Add(time.Minute), 1000
 
 	exec(t, pool, `ANALYZE tasks`)
-	few := explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", after, until, limit)
-	fewBlocks := sharedBlocks(few)
+	fewHeight := btreeHeight(t, pool, "tasks_due")
+	fewBlocks := make([]int, len(cases))
+	for i, c := range cases {
+		fewBlocks[i] = sharedBlocks(explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", c.partitions, after, until, limit))
+	}
 
 	const farAhead = 200_000
 	exec(t, pool, `
@@ -243,27 +277,38 @@ func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 		FROM (SELECT now() - g * interval '1 millisecond' AS at FROM generate_series(1, 20000) AS g) s`, tenant.ID)
 	exec(t, pool, `ANALYZE tasks`)
 	require.Equal(t, farAhead+20_000+5, countRows(t, pool, `SELECT count(*) FROM tasks`))
+	// Every partition waits on hundreds of far tasks.
+	require.Equal(t, store.Partitions, countRows(t, pool,
+		`SELECT count(DISTINCT partition) FROM tasks WHERE next_attempt_at > now() + interval '29 days'`))
+	manyHeight := btreeHeight(t, pool, "tasks_due")
+	var indexPages, heapPages int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('tasks_due') / 8192, pg_relation_size('tasks') / 8192`).
+		Scan(&indexPages, &heapPages))
 
-	got, err := db.ListDue(ctx, after, until, limit)
-	require.NoError(t, err)
-	requireSameDue(t, soon, got)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := db.ListDue(ctx, c.partitions, after, until, limit)
+			require.NoError(t, err)
+			requireSameDue(t, c.want, got)
 
-	var facts planFacts
-	walkPlan(explainListDue(t, pool, "FORMAT JSON", after, until, limit), &facts)
-	require.Contains(t, facts.indexNames, "tasks_due", "plan nodes: %v", facts.nodeTypes)
-	require.Empty(t, facts.seqScans, "plan nodes: %v", facts.nodeTypes)
+			var facts planFacts
+			walkPlan(explainListDue(t, pool, "FORMAT JSON", c.partitions, after, until, limit), &facts)
+			require.Contains(t, facts.indexNames, "tasks_due", "plan nodes: %v", facts.nodeTypes)
+			require.Empty(t, facts.seqScans, "plan nodes: %v", facts.nodeTypes)
 
-	many := explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", after, until, limit)
-	var analyzed planFacts
-	walkPlan(many, &analyzed)
-	require.Contains(t, analyzed.indexNames, "tasks_due")
-	require.Empty(t, analyzed.seqScans)
-	require.Equal(t, float64(5), many["Actual Rows"])
-	manyBlocks := sharedBlocks(many)
-	t.Logf("ListDue touched %d shared buffers with 5 waiting tasks, %d with %d more far ahead", fewBlocks, manyBlocks, farAhead)
-	require.Less(t, manyBlocks, 100)
-	// The btree grows a level or two; nothing proportional to the backlog.
-	require.LessOrEqual(t, manyBlocks, fewBlocks+10)
+			many := explainListDue(t, pool, "ANALYZE, BUFFERS, FORMAT JSON", c.partitions, after, until, limit)
+			var analyzed planFacts
+			walkPlan(many, &analyzed)
+			require.Contains(t, analyzed.indexNames, "tasks_due")
+			require.Empty(t, analyzed.seqScans)
+			require.Equal(t, float64(len(c.want)), many["Actual Rows"])
+			manyBlocks := sharedBlocks(many)
+			t.Logf("plan %v; index scan %v", analyzed.nodeTypes, analyzed.tasksDue)
+			t.Logf("%d partitions: ListDue touched %d shared buffers with 5 waiting tasks (tasks_due height %d), "+
+				"%d with %d more far ahead (height %d; the index has %d pages, the table %d)",
+				len(c.partitions), fewBlocks[i], fewHeight, manyBlocks, farAhead, manyHeight, indexPages, heapPages)
+		})
+	}
 }
 
 func TestClaimTasks(t *testing.T) {
@@ -293,7 +338,8 @@ func TestClaimTasks(t *testing.T) {
 		notClaimed[id] = readTaskRow(t, pool, id)
 	}
 
-	claims, err := db.ClaimTasks(ctx, ids, now, 30*time.Second)
+	node := uuid.New()
+	claims, err := db.ClaimTasks(ctx, node, allPartitions(), ids, now, 30*time.Second)
 	require.NoError(t, err)
 	byID := map[uuid.UUID]*store.ClaimedTask{}
 	for _, c := range claims {
@@ -322,6 +368,7 @@ func TestClaimTasks(t *testing.T) {
 		require.Equal(t, "dispatching", row.Status)
 		require.Equal(t, wantAttempt[id], row.Attempts)
 		require.Equal(t, &token, row.ClaimToken)
+		require.Equal(t, &node, row.ClaimedBy)
 		require.NotNil(t, row.LeaseExpiresAt)
 		// lease = the statement's now() + timeout (10s) + margin (30s); updated_at is that same now().
 		require.Equal(t, 40*time.Second, row.LeaseExpiresAt.Sub(row.UpdatedAt))
@@ -333,9 +380,10 @@ func TestClaimTasks(t *testing.T) {
 		require.Equal(t, before, readTaskRow(t, pool, id), "task %s must be left alone", id)
 	}
 	require.Equal(t, &firstClaim.ClaimToken, readTaskRow(t, pool, alreadyClaimed.ID).ClaimToken)
+	require.Equal(t, &testNode, readTaskRow(t, pool, alreadyClaimed.ID).ClaimedBy)
 
 	// Claimed once is claimed: a second claim of the same ids gets nothing.
-	again, err := db.ClaimTasks(ctx, ids, now.Add(time.Hour), 30*time.Second)
+	again, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now.Add(time.Hour), 30*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{notYet.ID}, claimIDs(again), "only the task that has fallen due since")
 }
@@ -374,6 +422,7 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 			t.Parallel()
 			ids := dueIDs(bulkInsert(t, pool, tenant.ID, n, `$3::timestamptz - g * interval '1 millisecond'`, now))
 			orders := [][]uuid.UUID{ids, tt.order(ids)}
+			nodes := []uuid.UUID{uuid.New(), uuid.New()}
 
 			claimed := make([][]*store.ClaimedTask, len(orders))
 			errs := make([]error, len(orders))
@@ -383,7 +432,7 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					for batch := range slices.Chunk(order, tt.batch) {
-						claims, err := db.ClaimTasks(ctx, batch, now, 30*time.Second)
+						claims, err := db.ClaimTasks(ctx, nodes[i], allPartitions(), batch, now, 30*time.Second)
 						if err != nil {
 							errs[i] = err
 							return
@@ -410,6 +459,11 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 			require.Len(t, owner, n, "every task claimed by someone")
 			require.Equal(t, n, countRows(t, pool,
 				`SELECT count(*) FROM tasks WHERE id = ANY($1) AND status = 'dispatching' AND attempts = 1`, ids))
+			for i, claims := range claimed {
+				require.Equal(t, len(claims), countRows(t, pool,
+					`SELECT count(*) FROM tasks WHERE id = ANY($1) AND claimed_by = $2`, ids, nodes[i]),
+					"claimed_by names the node whose claim won")
+			}
 			t.Logf("claims split %d / %d", len(claimed[0]), len(claimed[1]))
 		})
 	}
@@ -452,7 +506,7 @@ func TestClaimTasksWaitsForConcurrentChange(t *testing.T) {
 			done := make(chan result, 1)
 			now := dbNow(t, pool)
 			go func() {
-				claims, err := db.ClaimTasks(ctx, []uuid.UUID{free.ID, contested.ID}, now, 30*time.Second)
+				claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{free.ID, contested.ID}, now, 30*time.Second)
 				done <- result{claims, err}
 			}()
 
@@ -599,10 +653,11 @@ func TestRecordAttempt(t *testing.T) {
 		task := insertDueTask(t, db, pool, tenant.ID)
 		stale := claimOne(t, db, pool, task.ID)
 		exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
-		// RecoverExpiredLeases is global; other subtests' leases are live.
-		recovered, err := db.RecoverExpiredLeases(ctx, 100)
+		// Other subtests' claims that share the partition are held by the
+		// live testNode under live leases: only this one is recovered.
+		recovered, err := db.RecoverClaims(ctx, []int16{store.PartitionOf(task.ID)}, 100)
 		require.NoError(t, err)
-		require.Equal(t, []uuid.UUID{task.ID}, dueIDs(recovered))
+		require.Equal(t, []uuid.UUID{task.ID}, recoveredIDs(recovered))
 		fresh := claimOne(t, db, pool, task.ID)
 		require.Equal(t, stale.Attempt, fresh.Attempt, "the re-send keeps the attempt number")
 		require.NotEqual(t, stale.ClaimToken, fresh.ClaimToken)
@@ -667,7 +722,7 @@ func TestDeferClaims(t *testing.T) {
 			if tt.setup.priorAttempts > 0 {
 				exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = $2 WHERE id = $1`, task.ID, tt.setup.priorAttempts)
 			}
-			claims, err := db.ClaimTasks(ctx, []uuid.UUID{task.ID, bystander.ID}, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID, bystander.ID}, now, 30*time.Second)
 			require.NoError(t, err)
 			require.Len(t, claims, 2)
 			claimed := readTaskRow(t, pool, task.ID)
@@ -689,6 +744,7 @@ func TestDeferClaims(t *testing.T) {
 			require.Equal(t, tt.wantStatus, row.Status)
 			require.Equal(t, tt.wantAttempts, row.Attempts)
 			require.Nil(t, row.ClaimToken)
+			require.Nil(t, row.ClaimedBy)
 			require.Nil(t, row.LeaseExpiresAt)
 			require.NotNil(t, row.NextAttemptAt)
 			wantNext := notBefore
@@ -698,7 +754,7 @@ func TestDeferClaims(t *testing.T) {
 			require.Equal(t, wantNext.UnixMicro(), row.NextAttemptAt.UnixMicro())
 
 			// No attempt was spent: the next claim carries the same number.
-			again, err := db.ClaimTasks(ctx, []uuid.UUID{task.ID}, wantNext, 30*time.Second)
+			again, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, wantNext, 30*time.Second)
 			require.NoError(t, err)
 			require.Len(t, again, 1)
 			require.Equal(t, claims[0].Attempt, again[0].Attempt)

@@ -133,12 +133,26 @@ func insertDueTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid
 	return insertTask(t, db, tenantID, dbNow(t, pool).Add(-time.Minute))
 }
 
+// insertTaskIn stores a new task due at runAt in the given partition (the
+// last byte of its id; the rest stays a UUIDv7).
+func insertTaskIn(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time, partition int16) *store.Task {
+	t.Helper()
+	task := newTask(tenantID, runAt)
+	task.ID[15] = byte(partition)
+	require.Equal(t, partition, store.PartitionOf(task.ID))
+	_, created, err := db.InsertTask(context.Background(), task, false)
+	require.NoError(t, err)
+	require.True(t, created)
+	return task
+}
+
 // taskRow is the part of a task row the API does not return, read in SQL.
 type taskRow struct {
 	Status         string
 	Attempts       int
 	NextAttemptAt  *time.Time
 	ClaimToken     *uuid.UUID
+	ClaimedBy      *uuid.UUID
 	LeaseExpiresAt *time.Time
 	UpdatedAt      time.Time
 }
@@ -147,8 +161,8 @@ func readTaskRow(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) taskRow {
 	t.Helper()
 	var r taskRow
 	err := pool.QueryRow(context.Background(),
-		`SELECT status, attempts, next_attempt_at, claim_token, lease_expires_at, updated_at FROM tasks WHERE id = $1`, id).
-		Scan(&r.Status, &r.Attempts, &r.NextAttemptAt, &r.ClaimToken, &r.LeaseExpiresAt, &r.UpdatedAt)
+		`SELECT status, attempts, next_attempt_at, claim_token, claimed_by, lease_expires_at, updated_at FROM tasks WHERE id = $1`, id).
+		Scan(&r.Status, &r.Attempts, &r.NextAttemptAt, &r.ClaimToken, &r.ClaimedBy, &r.LeaseExpiresAt, &r.UpdatedAt)
 	require.NoError(t, err)
 	return r
 }
@@ -166,10 +180,33 @@ func exec(t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
 	require.NoError(t, err)
 }
 
-// claimOne claims one due task and requires that the claim succeeded.
+// allPartitions is every partition, for calls that do not care which.
+func allPartitions() []int16 {
+	ps := make([]int16, store.Partitions)
+	for i := range ps {
+		ps[i] = int16(i)
+	}
+	return ps
+}
+
+// testNode is the dispatcher node that claimOne claims for. claimOne keeps it
+// registered and live for an hour, so RecoverClaims leaves its claims alone
+// until their leases run out.
+var testNode = uuid.MustParse("0192d7a0-0000-7000-8000-00000000beef")
+
+// registerNode makes node live in the nodes table for ttl from now, the way
+// a heartbeat does, but without touching partitions.
+func registerNode(t *testing.T, pool *pgxpool.Pool, node uuid.UUID, ttl time.Duration) {
+	t.Helper()
+	exec(t, pool, `INSERT INTO nodes (id, name, expires_at) VALUES ($1, 'test-node', now() + $2::interval)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = excluded.expires_at`, node, ttl)
+}
+
+// claimOne claims one due task for testNode and requires that the claim succeeded.
 func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *store.ClaimedTask {
 	t.Helper()
-	claims, err := db.ClaimTasks(context.Background(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
+	registerNode(t, pool, testNode, time.Hour)
+	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.Equal(t, id, claims[0].ID)

@@ -221,3 +221,12 @@ func (n *Node) close() {
 		n.db.Close()
 	}
 }
+
+// Breakers reports the circuit breakers of this node's dispatcher (none on
+// an API-only node).
+func (n *Node) Breakers() []dispatcher.BreakerStatus {
+	if n.dispatcher == nil {
+		return nil
+	}
+	return n.dispatcher.Breakers()
+}

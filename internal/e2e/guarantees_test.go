@@ -1,0 +1,252 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// metric reads one sample from a node's /metrics; labels like `reason="breaker"`.
+func metric(t *testing.T, n *node, name, labels string) float64 {
+	t.Helper()
+	resp, err := http.Get(n.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	want := name
+	if labels != "" {
+		want += "{" + labels + "}"
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, want+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			require.NoError(t, err)
+			return v
+		}
+	}
+	return 0
+}
+
+func waitMetric(t *testing.T, n *node, name, labels string, within time.Duration, ok func(float64) bool) float64 {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		v := metric(t, n, name, labels)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metric %s{%s} = %v, still not as expected after %s", name, labels, v, within)
+		}
+		<-poll.C
+	}
+}
+
+// TestBreakerDefersWithoutSpendingAttempts: a target that fails trips its
+// breaker; while open, its tasks are deferred, not attempted; the probe after
+// the cooldown succeeds, the breaker closes and every task is delivered,
+// with each request the receiver saw recorded as exactly one attempt.
+func TestBreakerDefersWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		c.Dispatcher.Breaker = dispatcher.BreakerConfig{ConsecutiveFailures: 3, Cooldown: 1500 * time.Millisecond, ReleasePace: 5 * time.Millisecond}
+		c.Dispatcher.MaxPerTarget = 1 // one send at a time: exactly three failures trip it
+	})
+	acme := e.createTenant(n, "acme")
+	recv := newReceiver(t)
+	var healthy atomic.Bool
+	recv.setRespond(func(delivery, int) (int, http.Header) {
+		if healthy.Load() {
+			return http.StatusOK, nil
+		}
+		return http.StatusInternalServerError, nil
+	})
+
+	const count = 20
+	ids := make([]uuid.UUID, count)
+	for i := range ids {
+		ids[i] = acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/sick", Retry: &openapi.RetryPolicy{
+			MaxAttempts: ptr(10), MinBackoff: ptr("5s"), MaxBackoff: ptr("10s")}}).ID
+	}
+	waitMetric(t, n, "hookwheel_breaker_state", `target="`+targetOf(recv.URL)+`"`, 5*time.Second, func(v float64) bool { return v == 2 })
+	waitMetric(t, n, "hookwheel_deferrals_total", `reason="breaker"`, 5*time.Second, func(v float64) bool { return v >= count-3 })
+	require.Len(t, recv.snapshot(), 3, "an open breaker sends nothing")
+
+	breakers := n.Breakers()
+	require.Len(t, breakers, 1)
+	require.Equal(t, "open", breakers[0].State)
+	require.False(t, breakers[0].NextProbeAt.IsZero())
+
+	healthy.Store(true)
+	// The three that failed retry after their 5s backoff; the deferred
+	// seventeen come back from the probe on, paced.
+	recv.waitFor(t, 20*time.Second, "every task delivered", func(ds []delivery) bool {
+		ok := 0
+		for _, d := range ds {
+			if d.header.Get("Hookwheel-Attempt") != "" {
+				ok++
+			}
+		}
+		return len(distinctIDs(ds)) == count && ok >= count+3
+	})
+	totalAttempts := 0
+	for _, id := range ids {
+		task := acme.waitStatus(t, id, openapi.TaskStatusDelivered, 20*time.Second)
+		totalAttempts += task.Attempts
+	}
+	require.Equal(t, len(recv.snapshot()), totalAttempts, "every request is one recorded attempt; deferrals are none")
+	require.Equal(t, count+3, totalAttempts, "17 delivered at their first attempt, 3 at their second")
+	waitMetric(t, n, "hookwheel_breaker_state", `target="`+targetOf(recv.URL)+`"`, 5*time.Second, func(v float64) bool { return v == 0 })
+}
+
+func targetOf(raw string) string {
+	host := strings.TrimPrefix(raw, "http://")
+	return "http://" + host
+}
+
+// TestHangingTargetDoesNotDelayOthers: while one target hangs and has far
+// more tasks due than there are senders, another target's webhooks still
+// leave on time, because a target may hold only MaxPerTarget senders.
+func TestHangingTargetDoesNotDelayOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		c.Dispatcher.Senders = 16
+		c.Dispatcher.MaxPerTarget = 4
+	})
+	acme := e.createTenant(n, "acme")
+
+	release := make(chan struct{})
+	var hangOnce sync.Once
+	t.Cleanup(func() { hangOnce.Do(func() { close(release) }) })
+	hanging := newReceiver(t)
+	hanging.setRespond(func(delivery, int) (int, http.Header) {
+		<-release
+		return http.StatusOK, nil
+	})
+	healthy := newReceiver(t)
+
+	for range 60 {
+		acme.schedule(t, openapi.TaskRequest{URL: hanging.URL + "/hang", Timeout: ptr("10s")})
+	}
+	hanging.waitFor(t, 5*time.Second, "the hanging target holding its senders", func(ds []delivery) bool { return len(ds) == 4 })
+
+	start := time.Now().Add(300 * time.Millisecond)
+	for i := range 40 {
+		at := start.Add(time.Duration(i) * 10 * time.Millisecond)
+		acme.schedule(t, openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at})
+	}
+	ds := healthy.waitFor(t, 10*time.Second, "the healthy target's tasks", func(ds []delivery) bool { return len(ds) == 40 })
+	var worst time.Duration
+	for _, d := range ds {
+		at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
+		require.NoError(t, err)
+		worst = max(worst, d.arrived.Sub(at))
+	}
+	// Without the per-target limit the hanging target would hold all 16
+	// senders for its 10 s timeout.
+	require.Less(t, worst, 2*time.Second, "a healthy target's webhooks must not wait for a hanging one")
+	require.Len(t, hanging.snapshot(), 4, "the hanging target never gets more than its share of senders")
+	hangOnce.Do(func() { close(release) })
+}
+
+// TestSSRFGuard: a literal internal address is refused at creation; a host
+// name that resolves to one is refused when dialled, as a final failure with
+// a clear error; redirects are recorded, never followed.
+func TestSSRFGuard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		// Allow exactly 127.0.0.2, where the redirecting receiver listens.
+		c.Targets = netguard.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
+	})
+	acme := e.createTenant(n, "acme")
+
+	for _, url := range []string{"http://127.0.0.1:9/x", "http://[::1]/x", "http://169.254.169.254/latest/meta-data",
+		"http://10.0.0.1/x", "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x", "http://localhost/x"} {
+		resp, body := rawRequest(t, http.MethodPost, n.base+"/v1/tasks", acme.apiKey, mustJSON(t, map[string]string{"url": url}), nil)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "%s: %s", url, body)
+		require.Contains(t, string(body), `"field":"url"`, url)
+		require.Contains(t, string(body), "blocked", url)
+	}
+
+	// A host name is only resolved when dialled. Stored directly, as if it
+	// had been accepted before the rules changed.
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: e.databaseURL})
+	require.NoError(t, err)
+	defer db.Close()
+	local := newReceiver(t)
+	task := &store.Task{ID: uuid.Must(uuid.NewV7()), TenantID: acme.id, URL: strings.Replace(local.URL, "127.0.0.1", "localhost", 1) + "/x",
+		Method: http.MethodPost, RunAt: time.Now(), Timeout: 5 * time.Second, MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Hour}
+	_, created, err := db.InsertTask(context.Background(), task, true)
+	require.NoError(t, err)
+	require.True(t, created)
+	dead := acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
+	require.Equal(t, 1, dead.Attempts, "a blocked address is final: no retry")
+	require.Contains(t, *dead.LastError, "blocked")
+	require.Empty(t, local.snapshot(), "nothing may reach the blocked address")
+
+	// A redirect is the receiver's answer: recorded, final, not followed.
+	target := newReceiver(t)
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	redirector := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/stolen", http.StatusFound)
+	})}
+	go func() { _ = redirector.Serve(ln) }()
+	t.Cleanup(func() { _ = redirector.Close() })
+	redirected := acme.schedule(t, openapi.TaskRequest{URL: "http://" + ln.Addr().String() + "/hook"})
+	dead = acme.waitStatus(t, redirected.ID, openapi.TaskStatusDead, 10*time.Second)
+	require.Equal(t, 302, *dead.LastStatusCode)
+	require.Equal(t, 1, dead.Attempts)
+	require.Empty(t, target.snapshot(), "a redirect is never followed")
+}
+
+// TestTransportRetriesOnlyUnsentRequests: a connection that cannot be made
+// is redialled within the attempt; a request that got an answer is not.
+func TestTransportRetriesOnlyUnsentRequests(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedPort := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	refused := acme.schedule(t, openapi.TaskRequest{URL: "http://" + closedPort + "/nobody", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+	dead := acme.waitStatus(t, refused.ID, openapi.TaskStatusDead, 10*time.Second)
+	require.Equal(t, 1, dead.Attempts)
+	require.Contains(t, *dead.LastError, "refused")
+	require.Equal(t, 2.0, metric(t, n, "hookwheel_transport_retries_total", ""), "two redials within the one attempt")
+
+	answered := newReceiver(t)
+	answered.setRespond(func(delivery, int) (int, http.Header) { return http.StatusServiceUnavailable, nil })
+	task := acme.schedule(t, openapi.TaskRequest{URL: answered.URL + "/busy", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+	acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
+	require.Len(t, answered.snapshot(), 1, "a request that got an answer is never resent by the transport")
+	require.Equal(t, 2.0, metric(t, n, "hookwheel_transport_retries_total", ""))
+}
