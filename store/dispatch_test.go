@@ -762,12 +762,58 @@ func TestDeferClaims(t *testing.T) {
 	}
 }
 
-func TestRecoverExpiredLeases(t *testing.T) {
+func recoveredIDs(recovered []store.RecoveredClaim) []uuid.UUID {
+	ids := make([]uuid.UUID, len(recovered))
+	for i, r := range recovered {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// requireRecovered checks a claim RecoverClaims handed back between from and
+// to (Postgres's clock): it reports the claim's attempt and token, and the
+// task waits again, due at the recovery's now(), with the attempt given back.
+func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim, claim *store.ClaimedTask, from, to time.Time) {
+	t.Helper()
+	require.Equal(t, claim.ID, got.ID)
+	require.Equal(t, claim.Attempt, got.Attempt, "the attempt the claim was for")
+	require.Equal(t, claim.ClaimToken, got.Token, "the token the claim was held under")
+	row := readTaskRow(t, pool, got.ID)
+	wantStatus := "scheduled"
+	if claim.Attempt > 1 {
+		wantStatus = "retrying"
+	}
+	require.Equal(t, wantStatus, row.Status)
+	require.Equal(t, claim.Attempt-1, row.Attempts)
+	require.Nil(t, row.ClaimToken)
+	require.Nil(t, row.ClaimedBy)
+	require.Nil(t, row.LeaseExpiresAt)
+	require.NotNil(t, row.NextAttemptAt)
+	require.Equal(t, got.At.UnixMicro(), row.NextAttemptAt.UnixMicro())
+	require.Equal(t, row.UpdatedAt.UnixMicro(), got.At.UnixMicro(), "due at the recovery's now()")
+	require.False(t, got.At.Before(from), "%s before %s", got.At, from)
+	require.False(t, got.At.After(to), "%s after %s", got.At, to)
+}
+
+// claimFor claims one due task for node and requires that the claim succeeded.
+func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id uuid.UUID) *store.ClaimedTask {
+	t.Helper()
+	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, claims, 1)
+	require.Equal(t, &node, readTaskRow(t, pool, id).ClaimedBy)
+	return claims[0]
+}
+
+// TestRecoverClaimsExpiredLeases: claims of a live node come back once their
+// lease runs out, oldest lease first, no more than the limit at a time.
+func TestRecoverClaimsExpiredLeases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, pool := openDB(t) // recovery spans tenants: this database is the test's alone
 	tenant := createTenant(t, db)
 
+	// claimOne claims for testNode, registered live for an hour.
 	first := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 	retryTask := insertDueTask(t, db, pool, tenant.ID)
 	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 2 WHERE id = $1`, retryTask.ID)
@@ -780,45 +826,197 @@ func TestRecoverExpiredLeases(t *testing.T) {
 	liveBefore := readTaskRow(t, pool, live.ID)
 	waitingBefore := readTaskRow(t, pool, waiting.ID)
 
-	check := func(t *testing.T, d store.DueTask, from, to time.Time, status string, attempts int) {
-		t.Helper()
-		row := readTaskRow(t, pool, d.ID)
-		require.Equal(t, status, row.Status)
-		require.Equal(t, attempts, row.Attempts)
-		require.Nil(t, row.ClaimToken)
-		require.Nil(t, row.LeaseExpiresAt)
-		require.NotNil(t, row.NextAttemptAt)
-		require.Equal(t, d.At.UnixMicro(), row.NextAttemptAt.UnixMicro())
-		require.Equal(t, row.UpdatedAt.UnixMicro(), d.At.UnixMicro(), "due at the recovery's now()")
-		require.False(t, d.At.Before(from), "%s before %s", d.At, from)
-		require.False(t, d.At.After(to), "%s after %s", d.At, to)
-	}
-
 	// Oldest lease first, and no more than the limit.
 	from := dbNow(t, pool)
-	got, err := db.RecoverExpiredLeases(ctx, 1)
+	got, err := db.RecoverClaims(ctx, allPartitions(), 1)
 	require.NoError(t, err)
 	to := dbNow(t, pool)
-	require.Equal(t, []uuid.UUID{first.ID}, dueIDs(got))
-	check(t, got[0], from, to, "scheduled", 0)
+	require.Equal(t, []uuid.UUID{first.ID}, recoveredIDs(got))
+	requireRecovered(t, pool, got[0], first, from, to)
 
 	from = dbNow(t, pool)
-	got, err = db.RecoverExpiredLeases(ctx, 100)
+	got, err = db.RecoverClaims(ctx, allPartitions(), 100)
 	require.NoError(t, err)
 	to = dbNow(t, pool)
-	require.Equal(t, []uuid.UUID{retry.ID}, dueIDs(got))
-	check(t, got[0], from, to, "retrying", 2)
+	require.Equal(t, []uuid.UUID{retry.ID}, recoveredIDs(got))
+	requireRecovered(t, pool, got[0], retry, from, to)
 
-	got, err = db.RecoverExpiredLeases(ctx, 100)
+	got, err = db.RecoverClaims(ctx, allPartitions(), 100)
 	require.NoError(t, err)
 	require.Empty(t, got)
 
-	require.Equal(t, liveBefore, readTaskRow(t, pool, live.ID), "a live lease is untouched")
+	require.Equal(t, liveBefore, readTaskRow(t, pool, live.ID), "a live lease of a live node is untouched")
 	require.Equal(t, waitingBefore, readTaskRow(t, pool, waiting.ID))
 
 	// Back in the queue with the same attempt numbers.
 	require.Equal(t, 1, claimOne(t, db, pool, first.ID).Attempt)
 	require.Equal(t, 3, claimOne(t, db, pool, retry.ID).Attempt)
+}
+
+// TestRecoverClaimsOfDeadNodes: the claims of a node whose heartbeat expired,
+// or that left, come back at once, their leases still running; a live node's
+// claims stay until their lease runs out.
+func TestRecoverClaimsOfDeadNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	live, dying, leaving := uuid.New(), uuid.New(), uuid.New()
+	for i, node := range []uuid.UUID{live, dying, leaving} {
+		m, err := db.Heartbeat(ctx, node, fmt.Sprintf("node-%d", i), time.Hour)
+		require.NoError(t, err)
+		require.Equal(t, i+1, m.LiveNodes)
+	}
+	liveClaim := claimFor(t, db, pool, live, insertDueTask(t, db, pool, tenant.ID).ID)
+	liveExpired := claimFor(t, db, pool, live, insertDueTask(t, db, pool, tenant.ID).ID)
+	exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, liveExpired.ID)
+	dyingClaim := claimFor(t, db, pool, dying, insertDueTask(t, db, pool, tenant.ID).ID)
+	dyingRetryTask := insertDueTask(t, db, pool, tenant.ID)
+	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 2 WHERE id = $1`, dyingRetryTask.ID)
+	dyingRetry := claimFor(t, db, pool, dying, dyingRetryTask.ID)
+	require.Equal(t, 3, dyingRetry.Attempt)
+	leavingClaim := claimFor(t, db, pool, leaving, insertDueTask(t, db, pool, tenant.ID).ID)
+	waiting := insertDueTask(t, db, pool, tenant.ID)
+	require.NoError(t, db.LeaveNode(ctx, leaving))
+
+	untouched := func(claims ...*store.ClaimedTask) map[uuid.UUID]taskRow {
+		rows := map[uuid.UUID]taskRow{}
+		for _, c := range claims {
+			rows[c.ID] = readTaskRow(t, pool, c.ID)
+			require.Equal(t, "dispatching", rows[c.ID].Status)
+			require.True(t, rows[c.ID].LeaseExpiresAt.After(dbNow(t, pool)), "lease still running")
+		}
+		return rows
+	}
+	liveBefore := untouched(liveClaim)
+	dyingBefore := untouched(dyingClaim, dyingRetry)
+	waitingBefore := readTaskRow(t, pool, waiting.ID)
+
+	steps := []struct {
+		name    string
+		prepare func(t *testing.T)
+		want    []*store.ClaimedTask
+		after   func(t *testing.T)
+	}{
+		{
+			name: "a live node's expired lease and a left node's claim",
+			want: []*store.ClaimedTask{liveExpired, leavingClaim},
+			after: func(t *testing.T) {
+				for id, before := range dyingBefore {
+					require.Equal(t, before, readTaskRow(t, pool, id), "the claim of a live node with a live lease is untouched")
+				}
+			},
+		},
+		{
+			name: "the heartbeat of the dying node expires",
+			prepare: func(t *testing.T) {
+				exec(t, pool, `UPDATE nodes SET expires_at = now() - interval '1 millisecond' WHERE id = $1`, dying)
+			},
+			want: []*store.ClaimedTask{dyingClaim, dyingRetry},
+		},
+		{name: "nothing left"},
+	}
+	for _, step := range steps {
+		// Sequential: each step starts from where the last left off.
+		t.Run(step.name, func(t *testing.T) {
+			if step.prepare != nil {
+				step.prepare(t)
+			}
+			from := dbNow(t, pool)
+			got, err := db.RecoverClaims(ctx, allPartitions(), 100)
+			require.NoError(t, err)
+			to := dbNow(t, pool)
+			want := make([]uuid.UUID, len(step.want))
+			for i, c := range step.want {
+				want[i] = c.ID
+			}
+			require.ElementsMatch(t, want, recoveredIDs(got))
+			for _, r := range got {
+				for _, c := range step.want {
+					if c.ID == r.ID {
+						requireRecovered(t, pool, r, c, from, to)
+					}
+				}
+			}
+			if step.after != nil {
+				step.after(t)
+			}
+		})
+	}
+
+	require.Equal(t, liveBefore[liveClaim.ID], readTaskRow(t, pool, liveClaim.ID))
+	require.Equal(t, waitingBefore, readTaskRow(t, pool, waiting.ID))
+	// Back in the queue with the same attempt numbers, for a live node.
+	for _, c := range []*store.ClaimedTask{liveExpired, leavingClaim, dyingClaim, dyingRetry} {
+		require.Equal(t, c.Attempt, claimFor(t, db, pool, live, c.ID).Attempt)
+	}
+}
+
+// TestRecoverClaimsPartitions: RecoverClaims looks only at the partitions it
+// is given, and hands back no more than the limit, earliest lease first.
+func TestRecoverClaimsPartitions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	dead := uuid.New()
+	registerNode(t, pool, dead, time.Hour)
+	claimIn := func(p int16, leaseIn time.Duration) *store.ClaimedTask {
+		c := claimFor(t, db, pool, dead, insertTaskIn(t, db, tenant.ID, dbNow(t, pool).Add(-time.Minute), p).ID)
+		exec(t, pool, `UPDATE tasks SET lease_expires_at = now() + $2::interval WHERE id = $1`, c.ID, leaseIn)
+		return c
+	}
+	in10a, in10b := claimIn(10, 3*time.Minute), claimIn(10, time.Minute)
+	in11 := claimIn(11, time.Minute)
+	in12 := claimIn(12, 2*time.Minute)
+	var in20 []*store.ClaimedTask
+	for i := range 5 {
+		// Leases end in the order 4, 3, 2, 1, 0.
+		in20 = append(in20, claimIn(20, time.Duration(10-i)*time.Minute))
+	}
+	exec(t, pool, `UPDATE nodes SET expires_at = now() - interval '1 second' WHERE id = $1`, dead)
+
+	steps := []struct {
+		name       string
+		partitions []int16
+		limit      int
+		want       []*store.ClaimedTask // in lease order
+	}{
+		{"no partitions", []int16{}, 100, nil},
+		{"nil partitions", nil, 100, nil},
+		{"partitions without claims", []int16{0, 1, 255}, 100, nil},
+		{"two of the partitions", []int16{10, 12}, 100, []*store.ClaimedTask{in10b, in12, in10a}},
+		{"again: nothing left there", []int16{10, 12}, 100, nil},
+		{"limit 2, earliest leases first", []int16{20}, 2, []*store.ClaimedTask{in20[4], in20[3]}},
+		{"limit 2 again", []int16{20, 21}, 2, []*store.ClaimedTask{in20[2], in20[1]}},
+		{"the rest", allPartitions(), 100, []*store.ClaimedTask{in11, in20[0]}},
+		{"all recovered", allPartitions(), 100, nil},
+	}
+	for _, step := range steps {
+		// Sequential: each step starts from where the last left off.
+		t.Run(step.name, func(t *testing.T) {
+			stillClaimed := countRows(t, pool, `SELECT count(*) FROM tasks WHERE status = 'dispatching'`)
+			from := dbNow(t, pool)
+			got, err := db.RecoverClaims(ctx, step.partitions, step.limit)
+			require.NoError(t, err)
+			to := dbNow(t, pool)
+			want := make([]uuid.UUID, len(step.want))
+			for i, c := range step.want {
+				want[i] = c.ID
+			}
+			// RETURNING keeps no order: the limit must take the earliest
+			// leases, whatever order they come back in.
+			require.ElementsMatch(t, want, recoveredIDs(got))
+			for i, r := range got {
+				requireRecovered(t, pool, r, step.want[slices.Index(want, r.ID)], from, to)
+				require.Contains(t, step.partitions, store.PartitionOf(got[i].ID))
+			}
+			require.Equal(t, stillClaimed-len(want), countRows(t, pool, `SELECT count(*) FROM tasks WHERE status = 'dispatching'`),
+				"nothing else recovered")
+		})
+	}
 }
 
 func TestListenDue(t *testing.T) {

@@ -1,0 +1,390 @@
+package e2e_test
+
+// Chaos tests: several real `hookwheel serve` processes sharing the work,
+// killed and restarted; Postgres and Redis restarted under a running node.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/testenv"
+)
+
+const (
+	chaosAdminToken = "chaos-admin-token"
+	// chaosSenders is each node's number of concurrent sends
+	// (HOOKWHEEL_SENDERS, the default): at most that many sends are in
+	// flight on a node when it is killed.
+	chaosSenders = 128
+	// inFlightWindow bounds how long before a kill a send that the kill
+	// duplicates may have reached the receiver: the time between the
+	// receiver getting a webhook and the sender's node recording the attempt
+	// (milliseconds normally; generous for a loaded 2-core machine).
+	inFlightWindow = 2 * time.Second
+	// killSlack: a request the killed node had fully written may reach the
+	// receiver's handler a moment after the kill.
+	killSlack = 500 * time.Millisecond
+)
+
+// serveEnv is the environment of a test's hookwheel processes.
+func serveEnv(databaseURL, redisURL, redisPrefix string) []string {
+	return []string{
+		"DATABASE_URL=" + databaseURL,
+		"REDIS_URL=" + redisURL,
+		// Keys of this test's own in the shared Redis.
+		"HOOKWHEEL_REDIS_PREFIX=" + redisPrefix,
+		"HOOKWHEEL_ADMIN_TOKEN=" + chaosAdminToken,
+		// The receiver is on 127.0.0.1.
+		"HOOKWHEEL_ALLOW_PRIVATE_TARGETS=true",
+		"HOOKWHEEL_SENDERS=" + strconv.Itoa(chaosSenders),
+		"HOOKWHEEL_LOG_LEVEL=info",
+		"HOOKWHEEL_LOG_FORMAT=text",
+	}
+}
+
+// cluster is several serve processes on one database and Redis prefix, and
+// a tenant of theirs.
+type cluster struct {
+	nodes  []*serveNode
+	bases  []string
+	apiKey string
+}
+
+func startCluster(t *testing.T, size int) *cluster {
+	t.Helper()
+	env := serveEnv(testenv.DatabaseURL(t), testenv.RedisURL(), testenv.RedisPrefix(t))
+	c := &cluster{}
+	for i := range size {
+		n := newServe(t, "node"+strconv.Itoa(i), env)
+		require.NoError(t, n.start())
+		c.nodes = append(c.nodes, n)
+		c.bases = append(c.bases, n.base)
+	}
+	for _, n := range c.nodes {
+		require.NoError(t, n.waitReady(60*time.Second), n.logs.tail(50))
+	}
+	c.apiKey = createTenantVia(t, c.bases[0], chaosAdminToken, "chaos")
+	return c
+}
+
+// termAll stops every node with SIGTERM and requires exit status 0.
+func (c *cluster) termAll(t *testing.T) {
+	t.Helper()
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.Term(30 * time.Second)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err, "SIGTERM must stop hookwheel with exit status 0")
+	}
+}
+
+// planTasks plans count tasks falling due evenly over [t0, t0+spread); every
+// other one gets an Idempotency-Key at creation, the rest carry their id.
+func planTasks(count int, t0 time.Time, spread time.Duration) []plannedTask {
+	tasks := make([]plannedTask, count)
+	for i := range tasks {
+		tasks[i].runAt = t0.Add(time.Duration(i) * spread / time.Duration(count))
+		if i%2 == 0 {
+			tasks[i].idemKey = "chaos-" + strconv.Itoa(i)
+		}
+	}
+	return tasks
+}
+
+// createBefore creates the tasks and requires it to be done before t0, the
+// first due time.
+func createBefore(t *testing.T, t0 time.Time, bases []string, apiKey, url string, tasks []plannedTask) {
+	t.Helper()
+	started := time.Now()
+	createTasks(t, bases, apiKey, url, tasks, 16)
+	took := time.Since(started)
+	t.Logf("created %d tasks through %d node(s) in %s (%.0f/s), %s before the first falls due",
+		len(tasks), len(bases), took.Round(time.Millisecond), float64(len(tasks))/took.Seconds(), time.Until(t0).Round(time.Millisecond))
+	require.True(t, time.Now().Before(t0), "creating %d tasks took %s, past the first due time", len(tasks), took)
+}
+
+func firstLateness(first map[string]hit) latencies {
+	l := make(latencies, 0, len(first))
+	for _, h := range first {
+		l = append(l, h.lateness())
+	}
+	return l
+}
+
+// TestThreeNodesNoKills: three processes share 5,000 tasks falling due over
+// 10 s; every task arrives exactly once.
+func TestThreeNodesNoKills(t *testing.T) {
+	t.Parallel()
+	const (
+		count  = 5000
+		spread = 10 * time.Second
+		lead   = 8 * time.Second
+	)
+	c := startCluster(t, 3)
+	rcv := newCountingReceiver(t)
+
+	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	end := t0.Add(spread)
+	tasks := planTasks(count, t0, spread)
+	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/nokills", tasks)
+
+	require.NoError(t, rcv.waitDistinct(count, end.Add(30*time.Second)))
+	t.Logf("every task arrived %s after the last fell due", time.Since(end).Round(time.Millisecond))
+	require.NoError(t, waitTasksInStatus(c.bases[1], c.apiKey, "delivered", count, time.Now().Add(30*time.Second)))
+	extra := rcv.settle(time.Second)
+
+	hits := rcv.snapshot()
+	first, duplicated := checkHits(t, tasks, hits)
+	t.Logf("lateness of %d tasks over 3 nodes: %s; %d deliveries, %d after all were recorded delivered",
+		count, firstLateness(first), len(hits), extra)
+	require.Empty(t, duplicated, "without kills no task may arrive twice")
+	require.Len(t, hits, count, "without kills every task arrives exactly once")
+	c.termAll(t)
+}
+
+// chaosKill is one SIGKILL of a node, and when the node was ready again.
+type chaosKill struct {
+	node      int
+	at        time.Time
+	restarted time.Time
+}
+
+// TestThreeNodesKilled: three processes share 20,000 tasks falling due over
+// 30 s while one of them is killed with SIGKILL every 3 to 5 s and restarted
+// a second later. Every task arrives; a task arrives twice only when it was
+// in flight on the killed node, and then with the same webhook-id and
+// Idempotency-Key.
+//
+// Not parallel: three busy processes, Postgres and the receiver already
+// fill a 2-core machine, and the lateness it logs means more on a quiet one.
+func TestThreeNodesKilled(t *testing.T) {
+	const (
+		count  = 20000
+		spread = 30 * time.Second
+		lead   = 25 * time.Second
+		// After the last task falls due, the time allowed for every task to
+		// arrive and be recorded delivered.
+		drain = 90 * time.Second
+	)
+	c := startCluster(t, 3)
+	rcv := newCountingReceiver(t)
+
+	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	end := t0.Add(spread)
+	tasks := planTasks(count, t0, spread)
+	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/killed", tasks)
+
+	// The killer: from t0 to the end of the window, every 3 to 5 s, SIGKILL
+	// a random node and restart it (same address and environment) after 1 s.
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("killer seed %d", seed)
+	var kills []chaosKill
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		rng := rand.New(rand.NewPCG(seed, seed))
+		pause := func() time.Duration { return 3*time.Second + rng.N(2*time.Second) }
+		next := t0.Add(pause())
+		for next.Before(end) {
+			<-time.After(time.Until(next)) // pacing, not waiting for a condition
+			i := rng.IntN(len(c.nodes))
+			at, err := c.nodes[i].Kill()
+			if err != nil {
+				t.Errorf("killer: %v", err)
+				return
+			}
+			kills = append(kills, chaosKill{node: i, at: at})
+			<-time.After(time.Second) // the node stays down a second
+			if err := c.nodes[i].Restart(); err != nil {
+				t.Errorf("killer: restart %s: %v\n%s", c.nodes[i].name, err, c.nodes[i].logs.tail(50))
+				return
+			}
+			kills[len(kills)-1].restarted = time.Now()
+			next = at.Add(pause())
+		}
+	}()
+	<-killerDone
+	require.False(t, t.Failed(), "the killer failed")
+	require.NotEmpty(t, kills)
+
+	deadline := end.Add(drain)
+	require.NoError(t, rcv.waitDistinct(count, deadline))
+	t.Logf("every task arrived %s after the last fell due", time.Since(end).Round(time.Millisecond))
+	require.NoError(t, waitTasksInStatus(c.bases[0], c.apiKey, "delivered", count, deadline))
+	extra := rcv.settle(time.Second)
+
+	hits := rcv.snapshot()
+	first, duplicated := checkHits(t, tasks, hits)
+	byID := map[string][]hit{}
+	for _, h := range hits {
+		byID[h.id] = append(byID[h.id], h)
+	}
+	duplicates := len(hits) - len(first)
+
+	// Failover: how late the tasks falling due around each kill arrived.
+	for n, k := range kills {
+		var around latencies
+		over1s := 0
+		for _, task := range tasks {
+			if task.runAt.Before(k.at.Add(-500*time.Millisecond)) || task.runAt.After(k.at.Add(5*time.Second)) {
+				continue
+			}
+			if h, ok := first[task.id]; ok {
+				around = append(around, h.lateness())
+				if h.lateness() > time.Second {
+					over1s++
+				}
+			}
+		}
+		t.Logf("failover: kill %d of node%d at t0%+.3fs, ready again after %s: tasks due from 0.5 s before to 5 s after: lateness %s; %d over 1 s",
+			n+1, k.node, k.at.Sub(t0).Seconds(), k.restarted.Sub(k.at).Round(time.Millisecond), around, over1s)
+	}
+	all := firstLateness(first).sorted()
+	t.Logf("failover: lateness of the first delivery of all %d tasks: %s", count, all)
+	t.Logf("failover: %d kills, %d duplicate deliveries of %d tasks (bound %d = kills x %d senders); %d deliveries after all were recorded delivered",
+		len(kills), duplicates, len(duplicated), len(kills)*chaosSenders, chaosSenders, extra)
+
+	// A duplicate is a send that was in flight on a node when it was killed:
+	// its first delivery reached the receiver shortly before that kill, and
+	// another came after it.
+	var oldest time.Duration
+	for _, id := range duplicated {
+		ds := byID[id]
+		slices.SortFunc(ds, func(a, b hit) int { return a.arrived.Compare(b.arrived) })
+		var matched *chaosKill
+		for i := range kills {
+			k := &kills[i]
+			if !ds[0].arrived.Before(k.at.Add(-inFlightWindow)) && !ds[0].arrived.After(k.at.Add(killSlack)) && ds[len(ds)-1].arrived.After(k.at) {
+				matched = k
+				break
+			}
+		}
+		var attempts []string
+		for _, d := range ds {
+			attempts = append(attempts, fmt.Sprintf("attempt %d at t0%+.3fs key %q", d.attempt, d.arrived.Sub(t0).Seconds(), d.idemKey))
+		}
+		if matched == nil {
+			t.Errorf("task %s arrived %d times, the first not within %s before a kill: %v", id, len(ds), inFlightWindow, attempts)
+			continue
+		}
+		oldest = max(oldest, matched.at.Sub(ds[0].arrived))
+		for _, d := range ds[1:] {
+			require.Equal(t, ds[0].idemKey, d.idemKey, "every delivery of task %s carries the same Idempotency-Key", id)
+		}
+	}
+	if len(duplicated) > 0 {
+		t.Logf("failover: duplicated sends reached the receiver at most %s before their kill", oldest.Round(time.Millisecond))
+	}
+	require.LessOrEqual(t, duplicates, len(kills)*chaosSenders, "more duplicates than sends in flight at the kills")
+	c.termAll(t)
+}
+
+// TestPostgresAndRedisRestart: one process, 2,000 tasks falling due over
+// 10 s; Postgres is restarted in the middle and later Redis flushed and
+// restarted. Every task arrives, few twice, and the process recovers by
+// itself: it is ready again and keeps taking and firing tasks.
+func TestPostgresAndRedisRestart(t *testing.T) {
+	t.Parallel()
+	const (
+		count  = 2000
+		spread = 10 * time.Second
+		lead   = 5 * time.Second
+		drain  = 60 * time.Second
+		// A send whose attempt could not be recorded while Postgres was
+		// down is sent again: at most the sends in flight on the node.
+		maxDuplicates = chaosSenders
+	)
+	pg := testenv.PrivatePostgres(t)
+	rd := testenv.PrivateRedis(t)
+	node := startServe(t, "node", serveEnv(pg.URL(), rd.URL(), "hookwheel:"))
+	pid, _ := node.Running()
+	apiKey := createTenantVia(t, node.base, chaosAdminToken, "restarts")
+	rcv := newCountingReceiver(t)
+
+	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	end := t0.Add(spread)
+	tasks := planTasks(count, t0, spread)
+	createBefore(t, t0, []string{node.base}, apiKey, rcv.URL+"/restarts", tasks)
+
+	// Pacing: the outages come at fixed points of the window.
+	<-time.After(time.Until(t0.Add(2 * time.Second)))
+	delivered, _ := rcv.counts()
+	pgDown := time.Now()
+	pg.Stop()
+	<-time.After(1500 * time.Millisecond)
+	pg.Start()
+	pgUp := time.Now()
+	t.Logf("Postgres down from t0%+.3fs to t0%+.3fs (%d tasks had arrived)", pgDown.Sub(t0).Seconds(), pgUp.Sub(t0).Seconds(), delivered)
+
+	<-time.After(time.Until(t0.Add(6 * time.Second)))
+	delivered, _ = rcv.counts()
+	redisDown := time.Now()
+	rd.Flush()
+	rd.Stop()
+	<-time.After(time.Second)
+	rd.Start()
+	redisUp := time.Now()
+	t.Logf("Redis flushed and down from t0%+.3fs to t0%+.3fs (%d tasks had arrived)", redisDown.Sub(t0).Seconds(), redisUp.Sub(t0).Seconds(), delivered)
+
+	deadline := end.Add(drain)
+	require.NoError(t, rcv.waitDistinct(count, deadline))
+	t.Logf("every task arrived %s after the last fell due", time.Since(end).Round(time.Millisecond))
+	require.NoError(t, waitTasksInStatus(node.base, apiKey, "delivered", count, deadline))
+
+	// Still taking and firing new tasks, through the API and the dispatcher.
+	more := planTasks(100, time.Now().Add(2*time.Second).Truncate(time.Millisecond), 500*time.Millisecond)
+	for i := range more {
+		more[i].idemKey = ""
+	}
+	createBefore(t, more[0].runAt, []string{node.base}, apiKey, rcv.URL+"/restarts", more)
+	require.NoError(t, rcv.waitDistinct(count+len(more), time.Now().Add(30*time.Second)))
+	require.NoError(t, waitTasksInStatus(node.base, apiKey, "delivered", count+len(more), time.Now().Add(30*time.Second)))
+	extra := rcv.settle(time.Second)
+
+	all := append(slices.Clone(tasks), more...)
+	hits := rcv.snapshot()
+	first, duplicated := checkHits(t, all, hits)
+	duplicates := len(hits) - len(first)
+	var during latencies
+	for _, task := range tasks {
+		if h, ok := first[task.id]; ok && (!task.runAt.Before(pgDown) && task.runAt.Before(pgUp) || !task.runAt.Before(redisDown) && task.runAt.Before(redisUp)) {
+			during = append(during, h.lateness())
+		}
+	}
+	t.Logf("restarts: lateness of all %d tasks: %s; of those due during an outage: %s", len(all), firstLateness(first), during)
+	t.Logf("restarts: %d duplicate deliveries of %d tasks (bound %d); %d deliveries after all were recorded delivered",
+		duplicates, len(duplicated), maxDuplicates, extra)
+	for _, id := range duplicated {
+		var keys []string
+		for _, h := range hits {
+			if h.id == id {
+				keys = append(keys, h.idemKey)
+			}
+		}
+		require.Len(t, slices.Compact(keys), 1, "every delivery of task %s carries the same Idempotency-Key", id)
+	}
+	require.LessOrEqual(t, duplicates, maxDuplicates)
+
+	status, body, err := apiCall(context.Background(), http.MethodGet, node.base+"/readyz", "", nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "ready again after the restarts: %s", body)
+	now, running := node.Running()
+	require.True(t, running && now == pid, "the same process recovered by itself")
+	require.NoError(t, node.Term(30*time.Second), "SIGTERM must stop hookwheel with exit status 0")
+}
