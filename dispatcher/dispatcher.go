@@ -222,6 +222,9 @@ type Dispatcher struct {
 	transport *retryablehttp.Client
 	// stopping is set once Run's context ends.
 	stopping atomic.Bool
+	// redisDownUntil (Unix nanoseconds) skips Redis for a while after it
+	// failed: Postgres alone guards the claims meanwhile.
+	redisDownUntil atomic.Int64
 	// timers fires each waiting task ClaimAhead before it falls due, to be
 	// claimed; sendTimers fires each claimed task at its due instant.
 	timers     *Timers
@@ -522,11 +525,20 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 	}
 }
 
+// redisRetryAfter is how long the dispatcher goes without Redis after a
+// failure before trying it again.
+const redisRetryAfter = 5 * time.Second
+
 // claimFireOnce takes the Redis fire-once claims of freshly claimed attempts
 // and returns those this node may send. Redis is the second lock: when it is
 // unreachable, the Postgres claim alone decides.
 func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedTask) []*store.ClaimedTask {
 	if d.redis == nil || len(claims) == 0 {
+		return claims
+	}
+	if until := d.redisDownUntil.Load(); until != 0 && d.clock.Now().UnixNano() < until {
+		// Redis failed a moment ago: do not make every claim wait for its
+		// timeouts while it is away.
 		return claims
 	}
 	req := make([]store.AttemptClaim, len(claims))
@@ -536,9 +548,12 @@ func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedT
 	held, err := d.redis.ClaimAttempts(ctx, req)
 	if err != nil {
 		d.metrics.redisErrors.Inc()
-		d.logger.Warn("fire-once claims in Redis failed; relying on Postgres alone", "tasks", len(claims), "err", err)
+		d.metrics.redisDegraded.Set(1)
+		d.redisDownUntil.Store(d.clock.Now().Add(redisRetryAfter).UnixNano())
+		d.logger.Warn("fire-once claims in Redis failed; relying on Postgres alone for a while", "tasks", len(claims), "err", err, "retry_in", redisRetryAfter)
 		return claims
 	}
+	d.metrics.redisDegraded.Set(0)
 	mine := claims[:0:0]
 	var theirs []*store.ClaimedTask
 	for i, c := range claims {

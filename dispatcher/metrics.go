@@ -16,6 +16,7 @@ type metrics struct {
 	recordBatch      prometheus.Histogram
 	storeErrors      *prometheus.CounterVec
 	redisErrors      prometheus.Counter
+	redisDegraded    prometheus.Gauge
 	claimConflicts   prometheus.Counter
 	loaded           prometheus.Counter
 	loadDuration     prometheus.Histogram
@@ -63,6 +64,10 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "hookwheel_redis_errors_total",
 			Help: "Fire-once claims that could not reach Redis; sends went ahead on the Postgres claim alone (Redis degraded).",
 		}),
+		redisDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookwheel_redis_degraded",
+			Help: "1 while Redis is unreachable and attempts are guarded by Postgres alone, else 0.",
+		}),
 		claimConflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_fire_once_conflicts_total",
 			Help: "Attempts not sent because another sender held their fire-once claim in Redis.",
@@ -106,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		}),
 	}
 	collectors := []prometheus.Collector{
-		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.claimConflicts,
+		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_wheel_timers",
