@@ -76,7 +76,7 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 	started := d.clock.Now()
 	lateness := started.Sub(scheduledFor)
 	kind := "first"
-	if c.Attempt > 1 {
+	if c.Attempt-c.AttemptBase > 1 {
 		kind = "retry"
 	}
 	d.metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())

@@ -87,7 +87,7 @@ WHERE t.id = due.id AND tn.id = t.tenant_id
 	AND t.status IN ('scheduled', 'retrying') AND t.next_attempt_at <= $2
 RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run_at, t.next_attempt_at,
 	t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms, t.attempts, t.last_status_code, t.last_error,
-	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, tn.signing_secret`
+	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, t.attempt_base, tn.signing_secret`
 
 // ClaimTasks moves the given tasks from waiting to dispatching for node in one
 // statement, provided they still wait, are due at now and belong to one of
@@ -142,7 +142,7 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*ClaimedTask] {
 		t := &c.Task
 		err := r.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 			&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-			&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &c.SigningSecret)
+			&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &c.SigningSecret)
 		t.Timeout = time.Duration(timeoutMs) * time.Millisecond
 		t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
 		t.MaxBackoff = time.Duration(maxBackoffMs) * time.Millisecond
@@ -245,7 +245,7 @@ func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
 }
 
 const queryDeferClaims = `-- name: DeferClaims
-UPDATE tasks SET status = CASE WHEN attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+UPDATE tasks SET status = CASE WHEN attempts > attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
 	attempts = attempts - 1, next_attempt_at = greatest(next_attempt_at, $3),
 	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = ANY($1) AND status = 'dispatching' AND claim_token = $2`
@@ -271,7 +271,7 @@ WITH stale AS (
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE tasks t SET status = CASE WHEN t.attempts > 1 THEN 'retrying' ELSE 'scheduled' END,
+UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
 	attempts = t.attempts - 1, next_attempt_at = now(), claim_token = NULL, claimed_by = NULL,
 	lease_expires_at = NULL, updated_at = now()
 FROM stale

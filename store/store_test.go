@@ -47,7 +47,10 @@ func userTables(t *testing.T, db *store.DB) []string {
 	return names
 }
 
-var wantTables = []string{"api_keys", "attempts", "hookwheel_schema_migrations", "tasks", "tenants"}
+var wantTables = []string{"api_keys", "attempts", "hookwheel_schema_migrations", "nodes", "partitions", "tasks", "tenants"}
+
+// wantMigrations: goose's version 0, then each migration file, applied once.
+var wantMigrations = map[int64]int{0: 1, 1: 1, 2: 1, 3: 1}
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
@@ -60,8 +63,9 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	require.NoError(t, db.Migrate(ctx))
 	require.NoError(t, db.Migrate(ctx))
 
-	require.Equal(t, map[int64]int{0: 1, 1: 1}, appliedMigrations(t, db))
+	require.Equal(t, wantMigrations, appliedMigrations(t, db))
 	require.Equal(t, wantTables, userTables(t, db))
+	require.Equal(t, store.Partitions, countRows(t, db.Pool(), `SELECT count(*) FROM partitions`))
 	// Data survives a re-run.
 	got, err := db.GetTask(ctx, tenant.ID, task.ID)
 	require.NoError(t, err)
@@ -97,8 +101,9 @@ func TestMigrateConcurrentlyOnFreshDatabase(t *testing.T) {
 		require.NoError(t, err, "node %d", i)
 	}
 
-	require.Equal(t, map[int64]int{0: 1, 1: 1}, appliedMigrations(t, dbs[0]))
+	require.Equal(t, wantMigrations, appliedMigrations(t, dbs[0]))
 	require.Equal(t, wantTables, userTables(t, dbs[0]))
+	require.Equal(t, store.Partitions, countRows(t, dbs[0].Pool(), `SELECT count(*) FROM partitions`))
 	// The schema works.
 	tenant := createTenant(t, dbs[1])
 	insertTask(t, dbs[2], tenant.ID, time.Now())

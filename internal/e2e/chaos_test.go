@@ -107,6 +107,26 @@ func planTasks(count int, t0 time.Time, spread time.Duration) []plannedTask {
 	return tasks
 }
 
+// creationLead is how far ahead the first of count tasks must fall due for
+// all of them to be created through the nodes' APIs before it does: twice
+// the time the creation rate measured now would take (creating 500 tasks,
+// due in an hour, for a tenant of their own), plus 2 s, and at least min.
+// Measuring keeps the tests short on a fast machine and still sound on a
+// loaded one (go test ./... runs packages side by side).
+func creationLead(t *testing.T, bases []string, count int, min time.Duration) time.Duration {
+	t.Helper()
+	const probes = 500
+	apiKey := createTenantVia(t, bases[0], chaosAdminToken, "calibration")
+	rcv := newCountingReceiver(t) // never called: the tasks fall due after the test
+	probe := planTasks(probes, time.Now().Add(time.Hour).Truncate(time.Millisecond), time.Second)
+	started := time.Now()
+	createTasks(t, bases, apiKey, rcv.URL, probe, 16)
+	rate := float64(probes) / time.Since(started).Seconds()
+	lead := max(min, 2*time.Second+time.Duration(2*float64(count)/rate*float64(time.Second)))
+	t.Logf("the nodes create %.0f tasks/s: the first of %d falls due in %s", rate, count, lead.Round(time.Millisecond))
+	return lead
+}
+
 // createBefore creates the tasks and requires it to be done before t0, the
 // first due time.
 func createBefore(t *testing.T, t0 time.Time, bases []string, apiKey, url string, tasks []plannedTask) {
@@ -134,12 +154,11 @@ func TestThreeNodesNoKills(t *testing.T) {
 	const (
 		count  = 5000
 		spread = 10 * time.Second
-		lead   = 10 * time.Second
 	)
 	c := startCluster(t, 3)
 	rcv := newCountingReceiver(t)
 
-	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	t0 := time.Now().Add(creationLead(t, c.bases, count, 8*time.Second)).Truncate(time.Millisecond)
 	end := t0.Add(spread)
 	tasks := planTasks(count, t0, spread)
 	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/nokills", tasks)
@@ -177,7 +196,6 @@ func TestThreeNodesKilled(t *testing.T) {
 	const (
 		count  = 20000
 		spread = 30 * time.Second
-		lead   = 30 * time.Second
 		// After the last task falls due, the time allowed for every task to
 		// arrive and be recorded delivered.
 		drain = 90 * time.Second
@@ -185,7 +203,7 @@ func TestThreeNodesKilled(t *testing.T) {
 	c := startCluster(t, 3)
 	rcv := newCountingReceiver(t)
 
-	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	t0 := time.Now().Add(creationLead(t, c.bases, count, 15*time.Second)).Truncate(time.Millisecond)
 	end := t0.Add(spread)
 	tasks := planTasks(count, t0, spread)
 	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/killed", tasks)

@@ -250,3 +250,50 @@ func TestTransportRetriesOnlyUnsentRequests(t *testing.T) {
 	require.Len(t, answered.snapshot(), 1, "a request that got an answer is never resent by the transport")
 	require.Equal(t, 2.0, metric(t, n, "hookwheel_transport_retries_total", ""))
 }
+
+// TestDeadLetterReplay: a task that exhausted its attempts is listed as a
+// dead letter; replayed, it is sent again with the same webhook-id and
+// Idempotency-Key, its attempts continuing their count with a fresh budget.
+func TestDeadLetterReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+	recv := newReceiver(t)
+	var fixed atomic.Bool
+	recv.setRespond(func(delivery, int) (int, http.Header) {
+		if fixed.Load() {
+			return http.StatusOK, nil
+		}
+		return http.StatusServiceUnavailable, nil
+	})
+
+	resp, err := acme.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{IdempotencyKey: ptr("invoice-7")},
+		openapi.TaskRequest{URL: recv.URL + "/dlq", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(2), MinBackoff: ptr("100ms"), MaxBackoff: ptr("100ms")}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
+	id := resp.JSON201.ID
+	dead := acme.waitStatus(t, id, openapi.TaskStatusDead, 10*time.Second)
+	require.Equal(t, 2, dead.Attempts)
+
+	list, err := acme.client.ListTasksWithResponse(context.Background(), &openapi.ListTasksParams{Status: ptr(openapi.TaskStatusDead)})
+	require.NoError(t, err)
+	require.Len(t, list.JSON200.Data, 1)
+	require.Equal(t, id, list.JSON200.Data[0].ID)
+
+	fixed.Store(true)
+	replayed, err := acme.client.ReplayTaskWithResponse(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, replayed.StatusCode(), string(replayed.Body))
+	require.Equal(t, openapi.TaskStatusScheduled, replayed.JSON200.Status)
+
+	done := acme.waitStatus(t, id, openapi.TaskStatusDelivered, 10*time.Second)
+	require.Equal(t, 3, done.Attempts, "attempts continue their count")
+	ds := recv.snapshot()
+	require.Len(t, ds, 3)
+	for i, d := range ds {
+		require.Equal(t, id.String(), d.webhookID())
+		require.Equal(t, "invoice-7", d.header.Get("Idempotency-Key"))
+		require.Equal(t, strconv.Itoa(i+1), d.header.Get("Hookwheel-Attempt"))
+	}
+}
