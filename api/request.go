@@ -104,11 +104,17 @@ type retryRequest struct {
 // field by its path ("retry.max_attemps"), which encoding/json does not.
 func (r *retryRequest) UnmarshalJSON(b []byte) error {
 	type plain retryRequest
+	return decodeNested("retry", b, (*plain)(r))
+}
+
+// decodeNested decodes the object at field strictly, naming an unknown
+// field inside it by its path.
+func decodeNested(field string, b []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	err := dec.Decode((*plain)(r))
+	err := dec.Decode(dst)
 	if name, ok := strings.CutPrefix(fmt.Sprint(err), "json: unknown field "); ok {
-		return fmt.Errorf("json: unknown field %q", "retry."+strings.Trim(name, `"`))
+		return fmt.Errorf("json: unknown field %q", field+"."+strings.Trim(name, `"`))
 	}
 	return err
 }
@@ -152,7 +158,7 @@ func reservedHeader(name string) string {
 }
 
 // validateTask turns a request into a task to store, or field errors.
-func (s *Server) validateTask(req *taskRequest, now time.Time) (*store.Task, error) {
+func (s *Server) validateTask(req *taskRequest, defaults store.RetryDefaults, now time.Time) (*store.Task, error) {
 	var fe fieldErrors
 	t := &store.Task{Headers: map[string]string{}}
 	limits := s.cfg.Limits
@@ -262,7 +268,7 @@ func (s *Server) validateTask(req *taskRequest, now time.Time) (*store.Task, err
 		}
 	}
 
-	policy := retry.DefaultPolicy()
+	policy := tenantPolicy(defaults)
 	if r := req.Retry; r != nil {
 		if r.MaxAttempts != nil {
 			policy.MaxAttempts = *r.MaxAttempts
@@ -317,4 +323,20 @@ func requestHash(req *taskRequest) []byte {
 	normalized, _ := json.Marshal(req) // maps marshal in key order
 	sum := sha256.Sum256(normalized)
 	return sum[:]
+}
+
+// tenantPolicy is the retry policy a tenant's task gets when it gives none:
+// the tenant's defaults over hookwheel's.
+func tenantPolicy(d store.RetryDefaults) retry.Policy {
+	p := retry.DefaultPolicy()
+	if d.MaxAttempts != nil {
+		p.MaxAttempts = *d.MaxAttempts
+	}
+	if d.MinBackoff != nil {
+		p.MinBackoff = *d.MinBackoff
+	}
+	if d.MaxBackoff != nil {
+		p.MaxBackoff = *d.MaxBackoff
+	}
+	return p
 }

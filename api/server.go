@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -55,7 +54,9 @@ type Config struct {
 	// (the dispatcher still checks every address it dials).
 	Guard *netguard.Guard
 	// Scheduler is the local dispatcher. Optional (API-only nodes have none).
+	// Breakers reports its circuit breakers, for the admin API. Optional.
 	Scheduler Scheduler
+	Breakers  BreakerSource
 	// NotifyWithin: a task due sooner than this is announced to every
 	// dispatcher on commit. It must match the dispatchers' Lookahead. Default 30s.
 	NotifyWithin time.Duration
@@ -294,38 +295,4 @@ func (s *Server) Metrics(c echo.Context) error {
 // GetOpenAPI serves the OpenAPI document, byte for byte openapi/openapi.yaml.
 func (s *Server) GetOpenAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", openapi.Spec())
-}
-
-// CreateTenant creates a tenant and shows its credentials, once.
-func (s *Server) CreateTenant(c echo.Context) error {
-	var req openapi.TenantCreateRequest
-	if err := decodeJSON(c, &req); err != nil {
-		return err
-	}
-	var fe fieldErrors
-	if n := len([]rune(req.Name)); n < 1 || n > 200 {
-		fe.add("name", "must be 1 to 200 characters")
-	} else if strings.ContainsRune(req.Name, 0) {
-		fe.add("name", "must not contain NUL characters")
-	}
-	if err := fe.problem(); err != nil {
-		return err
-	}
-	created, err := s.tenants.Create(c.Request().Context(), req.Name)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, TenantCreatedJSON(created))
-}
-
-// TenantCreatedJSON is the response body of a created tenant, shared with
-// the CLI's "tenant create" so both print the same JSON.
-func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
-	return openapi.TenantCreated{
-		ID:            c.Tenant.ID,
-		Name:          c.Tenant.Name,
-		APIKey:        c.APIKey,
-		SigningSecret: c.Tenant.SigningSecret,
-		CreatedAt:     c.Tenant.CreatedAt,
-	}
 }

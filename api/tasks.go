@@ -23,21 +23,22 @@ const (
 	maxIdempotencyKey = 255
 )
 
-func tenantOf(c echo.Context) (uuid.UUID, error) {
-	id, ok := tenants.TenantID(c)
+func tenantOf(c echo.Context) (*store.Tenant, error) {
+	t, ok := tenants.Tenant(c)
 	if !ok {
 		// Only reachable if a route lost its security requirement.
-		return uuid.Nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
 	}
-	return id, nil
+	return t, nil
 }
 
 // CreateTask schedules one webhook.
 func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	var req taskRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -49,7 +50,7 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 		fe.add("Idempotency-Key", "must be valid UTF-8")
 	}
 	now := s.clock.Now()
-	task, err := s.validateTask(&req, now)
+	task, err := s.validateTask(&req, tenant.Retry, now)
 	if err != nil {
 		var p *problem
 		if errors.As(err, &p) {
@@ -92,10 +93,11 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 
 // GetTask reads one task.
 func (s *Server) GetTask(c echo.Context, id openapi.TaskID) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	t, err := s.db.GetTask(c.Request().Context(), tenantID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("task " + id.String())
@@ -108,10 +110,11 @@ func (s *Server) GetTask(c echo.Context, id openapi.TaskID) error {
 
 // ListTasks pages through the tenant's tasks, newest first.
 func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	var (
 		fe     fieldErrors
 		filter = store.TaskFilter{Limit: defaultListLimit}
@@ -170,10 +173,11 @@ func decodeCursor(s string) (uuid.UUID, bool) {
 
 // CancelTask cancels a task that has not been sent yet.
 func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	t, err := s.db.CancelTask(c.Request().Context(), tenantID, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -195,10 +199,11 @@ func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
 // fresh retry budget. The store announces it to every dispatcher on commit;
 // the local one is told directly as well.
 func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	t, err := s.db.ReplayTask(c.Request().Context(), tenantID, id, ceilMicro(s.clock.Now()))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -217,10 +222,11 @@ func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
 
 // ListTaskAttempts lists every delivery attempt of a task, in order.
 func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
-	tenantID, err := tenantOf(c)
+	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
+	tenantID := tenant.ID
 	attempts, err := s.db.ListAttempts(c.Request().Context(), tenantID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("task " + id.String())

@@ -608,3 +608,6 @@ func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Tim
 
 // Breakers reports the circuit breaker of every target this node has sent to.
 func (d *Dispatcher) Breakers() []BreakerStatus { return d.targets.statuses() }
+
+// NodeID names this dispatcher in the nodes table and on its claims.
+func (d *Dispatcher) NodeID() uuid.UUID { return d.nodeID }

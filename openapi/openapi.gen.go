@@ -46,6 +46,27 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	BreakerStateClosed   BreakerState = "closed"
+	BreakerStateHalfOpen BreakerState = "half-open"
+	BreakerStateOpen     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case BreakerStateClosed:
+		return true
+	case BreakerStateHalfOpen:
+		return true
+	case BreakerStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HTTPMethod.
 const (
 	HTTPMethodDELETE HTTPMethod = "DELETE"
@@ -142,6 +163,44 @@ type AttemptList struct {
 // - `fail`: a final failure; the task is `dead`.
 type AttemptOutcome string
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// Failures Failed attempts counted in the current window.
+	Failures int `json:"failures"`
+
+	// InFlight Sends to this target in progress on this node.
+	InFlight int `json:"in_flight"`
+
+	// NextProbeAt While open, when one probe will be let through.
+	NextProbeAt *time.Time `json:"next_probe_at,omitempty"`
+
+	// OpenedAt When the breaker last opened.
+	OpenedAt *time.Time `json:"opened_at,omitempty"`
+
+	// Requests Attempts counted in the current window.
+	Requests int          `json:"requests"`
+	State    BreakerState `json:"state"`
+
+	// Target Scheme, host and port, e.g. `https://example.com:443`.
+	Target string `json:"target"`
+
+	// Waiting Claimed tasks waiting for a send slot of this target on this node.
+	Waiting int `json:"waiting"`
+}
+
+// BreakerState defines model for Breaker.State.
+type BreakerState string
+
+// BreakerList defines model for BreakerList.
+type BreakerList struct {
+	Data []Breaker `json:"data"`
+
+	// Node The dispatcher node that answered; empty on an API-only node.
+	Node openapi_types.UUID `json:"node"`
+}
+
 // FieldError One invalid field of a request.
 type FieldError struct {
 	// Field The field, as a JSON path in the request body (such as `retry.max_attempts`) or the name of a parameter.
@@ -232,6 +291,30 @@ type Problem struct {
 	//
 	// Example: about:blank
 	Type string `json:"type"`
+}
+
+// RetryDefaults The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
+// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
+type RetryDefaults struct {
+	// MaxAttempts Example: 10
+	MaxAttempts int `json:"max_attempts"`
+
+	// MaxBackoff Example: 1h
+	MaxBackoff string `json:"max_backoff"`
+
+	// MinBackoff Example: 1s
+	MinBackoff string `json:"min_backoff"`
+}
+
+// RetryDefaultsUpdate Each field given replaces the tenant's default; `null` restores hookwheel's default.
+type RetryDefaultsUpdate struct {
+	MaxAttempts *int `json:"max_attempts,omitempty"`
+
+	// MaxBackoff A Go duration, at most 168h.
+	MaxBackoff *string `json:"max_backoff,omitempty"`
+
+	// MinBackoff A Go duration, at least 100ms.
+	MinBackoff *string `json:"min_backoff,omitempty"`
 }
 
 // RetryPolicy How failed attempts are retried. Each missing field takes its default. The wait before a retry
@@ -384,6 +467,17 @@ type TaskRequest struct {
 // - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
+// Tenant A tenant and its settings.
+type Tenant struct {
+	CreatedAt time.Time          `json:"created_at"`
+	ID        openapi_types.UUID `json:"id"`
+	Name      string             `json:"name"`
+
+	// Retry The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
+	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
+	Retry RetryDefaults `json:"retry"`
+}
+
 // TenantCreateRequest A tenant to create.
 type TenantCreateRequest struct {
 	// Name A human-readable name for the tenant.
@@ -418,11 +512,20 @@ type TenantCreated struct {
 	SigningSecret string `json:"signing_secret"`
 }
 
+// TenantUpdateRequest The settings to change; fields left out stay as they are.
+type TenantUpdateRequest struct {
+	// Retry Each field given replaces the tenant's default; `null` restores hookwheel's default.
+	Retry *RetryDefaultsUpdate `json:"retry,omitempty"`
+}
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
 // TaskID defines model for TaskID.
 type TaskID = openapi_types.UUID
+
+// TenantID defines model for TenantID.
+type TenantID = openapi_types.UUID
 
 // BadRequest An error, as RFC 9457 problem details.
 type BadRequest = Problem
@@ -472,6 +575,9 @@ type CreateTaskParams struct {
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreateRequest
+
+// UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
+type UpdateTenantJSONRequestBody = TenantUpdateRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -579,6 +685,16 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListBreakers Circuit breakers of this node
+	//
+	// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
+	// to. Breakers are kept by each dispatcher node for itself; an API-only node has none. While a
+	// breaker is `open`, the target's due tasks are deferred to `next_probe_at` without spending
+	// attempts.
+	//
+	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
+	ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateTenantWithBody Create a tenant
 	//
 	// Creates a tenant with a fresh API key and webhook signing secret. The API key is shown only in
@@ -600,6 +716,37 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants (the `CreateTenant` operationId).
 	CreateTenant(ctx context.Context, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTenant Read a tenant
+	//
+	// The tenant and its settings. Its API keys and signing secret are never shown again.
+	//
+	// Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
+	GetTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTenantWithBody Change a tenant's settings
+	//
+	// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+	// give only part of one): each field given replaces the tenant's default for that field, each field
+	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+	// still override these. Tasks already created keep the policy they were created with.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateTenant Change a tenant's settings
+	//
+	// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+	// give only part of one): each field given replaces the tenant's default for that field, each field
+	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+	// still override these. Tasks already created keep the policy they were created with.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenant(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks List tasks
 	//
@@ -774,6 +921,26 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ListBreakers Circuit breakers of this node
+//
+// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
+// to. Breakers are kept by each dispatcher node for itself; an API-only node has none. While a
+// breaker is `open`, the target's due tasks are deferred to `next_probe_at` without spending
+// attempts.
+//
+// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
+func (c *Client) ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBreakersRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateTenantWithBody Create a tenant
 //
 // Creates a tenant with a fresh API key and webhook signing secret. The API key is shown only in
@@ -806,6 +973,67 @@ func (c *Client) CreateTenantWithBody(ctx context.Context, contentType string, b
 // Corresponds with POST /v1/admin/tenants (the `CreateTenant` operationId).
 func (c *Client) CreateTenant(ctx context.Context, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateTenantRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTenant Read a tenant
+//
+// The tenant and its settings. Its API keys and signing secret are never shown again.
+//
+// Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
+func (c *Client) GetTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTenantWithBody Change a tenant's settings
+//
+// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+// give only part of one): each field given replaces the tenant's default for that field, each field
+// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+// still override these. Tasks already created keep the policy they were created with.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+func (c *Client) UpdateTenantWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTenantRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateTenant Change a tenant's settings
+//
+// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+// give only part of one): each field given replaces the tenant's default for that field, each field
+// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+// still override these. Tasks already created keep the policy they were created with.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+func (c *Client) UpdateTenant(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateTenantRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1097,6 +1325,33 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListBreakersRequest constructs an http.Request for the ListBreakers method
+func NewListBreakersRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/breakers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateTenantRequest calls the generic CreateTenant builder with application/json body
 func NewCreateTenantRequest(server string, body CreateTenantJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1128,6 +1383,87 @@ func NewCreateTenantRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetTenantRequest constructs an http.Request for the GetTenant method
+func NewGetTenantRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateTenantRequest calls the generic UpdateTenant builder with application/json body
+func NewUpdateTenantRequest(server string, id TenantID, body UpdateTenantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateTenantRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateTenantRequestWithBody constructs an http.Request for the UpdateTenant method, with any body, and a specified content type
+func NewUpdateTenantRequestWithBody(server string, id TenantID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -1487,6 +1823,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// ListBreakersWithResponse Circuit breakers of this node
+	//
+	// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
+	// to. Breakers are kept by each dispatcher node for itself; an API-only node has none. While a
+	// breaker is `open`, the target's due tasks are deferred to `next_probe_at` without spending
+	// attempts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
+	ListBreakersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBreakersResponse, error)
+
 	// CreateTenantWithBodyWithResponse Create a tenant
 	//
 	// Creates a tenant with a fresh API key and webhook signing secret. The API key is shown only in
@@ -1508,6 +1856,39 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants (the `CreateTenant` operationId).
 	CreateTenantWithResponse(ctx context.Context, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTenantResponse, error)
+
+	// GetTenantWithResponse Read a tenant
+	//
+	// The tenant and its settings. Its API keys and signing secret are never shown again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
+	GetTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*GetTenantResponse, error)
+
+	// UpdateTenantWithBodyWithResponse Change a tenant's settings
+	//
+	// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+	// give only part of one): each field given replaces the tenant's default for that field, each field
+	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+	// still override these. Tasks already created keep the policy they were created with.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
+
+	// UpdateTenantWithResponse Change a tenant's settings
+	//
+	// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+	// give only part of one): each field given replaces the tenant's default for that field, each field
+	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+	// still override these. Tasks already created keep the policy they were created with.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+	UpdateTenantWithResponse(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
 
 	// ListTasksWithResponse List tasks
 	//
@@ -1787,6 +2168,61 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+type ListBreakersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BreakerList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBreakersResponse) GetJSON200() *BreakerList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListBreakersResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListBreakersResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBreakersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBreakersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBreakersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBreakersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateTenantResponse429Headers the declared response headers of an HTTP 429 response for CreateTenant
 type CreateTenantResponse429Headers struct {
 	RetryAfter int
@@ -1871,6 +2307,151 @@ func (r CreateTenantResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateTenantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2464,6 +3045,24 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// ListBreakersWithResponse Circuit breakers of this node
+//
+// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
+// to. Breakers are kept by each dispatcher node for itself; an API-only node has none. While a
+// breaker is `open`, the target's due tasks are deferred to `next_probe_at` without spending
+// attempts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
+func (c *ClientWithResponses) ListBreakersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBreakersResponse, error) {
+	rsp, err := c.ListBreakers(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBreakersResponse(rsp)
+}
+
 // CreateTenantWithBodyWithResponse Create a tenant
 //
 // Creates a tenant with a fresh API key and webhook signing secret. The API key is shown only in
@@ -2496,6 +3095,57 @@ func (c *ClientWithResponses) CreateTenantWithResponse(ctx context.Context, body
 		return nil, err
 	}
 	return ParseCreateTenantResponse(rsp)
+}
+
+// GetTenantWithResponse Read a tenant
+//
+// The tenant and its settings. Its API keys and signing secret are never shown again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
+func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*GetTenantResponse, error) {
+	rsp, err := c.GetTenant(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTenantResponse(rsp)
+}
+
+// UpdateTenantWithBodyWithResponse Change a tenant's settings
+//
+// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+// give only part of one): each field given replaces the tenant's default for that field, each field
+// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+// still override these. Tasks already created keep the policy they were created with.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+func (c *ClientWithResponses) UpdateTenantWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error) {
+	rsp, err := c.UpdateTenantWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTenantResponse(rsp)
+}
+
+// UpdateTenantWithResponse Change a tenant's settings
+//
+// Changes the tenant's settings. `retry` sets the retry policy its tasks get when they give none (or
+// give only part of one): each field given replaces the tenant's default for that field, each field
+// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
+// still override these. Tasks already created keep the policy they were created with.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
+func (c *ClientWithResponses) UpdateTenantWithResponse(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error) {
+	rsp, err := c.UpdateTenant(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateTenantResponse(rsp)
 }
 
 // ListTasksWithResponse List tasks
@@ -2754,6 +3404,46 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	return response, nil
 }
 
+// ParseListBreakersResponse parses an HTTP response from a ListBreakersWithResponse call
+func ParseListBreakersResponse(rsp *http.Response) (*ListBreakersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBreakersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BreakerList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCreateTenantResponse parses an HTTP response from a CreateTenantWithResponse call
 func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2830,6 +3520,121 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTenantResponse parses an HTTP response from a GetTenantWithResponse call
+func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateTenantResponse parses an HTTP response from a UpdateTenantWithResponse call
+func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
 	}
 
 	return response, nil
@@ -3324,9 +4129,18 @@ type ServerInterface interface {
 	// Readyz Readiness
 	// (GET /readyz)
 	Readyz(ctx echo.Context) error
+	// ListBreakers Circuit breakers of this node
+	// (GET /v1/admin/breakers)
+	ListBreakers(ctx echo.Context) error
 	// CreateTenant Create a tenant
 	// (POST /v1/admin/tenants)
 	CreateTenant(ctx echo.Context) error
+	// GetTenant Read a tenant
+	// (GET /v1/admin/tenants/{id})
+	GetTenant(ctx echo.Context, id TenantID) error
+	// UpdateTenant Change a tenant's settings
+	// (PATCH /v1/admin/tenants/{id})
+	UpdateTenant(ctx echo.Context, id TenantID) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -3388,12 +4202,53 @@ func (w *ServerInterfaceWrapper) Readyz(ctx echo.Context) error {
 	return err
 }
 
+// ListBreakers converts echo context to params.
+func (w *ServerInterfaceWrapper) ListBreakers(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListBreakers(ctx)
+	return err
+}
+
 // CreateTenant converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateTenant(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CreateTenant(ctx)
+	return err
+}
+
+// GetTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTenant(ctx, id)
+	return err
+}
+
+// UpdateTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateTenant(ctx, id)
 	return err
 }
 
@@ -3570,6 +4425,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	}
 
 	router.POST(options.BaseURL+"/v1/admin/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
+	router.GET(options.BaseURL+"/v1/admin/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
+	router.PATCH(options.BaseURL+"/v1/admin/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
+	router.GET(options.BaseURL+"/v1/admin/breakers", wrapper.ListBreakers, options.OperationMiddlewares["listBreakers"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
 	router.DELETE(options.BaseURL+"/v1/tasks/:id", wrapper.CancelTask, options.OperationMiddlewares["cancelTask"]...)
@@ -3588,135 +4446,151 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Lc9u2tu5fwWjfmdrnUrL8Sht57txxE7fJzvMmznTOqTImREISKgpgATCyduv/fmetBZCgRMlOd5v0",
-	"zJzZj9gSicfCeq9vwb/1Mr0stRLK2d7ot17JDV8KJwz+9jwXy1I7obL1C7GGT3JhMyNLJ7XqjXqv+EJY",
-	"5uaCZbwomOVTwZxmRjizHrDruWBTaaxjRvxaCevYSro542wh1iwzgjv/suN2ccE4M6IU3D/l5mKsLF8K",
-	"fJqrHJ/EDyY6X8MclVHwPnc4AL1mHXeVZSfDIb6T1jtw/XeiLPha5CPmTCXSC8bHamNG1pqQs1xOp8II",
-	"5WjOmXCWnZ2cDNgLsbaMG8FKYZgTiitH+4V3pWW8sJpZodxYcdpjGtGy/0KsUzYXPBeG6SkTn4RZs5WY",
-	"zLVeMO6cWJZu0Et6EohMz/WSnuJL0Rv1NgbqJT2bzcWSw/Es+e1LoWZu3hudnJ8nvaVU4ffjpOfWJQxg",
-	"nZFq1ru7S3rX3C6eP90+2Gt/Kkzm9TpK7ubNKmTeS3pwrtKIvDcCksYLmWqz5K436lUVPrk59R28bEut",
-	"rEBO+57n74hJ4LdMKzgy+JGXZSEzDus6Ko2eFGL5v3+xsMjfoun+lxHT3qj3j6OGm4/oW3v0lt6iSbe3",
-	"GXhTWrbkBaxb5AmzVTZn3DJOJ49cJi1T2rF/vn/zmmnDOKuFBQ4RDnlltJox2Ougd5f0nmg1LWT2FbZk",
-	"dWUyEVYsFeMoGYI2wotCr4AtpcV1vtbuB12p/Euu87UmGoe1JkBS6dhEFFrNLKgRrrSbN/IFK33L14Xm",
-	"+bXWL7mZia/FK8gTEhapWQELwcVda/2Kq7XnY/slF/fmkwCGNHDEhVxKB9T8tdKOD9g70MaMT4FPUdvK",
-	"pSCVhN/0L+GbWh3N5CdhQebpd9xF9Ny2qnimV2zJ1ZpZkWmV48mtOJ7kVBvBnFlLNWN8xqUa7NUZS6nk",
-	"slr2RsNaX0jlxEwY2PJd0vugeOXm2sh/ifxLH/1EcAME1AuhUFdIa6WaJbHSMOKTXogcaF+phdIrhXzx",
-	"QYnbUmRO5FfGaPMlV36p1oyESMDUjV47H56y1VwosnrCAP9kXIG2MIJncyadZTl3fMKt8Lsojc6EtXxS",
-	"iCvlpFt/RVW9EkXRJ7qzSQUq7hMvZH6B+9HTqVA5cN1UiiInS11I60QOujBFWth0gCbQzw1LuyTLu83j",
-	"b5RguSgk2mlvn0HnczSSwNWl0aUwTpI147sGgl2E91W1nAiTsOM+0Di/aJwGFnyGZ1ovVnMhir5fWhBT",
-	"mLIWl+NtcUl6eWXwJG6WtltmCzRV0Xqc1osE6LOURSG9NMNEtS2Xyj06i2ceds0sApO35/xpvm5NN+Wy",
-	"aFtaJdxKmwWxKlpYxapadrxrd8H4BGmkFbwKDDnY9i+Snq5cppfiPo7zdH3jn47ckhtQ8t0nSE7tGXsh",
-	"vw+WP7yFpiGpRcsItuKWaSU6F2kdN07kN9x10ctLZyCYf7h1Ijl3og8KfcforrI3mc5F9z6eXV+/DR7z",
-	"xj5qMuNOlG42mIGLfLB1VrAIXbnDaJ+N8o61/s+1dLT23+bY5vw+1sPpyS8ic7Axf2gvpe2g2xUK6edI",
-	"K6i5vaJqE6aLHDQPnvwFgw/XCVPguDNVFUVSW7uaPWI33gmSwgdwIuzPb5gbw9db1MPV7qHKm4bxNxkK",
-	"XD9VU6QQOXN6NFZ9lnpJSkeMs5Pb24gNXB0JWJZ6qoo8HeBrGOjhS/gTWAaU68oAA3n3LcwnLYO95lUh",
-	"cnodHsW3p1LxonlzY06ep0BFoUDl/Nzza0VXwhmIf+DFiCSNBPwA6v+qWx+BTvdWg8wEsYi3Mdtcgs/s",
-	"0geiyBNSYhgdQKgEmtRt+owHQdsR6QZLfnsTmCw9RDmaCwYhFq2mjjCQALd8WRaww+2Xu+R/CcZ6tosT",
-	"wIhiuILBr3TtGZYVLBkkgBWCW8eOe13xY8yYRKBm2i4eBY3zSri5zvdopCU+QAQIQXF0LIEPfry67iW9",
-	"t2/e4z8f8P8vr5886yW9p1cvr66vOlnimeAFhMObs1+CZS3cfO29oW0GyOYiW5B5z3MJr/HibeuJrck6",
-	"Q7OqQG2EXlYuSqFyCOUZDp+wyZqO/yAttXUzI2yaALfk0qaHF6w0Ili/1Aier/+Vtg7ut154Dei+QCHJ",
-	"pf/lruNESP130KNY8bVlqV60J6BB93OCH7OLAV5r9w6WjWQsijfT3ujnB/qEyW9/xwMBAgW5RWP4wOPI",
-	"JS+Yy0p2PBzAf74dPTr99vGIZVopkbn6B6kVM2JaWZF3nN8G4T1Ftgn/cXPrnqosF47LwpKw+TggTnYg",
-	"jyVNguweclGQ7k9sm6dUCEO4Ze9+eMIen51/y8r2UjrsM36xQ42t0ElpFJmbSxu0RcKmmKeZV0uu2lwc",
-	"a+Y5t21L0KlNKWjoVlvtt2la/AQdGtq0fbAnEFmtLWcg6UllHVeZ6FJhH94996eXC+XkVArK8jCdZZUx",
-	"QmUiOHqe6i1vsjKybwRmPLM9HuX9ziS4nC16n52cdIUKTrqicyN2ro1jtlouuVmHJS+kQqsQLb050FZ4",
-	"ynx82rEF+uChpNua9IKlfKIrN5oUXC3S2NEniZlD2LkEV9CWIpNTmcGwPs5G6rTXHY32GUexIff4bSBn",
-	"fUxJkJwuRYw5nbe6kNm6Oz6k+Kx2gTGGBr9DinzArkD4fQrEe08OawGYNhBTXhU+IR6ngrybOFYzo1eW",
-	"TY1esnQp1c2EZws9nabM6RU3uWUp+DbhU69+fpHOCXPBeHfiSivG2dnJY6bNWJ0PT5uIRX8SxsgcV8cO",
-	"qpI5DREZm+vKHG6rm5Zb1cnqFLmjzgzUkYpxCAMa/1+jf5kVVQ4Ee0o0AW0fH//x8L44PiJE92Igjsfa",
-	"ChHarQRw5EpHwQtnP2oWwqtmLenxfMO2H887/cjmhLqX0Er3RUUfZ9Z7Jrebk9tOPt/i3GtuF506IwQX",
-	"TSVF5Z4hfTCIOfCd6Zp7T3szqLRsyXPBrGZTbhJmsMBk61NnB9x/xnItgj21wjFJcfL+PMru/EMcUiSU",
-	"MZqsnUCzAz+0g3cMVrfTD0nvtj/Tffiwbxey7OuSXKh+qWEVhhK0d0mPSnX3ZCmoBMetL+x9RpoiSjT/",
-	"G36cHwXz16pJbW4uazOvoQRbCRNnZxpGk/newphP2GGiznNcX+bbdb0oEXBPVQymrGt7Nwux4/i3S4n3",
-	"blpVRRFvmaMVgk/BXIZU/NZyCm7dzT35vII70aQ7vNmIZ5SO5TJH7ocvwVkOi0D5efhK/khCq728b2yU",
-	"2sAlBtOk1vU3exa0oZg/20xg5Y2y0HvMxYWv1gT1Qc/RcGMVxkDzSX4s6hit7s8KL+vYe58DGkXpd0lP",
-	"iVsXdrpfB8CTcbonr8SIpaZSN9ylOzNkid+EM2uqTa3mshBjRSkSqWZp0tSt6jQlbrlNpgF7rePpUTn7",
-	"WaUbsNdw3lplYqziDNNUKmnnezTWvcxJeagHR7Sx67UdmQUNg6wKNCnxSe8ECZ/dJCM6lUWB3IRxFxF6",
-	"z/kEu0hHM2DPKczDLCYqRcFNISn38Tkp5vv4CSz2e3oSnX7MFO+pSoAshHNc8jW6lpuORNt1GHaGbFWZ",
-	"P9BwgXph2Zyr2edYrsoU3ZL/4d3LTYIjfZ1ur3vuXGlHR0f+k0Gml0fwgj3SJhemH0jVDgzuDQfQttRB",
-	"AKyylvyaS1pmvUWqpBclFTdzjPWCQu51Uzt0qOqWHdm2cR93+Hjd6f1LVvIZ6QFuFzZhSqzqzPzn5Pbx",
-	"ddIn0uKgnXn9KMCDCEj5Us6DAnn0VDtCeKRZVhnbZVffcouBCrcspWdSwlTxvFGysNwBu6wrYWTprP/i",
-	"fp310JoC7CDC5WweReBvp2vve8DeqGLN0soUKfOpGJhm+2j+uH87YFdwUFgiJBIsBVfgYOMrbRn7bdxD",
-	"YRr3Ruzs5O7f8INzUfD1HrVF1kjpFdJDeMiap9GG/qrLnunp0GICMT2enw6X6YBd3WZFZeUnQRo/2M/2",
-	"rk67Nd6/70s/8340OcmNyamNNbgufmjY5zyUqL+xTK9U4wr/R5rEBez/SMeqjchr4+AsiJrM5gGFMKnj",
-	"9lyojZzqE8Ic9K+9XEW4A8QbdEWNjefzMCMd+0Boo9HignxSweHe2kV09lHUC2+ng5bT8GBX4T4Lv810",
-	"7ODdD0/Y6enp48MBe41aLZj4LTZD7k4v6DclJOi8hGCYm2aMW2a1VvBvqa2VExD7S3LQfNWrBGUUpHLV",
-	"5t2T4cmj/vFx/+Tk+ng4GsJ//+vBNvdP8R4Scp5Dil3NgoaVHhNRhwLsUo1VjZCYc8dMpSzTFebAccdT",
-	"TKBjrsE2GbLrGlfzTZ0RY8ipwpJRIdX1MEdml6PBJ1YXlRMsBVeC9Ag6FSn5IBqBuQP2UutywjNKiZRG",
-	"fuJOgBgbYa0IuT0sMrBKFcJacpF9QaDGC24mXf8i/wW2u8savd+Rgv6JTHTt1UuFqZ9CToUvcYf0UDrC",
-	"hBVmLhFzaBsdi0/m0pbcZXMIPUZxxZyGnRZyNndRAXzruZA6VXldBCeXm3HH0g2PKUxal9ZbQ8202yjJ",
-	"D9gPUvEi8QflY59QUsdq+ajxBzbRNprCJZ8ZhRCcslK+er9/8IyrTBAFw48hvgqpMT9Aq14fCA9asyFt",
-	"8CHpx3r7+DOHf8IUnWXca8SEPkEXdo+DQtBRlAN8dNsLIThzRzW4WnLVB52ABQUsAU59nS8AUlt5/Az1",
-	"VQzAHg7vB2DHbI9L6eT7aLN512KVWBUBUp/75UVFOw0eWaZLrKQAv1++fc4WYt2RCS3l7rwTjftN/XrC",
-	"0vnqZlwNh6cZ4t5z/Fn4j6zIjHD0URqCTTsHJwEXBAI7avwHZp02wtJ3fKzm3M5pvRs6Z3WzOP3lbH4+",
-	"e3TzePqd+DZ/lJ1Pzvjp45Pvjr8dPpqei7P8NDuZHPNhly59WDaT+OYP5TN3pg1pTJk/KBPYzZetY4BH",
-	"OplwO0yXMyXV7IaOpHtY+o5sHDxvI0J8Y4NHYUcsXc2tyG5SNtU+EzWhTOCEW/HoDM7s9IQZrnK9HCvw",
-	"1+2AvROZAAG37JMwcrrGKbir4MQ9AIUdvHdc5dzk7Cc/2WF7ezTxq+mL//fYfPfji//81Vyvfvnw9ul3",
-	"z1++/a/n+uQlf8nfrx4WHiN9k5rht2jUYpSPXYV3K7LKSLd+D76aF598KdW1Xgi1i8beIUifvXnz4qdn",
-	"V1cvby6fvnr++ub6zYur12lS+1fppUc6o78yYt8T/JgkC0HIQbBC/wesjkDKDQHAPsP581L6/h164ofA",
-	"fQ+V3y2Ht1atf0AXYPmf+ndEjgk54KCU6E26Lh2w9wKrN4zbsdpLDV5KWMHD6XGHVfSp3j6jRhlJi3iI",
-	"Ytqfa+vAci6rwsm+3zX6+sEtDgbODNh/6oqhA+KC78U4emLcgU6jPD16jQdgiX36El3vwwt4C17xTU0+",
-	"iaQS71RiVgBlxRfjWKWcLOBThMSJ3GLtM3ZQmxogiTTFcjU8AjwUIzJtcrtRrBirsfrHPxjQXSjnoyv4",
-	"kM7Hr/MAX6Kad6VyYVh69On4KGXiNhOlo99QKI7SQ3TE20rFM49vtMHDGivk7tEuCfgMi3P5QJA+co/i",
-	"yq5AP50NjzGYoX2G5Cg4ya12lG8IHj/a/tiXh1gz4FnCxC3PXLEeq0IuBDh4MqdTriuD4lZaovubUhju",
-	"tAlEjqg4GAxiQt6nT2LCUusCbI3eGiuPvkWeAn7B9XziRqLHg6gYZxlOjCeVSwRX5IE5EKJi4RfC3J7d",
-	"3iJHnUfeKg7DFUt3NQekHhgZ4ECHPhwFiU0TliKmIU3GKqWUYkp9fYRsSC+2YTZUlSukdd29AHEDAPue",
-	"50yqsvIHPVbY4sdhC0ApFGC9s7cmNAQ+Do2NncCEAw+lPwx0exrKyLOKG66cEEjEyzhdHCXlo7qJrwuE",
-	"cCVhyvvzzqy7ntsMNS7GSlJQPBE0uNVLsYJzLzjooqYlZG2dWMJKJpVdD5o1g2IMmFBQ3QT+JeOOI1vh",
-	"6yvYS1kH4rQ0rkjfH4Ar7Q17rQYzAy6fTyAsZZ4XhIKto6FDPHs711WRj1Uu8op4SoQUaKsOC7HwjmTT",
-	"gOgdh1Ve4/uOAvZO5NKIzONesHbpvZ0Bex1j320SoO82YWfD7xJ2dnKeIFNwlY9VLAwtEM0F1hxJd/iS",
-	"JRWjeFG3u6IqmYhML0VAQgP1gYQDdjlWe/kNCIB2CrzVwxgfg90/0rK5VroyoBTboJgEjIHCHA4dJZWg",
-	"vtnA5QzYGzjLrVgTRN6HwB1IbvYUM9mYfefEr3CWPGeFcE4YO6qFd+l1wY9X1wx0IL70f4lY/wdHIxOG",
-	"aS9M+8y4VPjSWGGqrXnt6DeZ3x1RPJsGSbyOUmXeKKI649m8absQ2NTWSBWl+BKwz0kNO4BloCJrJaoT",
-	"VhYVvmxrhMIIZvg9HNbvoMAqwX4fq9/7/T7+D75ucfLvER3zpGlUBp3XanJovwp8aR1fljDCByVv6xY9",
-	"L+Yoy/QmRDrgIoh8Y5DaT4dB0k/HCZla7+s/e3X5pP/+2eXJ+SMQ1XGPvm0WT8Z40P64XljrWyAffeCH",
-	"Af2/EOsmwMhFpnP81Ym6wF/bXe/Ah0DmwMcp8Xr9sIdJ6LDaijhq1B6ZlFxMpRL2guWVwS7GMLrRzmcS",
-	"LRwBL5gteSb6VpTcYBQeBThE0S1dRMcKfsw9+I2EicKKmAku7mWCjtax30Or2UYL2tYb70PGpn/pYu5r",
-	"mZ6QWfYJY6504K6t4WIW4uyfP12zg2fvT84fbRwvbofoG7wAaW3K0totB4fAVpMUH0f5S39xMo1T3n2Q",
-	"kFTiElNxW3oVkQJ3pVGYWpmCvX922feci1+A/P5OpqE2aRiugvPd9CKQsVfrDu4p5MRws8Y8W51+gQ3z",
-	"IvSAEeS1CTV6SQ/iYgpAjgfDwRDb10qheCl7o97pYDg47SXYfo9B5hE1KvwLfp51RfOX3vE8GQ4JSxEA",
-	"v2DaMEldKZAUzMkQZJwpHWG5YZ0anVCp1fOcqkI45UbX/slwuKcH9PN6P31jxo7Wz2j1HDyRQSsE741+",
-	"/pj0PFy4N+q9BHmiHiHHZxaC/no/tvcRXj1aghnO7E4qtuJ1/3BwTt4aDVZAgG4Xt+C7l9pSSYwSO9sU",
-	"fOWnu5eCMOBRWXC5QbuOGxQ2LuOgGfZTJlr5sl7RThp5Lhys+bLYS6g3pVAYIuisWmJN2tfVL98+T9o2",
-	"0QOACsFSP3xrmnSbdD8K58f/PP4Lq/4MGnbtZT9Br2GX4dF9tKRunQcK7VZjNss1RmPoeB689U0lqNrA",
-	"VQ2eJc/mEKIdeotxPjwlrDZ4WEG6CQNXFaGekZIKSC8YxqZkTHyfBiwCnMVw4UFHr0b7rN7RLr+KnsC5",
-	"sbZ6Pjz903vT686lzsss6k4ZvkUktpprK2oyM8vX1te6o/YZcpj389o7rFDeo9fqXAE5RjY0IW2z3BN/",
-	"BQ+v090UxU6NsPMmN6MaQHXbxaIiZ3iundyXCiIH2cAtd2b6WZPox7l8/R/Gwo/ApU+Y1WwhRInJLj4V",
-	"g7FqvIKwfPKWWL+PxZrXl6+uUlYaqZxt3It/vn/zeptrn0SpR39FhbDuew9Q+VPYtqtgddfOTHuYyYbk",
-	"HP8lS8h3ab+Oyge7jhvcM258MtK2C0uuYQYUwjMS+q4V1Vs8iu79wVeO73+ldQsIvHR8ev9LmxfHwHsn",
-	"Jw+ZbPvWC3z38f3vbt4HcxfBSO6ft31nyIZaaJcafv5419ITdMS1XEfaAt9qFAVGxjtN0ktp3UYVqANz",
-	"l2DkjaA87mBOuRQDdt2FWEvCDV/hxrCxat+81c7xYbLN/xyQcFZgZh2TPRGMLm3a2sQnqSsC9A3G6joG",
-	"xmFmQun2m5gLqCdW3BiPdfBpCEqL+NYt9lyxkhsns6rgZl9mAt+2Pmzl+VjV2Q1Xgw/JMHTU6dFZmmmN",
-	"LSSUEqrlLwDHzoZDiDIwu6wN5WloKF+Vi4eUanY4YOkmNDMQuoZnonViq/k6wb2N1Ub+pO5Vp3uCNrFh",
-	"ONqevItPpnAkCRJhrChno0MmqQ68MBl2S4XXtrYGvrxGzk1a99X9vN3iX6w9qaXPdzQteHin2a+VIBQr",
-	"XWpWY2YfqFAjXPNd0tmcBcrGuqgVIFqOqNGaXWtB7m8tpVYe50MEGhDO/3x4Tw/Z9soIKxMWQBeLeMZ8",
-	"gFAF2GlAQxCY38vbE3yT3FFd8l8rcQGuKyL6Kllg2UXk0tVgoq6te2jsjovtjocnZ9sl3o9/octZo5G7",
-	"bljaj0f+knbwq9ikKOa2dBFj7J3S7x/vkh0uaMg04RU5lK0GuzDh2WLQys7W0EMXpaC0CbDFBntLEKca",
-	"oDhWAaHo258I2AjjYdLtwldaalhk3a7iy0w0uhFsWbmKF8WaiQCcRMuBZWqudt/v6DRb8oWoi7ghMq5v",
-	"zBy1eibjizLHquumTHZwMjw+7Lgvkz3oukz/KSnfrjszXd1Nt+/6zITWBdGA73q+/wbPh1yoaTNd4sU0",
-	"G0irToed28W2Dehi4uaRo407TUlx/AX+foScf5Cf/+eqq25V5Y+Himqe5ds817hiW/y8xVSNKwPeB2+4",
-	"t05bYwmZGuNXA/bad8crsaJ6Q30bUPu6wQ6m230/ib/LdcnNwsbQxoBcJKTv9nb3X0UYsIvweQf+EIn7",
-	"p4ZmO47sOq4GRPT67xNe/b3uB2QHn3E/4KG/k9SO1bY0wIHwApM+DHHTPnnS1nCDv4FhDja2qWB0GOg4",
-	"IESXnSSuEK4DhfgEkbk2oK3DfTERxBpNcwSOVppNK7N5HRg2aLZq3RgeSAjIaqwxgnHiaSYCTi4giQnJ",
-	"gyVn38fJDiIwdeLLzkmEXj4cq6bJpAYyE1o7QHYeD9jTBqvsXWTG2VSswCihGY/vSWQH50O2tGyyHit/",
-	"bocxIiOvBKObWxwms+ja6sjBKQTHgIpwQghokEtEV9AK8Y2xKjCwb5bJnNYd5hFf8ebxi9uZoLQS7IWK",
-	"TvKLqq3h2f0v1Rcf4wsPkNL6RuevL9Z0xl4GO13uzqTOu8gRRLFq2eiu2svXZqO/Odt8XS74Ubh9LPB5",
-	"rrG/Df7u45Y1OIpvOujkq93XbtacFu5Jie/S3J3duWy6jv8y1osvEt3BgQ2C1udssLMJflrjzSH+Cov/",
-	"YdH9iQEeACRbd+j8tXxLYcDmX7b4jCHvz1zwgMzz6QjveXjtSuUrMP9Kr0YdqL7IafLAtU3UZpz0bi7B",
-	"8CmEJHQebnZm8sZFMqyU2QL1fFUOxuqDFR6hjsi5GHzHDvbktA/Zfcla9JidHqs5/yRiZGjAb3BWU6i5",
-	"psnj0kLpYONqvtDVjejzeRTZBWBhK6eRYK6RY1UKoXZ99txZJpFGlfJ3PKAP1oZNhbpWEwF3XOrDrXfq",
-	"kuC3jhXbFTAHPGYb5cV9fIzgsU1c1yF4uzXRyOVjLEK6WsR7UQ5rJYsC4fszJf0wfskXmE7zf+uBYhR/",
-	"ACJvHQEF74yGyo0u49tVfA+gxFQvpmrCTkh1UwekT5fF1B1hmdZBfN76gwN1JKuNnEmF2bS8atNyJwyt",
-	"uVbJxUxQX61jHeyhqU4SI0WXxsDofmfS7oVJ484uWxg5S+XnTFfKSTUbMRkZtjnPKZY5jcxFXfmKUJZn",
-	"7ADDSbbnanfCB6RniFJU+UaNabMM01SZfH4DBq9pstmhpcQKOMPiBq/rW3cmVT4Trg5ysP4/6rhfKGm2",
-	"vORrSmsScjhtXWSMaO/WQqg5RLrOO20IlEctLbiG+u9FdFwROGBpPQ9MgR3ec2Eo1BK3mRD55nIQ+tzE",
-	"kCu+2dj6gLoYHj+ZgEnoEt+4+oracWLujGhAzeEZeA95kwpD+ccrIBvSkhBZj1HfFWEnUXxNlifqWkZ7",
-	"gPKgqQ16xUMGtgnHQgqYUwdebjiCN1hZmVJbSkuvo+sYGpGrI2WIQJOAb/EtGdiWaKP7Ltu3LUk1YJTV",
-	"Izxt+Bz/Tk2d+Bs1RqHmviy+O0raRouNlTZkxBqsdrAta+GaPz2yCVWCgf8mQXLkBTQgdrbTFcBY7b9B",
-	"NP0ls391n0G3kCQbIgIyU8vCBUFZQouFL/14T26sqGibcRXLARmYDrb3ZiWUmr++B/7O35ZGQoLCEjsA",
-	"XenALbiJ7yD1UBPEJXaV3C9ZoTNexGAvwjDWmj7chdFqWXv6DnGfeM8FdmmOjo5woLm2bvTd8LshuuJ+",
-	"mR1X+ffBeAShDyXEKGUOFpBH5SRfaab9blfI2y14CeNNH2RI9e5ouYsGJ7DN9uCEYEz8hSPC2qTGF5Mj",
-	"FCFK6U67VhdmNEME/rv7ePf/AwAA//8=",
+	"7H2Ljtu2tuivEN4X6My5ssfzSNp4cHExTdMmu2mSm0xRnFMXES3RNjsyqZJUPN7t/PvFWouUKFl+pN1N",
+	"e4CD/YjHFl+L6/3Sr4NMr0qthHJ2MPl1UHLDV8IJg3+9yMWq1E6obPOt2MA3ubCZkaWTWg0mg+/4nbDM",
+	"LQXLeFEwy+eCOc2McGYzYrdLwebSWMeM+KUS1rG1dEvG2Z3YsMwI7vxgx+3dNePMiFJw/5RbiqmyfCXw",
+	"aa5yfBK/mOl8A2tURsF47nACGmYdd5VlF+MxjknrE7jhW1EWfCPyCXOmEuk141PVWZG1FuQsl/O5MEI5",
+	"WnMhnGVXFxcj9q3YWMaNYKUwzAnFlaPzwlhpGS+sZlYoN1WczphGsBx+KzYpWwqeC8P0nIkPwmzYWsyW",
+	"Wt8x7pxYlW40SAYSgEzPDZKB4isxmAw6Ew2Sgc2WYsXhelb8/qVQC7ccTC4ePUoGK6nC3+fJwG1KmMA6",
+	"I9Vi8PCQDG65vXvx1fbF3vpbYTKv91Fyt2x2IfNBMoB7lUbkgwmANN7IXJsVd4PJoKrwyZ6lEWo7F8df",
+	"/7TlH2CwLbWyAhH9S56/JRyFvzKtAGPgIy/LQmYcdnZWGj0rxOp//2xhm79Gy/0vI+aDyeAfZw0xndGv",
+	"9uwNjaJFtw8aSENatuIF7FvkCbNVtmTcMk6Ih0guLVPasX++e/2KacM4q2kVcAhwbG20WjA462jwkAye",
+	"ajUvZPYXHMnqymQi7FgqxpEwBR2EF4VeA1VIi/t8pd3XulL5p9znK00wDntNAKTSsZkotFpY4GJcabds",
+	"yBt2+oZvCs3zW61fcrMQfxWuIE5I2KRmBWwEN3er9XdcbTwe20+5udcfBCCkgSsu5Eo6gOYvlXZ8xN6C",
+	"MGB8DniKzF6uBHFE/GV4A7/U3HAhPwgLNE9/4ymi57aZxXO9ZiuuNsyKTKscb27N8Sbn2gjmzEaqBeML",
+	"LtVoL89YSSVX1WowGdf8QionFsLAkR+SwfeKV26pjfyXyD/11c8ENwBAfScU8gpprVSLJGYaRnzQdyIH",
+	"2FfqTum1Qrz4Xon7UmRO5M+M0eZT7vxGbRgRkYClG772aHzJ1kuhSOgKA/iTcQXcwgieLZl0luXc8Rm3",
+	"wp+iNDoT1vJZIZ4pJ93mL2TVa1EUQ4I7m1XA4j7wQubXeB49nwuVA9bNpShyUhQKaZ3IgRemCAubjlAM",
+	"+rVhazck+Ldx/LUSLBeFRDXBqwfA8znKaMDq0uhSGCdJmvFdE8EpwnhVrWbCJOx8CDDOrxudhQWV5bnW",
+	"d+ulEMXQby2QKSxZk8v5Nrkkg7wyeBPvV7afZgsUVdF+nNZ3CcBnJYtCemqGhWpZLpV7fBWvPO5bWQQk",
+	"b6/5w3LTWm7OZdGWtEq4tTZ3hKooYRWratrxmuU14zOEkVYwFBBytK1fJANduUyvxCGM83B97Z+O1JL3",
+	"wOT7b5B06iv2rfwySP4wCkVDUpOWEWzNLdNK9G7SOm6cyN9z1wcvT50BYP7h1o3k3IkhMPQds7vKvs90",
+	"LvrP8fz29k1Q2DvnqMGMJ1G6OWAGGvrJ1l3BJnTlTqNzNsw75vo/1tTROn8bY5v7+6meTs9+FpmDg/lL",
+	"eyltD9yeIZF+DLUCm9tLqjZhusiB8+DNXzP4cpMwBXYDU1VRJLW0q9EjtiKcICo8AhPhfP7A3Bi+2YIe",
+	"7nYPVF43iN9FKFD9VA2RQuTM6clUDVnqKSmdMM4u7u8jNHC1IWJZ6qEq8nSEw9DOxEH4CSQD0nVlAIG8",
+	"+hbWk5bBWfOqEDkNh0dx9FwqXjQjO2vyPAUoCgUs58eB3yuqEs6A+QUDI5A0FPClEfyOlJb2lWdwuKxy",
+	"8oN475fF77e5WfxrG55fIwOrcYRlulJewqBBXhk0XNdS5XrdRxZgV72fF3Kx7EHjd8LrUqClMwdKJiry",
+	"pdELIyzwFPpJ6Vz0z67EvXsPgljsYDCyEEyXQnl+pZVg+Dhby6JgM8EK4ZhbGl0tljvZDqA/XHzQ57Y5",
+	"cSnUIR43o4tiBbeO0YDfv6CJFPCOOvQH7grtJ5gy4GFWaCvAtl3yYj6ETQ/osL2oSDfYc89A/iJhSw08",
+	"Q+Ws1MYlTIwWI5YunSvt5OxM3PNVWYhRpleTq6vLtFeYgNINH7eWeFpwCXoSkJRl/jE2RxPWCpUzW2hH",
+	"AqBBtUPo1eFK/ngBTNElRCSU9NNdTAfNMfpYnKfnwPj72fhR3DZwhi1umwzUTnmZS1tylwFTg4e8Ma3s",
+	"GliilwoAOK7YzZsXQ62KTQ2/w/6YGJy4h2Q3r/8a9Npn/YoWKKteHSb9l2Sfv5Bt8YfP7FJ0RJEnpJ2h",
+	"26PkbhmIpmUMnwQ1jmTCaMXv3wfOmJ6igrAUTIHugLupXSfI2Qm9B5PB9uA+TF+BFbLYJeLAOkA/DDoV",
+	"pWuvsKpgyyDaWSGA25wfvAwCULNs34WAKvWdcEud71G1VvgAASA4G6NrCYzlm2e3g2Tw5vU7/Od7/P+b",
+	"26fPB8ngq2cvn90+62UwzwUv3LKH54HJULjlxpt52wiQLUV2R3ZLnksYxos3rSe2Fuv1OVUFchE0H3NR",
+	"CpULlW0YTp+w2Yau/yQttXUgw9IEsCWXNj29ZqURQa1PjeD55l9p6+J+HYRhAPc75DC59H889NwI6bU9",
+	"8CjWfGNZqu/aC9Ck+zHBz9mHAK+0ewvbRjAWxev5YPLjkcZu8uvf8UIAQIFuUcs/8jpyyQvmspKdj0fw",
+	"n88njy8/fzJhmVZKZK7+ILViRswrkKHb99cBvIfINuB/6h7dQ5XlwnFZWCI27+CIvbiIY0kTeDgALvI+",
+	"+hvbxikV/CvcsrdfP2VPrh59zsr2VnoMD/xhBxtbo0LSMDKUxp5bJF56L6sVV20sjjnzktu2JOjlpuQN",
+	"6Wdb7dG0LH6Dlhod2h5t4kRSq0fuSmUdV5noY2Hfv33hby8Xysm5FOS+Zjoj3S0TwYL1UG/LXCOHRmAk",
+	"KdtjKh+2kjMvzWt4X11c9CmLTrqi9yB2qY1jtlqtuNmELd9JhVIh2npzoS2/G/OOtz4FE784FnRbi16z",
+	"lM905Sazgqu7NPZgEMUsQWlcgY1rS5HJucxgWu9AROi09x3N9hFX0VUr4dcAzvqakkA5fYwYndVfiTmv",
+	"CrfjRlHLYKUuZLZh3McXPrNeQQbtN5x+g/5wprQSiVemZhv6MCEzNYzVazVVOS0LwwFujlnUpEXCRGEF",
+	"WwZ33meWnZyPI/fCOZp658vTbSbRUobA/AgQPu/1vsHjM57d6fm89fTgfNmrSkm143F78HI6alo8VXsf",
+	"B6/p+zL3xlXHlwOsmMAO9wACoyx4FqLWAfYe7NcsBdswBV7utBG2BXD/0GEAr/i996uOx20v6w7Lczf0",
+	"u7T4jWbBy5WABroCo+/88RdoXR+0azt3dWhyr96Oxyt7xPQPu+7oDZJJvw953nGBcEPEJUU+Ynh5Pkzi",
+	"L9FhugKGFvxtYMw+Dhd5V9JULYxeWzY3esXS6OQpc3rNTW5ZGgE79ZL8Z+mcMNeM9we3wDZjVxdPmDZT",
+	"9Wh82Xg19QdhjMxxd+ykKoEctQKSrcwRRLnNY8i7j+pHgI5UjBdFEvkINZpqWVHlADBPDaA4xZz0fHzI",
+	"178X62AzhVYLTP8gQLu1APa21hEH4jH+NHtJz5cdNfkoPrK9hVZIMMpLcWazZ3HbXbyfK21h7i23d73i",
+	"Nzggm2QPlXuE9A5jdGDsDOkcvO2u49myFc8Fs5rNuUmIgW1sfevshPvvWK5FUE1BbEjype+PteyOUcTW",
+	"eUJRpdnGCdTg4EPbwY+ui22vUjK4Hy70EL4c2jtZDnVJ1siw1LALQ8zkIRlQNtEBLx9lCXHrc48+IpQR",
+	"BaP/gEnkZ/GyZL1rW93YhxJsLUzsBWsQTeZ7c3d8UA+DeR7jhjLfTj2KggUHHEWwZJ1+9P5O7Lj+7Wyn",
+	"g4cGAREfmdujpFLBrXt/IOZXcCeakIgXG/GK0rFc5oj98CPYnWETSD/H7+T3BL3a2/vMRuEP3GIQTWpT",
+	"/7JnQx3G/NFiArNzyDe9R1xc+4yOwD7oOZpuqsIcKD7JJEQeo9XhyPGqdmPts+Uih1cINfgT7OcB8GQc",
+	"EsorMWGpqdR77tKdUbTEHwL0dsxfWS9lIaaKvI1SLdKkyW2pQ5l45DaYRuyVjpdH5uxXlW7EXsF9a5WJ",
+	"qYqjUHOppF3+saCEMx/hHIpVr20nR+AwiKqNLeOVIOEjoCRE57IoEJvQhUGA3nM/QS7S1YzYC/KYYKQT",
+	"maLgppDkRvyYMPQhfAKJ/Y6eRPsZo8l7MheAFsI9rvgGVcuuItFWHca93o8KTY9jBBfGprIlV4uPkVyV",
+	"Kfop//u3L7sAR/g63d53TwzoDAbYM21yYYYBVG0b+6DxhrKltqdhlzXl11jSEustUCWD2PDruOvrDYX4",
+	"bJc79LDqlhzZlnE/7dDx+lMAbljJF8QHwKJPmBLrOnr/MfF/cgiEyBhM2hv7j3wlYAEpn+5xlE8MNdW+",
+	"KBTALKuM7ZOrb7hFQ4VbltIzKaV987xhsrDdEbups2VI0ln/w1EW4VF5B3CCKHe3exUBv52ute8Re62K",
+	"DUsrU6TMezVhme2r+f367Yg9o3CcCdrcSnAFCjYOadPYr9MBEtN0MGFXFw9/QA/ORcE3e9gWSSOl1wgP",
+	"4bPqPYw6/KtOjUovxxZ98en58nK8Skfs2X1WVFZ+EMTxg/xsn+qyn+P9cV36udejSUluRE4trEF18VPD",
+	"OWM3jF6rRhX+jzSJk9z+I52qdtFAO1XfAqnJbBkyFWe13Z4L1QlPPKW8xOGtp6soNxFzEvusxkbzOU5I",
+	"xzoQymiUuECfFLs7GAaM7j6yemF0OmopDUerCock/DbSsZO3Xz9ll5eXT05H7BVytSDit9AMsTu9pr+U",
+	"kMDzEqoU6YoxbpnVWsG/pbZWzoDsb0hB8wHkEphRoMp1G3cvxhePh+fnw4uL2/PxZAz//a+jZe6/RXtI",
+	"SHkO0Sq1CBxW+rzJ2hRgN2qq6izKJXfMVMoyXVFSBZx4jrEo9DXYxkN2W+feNv5JhpgqLAkVYl3HKTK7",
+	"FA0+s7qonKB0EuIjqFSkpINorB0asZdalzOekUukNPIDdwLI2AhrRfDtYbyOVaoQ1pKK7GNrdU1BN37x",
+	"J+kvcNxd0ujdjmjODySia61eKnT9FHIufBpccA+lk1aeDDxV81h8MqSCgOkxibPqaFrKZomS5LaeC65T",
+	"ldeJcqRyM+5Y2tGYwqJ1+l1rqoV2nbS9EftaKl4k/qK87RPS7jCjbtLoA92MXE3mkveMgglOXimf4bd/",
+	"8oyrTBAEw8dgXwXXmJ+gldMXAA9cswFt0CHpY318/Mzhn7BEb0YEFTj16SS+uCn4/qxwcNU9Edq2W+s4",
+	"7kMuoYNuHKqj+nWPpXiQ6ddRrl7lHhfoqPA0dy/dIEie4sN7tDkPOWAa+Og2yMK5trJQqhVXQ2CgGMjE",
+	"1IO5zy8IFT6t+GGG248L6nw8Zm9BXSuLiu9III4Pm/dtVol1EUokc7+9KFkAM7syXWIEFzDo5s0Ldic2",
+	"PW7jUu520tUBLD88Yely/X5ajceXGdYx5vhZ+K+syIxw9FUaLHO7BI0KNwTcbdIoW8wHwfA3PlVLbpe0",
+	"3w6DXr+/u/z5avlo8fj9k/kX4vP8cfZodsUvn1x8cf75+PH8kbjKL7OL2Tkf9yHyca5fwpvf5fzd6WON",
+	"SxSPprc91wCP9CLhtk9DLpRUi/d0Jf3T0m+kEMDznaClV5jshKXrpRXZ+5TNtXfbzchtOuNWPL6CO7u8",
+	"YIarXK+mCowbO2JvRSaAG1r2QRg53+AS3FVw4z7xjZ28c1zl3OTsB7/Yaft4tPB382//3xPzxTff/ucv",
+	"5nb98/dvvvrixcs3//VCX7zkL/m79XG+BM9uAsJvwaiFKLuJkkLBOzkQAZbYNXIh9Mdch0KfQswdKl7W",
+	"8Y0vo9mA6rJNmR/PZn2U+qE3W8mKrDLSbSif11tXK6lu9Z1Qu87hVb/0+evX3/7w/Nmzl+9vvvruxav3",
+	"t6+/ffYqTWpNOr3xdW+omU7Yl1SMRmwBS9ICVwjFyLA7Kllrbg80MQA0L6UvJqcnvg6kcyzz2TJtarnw",
+	"OxgZ5kxRMbnI0fUK6J8SshBOpCP2TqCsZtxO1V5o8FLCDo6HxwOmHs319h01nFRaTCIr5sOltg50pFVV",
+	"ODn0p0arLhhAQZUxI/afumKoarqgZTOOOjd3wJApIoP2wQnoXN5RjUbW6TWMgiG+wt67C1XizQf0/yCh",
+	"+7Arq5STBSadVFkmRG4xyh2bIk20l/gRWe11ThmoQ0Zk2uS2E5aaqqn6xz8YwF0o5+1o+JLux+/zBAdR",
+	"olClcmFYevbh/Cxl4j4TpaO/kCjO0lM0udoc0SOPL7vGy5oqxO7JLgr4CHF5c2TJJmKPoqxuy67G52i2",
+	"0jmDGxzMoVZx8mdULDnZ/toHAlkz4VXCxD3PXLGZqkLeCVDlZU63XMeAxb20BPfXpTDcaROAHEFxNBrF",
+	"gDzET2LAUiErHI1GTZWvxUKcAnzB/XzgRqK6hqmEzjJcGG8ql5iRlgfkwLw+C39QBdbV/T1i1KPILsFp",
+	"uGLprlLR1GeThxzKU+94AIpNE5ZiIliaTFVKzuOUmkxQOlh6vZ2bSPHXQlrXXxkal4OyL3nOpCorf9FT",
+	"hf0mOBwBIIUErHdWWofuFE9Cl43eFJQTX1h5GuD2VUgYWFTccOWEQCDexIGBKPwSRch8BCgYpglT3nJz",
+	"ZtP3XNeovJ4qSe6PmaDJrV6JNdx7wYEXNQXCG+vECnYyq+xm1OwZGGPINALWTaVgpJngzFb4SBo29qhd",
+	"LrQ1rojfn4Ad4LWSmg1mBvRV7ypayTwvqHSgtntP8e7tUldFPlW5yCvCKRGc3a2IuzY73YojgndsQHuO",
+	"7+tL2VuRSyMyn+GEUWqvqo3Yq7gS0iahENIm7Gr8RcKuLh4liBRc5VMVE0MrXeoao8vEO3xwmsKOvKh7",
+	"ryArmYlMr0SoiwPoAwhH7Gaq9uIbAADlFOgwp3EmFNaCS8uWWunKAFNspz8lIAwUeuvoKinY+FknA2vE",
+	"XsNdbnkVgOS9s6Onro99hTELjLNwwle4S56zQjgnjJ3UxLvyvOCbZ7cMeCAO+r8ErP+Ds5EIQwcnOvgW",
+	"XCocNFXoVG2Gnf0q84cz8lykgRJvI6eoF4rIzni2bIpwqSyvoSpy5iYgn5M6wQS2gYysFZJIWFlUONjW",
+	"uSgTWOG3cFm/AQOrBPttqn4bDof4P/i5hcm/RXDMk6ZrDvC8VslreyjgpXV8VcIM3yt5Xzds8GSOtEwj",
+	"wUwDFUHknUlqIwMmST+cJyRqvaHy/Lubp8N3z28uHj0GUp0O6Ndm8ySMR+2v6421fgXw0Rd+GuD/d2LT",
+	"WEe5yHSOfzpRp3LUctdbH8EKO/FGVrxfP+1pEurtt8ylOtWZREou5lIJe83yymBPizC70c77jC1cAS+Y",
+	"LXkmhlaU3KALIbLOCKJbvIiu9c6nHO/J1PHJxC7OMjqEBD2NBH4LjQc6DQm2RrwLvrnhjYuxryV6QgzB",
+	"hwa40gG7tqaLUYizf/5wy06ev7t49LhzvXgcgm/QAqS1KUtrtRwUAlvNUnwc6S/92ck0Dm4MgUJSiVtM",
+	"xX3pWUQK2JVGNnZlCvbu+c3QYy7+APT7G4mGWqShrQ3Kd1PARcJebXqwp5Azw80GPaq17wgOzIvQEYDq",
+	"BBpTY5AMwKgnA+R8NB6NQwktL+VgMrgcjUeXYMtyt0Qj84yqu/4Fn3sLTG+84nkxHlPWTKiSANGG4YhK",
+	"AaWgQ4nqbJjSUQHMiMpaKSryIqf4Hy7Z6eF0MR7v6QjycZ1AfDXbjkYg0e45aCKjlgk+mPz4UzLwNRaD",
+	"yeAl0BNVjDu+sIPJj8157OAnGHq2AjGc2Z1QbNnr/uGgnLwxGqSAAN4u7kF3L7Wl4Cd5pbYh+J1f7iAE",
+	"YcKzsuCyA7ueflqdznC0wn7IRDtf1TvaCSOPhaMNXxV7AfW6FApNBJ1VK8w+8BkUN29eJG2Z6FO9CsFS",
+	"P31rmXQbdN8I5+f/OPwLu/4IGPadZT9Ab+GU4dF9sKQSxyOJdqtND8s1WmOoeJ688ZV4yNpAVQ2aJc+W",
+	"YKKdeonxaHxJWfmgYQXqpmzHqgiRq5RYQHrN0DYlYeKL22AToCyG9lc9BW7tu3pLp/xL+ASujVH0R+PL",
+	"f3unorrcs7e1WV1eyLeAxNZLbUUNZmb5xvqshqjmkBTm/bj2FmPRB/ha7SvwHRb2c7hMmqySrm7HUOcn",
+	"+6YAJ7avW8EptalBlAW1CGvjQe2n/BAvDafK6RHzdfeEoXeidCDuqeKyU1zv466imF9vFdTj7JhmxaiL",
+	"BZ+qsGewLYCFhIxQ3PlnFFpt7IxczIUx2AHFG8ahUUZae0BsSb6COrjfg+EvpXXhTH8mnsedD3Z1KPPb",
+	"wMpeOjai/9X4fNfs9XbPWq3VHqJclsMD283NOhjb9oL/+NNDC4WftvGtSbXz/Q8CWuMcXYwmVd+GWuSe",
+	"vhe+wymvo0/kl5kbYZeNt1E1xSBto4ESNMJz7VibVGALyyZVfGfgjTVxN1zL5y7BXPgVGKkJs5rdCVGi",
+	"+5bPxWiqGj03bJ/0fzYcYuz01c13z1JWGqmcbRTmf757/WobS59GzvSmN8eXPrnu34KgffHjh3agyKfI",
+	"dWjk/E/ZQr6LSnoCkew2buCVcePd67Yd53UNMni6Gh8mj6iv6e8lxavzy8ODuo0xYdzFxTGLbXf1w7FP",
+	"Do/t9rv8dGyDCCHQ9ZGMAn0+e8XfrrQQ9qIJ8ZOW1fEuoFeQfLTIIupml1uqa0SDf5Kk8CvsRf9Pi7/j",
+	"q8OD6ha0nwyJQH3ah0JJqxX3jkzQ5pGzup0yLIOaTI9Ewmh1JxGgQTPfTw2+sVHBiy9UB5TcW6HOTrSh",
+	"qCIxrpIbNL20EqcTUrKOrqX2qTnchR5AzfCpssKR3oTV1gstLAYhu6m+Yapdpe7sJviRMCnYH54CM1Nl",
+	"nfThFiOx15KwYsRuSYMrUL+uE3RQdDauaYLLWhhRPwGif5sgKaL/CeRiO6vhKLn4aTlCyBmxTIl1lBD3",
+	"d+YTf0TAfSJBhfQet5gIkN0ts5DEd4opMAA6FNtT45JQLz++wGxSjjGpEbvtqxBJQtP/8BKBqWo3429H",
+	"WjHk6T+HyhPPDjDkFpWtpE1HFvFB6ooKaEZTdRsXonhTrj0SIzL1woob43OLfTCIglO+6wh7oZDVyawq",
+	"uNkXH8LR1gcPeD5VdYzJ1cU+ZJ735MUiR1xojSXbFJirdcZQqHE1HjNtKMYPvLgJhvnErnhKqRanI5Z2",
+	"S6ECoOtyKPQRsPVyk+DZpqoTxarbrFHv7m4tBs62J/rlQ1ocQYJAmCqKnOkQz6vd3xiSvKfcvW07GHnz",
+	"YEtudrvTFRsPaumjTk33GHzPwC+VoKoxetFAXaN2JLOL6ggfkt5mCKAgWxeV3kbbEXV1VN9eEPtbW6n5",
+	"yKNx0nQOeTQ+0LNhe2eUmx42QM1+PWIeQVShzCsk1FLxrKe3pziS/B665L9U4prlGsPYs0oWmPwicunq",
+	"5P2+o/tStB3vujgfX1xtZwn+9GcKtVD919f1fH/936eUaX+JHRVFPiy9myWWN/Q3Kri9bpMQ78O21ZQz",
+	"AHIBNLxRK0Zel/q4KBCoTSgTamrdqKSgLgiaqlAR5NsNUCERzIea6bW3peoypLo83Cf70OxGsFXlKl4U",
+	"GyZCoRJKDkwW5Gr3K1+cZit+J+pUuuB2ql+iM2n1KInfnTNVfS/PYScX4/PTnlfosKPeoOO/Jebb9xod",
+	"V3ev2PdGnYT2RT5YzMM7/FKfY96xYzNdkqu0nazf62Ti9m7wsbZT5zVHxDj+BF08qlT91Do4lvn2sSp/",
+	"PZTa5FG+jXONKraFz1tI1agyoH3wBnvr5AFM5KOebusRe+Ubu4HWj1kfdYfu9itAepBud2tN/3qnFTdg",
+	"qzVqUqgUosq67ePufz1IqBWC73vqfRC4/1Z34o4ru41zMiJ4/fdxCf693tnBTj7inR2n/j1Bdqq2qQEu",
+	"JLgGsE7RO/zbHG70NxDMQcY2eSQ9Ajo2CGvnZS4K0dcq7ylWwtlQ3RhanUYljSiao2JEpdm8Mt0W/dgQ",
+	"pZVxiOaBBIOsru0Lrpt6mZmAm6tDeKhSYuKf75vCTqLixcQn/yVRteDpVDVF3XXhIFVHhsTpJyP2VVMb",
+	"6FVkxtlcrEEooRiP313CTh6N2cqy2abuzHga58XmlWDUdNRhAIbeZBcpOIXgaFBRtjamlcoV5rjSDnHE",
+	"VBXojG62yZzWPeIRh3jx+MnlTGBaCfYeiG7y7+3hGR9BpfVb1v56sqY79jTYq3L3OnXeRoogklVLRveG",
+	"Ef5iNPq7Owb/Uiz4Rrh9KPCRYQV6QeTDT1vS4CzuLNaLV7tfhVNjWuhLGL/fZrd356bp8vOnoV78cp8d",
+	"GNgEE7zPBjsJRF5/ahn3Pyi63zHAQ/hlq2fln4u3ZAZ0X3b7EVMe9lzwUB/h3RFe8/DclVIuQPwrvZ70",
+	"1FZESpMvH+jWzsRO76bpnHchJKHTR7cTCo+znEqZ3SGfr8rRVH1vha8TxPqFuASCnezxaZ+yQ85a1Jid",
+	"nqol/yDi+pyQRctZDaGmLaqvDgihg05X+dBFCWsAl5FlF8o7Wj6NBH2NHDMpsOBhiBF1iTCqlO+phjpY",
+	"O3k95GI0FnBPE01uvVKXBL11qtgugzlUxbRz7bm3jzGFv5tdj4HKGmik8jEW1Rvhu5i8DwvfnGREphdK",
+	"+mn8lq/Rnebfv0o2ir8AkbeugIx3RlPlRpdxN0Pfc0Oiq3cR4sRwEmLd1HHEu8ti6E4wtciBfd56CWht",
+	"yWojF1KhNy2v2rDcWQzQtDF1MRLUrSwphttk1BAiRU0aYXZ/Mmn3FqvhyW5alQqW4r74LiepFhMmI8G2",
+	"5DnZMpeRuKgjX1GtyxU7QXOS7XndImVppldYK6LyToypG4ZpokzevwGT1zDpFvkrsQbMsHjApjv9rMoX",
+	"wtVGDuasTXr6eSbNkVd8Q25Nqt9KW+/gwZq71kaoRFe63h6SVBpBhcW4h/odrj0tuUcsrdeBJbCj0lIY",
+	"MrXEfSZE3t0OFqA1NuSadxvJHBEXw+snETALXZk6rWapKDrGzggG1IwpA+0hb1xhSP/49oIGtERE1lcK",
+	"7rKwk8i+JskTdQlCeUA5DdR2aM2DB7Yxx4ILmFMTh9xwTDhkZWVKbcktvYnanzUkV1vKYIEmIcvYF8Zi",
+	"Zwsbvaqh3d1UqhEjrx5VNYXv8d3RteNv0giFGvuyuFertA0XmyptSIg1FXNBtmyE25UhRbv4mxjJkRbQ",
+	"lBKynaoA2mr/DazpT+n9q6s9+4kk6ZAI0ExNC9eUxRQKXX3ox2tyU0VB24yrmA5IwPSgvRcrIdT812vg",
+	"b313YiISJJZYAehzB25lnvg+Hj7rBKtD+kLuN6zQGS/iBGWqJKk5fcjUajUO+OotVt9gXznslTE5O8OJ",
+	"ltq6yRfjL8aoivtt9ryFbgjCIxB9CCFGLnOQgDwKJ/lIM513O0LeboSQMN50owiu3h2ND6LJKdlme3Kq",
+	"I0l8gz9hbVJXeZEiFNX1UA/pVi+MaIWoBOPhp4f/HwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

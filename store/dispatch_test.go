@@ -953,7 +953,7 @@ func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim
 	require.Equal(t, claim.ClaimToken, got.Token, "the token the claim was held under")
 	row := readTaskRow(t, pool, got.ID)
 	wantStatus := "scheduled"
-	if claim.Attempt > 1 {
+	if claim.Attempt > claim.AttemptBase+1 {
 		wantStatus = "retrying"
 	}
 	require.Equal(t, wantStatus, row.Status)

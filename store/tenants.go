@@ -16,6 +16,46 @@ type Tenant struct {
 	Name          string
 	SigningSecret string
 	CreatedAt     time.Time
+	// Retry holds the tenant's defaults for its tasks' retry policy.
+	Retry RetryDefaults
+}
+
+// RetryDefaults are a tenant's own defaults, field by field; nil means
+// hookwheel's default.
+type RetryDefaults struct {
+	MaxAttempts *int
+	MinBackoff  *time.Duration
+	MaxBackoff  *time.Duration
+}
+
+const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms`
+
+func scanTenant(row pgx.Row) (*Tenant, error) {
+	var (
+		t          Tenant
+		minB, maxB *int64
+	)
+	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB); err != nil {
+		return nil, err
+	}
+	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
+	return &t, nil
+}
+
+func millisToDuration(ms *int64) *time.Duration {
+	if ms == nil {
+		return nil
+	}
+	d := time.Duration(*ms) * time.Millisecond
+	return &d
+}
+
+func durationToMillis(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }
 
 // APIKey is the stored form of a tenant's API key: its public id and the hash
@@ -64,19 +104,29 @@ func (db *DB) CreateAPIKey(ctx context.Context, key *APIKey) error {
 }
 
 const queryGetAPIKey = `-- name: GetAPIKey
-SELECT id, tenant_id, secret_hash, created_at, revoked_at FROM api_keys WHERE id = $1`
+SELECT k.id, k.tenant_id, k.secret_hash, k.created_at, k.revoked_at,
+	t.id, t.name, t.signing_secret, t.created_at, t.retry_max_attempts, t.retry_min_backoff_ms, t.retry_max_backoff_ms
+FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.id = $1`
 
-// GetAPIKey finds a key by its public id.
-func (db *DB) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
-	var k APIKey
-	err := db.pool.QueryRow(ctx, queryGetAPIKey, id).Scan(&k.ID, &k.TenantID, &k.SecretHash, &k.CreatedAt, &k.RevokedAt)
+// GetAPIKey finds a key by its public id, with its tenant: authenticating a
+// call reads both in one round trip.
+func (db *DB) GetAPIKey(ctx context.Context, id string) (*APIKey, *Tenant, error) {
+	var (
+		k          APIKey
+		t          Tenant
+		minB, maxB *int64
+	)
+	err := db.pool.QueryRow(ctx, queryGetAPIKey, id).Scan(&k.ID, &k.TenantID, &k.SecretHash, &k.CreatedAt, &k.RevokedAt,
+		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get api key %s: %w", id, err)
+		return nil, nil, fmt.Errorf("get api key %s: %w", id, err)
 	}
-	return &k, nil
+	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
+	return &k, &t, nil
 }
 
 const queryRevokeAPIKey = `-- name: RevokeAPIKey
@@ -95,17 +145,34 @@ func (db *DB) RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string
 }
 
 const queryGetTenant = `-- name: GetTenant
-SELECT id, name, signing_secret, created_at FROM tenants WHERE id = $1`
+SELECT ` + tenantColumns + ` FROM tenants WHERE id = $1`
 
 // GetTenant reads one tenant.
 func (db *DB) GetTenant(ctx context.Context, id uuid.UUID) (*Tenant, error) {
-	var t Tenant
-	err := db.pool.QueryRow(ctx, queryGetTenant, id).Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt)
+	t, err := scanTenant(db.pool.QueryRow(ctx, queryGetTenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get tenant %s: %w", id, err)
 	}
-	return &t, nil
+	return t, nil
+}
+
+const querySetTenantRetry = `-- name: SetTenantRetry
+UPDATE tenants SET retry_max_attempts = $2, retry_min_backoff_ms = $3, retry_max_backoff_ms = $4
+WHERE id = $1
+RETURNING ` + tenantColumns
+
+// SetTenantRetry replaces a tenant's retry defaults.
+func (db *DB) SetTenantRetry(ctx context.Context, id uuid.UUID, r RetryDefaults) (*Tenant, error) {
+	t, err := scanTenant(db.pool.QueryRow(ctx, querySetTenantRetry, id, r.MaxAttempts,
+		durationToMillis(r.MinBackoff), durationToMillis(r.MaxBackoff)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set retry defaults of tenant %s: %w", id, err)
+	}
+	return t, nil
 }

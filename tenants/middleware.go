@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/store"
 )
 
 const tenantContextKey = "hookwheel.tenant"
@@ -36,23 +37,23 @@ func (s *Service) Middleware() echo.MiddlewareFunc {
 			if !ok {
 				return unauthorized(c, "missing bearer API key in the Authorization header")
 			}
-			tenantID, err := s.Authenticate(c.Request().Context(), key)
+			tenant, err := s.Authenticate(c.Request().Context(), key)
 			if errors.Is(err, ErrUnauthenticated) {
 				return unauthorized(c, "the API key is malformed, unknown or revoked")
 			}
 			if err != nil {
 				return err
 			}
-			c.Set(tenantContextKey, tenantID)
+			c.Set(tenantContextKey, tenant)
 			return next(c)
 		}
 	}
 }
 
-// TenantID is the tenant authenticated by Middleware for this request.
-func TenantID(c echo.Context) (uuid.UUID, bool) {
-	id, ok := c.Get(tenantContextKey).(uuid.UUID)
-	return id, ok
+// Tenant is the tenant authenticated by Middleware for this request.
+func Tenant(c echo.Context) (*store.Tenant, bool) {
+	t, ok := c.Get(tenantContextKey).(*store.Tenant)
+	return t, ok && t != nil
 }
 
 // AdminMiddleware admits operator calls bearing token. An empty token

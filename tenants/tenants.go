@@ -121,22 +121,32 @@ func parseAPIKey(key string) (keyID, secret string, ok bool) {
 }
 
 // Authenticate returns the tenant a key belongs to, or ErrUnauthenticated.
-func (s *Service) Authenticate(ctx context.Context, apiKey string) (uuid.UUID, error) {
+func (s *Service) Authenticate(ctx context.Context, apiKey string) (*store.Tenant, error) {
 	keyID, secret, ok := parseAPIKey(apiKey)
 	if !ok {
-		return uuid.Nil, ErrUnauthenticated
+		return nil, ErrUnauthenticated
 	}
-	stored, err := s.store.GetAPIKey(ctx, keyID)
+	stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
 	if errors.Is(err, store.ErrNotFound) {
-		return uuid.Nil, ErrUnauthenticated
+		return nil, ErrUnauthenticated
 	}
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
+		return nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
 	}
 	if subtle.ConstantTimeCompare(stored.SecretHash, hashSecret(secret)) != 1 || stored.RevokedAt != nil {
-		return uuid.Nil, ErrUnauthenticated
+		return nil, ErrUnauthenticated
 	}
-	return stored.TenantID, nil
+	return tenant, nil
+}
+
+// Get reads a tenant.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*store.Tenant, error) {
+	return s.store.GetTenant(ctx, id)
+}
+
+// SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.
+func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r store.RetryDefaults) (*store.Tenant, error) {
+	return s.store.SetTenantRetry(ctx, id, r)
 }
 
 // KeyID returns the public id of a well-formed key, for logs and revocation.

@@ -44,7 +44,8 @@ func TestAuthenticate(t *testing.T) {
 
 	got, err := svc.Authenticate(ctx, acme.APIKey)
 	require.NoError(t, err)
-	require.Equal(t, acme.Tenant.ID, got)
+	require.Equal(t, acme.Tenant.ID, got.ID)
+	require.Equal(t, "acme", got.Name)
 
 	keyID, ok := tenants.KeyID(acme.APIKey)
 	require.True(t, ok)

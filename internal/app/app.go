@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -123,6 +124,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 		apiCfg.Scheduler = n.dispatcher
+		apiCfg.Breakers = breakerSource{n.dispatcher}
 		apiCfg.NotifyWithin = n.dispatcher.Lookahead()
 	} else if cfg.Dispatcher.Lookahead > 0 {
 		apiCfg.NotifyWithin = cfg.Dispatcher.Lookahead
@@ -229,4 +231,27 @@ func (n *Node) Breakers() []dispatcher.BreakerStatus {
 		return nil
 	}
 	return n.dispatcher.Breakers()
+}
+
+// breakerSource shows the dispatcher's breakers to the admin API.
+type breakerSource struct{ d *dispatcher.Dispatcher }
+
+func (b breakerSource) NodeID() uuid.UUID { return b.d.NodeID() }
+
+func (b breakerSource) BreakerStatuses() []api.BreakerStatus {
+	var out []api.BreakerStatus
+	for _, s := range b.d.Breakers() {
+		out = append(out, api.BreakerStatus{
+			Target:              s.Target,
+			State:               s.State,
+			Requests:            s.Counts.Requests,
+			Failures:            s.Counts.TotalFailures,
+			ConsecutiveFailures: s.Counts.ConsecutiveFailures,
+			OpenedAt:            s.OpenedAt,
+			NextProbeAt:         s.NextProbeAt,
+			InFlight:            s.InFlight,
+			Waiting:             s.Parked,
+		})
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/netip"
@@ -98,6 +99,14 @@ func TestBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 	require.Len(t, breakers, 1)
 	require.Equal(t, "open", breakers[0].State)
 	require.False(t, breakers[0].NextProbeAt.IsZero())
+	resp, body := rawRequest(t, http.MethodGet, n.base+"/v1/admin/breakers", "admin-token", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var list openapi.BreakerList
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list.Data, 1)
+	require.Equal(t, openapi.BreakerStateOpen, list.Data[0].State)
+	require.Equal(t, targetOf(recv.URL), list.Data[0].Target)
+	require.NotNil(t, list.Data[0].NextProbeAt)
 
 	healthy.Store(true)
 	// The three that failed retry after their 5s backoff; the deferred

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/internal/retry"
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+// The operator API: tenants and what the dispatcher knows of targets.
+
+// BreakerStatus is one target's circuit breaker as a dispatcher node sees it.
+type BreakerStatus struct {
+	Target                string
+	State                 string
+	Requests, Failures    uint32
+	ConsecutiveFailures   uint32
+	OpenedAt, NextProbeAt time.Time
+	InFlight, Waiting     int
+}
+
+// BreakerSource is the dispatcher running in this process.
+type BreakerSource interface {
+	NodeID() uuid.UUID
+	BreakerStatuses() []BreakerStatus
+}
+
+// CreateTenant creates a tenant and shows its credentials, once.
+func (s *Server) CreateTenant(c echo.Context) error {
+	var req openapi.TenantCreateRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	if n := utf8.RuneCountInString(req.Name); n < 1 || n > 200 {
+		fe.add("name", "must be 1 to 200 characters")
+	} else if strings.ContainsRune(req.Name, 0) {
+		fe.add("name", "must not contain NUL characters")
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	created, err := s.tenants.Create(c.Request().Context(), req.Name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, TenantCreatedJSON(created))
+}
+
+// TenantCreatedJSON is the response body of a created tenant, shared with
+// the CLI's "tenant create" so both print the same JSON.
+func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
+	return openapi.TenantCreated{
+		ID:            c.Tenant.ID,
+		Name:          c.Tenant.Name,
+		APIKey:        c.APIKey,
+		SigningSecret: c.Tenant.SigningSecret,
+		CreatedAt:     c.Tenant.CreatedAt,
+	}
+}
+
+// GetTenant reads a tenant and its settings.
+func (s *Server) GetTenant(c echo.Context, id openapi.TenantID) error {
+	t, err := s.tenants.Get(c.Request().Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("tenant " + id.String())
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tenantJSON(t))
+}
+
+// tenantUpdate is the body of PATCH /v1/admin/tenants/{id}: each field
+// absent is kept, null is reset to hookwheel's default, a value is set.
+type tenantUpdate struct {
+	Retry *retryDefaultsUpdate `json:"retry"`
+}
+
+type retryDefaultsUpdate struct {
+	MaxAttempts json.RawMessage `json:"max_attempts"`
+	MinBackoff  json.RawMessage `json:"min_backoff"`
+	MaxBackoff  json.RawMessage `json:"max_backoff"`
+}
+
+func (r *retryDefaultsUpdate) UnmarshalJSON(b []byte) error {
+	type plain retryDefaultsUpdate
+	return decodeNested("retry", b, (*plain)(r))
+}
+
+// UpdateTenant changes a tenant's settings.
+func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
+	var req tenantUpdate
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	t, err := s.tenants.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("tenant " + id.String())
+	}
+	if err != nil {
+		return err
+	}
+	defaults := t.Retry
+	if r := req.Retry; r != nil {
+		var fe fieldErrors
+		patchInt(&fe, "retry.max_attempts", r.MaxAttempts, &defaults.MaxAttempts)
+		patchDuration(&fe, "retry.min_backoff", r.MinBackoff, &defaults.MinBackoff)
+		patchDuration(&fe, "retry.max_backoff", r.MaxBackoff, &defaults.MaxBackoff)
+		if len(fe) == 0 {
+			if err := tenantPolicy(defaults).Validate(); err != nil {
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					var f *retry.FieldError
+					if errors.As(e, &f) {
+						fe.add("retry."+f.Field, "%s", f.Message)
+					}
+				}
+			}
+		}
+		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
+	t, err = s.tenants.SetRetryDefaults(ctx, id, defaults)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("tenant " + id.String())
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tenantJSON(t))
+}
+
+var jsonNull = []byte("null")
+
+func patchInt(fe *fieldErrors, field string, raw json.RawMessage, dst **int) {
+	switch {
+	case raw == nil:
+	case bytes.Equal(raw, jsonNull):
+		*dst = nil
+	default:
+		var n int
+		if err := json.Unmarshal(raw, &n); err != nil {
+			fe.add(field, "must be an integer or null")
+			return
+		}
+		*dst = &n
+	}
+}
+
+func patchDuration(fe *fieldErrors, field string, raw json.RawMessage, dst **time.Duration) {
+	switch {
+	case raw == nil:
+	case bytes.Equal(raw, jsonNull):
+		*dst = nil
+	default:
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			fe.add(field, "must be a duration string such as 30s, or null")
+			return
+		}
+		d, ok := parseDuration(fe, field, text)
+		if ok {
+			*dst = &d
+		}
+	}
+}
+
+func tenantJSON(t *store.Tenant) openapi.Tenant {
+	p := tenantPolicy(t.Retry)
+	return openapi.Tenant{
+		ID:        t.ID,
+		Name:      t.Name,
+		CreatedAt: t.CreatedAt,
+		Retry: openapi.RetryDefaults{
+			MaxAttempts: p.MaxAttempts,
+			MinBackoff:  formatDuration(p.MinBackoff),
+			MaxBackoff:  formatDuration(p.MaxBackoff),
+		},
+	}
+}
+
+// ListBreakers shows the circuit breakers of this node's dispatcher.
+func (s *Server) ListBreakers(c echo.Context) error {
+	out := openapi.BreakerList{Data: []openapi.Breaker{}}
+	if s.cfg.Breakers == nil {
+		return c.JSON(http.StatusOK, out)
+	}
+	out.Node = s.cfg.Breakers.NodeID()
+	for _, b := range s.cfg.Breakers.BreakerStatuses() {
+		item := openapi.Breaker{
+			Target:              b.Target,
+			State:               openapi.BreakerState(b.State),
+			Requests:            int(b.Requests),
+			Failures:            int(b.Failures),
+			ConsecutiveFailures: int(b.ConsecutiveFailures),
+			InFlight:            b.InFlight,
+			Waiting:             b.Waiting,
+		}
+		if !b.OpenedAt.IsZero() {
+			item.OpenedAt = &b.OpenedAt
+		}
+		if !b.NextProbeAt.IsZero() {
+			item.NextProbeAt = &b.NextProbeAt
+		}
+		out.Data = append(out.Data, item)
+	}
+	return c.JSON(http.StatusOK, out)
+}
