@@ -411,7 +411,7 @@ func TestRoutingProblems(t *testing.T) {
 		{"unknown route without a key", http.MethodGet, "/nope", "", 404, "not-found"},
 		{"unknown sub-resource", http.MethodGet, "/v1/tasks/" + uuid.NewString() + "/nope", tn.APIKey, 404, "not-found"},
 		{"wrong method on the collection", http.MethodPut, "/v1/tasks", tn.APIKey, 405, "method-not-allowed"},
-		{"wrong method on a task", http.MethodPatch, "/v1/tasks/" + uuid.NewString(), tn.APIKey, 405, "method-not-allowed"},
+		{"wrong method on a task", http.MethodPut, "/v1/tasks/" + uuid.NewString(), tn.APIKey, 405, "method-not-allowed"},
 		{"wrong method on healthz", http.MethodPost, "/healthz", "", 405, "method-not-allowed"},
 		{"wrong method on admin", http.MethodGet, "/v1/admin/tenants", adminToken, 405, "method-not-allowed"},
 	}

@@ -67,6 +67,24 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for CancelFilterStatus.
+const (
+	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
+	CancelFilterStatusScheduled CancelFilterStatus = "scheduled"
+)
+
+// Valid indicates whether the value is a known member of the CancelFilterStatus enum.
+func (e CancelFilterStatus) Valid() bool {
+	switch e {
+	case CancelFilterStatusRetrying:
+		return true
+	case CancelFilterStatusScheduled:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HTTPMethod.
 const (
 	HTTPMethodDELETE HTTPMethod = "DELETE"
@@ -163,6 +181,76 @@ type AttemptList struct {
 // - `fail`: a final failure; the task is `dead`.
 type AttemptOutcome string
 
+// BatchRequest defines model for BatchRequest.
+type BatchRequest struct {
+	Tasks []BatchTaskRequest `json:"tasks"`
+}
+
+// BatchResponse defines model for BatchResponse.
+type BatchResponse struct {
+	Data []BatchResult `json:"data"`
+}
+
+// BatchResult One item's result, `task` or `error`.
+type BatchResult struct {
+	// Error An error, as RFC 9457 problem details.
+	Error *Problem `json:"error,omitempty"`
+
+	// Replayed True when the item's idempotency key had been used by an identical earlier request.
+	Replayed *bool `json:"replayed,omitempty"`
+
+	// Task A scheduled webhook and its delivery state.
+	Task *Task `json:"task,omitempty"`
+}
+
+// BatchTaskRequest defines model for BatchTaskRequest.
+type BatchTaskRequest struct {
+	// Body The request body, sent byte for byte. Empty or absent means no body.
+	//
+	// Example: {"order": 42}
+	Body string `json:"body,omitempty"`
+
+	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
+	//
+	// Example: 30s
+	Delay *string `json:"delay,omitempty"`
+
+	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
+	// and `Idempotency-Key` headers, which cannot be overridden.
+	//
+	// Example: {"Content-Type":"application/json"}
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// IdempotencyKey This item's idempotency key, as the Idempotency-Key header of a single call.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// Method The HTTP method of the webhook. Default `POST`.
+	Method *HTTPMethod `json:"method,omitempty"`
+
+	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
+	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
+	// 503 response overrides it (up to one hour).
+	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// RunAt When to send the webhook (RFC 3339). Never earlier. Exclusive with `delay`; with neither, the
+	// webhook is sent as soon as possible. A time in the past means now.
+	//
+	// Example: 2026-11-22T10:00:00Z
+	RunAt *time.Time `json:"run_at,omitempty"`
+
+	// Timeout How long one attempt may take, a Go duration, from connecting to reading the response. An
+	// attempt that runs out of time fails and is retried. The server's default applies when absent.
+	//
+	// Example: 10s
+	Timeout *string `json:"timeout,omitempty"`
+
+	// URL The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
+	// the server allows them.
+	//
+	// Example: https://example.com/hooks/order-timeout
+	URL string `json:"url"`
+}
+
 // Breaker defines model for Breaker.
 type Breaker struct {
 	ConsecutiveFailures int `json:"consecutive_failures"`
@@ -201,6 +289,22 @@ type BreakerList struct {
 	Node openapi_types.UUID `json:"node"`
 }
 
+// CancelFilter Conditions that must all hold; at least one.
+type CancelFilter struct {
+	CreatedAfter  *time.Time          `json:"created_after,omitempty"`
+	CreatedBefore *time.Time          `json:"created_before,omitempty"`
+	ScheduleID    *openapi_types.UUID `json:"schedule_id,omitempty"`
+	Status        *CancelFilterStatus `json:"status,omitempty"`
+}
+
+// CancelFilterStatus defines model for CancelFilter.Status.
+type CancelFilterStatus string
+
+// CancelResult defines model for CancelResult.
+type CancelResult struct {
+	Canceled int `json:"canceled"`
+}
+
 // FieldError One invalid field of a request.
 type FieldError struct {
 	// Field The field, as a JSON path in the request body (such as `retry.max_attempts`) or the name of a parameter.
@@ -212,6 +316,18 @@ type FieldError struct {
 	//
 	// Example: must be at least 1
 	Message string `json:"message"`
+}
+
+// FireTime defines model for FireTime.
+type FireTime struct {
+	// Local The occurrence in the schedule's time zone, with its offset.
+	Local time.Time `json:"local"`
+	Utc   time.Time `json:"utc"`
+}
+
+// FireTimeList defines model for FireTimeList.
+type FireTimeList struct {
+	Data []FireTime `json:"data"`
 }
 
 // HTTPMethod The HTTP method of a webhook request.
@@ -293,6 +409,13 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// RescheduleRequest The new time, `run_at` or `delay`.
+type RescheduleRequest struct {
+	// Delay Example: 10m
+	Delay *string    `json:"delay,omitempty"`
+	RunAt *time.Time `json:"run_at,omitempty"`
+}
+
 // RetryDefaults The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
 // default where it set one, else hookwheel's (10 attempts, 1s to 1h).
 type RetryDefaults struct {
@@ -335,6 +458,73 @@ type RetryPolicy struct {
 	//
 	// Example: 1s
 	MinBackoff *string `json:"min_backoff,omitempty"`
+}
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	Body      string             `json:"body,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	Cron      string             `json:"cron"`
+	Headers   map[string]string  `json:"headers,omitempty"`
+	ID        openapi_types.UUID `json:"id"`
+
+	// LastRunAt The latest occurrence materialised as a task.
+	LastRunAt *time.Time `json:"last_run_at,omitempty"`
+
+	// Method The HTTP method of a webhook request.
+	Method HTTPMethod `json:"method"`
+
+	// NextRunAt The next occurrence (null while paused).
+	NextRunAt *time.Time `json:"next_run_at"`
+	Paused    bool       `json:"paused"`
+
+	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
+	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
+	// 503 response overrides it (up to one hour).
+	Retry     RetryPolicy `json:"retry"`
+	Timeout   string      `json:"timeout"`
+	Timezone  string      `json:"timezone"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	URL       string      `json:"url"`
+}
+
+// ScheduleList defines model for ScheduleList.
+type ScheduleList struct {
+	Data       []Schedule `json:"data"`
+	NextCursor *string    `json:"next_cursor,omitempty"`
+}
+
+// ScheduleRequest A recurring webhook. The task fields apply to every occurrence.
+type ScheduleRequest struct {
+	Body string `json:"body,omitempty"`
+
+	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
+	//
+	// Example: 0 9 * * *
+	Cron    string            `json:"cron"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Method  *HTTPMethod       `json:"method,omitempty"`
+
+	// Paused Create the schedule paused.
+	Paused *bool `json:"paused,omitempty"`
+
+	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
+	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
+	// 503 response overrides it (up to one hour).
+	Retry   *RetryPolicy `json:"retry,omitempty"`
+	Timeout *string      `json:"timeout,omitempty"`
+
+	// Timezone IANA time zone the cron expression is read in.
+	//
+	// Example: Europe/Paris
+	Timezone *string `json:"timezone,omitempty"`
+	URL      string  `json:"url"`
+}
+
+// TargetLimits defines model for TargetLimits.
+type TargetLimits struct {
+	DispatchConcurrency *int     `json:"dispatch_concurrency,omitempty"`
+	DispatchRate        *float32 `json:"dispatch_rate,omitempty"`
 }
 
 // Task A scheduled webhook and its delivery state.
@@ -380,6 +570,9 @@ type Task struct {
 
 	// RunAt When the webhook is due. It is never sent earlier.
 	RunAt time.Time `json:"run_at"`
+
+	// ScheduleID The schedule this task is an occurrence of, if any.
+	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
 
 	// Status Where a task is in its life:
 	// - `scheduled`: waiting for its `run_at`.
@@ -471,7 +664,11 @@ type TaskStatus string
 type Tenant struct {
 	CreatedAt time.Time          `json:"created_at"`
 	ID        openapi_types.UUID `json:"id"`
-	Name      string             `json:"name"`
+
+	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
+	// whole; 0 (or an absent field) means unlimited.
+	Limits TenantLimits `json:"limits"`
+	Name   string       `json:"name"`
 
 	// Retry The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
 	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
@@ -512,14 +709,55 @@ type TenantCreated struct {
 	SigningSecret string `json:"signing_secret"`
 }
 
+// TenantLimits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
+// whole; 0 (or an absent field) means unlimited.
+type TenantLimits struct {
+	// APIBurst API requests allowed at once above the rate. Default the rate (at least 1).
+	APIBurst *int `json:"api_burst,omitempty"`
+
+	// APIRate API requests per second (sustained). Over it, 429 with Retry-After.
+	APIRate *float32 `json:"api_rate,omitempty"`
+
+	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant (maxConcurrentDispatches).
+	DispatchConcurrency *int `json:"dispatch_concurrency,omitempty"`
+
+	// DispatchRate Webhooks per second to any one target host of this tenant (Cloud Tasks'
+	// maxDispatchesPerSecond). Tasks over it are deferred in due order, not failed, not counted as
+	// attempts.
+	DispatchRate *float32 `json:"dispatch_rate,omitempty"`
+
+	// MaxPendingTasks Most tasks waiting (scheduled, retrying or dispatching) at once. Over it, 429.
+	MaxPendingTasks *int `json:"max_pending_tasks,omitempty"`
+
+	// Targets Per target host (e.g. `api.partner.com`) overrides of `dispatch_rate` and `dispatch_concurrency`.
+	Targets map[string]TargetLimits `json:"targets,omitempty"`
+}
+
+// TenantLimitsView defines model for TenantLimitsView.
+type TenantLimitsView struct {
+	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
+	// whole; 0 (or an absent field) means unlimited.
+	Limits TenantLimits `json:"limits"`
+
+	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching).
+	PendingTasks int `json:"pending_tasks"`
+}
+
 // TenantUpdateRequest The settings to change; fields left out stay as they are.
 type TenantUpdateRequest struct {
+	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
+	// whole; 0 (or an absent field) means unlimited.
+	Limits *TenantLimits `json:"limits,omitempty"`
+
 	// Retry Each field given replaces the tenant's default; `null` restores hookwheel's default.
 	Retry *RetryDefaultsUpdate `json:"retry,omitempty"`
 }
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// ScheduleID defines model for ScheduleID.
+type ScheduleID = openapi_types.UUID
 
 // TaskID defines model for TaskID.
 type TaskID = openapi_types.UUID
@@ -551,10 +789,30 @@ type UnexpectedError = Problem
 // UnprocessableEntity An error, as RFC 9457 problem details.
 type UnprocessableEntity = Problem
 
+// ListSchedulesParams defines parameters for ListSchedules.
+type ListSchedulesParams struct {
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// NextScheduleTimesParams defines parameters for NextScheduleTimes.
+type NextScheduleTimesParams struct {
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// Status Only tasks in this status.
 	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// ScheduleID Only the occurrences of this schedule.
+	ScheduleID *openapi_types.UUID `form:"schedule_id,omitempty" json:"schedule_id,omitempty"`
+
+	// CreatedAfter Only tasks created at or after this time (RFC 3339).
+	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
+
+	// CreatedBefore Only tasks created before this time (RFC 3339).
+	CreatedBefore *time.Time `form:"created_before,omitempty" json:"created_before,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -579,8 +837,20 @@ type CreateTenantJSONRequestBody = TenantCreateRequest
 // UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
 type UpdateTenantJSONRequestBody = TenantUpdateRequest
 
+// CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
+type CreateScheduleJSONRequestBody = ScheduleRequest
+
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
+
+// CreateTasksBatchJSONRequestBody defines body for CreateTasksBatch for application/json ContentType.
+type CreateTasksBatchJSONRequestBody = BatchRequest
+
+// CancelTasksJSONRequestBody defines body for CancelTasks for application/json ContentType.
+type CancelTasksJSONRequestBody = CancelFilter
+
+// RescheduleTaskJSONRequestBody defines body for RescheduleTask for application/json ContentType.
+type RescheduleTaskJSONRequestBody = RescheduleRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -748,6 +1018,99 @@ type ClientInterface interface {
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
 	UpdateTenant(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetLimits The caller's limits and usage
+	//
+	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
+	// much of the pending-task quota is in use.
+	//
+	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
+	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSchedules List schedules
+	//
+	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	//
+	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+	ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateScheduleWithBody Create a recurring schedule
+	//
+	// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+	// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+	// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+	// whatever the number of nodes.
+	//
+	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+	// fires (once), not every missed tick.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+	CreateScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSchedule Create a recurring schedule
+	//
+	// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+	// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+	// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+	// whatever the number of nodes.
+	//
+	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+	// fires (once), not every missed tick.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+	CreateSchedule(ctx context.Context, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSchedule Delete a schedule
+	//
+	// Deletes the schedule and cancels its occurrences that have not been dispatched yet. Answers the
+	// schedule as it was.
+	//
+	// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
+	DeleteSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSchedule Get a schedule
+	//
+	// The schedule as it is now, with its next occurrence.
+	//
+	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
+	GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// NextScheduleTimes Preview the next fire times
+	//
+	// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+	//
+	// Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
+	NextScheduleTimes(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseSchedule Pause a schedule
+	//
+	// Stops the schedule: its occurrences not yet dispatched are canceled and no new ones are made
+	// until it is resumed. Pausing a paused schedule changes nothing.
+	//
+	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+	PauseSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSchedule Resume a schedule
+	//
+	// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
+	// was paused are not sent (no burst).
+	//
+	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
+	ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTasks List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -793,6 +1156,56 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
 	CreateTask(ctx context.Context, params *CreateTaskParams, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateTasksBatchWithBody Schedule up to 1,000 webhooks in one call
+	//
+	// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+	// and stored independently: the answer is 200 with one result per item, in request order, each
+	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+	// the items that do not fit fail with a 429 problem each.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+	CreateTasksBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTasksBatch Schedule up to 1,000 webhooks in one call
+	//
+	// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+	// and stored independently: the answer is 200 with one result per item, in request order, each
+	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+	// the items that do not fit fail with a 429 problem each.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+	CreateTasksBatch(ctx context.Context, body CreateTasksBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelTasksWithBody Cancel every task matching a filter
+	//
+	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+	// given conditions (at least one is required). Tasks already dispatching or finished are left as
+	// they are. Answers how many were canceled.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+	CancelTasksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelTasks Cancel every task matching a filter
+	//
+	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+	// given conditions (at least one is required). Tasks already dispatching or finished are left as
+	// they are. Answers how many were canceled.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+	CancelTasks(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CancelTask Cancel a task
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -810,6 +1223,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RescheduleTaskWithBody Reschedule a task
+	//
+	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+	RescheduleTaskWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RescheduleTask Reschedule a task
+	//
+	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+	RescheduleTask(ctx context.Context, id TaskID, body RescheduleTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTaskAttempts List a task's delivery attempts
 	//
@@ -1044,6 +1479,189 @@ func (c *Client) UpdateTenant(ctx context.Context, id TenantID, body UpdateTenan
 	return c.Client.Do(req)
 }
 
+// GetLimits The caller's limits and usage
+//
+// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
+// much of the pending-task quota is in use.
+//
+// Corresponds with GET /v1/limits (the `GetLimits` operationId).
+func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetLimitsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSchedules List schedules
+//
+// The tenant's schedules, newest first, cursor-paginated like tasks.
+//
+// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSchedulesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateScheduleWithBody Create a recurring schedule
+//
+// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+// whatever the number of nodes.
+//
+// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+// fires (once), not every missed tick.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+func (c *Client) CreateScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateScheduleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSchedule Create a recurring schedule
+//
+// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+// whatever the number of nodes.
+//
+// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+// fires (once), not every missed tick.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+func (c *Client) CreateSchedule(ctx context.Context, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateScheduleRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSchedule Delete a schedule
+//
+// Deletes the schedule and cancels its occurrences that have not been dispatched yet. Answers the
+// schedule as it was.
+//
+// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
+func (c *Client) DeleteSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSchedule Get a schedule
+//
+// The schedule as it is now, with its next occurrence.
+//
+// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
+func (c *Client) GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NextScheduleTimes Preview the next fire times
+//
+// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+//
+// Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
+func (c *Client) NextScheduleTimes(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewNextScheduleTimesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseSchedule Pause a schedule
+//
+// Stops the schedule: its occurrences not yet dispatched are canceled and no new ones are made
+// until it is resumed. Pausing a paused schedule changes nothing.
+//
+// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+func (c *Client) PauseSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSchedule Resume a schedule
+//
+// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
+// was paused are not sent (no burst).
+//
+// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
+func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTasks List tasks
 //
 // Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -1119,6 +1737,96 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 	return c.Client.Do(req)
 }
 
+// CreateTasksBatchWithBody Schedule up to 1,000 webhooks in one call
+//
+// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+// and stored independently: the answer is 200 with one result per item, in request order, each
+// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+// the items that do not fit fail with a 429 problem each.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTasksBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTasksBatch Schedule up to 1,000 webhooks in one call
+//
+// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+// and stored independently: the answer is 200 with one result per item, in request order, each
+// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+// the items that do not fit fail with a 429 problem each.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+func (c *Client) CreateTasksBatch(ctx context.Context, body CreateTasksBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTasksBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelTasksWithBody Cancel every task matching a filter
+//
+// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+// given conditions (at least one is required). Tasks already dispatching or finished are left as
+// they are. Answers how many were canceled.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+func (c *Client) CancelTasksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelTasksRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelTasks Cancel every task matching a filter
+//
+// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+// given conditions (at least one is required). Tasks already dispatching or finished are left as
+// they are. Answers how many were canceled.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+func (c *Client) CancelTasks(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelTasksRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CancelTask Cancel a task
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -1147,6 +1855,48 @@ func (c *Client) CancelTask(ctx context.Context, id TaskID, reqEditors ...Reques
 // Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTaskRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RescheduleTaskWithBody Reschedule a task
+//
+// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRescheduleTaskRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RescheduleTask Reschedule a task
+//
+// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+func (c *Client) RescheduleTask(ctx context.Context, id TaskID, body RescheduleTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRescheduleTaskRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1473,6 +2223,336 @@ func NewUpdateTenantRequestWithBody(server string, id TenantID, contentType stri
 	return req, nil
 }
 
+// NewGetLimitsRequest constructs an http.Request for the GetLimits method
+func NewGetLimitsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/limits")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSchedulesRequest constructs an http.Request for the ListSchedules method
+func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateScheduleRequest calls the generic CreateSchedule builder with application/json body
+func NewCreateScheduleRequest(server string, body CreateScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateScheduleRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateScheduleRequestWithBody constructs an http.Request for the CreateSchedule method, with any body, and a specified content type
+func NewCreateScheduleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteScheduleRequest constructs an http.Request for the DeleteSchedule method
+func NewDeleteScheduleRequest(server string, id ScheduleID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetScheduleRequest constructs an http.Request for the GetSchedule method
+func NewGetScheduleRequest(server string, id ScheduleID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewNextScheduleTimesRequest constructs an http.Request for the NextScheduleTimes method
+func NewNextScheduleTimesRequest(server string, id ScheduleID, params *NextScheduleTimesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/next", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPauseScheduleRequest constructs an http.Request for the PauseSchedule method
+func NewPauseScheduleRequest(server string, id ScheduleID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeScheduleRequest constructs an http.Request for the ResumeSchedule method
+func NewResumeScheduleRequest(server string, id ScheduleID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -1504,6 +2584,42 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ScheduleID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "schedule_id", *params.ScheduleID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_after", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_before", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1606,6 +2722,86 @@ func NewCreateTaskRequestWithBody(server string, params *CreateTaskParams, conte
 	return req, nil
 }
 
+// NewCreateTasksBatchRequest calls the generic CreateTasksBatch builder with application/json body
+func NewCreateTasksBatchRequest(server string, body CreateTasksBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTasksBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateTasksBatchRequestWithBody constructs an http.Request for the CreateTasksBatch method, with any body, and a specified content type
+func NewCreateTasksBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/batch")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCancelTasksRequest calls the generic CancelTasks builder with application/json body
+func NewCancelTasksRequest(server string, body CancelTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelTasksRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCancelTasksRequestWithBody constructs an http.Request for the CancelTasks method, with any body, and a specified content type
+func NewCancelTasksRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/cancel")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCancelTaskRequest constructs an http.Request for the CancelTask method
 func NewCancelTaskRequest(server string, id TaskID) (*http.Request, error) {
 	var err error
@@ -1670,6 +2866,53 @@ func NewGetTaskRequest(server string, id TaskID) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRescheduleTaskRequest calls the generic RescheduleTask builder with application/json body
+func NewRescheduleTaskRequest(server string, id TaskID, body RescheduleTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRescheduleTaskRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRescheduleTaskRequestWithBody constructs an http.Request for the RescheduleTask method, with any body, and a specified content type
+func NewRescheduleTaskRequestWithBody(server string, id TaskID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1890,6 +3133,113 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
 	UpdateTenantWithResponse(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
 
+	// GetLimitsWithResponse The caller's limits and usage
+	//
+	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
+	// much of the pending-task quota is in use.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
+	GetLimitsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLimitsResponse, error)
+
+	// ListSchedulesWithResponse List schedules
+	//
+	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+	ListSchedulesWithResponse(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*ListSchedulesResponse, error)
+
+	// CreateScheduleWithBodyWithResponse Create a recurring schedule
+	//
+	// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+	// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+	// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+	// whatever the number of nodes.
+	//
+	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+	// fires (once), not every missed tick.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+	CreateScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error)
+
+	// CreateScheduleWithResponse Create a recurring schedule
+	//
+	// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+	// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+	// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+	// whatever the number of nodes.
+	//
+	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+	// fires (once), not every missed tick.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+	CreateScheduleWithResponse(ctx context.Context, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error)
+
+	// DeleteScheduleWithResponse Delete a schedule
+	//
+	// Deletes the schedule and cancels its occurrences that have not been dispatched yet. Answers the
+	// schedule as it was.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
+	DeleteScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error)
+
+	// GetScheduleWithResponse Get a schedule
+	//
+	// The schedule as it is now, with its next occurrence.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
+	GetScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
+
+	// NextScheduleTimesWithResponse Preview the next fire times
+	//
+	// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
+	NextScheduleTimesWithResponse(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*NextScheduleTimesResponse, error)
+
+	// PauseScheduleWithResponse Pause a schedule
+	//
+	// Stops the schedule: its occurrences not yet dispatched are canceled and no new ones are made
+	// until it is resumed. Pausing a paused schedule changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+	PauseScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error)
+
+	// ResumeScheduleWithResponse Resume a schedule
+	//
+	// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
+	// was paused are not sent (no burst).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
+	ResumeScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
+
 	// ListTasksWithResponse List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -1937,6 +3287,56 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
 	CreateTaskWithResponse(ctx context.Context, params *CreateTaskParams, body CreateTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTaskResponse, error)
 
+	// CreateTasksBatchWithBodyWithResponse Schedule up to 1,000 webhooks in one call
+	//
+	// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+	// and stored independently: the answer is 200 with one result per item, in request order, each
+	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+	// the items that do not fit fail with a 429 problem each.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+	CreateTasksBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTasksBatchResponse, error)
+
+	// CreateTasksBatchWithResponse Schedule up to 1,000 webhooks in one call
+	//
+	// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+	// and stored independently: the answer is 200 with one result per item, in request order, each
+	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+	// the items that do not fit fail with a 429 problem each.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+	CreateTasksBatchWithResponse(ctx context.Context, body CreateTasksBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTasksBatchResponse, error)
+
+	// CancelTasksWithBodyWithResponse Cancel every task matching a filter
+	//
+	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+	// given conditions (at least one is required). Tasks already dispatching or finished are left as
+	// they are. Answers how many were canceled.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+	CancelTasksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelTasksResponse, error)
+
+	// CancelTasksWithResponse Cancel every task matching a filter
+	//
+	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+	// given conditions (at least one is required). Tasks already dispatching or finished are left as
+	// they are. Answers how many were canceled.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+	CancelTasksWithResponse(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelTasksResponse, error)
+
 	// CancelTaskWithResponse Cancel a task
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -1958,6 +3358,28 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetTaskResponse, error)
+
+	// RescheduleTaskWithBodyWithResponse Reschedule a task
+	//
+	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+	RescheduleTaskWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RescheduleTaskResponse, error)
+
+	// RescheduleTaskWithResponse Reschedule a task
+	//
+	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+	RescheduleTaskWithResponse(ctx context.Context, id TaskID, body RescheduleTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*RescheduleTaskResponse, error)
 
 	// ListTaskAttemptsWithResponse List a task's delivery attempts
 	//
@@ -2458,6 +3880,656 @@ func (r UpdateTenantResponse) ContentType() string {
 	return ""
 }
 
+// GetLimitsResponse429Headers the declared response headers of an HTTP 429 response for GetLimits
+type GetLimitsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetLimitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantLimitsView
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLimitsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetLimitsResponse) GetJSON200() *TenantLimitsView {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLimitsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetLimitsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetLimitsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetLimitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetLimitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSchedulesResponse429Headers the declared response headers of an HTTP 429 response for ListSchedules
+type ListSchedulesResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListSchedulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSchedulesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSchedulesResponse) GetJSON200() *ScheduleList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSchedulesResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSchedulesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSchedulesResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListSchedulesResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSchedulesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSchedulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSchedulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSchedulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateScheduleResponse429Headers the declared response headers of an HTTP 429 response for CreateSchedule
+type CreateScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateScheduleResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateScheduleResponse) GetJSON201() *Schedule {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteScheduleResponse429Headers the declared response headers of an HTTP 429 response for DeleteSchedule
+type DeleteScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetScheduleResponse429Headers the declared response headers of an HTTP 429 response for GetSchedule
+type GetScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// NextScheduleTimesResponse429Headers the declared response headers of an HTTP 429 response for NextScheduleTimes
+type NextScheduleTimesResponse429Headers struct {
+	RetryAfter int
+}
+
+type NextScheduleTimesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FireTimeList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *NextScheduleTimesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r NextScheduleTimesResponse) GetJSON200() *FireTimeList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r NextScheduleTimesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r NextScheduleTimesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r NextScheduleTimesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r NextScheduleTimesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseScheduleResponse429Headers the declared response headers of an HTTP 429 response for PauseSchedule
+type PauseScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeScheduleResponse429Headers the declared response headers of an HTTP 429 response for ResumeSchedule
+type ResumeScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
 type ListTasksResponse429Headers struct {
 	RetryAfter int
@@ -2638,6 +4710,179 @@ func (r CreateTaskResponse) ContentType() string {
 	return ""
 }
 
+// CreateTasksBatchResponse429Headers the declared response headers of an HTTP 429 response for CreateTasksBatch
+type CreateTasksBatchResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateTasksBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchResponse
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateTasksBatchResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateTasksBatchResponse) GetJSON200() *BatchResponse {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTasksBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTasksBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTasksBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTasksBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CancelTasksResponse429Headers the declared response headers of an HTTP 429 response for CancelTasks
+type CancelTasksResponse429Headers struct {
+	RetryAfter int
+}
+
+type CancelTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CancelResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelTasksResponse) GetJSON200() *CancelResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CancelTaskResponse429Headers the declared response headers of an HTTP 429 response for CancelTask
 type CancelTaskResponse429Headers struct {
 	RetryAfter int
@@ -2805,6 +5050,103 @@ func (r GetTaskResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RescheduleTaskResponse429Headers the declared response headers of an HTTP 429 response for RescheduleTask
+type RescheduleTaskResponse429Headers struct {
+	RetryAfter int
+}
+
+type RescheduleTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Task
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RescheduleTaskResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RescheduleTaskResponse) GetJSON200() *Task {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RescheduleTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RescheduleTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RescheduleTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RescheduleTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3148,6 +5490,167 @@ func (c *ClientWithResponses) UpdateTenantWithResponse(ctx context.Context, id T
 	return ParseUpdateTenantResponse(rsp)
 }
 
+// GetLimitsWithResponse The caller's limits and usage
+//
+// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
+// much of the pending-task quota is in use.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/limits (the `GetLimits` operationId).
+func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLimitsResponse, error) {
+	rsp, err := c.GetLimits(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetLimitsResponse(rsp)
+}
+
+// ListSchedulesWithResponse List schedules
+//
+// The tenant's schedules, newest first, cursor-paginated like tasks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*ListSchedulesResponse, error) {
+	rsp, err := c.ListSchedules(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSchedulesResponse(rsp)
+}
+
+// CreateScheduleWithBodyWithResponse Create a recurring schedule
+//
+// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+// whatever the number of nodes.
+//
+// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+// fires (once), not every missed tick.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+func (c *ClientWithResponses) CreateScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error) {
+	rsp, err := c.CreateScheduleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateScheduleResponse(rsp)
+}
+
+// CreateScheduleWithResponse Create a recurring schedule
+//
+// Creates a schedule that sends the same webhook at every occurrence of `cron` in `timezone`.
+// Each occurrence becomes a task (with `schedule_id` set and the header `Hookwheel-Schedule-Id` on
+// its webhook), materialised ahead of time: at most one task per (schedule, occurrence time),
+// whatever the number of nodes.
+//
+// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
+// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
+// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
+// exist on the spring-forward day fires once, at the first valid instant after it; a time that
+// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
+// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
+// fires (once), not every missed tick.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
+func (c *ClientWithResponses) CreateScheduleWithResponse(ctx context.Context, body CreateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateScheduleResponse, error) {
+	rsp, err := c.CreateSchedule(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateScheduleResponse(rsp)
+}
+
+// DeleteScheduleWithResponse Delete a schedule
+//
+// Deletes the schedule and cancels its occurrences that have not been dispatched yet. Answers the
+// schedule as it was.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/schedules/{id} (the `DeleteSchedule` operationId).
+func (c *ClientWithResponses) DeleteScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error) {
+	rsp, err := c.DeleteSchedule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteScheduleResponse(rsp)
+}
+
+// GetScheduleWithResponse Get a schedule
+//
+// The schedule as it is now, with its next occurrence.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
+func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error) {
+	rsp, err := c.GetSchedule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetScheduleResponse(rsp)
+}
+
+// NextScheduleTimesWithResponse Preview the next fire times
+//
+// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
+func (c *ClientWithResponses) NextScheduleTimesWithResponse(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*NextScheduleTimesResponse, error) {
+	rsp, err := c.NextScheduleTimes(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseNextScheduleTimesResponse(rsp)
+}
+
+// PauseScheduleWithResponse Pause a schedule
+//
+// Stops the schedule: its occurrences not yet dispatched are canceled and no new ones are made
+// until it is resumed. Pausing a paused schedule changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/pause (the `PauseSchedule` operationId).
+func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error) {
+	rsp, err := c.PauseSchedule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseScheduleResponse(rsp)
+}
+
+// ResumeScheduleWithResponse Resume a schedule
+//
+// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
+// was paused are not sent (no burst).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
+func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error) {
+	rsp, err := c.ResumeSchedule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeScheduleResponse(rsp)
+}
+
 // ListTasksWithResponse List tasks
 //
 // Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -3213,6 +5716,80 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 	return ParseCreateTaskResponse(rsp)
 }
 
+// CreateTasksBatchWithBodyWithResponse Schedule up to 1,000 webhooks in one call
+//
+// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+// and stored independently: the answer is 200 with one result per item, in request order, each
+// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+// the items that do not fit fail with a 429 problem each.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTasksBatchResponse, error) {
+	rsp, err := c.CreateTasksBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTasksBatchResponse(rsp)
+}
+
+// CreateTasksBatchWithResponse Schedule up to 1,000 webhooks in one call
+//
+// Schedules each item as `POST /v1/tasks` would, in one database round trip. Items are validated
+// and stored independently: the answer is 200 with one result per item, in request order, each
+// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
+// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
+// the items that do not fit fail with a 429 problem each.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
+func (c *ClientWithResponses) CreateTasksBatchWithResponse(ctx context.Context, body CreateTasksBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTasksBatchResponse, error) {
+	rsp, err := c.CreateTasksBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTasksBatchResponse(rsp)
+}
+
+// CancelTasksWithBodyWithResponse Cancel every task matching a filter
+//
+// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+// given conditions (at least one is required). Tasks already dispatching or finished are left as
+// they are. Answers how many were canceled.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+func (c *ClientWithResponses) CancelTasksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelTasksResponse, error) {
+	rsp, err := c.CancelTasksWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelTasksResponse(rsp)
+}
+
+// CancelTasksWithResponse Cancel every task matching a filter
+//
+// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
+// given conditions (at least one is required). Tasks already dispatching or finished are left as
+// they are. Answers how many were canceled.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
+func (c *ClientWithResponses) CancelTasksWithResponse(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelTasksResponse, error) {
+	rsp, err := c.CancelTasks(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelTasksResponse(rsp)
+}
+
 // CancelTaskWithResponse Cancel a task
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -3245,6 +5822,40 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 		return nil, err
 	}
 	return ParseGetTaskResponse(rsp)
+}
+
+// RescheduleTaskWithBodyWithResponse Reschedule a task
+//
+// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RescheduleTaskResponse, error) {
+	rsp, err := c.RescheduleTaskWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRescheduleTaskResponse(rsp)
+}
+
+// RescheduleTaskWithResponse Reschedule a task
+//
+// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
+// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
+func (c *ClientWithResponses) RescheduleTaskWithResponse(ctx context.Context, id TaskID, body RescheduleTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*RescheduleTaskResponse, error) {
+	rsp, err := c.RescheduleTask(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRescheduleTaskResponse(rsp)
 }
 
 // ListTaskAttemptsWithResponse List a task's delivery attempts
@@ -3640,6 +6251,584 @@ func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error
 	return response, nil
 }
 
+// ParseGetLimitsResponse parses an HTTP response from a GetLimitsWithResponse call
+func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantLimitsView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetLimitsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSchedulesResponse parses an HTTP response from a ListSchedulesWithResponse call
+func ParseListSchedulesResponse(rsp *http.Response) (*ListSchedulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSchedulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSchedulesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateScheduleResponse parses an HTTP response from a CreateScheduleWithResponse call
+func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteScheduleResponse parses an HTTP response from a DeleteScheduleWithResponse call
+func ParseDeleteScheduleResponse(rsp *http.Response) (*DeleteScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetScheduleResponse parses an HTTP response from a GetScheduleWithResponse call
+func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseNextScheduleTimesResponse parses an HTTP response from a NextScheduleTimesWithResponse call
+func ParseNextScheduleTimesResponse(rsp *http.Response) (*NextScheduleTimesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &NextScheduleTimesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FireTimeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers NextScheduleTimesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseScheduleResponse parses an HTTP response from a PauseScheduleWithResponse call
+func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeScheduleResponse parses an HTTP response from a ResumeScheduleWithResponse call
+func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListTasksResponse parses an HTTP response from a ListTasksWithResponse call
 func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3805,6 +6994,161 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 	return response, nil
 }
 
+// ParseCreateTasksBatchResponse parses an HTTP response from a CreateTasksBatchWithResponse call
+func ParseCreateTasksBatchResponse(rsp *http.Response) (*CreateTasksBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTasksBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateTasksBatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelTasksResponse parses an HTTP response from a CancelTasksWithResponse call
+func ParseCancelTasksResponse(rsp *http.Response) (*CancelTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CancelResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CancelTasksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCancelTaskResponse parses an HTTP response from a CancelTaskWithResponse call
 func ParseCancelTaskResponse(rsp *http.Response) (*CancelTaskResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3947,6 +7291,94 @@ func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetTaskResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRescheduleTaskResponse parses an HTTP response from a RescheduleTaskWithResponse call
+func ParseRescheduleTaskResponse(rsp *http.Response) (*RescheduleTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RescheduleTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Task
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RescheduleTaskResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -4141,18 +7573,51 @@ type ServerInterface interface {
 	// UpdateTenant Change a tenant's settings
 	// (PATCH /v1/admin/tenants/{id})
 	UpdateTenant(ctx echo.Context, id TenantID) error
+	// GetLimits The caller's limits and usage
+	// (GET /v1/limits)
+	GetLimits(ctx echo.Context) error
+	// ListSchedules List schedules
+	// (GET /v1/schedules)
+	ListSchedules(ctx echo.Context, params ListSchedulesParams) error
+	// CreateSchedule Create a recurring schedule
+	// (POST /v1/schedules)
+	CreateSchedule(ctx echo.Context) error
+	// DeleteSchedule Delete a schedule
+	// (DELETE /v1/schedules/{id})
+	DeleteSchedule(ctx echo.Context, id ScheduleID) error
+	// GetSchedule Get a schedule
+	// (GET /v1/schedules/{id})
+	GetSchedule(ctx echo.Context, id ScheduleID) error
+	// NextScheduleTimes Preview the next fire times
+	// (GET /v1/schedules/{id}/next)
+	NextScheduleTimes(ctx echo.Context, id ScheduleID, params NextScheduleTimesParams) error
+	// PauseSchedule Pause a schedule
+	// (POST /v1/schedules/{id}/pause)
+	PauseSchedule(ctx echo.Context, id ScheduleID) error
+	// ResumeSchedule Resume a schedule
+	// (POST /v1/schedules/{id}/resume)
+	ResumeSchedule(ctx echo.Context, id ScheduleID) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
 	// CreateTask Schedule a webhook
 	// (POST /v1/tasks)
 	CreateTask(ctx echo.Context, params CreateTaskParams) error
+	// CreateTasksBatch Schedule up to 1,000 webhooks in one call
+	// (POST /v1/tasks/batch)
+	CreateTasksBatch(ctx echo.Context) error
+	// CancelTasks Cancel every task matching a filter
+	// (POST /v1/tasks/cancel)
+	CancelTasks(ctx echo.Context) error
 	// CancelTask Cancel a task
 	// (DELETE /v1/tasks/{id})
 	CancelTask(ctx echo.Context, id TaskID) error
 	// GetTask Get a task
 	// (GET /v1/tasks/{id})
 	GetTask(ctx echo.Context, id TaskID) error
+	// RescheduleTask Reschedule a task
+	// (PATCH /v1/tasks/{id})
+	RescheduleTask(ctx echo.Context, id TaskID) error
 	// ListTaskAttempts List a task's delivery attempts
 	// (GET /v1/tasks/{id}/attempts)
 	ListTaskAttempts(ctx echo.Context, id TaskID) error
@@ -4252,6 +7717,138 @@ func (w *ServerInterfaceWrapper) UpdateTenant(ctx echo.Context) error {
 	return err
 }
 
+// GetLimits converts echo context to params.
+func (w *ServerInterfaceWrapper) GetLimits(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetLimits(ctx)
+	return err
+}
+
+// ListSchedules converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSchedulesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSchedules(ctx, params)
+	return err
+}
+
+// CreateSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateSchedule(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateSchedule(ctx)
+	return err
+}
+
+// DeleteSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteSchedule(ctx, id)
+	return err
+}
+
+// GetSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSchedule(ctx, id)
+	return err
+}
+
+// NextScheduleTimes converts echo context to params.
+func (w *ServerInterfaceWrapper) NextScheduleTimes(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params NextScheduleTimesParams
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", ctx.QueryParams(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.NextScheduleTimes(ctx, id, params)
+	return err
+}
+
+// PauseSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseSchedule(ctx, id)
+	return err
+}
+
+// ResumeSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeSchedule(ctx, id)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -4263,6 +7860,27 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
+	}
+
+	// ------------- Optional query parameter "schedule_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "schedule_id", ctx.QueryParams(), &params.ScheduleID, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "created_after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_after", ctx.QueryParams(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter created_after: %s", err))
+	}
+
+	// ------------- Optional query parameter "created_before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_before", ctx.QueryParams(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter created_before: %s", err))
 	}
 
 	// ------------- Optional query parameter "limit" -------------
@@ -4313,6 +7931,24 @@ func (w *ServerInterfaceWrapper) CreateTask(ctx echo.Context) error {
 	return err
 }
 
+// CreateTasksBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateTasksBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateTasksBatch(ctx)
+	return err
+}
+
+// CancelTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelTasks(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelTasks(ctx)
+	return err
+}
+
 // CancelTask converts echo context to params.
 func (w *ServerInterfaceWrapper) CancelTask(ctx echo.Context) error {
 	var err error
@@ -4342,6 +7978,22 @@ func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetTask(ctx, id)
+	return err
+}
+
+// RescheduleTask converts echo context to params.
+func (w *ServerInterfaceWrapper) RescheduleTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RescheduleTask(ctx, id)
 	return err
 }
 
@@ -4430,14 +8082,25 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/admin/breakers", wrapper.ListBreakers, options.OperationMiddlewares["listBreakers"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
+	router.POST(options.BaseURL+"/v1/tasks/batch", wrapper.CreateTasksBatch, options.OperationMiddlewares["createTasksBatch"]...)
+	router.POST(options.BaseURL+"/v1/tasks/cancel", wrapper.CancelTasks, options.OperationMiddlewares["cancelTasks"]...)
 	router.DELETE(options.BaseURL+"/v1/tasks/:id", wrapper.CancelTask, options.OperationMiddlewares["cancelTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:id", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
+	router.PATCH(options.BaseURL+"/v1/tasks/:id", wrapper.RescheduleTask, options.OperationMiddlewares["rescheduleTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:id/attempts", wrapper.ListTaskAttempts, options.OperationMiddlewares["listTaskAttempts"]...)
 	router.POST(options.BaseURL+"/v1/tasks/:id/replay", wrapper.ReplayTask, options.OperationMiddlewares["replayTask"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.Healthz, options.OperationMiddlewares["healthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.Readyz, options.OperationMiddlewares["readyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.Metrics, options.OperationMiddlewares["metrics"]...)
 	router.GET(options.BaseURL+"/openapi.yaml", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
+	router.GET(options.BaseURL+"/v1/schedules", wrapper.ListSchedules, options.OperationMiddlewares["listSchedules"]...)
+	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
+	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
+	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
+	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
+	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
+	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 
 }
 
@@ -4446,151 +8109,199 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Ljtu2tuivEN4X6My5ssfzSNp4cHExTdMmu2mSm0xRnFMXES3RNjsyqZJUPN7t/PvFWouUKFl+pN1N",
-	"e4CD/YjHFl+L6/3Sr4NMr0qthHJ2MPl1UHLDV8IJg3+9yMWq1E6obPOt2MA3ubCZkaWTWg0mg+/4nbDM",
-	"LQXLeFEwy+eCOc2McGYzYrdLwebSWMeM+KUS1rG1dEvG2Z3YsMwI7vxgx+3dNePMiFJw/5RbiqmyfCXw",
-	"aa5yfBK/mOl8A2tURsF47nACGmYdd5VlF+MxjknrE7jhW1EWfCPyCXOmEuk141PVWZG1FuQsl/O5MEI5",
-	"WnMhnGVXFxcj9q3YWMaNYKUwzAnFlaPzwlhpGS+sZlYoN1WczphGsBx+KzYpWwqeC8P0nIkPwmzYWsyW",
-	"Wt8x7pxYlW40SAYSgEzPDZKB4isxmAw6Ew2Sgc2WYsXhelb8/qVQC7ccTC4ePUoGK6nC3+fJwG1KmMA6",
-	"I9Vi8PCQDG65vXvx1fbF3vpbYTKv91Fyt2x2IfNBMoB7lUbkgwmANN7IXJsVd4PJoKrwyZ6lEWo7F8df",
-	"/7TlH2CwLbWyAhH9S56/JRyFvzKtAGPgIy/LQmYcdnZWGj0rxOp//2xhm79Gy/0vI+aDyeAfZw0xndGv",
-	"9uwNjaJFtw8aSENatuIF7FvkCbNVtmTcMk6Ih0guLVPasX++e/2KacM4q2kVcAhwbG20WjA462jwkAye",
-	"ajUvZPYXHMnqymQi7FgqxpEwBR2EF4VeA1VIi/t8pd3XulL5p9znK00wDntNAKTSsZkotFpY4GJcabds",
-	"yBt2+oZvCs3zW61fcrMQfxWuIE5I2KRmBWwEN3er9XdcbTwe20+5udcfBCCkgSsu5Eo6gOYvlXZ8xN6C",
-	"MGB8DniKzF6uBHFE/GV4A7/U3HAhPwgLNE9/4ymi57aZxXO9ZiuuNsyKTKscb27N8Sbn2gjmzEaqBeML",
-	"LtVoL89YSSVX1WowGdf8QionFsLAkR+SwfeKV26pjfyXyD/11c8ENwBAfScU8gpprVSLJGYaRnzQdyIH",
-	"2FfqTum1Qrz4Xon7UmRO5M+M0eZT7vxGbRgRkYClG772aHzJ1kuhSOgKA/iTcQXcwgieLZl0luXc8Rm3",
-	"wp+iNDoT1vJZIZ4pJ93mL2TVa1EUQ4I7m1XA4j7wQubXeB49nwuVA9bNpShyUhQKaZ3IgRemCAubjlAM",
-	"+rVhazck+Ldx/LUSLBeFRDXBqwfA8znKaMDq0uhSGCdJmvFdE8EpwnhVrWbCJOx8CDDOrxudhQWV5bnW",
-	"d+ulEMXQby2QKSxZk8v5Nrkkg7wyeBPvV7afZgsUVdF+nNZ3CcBnJYtCemqGhWpZLpV7fBWvPO5bWQQk",
-	"b6/5w3LTWm7OZdGWtEq4tTZ3hKooYRWratrxmuU14zOEkVYwFBBytK1fJANduUyvxCGM83B97Z+O1JL3",
-	"wOT7b5B06iv2rfwySP4wCkVDUpOWEWzNLdNK9G7SOm6cyN9z1wcvT50BYP7h1o3k3IkhMPQds7vKvs90",
-	"LvrP8fz29k1Q2DvnqMGMJ1G6OWAGGvrJ1l3BJnTlTqNzNsw75vo/1tTROn8bY5v7+6meTs9+FpmDg/lL",
-	"eyltD9yeIZF+DLUCm9tLqjZhusiB8+DNXzP4cpMwBXYDU1VRJLW0q9EjtiKcICo8AhPhfP7A3Bi+2YIe",
-	"7nYPVF43iN9FKFD9VA2RQuTM6clUDVnqKSmdMM4u7u8jNHC1IWJZ6qEq8nSEw9DOxEH4CSQD0nVlAIG8",
-	"+hbWk5bBWfOqEDkNh0dx9FwqXjQjO2vyPAUoCgUs58eB3yuqEs6A+QUDI5A0FPClEfyOlJb2lWdwuKxy",
-	"8oN475fF77e5WfxrG55fIwOrcYRlulJewqBBXhk0XNdS5XrdRxZgV72fF3Kx7EHjd8LrUqClMwdKJiry",
-	"pdELIyzwFPpJ6Vz0z67EvXsPgljsYDCyEEyXQnl+pZVg+Dhby6JgM8EK4ZhbGl0tljvZDqA/XHzQ57Y5",
-	"cSnUIR43o4tiBbeO0YDfv6CJFPCOOvQH7grtJ5gy4GFWaCvAtl3yYj6ETQ/osL2oSDfYc89A/iJhSw08",
-	"Q+Ws1MYlTIwWI5YunSvt5OxM3PNVWYhRpleTq6vLtFeYgNINH7eWeFpwCXoSkJRl/jE2RxPWCpUzW2hH",
-	"AqBBtUPo1eFK/ngBTNElRCSU9NNdTAfNMfpYnKfnwPj72fhR3DZwhi1umwzUTnmZS1tylwFTg4e8Ma3s",
-	"GliilwoAOK7YzZsXQ62KTQ2/w/6YGJy4h2Q3r/8a9Npn/YoWKKteHSb9l2Sfv5Bt8YfP7FJ0RJEnpJ2h",
-	"26PkbhmIpmUMnwQ1jmTCaMXv3wfOmJ6igrAUTIHugLupXSfI2Qm9B5PB9uA+TF+BFbLYJeLAOkA/DDoV",
-	"pWuvsKpgyyDaWSGA25wfvAwCULNs34WAKvWdcEud71G1VvgAASA4G6NrCYzlm2e3g2Tw5vU7/Od7/P+b",
-	"26fPB8ngq2cvn90+62UwzwUv3LKH54HJULjlxpt52wiQLUV2R3ZLnksYxos3rSe2Fuv1OVUFchE0H3NR",
-	"CpULlW0YTp+w2Yau/yQttXUgw9IEsCWXNj29ZqURQa1PjeD55l9p6+J+HYRhAPc75DC59H889NwI6bU9",
-	"8CjWfGNZqu/aC9Ck+zHBz9mHAK+0ewvbRjAWxev5YPLjkcZu8uvf8UIAQIFuUcs/8jpyyQvmspKdj0fw",
-	"n88njy8/fzJhmVZKZK7+ILViRswrkKHb99cBvIfINuB/6h7dQ5XlwnFZWCI27+CIvbiIY0kTeDgALvI+",
-	"+hvbxikV/CvcsrdfP2VPrh59zsr2VnoMD/xhBxtbo0LSMDKUxp5bJF56L6sVV20sjjnzktu2JOjlpuQN",
-	"6Wdb7dG0LH6Dlhod2h5t4kRSq0fuSmUdV5noY2Hfv33hby8Xysm5FOS+Zjoj3S0TwYL1UG/LXCOHRmAk",
-	"KdtjKh+2kjMvzWt4X11c9CmLTrqi9yB2qY1jtlqtuNmELd9JhVIh2npzoS2/G/OOtz4FE784FnRbi16z",
-	"lM905Sazgqu7NPZgEMUsQWlcgY1rS5HJucxgWu9AROi09x3N9hFX0VUr4dcAzvqakkA5fYwYndVfiTmv",
-	"CrfjRlHLYKUuZLZh3McXPrNeQQbtN5x+g/5wprQSiVemZhv6MCEzNYzVazVVOS0LwwFujlnUpEXCRGEF",
-	"WwZ33meWnZyPI/fCOZp658vTbSbRUobA/AgQPu/1vsHjM57d6fm89fTgfNmrSkm143F78HI6alo8VXsf",
-	"B6/p+zL3xlXHlwOsmMAO9wACoyx4FqLWAfYe7NcsBdswBV7utBG2BXD/0GEAr/i996uOx20v6w7Lczf0",
-	"u7T4jWbBy5WABroCo+/88RdoXR+0azt3dWhyr96Oxyt7xPQPu+7oDZJJvw953nGBcEPEJUU+Ynh5Pkzi",
-	"L9FhugKGFvxtYMw+Dhd5V9JULYxeWzY3esXS6OQpc3rNTW5ZGgE79ZL8Z+mcMNeM9we3wDZjVxdPmDZT",
-	"9Wh82Xg19QdhjMxxd+ykKoEctQKSrcwRRLnNY8i7j+pHgI5UjBdFEvkINZpqWVHlADBPDaA4xZz0fHzI",
-	"178X62AzhVYLTP8gQLu1APa21hEH4jH+NHtJz5cdNfkoPrK9hVZIMMpLcWazZ3HbXbyfK21h7i23d73i",
-	"Nzggm2QPlXuE9A5jdGDsDOkcvO2u49myFc8Fs5rNuUmIgW1sfevshPvvWK5FUE1BbEjype+PteyOUcTW",
-	"eUJRpdnGCdTg4EPbwY+ui22vUjK4Hy70EL4c2jtZDnVJ1siw1LALQ8zkIRlQNtEBLx9lCXHrc48+IpQR",
-	"BaP/gEnkZ/GyZL1rW93YhxJsLUzsBWsQTeZ7c3d8UA+DeR7jhjLfTj2KggUHHEWwZJ1+9P5O7Lj+7Wyn",
-	"g4cGAREfmdujpFLBrXt/IOZXcCeakIgXG/GK0rFc5oj98CPYnWETSD/H7+T3BL3a2/vMRuEP3GIQTWpT",
-	"/7JnQx3G/NFiArNzyDe9R1xc+4yOwD7oOZpuqsIcKD7JJEQeo9XhyPGqdmPts+Uih1cINfgT7OcB8GQc",
-	"EsorMWGpqdR77tKdUbTEHwL0dsxfWS9lIaaKvI1SLdKkyW2pQ5l45DaYRuyVjpdH5uxXlW7EXsF9a5WJ",
-	"qYqjUHOppF3+saCEMx/hHIpVr20nR+AwiKqNLeOVIOEjoCRE57IoEJvQhUGA3nM/QS7S1YzYC/KYYKQT",
-	"maLgppDkRvyYMPQhfAKJ/Y6eRPsZo8l7MheAFsI9rvgGVcuuItFWHca93o8KTY9jBBfGprIlV4uPkVyV",
-	"Kfop//u3L7sAR/g63d53TwzoDAbYM21yYYYBVG0b+6DxhrKltqdhlzXl11jSEustUCWD2PDruOvrDYX4",
-	"bJc79LDqlhzZlnE/7dDx+lMAbljJF8QHwKJPmBLrOnr/MfF/cgiEyBhM2hv7j3wlYAEpn+5xlE8MNdW+",
-	"KBTALKuM7ZOrb7hFQ4VbltIzKaV987xhsrDdEbups2VI0ln/w1EW4VF5B3CCKHe3exUBv52ute8Re62K",
-	"DUsrU6TMezVhme2r+f367Yg9o3CcCdrcSnAFCjYOadPYr9MBEtN0MGFXFw9/QA/ORcE3e9gWSSOl1wgP",
-	"4bPqPYw6/KtOjUovxxZ98en58nK8Skfs2X1WVFZ+EMTxg/xsn+qyn+P9cV36udejSUluRE4trEF18VPD",
-	"OWM3jF6rRhX+jzSJk9z+I52qdtFAO1XfAqnJbBkyFWe13Z4L1QlPPKW8xOGtp6soNxFzEvusxkbzOU5I",
-	"xzoQymiUuECfFLs7GAaM7j6yemF0OmopDUerCock/DbSsZO3Xz9ll5eXT05H7BVytSDit9AMsTu9pr+U",
-	"kMDzEqoU6YoxbpnVWsG/pbZWzoDsb0hB8wHkEphRoMp1G3cvxhePh+fnw4uL2/PxZAz//a+jZe6/RXtI",
-	"SHkO0Sq1CBxW+rzJ2hRgN2qq6izKJXfMVMoyXVFSBZx4jrEo9DXYxkN2W+feNv5JhpgqLAkVYl3HKTK7",
-	"FA0+s7qonKB0EuIjqFSkpINorB0asZdalzOekUukNPIDdwLI2AhrRfDtYbyOVaoQ1pKK7GNrdU1BN37x",
-	"J+kvcNxd0ujdjmjODySia61eKnT9FHIufBpccA+lk1aeDDxV81h8MqSCgOkxibPqaFrKZomS5LaeC65T",
-	"ldeJcqRyM+5Y2tGYwqJ1+l1rqoV2nbS9EftaKl4k/qK87RPS7jCjbtLoA92MXE3mkveMgglOXimf4bd/",
-	"8oyrTBAEw8dgXwXXmJ+gldMXAA9cswFt0CHpY318/Mzhn7BEb0YEFTj16SS+uCn4/qxwcNU9Edq2W+s4",
-	"7kMuoYNuHKqj+nWPpXiQ6ddRrl7lHhfoqPA0dy/dIEie4sN7tDkPOWAa+Og2yMK5trJQqhVXQ2CgGMjE",
-	"1IO5zy8IFT6t+GGG248L6nw8Zm9BXSuLiu9III4Pm/dtVol1EUokc7+9KFkAM7syXWIEFzDo5s0Ldic2",
-	"PW7jUu520tUBLD88Yely/X5ajceXGdYx5vhZ+K+syIxw9FUaLHO7BI0KNwTcbdIoW8wHwfA3PlVLbpe0",
-	"3w6DXr+/u/z5avlo8fj9k/kX4vP8cfZodsUvn1x8cf75+PH8kbjKL7OL2Tkf9yHyca5fwpvf5fzd6WON",
-	"SxSPprc91wCP9CLhtk9DLpRUi/d0Jf3T0m+kEMDznaClV5jshKXrpRXZ+5TNtXfbzchtOuNWPL6CO7u8",
-	"YIarXK+mCowbO2JvRSaAG1r2QRg53+AS3FVw4z7xjZ28c1zl3OTsB7/Yaft4tPB382//3xPzxTff/ucv",
-	"5nb98/dvvvrixcs3//VCX7zkL/m79XG+BM9uAsJvwaiFKLuJkkLBOzkQAZbYNXIh9Mdch0KfQswdKl7W",
-	"8Y0vo9mA6rJNmR/PZn2U+qE3W8mKrDLSbSif11tXK6lu9Z1Qu87hVb/0+evX3/7w/Nmzl+9vvvruxav3",
-	"t6+/ffYqTWpNOr3xdW+omU7Yl1SMRmwBS9ICVwjFyLA7Kllrbg80MQA0L6UvJqcnvg6kcyzz2TJtarnw",
-	"OxgZ5kxRMbnI0fUK6J8SshBOpCP2TqCsZtxO1V5o8FLCDo6HxwOmHs319h01nFRaTCIr5sOltg50pFVV",
-	"ODn0p0arLhhAQZUxI/afumKoarqgZTOOOjd3wJApIoP2wQnoXN5RjUbW6TWMgiG+wt67C1XizQf0/yCh",
-	"+7Arq5STBSadVFkmRG4xyh2bIk20l/gRWe11ThmoQ0Zk2uS2E5aaqqn6xz8YwF0o5+1o+JLux+/zBAdR",
-	"olClcmFYevbh/Cxl4j4TpaO/kCjO0lM0udoc0SOPL7vGy5oqxO7JLgr4CHF5c2TJJmKPoqxuy67G52i2",
-	"0jmDGxzMoVZx8mdULDnZ/toHAlkz4VXCxD3PXLGZqkLeCVDlZU63XMeAxb20BPfXpTDcaROAHEFxNBrF",
-	"gDzET2LAUiErHI1GTZWvxUKcAnzB/XzgRqK6hqmEzjJcGG8ql5iRlgfkwLw+C39QBdbV/T1i1KPILsFp",
-	"uGLprlLR1GeThxzKU+94AIpNE5ZiIliaTFVKzuOUmkxQOlh6vZ2bSPHXQlrXXxkal4OyL3nOpCorf9FT",
-	"hf0mOBwBIIUErHdWWofuFE9Cl43eFJQTX1h5GuD2VUgYWFTccOWEQCDexIGBKPwSRch8BCgYpglT3nJz",
-	"ZtP3XNeovJ4qSe6PmaDJrV6JNdx7wYEXNQXCG+vECnYyq+xm1OwZGGPINALWTaVgpJngzFb4SBo29qhd",
-	"LrQ1rojfn4Ad4LWSmg1mBvRV7ypayTwvqHSgtntP8e7tUldFPlW5yCvCKRGc3a2IuzY73YojgndsQHuO",
-	"7+tL2VuRSyMyn+GEUWqvqo3Yq7gS0iahENIm7Gr8RcKuLh4liBRc5VMVE0MrXeoao8vEO3xwmsKOvKh7",
-	"ryArmYlMr0SoiwPoAwhH7Gaq9uIbAADlFOgwp3EmFNaCS8uWWunKAFNspz8lIAwUeuvoKinY+FknA2vE",
-	"XsNdbnkVgOS9s6Onro99hTELjLNwwle4S56zQjgnjJ3UxLvyvOCbZ7cMeCAO+r8ErP+Ds5EIQwcnOvgW",
-	"XCocNFXoVG2Gnf0q84cz8lykgRJvI6eoF4rIzni2bIpwqSyvoSpy5iYgn5M6wQS2gYysFZJIWFlUONjW",
-	"uSgTWOG3cFm/AQOrBPttqn4bDof4P/i5hcm/RXDMk6ZrDvC8VslreyjgpXV8VcIM3yt5Xzds8GSOtEwj",
-	"wUwDFUHknUlqIwMmST+cJyRqvaHy/Lubp8N3z28uHj0GUp0O6Ndm8ySMR+2v6421fgXw0Rd+GuD/d2LT",
-	"WEe5yHSOfzpRp3LUctdbH8EKO/FGVrxfP+1pEurtt8ylOtWZREou5lIJe83yymBPizC70c77jC1cAS+Y",
-	"LXkmhlaU3KALIbLOCKJbvIiu9c6nHO/J1PHJxC7OMjqEBD2NBH4LjQc6DQm2RrwLvrnhjYuxryV6QgzB",
-	"hwa40gG7tqaLUYizf/5wy06ev7t49LhzvXgcgm/QAqS1KUtrtRwUAlvNUnwc6S/92ck0Dm4MgUJSiVtM",
-	"xX3pWUQK2JVGNnZlCvbu+c3QYy7+APT7G4mGWqShrQ3Kd1PARcJebXqwp5Azw80GPaq17wgOzIvQEYDq",
-	"BBpTY5AMwKgnA+R8NB6NQwktL+VgMrgcjUeXYMtyt0Qj84yqu/4Fn3sLTG+84nkxHlPWTKiSANGG4YhK",
-	"AaWgQ4nqbJjSUQHMiMpaKSryIqf4Hy7Z6eF0MR7v6QjycZ1AfDXbjkYg0e45aCKjlgk+mPz4UzLwNRaD",
-	"yeAl0BNVjDu+sIPJj8157OAnGHq2AjGc2Z1QbNnr/uGgnLwxGqSAAN4u7kF3L7Wl4Cd5pbYh+J1f7iAE",
-	"YcKzsuCyA7ueflqdznC0wn7IRDtf1TvaCSOPhaMNXxV7AfW6FApNBJ1VK8w+8BkUN29eJG2Z6FO9CsFS",
-	"P31rmXQbdN8I5+f/OPwLu/4IGPadZT9Ab+GU4dF9sKQSxyOJdqtND8s1WmOoeJ688ZV4yNpAVQ2aJc+W",
-	"YKKdeonxaHxJWfmgYQXqpmzHqgiRq5RYQHrN0DYlYeKL22AToCyG9lc9BW7tu3pLp/xL+ASujVH0R+PL",
-	"f3unorrcs7e1WV1eyLeAxNZLbUUNZmb5xvqshqjmkBTm/bj2FmPRB/ha7SvwHRb2c7hMmqySrm7HUOcn",
-	"+6YAJ7avW8EptalBlAW1CGvjQe2n/BAvDafK6RHzdfeEoXeidCDuqeKyU1zv466imF9vFdTj7JhmxaiL",
-	"BZ+qsGewLYCFhIxQ3PlnFFpt7IxczIUx2AHFG8ahUUZae0BsSb6COrjfg+EvpXXhTH8mnsedD3Z1KPPb",
-	"wMpeOjai/9X4fNfs9XbPWq3VHqJclsMD283NOhjb9oL/+NNDC4WftvGtSbXz/Q8CWuMcXYwmVd+GWuSe",
-	"vhe+wymvo0/kl5kbYZeNt1E1xSBto4ESNMJz7VibVGALyyZVfGfgjTVxN1zL5y7BXPgVGKkJs5rdCVGi",
-	"+5bPxWiqGj03bJ/0fzYcYuz01c13z1JWGqmcbRTmf757/WobS59GzvSmN8eXPrnu34KgffHjh3agyKfI",
-	"dWjk/E/ZQr6LSnoCkew2buCVcePd67Yd53UNMni6Gh8mj6iv6e8lxavzy8ODuo0xYdzFxTGLbXf1w7FP",
-	"Do/t9rv8dGyDCCHQ9ZGMAn0+e8XfrrQQ9qIJ8ZOW1fEuoFeQfLTIIupml1uqa0SDf5Kk8CvsRf9Pi7/j",
-	"q8OD6ha0nwyJQH3ah0JJqxX3jkzQ5pGzup0yLIOaTI9Ewmh1JxGgQTPfTw2+sVHBiy9UB5TcW6HOTrSh",
-	"qCIxrpIbNL20EqcTUrKOrqX2qTnchR5AzfCpssKR3oTV1gstLAYhu6m+Yapdpe7sJviRMCnYH54CM1Nl",
-	"nfThFiOx15KwYsRuSYMrUL+uE3RQdDauaYLLWhhRPwGif5sgKaL/CeRiO6vhKLn4aTlCyBmxTIl1lBD3",
-	"d+YTf0TAfSJBhfQet5gIkN0ts5DEd4opMAA6FNtT45JQLz++wGxSjjGpEbvtqxBJQtP/8BKBqWo3429H",
-	"WjHk6T+HyhPPDjDkFpWtpE1HFvFB6ooKaEZTdRsXonhTrj0SIzL1woob43OLfTCIglO+6wh7oZDVyawq",
-	"uNkXH8LR1gcPeD5VdYzJ1cU+ZJ735MUiR1xojSXbFJirdcZQqHE1HjNtKMYPvLgJhvnErnhKqRanI5Z2",
-	"S6ECoOtyKPQRsPVyk+DZpqoTxarbrFHv7m4tBs62J/rlQ1ocQYJAmCqKnOkQz6vd3xiSvKfcvW07GHnz",
-	"YEtudrvTFRsPaumjTk33GHzPwC+VoKoxetFAXaN2JLOL6ggfkt5mCKAgWxeV3kbbEXV1VN9eEPtbW6n5",
-	"yKNx0nQOeTQ+0LNhe2eUmx42QM1+PWIeQVShzCsk1FLxrKe3pziS/B665L9U4prlGsPYs0oWmPwicunq",
-	"5P2+o/tStB3vujgfX1xtZwn+9GcKtVD919f1fH/936eUaX+JHRVFPiy9myWWN/Q3Kri9bpMQ78O21ZQz",
-	"AHIBNLxRK0Zel/q4KBCoTSgTamrdqKSgLgiaqlAR5NsNUCERzIea6bW3peoypLo83Cf70OxGsFXlKl4U",
-	"GyZCoRJKDkwW5Gr3K1+cZit+J+pUuuB2ql+iM2n1KInfnTNVfS/PYScX4/PTnlfosKPeoOO/Jebb9xod",
-	"V3ev2PdGnYT2RT5YzMM7/FKfY96xYzNdkqu0nazf62Ti9m7wsbZT5zVHxDj+BF08qlT91Do4lvn2sSp/",
-	"PZTa5FG+jXONKraFz1tI1agyoH3wBnvr5AFM5KOebusRe+Ubu4HWj1kfdYfu9itAepBud2tN/3qnFTdg",
-	"qzVqUqgUosq67ePufz1IqBWC73vqfRC4/1Z34o4ru41zMiJ4/fdxCf693tnBTj7inR2n/j1Bdqq2qQEu",
-	"JLgGsE7RO/zbHG70NxDMQcY2eSQ9Ajo2CGvnZS4K0dcq7ylWwtlQ3RhanUYljSiao2JEpdm8Mt0W/dgQ",
-	"pZVxiOaBBIOsru0Lrpt6mZmAm6tDeKhSYuKf75vCTqLixcQn/yVRteDpVDVF3XXhIFVHhsTpJyP2VVMb",
-	"6FVkxtlcrEEooRiP313CTh6N2cqy2abuzHga58XmlWDUdNRhAIbeZBcpOIXgaFBRtjamlcoV5rjSDnHE",
-	"VBXojG62yZzWPeIRh3jx+MnlTGBaCfYeiG7y7+3hGR9BpfVb1v56sqY79jTYq3L3OnXeRoogklVLRveG",
-	"Ef5iNPq7Owb/Uiz4Rrh9KPCRYQV6QeTDT1vS4CzuLNaLV7tfhVNjWuhLGL/fZrd356bp8vOnoV78cp8d",
-	"GNgEE7zPBjsJRF5/ahn3Pyi63zHAQ/hlq2fln4u3ZAZ0X3b7EVMe9lzwUB/h3RFe8/DclVIuQPwrvZ70",
-	"1FZESpMvH+jWzsRO76bpnHchJKHTR7cTCo+znEqZ3SGfr8rRVH1vha8TxPqFuASCnezxaZ+yQ85a1Jid",
-	"nqol/yDi+pyQRctZDaGmLaqvDgihg05X+dBFCWsAl5FlF8o7Wj6NBH2NHDMpsOBhiBF1iTCqlO+phjpY",
-	"O3k95GI0FnBPE01uvVKXBL11qtgugzlUxbRz7bm3jzGFv5tdj4HKGmik8jEW1Rvhu5i8DwvfnGREphdK",
-	"+mn8lq/Rnebfv0o2ir8AkbeugIx3RlPlRpdxN0Pfc0Oiq3cR4sRwEmLd1HHEu8ti6E4wtciBfd56CWht",
-	"yWojF1KhNy2v2rDcWQzQtDF1MRLUrSwphttk1BAiRU0aYXZ/Mmn3FqvhyW5alQqW4r74LiepFhMmI8G2",
-	"5DnZMpeRuKgjX1GtyxU7QXOS7XndImVppldYK6LyToypG4ZpokzevwGT1zDpFvkrsQbMsHjApjv9rMoX",
-	"wtVGDuasTXr6eSbNkVd8Q25Nqt9KW+/gwZq71kaoRFe63h6SVBpBhcW4h/odrj0tuUcsrdeBJbCj0lIY",
-	"MrXEfSZE3t0OFqA1NuSadxvJHBEXw+snETALXZk6rWapKDrGzggG1IwpA+0hb1xhSP/49oIGtERE1lcK",
-	"7rKwk8i+JskTdQlCeUA5DdR2aM2DB7Yxx4ILmFMTh9xwTDhkZWVKbcktvYnanzUkV1vKYIEmIcvYF8Zi",
-	"Zwsbvaqh3d1UqhEjrx5VNYXv8d3RteNv0giFGvuyuFertA0XmyptSIg1FXNBtmyE25UhRbv4mxjJkRbQ",
-	"lBKynaoA2mr/DazpT+n9q6s9+4kk6ZAI0ExNC9eUxRQKXX3ox2tyU0VB24yrmA5IwPSgvRcrIdT812vg",
-	"b313YiISJJZYAehzB25lnvg+Hj7rBKtD+kLuN6zQGS/iBGWqJKk5fcjUajUO+OotVt9gXznslTE5O8OJ",
-	"ltq6yRfjL8aoivtt9ryFbgjCIxB9CCFGLnOQgDwKJ/lIM513O0LeboSQMN50owiu3h2ND6LJKdlme3Kq",
-	"I0l8gz9hbVJXeZEiFNX1UA/pVi+MaIWoBOPhp4f/HwAA//8=",
+	"7L0Lcxs3tif+VVC8/6pI99+kKFn2xFRt7Si2E3vi2F5b2al7hy412A2KGDUBTgNtikn83bfOOQAa/eBD",
+	"TuxkdlNz74xMstF4nPfjh58HmV6utBLKmsHk58GKl3wprCjxXy9ysVxpK1S2+V5s4JNcmKyUKyu1GkwG",
+	"P/BbYZhdCJbxomCGzwWzmpXClpsRu1oINpelsawU/6qEsWwt7YJxdis2LCsFt+5hy83tBeOsFCvB3a/s",
+	"QkyV4UuBv+Yqx1/iBzOdb+AdVangeW5xAHrMWG4rw87GY3wmDSuww7diVfCNyCfMlpVILxifqtYbWeOF",
+	"nOVyPhelUJbeeSOsYednZyP2vdgYxkvBVqJkViiuLK0XnpWG8cJoZoSyU8VpjWm0l8PvxSZlC8FzUTI9",
+	"Z+KDKDdsLWYLrW8Zt1YsV3Y0SAYSNpl+N0gGii/FYDJoDTRIBiZbiCWH41nyu5dC3djFYHL28GEyWErl",
+	"/32aDOxmBQMYW0p1M/j4MRm8yxYirwrx4mn3cGE5xn3PZB7ms+J2Uc9G5oNkAOcrS5EPJrC18YTmulxy",
+	"O5gMqgp/2Z3CFTe3216P5/oZX40Ht/Xl+O1ne/1HeNistDICee0bnr8lNoF/ZVoB0cKffLUqZMZhZier",
+	"Us8Ksfz//2lgmj9Hr/v/SjEfTAb/cVLz8wl9a07e0FP00u5CPXdKw5a8gHmLPGGmyhaMG8aJ9pHPpGFK",
+	"W/a3d69fMV0yzoK4ADIGMl+XWt0wWOto8DEZPNFqXsjsd1iS0VWZCT9jqRhH2SBoIbwo9BoYUxqc5ytt",
+	"v9WVyr/kPF9p2mM/1wS2VFo2E4VWNwYEKVfaLmoJAzN9wzeF5vmV1i95eSN+L1pBmpAwSc0KmAhO7krr",
+	"H7jaODo2X3Jyrz8IIMgSjriQS2lhN/9VactH7C3oI8bnQKeob+RSkFDGb4aX8E0QyDfygzDA8/RvXEX0",
+	"u66weK7XbMnVhhmRaZXjya05nuRcl4LZciPVDeM3XKrRTpmxlEouq+VgMg7yQiorbkQJS/6YDH5UvLIL",
+	"XcqfRP6lj34meAkbqG+FQlkhjZHqJomFRik+6FuRw95X6lbptUK6+FGJu5XIrMiflaUuv+TML9WGERMJ",
+	"eHUt1x6OH7D1QijS+6IE+sm4AmlRCp4tmLSG5dzyGTfCrWJV6kwYw2eFeKastJvfUVSvRVEMad/ZrAIR",
+	"94EXMr/A9ej5XKgcqG4uRZGTrVJIY0UOsjDFvTDpCNWgezdM7ZJsjy6Nv1aC5aKQaKk4CwVkPkcdDVS9",
+	"KvVKlFaSNuPbBoJV+OdVtZyJMmGnQ9jj/KI2m5i3mp5rfbteCFEM3dQ8m8IrA7ucdtklGeRViSdxvTT9",
+	"PFugqormY7W+TWB/lrIopONmeFHQ5VLZR+fxm8d9bxaeyJvv/Pti03jdnMuiqWmVsGtd3hKpooZVrAq8",
+	"44zbC8ZnuEdawaNAkKOufZEMdGUzvRT7KM7t62v368gsuQYh33+CZNafs+/lN17z+6dQNSSBtUrB1tww",
+	"rUTvJI3lpRX5Nbd9++W402+Y+3HjRHJuxRAE+pbRbWWuM52L/nU8v7p6432G1jrCNuNKlK4XmIGTcNQ5",
+	"K5iEruxxtM5aeMdS/x+BOxrrb1JsfX7vw3B69k+RWViYO7SX0vTs2zNk0vtwK4i5naxqEqaLHCQPnvwF",
+	"gw83CVPgujBVFUUStF0gj9iRsYK48ABKhPW5BfOy5JvO7uFsd+zK65rw2wQFpp8KO1KInFk9maohSx0n",
+	"pRPG2dndXUQGNjgihqVuV0WejvAxdHXxIfwLNAPydVUCATnzzb9PmuBQ5fQ4/BSfnkvFi/rJ1jt5nsIu",
+	"CgUi5x8DN1c0JWwJHiA8GG1JzQHfcJstIr+iee7wCvzjoPPBscBd8+N9TMDhfEHPno7HYxSM/t97TpHe",
+	"3XeMbs60/91Je2I9fM5vhamKX0FX8SC9mhGm8pUBmqkKm7AU1paCTCBFm3Y5LqiIg4wBmCcFL3q4tKxE",
+	"bci4mcg6RoAhiQXP2UwIxSoD5sIGuEDmQlmZ8YIJXhZSlN66iATYTOtCcIVbx83tvgkDceC29m9hTDtg",
+	"IxTF6/lg8o/9Y9YE1yaGaKHXt6JXW0mzZVcSb2W0IipRZIYzMHELim+hydEKsHSDCq2lv4fFl4LfkufQ",
+	"nH0GFJ5VVn4Q1473iS87JkX8bXOB36IVEQQ1y3SlnJmHgbmqxADWWqpcr/t0UzKQ6npeyJtFD3W/E86h",
+	"AVeZWfD00JtelfqmFAYUO32ldC76R1fizl6DNSy2aHlZCKZXQjmjQSvB8OdsLYuCzQQrhGV2UerqZrFV",
+	"94MOAunrnaquObQSap+hMaODYgU3ltEDn/7CMvKCWz7JrzgrDGKgBHHKICu0ETm4q7yYD2HSA1psrz6g",
+	"E+w5Z+A2kbCFBsWtcrbSpU2YGN2MWLqwdmUmJyfiji9XhRhlejk5P3+Q9lp04PnCn51XPCm4BGcFBT9z",
+	"P2NzjCMZoXJmCm3JCqtJbR95dZQKLs9vU3QIEQsl/XwX80G9jF59QGTira9fo56cZOiopmSgthqtuTQr",
+	"EKdgeencR7SUWYNd4kwz2Diu2OWbF0Otik3Yv/1B0Xg7cQ7JdsX4hKtMFN/Kojcu8kSrXMLfLkq/rAxG",
+	"3thCF+DsgQGGjEa+QUs0Yn4gv+Y+5nKYxe8fI2P08Oe8XXYt8wOCt96ziPkwWHbeLGtSz3YN4bexNjBa",
+	"O4HfkurfQ/7hp32H9a0URR1/6TFiKIBAEQNSfpFB0JwT/mabayiKPCF/FgPFK24XXsI1wodH3vElK3q0",
+	"5HfXXo2lx+hSLQRT4G3hbEKwGW1hkkWDyaD7cN+BLYUx/GabUyCNi1xjJkja5huQcGeiptjTvZxDG1S/",
+	"tv9ASnEllz0mbqEzXvRvr85IS2TC76knvK8MBTZ/0kokfiHg1s6NsIf7zJXNDmWb1ppp1jTCrvX+BnIz",
+	"bN0n2/Tg+f8g7ELnOyIDS/wBUZ9Pz0U84Vn/u2dXg2Tw5vU7/J8f8b8vr548HySDp89ePrt61quKnwte",
+	"gB3ZsQ7A/izsYuOikj2ycSEy8tt4ThKWF2+ajl37Zb0pkqpAfYvRzlyshMrRNMbhE/ASkPeO0pU2Fqy9",
+	"NAFWzaVJjy/YqhQ+CpWWguebn9IG1/w88I/Bvt+iVMyl+0efFKxFams/ijXfGJbq2+YLaNDdJOnG7COA",
+	"V9q+hWkf7onU7tjPf8QDgQ3yQhPdywOPI5e8YDZbsdPxCP7zl8mjB395PGGZVkpkNvwhtWKlmIMH2XN+",
+	"bU1EO9Ld+PftpbtdZbmwXBbGeV0Uj4+TjkhjSZ2q37NdlCxzJ9alKeXTAdywt98+YY/PH/6FrZpT6YmT",
+	"4RdbdMgaTfdai6Dd6qRF4uzcRbXkqknFsVpccNNUw72qjIL3/WKr+TS9Fj/BwCIt2hwckYtMhh4LVSpj",
+	"weDoE2E/vn3hTg+jDHMpKNsa6y8XcHW73rROSzksBdZeZGK3/bU7qJs5uzfs9/nZWZ9bZaUtehdiFrq0",
+	"zFTLJS83fsq3UqFWiKZeH2gjTcRcnqjPFcMPDt26zksvWMpnurKTWcHVbRoH3IljFuBeLXUpmFmJTM5l",
+	"BsM6mwF3pznvaLR7HEXbAYNv/XaGY0o85/QJ4rfCWzBRbKh7qkqs0b4BkVepa24pwJaLgm/SPlYtOMr2",
+	"eoGn42XfOdBo97B5elZgy81TMedVYbfQJBqpbKULmW0Ydwl9sNjQGQZP15/fBhPQTKEVR7b4bEN/TCgu",
+	"7J/VazVVOb0WHoeTt8yg1ywSJgoj2MLnz74y7Oh0HMXzTzGsc7o47u5dw5aOt/C0N90FP5/x7FbP560N",
+	"X/Ra4lJt+bnZS14tKz8eqjmP9/uO6cdV7gIpreQJKBPadjgHUHmrgme+Us3vvdv2C5aqqihS0EZWl8I0",
+	"Ntz9aP8GL/mdS2S6GHpIa26JMm3f/bY0+U4zn1ZKwIFZavBfHn2NkbS9MazWWe0b3HlH4/HSHDD8VlZ6",
+	"g2zSn7Sdt8KdvCTmkiIfMTw8V5fgDtFiiSLm8t1pYJ1eXJ/hcjdTdVPqtWHzUi9ZGq08ZVaveZkblkab",
+	"nTpb5J/SWlFeMN5fTaIV4+z87DHT5VQ9HD+o04j6gyhLmePs2FG1AnbUCli2Kg9gyh4Jiel0NKD87kjF",
+	"eFEkUVJOo6efFVUOG+a4AUy/WBecjvcl13dSHUym0OoGSz5po+1agHhb60gC8Zh+6rmkp4uWoX+QHOlO",
+	"oVGDE9Wi2nKz4+Wm/XJzmBLwpZRdz9an0ZuDJIO74Y0ewodDcytXQ70ix2G40rDRJXFNFNM6XEnBM1R1",
+	"0vkiKmo62FfprPXAIFnBjb2u1WsPkXALNBLZhEtuRSl5IQ0wuYky1p8WhF8GF3+XnRsFA3zCYte04Qfx",
+	"pI9gGmyNiYwVBwfp+NNnTANE5xDl4Cjdu2cxsQhFyxbLEvoPVi7FT1qJ3i8r1JD3I7uqLHrGailxJBYk",
+	"0GgGYeHN/achwznWy6lz3xF7NCb9fgeT/gYhqMDvfbF7WEFWlYZirbu3Y2uI6t0+s/iSlQKIELSdC0+R",
+	"dsPSAV/5tVoVG9AtVGVek21Xxfx6QUVCpznLh8EZfeRq9F2ZJMpjkMT+97oMtVDpX0ENFpsUq2LTv9Lk",
+	"p9V4/CDzUhv/JVrieswes/+E//SR528i/GqRcljYKBYuGP1ATTOYUMCwwfHhuzkvjGhHSp4goTdivk7c",
+	"9GfsP6e0qFfx49WTQXumLy5fXdbBaMptlloxcbcqhTFSYwFpKXjOZCsc8qyC4zh5w0tpdkiY2D3d6zWQ",
+	"CEHq7OOzK0wavpRL6XpgmkLBZduuM60c62z21eom9VOl8zJ6fk72Wr81ceWqLTrhCJ9lqttFVO7MW1fv",
+	"hanPrRWZe23Hdt2YYUueC2Y0m/MyIXdoY4INyY64+4zlWvhQHTihkkrhdu/T9hLDOFWUUFHobGMFRrTg",
+	"j2Z9HiY9u/noTzWyttQHUJ8RN6576R6ViJ8iebp74kZxnul627TapYtKsLUo4/x525Tb2nrjanKxFtdR",
+	"3FDm3ealqNZvr1l4QM1OX7/U3kU7KywsmZuDfFy0UveU7DpDtVm5G79RWpbLHKkfvgSl5SeB/HP4TD6l",
+	"ZrU5PapEc9WLOEXv6KpN+GbHhFpu3r2dTmyuoaqWHc7nhWvI8OKDfkfDTZUfA51xCpGjjNFqf+H3J9v8",
+	"bgW7ZQAa/1FFZ16JSR2S3FYEm7hF2HJDihG9halKfalAmtStKaESGZfc3KYRe6Xj16Nwdm+VdsRewXlr",
+	"lYmpiotI51JJs/h15UzOmjjM6mnYFe+TLRIGSbWOjLqQinAFzOSSz2VRCDIUGtHaLefj9SIdzYi9oAwS",
+	"FiqjUHTVjveoIm/WhuzoknSVS7TlXDWTHQmTc2DBPhm5d/frfMe+Wsl39MumLbel+QH40dPSkm8wWNYO",
+	"jTSDIeN+o6zhKu5SnlhZly24urmP9nRGX3fnf3z7sn3oeMZWN+fdU8F2Ag+YE13mohzWXuW9DEs8u5Dj",
+	"aHmqwYPd5qAmgziU3apf6bi5bQnVoy4auqyrZ99vsTP7uwgu2YrfkCzi5tYkTIl1aAC4TwsBpTh8XR8M",
+	"2ts+EOWveEn5j4PzlFR3vNcPbyWeucHQK3ib9JuUmtd5Xgt6mO6IXYaGG9K2xn1xUIz7IF+/VRrdPgpP",
+	"31YHYTNir1WxYWlVFilzmWZ4zXa3/v429og9o2LC0luUS8EVGPn4SJPHfp4OkJmmgwk7P/v4K2zxkLvb",
+	"IrZIIyq9xv0QDhvA7VFLftURhQdjQynD08WD8TIdsWd3WVEZ+UGQ1vE6vLmqB/0S79fb88+dLU+Geq32",
+	"gsEA5pMbGtYZJ5b0WtXm+H+mSdwn95/pVDWhD5qAAwZYTWYL3+w4C5mIXKhWycgTam0cXjm+itobsa3x",
+	"84dHkv2lWdHZR3F8eDodfWoYZLeV0SU6dvT22yfswYMHj49H7BVKNW9mdMiMMtYX9C8lJMi8hPAu2mqM",
+	"G2a0VvC/K22MnAHbu8iKq/5bgTDyXLlu0u7Z+OzR8PR0eHZ2dTqejOH//vtgnfubWA8JGfC+gkjdeAkr",
+	"XetlcEfYpZqq0Ii54JaVlTJMV1QSDiueY30QxjtMnfO7Cu27dcYVg55SGFIqJLoOM2S2GRp8ZnRRWUHF",
+	"8CRH0KhIyQbR1CHCXmq9mvGMwjKrUn7gVgAbl8IY4bOVWEPFKlUIY8hMd/VOAZagXVPymewXWO42bfRu",
+	"S4XN30lFBzNXKgw/FXIuXCedD1Glk0aVP/wqyFj8pQ+SgfsziRvzaFiqxY/67Dq/88lglYdeOzL7Gbcs",
+	"bVlM/qWhg68x1I22rc6/EftWKl4k7qCYb8Hyw3AYIdgD7aZeTS6by/WuuY+MuSbB3YP7Ou50wvyf3sfz",
+	"4Tk3QKMtMKpAj7Y2rkdH3UrLx785pmK6VeM1RxBGSp9N4vBRfPzRCAtHbXaU8t8jkXRohjEEbXeahzhT",
+	"F+D96AFcft7h4+5VFaHap9clwBe0DH9vx7sp97IdzpPC/DuMQbfxIHPwp90d9wvsFBZXS66GIH+xNg2r",
+	"SeeuZNRjjDRKwjJcR9z05gpUdqIKNVpI+JYW5nixed9klVgXHicqd9OL6j+xrSXTKyzKAwK8fPOC3YpN",
+	"T+R7JbfHGUNFj3s8YelifU2JJgRzyinN5D4yIiuF9ZknF1wwCzDIcEIgHCe1rcZcVRB+x6dqwc2C5tuS",
+	"7+vr2wf/PF88vHl0/Xj+tfhL/ih7ODvnDx6ffX36l/Gj+UNxnj/IzmanfLyr7WW3A05080nx661h4hgk",
+	"aS+79tNl4xjgJ71E2A2JyBsl1c01HcmWyAx+R/YE/L5VxeXsLTNh6XphRHadsrl2kccZRX5n3IhH53Bm",
+	"D85YyVWul1MFvpEZsbciEyBMDfsgSjnf4Cu4reDEXf8FO3pnucp5mbO/u5cdN5dHL/5h/v3/elx+/d33",
+	"//Wv8mr9zx/fPP36xcs3//1Cn73kL/m79WGhCCd3PMF39qhBKNuZsk6F9Yuer0yEs0MWGSLtmBF7oRhn",
+	"2PxA8UwaeksRnX/eAGusF7oQF2zMjgj3wjmcmDs+dhZupfCRPicX1jyryl6J+eaF93Tr4DS3GCVlfKY/",
+	"ULwWllQ7EP4TdlTXtR2Qz4JplL2FhY1ZrDAYmWmVsyNTGculEvnxiCGKkbQJVowhCUU1ZVve7tOIydZU",
+	"ZUseODqsTaywGQg5tUHD3vVfYj9o6MkkZj9a8rsn/g32qe9GNAdsTyctumVq0f4cOKcnha5yBoar+Wqq",
+	"lvyuntcbUb7DsY5H9AN0eDH0gwbVXJQlpSvAckSDOgmZHLDl4G/fqstNcFPM3gNZ8rvrFQHxXAeshRaE",
+	"Iiym2RJ7FAy5hHnLDezJyKY79kfWJJn9B0BbuDNusTvQFqXKOyGNN6JsnNERtQ/zlRyteGmVKMFxSY+j",
+	"0kc9r90AJIqUcBv7SDntSWB+3CPE/rcU657+uk8yG/ec5FXjEJVeH3SQBzQ1u9m2J7BdflNt885qem+t",
+	"oxWJ4fgLXzBUiLlFv9tYvnEQCRtgla7Q/bR9vL+V7Yq1P/a2HRmRVaW0G2phd6S9lOpK3wq1bfUuXpA+",
+	"f/36+78/f/bs5fXl0x9evLq+ev39s1dpEsIv6aXDW8NwxoR9QyBoZAwiFFpUhYRzxyIc/FV9suC+O+3g",
+	"cFTpF996g+lQk7MTDwvewCeYr9j8RDiqIicFMNuwlEwEOrR0xN4JdPBQ8O3cDb6SMIPD9+Mj9hDNdfeM",
+	"avtZGuwGK+ZDkCjASMuqsHLoVo2hQB8189xWjth/6YphfML60AzjGKjhFmwNKiXAoBJaGy7DipG54wt4",
+	"Ch5xbesux6QSF3PCpAHqZld9zCplZYG9F1WWCZEbLPaO41d10TNZoRTqDc1hIPJKkekyN616iqmaqv/4",
+	"Dwb7TmgtWPimporOx83zCB+ijp9K5aJk6cmH05OUibtMrCz9C5niJD3GOF3TEHPE4+A+8bCmCql7so0D",
+	"7uEkXR4IFYjUowjIwLDz8SnGOmmdPn8rTAsU8ysC6Zt0P3YVLKwe8Dxh4o5ntthMVSFvBaHg0CmH4iVx",
+	"Jw3t++uVKLnVpd/kaBdHo1G8kfvkSbyxBKAIS6OnpsphgCFNAb3gfD7wUqKTjj2BYLjCi/GkcomtZbkn",
+	"DmzQM/APQv46v7tDinoYBbNwGK5AGfdDFKauJ983Qx67aDVwbJqwFDu60mSqUso4ej2NfV3pRbfJkAqH",
+	"CmlsPyJhDEPIvsFKwFXlDnqqEGqZwxJgp5CB9VaETw/M/NgDTPd2Yhy5utNjv29PfaXbTcVLrqwQuImX",
+	"cTY5qhuISjtc6YKPZoKFWPo2kr7ftSORF1MlKWY+EzS40UuxhnMvOMiiGphyY6xYwkxmldmM6jmDYKwB",
+	"NDJBEGTkj+LIRrgSEMS0DnF6mhpXJO+P5rpkzhcNYjAruQmIDUuZ5wUBMIRg6TGevVnoqsinKhd5RTQl",
+	"fIa0USqmy625qBHtdxx1dRLf4RqytyKXpchcow8a5c5BH7FXMQKfSTwAn0nY+fhrsIcfkh/FVT5VMTM0",
+	"uoYuyL1A2eGqqqhehhcBdhxFyUxkeik8HlttgF9O1U56gw1APQU2zHHcEIQYpNKwhVa6KkEoNruAElAG",
+	"ClM8dJRUJfNVqxFpxF6j89YORQPLuwh5D54ce4qJbjRaOdErnCXPWSGsFaWZBOZdOlnw3bMrBjIQH/qf",
+	"tFn/A0cjFYZZMcwK3XCp8KGpwkxc/djJzzL/eELh7tRz4lWUSXNKEcUZzxY1+CMhUdVcRRnABPRzEioj",
+	"YRooyBp57IStigofNqGIcgJv+MUf1i8gwCrBfpmqX4bDIf4/fN2g5F+ifcyTGjAeZF4DarH5KNClsXy5",
+	"ghF+VPIuVMA7NkdepifX3KCJIPLWICG0BIOkH04TUrUuPPX8h8snw3fPL88ePgJWnQ7o23rypIxHzY/D",
+	"xBrfwvbRB24YkP+3YlPHxHKR6Rz/aUWoQQx618WcfOztyIXW4vm6YY8DAlsnSBZ6lkml5GIulTAXLK+w",
+	"24H70UttXaLRwBHwgpkVz8TQiBUvMXAcxeRoRzuyiI711nXe7igxdT21Ni6P3UcEPQC2v3jA2xYQbucJ",
+	"3wCSDy9tTH0N1eMTzy6fzJX21NUZLiYhzv729yt29Pzd2cNHrePF5dD+eitAGpOyNJjlYBCYapbiz5H/",
+	"0n9amcYZ8SFwSCpxiqm4WzkRkQJ1pVFktSoL9u755dBRLn4B/PsLqYag0jDCCsZ3jcRCyl5teqinkLOS",
+	"lxtMw4WMASyYFx6Jlhr+a1djkAw+iNKQA3I6Go/GHjWOr+RgMngwGo8eYJuSXaCTeUIwLT/B372YapfO",
+	"8Dwbj11zmIM7ANWGOexKAadgGoEAM5jSEZLFiJDcKJX+IqeiEXxl6+6As/F4BxL1/RCoHSzNFgDqaPYc",
+	"LJFRwwUfTP7xPhk4sITBZPAS+ImQSi2/MYPJP+r1mMF7ePRkCWo4M1t3seGvux974+RNqUELCJDt4g5s",
+	"95U2VDFDuYjuDv7gXrd3B2HAk1XBZWvveu5xaEX06A27dyaa+TLMaOseOSocbfiy2LlRr1dCoYugs2qJ",
+	"JWsuTHr55kXS1ImuRrkQLHXDN16TdrfuO2Hd+PejPz/re+xh31p2byjifPqf7tpLwio6kGk78PAs1+iN",
+	"oeF59MZB6qBoA1PVW5Y8W4CLduw0xsPxA2pOBwvLc3cAjHXlDimJgPSCoW9KysSh1MAkwFj01y70INU0",
+	"z+otrfJ3kRP4biy9ejh+8Jsj5Afcpt4rNQJOEO9sElsvtBFhm5nhG+NK4SLwIDKYd9PaWyxg2iPXQqzA",
+	"gYrulnCZLLNK2oBAGhprXDz9yPQBdB4TPDqSLAWdc/L0qajQacOpsnrEHNQkUeitWFlQ9wSd1MKTdMU6",
+	"ophfdDAkcXSszWUE3Mqnys8ZfAsQIb6VAWf+FdXj1H5GyLdY7Rxjjw2bhgiIcZHuZqqlSeEvpbF+TZ+T",
+	"zmOwz203Y7hpIEQXLRvJ/3x8um30MN2TxpUeH6MCyP0PNi/VaFFsMwr+j/cfGyT8pElvdX22g/z0ZI1j",
+	"tCmaTH3jQcV6kD/d5V481BxQXGZeCrOoo42q7mJsOg1U1ed/16ywkAp8YVn3OG0tt2B1tQW+yxW8wlj4",
+	"ETipCTOa3QqxwvAtn4vRVNV2rp8+2f9sOMSKmVeXPzxL2aqUypraYP7bu9evulT6JAqm13C037iK7N+E",
+	"QPuqhj42c0iurrrFI6efZQr5Ni7pKT9hV/HFERkvXXjdNKt7bE0Mjq/G+9kjuk/rU1nx/PTB/ofaFzLB",
+	"c2dnh7yse5sMPvt4/7Pte5a+nNggRvB8faCgwJjPTvW3rZaQvagLu8jKakUXMCpIMVoUEeGSpY7pGvHg",
+	"Z9IU7g07yf/L0u/4fP9D4eqzL0ZEYD7tIqGkcQvllvaB+icn4Ro/eA1aMj0aCXPcrfqjmszcPR7wiYk6",
+	"NR1eG5DkTqA2dqRLyiqS4FrxEl0vrcTxhIysgyHFXEEmtx5JuX58qoywZDch6NiNFgaTkO3+ED/UNsQ3",
+	"dunjSNhJ4hZPiZmpMla6dEspEV5cGOErZ3iB9nUoy0TVWYemaV/WohThF6D6uwxJGf0voBebtRAH6cUv",
+	"KxFqpGYl1lEV9R9ZTvwaBfeFFBXye4y06Hd2u86qq1m26qn+skeHwO+Bdvx9uNjj4sqW0SezPsKqXWaZ",
+	"YqILvZ6qZZUtAiIqeT9DDDJThpNCBBX17Xd020tfIfSZKTmqqdpJ06G289PdoN/HDorCSXSGGHWMDrxC",
+	"NPeahHw1v6chX4NiDjB3vqqvg2q11yaMGlKHK34jFYpRjAmhEup3hd+FF3fUJ95d+69KUBsxXV6L825c",
+	"HRw27uE4qQEpH473QAF+TPpf4Lput1xOfDo+O+9WNL//jATcQP7quycytDuHM/myMvj3pXfYlnrlEYHX",
+	"n6Fhtsfdj5AQeJyyRQ+5vuC6g0WGdaBZqVWKkVCPNJWOXBI4+qVPw7sOtCNKUEUYDWjFhdS9y+/2ZNWG",
+	"L/KUaTVVGM+luR0nLQRCeNw3IE4CfioVI5tbrFMOVZ5JPE144DiZqvWCW/HBXTxbg6UonQuD6W+3bMIp",
+	"9Vhp7GgpVWWpDIDlfDPU8+FSK7tg9N/uo7UQMOdH/rEYX22q+gDWjtK/bgQnZLX0rziY+xvGcn/mXLq/",
+	"HArbcReF7Ts9VS0ktrhW3hyP2JVHAKPIH6KCgXgwI/aUb6j03PAPqCdpf/3VvFFB1lRhRZYvLTErEBbD",
+	"uS7XvMxhH0BkYswnEwhCW2OvEBQ6wZRbV94i7UX8mqla8NVKKMPsWmahgGXOi2KIlnXPC4BeHJ5NDabn",
+	"dyd1fatqqkTBV0BEhFpdihte5tjs59T8TxhGxaIRluu1ot+hA4GVNxrRSjNsu5cGRqrfh4crDDuCWR1T",
+	"iTqdjvupldnttnBUgC78PIZ3G7fwCwejamDGfhMlACj8GUr6rColxIpqkEpTE16ffmnbUCFulItC9PWL",
+	"PMXPTRMS0YV6M1G4UGJgGmeoL/gHKiXDGxFD9iNnG2FHzCcAsR6qHpSqfnmP9UWTaPDUZ7ZhtlE2bVP+",
+	"O1H4/Z3I35U86dgim2Wr0bO9LKFJHZg9WSexQ9/ACe513f4IdPMnvRxAL9+BUbmfWO4XuvQng8HLXvF3",
+	"AkS005lEKkuxPy1tCLsAk5PsuiqMgu6K/Xj1pEugr8RdoFCw5g70LnEy/d7laexdnu71Lj+nS9i4j2wL",
+	"a7RY2OBWYovgn8yyg1nelOKDFOsaRwusVaQ58+U4B7GRMUn96SNvc3nfWb1q2h2TjrEBJsZG2NjCADco",
+	"IHoA4ymNYd/gIy15LqYqNBRRmrtainzE3vDKUO0rgT7X6idzyQ136U+XjeHRP4SF0pr5nzy0i4dgr/ar",
+	"nH7aJ6r5TMT/VmDLkukhRYR76rF9amVEmDkxnziPlUpkpZ2qNTd+YN/1gQVNR0oz7PE/7it4gwX/EWjc",
+	"MeyfRH4IkdOxHUzlofW61xoCRd5KqvZgVyZ0wzi/QZQoigWN2FUf8iPCnQsXU8p4UUxVqCbHkGazGQ6D",
+	"6u5vjyjpMrbYFRXBUab17Xfig9QVAWOOpuoqBph01XbNJylq6F+seFk6zDDXr0P9Q+6GN/ZCYTZaZlXB",
+	"y10tPPi0cf0dPJ+q0AZkA4gnVVD24F1h0vpGa4SDp96pUNbjARjPx2OmS2rD1CU1NNFQAZKjHhJb41na",
+	"hjj1Gx1gTrGMk60XmwTXNlWtRqNwnzCm3k0bYxFH29Gg5ELYHLcEN2GqqLlJ+5ar0KGAXWN3hE3Szc9g",
+	"+rxrPbevYS42bqulawyqb+rrM7QD9uyBWbwIH/hj0v/2lnD2dYG1NNsykwgkOZ7O3gvHd+yBLyHg2OpJ",
+	"GoRAP7Bzu4Zc3DKn5h3ivbPaedPfAVMLzZ73n5W7ovzXT4tERonXbdUZhoiMRECr/eypwD6sQD8BRlbD",
+	"5FBh6GF3PUIZxdydnHyCT5LRrFf8X5W4YLmmsF4lC+wrF7m0AUzx3yFJGdCYdyYoe/GY/x9LVVonTr2t",
+	"4CBRtqYoQ3oclSO244I+n/HMXZnUgV61UY9dfdFoHFQBmRQAWqfKI7S6KygI2BXGw6KvC1emGGBhw5UB",
+	"ro+eRgcXsLIVL4oNEx44FjU+4nBwtbWXGhT/kt+KgFLhJTc2zxs+F5PGLXiE/EyF2VN1K3xNV91jy47O",
+	"xqfHF3T1AFhBTdvHl3CHD7A5hfBEoqwvKU1KTFJ79dl43EnPhkXZ4VsHhTlhtqxEmtC8qL0B/dueGU1V",
+	"Y0qc5XKOV9YStrUHCDgbse+xkLQEv12vqAuhiX7YW7/Nze3gvhGK6Jy+F3QJwmcpc4uQw790eRvCrveJ",
+	"Knc8hBrgSL5Jc7UJ3aHnDlHVJihYjbym3tCXGwfgR+yVu/xYiTU1VPs+WjjfCLm7h+i2Xz+PxHjBlry8",
+	"NTG0q0duJde3u9zRoH0ksbrx2K3weQ/+Km7ub1qpv+XIruJ252i//n1SpL9pk1m46n+bi0/0Jw1bi6IY",
+	"EqYNm1U2XMB+1At6AoIH/CyCm/P4J8eoS6Q1U9XlBjgQX3WLIRHXS9OUcKM/gGJ+F9JhXpv2KOjYkT+Z",
+	"+WLtfUoba6ClFUvE5Go6bClb66rIKTKvBMIBzThwpq5AkpRyNWIvrFjS9jugGpETTD52DMFp+B5AWzh5",
+	"Q211cMbYCwq7DsO7ns0V1pKIJb7W04PDDhTY6ekMgPTnKS5+Opiw0Wj0kQBRfp7SNf7wqSPRj+mIXSpa",
+	"5ZJvsB2Gas+xSLt1m0eatGMRRiy5sjIzHlRhq6UAYpkZqW4Kimq4O9yCxJ4qL8NwMrVK59YJCbovoamo",
+	"PXxlI/7SLWVNyPPHez18pQ8Bu0h3d5Yj8POzx6GFE3Z0l3I23yAlfR4Ni2P/TirWvZtG7xNHrw8hyT9L",
+	"Xb6Q5CP8ntNkDBIjwlkFwQGctk8gUm5oR2Ml1bUk8ZiJC2pFwPsoYgJkPvFsA6aFGG9J+KgMRAAa0dSe",
+	"kmlFyKAmKujDq9vqW2aO2w0hEaYlvN3fN0YaT8wJPzAgSYYqm4VesyVXvmfEpcZ6WB2/8UG0z8Hl9IZv",
+	"ZWExlvFFuZze/RbZuI/Jn/tdcmHY5l59Udf/37ccDfcrdNWbWyJ/yqjO6dj3cOe+cjTHnb40GXlMmu2M",
+	"OWFKs3lVop3QvtOvgT2GUWiJ1cL+agjfxBVeMxOwlijZrEuCAPOseBTdfZE4GLAkumzieKrqO4EaWeoa",
+	"QvHxiD2NOD3kAediDaIFow5LWRTSgxAdPRyzpWGzzVS5gzyOEfLySvgCXWzFJhsjiscUgmPcnnAbsT7X",
+	"lQrTDF0Vb4GlhvU0mdV6lxQZ/A5usfexEgQHjk7yj50gHB/Atk+0mheSMIj/GHxOPNgbIezNHb6N4lbI",
+	"Vo2QQm9D8e9MRn/mlfdW620lgXs2GHNzu7u9+Af9AVtS9thgVjOOUSmSYSEEHMWXj0LUF/PUUxUsrqQV",
+	"OCvRM+aIA0ohUq0olt24ojb0NyyEumhOcapaaHKhuYay4GuXGwd5GvKdHkZyi8HXW5nhKwg9x/z21lv9",
+	"kj9YLDQE1lzjSNjV/9uE/r+tYViTznaJ0TEDT+JbsXsVyjN3iXHzNv3ghgFJ+Dv1dZE3blbtrx64rG+H",
+	"/WxU7N6xqyK2xhNwuWWMMESN/3Td+Z+6aXcCk3sEhjaFmN9SYXXploJ29y8MjHXgnmAt9xDJTq05l8OJ",
+	"QUJdArs/FAM24ZUjFeoQhNvw2XFRVX1hukt1Jv6GyPYNmjwGOlvJ7BYNvGo1mqofjXBXBSCEcYyCzI52",
+	"1Ewds33FQBjZt3qqsOkoguj2QJqchR2qG2TD3TdUmhZlHFxBGIb88RqARZSB8qq5kXul3kCOYEqIeTxE",
+	"UB2Je1Qpdxc3Ol9N/FoPx1Rn6mIsZBdK5sZ5c4l3WKeKbUvseWDsJtxuZL50AXYRqyRsGvl6jEWQ4waB",
+	"dynUvpZFgfco3CjphnFTvqCWXYRpcAErdwAibxwBJRkZDZWXehXfxO/uapRYknLjoWJgJSS66aZKZ0rF",
+	"uztBdDHLN6am2QbAsC7ljVSY9c+r5l5uxQOug/k2JgIvRhjBuNSgWkRINb/g6G5l0uzEq8eVXTbAig1B",
+	"v2Cnh1Q3EyYjxbbgOQUxHkTqIlRWRnDX5+wI016sFyjZrRCBGtNzhItWeauGsV3mV1cxuhwGDB72pH27",
+	"m6+9xwVeBdyfWZXfCBuiGwhbN6EEb0QOQK9hyUu+ofILCgGn8X3uKcLuNyZCt3SAQRgjDUUmvr9bBOeA",
+	"QSqUNDiHdClVhP6ehvfAK/Am3oUoKcYi7jIh8vZ0EIO+Dh6tefsC0gPqLvH4SQXM/G2+BTBk7XpQG0NM",
+	"ndEeUDQ5A+shr1P2yP98RtdguK117Q3usoBtobUk9rZQ80S3y6I+IFgjuq52zX2lSB2H8aUqnPro85Ij",
+	"5iBbVeVKGyqf2UTXZtcsF0Jk4ColHmjU3Y1BLe8kRnFHKQFW3587YlR9QKFI/zm8JOT87KRWCoH6MhEV",
+	"9EhTS7Gp0iUpsRqBweuWjbDbQNJoFn+Q6FhkBdS3CbCtpgAGaf4NPKovWaUQLnzoZ5KkxSLAM4EXLgiH",
+	"wN914UrUnCVHcQODeMgRH5CC6SF7p1Z8KfMfweVDFnJl3cgssQHQ5wB2wKfcVV4OeAoBovtKui9ZoTNe",
+	"xBilBCYdJL0Ha2vcHfT0LQJw433keF3W5OQEB1poYydfj78eoynuptktVBZDUB6e6X2pY1TaAxqQR2Vv",
+	"riKW1ttT+ty4CylhvL6QypekbLn7KBqc8La6gxOUdOIuhhfGJAHonQyhCNobVEX8dqlV9IYIhfnj+4//",
+	"JwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

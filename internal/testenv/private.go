@@ -220,7 +220,8 @@ func PrivatePostgres(t testing.TB) *PrivateService {
 	bin := postgresBinDir(t)
 	cred, uid, gid := postgresCredential(t)
 
-	dir, err := os.MkdirTemp("", "hookwheel-pg-")
+	removeStalePostgresDirs()
+	dir, err := os.MkdirTemp("", postgresDirPattern)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -343,6 +344,19 @@ func PrivateRedis(t testing.TB) *PrivateRedisService {
 	}
 	s.firstStart()
 	return &PrivateRedisService{s}
+}
+
+const postgresDirPattern = "hookwheel-pg-"
+
+// removeStalePostgresDirs deletes the clusters of test processes that died
+// without cleaning up (a panic, a -timeout): those older than staleAfter.
+func removeStalePostgresDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), postgresDirPattern+"*"))
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > staleAfter {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // postgresBinDir finds initdb and postgres: pg_config --bindir, else the
