@@ -95,7 +95,7 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 // the compare-and-set that lets only one node own an attempt: a task already
 // claimed, canceled or rescheduled later is silently left out of the result.
 // The lease covers the attempt's timeout plus leaseMargin; a claim that
-// outlives it is handed back by RecoverExpiredLeases.
+// outlives it is handed back by RecoverClaims.
 //
 // The claim commits without waiting for its WAL to reach disk
 // (synchronous_commit off, for this transaction only): it is a lease, not an

@@ -32,8 +32,8 @@ const (
 INSERT INTO nodes (id, name, expires_at) VALUES ($1, $2, now() + $3::interval)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval`
 
-	queryCountLiveNodes = `-- name: CountLiveNodes
-SELECT count(*) FROM nodes WHERE expires_at > now()`
+	queryLiveNodes = `-- name: LiveNodes
+SELECT id FROM nodes WHERE expires_at > now() ORDER BY id`
 
 	queryRenewPartitions = `-- name: RenewPartitions
 UPDATE partitions SET lease_expires_at = now() + $2::interval WHERE owner = $1 RETURNING id`
@@ -68,10 +68,16 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
 			return fmt.Errorf("renew node: %w", err)
 		}
-		if err := tx.QueryRow(ctx, queryCountLiveNodes).Scan(&m.LiveNodes); err != nil {
-			return fmt.Errorf("count live nodes: %w", err)
+		rows, err := tx.Query(ctx, queryLiveNodes)
+		if err != nil {
+			return fmt.Errorf("list live nodes: %w", err)
 		}
-		rows, err := tx.Query(ctx, queryRenewPartitions, nodeID, ttl)
+		live, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return fmt.Errorf("list live nodes: %w", err)
+		}
+		m.LiveNodes = len(live)
+		rows, err = tx.Query(ctx, queryRenewPartitions, nodeID, ttl)
 		if err != nil {
 			return fmt.Errorf("renew partitions: %w", err)
 		}
@@ -79,7 +85,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		if err != nil {
 			return fmt.Errorf("renew partitions: %w", err)
 		}
-		share := (Partitions + m.LiveNodes - 1) / max(m.LiveNodes, 1)
+		share := fairShare(live, nodeID)
 		switch {
 		case len(owned) > share:
 			excess := owned[share:]
@@ -124,4 +130,16 @@ func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
 		return fmt.Errorf("forget dead nodes: %w", err)
 	}
 	return nil
+}
+
+// fairShare is how many partitions a node should hold: an even split, the
+// remainder going one each to the first nodes in id order, so that every
+// live node gets work however many there are.
+func fairShare(live []uuid.UUID, nodeID uuid.UUID) int {
+	n := max(len(live), 1)
+	share := Partitions / n
+	if rank := slices.Index(live, nodeID); rank >= 0 && rank < Partitions%n {
+		share++
+	}
+	return share
 }

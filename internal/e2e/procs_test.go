@@ -696,6 +696,8 @@ func (l latencies) String() string {
 	if len(s) == 0 {
 		return "none"
 	}
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms" }
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+	}
 	return fmt.Sprintf("n=%d p50=%s p99=%s p99.9=%s max=%s", len(s), ms(s.quantile(0.5)), ms(s.quantile(0.99)), ms(s.quantile(0.999)), ms(s[len(s)-1]))
 }

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The batch insert passes one array per column and unnests them in SQL: one
+// statement, one round trip and one commit for the whole batch, however many
+// tasks it holds, and a fixed number of bind parameters (a multi-row VALUES
+// list would need 13 per task and a new statement text per batch size).
+//
+// Rows whose (tenant, idempotency key) already exists are skipped by ON
+// CONFLICT DO NOTHING: the unique constraint, not a read-then-write, decides,
+// so concurrent batches and single calls with the same key create exactly
+// one task. The tasks falling due soon are announced on DueNotifyChannel by
+// the same statement, so that every dispatcher learns of them on commit.
+const queryInsertTasks = `-- name: InsertTasks
+WITH input AS (
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
+		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
+		$14::text[])
+		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
+			max_backoff_ms, idempotency_key, request_hash, notify)
+),
+inserted AS (
+	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash)
+	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash
+	FROM input
+	ON CONFLICT ON CONSTRAINT tasks_idempotency_key DO NOTHING
+	RETURNING id, created_at, updated_at
+)
+SELECT ins.id, ins.created_at, ins.updated_at,
+	CASE WHEN i.notify IS NOT NULL THEN pg_notify('` + DueNotifyChannel + `', i.notify) END
+FROM inserted ins JOIN input i ON i.id = ins.id`
+
+// A separate statement, not a branch of the insert: rows committed by a
+// concurrent writer after the insert's snapshot was taken (the very rows the
+// insert conflicted with) are invisible to any part of that statement.
+const queryGetTasksByIdempotencyKeys = `-- name: GetTasksByIdempotencyKeys
+SELECT ` + taskColumns + ` FROM tasks
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))`
+
+// InsertResult is what InsertTasks did with one task.
+type InsertResult struct {
+	// Created says the task was stored; its Status, NextAttemptAt, CreatedAt
+	// and UpdatedAt are then filled in.
+	Created bool
+	// Existing, when the task was not created, is the task that already holds
+	// its idempotency key: stored before, or created by an earlier task of
+	// the same call. The caller tells a replay from a reused key by comparing
+	// RequestHash.
+	Existing *Task
+}
+
+// InsertTasks stores new scheduled tasks, like InsertTask, in one statement
+// and one round trip; a second one reads the tasks whose idempotency key was
+// already taken, when there are any. results[i] tells what became of
+// tasks[i]. Within the call, the first task with a given (tenant, key) is the
+// one stored; later ones get it as Existing. Tasks due before notifyBefore are
+// announced on DueNotifyChannel on commit.
+//
+// The statement is all or nothing: an error stores none of the tasks.
+func (db *DB) InsertTasks(ctx context.Context, tasks []*Task, notifyBefore time.Time) ([]InsertResult, error) {
+	type tenantKey struct {
+		tenant uuid.UUID
+		key    string
+	}
+	var (
+		results = make([]InsertResult, len(tasks))
+		// dupOf maps a task to the earlier task of this call holding its key.
+		dupOf      = map[int]int{}
+		firstByKey = map[tenantKey]int{}
+		sent       = make([]int, 0, len(tasks))
+		n          = len(tasks)
+		ids        = make([]uuid.UUID, 0, n)
+		tenantIDs  = make([]uuid.UUID, 0, n)
+		urls       = make([]string, 0, n)
+		methods    = make([]string, 0, n)
+		headers    = make([]string, 0, n)
+		bodies     = make([][]byte, 0, n)
+		runAts     = make([]time.Time, 0, n)
+		timeouts   = make([]int32, 0, n)
+		maxAtt     = make([]int32, 0, n)
+		minBack    = make([]int64, 0, n)
+		maxBack    = make([]int64, 0, n)
+		keys       = make([]*string, 0, n)
+		hashes     = make([][]byte, 0, n)
+		notify     = make([]*string, 0, n)
+	)
+	for i, t := range tasks {
+		if t.IdempotencyKey != nil {
+			k := tenantKey{t.TenantID, *t.IdempotencyKey}
+			if first, dup := firstByKey[k]; dup {
+				dupOf[i] = first
+				continue
+			}
+			firstByKey[k] = i
+		}
+		if t.Body == nil {
+			t.Body = []byte{} // a nil slice would be NULL
+		}
+		if t.Headers == nil {
+			t.Headers = map[string]string{}
+		}
+		h, err := json.Marshal(t.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("encode headers of task %s: %w", t.ID, err)
+		}
+		var payload *string
+		if t.RunAt.Before(notifyBefore) {
+			p := t.ID.String() + " " + strconv.FormatInt(t.RunAt.UnixMicro(), 10)
+			payload = &p
+		}
+		sent = append(sent, i)
+		ids = append(ids, t.ID)
+		tenantIDs = append(tenantIDs, t.TenantID)
+		urls = append(urls, t.URL)
+		methods = append(methods, t.Method)
+		headers = append(headers, string(h))
+		bodies = append(bodies, t.Body)
+		runAts = append(runAts, t.RunAt)
+		timeouts = append(timeouts, int32(t.Timeout.Milliseconds()))
+		maxAtt = append(maxAtt, int32(t.MaxAttempts))
+		minBack = append(minBack, t.MinBackoff.Milliseconds())
+		maxBack = append(maxBack, t.MaxBackoff.Milliseconds())
+		keys = append(keys, t.IdempotencyKey)
+		hashes = append(hashes, t.RequestHash)
+		notify = append(notify, payload)
+	}
+	if len(sent) == 0 {
+		return results, nil
+	}
+
+	type stamps struct{ created, updated time.Time }
+	created := make(map[uuid.UUID]stamps, len(sent))
+	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
+	}
+	var (
+		id      uuid.UUID
+		s       stamps
+		ignored *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &s.created, &s.updated, &ignored}, func() error {
+		created[id] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
+	}
+
+	var lookupTenants []uuid.UUID
+	var lookupKeys []string
+	for _, i := range sent {
+		t := tasks[i]
+		st, ok := created[t.ID]
+		if ok {
+			next := t.RunAt
+			t.Status, t.NextAttemptAt, t.CreatedAt, t.UpdatedAt = StatusScheduled, &next, st.created, st.updated
+			results[i].Created = true
+			continue
+		}
+		if t.IdempotencyKey == nil {
+			// Only the idempotency key constraint is allowed to skip a row.
+			return nil, fmt.Errorf("insert task %s: skipped without an idempotency key", t.ID)
+		}
+		lookupTenants = append(lookupTenants, t.TenantID)
+		lookupKeys = append(lookupKeys, *t.IdempotencyKey)
+	}
+	if len(lookupKeys) > 0 {
+		rows, err := db.pool.Query(ctx, queryGetTasksByIdempotencyKeys, lookupTenants, lookupKeys)
+		if err != nil {
+			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
+		}
+		existing, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+		if err != nil {
+			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
+		}
+		byKey := make(map[tenantKey]*Task, len(existing))
+		for _, e := range existing {
+			byKey[tenantKey{e.TenantID, *e.IdempotencyKey}] = e
+		}
+		for _, i := range sent {
+			t := tasks[i]
+			if results[i].Created {
+				continue
+			}
+			e, ok := byKey[tenantKey{t.TenantID, *t.IdempotencyKey}]
+			if !ok {
+				// The conflicting row went away in between (its tenant was deleted).
+				return nil, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, ErrNotFound)
+			}
+			results[i].Existing = e
+		}
+	}
+
+	for i, first := range dupOf {
+		if results[first].Created {
+			results[i].Existing = tasks[first]
+		} else {
+			results[i].Existing = results[first].Existing
+		}
+	}
+	return results, nil
+}
