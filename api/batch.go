@@ -1,13 +1,237 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
 )
 
-// Batch ingest and task management. Being built: answers 501 until then.
+const (
+	// maxBatchItems is the most tasks one POST /v1/tasks/batch may carry.
+	maxBatchItems = 1000
+	// maxBatchBytes bounds the body of POST /v1/tasks/batch, and so the
+	// memory one batch call holds. Each item's webhook body is still bounded
+	// by Limits.MaxBody; this bounds their sum: a thousand tasks of 32 KiB,
+	// or a few of the largest. A batch over it answers 413.
+	maxBatchBytes = 32 << 20
+	batchPath     = "/v1/tasks/batch"
+)
 
-func (s *Server) CreateTasksBatch(c echo.Context) error                  { return notYet() }
-func (s *Server) CancelTasks(c echo.Context) error                       { return notYet() }
-func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error { return notYet() }
+// batchBodyLimit is the body limit of the batch route: maxBatchBytes, or the
+// single-call limit (see New) if that is larger, so that any task a single
+// call accepts also fits in a batch on its own.
+func (s *Server) batchBodyLimit() int64 {
+	return max(maxBatchBytes, 4*int64(s.cfg.Limits.MaxBody)+64<<10)
+}
+
+// isBatchRoute tells the server-wide body limit to leave the batch route to
+// the larger limit CreateTasksBatch applies itself.
+func isBatchRoute(c echo.Context) bool {
+	return c.Request().Method == http.MethodPost && c.Path() == batchPath
+}
+
+// limitedBody fails a read past limit bytes with the error the server-wide
+// body limit gives, so that decodeJSON answers 413 for both.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	n, err := l.ReadCloser.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, echo.ErrStatusRequestEntityTooLarge
+	}
+	return n, err
+}
+
+// batchRequest is the body of POST /v1/tasks/batch. Items stay raw until
+// each is decoded on its own, so that one malformed item fails alone.
+type batchRequest struct {
+	Tasks *[]json.RawMessage `json:"tasks"`
+}
+
+// batchItemRequest is one item: a task request and its own idempotency key.
+type batchItemRequest struct {
+	taskRequest
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+}
+
+// CreateTasksBatch schedules up to maxBatchItems tasks in one call. Each item
+// is decoded and validated on its own, with the rules of POST /v1/tasks;
+// the valid ones are stored in one statement (store.InsertTasks), and the
+// answer holds one result per item, in request order.
+func (s *Server) CreateTasksBatch(c echo.Context) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	limit := s.batchBodyLimit()
+	r := c.Request()
+	if r.ContentLength > limit {
+		return echo.ErrStatusRequestEntityTooLarge
+	}
+	r.Body = &limitedBody{ReadCloser: r.Body, left: limit}
+
+	var req batchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	switch {
+	case req.Tasks == nil:
+		fe.add("tasks", "is required")
+	case len(*req.Tasks) == 0:
+		fe.add("tasks", "must hold at least one task")
+	case len(*req.Tasks) > maxBatchItems:
+		fe.add("tasks", "must hold at most %d tasks, not %d; split the batch", maxBatchItems, len(*req.Tasks))
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+
+	items := *req.Tasks
+	now := s.clock.Now()
+	results := make([]openapi.BatchResult, len(items))
+	// pending are the valid items' tasks, to store; pendingAt[k] is the
+	// index in the request of pending[k].
+	pending := make([]*store.Task, 0, len(items))
+	pendingAt := make([]int, 0, len(items))
+	for i, raw := range items {
+		task, err := s.batchItemTask(raw, tenant, now)
+		items[i] = nil // the decoded task is all that is needed from here on
+		var p *problem
+		switch {
+		case errors.As(err, &p):
+			results[i].Error = itemProblem(p, i)
+			continue
+		case err != nil:
+			return err
+		}
+		pending = append(pending, task)
+		pendingAt = append(pendingAt, i)
+	}
+
+	// Limits on the tenant's pending tasks apply here, to the valid items
+	// only: an item over them gets a 429 problem in results and leaves pending.
+
+	notifyBefore := now.Add(s.cfg.NotifyWithin)
+	stored, err := s.db.InsertTasks(c.Request().Context(), pending, notifyBefore)
+	if err != nil {
+		return err
+	}
+	for k, res := range stored {
+		i, task := pendingAt[k], pending[k]
+		switch {
+		case res.Created:
+			out := taskJSON(task)
+			results[i].Task = &out
+			if s.cfg.Scheduler != nil && task.RunAt.Before(notifyBefore) {
+				s.cfg.Scheduler.Schedule(task.ID, task.RunAt)
+			}
+		case bytes.Equal(res.Existing.RequestHash, task.RequestHash):
+			out := taskJSON(res.Existing)
+			results[i].Task, results[i].Replayed = &out, ptrTo(true)
+		default:
+			results[i].Error = itemProblem(newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused",
+				"Idempotency key reused", "this idempotency_key was already used by a different request; use a new key for a new task"), i)
+		}
+	}
+	return c.JSON(http.StatusOK, openapi.BatchResponse{Data: results})
+}
+
+// batchItemTask decodes and validates one item of a batch into a task to
+// store, or returns the problem that item has. The rules are those of
+// POST /v1/tasks, the item's idempotency_key standing for the header.
+func (s *Server) batchItemTask(raw json.RawMessage, tenant *store.Tenant, now time.Time) (*store.Task, error) {
+	var req batchItemRequest
+	if err := decodeItem(raw, &req); err != nil {
+		return nil, err
+	}
+	var fe fieldErrors
+	if k := req.IdempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
+		fe.add("idempotency_key", "must be 1 to %d characters", maxIdempotencyKey)
+	} else if k != nil && !utf8.ValidString(*k) {
+		fe.add("idempotency_key", "must be valid UTF-8")
+	}
+	task, err := s.validateTask(&req.taskRequest, tenant.Retry, now)
+	if err != nil {
+		var p *problem
+		if !errors.As(err, &p) {
+			return nil, err
+		}
+		return nil, append(fe, p.fields...).problem()
+	}
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	task.ID, err = uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	task.TenantID = tenant.ID
+	task.IdempotencyKey = req.IdempotencyKey
+	if task.IdempotencyKey != nil {
+		// The hash of the task request alone, as for a single call: an item
+		// repeating a single call made with the same key is its replay.
+		task.RequestHash = requestHash(&req.taskRequest)
+	}
+	return task, nil
+}
+
+// itemProblem renders an item's error as the problem of its result. The
+// instance points at the item in the request, as a JSON pointer.
+func itemProblem(p *problem, i int) *openapi.Problem {
+	instance := batchPath + "#/tasks/" + strconv.Itoa(i)
+	return &openapi.Problem{
+		Type:     problemTypePrefix + p.slug,
+		Title:    p.title,
+		Status:   p.status,
+		Detail:   p.detail,
+		Errors:   p.fields,
+		Instance: &instance,
+	}
+}
+
+// decodeItem decodes one batch item strictly, as decodeJSON decodes the body
+// of a single call, and maps its failures to the same problems. The item is
+// one complete JSON value already (the envelope was parsed), so only its
+// shape can be wrong.
+func decodeItem(raw json.RawMessage, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		var fe fieldErrors
+		fe.add(typeErr.Field, "must be a JSON %s, not %s", jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
+		return fe.problem()
+	case errors.As(err, &typeErr):
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the item must be a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		var fe fieldErrors
+		fe.add(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a known field")
+		return fe.problem()
+	default:
+		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", fmt.Sprintf("the item is not valid: %v", err))
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

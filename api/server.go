@@ -164,8 +164,12 @@ func New(cfg Config) (*Server, error) {
 		measure(requests),
 		// A JSON string may spell one body byte in up to six characters
 		// (\u00XX); four times the body limit leaves room for ordinary
-		// escaping and the other fields.
-		middleware.BodyLimit(strconv.Itoa(4*cfg.Limits.MaxBody+64<<10)),
+		// escaping and the other fields. The batch route applies a larger
+		// limit of its own (batch.go).
+		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{
+			Limit:   strconv.Itoa(4*cfg.Limits.MaxBody + 64<<10),
+			Skipper: isBatchRoute,
+		}),
 	)
 	auth, err := securityMiddlewares(cfg)
 	if err != nil {

@@ -139,6 +139,9 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 		}
 		filter.Before = &before
 	}
+	filter.ScheduleID = params.ScheduleID
+	filter.CreatedAfter, filter.CreatedBefore = params.CreatedAfter, params.CreatedBefore
+	checkCreatedRange(&fe, params.CreatedAfter, params.CreatedBefore)
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -158,6 +161,14 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 		out.Data = append(out.Data, taskJSON(t))
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// checkCreatedRange refuses a creation-time range that no task can be in,
+// which is a mistake (swapped bounds) rather than a question.
+func checkCreatedRange(fe *fieldErrors, after, before *time.Time) {
+	if after != nil && before != nil && !before.After(*after) {
+		fe.add("created_before", "must be later than created_after")
+	}
 }
 
 // Cursors are opaque to clients: the id of the last task of the page.
@@ -192,6 +203,168 @@ func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
 		s.cfg.Scheduler.Cancel(id)
 	}
 	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
+// rescheduleRequest is the body of PATCH /v1/tasks/{id}. Times stay strings
+// so that a bad one is reported by name, as at creation.
+type rescheduleRequest struct {
+	RunAt *string `json:"run_at,omitempty"`
+	Delay *string `json:"delay,omitempty"`
+}
+
+// RescheduleTask moves a scheduled or retrying task to a new time. The store
+// announces it to every dispatcher on commit when it falls due soon; the
+// local one is told directly as well.
+func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req rescheduleRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	var fe fieldErrors
+	if req.RunAt == nil && req.Delay == nil {
+		fe.add("run_at", "or delay is required")
+	}
+	at := s.dueTime(&fe, req.RunAt, req.Delay, now)
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	dueSoon := at.Before(now.Add(s.cfg.NotifyWithin))
+	t, err := s.db.RescheduleTask(c.Request().Context(), tenant.ID, id, at, dueSoon)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("task " + id.String())
+	case errors.Is(err, store.ErrConflict):
+		return newProblem(http.StatusConflict, "not-reschedulable", "Task cannot be rescheduled",
+			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be rescheduled")
+	case err != nil:
+		return err
+	}
+	if s.cfg.Scheduler != nil {
+		// A timer left at the old time would only cost a claim that finds
+		// the task not due yet; dropping it spares that round trip.
+		s.cfg.Scheduler.Cancel(id)
+		if dueSoon && t.NextAttemptAt != nil {
+			s.cfg.Scheduler.Schedule(id, *t.NextAttemptAt)
+		}
+	}
+	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
+// dueTime resolves run_at or delay (at most one given) to the instant a task
+// falls due, with the rules of task creation: neither, or a time already
+// past, means now; nothing beyond Limits.MaxScheduleAhead. Errors go to fe.
+func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) time.Time {
+	limits := s.cfg.Limits
+	at := now
+	switch {
+	case runAt != nil && delay != nil:
+		fe.add("run_at", "and delay are exclusive: give one of them")
+	case runAt != nil:
+		t, err := time.Parse(time.RFC3339Nano, *runAt)
+		switch {
+		case err != nil:
+			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
+		case t.After(now.Add(limits.MaxScheduleAhead)):
+			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
+		case t.After(now):
+			at = t
+		}
+	case delay != nil:
+		d, err := time.ParseDuration(*delay)
+		switch {
+		case err != nil:
+			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
+		case d < 0:
+			fe.add("delay", "must not be negative")
+		case d > limits.MaxScheduleAhead:
+			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
+		default:
+			at = now.Add(d)
+		}
+	}
+	// Postgres keeps microseconds; rounding up keeps "never before" true.
+	return ceilMicro(at)
+}
+
+// cancelTasksRequest is the body of POST /v1/tasks/cancel, as sent: values
+// stay strings so that each bad one is reported by name.
+type cancelTasksRequest struct {
+	Status        *string `json:"status,omitempty"`
+	ScheduleID    *string `json:"schedule_id,omitempty"`
+	CreatedAfter  *string `json:"created_after,omitempty"`
+	CreatedBefore *string `json:"created_before,omitempty"`
+}
+
+// CancelTasks cancels every waiting task of the tenant that matches all the
+// conditions given, and says how many. Other dispatchers' timers for them
+// need no word: their claims find the tasks canceled.
+func (s *Server) CancelTasks(c echo.Context) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req cancelTasksRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var (
+		fe     fieldErrors
+		filter store.CancelFilter
+	)
+	if req.Status == nil && req.ScheduleID == nil && req.CreatedAfter == nil && req.CreatedBefore == nil {
+		fe.add("status", "or schedule_id, created_after or created_before is required: a bulk cancel needs at least one condition")
+	}
+	if req.Status != nil {
+		switch st := store.TaskStatus(*req.Status); st {
+		case store.StatusScheduled, store.StatusRetrying:
+			filter.Status = &st
+		default:
+			fe.add("status", "must be scheduled or retrying: only waiting tasks can be canceled")
+		}
+	}
+	if req.ScheduleID != nil {
+		id, err := uuid.Parse(*req.ScheduleID)
+		if err != nil {
+			fe.add("schedule_id", "must be a schedule id (a UUID)")
+		}
+		filter.ScheduleID = &id
+	}
+	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
+	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
+	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	canceled, err := s.db.CancelTasks(c.Request().Context(), tenant.ID, filter)
+	// On an error the tasks canceled before it are canceled for good: their
+	// timers go too.
+	if s.cfg.Scheduler != nil {
+		for _, id := range canceled {
+			s.cfg.Scheduler.Cancel(id)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, openapi.CancelResult{Canceled: len(canceled)})
+}
+
+// parseTimeField parses an optional RFC 3339 field, reporting a bad one in fe.
+func parseTimeField(fe *fieldErrors, field string, v *string) *time.Time {
+	if v == nil {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *v)
+	if err != nil {
+		fe.add(field, "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
+		return nil
+	}
+	return &t
 }
 
 // ReplayTask schedules a dead or delivered task again, due now, with the same

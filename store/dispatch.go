@@ -87,7 +87,7 @@ WHERE t.id = due.id AND tn.id = t.tenant_id
 	AND t.status IN ('scheduled', 'retrying') AND t.next_attempt_at <= $2
 RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run_at, t.next_attempt_at,
 	t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms, t.attempts, t.last_status_code, t.last_error,
-	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, t.attempt_base, tn.signing_secret`
+	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, t.attempt_base, tn.signing_secret, t.schedule_id`
 
 // ClaimTasks moves the given tasks from waiting to dispatching for node in one
 // statement, provided they still wait, are due at now and belong to one of
@@ -142,7 +142,7 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*ClaimedTask] {
 		t := &c.Task
 		err := r.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 			&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-			&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &c.SigningSecret)
+			&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &c.SigningSecret, &t.ScheduleID)
 		t.Timeout = time.Duration(timeoutMs) * time.Millisecond
 		t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
 		t.MaxBackoff = time.Duration(maxBackoffMs) * time.Millisecond

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,11 +57,13 @@ type Task struct {
 	RequestHash    []byte
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// ScheduleID is the schedule this task is an occurrence of, if any.
+	ScheduleID *uuid.UUID
 }
 
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
-	idempotency_key, request_hash, created_at, updated_at, attempt_base`
+	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id`
 
 func scanTask(row pgx.Row) (*Task, error) {
 	var (
@@ -69,7 +73,7 @@ func scanTask(row pgx.Row) (*Task, error) {
 	)
 	err := row.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase)
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID)
 	if err != nil {
 		return nil, err
 	}
@@ -147,25 +151,38 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, error
 	return t, nil
 }
 
-// TaskFilter selects a page of a tenant's tasks, newest first.
+// TaskFilter selects a page of a tenant's tasks, newest first. Every
+// condition set must hold.
 type TaskFilter struct {
 	Status *TaskStatus
+	// ScheduleID keeps only the occurrences of this schedule.
+	ScheduleID *uuid.UUID
+	// CreatedAfter keeps tasks created at or after it; CreatedBefore, tasks
+	// created strictly before it, so that consecutive ranges do not overlap.
+	CreatedAfter, CreatedBefore *time.Time
 	// Before, when set, continues a listing after the task with this id.
 	Before *uuid.UUID
 	Limit  int
 }
 
+// Ids are UUIDv7, so id order is creation order; but created_at is the
+// database's clock at insert and the id the API's, so the time filters read
+// created_at itself (index tasks_tenant_created) rather than bounding ids.
 const queryListTasks = `-- name: ListTasks
 SELECT ` + taskColumns + ` FROM tasks
 WHERE tenant_id = $1
 	AND ($2::text IS NULL OR status = $2)
 	AND ($3::uuid IS NULL OR id < $3)
+	AND ($5::uuid IS NULL OR schedule_id = $5)
+	AND ($6::timestamptz IS NULL OR created_at >= $6)
+	AND ($7::timestamptz IS NULL OR created_at < $7)
 ORDER BY id DESC
 LIMIT $4`
 
 // ListTasks returns up to f.Limit tasks, newest first.
 func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f TaskFilter) ([]*Task, error) {
-	rows, err := db.pool.Query(ctx, queryListTasks, tenantID, f.Status, f.Before, f.Limit)
+	rows, err := db.pool.Query(ctx, queryListTasks, tenantID, f.Status, f.Before, f.Limit,
+		f.ScheduleID, f.CreatedAfter, f.CreatedBefore)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -196,6 +213,125 @@ func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, er
 		return nil, err
 	}
 	return current, ErrConflict
+}
+
+const queryRescheduleTask = `-- name: RescheduleTask
+WITH moved AS (
+	UPDATE tasks SET next_attempt_at = $3,
+		run_at = CASE WHEN status = 'scheduled' THEN $3 ELSE run_at END,
+		updated_at = now()
+	WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying')
+	RETURNING ` + taskColumns + `
+)
+SELECT ` + taskColumns + `,
+	CASE WHEN $4::boolean THEN pg_notify('` + DueNotifyChannel + `', id::text || ' ' || $5::text) END
+FROM moved`
+
+// RescheduleTask moves a waiting task's next attempt to at (rounded up to the
+// microsecond Postgres keeps). A scheduled task's run_at moves with it, since
+// its first attempt is still to come; a retrying task keeps the run_at its
+// first attempt was due at. notifyDue announces the task on DueNotifyChannel
+// on commit, for a time that falls inside the dispatchers' loaded window.
+//
+// A dispatcher still holding a timer for the old time is harmless: its claim
+// requires next_attempt_at to have come, and the update that moved it later
+// holds the row lock the claim waits for. A task in any other status gives
+// ErrConflict (with the task as it is); another tenant's or an unknown id
+// gives ErrNotFound.
+func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*Task, error) {
+	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
+		at = r.Add(time.Microsecond)
+	}
+	var ignored *string
+	row := db.pool.QueryRow(ctx, queryRescheduleTask, tenantID, id, at, notifyDue, strconv.FormatInt(at.UnixMicro(), 10))
+	t, err := scanTask(withExtra{row, &ignored})
+	if err == nil {
+		return t, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("reschedule task %s: %w", id, err)
+	}
+	current, err := db.GetTask(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return current, ErrConflict
+}
+
+// CancelFilter selects the waiting tasks of a tenant that CancelTasks cancels.
+// Every condition set must hold.
+type CancelFilter struct {
+	// Status is scheduled or retrying; nil means both.
+	Status     *TaskStatus
+	ScheduleID *uuid.UUID
+	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
+	CreatedAfter, CreatedBefore *time.Time
+}
+
+// cancelChunk bounds the rows one statement of CancelTasks locks and changes.
+const cancelChunk = 1000
+
+// Each chunk takes its rows in id order, like the claim does, so that the two
+// never lock the same rows in opposite orders; one status at a time lets the
+// scan walk tasks_tenant_status_recent in id order instead of sorting every
+// match of every chunk. FOR UPDATE waits for a claim in progress and then
+// re-checks the status, so a task the claim took is left alone.
+const queryCancelTasksChunk = `-- name: CancelTasksChunk
+WITH victims AS (
+	SELECT id FROM tasks
+	WHERE tenant_id = $1 AND status = $2 AND id > $3
+		AND ($4::uuid IS NULL OR schedule_id = $4)
+		AND ($5::timestamptz IS NULL OR created_at >= $5)
+		AND ($6::timestamptz IS NULL OR created_at < $6)
+	ORDER BY id
+	LIMIT $7
+	FOR UPDATE
+)
+UPDATE tasks t SET status = 'canceled', next_attempt_at = NULL, updated_at = now()
+FROM victims
+WHERE t.id = victims.id
+RETURNING t.id`
+
+// CancelTasks cancels every scheduled or retrying task of the tenant matching
+// f and returns their ids. It works in chunks of cancelChunk tasks, each its
+// own statement and commit, so that canceling a million tasks neither holds a
+// million row locks (which the dispatcher's claims would queue behind) nor
+// builds one huge transaction. It is therefore not atomic: a task created
+// while it runs may or may not be canceled, and on an error the ids canceled
+// so far are returned with it.
+func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f CancelFilter) ([]uuid.UUID, error) {
+	statuses := []TaskStatus{StatusScheduled, StatusRetrying}
+	if f.Status != nil {
+		if *f.Status != StatusScheduled && *f.Status != StatusRetrying {
+			return nil, fmt.Errorf("cancel tasks: status %q is not a waiting status", *f.Status)
+		}
+		statuses = []TaskStatus{*f.Status}
+	}
+	var canceled []uuid.UUID
+	for _, status := range statuses {
+		after := uuid.Nil
+		for {
+			rows, err := db.pool.Query(ctx, queryCancelTasksChunk, tenantID, status, after,
+				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, cancelChunk)
+			if err != nil {
+				return canceled, fmt.Errorf("cancel %s tasks: %w", status, err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			if err != nil {
+				return canceled, fmt.Errorf("cancel %s tasks: %w", status, err)
+			}
+			canceled = append(canceled, ids...)
+			if len(ids) < cancelChunk {
+				break
+			}
+			for _, id := range ids {
+				if bytes.Compare(id[:], after[:]) > 0 {
+					after = id
+				}
+			}
+		}
+	}
+	return canceled, nil
 }
 
 const queryReplayTask = `-- name: ReplayTask
