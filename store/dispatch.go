@@ -266,7 +266,9 @@ WITH stale AS (
 	SELECT id, claim_token, attempts FROM tasks
 	WHERE status = 'dispatching' AND partition = ANY($2)
 		AND (lease_expires_at < now()
-			OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now()))
+			-- A claim without a node (written by an older hookwheel) waits for its lease.
+			OR (claimed_by IS NOT NULL
+				AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))
 	ORDER BY lease_expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
