@@ -88,8 +88,15 @@ type Config struct {
 	// Recorders is the number of batches written concurrently. Default 2.
 	Recorders int
 	// MaxPerTarget caps the concurrent sends to one target (scheme, host
-	// and port). Default Senders/4.
-	MaxPerTarget int
+	// and port). Default Senders/4. MaxWaitingPerTarget caps the claimed
+	// tasks of one target waiting for a send slot, so that one target can
+	// hold at most half of MaxClaimed; beyond it they are given back until a
+	// slot is likely free. Default MaxClaimed/2 − MaxPerTarget.
+	MaxPerTarget        int
+	MaxWaitingPerTarget int
+	// MaxClaimed caps the tasks claimed and not yet settled on this node.
+	// Default 4 × Senders.
+	MaxClaimed int
 	// Breaker tunes the per-target circuit breakers.
 	Breaker BreakerConfig
 	// MaxResponseBody is how much of a receiver's response body an attempt
@@ -162,6 +169,12 @@ func (c *Config) setDefaults() error {
 	if c.MaxPerTarget <= 0 {
 		c.MaxPerTarget = max(1, c.Senders/4)
 	}
+	if c.MaxClaimed <= 0 {
+		c.MaxClaimed = 4 * c.Senders
+	}
+	if c.MaxWaitingPerTarget <= 0 {
+		c.MaxWaitingPerTarget = max(1, c.MaxClaimed/2-c.MaxPerTarget)
+	}
 	if c.RecordBatch <= 0 {
 		c.RecordBatch = 256
 	}
@@ -217,6 +230,8 @@ type Dispatcher struct {
 	signer  *Signer
 	metrics *metrics
 	targets *targets
+	// limits applies tenants' dispatch rates and concurrency (ratelimit.go).
+	limits *dispatchLimits
 	// transport sends webhooks, redialling connections that failed before
 	// the request left.
 	transport *retryablehttp.Client
@@ -253,9 +268,14 @@ type Dispatcher struct {
 	// loading: a task announced later with a due time up to it must go into
 	// the wheel directly, since the loader's scan may have missed it.
 	loadingUntil time.Time
-	// inflight holds tasks that have left the wheel but whose attempt is not
-	// settled yet, so the sweep does not feed them in again.
-	inflight map[uuid.UUID]struct{}
+	// inflight counts, per task, the firings that have left the wheel and
+	// are not settled yet (claimed and sent, or found not claimable), so the
+	// sweep does not feed them in again.
+	inflight map[uuid.UUID]int
+	// budget bounds the tasks taken by claimers and not yet settled: when
+	// senders fall behind, claimers wait instead of claiming more work than
+	// can be sent while its leases are young.
+	budget chan struct{}
 	// held are claims waiting in sendTimers for their due instant.
 	held map[uuid.UUID]*store.ClaimedTask
 	// rescan asks the loader to read the whole window again (the NOTIFY
@@ -280,7 +300,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		records:  make(chan recordRequest, cfg.Senders),
 		nodeID:   uuid.New(),
 		gained:   make(chan []int16, 64),
-		inflight: make(map[uuid.UUID]struct{}),
+		inflight: make(map[uuid.UUID]int),
+		budget:   make(chan struct{}, cfg.MaxClaimed),
 		held:     make(map[uuid.UUID]*store.ClaimedTask),
 		rescan:   make(chan struct{}, 1),
 	}
@@ -291,8 +312,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d.metrics = m
+	if d.limits, err = newDispatchLimits(d, cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("register dispatch limit metrics: %w", err)
+	}
 	d.transport = newTransport(cfg.HTTPClient, m.transportRetries)
-	d.targets = newTargets(cfg.Breaker, cfg.MaxPerTarget, func(key string, from, to gobreaker.State) {
+	d.targets = newTargets(cfg.Breaker, cfg.MaxPerTarget, cfg.MaxWaitingPerTarget, func(key string, from, to gobreaker.State) {
 		m.breakerState.WithLabelValues(key).Set(float64(to))
 		d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
 	})
@@ -329,7 +353,7 @@ func (d *Dispatcher) Cancel(id uuid.UUID) {
 // fire is called by the wheel for each expired timer.
 func (d *Dispatcher) fire(id uuid.UUID, _ time.Time) {
 	d.mu.Lock()
-	d.inflight[id] = struct{}{}
+	d.inflight[id]++
 	d.mu.Unlock()
 	d.due <- id
 }
@@ -346,10 +370,25 @@ func (d *Dispatcher) release(id uuid.UUID, _ time.Time) {
 	}
 }
 
+// settle ends one firing of a task that a claimer took: its share of the
+// claim budget comes back.
 func (d *Dispatcher) settle(id uuid.UUID) {
 	d.mu.Lock()
-	delete(d.inflight, id)
+	n, ok := d.inflight[id]
+	switch {
+	case !ok:
+	case n <= 1:
+		delete(d.inflight, id)
+	default:
+		d.inflight[id] = n - 1
+	}
 	d.mu.Unlock()
+	if ok {
+		select {
+		case <-d.budget:
+		default:
+		}
+	}
 }
 
 // Run dispatches until ctx is done, then stops taking work, finishes the
@@ -370,10 +409,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	case <-ready:
 	case <-ctx.Done():
 	}
-	feeders.Add(3)
+	feeders.Add(4)
 	go func() { defer feeders.Done(); d.runLoader(ctx) }()
 	go func() { defer feeders.Done(); d.runListener(ctx) }()
 	go func() { defer feeders.Done(); d.runSweeper(ctx) }()
+	go func() { defer feeders.Done(); d.runMaterializer(ctx) }()
 	go func() {
 		defer close(wheelDone)
 		if err := d.timers.Run(ctx); err != nil {
@@ -391,6 +431,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		claimers.Add(1)
 		go func() { defer claimers.Done(); d.runClaimer(ctx) }()
 	}
+	limitsDone := make(chan struct{})
+	go func() { defer close(limitsDone); d.limits.run(ctx) }()
 	for range d.cfg.Recorders {
 		recorders.Add(1)
 		go func() { defer recorders.Done(); d.runRecorder() }()
@@ -426,6 +468,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.deferClaims(unsent, time.Time{})
+	// Claims waiting for a concurrency slot are given back too; the waker
+	// hands claims to the senders, so it must be done before they stop.
+	<-limitsDone
 	close(d.claimed)
 	senders.Wait()
 	close(d.records)
@@ -446,8 +491,15 @@ func (d *Dispatcher) runClaimer(ctx context.Context) {
 	batch := make([]uuid.UUID, 0, d.cfg.ClaimBatch)
 	for {
 		batch = batch[:0]
+		// One unit of budget per task taken, given back when it settles.
 		select {
 		case <-ctx.Done():
+			return
+		case d.budget <- struct{}{}:
+		}
+		select {
+		case <-ctx.Done():
+			<-d.budget
 			return
 		case id := <-d.due:
 			batch = append(batch, id)
@@ -455,9 +507,15 @@ func (d *Dispatcher) runClaimer(ctx context.Context) {
 	fill:
 		for len(batch) < cap(batch) {
 			select {
+			case d.budget <- struct{}{}:
+			default:
+				break fill
+			}
+			select {
 			case id := <-d.due:
 				batch = append(batch, id)
 			default:
+				<-d.budget
 				break fill
 			}
 		}
@@ -506,6 +564,7 @@ func (d *Dispatcher) claim(ctx context.Context, ids []uuid.UUID) {
 		c.ClaimedAt = now
 	}
 	claims = d.claimFireOnce(claimCtx, claims)
+	claims = d.limits.rateLimitClaims(claims)
 
 	for i, c := range claims {
 		if at := *c.NextAttemptAt; at.After(d.clock.Now()) {
@@ -599,9 +658,15 @@ func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Tim
 			d.logger.Error("giving claims back failed; their leases will expire and the sweep will recover them", "tasks", len(ids), "err", err)
 		}
 	}
-	if !notBefore.IsZero() {
+	if !d.stopping.Load() {
+		// Back in the wheel here, unless the node is stopping: then the next
+		// owner loads them.
 		for _, c := range claims {
-			d.Schedule(c.ID, notBefore)
+			at := notBefore
+			if c.NextAttemptAt != nil && c.NextAttemptAt.After(at) {
+				at = *c.NextAttemptAt
+			}
+			d.Schedule(c.ID, at)
 		}
 	}
 }

@@ -175,7 +175,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 	stray := 0
 	for _, t := range overdue {
 		d.mu.Lock()
-		_, inflight := d.inflight[t.ID]
+		inflight := d.inflight[t.ID] > 0
 		d.mu.Unlock()
 		if inflight || d.timers.Contains(t.ID) {
 			continue

@@ -28,27 +28,40 @@ import (
 func (d *Dispatcher) runSender() {
 	for c := range d.claimed {
 		t := d.targets.get(targetKey(c.URL))
-		if !d.targets.admit(t, c) {
+		switch decision, wait := d.targets.admit(t, c); decision {
+		case parked:
+			continue
+		case full:
+			d.metrics.deferrals.WithLabelValues("target_busy").Inc()
+			d.deferClaims([]*store.ClaimedTask{c}, d.clock.Now().Add(wait))
 			continue
 		}
 		for c != nil {
+			started := d.clock.Now()
 			d.attemptThrough(t, c)
-			c = d.targets.done(t)
-			if c != nil && (d.stopping.Load() || d.clock.Now().Sub(c.ClaimedAt) > d.cfg.LeaseMargin/2) {
+			c = d.targets.done(t, d.clock.Now().Sub(started))
+			for c != nil && (d.stopping.Load() || d.clock.Now().Sub(c.ClaimedAt) > d.cfg.LeaseMargin/2) {
 				// Parked too long for its lease, or we are shutting down:
 				// give it back unsent rather than send it late.
 				d.metrics.deferrals.WithLabelValues("target_busy").Inc()
 				d.deferClaims([]*store.ClaimedTask{c}, time.Time{})
-				c = d.targets.done(t)
+				c = d.targets.done(t, 0)
 			}
 		}
 	}
 }
 
-// attemptThrough sends c through its target's circuit breaker: an open
-// breaker defers the task to the breaker's next probe, which costs no
+// attemptThrough sends c through its tenant's dispatch limits for the host
+// (a rate limit defers the task to its slot, a full concurrency limit makes
+// it wait; see ratelimit.go) and its target's circuit breaker: an open
+// breaker defers the task to the breaker's next probe. Neither costs an
 // attempt.
 func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
+	release, ok := d.limits.admit(c)
+	if !ok {
+		return
+	}
+	defer release()
 	report, err := t.breaker.Allow()
 	if err != nil {
 		d.metrics.deferrals.WithLabelValues("breaker").Inc()
@@ -170,6 +183,9 @@ func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Ti
 	req.Header.Set("Idempotency-Key", idempotencyKey)
 	req.Header.Set("Hookwheel-Attempt", strconv.Itoa(c.Attempt))
 	req.Header.Set("Hookwheel-Scheduled-At", c.RunAt.UTC().Format(time.RFC3339Nano))
+	if c.ScheduleID != nil {
+		req.Header.Set("Hookwheel-Schedule-Id", c.ScheduleID.String())
+	}
 
 	resp, err := d.transport.Do(req)
 	if err != nil {

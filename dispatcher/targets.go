@@ -82,6 +82,9 @@ type target struct {
 	// Guarded by targets.mu.
 	inflight int
 	parked   []*store.ClaimedTask
+	// sendTime is a moving average of how long a send to the target takes,
+	// to tell a task that finds no room when a slot is likely free.
+	sendTime time.Duration
 	openedAt time.Time
 	deferred int
 }
@@ -90,15 +93,16 @@ type target struct {
 type targets struct {
 	cfg         BreakerConfig
 	maxInflight int
+	maxWaiting  int
 	onChange    func(key string, from, to gobreaker.State)
 
 	mu    sync.Mutex
 	byKey map[string]*target
 }
 
-func newTargets(cfg BreakerConfig, maxInflight int, onChange func(key string, from, to gobreaker.State)) *targets {
+func newTargets(cfg BreakerConfig, maxInflight, maxWaiting int, onChange func(key string, from, to gobreaker.State)) *targets {
 	cfg.setDefaults()
-	return &targets{cfg: cfg, maxInflight: maxInflight, onChange: onChange, byKey: map[string]*target{}}
+	return &targets{cfg: cfg, maxInflight: maxInflight, maxWaiting: maxWaiting, onChange: onChange, byKey: map[string]*target{}}
 }
 
 func (ts *targets) get(key string) *target {
@@ -137,24 +141,48 @@ func (ts *targets) get(key string) *target {
 	return t
 }
 
+type admission int
+
+const (
+	sendNow admission = iota // a send slot is the caller's
+	parked                   // c waits for a slot; whoever frees one sends it
+	full                     // no room to wait either: give c back until wait
+)
+
 // admit takes a send slot of the target for c, or parks c until a send to
-// the same target finishes. It reports whether the caller may send now.
-func (ts *targets) admit(t *target, c *store.ClaimedTask) bool {
+// the same target finishes, or, when too many already wait, says how long
+// until a slot is likely free.
+func (ts *targets) admit(t *target, c *store.ClaimedTask) (admission, time.Duration) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if t.inflight < ts.maxInflight {
+	switch {
+	case t.inflight < ts.maxInflight:
 		t.inflight++
-		return true
+		return sendNow, 0
+	case len(t.parked) < ts.maxWaiting:
+		t.parked = append(t.parked, c)
+		return parked, 0
 	}
-	t.parked = append(t.parked, c)
-	return false
+	ahead := float64(len(t.parked)+1) / float64(ts.maxInflight)
+	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
+	// At least a second: a task given back costs two writes, so do not
+	// spin on a target that cannot keep up.
+	return full, min(max(wait, time.Second), 30*time.Second)
 }
 
-// done gives a send slot back, or hands it straight to the oldest task parked
-// for the target, which the caller then sends.
-func (ts *targets) done(t *target) (next *store.ClaimedTask) {
+// done records a send that took took, and gives its slot back or hands it
+// straight to the oldest task parked for the target, which the caller then
+// sends.
+func (ts *targets) done(t *target, took time.Duration) (next *store.ClaimedTask) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	if took > 0 {
+		if t.sendTime == 0 {
+			t.sendTime = took
+		} else {
+			t.sendTime += (took - t.sendTime) / 8
+		}
+	}
 	if len(t.parked) > 0 {
 		next = t.parked[0]
 		t.parked[0] = nil
