@@ -21,7 +21,7 @@ SERVICES_ENV := svc_env=$$($(SERVICES) env); eval "$$svc_env"; \
 	echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" | sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|g'
 
 
-.PHONY: help build generate test bench run stop services clean distclean
+.PHONY: help build generate test bench bench-peers run stop services clean distclean
 
 help: ## list the targets
 	@echo 'make targets:'
@@ -39,10 +39,22 @@ test: ## go vet and every test (-race), against Postgres and Redis
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-bench: ## dispatcher benchmarks and the end-to-end benchmark
+# Extra flags for bench/cmd/hwbench, e.g. HWBENCH_FLAGS='-backlog 1000000,10000000' (see bench/README.md).
+HWBENCH_FLAGS ?=
+
+bench: ## dispatcher benchmarks, the end-to-end benchmark and the bench/ scenarios (short mode)
 	@$(SERVICES_ENV)
 	$(GO) test -run '^$$' -bench . -benchmem ./dispatcher
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 10m ./internal/e2e
+	$(GO) build -o $(BIN) ./cmd/hookwheel
+	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
+	bench/bin/hwbench suite -hookwheel $(CURDIR)/$(BIN) -command 'make bench $(HWBENCH_FLAGS)' $(HWBENCH_FLAGS)
+
+bench-peers: ## hookwheel vs River vs Asynq: fire precision at 1k/s and throughput (bench/)
+	@$(SERVICES_ENV)
+	$(GO) build -o $(BIN) ./cmd/hookwheel
+	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
+	bench/bin/hwbench peers -hookwheel $(CURDIR)/$(BIN) -command 'make bench-peers $(HWBENCH_FLAGS)' $(HWBENCH_FLAGS)
 
 run: ## serve the API and dispatcher on :8080 with a demo tenant (Ctrl-C stops)
 	@deploy/dev/run.sh

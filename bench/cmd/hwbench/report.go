@@ -1,0 +1,439 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s hwbench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// machine describes where a benchmark ran.
+type machine struct {
+	Hostname     string  `json:"hostname"`
+	CPU          string  `json:"cpu"`
+	Cores        int     `json:"cores"`
+	MemoryGiB    float64 `json:"memory_gib"`
+	Kernel       string  `json:"kernel"`
+	Go           string  `json:"go"`
+	Postgres     string  `json:"postgres"`
+	Redis        string  `json:"redis"`
+	Commit       string  `json:"hookwheel_commit"`
+	LoadAvgStart string  `json:"loadavg_at_start"`
+	LoadAvgEnd   string  `json:"loadavg_at_end,omitempty"`
+}
+
+func describeMachine(ctx context.Context, svc *services) machine {
+	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	m.Hostname, _ = os.Hostname()
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				if f := strings.Fields(line); len(f) >= 2 {
+					kb, _ := strconv.ParseFloat(f[1], 64)
+					m.MemoryGiB = math.Round(kb/1024/1024*10) / 10
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	m.LoadAvgStart = loadAvg()
+	if conn, err := pgx.Connect(ctx, svc.databaseURL); err == nil {
+		_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&m.Postgres)
+		conn.Close(ctx)
+	}
+	if rdb, err := svc.redis(); err == nil {
+		if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+			for _, line := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+					m.Redis = v
+				}
+			}
+		}
+		rdb.Close()
+	}
+	if root, err := findRepoRoot(); err == nil {
+		if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+			m.Commit = strings.TrimSpace(string(out))
+			if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+				m.Commit += " (with uncommitted changes)"
+			}
+		}
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func (m machine) String() string {
+	return fmt.Sprintf("%s, %d cores, %.0f GiB RAM, Linux %s; %s; Postgres %s, Redis %s, on the same machine; hookwheel %s; load average %s at start",
+		m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.Postgres, m.Redis, m.Commit, m.LoadAvgStart)
+}
+
+// envelope is what a results JSON file holds.
+type envelope struct {
+	Scenario string                       `json:"scenario"`
+	Date     string                       `json:"date"`
+	Command  string                       `json:"command"`
+	Machine  machine                      `json:"machine"`
+	Settings map[string]map[string]string `json:"settings"`
+	Results  any                          `json:"results"`
+}
+
+type reporter struct {
+	dir      string
+	date     string
+	command  string
+	machine  machine
+	settings map[string]map[string]string
+	md       strings.Builder
+	written  []string
+}
+
+func newReporter(dir, command string, m machine) (*reporter, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &reporter{dir: dir, date: time.Now().UTC().Format("2006-01-02"), command: command, machine: m,
+		settings: map[string]map[string]string{}}, nil
+}
+
+func (r *reporter) path(name string) string { return filepath.Join(r.dir, r.date+"-"+name) }
+
+func (r *reporter) writeJSON(scenario string, results any) error {
+	r.machine.LoadAvgEnd = loadAvg()
+	b, err := json.MarshalIndent(envelope{Scenario: scenario, Date: r.date, Command: r.command, Machine: r.machine,
+		Settings: r.settings, Results: results}, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := r.path(scenario + ".json")
+	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	r.written = append(r.written, p)
+	return nil
+}
+
+func (r *reporter) writeMarkdown(name, title string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	fmt.Fprintf(&b, "- Date: %s (UTC)\n- Command: `%s`\n- Machine: %s\n", r.date, r.command, r.machine)
+	if r.machine.LoadAvgEnd != "" {
+		fmt.Fprintf(&b, "- Load average at the end: %s (other work on the machine shares its cores)\n", r.machine.LoadAvgEnd)
+	}
+	b.WriteString("\n")
+	b.WriteString(r.md.String())
+	p := r.path(name + ".md")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	r.written = append(r.written, p)
+	return nil
+}
+
+func (r *reporter) printf(format string, args ...any) { fmt.Fprintf(&r.md, format, args...) }
+
+func (r *reporter) settingsTable() {
+	r.printf("## Settings\n\n")
+	for _, name := range []string{"hookwheel", "river", "asynq"} {
+		s, ok := r.settings[name]
+		if !ok {
+			continue
+		}
+		r.printf("**%s**\n\n", name)
+		keys := make([]string, 0, len(s))
+		for k := range s {
+			keys = append(keys, k)
+		}
+		sortStrings(keys)
+		for _, k := range keys {
+			r.printf("- %s: %s\n", k, s[k])
+		}
+		r.printf("\n")
+	}
+}
+
+func (r *reporter) latenessTable(title string, runs []*lateResult) {
+	if len(runs) == 0 {
+		return
+	}
+	r.printf("### %s\n\n", title)
+	r.printf("| system | run | tasks | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | early | missing | dup | achieved /s | CPU s: harness / hookwheel / postgres / redis | CPU ms per delivery |\n")
+	r.printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, x := range runs {
+		early := strconv.FormatInt(x.Early, 10)
+		if x.Early > 0 {
+			early += fmt.Sprintf(" (up to %.0f ms)", x.EarlyMaxMs)
+		}
+		r.printf("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %d | %d | %.0f | %s |\n",
+			x.System, x.Label, x.Tasks, x.Lateness.P50Ms, x.Lateness.P90Ms, x.Lateness.P99Ms, x.Lateness.P999Ms,
+			x.Lateness.MaxMs, early, x.Missing, x.Duplicates, x.AchievedRate, cpuCells(x.CPU))
+	}
+	r.printf("\n")
+}
+
+func (r *reporter) throughputTable(runs []*lateResult) {
+	if len(runs) == 0 {
+		return
+	}
+	r.printf("### End-to-end throughput (all tasks due at one instant)\n\n")
+	r.printf("| system | tasks | deliveries/s | sustained /s (min / median of whole seconds) | window s | last delivered after due, ms | attempts recorded | missing | dup | CPU s: harness / hookwheel / postgres / redis | CPU ms per delivery |\n")
+	r.printf("|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|\n")
+	for _, x := range runs {
+		rec := "—"
+		if x.AttemptsRecorded > 0 {
+			rec = fmt.Sprintf("%d (all %.0f ms after the last delivery)", x.AttemptsRecorded, x.AttemptsRecordedLagMs)
+		}
+		sustained := "— (window under 2 s)"
+		if x.SustainedMedian > 0 {
+			sustained = fmt.Sprintf("%.0f / %.0f", x.SustainedMin, x.SustainedMedian)
+		}
+		r.printf("| %s | %d | %.0f | %s | %.1f | %.0f | %s | %d | %d | %s |\n",
+			x.System, x.Tasks, x.AchievedRate, sustained, x.WindowS, x.Lateness.MaxMs, rec, x.Missing, x.Duplicates, cpuCells(x.CPU))
+	}
+	r.printf("\n")
+}
+
+func cpuCells(u *cpuUse) string {
+	if u == nil {
+		return "— | —"
+	}
+	node, pg := "—", "—"
+	if u.NodeS > 0 {
+		node = fmt.Sprintf("%.1f", u.NodeS)
+	}
+	if u.PostgresS > 0 {
+		pg = fmt.Sprintf("%.1f", u.PostgresS)
+	}
+	return fmt.Sprintf("%.1f / %s / %s / %.1f | %.3f", u.HarnessS, node, pg, u.RedisS, u.PerDeliveryMs)
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// plotSeries is one lateness distribution to draw.
+type plotSeries struct {
+	name  string
+	hist  *hdrhistogram.Histogram
+	early int64 // arrivals before their due time, drawn at the bottom of the scale
+}
+
+// plotLateness draws, side by side, the lateness percentile curves of every
+// series (log scale) and a box plot of each.
+func (r *reporter) plotLateness(name, title string, series []plotSeries) error {
+	var kept []plotSeries
+	for _, s := range series {
+		if s.hist != nil && s.hist.TotalCount() > 0 {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	curves := plot.New()
+	curves.Title.Text = title + ": lateness by percentile"
+	curves.X.Label.Text = "percentile"
+	curves.Y.Label.Text = "lateness (ms, log scale)"
+	curves.Y.Scale = plot.LogScale{}
+	curves.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	curves.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{
+		{Value: 0, Label: "0%"}, {Value: 1, Label: "90%"}, {Value: 2, Label: "99%"}, {Value: 3, Label: "99.9%"},
+		{Value: 4, Label: "99.99%"}, {Value: 5, Label: "99.999%"},
+	})
+	curves.Legend.Top = true
+	curves.Legend.Left = true
+	curves.Add(plotter.NewGrid())
+
+	boxes := plot.New()
+	boxes.Title.Text = title + ": distribution"
+	boxes.Y.Label.Text = "lateness (ms, log scale)"
+	boxes.Y.Scale = plot.LogScale{}
+	boxes.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	var names []string
+	for i, s := range kept {
+		var pts plotter.XYs
+		for _, p := range fineQuantiles {
+			if p >= 100 {
+				break
+			}
+			pts = append(pts, plotter.XY{X: math.Log10(100 / (100 - p)), Y: math.Max(0.01, float64(s.hist.ValueAtQuantile(p))/1000)})
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(2)
+		line.Dashes = plotutil.Dashes(i)
+		curves.Add(line)
+		label := fmt.Sprintf("%s (max %.1f ms)", s.name, float64(s.hist.Max())/1000)
+		if s.early > 0 {
+			label = fmt.Sprintf("%s (max %.1f ms; %.0f%% early, drawn at 0.01 ms)", s.name, float64(s.hist.Max())/1000,
+				100*float64(s.early)/float64(s.hist.TotalCount()))
+		}
+		curves.Legend.Add(label, line)
+
+		// A box plot of 1,000 evenly spaced quantiles stands for the
+		// whole distribution.
+		vals := make(plotter.Values, 0, 1001)
+		for q := 0.05; q < 100; q += 0.1 {
+			vals = append(vals, math.Max(0.01, float64(s.hist.ValueAtQuantile(q))/1000))
+		}
+		vals = append(vals, math.Max(0.01, float64(s.hist.Max())/1000))
+		box, err := plotter.NewBoxPlot(vg.Points(30), float64(i), vals)
+		if err != nil {
+			return err
+		}
+		box.FillColor = withAlpha(plotutil.Color(i), 0x60)
+		box.GlyphStyle.Radius = vg.Points(1.5)
+		boxes.Add(box)
+		names = append(names, s.name)
+	}
+	boxes.NominalX(names...)
+	boxes.X.Min, boxes.X.Max = -0.5, float64(len(kept))-0.5
+
+	const w, h = 14 * vg.Inch, 6 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	plots := [][]*plot.Plot{{curves, boxes}}
+	canvases := plot.Align(plots, tiles, dc)
+	curves.Draw(canvases[0][0])
+	boxes.Draw(canvases[0][1])
+	p := r.path(name + ".png")
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		return err
+	}
+	r.written = append(r.written, p)
+	return nil
+}
+
+var fineQuantiles = func() []float64 {
+	var q []float64
+	for x := 0.0; x <= 5.0001; x += 0.02 {
+		q = append(q, 100-100/math.Pow(10, x))
+	}
+	return q
+}()
+
+func withAlpha(c color.Color, a uint8) color.Color {
+	r, g, b, _ := c.RGBA()
+	return color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: a}
+}
+
+// scrapeMetric reads one unlabelled gauge from a node's /metrics.
+func scrapeMetric(base, name string) float64 {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return -1
+}
+
+// nodeMetrics sums hookwheel's own series (no histogram buckets) over its
+// live nodes, keyed by series with labels.
+func nodeMetrics(sys system) map[string]float64 {
+	var h *hookwheelSystem
+	switch s := sys.(type) {
+	case *hookwheelSystem:
+		h = s
+	case *idKeeper:
+		h = s.hookwheelSystem
+	default:
+		return nil
+	}
+	out := map[string]float64{}
+	for _, n := range h.nodes {
+		select {
+		case <-n.exited:
+			continue
+		default:
+		}
+		resp, err := http.Get(n.base + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(line, "hookwheel_") || strings.Contains(line, "_bucket{") || strings.HasPrefix(line, "hookwheel_http_request") {
+				continue
+			}
+			i := strings.LastIndexByte(line, ' ')
+			if i < 0 {
+				continue
+			}
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			if err != nil {
+				continue
+			}
+			out[line[:i]] += v
+		}
+	}
+	return out
+}
