@@ -86,6 +86,8 @@ func (s *Server) GetTenant(c echo.Context, id openapi.TenantID) error {
 // absent is kept, null is reset to hookwheel's default, a value is set.
 type tenantUpdate struct {
 	Retry *retryDefaultsUpdate `json:"retry"`
+	// Limits replaces the tenant's limits as a whole (see limitsUpdate).
+	Limits limitsUpdate `json:"limits"`
 }
 
 type retryDefaultsUpdate struct {
@@ -133,12 +135,29 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
+	var limits store.Limits
+	if req.Limits.given {
+		var fe fieldErrors
+		limits = req.Limits.validate(&fe)
+		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
 	t, err = s.tenants.SetRetryDefaults(ctx, id, defaults)
 	if errors.Is(err, store.ErrNotFound) {
 		return notFound("tenant " + id.String())
 	}
 	if err != nil {
 		return err
+	}
+	if req.Limits.given {
+		t, err = s.tenants.SetLimits(ctx, id, limits)
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound("tenant " + id.String())
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return c.JSON(http.StatusOK, tenantJSON(t))
 }
@@ -189,6 +208,7 @@ func tenantJSON(t *store.Tenant) openapi.Tenant {
 			MinBackoff:  formatDuration(p.MinBackoff),
 			MaxBackoff:  formatDuration(p.MaxBackoff),
 		},
+		Limits: limitsJSON(t.Limits),
 	}
 }
 

@@ -126,8 +126,23 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 		pendingAt = append(pendingAt, i)
 	}
 
-	// Limits on the tenant's pending tasks apply here, to the valid items
-	// only: an item over them gets a 429 problem in results and leaves pending.
+	// The pending-task quota applies to the valid items, in request order:
+	// those that do not fit get a 429 problem each and are not stored.
+	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && len(pending) > 0 {
+		current, err := s.db.CountPendingTasks(c.Request().Context(), tenant.ID, quota)
+		if err != nil {
+			return err
+		}
+		room := max(0, quota-current)
+		if room < len(pending) {
+			for _, i := range pendingAt[room:] {
+				results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
+					fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota)), i)
+			}
+			s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(len(pending) - room))
+			pending, pendingAt = pending[:room], pendingAt[:room]
+		}
+	}
 
 	notifyBefore := now.Add(s.cfg.NotifyWithin)
 	stored, err := s.db.InsertTasks(c.Request().Context(), pending, notifyBefore)
@@ -144,8 +159,8 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 				s.cfg.Scheduler.Schedule(task.ID, task.RunAt)
 			}
 		case bytes.Equal(res.Existing.RequestHash, task.RequestHash):
-			out := taskJSON(res.Existing)
-			results[i].Task, results[i].Replayed = &out, ptrTo(true)
+			out, replayed := taskJSON(res.Existing), true
+			results[i].Task, results[i].Replayed = &out, &replayed
 		default:
 			results[i].Error = itemProblem(newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused",
 				"Idempotency key reused", "this idempotency_key was already used by a different request; use a new key for a new task"), i)
@@ -220,8 +235,11 @@ func decodeItem(raw json.RawMessage, dst any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &typeErr) && typeErr.Field != "":
+		// encoding/json names a promoted field by its path through the
+		// embedded struct; the client knows it by its JSON name alone.
 		var fe fieldErrors
-		fe.add(typeErr.Field, "must be a JSON %s, not %s", jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
+		fe.add(strings.TrimPrefix(typeErr.Field, "taskRequest."), "must be a JSON %s, not %s",
+			jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
 		return fe.problem()
 	case errors.As(err, &typeErr):
 		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", "the item must be a JSON object")
@@ -233,5 +251,3 @@ func decodeItem(raw json.RawMessage, dst any) error {
 		return newProblem(http.StatusBadRequest, "malformed-json", "Malformed JSON", fmt.Sprintf("the item is not valid: %v", err))
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -1,9 +1,402 @@
 package api
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
-// Rate limits and quotas. Being built: answers 501 until then.
+// Rate limits and quotas: the per-tenant API rate limit (a middleware after
+// authentication), the pending-task quota (checked before tasks are stored),
+// the tenant's view of both (GET /v1/limits) and the limits part of the
+// admin API.
 
-func (s *Server) GetLimits(c echo.Context) error { return notYet() }
+// Bounds of the values an operator may set: beyond them a number is a typo,
+// and the limiters' microsecond arithmetic stays exact.
+const (
+	maxLimitRate        = 1_000_000
+	maxLimitBurst       = 1_000_000
+	maxLimitPending     = 1_000_000_000
+	maxLimitConcurrency = 100_000
+	maxLimitTargets     = 1000
+)
+
+const (
+	// apiLimitTimeout bounds the rate-limit decision: Redis answers in well
+	// under a millisecond, and a slow one must not slow every call down.
+	apiLimitTimeout = 250 * time.Millisecond
+	// apiLimitSkip is how long the API goes without rate-limit decisions
+	// after Redis failed, so that calls do not each wait for a dead Redis.
+	apiLimitSkip = 5 * time.Second
+	// pendingQuotaRetryAfter is the Retry-After of a pending-task quota
+	// refusal. The quota frees as tasks finish, which nothing here can
+	// predict; a second is what a client ingesting as fast as it may should
+	// wait.
+	pendingQuotaRetryAfter = time.Second
+)
+
+// APIRateLimiter decides tenants' API rate limits. *store.Redis is one: when
+// Config.Redis is one, the API limits tenants' calls with it.
+type APIRateLimiter interface {
+	AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (store.RateDecision, error)
+}
+
+// apiLimits holds what the limits need beyond the Server: the limiter, its
+// metrics, and when Redis last failed.
+type apiLimits struct {
+	limiter   APIRateLimiter // nil: no API rate limiting
+	clock     clock.Clock
+	logger    *slog.Logger
+	refused   *prometheus.CounterVec
+	unchecked prometheus.Counter
+	// downUntil (Unix nanoseconds) skips decisions while Redis is down.
+	downUntil atomic.Int64
+}
+
+func newAPILimits(cfg Config) (*apiLimits, error) {
+	l := &apiLimits{
+		clock:  cfg.Clock,
+		logger: cfg.Logger,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_api_limit_refusals_total",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate) or pending_tasks (max_pending_tasks).",
+		}, []string{"limit"}),
+		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_api_rate_limit_unchecked_total",
+			Help: "Tenant API calls let through without a rate-limit decision because Redis failed (the limiter fails open).",
+		}),
+	}
+	if rl, ok := cfg.Redis.(APIRateLimiter); ok {
+		l.limiter = rl
+	}
+	for _, c := range []prometheus.Collector{l.refused, l.unchecked} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("register api limit metrics: %w", err)
+		}
+	}
+	l.refused.WithLabelValues("rate")
+	l.refused.WithLabelValues("pending_tasks")
+	return l, nil
+}
+
+// thenMiddleware runs inner after outer: rateLimit needs the tenant that
+// authentication found.
+func thenMiddleware(outer, inner echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return outer(inner(next)) }
+}
+
+// rateLimit applies the tenant's api_rate to each of its calls, with one
+// Redis round trip (GCRA, store/lua/gcra.lua). Every response of a tenant
+// with an API rate carries RateLimit-Limit (the burst), RateLimit-Remaining
+// and RateLimit-Reset (seconds until the full burst is back), the names of
+// the IETF draft; a call over the limit gets 429 with Retry-After. A tenant
+// without an API rate costs nothing. When Redis fails, calls go through
+// unchecked (counted in hookwheel_api_rate_limit_unchecked_total): a limiter
+// outage must not become an API outage.
+func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tenant, ok := tenants.Tenant(c)
+		if !ok || tenant.Limits.APIRate <= 0 || l.limiter == nil {
+			return next(c)
+		}
+		d, ok := l.decide(c.Request().Context(), tenant)
+		if !ok {
+			return next(c)
+		}
+		h := c.Response().Header()
+		h.Set("RateLimit-Limit", strconv.Itoa(d.Limit))
+		h.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
+		h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(d.Reset)))
+		if !d.Allowed {
+			l.refused.WithLabelValues("rate").Inc()
+			retryAfter := max(1, ceilSeconds(d.RetryAfter))
+			h.Set("Retry-After", strconv.Itoa(retryAfter))
+			return newProblem(http.StatusTooManyRequests, "rate-limited", "Too many requests",
+				fmt.Sprintf("this tenant may make %s API requests per second, in bursts of up to %d; retry in %d s",
+					strconv.FormatFloat(tenant.Limits.APIRate, 'f', -1, 64), d.Limit, retryAfter))
+		}
+		return next(c)
+	}
+}
+
+// decide asks Redis, unless it failed a moment ago. ok is false when no
+// decision could be had.
+func (l *apiLimits) decide(ctx context.Context, tenant *store.Tenant) (d store.RateDecision, ok bool) {
+	now := l.clock.Now()
+	if until := l.downUntil.Load(); until != 0 && now.UnixNano() < until {
+		l.unchecked.Inc()
+		return d, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiLimitTimeout)
+	defer cancel()
+	d, err := l.limiter.AllowAPIRequest(ctx, tenant.ID, tenant.Limits.APIRate, tenant.Limits.EffectiveAPIBurst())
+	if err != nil {
+		l.unchecked.Inc()
+		l.downUntil.Store(now.Add(apiLimitSkip).UnixNano())
+		l.logger.Warn("API rate limiting failed; letting calls through unchecked for a while",
+			"tenant", tenant.ID, "err", err, "retry_in", apiLimitSkip)
+		return d, false
+	}
+	return d, true
+}
+
+// ceilSeconds rounds up to whole seconds, as Retry-After and RateLimit-Reset
+// count: rounding down would invite a retry that is refused again.
+func ceilSeconds(d time.Duration) int {
+	return int(math.Ceil(d.Seconds()))
+}
+
+// checkPendingQuota refuses, with 429 and Retry-After, a request that would
+// bring the tenant's pending tasks (scheduled, retrying or dispatching) above
+// its max_pending_tasks by adding n of them. Call it after validating the
+// request and before storing anything: CreateTask with 1, the batch handler
+// with the number of items it is about to insert.
+//
+// Cost: nothing for a tenant without the quota; otherwise one Postgres query
+// that counts the tenant's pending tasks up to the quota (an index-only range
+// scan of tasks_tenant_status_recent, about 0.35 µs per pending task, so at
+// most a few milliseconds for a quota of 10,000). It checks, it does not
+// reserve: concurrent requests of one tenant may each pass and together
+// overshoot the quota by what they add. A request whose Idempotency-Key names
+// a task the tenant already has passes, since it creates nothing: a client
+// retrying a create that succeeded gets its task back, not a 429.
+func (s *Server) checkPendingQuota(c echo.Context, tenant *store.Tenant, n int) error {
+	quota := tenant.Limits.MaxPendingTasks
+	if quota <= 0 || n <= 0 {
+		return nil
+	}
+	ctx := c.Request().Context()
+	pending, err := s.db.CountPendingTasks(ctx, tenant.ID, quota)
+	if err != nil {
+		return err
+	}
+	if pending+n <= quota {
+		return nil
+	}
+	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
+		exists, err := s.db.HasIdempotencyKey(ctx, tenant.ID, key)
+		if err != nil {
+			return err
+		}
+		if exists {
+			return nil
+		}
+	}
+	s.apiLimits.refused.WithLabelValues("pending_tasks").Inc()
+	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(pendingQuotaRetryAfter)))
+	detail := fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has %d", quota, pending)
+	if pending >= quota {
+		detail = fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has that many", quota)
+	}
+	if n > 1 {
+		detail += fmt.Sprintf("; this request would add %d", n)
+	}
+	return newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending task quota exceeded",
+		detail+"; retry once some have been delivered")
+}
+
+// GetLimits shows the calling tenant its limits and how many of its tasks
+// are pending. The count is exact: an index-only range scan over the
+// tenant's pending tasks, so it costs in proportion to them.
+func (s *Server) GetLimits(c echo.Context) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	pending, err := s.db.CountPendingTasks(c.Request().Context(), tenant.ID, 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, openapi.TenantLimitsView{Limits: limitsJSON(tenant.Limits), PendingTasks: pending})
+}
+
+// limitsJSON shows limits as the API spells them: unlimited fields are
+// absent; a host override shows what it overrides, 0 included (it lifts the
+// tenant's limit for that host).
+func limitsJSON(l store.Limits) openapi.TenantLimits {
+	out := openapi.TenantLimits{
+		APIRate:             positiveFloat32(l.APIRate),
+		APIBurst:            positiveInt(l.APIBurst),
+		MaxPendingTasks:     positiveInt(l.MaxPendingTasks),
+		DispatchRate:        positiveFloat32(l.DispatchRate),
+		DispatchConcurrency: positiveInt(l.DispatchConcurrency),
+	}
+	if len(l.Targets) > 0 {
+		out.Targets = make(map[string]openapi.TargetLimits, len(l.Targets))
+		for host, t := range l.Targets {
+			var o openapi.TargetLimits
+			if t.DispatchRate != nil {
+				r := float32(*t.DispatchRate)
+				o.DispatchRate = &r
+			}
+			o.DispatchConcurrency = t.DispatchConcurrency
+			out.Targets[host] = o
+		}
+	}
+	return out
+}
+
+func positiveFloat32(f float64) *float32 {
+	if f <= 0 {
+		return nil
+	}
+	v := float32(f)
+	return &v
+}
+
+func positiveInt(n int) *int {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}
+
+// limitsUpdate is the "limits" member of PATCH /v1/admin/tenants/{id}: absent
+// keeps the tenant's limits, null or {} lifts them all, an object replaces
+// them as a whole.
+type limitsUpdate struct {
+	given bool
+	req   limitsRequest
+}
+
+// limitsRequest is a limits object as sent. Rates are float64 (the
+// generated type's float32 would store 0.1 as 0.10000000149), and each
+// host's override stays raw so that its errors can be named by host.
+type limitsRequest struct {
+	APIRate             *float64                   `json:"api_rate"`
+	APIBurst            *int                       `json:"api_burst"`
+	MaxPendingTasks     *int                       `json:"max_pending_tasks"`
+	DispatchRate        *float64                   `json:"dispatch_rate"`
+	DispatchConcurrency *int                       `json:"dispatch_concurrency"`
+	Targets             map[string]json.RawMessage `json:"targets"`
+}
+
+type targetLimitsRequest struct {
+	DispatchRate        *float64 `json:"dispatch_rate"`
+	DispatchConcurrency *int     `json:"dispatch_concurrency"`
+}
+
+func (u *limitsUpdate) UnmarshalJSON(b []byte) error {
+	u.given = true
+	if bytes.Equal(b, jsonNull) {
+		return nil
+	}
+	return decodeNested("limits", b, &u.req)
+}
+
+// validate checks the update and returns the limits to store; errors go to
+// fe, named by path ("limits.targets.api.partner.com.dispatch_rate").
+func (u *limitsUpdate) validate(fe *fieldErrors) store.Limits {
+	r := u.req
+	var l store.Limits
+	l.APIRate = limitRate(fe, "limits.api_rate", r.APIRate)
+	l.APIBurst = limitInt(fe, "limits.api_burst", r.APIBurst, maxLimitBurst)
+	if l.APIBurst > 0 && l.APIRate == 0 {
+		fe.add("limits.api_burst", "applies only with an api_rate")
+	}
+	l.MaxPendingTasks = limitInt(fe, "limits.max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
+	l.DispatchRate = limitRate(fe, "limits.dispatch_rate", r.DispatchRate)
+	l.DispatchConcurrency = limitInt(fe, "limits.dispatch_concurrency", r.DispatchConcurrency, maxLimitConcurrency)
+	if len(r.Targets) > maxLimitTargets {
+		fe.add("limits.targets", "must name at most %d hosts", maxLimitTargets)
+		return l
+	}
+	// Sorted, so that errors come in a stable order.
+	hosts := make([]string, 0, len(r.Targets))
+	for h := range r.Targets {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, given := range hosts {
+		field := "limits.targets." + given
+		host, ok := store.HostKey(given)
+		if !ok {
+			fe.add(field, "must be a host name such as api.partner.com (no scheme, port or path)")
+			continue
+		}
+		if _, dup := l.Targets[host]; dup {
+			fe.add(field, "names the same host as another entry (%s)", host)
+			continue
+		}
+		var t targetLimitsRequest
+		if err := decodeNested(field, r.Targets[given], &t); err != nil {
+			addDecodeError(fe, field, err)
+			continue
+		}
+		var o store.TargetLimits
+		if t.DispatchRate != nil {
+			rate := limitRate(fe, field+".dispatch_rate", t.DispatchRate)
+			o.DispatchRate = &rate
+		}
+		if t.DispatchConcurrency != nil {
+			n := limitInt(fe, field+".dispatch_concurrency", t.DispatchConcurrency, maxLimitConcurrency)
+			o.DispatchConcurrency = &n
+		}
+		if l.Targets == nil {
+			l.Targets = make(map[string]store.TargetLimits, len(hosts))
+		}
+		l.Targets[host] = o
+	}
+	return l
+}
+
+func limitRate(fe *fieldErrors, field string, v *float64) float64 {
+	switch {
+	case v == nil:
+		return 0
+	case *v < 0:
+		fe.add(field, "must be at least 0 (0 means unlimited)")
+	case *v > maxLimitRate:
+		fe.add(field, "must be at most %d per second", maxLimitRate)
+	default:
+		return *v
+	}
+	return 0
+}
+
+func limitInt(fe *fieldErrors, field string, v *int, most int) int {
+	switch {
+	case v == nil:
+		return 0
+	case *v < 0:
+		fe.add(field, "must be at least 0 (0 means unlimited)")
+	case *v > most:
+		fe.add(field, "must be at most %d", most)
+	default:
+		return *v
+	}
+	return 0
+}
+
+// addDecodeError reports a nested decoding error by field, as decodeJSON
+// reports the outer ones.
+func addDecodeError(fe *fieldErrors, field string, err error) {
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		fe.add(field+"."+typeErr.Field, "must be a JSON %s", jsonTypeName(typeErr.Type.Kind().String()))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		fe.add(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "is not a known field")
+	default:
+		fe.add(field, "must be an object with dispatch_rate and/or dispatch_concurrency")
+	}
+}

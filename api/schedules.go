@@ -1,27 +1,339 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookwheel/hookwheel/internal/schedule"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store"
 )
 
-// Recurring schedules. Being built: answers 501 until then.
+// Recurring schedules. The API stores a schedule with its first occurrence;
+// the dispatcher that owns the schedule's partition materialises each
+// occurrence as a task ahead of time (dispatcher/materializer.go).
 
-func notYet() error {
-	return newProblem(http.StatusNotImplemented, "not-implemented", "Not implemented", "this endpoint is being built")
+const (
+	defaultNextCount = 10
+	maxNextCount     = 100
+	defaultTimezone  = "UTC"
+)
+
+// scheduleRequest is the body of POST /v1/schedules as sent, before
+// validation: a task request without run_at and delay, plus cron, timezone
+// and paused.
+type scheduleRequest struct {
+	Cron     *string           `json:"cron"`
+	Timezone *string           `json:"timezone,omitempty"`
+	URL      *string           `json:"url"`
+	Method   *string           `json:"method,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Body     *string           `json:"body,omitempty"`
+	Timeout  *string           `json:"timeout,omitempty"`
+	Retry    *retryRequest     `json:"retry,omitempty"`
+	Paused   *bool             `json:"paused,omitempty"`
+	// RunAt and Delay are read only to say why they do not belong here,
+	// which "is not a known field" would not.
+	RunAt json.RawMessage `json:"run_at,omitempty"`
+	Delay json.RawMessage `json:"delay,omitempty"`
 }
 
-func (s *Server) CreateSchedule(c echo.Context) error                               { return notYet() }
-func (s *Server) ListSchedules(c echo.Context, p openapi.ListSchedulesParams) error { return notYet() }
-func (s *Server) GetSchedule(c echo.Context, id openapi.ScheduleID) error           { return notYet() }
-func (s *Server) DeleteSchedule(c echo.Context, id openapi.ScheduleID) error        { return notYet() }
-func (s *Server) PauseSchedule(c echo.Context, id openapi.ScheduleID) error         { return notYet() }
+// validateSchedule turns a request into a schedule to store, or field
+// errors: the task fields exactly as validateTask checks them (the tenant's
+// retry defaults included), plus cron and timezone. now is the anchor of an
+// @every schedule and the instant its first occurrence follows.
+func (s *Server) validateSchedule(req *scheduleRequest, defaults store.RetryDefaults, now time.Time) (*store.Schedule, error) {
+	var fe fieldErrors
+
+	timezone := defaultTimezone
+	if req.Timezone != nil {
+		timezone = *req.Timezone
+	}
+	zoneOK := true
+	if _, err := schedule.LoadLocation(timezone); err != nil {
+		fe.addSchedule(err)
+		zoneOK = false
+	}
+	var sch *schedule.Schedule
+	if req.Cron == nil {
+		fe.add("cron", "is required")
+	} else {
+		// With the zone at fault, still check the expression, in UTC.
+		zone := timezone
+		if !zoneOK {
+			zone = defaultTimezone
+		}
+		parsed, err := schedule.Parse(*req.Cron, zone, now)
+		if err != nil {
+			fe.addSchedule(err)
+		} else if zoneOK {
+			sch = parsed
+		}
+	}
+	const notHere = "does not apply to a schedule: its occurrences fall at the times cron gives"
+	if req.RunAt != nil {
+		fe.add("run_at", notHere)
+	}
+	if req.Delay != nil {
+		fe.add("delay", notHere)
+	}
+
+	task, err := s.validateTask(&taskRequest{
+		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
+	}, defaults, now)
+	var p *problem
+	if errors.As(err, &p) {
+		fe = append(fe, p.fields...)
+	} else if err != nil {
+		return nil, err
+	}
+
+	paused := req.Paused != nil && *req.Paused
+	var next *time.Time
+	if sch != nil && !paused {
+		at := sch.Next(now)
+		if at.IsZero() {
+			fe.add("cron", "has no occurrence in the next five years")
+		}
+		next = &at
+	}
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	return &store.Schedule{
+		Cron:        sch.String(),
+		Timezone:    timezone,
+		Paused:      paused,
+		URL:         task.URL,
+		Method:      task.Method,
+		Headers:     task.Headers,
+		Body:        task.Body,
+		Timeout:     task.Timeout,
+		MaxAttempts: task.MaxAttempts,
+		MinBackoff:  task.MinBackoff,
+		MaxBackoff:  task.MaxBackoff,
+		NextRunAt:   next,
+		CreatedAt:   now,
+	}, nil
+}
+
+// addSchedule records an invalid cron or timezone.
+func (fe *fieldErrors) addSchedule(err error) {
+	if e, ok := schedule.IsError(err); ok {
+		fe.add(e.Field, "%s", e.Message)
+		return
+	}
+	fe.add("cron", "%v", err)
+}
+
+// CreateSchedule stores a recurring schedule.
+func (s *Server) CreateSchedule(c echo.Context) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req scheduleRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	sched, err := s.validateSchedule(&req, tenant.Retry, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	if sched.ID, err = uuid.NewV7(); err != nil {
+		return err
+	}
+	sched.TenantID = tenant.ID
+	if err := s.db.InsertSchedule(c.Request().Context(), sched); err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/schedules/"+sched.ID.String())
+	return c.JSON(http.StatusCreated, scheduleJSON(sched))
+}
+
+// ListSchedules pages through the tenant's schedules, newest first.
+func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParams) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var (
+		fe     fieldErrors
+		filter = store.ScheduleFilter{Limit: defaultListLimit}
+	)
+	if params.Limit != nil {
+		if *params.Limit < 1 || *params.Limit > maxListLimit {
+			fe.add("limit", "must be between 1 and %d", maxListLimit)
+		}
+		filter.Limit = *params.Limit
+	}
+	if params.Cursor != nil {
+		before, ok := decodeCursor(*params.Cursor)
+		if !ok {
+			fe.add("cursor", "is not a cursor this API returned")
+		}
+		filter.Before = &before
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	page := filter.Limit
+	filter.Limit++ // one more tells whether another page follows
+	schedules, err := s.db.ListSchedules(c.Request().Context(), tenant.ID, filter)
+	if err != nil {
+		return err
+	}
+	out := openapi.ScheduleList{Data: make([]openapi.Schedule, 0, min(len(schedules), page))}
+	for i, sc := range schedules {
+		if i == page {
+			next := encodeCursor(schedules[page-1].ID)
+			out.NextCursor = &next
+			break
+		}
+		out.Data = append(out.Data, scheduleJSON(sc))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// GetSchedule reads one schedule.
+func (s *Server) GetSchedule(c echo.Context, id openapi.ScheduleID) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	sc, err := s.db.GetSchedule(c.Request().Context(), tenant.ID, id)
+	if err != nil {
+		return scheduleError(err, id)
+	}
+	return c.JSON(http.StatusOK, scheduleJSON(sc))
+}
+
+// DeleteSchedule deletes a schedule and cancels its waiting occurrences.
+func (s *Server) DeleteSchedule(c echo.Context, id openapi.ScheduleID) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	sc, canceled, err := s.db.DeleteSchedule(c.Request().Context(), tenant.ID, id)
+	if err != nil {
+		return scheduleError(err, id)
+	}
+	s.forget(canceled)
+	return c.JSON(http.StatusOK, scheduleJSON(sc))
+}
+
+// PauseSchedule stops a schedule and cancels its waiting occurrences.
+func (s *Server) PauseSchedule(c echo.Context, id openapi.ScheduleID) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	sc, canceled, err := s.db.PauseSchedule(c.Request().Context(), tenant.ID, id)
+	if err != nil {
+		return scheduleError(err, id)
+	}
+	s.forget(canceled)
+	return c.JSON(http.StatusOK, scheduleJSON(sc))
+}
+
+// ResumeSchedule restarts a paused schedule from its first occurrence after
+// now: what it missed while paused is not sent.
 func (s *Server) ResumeSchedule(c echo.Context, id openapi.ScheduleID) error {
-	return notYet()
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	sc, err := s.db.ResumeSchedule(c.Request().Context(), tenant.ID, id, func(sc *store.Schedule) (*time.Time, error) {
+		sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("read stored schedule: %w", err)
+		}
+		next := sch.Next(now)
+		if next.IsZero() {
+			return nil, nil
+		}
+		return &next, nil
+	})
+	if err != nil {
+		return scheduleError(err, id)
+	}
+	return c.JSON(http.StatusOK, scheduleJSON(sc))
 }
-func (s *Server) NextScheduleTimes(c echo.Context, id openapi.ScheduleID, p openapi.NextScheduleTimesParams) error {
-	return notYet()
+
+// NextScheduleTimes previews the next fire times after now, whether or not
+// the schedule is paused.
+func (s *Server) NextScheduleTimes(c echo.Context, id openapi.ScheduleID, params openapi.NextScheduleTimesParams) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	count := defaultNextCount
+	if params.Count != nil {
+		if *params.Count < 1 || *params.Count > maxNextCount {
+			var fe fieldErrors
+			fe.add("count", "must be between 1 and %d", maxNextCount)
+			return fe.problem()
+		}
+		count = *params.Count
+	}
+	sc, err := s.db.GetSchedule(c.Request().Context(), tenant.ID, id)
+	if err != nil {
+		return scheduleError(err, id)
+	}
+	sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("read stored schedule %s: %w", id, err)
+	}
+	times := sch.NextN(s.clock.Now(), count)
+	out := openapi.FireTimeList{Data: make([]openapi.FireTime, 0, len(times))}
+	for _, at := range times {
+		out.Data = append(out.Data, openapi.FireTime{Local: at.In(sch.Location()), Utc: at.UTC()})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// forget tells the local dispatcher, if any, that canceled occurrences need
+// no timer. Only hygiene: a canceled task's timer finds nothing to claim.
+func (s *Server) forget(canceled []uuid.UUID) {
+	if s.cfg.Scheduler == nil {
+		return
+	}
+	for _, id := range canceled {
+		s.cfg.Scheduler.Cancel(id)
+	}
+}
+
+func scheduleError(err error, id uuid.UUID) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("schedule " + id.String())
+	}
+	return err
+}
+
+func scheduleJSON(sc *store.Schedule) openapi.Schedule {
+	maxAttempts := sc.MaxAttempts
+	minBackoff, maxBackoff := formatDuration(sc.MinBackoff), formatDuration(sc.MaxBackoff)
+	return openapi.Schedule{
+		ID:        sc.ID,
+		Cron:      sc.Cron,
+		Timezone:  sc.Timezone,
+		Paused:    sc.Paused,
+		NextRunAt: sc.NextRunAt,
+		LastRunAt: sc.LastRunAt,
+		URL:       sc.URL,
+		Method:    openapi.HTTPMethod(sc.Method),
+		Headers:   sc.Headers,
+		Body:      string(sc.Body),
+		Timeout:   formatDuration(sc.Timeout),
+		Retry:     openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
+		CreatedAt: sc.CreatedAt,
+		UpdatedAt: sc.UpdatedAt,
+	}
 }

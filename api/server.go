@@ -47,7 +47,8 @@ type Config struct {
 	DB *store.DB
 	// Tenants authenticates calls and creates tenants. Required.
 	Tenants *tenants.Service
-	// Redis is checked by /readyz. Optional.
+	// Redis is checked by /readyz and, when it is an APIRateLimiter (as
+	// *store.Redis is), applies tenants' API rate limits. Optional.
 	Redis Pinger
 	// Guard refuses, at creation, task URLs whose host is a literal address
 	// webhooks may not reach. Optional: without it URLs are not checked here
@@ -126,6 +127,8 @@ type Server struct {
 	clock   clock.Clock
 	echo    *echo.Echo
 	metrics http.Handler
+	// apiLimits applies tenants' API rate limits and counts refusals.
+	apiLimits *apiLimits
 }
 
 var _ openapi.ServerInterface = (*Server)(nil)
@@ -171,7 +174,12 @@ func New(cfg Config) (*Server, error) {
 			Skipper: isBatchRoute,
 		}),
 	)
-	auth, err := securityMiddlewares(cfg)
+	limits, err := newAPILimits(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.apiLimits = limits
+	auth, err := securityMiddlewares(cfg, limits.rateLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +191,9 @@ func New(cfg Config) (*Server, error) {
 // securityMiddlewares maps each operation of the OpenAPI document to the
 // middleware its security requirement calls for, so that the document, not a
 // hand-kept list, decides what is protected.
-func securityMiddlewares(cfg Config) (map[string][]echo.MiddlewareFunc, error) {
+// Tenant calls are rate limited after authentication (tenantLimit needs the
+// tenant).
+func securityMiddlewares(cfg Config, tenantLimit echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
 	// The document as written: its operation ids key the generated
 	// registration (GetSwagger's copy has them normalised).
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
@@ -191,7 +201,7 @@ func securityMiddlewares(cfg Config) (map[string][]echo.MiddlewareFunc, error) {
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":     cfg.Tenants.Middleware(),
+		"apiKey":     thenMiddleware(cfg.Tenants.Middleware(), tenantLimit),
 		"adminToken": tenants.AdminMiddleware(cfg.AdminToken),
 	}
 	out := make(map[string][]echo.MiddlewareFunc)

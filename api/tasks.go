@@ -71,6 +71,9 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	if task.IdempotencyKey != nil {
 		task.RequestHash = requestHash(&req)
 	}
+	if err := s.checkPendingQuota(c, tenant, 1); err != nil {
+		return err
+	}
 	dueSoon := task.RunAt.Before(now.Add(s.cfg.NotifyWithin))
 	existing, created, err := s.db.InsertTask(c.Request().Context(), task, dueSoon)
 	if err != nil {
@@ -443,6 +446,7 @@ func taskJSON(t *store.Task) openapi.Task {
 		LastStatusCode: t.LastStatusCode,
 		LastError:      t.LastError,
 		IdempotencyKey: t.IdempotencyKey,
+		ScheduleID:     t.ScheduleID,
 	}
 }
 

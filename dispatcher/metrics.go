@@ -95,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		}, []string{"target"}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_deferrals_total",
-			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: it waited too long for a send slot of its target). A deferral is not an attempt.",
+			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: no send slot of its target soon enough; rate_limit and concurrency: the tenant's dispatch limits for the target host). A deferral is not an attempt.",
 		}, []string{"reason"}),
 		transportRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_transport_retries_total",

@@ -193,6 +193,19 @@ func (ts *targets) done(t *target, took time.Duration) (next *store.ClaimedTask)
 	return nil
 }
 
+// sendTimeOf is the moving average of how long a send to the target with
+// this key takes; 0 before the first. The dispatch limits use it to tell a
+// task that finds no room to wait for a concurrency slot when one is likely
+// free.
+func (ts *targets) sendTimeOf(key string) time.Duration {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t, ok := ts.byKey[key]; ok {
+		return t.sendTime
+	}
+	return 0
+}
+
 // deferUntil is when a task refused by t's breaker should be tried again:
 // the breaker's next probe, spaced by ReleasePace from the other deferrals.
 func (ts *targets) deferUntil(t *target, now time.Time) time.Time {

@@ -521,7 +521,7 @@ type ScheduleRequest struct {
 	URL      string  `json:"url"`
 }
 
-// TargetLimits defines model for TargetLimits.
+// TargetLimits One host's dispatch limits; an absent field takes the tenant's, 0 means unlimited.
 type TargetLimits struct {
 	DispatchConcurrency *int     `json:"dispatch_concurrency,omitempty"`
 	DispatchRate        *float32 `json:"dispatch_rate,omitempty"`
@@ -666,7 +666,9 @@ type Tenant struct {
 	ID        openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-	// whole; 0 (or an absent field) means unlimited.
+	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
+	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
+	// apply from the tenant's next call; dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
@@ -710,43 +712,61 @@ type TenantCreated struct {
 }
 
 // TenantLimits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-// whole; 0 (or an absent field) means unlimited.
+// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
+// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
+// apply from the tenant's next call; dispatch limits within a few seconds.
 type TenantLimits struct {
-	// APIBurst API requests allowed at once above the rate. Default the rate (at least 1).
+	// APIBurst API requests allowed at once above the rate. Default the rate rounded down (at least 1).
+	// Only with `api_rate`; at most 1,000,000.
 	APIBurst *int `json:"api_burst,omitempty"`
 
-	// APIRate API requests per second (sustained). Over it, 429 with Retry-After.
+	// APIRate API requests per second (sustained), over every tenant call and every node; at most
+	// 1,000,000. Over it, 429 with `Retry-After`.
 	APIRate *float32 `json:"api_rate,omitempty"`
 
-	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant (maxConcurrentDispatches).
+	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant, over every node
+	// (maxConcurrentDispatches); at most 100,000. Tasks over it wait for a slot, not failed, not
+	// counted as attempts.
 	DispatchConcurrency *int `json:"dispatch_concurrency,omitempty"`
 
-	// DispatchRate Webhooks per second to any one target host of this tenant (Cloud Tasks'
-	// maxDispatchesPerSecond). Tasks over it are deferred in due order, not failed, not counted as
-	// attempts.
+	// DispatchRate Webhooks per second to any one target host of this tenant, over every node (Cloud Tasks'
+	// maxDispatchesPerSecond), with bursts of one: sends are spaced by 1/rate; at most
+	// 1,000,000. Tasks over it are deferred to the next free slot, in the order they fell due,
+	// not failed, not counted as attempts; one deferred for more than a second is back to
+	// `scheduled` (or `retrying`) meanwhile, its `next_attempt_at` at its slot.
 	DispatchRate *float32 `json:"dispatch_rate,omitempty"`
 
-	// MaxPendingTasks Most tasks waiting (scheduled, retrying or dispatching) at once. Over it, 429.
+	// MaxPendingTasks Most tasks waiting (scheduled, retrying or dispatching) at once. A creation that would
+	// exceed it gets 429 with `Retry-After`, unless it repeats the `Idempotency-Key` of a task
+	// already created. Checked, not reserved: concurrent creations may overshoot it by what
+	// they add together.
 	MaxPendingTasks *int `json:"max_pending_tasks,omitempty"`
 
-	// Targets Per target host (e.g. `api.partner.com`) overrides of `dispatch_rate` and `dispatch_concurrency`.
+	// Targets Per target host overrides of `dispatch_rate` and `dispatch_concurrency`, keyed by host
+	// name as in the task's URL, without scheme or port (`api.partner.com`, `203.0.113.7`);
+	// names are case-insensitive and shown in lowercase. A field an override leaves out takes
+	// the tenant's value; 0 lifts the tenant's limit for that host. At most 1,000 hosts.
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
 	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-	// whole; 0 (or an absent field) means unlimited.
+	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
+	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
+	// apply from the tenant's next call; dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 
-	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching).
+	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
 	PendingTasks int `json:"pending_tasks"`
 }
 
 // TenantUpdateRequest The settings to change; fields left out stay as they are.
 type TenantUpdateRequest struct {
 	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-	// whole; 0 (or an absent field) means unlimited.
+	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
+	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
+	// apply from the tenant's next call; dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
 
 	// Retry Each field given replaces the tenant's default; `null` restores hookwheel's default.
@@ -1021,7 +1041,9 @@ type ClientInterface interface {
 	// GetLimits The caller's limits and usage
 	//
 	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use.
+	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
+	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1042,11 +1064,21 @@ type ClientInterface interface {
 	//
 	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-	// fires (once), not every missed tick.
+	// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+	//
+	// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+	// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+	// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+	// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+	// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+	// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+	// transitions: it fires at every instant whose local time matches, which includes both passes
+	// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+	// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+	//
+	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1062,11 +1094,21 @@ type ClientInterface interface {
 	//
 	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-	// fires (once), not every missed tick.
+	// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+	//
+	// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+	// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+	// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+	// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+	// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+	// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+	// transitions: it fires at every instant whose local time matches, which includes both passes
+	// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+	// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+	//
+	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1090,7 +1132,9 @@ type ClientInterface interface {
 
 	// NextScheduleTimes Preview the next fire times
 	//
-	// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
+	// daylight-saving-time rules can be checked) and in UTC. A paused schedule shows the times it
+	// would fire at if resumed now.
 	//
 	// Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
 	NextScheduleTimes(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1106,7 +1150,7 @@ type ClientInterface interface {
 	// ResumeSchedule Resume a schedule
 	//
 	// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
-	// was paused are not sent (no burst).
+	// was paused are not sent (no burst). Resuming a schedule that is not paused changes nothing.
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1114,8 +1158,13 @@ type ClientInterface interface {
 	// ListTasks List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
-	// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
+	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
+	//
+	// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
+	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
+	// later than `created_after`) answers 422.
 	//
 	// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
 	// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
@@ -1165,6 +1214,19 @@ type ClientInterface interface {
 	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 	// the items that do not fit fail with a 429 problem each.
 	//
+	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+	// standing for the header; an item's problem names its fields as a single call would (`url`,
+	// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+	// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+	// anything nor takes its key. Two items with the same key: the later one is a replay of the
+	// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+	// of an earlier, different request.
+	//
+	// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+	// stored then.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -1179,6 +1241,19 @@ type ClientInterface interface {
 	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 	// the items that do not fit fail with a 429 problem each.
 	//
+	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+	// standing for the header; an item's problem names its fields as a single call would (`url`,
+	// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+	// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+	// anything nor takes its key. Two items with the same key: the later one is a replay of the
+	// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+	// of an earlier, different request.
+	//
+	// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+	// stored then.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -1190,6 +1265,11 @@ type ClientInterface interface {
 	// given conditions (at least one is required). Tasks already dispatching or finished are left as
 	// they are. Answers how many were canceled.
 	//
+	// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+	// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+	// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+	// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
@@ -1200,6 +1280,11 @@ type ClientInterface interface {
 	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
 	// given conditions (at least one is required). Tasks already dispatching or finished are left as
 	// they are. Answers how many were canceled.
+	//
+	// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+	// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+	// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+	// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1230,6 +1315,13 @@ type ClientInterface interface {
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
 	//
+	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// that late answers 409, like a cancel.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
@@ -1240,6 +1332,13 @@ type ClientInterface interface {
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// that late answers 409, like a cancel.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1482,7 +1581,9 @@ func (c *Client) UpdateTenant(ctx context.Context, id TenantID, body UpdateTenan
 // GetLimits The caller's limits and usage
 //
 // The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use.
+// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
+// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
 // Corresponds with GET /v1/limits (the `GetLimits` operationId).
 func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1523,11 +1624,21 @@ func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams,
 //
 // `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 // first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-// fires (once), not every missed tick.
+// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+//
+// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+// transitions: it fires at every instant whose local time matches, which includes both passes
+// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+//
+// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+// recent missed occurrence fires, once and at once, not every missed tick.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1553,11 +1664,21 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, contentType string,
 //
 // `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 // first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-// fires (once), not every missed tick.
+// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+//
+// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+// transitions: it fires at every instant whose local time matches, which includes both passes
+// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+//
+// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+// recent missed occurrence fires, once and at once, not every missed tick.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1611,7 +1732,9 @@ func (c *Client) GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...R
 
 // NextScheduleTimes Preview the next fire times
 //
-// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
+// daylight-saving-time rules can be checked) and in UTC. A paused schedule shows the times it
+// would fire at if resumed now.
 //
 // Corresponds with GET /v1/schedules/{id}/next (the `NextScheduleTimes` operationId).
 func (c *Client) NextScheduleTimes(ctx context.Context, id ScheduleID, params *NextScheduleTimesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1647,7 +1770,7 @@ func (c *Client) PauseSchedule(ctx context.Context, id ScheduleID, reqEditors ..
 // ResumeSchedule Resume a schedule
 //
 // Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
-// was paused are not sent (no burst).
+// was paused are not sent (no burst). Resuming a schedule that is not paused changes nothing.
 //
 // Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1665,8 +1788,13 @@ func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors .
 // ListTasks List tasks
 //
 // Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
-// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
+// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
+//
+// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
+// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
+// later than `created_after`) answers 422.
 //
 // `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
 // letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
@@ -1746,6 +1874,19 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 // the items that do not fit fail with a 429 problem each.
 //
+// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+// standing for the header; an item's problem names its fields as a single call would (`url`,
+// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+// anything nor takes its key. Two items with the same key: the later one is a replay of the
+// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+// of an earlier, different request.
+//
+// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+// stored then.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -1770,6 +1911,19 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 // the items that do not fit fail with a 429 problem each.
 //
+// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+// standing for the header; an item's problem names its fields as a single call would (`url`,
+// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+// anything nor takes its key. Two items with the same key: the later one is a replay of the
+// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+// of an earlier, different request.
+//
+// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+// stored then.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -1791,6 +1945,11 @@ func (c *Client) CreateTasksBatch(ctx context.Context, body CreateTasksBatchJSON
 // given conditions (at least one is required). Tasks already dispatching or finished are left as
 // they are. Answers how many were canceled.
 //
+// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
@@ -1811,6 +1970,11 @@ func (c *Client) CancelTasksWithBody(ctx context.Context, contentType string, bo
 // Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
 // given conditions (at least one is required). Tasks already dispatching or finished are left as
 // they are. Answers how many were canceled.
+//
+// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1871,6 +2035,13 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 // task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
 //
+// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// that late answers 409, like a cancel.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
@@ -1891,6 +2062,13 @@ func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentT
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 // task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// that late answers 409, like a cancel.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3136,7 +3314,9 @@ type ClientWithResponsesInterface interface {
 	// GetLimitsWithResponse The caller's limits and usage
 	//
 	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use.
+	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
+	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3161,11 +3341,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-	// fires (once), not every missed tick.
+	// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+	//
+	// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+	// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+	// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+	// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+	// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+	// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+	// transitions: it fires at every instant whose local time matches, which includes both passes
+	// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+	// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+	//
+	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3181,11 +3371,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 	// first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-	// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-	// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-	// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-	// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-	// fires (once), not every missed tick.
+	// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+	//
+	// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+	// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+	// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+	// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+	// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+	// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+	// transitions: it fires at every instant whose local time matches, which includes both passes
+	// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+	// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+	//
+	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3213,7 +3413,9 @@ type ClientWithResponsesInterface interface {
 
 	// NextScheduleTimesWithResponse Preview the next fire times
 	//
-	// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
+	// daylight-saving-time rules can be checked) and in UTC. A paused schedule shows the times it
+	// would fire at if resumed now.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3233,7 +3435,7 @@ type ClientWithResponsesInterface interface {
 	// ResumeScheduleWithResponse Resume a schedule
 	//
 	// Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
-	// was paused are not sent (no burst).
+	// was paused are not sent (no burst). Resuming a schedule that is not paused changes nothing.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3243,8 +3445,13 @@ type ClientWithResponsesInterface interface {
 	// ListTasksWithResponse List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
-	// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
+	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
+	//
+	// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
+	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
+	// later than `created_after`) answers 422.
 	//
 	// `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
 	// letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
@@ -3296,6 +3503,19 @@ type ClientWithResponsesInterface interface {
 	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 	// the items that do not fit fail with a 429 problem each.
 	//
+	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+	// standing for the header; an item's problem names its fields as a single call would (`url`,
+	// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+	// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+	// anything nor takes its key. Two items with the same key: the later one is a replay of the
+	// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+	// of an earlier, different request.
+	//
+	// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+	// stored then.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -3310,6 +3530,19 @@ type ClientWithResponsesInterface interface {
 	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 	// the items that do not fit fail with a 429 problem each.
 	//
+	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+	// standing for the header; an item's problem names its fields as a single call would (`url`,
+	// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+	// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+	// anything nor takes its key. Two items with the same key: the later one is a replay of the
+	// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+	// of an earlier, different request.
+	//
+	// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+	// stored then.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -3321,6 +3554,11 @@ type ClientWithResponsesInterface interface {
 	// given conditions (at least one is required). Tasks already dispatching or finished are left as
 	// they are. Answers how many were canceled.
 	//
+	// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+	// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+	// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+	// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
@@ -3331,6 +3569,11 @@ type ClientWithResponsesInterface interface {
 	// Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
 	// given conditions (at least one is required). Tasks already dispatching or finished are left as
 	// they are. Answers how many were canceled.
+	//
+	// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+	// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+	// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+	// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3365,6 +3608,13 @@ type ClientWithResponsesInterface interface {
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
 	//
+	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// that late answers 409, like a cancel.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
@@ -3375,6 +3625,13 @@ type ClientWithResponsesInterface interface {
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	//
+	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// that late answers 409, like a cancel.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5493,7 +5750,9 @@ func (c *ClientWithResponses) UpdateTenantWithResponse(ctx context.Context, id T
 // GetLimitsWithResponse The caller's limits and usage
 //
 // The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use.
+// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
+// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5530,11 +5789,21 @@ func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, par
 //
 // `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 // first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-// fires (once), not every missed tick.
+// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+//
+// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+// transitions: it fires at every instant whose local time matches, which includes both passes
+// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+//
+// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+// recent missed occurrence fires, once and at once, not every missed tick.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5556,11 +5825,21 @@ func (c *ClientWithResponses) CreateScheduleWithBodyWithResponse(ctx context.Con
 //
 // `cron` takes 5 fields (minute hour day-of-month month day-of-week), 6 fields with seconds
 // first, a descriptor (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`) or `@every <Go
-// duration>` (at least 1s). Time zones are IANA names. Daylight saving time: a time that does not
-// exist on the spring-forward day fires once, at the first valid instant after it; a time that
-// happens twice on the fall-back day fires once, at its first occurrence. `@every` runs on
-// elapsed time, regardless of the zone. After downtime, only the most recent missed occurrence
-// fires (once), not every missed tick.
+// duration>` (at least 1s). Time zones are IANA names (`UTC` by default).
+//
+// Daylight saving time, for a schedule that fires at set hours (its hour field is not `*`, as in
+// `30 2 * * *` or `@daily`): a time that does not exist on the spring-forward day fires once, at
+// the first valid instant after it (Europe/Paris, 2026-03-29: 02:30 fires at 03:00 CEST,
+// 01:00Z); a time that happens twice on the fall-back day fires once, at its first occurrence
+// (2026-10-25: 02:30 CEST, 00:30Z). A schedule whose hour field is `*` (hourly or more often, as
+// in `*/5 * * * *`) follows elapsed time instead, so it keeps its rhythm through both
+// transitions: it fires at every instant whose local time matches, which includes both passes
+// of the repeated hour. `@every` runs on elapsed time from the schedule's creation (to the
+// second), regardless of the zone. `GET /v1/schedules/{id}/next` shows the fire times ahead.
+//
+// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
+// that never became a task (every dispatcher was down) is missed: after downtime, only the most
+// recent missed occurrence fires, once and at once, not every missed tick.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5606,7 +5885,9 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, id Sc
 
 // NextScheduleTimesWithResponse Preview the next fire times
 //
-// The next `count` occurrences after now, in the schedule's time zone and in UTC.
+// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
+// daylight-saving-time rules can be checked) and in UTC. A paused schedule shows the times it
+// would fire at if resumed now.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5638,7 +5919,7 @@ func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, id 
 // ResumeScheduleWithResponse Resume a schedule
 //
 // Restarts a paused schedule from its next occurrence after now: the occurrences missed while it
-// was paused are not sent (no burst).
+// was paused are not sent (no burst). Resuming a schedule that is not paused changes nothing.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5654,8 +5935,13 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 // ListTasksWithResponse List tasks
 //
 // Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
-// with the same `status` and `limit` and `cursor` set to the `next_cursor` of the previous page.
+// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
+//
+// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
+// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
+// later than `created_after`) answers 422.
 //
 // `status` narrows the list to one status. In particular `GET /v1/tasks?status=dead` lists the dead
 // letters: the tasks whose last attempt failed for good (a final response such as 400 or 404, or
@@ -5725,6 +6011,19 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 // the items that do not fit fail with a 429 problem each.
 //
+// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+// standing for the header; an item's problem names its fields as a single call would (`url`,
+// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+// anything nor takes its key. Two items with the same key: the later one is a replay of the
+// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+// of an earlier, different request.
+//
+// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+// stored then.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -5745,6 +6044,19 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
 // the items that do not fit fail with a 429 problem each.
 //
+// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
+// standing for the header; an item's problem names its fields as a single call would (`url`,
+// `retry.max_attempts`...), and its `instance` points at the item (`/v1/tasks/batch#/tasks/3`). An
+// item that is not a JSON object gets a 400 problem, an invalid one a 422 problem; neither stores
+// anything nor takes its key. Two items with the same key: the later one is a replay of the
+// earlier if identical, else a 422 `idempotency-key-reused` problem, as is an item reusing the key
+// of an earlier, different request.
+//
+// The call as a whole answers 400 when the body is not a JSON object, 422 (on field `tasks`) when
+// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
+// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
+// stored then.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -5762,6 +6074,11 @@ func (c *ClientWithResponses) CreateTasksBatchWithResponse(ctx context.Context, 
 // given conditions (at least one is required). Tasks already dispatching or finished are left as
 // they are. Answers how many were canceled.
 //
+// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
@@ -5778,6 +6095,11 @@ func (c *ClientWithResponses) CancelTasksWithBodyWithResponse(ctx context.Contex
 // Cancels, in one call, every `scheduled` or `retrying` task of the tenant that matches all the
 // given conditions (at least one is required). Tasks already dispatching or finished are left as
 // they are. Answers how many were canceled.
+//
+// `status` may be `scheduled` or `retrying`; `created_after` is inclusive and `created_before`
+// exclusive, as in `GET /v1/tasks`. Tasks are canceled a thousand at a time, each thousand
+// committed on its own, so that a large cancel never holds up dispatching: it is not atomic, and a
+// task created while it runs may or may not be canceled. Repeating the call cancels what is left.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5830,6 +6152,13 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 // task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
 //
+// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// that late answers 409, like a cancel.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/tasks/{id} (the `RescheduleTask` operationId).
@@ -5846,6 +6175,13 @@ func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Con
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
 // task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+//
+// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
+// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
+// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
+// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
+// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// that late answers 409, like a cancel.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8109,199 +8445,227 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lcxs3tif+VVC8/6pI99+kKFn2xFRt7Si2E3vi2F5b2al7hy412A2KGDUBTgNtikn83bfOOQAa/eBD",
-	"TuxkdlNz74xMstF4nPfjh58HmV6utBLKmsHk58GKl3wprCjxXy9ysVxpK1S2+V5s4JNcmKyUKyu1GkwG",
-	"P/BbYZhdCJbxomCGzwWzmpXClpsRu1oINpelsawU/6qEsWwt7YJxdis2LCsFt+5hy83tBeOsFCvB3a/s",
-	"QkyV4UuBv+Yqx1/iBzOdb+AdVangeW5xAHrMWG4rw87GY3wmDSuww7diVfCNyCfMlpVILxifqtYbWeOF",
-	"nOVyPhelUJbeeSOsYednZyP2vdgYxkvBVqJkViiuLK0XnpWG8cJoZoSyU8VpjWm0l8PvxSZlC8FzUTI9",
-	"Z+KDKDdsLWYLrW8Zt1YsV3Y0SAYSNpl+N0gGii/FYDJoDTRIBiZbiCWH41nyu5dC3djFYHL28GEyWErl",
-	"/32aDOxmBQMYW0p1M/j4MRm8yxYirwrx4mn3cGE5xn3PZB7ms+J2Uc9G5oNkAOcrS5EPJrC18YTmulxy",
-	"O5gMqgp/2Z3CFTe3216P5/oZX40Ht/Xl+O1ne/1HeNistDICee0bnr8lNoF/ZVoB0cKffLUqZMZhZier",
-	"Us8Ksfz//2lgmj9Hr/v/SjEfTAb/cVLz8wl9a07e0FP00u5CPXdKw5a8gHmLPGGmyhaMG8aJ9pHPpGFK",
-	"W/a3d69fMV0yzoK4ADIGMl+XWt0wWOto8DEZPNFqXsjsd1iS0VWZCT9jqRhH2SBoIbwo9BoYUxqc5ytt",
-	"v9WVyr/kPF9p2mM/1wS2VFo2E4VWNwYEKVfaLmoJAzN9wzeF5vmV1i95eSN+L1pBmpAwSc0KmAhO7krr",
-	"H7jaODo2X3Jyrz8IIMgSjriQS2lhN/9VactH7C3oI8bnQKeob+RSkFDGb4aX8E0QyDfygzDA8/RvXEX0",
-	"u66weK7XbMnVhhmRaZXjya05nuRcl4LZciPVDeM3XKrRTpmxlEouq+VgMg7yQiorbkQJS/6YDH5UvLIL",
-	"XcqfRP6lj34meAkbqG+FQlkhjZHqJomFRik+6FuRw95X6lbptUK6+FGJu5XIrMiflaUuv+TML9WGERMJ",
-	"eHUt1x6OH7D1QijS+6IE+sm4AmlRCp4tmLSG5dzyGTfCrWJV6kwYw2eFeKastJvfUVSvRVEMad/ZrAIR",
-	"94EXMr/A9ej5XKgcqG4uRZGTrVJIY0UOsjDFvTDpCNWgezdM7ZJsjy6Nv1aC5aKQaKk4CwVkPkcdDVS9",
-	"KvVKlFaSNuPbBoJV+OdVtZyJMmGnQ9jj/KI2m5i3mp5rfbteCFEM3dQ8m8IrA7ucdtklGeRViSdxvTT9",
-	"PFugqormY7W+TWB/lrIopONmeFHQ5VLZR+fxm8d9bxaeyJvv/Pti03jdnMuiqWmVsGtd3hKpooZVrAq8",
-	"44zbC8ZnuEdawaNAkKOufZEMdGUzvRT7KM7t62v368gsuQYh33+CZNafs+/lN17z+6dQNSSBtUrB1tww",
-	"rUTvJI3lpRX5Nbd9++W402+Y+3HjRHJuxRAE+pbRbWWuM52L/nU8v7p6432G1jrCNuNKlK4XmIGTcNQ5",
-	"K5iEruxxtM5aeMdS/x+BOxrrb1JsfX7vw3B69k+RWViYO7SX0vTs2zNk0vtwK4i5naxqEqaLHCQPnvwF",
-	"gw83CVPgujBVFUUStF0gj9iRsYK48ABKhPW5BfOy5JvO7uFsd+zK65rw2wQFpp8KO1KInFk9maohSx0n",
-	"pRPG2dndXUQGNjgihqVuV0WejvAxdHXxIfwLNAPydVUCATnzzb9PmuBQ5fQ4/BSfnkvFi/rJ1jt5nsIu",
-	"CgUi5x8DN1c0JWwJHiA8GG1JzQHfcJstIr+iee7wCvzjoPPBscBd8+N9TMDhfEHPno7HYxSM/t97TpHe",
-	"3XeMbs60/91Je2I9fM5vhamKX0FX8SC9mhGm8pUBmqkKm7AU1paCTCBFm3Y5LqiIg4wBmCcFL3q4tKxE",
-	"bci4mcg6RoAhiQXP2UwIxSoD5sIGuEDmQlmZ8YIJXhZSlN66iATYTOtCcIVbx83tvgkDceC29m9hTDtg",
-	"IxTF6/lg8o/9Y9YE1yaGaKHXt6JXW0mzZVcSb2W0IipRZIYzMHELim+hydEKsHSDCq2lv4fFl4LfkufQ",
-	"nH0GFJ5VVn4Q1473iS87JkX8bXOB36IVEQQ1y3SlnJmHgbmqxADWWqpcr/t0UzKQ6npeyJtFD3W/E86h",
-	"AVeZWfD00JtelfqmFAYUO32ldC76R1fizl6DNSy2aHlZCKZXQjmjQSvB8OdsLYuCzQQrhGV2UerqZrFV",
-	"94MOAunrnaquObQSap+hMaODYgU3ltEDn/7CMvKCWz7JrzgrDGKgBHHKICu0ETm4q7yYD2HSA1psrz6g",
-	"E+w5Z+A2kbCFBsWtcrbSpU2YGN2MWLqwdmUmJyfiji9XhRhlejk5P3+Q9lp04PnCn51XPCm4BGcFBT9z",
-	"P2NzjCMZoXJmCm3JCqtJbR95dZQKLs9vU3QIEQsl/XwX80G9jF59QGTira9fo56cZOiopmSgthqtuTQr",
-	"EKdgeencR7SUWYNd4kwz2Diu2OWbF0Otik3Yv/1B0Xg7cQ7JdsX4hKtMFN/Kojcu8kSrXMLfLkq/rAxG",
-	"3thCF+DsgQGGjEa+QUs0Yn4gv+Y+5nKYxe8fI2P08Oe8XXYt8wOCt96ziPkwWHbeLGtSz3YN4bexNjBa",
-	"O4HfkurfQ/7hp32H9a0URR1/6TFiKIBAEQNSfpFB0JwT/mabayiKPCF/FgPFK24XXsI1wodH3vElK3q0",
-	"5HfXXo2lx+hSLQRT4G3hbEKwGW1hkkWDyaD7cN+BLYUx/GabUyCNi1xjJkja5huQcGeiptjTvZxDG1S/",
-	"tv9ASnEllz0mbqEzXvRvr85IS2TC76knvK8MBTZ/0kokfiHg1s6NsIf7zJXNDmWb1ppp1jTCrvX+BnIz",
-	"bN0n2/Tg+f8g7ELnOyIDS/wBUZ9Pz0U84Vn/u2dXg2Tw5vU7/J8f8b8vr548HySDp89ePrt61quKnwte",
-	"gB3ZsQ7A/izsYuOikj2ycSEy8tt4ThKWF2+ajl37Zb0pkqpAfYvRzlyshMrRNMbhE/ASkPeO0pU2Fqy9",
-	"NAFWzaVJjy/YqhQ+CpWWguebn9IG1/w88I/Bvt+iVMyl+0efFKxFams/ijXfGJbq2+YLaNDdJOnG7COA",
-	"V9q+hWkf7onU7tjPf8QDgQ3yQhPdywOPI5e8YDZbsdPxCP7zl8mjB395PGGZVkpkNvwhtWKlmIMH2XN+",
-	"bU1EO9Ld+PftpbtdZbmwXBbGeV0Uj4+TjkhjSZ2q37NdlCxzJ9alKeXTAdywt98+YY/PH/6FrZpT6YmT",
-	"4RdbdMgaTfdai6Dd6qRF4uzcRbXkqknFsVpccNNUw72qjIL3/WKr+TS9Fj/BwCIt2hwckYtMhh4LVSpj",
-	"weDoE2E/vn3hTg+jDHMpKNsa6y8XcHW73rROSzksBdZeZGK3/bU7qJs5uzfs9/nZWZ9bZaUtehdiFrq0",
-	"zFTLJS83fsq3UqFWiKZeH2gjTcRcnqjPFcMPDt26zksvWMpnurKTWcHVbRoH3IljFuBeLXUpmFmJTM5l",
-	"BsM6mwF3pznvaLR7HEXbAYNv/XaGY0o85/QJ4rfCWzBRbKh7qkqs0b4BkVepa24pwJaLgm/SPlYtOMr2",
-	"eoGn42XfOdBo97B5elZgy81TMedVYbfQJBqpbKULmW0Ydwl9sNjQGQZP15/fBhPQTKEVR7b4bEN/TCgu",
-	"7J/VazVVOb0WHoeTt8yg1ywSJgoj2MLnz74y7Oh0HMXzTzGsc7o47u5dw5aOt/C0N90FP5/x7FbP560N",
-	"X/Ra4lJt+bnZS14tKz8eqjmP9/uO6cdV7gIpreQJKBPadjgHUHmrgme+Us3vvdv2C5aqqihS0EZWl8I0",
-	"Ntz9aP8GL/mdS2S6GHpIa26JMm3f/bY0+U4zn1ZKwIFZavBfHn2NkbS9MazWWe0b3HlH4/HSHDD8VlZ6",
-	"g2zSn7Sdt8KdvCTmkiIfMTw8V5fgDtFiiSLm8t1pYJ1eXJ/hcjdTdVPqtWHzUi9ZGq08ZVaveZkblkab",
-	"nTpb5J/SWlFeMN5fTaIV4+z87DHT5VQ9HD+o04j6gyhLmePs2FG1AnbUCli2Kg9gyh4Jiel0NKD87kjF",
-	"eFEkUVJOo6efFVUOG+a4AUy/WBecjvcl13dSHUym0OoGSz5po+1agHhb60gC8Zh+6rmkp4uWoX+QHOlO",
-	"oVGDE9Wi2nKz4+Wm/XJzmBLwpZRdz9an0ZuDJIO74Y0ewodDcytXQ70ix2G40rDRJXFNFNM6XEnBM1R1",
-	"0vkiKmo62FfprPXAIFnBjb2u1WsPkXALNBLZhEtuRSl5IQ0wuYky1p8WhF8GF3+XnRsFA3zCYte04Qfx",
-	"pI9gGmyNiYwVBwfp+NNnTANE5xDl4Cjdu2cxsQhFyxbLEvoPVi7FT1qJ3i8r1JD3I7uqLHrGailxJBYk",
-	"0GgGYeHN/achwznWy6lz3xF7NCb9fgeT/gYhqMDvfbF7WEFWlYZirbu3Y2uI6t0+s/iSlQKIELSdC0+R",
-	"dsPSAV/5tVoVG9AtVGVek21Xxfx6QUVCpznLh8EZfeRq9F2ZJMpjkMT+97oMtVDpX0ENFpsUq2LTv9Lk",
-	"p9V4/CDzUhv/JVrieswes/+E//SR528i/GqRcljYKBYuGP1ATTOYUMCwwfHhuzkvjGhHSp4goTdivk7c",
-	"9GfsP6e0qFfx49WTQXumLy5fXdbBaMptlloxcbcqhTFSYwFpKXjOZCsc8qyC4zh5w0tpdkiY2D3d6zWQ",
-	"CEHq7OOzK0wavpRL6XpgmkLBZduuM60c62z21eom9VOl8zJ6fk72Wr81ceWqLTrhCJ9lqttFVO7MW1fv",
-	"hanPrRWZe23Hdt2YYUueC2Y0m/MyIXdoY4INyY64+4zlWvhQHTihkkrhdu/T9hLDOFWUUFHobGMFRrTg",
-	"j2Z9HiY9u/noTzWyttQHUJ8RN6576R6ViJ8iebp74kZxnul627TapYtKsLUo4/x525Tb2nrjanKxFtdR",
-	"3FDm3ealqNZvr1l4QM1OX7/U3kU7KywsmZuDfFy0UveU7DpDtVm5G79RWpbLHKkfvgSl5SeB/HP4TD6l",
-	"ZrU5PapEc9WLOEXv6KpN+GbHhFpu3r2dTmyuoaqWHc7nhWvI8OKDfkfDTZUfA51xCpGjjNFqf+H3J9v8",
-	"bgW7ZQAa/1FFZ16JSR2S3FYEm7hF2HJDihG9halKfalAmtStKaESGZfc3KYRe6Xj16Nwdm+VdsRewXlr",
-	"lYmpiotI51JJs/h15UzOmjjM6mnYFe+TLRIGSbWOjLqQinAFzOSSz2VRCDIUGtHaLefj9SIdzYi9oAwS",
-	"FiqjUHTVjveoIm/WhuzoknSVS7TlXDWTHQmTc2DBPhm5d/frfMe+Wsl39MumLbel+QH40dPSkm8wWNYO",
-	"jTSDIeN+o6zhKu5SnlhZly24urmP9nRGX3fnf3z7sn3oeMZWN+fdU8F2Ag+YE13mohzWXuW9DEs8u5Dj",
-	"aHmqwYPd5qAmgziU3apf6bi5bQnVoy4auqyrZ99vsTP7uwgu2YrfkCzi5tYkTIl1aAC4TwsBpTh8XR8M",
-	"2ts+EOWveEn5j4PzlFR3vNcPbyWeucHQK3ib9JuUmtd5Xgt6mO6IXYaGG9K2xn1xUIz7IF+/VRrdPgpP",
-	"31YHYTNir1WxYWlVFilzmWZ4zXa3/v429og9o2LC0luUS8EVGPn4SJPHfp4OkJmmgwk7P/v4K2zxkLvb",
-	"IrZIIyq9xv0QDhvA7VFLftURhQdjQynD08WD8TIdsWd3WVEZ+UGQ1vE6vLmqB/0S79fb88+dLU+Geq32",
-	"gsEA5pMbGtYZJ5b0WtXm+H+mSdwn95/pVDWhD5qAAwZYTWYL3+w4C5mIXKhWycgTam0cXjm+itobsa3x",
-	"84dHkv2lWdHZR3F8eDodfWoYZLeV0SU6dvT22yfswYMHj49H7BVKNW9mdMiMMtYX9C8lJMi8hPAu2mqM",
-	"G2a0VvC/K22MnAHbu8iKq/5bgTDyXLlu0u7Z+OzR8PR0eHZ2dTqejOH//vtgnfubWA8JGfC+gkjdeAkr",
-	"XetlcEfYpZqq0Ii54JaVlTJMV1QSDiueY30QxjtMnfO7Cu27dcYVg55SGFIqJLoOM2S2GRp8ZnRRWUHF",
-	"8CRH0KhIyQbR1CHCXmq9mvGMwjKrUn7gVgAbl8IY4bOVWEPFKlUIY8hMd/VOAZagXVPymewXWO42bfRu",
-	"S4XN30lFBzNXKgw/FXIuXCedD1Glk0aVP/wqyFj8pQ+SgfsziRvzaFiqxY/67Dq/88lglYdeOzL7Gbcs",
-	"bVlM/qWhg68x1I22rc6/EftWKl4k7qCYb8Hyw3AYIdgD7aZeTS6by/WuuY+MuSbB3YP7Ou50wvyf3sfz",
-	"4Tk3QKMtMKpAj7Y2rkdH3UrLx785pmK6VeM1RxBGSp9N4vBRfPzRCAtHbXaU8t8jkXRohjEEbXeahzhT",
-	"F+D96AFcft7h4+5VFaHap9clwBe0DH9vx7sp97IdzpPC/DuMQbfxIHPwp90d9wvsFBZXS66GIH+xNg2r",
-	"SeeuZNRjjDRKwjJcR9z05gpUdqIKNVpI+JYW5nixed9klVgXHicqd9OL6j+xrSXTKyzKAwK8fPOC3YpN",
-	"T+R7JbfHGUNFj3s8YelifU2JJgRzyinN5D4yIiuF9ZknF1wwCzDIcEIgHCe1rcZcVRB+x6dqwc2C5tuS",
-	"7+vr2wf/PF88vHl0/Xj+tfhL/ih7ODvnDx6ffX36l/Gj+UNxnj/IzmanfLyr7WW3A05080nx661h4hgk",
-	"aS+79tNl4xjgJ71E2A2JyBsl1c01HcmWyAx+R/YE/L5VxeXsLTNh6XphRHadsrl2kccZRX5n3IhH53Bm",
-	"D85YyVWul1MFvpEZsbciEyBMDfsgSjnf4Cu4reDEXf8FO3pnucp5mbO/u5cdN5dHL/5h/v3/elx+/d33",
-	"//Wv8mr9zx/fPP36xcs3//1Cn73kL/m79WGhCCd3PMF39qhBKNuZsk6F9Yuer0yEs0MWGSLtmBF7oRhn",
-	"2PxA8UwaeksRnX/eAGusF7oQF2zMjgj3wjmcmDs+dhZupfCRPicX1jyryl6J+eaF93Tr4DS3GCVlfKY/",
-	"ULwWllQ7EP4TdlTXtR2Qz4JplL2FhY1ZrDAYmWmVsyNTGculEvnxiCGKkbQJVowhCUU1ZVve7tOIydZU",
-	"ZUseODqsTaywGQg5tUHD3vVfYj9o6MkkZj9a8rsn/g32qe9GNAdsTyctumVq0f4cOKcnha5yBoar+Wqq",
-	"lvyuntcbUb7DsY5H9AN0eDH0gwbVXJQlpSvAckSDOgmZHLDl4G/fqstNcFPM3gNZ8rvrFQHxXAeshRaE",
-	"Iiym2RJ7FAy5hHnLDezJyKY79kfWJJn9B0BbuDNusTvQFqXKOyGNN6JsnNERtQ/zlRyteGmVKMFxSY+j",
-	"0kc9r90AJIqUcBv7SDntSWB+3CPE/rcU657+uk8yG/ec5FXjEJVeH3SQBzQ1u9m2J7BdflNt885qem+t",
-	"oxWJ4fgLXzBUiLlFv9tYvnEQCRtgla7Q/bR9vL+V7Yq1P/a2HRmRVaW0G2phd6S9lOpK3wq1bfUuXpA+",
-	"f/36+78/f/bs5fXl0x9evLq+ev39s1dpEsIv6aXDW8NwxoR9QyBoZAwiFFpUhYRzxyIc/FV9suC+O+3g",
-	"cFTpF996g+lQk7MTDwvewCeYr9j8RDiqIicFMNuwlEwEOrR0xN4JdPBQ8O3cDb6SMIPD9+Mj9hDNdfeM",
-	"avtZGuwGK+ZDkCjASMuqsHLoVo2hQB8189xWjth/6YphfML60AzjGKjhFmwNKiXAoBJaGy7DipG54wt4",
-	"Ch5xbesux6QSF3PCpAHqZld9zCplZYG9F1WWCZEbLPaO41d10TNZoRTqDc1hIPJKkekyN616iqmaqv/4",
-	"Dwb7TmgtWPimporOx83zCB+ijp9K5aJk6cmH05OUibtMrCz9C5niJD3GOF3TEHPE4+A+8bCmCql7so0D",
-	"7uEkXR4IFYjUowjIwLDz8SnGOmmdPn8rTAsU8ysC6Zt0P3YVLKwe8Dxh4o5ntthMVSFvBaHg0CmH4iVx",
-	"Jw3t++uVKLnVpd/kaBdHo1G8kfvkSbyxBKAIS6OnpsphgCFNAb3gfD7wUqKTjj2BYLjCi/GkcomtZbkn",
-	"DmzQM/APQv46v7tDinoYBbNwGK5AGfdDFKauJ983Qx67aDVwbJqwFDu60mSqUso4ej2NfV3pRbfJkAqH",
-	"CmlsPyJhDEPIvsFKwFXlDnqqEGqZwxJgp5CB9VaETw/M/NgDTPd2Yhy5utNjv29PfaXbTcVLrqwQuImX",
-	"cTY5qhuISjtc6YKPZoKFWPo2kr7ftSORF1MlKWY+EzS40UuxhnMvOMiiGphyY6xYwkxmldmM6jmDYKwB",
-	"NDJBEGTkj+LIRrgSEMS0DnF6mhpXJO+P5rpkzhcNYjAruQmIDUuZ5wUBMIRg6TGevVnoqsinKhd5RTQl",
-	"fIa0USqmy625qBHtdxx1dRLf4RqytyKXpchcow8a5c5BH7FXMQKfSTwAn0nY+fhrsIcfkh/FVT5VMTM0",
-	"uoYuyL1A2eGqqqhehhcBdhxFyUxkeik8HlttgF9O1U56gw1APQU2zHHcEIQYpNKwhVa6KkEoNruAElAG",
-	"ClM8dJRUJfNVqxFpxF6j89YORQPLuwh5D54ce4qJbjRaOdErnCXPWSGsFaWZBOZdOlnw3bMrBjIQH/qf",
-	"tFn/A0cjFYZZMcwK3XCp8KGpwkxc/djJzzL/eELh7tRz4lWUSXNKEcUZzxY1+CMhUdVcRRnABPRzEioj",
-	"YRooyBp57IStigofNqGIcgJv+MUf1i8gwCrBfpmqX4bDIf4/fN2g5F+ifcyTGjAeZF4DarH5KNClsXy5",
-	"ghF+VPIuVMA7NkdepifX3KCJIPLWICG0BIOkH04TUrUuPPX8h8snw3fPL88ePgJWnQ7o23rypIxHzY/D",
-	"xBrfwvbRB24YkP+3YlPHxHKR6Rz/aUWoQQx618WcfOztyIXW4vm6YY8DAlsnSBZ6lkml5GIulTAXLK+w",
-	"24H70UttXaLRwBHwgpkVz8TQiBUvMXAcxeRoRzuyiI711nXe7igxdT21Ni6P3UcEPQC2v3jA2xYQbucJ",
-	"3wCSDy9tTH0N1eMTzy6fzJX21NUZLiYhzv729yt29Pzd2cNHrePF5dD+eitAGpOyNJjlYBCYapbiz5H/",
-	"0n9amcYZ8SFwSCpxiqm4WzkRkQJ1pVFktSoL9u755dBRLn4B/PsLqYag0jDCCsZ3jcRCyl5teqinkLOS",
-	"lxtMw4WMASyYFx6Jlhr+a1djkAw+iNKQA3I6Go/GHjWOr+RgMngwGo8eYJuSXaCTeUIwLT/B372YapfO",
-	"8Dwbj11zmIM7ANWGOexKAadgGoEAM5jSEZLFiJDcKJX+IqeiEXxl6+6As/F4BxL1/RCoHSzNFgDqaPYc",
-	"LJFRwwUfTP7xPhk4sITBZPAS+ImQSi2/MYPJP+r1mMF7ePRkCWo4M1t3seGvux974+RNqUELCJDt4g5s",
-	"95U2VDFDuYjuDv7gXrd3B2HAk1XBZWvveu5xaEX06A27dyaa+TLMaOseOSocbfiy2LlRr1dCoYugs2qJ",
-	"JWsuTHr55kXS1ImuRrkQLHXDN16TdrfuO2Hd+PejPz/re+xh31p2byjifPqf7tpLwio6kGk78PAs1+iN",
-	"oeF59MZB6qBoA1PVW5Y8W4CLduw0xsPxA2pOBwvLc3cAjHXlDimJgPSCoW9KysSh1MAkwFj01y70INU0",
-	"z+otrfJ3kRP4biy9ejh+8Jsj5Afcpt4rNQJOEO9sElsvtBFhm5nhG+NK4SLwIDKYd9PaWyxg2iPXQqzA",
-	"gYrulnCZLLNK2oBAGhprXDz9yPQBdB4TPDqSLAWdc/L0qajQacOpsnrEHNQkUeitWFlQ9wSd1MKTdMU6",
-	"ophfdDAkcXSszWUE3Mqnys8ZfAsQIb6VAWf+FdXj1H5GyLdY7Rxjjw2bhgiIcZHuZqqlSeEvpbF+TZ+T",
-	"zmOwz203Y7hpIEQXLRvJ/3x8um30MN2TxpUeH6MCyP0PNi/VaFFsMwr+j/cfGyT8pElvdX22g/z0ZI1j",
-	"tCmaTH3jQcV6kD/d5V481BxQXGZeCrOoo42q7mJsOg1U1ed/16ywkAp8YVn3OG0tt2B1tQW+yxW8wlj4",
-	"ETipCTOa3QqxwvAtn4vRVNV2rp8+2f9sOMSKmVeXPzxL2aqUypraYP7bu9evulT6JAqm13C037iK7N+E",
-	"QPuqhj42c0iurrrFI6efZQr5Ni7pKT9hV/HFERkvXXjdNKt7bE0Mjq/G+9kjuk/rU1nx/PTB/ofaFzLB",
-	"c2dnh7yse5sMPvt4/7Pte5a+nNggRvB8faCgwJjPTvW3rZaQvagLu8jKakUXMCpIMVoUEeGSpY7pGvHg",
-	"Z9IU7g07yf/L0u/4fP9D4eqzL0ZEYD7tIqGkcQvllvaB+icn4Ro/eA1aMj0aCXPcrfqjmszcPR7wiYk6",
-	"NR1eG5DkTqA2dqRLyiqS4FrxEl0vrcTxhIysgyHFXEEmtx5JuX58qoywZDch6NiNFgaTkO3+ED/UNsQ3",
-	"dunjSNhJ4hZPiZmpMla6dEspEV5cGOErZ3iB9nUoy0TVWYemaV/WohThF6D6uwxJGf0voBebtRAH6cUv",
-	"KxFqpGYl1lEV9R9ZTvwaBfeFFBXye4y06Hd2u86qq1m26qn+skeHwO+Bdvx9uNjj4sqW0SezPsKqXWaZ",
-	"YqILvZ6qZZUtAiIqeT9DDDJThpNCBBX17Xd020tfIfSZKTmqqdpJ06G289PdoN/HDorCSXSGGHWMDrxC",
-	"NPeahHw1v6chX4NiDjB3vqqvg2q11yaMGlKHK34jFYpRjAmhEup3hd+FF3fUJ95d+69KUBsxXV6L825c",
-	"HRw27uE4qQEpH473QAF+TPpf4Lput1xOfDo+O+9WNL//jATcQP7quycytDuHM/myMvj3pXfYlnrlEYHX",
-	"n6Fhtsfdj5AQeJyyRQ+5vuC6g0WGdaBZqVWKkVCPNJWOXBI4+qVPw7sOtCNKUEUYDWjFhdS9y+/2ZNWG",
-	"L/KUaTVVGM+luR0nLQRCeNw3IE4CfioVI5tbrFMOVZ5JPE144DiZqvWCW/HBXTxbg6UonQuD6W+3bMIp",
-	"9Vhp7GgpVWWpDIDlfDPU8+FSK7tg9N/uo7UQMOdH/rEYX22q+gDWjtK/bgQnZLX0rziY+xvGcn/mXLq/",
-	"HArbcReF7Ts9VS0ktrhW3hyP2JVHAKPIH6KCgXgwI/aUb6j03PAPqCdpf/3VvFFB1lRhRZYvLTErEBbD",
-	"uS7XvMxhH0BkYswnEwhCW2OvEBQ6wZRbV94i7UX8mqla8NVKKMPsWmahgGXOi2KIlnXPC4BeHJ5NDabn",
-	"dyd1fatqqkTBV0BEhFpdihte5tjs59T8TxhGxaIRluu1ot+hA4GVNxrRSjNsu5cGRqrfh4crDDuCWR1T",
-	"iTqdjvupldnttnBUgC78PIZ3G7fwCwejamDGfhMlACj8GUr6rColxIpqkEpTE16ffmnbUCFulItC9PWL",
-	"PMXPTRMS0YV6M1G4UGJgGmeoL/gHKiXDGxFD9iNnG2FHzCcAsR6qHpSqfnmP9UWTaPDUZ7ZhtlE2bVP+",
-	"O1H4/Z3I35U86dgim2Wr0bO9LKFJHZg9WSexQ9/ACe513f4IdPMnvRxAL9+BUbmfWO4XuvQng8HLXvF3",
-	"AkS005lEKkuxPy1tCLsAk5PsuiqMgu6K/Xj1pEugr8RdoFCw5g70LnEy/d7laexdnu71Lj+nS9i4j2wL",
-	"a7RY2OBWYovgn8yyg1nelOKDFOsaRwusVaQ58+U4B7GRMUn96SNvc3nfWb1q2h2TjrEBJsZG2NjCADco",
-	"IHoA4ymNYd/gIy15LqYqNBRRmrtainzE3vDKUO0rgT7X6idzyQ136U+XjeHRP4SF0pr5nzy0i4dgr/ar",
-	"nH7aJ6r5TMT/VmDLkukhRYR76rF9amVEmDkxnziPlUpkpZ2qNTd+YN/1gQVNR0oz7PE/7it4gwX/EWjc",
-	"MeyfRH4IkdOxHUzlofW61xoCRd5KqvZgVyZ0wzi/QZQoigWN2FUf8iPCnQsXU8p4UUxVqCbHkGazGQ6D",
-	"6u5vjyjpMrbYFRXBUab17Xfig9QVAWOOpuoqBph01XbNJylq6F+seFk6zDDXr0P9Q+6GN/ZCYTZaZlXB",
-	"y10tPPi0cf0dPJ+q0AZkA4gnVVD24F1h0vpGa4SDp96pUNbjARjPx2OmS2rD1CU1NNFQAZKjHhJb41na",
-	"hjj1Gx1gTrGMk60XmwTXNlWtRqNwnzCm3k0bYxFH29Gg5ELYHLcEN2GqqLlJ+5ar0KGAXWN3hE3Szc9g",
-	"+rxrPbevYS42bqulawyqb+rrM7QD9uyBWbwIH/hj0v/2lnD2dYG1NNsykwgkOZ7O3gvHd+yBLyHg2OpJ",
-	"GoRAP7Bzu4Zc3DKn5h3ivbPaedPfAVMLzZ73n5W7ovzXT4tERonXbdUZhoiMRECr/eypwD6sQD8BRlbD",
-	"5FBh6GF3PUIZxdydnHyCT5LRrFf8X5W4YLmmsF4lC+wrF7m0AUzx3yFJGdCYdyYoe/GY/x9LVVonTr2t",
-	"4CBRtqYoQ3oclSO244I+n/HMXZnUgV61UY9dfdFoHFQBmRQAWqfKI7S6KygI2BXGw6KvC1emGGBhw5UB",
-	"ro+eRgcXsLIVL4oNEx44FjU+4nBwtbWXGhT/kt+KgFLhJTc2zxs+F5PGLXiE/EyF2VN1K3xNV91jy47O",
-	"xqfHF3T1AFhBTdvHl3CHD7A5hfBEoqwvKU1KTFJ79dl43EnPhkXZ4VsHhTlhtqxEmtC8qL0B/dueGU1V",
-	"Y0qc5XKOV9YStrUHCDgbse+xkLQEv12vqAuhiX7YW7/Nze3gvhGK6Jy+F3QJwmcpc4uQw790eRvCrveJ",
-	"Knc8hBrgSL5Jc7UJ3aHnDlHVJihYjbym3tCXGwfgR+yVu/xYiTU1VPs+WjjfCLm7h+i2Xz+PxHjBlry8",
-	"NTG0q0duJde3u9zRoH0ksbrx2K3weQ/+Km7ub1qpv+XIruJ252i//n1SpL9pk1m46n+bi0/0Jw1bi6IY",
-	"EqYNm1U2XMB+1At6AoIH/CyCm/P4J8eoS6Q1U9XlBjgQX3WLIRHXS9OUcKM/gGJ+F9JhXpv2KOjYkT+Z",
-	"+WLtfUoba6ClFUvE5Go6bClb66rIKTKvBMIBzThwpq5AkpRyNWIvrFjS9jugGpETTD52DMFp+B5AWzh5",
-	"Q211cMbYCwq7DsO7ns0V1pKIJb7W04PDDhTY6ekMgPTnKS5+Opiw0Wj0kQBRfp7SNf7wqSPRj+mIXSpa",
-	"5ZJvsB2Gas+xSLt1m0eatGMRRiy5sjIzHlRhq6UAYpkZqW4Kimq4O9yCxJ4qL8NwMrVK59YJCbovoamo",
-	"PXxlI/7SLWVNyPPHez18pQ8Bu0h3d5Yj8POzx6GFE3Z0l3I23yAlfR4Ni2P/TirWvZtG7xNHrw8hyT9L",
-	"Xb6Q5CP8ntNkDBIjwlkFwQGctk8gUm5oR2Ml1bUk8ZiJC2pFwPsoYgJkPvFsA6aFGG9J+KgMRAAa0dSe",
-	"kmlFyKAmKujDq9vqW2aO2w0hEaYlvN3fN0YaT8wJPzAgSYYqm4VesyVXvmfEpcZ6WB2/8UG0z8Hl9IZv",
-	"ZWExlvFFuZze/RbZuI/Jn/tdcmHY5l59Udf/37ccDfcrdNWbWyJ/yqjO6dj3cOe+cjTHnb40GXlMmu2M",
-	"OWFKs3lVop3QvtOvgT2GUWiJ1cL+agjfxBVeMxOwlijZrEuCAPOseBTdfZE4GLAkumzieKrqO4EaWeoa",
-	"QvHxiD2NOD3kAediDaIFow5LWRTSgxAdPRyzpWGzzVS5gzyOEfLySvgCXWzFJhsjiscUgmPcnnAbsT7X",
-	"lQrTDF0Vb4GlhvU0mdV6lxQZ/A5usfexEgQHjk7yj50gHB/Atk+0mheSMIj/GHxOPNgbIezNHb6N4lbI",
-	"Vo2QQm9D8e9MRn/mlfdW620lgXs2GHNzu7u9+Af9AVtS9thgVjOOUSmSYSEEHMWXj0LUF/PUUxUsrqQV",
-	"OCvRM+aIA0ohUq0olt24ojb0NyyEumhOcapaaHKhuYay4GuXGwd5GvKdHkZyi8HXW5nhKwg9x/z21lv9",
-	"kj9YLDQE1lzjSNjV/9uE/r+tYViTznaJ0TEDT+JbsXsVyjN3iXHzNv3ghgFJ+Dv1dZE3blbtrx64rG+H",
-	"/WxU7N6xqyK2xhNwuWWMMESN/3Td+Z+6aXcCk3sEhjaFmN9SYXXploJ29y8MjHXgnmAt9xDJTq05l8OJ",
-	"QUJdArs/FAM24ZUjFeoQhNvw2XFRVX1hukt1Jv6GyPYNmjwGOlvJ7BYNvGo1mqofjXBXBSCEcYyCzI52",
-	"1Ewds33FQBjZt3qqsOkoguj2QJqchR2qG2TD3TdUmhZlHFxBGIb88RqARZSB8qq5kXul3kCOYEqIeTxE",
-	"UB2Je1Qpdxc3Ol9N/FoPx1Rn6mIsZBdK5sZ5c4l3WKeKbUvseWDsJtxuZL50AXYRqyRsGvl6jEWQ4waB",
-	"dynUvpZFgfco3CjphnFTvqCWXYRpcAErdwAibxwBJRkZDZWXehXfxO/uapRYknLjoWJgJSS66aZKZ0rF",
-	"uztBdDHLN6am2QbAsC7ljVSY9c+r5l5uxQOug/k2JgIvRhjBuNSgWkRINb/g6G5l0uzEq8eVXTbAig1B",
-	"v2Cnh1Q3EyYjxbbgOQUxHkTqIlRWRnDX5+wI016sFyjZrRCBGtNzhItWeauGsV3mV1cxuhwGDB72pH27",
-	"m6+9xwVeBdyfWZXfCBuiGwhbN6EEb0QOQK9hyUu+ofILCgGn8X3uKcLuNyZCt3SAQRgjDUUmvr9bBOeA",
-	"QSqUNDiHdClVhP6ehvfAK/Am3oUoKcYi7jIh8vZ0EIO+Dh6tefsC0gPqLvH4SQXM/G2+BTBk7XpQG0NM",
-	"ndEeUDQ5A+shr1P2yP98RtdguK117Q3usoBtobUk9rZQ80S3y6I+IFgjuq52zX2lSB2H8aUqnPro85Ij",
-	"5iBbVeVKGyqf2UTXZtcsF0Jk4ColHmjU3Y1BLe8kRnFHKQFW3587YlR9QKFI/zm8JOT87KRWCoH6MhEV",
-	"9EhTS7Gp0iUpsRqBweuWjbDbQNJoFn+Q6FhkBdS3CbCtpgAGaf4NPKovWaUQLnzoZ5KkxSLAM4EXLgiH",
-	"wN914UrUnCVHcQODeMgRH5CC6SF7p1Z8KfMfweVDFnJl3cgssQHQ5wB2wKfcVV4OeAoBovtKui9ZoTNe",
-	"xBilBCYdJL0Ha2vcHfT0LQJw433keF3W5OQEB1poYydfj78eoynuptktVBZDUB6e6X2pY1TaAxqQR2Vv",
-	"riKW1ttT+ty4CylhvL6QypekbLn7KBqc8La6gxOUdOIuhhfGJAHonQyhCNobVEX8dqlV9IYIhfnj+4//",
-	"JwAA//8=",
+	"7L0Jcxs39iD+VVCcf1Wk/Js0ddiTULW1ozhO7F8c22vLO/WbocsNdoMiRk2A00CLYhJ/9y2894BGHzzk",
+	"xE5mNzWThCK7cb77/HmQ6eVKK6GsGUx+Hqx4yZfCihL+epaL5UpbobLND2LjvsmFyUq5slKrwWTwI78R",
+	"htmFYBkvCmb4XDCrWSlsuRmxq4Vgc1kay0rx70oYy9bSLhhnN2LDslJwSy9bbm4uGGelWAlOT9mFmCrD",
+	"lwKe5iqHJ+GLmc43bo6qVO59bmEAfM1YbivDTsdjeCcNO7DD12JV8I3IJ8yWlUgvGJ+q1oysMSFnuZzP",
+	"RSmUxTmvhTXs/PR0xH4QG8N4KdhKlMwKxZXF/bp3pWG8MJoZoexUcdxjGp3l8AexSdlC8FyUTM+ZuBXl",
+	"hq3FbKH1DePWiuXKjgbJQLpDxucGyUDxpRhMBq2BBsnAZAux5O56lvzuuVDXdjGYnD58mAyWUvm/T5KB",
+	"3azcAMaWUl0PPnxIBm+yhcirQjz7tnu5bjuGfmcyD+tZcbuoVyPzQTJw9ytLkQ8m7mjjBc11ueR2MBlU",
+	"FTzZXcIVNzfbpod7/YRTw8VtnRx+/WTTf3Avm5VWRgCufcPz14gm7q9MKwe07iNfrQqZcbeyB6tSzwqx",
+	"/P//Zdwyf46m+/9KMR9MBn95UOPzA/zVPHiFb+Gk3Y167JSGLXnh1i3yhJkqWzBuGEfYBzyThilt2X+9",
+	"efmC6ZJxFsiFA2MH5utSq2vm9joafEgGj7WaFzL7HbZkdFVmwq9YKsaBNgjcCC8KvXaIKQ2s84W23+lK",
+	"5Z9znS80nrFfa+KOVFo2E4VW18YRUq60XdQUxq30Fd8UmudXWj/n5bX4vWAFYEK6RWpWuIXA4q60/pGr",
+	"DcGx+ZyLe3krHECW7ooLuZTWnea/K235iL12/IjxuYNT4DdyKZAowy/DS/dLIMjX8lYYh/P4N+wieq5L",
+	"LJ7qNVtytWFGZFrlcHNrDjc516VgttxIdc34NZdqtJNmLKWSy2o5mIwDvZDKimtRui1/SAZvFa/sQpfy",
+	"J5F/7qufCV66A9Q3QgGtkMZIdZ3ERKMUt/pG5O7sK3Wj9FoBXLxV4m4lMivyJ2Wpy8+58ku1YYhEwk1d",
+	"07WH4zO2XgiFfF+UDn4yrhy1KAXPFkxaw3Ju+YwbQbtYlToTxvBZIZ4oK+3mdyTVa1EUQzx3Nqscibvl",
+	"hcwvYD96Phcqd1A3l6LIUVYppLEid7QwhbMw6QjYIM3tlnaJskcXxl8qwXJRSJBUSEJxNJ8Dj3ZQvSr1",
+	"SpRWIjfj2wZyu/Dvq2o5E2XCTobujPOLWmxiXmp6qvXNeiFEMaSleTR1UwZ0OemiSzLIqxJu4v3S9ONs",
+	"AawqWo/V+iZx57OURSEJm91EgZdLZR+dxzOP+2YWHsibc/59sWlMN+eyaHJaJexalzcIqsBhFasC7pBw",
+	"e8H4DM5IK/eqA8hRV75IBrqymV6KfRBH5/qSno7EkveOyPffIIr15+wH+Y3n/P4tYA1JQK1SsDU3TCvR",
+	"u0hjeWlF/p7bvvMi7PQHRg83biTnVgwdQd8yuq3M+0znon8fT6+uXnmdobWPcMywE6XrDWZOSTjq3JVb",
+	"hK7scbTPmnjHVP+fATsa+29CbH1/78JwevYvkVm3Mbq059L0nNsTQNL7YKsjcztR1SRMF7mjPHDzF8x9",
+	"uUmYcqoLU1VRJIHbBfCIFRkrEAsPgES3P9owL0u+6ZwerHbHqbysAb8NUE70U+FECpEzqydTNWQpYVI6",
+	"YZyd3t1FYGCDImJYSqcq8nQEr4GqCy/BJ8cZAK+r0gEQiW9+PmmCQpXj6+5ReHsuFS/qN1tz8jx1pyiU",
+	"Izn/HNBaQZSwpdMA3YvRkdQY8A232SLSK5r37qaADwfdD4zl1DU/3ofEKZzP8N2T8XgMhNH/vecWce6+",
+	"a6Q14/l3F+2B9fA1vxamKn4FXMWD9HJGt5QvjIOZqrAJS93eUkcTkNGmXYwLLOIgYcCtE40XPVhaVqIW",
+	"ZGglsrYRgEliwXM2E0KxyjhxYeOwQOZCWZnxggleFlKUXrqICNhM60JwBUfHzc2+BTvggGPtP8IYdpyM",
+	"UBQv54PJP/ePWQNcGxiijb6/Eb3cSpotp5J4KaNlUYksM5w5EbdA+xaIHC0DS9eo0Nr6O7f5UvAb1Bya",
+	"q88chGeVlbfiPeE+4mVHpIh/bW7wO5AiAqFmma4UiXlgmKtKMGCtpcr1uo83JQOp3s8Leb3oge43ghQa",
+	"pyoz6zQ90KZXpb4uhXGMHX9SOhf9oytxZ987aVhs4fKyEEyvhCKhQSvB4HG2lkXBZoIVwjK7KHV1vdjK",
+	"+x0PctTXK1VdcWgl1D5BY4YXxQpuLMMXPn7CMtKCWzrJr7grMGIABSFmkBXaiNypq7yYD92iB7jZXn6A",
+	"N9hzzw7bRMIW2jFulbOVLm3CxOh6xNKFtSszefBA3PHlqhCjTC8n5+dnaa9E5zRf97EzxeOCS6esAOFn",
+	"9Bibgx3JCJUzU2iLUlgNavvAq8NUYHv+mKJLiFAo6ce7GA/qbfTyAwQTL339GvZElKHDmpKB2iq05tKs",
+	"HDl1kpfOvUVLmbWTS0g0cwfHFbt89WyoVbEJ57ffKBofJ6wh2c4YH3OVieI7WfTaRR5rlUv3maz0y8qA",
+	"5Y0tdOGUPSeAAaKhbtAijeAfyN9zb3M5TOL3r6Ewevh7Xi57L/MDjLdes4jxMEh2XixrQs92DuGPsRYw",
+	"WicBvyLr3wP+4dG+y/pOiqK2v/QIMWhAQIsBMr9IIGiuCZ7ZphqKIk9QnwVD8YrbhadwDfPhkVd8UYoe",
+	"Lfnde8/G0mNQqRaCKadtwWqCsRlkYaRFg8mg+3LfhS2FMfx6m1IgDVmuwRMkbXMGANyZqCH2ZC/m4AHV",
+	"0/ZfSCmu5LJHxC10xov+49UZcolM+DP1gPeFQcPmT1qJxG/EqbVzI+zhOnNls0PRprVnXDWOsGu/vwHd",
+	"DEf30TK90/x/FHah8x2WgSU8gNDn3XMRTnjU//7J1SAZvHr5Bv7zFv59efX46SAZfPvk+ZOrJ72s+Kng",
+	"hZMjO9KBkz8Lu9iQVbKHNi5Ehnobz5HC8uJVU7FrT9brIqkK4Ldg7czFSqgcRGMYPnFaAuDeUbrSxjpp",
+	"L00cqubSpMcXbFUKb4VKS8HzzU9pA2t+HvjX3LnfAFXMJf3RRwVrkto6j2LNN4al+qY5AQ66GyRpzD4A",
+	"eKHta7fswzWRWh37+Y94Ie6APNEE9fLA68glL5jNVuxkPHL/++vk0dlfv56wTCslMhs+SK1YKeZOg+y5",
+	"vzYnwhPpHvy79tbpVFkuLJeFIa0L7fGx0xFgLKld9XuOC51ldGNdmFLeHcANe/3dY/b1+cO/slVzKT12",
+	"MvhhCw9Zg+hecxGQW4laJCTnLqolV00ojtnigpsmG+5lZWi87ydbzbdxWvgGDIu4aXOwRS4SGXokVKmM",
+	"dQJHHwl7+/oZ3R5YGeZSoLc15l9kcKVTb0qnpRyWAmIvMrFb/tpt1M1I7g3nfX562qdWWWmL3o2YhS4t",
+	"M9VyycuNX/KNVMAVoqXXF9pwEzHyE/WpYvDFoUfXmfSCpXymKzuZFVzdpLHBHTFm4dSrpS4FMyuRybnM",
+	"3LAkM8DpNNcdjXaPq2grYO5Xf5zhmhKPOX2E+LXwEkxkG+reqhJrkG8cyavUe27RwJaLgm/SPlQtOND2",
+	"eoMn42XfPeBo95B5enZgy823Ys6rwm6BSRBS2UoXMtswTg59J7GBMuw0XX9/G3BAMwVSHMrisw1+mKBd",
+	"2L+r12qqcpzWve5u3jIDWrNImCiMYAvvP/vCsKOTcWTPPwGzzsniuHt2DVk6PsKTXneXe3zGsxs9n7cO",
+	"fNEriUu15XGzF7xaUn48VHMd7/Zd09tVToaUlvPEMRM8dncPjuWtCp75SDV/9nTsFyxVVVGkjhtZXQrT",
+	"OHB6aP8BL/kdOTLJhh7cmlusTNtPv01NvtfMu5USp8AstdNfHn0FlrS9NqzWXe0bnLSj8XhpDhh+Kyq9",
+	"AjTpd9rOW+ZOXiJySZGPGFwexSXQJVoIUQRfPt0GxOnF8Rnku5mq61KvDZuXesnSaOcps3rNy9ywNDrs",
+	"lGSRf0lrRXnBeH80iVaMs/PTr5kup+rh+Kx2I+pbUZYyh9Wxo2rl0FErh7JVeQBS9lBIcKeDAOVPRyrG",
+	"iyKJnHIaNP2sqHJ3YIQNTvSLecHJeJ9zfSfUucUUWl1DyCcetF0LR97WOqJAPIafei3pyaIl6B9ER7pL",
+	"aMTgRLGottzsmNy0JzeHMQEfStnVbL0bvTlIMrgbXuuh+3JobuRqqFeoOAxX2h10iVgT2bQOZ1LuHYw6",
+	"6fwQBTUdrKt09nqgkazgxr6v2WsPkHDrYCSSCZfcilLyQhqH5CbyWH+cEX4ZVPxdcm5kDPAOi13Ldg/E",
+	"iz5yy2BrcGSsuFOQjj9+xThAdA+RDw7dvXs2E5NQkGwhLKH/YuVS/KSV6P2xAg55P7CryqJnrBYTB2AB",
+	"AI1WEDbePH8cMtxjvZ3a9x2hR2PR73Yg6W9gggr43me7dzvIqtKgrXX3cWw1Ub3ZJxZfslI4IHTcjsxT",
+	"yN0gdMBHfq1WxcbxFowyr8G2y2J+PaFCotNc5cOgjD6iGH0KkwR67Cixf16XIRYq/Ztjg8UmhajY9G+4",
+	"+Gk1Hp9lnmrDX6JFrsfsa/al+18feP4mxK8mKYeZjWLiAtYP4DSDCRoMGxgffpvzwoi2peQxAHrD5kvk",
+	"pt9j/ympRb2Lt1ePB+2VPrt8cVkbo9G3WWrFxN2qFMZIDQGkpeA5ky1zyJPKXceDV7yUZgeFidXTvVoD",
+	"khCAzj48uwKn4XO5lH2S1UsQyQwI/eR4wwBjcwGxRBgkFgubsaKQsDFbCq4MqxS8hZfVojs07vtMK8LO",
+	"zb5w4KR+qyRFpudxFAn7BZYrCujoWDy8I6vOSFE5SdAUUgbe1a1Bn3vF03ZommFLngtmNJvzMkGNa2OC",
+	"mMqOOH3Hci28NdDpuRKj7Xaf0/YoxtgblWDc6WxjBRjN3IdmCCD4Vbsu74+V47aEIGAqEzeUIHWPYMeP",
+	"IW7dM6FRSPldb1tWOzpSCbYWZeyib0uLW7N7KOwXwn0J4oYy7+ZHReGEeyXPA8KC+lKy9m6aBL2wZW4O",
+	"UqNBEN4TFUyycDM4OJ5RWpbLHKDf/ej4ol8E4M/hK/mYsNjm8jDYjQIkYYlel1ab8MuOBbU0yXvrtZC/",
+	"g4EzO/TbC8r58OQDn8PhpsqPAfo+WuGBxmi1P7b8o9UK2sFuGgD6RRQ0mldiUls9t8XZJrQJW26Q94JC",
+	"MlWpj0ZIkzr7JQQ7w5abxzRiL3Q8PRBnmlXaEXvh7lurTExVHKc6l0qaxa+LmCKB5TDBqiG6vEu2UBgA",
+	"1dr4SlYbQTHSqPXPZVEIlEUaBuEt9+P5Il7NiD1DJxXEQgNRpIDKewSqN8NPdiRiUnAUHjlXTX9KwuTc",
+	"oWAfjdx7+rVLZV845ht8sikubsmvcPjoYWnJNyAita0vTXvLuF/ua2iju5gnBO9lC66u78M9Sa7snvzb",
+	"18/blw53bHVz3T1Bcg/cC+aBLnNRDmvF9V6yK9xdcKO0lOGgJG/TgZNBbC1vhch0NOk2hephFw1e1uWz",
+	"77bImf2JCpdsxa+RFnFzYxKmxDrkGNwnSwG9KD500A3am6EQuch4iS6Wg12hGNq8V9Vv+ba5AeuuU2jx",
+	"mRTz43leE3q33BG7DDk9yG0N/XCQGf0gc0Ir+rp9FR6+rQ7EZsReqmLD0qosUkbObDfNdsvB/WXsEXuC",
+	"8YqllyhRXVIaXmni2M/TASDTdDBh56cffoUsHtyDW8gWckSl13AegsoP0Bm16FdttDgbG/RKnizOxst0",
+	"xJ7cZUVl5K1AruN5eHNXZ/0U79fL809JlkdBvWZ7QWBw4hMN7fYZ+670WtXi+JdpEqfifZlOVbO6QrOm",
+	"gXGoJrOFz6ecBWdHLlQrKuUxZk8OrwivogxKyJz89BaYZH/0V3T3kavAvZ2OPtbSslvK6AIdO3r93WN2",
+	"dnb29fGIvQCq5sWMDpihU/wC/1JCOpqXYEmNNhvjhhmtlfvvShsjZw7tyXhDAYYrR4w8Vq6bsHs6Pn00",
+	"PDkZnp5enYwnY/f/fxzMc38T6SFBAd4HKalrT2ElZXcGdYRdqqkKuZ4LbllZKcN0hVHnbsdzCEECe4ep",
+	"3YpXIUO4duqCXVUKg0wFSddhgsw2QYPPjC4qKzDeHukICBUpyiAak1DYc61XM56hWWZVyltuhUPjUhgj",
+	"vEMUwrRYpQphDIrpFFIVKh+0w1Y+kfzitruNG73ZEsTzd2TRQcyVCsxPhZwLStbzJqp00kgkcE8FGgtP",
+	"eiOZU38mce4fDovh/lEqX+c5729WeUjnQ7GfccvSlsTkJw1Jgo2hrrVtJReO2HdS8SKhi2I+y8sPw90I",
+	"QR5o5w1rVNnInbzm3jJGeYi7B/eh4umE+Y9ex/PmORqgkXkYBblHRxuHvANvxe3DZw7enm5geo0RWIal",
+	"TyahEize/miEdVdtdmQL3MNXdagTM9iFd4qHsFKyIX/wNWJ+3qHj7mUVIaCoVyWACVqCv5fjacm9aAfr",
+	"RE/CDmGQDt7RHHi0e+J+g53Y5WrJ1dDRXwh/g4DVOUWl+jImjaizDPYR59VRDMzOwkWNLBW+JUs63mze",
+	"t1gl1oUvRZXT8qIQU8icyfQK4v4cAF6+esZuxKbH8r2S2+2MIWiIXk9Yuli/R18W1IvK0ZNFXxmRlcJ6",
+	"5xYZF8zCCWSwIEccJ7WsxijwCH7jU7XgZoHrbdH39fubs3+dLx5eP3r/9fwr8df8UfZwds7Pvj796uSv",
+	"40fzh+I8P8tOZyd8vCuzZrcCjnDzUfbrrWbiuA7TXnTth8vGNbhHeoGwaxKR10qq6/d4JVssM/AbyhPu",
+	"+VagGMlbZsLS9cKI7H3K5posjzO0/M64EY/O3Z2dnbKSq1wvp8rpRmbEXotMOGJq2K0o5XwDU3BbuRun",
+	"FA929MZylfMyZ3+nyY6b28OJf5z/8L++Lr/6/of//nd5tf7X21fffvXs+at/PNOnz/lz/mZ9mCmC6I4H",
+	"+M4ZNQBlO1Ju87Zd1idXl/JBiQyK+ZgRe6YYZ5BfgfZMHHpLnJ5/3zjUWC90IdhR+vMHlK4wdK+Qc4sC",
+	"kROOji/YmB1h6Y3Yt3fcduMlVCMOp3IyFkfAR4sDuhJoehm7/5hPbTesEPxW1D95l72u7AiIBb4+VejD",
+	"D4bqGpLFnQWp8KLtmwTggKpXc7FmUSmTLt2aVWUvE3j1zCvvtb2dWzD8Mj7Tt2iCdrdU60T+G1bqSuUi",
+	"Z7kjW0d1aODxaKrAqICKipvfPZ9e1LGJyXg8dv/s9+z5t/csfgVmWXcC7MhUxnKpRH6cgE5KGjHRGKhi",
+	"6K4Vv1U6F2FhU1WvjEG1KWkTiOzDrcTBf1uW7r2xyVaPb4usEjrXkmq4ACgOtgH9iDJlIXM3ZM8SK4u2",
+	"6DYzVUdLfvfYz2m/9Zmk5ji6AL/JK7Sq4VYxmo6ydQttk+CIcqigtJ0qn83skI3MjPvvsOPF3nIE0SV+",
+	"3N7Z0eNCVznu6oupWvK7evuvRPkGBj8m9g9IASZFrcQElHFUrcyKZ0i6Tx64JffDR/PoOAjVc1GWUHCk",
+	"Nv3NSyHoNEnXBl0Lw8DnoiicopFMVeuoWc9JX8B5hFncRS3RTcSh9h0enTQMVEerpyrSooDg1QoQ0jpw",
+	"HyWoU7X1HLdpkMgLbfcC+5LfvV9hOar3oeJIq5Cou8BmYvhRWF7C/Moc1Y7UjmOPDiN2ifIGGLKAEOuq",
+	"yKdK3GVCOOXB1+7sw9agIUlLJUi3lewMJXSmiheQkBTEHPZ4IbIbf0GlAHU7h+Qpn9bvV2jAlOGAwyy0",
+	"tlDzb8PWCw5cRGycMs+svhZO29yPQYgDO+2Euw3bUfRLx4T4ykFjjGQhaFnPa+0aaThWXO0jbWni5F5E",
+	"mwXgCugFkO0UHDdfGPb29XPEP11ZsEIvHUZALQJ25JjFaMVLq0Q5yvQyTVh6Oj4bjUcnJ2ejv6bHFzgs",
+	"4mnGjRhKZYQy0spbAYtDKVoq5rhZ6R5xkIOxO1yFzSFfRssQhPSQo9Oz3VteVMLJCUF0aAkcpPFwPLQR",
+	"u4x5G3xneiIlPuyRlv63FOueXOGP0k/34ONVAxWVXh+EjkkgTOKOZ7bYHFCxgZbfXtF2yRETN3amCnk7",
+	"Aeiv4Ai88KJVIeYW7tVYvqH6LxsHMF3Z6OMO9v76PWWifOjNqTQiq0ppN1ifg5B8KdWVvhFq2+7JUpk+",
+	"ffnyh78/ffLk+fvLb3989uL91csfnrxIk2D4TS+pmCSQpQn7Bis8ohoKdR6jEEtEx8FkgHUg65tdWLsi",
+	"aYyKROMT33lV7VBlt2OJD3aIj1CcIbMTi0SLHGWm2YalSK7x0tIReyPAtMS4maqdp8FX0q3g8PP4AAmS",
+	"c929o1pzlwY4czEfOpLgMGtZFVYOadfghPD2eo9+5Yj9t64YWEatNwozDiZibp2Wg5oHmLNBj6HYDvAJ",
+	"HF+4t9wrVJODvNsqIWs3MEGUgDC1glXKygISy6rMMVMDmSyx5bzO6ED9F2WukPnqCG8pMl3mphXJNVVT",
+	"9Ze/MHfuWIoKonrVVF3V4rhhR/ASpjM6paJk6YPbkwcpc8x9ZfEvQIoH6THQ6yZFJuChWsZwWVMF0D3Z",
+	"hgH3MM9cHlgHFaBHYZUWw87HJ+BlwX36yBHHuhoVf7/ACqST7tcUO8fqAc8TT3WnqpA3Akt84S2HsElx",
+	"Jw2e+8uVKLnVpT/k6BRHo1F8kPvoSXywWB3WbQ3fmioqcBi4OqznlpcSzIOQ8Oz0Szcx3FQuIW8298AB",
+	"2cfG/YFlDc/v7gCiHkZmdBiGK6dO9tdfTangiM/0PiYp0GGsEyMgXTVNnEwMLgkvykDSanrRzaDGkMVC",
+	"GttfbjWuscq+gTDnVUUXPVUgi3K3BRBcHQLrreWLW5LrljSzI1Lxj/25fetjbK8rXnJlhYBDvIzjWKKI",
+	"pSiojGQx70dxAm3pc+T6nmvrBhdTJdFbNxM4uNFL4cRbCCIso6q7G2PFEpSSymxG9ZodYayrA2UC6yui",
+	"JQxGNoKCz6Bgf/AQBoUH6P2Rk8LIChbIYFZyE8rRLGWeF1hdJrhpjr2kCApELvIKYUr42IxGkKrTm7Z4",
+	"wUd43rG/hyg+FW1lr0UuS5FRFiMoeWQaHLEXcXlRk/jqoiZh5+OvEnZ++hCND1zlUxUjQyMl8gI1ZaAd",
+	"FM+JkXq8CD0VgJTMRKad6IxOp0ivmqqd8OYOAPiUk2GO42xHKLAsDVtopavSEcVmimPimIEC5zJeJcbn",
+	"fdHKshyxl2DvaDvBHMqTb66nWCb7FkJsQIrlCK/uLnnOCmGtKM0kIO+SaMH3T66Yo4Hw0v/Ew/ofMBqy",
+	"MPDHgz/6mksFL00VxADUrz34WeYfHqCjLfWYeBX58IkpAjnj2aKubItl9mqswtiDBDUiH5PtlgGErBFB",
+	"k7BVUcHLJoRvT9wMv/jL+gU1FvbLVP0yHA7hH/dzA5J/ic4xT+puGI7mNerINl91cGksX67cCG+VvAvp",
+	"PYTmMtgowDrqRASRtwYJRm03SHp7kiCrJcP40x8vHw/fPL08ffjIoep0gL/Wi0dmPGp+HRbW+NUdH35B",
+	"w4hYN3WbzkWmc/jTihD9HPguWbu91f+IjPrxemnY41BesmOeDwUZkKXkYi6VMBcsryCVi/vRS20pxMG4",
+	"K+AFWp+GRqx4CS6ryBuAJ9qhRXitN1RWYEdwOxUMsHFg/j4g6KnO/Yuv5t2q8t15w2e35cNLG0Nfg/X4",
+	"kBeKZOFKe+jqDBeDEGf/9fcrdvT0zenDR63rhe3g+XopQBqTsjSI5U4gMNUshccB/9J/WZnGsThDhyGp",
+	"hCWm4m5FJCJ10JVGPp2qLNibp5dDglz4weHvL8gaAksD344TvusyU8js1aYHego5K3m5gQCA4Kt0G+aF",
+	"L7ON1UxqVWOQDG5FaVABORmNR2NfEpOv5GAyOBuNR2eQg2kXoGQ+wBpUP7nPvQUjL0nwPB2PKfOVarlk",
+	"YEkzrKyUwxRwYGI1IKZ0VKZnhGUqMYjnWY7hajBlqzHK6Xi8o8z+/crrU82tLdX1o9VzJ4mMGir4YPLP",
+	"d8mAKsEMJoPnDp+wDLPl12Yw+We9HzN45159sHRsODNbT7Ghr9PDXjh5VWrHBYSj7eLOye4rbTBWD72g",
+	"3RP8kabbe4JuwAergsvW2fU0qWkZanGG3ScTrXwZVrT1jAgKRxu+LHYe1MuVUKAi6KxaQrAsWfwvXz1L",
+	"mjyRsiMKwVIavjFN2j2674Wl8e8Hf37V9zjDvr3sPlAoYuwf3XWWWIjtQKTt9L5guQZtDATPo1dULwxI",
+	"mxNVvWTJs4VT0Y6JYzwcn2HlDSdheewO1bAp0CpFEpBeMNBNkZlQCS63CCcs+p4yPWW4mnf1Gnf5u9AJ",
+	"mBuCPh+Oz37z9h+hKF1vv6BQBI13DomtF9qIcMzM8I2hINyoMhoKzLth7TWETu6ha8FWQBWTd1O4TJZZ",
+	"JW0orxxS+sizcGT6qg8fY+8HAFm0Queo6WM4M3HDqbJ6xKiOLkLojViBRwXrwrWK5VKYoCjmF50CuTA6",
+	"ZAUwrErNp8qv2ekWjoT4JCpY+RcYCVjrGbGXL20Uvk5rvwZZukMsag+EP5fG+j19SjiPKxlva/tDy4D6",
+	"g7htAP/z8cm20cNyHzT6FX2IQq/3v9jsGNSC2KYV/J/vPjRA+HET3urMEKpn7MEaxmhDNIr6xldM7Clr",
+	"TJ0LeYh2QrvMvBRmUVsbVZ0/3VQaMJ7YP9eM7ZLK6cKyzq7cGujF6jgvmItC7d1Y8JVTUhNmNLsRYgXm",
+	"Wz4Xo6mq5dwQ9IBlBYZD8Mm9uPzxScpWpVTk2QKB+b/evHzRhdLHkTG9rrX9DeWC/CYA2hev+KHpQ6KM",
+	"jhaOnHySJeTbsKQn8I1dxV1xMl6Sed004wptDQyEV+P96BE1C/xYVDw/Odv/UrvbnHvv9PSQybqtsuDd",
+	"r/e/224i9/nIBiKCx+sDCQXYfHayv21RzOxZHVKKUlbLugBWQbTRAokIHeQ6omuEg5+IU9AMO8H/88Lv",
+	"+Hz/S6Gv42cDIic+7QKhpNFid0viUv3Ig9Cj1E0DkkwPRwIfdysQoQYzalLkvjFRjjgVo3QgubMKJTvS",
+	"JXoVkXCteGkpMOp4gkLWwfUS68AIKhNfvz5VRliUmyAs81qLEKzUV1VxazlLduntSJDDRptHx8xUGSvJ",
+	"3QKRHmA19fFarZgeZJ21aRrPZS1KEZ5wrL+LkOjR/wx8sRkLcRBf/LwUoS5DryAM1edv/JHpxK9hcJ+J",
+	"UQG+x2Vk/clu51l1NMtWPtUfcE3tRXwVMd/sG7LrKNISdDLrLayaPMtoE13o9VQtq2wRyj2j9jMEIzN6",
+	"ONFEUDlEfF5bB6KY3IRqRyuBEUYGWSE6cKYqHEMcTwyQ594wwibNITtCWfqaWwExPEP4d8qOwFZblcYe",
+	"J1MV/f5aLLl0TJp8xPEvRrg3vYUaAyfAEAUFUtxgYFq85RLyuXETx70M/bkPi/rE6BtFlu1E5BBK//G6",
+	"3+8j/EU2NARcMLVGUF5Bf44ab3zylEccH3hjDpDxvqgb/LWqGSQM8/+HK34tFfAOMIQB5+3X/9+EiTsy",
+	"A3Qj/3clsGoDtiOHdTeawYeDezhO6hLDD8d7irt+SPonoCIHW9rNn4xPz7sJJO8+IQA3ajn2df4N1SXC",
+	"nXxexvP7wrs7lnrnEYDX34E0usfGERWe4bGfGswCoUCc7VSXhPjgrNQqBfOvrx2YjsjzHT3pYw8o4fcI",
+	"vXJRSRwQXUO8Ajm1e1yJw2d5yrSaKjBi49qOk1ZNWfe6z/eehKQHTCYwN5BnEGJdk3iZ7gXHDNYLbsUt",
+	"tRKva1MpnQsDPn/aNhYD9NUv2dFSqspi7APL+Wao58OlVnbB8N/01VoIt+ZH/rW4YuZU9ZXMPEr/thEc",
+	"a2Wmf4PB6LMbiz7mXNInqqt53K2r+b2eqlZtzTh1xxyP2JWv6YjmTqjziDHXR+nbq8epkwEIfjES6Vu+",
+	"wcQVw29BZIAK/pRG0gCtuQRfAxawd4s07MjdI5wXKhjUCST9EqM7pTvrszE7xYKfGIxDOz2eOHDCPu+d",
+	"ADgfyWNWjkwN57pc8zJ3N0Cr0CoTCaN4fKqyhX01sOeFpXAiadlRXLAyYVAPYXw2PP16wsank7Nxva/x",
+	"2WQ8Zo+fvLlKpmp8MhmP/3F80Vjlgq9WQhlm1zIL4UZzXhRD0IO66wPJmuqeBUCdqiOsyjAenj70q4Bp",
+	"2Xg8ORv/A1SkcPjoOGiecvplyo4QUJhPJNFzK1QCkbIOob988BCPnX2ZHlPckmGi4CuHZVQ+wljBc7BC",
+	"SgvaFNq/ysXGLpa+pSObabuYKltyhe5NM3GPh3NDEPUHj8uFVlM4yxIzeHzJEar9ZmBUtuLGCDNVdbkz",
+	"1Nvc3kYe/FOqA6Gayw/pdlGDrZBkcoSisFNaKW2oFNe8zCGPhGb7CTwJIbAo0F2MElLizqZg2DG+lhvS",
+	"GIM0CqM0w60aIpPe2TDTlWVnY2aikLwNAAvLK+g93CirHSLj4BWn/uaVoKRFNDHNBPS19kSYCqTV3pM1",
+	"N5DNd+x7/4t8QmjgvkbEBgMBRNZBlkcpMqjoA0/H64HLTSiXUIW8QkyewanpJSuzm22W51CC+dPo2O36",
+	"y5/Z7lwXmO4XzEOVpj+txp9UkApm4brYtqkBr0+qamsOwUSci0L0ZTl+C9+bZmln8upkoiCvQUQLiF3c",
+	"YtQodHYOqJqzjbAj5n39SKXCoBjgz3t0DlxEA6c+seS+DbLxmPLfCcLvby/6XcETry0Sp7aK+tsjkJrQ",
+	"AWLWOoltd41+B70Giz8C3PwJLwfAy/dOldoPLPfzUvibAT9FL/kDeWenCQWgLAX7XtogdqEWX7Kr5Snp",
+	"jXXLU5A7MfCblJAhKiEQGsxKtzSIepoJDFAUOcb+S8XeXj12QjJW16/xo5bWUFCTdqog0xilNyeQzyHu",
+	"aSlyXyutiSkvxF1AFadMHWjcgVPpN+6cxMadk73GnU9pkWk0eN2Coy1aYuBOIev9T6zdgbWvSnErxToq",
+	"HRDUhc+HwoAOEBjz8SNvszi9sXrVFIAmHanHyTobYWNRB1O9qX6ZQ16lwdUUTBRLnoupCkmMGFrj8HPE",
+	"XvHKYLx9G88zcqhSF8UuGrtX/xCiUmvlf+LQLhxyZ7Wf9/XDPkLNJwL+1wLSJE0PKIIVokcIq7kiVgiM",
+	"8YRUZwzLBx7FjR/YZ5pBEOWR0uTkgqpE1ZLSTxqGObK60ft7UQPG+UPghmfEfyLHAciB13YwdoS6Eb3i",
+	"nBMAWgEgPRW+E7C6g5OGWzKEjthVX33shEx3wf08VSHzBTwRc1lYnyKXFujDhc++7DYFl0ACZ1SzO627",
+	"EItbqSusHj6aqqu4CjcFBjffBAPd1aKe2ycPJ03nReKrDuTvOeZQ4sLoOzTfpSzTy5lUkOrqkxkLaazI",
+	"p8q3/yBTp/e1KIEhN6POBJKa5xhf+KQzm/AVg52UPFWZA5GsgkIpJSE4WAUhS5JWBGbpC8hSVtdEHJTG",
+	"30iOlooddeaC4lCY+gsmyNZqj+sk9tNTdKD4LGzFy9JL3Jivifmj1L6YPVMQjSSzquDlrhROeNtQfh/P",
+	"pyqkgdpQPp4sy91Kq+CuuNYaGhFh7myIIPClv8/HY6ZLTMPXJfoNcKhQOa0eUqrr4xFL28X1CTDqAvsQ",
+	"xs/Wi00Ce5uqVqKpj37CxjWmXd0bRtuRoOqrWsGR+LJGkNyqfcptyFCDrOE7LOfYdVVD+FRXk2k30io2",
+	"dNSSEkPrNtR9Sk/oenBgQEPUmeJD0j97i1H6uPCaQ2xZSdSeI17OnmqU21YBZ+BDyDik+iM3x/plULmj",
+	"Lva9ZU0NJOpf1c421gcsLXgW7r8qfPU3WBbS4RJ6ydbO1giMROiT8MmjIvqqVPsFMJTgJodyGN/wwdfG",
+	"RS8eMZ/H8CYqMHrF/12JC5ZrtPVWsoC6IiKXNpTx/k+I1wh9QHbGavR2Avl/LGrDEjn18heVxNoarREi",
+	"hYA5QjkGJyPNeEb9QDtF/22UY1130Y8tbY4mhdYAU+V7A1DzM2wp4MYDCeSCpIXQkCA0q6I6Kji6U8cr",
+	"W/Gi2NQCCHB8qMPkRIMttTQc41/yGxGqFHnKDcVTDJ+LSaPFM/YcwcScqboRPqa3rrHAjk7HJ+B/J8my",
+	"KU/6FJ7wBSQnYj2pKAAGmSbGaGB5jdPxuBOpEjZlh6+pCPuE2bISaUIeZUhvA4WqZ0VT1VgSZ7mczwWU",
+	"FIRVUYGY0xH7ARIJSsFMpld1rcm67nZv/g43N4P7Wouie/pBYPutTxLmHPWs+dzhzdDwp49U0fVg1RgC",
+	"+SbMBfjownMHqGoRlNzxfqRQlyH2yozYC4QTsHJBQQ1fR8Hdb9QzpgfoehKCizXfGJYCMF6wJS9vTNxU",
+	"wPcMQDNEd7ujQftKYnbjuwa473sq/8Ph/qaZWluu7CoudxGd13+O3/w3TTJ+hW9tN5sg/EnD1qIohljT",
+	"jM0qy6TCKKij3qJXjvCgyhrXvzoGXgJlrLvY4C7EZ12AeYlyKZsUbvQHYMxvgo/Uc9MeBh0bRx7MfLLO",
+	"PqYNOTDSiiXUZGwqbClWskUviRJQDm7GDRXYZraUqxF7ZsUSj58KlYkcGzRBxqi7DZ8DbguiN6hyuzuG",
+	"WgA+Vp5y9lcQ2yaWMK2HB3DSYMbO1AsA6c9T2Px0MGGj0Yjqqv88HcDlu28JRD+kI3apcJdLvoHIe8w9",
+	"giSdVh+5NGnbd4xYcmVlZnxRna2SAtToNVJdF2gpou7BgWJPladhsJiapXNLRAI7dTUZ9THV/G7YtLqp",
+	"DAlq/tBRzkceYmEvSV1bCcDPT78OKfzuREehJJSkkmgLaCiNDBx9lXregQ4qz9w+PnZ04l49ffiQZQte",
+	"8szx7GMoxkcYS1oHnhlEi7l5v6jrCmBUJ8YXInab1rmi4/MIusMlvs3oKG4ymI5Go+MkJD6mGMOXiZRB",
+	"OzaI7vPHRRUII9T5C/1x5g7/EqJ6xbJhkuaQl+wbAFBVvfPx2G8igX0RzYLSXU5M8r9eBDEWE6sdylCZ",
+	"SeWOB8J33bpvxGbErtaarrUjKE5Cg9wS28+a0EqVdL8I5uZM5ljssqD6Gbio+A6HN2IzLIUjiGm0F0Mt",
+	"Pwlu0XlF1Z0gxLHmz0lEQT2r9uZKLBgKtYagH0JdQjIqCuJrcXSOOYHVHmlF0aIpAuIxvDpV9KePEYS6",
+	"mMI3+Cu0uvZGQCyWDrBxfnLWmhjLdht2dsp+lN+wI10mTM6nCgwBVDEEQXEIuwEt//iipqRfGF+MSVKy",
+	"B1ZLh44IERDX4pSE3EAgl3Yh1C5h2XwDlP3TSLww9u8k8tLcOHqfePDyEBbxZzziZ5JEsJ4i1hRfR60i",
+	"IE2OF8U+AQX95jsKXWDwYRKP6TPp4uYBjd4ByEMbZfOQZnvnhcNXIImYLpxphTXrTZRrQFTUQ/5xO0E3",
+	"KjruZvedp1ECFXOs5xwqe4dQyIVesyVXPoeXwgaaLgeqW7p1fxf3d7ZAGwLvbUEi1HRVpGF/jWgGZhe6",
+	"MhQezSl1Akic/2GqMr1cSmuhxLUXpyjwCV4CikljkpFmoR07r1bxKU6ChmkZt3opM2pvM1Xo3vH5zuRS",
+	"xoh5aGOABVmpzWc4U/YaRC7PoYBK+2DWNbFwd1M9dBae8h6FT0FicYbvwGv3uUkszv0aaGgfhX3qQZR8",
+	"Ug1A/bx20P/cgG2Edl9iytwg7cHYBnTW7iON+wK2iTQGzyhB9FaqMWFKs3lVgrjZbq3fKMQLLjnIbAod",
+	"Gn1FgzDNTLi9RFFQusR6uJ4OHkUtKBOqiZtEPR+Pp6puzdsIn6qFwa9H7NuIzIYAlblYO7oO6shSFoX0",
+	"+c5HD8dsadhsM1U+BSwuF51Xwifx1AQq7m9LTTeoiDmkP2GKnidfFjqkFBCMXy+TWa13UZHB72Aj9Aan",
+	"BFpnRDf5x45AGR+Ato+1mhcSG3L8MfAccbDXXdIbnPI6MuIDWjXsq73VdX5nMPozcGlvPPtWELhntR1u",
+	"bnbX2vlR30Kq8h4B2GrGwUSPNCz4wyJn21EkFWolpiqIu0nLxoDmH2j2FTIQ0bEHAVJ1SXRKH10IddFc",
+	"IopxUWnlkHSNYVZrCr5y9DQEf/gwpC3SNtW3b3cKp77Efpd6zn4SpU7qBuIXEDTk3pqJjfbuEF8El9YM",
+	"9REBKrViR2ePHrKcb0ycXgzGkCwTK6i1dtm5gTrdtHZ1+sh9NEejszAuTp5XAuVeLMbX2/ls6QBgxH7U",
+	"tyhQwGRo/JEGXJFQ2H6qskIbaNQHYnmRe3bW6EENE4EUAMfenc7xdXdTDW5MbTUOY8fsEG4MPh8CF/JD",
+	"tRltghUrPDvujfz0mQ2eYP72wns9yR/MLxicTJSWHZDq/zae/x+rF9Sgs51hdLSAEGS3NdgV+9L4pukB",
+	"ub0JxIGE0WzOy8RRgSiqZVsk3aWf8RNCMc2xK1Onrq3W7U0JeqkjW3+KJvuCebivRteGEPNbyitduEUH",
+	"xP0TFmIRaI/jkvt2MSTVkMZJZBAr0DpGE5IUmq1mIgmKuql0uF8UtQ18Ow77IceSCe3sKFgJ3MehbMFK",
+	"Zjcg31er0VS9NYLapkE7l7gjDDvaET98zPYFxoLYY/VUQVZ21K7INxXgLJxQXTcntLTF0PfI+04R5+D+",
+	"9p6bEI3hJbNGHFJCzppMrzbQ/2UIBUZlju2nMXEDq3E0e3n4Kmh11ErcF4bcqtwXmki8vWKq2LYgF98k",
+	"qNl6JJJeu81GoChJODRU9RmL2i9hgQ502K1lUUBPuWslaRhaMrbBReMnGYvpAsCiWl8BBtwwHCov9coX",
+	"CCn4JuoHO9fQXDU0UUHS7c42SNLx6YId1VgnqgaYbTRb0aW8lgoi4IKwSWe5tTdK7di2MRB4MsKwpGVd",
+	"YBgBqcYXGJ12Js3O3l2ws8tG4xaDZTAhAxUtxRFjW/AcpdeziF2EzI2o9c85FPNpbTM0jaEdQtH69Dwl",
+	"n3ETH9sh73VEP/k83eDhTNo99n1OIGzwKtRAnVX5tbDBuAUlvCd15RfvxFVJveUl32AoIrpf0obDGwqt",
+	"NBaCHQuh6k1UdTXS8HyfRVgDqBRAaWAN6VKqqBNWGuZxU7iFOGxAoZ46HbeWA/24atvhGnpiIvwgEB+Q",
+	"gwDXjyxg5u35TjeIdKe61KEfPToD9ORkTnrIa38rur5n2BKQjpZyy7xiucWymsSqHnCeWjECbKQSr+gP",
+	"WXMfNVmb4XzYJkdnfl5yqL/OVlW50gZDSTestpDWKBcspKgQUdMF6hNIMRNARuFEqW0wEWupwCtS8E2k",
+	"OJLPJTj/7aRmCgH6MhEFt0pTU7Gp0iUysbowm+ctG2G3FYzGVfxBjKORFFB3VmNbRQGw0f0HaFSfM2Iv",
+	"NL/rR5KkhSIOZwIuXKAJwvf9o3BtkuTQbBSqJATSARS0B+yJrfi0nj+CygcoRClOgCyxANCnAHYK8VJb",
+	"YyrCC3aqvvSmSypKFvVrwMY6gdL7wtWNPqrfvoZmRFVZUOvgyYMHMNBCGzv5avzVGERxWmY3aUcMHfPw",
+	"SO/D/qMwV8cBeRQCTtkhuN+eNKBGX9iE8bo5rw/P3NIHNhocaw93B8e2OgkkeEKPmSQ0vUJBKGpz5FhF",
+	"PLvUKpoh6kjz4d2H/xMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

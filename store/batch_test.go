@@ -79,11 +79,11 @@ func TestInsertTasks(t *testing.T) {
 	var tasks []*store.Task
 	for i := range 50 {
 		// Every other task falls due within the announcement window.
-		runAt := now.Add(time.Duration(i) * time.Second)
+		runAt := now.Add(time.Duration(i/2) * time.Second)
 		if i%2 == 1 {
 			runAt = now.Add(time.Hour + time.Duration(i)*time.Second)
 		}
-		task := newTask(tenant.ID, runAt.Add(123*time.Nanosecond))
+		task := newTask(tenant.ID, runAt)
 		task.URL = fmt.Sprintf("https://receiver.example/hooks/%d", i)
 		switch i % 5 {
 		case 0:
@@ -197,10 +197,9 @@ func TestInsertTasksIdempotency(t *testing.T) {
 	require.True(t, results[5].Created)
 	require.True(t, results[6].Created)
 
-	require.Equal(t, 2, countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1`, other.ID)+
-		countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1 AND id = ANY($2)`, tenant.ID,
-			[]uuid.UUID{tasks[0].ID, tasks[1].ID, tasks[3].ID, tasks[4].ID, tasks[6].ID}),
-		"only the created tasks exist: item 5 for the other tenant and item 6")
+	// Only the created tasks exist: the earlier one and items 2 and 6; item 5 for the other tenant.
+	require.Equal(t, 3, countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1`, tenant.ID))
+	require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM tasks WHERE tenant_id = $1`, other.ID))
 	// Only what was stored is announced.
 	announced := listener.drain(t)
 	require.Len(t, announced, 3)
@@ -362,8 +361,8 @@ func normalizeAnnounced(m map[uuid.UUID]time.Time) map[uuid.UUID]time.Time {
 	return m
 }
 
-// insertSchedule stores a bare schedule of the tenant, for tasks to belong to.
-func insertSchedule(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID) uuid.UUID {
+// insertBareSchedule stores a bare schedule of the tenant, for tasks to belong to.
+func insertBareSchedule(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID) uuid.UUID {
 	t.Helper()
 	id := uuid.Must(uuid.NewV7())
 	exec(t, pool, `INSERT INTO schedules (id, tenant_id, cron, timezone, url, method, timeout_ms, max_attempts,
@@ -393,7 +392,7 @@ func newTaskSet(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UU
 	t.Helper()
 	ctx := context.Background()
 	base := dbNow(t, pool).Add(-24 * time.Hour).Truncate(time.Hour)
-	s := &taskSet{schedule: insertSchedule(t, pool, tenantID), hours: [3]time.Time{base, base.Add(time.Hour), base.Add(2 * time.Hour)}}
+	s := &taskSet{schedule: insertBareSchedule(t, pool, tenantID), hours: [3]time.Time{base, base.Add(time.Hour), base.Add(2 * time.Hour)}}
 	statuses := []store.TaskStatus{store.StatusScheduled, store.StatusRetrying, store.StatusDispatching,
 		store.StatusDelivered, store.StatusDead, store.StatusCanceled}
 	var batch []*store.Task
@@ -410,17 +409,44 @@ func newTaskSet(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UU
 	}
 	_, err := db.InsertTasks(ctx, batch, time.Time{})
 	require.NoError(t, err)
-	for _, st := range s.tasks {
-		var scheduleID *uuid.UUID
+	var (
+		ids       = make([]uuid.UUID, len(s.tasks))
+		statusOf  = make([]string, len(s.tasks))
+		schedules = make([]*uuid.UUID, len(s.tasks))
+		createdAt = make([]time.Time, len(s.tasks))
+	)
+	for i, st := range s.tasks {
+		ids[i], statusOf[i] = st.id, string(st.status)
 		if st.scheduled {
-			scheduleID = &s.schedule
+			schedules[i] = &s.schedule
 		}
-		// Creation times a minute apart within their hour, in id order.
-		exec(t, pool, `UPDATE tasks SET status = $2, schedule_id = $3, created_at = $4,
-			next_attempt_at = CASE WHEN $2 IN ('scheduled', 'retrying') THEN next_attempt_at END WHERE id = $1`,
-			st.id, st.status, scheduleID, s.hours[st.hour].Add(time.Duration(len(s.tasks)%60)*time.Second))
+		createdAt[i] = s.hours[st.hour].Add(time.Duration(i%3600) * time.Second)
 	}
+	exec(t, pool, `UPDATE tasks t SET status = u.status, schedule_id = u.schedule_id, created_at = u.created_at,
+			next_attempt_at = CASE WHEN u.status IN ('scheduled', 'retrying') THEN t.next_attempt_at END
+		FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::timestamptz[]) AS u(id, status, schedule_id, created_at)
+		WHERE t.id = u.id`, ids, statusOf, schedules, createdAt)
 	return s
+}
+
+// tenantTaskRows reads the rows of a tenant's tasks, by id.
+func tenantTaskRows(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID) map[uuid.UUID]taskRow {
+	t.Helper()
+	rows, err := pool.Query(context.Background(),
+		`SELECT id, status, attempts, next_attempt_at, claim_token, claimed_by, lease_expires_at, updated_at FROM tasks WHERE tenant_id = $1`, tenantID)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[uuid.UUID]taskRow{}
+	for rows.Next() {
+		var (
+			id uuid.UUID
+			r  taskRow
+		)
+		require.NoError(t, rows.Scan(&id, &r.Status, &r.Attempts, &r.NextAttemptAt, &r.ClaimToken, &r.ClaimedBy, &r.LeaseExpiresAt, &r.UpdatedAt))
+		out[id] = r
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
 
 // ids returns the ids of the tasks keep accepts, newest first.
@@ -440,7 +466,7 @@ func TestListTasksFilters(t *testing.T) {
 	db, pool := openDB(t)
 	tenant, other := createTenant(t, db), createTenant(t, db)
 	set := newTaskSet(t, db, pool, tenant.ID, 1)
-	newTaskSet(t, db, pool, other.ID, 1) // noise: its schedule and times match nothing of tenant's
+	otherSet := newTaskSet(t, db, pool, other.ID, 1) // noise the tenant never sees
 
 	tests := []struct {
 		name   string
@@ -455,7 +481,8 @@ func TestListTasksFilters(t *testing.T) {
 		{"everything combined", store.TaskFilter{ScheduleID: &set.schedule, Status: ptr(store.StatusRetrying),
 			CreatedAfter: &set.hours[1], CreatedBefore: &set.hours[2]},
 			func(s setTask) bool { return s.scheduled && s.status == store.StatusRetrying && s.hour == 1 }},
-		{"another tenant's schedule", store.TaskFilter{ScheduleID: ptr(uuid.Must(uuid.NewV7()))}, func(setTask) bool { return false }},
+		{"another tenant's schedule", store.TaskFilter{ScheduleID: &otherSet.schedule}, func(setTask) bool { return false }},
+		{"unknown schedule", store.TaskFilter{ScheduleID: ptr(uuid.Must(uuid.NewV7()))}, func(setTask) bool { return false }},
 	}
 	for _, tt := range tests {
 		want := set.ids(tt.keep)
@@ -482,7 +509,7 @@ func TestListTasksFilters(t *testing.T) {
 				concatenated = append(concatenated, taskIDs(page)...)
 				f.Before = &page[len(page)-1].ID
 			}
-			require.Equal(t, want, append([]uuid.UUID{}, concatenated...))
+			require.Equal(t, want, append([]uuid.UUID{}, concatenated...), "pages keep the filter")
 		})
 	}
 }
@@ -497,19 +524,24 @@ func TestCancelTasks(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
+		n      int // tasks of each combination
 		filter func(s *taskSet) store.CancelFilter
 		keep   func(s setTask) bool
 	}{
-		{"schedule", func(s *taskSet) store.CancelFilter { return store.CancelFilter{ScheduleID: &s.schedule} },
+		{"schedule", 10, func(s *taskSet) store.CancelFilter { return store.CancelFilter{ScheduleID: &s.schedule} },
 			func(s setTask) bool { return s.scheduled }},
-		{"status scheduled", func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusScheduled)} },
+		// 1,200 scheduled and 1,200 retrying tasks: more than one chunk of
+		// the store's 1,000 for each status.
+		{"schedule, many", 200, func(s *taskSet) store.CancelFilter { return store.CancelFilter{ScheduleID: &s.schedule} },
+			func(s setTask) bool { return s.scheduled }},
+		{"status scheduled", 10, func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusScheduled)} },
 			func(s setTask) bool { return s.status == store.StatusScheduled }},
-		{"status retrying", func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusRetrying)} },
+		{"status retrying", 10, func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusRetrying)} },
 			func(s setTask) bool { return s.status == store.StatusRetrying }},
-		{"created range", func(s *taskSet) store.CancelFilter {
+		{"created range", 10, func(s *taskSet) store.CancelFilter {
 			return store.CancelFilter{CreatedAfter: &s.hours[1], CreatedBefore: &s.hours[2]}
 		}, func(s setTask) bool { return s.hour == 1 }},
-		{"combined", func(s *taskSet) store.CancelFilter {
+		{"combined", 10, func(s *taskSet) store.CancelFilter {
 			return store.CancelFilter{ScheduleID: &s.schedule, Status: ptr(store.StatusRetrying), CreatedBefore: &s.hours[1]}
 		}, func(s setTask) bool { return s.scheduled && s.status == store.StatusRetrying && s.hour == 0 }},
 	}
@@ -519,28 +551,27 @@ func TestCancelTasks(t *testing.T) {
 			// Tenants of their own: a cancel must touch neither the other
 			// subtests' tasks nor another tenant's.
 			tenant, other := createTenant(t, db), createTenant(t, db)
-			// 100 of each combination: several chunks of the store's 1,000 for the wider filters.
-			set := newTaskSet(t, db, pool, tenant.ID, 100)
-			otherSet := newTaskSet(t, db, pool, other.ID, 1)
-			before := map[uuid.UUID]taskRow{}
-			for _, st := range set.tasks {
-				before[st.id] = readTaskRow(t, pool, st.id)
-			}
+			set := newTaskSet(t, db, pool, tenant.ID, tt.n)
+			newTaskSet(t, db, pool, other.ID, 1)
+			before := tenantTaskRows(t, pool, tenant.ID)
+			otherBefore := tenantTaskRows(t, pool, other.ID)
 
 			canceled, err := db.CancelTasks(ctx, tenant.ID, tt.filter(set))
 			require.NoError(t, err)
 			want := set.ids(func(s setTask) bool { return waiting(s) && tt.keep(s) })
 			require.NotEmpty(t, want)
-			sortIDs(want)
-			sortIDs(canceled)
+			sortUUIDs(want)
+			sortUUIDs(canceled)
 			require.Equal(t, want, canceled, "exactly the waiting tasks matching, each once")
 
 			wanted := map[uuid.UUID]bool{}
 			for _, id := range want {
 				wanted[id] = true
 			}
+			after := tenantTaskRows(t, pool, tenant.ID)
+			require.Len(t, after, len(set.tasks))
 			for _, st := range set.tasks {
-				row := readTaskRow(t, pool, st.id)
+				row := after[st.id]
 				if wanted[st.id] {
 					require.Equal(t, "canceled", row.Status)
 					require.Nil(t, row.NextAttemptAt)
@@ -548,9 +579,7 @@ func TestCancelTasks(t *testing.T) {
 				}
 				require.Equal(t, before[st.id], row, "task %s (%s) untouched", st.id, st.status)
 			}
-			for _, st := range otherSet.tasks {
-				require.Equal(t, string(st.status), readTaskRow(t, pool, st.id).Status, "another tenant's task untouched")
-			}
+			require.Equal(t, otherBefore, tenantTaskRows(t, pool, other.ID), "another tenant's tasks untouched")
 
 			// Nothing left to cancel the second time.
 			again, err := db.CancelTasks(ctx, tenant.ID, tt.filter(set))
@@ -567,6 +596,6 @@ func TestCancelTasks(t *testing.T) {
 	})
 }
 
-func sortIDs(ids []uuid.UUID) {
+func sortUUIDs(ids []uuid.UUID) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
 }

@@ -18,6 +18,8 @@ type Tenant struct {
 	CreatedAt     time.Time
 	// Retry holds the tenant's defaults for its tasks' retry policy.
 	Retry RetryDefaults
+	// Limits are the tenant's rate limits and quotas.
+	Limits Limits
 }
 
 // RetryDefaults are a tenant's own defaults, field by field; nil means
@@ -28,14 +30,14 @@ type RetryDefaults struct {
 	MaxBackoff  *time.Duration
 }
 
-const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms`
+const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits`
 
 func scanTenant(row pgx.Row) (*Tenant, error) {
 	var (
 		t          Tenant
 		minB, maxB *int64
 	)
-	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits); err != nil {
 		return nil, err
 	}
 	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
@@ -105,12 +107,12 @@ func (db *DB) CreateAPIKey(ctx context.Context, key *APIKey) error {
 
 const queryGetAPIKey = `-- name: GetAPIKey
 SELECT k.id, k.tenant_id, k.secret_hash, k.created_at, k.revoked_at,
-	t.id, t.name, t.signing_secret, t.created_at, t.retry_max_attempts, t.retry_min_backoff_ms, t.retry_max_backoff_ms
+	t.id, t.name, t.signing_secret, t.created_at, t.retry_max_attempts, t.retry_min_backoff_ms, t.retry_max_backoff_ms, t.limits
 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 WHERE k.id = $1`
 
-// GetAPIKey finds a key by its public id, with its tenant: authenticating a
-// call reads both in one round trip.
+// GetAPIKey finds a key by its public id, with its tenant (limits included):
+// authenticating a call reads both in one round trip.
 func (db *DB) GetAPIKey(ctx context.Context, id string) (*APIKey, *Tenant, error) {
 	var (
 		k          APIKey
@@ -118,7 +120,7 @@ func (db *DB) GetAPIKey(ctx context.Context, id string) (*APIKey, *Tenant, error
 		minB, maxB *int64
 	)
 	err := db.pool.QueryRow(ctx, queryGetAPIKey, id).Scan(&k.ID, &k.TenantID, &k.SecretHash, &k.CreatedAt, &k.RevokedAt,
-		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB)
+		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, ErrNotFound
 	}
@@ -173,6 +175,22 @@ func (db *DB) SetTenantRetry(ctx context.Context, id uuid.UUID, r RetryDefaults)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("set retry defaults of tenant %s: %w", id, err)
+	}
+	return t, nil
+}
+
+const querySetTenantLimits = `-- name: SetTenantLimits
+UPDATE tenants SET limits = $2 WHERE id = $1
+RETURNING ` + tenantColumns
+
+// SetTenantLimits replaces a tenant's limits as a whole.
+func (db *DB) SetTenantLimits(ctx context.Context, id uuid.UUID, l Limits) (*Tenant, error) {
+	t, err := scanTenant(db.pool.QueryRow(ctx, querySetTenantLimits, id, l))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set limits of tenant %s: %w", id, err)
 	}
 	return t, nil
 }

@@ -149,6 +149,13 @@ func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r store.Re
 	return s.store.SetTenantRetry(ctx, id, r)
 }
 
+// SetLimits replaces a tenant's rate limits and quotas as a whole. API limits
+// apply from the tenant's next call (they are read with its key); dispatch
+// limits within the dispatchers' cache time of a few seconds.
+func (s *Service) SetLimits(ctx context.Context, id uuid.UUID, l store.Limits) (*store.Tenant, error) {
+	return s.store.SetTenantLimits(ctx, id, l)
+}
+
 // KeyID returns the public id of a well-formed key, for logs and revocation.
 func KeyID(apiKey string) (string, bool) {
 	keyID, _, ok := parseAPIKey(apiKey)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/openapi"
@@ -118,4 +119,139 @@ func runEndToEnd(b *testing.B, tasks int, spread time.Duration) {
 		tasks, spread, float64(lateness.ValueAtQuantile(50))/1000, float64(lateness.ValueAtQuantile(99))/1000,
 		float64(lateness.ValueAtQuantile(99.9))/1000, float64(lateness.Max())/1000,
 		float64(tasks)/window.Seconds(), window, float64(tasks)/createTook.Seconds(), early.Load())
+}
+
+// BenchmarkIngest measures how many tasks per second the API stores, through
+// real HTTP, with Postgres committing synchronously (synchronous_commit on,
+// its default): single POST /v1/tasks calls from 32 concurrent clients,
+// against POST /v1/tasks/batch with 1,000 tasks per call from 4 concurrent
+// clients. The tasks fall due in an hour, so the dispatcher running in the
+// node does not compete with the ingest. Run it with -benchtime 1x.
+func BenchmarkIngest(b *testing.B) {
+	b.Run("single", func(b *testing.B) {
+		const tasks, concurrency = 5_000, 32
+		acme, client := ingestSetup(b, concurrency)
+		b.ResetTimer()
+		for range b.N {
+			work := make(chan int)
+			var wg sync.WaitGroup
+			for range concurrency {
+				wg.Go(func() {
+					for range work {
+						resp, err := client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+							openapi.TaskRequest{URL: "https://example.com/ingest", Body: `{"bench":true}`, Delay: ptr("1h")})
+						if err != nil || resp.StatusCode() != http.StatusCreated {
+							b.Errorf("create task: %v %s", err, ingestStatus(resp))
+							return
+						}
+					}
+				})
+			}
+			for i := range tasks {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+		}
+		b.StopTimer()
+		reportIngest(b, acme, tasks)
+	})
+	b.Run("batch", func(b *testing.B) {
+		const batches, size, concurrency = 40, 1000, 4
+		acme, client := ingestSetup(b, concurrency)
+		items := make([]openapi.BatchTaskRequest, size)
+		for i := range items {
+			items[i] = openapi.BatchTaskRequest{URL: "https://example.com/ingest", Body: `{"bench":true}`, Delay: ptr("1h")}
+		}
+		b.ResetTimer()
+		for range b.N {
+			work := make(chan int)
+			var wg sync.WaitGroup
+			for range concurrency {
+				wg.Go(func() {
+					for range work {
+						resp, err := client.CreateTasksBatchWithResponse(context.Background(), openapi.BatchRequest{Tasks: items})
+						if err != nil || resp.StatusCode() != http.StatusOK {
+							b.Errorf("create batch: %v %s", err, ingestStatus(resp))
+							return
+						}
+						for _, res := range resp.JSON200.Data {
+							if res.Task == nil {
+								b.Errorf("batch item refused: %+v", res.Error)
+								return
+							}
+						}
+					}
+				})
+			}
+			for i := range batches {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+		}
+		b.StopTimer()
+		reportIngest(b, acme, batches*size)
+	})
+}
+
+// ingestSetup starts a node on a database of its own and returns a tenant
+// and a client for it that keeps a connection per concurrent caller alive
+// (the default transport keeps two, and would measure TCP setup instead).
+func ingestSetup(b *testing.B, concurrency int) (*tenant, *openapi.ClientWithResponses) {
+	b.Helper()
+	e := newEnv(b)
+	n := e.startNode()
+	acme := e.createTenant(n, "ingest")
+
+	conn, err := pgx.Connect(context.Background(), e.databaseURL)
+	require.NoError(b, err)
+	defer conn.Close(context.Background())
+	var syncCommit string
+	require.NoError(b, conn.QueryRow(context.Background(), `SHOW synchronous_commit`).Scan(&syncCommit))
+	require.Equal(b, "on", syncCommit, "the benchmark measures durable commits")
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = concurrency
+	b.Cleanup(transport.CloseIdleConnections)
+	client, err := openapi.NewClientWithResponses(n.base,
+		openapi.WithHTTPClient(&http.Client{Transport: transport}),
+		openapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+acme.apiKey)
+			return nil
+		}))
+	require.NoError(b, err)
+	return acme, client
+}
+
+// reportIngest checks that every task was stored and reports the rate.
+func reportIngest(b *testing.B, acme *tenant, perOp int) {
+	b.Helper()
+	stored := 0
+	var cursor *string
+	for {
+		resp, err := acme.client.ListTasksWithResponse(context.Background(), &openapi.ListTasksParams{Limit: ptr(500), Cursor: cursor})
+		require.NoError(b, err)
+		require.Equal(b, http.StatusOK, resp.StatusCode())
+		stored += len(resp.JSON200.Data)
+		if resp.JSON200.NextCursor == nil {
+			break
+		}
+		cursor = resp.JSON200.NextCursor
+	}
+	require.Equal(b, perOp*b.N, stored, "every task stored")
+	rate := float64(perOp*b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "tasks/s")
+	b.Logf("%d tasks in %s: %.0f tasks/s", perOp*b.N, b.Elapsed().Round(time.Millisecond), rate)
+}
+
+// ingestStatus describes a generated client's response, nil on an error.
+func ingestStatus[R any, P interface {
+	*R
+	Status() string
+}](resp P) string {
+	if resp == nil {
+		return "no response"
+	}
+	return resp.Status()
 }
