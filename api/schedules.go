@@ -189,16 +189,8 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	if err != nil {
 		return err
 	}
-	out := openapi.ScheduleList{Data: make([]openapi.Schedule, 0, min(len(schedules), page))}
-	for i, sc := range schedules {
-		if i == page {
-			next := encodeCursor(schedules[page-1].ID)
-			out.NextCursor = &next
-			break
-		}
-		out.Data = append(out.Data, scheduleJSON(sc))
-	}
-	return c.JSON(http.StatusOK, out)
+	data, next := paginate(schedules, page, func(sc *store.Schedule) uuid.UUID { return sc.ID }, scheduleJSON)
+	return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
 }
 
 // GetSchedule reads one schedule.

@@ -154,16 +154,8 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	if err != nil {
 		return err
 	}
-	out := openapi.TaskList{Data: make([]openapi.Task, 0, min(len(tasks), page))}
-	for i, t := range tasks {
-		if i == page {
-			next := encodeCursor(tasks[page-1].ID)
-			out.NextCursor = &next
-			break
-		}
-		out.Data = append(out.Data, taskJSON(t))
-	}
-	return c.JSON(http.StatusOK, out)
+	data, next := paginate(tasks, page, func(t *store.Task) uuid.UUID { return t.ID }, taskJSON)
+	return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
 }
 
 // checkCreatedRange refuses a creation-time range that no task can be in,
@@ -174,7 +166,22 @@ func checkCreatedRange(fe *fieldErrors, after, before *time.Time) {
 	}
 }
 
-// Cursors are opaque to clients: the id of the last task of the page.
+// paginate turns up to page+1 rows (the query asks for one more than the
+// page, to know whether another follows) into a page and the cursor of the
+// next one.
+func paginate[R, J any](rows []R, page int, id func(R) uuid.UUID, toJSON func(R) J) ([]J, *string) {
+	data := make([]J, 0, min(len(rows), page))
+	for i, r := range rows {
+		if i == page {
+			next := encodeCursor(id(rows[page-1]))
+			return data, &next
+		}
+		data = append(data, toJSON(r))
+	}
+	return data, nil
+}
+
+// Cursors are opaque to clients: the id of the last item of the page.
 func encodeCursor(id uuid.UUID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 func decodeCursor(s string) (uuid.UUID, bool) {
