@@ -89,13 +89,16 @@ type Config struct {
 	Recorders int
 	// MaxPerTarget caps the concurrent sends to one target (scheme, host
 	// and port). Default Senders/4. MaxWaitingPerTarget caps the claimed
-	// tasks of one target waiting for a send slot, so that one target can
-	// hold at most half of MaxClaimed; beyond it they are given back until a
-	// slot is likely free. Default MaxClaimed/2 − MaxPerTarget.
+	// tasks of one target waiting for a send slot; beyond it the surplus of
+	// a slow target is given back until a slot is likely free. Default
+	// MaxClaimed: only the node's claim budget bounds it, because giving
+	// tasks back costs two writes each and, measured, turned a busy target
+	// into an overloaded database (see the closing note of session 1).
 	MaxPerTarget        int
 	MaxWaitingPerTarget int
 	// MaxClaimed caps the tasks claimed and not yet settled on this node.
-	// Default 4 × Senders.
+	// Default 16 × Senders: room for a burst of one target to wait its turn
+	// in memory rather than be given back (two writes a task).
 	MaxClaimed int
 	// Breaker tunes the per-target circuit breakers.
 	Breaker BreakerConfig
@@ -170,10 +173,10 @@ func (c *Config) setDefaults() error {
 		c.MaxPerTarget = max(1, c.Senders/4)
 	}
 	if c.MaxClaimed <= 0 {
-		c.MaxClaimed = 4 * c.Senders
+		c.MaxClaimed = 16 * c.Senders
 	}
 	if c.MaxWaitingPerTarget <= 0 {
-		c.MaxWaitingPerTarget = max(1, c.MaxClaimed/2-c.MaxPerTarget)
+		c.MaxWaitingPerTarget = c.MaxClaimed
 	}
 	if c.RecordBatch <= 0 {
 		c.RecordBatch = 256

@@ -141,6 +141,10 @@ func (ts *targets) get(key string) *target {
 	return t
 }
 
+// parkAnyway is the wait for a send slot below which a task parks even
+// beyond the target's share of waiting room.
+const parkAnyway = time.Second
+
 type admission int
 
 const (
@@ -165,9 +169,14 @@ func (ts *targets) admit(t *target, c *store.ClaimedTask) (admission, time.Durat
 	}
 	ahead := float64(len(t.parked)+1) / float64(ts.maxInflight)
 	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
-	// At least a second: a task given back costs two writes, so do not
-	// spin on a target that cannot keep up.
-	return full, min(max(wait, time.Second), 30*time.Second)
+	if wait < parkAnyway {
+		// A fast target that is merely busy drains its queue within
+		// moments: giving tasks back would cost two writes each and slow
+		// everyone down. Only a slow target's surplus goes back.
+		t.parked = append(t.parked, c)
+		return parked, 0
+	}
+	return full, min(wait, 30*time.Second)
 }
 
 // done records a send that took took, and gives its slot back or hands it
