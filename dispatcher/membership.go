@@ -107,6 +107,22 @@ func (d *Dispatcher) recoverClaims(ctx context.Context) {
 	if len(owned) == 0 {
 		return
 	}
+	// Free the dead owners' fire-once claims before taking their tasks
+	// back: the other way round, a node dying between the two steps would
+	// leave keys that refuse every new claim of those attempts until they
+	// expire.
+	stale, err := d.db.StaleClaims(ctx, owned, loadPage)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.metrics.storeErrors.WithLabelValues("recover").Inc()
+			d.logger.Error("listing stale claims failed", "err", err)
+		}
+		return
+	}
+	if len(stale) == 0 {
+		return
+	}
+	d.releaseFireOnce(ctx, stale)
 	recovered, err := d.db.RecoverClaims(ctx, owned, loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -120,17 +136,25 @@ func (d *Dispatcher) recoverClaims(ctx context.Context) {
 	}
 	d.metrics.recovered.Add(float64(len(recovered)))
 	d.logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
-	if d.redis != nil {
-		release := make([]store.AttemptClaim, len(recovered))
-		for i, c := range recovered {
-			release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
-		}
-		if err := d.redis.ReleaseAttempts(ctx, release); err != nil {
-			d.metrics.redisErrors.Inc()
-			d.logger.Warn("releasing the fire-once claims of recovered tasks failed", "err", err)
-		}
-	}
+	// Claims that went stale since the listing above.
+	d.releaseFireOnce(ctx, recovered)
 	for _, c := range recovered {
 		d.Schedule(c.ID, c.At)
+	}
+}
+
+// releaseFireOnce frees the Redis fire-once claims of claims whose owner is
+// gone (a no-op for any key another sender has since taken).
+func (d *Dispatcher) releaseFireOnce(ctx context.Context, claims []store.RecoveredClaim) {
+	if d.redis == nil || len(claims) == 0 {
+		return
+	}
+	release := make([]store.AttemptClaim, len(claims))
+	for i, c := range claims {
+		release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
+	}
+	if err := d.redis.ReleaseAttempts(ctx, release); err != nil {
+		d.metrics.redisErrors.Inc()
+		d.logger.Warn("releasing the fire-once claims of recovered tasks failed", "err", err)
 	}
 }

@@ -280,6 +280,35 @@ FROM stale
 WHERE t.id = stale.id
 RETURNING t.id, t.next_attempt_at, stale.attempts, stale.claim_token`
 
+const queryStaleClaims = `-- name: StaleClaims
+SELECT id, next_attempt_at, attempts, claim_token FROM tasks
+WHERE status = 'dispatching' AND partition = ANY($2)
+	AND (lease_expires_at < now()
+		OR (claimed_by IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))
+ORDER BY lease_expires_at
+LIMIT $1`
+
+// StaleClaims lists, without changing them, the claims RecoverClaims would
+// hand back now: their fire-once claims in Redis must be freed first, so
+// that a recovery cut short between the two cannot leave a task whose every
+// new claim meets its dead owner's key.
+func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+	rows, err := db.pool.Query(ctx, queryStaleClaims, limit, partitions)
+	if err != nil {
+		return nil, fmt.Errorf("list stale claims: %w", err)
+	}
+	stale, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecoveredClaim, error) {
+		var c RecoveredClaim
+		err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list stale claims: %w", err)
+	}
+	return stale, nil
+}
+
 // RecoveredClaim is a claim handed back to the queue, and the attempt and
 // token it was held under.
 type RecoveredClaim struct {
