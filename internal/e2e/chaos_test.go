@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/testenv"
@@ -62,12 +63,14 @@ type cluster struct {
 	nodes  []*serveNode
 	bases  []string
 	apiKey string
+	dbURL  string
 }
 
 func startCluster(t *testing.T, size int) *cluster {
 	t.Helper()
-	env := serveEnv(testenv.DatabaseURL(t), testenv.RedisURL(), testenv.RedisPrefix(t))
-	c := &cluster{}
+	dbURL := testenv.DatabaseURL(t)
+	env := serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t))
+	c := &cluster{dbURL: dbURL}
 	for i := range size {
 		n := newServe(t, "node"+strconv.Itoa(i), env)
 		require.NoError(t, n.start())
@@ -247,7 +250,10 @@ func TestThreeNodesKilled(t *testing.T) {
 	require.NotEmpty(t, kills)
 
 	deadline := end.Add(drain)
-	require.NoError(t, rcv.waitDistinct(count, deadline))
+	if err := rcv.waitDistinct(count, deadline); err != nil {
+		logMissing(t, c.dbURL, tasks, rcv.snapshot())
+		require.NoError(t, err)
+	}
 	t.Logf("every task arrived %s after the last fell due", time.Since(tasks[len(tasks)-1].runAt).Round(time.Millisecond))
 	require.NoError(t, waitTasksInStatus(c.bases[0], c.apiKey, "delivered", count, deadline))
 	extra := rcv.settle(time.Second)
@@ -411,4 +417,60 @@ func TestPostgresAndRedisRestart(t *testing.T) {
 	now, running := node.Running()
 	require.True(t, running && now == pid, "the same process recovered by itself")
 	require.NoError(t, node.Term(30*time.Second), "SIGTERM must stop hookwheel with exit status 0")
+}
+
+// logMissing shows, for the tasks that never arrived, what Postgres says of
+// them: the state the next person needs to find out why.
+func logMissing(t *testing.T, dbURL string, tasks []plannedTask, hits []hit) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, h := range hits {
+		seen[h.id] = true
+	}
+	var missing []string
+	for _, task := range tasks {
+		if !seen[task.id] {
+			missing = append(missing, task.id)
+		}
+	}
+	if len(missing) > 20 {
+		missing = missing[:20]
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Logf("missing tasks %v (database unreachable: %v)", missing, err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT t.id::text, t.status, t.attempts, t.partition, t.next_attempt_at, t.lease_expires_at,
+		t.claimed_by::text, p.owner::text, (SELECT count(*) FROM attempts a WHERE a.task_id = t.id), now()
+		FROM tasks t JOIN partitions p ON p.id = t.partition WHERE t.id = ANY($1::uuid[])`, missing)
+	if err != nil {
+		t.Logf("missing tasks %v (query failed: %v)", missing, err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, status                string
+			attempts, partition, logs int
+			next, lease               *time.Time
+			claimedBy, owner          *string
+			now                       time.Time
+		)
+		if err := rows.Scan(&id, &status, &attempts, &partition, &next, &lease, &claimedBy, &owner, &logs, &now); err != nil {
+			t.Logf("scan: %v", err)
+			return
+		}
+		t.Logf("missing %s: status=%s attempts=%d recorded=%d partition=%d owner=%v next_attempt_at=%v lease=%v claimed_by=%v now=%v",
+			id, status, attempts, logs, partition, deref(owner), next, lease, deref(claimedBy), now)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
