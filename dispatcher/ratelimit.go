@@ -44,7 +44,7 @@ import (
 //     A slot is a Redis lease of the send's timeout plus the lease margin,
 //     so the slots of a node that died come back.
 //   - A task sent later than its rate slot by more than the limiter's grace
-//     (just under one interval: it waited for a concurrency slot or a
+//     (half an interval: it waited for a concurrency slot or a
 //     sender) has lost the slot, and asks for a new one as it is about to be
 //     sent; so lateness can never crowd sends above the rate.
 //

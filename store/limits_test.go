@@ -325,7 +325,7 @@ func TestAdmitDispatchRate(t *testing.T) {
 	require.Equal(t, store.DispatchNow, admit(tasks[1], t0.Add(interval)).Outcome)
 	require.Zero(t, raw.Exists(ctx, slotKey(tasks[1])).Val())
 	require.Equal(t, store.DispatchNow, admit(tasks[2], t0.Add(2*interval-500*time.Microsecond)).Outcome)
-	require.Equal(t, store.DispatchNow, admit(tasks[3], t0.Add(3*interval+40*time.Millisecond)).Outcome)
+	require.Equal(t, store.DispatchNow, admit(tasks[3], t0.Add(3*interval+20*time.Millisecond)).Outcome)
 	require.Equal(t, schedule, getMicros(t, raw, scheduleKey))
 
 	// Back a second late: its successors have gone meanwhile, so it takes
@@ -346,8 +346,8 @@ func TestAdmitDispatchRate(t *testing.T) {
 	require.Equal(t, store.DispatchNow, a.Outcome)
 }
 
-// TestAdmitDispatchLateLosesSlot: a task back later than the grace (just
-// under one interval) after its slot takes a new one, so that it cannot
+// TestAdmitDispatchLateLosesSlot: a task back later than the grace (half an
+// interval) after its slot takes a new one, so that it cannot
 // crowd the sends after it.
 func TestAdmitDispatchLateLosesSlot(t *testing.T) {
 	t.Parallel()
@@ -365,7 +365,7 @@ func TestAdmitDispatchLateLosesSlot(t *testing.T) {
 	require.Equal(t, store.DispatchNow, admit(first, t0).Outcome)
 	require.Equal(t, 50*time.Millisecond, admit(second, t0).Wait)
 	require.Equal(t, 100*time.Millisecond, admit(third, t0).Wait)
-	require.Equal(t, 49*time.Millisecond, store.DispatchGrace(20))
+	require.Equal(t, 25*time.Millisecond, store.DispatchGrace(20))
 
 	// The second comes back 60 ms after its slot, when the third's is 10 ms
 	// away: sending it now would put two sends 10 ms apart. It queues again.
