@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
@@ -122,14 +121,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 		patchDuration(&fe, "retry.min_backoff", r.MinBackoff, &defaults.MinBackoff)
 		patchDuration(&fe, "retry.max_backoff", r.MaxBackoff, &defaults.MaxBackoff)
 		if len(fe) == 0 {
-			if err := tenantPolicy(defaults).Validate(); err != nil {
-				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					var f *retry.FieldError
-					if errors.As(e, &f) {
-						fe.add("retry."+f.Field, "%s", f.Message)
-					}
-				}
-			}
+			addPolicyErrors(&fe, tenantPolicy(defaults))
 		}
 		if err := fe.problem(); err != nil {
 			return err

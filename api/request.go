@@ -282,13 +282,8 @@ func (s *Server) validateTask(req *taskRequest, defaults store.RetryDefaults, no
 			d, ok := parseDuration(&fe, "retry.max_backoff", *r.MaxBackoff)
 			policy.MaxBackoff, parsed = d, parsed && ok
 		}
-		if err := policy.Validate(); parsed && err != nil {
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var f *retry.FieldError
-				if errors.As(e, &f) {
-					fe.add("retry."+f.Field, "%s", f.Message)
-				}
-			}
+		if parsed {
+			addPolicyErrors(&fe, policy)
 		}
 	}
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
@@ -339,4 +334,23 @@ func tenantPolicy(d store.RetryDefaults) retry.Policy {
 		p.MaxBackoff = *d.MaxBackoff
 	}
 	return p
+}
+
+// addPolicyErrors reports each invalid field of a retry policy under
+// "retry.<field>".
+func addPolicyErrors(fe *fieldErrors, p retry.Policy) {
+	err := p.Validate()
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		var f *retry.FieldError
+		if errors.As(e, &f) {
+			fe.add("retry."+f.Field, "%s", f.Message)
+		}
+	}
 }

@@ -261,14 +261,19 @@ func (db *DB) DeferClaims(ctx context.Context, ids []uuid.UUID, token uuid.UUID,
 	return nil
 }
 
+// staleClaim selects the dispatching tasks of partitions $2 whose owner is
+// gone: the lease ran out, or the claiming node stopped heartbeating. A
+// claim without a node (written by an older hookwheel) waits for its lease.
+// StaleClaims and RecoverClaims must agree on it, so it is written once.
+const staleClaim = `status = 'dispatching' AND partition = ANY($2)
+	AND (lease_expires_at < now()
+		OR (claimed_by IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))`
+
 const queryRecoverClaims = `-- name: RecoverClaims
 WITH stale AS (
 	SELECT id, claim_token, attempts FROM tasks
-	WHERE status = 'dispatching' AND partition = ANY($2)
-		AND (lease_expires_at < now()
-			-- A claim without a node (written by an older hookwheel) waits for its lease.
-			OR (claimed_by IS NOT NULL
-				AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))
+	WHERE ` + staleClaim + `
 	ORDER BY lease_expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -282,10 +287,7 @@ RETURNING t.id, t.next_attempt_at, stale.attempts, stale.claim_token`
 
 const queryStaleClaims = `-- name: StaleClaims
 SELECT id, next_attempt_at, attempts, claim_token FROM tasks
-WHERE status = 'dispatching' AND partition = ANY($2)
-	AND (lease_expires_at < now()
-		OR (claimed_by IS NOT NULL
-			AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))
+WHERE ` + staleClaim + `
 ORDER BY lease_expires_at
 LIMIT $1`
 
