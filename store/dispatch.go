@@ -69,12 +69,19 @@ type ClaimedTask struct {
 
 // The CTE locks the rows in id order before the update: two nodes claiming
 // overlapping batches listed in different orders would otherwise lock rows in
-// different orders and deadlock.
+// different orders and deadlock. It selects by id alone, the conditions are
+// checked on what it locked (which no one can change until the claim
+// commits), and the update finds each row by its ctid. So the only plan is a
+// primary-key probe per id. With the conditions on the scanned table instead,
+// the cached generic plan Postgres switches to after five executions could
+// walk tasks_due through every due task and filter the ids out of them, a
+// cost that grew with the backlog (35 ms a claim with 7,000 tasks due). A row
+// changed after the statement's snapshot is skipped, like any claim lost to a
+// concurrent writer.
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
-	SELECT id FROM tasks
-	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'retrying') AND next_attempt_at <= $2
-		AND partition = ANY($6)
+	SELECT ctid, status, next_attempt_at, partition, tenant_id FROM tasks
+	WHERE id = ANY($1::uuid[])
 	ORDER BY id
 	FOR UPDATE
 )
@@ -83,8 +90,8 @@ SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed
 	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
 	updated_at = now()
 FROM due, tenants tn
-WHERE t.id = due.id AND tn.id = t.tenant_id
-	AND t.status IN ('scheduled', 'retrying') AND t.next_attempt_at <= $2
+WHERE t.ctid = due.ctid AND tn.id = due.tenant_id
+	AND due.status IN ('scheduled', 'retrying') AND due.next_attempt_at <= $2 AND due.partition = ANY($6)
 RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run_at, t.next_attempt_at,
 	t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms, t.attempts, t.last_status_code, t.last_error,
 	t.idempotency_key, t.request_hash, t.created_at, t.updated_at, t.attempt_base, tn.signing_secret, t.schedule_id`
@@ -162,17 +169,23 @@ type AttemptResult struct {
 	NextAttemptAt *time.Time
 }
 
+// Like ClaimTasks, it locks the rows by id alone, in id order, checks the
+// claim on what it locked and updates by ctid: with the status predicate on
+// the scanned table, the generic plan read every dispatching task through
+// tasks_leased to join the batch.
 const queryRecordAttempts = `-- name: RecordAttempts
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
 		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[])
 		AS i(task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
 			next_attempt_at, claim_token)
+), locked AS (
+	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 ), task AS (
 	UPDATE tasks t SET status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-	FROM input i
-	WHERE t.id = i.task_id AND t.status = 'dispatching' AND t.claim_token = i.claim_token AND t.attempts = i.attempt
+	FROM locked l JOIN input i ON i.task_id = l.id
+	WHERE t.ctid = l.ctid AND l.status = 'dispatching' AND l.claim_token = i.claim_token AND l.attempts = i.attempt
 	RETURNING t.id
 ), recorded AS (
 	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)

@@ -11,3 +11,10 @@ const QueryListDue = queryListDue
 
 // Pool is the DB's connection pool, for tests that set up or inspect rows in SQL.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// QueryClaimTasks and QueryRecordAttempts are the exact SQL of ClaimTasks and
+// RecordAttempts, for EXPLAIN.
+const (
+	QueryClaimTasks     = queryClaimTasks
+	QueryRecordAttempts = queryRecordAttempts
+)

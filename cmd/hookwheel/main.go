@@ -17,6 +17,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -49,6 +52,7 @@ Environment:
   HOOKWHEEL_TARGET_ALLOW_CIDRS     comma-separated CIDRs webhooks may reach although private
   HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
+  HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
   See README.md for the rest.
 `
 
@@ -110,6 +114,7 @@ type environment struct {
 	maxBody     int
 	maxAhead    time.Duration
 	targets     netguard.Config
+	pprofAddr   string
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -120,6 +125,7 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		redisPrefix: getenv("HOOKWHEEL_REDIS_PREFIX"),
 		adminToken:  getenv("HOOKWHEEL_ADMIN_TOKEN"),
 		logJSON:     getenv("HOOKWHEEL_LOG_FORMAT") != "text",
+		pprofAddr:   getenv("HOOKWHEEL_PPROF_ADDR"),
 	}
 	if err := e.logLevel.UnmarshalText([]byte(or(getenv("HOOKWHEEL_LOG_LEVEL"), "info"))); err != nil {
 		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
@@ -205,6 +211,13 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 	if env.adminToken == "" {
 		logger.Warn("HOOKWHEEL_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
+	if env.pprofAddr != "" {
+		stopProfiles, err := serveProfiles(env.pprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopProfiles()
+	}
 	return node.Run(ctx)
 }
 
@@ -241,4 +254,28 @@ func createTenant(ctx context.Context, args []string, env environment, logger *s
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(api.TenantCreatedJSON(created))
+}
+
+// serveProfiles serves Go's runtime profiles on addr, a listener of its own so
+// that they never share the API's port or its exposure: profiles show
+// internals no tenant should see. The caller stops it.
+func serveProfiles(addr string, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("HOOKWHEEL_PPROF_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("pprof server stopped", "err", err)
+		}
+	}()
+	logger.Info("serving pprof profiles", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }

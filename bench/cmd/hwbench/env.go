@@ -240,6 +240,13 @@ func (s *services) startNode(ctx context.Context, name string, cfg nodeConfig) (
 		env = append(env, "HOOKWHEEL_SENDERS="+strconv.Itoa(cfg.senders))
 	}
 	env = append(env, cfg.extraEnv...)
+	// HWBENCH_NODE_X=v reaches every node as X=v, e.g.
+	// HWBENCH_NODE_HOOKWHEEL_PPROF_ADDR=127.0.0.1:6060 to profile it.
+	for _, kv := range os.Environ() {
+		if rest, ok := strings.CutPrefix(kv, "HWBENCH_NODE_"); ok {
+			env = append(env, rest)
+		}
+	}
 	n.cmd = exec.Command(cfg.bin, "serve")
 	n.cmd.Env = env
 	n.cmd.Stdout = logFile
