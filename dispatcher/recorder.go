@@ -8,19 +8,21 @@ import (
 	"github.com/hookwheel/hookwheel/store"
 )
 
-// recordRequest is one attempt waiting to be written, and where to say how
-// that went.
+// recordRequest is one attempt waiting to be written, and what to do once
+// it is durable (err nil) or known lost.
 type recordRequest struct {
 	result store.AttemptResult
-	done   chan error
+	then   func(err error)
 }
 
-// record hands an attempt to the recorders and waits until it is durable
-// (or known lost), so a sender never takes new work with an unsaved result.
-func (d *Dispatcher) record(r store.AttemptResult) error {
-	req := recordRequest{result: r, done: make(chan error, 1)}
-	d.records <- req
-	return <-req.done
+// record hands an attempt to the recorders; then runs on a recorder once it
+// is written or known lost. The sender does not wait: it is free for the
+// next send (and its target's slot with it) while the batch gathers and
+// commits, which otherwise held every send slot for a commit's time on top
+// of the request's. Attempts sent and not yet written are bounded all the
+// same, by the claim budget, since a task's budget returns only in then.
+func (d *Dispatcher) record(r store.AttemptResult, then func(err error)) {
+	d.records <- recordRequest{result: r, then: then}
 }
 
 // runRecorder writes attempts in batches: one statement and one commit for
@@ -69,7 +71,7 @@ func (d *Dispatcher) flush(batch []recordRequest) {
 		cancel()
 		if err == nil {
 			for i, r := range batch {
-				r.done <- errs[i]
+				r.then(errs[i])
 			}
 			return
 		}
@@ -89,6 +91,6 @@ func (d *Dispatcher) flush(batch []recordRequest) {
 		if err != nil && !errors.Is(err, store.ErrClaimLost) {
 			d.metrics.storeErrors.WithLabelValues("record").Inc()
 		}
-		r.done <- err
+		r.then(err)
 	}
 }

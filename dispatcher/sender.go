@@ -75,11 +75,11 @@ func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
 	}
 }
 
-// attempt makes one delivery attempt of a claimed task and records it. It
+// attempt makes one delivery attempt of a claimed task and hands it to the
+// recorders; its claim budget returns once it is written. It
 // runs to completion even while the dispatcher shuts down: the claim is
 // ours, and a send begun must be recorded.
 func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
-	defer d.settle(c.ID)
 	ctx := context.Background()
 
 	scheduledFor := c.RunAt
@@ -138,15 +138,18 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 		result.Status = store.StatusDead
 	}
 
-	if err := d.record(result); err != nil {
-		d.logger.Error("recording an attempt failed; the lease will expire and the task will be sent again with the same webhook-id",
-			"task", c.ID, "attempt", c.Attempt, "err", err)
-		return outcome
-	}
-	if result.NextAttemptAt != nil {
-		d.Schedule(c.ID, *result.NextAttemptAt)
-	}
-	d.logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
+	d.record(result, func(err error) {
+		defer d.settle(c.ID)
+		if err != nil {
+			d.logger.Error("recording an attempt failed; the lease will expire and the task will be sent again with the same webhook-id",
+				"task", c.ID, "attempt", c.Attempt, "err", err)
+			return
+		}
+		if result.NextAttemptAt != nil {
+			d.Schedule(c.ID, *result.NextAttemptAt)
+		}
+		d.logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
+	})
 	return outcome
 }
 

@@ -1295,7 +1295,7 @@ type ClientInterface interface {
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
 	// `canceled`. A task that is being dispatched or has finished (`delivered`, `dead`, `canceled`)
-	// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 ms by
+	// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 to 60 ms by
 	// default) before the due instant, so that the webhook leaves exactly on time: a cancel that
 	// late answers 409 too.
 	//
@@ -1319,7 +1319,7 @@ type ClientInterface interface {
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 	// that late answers 409, like a cancel.
 	//
 	// Takes any type of body and a specified content type.
@@ -1337,7 +1337,7 @@ type ClientInterface interface {
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 	// that late answers 409, like a cancel.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1995,7 +1995,7 @@ func (c *Client) CancelTasks(ctx context.Context, body CancelTasksJSONRequestBod
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
 // `canceled`. A task that is being dispatched or has finished (`delivered`, `dead`, `canceled`)
-// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 ms by
+// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 to 60 ms by
 // default) before the due instant, so that the webhook leaves exactly on time: a cancel that
 // late answers 409 too.
 //
@@ -2039,7 +2039,7 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 // first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 // close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 // that late answers 409, like a cancel.
 //
 // Takes any type of body and a specified content type.
@@ -2067,7 +2067,7 @@ func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentT
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 // first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 // close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 // that late answers 409, like a cancel.
 //
 // Takes a body of the `application/json` content type.
@@ -3584,7 +3584,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
 	// `canceled`. A task that is being dispatched or has finished (`delivered`, `dead`, `canceled`)
-	// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 ms by
+	// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 to 60 ms by
 	// default) before the due instant, so that the webhook leaves exactly on time: a cancel that
 	// late answers 409 too.
 	//
@@ -3612,7 +3612,7 @@ type ClientWithResponsesInterface interface {
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 	// that late answers 409, like a cancel.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3630,7 +3630,7 @@ type ClientWithResponsesInterface interface {
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 	// first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 	// close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-	// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+	// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 	// that late answers 409, like a cancel.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -6116,7 +6116,7 @@ func (c *ClientWithResponses) CancelTasksWithResponse(ctx context.Context, body 
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
 // `canceled`. A task that is being dispatched or has finished (`delivered`, `dead`, `canceled`)
-// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 ms by
+// cannot be canceled and answers 409. Dispatching starts a few tens of milliseconds (50 to 60 ms by
 // default) before the due instant, so that the webhook leaves exactly on time: a cancel that
 // late answers 409 too.
 //
@@ -6156,7 +6156,7 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 // first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 // close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 // that late answers 409, like a cancel.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6180,7 +6180,7 @@ func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Con
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
 // first attempt was due, and only its `next_attempt_at` moves. Moving a task later is safe even
 // close to its old time: an attempt is only made once `next_attempt_at` has come. Dispatching
-// starts a few tens of milliseconds (50 ms by default) before the due instant, so a reschedule
+// starts a few tens of milliseconds (50 to 60 ms by default) before the due instant, so a reschedule
 // that late answers 409, like a cancel.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -8643,29 +8643,29 @@ var swaggerSpec = []string{
 	"xoh5aGOABVmpzWc4U/YaRC7PoYBK+2DWNbFwd1M9dBae8h6FT0FicYbvwGv3uUkszv0aaGgfhX3qQZR8",
 	"Ug1A/bx20P/cgG2Edl9iytwg7cHYBnTW7iON+wK2iTQGzyhB9FaqMWFKs3lVgrjZbq3fKMQLLjnIbAod",
 	"Gn1FgzDNTLi9RFFQusR6uJ4OHkUtKBOqiZtEPR+Pp6puzdsIn6qFwa9H7NuIzIYAlblYO7oO6shSFoX0",
-	"+c5HD8dsadhsM1U+BSwuF51Xwifx1AQq7m9LTTeoiDmkP2GKnidfFjqkFBCMXy+TWa13UZHB72Aj9Aan",
-	"BFpnRDf5x45AGR+Ato+1mhcSG3L8MfAccbDXXdIbnPI6MuIDWjXsq73VdX5nMPozcGlvPPtWELhntR1u",
-	"bnbX2vlR30Kq8h4B2GrGwUSPNCz4wyJn21EkFWolpiqIu0nLxoDmH2j2FTIQ0bEHAVJ1SXRKH10IddFc",
-	"IopxUWnlkHSNYVZrCr5y9DQEf/gwpC3SNtW3b3cKp77Efpd6zn4SpU7qBuIXEDTk3pqJjfbuEF8El9YM",
-	"9REBKrViR2ePHrKcb0ycXgzGkCwTK6i1dtm5gTrdtHZ1+sh9NEejszAuTp5XAuVeLMbX2/ls6QBgxH7U",
-	"tyhQwGRo/JEGXJFQ2H6qskIbaNQHYnmRe3bW6EENE4EUAMfenc7xdXdTDW5MbTUOY8fsEG4MPh8CF/JD",
-	"tRltghUrPDvujfz0mQ2eYP72wns9yR/MLxicTJSWHZDq/zae/x+rF9Sgs51hdLSAEGS3NdgV+9L4pukB",
-	"ub0JxIGE0WzOy8RRgSiqZVsk3aWf8RNCMc2xK1Onrq3W7U0JeqkjW3+KJvuCebivRteGEPNbyitduEUH",
-	"xP0TFmIRaI/jkvt2MSTVkMZJZBAr0DpGE5IUmq1mIgmKuql0uF8UtQ18Ow77IceSCe3sKFgJ3MehbMFK",
-	"Zjcg31er0VS9NYLapkE7l7gjDDvaET98zPYFxoLYY/VUQVZ21K7INxXgLJxQXTcntLTF0PfI+04R5+D+",
-	"9p6bEI3hJbNGHFJCzppMrzbQ/2UIBUZlju2nMXEDq3E0e3n4Kmh11ErcF4bcqtwXmki8vWKq2LYgF98k",
-	"qNl6JJJeu81GoChJODRU9RmL2i9hgQ502K1lUUBPuWslaRhaMrbBReMnGYvpAsCiWl8BBtwwHCov9coX",
-	"CCn4JuoHO9fQXDU0UUHS7c42SNLx6YId1VgnqgaYbTRb0aW8lgoi4IKwSWe5tTdK7di2MRB4MsKwpGVd",
-	"YBgBqcYXGJ12Js3O3l2ws8tG4xaDZTAhAxUtxRFjW/AcpdeziF2EzI2o9c85FPNpbTM0jaEdQtH69Dwl",
-	"n3ETH9sh73VEP/k83eDhTNo99n1OIGzwKtRAnVX5tbDBuAUlvCd15RfvxFVJveUl32AoIrpf0obDGwqt",
-	"NBaCHQuh6k1UdTXS8HyfRVgDqBRAaWAN6VKqqBNWGuZxU7iFOGxAoZ46HbeWA/24atvhGnpiIvwgEB+Q",
-	"gwDXjyxg5u35TjeIdKe61KEfPToD9ORkTnrIa38rur5n2BKQjpZyy7xiucWymsSqHnCeWjECbKQSr+gP",
-	"WXMfNVmb4XzYJkdnfl5yqL/OVlW50gZDSTestpDWKBcspKgQUdMF6hNIMRNARuFEqW0wEWupwCtS8E2k",
-	"OJLPJTj/7aRmCgH6MhEFt0pTU7Gp0iUysbowm+ctG2G3FYzGVfxBjKORFFB3VmNbRQGw0f0HaFSfM2Iv",
-	"NL/rR5KkhSIOZwIuXKAJwvf9o3BtkuTQbBSqJATSARS0B+yJrfi0nj+CygcoRClOgCyxANCnAHYK8VJb",
-	"YyrCC3aqvvSmSypKFvVrwMY6gdL7wtWNPqrfvoZmRFVZUOvgyYMHMNBCGzv5avzVGERxWmY3aUcMHfPw",
-	"SO/D/qMwV8cBeRQCTtkhuN+eNKBGX9iE8bo5rw/P3NIHNhocaw93B8e2OgkkeEKPmSQ0vUJBKGpz5FhF",
-	"PLvUKpoh6kjz4d2H/xMAAP//",
+	"+c5HD8eOHz0as6Vhs81U+USwuGh0XgmfylOTqbjLLbXeoFLmkASFiXqeiFnok1JASH69WGa13kVLBr+D",
+	"pdCbnRJooBHd5x87DmV8API+1mpeSGzL8cfAdsTEXqdJb4jK68iUD8jVsLL21tj5ncHoz/ClvVHtW0Hg",
+	"njV3uLnZXXHnR30LCct7xGCrGQdDPdKw4BWLXG5HkWyolZiqIPQmLUsDGoGg5VfIQ0T3HoRJ1YXRKYl0",
+	"IdRFc4kozEUFlkPqNQZbrSkEy9HTEALig5G2yNxU5b7dL5y6E/td6jn7SZQ6qduIX0DokHtrJjbaO0V8",
+	"KVxaM1RJBKjUih2dPXrIcr4xcZIxmESyTKyg4tpl5wbqpNPa4enj99EojS7DuER5XgmUfrEkX2//s6UD",
+	"gBH7Ud+iWAGToQlIGnBIQnn7qcoKbaBdHwjnRe7ZWaMTNUwEsgAce3c6x93dTTV4MjXXuA9TZofwZPD/",
+	"ENCQT6rNbhOsXuGZcm8UqM9y8GTztxfk60n+YD7C4HCiFO2AWv+3cf7/WB2hBp3tbKOjEYSAu62Br9ij",
+	"xjdQDyjuzSEOJIxmc14mjhZEES7bouou/YyfEIppjl1ZO3WdtW6fStBRHfH6U0DZF9jDfWW6NoSY31Jq",
+	"6cItOiPun7wQC0J7nJjct44h2Ya0TyKDWI3WMZqQsNBsOxPJUdRZpcMDowhu4N5xCBA5mUxobUeBS+BK",
+	"DiUMVjK7ASm/Wo2m6q0R1EINWrvE3WHY0Y5Y4mO2L0gWhB+rpwoytKPWRb7BAGfhhOoaOqG9LYbBR554",
+	"ij4HV7j34oTIDC+fNWKSEnLcZHq1gV4wQyg2KnNsRY1JHFiZo9nXw1dEqyNY4h4x5GLlvuhE4m0XU8W2",
+	"Bbz4hkHNNiSRDNttPAIFSsKhocLPWNSKCYt1oPNuLYsC+stdK0nD0JKxJS4aQslwTBcA1tX6CjD4huFQ",
+	"ealXvlhIwTdRb9i5hkaroaEKkm53tkGejk8XbKrGOoE1wGyj8You5bVUEA0XRE46y619Umont42BwJMR",
+	"huUt62LDCEg1vsDotDNpdvbxgp1dNpq4GCyJCdmoaDWOGNuC5yjDnkXsImRxRG2AzqGwT2uboYEM7RAK",
+	"2KfnKfmPm/jYDn+vo/vJ/+kGD2fS7rfv8wNhg1ehHuqsyq+FDYYuKOc9qavAeIeuSuotL/kGwxLRFZM2",
+	"nN9QdKWxEOxeCBVwogqskZ7ney7CGkCxAEoDa0iXUkVdsdIwj5vCLcRhAwr11PW4tRzozVXbEdfQHxPh",
+	"B4H4gHwEuH5kATNv23e6QaRB1WUP/ejRGaBXJ3PSQ177XtENPsP2gHS0lGfm1cstVtYkVviA89TqEWAj",
+	"lXtF38ia+wjK2hjnQzg5OvbzkkMtdraqypU2GFa6YbW1tEa5YC1FhYgaMFDPQIqfADIKJ0othIlYSwUe",
+	"koJvIvWR/C8hEMBOaqYQoC8TUaCrNDUVmypdIhOri7R53rIRdlvxaFzFH8REGkkBdZc1tlUUAEvdf4BG",
+	"9Tmj90IjvH4kSVoo4nAm4MIFGiJ8D0AK3SZJDo1HoWJCIB1AQXvAntiKT/H5I6h8gEKU7gTIEgsAfQpg",
+	"pygvtTimgrxgrepLdbqkAmVR7wZsshMovS9i3eip+u1raExUlQW1EZ48eAADLbSxk6/GX41BFKdldhN4",
+	"xNAxD4/0PgUgCnl1HJBH4eCUKYL77UkJavSITRivG/X6UM0tPWGjwbEOcXdwbLGTQLIn9JtJQgMsFISi",
+	"lkeOVcSzS62iGaLuNB/effg/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -55,6 +55,33 @@ func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, 
 	return due, nil
 }
 
+// OFFSET 0 keeps the conditions out of the scan, which is by id alone, for
+// the reason given at ClaimTasks: tasks_due would match them too.
+const queryWaitingAfter = `-- name: WaitingAfter
+SELECT id, next_attempt_at FROM (
+	SELECT id, status, next_attempt_at FROM tasks WHERE id = ANY($1::uuid[]) OFFSET 0
+) t
+WHERE status IN ('scheduled', 'retrying') AND next_attempt_at > $2`
+
+// WaitingAfter returns those of the given tasks that still wait for an
+// attempt due after the given time: the tasks a claim left out because they
+// were moved later.
+func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryWaitingAfter, ids, after)
+	if err != nil {
+		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
+	}
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
+		var d DueTask
+		err := r.Scan(&d.ID, &d.At)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
+	}
+	return due, nil
+}
+
 // ClaimedTask is a task one sender now owns for one attempt.
 type ClaimedTask struct {
 	Task
@@ -114,25 +141,31 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 // (RecordAttempts) are committed synchronously.
 func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*ClaimedTask, err error) {
 	token := uuid.New()
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		batch := &pgx.Batch{}
-		batch.Queue(`SET LOCAL synchronous_commit TO off`)
-		batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions)
-		results := tx.SendBatch(ctx, batch)
+	// One round trip: the transaction, its setting and the claim travel in a
+	// single pipeline.
+	batch := &pgx.Batch{}
+	batch.Queue(`BEGIN`)
+	batch.Queue(`SET LOCAL synchronous_commit TO off`)
+	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions)
+	batch.Queue(`COMMIT`)
+	results := db.pool.SendBatch(ctx, batch)
+	err = func() error {
 		defer results.Close()
-		if _, err := results.Exec(); err != nil {
-			return err
+		for range 2 {
+			if _, err := results.Exec(); err != nil {
+				return err
+			}
 		}
 		rows, err := results.Query()
 		if err != nil {
 			return err
 		}
-		claimed, err = pgx.CollectRows(rows, scanClaimedTask(token))
-		if err != nil {
+		if claimed, err = pgx.CollectRows(rows, scanClaimedTask(token)); err != nil {
 			return err
 		}
-		return results.Close()
-	})
+		_, err = results.Exec()
+		return err
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
 	}

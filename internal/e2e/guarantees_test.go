@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/dispatcher"
@@ -305,4 +306,42 @@ func TestDeadLetterReplay(t *testing.T) {
 		require.Equal(t, "invoice-7", d.header.Get("Idempotency-Key"))
 		require.Equal(t, strconv.Itoa(i+1), d.header.Get("Hookwheel-Attempt"))
 	}
+}
+
+// TestStaleTimerRearmsAtNewTime: a dispatcher can hold a timer older than the
+// row, when a loader read the row just before the API moved the task and
+// armed the old time over the new one. The claim at the old time then finds
+// the task moved later; it must be armed again at the time Postgres has, not
+// forgotten until a sweep. Here the row is moved in SQL behind the node's
+// back, and the sweep is an hour away.
+func TestStaleTimerRearmsAtNewTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		c.Dispatcher.SweepInterval = time.Hour
+		c.Dispatcher.LoadInterval = 20 * time.Second
+	})
+	acme := e.createTenant(n, "acme")
+	recv := newReceiver(t)
+
+	// A first delivery shows the node owns its partitions and has loaded
+	// them, so the next task's timer is armed by the API, from the row as
+	// created.
+	acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/warm-up"})
+	recv.waitFor(t, 10*time.Second, "the warm-up task", func(ds []delivery) bool { return len(ds) == 1 })
+
+	task := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/moved", Delay: ptr("1s")})
+	conn, err := pgx.Connect(context.Background(), e.databaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var movedTo time.Time
+	require.NoError(t, conn.QueryRow(context.Background(), `
+		UPDATE tasks SET run_at = run_at + interval '1500 ms', next_attempt_at = next_attempt_at + interval '1500 ms'
+		WHERE id = $1 AND status = 'scheduled' RETURNING next_attempt_at`, task.ID).Scan(&movedTo))
+
+	ds := recv.waitFor(t, 10*time.Second, "the moved task", func(ds []delivery) bool { return len(ds) == 2 })
+	moved := ds[1]
+	require.Equal(t, "/moved", moved.path)
+	require.False(t, moved.arrived.Before(movedTo), "arrived %s before its new time", movedTo.Sub(moved.arrived))
+	require.Less(t, moved.arrived.Sub(movedTo), time.Second, "arrived late")
 }
