@@ -39,7 +39,7 @@ inserted AS (
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash
 	FROM input
 	ORDER BY tenant_id, idempotency_key
-	ON CONFLICT ON CONSTRAINT tasks_idempotency_key DO NOTHING
+	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING id, created_at, updated_at
 )
 SELECT ins.id, ins.created_at, ins.updated_at,
@@ -51,7 +51,8 @@ FROM inserted ins JOIN input i ON i.id = ins.id`
 // insert conflicted with) are invisible to any part of that statement.
 const queryGetTasksByIdempotencyKeys = `-- name: GetTasksByIdempotencyKeys
 SELECT ` + taskColumns + ` FROM tasks
-WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))`
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+	AND idempotency_key IS NOT NULL`
 
 // InsertResult is what InsertTasks did with one task.
 type InsertResult struct {

@@ -202,23 +202,27 @@ type AttemptResult struct {
 	NextAttemptAt *time.Time
 }
 
-// Like ClaimTasks, it locks the rows by id alone, in id order, checks the
-// claim on what it locked and updates by ctid: with the status predicate on
-// the scanned table, the generic plan read every dispatching task through
-// tasks_leased to join the batch.
+// Like ClaimTasks, it reads the rows by id alone, checks the claim on what it
+// read and updates by ctid: with the status predicate on the scanned table,
+// the generic plan read every dispatching task through tasks_leased to join
+// the batch (MATERIALIZED keeps the predicate out of the CTE's scan, which a
+// lock did in ClaimTasks). It takes no lock first: a row changed since the statement's
+// snapshot has a new ctid, so the update's recheck drops it, and the only
+// writers of a claimed row besides its owner are the ones that took the
+// claim away (ErrClaimLost either way).
 const queryRecordAttempts = `-- name: RecordAttempts
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
 		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[])
 		AS i(task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
 			next_attempt_at, claim_token)
-), locked AS (
-	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+), claimed AS MATERIALIZED (
+	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
 ), task AS (
 	UPDATE tasks t SET status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-	FROM locked l JOIN input i ON i.task_id = l.id
-	WHERE t.ctid = l.ctid AND l.status = 'dispatching' AND l.claim_token = i.claim_token AND l.attempts = i.attempt
+	FROM claimed c JOIN input i ON i.task_id = c.id
+	WHERE t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt
 	RETURNING t.id
 ), recorded AS (
 	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)

@@ -152,7 +152,7 @@ func (db *DB) CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo in
 }
 
 const queryHasIdempotencyKey = `-- name: HasIdempotencyKey
-SELECT EXISTS (SELECT 1 FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2)`
+SELECT EXISTS (SELECT 1 FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL)`
 
 // HasIdempotencyKey reports whether the tenant already created a task with
 // this Idempotency-Key: a repeat of that request creates nothing, so no

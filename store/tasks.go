@@ -91,7 +91,7 @@ WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash)
 	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)
-	ON CONFLICT ON CONSTRAINT tasks_idempotency_key DO NOTHING
+	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING created_at, updated_at
 )
 SELECT created_at, updated_at,
@@ -99,7 +99,7 @@ SELECT created_at, updated_at,
 FROM inserted`
 
 const queryGetTaskByIdempotencyKey = `-- name: GetTaskByIdempotencyKey
-SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2`
+SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL`
 
 // InsertTask stores a new scheduled task. When the task carries an
 // idempotency key that the tenant already used, nothing is written and the
