@@ -132,7 +132,9 @@ func TestServeStopRestart(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
+	pprofAddr := freeAddr(t)
 	env := []string{
+		"HOOKWHEEL_PPROF_ADDR=" + pprofAddr,
 		"DATABASE_URL=" + testenv.DatabaseURL(t),
 		"REDIS_URL=" + testenv.RedisURL(),
 		"HOOKWHEEL_ADDR=" + addr,
@@ -168,6 +170,16 @@ func TestServeStopRestart(t *testing.T) {
 
 	first := startProcess(t, bin, env, "serve")
 	waitReady(t, base, first)
+	// Profiles are served on their own listener only, never on the API's.
+	for url, want := range map[string]int{
+		"http://" + pprofAddr + "/debug/pprof/": http.StatusOK,
+		base + "/debug/pprof/":                  http.StatusNotFound,
+	} {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, url)
+	}
 	status, body := postJSON(t, base+"/v1/admin/tenants", "admin-token", map[string]string{"name": "acme"})
 	require.Equal(t, http.StatusCreated, status, string(body))
 	var tenant struct {
