@@ -11,10 +11,12 @@ import (
 	"io/fs"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 )
 
 //go:embed migrations/*.sql
@@ -52,6 +54,14 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pcfg.MaxConns = cfg.MaxConns
 	if pcfg.MaxConns == 0 {
 		pcfg.MaxConns = 32
+	}
+	// pgx knows google/uuid only as a driver.Valuer and sql.Scanner, through
+	// text and reflection: arrays of ids (a claim, a batch of outcomes) cost
+	// 12 % of the dispatcher's CPU in encoding alone. Registered, they travel
+	// as 16 binary bytes.
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		pgxuuid.Register(conn.TypeMap())
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
