@@ -225,36 +225,7 @@ func (s *Server) validateTask(req *taskRequest, defaults store.RetryDefaults, no
 		t.Body = []byte(*req.Body)
 	}
 
-	horizon := now.Add(limits.MaxScheduleAhead)
-	t.RunAt = now
-	switch {
-	case req.RunAt != nil && req.Delay != nil:
-		fe.add("run_at", "and delay are exclusive: give one or neither")
-	case req.RunAt != nil:
-		at, err := time.Parse(time.RFC3339Nano, *req.RunAt)
-		switch {
-		case err != nil:
-			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
-		case at.After(horizon):
-			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
-		case at.After(now):
-			t.RunAt = at
-		}
-	case req.Delay != nil:
-		d, err := time.ParseDuration(*req.Delay)
-		switch {
-		case err != nil:
-			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
-		case d < 0:
-			fe.add("delay", "must not be negative")
-		case d > limits.MaxScheduleAhead:
-			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
-		default:
-			t.RunAt = now.Add(d)
-		}
-	}
-	// Postgres keeps microseconds; rounding up keeps "never before run_at" true.
-	t.RunAt = ceilMicro(t.RunAt)
+	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)
 
 	t.Timeout = limits.DefaultTimeout
 	if req.Timeout != nil {
@@ -292,6 +263,42 @@ func (s *Server) validateTask(req *taskRequest, defaults store.RetryDefaults, no
 		return nil, err
 	}
 	return t, nil
+}
+
+// dueTime resolves run_at or delay (at most one given) to the instant a task
+// falls due, for creation and rescheduling alike: neither, or a time already
+// past, means now; nothing beyond Limits.MaxScheduleAhead. Errors go to fe.
+func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) time.Time {
+	limits := s.cfg.Limits
+	at := now
+	switch {
+	case runAt != nil && delay != nil:
+		fe.add("run_at", "and delay are exclusive: give one or neither")
+	case runAt != nil:
+		t, err := time.Parse(time.RFC3339Nano, *runAt)
+		switch {
+		case err != nil:
+			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
+		case t.After(now.Add(limits.MaxScheduleAhead)):
+			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
+		case t.After(now):
+			at = t
+		}
+	case delay != nil:
+		d, err := time.ParseDuration(*delay)
+		switch {
+		case err != nil:
+			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
+		case d < 0:
+			fe.add("delay", "must not be negative")
+		case d > limits.MaxScheduleAhead:
+			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
+		default:
+			at = now.Add(d)
+		}
+	}
+	// Postgres keeps microseconds; rounding up keeps "never before" true.
+	return ceilMicro(at)
 }
 
 func parseDuration(fe *fieldErrors, field, s string) (time.Duration, bool) {

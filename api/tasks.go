@@ -265,42 +265,6 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	return c.JSON(http.StatusOK, taskJSON(t))
 }
 
-// dueTime resolves run_at or delay (at most one given) to the instant a task
-// falls due, with the rules of task creation: neither, or a time already
-// past, means now; nothing beyond Limits.MaxScheduleAhead. Errors go to fe.
-func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) time.Time {
-	limits := s.cfg.Limits
-	at := now
-	switch {
-	case runAt != nil && delay != nil:
-		fe.add("run_at", "and delay are exclusive: give one of them")
-	case runAt != nil:
-		t, err := time.Parse(time.RFC3339Nano, *runAt)
-		switch {
-		case err != nil:
-			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
-		case t.After(now.Add(limits.MaxScheduleAhead)):
-			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
-		case t.After(now):
-			at = t
-		}
-	case delay != nil:
-		d, err := time.ParseDuration(*delay)
-		switch {
-		case err != nil:
-			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
-		case d < 0:
-			fe.add("delay", "must not be negative")
-		case d > limits.MaxScheduleAhead:
-			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
-		default:
-			at = now.Add(d)
-		}
-	}
-	// Postgres keeps microseconds; rounding up keeps "never before" true.
-	return ceilMicro(at)
-}
-
 // cancelTasksRequest is the body of POST /v1/tasks/cancel, as sent: values
 // stay strings so that each bad one is reported by name.
 type cancelTasksRequest struct {
