@@ -273,7 +273,7 @@ func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) t
 	at := now
 	switch {
 	case runAt != nil && delay != nil:
-		fe.add("run_at", "and delay are exclusive: give one or neither")
+		fe.add("run_at", "and delay are exclusive: give only one")
 	case runAt != nil:
 		t, err := time.Parse(time.RFC3339Nano, *runAt)
 		switch {

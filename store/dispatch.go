@@ -20,6 +20,12 @@ type DueTask struct {
 	At time.Time
 }
 
+func scanDueTask(r pgx.CollectableRow) (DueTask, error) {
+	var d DueTask
+	err := r.Scan(&d.ID, &d.At)
+	return d, err
+}
+
 // DueCursor is a position in the due-time order: (at, id).
 type DueCursor struct {
 	At time.Time
@@ -44,11 +50,7 @@ func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, 
 	if err != nil {
 		return nil, fmt.Errorf("list due tasks: %w", err)
 	}
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
-		var d DueTask
-		err := r.Scan(&d.ID, &d.At)
-		return d, err
-	})
+	due, err := pgx.CollectRows(rows, scanDueTask)
 	if err != nil {
 		return nil, fmt.Errorf("list due tasks: %w", err)
 	}
@@ -71,11 +73,7 @@ func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time
 	if err != nil {
 		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
 	}
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
-		var d DueTask
-		err := r.Scan(&d.ID, &d.At)
-		return d, err
-	})
+	due, err := pgx.CollectRows(rows, scanDueTask)
 	if err != nil {
 		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
 	}
@@ -350,15 +348,17 @@ func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("list stale claims: %w", err)
 	}
-	stale, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecoveredClaim, error) {
-		var c RecoveredClaim
-		err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
-		return c, err
-	})
+	stale, err := pgx.CollectRows(rows, scanRecoveredClaim)
 	if err != nil {
 		return nil, fmt.Errorf("list stale claims: %w", err)
 	}
 	return stale, nil
+}
+
+func scanRecoveredClaim(r pgx.CollectableRow) (RecoveredClaim, error) {
+	var c RecoveredClaim
+	err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
+	return c, err
 }
 
 // RecoveredClaim is a claim handed back to the queue, and the attempt and
@@ -379,11 +379,7 @@ func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("recover claims: %w", err)
 	}
-	recovered, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RecoveredClaim, error) {
-		var c RecoveredClaim
-		err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
-		return c, err
-	})
+	recovered, err := pgx.CollectRows(rows, scanRecoveredClaim)
 	if err != nil {
 		return nil, fmt.Errorf("recover claims: %w", err)
 	}

@@ -384,7 +384,22 @@ type ingestPhase struct {
 	TasksPerS    float64        `json:"tasks_per_s"`
 	Latency      latencySummary `json:"latency"`
 	Note         string         `json:"note,omitempty"`
-	hist         *hdrhistogram.Histogram
+
+	mu   sync.Mutex // guards the counts and hist while calls run
+	hist *hdrhistogram.Histogram
+}
+
+// record counts one call that stored n tasks (or failed) and took lat.
+func (ph *ingestPhase) record(n int, err error, lat time.Duration) {
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	ph.Requests++
+	if err != nil {
+		ph.Errors++
+	} else {
+		ph.Tasks += int64(n)
+	}
+	_ = ph.hist.RecordValue(max(1, lat.Microseconds()))
 }
 
 type ingestResult struct {
@@ -400,7 +415,6 @@ type callFn func(ctx context.Context, seq int) (int, error)
 func closedLoop(ctx context.Context, dur time.Duration, conc int, fn callFn) *ingestPhase {
 	ph := &ingestPhase{Loop: "closed", Concurrency: conc, hist: newHist()}
 	var (
-		mu   sync.Mutex
 		wg   sync.WaitGroup
 		seq  atomic.Int64
 		stop = time.Now().Add(dur)
@@ -413,16 +427,7 @@ func closedLoop(ctx context.Context, dur time.Duration, conc int, fn callFn) *in
 			for time.Now().Before(stop) && ctx.Err() == nil {
 				t0 := time.Now()
 				n, err := fn(ctx, int(seq.Add(1)))
-				lat := time.Since(t0)
-				mu.Lock()
-				ph.Requests++
-				if err != nil {
-					ph.Errors++
-				} else {
-					ph.Tasks += int64(n)
-				}
-				_ = ph.hist.RecordValue(max(1, lat.Microseconds()))
-				mu.Unlock()
+				ph.record(n, err, time.Since(t0))
 			}
 		}()
 	}
@@ -455,7 +460,6 @@ func openLoop(ctx context.Context, dur time.Duration, rate float64, workers int,
 		}
 	}()
 	var (
-		mu  sync.Mutex
 		wg  sync.WaitGroup
 		seq atomic.Int64
 	)
@@ -465,16 +469,7 @@ func openLoop(ctx context.Context, dur time.Duration, rate float64, workers int,
 			defer wg.Done()
 			for at := range tickets {
 				n, err := fn(ctx, int(seq.Add(1)))
-				lat := time.Since(at)
-				mu.Lock()
-				ph.Requests++
-				if err != nil {
-					ph.Errors++
-				} else {
-					ph.Tasks += int64(n)
-				}
-				_ = ph.hist.RecordValue(max(1, lat.Microseconds()))
-				mu.Unlock()
+				ph.record(n, err, time.Since(at))
 			}
 		}()
 	}
