@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -72,7 +72,7 @@ func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
 // GetTenant reads a tenant and its settings.
 func (s *Server) GetTenant(c echo.Context, id openapi.TenantID) error {
 	t, err := s.tenants.Get(c.Request().Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("tenant " + id.String())
 	}
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 	}
 	ctx := c.Request().Context()
 	t, err := s.tenants.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("tenant " + id.String())
 	}
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
-	var limits store.Limits
+	var limits model.Limits
 	if req.Limits.given {
 		var fe fieldErrors
 		limits = req.Limits.validate(&fe)
@@ -136,7 +136,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 		}
 	}
 	t, err = s.tenants.SetRetryDefaults(ctx, id, defaults)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("tenant " + id.String())
 	}
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 	}
 	if req.Limits.given {
 		t, err = s.tenants.SetLimits(ctx, id, limits)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, model.ErrNotFound) {
 			return notFound("tenant " + id.String())
 		}
 		if err != nil {
@@ -189,7 +189,7 @@ func patchDuration(fe *fieldErrors, field string, raw json.RawMessage, dst **tim
 	}
 }
 
-func tenantJSON(t *store.Tenant) openapi.Tenant {
+func tenantJSON(t *model.Tenant) openapi.Tenant {
 	p := tenantPolicy(t.Retry)
 	return openapi.Tenant{
 		ID:        t.ID,

@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 const (
@@ -109,7 +109,7 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	results := make([]openapi.BatchResult, len(items))
 	// pending are the valid items' tasks, to store; pendingAt[k] is the
 	// index in the request of pending[k].
-	pending := make([]*store.Task, 0, len(items))
+	pending := make([]*model.Task, 0, len(items))
 	pendingAt := make([]int, 0, len(items))
 	for i, raw := range items {
 		task, err := s.batchItemTask(raw, tenant, now)
@@ -172,7 +172,7 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 // batchItemTask decodes and validates one item of a batch into a task to
 // store, or returns the problem that item has. The rules are those of
 // POST /v1/tasks, the item's idempotency_key standing for the header.
-func (s *Server) batchItemTask(raw json.RawMessage, tenant *store.Tenant, now time.Time) (*store.Task, error) {
+func (s *Server) batchItemTask(raw json.RawMessage, tenant *model.Tenant, now time.Time) (*model.Task, error) {
 	var req batchItemRequest
 	if err := decodeItem(raw, &req); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
@@ -140,7 +141,7 @@ func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 
 // decide asks Redis, unless it failed a moment ago. ok is false when no
 // decision could be had.
-func (l *apiLimits) decide(ctx context.Context, tenant *store.Tenant) (d store.RateDecision, ok bool) {
+func (l *apiLimits) decide(ctx context.Context, tenant *model.Tenant) (d store.RateDecision, ok bool) {
 	now := l.clock.Now()
 	if until := l.downUntil.Load(); until != 0 && now.UnixNano() < until {
 		l.unchecked.Inc()
@@ -179,7 +180,7 @@ func ceilSeconds(d time.Duration) int {
 // overshoot the quota by what they add. A request whose Idempotency-Key names
 // a task the tenant already has passes, since it creates nothing: a client
 // retrying a create that succeeded gets its task back, not a 429.
-func (s *Server) checkPendingQuota(c echo.Context, tenant *store.Tenant, n int) error {
+func (s *Server) checkPendingQuota(c echo.Context, tenant *model.Tenant, n int) error {
 	quota := tenant.Limits.MaxPendingTasks
 	if quota <= 0 || n <= 0 {
 		return nil
@@ -232,7 +233,7 @@ func (s *Server) GetLimits(c echo.Context) error {
 // limitsJSON shows limits as the API spells them: unlimited fields are
 // absent; a host override shows what it overrides, 0 included (it lifts the
 // tenant's limit for that host).
-func limitsJSON(l store.Limits) openapi.TenantLimits {
+func limitsJSON(l model.Limits) openapi.TenantLimits {
 	out := openapi.TenantLimits{
 		APIRate:             positiveFloat32(l.APIRate),
 		APIBurst:            positiveInt(l.APIBurst),
@@ -305,9 +306,9 @@ func (u *limitsUpdate) UnmarshalJSON(b []byte) error {
 
 // validate checks the update and returns the limits to store; errors go to
 // fe, named by path ("limits.targets.api.partner.com.dispatch_rate").
-func (u *limitsUpdate) validate(fe *fieldErrors) store.Limits {
+func (u *limitsUpdate) validate(fe *fieldErrors) model.Limits {
 	r := u.req
-	var l store.Limits
+	var l model.Limits
 	l.APIRate = limitRate(fe, "limits.api_rate", r.APIRate)
 	l.APIBurst = limitInt(fe, "limits.api_burst", r.APIBurst, maxLimitBurst)
 	if l.APIBurst > 0 && l.APIRate == 0 {
@@ -328,7 +329,7 @@ func (u *limitsUpdate) validate(fe *fieldErrors) store.Limits {
 	sort.Strings(hosts)
 	for _, given := range hosts {
 		field := "limits.targets." + given
-		host, ok := store.HostKey(given)
+		host, ok := model.HostKey(given)
 		if !ok {
 			fe.add(field, "must be a host name such as api.partner.com (no scheme, port or path)")
 			continue
@@ -342,7 +343,7 @@ func (u *limitsUpdate) validate(fe *fieldErrors) store.Limits {
 			addDecodeError(fe, field, err)
 			continue
 		}
-		var o store.TargetLimits
+		var o model.TargetLimits
 		if t.DispatchRate != nil {
 			rate := limitRate(fe, field+".dispatch_rate", t.DispatchRate)
 			o.DispatchRate = &rate
@@ -352,7 +353,7 @@ func (u *limitsUpdate) validate(fe *fieldErrors) store.Limits {
 			o.DispatchConcurrency = &n
 		}
 		if l.Targets == nil {
-			l.Targets = make(map[string]store.TargetLimits, len(hosts))
+			l.Targets = make(map[string]model.TargetLimits, len(hosts))
 		}
 		l.Targets[host] = o
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // decodeJSON reads a JSON request body strictly: unknown fields and wrong
@@ -158,9 +158,9 @@ func reservedHeader(name string) string {
 }
 
 // validateTask turns a request into a task to store, or field errors.
-func (s *Server) validateTask(req *taskRequest, defaults store.RetryDefaults, now time.Time) (*store.Task, error) {
+func (s *Server) validateTask(req *taskRequest, defaults model.RetryDefaults, now time.Time) (*model.Task, error) {
 	var fe fieldErrors
-	t := &store.Task{Headers: map[string]string{}}
+	t := &model.Task{Headers: map[string]string{}}
 	limits := s.cfg.Limits
 
 	switch {
@@ -329,7 +329,7 @@ func requestHash(req *taskRequest) []byte {
 
 // tenantPolicy is the retry policy a tenant's task gets when it gives none:
 // the tenant's defaults over hookwheel's.
-func tenantPolicy(d store.RetryDefaults) retry.Policy {
+func tenantPolicy(d model.RetryDefaults) retry.Policy {
 	p := retry.DefaultPolicy()
 	if d.MaxAttempts != nil {
 		p.MaxAttempts = *d.MaxAttempts

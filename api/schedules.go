@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // Recurring schedules. The API stores a schedule with its first occurrence;
@@ -48,7 +48,7 @@ type scheduleRequest struct {
 // errors: the task fields exactly as validateTask checks them (the tenant's
 // retry defaults included), plus cron and timezone. now is the anchor of an
 // @every schedule and the instant its first occurrence follows.
-func (s *Server) validateSchedule(req *scheduleRequest, defaults store.RetryDefaults, now time.Time) (*store.Schedule, error) {
+func (s *Server) validateSchedule(req *scheduleRequest, defaults model.RetryDefaults, now time.Time) (*model.Schedule, error) {
 	var fe fieldErrors
 
 	timezone := defaultTimezone
@@ -106,7 +106,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, defaults store.RetryDefa
 	if err := fe.problem(); err != nil {
 		return nil, err
 	}
-	return &store.Schedule{
+	return &model.Schedule{
 		Cron:        sch.String(),
 		Timezone:    timezone,
 		Paused:      paused,
@@ -165,7 +165,7 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	}
 	var (
 		fe     fieldErrors
-		filter = store.ScheduleFilter{Limit: defaultListLimit}
+		filter = model.ScheduleFilter{Limit: defaultListLimit}
 	)
 	if params.Limit != nil {
 		if *params.Limit < 1 || *params.Limit > maxListLimit {
@@ -189,7 +189,7 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	if err != nil {
 		return err
 	}
-	data, next := paginate(schedules, page, func(sc *store.Schedule) uuid.UUID { return sc.ID }, scheduleJSON)
+	data, next := paginate(schedules, page, func(sc *model.Schedule) uuid.UUID { return sc.ID }, scheduleJSON)
 	return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
 }
 
@@ -242,7 +242,7 @@ func (s *Server) ResumeSchedule(c echo.Context, id openapi.ScheduleID) error {
 		return err
 	}
 	now := s.clock.Now()
-	sc, err := s.db.ResumeSchedule(c.Request().Context(), tenant.ID, id, func(sc *store.Schedule) (*time.Time, error) {
+	sc, err := s.db.ResumeSchedule(c.Request().Context(), tenant.ID, id, func(sc *model.Schedule) (*time.Time, error) {
 		sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
 		if err != nil {
 			return nil, fmt.Errorf("read stored schedule: %w", err)
@@ -303,13 +303,13 @@ func (s *Server) forget(canceled []uuid.UUID) {
 }
 
 func scheduleError(err error, id uuid.UUID) error {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("schedule " + id.String())
 	}
 	return err
 }
 
-func scheduleJSON(sc *store.Schedule) openapi.Schedule {
+func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 	maxAttempts := sc.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(sc.MinBackoff), formatDuration(sc.MaxBackoff)
 	return openapi.Schedule{

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
@@ -206,7 +207,7 @@ func TestScheduleLifecycle(t *testing.T) {
 	// being sent already.
 	created, err := h.DB.MaterializeSchedules(context.Background(), store.MaterializeParams{
 		Partitions: allPartitionIDs(), Until: start.Add(20 * time.Second), Limit: 10, NotifyUntil: start,
-	}, func(sc *store.Schedule) store.Plan {
+	}, func(sc *model.Schedule) store.Plan {
 		next := sc.NextRunAt.Add(20 * time.Second)
 		return store.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
@@ -293,7 +294,7 @@ func (h *harness) taskStatus(tn tenant, id uuid.UUID) string {
 }
 
 func allPartitionIDs() []int16 {
-	ps := make([]int16, store.Partitions)
+	ps := make([]int16, model.Partitions)
 	for i := range ps {
 		ps[i] = int16(i)
 	}

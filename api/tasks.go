@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -23,7 +23,7 @@ const (
 	maxIdempotencyKey = 255
 )
 
-func tenantOf(c echo.Context) (*store.Tenant, error) {
+func tenantOf(c echo.Context) (*model.Tenant, error) {
 	t, ok := tenants.Tenant(c)
 	if !ok {
 		// Only reachable if a route lost its security requirement.
@@ -102,7 +102,7 @@ func (s *Server) GetTask(c echo.Context, id openapi.TaskID) error {
 	}
 	tenantID := tenant.ID
 	t, err := s.db.GetTask(c.Request().Context(), tenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("task " + id.String())
 	}
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	tenantID := tenant.ID
 	var (
 		fe     fieldErrors
-		filter = store.TaskFilter{Limit: defaultListLimit}
+		filter = model.TaskFilter{Limit: defaultListLimit}
 	)
 	if params.Limit != nil {
 		if *params.Limit < 1 || *params.Limit > maxListLimit {
@@ -132,7 +132,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 		if !params.Status.Valid() {
 			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled")
 		}
-		status := store.TaskStatus(*params.Status)
+		status := model.TaskStatus(*params.Status)
 		filter.Status = &status
 	}
 	if params.Cursor != nil {
@@ -154,7 +154,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	if err != nil {
 		return err
 	}
-	data, next := paginate(tasks, page, func(t *store.Task) uuid.UUID { return t.ID }, taskJSON)
+	data, next := paginate(tasks, page, func(t *model.Task) uuid.UUID { return t.ID }, taskJSON)
 	return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
 }
 
@@ -201,9 +201,9 @@ func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
 	tenantID := tenant.ID
 	t, err := s.db.CancelTask(c.Request().Context(), tenantID, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return newProblem(http.StatusConflict, "not-cancelable", "Task cannot be canceled",
 			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be canceled")
 	case err != nil:
@@ -246,9 +246,9 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	dueSoon := at.Before(now.Add(s.cfg.NotifyWithin))
 	t, err := s.db.RescheduleTask(c.Request().Context(), tenant.ID, id, at, dueSoon)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return newProblem(http.StatusConflict, "not-reschedulable", "Task cannot be rescheduled",
 			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be rescheduled")
 	case err != nil:
@@ -288,14 +288,14 @@ func (s *Server) CancelTasks(c echo.Context) error {
 	}
 	var (
 		fe     fieldErrors
-		filter store.CancelFilter
+		filter model.CancelFilter
 	)
 	if req.Status == nil && req.ScheduleID == nil && req.CreatedAfter == nil && req.CreatedBefore == nil {
 		fe.add("status", "or schedule_id, created_after or created_before is required: a bulk cancel needs at least one condition")
 	}
 	if req.Status != nil {
-		switch st := store.TaskStatus(*req.Status); st {
-		case store.StatusScheduled, store.StatusRetrying:
+		switch st := model.TaskStatus(*req.Status); st {
+		case model.StatusScheduled, model.StatusRetrying:
 			filter.Status = &st
 		default:
 			fe.add("status", "must be scheduled or retrying: only waiting tasks can be canceled")
@@ -353,9 +353,9 @@ func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
 	tenantID := tenant.ID
 	t, err := s.db.ReplayTask(c.Request().Context(), tenantID, id, ceilMicro(s.clock.Now()))
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, model.ErrConflict):
 		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
 			"task "+id.String()+" is "+string(t.Status)+"; only dead and delivered tasks can be replayed")
 	case err != nil:
@@ -375,7 +375,7 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	}
 	tenantID := tenant.ID
 	attempts, err := s.db.ListAttempts(c.Request().Context(), tenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return notFound("task " + id.String())
 	}
 	if err != nil {
@@ -396,7 +396,7 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func taskJSON(t *store.Task) openapi.Task {
+func taskJSON(t *model.Task) openapi.Task {
 	maxAttempts := t.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(t.MinBackoff), formatDuration(t.MaxBackoff)
 	return openapi.Task{

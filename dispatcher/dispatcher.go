@@ -24,7 +24,9 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/signing"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -252,7 +254,7 @@ type Dispatcher struct {
 	redis   *store.Redis
 	logger  *slog.Logger
 	clock   clock.Clock
-	signer  *Signer
+	signer  *signing.Signer
 	metrics *metrics
 	targets *targets
 	// limits applies tenants' dispatch rates and concurrency (ratelimit.go).
@@ -276,7 +278,7 @@ type Dispatcher struct {
 	// carries claims from the claimers to the senders. Both are bounded:
 	// when senders fall behind, the wheel waits instead of memory growing.
 	due     chan firing
-	claimed chan *store.ClaimedTask
+	claimed chan *model.ClaimedTask
 	// records carries finished attempts from the senders to the recorders.
 	records chan recordRequest
 
@@ -289,7 +291,7 @@ type Dispatcher struct {
 	mu sync.Mutex
 	// owned and ownedList are the partitions this node holds a lease on:
 	// only their tasks are loaded, scheduled and claimed here.
-	owned     [store.Partitions]bool
+	owned     [model.Partitions]bool
 	ownedList []int16
 	// loadingUntil is the end of the window the loader has loaded or is
 	// loading: a task announced later with a due time up to it must go into
@@ -304,7 +306,7 @@ type Dispatcher struct {
 	// can be sent while its leases are young.
 	budget chan struct{}
 	// held are claims waiting in sendTimers for their due instant.
-	held map[uuid.UUID]*store.ClaimedTask
+	held map[uuid.UUID]*model.ClaimedTask
 	// rescan asks the loader to read the whole window again (the NOTIFY
 	// listener reconnected and may have missed announcements).
 	rescan chan struct{}
@@ -321,15 +323,15 @@ func New(cfg Config) (*Dispatcher, error) {
 		redis:    cfg.Redis,
 		logger:   cfg.Logger,
 		clock:    cfg.Clock,
-		signer:   NewSigner(SignerConfig{}),
+		signer:   signing.NewSigner(signing.SignerConfig{}),
 		due:      make(chan firing, 16*cfg.ClaimBatch*cfg.Claimers),
-		claimed:  make(chan *store.ClaimedTask, cfg.Senders),
+		claimed:  make(chan *model.ClaimedTask, cfg.Senders),
 		records:  make(chan recordRequest, cfg.Senders),
 		nodeID:   uuid.New(),
 		gained:   make(chan []int16, 64),
 		inflight: make(map[uuid.UUID]int),
 		budget:   make(chan struct{}, cfg.MaxClaimed),
-		held:     make(map[uuid.UUID]*store.ClaimedTask),
+		held:     make(map[uuid.UUID]*model.ClaimedTask),
 		rescan:   make(chan struct{}, 1),
 	}
 	d.timers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.fire})
@@ -360,7 +362,7 @@ func (d *Dispatcher) Lookahead() time.Duration { return d.cfg.Lookahead }
 // the owning node) will find it in time.
 func (d *Dispatcher) Schedule(id uuid.UUID, at time.Time) {
 	d.mu.Lock()
-	mine := !at.After(d.loadingUntil) && d.owned[store.PartitionOf(id)]
+	mine := !at.After(d.loadingUntil) && d.owned[model.PartitionOf(id)]
 	d.mu.Unlock()
 	if mine {
 		d.arm(id, at)
@@ -503,7 +505,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// Claims still waiting for their instant are given back unsent, due as
 	// they were: the next dispatcher sends them.
 	d.mu.Lock()
-	unsent := make([]*store.ClaimedTask, 0, len(d.held))
+	unsent := make([]*model.ClaimedTask, 0, len(d.held))
 	for id, c := range d.held {
 		unsent = append(unsent, c)
 		delete(d.held, id)
@@ -690,7 +692,7 @@ const redisRetryAfter = 5 * time.Second
 // claimFireOnce takes the Redis fire-once claims of freshly claimed attempts
 // and returns those this node may send. Redis is the second lock: when it is
 // unreachable, the Postgres claim alone decides.
-func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedTask) []*store.ClaimedTask {
+func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*model.ClaimedTask) []*model.ClaimedTask {
 	if d.redis == nil || len(claims) == 0 {
 		return claims
 	}
@@ -713,7 +715,7 @@ func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedT
 	}
 	d.metrics.redisDegraded.Set(0)
 	mine := claims[:0:0]
-	var theirs []*store.ClaimedTask
+	var theirs []*model.ClaimedTask
 	for i, c := range claims {
 		if held[i] {
 			mine = append(mine, c)
@@ -731,7 +733,7 @@ func (d *Dispatcher) claimFireOnce(ctx context.Context, claims []*store.ClaimedT
 }
 
 // deferClaims gives claims back unsent, to wait until notBefore.
-func (d *Dispatcher) deferClaims(claims []*store.ClaimedTask, notBefore time.Time) {
+func (d *Dispatcher) deferClaims(claims []*model.ClaimedTask, notBefore time.Time) {
 	byToken := make(map[uuid.UUID][]uuid.UUID)
 	for _, c := range claims {
 		byToken[c.ClaimToken] = append(byToken[c.ClaimToken], c.ID)

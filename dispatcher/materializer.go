@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
 	"github.com/hookwheel/hookwheel/store"
 )
@@ -64,7 +65,7 @@ func (d *Dispatcher) materialize(ctx context.Context) int {
 		Until:       horizon,
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
-	}, func(s *store.Schedule) store.Plan {
+	}, func(s *model.Schedule) store.Plan {
 		planned++
 		return d.plan(s, now, horizon)
 	})
@@ -91,7 +92,7 @@ func (d *Dispatcher) materialize(ctx context.Context) int {
 // missed occurrences collapse into one task for the most recent of them,
 // sent at once, and the schedule goes on from its next occurrence: a
 // schedule back from downtime fires once, not once per missed tick.
-func (d *Dispatcher) plan(s *store.Schedule, now, horizon time.Time) store.Plan {
+func (d *Dispatcher) plan(s *model.Schedule, now, horizon time.Time) store.Plan {
 	sch, err := schedule.Parse(s.Cron, s.Timezone, s.CreatedAt)
 	if err != nil {
 		d.logger.Error("cannot read a schedule; trying again later", "schedule", s.ID, "cron", s.Cron,

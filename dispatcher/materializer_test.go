@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
 )
@@ -88,7 +89,7 @@ func TestPlan(t *testing.T) {
 			t.Parallel()
 			d := &Dispatcher{cfg: Config{Lookahead: tc.lookahead}, logger: quiet}
 			now, next := mustUTC(t, tc.now), mustUTC(t, tc.next)
-			s := &store.Schedule{ID: uuid.New(), Cron: tc.cron, Timezone: tc.zone, NextRunAt: &next}
+			s := &model.Schedule{ID: uuid.New(), Cron: tc.cron, Timezone: tc.zone, NextRunAt: &next}
 			p := d.plan(s, now, now.Add(tc.lookahead))
 			require.Len(t, p.Occurrences, tc.count)
 			if tc.count > 0 {
@@ -115,7 +116,7 @@ func TestMaterialize(t *testing.T) {
 	fake := clock.NewFake(now)
 	d, err := New(Config{DB: db, Clock: fake, Lookahead: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
-	all := make([]int16, store.Partitions)
+	all := make([]int16, model.Partitions)
 	for i := range all {
 		all[i] = int16(i)
 	}
@@ -124,10 +125,10 @@ func TestMaterialize(t *testing.T) {
 	d.loadingUntil = now.Add(6 * time.Second) // the loader has read 6 s ahead so far
 	d.mu.Unlock()
 
-	tenant := &store.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "materialize", SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
-	require.NoError(t, db.CreateTenant(ctx, tenant, &store.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h")}))
+	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "materialize", SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h")}))
 	next := now.Add(2 * time.Second)
-	s := &store.Schedule{
+	s := &model.Schedule{
 		ID: uuid.Must(uuid.NewV7()), TenantID: tenant.ID, Cron: "*/2 * * * * *", Timezone: "UTC",
 		URL: "https://receiver.example/tick", Method: "POST", Timeout: 10 * time.Second,
 		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute, NextRunAt: &next, CreatedAt: now,
@@ -168,16 +169,16 @@ func TestMaterialize(t *testing.T) {
 }
 
 // scheduleTasks lists a schedule's tasks in due order.
-func scheduleTasks(t *testing.T, db *store.DB, tenantID, scheduleID uuid.UUID) []*store.Task {
+func scheduleTasks(t *testing.T, db *store.DB, tenantID, scheduleID uuid.UUID) []*model.Task {
 	t.Helper()
-	all, err := db.ListTasks(context.Background(), tenantID, store.TaskFilter{Limit: 1000})
+	all, err := db.ListTasks(context.Background(), tenantID, model.TaskFilter{Limit: 1000})
 	require.NoError(t, err)
-	var out []*store.Task
+	var out []*model.Task
 	for _, task := range all {
 		if task.ScheduleID != nil && *task.ScheduleID == scheduleID {
 			out = append(out, task)
 		}
 	}
-	slices.SortFunc(out, func(a, b *store.Task) int { return a.RunAt.Compare(b.RunAt) })
+	slices.SortFunc(out, func(a, b *model.Task) int { return a.RunAt.Compare(b.RunAt) })
 	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -57,7 +58,7 @@ func (d *Dispatcher) runMembership(ctx context.Context, ready chan<- struct{}) {
 func (d *Dispatcher) setOwned(owned []int16) {
 	var gained []int16
 	d.mu.Lock()
-	var next [store.Partitions]bool
+	var next [model.Partitions]bool
 	for _, p := range owned {
 		next[p] = true
 		if !d.owned[p] {
@@ -96,7 +97,7 @@ func (d *Dispatcher) ownedPartitions() []int16 {
 func (d *Dispatcher) owns(id uuid.UUID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.owned[store.PartitionOf(id)]
+	return d.owned[model.PartitionOf(id)]
 }
 
 // recoverClaims hands back the claims that dead or hung senders hold in our

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -86,7 +87,7 @@ type gateKey struct {
 // gate holds the claims waiting for a concurrency slot of one (tenant, host),
 // first in line first.
 type gate struct {
-	queue []*store.ClaimedTask
+	queue []*model.ClaimedTask
 	// head is the claim handed back to the senders to try again, and when;
 	// until it has asked, the others keep waiting behind it.
 	head      uuid.UUID
@@ -96,7 +97,7 @@ type gate struct {
 }
 
 type cachedLimits struct {
-	limits    store.Limits
+	limits    model.Limits
 	fetchedAt time.Time
 	loaded    bool
 	loading   bool
@@ -157,13 +158,13 @@ func hostKey(raw string) string {
 	if err != nil {
 		return ""
 	}
-	key, _ := store.HostKey(u.Hostname())
+	key, _ := model.HostKey(u.Hostname())
 	return key
 }
 
 // limitFor returns what limits c's send: the tenant's limits for the host
 // of its URL.
-func (l *dispatchLimits) limitFor(c *store.ClaimedTask) store.DispatchLimit {
+func (l *dispatchLimits) limitFor(c *model.ClaimedTask) store.DispatchLimit {
 	limits := l.tenantLimits(c.TenantID)
 	if limits.DispatchRate == 0 && limits.DispatchConcurrency == 0 && len(limits.Targets) == 0 {
 		return store.DispatchLimit{}
@@ -193,12 +194,12 @@ func (l *dispatchLimits) failed(now time.Time, n int, err error) {
 // the instant each falls due, and returns those to send: at their due time,
 // or held a little later for their slot (NextAttemptAt moved there). The
 // others are given back to the queue, due at their slots.
-func (l *dispatchLimits) rateLimitClaims(claims []*store.ClaimedTask) []*store.ClaimedTask {
+func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.ClaimedTask {
 	if l.d.redis == nil || len(claims) == 0 {
 		return claims
 	}
 	type pending struct {
-		c     *store.ClaimedTask
+		c     *model.ClaimedTask
 		limit store.DispatchLimit
 		meant time.Time
 	}
@@ -240,7 +241,7 @@ func (l *dispatchLimits) rateLimitClaims(claims []*store.ClaimedTask) []*store.C
 		return claims
 	}
 	var (
-		deferred []*store.ClaimedTask
+		deferred []*model.ClaimedTask
 		until    []time.Time
 	)
 	l.mu.Lock()
@@ -292,7 +293,7 @@ func (l *dispatchLimits) forgetSlotsLocked(now time.Time) {
 // the one it was given when claimed. When c may be sent, release must be
 // called once the send is over. When it may not, c has been deferred or
 // waits for a concurrency slot: the caller is done with it.
-func (l *dispatchLimits) admit(c *store.ClaimedTask) (release func(), ok bool) {
+func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
 	noop := func() {}
 	if l.d.redis == nil {
 		return noop, true
@@ -382,7 +383,7 @@ func (l *dispatchLimits) admit(c *store.ClaimedTask) (release func(), ok bool) {
 		l.d.metrics.deferrals.WithLabelValues("rate_limit").Inc()
 		at := now.Add(admission.Wait)
 		if admission.Wait > holdWithin || !l.d.holdUntil(c, at) {
-			l.d.deferClaims([]*store.ClaimedTask{c}, at)
+			l.d.deferClaims([]*model.ClaimedTask{c}, at)
 		}
 		return nil, false
 	default: // store.DispatchBusy
@@ -409,7 +410,7 @@ func (l *dispatchLimits) maxGateWaiting(concurrency int) int {
 
 // parkLocked queues c for a concurrency slot, at the front when it was first
 // in line already; ahead is how many wait before it.
-func (l *dispatchLimits) parkLocked(key gateKey, c *store.ClaimedTask, front bool, concurrency int) (_ parkOutcome, ahead int) {
+func (l *dispatchLimits) parkLocked(key gateKey, c *model.ClaimedTask, front bool, concurrency int) (_ parkOutcome, ahead int) {
 	if l.stopped {
 		return parkStopped, 0
 	}
@@ -422,7 +423,7 @@ func (l *dispatchLimits) parkLocked(key gateKey, c *store.ClaimedTask, front boo
 		return parkCrowded, len(g.queue)
 	}
 	if front {
-		g.queue = append([]*store.ClaimedTask{c}, g.queue...)
+		g.queue = append([]*model.ClaimedTask{c}, g.queue...)
 	} else {
 		g.queue = append(g.queue, c)
 	}
@@ -432,7 +433,7 @@ func (l *dispatchLimits) parkLocked(key gateKey, c *store.ClaimedTask, front boo
 }
 
 // release gives back c's concurrency slot and lets the first in line try it.
-func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *store.ClaimedTask) {
+func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *model.ClaimedTask) {
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
 	if err := l.d.redis.ReleaseDispatch(ctx, limit, c.ID, c.ClaimToken); err != nil {
@@ -461,9 +462,9 @@ func (l *dispatchLimits) signal() {
 
 // giveBack hands an unsent claim back to the queue, due at notBefore (zero:
 // as it was).
-func (l *dispatchLimits) giveBack(c *store.ClaimedTask, notBefore time.Time) {
+func (l *dispatchLimits) giveBack(c *model.ClaimedTask, notBefore time.Time) {
 	l.d.metrics.deferrals.WithLabelValues("concurrency").Inc()
-	l.d.deferClaims([]*store.ClaimedTask{c}, notBefore)
+	l.d.deferClaims([]*model.ClaimedTask{c}, notBefore)
 }
 
 // run is the waker: it hands the first claim waiting at each kicked gate
@@ -512,7 +513,7 @@ func (l *dispatchLimits) run(ctx context.Context) {
 // claim out trying already, its first claim to try again; and every claim
 // that has waited past half its lease margin. more reports whether claims
 // are still waiting.
-func (l *dispatchLimits) next(tick bool) (heads, expired []*store.ClaimedTask, more bool) {
+func (l *dispatchLimits) next(tick bool) (heads, expired []*model.ClaimedTask, more bool) {
 	now := l.d.clock.Now()
 	maxWait := l.d.cfg.LeaseMargin / 2
 	l.mu.Lock()
@@ -552,7 +553,7 @@ func (l *dispatchLimits) next(tick bool) (heads, expired []*store.ClaimedTask, m
 func (l *dispatchLimits) stop() {
 	l.mu.Lock()
 	l.stopped = true
-	var unsent []*store.ClaimedTask
+	var unsent []*model.ClaimedTask
 	for key, g := range l.gates {
 		unsent = append(unsent, g.queue...)
 		delete(l.gates, key)
@@ -568,7 +569,7 @@ func (l *dispatchLimits) stop() {
 // limitsTTL. One caller reads while the others use what was read before (or,
 // the first time, wait for it). A tenant whose limits cannot be read is
 // unlimited until they can: delivery goes on.
-func (l *dispatchLimits) tenantLimits(id uuid.UUID) store.Limits {
+func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 	now := l.d.clock.Now()
 	l.mu.Lock()
 	e := l.tenants[id]
@@ -598,7 +599,7 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) store.Limits {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
+	case err == nil, errors.Is(err, model.ErrNotFound):
 		e.limits, e.fetchedAt = limits, now
 	default:
 		// Keep what we had; try again in a second.
@@ -618,7 +619,7 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) store.Limits {
 // as the claimers do with claims taken ahead of their due time. It reports
 // false once the dispatcher is stopping: Run gives back what is held when
 // the send wheel has stopped, and a claim held after that would be stranded.
-func (d *Dispatcher) holdUntil(c *store.ClaimedTask, at time.Time) bool {
+func (d *Dispatcher) holdUntil(c *model.ClaimedTask, at time.Time) bool {
 	d.mu.Lock()
 	if d.stopping.Load() {
 		d.mu.Unlock()
@@ -636,7 +637,7 @@ func (d *Dispatcher) holdUntil(c *store.ClaimedTask, at time.Time) bool {
 
 // deferClaimsUntil is deferClaims with a time of its own for each claim, in
 // one statement.
-func (d *Dispatcher) deferClaimsUntil(claims []*store.ClaimedTask, until []time.Time) {
+func (d *Dispatcher) deferClaimsUntil(claims []*model.ClaimedTask, until []time.Time) {
 	items := make([]store.DeferredClaim, len(claims))
 	for i, c := range claims {
 		items[i] = store.DeferredClaim{ID: c.ID, Token: c.ClaimToken, NotBefore: until[i]}

@@ -15,8 +15,10 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/retry"
+	"github.com/hookwheel/hookwheel/internal/signing"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -33,7 +35,7 @@ func (d *Dispatcher) runSender() {
 			continue
 		case full:
 			d.metrics.deferrals.WithLabelValues("target_busy").Inc()
-			d.deferClaims([]*store.ClaimedTask{c}, d.clock.Now().Add(wait))
+			d.deferClaims([]*model.ClaimedTask{c}, d.clock.Now().Add(wait))
 			continue
 		}
 		for c != nil {
@@ -44,7 +46,7 @@ func (d *Dispatcher) runSender() {
 				// Parked too long for its lease, or we are shutting down:
 				// give it back unsent rather than send it late.
 				d.metrics.deferrals.WithLabelValues("target_busy").Inc()
-				d.deferClaims([]*store.ClaimedTask{c}, time.Time{})
+				d.deferClaims([]*model.ClaimedTask{c}, time.Time{})
 				c = d.targets.done(t, 0)
 			}
 		}
@@ -56,7 +58,7 @@ func (d *Dispatcher) runSender() {
 // it wait; see ratelimit.go) and its target's circuit breaker: an open
 // breaker defers the task to the breaker's next probe. Neither costs an
 // attempt.
-func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
+func (d *Dispatcher) attemptThrough(t *target, c *model.ClaimedTask) {
 	release, ok := d.limits.admit(c)
 	if !ok {
 		return
@@ -65,7 +67,7 @@ func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
 	report, err := t.breaker.Allow()
 	if err != nil {
 		d.metrics.deferrals.WithLabelValues("breaker").Inc()
-		d.deferClaims([]*store.ClaimedTask{c}, d.targets.deferUntil(t, d.clock.Now()))
+		d.deferClaims([]*model.ClaimedTask{c}, d.targets.deferUntil(t, d.clock.Now()))
 		return
 	}
 	if d.attempt(c) == retry.OutcomeRetry {
@@ -79,7 +81,7 @@ func (d *Dispatcher) attemptThrough(t *target, c *store.ClaimedTask) {
 // recorders; its claim budget returns once it is written. It
 // runs to completion even while the dispatcher shuts down: the claim is
 // ours, and a send begun must be recorded.
-func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
+func (d *Dispatcher) attempt(c *model.ClaimedTask) retry.Outcome {
 	ctx := context.Background()
 
 	scheduledFor := c.RunAt
@@ -107,7 +109,7 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 
 	policy := retry.Policy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
 	result := store.AttemptResult{
-		Attempt: store.Attempt{
+		Attempt: model.Attempt{
 			TaskID:    c.ID,
 			Attempt:   c.Attempt,
 			StartedAt: started,
@@ -129,13 +131,13 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 	}
 	switch delay, again := policy.NextDelay(c.Attempt-c.AttemptBase, outcome, statusCode, header, d.clock.Now(), d.cfg.Rand()); {
 	case outcome == retry.OutcomeSuccess:
-		result.Status = store.StatusDelivered
+		result.Status = model.StatusDelivered
 	case again:
 		next := d.clock.Now().Add(delay)
-		result.Status = store.StatusRetrying
+		result.Status = model.StatusRetrying
 		result.NextAttemptAt = &next
 	default:
-		result.Status = store.StatusDead
+		result.Status = model.StatusDead
 	}
 
 	d.record(result, func(err error) {
@@ -156,7 +158,7 @@ func (d *Dispatcher) attempt(c *store.ClaimedTask) retry.Outcome {
 // send makes the HTTP request of one attempt. It returns the status code, the
 // response header and the start of the response body, or the error that
 // prevented a response.
-func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Time) (int, http.Header, string, error) {
+func (d *Dispatcher) send(ctx context.Context, c *model.ClaimedTask, now time.Time) (int, http.Header, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, c.Body)
@@ -167,12 +169,12 @@ func (d *Dispatcher) send(ctx context.Context, c *store.ClaimedTask, now time.Ti
 	for name, value := range c.Headers {
 		// The API refuses these; a row written by other means must not
 		// shadow the signature either.
-		if !IsSignatureHeader(name) {
+		if !signing.IsSignatureHeader(name) {
 			req.Header.Set(name, value)
 		}
 	}
 	webhookID := c.ID.String()
-	signed, err := d.signer.Sign([]string{c.SigningSecret}, Message{WebhookID: webhookID, URL: c.URL, Body: c.Body}, now)
+	signed, err := d.signer.Sign([]string{c.SigningSecret}, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body}, now)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("sign webhook: %w", err)
 	}

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/sony/gobreaker/v2"
-
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // A target is where webhooks go: a URL's scheme, host and port. Each target
@@ -81,7 +80,7 @@ type target struct {
 
 	// Guarded by targets.mu.
 	inflight int
-	parked   []*store.ClaimedTask
+	parked   []*model.ClaimedTask
 	// sendTime is a moving average of how long a send to the target takes,
 	// to tell a task that finds no room when a slot is likely free.
 	sendTime time.Duration
@@ -156,7 +155,7 @@ const (
 // admit takes a send slot of the target for c, or parks c until a send to
 // the same target finishes, or, when too many already wait, says how long
 // until a slot is likely free.
-func (ts *targets) admit(t *target, c *store.ClaimedTask) (admission, time.Duration) {
+func (ts *targets) admit(t *target, c *model.ClaimedTask) (admission, time.Duration) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	switch {
@@ -182,7 +181,7 @@ func (ts *targets) admit(t *target, c *store.ClaimedTask) (admission, time.Durat
 // done records a send that took took, and gives its slot back or hands it
 // straight to the oldest task parked for the target, which the caller then
 // sends.
-func (ts *targets) done(t *target, took time.Duration) (next *store.ClaimedTask) {
+func (ts *targets) done(t *target, took time.Duration) (next *model.ClaimedTask) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if took > 0 {

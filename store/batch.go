@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -63,7 +64,7 @@ type InsertResult struct {
 	// its idempotency key: stored before, or created by an earlier task of
 	// the same call. The caller tells a replay from a reused key by comparing
 	// RequestHash.
-	Existing *Task
+	Existing *model.Task
 }
 
 // InsertTasks stores new scheduled tasks, like InsertTask, in one statement
@@ -74,7 +75,7 @@ type InsertResult struct {
 // announced on DueNotifyChannel on commit.
 //
 // The statement is all or nothing: an error stores none of the tasks.
-func (db *DB) InsertTasks(ctx context.Context, tasks []*Task, notifyBefore time.Time) ([]InsertResult, error) {
+func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]InsertResult, error) {
 	type tenantKey struct {
 		tenant uuid.UUID
 		key    string
@@ -174,7 +175,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*Task, notifyBefore time.
 		st, ok := created[t.ID]
 		if ok {
 			next := t.RunAt
-			t.Status, t.NextAttemptAt, t.CreatedAt, t.UpdatedAt = StatusScheduled, &next, st.created, st.updated
+			t.Status, t.NextAttemptAt, t.CreatedAt, t.UpdatedAt = model.StatusScheduled, &next, st.created, st.updated
 			results[i].Created = true
 			continue
 		}
@@ -190,11 +191,11 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*Task, notifyBefore time.
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
 		}
-		existing, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+		existing, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Task, error) { return scanTask(r) })
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
 		}
-		byKey := make(map[tenantKey]*Task, len(existing))
+		byKey := make(map[tenantKey]*model.Task, len(existing))
 		for _, e := range existing {
 			byKey[tenantKey{e.TenantID, *e.IdempotencyKey}] = e
 		}
@@ -206,7 +207,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*Task, notifyBefore time.
 			e, ok := byKey[tenantKey{t.TenantID, *t.IdempotencyKey}]
 			if !ok {
 				// The conflicting row went away in between (its tenant was deleted).
-				return nil, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, ErrNotFound)
+				return nil, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, model.ErrNotFound)
 			}
 			results[i].Existing = e
 		}

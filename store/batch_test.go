@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -76,7 +77,7 @@ func TestInsertTasks(t *testing.T) {
 
 	now := dbNow(t, pool)
 	notifyBefore := now.Add(30 * time.Second)
-	var tasks []*store.Task
+	var tasks []*model.Task
 	for i := range 50 {
 		// Every other task falls due within the announcement window.
 		runAt := now.Add(time.Duration(i/2) * time.Second)
@@ -103,7 +104,7 @@ func TestInsertTasks(t *testing.T) {
 		task := tasks[i]
 		require.True(t, res.Created, "task %d", i)
 		require.Nil(t, res.Existing)
-		require.Equal(t, store.StatusScheduled, task.Status)
+		require.Equal(t, model.StatusScheduled, task.Status)
 		require.NotNil(t, task.NextAttemptAt)
 		require.True(t, task.NextAttemptAt.Equal(task.RunAt))
 		require.False(t, task.CreatedAt.IsZero())
@@ -127,7 +128,7 @@ func TestInsertTasks(t *testing.T) {
 		require.Equal(t, task.IdempotencyKey, got.IdempotencyKey)
 		require.Equal(t, task.RequestHash, got.RequestHash)
 		require.True(t, got.CreatedAt.Equal(task.CreatedAt))
-		require.Equal(t, store.StatusScheduled, got.Status)
+		require.Equal(t, model.StatusScheduled, got.Status)
 	}
 	require.Len(t, wantAnnounced, 25)
 
@@ -166,12 +167,12 @@ func TestInsertTasksIdempotency(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 
-	keyed := func(tenantID uuid.UUID, key string, hash string) *store.Task {
+	keyed := func(tenantID uuid.UUID, key string, hash string) *model.Task {
 		task := newTask(tenantID, now) // due now: announced if stored
 		task.IdempotencyKey, task.RequestHash = ptr(key), []byte(hash)
 		return task
 	}
-	tasks := []*store.Task{
+	tasks := []*model.Task{
 		0: keyed(tenant.ID, "order-1", "hash-1"), // replays the single call
 		1: keyed(tenant.ID, "order-1", "other"),  // reuses its key: the caller tells by the hash
 		2: keyed(tenant.ID, "order-2", "hash-2"), // new
@@ -219,7 +220,7 @@ func TestInsertTasksConcurrentKeys(t *testing.T) {
 	// key ends up with exactly one task, and every batch sees that task.
 	const batches, keys = 8, 100
 	results := make([][]store.InsertResult, batches)
-	inputs := make([][]*store.Task, batches)
+	inputs := make([][]*model.Task, batches)
 	for b := range batches {
 		for k := range keys {
 			task := newTask(tenant.ID, now.Add(time.Hour))
@@ -261,35 +262,35 @@ func TestRescheduleTask(t *testing.T) {
 	tenant, other := createTenant(t, db), createTenant(t, db)
 	listener := listenDue(t, db, pool)
 
-	claim := func(t *testing.T) *store.ClaimedTask {
+	claim := func(t *testing.T) *model.ClaimedTask {
 		return claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 	}
 	tests := []struct {
 		name      string
-		setup     func(t *testing.T) *store.Task
+		setup     func(t *testing.T) *model.Task
 		wantErr   error
 		runAtMove bool // a scheduled task's run_at moves with its next attempt
 	}{
-		{"scheduled", func(t *testing.T) *store.Task {
+		{"scheduled", func(t *testing.T) *model.Task {
 			return insertTask(t, db, tenant.ID, time.Now().Add(time.Hour))
 		}, nil, true},
-		{"scheduled and overdue", func(t *testing.T) *store.Task {
+		{"scheduled and overdue", func(t *testing.T) *model.Task {
 			return insertDueTask(t, db, pool, tenant.ID)
 		}, nil, true},
-		{"retrying", func(t *testing.T) *store.Task {
+		{"retrying", func(t *testing.T) *model.Task {
 			c := claim(t)
-			recordOne(t, db, c, 503, nil, "retry", store.StatusRetrying, ptr(time.Now().Add(time.Minute)))
+			recordOne(t, db, c, 503, nil, "retry", model.StatusRetrying, ptr(time.Now().Add(time.Minute)))
 			return &c.Task
 		}, nil, false},
-		{"dispatching", func(t *testing.T) *store.Task { return &claim(t).Task }, store.ErrConflict, false},
-		{"delivered", func(t *testing.T) *store.Task { return deliveredTask(t, db, pool, tenant.ID) }, store.ErrConflict, false},
-		{"dead", func(t *testing.T) *store.Task { return deadTask(t, db, pool, tenant.ID) }, store.ErrConflict, false},
-		{"canceled", func(t *testing.T) *store.Task {
+		{"dispatching", func(t *testing.T) *model.Task { return &claim(t).Task }, model.ErrConflict, false},
+		{"delivered", func(t *testing.T) *model.Task { return deliveredTask(t, db, pool, tenant.ID) }, model.ErrConflict, false},
+		{"dead", func(t *testing.T) *model.Task { return deadTask(t, db, pool, tenant.ID) }, model.ErrConflict, false},
+		{"canceled", func(t *testing.T) *model.Task {
 			task := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour))
 			_, err := db.CancelTask(ctx, tenant.ID, task.ID)
 			require.NoError(t, err)
 			return task
-		}, store.ErrConflict, false},
+		}, model.ErrConflict, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,7 +302,7 @@ func TestRescheduleTask(t *testing.T) {
 
 			// Another tenant's id is not found, and changes nothing.
 			_, err = db.RescheduleTask(ctx, other.ID, task.ID, time.Now().Add(2*time.Hour), false)
-			require.ErrorIs(t, err, store.ErrNotFound)
+			require.ErrorIs(t, err, model.ErrNotFound)
 
 			// A time with nanoseconds is rounded up, never down.
 			at := time.Now().Add(2 * time.Hour).Add(500 * time.Nanosecond)
@@ -381,7 +382,7 @@ type taskSet struct {
 
 type setTask struct {
 	id        uuid.UUID
-	status    store.TaskStatus
+	status    model.TaskStatus
 	scheduled bool // belongs to the schedule
 	hour      int
 }
@@ -393,9 +394,9 @@ func newTaskSet(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UU
 	ctx := context.Background()
 	base := dbNow(t, pool).Add(-24 * time.Hour).Truncate(time.Hour)
 	s := &taskSet{schedule: insertBareSchedule(t, pool, tenantID), hours: [3]time.Time{base, base.Add(time.Hour), base.Add(2 * time.Hour)}}
-	statuses := []store.TaskStatus{store.StatusScheduled, store.StatusRetrying, store.StatusDispatching,
-		store.StatusDelivered, store.StatusDead, store.StatusCanceled}
-	var batch []*store.Task
+	statuses := []model.TaskStatus{model.StatusScheduled, model.StatusRetrying, model.StatusDispatching,
+		model.StatusDelivered, model.StatusDead, model.StatusCanceled}
+	var batch []*model.Task
 	for range n {
 		for hour := range 3 {
 			for _, scheduled := range []bool{false, true} {
@@ -470,19 +471,19 @@ func TestListTasksFilters(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		filter store.TaskFilter
+		filter model.TaskFilter
 		keep   func(setTask) bool
 	}{
-		{"schedule", store.TaskFilter{ScheduleID: &set.schedule}, func(s setTask) bool { return s.scheduled }},
-		{"created after (inclusive)", store.TaskFilter{CreatedAfter: &set.hours[1]}, func(s setTask) bool { return s.hour >= 1 }},
-		{"created before (exclusive)", store.TaskFilter{CreatedBefore: &set.hours[1]}, func(s setTask) bool { return s.hour < 1 }},
-		{"created in the middle hour", store.TaskFilter{CreatedAfter: &set.hours[1], CreatedBefore: &set.hours[2]},
+		{"schedule", model.TaskFilter{ScheduleID: &set.schedule}, func(s setTask) bool { return s.scheduled }},
+		{"created after (inclusive)", model.TaskFilter{CreatedAfter: &set.hours[1]}, func(s setTask) bool { return s.hour >= 1 }},
+		{"created before (exclusive)", model.TaskFilter{CreatedBefore: &set.hours[1]}, func(s setTask) bool { return s.hour < 1 }},
+		{"created in the middle hour", model.TaskFilter{CreatedAfter: &set.hours[1], CreatedBefore: &set.hours[2]},
 			func(s setTask) bool { return s.hour == 1 }},
-		{"everything combined", store.TaskFilter{ScheduleID: &set.schedule, Status: ptr(store.StatusRetrying),
+		{"everything combined", model.TaskFilter{ScheduleID: &set.schedule, Status: ptr(model.StatusRetrying),
 			CreatedAfter: &set.hours[1], CreatedBefore: &set.hours[2]},
-			func(s setTask) bool { return s.scheduled && s.status == store.StatusRetrying && s.hour == 1 }},
-		{"another tenant's schedule", store.TaskFilter{ScheduleID: &otherSet.schedule}, func(setTask) bool { return false }},
-		{"unknown schedule", store.TaskFilter{ScheduleID: ptr(uuid.Must(uuid.NewV7()))}, func(setTask) bool { return false }},
+			func(s setTask) bool { return s.scheduled && s.status == model.StatusRetrying && s.hour == 1 }},
+		{"another tenant's schedule", model.TaskFilter{ScheduleID: &otherSet.schedule}, func(setTask) bool { return false }},
+		{"unknown schedule", model.TaskFilter{ScheduleID: ptr(uuid.Must(uuid.NewV7()))}, func(setTask) bool { return false }},
 	}
 	for _, tt := range tests {
 		want := set.ids(tt.keep)
@@ -520,30 +521,30 @@ func TestCancelTasks(t *testing.T) {
 	db, pool := openDB(t)
 
 	waiting := func(s setTask) bool {
-		return s.status == store.StatusScheduled || s.status == store.StatusRetrying
+		return s.status == model.StatusScheduled || s.status == model.StatusRetrying
 	}
 	tests := []struct {
 		name   string
 		n      int // tasks of each combination
-		filter func(s *taskSet) store.CancelFilter
+		filter func(s *taskSet) model.CancelFilter
 		keep   func(s setTask) bool
 	}{
-		{"schedule", 10, func(s *taskSet) store.CancelFilter { return store.CancelFilter{ScheduleID: &s.schedule} },
+		{"schedule", 10, func(s *taskSet) model.CancelFilter { return model.CancelFilter{ScheduleID: &s.schedule} },
 			func(s setTask) bool { return s.scheduled }},
 		// 1,200 scheduled and 1,200 retrying tasks: more than one chunk of
 		// the store's 1,000 for each status.
-		{"schedule, many", 200, func(s *taskSet) store.CancelFilter { return store.CancelFilter{ScheduleID: &s.schedule} },
+		{"schedule, many", 200, func(s *taskSet) model.CancelFilter { return model.CancelFilter{ScheduleID: &s.schedule} },
 			func(s setTask) bool { return s.scheduled }},
-		{"status scheduled", 10, func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusScheduled)} },
-			func(s setTask) bool { return s.status == store.StatusScheduled }},
-		{"status retrying", 10, func(*taskSet) store.CancelFilter { return store.CancelFilter{Status: ptr(store.StatusRetrying)} },
-			func(s setTask) bool { return s.status == store.StatusRetrying }},
-		{"created range", 10, func(s *taskSet) store.CancelFilter {
-			return store.CancelFilter{CreatedAfter: &s.hours[1], CreatedBefore: &s.hours[2]}
+		{"status scheduled", 10, func(*taskSet) model.CancelFilter { return model.CancelFilter{Status: ptr(model.StatusScheduled)} },
+			func(s setTask) bool { return s.status == model.StatusScheduled }},
+		{"status retrying", 10, func(*taskSet) model.CancelFilter { return model.CancelFilter{Status: ptr(model.StatusRetrying)} },
+			func(s setTask) bool { return s.status == model.StatusRetrying }},
+		{"created range", 10, func(s *taskSet) model.CancelFilter {
+			return model.CancelFilter{CreatedAfter: &s.hours[1], CreatedBefore: &s.hours[2]}
 		}, func(s setTask) bool { return s.hour == 1 }},
-		{"combined", 10, func(s *taskSet) store.CancelFilter {
-			return store.CancelFilter{ScheduleID: &s.schedule, Status: ptr(store.StatusRetrying), CreatedBefore: &s.hours[1]}
-		}, func(s setTask) bool { return s.scheduled && s.status == store.StatusRetrying && s.hour == 0 }},
+		{"combined", 10, func(s *taskSet) model.CancelFilter {
+			return model.CancelFilter{ScheduleID: &s.schedule, Status: ptr(model.StatusRetrying), CreatedBefore: &s.hours[1]}
+		}, func(s setTask) bool { return s.scheduled && s.status == model.StatusRetrying && s.hour == 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -591,7 +592,7 @@ func TestCancelTasks(t *testing.T) {
 	t.Run("only waiting statuses", func(t *testing.T) {
 		t.Parallel()
 		tenant := createTenant(t, db)
-		_, err := db.CancelTasks(ctx, tenant.ID, store.CancelFilter{Status: ptr(store.StatusDelivered)})
+		_, err := db.CancelTasks(ctx, tenant.ID, model.CancelFilter{Status: ptr(model.StatusDelivered)})
 		require.Error(t, err)
 	})
 }

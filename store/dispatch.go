@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -80,18 +81,6 @@ func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time
 	return due, nil
 }
 
-// ClaimedTask is a task one sender now owns for one attempt.
-type ClaimedTask struct {
-	Task
-	// Attempt is the 1-based number of the attempt this claim is for.
-	Attempt int
-	// ClaimToken proves ownership when the attempt is recorded.
-	ClaimToken uuid.UUID
-	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
-	ClaimedAt     time.Time
-	SigningSecret string
-}
-
 // The CTE locks the rows in id order before the update: two nodes claiming
 // overlapping batches listed in different orders would otherwise lock rows in
 // different orders and deadlock. It selects by id alone, the conditions are
@@ -137,7 +126,7 @@ RETURNING t.id, t.tenant_id, t.status, t.url, t.method, t.headers, t.body, t.run
 // few milliseconds before the flush can forget a claim, and then the task is
 // sent again with the same webhook-id, as after any crash mid-send. Outcomes
 // (RecordAttempts) are committed synchronously.
-func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*ClaimedTask, err error) {
+func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*model.ClaimedTask, err error) {
 	token := uuid.New()
 	// One round trip: the transaction, its setting and the claim travel in a
 	// single pipeline.
@@ -170,10 +159,10 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 	return claimed, nil
 }
 
-func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*ClaimedTask] {
-	return func(r pgx.CollectableRow) (*ClaimedTask, error) {
+func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
+	return func(r pgx.CollectableRow) (*model.ClaimedTask, error) {
 		var (
-			c                          ClaimedTask
+			c                          model.ClaimedTask
 			timeoutMs                  int32
 			minBackoffMs, maxBackoffMs int64
 		)
@@ -192,10 +181,10 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*ClaimedTask] {
 
 // AttemptResult is what became of one claimed attempt.
 type AttemptResult struct {
-	Attempt
+	model.Attempt
 	ClaimToken uuid.UUID
 	// Status is the task's status after the attempt: delivered, retrying or dead.
-	Status TaskStatus
+	Status model.TaskStatus
 	// NextAttemptAt is set when Status is retrying.
 	NextAttemptAt *time.Time
 }

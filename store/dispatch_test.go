@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -50,8 +51,8 @@ func TestListDue(t *testing.T) {
 
 	base := µs(time.Now().Add(24 * time.Hour))
 	until := base.Add(10 * time.Minute)
-	at := func(task *store.Task) store.DueTask { return store.DueTask{ID: task.ID, At: task.RunAt} }
-	setStatus := func(task *store.Task, status string) {
+	at := func(task *model.Task) store.DueTask { return store.DueTask{ID: task.ID, At: task.RunAt} }
+	setStatus := func(task *model.Task, status string) {
 		// next_attempt_at stays set: only the status may keep these out.
 		exec(t, pool, `UPDATE tasks SET status = $2 WHERE id = $1`, task.ID, status)
 	}
@@ -174,12 +175,12 @@ func TestPartitionOf(t *testing.T) {
 	require.Len(t, all, 5001)
 	seen := map[int16]bool{}
 	for _, r := range all {
-		require.Equal(t, r.Partition, store.PartitionOf(r.ID), "task %s", r.ID)
+		require.Equal(t, r.Partition, model.PartitionOf(r.ID), "task %s", r.ID)
 		seen[r.Partition] = true
 	}
-	require.Len(t, seen, store.Partitions)
+	require.Len(t, seen, model.Partitions)
 	for _, id := range []uuid.UUID{uuid.Nil, uuid.Max, uuid.MustParse("0192d7a0-0000-7000-8000-0000000000fe")} {
-		require.Equal(t, int16(id[15]), store.PartitionOf(id))
+		require.Equal(t, int16(id[15]), model.PartitionOf(id))
 	}
 }
 
@@ -203,7 +204,7 @@ func TestListDuePartitions(t *testing.T) {
 	sortDue(waiting)
 
 	var evens []int16
-	for p := int16(0); p < store.Partitions; p += 2 {
+	for p := int16(0); p < model.Partitions; p += 2 {
 		evens = append(evens, p)
 	}
 	tests := []struct {
@@ -224,7 +225,7 @@ func TestListDuePartitions(t *testing.T) {
 			t.Parallel()
 			want := []store.DueTask{}
 			for _, d := range waiting {
-				if slices.Contains(tt.partitions, store.PartitionOf(d.ID)) {
+				if slices.Contains(tt.partitions, model.PartitionOf(d.ID)) {
 					want = append(want, d)
 				}
 			}
@@ -339,7 +340,7 @@ func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 		soon = append(soon, store.DueTask{ID: task.ID, At: task.RunAt})
 	}
 	var third []int16
-	for p := int16(1); p < store.Partitions; p += 3 {
+	for p := int16(1); p < model.Partitions; p += 3 {
 		third = append(third, p)
 	}
 	require.Len(t, third, 85)
@@ -379,7 +380,7 @@ func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 	exec(t, pool, `ANALYZE tasks`)
 	require.Equal(t, farAhead+20_000+5, countRows(t, pool, `SELECT count(*) FROM tasks`))
 	// Every partition waits on hundreds of far tasks.
-	require.Equal(t, store.Partitions, countRows(t, pool,
+	require.Equal(t, model.Partitions, countRows(t, pool,
 		`SELECT count(DISTINCT partition) FROM tasks WHERE next_attempt_at > now() + interval '29 days'`))
 	height := btreeHeight(t, pool, "tasks_due")
 	require.LessOrEqual(t, height, 3, "200k entries fit a three-level btree")
@@ -454,7 +455,7 @@ func TestClaimTasks(t *testing.T) {
 	node := uuid.New()
 	claims, err := db.ClaimTasks(ctx, node, allPartitions(), ids, now, 30*time.Second)
 	require.NoError(t, err)
-	byID := map[uuid.UUID]*store.ClaimedTask{}
+	byID := map[uuid.UUID]*model.ClaimedTask{}
 	for _, c := range claims {
 		byID[c.ID] = c
 	}
@@ -468,7 +469,7 @@ func TestClaimTasks(t *testing.T) {
 		retrying.ID: tenant.SigningSecret, atNow.ID: tenant.SigningSecret}
 	for id, c := range byID {
 		require.Equal(t, token, c.ClaimToken, "one token per claim call")
-		require.Equal(t, store.StatusDispatching, c.Status)
+		require.Equal(t, model.StatusDispatching, c.Status)
 		require.Equal(t, wantAttempt[id], c.Attempt)
 		require.Equal(t, wantAttempt[id], c.Attempts)
 		require.Equal(t, wantSecret[id], c.SigningSecret)
@@ -547,7 +548,7 @@ func TestClaimTasksPartitions(t *testing.T) {
 				row := readTaskRow(t, pool, id)
 				node, claimed := claimedBy[id]
 				if !claimed {
-					require.Equal(t, before[id], row, "task %s in partition %d must be left alone", id, store.PartitionOf(id))
+					require.Equal(t, before[id], row, "task %s in partition %d must be left alone", id, model.PartitionOf(id))
 					continue
 				}
 				require.Equal(t, "dispatching", row.Status)
@@ -594,7 +595,7 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 			orders := [][]uuid.UUID{ids, tt.order(ids)}
 			nodes := []uuid.UUID{uuid.New(), uuid.New()}
 
-			claimed := make([][]*store.ClaimedTask, len(orders))
+			claimed := make([][]*model.ClaimedTask, len(orders))
 			errs := make([]error, len(orders))
 			start := make(chan struct{})
 			var wg sync.WaitGroup
@@ -670,7 +671,7 @@ func TestClaimTasksWaitsForConcurrentChange(t *testing.T) {
 			require.NoError(t, err)
 
 			type result struct {
-				claims []*store.ClaimedTask
+				claims []*model.ClaimedTask
 				err    error
 			}
 			done := make(chan result, 1)
@@ -720,9 +721,9 @@ func TestClaimTasksWaitsForConcurrentChange(t *testing.T) {
 }
 
 // recordFor is the result of the claimed attempt with the given outcome.
-func recordFor(c *store.ClaimedTask, outcome string, code *int, errText *string, status store.TaskStatus, next *time.Time) store.AttemptResult {
+func recordFor(c *model.ClaimedTask, outcome string, code *int, errText *string, status model.TaskStatus, next *time.Time) store.AttemptResult {
 	return store.AttemptResult{
-		Attempt: store.Attempt{
+		Attempt: model.Attempt{
 			TaskID: c.ID, Attempt: c.Attempt, StartedAt: µs(time.Now().Add(-time.Second)), Duration: 250 * time.Millisecond,
 			StatusCode: code, Error: errText, Outcome: outcome, ResponseBody: ptr("response of " + outcome),
 		},
@@ -744,14 +745,14 @@ func TestRecordAttempt(t *testing.T) {
 		outcome    string
 		code       *int
 		errText    *string
-		status     store.TaskStatus
+		status     model.TaskStatus
 		next       *time.Time
-		wantStatus store.TaskStatus
+		wantStatus model.TaskStatus
 	}{
-		{"success", "success", ptr(200), nil, store.StatusDelivered, nil, store.StatusDelivered},
-		{"retry on 503", "retry", ptr(503), nil, store.StatusRetrying, &retryAt, store.StatusRetrying},
-		{"retry on network error", "retry", nil, ptr("dial tcp: connection refused"), store.StatusRetrying, &retryAt, store.StatusRetrying},
-		{"final failure", "fail", ptr(404), nil, store.StatusDead, nil, store.StatusDead},
+		{"success", "success", ptr(200), nil, model.StatusDelivered, nil, model.StatusDelivered},
+		{"retry on 503", "retry", ptr(503), nil, model.StatusRetrying, &retryAt, model.StatusRetrying},
+		{"retry on network error", "retry", nil, ptr("dial tcp: connection refused"), model.StatusRetrying, &retryAt, model.StatusRetrying},
+		{"final failure", "fail", ptr(404), nil, model.StatusDead, nil, model.StatusDead},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -808,7 +809,7 @@ func TestRecordAttempt(t *testing.T) {
 			t.Parallel()
 			c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 			before := readTaskRow(t, pool, c.ID)
-			r := recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)
+			r := recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)
 			tt.modify(&r)
 
 			err := db.RecordAttempt(ctx, r)
@@ -825,16 +826,16 @@ func TestRecordAttempt(t *testing.T) {
 		exec(t, pool, `UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, task.ID)
 		// Other subtests' claims that share the partition are held by the
 		// live testNode under live leases: only this one is recovered.
-		recovered, err := db.RecoverClaims(ctx, []int16{store.PartitionOf(task.ID)}, 100)
+		recovered, err := db.RecoverClaims(ctx, []int16{model.PartitionOf(task.ID)}, 100)
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{task.ID}, recoveredIDs(recovered))
 		fresh := claimOne(t, db, pool, task.ID)
 		require.Equal(t, stale.Attempt, fresh.Attempt, "the re-send keeps the attempt number")
 		require.NotEqual(t, stale.ClaimToken, fresh.ClaimToken)
 
-		require.ErrorIs(t, db.RecordAttempt(ctx, recordFor(stale, "success", ptr(200), nil, store.StatusDelivered, nil)), store.ErrClaimLost)
+		require.ErrorIs(t, db.RecordAttempt(ctx, recordFor(stale, "success", ptr(200), nil, model.StatusDelivered, nil)), store.ErrClaimLost)
 		require.Equal(t, "dispatching", readTaskRow(t, pool, task.ID).Status)
-		require.NoError(t, db.RecordAttempt(ctx, recordFor(fresh, "fail", ptr(410), nil, store.StatusDead, nil)))
+		require.NoError(t, db.RecordAttempt(ctx, recordFor(fresh, "fail", ptr(410), nil, model.StatusDead, nil)))
 
 		attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID)
 		require.NoError(t, err)
@@ -842,13 +843,13 @@ func TestRecordAttempt(t *testing.T) {
 		require.Equal(t, ptr(410), attempts[0].StatusCode)
 		got, err := db.GetTask(ctx, tenant.ID, task.ID)
 		require.NoError(t, err)
-		require.Equal(t, store.StatusDead, got.Status)
+		require.Equal(t, model.StatusDead, got.Status)
 	})
 
 	t.Run("one row per task and attempt number", func(t *testing.T) {
 		t.Parallel()
 		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
-		require.NoError(t, db.RecordAttempt(ctx, recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)))
+		require.NoError(t, db.RecordAttempt(ctx, recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)))
 		_, err := pool.Exec(ctx, `INSERT INTO attempts (task_id, attempt, started_at, duration_ms, outcome) VALUES ($1, 1, now(), 1, 'success')`, c.ID)
 		var pgErr *pgconn.PgError
 		require.True(t, errors.As(err, &pgErr), "got %v", err)
@@ -896,7 +897,7 @@ func TestDeferClaims(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, claims, 2)
 			// RETURNING keeps no order: find this task's claim.
-			claim := claims[slices.IndexFunc(claims, func(c *store.ClaimedTask) bool { return c.ID == task.ID })]
+			claim := claims[slices.IndexFunc(claims, func(c *model.ClaimedTask) bool { return c.ID == task.ID })]
 			require.Equal(t, tt.setup.priorAttempts+1, claim.Attempt)
 			claimed := readTaskRow(t, pool, task.ID)
 			bystanderClaimed := readTaskRow(t, pool, bystander.ID)
@@ -946,7 +947,7 @@ func recoveredIDs(recovered []store.RecoveredClaim) []uuid.UUID {
 // requireRecovered checks a claim RecoverClaims handed back between from and
 // to (Postgres's clock): it reports the claim's attempt and token, and the
 // task waits again, due at the recovery's now(), with the attempt given back.
-func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim, claim *store.ClaimedTask, from, to time.Time) {
+func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim, claim *model.ClaimedTask, from, to time.Time) {
 	t.Helper()
 	require.Equal(t, claim.ID, got.ID)
 	require.Equal(t, claim.Attempt, got.Attempt, "the attempt the claim was for")
@@ -969,7 +970,7 @@ func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim
 }
 
 // claimFor claims one due task for node and requires that the claim succeeded.
-func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id uuid.UUID) *store.ClaimedTask {
+func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id uuid.UUID) *model.ClaimedTask {
 	t.Helper()
 	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
 	require.NoError(t, err)
@@ -1053,7 +1054,7 @@ func TestRecoverClaimsOfDeadNodes(t *testing.T) {
 	waiting := insertDueTask(t, db, pool, tenant.ID)
 	require.NoError(t, db.LeaveNode(ctx, leaving))
 
-	untouched := func(claims ...*store.ClaimedTask) map[uuid.UUID]taskRow {
+	untouched := func(claims ...*model.ClaimedTask) map[uuid.UUID]taskRow {
 		rows := map[uuid.UUID]taskRow{}
 		for _, c := range claims {
 			rows[c.ID] = readTaskRow(t, pool, c.ID)
@@ -1069,12 +1070,12 @@ func TestRecoverClaimsOfDeadNodes(t *testing.T) {
 	steps := []struct {
 		name    string
 		prepare func(t *testing.T)
-		want    []*store.ClaimedTask
+		want    []*model.ClaimedTask
 		after   func(t *testing.T)
 	}{
 		{
 			name: "a live node's expired lease and a left node's claim",
-			want: []*store.ClaimedTask{liveExpired, leavingClaim},
+			want: []*model.ClaimedTask{liveExpired, leavingClaim},
 			after: func(t *testing.T) {
 				for id, before := range dyingBefore {
 					require.Equal(t, before, readTaskRow(t, pool, id), "the claim of a live node with a live lease is untouched")
@@ -1086,7 +1087,7 @@ func TestRecoverClaimsOfDeadNodes(t *testing.T) {
 			prepare: func(t *testing.T) {
 				exec(t, pool, `UPDATE nodes SET expires_at = now() - interval '1 millisecond' WHERE id = $1`, dying)
 			},
-			want: []*store.ClaimedTask{dyingClaim, dyingRetry},
+			want: []*model.ClaimedTask{dyingClaim, dyingRetry},
 		},
 		{name: "nothing left"},
 	}
@@ -1121,7 +1122,7 @@ func TestRecoverClaimsOfDeadNodes(t *testing.T) {
 	require.Equal(t, liveBefore[liveClaim.ID], readTaskRow(t, pool, liveClaim.ID))
 	require.Equal(t, waitingBefore, readTaskRow(t, pool, waiting.ID))
 	// Back in the queue with the same attempt numbers, for a live node.
-	for _, c := range []*store.ClaimedTask{liveExpired, leavingClaim, dyingClaim, dyingRetry} {
+	for _, c := range []*model.ClaimedTask{liveExpired, leavingClaim, dyingClaim, dyingRetry} {
 		require.Equal(t, c.Attempt, claimFor(t, db, pool, live, c.ID).Attempt)
 	}
 }
@@ -1136,7 +1137,7 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 
 	dead := uuid.New()
 	registerNode(t, pool, dead, time.Hour)
-	claimIn := func(p int16, leaseIn time.Duration) *store.ClaimedTask {
+	claimIn := func(p int16, leaseIn time.Duration) *model.ClaimedTask {
 		c := claimFor(t, db, pool, dead, insertTaskIn(t, db, tenant.ID, dbNow(t, pool).Add(-time.Minute), p).ID)
 		exec(t, pool, `UPDATE tasks SET lease_expires_at = now() + $2::interval WHERE id = $1`, c.ID, leaseIn)
 		return c
@@ -1144,7 +1145,7 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 	in10a, in10b := claimIn(10, 3*time.Minute), claimIn(10, time.Minute)
 	in11 := claimIn(11, time.Minute)
 	in12 := claimIn(12, 2*time.Minute)
-	var in20 []*store.ClaimedTask
+	var in20 []*model.ClaimedTask
 	for i := range 5 {
 		// Leases end in the order 4, 3, 2, 1, 0.
 		in20 = append(in20, claimIn(20, time.Duration(10-i)*time.Minute))
@@ -1155,16 +1156,16 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 		name       string
 		partitions []int16
 		limit      int
-		want       []*store.ClaimedTask // in lease order
+		want       []*model.ClaimedTask // in lease order
 	}{
 		{"no partitions", []int16{}, 100, nil},
 		{"nil partitions", nil, 100, nil},
 		{"partitions without claims", []int16{0, 1, 255}, 100, nil},
-		{"two of the partitions", []int16{10, 12}, 100, []*store.ClaimedTask{in10b, in12, in10a}},
+		{"two of the partitions", []int16{10, 12}, 100, []*model.ClaimedTask{in10b, in12, in10a}},
 		{"again: nothing left there", []int16{10, 12}, 100, nil},
-		{"limit 2, earliest leases first", []int16{20}, 2, []*store.ClaimedTask{in20[4], in20[3]}},
-		{"limit 2 again", []int16{20, 21}, 2, []*store.ClaimedTask{in20[2], in20[1]}},
-		{"the rest", allPartitions(), 100, []*store.ClaimedTask{in11, in20[0]}},
+		{"limit 2, earliest leases first", []int16{20}, 2, []*model.ClaimedTask{in20[4], in20[3]}},
+		{"limit 2 again", []int16{20, 21}, 2, []*model.ClaimedTask{in20[2], in20[1]}},
+		{"the rest", allPartitions(), 100, []*model.ClaimedTask{in11, in20[0]}},
 		{"all recovered", allPartitions(), 100, nil},
 	}
 	for _, step := range steps {
@@ -1184,7 +1185,7 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 			require.ElementsMatch(t, want, recoveredIDs(got))
 			for i, r := range got {
 				requireRecovered(t, pool, r, step.want[slices.Index(want, r.ID)], from, to)
-				require.Contains(t, step.partitions, store.PartitionOf(got[i].ID))
+				require.Contains(t, step.partitions, model.PartitionOf(got[i].ID))
 			}
 			require.Equal(t, stillClaimed-len(want), countRows(t, pool, `SELECT count(*) FROM tasks WHERE status = 'dispatching'`),
 				"nothing else recovered")
@@ -1224,7 +1225,7 @@ func TestListenDue(t *testing.T) {
 			return store.DueTask{}
 		}
 	}
-	insert := func(runAt time.Time, key *string, notify bool) (*store.Task, bool) {
+	insert := func(runAt time.Time, key *string, notify bool) (*model.Task, bool) {
 		task := newTask(tenant.ID, runAt)
 		task.IdempotencyKey = key
 		_, created, err := db.InsertTask(ctx, task, notify)
@@ -1275,7 +1276,7 @@ func TestRecordAttemptsBatch(t *testing.T) {
 	var results []store.AttemptResult
 	for i := range 50 {
 		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
-		r := recordFor(c, "success", ptr(200), nil, store.StatusDelivered, nil)
+		r := recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)
 		if i%10 == 3 {
 			r.ClaimToken = uuid.New() // someone else's claim
 		}

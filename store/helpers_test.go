@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
 )
@@ -73,17 +74,17 @@ func randomHex(t *testing.T, n int) string {
 }
 
 // createTenant stores a tenant with a random signing secret and one API key.
-func createTenant(t *testing.T, db *store.DB) *store.Tenant {
+func createTenant(t *testing.T, db *store.DB) *model.Tenant {
 	t.Helper()
 	secret := make([]byte, 32)
 	_, err := rand.Read(secret)
 	require.NoError(t, err)
-	tenant := &store.Tenant{
+	tenant := &model.Tenant{
 		ID:            uuid.Must(uuid.NewV7()),
 		Name:          "tenant-" + randomHex(t, 4),
 		SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(secret),
 	}
-	key := &store.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
+	key := &model.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
 	require.NoError(t, db.CreateTenant(context.Background(), tenant, key))
 	return tenant
 }
@@ -100,8 +101,8 @@ func dbNow(t *testing.T, pool *pgxpool.Pool) time.Time {
 func µs(at time.Time) time.Time { return at.Truncate(time.Microsecond) }
 
 // newTask is a complete, unsaved task of the tenant falling due at runAt.
-func newTask(tenantID uuid.UUID, runAt time.Time) *store.Task {
-	return &store.Task{
+func newTask(tenantID uuid.UUID, runAt time.Time) *model.Task {
+	return &model.Task{
 		ID:          uuid.Must(uuid.NewV7()),
 		TenantID:    tenantID,
 		URL:         "https://receiver.example/hooks/order",
@@ -117,7 +118,7 @@ func newTask(tenantID uuid.UUID, runAt time.Time) *store.Task {
 }
 
 // insertTask stores a new task due at runAt and requires that it was created.
-func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time) *store.Task {
+func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time) *model.Task {
 	t.Helper()
 	task := newTask(tenantID, runAt)
 	existing, created, err := db.InsertTask(context.Background(), task, false)
@@ -128,18 +129,18 @@ func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time)
 }
 
 // insertDueTask stores a task that fell due a minute ago (by Postgres's clock).
-func insertDueTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *store.Task {
+func insertDueTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *model.Task {
 	t.Helper()
 	return insertTask(t, db, tenantID, dbNow(t, pool).Add(-time.Minute))
 }
 
 // insertTaskIn stores a new task due at runAt in the given partition (the
 // last byte of its id; the rest stays a UUIDv7).
-func insertTaskIn(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time, partition int16) *store.Task {
+func insertTaskIn(t *testing.T, db *store.DB, tenantID uuid.UUID, runAt time.Time, partition int16) *model.Task {
 	t.Helper()
 	task := newTask(tenantID, runAt)
 	task.ID[15] = byte(partition)
-	require.Equal(t, partition, store.PartitionOf(task.ID))
+	require.Equal(t, partition, model.PartitionOf(task.ID))
 	_, created, err := db.InsertTask(context.Background(), task, false)
 	require.NoError(t, err)
 	require.True(t, created)
@@ -182,7 +183,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
 
 // allPartitions is every partition, for calls that do not care which.
 func allPartitions() []int16 {
-	ps := make([]int16, store.Partitions)
+	ps := make([]int16, model.Partitions)
 	for i := range ps {
 		ps[i] = int16(i)
 	}
@@ -203,7 +204,7 @@ func registerNode(t *testing.T, pool *pgxpool.Pool, node uuid.UUID, ttl time.Dur
 }
 
 // claimOne claims one due task for testNode and requires that the claim succeeded.
-func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *store.ClaimedTask {
+func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *model.ClaimedTask {
 	t.Helper()
 	registerNode(t, pool, testNode, time.Hour)
 	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
@@ -213,7 +214,7 @@ func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *sto
 	return claims[0]
 }
 
-func taskIDs(tasks []*store.Task) []uuid.UUID {
+func taskIDs(tasks []*model.Task) []uuid.UUID {
 	ids := make([]uuid.UUID, len(tasks))
 	for i, task := range tasks {
 		ids[i] = task.ID
@@ -221,7 +222,7 @@ func taskIDs(tasks []*store.Task) []uuid.UUID {
 	return ids
 }
 
-func claimIDs(claims []*store.ClaimedTask) []uuid.UUID {
+func claimIDs(claims []*model.ClaimedTask) []uuid.UUID {
 	ids := make([]uuid.UUID, len(claims))
 	for i, c := range claims {
 		ids[i] = c.ID

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
 )
@@ -21,17 +22,17 @@ import (
 func ptrTo[T any](v T) *T { return &v }
 
 // createTenantWithKey is createTenant, also returning the key's public id.
-func createTenantWithKey(t *testing.T, db *store.DB) (*store.Tenant, string) {
+func createTenantWithKey(t *testing.T, db *store.DB) (*model.Tenant, string) {
 	t.Helper()
 	secret := make([]byte, 32)
 	_, err := rand.Read(secret)
 	require.NoError(t, err)
-	tenant := &store.Tenant{
+	tenant := &model.Tenant{
 		ID:            uuid.Must(uuid.NewV7()),
 		Name:          "tenant-" + randomHex(t, 4),
 		SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(secret),
 	}
-	key := &store.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
+	key := &model.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
 	require.NoError(t, db.CreateTenant(context.Background(), tenant, key))
 	return tenant, key.ID
 }
@@ -49,9 +50,9 @@ func TestTenantLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Limits.Unlimited(), "a new tenant is unlimited")
 
-	limits := store.Limits{
+	limits := model.Limits{
 		APIRate: 2.5, APIBurst: 5, MaxPendingTasks: 100, DispatchRate: 20, DispatchConcurrency: 4,
-		Targets: map[string]store.TargetLimits{
+		Targets: map[string]model.TargetLimits{
 			"api.partner.com": {DispatchRate: ptrTo(0.5)},
 			"slow.example":    {DispatchConcurrency: ptrTo(0)},
 		},
@@ -71,82 +72,14 @@ func TestTenantLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, limits, only)
 
-	set, err = db.SetTenantLimits(ctx, tenant.ID, store.Limits{MaxPendingTasks: 1})
+	set, err = db.SetTenantLimits(ctx, tenant.ID, model.Limits{MaxPendingTasks: 1})
 	require.NoError(t, err)
-	require.Equal(t, store.Limits{MaxPendingTasks: 1}, set.Limits, "replaced as a whole")
+	require.Equal(t, model.Limits{MaxPendingTasks: 1}, set.Limits, "replaced as a whole")
 
 	_, err = db.SetTenantLimits(ctx, uuid.New(), limits)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = db.TenantLimits(ctx, uuid.New())
-	require.ErrorIs(t, err, store.ErrNotFound)
-}
-
-func TestLimitsForHost(t *testing.T) {
-	t.Parallel()
-	limits := store.Limits{
-		DispatchRate: 20, DispatchConcurrency: 4,
-		Targets: map[string]store.TargetLimits{
-			"fast.example": {DispatchRate: ptrTo(0.0)},
-			"slow.example": {DispatchRate: ptrTo(1.0), DispatchConcurrency: ptrTo(1)},
-			"half.example": {DispatchConcurrency: ptrTo(2)},
-		},
-	}
-	tests := []struct {
-		host        string
-		rate        float64
-		concurrency int
-	}{
-		{"other.example", 20, 4},
-		{"fast.example", 0, 4},
-		{"slow.example", 1, 1},
-		{"half.example", 20, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.host, func(t *testing.T) {
-			t.Parallel()
-			rate, concurrency := limits.ForHost(tt.host)
-			require.Equal(t, tt.rate, rate)
-			require.Equal(t, tt.concurrency, concurrency)
-		})
-	}
-	require.Equal(t, 1, store.Limits{APIRate: 0.5}.EffectiveAPIBurst())
-	require.Equal(t, 7, store.Limits{APIRate: 7.9}.EffectiveAPIBurst())
-	require.Equal(t, 3, store.Limits{APIRate: 7.9, APIBurst: 3}.EffectiveAPIBurst())
-}
-
-func TestHostKey(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		host string
-		key  string
-		ok   bool
-	}{
-		{"api.partner.com", "api.partner.com", true},
-		{"API.Partner.COM", "api.partner.com", true},
-		{"api.partner.com.", "api.partner.com", true},
-		{"my_host-1.internal", "my_host-1.internal", true},
-		{"203.0.113.7", "203.0.113.7", true},
-		{"[2001:DB8::1]", "2001:db8::1", true},
-		{"2001:0db8:0000::0001", "2001:db8::1", true},
-		{"::ffff:203.0.113.7", "203.0.113.7", true},
-		{"", "", false},
-		{"api.partner.com:443", "api.partner.com:443", false},
-		{"https://api.partner.com", "https://api.partner.com", false},
-		{"*.partner.com", "*.partner.com", false},
-		{"api..partner.com", "api..partner.com", false},
-		{"-api.partner.com", "-api.partner.com", false},
-		{"bücher.de", "bücher.de", false},
-		{"fe80::1%eth0", "fe80::1%eth0", false},
-		{strings.Repeat("a", 64) + ".com", strings.Repeat("a", 64) + ".com", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.host, func(t *testing.T) {
-			t.Parallel()
-			key, ok := store.HostKey(tt.host)
-			require.Equal(t, tt.ok, ok)
-			require.Equal(t, tt.key, key)
-		})
-	}
+	require.ErrorIs(t, err, model.ErrNotFound)
 }
 
 // TestCountPendingTasks: scheduled, retrying and dispatching tasks count,
@@ -497,7 +430,7 @@ func TestDeferClaimsUntil(t *testing.T) {
 	db, pool := openDB(t)
 	tenant := createTenant(t, db)
 	now := dbNow(t, pool)
-	tasks := []*store.Task{
+	tasks := []*model.Task{
 		insertTask(t, db, tenant.ID, now.Add(-time.Minute)),
 		insertTask(t, db, tenant.ID, now.Add(-time.Minute)),
 		insertTask(t, db, tenant.ID, now.Add(-time.Minute)),

@@ -7,16 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
-
-// Partitions is how many partitions tasks are split into: a task's partition
-// is the last byte of its id.
-const Partitions = 256
-
-// PartitionOf is the partition of a task, as the tasks.partition column
-// computes it.
-func PartitionOf(id uuid.UUID) int16 { return int16(id[15]) }
 
 // Membership is a dispatcher node's view after one heartbeat.
 type Membership struct {
@@ -85,7 +78,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		if err != nil {
 			return fmt.Errorf("renew partitions: %w", err)
 		}
-		share := fairShare(live, nodeID)
+		share := model.FairShare(live, nodeID)
 		switch {
 		case len(owned) > share:
 			excess := owned[share:]
@@ -130,16 +123,4 @@ func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
 		return fmt.Errorf("forget dead nodes: %w", err)
 	}
 	return nil
-}
-
-// fairShare is how many partitions a node should hold: an even split, the
-// remainder going one each to the first nodes in id order, so that every
-// live node gets work however many there are.
-func fairShare(live []uuid.UUID, nodeID uuid.UUID) int {
-	n := max(len(live), 1)
-	share := Partitions / n
-	if rank := slices.Index(live, nodeID); rank >= 0 && rank < Partitions%n {
-		share++
-	}
-	return share
 }

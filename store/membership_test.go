@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -21,7 +22,7 @@ import (
 const nodeTTL = time.Minute
 
 // share is the most partitions a node may hold among live nodes.
-func share(live int) int { return (store.Partitions + live - 1) / live }
+func share(live int) int { return (model.Partitions + live - 1) / live }
 
 func heartbeat(t *testing.T, db *store.DB, node uuid.UUID, ttl time.Duration) store.Membership {
 	t.Helper()
@@ -73,7 +74,7 @@ func balanced(owned map[uuid.UUID][]int16, live int) bool {
 			seen[p] = true
 		}
 	}
-	return len(seen) == store.Partitions
+	return len(seen) == model.Partitions
 }
 
 // settle heartbeats the nodes in turn, round after round, until a round
@@ -187,7 +188,7 @@ func TestHeartbeatSingleNode(t *testing.T) {
 	require.Equal(t, started, started2)
 	require.True(t, beat2.After(beat), "heartbeat_at renewed")
 	require.True(t, expires2.After(expires), "registration renewed")
-	require.Equal(t, store.Partitions, countRows(t, pool,
+	require.Equal(t, model.Partitions, countRows(t, pool,
 		`SELECT count(*) FROM partitions WHERE owner = $1 AND lease_expires_at = $2`, node, expires2), "every lease renewed")
 	require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM nodes`))
 }

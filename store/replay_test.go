@@ -9,15 +9,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
 // recordOne records the outcome of a claimed attempt and requires that it held.
-func recordOne(t *testing.T, db *store.DB, c *store.ClaimedTask, statusCode int, errMsg *string, outcome string,
-	status store.TaskStatus, next *time.Time) {
+func recordOne(t *testing.T, db *store.DB, c *model.ClaimedTask, statusCode int, errMsg *string, outcome string,
+	status model.TaskStatus, next *time.Time) {
 	t.Helper()
 	require.NoError(t, db.RecordAttempt(context.Background(), store.AttemptResult{
-		Attempt: store.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond,
+		Attempt: model.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond,
 			StatusCode: &statusCode, Error: errMsg, Outcome: outcome},
 		ClaimToken:    c.ClaimToken,
 		Status:        status,
@@ -27,30 +28,30 @@ func recordOne(t *testing.T, db *store.DB, c *store.ClaimedTask, statusCode int,
 
 // deadTask is a task of the tenant that made two attempts, a retried 503 and
 // a final 404, and is dead.
-func deadTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *store.Task {
+func deadTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *model.Task {
 	t.Helper()
 	task := insertDueTask(t, db, pool, tenantID)
 	first := claimOne(t, db, pool, task.ID)
-	recordOne(t, db, first, 503, ptr("receiver answered 503 Service Unavailable"), "retry", store.StatusRetrying,
+	recordOne(t, db, first, 503, ptr("receiver answered 503 Service Unavailable"), "retry", model.StatusRetrying,
 		ptr(dbNow(t, pool).Add(-time.Second)))
 	second := claimOne(t, db, pool, task.ID)
 	require.Equal(t, 2, second.Attempt)
-	recordOne(t, db, second, 404, ptr("receiver answered 404 Not Found"), "fail", store.StatusDead, nil)
+	recordOne(t, db, second, 404, ptr("receiver answered 404 Not Found"), "fail", model.StatusDead, nil)
 	got, err := db.GetTask(context.Background(), tenantID, task.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDead, got.Status)
+	require.Equal(t, model.StatusDead, got.Status)
 	require.Equal(t, 2, got.Attempts)
 	return got
 }
 
 // deliveredTask is a task of the tenant delivered at its first attempt.
-func deliveredTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *store.Task {
+func deliveredTask(t *testing.T, db *store.DB, pool *pgxpool.Pool, tenantID uuid.UUID) *model.Task {
 	t.Helper()
 	task := insertDueTask(t, db, pool, tenantID)
-	recordOne(t, db, claimOne(t, db, pool, task.ID), 200, nil, "success", store.StatusDelivered, nil)
+	recordOne(t, db, claimOne(t, db, pool, task.ID), 200, nil, "success", model.StatusDelivered, nil)
 	got, err := db.GetTask(context.Background(), tenantID, task.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDelivered, got.Status)
+	require.Equal(t, model.StatusDelivered, got.Status)
 	return got
 }
 
@@ -62,10 +63,10 @@ func TestReplayTask(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		setup func(t *testing.T) *store.Task
+		setup func(t *testing.T) *model.Task
 	}{
-		{"dead", func(t *testing.T) *store.Task { return deadTask(t, db, pool, tenant.ID) }},
-		{"delivered", func(t *testing.T) *store.Task { return deliveredTask(t, db, pool, tenant.ID) }},
+		{"dead", func(t *testing.T) *model.Task { return deadTask(t, db, pool, tenant.ID) }},
+		{"delivered", func(t *testing.T) *model.Task { return deliveredTask(t, db, pool, tenant.ID) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestReplayTask(t *testing.T) {
 			want := at.Truncate(time.Microsecond).Add(time.Microsecond)
 			got, err := db.ReplayTask(ctx, tenant.ID, before.ID, at)
 			require.NoError(t, err)
-			require.Equal(t, store.StatusScheduled, got.Status)
+			require.Equal(t, model.StatusScheduled, got.Status)
 			require.NotNil(t, got.NextAttemptAt)
 			require.True(t, got.NextAttemptAt.Equal(want), "next_attempt_at %s, want %s", got.NextAttemptAt, want)
 			require.Equal(t, before.Attempts, got.Attempts, "attempts continue their count")
@@ -110,11 +111,11 @@ func TestReplayTask(t *testing.T) {
 
 			// A replay of a task that is now dispatching is refused.
 			_, err = db.ReplayTask(ctx, tenant.ID, before.ID, at)
-			require.ErrorIs(t, err, store.ErrConflict)
+			require.ErrorIs(t, err, model.ErrConflict)
 
 			// The replayed attempt is recorded after the earlier ones, and the
 			// task can be replayed again from its new count.
-			recordOne(t, db, claim, 500, ptr("receiver answered 500"), "fail", store.StatusDead, nil)
+			recordOne(t, db, claim, 500, ptr("receiver answered 500"), "fail", model.StatusDead, nil)
 			attempts, err := db.ListAttempts(ctx, tenant.ID, before.ID)
 			require.NoError(t, err)
 			require.Len(t, attempts, before.Attempts+1)
@@ -139,7 +140,7 @@ func TestReplayTaskNewTaskHasNoBase(t *testing.T) {
 	got, err := db.GetTask(ctx, tenant.ID, task.ID)
 	require.NoError(t, err)
 	require.Zero(t, got.AttemptBase)
-	listed, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Limit: 10})
+	listed, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
 	require.Zero(t, listed[0].AttemptBase)
@@ -154,31 +155,31 @@ func TestReplayTaskRefused(t *testing.T) {
 	tests := []struct {
 		name       string
 		setup      func(t *testing.T) uuid.UUID
-		wantStatus store.TaskStatus
+		wantStatus model.TaskStatus
 	}{
 		{"scheduled", func(t *testing.T) uuid.UUID {
 			return insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
-		}, store.StatusScheduled},
+		}, model.StatusScheduled},
 		{"retrying", func(t *testing.T) uuid.UUID {
 			c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
-			recordOne(t, db, c, 503, ptr("503"), "retry", store.StatusRetrying, ptr(time.Now().Add(time.Hour)))
+			recordOne(t, db, c, 503, ptr("503"), "retry", model.StatusRetrying, ptr(time.Now().Add(time.Hour)))
 			return c.ID
-		}, store.StatusRetrying},
+		}, model.StatusRetrying},
 		{"dispatching", func(t *testing.T) uuid.UUID {
 			return claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID).ID
-		}, store.StatusDispatching},
+		}, model.StatusDispatching},
 		{"canceled", func(t *testing.T) uuid.UUID {
 			id := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
 			_, err := db.CancelTask(ctx, tenant.ID, id)
 			require.NoError(t, err)
 			return id
-		}, store.StatusCanceled},
+		}, model.StatusCanceled},
 		{"already replayed", func(t *testing.T) uuid.UUID {
 			id := deadTask(t, db, pool, tenant.ID).ID
 			_, err := db.ReplayTask(ctx, tenant.ID, id, time.Now().Add(time.Hour))
 			require.NoError(t, err)
 			return id
-		}, store.StatusScheduled},
+		}, model.StatusScheduled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,7 +190,7 @@ func TestReplayTaskRefused(t *testing.T) {
 			require.NoError(t, err)
 
 			got, err := db.ReplayTask(ctx, tenant.ID, id, time.Now())
-			require.ErrorIs(t, err, store.ErrConflict)
+			require.ErrorIs(t, err, model.ErrConflict)
 			require.NotNil(t, got, "the task comes back as it is")
 			require.Equal(t, id, got.ID)
 			require.Equal(t, tt.wantStatus, got.Status)
@@ -210,13 +211,13 @@ func TestReplayTaskTenantScoped(t *testing.T) {
 	task := deadTask(t, db, pool, owner.ID)
 	before := readTaskRow(t, pool, task.ID)
 
-	for name, call := range map[string]func() (*store.Task, error){
-		"another tenant's task": func() (*store.Task, error) { return db.ReplayTask(ctx, other.ID, task.ID, time.Now()) },
-		"unknown id":            func() (*store.Task, error) { return db.ReplayTask(ctx, owner.ID, uuid.Must(uuid.NewV7()), time.Now()) },
-		"unknown tenant":        func() (*store.Task, error) { return db.ReplayTask(ctx, uuid.Must(uuid.NewV7()), task.ID, time.Now()) },
+	for name, call := range map[string]func() (*model.Task, error){
+		"another tenant's task": func() (*model.Task, error) { return db.ReplayTask(ctx, other.ID, task.ID, time.Now()) },
+		"unknown id":            func() (*model.Task, error) { return db.ReplayTask(ctx, owner.ID, uuid.Must(uuid.NewV7()), time.Now()) },
+		"unknown tenant":        func() (*model.Task, error) { return db.ReplayTask(ctx, uuid.Must(uuid.NewV7()), task.ID, time.Now()) },
 	} {
 		got, err := call()
-		require.ErrorIs(t, err, store.ErrNotFound, name)
+		require.ErrorIs(t, err, model.ErrNotFound, name)
 		require.Nil(t, got, name)
 	}
 	require.Equal(t, before, readTaskRow(t, pool, task.ID), "nothing another tenant did touched the task")
@@ -249,7 +250,7 @@ func TestReplayTaskAnnounced(t *testing.T) {
 
 	// A refused replay announces nothing; the replay that follows does.
 	_, err := db.ReplayTask(ctx, tenant.ID, scheduled.ID, time.Now())
-	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorIs(t, err, model.ErrConflict)
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	replayed, err := db.ReplayTask(ctx, tenant.ID, dead.ID, at)
 	require.NoError(t, err)

@@ -7,43 +7,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
-
-// Schedule is a recurring webhook: every occurrence of Cron in Timezone
-// becomes a task carrying the schedule's request and retry policy. The store
-// does not read cron expressions; the callers that decide occurrence times
-// (the API, the dispatcher's materialiser) pass them in.
-type Schedule struct {
-	ID          uuid.UUID
-	TenantID    uuid.UUID
-	Cron        string
-	Timezone    string
-	Paused      bool
-	URL         string
-	Method      string
-	Headers     map[string]string
-	Body        []byte
-	Timeout     time.Duration
-	MaxAttempts int
-	MinBackoff  time.Duration
-	MaxBackoff  time.Duration
-	// NextRunAt is the next occurrence not yet materialised as a task; nil
-	// while paused, or once the schedule has no occurrence left.
-	NextRunAt *time.Time
-	// LastRunAt is the latest occurrence materialised as a task.
-	LastRunAt *time.Time
-	// CreatedAt is also the anchor of an @every schedule.
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
 
 const scheduleColumns = `id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
 	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at`
 
-func scanSchedule(row pgx.Row) (*Schedule, error) {
+func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	var (
-		s                          Schedule
+		s                          model.Schedule
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
 	)
@@ -61,8 +34,8 @@ func scanSchedule(row pgx.Row) (*Schedule, error) {
 	return &s, nil
 }
 
-func collectSchedules(rows pgx.Rows) ([]*Schedule, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Schedule, error) { return scanSchedule(r) })
+func collectSchedules(rows pgx.Rows) ([]*model.Schedule, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Schedule, error) { return scanSchedule(r) })
 }
 
 // roundUpToMicro rounds up to the microsecond Postgres keeps, so that a stored
@@ -91,7 +64,7 @@ RETURNING created_at, updated_at`
 // InsertSchedule stores a new schedule. s.CreatedAt is stored as given (the
 // API's clock, the anchor it computed NextRunAt from); s.NextRunAt must be
 // the first occurrence, or nil for a schedule created paused.
-func (db *DB) InsertSchedule(ctx context.Context, s *Schedule) error {
+func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule) error {
 	if s.Body == nil {
 		s.Body = []byte{}
 	}
@@ -115,22 +88,15 @@ SELECT ` + scheduleColumns + ` FROM schedules WHERE tenant_id = $1 AND id = $2 A
 
 // GetSchedule reads one of a tenant's schedules. A deleted schedule, another
 // tenant's or an unknown id is ErrNotFound.
-func (db *DB) GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*Schedule, error) {
+func (db *DB) GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
 	s, err := scanSchedule(db.pool.QueryRow(ctx, queryGetSchedule, tenantID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get schedule %s: %w", id, err)
 	}
 	return s, nil
-}
-
-// ScheduleFilter selects a page of a tenant's schedules, newest first.
-type ScheduleFilter struct {
-	// Before, when set, continues a listing after the schedule with this id.
-	Before *uuid.UUID
-	Limit  int
 }
 
 const queryListSchedules = `-- name: ListSchedules
@@ -141,7 +107,7 @@ LIMIT $3`
 
 // ListSchedules returns up to f.Limit of the tenant's schedules that are not
 // deleted, newest first (ids are UUIDv7).
-func (db *DB) ListSchedules(ctx context.Context, tenantID uuid.UUID, f ScheduleFilter) ([]*Schedule, error) {
+func (db *DB) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error) {
 	rows, err := db.pool.Query(ctx, queryListSchedules, tenantID, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
@@ -176,7 +142,7 @@ RETURNING id`
 // occurrence already being sent is left to finish. Pausing a paused schedule
 // changes nothing. Another tenant's, a deleted or an unknown id is
 // ErrNotFound.
-func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*Schedule, []uuid.UUID, error) {
+func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error) {
 	s, canceled, err := db.stopSchedule(ctx, tenantID, id, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pause schedule %s: %w", id, err)
@@ -188,7 +154,7 @@ func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*Sched
 // tasks keep their schedule_id) and cancels its waiting occurrences, whose
 // ids are returned. It returns the schedule as it was before. Another
 // tenant's, a deleted or an unknown id is ErrNotFound.
-func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*Schedule, []uuid.UUID, error) {
+func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error) {
 	s, canceled, err := db.stopSchedule(ctx, tenantID, id, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("delete schedule %s: %w", id, err)
@@ -201,11 +167,11 @@ func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*Sche
 // materialiser working on the schedule to commit, so none of the occurrences
 // it adds escapes the cancel; after the commit, the materialiser skips the
 // schedule.
-func (db *DB) stopSchedule(ctx context.Context, tenantID, id uuid.UUID, del bool) (out *Schedule, canceled []uuid.UUID, err error) {
+func (db *DB) stopSchedule(ctx context.Context, tenantID, id uuid.UUID, del bool) (out *model.Schedule, canceled []uuid.UUID, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		before, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return model.ErrNotFound
 		}
 		if err != nil {
 			return err
@@ -257,12 +223,12 @@ WHERE schedule_id = $1 AND status = 'canceled' AND attempts = 0 AND occurrence_a
 // before the pause) are removed so that they are materialised afresh.
 // Resuming a schedule that is not paused changes nothing. Another tenant's,
 // a deleted or an unknown id is ErrNotFound.
-func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*Schedule) (*time.Time, error)) (*Schedule, error) {
-	var out *Schedule
+func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error) {
+	var out *model.Schedule
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		s, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return model.ErrNotFound
 		}
 		if err != nil {
 			return err
@@ -362,7 +328,7 @@ WHERE s.id = u.id`
 // announced on DueNotifyChannel too, in case ownership moves meanwhile.
 // plan runs inside the transaction, holding the schedule's row lock: it must
 // be quick and must not touch the database.
-func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, plan func(*Schedule) Plan) ([]DueTask, error) {
+func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, plan func(*model.Schedule) Plan) ([]DueTask, error) {
 	var created []DueTask
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, queryLockDueSchedules, p.Partitions, p.Until, p.Limit)
@@ -387,7 +353,7 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 			ids[i], nexts[i], lasts[i] = s.ID, roundUpToMicroPtr(pl.Next), s.LastRunAt
 			for _, at := range pl.Occurrences {
 				at = roundUpToMicro(at)
-				id, err := newTaskIDIn(PartitionOf(s.ID))
+				id, err := newTaskIDIn(model.PartitionOf(s.ID))
 				if err != nil {
 					return err
 				}

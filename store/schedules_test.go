@@ -11,14 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
 // schedNew is a complete, unsaved schedule of the tenant whose next
 // occurrence is next (nil: paused). The store does not read Cron; the tests
 // plan occurrences themselves, every second from NextRunAt.
-func schedNew(tenantID uuid.UUID, next *time.Time) *store.Schedule {
-	s := &store.Schedule{
+func schedNew(tenantID uuid.UUID, next *time.Time) *model.Schedule {
+	s := &model.Schedule{
 		ID:          uuid.Must(uuid.NewV7()),
 		TenantID:    tenantID,
 		Cron:        "* * * * * *",
@@ -41,7 +42,7 @@ func schedNew(tenantID uuid.UUID, next *time.Time) *store.Schedule {
 	return s
 }
 
-func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time) *store.Schedule {
+func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time) *model.Schedule {
 	t.Helper()
 	s := schedNew(tenantID, next)
 	require.NoError(t, db.InsertSchedule(context.Background(), s))
@@ -49,8 +50,8 @@ func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time
 }
 
 // schedEverySecond plans every whole second from NextRunAt up to until.
-func schedEverySecond(until time.Time) func(*store.Schedule) store.Plan {
-	return func(s *store.Schedule) store.Plan {
+func schedEverySecond(until time.Time) func(*model.Schedule) store.Plan {
+	return func(s *model.Schedule) store.Plan {
 		var p store.Plan
 		at := *s.NextRunAt
 		for !at.After(until) {
@@ -62,7 +63,7 @@ func schedEverySecond(until time.Time) func(*store.Schedule) store.Plan {
 	}
 }
 
-func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*store.Schedule) store.Plan) []store.DueTask {
+func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*model.Schedule) store.Plan) []store.DueTask {
 	t.Helper()
 	created, err := db.MaterializeSchedules(context.Background(), store.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
@@ -130,23 +131,23 @@ func TestScheduleCRUD(t *testing.T) {
 
 	// Another tenant's id is not found, everywhere.
 	_, err = db.GetSchedule(ctx, other.ID, s.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, _, err = db.PauseSchedule(ctx, other.ID, s.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = db.ResumeSchedule(ctx, other.ID, paused.ID, func(*store.Schedule) (*time.Time, error) { return &next, nil })
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
+	_, err = db.ResumeSchedule(ctx, other.ID, paused.ID, func(*model.Schedule) (*time.Time, error) { return &next, nil })
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, _, err = db.DeleteSchedule(ctx, other.ID, s.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = db.GetSchedule(ctx, tenant.ID, uuid.New())
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 
 	// Listing: newest first, paged, the tenant's own only.
 	third := schedInsert(t, db, tenant.ID, &next)
 	schedInsert(t, db, other.ID, &next)
-	page, err := db.ListSchedules(ctx, tenant.ID, store.ScheduleFilter{Limit: 2})
+	page, err := db.ListSchedules(ctx, tenant.ID, model.ScheduleFilter{Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{third.ID, paused.ID}, schedIDs(page))
-	page, err = db.ListSchedules(ctx, tenant.ID, store.ScheduleFilter{Limit: 2, Before: &paused.ID})
+	page, err = db.ListSchedules(ctx, tenant.ID, model.ScheduleFilter{Limit: 2, Before: &paused.ID})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{s.ID}, schedIDs(page))
 
@@ -157,17 +158,17 @@ func TestScheduleCRUD(t *testing.T) {
 	require.Equal(t, third.ID, deleted.ID)
 	require.NotNil(t, deleted.NextRunAt, "the schedule as it was")
 	_, err = db.GetSchedule(ctx, tenant.ID, third.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, _, err = db.DeleteSchedule(ctx, tenant.ID, third.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	_, _, err = db.PauseSchedule(ctx, tenant.ID, third.ID)
-	require.ErrorIs(t, err, store.ErrNotFound)
-	page, err = db.ListSchedules(ctx, tenant.ID, store.ScheduleFilter{Limit: 10})
+	require.ErrorIs(t, err, model.ErrNotFound)
+	page, err = db.ListSchedules(ctx, tenant.ID, model.ScheduleFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{paused.ID, s.ID}, schedIDs(page))
 }
 
-func schedIDs(ss []*store.Schedule) []uuid.UUID {
+func schedIDs(ss []*model.Schedule) []uuid.UUID {
 	ids := make([]uuid.UUID, len(ss))
 	for i, s := range ss {
 		ids[i] = s.ID
@@ -205,7 +206,7 @@ func TestMaterializeSchedules(t *testing.T) {
 	var planned []uuid.UUID
 	created, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: now.Add(3 * time.Second),
-	}, func(sc *store.Schedule) store.Plan {
+	}, func(sc *model.Schedule) store.Plan {
 		planned = append(planned, sc.ID)
 		return schedEverySecond(until)(sc)
 	})
@@ -228,7 +229,7 @@ func TestMaterializeSchedules(t *testing.T) {
 		require.Equal(t, "scheduled", o.Status)
 		require.Contains(t, createdAt, o.ID)
 		require.True(t, want.Equal(createdAt[o.ID]))
-		require.Equal(t, store.PartitionOf(s.ID), store.PartitionOf(o.ID), "occurrences live in their schedule's partition")
+		require.Equal(t, model.PartitionOf(s.ID), model.PartitionOf(o.ID), "occurrences live in their schedule's partition")
 		require.Equal(t, byte(7), o.ID[6]>>4, "task ids are UUIDv7")
 		task, err := db.GetTask(ctx, tenant.ID, o.ID)
 		require.NoError(t, err)
@@ -268,7 +269,7 @@ func TestMaterializeSchedules(t *testing.T) {
 	require.Empty(t, schedMaterialize(t, db, until, schedEverySecond(until)))
 
 	// A plan with no next stops the schedule.
-	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*store.Schedule) store.Plan { return store.Plan{} }))
+	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*model.Schedule) store.Plan { return store.Plan{} }))
 	sc, err = db.GetSchedule(ctx, tenant.ID, s.ID)
 	require.NoError(t, err)
 	require.Nil(t, sc.NextRunAt)
@@ -406,7 +407,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	// occurrences from then on are forgotten, to be materialised again; the
 	// one that was retrying (attempted, and before) stays canceled.
 	resumeAt := now.Add(4 * time.Second)
-	resumed, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(sc *store.Schedule) (*time.Time, error) {
+	resumed, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(sc *model.Schedule) (*time.Time, error) {
 		require.True(t, sc.Paused)
 		return &resumeAt, nil
 	})
@@ -420,7 +421,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	// Resuming a running schedule changes nothing and computes nothing.
 	resumed, err = db.GetSchedule(ctx, tenant.ID, s.ID)
 	require.NoError(t, err)
-	same, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(*store.Schedule) (*time.Time, error) {
+	same, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(*model.Schedule) (*time.Time, error) {
 		return nil, fmt.Errorf("not called")
 	})
 	require.NoError(t, err)
@@ -454,7 +455,7 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 	go func() {
 		_, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
 			Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
-		}, func(sc *store.Schedule) store.Plan {
+		}, func(sc *model.Schedule) store.Plan {
 			close(planning)
 			<-release
 			return schedEverySecond(until)(sc)

@@ -22,9 +22,6 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// ErrNotFound is returned when a row does not exist or belongs to another tenant.
-var ErrNotFound = errors.New("not found")
-
 // Config configures the Postgres connection pool.
 type Config struct {
 	// DatabaseURL is a pgx connection string. Required.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -83,7 +84,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 
 	require.Equal(t, wantMigrations(t), appliedMigrations(t, db))
 	require.Equal(t, wantTables, userTables(t, db))
-	require.Equal(t, store.Partitions, countRows(t, db.Pool(), `SELECT count(*) FROM partitions`))
+	require.Equal(t, model.Partitions, countRows(t, db.Pool(), `SELECT count(*) FROM partitions`))
 	// Data survives a re-run.
 	got, err := db.GetTask(ctx, tenant.ID, task.ID)
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestMigrateConcurrentlyOnFreshDatabase(t *testing.T) {
 
 	require.Equal(t, wantMigrations(t), appliedMigrations(t, dbs[0]))
 	require.Equal(t, wantTables, userTables(t, dbs[0]))
-	require.Equal(t, store.Partitions, countRows(t, dbs[0].Pool(), `SELECT count(*) FROM partitions`))
+	require.Equal(t, model.Partitions, countRows(t, dbs[0].Pool(), `SELECT count(*) FROM partitions`))
 	// The schema works.
 	tenant := createTenant(t, dbs[1])
 	insertTask(t, dbs[2], tenant.ID, time.Now())
@@ -151,7 +152,7 @@ func TestInsertTaskIdempotency(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, created)
 		require.Nil(t, existing)
-		require.Equal(t, store.StatusScheduled, first.Status)
+		require.Equal(t, model.StatusScheduled, first.Status)
 		require.NotNil(t, first.NextAttemptAt)
 		require.True(t, first.NextAttemptAt.Equal(runAt))
 		require.False(t, first.CreatedAt.IsZero())
@@ -160,7 +161,7 @@ func TestInsertTaskIdempotency(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, first.ID, stored.ID)
 		require.Equal(t, tenant.ID, stored.TenantID)
-		require.Equal(t, store.StatusScheduled, stored.Status)
+		require.Equal(t, model.StatusScheduled, stored.Status)
 		require.Equal(t, "https://receiver.example/hooks/order", stored.URL)
 		require.Equal(t, "POST", stored.Method)
 		require.Equal(t, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, stored.Headers)
@@ -192,7 +193,7 @@ func TestInsertTaskIdempotency(t *testing.T) {
 
 		require.Equal(t, 1, countTenant(t, tenant.ID))
 		_, err = db.GetTask(ctx, tenant.ID, again.ID)
-		require.ErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, err, model.ErrNotFound)
 	})
 
 	t.Run("keys are per tenant", func(t *testing.T) {
@@ -308,9 +309,9 @@ func TestTenantScoping(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.ErrorIs(t, tt.call(other.ID, task.ID), store.ErrNotFound, "another tenant's task")
-			require.ErrorIs(t, tt.call(owner.ID, uuid.Must(uuid.NewV7())), store.ErrNotFound, "unknown id")
-			require.ErrorIs(t, tt.call(uuid.Must(uuid.NewV7()), task.ID), store.ErrNotFound, "unknown tenant")
+			require.ErrorIs(t, tt.call(other.ID, task.ID), model.ErrNotFound, "another tenant's task")
+			require.ErrorIs(t, tt.call(owner.ID, uuid.Must(uuid.NewV7())), model.ErrNotFound, "unknown id")
+			require.ErrorIs(t, tt.call(uuid.Must(uuid.NewV7()), task.ID), model.ErrNotFound, "unknown tenant")
 			// Nothing the other tenant did touched the task.
 			row := readTaskRow(t, pool, task.ID)
 			require.Equal(t, "scheduled", row.Status)
@@ -320,7 +321,7 @@ func TestTenantScoping(t *testing.T) {
 	}
 
 	// Listing shows each tenant only its own.
-	listed, err := db.ListTasks(ctx, other.ID, store.TaskFilter{Limit: 100})
+	listed, err := db.ListTasks(ctx, other.ID, model.TaskFilter{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
 	require.NotEqual(t, task.ID, listed[0].ID)
@@ -341,7 +342,7 @@ func TestListTasks(t *testing.T) {
 	tenant, other := createTenant(t, db), createTenant(t, db)
 
 	const n = 23
-	var inserted []*store.Task // oldest first
+	var inserted []*model.Task // oldest first
 	for i := range n {
 		inserted = append(inserted, insertTask(t, db, tenant.ID, time.Now().Add(time.Duration(i)*time.Minute)))
 		insertTask(t, db, other.ID, time.Now()) // interleaved noise from another tenant
@@ -363,24 +364,24 @@ func TestListTasks(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	all, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Limit: 100})
+	all, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, newestFirst, taskIDs(all))
 
 	filters := []struct {
 		name   string
-		status *store.TaskStatus
+		status *model.TaskStatus
 		want   []uuid.UUID
 	}{
 		{"all", nil, newestFirst},
-		{"canceled", ptr(store.StatusCanceled), canceled},
-		{"scheduled", ptr(store.StatusScheduled), scheduled},
-		{"delivered", ptr(store.StatusDelivered), []uuid.UUID{}},
+		{"canceled", ptr(model.StatusCanceled), canceled},
+		{"scheduled", ptr(model.StatusScheduled), scheduled},
+		{"delivered", ptr(model.StatusDelivered), []uuid.UUID{}},
 	}
 	for _, f := range filters {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Status: f.status, Limit: 100})
+			got, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{Status: f.status, Limit: 100})
 			require.NoError(t, err)
 			require.Equal(t, f.want, taskIDs(got))
 			for _, task := range got {
@@ -398,7 +399,7 @@ func TestListTasks(t *testing.T) {
 				var before *uuid.UUID
 				for pages := 0; ; pages++ {
 					require.LessOrEqual(t, pages, n+1, "paging does not end")
-					page, err := db.ListTasks(ctx, tenant.ID, store.TaskFilter{Status: f.status, Before: before, Limit: pageSize})
+					page, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{Status: f.status, Before: before, Limit: pageSize})
 					require.NoError(t, err)
 					require.LessOrEqual(t, len(page), pageSize)
 					if len(page) == 0 {
@@ -424,12 +425,12 @@ func TestCancelTask(t *testing.T) {
 	tenant := createTenant(t, db)
 
 	// Each setup brings a fresh due task into one state.
-	claim := func(t *testing.T) *store.ClaimedTask {
+	claim := func(t *testing.T) *model.ClaimedTask {
 		return claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 	}
-	record := func(t *testing.T, c *store.ClaimedTask, outcome string, status store.TaskStatus, next *time.Time) {
+	record := func(t *testing.T, c *model.ClaimedTask, outcome string, status model.TaskStatus, next *time.Time) {
 		require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
-			Attempt:       store.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond, StatusCode: ptr(500), Outcome: outcome},
+			Attempt:       model.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond, StatusCode: ptr(500), Outcome: outcome},
 			ClaimToken:    c.ClaimToken,
 			Status:        status,
 			NextAttemptAt: next,
@@ -439,33 +440,33 @@ func TestCancelTask(t *testing.T) {
 		name       string
 		setup      func(t *testing.T) uuid.UUID
 		wantErr    error
-		wantStatus store.TaskStatus
+		wantStatus model.TaskStatus
 	}{
 		{"scheduled", func(t *testing.T) uuid.UUID {
 			return insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
-		}, nil, store.StatusCanceled},
+		}, nil, model.StatusCanceled},
 		{"retrying", func(t *testing.T) uuid.UUID {
 			c := claim(t)
-			record(t, c, "retry", store.StatusRetrying, ptr(time.Now().Add(time.Hour)))
+			record(t, c, "retry", model.StatusRetrying, ptr(time.Now().Add(time.Hour)))
 			return c.ID
-		}, nil, store.StatusCanceled},
-		{"dispatching", func(t *testing.T) uuid.UUID { return claim(t).ID }, store.ErrConflict, store.StatusDispatching},
+		}, nil, model.StatusCanceled},
+		{"dispatching", func(t *testing.T) uuid.UUID { return claim(t).ID }, model.ErrConflict, model.StatusDispatching},
 		{"delivered", func(t *testing.T) uuid.UUID {
 			c := claim(t)
-			record(t, c, "success", store.StatusDelivered, nil)
+			record(t, c, "success", model.StatusDelivered, nil)
 			return c.ID
-		}, store.ErrConflict, store.StatusDelivered},
+		}, model.ErrConflict, model.StatusDelivered},
 		{"dead", func(t *testing.T) uuid.UUID {
 			c := claim(t)
-			record(t, c, "fail", store.StatusDead, nil)
+			record(t, c, "fail", model.StatusDead, nil)
 			return c.ID
-		}, store.ErrConflict, store.StatusDead},
+		}, model.ErrConflict, model.StatusDead},
 		{"canceled", func(t *testing.T) uuid.UUID {
 			id := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour)).ID
 			_, err := db.CancelTask(ctx, tenant.ID, id)
 			require.NoError(t, err)
 			return id
-		}, store.ErrConflict, store.StatusCanceled},
+		}, model.ErrConflict, model.StatusCanceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -510,17 +511,17 @@ func TestListAttempts(t *testing.T) {
 	c1 := claimOne(t, db, pool, task.ID)
 	retryAt := µs(dbNow(t, pool).Add(-time.Millisecond)) // due again at once
 	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
-		Attempt:       store.Attempt{TaskID: task.ID, Attempt: 1, StartedAt: started, Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
+		Attempt:       model.Attempt{TaskID: task.ID, Attempt: 1, StartedAt: started, Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
 		ClaimToken:    c1.ClaimToken,
-		Status:        store.StatusRetrying,
+		Status:        model.StatusRetrying,
 		NextAttemptAt: &retryAt,
 	}))
 	c2 := claimOne(t, db, pool, task.ID)
 	require.Equal(t, 2, c2.Attempt)
 	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
-		Attempt:    store.Attempt{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
+		Attempt:    model.Attempt{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
 		ClaimToken: c2.ClaimToken,
-		Status:     store.StatusDelivered,
+		Status:     model.StatusDelivered,
 	}))
 
 	attempts, err = db.ListAttempts(ctx, tenant.ID, task.ID)
@@ -529,14 +530,14 @@ func TestListAttempts(t *testing.T) {
 	for i := range attempts {
 		attempts[i].StartedAt = attempts[i].StartedAt.UTC()
 	}
-	require.Equal(t, []store.Attempt{
+	require.Equal(t, []model.Attempt{
 		{TaskID: task.ID, Attempt: 1, StartedAt: started.UTC(), Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
 		{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute).UTC(), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
 	}, attempts)
 
 	got, err := db.GetTask(ctx, tenant.ID, task.ID)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDelivered, got.Status)
+	require.Equal(t, model.StatusDelivered, got.Status)
 	require.Equal(t, 2, got.Attempts)
 	require.Equal(t, ptr(204), got.LastStatusCode)
 	require.Nil(t, got.NextAttemptAt)
@@ -550,13 +551,13 @@ func TestInsertTaskOptionalFields(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		modify      func(task *store.Task)
+		modify      func(task *model.Task)
 		wantHeaders map[string]string
 		wantBody    []byte
 	}{
-		{"nil headers", func(task *store.Task) { task.Headers = nil }, map[string]string{}, []byte(`{"order": 42}`)},
-		{"nil body", func(task *store.Task) { task.Body = nil }, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, []byte{}},
-		{"neither", func(task *store.Task) { task.Headers, task.Body = nil, nil }, map[string]string{}, []byte{}},
+		{"nil headers", func(task *model.Task) { task.Headers = nil }, map[string]string{}, []byte(`{"order": 42}`)},
+		{"nil body", func(task *model.Task) { task.Body = nil }, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, []byte{}},
+		{"neither", func(task *model.Task) { task.Headers, task.Body = nil, nil }, map[string]string{}, []byte{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

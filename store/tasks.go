@@ -9,65 +9,22 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
-
-// TaskStatus is where a task is in its life.
-type TaskStatus string
-
-// The task statuses. scheduled and retrying wait for an attempt; dispatching
-// is owned by one sender; delivered, dead and canceled are final.
-const (
-	StatusScheduled   TaskStatus = "scheduled"
-	StatusDispatching TaskStatus = "dispatching"
-	StatusRetrying    TaskStatus = "retrying"
-	StatusDelivered   TaskStatus = "delivered"
-	StatusDead        TaskStatus = "dead"
-	StatusCanceled    TaskStatus = "canceled"
-)
-
-// ErrConflict is returned when a task is not in a state that allows the change.
-var ErrConflict = errors.New("conflict")
 
 // DueNotifyChannel is the Postgres NOTIFY channel on which a node that stored
 // a task falling due soon tells every dispatcher about it. The payload is
 // "<task id> <next attempt at, Unix microseconds>".
 const DueNotifyChannel = "hookwheel_due"
 
-// Task is a scheduled HTTP callback.
-type Task struct {
-	ID             uuid.UUID
-	TenantID       uuid.UUID
-	Status         TaskStatus
-	URL            string
-	Method         string
-	Headers        map[string]string
-	Body           []byte
-	RunAt          time.Time
-	NextAttemptAt  *time.Time
-	Timeout        time.Duration
-	MaxAttempts    int
-	MinBackoff     time.Duration
-	MaxBackoff     time.Duration
-	Attempts       int
-	AttemptBase    int // Attempts when last replayed (0 if never); MaxAttempts more attempts are allowed after it
-	LastStatusCode *int
-	LastError      *string
-	IdempotencyKey *string
-	RequestHash    []byte
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	// ScheduleID is the schedule this task is an occurrence of, if any.
-	ScheduleID *uuid.UUID
-}
-
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id`
 
-func scanTask(row pgx.Row) (*Task, error) {
+func scanTask(row pgx.Row) (*model.Task, error) {
 	var (
-		t                          Task
+		t                          model.Task
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
 	)
@@ -107,8 +64,8 @@ SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key =
 // read-then-write, decides, so concurrent duplicates create exactly one task.
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
-func (db *DB) InsertTask(ctx context.Context, t *Task, notifyDue bool) (existing *Task, created bool, err error) {
-	t.Status = StatusScheduled
+func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
+	t.Status = model.StatusScheduled
 	if t.Body == nil {
 		t.Body = []byte{}
 	}
@@ -140,29 +97,15 @@ const queryGetTask = `-- name: GetTask
 SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND id = $2`
 
 // GetTask reads one of a tenant's tasks; another tenant's id is ErrNotFound.
-func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, error) {
+func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
 	t, err := scanTask(db.pool.QueryRow(ctx, queryGetTask, tenantID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get task %s: %w", id, err)
 	}
 	return t, nil
-}
-
-// TaskFilter selects a page of a tenant's tasks, newest first. Every
-// condition set must hold.
-type TaskFilter struct {
-	Status *TaskStatus
-	// ScheduleID keeps only the occurrences of this schedule.
-	ScheduleID *uuid.UUID
-	// CreatedAfter keeps tasks created at or after it; CreatedBefore, tasks
-	// created strictly before it, so that consecutive ranges do not overlap.
-	CreatedAfter, CreatedBefore *time.Time
-	// Before, when set, continues a listing after the task with this id.
-	Before *uuid.UUID
-	Limit  int
 }
 
 // Ids are UUIDv7, so id order is creation order; but created_at is the
@@ -180,13 +123,13 @@ ORDER BY id DESC
 LIMIT $4`
 
 // ListTasks returns up to f.Limit tasks, newest first.
-func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f TaskFilter) ([]*Task, error) {
+func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error) {
 	rows, err := db.pool.Query(ctx, queryListTasks, tenantID, f.Status, f.Before, f.Limit,
 		f.ScheduleID, f.CreatedAfter, f.CreatedBefore)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Task, error) { return scanTask(r) })
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Task, error) { return scanTask(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -200,7 +143,7 @@ RETURNING ` + taskColumns
 
 // CancelTask cancels a task that still waits for an attempt. A task that is
 // dispatching or finished gives ErrConflict (with the task as it is).
-func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, error) {
+func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
 	t, err := scanTask(db.pool.QueryRow(ctx, queryCancelTask, tenantID, id))
 	if err == nil {
 		return t, nil
@@ -212,7 +155,7 @@ func (db *DB) CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*Task, er
 	if err != nil {
 		return nil, err
 	}
-	return current, ErrConflict
+	return current, model.ErrConflict
 }
 
 const queryRescheduleTask = `-- name: RescheduleTask
@@ -238,7 +181,7 @@ FROM moved`
 // holds the row lock the claim waits for. A task in any other status gives
 // ErrConflict (with the task as it is); another tenant's or an unknown id
 // gives ErrNotFound.
-func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*Task, error) {
+func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error) {
 	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
 		at = r.Add(time.Microsecond)
 	}
@@ -255,17 +198,7 @@ func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at tim
 	if err != nil {
 		return nil, err
 	}
-	return current, ErrConflict
-}
-
-// CancelFilter selects the waiting tasks of a tenant that CancelTasks cancels.
-// Every condition set must hold.
-type CancelFilter struct {
-	// Status is scheduled or retrying; nil means both.
-	Status     *TaskStatus
-	ScheduleID *uuid.UUID
-	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
-	CreatedAfter, CreatedBefore *time.Time
+	return current, model.ErrConflict
 }
 
 // cancelChunk bounds the rows one statement of CancelTasks locks and changes.
@@ -299,13 +232,13 @@ RETURNING t.id`
 // builds one huge transaction. It is therefore not atomic: a task created
 // while it runs may or may not be canceled, and on an error the ids canceled
 // so far are returned with it.
-func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f CancelFilter) ([]uuid.UUID, error) {
-	statuses := []TaskStatus{StatusScheduled, StatusRetrying}
+func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) ([]uuid.UUID, error) {
+	statuses := []model.TaskStatus{model.StatusScheduled, model.StatusRetrying}
 	if f.Status != nil {
-		if *f.Status != StatusScheduled && *f.Status != StatusRetrying {
+		if *f.Status != model.StatusScheduled && *f.Status != model.StatusRetrying {
 			return nil, fmt.Errorf("cancel tasks: status %q is not a waiting status", *f.Status)
 		}
-		statuses = []TaskStatus{*f.Status}
+		statuses = []model.TaskStatus{*f.Status}
 	}
 	var canceled []uuid.UUID
 	for _, status := range statuses {
@@ -355,7 +288,7 @@ FROM replayed`
 // task is due at once: every dispatcher learns of it on commit. A task in any
 // other status gives ErrConflict (with the task as it is); another tenant's
 // or an unknown id gives ErrNotFound.
-func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*Task, error) {
+func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error) {
 	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
 		at = r.Add(time.Microsecond)
 	}
@@ -371,7 +304,7 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 	if err != nil {
 		return nil, err
 	}
-	return current, ErrConflict
+	return current, model.ErrConflict
 }
 
 // withExtra scans a row that has more columns after those its caller reads
@@ -383,18 +316,6 @@ type withExtra struct {
 
 func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra)...) }
 
-// Attempt is the record of one delivery attempt.
-type Attempt struct {
-	TaskID       uuid.UUID
-	Attempt      int
-	StartedAt    time.Time
-	Duration     time.Duration
-	StatusCode   *int
-	Error        *string
-	Outcome      string
-	ResponseBody *string
-}
-
 const queryListAttempts = `-- name: ListAttempts
 SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body
 FROM attempts a JOIN tasks t ON t.id = a.task_id
@@ -402,7 +323,7 @@ WHERE t.tenant_id = $1 AND a.task_id = $2
 ORDER BY a.attempt`
 
 // ListAttempts returns every recorded attempt of a tenant's task, in order.
-func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]Attempt, error) {
+func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error) {
 	if _, err := db.GetTask(ctx, tenantID, taskID); err != nil {
 		return nil, err
 	}
@@ -410,9 +331,9 @@ func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]A
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
 	}
-	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Attempt, error) {
 		var (
-			a          Attempt
+			a          model.Attempt
 			durationMs int32
 		)
 		err := r.Scan(&a.TaskID, &a.Attempt, &a.StartedAt, &durationMs, &a.StatusCode, &a.Error, &a.Outcome, &a.ResponseBody)

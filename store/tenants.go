@@ -7,34 +7,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
 
-// Tenant is one customer of a hookwheel installation.
-type Tenant struct {
-	ID            uuid.UUID
-	Name          string
-	SigningSecret string
-	CreatedAt     time.Time
-	// Retry holds the tenant's defaults for its tasks' retry policy.
-	Retry RetryDefaults
-	// Limits are the tenant's rate limits and quotas.
-	Limits Limits
-}
-
-// RetryDefaults are a tenant's own defaults, field by field; nil means
-// hookwheel's default.
-type RetryDefaults struct {
-	MaxAttempts *int
-	MinBackoff  *time.Duration
-	MaxBackoff  *time.Duration
-}
-
 const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits`
 
-func scanTenant(row pgx.Row) (*Tenant, error) {
+func scanTenant(row pgx.Row) (*model.Tenant, error) {
 	var (
-		t          Tenant
+		t          model.Tenant
 		minB, maxB *int64
 	)
 	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits); err != nil {
@@ -60,16 +41,6 @@ func durationToMillis(d *time.Duration) *int64 {
 	return &ms
 }
 
-// APIKey is the stored form of a tenant's API key: its public id and the hash
-// of its secret, never the secret itself.
-type APIKey struct {
-	ID         string
-	TenantID   uuid.UUID
-	SecretHash []byte
-	CreatedAt  time.Time
-	RevokedAt  *time.Time
-}
-
 const queryInsertTenant = `-- name: InsertTenant
 INSERT INTO tenants (id, name, signing_secret) VALUES ($1, $2, $3)
 RETURNING created_at`
@@ -80,7 +51,7 @@ RETURNING created_at`
 
 // CreateTenant stores a tenant and its first API key in one transaction, so a
 // tenant never exists without a way in.
-func (db *DB) CreateTenant(ctx context.Context, t *Tenant, key *APIKey) error {
+func (db *DB) CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey) error {
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, queryInsertTenant, t.ID, t.Name, t.SigningSecret).Scan(&t.CreatedAt); err != nil {
 			return fmt.Errorf("insert tenant: %w", err)
@@ -98,7 +69,7 @@ func (db *DB) CreateTenant(ctx context.Context, t *Tenant, key *APIKey) error {
 }
 
 // CreateAPIKey adds another key to an existing tenant.
-func (db *DB) CreateAPIKey(ctx context.Context, key *APIKey) error {
+func (db *DB) CreateAPIKey(ctx context.Context, key *model.APIKey) error {
 	if err := db.pool.QueryRow(ctx, queryInsertAPIKey, key.ID, key.TenantID, key.SecretHash).Scan(&key.CreatedAt); err != nil {
 		return fmt.Errorf("insert api key for tenant %s: %w", key.TenantID, err)
 	}
@@ -113,16 +84,16 @@ WHERE k.id = $1`
 
 // GetAPIKey finds a key by its public id, with its tenant (limits included):
 // authenticating a call reads both in one round trip.
-func (db *DB) GetAPIKey(ctx context.Context, id string) (*APIKey, *Tenant, error) {
+func (db *DB) GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error) {
 	var (
-		k          APIKey
-		t          Tenant
+		k          model.APIKey
+		t          model.Tenant
 		minB, maxB *int64
 	)
 	err := db.pool.QueryRow(ctx, queryGetAPIKey, id).Scan(&k.ID, &k.TenantID, &k.SecretHash, &k.CreatedAt, &k.RevokedAt,
 		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, ErrNotFound
+		return nil, nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("get api key %s: %w", id, err)
@@ -141,7 +112,7 @@ func (db *DB) RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string
 		return fmt.Errorf("revoke api key %s: %w", keyID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrNotFound
+		return model.ErrNotFound
 	}
 	return nil
 }
@@ -150,10 +121,10 @@ const queryGetTenant = `-- name: GetTenant
 SELECT ` + tenantColumns + ` FROM tenants WHERE id = $1`
 
 // GetTenant reads one tenant.
-func (db *DB) GetTenant(ctx context.Context, id uuid.UUID) (*Tenant, error) {
+func (db *DB) GetTenant(ctx context.Context, id uuid.UUID) (*model.Tenant, error) {
 	t, err := scanTenant(db.pool.QueryRow(ctx, queryGetTenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get tenant %s: %w", id, err)
@@ -167,11 +138,11 @@ WHERE id = $1
 RETURNING ` + tenantColumns
 
 // SetTenantRetry replaces a tenant's retry defaults.
-func (db *DB) SetTenantRetry(ctx context.Context, id uuid.UUID, r RetryDefaults) (*Tenant, error) {
+func (db *DB) SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error) {
 	t, err := scanTenant(db.pool.QueryRow(ctx, querySetTenantRetry, id, r.MaxAttempts,
 		durationToMillis(r.MinBackoff), durationToMillis(r.MaxBackoff)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("set retry defaults of tenant %s: %w", id, err)
@@ -184,10 +155,10 @@ UPDATE tenants SET limits = $2 WHERE id = $1
 RETURNING ` + tenantColumns
 
 // SetTenantLimits replaces a tenant's limits as a whole.
-func (db *DB) SetTenantLimits(ctx context.Context, id uuid.UUID, l Limits) (*Tenant, error) {
+func (db *DB) SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error) {
 	t, err := scanTenant(db.pool.QueryRow(ctx, querySetTenantLimits, id, l))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, model.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("set limits of tenant %s: %w", id, err)

@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/labstack/echo/v4"
-
-	"github.com/hookwheel/hookwheel/store"
 )
 
 const tenantContextKey = "hookwheel.tenant"
@@ -51,8 +50,8 @@ func (s *Service) Middleware() echo.MiddlewareFunc {
 }
 
 // Tenant is the tenant authenticated by Middleware for this request.
-func Tenant(c echo.Context) (*store.Tenant, bool) {
-	t, ok := c.Get(tenantContextKey).(*store.Tenant)
+func Tenant(c echo.Context) (*model.Tenant, bool) {
+	t, ok := c.Get(tenantContextKey).(*model.Tenant)
 	return t, ok && t != nil
 }
 

@@ -9,13 +9,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base32"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/signing"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -30,9 +31,6 @@ const (
 	keyPrefix      = "hw_"
 	keyIDBytes     = 8  // 13 characters: unique enough to find the row, and public
 	keySecretBytes = 20 // 160 random bits
-	// SigningSecretPrefix starts every signing secret, as the Standard Webhooks specification spells them.
-	SigningSecretPrefix = "whsec_"
-	signingSecretBytes  = 32
 )
 
 // Config configures a Service.
@@ -53,7 +51,7 @@ func New(cfg Config) *Service {
 
 // Created is a new tenant with the credentials shown to its owner once.
 type Created struct {
-	Tenant store.Tenant
+	Tenant model.Tenant
 	// APIKey is the full key, "hw_<key id>_<secret>"; only its hash is stored.
 	APIKey string
 }
@@ -64,7 +62,7 @@ func (s *Service) Create(ctx context.Context, name string) (*Created, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create tenant id: %w", err)
 	}
-	secret, err := NewSigningSecret()
+	secret, err := signing.NewSecret()
 	if err != nil {
 		return nil, err
 	}
@@ -72,30 +70,21 @@ func (s *Service) Create(ctx context.Context, name string) (*Created, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := store.Tenant{ID: id, Name: name, SigningSecret: secret}
+	t := model.Tenant{ID: id, Name: name, SigningSecret: secret}
 	if err := s.store.CreateTenant(ctx, &t, stored); err != nil {
 		return nil, err
 	}
 	return &Created{Tenant: t, APIKey: apiKey}, nil
 }
 
-// NewSigningSecret returns "whsec_" and the base64 of 32 random bytes.
-func NewSigningSecret() (string, error) {
-	b := make([]byte, signingSecretBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate signing secret: %w", err)
-	}
-	return SigningSecretPrefix + base64.StdEncoding.EncodeToString(b), nil
-}
-
-func newAPIKey(tenantID uuid.UUID) (string, *store.APIKey, error) {
+func newAPIKey(tenantID uuid.UUID) (string, *model.APIKey, error) {
 	raw := make([]byte, keyIDBytes+keySecretBytes)
 	if _, err := rand.Read(raw); err != nil {
 		return "", nil, fmt.Errorf("generate api key: %w", err)
 	}
 	keyID := keyEncoding.EncodeToString(raw[:keyIDBytes])
 	secret := keyEncoding.EncodeToString(raw[keyIDBytes:])
-	return keyPrefix + keyID + "_" + secret, &store.APIKey{ID: keyID, TenantID: tenantID, SecretHash: hashSecret(secret)}, nil
+	return keyPrefix + keyID + "_" + secret, &model.APIKey{ID: keyID, TenantID: tenantID, SecretHash: hashSecret(secret)}, nil
 }
 
 // hashSecret is a single SHA-256: the secret holds 160 random bits, so there
@@ -121,13 +110,13 @@ func parseAPIKey(key string) (keyID, secret string, ok bool) {
 }
 
 // Authenticate returns the tenant a key belongs to, or ErrUnauthenticated.
-func (s *Service) Authenticate(ctx context.Context, apiKey string) (*store.Tenant, error) {
+func (s *Service) Authenticate(ctx context.Context, apiKey string) (*model.Tenant, error) {
 	keyID, secret, ok := parseAPIKey(apiKey)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
 	stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return nil, ErrUnauthenticated
 	}
 	if err != nil {
@@ -140,19 +129,19 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*store.Tenan
 }
 
 // Get reads a tenant.
-func (s *Service) Get(ctx context.Context, id uuid.UUID) (*store.Tenant, error) {
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*model.Tenant, error) {
 	return s.store.GetTenant(ctx, id)
 }
 
 // SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.
-func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r store.RetryDefaults) (*store.Tenant, error) {
+func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error) {
 	return s.store.SetTenantRetry(ctx, id, r)
 }
 
 // SetLimits replaces a tenant's rate limits and quotas as a whole. API limits
 // apply from the tenant's next call (they are read with its key); dispatch
 // limits within the dispatchers' cache time of a few seconds.
-func (s *Service) SetLimits(ctx context.Context, id uuid.UUID, l store.Limits) (*store.Tenant, error) {
+func (s *Service) SetLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error) {
 	return s.store.SetTenantLimits(ctx, id, l)
 }
 

@@ -2,36 +2,14 @@ package tenants_test
 
 import (
 	"context"
-	"encoding/base64"
 	"strings"
 	"testing"
-	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/tenants"
 )
-
-func TestNewSigningSecret(t *testing.T) {
-	t.Parallel()
-	a, err := tenants.NewSigningSecret()
-	require.NoError(t, err)
-	b, err := tenants.NewSigningSecret()
-	require.NoError(t, err)
-	require.NotEqual(t, a, b)
-	require.True(t, strings.HasPrefix(a, "whsec_"))
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
-	require.NoError(t, err)
-	require.Len(t, key, 32)
-
-	// A Standard Webhooks library takes it as it is.
-	wh, err := standardwebhooks.NewWebhook(a)
-	require.NoError(t, err)
-	_, err = wh.Sign("msg_1", time.Now(), []byte("x"))
-	require.NoError(t, err)
-}
 
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()

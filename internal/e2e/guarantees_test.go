@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
@@ -208,7 +209,7 @@ func TestSSRFGuard(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	local := newReceiver(t)
-	task := &store.Task{ID: uuid.Must(uuid.NewV7()), TenantID: acme.id, URL: strings.Replace(local.URL, "127.0.0.1", "localhost", 1) + "/x",
+	task := &model.Task{ID: uuid.Must(uuid.NewV7()), TenantID: acme.id, URL: strings.Replace(local.URL, "127.0.0.1", "localhost", 1) + "/x",
 		Method: http.MethodPost, RunAt: time.Now(), Timeout: 5 * time.Second, MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Hour}
 	_, created, err := db.InsertTask(context.Background(), task, true)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package dispatcher
+package signing
 
 import (
 	"bufio"
@@ -366,4 +366,23 @@ func BenchmarkSign(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestNewSecret(t *testing.T) {
+	t.Parallel()
+	a, err := NewSecret()
+	require.NoError(t, err)
+	b, err := NewSecret()
+	require.NoError(t, err)
+	require.NotEqual(t, a, b)
+	require.True(t, strings.HasPrefix(a, "whsec_"))
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(a, "whsec_"))
+	require.NoError(t, err)
+	require.Len(t, key, 32)
+
+	// A Standard Webhooks library takes it as it is.
+	wh, err := standardwebhooks.NewWebhook(a)
+	require.NoError(t, err)
+	_, err = wh.Sign("msg_1", time.Now(), []byte("x"))
+	require.NoError(t, err)
 }

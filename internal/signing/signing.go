@@ -1,7 +1,12 @@
-package dispatcher
+// Package signing owns hookwheel's signing secrets and webhook signatures: the
+// "whsec_" secret format (made by NewSecret, read by ParseSigningSecret) and
+// the Signer that signs every attempt in both forms receivers verify, Standard
+// Webhooks and the Hookwheel-Signature JWT.
+package signing
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -16,12 +21,26 @@ import (
 )
 
 const (
-	signingSecretPrefix       = "whsec_"
+	// SecretPrefix starts every signing secret, as the Standard Webhooks
+	// specification spells them.
+	SecretPrefix = "whsec_"
+	// newSecretBytes is the size of the secrets NewSecret makes.
+	newSecretBytes            = 32
 	signingSecretMinBytes     = 24
 	signingSecretMaxBytes     = 64
 	signatureJWTIssuer        = "hookwheel"
 	defaultSignatureJWTExpiry = 5 * time.Minute
 )
+
+// NewSecret returns a new signing secret: "whsec_" and the base64 of 32
+// random bytes.
+func NewSecret() (string, error) {
+	b := make([]byte, newSecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate signing secret: %w", err)
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
 
 // Message is what one attempt signs.
 type Message struct {
@@ -219,9 +238,9 @@ const signingSecretBufLen = (signingSecretMaxBytes + 2) / 3 * 3
 // decodeSigningSecret is ParseSigningSecret decoding into buf, which must hold
 // signingSecretBufLen bytes, so that Sign need not allocate a key per secret.
 func decodeSigningSecret(buf []byte, s string) ([]byte, error) {
-	encoded, ok := strings.CutPrefix(s, signingSecretPrefix)
+	encoded, ok := strings.CutPrefix(s, SecretPrefix)
 	if !ok {
-		return nil, fmt.Errorf("invalid signing secret: must start with %q", signingSecretPrefix)
+		return nil, fmt.Errorf("invalid signing secret: must start with %q", SecretPrefix)
 	}
 	// Checked before decoding so that an oversized value cannot overrun buf.
 	if base64.StdEncoding.DecodedLen(len(encoded)) > len(buf) {
@@ -229,7 +248,7 @@ func decodeSigningSecret(buf []byte, s string) ([]byte, error) {
 	}
 	n, err := base64.StdEncoding.Decode(buf, []byte(encoded))
 	if err != nil {
-		return nil, fmt.Errorf("invalid signing secret: not standard base64 after %q: %w", signingSecretPrefix, err)
+		return nil, fmt.Errorf("invalid signing secret: not standard base64 after %q: %w", SecretPrefix, err)
 	}
 	if n < signingSecretMinBytes || n > signingSecretMaxBytes {
 		return nil, fmt.Errorf("invalid signing secret: decodes to %d bytes, want %d to %d",

@@ -1,0 +1,13 @@
+// Package model holds hookwheel's domain types (tasks, attempts, tenants,
+// schedules, limits, partitions) and the rules that belong to them alone. It
+// knows nothing of Postgres, Redis or HTTP, so everything above the store can
+// share these types and test their rules without a database.
+package model
+
+import "errors"
+
+// ErrNotFound is returned when a row does not exist or belongs to another tenant.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a task is not in a state that allows the change.
+var ErrConflict = errors.New("conflict")

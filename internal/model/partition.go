@@ -1,0 +1,27 @@
+package model
+
+import (
+	"slices"
+
+	"github.com/google/uuid"
+)
+
+// Partitions is how many partitions tasks are split into: a task's partition
+// is the last byte of its id.
+const Partitions = 256
+
+// PartitionOf is the partition of a task, as the tasks.partition column
+// computes it.
+func PartitionOf(id uuid.UUID) int16 { return int16(id[15]) }
+
+// FairShare is how many partitions a node should hold: an even split, the
+// remainder going one each to the first nodes in id order, so that every
+// live node gets work however many there are.
+func FairShare(live []uuid.UUID, nodeID uuid.UUID) int {
+	n := max(len(live), 1)
+	share := Partitions / n
+	if rank := slices.Index(live, nodeID); rank >= 0 && rank < Partitions%n {
+		share++
+	}
+	return share
+}

@@ -1,0 +1,42 @@
+package model
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Schedule is a recurring webhook: every occurrence of Cron in Timezone
+// becomes a task carrying the schedule's request and retry policy. The store
+// does not read cron expressions; the callers that decide occurrence times
+// (the API, the dispatcher's materialiser) pass them in.
+type Schedule struct {
+	ID          uuid.UUID
+	TenantID    uuid.UUID
+	Cron        string
+	Timezone    string
+	Paused      bool
+	URL         string
+	Method      string
+	Headers     map[string]string
+	Body        []byte
+	Timeout     time.Duration
+	MaxAttempts int
+	MinBackoff  time.Duration
+	MaxBackoff  time.Duration
+	// NextRunAt is the next occurrence not yet materialised as a task; nil
+	// while paused, or once the schedule has no occurrence left.
+	NextRunAt *time.Time
+	// LastRunAt is the latest occurrence materialised as a task.
+	LastRunAt *time.Time
+	// CreatedAt is also the anchor of an @every schedule.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ScheduleFilter selects a page of a tenant's schedules, newest first.
+type ScheduleFilter struct {
+	// Before, when set, continues a listing after the schedule with this id.
+	Before *uuid.UUID
+	Limit  int
+}

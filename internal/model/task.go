@@ -1,0 +1,96 @@
+package model
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TaskStatus is where a task is in its life.
+type TaskStatus string
+
+// The task statuses. scheduled and retrying wait for an attempt; dispatching
+// is owned by one sender; delivered, dead and canceled are final.
+const (
+	StatusScheduled   TaskStatus = "scheduled"
+	StatusDispatching TaskStatus = "dispatching"
+	StatusRetrying    TaskStatus = "retrying"
+	StatusDelivered   TaskStatus = "delivered"
+	StatusDead        TaskStatus = "dead"
+	StatusCanceled    TaskStatus = "canceled"
+)
+
+// Task is a scheduled HTTP callback.
+type Task struct {
+	ID             uuid.UUID
+	TenantID       uuid.UUID
+	Status         TaskStatus
+	URL            string
+	Method         string
+	Headers        map[string]string
+	Body           []byte
+	RunAt          time.Time
+	NextAttemptAt  *time.Time
+	Timeout        time.Duration
+	MaxAttempts    int
+	MinBackoff     time.Duration
+	MaxBackoff     time.Duration
+	Attempts       int
+	AttemptBase    int // Attempts when last replayed (0 if never); MaxAttempts more attempts are allowed after it
+	LastStatusCode *int
+	LastError      *string
+	IdempotencyKey *string
+	RequestHash    []byte
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	// ScheduleID is the schedule this task is an occurrence of, if any.
+	ScheduleID *uuid.UUID
+}
+
+// TaskFilter selects a page of a tenant's tasks, newest first. Every
+// condition set must hold.
+type TaskFilter struct {
+	Status *TaskStatus
+	// ScheduleID keeps only the occurrences of this schedule.
+	ScheduleID *uuid.UUID
+	// CreatedAfter keeps tasks created at or after it; CreatedBefore, tasks
+	// created strictly before it, so that consecutive ranges do not overlap.
+	CreatedAfter, CreatedBefore *time.Time
+	// Before, when set, continues a listing after the task with this id.
+	Before *uuid.UUID
+	Limit  int
+}
+
+// CancelFilter selects the waiting tasks of a tenant that CancelTasks cancels.
+// Every condition set must hold.
+type CancelFilter struct {
+	// Status is scheduled or retrying; nil means both.
+	Status     *TaskStatus
+	ScheduleID *uuid.UUID
+	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
+	CreatedAfter, CreatedBefore *time.Time
+}
+
+// Attempt is the record of one delivery attempt.
+type Attempt struct {
+	TaskID       uuid.UUID
+	Attempt      int
+	StartedAt    time.Time
+	Duration     time.Duration
+	StatusCode   *int
+	Error        *string
+	Outcome      string
+	ResponseBody *string
+}
+
+// ClaimedTask is a task one sender now owns for one attempt.
+type ClaimedTask struct {
+	Task
+	// Attempt is the 1-based number of the attempt this claim is for.
+	Attempt int
+	// ClaimToken proves ownership when the attempt is recorded.
+	ClaimToken uuid.UUID
+	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
+	ClaimedAt     time.Time
+	SigningSecret string
+}
