@@ -22,7 +22,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -58,7 +57,7 @@ const (
 // APIRateLimiter decides tenants' API rate limits. *store.Redis is one: when
 // Config.Redis is one, the API limits tenants' calls with it.
 type APIRateLimiter interface {
-	AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (store.RateDecision, error)
+	AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (model.RateDecision, error)
 }
 
 // apiLimits holds what the limits need beyond the Server: the limiter, its
@@ -141,7 +140,7 @@ func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 
 // decide asks Redis, unless it failed a moment ago. ok is false when no
 // decision could be had.
-func (l *apiLimits) decide(ctx context.Context, tenant *model.Tenant) (d store.RateDecision, ok bool) {
+func (l *apiLimits) decide(ctx context.Context, tenant *model.Tenant) (d model.RateDecision, ok bool) {
 	now := l.clock.Now()
 	if until := l.downUntil.Load(); until != 0 && now.UnixNano() < until {
 		l.unchecked.Inc()

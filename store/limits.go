@@ -91,19 +91,6 @@ var (
 	dispatchAdmitScript = redis.NewScript(dispatchAdmitLua)
 )
 
-// RateDecision is the API limiter's answer for one request.
-type RateDecision struct {
-	Allowed bool
-	// Limit is the burst: requests allowed at once.
-	Limit int
-	// Remaining is how many more requests would pass right now.
-	Remaining int
-	// Reset is how long until the full burst is available again.
-	Reset time.Duration
-	// RetryAfter is, when refused, how long until this request would pass.
-	RetryAfter time.Duration
-}
-
 func (r *Redis) apiRateKey(tenantID uuid.UUID) string {
 	return r.prefix + "{" + tenantID.String() + "}:api_rate"
 }
@@ -111,19 +98,19 @@ func (r *Redis) apiRateKey(tenantID uuid.UUID) string {
 // AllowAPIRequest decides, in one round trip, whether one API request of the
 // tenant passes a limit of rate per second with bursts of burst, and counts
 // it if so.
-func (r *Redis) AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (RateDecision, error) {
+func (r *Redis) AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (model.RateDecision, error) {
 	if rate <= 0 || burst < 1 {
-		return RateDecision{}, fmt.Errorf("api rate limit of tenant %s: rate %v and burst %d must be positive", tenantID, rate, burst)
+		return model.RateDecision{}, fmt.Errorf("api rate limit of tenant %s: rate %v and burst %d must be positive", tenantID, rate, burst)
 	}
 	vals, err := gcraScript.Run(ctx, r.client, []string{r.apiRateKey(tenantID)},
 		formatMicros(1e6/rate), burst, 1).Int64Slice()
 	if err != nil {
-		return RateDecision{}, fmt.Errorf("api rate limit of tenant %s: %w", tenantID, err)
+		return model.RateDecision{}, fmt.Errorf("api rate limit of tenant %s: %w", tenantID, err)
 	}
 	if len(vals) != 4 {
-		return RateDecision{}, fmt.Errorf("api rate limit of tenant %s: script returned %d values", tenantID, len(vals))
+		return model.RateDecision{}, fmt.Errorf("api rate limit of tenant %s: script returned %d values", tenantID, len(vals))
 	}
-	return RateDecision{
+	return model.RateDecision{
 		Allowed:    vals[0] == 1,
 		Limit:      burst,
 		Remaining:  int(vals[1]),

@@ -3,6 +3,7 @@ package model
 import (
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Limits are a tenant's rate limits and quotas, stored as the admin API
@@ -91,4 +92,17 @@ func HostKey(host string) (key string, ok bool) {
 		}
 	}
 	return key, true
+}
+
+// RateDecision is the API limiter's answer for one request.
+type RateDecision struct {
+	Allowed bool
+	// Limit is the burst: requests allowed at once.
+	Limit int
+	// Remaining is how many more requests would pass right now.
+	Remaining int
+	// Reset is how long until the full burst is available again.
+	Reset time.Duration
+	// RetryAfter is, when refused, how long until this request would pass.
+	RetryAfter time.Duration
 }
