@@ -94,3 +94,9 @@ type ClaimedTask struct {
 	ClaimedAt     time.Time
 	SigningSecret string
 }
+
+// DefaultLookahead is how far ahead a dispatcher keeps due tasks loaded in its
+// timing wheel. A task stored (or moved) to fall due sooner than that is
+// already past the loader's read, so whoever stores it must announce it to the
+// dispatchers; both sides take this one default.
+const DefaultLookahead = 30 * time.Second
