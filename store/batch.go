@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // The batch insert passes one array per column and unnests them in SQL: one

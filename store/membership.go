@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // Membership is a dispatcher node's view after one heartbeat.

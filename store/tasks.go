@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // DueNotifyChannel is the Postgres NOTIFY channel on which a node that stored
@@ -22,17 +23,28 @@ const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, 
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id`
 
-func scanTask(row pgx.Row) (*model.Task, error) {
+// scanTask reads the taskColumns of row into a new task; columns the row has
+// after them go to extra, in order.
+func scanTask(row pgx.Row, extra ...any) (*model.Task, error) {
+	var t model.Task
+	if err := scanTaskInto(row, &t, extra...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// scanTaskInto reads the taskColumns of row into t; columns the row has after
+// them go to extra, in order.
+func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 	var (
-		t                          model.Task
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
 	)
-	err := row.Scan(&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
+	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID)
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID}, extra...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t.Timeout = time.Duration(timeoutMs) * time.Millisecond
 	t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
@@ -40,7 +52,7 @@ func scanTask(row pgx.Row) (*model.Task, error) {
 	if t.Headers == nil {
 		t.Headers = map[string]string{}
 	}
-	return &t, nil
+	return nil
 }
 
 const queryInsertTask = `-- name: InsertTask
@@ -187,7 +199,7 @@ func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at tim
 	}
 	var ignored *string
 	row := db.pool.QueryRow(ctx, queryRescheduleTask, tenantID, id, at, notifyDue, strconv.FormatInt(at.UnixMicro(), 10))
-	t, err := scanTask(withExtra{row, &ignored})
+	t, err := scanTask(row, &ignored)
 	if err == nil {
 		return t, nil
 	}
@@ -293,7 +305,7 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 		at = r.Add(time.Microsecond)
 	}
 	var ignored *string
-	t, err := scanTask(withExtra{db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro())), &ignored})
+	t, err := scanTask(db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro())), &ignored)
 	if err == nil {
 		return t, nil
 	}
@@ -305,43 +317,4 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 		return nil, err
 	}
 	return current, model.ErrConflict
-}
-
-// withExtra scans a row that has more columns after those its caller reads
-// into the extra destinations.
-type withExtra struct {
-	row   pgx.Row
-	extra any
-}
-
-func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra)...) }
-
-const queryListAttempts = `-- name: ListAttempts
-SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body
-FROM attempts a JOIN tasks t ON t.id = a.task_id
-WHERE t.tenant_id = $1 AND a.task_id = $2
-ORDER BY a.attempt`
-
-// ListAttempts returns every recorded attempt of a tenant's task, in order.
-func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error) {
-	if _, err := db.GetTask(ctx, tenantID, taskID); err != nil {
-		return nil, err
-	}
-	rows, err := db.pool.Query(ctx, queryListAttempts, tenantID, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
-	}
-	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Attempt, error) {
-		var (
-			a          model.Attempt
-			durationMs int32
-		)
-		err := r.Scan(&a.TaskID, &a.Attempt, &a.StartedAt, &durationMs, &a.StatusCode, &a.Error, &a.Outcome, &a.ResponseBody)
-		a.Duration = time.Duration(durationMs) * time.Millisecond
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
-	}
-	return attempts, nil
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits`

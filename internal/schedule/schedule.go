@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+
 	// The zone database goes into the binary, so that a schedule's time zone
 	// means the same on a host without /usr/share/zoneinfo (a slim container).
 	_ "time/tzdata"

@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// The CTE locks the rows in id order before the update: two nodes claiming
+// overlapping batches listed in different orders would otherwise lock rows in
+// different orders and deadlock. It selects by id alone, the conditions are
+// checked on what it locked (which no one can change until the claim
+// commits), and the update finds each row by its ctid. So the only plan is a
+// primary-key probe per id. With the conditions on the scanned table instead,
+// the cached generic plan Postgres switches to after five executions could
+// walk tasks_due through every due task and filter the ids out of them, a
+// cost that grew with the backlog (35 ms a claim with 7,000 tasks due). A row
+// changed after the statement's snapshot is skipped, like any claim lost to a
+// concurrent writer. The CTE's columns and the tenant's are renamed so that
+// none shadows a task column: the RETURNING list is taskColumns itself, read
+// by the one task scanner, plus the signing secret.
+const queryClaimTasks = `-- name: ClaimTasks
+WITH due AS (
+	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
+		tenant_id AS due_tenant
+	FROM tasks
+	WHERE id = ANY($1::uuid[])
+	ORDER BY id
+	FOR UPDATE
+)
+UPDATE tasks t
+SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed_by = $5,
+	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
+	updated_at = now()
+FROM due, (SELECT id AS signing_tenant, signing_secret FROM tenants) tn
+WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
+	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
+RETURNING ` + taskColumns + `, tn.signing_secret`
+
+// ClaimTasks moves the given tasks from waiting to dispatching for node in one
+// statement, provided they still wait, are due at now and belong to one of
+// the node's partitions. The status check is
+// the compare-and-set that lets only one node own an attempt: a task already
+// claimed, canceled or rescheduled later is silently left out of the result.
+// The lease covers the attempt's timeout plus leaseMargin; a claim that
+// outlives it is handed back by RecoverClaims.
+//
+// The claim commits without waiting for its WAL to reach disk
+// (synchronous_commit off, for this transaction only): it is a lease, not an
+// outcome, and waiting for the flush would add a disk sync to the lateness of
+// every webhook. Other sessions see the claim at once, so the
+// compare-and-set holds between nodes; only a crash of Postgres itself in the
+// few milliseconds before the flush can forget a claim, and then the task is
+// sent again with the same webhook-id, as after any crash mid-send. Outcomes
+// (RecordAttempts) are committed synchronously.
+func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*model.ClaimedTask, err error) {
+	token := uuid.New()
+	// One round trip: the transaction, its setting and the claim travel in a
+	// single pipeline.
+	batch := &pgx.Batch{}
+	batch.Queue(`BEGIN`)
+	batch.Queue(`SET LOCAL synchronous_commit TO off`)
+	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions)
+	batch.Queue(`COMMIT`)
+	results := db.pool.SendBatch(ctx, batch)
+	err = func() error {
+		defer results.Close()
+		for range 2 {
+			if _, err := results.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := results.Query()
+		if err != nil {
+			return err
+		}
+		if claimed, err = pgx.CollectRows(rows, scanClaimedTask(token)); err != nil {
+			return err
+		}
+		_, err = results.Exec()
+		return err
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("claim %d tasks: %w", len(ids), err)
+	}
+	return claimed, nil
+}
+
+func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
+	return func(r pgx.CollectableRow) (*model.ClaimedTask, error) {
+		var c model.ClaimedTask
+		err := scanTaskInto(r, &c.Task, &c.SigningSecret)
+		c.Attempt = c.Attempts
+		c.ClaimToken = token
+		return &c, err
+	}
+}
+
+const queryDeferClaims = `-- name: DeferClaims
+UPDATE tasks SET status = CASE WHEN attempts > attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = attempts - 1, next_attempt_at = greatest(next_attempt_at, $3),
+	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = ANY($1) AND status = 'dispatching' AND claim_token = $2`
+
+// DeferClaims hands claimed tasks back unsent, as if never claimed, to wait
+// again until notBefore (or their due time, if later): for claims a node
+// shutting down will not send, or that it must not send yet. No attempt is
+// spent.
+func (db *DB) DeferClaims(ctx context.Context, ids []uuid.UUID, token uuid.UUID, notBefore time.Time) error {
+	if _, err := db.pool.Exec(ctx, queryDeferClaims, ids, token, notBefore); err != nil {
+		return fmt.Errorf("defer %d claims: %w", len(ids), err)
+	}
+	return nil
+}
+
+// staleClaim selects the dispatching tasks of partitions $2 whose owner is
+// gone: the lease ran out, or the claiming node stopped heartbeating. A
+// claim without a node (written by an older hookwheel) waits for its lease.
+// StaleClaims and RecoverClaims must agree on it, so it is written once.
+const staleClaim = `status = 'dispatching' AND partition = ANY($2)
+	AND (lease_expires_at < now()
+		OR (claimed_by IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))`
+
+const queryRecoverClaims = `-- name: RecoverClaims
+WITH stale AS (
+	SELECT id, claim_token, attempts FROM tasks
+	WHERE ` + staleClaim + `
+	ORDER BY lease_expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = t.attempts - 1, next_attempt_at = now(), claim_token = NULL, claimed_by = NULL,
+	lease_expires_at = NULL, updated_at = now()
+FROM stale
+WHERE t.id = stale.id
+RETURNING t.id, t.next_attempt_at, stale.attempts, stale.claim_token`
+
+const queryStaleClaims = `-- name: StaleClaims
+SELECT id, next_attempt_at, attempts, claim_token FROM tasks
+WHERE ` + staleClaim + `
+ORDER BY lease_expires_at
+LIMIT $1`
+
+// StaleClaims lists, without changing them, the claims RecoverClaims would
+// hand back now: their fire-once claims in Redis must be freed first, so
+// that a recovery cut short between the two cannot leave a task whose every
+// new claim meets its dead owner's key.
+func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+	rows, err := db.pool.Query(ctx, queryStaleClaims, limit, partitions)
+	if err != nil {
+		return nil, fmt.Errorf("list stale claims: %w", err)
+	}
+	stale, err := pgx.CollectRows(rows, scanRecoveredClaim)
+	if err != nil {
+		return nil, fmt.Errorf("list stale claims: %w", err)
+	}
+	return stale, nil
+}
+
+func scanRecoveredClaim(r pgx.CollectableRow) (RecoveredClaim, error) {
+	var c RecoveredClaim
+	err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
+	return c, err
+}
+
+// RecoveredClaim is a claim handed back to the queue, and the attempt and
+// token it was held under.
+type RecoveredClaim struct {
+	DueTask
+	Attempt int
+	Token   uuid.UUID
+}
+
+// RecoverClaims returns to the queue the dispatching tasks of the given
+// partitions whose owner is gone: its node stopped heartbeating (it died), or
+// the attempt outlived its lease (it hung). The attempt number is given back,
+// so the re-send carries the same attempt number and the same webhook-id and
+// Idempotency-Key: a receiver that saw the first send can drop the second.
+func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+	rows, err := db.pool.Query(ctx, queryRecoverClaims, limit, partitions)
+	if err != nil {
+		return nil, fmt.Errorf("recover claims: %w", err)
+	}
+	recovered, err := pgx.CollectRows(rows, scanRecoveredClaim)
+	if err != nil {
+		return nil, fmt.Errorf("recover claims: %w", err)
+	}
+	return recovered, nil
+}
+
+// DeferredClaim is a claim to hand back unsent, to wait until NotBefore.
+type DeferredClaim struct {
+	ID        uuid.UUID
+	Token     uuid.UUID
+	NotBefore time.Time
+}
+
+// As DeferClaims (dispatch.go), each claim with a time of its own.
+const queryDeferClaimsUntil = `-- name: DeferClaimsUntil
+UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
+	attempts = t.attempts - 1, next_attempt_at = greatest(t.next_attempt_at, d.not_before),
+	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
+WHERE t.id = d.id AND t.status = 'dispatching' AND t.claim_token = d.token`
+
+// DeferClaimsUntil hands claimed tasks back unsent, each to wait until its
+// own NotBefore (or its due time, if later), in one statement: a rate limit
+// defers hundreds of tasks at once, each to a slot of its own, and a commit
+// apiece would take longer than the first slots are away. No attempt is
+// spent; claims no longer held under their token are left alone.
+func (db *DB) DeferClaimsUntil(ctx context.Context, claims []DeferredClaim) error {
+	ids := make([]uuid.UUID, len(claims))
+	tokens := make([]uuid.UUID, len(claims))
+	notBefore := make([]time.Time, len(claims))
+	for i, c := range claims {
+		ids[i], tokens[i], notBefore[i] = c.ID, c.Token, c.NotBefore
+	}
+	if _, err := db.pool.Exec(ctx, queryDeferClaimsUntil, ids, tokens, notBefore); err != nil {
+		return fmt.Errorf("defer %d claims: %w", len(claims), err)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// DueTask is a waiting task and the instant its next attempt falls due: all a
+// dispatcher keeps in memory per timer.
+type DueTask struct {
+	ID uuid.UUID
+	At time.Time
+}
+
+func scanDueTask(r pgx.CollectableRow) (DueTask, error) {
+	var d DueTask
+	err := r.Scan(&d.ID, &d.At)
+	return d, err
+}
+
+// DueCursor is a position in the due-time order: (at, id).
+type DueCursor struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+const queryListDue = `-- name: ListDue
+SELECT id, next_attempt_at FROM tasks
+WHERE status IN ('scheduled', 'retrying')
+	AND partition = ANY($5)
+	AND (next_attempt_at, id) > ($1, $2)
+	AND next_attempt_at <= $3
+ORDER BY next_attempt_at, id
+LIMIT $4`
+
+// ListDue pages through the waiting tasks of the given partitions falling due
+// after the cursor and no later than until, in due order. It walks the
+// tasks_due partial index, one range per partition, so its cost depends on
+// how many tasks fall due in the window, not on how many wait further ahead.
+func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, until time.Time, limit int) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryListDue, after.At, after.ID, until, limit, partitions)
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, scanDueTask)
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks: %w", err)
+	}
+	return due, nil
+}
+
+// OFFSET 0 keeps the conditions out of the scan, which is by id alone, for
+// the reason given at ClaimTasks: tasks_due would match them too.
+const queryWaitingAfter = `-- name: WaitingAfter
+SELECT id, next_attempt_at FROM (
+	SELECT id, status, next_attempt_at FROM tasks WHERE id = ANY($1::uuid[]) OFFSET 0
+) t
+WHERE status IN ('scheduled', 'retrying') AND next_attempt_at > $2`
+
+// WaitingAfter returns those of the given tasks that still wait for an
+// attempt due after the given time: the tasks a claim left out because they
+// were moved later.
+func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]DueTask, error) {
+	rows, err := db.pool.Query(ctx, queryWaitingAfter, ids, after)
+	if err != nil {
+		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
+	}
+	due, err := pgx.CollectRows(rows, scanDueTask)
+	if err != nil {
+		return nil, fmt.Errorf("read %d unclaimed tasks: %w", len(ids), err)
+	}
+	return due, nil
+}
+
+// ListenDue calls fn for each task announced on DueNotifyChannel until ctx is
+// done or the connection fails. It calls ready once listening, so the caller
+// can rescan what it may have missed before.
+func (db *DB) ListenDue(ctx context.Context, ready func(), fn func(DueTask)) error {
+	pooled, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	// A LISTENing connection must not go back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+DueNotifyChannel); err != nil {
+		return fmt.Errorf("listen %s: %w", DueNotifyChannel, err)
+	}
+	ready()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		d, err := parseDueNotification(n.Payload)
+		if err != nil {
+			db.logger.Warn("ignoring malformed due notification", "payload", n.Payload, "err", err)
+			continue
+		}
+		fn(d)
+	}
+}
+
+func parseDueNotification(payload string) (DueTask, error) {
+	idText, atText, ok := strings.Cut(payload, " ")
+	if !ok {
+		return DueTask{}, errors.New("want \"<id> <unix micros>\"")
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return DueTask{}, fmt.Errorf("parse task id: %w", err)
+	}
+	micros, err := strconv.ParseInt(atText, 10, 64)
+	if err != nil {
+		return DueTask{}, fmt.Errorf("parse due time: %w", err)
+	}
+	return DueTask{ID: id, At: time.UnixMicro(micros)}, nil
+}
