@@ -29,6 +29,9 @@ const (
 	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	defaultRedisURL    = "redis://127.0.0.1:6379/0"
 	dbPrefix           = "hwtest_"
+	// templatePrefix names the migrated template databases, one per schema
+	// version; they are kept between runs.
+	templatePrefix = "hwtemplate_"
 	// Databases older than this were left by a test binary that crashed or was
 	// killed; no test runs this long, so they are safe to drop.
 	staleAfter = time.Hour
@@ -57,8 +60,10 @@ func randomSuffix(t testing.TB) string {
 	return hex.EncodeToString(b)
 }
 
-// DatabaseURL creates an empty, migrated database for this test, drops it when
-// the test ends, and returns its connection string.
+// DatabaseURL creates a migrated database for this test, drops it when the
+// test ends, and returns its connection string. The database is a copy of a
+// template migrated once per schema version (CREATE DATABASE … TEMPLATE), so
+// a test pays for a file copy, not for running every migration.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
@@ -66,10 +71,11 @@ func DatabaseURL(t testing.TB) string {
 	require.NoError(t, err, "connect to Postgres at %s (set DATABASE_URL, or run make test)", AdminDatabaseURL())
 	defer admin.Close(ctx)
 	dropStale(ctx, t, admin)
+	template := migratedTemplate(ctx, t, admin)
 
 	name := fmt.Sprintf("%s%d_%s", dbPrefix, time.Now().Unix(), randomSuffix(t))
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	require.NoError(t, err, "create test database")
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	require.NoError(t, err, "create test database from %s", template)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		admin, err := pgx.Connect(ctx, AdminDatabaseURL())
@@ -82,18 +88,58 @@ func DatabaseURL(t testing.TB) string {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
+	return databaseURLOf(t, name)
+}
 
+func databaseURLOf(t testing.TB, name string) string {
 	u, err := url.Parse(AdminDatabaseURL())
 	require.NoError(t, err)
 	u.Path = "/" + name
-	dbURL := u.String()
+	return u.String()
+}
 
+// migratedTemplate returns the name of the template database of the current
+// schema, building it first if no test binary has yet. Test binaries of
+// several packages run at once: an advisory lock lets one build it while the
+// others wait, and the template appears under its name only once complete (a
+// rename is atomic), so a crash mid-build leaves nothing that looks usable.
+func migratedTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
+	t.Helper()
+	name := templatePrefix + store.SchemaVersion()
+	exists := func() bool {
+		var ok bool
+		require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&ok))
+		return ok
+	}
+	if exists() {
+		return name
+	}
+	_, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, name)
+	require.NoError(t, err, "lock the template database")
+	defer func() { _, _ = admin.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, name) }()
+	if exists() {
+		return name
+	}
+
+	building := fmt.Sprintf("%s%d_%s", dbPrefix, time.Now().Unix(), randomSuffix(t))
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize())
+	require.NoError(t, err, "create the template database")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, MaxConns: 4, Logger: quiet})
+	db, err := store.Open(ctx, store.Config{DatabaseURL: databaseURLOf(t, building), MaxConns: 2, Logger: quiet})
 	require.NoError(t, err)
-	defer db.Close()
-	require.NoError(t, db.Migrate(ctx))
-	return dbURL
+	err = db.Migrate(ctx)
+	db.Close()
+	require.NoError(t, err, "migrate the template database")
+	// No one may connect to a template while it is copied; refusing
+	// connections keeps a stray session from failing every CREATE.
+	for _, stmt := range []string{
+		"ALTER DATABASE " + pgx.Identifier{building}.Sanitize() + " WITH ALLOW_CONNECTIONS false IS_TEMPLATE true",
+		"ALTER DATABASE " + pgx.Identifier{building}.Sanitize() + " RENAME TO " + pgx.Identifier{name}.Sanitize(),
+	} {
+		_, err = admin.Exec(ctx, stmt)
+		require.NoError(t, err, "finish the template database")
+	}
+	return name
 }
 
 // dropStale removes databases that crashed test runs left behind.
