@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math"
 	"strconv"
@@ -13,6 +12,23 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 )
+
+// The limiters, decided in Redis so that every node shares them: tenants' API
+// rate (lua/gcra.lua) and their dispatch rate and concurrency per target host
+// (lua/dispatch_admit.lua).
+//
+// Why our own scripts rather than go-redis/redis_rate, which implements GCRA
+// in Lua too: dispatch_admit.lua does what no rate limiter library does — it
+// always books (each caller gets the next free slot, so tasks sent in due
+// order keep it), reserves a slot per task with a grace for coming back late,
+// and holds a concurrency semaphore with leases, all or nothing in one round
+// trip. For the API rate alone redis_rate's algorithm would fit, but it writes
+// its keys under a fixed "rate:" prefix outside HOOKWHEEL_REDIS_PREFIX (so
+// installations, and test packages, sharing a Redis would share limits and
+// leave keys no cleanup finds), takes rates as whole requests per period where
+// tenants set fractional rates per second, and could not share the
+// microsecond arithmetic and key layout both limiters here use. gcra.lua is 30
+// lines with a test of every edge.
 
 func (r *Redis) apiRateKey(tenantID uuid.UUID) string {
 	return r.prefix + "{" + tenantID.String() + "}:api_rate"
