@@ -22,7 +22,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // Rate limits and quotas: the per-tenant API rate limit (a middleware after
@@ -114,7 +113,7 @@ func thenMiddleware(outer, inner echo.MiddlewareFunc) echo.MiddlewareFunc {
 // outage must not become an API outage.
 func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		tenant, ok := tenants.Tenant(c)
+		tenant, ok := authenticatedTenant(c)
 		if !ok || tenant.Limits.APIRate <= 0 || l.limiter == nil {
 			return next(c)
 		}

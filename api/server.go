@@ -201,8 +201,8 @@ func securityMiddlewares(cfg Config, tenantLimit echo.MiddlewareFunc) (map[strin
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":     thenMiddleware(cfg.Tenants.Middleware(), tenantLimit),
-		"adminToken": tenants.AdminMiddleware(cfg.AdminToken),
+		"apiKey":     thenMiddleware(tenantAuth(cfg.Tenants), tenantLimit),
+		"adminToken": adminAuth(cfg.AdminToken),
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
 	for path, item := range doc.Paths.Map() {

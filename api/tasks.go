@@ -14,7 +14,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/tenants"
 )
 
 const (
@@ -22,15 +21,6 @@ const (
 	maxListLimit      = 500
 	maxIdempotencyKey = 255
 )
-
-func tenantOf(c echo.Context) (*model.Tenant, error) {
-	t, ok := tenants.Tenant(c)
-	if !ok {
-		// Only reachable if a route lost its security requirement.
-		return nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
-	}
-	return t, nil
-}
 
 // CreateTask schedules one webhook.
 func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) error {
