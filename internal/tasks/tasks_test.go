@@ -307,7 +307,7 @@ func TestCreateBatch(t *testing.T) {
 	batch := []*model.Task{
 		0: b.newTask(0, "", ""),
 		1: b.newTask(time.Hour, "", ""),
-		2: b.newTask(time.Hour, "earlier", "request-e"), // a replay
+		2: b.newTask(time.Hour, "earlier", "request-e"),  // a replay
 		3: b.newTask(10*time.Second, "earlier", "other"), // a reused key
 		4: b.newTask(5*time.Second, "", ""),
 		5: b.newTask(0, "", ""), // the sixth: over the quota
