@@ -2,7 +2,7 @@ package api_test
 
 // The test harness of the API: a real api.Server over its own migrated
 // Postgres database and Redis key prefix, served by httptest, with a recording
-// Scheduler in place of the dispatcher (which is tested end to end elsewhere)
+// announcer in place of the dispatcher (which is tested end to end elsewhere)
 // and a fake clock so that times in responses can be checked exactly.
 
 import (
@@ -26,6 +26,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
@@ -38,7 +40,7 @@ const (
 	problemTypePrefix = "urn:hookwheel:problem:"
 )
 
-// fakeScheduler records what the API tells the local dispatcher.
+// fakeScheduler records what the task service tells the local dispatcher.
 type fakeScheduler struct {
 	mu        sync.Mutex
 	scheduled []scheduledCall
@@ -61,6 +63,8 @@ func (f *fakeScheduler) Cancel(id uuid.UUID) {
 	defer f.mu.Unlock()
 	f.canceled = append(f.canceled, id)
 }
+
+func (f *fakeScheduler) Lookahead() time.Duration { return model.DefaultLookahead }
 
 // scheduledFor returns every Schedule call made for id.
 func (f *fakeScheduler) scheduledFor(id uuid.UUID) []scheduledCall {
@@ -119,14 +123,17 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 		// Whole seconds: Postgres keeps microseconds, so times round-trip exactly.
 		Clock: clock.NewFake(time.Now().UTC().Truncate(time.Second)),
 	}
+	taskService, err := tasks.New(tasks.Config{Store: taskStore{db}, Announcer: h.Sched, Clock: h.Clock})
+	require.NoError(t, err)
+	redis := testenv.Redis(t)
 	cfg := api.Config{
-		DB:         db,
-		Tenants:    h.Tenants,
-		Redis:      testenv.Redis(t),
-		AdminToken: adminToken,
-		Scheduler:  h.Sched,
-		Clock:      h.Clock,
-		Logger:     slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Tasks:       taskService,
+		Tenants:     h.Tenants,
+		Ready:       map[string]api.Pinger{"postgres": db, "redis": redis},
+		RateLimiter: redis,
+		AdminToken:  adminToken,
+		Clock:       h.Clock,
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -138,6 +145,30 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 	h.URL = ts.URL
 	h.Client = h.client("")
 	return h
+}
+
+// taskStore adapts the store's batch insert to the task service's result
+// type, as the composition root does.
+type taskStore struct{ *store.DB }
+
+func (s taskStore) InsertTasks(ctx context.Context, ts []*model.Task, notifyBefore time.Time) ([]tasks.InsertResult, error) {
+	stored, err := s.DB.InsertTasks(ctx, ts, notifyBefore)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tasks.InsertResult, len(stored))
+	for i, r := range stored {
+		out[i] = tasks.InsertResult{Created: r.Created, Existing: r.Existing}
+	}
+	return out, nil
+}
+
+// withRedis points both the readiness check and the API rate limiter at r.
+func withRedis(r *store.Redis) func(*api.Config) {
+	return func(c *api.Config) {
+		c.Ready["redis"] = r
+		c.RateLimiter = r
+	}
 }
 
 // client is the generated client sending token as a bearer token ("" for none).
@@ -332,7 +363,7 @@ func TestReadyz(t *testing.T) {
 		unreachable, err := store.OpenRedis(store.RedisConfig{URL: "redis://" + closedAddr(t) + "/0"})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = unreachable.Close() })
-		h := newHarness(t, func(c *api.Config) { c.Redis = unreachable })
+		h := newHarness(t, withRedis(unreachable))
 
 		resp := h.do(http.MethodGet, "/readyz", "", nil, nil)
 		p := requireProblem(t, resp, http.StatusServiceUnavailable)

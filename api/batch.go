@@ -12,10 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
 )
 
@@ -73,7 +73,7 @@ type batchItemRequest struct {
 
 // CreateTasksBatch schedules up to maxBatchItems tasks in one call. Each item
 // is decoded and validated on its own, with the rules of POST /v1/tasks;
-// the valid ones are stored in one statement (store.InsertTasks), and the
+// the valid ones are stored together (tasks.Service.CreateBatch), and the
 // answer holds one result per item, in request order.
 func (s *Server) CreateTasksBatch(c echo.Context) error {
 	tenant, err := tenantOf(c)
@@ -107,10 +107,10 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	items := *req.Tasks
 	now := s.clock.Now()
 	results := make([]openapi.BatchResult, len(items))
-	// pending are the valid items' tasks, to store; pendingAt[k] is the
-	// index in the request of pending[k].
-	pending := make([]*model.Task, 0, len(items))
-	pendingAt := make([]int, 0, len(items))
+	// valid are the valid items' tasks, to store; validAt[k] is the index in
+	// the request of valid[k].
+	valid := make([]*model.Task, 0, len(items))
+	validAt := make([]int, 0, len(items))
 	for i, raw := range items {
 		task, err := s.batchItemTask(raw, tenant, now)
 		items[i] = nil // the decoded task is all that is needed from here on
@@ -122,49 +122,38 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 		case err != nil:
 			return err
 		}
-		pending = append(pending, task)
-		pendingAt = append(pendingAt, i)
+		valid = append(valid, task)
+		validAt = append(validAt, i)
 	}
 
-	// The pending-task quota applies to the valid items, in request order:
-	// those that do not fit get a 429 problem each and are not stored.
-	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && len(pending) > 0 {
-		current, err := s.db.CountPendingTasks(c.Request().Context(), tenant.ID, quota)
-		if err != nil {
-			return err
-		}
-		room := max(0, quota-current)
-		if room < len(pending) {
-			for _, i := range pendingAt[room:] {
-				results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
-					fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota)), i)
-			}
-			s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(len(pending) - room))
-			pending, pendingAt = pending[:room], pendingAt[:room]
-		}
-	}
-
-	notifyBefore := now.Add(s.cfg.NotifyWithin)
-	stored, err := s.db.InsertTasks(c.Request().Context(), pending, notifyBefore)
+	stored, err := s.tasks.CreateBatch(c.Request().Context(), tenant, valid)
 	if err != nil {
 		return err
 	}
+	overQuota := 0
 	for k, res := range stored {
-		i, task := pendingAt[k], pending[k]
+		i := validAt[k]
+		var quota *tasks.QuotaError
 		switch {
-		case res.Created:
-			out := taskJSON(task)
-			results[i].Task = &out
-			if s.cfg.Scheduler != nil && task.RunAt.Before(notifyBefore) {
-				s.cfg.Scheduler.Schedule(task.ID, task.RunAt)
-			}
-		case bytes.Equal(res.Existing.RequestHash, task.RequestHash):
-			out, replayed := taskJSON(res.Existing), true
-			results[i].Task, results[i].Replayed = &out, &replayed
-		default:
+		case errors.As(res.Err, &quota):
+			overQuota++
+			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
+				fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota.Limit)), i)
+		case errors.Is(res.Err, tasks.ErrKeyReused):
 			results[i].Error = itemProblem(newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused",
 				"Idempotency key reused", "this idempotency_key was already used by a different request; use a new key for a new task"), i)
+		case res.Err != nil:
+			return res.Err
+		case res.Replayed:
+			out, replayed := taskJSON(res.Task), true
+			results[i].Task, results[i].Replayed = &out, &replayed
+		default:
+			out := taskJSON(res.Task)
+			results[i].Task = &out
 		}
+	}
+	if overQuota > 0 {
+		s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(overQuota))
 	}
 	return c.JSON(http.StatusOK, openapi.BatchResponse{Data: results})
 }
@@ -194,11 +183,6 @@ func (s *Server) batchItemTask(raw json.RawMessage, tenant *model.Tenant, now ti
 	if err := fe.problem(); err != nil {
 		return nil, err
 	}
-	task.ID, err = uuid.NewV7()
-	if err != nil {
-		return nil, err
-	}
-	task.TenantID = tenant.ID
 	task.IdempotencyKey = req.IdempotencyKey
 	if task.IdempotencyKey != nil {
 		// The hash of the task request alone, as for a single call: an item

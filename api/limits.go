@@ -12,17 +12,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // Rate limits and quotas: the per-tenant API rate limit (a middleware after
@@ -47,15 +46,9 @@ const (
 	// apiLimitSkip is how long the API goes without rate-limit decisions
 	// after Redis failed, so that calls do not each wait for a dead Redis.
 	apiLimitSkip = 5 * time.Second
-	// pendingQuotaRetryAfter is the Retry-After of a pending-task quota
-	// refusal. The quota frees as tasks finish, which nothing here can
-	// predict; a second is what a client ingesting as fast as it may should
-	// wait.
-	pendingQuotaRetryAfter = time.Second
 )
 
-// APIRateLimiter decides tenants' API rate limits. *store.Redis is one: when
-// Config.Redis is one, the API limits tenants' calls with it.
+// APIRateLimiter decides tenants' API rate limits. *store.Redis is one.
 type APIRateLimiter interface {
 	AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate float64, burst int) (model.RateDecision, error)
 }
@@ -64,18 +57,18 @@ type APIRateLimiter interface {
 // metrics, and when Redis last failed.
 type apiLimits struct {
 	limiter   APIRateLimiter // nil: no API rate limiting
-	clock     clock.Clock
 	logger    *slog.Logger
 	refused   *prometheus.CounterVec
 	unchecked prometheus.Counter
-	// downUntil (Unix nanoseconds) skips decisions while Redis is down.
-	downUntil atomic.Int64
+	// down skips decisions for a while after Redis failed.
+	down *failopen.Window
 }
 
 func newAPILimits(cfg Config) (*apiLimits, error) {
 	l := &apiLimits{
-		clock:  cfg.Clock,
-		logger: cfg.Logger,
+		limiter: cfg.RateLimiter,
+		logger:  cfg.Logger,
+		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
 			Help: "Tenant API calls refused with 429, by limit: rate (api_rate) or pending_tasks (max_pending_tasks).",
@@ -84,9 +77,6 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 			Name: "hookwheel_api_rate_limit_unchecked_total",
 			Help: "Tenant API calls let through without a rate-limit decision because Redis failed (the limiter fails open).",
 		}),
-	}
-	if rl, ok := cfg.Redis.(APIRateLimiter); ok {
-		l.limiter = rl
 	}
 	for _, c := range []prometheus.Collector{l.refused, l.unchecked} {
 		if err := cfg.Registerer.Register(c); err != nil {
@@ -114,7 +104,7 @@ func thenMiddleware(outer, inner echo.MiddlewareFunc) echo.MiddlewareFunc {
 // outage must not become an API outage.
 func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		tenant, ok := tenants.Tenant(c)
+		tenant, ok := authenticatedTenant(c)
 		if !ok || tenant.Limits.APIRate <= 0 || l.limiter == nil {
 			return next(c)
 		}
@@ -141,8 +131,7 @@ func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // decide asks Redis, unless it failed a moment ago. ok is false when no
 // decision could be had.
 func (l *apiLimits) decide(ctx context.Context, tenant *model.Tenant) (d model.RateDecision, ok bool) {
-	now := l.clock.Now()
-	if until := l.downUntil.Load(); until != 0 && now.UnixNano() < until {
+	if l.down.Skipping() {
 		l.unchecked.Inc()
 		return d, false
 	}
@@ -151,9 +140,9 @@ func (l *apiLimits) decide(ctx context.Context, tenant *model.Tenant) (d model.R
 	d, err := l.limiter.AllowAPIRequest(ctx, tenant.ID, tenant.Limits.APIRate, tenant.Limits.EffectiveAPIBurst())
 	if err != nil {
 		l.unchecked.Inc()
-		l.downUntil.Store(now.Add(apiLimitSkip).UnixNano())
+		l.down.Failed()
 		l.logger.Warn("API rate limiting failed; letting calls through unchecked for a while",
-			"tenant", tenant.ID, "err", err, "retry_in", apiLimitSkip)
+			"tenant", tenant.ID, "err", err, "retry_in", l.down.Skip())
 		return d, false
 	}
 	return d, true
@@ -165,50 +154,17 @@ func ceilSeconds(d time.Duration) int {
 	return int(math.Ceil(d.Seconds()))
 }
 
-// checkPendingQuota refuses, with 429 and Retry-After, a request that would
-// bring the tenant's pending tasks (scheduled, retrying or dispatching) above
-// its max_pending_tasks by adding n of them. Call it after validating the
-// request and before storing anything: CreateTask with 1, the batch handler
-// with the number of items it is about to insert.
-//
-// Cost: nothing for a tenant without the quota; otherwise one Postgres query
-// that counts the tenant's pending tasks up to the quota (an index-only range
-// scan of tasks_tenant_status_recent, about 0.35 µs per pending task, so at
-// most a few milliseconds for a quota of 10,000). It checks, it does not
-// reserve: concurrent requests of one tenant may each pass and together
-// overshoot the quota by what they add. A request whose Idempotency-Key names
-// a task the tenant already has passes, since it creates nothing: a client
-// retrying a create that succeeded gets its task back, not a 429.
-func (s *Server) checkPendingQuota(c echo.Context, tenant *model.Tenant, n int) error {
-	quota := tenant.Limits.MaxPendingTasks
-	if quota <= 0 || n <= 0 {
-		return nil
-	}
-	ctx := c.Request().Context()
-	pending, err := s.db.CountPendingTasks(ctx, tenant.ID, quota)
-	if err != nil {
-		return err
-	}
-	if pending+n <= quota {
-		return nil
-	}
-	if key := c.Request().Header.Get("Idempotency-Key"); key != "" {
-		exists, err := s.db.HasIdempotencyKey(ctx, tenant.ID, key)
-		if err != nil {
-			return err
-		}
-		if exists {
-			return nil
-		}
-	}
+// quotaExceeded renders the service's refusal of a task over the tenant's
+// max_pending_tasks: 429 with Retry-After, counted.
+func (s *Server) quotaExceeded(c echo.Context, q *tasks.QuotaError) error {
 	s.apiLimits.refused.WithLabelValues("pending_tasks").Inc()
-	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(pendingQuotaRetryAfter)))
-	detail := fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has %d", quota, pending)
-	if pending >= quota {
-		detail = fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has that many", quota)
+	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(q.RetryAfter)))
+	detail := fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has %d", q.Limit, q.Pending)
+	if q.Pending >= q.Limit {
+		detail = fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching) and has that many", q.Limit)
 	}
-	if n > 1 {
-		detail += fmt.Sprintf("; this request would add %d", n)
+	if q.Adding > 1 {
+		detail += fmt.Sprintf("; this request would add %d", q.Adding)
 	}
 	return newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending task quota exceeded",
 		detail+"; retry once some have been delivered")
@@ -222,7 +178,7 @@ func (s *Server) GetLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pending, err := s.db.CountPendingTasks(c.Request().Context(), tenant.ID, 0)
+	pending, err := s.tasks.Pending(c.Request().Context(), tenant.ID)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -202,7 +201,7 @@ func TestAPIRateLimitFailsOpen(t *testing.T) {
 	unreachable, err := store.OpenRedis(store.RedisConfig{URL: "redis://" + closedAddr(t) + "/0"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = unreachable.Close() })
-	h := newHarness(t, func(c *api.Config) { c.Redis = unreachable })
+	h := newHarness(t, withRedis(unreachable))
 	acme := h.createTenant("acme")
 	h.patchLimits(acme, `{"limits":{"api_rate":0.1,"api_burst":1}}`)
 

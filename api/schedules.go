@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -15,9 +14,9 @@ import (
 	"github.com/hookwheel/hookwheel/openapi"
 )
 
-// Recurring schedules. The API stores a schedule with its first occurrence;
-// the dispatcher that owns the schedule's partition materialises each
-// occurrence as a task ahead of time (dispatcher/materializer.go).
+// Recurring schedules. The API validates a schedule and computes its first
+// occurrence; what storing, pausing, resuming and deleting one mean is the
+// task service's (internal/tasks).
 
 const (
 	defaultNextCount = 10
@@ -146,11 +145,7 @@ func (s *Server) CreateSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if sched.ID, err = uuid.NewV7(); err != nil {
-		return err
-	}
-	sched.TenantID = tenant.ID
-	if err := s.db.InsertSchedule(c.Request().Context(), sched); err != nil {
+	if err := s.tasks.CreateSchedule(c.Request().Context(), tenant.ID, sched); err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/schedules/"+sched.ID.String())
@@ -185,7 +180,7 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	}
 	page := filter.Limit
 	filter.Limit++ // one more tells whether another page follows
-	schedules, err := s.db.ListSchedules(c.Request().Context(), tenant.ID, filter)
+	schedules, err := s.tasks.ListSchedules(c.Request().Context(), tenant.ID, filter)
 	if err != nil {
 		return err
 	}
@@ -199,7 +194,7 @@ func (s *Server) GetSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.db.GetSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.GetSchedule(c.Request().Context(), tenant.ID, id)
 	if err != nil {
 		return scheduleError(err, id)
 	}
@@ -212,11 +207,10 @@ func (s *Server) DeleteSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, canceled, err := s.db.DeleteSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.DeleteSchedule(c.Request().Context(), tenant.ID, id)
 	if err != nil {
 		return scheduleError(err, id)
 	}
-	s.forget(canceled)
 	return c.JSON(http.StatusOK, scheduleJSON(sc))
 }
 
@@ -226,11 +220,10 @@ func (s *Server) PauseSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, canceled, err := s.db.PauseSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.PauseSchedule(c.Request().Context(), tenant.ID, id)
 	if err != nil {
 		return scheduleError(err, id)
 	}
-	s.forget(canceled)
 	return c.JSON(http.StatusOK, scheduleJSON(sc))
 }
 
@@ -241,18 +234,7 @@ func (s *Server) ResumeSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
-	sc, err := s.db.ResumeSchedule(c.Request().Context(), tenant.ID, id, func(sc *model.Schedule) (*time.Time, error) {
-		sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
-		if err != nil {
-			return nil, fmt.Errorf("read stored schedule: %w", err)
-		}
-		next := sch.Next(now)
-		if next.IsZero() {
-			return nil, nil
-		}
-		return &next, nil
-	})
+	sc, err := s.tasks.ResumeSchedule(c.Request().Context(), tenant.ID, id)
 	if err != nil {
 		return scheduleError(err, id)
 	}
@@ -275,31 +257,15 @@ func (s *Server) NextScheduleTimes(c echo.Context, id openapi.ScheduleID, params
 		}
 		count = *params.Count
 	}
-	sc, err := s.db.GetSchedule(c.Request().Context(), tenant.ID, id)
+	times, err := s.tasks.NextRuns(c.Request().Context(), tenant.ID, id, count)
 	if err != nil {
 		return scheduleError(err, id)
 	}
-	sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("read stored schedule %s: %w", id, err)
-	}
-	times := sch.NextN(s.clock.Now(), count)
 	out := openapi.FireTimeList{Data: make([]openapi.FireTime, 0, len(times))}
 	for _, at := range times {
-		out.Data = append(out.Data, openapi.FireTime{Local: at.In(sch.Location()), Utc: at.UTC()})
+		out.Data = append(out.Data, openapi.FireTime{Local: at, Utc: at.UTC()})
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// forget tells the local dispatcher, if any, that canceled occurrences need
-// no timer. Only hygiene: a canceled task's timer finds nothing to claim.
-func (s *Server) forget(canceled []uuid.UUID) {
-	if s.cfg.Scheduler == nil {
-		return
-	}
-	for _, id := range canceled {
-		s.cfg.Scheduler.Cancel(id)
-	}
 }
 
 func scheduleError(err error, id uuid.UUID) error {

@@ -1,7 +1,8 @@
 // Package api is hookwheel's HTTP API: the echo server implementing the
 // interface generated from openapi/openapi.yaml, its middleware, request
-// validation and problem+json errors. It holds no SQL: it talks to the store
-// and to the local dispatcher through small interfaces.
+// authentication, request validation and problem+json errors. It holds no
+// SQL and no lifecycle rules: handlers decode a request, call the task or
+// tenant service, and render what it answers.
 package api
 
 import (
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,18 +23,10 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
-
-// Scheduler is the dispatcher running in this process, if any: told of each
-// task the API stores or cancels so that a task due soon needs no round trip
-// through Postgres to reach the wheel.
-type Scheduler interface {
-	Schedule(id uuid.UUID, at time.Time)
-	Cancel(id uuid.UUID)
-}
 
 // Pinger is a dependency that readiness checks.
 type Pinger interface {
@@ -43,24 +35,24 @@ type Pinger interface {
 
 // Config configures the API server. Zero fields take the documented defaults.
 type Config struct {
-	// DB stores tasks. Required.
-	DB *store.DB
-	// Tenants authenticates calls and creates tenants. Required.
+	// Tasks runs the task and schedule lifecycle. Required.
+	Tasks *tasks.Service
+	// Tenants authenticates calls and manages tenants. Required.
 	Tenants *tenants.Service
-	// Redis is checked by /readyz and, when it is an APIRateLimiter (as
-	// *store.Redis is), applies tenants' API rate limits. Optional.
-	Redis Pinger
+	// Ready are the dependencies /readyz checks, by the name its answer
+	// gives them ("postgres", "redis"). Default: none, and /readyz answers
+	// ready while the process runs.
+	Ready map[string]Pinger
+	// RateLimiter applies tenants' API rate limits. Optional: without it no
+	// call is rate limited.
+	RateLimiter APIRateLimiter
 	// Guard refuses, at creation, task URLs whose host is a literal address
 	// webhooks may not reach. Optional: without it URLs are not checked here
 	// (the dispatcher still checks every address it dials).
 	Guard *netguard.Guard
-	// Scheduler is the local dispatcher. Optional (API-only nodes have none).
-	// Breakers reports its circuit breakers, for the admin API. Optional.
-	Scheduler Scheduler
-	Breakers  BreakerSource
-	// NotifyWithin: a task due sooner than this is announced to every
-	// dispatcher on commit. It must match the dispatchers' Lookahead. Default 30s.
-	NotifyWithin time.Duration
+	// Breakers reports the circuit breakers of the local dispatcher, for the
+	// admin API. Optional (API-only nodes have none).
+	Breakers BreakerSource
 	// AdminToken guards /v1/admin. Empty disables the admin API.
 	AdminToken string
 	// Logger defaults to slog.Default().
@@ -87,11 +79,8 @@ type Limits struct {
 }
 
 func (c *Config) setDefaults() error {
-	if c.DB == nil || c.Tenants == nil {
-		return errors.New("api: Config.DB and Config.Tenants are required")
-	}
-	if c.NotifyWithin <= 0 {
-		c.NotifyWithin = 30 * time.Second
+	if c.Tasks == nil || c.Tenants == nil {
+		return errors.New("api: Config.Tasks and Config.Tenants are required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -121,7 +110,7 @@ func (c *Config) setDefaults() error {
 // Server serves the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg     Config
-	db      *store.DB
+	tasks   *tasks.Service
 	tenants *tenants.Service
 	logger  *slog.Logger
 	clock   clock.Clock
@@ -141,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:     cfg,
-		db:      cfg.DB,
+		tasks:   cfg.Tasks,
 		tenants: cfg.Tenants,
 		logger:  cfg.Logger,
 		clock:   cfg.Clock,
@@ -201,8 +190,8 @@ func securityMiddlewares(cfg Config, tenantLimit echo.MiddlewareFunc) (map[strin
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":     thenMiddleware(cfg.Tenants.Middleware(), tenantLimit),
-		"adminToken": tenants.AdminMiddleware(cfg.AdminToken),
+		"apiKey":     thenMiddleware(tenantAuth(cfg.Tenants), tenantLimit),
+		"adminToken": adminAuth(cfg.AdminToken),
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
 	for path, item := range doc.Paths.Map() {
@@ -266,17 +255,13 @@ func (s *Server) Healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, openapi.Health{Status: "ok"})
 }
 
-// Readyz answers 200 when Postgres and Redis are reachable.
+// Readyz answers 200 when every dependency of Config.Ready is reachable.
 func (s *Server) Readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{}
 	ready := true
-	deps := map[string]Pinger{"postgres": s.db}
-	if s.cfg.Redis != nil {
-		deps["redis"] = s.cfg.Redis
-	}
-	for name, dep := range deps {
+	for name, dep := range s.cfg.Ready {
 		if err := dep.Ping(ctx); err != nil {
 			checks[name] = err.Error()
 			ready = false

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -13,8 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/tenants"
 )
 
 const (
@@ -23,22 +22,12 @@ const (
 	maxIdempotencyKey = 255
 )
 
-func tenantOf(c echo.Context) (*model.Tenant, error) {
-	t, ok := tenants.Tenant(c)
-	if !ok {
-		// Only reachable if a route lost its security requirement.
-		return nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
-	}
-	return t, nil
-}
-
 // CreateTask schedules one webhook.
 func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
 	var req taskRequest
 	if err := decodeJSON(c, &req); err != nil {
 		return err
@@ -49,8 +38,7 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	} else if k != nil && !utf8.ValidString(*k) {
 		fe.add("Idempotency-Key", "must be valid UTF-8")
 	}
-	now := s.clock.Now()
-	task, err := s.validateTask(&req, tenant.Retry, now)
+	task, err := s.validateTask(&req, tenant.Retry, s.clock.Now())
 	if err != nil {
 		var p *problem
 		if errors.As(err, &p) {
@@ -62,36 +50,26 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 		return err
 	}
 
-	task.ID, err = uuid.NewV7()
-	if err != nil {
-		return err
-	}
-	task.TenantID = tenantID
 	task.IdempotencyKey = params.IdempotencyKey
 	if task.IdempotencyKey != nil {
 		task.RequestHash = requestHash(&req)
 	}
-	if err := s.checkPendingQuota(c, tenant, 1); err != nil {
+	res, err := s.tasks.Create(c.Request().Context(), tenant, task)
+	var quota *tasks.QuotaError
+	switch {
+	case errors.As(err, &quota):
+		return s.quotaExceeded(c, quota)
+	case errors.Is(err, tasks.ErrKeyReused):
+		return newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused",
+			"this Idempotency-Key was already used by a different request; use a new key for a new task")
+	case err != nil:
 		return err
-	}
-	dueSoon := task.RunAt.Before(now.Add(s.cfg.NotifyWithin))
-	existing, created, err := s.db.InsertTask(c.Request().Context(), task, dueSoon)
-	if err != nil {
-		return err
-	}
-	if !created {
-		if !bytes.Equal(existing.RequestHash, task.RequestHash) {
-			return newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused",
-				"this Idempotency-Key was already used by a different request; use a new key for a new task")
-		}
+	case res.Replayed:
 		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSON(http.StatusOK, taskJSON(existing))
+		return c.JSON(http.StatusOK, taskJSON(res.Task))
 	}
-	if s.cfg.Scheduler != nil && dueSoon {
-		s.cfg.Scheduler.Schedule(task.ID, task.RunAt)
-	}
-	c.Response().Header().Set(echo.HeaderLocation, "/v1/tasks/"+task.ID.String())
-	return c.JSON(http.StatusCreated, taskJSON(task))
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/tasks/"+res.Task.ID.String())
+	return c.JSON(http.StatusCreated, taskJSON(res.Task))
 }
 
 // GetTask reads one task.
@@ -100,8 +78,7 @@ func (s *Server) GetTask(c echo.Context, id openapi.TaskID) error {
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
-	t, err := s.db.GetTask(c.Request().Context(), tenantID, id)
+	t, err := s.tasks.Get(c.Request().Context(), tenant.ID, id)
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("task " + id.String())
 	}
@@ -117,7 +94,6 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
 	var (
 		fe     fieldErrors
 		filter = model.TaskFilter{Limit: defaultListLimit}
@@ -150,11 +126,11 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	}
 	page := filter.Limit
 	filter.Limit++ // one more tells whether another page follows
-	tasks, err := s.db.ListTasks(c.Request().Context(), tenantID, filter)
+	list, err := s.tasks.List(c.Request().Context(), tenant.ID, filter)
 	if err != nil {
 		return err
 	}
-	data, next := paginate(tasks, page, func(t *model.Task) uuid.UUID { return t.ID }, taskJSON)
+	data, next := paginate(list, page, func(t *model.Task) uuid.UUID { return t.ID }, taskJSON)
 	return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
 }
 
@@ -198,19 +174,16 @@ func (s *Server) CancelTask(c echo.Context, id openapi.TaskID) error {
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
-	t, err := s.db.CancelTask(c.Request().Context(), tenantID, id)
+	t, err := s.tasks.Cancel(c.Request().Context(), tenant.ID, id)
+	var conflict *tasks.ConflictError
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, model.ErrConflict):
+	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-cancelable", "Task cannot be canceled",
-			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be canceled")
+			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only scheduled and retrying tasks can be canceled")
 	case err != nil:
 		return err
-	}
-	if s.cfg.Scheduler != nil {
-		s.cfg.Scheduler.Cancel(id)
 	}
 	return c.JSON(http.StatusOK, taskJSON(t))
 }
@@ -222,9 +195,7 @@ type rescheduleRequest struct {
 	Delay *string `json:"delay,omitempty"`
 }
 
-// RescheduleTask moves a scheduled or retrying task to a new time. The store
-// announces it to every dispatcher on commit when it falls due soon; the
-// local one is told directly as well.
+// RescheduleTask moves a scheduled or retrying task to a new time.
 func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
@@ -243,24 +214,16 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	dueSoon := at.Before(now.Add(s.cfg.NotifyWithin))
-	t, err := s.db.RescheduleTask(c.Request().Context(), tenant.ID, id, at, dueSoon)
+	t, err := s.tasks.Reschedule(c.Request().Context(), tenant.ID, id, at)
+	var conflict *tasks.ConflictError
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, model.ErrConflict):
+	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-reschedulable", "Task cannot be rescheduled",
-			"task "+id.String()+" is "+string(t.Status)+"; only scheduled and retrying tasks can be rescheduled")
+			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only scheduled and retrying tasks can be rescheduled")
 	case err != nil:
 		return err
-	}
-	if s.cfg.Scheduler != nil {
-		// A timer left at the old time would only cost a claim that finds
-		// the task not due yet; dropping it spares that round trip.
-		s.cfg.Scheduler.Cancel(id)
-		if dueSoon && t.NextAttemptAt != nil {
-			s.cfg.Scheduler.Schedule(id, *t.NextAttemptAt)
-		}
 	}
 	return c.JSON(http.StatusOK, taskJSON(t))
 }
@@ -275,8 +238,7 @@ type cancelTasksRequest struct {
 }
 
 // CancelTasks cancels every waiting task of the tenant that matches all the
-// conditions given, and says how many. Other dispatchers' timers for them
-// need no word: their claims find the tasks canceled.
+// conditions given, and says how many.
 func (s *Server) CancelTasks(c echo.Context) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
@@ -314,18 +276,11 @@ func (s *Server) CancelTasks(c echo.Context) error {
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	canceled, err := s.db.CancelTasks(c.Request().Context(), tenant.ID, filter)
-	// On an error the tasks canceled before it are canceled for good: their
-	// timers go too.
-	if s.cfg.Scheduler != nil {
-		for _, id := range canceled {
-			s.cfg.Scheduler.Cancel(id)
-		}
-	}
+	canceled, err := s.tasks.CancelMatching(c.Request().Context(), tenant.ID, filter)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, openapi.CancelResult{Canceled: len(canceled)})
+	return c.JSON(http.StatusOK, openapi.CancelResult{Canceled: canceled})
 }
 
 // parseTimeField parses an optional RFC 3339 field, reporting a bad one in fe.
@@ -343,26 +298,22 @@ func parseTimeField(fe *fieldErrors, field string, v *string) *time.Time {
 
 // ReplayTask schedules a dead or delivered task again, due now, with the same
 // webhook-id and Idempotency-Key, its attempts continuing their count and a
-// fresh retry budget. The store announces it to every dispatcher on commit;
-// the local one is told directly as well.
+// fresh retry budget.
 func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
-	t, err := s.db.ReplayTask(c.Request().Context(), tenantID, id, ceilMicro(s.clock.Now()))
+	t, err := s.tasks.Replay(c.Request().Context(), tenant.ID, id)
+	var conflict *tasks.ConflictError
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
-	case errors.Is(err, model.ErrConflict):
+	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
-			"task "+id.String()+" is "+string(t.Status)+"; only dead and delivered tasks can be replayed")
+			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only dead and delivered tasks can be replayed")
 	case err != nil:
 		return err
-	}
-	if s.cfg.Scheduler != nil && t.NextAttemptAt != nil {
-		s.cfg.Scheduler.Schedule(t.ID, *t.NextAttemptAt)
 	}
 	return c.JSON(http.StatusOK, taskJSON(t))
 }
@@ -373,8 +324,7 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	if err != nil {
 		return err
 	}
-	tenantID := tenant.ID
-	attempts, err := s.db.ListAttempts(c.Request().Context(), tenantID, id)
+	attempts, err := s.tasks.Attempts(c.Request().Context(), tenant.ID, id)
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("task " + id.String())
 	}

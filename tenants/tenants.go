@@ -1,6 +1,7 @@
 // Package tenants manages hookwheel's customers: tenants, their API keys
-// (shown once, stored only as a hash behind a public key id) and their webhook
-// signing secrets, and it authenticates every API call.
+// (shown once, stored only as a hash behind a public key id), their webhook
+// signing secrets and settings, and it tells which tenant an API key belongs
+// to. It knows nothing of HTTP: reading the key off a request is the API's.
 package tenants
 
 import (
@@ -17,7 +18,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/signing"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // ErrUnauthenticated is returned for a missing, malformed, unknown or revoked key.
@@ -33,15 +33,26 @@ const (
 	keySecretBytes = 20 // 160 random bits
 )
 
+// Store is where tenants and keys live: the store methods the Service calls.
+// *store.DB is one.
+type Store interface {
+	CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey) error
+	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
+	RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string) error
+	GetTenant(ctx context.Context, id uuid.UUID) (*model.Tenant, error)
+	SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error)
+	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Store is where tenants and keys live. Required.
-	Store *store.DB
+	Store Store
 }
 
 // Service creates tenants and authenticates their keys.
 type Service struct {
-	store *store.DB
+	store Store
 }
 
 // New returns a Service.

@@ -19,7 +19,9 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -106,16 +108,19 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 
 	guard := netguard.New(cfg.Targets)
 	apiCfg := api.Config{
-		Guard:      guard,
-		DB:         n.db,
-		Tenants:    n.tenants,
-		Redis:      n.redis,
-		AdminToken: cfg.AdminToken,
-		Logger:     cfg.Logger,
-		Registerer: registry,
-		Gatherer:   registry,
-		Limits:     cfg.Limits,
+		Guard:       guard,
+		Tenants:     n.tenants,
+		Ready:       map[string]api.Pinger{"postgres": n.db, "redis": n.redis},
+		RateLimiter: n.redis,
+		AdminToken:  cfg.AdminToken,
+		Logger:      cfg.Logger,
+		Registerer:  registry,
+		Gatherer:    registry,
+		Limits:      cfg.Limits,
 	}
+	// Without a dispatcher here, the task service goes by the look-ahead the
+	// dispatchers elsewhere are configured with.
+	taskCfg := tasks.Config{Store: taskStore{n.db}, Lookahead: cfg.Dispatcher.Lookahead}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
 		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
@@ -123,11 +128,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		apiCfg.Scheduler = n.dispatcher
+		taskCfg.Announcer = n.dispatcher
 		apiCfg.Breakers = breakerSource{n.dispatcher}
-		apiCfg.NotifyWithin = n.dispatcher.Lookahead()
-	} else if cfg.Dispatcher.Lookahead > 0 {
-		apiCfg.NotifyWithin = cfg.Dispatcher.Lookahead
+	}
+	if apiCfg.Tasks, err = tasks.New(taskCfg); err != nil {
+		return nil, err
 	}
 	handler, err := api.New(apiCfg)
 	if err != nil {
@@ -231,6 +236,22 @@ func (n *Node) Breakers() []dispatcher.BreakerStatus {
 		return nil
 	}
 	return n.dispatcher.Breakers()
+}
+
+// taskStore is the store as the task service sees it. InsertTasks answers in
+// the store's own result type, which the service does not import.
+type taskStore struct{ *store.DB }
+
+func (s taskStore) InsertTasks(ctx context.Context, ts []*model.Task, notifyBefore time.Time) ([]tasks.InsertResult, error) {
+	stored, err := s.DB.InsertTasks(ctx, ts, notifyBefore)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tasks.InsertResult, len(stored))
+	for i, r := range stored {
+		out[i] = tasks.InsertResult{Created: r.Created, Existing: r.Existing}
+	}
+	return out, nil
 }
 
 // breakerSource shows the dispatcher's breakers to the admin API.

@@ -1,4 +1,4 @@
-package tenants
+package api
 
 import (
 	"crypto/subtle"
@@ -6,9 +6,15 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/tenants"
 )
+
+// Authentication of API calls: tenants by their bearer API key, operators by
+// the admin token. Which operation needs which is the OpenAPI document's
+// call (see securityMiddlewares).
 
 const tenantContextKey = "hookwheel.tenant"
 
@@ -26,18 +32,18 @@ func unauthorized(c echo.Context, detail string) error {
 	return echo.NewHTTPError(http.StatusUnauthorized, detail)
 }
 
-// Middleware authenticates tenant calls by their bearer API key and records
-// the tenant for TenantID. Errors are echo.HTTPErrors for the API's error
-// handler to render.
-func (s *Service) Middleware() echo.MiddlewareFunc {
+// tenantAuth authenticates tenant calls by their bearer API key and records
+// the tenant for tenantOf. Errors are echo.HTTPErrors for writeProblem to
+// render.
+func tenantAuth(auth *tenants.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key, ok := bearerToken(c.Request())
 			if !ok {
 				return unauthorized(c, "missing bearer API key in the Authorization header")
 			}
-			tenant, err := s.Authenticate(c.Request().Context(), key)
-			if errors.Is(err, ErrUnauthenticated) {
+			tenant, err := auth.Authenticate(c.Request().Context(), key)
+			if errors.Is(err, tenants.ErrUnauthenticated) {
 				return unauthorized(c, "the API key is malformed, unknown or revoked")
 			}
 			if err != nil {
@@ -49,15 +55,25 @@ func (s *Service) Middleware() echo.MiddlewareFunc {
 	}
 }
 
-// Tenant is the tenant authenticated by Middleware for this request.
-func Tenant(c echo.Context) (*model.Tenant, bool) {
+// authenticatedTenant is the tenant tenantAuth found for this request.
+func authenticatedTenant(c echo.Context) (*model.Tenant, bool) {
 	t, ok := c.Get(tenantContextKey).(*model.Tenant)
 	return t, ok && t != nil
 }
 
-// AdminMiddleware admits operator calls bearing token. An empty token
-// disables the operator API: every call is refused.
-func AdminMiddleware(token string) echo.MiddlewareFunc {
+// tenantOf is the calling tenant, for handlers of tenant operations.
+func tenantOf(c echo.Context) (*model.Tenant, error) {
+	t, ok := authenticatedTenant(c)
+	if !ok {
+		// Only reachable if a route lost its security requirement.
+		return nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
+	}
+	return t, nil
+}
+
+// adminAuth admits operator calls bearing token. An empty token disables the
+// operator API: every call is refused.
+func adminAuth(token string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token == "" {

@@ -1,0 +1,110 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// Get reads one of the tenant's tasks: model.ErrNotFound when it has none
+// with this id.
+func (s *Service) Get(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
+	t, err := s.store.GetTask(ctx, tenantID, id)
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// List reads a page of the tenant's tasks, newest first.
+func (s *Service) List(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error) {
+	ts, err := s.store.ListTasks(ctx, tenantID, f)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of tenant %s: %w", tenantID, err)
+	}
+	return ts, nil
+}
+
+// Attempts reads every delivery attempt of one of the tenant's tasks, in
+// order: model.ErrNotFound when it has no such task.
+func (s *Service) Attempts(ctx context.Context, tenantID, id uuid.UUID) ([]model.Attempt, error) {
+	as, err := s.store.ListAttempts(ctx, tenantID, id)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of task %s: %w", id, err)
+	}
+	return as, nil
+}
+
+// Cancel cancels a task still waiting for an attempt (scheduled or
+// retrying). Another status gives a *ConflictError; an unknown id
+// model.ErrNotFound. Other dispatchers' timers for it need no word: their
+// claims find the task canceled.
+func (s *Service) Cancel(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
+	t, err := s.store.CancelTask(ctx, tenantID, id)
+	if err != nil {
+		return nil, changeError("cancel", id, t, err)
+	}
+	s.announce.Cancel(id)
+	return t, nil
+}
+
+// CancelMatching cancels every waiting task of the tenant that matches f and
+// says how many. It is not atomic (the store cancels in chunks): on an error
+// the tasks canceled before it stay canceled, and n counts them.
+func (s *Service) CancelMatching(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) (n int, err error) {
+	canceled, err := s.store.CancelTasks(ctx, tenantID, f)
+	for _, id := range canceled {
+		s.announce.Cancel(id)
+	}
+	if err != nil {
+		return len(canceled), fmt.Errorf("cancel tasks of tenant %s: %w", tenantID, err)
+	}
+	return len(canceled), nil
+}
+
+// Reschedule moves a waiting task's next attempt to at (and a scheduled
+// one's run_at with it). Another status gives a *ConflictError; an unknown
+// id model.ErrNotFound.
+func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error) {
+	dueSoon := at.Before(s.dueSoonBefore(s.clock.Now()))
+	t, err := s.store.RescheduleTask(ctx, tenantID, id, at, dueSoon)
+	if err != nil {
+		return nil, changeError("reschedule", id, t, err)
+	}
+	// A timer left at the old time would only cost a claim that finds the
+	// task not due yet; dropping it spares that round trip.
+	s.announce.Cancel(id)
+	if dueSoon && t.NextAttemptAt != nil {
+		s.announce.Schedule(id, *t.NextAttemptAt)
+	}
+	return t, nil
+}
+
+// Replay schedules a dead or delivered task again, due now, with the same
+// webhook-id and idempotency key, its attempts continuing their count and a
+// fresh retry budget. Another status gives a *ConflictError; an unknown id
+// model.ErrNotFound. The store announces it on commit: it is due at once.
+func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
+	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()))
+	if err != nil {
+		return nil, changeError("replay", id, t, err)
+	}
+	if t.NextAttemptAt != nil {
+		s.announce.Schedule(t.ID, *t.NextAttemptAt)
+	}
+	return t, nil
+}
+
+// changeError wraps a refused change: the store's model.ErrConflict comes
+// with the task as it is, which a *ConflictError carries.
+func changeError(op string, id uuid.UUID, current *model.Task, err error) error {
+	if errors.Is(err, model.ErrConflict) && current != nil {
+		return &ConflictError{Op: op, Task: current}
+	}
+	return fmt.Errorf("%s task %s: %w", op, id, err)
+}

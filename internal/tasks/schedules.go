@@ -1,0 +1,117 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/schedule"
+)
+
+// Recurring schedules. A schedule is stored with its first occurrence; the
+// dispatcher that owns its partition materialises each occurrence as a task
+// ahead of time. What happens here is what stopping and restarting one means
+// for the occurrences already materialised.
+
+// CreateSchedule stores a schedule of the tenant, giving it its id and
+// tenant. sc.NextRunAt is its first occurrence (nil when paused).
+func (s *Service) CreateSchedule(ctx context.Context, tenantID uuid.UUID, sc *model.Schedule) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("create schedule id: %w", err)
+	}
+	sc.ID, sc.TenantID = id, tenantID
+	if err := s.store.InsertSchedule(ctx, sc); err != nil {
+		return fmt.Errorf("create schedule: %w", err)
+	}
+	return nil
+}
+
+// GetSchedule reads one of the tenant's schedules: model.ErrNotFound when it
+// has none with this id.
+func (s *Service) GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
+	sc, err := s.store.GetSchedule(ctx, tenantID, id)
+	if err != nil {
+		return nil, fmt.Errorf("get schedule %s: %w", id, err)
+	}
+	return sc, nil
+}
+
+// ListSchedules reads a page of the tenant's schedules, newest first.
+func (s *Service) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error) {
+	scs, err := s.store.ListSchedules(ctx, tenantID, f)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules of tenant %s: %w", tenantID, err)
+	}
+	return scs, nil
+}
+
+// PauseSchedule stops a schedule and cancels its waiting occurrences.
+func (s *Service) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
+	sc, canceled, err := s.store.PauseSchedule(ctx, tenantID, id)
+	if err != nil {
+		return nil, fmt.Errorf("pause schedule %s: %w", id, err)
+	}
+	s.forget(canceled)
+	return sc, nil
+}
+
+// DeleteSchedule deletes a schedule and cancels its waiting occurrences.
+func (s *Service) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
+	sc, canceled, err := s.store.DeleteSchedule(ctx, tenantID, id)
+	if err != nil {
+		return nil, fmt.Errorf("delete schedule %s: %w", id, err)
+	}
+	s.forget(canceled)
+	return sc, nil
+}
+
+// forget tells the local dispatcher that canceled occurrences need no timer.
+// Only hygiene: a canceled task's timer finds nothing to claim.
+func (s *Service) forget(canceled []uuid.UUID) {
+	for _, id := range canceled {
+		s.announce.Cancel(id)
+	}
+}
+
+// ResumeSchedule restarts a paused schedule from its first occurrence after
+// now: what it missed while paused is not sent.
+func (s *Service) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
+	now := s.clock.Now()
+	sc, err := s.store.ResumeSchedule(ctx, tenantID, id, func(sc *model.Schedule) (*time.Time, error) {
+		sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("read stored schedule: %w", err)
+		}
+		next := sch.Next(now)
+		if next.IsZero() {
+			return nil, nil
+		}
+		return &next, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resume schedule %s: %w", id, err)
+	}
+	return sc, nil
+}
+
+// NextRuns previews the next n occurrences of a schedule after now, whether
+// or not it is paused, in the schedule's time zone.
+func (s *Service) NextRuns(ctx context.Context, tenantID, id uuid.UUID, n int) ([]time.Time, error) {
+	sc, err := s.GetSchedule(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("read stored schedule %s: %w", id, err)
+	}
+	times := sch.NextN(s.clock.Now(), n)
+	for i, at := range times {
+		times[i] = at.In(sch.Location())
+	}
+	return times, nil
+}

@@ -1,0 +1,180 @@
+// Package tasks is the task lifecycle: what creating, canceling, rescheduling
+// and replaying a task, and creating, pausing, resuming and deleting a
+// schedule, mean beyond the row they change — the pending-task quota, the
+// idempotency of creation, and which dispatcher has to hear of the change.
+// It exists so that these rules live in one place, below the HTTP API and
+// above the store, whatever calls them.
+//
+// A task stored to fall due within the dispatchers' look-ahead window is past
+// their loaders' read, so it is announced twice: the store notifies every
+// dispatcher on commit, and the dispatcher running in this process, if any,
+// is told directly, sparing the notification's round trip.
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// Announcer is the dispatcher running in this process. *dispatcher.Dispatcher
+// is one.
+type Announcer interface {
+	// Schedule tells it of a committed task whose next attempt is due at at.
+	Schedule(id uuid.UUID, at time.Time)
+	// Cancel tells it a task needs no timer any more.
+	Cancel(id uuid.UUID)
+	// Lookahead is how far ahead it keeps due tasks loaded.
+	Lookahead() time.Duration
+}
+
+// Store is where tasks and schedules live: the store methods the Service
+// calls. *store.DB is one, but for InsertTasks, whose result type is the
+// store's own; the composition root adapts it.
+type Store interface {
+	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
+	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
+	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
+	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]InsertResult, error)
+	GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
+	ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error)
+	ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error)
+	CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
+	CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) ([]uuid.UUID, error)
+	RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error)
+	ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error)
+
+	InsertSchedule(ctx context.Context, s *model.Schedule) error
+	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
+	ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error)
+	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
+	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
+	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error)
+}
+
+// InsertResult is what the store did with one task of a batch.
+type InsertResult struct {
+	// Created says the task was stored, its Status, NextAttemptAt, CreatedAt
+	// and UpdatedAt filled in.
+	Created bool
+	// Existing, when the task was not created, is the task that already holds
+	// its idempotency key.
+	Existing *model.Task
+}
+
+// Config configures a Service.
+type Config struct {
+	// Store holds tasks and schedules. Required.
+	Store Store
+	// Announcer is the dispatcher running in this process. Optional: an
+	// API-only node has none, and its tasks reach the dispatchers through the
+	// store's notifications alone.
+	Announcer Announcer
+	// Lookahead is the dispatchers' look-ahead window when no Announcer runs
+	// here to say what it is. It must match the dispatchers' Lookahead.
+	// Default model.DefaultLookahead.
+	Lookahead time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+}
+
+// Service runs the task lifecycle. It is safe for concurrent use.
+type Service struct {
+	store    Store
+	announce Announcer
+	// lookahead is the window when the Announcer does not say.
+	lookahead time.Duration
+	clock     clock.Clock
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("tasks: Config.Store is required")
+	}
+	if cfg.Lookahead <= 0 {
+		cfg.Lookahead = model.DefaultLookahead
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	announce := cfg.Announcer
+	if announce == nil {
+		announce = silent{}
+	}
+	return &Service{store: cfg.Store, announce: announce, lookahead: cfg.Lookahead, clock: cfg.Clock}, nil
+}
+
+// silent stands for the dispatcher of a node that runs none.
+type silent struct{}
+
+func (silent) Schedule(uuid.UUID, time.Time) {}
+func (silent) Cancel(uuid.UUID)              {}
+func (silent) Lookahead() time.Duration      { return 0 }
+
+// dueSoonBefore is the instant before which a task stored now falls inside
+// the dispatchers' loaded window, and so must be announced: the local
+// dispatcher's window when one runs here, else Config.Lookahead.
+func (s *Service) dueSoonBefore(now time.Time) time.Time {
+	window := s.announce.Lookahead()
+	if window <= 0 {
+		window = s.lookahead
+	}
+	return now.Add(window)
+}
+
+// ErrKeyReused refuses a create whose idempotency key the tenant already used
+// for a different request.
+var ErrKeyReused = errors.New("idempotency key already used by a different request")
+
+// ConflictError is a change the task's current status does not allow. It
+// matches model.ErrConflict.
+type ConflictError struct {
+	// Op is the change refused: "cancel", "reschedule" or "replay".
+	Op string
+	// Task is the task as it is.
+	Task *model.Task
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s task %s: it is %s", e.Op, e.Task.ID, e.Task.Status)
+}
+
+func (e *ConflictError) Unwrap() error { return model.ErrConflict }
+
+// QuotaError refuses tasks that would bring the tenant's pending tasks
+// (scheduled, retrying or dispatching) over its max_pending_tasks.
+type QuotaError struct {
+	// Limit is the tenant's max_pending_tasks.
+	Limit int
+	// Pending is how many it has, counted up to Limit.
+	Pending int
+	// Adding is how many the refused request would have added.
+	Adding int
+	// RetryAfter is how long a client should wait before trying again.
+	RetryAfter time.Duration
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("pending-task quota of %d exceeded: %d pending, %d more asked", e.Limit, e.Pending, e.Adding)
+}
+
+// QuotaRetryAfter is the RetryAfter of a QuotaError. The quota frees as
+// tasks finish, which nothing here can predict; a second is what a client
+// ingesting as fast as it may should wait.
+const QuotaRetryAfter = time.Second
+
+// ceilMicro rounds up to the microsecond Postgres keeps, so that "never
+// before" stays true.
+func ceilMicro(t time.Time) time.Time {
+	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
+		return r.Add(time.Microsecond)
+	}
+	return t
+}
