@@ -27,6 +27,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/signing"
+	"github.com/hookwheel/hookwheel/dispatcher/wheel"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -271,8 +272,8 @@ type Dispatcher struct {
 	redisDownUntil atomic.Int64
 	// timers fires each waiting task ClaimAhead before it falls due, to be
 	// claimed; sendTimers fires each claimed task at its due instant.
-	timers     *Timers
-	sendTimers *Timers
+	timers     *wheel.Timers
+	sendTimers *wheel.Timers
 
 	// due carries fired task ids from the wheel to the claimers; claimed
 	// carries claims from the claimers to the senders. Both are bounded:
@@ -334,8 +335,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		held:     make(map[uuid.UUID]*model.ClaimedTask),
 		rescan:   make(chan struct{}, 1),
 	}
-	d.timers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.fire})
-	d.sendTimers = NewTimers(TimersConfig{Clock: cfg.Clock, Fire: d.release})
+	d.timers = wheel.NewTimers(wheel.TimersConfig{Clock: cfg.Clock, Fire: d.fire})
+	d.sendTimers = wheel.NewTimers(wheel.TimersConfig{Clock: cfg.Clock, Fire: d.release})
 	m, err := newMetrics(cfg.Registerer, d)
 	if err != nil {
 		return nil, err
