@@ -86,9 +86,3 @@ func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Tim
 		}
 	}
 }
-
-// deferOne gives one claim back, to wait until notBefore (zero: due as it
-// was).
-func (d *deferrer) deferOne(c *model.ClaimedTask, notBefore time.Time) {
-	d.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return notBefore })
-}

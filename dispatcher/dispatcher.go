@@ -144,7 +144,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		Claimed: d.claimed, Targets: d.targets, Limits: d.limits,
 		Transport: newTransport(cfg.HTTPClient, m.transportRetries),
 		Signer:    signing.NewSigner(signing.SignerConfig{}),
-		Record:    d.recorder.record, Defer: d.deferrer, Budget: d.budget,
+		Record:    d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
 		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent, MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,

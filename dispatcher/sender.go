@@ -42,9 +42,12 @@ type senderConfig struct {
 	Transport *retryablehttp.Client
 	Signer    *signing.Signer
 	// Record hands a finished attempt to the recorders.
-	Record  func(r store.AttemptResult, then func(err error))
-	Defer   *deferrer
-	Budget  *claimBudget
+	Record func(r store.AttemptResult, then func(err error))
+	// Defer gives back claims the sender will not send now.
+	Defer func(claims []*model.ClaimedTask, until func(i int) time.Time)
+	// Settle returns a claim's share of the claim budget once its attempt
+	// is written.
+	Settle  func(id uuid.UUID)
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *metrics
@@ -68,6 +71,11 @@ type sender struct {
 
 func newSender(cfg senderConfig) *sender { return &sender{cfg: cfg} }
 
+// deferOne gives c back, to wait until notBefore (zero: due as it was).
+func (s *sender) deferOne(c *model.ClaimedTask, notBefore time.Time) {
+	s.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return notBefore })
+}
+
 // Run sends claimed tasks until the claimers close the channel; several
 // goroutines run it together. A sender that finds its task's target at its
 // limit of concurrent sends parks the task with the target and moves on;
@@ -82,7 +90,7 @@ func (s *sender) Run() {
 			continue
 		case full:
 			s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
-			s.cfg.Defer.deferOne(c, s.cfg.Clock.Now().Add(wait))
+			s.deferOne(c, s.cfg.Clock.Now().Add(wait))
 			continue
 		}
 		for c != nil {
@@ -93,7 +101,7 @@ func (s *sender) Run() {
 				// Parked too long for its lease, or we are shutting down:
 				// give it back unsent rather than send it late.
 				s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
-				s.cfg.Defer.deferOne(c, time.Time{})
+				s.deferOne(c, time.Time{})
 				c = s.cfg.Targets.done(t, 0)
 			}
 		}
@@ -114,7 +122,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) {
 	report, err := t.breaker.Allow()
 	if err != nil {
 		s.cfg.Metrics.deferrals.WithLabelValues("breaker").Inc()
-		s.cfg.Defer.deferOne(c, s.cfg.Targets.deferUntil(t, s.cfg.Clock.Now()))
+		s.deferOne(c, s.cfg.Targets.deferUntil(t, s.cfg.Clock.Now()))
 		return
 	}
 	if s.attempt(c) == retry.OutcomeRetry {
@@ -188,7 +196,7 @@ func (s *sender) attempt(c *model.ClaimedTask) retry.Outcome {
 	}
 
 	s.cfg.Record(result, func(err error) {
-		defer s.cfg.Budget.settle(c.ID)
+		defer s.cfg.Settle(c.ID)
 		if err != nil {
 			s.cfg.Logger.Error("recording an attempt failed; the lease will expire and the task will be sent again with the same webhook-id",
 				"task", c.ID, "attempt", c.Attempt, "err", err)
