@@ -234,6 +234,11 @@ func TestLimitsConcurrency(t *testing.T) {
 	require.Equal(t, second.ID, receive(t, b.sent).ID, "first in line first")
 	releaseSecond, ok := b.limits.admit(second)
 	require.True(t, ok, "the slot the first gave back")
+	// A slot was free, so the next in line is let through to try too; it
+	// finds none and waits at the front again.
+	require.Equal(t, third.ID, receive(t, b.sent).ID)
+	_, ok = b.limits.admit(third)
+	require.False(t, ok)
 	require.Equal(t, 1.0, b.limits.waitingCount())
 
 	stop()
