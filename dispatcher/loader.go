@@ -2,69 +2,177 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/store"
 )
 
 const loadPage = 5000
+
+// loaderStore is what the loader needs of Postgres.
+type loaderStore interface {
+	ListDue(ctx context.Context, partitions []int16, after store.DueCursor, until time.Time, limit int) ([]store.DueTask, error)
+	ListenDue(ctx context.Context, ready func(), fn func(store.DueTask)) error
+}
+
+// loadedWindow is the end of the window the loader has loaded or is
+// loading: a task announced later with a due time up to it must go into the
+// wheel directly, since the loader's scan may have missed it.
+type loadedWindow struct {
+	// until is replaced, never modified, so readers need no lock; nil
+	// before the first load.
+	until atomic.Pointer[time.Time]
+}
+
+// extend moves the end of the window to until, if that is later.
+func (w *loadedWindow) extend(until time.Time) {
+	for {
+		cur := w.until.Load()
+		if cur != nil && !until.After(*cur) {
+			return
+		}
+		if w.until.CompareAndSwap(cur, &until) {
+			return
+		}
+	}
+}
+
+// end is the end of the window; the zero time before the first load.
+func (w *loadedWindow) end() time.Time {
+	if p := w.until.Load(); p != nil {
+		return *p
+	}
+	return time.Time{}
+}
+
+// covers reports whether a task due at at falls inside the window.
+func (w *loadedWindow) covers(at time.Time) bool {
+	p := w.until.Load()
+	return p != nil && !at.After(*p)
+}
+
+// loaderConfig configures newLoader. Every field is required.
+type loaderConfig struct {
+	Store         loaderStore
+	Clock         clock.Clock
+	Logger        *slog.Logger
+	Metrics       *metrics
+	Lookahead     time.Duration
+	LoadInterval  time.Duration
+	SweepInterval time.Duration
+	// Partitions are those this node owns: only their tasks are loaded.
+	Partitions func() []int16
+	// Arm puts a loaded task into the wheel.
+	Arm func(id uuid.UUID, at time.Time)
+	// Announce is told of a task another node stored (NOTIFY): it goes into
+	// the wheel if it belongs here.
+	Announce func(id uuid.UUID, at time.Time)
+	// Pending reports whether a task is in the wheel or in flight already,
+	// for the sweep to leave alone.
+	Pending func(id uuid.UUID) bool
+}
+
+// loader keeps the wheel fed from Postgres: it loads the window of tasks
+// falling due within Lookahead, listens for tasks other nodes store inside
+// it, and sweeps up overdue tasks that slipped past every wheel.
+type loader struct {
+	cfg    loaderConfig
+	window loadedWindow
+	// gained carries partitions this node just took over, to be read from
+	// the beginning.
+	gained chan []int16
+	// rescan asks for the whole window to be read again (the NOTIFY
+	// listener reconnected and may have missed announcements).
+	rescan chan struct{}
+}
+
+func newLoader(cfg loaderConfig) *loader {
+	return &loader{cfg: cfg, gained: make(chan []int16, 64), rescan: make(chan struct{}, 1)}
+}
+
+// Run loads, listens and sweeps until ctx ends.
+func (l *loader) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); l.runLoader(ctx) }()
+	go func() { defer wg.Done(); l.runListener(ctx) }()
+	go func() { defer wg.Done(); l.runSweeper(ctx) }()
+	wg.Wait()
+}
+
+// takeOver has partitions this node just gained loaded from the beginning
+// of time; it never blocks.
+func (l *loader) takeOver(partitions []int16) {
+	select {
+	case l.gained <- partitions:
+	default:
+		// The loader is behind on takeovers: have it read everything.
+		l.askRescan()
+	}
+}
+
+func (l *loader) askRescan() {
+	select {
+	case l.rescan <- struct{}{}:
+	default:
+	}
+}
 
 // runLoader keeps the wheel loaded with every waiting task due within
 // Lookahead. Each pass reads only the slice of time it has not read yet, so
 // its cost follows the rate at which tasks fall due, not how many wait.
 // Tasks stored later inside an already-read slice are announced directly
 // (Schedule, or NOTIFY through runListener).
-func (d *Dispatcher) runLoader(ctx context.Context) {
+func (l *loader) runLoader(ctx context.Context) {
 	// Start from the beginning of time: whatever is overdue fires at once.
 	var cursor store.DueCursor
-	ticker := d.clock.NewTimer(0)
+	ticker := l.cfg.Clock.NewTimer(0)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-d.rescan:
+		case <-l.rescan:
 			cursor = store.DueCursor{}
-		case gained := <-d.gained:
-			d.catchUp(ctx, gained)
+		case gained := <-l.gained:
+			l.catchUp(ctx, gained)
 			continue
 		case <-ticker.C():
 		}
-		next, ok := d.load(ctx, cursor)
+		next, ok := l.load(ctx, cursor)
 		if ok {
 			cursor = next
 		}
-		ticker.Reset(d.cfg.LoadInterval)
+		ticker.Reset(l.cfg.LoadInterval)
 	}
 }
 
 // catchUp loads partitions this node just took over, from the beginning of
 // time to the end of the window already loaded for the others: what their
 // previous owner left waiting (overdue included) fires here.
-func (d *Dispatcher) catchUp(ctx context.Context, partitions []int16) {
-	d.mu.Lock()
-	until := d.loadingUntil
-	d.mu.Unlock()
+func (l *loader) catchUp(ctx context.Context, partitions []int16) {
+	until := l.window.end()
 	var cursor store.DueCursor
 	for {
-		due, err := d.db.ListDue(ctx, partitions, cursor, until, loadPage)
+		due, err := l.cfg.Store.ListDue(ctx, partitions, cursor, until, loadPage)
 		if err != nil {
 			if ctx.Err() == nil {
-				d.metrics.storeErrors.WithLabelValues("load").Inc()
-				d.logger.Error("loading gained partitions failed; a full rescan follows", "err", err)
-				select {
-				case d.rescan <- struct{}{}:
-				default:
-				}
+				l.cfg.Metrics.storeErrors.WithLabelValues("load").Inc()
+				l.cfg.Logger.Error("loading gained partitions failed; a full rescan follows", "err", err)
+				l.askRescan()
 			}
 			return
 		}
 		for _, t := range due {
-			d.arm(t.ID, t.At)
+			l.cfg.Arm(t.ID, t.At)
 		}
-		d.metrics.loaded.Add(float64(len(due)))
+		l.cfg.Metrics.loaded.Add(float64(len(due)))
 		if len(due) < loadPage {
 			return
 		}
@@ -75,30 +183,26 @@ func (d *Dispatcher) catchUp(ctx context.Context, partitions []int16) {
 
 // load reads the tasks due after cursor and up to now+Lookahead into the
 // wheel and returns the cursor to continue from.
-func (d *Dispatcher) load(ctx context.Context, cursor store.DueCursor) (store.DueCursor, bool) {
-	until := d.clock.Now().Add(d.cfg.Lookahead)
+func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCursor, bool) {
+	until := l.cfg.Clock.Now().Add(l.cfg.Lookahead)
 	// Widen the window before reading it: a task announced from now on with
 	// a due time inside it goes to the wheel directly, so none can fall
 	// between this read and the announcement.
-	d.mu.Lock()
-	if until.After(d.loadingUntil) {
-		d.loadingUntil = until
-	}
-	d.mu.Unlock()
+	l.window.extend(until)
 
-	started := d.clock.Now()
+	started := l.cfg.Clock.Now()
 	loaded := 0
 	for {
-		due, err := d.db.ListDue(ctx, d.ownedPartitions(), cursor, until, loadPage)
+		due, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), cursor, until, loadPage)
 		if err != nil {
 			if ctx.Err() == nil {
-				d.metrics.storeErrors.WithLabelValues("load").Inc()
-				d.logger.Error("loading due tasks failed; will retry", "err", err)
+				l.cfg.Metrics.storeErrors.WithLabelValues("load").Inc()
+				l.cfg.Logger.Error("loading due tasks failed; will retry", "err", err)
 			}
 			return cursor, false
 		}
 		for _, t := range due {
-			d.arm(t.ID, t.At)
+			l.cfg.Arm(t.ID, t.At)
 		}
 		loaded += len(due)
 		if len(due) < loadPage {
@@ -107,33 +211,30 @@ func (d *Dispatcher) load(ctx context.Context, cursor store.DueCursor) (store.Du
 		last := due[len(due)-1]
 		cursor = store.DueCursor{At: last.At, ID: last.ID}
 	}
-	d.metrics.loaded.Add(float64(loaded))
-	d.metrics.loadDuration.Observe(d.clock.Now().Sub(started).Seconds())
+	l.cfg.Metrics.loaded.Add(float64(loaded))
+	l.cfg.Metrics.loadDuration.Observe(l.cfg.Clock.Now().Sub(started).Seconds())
 	return store.DueCursor{At: until, ID: uuid.Max}, true
 }
 
 // runListener feeds the wheel with tasks that other nodes store inside the
 // loaded window, as Postgres announces them on commit.
-func (d *Dispatcher) runListener(ctx context.Context) {
+func (l *loader) runListener(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := d.db.ListenDue(ctx, func() {
+		err := l.cfg.Store.ListenDue(ctx, func() {
 			// Announcements made while not listening are lost: read the
 			// window again.
-			select {
-			case d.rescan <- struct{}{}:
-			default:
-			}
+			l.askRescan()
 			backoff = 100 * time.Millisecond
 		}, func(t store.DueTask) {
-			d.Schedule(t.ID, t.At)
+			l.cfg.Announce(t.ID, t.At)
 		})
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		d.metrics.storeErrors.WithLabelValues("listen").Inc()
-		d.logger.Warn("listening for due tasks failed; reconnecting", "err", err, "in", backoff)
-		t := d.clock.NewTimer(backoff)
+		l.cfg.Metrics.storeErrors.WithLabelValues("listen").Inc()
+		l.cfg.Logger.Warn("listening for due tasks failed; reconnecting", "err", err, "in", backoff)
+		t := l.cfg.Clock.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -147,8 +248,8 @@ func (d *Dispatcher) runListener(ctx context.Context) {
 // runSweeper gathers what slipped past the wheel: tasks overdue yet in no
 // wheel (written by hand, or announced while a node was failing over).
 // Claims whose owner died are recovered on every heartbeat (membership.go).
-func (d *Dispatcher) runSweeper(ctx context.Context) {
-	t := d.clock.NewTimer(d.cfg.SweepInterval)
+func (l *loader) runSweeper(ctx context.Context) {
+	t := l.cfg.Clock.NewTimer(l.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -156,35 +257,32 @@ func (d *Dispatcher) runSweeper(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		d.sweep(ctx)
-		t.Reset(d.cfg.SweepInterval)
+		l.sweep(ctx)
+		t.Reset(l.cfg.SweepInterval)
 	}
 }
 
-func (d *Dispatcher) sweep(ctx context.Context) {
+func (l *loader) sweep(ctx context.Context) {
 	// Overdue by more than a sweep interval and yet neither in the wheel nor
 	// in flight: nobody else will send it.
-	overdue, err := d.db.ListDue(ctx, d.ownedPartitions(), store.DueCursor{}, d.clock.Now().Add(-d.cfg.SweepInterval), loadPage)
+	overdue, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), store.DueCursor{}, l.cfg.Clock.Now().Add(-l.cfg.SweepInterval), loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.metrics.storeErrors.WithLabelValues("sweep").Inc()
-			d.logger.Error("sweeping overdue tasks failed", "err", err)
+			l.cfg.Metrics.storeErrors.WithLabelValues("sweep").Inc()
+			l.cfg.Logger.Error("sweeping overdue tasks failed", "err", err)
 		}
 		return
 	}
 	stray := 0
 	for _, t := range overdue {
-		d.mu.Lock()
-		inflight := d.inflight[t.ID] > 0
-		d.mu.Unlock()
-		if inflight || d.timers.Contains(t.ID) {
+		if l.cfg.Pending(t.ID) {
 			continue
 		}
 		stray++
-		d.arm(t.ID, t.At)
+		l.cfg.Arm(t.ID, t.At)
 	}
 	if stray > 0 {
-		d.metrics.swept.Add(float64(stray))
-		d.logger.Warn("found overdue tasks in no wheel; firing them", "tasks", stray)
+		l.cfg.Metrics.swept.Add(float64(stray))
+		l.cfg.Logger.Warn("found overdue tasks in no wheel; firing them", "tasks", stray)
 	}
 }

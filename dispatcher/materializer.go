@@ -2,8 +2,12 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
 	"github.com/hookwheel/hookwheel/store"
@@ -26,12 +30,40 @@ const (
 	retryUnreadable = time.Minute
 )
 
-// runMaterializer turns the occurrences of the schedules in this node's
+// materializerStore is what the materializer needs of Postgres.
+type materializerStore interface {
+	MaterializeSchedules(ctx context.Context, p store.MaterializeParams, plan func(*model.Schedule) store.Plan) ([]store.DueTask, error)
+}
+
+// materializerConfig configures newMaterializer. Every field is required.
+type materializerConfig struct {
+	Store   materializerStore
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *metrics
+	// Lookahead is how far ahead occurrences become tasks.
+	Lookahead time.Duration
+	// Partitions are those this node owns: only their schedules are
+	// materialised here.
+	Partitions func() []int16
+	// Schedule is told of each task created, to arm it if it is due within
+	// the loaded window.
+	Schedule func(id uuid.UUID, at time.Time)
+}
+
+// materializer turns schedules' occurrences into tasks.
+type materializer struct {
+	cfg materializerConfig
+}
+
+func newMaterializer(cfg materializerConfig) *materializer { return &materializer{cfg: cfg} }
+
+// Run turns the occurrences of the schedules in this node's
 // partitions into tasks, Lookahead ahead of time, so that each occurrence is
 // an ordinary task (durable, claimed once, retried with the schedule's
 // policy) before the loader's window reaches it.
-func (d *Dispatcher) runMaterializer(ctx context.Context) {
-	t := d.clock.NewTimer(0)
+func (m *materializer) Run(ctx context.Context) {
+	t := m.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -40,7 +72,7 @@ func (d *Dispatcher) runMaterializer(ctx context.Context) {
 		case <-t.C():
 		}
 		for ctx.Err() == nil {
-			if d.materialize(ctx) < materializeBatch {
+			if m.pass(ctx) < materializeBatch {
 				break
 			}
 		}
@@ -48,31 +80,31 @@ func (d *Dispatcher) runMaterializer(ctx context.Context) {
 	}
 }
 
-// materialize runs one pass: it materialises the occurrences falling due
+// pass runs one pass: it materialises the occurrences falling due
 // within Lookahead of up to materializeBatch due schedules of this node's
 // partitions and arms the new tasks. It returns the number of schedules it
 // worked on.
-func (d *Dispatcher) materialize(ctx context.Context) int {
-	owned := d.ownedPartitions()
+func (m *materializer) pass(ctx context.Context) int {
+	owned := m.cfg.Partitions()
 	if len(owned) == 0 {
 		return 0
 	}
-	now := d.clock.Now()
-	horizon := now.Add(d.cfg.Lookahead)
+	now := m.cfg.Clock.Now()
+	horizon := now.Add(m.cfg.Lookahead)
 	planned := 0
-	created, err := d.db.MaterializeSchedules(ctx, store.MaterializeParams{
+	created, err := m.cfg.Store.MaterializeSchedules(ctx, store.MaterializeParams{
 		Partitions:  owned,
 		Until:       horizon,
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
 	}, func(s *model.Schedule) store.Plan {
 		planned++
-		return d.plan(s, now, horizon)
+		return m.plan(s, now, horizon)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			d.metrics.storeErrors.WithLabelValues("materialize").Inc()
-			d.logger.Error("materialising schedules failed; will retry", "err", err)
+			m.cfg.Metrics.storeErrors.WithLabelValues("materialize").Inc()
+			m.cfg.Logger.Error("materialising schedules failed; will retry", "err", err)
 		}
 		return 0
 	}
@@ -80,7 +112,7 @@ func (d *Dispatcher) materialize(ctx context.Context) int {
 	// put in its own): arm them here rather than wait for the NOTIFY round
 	// trip. Those beyond the loaded window are left to the loader.
 	for _, t := range created {
-		d.Schedule(t.ID, t.At)
+		m.cfg.Schedule(t.ID, t.At)
 	}
 	return planned
 }
@@ -92,19 +124,19 @@ func (d *Dispatcher) materialize(ctx context.Context) int {
 // missed occurrences collapse into one task for the most recent of them,
 // sent at once, and the schedule goes on from its next occurrence: a
 // schedule back from downtime fires once, not once per missed tick.
-func (d *Dispatcher) plan(s *model.Schedule, now, horizon time.Time) store.Plan {
+func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) store.Plan {
 	sch, err := schedule.Parse(s.Cron, s.Timezone, s.CreatedAt)
 	if err != nil {
-		d.logger.Error("cannot read a schedule; trying again later", "schedule", s.ID, "cron", s.Cron,
+		m.cfg.Logger.Error("cannot read a schedule; trying again later", "schedule", s.ID, "cron", s.Cron,
 			"timezone", s.Timezone, "err", err, "retry_in", retryUnreadable)
 		retry := now.Add(retryUnreadable)
 		return store.Plan{Next: &retry}
 	}
 	next := *s.NextRunAt
 	var occurrences []time.Time
-	if now.Sub(next) > d.cfg.Lookahead {
+	if now.Sub(next) > m.cfg.Lookahead {
 		latest := sch.Last(next, now)
-		d.logger.Warn("schedule missed occurrences; sending the most recent one once",
+		m.cfg.Logger.Warn("schedule missed occurrences; sending the most recent one once",
 			"schedule", s.ID, "missed_since", next, "latest", latest)
 		if latest.IsZero() {
 			next = sch.Next(now)

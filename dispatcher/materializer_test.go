@@ -87,10 +87,10 @@ func TestPlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := &Dispatcher{cfg: Config{Lookahead: tc.lookahead}, logger: quiet}
+			m := newMaterializer(materializerConfig{Lookahead: tc.lookahead, Logger: quiet})
 			now, next := mustUTC(t, tc.now), mustUTC(t, tc.next)
 			s := &model.Schedule{ID: uuid.New(), Cron: tc.cron, Timezone: tc.zone, NextRunAt: &next}
-			p := d.plan(s, now, now.Add(tc.lookahead))
+			p := m.plan(s, now, now.Add(tc.lookahead))
 			require.Len(t, p.Occurrences, tc.count)
 			if tc.count > 0 {
 				require.Equal(t, mustUTC(t, tc.first), p.Occurrences[0].UTC())
@@ -120,10 +120,8 @@ func TestMaterialize(t *testing.T) {
 	for i := range all {
 		all[i] = int16(i)
 	}
-	d.setOwned(all)
-	d.mu.Lock()
-	d.loadingUntil = now.Add(6 * time.Second) // the loader has read 6 s ahead so far
-	d.mu.Unlock()
+	d.ownership.set(all)
+	d.loader.window.extend(now.Add(6 * time.Second)) // the loader has read 6 s ahead so far
 
 	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "materialize", SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h")}))
@@ -135,7 +133,7 @@ func TestMaterialize(t *testing.T) {
 	}
 	require.NoError(t, db.InsertSchedule(ctx, s))
 
-	require.Equal(t, 1, d.materialize(ctx))
+	require.Equal(t, 1, d.materializer.pass(ctx))
 	tasks := scheduleTasks(t, db, tenant.ID, s.ID)
 	require.Len(t, tasks, 5, "occurrences 2 s to 10 s ahead")
 	for i, task := range tasks {
@@ -148,16 +146,14 @@ func TestMaterialize(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, now.Add(12*time.Second).Equal(*sc.NextRunAt))
 	require.True(t, now.Add(10*time.Second).Equal(*sc.LastRunAt))
-	require.Zero(t, d.materialize(ctx), "nothing due until the clock moves")
+	require.Zero(t, d.materializer.pass(ctx), "nothing due until the clock moves")
 
 	// The node was down for an hour: one task for the latest missed tick,
 	// due at once, then the schedule goes on.
 	fake.Advance(time.Hour + time.Second)
 	later := fake.Now()
-	d.mu.Lock()
-	d.loadingUntil = later.Add(10 * time.Second)
-	d.mu.Unlock()
-	require.Equal(t, 1, d.materialize(ctx))
+	d.loader.window.extend(later.Add(10 * time.Second))
+	require.Equal(t, 1, d.materializer.pass(ctx))
 	tasks = scheduleTasks(t, db, tenant.ID, s.ID)
 	require.Len(t, tasks, 5+1+5)
 	missed := tasks[5]

@@ -2,22 +2,79 @@ package dispatcher
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
-// runMembership keeps this node registered and its partition leases
-// renewed, every HeartbeatInterval: it learns which partitions it owns, has
-// newly gained partitions loaded from the start, and hands back the claims of
-// nodes that died in its partitions, so their tasks move here within about
-// NodeTTL of the death.
-func (d *Dispatcher) runMembership(ctx context.Context, ready chan<- struct{}) {
-	t := d.clock.NewTimer(0)
+// membershipStore is what ownership needs of Postgres.
+type membershipStore interface {
+	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error)
+	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+}
+
+// fireOnceReleaser frees Redis fire-once claims.
+type fireOnceReleaser interface {
+	ReleaseAttempts(ctx context.Context, claims []store.AttemptClaim) error
+}
+
+// ownershipConfig configures newOwnership. Every field is required unless
+// it says otherwise.
+type ownershipConfig struct {
+	Store membershipStore
+	// FireOnce frees the dead owners' Redis claims. Nil without Redis.
+	FireOnce          fireOnceReleaser
+	NodeID            uuid.UUID
+	NodeName          string
+	NodeTTL           time.Duration
+	HeartbeatInterval time.Duration
+	Clock             clock.Clock
+	Logger            *slog.Logger
+	Metrics           *metrics
+	// Gained is told of the partitions this node just took over, to load
+	// them from the beginning of time. It must not block.
+	Gained func(partitions []int16)
+	// Schedule arms the tasks recovered from dead owners.
+	Schedule func(id uuid.UUID, at time.Time)
+}
+
+// ownedSet is the partitions this node holds a lease on, as of one
+// heartbeat. It is never modified once published, so readers take it
+// without a lock.
+type ownedSet struct {
+	has  [model.Partitions]bool
+	list []int16
+}
+
+// ownership keeps this node registered and its partition leases renewed,
+// and recovers the claims of nodes that died in its partitions. It alone
+// writes the owned set; everyone else reads the latest snapshot.
+type ownership struct {
+	cfg   ownershipConfig
+	owned atomic.Pointer[ownedSet]
+}
+
+func newOwnership(cfg ownershipConfig) *ownership {
+	o := &ownership{cfg: cfg}
+	o.owned.Store(&ownedSet{})
+	return o
+}
+
+// Run heartbeats every HeartbeatInterval until ctx ends: it learns which
+// partitions it owns, has newly gained partitions loaded from the start, and
+// hands back the claims of nodes that died in its partitions, so their
+// tasks move here within about NodeTTL of the death. ready is closed after
+// the first heartbeat, successful or not.
+func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
+	t := o.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	var lastOK time.Time
 	for {
@@ -26,85 +83,67 @@ func (d *Dispatcher) runMembership(ctx context.Context, ready chan<- struct{}) {
 			return
 		case <-t.C():
 		}
-		m, err := d.db.Heartbeat(ctx, d.nodeID, d.cfg.NodeName, d.cfg.NodeTTL)
-		now := d.clock.Now()
+		m, err := o.cfg.Store.Heartbeat(ctx, o.cfg.NodeID, o.cfg.NodeName, o.cfg.NodeTTL)
+		now := o.cfg.Clock.Now()
 		switch {
 		case err == nil:
 			lastOK = now
-			d.setOwned(m.Owned)
-			d.metrics.liveNodes.Set(float64(m.LiveNodes))
-			d.recoverClaims(ctx)
+			o.set(m.Owned)
+			o.cfg.Metrics.liveNodes.Set(float64(m.LiveNodes))
+			o.recoverClaims(ctx)
 		case ctx.Err() != nil:
 			return
 		default:
-			d.metrics.storeErrors.WithLabelValues("heartbeat").Inc()
-			d.logger.Warn("heartbeat failed", "err", err)
+			o.cfg.Metrics.storeErrors.WithLabelValues("heartbeat").Inc()
+			o.cfg.Logger.Warn("heartbeat failed", "err", err)
 			// Our leases run out at NodeTTL: past that, others may own our
 			// partitions, so stop claiming in them.
-			if now.Sub(lastOK) >= d.cfg.NodeTTL {
-				d.setOwned(nil)
+			if now.Sub(lastOK) >= o.cfg.NodeTTL {
+				o.set(nil)
 			}
 		}
 		if ready != nil {
 			close(ready)
 			ready = nil
 		}
-		t.Reset(d.cfg.HeartbeatInterval)
+		t.Reset(o.cfg.HeartbeatInterval)
 	}
 }
 
-// setOwned records the partitions this node owns and asks the loader to load
-// the ones it just gained from the beginning of time.
-func (d *Dispatcher) setOwned(owned []int16) {
+// set publishes the partitions this node owns and has the ones it just
+// gained loaded from the beginning of time.
+func (o *ownership) set(owned []int16) {
+	prev := o.owned.Load()
+	next := &ownedSet{list: slices.Clone(owned)}
 	var gained []int16
-	d.mu.Lock()
-	var next [model.Partitions]bool
 	for _, p := range owned {
-		next[p] = true
-		if !d.owned[p] {
+		next.has[p] = true
+		if !prev.has[p] {
 			gained = append(gained, p)
 		}
 	}
-	changed := len(gained) > 0 || len(owned) != len(d.ownedList)
-	d.owned = next
-	d.ownedList = slices.Clone(owned)
-	d.mu.Unlock()
-	if changed {
-		d.metrics.ownedPartitions.Set(float64(len(owned)))
-		d.logger.Info("partitions changed", "owned", len(owned), "gained", len(gained))
+	o.owned.Store(next)
+	if len(gained) > 0 || len(owned) != len(prev.list) {
+		o.cfg.Metrics.ownedPartitions.Set(float64(len(owned)))
+		o.cfg.Logger.Info("partitions changed", "owned", len(owned), "gained", len(gained))
 	}
 	if len(gained) > 0 {
-		select {
-		case d.gained <- gained:
-		default:
-			// The loader is behind on takeovers: have it read everything.
-			select {
-			case d.rescan <- struct{}{}:
-			default:
-			}
-		}
+		o.cfg.Gained(gained)
 	}
 }
 
-// ownedPartitions is a copy of the partitions this node owns.
-func (d *Dispatcher) ownedPartitions() []int16 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.ownedList)
-}
+// partitions returns the partitions this node owns. The slice is shared:
+// callers must not modify it.
+func (o *ownership) partitions() []int16 { return o.owned.Load().list }
 
 // owns reports whether the task belongs to a partition this node owns.
-func (d *Dispatcher) owns(id uuid.UUID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.owned[model.PartitionOf(id)]
-}
+func (o *ownership) owns(id uuid.UUID) bool { return o.owned.Load().has[model.PartitionOf(id)] }
 
 // recoverClaims hands back the claims that dead or hung senders hold in our
 // partitions, frees their fire-once claims in Redis (the sender is gone;
 // the same attempt is sent again from here) and arms their timers.
-func (d *Dispatcher) recoverClaims(ctx context.Context) {
-	owned := d.ownedPartitions()
+func (o *ownership) recoverClaims(ctx context.Context) {
+	owned := o.partitions()
 	if len(owned) == 0 {
 		return
 	}
@@ -112,50 +151,50 @@ func (d *Dispatcher) recoverClaims(ctx context.Context) {
 	// back: the other way round, a node dying between the two steps would
 	// leave keys that refuse every new claim of those attempts until they
 	// expire.
-	stale, err := d.db.StaleClaims(ctx, owned, loadPage)
+	stale, err := o.cfg.Store.StaleClaims(ctx, owned, loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.metrics.storeErrors.WithLabelValues("recover").Inc()
-			d.logger.Error("listing stale claims failed", "err", err)
+			o.cfg.Metrics.storeErrors.WithLabelValues("recover").Inc()
+			o.cfg.Logger.Error("listing stale claims failed", "err", err)
 		}
 		return
 	}
 	if len(stale) == 0 {
 		return
 	}
-	d.releaseFireOnce(ctx, stale)
-	recovered, err := d.db.RecoverClaims(ctx, owned, loadPage)
+	o.releaseFireOnce(ctx, stale)
+	recovered, err := o.cfg.Store.RecoverClaims(ctx, owned, loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.metrics.storeErrors.WithLabelValues("recover").Inc()
-			d.logger.Error("recovering claims failed", "err", err)
+			o.cfg.Metrics.storeErrors.WithLabelValues("recover").Inc()
+			o.cfg.Logger.Error("recovering claims failed", "err", err)
 		}
 		return
 	}
 	if len(recovered) == 0 {
 		return
 	}
-	d.metrics.recovered.Add(float64(len(recovered)))
-	d.logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
+	o.cfg.Metrics.recovered.Add(float64(len(recovered)))
+	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
 	// Claims that went stale since the listing above.
-	d.releaseFireOnce(ctx, recovered)
+	o.releaseFireOnce(ctx, recovered)
 	for _, c := range recovered {
-		d.Schedule(c.ID, c.At)
+		o.cfg.Schedule(c.ID, c.At)
 	}
 }
 
 // releaseFireOnce frees the Redis fire-once claims of claims whose owner is
 // gone (a no-op for any key another sender has since taken).
-func (d *Dispatcher) releaseFireOnce(ctx context.Context, claims []store.RecoveredClaim) {
-	if d.redis == nil || len(claims) == 0 {
+func (o *ownership) releaseFireOnce(ctx context.Context, claims []store.RecoveredClaim) {
+	if o.cfg.FireOnce == nil || len(claims) == 0 {
 		return
 	}
 	release := make([]store.AttemptClaim, len(claims))
 	for i, c := range claims {
 		release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
 	}
-	if err := d.redis.ReleaseAttempts(ctx, release); err != nil {
-		d.metrics.redisErrors.Inc()
-		d.logger.Warn("releasing the fire-once claims of recovered tasks failed", "err", err)
+	if err := o.cfg.FireOnce.ReleaseAttempts(ctx, release); err != nil {
+		o.cfg.Metrics.redisErrors.Inc()
+		o.cfg.Logger.Warn("releasing the fire-once claims of recovered tasks failed", "err", err)
 	}
 }

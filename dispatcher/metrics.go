@@ -8,6 +8,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/retry"
 )
 
+// metrics are the dispatcher's Prometheus metrics, shared by its parts: each
+// part is given the struct and touches only its own series.
 type metrics struct {
 	lateness         *prometheus.HistogramVec
 	attempts         *prometheus.CounterVec
@@ -27,9 +29,22 @@ type metrics struct {
 	deferrals        *prometheus.CounterVec
 	transportRetries prometheus.Counter
 	ownedPartitions  prometheus.Gauge
+	// limitUnchecked counts sends of limited tenants that went ahead
+	// without a limiter decision.
+	limitUnchecked prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
+// gaugeReads are the gauges that read a part's state when scraped.
+type gaugeReads struct {
+	wheelTimers   func() float64
+	dueQueue      func() float64
+	limitsWaiting func() float64
+}
+
+// newMetrics registers the dispatcher's counters, gauges and histograms with
+// reg; the gauges read from the parts at scrape time come with
+// registerGauges, once the parts exist.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hookwheel_fire_lateness_seconds",
@@ -109,18 +124,15 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 			Name: "hookwheel_owned_partitions",
 			Help: "Task partitions (of 256) this node holds a lease on.",
 		}),
+		limitUnchecked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_dispatch_limit_unchecked_total",
+			Help: "Sends of tenants with dispatch limits that went ahead without a limiter decision because Redis (or reading the limits) failed.",
+		}),
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "hookwheel_wheel_timers",
-			Help: "Timers waiting in this node's timing wheel.",
-		}, func() float64 { return float64(d.timers.Len()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "hookwheel_due_queue_length",
-			Help: "Fired tasks waiting for a claimer.",
-		}, func() float64 { return float64(len(d.due)) }),
+		m.limitUnchecked,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -131,4 +143,27 @@ func newMetrics(reg prometheus.Registerer, d *Dispatcher) (*metrics, error) {
 		m.attempts.WithLabelValues(string(o))
 	}
 	return m, nil
+}
+
+// registerGauges registers the gauges that read a part's state when scraped.
+func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_wheel_timers",
+			Help: "Timers waiting in this node's timing wheel.",
+		}, reads.wheelTimers),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_due_queue_length",
+			Help: "Fired tasks waiting for a claimer.",
+		}, reads.dueQueue),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_dispatch_limit_waiting",
+			Help: "Claimed tasks waiting on this node for a concurrency slot of their tenant and host.",
+		}, reads.limitsWaiting),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register dispatcher gauges: %w", err)
+		}
+	}
+	return nil
 }

@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
@@ -60,8 +61,6 @@ const (
 	limitsTTL = 5 * time.Second
 	// limitsTimeout bounds a limiter round trip and a limits read.
 	limitsTimeout = 500 * time.Millisecond
-	// limitsSkip is how long sends go unchecked after Redis failed.
-	limitsSkip = 5 * time.Second
 	// waitPoll is how often the first task waiting for a concurrency slot
 	// tries again when no send on this node will wake it.
 	waitPoll = 50 * time.Millisecond
@@ -104,12 +103,47 @@ type cachedLimits struct {
 	ready     chan struct{} // closed once loaded
 }
 
-// dispatchLimits enforces tenants' dispatch limits for one Dispatcher.
+// dispatchLimiter decides dispatch limits across every node (Redis).
+type dispatchLimiter interface {
+	AdmitDispatches(ctx context.Context, reqs []store.DispatchRequest) ([]store.DispatchAdmission, error)
+	AdmitDispatch(ctx context.Context, q store.DispatchRequest) (store.DispatchAdmission, error)
+	ReleaseDispatch(ctx context.Context, l store.DispatchLimit, taskID, token uuid.UUID) error
+}
+
+// limitsReader reads tenants' dispatch limits (Postgres).
+type limitsReader interface {
+	TenantLimits(ctx context.Context, tenantID uuid.UUID) (model.Limits, error)
+}
+
+// limitsConfig configures newDispatchLimits. Every field is required unless
+// it says otherwise.
+type limitsConfig struct {
+	// Limiter decides the limits. Nil (no Redis): nothing is limited.
+	Limiter dispatchLimiter
+	Limits  limitsReader
+	// Down skips the limiter for a while after it failed.
+	Down    *failopen.Window
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *metrics
+	// Defer gives claims back to the queue, claims[i] until until(i).
+	Defer func(claims []*model.ClaimedTask, until func(i int) time.Time)
+	// HoldUntil keeps a claim in memory until at, then sends it; false when
+	// the dispatcher is stopping.
+	HoldUntil func(c *model.ClaimedTask, at time.Time) bool
+	// Send hands claims that waited for a concurrency slot back to the
+	// senders.
+	Send chan<- *model.ClaimedTask
+	// SendTime is the moving average of a send to a target (targetKey), to
+	// tell a claim that finds no room to wait when a slot is likely free.
+	SendTime            func(target string) time.Duration
+	LeaseMargin         time.Duration
+	MaxWaitingPerTarget int
+}
+
+// dispatchLimits enforces tenants' dispatch limits on this node's sends.
 type dispatchLimits struct {
-	d         *Dispatcher
-	unchecked prometheus.Counter
-	// downUntil (Unix nanoseconds) skips the limiter after Redis failed.
-	downUntil atomic.Int64
+	cfg limitsConfig
 	// wake tells the waker that a gate was kicked or filled.
 	wake chan struct{}
 
@@ -124,32 +158,21 @@ type dispatchLimits struct {
 	pruned time.Time
 }
 
-func newDispatchLimits(d *Dispatcher, reg prometheus.Registerer) (*dispatchLimits, error) {
-	l := &dispatchLimits{
-		d: d,
-		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hookwheel_dispatch_limit_unchecked_total",
-			Help: "Sends of tenants with dispatch limits that went ahead without a limiter decision because Redis (or reading the limits) failed.",
-		}),
+func newDispatchLimits(cfg limitsConfig) *dispatchLimits {
+	return &dispatchLimits{
+		cfg:     cfg,
 		wake:    make(chan struct{}, 1),
 		tenants: make(map[uuid.UUID]*cachedLimits),
 		gates:   make(map[gateKey]*gate),
 		slots:   make(map[uuid.UUID]time.Time),
 	}
-	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hookwheel_dispatch_limit_waiting",
-		Help: "Claimed tasks waiting on this node for a concurrency slot of their tenant and host.",
-	}, func() float64 {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return float64(l.waiting)
-	})
-	for _, c := range []prometheus.Collector{l.unchecked, waiting} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
+}
+
+// waitingCount is how many claims wait for a concurrency slot.
+func (l *dispatchLimits) waitingCount() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return float64(l.waiting)
 }
 
 // hostKey is the host of a webhook URL as per-host limits name it.
@@ -174,20 +197,20 @@ func (l *dispatchLimits) limitFor(c *model.ClaimedTask) store.DispatchLimit {
 	return store.DispatchLimit{TenantID: c.TenantID, Host: host, Rate: rate, Concurrency: concurrency}
 }
 
-// skipping reports whether Redis failed a moment ago, counting the decision
-// skipped.
-func (l *dispatchLimits) skipping(now time.Time, n int) bool {
-	if until := l.downUntil.Load(); until != 0 && now.UnixNano() < until {
-		l.unchecked.Add(float64(n))
+// skipping reports whether Redis failed a moment ago, counting the n
+// decisions skipped.
+func (l *dispatchLimits) skipping(n int) bool {
+	if l.cfg.Down.Skipping() {
+		l.cfg.Metrics.limitUnchecked.Add(float64(n))
 		return true
 	}
 	return false
 }
 
-func (l *dispatchLimits) failed(now time.Time, n int, err error) {
-	l.unchecked.Add(float64(n))
-	l.downUntil.Store(now.Add(limitsSkip).UnixNano())
-	l.d.logger.Warn("dispatch limits unavailable; sending unchecked for a while", "tasks", n, "err", err, "retry_in", limitsSkip)
+func (l *dispatchLimits) failed(n int, err error) {
+	l.cfg.Metrics.limitUnchecked.Add(float64(n))
+	l.cfg.Down.Failed()
+	l.cfg.Logger.Warn("dispatch limits unavailable; sending unchecked for a while", "tasks", n, "err", err, "retry_in", l.cfg.Down.Skip())
 }
 
 // rateLimitClaims decides the dispatch rate of freshly claimed tasks, for
@@ -195,7 +218,7 @@ func (l *dispatchLimits) failed(now time.Time, n int, err error) {
 // or held a little later for their slot (NextAttemptAt moved there). The
 // others are given back to the queue, due at their slots.
 func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.ClaimedTask {
-	if l.d.redis == nil || len(claims) == 0 {
+	if l.cfg.Limiter == nil || len(claims) == 0 {
 		return claims
 	}
 	type pending struct {
@@ -203,7 +226,7 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 		limit store.DispatchLimit
 		meant time.Time
 	}
-	now := l.d.clock.Now()
+	now := l.cfg.Clock.Now()
 	var limited []pending
 	keep := claims[:0:0]
 	for _, c := range claims {
@@ -219,7 +242,7 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 		}
 		limited = append(limited, pending{c, limit, meant})
 	}
-	if len(limited) == 0 || l.skipping(now, len(limited)) {
+	if len(limited) == 0 || l.skipping(len(limited)) {
 		return claims
 	}
 	// Asked in due order, they get their slots in due order.
@@ -235,9 +258,9 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
-	admissions, err := l.d.redis.AdmitDispatches(ctx, reqs)
+	admissions, err := l.cfg.Limiter.AdmitDispatches(ctx, reqs)
 	if err != nil {
-		l.failed(now, len(limited), err)
+		l.failed(len(limited), err)
 		return claims
 	}
 	var (
@@ -264,11 +287,11 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 			deferred = append(deferred, p.c)
 			until = append(until, p.meant.Add(a.Wait))
 		}
-		l.d.metrics.deferrals.WithLabelValues("rate_limit").Inc()
+		l.cfg.Metrics.deferrals.WithLabelValues("rate_limit").Inc()
 	}
 	l.mu.Unlock()
 	if len(deferred) > 0 {
-		l.d.deferClaimsUntil(deferred, until)
+		l.cfg.Defer(deferred, func(i int) time.Time { return until[i] })
 	}
 	return keep
 }
@@ -277,291 +300,14 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 // reached a sender (given back unsent): past their lease, no claim can still
 // use them. Sent claims drop theirs as they go.
 func (l *dispatchLimits) forgetSlotsLocked(now time.Time) {
-	if now.Sub(l.pruned) < l.d.cfg.LeaseMargin {
+	if now.Sub(l.pruned) < l.cfg.LeaseMargin {
 		return
 	}
 	l.pruned = now
 	for id, at := range l.slots {
-		if now.Sub(at) > l.d.cfg.LeaseMargin {
+		if now.Sub(at) > l.cfg.LeaseMargin {
 			delete(l.slots, id)
 		}
-	}
-}
-
-// admit decides, at the instant c is about to be sent, what only that
-// instant can: a concurrency slot, and a new rate slot if c is too late for
-// the one it was given when claimed. When c may be sent, release must be
-// called once the send is over. When it may not, c has been deferred or
-// waits for a concurrency slot: the caller is done with it.
-func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
-	noop := func() {}
-	if l.d.redis == nil {
-		return noop, true
-	}
-	limit := l.limitFor(c)
-	now := l.d.clock.Now()
-	// The slot it was given when claimed, if any: forgotten as c is sent or
-	// leaves, kept while it waits here for a concurrency slot.
-	l.mu.Lock()
-	slot, decided := l.slots[c.ID]
-	delete(l.slots, c.ID)
-	l.mu.Unlock()
-	if limit.Rate > 0 && decided && now.Sub(slot) < store.DispatchGrace(limit.Rate) {
-		limit.Rate = 0 // the slot it was given when claimed still holds
-	}
-	if !limit.Limited() {
-		return noop, true
-	}
-	key := gateKey{c.TenantID, limit.Host}
-	park := func(front bool) {
-		l.mu.Lock()
-		outcome, ahead := l.parkLocked(key, c, front, limit.Concurrency)
-		if outcome == parkWaiting && decided {
-			l.slots[c.ID] = slot
-		}
-		l.mu.Unlock()
-		switch outcome {
-		case parkStopped:
-			l.giveBack(c, time.Time{})
-		case parkCrowded:
-			// As many wait here already as make sense: back to the queue
-			// until this one's turn is likely to come.
-			perSlot := max(l.d.targets.sendTimeOf(targetKey(c.URL)), time.Millisecond)
-			wait := time.Duration(float64(ahead+1) / float64(limit.Concurrency) * float64(perSlot))
-			l.giveBack(c, l.d.clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
-		}
-	}
-
-	head, queued := false, false
-	l.mu.Lock()
-	if g := l.gates[key]; g != nil {
-		switch {
-		case g.head == c.ID:
-			head, g.head = true, uuid.Nil
-		case limit.Concurrency > 0 && (len(g.queue) > 0 || g.head != uuid.Nil):
-			queued = true
-		}
-	}
-	l.mu.Unlock()
-	if queued {
-		// Others wait for a slot already: queue behind them.
-		park(false)
-		return nil, false
-	}
-
-	if l.skipping(now, 1) {
-		if head {
-			l.kickGate(key)
-		}
-		return noop, true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
-	defer cancel()
-	admission, err := l.d.redis.AdmitDispatch(ctx, store.DispatchRequest{
-		Limit: limit, TaskID: c.ID, Token: c.ClaimToken, Lease: c.Timeout + l.d.cfg.LeaseMargin, At: now})
-	if err != nil {
-		l.failed(now, 1, err)
-		if head {
-			l.kickGate(key)
-		}
-		return noop, true
-	}
-	switch admission.Outcome {
-	case store.DispatchNow:
-		if head {
-			// A slot was free; the next in line may find one too.
-			l.kickGate(key)
-		}
-		if limit.Concurrency == 0 {
-			return noop, true
-		}
-		return func() { l.release(key, limit, c) }, true
-	case store.DispatchLater:
-		if head {
-			l.kickGate(key)
-		}
-		l.d.metrics.deferrals.WithLabelValues("rate_limit").Inc()
-		at := now.Add(admission.Wait)
-		if admission.Wait > holdWithin || !l.d.holdUntil(c, at) {
-			l.d.deferClaims([]*model.ClaimedTask{c}, at)
-		}
-		return nil, false
-	default: // store.DispatchBusy
-		park(head)
-		return nil, false
-	}
-}
-
-type parkOutcome int
-
-const (
-	parkWaiting parkOutcome = iota // queued for a concurrency slot
-	parkStopped                    // the dispatcher is stopping: give c back
-	parkCrowded                    // too many wait already: give c back for a while
-)
-
-// maxGateWaiting is how many claims may wait for the concurrency slots of one
-// (tenant, host) on a node: enough to keep the slots busy, and never so many
-// that a slow host holds much of the node's claim budget (MaxClaimed) while
-// other tenants' tasks wait to be claimed.
-func (l *dispatchLimits) maxGateWaiting(concurrency int) int {
-	return max(1, min(4*concurrency+16, l.d.cfg.MaxWaitingPerTarget))
-}
-
-// parkLocked queues c for a concurrency slot, at the front when it was first
-// in line already; ahead is how many wait before it.
-func (l *dispatchLimits) parkLocked(key gateKey, c *model.ClaimedTask, front bool, concurrency int) (_ parkOutcome, ahead int) {
-	if l.stopped {
-		return parkStopped, 0
-	}
-	g := l.gates[key]
-	if g == nil {
-		g = &gate{}
-		l.gates[key] = g
-	}
-	if !front && len(g.queue) >= l.maxGateWaiting(concurrency) {
-		return parkCrowded, len(g.queue)
-	}
-	if front {
-		g.queue = append([]*model.ClaimedTask{c}, g.queue...)
-	} else {
-		g.queue = append(g.queue, c)
-	}
-	l.waiting++
-	l.signal()
-	return parkWaiting, len(g.queue) - 1
-}
-
-// release gives back c's concurrency slot and lets the first in line try it.
-func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *model.ClaimedTask) {
-	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
-	defer cancel()
-	if err := l.d.redis.ReleaseDispatch(ctx, limit, c.ID, c.ClaimToken); err != nil {
-		l.d.logger.Warn("releasing a dispatch slot failed; it comes back when its lease ends",
-			"task", c.ID, "host", limit.Host, "err", err)
-	}
-	l.kickGate(key)
-}
-
-func (l *dispatchLimits) kickGate(key gateKey) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if g := l.gates[key]; g != nil {
-		g.kick = true
-		l.signal()
-	}
-}
-
-// signal wakes the waker; l.mu may be held.
-func (l *dispatchLimits) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-// giveBack hands an unsent claim back to the queue, due at notBefore (zero:
-// as it was).
-func (l *dispatchLimits) giveBack(c *model.ClaimedTask, notBefore time.Time) {
-	l.d.metrics.deferrals.WithLabelValues("concurrency").Inc()
-	l.d.deferClaims([]*model.ClaimedTask{c}, notBefore)
-}
-
-// run is the waker: it hands the first claim waiting at each kicked gate
-// back to the senders, polls the gates whose slots are held elsewhere, and
-// gives back claims that waited too long. It returns when ctx ends, after
-// giving back every claim still waiting.
-func (l *dispatchLimits) run(ctx context.Context) {
-	// The poll runs only while claims wait, and is not pushed back by
-	// wakes: gates waiting on other nodes' slots are polled even while
-	// sends to other gates keep waking the waker.
-	poll := l.d.clock.NewTimer(waitPoll)
-	defer poll.Stop()
-	armed := true
-	for {
-		tick := false
-		select {
-		case <-ctx.Done():
-			l.stop()
-			return
-		case <-l.wake:
-		case <-poll.C():
-			tick, armed = true, false
-		}
-		heads, expired, more := l.next(tick)
-		if len(expired) > 0 {
-			l.d.metrics.deferrals.WithLabelValues("concurrency").Add(float64(len(expired)))
-			l.d.deferClaims(expired, time.Time{})
-		}
-		if more && !armed {
-			poll.Reset(waitPoll)
-			armed = true
-		}
-		for i, c := range heads {
-			select {
-			case l.d.claimed <- c:
-			case <-ctx.Done():
-				l.d.deferClaims(heads[i:], time.Time{})
-				l.stop()
-				return
-			}
-		}
-	}
-}
-
-// next takes, from every kicked gate (every gate on a poll tick) that has no
-// claim out trying already, its first claim to try again; and every claim
-// that has waited past half its lease margin. more reports whether claims
-// are still waiting.
-func (l *dispatchLimits) next(tick bool) (heads, expired []*model.ClaimedTask, more bool) {
-	now := l.d.clock.Now()
-	maxWait := l.d.cfg.LeaseMargin / 2
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for key, g := range l.gates {
-		kept := g.queue[:0]
-		for _, c := range g.queue {
-			if now.Sub(c.ClaimedAt) > maxWait {
-				expired = append(expired, c)
-				l.waiting--
-				continue
-			}
-			kept = append(kept, c)
-		}
-		clear(g.queue[len(kept):])
-		g.queue = kept
-		if g.head != uuid.Nil && now.Sub(g.headSince) > headTransit {
-			g.head = uuid.Nil
-		}
-		if (g.kick || tick) && g.head == uuid.Nil && len(g.queue) > 0 {
-			c := g.queue[0]
-			g.queue[0] = nil
-			g.queue = g.queue[1:]
-			l.waiting--
-			g.head, g.headSince = c.ID, now
-			heads = append(heads, c)
-		}
-		g.kick = false
-		if len(g.queue) == 0 && g.head == uuid.Nil {
-			delete(l.gates, key)
-		}
-	}
-	return heads, expired, l.waiting > 0
-}
-
-// stop gives back every waiting claim and refuses new ones.
-func (l *dispatchLimits) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	var unsent []*model.ClaimedTask
-	for key, g := range l.gates {
-		unsent = append(unsent, g.queue...)
-		delete(l.gates, key)
-	}
-	l.waiting = 0
-	l.mu.Unlock()
-	if len(unsent) > 0 {
-		l.d.deferClaims(unsent, time.Time{})
 	}
 }
 
@@ -570,7 +316,7 @@ func (l *dispatchLimits) stop() {
 // the first time, wait for it). A tenant whose limits cannot be read is
 // unlimited until they can: delivery goes on.
 func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
-	now := l.d.clock.Now()
+	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	e := l.tenants[id]
 	switch {
@@ -593,7 +339,7 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 	l.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
-	limits, err := l.d.db.TenantLimits(ctx, id)
+	limits, err := l.cfg.Limits.TenantLimits(ctx, id)
 	cancel()
 
 	l.mu.Lock()
@@ -604,8 +350,8 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 	default:
 		// Keep what we had; try again in a second.
 		e.fetchedAt = now.Add(time.Second - limitsTTL)
-		l.unchecked.Inc()
-		l.d.logger.Warn("reading a tenant's dispatch limits failed; using the last known", "tenant", id, "err", err)
+		l.cfg.Metrics.limitUnchecked.Inc()
+		l.cfg.Logger.Warn("reading a tenant's dispatch limits failed; using the last known", "tenant", id, "err", err)
 	}
 	e.loading = false
 	if !e.loaded {
@@ -613,57 +359,4 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 		close(e.ready)
 	}
 	return e.limits
-}
-
-// holdUntil keeps a claim in memory until at, then hands it to the senders,
-// as the claimers do with claims taken ahead of their due time. It reports
-// false once the dispatcher is stopping: Run gives back what is held when
-// the send wheel has stopped, and a claim held after that would be stranded.
-func (d *Dispatcher) holdUntil(c *model.ClaimedTask, at time.Time) bool {
-	d.mu.Lock()
-	if d.stopping.Load() {
-		d.mu.Unlock()
-		return false
-	}
-	c.NextAttemptAt = &at
-	d.held[c.ID] = c
-	d.mu.Unlock()
-	d.limits.mu.Lock()
-	d.limits.slots[c.ID] = at
-	d.limits.mu.Unlock()
-	d.sendTimers.Schedule(c.ID, at)
-	return true
-}
-
-// deferClaimsUntil is deferClaims with a time of its own for each claim, in
-// one statement.
-func (d *Dispatcher) deferClaimsUntil(claims []*model.ClaimedTask, until []time.Time) {
-	items := make([]store.DeferredClaim, len(claims))
-	for i, c := range claims {
-		items[i] = store.DeferredClaim{ID: c.ID, Token: c.ClaimToken, NotBefore: until[i]}
-		d.settle(c.ID)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if d.redis != nil {
-		release := make([]store.AttemptClaim, len(claims))
-		for i, c := range claims {
-			release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}
-		}
-		if err := d.redis.ReleaseAttempts(ctx, release); err != nil {
-			d.metrics.redisErrors.Inc()
-			d.logger.Warn("releasing fire-once claims failed; they expire by themselves", "tasks", len(claims), "err", err)
-		}
-	}
-	if err := d.db.DeferClaimsUntil(ctx, items); err != nil {
-		d.metrics.storeErrors.WithLabelValues("defer").Inc()
-		d.logger.Error("giving claims back failed; their leases will expire and the sweep will recover them", "tasks", len(claims), "err", err)
-	}
-	if !d.stopping.Load() {
-		// Back in the wheel here, unless the node is stopping: then the next
-		// owner loads them.
-		for i, c := range claims {
-			d.Schedule(c.ID, until[i])
-		}
-	}
 }

@@ -3,10 +3,47 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/store"
 )
+
+// recordStore is what the recorder needs of Postgres.
+type recordStore interface {
+	RecordAttempts(ctx context.Context, results []store.AttemptResult) ([]error, error)
+	RecordAttempt(ctx context.Context, r store.AttemptResult) error
+}
+
+// recorderConfig configures newRecorder. Every field is required.
+type recorderConfig struct {
+	Store   recordStore
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *metrics
+	// Queue is how many attempts may wait for a recorder before record
+	// blocks.
+	Queue int
+	// Batch and Delay shape the batches: up to Batch attempts gathered for
+	// at most Delay after the first.
+	Batch int
+	Delay time.Duration
+	// GiveUpAfter is how long a batch is retried while Postgres is away
+	// before it is written row by row.
+	GiveUpAfter time.Duration
+}
+
+// recorder writes finished attempts to Postgres in batches.
+type recorder struct {
+	cfg recorderConfig
+	// records carries finished attempts from the senders to the recorders.
+	records chan recordRequest
+}
+
+func newRecorder(cfg recorderConfig) *recorder {
+	return &recorder{cfg: cfg, records: make(chan recordRequest, cfg.Queue)}
+}
 
 // recordRequest is one attempt waiting to be written, and what to do once
 // it is durable (err nil) or known lost.
@@ -21,25 +58,29 @@ type recordRequest struct {
 // commits, which otherwise held every send slot for a commit's time on top
 // of the request's. Attempts sent and not yet written are bounded all the
 // same, by the claim budget, since a task's budget returns only in then.
-func (d *Dispatcher) record(r store.AttemptResult, then func(err error)) {
-	d.records <- recordRequest{result: r, then: then}
+func (rec *recorder) record(r store.AttemptResult, then func(err error)) {
+	rec.records <- recordRequest{result: r, then: then}
 }
 
-// runRecorder writes attempts in batches: one statement and one commit for
-// up to RecordBatch attempts, gathered for at most RecordDelay after the
-// first. Under load the batches fill by themselves while the previous one
+// close tells the recorders that no more attempts come: Run returns once
+// the last are written.
+func (rec *recorder) close() { close(rec.records) }
+
+// Run writes attempts in batches until close: one statement and one commit
+// for up to Batch attempts, gathered for at most Delay after the first;
+// several goroutines run it together. Under load the batches fill by themselves while the previous one
 // commits, which is what lets a node record thousands of attempts a second.
-func (d *Dispatcher) runRecorder() {
-	batch := make([]recordRequest, 0, d.cfg.RecordBatch)
-	timer := d.clock.NewTimer(time.Hour)
+func (rec *recorder) Run() {
+	batch := make([]recordRequest, 0, rec.cfg.Batch)
+	timer := rec.cfg.Clock.NewTimer(time.Hour)
 	timer.Stop()
-	for first := range d.records {
+	for first := range rec.records {
 		batch = append(batch[:0], first)
-		timer.Reset(d.cfg.RecordDelay)
+		timer.Reset(rec.cfg.Delay)
 	gather:
 		for len(batch) < cap(batch) {
 			select {
-			case r, ok := <-d.records:
+			case r, ok := <-rec.records:
 				if !ok {
 					break gather
 				}
@@ -49,7 +90,7 @@ func (d *Dispatcher) runRecorder() {
 			}
 		}
 		timer.Stop()
-		d.flush(batch)
+		rec.flush(batch)
 	}
 }
 
@@ -57,17 +98,17 @@ func (d *Dispatcher) runRecorder() {
 // already have these webhooks: giving up would mean sending them twice); a
 // batch that keeps failing for another reason is written row by row so one
 // bad row cannot sink the others.
-func (d *Dispatcher) flush(batch []recordRequest) {
-	d.metrics.recordBatch.Observe(float64(len(batch)))
+func (rec *recorder) flush(batch []recordRequest) {
+	rec.cfg.Metrics.recordBatch.Observe(float64(len(batch)))
 	results := make([]store.AttemptResult, len(batch))
 	for i, r := range batch {
 		results[i] = r.result
 	}
-	deadline := d.clock.Now().Add(d.cfg.LeaseMargin)
+	deadline := rec.cfg.Clock.Now().Add(rec.cfg.GiveUpAfter)
 	backoff := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs, err := d.db.RecordAttempts(ctx, results)
+		errs, err := rec.cfg.Store.RecordAttempts(ctx, results)
 		cancel()
 		if err == nil {
 			for i, r := range batch {
@@ -75,21 +116,21 @@ func (d *Dispatcher) flush(batch []recordRequest) {
 			}
 			return
 		}
-		d.metrics.storeErrors.WithLabelValues("record").Inc()
-		if d.clock.Now().After(deadline) {
+		rec.cfg.Metrics.storeErrors.WithLabelValues("record").Inc()
+		if rec.cfg.Clock.Now().After(deadline) {
 			break
 		}
-		d.logger.Warn("recording attempts failed; retrying", "attempts", len(batch), "err", err, "in", backoff)
-		t := d.clock.NewTimer(backoff)
+		rec.cfg.Logger.Warn("recording attempts failed; retrying", "attempts", len(batch), "err", err, "in", backoff)
+		t := rec.cfg.Clock.NewTimer(backoff)
 		<-t.C()
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	for _, r := range batch {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := d.db.RecordAttempt(ctx, r.result)
+		err := rec.cfg.Store.RecordAttempt(ctx, r.result)
 		cancel()
 		if err != nil && !errors.Is(err, store.ErrClaimLost) {
-			d.metrics.storeErrors.WithLabelValues("record").Inc()
+			rec.cfg.Metrics.storeErrors.WithLabelValues("record").Inc()
 		}
 		r.then(err)
 	}

@@ -1,4 +1,4 @@
-package dispatcher
+package wheel
 
 import (
 	"context"
@@ -59,7 +59,7 @@ type Timers struct {
 // nil, a programming error.
 func NewTimers(cfg TimersConfig) *Timers {
 	if cfg.Fire == nil {
-		panic("dispatcher: TimersConfig.Fire is required")
+		panic("wheel: TimersConfig.Fire is required")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()

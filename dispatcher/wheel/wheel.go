@@ -1,4 +1,10 @@
-package dispatcher
+// Package wheel fires callbacks at millisecond instants for millions of
+// pending timers at a constant cost each: a hierarchical timing wheel (Wheel)
+// and its concurrent driver (Timers). It is its own package because it knows
+// nothing of tasks, claims or Postgres: the dispatcher keeps two of them (one
+// to claim tasks ahead of time, one to send held claims on time), and the
+// wheel's tests and benchmarks exercise it alone.
+package wheel
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package dispatcher
+package wheel
 
 import (
 	"encoding/binary"

@@ -1,0 +1,88 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// deferStore is what giving claims back needs of Postgres.
+type deferStore interface {
+	DeferClaimsUntil(ctx context.Context, claims []store.DeferredClaim) error
+}
+
+// deferrerConfig configures newDeferrer. Every field is required unless it
+// says otherwise.
+type deferrerConfig struct {
+	Store deferStore
+	// FireOnce frees the claims' Redis fire-once keys. Nil without Redis.
+	FireOnce fireOnceReleaser
+	Logger   *slog.Logger
+	Metrics  *metrics
+	// Settle returns each claim's share of the claim budget.
+	Settle func(id uuid.UUID)
+	// Schedule puts each claim back in the wheel at its new time.
+	Schedule func(id uuid.UUID, at time.Time)
+	// Stopping reports that the dispatcher is stopping: claims given back
+	// then are left to the next owner rather than armed here.
+	Stopping func() bool
+}
+
+// deferrer gives claims back unsent: the one way every part hands back what
+// it will not send (shutdown, fire-once conflicts, rate and concurrency
+// limits, busy targets, open breakers). No attempt is spent.
+type deferrer struct {
+	cfg deferrerConfig
+}
+
+func newDeferrer(cfg deferrerConfig) *deferrer { return &deferrer{cfg: cfg} }
+
+// asDue keeps a deferred claim due as it was.
+func asDue(int) time.Time { return time.Time{} }
+
+// Defer gives claims back, each to wait until(i) for claims[i] or its due
+// time if later (the zero time: due as it was), in one statement.
+func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Time) {
+	if len(claims) == 0 {
+		return
+	}
+	items := make([]store.DeferredClaim, len(claims))
+	for i, c := range claims {
+		items[i] = store.DeferredClaim{ID: c.ID, Token: c.ClaimToken, NotBefore: until(i)}
+		d.cfg.Settle(c.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if d.cfg.FireOnce != nil {
+		// Let whoever sends these attempts take them in Redis too (a
+		// no-op for claims that another sender held all along).
+		release := make([]store.AttemptClaim, len(claims))
+		for i, c := range claims {
+			release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}
+		}
+		if err := d.cfg.FireOnce.ReleaseAttempts(ctx, release); err != nil {
+			d.cfg.Metrics.redisErrors.Inc()
+			d.cfg.Logger.Warn("releasing fire-once claims failed; they expire by themselves", "tasks", len(claims), "err", err)
+		}
+	}
+	if err := d.cfg.Store.DeferClaimsUntil(ctx, items); err != nil {
+		d.cfg.Metrics.storeErrors.WithLabelValues("defer").Inc()
+		d.cfg.Logger.Error("giving claims back failed; their leases will expire and the sweep will recover them", "tasks", len(claims), "err", err)
+	}
+	if !d.cfg.Stopping() {
+		// Back in the wheel here, unless the node is stopping: then the next
+		// owner loads them.
+		for i, c := range claims {
+			at := items[i].NotBefore
+			if c.NextAttemptAt != nil && c.NextAttemptAt.After(at) {
+				at = *c.NextAttemptAt
+			}
+			d.cfg.Schedule(c.ID, at)
+		}
+	}
+}

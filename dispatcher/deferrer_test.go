@@ -1,0 +1,98 @@
+package dispatcher
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+type deferrerBundle struct {
+	db        *store.DB
+	redis     *store.Redis
+	deferrer  *deferrer
+	tenant    uuid.UUID
+	settled   chan uuid.UUID
+	scheduled chan dueAt
+	stopping  atomic.Bool
+}
+
+func setupDeferrer(t *testing.T) *deferrerBundle {
+	t.Helper()
+	b := &deferrerBundle{db: testenv.DB(t), redis: testenv.Redis(t), settled: make(chan uuid.UUID, 16), scheduled: make(chan dueAt, 16)}
+	b.tenant = createTenant(t, b.db, model.Limits{})
+	b.deferrer = newDeferrer(deferrerConfig{
+		Store: b.db, FireOnce: b.redis, Logger: quietLogger(), Metrics: testMetrics(t),
+		Settle:   func(id uuid.UUID) { b.settled <- id },
+		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
+		Stopping: b.stopping.Load,
+	})
+	return b
+}
+
+// TestDeferrer gives claims back, due as they were or later, and checks that
+// each waits again in Postgres without an attempt spent, is free in Redis for
+// the next sender, has its budget settled, and is armed again here unless
+// the node is stopping.
+func TestDeferrer(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		until    time.Duration // from the task's due time; 0: due as it was
+		stopping bool
+	}{
+		{name: "due as it was"},
+		{name: "later", until: time.Minute},
+		{name: "earlier than due keeps its due time", until: -time.Minute},
+		{name: "stopping: left to the next owner", stopping: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setupDeferrer(t)
+			b.stopping.Store(tc.stopping)
+			due := time.Now().Add(-time.Second).Truncate(time.Microsecond)
+			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
+			c := claimNow(t, b.db, task.ID)[0]
+			fireOnce := store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: time.Minute}
+			held, err := b.redis.ClaimAttempts(ctx, []store.AttemptClaim{fireOnce})
+			require.NoError(t, err)
+			require.True(t, held[0])
+
+			var until time.Time
+			if tc.until != 0 {
+				until = due.Add(tc.until)
+			}
+			b.deferrer.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return until })
+
+			want := due
+			if until.After(due) {
+				want = until
+			}
+			got := taskOf(t, b.db, b.tenant, task.ID)
+			require.Equal(t, model.StatusScheduled, got.Status)
+			require.Zero(t, got.Attempts, "no attempt spent")
+			require.True(t, want.Equal(*got.NextAttemptAt), "due %s, want %s", got.NextAttemptAt, want)
+			require.Equal(t, c.ID, receive(t, b.settled))
+			if tc.stopping {
+				require.Empty(t, b.scheduled)
+			} else {
+				armed := receive(t, b.scheduled)
+				require.Equal(t, c.ID, armed.id)
+				require.True(t, want.Equal(armed.at))
+			}
+			fireOnce.Token = uuid.New()
+			held, err = b.redis.ClaimAttempts(ctx, []store.AttemptClaim{fireOnce})
+			require.NoError(t, err)
+			require.True(t, held[0], "the attempt is free in Redis for the next sender")
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package dispatcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testMetrics registers a fresh set of metrics for one test.
+func testMetrics(t *testing.T) *metrics {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return m
+}
+
+// counterValue reads a counter or gauge.
+func counterValue(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	require.NoError(t, c.Write(&out))
+	switch {
+	case out.Counter != nil:
+		return out.Counter.GetValue()
+	case out.Gauge != nil:
+		return out.Gauge.GetValue()
+	}
+	t.Fatalf("not a counter or gauge: %v", &out)
+	return 0
+}
+
+// histogramCount reads how many observations a histogram has, and their sum.
+func histogramCount(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var out dto.Metric
+	require.NoError(t, h.Write(&out))
+	return out.Histogram.GetSampleCount(), out.Histogram.GetSampleSum()
+}
+
+func allPartitions() []int16 {
+	all := make([]int16, model.Partitions)
+	for i := range all {
+		all[i] = int16(i)
+	}
+	return all
+}
+
+// createTenant stores a tenant with the given dispatch limits.
+func createTenant(t *testing.T, db *store.DB, limits model.Limits) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8], SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h")}))
+	if !limits.Unlimited() {
+		_, err := db.SetTenantLimits(ctx, tenant.ID, limits)
+		require.NoError(t, err)
+	}
+	return tenant.ID
+}
+
+// insertTask stores a task of the tenant to url, due at runAt.
+func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, url string, runAt time.Time) *model.Task {
+	t.Helper()
+	task := &model.Task{
+		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, URL: url, Method: "POST",
+		Body: []byte(`{"n":1}`), RunAt: runAt.Truncate(time.Microsecond), Timeout: 5 * time.Second,
+		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute,
+	}
+	_, created, err := db.InsertTask(context.Background(), task, false)
+	require.NoError(t, err)
+	require.True(t, created)
+	return task
+}
+
+// claimNow claims the tasks in Postgres as a claimer would, for parts that
+// start from claims.
+func claimNow(t *testing.T, db *store.DB, ids ...uuid.UUID) []*model.ClaimedTask {
+	t.Helper()
+	claims, err := db.ClaimTasks(context.Background(), uuid.New(), allPartitions(), ids, time.Now().Add(time.Minute), 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, claims, len(ids))
+	for _, c := range claims {
+		c.ClaimedAt = time.Now()
+	}
+	return claims
+}
+
+// taskOf reads a task back.
+func taskOf(t *testing.T, db *store.DB, tenantID, id uuid.UUID) *model.Task {
+	t.Helper()
+	task, err := db.GetTask(context.Background(), tenantID, id)
+	require.NoError(t, err)
+	return task
+}
+
+// receive waits for one value on ch, failing the test after a while.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received in 10s")
+		panic("unreachable")
+	}
+}
+
+// waitTimers waits until the code under test waits on n timers of the fake
+// clock, failing the test after a while.
+func waitTimers(t *testing.T, fake *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, fake.WaitForTimers(ctx, n), "waiting for %d timers", n)
+}

@@ -1,0 +1,308 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// The concurrency half of the dispatch limits (see ratelimit.go): decided
+// at the instant of sending, with claims that find every slot taken waiting
+// here, per (tenant, host), in due order, without holding a sender.
+
+// admit decides, at the instant c is about to be sent, what only that
+// instant can: a concurrency slot, and a new rate slot if c is too late for
+// the one it was given when claimed. When c may be sent, release must be
+// called once the send is over. When it may not, c has been deferred or
+// waits for a concurrency slot: the caller is done with it.
+func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
+	noop := func() {}
+	if l.cfg.Limiter == nil {
+		return noop, true
+	}
+	limit := l.limitFor(c)
+	now := l.cfg.Clock.Now()
+	// The slot it was given when claimed, if any: forgotten as c is sent or
+	// leaves, kept while it waits here for a concurrency slot.
+	l.mu.Lock()
+	slot, decided := l.slots[c.ID]
+	delete(l.slots, c.ID)
+	l.mu.Unlock()
+	if limit.Rate > 0 && decided && now.Sub(slot) < store.DispatchGrace(limit.Rate) {
+		limit.Rate = 0 // the slot it was given when claimed still holds
+	}
+	if !limit.Limited() {
+		return noop, true
+	}
+	key := gateKey{c.TenantID, limit.Host}
+	park := func(front bool) {
+		l.mu.Lock()
+		outcome, ahead := l.parkLocked(key, c, front, limit.Concurrency)
+		if outcome == parkWaiting && decided {
+			l.slots[c.ID] = slot
+		}
+		l.mu.Unlock()
+		switch outcome {
+		case parkStopped:
+			l.giveBack(c, time.Time{})
+		case parkCrowded:
+			// As many wait here already as make sense: back to the queue
+			// until this one's turn is likely to come.
+			perSlot := max(l.cfg.SendTime(targetKey(c.URL)), time.Millisecond)
+			wait := time.Duration(float64(ahead+1) / float64(limit.Concurrency) * float64(perSlot))
+			l.giveBack(c, l.cfg.Clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
+		}
+	}
+
+	head, queued := false, false
+	l.mu.Lock()
+	if g := l.gates[key]; g != nil {
+		switch {
+		case g.head == c.ID:
+			head, g.head = true, uuid.Nil
+		case limit.Concurrency > 0 && (len(g.queue) > 0 || g.head != uuid.Nil):
+			queued = true
+		}
+	}
+	l.mu.Unlock()
+	if queued {
+		// Others wait for a slot already: queue behind them.
+		park(false)
+		return nil, false
+	}
+
+	if l.skipping(1) {
+		if head {
+			l.kickGate(key)
+		}
+		return noop, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
+	defer cancel()
+	admission, err := l.cfg.Limiter.AdmitDispatch(ctx, store.DispatchRequest{
+		Limit: limit, TaskID: c.ID, Token: c.ClaimToken, Lease: c.Timeout + l.cfg.LeaseMargin, At: now})
+	if err != nil {
+		l.failed(1, err)
+		if head {
+			l.kickGate(key)
+		}
+		return noop, true
+	}
+	switch admission.Outcome {
+	case store.DispatchNow:
+		if head {
+			// A slot was free; the next in line may find one too.
+			l.kickGate(key)
+		}
+		if limit.Concurrency == 0 {
+			return noop, true
+		}
+		return func() { l.release(key, limit, c) }, true
+	case store.DispatchLater:
+		if head {
+			l.kickGate(key)
+		}
+		l.cfg.Metrics.deferrals.WithLabelValues("rate_limit").Inc()
+		at := now.Add(admission.Wait)
+		if admission.Wait > holdWithin || !l.holdUntil(c, at) {
+			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return at })
+		}
+		return nil, false
+	default: // store.DispatchBusy
+		park(head)
+		return nil, false
+	}
+}
+
+type parkOutcome int
+
+const (
+	parkWaiting parkOutcome = iota // queued for a concurrency slot
+	parkStopped                    // the dispatcher is stopping: give c back
+	parkCrowded                    // too many wait already: give c back for a while
+)
+
+// maxGateWaiting is how many claims may wait for the concurrency slots of one
+// (tenant, host) on a node: enough to keep the slots busy, and never so many
+// that a slow host holds much of the node's claim budget (MaxClaimed) while
+// other tenants' tasks wait to be claimed.
+func (l *dispatchLimits) maxGateWaiting(concurrency int) int {
+	return max(1, min(4*concurrency+16, l.cfg.MaxWaitingPerTarget))
+}
+
+// parkLocked queues c for a concurrency slot, at the front when it was first
+// in line already; ahead is how many wait before it.
+func (l *dispatchLimits) parkLocked(key gateKey, c *model.ClaimedTask, front bool, concurrency int) (_ parkOutcome, ahead int) {
+	if l.stopped {
+		return parkStopped, 0
+	}
+	g := l.gates[key]
+	if g == nil {
+		g = &gate{}
+		l.gates[key] = g
+	}
+	if !front && len(g.queue) >= l.maxGateWaiting(concurrency) {
+		return parkCrowded, len(g.queue)
+	}
+	if front {
+		g.queue = append([]*model.ClaimedTask{c}, g.queue...)
+	} else {
+		g.queue = append(g.queue, c)
+	}
+	l.waiting++
+	l.signal()
+	return parkWaiting, len(g.queue) - 1
+}
+
+// release gives back c's concurrency slot and lets the first in line try it.
+func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *model.ClaimedTask) {
+	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
+	defer cancel()
+	if err := l.cfg.Limiter.ReleaseDispatch(ctx, limit, c.ID, c.ClaimToken); err != nil {
+		l.cfg.Logger.Warn("releasing a dispatch slot failed; it comes back when its lease ends",
+			"task", c.ID, "host", limit.Host, "err", err)
+	}
+	l.kickGate(key)
+}
+
+func (l *dispatchLimits) kickGate(key gateKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.gates[key]; g != nil {
+		g.kick = true
+		l.signal()
+	}
+}
+
+// signal wakes the waker; l.mu may be held.
+func (l *dispatchLimits) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// giveBack hands an unsent claim back to the queue, due at notBefore (zero:
+// as it was).
+func (l *dispatchLimits) giveBack(c *model.ClaimedTask, notBefore time.Time) {
+	l.cfg.Metrics.deferrals.WithLabelValues("concurrency").Inc()
+	l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return notBefore })
+}
+
+// run is the waker: it hands the first claim waiting at each kicked gate
+// back to the senders, polls the gates whose slots are held elsewhere, and
+// gives back claims that waited too long. It returns when ctx ends, after
+// giving back every claim still waiting.
+func (l *dispatchLimits) run(ctx context.Context) {
+	// The poll runs only while claims wait, and is not pushed back by
+	// wakes: gates waiting on other nodes' slots are polled even while
+	// sends to other gates keep waking the waker.
+	poll := l.cfg.Clock.NewTimer(waitPoll)
+	defer poll.Stop()
+	armed := true
+	for {
+		tick := false
+		select {
+		case <-ctx.Done():
+			l.stop()
+			return
+		case <-l.wake:
+		case <-poll.C():
+			tick, armed = true, false
+		}
+		heads, expired, more := l.next(tick)
+		if len(expired) > 0 {
+			l.cfg.Metrics.deferrals.WithLabelValues("concurrency").Add(float64(len(expired)))
+			l.cfg.Defer(expired, asDue)
+		}
+		if more && !armed {
+			poll.Reset(waitPoll)
+			armed = true
+		}
+		for i, c := range heads {
+			select {
+			case l.cfg.Send <- c:
+			case <-ctx.Done():
+				l.cfg.Defer(heads[i:], asDue)
+				l.stop()
+				return
+			}
+		}
+	}
+}
+
+// next takes, from every kicked gate (every gate on a poll tick) that has no
+// claim out trying already, its first claim to try again; and every claim
+// that has waited past half its lease margin. more reports whether claims
+// are still waiting.
+func (l *dispatchLimits) next(tick bool) (heads, expired []*model.ClaimedTask, more bool) {
+	now := l.cfg.Clock.Now()
+	maxWait := l.cfg.LeaseMargin / 2
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, g := range l.gates {
+		kept := g.queue[:0]
+		for _, c := range g.queue {
+			if now.Sub(c.ClaimedAt) > maxWait {
+				expired = append(expired, c)
+				l.waiting--
+				continue
+			}
+			kept = append(kept, c)
+		}
+		clear(g.queue[len(kept):])
+		g.queue = kept
+		if g.head != uuid.Nil && now.Sub(g.headSince) > headTransit {
+			g.head = uuid.Nil
+		}
+		if (g.kick || tick) && g.head == uuid.Nil && len(g.queue) > 0 {
+			c := g.queue[0]
+			g.queue[0] = nil
+			g.queue = g.queue[1:]
+			l.waiting--
+			g.head, g.headSince = c.ID, now
+			heads = append(heads, c)
+		}
+		g.kick = false
+		if len(g.queue) == 0 && g.head == uuid.Nil {
+			delete(l.gates, key)
+		}
+	}
+	return heads, expired, l.waiting > 0
+}
+
+// stop gives back every waiting claim and refuses new ones.
+func (l *dispatchLimits) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	var unsent []*model.ClaimedTask
+	for key, g := range l.gates {
+		unsent = append(unsent, g.queue...)
+		delete(l.gates, key)
+	}
+	l.waiting = 0
+	l.mu.Unlock()
+	if len(unsent) > 0 {
+		l.cfg.Defer(unsent, asDue)
+	}
+}
+
+// holdUntil holds c in memory until its rate slot at, which it keeps: it
+// reports false when the dispatcher is stopping and c must be given back.
+func (l *dispatchLimits) holdUntil(c *model.ClaimedTask, at time.Time) bool {
+	// The slot is known before the hold can release c to a sender.
+	l.mu.Lock()
+	l.slots[c.ID] = at
+	l.mu.Unlock()
+	if l.cfg.HoldUntil(c, at) {
+		return true
+	}
+	l.mu.Lock()
+	delete(l.slots, c.ID)
+	l.mu.Unlock()
+	return false
+}
