@@ -123,7 +123,7 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 		// Whole seconds: Postgres keeps microseconds, so times round-trip exactly.
 		Clock: clock.NewFake(time.Now().UTC().Truncate(time.Second)),
 	}
-	taskService, err := tasks.New(tasks.Config{Store: taskStore{db}, Announcer: h.Sched, Clock: h.Clock})
+	taskService, err := tasks.New(tasks.Config{Store: db, Announcer: h.Sched, Clock: h.Clock})
 	require.NoError(t, err)
 	redis := testenv.Redis(t)
 	cfg := api.Config{
@@ -145,22 +145,6 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 	h.URL = ts.URL
 	h.Client = h.client("")
 	return h
-}
-
-// taskStore adapts the store's batch insert to the task service's result
-// type, as the composition root does.
-type taskStore struct{ *store.DB }
-
-func (s taskStore) InsertTasks(ctx context.Context, ts []*model.Task, notifyBefore time.Time) ([]tasks.InsertResult, error) {
-	stored, err := s.DB.InsertTasks(ctx, ts, notifyBefore)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tasks.InsertResult, len(stored))
-	for i, r := range stored {
-		out[i] = tasks.InsertResult{Created: r.Created, Existing: r.Existing}
-	}
-	return out, nil
 }
 
 // withRedis points both the readiness check and the API rate limiter at r.

@@ -13,7 +13,7 @@ import (
 
 // deferStore is what giving claims back needs of Postgres.
 type deferStore interface {
-	DeferClaimsUntil(ctx context.Context, claims []store.DeferredClaim) error
+	DeferClaims(ctx context.Context, claims []store.DeferredClaim) error
 }
 
 // deferrerConfig configures newDeferrer. Every field is required unless it
@@ -70,7 +70,7 @@ func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Tim
 			d.cfg.Logger.Warn("releasing fire-once claims failed; they expire by themselves", "tasks", len(claims), "err", err)
 		}
 	}
-	if err := d.cfg.Store.DeferClaimsUntil(ctx, items); err != nil {
+	if err := d.cfg.Store.DeferClaims(ctx, items); err != nil {
 		d.cfg.Metrics.storeErrors.WithLabelValues("defer").Inc()
 		d.cfg.Logger.Error("giving claims back failed; their leases will expire and the sweep will recover them", "tasks", len(claims), "err", err)
 	}

@@ -56,18 +56,6 @@ SELECT ` + taskColumns + ` FROM tasks
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
 	AND idempotency_key IS NOT NULL`
 
-// InsertResult is what InsertTasks did with one task.
-type InsertResult struct {
-	// Created says the task was stored; its Status, NextAttemptAt, CreatedAt
-	// and UpdatedAt are then filled in.
-	Created bool
-	// Existing, when the task was not created, is the task that already holds
-	// its idempotency key: stored before, or created by an earlier task of
-	// the same call. The caller tells a replay from a reused key by comparing
-	// RequestHash.
-	Existing *model.Task
-}
-
 // InsertTasks stores new scheduled tasks, like InsertTask, in one statement
 // and one round trip; a second one reads the tasks whose idempotency key was
 // already taken, when there are any. results[i] tells what became of
@@ -76,13 +64,13 @@ type InsertResult struct {
 // announced on DueNotifyChannel on commit.
 //
 // The statement is all or nothing: an error stores none of the tasks.
-func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]InsertResult, error) {
+func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
 	type tenantKey struct {
 		tenant uuid.UUID
 		key    string
 	}
 	var (
-		results = make([]InsertResult, len(tasks))
+		results = make([]model.InsertResult, len(tasks))
 		// dupOf maps a task to the earlier task of this call holding its key.
 		dupOf      = map[int]int{}
 		firstByKey = map[tenantKey]int{}

@@ -219,7 +219,7 @@ func TestInsertTasksConcurrentKeys(t *testing.T) {
 	// Eight batches race over the same 100 keys, each in its own order: every
 	// key ends up with exactly one task, and every batch sees that task.
 	const batches, keys = 8, 100
-	results := make([][]store.InsertResult, batches)
+	results := make([][]model.InsertResult, batches)
 	inputs := make([][]*model.Task, batches)
 	for b := range batches {
 		for k := range keys {

@@ -101,23 +101,6 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
 	}
 }
 
-const queryDeferClaims = `-- name: DeferClaims
-UPDATE tasks SET status = CASE WHEN attempts > attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
-	attempts = attempts - 1, next_attempt_at = greatest(next_attempt_at, $3),
-	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id = ANY($1) AND status = 'dispatching' AND claim_token = $2`
-
-// DeferClaims hands claimed tasks back unsent, as if never claimed, to wait
-// again until notBefore (or their due time, if later): for claims a node
-// shutting down will not send, or that it must not send yet. No attempt is
-// spent.
-func (db *DB) DeferClaims(ctx context.Context, ids []uuid.UUID, token uuid.UUID, notBefore time.Time) error {
-	if _, err := db.pool.Exec(ctx, queryDeferClaims, ids, token, notBefore); err != nil {
-		return fmt.Errorf("defer %d claims: %w", len(ids), err)
-	}
-	return nil
-}
-
 // staleClaim selects the dispatching tasks of partitions $2 whose owner is
 // gone: the lease ran out, or the claiming node stopped heartbeating. A
 // claim without a node (written by an older hookwheel) waits for its lease.
@@ -202,27 +185,28 @@ type DeferredClaim struct {
 	NotBefore time.Time
 }
 
-// As DeferClaims (dispatch.go), each claim with a time of its own.
-const queryDeferClaimsUntil = `-- name: DeferClaimsUntil
+const queryDeferClaims = `-- name: DeferClaims
 UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
 	attempts = t.attempts - 1, next_attempt_at = greatest(t.next_attempt_at, d.not_before),
 	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
 WHERE t.id = d.id AND t.status = 'dispatching' AND t.claim_token = d.token`
 
-// DeferClaimsUntil hands claimed tasks back unsent, each to wait until its
-// own NotBefore (or its due time, if later), in one statement: a rate limit
+// DeferClaims hands claimed tasks back unsent, as if never claimed, each to
+// wait until its own NotBefore (or its due time, if later; a zero NotBefore
+// keeps it due as it was): for claims a node shutting down will not send, or
+// that it must not send yet. One statement for them all: a rate limit
 // defers hundreds of tasks at once, each to a slot of its own, and a commit
 // apiece would take longer than the first slots are away. No attempt is
 // spent; claims no longer held under their token are left alone.
-func (db *DB) DeferClaimsUntil(ctx context.Context, claims []DeferredClaim) error {
+func (db *DB) DeferClaims(ctx context.Context, claims []DeferredClaim) error {
 	ids := make([]uuid.UUID, len(claims))
 	tokens := make([]uuid.UUID, len(claims))
 	notBefore := make([]time.Time, len(claims))
 	for i, c := range claims {
 		ids[i], tokens[i], notBefore[i] = c.ID, c.Token, c.NotBefore
 	}
-	if _, err := db.pool.Exec(ctx, queryDeferClaimsUntil, ids, tokens, notBefore); err != nil {
+	if _, err := db.pool.Exec(ctx, queryDeferClaims, ids, tokens, notBefore); err != nil {
 		return fmt.Errorf("defer %d claims: %w", len(claims), err)
 	}
 	return nil

@@ -907,7 +907,7 @@ func TestDeferClaims(t *testing.T) {
 				token = uuid.New()
 			}
 			notBefore := µs(tt.notBefore(now))
-			require.NoError(t, db.DeferClaims(ctx, []uuid.UUID{task.ID}, token, notBefore))
+			require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{{ID: task.ID, Token: token, NotBefore: notBefore}}))
 
 			require.Equal(t, bystanderClaimed, readTaskRow(t, pool, bystander.ID), "only the listed ids are deferred")
 			row := readTaskRow(t, pool, task.ID)

@@ -422,9 +422,9 @@ func TestAdmitDispatches(t *testing.T) {
 	require.Empty(t, got)
 }
 
-// TestDeferClaimsUntil: claims handed back in one statement, each due at its
+// TestDeferClaimsEachAtItsTime: claims handed back in one statement, each due at its
 // own time, with no attempt spent; a claim held under another token is left.
-func TestDeferClaimsUntil(t *testing.T) {
+func TestDeferClaimsEachAtItsTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, pool := openDB(t)
@@ -443,7 +443,7 @@ func TestDeferClaimsUntil(t *testing.T) {
 	token := claims[0].ClaimToken
 
 	later := []time.Time{µs(now.Add(time.Second)), µs(now.Add(2 * time.Second)), µs(now.Add(3 * time.Second))}
-	require.NoError(t, db.DeferClaimsUntil(ctx, []store.DeferredClaim{
+	require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{
 		{ID: tasks[0].ID, Token: token, NotBefore: later[0]},
 		{ID: tasks[1].ID, Token: token, NotBefore: later[1]},
 		{ID: tasks[2].ID, Token: uuid.New(), NotBefore: later[2]},
@@ -459,7 +459,7 @@ func TestDeferClaimsUntil(t *testing.T) {
 	require.Equal(t, later[1].UnixMicro(), row.NextAttemptAt.UnixMicro())
 	row = readTaskRow(t, pool, tasks[2].ID)
 	require.Equal(t, "dispatching", row.Status, "another token's claim is left alone")
-	require.NoError(t, db.DeferClaimsUntil(ctx, nil))
+	require.NoError(t, db.DeferClaims(ctx, nil))
 }
 
 // BenchmarkRateLimiter measures limiter decisions per second against the real

@@ -19,7 +19,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/store"
@@ -120,7 +119,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.
-	taskCfg := tasks.Config{Store: taskStore{n.db}, Lookahead: cfg.Dispatcher.Lookahead}
+	taskCfg := tasks.Config{Store: n.db, Lookahead: cfg.Dispatcher.Lookahead}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
 		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
@@ -236,22 +235,6 @@ func (n *Node) Breakers() []dispatcher.BreakerStatus {
 		return nil
 	}
 	return n.dispatcher.Breakers()
-}
-
-// taskStore is the store as the task service sees it. InsertTasks answers in
-// the store's own result type, which the service does not import.
-type taskStore struct{ *store.DB }
-
-func (s taskStore) InsertTasks(ctx context.Context, ts []*model.Task, notifyBefore time.Time) ([]tasks.InsertResult, error) {
-	stored, err := s.DB.InsertTasks(ctx, ts, notifyBefore)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tasks.InsertResult, len(stored))
-	for i, r := range stored {
-		out[i] = tasks.InsertResult{Created: r.Created, Existing: r.Existing}
-	}
-	return out, nil
 }
 
 // breakerSource shows the dispatcher's breakers to the admin API.

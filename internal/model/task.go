@@ -100,3 +100,15 @@ type ClaimedTask struct {
 // already past the loader's read, so whoever stores it must announce it to the
 // dispatchers; both sides take this one default.
 const DefaultLookahead = 30 * time.Second
+
+// InsertResult is what storing one task of a batch did.
+type InsertResult struct {
+	// Created says the task was stored; its Status, NextAttemptAt, CreatedAt
+	// and UpdatedAt are then filled in.
+	Created bool
+	// Existing, when the task was not created, is the task that already holds
+	// its idempotency key: stored before, or created by an earlier task of
+	// the same call. The caller tells a replay from a reused key by comparing
+	// RequestHash.
+	Existing *Task
+}

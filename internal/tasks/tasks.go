@@ -41,7 +41,7 @@ type Store interface {
 	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
 	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
 	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
-	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]InsertResult, error)
+	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
 	GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error)
 	ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error)
@@ -56,16 +56,6 @@ type Store interface {
 	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error)
-}
-
-// InsertResult is what the store did with one task of a batch.
-type InsertResult struct {
-	// Created says the task was stored, its Status, NextAttemptAt, CreatedAt
-	// and UpdatedAt filled in.
-	Created bool
-	// Existing, when the task was not created, is the task that already holds
-	// its idempotency key.
-	Existing *model.Task
 }
 
 // Config configures a Service.

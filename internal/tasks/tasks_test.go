@@ -99,29 +99,13 @@ func setup(t *testing.T, cfg setupConfig) (*tasks.Service, *testBundle) {
 	require.NoError(t, err)
 	b.tenant = &created.Tenant
 
-	tcfg := tasks.Config{Store: taskStore{db}, Announcer: b.announcer, Lookahead: cfg.configLookahead, Clock: b.clock}
+	tcfg := tasks.Config{Store: db, Announcer: b.announcer, Lookahead: cfg.configLookahead, Clock: b.clock}
 	if cfg.noAnnouncer {
 		tcfg.Announcer = nil
 	}
 	svc, err := tasks.New(tcfg)
 	require.NoError(t, err)
 	return svc, b
-}
-
-// taskStore adapts the store's batch insert to the service's result type, as
-// the composition root does.
-type taskStore struct{ *store.DB }
-
-func (s taskStore) InsertTasks(ctx context.Context, ts []*model.Task, notifyBefore time.Time) ([]tasks.InsertResult, error) {
-	stored, err := s.DB.InsertTasks(ctx, ts, notifyBefore)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tasks.InsertResult, len(stored))
-	for i, r := range stored {
-		out[i] = tasks.InsertResult{Created: r.Created, Existing: r.Existing}
-	}
-	return out, nil
 }
 
 // newTask is a valid task due in, after the fake clock's now. key "" means
