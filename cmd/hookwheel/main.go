@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/dispatcher"
-	"github.com/hookwheel/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
