@@ -28,7 +28,7 @@ import (
 // leave keys no cleanup finds), takes rates as whole requests per period where
 // tenants set fractional rates per second, and could not share the
 // microsecond arithmetic and key layout both limiters here use. gcra.lua is 30
-// lines with a test of every edge.
+// lines, tested through AllowAPIRequest in limits_test.go.
 
 func (r *Redis) apiRateKey(tenantID uuid.UUID) string {
 	return r.prefix + "{" + tenantID.String() + "}:api_rate"
