@@ -42,9 +42,9 @@ test: ## go vet and every test (-race), against Postgres and Redis
 # Extra flags for bench/cmd/hwbench, e.g. HWBENCH_FLAGS='-backlog 1000000,10000000' (see bench/README.md).
 HWBENCH_FLAGS ?=
 
-bench: ## dispatcher benchmarks, the end-to-end benchmark and the bench/ scenarios (short mode)
+bench: ## timing-wheel and signing benchmarks, the end-to-end benchmark and the bench/ scenarios (short mode)
 	@$(SERVICES_ENV)
-	$(GO) test -run '^$$' -bench . -benchmem ./dispatcher
+	$(GO) test -run '^$$' -bench . -benchmem ./dispatcher/... ./internal/signing
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 10m ./cmd/hookwheel/internal/e2e
 	$(GO) build -o $(BIN) ./cmd/hookwheel
 	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
