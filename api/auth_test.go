@@ -66,6 +66,7 @@ func TestTenantAuthentication(t *testing.T) {
 		{"secret with a byte changed", "Bearer hw_" + keyID + "_" + flipLast(secret)},
 		{"admin token", "Bearer " + adminToken},
 		{"revoked key", "Bearer " + revoked.APIKey},
+		{"key id not valid UTF-8", "Bearer hw_\xff\xfe_abc"},
 	}
 	routes := []struct{ method, path string }{
 		{http.MethodGet, "/v1/tasks"},

@@ -117,7 +117,23 @@ func parseAPIKey(key string) (keyID, secret string, ok bool) {
 	if !ok || keyID == "" || secret == "" || len(keyID) > 64 || len(secret) > 128 {
 		return "", "", false
 	}
+	// Only keyEncoding's alphabet: anything else (invalid UTF-8 included,
+	// which Postgres refuses with an error rather than "no such key") cannot
+	// be a key, and is refused without a query.
+	if !inKeyAlphabet(keyID) || !inKeyAlphabet(secret) {
+		return "", "", false
+	}
 	return keyID, secret, true
+}
+
+// inKeyAlphabet reports whether s uses only the characters keyEncoding writes.
+func inKeyAlphabet(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // Authenticate returns the tenant a key belongs to, or ErrUnauthenticated.

@@ -39,6 +39,9 @@ func TestAuthenticate(t *testing.T) {
 		"one character off":        acme.APIKey[:len(acme.APIKey)-1] + otherThan(acme.APIKey[len(acme.APIKey)-1:]),
 		"trailing garbage":         acme.APIKey + "x",
 		"key id of another tenant": "hw_" + otherKeyID + "_" + strings.TrimPrefix(acme.APIKey, "hw_"+keyID+"_"),
+		"invalid UTF-8 key id":     "hw_\xff\xfe_abc",
+		"upper-case key id":        "hw_" + strings.ToUpper(keyID) + "_" + otherSecret,
+		"NUL in the secret":        "hw_" + keyID + "_abc\x00def",
 	} {
 		_, err := svc.Authenticate(ctx, key)
 		require.ErrorIs(t, err, tenants.ErrUnauthenticated, name)
