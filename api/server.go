@@ -74,7 +74,9 @@ type Limits struct {
 	// MaxScheduleAhead is how far ahead a task may be scheduled. Default 365 days.
 	MaxScheduleAhead time.Duration
 	// DefaultTimeout is a task's per-attempt timeout when it gives none (30s);
-	// MaxTimeout the longest it may give (30m).
+	// MaxTimeout the longest it may give (5m): an attempt holds a
+	// connection and a share of its tenant's senders while it waits, and a
+	// receiver that never answers holds them this long.
 	DefaultTimeout, MaxTimeout time.Duration
 }
 
@@ -102,7 +104,7 @@ func (c *Config) setDefaults() error {
 		c.Limits.DefaultTimeout = 30 * time.Second
 	}
 	if c.Limits.MaxTimeout <= 0 {
-		c.Limits.MaxTimeout = 30 * time.Minute
+		c.Limits.MaxTimeout = 5 * time.Minute
 	}
 	return nil
 }

@@ -88,6 +88,7 @@ func TestCreateTaskValidation(t *testing.T) {
 		// timeout
 		{name: "timeout 0s", body: taskBody(t, map[string]any{"timeout": "0s"}), want: 422, field: "timeout"},
 		{name: "timeout 2h", body: taskBody(t, map[string]any{"timeout": "2h"}), want: 422, field: "timeout"},
+		{name: "timeout above the 5m default maximum", body: taskBody(t, map[string]any{"timeout": "5m1s"}), want: 422, field: "timeout"},
 		{name: "timeout 999ms", body: taskBody(t, map[string]any{"timeout": "999ms"}), want: 422, field: "timeout"},
 		{name: "timeout not a duration", body: taskBody(t, map[string]any{"timeout": "soon"}), want: 422, field: "timeout"},
 		// retry
@@ -168,7 +169,7 @@ func TestCreateTaskValidBoundaries(t *testing.T) {
 		{"run_at exactly at the horizon", map[string]any{"run_at": now.Add(365 * 24 * time.Hour).Format(time.RFC3339)}, ""},
 		{"delay 0s", map[string]any{"delay": "0s"}, ""},
 		{"timeout 1s", map[string]any{"timeout": "1s"}, ""},
-		{"timeout 30m", map[string]any{"timeout": "30m"}, ""},
+		{"timeout 5m, the default maximum", map[string]any{"timeout": "5m"}, ""},
 		{"max_attempts 1", map[string]any{"retry": map[string]any{"max_attempts": 1}}, ""},
 		{"max_attempts 100", map[string]any{"retry": map[string]any{"max_attempts": 100}}, ""},
 		{"min_backoff 100ms", map[string]any{"retry": map[string]any{"min_backoff": "100ms"}}, ""},

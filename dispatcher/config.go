@@ -37,8 +37,34 @@ type Config struct {
 	// HTTPClient sends the webhooks. Default: a pooled client that dials
 	// through Guard, never uses a proxy and never follows redirects.
 	HTTPClient *http.Client
-	// Senders is the number of concurrent webhook sends. Default 128.
+	// Senders is the most webhook sends in flight on this node at once,
+	// across tenants. Default 1024. Each send is a goroutine and a
+	// connection while it waits for its answer.
 	Senders int
+	// SendersPerTenant is a tenant's share of them: the most of its sends
+	// in flight, or waiting for a slot of their target, at once. Its
+	// receivers that never answer hold this share and no one else's.
+	// Default 128.
+	SendersPerTenant int
+	// SendBytes and SendBytesPerTenant bound the webhook bodies in memory
+	// for sends in flight, on the node and for one tenant; a tenant always
+	// has room for one body. Bodies longer than store.ClaimBodyInline are
+	// read only as they are sent. Defaults 256 MiB and 64 MiB.
+	SendBytes          int64
+	SendBytesPerTenant int64
+	// MaxWaitingPerTenant bounds a tenant's claims waiting for its share;
+	// beyond it the surplus is given back until the share is likely free.
+	// Default MaxClaimed/4: a tenant whose every send hangs leaves most of
+	// the claim budget to the others.
+	MaxWaitingPerTenant int
+	// MaxTimeout caps every attempt's timeout, whatever the task asked for
+	// (the API refuses more than its own, equal, bound; tasks stored before
+	// it was lowered are cut to it). Default 5m.
+	MaxTimeout time.Duration
+	// ShutdownTimeout bounds how long Run waits for the sends in flight
+	// once its context ends; then they are cut off, recorded as
+	// interrupted and due again at once. Default 30s.
+	ShutdownTimeout time.Duration
 	// Claimers is the number of goroutines claiming due tasks in Postgres,
 	// each in batches of up to ClaimBatch. Default 4 and 128.
 	Claimers   int
@@ -93,7 +119,7 @@ type Config struct {
 	// Recorders is the number of batches written concurrently. Default 2.
 	Recorders int
 	// MaxPerTarget caps the concurrent sends to one target (scheme, host
-	// and port). Default Senders/4. MaxWaitingPerTarget caps the claimed
+	// and port). Default SendersPerTenant/4. MaxWaitingPerTarget caps the claimed
 	// tasks of one target waiting for a send slot; beyond it the surplus of
 	// a slow target is given back until a slot is likely free. Default
 	// MaxClaimed: only the node's claim budget bounds it, because giving
@@ -103,7 +129,7 @@ type Config struct {
 	MaxPerTarget        int
 	MaxWaitingPerTarget int
 	// MaxClaimed caps the tasks claimed and not yet settled on this node.
-	// Default 16 × Senders: room for a burst of one target to wait its turn
+	// Default 16 × SendersPerTenant: room for a burst of one target to wait its turn
 	// in memory rather than be given back (two writes a task).
 	MaxClaimed int
 	// Breaker tunes the per-target circuit breakers.
@@ -137,7 +163,22 @@ func (c *Config) setDefaults() error {
 		c.HTTPClient = newHTTPClient(c.Guard)
 	}
 	if c.Senders <= 0 {
-		c.Senders = 128
+		c.Senders = 1024
+	}
+	if c.SendersPerTenant <= 0 {
+		c.SendersPerTenant = min(128, c.Senders)
+	}
+	if c.SendBytes <= 0 {
+		c.SendBytes = 256 << 20
+	}
+	if c.SendBytesPerTenant <= 0 {
+		c.SendBytesPerTenant = min(64<<20, c.SendBytes)
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 5 * time.Minute
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
 	}
 	if c.Claimers <= 0 {
 		c.Claimers = 4
@@ -182,10 +223,13 @@ func (c *Config) setDefaults() error {
 		c.LeaseMargin = 30 * time.Second
 	}
 	if c.MaxPerTarget <= 0 {
-		c.MaxPerTarget = max(1, c.Senders/4)
+		c.MaxPerTarget = max(1, c.SendersPerTenant/4)
 	}
 	if c.MaxClaimed <= 0 {
-		c.MaxClaimed = 16 * c.Senders
+		c.MaxClaimed = 16 * c.SendersPerTenant
+	}
+	if c.MaxWaitingPerTenant <= 0 {
+		c.MaxWaitingPerTenant = max(1, c.MaxClaimed/4)
 	}
 	if c.MaxWaitingPerTarget <= 0 {
 		c.MaxWaitingPerTarget = c.MaxClaimed

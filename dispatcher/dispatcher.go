@@ -55,8 +55,13 @@ type Dispatcher struct {
 	deferrer     *deferrer
 	limits       *dispatchLimits
 	targets      *targets
+	shares       *shares
 	sender       *sender
-	recorder     *recorder
+	// sends is the context of every webhook send; cancelSends cuts off the
+	// sends still in flight ShutdownTimeout after Run's context ended.
+	sends       context.Context
+	cancelSends context.CancelFunc
+	recorder    *recorder
 }
 
 // New returns a Dispatcher; nothing runs until Run.
@@ -72,7 +77,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg:     cfg,
 		logger:  cfg.Logger,
 		nodeID:  uuid.New(),
-		claimed: make(chan *model.ClaimedTask, cfg.Senders),
+		claimed: make(chan *model.ClaimedTask, cfg.SendersPerTenant),
 		budget:  newClaimBudget(cfg.MaxClaimed),
 	}
 	// Optional Redis, as interfaces that are nil without it.
@@ -110,9 +115,18 @@ func New(cfg Config) (*Dispatcher, error) {
 		Settle: d.budget.settle, Schedule: d.Schedule, Stopping: d.stopping.Load,
 	})
 	d.holder = newHolder(holderConfig{Clock: cfg.Clock, Send: d.claimed, Stopping: d.stopping.Load})
-	d.targets = newTargets(cfg.Breaker, cfg.MaxPerTarget, cfg.MaxWaitingPerTarget, func(key string, from, to gobreaker.State) {
-		m.breakerState.WithLabelValues(key).Set(float64(to))
-		d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
+	d.targets = newTargets(targetsConfig{
+		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
+		OnChange: func(key string, from, to gobreaker.State) {
+			m.breakerState.WithLabelValues(key).Set(float64(to))
+			d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
+		},
+		OnForget: func(key string) { m.breakerState.DeleteLabelValues(key) },
+	})
+	d.shares = newShares(sharesConfig{
+		MaxTotal: cfg.Senders, MaxPerTenant: cfg.SendersPerTenant,
+		MaxBytes: cfg.SendBytes, MaxBytesPerTenant: cfg.SendBytesPerTenant,
+		MaxWaitingPerTenant: cfg.MaxWaitingPerTenant,
 	})
 	d.limits = newDispatchLimits(limitsConfig{
 		Limiter: limiter, Limits: cfg.DB,
@@ -140,19 +154,25 @@ func New(cfg Config) (*Dispatcher, error) {
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Queue: cfg.Senders, Batch: cfg.RecordBatch, Delay: cfg.RecordDelay, GiveUpAfter: cfg.LeaseMargin,
 	})
+	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = newSender(senderConfig{
-		Claimed: d.claimed, Targets: d.targets, Limits: d.limits,
+		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
 		Transport: newTransport(cfg.HTTPClient, m.transportRetries),
 		Signer:    signing.NewSigner(signing.SignerConfig{}),
 		Record:    d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
-		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent, MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
+		MaxTimeout: cfg.MaxTimeout, LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
+		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
 	})
 	if err := registerGauges(cfg.Registerer, gaugeReads{
 		wheelTimers:   func() float64 { return float64(d.timers.Len()) },
 		dueQueue:      func() float64 { return float64(d.claimer.queued()) },
 		limitsWaiting: d.limits.waitingCount,
+		sending:       func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
+		sendingBytes:  func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
+		shareWaiting:  func() float64 { _, _, w := d.shares.totals(); return float64(w) },
+		targets:       func() float64 { return float64(d.targets.count()) },
 	}); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
@@ -228,14 +248,28 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		recorders.Add(1)
 		go func() { defer recorders.Done(); d.recorder.Run() }()
 	}
-	for range d.cfg.Senders {
-		senders.Add(1)
-		go func() { defer senders.Done(); d.sender.Run() }()
-	}
+	senders.Add(1)
+	go func() { defer senders.Done(); d.sender.Run() }()
+	targetsDone := make(chan struct{})
+	go func() { defer close(targetsDone); d.targets.Run(ctx) }()
 
 	<-ctx.Done()
 	d.stopping.Store(true)
-	d.logger.Info("dispatcher stopping: finishing sends in flight")
+	d.logger.Info("dispatcher stopping: finishing sends in flight", "at_most", d.cfg.ShutdownTimeout)
+	// Sends still waiting for their answer when the bound passes are cut
+	// off and recorded as interrupted, due again at once.
+	bound := d.cfg.Clock.NewTimer(d.cfg.ShutdownTimeout)
+	defer bound.Stop()
+	sendersDone := make(chan struct{})
+	go func() {
+		select {
+		case <-bound.C():
+			d.logger.Warn("shutdown timeout reached: interrupting the sends still in flight")
+			d.cancelSends()
+		case <-sendersDone:
+		}
+	}()
+	defer d.cancelSends()
 	feeders.Wait()
 	// The wheel may be blocked handing a fired task to a claimer that has
 	// quit; what it holds is still waiting in Postgres, so drop it.
@@ -250,6 +284,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	<-limitsDone
 	close(d.claimed)
 	senders.Wait()
+	close(sendersDone)
+	<-targetsDone
 	d.recorder.close()
 	recorders.Wait()
 	// Everything we claimed is recorded or given back: free our partitions

@@ -39,6 +39,10 @@ type gaugeReads struct {
 	wheelTimers   func() float64
 	dueQueue      func() float64
 	limitsWaiting func() float64
+	sending       func() float64
+	sendingBytes  func() float64
+	shareWaiting  func() float64
+	targets       func() float64
 }
 
 // newMetrics registers the dispatcher's counters, gauges and histograms with
@@ -160,6 +164,22 @@ func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
 			Name: "hookwheel_dispatch_limit_waiting",
 			Help: "Claimed tasks waiting on this node for a concurrency slot of their tenant and host.",
 		}, reads.limitsWaiting),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_sends_in_flight",
+			Help: "Claims holding a share of this node's senders: sending, or waiting for a slot of their target.",
+		}, reads.sending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_send_body_bytes",
+			Help: "Webhook body bytes counted against this node's send budget (HOOKWHEEL_SENDERS' bodies in memory).",
+		}, reads.sendingBytes),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_tenant_share_waiting",
+			Help: "Claimed tasks waiting on this node for their tenant's share of the senders.",
+		}, reads.shareWaiting),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_targets",
+			Help: "Targets (scheme, host and port) whose breaker and send slots this node keeps.",
+		}, reads.targets),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register dispatcher gauges: %w", err)

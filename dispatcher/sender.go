@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -31,12 +33,23 @@ type limitsGate interface {
 	admit(c *model.ClaimedTask) (release func(), ok bool)
 }
 
+// bodyStore reads the bodies that claims leave out.
+type bodyStore interface {
+	ClaimedBody(ctx context.Context, id, token uuid.UUID) ([]byte, error)
+}
+
 // senderConfig configures newSender. Every field is required.
 type senderConfig struct {
-	// Claimed carries the claims to send; Run returns once it is closed.
+	// Claimed carries the claims to send; Run returns once it is closed and
+	// every send has ended.
 	Claimed <-chan *model.ClaimedTask
+	// Sends is the context of every send: canceling it interrupts the sends
+	// in flight (see interrupted).
+	Sends   context.Context
+	Shares  *shares
 	Targets *targets
 	Limits  limitsGate
+	Bodies  bodyStore
 	// Transport sends webhooks, redialling connections that failed before
 	// the request left.
 	Transport *retryablehttp.Client
@@ -53,9 +66,12 @@ type senderConfig struct {
 	Metrics *metrics
 	// Schedule arms the next attempt of a task to retry.
 	Schedule func(id uuid.UUID, at time.Time)
-	// Stopping reports that the dispatcher is stopping: parked claims are
-	// given back rather than sent.
-	Stopping        func() bool
+	// Stopping reports that the dispatcher is stopping: claims waiting for a
+	// share or a target are given back rather than sent.
+	Stopping func() bool
+	// MaxTimeout caps every attempt's timeout, whatever the task asked for
+	// when it was created.
+	MaxTimeout      time.Duration
 	LeaseMargin     time.Duration
 	UserAgent       string
 	MaxResponseBody int
@@ -63,10 +79,18 @@ type senderConfig struct {
 }
 
 // sender signs and sends claimed tasks, one attempt each, through their
-// target's send slots and circuit breaker, and hands the attempts to the
-// recorders.
+// tenant's share of the senders, their target's send slots and circuit
+// breaker, and hands the attempts to the recorders.
+//
+// Each send runs on a goroutine of its own, started when the claim gets its
+// tenant's share (shares.go) and its target's slot (targets.go); a claim
+// that finds either full waits there without holding a goroutine, and
+// whoever finishes a send hands the freed share or slot on. So the
+// goroutines are bounded by the shares, and one tenant's receivers that
+// never answer hold that tenant's share and no one else's.
 type sender struct {
-	cfg senderConfig
+	cfg   senderConfig
+	sends sync.WaitGroup
 }
 
 func newSender(cfg senderConfig) *sender { return &sender{cfg: cfg} }
@@ -76,43 +100,159 @@ func (s *sender) deferOne(c *model.ClaimedTask, notBefore time.Time) {
 	s.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return notBefore })
 }
 
-// Run sends claimed tasks until the claimers close the channel; several
-// goroutines run it together. A sender that finds its task's target at its
-// limit of concurrent sends parks the task with the target and moves on;
-// whoever finishes a send to that target takes the parked task next. So a
-// slow target holds at most MaxPerTarget senders, however many of its tasks
-// fall due.
+// Run takes claims until the channel is closed, then gives back those still
+// waiting for a share and waits for the sends in flight.
 func (s *sender) Run() {
 	for c := range s.cfg.Claimed {
-		t := s.cfg.Targets.get(targetKey(c.URL))
-		switch decision, wait := s.cfg.Targets.admit(t, c); decision {
-		case parked:
-			continue
-		case full:
-			s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
-			s.deferOne(c, s.cfg.Clock.Now().Add(wait))
-			continue
-		}
-		for c != nil {
-			started := s.cfg.Clock.Now()
-			s.attemptThrough(t, c)
-			c = s.cfg.Targets.done(t, s.cfg.Clock.Now().Sub(started))
-			for c != nil && (s.cfg.Stopping() || s.cfg.Clock.Now().Sub(c.ClaimedAt) > s.cfg.LeaseMargin/2) {
-				// Parked too long for its lease, or we are shutting down:
-				// give it back unsent rather than send it late.
-				s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
-				s.deferOne(c, time.Time{})
-				c = s.cfg.Targets.done(t, 0)
+		// Claims to give back are gathered from whatever else is queued and
+		// given back together, on a goroutine of their own: the write takes
+		// a round trip, and this loop admits every tenant's claims.
+		var back []*model.ClaimedTask
+		var until []time.Time
+		for n := 0; c != nil; n++ {
+			switch decision, wait := s.cfg.Shares.admit(c); decision {
+			case shareTaken:
+				s.start(c)
+			case shareFull:
+				s.cfg.Metrics.deferrals.WithLabelValues("tenant_busy").Inc()
+				back = append(back, c)
+				until = append(until, s.cfg.Clock.Now().Add(wait))
+			}
+			c = nil
+			if n+1 < maxAdmitRun {
+				select {
+				case c = <-s.cfg.Claimed: // nil once closed
+				default:
+				}
 			}
 		}
+		if len(back) > 0 {
+			s.sends.Add(1)
+			go func() {
+				defer s.sends.Done()
+				s.cfg.Defer(back, func(i int) time.Time { return until[i] })
+			}()
+		}
 	}
+	if waiting := s.cfg.Shares.takeAll(); len(waiting) > 0 {
+		s.cfg.Defer(waiting, asDue)
+	}
+	s.sends.Wait()
+}
+
+// maxAdmitRun bounds the claims Run admits before giving back those it
+// must, so a steady stream does not keep them waiting.
+const maxAdmitRun = 256
+
+// start sends c, which holds its tenant's share, on a goroutine of its own.
+func (s *sender) start(c *model.ClaimedTask) {
+	s.sends.Add(1)
+	go func() {
+		defer s.sends.Done()
+		s.sendThroughTarget(c)
+	}()
+}
+
+// releaseShare gives back c's share and starts the claims it goes to.
+func (s *sender) releaseShare(c *model.ClaimedTask, took time.Duration) {
+	for _, next := range s.cfg.Shares.release(c, took) {
+		if s.cfg.Stopping() {
+			s.deferOne(next, time.Time{})
+			s.releaseShare(next, 0)
+			continue
+		}
+		s.start(next)
+	}
+}
+
+// sendThroughTarget takes a send slot of c's target and sends c, then the
+// claims parked for the same target one after the other; or parks c with
+// the target when every slot is taken (it keeps its tenant's share while it
+// waits), or gives it back when too many wait already. So a slow target
+// holds at most MaxPerTarget sends, however many of its tasks fall due.
+func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
+	if s.cfg.Stopping() || s.tooOld(c) {
+		// Waited too long for its share to trust its lease, or we are
+		// shutting down: give it back unsent rather than send it late.
+		s.deferOne(c, time.Time{})
+		s.releaseShare(c, 0)
+		return
+	}
+	t := s.cfg.Targets.get(targetKey(c.URL))
+	if t.breaker.State() == gobreaker.StateOpen {
+		// Do not park behind a target known to be failing: the wait would
+		// hold the tenant's share until its stuck sends time out.
+		s.cfg.Metrics.deferrals.WithLabelValues("breaker").Inc()
+		s.deferOne(c, s.cfg.Targets.deferUntil(t, s.cfg.Clock.Now()))
+		s.releaseShare(c, 0)
+		return
+	}
+	switch decision, wait := s.cfg.Targets.admit(t, c); decision {
+	case parked:
+		// It waits for its target without its tenant's share, so that a
+		// slow target does not hold the tenant's sends to other targets;
+		// it takes a share again when a slot is handed to it.
+		s.releaseShare(c, 0)
+		return
+	case full:
+		s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
+		s.deferOne(c, s.cfg.Clock.Now().Add(wait))
+		s.releaseShare(c, 0)
+		return
+	}
+	for c != nil {
+		started := s.cfg.Clock.Now()
+		s.attemptThrough(t, c)
+		took := s.cfg.Clock.Now().Sub(started)
+		s.releaseShare(c, took)
+		c = s.cfg.Targets.done(t, took)
+		c = s.takeOver(t, c)
+	}
+}
+
+// takeOver decides what becomes of c, parked for target t and just handed
+// t's free slot: it is sent (returned) if it gets its tenant's share;
+// otherwise the slot goes on to the next parked claim, and c waits for its
+// share or is given back.
+func (s *sender) takeOver(t *target, c *model.ClaimedTask) *model.ClaimedTask {
+	for c != nil {
+		if s.cfg.Stopping() || s.tooOld(c) {
+			// Parked too long for its lease, or we are shutting down:
+			// give it back unsent rather than send it late.
+			s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
+			s.deferOne(c, time.Time{})
+			c = s.cfg.Targets.done(t, 0)
+			continue
+		}
+		decision, wait := s.cfg.Shares.admit(c)
+		switch decision {
+		case shareTaken:
+			return c
+		case shareFull:
+			s.cfg.Metrics.deferrals.WithLabelValues("tenant_busy").Inc()
+			s.deferOne(c, s.cfg.Clock.Now().Add(wait))
+		}
+		// Waiting for its share (it comes back through a target slot of its
+		// own), or given back: the slot goes on.
+		c = s.cfg.Targets.done(t, 0)
+	}
+	return nil
+}
+
+// tooOld reports whether c was claimed so long ago that its lease may run
+// out before its send ends: the partition's owner would then hand it back
+// and claim it again, and sending this claim too would send the attempt
+// twice.
+func (s *sender) tooOld(c *model.ClaimedTask) bool {
+	return s.cfg.Clock.Now().Sub(c.ClaimedAt) > s.cfg.LeaseMargin/2
 }
 
 // attemptThrough sends c through its tenant's dispatch limits for the host
 // (a rate limit defers the task to its slot, a full concurrency limit makes
 // it wait; see ratelimit.go) and its target's circuit breaker: an open
 // breaker defers the task to the breaker's next probe. Neither costs an
-// attempt.
+// attempt. A send still unanswered after the breaker's StuckAfter counts as
+// a failure of the target from then on (targets.go).
 func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) {
 	release, ok := s.cfg.Limits.admit(c)
 	if !ok {
@@ -125,20 +265,59 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) {
 		s.deferOne(c, s.cfg.Targets.deferUntil(t, s.cfg.Clock.Now()))
 		return
 	}
-	if s.attempt(c) == retry.OutcomeRetry {
-		report(errTargetFailed)
+	loaded := c.BodyDeferred()
+	if !s.loadBody(c) {
+		report(errNotSent)
+		return
+	}
+	finish := s.cfg.Targets.sending(t, report)
+	outcome, interrupted := s.attempt(c)
+	if outcome == retry.OutcomeRetry && !interrupted {
+		finish(errTargetFailed)
+	} else if interrupted {
+		// An attempt cut off by our own shutdown says nothing of the target.
+		finish(errNotSent)
 	} else {
-		report(nil)
+		finish(nil)
+	}
+	if loaded {
+		// Read for this send alone: free it now rather than when the
+		// attempt is written.
+		c.Body = nil
 	}
 }
 
-// attempt makes one delivery attempt of a claimed task and hands it to the
-// recorders; its claim budget returns once it is written. It
-// runs to completion even while the dispatcher shuts down: the claim is
-// ours, and a send begun must be recorded.
-func (s *sender) attempt(c *model.ClaimedTask) retry.Outcome {
-	ctx := context.Background()
+// loadBody reads c's body when its claim left it out. A claim no longer
+// held is dropped (whoever holds it now sends it); one whose body cannot be
+// read now is given back.
+func (s *sender) loadBody(c *model.ClaimedTask) bool {
+	if !c.BodyDeferred() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(s.cfg.Sends, bodyReadTimeout)
+	defer cancel()
+	body, err := s.cfg.Bodies.ClaimedBody(ctx, c.ID, c.ClaimToken)
+	switch {
+	case err == nil:
+		c.Body = body
+		return true
+	case errors.Is(err, model.ErrNotFound):
+		s.cfg.Logger.Warn("a claim was lost before its body was read; not sending it", "task", c.ID, "attempt", c.Attempt)
+		s.cfg.Settle(c.ID)
+	default:
+		s.cfg.Metrics.storeErrors.WithLabelValues("body").Inc()
+		s.cfg.Logger.Error("reading a task's body failed; giving the claim back", "task", c.ID, "err", err)
+		s.deferOne(c, s.cfg.Clock.Now().Add(time.Second))
+	}
+	return false
+}
 
+// attempt makes one delivery attempt of a claimed task and hands it to the
+// recorders; its claim budget returns once it is written. A send begun is
+// recorded whatever happens: when the dispatcher's shutdown bound cuts it
+// off (interrupted), the attempt is recorded as such and the task is due
+// again at once, for whichever node owns it next.
+func (s *sender) attempt(c *model.ClaimedTask) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
@@ -151,13 +330,19 @@ func (s *sender) attempt(c *model.ClaimedTask) retry.Outcome {
 	}
 	s.cfg.Metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())
 
-	statusCode, header, respBody, sendErr := s.send(ctx, c, started)
+	timeout := min(c.Timeout, s.cfg.MaxTimeout)
+	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)
-	outcome := retry.Classify(statusCode, sendErr)
+	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
+	outcome = retry.Classify(statusCode, sendErr)
 	if errors.Is(sendErr, netguard.ErrBlocked) {
 		// The target resolves to an address webhooks may not reach: no
 		// retry will change that.
 		outcome = retry.OutcomeFail
+	}
+	if interrupted {
+		outcome = retry.OutcomeRetry
+		sendErr = errInterrupted
 	}
 	s.cfg.Metrics.attempts.WithLabelValues(string(outcome)).Inc()
 	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
@@ -187,6 +372,12 @@ func (s *sender) attempt(c *model.ClaimedTask) retry.Outcome {
 	switch delay, again := policy.NextDelay(c.Attempt-c.AttemptBase, outcome, statusCode, header, s.cfg.Clock.Now(), s.cfg.Rand()); {
 	case outcome == retry.OutcomeSuccess:
 		result.Status = model.StatusDelivered
+	case interrupted:
+		// Not the task's failure: due again now, even after its last
+		// attempt, so a shutdown never kills a task.
+		next := s.cfg.Clock.Now()
+		result.Status = model.StatusRetrying
+		result.NextAttemptAt = &next
 	case again:
 		next := s.cfg.Clock.Now().Add(delay)
 		result.Status = model.StatusRetrying
@@ -207,16 +398,29 @@ func (s *sender) attempt(c *model.ClaimedTask) retry.Outcome {
 		}
 		s.cfg.Logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
 	})
-	return outcome
+	return outcome, interrupted
 }
+
+// errInterrupted is the error of an attempt cut off by the dispatcher's
+// shutdown bound.
+var errInterrupted = errors.New("interrupted: the node stopped before the receiver answered; sent again at once")
+
+// bodyReadTimeout bounds reading a body the claim left out.
+const bodyReadTimeout = 5 * time.Second
 
 // send makes the HTTP request of one attempt. It returns the status code, the
 // response header and the start of the response body, or the error that
 // prevented a response.
-func (s *sender) send(ctx context.Context, c *model.ClaimedTask, now time.Time) (int, http.Header, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+func (s *sender) send(ctx context.Context, c *model.ClaimedTask, timeout time.Duration, now time.Time) (int, http.Header, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, c.Body)
+	var reqBody any
+	if len(c.Body) > 0 {
+		// An empty body is passed as none: an empty reader of unknown length
+		// would go out chunked instead of with Content-Length: 0.
+		reqBody = c.Body
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, reqBody)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("build request: %w", err)
 	}
@@ -249,7 +453,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, now time.Time) 
 
 	resp, err := s.cfg.Transport.Do(req)
 	if err != nil {
-		return 0, nil, "", describeSendError(err, c.Timeout)
+		return 0, nil, "", describeSendError(err, timeout)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(s.cfg.MaxResponseBody)))

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,14 +30,17 @@ func (openLimits) admit(*model.ClaimedTask) (func(), bool) { return func() {}, t
 
 // received is one request the receiver got.
 type received struct {
-	header http.Header
-	body   string
+	header           http.Header
+	body             string
+	contentLength    int64
+	transferEncoding []string
 }
 
 type senderBundle struct {
 	clock    *clock.Fake
 	metrics  *metrics
 	targets  *targets
+	shares   *shares
 	receiver *httptest.Server
 	// status is what the receiver answers; hold, when set, makes it wait
 	// until closed.
@@ -52,11 +57,16 @@ type senderBundle struct {
 	scheduled chan dueAt
 	deferred  chan dueAt
 	stopping  atomic.Bool
+	// cancelSends interrupts the sends in flight, as the shutdown bound does.
+	cancelSends context.CancelFunc
 }
 
 type senderOptions struct {
 	senders      int
+	perTenant    int
+	maxWaiting   int
 	maxPerTarget int
+	maxTimeout   time.Duration
 	breaker      BreakerConfig
 	// guard defaults to one that lets the test receiver on loopback through.
 	guard *netguard.Guard
@@ -87,7 +97,7 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 			}
 		}
 		body, _ := io.ReadAll(r.Body)
-		b.requests <- received{header: r.Header.Clone(), body: string(body)}
+		b.requests <- received{header: r.Header.Clone(), body: string(body), contentLength: r.ContentLength, transferEncoding: r.TransferEncoding}
 		if b.hold != nil {
 			<-b.hold
 		}
@@ -99,9 +109,28 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 	if guard == nil {
 		guard = netguard.New(netguard.Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	}
-	b.targets = newTargets(opts.breaker, max(opts.maxPerTarget, 1), 100, nil)
+	b.targets = newTargets(targetsConfig{Breaker: opts.breaker, MaxInflight: max(opts.maxPerTarget, 1), MaxWaiting: 100, Clock: b.clock})
+	perTenant := opts.perTenant
+	if perTenant == 0 {
+		perTenant = max(opts.senders, 1)
+	}
+	maxWaiting := opts.maxWaiting
+	if maxWaiting == 0 {
+		maxWaiting = 100
+	}
+	b.shares = newShares(sharesConfig{
+		MaxTotal: max(opts.senders, 1), MaxPerTenant: perTenant,
+		MaxBytes: 1 << 30, MaxBytesPerTenant: 1 << 30, MaxWaitingPerTenant: maxWaiting,
+	})
+	maxTimeout := opts.maxTimeout
+	if maxTimeout == 0 {
+		maxTimeout = time.Hour
+	}
+	sends, cancelSends := context.WithCancel(context.Background())
+	b.cancelSends = cancelSends
+	t.Cleanup(cancelSends)
 	s := newSender(senderConfig{
-		Claimed: b.claimed, Targets: b.targets, Limits: openLimits{},
+		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
 		Transport: newTransport(newHTTPClient(guard), b.metrics.transportRetries),
 		Signer:    signing.NewSigner(signing.SignerConfig{}),
 		Record: func(r store.AttemptResult, then func(error)) {
@@ -119,13 +148,11 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 		Metrics:  b.metrics,
 		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		Stopping: b.stopping.Load, LeaseMargin: 30 * time.Second, UserAgent: "hookwheel-test",
-		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 },
+		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
 	})
 	var wg sync.WaitGroup
-	for range max(opts.senders, 1) {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Run() }()
-	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Run() }()
 	t.Cleanup(func() {
 		close(b.claimed)
 		wg.Wait()
@@ -257,4 +284,202 @@ func TestSenderSlotsPerTarget(t *testing.T) {
 			require.Equal(t, int32(1), b.maxInflight.Load())
 		})
 	}
+}
+
+// TestSenderTenantShare: a tenant whose receiver never answers holds its
+// own share of the senders and no more; another tenant's webhook goes out
+// at once meanwhile, and the waiting claims go as the share frees.
+func TestSenderTenantShare(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{senders: 4, perTenant: 2, maxPerTarget: 10, hold: true})
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(fast.Close)
+
+	noisy := uuid.New()
+	var noisyClaims []*model.ClaimedTask
+	for range 5 {
+		c := b.claim()
+		c.TenantID = noisy
+		noisyClaims = append(noisyClaims, c)
+		b.claimed <- c
+	}
+	receive(t, b.requests)
+	receive(t, b.requests)
+	require.Eventually(t, func() bool {
+		tenants, sending, _ := b.shares.statuses()
+		return len(tenants) == 1 && tenants[0].Sending == 2 && tenants[0].Waiting == 3 && sending == 2
+	}, 10*time.Second, time.Millisecond)
+
+	quiet := b.claim()
+	quiet.URL = fast.URL + "/hook"
+	b.claimed <- quiet
+	r := receive(t, b.records)
+	require.Equal(t, quiet.ID, r.TaskID, "the quiet tenant's webhook is not held up")
+	require.Equal(t, model.StatusDelivered, r.Status)
+	require.Equal(t, int32(2), b.maxInflight.Load(), "the noisy tenant never had more than its share")
+
+	close(b.hold)
+	var delivered []uuid.UUID
+	for range noisyClaims {
+		delivered = append(delivered, receive(t, b.records).TaskID)
+	}
+	var want []uuid.UUID
+	for _, c := range noisyClaims {
+		want = append(want, c.ID)
+	}
+	require.ElementsMatch(t, want, delivered)
+	require.Equal(t, int32(2), b.maxInflight.Load())
+}
+
+// TestSenderTenantShareFull: past the claims a tenant may have waiting for
+// its share, the surplus is given back until the share is likely free.
+func TestSenderTenantShareFull(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{senders: 4, perTenant: 1, maxWaiting: 1, hold: true})
+	t.Cleanup(func() { close(b.hold) })
+	tenant := uuid.New()
+	claims := []*model.ClaimedTask{b.claim(), b.claim(), b.claim()}
+	for _, c := range claims {
+		c.TenantID = tenant
+		b.claimed <- c
+	}
+	receive(t, b.requests)
+	back := receive(t, b.deferred)
+	require.Equal(t, claims[2].ID, back.id)
+	require.False(t, back.at.Before(b.clock.Now().Add(time.Second)), "not before its share is likely free")
+	require.Equal(t, 1.0, counterValue(t, b.metrics.deferrals.WithLabelValues("tenant_busy")))
+	tenants, _, _ := b.shares.statuses()
+	require.Equal(t, []ShareStatus{{TenantID: tenant, Sending: 1, Bytes: int64(len(claims[0].Body)), Waiting: 1}}, tenants)
+}
+
+// TestSenderStuckSendsTripBreaker: sends that wait StuckAfter for an answer
+// count as failures of their target then, not when their timeout ends, and
+// trip its breaker; the answers that come later are not counted again.
+func TestSenderStuckSendsTripBreaker(t *testing.T) {
+	t.Parallel()
+	for _, trip := range []uint32{2, 3} {
+		t.Run(fmt.Sprintf("trip after %d", trip), func(t *testing.T) {
+			t.Parallel()
+			b := setupSender(t, senderOptions{senders: 4, maxPerTarget: 4, hold: true,
+				breaker: BreakerConfig{ConsecutiveFailures: trip, StuckAfter: 5 * time.Second, Cooldown: time.Minute}})
+			b.claimed <- b.claim()
+			b.claimed <- b.claim()
+			receive(t, b.requests)
+			receive(t, b.requests)
+
+			b.clock.Advance(4 * time.Second)
+			b.targets.watch()
+			status := b.targets.statuses()[0]
+			require.Equal(t, "closed", status.State, "not stuck yet")
+			require.Zero(t, status.Counts.TotalFailures)
+			b.clock.Advance(time.Second)
+			b.targets.watch()
+			status = b.targets.statuses()[0]
+			require.Equal(t, 2, status.InFlight)
+			if trip == 2 {
+				require.Equal(t, "open", status.State)
+				c := b.claim()
+				b.claimed <- c
+				require.Equal(t, c.ID, receive(t, b.deferred).id, "deferred to the next probe")
+			} else {
+				require.Equal(t, "closed", status.State)
+				require.Equal(t, uint32(2), status.Counts.ConsecutiveFailures)
+			}
+
+			close(b.hold)
+			require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+			require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+			require.Eventually(t, func() bool { return b.targets.statuses()[0].InFlight == 0 }, 10*time.Second, time.Millisecond)
+			status = b.targets.statuses()[0]
+			if trip == 2 {
+				require.Equal(t, "open", status.State)
+			} else {
+				require.Equal(t, uint32(2), status.Counts.TotalFailures, "the late answers are not counted again")
+				require.Zero(t, status.Counts.TotalSuccesses)
+			}
+		})
+	}
+}
+
+// TestSenderInterrupted: a send cut off by the shutdown bound is recorded as
+// interrupted and due again at once, even after the task's last attempt,
+// and says nothing against the target.
+func TestSenderInterrupted(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{hold: true})
+	t.Cleanup(func() { close(b.hold) })
+	c := b.claim()
+	c.Attempt = c.MaxAttempts
+	b.claimed <- c
+	receive(t, b.requests)
+	b.cancelSends()
+
+	r := receive(t, b.records)
+	require.Equal(t, c.ID, r.TaskID)
+	require.Equal(t, model.StatusRetrying, r.Status)
+	require.Equal(t, "retry", r.Outcome)
+	require.NotNil(t, r.NextAttemptAt)
+	require.True(t, r.NextAttemptAt.Equal(b.clock.Now()), "due again at once")
+	require.NotNil(t, r.Error)
+	require.Contains(t, *r.Error, "interrupted")
+	status := b.targets.statuses()[0]
+	require.Equal(t, uint32(0), status.Counts.TotalFailures)
+}
+
+// TestSenderMaxTimeout: a task's timeout is capped by the node's MaxTimeout.
+func TestSenderMaxTimeout(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{hold: true, maxTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { close(b.hold) })
+	c := b.claim()
+	c.Timeout = time.Hour
+	b.claimed <- c
+	r := receive(t, b.records)
+	require.Equal(t, model.StatusRetrying, r.Status)
+	require.NotNil(t, r.Error)
+	require.Equal(t, "no response within the 100ms timeout", *r.Error)
+}
+
+// TestTargetsForgetIdle: a target unused for IdleAfter is forgotten, unless
+// its breaker is open or it has sends in flight.
+func TestTargetsForgetIdle(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	var forgotten []string
+	ts := newTargets(targetsConfig{
+		Breaker:     BreakerConfig{ConsecutiveFailures: 1, IdleAfter: time.Minute, Cooldown: time.Hour},
+		MaxInflight: 1, MaxWaiting: 1, Clock: clk,
+		OnForget: func(key string) { forgotten = append(forgotten, key) },
+	})
+	idle, open, busy := ts.get("http://idle:80"), ts.get("http://open:80"), ts.get("http://busy:80")
+	require.NotNil(t, idle)
+	report, err := open.breaker.Allow()
+	require.NoError(t, err)
+	report(errTargetFailed)
+	decision, _ := ts.admit(busy, &model.ClaimedTask{})
+	require.Equal(t, sendNow, decision)
+
+	clk.Advance(time.Minute)
+	ts.watch()
+	require.Equal(t, []string{"http://idle:80"}, forgotten)
+	var left []string
+	for _, s := range ts.statuses() {
+		left = append(left, s.Target)
+	}
+	require.Equal(t, []string{"http://busy:80", "http://open:80"}, left)
+}
+
+// TestSenderEmptyBody: a task without a body goes out with Content-Length: 0,
+// not chunked.
+func TestSenderEmptyBody(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{})
+	c := b.claim()
+	c.Body = []byte{}
+	b.claimed <- c
+	req := receive(t, b.requests)
+	require.Empty(t, req.body)
+	require.Equal(t, int64(0), req.contentLength)
+	require.Empty(t, req.transferEncoding)
+	require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
 }

@@ -1,14 +1,17 @@
 package dispatcher
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // A target is where webhooks go: a URL's scheme, host and port. Each target
@@ -34,6 +37,17 @@ type BreakerConfig struct {
 	// deferral is due at the probe time plus k × ReleasePace. Default 20ms
 	// (50 a second).
 	ReleasePace time.Duration
+	// StuckAfter: a send still unanswered this long counts as a failure of
+	// its target at once (its eventual answer does not count again), so a
+	// target that accepts connections and never answers trips its breaker
+	// after ConsecutiveFailures such sends, not after their timeouts, which
+	// may be many minutes. Default 15s (Svix's whole timeout).
+	StuckAfter time.Duration
+	// IdleAfter: a target with a closed breaker and nothing in flight or
+	// waiting is forgotten after this long unused, so that a tenant sending
+	// to ever new hosts does not grow the node's memory without end.
+	// Default 10m.
+	IdleAfter time.Duration
 }
 
 func (c *BreakerConfig) setDefaults() {
@@ -54,6 +68,12 @@ func (c *BreakerConfig) setDefaults() {
 	}
 	if c.ReleasePace <= 0 {
 		c.ReleasePace = 20 * time.Millisecond
+	}
+	if c.StuckAfter <= 0 {
+		c.StuckAfter = 15 * time.Second
+	}
+	if c.IdleAfter <= 0 {
+		c.IdleAfter = 10 * time.Minute
 	}
 }
 
@@ -81,27 +101,51 @@ type target struct {
 	// Guarded by targets.mu.
 	inflight int
 	parked   []*model.ClaimedTask
+	// sends are the sends to the target waiting for their answer.
+	sends map[*pendingSend]struct{}
 	// sendTime is a moving average of how long a send to the target takes,
 	// to tell a task that finds no room when a slot is likely free.
 	sendTime time.Duration
 	openedAt time.Time
 	deferred int
+	lastUsed time.Time
 }
 
-// targets holds the state of every target this node has sent to.
+// pendingSend is a send waiting for its answer, and what its breaker has
+// been told of it.
+type pendingSend struct {
+	started time.Time
+	report  func(error)
+	// reported is set once the breaker was told: early, as stuck, or at
+	// the answer.
+	reported bool
+}
+
+// targetsConfig configures newTargets.
+type targetsConfig struct {
+	Breaker BreakerConfig
+	// MaxInflight and MaxWaiting bound a target's sends and the claims
+	// parked for it (Config.MaxPerTarget, MaxWaitingPerTarget).
+	MaxInflight int
+	MaxWaiting  int
+	Clock       clock.Clock
+	// OnChange, optional, hears of every breaker's changes of state, and
+	// OnForget of every target forgotten.
+	OnChange func(key string, from, to gobreaker.State)
+	OnForget func(key string)
+}
+
+// targets holds the state of every target this node sends to.
 type targets struct {
-	cfg         BreakerConfig
-	maxInflight int
-	maxWaiting  int
-	onChange    func(key string, from, to gobreaker.State)
+	cfg targetsConfig
 
 	mu    sync.Mutex
 	byKey map[string]*target
 }
 
-func newTargets(cfg BreakerConfig, maxInflight, maxWaiting int, onChange func(key string, from, to gobreaker.State)) *targets {
-	cfg.setDefaults()
-	return &targets{cfg: cfg, maxInflight: maxInflight, maxWaiting: maxWaiting, onChange: onChange, byKey: map[string]*target{}}
+func newTargets(cfg targetsConfig) *targets {
+	cfg.Breaker.setDefaults()
+	return &targets{cfg: cfg, byKey: map[string]*target{}}
 }
 
 func (ts *targets) get(key string) *target {
@@ -109,16 +153,20 @@ func (ts *targets) get(key string) *target {
 	defer ts.mu.Unlock()
 	t, ok := ts.byKey[key]
 	if ok {
+		t.lastUsed = ts.cfg.Clock.Now()
 		return t
 	}
-	t = &target{key: key}
-	cfg := ts.cfg
+	t = &target{key: key, sends: map[*pendingSend]struct{}{}, lastUsed: ts.cfg.Clock.Now()}
+	cfg := ts.cfg.Breaker
 	t.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         key,
 		MaxRequests:  1,
 		Interval:     cfg.Window,
 		BucketPeriod: cfg.Window / 10,
 		Timeout:      cfg.Cooldown,
+		// A claim that was let through and then not sent says nothing of
+		// the target either way.
+		IsExcluded: func(err error) bool { return errors.Is(err, errNotSent) },
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= cfg.ConsecutiveFailures ||
 				(c.Requests >= cfg.MinRequests && float64(c.TotalFailures) >= cfg.FailureRatio*float64(c.Requests))
@@ -127,18 +175,118 @@ func (ts *targets) get(key string) *target {
 			// Called under the breaker's own lock, never under ts.mu.
 			ts.mu.Lock()
 			if to == gobreaker.StateOpen {
-				t.openedAt = time.Now()
+				t.openedAt = ts.cfg.Clock.Now()
 				t.deferred = 0
 			}
 			ts.mu.Unlock()
-			if ts.onChange != nil {
-				ts.onChange(name, from, to)
+			if ts.cfg.OnChange != nil {
+				ts.cfg.OnChange(name, from, to)
 			}
 		},
 	})
 	ts.byKey[key] = t
 	return t
 }
+
+// count is the number of targets kept.
+func (ts *targets) count() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.byKey)
+}
+
+// sending registers a send to t that its breaker let through (report is the
+// breaker's), and returns what tells the breaker of its answer.
+func (ts *targets) sending(t *target, report func(error)) (answered func(error)) {
+	ps := &pendingSend{started: ts.cfg.Clock.Now(), report: report}
+	ts.mu.Lock()
+	t.sends[ps] = struct{}{}
+	ts.mu.Unlock()
+	return func(err error) {
+		ts.mu.Lock()
+		delete(t.sends, ps)
+		told := ps.reported
+		ps.reported = true
+		t.lastUsed = ts.cfg.Clock.Now()
+		ts.mu.Unlock()
+		if !told {
+			ps.report(err)
+		}
+	}
+}
+
+// Run watches the targets until ctx ends: every second it tells the
+// breakers of sends stuck past StuckAfter, and forgets idle targets.
+func (ts *targets) Run(ctx context.Context) {
+	tick := ts.cfg.Clock.NewTimer(watchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		ts.watch()
+		tick.Reset(watchEvery)
+	}
+}
+
+// watchEvery is how often the targets are watched.
+const watchEvery = time.Second
+
+// watch reports stuck sends to their breakers and forgets idle targets.
+func (ts *targets) watch() {
+	now := ts.cfg.Clock.Now()
+	var stuck []func(error)
+	idle := map[string]*target{}
+	isIdle := func(t *target) bool {
+		return t.inflight == 0 && len(t.parked) == 0 && len(t.sends) == 0 && now.Sub(t.lastUsed) >= ts.cfg.Breaker.IdleAfter
+	}
+	ts.mu.Lock()
+	for key, t := range ts.byKey {
+		for ps := range t.sends {
+			if !ps.reported && now.Sub(ps.started) >= ts.cfg.Breaker.StuckAfter {
+				ps.reported = true
+				stuck = append(stuck, ps.report)
+			}
+		}
+		if isIdle(t) {
+			idle[key] = t
+		}
+	}
+	ts.mu.Unlock()
+	// Outside ts.mu: a report may trip the breaker, and reading a breaker's
+	// state may move it from open to half-open; either change takes ts.mu.
+	for _, report := range stuck {
+		report(errTargetStuck)
+	}
+	var forgotten []string
+	for key, t := range idle {
+		if t.breaker.State() != gobreaker.StateClosed {
+			continue
+		}
+		ts.mu.Lock()
+		if ts.byKey[key] == t && isIdle(t) {
+			delete(ts.byKey, key)
+			forgotten = append(forgotten, key)
+		}
+		ts.mu.Unlock()
+	}
+	if ts.cfg.OnForget != nil {
+		for _, key := range forgotten {
+			ts.cfg.OnForget(key)
+		}
+	}
+}
+
+// errNotSent tells a breaker that the request it let through was not sent
+// (its body could not be read, or our own shutdown cut it off): neither a
+// success nor a failure of the target.
+var errNotSent = errors.New("not sent")
+
+// errTargetStuck tells a breaker that a send has waited StuckAfter for its
+// answer.
+var errTargetStuck = errors.New("target did not answer in time")
 
 // parkAnyway is the wait for a send slot below which a task parks even
 // beyond the target's share of waiting room.
@@ -159,14 +307,14 @@ func (ts *targets) admit(t *target, c *model.ClaimedTask) (admission, time.Durat
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	switch {
-	case t.inflight < ts.maxInflight:
+	case t.inflight < ts.cfg.MaxInflight:
 		t.inflight++
 		return sendNow, 0
-	case len(t.parked) < ts.maxWaiting:
+	case len(t.parked) < ts.cfg.MaxWaiting:
 		t.parked = append(t.parked, c)
 		return parked, 0
 	}
-	ahead := float64(len(t.parked)+1) / float64(ts.maxInflight)
+	ahead := float64(len(t.parked)+1) / float64(ts.cfg.MaxInflight)
 	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
 	if wait < parkAnyway {
 		// A fast target that is merely busy drains its queue within
@@ -219,12 +367,12 @@ func (ts *targets) sendTimeOf(key string) time.Duration {
 func (ts *targets) deferUntil(t *target, now time.Time) time.Time {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	probe := t.openedAt.Add(ts.cfg.Cooldown)
+	probe := t.openedAt.Add(ts.cfg.Breaker.Cooldown)
 	if probe.Before(now) {
 		// Half-open, a probe in flight: its answer comes within a timeout.
 		probe = now.Add(time.Second)
 	}
-	at := probe.Add(time.Duration(t.deferred) * ts.cfg.ReleasePace)
+	at := probe.Add(time.Duration(t.deferred) * ts.cfg.Breaker.ReleasePace)
 	t.deferred++
 	return at
 }
@@ -256,7 +404,7 @@ func (ts *targets) statuses() []BreakerStatus {
 			InFlight: t.inflight, Parked: len(t.parked)}
 		ts.mu.Unlock()
 		if state == gobreaker.StateOpen {
-			s.NextProbeAt = t.openedAt.Add(ts.cfg.Cooldown)
+			s.NextProbeAt = t.openedAt.Add(ts.cfg.Breaker.Cooldown)
 		}
 		out = append(out, s)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 // cost that grew with the backlog (35 ms a claim with 7,000 tasks due). A row
 // changed after the statement's snapshot is skipped, like any claim lost to a
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
-// none shadows a task column: the RETURNING list is taskColumns itself, read
-// by the one task scanner, plus the signing secret.
+// none shadows a task column: the RETURNING list is claimedColumns, read by
+// the one task scanner, plus the signing secret and the body's size.
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
@@ -40,7 +41,21 @@ SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed
 FROM due, (SELECT id AS signing_tenant, signing_secret FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
-RETURNING ` + taskColumns + `, tn.signing_secret`
+RETURNING ` + claimedColumns + `, tn.signing_secret, octet_length(t.body)`
+
+// claimedColumns is taskColumns with the body left out (NULL) when it is
+// longer than $7 bytes.
+const claimedColumns = `id, tenant_id, status, url, method, headers,
+	CASE WHEN octet_length(t.body) <= $7 THEN t.body END, run_at, next_attempt_at,
+	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
+	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id`
+
+// ClaimBodyInline is the longest body a claim carries. A longer one is read
+// just before it is sent (TaskBody): claims wait in memory for their
+// instant, their target or their tenant's share, and bodies of up to 1 MiB
+// each held by thousands of claims would make a node's memory follow
+// whoever sends the largest bodies to the slowest receivers.
+const ClaimBodyInline = 16 << 10
 
 // ClaimTasks moves the given tasks from waiting to dispatching for node in one
 // statement, provided they still wait, are due at now and belong to one of
@@ -65,7 +80,7 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 	batch := &pgx.Batch{}
 	batch.Queue(`BEGIN`)
 	batch.Queue(`SET LOCAL synchronous_commit TO off`)
-	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions)
+	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions, ClaimBodyInline)
 	batch.Queue(`COMMIT`)
 	results := db.pool.SendBatch(ctx, batch)
 	err = func() error {
@@ -94,7 +109,7 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
 	return func(r pgx.CollectableRow) (*model.ClaimedTask, error) {
 		var c model.ClaimedTask
-		err := scanTaskInto(r, &c.Task, &c.SigningSecret)
+		err := scanTaskInto(r, &c.Task, &c.SigningSecret, &c.BodySize)
 		c.Attempt = c.Attempts
 		c.ClaimToken = token
 		return &c, err
@@ -210,4 +225,21 @@ func (db *DB) DeferClaims(ctx context.Context, claims []DeferredClaim) error {
 		return fmt.Errorf("defer %d claims: %w", len(claims), err)
 	}
 	return nil
+}
+
+const queryClaimedBody = `-- name: ClaimedBody
+SELECT body FROM tasks WHERE id = $1 AND claim_token = $2 AND status = 'dispatching'`
+
+// ClaimedBody reads the body a claim left out (see ClaimBodyInline). It
+// fails with model.ErrNotFound when the claim is no longer held under token.
+func (db *DB) ClaimedBody(ctx context.Context, id, token uuid.UUID) ([]byte, error) {
+	var body []byte
+	err := db.pool.QueryRow(ctx, queryClaimedBody, id, token).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read body of task %s: %w", id, model.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read body of task %s: %w", id, err)
+	}
+	return body, nil
 }

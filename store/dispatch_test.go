@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1296,5 +1297,54 @@ func TestRecordAttemptsBatch(t *testing.T) {
 		require.NoError(t, errs[i], "item %d", i)
 		require.Equal(t, "delivered", row.Status)
 		require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1 AND attempt = 1`, r.TaskID))
+	}
+}
+
+// TestClaimLeavesLongBodiesOut: a claim carries bodies up to
+// ClaimBodyInline and leaves longer ones to ClaimedBody, which reads them
+// only for the claim that holds the task.
+func TestClaimLeavesLongBodiesOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool)
+
+	cases := []struct {
+		name     string
+		size     int
+		deferred bool
+	}{
+		{name: "empty", size: 0},
+		{name: "inline", size: store.ClaimBodyInline},
+		{name: "long", size: store.ClaimBodyInline + 1, deferred: true},
+		{name: "largest", size: 1 << 20, deferred: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			task := newTask(tenant.ID, now.Add(-time.Minute))
+			task.Body = bytes.Repeat([]byte{0xff, 'x'}, tc.size/2+1)[:tc.size]
+			_, created, err := db.InsertTask(ctx, task, false)
+			require.NoError(t, err)
+			require.True(t, created)
+
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			require.NoError(t, err)
+			require.Len(t, claims, 1)
+			c := claims[0]
+			require.Equal(t, tc.size, c.BodySize)
+			require.Equal(t, tc.deferred, c.BodyDeferred())
+			if !tc.deferred {
+				require.Equal(t, task.Body, []byte(c.Body))
+				return
+			}
+			require.Nil(t, c.Body)
+			body, err := db.ClaimedBody(ctx, c.ID, c.ClaimToken)
+			require.NoError(t, err)
+			require.Equal(t, task.Body, body, "byte for byte")
+
+			_, err = db.ClaimedBody(ctx, c.ID, uuid.New())
+			require.ErrorIs(t, err, model.ErrNotFound, "another claim's token reads nothing")
+		})
 	}
 }

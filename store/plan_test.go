@@ -76,7 +76,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			name:    "ClaimTasks",
 			prepare: store.QueryClaimTasks,
 			args: []any{waiting, time.Now().Add(time.Second), uuid.New(), 30 * time.Second, uuid.New(),
-				allPartitions()},
+				allPartitions(), store.ClaimBodyInline},
 			wantRows: 10,
 		},
 		{

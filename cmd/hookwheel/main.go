@@ -53,6 +53,7 @@ Environment:
   HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
   HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
+  HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
   See README.md for the rest.
 `
 
@@ -111,7 +112,10 @@ type environment struct {
 	logLevel    slog.Level
 	logJSON     bool
 	senders     int
+	perTenant   int
 	maxBody     int
+	maxTimeout  time.Duration
+	shutdown    time.Duration
 	maxAhead    time.Duration
 	targets     netguard.Config
 	pprofAddr   string
@@ -134,7 +138,16 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.senders, err = intEnv(getenv, "HOOKWHEEL_SENDERS"); err != nil {
 		return e, err
 	}
+	if e.perTenant, err = intEnv(getenv, "HOOKWHEEL_SENDERS_PER_TENANT"); err != nil {
+		return e, err
+	}
 	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
+		return e, err
+	}
+	if e.maxTimeout, err = durationEnv(getenv, "HOOKWHEEL_MAX_TIMEOUT", 0); err != nil {
+		return e, err
+	}
+	if e.shutdown, err = durationEnv(getenv, "HOOKWHEEL_SHUTDOWN_TIMEOUT", 0); err != nil {
 		return e, err
 	}
 	if v := getenv("HOOKWHEEL_ALLOW_PRIVATE_TARGETS"); v != "" {
@@ -172,6 +185,20 @@ func intEnv(getenv func(string) string, name string) (int, error) {
 	return n, nil
 }
 
+// durationEnv reads a positive Go duration, fallback when unset (0: the
+// default of the field it sets).
+func durationEnv(getenv func(string) string, name string, fallback time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: want a positive duration such as 30s or 5m, got %q", name, v)
+	}
+	return d, nil
+}
+
 func newLogger(w io.Writer, env environment) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: env.logLevel}
 	if env.logJSON {
@@ -201,9 +228,13 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		DisableDispatcher: *apiOnly,
 		SkipMigrate:       *noMigrate,
 		Logger:            logger,
-		Dispatcher:        dispatcher.Config{Senders: env.senders},
-		Limits:            api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead},
-		Targets:           env.targets,
+		Dispatcher: dispatcher.Config{
+			Senders: env.senders, SendersPerTenant: env.perTenant,
+			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown,
+		},
+		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
+		ShutdownTimeout: env.shutdown,
+		Targets:         env.targets,
 	})
 	if err != nil {
 		return err

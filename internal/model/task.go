@@ -93,7 +93,15 @@ type ClaimedTask struct {
 	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
 	ClaimedAt     time.Time
 	SigningSecret string
+	// BodySize is the body's length in bytes. A claim leaves a long body
+	// out (Body is nil while BodySize is not 0): it is read just before the
+	// send.
+	BodySize int
 }
+
+// BodyDeferred reports whether the claim left the body out, to be read
+// before sending.
+func (c *ClaimedTask) BodyDeferred() bool { return c.Body == nil && c.BodySize > 0 }
 
 // DefaultLookahead is how far ahead a dispatcher keeps due tasks loaded in its
 // timing wheel. A task stored (or moved) to fall due sooner than that is

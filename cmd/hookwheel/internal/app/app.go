@@ -51,8 +51,10 @@ type Config struct {
 	Dispatcher dispatcher.Config
 	// Limits bound task requests.
 	Limits api.Limits
-	// ShutdownTimeout bounds how long in-flight API requests may take to
-	// finish once the node is asked to stop. Default 15s.
+	// ShutdownTimeout bounds how long in-flight API requests and webhook
+	// sends may take to finish once the node is asked to stop; sends still
+	// waiting for their answer then are interrupted, recorded as such and
+	// due again at once. Default 30s.
 	ShutdownTimeout time.Duration
 }
 
@@ -78,7 +80,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		cfg.Addr = ":8080"
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 15 * time.Second
+		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	n = &Node{cfg: cfg, logger: cfg.Logger}
 	defer func() {
@@ -122,6 +124,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	taskCfg := tasks.Config{Store: n.db, Lookahead: cfg.Dispatcher.Lookahead}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
+		if dcfg.ShutdownTimeout <= 0 {
+			dcfg.ShutdownTimeout = cfg.ShutdownTimeout
+		}
+		if dcfg.MaxTimeout <= 0 {
+			// The API's bound on a task's timeout, which the dispatcher
+			// enforces on tasks stored before it was lowered.
+			dcfg.MaxTimeout = cfg.Limits.MaxTimeout
+		}
 		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
 		n.dispatcher, err = dispatcher.New(dcfg)
 		if err != nil {

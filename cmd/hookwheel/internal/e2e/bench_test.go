@@ -26,13 +26,60 @@ func BenchmarkEndToEnd(b *testing.B) {
 		spread = 2 * time.Second
 	)
 	for range b.N {
-		runEndToEnd(b, tasks, spread)
+		runEndToEnd(b, tasks, spread, nil)
 	}
 }
 
-func runEndToEnd(b *testing.B, tasks int, spread time.Duration) {
+// BenchmarkNoisyNeighbour measures one tenant's fire lateness, as
+// BenchmarkEndToEnd does with 2,000 tasks due over 2 s, alone ("quiet") and
+// beside another tenant whose 200 tasks to five receivers that accept
+// connections and never answer hold its whole share of the senders
+// ("noisy"). Run it with -benchtime 1x.
+func BenchmarkNoisyNeighbour(b *testing.B) {
+	const (
+		tasks  = 2_000
+		spread = 2 * time.Second
+	)
+	for _, noisy := range []bool{false, true} {
+		name := "quiet"
+		var neighbour func(e *env, n *node)
+		if noisy {
+			name = "noisy"
+			neighbour = hangingNeighbour
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				runEndToEnd(b, tasks, spread, neighbour)
+			}
+		})
+	}
+}
+
+// hangingNeighbour is a tenant whose 200 tasks, to five targets that never
+// answer, hold its share of the node's senders (128 sends) until the end.
+func hangingNeighbour(e *env, n *node) {
+	noisy := e.createTenant(n, "noisy")
+	var targets []*hangingTarget
+	for range 5 {
+		targets = append(targets, newHangingTarget(e.t))
+	}
+	for i := range 200 {
+		resp, err := noisy.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+			openapi.TaskRequest{URL: targets[i%len(targets)].URL + "/hang", Timeout: ptr("5m")})
+		require.NoError(e.t, err)
+		require.Equal(e.t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
+	}
+	waitConns(e.t, targets, 128, 30*time.Second)
+}
+
+// runEndToEnd runs one BenchmarkEndToEnd scenario; neighbour, when set,
+// adds another tenant's load to the node first.
+func runEndToEnd(b *testing.B, tasks int, spread time.Duration, neighbour func(e *env, n *node)) {
 	e := newEnv(b)
 	n := e.startNode()
+	if neighbour != nil {
+		neighbour(e, n)
+	}
 	acme := e.createTenant(n, "bench")
 
 	// Lateness in microseconds, 1 µs to 1 min at 3 significant digits.

@@ -29,7 +29,14 @@ import (
 // metric reads one sample from a node's /metrics; labels like `reason="breaker"`.
 func metric(t *testing.T, n *node, name, labels string) float64 {
 	t.Helper()
-	resp, err := http.Get(n.base + "/metrics")
+	return metricAt(t, n.base, name, labels)
+}
+
+// metricAt reads one sample from the /metrics of the node at base; 0 when
+// it has none.
+func metricAt(t *testing.T, base, name, labels string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	want := name

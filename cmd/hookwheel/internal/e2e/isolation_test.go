@@ -1,0 +1,331 @@
+package e2e_test
+
+// One tenant must never hurt another: a tenant whose receivers accept
+// connections and never answer, or who sends the largest bodies to them,
+// holds its own share of a node and no more; and a node asked to stop does
+// not wait for such sends longer than its shutdown timeout.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/openapi"
+)
+
+// hangingTarget accepts connections, reads what comes, and never answers.
+type hangingTarget struct {
+	ln       net.Listener
+	URL      string
+	accepted atomic.Int64
+	open     atomic.Int64
+	changed  chan struct{}
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newHangingTarget(t testing.TB) *hangingTarget {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &hangingTarget{ln: ln, URL: "http://" + ln.Addr().String(), changed: make(chan struct{}, 1)}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.conns = append(h.conns, conn)
+			h.mu.Unlock()
+			h.accepted.Add(1)
+			h.open.Add(1)
+			select {
+			case h.changed <- struct{}{}:
+			default:
+			}
+			go func() {
+				_, _ = io.Copy(io.Discard, conn)
+				h.open.Add(-1)
+				select {
+				case h.changed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, c := range h.conns {
+			_ = c.Close()
+		}
+	})
+	return h
+}
+
+// openConns sums the connections open to the targets.
+func openConns(targets []*hangingTarget) int64 {
+	var n int64
+	for _, h := range targets {
+		n += h.open.Load()
+	}
+	return n
+}
+
+// waitConns waits until the targets hold want connections at once.
+func waitConns(t testing.TB, targets []*hangingTarget, want int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for openConns(targets) < want {
+		require.True(t, time.Now().Before(deadline), "the hanging targets hold %d connections, want %d", openConns(targets), want)
+		select {
+		case <-targets[0].changed:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestNoisyTenantDoesNotStallOthers: tenant A's tasks to five targets that
+// never answer hold A's share of the senders (128 by default) and no more;
+// tenant B's webhooks go out on time meanwhile. Handing senders out first
+// come first served, A's targets held every sender and B's webhooks waited
+// for A's timeouts.
+func TestNoisyTenantDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	noisy, quiet := e.createTenant(n, "noisy"), e.createTenant(n, "quiet")
+
+	// The longest timeout a tenant may give is bounded (HOOKWHEEL_MAX_TIMEOUT,
+	// 5m by default).
+	resp, err := noisy.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+		openapi.TaskRequest{URL: "http://example.com/hook", Timeout: ptr("30m")})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode(), string(resp.Body))
+	require.Contains(t, string(resp.Body), "timeout")
+
+	var targets []*hangingTarget
+	for range 5 {
+		targets = append(targets, newHangingTarget(t))
+	}
+	reqs := make([]openapi.TaskRequest, 200)
+	for i := range reqs {
+		reqs[i] = openapi.TaskRequest{URL: targets[i%len(targets)].URL + "/hang", Timeout: ptr("5m")}
+	}
+	scheduleAll(t, noisy, reqs)
+	const share = 128 // dispatcher.Config.SendersPerTenant's default
+	waitConns(t, targets, share, 15*time.Second)
+
+	healthy := newReceiver(t)
+	start := time.Now().Add(500 * time.Millisecond)
+	for i := range 20 {
+		at := start.Add(time.Duration(i) * 20 * time.Millisecond)
+		quiet.schedule(t, openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at})
+	}
+	ds := healthy.waitFor(t, 15*time.Second, "the quiet tenant's webhooks", func(ds []delivery) bool { return len(ds) == 20 })
+	var worst time.Duration
+	for _, d := range ds {
+		at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
+		require.NoError(t, err)
+		worst = max(worst, d.arrived.Sub(at))
+	}
+	t.Logf("quiet tenant's worst lateness beside a noisy tenant holding %d hanging sends: %s", openConns(targets), worst)
+	require.Less(t, worst, time.Second, "a tenant's webhooks must not wait for another tenant's hanging targets")
+	require.Equal(t, int64(share), openConns(targets), "the noisy tenant never holds more than its share")
+}
+
+// countStatus counts the database's tasks in status.
+func countStatus(t *testing.T, dbURL, status string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM tasks WHERE status = $1`, status).Scan(&n))
+	return n
+}
+
+// TestLargeBodiesToHangingTargets: 300 tasks with 1 MB bodies, claimed and
+// waiting for three targets that never answer, keep the node's heap near
+// the tenant's byte budget (64 MiB), not 300 MB: claims carry no long body,
+// and the bodies in flight are bounded per tenant. It runs the real binary,
+// so the heap measured is the node's alone.
+func TestLargeBodiesToHangingTargets(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+		"HOOKWHEEL_SHUTDOWN_TIMEOUT=1s"))
+	apiKey := createTenantVia(t, node.base, chaosAdminToken, "big-bodies")
+	client := clientFor(t, node.base, apiKey)
+	idle := metricAt(t, node.base, "go_memstats_heap_inuse_bytes", "")
+
+	var targets []*hangingTarget
+	for range 3 {
+		targets = append(targets, newHangingTarget(t))
+	}
+	body := strings.Repeat("x", 1_000_000)
+	const tasks = 300
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				resp, err := client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+					openapi.TaskRequest{URL: targets[i%len(targets)].URL + "/hang", Body: body, Timeout: ptr("5m")})
+				if !assertCreated(t, resp, err) {
+					return
+				}
+			}
+		}()
+	}
+	for i := range tasks {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	// Every task is claimed: a share's worth sending, the rest waiting for
+	// the tenant's share.
+	deadline := time.Now().Add(30 * time.Second)
+	for countStatus(t, dbURL, "dispatching") < tasks {
+		require.True(t, time.Now().Before(deadline), "all %d tasks claimed", tasks)
+		time.Sleep(50 * time.Millisecond) // polling the database, no signal to wait on
+	}
+	waitConns(t, targets, 60, 10*time.Second)
+	heap := metricAt(t, node.base, "go_memstats_heap_inuse_bytes", "")
+	rss := metricAt(t, node.base, "process_resident_memory_bytes", "")
+	t.Logf("%d tasks of 1 MB claimed, %d sends hanging: heap in use %.0f MB (idle %.0f MB), RSS %.0f MB",
+		tasks, openConns(targets), heap/1e6, idle/1e6, rss/1e6)
+	require.LessOrEqual(t, openConns(targets), int64(67), "no more bodies in flight than the tenant's 64 MiB")
+	require.Less(t, heap, 200e6, "the claims must not hold their bodies")
+}
+
+// assertCreated reports whether a create call answered 201, failing the test
+// (from any goroutine) when not.
+func assertCreated(t *testing.T, resp *openapi.CreateTaskResponse, err error) bool {
+	if err != nil {
+		t.Errorf("create task: %v", err)
+		return false
+	}
+	if resp.StatusCode() != http.StatusCreated {
+		t.Errorf("create task: %d %s", resp.StatusCode(), resp.Body)
+		return false
+	}
+	return true
+}
+
+// TestStopIsBounded: SIGTERM waits at most HOOKWHEEL_SHUTDOWN_TIMEOUT for a
+// send whose receiver never answers, then cuts it off; the attempt is
+// recorded as interrupted, and the task is sent again at once by the next
+// node, nothing lost. Before, a stop waited for the send's whole timeout.
+func TestStopIsBounded(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.DatabaseURL(t)
+	env := append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)), "HOOKWHEEL_SHUTDOWN_TIMEOUT=2s")
+	first := startServe(t, "first", env)
+	apiKey := createTenantVia(t, first.base, chaosAdminToken, "stopping")
+	client := clientFor(t, first.base, apiKey)
+
+	hang := make(chan struct{})
+	var hangOnce sync.Once
+	release := func() { hangOnce.Do(func() { close(hang) }) }
+	t.Cleanup(release)
+	recv := newReceiver(t)
+	recv.setRespond(func(_ delivery, nth int) (int, http.Header) {
+		if nth == 1 {
+			<-hang
+		}
+		return http.StatusOK, nil
+	})
+	resp, err := client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+		openapi.TaskRequest{URL: recv.URL + "/slow", Timeout: ptr("5m")})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
+	id := resp.JSON201.ID
+	recv.waitFor(t, 10*time.Second, "the first attempt", func(ds []delivery) bool { return len(ds) == 1 })
+
+	stopAt := time.Now()
+	require.NoError(t, first.Term(20*time.Second), "SIGTERM must end the node within its shutdown timeout")
+	stopped := time.Since(stopAt)
+	t.Logf("stopped %s after SIGTERM with a send in flight", stopped)
+	require.GreaterOrEqual(t, stopped, 2*time.Second, "the send in flight was given its shutdown timeout")
+	release()
+
+	second := startServe(t, "second", env)
+	ds := recv.waitFor(t, 20*time.Second, "the task sent again", func(ds []delivery) bool { return len(ds) == 2 })
+	require.Equal(t, ds[0].webhookID(), ds[1].webhookID())
+	require.Equal(t, "2", ds[1].header.Get("Hookwheel-Attempt"))
+
+	c2 := clientFor(t, second.base, apiKey)
+	deadline := time.Now().Add(10 * time.Second)
+	var attempts []openapi.Attempt
+	for {
+		got, err := c2.ListTaskAttemptsWithResponse(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, got.StatusCode(), string(got.Body))
+		attempts = got.JSON200.Data
+		if len(attempts) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API, no signal to wait on
+	}
+	require.Len(t, attempts, 2, fmt.Sprintf("%+v", attempts))
+	require.NotNil(t, attempts[0].Error)
+	require.Contains(t, *attempts[0].Error, "interrupted")
+	require.Equal(t, openapi.AttemptOutcomeRetry, attempts[0].Outcome)
+	require.Equal(t, openapi.AttemptOutcomeSuccess, attempts[1].Outcome)
+}
+
+// TestIdleTargetsForgotten: a tenant sending to a thousand distinct targets
+// (here closed ports) leaves no lasting state behind: each target's breaker
+// and slots are forgotten once idle. Before, every target ever sent to was
+// kept for the life of the process.
+func TestIdleTargetsForgotten(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) { c.Dispatcher.Breaker.IdleAfter = time.Second })
+	acme := e.createTenant(n, "many-hosts")
+
+	// Ports that were free a moment ago: each answers "connection refused".
+	var reqs []openapi.TaskRequest
+	for range 1000 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		reqs = append(reqs, openapi.TaskRequest{URL: "http://" + addr + "/x", Timeout: ptr("2s"),
+			Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+	}
+	scheduleAll(t, acme, reqs)
+	// How many targets are kept at once depends on how fast the tasks go
+	// out, which a loaded machine slows; what must hold is that every one
+	// is forgotten once its last task is done.
+	var peak float64
+	deadline := time.Now().Add(2 * time.Minute)
+	for countStatus(t, e.databaseURL, "dead") < len(reqs) {
+		require.True(t, time.Now().Before(deadline), "%d of %d tasks dead", countStatus(t, e.databaseURL, "dead"), len(reqs))
+		peak = max(peak, metric(t, n, "hookwheel_targets", ""))
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	peak = max(peak, metric(t, n, "hookwheel_targets", ""))
+	require.Positive(t, peak, "targets are counted while they are sent to")
+	waitMetric(t, n, "hookwheel_targets", "", 30*time.Second, func(v float64) bool { return v == 0 })
+	t.Logf("targets kept: at most %.0f seen while sending, 0 once idle", peak)
+}

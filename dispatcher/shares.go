@@ -1,0 +1,237 @@
+package dispatcher
+
+import (
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// Tenants' shares of the senders. A send holds its sender until the receiver
+// answers or the timeout ends, and nothing can take it back sooner: a tenant
+// whose receivers accept connections and never answer would, with senders
+// handed out first come first served, hold every one of them and stall every
+// other tenant's webhooks for as long as its timeouts. So each tenant may
+// have at most maxPerTenant claims in the sending stage (sending, or waiting
+// for a slot of their target) and maxBytesPerTenant of their bodies in
+// memory, and the node at most maxTotal and maxBytes; a tenant's unanswered
+// sends use up its own share only. A claim that finds its tenant's share (or
+// the node) full waits here, with its tenant, without holding a sender; each
+// share given back goes to the next waiting tenant in turn (round robin), so
+// when the node is full every waiting tenant gets its turn whatever the
+// others have queued. A tenant may always have one claim sending, whatever
+// its body's size, so no body is ever too large to be sent.
+
+// sharesConfig configures newShares. Every field is required.
+type sharesConfig struct {
+	MaxTotal          int
+	MaxPerTenant      int
+	MaxBytes          int64
+	MaxBytesPerTenant int64
+	// MaxWaitingPerTenant bounds the claims of one tenant waiting here: they
+	// hold the node's claim budget, and a tenant whose every send hangs
+	// must not use it all. Beyond it, the surplus is given back.
+	MaxWaitingPerTenant int
+}
+
+// tenantShare is one tenant's use of the senders.
+type tenantShare struct {
+	id      uuid.UUID
+	sending int
+	bytes   int64
+	waiting []*model.ClaimedTask
+	// sendTime is a moving average of how long the tenant's sends take, to
+	// tell a claim given back when a share is likely free.
+	sendTime time.Duration
+	// queued is set while the tenant is in the round robin of waiters.
+	queued bool
+}
+
+// shareDecision is what admit decided for a claim.
+type shareDecision int
+
+const (
+	shareTaken   shareDecision = iota // the claim holds a share: send it
+	shareWaiting                      // it waits here until a share frees
+	shareFull                         // no room to wait either: give it back
+)
+
+// shares hands out tenants' shares of the senders.
+type shares struct {
+	cfg sharesConfig
+
+	mu       sync.Mutex
+	byTenant map[uuid.UUID]*tenantShare
+	sending  int
+	bytes    int64
+	// turns is the round robin of tenants with claims waiting.
+	turns []*tenantShare
+}
+
+func newShares(cfg sharesConfig) *shares {
+	return &shares{cfg: cfg, byTenant: make(map[uuid.UUID]*tenantShare)}
+}
+
+// bodySize is what a claim's body will take in memory while it is sent.
+func bodySize(c *model.ClaimedTask) int64 {
+	return max(int64(c.BodySize), int64(len(c.Body)))
+}
+
+// fitsLocked reports whether c may take a share of t now.
+func (s *shares) fitsLocked(t *tenantShare, c *model.ClaimedTask) bool {
+	if t.sending == 0 {
+		// Its one claim always goes, if the node has room for it at all.
+		return s.sending < s.cfg.MaxTotal && (s.sending == 0 || s.bytes+bodySize(c) <= s.cfg.MaxBytes)
+	}
+	size := bodySize(c)
+	return t.sending < s.cfg.MaxPerTenant && t.bytes+size <= s.cfg.MaxBytesPerTenant &&
+		s.sending < s.cfg.MaxTotal && s.bytes+size <= s.cfg.MaxBytes
+}
+
+func (s *shares) takeLocked(t *tenantShare, c *model.ClaimedTask) {
+	size := bodySize(c)
+	t.sending++
+	t.bytes += size
+	s.sending++
+	s.bytes += size
+}
+
+func (s *shares) tenantLocked(id uuid.UUID) *tenantShare {
+	t, ok := s.byTenant[id]
+	if !ok {
+		t = &tenantShare{id: id}
+		s.byTenant[id] = t
+	}
+	return t
+}
+
+// admit gives c a share of its tenant's, or keeps it waiting for one, or,
+// when too many of the tenant's claims wait already, says how long until a
+// share is likely free.
+func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantLocked(c.TenantID)
+	// Claims that came first keep their place: a newcomer does not pass the
+	// tenant's waiting claims.
+	if len(t.waiting) == 0 && s.fitsLocked(t, c) {
+		s.takeLocked(t, c)
+		return shareTaken, 0
+	}
+	if len(t.waiting) < s.cfg.MaxWaitingPerTenant {
+		t.waiting = append(t.waiting, c)
+		if !t.queued {
+			t.queued = true
+			s.turns = append(s.turns, t)
+		}
+		return shareWaiting, 0
+	}
+	ahead := float64(len(t.waiting)+1) / float64(max(1, t.sending))
+	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
+	return shareFull, min(max(wait, time.Second), 30*time.Second)
+}
+
+// release gives back c's share, its send having taken took (0: it was not
+// sent), and returns the waiting claims that now hold a share, to be sent.
+func (s *shares) release(c *model.ClaimedTask, took time.Duration) []*model.ClaimedTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.byTenant[c.TenantID]
+	if t == nil {
+		return nil
+	}
+	size := bodySize(c)
+	t.sending--
+	t.bytes -= size
+	s.sending--
+	s.bytes -= size
+	if took > 0 {
+		if t.sendTime == 0 {
+			t.sendTime = took
+		} else {
+			t.sendTime += (took - t.sendTime) / 8
+		}
+	}
+	admitted := s.turnLocked()
+	if t.sending == 0 && len(t.waiting) == 0 {
+		delete(s.byTenant, t.id)
+	}
+	return admitted
+}
+
+// turnLocked hands shares to waiting claims, one tenant's at a time in
+// turn, while they fit. A tenant served goes to the back of the line; one
+// whose next claim does not fit (its own share is full) is passed over and
+// keeps its place.
+func (s *shares) turnLocked() []*model.ClaimedTask {
+	var admitted []*model.ClaimedTask
+	for passed := 0; passed < len(s.turns); {
+		t := s.turns[0]
+		s.turns[0] = nil
+		s.turns = s.turns[1:]
+		if len(t.waiting) > 0 && s.fitsLocked(t, t.waiting[0]) {
+			c := t.waiting[0]
+			t.waiting[0] = nil
+			t.waiting = t.waiting[1:]
+			s.takeLocked(t, c)
+			admitted = append(admitted, c)
+			passed = 0
+		} else {
+			passed++
+		}
+		if len(t.waiting) > 0 {
+			s.turns = append(s.turns, t)
+		} else {
+			t.queued = false
+			passed = max(0, passed-1)
+		}
+	}
+	return admitted
+}
+
+// takeAll empties the waiting lines, for the claims to be given back.
+func (s *shares) takeAll() []*model.ClaimedTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []*model.ClaimedTask
+	for _, t := range s.turns {
+		all = append(all, t.waiting...)
+		t.waiting, t.queued = nil, false
+		if t.sending == 0 {
+			delete(s.byTenant, t.id)
+		}
+	}
+	s.turns = nil
+	return all
+}
+
+// totals reads the node's sends holding a share, their body bytes and the
+// claims waiting for a share, for the gauges.
+func (s *shares) totals() (sending int, bytes int64, waiting int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.turns {
+		waiting += len(t.waiting)
+	}
+	return s.sending, s.bytes, waiting
+}
+
+// ShareStatus is one tenant's use of this node's senders.
+type ShareStatus struct {
+	TenantID uuid.UUID
+	Sending  int
+	Bytes    int64
+	Waiting  int
+}
+
+// statuses reports the tenants using senders now, and the node's totals.
+func (s *shares) statuses() (tenants []ShareStatus, sending int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.byTenant {
+		tenants = append(tenants, ShareStatus{TenantID: t.id, Sending: t.sending, Bytes: t.bytes, Waiting: len(t.waiting)})
+	}
+	return tenants, s.sending, s.bytes
+}
