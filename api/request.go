@@ -9,8 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/http/httpguts"
@@ -87,11 +91,84 @@ type taskRequest struct {
 	URL     *string           `json:"url"`
 	Method  *string           `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
-	Body    *string           `json:"body,omitempty"`
+	Body    *bodyText         `json:"body,omitempty"`
 	RunAt   *string           `json:"run_at,omitempty"`
 	Delay   *string           `json:"delay,omitempty"`
 	Timeout *string           `json:"timeout,omitempty"`
 	Retry   *retryRequest     `json:"retry,omitempty"`
+}
+
+// bodyText is a task's body as a JSON string. encoding/json replaces
+// invalid UTF-8 and unpaired surrogate escapes with U+FFFD, which would send
+// other bytes than the client's; bodyText notes that instead, for the
+// validation to refuse it.
+type bodyText struct {
+	text    string
+	altered bool
+}
+
+func (b *bodyText) UnmarshalJSON(raw []byte) error {
+	if len(raw) == 0 || raw[0] != '"' {
+		return &json.UnmarshalTypeError{Value: jsonKind(raw), Type: reflect.TypeFor[string]()}
+	}
+	if err := json.Unmarshal(raw, &b.text); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	b.altered = !utf8.Valid(raw) || hasUnpairedSurrogate(raw)
+	return nil
+}
+
+// jsonKind names the kind of a JSON value for an UnmarshalTypeError.
+func jsonKind(raw []byte) string {
+	switch {
+	case len(raw) == 0:
+		return "nothing"
+	case raw[0] == '{':
+		return "object"
+	case raw[0] == '[':
+		return "array"
+	case raw[0] == 't' || raw[0] == 'f':
+		return "bool"
+	default:
+		return "number"
+	}
+}
+
+// hasUnpairedSurrogate reports whether a JSON string literal holds a \u
+// escape of a UTF-16 surrogate that is not part of a pair. Hand-written:
+// encoding/json decodes such an escape to U+FFFD without a word, and no
+// decoder option reports it.
+func hasUnpairedSurrogate(raw []byte) bool {
+	escapeAt := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := escapeAt(i)
+		if !ok {
+			i++ // a two-byte escape such as \\ or \"
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00:
+			low, ok := escapeAt(i + 6)
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 11
+		case utf16.IsSurrogate(r):
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 type retryRequest struct {
@@ -219,10 +296,13 @@ func (s *Server) validateTask(req *taskRequest, defaults model.RetryDefaults, no
 	}
 
 	if req.Body != nil {
-		if len(*req.Body) > limits.MaxBody {
+		switch {
+		case req.Body.altered:
+			fe.add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
+		case len(req.Body.text) > limits.MaxBody:
 			fe.add("body", "must be at most %d bytes", limits.MaxBody)
 		}
-		t.Body = []byte(*req.Body)
+		t.Body = []byte(req.Body.text)
 	}
 
 	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)

@@ -33,7 +33,7 @@ type scheduleRequest struct {
 	URL      *string           `json:"url"`
 	Method   *string           `json:"method,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
-	Body     *string           `json:"body,omitempty"`
+	Body     *bodyText         `json:"body,omitempty"`
 	Timeout  *string           `json:"timeout,omitempty"`
 	Retry    *retryRequest     `json:"retry,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`

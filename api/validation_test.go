@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/openapi"
 )
 
 // taskBody is a valid task request with the given members added or replaced.
@@ -105,6 +106,12 @@ func TestCreateTaskValidation(t *testing.T) {
 		{name: "unknown field runAt", body: `{"url": "https://example.com/hook", "runAt": "2030-01-01T00:00:00Z"}`, want: 422, field: "runAt"},
 		{name: "unknown field inside retry", body: `{"url": "https://example.com/hook", "retry": {"max_attemps": 3}}`, want: 422, field: "retry.max_attemps"},
 		{name: "body not a string", body: `{"url": "https://example.com/hook", "body": {"order": 42}}`, want: 422, field: "body"},
+		{name: "body a number", body: `{"url": "https://example.com/hook", "body": 42}`, want: 422, field: "body"},
+		{name: "body with invalid UTF-8", body: "{\"url\": \"https://example.com/hook\", \"body\": \"a\xff\xfeb\"}", want: 422, field: "body"},
+		{name: "body with a lone high surrogate", body: `{"url": "https://example.com/hook", "body": "a\ud83db"}`, want: 422, field: "body"},
+		{name: "body with a lone low surrogate", body: `{"url": "https://example.com/hook", "body": "\ude00"}`, want: 422, field: "body"},
+		{name: "body with a high surrogate at the end", body: `{"url": "https://example.com/hook", "body": "\ud83d"}`, want: 422, field: "body"},
+		{name: "body with surrogates reversed", body: `{"url": "https://example.com/hook", "body": "\ude00\ud83d"}`, want: 422, field: "body"},
 		{name: "malformed JSON", body: `{"url": "https://example.com/hook"`, want: 400},
 		{name: "not JSON at all", body: `url=https://example.com/hook`, want: 400},
 		{name: "empty body", body: ``, want: 400},
@@ -197,6 +204,31 @@ func TestCreateTaskIdempotencyKeyBytes(t *testing.T) {
 	// A UTF-8 key is a key like any other.
 	resp = h.postTask(tn, taskBody(t, nil), "clé-1")
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+}
+
+// TestCreateTaskBodyExact: whatever valid JSON spells a body with, the
+// bytes stored are the ones it means.
+func TestCreateTaskBodyExact(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	cases := []struct{ name, literal, want string }{
+		{"escaped pair", `"\ud83d\ude00"`, "\U0001F600"},
+		{"raw UTF-8", "\"caf\u00e9 \xf0\x9f\x98\x80\"", "café \U0001F600"},
+		{"escaped backslash before u", `"\\ud83d"`, `\ud83d`},
+		{"the replacement character itself", `"\ufffd"`, "\ufffd"},
+		{"control escapes", `"\u0000\n\t\""`, "\x00\n\t\""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := h.postTask(tn, `{"url": "https://example.com/hook", "body": `+tc.literal+`}`, "")
+			require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+			var task openapi.Task
+			require.NoError(t, json.Unmarshal(resp.Body, &task))
+			require.Equal(t, tc.want, task.Body)
+		})
+	}
 }
 
 func TestCreateTaskBodyLimits(t *testing.T) {

@@ -54,6 +54,8 @@ Environment:
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
   HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
+  HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
+                          bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   See README.md for the rest.
 `
 
@@ -116,6 +118,7 @@ type environment struct {
 	maxBody     int
 	maxTimeout  time.Duration
 	shutdown    time.Duration
+	http        api.ServerLimits
 	maxAhead    time.Duration
 	targets     netguard.Config
 	pprofAddr   string
@@ -148,6 +151,21 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.shutdown, err = durationEnv(getenv, "HOOKWHEEL_SHUTDOWN_TIMEOUT", 0); err != nil {
+		return e, err
+	}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{
+		{"HOOKWHEEL_HTTP_READ_TIMEOUT", &e.http.ReadTimeout},
+		{"HOOKWHEEL_HTTP_WRITE_TIMEOUT", &e.http.WriteTimeout},
+		{"HOOKWHEEL_HTTP_IDLE_TIMEOUT", &e.http.IdleTimeout},
+	} {
+		if *d.to, err = durationEnv(getenv, d.name, 0); err != nil {
+			return e, err
+		}
+	}
+	if e.http.MaxConns, err = intEnv(getenv, "HOOKWHEEL_HTTP_MAX_CONNS"); err != nil {
 		return e, err
 	}
 	if v := getenv("HOOKWHEEL_ALLOW_PRIVATE_TARGETS"); v != "" {
@@ -234,6 +252,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		},
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		ShutdownTimeout: env.shutdown,
+		HTTP:            env.http,
 		Targets:         env.targets,
 	})
 	if err != nil {

@@ -51,6 +51,8 @@ type Config struct {
 	Dispatcher dispatcher.Config
 	// Limits bound task requests.
 	Limits api.Limits
+	// HTTP bounds the HTTP server's connections and requests.
+	HTTP api.ServerLimits
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -151,15 +153,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.DisableAPI {
 		h = operationsOnly(handler)
 	}
-	n.listener, err = net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	if n.listener, err = api.Listen(cfg.Addr, cfg.HTTP); err != nil {
+		return nil, err
 	}
-	n.server = &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
+	n.server = api.NewHTTPServer(h, cfg.HTTP, cfg.Logger)
 	return n, nil
 }
 

@@ -347,7 +347,7 @@ func TestPostgresAndRedisRestart(t *testing.T) {
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "restarts")
 	rcv := newCountingReceiver(t)
 
-	t0 := time.Now().Add(lead).Truncate(time.Millisecond)
+	t0 := time.Now().Add(creationLead(t, []string{node.base}, count, lead)).Truncate(time.Millisecond)
 	end := t0.Add(spread)
 	tasks := planTasks(count, t0, spread)
 	createBefore(t, t0, []string{node.base}, apiKey, rcv.URL+"/restarts", tasks)

@@ -158,8 +158,10 @@ func TestHangingTargetDoesNotDelayOthers(t *testing.T) {
 
 	release := make(chan struct{})
 	var hangOnce sync.Once
-	t.Cleanup(func() { hangOnce.Do(func() { close(release) }) })
 	hanging := newReceiver(t)
+	// Registered after the receiver, so it runs before the receiver's
+	// Close, which waits for the handlers blocked on release.
+	t.Cleanup(func() { hangOnce.Do(func() { close(release) }) })
 	hanging.setRespond(func(delivery, int) (int, http.Header) {
 		<-release
 		return http.StatusOK, nil

@@ -6,7 +6,9 @@ package e2e_test
 // not wait for such sends longer than its shutdown timeout.
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -246,8 +248,10 @@ func TestStopIsBounded(t *testing.T) {
 	hang := make(chan struct{})
 	var hangOnce sync.Once
 	release := func() { hangOnce.Do(func() { close(hang) }) }
-	t.Cleanup(release)
 	recv := newReceiver(t)
+	// After the receiver, so it runs before the receiver's Close, which
+	// waits for the handler blocked on hang.
+	t.Cleanup(release)
 	recv.setRespond(func(_ delivery, nth int) (int, http.Header) {
 		if nth == 1 {
 			<-hang
@@ -328,4 +332,67 @@ func TestIdleTargetsForgotten(t *testing.T) {
 	require.Positive(t, peak, "targets are counted while they are sent to")
 	waitMetric(t, n, "hookwheel_targets", "", 30*time.Second, func(v float64) bool { return v == 0 })
 	t.Logf("targets kept: at most %.0f seen while sending, 0 once idle", peak)
+}
+
+// TestUnauthenticatedConnectionsAreBounded: connections left idle after a
+// health check, and a request trickled a byte at a time, are closed by the
+// real binary within its configured bounds; before, both were held open for
+// ever by clients that never authenticated. Errors net/http answers by
+// itself are problem+json.
+func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+		"HOOKWHEEL_HTTP_IDLE_TIMEOUT=1s", "HOOKWHEEL_HTTP_READ_TIMEOUT=2s"))
+	addr := strings.TrimPrefix(node.base, "http://")
+
+	closed := func(conn net.Conn, within time.Duration) bool {
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(within)))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	var idle []net.Conn
+	for range 100 {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		idle = append(idle, conn)
+	}
+	for i, conn := range idle {
+		require.True(t, closed(conn, 15*time.Second), "idle connection %d still open after 15s", i)
+	}
+
+	trickled, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer trickled.Close()
+	_, err = io.WriteString(trickled, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+	require.NoError(t, err)
+	trickle := time.NewTicker(200 * time.Millisecond)
+	defer trickle.Stop()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := io.WriteString(trickled, " "); err != nil {
+			break // closed by the server
+		}
+		require.True(t, time.Now().Before(deadline), "a request trickled a byte every 200ms was still being read after 15s")
+		<-trickle.C
+	}
+
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", 80<<10)+"\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 }
