@@ -185,4 +185,3 @@ func TestServerErrorsAreProblems(t *testing.T) {
 		require.Equal(t, "text/plain; charset=utf-8", resp.Header.Get("Content-Type"))
 	})
 }
-
