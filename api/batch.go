@@ -33,8 +33,10 @@ const (
 // batchBodyLimit is the body limit of the batch route: maxBatchBytes, or the
 // single-call limit (see New) if that is larger, so that any task a single
 // call accepts also fits in a batch on its own.
-func (s *Server) batchBodyLimit() int64 {
-	return max(maxBatchBytes, 4*int64(s.cfg.Limits.MaxBody)+64<<10)
+func (s *Server) batchBodyLimit() int64 { return batchBodyLimit(s.cfg.Limits.MaxBody) }
+
+func batchBodyLimit(maxBody int) int64 {
+	return max(maxBatchBytes, 4*int64(maxBody)+64<<10)
 }
 
 // isBatchRoute tells the server-wide body limit to leave the batch route to
@@ -85,6 +87,18 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	if r.ContentLength > limit {
 		return echo.ErrStatusRequestEntityTooLarge
 	}
+	reserve := limit
+	if r.ContentLength >= 0 {
+		reserve = r.ContentLength
+	}
+	release, ok := s.batches.take(tenant.ID, reserve)
+	if !ok {
+		s.apiLimits.refused.WithLabelValues("batch_bytes").Inc()
+		c.Response().Header().Set("Retry-After", "1")
+		return newProblem(http.StatusTooManyRequests, "batches-busy", "Too many batches in progress",
+			"this node is reading as many batch bytes as it holds at once; try again in a moment, or send smaller batches")
+	}
+	defer release()
 	r.Body = &limitedBody{ReadCloser: r.Body, left: limit}
 
 	var req batchRequest

@@ -330,7 +330,12 @@ func TestCreateTasksBatchIdempotency(t *testing.T) {
 
 func TestCreateTasksBatchBodyLimits(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *api.Config) { c.Limits.MaxBody = 1024 })
+	h := newHarness(t, func(c *api.Config) {
+		c.Limits.MaxBody = 1024
+		// The subtests run side by side: room for all of them at once
+		// (TestCreateTasksBatchBytesInFlight tests the bound).
+		c.Limits.BatchBytesInFlight = 1 << 30
+	})
 	tn := h.createTenant("acme")
 	item := func(body string) string {
 		b, err := json.Marshal(map[string]string{"url": "https://example.com/x", "body": body})
@@ -808,4 +813,70 @@ func TestCreateTasksBatchQuota(t *testing.T) {
 	require.NotNil(t, results[3].Error)
 	require.Equal(t, http.StatusTooManyRequests, results[3].Error.Status)
 	require.Contains(t, results[3].Error.Type, "quota-exceeded")
+}
+
+// TestCreateTasksBatchBytesInFlight: the batch calls a node reads at once
+// hold at most BatchBytesInFlight of request bodies, a tenant at most half
+// of it; a call beyond gets 429 with Retry-After, and goes through once the
+// others are done.
+func TestCreateTasksBatchBytesInFlight(t *testing.T) {
+	t.Parallel()
+	const budget = 1 << 20
+	h := newHarness(t, func(c *api.Config) { c.Limits.BatchBytesInFlight = budget })
+	acme, other := h.createTenant("acme"), h.createTenant("other")
+
+	// A batch of exactly size bytes, one task, padded with spaces.
+	sized := func(size int) string {
+		b := batchBody(`{"url": "https://example.com/x"}`)
+		return b[:len(b)-1] + strings.Repeat(" ", size-len(b)) + "}"
+	}
+	post := func(tn tenant, size int) response {
+		return h.postBatch(tn, sized(size))
+	}
+
+	// acme's first call, 600 KiB, arrives slowly and holds its share.
+	slow := sized(600 << 10)
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, h.URL+"/v1/tasks/batch", pr)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+acme.APIKey)
+	req.ContentLength = int64(len(slow))
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	_, err = io.WriteString(pw, slow[:1024])
+	require.NoError(t, err)
+
+	// Once it holds its share, acme's next call is over its half...
+	deadline := time.Now().Add(10 * time.Second)
+	var refused response
+	for refused = post(acme, 1024); refused.Status != http.StatusTooManyRequests; refused = post(acme, 1024) {
+		require.Equal(t, http.StatusOK, refused.Status, "body: %s", refused.Body)
+		require.True(t, time.Now().Before(deadline), "the slow batch never held its share")
+	}
+	p := requireProblem(t, refused, http.StatusTooManyRequests)
+	require.Equal(t, problemTypePrefix+"batches-busy", p.Type)
+	require.Equal(t, "1", refused.Header.Get("Retry-After"))
+
+	// ...another tenant fits beside it, but not beyond the node's budget.
+	require.Equal(t, http.StatusOK, post(other, 300<<10).Status)
+	requireProblem(t, post(other, 500<<10), http.StatusTooManyRequests)
+
+	_, err = io.WriteString(pw, slow[1024:])
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	resp, ok := <-answered
+	require.True(t, ok, "the slow batch failed")
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// Its share is back.
+	require.Equal(t, http.StatusOK, post(acme, 1024).Status)
+	require.Equal(t, http.StatusOK, post(other, 500<<10).Status)
 }

@@ -71,7 +71,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate) or pending_tasks (max_pending_tasks).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks) or batch_bytes (the batch bytes a node reads at once).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",

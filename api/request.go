@@ -118,6 +118,10 @@ func (b *bodyText) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
+// MarshalJSON spells the body as the string it is, so that the request hash
+// of an idempotency key (requestHash) covers it.
+func (b bodyText) MarshalJSON() ([]byte, error) { return json.Marshal(b.text) }
+
 // jsonKind names the kind of a JSON value for an UnmarshalTypeError.
 func jsonKind(raw []byte) string {
 	switch {

@@ -78,6 +78,10 @@ type Limits struct {
 	// connection and a share of its tenant's senders while it waits, and a
 	// receiver that never answers holds them this long.
 	DefaultTimeout, MaxTimeout time.Duration
+	// BatchBytesInFlight bounds the request bodies of the batch calls a
+	// node reads at once, a tenant's at most half of it; a call beyond it
+	// gets 429. Default 64 MiB, and at least twice the largest batch.
+	BatchBytesInFlight int64
 }
 
 func (c *Config) setDefaults() error {
@@ -106,6 +110,9 @@ func (c *Config) setDefaults() error {
 	if c.Limits.MaxTimeout <= 0 {
 		c.Limits.MaxTimeout = 5 * time.Minute
 	}
+	if c.Limits.BatchBytesInFlight <= 0 {
+		c.Limits.BatchBytesInFlight = max(64<<20, 2*batchBodyLimit(c.Limits.MaxBody))
+	}
 	return nil
 }
 
@@ -120,6 +127,8 @@ type Server struct {
 	metrics http.Handler
 	// apiLimits applies tenants' API rate limits and counts refusals.
 	apiLimits *apiLimits
+	// batches bounds the memory batch calls hold.
+	batches *batchGate
 }
 
 var _ openapi.ServerInterface = (*Server)(nil)
@@ -137,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 		logger:  cfg.Logger,
 		clock:   cfg.Clock,
 		metrics: promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{Registry: cfg.Registerer}),
+		batches: newBatchGate(cfg.Limits.BatchBytesInFlight),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -7,12 +7,15 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -395,4 +398,81 @@ func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
 	require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+}
+
+// TestConcurrentLargeBatchesAreBounded: eight batch calls of 31 MiB at once,
+// from two tenants, every item invalid, leave the node's peak RSS far below
+// what holding them all would take (715 MB before): calls beyond the
+// node's batch budget are refused with 429, Retry-After, and go through when
+// sent again.
+func TestConcurrentLargeBatchesAreBounded(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.DatabaseURL(t)
+	node := startServe(t, "node", serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)))
+	pid, _ := node.Running()
+	keys := []string{createTenantVia(t, node.base, chaosAdminToken, "batch-a"), createTenantVia(t, node.base, chaosAdminToken, "batch-b")}
+
+	item := `{"url": "nope", "body": "` + strings.Repeat("x", 1_000_000) + `"}`
+	items := make([]string, 31)
+	for i := range items {
+		items[i] = item
+	}
+	batch := []byte(`{"tasks": [` + strings.Join(items, ",") + `]}`)
+
+	post := func(key string) (int, string) {
+		req, err := http.NewRequest(http.MethodPost, node.base+"/v1/tasks/batch", bytes.NewReader(batch))
+		if err != nil {
+			return 0, err.Error()
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 8)
+	retryAfter := make([]string, 8)
+	for i := range statuses {
+		wg.Go(func() { statuses[i], retryAfter[i] = post(keys[i%2]) })
+	}
+	wg.Wait()
+	peak := peakRSS(t, pid)
+	var ok, busy int
+	for i, s := range statuses {
+		switch s {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			busy++
+			require.Equal(t, "1", retryAfter[i])
+		default:
+			t.Fatalf("batch %d answered %d", i, s)
+		}
+	}
+	t.Logf("8 batches of %d MB at once: %d read, %d refused with 429; peak RSS %.0f MB", len(batch)/1e6, ok, busy, peak/1e6)
+	require.Positive(t, ok)
+	require.Less(t, peak, 400e6, "concurrent batches must not all be held at once")
+
+	// A refused call goes through when it comes back alone.
+	status, _ := post(keys[0])
+	require.Equal(t, http.StatusOK, status)
+}
+
+// peakRSS is the highest resident set size process pid has had, in bytes.
+func peakRSS(t *testing.T, pid int) float64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			require.NoError(t, err)
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmHWM in /proc/<pid>/status")
+	return 0
 }
