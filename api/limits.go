@@ -35,6 +35,7 @@ const (
 	maxLimitRate        = 1_000_000
 	maxLimitBurst       = 1_000_000
 	maxLimitPending     = 1_000_000_000
+	maxLimitSchedules   = 1_000_000
 	maxLimitConcurrency = 100_000
 	maxLimitTargets     = 1000
 )
@@ -71,7 +72,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks) or batch_bytes (the batch bytes a node reads at once).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks) batch_bytes (the batch bytes a node reads at once) or schedules (max_schedules).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",
@@ -193,6 +194,7 @@ func limitsJSON(l model.Limits) openapi.TenantLimits {
 		APIRate:             positiveFloat32(l.APIRate),
 		APIBurst:            positiveInt(l.APIBurst),
 		MaxPendingTasks:     positiveInt(l.MaxPendingTasks),
+		MaxSchedules:        positiveInt(l.MaxSchedules),
 		DispatchRate:        positiveFloat32(l.DispatchRate),
 		DispatchConcurrency: positiveInt(l.DispatchConcurrency),
 	}
@@ -241,6 +243,7 @@ type limitsRequest struct {
 	APIRate             *float64                   `json:"api_rate"`
 	APIBurst            *int                       `json:"api_burst"`
 	MaxPendingTasks     *int                       `json:"max_pending_tasks"`
+	MaxSchedules        *int                       `json:"max_schedules"`
 	DispatchRate        *float64                   `json:"dispatch_rate"`
 	DispatchConcurrency *int                       `json:"dispatch_concurrency"`
 	Targets             map[string]json.RawMessage `json:"targets"`
@@ -270,6 +273,7 @@ func (u *limitsUpdate) validate(fe *fieldErrors) model.Limits {
 		fe.add("limits.api_burst", "applies only with an api_rate")
 	}
 	l.MaxPendingTasks = limitInt(fe, "limits.max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
+	l.MaxSchedules = limitInt(fe, "limits.max_schedules", r.MaxSchedules, maxLimitSchedules)
 	l.DispatchRate = limitRate(fe, "limits.dispatch_rate", r.DispatchRate)
 	l.DispatchConcurrency = limitInt(fe, "limits.dispatch_concurrency", r.DispatchConcurrency, maxLimitConcurrency)
 	if len(r.Targets) > maxLimitTargets {

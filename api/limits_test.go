@@ -35,9 +35,9 @@ func TestTenantLimitsAdmin(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
 	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["limits"]), "unlimited by default")
 
-	full := `{"api_rate":0.5,"api_burst":3,"max_pending_tasks":100,"dispatch_rate":20,"dispatch_concurrency":4,
+	full := `{"api_rate":0.5,"api_burst":3,"max_pending_tasks":100,"max_schedules":7,"dispatch_rate":20,"dispatch_concurrency":4,
 		"targets":{"API.Partner.com":{"dispatch_rate":2},"slow.example":{"dispatch_concurrency":1},"fast.example":{"dispatch_rate":0}}}`
-	want := `{"api_rate":0.5,"api_burst":3,"max_pending_tasks":100,"dispatch_rate":20,"dispatch_concurrency":4,
+	want := `{"api_rate":0.5,"api_burst":3,"max_pending_tasks":100,"max_schedules":7,"dispatch_rate":20,"dispatch_concurrency":4,
 		"targets":{"api.partner.com":{"dispatch_rate":2},"slow.example":{"dispatch_concurrency":1},"fast.example":{"dispatch_rate":0}}}`
 	require.JSONEq(t, want, h.patchLimits(acme, `{"limits":`+full+`}`), "hosts are lowercased; a 0 override is kept")
 
@@ -95,6 +95,8 @@ func TestTenantLimitsValidation(t *testing.T) {
 		{`{"api_rate":1,"api_burst":-1}`, "limits.api_burst"},
 		{`{"api_rate":1,"api_burst":1.5}`, "limits.api_burst"},
 		{`{"max_pending_tasks":-3}`, "limits.max_pending_tasks"},
+		{`{"max_schedules":-1}`, "limits.max_schedules"},
+		{`{"max_schedules":2000000}`, "limits.max_schedules"},
 		{`{"dispatch_rate":-0.5}`, "limits.dispatch_rate"},
 		{`{"dispatch_concurrency":1000000}`, "limits.dispatch_concurrency"},
 		{`{"dispatch_rat":1}`, "limits.dispatch_rat"},

@@ -3,7 +3,9 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
 )
 
@@ -145,7 +148,13 @@ func (s *Server) CreateSchedule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.tasks.CreateSchedule(c.Request().Context(), tenant.ID, sched); err != nil {
+	var quota *tasks.ScheduleQuotaError
+	if err := s.tasks.CreateSchedule(c.Request().Context(), tenant, sched); errors.As(err, &quota) {
+		s.apiLimits.refused.WithLabelValues("schedules").Inc()
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(scheduleQuotaRetryAfter)))
+		return newProblem(http.StatusTooManyRequests, "schedule-quota-exceeded", "Schedule quota exceeded",
+			fmt.Sprintf("this tenant may have at most %d schedules and has that many; delete one to make room", quota.Limit))
+	} else if err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/schedules/"+sched.ID.String())
@@ -293,5 +302,13 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		Retry:     openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
 		CreatedAt: sc.CreatedAt,
 		UpdatedAt: sc.UpdatedAt,
+
+		SkippedOccurrences: sc.SkippedOccurrences,
+		LastSkippedAt:      sc.LastSkippedAt,
 	}
 }
+
+// scheduleQuotaRetryAfter is the Retry-After of a schedule refused for the
+// tenant's max_schedules: only a deletion makes room, so a minute is as
+// good as any.
+const scheduleQuotaRetryAfter = time.Minute

@@ -205,13 +205,14 @@ func TestScheduleLifecycle(t *testing.T) {
 
 	// Two occurrences materialised (as a dispatcher would), one of them
 	// being sent already.
-	created, err := h.DB.MaterializeSchedules(context.Background(), store.MaterializeParams{
+	done, err := h.DB.MaterializeSchedules(context.Background(), store.MaterializeParams{
 		Partitions: allPartitionIDs(), Until: start.Add(20 * time.Second), Limit: 10, NotifyUntil: start,
 	}, func(sc *model.Schedule) store.Plan {
 		next := sc.NextRunAt.Add(20 * time.Second)
 		return store.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
+	created := done.Created
 	require.Len(t, created, 2)
 	first, second := created[0], created[1]
 	if second.At.Before(first.At) {
@@ -417,4 +418,30 @@ func TestNextScheduleTimes(t *testing.T) {
 		requireFieldProblem(t, h.do(http.MethodGet, "/v1/schedules/"+s.ID.String()+"/next"+q, tn.APIKey, nil, nil), "count")
 	}
 	requireProblem(t, h.do(http.MethodGet, "/v1/schedules/"+s.ID.String()+"/next?count=ten", tn.APIKey, nil, nil), http.StatusBadRequest)
+}
+
+// TestCreateScheduleQuota: a tenant at its max_schedules gets 429 with
+// Retry-After for one more, paused ones counting; deleting one makes room.
+// Another tenant is not held back.
+func TestCreateScheduleQuota(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	acme, other := h.createTenant("acme"), h.createTenant("other")
+	h.patchLimits(acme, `{"limits":{"max_schedules":2}}`)
+
+	first := h.createSchedule(acme, scheduleBody(t, nil))
+	h.createSchedule(acme, scheduleBody(t, map[string]any{"paused": true}))
+	resp := h.postSchedule(acme, scheduleBody(t, nil))
+	p := requireProblem(t, resp, http.StatusTooManyRequests)
+	require.Equal(t, problemTypePrefix+"schedule-quota-exceeded", p.Type)
+	require.Equal(t, "60", resp.Header.Get("Retry-After"))
+	require.Contains(t, p.Detail, "at most 2 schedules")
+
+	h.createSchedule(other, scheduleBody(t, nil))
+
+	del, _ := h.scheduleCall(acme, http.MethodDelete, "/v1/schedules/"+first.ID.String())
+	require.Equal(t, http.StatusOK, del.Status, string(del.Body))
+	created := h.createSchedule(acme, scheduleBody(t, nil))
+	require.Zero(t, created.SkippedOccurrences)
+	require.Nil(t, created.LastSkippedAt)
 }

@@ -32,7 +32,7 @@ const (
 
 // materializerStore is what the materializer needs of Postgres.
 type materializerStore interface {
-	MaterializeSchedules(ctx context.Context, p store.MaterializeParams, plan func(*model.Schedule) store.Plan) ([]store.DueTask, error)
+	MaterializeSchedules(ctx context.Context, p store.MaterializeParams, plan func(*model.Schedule) store.Plan) (store.Materialized, error)
 }
 
 // materializerConfig configures newMaterializer. Every field is required.
@@ -92,7 +92,7 @@ func (m *materializer) pass(ctx context.Context) int {
 	now := m.cfg.Clock.Now()
 	horizon := now.Add(m.cfg.Lookahead)
 	planned := 0
-	created, err := m.cfg.Store.MaterializeSchedules(ctx, store.MaterializeParams{
+	done, err := m.cfg.Store.MaterializeSchedules(ctx, store.MaterializeParams{
 		Partitions:  owned,
 		Until:       horizon,
 		Limit:       materializeBatch,
@@ -111,8 +111,12 @@ func (m *materializer) pass(ctx context.Context) int {
 	// The tasks are in this node's partitions (a schedule's occurrences are
 	// put in its own): arm them here rather than wait for the NOTIFY round
 	// trip. Those beyond the loaded window are left to the loader.
-	for _, t := range created {
+	for _, t := range done.Created {
 		m.cfg.Schedule(t.ID, t.At)
+	}
+	if done.Skipped > 0 {
+		m.cfg.Metrics.skippedOccurrences.Add(float64(done.Skipped))
+		m.cfg.Logger.Warn("schedule occurrences skipped: their tenants are at max_pending_tasks", "occurrences", done.Skipped)
 	}
 	return planned
 }

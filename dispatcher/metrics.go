@@ -32,6 +32,9 @@ type metrics struct {
 	// limitUnchecked counts sends of limited tenants that went ahead
 	// without a limiter decision.
 	limitUnchecked prometheus.Counter
+	// skippedOccurrences counts schedule occurrences not made tasks: their
+	// tenant was at its max_pending_tasks.
+	skippedOccurrences prometheus.Counter
 }
 
 // gaugeReads are the gauges that read a part's state when scraped.
@@ -79,6 +82,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_dispatcher_postgres_errors_total",
 			Help: "Failed Postgres operations of the dispatcher, by operation.",
 		}, []string{"op"}),
+		skippedOccurrences: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_schedule_occurrences_skipped_total",
+			Help: "Schedule occurrences not made tasks because their tenant was at its max_pending_tasks; each schedule counts its own (skipped_occurrences).",
+		}),
 		redisErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_redis_errors_total",
 			Help: "Fire-once claims that could not reach Redis; sends went ahead on the Postgres claim alone (Redis degraded).",
@@ -136,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
-		m.limitUnchecked,
+		m.limitUnchecked, m.skippedOccurrences,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

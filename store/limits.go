@@ -35,12 +35,31 @@ func (db *DB) TenantLimits(ctx context.Context, tenantID uuid.UUID) (model.Limit
 // The inner LIMIT bounds the scan: a quota check needs to know only whether
 // the count reaches the quota, not by how much it exceeds it. NULL counts all.
 // Both walk tasks_tenant_status_recent, one range per status.
+// pendingStatuses are the statuses of a pending task, as max_pending_tasks
+// counts them.
+const pendingStatuses = `('scheduled', 'retrying', 'dispatching')`
+
 const queryCountPendingTasks = `-- name: CountPendingTasks
 SELECT count(*) FROM (
 	SELECT 1 FROM tasks
-	WHERE tenant_id = $1 AND status IN ('scheduled', 'retrying', 'dispatching')
+	WHERE tenant_id = $1 AND status IN ` + pendingStatuses + `
 	LIMIT $2
 ) pending`
+
+const queryCountSchedules = `-- name: CountSchedules
+SELECT count(*) FROM (
+	SELECT 1 FROM schedules WHERE tenant_id = $1 AND deleted_at IS NULL LIMIT $2
+) s`
+
+// CountSchedules counts the tenant's schedules (paused ones included),
+// stopping at upTo.
+func (db *DB) CountSchedules(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error) {
+	var n int
+	if err := db.pool.QueryRow(ctx, queryCountSchedules, tenantID, upTo).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count schedules of tenant %s: %w", tenantID, err)
+	}
+	return n, nil
+}
 
 // CountPendingTasks counts the tenant's waiting tasks (scheduled, retrying
 // or dispatching), stopping at upTo when upTo > 0. It costs an index range

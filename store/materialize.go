@@ -47,42 +47,82 @@ FOR UPDATE SKIP LOCKED`
 // guarantees one task per occurrence: two nodes that both believe they own a
 // partition (one's view a heartbeat stale) may each materialise the same
 // occurrence in turn, and the second insert does nothing.
+//
+// Occurrences count against their tenant's max_pending_tasks as tasks
+// created through the API do: those that would take the tenant over it, the
+// latest first, are skipped (not inserted) and returned as such, for the
+// schedule to count. Like the API's check, it checks and does not reserve:
+// concurrent creations of one tenant may together overshoot the quota.
 const queryInsertOccurrences = `-- name: InsertOccurrences
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS i(schedule_id, id, at)
+), ranked AS (
+	SELECT i.schedule_id, i.id, i.at, s.tenant_id,
+		row_number() OVER (PARTITION BY s.tenant_id ORDER BY i.at, i.id) AS nth
+	FROM input i JOIN schedules s ON s.id = i.schedule_id
+), room AS (
+	SELECT tn.id AS tenant_id, q.max_pending - (
+		SELECT count(*) FROM (
+			SELECT 1 FROM tasks t WHERE t.tenant_id = tn.id AND t.status IN ` + pendingStatuses + ` LIMIT q.max_pending
+		) pending) AS left_
+	FROM tenants tn, LATERAL (SELECT (tn.limits->>'max_pending_tasks')::int AS max_pending) q
+	WHERE tn.id IN (SELECT tenant_id FROM ranked) AND q.max_pending > 0
+), admitted AS (
+	SELECT r.* FROM ranked r LEFT JOIN room USING (tenant_id)
+	WHERE room.left_ IS NULL OR r.nth <= room.left_
 ), inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, schedule_id, occurrence_at)
-	SELECT i.id, s.tenant_id, 'scheduled', s.url, s.method, s.headers, s.body, i.at, i.at,
-		s.timeout_ms, s.max_attempts, s.min_backoff_ms, s.max_backoff_ms, s.id, i.at
-	FROM input i JOIN schedules s ON s.id = i.schedule_id
+	SELECT a.id, s.tenant_id, 'scheduled', s.url, s.method, s.headers, s.body, a.at, a.at,
+		s.timeout_ms, s.max_attempts, s.min_backoff_ms, s.max_backoff_ms, s.id, a.at
+	FROM admitted a JOIN schedules s ON s.id = a.schedule_id
 	ON CONFLICT (schedule_id, occurrence_at) WHERE schedule_id IS NOT NULL DO NOTHING
-	RETURNING id, run_at
+	RETURNING id, run_at, schedule_id
 )
-SELECT id, run_at,
+SELECT id, run_at, schedule_id, false AS skipped,
 	CASE WHEN run_at <= $4 THEN pg_notify('` + DueNotifyChannel + `',
 		id::text || ' ' || (extract(epoch FROM run_at) * 1000000)::bigint::text) END
-FROM inserted`
+FROM inserted
+UNION ALL
+SELECT r.id, r.at, r.schedule_id, true, NULL
+FROM ranked r
+WHERE NOT EXISTS (SELECT 1 FROM admitted a WHERE a.id = r.id)
+	-- Another node's task for the occurrence already: not skipped.
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.schedule_id = r.schedule_id AND t.occurrence_at = r.at)`
 
 const queryAdvanceSchedules = `-- name: AdvanceSchedules
-UPDATE schedules s SET next_run_at = u.next, last_run_at = greatest(s.last_run_at, u.last), updated_at = now()
-FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[]) AS u(id, next, last)
+UPDATE schedules s SET next_run_at = u.next, last_run_at = greatest(s.last_run_at, u.last),
+	skipped_occurrences = s.skipped_occurrences + u.skipped,
+	last_skipped_at = greatest(s.last_skipped_at, u.last_skipped),
+	updated_at = now()
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+	AS u(id, next, last, skipped, last_skipped)
 WHERE s.id = u.id`
+
+// Materialized is what a MaterializeSchedules pass did.
+type Materialized struct {
+	// Created are the tasks created, for the caller to arm (occurrences that
+	// were already tasks are not).
+	Created []DueTask
+	// Skipped counts the occurrences not made tasks because their tenant
+	// was at its max_pending_tasks; each schedule counts its own.
+	Skipped int
+}
 
 // MaterializeSchedules makes tasks of the occurrences of due schedules, in
 // one transaction: it locks up to p.Limit due schedules of p.Partitions
 // (skipping those another node holds), asks plan what to materialise for
-// each, inserts those occurrences as tasks, and moves each schedule's
-// NextRunAt and LastRunAt on. It returns the tasks it created (occurrences
-// that were already tasks are not), for the caller to arm.
+// each, inserts those occurrences as tasks (skipping those over their
+// tenant's max_pending_tasks), and moves each schedule's NextRunAt,
+// LastRunAt and skip count on.
 //
 // An occurrence's task gets a UUIDv7 id in its schedule's partition, so the
 // node that materialises a schedule also owns its tasks; the tasks are
 // announced on DueNotifyChannel too, in case ownership moves meanwhile.
 // plan runs inside the transaction, holding the schedule's row lock: it must
 // be quick and must not touch the database.
-func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, plan func(*model.Schedule) Plan) ([]DueTask, error) {
-	var created []DueTask
+func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, plan func(*model.Schedule) Plan) (Materialized, error) {
+	var done Materialized
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, queryLockDueSchedules, p.Partitions, p.Until, p.Limit)
 		if err != nil {
@@ -99,49 +139,71 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 			occSchedules, occIDs []uuid.UUID
 			occAts               []time.Time
 			ids                  = make([]uuid.UUID, len(due))
-			nexts, lasts         = make([]*time.Time, len(due)), make([]*time.Time, len(due))
+			nexts                = make([]*time.Time, len(due))
+			index                = make(map[uuid.UUID]int, len(due))
 		)
 		for i, s := range due {
 			pl := plan(s)
-			ids[i], nexts[i], lasts[i] = s.ID, roundUpToMicroPtr(pl.Next), s.LastRunAt
+			ids[i], nexts[i], index[s.ID] = s.ID, roundUpToMicroPtr(pl.Next), i
 			for _, at := range pl.Occurrences {
-				at = roundUpToMicro(at)
 				id, err := newTaskIDIn(model.PartitionOf(s.ID))
 				if err != nil {
 					return err
 				}
-				occSchedules, occIDs, occAts = append(occSchedules, s.ID), append(occIDs, id), append(occAts, at)
-				if lasts[i] == nil || at.After(*lasts[i]) {
-					lasts[i] = &at
-				}
+				occSchedules, occIDs, occAts = append(occSchedules, s.ID), append(occIDs, id), append(occAts, roundUpToMicro(at))
 			}
+		}
+		lasts, skipped, lastSkipped := make([]*time.Time, len(due)), make([]int64, len(due)), make([]*time.Time, len(due))
+		skippedIDs := map[uuid.UUID]bool{}
+		for i, s := range due {
+			lasts[i] = s.LastRunAt
 		}
 		if len(occIDs) > 0 {
 			rows, err := tx.Query(ctx, queryInsertOccurrences, occSchedules, occIDs, occAts, p.NotifyUntil)
 			if err != nil {
 				return fmt.Errorf("insert occurrences: %w", err)
 			}
-			created, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTask, error) {
-				var (
-					d        DueTask
-					notified *string
-				)
-				err := r.Scan(&d.ID, &d.At, &notified)
-				return d, err
+			var (
+				d          DueTask
+				scheduleID uuid.UUID
+				skip       bool
+				notified   *string
+			)
+			_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.At, &scheduleID, &skip, &notified}, func() error {
+				i := index[scheduleID]
+				at := d.At
+				if skip {
+					skippedIDs[d.ID] = true
+					skipped[i]++
+					done.Skipped++
+					if lastSkipped[i] == nil || at.After(*lastSkipped[i]) {
+						lastSkipped[i] = &at
+					}
+					return nil
+				}
+				done.Created = append(done.Created, d)
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("insert occurrences: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, queryAdvanceSchedules, ids, nexts, lasts); err != nil {
+		// The latest occurrence that is a task now: created here, or by
+		// another node before.
+		for k, id := range occIDs {
+			if i, at := index[occSchedules[k]], occAts[k]; !skippedIDs[id] && (lasts[i] == nil || at.After(*lasts[i])) {
+				lasts[i] = &at
+			}
+		}
+		if _, err := tx.Exec(ctx, queryAdvanceSchedules, ids, nexts, lasts, skipped, lastSkipped); err != nil {
 			return fmt.Errorf("advance schedules: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("materialize schedules: %w", err)
+		return Materialized{}, fmt.Errorf("materialize schedules: %w", err)
 	}
-	return created, nil
+	return done, nil
 }
 
 // newTaskIDIn returns a UUIDv7 whose last byte, and so whose partition, is

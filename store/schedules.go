@@ -13,7 +13,7 @@ import (
 )
 
 const scheduleColumns = `id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
-	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at`
+	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at, skipped_occurrences, last_skipped_at`
 
 func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	var (
@@ -22,7 +22,8 @@ func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 		minBackoffMs, maxBackoffMs int64
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Cron, &s.Timezone, &s.Paused, &s.URL, &s.Method, &s.Headers, &s.Body,
-		&timeoutMs, &s.MaxAttempts, &minBackoffMs, &maxBackoffMs, &s.NextRunAt, &s.LastRunAt, &s.CreatedAt, &s.UpdatedAt)
+		&timeoutMs, &s.MaxAttempts, &minBackoffMs, &maxBackoffMs, &s.NextRunAt, &s.LastRunAt, &s.CreatedAt, &s.UpdatedAt,
+		&s.SkippedOccurrences, &s.LastSkippedAt)
 	if err != nil {
 		return nil, err
 	}

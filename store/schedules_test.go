@@ -69,7 +69,7 @@ func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*mo
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
 	}, plan)
 	require.NoError(t, err)
-	return created
+	return created.Created
 }
 
 // schedOccurrence is one task of a schedule, read in SQL.
@@ -217,9 +217,10 @@ func TestMaterializeSchedules(t *testing.T) {
 	// schedule's request, in the schedule's partition.
 	occ := schedOccurrences(t, pool, s.ID)
 	require.Len(t, occ, 4)
-	require.Len(t, created, 4)
+	require.Len(t, created.Created, 4)
+	require.Zero(t, created.Skipped)
 	createdAt := map[uuid.UUID]time.Time{}
-	for _, c := range created {
+	for _, c := range created.Created {
 		createdAt[c.ID] = c.At
 	}
 	for i, o := range occ {
@@ -342,7 +343,7 @@ func TestMaterializeConcurrently(t *testing.T) {
 					Partitions: allPartitions(), Until: until, Limit: 7, NotifyUntil: until,
 				}, schedEverySecond(until))
 				mu.Lock()
-				created += len(got)
+				created += len(got.Created)
 				if err != nil {
 					errs = append(errs, err)
 				}
@@ -492,4 +493,61 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 	for _, o := range schedOccurrences(t, pool, s.ID) {
 		require.Equal(t, "canceled", o.Status)
 	}
+}
+
+// TestMaterializeSkipsOverQuota: occurrences that would take their tenant
+// over max_pending_tasks are skipped, the latest first and across the
+// tenant's schedules, and each schedule counts those it skipped; another
+// tenant's schedule is not held back, and a schedule goes on past what it
+// skipped. Before, five schedules took a tenant with a quota of 5 to
+// hundreds of pending tasks.
+func TestMaterializeSkipsOverQuota(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	limited, free := createTenant(t, db), createTenant(t, db)
+	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxPendingTasks: 5})
+	require.NoError(t, err)
+	now := dbNow(t, pool).Truncate(time.Second)
+	first := now.Add(time.Second)
+	// One pending task of the tenant's own already: room for four more.
+	insertTask(t, db, limited.ID, now.Add(time.Hour))
+
+	var mine []*model.Schedule
+	for range 2 {
+		mine = append(mine, schedInsert(t, db, limited.ID, &first))
+	}
+	theirs := schedInsert(t, db, free.ID, &first)
+
+	// Three occurrences each: six of the limited tenant's, four fit.
+	until := first.Add(2 * time.Second)
+	done, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
+	}, schedEverySecond(until))
+	require.NoError(t, err)
+	require.Len(t, done.Created, 7, "four of the limited tenant's and the other tenant's three")
+	require.Equal(t, 2, done.Skipped)
+
+	pending, err := db.CountPendingTasks(ctx, limited.ID, 0)
+	require.NoError(t, err)
+	require.Equal(t, 5, pending, "the quota holds")
+	require.Len(t, schedOccurrences(t, pool, theirs.ID), 3)
+
+	var skipped int64
+	for _, s := range mine {
+		got, err := db.GetSchedule(ctx, limited.ID, s.ID)
+		require.NoError(t, err)
+		skipped += got.SkippedOccurrences
+		if got.SkippedOccurrences > 0 {
+			require.NotNil(t, got.LastSkippedAt)
+			require.True(t, first.Add(2*time.Second).Equal(*got.LastSkippedAt), "the latest occurrences are the ones skipped")
+		}
+		require.True(t, until.Add(time.Second).Equal(*got.NextRunAt), "the schedule goes on past what it skipped")
+		require.Len(t, schedOccurrences(t, pool, s.ID), 2)
+	}
+	require.EqualValues(t, 2, skipped)
+	got, err := db.GetSchedule(ctx, free.ID, theirs.ID)
+	require.NoError(t, err)
+	require.Zero(t, got.SkippedOccurrences)
+	require.Nil(t, got.LastSkippedAt)
 }

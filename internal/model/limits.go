@@ -17,6 +17,8 @@ type Limits struct {
 	// MaxPendingTasks caps the tasks waiting (scheduled, retrying or
 	// dispatching) at once.
 	MaxPendingTasks int `json:"max_pending_tasks,omitempty"`
+	// MaxSchedules caps the tenant's schedules, paused ones included.
+	MaxSchedules int `json:"max_schedules,omitempty"`
 	// DispatchRate caps the webhooks per second to any one target host.
 	DispatchRate float64 `json:"dispatch_rate,omitempty"`
 	// DispatchConcurrency caps the webhooks in flight to any one target host.
@@ -34,7 +36,7 @@ type TargetLimits struct {
 
 // Unlimited reports whether the limits limit nothing.
 func (l Limits) Unlimited() bool {
-	return l.APIRate == 0 && l.MaxPendingTasks == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
+	return l.APIRate == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
 }
 
 // EffectiveAPIBurst is the burst the API limiter applies: APIBurst, or else

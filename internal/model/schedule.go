@@ -32,6 +32,10 @@ type Schedule struct {
 	// CreatedAt is also the anchor of an @every schedule.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// SkippedOccurrences counts the occurrences not made tasks because the
+	// tenant was at its max_pending_tasks then; LastSkippedAt is the latest.
+	SkippedOccurrences int64
+	LastSkippedAt      *time.Time
 }
 
 // ScheduleFilter selects a page of a tenant's schedules, newest first.

@@ -18,12 +18,23 @@ import (
 
 // CreateSchedule stores a schedule of the tenant, giving it its id and
 // tenant. sc.NextRunAt is its first occurrence (nil when paused).
-func (s *Service) CreateSchedule(ctx context.Context, tenantID uuid.UUID, sc *model.Schedule) error {
+func (s *Service) CreateSchedule(ctx context.Context, tenant *model.Tenant, sc *model.Schedule) error {
+	if quota := tenant.Limits.MaxSchedules; quota > 0 {
+		// Checked, not reserved, as max_pending_tasks is: concurrent
+		// creations may overshoot it by what they add together.
+		n, err := s.store.CountSchedules(ctx, tenant.ID, quota)
+		if err != nil {
+			return fmt.Errorf("create schedule: %w", err)
+		}
+		if n >= quota {
+			return &ScheduleQuotaError{Limit: quota}
+		}
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("create schedule id: %w", err)
 	}
-	sc.ID, sc.TenantID = id, tenantID
+	sc.ID, sc.TenantID = id, tenant.ID
 	if err := s.store.InsertSchedule(ctx, sc); err != nil {
 		return fmt.Errorf("create schedule: %w", err)
 	}

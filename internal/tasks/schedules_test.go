@@ -24,7 +24,7 @@ func (b *testBundle) createSchedule(t *testing.T, svc *tasks.Service) *model.Sch
 		MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute,
 		NextRunAt: &next, CreatedAt: b.clock.Now(),
 	}
-	require.NoError(t, svc.CreateSchedule(t.Context(), b.tenant.ID, sc))
+	require.NoError(t, svc.CreateSchedule(t.Context(), b.tenant, sc))
 	require.NotEqual(t, uuid.Nil, sc.ID)
 	require.Equal(t, b.tenant.ID, sc.TenantID)
 	return sc
@@ -38,13 +38,14 @@ func (b *testBundle) materialize(t *testing.T) (first, second store.DueTask) {
 	for i := range partitions {
 		partitions[i] = int16(i)
 	}
-	created, err := b.db.MaterializeSchedules(t.Context(), store.MaterializeParams{
+	done, err := b.db.MaterializeSchedules(t.Context(), store.MaterializeParams{
 		Partitions: partitions, Until: b.clock.Now().Add(time.Minute), Limit: 10, NotifyUntil: b.clock.Now(),
 	}, func(sc *model.Schedule) store.Plan {
 		next := sc.NextRunAt.Add(20 * time.Second)
 		return store.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
+	created := done.Created
 	require.Len(t, created, 2)
 	first, second = created[0], created[1]
 	if second.At.Before(first.At) {

@@ -39,6 +39,7 @@ type Announcer interface {
 // store's own; the composition root adapts it.
 type Store interface {
 	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
+	CountSchedules(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
 	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
 	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
 	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
@@ -149,6 +150,17 @@ type QuotaError struct {
 	Adding int
 	// RetryAfter is how long a client should wait before trying again.
 	RetryAfter time.Duration
+}
+
+// ScheduleQuotaError refuses a schedule that would bring the tenant's
+// schedules over its max_schedules.
+type ScheduleQuotaError struct {
+	// Limit is the tenant's max_schedules.
+	Limit int
+}
+
+func (e *ScheduleQuotaError) Error() string {
+	return fmt.Sprintf("schedule quota of %d reached", e.Limit)
 }
 
 func (e *QuotaError) Error() string {
