@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/stretchr/testify/require"
 )
 
@@ -223,4 +224,50 @@ func TestScheduleThreeNodes(t *testing.T) {
 	t.Logf("%d occurrences delivered once each, %d before the pause and %d after the resume; lateness %s",
 		len(ticks), before, since, strings.Join(lateness, " "))
 	c.termAll(t)
+}
+
+// TestSchedulesHoldThePendingQuota: five schedules firing every second, to a
+// receiver that always fails, never take their tenant past its
+// max_pending_tasks of 5; the occurrences over it are skipped and counted on
+// their schedules and in a metric. Before, the tenant reached 150 pending
+// tasks while POST /v1/tasks answered 429.
+func TestSchedulesHoldThePendingQuota(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+	setLimits(t, n, acme, `{"max_pending_tasks":5}`)
+	failing := newReceiver(t)
+	failing.setRespond(func(delivery, int) (int, http.Header) { return http.StatusServiceUnavailable, nil })
+
+	var ids []string
+	for range 5 {
+		s := scheduleCall(t, http.MethodPost, n.base+"/v1/schedules", acme.apiKey, map[string]any{
+			"url": failing.URL + "/tick", "cron": "@every 1s",
+			"retry": map[string]any{"max_attempts": 100, "min_backoff": "1m", "max_backoff": "1h"},
+		}, http.StatusCreated)
+		ids = append(ids, s.ID)
+	}
+	// Five occurrences a second: the quota is full within a second or two,
+	// and every occurrence after that is skipped.
+	waitMetric(t, n, "hookwheel_schedule_occurrences_skipped_total", "", 30*time.Second, func(v float64) bool { return v >= 10 })
+
+	require.LessOrEqual(t, countStatus(t, e.databaseURL, "retrying")+countStatus(t, e.databaseURL, "scheduled")+
+		countStatus(t, e.databaseURL, "dispatching"), 5, "the tenant's pending tasks stay within its quota")
+	var skipped int64
+	for _, id := range ids {
+		resp, body := rawRequest(t, http.MethodGet, n.base+"/v1/schedules/"+id, acme.apiKey, nil, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		var s openapi.Schedule
+		require.NoError(t, json.Unmarshal(body, &s))
+		skipped += s.SkippedOccurrences
+		if s.SkippedOccurrences > 0 {
+			require.NotNil(t, s.LastSkippedAt)
+		}
+	}
+	require.GreaterOrEqual(t, skipped, int64(10), "each schedule counts what it skipped")
+
+	// The API refuses tasks over the same quota.
+	resp, body := rawRequest(t, http.MethodPost, n.base+"/v1/tasks", acme.apiKey, []byte(`{"url":"`+failing.URL+`/x"}`), nil)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(body))
 }
