@@ -130,7 +130,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 	var limits model.Limits
 	if req.Limits.given {
 		var fe fieldErrors
-		limits = req.Limits.validate(&fe)
+		limits = req.Limits.validate(&fe, s.cfg.Limits.MaxTimeout)
 		if err := fe.problem(); err != nil {
 			return err
 		}

@@ -186,7 +186,7 @@ func (s *Server) batchItemTask(raw json.RawMessage, tenant *model.Tenant, now ti
 	} else if k != nil && !utf8.ValidString(*k) {
 		fe.add("idempotency_key", "must be valid UTF-8")
 	}
-	task, err := s.validateTask(&req.taskRequest, tenant.Retry, now)
+	task, err := s.validateTask(&req.taskRequest, tenant, now)
 	if err != nil {
 		var p *problem
 		if !errors.As(err, &p) {

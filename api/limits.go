@@ -195,6 +195,7 @@ func limitsJSON(l model.Limits) openapi.TenantLimits {
 		APIBurst:            positiveInt(l.APIBurst),
 		MaxPendingTasks:     positiveInt(l.MaxPendingTasks),
 		MaxSchedules:        positiveInt(l.MaxSchedules),
+		MaxTimeout:          durationOrNil(l.MaxTimeout),
 		DispatchRate:        positiveFloat32(l.DispatchRate),
 		DispatchConcurrency: positiveInt(l.DispatchConcurrency),
 	}
@@ -221,6 +222,14 @@ func positiveFloat32(f float64) *float32 {
 	return &v
 }
 
+func durationOrNil(d time.Duration) *string {
+	if d <= 0 {
+		return nil
+	}
+	s := formatDuration(d)
+	return &s
+}
+
 func positiveInt(n int) *int {
 	if n <= 0 {
 		return nil
@@ -244,6 +253,7 @@ type limitsRequest struct {
 	APIBurst            *int                       `json:"api_burst"`
 	MaxPendingTasks     *int                       `json:"max_pending_tasks"`
 	MaxSchedules        *int                       `json:"max_schedules"`
+	MaxTimeout          *string                    `json:"max_timeout"`
 	DispatchRate        *float64                   `json:"dispatch_rate"`
 	DispatchConcurrency *int                       `json:"dispatch_concurrency"`
 	Targets             map[string]json.RawMessage `json:"targets"`
@@ -264,7 +274,7 @@ func (u *limitsUpdate) UnmarshalJSON(b []byte) error {
 
 // validate checks the update and returns the limits to store; errors go to
 // fe, named by path ("limits.targets.api.partner.com.dispatch_rate").
-func (u *limitsUpdate) validate(fe *fieldErrors) model.Limits {
+func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) model.Limits {
 	r := u.req
 	var l model.Limits
 	l.APIRate = limitRate(fe, "limits.api_rate", r.APIRate)
@@ -274,6 +284,15 @@ func (u *limitsUpdate) validate(fe *fieldErrors) model.Limits {
 	}
 	l.MaxPendingTasks = limitInt(fe, "limits.max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
 	l.MaxSchedules = limitInt(fe, "limits.max_schedules", r.MaxSchedules, maxLimitSchedules)
+	if r.MaxTimeout != nil {
+		if d, ok := parseDuration(fe, "limits.max_timeout", *r.MaxTimeout); ok {
+			if d < minTimeout || d > nodeMaxTimeout {
+				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT)", minTimeout, nodeMaxTimeout)
+			} else {
+				l.MaxTimeout = d
+			}
+		}
+	}
 	l.DispatchRate = limitRate(fe, "limits.dispatch_rate", r.DispatchRate)
 	l.DispatchConcurrency = limitInt(fe, "limits.dispatch_concurrency", r.DispatchConcurrency, maxLimitConcurrency)
 	if len(r.Targets) > maxLimitTargets {

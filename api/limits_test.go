@@ -59,6 +59,13 @@ func TestTenantLimitsAdmin(t *testing.T) {
 	require.Equal(t, 2, view.JSON200.PendingTasks)
 	require.JSONEq(t, want, string(rawKeys(t, view.Body)["limits"]))
 
+	// A tenant's max_timeout bounds its tasks' timeouts, and cuts the default.
+	require.JSONEq(t, `{"max_timeout":"10s"}`, h.patchLimits(acme, `{"limits":{"max_timeout":"10s"}}`))
+	requireFieldProblem(t, h.postTask(acme, `{"url":"https://example.com/c","timeout":"11s"}`, ""), "timeout")
+	require.Equal(t, "10s", h.createTask(acme, `{"url":"https://example.com/c","timeout":"10s"}`).Timeout)
+	require.Equal(t, "10s", h.createTask(acme, `{"url":"https://example.com/c"}`).Timeout, "the 30s default is cut to it")
+	require.Equal(t, "30s", h.createTask(h.createTenant("third"), `{"url":"https://example.com/c"}`).Timeout)
+
 	// Replaced as a whole; zeros are unlimited and not shown.
 	require.JSONEq(t, `{"max_pending_tasks":5}`, h.patchLimits(acme, `{"limits":{"max_pending_tasks":5,"dispatch_rate":0}}`))
 	// {} and null lift every limit.
@@ -96,6 +103,10 @@ func TestTenantLimitsValidation(t *testing.T) {
 		{`{"api_rate":1,"api_burst":1.5}`, "limits.api_burst"},
 		{`{"max_pending_tasks":-3}`, "limits.max_pending_tasks"},
 		{`{"max_schedules":-1}`, "limits.max_schedules"},
+		{`{"max_timeout":"500ms"}`, "limits.max_timeout"},
+		{`{"max_timeout":"6m"}`, "limits.max_timeout"},
+		{`{"max_timeout":"soon"}`, "limits.max_timeout"},
+		{`{"max_timeout":30}`, "limits.max_timeout"},
 		{`{"max_schedules":2000000}`, "limits.max_schedules"},
 		{`{"dispatch_rate":-0.5}`, "limits.dispatch_rate"},
 		{`{"dispatch_concurrency":1000000}`, "limits.dispatch_concurrency"},

@@ -239,7 +239,7 @@ func reservedHeader(name string) string {
 }
 
 // validateTask turns a request into a task to store, or field errors.
-func (s *Server) validateTask(req *taskRequest, defaults model.RetryDefaults, now time.Time) (*model.Task, error) {
+func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.Time) (*model.Task, error) {
 	var fe fieldErrors
 	t := &model.Task{Headers: map[string]string{}}
 	limits := s.cfg.Limits
@@ -311,19 +311,23 @@ func (s *Server) validateTask(req *taskRequest, defaults model.RetryDefaults, no
 
 	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)
 
-	t.Timeout = limits.DefaultTimeout
+	maxTimeout := limits.MaxTimeout
+	if m := tenant.Limits.MaxTimeout; m > 0 {
+		maxTimeout = min(maxTimeout, m)
+	}
+	t.Timeout = min(limits.DefaultTimeout, maxTimeout)
 	if req.Timeout != nil {
 		d, ok := parseDuration(&fe, "timeout", *req.Timeout)
 		switch {
 		case !ok:
-		case d < minTimeout || d > limits.MaxTimeout:
-			fe.add("timeout", "must be between %s and %s", minTimeout, limits.MaxTimeout)
+		case d < minTimeout || d > maxTimeout:
+			fe.add("timeout", "must be between %s and %s", minTimeout, maxTimeout)
 		default:
 			t.Timeout = d
 		}
 	}
 
-	policy := tenantPolicy(defaults)
+	policy := tenantPolicy(tenant.Retry)
 	if r := req.Retry; r != nil {
 		if r.MaxAttempts != nil {
 			policy.MaxAttempts = *r.MaxAttempts

@@ -50,7 +50,7 @@ type scheduleRequest struct {
 // errors: the task fields exactly as validateTask checks them (the tenant's
 // retry defaults included), plus cron and timezone. now is the anchor of an
 // @every schedule and the instant its first occurrence follows.
-func (s *Server) validateSchedule(req *scheduleRequest, defaults model.RetryDefaults, now time.Time) (*model.Schedule, error) {
+func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, now time.Time) (*model.Schedule, error) {
 	var fe fieldErrors
 
 	timezone := defaultTimezone
@@ -88,7 +88,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, defaults model.RetryDefa
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-	}, defaults, now)
+	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
 		fe = append(fe, p.fields...)
@@ -144,7 +144,7 @@ func (s *Server) CreateSchedule(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	sched, err := s.validateSchedule(&req, tenant.Retry, s.clock.Now())
+	sched, err := s.validateSchedule(&req, tenant, s.clock.Now())
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	} else if k != nil && !utf8.ValidString(*k) {
 		fe.add("Idempotency-Key", "must be valid UTF-8")
 	}
-	task, err := s.validateTask(&req, tenant.Retry, s.clock.Now())
+	task, err := s.validateTask(&req, tenant, s.clock.Now())
 	if err != nil {
 		var p *problem
 		if errors.As(err, &p) {

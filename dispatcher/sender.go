@@ -331,6 +331,9 @@ func (s *sender) attempt(c *model.ClaimedTask) (outcome retry.Outcome, interrupt
 	s.cfg.Metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())
 
 	timeout := min(c.Timeout, s.cfg.MaxTimeout)
+	if c.TenantMaxTimeout > 0 {
+		timeout = min(timeout, c.TenantMaxTimeout)
+	}
 	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil

@@ -426,18 +426,34 @@ func TestSenderInterrupted(t *testing.T) {
 	require.Equal(t, uint32(0), status.Counts.TotalFailures)
 }
 
-// TestSenderMaxTimeout: a task's timeout is capped by the node's MaxTimeout.
+// TestSenderMaxTimeout: a task's timeout is capped by the node's MaxTimeout
+// and by its tenant's max_timeout, whichever is lower.
 func TestSenderMaxTimeout(t *testing.T) {
 	t.Parallel()
-	b := setupSender(t, senderOptions{hold: true, maxTimeout: 100 * time.Millisecond})
-	t.Cleanup(func() { close(b.hold) })
-	c := b.claim()
-	c.Timeout = time.Hour
-	b.claimed <- c
-	r := receive(t, b.records)
-	require.Equal(t, model.StatusRetrying, r.Status)
-	require.NotNil(t, r.Error)
-	require.Equal(t, "no response within the 100ms timeout", *r.Error)
+	cases := []struct {
+		name             string
+		nodeMax, tenants time.Duration
+		want             string
+	}{
+		{"the node's", 100 * time.Millisecond, 0, "100ms"},
+		{"the tenant's, lower", time.Hour, 150 * time.Millisecond, "150ms"},
+		{"the node's, lower than the tenant's", 100 * time.Millisecond, time.Minute, "100ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupSender(t, senderOptions{hold: true, maxTimeout: tc.nodeMax})
+			t.Cleanup(func() { close(b.hold) })
+			c := b.claim()
+			c.Timeout = 2 * time.Hour
+			c.TenantMaxTimeout = tc.tenants
+			b.claimed <- c
+			r := receive(t, b.records)
+			require.Equal(t, model.StatusRetrying, r.Status)
+			require.NotNil(t, r.Error)
+			require.Equal(t, "no response within the "+tc.want+" timeout", *r.Error)
+		})
+	}
 }
 
 // TestTargetsForgetIdle: a target unused for IdleAfter is forgotten, unless

@@ -24,7 +24,8 @@ import (
 // changed after the statement's snapshot is skipped, like any claim lost to a
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
 // none shadows a task column: the RETURNING list is claimedColumns, read by
-// the one task scanner, plus the signing secret and the body's size.
+// the one task scanner, plus the signing secret, the body's size and the
+// tenant's max_timeout.
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
@@ -38,10 +39,11 @@ UPDATE tasks t
 SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed_by = $5,
 	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
 	updated_at = now()
-FROM due, (SELECT id AS signing_tenant, signing_secret FROM tenants) tn
+FROM due, (SELECT id AS signing_tenant, signing_secret,
+		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
-RETURNING ` + claimedColumns + `, tn.signing_secret, octet_length(t.body)`
+RETURNING ` + claimedColumns + `, tn.signing_secret, octet_length(t.body), tn.tenant_max_timeout`
 
 // claimedColumns is taskColumns with the body left out (NULL) when it is
 // longer than $7 bytes.
@@ -109,7 +111,9 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
 	return func(r pgx.CollectableRow) (*model.ClaimedTask, error) {
 		var c model.ClaimedTask
-		err := scanTaskInto(r, &c.Task, &c.SigningSecret, &c.BodySize)
+		var maxTimeoutNs int64
+		err := scanTaskInto(r, &c.Task, &c.SigningSecret, &c.BodySize, &maxTimeoutNs)
+		c.TenantMaxTimeout = time.Duration(maxTimeoutNs)
 		c.Attempt = c.Attempts
 		c.ClaimToken = token
 		return &c, err

@@ -1348,3 +1348,25 @@ func TestClaimLeavesLongBodiesOut(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimCarriesTenantMaxTimeout: a claim carries its tenant's
+// max_timeout, for the sender to cut the attempt to; none when unset.
+func TestClaimCarriesTenantMaxTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	limited, free := createTenant(t, db), createTenant(t, db)
+	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxTimeout: 7 * time.Second})
+	require.NoError(t, err)
+	now := dbNow(t, pool)
+	for _, tc := range []struct {
+		tenant *model.Tenant
+		want   time.Duration
+	}{{limited, 7 * time.Second}, {free, 0}} {
+		task := insertTask(t, db, tc.tenant.ID, now.Add(-time.Minute))
+		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+		require.NoError(t, err)
+		require.Len(t, claims, 1)
+		require.Equal(t, tc.want, claims[0].TenantMaxTimeout)
+	}
+}

@@ -19,6 +19,10 @@ type Limits struct {
 	MaxPendingTasks int `json:"max_pending_tasks,omitempty"`
 	// MaxSchedules caps the tenant's schedules, paused ones included.
 	MaxSchedules int `json:"max_schedules,omitempty"`
+	// MaxTimeout caps the tenant's per-attempt timeouts below the node's
+	// (stored in nanoseconds). It applies to tasks created before it was
+	// lowered too: the dispatcher cuts their attempts to it.
+	MaxTimeout time.Duration `json:"max_timeout,omitempty"`
 	// DispatchRate caps the webhooks per second to any one target host.
 	DispatchRate float64 `json:"dispatch_rate,omitempty"`
 	// DispatchConcurrency caps the webhooks in flight to any one target host.
@@ -36,7 +40,7 @@ type TargetLimits struct {
 
 // Unlimited reports whether the limits limit nothing.
 func (l Limits) Unlimited() bool {
-	return l.APIRate == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
+	return l.APIRate == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.MaxTimeout == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
 }
 
 // EffectiveAPIBurst is the burst the API limiter applies: APIBurst, or else

@@ -93,6 +93,9 @@ type ClaimedTask struct {
 	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
 	ClaimedAt     time.Time
 	SigningSecret string
+	// TenantMaxTimeout is the tenant's max_timeout (0: none): the attempt's
+	// timeout is cut to it.
+	TenantMaxTimeout time.Duration
 	// BodySize is the body's length in bytes. A claim leaves a long body
 	// out (Body is nil while BodySize is not 0): it is read just before the
 	// send.
