@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,6 +89,9 @@ type tenantUpdate struct {
 	Retry *retryDefaultsUpdate `json:"retry"`
 	// Limits replaces the tenant's limits as a whole (see limitsUpdate).
 	Limits limitsUpdate `json:"limits"`
+	// TargetAllowCIDRs, when given, replaces the private ranges granted to
+	// the tenant; null withdraws them.
+	TargetAllowCIDRs json.RawMessage `json:"target_allow_cidrs"`
 }
 
 type retryDefaultsUpdate struct {
@@ -135,6 +140,14 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
+	var grants []netip.Prefix
+	if req.TargetAllowCIDRs != nil {
+		var fe fieldErrors
+		grants = parseTargetGrants(&fe, req.TargetAllowCIDRs)
+		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
 	t, err = s.tenants.SetRetryDefaults(ctx, id, defaults)
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("tenant " + id.String())
@@ -144,6 +157,15 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 	}
 	if req.Limits.given {
 		t, err = s.tenants.SetLimits(ctx, id, limits)
+		if errors.Is(err, model.ErrNotFound) {
+			return notFound("tenant " + id.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if req.TargetAllowCIDRs != nil {
+		t, err = s.tenants.SetTargetGrants(ctx, id, grants)
 		if errors.Is(err, model.ErrNotFound) {
 			return notFound("tenant " + id.String())
 		}
@@ -200,8 +222,47 @@ func tenantJSON(t *model.Tenant) openapi.Tenant {
 			MinBackoff:  formatDuration(p.MinBackoff),
 			MaxBackoff:  formatDuration(p.MaxBackoff),
 		},
-		Limits: limitsJSON(t.Limits),
+		Limits:           limitsJSON(t.Limits),
+		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
 	}
+}
+
+func cidrStrings(cidrs []netip.Prefix) []string {
+	out := make([]string, len(cidrs))
+	for i, p := range cidrs {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// maxTargetGrants bounds the ranges granted to one tenant; each is checked
+// on every dial of its sends.
+const maxTargetGrants = 100
+
+// parseTargetGrants reads target_allow_cidrs: a list of CIDRs, or null.
+func parseTargetGrants(fe *fieldErrors, raw json.RawMessage) []netip.Prefix {
+	if bytes.Equal(raw, jsonNull) {
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		fe.add("target_allow_cidrs", "must be a list of CIDRs such as [\"10.20.0.0/16\"], or null")
+		return nil
+	}
+	if len(list) > maxTargetGrants {
+		fe.add("target_allow_cidrs", "must hold at most %d ranges", maxTargetGrants)
+		return nil
+	}
+	cidrs := make([]netip.Prefix, 0, len(list))
+	for i, text := range list {
+		p, err := netip.ParsePrefix(strings.TrimSpace(text))
+		if err != nil {
+			fe.add(fmt.Sprintf("target_allow_cidrs[%d]", i), "must be a CIDR such as 10.20.0.0/16 or fd00::/8")
+			continue
+		}
+		cidrs = append(cidrs, p.Masked())
+	}
+	return cidrs
 }
 
 // ListBreakers shows the circuit breakers of this node's dispatcher.

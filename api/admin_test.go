@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
 )
 
@@ -86,4 +88,45 @@ func TestListBreakersWithoutDispatcher(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode(), string(resp.Body))
 	require.Equal(t, []openapi.Breaker{}, resp.JSON200.Data)
 	requireProblem(t, h.do(http.MethodGet, "/v1/admin/breakers", "", nil, nil), http.StatusUnauthorized)
+}
+
+// TestTenantTargetGrants: the operator grants private ranges to one tenant;
+// that tenant's tasks may target them, no other tenant's may; null
+// withdraws them. Malformed grants are refused by field.
+func TestTenantTargetGrants(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *api.Config) { c.Guard = netguard.New(netguard.Config{}) })
+	acme, other := h.createTenant("acme"), h.createTenant("other")
+	path := "/v1/admin/tenants/" + acme.ID.String()
+	patch := func(body string) response {
+		return h.do(http.MethodPatch, path, adminToken, strings.NewReader(body), nil)
+	}
+	internal := `{"url": "http://10.20.3.4:8080/hook"}`
+	requireFieldProblem(t, h.postTask(acme, internal, ""), "url")
+
+	resp := patch(`{"target_allow_cidrs": ["10.20.0.0/16", "fd00::1/8"]}`)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.JSONEq(t, `["10.20.0.0/16", "fd00::/8"]`, string(rawKeys(t, resp.Body)["target_allow_cidrs"]))
+	resp = h.do(http.MethodGet, path, adminToken, nil, nil)
+	require.JSONEq(t, `["10.20.0.0/16", "fd00::/8"]`, string(rawKeys(t, resp.Body)["target_allow_cidrs"]))
+
+	h.createTask(acme, internal)
+	requireFieldProblem(t, h.postTask(acme, `{"url": "http://10.21.0.1/hook"}`, ""), "url")
+	requireFieldProblem(t, h.postTask(other, internal, ""), "url")
+
+	// Other settings leave the grants alone; null withdraws them.
+	require.Equal(t, http.StatusOK, patch(`{"limits": {"max_pending_tasks": 5}}`).Status)
+	h.createTask(acme, internal)
+	resp = patch(`{"target_allow_cidrs": null}`)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.NotContains(t, rawKeys(t, resp.Body), "target_allow_cidrs")
+	requireFieldProblem(t, h.postTask(acme, internal, ""), "url")
+
+	for body, field := range map[string]string{
+		`{"target_allow_cidrs": "10.0.0.0/8"}`:           "target_allow_cidrs",
+		`{"target_allow_cidrs": ["10.0.0.0/8", "nope"]}`: "target_allow_cidrs[1]",
+		`{"target_allow_cidrs": ["10.0.0.300/8"]}`:       "target_allow_cidrs[0]",
+	} {
+		requireFieldProblem(t, patch(body), field)
+	}
 }

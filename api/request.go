@@ -262,8 +262,8 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 			fe.add("url", "must not carry credentials; send an Authorization header instead")
 		case u.Fragment != "":
 			fe.add("url", "must not have a #fragment, which is never sent")
-		case s.cfg.Guard != nil && s.cfg.Guard.CheckURL(u) != nil:
-			fe.add("url", "%v", s.cfg.Guard.CheckURL(u))
+		case s.cfg.Guard != nil && s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u) != nil:
+			fe.add("url", "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
 		default:
 			t.URL = *req.URL
 		}

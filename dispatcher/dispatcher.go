@@ -157,9 +157,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = newSender(senderConfig{
 		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
-		Transport: newTransport(cfg.HTTPClient, m.transportRetries),
-		Signer:    signing.NewSigner(signing.SignerConfig{}),
-		Record:    d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
+		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries),
+		Signer:     signing.NewSigner(signing.SignerConfig{}),
+		Record:     d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
 		MaxTimeout: cfg.MaxTimeout, LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,

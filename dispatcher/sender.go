@@ -50,9 +50,9 @@ type senderConfig struct {
 	Targets *targets
 	Limits  limitsGate
 	Bodies  bodyStore
-	// Transport sends webhooks, redialling connections that failed before
+	// Transports send webhooks, redialling connections that failed before
 	// the request left.
-	Transport *retryablehttp.Client
+	Transports *transports
 	Signer    *signing.Signer
 	// Record hands a finished attempt to the recorders.
 	Record func(r store.AttemptResult, then func(err error))
@@ -454,7 +454,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, timeout time.Du
 		req.Header.Set("Hookwheel-Schedule-Id", c.ScheduleID.String())
 	}
 
-	resp, err := s.cfg.Transport.Do(req)
+	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
 		return 0, nil, "", describeSendError(err, timeout)
 	}

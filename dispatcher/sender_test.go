@@ -59,6 +59,7 @@ type senderBundle struct {
 	stopping  atomic.Bool
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
 	cancelSends context.CancelFunc
+	transports  *transports
 }
 
 type senderOptions struct {
@@ -129,9 +130,10 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 	sends, cancelSends := context.WithCancel(context.Background())
 	b.cancelSends = cancelSends
 	t.Cleanup(cancelSends)
+	b.transports = newTransports(newHTTPClient(guard), guard, b.metrics.transportRetries)
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
-		Transport: newTransport(newHTTPClient(guard), b.metrics.transportRetries),
+		Transports: b.transports,
 		Signer:    signing.NewSigner(signing.SignerConfig{}),
 		Record: func(r store.AttemptResult, then func(error)) {
 			b.records <- r
@@ -498,4 +500,35 @@ func TestSenderEmptyBody(t *testing.T) {
 	require.Equal(t, int64(0), req.contentLength)
 	require.Empty(t, req.transferEncoding)
 	require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+}
+
+// TestSenderTenantGrants: a private range granted to one tenant lets its
+// webhooks through and no one else's, even to the same host right after,
+// when a connection to it sits in a pool.
+func TestSenderTenantGrants(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{guard: netguard.New(netguard.Config{})})
+
+	granted := b.claim()
+	granted.TargetAllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	b.claimed <- granted
+	receive(t, b.requests)
+	require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+
+	other := b.claim()
+	b.claimed <- other
+	r := receive(t, b.records)
+	require.Equal(t, model.StatusDead, r.Status, "a blocked address is final")
+	require.NotNil(t, r.Error)
+	require.Contains(t, *r.Error, "blocked")
+	select {
+	case req := <-b.requests:
+		t.Fatalf("the receiver got a request of the tenant without the grant: %v", req.header)
+	default:
+	}
+
+	// The same grants, spelled otherwise, share a client.
+	require.Same(t, b.transports.forClaim(granted), b.transports.forClaim(&model.ClaimedTask{
+		TargetAllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.1.2.3/8"), netip.MustParsePrefix("127.0.0.0/8")}}))
+	require.NotSame(t, b.transports.forClaim(granted), b.transports.forClaim(other))
 }

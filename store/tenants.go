@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,14 +13,16 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits`
+const tenantColumns = `id, name, signing_secret, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits,
+	target_allow_cidrs`
 
 func scanTenant(row pgx.Row) (*model.Tenant, error) {
 	var (
 		t          model.Tenant
 		minB, maxB *int64
 	)
-	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits,
+		&t.TargetAllowCIDRs); err != nil {
 		return nil, err
 	}
 	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
@@ -79,7 +82,8 @@ func (db *DB) CreateAPIKey(ctx context.Context, key *model.APIKey) error {
 
 const queryGetAPIKey = `-- name: GetAPIKey
 SELECT k.id, k.tenant_id, k.secret_hash, k.created_at, k.revoked_at,
-	t.id, t.name, t.signing_secret, t.created_at, t.retry_max_attempts, t.retry_min_backoff_ms, t.retry_max_backoff_ms, t.limits
+	t.id, t.name, t.signing_secret, t.created_at, t.retry_max_attempts, t.retry_min_backoff_ms, t.retry_max_backoff_ms, t.limits,
+	t.target_allow_cidrs
 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 WHERE k.id = $1`
 
@@ -92,7 +96,8 @@ func (db *DB) GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.T
 		minB, maxB *int64
 	)
 	err := db.pool.QueryRow(ctx, queryGetAPIKey, id).Scan(&k.ID, &k.TenantID, &k.SecretHash, &k.CreatedAt, &k.RevokedAt,
-		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits)
+		&t.ID, &t.Name, &t.SigningSecret, &t.CreatedAt, &t.Retry.MaxAttempts, &minB, &maxB, &t.Limits,
+		&t.TargetAllowCIDRs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, model.ErrNotFound
 	}
@@ -163,6 +168,25 @@ func (db *DB) SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("set limits of tenant %s: %w", id, err)
+	}
+	return t, nil
+}
+
+const querySetTenantTargetGrants = `-- name: SetTenantTargetGrants
+UPDATE tenants SET target_allow_cidrs = $2 WHERE id = $1
+RETURNING ` + tenantColumns
+
+// SetTenantTargetGrants replaces the private ranges granted to a tenant.
+func (db *DB) SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix) (*model.Tenant, error) {
+	if cidrs == nil {
+		cidrs = []netip.Prefix{}
+	}
+	t, err := scanTenant(db.pool.QueryRow(ctx, querySetTenantTargetGrants, id, cidrs))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set target grants of tenant %s: %w", id, err)
 	}
 	return t, nil
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/google/uuid"
@@ -42,6 +43,7 @@ type Store interface {
 	GetTenant(ctx context.Context, id uuid.UUID) (*model.Tenant, error)
 	SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error)
 	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error)
+	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix) (*model.Tenant, error)
 }
 
 // Config configures a Service.
@@ -181,4 +183,11 @@ func KeyID(apiKey string) (string, bool) {
 // Revoke makes one of a tenant's keys unusable.
 func (s *Service) Revoke(ctx context.Context, tenantID uuid.UUID, keyID string) error {
 	return s.store.RevokeAPIKey(ctx, tenantID, keyID)
+}
+
+// SetTargetGrants replaces the private ranges this tenant's webhooks may
+// reach. The API checks new tasks against them at once; dispatchers read
+// them with every claim.
+func (s *Service) SetTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix) (*model.Tenant, error) {
+	return s.store.SetTenantTargetGrants(ctx, id, cidrs)
 }

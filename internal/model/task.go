@@ -1,6 +1,7 @@
 package model
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,6 +97,9 @@ type ClaimedTask struct {
 	// TenantMaxTimeout is the tenant's max_timeout (0: none): the attempt's
 	// timeout is cut to it.
 	TenantMaxTimeout time.Duration
+	// TargetAllowCIDRs are the private ranges granted to the tenant, which
+	// its webhooks may reach.
+	TargetAllowCIDRs []netip.Prefix
 	// BodySize is the body's length in bytes. A claim leaves a long body
 	// out (Body is nil while BodySize is not 0): it is read just before the
 	// send.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +17,9 @@ type Tenant struct {
 	Retry RetryDefaults
 	// Limits are the tenant's rate limits and quotas.
 	Limits Limits
+	// TargetAllowCIDRs are private ranges this tenant's webhooks may reach,
+	// granted by the operator to this tenant alone.
+	TargetAllowCIDRs []netip.Prefix
 }
 
 // RetryDefaults are a tenant's own defaults, field by field; nil means

@@ -31,7 +31,7 @@ var ErrBlocked = errors.New("target address is blocked")
 
 // allowHint tells the operator how to lift a refusal; the message is read
 // by tenants in API errors and by operators in logs.
-const allowHint = "; set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"
+const allowHint = "; an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"
 
 // Config configures a Guard. The zero value is the production setting:
 // every range in the blocked table is refused.
@@ -78,6 +78,20 @@ func New(cfg Config) *Guard {
 		allow:        allow,
 		blocked:      blockedRanges(),
 	}
+}
+
+// Allowing is a Guard that also allows extra, such as the ranges granted to
+// one tenant: g itself when extra is empty. It shares g's table.
+func (g *Guard) Allowing(extra []netip.Prefix) *Guard {
+	if len(extra) == 0 {
+		return g
+	}
+	allow := make([]netip.Prefix, 0, len(g.allow)+len(extra))
+	allow = append(allow, g.allow...)
+	for _, p := range extra {
+		allow = append(allow, p.Masked())
+	}
+	return &Guard{allowPrivate: g.allowPrivate, allow: allow, blocked: g.blocked}
 }
 
 // blockedRanges returns the table of refused ranges, from the IANA IPv4

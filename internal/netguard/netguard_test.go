@@ -116,14 +116,14 @@ func TestCheckAddrMessage(t *testing.T) {
 		addr string
 		want string
 	}{
-		{"169.254.169.254", "target address 169.254.169.254 is blocked (link-local / cloud metadata 169.254.0.0/16); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"10.1.2.3", "target address 10.1.2.3 is blocked (private 10.0.0.0/8); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"255.255.255.255", "target address 255.255.255.255 is blocked (limited broadcast 255.255.255.255/32); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"::1", "target address ::1 is blocked (loopback ::1/128); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"::ffff:127.0.0.1", "target address ::ffff:127.0.0.1 is blocked (IPv4-mapped ::ffff:0.0.0.0/96 carrying 127.0.0.1, loopback 127.0.0.0/8); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"64:ff9b::a9fe:a9fe", "target address 64:ff9b::a9fe:a9fe is blocked (NAT64 64:ff9b::/96 carrying 169.254.169.254, link-local / cloud metadata 169.254.0.0/16); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"2002:7f00:1::", "target address 2002:7f00:1:: is blocked (6to4 2002::/16 carrying 127.0.0.1, loopback 127.0.0.0/8); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
-		{"fe80::1%eth0", "target address fe80::1 is blocked (link-local fe80::/10); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it"},
+		{"169.254.169.254", "target address 169.254.169.254 is blocked (link-local / cloud metadata 169.254.0.0/16); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"10.1.2.3", "target address 10.1.2.3 is blocked (private 10.0.0.0/8); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"255.255.255.255", "target address 255.255.255.255 is blocked (limited broadcast 255.255.255.255/32); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"::1", "target address ::1 is blocked (loopback ::1/128); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"::ffff:127.0.0.1", "target address ::ffff:127.0.0.1 is blocked (IPv4-mapped ::ffff:0.0.0.0/96 carrying 127.0.0.1, loopback 127.0.0.0/8); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"64:ff9b::a9fe:a9fe", "target address 64:ff9b::a9fe:a9fe is blocked (NAT64 64:ff9b::/96 carrying 169.254.169.254, link-local / cloud metadata 169.254.0.0/16); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"2002:7f00:1::", "target address 2002:7f00:1:: is blocked (6to4 2002::/16 carrying 127.0.0.1, loopback 127.0.0.0/8); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
+		{"fe80::1%eth0", "target address fe80::1 is blocked (link-local fe80::/10); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.addr, func(t *testing.T) {
@@ -319,11 +319,11 @@ func TestCheckURL(t *testing.T) {
 	t.Run("messages", func(t *testing.T) {
 		t.Parallel()
 		require.EqualError(t, g.CheckURL(mustParseURL(t, "http://0x7f.1/")),
-			"target host 0x7f.1 is blocked (read as 127.0.0.1, loopback 127.0.0.0/8); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it")
+			"target host 0x7f.1 is blocked (read as 127.0.0.1, loopback 127.0.0.0/8); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)")
 		require.EqualError(t, g.CheckURL(mustParseURL(t, "http://api.localhost/")),
-			"target host api.localhost is blocked (the local host, loopback 127.0.0.0/8); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it")
+			"target host api.localhost is blocked (the local host, loopback 127.0.0.0/8); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)")
 		require.EqualError(t, g.CheckURL(mustParseURL(t, "http://[::1]:8080/")),
-			"target address ::1 is blocked (loopback ::1/128); set HOOKWHEEL_TARGET_ALLOW_CIDRS to allow it")
+			"target address ::1 is blocked (loopback ::1/128); an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)")
 	})
 
 	t.Run("allowed loopback allows localhost", func(t *testing.T) {
@@ -524,5 +524,29 @@ func TestParseInetAton(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, netip.MustParseAddr(tt.want), got)
 		})
+	}
+}
+
+// TestAllowing: a guard with a tenant's grants lets those ranges through,
+// on top of the node's, and leaves the guard it came from as it was.
+func TestAllowing(t *testing.T) {
+	t.Parallel()
+	base := New(Config{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}})
+	granted := base.Allowing([]netip.Prefix{netip.MustParsePrefix("10.20.3.4/16")})
+	require.Same(t, base, base.Allowing(nil))
+	for _, tc := range []struct {
+		addr          string
+		base, granted bool
+	}{
+		{"10.1.2.3", true, true},
+		{"10.20.9.9", false, true},
+		{"10.21.0.1", false, false},
+		{"127.0.0.1", false, false},
+		{"::ffff:10.20.0.1", false, true},
+		{"8.8.8.8", true, true},
+	} {
+		addr := netip.MustParseAddr(tc.addr)
+		require.Equal(t, tc.base, base.CheckAddr(addr) == nil, "base %s", tc.addr)
+		require.Equal(t, tc.granted, granted.CheckAddr(addr) == nil, "granted %s", tc.addr)
 	}
 }

@@ -355,3 +355,39 @@ func TestStaleTimerRearmsAtNewTime(t *testing.T) {
 	require.False(t, moved.arrived.Before(movedTo), "arrived %s before its new time", movedTo.Sub(moved.arrived))
 	require.Less(t, moved.arrived.Sub(movedTo), time.Second, "arrived late")
 }
+
+// TestTenantTargetGrants: a private range granted to one tenant opens it to
+// that tenant's webhooks alone. Before, the only way was
+// HOOKWHEEL_TARGET_ALLOW_CIDRS, which opened it to every tenant, who could
+// then read the start of its answers through /attempts.
+func TestTenantTargetGrants(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) { c.Targets = netguard.Config{} })
+	acme, other := e.createTenant(n, "acme"), e.createTenant(n, "other")
+	internal := newReceiver(t)
+
+	resp, body := rawRequest(t, http.MethodPatch, n.base+"/v1/admin/tenants/"+acme.id.String(), "admin-token",
+		[]byte(`{"target_allow_cidrs": ["127.0.0.1/32"]}`), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+
+	sent := acme.schedule(t, openapi.TaskRequest{URL: internal.URL + "/granted"})
+	acme.waitStatus(t, sent.ID, openapi.TaskStatusDelivered, 10*time.Second)
+
+	resp, body = rawRequest(t, http.MethodPost, n.base+"/v1/tasks", other.apiKey, mustJSON(t, map[string]string{"url": internal.URL + "/x"}), nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, string(body))
+
+	// Stored directly, as if accepted before the grant was withdrawn: the
+	// dial is refused although a connection to the host sits in a pool.
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: e.databaseURL})
+	require.NoError(t, err)
+	defer db.Close()
+	task := &model.Task{ID: uuid.Must(uuid.NewV7()), TenantID: other.id, URL: internal.URL + "/not-granted",
+		Method: http.MethodPost, RunAt: time.Now(), Timeout: 5 * time.Second, MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Hour}
+	_, created, err := db.InsertTask(context.Background(), task, true)
+	require.NoError(t, err)
+	require.True(t, created)
+	dead := other.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
+	require.Contains(t, *dead.LastError, "blocked")
+	require.Len(t, internal.snapshot(), 1, "only the granted tenant's webhook reached the internal receiver")
+}
