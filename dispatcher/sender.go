@@ -53,7 +53,7 @@ type senderConfig struct {
 	// Transports send webhooks, redialling connections that failed before
 	// the request left.
 	Transports *transports
-	Signer    *signing.Signer
+	Signer     *signing.Signer
 	// Record hands a finished attempt to the recorders.
 	Record func(r store.AttemptResult, then func(err error))
 	// Defer gives back claims the sender will not send now.

@@ -134,7 +134,7 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
 		Transports: b.transports,
-		Signer:    signing.NewSigner(signing.SignerConfig{}),
+		Signer:     signing.NewSigner(signing.SignerConfig{}),
 		Record: func(r store.AttemptResult, then func(error)) {
 			b.records <- r
 			then(nil)
