@@ -155,13 +155,23 @@ func (s *sender) start(c *model.ClaimedTask) {
 
 // releaseShare gives back c's share and starts the claims it goes to.
 func (s *sender) releaseShare(c *model.ClaimedTask, took time.Duration) {
-	for _, next := range s.cfg.Shares.release(c, took) {
-		if s.cfg.Stopping() {
-			s.deferOne(next, time.Time{})
-			s.releaseShare(next, 0)
-			continue
+	admitted := s.cfg.Shares.release(c, took)
+	if !s.cfg.Stopping() {
+		for _, next := range admitted {
+			s.start(next)
 		}
-		s.start(next)
+		return
+	}
+	// Stopping: give them back unsent, together, and the shares they took
+	// with them (which admit no one else: nothing waits once stopping).
+	var back []*model.ClaimedTask
+	for len(admitted) > 0 {
+		next := admitted[0]
+		admitted = append(admitted[1:], s.cfg.Shares.release(next, 0)...)
+		back = append(back, next)
+	}
+	if len(back) > 0 {
+		s.cfg.Defer(back, asDue)
 	}
 }
 
@@ -202,8 +212,11 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 	}
 	for c != nil {
 		started := s.cfg.Clock.Now()
-		s.attemptThrough(t, c)
-		took := s.cfg.Clock.Now().Sub(started)
+		var took time.Duration
+		if sent := s.attemptThrough(t, c); sent {
+			// Only a send says how long the target takes.
+			took = s.cfg.Clock.Now().Sub(started)
+		}
 		s.releaseShare(c, took)
 		c = s.cfg.Targets.done(t, took)
 		c = s.takeOver(t, c)
@@ -252,23 +265,24 @@ func (s *sender) tooOld(c *model.ClaimedTask) bool {
 // it wait; see ratelimit.go) and its target's circuit breaker: an open
 // breaker defers the task to the breaker's next probe. Neither costs an
 // attempt. A send still unanswered after the breaker's StuckAfter counts as
-// a failure of the target from then on (targets.go).
-func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) {
+// a failure of the target from then on (targets.go). It reports whether c
+// was sent.
+func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 	release, ok := s.cfg.Limits.admit(c)
 	if !ok {
-		return
+		return false
 	}
 	defer release()
 	report, err := t.breaker.Allow()
 	if err != nil {
 		s.cfg.Metrics.deferrals.WithLabelValues("breaker").Inc()
 		s.deferOne(c, s.cfg.Targets.deferUntil(t, s.cfg.Clock.Now()))
-		return
+		return false
 	}
 	loaded := c.BodyDeferred()
 	if !s.loadBody(c) {
 		report(errNotSent)
-		return
+		return false
 	}
 	finish := s.cfg.Targets.sending(t, report)
 	outcome, interrupted := s.attempt(c)
@@ -285,6 +299,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) {
 		// attempt is written.
 		c.Body = nil
 	}
+	return true
 }
 
 // loadBody reads c's body when its claim left it out. A claim no longer

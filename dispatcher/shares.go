@@ -75,8 +75,14 @@ func newShares(cfg sharesConfig) *shares {
 }
 
 // bodySize is what a claim's body will take in memory while it is sent.
+// A claim from Postgres always has its BodySize; the body itself, read
+// only when BodySize says nothing, may be being loaded by the goroutine a
+// claim was handed to.
 func bodySize(c *model.ClaimedTask) int64 {
-	return max(int64(c.BodySize), int64(len(c.Body)))
+	if c.BodySize > 0 {
+		return int64(c.BodySize)
+	}
+	return int64(len(c.Body))
 }
 
 // fitsLocked reports whether c may take a share of t now.
