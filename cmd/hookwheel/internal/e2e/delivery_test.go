@@ -288,14 +288,23 @@ func TestRestartFiresPendingOnce(t *testing.T) {
 	recv := newReceiver(t)
 
 	const count = 200
+	// Due from 200 ms to 4 s: some fire before the stop, some while no node
+	// runs, some after the restart. Created in one batch call, so that a
+	// loaded machine cannot take so long creating them that every one is
+	// due before the stop.
 	start := time.Now()
-	ids := map[string]bool{}
-	for i := range count {
-		// Due from 200 ms to 4 s: some fire before the stop, some while no
-		// node runs, some after the restart.
+	batch := openapi.BatchRequest{Tasks: make([]openapi.BatchTaskRequest, count)}
+	for i := range batch.Tasks {
 		at := start.Add(200*time.Millisecond + time.Duration(i)*19*time.Millisecond)
-		task := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/restart", RunAt: &at})
-		ids[task.ID.String()] = true
+		batch.Tasks[i] = openapi.BatchTaskRequest{URL: recv.URL + "/restart", RunAt: &at}
+	}
+	resp, err := acme.client.CreateTasksBatchWithResponse(context.Background(), batch)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode(), string(resp.Body))
+	ids := map[string]bool{}
+	for i, res := range resp.JSON200.Data {
+		require.NotNil(t, res.Task, "item %d: %+v", i, res.Error)
+		ids[res.Task.ID.String()] = true
 	}
 	recv.waitFor(t, 10*time.Second, "some deliveries before the stop", func(ds []delivery) bool { return len(ds) >= 10 })
 	first.stop(t)
