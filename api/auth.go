@@ -4,9 +4,11 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/tenants"
@@ -34,16 +36,28 @@ func unauthorized(c echo.Context, detail string) error {
 
 // tenantAuth authenticates tenant calls by their bearer API key and records
 // the tenant for tenantOf. Errors are echo.HTTPErrors for writeProblem to
-// render.
-func tenantAuth(auth *tenants.Service) echo.MiddlewareFunc {
+// render. A client address that failed too often (throttle) is refused with
+// 429 before its key is looked up; every failure is counted in failures by
+// reason.
+func tenantAuth(auth *tenants.Service, throttle *authThrottle, failures *prometheus.CounterVec) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key, ok := bearerToken(c.Request())
 			if !ok {
+				failures.WithLabelValues("missing").Inc()
 				return unauthorized(c, "missing bearer API key in the Authorization header")
+			}
+			ip := c.RealIP()
+			if wait, refused := throttle.throttled(ip); refused {
+				failures.WithLabelValues("throttled").Inc()
+				c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
+				return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
+					"this address presented too many invalid API keys; try again after the time Retry-After gives")
 			}
 			tenant, err := auth.Authenticate(c.Request().Context(), key)
 			if errors.Is(err, tenants.ErrUnauthenticated) {
+				failures.WithLabelValues("invalid").Inc()
+				throttle.failed(ip)
 				return unauthorized(c, "the API key is malformed, unknown or revoked")
 			}
 			if err != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -29,7 +31,9 @@ func requireUnauthorized(t *testing.T, resp response) {
 
 func TestTenantAuthentication(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	// Every case fails from one address: room for all of them
+	// (TestAuthFailureThrottle tests the throttle).
+	h := newHarness(t, func(c *api.Config) { c.AuthFailures.Max = 1000 })
 	acme := h.createTenant("acme")
 	other := h.createTenant("other")
 
@@ -247,4 +251,44 @@ func TestCreateTenantInvalid(t *testing.T) {
 			requireProblem(t, resp, tc.want)
 		})
 	}
+}
+
+// TestAuthFailureThrottle: a client address that presents Max invalid keys
+// within the window is refused with 429 and Retry-After for the rest of
+// it, before any key is looked up, even with a valid key; other addresses
+// are not; the window over, it is let through again. Failures are counted
+// by reason.
+func TestAuthFailureThrottle(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *api.Config) {
+		c.AuthFailures = api.AuthFailureLimit{Max: 3, Window: 10 * time.Second}
+		// The harness's client connects from loopback, standing for a proxy
+		// that names the client.
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	acme := h.createTenant("acme")
+	from := func(ip, key string) response {
+		return h.do(http.MethodGet, "/v1/limits", key, nil, map[string]string{"X-Forwarded-For": ip})
+	}
+	bad := "hw_aaaaaaaaaaaaa_" + strings.Repeat("b", 32)
+
+	for range 3 {
+		requireProblem(t, from("203.0.113.5", bad), http.StatusUnauthorized)
+	}
+	resp := from("203.0.113.5", acme.APIKey)
+	p := requireProblem(t, resp, http.StatusTooManyRequests)
+	require.Equal(t, problemTypePrefix+"too-many-auth-failures", p.Type)
+	require.Equal(t, "10", resp.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, from("203.0.113.6", acme.APIKey).Status, "another address is not held back")
+
+	h.Clock.Advance(4 * time.Second)
+	require.Equal(t, "6", from("203.0.113.5", bad).Header.Get("Retry-After"))
+	h.Clock.Advance(6 * time.Second)
+	require.Equal(t, http.StatusOK, from("203.0.113.5", acme.APIKey).Status, "the window over, it is let through")
+	requireProblem(t, from("203.0.113.5", ""), http.StatusUnauthorized)
+
+	metrics := string(h.do(http.MethodGet, "/metrics", "", nil, nil).Body)
+	require.Contains(t, metrics, `hookwheel_api_auth_failures_total{reason="invalid"} 3`)
+	require.Contains(t, metrics, `hookwheel_api_auth_failures_total{reason="throttled"} 2`)
+	require.Contains(t, metrics, `hookwheel_api_auth_failures_total{reason="missing"} 1`)
 }

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -65,6 +67,13 @@ type Config struct {
 	Clock clock.Clock
 	// Limits of a task request.
 	Limits Limits
+	// AuthFailures throttles client addresses that present invalid API keys.
+	AuthFailures AuthFailureLimit
+	// TrustedProxies are the addresses of proxies in front of the API: a
+	// call from one of them is taken to come from the address its
+	// X-Forwarded-For names, for the throttle of failed authentications.
+	// Default none: the client is the connection's peer.
+	TrustedProxies []netip.Prefix
 }
 
 // Limits bound what a task request may ask for.
@@ -152,6 +161,13 @@ func New(cfg Config) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.writeProblem
 	e.IPExtractor = echo.ExtractIPDirect()
+	if len(cfg.TrustedProxies) > 0 {
+		trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, p := range cfg.TrustedProxies {
+			trust = append(trust, echo.TrustIPRange(netipToIPNet(p)))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
+	}
 
 	requests := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookwheel_http_request_duration_seconds",
@@ -180,7 +196,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.apiLimits = limits
-	auth, err := securityMiddlewares(cfg, limits.rateLimit)
+	authFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookwheel_api_auth_failures_total",
+		Help: "Tenant API calls refused for their key, by reason: missing, invalid (malformed, unknown, revoked or a wrong secret) or throttled (the client address failed too often).",
+	}, []string{"reason"})
+	if err := cfg.Registerer.Register(authFailures); err != nil {
+		return nil, fmt.Errorf("register api metrics: %w", err)
+	}
+	for _, reason := range []string{"missing", "invalid", "throttled"} {
+		authFailures.WithLabelValues(reason)
+	}
+	tenantAuthMW := tenantAuth(cfg.Tenants, newAuthThrottle(cfg.AuthFailures, cfg.Clock), authFailures)
+	auth, err := securityMiddlewares(cfg, tenantAuthMW, limits.rateLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +221,7 @@ func New(cfg Config) (*Server, error) {
 // hand-kept list, decides what is protected.
 // Tenant calls are rate limited after authentication (tenantLimit needs the
 // tenant).
-func securityMiddlewares(cfg Config, tenantLimit echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
+func securityMiddlewares(cfg Config, tenantAuth, tenantLimit echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
 	// The document as written: its operation ids key the generated
 	// registration (GetSwagger's copy has them normalised).
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
@@ -202,7 +229,7 @@ func securityMiddlewares(cfg Config, tenantLimit echo.MiddlewareFunc) (map[strin
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":     thenMiddleware(tenantAuth(cfg.Tenants), tenantLimit),
+		"apiKey":     thenMiddleware(tenantAuth, tenantLimit),
 		"adminToken": adminAuth(cfg.AdminToken),
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
@@ -306,4 +333,9 @@ func (s *Server) Metrics(c echo.Context) error {
 // GetOpenAPI serves the OpenAPI document, byte for byte openapi/openapi.yaml.
 func (s *Server) GetOpenAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", openapi.Spec())
+}
+
+func netipToIPNet(p netip.Prefix) *net.IPNet {
+	p = p.Masked()
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

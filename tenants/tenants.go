@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/signing"
 )
@@ -50,16 +52,34 @@ type Store interface {
 type Config struct {
 	// Store is where tenants and keys live. Required.
 	Store Store
+	// UnknownKeyTTL is how long a key id found to name no key is answered
+	// from memory, without a query. Default 10s.
+	UnknownKeyTTL time.Duration
+	// UnknownKeys bounds how many such ids are remembered; the oldest go
+	// first. Default 10,000.
+	UnknownKeys int
+	// Clock defaults to the real clock.
+	Clock clock.Clock
 }
 
 // Service creates tenants and authenticates their keys.
 type Service struct {
-	store Store
+	store   Store
+	unknown *unknownKeys
 }
 
 // New returns a Service.
 func New(cfg Config) *Service {
-	return &Service{store: cfg.Store}
+	if cfg.UnknownKeyTTL <= 0 {
+		cfg.UnknownKeyTTL = 10 * time.Second
+	}
+	if cfg.UnknownKeys <= 0 {
+		cfg.UnknownKeys = 10_000
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	return &Service{store: cfg.Store, unknown: newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock)}
 }
 
 // Created is a new tenant with the credentials shown to its owner once.
@@ -87,6 +107,9 @@ func (s *Service) Create(ctx context.Context, name string) (*Created, error) {
 	if err := s.store.CreateTenant(ctx, &t, stored); err != nil {
 		return nil, err
 	}
+	// Key ids are random, so one tried before it existed is all but
+	// impossible; a new key must work at once all the same.
+	s.unknown.forget(stored.ID)
 	return &Created{Tenant: t, APIKey: apiKey}, nil
 }
 
@@ -141,11 +164,12 @@ func inKeyAlphabet(s string) bool {
 // Authenticate returns the tenant a key belongs to, or ErrUnauthenticated.
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*model.Tenant, error) {
 	keyID, secret, ok := parseAPIKey(apiKey)
-	if !ok {
+	if !ok || s.unknown.known(keyID) {
 		return nil, ErrUnauthenticated
 	}
 	stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
 	if errors.Is(err, model.ErrNotFound) {
+		s.unknown.remember(keyID)
 		return nil, ErrUnauthenticated
 	}
 	if err != nil {

@@ -3,11 +3,16 @@ package tenants_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -62,4 +67,51 @@ func otherThan(c string) string {
 		return "y"
 	}
 	return "x"
+}
+
+// countingStore counts the key lookups that reach the real store.
+type countingStore struct {
+	*store.DB
+	lookups atomic.Int64
+}
+
+func (c *countingStore) GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error) {
+	c.lookups.Add(1)
+	return c.DB.GetAPIKey(ctx, id)
+}
+
+// TestAuthenticateRemembersUnknownKeys: a key id that names no key is
+// looked up once, then refused from memory until its TTL passes; a wrong
+// secret for a real key id is never remembered, so the key's owner is
+// never locked out.
+func TestAuthenticateRemembersUnknownKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := &countingStore{DB: testenv.DB(t)}
+	clk := clock.NewFake(time.Now())
+	svc := tenants.New(tenants.Config{Store: db, Clock: clk, UnknownKeyTTL: 10 * time.Second})
+	acme, err := svc.Create(ctx, "acme")
+	require.NoError(t, err)
+	keyID, _ := tenants.KeyID(acme.APIKey)
+
+	unknown := "hw_aaaaaaaaaaaaa_" + strings.Repeat("b", 32)
+	for range 5 {
+		_, err := svc.Authenticate(ctx, unknown)
+		require.ErrorIs(t, err, tenants.ErrUnauthenticated)
+	}
+	require.EqualValues(t, 1, db.lookups.Load(), "an unknown key id is looked up once")
+	clk.Advance(10 * time.Second)
+	_, err = svc.Authenticate(ctx, unknown)
+	require.ErrorIs(t, err, tenants.ErrUnauthenticated)
+	require.EqualValues(t, 2, db.lookups.Load(), "and again once its TTL has passed")
+
+	wrong := "hw_" + keyID + "_" + strings.Repeat("c", 32)
+	for range 3 {
+		_, err := svc.Authenticate(ctx, wrong)
+		require.ErrorIs(t, err, tenants.ErrUnauthenticated)
+	}
+	got, err := svc.Authenticate(ctx, acme.APIKey)
+	require.NoError(t, err, "wrong secrets tried against a key never lock its owner out")
+	require.Equal(t, acme.Tenant.ID, got.ID)
+	require.EqualValues(t, 6, db.lookups.Load(), "a real key id is always looked up")
 }

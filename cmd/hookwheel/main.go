@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -54,6 +55,7 @@ Environment:
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
   HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
+  HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   See README.md for the rest.
@@ -119,6 +121,7 @@ type environment struct {
 	maxTimeout  time.Duration
 	shutdown    time.Duration
 	http        api.ServerLimits
+	proxies     []netip.Prefix
 	maxAhead    time.Duration
 	targets     netguard.Config
 	pprofAddr   string
@@ -172,6 +175,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		if e.targets.AllowPrivate, err = strconv.ParseBool(v); err != nil {
 			return e, fmt.Errorf("HOOKWHEEL_ALLOW_PRIVATE_TARGETS: want true or false, got %q", v)
 		}
+	}
+	if e.proxies, err = netguard.ParseCIDRs(getenv("HOOKWHEEL_TRUSTED_PROXIES")); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_TRUSTED_PROXIES: %w", err)
 	}
 	if e.targets.AllowCIDRs, err = netguard.ParseCIDRs(getenv("HOOKWHEEL_TARGET_ALLOW_CIDRS")); err != nil {
 		return e, fmt.Errorf("HOOKWHEEL_TARGET_ALLOW_CIDRS: %w", err)
@@ -253,6 +259,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
+		TrustedProxies:  env.proxies,
 		Targets:         env.targets,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ type Config struct {
 	Limits api.Limits
 	// HTTP bounds the HTTP server's connections and requests.
 	HTTP api.ServerLimits
+	// TrustedProxies are the proxies in front of the API, whose
+	// X-Forwarded-For names the client (see api.Config).
+	TrustedProxies []netip.Prefix
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -120,6 +124,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Registerer:  registry,
 		Gatherer:    registry,
 		Limits:      cfg.Limits,
+
+		TrustedProxies: cfg.TrustedProxies,
 	}
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.
