@@ -305,7 +305,7 @@ func TestRescheduleTask(t *testing.T) {
 			require.ErrorIs(t, err, model.ErrNotFound)
 
 			// A time with nanoseconds is rounded up, never down.
-			at := time.Now().Add(2 * time.Hour).Add(500 * time.Nanosecond)
+			at := time.Now().Add(2 * time.Hour).Truncate(time.Microsecond).Add(500 * time.Nanosecond)
 			want := at.Truncate(time.Microsecond).Add(time.Microsecond)
 			got, err := db.RescheduleTask(ctx, tenant.ID, task.ID, at, false)
 			require.NotNil(t, got, "the task comes back either way")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -252,11 +253,7 @@ func TestTransportRetriesOnlyUnsentRequests(t *testing.T) {
 	n := e.startNode()
 	acme := e.createTenant(n, "acme")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closedPort := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
+	closedPort := fmt.Sprintf("127.1.255.254:%d", refusedPort)
 	refused := acme.schedule(t, openapi.TaskRequest{URL: "http://" + closedPort + "/nobody", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
 	dead := acme.waitStatus(t, refused.ID, openapi.TaskStatusDead, 10*time.Second)
 	require.Equal(t, 1, dead.Attempts)

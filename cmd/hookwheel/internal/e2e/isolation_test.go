@@ -300,6 +300,11 @@ func TestStopIsBounded(t *testing.T) {
 	require.Equal(t, openapi.AttemptOutcomeSuccess, attempts[1].Outcome)
 }
 
+// refusedPort is a port nothing listens on in the tests (tcpmux, port 1):
+// dialled on a 127.1.0.0/16 address, where no test listens either, it
+// answers "connection refused".
+const refusedPort = 1
+
 // TestIdleTargetsForgotten: a tenant sending to a thousand distinct targets
 // (here closed ports) leaves no lasting state behind: each target's breaker
 // and slots are forgotten once idle. Before, every target ever sent to was
@@ -310,13 +315,12 @@ func TestIdleTargetsForgotten(t *testing.T) {
 	n := e.startNode(func(c *app.Config) { c.Dispatcher.Breaker.IdleAfter = time.Second })
 	acme := e.createTenant(n, "many-hosts")
 
-	// Ports that were free a moment ago: each answers "connection refused".
+	// A thousand loopback addresses on a port nothing listens on: each
+	// answers "connection refused". (Ports that were free a moment ago
+	// could be another test's listener by the time they are dialled.)
 	var reqs []openapi.TaskRequest
-	for range 1000 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
+	for i := range 1000 {
+		addr := fmt.Sprintf("127.1.%d.%d:%d", i/250, 1+i%250, refusedPort)
 		reqs = append(reqs, openapi.TaskRequest{URL: "http://" + addr + "/x", Timeout: ptr("2s"),
 			Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
 	}
