@@ -180,12 +180,7 @@ func TestHangingTargetDoesNotDelayOthers(t *testing.T) {
 		acme.schedule(t, openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at})
 	}
 	ds := healthy.waitFor(t, 10*time.Second, "the healthy target's tasks", func(ds []delivery) bool { return len(ds) == 40 })
-	var worst time.Duration
-	for _, d := range ds {
-		at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
-		require.NoError(t, err)
-		worst = max(worst, d.arrived.Sub(at))
-	}
+	worst := worstLateness(t, ds)
 	// Without the per-target limit the hanging target would hold all 16
 	// senders for its 10 s timeout.
 	require.Less(t, worst, 2*time.Second, "a healthy target's webhooks must not wait for a hanging one")

@@ -271,3 +271,16 @@ func rawRequest(t *testing.T, method, url, apiKey string, body []byte, header ma
 	require.NoError(t, err)
 	return resp, b
 }
+
+// worstLateness is the latest any delivery arrived after the time its
+// webhook says it was due (Hookwheel-Scheduled-At).
+func worstLateness(t *testing.T, ds []delivery) time.Duration {
+	t.Helper()
+	var worst time.Duration
+	for _, d := range ds {
+		at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
+		require.NoError(t, err)
+		worst = max(worst, d.arrived.Sub(at))
+	}
+	return worst
+}

@@ -143,12 +143,7 @@ func TestNoisyTenantDoesNotStallOthers(t *testing.T) {
 		quiet.schedule(t, openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at})
 	}
 	ds := healthy.waitFor(t, 15*time.Second, "the quiet tenant's webhooks", func(ds []delivery) bool { return len(ds) == 20 })
-	var worst time.Duration
-	for _, d := range ds {
-		at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
-		require.NoError(t, err)
-		worst = max(worst, d.arrived.Sub(at))
-	}
+	worst := worstLateness(t, ds)
 	t.Logf("quiet tenant's worst lateness beside a noisy tenant holding %d hanging sends: %s", openConns(targets), worst)
 	require.Less(t, worst, time.Second, "a tenant's webhooks must not wait for another tenant's hanging targets")
 	require.Equal(t, int64(share), openConns(targets), "the noisy tenant never holds more than its share")
