@@ -3,11 +3,9 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,33 +25,25 @@ func setLimits(t *testing.T, n *node, tn *tenant, limits string) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 }
 
-// scheduleAll creates the tasks from a few goroutines at once and returns
+// scheduleAll creates the tasks in batch calls of up to 1,000, one round
+// trip each, so that a loaded machine creates them in moments, and returns
 // their ids in request order.
 func scheduleAll(t *testing.T, tn *tenant, reqs []openapi.TaskRequest) []uuid.UUID {
 	t.Helper()
-	ids := make([]uuid.UUID, len(reqs))
-	errs := make(chan error, len(reqs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(reqs); i = int(next.Add(1)) - 1 {
-				resp, err := tn.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{}, reqs[i])
-				switch {
-				case err != nil:
-					errs <- err
-				case resp.StatusCode() != http.StatusCreated:
-					errs <- fmt.Errorf("create task %d: %d %s", i, resp.StatusCode(), resp.Body)
-				default:
-					ids[i] = resp.JSON201.ID
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	ids := make([]uuid.UUID, 0, len(reqs))
+	for chunk := range slices.Chunk(reqs, 1000) {
+		batch := openapi.BatchRequest{Tasks: make([]openapi.BatchTaskRequest, len(chunk))}
+		for i, r := range chunk {
+			batch.Tasks[i] = openapi.BatchTaskRequest{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
+				RunAt: r.RunAt, Delay: r.Delay, Timeout: r.Timeout, Retry: r.Retry}
+		}
+		resp, err := tn.client.CreateTasksBatchWithResponse(context.Background(), batch)
 		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), string(resp.Body))
+		for i, res := range resp.JSON200.Data {
+			require.NotNil(t, res.Task, "task %d: %+v", len(ids)+i, res.Error)
+			ids = append(ids, res.Task.ID)
+		}
 	}
 	return ids
 }
