@@ -155,7 +155,12 @@ func (s *sender) start(c *model.ClaimedTask) {
 
 // releaseShare gives back c's share and starts the claims it goes to.
 func (s *sender) releaseShare(c *model.ClaimedTask, took time.Duration) {
-	admitted := s.cfg.Shares.release(c, took)
+	s.startAll(s.cfg.Shares.release(c, took))
+}
+
+// startAll starts the claims a freed share went to, or, when stopping,
+// gives them back unsent.
+func (s *sender) startAll(admitted []*model.ClaimedTask) {
 	if !s.cfg.Stopping() {
 		for _, next := range admitted {
 			s.start(next)
@@ -177,9 +182,11 @@ func (s *sender) releaseShare(c *model.ClaimedTask, took time.Duration) {
 
 // sendThroughTarget takes a send slot of c's target and sends c, then the
 // claims parked for the same target one after the other; or parks c with
-// the target when every slot is taken (it keeps its tenant's share while it
-// waits), or gives it back when too many wait already. So a slow target
-// holds at most MaxPerTarget sends, however many of its tasks fall due.
+// the target when every slot is taken (giving its tenant's share back while
+// it waits, and counted with the tenant's waiting claims), or gives it back
+// when too many wait already, for the target or for the tenant. So a slow
+// target holds at most MaxPerTarget sends, however many of its tasks fall
+// due, and a tenant's claims parked behind its slow targets are bounded.
 func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 	if s.cfg.Stopping() || s.tooOld(c) {
 		// Waited too long for its share to trust its lease, or we are
@@ -197,12 +204,12 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 		s.releaseShare(c, 0)
 		return
 	}
-	switch decision, wait := s.cfg.Targets.admit(t, c); decision {
+	switch decision, wait := s.cfg.Targets.admit(t, c, s.cfg.Shares.mayPark(c)); decision {
 	case parked:
 		// It waits for its target without its tenant's share, so that a
 		// slow target does not hold the tenant's sends to other targets;
 		// it takes a share again when a slot is handed to it.
-		s.releaseShare(c, 0)
+		s.startAll(s.cfg.Shares.park(c))
 		return
 	case full:
 		s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Inc()
@@ -229,6 +236,7 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 // share or is given back.
 func (s *sender) takeOver(t *target, c *model.ClaimedTask) *model.ClaimedTask {
 	for c != nil {
+		s.cfg.Shares.unpark(c)
 		if s.cfg.Stopping() || s.tooOld(c) {
 			// Parked too long for its lease, or we are shutting down:
 			// give it back unsent rather than send it late.

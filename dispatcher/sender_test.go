@@ -474,7 +474,7 @@ func TestTargetsForgetIdle(t *testing.T) {
 	report, err := open.breaker.Allow()
 	require.NoError(t, err)
 	report(errTargetFailed)
-	decision, _ := ts.admit(busy, &model.ClaimedTask{})
+	decision, _ := ts.admit(busy, &model.ClaimedTask{}, true)
 	require.Equal(t, sendNow, decision)
 
 	clk.Advance(time.Minute)

@@ -42,6 +42,11 @@ type tenantShare struct {
 	sending int
 	bytes   int64
 	waiting []*model.ClaimedTask
+	// parked counts the tenant's claims parked with a target: they hold no
+	// share, but count with waiting against MaxWaitingPerTenant, so that a
+	// tenant whose targets never answer cannot fill the claim budget with
+	// claims parked behind them.
+	parked int
 	// sendTime is a moving average of how long the tenant's sends take, to
 	// tell a claim given back when a share is likely free.
 	sendTime time.Duration
@@ -126,7 +131,7 @@ func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
 		s.takeLocked(t, c)
 		return shareTaken, 0
 	}
-	if len(t.waiting) < s.cfg.MaxWaitingPerTenant {
+	if len(t.waiting)+t.parked < s.cfg.MaxWaitingPerTenant {
 		t.waiting = append(t.waiting, c)
 		if !t.queued {
 			t.queued = true
@@ -161,10 +166,45 @@ func (s *shares) release(c *model.ClaimedTask, took time.Duration) []*model.Clai
 		}
 	}
 	admitted := s.turnLocked()
-	if t.sending == 0 && len(t.waiting) == 0 {
+	s.dropIdleLocked(t)
+	return admitted
+}
+
+// dropIdleLocked forgets t once it has nothing sending, waiting or parked.
+func (s *shares) dropIdleLocked(t *tenantShare) {
+	if t.sending == 0 && len(t.waiting) == 0 && t.parked == 0 {
 		delete(s.byTenant, t.id)
 	}
-	return admitted
+}
+
+// mayPark reports whether c's tenant may have one more claim parked with a
+// target. It checks and does not reserve: concurrent parkers may pass it
+// together, which overshoots the bound by at most the sends in flight.
+func (s *shares) mayPark(c *model.ClaimedTask) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.byTenant[c.TenantID]
+	return t == nil || len(t.waiting)+t.parked < s.cfg.MaxWaitingPerTenant
+}
+
+// park gives back c's share as it parks with its target, and returns the
+// waiting claims that now hold a share, to be sent.
+func (s *shares) park(c *model.ClaimedTask) []*model.ClaimedTask {
+	s.mu.Lock()
+	t := s.tenantLocked(c.TenantID)
+	t.parked++
+	s.mu.Unlock()
+	return s.release(c, 0)
+}
+
+// unpark counts c out of its tenant's parked claims: a target handed it a
+// slot, or it is given back.
+func (s *shares) unpark(c *model.ClaimedTask) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tenantLocked(c.TenantID)
+	t.parked--
+	s.dropIdleLocked(t)
 }
 
 // turnLocked hands shares to waiting claims, one tenant's at a time in
@@ -205,9 +245,7 @@ func (s *shares) takeAll() []*model.ClaimedTask {
 	for _, t := range s.turns {
 		all = append(all, t.waiting...)
 		t.waiting, t.queued = nil, false
-		if t.sending == 0 {
-			delete(s.byTenant, t.id)
-		}
+		s.dropIdleLocked(t)
 	}
 	s.turns = nil
 	return all

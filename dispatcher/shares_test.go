@@ -132,3 +132,37 @@ func TestSharesTakeAll(t *testing.T) {
 	require.Zero(t, n)
 	require.Zero(t, bytes)
 }
+
+// TestSharesParked: a claim parked with its target gives its share to the
+// tenant's next claim, but counts with the tenant's waiting claims, so a
+// tenant whose targets never answer cannot park more than
+// MaxWaitingPerTenant claims behind them.
+func TestSharesParked(t *testing.T) {
+	t.Parallel()
+	s := newShares(sharesConfig{MaxTotal: 10, MaxPerTenant: 1, MaxBytes: 1 << 30, MaxBytesPerTenant: 1 << 30, MaxWaitingPerTenant: 2})
+	noisy := uuid.New()
+	a1, a2, a3 := shareClaim(noisy, 10), shareClaim(noisy, 10), shareClaim(noisy, 10)
+	d, _ := s.admit(a1)
+	require.Equal(t, shareTaken, d)
+	d, _ = s.admit(a2)
+	require.Equal(t, shareWaiting, d)
+
+	require.True(t, s.mayPark(a1))
+	require.Equal(t, []*model.ClaimedTask{a2}, s.park(a1), "the parked claim's share goes to the next")
+	require.True(t, s.mayPark(a2))
+	require.Empty(t, s.park(a2))
+	require.False(t, s.mayPark(a3), "two parked: as many as may wait")
+	d, _ = s.admit(a3)
+	require.Equal(t, shareTaken, d, "parked claims hold no share")
+	d, _ = s.admit(shareClaim(noisy, 10))
+	require.Equal(t, shareFull, d, "nor may more wait")
+
+	// Taken over by their target, they count no more.
+	s.unpark(a1)
+	require.True(t, s.mayPark(a3))
+	s.unpark(a2)
+	s.release(a3, 0)
+	tenants, sending, _ := s.statuses()
+	require.Empty(t, tenants, "a tenant with nothing sending, waiting or parked is forgotten")
+	require.Zero(t, sending)
+}

@@ -301,22 +301,23 @@ const (
 )
 
 // admit takes a send slot of the target for c, or parks c until a send to
-// the same target finishes, or, when too many already wait, says how long
+// the same target finishes (unless mayPark is false: its tenant has as many
+// claims waiting as it may), or, when too many already wait, says how long
 // until a slot is likely free.
-func (ts *targets) admit(t *target, c *model.ClaimedTask) (admission, time.Duration) {
+func (ts *targets) admit(t *target, c *model.ClaimedTask, mayPark bool) (admission, time.Duration) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	switch {
 	case t.inflight < ts.cfg.MaxInflight:
 		t.inflight++
 		return sendNow, 0
-	case len(t.parked) < ts.cfg.MaxWaiting:
+	case mayPark && len(t.parked) < ts.cfg.MaxWaiting:
 		t.parked = append(t.parked, c)
 		return parked, 0
 	}
 	ahead := float64(len(t.parked)+1) / float64(ts.cfg.MaxInflight)
 	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
-	if wait < parkAnyway {
+	if wait < parkAnyway && mayPark {
 		// A fast target that is merely busy drains its queue within
 		// moments: giving tasks back would cost two writes each and slow
 		// everyone down. Only a slow target's surplus goes back.
