@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -55,9 +56,25 @@ func newAuthThrottle(limit AuthFailureLimit, clk clock.Clock) *authThrottle {
 	return &authThrottle{limit: limit, clock: clk, clients: map[string]*authFailures{}}
 }
 
+// clientOf is what the throttle counts an address under: an IPv6 address
+// by its /64, since one host commonly holds a whole /64 and could take a
+// new address for every guess.
+func clientOf(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap()
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
 // throttled reports whether ip has failed too often, and for how long
 // more it is refused.
 func (a *authThrottle) throttled(ip string) (time.Duration, bool) {
+	ip = clientOf(ip)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f, ok := a.clients[ip]
@@ -74,6 +91,7 @@ func (a *authThrottle) throttled(ip string) (time.Duration, bool) {
 
 // failed counts a failed authentication of ip.
 func (a *authThrottle) failed(ip string) {
+	ip = clientOf(ip)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.clock.Now()
