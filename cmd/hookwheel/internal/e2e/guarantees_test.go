@@ -169,20 +169,26 @@ func TestHangingTargetDoesNotDelayOthers(t *testing.T) {
 	})
 	healthy := newReceiver(t)
 
-	for range 60 {
-		acme.schedule(t, openapi.TaskRequest{URL: hanging.URL + "/hang", Timeout: ptr("10s")})
+	// A timeout longer than the test: a hanging send that timed out would
+	// free its slot for the next one, and the test counts them.
+	hang := make([]openapi.TaskRequest, 60)
+	for i := range hang {
+		hang[i] = openapi.TaskRequest{URL: hanging.URL + "/hang", Timeout: ptr("2m")}
 	}
+	scheduleAll(t, acme, hang)
 	hanging.waitFor(t, 5*time.Second, "the hanging target holding its senders", func(ds []delivery) bool { return len(ds) == 4 })
 
 	start := time.Now().Add(300 * time.Millisecond)
-	for i := range 40 {
+	ok := make([]openapi.TaskRequest, 40)
+	for i := range ok {
 		at := start.Add(time.Duration(i) * 10 * time.Millisecond)
-		acme.schedule(t, openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at})
+		ok[i] = openapi.TaskRequest{URL: healthy.URL + "/ok", RunAt: &at}
 	}
+	scheduleAll(t, acme, ok)
 	ds := healthy.waitFor(t, 10*time.Second, "the healthy target's tasks", func(ds []delivery) bool { return len(ds) == 40 })
 	worst := worstLateness(t, ds)
 	// Without the per-target limit the hanging target would hold all 16
-	// senders for its 10 s timeout.
+	// senders for its timeout.
 	require.Less(t, worst, 2*time.Second, "a healthy target's webhooks must not wait for a hanging one")
 	require.Len(t, hanging.snapshot(), 4, "the hanging target never gets more than its share of senders")
 	hangOnce.Do(func() { close(release) })
