@@ -128,10 +128,14 @@ func goErrorAnswer(b []byte) ([]byte, bool) {
 	if !ok || len(rest) < 3 {
 		return nil, false
 	}
-	statusLine, text, ok := bytes.Cut(rest, goErrorHeaders)
-	if !ok || bytes.Contains(statusLine, []byte("\r\n")) {
+	// Every answer's first Write starts with its status line: look no
+	// further than the end of that line, so that a handler's answer costs
+	// a scan of its status line, not of its headers and body.
+	end := bytes.Index(rest, goErrorHeaders[:2])
+	if end < 0 || !bytes.HasPrefix(rest[end:], goErrorHeaders) {
 		return nil, false
 	}
+	statusLine, text := rest[:end], rest[end+len(goErrorHeaders):]
 	code, err := strconv.Atoi(string(statusLine[:3]))
 	if err != nil || code < 400 || code > 599 {
 		return nil, false
