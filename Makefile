@@ -21,7 +21,7 @@ SERVICES_ENV := svc_env=$$($(SERVICES) env); eval "$$svc_env"; \
 	echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" | sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|g'
 
 
-.PHONY: help build generate test bench bench-peers run stop services clean distclean
+.PHONY: help build generate test fuzz bench bench-peers run stop services clean distclean
 
 help: ## list the targets
 	@echo 'make targets:'
@@ -33,11 +33,27 @@ build: ## build bin/hookwheel
 generate: ## go generate ./...
 	$(GO) generate ./...
 
-test: ## go vet and every test (-race), against Postgres and Redis
+test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included), against Postgres and Redis
 	@$(SERVICES) ensure-cc
 	$(SERVICES_ENV)
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	# bench/ is a module of its own, checked by the same staticcheck (the version go.mod pins).
+	staticcheck=$$($(GO) tool -n staticcheck)
+	(cd bench && "$$staticcheck" ./...)
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# How long `make fuzz` runs each fuzz target, e.g. FUZZTIME=5m.
+FUZZTIME ?= 30s
+
+# go test -fuzz takes one target of one package at a time: fuzz lists them all, then runs each.
+fuzz: ## run every fuzz target for FUZZTIME (30s) in turn; a failing input is saved under the package's testdata/fuzz
+	@targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 " " names[i]; n = 0 }')
+	[[ -n $$targets ]] || { echo 'no fuzz targets found' >&2; exit 1; }
+	while read -r pkg target; do
+		echo "== $$target ($$pkg), $(FUZZTIME)"
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"
+	done <<< "$$targets"
 
 # Extra flags for bench/cmd/hwbench, e.g. HWBENCH_FLAGS='-backlog 1000000,10000000' (see bench/README.md).
 HWBENCH_FLAGS ?=

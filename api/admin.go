@@ -52,7 +52,7 @@ func (s *Server) CreateTenant(c echo.Context) error {
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	created, err := s.tenants.Create(c.Request().Context(), req.Name)
+	created, err := s.tenants.Create(c.Request().Context(), req.Name, model.ActorOperator)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
 		ID:            c.Tenant.ID,
 		Name:          c.Tenant.Name,
 		APIKey:        c.APIKey,
-		SigningSecret: c.Tenant.SigningSecret,
+		SigningSecret: c.SigningSecret,
 		CreatedAt:     c.Tenant.CreatedAt,
 	}
 }
@@ -92,7 +92,14 @@ type tenantUpdate struct {
 	// TargetAllowCIDRs, when given, replaces the private ranges granted to
 	// the tenant; null withdraws them.
 	TargetAllowCIDRs json.RawMessage `json:"target_allow_cidrs"`
+	// Retention, when given, replaces how long the tenant's finished tasks
+	// are kept; null goes back to the node default.
+	Retention json.RawMessage `json:"retention"`
 }
+
+// minRetention is the shortest retention a tenant may be given: purging
+// is a pass every few seconds, so less would promise what it cannot keep.
+const minRetention = time.Second
 
 type retryDefaultsUpdate struct {
 	MaxAttempts json.RawMessage `json:"max_attempts"`
@@ -148,15 +155,28 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
-	t, err = s.tenants.SetRetryDefaults(ctx, id, defaults)
-	if errors.Is(err, model.ErrNotFound) {
-		return notFound("tenant " + id.String())
+	retention := t.Retention
+	if req.Retention != nil {
+		var fe fieldErrors
+		patchDuration(&fe, "retention", req.Retention, &retention)
+		if len(fe) == 0 && retention != nil && *retention < minRetention {
+			fe.add("retention", "must be at least %s, or null for the node default", minRetention)
+		}
+		if err := fe.problem(); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
+	if req.Retry != nil {
+		t, err = s.tenants.SetRetryDefaults(ctx, id, defaults, model.ActorOperator)
+		if errors.Is(err, model.ErrNotFound) {
+			return notFound("tenant " + id.String())
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if req.Limits.given {
-		t, err = s.tenants.SetLimits(ctx, id, limits)
+		t, err = s.tenants.SetLimits(ctx, id, limits, model.ActorOperator)
 		if errors.Is(err, model.ErrNotFound) {
 			return notFound("tenant " + id.String())
 		}
@@ -165,7 +185,16 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 		}
 	}
 	if req.TargetAllowCIDRs != nil {
-		t, err = s.tenants.SetTargetGrants(ctx, id, grants)
+		t, err = s.tenants.SetTargetGrants(ctx, id, grants, model.ActorOperator)
+		if errors.Is(err, model.ErrNotFound) {
+			return notFound("tenant " + id.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if req.Retention != nil {
+		t, err = s.tenants.SetRetention(ctx, id, retention, model.ActorOperator)
 		if errors.Is(err, model.ErrNotFound) {
 			return notFound("tenant " + id.String())
 		}
@@ -224,7 +253,16 @@ func tenantJSON(t *model.Tenant) openapi.Tenant {
 		},
 		Limits:           limitsJSON(t.Limits),
 		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
+		Retention:        formatOptionalDuration(t.Retention),
 	}
+}
+
+func formatOptionalDuration(d *time.Duration) *string {
+	if d == nil {
+		return nil
+	}
+	s := formatDuration(*d)
+	return &s
 }
 
 func cidrStrings(cidrs []netip.Prefix) []string {

@@ -118,7 +118,7 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 		t:       t,
 		dbURL:   dbURL,
 		DB:      db,
-		Tenants: tenants.New(tenants.Config{Store: db}),
+		Tenants: tenants.New(tenants.Config{Store: db, KeyCacheTTL: -1}),
 		Sched:   &fakeScheduler{},
 		// Whole seconds: Postgres keeps microseconds, so times round-trip exactly.
 		Clock: clock.NewFake(time.Now().UTC().Truncate(time.Second)),

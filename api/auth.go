@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // the admin token. Which operation needs which is the OpenAPI document's
 // call (see securityMiddlewares).
 
-const tenantContextKey = "hookwheel.tenant"
+const callerContextKey = "hookwheel.caller"
 
 func bearerToken(r *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -54,35 +55,82 @@ func tenantAuth(auth *tenants.Service, throttle *authThrottle, failures *prometh
 				return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
 					"this address presented too many invalid API keys; try again after the time Retry-After gives")
 			}
-			tenant, err := auth.Authenticate(c.Request().Context(), key)
+			caller, err := auth.Authenticate(c.Request().Context(), key)
 			if errors.Is(err, tenants.ErrUnauthenticated) {
 				failures.WithLabelValues("invalid").Inc()
 				throttle.failed(ip)
-				return unauthorized(c, "the API key is malformed, unknown or revoked")
+				return unauthorized(c, "the API key is malformed, unknown, revoked or expired")
 			}
 			if err != nil {
 				return err
 			}
-			c.Set(tenantContextKey, tenant)
+			c.Set(callerContextKey, caller)
 			return next(c)
 		}
 	}
 }
 
+// authenticatedCaller is the tenant and key tenantAuth found for this request.
+func authenticatedCaller(c echo.Context) (*tenants.Caller, bool) {
+	caller, ok := c.Get(callerContextKey).(*tenants.Caller)
+	return caller, ok && caller != nil
+}
+
 // authenticatedTenant is the tenant tenantAuth found for this request.
 func authenticatedTenant(c echo.Context) (*model.Tenant, bool) {
-	t, ok := c.Get(tenantContextKey).(*model.Tenant)
-	return t, ok && t != nil
+	caller, ok := authenticatedCaller(c)
+	if !ok {
+		return nil, false
+	}
+	return caller.Tenant, true
 }
 
 // tenantOf is the calling tenant, for handlers of tenant operations.
 func tenantOf(c echo.Context) (*model.Tenant, error) {
-	t, ok := authenticatedTenant(c)
+	caller, err := callerOf(c)
+	if err != nil {
+		return nil, err
+	}
+	return caller.Tenant, nil
+}
+
+// callerOf is the calling tenant and key, for handlers that need the key.
+func callerOf(c echo.Context) (*tenants.Caller, error) {
+	caller, ok := authenticatedCaller(c)
 	if !ok {
 		// Only reachable if a route lost its security requirement.
 		return nil, echo.NewHTTPError(http.StatusUnauthorized, "this call needs a tenant API key")
 	}
-	return t, nil
+	return caller, nil
+}
+
+// scopeAny marks an operation that every valid key may call.
+const scopeAny = "any"
+
+// requireScope refuses, with 403, a call whose key lacks scope. It runs
+// after tenantAuth.
+func requireScope(scope model.Scope) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			caller, err := callerOf(c)
+			if err != nil {
+				return err
+			}
+			if !caller.Key.Allows(scope) {
+				return newProblem(http.StatusForbidden, "insufficient-scope", "Insufficient scope",
+					fmt.Sprintf("this call needs an API key with the %q scope; key %s has %s", scope, caller.Key.ID, scopeNames(caller.Key.Scopes)))
+			}
+			return next(c)
+		}
+	}
+}
+
+func scopeNames(scopes []model.Scope) string {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 // adminAuth admits operator calls bearing token. An empty token disables the

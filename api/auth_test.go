@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -48,7 +49,8 @@ func TestTenantAuthentication(t *testing.T) {
 	require.True(t, ok)
 	// It works before it is revoked, so the 401 below is the revocation's doing.
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", revoked.APIKey, nil, nil).Status)
-	require.NoError(t, h.Tenants.Revoke(context.Background(), revoked.ID, revokedKeyID))
+	_, err := h.Tenants.RevokeKey(context.Background(), revoked.ID, revokedKeyID, model.ActorOperator)
+	require.NoError(t, err)
 
 	cases := []struct {
 		name          string
@@ -126,10 +128,12 @@ func TestRevokeAffectsOnlyThatKey(t *testing.T) {
 	require.True(t, ok)
 
 	// Another tenant cannot revoke a's key.
-	require.Error(t, h.Tenants.Revoke(context.Background(), b.ID, keyID))
+	_, err := h.Tenants.RevokeKey(context.Background(), b.ID, keyID, model.ActorOperator)
+	require.ErrorIs(t, err, model.ErrNotFound)
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", a.APIKey, nil, nil).Status)
 
-	require.NoError(t, h.Tenants.Revoke(context.Background(), a.ID, keyID))
+	_, err = h.Tenants.RevokeKey(context.Background(), a.ID, keyID, model.ActorOperator)
+	require.NoError(t, err)
 	requireUnauthorized(t, h.do(http.MethodGet, "/v1/tasks", a.APIKey, nil, nil))
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", b.APIKey, nil, nil).Status)
 }

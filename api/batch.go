@@ -101,24 +101,10 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	defer release()
 	r.Body = &limitedBody{ReadCloser: r.Body, left: limit}
 
-	var req batchRequest
-	if err := decodeJSON(c, &req); err != nil {
+	items, err := decodeBatch(c)
+	if err != nil {
 		return err
 	}
-	var fe fieldErrors
-	switch {
-	case req.Tasks == nil:
-		fe.add("tasks", "is required")
-	case len(*req.Tasks) == 0:
-		fe.add("tasks", "must hold at least one task")
-	case len(*req.Tasks) > maxBatchItems:
-		fe.add("tasks", "must hold at most %d tasks, not %d; split the batch", maxBatchItems, len(*req.Tasks))
-	}
-	if err := fe.problem(); err != nil {
-		return err
-	}
-
-	items := *req.Tasks
 	now := s.clock.Now()
 	results := make([]openapi.BatchResult, len(items))
 	// valid are the valid items' tasks, to store; validAt[k] is the index in
@@ -170,6 +156,28 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 		s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(overQuota))
 	}
 	return c.JSON(http.StatusOK, openapi.BatchResponse{Data: results})
+}
+
+// decodeBatch reads the envelope of POST /v1/tasks/batch: its items, still
+// raw, or the problem of the whole call.
+func decodeBatch(c echo.Context) ([]json.RawMessage, error) {
+	var req batchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return nil, err
+	}
+	var fe fieldErrors
+	switch {
+	case req.Tasks == nil:
+		fe.add("tasks", "is required")
+	case len(*req.Tasks) == 0:
+		fe.add("tasks", "must hold at least one task")
+	case len(*req.Tasks) > maxBatchItems:
+		fe.add("tasks", "must hold at most %d tasks, not %d; split the batch", maxBatchItems, len(*req.Tasks))
+	}
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	return *req.Tasks, nil
 }
 
 // batchItemTask decodes and validates one item of a batch into a task to

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -258,6 +260,10 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 			fe.add("url", "must be an absolute http or https URL")
 		case u.Host == "" || u.Hostname() == "":
 			fe.add("url", "must name a host")
+		case !validPort(u.Port()):
+			fe.add("url", "must have a port from 1 to 65535, or none")
+		case !validHost(u.Host):
+			fe.add("url", "has a host that cannot be sent as an HTTP Host header")
 		case u.User != nil:
 			fe.add("url", "must not carry credentials; send an Authorization header instead")
 		case u.Fragment != "":
@@ -281,8 +287,13 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		fe.add("headers", "must hold at most %d headers", maxHeaders)
 	}
 	headerBytes := 0
-	for name, value := range req.Headers {
+	// In order, so that of two names differing only in letter case the
+	// same one is refused every time.
+	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
+		value := req.Headers[name]
 		field := "headers." + name
+		canonical := http.CanonicalHeaderKey(name)
+		_, repeated := t.Headers[canonical]
 		switch {
 		case !httpguts.ValidHeaderFieldName(name):
 			fe.add(field, "is not a valid header name")
@@ -290,8 +301,12 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 			fe.add(field, "has an invalid value (control characters are not allowed)")
 		case reservedHeader(name) != "":
 			fe.add(field, "%s", reservedHeader(name))
+		case repeated:
+			// Header names are case-insensitive: both would be one
+			// header, with one of the two values.
+			fe.add(field, "is %s again, in other letters; give each header once", canonical)
 		default:
-			t.Headers[http.CanonicalHeaderKey(name)] = value
+			t.Headers[canonical] = value
 		}
 		headerBytes += len(name) + len(value)
 	}
@@ -367,7 +382,10 @@ func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) t
 		switch {
 		case err != nil:
 			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
-		case t.After(now.Add(limits.MaxScheduleAhead)):
+		// The horizon rounded as due times are: a task due at it (run_at
+		// or delay at the limit) answers with a run_at that is accepted
+		// back.
+		case t.After(ceilMicro(now.Add(limits.MaxScheduleAhead))):
 			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
 		case t.After(now):
 			at = t
@@ -387,6 +405,24 @@ func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) t
 	}
 	// Postgres keeps microseconds; rounding up keeps "never before" true.
 	return ceilMicro(at)
+}
+
+// validPort reports whether a URL's port (empty for the scheme's) is one a
+// connection can be made to.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}
+
+// validHost reports whether net/http sends a URL's host (and port) as the
+// Host header: url.Parse lets through characters such as < > " that
+// Request.Write would answer with an empty Host instead.
+func validHost(hostport string) bool {
+	ascii, err := httpguts.PunycodeHostPort(hostport)
+	return err == nil && httpguts.ValidHostHeader(ascii)
 }
 
 func parseDuration(fe *fieldErrors, field, s string) (time.Duration, bool) {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
@@ -39,6 +41,10 @@ type Pinger interface {
 type Config struct {
 	// Tasks runs the task and schedule lifecycle. Required.
 	Tasks *tasks.Service
+	// EncryptionStatus is /readyz's "encryption" entry: whether signing
+	// secrets are sealed at rest. Informational: it never makes the node
+	// unready. Empty leaves the entry out.
+	EncryptionStatus string
 	// Tenants authenticates calls and manages tenants. Required.
 	Tenants *tenants.Service
 	// Ready are the dependencies /readyz checks, by the name its answer
@@ -243,12 +249,36 @@ func securityMiddlewares(cfg Config, tenantAuth, tenantLimit echo.MiddlewareFunc
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", method, path, err)
 			}
-			if mw != nil {
-				out[op.OperationID] = []echo.MiddlewareFunc{mw}
+			if mw == nil {
+				continue
+			}
+			out[op.OperationID] = []echo.MiddlewareFunc{mw}
+			if _, tenantCall := reqs[0]["apiKey"]; tenantCall {
+				scope, err := operationScope(op)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", method, path, err)
+				}
+				if scope != scopeAny {
+					out[op.OperationID] = append(out[op.OperationID], requireScope(model.Scope(scope)))
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// operationScope is the scope a tenant operation needs, from its
+// x-hookwheel-scope: every tenant operation must name one (or "any"), so that
+// a new operation cannot be left open to every key by omission.
+func operationScope(op *openapi3.Operation) (string, error) {
+	scope, ok := op.Extensions["x-hookwheel-scope"].(string)
+	if !ok {
+		return "", errors.New("a tenant operation needs x-hookwheel-scope")
+	}
+	if scope != scopeAny && !slices.Contains(model.Scopes()[1:], model.Scope(scope)) {
+		return "", fmt.Errorf("x-hookwheel-scope %q is not a scope", scope)
+	}
+	return scope, nil
 }
 
 func requirementMiddleware(reqs openapi3.SecurityRequirements, bySchema map[string]echo.MiddlewareFunc) (echo.MiddlewareFunc, error) {
@@ -307,6 +337,9 @@ func (s *Server) Readyz(c echo.Context) error {
 			continue
 		}
 		checks[name] = "ok"
+	}
+	if s.cfg.EncryptionStatus != "" {
+		checks["encryption"] = s.cfg.EncryptionStatus
 	}
 	if ready {
 		return c.JSON(http.StatusOK, openapi.Health{Status: "ok", Checks: checks})

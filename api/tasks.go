@@ -28,31 +28,9 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	if err != nil {
 		return err
 	}
-	var req taskRequest
-	if err := decodeJSON(c, &req); err != nil {
-		return err
-	}
-	var fe fieldErrors
-	if k := params.IdempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
-		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
-	} else if k != nil && !utf8.ValidString(*k) {
-		fe.add("Idempotency-Key", "must be valid UTF-8")
-	}
-	task, err := s.validateTask(&req, tenant, s.clock.Now())
+	task, err := s.decodeTask(c, tenant, params.IdempotencyKey)
 	if err != nil {
-		var p *problem
-		if errors.As(err, &p) {
-			fe = append(fe, p.fields...)
-		}
-		return fe.problem()
-	}
-	if err := fe.problem(); err != nil {
 		return err
-	}
-
-	task.IdempotencyKey = params.IdempotencyKey
-	if task.IdempotencyKey != nil {
-		task.RequestHash = requestHash(&req)
 	}
 	res, err := s.tasks.Create(c.Request().Context(), tenant, task)
 	var quota *tasks.QuotaError
@@ -70,6 +48,38 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/tasks/"+res.Task.ID.String())
 	return c.JSON(http.StatusCreated, taskJSON(res.Task))
+}
+
+// decodeTask reads the body of POST /v1/tasks and its Idempotency-Key
+// into the task to store, or the problem to answer: all that CreateTask does
+// before the task service.
+func (s *Server) decodeTask(c echo.Context, tenant *model.Tenant, idempotencyKey *string) (*model.Task, error) {
+	var req taskRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return nil, err
+	}
+	var fe fieldErrors
+	if k := idempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
+		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
+	} else if k != nil && !utf8.ValidString(*k) {
+		fe.add("Idempotency-Key", "must be valid UTF-8")
+	}
+	task, err := s.validateTask(&req, tenant, s.clock.Now())
+	var p *problem
+	switch {
+	case errors.As(err, &p):
+		return nil, append(fe, p.fields...).problem()
+	case err != nil:
+		return nil, err
+	}
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	task.IdempotencyKey = idempotencyKey
+	if task.IdempotencyKey != nil {
+		task.RequestHash = requestHash(&req)
+	}
+	return task, nil
 }
 
 // GetTask reads one task.

@@ -59,6 +59,9 @@ func TestCreateTaskValidation(t *testing.T) {
 		{name: "url with control character", body: taskBody(t, map[string]any{"url": "https://example.com/\u0000"}), want: 422, field: "url"},
 		{name: "url over 4096 characters", body: taskBody(t, map[string]any{"url": "https://example.com/" + strings.Repeat("a", 4096)}), want: 422, field: "url"},
 		{name: "url as a number", body: `{"url": 42}`, want: 422, field: "url"},
+		{name: "url with port 0", body: taskBody(t, map[string]any{"url": "http://example.com:0/x"}), want: 422, field: "url"},
+		{name: "url with port 65536", body: taskBody(t, map[string]any{"url": "http://example.com:65536/x"}), want: 422, field: "url"},
+		{name: "url host no Host header can carry", body: taskBody(t, map[string]any{"url": "http://a<b>.example/x"}), want: 422, field: "url"},
 		// method
 		{name: "method FOO", body: taskBody(t, map[string]any{"method": "FOO"}), want: 422, field: "method"},
 		{name: "method lowercase", body: taskBody(t, map[string]any{"method": "post"}), want: 422, field: "method"},
@@ -75,6 +78,7 @@ func TestCreateTaskValidation(t *testing.T) {
 		{name: "invalid header name", body: withHeader("bad header", "x"), want: 422, field: "headers.bad header"},
 		{name: "header value with newline", body: withHeader("X-Test", "a\nInjected: yes"), want: 422, field: "headers.X-Test"},
 		{name: "header value with NUL", body: withHeader("X-Test", "a\u0000b"), want: 422, field: "headers.X-Test"},
+		{name: "header twice in other letters", body: `{"url": "https://example.com/hook", "headers": {"X-Token": "a", "x-token": "b"}}`, want: 422, field: "headers.x-token"},
 		{name: "headers not an object", body: `{"url": "https://example.com/hook", "headers": ["X-A"]}`, want: 422, field: "headers"},
 		// run_at and delay
 		{name: "run_at not RFC 3339", body: taskBody(t, map[string]any{"run_at": "tomorrow at noon"}), want: 422, field: "run_at"},
@@ -171,6 +175,8 @@ func TestCreateTaskValidBoundaries(t *testing.T) {
 		key     string
 	}{
 		{"http url", map[string]any{"url": "http://example.com/x?q=1"}, ""},
+		{"url with port 65535", map[string]any{"url": "https://example.com:65535/x"}, ""},
+		{"url with an IDN host", map[string]any{"url": "https://bücher.example/x"}, ""},
 		{"every method", map[string]any{"method": "PATCH"}, ""},
 		{"ordinary headers", map[string]any{"headers": map[string]string{"Authorization": "Bearer x", "X-Webhookish": "1", "Content-Type": "application/json"}}, ""},
 		{"run_at exactly at the horizon", map[string]any{"run_at": now.Add(365 * 24 * time.Hour).Format(time.RFC3339)}, ""},

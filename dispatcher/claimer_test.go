@@ -200,11 +200,8 @@ func TestClaimerSettlesWhatItCannotClaim(t *testing.T) {
 func TestClaimerBudget(t *testing.T) {
 	t.Parallel()
 	b := setupClaimer(t, 2, make(chan *model.ClaimedTask, 16))
-	var tasks []*model.Task
 	for range 3 {
-		task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
-		tasks = append(tasks, task)
-		b.fire(task)
+		b.fire(insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now()))
 	}
 	first := receive(t, b.sent)
 	receive(t, b.sent)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
@@ -34,6 +35,9 @@ type Config struct {
 	// address actually dialled, after DNS. Default: netguard.New with its
 	// defaults (no loopback, private, link-local or other internal ranges).
 	Guard *netguard.Guard
+	// Keyring opens signing secrets stored sealed. Default: the empty
+	// keyring, which opens only plaintext secrets.
+	Keyring *keyring.Keyring
 	// HTTPClient sends the webhooks. Default: a pooled client that dials
 	// through Guard, never uses a proxy and never follows redirects.
 	HTTPClient *http.Client
@@ -96,6 +100,21 @@ type Config struct {
 	// SweepInterval is how often overdue tasks that are in no wheel and
 	// claims whose lease expired are gathered up. Default 5s.
 	SweepInterval time.Duration
+	// Retention is how long a finished task (delivered, dead or canceled)
+	// and its attempts are kept after it finished, for tenants without a
+	// retention of their own. Default 168h (7 days); KeepForever keeps
+	// them (tenants with a retention of their own are still purged). The
+	// node holding partition 0's lease purges; the others stand by.
+	Retention time.Duration
+	// RetentionInterval is how long the purger waits after a pass that
+	// found nothing more to purge; a pass that found more is followed by
+	// the next at once. Default 10s: finished tasks outlive their
+	// retention by about this much.
+	RetentionInterval time.Duration
+	// RetentionBatch caps the tasks one purge statement deletes (with their
+	// attempts), and so the rows it locks and the time it holds them.
+	// Default 1000.
+	RetentionBatch int
 	// NodeName names this node in the nodes table. Default: the host name.
 	NodeName string
 	// NodeTTL is how long this node's registration and partition leases
@@ -143,6 +162,10 @@ type Config struct {
 	UserAgent string
 }
 
+// KeepForever as Config.Retention keeps finished tasks until their tenant
+// is given a retention of its own.
+const KeepForever time.Duration = -1
+
 func (c *Config) setDefaults() error {
 	if c.DB == nil {
 		return errors.New("dispatcher: Config.DB is required")
@@ -155,6 +178,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()
+	}
+	if c.Keyring == nil {
+		c.Keyring = &keyring.Keyring{}
 	}
 	if c.Guard == nil {
 		c.Guard = netguard.New(netguard.Config{})
@@ -206,6 +232,18 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 5 * time.Second
+	}
+	switch {
+	case c.Retention == 0:
+		c.Retention = 168 * time.Hour
+	case c.Retention < 0 && c.Retention != KeepForever:
+		return fmt.Errorf("dispatcher: Retention %s is negative; KeepForever keeps finished tasks", c.Retention)
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = 10 * time.Second
+	}
+	if c.RetentionBatch <= 0 {
+		c.RetentionBatch = 1000
 	}
 	if c.NodeName == "" {
 		c.NodeName, _ = os.Hostname()

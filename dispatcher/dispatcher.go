@@ -8,9 +8,9 @@
 // Each stage is a part of its own, with its inputs and outputs explicit:
 // ownership (membership.go), loader, materializer, claimer (with fireOnce,
 // holder and claimBudget), dispatchLimits (ratelimit.go, limitgates.go),
-// sender (with targets), recorder, and the deferrer through which every part
-// gives claims back. Dispatcher only builds and connects them, and stops
-// them in order.
+// sender (with targets), recorder, the deferrer through which every part
+// gives claims back, and the purger (retention.go) that deletes finished
+// tasks. Dispatcher only builds and connects them, and stops them in order.
 package dispatcher
 
 import (
@@ -62,6 +62,7 @@ type Dispatcher struct {
 	sends       context.Context
 	cancelSends context.CancelFunc
 	recorder    *recorder
+	purger      *purger
 }
 
 // New returns a Dispatcher; nothing runs until Run.
@@ -158,21 +159,35 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.sender = newSender(senderConfig{
 		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries),
-		Signer:     signing.NewSigner(signing.SignerConfig{}),
-		Record:     d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
+		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
+		Record: d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
 		MaxTimeout: cfg.MaxTimeout, LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
 		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
 	})
+	retention := cfg.Retention
+	if retention == KeepForever {
+		retention = 0
+	}
+	d.purger = newPurger(purgerConfig{
+		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		Retention: retention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
+		// Any one partition would do: exactly one live node holds its
+		// lease, and during a handover two may both purge for a moment,
+		// which only deletes the same rows (each skips those the other
+		// has locked).
+		Leader: func() bool { return d.ownership.ownsPartition(0) },
+	})
 	if err := registerGauges(cfg.Registerer, gaugeReads{
-		wheelTimers:   func() float64 { return float64(d.timers.Len()) },
-		dueQueue:      func() float64 { return float64(d.claimer.queued()) },
-		limitsWaiting: d.limits.waitingCount,
-		sending:       func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
-		sendingBytes:  func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
-		shareWaiting:  func() float64 { _, _, w := d.shares.totals(); return float64(w) },
-		targets:       func() float64 { return float64(d.targets.count()) },
+		wheelTimers:    func() float64 { return float64(d.timers.Len()) },
+		dueQueue:       func() float64 { return float64(d.claimer.queued()) },
+		limitsWaiting:  d.limits.waitingCount,
+		sending:        func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
+		sendingBytes:   func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
+		shareWaiting:   func() float64 { _, _, w := d.shares.totals(); return float64(w) },
+		targets:        func() float64 { return float64(d.targets.count()) },
+		oldestFinished: d.purger.oldestAge,
 	}); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
@@ -222,9 +237,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	case <-ready:
 	case <-ctx.Done():
 	}
-	feeders.Add(2)
+	feeders.Add(3)
 	go func() { defer feeders.Done(); d.loader.Run(ctx) }()
 	go func() { defer feeders.Done(); d.materializer.Run(ctx) }()
+	go func() { defer feeders.Done(); d.purger.Run(ctx) }()
 	go func() {
 		defer close(wheelDone)
 		if err := d.timers.Run(ctx); err != nil {

@@ -62,10 +62,11 @@ func allPartitions() []int16 {
 func createTenant(t *testing.T, db *store.DB, limits model.Limits) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8], SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
-	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h")}))
+	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8], SigningSecrets: testSigningSecrets()}
+	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h"), Scopes: []model.Scope{model.ScopeAll}},
+		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
 	if !limits.Unlimited() {
-		_, err := db.SetTenantLimits(ctx, tenant.ID, limits)
+		_, err := db.SetTenantLimits(ctx, tenant.ID, limits, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 		require.NoError(t, err)
 	}
 	return tenant.ID
@@ -125,4 +126,9 @@ func waitTimers(t *testing.T, fake *clock.Fake, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, fake.WaitForTimers(ctx, n), "waiting for %d timers", n)
+}
+
+// testSigningSecrets is the one signing secret of the tenants these tests make.
+func testSigningSecrets() []model.SigningSecret {
+	return []model.SigningSecret{{ID: "ss_test", Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
 }

@@ -139,6 +139,9 @@ func (o *ownership) partitions() []int16 { return o.owned.Load().list }
 // owns reports whether the task belongs to a partition this node owns.
 func (o *ownership) owns(id uuid.UUID) bool { return o.owned.Load().has[model.PartitionOf(id)] }
 
+// ownsPartition reports whether this node holds partition p's lease.
+func (o *ownership) ownsPartition(p int16) bool { return o.owned.Load().has[p] }
+
 // recoverClaims hands back the claims that dead or hung senders hold in our
 // partitions, frees their fire-once claims in Redis (the sender is gone;
 // the same attempt is sent again from here) and arms their timers.

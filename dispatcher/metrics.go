@@ -35,6 +35,8 @@ type metrics struct {
 	// skippedOccurrences counts schedule occurrences not made tasks: their
 	// tenant was at its max_pending_tasks.
 	skippedOccurrences prometheus.Counter
+	// purged counts the rows retention deleted, by kind: tasks, attempts.
+	purged *prometheus.CounterVec
 }
 
 // gaugeReads are the gauges that read a part's state when scraped.
@@ -46,6 +48,9 @@ type gaugeReads struct {
 	sendingBytes  func() float64
 	shareWaiting  func() float64
 	targets       func() float64
+	// oldestFinished is the age in seconds of the oldest finished task
+	// still kept, 0 when there is none.
+	oldestFinished func() float64
 }
 
 // newMetrics registers the dispatcher's counters, gauges and histograms with
@@ -139,11 +144,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_dispatch_limit_unchecked_total",
 			Help: "Sends of tenants with dispatch limits that went ahead without a limiter decision because Redis (or reading the limits) failed.",
 		}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_retention_purged_total",
+			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention) and their attempts.",
+		}, []string{"kind"}),
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
-		m.limitUnchecked, m.skippedOccurrences,
+		m.limitUnchecked, m.skippedOccurrences, m.purged,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -152,6 +161,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, o := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRetry, retry.OutcomeFail} {
 		m.attempts.WithLabelValues(string(o))
+	}
+	for _, kind := range []string{purgedTasks, purgedAttempts} {
+		m.purged.WithLabelValues(kind)
 	}
 	return m, nil
 }
@@ -187,6 +199,10 @@ func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
 			Name: "hookwheel_targets",
 			Help: "Targets (scheme, host and port) whose breaker and send slots this node keeps.",
 		}, reads.targets),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookwheel_retention_oldest_finished_age_seconds",
+			Help: "Age of the oldest finished task still kept, from when it finished (0 when none is); measured every retention interval. Well above the retention means purging falls behind.",
+		}, reads.oldestFinished),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register dispatcher gauges: %w", err)

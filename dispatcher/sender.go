@@ -20,6 +20,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/retry"
@@ -54,6 +55,8 @@ type senderConfig struct {
 	// the request left.
 	Transports *transports
 	Signer     *signing.Signer
+	// Keyring opens the signing secrets.
+	Keyring *keyring.Keyring
 	// Record hands a finished attempt to the recorders.
 	Record func(r store.AttemptResult, then func(err error))
 	// Defer gives back claims the sender will not send now.
@@ -459,7 +462,11 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, timeout time.Du
 		}
 	}
 	webhookID := c.ID.String()
-	signed, err := s.cfg.Signer.Sign([]string{c.SigningSecret}, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body}, now)
+	secrets, keyID, err := s.openSecrets(c, now)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	signed, err := s.cfg.Signer.Sign(secrets, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body, KeyID: keyID}, now)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("sign webhook: %w", err)
 	}
@@ -536,4 +543,24 @@ func newTransport(client *http.Client, transportRetries prometheus.Counter) *ret
 func unsent(err error) bool {
 	var op *net.OpError
 	return err != nil && !errors.Is(err, netguard.ErrBlocked) && errors.As(err, &op) && op.Op == "dial"
+}
+
+// openSecrets returns the signing secrets of c's tenant that sign at now,
+// current first, in plaintext, and the current one's id. During a rotation's
+// grace period that is two or more, and every webhook carries a signature by
+// each.
+func (s *sender) openSecrets(c *model.ClaimedTask, now time.Time) ([]string, string, error) {
+	active := model.ActiveSigningSecrets(c.SigningSecrets, now)
+	if len(active) == 0 {
+		return nil, "", fmt.Errorf("sign webhook: tenant %s has no signing secret", c.TenantID)
+	}
+	secrets := make([]string, len(active))
+	for i, secret := range active {
+		plain, err := s.cfg.Keyring.Open(secret.Value, secret.SealContext(c.TenantID))
+		if err != nil {
+			return nil, "", fmt.Errorf("sign webhook: signing secret %s: %w", secret.ID, err)
+		}
+		secrets[i] = plain
+	}
+	return secrets, active[0].ID, nil
 }

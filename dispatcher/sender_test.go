@@ -169,7 +169,7 @@ func (b *senderBundle) claim() *model.ClaimedTask {
 		Task: model.Task{ID: uuid.New(), TenantID: uuid.New(), URL: b.receiver.URL + "/hook", Method: "POST",
 			Body: []byte(`{"order":42}`), RunAt: now, NextAttemptAt: &now, Timeout: 5 * time.Second,
 			MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute},
-		Attempt: 1, ClaimToken: uuid.New(), ClaimedAt: now, SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		Attempt: 1, ClaimToken: uuid.New(), ClaimedAt: now, SigningSecrets: testSigningSecrets(),
 	}
 }
 

@@ -112,6 +112,42 @@ func (e HTTPMethod) Valid() bool {
 	}
 }
 
+// Defines values for Scope.
+const (
+	ScopeAsterisk       Scope = "*"
+	ScopeAuditRead      Scope = "audit:read"
+	ScopeKeysManage     Scope = "keys:manage"
+	ScopeSchedulesRead  Scope = "schedules:read"
+	ScopeSchedulesWrite Scope = "schedules:write"
+	ScopeSecretsManage  Scope = "secrets:manage"
+	ScopeTasksRead      Scope = "tasks:read"
+	ScopeTasksWrite     Scope = "tasks:write"
+)
+
+// Valid indicates whether the value is a known member of the Scope enum.
+func (e Scope) Valid() bool {
+	switch e {
+	case ScopeAsterisk:
+		return true
+	case ScopeAuditRead:
+		return true
+	case ScopeKeysManage:
+		return true
+	case ScopeSchedulesRead:
+		return true
+	case ScopeSchedulesWrite:
+		return true
+	case ScopeSecretsManage:
+		return true
+	case ScopeTasksRead:
+		return true
+	case ScopeTasksWrite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskStatus.
 const (
 	TaskStatusCanceled    TaskStatus = "canceled"
@@ -140,6 +176,61 @@ func (e TaskStatus) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// ID The key's public id, the part between `hw_` and the second `_`.
+	ID string `json:"id"`
+
+	// LastUsedAt When the key last authenticated a call; recorded every few seconds, not per call.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	Scopes     []Scope    `json:"scopes"`
+}
+
+// APIKeyCreated defines model for APIKeyCreated.
+type APIKeyCreated struct {
+	// APIKey The key, `hw_<key id>_<secret>`. Shown only here.
+	APIKey    string    `json:"api_key"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// ID The key's public id, the part between `hw_` and the second `_`.
+	ID string `json:"id"`
+
+	// LastUsedAt When the key last authenticated a call; recorded every few seconds, not per call.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	Scopes     []Scope    `json:"scopes"`
+}
+
+// APIKeyList defines model for APIKeyList.
+type APIKeyList struct {
+	Data []APIKey `json:"data"`
+}
+
+// APIKeyRequest defines model for APIKeyRequest.
+type APIKeyRequest struct {
+	// ExpiresAt When the key stops working (RFC 3339, in the future). Omitted, never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// Name A label for the key, such as the service that uses it.
+	Name *string `json:"name,omitempty"`
+
+	// Scopes The scopes the key grants; omitted or empty, every scope (`*`).
+	Scopes []Scope `json:"scopes,omitempty"`
 }
 
 // Attempt One delivery attempt of a task.
@@ -180,6 +271,31 @@ type AttemptList struct {
 // - `retry`: a retryable failure; another attempt is scheduled.
 // - `fail`: a final failure; the task is `dead`.
 type AttemptOutcome string
+
+// AuditEntry defines model for AuditEntry.
+type AuditEntry struct {
+	// Action `tenant.created`, `tenant.retry_changed`, `tenant.limits_changed`,
+	// `tenant.target_grants_changed`, `tenant.retention_changed`, `key.created`, `key.revoked`,
+	// `signing_secret.rotated` or `secrets.rekeyed`.
+	Action string `json:"action"`
+
+	// Actor `operator` (admin API), `cli` (the hookwheel command) or `key:<key id>`.
+	Actor string    `json:"actor"`
+	At    time.Time `json:"at"`
+
+	// Detail What changed. Never a secret.
+	Detail   map[string]interface{} `json:"detail"`
+	ID       openapi_types.UUID     `json:"id"`
+	TenantID *openapi_types.UUID    `json:"tenant_id,omitempty"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Data []AuditEntry `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
 
 // BatchRequest defines model for BatchRequest.
 type BatchRequest struct {
@@ -532,6 +648,48 @@ type ScheduleRequest struct {
 	URL      string  `json:"url"`
 }
 
+// Scope What an API key may do. `*` is every scope, present and future. `tasks:read` and
+// `tasks:write` cover tasks and their attempts, `schedules:*` schedules, `keys:manage` API keys,
+// `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
+type Scope string
+
+// SigningSecret defines model for SigningSecret.
+type SigningSecret struct {
+	CreatedAt time.Time `json:"created_at"`
+	Current   bool      `json:"current"`
+
+	// ExpiresAt When a superseded secret stops signing; null for the current one.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// ID Also the `kid` of the `Hookwheel-Signature` JWTs the secret signs.
+	ID string `json:"id"`
+}
+
+// SigningSecretCreated defines model for SigningSecretCreated.
+type SigningSecretCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// GraceEndsAt When the previous secrets stop signing.
+	GraceEndsAt time.Time `json:"grace_ends_at"`
+	ID          string    `json:"id"`
+
+	// SigningSecret `whsec_` + base64 of 32 random bytes. Shown only here.
+	SigningSecret string `json:"signing_secret"`
+}
+
+// SigningSecretList defines model for SigningSecretList.
+type SigningSecretList struct {
+	Data []SigningSecret `json:"data"`
+}
+
+// SigningSecretRotateRequest defines model for SigningSecretRotateRequest.
+type SigningSecretRotateRequest struct {
+	// Grace How long the previous secrets keep signing, a Go duration (default `24h`, at most `168h`).
+	//
+	// Example: 24h
+	Grace *string `json:"grace,omitempty"`
+}
+
 // TargetLimits One host's dispatch limits; an absent field takes the tenant's, 0 means unlimited.
 type TargetLimits struct {
 	DispatchConcurrency *int     `json:"dispatch_concurrency,omitempty"`
@@ -686,6 +844,13 @@ type Tenant struct {
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
+	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
+	// attempts are kept after they finished, as a duration; null when the tenant goes by the
+	// node default, `HOOKWHEEL_RETENTION` (7 days unless set).
+	//
+	// Example: 720h
+	Retention *string `json:"retention"`
+
 	// Retry The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
 	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
 	Retry RetryDefaults `json:"retry"`
@@ -800,6 +965,15 @@ type TenantUpdateRequest struct {
 	// apply from the tenant's next call; dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
 
+	// Retention How long the tenant's finished tasks and their attempts are kept after they finished,
+	// as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
+	// `HOOKWHEEL_RETENTION`. It applies from the purger's next pass, to tasks already finished
+	// too: shortening it deletes at once those now past it. Once deleted, a task is 404 and its
+	// `Idempotency-Key` is free again.
+	//
+	// Example: 720h
+	Retention *string `json:"retention,omitempty"`
+
 	// Retry Each field given replaces the tenant's default; `null` restores hookwheel's default.
 	Retry *RetryDefaultsUpdate `json:"retry,omitempty"`
 
@@ -810,8 +984,17 @@ type TenantUpdateRequest struct {
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
 }
 
+// AuditCursor defines model for AuditCursor.
+type AuditCursor = string
+
+// AuditLimit defines model for AuditLimit.
+type AuditLimit = int
+
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// KeyID defines model for KeyID.
+type KeyID = string
 
 // ScheduleID defines model for ScheduleID.
 type ScheduleID = openapi_types.UUID
@@ -827,6 +1010,9 @@ type BadRequest = Problem
 
 // Conflict An error, as RFC 9457 problem details.
 type Conflict = Problem
+
+// Forbidden An error, as RFC 9457 problem details.
+type Forbidden = Problem
 
 // NotFound An error, as RFC 9457 problem details.
 type NotFound = Problem
@@ -845,6 +1031,27 @@ type UnexpectedError = Problem
 
 // UnprocessableEntity An error, as RFC 9457 problem details.
 type UnprocessableEntity = Problem
+
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// TenantID Only this tenant's entries.
+	TenantID *openapi_types.UUID `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+
+	// Limit At most this many entries (default 50).
+	Limit *AuditLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListTenantAuditParams defines parameters for ListTenantAudit.
+type ListTenantAuditParams struct {
+	// Limit At most this many entries (default 50).
+	Limit *AuditLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
@@ -885,6 +1092,10 @@ type CreateTaskParams struct {
 	// same key and the same body returns that task with status 200 and `Idempotent-Replayed: true`; a
 	// repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
 	// as the `Idempotency-Key` header of every webhook attempt.
+	//
+	// A key is held by its task for as long as the task is kept: once the task has finished and its
+	// retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
+	// the task is deleted and the key is free again; a request reusing it then creates a new task.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -894,8 +1105,17 @@ type CreateTenantJSONRequestBody = TenantCreateRequest
 // UpdateTenantJSONRequestBody defines body for UpdateTenant for application/json ContentType.
 type UpdateTenantJSONRequestBody = TenantUpdateRequest
 
+// CreateTenantKeyJSONRequestBody defines body for CreateTenantKey for application/json ContentType.
+type CreateTenantKeyJSONRequestBody = APIKeyRequest
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody = APIKeyRequest
+
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
+
+// RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
+type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -1012,6 +1232,14 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListAudit The audit log
+	//
+	// Every change to tenants' configuration and credentials and to the installation's (such as
+	// `hookwheel secrets rekey`), newest first; `tenant_id` narrows it to one tenant.
+	//
+	// Corresponds with GET /v1/admin/audit (the `ListAudit` operationId).
+	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBreakers Circuit breakers of this node
 	//
 	// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
@@ -1058,6 +1286,9 @@ type ClientInterface interface {
 	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 	// still override these. Tasks already created keep the policy they were created with.
 	//
+	// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+	// finished too, from the purger's next pass.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
@@ -1070,10 +1301,95 @@ type ClientInterface interface {
 	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 	// still override these. Tasks already created keep the policy they were created with.
 	//
+	// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+	// finished too, from the purger's next pass.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
 	UpdateTenant(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenantKeys List a tenant's API keys
+	//
+	// Every API key of the tenant, revoked and expired ones included, newest first.
+	//
+	// Corresponds with GET /v1/admin/tenants/{id}/keys (the `ListTenantKeys` operationId).
+	ListTenantKeys(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTenantKeyWithBody Mint a key for a tenant
+	//
+	// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+	// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+	CreateTenantKeyWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTenantKey Mint a key for a tenant
+	//
+	// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+	// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+	CreateTenantKey(ctx context.Context, id TenantID, body CreateTenantKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeTenantKey Revoke a tenant's API key
+	//
+	// Revokes the key; every node refuses it within 5 seconds.
+	//
+	// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
+	RevokeTenantKey(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenantAudit The caller's audit log
+	//
+	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
+	// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
+	// `operator`, `cli` or `key:<key id>`.
+	//
+	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
+	ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListKeys List the caller's API keys
+	//
+	// Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
+	// secret is never shown again after it is created.
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKeyWithBody Create an API key
+	//
+	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKey Create an API key
+	//
+	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeKey Revoke an API key
+	//
+	// Revokes one of the calling tenant's keys (the calling key included). A revoked key gets 401 on
+	// the answering node at once and on every other node within 5 seconds. Revoking a revoked key
+	// answers the same.
+	//
+	// Corresponds with DELETE /v1/keys/{key_id} (the `RevokeKey` operationId).
+	RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLimits The caller's limits and usage
 	//
@@ -1191,6 +1507,43 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSigningSecrets List the signing secrets in use
+	//
+	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
+	// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
+	// after they are made.
+	//
+	// Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
+	ListSigningSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateSigningSecretWithBody Rotate the webhook signing secret
+	//
+	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// during a grace period keeps at most five secrets signing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateSigningSecret Rotate the webhook signing secret
+	//
+	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// during a grace period keeps at most five secrets signing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks List tasks
 	//
@@ -1341,7 +1694,9 @@ type ClientInterface interface {
 
 	// GetTask Get a task
 	//
-	// Returns the task as it is now.
+	// Returns the task as it is now. A finished task (`delivered`, `dead` or `canceled`) is kept for
+	// its tenant's retention (`HOOKWHEEL_RETENTION`, 7 days by default) after it finished, then
+	// deleted with its attempts: from then on it is 404.
 	//
 	// Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 	GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1384,7 +1739,8 @@ type ClientInterface interface {
 
 	// ListTaskAttempts List a task's delivery attempts
 	//
-	// Every delivery attempt of the task so far, oldest first.
+	// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
+	// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 	ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1492,6 +1848,24 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ListAudit The audit log
+//
+// Every change to tenants' configuration and credentials and to the installation's (such as
+// `hookwheel secrets rekey`), newest first; `tenant_id` narrows it to one tenant.
+//
+// Corresponds with GET /v1/admin/audit (the `ListAudit` operationId).
+func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListBreakers Circuit breakers of this node
 //
 // The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
@@ -1578,6 +1952,9 @@ func (c *Client) GetTenant(ctx context.Context, id TenantID, reqEditors ...Reque
 // set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 // still override these. Tasks already created keep the policy they were created with.
 //
+// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+// finished too, from the purger's next pass.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
@@ -1600,11 +1977,186 @@ func (c *Client) UpdateTenantWithBody(ctx context.Context, id TenantID, contentT
 // set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 // still override these. Tasks already created keep the policy they were created with.
 //
+// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+// finished too, from the purger's next pass.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
 func (c *Client) UpdateTenant(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateTenantRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenantKeys List a tenant's API keys
+//
+// Every API key of the tenant, revoked and expired ones included, newest first.
+//
+// Corresponds with GET /v1/admin/tenants/{id}/keys (the `ListTenantKeys` operationId).
+func (c *Client) ListTenantKeys(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantKeysRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTenantKeyWithBody Mint a key for a tenant
+//
+// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+func (c *Client) CreateTenantKeyWithBody(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTenantKeyRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTenantKey Mint a key for a tenant
+//
+// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+func (c *Client) CreateTenantKey(ctx context.Context, id TenantID, body CreateTenantKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTenantKeyRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeTenantKey Revoke a tenant's API key
+//
+// Revokes the key; every node refuses it within 5 seconds.
+//
+// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
+func (c *Client) RevokeTenantKey(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeTenantKeyRequest(c.Server, id, keyID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenantAudit The caller's audit log
+//
+// Changes to the calling tenant's configuration and credentials, newest first: keys created and
+// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
+// `operator`, `cli` or `key:<key id>`.
+//
+// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
+func (c *Client) ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListKeys List the caller's API keys
+//
+// Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
+// secret is never shown again after it is created.
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKeyWithBody Create an API key
+//
+// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKey Create an API key
+//
+// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeKey Revoke an API key
+//
+// Revokes one of the calling tenant's keys (the calling key included). A revoked key gets 401 on
+// the answering node at once and on every other node within 5 seconds. Revoking a revoked key
+// answers the same.
+//
+// Corresponds with DELETE /v1/keys/{key_id} (the `RevokeKey` operationId).
+func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeKeyRequest(c.Server, keyID)
 	if err != nil {
 		return nil, err
 	}
@@ -1812,6 +2364,73 @@ func (c *Client) PauseSchedule(ctx context.Context, id ScheduleID, reqEditors ..
 // Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSigningSecrets List the signing secrets in use
+//
+// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
+// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
+// after they are made.
+//
+// Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
+func (c *Client) ListSigningSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSigningSecretsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateSigningSecretWithBody Rotate the webhook signing secret
+//
+// Makes a new current signing secret, shown only in this response. For the `grace` period
+// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// during a grace period keeps at most five secrets signing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateSigningSecretRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateSigningSecret Rotate the webhook signing secret
+//
+// Makes a new current signing secret, shown only in this response. For the `grace` period
+// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// during a grace period keeps at most five secrets signing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateSigningSecretRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2051,7 +2670,9 @@ func (c *Client) CancelTask(ctx context.Context, id TaskID, reqEditors ...Reques
 
 // GetTask Get a task
 //
-// Returns the task as it is now.
+// Returns the task as it is now. A finished task (`delivered`, `dead` or `canceled`) is kept for
+// its tenant's retention (`HOOKWHEEL_RETENTION`, 7 days by default) after it finished, then
+// deleted with its attempts: from then on it is 404.
 //
 // Corresponds with GET /v1/tasks/{id} (the `GetTask` operationId).
 func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2124,7 +2745,8 @@ func (c *Client) RescheduleTask(ctx context.Context, id TaskID, body RescheduleT
 
 // ListTaskAttempts List a task's delivery attempts
 //
-// Every delivery attempt of the task so far, oldest first.
+// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
+// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 //
 // Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2290,6 +2912,84 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListAuditRequest constructs an http.Request for the ListAudit method
+func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListBreakersRequest constructs an http.Request for the ListBreakers method
 func NewListBreakersRequest(server string) (*http.Request, error) {
 	var err error
@@ -2434,6 +3134,295 @@ func NewUpdateTenantRequestWithBody(server string, id TenantID, contentType stri
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListTenantKeysRequest constructs an http.Request for the ListTenantKeys method
+func NewListTenantKeysRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s/keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTenantKeyRequest calls the generic CreateTenantKey builder with application/json body
+func NewCreateTenantKeyRequest(server string, id TenantID, body CreateTenantKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateTenantKeyRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateTenantKeyRequestWithBody constructs an http.Request for the CreateTenantKey method, with any body, and a specified content type
+func NewCreateTenantKeyRequestWithBody(server string, id TenantID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s/keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeTenantKeyRequest constructs an http.Request for the RevokeTenantKey method
+func NewRevokeTenantKeyRequest(server string, id TenantID, keyID KeyID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key_id", keyID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s/keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTenantAuditRequest constructs an http.Request for the ListTenantAudit method
+func NewListTenantAuditRequest(server string, params *ListTenantAuditParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/audit")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListKeysRequest constructs an http.Request for the ListKeys method
+func NewListKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateKeyRequest calls the generic CreateKey builder with application/json body
+func NewCreateKeyRequest(server string, body CreateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateKeyRequestWithBody constructs an http.Request for the CreateKey method, with any body, and a specified content type
+func NewCreateKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeKeyRequest constructs an http.Request for the RevokeKey method
+func NewRevokeKeyRequest(server string, keyID KeyID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key_id", keyID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2764,6 +3753,73 @@ func NewResumeScheduleRequest(server string, id ScheduleID) (*http.Request, erro
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListSigningSecretsRequest constructs an http.Request for the ListSigningSecrets method
+func NewListSigningSecretsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signing-secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateSigningSecretRequest calls the generic RotateSigningSecret builder with application/json body
+func NewRotateSigningSecretRequest(server string, body RotateSigningSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateSigningSecretRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRotateSigningSecretRequestWithBody constructs an http.Request for the RotateSigningSecret method, with any body, and a specified content type
+func NewRotateSigningSecretRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signing-secrets/rotate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3281,6 +4337,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// ListAuditWithResponse The audit log
+	//
+	// Every change to tenants' configuration and credentials and to the installation's (such as
+	// `hookwheel secrets rekey`), newest first; `tenant_id` narrows it to one tenant.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/audit (the `ListAudit` operationId).
+	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
+
 	// ListBreakersWithResponse Circuit breakers of this node
 	//
 	// The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
@@ -3331,6 +4397,9 @@ type ClientWithResponsesInterface interface {
 	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 	// still override these. Tasks already created keep the policy they were created with.
 	//
+	// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+	// finished too, from the purger's next pass.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
@@ -3343,10 +4412,105 @@ type ClientWithResponsesInterface interface {
 	// set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 	// still override these. Tasks already created keep the policy they were created with.
 	//
+	// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+	// finished too, from the purger's next pass.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
 	UpdateTenantWithResponse(ctx context.Context, id TenantID, body UpdateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateTenantResponse, error)
+
+	// ListTenantKeysWithResponse List a tenant's API keys
+	//
+	// Every API key of the tenant, revoked and expired ones included, newest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/tenants/{id}/keys (the `ListTenantKeys` operationId).
+	ListTenantKeysWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*ListTenantKeysResponse, error)
+
+	// CreateTenantKeyWithBodyWithResponse Mint a key for a tenant
+	//
+	// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+	// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+	CreateTenantKeyWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTenantKeyResponse, error)
+
+	// CreateTenantKeyWithResponse Mint a key for a tenant
+	//
+	// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+	// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+	CreateTenantKeyWithResponse(ctx context.Context, id TenantID, body CreateTenantKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTenantKeyResponse, error)
+
+	// RevokeTenantKeyWithResponse Revoke a tenant's API key
+	//
+	// Revokes the key; every node refuses it within 5 seconds.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
+	RevokeTenantKeyWithResponse(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*RevokeTenantKeyResponse, error)
+
+	// ListTenantAuditWithResponse The caller's audit log
+	//
+	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
+	// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
+	// `operator`, `cli` or `key:<key id>`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
+	ListTenantAuditWithResponse(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*ListTenantAuditResponse, error)
+
+	// ListKeysWithResponse List the caller's API keys
+	//
+	// Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
+	// secret is never shown again after it is created.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+
+	// CreateKeyWithBodyWithResponse Create an API key
+	//
+	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// CreateKeyWithResponse Create an API key
+	//
+	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// RevokeKeyWithResponse Revoke an API key
+	//
+	// Revokes one of the calling tenant's keys (the calling key included). A revoked key gets 401 on
+	// the answering node at once and on every other node within 5 seconds. Revoking a revoked key
+	// answers the same.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/keys/{key_id} (the `RevokeKey` operationId).
+	RevokeKeyWithResponse(ctx context.Context, keyID KeyID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
@@ -3478,6 +4642,45 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
+
+	// ListSigningSecretsWithResponse List the signing secrets in use
+	//
+	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
+	// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
+	// after they are made.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
+	ListSigningSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSigningSecretsResponse, error)
+
+	// RotateSigningSecretWithBodyWithResponse Rotate the webhook signing secret
+	//
+	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// during a grace period keeps at most five secrets signing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
+	// RotateSigningSecretWithResponse Rotate the webhook signing secret
+	//
+	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// during a grace period keeps at most five secrets signing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
 
 	// ListTasksWithResponse List tasks
 	//
@@ -3632,7 +4835,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetTaskWithResponse Get a task
 	//
-	// Returns the task as it is now.
+	// Returns the task as it is now. A finished task (`delivered`, `dead` or `canceled`) is kept for
+	// its tenant's retention (`HOOKWHEEL_RETENTION`, 7 days by default) after it finished, then
+	// deleted with its attempts: from then on it is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3677,7 +4882,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListTaskAttemptsWithResponse List a task's delivery attempts
 	//
-	// Every delivery attempt of the task so far, oldest first.
+	// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
+	// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3878,6 +5084,68 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAuditResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAuditResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4174,6 +5442,552 @@ func (r UpdateTenantResponse) ContentType() string {
 	return ""
 }
 
+type ListTenantKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKeyList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantKeysResponse) GetJSON200() *APIKeyList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantKeysResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTenantKeysResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListTenantKeysResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantKeysResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateTenantKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *APIKeyCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTenantKeyResponse) GetJSON201() *APIKeyCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateTenantKeyResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateTenantKeyResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateTenantKeyResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateTenantKeyResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateTenantKeyResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTenantKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTenantKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTenantKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTenantKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeTenantKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKey
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeTenantKeyResponse) GetJSON200() *APIKey {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeTenantKeyResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeTenantKeyResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeTenantKeyResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeTenantKeyResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeTenantKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeTenantKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeTenantKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeTenantKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTenantAuditResponse429Headers the declared response headers of an HTTP 429 response for ListTenantAudit
+type ListTenantAuditResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListTenantAuditResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AuditList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTenantAuditResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantAuditResponse) GetJSON200() *AuditList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantAuditResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantAuditResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantAuditResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListKeysResponse429Headers the declared response headers of an HTTP 429 response for ListKeys
+type ListKeysResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKeyList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKeysResponse) GetJSON200() *APIKeyList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListKeysResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateKey
+type CreateKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *APIKeyCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateKeyResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateKeyResponse) GetJSON201() *APIKeyCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeKey
+type RevokeKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKey
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeKeyResponse) GetJSON200() *APIKey {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetLimitsResponse429Headers the declared response headers of an HTTP 429 response for GetLimits
 type GetLimitsResponse429Headers struct {
 	RetryAfter int
@@ -4257,6 +6071,8 @@ type ListSchedulesResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -4278,6 +6094,11 @@ func (r ListSchedulesResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListSchedulesResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSchedulesResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4333,6 +6154,8 @@ type CreateScheduleResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *PayloadTooLarge
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -4358,6 +6181,11 @@ func (r CreateScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4423,6 +6251,8 @@ type DeleteScheduleResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4446,6 +6276,11 @@ func (r DeleteScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r DeleteScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -4506,6 +6341,8 @@ type GetScheduleResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4529,6 +6366,11 @@ func (r GetScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -4589,6 +6431,8 @@ type NextScheduleTimesResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4612,6 +6456,11 @@ func (r NextScheduleTimesResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r NextScheduleTimesResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r NextScheduleTimesResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -4672,6 +6521,8 @@ type PauseScheduleResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4695,6 +6546,11 @@ func (r PauseScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PauseScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -4755,6 +6611,8 @@ type ResumeScheduleResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4778,6 +6636,11 @@ func (r ResumeScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ResumeScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -4824,6 +6687,172 @@ func (r ResumeScheduleResponse) ContentType() string {
 	return ""
 }
 
+// ListSigningSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSigningSecrets
+type ListSigningSecretsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListSigningSecretsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SigningSecretList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSigningSecretsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSigningSecretsResponse) GetJSON200() *SigningSecretList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSigningSecretsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSigningSecretsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSigningSecretsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListSigningSecretsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSigningSecretsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSigningSecretsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSigningSecretsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSigningSecretsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateSigningSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateSigningSecret
+type RotateSigningSecretResponse429Headers struct {
+	RetryAfter int
+}
+
+type RotateSigningSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SigningSecretCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateSigningSecretResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RotateSigningSecretResponse) GetJSON201() *SigningSecretCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RotateSigningSecretResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateSigningSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateSigningSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateSigningSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateSigningSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
 type ListTasksResponse429Headers struct {
 	RetryAfter int
@@ -4838,6 +6867,8 @@ type ListTasksResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -4859,6 +6890,11 @@ func (r ListTasksResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTasksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -4921,6 +6957,8 @@ type CreateTaskResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *PayloadTooLarge
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -4953,6 +6991,11 @@ func (r CreateTaskResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateTaskResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -5018,6 +7061,8 @@ type CreateTasksBatchResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationProblemJSON413 *PayloadTooLarge
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -5043,6 +7088,11 @@ func (r CreateTasksBatchResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CreateTasksBatchResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateTasksBatchResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -5108,6 +7158,8 @@ type CancelTasksResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5131,6 +7183,11 @@ func (r CancelTasksResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CancelTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelTasksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -5191,6 +7248,8 @@ type CancelTaskResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -5216,6 +7275,11 @@ func (r CancelTaskResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r CancelTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelTaskResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -5281,6 +7345,8 @@ type GetTaskResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5304,6 +7370,11 @@ func (r GetTaskResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTaskResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -5364,6 +7435,8 @@ type RescheduleTaskResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -5391,6 +7464,11 @@ func (r RescheduleTaskResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r RescheduleTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RescheduleTaskResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -5461,6 +7539,8 @@ type ListTaskAttemptsResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5484,6 +7564,11 @@ func (r ListTaskAttemptsResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListTaskAttemptsResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTaskAttemptsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -5544,6 +7629,8 @@ type ReplayTaskResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
 	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -5569,6 +7656,11 @@ func (r ReplayTaskResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ReplayTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReplayTaskResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
 }
 
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -5681,6 +7773,22 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// ListAuditWithResponse The audit log
+//
+// Every change to tenants' configuration and credentials and to the installation's (such as
+// `hookwheel secrets rekey`), newest first; `tenant_id` narrows it to one tenant.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/audit (the `ListAudit` operationId).
+func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error) {
+	rsp, err := c.ListAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAuditResponse(rsp)
+}
+
 // ListBreakersWithResponse Circuit breakers of this node
 //
 // The circuit breaker of every target (scheme, host and port) the answering node has sent webhooks
@@ -5755,6 +7863,9 @@ func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, id Tena
 // set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 // still override these. Tasks already created keep the policy they were created with.
 //
+// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+// finished too, from the purger's next pass.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
@@ -5773,6 +7884,9 @@ func (c *ClientWithResponses) UpdateTenantWithBodyWithResponse(ctx context.Conte
 // set to `null` goes back to hookwheel's default (10 attempts, 1s to 1h). A task's own `retry` fields
 // still override these. Tasks already created keep the policy they were created with.
 //
+// `retention` sets how long the tenant's finished tasks are kept; it applies to tasks already
+// finished too, from the purger's next pass.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/admin/tenants/{id} (the `UpdateTenant` operationId).
@@ -5782,6 +7896,152 @@ func (c *ClientWithResponses) UpdateTenantWithResponse(ctx context.Context, id T
 		return nil, err
 	}
 	return ParseUpdateTenantResponse(rsp)
+}
+
+// ListTenantKeysWithResponse List a tenant's API keys
+//
+// Every API key of the tenant, revoked and expired ones included, newest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/tenants/{id}/keys (the `ListTenantKeys` operationId).
+func (c *ClientWithResponses) ListTenantKeysWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*ListTenantKeysResponse, error) {
+	rsp, err := c.ListTenantKeys(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantKeysResponse(rsp)
+}
+
+// CreateTenantKeyWithBodyWithResponse Mint a key for a tenant
+//
+// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+func (c *ClientWithResponses) CreateTenantKeyWithBodyWithResponse(ctx context.Context, id TenantID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateTenantKeyResponse, error) {
+	rsp, err := c.CreateTenantKeyWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTenantKeyResponse(rsp)
+}
+
+// CreateTenantKeyWithResponse Mint a key for a tenant
+//
+// Creates an API key for the tenant, with any scopes: the way back in for a tenant that lost or
+// revoked all its keys. `hookwheel keys create --tenant ID` does the same from the command line.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/tenants/{id}/keys (the `CreateTenantKey` operationId).
+func (c *ClientWithResponses) CreateTenantKeyWithResponse(ctx context.Context, id TenantID, body CreateTenantKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTenantKeyResponse, error) {
+	rsp, err := c.CreateTenantKey(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTenantKeyResponse(rsp)
+}
+
+// RevokeTenantKeyWithResponse Revoke a tenant's API key
+//
+// Revokes the key; every node refuses it within 5 seconds.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
+func (c *ClientWithResponses) RevokeTenantKeyWithResponse(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*RevokeTenantKeyResponse, error) {
+	rsp, err := c.RevokeTenantKey(ctx, id, keyID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeTenantKeyResponse(rsp)
+}
+
+// ListTenantAuditWithResponse The caller's audit log
+//
+// Changes to the calling tenant's configuration and credentials, newest first: keys created and
+// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
+// `operator`, `cli` or `key:<key id>`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
+func (c *ClientWithResponses) ListTenantAuditWithResponse(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*ListTenantAuditResponse, error) {
+	rsp, err := c.ListTenantAudit(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantAuditResponse(rsp)
+}
+
+// ListKeysWithResponse List the caller's API keys
+//
+// Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
+// secret is never shown again after it is created.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKeysResponse(rsp)
+}
+
+// CreateKeyWithBodyWithResponse Create an API key
+//
+// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// CreateKeyWithResponse Create an API key
+//
+// Creates another API key for the calling tenant, to rotate onto or to give a service only the
+// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
+// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// RevokeKeyWithResponse Revoke an API key
+//
+// Revokes one of the calling tenant's keys (the calling key included). A revoked key gets 401 on
+// the answering node at once and on every other node within 5 seconds. Revoking a revoked key
+// answers the same.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/keys/{key_id} (the `RevokeKey` operationId).
+func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID KeyID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error) {
+	rsp, err := c.RevokeKey(ctx, keyID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeKeyResponse(rsp)
 }
 
 // GetLimitsWithResponse The caller's limits and usage
@@ -5967,6 +8227,63 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseResumeScheduleResponse(rsp)
+}
+
+// ListSigningSecretsWithResponse List the signing secrets in use
+//
+// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
+// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
+// after they are made.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
+func (c *ClientWithResponses) ListSigningSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSigningSecretsResponse, error) {
+	rsp, err := c.ListSigningSecrets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSigningSecretsResponse(rsp)
+}
+
+// RotateSigningSecretWithBodyWithResponse Rotate the webhook signing secret
+//
+// Makes a new current signing secret, shown only in this response. For the `grace` period
+// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// during a grace period keeps at most five secrets signing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error) {
+	rsp, err := c.RotateSigningSecretWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateSigningSecretResponse(rsp)
+}
+
+// RotateSigningSecretWithResponse Rotate the webhook signing secret
+//
+// Makes a new current signing secret, shown only in this response. For the `grace` period
+// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
+// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
+// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
+// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// during a grace period keeps at most five secrets signing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
+func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error) {
+	rsp, err := c.RotateSigningSecret(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateSigningSecretResponse(rsp)
 }
 
 // ListTasksWithResponse List tasks
@@ -6170,7 +8487,9 @@ func (c *ClientWithResponses) CancelTaskWithResponse(ctx context.Context, id Tas
 
 // GetTaskWithResponse Get a task
 //
-// Returns the task as it is now.
+// Returns the task as it is now. A finished task (`delivered`, `dead` or `canceled`) is kept for
+// its tenant's retention (`HOOKWHEEL_RETENTION`, 7 days by default) after it finished, then
+// deleted with its attempts: from then on it is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6233,7 +8552,8 @@ func (c *ClientWithResponses) RescheduleTaskWithResponse(ctx context.Context, id
 
 // ListTaskAttemptsWithResponse List a task's delivery attempts
 //
-// Every delivery attempt of the task so far, oldest first.
+// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
+// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6382,6 +8702,53 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
+func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -6624,6 +8991,471 @@ func ParseUpdateTenantResponse(rsp *http.Response) (*UpdateTenantResponse, error
 	return response, nil
 }
 
+// ParseListTenantKeysResponse parses an HTTP response from a ListTenantKeysWithResponse call
+func ParseListTenantKeysResponse(rsp *http.Response) (*ListTenantKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateTenantKeyResponse parses an HTTP response from a CreateTenantKeyWithResponse call
+func ParseCreateTenantKeyResponse(rsp *http.Response) (*CreateTenantKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTenantKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest APIKeyCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeTenantKeyResponse parses an HTTP response from a RevokeTenantKeyWithResponse call
+func ParseRevokeTenantKeyResponse(rsp *http.Response) (*RevokeTenantKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeTenantKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTenantAuditResponse parses an HTTP response from a ListTenantAuditWithResponse call
+func ParseListTenantAuditResponse(rsp *http.Response) (*ListTenantAuditResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantAuditResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AuditList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTenantAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListKeysResponse parses an HTTP response from a ListKeysWithResponse call
+func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateKeyResponse parses an HTTP response from a CreateKeyWithResponse call
+func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest APIKeyCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeKeyResponse parses an HTTP response from a RevokeKeyWithResponse call
+func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokeKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetLimitsResponse parses an HTTP response from a GetLimitsWithResponse call
 func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6719,6 +9551,13 @@ func ParseListSchedulesResponse(rsp *http.Response) (*ListSchedulesResponse, err
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6785,6 +9624,13 @@ func ParseCreateScheduleResponse(rsp *http.Response) (*CreateScheduleResponse, e
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
@@ -6867,6 +9713,13 @@ func ParseDeleteScheduleResponse(rsp *http.Response) (*DeleteScheduleResponse, e
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6940,6 +9793,13 @@ func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) 
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -7015,6 +9875,13 @@ func ParseNextScheduleTimesResponse(rsp *http.Response) (*NextScheduleTimesRespo
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7088,6 +9955,13 @@ func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, err
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -7163,6 +10037,13 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7189,6 +10070,154 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ResumeScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSigningSecretsResponse parses an HTTP response from a ListSigningSecretsWithResponse call
+func ParseListSigningSecretsResponse(rsp *http.Response) (*ListSigningSecretsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSigningSecretsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SigningSecretList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSigningSecretsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateSigningSecretResponse parses an HTTP response from a RotateSigningSecretWithResponse call
+func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateSigningSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SigningSecretCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RotateSigningSecretResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -7236,6 +10265,13 @@ func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -7310,6 +10346,13 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
@@ -7402,6 +10445,13 @@ func ParseCreateTasksBatchResponse(rsp *http.Response) (*CreateTasksBatchRespons
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7483,6 +10533,13 @@ func ParseCancelTasksResponse(rsp *http.Response) (*CancelTasksResponse, error) 
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest UnprocessableEntity
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7556,6 +10613,13 @@ func ParseCancelTaskResponse(rsp *http.Response) (*CancelTaskResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -7638,6 +10702,13 @@ func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7711,6 +10782,13 @@ func ParseRescheduleTaskResponse(rsp *http.Response) (*RescheduleTaskResponse, e
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -7800,6 +10878,13 @@ func ParseListTaskAttemptsResponse(rsp *http.Response) (*ListTaskAttemptsRespons
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7874,6 +10959,13 @@ func ParseReplayTaskResponse(rsp *http.Response) (*ReplayTaskResponse, error) {
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7934,6 +11026,9 @@ type ServerInterface interface {
 	// Readyz Readiness
 	// (GET /readyz)
 	Readyz(ctx echo.Context) error
+	// ListAudit The audit log
+	// (GET /v1/admin/audit)
+	ListAudit(ctx echo.Context, params ListAuditParams) error
 	// ListBreakers Circuit breakers of this node
 	// (GET /v1/admin/breakers)
 	ListBreakers(ctx echo.Context) error
@@ -7946,6 +11041,27 @@ type ServerInterface interface {
 	// UpdateTenant Change a tenant's settings
 	// (PATCH /v1/admin/tenants/{id})
 	UpdateTenant(ctx echo.Context, id TenantID) error
+	// ListTenantKeys List a tenant's API keys
+	// (GET /v1/admin/tenants/{id}/keys)
+	ListTenantKeys(ctx echo.Context, id TenantID) error
+	// CreateTenantKey Mint a key for a tenant
+	// (POST /v1/admin/tenants/{id}/keys)
+	CreateTenantKey(ctx echo.Context, id TenantID) error
+	// RevokeTenantKey Revoke a tenant's API key
+	// (DELETE /v1/admin/tenants/{id}/keys/{key_id})
+	RevokeTenantKey(ctx echo.Context, id TenantID, keyID KeyID) error
+	// ListTenantAudit The caller's audit log
+	// (GET /v1/audit)
+	ListTenantAudit(ctx echo.Context, params ListTenantAuditParams) error
+	// ListKeys List the caller's API keys
+	// (GET /v1/keys)
+	ListKeys(ctx echo.Context) error
+	// CreateKey Create an API key
+	// (POST /v1/keys)
+	CreateKey(ctx echo.Context) error
+	// RevokeKey Revoke an API key
+	// (DELETE /v1/keys/{key_id})
+	RevokeKey(ctx echo.Context, keyID KeyID) error
 	// GetLimits The caller's limits and usage
 	// (GET /v1/limits)
 	GetLimits(ctx echo.Context) error
@@ -7970,6 +11086,12 @@ type ServerInterface interface {
 	// ResumeSchedule Resume a schedule
 	// (POST /v1/schedules/{id}/resume)
 	ResumeSchedule(ctx echo.Context, id ScheduleID) error
+	// ListSigningSecrets List the signing secrets in use
+	// (GET /v1/signing-secrets)
+	ListSigningSecrets(ctx echo.Context) error
+	// RotateSigningSecret Rotate the webhook signing secret
+	// (POST /v1/signing-secrets/rotate)
+	RotateSigningSecret(ctx echo.Context) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -8040,6 +11162,38 @@ func (w *ServerInterfaceWrapper) Readyz(ctx echo.Context) error {
 	return err
 }
 
+// ListAudit converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAudit(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAudit(ctx, params)
+	return err
+}
+
 // ListBreakers converts echo context to params.
 func (w *ServerInterfaceWrapper) ListBreakers(ctx echo.Context) error {
 	var err error
@@ -8087,6 +11241,121 @@ func (w *ServerInterfaceWrapper) UpdateTenant(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.UpdateTenant(ctx, id)
+	return err
+}
+
+// ListTenantKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTenantKeys(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTenantKeys(ctx, id)
+	return err
+}
+
+// CreateTenantKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateTenantKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateTenantKey(ctx, id)
+	return err
+}
+
+// RevokeTenantKey converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeTenantKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "key_id" -------------
+	var keyID KeyID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", ctx.Param("key_id"), &keyID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeTenantKey(ctx, id, keyID)
+	return err
+}
+
+// ListTenantAudit converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTenantAudit(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTenantAuditParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTenantAudit(ctx, params)
+	return err
+}
+
+// ListKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListKeys(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListKeys(ctx)
+	return err
+}
+
+// CreateKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateKey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateKey(ctx)
+	return err
+}
+
+// RevokeKey converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "key_id" -------------
+	var keyID KeyID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", ctx.Param("key_id"), &keyID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeKey(ctx, keyID)
 	return err
 }
 
@@ -8219,6 +11488,24 @@ func (w *ServerInterfaceWrapper) ResumeSchedule(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ResumeSchedule(ctx, id)
+	return err
+}
+
+// ListSigningSecrets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSigningSecrets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSigningSecrets(ctx)
+	return err
+}
+
+// RotateSigningSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateSigningSecret(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateSigningSecret(ctx)
 	return err
 }
 
@@ -8474,6 +11761,16 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
+	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
+	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
+	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.RevokeKey, options.OperationMiddlewares["revokeKey"]...)
+	router.GET(options.BaseURL+"/v1/signing-secrets", wrapper.ListSigningSecrets, options.OperationMiddlewares["listSigningSecrets"]...)
+	router.POST(options.BaseURL+"/v1/signing-secrets/rotate", wrapper.RotateSigningSecret, options.OperationMiddlewares["rotateSigningSecret"]...)
+	router.GET(options.BaseURL+"/v1/audit", wrapper.ListTenantAudit, options.OperationMiddlewares["listTenantAudit"]...)
+	router.GET(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.ListTenantKeys, options.OperationMiddlewares["listTenantKeys"]...)
+	router.POST(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.CreateTenantKey, options.OperationMiddlewares["createTenantKey"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id/keys/:key_id", wrapper.RevokeTenantKey, options.OperationMiddlewares["revokeTenantKey"]...)
+	router.GET(options.BaseURL+"/v1/admin/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 
 }
 
@@ -8482,242 +11779,292 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lk9s20ue/gtJelaUcpdE87E00dXU7sZ3EG8f22ePb+zZyDSESGmGHArQEaFlJ/L9fobsBghT1sBM7",
-	"2bvU9+3uWBJBPBr97l//3Mv0cqWVUNb0Jj/3VrzkS2FFCf96kovlSluhss33YuM+yYXJSrmyUqvepPcD",
-	"vxOG2YVgGS8KZvhcMKtZKWy5GbHrhWBzWRrLSvHvShjL1tIuGGd3YsOyUnBLD1tu7i4ZZ6VYCU6/sgsx",
-	"VYYvBfyaqxx+CR/MdL5x76hK5Z7nFgbAx4zltjLsbDyGZ9KwAjt8KVYF34h8wmxZifSS8alqvZE1XshZ",
-	"LudzUQpl8Z23whp2cXY2Yt+LjWG8FGwlSmaF4sriet2z0jBeGM2MUHaqOK4xjfZy+L3YpGwheC5KpudM",
-	"vBXlhq3FbKH1HePWiuXKjnpJT7pNxt/1kp7iS9Gb9FoD9ZKeyRZiyd3xLPm7p0Ld2kVvcnb/ftJbSuX/",
-	"fZr07GblBjC2lOq29/590nuVLUReFeLJo+3Ddcsx9D2TeZjPittFPRuZ95KeO19Zirw3cVsbT2iuyyW3",
-	"vUmvquCX21O45uZu1+vhXD/hq+Hgdr4cvv1kr3/vHjYrrYyAu/Y1z1/iNXH/yrRyROv+5KtVITPuZnay",
-	"KvWsEMv//i/jpvlz9Lr/Vop5b9L7y0l9n0/wW3PyAp/Cl24v1N9OadiSF27eIk+YqbIF44ZxpH24Z9Iw",
-	"pS37+6vnz5guGWeBXTgydmS+LrW6ZW6to977pPdQq3khs99hSUZXZSb8jKViHHiDwIXwotBrdzGlgXk+",
-	"0/YbXan8c87zmcY99nNN3JZKy2ai0OrWOEbKlbaLmsO4mb7gm0Lz/Frrp7y8Fb8XrQBNSDdJzQo3EZjc",
-	"tdY/cLUhOjafc3LP3wpHkKU74kIupXW7+e9KW876KV/JG/dNmrB0yd/drITKpbq9cfzF+A89rzPp4JLN",
-	"HXlP1YzbbJEw7Qa38fI3TnZxpnTuPuS5YdwyrTJxyXSZ4ONq43mIk44Jm5d6yTjLComCIc9LYUiCrUrh",
-	"xIXI2dmYSfWWFzJnVy+eOIFiQD5JxU7HzLB+arUeLrnaDHllF8M5l0VVCreMmZjrUkyVrQWReCsUK7S+",
-	"EzmrVoMRe+lkM+NzSyuycilQQME3wyv3TRBOt/KtMI7/4b/hRKPfbTPO7/SaubkxIzKtcqDiNQeqdnNj",
-	"ttxIdcv4LZdqtJd/LqWSy2rZm4wD75TKiltRuuN/n/ReK7d+XcqfRP65r8FM8NJtoL4TCvimNEaq2yRm",
-	"oKV4C9uuS1apO6XXCu7IayXerURmRf64LHX5OWd+pTYMGYpwr655/P3xOVsvhEIdSJSO3DOuHOcsBc8W",
-	"TFrDcm75jBtBq1iVOhPG8FkhHisr7eZ3FFtrURRD3Hc2q6y/QJewHj2f43VncymKHPW2Qhp32aRiKeyF",
-	"SUegEtC73dSuUA/bpvHnSrBcFBK0NtLWnPzjoK84ql6VeiVKK1Gy810DuVX451W1nIkyYadDt8f5Za1C",
-	"Mq9Bfqf13XohRDGkqflr6l4Zrsvp9nVJenlVwkncLE33nS1AbEfzsVrfJW5/lrIoJN1m96Kg10hlH1zE",
-	"bx53vVl4Im++8x+LTeN1jos1tQ4l7FqXd0iqoG0oVoW7Q4r+JeMz2COt3KOOIEfbulbS05XN9FIcojja",
-	"1+f060hFu3ECr/sE0cS5YN/Lr70W5J8CMZmEq1UKtuaGaSU6J2ksL63Ib7jt2i+6nX7D6MeNE8m5FUPH",
-	"0HeMbitzk+lcdK/ju+vrF95+aq0jbDOsROl6gZkzmPpbZ+UmoSs7iNZZM++Y6/8Ybkdj/U2Krc/vTRhO",
-	"z/4lMusWRof2VJqOfXsMl/RDbqtjc3uvqkmYLnLHeeDkL5n7cJMw5cw4pion6r20C+QRG3VW4C08ghLd",
-	"+mjBvCz5Zmv3YLZ7duV5TfhtgnJqsAo7UoicWT2ZqiFL6SalE8bZ2bt3ERnYYJQZltKuijwdwWNg9sND",
-	"8JeTDIy0k8ugyvr3SROMyxwfdz+Fp+dS8aJ+svVOnqduF4VyLOfHHs0VVAlbOmvYPRhtSX0DvnbKXGRj",
-	"Nc8ddEH3x1HnA2M509WP9z5xxvcTfPZ0PB4DY/T/PnCK+O6uY6Q54/5vT9oT6/FzfilMVfwKuooH6ZSM",
-	"bir3jKOZqrAJS93aUscTUNCm2zcuiIijlAE3T3TkdNzSshK1IkMzkbW/BLTiBc/ZTAjFKuPUhY27BTIX",
-	"ysqMF0zwspCi9NpFxMBmWheCK9g6bu4OTdgRB2xr9xbGtON0hKJ4Pu9Nfjw8Zk1wbWKIFnpzJzqllTQ7",
-	"diXxWkbLuxR5qThzKm6Bvj5QOVrOpm0HS2vpb9ziS8Hv0HJozj5zFJ5VVr4VN96mgXu5pVLE3zYX+A1o",
-	"EYFRs0xXitQ8cFJWJTjz1lLlet0lm5KeVDfzQt4uOqj7lSCDxrp9tM7qBc/CqtS3YMlphV85q7B7dCXe",
-	"2RunDYsdUl4WgumVUKQ0aCUY/JytZVGwmWCFsMwuSl3dLnbKfieDHPf1RtW2OrQS6pCiMcODYgU3luED",
-	"H//CMvIItGySX3FW4NABDkLCICu0EbkzV3kxH7pJ93CxnfIAT7DjnN1tEwlbaCe4Vc5WurQJE6PbEUsX",
-	"1q7M5OREvOPLVSFGmV5OLi7O006Nzlm+7s+tVzwsuHTGCjB+Rj9Dr4HT+XNmCm1RC6tJ7RB5bQkVWJ7f",
-	"pugQoiuUdN+7+B7Uy+iUB0gmXvv6NeKJOMOWaEp6aqfSmkuzcuzUaV469949ZdZOLyHVzG0cV+zqxZOh",
-	"VsUm7N9hB3G8nTCHZLdgfMhVJopvZNHpF3moVS7d3+TvWVYGvJBsoQtn7DkFDC4a2gYt1gixkvyGe5/L",
-	"cRq/fwyV0eOf83rZjcyPcGR7yyK+h0Gz82pZk3p2Swi/jbWC0doJ+BZF/wHyDz/tOqxvpChq/0uHEkMe",
-	"OPAYoPCLFILmnOA3u0xDUeQJ2rPgNF9xu/AcruFK7XvDF7Xo0ZK/u/FiLB2ASbUQTDlrC2YTHO+gCyMv",
-	"6k162w93HdhSGMNvdxkF0pAXH6Ji0jbfAIQ7EzXFnh68ObhB9Wu7D6QU13LZoeIWOuNF9/bqDKVEJvye",
-	"esK7Z9Cx+ZNWIvELcWbt3Ah7vM1c2ezYa9NaM84aR9i33t+Ab4at+2id3ln+Pwi70Pkez8ASfoDU50OV",
-	"0Z3wV//bx9e9pPfi+Sv4n9fw31fXD7/rJb1Hj58+vn7cKYq/E7xweuSWduD0z8IuNuSV7OCNC5Gh3cZz",
-	"5LC8eNE07Nov6wwXVQXIW/B25mIlVA6qMQyfOCsB7l4/XWljb9HdnpYilxAtIO+9EzRpKXi++Slt3Jqf",
-	"e/4xt+93wBVzSf/o4oI1S23tR7HmG8NSfdd8AQ66nyRpzC4CeKbtSzft4y2R2hz7+Y94IG6DPNME8/LI",
-	"48glL5jNVux0PHL/99fJg/O/fjVhmVZKZDb8IbVipZg7C7Lj/NqSCHdke+PftJdOu8pyYbksDFld6I+P",
-	"A7BAY0mdtnBguzBwSCe2TVPKhwO4YS+/eci+urj/V7ZqTqXDTwZf7JAha1DdaykCeitxC4qOsUW15KpJ",
-	"xbFYXHDTFMOdogyd991sq/k0vhY+AcciLtoc7ZGLVIYODVUqY53C0cXCXr98QqcHXoa5FBh5juUXOVxp",
-	"15vaaSmHpYA8lEzs17/2O3Uz0nvDfl+cnXWZVVbaonMhZqFLy0y1XPJy46d8JxVIhWjq9YE2wkSM4kRd",
-	"phh8cOzWbb30kqV8pis7mRVc3aWxwx1vzMKZV0tdCmZWIpNzmblhSWeA3WnOOxrtA46ibYC5b/12hmNK",
-	"/M3pYsQvhddgIt/Q9qkqsQb9xrG8St1wiw62XBR8k3Zd1YIDb68XeDpedp0DjvYBOk/HCmy5eSTmvCrs",
-	"DpoEJZWtdCGzDeMUI3caGxjDztL157eBADRToMWhLj7b4B8T9Av7Z/VaTVWOr3WPu5O3zIDVLBImCiPY",
-	"wsfP7hnWPx1H/vxTcOucLgbbe9fQpeMtPO0Md7mfz3h2p+fz1oYvOjVxqXb83Bwkr5aWHw/VnMebQ8f0",
-	"epWTI6UVPHHCBLfdnYMTeauCZz5rz+89bfslS1VVFKmTRlaXwjQ2nH50eIOX/B0FMsmHHsKaO7xMu3e/",
-	"zU2+1cyHlRJnwCy1s18efAmetIM+rNZZHRqcrKPxeGmOGH7nVXoB16Q7aDtvuTt5iZdLinzE4PAoL4EO",
-	"0UK6JsTy6TQgZzHOz6DYzVTdlnptMGUljVaeMqvXvMwN5sz4T0kX+Ze0VpSXjHdnk2jFOLs4+4rpcqru",
-	"j8/rMKJ+K8pS5jA71q9W7jpq5a5sVR5xKTs4JITTQYHyuyMVgzScOiinwdLPiip3G0a3wal+sSw4HR8K",
-	"ru+lOjeZQqtbSH/FjbZr4djbWkcciMf0U88lPV20FP2j+Mj2FBo5OFFeri03e15u2i83xwkBn1a6bdn6",
-	"MHpzkKT3bnirh+7DobmTq6FeoeEwXGm30SXemsindbyQcs9g1snWF1FS09G2ytZaj3SSFdzYm1q8dhAJ",
-	"t45GIp1wya0oJS+kcZfcRBHrj3PCwxTc9q52+P67p0FPsL4RgqX++foHJh0kTM4ZV5uPn9syuB/26eCR",
-	"o8IHU/ZtqftBvJK+mwZbQ5BlxZ3xNvj4GeMAEY1E8UEMRR9YTMzenRa/vbEdvsn6SzAElzwXpDfNROZm",
-	"FIlmSDZxurM1XWmPtZY1VWunMOUVZO/PBOtzNhfrkMPH3UUhfV9icsdgxK4CZcR+uGhe1WqqHDmVlw3f",
-	"HLvVAmJlwXx159SZWtRlm0BiSffVlEvxk1ai88sKdJwPYxxVWXSM1VLD4LoDi4lmEMijSaU4ZKD2ejl1",
-	"9kLE4BqT7iaQN3uY72/gWgx8vCsm49aVVaVBH/r+Tdrpenx1yNy5YqVw63VaDLkdUWuBlBCf0bdaFRtH",
-	"u1hJUe/Qturw6wUQCpPmLO8HJ8MDqkOhqwNy1klY/3tdhhy39G9OvSk2KWR+p3/DyU+r8fg889IY/iVa",
-	"YnjMvmJfuP/rItrfRKjV7Pg4d2DMmMGrBRpEb4KO4Aa3DN/NeWFE2wP2EMi/yS/w2e5MjI/htMfykHoV",
-	"r68f9tozfXL17KoOMmDMutSKiXerUhgjNSQGl45zypab63HljuPkBS+l2cN3YrfDQWsQGQtQZ9c9u4Zg",
-	"8FO5lF0a83NQtQ0YcxRQxSR6cwk5Ypj8FxsRsQGYsDFbCq4MqxQ8hYfV4js07k2mFd3OzaE076R+qiQD",
-	"tePnqOp3K6LXlKiz5cnyAcq66krlZBlRqiBEzXcm8x40O9ophwZlotFszssELemNCeaHE7n4Gcu18F5e",
-	"I5z0HowOZtnuzk6No4wJ5hPPNlaAM9T90UzthHj5dirDx+rnO1JLsFyPGyoC/IAk1o9hbtt7QqOQU2O9",
-	"a1rtrFclmNOTou1pWwE7K9gonRvSuInihjLfrgGM0kQPWhRHpHt1lR0eXDQpyWHJ3IyOti4OZHuTcdFM",
-	"+o7fKC3LZQ7U7750ctFPAu7P8TP5mHTn5vQwiZESX2GK3keiNuGbPRNqeQg+2F8BNWqYELXHb3FJtTye",
-	"feDvcLip8mOAHwejK8BjtDpcM/DRJhmtYD8PANssSgbOKzGpvdm78qcTWoQtNyh7wZibqtRnmaRJXdUU",
-	"kthhyc1tGrFnOn49MGd6q7Qj9sydt1YZVVP5/OO5VNIsfl0mHCksxylWDdXlTbKDwwCp1k518sYJyn1H",
-	"b85cFoVAXaTh6N9xPl4u4tGM2BMMPkKOOzBFSpT9gAKEZlrRnmJjSnrDLeeqGSfr9DUQjzy4+3Wo7FCa",
-	"7Sv8ZVNd3FE34+6jp6Ul34CK1PaqNf1o4269r2Gj7hOekJSZLbi6/RDpSXrl9s6/fvm0fehwxlY3592R",
-	"/HjiHjAnusxFOazN2Q/SXeHsQnisZSIH03m3ZRxHQVqpT1v2dZtDdYiLhizblrNvduiZ3QUoV2zFb5EX",
-	"cXNnEqbEOtSOfEj1CXp5fEqoG7Sz8iQKffISQ2dHh7gxZf2gqd/KWeAGvPbOoMXfpIgBwfOa0bvpjthV",
-	"qNVCaWvoi6PCI0e5E1pZ9e2j8PRtdWA2I/ZcFRuWVmWRMkpScK/Z7Tn4cB17xB5jHmrpNUo0l5SGR0bs",
-	"GhyVqthMqNzeSZ063QPTGF5ffzP8ElwFCw1OD8UqteJussxUZalvneUsTMZXgvXT6bTKvxyP4TDgH/P5",
-	"PB0kU+VRLFjJsbh8wRWbCSjLLSzlzSp3E9hMKu5ECLecbXRVGlHMWX/GjXhwkTDDN4Mmf/h52gNGMO1N",
-	"2MXZ+19hR4SQ9Q6Wi9Jc6TWcpSB4EDrfFu+tHS7nY4OR8tPF+XiZjtjjd1lRGflWoMT0+kdzVefd3PrX",
-	"2yLfkR2CRkYtsoOy41Q/GtqtM46n6rWqTYkv0iQuD/0inaom+kkTc8Q4NiGzha/xnYUAXC5UK1PqIVb0",
-	"Dq+JJ0RVvVDN++m9R8nhjMTo7KPwlXs6HX2sl2i/hrRNdKz/8puH7Pz8/KvBiD0DjuxVpC0yw0SNS/yX",
-	"EtLdwwQhb9oimBtmtFbuf1faGDlzLIscT5T0unKM1HOUdZN2z8ZnD4anp8Ozs+vT8WTs/v+fR+sLv4nm",
-	"Q7gHPnFO3XrpIKni2JtSE3ZqGIR+UefGvLd7hqXfPX/+/T++e/z46c0PV//n5vrJD4+fv75OWf/+ks2C",
-	"gjsYsau6nBHYZ1kpw3SFhRRuw+aQVcdVPlXS1KHy6/htXl/un4/NADzLUhgUq8i8j1PldqlafGZ0UVmB",
-	"lSTIjUCtSlEL01hexZ5qvZrxDB1Tq1K+dcydICOED/VDAiKrVCGMiTetxjdpJ2R9Ig3OLXeXPH61Iz3t",
-	"H6ikBEVfKnDAFXIuqAzVO+nSSaNEBuJZnlPDL72b0BmAk7iqFYfFQpaoSHXrdz6TQuWhUBUNH8YtS1s6",
-	"o39pKH9tDHWrbatsdsS+kYoXCR0U8/WLfhjuRggaUbsiXqPRSokSa+59g1Rhu39wXwSRTpj/01u53kFJ",
-	"AzRqaqPyjWhr42IOkNC4fPibQxRsu+SivhEIttSllVG00ntgjbDuqM2eOpgPiOEdG54PnvG9CjLMlLzo",
-	"7z0S1M97rPyDAiekyoWCtBu4vDeZzLsSW180WQErnQ1I+aQhI4uEiAGejAgevLALXd0uMK3OsY9ZobM7",
-	"qPqeKoqbRWBDrM8VA51M8QLYiqzTVOO0O9IDScUlKrwtuSLHbrA8dkWduosV0J7ncKgNy88bcnRinVwH",
-	"poehpD3WAC3UsVz46TbB+fPdKkqollwNnRCDvFbIRJ9TurnHamqkk2awjrhglpLb9qKzNcrP+A74g3ix",
-	"eddklVgXHm8vp+lFueNQEpfpFST0uvtHqEMdoY+V3O1oDiRBjycsXaxvMJgJWEQ5hjLpIyOyUlgf3STv",
-	"klk4rRYm5GTDpFZ4GWUUwnd8qhbcLHC+LfG2vrk7/9fF4v7tg5uv5l+Kv+YPsvuzC37+1dmXp38dP5jf",
-	"Fxf5eXY2O+XjfSVz+z0wdXbFBwcwdsYJYrC5g9yqmy4bx+B+0kmE2z4xeaukur3BI9nhmoPvUKtyv29l",
-	"gHp+M2HpemFEdpOyuSbX8wxd/2g0ujM7d5anyvVyqgBGa8Reikw4WWLYW1HK+QZewW3lTpxqt1j/leUq",
-	"52XO/kEva9me+OIf5t//r6/KL7/9/r/+XV6v//X6xaMvnzx98c8n+uwpf8pfrY/zRRHf8QS/tUcNQtl9",
-	"KXeFW6/qnavxykAvRcQyM2JPFOMMCqfQoY1D70jA9c8bdzXWC104+//n96hcYk5uIecW9UGnGw4u2Zj1",
-	"EVMnDu4O2nHchIAw8VXklQAdBAwcjCXR62Uc/2Ues8KwQvC3ov7K52zoyo6AWeDjU4VJHCFSUVOyeIcI",
-	"apft4LTHRWtkK3XzrVlVdgqBF0+896YOuBCSG+Mz/RZjEO6UasPSf8JKXalc5Cx3bKtf5/wORlMFXiW0",
-	"9gL63GWddJyMx2P3n8OhXf/0gcmvwC/vdoD1TWUsl0rkA4KuQ/EegdHBseKnSuciTGyq6pkxgNSTNoGU",
-	"XVxKnNW7Y+o+HJ/sDPm32KrXVYKiHg4AEBA3YGRSCTyU5IeyeBJl0RLdYqaqv+TvHvp32ke+RNwMogPw",
-	"i7xGtyouFdNkqQy/0DYJkUh3FZS2U+VhCiC1Dv3Mh89wK41hxxZEh/hxa2f9h4WuclzVvala8nf18l+I",
-	"8hUMPiDxD5cCfMpaiQl4NNCyNCueIes+PXFT7qaP5tZxsCnmoixBp6x9v/NSCNpNcliAqYmK6FwUhbOz",
-	"kqlqbTXr2OlL2I/wFndQS4wTcgD4xK2ThoHl7BTbyIgEhlfbf8jrIH6YoEnZNvN87qSb+0Fi38qv7EBL",
-	"dgfYRHzoh+klzM/Mce3I6hr46zBiV6hvgDcQGLGuinyqxLtMCGc7eYDirtsaDERpCWd5Fy5xwMaaKl5A",
-	"pWFQc5hP1zP3oqAcYXcwq/UECTZMjtVzc/odZjCic9Ifr0azPwT/+rtSjFHkUGYpxOrLEXu4EM6IoctZ",
-	"CvB/5FCn6RFE/J6hNeTI1Sy0tgC1umFrwI8Gmyh3dHsrnBF0+Eo3EEN3nHX4nvUxh83tTp3zE50sqO+S",
-	"HGpA0o2jnKrGWV464104IzCKmWq25HdOJunlcbPf6d17SuUKK1EOvTcipV+nTdmM1Oz2FbIxdZkAfO0a",
-	"b7/OxT0zVTv9dy0/4akJdTOQXgyOIW7uvN8n3pezy6mKClk84JyjsqwCm05az6G86RPC+6DBOFnvmMiC",
-	"o5CXAZvMTFUYAx1/226/HTEBZNV7YwL7A3BRlt5WuOCFY5qxLAhFM3pe+8BQ1UD08y4JnCbOPEPuvgCW",
-	"DuYrVNuGAPM9w16/fIpiwm0rTNAxbsDCQUTd0YqXVolylOllmrD0bHw+Go9OT89Hf00HlzgsipOMGzGU",
-	"yghlpJVvBUwOjT2p8CDcT9yZY44hV2FxqD6iGxdSDykhw1PgW15UwqmzQcNt6cVkmHPctBG7ilUw+Mx0",
-	"ZHS9P6DU/28p1h1YFR/lRTogNq4bEkPp9VFSIwkMVrzjmS02RyAG0fTbM9pt4GDh4N5SVe/NAzcLJCxc",
-	"egugEHML52osMJDgmtpW4T9uYz/cC0eVkEf64l7G1hg54sjzVcOEkXOzcJy9n/74JrbK3PXKS06e+sGE",
-	"PXzy6KVBzrbPh0fxAKjYj7jr9dXLbx9f31w9ffr8HzduqFdpHAmYKncVYlvA3TiYcIhzuGk3mKa3xxSi",
-	"KOV1lj0EwNzXcCPd95cevcopr7ghTGksfyvDzkDkZe5TuoN7MA6pjM4AfuHk9EFnsVuMs7gzdaB2K25f",
-	"bSOyqpR2g0hfxK6XUl3rO6F20fF2NOrq0Q9Pnt1cP//+8bM0CeG69IpgqUGsTdjXiBWNfi9AjI6S+pGx",
-	"9iY9RJSul7uwdkXmH7XewF98431Dx3rXtuKnwfH5EZ46oDhsvQHaTCacGEmRWPD6pSP2SoArn3En/Pft",
-	"Bl9JN4PgBrwicPTg3e5zxZ68ePsA9KLZBjTFkwcXgwZoupmqCDR9CzA9aFLeQ1sKb0hpI+A3CaiBoF/C",
-	"Dli0hY44oPeA/TDX20RT+y6lgXtRzIdO2jimvawKK4d0DBDL9mFfz9nLEfsvXYFWJa2PCjIOMUJuGZ8q",
-	"9L1AWBM8OZTeCKHlwaV7yj1CcGOU4KUSCnqCGYA2IFaNskpZWcDKq8yp7AaKdOMIal2sih5A5AIB1MPx",
-	"hlJkusxNK5l5qqbqL39hjhAQZRMKW9RUXdcOCcP68BAiNVTKGYjpydvTkxRMCKeBun/BLT1JB6AKNIU9",
-	"UTO1rIDDmiq4bpNdV/IDHNRXR0K8AzkrBKAz7GJ8CoosrtMnTzqtqNHY4R6Cq0+2P6b0cVYPeJF4gT5V",
-	"hbwTiF6KpxwqB8Q7aXDfn69Eya0u/SZHuzgajeKNPMTg4o1F4HsoAYSnpoqwm4PCCPN5y0sJARLAcrGG",
-	"wYvhpHIJkCC5Jw4AVjHuH4jYfPHuHVDU/SiOCsNwxdJd0PIpYal5EJsB2cHuxjoNFZA40mSqUkz381oy",
-	"4HGkl9vgMJi1X0hju5HkY/h49jVU+qwqOmhKtOJuCcDZ3AXWu7tUNG33HRX0fXJyDvy+PfJlJrcVB/kq",
-	"YBOv4lTOKGk3yqsmNd8H0p0FXfry/67ftb0jYICBcjITOLjRSwHmNNjmUUOBjbFiCW6ZymxG9ZyliYEP",
-	"M4HQ0RgLgJGNoPxr6MsUEk2CywcEUB+0GtQeAhvMSm4C0t5S5nmBwHkhTj/wRgi4UHKRV0hTwqcnNuo0",
-	"nMq2I5lqhPsdB/yJ4xMePXspclmKjAAawM1FwZERexYjp5vE27EmYRfjLxN2cXYf3a+QsxJfhgbawyX6",
-	"CoF3UEkDJqvzIrTOAlYyE5l2VhlmHUSepZaHoU1vbgNATjn1eBADOUDvCGnYQitdlY4pNtEbEmxBsuLG",
-	"4lFiivq9FoDEiD0Hj287C8JdeUrO6MABZ48gyxQUVo706s6S56wQ1orSTMLlXRIv+PbxNXM8EB76n7hZ",
-	"/wNGQxEG+iukNd1yqbz35cXzV9FjJz/L/P0JZlqk/iZeR6lgJBSBnYHi7kH7EUG4vlWYwpagse3Lktw0",
-	"gJE1kkgTtioqeNiECqaJe8Mv/rB+QWOY/TJVvwyHQ/iP+7pByb9E+5gnddMzx/MaEPnNRx1dGsuXKzfC",
-	"ayXfhQpXuuYyeGnBu+JUBJG3BglhPTdI+vY0QVFLocHvfrh6OHz13dXZ/Qfuqk57+G09eRTGo+bHYWKN",
-	"byGHFj6gYUTs9nCLzkWmc/inFWYrr4HifT7u2aewZjxfGnYQkLO3ApQBawpFSi7mUglzyfIKqpm5H73U",
-	"ljxgxh0BL9D/PjRixUswwqJ4KO7oFi/CY70jxKQ99V2EhWTj2rRDRNDReOQX36ik1cBk6wnvMc6HVzam",
-	"vobo8ZmTlBDJlfbUtTVcTEKc/f0f16z/3auz+w9axwvLwf31WoA0JmVpUMudQmCqGTo04f6l/7IyjVM6",
-	"h+6GpBKmmIp3K2IRqaOuNIpqV2XBXn13NSTKhS/c/f0FRUMQaRDdltA4ynMKFPZq00E9hZyVvNxABljI",
-	"1nALBl/CKCCLRaZGL+m9FaVBA+TUmdAe7ZuvZG/SOx+NR+cATmAXYPWeILzmT+7vTizsK1I8z8ZjAs4g",
-	"mLoMYgmGlZVyNwVSOBDo0Jn8NQLhCBG40cf7JMesZ3hlq//d2Xi8p4PQh3UOIjjRHY2Dotlzp4mMGj6B",
-	"3uTHN0mPQO56k95Td5+ww4Tlt6Y3+bFej+m9cY+eLJ0YzszOXWw4EOjHXjl5UWonBYTj7eKd091X2mDK",
-	"N+aBbO/gD/S6gzvoBjxZFVy29q6jF2ErfIFv2L8z0cyXYUY794iocLThy2LvRj1fCQUmgs6qJdSLUMzz",
-	"6sWTpCkTqUCwECyl4RuvSbe37lthafwPoz8/6w/Yw6617N9Q6M/gf7pvLxFj9shLu9XWi+UarDFQPPsv",
-	"CAoVWJtTVb1mybOFM9EGJDHuj88RVMxpWP52h0YflGmbIgtILxnYpihMCF3UTcIpi751YAfCaPOsXuIq",
-	"fxc+Ae+G2oH74/PfvLNZwNvtbAsZ8F351iaxNfis/DYzwzeGajki0FdUmPfT2kvIwD/A14KvgJpB7Odw",
-	"mSyzStrQOSJUtVPQqm+6GisMsK0VkCwGOHK09LEqhqThVFk9YtQiACn0TqwggouQt60+AJQnLor55Rb2",
-	"P4wOhXEMG27wqfJzdraFYyG+jhhmfg9TwWs7I85zSBs9PdI6ZEZBlKmK80SaFP5UGuvX9CnpPG7SsKuj",
-	"IU0DoJVx2UD+F+PTXaOH6Z40WjG+jyp4Dj/YbIbYotimW/7HN+8bJPywSW91cSS1avBkDWO0KRpVfePB",
-	"oDs6NlCDah7yPdEvMy+FWdTeRlVDiDSNBiwr8b9rZrdK5WxhaaLalx2prqzOdIV3UcWWGws+ckZqwoxm",
-	"d0KswH3L52I0VbWeG9K+EFlnOIRw77OrHx6nbFVKRUFTUJj//ur5s20qfRh59+s2Il9TOeRvQqBdGdvv",
-	"m+FJKgxs3ZHTTzKFfNct6Uj9Zddxw7+Ml+ReN83MalsTA92r8eHrEfWE/tireHF6fvihdlNh99zZ2TEv",
-	"2+4CCs9+dfjZdq/gz8c28CL4e30kowCfz17xt6uMhT2pk+pRy2p5F8AriD5aYBGhOe6W6hrdwU8kKegN",
-	"e8n/89Lv+OLwQ6F992cjIqc+7SMhZ2NThxazs/61/slJaEXvXgOaTIdEWvhan9hTFciM+i+6T0wEk0I4",
-	"244k9wJss74uMaqIjGvFS0upoYMJKllHQ0HXOTfUAad+fKqMsKg3QQoEgEFSumYXYPROpG5KEPOl0LR4",
-	"DMxMlbGSwi2QRAReU58P1spqRNFZu6ZxXwAR0//Cif7tC4nJIp9BLjbTbI6Si5+XI9QddhQk4vsCvj8y",
-	"n/g1Au4zCSq47zFCvt/Z3TKrTpTaKae6S06oc5oH0gQ4Q14UUKRNueZgk1nvYdUUWUaf6EKvp2pZZYvQ",
-	"yQKtnyE4mTHCiS6Cyl3Ep7V3oNEiH9tiKIHJawZFIQZwpipsQ1xRAZTnnjDCJs0ht5Sy9CW3AtLDhvDf",
-	"KeuDr7YqjR0kUxV9/1IsuXRCmmLE8TdGuCe9hxoTJ8ARBRhhbjBwLb7lEvKScBGDToH+1GfcfeLrGyUt",
-	"7r3IoZjo422/30f5i3xoSLjgao2ovILWY/W98eWj/uI0crkP6Hj36nT1FqBPwhACZ7jit1KB7ABHGEje",
-	"bvs/pNT3tnQG6V7770ogcBHU/OG8fV4Sb8CU3h8ndfeE++MDuPXvk+4XEM5P/IaobvV0fHaxXUL35hMS",
-	"cAPOuIN4a4ClcCafV/D8vvTutqVeeUTg9WegjR7wcUTYazyOU4NbIGCk2i2AZUg9z0qtUnD/evjcdESR",
-	"7+iXPveAEB/6GJWLUOFAdQ35ChTU7gglDp/kKdOqkSY7SFpw+QGyXC7FJJR9YTmVuYNKq5BGncTTBHTz",
-	"ZKpCRqBtwDMqnQsDMX9aNuLhegBo1l9KVVnMfWA53wz1fLjUyi4Y/jd9tBbCzfmBfywGjZ6qLtTofvq3",
-	"jeAIF53+DQajv91Y9GfOJf1F0NKDbWjpb/VUteCl4+JFMxixaw9rjO5OgDrGdP5++vr6YdqAXXF78Yhv",
-	"sHTP8LegMkBzIiqka5DWXEKsAXvzuEka1nfnCPuFBgahXqVfYLqpdHt9PmZniHmNyTi00sHEkZObbUcC",
-	"nM/kMSvHpoZzXa55mbsToFlolYmEcUpMQaBJTCLFdl6W0omkZf0YszlhAKszPh+efTVh47PJ+bhe1/h8",
-	"Mh6zh49fXSdTNT6djMf/HFw2Zrngq5VQhtk1QCrgJOe8KIZgB23PDzRrgv4MhDpVfQT3GQ/P7vtZwGvZ",
-	"eDw5H/8TIfr95mPgoLnL6Rcp6yOhMF9fo+dWqARSd92F/uLkPm47+yIdUN6SYaLgK3fLCIXIWMFz8EJK",
-	"C9YU+r/KxcYulr5bNZtpu5gqW3KF4U0zcT8P+4Yk6jcepwtdNPEtS6xh9MhVVENlYFS24sYIM1U14ifa",
-	"bW5tI0/+KeEBqeb0Q8Fx1Ds0lNn1URV2RisVTpbilpc5VNLR236CSEJILAp8F7OElHhnU3DsGA9nijyG",
-	"2ipglmZUS4ds0gcbZrqy7HzMTJSStwFiYXklLlvomHVmHDzizN+8ElS2jS6mmcggl46YMGGE1tGTNTdQ",
-	"zzwAVFRpjMgndA3cx3ixwUEAmXVQQFSKDEDt4NfxfOBwE6qmVqGyGus78dX0kJXZ3S7Pc+hC8Gls7HYL",
-	"gs/sd657LHQr5gGo8E+v8SdVpIJbuO43YWrC69Kq2pZDcBFjdea2uvUIPjfN7gYU1clEQVGDiBeQuHiL",
-	"WaMzIVR9VXO2EXbEfKwfuVQY1FCZ4/adwkk07tQn1tx3UTZuU/47UfiH+4t+V/J81K743anq785AalIH",
-	"qFnrJPbdNdoldTos/gh08ye9HEEv3zpT6jCxfFiUwp8MxCk62R/oO3tdKEBlKfj30gazC5Cuyb5u7mQ3",
-	"1t3cQe/ExG8yQoZohEBqMCuh/j4DiFtMUITCewW4+q+vHzolmYrzw/2otTVU1KSdKoQzAO3NKeRzyHta",
-	"itxDbjZvyjPxLlwVZ0wd6dyBXel27pzGzp3Tg86dT+mRafSu33FHW7zEwJkC7seft3bPrX1RirdSrCPw",
-	"lGAufL4rDNcBEmM+fuRdHqdXVq+aCtBkS+txus5G2FjVQRQBArB0l1dpCDUFF8WS52KqQhEjpta4+zli",
-	"L3hlMN++fc8zCqhSg+jta+we/UOoSq2Z/3mH9t0haIPIP0p7P0Gq+UTE/1JAmaTpIEXwQnQoYbVURIjY",
-	"+J6Q6Yxp+SCjuPED+0ozSKLsK01BLsBlq5ZUftJwzJHXjZ4/eDVgnD/E3fCC+M/LccTlwGM7+nYESJJO",
-	"dc4pAKYDEKgdE3NqGwRpuCVH6Ihdd7WISMh1F8LPUxUqXyASMZeF9SVyaYExXPjbd56g5BIo4IzaVqQh",
-	"LO0ErK6wgcZoqq7jRhSUGNx8Ehx014v63b54OGkGLxIPg5DfcKyhxInRZ+i+S1mmlzOpoNTVFzMW0liR",
-	"T5XvgEWuTh9rUQJTbkZbL5CEJWU8ps7W24QHnnda8lRljkSyCjB4CK8EvYJQJUkzArf0ZQDwQN8hwoJ4",
-	"PVoq1t96FyBwYekvuCBbsx3URexnZxhA8VXYipel17ixXhPrR/F7AMNc8dLKrCp4ua+EE542VN/H86kK",
-	"ZaA2dFAhz/I21DaEK261hl58WDsbMgh8B4mL8ZjpEsvwdYlxAxwqYEfWQ0p1OxixtN1fhgij7jEDafxs",
-	"vdgksLapahWa+uwn7N1m2k0iYLQ9Baoe1w+2xAO7QXGr9iW3oUINqobfITLLdqga0qe2LZl2L8liQ1st",
-	"qTCUzrGXdBo9ofHPkQkNUXOm90n321uC0ueF1xJix0yiDlXxdA7g8e6aRQNHh0OpP0pzBAYC5I66Z8SO",
-	"OTUuUfes9gAOHzW1EFn48Fnho7/BtJAPl4A7VwdbIzISoVXQJ8+K6GpT4CfAUIObHCthfM8jjz2DUTwS",
-	"Pg/hSTRg9Ir/uxKXLNfo661kAbgiIpc29HH4T8jXCK2w9uZqdDbD+v8sa8MSO/X6F6Gt7czWCJlCIBwB",
-	"jsHpSDOeUUvsrd4xNqqx1qXvOxN72hxPCh1mpsq3mKH+n9iZxo0HGsglaQuhr03o10g4Kji6M8crW/Gi",
-	"2NQKCEh8AIZyqsEOLI0axZJQijznBvAUw+diEt0i33YLC3Om6k74nN4aY4H1z8anEH8nzbKpT/oSnvAB",
-	"FCciwFWUAINCE3M0EF7jbDzeylQJi7LDl9SFY8JsWYk0oYgylLeBQdUxo6lqTImzXM7nAiBMYVYe+XLE",
-	"vodCglIwk+lVjbZbdx7orN/h5q73od6i6Jy+F9iB8pOkOUdt2z53ejP0vOtiVXQ8iBpDJN+kuUAf2/S8",
-	"RVS1CkrheD9SwGWIozIj9gzpBLxcAKjhcRTc+UatxzqIrqMguFjzjWEpEOMlW/LyzsRdZXzTGHRDbC93",
-	"1GsfSSxufNsY93lH6xfY3N+0UmvHkV3HcBfRfv3nxM1/0yLjF/jUbrcJ0p80bC2KYoiYZmxW2QCl1+8E",
-	"vXKMB03WGP9qALIEgPy3b4M7EF91Ae4lqqVscrjRH0AwvwoxUi9NOwR07Bw5mflinUNCG2pgpBVLAIls",
-	"GmwpwmVjlEQJgIObcUMtBpgt5WrEAPQStp+AyjyUNlSMutPwNeC2IH6DJrc7Y8AC8LnyVLO/gtw2sYTX",
-	"enqAIA1W7Ey9ApD+PIXFT3sTNhqNqLPEz9MeHL77lEj0fQpd2GCVS76BzHusPYIinVYr1TRp+3eMWHJl",
-	"ZWY8qM5OTQFQyo1UtwV6iqiBfuDYU+V5GEymFuncEpPAho9NQT2grgcNn9Z2KUOClj9gl/rMQwT2ktS4",
-	"nAj84uyrUMLvdnQUIKEkQaItRBEEOMYq9XyLOgigvr19rH/qHj27f59lC17yzMnsAYDx0Y0lqwP3DLLF",
-	"3Hvv1bgCmNWJ+YV4u01rXzHw2YcGqYnvtD2K++ymo9FokITCxxRz+DKRMujqCdl9frsIgTC6On+hf5yn",
-	"0MFvquBnsUuaQ12yb4FCqHoX47FfRALrIp4F0F3Q3pS+vQxqLBZWuytDMJPKbQ+k77p534nNiF2vNR3r",
-	"lqI4CT3iS+zAbkI3cbL9IpqbM5kj2GVB+Bk4qfgMh3diMyyFY4hptBZDXa+JbjF4RehOkOJYy+ck4qBe",
-	"VHt3JQKGAtYQdISpISQjUBCPxbG1zQnMtq8VZYumSIgDeHSq6J8+RxBwMYXvcUt4v+AExHYRQBsXp+et",
-	"F2NzAMPOz9gP8mvW12XC5HyqwBFAiCFIikNYDVj5g8uak94zHoxJUrEH9ouAnjAREdfqlITaQGCXdiHU",
-	"PmXZfA2c/dNovDD276Ty0rtx9C714PkxIuLPfMTPpIkgniLC1a+jZjlQJseL4pCCgnHzPUAXmHyYxGP6",
-	"Srq4fUqjewrK0AZsHvJsH7xw9xVYIpYLZ1phOwQT1RoQF/WUP2gX6EZ49u7tc6mk8dkAAB7PsRsAgsaH",
-	"VMiFXrMlV76Gl9IGmiEHwi3dub7LDw+2QCMWH21BJtQMVaRhfY1sBmYXujKUHs2pdAJYnP9iqjK9XEob",
-	"tUvBxouaqjbRdUpjkpMGm4RXq3gXJ8HCtIxbvZQZNfiaKgzv+HpnCiljxjy0TUFAVuoWHfaUvQSVy0so",
-	"4NI+mXVNItydVAefhV/5iMKnYLH4hm8gave5WSy++yXw0C4O+50nUYpJNQj18/pB/3MTtpHaPcSUuUPe",
-	"g7kNGKw9xBoPJWwTawyRUaLonVxjwpRm86oEdTPqQQxNixpAvBCSg8qm0KI3tLzxr8Ge/FEWlC4RD9fz",
-	"wX7UgzghTNwkavo7mKq6w3sjfapWBr8asUcRmw0JKnOxdnwdzJGlLArp653798dOHj0Ys6Vhs81U+UKw",
-	"GDQ6r4Qv5anZVNwsnbq6EJQ5FEFhoZ5nYu4JDCfHk2VW6328pPc7eAq92ymB3izRef6x81DGR1zeh1rN",
-	"C4kdX/4Ytx1vYmfQpDNF5WXkyqd+UpGXtRNj53cmoz/Tlw5mte8kgQ/E3OHmbj/izg/6LRQsH1CDod2N",
-	"cgwTeFiIikUht36kG2olpioovUnL04BOIGh6GOoQMbwHaVI1MDoVkS4E9N2JpojKXASwHEqvMdlqTSlY",
-	"jp+GFBCfjLRD5yaUeyr4pHA45HaV7uW0Sj1nP4lSJ9RGVun1JaQOuadmYqN9UMRD4dKcASURqFIr1j9/",
-	"cJ/lfGPiImNwiWSZWAHi2tXWCdRFp3XA0+fvo1MaQ4YxRHleCdR+EZKvswPk0hHAiP2g36JaAS9DF5A0",
-	"EJAEePupygptBLaMM0wXuRdnKlYD4EWgC8C2b7/OSXd3Ug2ZTM01PkQos2NkMsR/iGgoJtUWtwmiV3ih",
-	"3JkF6qscPNv87RX5+iV/sBhhCDhRiXa4Wv+vSf7/WBuhJp3dYmPLIggJdzsTX7FHTe77mPgr7t0hjiSM",
-	"ZnNeJo4XRBkuu7LqrvwbPyEV0zv2Ve3UOGvbnXrBRnXM608F5VBiD/fIdG0KMb+l1rJNtxiM+PDihVgR",
-	"OhDE5L51DOk2ZH0SG0Q0WidoQsFCs+1MpEdRZ5UtGRhlcIP0jlOAKMhkQq89SlyCUHKAMFjJ7A60/Go1",
-	"mqrXRlALNWjtEneHYf09ucQDdihJFpQfq6cKKrSj1kW+wQBnYYdqDJ3Q4BvT4KNIPGWfQyjcR3FCZobX",
-	"zxo5SQkFbjK92kAvmCGAjcocm/FjEQciczT7enhEtDqDJe4RQyFW7kEnEu+7mCq2K+HFNwxqtiGJdNjt",
-	"xiMAUBI2DQ1+xqJWTAjWgcG7tSwK6C93qyQNQ1O+rHtOe8cxHQB4V+sjwOQbhkPlpV55sJCCb6Lu2HMN",
-	"PXxDQxVk3W5vgz4d7y74VI11Cmug2UbjFV3KW6kgGy6onLSXO/uk1EFuGxOBZyMM4S1rsGEkpPq+wOi0",
-	"Mmn29vGClV01mrgYhMSEalT0GkeCbcFz1GHPI3ERqjiiNkAXAOzTWmZoIEMrBAD79CKl+HHzPrbT3+vs",
-	"fop/usHDnvimWh6g0NcHwgKvAx7qrMpvhQ2OLoDzntQoMD6gq5J6yUu+wbREDMWkjeA3gK40JoLdCwEB",
-	"J0Jgjew833MR5gCGBXAamEO6lCrqipWG97hXuIm424BKPfVWb00HenPVfsQ1NOxE+kEiPqIeAY4fRcDM",
-	"+/adbRBZUDXsoR892gOM6mROe8jr2CuGwWfYHpC2lurMvHm5w8uaxAYfSJ7aPILbSHCvGBtZc59BWTvj",
-	"fAonN6HpLnS0XVXlShtMK92w2ltaX7ngLUWDiBowUM9Ayp8ANgo7St2piVlLBRGSgm8i85HiLyERwE5q",
-	"oRCoLxNRoqs0NRebKl2iEKtB2rxs2Qi7CzwaZ/EHcZFGWkDdZY3tVAXAU/cfYFF9zuy90Aiv+5IkrSvi",
-	"7ky4C5foiPA9ACl1mzQ5dB4FxITAOoCDdpA9iRVf4vNHMPngClG5E1yWWAHoMgC3QHmp5zIB8oK3qqvU",
-	"6YoAyqLeDdhkJ3B6D2Ld6Kn66CU0JqrKgtoIT05OYKCFNnby5fjLMajiNM3tAh4xdMLDX3pfAhClvDoJ",
-	"yKN0cKoUwfV2lAQ1esQmjNeNen2q5o6esNHgiEO8PTi22Emg2BP6zSShARYqQlHLIycq4rdLraI3RN1p",
-	"3r95/38DAAD//w==",
+	"7H0Jcxs5ku5fQXBehKneEk0ddndT8eKN2kfb4/PZ8vbbaXaowCpQxKgIcAooU5xu//cXyEygUMUiKclH",
+	"e3YduzNjsS4ciTy/zPy9l+n5QiuhrOmNfu8teMnnwooS/jqtcmkfVKXRpfszFyYr5cJKrXqj3tlMsFSJ",
+	"K3uewR0p01NmZ4ItSvFe6sqwBb8Qg17Sk+72f1aiXPWSnuJz0Rv18Jle0jPZTMy5e71dLdwVY0upLnof",
+	"PiT4/edyLu36508tm2tjmZ1Jw+ZcrZhQtpTCsH4uprwqLLs33Nv0+QJeGn+dHuqN7g2T3pxfyXk1d3+4",
+	"v6TCvw4SP0iprLgQJYzyaS7mC22FylbPxGp9pC/4pTCwMhkvCmb4VDCrWSlsuRowt4xTWRrLSvHPShjL",
+	"ltLOGGeXYsWyUnBLD1tuLk8YZ6VYCE532ZkYK8PnAu7mKoc74YeJzlfuG1Wp3PPcwgvwMWO5rQw7HA7h",
+	"mTTMwO6/EYuCr0Q+YrasRHrC+Fi1vsgaH+Qsl9OpKIWy+M0LYQ07PjwcsGdiZRgvBVuIklmhuLI4X/es",
+	"NIwXRjMjlB0rjnNMo7XcfyZWKZsJnovSkZZ4L8oVW4rJTOtLxq0V84UdjNVYnfoXzkSRs8mKSWtwtlNd",
+	"Mm5YodUF4/UyunsvxcKOmFaZqH+eccOmUkkzEzlMTlrjpu9WRmoF1xfcGJGzfvrk1atnvzx59Oj5+ZtH",
+	"Z49enj199TJN2Pcs5yvjBkEElTBd4hdgAe4YloYXpnvJWMWDykUhLH3b1gs1LYVg/IJLhQSAdFKKykh1",
+	"waQ7BEIFYuFMiSW8MlA/rmJN/q1lbhyEOb96LtSFnfVGh/fuAfX7v2v6jw7pM7F6+rCbPVyK1R3DFtWk",
+	"kBmTeYLsgZeWTYRdCqFYOluepzXhikw7ejwPvORSrMIkFtzO6ilcitW5zHtJzy2HLEXeGzmK3TCT+8dd",
+	"Q3+bzUReFWLT+A1dZzLfMIodI5jqcs5tb9SrKrhzfQhn3Fxu+jxSxef7NBDkxo/D1c/2+Q/uYbPQyggQ",
+	"NT/x/A3Stfsr08odEfdPvlgUMuNuZHcXpZ4UYv4f/zBumL9Hn/tfpZj2Rr2/3K3F2V28au6+xqfwo+sT",
+	"9ccJxEjhxi3yhJkqmzmWwZGpAQOVhilt2d/evnrpDjVnQVp6cl2WjtO4uQ56H5LeA62mhcz+hCkZXZWZ",
+	"8COWinFg+gInwotCLw2IThjnY11OZJ4L9aUHevr6qedx73khczapLCt4dom82mR6IVDCg+hUQuSG9VOp",
+	"TDWdykw6iQU3pXvAZ5e6KnJ2UTrK5fS4tCzXAhdiposcZvxS28e6UvmXnPBLjVTldwdGLB0vdPLJOJ2A",
+	"K21ntbB0I33NV4Xm+ZnWz3l5If6s0wGnQLpBala4gcDgzrR+wdWKTq75koN79V64I1g6ogZtzq3mPytt",
+	"OeunfCHP3ZU0YemcX50vhMqlujh3HNX4Hz13N+neCWoKYzXhNpslTLuX23j6K5KsOnc/8twwbkF7OGG6",
+	"TPBxtfJc01FrwqalnjPOskKijpPnpTCkjC1K4TQfkbPDIZMKqZ+OgwFVSyp2MGSO3K3W+07D3eeVne1P",
+	"uSyqUrhpTMRUlwJVCDpG4r1QrND6UuSsWuwN2BunZjI+tTQjK+eo8aRwZf/UXQl61oV8L4zj+Pg37Gh0",
+	"37qoeKKXqH2j7AYqXnKgajc2ZsuV01FAeRlsl9Zeyx52aNlu/98pN39dyn+J/Esfg4ngpVtAfSkUSApp",
+	"nO6VxCKjFO9h2XXJKnWp9FLBGXmnxNVCZFbkj8oSDakvNfJTtWLIUIT7dC3V7g2P2NLpjKh1lY7cM64c",
+	"iywFz2agQefc8gk3gmaxKHUmjOGTQjxSVtrVnyiol6Io9nHdQWTQATqB+ejpFI87m0pR5GiCFNK4wyYV",
+	"S2EtTDoAJYi+Ddbu66dkvy1KvRCllaiaoF6dn3PbUGxybsW+O03r2k0Snpl02IO/zDTp6s7ASFjqPsat",
+	"Lh1jygqZOgpKL8VqNK6Gw6MMTnYO/xbpoOtr4mohS2G2jVBVReG2zp+7tXfI/FPr8J1DLbix55UJy9le",
+	"GqJJN2d3K3NH3hlLGSwXB856wkqR6TIXORmFU7H0/CcBOb8Aei4KN4TbLQdqub+vX6BT/lFrDYoJ0Ja0",
+	"Ym52nYu37nb3HL2IlyVf9VCF9tz0V1TIYdjhA0lMuw2i/C28TE/+ITLr3o70/wBvghNdFK+mvdGv20dH",
+	"x+ZD0j43TghfdjlEiKwSoJx1GqefjMhKYT3Zs7czvVRMq2LFZqIUg06TJl4P//n1qf4WJvtcor3RHLhj",
+	"fNfenDD97bsD79y86pHtw/NcuoXixetoVFNeGJG0Bto891uOkrF6YdhSl5eOLfbfPH7Ajo6OfkwcP3T3",
+	"TCtblWJvwF7NpbVOmCl3sjYen43HpSV/WMEnogDtyPpN9zLIix6ZkVVSGWGYtO6jkeV+MBxuPUFdVru7",
+	"FuYO1oA5YRqn5pirmC/sKiHmgVZCP/0uRW/hx53I9f1FR9X6UF8pwXJRSBgEubOcHcmD66Z1nDa9yM3Z",
+	"P6+q+USUCTvYd5I7P6l9bH7J0ydaXy5nQhT7NDSv/MHCb3F1Jr28KkG+n89NtyYIjjYbjcdqfQlUNpdF",
+	"IYlHN8hKKnv/OP7ysOvLwqtObSJfNT7ndOOm9a6EdWSPChBY7YpVQSMjT+gJ4xNYI63co07N6RReurKZ",
+	"RkLfyhJwNK/o7sjVce7MqO4dRB/wMXsmf/LeBP8UGF9JUNhKwZbcMK1E5yCN5aXdJV/9gtHN1z/ouGDn",
+	"mc5F9zyenJ299g7m1jzCMsNMlK4nmPG5YP21vXKD0JXdi+YZO94b3J5OR2P+TYqt9++3zefUS4TmxB7B",
+	"Ib3JafUyZONRNQnTRe70Wdj5E8+UgPEyp0IkwYYK5OG93tflU5753F46NUm5g6C4dUfKr0ghcmb1aKz2",
+	"WUonKR0xzg6vriIyiF3eKa2qyNMBPAZxEXgI/uUUKUY270lwkPjvSROctDk+7m6Fp6dS8aJ+svVNnoN+",
+	"KpRjOb/2aKxgoFoIFLkHoyWpTwAEpR4pd9ea5sAzXJf2MqXk0CENzCn69At87jybcXXR+B1cGqa+MFb+",
+	"iuXlhbDnKNY6ngzRhfjapVjFH3d/kiILrzbyQkl1cY4616DUFu4EQwR/M4NSXIqVyLvVep7ZLv5cmzas",
+	"z/O5VOz09dM9b+b03Z7MvDhimZ7Pucr3bmz+3MQwy4V1G7tRz0KNvYPIaTEH7KVAzxOtVa/j1KAttcMF",
+	"nvRww867795hRHQp/7gJiafCMFlYoc7TjfHVj9eB6yOxxmmSXhQjXqeQ19wYJ6lTH0T2uqJ7CiLIsXB2",
+	"F5xZuFv738jRfuI2m0XqdnPa4CC89rzhXWfcXPr3fQDV9Sk+ezCk4LH/ewcTxm9vGTOyz4/cK/+uqvgI",
+	"sRC/pFOxdUO5YxzLhxBo6uaG7ASEe7ouMIOGdy0PkRsnBqo7hGxZidq7RSORdcQTrIIZz9lECOWsDogZ",
+	"c+XuAU9DwQQvCylK73KKyG2idSG4gqXj5nLXgB1xdNsFa7RzbYO7SXBtYogmusn6lmbDqiTeSGjFh6Mo",
+	"PGdGqotCBPdKO1y8fiw7rO+fSsEv0Z3c8rU5Cs8qK9+Lc+/ojtwwkUUQX21O8DEYAUHPYpmuFPn+AIRR",
+	"lQBWWEqV62WXapn0pDqfFvJi1kHdbwV5uSEshcLYvXpR6gtw7wObgsBbLrrfDgxxUeqJ2KCky0IwvRCK",
+	"dH6tBIPb2VIWBZsIVgjL7KzU1cXs9i4u94VddsIENwp9cfjA7T9YRmGiNpjn9nsFcU3gIKTLZYU2wsnD",
+	"GS+m+27QPZxspzqHO9ixz+60iYTNtNO7Vc4WurQJE4OLAUtn1i7M6O5dccXni0IMMj0fHR8fdasnSy6t",
+	"++faJx4UXM6dwuwYP6PbMJTkTPacmUJbNKJqUttFXmtCBabnlynahOgIJd3nLj4H9TQ65QGSySdQJTxn",
+	"6NIjNtqcuTQLx06d4aRzH+RWZunMCrKs3MJx0D/3wYno1283TiJeThhDslkwPuAqE8VjWXQGyx5ohTon",
+	"BQHnlYFgPMSlTxh39hMcNDTtN4QhfCDuhpEIsCWv/5w3q86vqcyiyR+fw2CYeauqST2bJYRfxlrBaK0E",
+	"XEXRv4P8w61dm/VYiqIOynUoMRSWhTASCr9IIWiOCe7Z5NkRRZ6gOwqwIwtuZ57DNeLrfe+3QiN4MOdX",
+	"516MpXseSKb4XOBoAv4ETFnkRb1Rb/3hrg2bC2P4xSabXhoCswDqD72y9ReAcCeiptiDnScHF6j+bPeG",
+	"lOJMzjtU3EJnvOheXp2hlMiEX1NPeHcMRrv/pZVI/EQM09OpQcPteiehstl1j01rzjhqfMO2+X4CvhmW",
+	"7tY6/ZOzs9cvhJ3pfItjbw43IPV5KGZ0JvzR//nRWS/pvX71Fv7nHfz36dmDJ72k9/DR80dnjzpF8RPB",
+	"C6dHrocRZnBlRaHqDt44Exnabd1W/e9djoAO1FRVgLyFEHguFkLloBrD6xNnJcDZ66cLbewFYjDSUuQS",
+	"ICQE6XCCJi0Fz1f/Shun5veef8yt+yVwxVzSH11csGaprfUolnxlWKovmx/Al24nSXpnFwG81PaNG/b1",
+	"LZHaHPv9a9wQt0CeaYJ5ec3tyCUvmM0W7GA4cP/3/ej+0fc/jlimlRKZDf+QWrFSTJ0F2bF/bUmEK9IR",
+	"jWxPnVaVoffGkNWFII0Yhwg0ltSw7B3LhWgy2rF1mlIeI8INe/P4Afvx+N73bNEcSoebO7jTOmTIElT3",
+	"WoqA3krcgiBTbFbNuWpScSwWZ9w0xXCnKENERzfbaj6Nn4VfIC6AkzbXdqhHKkOHhiqVsU7h6GJh7948",
+	"pd0DL8NUCgRgxvIrJFDAqje101LulwJw9pnYrn9tj8lkpPeG9T4+POwyq6y0RedEzEyXlplqPuflKuC0",
+	"pQKpEA293tAGdogReKjLFIMfrrt0ax89YSmf6MqOJgVXl2kcL8MTM3Pm1VyXgpmFyORUZu61pDPA6jTH",
+	"Hb3tBlvRNsDcVb+cYZuCb7aLEb8RXoOJfEPruwoof+ls1LSs1Dm36GDLRcFXaddRLfgKUQN+ggfDedc+",
+	"4NtuoPN0zMCWq4eYALGBJkFJZQtdyGzFeJ0dgcaws3T9/q0AlcgUaHGoi09W+I9RM7NCL9VY+eyfJe68",
+	"ZQasZpEwUZgo3nDHsP7BMArHHYBb52C2t752DV06XsKDzmi1u33Cs0s9nbYWfNapiUu14Xazk7xaWn78",
+	"quY4ftu1Te8WOTlSWrFPJ0xw2d0+OJG3KHjms5L82tOyn7BUVUWROmlkdSlMY8Hppt0LHBKwDtoJWBu8",
+	"TJtXv81NftbMR4UTZ8BAFtnB/R/Ak7bTh9Xaq10vJ+toOJybwbWCOt179BqOSTfmYtpyd/ISD5cU+YDB",
+	"5hFYlTbRQjoaADxpNyAnKwbtUuh1rC5KvTSIY06jmafM6iUvc4NAav8r6SL/kNaK8oTxboixVoyz48Mf",
+	"mS7H6t7wqEYB6PeiLGUOo2P9auGOo1buyFblNQ5lB4cENAwoUH51pGKAza5j6hos/ayocrdgdBqc6hfL",
+	"goPhLmzMVqpzgym0uoD0PlxoxE7apY44EI/ppx5LejBrKfrX4iPrQ2gAs6O8Q1uutnzctD9uricEfHbV",
+	"umXrUTDNlyS9q/0Lve9+3DeXcrGvF2g47C+0W+gST82H5JaIXAzMr12IkO7XtlVuG/EF9GstXjuIhFtH",
+	"I5FOOOdWlJIX0rhDbiLAye2c8DAEt7yLDb7/7mHQE6xvhGCpf76+waR7CZNTxtXq9mObB/fDNh08clT4",
+	"YMq2JYVAcjSTvhsGW0KQZcGd8bZ3+xHjCyIaieKDiCTZMZmYvTstfn1hO3yT9UUwBOc8F6Q3TUTmRhSJ",
+	"ZsCKOd3Zmq5cmFrLGqulU5jyCrKTJ4L1eQysZtwdFNL3JWKz9gbsNFBG7IeLxlUtxsqRU3nS8M2xCy0g",
+	"VhbMV7dPncjALtsEcGHdR1POxb+06gZvV6Dj3IxxVGXRnZ2+hr8AFhONIJBHk0rxlYHa6+nU4KMGbDsa",
+	"dDeB/LaF+X4C12Lg47uxHbfEZLzdZe6cslK4+TothtyOqLVgljeleSwWxcrRLuJ66xVaVx0+XgB1obzu",
+	"BSfDfcqzp6MDctZJWH+/LgNENf2rU2+KVQrpgOlfcfAIffLSOAI/1WJ4yH5k37n/6yLaTyLUanZ8PXdg",
+	"zJjBq0UVFdAR3OCW4Rrh2ltxMiD/Jr/AZ7uRGLfhtNflIfUs3p096LVH+vT05WkdZMCYdakVE1eLUhgj",
+	"NWSLlY5zypab61HltuPua15Ks4XvxG6HndYgMhagzu5zphdbQJw+G3fOVyzXA5Z+l1JKoYfJJ8HJzVVO",
+	"WQMDRPeYkZsl5AGNFf2yLKUVKcswnRIEFKUJyTJSe9OQiTn6Lg07bhCnaEZzrviFSEN2JAAWEZQYrhGA",
+	"kUB57lFe5dLSmBqGKlxghb6IAxZwiMIswh8wgV4dDA2X6x/8LdFQ3fXG+HpJrx5OZ+jjLY7/LTz2iVLQ",
+	"EDvRrZvszBzhzFQLURqRi5xWlbJIaKlPAKMc4HoeqUGh60+Xg3ZaGI2JC5cyD3UhoiwGt3TcEWLK/vbL",
+	"mc8rwQHLC2V2YwVJeMeZUrR2nYco3qooW+rjd+yi5Jk4FyrfkdETCuwQlcHG+H25flxT5p3Mr4kF7sD0",
+	"LmdGZOcp+w824UbcP3Z7cnTISq5yPcdM6Vuka8EmtL7d2pXm+uzcm0+h+jSO5a1Dq43XvAFw9e0SvmAF",
+	"dqTerFHHpRCBOlpmfl0rKT08nqW1Pyw9uP/DDBOiaol1eDy7nuV/BqAjKNxkuqEVM23AaUjAHczgNyeQ",
+	"SoBo39hZFfPvhA3ZXHBlWKXgKVQKWptM7z3PtCItcLUrxzypnyrJEdpxO7qUNk0bAaFrERMPhKmrF2Ft",
+	"oTqjBNBZG3O+drq32pkpBm0vo9mUlwl6bFcmuLmcaYe/1aUxnFx3VuLeYGcy1uYkphjNkmDameMHICXc",
+	"P5oZQIDLWucMt/UDbeCWWPaKG59zfX0GeRslen1N6C3kPF9uGlY7OUoJtmwyzra3aWPBIMr6AzlJFLfv",
+	"ZGe7llaUTbTTc3UNWHFX+a6dkyZnTJgyN4Nre7F2JAWSE6uZGxh/UVqWyxyo31109pcfBJyf64/kNllx",
+	"zeEhWJ7yo2CI3hevVuHKlgG1PNE39otDSSAE3m7xj59QIRHPPvA+fN1Y+XdAvACj+MBjtNqdWnpr1x/N",
+	"YDsPAB9glDOWV2JUR003pdklNAlbrtDGA6fhWKUezZgmdUmVkOsIU24u04C91PHngTnTV6UdsJduv7XK",
+	"RLManC9F9zGIazKMr2fAN0zk35INHAZItQ7eUtRHUIokqhNTWRQCbd5GQHnD/ni5iFszYE8R5AKZVsAU",
+	"KSHjBnmqTfjqltpuBK7GJeeqicfo9GlfL0MrhmTsSud4i3c23RIbdDx3Hj0tOUvdqUjt6E0zXjPs9i80",
+	"fKHbhCeA/33+2/Vhk+UGwOa7N8/bmw57bHVz3B0g+7vuAXNXl7ko92u36Y18JGhoeBhGyxUbXLSbPbBx",
+	"tL0FsV3z47Y5VIe4aMiydTn72wY9sztP+RQy5oAXcXNpEqbEMqQY3yRJGZ01PvUA0/A6EpQjiA0vEaJx",
+	"bSgVpkbdJl1Q2kbGINRS5Xkza3DATteyBkNB2pvlVm4061rZW+2t8PRtdWA2A/bKWcRpVRYpIzCc+8xm",
+	"D/XNdewBe4T5DqXXKNFcUhoeGbAzCIipYjWi6oZO6tSwQoTLvTt7vP8DuKRnGpzrilVqwd1gmanKUl9w",
+	"K5gwGYfiGeNxlf8wHMJmwB/T6RSqm/pqsKzkWNluxhWbCKgJVljKz1DuJLCJVNyJEG45W+mqNKKYsj76",
+	"GBJm+Kpljv4+7gEjGPdG7Pjww0fYEQEatYHlojRXegl7KajSEe1v26QOjv2joUFE1sHsaDhPB+zRVVZU",
+	"Rr4XKDG9/tGc1VE3t/54W+QJ2SFoZNQiOyg7TvWjV7t5xrgdvVS1KfFdmsT+t+/SsWpWEW7W7jWOTchs",
+	"5guMTQLQIxeqhch9gOXE9s+IJ0QlxaCU2OePUiS7ke/R3kcwCfd0OrhtNGK7hrROdHUNnz2fke5VpDUy",
+	"Q0DgCf6lhHTnMMHS0W0RzA0zWiv3vwttjJw4lkUBDkquWDhG6jnKsuUgGh7e3z842D88PDsYjobu//9+",
+	"bX3hk2g+VHTRA7TVhZcOkrxj3pQasQPDAGKEOjfiq+8YFtV1fnH6/87Pnr549OrdWcr69+ZRVee9ATut",
+	"q14A+ywrZZiuMGHPLdgU0NsQD5GmhmSdxV/z+nL/aGj2IIIphUGxisz7eqrcJlWLT4wuKiswYxG5EahV",
+	"KWphGtN42XOtFxOeoWNqUcr3jrlTvUrhIWUAdGeVKoQx8aLV5WTbwN/PpMG56W6Sx283wKB/QSUlKPpS",
+	"gQOukFNB1Uq8ky4dNVIxATfhOTXc6d2EzgAcxcVP8LWYMBnVMlm7zyP2VB7qmaDhw7ilkvq1zug/Gqqk",
+	"NF51oW2rusqAPZaKFwltFPN58v413L0haETtwkkajVYC5C259w1SIZbtL/fJdumI+X96K9c7KOkFjdIr",
+	"UZpgtLRx0iBIaJw+/BtCcB2pffWJwNrWXVoZoWK8B9YI67babMm3vEEE57owsOAZ36ogw0jJi769JCFV",
+	"fNkaGXBWro+BhiL3qOf3I/JKiEiSaD/36rDtWDWAppdiYevisqvwYkp39Gw59rpF0CTAAE1WKIsgczcU",
+	"ze8sr8/6VF6fyM8I29IJvz8czm7kGNkpowOKPeSKnwO/O89k3pVz8rrJPVnpzGbTWn+SuwbEGFZc5YWd",
+	"6epihuvo1nZS6OwS6imNFUFaouLQrM8VAzVW8SIU0iP1JEbEk+pMVgGtHFQPQrsjGGubACG7y002jGVv",
+	"+xKRx+TZybRhqBhH3WJM0aStL526fl43lSCEDKN9pwNA+gkkjE0bPRlaWR8ZzCmua0EY9K1tEBpZ4nxD",
+	"kbF4sl2xbmevF6tQHRaHF6V4QTw10wvIu3HsizARHZGjbcU3A3nQ4zerxInOOdMM8I6iQk4E/IdrfKxm",
+	"3MxwvC3tYHl+efSP49m9i/vnP05/EN/n97N7k2N+9OPhDwffD+9P74nj/Cg7nBzw4bbM9u0OrBoEeeP4",
+	"z8YwS9waYSez76bLxja4WzqJ8MbB+bMa/ABKKSAgmizB854RC5H8qSbPPfLirrj+WFFg/43IhBMVhr0X",
+	"pZyu4BOAvzA+xZr131qucl7m7Bf6WItN44dfTJ/93x/LH35+9l//LM+W/3j3+uEPT5+//vtTfficP+dv",
+	"l9dz5REP8gS/HUSw+VBuilaf1itX15pHHBNUmzcD9lQxziC/GeMB+OoNeTL+eeOOxnKmC8H66e8fUDfH",
+	"1JlCTi2q00613jthQ9bHypVxbHyvHQZPqB8PfoqcOqDCgX2IoTj6vIzD58yXljKsEPy9qC95aKWu7ACY",
+	"BT4+Voi1DIGempLFlaUaza3Yvq9p3wAVd/OtSVV2CoHXT73zq45XURV+xif6PYZw3C7Vdrn/hZW6UrnI",
+	"We7YVr9OzdkbjBU45dBYDp0DTurcoGQ4HLr/7I6M+6d3DH4BYQ2ok903lbFcKpHvUdsBFPVRIwHYVvzV",
+	"6UhhYGNVj4xBOwRpE8iswanEyTcbhu7RDMlGxESLrXq9Jdg5YQOge8UKbHSqVAOVc0L1GhJl0RTdZMaq",
+	"P+dXD/w37UNfycXsRRvgJ3mGXmmcKmazULWcQtskBHKhfrG2Y+WrCQECHrXW3Xu4hgLZsATRJt5u7qz/",
+	"oNBVjrO6M1ZzflVP/7Uo38LL90j8w6EAl7xWYgQOIVTBzYJnyLoP7rohd9NHc+k4mGRTUZagX9auc+g0",
+	"hatJ/h6w1Em5F0XhzNRkrFpLzTpW+gTWI3zFbdQcw6xcYflEt3TSMHA8OCU3ssGB4dXmM/I6CL8maJG3",
+	"rWSf4uDGvpPY19IgOpq2QW+5RmGmfhhewvzIHNeOjNY9fxwG7BT1DXCmAiPWVZGPlbjKBNT9933Suk5r",
+	"sK+lpXZvm9qjhQq0Y8ULKAgQ1BzmUfXmThTTpBJbzGo9QoINg2P12Jx+h4kG6Nv126vRaxJip/1NmUAo",
+	"cigBBKAO5YA9mAln0NDhLAW4j3Iop+Dho37N0DJy5GpmWltok7NiS2hjB/ZR7uj2QjiDaPeRbnR72bDX",
+	"4TrrI9TcrU4NmYp2FtR3Sf5IIOnGVo5VYy9PqKkb9CPyIWfN5vzSySQ9v97oNzpHn1NW4UKU+96Zk9Ld",
+	"LeAzUrNbV2qNl0DroSWefp2LO2asNro/W27WAxPSWyELCPxq3Fx6t1m8LocnYxXlm/qyzo7KsgpsOmk9",
+	"h/KmT0BHgAbjZL1jIjOOQj6Cj49VeAf6F9a9phtCKsiqt4ZUtscvI5DjWrTlNSDeI1kQclv1tHYhoqqB",
+	"TRi7JHCaMCi664h/BiwdzFcoihHi83cMe/fmOYoJt6wwQMe4oWQddkMaLHhplSgHmZ6nCUsPh0eD4eDg",
+	"4Gjwfbp3gq9FcZJxI/alMkIZaeV7AYNDY08q3Ah3i9tzhGhyFSaH6iN6wQG5SXgWT4HveVEJp84GDbel",
+	"F5NhznHRBuw0VsHgN9MBiPuwQ6n/TymWHSWlbuWE2yE2zhoSQ+nltaRGEhisuOKZLVbXKOwX3CvNEW02",
+	"cDC/f2tFCe8MBTcL4D1OvAVQiKmFfTUWGEhwU62r8Ldb2Os5McVGH+Z6Ysl2ByX0HK09lAiGI6MgPTAp",
+	"66ffHw5nWJD4aAh+x71Q3QA9l6i4BP4ZvJcNNlq7L8F14mM8wXZaVOUFxIIIu2BMAi/FWZFQ98MeKxDc",
+	"UINFKOr+iQLG1Kr4TBsBxAfBOsdcX7nfqbtoEoVBjofHdaPTdfWi0Xv0S3laqRDFNf2tb2Irm5yt5N2s",
+	"q7SSz79wEruf/vpbbG07tpmXnAJYeyP24OnDNwYl1jY/LYXJwNMdbffZ6ZufH52dnz5//uqXc/eqt2kc",
+	"IBsrR0+xjec4KXUsJNIIu++FoacVhUUs8zrJEeLC7jJwWnf9xBcPdUYJLghTGqsPlGFlICA59Rl1wQUc",
+	"RxoHh1D96u7B/c5aA3GZ641ksLEvygdIkapKaVdYaJXE8FyqM30p1Cb+tB6kPX344unL87NXzx69TJMQ",
+	"xU5PqVUcHO4R+wn7t6E/E7q4RTmVKDB7ox52eaunO7N2QWY9dQbDOx57n991vaZrsILg0L6FBxYoDjs7",
+	"g5aaCacepEgsyFaRvvEXd5AHY/VWwDHfuTh8Id2AgrcXKohgGX/HJlFRqJtzYp9qbMwp1VilV/vBEUyt",
+	"OZ0GolbpiEgW8UWXYuUsfHjaKy7BKBoesa4en2BUQTPFEF3pc8Wevn5/H3Rx6vx89/7xXqPJohmrqMni",
+	"WoPFoL37qEApvPHu+Ki7JwHTA2wa2B2L9vc1iOcDlAWb6nWCrv3l0sCZLab7TsNxDHpeFVbuE4kA/MQj",
+	"Nbw2UQ7Yf+kKNHlpfSCfcQjrc8v4WKG/D5AI4D0kRDKgQfZO3FPuEapES5hMlRBOAUxP9DtgQRFWKSsL",
+	"mHmVZbDduhyrGPRQJ3Si1xm3O9R7c3wL+7aZVv7BWI3VX/7CTutWb1Ir9+NZ7QQzrA8PYRGvSuWiZOnd",
+	"9wd3UzBbndXj/gIOcjfdA/WzqS/47FZs6gub5aTppVCjTSfiBkGR02u2hISzpbA2saP0AzCecJ4e7+xE",
+	"eaMR7B1sxjha/5kyPlj9wuPEK5FjVchLgYXtcZdDso+4kgbX/RU16PCLHK3iYDCIF3IX840XFhtlQnUI",
+	"eGqsqCtPOOswnve8lBCUgzJ/TmPzPUKceuyu5J44oOaecX9gL57jqyugqHsR9AFewxVLN7WiTKnMrq9v",
+	"uEe+F3dioYOKtIXAhigAI/GWGZRqS0/W6wZiok0hje3uPBm3m2Q/QRL4oqKNJmwkd1MAzuYOsN7c1bbp",
+	"L9pQXKlPjvU9v24PfWbYRcVB9guDLfMj6FeEs49SIci09NiXhCkCh9hy1XVf2yMHRj8oThOBLzd6LsCF",
+	"A/6gqAHpylgxB1dgZVaDeszSxDWxM4FNgTD+BG82glImDJjFHhsW3IwgHPugcaFmE9hgVnITijDPZZ4X",
+	"WFM5QGv2vOELbrtc5BXSlPCI4kZqlRO3G/CPA1zvGKNDHJ86jbE3IpelyMhiAdcqBeQG7GXcE8tZBug7",
+	"MQk7Hv6QsOPDe+jyB5hZfBgahcBO0D8NvIOykDC/hBehcSewkonItBPwiAGJvJktr1ab3twCgJxyqvte",
+	"XOMLes1Kw2Za6ap0TLFZ2CvBlsXOUsGtxKySO63aYmTCrAGX3JEnPFVHhyf2EIDhaEohvbq95DkrhLWi",
+	"NKNweOfEC35+dMYcD4SH/g8u1v8mRAxQhNOjAInobCLv8Xv96m302N3fZf7hLoKjUn8SzyL0JglFYGdg",
+	"VPh2bNhcoj5ViDpN0MHjMwndMICRNXDfCVsUFTxsQtLhyH3hD79Zf6ADhv0xVn/s7+/Df9zlBiX/Ea0j",
+	"dXuFw+V4XqP5WfNRR5fG8vnCveGdkleh+AkdcxkiA+DRcyqCyFsvMXUq/x8sfX+QoKilcPSTF6cP9t8+",
+	"OT28d98d1XEPr9aDR2E8aP4cBta4CrB3+IFeI2JXm5t0LjKdw59WmDVcTbPeBOtTKD0eL712LzRVWQuK",
+	"hzKkKFJyMZVKmBOWV1DoxreYYtCOC7yuxm0BLzDms2/EgpdgIEYxeFzRNV70R90Pc3tKJpXJtHE66S4i",
+	"6Ggp+YdvQdlqTbn2hI9S5PunNqa+hujxYGfCMHOlPXWtvS4mIc7+9ssZ6z95e3jvfmt7YTq4vl4LkMak",
+	"LA1quVMITDVBJzqcv/QfVqYxCnvfnZBUwhBTcbUgFpE66kojJEVVFuztk9N9oly44M7vHygagkgDRIWE",
+	"RvOeU6CwV6sO6inkpOTlCkCbASHkJgx+jkEoOhuZGr2k916UBg2QA2fe+0YwfCF7o97RYDg4grpVdgYW",
+	"+V2svP4vKD7QBTg5JcXzcDikmmpUwTiD+JVhZaWgLAV7arEONWSi1MWpB9icBc3LpzkmKsAn67aZMJTD",
+	"4XBLx/GbdRqnSvMbGo1Ho+dOExk0/BW90a+/JT2qf9wb9Z6784S9Ay2/ML3Rr/V8TO839+jduRPDmdm4",
+	"ig3nBt3slZPXpXZSQDjeLq6c7r7QBrM0EHu0voIv6HM7V9C98O6i4LK1dm3Yzdoy0Re2r0w08nkY0cY1",
+	"IiocrPi82LpQrxZCgYmgs2oOKV4UZz99/TRpykTK6S0ENFl3r298Jl1fup+FpfffjP78qG+whl1z2b6g",
+	"0LrL37ptLbH9wDUPrdfCEcyfccVyDdYYKJ7911QlH1ibU1W9ZsmzmTPR9khi3BseobfIaVj+dIcecASO",
+	"T5EFpCcMbFMUJlR43g3CKYvAGqXpKj7f3Ks3OMs/hU/AtyHd597waMv3YvPz+t8NrRg6vvyyLv3P1xaJ",
+	"LcFn5ZeZGb4ylH4V9QNAhXk7rb2BpJkdfC34CqC81UZ6Q5MdI0rg3QY1ytxhmVZTeeFDMIA0KAUUeeeF",
+	"8Z5u6OKnjOVFAffdMaFRzlilEeyU6t1Ao1IEISyj/rppaLeZMsVLqGyMrjOAQQQkcJPGnktjob0lSEVq",
+	"t2Mgyaxd1aZYtVDeQoErDTzs7pZ/VgKzggERGrX/TCKy2NmPqpty6rHdpa6ec4ntAa9z9wNMt/3w22c8",
+	"S3Wz0Q28MCzXh6R3jB/uel8Y4N2feB413jweHux+5J3i5OnDnh0h+2/3g75nOHV/aB6dZuzi198+tPi2",
+	"qMvORecJnmkfJWq5t11ZyGSZVdKG/nyhpgthDvqmq33dHvb+Bu6P8ekcnWaYE0qK5VhZPWDUiC2Kok5W",
+	"1Fik1W2NsqREMT1Z67AGb4e0cIZtDflY+TE7M91JY19FA0Z+BxOhapM9hqmljc6JaY14oBh4nZzSfZD9",
+	"nD6nyIhb4W0gdL/D0MAGpz34yin4QZPe6tIA1BBvK0UTu/ctdzr64oHpaQJ22bs4p6Uws9pxr+oCWk37",
+	"G5Mq/X3N5ASpxooaz/jMzw2ZCqxOVEBRhPnK7l3w0wWXzgTXWFBNWmb4VAwaIsijdrF+6f4+oHVenr54",
+	"lLJFKRVhXsD2/NvbVy/XqfRBFMSrmzX+RMUAPgmBdiXcfGiiSygtvnVGDj7LEPJNp6Qjc4OdRRm8LOMl",
+	"RapMMzHG1sTwRYXJ8cHR7ode81WheX6m9XN38uG5w8PrfCxqokM9dODZH3c/e6b1C65Wb3zrzy/HNvAg",
+	"+HN9TUYB7tOt4m9TEid7WudEof7YctSBgx3DHcAiArBlzQqMzuBnkhT0ha3k/2Xpd3i8+6GX2j7WlfqC",
+	"ssdZIttIaE0x36Hx4ro/fQjqLmgyHRJp5tM2Y6dvIDNEpqfuFxMVCaNuRo4kt7YxYn1dYoAeGdeCl5aQ",
+	"/XsjVLKu3XCnhkxSn9H68bEywqLetA5a62jLs7EfEuF7fSEQmjzGOMfKWEmRS8CAQgDCw3lboHQUnXWU",
+	"B9cF+g74O5zoh5BJGhCBtM6za8EASVsFgMMaoIqGM1b1U1on27B467wB4WlfQEQ3AZvXEtFfljnVLVUV",
+	"pHT5TPqvmWV9jKz9QjIT3SR8ne/cRHzedRJwh0PGK8yN4FYNWoG0M6gT3sqFWC8rtm5qIf08c4P4nD6F",
+	"10+fidU2W8stwzchinsS05RXkj65PN1u4NVNBpop+Ekd6AKsn8EaJUu+QoElFWX6+ToAACOBxIpyrALF",
+	"FgWwI9j0KJSH6mCwyugdTx+miIgKNlmQA5mezx35FxIDaZuNtGeQcvw5hADS9p9koeHHd1hogFut22q3",
+	"TTBSuaXCrNpLsUq/yYaPO8UvpLN6wvm5jV0FguHu75didU5WFqYFdCHr3akyHjhwEqeuIng8oESlYvfi",
+	"nO52nMa9qHlePqtA2ESwnk98ccfA12pYueXokAqfVCjsDkE8EyuQHp5mt8aSgmWGgaGMFwXUdvNT2BpS",
+	"amouo1gu5AihIxJJ2h1lEITjiywA2JOQs+6b9Zia7oiUZ1aXKZNmrFL/AJRWKiSCBi/FarSOMU63KVUb",
+	"wlHfokKf8Lxew5H3WJcTqGH557nhGgEmdxLAdu2MNAHN/Jb01tIzeqO4N5GXGze3HpoH8eZWBDt1b7tj",
+	"xsrrDWbdU0fwXcxQj+r5rB+Vr8ry+J9Ags89CD7QYYeJAX9uoMK4gdaH3YYEgpnb1kSbCq0mxs20stpx",
+	"XKvRD8frmmkYuRdjhaaHIy9IaMJ4Q1dIiTUiSkS7AJ3BTD64rX4blFCGjEIoaXw8PEIs9lIasTdgZ2GQ",
+	"oNqNvKViqck7NC/PxaLQKyjxApl+eL5QEhW577vVZah8M1G+YhPl5qf83y1WtBYMUh1q5rUZQySfbmTE",
+	"aCW6JdUddBewfnwJzryv/OGOd2Q5+BzFA6YVZiy0ABWhJBUkCrC4dCNcXzOYGAwSId/Rh+o0Me+g2GRa",
+	"fWVG1Zc5CDe37v9U6vfG1kdR/02V/pZlVVdm2BhZ7a5xh/620GC3S9ICish6eL23ddBcmunlWM2rbOaP",
+	"IOF19iHDANPbEB9aOWn6vIaGRmXQEhS67iBDtQyDKiFqHWMVTnNcwg04v3vCCJs0X7kGI0jfcCvAQNqH",
+	"/06RJUDdrb1krKLrb8ScS2cdUoJgfMUI96RPT8CsWUAhQ08n9zLAlb/nEhLmcRJ7nSHo53UF1c8a5Ymq",
+	"pGyN94TqhR9xzr8iOymi8spgl1Z/IOmgbLKX1CoIokZZqR14hTsmbm4bWz8Jw2Ym+wt+IRV4IwAfDVHL",
+	"bgMnVPda9wR0gU1hRg2gaVjSe0Mo54AVqO5RrduNrbo+JN0foI4t8ReiEroHw8PjdSzr53QsNBqgd5B1",
+	"3Son7Mk3H8NOA89EVOcPS/3bhvPS6p6827iLm3PxOCsSojShiaZd6/QOxbWyUqsUdHrfxzsdUJ5ldKfP",
+	"dKVaOH3MAYvahgHqIHj7KIWyI3Ft/2megioYFYzZS9icW1FKXkjIgXOP+8YQo1DYEgtGmkuoJRkKRSXx",
+	"MN0DTvqE+hO20b/PKZQG4RI4bWyY6jvRs/5cqspipi3L+WpfT/fnWtkZw/+mn5ZCuDHf94/F3evHqqt9",
+	"fT/960pw7Fuf/hVeRv9276J/5lzSv6jH/d56j/uf9Vi1+tzH5VmNs499f3WEd0DPdaxD0k/fnT1IG305",
+	"3Fo85CssTmr4e9BR5FwkvlRog7SmssTCSQYKtVWlYX0JWJOqJAwOtUVKv8PCK1Dk5GjIDrH5PnpxaaZ7",
+	"I0dObrQd5RZ83rhZOO63P9Xlkpe52wEahTMaEsYpDRo7EWLJEsh+ULb2fvXj5vEJg74rw6P9wx9HbHg4",
+	"OhrW8xoejYZD9uDR27NkrIYHo+Hw71B3pR7ljC8WQhlml+gMQW2FF8U+RF7XxwemNPWGDIQ6Vn3s/jLc",
+	"P7znRwGfZcPh6Gj4dzCjwuJjmkpzldPvUtZHQmG+gqCeWqESyPRwB/q7u/dw2dl36R5lyRsmCr5wp4za",
+	"1BgreA5AXWkBcIQQ0XK2srM5s7MSyjdNtJ2NlS25wmQ6M3K3h3VDEvULj8MtdMYL/Mocq7T61kZkKxp4",
+	"K+CGhBmruiUkBhjc3Aae/FNqGKOaww8haL9Ud0xdSLSPuje4SLE0bCkueJlDrVD62r8AbB/S2APvxeCf",
+	"Elc2BV+W8f0ukccY5FFYEySqFops0sOnJrqy7GjITFQAYgXEwvJKnLTaJ9Z1GOAR/V6UeSWoMDX6dici",
+	"g8oNxISpiWSdYLDkBio270HbTGmMyEd0DNzPeLC9A4+q3pYig65ncHc8HtjcpDbOyVDHCrb4aXrIyuxy",
+	"kzvN8/3P5FPzr/+TvGphdhssgdDJ7ivXlf7HQLHXsdalcBQPscuaVG+hrC1LacW6oRPQ2Ztcbg+pHGHM",
+	"xXxCRSYKAuxHPIbE0HusfTIRQtUsIGcrYQfstPaEjVX9UkMFYtfPKg6icVY/s6Gx6cRQ1cV/m5Pzb+ZX",
+	"e9iurvxRxJ5syc9vUh2ohcskxsBexQpRp0fna6DHb3T4WejwZ2csfiQRBvP4Rk5ev+Gxp7dD7dvqoALi",
+	"TcGvmjZ4c2h9GhoCRIqp9YYZmc/A2KdTcLYaUlVzssX20RaDejyshELrGbSCxaogUGFdQf/5d2cPnK1A",
+	"VdjDsauVVtRXpR0rrFsPSqyzS6ZQbGAuct+asnkAX4qrcAKdTXlN1xmsSrfr7CB2nR3sdJ19Tn/XY1nC",
+	"pLZBElosysCeQoOHb8zgkzKD16V4L8Uy6qsR7KyvjDPAKYPM3Nu/eZM/763Vi6YaOFrT/ZzGtxI2Vviw",
+	"Cj31j3Q8QWkPg0AH0JznYqxCQVJEYrhjP2CveWUwkNpmHx6jpzSUEF3nDu7Rr0JhbI3829H8tEfTre6n",
+	"Uhe7zxRS42c6VG8ElFI1HSQOvqMOVbQW4phVEZ8/cnhg6S4Qqdz4F/tqlFAdoq80xUKhX1g1pxJ1DXcq",
+	"+Urp+Z1HDt7zVZw5rzd8O3SfCfzglvdTnzpEaO8TQnt7vZQ25qcN7w7dEuua/6D0+sZEBBgPpRl9TcY7",
+	"ZqwuSp4JthCl1DmVvxPvpa4Miix0UwNyz5fpkyXUC5SlMNDimf0nLyqSbmug17GK+ld4+bchKIyzeksr",
+	"8jkPVPylbTonz6CLDK3z/0RAbJvUEOYSn4AWIW86B3i5DYVrPX0XoaSbi628gAghB5XKU3dziMl2sOtj",
+	"wtqmQPcpEf5Y9X0aeXp4PEuTEOVMD+7/MEtPWDo0KYNQrgxtA/fI7+5juh6MY5d6rLrqwlI6QBLAsTjk",
+	"O8YDKbA4rp1Re9ITFH5LXuamDhQosRxjVSJHot3lQ//2yxngfrFQbSiwWX+zAfTDeKS01Fh+rNJLmYcS",
+	"0AxzudlKV2Uo92nqznvhlYQNdL/GXGXA3gC/cawHWUJgRA3mg9Euv/DT6OD5Le4QwkAvjfP8uUIb8Tfw",
+	"s1GU47NGNeIv74AM17uxDTkMlZS/YYU/m8KAePio1m6LR30y9hkaeXXqDo6Jm442em34llYC8UTcUnAd",
+	"Yf1Qftw7AdwNCYWDA4ZyrAJrwRxkWVhf5DstEIgI/0aAFaJSiHFgPTR/wWMrvfLhPjcYqzNfMh3Gh/XY",
+	"mk9C0PdsVn/btz9ImoCYxLeUyc85VoHHgdFvGBJOWabnE6mgWL8vx15IY0U+VlALBboCQPjc43eUwEon",
+	"g7UPSMoXMr4T3drXxBVdTpjRY5U56soq0DmoGxQqVAUlwLsRAdThJLRHwng01gjxTkmpWH/tW9C3EpsX",
+	"QFi7Ndq9ug3H4SGCcnwfCV9wEurXg2KAZSfxOrSQXvDSyqwqeLmtCD08bahCOc/HKhSy94WzfQ3QRpl8",
+	"KpE/1SW70DpnfU7V/wMMlipqsuPhkOkSG4noErEo+KrQcbl+pVQXewOWuuvnOMrzTOe+oyH8DMVdoRAp",
+	"W85WCcxtrFql8n3RmRTooNUfhopqbymx77vhwpL4dqiQL6Z904BQYxv6HlxtShuDqjXXK/UJS+21I9rH",
+	"DZU+8WrDhby9s6S5fIuPANyys9Bo04z35fhq+3XDSOrjfNOqoxvXIOTPQrMSb6tICg/0fe32vU1jahyi",
+	"7lFtadN/raEFtMrNR4WPfoJhIR8uoVtrDeCLyAglyKbxfFIAb6ul9UxQLxcQEehfGl1XwrBTakpPZgEi",
+	"w0j4YAoxGrZ6wf9ZiROWa4zzV7KAzkgil9iBY+NWfGXQYnc+d8OKO/SEbwDj3QYzMWCv3IWupl0qHVzc",
+	"ASoOOHmQt9CjxqldE55dDho9WSSVweU2ajyhS5ZCx7Q0joQ6NmeY0VoBMnGhjZETQDUKxZSQkOslDSo1",
+	"J6SACF4W0tmC/u2+uRS+vRRsXtmKF8Wq1mlAiYDOfU7b2NBgqG4nTa3bvDCAjlKGT8UoOphk2FG9nbGC",
+	"xFUCXoemH/3D4QHARElZbaqovhhr+AEqtmNHwginjXIYocTYc+hwOFwDVIdJ2X1o5bkS+YjZshJpQsBH",
+	"yKsDD3LHiMaqMSTOcjmdCnBqwKh8C+oBewYlIUtqXBgqi28q/E1Ffri5vHGphWifIG/ut89UJY6byz+r",
+	"Opxblk7uR9uDrbSI5Js0F+hjnZ7XiKrWagk16t8UmtXEYJwBe4l0AjY8dBnyzWXc/lJPJDe3DqLr6JJQ",
+	"LPnKsBSI8YTNeXlpgABJYy7pSYy7rE930GtvSSzBhHLy+dee+z3q2ly3i/iQfNqauxu27CzuARSt139n",
+	"eOcn7dXwGp/aHFlCipWGLUVR7GNrSDapbOhI2u/sHehYFdrNcRvBPZA+G9o1uy30FTchAkd1tJs8cfAV",
+	"yPq3AUzn5e/NZH4zEoQW4cSXct2lCECFVGnFHJrhNu3KlAGmCJExSkDfzQl3p11XjjuVcjFg0PkYNog6",
+	"Qop8rKDasNUl7JdvtmEL4mHoGXBUAE1XfF4qNUdZQFqHmMNnPcUAMAfruY69UpH+PoYVGPdGbDAYfMD0",
+	"k9/HPSAP9ysR8Yd0wE4VznLOV+BYx8q0UMJV1qQDVQ+SthvKiDlXVmbGdy/bqH04Vs+MVBcFOrRYnzek",
+	"wFh5vgiDqdUEbonxQOZV2RT+ewP2yqc7Bdfbetpwgg4KaGDtk26wg6JED4U/AseHP4ZeKW5FB6H3nqTe",
+	"kzNRBKUA8Wl6ukYdCSzh2vKx/oF79PDePZbNeMkzpwfsQddTOtNkHOGaQaKE++6duoGLDyCYcP5Na10R",
+	"7NZPq7KAHqVQhncw51fnwX0yGAz2klAWO8X0FYjRaKg+T35HmDK2eo2Ozl/ojyO3+KeQ0Cbmjbg+h6r1",
+	"DJt4M2pfejwc+kkkMC/iatAj0ale/upJUI2x7L47MtTPV7nlgbgUlW8csLOlpm1dUz5H1AbS6ePuKxLF",
+	"sqMfMlEjmpsymWNX4YIaFeGg4j3cvxSr/VI4lplGc8EOYMrTLSKLqBoeZPfUMj+JeKwX/96rip2Zoanb",
+	"TBci6tUbdV/yTY/WljmB0fa1okSpFAlxDx4dK/rTp8dAA2JHC5BCRU3fwVd5kAyHQ6SN44Oj1ofFFbZ0",
+	"PjpkL+RPrK/LhMnpWIG/glozISnuw2zAGbF3UnPSO8Z3vZOUWC1yzJZrEnGtokmoHA3s0s6E2qaAm5+A",
+	"s38eLRre/Sep0fRtfHuXAvHqOiLiWyrO1xa9CtoNtrqFo1fjSkizcMfh45UeBEpuaa2COTdJ/FVfCSME",
+	"d6iBMQgUqGoBArZRFhrlgI/bOB4AbBYL1Gda5ZhEGaXuEmf2p2mvXRLeIz4dM9BlXccd9F4xteBa8ZiX",
+	"OgNoppdszpWvGk840Wa0hZpOb5zfyc3jTGMVBZqQsTWjNGmYXwO+yuxMV4ayDTllIgPb9BfGKtPzubQW",
+	"CuR5FY0A9PAQcGF6JzmToKKYI69oFUfBEraMWz2XGbJ7PlYY2fIV9gnrhwmobq00dtPG7Kt6TdkbUOO8",
+	"1APO73O4lqQWuJ3q4N1wlw+mfA62jV94DAHLL8228dtvgC93ce0nnkQpHNcg1G+Qgc+V/4jnw7dBM5fI",
+	"rRAlg5Htj2e3u3Ifid2GQDOdko2caMSUZtOqBLXYR1adLsdz0ezMjsApKPRApJT6vhzhMxPhZhtB6XWJ",
+	"DdI9b+2nOfbWFxDNp7bm9Rv3xoq6Xk1aGPxaaf1xwB5GrDugkadi6WQFmE1zWRTS10Dq3xs6KXh/yOaG",
+	"TVZj5Ws1REnk0PSNsu1r1hfDPwrBITJ8xTNbrKBOAdbS8IzRPYHR+XiwzGq9jT/1/gQvqXe5JUzpZbT6",
+	"/+1Ax8NrMIQHWk0Lmdmvh4Pg2b0Vr9iQPvomCo3AgW16rU+bTWw6TymwjfqcumehKeNUl1h5JjhJQtsc",
+	"1k+fvHr17Jcnjx49P3/z6OzRy7Onr16mCfue5Xxl4qopdWURPxKsMurOKmYvBySc9zWMQqkKhWqLG9Lx",
+	"8Li7mdaffNK+wfk/Q67rzU/J7bLY3OZu79b1Qr8HSPMOg8Zqgj2j5Ahx2CjI24+0fK3EWAXzJWn5odBF",
+	"yMGn5gu0YEAZsH5elofqOjOhTppDRLX8jqkH4mtSeVAw4gidFAs4Jo+o22A9gR106ivhEKYDAIql+zjN",
+	"Uk/Zv0SpEzYXXAETOgH8m3tqIlbah+F8R3oaM3RYBUJ3zOXo/r11PiIN41kmFtCt8XRtB+pqPHWI3Wf0",
+	"YlADg9R+9aD8SyUSqqVaoAcbQSl0Dyzc3BHAgL3Q71Hdg4+hg1AaCIE7vVCNVVZoI3ydfl3kXolQsfIF",
+	"HwINDJZ9/XNOp3I71dCEwNt7M1WIXUcTgogjEQ1FQdtKToLVAr0q1Jlo5fOePSf+9CZZ/ZGvLCodQpxU",
+	"uyocrW/61r8vQFzU9Thur6+t2XYBibqj+QEpaAGjGpxljsyMZlNeJo6/RP0NIBmK3k6drSPVCpLCyFFD",
+	"KOlYlZtBViakavaNEC3fEww93RuhNgbYn03KmAe5nvp5fs660fiNrdlhodskSSvwaEdtITHX7Zv29qlx",
+	"dtx39GxTsvmiKt36AcQ43s2Tp2MtcUf8n8c2VW1qkYzANt9OCoeEabjglbNYyXRHd6zWFYQoRwNUmxiR",
+	"R/FZjzYMOELAaYTCdwuZXYKRWC0GY/XOgMPWakC6I8ydgP+svyVbYI/tgsEn2BNjrKD+Fq9vIKYPoHpa",
+	"obryKtUG9YkuEcyF8ksAZ+IDoAEo5ZXXBkQwoZhnpherkXtkH7o4S1ijSmESOdZzbKQF1LmCAVDm8wXr",
+	"zDu3rqhbhcZNY8U24c/omT7FeKn9bqTgUwS5VsR9dwBaNPRBMZaLvEKuKbDEI8a9l7Io3M36QknTyG46",
+	"wVqw4O+n+AhtAAQR6i1ALBzDV+WlXvgSkwVfsUpBJUgJboEL35sY+qOADHJrG4yNeHUhdGCs0+YDzdoY",
+	"GKZLeSEVgFODPk5r2VESN98/tTE+xMZEEGQg9g2uu7gjIdXnBd5OM5O18+ROhwEAMyNxQ+B6g72GoXgP",
+	"BkciCT3jOSr4R5EECnlaMng52DGUg21Nkz4UZmgAJnicEvSiQzZHCS51/g5BB9zLw5pgrrjIfR19X/cE",
+	"JngWGk1PqvxC2OB7nZbCzGqHTMBCqKSe8pyvECWMMcm0gRuBUp2NgVQqB4eQabS2jozgCc8u9XSKYwiJ",
+	"qTiGdC7VOd2QDlgavuM+4QbiTgNaPIg8aA/HMcTIte0o0NMPEvE1Mo5g+1EETHwIyxlOkXlZV+f3b4/W",
+	"AIOXmVNI8hq2gAgSqIMalpbqXHjbe4PjP4mtYZA8te0Ip5H6aKPqt+Qe0Fx7/TyimiMmJi85JGmzRVUu",
+	"tEGUN3QhIgd+feSCAx+tRUwQS3NhuSxSgh4BG4UVRUyVZ9ZSQSCw4KvItqYwY8DQ2FEtFAL1kcxBk16a",
+	"mouNlS5RiNWlvb1sWQm7qSs/juIr8dpHWgBSPsLYNqkCUJDsv6W5+SXBtJ72NhyrpHWoGj7zE/TrkOrn",
+	"cy9I90PLK5SkC8wG6wOsHxQSRD7t72uwh+HQUQokHK9YZbiddbzWTHQhn4lVaCQK7sGuBMlTKpVdN2DG",
+	"e2vpEUpF1BGK04cP30Dfy6oseqPezNrF6O5deNFMGzv6YfjDENR7msh62p/YdwKpLiWBWT4Rqt1JVR5l",
+	"fFB+Ga7Iel7c6Xq77ISqt1Bvt9DccBW9Drr5rL/tDVWMafUeC4VnTNyI1YOFote209y78vg0yaI8fteO",
+	"jqjuhyUh8OhT2C2yI7OSuvrA2rpHKztDbGXwYzQ29MXTl+dnr549epnGL4eOsusvfyJ4YWcJ5MxLJYxJ",
+	"2FzYEiDIoG06CaKzai6UdfI4/rrU8fCD1DDOwvz/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

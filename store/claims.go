@@ -24,7 +24,7 @@ import (
 // changed after the statement's snapshot is skipped, like any claim lost to a
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
 // none shadows a task column: the RETURNING list is claimedColumns, read by
-// the one task scanner, plus the signing secret, the body's size, the
+// the one task scanner, plus the signing secrets, the body's size, the
 // tenant's max_timeout and the private ranges granted to it.
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
@@ -39,11 +39,11 @@ UPDATE tasks t
 SET status = 'dispatching', attempts = t.attempts + 1, claim_token = $3, claimed_by = $5,
 	lease_expires_at = now() + (t.timeout_ms * interval '1 millisecond') + $4::interval,
 	updated_at = now()
-FROM due, (SELECT id AS signing_tenant, signing_secret,
+FROM due, (SELECT id AS signing_tenant, signing_secrets,
 		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
-RETURNING ` + claimedColumns + `, tn.signing_secret, octet_length(t.body), tn.tenant_max_timeout,
+RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
 	tn.target_allow_cidrs`
 
 // claimedColumns is taskColumns with the body left out (NULL) when it is
@@ -113,7 +113,7 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[*model.ClaimedTask] {
 	return func(r pgx.CollectableRow) (*model.ClaimedTask, error) {
 		var c model.ClaimedTask
 		var maxTimeoutNs int64
-		err := scanTaskInto(r, &c.Task, &c.SigningSecret, &c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs)
+		err := scanTaskInto(r, &c.Task, &c.SigningSecrets, &c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs)
 		c.TenantMaxTimeout = time.Duration(maxTimeoutNs)
 		c.Attempt = c.Attempts
 		c.ClaimToken = token

@@ -466,14 +466,15 @@ func TestClaimTasks(t *testing.T) {
 	require.NotEqual(t, uuid.Nil, token)
 	require.NotEqual(t, firstClaim.ClaimToken, token)
 	wantAttempt := map[uuid.UUID]int{due.ID: 1, otherTenants.ID: 1, retrying.ID: 3, atNow.ID: 1}
-	wantSecret := map[uuid.UUID]string{due.ID: tenant.SigningSecret, otherTenants.ID: other.SigningSecret,
-		retrying.ID: tenant.SigningSecret, atNow.ID: tenant.SigningSecret}
+	wantSecret := map[uuid.UUID][]model.SigningSecret{due.ID: tenant.SigningSecrets, otherTenants.ID: other.SigningSecrets,
+		retrying.ID: tenant.SigningSecrets, atNow.ID: tenant.SigningSecrets}
 	for id, c := range byID {
 		require.Equal(t, token, c.ClaimToken, "one token per claim call")
 		require.Equal(t, model.StatusDispatching, c.Status)
 		require.Equal(t, wantAttempt[id], c.Attempt)
 		require.Equal(t, wantAttempt[id], c.Attempts)
-		require.Equal(t, wantSecret[id], c.SigningSecret)
+		require.Equal(t, secretIDs(wantSecret[id]), secretIDs(c.SigningSecrets))
+		require.Equal(t, wantSecret[id][0].Value, c.SigningSecrets[0].Value)
 		require.Equal(t, "https://receiver.example/hooks/order", c.URL)
 		require.Equal(t, map[string]string{"Content-Type": "application/json", "X-Order": "42"}, c.Headers)
 		require.Equal(t, []byte(`{"order": 42}`), c.Body)
@@ -1356,7 +1357,7 @@ func TestClaimCarriesTenantMaxTimeout(t *testing.T) {
 	ctx := context.Background()
 	db, pool := openDB(t)
 	limited, free := createTenant(t, db), createTenant(t, db)
-	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxTimeout: 7 * time.Second})
+	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxTimeout: 7 * time.Second}, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 	require.NoError(t, err)
 	now := dbNow(t, pool)
 	for _, tc := range []struct {

@@ -18,3 +18,10 @@ const (
 	QueryClaimTasks     = queryClaimTasks
 	QueryRecordAttempts = queryRecordAttempts
 )
+
+// QueryPurgeFinished and QueryOldestFinished are the exact SQL of
+// PurgeFinished and OldestFinished, for EXPLAIN.
+const (
+	QueryPurgeFinished  = queryPurgeFinished
+	QueryOldestFinished = queryOldestFinished
+)

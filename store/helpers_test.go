@@ -76,17 +76,25 @@ func randomHex(t *testing.T, n int) string {
 // createTenant stores a tenant with a random signing secret and one API key.
 func createTenant(t *testing.T, db *store.DB) *model.Tenant {
 	t.Helper()
+	tenant, _ := createTenantWithKey(t, db)
+	return tenant
+}
+
+// createTenantWithKey is createTenant, also returning the key's public id.
+func createTenantWithKey(t *testing.T, db *store.DB) (*model.Tenant, string) {
+	t.Helper()
 	secret := make([]byte, 32)
 	_, err := rand.Read(secret)
 	require.NoError(t, err)
 	tenant := &model.Tenant{
-		ID:            uuid.Must(uuid.NewV7()),
-		Name:          "tenant-" + randomHex(t, 4),
-		SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(secret),
+		ID:   uuid.Must(uuid.NewV7()),
+		Name: "tenant-" + randomHex(t, 4),
+		SigningSecrets: []model.SigningSecret{{ID: "ss_" + randomHex(t, 6),
+			Value: "whsec_" + base64.StdEncoding.EncodeToString(secret), CreatedAt: time.Now()}},
 	}
-	key := &model.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
-	require.NoError(t, db.CreateTenant(context.Background(), tenant, key))
-	return tenant
+	key := &model.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8)), Scopes: []model.Scope{model.ScopeAll}}
+	require.NoError(t, db.CreateTenant(context.Background(), tenant, key, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
+	return tenant, key.ID
 }
 
 // dbNow is Postgres's clock, which the claim and lease queries compare with.
@@ -254,3 +262,11 @@ func requireSameDue(t *testing.T, want, got []store.DueTask) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func secretIDs(secrets []model.SigningSecret) []string {
+	ids := make([]string, len(secrets))
+	for i, s := range secrets {
+		ids[i] = s.ID
+	}
+	return ids
+}

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,22 +18,6 @@ import (
 )
 
 func ptrTo[T any](v T) *T { return &v }
-
-// createTenantWithKey is createTenant, also returning the key's public id.
-func createTenantWithKey(t *testing.T, db *store.DB) (*model.Tenant, string) {
-	t.Helper()
-	secret := make([]byte, 32)
-	_, err := rand.Read(secret)
-	require.NoError(t, err)
-	tenant := &model.Tenant{
-		ID:            uuid.Must(uuid.NewV7()),
-		Name:          "tenant-" + randomHex(t, 4),
-		SigningSecret: "whsec_" + base64.StdEncoding.EncodeToString(secret),
-	}
-	key := &model.APIKey{ID: randomHex(t, 8), SecretHash: []byte("hash-" + randomHex(t, 8))}
-	require.NoError(t, db.CreateTenant(context.Background(), tenant, key))
-	return tenant, key.ID
-}
 
 // TestTenantLimits: limits are stored whole with the tenant, come back with
 // it wherever a tenant is read (authentication included), and are replaced
@@ -57,7 +39,7 @@ func TestTenantLimits(t *testing.T) {
 			"slow.example":    {DispatchConcurrency: ptrTo(0)},
 		},
 	}
-	set, err := db.SetTenantLimits(ctx, tenant.ID, limits)
+	set, err := db.SetTenantLimits(ctx, tenant.ID, limits, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 	require.NoError(t, err)
 	require.Equal(t, limits, set.Limits)
 	require.Equal(t, tenant.Name, set.Name)
@@ -72,11 +54,11 @@ func TestTenantLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, limits, only)
 
-	set, err = db.SetTenantLimits(ctx, tenant.ID, model.Limits{MaxPendingTasks: 1})
+	set, err = db.SetTenantLimits(ctx, tenant.ID, model.Limits{MaxPendingTasks: 1}, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 	require.NoError(t, err)
 	require.Equal(t, model.Limits{MaxPendingTasks: 1}, set.Limits, "replaced as a whole")
 
-	_, err = db.SetTenantLimits(ctx, uuid.New(), limits)
+	_, err = db.SetTenantLimits(ctx, uuid.New(), limits, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = db.TenantLimits(ctx, uuid.New())
 	require.ErrorIs(t, err, model.ErrNotFound)

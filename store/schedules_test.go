@@ -506,7 +506,7 @@ func TestMaterializeSkipsOverQuota(t *testing.T) {
 	ctx := context.Background()
 	db, pool := openDB(t)
 	limited, free := createTenant(t, db), createTenant(t, db)
-	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxPendingTasks: 5})
+	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxPendingTasks: 5}, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 	require.NoError(t, err)
 	now := dbNow(t, pool).Truncate(time.Second)
 	first := now.Add(time.Second)

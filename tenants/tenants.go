@@ -1,51 +1,48 @@
-// Package tenants manages hookwheel's customers: tenants, their API keys
-// (shown once, stored only as a hash behind a public key id), their webhook
-// signing secrets and settings, and it tells which tenant an API key belongs
-// to. It knows nothing of HTTP: reading the key off a request is the API's.
+// Package tenants manages hookwheel's customers and their credentials:
+// tenants and their settings; API keys (shown once, stored only as a hash
+// behind a public key id, with scopes, expiry and last use); webhook signing
+// secrets (rotated with a grace period, sealed at rest under the
+// installation's keyring); and the audit log of every change to them. It
+// tells which tenant and key an API key is. It knows nothing of HTTP:
+// reading the key off a request is the API's.
 package tenants
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base32"
-	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/signing"
-)
-
-// ErrUnauthenticated is returned for a missing, malformed, unknown or revoked key.
-var ErrUnauthenticated = errors.New("invalid API key")
-
-// keyEncoding spells key ids and secrets in lowercase letters and digits
-// only, so a key survives copy-paste, URLs and shell quoting.
-var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-const (
-	keyPrefix      = "hw_"
-	keyIDBytes     = 8  // 13 characters: unique enough to find the row, and public
-	keySecretBytes = 20 // 160 random bits
 )
 
 // Store is where tenants and keys live: the store methods the Service calls.
-// *store.DB is one.
+// *store.DB is one. Each change takes the audit entry that records it, to be
+// written in the same transaction.
 type Store interface {
-	CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey) error
-	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
-	RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string) error
+	CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey, audit model.AuditEntry) error
 	GetTenant(ctx context.Context, id uuid.UUID) (*model.Tenant, error)
-	SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error)
-	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error)
-	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix) (*model.Tenant, error)
+	SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error)
+
+	CreateAPIKey(ctx context.Context, key *model.APIKey, audit model.AuditEntry) error
+	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
+	ListAPIKeys(ctx context.Context, tenantID uuid.UUID) ([]model.APIKey, error)
+	RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string, audit model.AuditEntry) (*model.APIKey, error)
+	TouchAPIKeys(ctx context.Context, lastUsed map[string]time.Time) error
+
+	UpdateSigningSecrets(ctx context.Context, tenantID uuid.UUID,
+		change func([]model.SigningSecret) ([]model.SigningSecret, error), audit *model.AuditEntry) (*model.Tenant, error)
+	TenantIDsAfter(ctx context.Context, after uuid.UUID, limit int) ([]uuid.UUID, error)
+
+	RecordAudit(ctx context.Context, entry model.AuditEntry) error
+	ListAudit(ctx context.Context, f model.AuditFilter) ([]model.AuditEntry, error)
 }
 
 // Config configures a Service.
@@ -58,14 +55,33 @@ type Config struct {
 	// UnknownKeys bounds how many such ids are remembered; the oldest go
 	// first. Default 10,000.
 	UnknownKeys int
+	// KeyCacheTTL is how long a key found valid is answered from memory
+	// with its tenant: a key revoked on another node is refused here within
+	// this time (a revocation on this node, at once), a tenant's changed
+	// limits apply as late. Default 2s; negative disables the cache, so
+	// that every call reads the key from Postgres.
+	KeyCacheTTL time.Duration
+	// KeyCacheSize bounds the keys cached. Default 10,000.
+	KeyCacheSize int
+	// Keyring seals new signing secrets and opens stored ones. Default:
+	// the empty keyring, which stores them in plaintext.
+	Keyring *keyring.Keyring
+	// Usage receives each key's use, to record last_used_at. Default:
+	// none recorded.
+	Usage *UsageRecorder
 	// Clock defaults to the real clock.
 	Clock clock.Clock
 }
 
-// Service creates tenants and authenticates their keys.
+// Service creates tenants, authenticates their keys and manages their
+// credentials.
 type Service struct {
 	store   Store
+	clock   clock.Clock
+	keyring *keyring.Keyring
+	usage   *UsageRecorder
 	unknown *unknownKeys
+	keys    *keyCache
 }
 
 // New returns a Service.
@@ -76,10 +92,26 @@ func New(cfg Config) *Service {
 	if cfg.UnknownKeys <= 0 {
 		cfg.UnknownKeys = 10_000
 	}
+	if cfg.KeyCacheTTL == 0 {
+		cfg.KeyCacheTTL = 2 * time.Second
+	}
+	if cfg.KeyCacheSize <= 0 {
+		cfg.KeyCacheSize = 10_000
+	}
+	if cfg.Keyring == nil {
+		cfg.Keyring = &keyring.Keyring{}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	return &Service{store: cfg.Store, unknown: newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock)}
+	return &Service{
+		store:   cfg.Store,
+		clock:   cfg.Clock,
+		keyring: cfg.Keyring,
+		usage:   cfg.Usage,
+		unknown: newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock),
+		keys:    newKeyCache(cfg.KeyCacheSize, cfg.KeyCacheTTL, cfg.Clock),
+	}
 }
 
 // Created is a new tenant with the credentials shown to its owner once.
@@ -87,98 +119,34 @@ type Created struct {
 	Tenant model.Tenant
 	// APIKey is the full key, "hw_<key id>_<secret>"; only its hash is stored.
 	APIKey string
+	// SigningSecret is the plaintext of the tenant's first signing secret.
+	SigningSecret string
 }
 
-// Create makes a tenant with a fresh API key and signing secret.
-func (s *Service) Create(ctx context.Context, name string) (*Created, error) {
+// Create makes a tenant with a fresh full-access API key and signing secret.
+func (s *Service) Create(ctx context.Context, name string, actor string) (*Created, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("create tenant id: %w", err)
 	}
-	secret, err := signing.NewSecret()
+	secret, plain, err := s.newSigningSecret(id)
 	if err != nil {
 		return nil, err
 	}
-	apiKey, stored, err := newAPIKey(id)
+	apiKey, stored, err := newAPIKey(id, KeySpec{Name: "initial", Scopes: []model.Scope{model.ScopeAll}}, actor)
 	if err != nil {
 		return nil, err
 	}
-	t := model.Tenant{ID: id, Name: name, SigningSecret: secret}
-	if err := s.store.CreateTenant(ctx, &t, stored); err != nil {
+	t := model.Tenant{ID: id, Name: name, SigningSecrets: []model.SigningSecret{secret}}
+	audit := model.AuditEntry{TenantID: &id, Actor: actor, Action: "tenant.created",
+		Detail: map[string]any{"name": name, "key_id": stored.ID, "signing_secret_id": secret.ID}}
+	if err := s.store.CreateTenant(ctx, &t, stored, audit); err != nil {
 		return nil, err
 	}
 	// Key ids are random, so one tried before it existed is all but
 	// impossible; a new key must work at once all the same.
 	s.unknown.forget(stored.ID)
-	return &Created{Tenant: t, APIKey: apiKey}, nil
-}
-
-func newAPIKey(tenantID uuid.UUID) (string, *model.APIKey, error) {
-	raw := make([]byte, keyIDBytes+keySecretBytes)
-	if _, err := rand.Read(raw); err != nil {
-		return "", nil, fmt.Errorf("generate api key: %w", err)
-	}
-	keyID := keyEncoding.EncodeToString(raw[:keyIDBytes])
-	secret := keyEncoding.EncodeToString(raw[keyIDBytes:])
-	return keyPrefix + keyID + "_" + secret, &model.APIKey{ID: keyID, TenantID: tenantID, SecretHash: hashSecret(secret)}, nil
-}
-
-// hashSecret is a single SHA-256: the secret holds 160 random bits, so there
-// is nothing for a slow password hash to protect against, and authenticating
-// a request stays a microsecond affair (GitHub and Stripe tokens are stored
-// the same way).
-func hashSecret(secret string) []byte {
-	sum := sha256.Sum256([]byte(secret))
-	return sum[:]
-}
-
-// parseAPIKey splits "hw_<key id>_<secret>".
-func parseAPIKey(key string) (keyID, secret string, ok bool) {
-	rest, ok := strings.CutPrefix(key, keyPrefix)
-	if !ok {
-		return "", "", false
-	}
-	keyID, secret, ok = strings.Cut(rest, "_")
-	if !ok || keyID == "" || secret == "" || len(keyID) > 64 || len(secret) > 128 {
-		return "", "", false
-	}
-	// Only keyEncoding's alphabet: anything else (invalid UTF-8 included,
-	// which Postgres refuses with an error rather than "no such key") cannot
-	// be a key, and is refused without a query.
-	if !inKeyAlphabet(keyID) || !inKeyAlphabet(secret) {
-		return "", "", false
-	}
-	return keyID, secret, true
-}
-
-// inKeyAlphabet reports whether s uses only the characters keyEncoding writes.
-func inKeyAlphabet(s string) bool {
-	for i := range len(s) {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}
-
-// Authenticate returns the tenant a key belongs to, or ErrUnauthenticated.
-func (s *Service) Authenticate(ctx context.Context, apiKey string) (*model.Tenant, error) {
-	keyID, secret, ok := parseAPIKey(apiKey)
-	if !ok || s.unknown.known(keyID) {
-		return nil, ErrUnauthenticated
-	}
-	stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
-	if errors.Is(err, model.ErrNotFound) {
-		s.unknown.remember(keyID)
-		return nil, ErrUnauthenticated
-	}
-	if err != nil {
-		return nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
-	}
-	if subtle.ConstantTimeCompare(stored.SecretHash, hashSecret(secret)) != 1 || stored.RevokedAt != nil {
-		return nil, ErrUnauthenticated
-	}
-	return tenant, nil
+	return &Created{Tenant: t, APIKey: apiKey, SigningSecret: plain}, nil
 }
 
 // Get reads a tenant.
@@ -187,31 +155,62 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*model.Tenant, error) 
 }
 
 // SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.
-func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r model.RetryDefaults) (*model.Tenant, error) {
-	return s.store.SetTenantRetry(ctx, id, r)
+func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r model.RetryDefaults, actor string) (*model.Tenant, error) {
+	detail := map[string]any{"max_attempts": r.MaxAttempts, "min_backoff": durationText(r.MinBackoff),
+		"max_backoff": durationText(r.MaxBackoff)}
+	return s.changed(s.store.SetTenantRetry(ctx, id, r, s.audit(id, actor, "tenant.retry_changed", detail)))
 }
 
 // SetLimits replaces a tenant's rate limits and quotas as a whole. API limits
-// apply from the tenant's next call (they are read with its key); dispatch
-// limits within the dispatchers' cache time of a few seconds.
-func (s *Service) SetLimits(ctx context.Context, id uuid.UUID, l model.Limits) (*model.Tenant, error) {
-	return s.store.SetTenantLimits(ctx, id, l)
-}
-
-// KeyID returns the public id of a well-formed key, for logs and revocation.
-func KeyID(apiKey string) (string, bool) {
-	keyID, _, ok := parseAPIKey(apiKey)
-	return keyID, ok
-}
-
-// Revoke makes one of a tenant's keys unusable.
-func (s *Service) Revoke(ctx context.Context, tenantID uuid.UUID, keyID string) error {
-	return s.store.RevokeAPIKey(ctx, tenantID, keyID)
+// apply on this node from the tenant's next call, on others within
+// KeyCacheTTL (they are read with its key); dispatch limits within the
+// dispatchers' cache time of a few seconds.
+func (s *Service) SetLimits(ctx context.Context, id uuid.UUID, l model.Limits, actor string) (*model.Tenant, error) {
+	return s.changed(s.store.SetTenantLimits(ctx, id, l, s.audit(id, actor, "tenant.limits_changed", map[string]any{"limits": l})))
 }
 
 // SetTargetGrants replaces the private ranges this tenant's webhooks may
 // reach. The API checks new tasks against them at once; dispatchers read
 // them with every claim.
-func (s *Service) SetTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix) (*model.Tenant, error) {
-	return s.store.SetTenantTargetGrants(ctx, id, cidrs)
+func (s *Service) SetTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, actor string) (*model.Tenant, error) {
+	list := make([]string, len(cidrs))
+	for i, p := range cidrs {
+		list[i] = p.String()
+	}
+	return s.changed(s.store.SetTenantTargetGrants(ctx, id, cidrs,
+		s.audit(id, actor, "tenant.target_grants_changed", map[string]any{"target_allow_cidrs": list})))
+}
+
+// SetRetention sets how long the tenant's finished tasks and their attempts
+// are kept before they are purged; nil goes back to the node default. The
+// purger applies it on its next pass, to tasks already finished too.
+func (s *Service) SetRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, actor string) (*model.Tenant, error) {
+	return s.changed(s.store.SetTenantRetention(ctx, id, retention,
+		s.audit(id, actor, "tenant.retention_changed", map[string]any{"retention": durationText(retention)})))
+}
+
+// changed passes on the result of a change to a tenant, dropping the
+// tenant's cached keys so that this node sees the change at once.
+func (s *Service) changed(t *model.Tenant, err error) (*model.Tenant, error) {
+	if t != nil {
+		s.keys.forgetTenant(t.ID)
+	}
+	return t, err
+}
+
+func (s *Service) audit(tenantID uuid.UUID, actor, action string, detail map[string]any) model.AuditEntry {
+	return model.AuditEntry{TenantID: &tenantID, Actor: actor, Action: action, Detail: detail}
+}
+
+func durationText(d *time.Duration) any {
+	if d == nil {
+		return nil
+	}
+	return d.String()
+}
+
+// ListAudit returns audit entries, newest first: one tenant's, or with a nil
+// tenant every entry.
+func (s *Service) ListAudit(ctx context.Context, f model.AuditFilter) ([]model.AuditEntry, error) {
+	return s.store.ListAudit(ctx, f)
 }

@@ -20,15 +20,16 @@ func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
-	acme, err := svc.Create(ctx, "acme")
+	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
-	other, err := svc.Create(ctx, "other")
+	other, err := svc.Create(ctx, "other", model.ActorCLI)
 	require.NoError(t, err)
 
 	got, err := svc.Authenticate(ctx, acme.APIKey)
 	require.NoError(t, err)
-	require.Equal(t, acme.Tenant.ID, got.ID)
-	require.Equal(t, "acme", got.Name)
+	require.Equal(t, acme.Tenant.ID, got.Tenant.ID)
+	require.Equal(t, "acme", got.Tenant.Name)
+	require.Equal(t, []model.Scope{model.ScopeAll}, got.Key.Scopes, "a tenant's first key holds every scope")
 
 	keyID, ok := tenants.KeyID(acme.APIKey)
 	require.True(t, ok)
@@ -52,7 +53,8 @@ func TestAuthenticate(t *testing.T) {
 		require.ErrorIs(t, err, tenants.ErrUnauthenticated, name)
 	}
 
-	require.NoError(t, svc.Revoke(ctx, acme.Tenant.ID, keyID))
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, keyID, model.ActorCLI)
+	require.NoError(t, err)
 	_, err = svc.Authenticate(ctx, acme.APIKey)
 	require.ErrorIs(t, err, tenants.ErrUnauthenticated, "a revoked key")
 	_, err = svc.Authenticate(ctx, other.APIKey)
@@ -89,8 +91,10 @@ func TestAuthenticateRemembersUnknownKeys(t *testing.T) {
 	ctx := context.Background()
 	db := &countingStore{DB: testenv.DB(t)}
 	clk := clock.NewFake(time.Now())
-	svc := tenants.New(tenants.Config{Store: db, Clock: clk, UnknownKeyTTL: 10 * time.Second})
-	acme, err := svc.Create(ctx, "acme")
+	// Without the key cache, so that every lookup that is not refused from
+	// the unknown-key memory reaches the store.
+	svc := tenants.New(tenants.Config{Store: db, Clock: clk, UnknownKeyTTL: 10 * time.Second, KeyCacheTTL: -1})
+	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	keyID, _ := tenants.KeyID(acme.APIKey)
 
@@ -112,6 +116,6 @@ func TestAuthenticateRemembersUnknownKeys(t *testing.T) {
 	}
 	got, err := svc.Authenticate(ctx, acme.APIKey)
 	require.NoError(t, err, "wrong secrets tried against a key never lock its owner out")
-	require.Equal(t, acme.Tenant.ID, got.ID)
+	require.Equal(t, acme.Tenant.ID, got.Tenant.ID)
 	require.EqualValues(t, 6, db.lookups.Load(), "a real key id is always looked up")
 }

@@ -4,6 +4,8 @@
 //	hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
 //	hookwheel migrate
 //	hookwheel tenant create --name NAME
+//	hookwheel keys create|list|revoke --tenant ID ...
+//	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
 //
 // Configuration comes from the environment; see README.md.
@@ -31,9 +33,10 @@ import (
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/keyring"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
-	"github.com/hookwheel/hookwheel/tenants"
 )
 
 const usage = `hookwheel schedules HTTP webhooks and fires them on time.
@@ -42,6 +45,10 @@ Usage:
   hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
   hookwheel migrate
   hookwheel tenant create --name NAME
+  hookwheel keys create --tenant ID [--name NAME] [--scopes tasks:read,...] [--expires-in 720h]
+  hookwheel keys list --tenant ID [--json]
+  hookwheel keys revoke --tenant ID KEY_ID
+  hookwheel secrets rekey
   hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
 
 Environment:
@@ -49,12 +56,15 @@ Environment:
   DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
   REDIS_URL               Redis (default redis://localhost:6379/0)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
+                          are stored encrypted (default: plaintext)
   HOOKWHEEL_ALLOW_PRIVATE_TARGETS  true lets webhooks reach loopback and private addresses (default false)
   HOOKWHEEL_TARGET_ALLOW_CIDRS     comma-separated CIDRs webhooks may reach although private
   HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
   HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
+  HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
@@ -97,6 +107,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{"want: hookwheel tenant create --name NAME"}
 		}
 		return createTenant(ctx, args[2:], env, logger, stdout)
+	case "keys":
+		return keysCommand(ctx, args[1:], env, logger, stdout)
+	case "secrets":
+		if len(args) < 2 || args[1] != "rekey" {
+			return usageError{"want: hookwheel secrets rekey"}
+		}
+		return rekeySecrets(ctx, args[2:], env, logger, stdout)
 	case "receive":
 		return receive(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
@@ -113,6 +130,7 @@ type environment struct {
 	redisURL    string
 	redisPrefix string
 	adminToken  string
+	keyring     *keyring.Keyring
 	logLevel    slog.Level
 	logJSON     bool
 	senders     int
@@ -123,6 +141,7 @@ type environment struct {
 	http        api.ServerLimits
 	proxies     []netip.Prefix
 	maxAhead    time.Duration
+	retention   time.Duration
 	targets     netguard.Config
 	pprofAddr   string
 }
@@ -141,6 +160,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
 	}
 	var err error
+	if e.keyring, err = keyring.Parse(getenv("HOOKWHEEL_ENCRYPTION_KEY")); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_ENCRYPTION_KEY: %w", err)
+	}
 	if e.senders, err = intEnv(getenv, "HOOKWHEEL_SENDERS"); err != nil {
 		return e, err
 	}
@@ -187,7 +209,28 @@ func loadEnv(getenv func(string) string) (environment, error) {
 			return e, fmt.Errorf("HOOKWHEEL_MAX_SCHEDULE_AHEAD: %w", err)
 		}
 	}
+	if e.retention, err = retentionEnv(getenv("HOOKWHEEL_RETENTION")); err != nil {
+		return e, err
+	}
 	return e, nil
+}
+
+// retentionEnv reads HOOKWHEEL_RETENTION: unset is the dispatcher's default
+// (168h), 0 keeps finished tasks (of tenants without a retention of their
+// own) forever. Anything under a second is refused rather than rounded: the
+// purger works in passes seconds apart.
+func retentionEnv(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil || d < 0 || (d > 0 && d < time.Second):
+		return 0, fmt.Errorf("HOOKWHEEL_RETENTION: want a duration of at least 1s such as 168h, or 0 to keep finished tasks, got %q", v)
+	case d == 0:
+		return dispatcher.KeepForever, nil
+	}
+	return d, nil
 }
 
 func or(v, fallback string) string {
@@ -248,13 +291,14 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		RedisKeyPrefix:    env.redisPrefix,
 		Addr:              env.addr,
 		AdminToken:        env.adminToken,
+		Keyring:           env.keyring,
 		DisableAPI:        *dispatcherOnly,
 		DisableDispatcher: *apiOnly,
 		SkipMigrate:       *noMigrate,
 		Logger:            logger,
 		Dispatcher: dispatcher.Config{
 			Senders: env.senders, SendersPerTenant: env.perTenant,
-			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown,
+			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 		},
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		ShutdownTimeout: env.shutdown,
@@ -296,15 +340,12 @@ func createTenant(ctx context.Context, args []string, env environment, logger *s
 	if n := len([]rune(strings.TrimSpace(*name))); n < 1 || n > 200 {
 		return usageError{"--name must be 1 to 200 characters"}
 	}
-	db, err := store.Open(ctx, store.Config{DatabaseURL: env.databaseURL, Logger: logger, MaxConns: 2})
+	svc, closeDB, err := openTenants(ctx, env, logger)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := db.Migrate(ctx); err != nil {
-		return err
-	}
-	created, err := tenants.New(tenants.Config{Store: db}).Create(ctx, *name)
+	defer closeDB()
+	created, err := svc.Create(ctx, *name, model.ActorCLI)
 	if err != nil {
 		return err
 	}

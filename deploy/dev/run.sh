@@ -5,7 +5,7 @@
 #
 # Environment: DATABASE_URL (used as is when set; else database `hookwheel` on the Postgres services.sh
 # picks), REDIS_URL, HOOKWHEEL_ADDR (default :8080), HOOKWHEEL_ADMIN_TOKEN (default: .run/admin-token,
-# created once), HOOKWHEEL_DEMO_RECEIVER_ADDR (default 127.0.0.1:9000), and every other HOOKWHEEL_*
+# created once), HOOKWHEEL_ENCRYPTION_KEY (default: .run/encryption-key, created once), HOOKWHEEL_DEMO_RECEIVER_ADDR (default 127.0.0.1:9000), and every other HOOKWHEEL_*
 # variable hookwheel reads.
 set -euo pipefail
 
@@ -122,6 +122,16 @@ if [[ -z ${HOOKWHEEL_ADMIN_TOKEN:-} ]]; then
 	HOOKWHEEL_ADMIN_TOKEN=$(<"$RUN_DIR/admin-token")
 fi
 export HOOKWHEEL_ADMIN_TOKEN
+if [[ -z ${HOOKWHEEL_ENCRYPTION_KEY:-} ]]; then
+	if [[ ! -s $RUN_DIR/encryption-key ]]; then
+		(
+			umask 077
+			head -c 32 /dev/urandom | base64 >"$RUN_DIR/encryption-key"
+		)
+	fi
+	HOOKWHEEL_ENCRYPTION_KEY=$(<"$RUN_DIR/encryption-key")
+fi
+export HOOKWHEEL_ENCRYPTION_KEY
 export HOOKWHEEL_ALLOW_PRIVATE_TARGETS="${HOOKWHEEL_ALLOW_PRIVATE_TARGETS:-true}" # the demo receiver is on loopback
 export HOOKWHEEL_LOG_FORMAT="${HOOKWHEEL_LOG_FORMAT:-text}"               # readable in a terminal; json in production
 
@@ -151,6 +161,8 @@ port_busy "$HOST:$PORT" && die "something already listens on port $PORT (another
 
 say "migrating $(sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|' <<<"$DATABASE_URL")"
 "$BIN" migrate
+# Seals signing secrets stored before the encryption key was set (a demo tenant of an older checkout).
+"$BIN" secrets rekey >&2
 
 say "starting hookwheel serve on $ADDR (log also in .run/serve.log)"
 # The log goes to this terminal and to .run/serve.log; tee ignores Ctrl-C so the shutdown log is kept.
@@ -238,6 +250,7 @@ cat <<EOF
 
    API             $API   (OpenAPI: $API/openapi.yaml)
    admin token     $HOOKWHEEL_ADMIN_TOKEN
+   encryption key  .run/encryption-key (seals signing secrets at rest)
    demo tenant     $TENANT_ID
    API key         $API_KEY
    signing secret  $SIGNING_SECRET

@@ -9,5 +9,9 @@ import "errors"
 // ErrNotFound is returned when a row does not exist or belongs to another tenant.
 var ErrNotFound = errors.New("not found")
 
+// ErrUnchanged is returned by a change function (store.DB.UpdateSigningSecrets)
+// that has nothing to write: the store leaves the row as it is.
+var ErrUnchanged = errors.New("unchanged")
+
 // ErrConflict is returned when a task is not in a state that allows the change.
 var ErrConflict = errors.New("conflict")

@@ -92,8 +92,9 @@ type ClaimedTask struct {
 	// ClaimToken proves ownership when the attempt is recorded.
 	ClaimToken uuid.UUID
 	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
-	ClaimedAt     time.Time
-	SigningSecret string
+	ClaimedAt time.Time
+	// SigningSecrets are the tenant's, as stored (see Tenant.SigningSecrets).
+	SigningSecrets []SigningSecret
 	// TenantMaxTimeout is the tenant's max_timeout (0: none): the attempt's
 	// timeout is cut to it.
 	TenantMaxTimeout time.Duration

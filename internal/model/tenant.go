@@ -9,10 +9,13 @@ import (
 
 // Tenant is one customer of a hookwheel installation.
 type Tenant struct {
-	ID            uuid.UUID
-	Name          string
-	SigningSecret string
-	CreatedAt     time.Time
+	ID   uuid.UUID
+	Name string
+	// SigningSecrets sign the tenant's webhooks, current first, then those
+	// still in a rotation's grace period (and expired ones not yet pruned:
+	// see ActiveSigningSecrets).
+	SigningSecrets []SigningSecret
+	CreatedAt      time.Time
 	// Retry holds the tenant's defaults for its tasks' retry policy.
 	Retry RetryDefaults
 	// Limits are the tenant's rate limits and quotas.
@@ -20,6 +23,9 @@ type Tenant struct {
 	// TargetAllowCIDRs are private ranges this tenant's webhooks may reach,
 	// granted by the operator to this tenant alone.
 	TargetAllowCIDRs []netip.Prefix
+	// Retention is how long the tenant's finished tasks are kept; nil
+	// means the node default (HOOKWHEEL_RETENTION).
+	Retention *time.Duration
 }
 
 // RetryDefaults are a tenant's own defaults, field by field; nil means
@@ -28,14 +34,4 @@ type RetryDefaults struct {
 	MaxAttempts *int
 	MinBackoff  *time.Duration
 	MaxBackoff  *time.Duration
-}
-
-// APIKey is the stored form of a tenant's API key: its public id and the hash
-// of its secret, never the secret itself.
-type APIKey struct {
-	ID         string
-	TenantID   uuid.UUID
-	SecretHash []byte
-	CreatedAt  time.Time
-	RevokedAt  *time.Time
 }

@@ -54,6 +54,12 @@ type Message struct {
 
 	// Body is the exact request body, byte for byte as it is sent.
 	Body []byte
+
+	// KeyID names the first secret, the one that signs the JWT, in the JWT
+	// header's kid: during a rotation a receiver that verifies the JWT
+	// alone picks the right secret by it instead of trying each. Empty
+	// leaves kid out.
+	KeyID string
 }
 
 // SignerConfig configures a Signer.
@@ -92,8 +98,9 @@ func NewSigner(cfg SignerConfig) *Signer {
 //     each secret, space separated, so that a receiver holding any one of
 //     them verifies it (secret rotation);
 //   - Hookwheel-Signature: an HS256 JWT keyed by the first secret, with
-//     claims iss "hookwheel", sub msg.URL, jti msg.WebhookID, iat, exp, and
-//     body, the unpadded base64url SHA-256 of msg.Body.
+//     header kid msg.KeyID (when set) and claims iss "hookwheel", sub
+//     msg.URL, jti msg.WebhookID, iat, exp, and body, the unpadded base64url
+//     SHA-256 of msg.Body.
 //
 // The secrets are "whsec_" strings as ParseSigningSecret accepts; the first
 // is the current one. The lowercase names are stored as given rather than
@@ -206,8 +213,17 @@ func (s *Signer) signJWT(key []byte, msg Message, iat int64) (string, error) {
 		return "", fmt.Errorf("encode Hookwheel-Signature claims: %w", err)
 	}
 
-	token := make([]byte, 0, len(signatureJWTHeader)+1+enc.EncodedLen(len(claims))+1+enc.EncodedLen(sha256.Size))
-	token = append(token, signatureJWTHeader...)
+	header := signatureJWTHeader
+	if msg.KeyID != "" {
+		kid, err := json.Marshal(msg.KeyID)
+		if err != nil {
+			return "", fmt.Errorf("encode Hookwheel-Signature kid: %w", err)
+		}
+		// The members in golang-jwt's (sorted) order, as the constant is.
+		header = enc.EncodeToString([]byte(`{"alg":"HS256","kid":` + string(kid) + `,"typ":"JWT"}`))
+	}
+	token := make([]byte, 0, len(header)+1+enc.EncodedLen(len(claims))+1+enc.EncodedLen(sha256.Size))
+	token = append(token, header...)
 	token = append(token, '.')
 	token = enc.AppendEncode(token, claims)
 	mac, err := jwt.SigningMethodHS256.Sign(string(token), key)

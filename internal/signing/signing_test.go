@@ -1,3 +1,5 @@
+//lint:file-ignore SA1008 the signer sets the Standard Webhooks header names lowercase on purpose, as the specification spells them; Header.Get would miss them
+
 package signing
 
 import (
@@ -155,12 +157,14 @@ func TestSignJWT(t *testing.T) {
 		name     string
 		cfg      SignerConfig
 		lifetime int64
+		keyID    string
 	}{
-		{"default lifetime", SignerConfig{}, 300},
-		{"custom lifetime", SignerConfig{JWTLifetime: 90 * time.Second}, 90},
-		{"fractional lifetime truncated", SignerConfig{JWTLifetime: 90*time.Second + 900*time.Millisecond}, 90},
-		{"sub-second lifetime still valid", SignerConfig{JWTLifetime: time.Millisecond}, 1},
-		{"negative lifetime is default", SignerConfig{JWTLifetime: -time.Minute}, 300},
+		{"default lifetime", SignerConfig{}, 300, ""},
+		{"custom lifetime", SignerConfig{JWTLifetime: 90 * time.Second}, 90, ""},
+		{"fractional lifetime truncated", SignerConfig{JWTLifetime: 90*time.Second + 900*time.Millisecond}, 90, ""},
+		{"sub-second lifetime still valid", SignerConfig{JWTLifetime: time.Millisecond}, 1, ""},
+		{"negative lifetime is default", SignerConfig{JWTLifetime: -time.Minute}, 300, ""},
+		{"key id in the header", SignerConfig{}, 300, "ss_2x7kq"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,7 +172,7 @@ func TestSignJWT(t *testing.T) {
 
 			now := time.Now()
 			body := []byte(`{"order": 42}`)
-			msg := Message{WebhookID: "tsk_01JABCDEF", URL: "https://example.com/hooks/order?x=1", Body: body}
+			msg := Message{WebhookID: "tsk_01JABCDEF", URL: "https://example.com/hooks/order?x=1", Body: body, KeyID: tt.keyID}
 			h, err := NewSigner(tt.cfg).Sign([]string{testSecretCurrent, testSecretOld}, msg, now)
 			require.NoError(t, err)
 			_, received := onTheWire(t, h, body)
@@ -188,7 +192,11 @@ func TestSignJWT(t *testing.T) {
 			)
 			require.NoError(t, err)
 			require.True(t, token.Valid)
-			require.Equal(t, map[string]any{"alg": "HS256", "typ": "JWT"}, token.Header)
+			wantHeader := map[string]any{"alg": "HS256", "typ": "JWT"}
+			if tt.keyID != "" {
+				wantHeader["kid"] = tt.keyID
+			}
+			require.Equal(t, wantHeader, token.Header)
 
 			sum := sha256.Sum256(body)
 			iat := float64(now.Unix())

@@ -95,7 +95,7 @@ func setup(t *testing.T, cfg setupConfig) (*tasks.Service, *testBundle) {
 		// Whole seconds: Postgres keeps microseconds, so times round-trip exactly.
 		clock: clock.NewFake(time.Now().UTC().Truncate(time.Second)),
 	}
-	created, err := tenants.New(tenants.Config{Store: db}).Create(t.Context(), "acme")
+	created, err := tenants.New(tenants.Config{Store: db}).Create(t.Context(), "acme", model.ActorCLI)
 	require.NoError(t, err)
 	b.tenant = &created.Tenant
 

@@ -25,7 +25,7 @@ func TestDatabaseURL(t *testing.T) {
 	require.NoError(t, a.QueryRow(ctx, `SELECT count(*) FROM hookwheel_schema_migrations WHERE version_id > 0`).Scan(&migrations))
 	require.Positive(t, migrations, "the copy is migrated")
 
-	_, err := a.Exec(ctx, `INSERT INTO tenants (id, name, signing_secret) VALUES (gen_random_uuid(), 'only-in-a', 'whsec_x')`)
+	_, err := a.Exec(ctx, `INSERT INTO tenants (id, name) VALUES (gen_random_uuid(), 'only-in-a')`)
 	require.NoError(t, err)
 	var inB int
 	require.NoError(t, b.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE name = 'only-in-a'`).Scan(&inB))

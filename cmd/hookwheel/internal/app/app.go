@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/store"
@@ -57,6 +58,12 @@ type Config struct {
 	// TrustedProxies are the proxies in front of the API, whose
 	// X-Forwarded-For names the client (see api.Config).
 	TrustedProxies []netip.Prefix
+	// Keyring seals signing secrets at rest (HOOKWHEEL_ENCRYPTION_KEY).
+	// Default: none, secrets stored in plaintext.
+	Keyring *keyring.Keyring
+	// KeyCacheTTL is how long a node trusts a key it found valid (see
+	// tenants.Config). Default 2s.
+	KeyCacheTTL time.Duration
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -71,6 +78,7 @@ type Node struct {
 	db         *store.DB
 	redis      *store.Redis
 	tenants    *tenants.Service
+	usage      *tenants.UsageRecorder
 	dispatcher *dispatcher.Dispatcher
 	server     *http.Server
 	listener   net.Listener
@@ -108,7 +116,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.tenants = tenants.New(tenants.Config{Store: n.db})
+	if cfg.Keyring == nil {
+		cfg.Keyring = &keyring.Keyring{}
+		n.cfg.Keyring = cfg.Keyring
+	}
+	n.usage = tenants.NewUsageRecorder(tenants.UsageConfig{Store: n.db, Logger: cfg.Logger})
+	n.tenants = tenants.New(tenants.Config{Store: n.db, Keyring: cfg.Keyring, Usage: n.usage, KeyCacheTTL: cfg.KeyCacheTTL})
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -125,7 +138,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Gatherer:    registry,
 		Limits:      cfg.Limits,
 
-		TrustedProxies: cfg.TrustedProxies,
+		TrustedProxies:   cfg.TrustedProxies,
+		EncryptionStatus: encryptionStatus(cfg.Keyring),
 	}
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.
@@ -141,6 +155,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			dcfg.MaxTimeout = cfg.Limits.MaxTimeout
 		}
 		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
+		dcfg.Keyring = cfg.Keyring
 		n.dispatcher, err = dispatcher.New(dcfg)
 		if err != nil {
 			return nil, err
@@ -164,6 +179,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.server = api.NewHTTPServer(h, cfg.HTTP, cfg.Logger)
 	return n, nil
+}
+
+// encryptionStatus is what /readyz says of secrets at rest.
+func encryptionStatus(k *keyring.Keyring) string {
+	if !k.Enabled() {
+		return "off: HOOKWHEEL_ENCRYPTION_KEY is not set, signing secrets are stored in plaintext"
+	}
+	return "on: new signing secrets are sealed with key " + k.SealingKeyID()
 }
 
 // operationsOnly serves just health, readiness and metrics, for a
@@ -202,6 +225,14 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Key uses are written until the last request has been served.
+	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopUsage()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.usage.Run(usageCtx)
+	}()
 	if n.dispatcher != nil {
 		wg.Add(1)
 		go func() {
@@ -212,6 +243,9 @@ func (n *Node) Run(ctx context.Context) error {
 		}()
 	}
 	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil)
+	if !n.cfg.Keyring.Enabled() {
+		n.logger.Warn("HOOKWHEEL_ENCRYPTION_KEY is not set: signing secrets are stored in plaintext (see README, Running in production)")
+	}
 
 	var err error
 	select {
@@ -224,6 +258,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if serr := n.server.Shutdown(shutdownCtx); serr != nil {
 		n.logger.Warn("http shutdown did not finish cleanly", "err", serr)
 	}
+	stopUsage()
 	wg.Wait()
 	n.logger.Info("hookwheel node stopped")
 	return err

@@ -156,10 +156,10 @@ func TestRescheduleMovesDelivery(t *testing.T) {
 			require.True(t, movedLater.RunAt.After(later.RunAt))
 			require.True(t, movedSooner.RunAt.Before(sooner.RunAt))
 
-			ds := recv.waitFor(t, 20*time.Second, "both tasks", func(ds []delivery) bool { return len(distinctIDs(ds)) == 2 })
+			recv.waitFor(t, 20*time.Second, "both tasks", func(ds []delivery) bool { return len(distinctIDs(ds)) == 2 })
 			acme.waitStatus(t, sooner.ID, openapi.TaskStatusDelivered, 10*time.Second)
 			acme.waitStatus(t, later.ID, openapi.TaskStatusDelivered, 10*time.Second)
-			ds = recv.snapshot()
+			ds := recv.snapshot()
 			require.Len(t, ds, 2, "each task arrives once")
 			for _, d := range ds {
 				want := movedSooner

@@ -147,7 +147,7 @@ func runEndToEnd(b *testing.B, tasks int, spread time.Duration, neighbour func(e
 	b.ResetTimer()
 	select {
 	case <-allArrived:
-	case <-time.After(start.Sub(time.Now()) + spread + time.Minute):
+	case <-time.After(time.Until(start) + spread + time.Minute):
 		b.Fatalf("only %d of %d tasks arrived", received.Load(), tasks)
 	}
 	b.StopTimer()

@@ -28,14 +28,14 @@ import (
 )
 
 // metric reads one sample from a node's /metrics; labels like `reason="breaker"`.
-func metric(t *testing.T, n *node, name, labels string) float64 {
+func metric(t testing.TB, n *node, name, labels string) float64 {
 	t.Helper()
 	return metricAt(t, n.base, name, labels)
 }
 
 // metricAt reads one sample from the /metrics of the node at base; 0 when
 // it has none.
-func metricAt(t *testing.T, base, name, labels string) float64 {
+func metricAt(t testing.TB, base, name, labels string) float64 {
 	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	require.NoError(t, err)

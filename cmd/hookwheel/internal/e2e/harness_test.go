@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
@@ -101,12 +102,12 @@ type tenant struct {
 
 func (e *env) createTenant(n *node, name string) *tenant {
 	e.t.Helper()
-	created, err := n.Tenants().Create(context.Background(), name)
+	created, err := n.Tenants().Create(context.Background(), name, model.ActorCLI)
 	require.NoError(e.t, err)
 	return &tenant{
 		id:            created.Tenant.ID,
 		apiKey:        created.APIKey,
-		signingSecret: created.Tenant.SigningSecret,
+		signingSecret: created.SigningSecret,
 		client:        clientFor(e.t, n.base, created.APIKey),
 	}
 }

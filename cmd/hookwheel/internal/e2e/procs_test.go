@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,13 +50,11 @@ func hookwheelBinary(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		goTool := "go"
-		if _, err := exec.LookPath("go"); err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
 		bin := filepath.Join(builtDir, "hookwheel")
 		started := time.Now()
-		out, err := exec.Command(goTool, "build", "-o", bin, "github.com/hookwheel/hookwheel/cmd/hookwheel").CombinedOutput()
+		// go test puts the GOROOT/bin of the toolchain running the tests
+		// first on the test binary's PATH, so this is that toolchain.
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/hookwheel/hookwheel/cmd/hookwheel").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build cmd/hookwheel: %w\n%s", err, out)
 			return

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/openapi"
 )
 
 // tick is one webhook of a schedule as the receiver saw it.

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/dispatcher"
+)
+
+func TestRetentionEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		value   string
+		want    time.Duration
+		wantErr bool
+	}{
+		{value: "", want: 0}, // the dispatcher's default
+		{value: "720h", want: 720 * time.Hour},
+		{value: "1s", want: time.Second},
+		{value: "0", want: dispatcher.KeepForever},
+		{value: "0s", want: dispatcher.KeepForever},
+		{value: "999ms", wantErr: true},
+		{value: "-1h", wantErr: true},
+		{value: "7d", wantErr: true},
+		{value: "forever", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Parallel()
+			got, err := retentionEnv(tt.value)
+			if tt.wantErr {
+				require.ErrorContains(t, err, "HOOKWHEEL_RETENTION")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

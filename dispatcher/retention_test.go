@@ -1,0 +1,104 @@
+package dispatcher
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// TestPurger drives the purger alone, against Postgres, on a fake clock set
+// an hour after the tasks finished: a node that is not the leader only
+// measures the oldest finished task; the leader deletes the finished tasks
+// past retention with their attempts, a batch after another while batches
+// come back full, and none of the unfinished ones.
+func TestPurger(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := testenv.DB(t)
+	tenant := createTenant(t, db, model.Limits{})
+	start := time.Now()
+	const target = "https://receiver.example/hook"
+
+	var finished, unfinished []uuid.UUID
+	claims := claimNow(t, db,
+		insertTask(t, db, tenant, target, start).ID,
+		insertTask(t, db, tenant, target, start).ID,
+		insertTask(t, db, tenant, target, start).ID,
+		insertTask(t, db, tenant, target, start).ID,
+		insertTask(t, db, tenant, target, start).ID,
+	)
+	later := start.Add(24 * time.Hour)
+	outcomes := []store.AttemptResult{
+		result(claims[0], model.StatusDelivered, 200, nil),
+		result(claims[1], model.StatusDead, 410, nil),
+		result(claims[2], model.StatusDelivered, 204, nil),
+		result(claims[3], model.StatusRetrying, 503, &later),
+	}
+	errs, err := db.RecordAttempts(ctx, outcomes)
+	require.NoError(t, err)
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	finished = append(finished, claims[0].ID, claims[1].ID, claims[2].ID)
+	unfinished = append(unfinished, claims[3].ID, claims[4].ID) // retrying, dispatching
+	canceled := insertTask(t, db, tenant, target, later)
+	_, err = db.CancelTask(ctx, tenant, canceled.ID)
+	require.NoError(t, err)
+	finished = append(finished, canceled.ID)
+	unfinished = append(unfinished, insertTask(t, db, tenant, target, later).ID) // scheduled
+	finishedBy := time.Now()
+
+	fake := clock.NewFake(start.Add(time.Hour))
+	m := testMetrics(t)
+	var leader atomic.Bool
+	const interval = time.Minute
+	p := newPurger(purgerConfig{
+		Store: db, Clock: fake, Logger: quietLogger(), Metrics: m,
+		Retention: 30 * time.Minute, Interval: interval, Batch: 2, Leader: leader.Load,
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	// Armed again means the pass is over and the purger waits Interval.
+	require.NoError(t, fake.WaitForTimers(ctx, 1))
+	for _, id := range append(finished, unfinished...) {
+		taskOf(t, db, tenant, id)
+	}
+	require.Zero(t, counterValue(t, m.purged.WithLabelValues(purgedTasks)))
+	age := p.oldestAge()
+	require.GreaterOrEqual(t, age, fake.Now().Sub(finishedBy).Seconds(), "measured without purging")
+	require.LessOrEqual(t, age, fake.Now().Sub(start).Seconds())
+
+	leader.Store(true)
+	fake.Advance(interval)
+	require.NoError(t, fake.WaitForTimers(ctx, 1))
+	// Four finished tasks in batches of two: two full batches, then an
+	// empty one, all before the purger waits again.
+	require.Equal(t, 4.0, counterValue(t, m.purged.WithLabelValues(purgedTasks)))
+	require.Equal(t, 3.0, counterValue(t, m.purged.WithLabelValues(purgedAttempts)))
+	for _, id := range finished {
+		_, err := db.GetTask(ctx, tenant, id)
+		require.ErrorIs(t, err, model.ErrNotFound)
+		_, err = db.ListAttempts(ctx, tenant, id)
+		require.ErrorIs(t, err, model.ErrNotFound)
+	}
+	for _, id := range unfinished {
+		taskOf(t, db, tenant, id)
+	}
+	attempts, err := db.ListAttempts(ctx, tenant, claims[3].ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1, "the retrying task keeps its attempt")
+	require.Zero(t, p.oldestAge(), "no finished task is left")
+}

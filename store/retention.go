@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// finishedStatuses are the statuses a task never leaves on its own; they
+// must read exactly as the predicate of the tasks_finished index, or the
+// planner cannot use it.
+const finishedStatuses = `('delivered', 'dead', 'canceled')`
+
+// PurgeParams selects what one PurgeFinished pass deletes.
+type PurgeParams struct {
+	// Now is the instant retention is counted back from.
+	Now time.Time
+	// DefaultRetention applies to tenants without a retention of their
+	// own; 0 keeps their finished tasks forever.
+	DefaultRetention time.Duration
+	// Limit caps the tasks of one pass (one statement).
+	Limit int
+}
+
+// PurgeResult is what one PurgeFinished pass deleted.
+type PurgeResult struct {
+	Tasks    int
+	Attempts int
+}
+
+// One lateral probe of tasks_finished per tenant with a retention (its own or
+// the default) reads that tenant's oldest finished tasks, stopping at the
+// first one still within retention: a pass costs a probe per tenant plus the
+// rows it deletes, whatever the size of the table. FOR UPDATE SKIP LOCKED
+// leaves alone a task being replayed (the replay holds its row) and the rows
+// another purger has taken during a lease handover, so two purgers never
+// wait on each other's rows; it also re-reads each row's latest version, so
+// a task replayed since the statement's snapshot is no longer finished and
+// is left out. The deletes take their rows by primary key from an array:
+// joined to the batch instead, the cached generic plan (which cannot see
+// the batch's size) hashed the batch and read both tables whole.
+const queryPurgeFinished = `-- name: PurgeFinished
+WITH doomed AS (
+	SELECT d.id FROM tenants tn
+	CROSS JOIN LATERAL (
+		SELECT t.id FROM tasks t
+		WHERE t.tenant_id = tn.id AND t.status IN ` + finishedStatuses + `
+			AND t.updated_at < $1::timestamptz - coalesce(tn.retention_ms, $2::bigint) * interval '1 millisecond'
+		ORDER BY t.updated_at
+		LIMIT $3
+		FOR UPDATE OF t SKIP LOCKED
+	) d
+	WHERE coalesce(tn.retention_ms, $2::bigint) IS NOT NULL
+	LIMIT $3
+), purged AS (
+	DELETE FROM tasks
+	WHERE id = ANY (ARRAY(SELECT id FROM doomed)) AND status IN ` + finishedStatuses + `
+	RETURNING id
+), purged_attempts AS (
+	DELETE FROM attempts
+	WHERE task_id = ANY (ARRAY(SELECT id FROM purged))
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM purged_attempts)`
+
+// PurgeFinished deletes up to p.Limit finished tasks (delivered, dead or
+// canceled) that finished longer ago than their tenant's retention (its own,
+// else p.DefaultRetention), with their attempts, in one statement: a task
+// is never seen without its attempts, nor attempts without their task. Each
+// tenant's oldest go first; a task that is not finished is never deleted,
+// whatever its age, and neither is one replayed while the pass runs.
+//
+// A finished task's updated_at is when it finished (see migration 00010).
+// A pass that deletes Limit tasks may have left more behind: call it again.
+func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, error) {
+	var defaultMs *int64
+	if p.DefaultRetention > 0 {
+		ms := p.DefaultRetention.Milliseconds()
+		defaultMs = &ms
+	}
+	var r PurgeResult
+	if err := db.pool.QueryRow(ctx, queryPurgeFinished, p.Now, defaultMs, p.Limit).Scan(&r.Tasks, &r.Attempts); err != nil {
+		return PurgeResult{}, fmt.Errorf("purge finished tasks: %w", err)
+	}
+	return r, nil
+}
+
+// A probe of tasks_finished per tenant, as in PurgeFinished: min() over the
+// whole index would read every tenant's finished tasks.
+const queryOldestFinished = `-- name: OldestFinished
+SELECT min(o.updated_at) FROM tenants tn
+CROSS JOIN LATERAL (
+	SELECT t.updated_at FROM tasks t
+	WHERE t.tenant_id = tn.id AND t.status IN ` + finishedStatuses + `
+	ORDER BY t.updated_at
+	LIMIT 1
+) o`
+
+// OldestFinished returns when the task that finished longest ago, of those
+// still kept, finished; ok is false when no finished task is kept.
+func (db *DB) OldestFinished(ctx context.Context) (at time.Time, ok bool, err error) {
+	var oldest *time.Time
+	if err := db.pool.QueryRow(ctx, queryOldestFinished).Scan(&oldest); err != nil {
+		return time.Time{}, false, fmt.Errorf("read the oldest finished task: %w", err)
+	}
+	if oldest == nil {
+		return time.Time{}, false, nil
+	}
+	return *oldest, true, nil
+}
+
+const querySetTenantRetention = `-- name: SetTenantRetention
+UPDATE tenants SET retention_ms = $2 WHERE id = $1
+RETURNING ` + tenantColumns
+
+// SetTenantRetention sets how long a tenant's finished tasks are kept; nil
+// goes back to the node default. The purger reads it on its next pass.
+func (db *DB) SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error) {
+	t, err := db.updateTenant(ctx, audit, querySetTenantRetention, id, durationToMillis(retention))
+	if err != nil {
+		return nil, fmt.Errorf("set retention of tenant %s: %w", id, err)
+	}
+	return t, nil
+}
