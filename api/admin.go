@@ -29,12 +29,19 @@ type BreakerStatus struct {
 	ConsecutiveFailures   uint32
 	OpenedAt, NextProbeAt time.Time
 	InFlight, Waiting     int
+	// RecentClaims ranks the target for the metrics' labels; Tenants
+	// counts the tenants sending to it lately.
+	RecentClaims float64
+	Tenants      int
 }
 
 // BreakerSource is the dispatcher running in this process.
 type BreakerSource interface {
 	NodeID() uuid.UUID
 	BreakerStatuses() []BreakerStatus
+	// TenantTargets are the targets the tenant's tasks went to lately, as
+	// the tenant may see them.
+	TenantTargets(tenant uuid.UUID) []TargetStatus
 }
 
 // CreateTenant creates a tenant and shows its credentials, once.
@@ -319,6 +326,8 @@ func (s *Server) ListBreakers(c echo.Context) error {
 			ConsecutiveFailures: int(b.ConsecutiveFailures),
 			InFlight:            b.InFlight,
 			Waiting:             b.Waiting,
+			RecentClaims:        b.RecentClaims,
+			Tenants:             b.Tenants,
 		}
 		if !b.OpenedAt.IsZero() {
 			item.OpenedAt = &b.OpenedAt

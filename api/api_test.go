@@ -344,7 +344,8 @@ func TestReadyz(t *testing.T) {
 	t.Run("redis unreachable", func(t *testing.T) {
 		t.Parallel()
 		// A real Redis client pointed at a port nothing listens on.
-		unreachable, err := store.OpenRedis(store.RedisConfig{URL: "redis://" + closedAddr(t) + "/0"})
+		addr := closedAddr(t)
+		unreachable, err := store.OpenRedis(store.RedisConfig{URL: "redis://" + addr + "/0"})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = unreachable.Close() })
 		h := newHarness(t, withRedis(unreachable))
@@ -353,8 +354,10 @@ func TestReadyz(t *testing.T) {
 		p := requireProblem(t, resp, http.StatusServiceUnavailable)
 		require.Equal(t, problemTypePrefix+"not-ready", p.Type)
 		require.Equal(t, "ok", p.Checks["postgres"])
-		require.Contains(t, p.Checks, "redis")
-		require.NotEqual(t, "ok", p.Checks["redis"])
+		// Which dependency, not its error: that names internal addresses
+		// to whoever can reach the port.
+		require.Equal(t, "unreachable", p.Checks["redis"])
+		require.NotContains(t, string(resp.Body), addr)
 
 		// The generated client reads the same body as the spec's NotReady.
 		typed, err := h.Client.ReadyzWithResponse(context.Background())

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -134,15 +135,32 @@ func scopeNames(scopes []model.Scope) string {
 }
 
 // adminAuth admits operator calls bearing token. An empty token disables the
-// operator API: every call is refused.
-func adminAuth(token string) echo.MiddlewareFunc {
+// operator API: every call is refused. A client address that presented too
+// many wrong tokens or keys (throttle) is refused with 429 before its token
+// is compared, so a guesser gets no more tries at the token than at a key.
+func adminAuth(token string, throttle *authThrottle) echo.MiddlewareFunc {
+	// Digests of equal length, so that the comparison's time says nothing
+	// of the token's length either (ConstantTimeCompare returns at once on
+	// inputs of different lengths).
+	want := sha256.Sum256([]byte(token))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token == "" {
 				return echo.NewHTTPError(http.StatusForbidden, "the admin API is disabled: set HOOKWHEEL_ADMIN_TOKEN to enable it")
 			}
 			got, ok := bearerToken(c.Request())
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			if !ok {
+				return unauthorized(c, "missing or wrong admin token")
+			}
+			ip := c.RealIP()
+			if wait, refused := throttle.throttled(ip); refused {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
+				return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
+					"this address presented too many invalid credentials; try again after the time Retry-After gives")
+			}
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+				throttle.failed(ip)
 				return unauthorized(c, "missing or wrong admin token")
 			}
 			return next(c)

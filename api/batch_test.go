@@ -858,7 +858,18 @@ func TestCreateTasksBatchBytesInFlight(t *testing.T) {
 	var refused response
 	for refused = post(acme, 1024); refused.Status != http.StatusTooManyRequests; refused = post(acme, 1024) {
 		require.Equal(t, http.StatusOK, refused.Status, "body: %s", refused.Body)
-		require.True(t, time.Now().Before(deadline), "the slow batch never held its share")
+		if time.Now().After(deadline) {
+			select {
+			case resp, ok := <-answered:
+				if ok {
+					body, _ := io.ReadAll(resp.Body)
+					t.Fatalf("the slow batch never held its share: it was answered %d %s", resp.StatusCode, body)
+				}
+				t.Fatal("the slow batch never held its share: its request failed")
+			default:
+				t.Fatal("the slow batch never held its share, and is still unanswered")
+			}
+		}
 	}
 	p := requireProblem(t, refused, http.StatusTooManyRequests)
 	require.Equal(t, problemTypePrefix+"batches-busy", p.Type)

@@ -262,6 +262,8 @@ func requireValidTask(t *testing.T, s *Server, tenant *model.Tenant, task *model
 // (canonical): the connection's own, those net/http sets from the URL and
 // body, and those hookwheel sets on every webhook.
 func forbiddenHeader(name string) bool {
+	// CGI-style servers read an underscore as a hyphen.
+	name = http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
 	switch name {
 	case "Host", "Content-Length", "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Idempotency-Key":

@@ -164,8 +164,13 @@ func goErrorAnswer(b []byte) ([]byte, bool) {
 	}
 	body = append(body, '\n')
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "HTTP/1.1 %d %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n",
+	fmt.Fprintf(&out, "HTTP/1.1 %d %s\r\nContent-Type: application/problem+json\r\nContent-Length: %d\r\nConnection: close\r\n",
 		code, title, len(body))
+	// No handler ran to set them (see withSecurityHeaders).
+	for _, h := range securityHeaders {
+		fmt.Fprintf(&out, "%s: %s\r\n", h.name, h.value)
+	}
+	out.WriteString("\r\n")
 	out.Write(body)
 	return out.Bytes(), true
 }

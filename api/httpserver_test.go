@@ -159,6 +159,7 @@ func TestServerErrorsAreProblems(t *testing.T) {
 			defer resp.Body.Close()
 			require.Equal(t, tc.status, resp.StatusCode)
 			require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+			requireSecurityHeaders(t, resp.Header)
 			var p struct {
 				Type   string `json:"type"`
 				Title  string `json:"title"`

@@ -222,7 +222,11 @@ var hopByHop = map[string]bool{
 }
 
 // reservedHeader says why a task may not set a header, or "" when it may.
+// An underscore counts as a hyphen: CGI, WSGI, Rack and the servers built
+// on them hand a receiver "webhook_id" and "webhook-id" under one name
+// (HTTP_WEBHOOK_ID), so the first could stand in for the second.
 func reservedHeader(name string) string {
+	name = strings.ReplaceAll(name, "_", "-")
 	canonical := http.CanonicalHeaderKey(name)
 	lower := strings.ToLower(name)
 	switch {

@@ -59,12 +59,17 @@ type Config struct {
 	// (the dispatcher still checks every address it dials).
 	Guard *netguard.Guard
 	// Breakers reports the circuit breakers of the local dispatcher, for the
-	// admin API. Optional (API-only nodes have none).
+	// admin API, and each tenant's targets, for GET /v1/targets. Optional
+	// (API-only nodes have none).
 	Breakers BreakerSource
 	// AdminToken guards /v1/admin. Empty disables the admin API.
 	AdminToken string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// MetricsElsewhere answers GET /metrics with 404: the node serves its
+	// metrics on a listener of its own (HOOKWHEEL_METRICS_ADDR), so that
+	// whoever can reach the API cannot read them. Default false: served here.
+	MetricsElsewhere bool
 	// Registerer receives the API's metrics and Gatherer serves /metrics.
 	// Default: a registry of the server's own.
 	Registerer prometheus.Registerer
@@ -185,6 +190,8 @@ func New(cfg Config) (*Server, error) {
 	}
 
 	e.Use(
+		// First, so that every answer carries them, whatever refuses it.
+		withSecurityHeaders(),
 		logRequests(cfg.Logger),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
 		measure(requests),
@@ -212,8 +219,11 @@ func New(cfg Config) (*Server, error) {
 	for _, reason := range []string{"missing", "invalid", "throttled"} {
 		authFailures.WithLabelValues(reason)
 	}
-	tenantAuthMW := tenantAuth(cfg.Tenants, newAuthThrottle(cfg.AuthFailures, cfg.Clock), authFailures)
-	auth, err := securityMiddlewares(cfg, tenantAuthMW, limits.rateLimit)
+	// One throttle for both kinds of credential: an address guessing
+	// admin tokens is an address guessing keys.
+	throttle := newAuthThrottle(cfg.AuthFailures, cfg.Clock)
+	tenantAuthMW := tenantAuth(cfg.Tenants, throttle, authFailures)
+	auth, err := securityMiddlewares(tenantAuthMW, limits.rateLimit, adminAuth(cfg.AdminToken, throttle))
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +236,8 @@ func New(cfg Config) (*Server, error) {
 // middleware its security requirement calls for, so that the document, not a
 // hand-kept list, decides what is protected.
 // Tenant calls are rate limited after authentication (tenantLimit needs the
-// tenant).
-func securityMiddlewares(cfg Config, tenantAuth, tenantLimit echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
+// tenant); operator calls go through adminAuth.
+func securityMiddlewares(tenantAuth, tenantLimit, adminAuth echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
 	// The document as written: its operation ids key the generated
 	// registration (GetSwagger's copy has them normalised).
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
@@ -236,7 +246,7 @@ func securityMiddlewares(cfg Config, tenantAuth, tenantLimit echo.MiddlewareFunc
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
 		"apiKey":     thenMiddleware(tenantAuth, tenantLimit),
-		"adminToken": adminAuth(cfg.AdminToken),
+		"adminToken": adminAuth,
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
 	for path, item := range doc.Paths.Map() {
@@ -332,7 +342,11 @@ func (s *Server) Readyz(c echo.Context) error {
 	ready := true
 	for name, dep := range s.cfg.Ready {
 		if err := dep.Ping(ctx); err != nil {
-			checks[name] = err.Error()
+			// The error names internal addresses, users and databases, and
+			// /readyz answers anyone who can reach the port: it goes to the
+			// log, the answer only says which dependency failed.
+			s.logger.Warn("readiness check failed", "dependency", name, "err", err)
+			checks[name] = "unreachable"
 			ready = false
 			continue
 		}
@@ -357,8 +371,11 @@ func (s *Server) Readyz(c echo.Context) error {
 	return c.Blob(http.StatusServiceUnavailable, "application/problem+json", body)
 }
 
-// Metrics serves Prometheus metrics.
+// Metrics serves Prometheus metrics, unless they are served elsewhere.
 func (s *Server) Metrics(c echo.Context) error {
+	if s.cfg.MetricsElsewhere {
+		return newProblem(http.StatusNotFound, "not-found", "Not found", "no such resource: metrics are not served on this port")
+	}
 	s.metrics.ServeHTTP(c.Response(), c.Request())
 	return nil
 }

@@ -153,6 +153,11 @@ type Config struct {
 	MaxClaimed int
 	// Breaker tunes the per-target circuit breakers.
 	Breaker BreakerConfig
+	// MetricsTopTargets is how many targets have series of their own
+	// (hookwheel_breaker_state{target}): the busiest by recent claims. The
+	// others share target="other", so that tenants sending to ever new
+	// hosts cannot grow the node's series (targetlabels.go). Default 100.
+	MetricsTopTargets int
 	// MaxResponseBody is how much of a receiver's response body an attempt
 	// records. Default 4 KiB.
 	MaxResponseBody int
@@ -280,6 +285,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Recorders <= 0 {
 		c.Recorders = 2
+	}
+	if c.MetricsTopTargets <= 0 {
+		c.MetricsTopTargets = 100
 	}
 	if c.MaxResponseBody <= 0 {
 		c.MaxResponseBody = 4 << 10

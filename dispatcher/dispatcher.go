@@ -119,11 +119,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.targets = newTargets(targetsConfig{
 		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
 		OnChange: func(key string, from, to gobreaker.State) {
-			m.breakerState.WithLabelValues(key).Set(float64(to))
 			d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
 		},
-		OnForget: func(key string) { m.breakerState.DeleteLabelValues(key) },
 	})
+	if err := cfg.Registerer.Register(newTargetCollector(d.targets, cfg.MetricsTopTargets)); err != nil {
+		return nil, fmt.Errorf("dispatcher: register target metrics: %w", err)
+	}
 	d.shares = newShares(sharesConfig{
 		MaxTotal: cfg.Senders, MaxPerTenant: cfg.SendersPerTenant,
 		MaxBytes: cfg.SendBytes, MaxBytesPerTenant: cfg.SendBytesPerTenant,
@@ -317,6 +318,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // Breakers reports the circuit breaker of every target this node has sent to.
 func (d *Dispatcher) Breakers() []BreakerStatus { return d.targets.statuses() }
+
+// TenantTargets reports the targets tenant's tasks went to on this node in
+// the last Breaker.IdleAfter, as the tenant may see them.
+func (d *Dispatcher) TenantTargets(tenant uuid.UUID) []TenantTarget {
+	return d.targets.tenantTargets(tenant)
+}
 
 // NodeID names this dispatcher in the nodes table and on its claims.
 func (d *Dispatcher) NodeID() uuid.UUID { return d.nodeID }

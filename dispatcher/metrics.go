@@ -25,7 +25,6 @@ type metrics struct {
 	recovered        prometheus.Counter
 	swept            prometheus.Counter
 	liveNodes        prometheus.Gauge
-	breakerState     *prometheus.GaugeVec
 	deferrals        *prometheus.CounterVec
 	transportRetries prometheus.Counter
 	ownedPartitions  prometheus.Gauge
@@ -120,10 +119,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_swept_tasks_total",
 			Help: "Overdue tasks found in no wheel by the sweep.",
 		}),
-		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookwheel_breaker_state",
-			Help: "Circuit breaker state per target (scheme://host:port): 0 closed, 1 half-open, 2 open.",
-		}, []string{"target"}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_deferrals_total",
 			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: no send slot of its target soon enough; rate_limit and concurrency: the tenant's dispatch limits for the target host). A deferral is not an attempt.",
@@ -151,7 +146,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
-		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.breakerState, m.deferrals, m.transportRetries,
+		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries,
 		m.limitUnchecked, m.skippedOccurrences, m.purged,
 	}
 	for _, c := range collectors {

@@ -198,7 +198,7 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 		s.releaseShare(c, 0)
 		return
 	}
-	t := s.cfg.Targets.get(targetKey(c.URL))
+	t := s.cfg.Targets.get(targetKey(c.URL), c.TenantID)
 	if t.breaker.State() == gobreaker.StateOpen {
 		// Do not park behind a target known to be failing: the wait would
 		// hold the tenant's share until its stuck sends time out.
@@ -295,7 +295,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		report(errNotSent)
 		return false
 	}
-	finish := s.cfg.Targets.sending(t, report)
+	finish := s.cfg.Targets.sending(t, c.TenantID, report)
 	outcome, interrupted := s.attempt(c)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
@@ -109,12 +110,30 @@ type target struct {
 	openedAt time.Time
 	deferred int
 	lastUsed time.Time
+	// traffic counts the claims that reached the target, sent or not,
+	// decayed since trafficAt (targetlabels.go): the busiest targets keep a
+	// label of their own on the per-target series.
+	traffic   float64
+	trafficAt time.Time
+	// tenants are the tenants whose claims reached the target in the last
+	// IdleAfter, for their view of it (GET /v1/targets). The target is
+	// shared; each tenant sees only its own use of it.
+	tenants map[uuid.UUID]*tenantUse
+}
+
+// tenantUse is one tenant's use of a target, counted since it began.
+type tenantUse struct {
+	since, lastUsed time.Time
+	// attempts are the tenant's sends to the target, failures those the
+	// target failed as its breaker counts them.
+	attempts, failures uint64
 }
 
 // pendingSend is a send waiting for its answer, and what its breaker has
 // been told of it.
 type pendingSend struct {
 	started time.Time
+	tenant  uuid.UUID
 	report  func(error)
 	// reported is set once the breaker was told: early, as stuck, or at
 	// the answer.
@@ -129,10 +148,8 @@ type targetsConfig struct {
 	MaxInflight int
 	MaxWaiting  int
 	Clock       clock.Clock
-	// OnChange, optional, hears of every breaker's changes of state, and
-	// OnForget of every target forgotten.
+	// OnChange, optional, hears of every breaker's changes of state.
 	OnChange func(key string, from, to gobreaker.State)
-	OnForget func(key string)
 }
 
 // targets holds the state of every target this node sends to.
@@ -141,22 +158,82 @@ type targets struct {
 
 	mu    sync.Mutex
 	byKey map[string]*target
+	// byTenant indexes the targets by the tenants in their tenants, so a
+	// tenant's view reads its own targets, not every target of the node.
+	byTenant map[uuid.UUID]map[*target]struct{}
 }
 
 func newTargets(cfg targetsConfig) *targets {
 	cfg.Breaker.setDefaults()
-	return &targets{cfg: cfg, byKey: map[string]*target{}}
+	return &targets{cfg: cfg, byKey: map[string]*target{}, byTenant: map[uuid.UUID]map[*target]struct{}{}}
 }
 
-func (ts *targets) get(key string) *target {
+// get returns the target with this key, made if new, for a claim of tenant
+// that reached it: the claim counts in its traffic and in the tenant's use.
+func (ts *targets) get(key string, tenant uuid.UUID) *target {
+	now := ts.cfg.Clock.Now()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t, ok := ts.byKey[key]
-	if ok {
-		t.lastUsed = ts.cfg.Clock.Now()
-		return t
+	if !ok {
+		t = ts.newTarget(key)
+		ts.byKey[key] = t
 	}
-	t = &target{key: key, sends: map[*pendingSend]struct{}{}, lastUsed: ts.cfg.Clock.Now()}
+	t.lastUsed = now
+	t.traffic = decayed(t.traffic, t.trafficAt, now) + 1
+	t.trafficAt = now
+	ts.useLocked(t, tenant, now)
+	return t
+}
+
+// useLocked returns tenant's use of t, begun now if it had none, and marks
+// it used now.
+func (ts *targets) useLocked(t *target, tenant uuid.UUID, now time.Time) *tenantUse {
+	u, ok := t.tenants[tenant]
+	if !ok {
+		u = &tenantUse{since: now}
+		t.tenants[tenant] = u
+		mine := ts.byTenant[tenant]
+		if mine == nil {
+			mine = map[*target]struct{}{}
+			ts.byTenant[tenant] = mine
+		}
+		mine[t] = struct{}{}
+	}
+	u.lastUsed = now
+	return u
+}
+
+// dropUseLocked forgets tenant's use of t.
+func (ts *targets) dropUseLocked(t *target, tenant uuid.UUID) {
+	delete(t.tenants, tenant)
+	if mine := ts.byTenant[tenant]; mine != nil {
+		delete(mine, t)
+		if len(mine) == 0 {
+			delete(ts.byTenant, tenant)
+		}
+	}
+}
+
+// holdsLocked reports whether t has a send of tenant in flight or a claim of
+// its waiting for a slot: its use is not forgotten while it lasts.
+func (t *target) holdsLocked(tenant uuid.UUID) bool {
+	for ps := range t.sends {
+		if ps.tenant == tenant {
+			return true
+		}
+	}
+	for _, c := range t.parked {
+		if c.TenantID == tenant {
+			return true
+		}
+	}
+	return false
+}
+
+// newTarget makes the target with this key and its breaker.
+func (ts *targets) newTarget(key string) *target {
+	t := &target{key: key, sends: map[*pendingSend]struct{}{}, tenants: map[uuid.UUID]*tenantUse{}}
 	cfg := ts.cfg.Breaker
 	t.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         key,
@@ -184,7 +261,6 @@ func (ts *targets) get(key string) *target {
 			}
 		},
 	})
-	ts.byKey[key] = t
 	return t
 }
 
@@ -195,19 +271,29 @@ func (ts *targets) count() int {
 	return len(ts.byKey)
 }
 
-// sending registers a send to t that its breaker let through (report is the
-// breaker's), and returns what tells the breaker of its answer.
-func (ts *targets) sending(t *target, report func(error)) (answered func(error)) {
-	ps := &pendingSend{started: ts.cfg.Clock.Now(), report: report}
+// sending registers a send of tenant to t that its breaker let through
+// (report is the breaker's), and returns what tells the breaker of its
+// answer.
+func (ts *targets) sending(t *target, tenant uuid.UUID, report func(error)) (answered func(error)) {
+	now := ts.cfg.Clock.Now()
+	ps := &pendingSend{started: now, tenant: tenant, report: report}
 	ts.mu.Lock()
 	t.sends[ps] = struct{}{}
+	ts.useLocked(t, tenant, now).attempts++
 	ts.mu.Unlock()
 	return func(err error) {
+		now := ts.cfg.Clock.Now()
 		ts.mu.Lock()
 		delete(t.sends, ps)
 		told := ps.reported
 		ps.reported = true
-		t.lastUsed = ts.cfg.Clock.Now()
+		t.lastUsed = now
+		if u := t.tenants[tenant]; u != nil {
+			u.lastUsed = now
+			if !told && errors.Is(err, errTargetFailed) {
+				u.failures++
+			}
+		}
 		ts.mu.Unlock()
 		if !told {
 			ps.report(err)
@@ -234,7 +320,8 @@ func (ts *targets) Run(ctx context.Context) {
 // watchEvery is how often the targets are watched.
 const watchEvery = time.Second
 
-// watch reports stuck sends to their breakers and forgets idle targets.
+// watch reports stuck sends to their breakers, forgets idle targets and
+// tenants' uses of targets they have not used for IdleAfter.
 func (ts *targets) watch() {
 	now := ts.cfg.Clock.Now()
 	var stuck []func(error)
@@ -248,6 +335,14 @@ func (ts *targets) watch() {
 			if !ps.reported && now.Sub(ps.started) >= ts.cfg.Breaker.StuckAfter {
 				ps.reported = true
 				stuck = append(stuck, ps.report)
+				if u := t.tenants[ps.tenant]; u != nil {
+					u.failures++
+				}
+			}
+		}
+		for tenant, u := range t.tenants {
+			if now.Sub(u.lastUsed) >= ts.cfg.Breaker.IdleAfter && !t.holdsLocked(tenant) {
+				ts.dropUseLocked(t, tenant)
 			}
 		}
 		if isIdle(t) {
@@ -260,7 +355,6 @@ func (ts *targets) watch() {
 	for _, report := range stuck {
 		report(errTargetStuck)
 	}
-	var forgotten []string
 	for key, t := range idle {
 		if t.breaker.State() != gobreaker.StateClosed {
 			continue
@@ -268,14 +362,11 @@ func (ts *targets) watch() {
 		ts.mu.Lock()
 		if ts.byKey[key] == t && isIdle(t) {
 			delete(ts.byKey, key)
-			forgotten = append(forgotten, key)
+			for tenant := range t.tenants {
+				ts.dropUseLocked(t, tenant)
+			}
 		}
 		ts.mu.Unlock()
-	}
-	if ts.cfg.OnForget != nil {
-		for _, key := range forgotten {
-			ts.cfg.OnForget(key)
-		}
 	}
 }
 
@@ -388,26 +479,125 @@ type BreakerStatus struct {
 	NextProbeAt time.Time
 	InFlight    int
 	Parked      int
+	// RecentClaims counts the claims that reached the target, each
+	// weighing half after five minutes: the busiest targets by it have a
+	// series of their own in the metrics.
+	RecentClaims float64
+	// Tenants is how many tenants sent claims to the target in the last
+	// IdleAfter.
+	Tenants int
 }
 
-func (ts *targets) statuses() []BreakerStatus {
+// targetSnapshot is one target's state at one instant, for the statuses
+// and the metrics.
+type targetSnapshot struct {
+	key      string
+	state    gobreaker.State
+	counts   gobreaker.Counts
+	openedAt time.Time
+	inflight int
+	parked   int
+	traffic  float64
+	tenants  int
+}
+
+// snapshot reads every target, in no particular order.
+func (ts *targets) snapshot() []targetSnapshot {
 	ts.mu.Lock()
 	list := make([]*target, 0, len(ts.byKey))
 	for _, t := range ts.byKey {
 		list = append(list, t)
 	}
 	ts.mu.Unlock()
-	out := make([]BreakerStatus, 0, len(list))
+	now := ts.cfg.Clock.Now()
+	out := make([]targetSnapshot, 0, len(list))
 	for _, t := range list {
+		// Outside ts.mu: reading an open breaker past its cooldown turns it
+		// half-open, and the change takes ts.mu.
 		state, counts := t.breaker.State(), t.breaker.Counts()
 		ts.mu.Lock()
-		s := BreakerStatus{Target: t.key, State: state.String(), Counts: counts, OpenedAt: t.openedAt,
-			InFlight: t.inflight, Parked: len(t.parked)}
+		out = append(out, targetSnapshot{
+			key: t.key, state: state, counts: counts, openedAt: t.openedAt,
+			inflight: t.inflight, parked: len(t.parked),
+			traffic: decayed(t.traffic, t.trafficAt, now), tenants: len(t.tenants),
+		})
 		ts.mu.Unlock()
-		if state == gobreaker.StateOpen {
+	}
+	return out
+}
+
+func (ts *targets) statuses() []BreakerStatus {
+	snap := ts.snapshot()
+	out := make([]BreakerStatus, 0, len(snap))
+	for _, t := range snap {
+		s := BreakerStatus{Target: t.key, State: t.state.String(), Counts: t.counts, OpenedAt: t.openedAt,
+			InFlight: t.inflight, Parked: t.parked, RecentClaims: t.traffic, Tenants: t.tenants}
+		if t.state == gobreaker.StateOpen {
 			s.NextProbeAt = t.openedAt.Add(ts.cfg.Breaker.Cooldown)
 		}
 		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
+	return out
+}
+
+// TenantTarget is a target as one tenant sees it on this node: the target's
+// breaker, which every tenant sending to it shares (its state decides when
+// the tenant's tasks go), and the tenant's own sends, never the others'.
+type TenantTarget struct {
+	Target string
+	State  string
+	// NextProbeAt is set while the breaker is open.
+	NextProbeAt time.Time
+	// InFlight are the tenant's sends to the target waiting for their
+	// answer; Waiting its claims waiting for a send slot of the target.
+	InFlight, Waiting int
+	// Attempts are the tenant's sends to the target since Since, Failures
+	// those the target failed (network errors, timeouts, 408, 425, 429,
+	// 5xx, or no answer within the breaker's StuckAfter).
+	Attempts, Failures uint64
+	// Since is when this node began counting them: the tenant's first
+	// claim to the target after IdleAfter without one. LastUsed is the
+	// tenant's latest claim or answer there.
+	Since, LastUsed time.Time
+}
+
+// tenantTargets reads the targets tenant's claims reached in the last
+// IdleAfter, by target.
+func (ts *targets) tenantTargets(tenant uuid.UUID) []TenantTarget {
+	type entry struct {
+		t   *target
+		out TenantTarget
+	}
+	ts.mu.Lock()
+	list := make([]entry, 0, len(ts.byTenant[tenant]))
+	for t := range ts.byTenant[tenant] {
+		u := t.tenants[tenant]
+		e := entry{t: t, out: TenantTarget{Target: t.key, Attempts: u.attempts, Failures: u.failures,
+			Since: u.since, LastUsed: u.lastUsed}}
+		for ps := range t.sends {
+			if ps.tenant == tenant {
+				e.out.InFlight++
+			}
+		}
+		for _, c := range t.parked {
+			if c.TenantID == tenant {
+				e.out.Waiting++
+			}
+		}
+		list = append(list, e)
+	}
+	ts.mu.Unlock()
+	out := make([]TenantTarget, 0, len(list))
+	for _, e := range list {
+		state := e.t.breaker.State()
+		e.out.State = state.String()
+		if state == gobreaker.StateOpen {
+			ts.mu.Lock()
+			e.out.NextProbeAt = e.t.openedAt.Add(ts.cfg.Breaker.Cooldown)
+			ts.mu.Unlock()
+		}
+		out = append(out, e.out)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
 	return out

@@ -20,7 +20,7 @@ func TestTargetsWatchOpenBreakerPastCooldown(t *testing.T) {
 		Breaker:     BreakerConfig{ConsecutiveFailures: 1, IdleAfter: time.Minute, Cooldown: 10 * time.Millisecond},
 		MaxInflight: 1, MaxWaiting: 1, Clock: clk,
 	})
-	open := ts.get("http://open:80")
+	open := ts.get("http://open:80", uuid.New())
 	report, err := open.breaker.Allow()
 	require.NoError(t, err)
 	report(errTargetFailed) // open

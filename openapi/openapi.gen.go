@@ -148,6 +148,27 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for TargetState.
+const (
+	TargetStateClosed   TargetState = "closed"
+	TargetStateHalfOpen TargetState = "half-open"
+	TargetStateOpen     TargetState = "open"
+)
+
+// Valid indicates whether the value is a known member of the TargetState enum.
+func (e TargetState) Valid() bool {
+	switch e {
+	case TargetStateClosed:
+		return true
+	case TargetStateHalfOpen:
+		return true
+	case TargetStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskStatus.
 const (
 	TaskStatusCanceled    TaskStatus = "canceled"
@@ -386,12 +407,20 @@ type Breaker struct {
 	// OpenedAt When the breaker last opened.
 	OpenedAt *time.Time `json:"opened_at,omitempty"`
 
+	// RecentClaims Claims that reached this target on this node, sent or not, each weighing half after five
+	// minutes. The busiest targets by it (`HOOKWHEEL_METRICS_TOP_TARGETS`) have metrics series of their
+	// own; the others share `target="other"`.
+	RecentClaims float64 `json:"recent_claims"`
+
 	// Requests Attempts counted in the current window.
 	Requests int          `json:"requests"`
 	State    BreakerState `json:"state"`
 
 	// Target Scheme, host and port, e.g. `https://example.com:443`.
 	Target string `json:"target"`
+
+	// Tenants Tenants whose tasks went to this target on this node in the last 10 minutes.
+	Tenants int `json:"tenants"`
 
 	// Waiting Claimed tasks waiting for a send slot of this target on this node.
 	Waiting int `json:"waiting"`
@@ -690,10 +719,55 @@ type SigningSecretRotateRequest struct {
 	Grace *string `json:"grace,omitempty"`
 }
 
+// Target A target as the calling tenant sees it on the answering node.
+type Target struct {
+	// Attempts The tenant's sends to this target since `since`.
+	Attempts int64 `json:"attempts"`
+
+	// Failures Those of them the target failed, as its breaker counts them: a network error, a timeout, 408,
+	// 425, 429 or 5xx, or no answer within 15 seconds.
+	Failures int64 `json:"failures"`
+
+	// InFlight The tenant's sends to this target waiting for their answer.
+	InFlight int `json:"in_flight"`
+
+	// LastUsedAt The tenant's latest task to, or answer from, this target.
+	LastUsedAt time.Time `json:"last_used_at"`
+
+	// NextProbeAt While open, when one probe will be let through.
+	NextProbeAt *time.Time `json:"next_probe_at,omitempty"`
+
+	// Since When this node began counting: the tenant's first task to this target after 10 minutes
+	// without one.
+	Since time.Time `json:"since"`
+
+	// State The target's circuit breaker, shared by every tenant sending to it. While it is `open`, the
+	// target's due tasks are deferred to `next_probe_at` without spending attempts.
+	State TargetState `json:"state"`
+
+	// Target Scheme, host and port, e.g. `https://example.com:443`.
+	Target string `json:"target"`
+
+	// Waiting The tenant's claimed tasks waiting for a send slot of this target.
+	Waiting int `json:"waiting"`
+}
+
+// TargetState The target's circuit breaker, shared by every tenant sending to it. While it is `open`, the
+// target's due tasks are deferred to `next_probe_at` without spending attempts.
+type TargetState string
+
 // TargetLimits One host's dispatch limits; an absent field takes the tenant's, 0 means unlimited.
 type TargetLimits struct {
 	DispatchConcurrency *int     `json:"dispatch_concurrency,omitempty"`
 	DispatchRate        *float32 `json:"dispatch_rate,omitempty"`
+}
+
+// TargetList defines model for TargetList.
+type TargetList struct {
+	Data []Target `json:"data"`
+
+	// Node The dispatcher node that answered; empty on an API-only node.
+	Node openapi_types.UUID `json:"node"`
 }
 
 // Task A scheduled webhook and its delivery state.
@@ -1212,7 +1286,8 @@ type ClientInterface interface {
 
 	// Metrics Prometheus metrics
 	//
-	// The server's metrics in the Prometheus text exposition format.
+	// The server's metrics in the Prometheus text exposition format. A server started with
+	// `HOOKWHEEL_METRICS_ADDR` serves them on that address only, and answers 404 here.
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1227,7 +1302,9 @@ type ClientInterface interface {
 	// Readyz Readiness
 	//
 	// Answers 200 when the server can do its work (Postgres and Redis are reachable), else 503. Each
-	// dependency's result is in `checks`; like every error, the 503 body is problem details.
+	// dependency's result is in `checks`, `ok` or `unreachable` (the error itself, which names
+	// internal addresses, goes to the server's log); like every error, the 503 body is problem
+	// details.
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1545,6 +1622,18 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListTargets The caller's targets on this node
+	//
+	// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
+	// the last 10 minutes, with that target's circuit breaker and the tenant's own sends to it. Each
+	// dispatcher node keeps its own targets, so behind a load balancer the answer is the answering
+	// node's; an API-only node has none. A target is shared by every tenant sending to it: its breaker
+	// (`state`, `next_probe_at`) is the target's, since it decides when the tenant's tasks go, but
+	// `in_flight`, `waiting`, `attempts` and `failures` count this tenant's sends only.
+	//
+	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
+	ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTasks List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -1798,7 +1887,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // Metrics Prometheus metrics
 //
-// The server's metrics in the Prometheus text exposition format.
+// The server's metrics in the Prometheus text exposition format. A server started with
+// `HOOKWHEEL_METRICS_ADDR` serves them on that address only, and answers 404 here.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1833,7 +1923,9 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Readyz Readiness
 //
 // Answers 200 when the server can do its work (Postgres and Redis are reachable), else 503. Each
-// dependency's result is in `checks`; like every error, the 503 body is problem details.
+// dependency's result is in `checks`, `ok` or `unreachable` (the error itself, which names
+// internal addresses, goes to the server's log); like every error, the 503 body is problem
+// details.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2431,6 +2523,28 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType st
 // Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateSigningSecretRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTargets The caller's targets on this node
+//
+// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
+// the last 10 minutes, with that target's circuit breaker and the tenant's own sends to it. Each
+// dispatcher node keeps its own targets, so behind a load balancer the answer is the answering
+// node's; an API-only node has none. A target is shared by every tenant sending to it: its breaker
+// (`state`, `next_probe_at`) is the target's, since it decides when the tenant's tasks go, but
+// `in_flight`, `waiting`, `attempts` and `failures` count this tenant's sends only.
+//
+// Corresponds with GET /v1/targets (the `ListTargets` operationId).
+func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTargetsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -3824,6 +3938,33 @@ func NewRotateSigningSecretRequestWithBody(server string, contentType string, bo
 	return req, nil
 }
 
+// NewListTargetsRequest constructs an http.Request for the ListTargets method
+func NewListTargetsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -4311,7 +4452,8 @@ type ClientWithResponsesInterface interface {
 
 	// MetricsWithResponse Prometheus metrics
 	//
-	// The server's metrics in the Prometheus text exposition format.
+	// The server's metrics in the Prometheus text exposition format. A server started with
+	// `HOOKWHEEL_METRICS_ADDR` serves them on that address only, and answers 404 here.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4330,7 +4472,9 @@ type ClientWithResponsesInterface interface {
 	// ReadyzWithResponse Readiness
 	//
 	// Answers 200 when the server can do its work (Postgres and Redis are reachable), else 503. Each
-	// dependency's result is in `checks`; like every error, the 503 body is problem details.
+	// dependency's result is in `checks`, `ok` or `unreachable` (the error itself, which names
+	// internal addresses, goes to the server's log); like every error, the 503 body is problem
+	// details.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4682,6 +4826,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
 
+	// ListTargetsWithResponse The caller's targets on this node
+	//
+	// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
+	// the last 10 minutes, with that target's circuit breaker and the tenant's own sends to it. Each
+	// dispatcher node keeps its own targets, so behind a load balancer the answer is the answering
+	// node's; an API-only node has none. A target is shared by every tenant sending to it: its breaker
+	// (`state`, `next_probe_at`) is the target's, since it decides when the tenant's tasks go, but
+	// `in_flight`, `waiting`, `attempts` and `failures` count this tenant's sends only.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
+	ListTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTargetsResponse, error)
+
 	// ListTasksWithResponse List tasks
 	//
 	// Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -4970,6 +5128,13 @@ func (r HealthzResponse) ContentType() string {
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r MetricsResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
 }
 
 // GetBody returns the raw response body bytes
@@ -5207,6 +5372,11 @@ func (r ListBreakersResponse) ContentType() string {
 	return ""
 }
 
+// CreateTenantResponse201Headers the declared response headers of an HTTP 201 response for CreateTenant
+type CreateTenantResponse201Headers struct {
+	CacheControl string
+}
+
 // CreateTenantResponse429Headers the declared response headers of an HTTP 429 response for CreateTenant
 type CreateTenantResponse429Headers struct {
 	RetryAfter int
@@ -5229,6 +5399,8 @@ type CreateTenantResponse struct {
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateTenantResponse201Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateTenantResponse429Headers
 }
@@ -5511,6 +5683,11 @@ func (r ListTenantKeysResponse) ContentType() string {
 	return ""
 }
 
+// CreateTenantKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateTenantKey
+type CreateTenantKeyResponse201Headers struct {
+	CacheControl string
+}
+
 type CreateTenantKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5526,6 +5703,8 @@ type CreateTenantKeyResponse struct {
 	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateTenantKeyResponse201Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -5815,6 +5994,11 @@ func (r ListKeysResponse) ContentType() string {
 	return ""
 }
 
+// CreateKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateKey
+type CreateKeyResponse201Headers struct {
+	CacheControl string
+}
+
 // CreateKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateKey
 type CreateKeyResponse429Headers struct {
 	RetryAfter int
@@ -5837,6 +6021,8 @@ type CreateKeyResponse struct {
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateKeyResponse201Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateKeyResponse429Headers
 }
@@ -6763,6 +6949,11 @@ func (r ListSigningSecretsResponse) ContentType() string {
 	return ""
 }
 
+// RotateSigningSecretResponse201Headers the declared response headers of an HTTP 201 response for RotateSigningSecret
+type RotateSigningSecretResponse201Headers struct {
+	CacheControl string
+}
+
 // RotateSigningSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateSigningSecret
 type RotateSigningSecretResponse429Headers struct {
 	RetryAfter int
@@ -6785,6 +6976,8 @@ type RotateSigningSecretResponse struct {
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RotateSigningSecretResponse201Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RotateSigningSecretResponse429Headers
 }
@@ -6847,6 +7040,82 @@ func (r RotateSigningSecretResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateSigningSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListTargetsResponse429Headers the declared response headers of an HTTP 429 response for ListTargets
+type ListTargetsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTargetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTargetsResponse) GetJSON200() *TargetList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTargetsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTargetsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTargetsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTargetsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTargetsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7729,7 +7998,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // MetricsWithResponse Prometheus metrics
 //
-// The server's metrics in the Prometheus text exposition format.
+// The server's metrics in the Prometheus text exposition format. A server started with
+// `HOOKWHEEL_METRICS_ADDR` serves them on that address only, and answers 404 here.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7760,7 +8030,9 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 // ReadyzWithResponse Readiness
 //
 // Answers 200 when the server can do its work (Postgres and Redis are reachable), else 503. Each
-// dependency's result is in `checks`; like every error, the 503 body is problem details.
+// dependency's result is in `checks`, `ok` or `unreachable` (the error itself, which names
+// internal addresses, goes to the server's log); like every error, the 503 body is problem
+// details.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8286,6 +8558,26 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 	return ParseRotateSigningSecretResponse(rsp)
 }
 
+// ListTargetsWithResponse The caller's targets on this node
+//
+// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
+// the last 10 minutes, with that target's circuit breaker and the tenant's own sends to it. Each
+// dispatcher node keeps its own targets, so behind a load balancer the answer is the answering
+// node's; an API-only node has none. A target is shared by every tenant sending to it: its breaker
+// (`state`, `next_probe_at`) is the target's, since it decides when the tenant's tasks go, but
+// `in_flight`, `waiting`, `attempts` and `failures` count this tenant's sends only.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/targets (the `ListTargets` operationId).
+func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTargetsResponse, error) {
+	rsp, err := c.ListTargets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTargetsResponse(rsp)
+}
+
 // ListTasksWithResponse List tasks
 //
 // Lists the tenant's tasks, newest first, one page at a time. To read the next page, repeat the call
@@ -8646,6 +8938,16 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 		HTTPResponse: rsp,
 	}
 
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	}
+
 	return response, nil
 }
 
@@ -8861,6 +9163,16 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateTenantResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateTenantResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -9101,6 +9413,19 @@ func ParseCreateTenantKeyResponse(rsp *http.Response) (*CreateTenantKeyResponse,
 		}
 		response.ApplicationProblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateTenantKeyResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
 	}
 
 	return response, nil
@@ -9367,6 +9692,16 @@ func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateKeyResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -10216,8 +10551,85 @@ func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretR
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers RotateSigningSecretResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers RotateSigningSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTargetsResponse parses an HTTP response from a ListTargetsWithResponse call
+func ParseListTargetsResponse(rsp *http.Response) (*ListTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTargetsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -11092,6 +11504,9 @@ type ServerInterface interface {
 	// RotateSigningSecret Rotate the webhook signing secret
 	// (POST /v1/signing-secrets/rotate)
 	RotateSigningSecret(ctx echo.Context) error
+	// ListTargets The caller's targets on this node
+	// (GET /v1/targets)
+	ListTargets(ctx echo.Context) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -11509,6 +11924,15 @@ func (w *ServerInterfaceWrapper) RotateSigningSecret(ctx echo.Context) error {
 	return err
 }
 
+// ListTargets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTargets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTargets(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -11761,6 +12185,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
+	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.RevokeKey, options.OperationMiddlewares["revokeKey"]...)
@@ -11779,292 +12204,313 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Jcxs5ku5fQXBehKneEk0ddndT8eKN2kfb4/PZ8vbbaXaowCpQxKgIcAooU5xu//cXyEygUMUiKclH",
-	"e3YduzNjsS4ciTy/zPy9l+n5QiuhrOmNfu8teMnnwooS/jqtcmkfVKXRpfszFyYr5cJKrXqj3tlMsFSJ",
-	"K3uewR0p01NmZ4ItSvFe6sqwBb8Qg17Sk+72f1aiXPWSnuJz0Rv18Jle0jPZTMy5e71dLdwVY0upLnof",
-	"PiT4/edyLu36508tm2tjmZ1Jw+ZcrZhQtpTCsH4uprwqLLs33Nv0+QJeGn+dHuqN7g2T3pxfyXk1d3+4",
-	"v6TCvw4SP0iprLgQJYzyaS7mC22FylbPxGp9pC/4pTCwMhkvCmb4VDCrWSlsuRowt4xTWRrLSvHPShjL",
-	"ltLOGGeXYsWyUnBLD1tuLk8YZ6VYCE532ZkYK8PnAu7mKoc74YeJzlfuG1Wp3PPcwgvwMWO5rQw7HA7h",
-	"mTTMwO6/EYuCr0Q+YrasRHrC+Fi1vsgaH+Qsl9OpKIWy+M0LYQ07PjwcsGdiZRgvBVuIklmhuLI4X/es",
-	"NIwXRjMjlB0rjnNMo7XcfyZWKZsJnovSkZZ4L8oVW4rJTOtLxq0V84UdjNVYnfoXzkSRs8mKSWtwtlNd",
-	"Mm5YodUF4/UyunsvxcKOmFaZqH+eccOmUkkzEzlMTlrjpu9WRmoF1xfcGJGzfvrk1atnvzx59Oj5+ZtH",
-	"Z49enj199TJN2Pcs5yvjBkEElTBd4hdgAe4YloYXpnvJWMWDykUhLH3b1gs1LYVg/IJLhQSAdFKKykh1",
-	"waQ7BEIFYuFMiSW8MlA/rmJN/q1lbhyEOb96LtSFnfVGh/fuAfX7v2v6jw7pM7F6+rCbPVyK1R3DFtWk",
-	"kBmTeYLsgZeWTYRdCqFYOluepzXhikw7ejwPvORSrMIkFtzO6ilcitW5zHtJzy2HLEXeGzmK3TCT+8dd",
-	"Q3+bzUReFWLT+A1dZzLfMIodI5jqcs5tb9SrKrhzfQhn3Fxu+jxSxef7NBDkxo/D1c/2+Q/uYbPQyggQ",
-	"NT/x/A3Stfsr08odEfdPvlgUMuNuZHcXpZ4UYv4f/zBumL9Hn/tfpZj2Rr2/3K3F2V28au6+xqfwo+sT",
-	"9ccJxEjhxi3yhJkqmzmWwZGpAQOVhilt2d/evnrpDjVnQVp6cl2WjtO4uQ56H5LeA62mhcz+hCkZXZWZ",
-	"8COWinFg+gInwotCLw2IThjnY11OZJ4L9aUHevr6qedx73khczapLCt4dom82mR6IVDCg+hUQuSG9VOp",
-	"TDWdykw6iQU3pXvAZ5e6KnJ2UTrK5fS4tCzXAhdiposcZvxS28e6UvmXnPBLjVTldwdGLB0vdPLJOJ2A",
-	"K21ntbB0I33NV4Xm+ZnWz3l5If6s0wGnQLpBala4gcDgzrR+wdWKTq75koN79V64I1g6ogZtzq3mPytt",
-	"OeunfCHP3ZU0YemcX50vhMqlujh3HNX4Hz13N+neCWoKYzXhNpslTLuX23j6K5KsOnc/8twwbkF7OGG6",
-	"TPBxtfJc01FrwqalnjPOskKijpPnpTCkjC1K4TQfkbPDIZMKqZ+OgwFVSyp2MGSO3K3W+07D3eeVne1P",
-	"uSyqUrhpTMRUlwJVCDpG4r1QrND6UuSsWuwN2BunZjI+tTQjK+eo8aRwZf/UXQl61oV8L4zj+Pg37Gh0",
-	"37qoeKKXqH2j7AYqXnKgajc2ZsuV01FAeRlsl9Zeyx52aNlu/98pN39dyn+J/Esfg4ngpVtAfSkUSApp",
-	"nO6VxCKjFO9h2XXJKnWp9FLBGXmnxNVCZFbkj8oSDakvNfJTtWLIUIT7dC3V7g2P2NLpjKh1lY7cM64c",
-	"iywFz2agQefc8gk3gmaxKHUmjOGTQjxSVtrVnyiol6Io9nHdQWTQATqB+ejpFI87m0pR5GiCFNK4wyYV",
-	"S2EtTDoAJYi+Ddbu66dkvy1KvRCllaiaoF6dn3PbUGxybsW+O03r2k0Snpl02IO/zDTp6s7ASFjqPsat",
-	"Lh1jygqZOgpKL8VqNK6Gw6MMTnYO/xbpoOtr4mohS2G2jVBVReG2zp+7tXfI/FPr8J1DLbix55UJy9le",
-	"GqJJN2d3K3NH3hlLGSwXB856wkqR6TIXORmFU7H0/CcBOb8Aei4KN4TbLQdqub+vX6BT/lFrDYoJ0Ja0",
-	"Ym52nYu37nb3HL2IlyVf9VCF9tz0V1TIYdjhA0lMuw2i/C28TE/+ITLr3o70/wBvghNdFK+mvdGv20dH",
-	"x+ZD0j43TghfdjlEiKwSoJx1GqefjMhKYT3Zs7czvVRMq2LFZqIUg06TJl4P//n1qf4WJvtcor3RHLhj",
-	"fNfenDD97bsD79y86pHtw/NcuoXixetoVFNeGJG0Bto891uOkrF6YdhSl5eOLfbfPH7Ajo6OfkwcP3T3",
-	"TCtblWJvwF7NpbVOmCl3sjYen43HpSV/WMEnogDtyPpN9zLIix6ZkVVSGWGYtO6jkeV+MBxuPUFdVru7",
-	"FuYO1oA5YRqn5pirmC/sKiHmgVZCP/0uRW/hx53I9f1FR9X6UF8pwXJRSBgEubOcHcmD66Z1nDa9yM3Z",
-	"P6+q+USUCTvYd5I7P6l9bH7J0ydaXy5nQhT7NDSv/MHCb3F1Jr28KkG+n89NtyYIjjYbjcdqfQlUNpdF",
-	"IYlHN8hKKnv/OP7ysOvLwqtObSJfNT7ndOOm9a6EdWSPChBY7YpVQSMjT+gJ4xNYI63co07N6RReurKZ",
-	"RkLfyhJwNK/o7sjVce7MqO4dRB/wMXsmf/LeBP8UGF9JUNhKwZbcMK1E5yCN5aXdJV/9gtHN1z/ouGDn",
-	"mc5F9zyenJ299g7m1jzCMsNMlK4nmPG5YP21vXKD0JXdi+YZO94b3J5OR2P+TYqt9++3zefUS4TmxB7B",
-	"Ib3JafUyZONRNQnTRe70Wdj5E8+UgPEyp0IkwYYK5OG93tflU5753F46NUm5g6C4dUfKr0ghcmb1aKz2",
-	"WUonKR0xzg6vriIyiF3eKa2qyNMBPAZxEXgI/uUUKUY270lwkPjvSROctDk+7m6Fp6dS8aJ+svVNnoN+",
-	"KpRjOb/2aKxgoFoIFLkHoyWpTwAEpR4pd9ea5sAzXJf2MqXk0CENzCn69At87jybcXXR+B1cGqa+MFb+",
-	"iuXlhbDnKNY6ngzRhfjapVjFH3d/kiILrzbyQkl1cY4616DUFu4EQwR/M4NSXIqVyLvVep7ZLv5cmzas",
-	"z/O5VOz09dM9b+b03Z7MvDhimZ7Pucr3bmz+3MQwy4V1G7tRz0KNvYPIaTEH7KVAzxOtVa/j1KAttcMF",
-	"nvRww867795hRHQp/7gJiafCMFlYoc7TjfHVj9eB6yOxxmmSXhQjXqeQ19wYJ6lTH0T2uqJ7CiLIsXB2",
-	"F5xZuFv738jRfuI2m0XqdnPa4CC89rzhXWfcXPr3fQDV9Sk+ezCk4LH/ewcTxm9vGTOyz4/cK/+uqvgI",
-	"sRC/pFOxdUO5YxzLhxBo6uaG7ASEe7ouMIOGdy0PkRsnBqo7hGxZidq7RSORdcQTrIIZz9lECOWsDogZ",
-	"c+XuAU9DwQQvCylK73KKyG2idSG4gqXj5nLXgB1xdNsFa7RzbYO7SXBtYogmusn6lmbDqiTeSGjFh6Mo",
-	"PGdGqotCBPdKO1y8fiw7rO+fSsEv0Z3c8rU5Cs8qK9+Lc+/ojtwwkUUQX21O8DEYAUHPYpmuFPn+AIRR",
-	"lQBWWEqV62WXapn0pDqfFvJi1kHdbwV5uSEshcLYvXpR6gtw7wObgsBbLrrfDgxxUeqJ2KCky0IwvRCK",
-	"dH6tBIPb2VIWBZsIVgjL7KzU1cXs9i4u94VddsIENwp9cfjA7T9YRmGiNpjn9nsFcU3gIKTLZYU2wsnD",
-	"GS+m+27QPZxspzqHO9ixz+60iYTNtNO7Vc4WurQJE4OLAUtn1i7M6O5dccXni0IMMj0fHR8fdasnSy6t",
-	"++faJx4UXM6dwuwYP6PbMJTkTPacmUJbNKJqUttFXmtCBabnlynahOgIJd3nLj4H9TQ65QGSySdQJTxn",
-	"6NIjNtqcuTQLx06d4aRzH+RWZunMCrKs3MJx0D/3wYno1283TiJeThhDslkwPuAqE8VjWXQGyx5ohTon",
-	"BQHnlYFgPMSlTxh39hMcNDTtN4QhfCDuhpEIsCWv/5w3q86vqcyiyR+fw2CYeauqST2bJYRfxlrBaK0E",
-	"XEXRv4P8w61dm/VYiqIOynUoMRSWhTASCr9IIWiOCe7Z5NkRRZ6gOwqwIwtuZ57DNeLrfe+3QiN4MOdX",
-	"516MpXseSKb4XOBoAv4ETFnkRb1Rb/3hrg2bC2P4xSabXhoCswDqD72y9ReAcCeiptiDnScHF6j+bPeG",
-	"lOJMzjtU3EJnvOheXp2hlMiEX1NPeHcMRrv/pZVI/EQM09OpQcPteiehstl1j01rzjhqfMO2+X4CvhmW",
-	"7tY6/ZOzs9cvhJ3pfItjbw43IPV5KGZ0JvzR//nRWS/pvX71Fv7nHfz36dmDJ72k9/DR80dnjzpF8RPB",
-	"C6dHrocRZnBlRaHqDt44Exnabd1W/e9djoAO1FRVgLyFEHguFkLloBrD6xNnJcDZ66cLbewFYjDSUuQS",
-	"ICQE6XCCJi0Fz1f/Shun5veef8yt+yVwxVzSH11csGaprfUolnxlWKovmx/Al24nSXpnFwG81PaNG/b1",
-	"LZHaHPv9a9wQt0CeaYJ5ec3tyCUvmM0W7GA4cP/3/ej+0fc/jlimlRKZDf+QWrFSTJ0F2bF/bUmEK9IR",
-	"jWxPnVaVoffGkNWFII0Yhwg0ltSw7B3LhWgy2rF1mlIeI8INe/P4Afvx+N73bNEcSoebO7jTOmTIElT3",
-	"WoqA3krcgiBTbFbNuWpScSwWZ9w0xXCnKENERzfbaj6Nn4VfIC6AkzbXdqhHKkOHhiqVsU7h6GJh7948",
-	"pd0DL8NUCgRgxvIrJFDAqje101LulwJw9pnYrn9tj8lkpPeG9T4+POwyq6y0RedEzEyXlplqPuflKuC0",
-	"pQKpEA293tAGdogReKjLFIMfrrt0ax89YSmf6MqOJgVXl2kcL8MTM3Pm1VyXgpmFyORUZu61pDPA6jTH",
-	"Hb3tBlvRNsDcVb+cYZuCb7aLEb8RXoOJfEPruwoof+ls1LSs1Dm36GDLRcFXaddRLfgKUQN+ggfDedc+",
-	"4NtuoPN0zMCWq4eYALGBJkFJZQtdyGzFeJ0dgcaws3T9/q0AlcgUaHGoi09W+I9RM7NCL9VY+eyfJe68",
-	"ZQasZpEwUZgo3nDHsP7BMArHHYBb52C2t752DV06XsKDzmi1u33Cs0s9nbYWfNapiUu14Xazk7xaWn78",
-	"quY4ftu1Te8WOTlSWrFPJ0xw2d0+OJG3KHjms5L82tOyn7BUVUWROmlkdSlMY8Hppt0LHBKwDtoJWBu8",
-	"TJtXv81NftbMR4UTZ8BAFtnB/R/Ak7bTh9Xaq10vJ+toOJybwbWCOt179BqOSTfmYtpyd/ISD5cU+YDB",
-	"5hFYlTbRQjoaADxpNyAnKwbtUuh1rC5KvTSIY06jmafM6iUvc4NAav8r6SL/kNaK8oTxboixVoyz48Mf",
-	"mS7H6t7wqEYB6PeiLGUOo2P9auGOo1buyFblNQ5lB4cENAwoUH51pGKAza5j6hos/ayocrdgdBqc6hfL",
-	"goPhLmzMVqpzgym0uoD0PlxoxE7apY44EI/ppx5LejBrKfrX4iPrQ2gAs6O8Q1uutnzctD9uricEfHbV",
-	"umXrUTDNlyS9q/0Lve9+3DeXcrGvF2g47C+0W+gST82H5JaIXAzMr12IkO7XtlVuG/EF9GstXjuIhFtH",
-	"I5FOOOdWlJIX0rhDbiLAye2c8DAEt7yLDb7/7mHQE6xvhGCpf76+waR7CZNTxtXq9mObB/fDNh08clT4",
-	"YMq2JYVAcjSTvhsGW0KQZcGd8bZ3+xHjCyIaieKDiCTZMZmYvTstfn1hO3yT9UUwBOc8F6Q3TUTmRhSJ",
-	"ZsCKOd3Zmq5cmFrLGqulU5jyCrKTJ4L1eQysZtwdFNL3JWKz9gbsNFBG7IeLxlUtxsqRU3nS8M2xCy0g",
-	"VhbMV7dPncjALtsEcGHdR1POxb+06gZvV6Dj3IxxVGXRnZ2+hr8AFhONIJBHk0rxlYHa6+nU4KMGbDsa",
-	"dDeB/LaF+X4C12Lg47uxHbfEZLzdZe6cslK4+TothtyOqLVgljeleSwWxcrRLuJ66xVaVx0+XgB1obzu",
-	"BSfDfcqzp6MDctZJWH+/LgNENf2rU2+KVQrpgOlfcfAIffLSOAI/1WJ4yH5k37n/6yLaTyLUanZ8PXdg",
-	"zJjBq0UVFdAR3OCW4Rrh2ltxMiD/Jr/AZ7uRGLfhtNflIfUs3p096LVH+vT05WkdZMCYdakVE1eLUhgj",
-	"NWSLlY5zypab61HltuPua15Ks4XvxG6HndYgMhagzu5zphdbQJw+G3fOVyzXA5Z+l1JKoYfJJ8HJzVVO",
-	"WQMDRPeYkZsl5AGNFf2yLKUVKcswnRIEFKUJyTJSe9OQiTn6Lg07bhCnaEZzrviFSEN2JAAWEZQYrhGA",
-	"kUB57lFe5dLSmBqGKlxghb6IAxZwiMIswh8wgV4dDA2X6x/8LdFQ3fXG+HpJrx5OZ+jjLY7/LTz2iVLQ",
-	"EDvRrZvszBzhzFQLURqRi5xWlbJIaKlPAKMc4HoeqUGh60+Xg3ZaGI2JC5cyD3UhoiwGt3TcEWLK/vbL",
-	"mc8rwQHLC2V2YwVJeMeZUrR2nYco3qooW+rjd+yi5Jk4FyrfkdETCuwQlcHG+H25flxT5p3Mr4kF7sD0",
-	"LmdGZOcp+w824UbcP3Z7cnTISq5yPcdM6Vuka8EmtL7d2pXm+uzcm0+h+jSO5a1Dq43XvAFw9e0SvmAF",
-	"dqTerFHHpRCBOlpmfl0rKT08nqW1Pyw9uP/DDBOiaol1eDy7nuV/BqAjKNxkuqEVM23AaUjAHczgNyeQ",
-	"SoBo39hZFfPvhA3ZXHBlWKXgKVQKWptM7z3PtCItcLUrxzypnyrJEdpxO7qUNk0bAaFrERMPhKmrF2Ft",
-	"oTqjBNBZG3O+drq32pkpBm0vo9mUlwl6bFcmuLmcaYe/1aUxnFx3VuLeYGcy1uYkphjNkmDameMHICXc",
-	"P5oZQIDLWucMt/UDbeCWWPaKG59zfX0GeRslen1N6C3kPF9uGlY7OUoJtmwyzra3aWPBIMr6AzlJFLfv",
-	"ZGe7llaUTbTTc3UNWHFX+a6dkyZnTJgyN4Nre7F2JAWSE6uZGxh/UVqWyxyo31109pcfBJyf64/kNllx",
-	"zeEhWJ7yo2CI3hevVuHKlgG1PNE39otDSSAE3m7xj59QIRHPPvA+fN1Y+XdAvACj+MBjtNqdWnpr1x/N",
-	"YDsPAB9glDOWV2JUR003pdklNAlbrtDGA6fhWKUezZgmdUmVkOsIU24u04C91PHngTnTV6UdsJduv7XK",
-	"RLManC9F9zGIazKMr2fAN0zk35INHAZItQ7eUtRHUIokqhNTWRQCbd5GQHnD/ni5iFszYE8R5AKZVsAU",
-	"KSHjBnmqTfjqltpuBK7GJeeqicfo9GlfL0MrhmTsSud4i3c23RIbdDx3Hj0tOUvdqUjt6E0zXjPs9i80",
-	"fKHbhCeA/33+2/Vhk+UGwOa7N8/bmw57bHVz3B0g+7vuAXNXl7ko92u36Y18JGhoeBhGyxUbXLSbPbBx",
-	"tL0FsV3z47Y5VIe4aMiydTn72wY9sztP+RQy5oAXcXNpEqbEMqQY3yRJGZ01PvUA0/A6EpQjiA0vEaJx",
-	"bSgVpkbdJl1Q2kbGINRS5Xkza3DATteyBkNB2pvlVm4061rZW+2t8PRtdWA2A/bKWcRpVRYpIzCc+8xm",
-	"D/XNdewBe4T5DqXXKNFcUhoeGbAzCIipYjWi6oZO6tSwQoTLvTt7vP8DuKRnGpzrilVqwd1gmanKUl9w",
-	"K5gwGYfiGeNxlf8wHMJmwB/T6RSqm/pqsKzkWNluxhWbCKgJVljKz1DuJLCJVNyJEG45W+mqNKKYsj76",
-	"GBJm+Kpljv4+7gEjGPdG7Pjww0fYEQEatYHlojRXegl7KajSEe1v26QOjv2joUFE1sHsaDhPB+zRVVZU",
-	"Rr4XKDG9/tGc1VE3t/54W+QJ2SFoZNQiOyg7TvWjV7t5xrgdvVS1KfFdmsT+t+/SsWpWEW7W7jWOTchs",
-	"5guMTQLQIxeqhch9gOXE9s+IJ0QlxaCU2OePUiS7ke/R3kcwCfd0OrhtNGK7hrROdHUNnz2fke5VpDUy",
-	"Q0DgCf6lhHTnMMHS0W0RzA0zWiv3vwttjJw4lkUBDkquWDhG6jnKsuUgGh7e3z842D88PDsYjobu//9+",
-	"bX3hk2g+VHTRA7TVhZcOkrxj3pQasQPDAGKEOjfiq+8YFtV1fnH6/87Pnr549OrdWcr69+ZRVee9ATut",
-	"q14A+ywrZZiuMGHPLdgU0NsQD5GmhmSdxV/z+nL/aGj2IIIphUGxisz7eqrcJlWLT4wuKiswYxG5EahV",
-	"KWphGtN42XOtFxOeoWNqUcr3jrlTvUrhIWUAdGeVKoQx8aLV5WTbwN/PpMG56W6Sx283wKB/QSUlKPpS",
-	"gQOukFNB1Uq8ky4dNVIxATfhOTXc6d2EzgAcxcVP8LWYMBnVMlm7zyP2VB7qmaDhw7ilkvq1zug/Gqqk",
-	"NF51oW2rusqAPZaKFwltFPN58v413L0haETtwkkajVYC5C259w1SIZbtL/fJdumI+X96K9c7KOkFjdIr",
-	"UZpgtLRx0iBIaJw+/BtCcB2pffWJwNrWXVoZoWK8B9YI67babMm3vEEE57owsOAZ36ogw0jJi769JCFV",
-	"fNkaGXBWro+BhiL3qOf3I/JKiEiSaD/36rDtWDWAppdiYevisqvwYkp39Gw59rpF0CTAAE1WKIsgczcU",
-	"ze8sr8/6VF6fyM8I29IJvz8czm7kGNkpowOKPeSKnwO/O89k3pVz8rrJPVnpzGbTWn+SuwbEGFZc5YWd",
-	"6epihuvo1nZS6OwS6imNFUFaouLQrM8VAzVW8SIU0iP1JEbEk+pMVgGtHFQPQrsjGGubACG7y002jGVv",
-	"+xKRx+TZybRhqBhH3WJM0aStL526fl43lSCEDKN9pwNA+gkkjE0bPRlaWR8ZzCmua0EY9K1tEBpZ4nxD",
-	"kbF4sl2xbmevF6tQHRaHF6V4QTw10wvIu3HsizARHZGjbcU3A3nQ4zerxInOOdMM8I6iQk4E/IdrfKxm",
-	"3MxwvC3tYHl+efSP49m9i/vnP05/EN/n97N7k2N+9OPhDwffD+9P74nj/Cg7nBzw4bbM9u0OrBoEeeP4",
-	"z8YwS9waYSez76bLxja4WzqJ8MbB+bMa/ABKKSAgmizB854RC5H8qSbPPfLirrj+WFFg/43IhBMVhr0X",
-	"pZyu4BOAvzA+xZr131qucl7m7Bf6WItN44dfTJ/93x/LH35+9l//LM+W/3j3+uEPT5+//vtTfficP+dv",
-	"l9dz5REP8gS/HUSw+VBuilaf1itX15pHHBNUmzcD9lQxziC/GeMB+OoNeTL+eeOOxnKmC8H66e8fUDfH",
-	"1JlCTi2q00613jthQ9bHypVxbHyvHQZPqB8PfoqcOqDCgX2IoTj6vIzD58yXljKsEPy9qC95aKWu7ACY",
-	"BT4+Voi1DIGempLFlaUaza3Yvq9p3wAVd/OtSVV2CoHXT73zq45XURV+xif6PYZw3C7Vdrn/hZW6UrnI",
-	"We7YVr9OzdkbjBU45dBYDp0DTurcoGQ4HLr/7I6M+6d3DH4BYQ2ok903lbFcKpHvUdsBFPVRIwHYVvzV",
-	"6UhhYGNVj4xBOwRpE8iswanEyTcbhu7RDMlGxESLrXq9Jdg5YQOge8UKbHSqVAOVc0L1GhJl0RTdZMaq",
-	"P+dXD/w37UNfycXsRRvgJ3mGXmmcKmazULWcQtskBHKhfrG2Y+WrCQECHrXW3Xu4hgLZsATRJt5u7qz/",
-	"oNBVjrO6M1ZzflVP/7Uo38LL90j8w6EAl7xWYgQOIVTBzYJnyLoP7rohd9NHc+k4mGRTUZagX9auc+g0",
-	"hatJ/h6w1Em5F0XhzNRkrFpLzTpW+gTWI3zFbdQcw6xcYflEt3TSMHA8OCU3ssGB4dXmM/I6CL8maJG3",
-	"rWSf4uDGvpPY19IgOpq2QW+5RmGmfhhewvzIHNeOjNY9fxwG7BT1DXCmAiPWVZGPlbjKBNT9933Suk5r",
-	"sK+lpXZvm9qjhQq0Y8ULKAgQ1BzmUfXmThTTpBJbzGo9QoINg2P12Jx+h4kG6Nv126vRaxJip/1NmUAo",
-	"cigBBKAO5YA9mAln0NDhLAW4j3Iop+Dho37N0DJy5GpmWltok7NiS2hjB/ZR7uj2QjiDaPeRbnR72bDX",
-	"4TrrI9TcrU4NmYp2FtR3Sf5IIOnGVo5VYy9PqKkb9CPyIWfN5vzSySQ9v97oNzpHn1NW4UKU+96Zk9Ld",
-	"LeAzUrNbV2qNl0DroSWefp2LO2asNro/W27WAxPSWyELCPxq3Fx6t1m8LocnYxXlm/qyzo7KsgpsOmk9",
-	"h/KmT0BHgAbjZL1jIjOOQj6Cj49VeAf6F9a9phtCKsiqt4ZUtscvI5DjWrTlNSDeI1kQclv1tHYhoqqB",
-	"TRi7JHCaMCi664h/BiwdzFcoihHi83cMe/fmOYoJt6wwQMe4oWQddkMaLHhplSgHmZ6nCUsPh0eD4eDg",
-	"4Gjwfbp3gq9FcZJxI/alMkIZaeV7AYNDY08q3Ah3i9tzhGhyFSaH6iN6wQG5SXgWT4HveVEJp84GDbel",
-	"F5NhznHRBuw0VsHgN9MBiPuwQ6n/TymWHSWlbuWE2yE2zhoSQ+nltaRGEhisuOKZLVbXKOwX3CvNEW02",
-	"cDC/f2tFCe8MBTcL4D1OvAVQiKmFfTUWGEhwU62r8Ldb2Os5McVGH+Z6Ysl2ByX0HK09lAiGI6MgPTAp",
-	"66ffHw5nWJD4aAh+x71Q3QA9l6i4BP4ZvJcNNlq7L8F14mM8wXZaVOUFxIIIu2BMAi/FWZFQ98MeKxDc",
-	"UINFKOr+iQLG1Kr4TBsBxAfBOsdcX7nfqbtoEoVBjofHdaPTdfWi0Xv0S3laqRDFNf2tb2Irm5yt5N2s",
-	"q7SSz79wEruf/vpbbG07tpmXnAJYeyP24OnDNwYl1jY/LYXJwNMdbffZ6ZufH52dnz5//uqXc/eqt2kc",
-	"IBsrR0+xjec4KXUsJNIIu++FoacVhUUs8zrJEeLC7jJwWnf9xBcPdUYJLghTGqsPlGFlICA59Rl1wQUc",
-	"RxoHh1D96u7B/c5aA3GZ641ksLEvygdIkapKaVdYaJXE8FyqM30p1Cb+tB6kPX344unL87NXzx69TJMQ",
-	"xU5PqVUcHO4R+wn7t6E/E7q4RTmVKDB7ox52eaunO7N2QWY9dQbDOx57n991vaZrsILg0L6FBxYoDjs7",
-	"g5aaCacepEgsyFaRvvEXd5AHY/VWwDHfuTh8Id2AgrcXKohgGX/HJlFRqJtzYp9qbMwp1VilV/vBEUyt",
-	"OZ0GolbpiEgW8UWXYuUsfHjaKy7BKBoesa4en2BUQTPFEF3pc8Wevn5/H3Rx6vx89/7xXqPJohmrqMni",
-	"WoPFoL37qEApvPHu+Ki7JwHTA2wa2B2L9vc1iOcDlAWb6nWCrv3l0sCZLab7TsNxDHpeFVbuE4kA/MQj",
-	"Nbw2UQ7Yf+kKNHlpfSCfcQjrc8v4WKG/D5AI4D0kRDKgQfZO3FPuEapES5hMlRBOAUxP9DtgQRFWKSsL",
-	"mHmVZbDduhyrGPRQJ3Si1xm3O9R7c3wL+7aZVv7BWI3VX/7CTutWb1Ir9+NZ7QQzrA8PYRGvSuWiZOnd",
-	"9wd3UzBbndXj/gIOcjfdA/WzqS/47FZs6gub5aTppVCjTSfiBkGR02u2hISzpbA2saP0AzCecJ4e7+xE",
-	"eaMR7B1sxjha/5kyPlj9wuPEK5FjVchLgYXtcZdDso+4kgbX/RU16PCLHK3iYDCIF3IX840XFhtlQnUI",
-	"eGqsqCtPOOswnve8lBCUgzJ/TmPzPUKceuyu5J44oOaecX9gL57jqyugqHsR9AFewxVLN7WiTKnMrq9v",
-	"uEe+F3dioYOKtIXAhigAI/GWGZRqS0/W6wZiok0hje3uPBm3m2Q/QRL4oqKNJmwkd1MAzuYOsN7c1bbp",
-	"L9pQXKlPjvU9v24PfWbYRcVB9guDLfMj6FeEs49SIci09NiXhCkCh9hy1XVf2yMHRj8oThOBLzd6LsCF",
-	"A/6gqAHpylgxB1dgZVaDeszSxDWxM4FNgTD+BG82glImDJjFHhsW3IwgHPugcaFmE9hgVnITijDPZZ4X",
-	"WFM5QGv2vOELbrtc5BXSlPCI4kZqlRO3G/CPA1zvGKNDHJ86jbE3IpelyMhiAdcqBeQG7GXcE8tZBug7",
-	"MQk7Hv6QsOPDe+jyB5hZfBgahcBO0D8NvIOykDC/hBehcSewkonItBPwiAGJvJktr1ab3twCgJxyqvte",
-	"XOMLes1Kw2Za6ap0TLFZ2CvBlsXOUsGtxKySO63aYmTCrAGX3JEnPFVHhyf2EIDhaEohvbq95DkrhLWi",
-	"NKNweOfEC35+dMYcD4SH/g8u1v8mRAxQhNOjAInobCLv8Xv96m302N3fZf7hLoKjUn8SzyL0JglFYGdg",
-	"VPh2bNhcoj5ViDpN0MHjMwndMICRNXDfCVsUFTxsQtLhyH3hD79Zf6ADhv0xVn/s7+/Df9zlBiX/Ea0j",
-	"dXuFw+V4XqP5WfNRR5fG8vnCveGdkleh+AkdcxkiA+DRcyqCyFsvMXUq/x8sfX+QoKilcPSTF6cP9t8+",
-	"OT28d98d1XEPr9aDR2E8aP4cBta4CrB3+IFeI2JXm5t0LjKdw59WmDVcTbPeBOtTKD0eL712LzRVWQuK",
-	"hzKkKFJyMZVKmBOWV1DoxreYYtCOC7yuxm0BLzDms2/EgpdgIEYxeFzRNV70R90Pc3tKJpXJtHE66S4i",
-	"6Ggp+YdvQdlqTbn2hI9S5PunNqa+hujxYGfCMHOlPXWtvS4mIc7+9ssZ6z95e3jvfmt7YTq4vl4LkMak",
-	"LA1quVMITDVBJzqcv/QfVqYxCnvfnZBUwhBTcbUgFpE66kojJEVVFuztk9N9oly44M7vHygagkgDRIWE",
-	"RvOeU6CwV6sO6inkpOTlCkCbASHkJgx+jkEoOhuZGr2k916UBg2QA2fe+0YwfCF7o97RYDg4grpVdgYW",
-	"+V2svP4vKD7QBTg5JcXzcDikmmpUwTiD+JVhZaWgLAV7arEONWSi1MWpB9icBc3LpzkmKsAn67aZMJTD",
-	"4XBLx/GbdRqnSvMbGo1Ho+dOExk0/BW90a+/JT2qf9wb9Z6784S9Ay2/ML3Rr/V8TO839+jduRPDmdm4",
-	"ig3nBt3slZPXpXZSQDjeLq6c7r7QBrM0EHu0voIv6HM7V9C98O6i4LK1dm3Yzdoy0Re2r0w08nkY0cY1",
-	"IiocrPi82LpQrxZCgYmgs2oOKV4UZz99/TRpykTK6S0ENFl3r298Jl1fup+FpfffjP78qG+whl1z2b6g",
-	"0LrL37ptLbH9wDUPrdfCEcyfccVyDdYYKJ7911QlH1ibU1W9ZsmzmTPR9khi3BseobfIaVj+dIcecASO",
-	"T5EFpCcMbFMUJlR43g3CKYvAGqXpKj7f3Ks3OMs/hU/AtyHd597waMv3YvPz+t8NrRg6vvyyLv3P1xaJ",
-	"LcFn5ZeZGb4ylH4V9QNAhXk7rb2BpJkdfC34CqC81UZ6Q5MdI0rg3QY1ytxhmVZTeeFDMIA0KAUUeeeF",
-	"8Z5u6OKnjOVFAffdMaFRzlilEeyU6t1Ao1IEISyj/rppaLeZMsVLqGyMrjOAQQQkcJPGnktjob0lSEVq",
-	"t2Mgyaxd1aZYtVDeQoErDTzs7pZ/VgKzggERGrX/TCKy2NmPqpty6rHdpa6ec4ntAa9z9wNMt/3w22c8",
-	"S3Wz0Q28MCzXh6R3jB/uel8Y4N2feB413jweHux+5J3i5OnDnh0h+2/3g75nOHV/aB6dZuzi198+tPi2",
-	"qMvORecJnmkfJWq5t11ZyGSZVdKG/nyhpgthDvqmq33dHvb+Bu6P8ekcnWaYE0qK5VhZPWDUiC2Kok5W",
-	"1Fik1W2NsqREMT1Z67AGb4e0cIZtDflY+TE7M91JY19FA0Z+BxOhapM9hqmljc6JaY14oBh4nZzSfZD9",
-	"nD6nyIhb4W0gdL/D0MAGpz34yin4QZPe6tIA1BBvK0UTu/ctdzr64oHpaQJ22bs4p6Uws9pxr+oCWk37",
-	"G5Mq/X3N5ASpxooaz/jMzw2ZCqxOVEBRhPnK7l3w0wWXzgTXWFBNWmb4VAwaIsijdrF+6f4+oHVenr54",
-	"lLJFKRVhXsD2/NvbVy/XqfRBFMSrmzX+RMUAPgmBdiXcfGiiSygtvnVGDj7LEPJNp6Qjc4OdRRm8LOMl",
-	"RapMMzHG1sTwRYXJ8cHR7ode81WheX6m9XN38uG5w8PrfCxqokM9dODZH3c/e6b1C65Wb3zrzy/HNvAg",
-	"+HN9TUYB7tOt4m9TEid7WudEof7YctSBgx3DHcAiArBlzQqMzuBnkhT0ha3k/2Xpd3i8+6GX2j7WlfqC",
-	"ssdZIttIaE0x36Hx4ro/fQjqLmgyHRJp5tM2Y6dvIDNEpqfuFxMVCaNuRo4kt7YxYn1dYoAeGdeCl5aQ",
-	"/XsjVLKu3XCnhkxSn9H68bEywqLetA5a62jLs7EfEuF7fSEQmjzGOMfKWEmRS8CAQgDCw3lboHQUnXWU",
-	"B9cF+g74O5zoh5BJGhCBtM6za8EASVsFgMMaoIqGM1b1U1on27B467wB4WlfQEQ3AZvXEtFfljnVLVUV",
-	"pHT5TPqvmWV9jKz9QjIT3SR8ne/cRHzedRJwh0PGK8yN4FYNWoG0M6gT3sqFWC8rtm5qIf08c4P4nD6F",
-	"10+fidU2W8stwzchinsS05RXkj65PN1u4NVNBpop+Ekd6AKsn8EaJUu+QoElFWX6+ToAACOBxIpyrALF",
-	"FgWwI9j0KJSH6mCwyugdTx+miIgKNlmQA5mezx35FxIDaZuNtGeQcvw5hADS9p9koeHHd1hogFut22q3",
-	"TTBSuaXCrNpLsUq/yYaPO8UvpLN6wvm5jV0FguHu75didU5WFqYFdCHr3akyHjhwEqeuIng8oESlYvfi",
-	"nO52nMa9qHlePqtA2ESwnk98ccfA12pYueXokAqfVCjsDkE8EyuQHp5mt8aSgmWGgaGMFwXUdvNT2BpS",
-	"amouo1gu5AihIxJJ2h1lEITjiywA2JOQs+6b9Zia7oiUZ1aXKZNmrFL/AJRWKiSCBi/FarSOMU63KVUb",
-	"wlHfokKf8Lxew5H3WJcTqGH557nhGgEmdxLAdu2MNAHN/Jb01tIzeqO4N5GXGze3HpoH8eZWBDt1b7tj",
-	"xsrrDWbdU0fwXcxQj+r5rB+Vr8ry+J9Ags89CD7QYYeJAX9uoMK4gdaH3YYEgpnb1kSbCq0mxs20stpx",
-	"XKvRD8frmmkYuRdjhaaHIy9IaMJ4Q1dIiTUiSkS7AJ3BTD64rX4blFCGjEIoaXw8PEIs9lIasTdgZ2GQ",
-	"oNqNvKViqck7NC/PxaLQKyjxApl+eL5QEhW577vVZah8M1G+YhPl5qf83y1WtBYMUh1q5rUZQySfbmTE",
-	"aCW6JdUddBewfnwJzryv/OGOd2Q5+BzFA6YVZiy0ABWhJBUkCrC4dCNcXzOYGAwSId/Rh+o0Me+g2GRa",
-	"fWVG1Zc5CDe37v9U6vfG1kdR/02V/pZlVVdm2BhZ7a5xh/620GC3S9ICish6eL23ddBcmunlWM2rbOaP",
-	"IOF19iHDANPbEB9aOWn6vIaGRmXQEhS67iBDtQyDKiFqHWMVTnNcwg04v3vCCJs0X7kGI0jfcCvAQNqH",
-	"/06RJUDdrb1krKLrb8ScS2cdUoJgfMUI96RPT8CsWUAhQ08n9zLAlb/nEhLmcRJ7nSHo53UF1c8a5Ymq",
-	"pGyN94TqhR9xzr8iOymi8spgl1Z/IOmgbLKX1CoIokZZqR14hTsmbm4bWz8Jw2Ym+wt+IRV4IwAfDVHL",
-	"bgMnVPda9wR0gU1hRg2gaVjSe0Mo54AVqO5RrduNrbo+JN0foI4t8ReiEroHw8PjdSzr53QsNBqgd5B1",
-	"3Son7Mk3H8NOA89EVOcPS/3bhvPS6p6827iLm3PxOCsSojShiaZd6/QOxbWyUqsUdHrfxzsdUJ5ldKfP",
-	"dKVaOH3MAYvahgHqIHj7KIWyI3Ft/2megioYFYzZS9icW1FKXkjIgXOP+8YQo1DYEgtGmkuoJRkKRSXx",
-	"MN0DTvqE+hO20b/PKZQG4RI4bWyY6jvRs/5cqspipi3L+WpfT/fnWtkZw/+mn5ZCuDHf94/F3evHqqt9",
-	"fT/960pw7Fuf/hVeRv9276J/5lzSv6jH/d56j/uf9Vi1+tzH5VmNs499f3WEd0DPdaxD0k/fnT1IG305",
-	"3Fo85CssTmr4e9BR5FwkvlRog7SmssTCSQYKtVWlYX0JWJOqJAwOtUVKv8PCK1Dk5GjIDrH5PnpxaaZ7",
-	"I0dObrQd5RZ83rhZOO63P9Xlkpe52wEahTMaEsYpDRo7EWLJEsh+ULb2fvXj5vEJg74rw6P9wx9HbHg4",
-	"OhrW8xoejYZD9uDR27NkrIYHo+Hw71B3pR7ljC8WQhlml+gMQW2FF8U+RF7XxwemNPWGDIQ6Vn3s/jLc",
-	"P7znRwGfZcPh6Gj4dzCjwuJjmkpzldPvUtZHQmG+gqCeWqESyPRwB/q7u/dw2dl36R5lyRsmCr5wp4za",
-	"1BgreA5AXWkBcIQQ0XK2srM5s7MSyjdNtJ2NlS25wmQ6M3K3h3VDEvULj8MtdMYL/Mocq7T61kZkKxp4",
-	"K+CGhBmruiUkBhjc3Aae/FNqGKOaww8haL9Ud0xdSLSPuje4SLE0bCkueJlDrVD62r8AbB/S2APvxeCf",
-	"Elc2BV+W8f0ukccY5FFYEySqFops0sOnJrqy7GjITFQAYgXEwvJKnLTaJ9Z1GOAR/V6UeSWoMDX6dici",
-	"g8oNxISpiWSdYLDkBio270HbTGmMyEd0DNzPeLC9A4+q3pYig65ncHc8HtjcpDbOyVDHCrb4aXrIyuxy",
-	"kzvN8/3P5FPzr/+TvGphdhssgdDJ7ivXlf7HQLHXsdalcBQPscuaVG+hrC1LacW6oRPQ2Ztcbg+pHGHM",
-	"xXxCRSYKAuxHPIbE0HusfTIRQtUsIGcrYQfstPaEjVX9UkMFYtfPKg6icVY/s6Gx6cRQ1cV/m5Pzb+ZX",
-	"e9iurvxRxJ5syc9vUh2ohcskxsBexQpRp0fna6DHb3T4WejwZ2csfiQRBvP4Rk5ev+Gxp7dD7dvqoALi",
-	"TcGvmjZ4c2h9GhoCRIqp9YYZmc/A2KdTcLYaUlVzssX20RaDejyshELrGbSCxaogUGFdQf/5d2cPnK1A",
-	"VdjDsauVVtRXpR0rrFsPSqyzS6ZQbGAuct+asnkAX4qrcAKdTXlN1xmsSrfr7CB2nR3sdJ19Tn/XY1nC",
-	"pLZBElosysCeQoOHb8zgkzKD16V4L8Uy6qsR7KyvjDPAKYPM3Nu/eZM/763Vi6YaOFrT/ZzGtxI2Vviw",
-	"Cj31j3Q8QWkPg0AH0JznYqxCQVJEYrhjP2CveWUwkNpmHx6jpzSUEF3nDu7Rr0JhbI3829H8tEfTre6n",
-	"Uhe7zxRS42c6VG8ElFI1HSQOvqMOVbQW4phVEZ8/cnhg6S4Qqdz4F/tqlFAdoq80xUKhX1g1pxJ1DXcq",
-	"+Urp+Z1HDt7zVZw5rzd8O3SfCfzglvdTnzpEaO8TQnt7vZQ25qcN7w7dEuua/6D0+sZEBBgPpRl9TcY7",
-	"ZqwuSp4JthCl1DmVvxPvpa4Miix0UwNyz5fpkyXUC5SlMNDimf0nLyqSbmug17GK+ld4+bchKIyzeksr",
-	"8jkPVPylbTonz6CLDK3z/0RAbJvUEOYSn4AWIW86B3i5DYVrPX0XoaSbi628gAghB5XKU3dziMl2sOtj",
-	"wtqmQPcpEf5Y9X0aeXp4PEuTEOVMD+7/MEtPWDo0KYNQrgxtA/fI7+5juh6MY5d6rLrqwlI6QBLAsTjk",
-	"O8YDKbA4rp1Re9ITFH5LXuamDhQosRxjVSJHot3lQ//2yxngfrFQbSiwWX+zAfTDeKS01Fh+rNJLmYcS",
-	"0AxzudlKV2Uo92nqznvhlYQNdL/GXGXA3gC/cawHWUJgRA3mg9Euv/DT6OD5Le4QwkAvjfP8uUIb8Tfw",
-	"s1GU47NGNeIv74AM17uxDTkMlZS/YYU/m8KAePio1m6LR30y9hkaeXXqDo6Jm442em34llYC8UTcUnAd",
-	"Yf1Qftw7AdwNCYWDA4ZyrAJrwRxkWVhf5DstEIgI/0aAFaJSiHFgPTR/wWMrvfLhPjcYqzNfMh3Gh/XY",
-	"mk9C0PdsVn/btz9ImoCYxLeUyc85VoHHgdFvGBJOWabnE6mgWL8vx15IY0U+VlALBboCQPjc43eUwEon",
-	"g7UPSMoXMr4T3drXxBVdTpjRY5U56soq0DmoGxQqVAUlwLsRAdThJLRHwng01gjxTkmpWH/tW9C3EpsX",
-	"QFi7Ndq9ug3H4SGCcnwfCV9wEurXg2KAZSfxOrSQXvDSyqwqeLmtCD08bahCOc/HKhSy94WzfQ3QRpl8",
-	"KpE/1SW70DpnfU7V/wMMlipqsuPhkOkSG4noErEo+KrQcbl+pVQXewOWuuvnOMrzTOe+oyH8DMVdoRAp",
-	"W85WCcxtrFql8n3RmRTooNUfhopqbymx77vhwpL4dqiQL6Z904BQYxv6HlxtShuDqjXXK/UJS+21I9rH",
-	"DZU+8WrDhby9s6S5fIuPANyys9Bo04z35fhq+3XDSOrjfNOqoxvXIOTPQrMSb6tICg/0fe32vU1jahyi",
-	"7lFtadN/raEFtMrNR4WPfoJhIR8uoVtrDeCLyAglyKbxfFIAb6ul9UxQLxcQEehfGl1XwrBTakpPZgEi",
-	"w0j4YAoxGrZ6wf9ZiROWa4zzV7KAzkgil9iBY+NWfGXQYnc+d8OKO/SEbwDj3QYzMWCv3IWupl0qHVzc",
-	"ASoOOHmQt9CjxqldE55dDho9WSSVweU2ajyhS5ZCx7Q0joQ6NmeY0VoBMnGhjZETQDUKxZSQkOslDSo1",
-	"J6SACF4W0tmC/u2+uRS+vRRsXtmKF8Wq1mlAiYDOfU7b2NBgqG4nTa3bvDCAjlKGT8UoOphk2FG9nbGC",
-	"xFUCXoemH/3D4QHARElZbaqovhhr+AEqtmNHwginjXIYocTYc+hwOFwDVIdJ2X1o5bkS+YjZshJpQsBH",
-	"yKsDD3LHiMaqMSTOcjmdCnBqwKh8C+oBewYlIUtqXBgqi28q/E1Ffri5vHGphWifIG/ut89UJY6byz+r",
-	"Opxblk7uR9uDrbSI5Js0F+hjnZ7XiKrWagk16t8UmtXEYJwBe4l0AjY8dBnyzWXc/lJPJDe3DqLr6JJQ",
-	"LPnKsBSI8YTNeXlpgABJYy7pSYy7rE930GtvSSzBhHLy+dee+z3q2ly3i/iQfNqauxu27CzuARSt139n",
-	"eOcn7dXwGp/aHFlCipWGLUVR7GNrSDapbOhI2u/sHehYFdrNcRvBPZA+G9o1uy30FTchAkd1tJs8cfAV",
-	"yPq3AUzn5e/NZH4zEoQW4cSXct2lCECFVGnFHJrhNu3KlAGmCJExSkDfzQl3p11XjjuVcjFg0PkYNog6",
-	"Qop8rKDasNUl7JdvtmEL4mHoGXBUAE1XfF4qNUdZQFqHmMNnPcUAMAfruY69UpH+PoYVGPdGbDAYfMD0",
-	"k9/HPSAP9ysR8Yd0wE4VznLOV+BYx8q0UMJV1qQDVQ+SthvKiDlXVmbGdy/bqH04Vs+MVBcFOrRYnzek",
-	"wFh5vgiDqdUEbonxQOZV2RT+ewP2yqc7Bdfbetpwgg4KaGDtk26wg6JED4U/AseHP4ZeKW5FB6H3nqTe",
-	"kzNRBKUA8Wl6ukYdCSzh2vKx/oF79PDePZbNeMkzpwfsQddTOtNkHOGaQaKE++6duoGLDyCYcP5Na10R",
-	"7NZPq7KAHqVQhncw51fnwX0yGAz2klAWO8X0FYjRaKg+T35HmDK2eo2Ozl/ojyO3+KeQ0Cbmjbg+h6r1",
-	"DJt4M2pfejwc+kkkMC/iatAj0ale/upJUI2x7L47MtTPV7nlgbgUlW8csLOlpm1dUz5H1AbS6ePuKxLF",
-	"sqMfMlEjmpsymWNX4YIaFeGg4j3cvxSr/VI4lplGc8EOYMrTLSKLqBoeZPfUMj+JeKwX/96rip2Zoanb",
-	"TBci6tUbdV/yTY/WljmB0fa1okSpFAlxDx4dK/rTp8dAA2JHC5BCRU3fwVd5kAyHQ6SN44Oj1ofFFbZ0",
-	"PjpkL+RPrK/LhMnpWIG/glozISnuw2zAGbF3UnPSO8Z3vZOUWC1yzJZrEnGtokmoHA3s0s6E2qaAm5+A",
-	"s38eLRre/Sep0fRtfHuXAvHqOiLiWyrO1xa9CtoNtrqFo1fjSkizcMfh45UeBEpuaa2COTdJ/FVfCSME",
-	"d6iBMQgUqGoBArZRFhrlgI/bOB4AbBYL1Gda5ZhEGaXuEmf2p2mvXRLeIz4dM9BlXccd9F4xteBa8ZiX",
-	"OgNoppdszpWvGk840Wa0hZpOb5zfyc3jTGMVBZqQsTWjNGmYXwO+yuxMV4ayDTllIgPb9BfGKtPzubQW",
-	"CuR5FY0A9PAQcGF6JzmToKKYI69oFUfBEraMWz2XGbJ7PlYY2fIV9gnrhwmobq00dtPG7Kt6TdkbUOO8",
-	"1APO73O4lqQWuJ3q4N1wlw+mfA62jV94DAHLL8228dtvgC93ce0nnkQpHNcg1G+Qgc+V/4jnw7dBM5fI",
-	"rRAlg5Htj2e3u3Ifid2GQDOdko2caMSUZtOqBLXYR1adLsdz0ezMjsApKPRApJT6vhzhMxPhZhtB6XWJ",
-	"DdI9b+2nOfbWFxDNp7bm9Rv3xoq6Xk1aGPxaaf1xwB5GrDugkadi6WQFmE1zWRTS10Dq3xs6KXh/yOaG",
-	"TVZj5Ws1REnk0PSNsu1r1hfDPwrBITJ8xTNbrKBOAdbS8IzRPYHR+XiwzGq9jT/1/gQvqXe5JUzpZbT6",
-	"/+1Ax8NrMIQHWk0Lmdmvh4Pg2b0Vr9iQPvomCo3AgW16rU+bTWw6TymwjfqcumehKeNUl1h5JjhJQtsc",
-	"1k+fvHr17Jcnjx49P3/z6OzRy7Onr16mCfue5Xxl4qopdWURPxKsMurOKmYvBySc9zWMQqkKhWqLG9Lx",
-	"8Li7mdaffNK+wfk/Q67rzU/J7bLY3OZu79b1Qr8HSPMOg8Zqgj2j5Ahx2CjI24+0fK3EWAXzJWn5odBF",
-	"yMGn5gu0YEAZsH5elofqOjOhTppDRLX8jqkH4mtSeVAw4gidFAs4Jo+o22A9gR106ivhEKYDAIql+zjN",
-	"Uk/Zv0SpEzYXXAETOgH8m3tqIlbah+F8R3oaM3RYBUJ3zOXo/r11PiIN41kmFtCt8XRtB+pqPHWI3Wf0",
-	"YlADg9R+9aD8SyUSqqVaoAcbQSl0Dyzc3BHAgL3Q71Hdg4+hg1AaCIE7vVCNVVZoI3ydfl3kXolQsfIF",
-	"HwINDJZ9/XNOp3I71dCEwNt7M1WIXUcTgogjEQ1FQdtKToLVAr0q1Jlo5fOePSf+9CZZ/ZGvLCodQpxU",
-	"uyocrW/61r8vQFzU9Thur6+t2XYBibqj+QEpaAGjGpxljsyMZlNeJo6/RP0NIBmK3k6drSPVCpLCyFFD",
-	"KOlYlZtBViakavaNEC3fEww93RuhNgbYn03KmAe5nvp5fs660fiNrdlhodskSSvwaEdtITHX7Zv29qlx",
-	"dtx39GxTsvmiKt36AcQ43s2Tp2MtcUf8n8c2VW1qkYzANt9OCoeEabjglbNYyXRHd6zWFYQoRwNUmxiR",
-	"R/FZjzYMOELAaYTCdwuZXYKRWC0GY/XOgMPWakC6I8ydgP+svyVbYI/tgsEn2BNjrKD+Fq9vIKYPoHpa",
-	"obryKtUG9YkuEcyF8ksAZ+IDoAEo5ZXXBkQwoZhnpherkXtkH7o4S1ijSmESOdZzbKQF1LmCAVDm8wXr",
-	"zDu3rqhbhcZNY8U24c/omT7FeKn9bqTgUwS5VsR9dwBaNPRBMZaLvEKuKbDEI8a9l7Io3M36QknTyG46",
-	"wVqw4O+n+AhtAAQR6i1ALBzDV+WlXvgSkwVfsUpBJUgJboEL35sY+qOADHJrG4yNeHUhdGCs0+YDzdoY",
-	"GKZLeSEVgFODPk5r2VESN98/tTE+xMZEEGQg9g2uu7gjIdXnBd5OM5O18+ROhwEAMyNxQ+B6g72GoXgP",
-	"BkciCT3jOSr4R5EECnlaMng52DGUg21Nkz4UZmgAJnicEvSiQzZHCS51/g5BB9zLw5pgrrjIfR19X/cE",
-	"JngWGk1PqvxC2OB7nZbCzGqHTMBCqKSe8pyvECWMMcm0gRuBUp2NgVQqB4eQabS2jozgCc8u9XSKYwiJ",
-	"qTiGdC7VOd2QDlgavuM+4QbiTgNaPIg8aA/HMcTIte0o0NMPEvE1Mo5g+1EETHwIyxlOkXlZV+f3b4/W",
-	"AIOXmVNI8hq2gAgSqIMalpbqXHjbe4PjP4mtYZA8te0Ip5H6aKPqt+Qe0Fx7/TyimiMmJi85JGmzRVUu",
-	"tEGUN3QhIgd+feSCAx+tRUwQS3NhuSxSgh4BG4UVRUyVZ9ZSQSCw4KvItqYwY8DQ2FEtFAL1kcxBk16a",
-	"mouNlS5RiNWlvb1sWQm7qSs/juIr8dpHWgBSPsLYNqkCUJDsv6W5+SXBtJ72NhyrpHWoGj7zE/TrkOrn",
-	"cy9I90PLK5SkC8wG6wOsHxQSRD7t72uwh+HQUQokHK9YZbiddbzWTHQhn4lVaCQK7sGuBMlTKpVdN2DG",
-	"e2vpEUpF1BGK04cP30Dfy6oseqPezNrF6O5deNFMGzv6YfjDENR7msh62p/YdwKpLiWBWT4Rqt1JVR5l",
-	"fFB+Ga7Iel7c6Xq77ISqt1Bvt9DccBW9Drr5rL/tDVWMafUeC4VnTNyI1YOFote209y78vg0yaI8fteO",
-	"jqjuhyUh8OhT2C2yI7OSuvrA2rpHKztDbGXwYzQ29MXTl+dnr549epnGL4eOsusvfyJ4YWcJ5MxLJYxJ",
-	"2FzYEiDIoG06CaKzai6UdfI4/rrU8fCD1DDOwvz/AQAA//8=",
+	"7L2Lcxs3sjf6r6B4bpWpfEOaethJqPrqrmI7a2/8urLy5TtnmdKAM6CI1RDgDjCmuIn/91vobmAwwyEp",
+	"yY94z0ntObsW54VHo5+/7v6tl+nFUiuhrOmNf+vNBc9FCf98wrO5eKKVLXXxWr+zuhTu51yYrJRLK7Xq",
+	"jXtnxYqvDUuVHhh3Rzpmdi5YKcxSKyPYXBe5YZxlpciFspIXzMz1SjGtijXTKhMJW81lNmdKs8x9kS34",
+	"ml0LsRxO1LP3olwzbeeirF+Z8bKUwjBpmdV62Et6pfhnJUuR98a2rETSM9lcLLgbrFDVojf+e88Pr/dr",
+	"0rPrpeiNe8aWUl31Pnz4kPSWvOQLYWniZ1Uu7ZOqNLrcnPDFXLBUiRt7mcEdKdMzmPKyFO+lrgxb8ivh",
+	"RiXd7f+sRLnuJT3FF+6j+EwvHmJ7OAl+/6VcSNux3pYttLHMzqVhC67WTCgLy9HPxYxXhWWPRgfbPl/A",
+	"S+Ov00O98aNR0lvwG7lwC/Zo5P6SCv86DGsmlRVXooRRvsjFYqmtUNn6J7HeHOkrfi0MrEzGi4IZPhPM",
+	"alYKW66HzC3jTJbGMrd5wli2knbOOLsWa0cs3NLDlpvrU8ZZKZaC0112LibK8IWAu7nK4U74YarztftG",
+	"VSr3PLfwAnzMWG4rw45GI3gmDTOwg3OxLPha5GPmKCg9ZXyiWl9kjQ9ylsvZTJRCWfzmlbCGnRwdDdlP",
+	"Ym0YLwVbipJZobiyOF/3rDSMF0YzI5SdKI5zTKO1HPwk1inDY+hIS8ARWInpXOtrxq0Vi6UdTtREnfkX",
+	"zkWRs+maSWtwtjNdMm5YodUV4/UyunuvxdKO4dzVP8+5YTOppJmLHCYnrXHTdysjtYLrS26MyFk/ff7m",
+	"zU+/PH/27OXl+bOLZ68vXrx5nSbsW5Y7NjBdMyKohOkSvwAL8MCwNLwwPUgmKh5ULgph6du2XqhZKQTj",
+	"V1wqJACkk1JURqorOP5zoQKxcKbECl4ZqB9XsSb/1jI3DsKC37wU6srOe+OjR4+A+v3fh0nHIf1JrF88",
+	"7WYP12L9wLBlNS1kxmSeIHvgpWVTYVdCKJbOV5dpTbgi044eLwMvuRbrMIklt/N6CtdifSnznTwvmsnj",
+	"k66hv8vmIq8KsW38hq4zmW8ZxZ4RzHS54LY37lUV3Lk5hAturrd9Hqni830aCHLrx+HqZ/v8B/cwyjEQ",
+	"NT/w/Bzp2v2VaeWOiPsnXy4LmXE3sofLUk8Lsfhf/zBumL9Fn/t/SjHrjXv/8bAW4g/xqnn4Fp/Cj25O",
+	"1B8nECOFG7fIE2aqbO5YBkemBgxUGqa0ZX979+a1O9ScBWnpyXVVOk7j5jrsfUh6T7SaFTL7A6ZkdFVm",
+	"wo9YKsaB6QucCC8KvTIgOmGcP+pyKvNcqC890LO3LzyPe88LmbNpZVnBs2vk1SbTS4ESHkSnEiI3rJ9K",
+	"ZarZTGbSSSy4KT0APrvSVZGzq9JRLqfHpWW5FrgQTgmDGb/W9kddqfxLTvi1RqryuwMjlo4XOvlknE7A",
+	"Fap4JCzdSN/ydaF5fqH1S15eiT/qdMApkG6QmhVuIDC4C61fcbWmk2u+5ODevBfuCJaOqEGbc6v5z0pb",
+	"zvopX8pLdyVNWLrgN5dLoXKpri4dRzX+R8/dTXpwiprCRE25zeYJ0+7lNp7+miSrzt2P3KnyFrSHU6bL",
+	"BB9Xa881HbUmbFbqhdP4C4k6Tp6XwpAytiyF03xEzo5GTCqkfjoOBrhLvpCKWX0tlAHVSyp2OGJmovqp",
+	"1XrgVN4Br+x8MOOyqErh5jUVM12KWHUQ74VihdbXImfV8mDIzp3ayfjM0gytXOADKVwZnLkrQe+6ku+F",
+	"cRIgMoei+zZFx3O9Qm0cZTlQ9YoDlePQyrXTWUCZ2W2xBK171KF1O3r4Wbnp61L+S+Rf+lhMBS/dArrt",
+	"AckhjdPFkliElOI9LLsuWaWulV4pODM/K3GzFJkV+bOyRMPqS438THkbUrhP11Lu0eiYrZwOiVpY6cg/",
+	"48qxzFLwbA4adc4tn3IjaBbLUmfCGD4txDNlpV3/gYJ7JYpigOsOIoQO1CnMR89mePzZTAowwkvHMow7",
+	"fFKxFNbCpENQiujbYP2+fUH23LLUS1FaiaoK6tn5JbcNRSfnVgzcadrUdpLwzLTDPvxlrkl3dwZHwlL3",
+	"MW516RhVVsjUUVB6LdbjSTUaHWdwsnP4t0iHXV8TN0tZCrNrhKoqCrd1/txtvEPmn1qn7xxqwY29rExY",
+	"zvbSEE26ObtbmTvyznjKYLk4cNpTVopMl7nIyUiciZXnPwnI/SXQc1G4IdxvOVDr/W3zAp3yj1prUFSA",
+	"tqQVC7PvXLxzt7vn6EW8LPm6hyq156Z/RwUdhh0+kMS02yDK2hukp/8QmXVvR/p/gjfBiS6KN7Pe+O+7",
+	"R0fH5kPSPjdOKF93OUiIrBKgnE0ap5+MyEphPdmzd7XzbC5KMew0ceL18J/fnOqvYbIvJdofzYE7xnfr",
+	"zQnT37078M7tqx7ZQjzPpVsoXryNRjXjhRFJa6DNc7/jKBmrl4atdHnt2GL//Mcn7Pj4+PvE8UN3z6yy",
+	"VSkOhuzNQlrrhJlyJ2vr8dl6XFryhxV8KgrQlqzfdC+DvOiRGVkplQHfpvtoZMkfjkY7T1CXFe+uhbmD",
+	"dWBOmcapOeYqFku7Toh5oNXQT79J0Xv4cSdyc3/RcbU51DdKsFwUEgZB7i1nV/Lgymkdp20vcnP2z6tq",
+	"MRVlwg4HTnLnp7XPzS95+lzr69VciGJAQ/PKHyz8Dtdn0surEuT75cJ0a4LgeLPReKzW10BlC1kUknh0",
+	"g6ykso9P4i+Pur4svOrUJvJ143NONW5a80pYR/aoAIGerVgVNDLyjJ4yPoU10so96tScTuGlK5tpJPSd",
+	"LAFH84bujlwfl86s6t5B9AmfsJ/kD967EBz/7qkkKGylYCtumFaic5DG8tLuk69+wejm2x90XLDLTOei",
+	"ex7PLy7eeodzax5hmWEmSseRjYVg/Y29coPQlT2I5hk74hvcnk5HY/5Niq3379ft59RLhObEMBxzl9Pq",
+	"ZcjWo2oSpovc6bOw86eeKQHjZU6FaJh3SB7eC35bPuWZz/2lU5OUOwiKW3ek/IoUImdWjydqwFI6SemY",
+	"cXZ0cxORQewCT2lVRZ4O4TGIk8BD8C+nSDEyeU+Dw8R/T5rgtM3xcXcrPD2Tihf1k61v8hz0Ux8mo7GC",
+	"gWohcOQe7AiaUZDqmXJ3bWgOPMN1aS9TSg4e0sCcok+/wOcuszlXV43fwcVh6gsT5a9YXl4Je4lirePJ",
+	"EG2Ir12Ldfxx9ycpsvBqI6+UVFeXqHMNS23hTjBE8DczLMW1WIu8W63nme3iz7Vpw/ro4Dh7++LAmzl9",
+	"tydzL45YphcLrvKDO5s/dzHMcmHdxm7Vs1Bj7yByWswhey3QE0Vr1es4NWhL7XGJJz3csMvuu/cYEV3K",
+	"P25C4qkwTBZWqPN0Y7z143Xg+khscJqkF8WMNynkLTfGSerUB5W9ruiegohyLJzdBWcW7tf+t3K0H7jN",
+	"5pG63Zw2OAxvPW941wU31/59H0B1fYHPHo4omOz/3sOE8ds7xozs8yP3yr+rKj5CLMQv6VRs3VAeGMfy",
+	"ISSaurkhOwHhnm4KzKDh3cpD5MaJgesOIVtWovZu0UhkHQEFq2DOczYVQjmrA2LIXLl7wNNQMMHLQgL0",
+	"AvY1Irep1oXgCpaOm+t9A3bE0W0XbNDOrQ3uJsG1iSGa6DbrW5otq5J4I6EVL46i8pwZqa4KEdwr7fDx",
+	"5rHssL5/KAW/Rndyy9fmKDyrrHwvLr2fO3LDRBZBfLU5wR/BCAh6Fst0pcj3B6CMqgTwwkqqXK+6VMuk",
+	"J9XlrJBX8w7qfifIyw1hKhTG7tXLUl+Bux/YFATictH9dmCIy1JPxRYlXRaC6aVQpPNrJRjczlayKNhU",
+	"sEJYZuelrq7m93dxuS/ssxOmuFHoi8MH7v/BUmRC2cus4LLLgHwCv6MvALzQTpeMFjle2ARtWl0ypW3C",
+	"wGe9EvJqLtUVm/NiRhGPmXwvJmohVWWFQTDKtDLSqd34VoP4kQa+49Wzi/MXT95dXrx5e3lxdv7XZxfv",
+	"0gM25+8FWwhbyswwIwB6hAaOLCdKrxR5n51+apiZ81I4vuc+8r8nPfh50kubq6crt15hqdB67xEX9hG2",
+	"Ng7q/mQNIeEYHZYV2ginOrglG7j97SFddGq+OJmOI+EYk0jYXDsTReVsqUu3KcOrIUvn1i7N+OFDccMX",
+	"y0IMM70Yn5wcd2tyqBF1+XXwAlvNtUE93rCVm27rIMY04lcGaPdwxDwVdC7NikvrBtFNlY4S8Zt4G8b/",
+	"HA3mzBTaIiF0D+MWxistrN+gaPsjPpd0M8eYWdXTaB+2emk7xTme8k+gCXrG3qUGbnUZ5NIsnTR0dq/b",
+	"N8QsKLNyViEZxm5JOZgPA/AB+5XdD3uJFxrGkGzXa55wlYniR1l0xjqfaIUmAzGpRWUAWwEwg1PGnfkL",
+	"fBI9M1uiSD6OesdAErgCbv+ct4ovb2mLoMcm5g3BrvZGsbvz11sIeL+MtX7YWgm4iprbnoMRbu3arB+l",
+	"KOqYaocOSlF2iAKi7hLpc80xwT3bHHOiyBP0JgIUaMnt3POWBlyi792O6MMYLvjNpddC0gOPC1R8IXA0",
+	"AU4Engjkj71xb/Phrg1bCGP41TaXjDSETQIQJzrV6y8A4U5FTbGHe08OLlD92e4NKcWFXHRYKIXOeNG9",
+	"vDpDyZUFfu0J74FBsMK/tBKJn4iTuTODdvftTkJls9sem9accdT4hl3z/QR8MyzdvU2y5xcXb18JO9f5",
+	"Dr/sAm5A6vPI2uhM+KP/12cXvaT39s07+J+f4b/PLp487yW9p89ePrt41qkePBe8cGbAZhRoDlfWhDTo",
+	"4I1zkaHZ3e2U+a3Lj9MBgqsKkMSgDeZiKVQOlg28PnGKHpy9frrUxl4hgiYtRS4BEUQIHSdo0lLwfP2v",
+	"tHFqfuv5x9y6XwNXzCX90cUFa5banTmgr5sfwJfuJkl6ZxcBvNb23A379oZkbU3/9jVuiFsgzzTBO3DL",
+	"7cglL5jNluxwNHT/+Xb8+Pjb78cs00qJzIZ/SK1YKWaV04A3968tiXBFOoLJ7anTqjJ0vhkymhFjE8NK",
+	"gcaSGmW/Z7kQHEg7tklTykN8uGHnPz5h3588+pYtm0PpiFIEb2iHDAH9OpIioNEStyAEHJtXC66aVByL",
+	"xTk3TTHcKcoQkNPNtppP42fhFwjr4KTNreMhkcrQoaFKZaxTOLpY2M/nL2j3wEk0kwLxtLH8CvkwsOpN",
+	"7bSUg1JA2kQmdutfu0NqGem9Yb1Pjo667BkrbdE5ETPXpWWmWix4uQ6we6lAKkRDrze0Af1ihP3qMt7g",
+	"h9su3cZHT1nKp7qy42nB1XUahzvxxIBtv9ClYGYpMjmTmXst6QywOs1xR2+7w1a0TTN31S9n2KbgWu9i",
+	"xOfCazCRa29zVyFpQzq7OS0rdckt+kdzUfB12nVUC75G0Ief4OFo0bUP+LY76DwdM7Dl+inms2yhSVBS",
+	"2VIXMlszXie7oJnsbGC/f2sAlTIFWhzq4tM1/mPcTJTRKzVRPplrhTtvmQF7WiRMFCYKFz0wrH84iqKp",
+	"h+CVO5wfbK5dQ5eOl/CwE2zgbp/y7FrPZq0Fn3dq4lJtud3sJa+Wlh+/qjmOX/dt08/LnJw7rdC1Eya4",
+	"7G4fnMhbFjzzSWZ+7WnZT1mqqqJInTSyuhSmseB00/4FDvl0h+18ui1Owu2r3+Ymf9XMB/UTZ8BAUuDh",
+	"4+/AEbrXBdnaq30vJ+toNFqY4a1ict179BaOSTdkZtbyVvMSD5cU+ZDB5hHWmDbRQnYh4HNpN8CrGWOu",
+	"KXI+UVelXhmEpafRzFNm9YqXuUFcvP+VdJF/SGtFecp4N0JcK8bZydH3TJcT9Wh0XIM49HtRljLHBNV+",
+	"tXTHUSt3ZKvyFoeyg0OCOxQUKL86UjGA2teQCA2WflZUuVswOg1O9YtlweFoH7RpJ9W5wRRaXUG2Ji40",
+	"Ql/tSkcciMf0U48lPZy3FP1b8ZHNITRw9VEaqS3XOz5u2h83txMCPllu07L1IKbmS5LezeBKD9yPA3Mt",
+	"lwO9RMNhsNRuoUs8NR+SewKqEVexcSFKVLi1rXLfgD2Al2vx2kEk3DoaiXTCBbeilLyQxh1yE+GF7hdD",
+	"gSG45V1uCd10D4OeYH0jBEv98/UNJj1ImJwxrtb3H9siuB926eCRo8LHwnYtKeAAopn03TDYCmJkS+6M",
+	"t4P7jxhfENFIFN5FINCeycTs3Wnxmwvb4ZusL4IhuOC5D2lMReZGFIlmgPo53dmartSmWsuaqJVTmPIK",
+	"ks2ngvV5jItn3B2UELACzfNgyM4CZcR+uGhc1XKiHDmVpw3fHLvSAkKdwXx1+9QJ7OyyTQDW13005UL8",
+	"S6tu7H0FOs7dGEdVFt3FBjbgM8BiohEE8mhSKb4yUHs9nRo71kDdR4PuJpBfdzDfT+BaDHx8PzTnnpCa",
+	"d/vMnTNWCjdfp8WQ2xG1Fkzapyyd5bJYO9pFWHa9Qpuqw8cLoC6Q3qPgZHhMZRPo6ICcdRLW36/LgDBO",
+	"/+LUm2KdQnZn+hccPCLXvDSOsGu1GB6x79k37j9dRPtJhFrNjm/nDowZM3i1qEAGOoIb3DJco7SEVpwM",
+	"yL/JL/DZbiDNfTjtbXlIPYufL5702iN9cfb6rA4yYBy91IqJm2UpjJEakv1Kxzlly831rHLb8fAtL6XZ",
+	"wXdit8NeaxAZC1Bn9znTyx0YXJ9cveBrlushS79JKSPUZzkkwcnNVU5JH0MEZ5mxmyWkcU0U/bIqpRUp",
+	"yzA7FgQUZXnJMlJ705BYO/4mDTtuEGZqxguu+JVIQ7Ir4E0RUxquEf6UMJXuUV7l0tKYGoYqXGCFvooD",
+	"FnCIwizCHzCBXh0MDZfrH/wt0VDd9cb4ekmvHk5n6OMdjv8dPPaJMggRz9Gtm+xN/OHMVEtRGpGLnFaV",
+	"koBoqU8BYh7Qlh49QqHrT5dCeFYYjXkn1zIPZT6iJBS3dNwRYsr+9suFTwvCAcsrZfZDPUl4x4lutHad",
+	"hyjeqijZ7eN37KrkmbgUKt+TkBXqJRGVwcb4fbl9XFPmncyvCeXugGSv5kZklyn7X2zKjXh84vbk+IiV",
+	"XOV6gYnv98i2g01ofbu1K8312bs3n0L1aRzLe4dWG685B2z8/fL1YAX2ZE5tUMe1EIE6WmZ+XfoqPTqZ",
+	"p7U/LD18/N0c89lqiXV0Mr+d5X+xBed15uFNvC5v5bg2WSpGoOuHcNoI4HHXPVanM5/N7CpH88AAxmoD",
+	"b2mks1NS+J/0llbHdsDoBYDKkDUtKFEEPuPTyTg63DwYEpB3sASLcTvFzO0Q6SYJOxl9l0zUydGjhDxm",
+	"7NHNTYKoRVqfUOrhEduVHXcniOr+9YthbCTOYTTd2LjdOduNr5HnAfR6qxNMuIN5zkq9SOJB3CG59OvA",
+	"ywK1beXrHnQ4FVdcIYlIddWKcKDHjlansSMIV61RihPlCENXu0VyZxhRbKsu5T70wLBMllklrSfnBLGq",
+	"EJVBXTGcZ6yiYDWTdshwmSXEr1O32mmC9ejCi8H3gGpiKVguZqIsIR+M6gb6LUyZn5shb0bQJmOl7msD",
+	"p26FiDZOQHYPvOh9IKLdqM8olhQhRJFyWwf5162cHyowmm5QnVtGt9UE2cRSPOYUcgAxTScOU8TEn7AR",
+	"WwiuDKsUPIXmYEu803svM63I/l/vKw6T1E+VRP0dt3ts9Ycd0/5ohYMk578p+vWCElo2IAMeCVpXY8Ra",
+	"iXVGLFDlXWV8Hd9pZ9YadD4azWa8TDBkuTYhzsP6nH6rS305w9YyicnCu8llexJ2DOekFAOnEMPxdf9o",
+	"ZjDD1myyivsGQraYC1jGkxtfM+b2wuA+XqTNNaG3UPR4tW1Y7eRuJdiqaTm0wy1bCyBS1QIwFIniBs54",
+	"bNcGjbKh94ZubpEW1VWOdO+kKRoRpszN8NZhnD1FDUiXatY2iL8oLctlDtTvLqJeiYOA83P7kdwnq785",
+	"PEz2o/xuGKIPRqt1uLJjQK1Q7J0Dw1DiELNhdgSIT0nP8uwD78PXTZR/BwTMEcYGPEar/aUx7h37ohns",
+	"5gEQBIty3vNKjGvY0LYyAQlNwjqdTi4ERs0mKvVwftTg8Fqo1QBTbi7TkL3W8eeBOdNXnWr42u23Vplo",
+	"Vrf1pXU/JmOMPMO382A3fMS/Jls4DJBqjV4i2IOgEg9oT89kUQh0+jYQVVv2x8tF3Johe4EoT8gUB6ZI",
+	"CaV3UOSb+Rs7atWSHolLzlUTkNgZ1L1dhnmMSdyXjvoO72z65bc4Odx59LS04GvQFNvwhSZgYdTtYG8E",
+	"A3cJT0gA8/n7t88bKLdkLPx8/rK96QZT0Zrj7jAuHroHzENd5qIc1HHDOwUJ0NPmcYitWGSIUW4PQcZw",
+	"s1aOyUYgs82hOsRFQ5ZtytltemZ3nZUzyPgHXuTMp4QpsQolUu5SZAWtL29lYRmBjgIrEcbUmayKbO1b",
+	"6vrm+n7lDqRtVDyA2vA8b1Y9GLKzjaoHocD+3WpD7NT3d8RsPX1bHZjNkL1x5kdalUXKCA3uPrM9RHt3",
+	"HXvInqHJU3qNEq1GpeGRIbsARIgq1mOq1uykTo2rR7z4zxc/Dr4D/xM1YlCsUkvuBstMVZb6ilvBhMk4",
+	"FP+aTKr8u9EINgP+mM1mUK3dV7dnJcdKvXOu2FSAz6KwZKKpDDw/UnEnQrjlbK2r0ohixvroZE+Y4euW",
+	"P/a3SQ8YwaQ3ZidHHz7CjgjY4C0sF6W50ivYS0GVGml/2z7lENk+HhmEJB/Oj0eLdMie3WRFZeR7gRLT",
+	"6x/NWR13c+uPt0Wekx2CRkYtsoOy41Q/erWbZwxc1StVmxLfpEkcgPomnahmV4RmLwLj+3RQgdRpQDrm",
+	"QrVSUp5gOdTBBfGEqCQqlEL9/GH6ZH/qV7T3EU7QPZ0O7xuO360hbRJdXYPwwFfU8SrSBpkhIv4U/1JC",
+	"unNIrse2COaGGa2V+9+lNkZOHcuiCD9lFy4dI/UcZdWKkIyOHg8ODwdHRxeHo/HI/d9/3Vpf+CSaDxWR",
+	"9hlK6H110kFSeMibUmN2aBhgbFHnxgSjB4bFdQzO/u/lxYtXz978fJGy/qNF1KXiYMjO6qpdWHKhUoaB",
+	"w3mGCzaD9CUABEhTY5Iv4q95fbl/PDIHAOGRwqBYReZ9O1Vum6rFp0YXlRXoqUVuBGpVilqYxjIk7KXW",
+	"yynP0DG1LOV7x9yp/rbwmGrI9GKVKoQx8aLV5fHbmS+fSYNz090mj99tyQP6BZWUoOhLBQ64Qs4EVVvz",
+	"Trp03PA6A3DQc2q40zscnQE4jou34WvRqxzVYtu4z0PWVR7qsaHhw7glV3+tM/qPhipvjVddaduqDjdk",
+	"P0rFi4Q2ivk6P/41PKdOS1geuFX4UaPRSoj0Ffe+QSokt/vlPts8HTP/T2/legclvaBROi7Kk4+WNs6a",
+	"BwmN04d/AwalI7e9PhFY76IzBIvBGe+BNcK6rTY7Cg7cAcJwWxx0CBDsVJBhpBRM2F1SmSrW7QyNOyu3",
+	"jqNR0x7U8/sReSVEJEm0nwc1bmmiGpkW12Jp6+L46/Biyvf3bDn2ukXYXADBTtcoi8B5H5oAdbYLYn1q",
+	"F0TkZ4Rt6YTfHo3md3KM7JXRIY0rxMgugd9dZjLvSrp82+SerHRms2mtP8ldA2IMK8bzws51dTXHdXRr",
+	"Oy10dg3xv4kSUT8zWrw+VwzUWMWLUAiY1JM4JYxUZ7IKaOWg+iHaHcFY24aI3F8uu2Ese9uXiDwmz06m",
+	"DUNFINEOY4ombX3p983zuq2EMqTYDpwOAPmXkDE9a/SYaqU9ZjCnuC4XJWHtbOvUCBTxLUVS48l2gb2c",
+	"vV6sQ3V7HF6U4wzBq0wvIfHUsS8CBXZEjnYVDw/kQY/frZI4OudME+E0jgpRUuYbXOMTNedmjuNtaQer",
+	"y+vjf5zMH109vvx+9p34Nn+cPZqe8OPvj747/Hb0ePZInOTH2dH0kI92lXbZ7cCqswDuHP/ZGmaJWz3t",
+	"ZfbddNnYBndLJxHeGZ12UaP/QCkFCGCTJXjeM2YByjbT5LlHXtwFbJsoQradi0w4UWHYe1HK2Ro+AQBE",
+	"42uMsP47y1XOy5z9Qh9rsWn88KvZT//f9+V3f/3pP/9ZXqz+8fPbp9+9ePn2v17oo5f8JX+3up0rj3iQ",
+	"J/jdKLrth3Jb0P6sXrm6dw4CeaF7jhmyF4pxBgU+MB6Ar96SKOqfN+5orOa6EKyf/vYBdXPMHS3kjOBR",
+	"TrU+OGUj1sfK2zFE4KCNBkiovyB+ipw6oMKBfYihOPq8jFEEzJfGNKwQ/L2oL/ncAl3ZITALfHyiMNkg",
+	"BHpqShY3lnpMtCAOHqjVyKrp5lvTquwUAm9feOdXHa+irkKMT/V7DOG4Xartcv8LK3WlcpGz3LGtfp2b",
+	"ejCcKHDKobEcOiGd1smxyWg0cv+/PzLun94z+CWENaDPR99UxnKpRH5AbZQaGCJo4+W2FX91OlIY2ETV",
+	"I2PQ3klaBMrhVOLs0y1DrwvmbQOOtNiq11uCnRM2ALpxrcFGJ0gWIIYCUIdEWTRFN5mJ6i/4zRP/TfvU",
+	"gznMQbQBfpIX6JXGqWI6JwGDCm2TEMiF/gvaTpQv8QcpYDVA6o5gmC1LEG3i/ebO+k8KXeU4qwcTteA3",
+	"9fTfivIdvPyAxD8cCnDJayXGBEvkUMyBZ8i6Dx+6IXfTR3Pp2viy4DqHzpm4muTvAUudlHtRFM5MTSaq",
+	"tdSsY6VPYT3CV9xGLTDMyhWWf3ZLJw0Dx4NTciMbHBhebT4jr4Pwa4IWedtK9jl+bux7iX0jD7CjCa0m",
+	"oGGNQeuH4SXMj8xx7choPfDHYcjOUN8AZyowYl0V+USJm0xA3yLf97XrtAb7WlpqX7ut3WuooD9RvICK",
+	"OEHNYT6tzDyIYppU95JZrcdIsGFwrB6b0+8w0w59u357NXpNQuy0vy0VFkUOZUAC1KEcsidz4QwaOpyl",
+	"APdRDvWEfP6EXzO0jBy5mrnWFtr+rdkK2vKCfZQ7ur0SziDaf6Qb3eu27HW4zvqYa+VWp4ZMRTsL6rsk",
+	"fySQdGMrJ6qxl6fUpBb6K/qQs2YLfu1kkl7cbvRbnaMvKa1+KcqBd+akdHcr8wep2a0rtfpNoJXiCk+/",
+	"zsUDM1Fb3Z8tN+uhCfUdIA0W/GrcXHu3WbwuR6cTFRVc8PhuR2VZZT0+FjmUN30COgI0GCfrHROBGrLN",
+	"/KmJCu9A/8Km13RLSIUK2O4KqezHKtbumZYbAFK+IlkQijvoWe1CRFUDm0p3SeA0YdA0wBH/HFg6mK9Q",
+	"FSrE5x8Y9vP5y6QGBQNi13GmpS4tdnccLnlplSiHmV6kCUuPRsfD0fDw8Hj4bXpwiq9FcZJxIwZSGaGM",
+	"tPK9gMGhsScVboS7xe05IlW5CpND9RG94ABgJTyLp8D3vKiEU2eDhtvSi8kw57hoQ3YWq2Dwm+kAxH3Y",
+	"o9T/HylWHTUV7+WE2yM2LhoSQ+nVraRGEhisuOGZLda3ADQH90pzRNsNHCxws7OkkneGgpsF8B6n3gIo",
+	"xMzCvhoLDCS4qTZV+Pst7O2cmGKrD3Mzs3K3gxJ6qNceSgTDkVGQHpqU9dNvj0ZzbKhwPAK/40Eo74Oe",
+	"S1RcAv8M3ssGG63dl+A68TGeYDstq/IKYkGEXTAmgZfirEio+2FPFAhuKEImFHUzRwFjalUc8nEc8UGw",
+	"zjHXN+536paeRGGQk9FJ3bh9U71o9FL/Up5WqsR0S3/reWxlk7OVvJt1jgj5/Asnsfvp33+NrW3HNvOS",
+	"UwDrYMyevHh6blBi7fLTUpgMPN3RdmPB88uzly/f/HLpXvUujQNkE+XoKbbxHCelDsxEGmH3vTD0tKIQ",
+	"x57XWf4QF3aXgdO666c+T8IZJbggTGksv1OGlYGA5MynlAcXcBxpHB5B+ceHh487i+3EbTq2ksHWvm4f",
+	"IEe4KqVdY4IJieGFVBf6Wqht/GkzSHv29NWL15cXb3569jpNQhQ7PaNWt3C4x+wH7D+L/kzoQhvcmb9g",
+	"D3JoHEwmI9K7Qe8BtiMO/vyoImNoP5xrDMrta1g8UVkpoIgfLxpNimsNcluv4uCyLoW3LN0hdw9DIz6F",
+	"CU94CxjmMKMhJWtDC3pswlvv5tzaJXktqHEr3vGjd2ne1im8gZoI/vp7OJjhQJXCVqUCJTwTTvtJ8Syg",
+	"1MDji784PjWcqHcCuNjevedL6QYUdh8qhGGXJScFUA+qe6lzqAiAfdSlmqj0ZhD83NRJ3SlYap2O6UQi",
+	"aVyL9cEpPe31smDzjY5ZV0t2sBmbxNbnir14+/4xmBrQaMGwh49PDhokZiYq6okNBNlJWrsoyFlWYLLB",
+	"7mDumrkF8XyATMqZ3jyvdThAGmBJxWzgFDgnfxZVYeWASATQNR6I4pWlcsj+U1dgqEjrcQqMA2qBW8Yn",
+	"Ct2ZALQA5ygBrgHscnDqnnKP0GEkyKlKCIYBljW6VbBgGKuUlQXMvMoy2G5dTlSM6agLNqBTHbc71HN1",
+	"bBnb6ppWesVETdR//Ac7qzvxSq3cjxe1j8+wPjyERTorlYuSpQ/fHz5MwSp3Rp37Cxjkw/QAtOumOuSr",
+	"V4BWg5vllIVrocbbTsQdYj5nt+zYDWdLYfaVo/RDsA1xnh7O7TSVRt/+B9gre7z5MyW0sPqFJ4nXkSeq",
+	"kNcC+w7hLodcJnEjDa77G+qf5hc5WsXhcBgv5D7ZEi8s8VZ2Rk9NFDVNDGcdxvOelxJijnNKgA4t3Jz2",
+	"767knjigpq5xf2CrxJObG6CoRxGyA17DFUu3dQpPqYy+r198QK4ld2KhwZ20hcB+dYCS8YYnlGJNTzfr",
+	"AmMeUSFJEm40Bo+7gbMfoMjLsqKNJugnd1MAzuYOsMbWb3UgxZEOhFFa7rAtxRP7FDc48Ot2HtYGsYb1",
+	"CvpVS/xcvCcnYRkvgQek/3cQAw4Hb4B3mTFT2ig5m8FSnaMDsxwgWM9dxPK3JTjqUv+Gd6TOhPvIGBiY",
+	"MmMPlFbiwSmblXwhBlxlUB3U0O8eQPmEZ3MBQyp1AR+CSCogfpD+wW/LLQdeDh2T+MJ4b9uSXwmDjIhQ",
+	"fnSQzIOJgqeUr1YSaSFGL0R4v1uZNes3hW0Si9qkKYnhp4lKseNho9BDegBa85RssOkauo9nEMVGKCNf",
+	"IxrOHQj0ZyvNnrw5f+d3c4xl9ifKo9o9g9ClvJIqarmPYB6axpCluc7MQ69hDhd5WjecWGojrXa6M3eS",
+	"cr6GeuGeoJ76TMqrioOuLICmzuJshSgvJUodIleMx4olsNpUSrTrvrYHG5xkfsng5W5rwOUJ/tMaPWPW",
+	"xooFuM4rsx7WY5YmbqKSCWwCivFaeLMRlGJkwI3ksZTBLQ/aVh8sFLQEglzNSm5C146FzPOCNsS/5cA7",
+	"isDNnYu8QiYVtruRiuj0ty144SGud4xpIxWCOguzc5HLUmRk4UMoggLYQ/Y6LibhLGn0NRosJsFCLQmA",
+	"ZcbctVE59hTjOUBrlLWH+Vi8CI36QTZNRaadxoiYqcj73/ICtxmYWwBQfJypexAXhWWPRsfuY3OtdFU6",
+	"dtWsBIvaPlj2uJWYhfWgVYyWTP4NoJ+TIYQ/7Ojoyp5CIkWoQQDALHeJFcJaOJFeGixIuPz12QVzQhUe",
+	"+n9xsf43IciAIpxiDshdZ1N5D/nbN++ixx7+JvMPDxFMmPqTeBGhnUnLAu4ORrhvv4zFOepThSjtBB2i",
+	"PvPWDQMkYyNPImHLooKHa/Exdl/43W/W7+iwZL9P1O+DwQD+311uUPLv0TrmGP+Hw+WEaKPZcfNRR5fG",
+	"8sXSveFnJW9CtbxVqIfhn1xxLDsl8tZLTF376XeWvj9MUHcj+MbzV2dPBu+enx09euyO6qSHV+vBo3Y3",
+	"bP4cBta4Cmki8AO9RsSuaTfpXGQ6hz9taOwWVVFpFChjfYKexOOl1x6EJoobIJJQtx51lFzMpBLmlOUV",
+	"lMnxLWUZCCOIUhi3BbzAGOnAiCUvwaESYVZwRTd40e91//vdKcxUV93G6df7iKCjhfzvvuV8qxX9xhM+",
+	"qpcPzmxMfQ3R45MDCPPPlfbUtfG6mIQ4+9svF6z//N3Ro8et7YXp4Pp6tVIak7I02HlONTDVFINOcP7S",
+	"f1iZxlkLA3dCUglDTMXNklhE6qgrjZBHVVmwd8/PBkS5cMGd399RNASRBggkp8nV3XhQe1TrDuop5LTk",
+	"5RpAzsFX4iYMfsFh6FIQ2a69pPdelAYt2sPhaDjyjR/5UvbGvePhaHgMhU7tHDxYD7FVz7+gWlVnDSjS",
+	"tI5GIyrCSy0vMoj3GlZWCuqYsRcWG5eAVlR3MxliERf0V7zIMbEHPlm3yYehHI1G1BHUUh28jXSa8W9o",
+	"3/O9edfYmgjM/U23XDR67jSRYcO/1xv//dekRw0zeuPeS3eesFe45VemN/57PR/T+9U9+pDaRG5dxYYz",
+	"0PeUJOXkbamdFBCOt4sbZwyCxuc4BmL1aruNxWZbM/ZJLSzPnj49T/FuQmT5eL530WhVrAl5VRupoehb",
+	"c6de0bT27pQb+MNlwWVrj9pwuI3toC9AHtLJ6GTbvobPP3yt7Y+6UvnOLYuWdBGmsHXz6HgM13xR7NzB",
+	"N0uhwBjWWbWAXE0CzJy9fZE0hTUl5xcCSyfxpWx8Jt1c678KS++/28Hwo77DonfNZfcZgB7C/tZda4mN",
+	"tG7JTbx5gLSdccVyDXYRaMT9t9TvCYjV6dBe5eXZnE8LcUCi7NHoGP2iTvXzbCc0o6YslxR5k2Pk1GYq",
+	"rVR4FfWmByXcjUAUM58FCB7WiQrI9ZBllGBQjeJp4XQX+urglIGrB0UplYlzNzlVGQSDNL4LjhtzaNbU",
+	"pIhzXMs/hE3Ct+FUPhod7/he7M65/XdD67KOL7+uW2Vx0+5oRf1g/WZ6k1g2+2ehvbCbos8hx24PWw++",
+	"NygHu5Wq0YGDAWigB/JisEyrmbzyEVsAJkWeDAqMQdNyZSwvCrjvgQmNJScqjVDqVB+yFNdijZilOlf+",
+	"lKX41Uun4yteQicQdEUDaiokDjRp7KU0Frr5g1JA7SkN5KS2a4EV61ZSiFDgmoaAnLvln5XAIgIAIO+F",
+	"8XivPL9FrtGHpJty6rE9hOFCHL5327ufYHb+h18/41miYRm7jeOG5QJRN9ov6n7ged32vXcyOtz/yM+K",
+	"k+cce9yFZOH9D4qbpcis8N3SmkenGer8+68fWtJB1GWao/MEz7SPElUh3K0rtUoW1iWgCKLUN11V/g46",
+	"6pCCAwFTyEmvniirh4waF0egi+maGvG16rPNgkg43ajJBm+HKhJULpFPlB9zs2wi+wRVE+tctu6D7Of0",
+	"OUVG3Dp6C6H7HYaGj77g4ddNwU+a9FZXEqESejspOmpivtRdUCXMnzIh1cGHDGalMPM6EKbqentN90Pt",
+	"dYbAVyOXSaqJokaNPlF8S2ITq/OaUBShM9q9C3664lIlzGgsQCwtM3wmhg0R5EH+WO9/MABw3+uzV89S",
+	"tiwl1chF0/tv79683qTSJ5Ervm57/gPVDvkkBNqVn/ehCUajKhqtM3L4WYaQbzslHYle7CJK+A9RH+iB",
+	"HOfR2ZoY3ApHlTYaAZlto6T7H8LNdO9r/c6RCo71Swmnk8Pj/Q+95etC8/xC65eOk8BzR0e3+VjUxJJ6",
+	"WMKz3+9/9kLrV1ytz31T/i/HhvBgeT5xS8YD3uid4nRbDjl7Uadkoj7a8ntCvAKjR8ByAq5uw3aNzvRn",
+	"kjz0hZ3H6YsqV3f0V3wpInKWzS4S2lD092jQuO4vnoL6DJpRh4Sb+6zxRiVyT2aYGJO6X0xUo5C6iTqS",
+	"3NlGlPV1iQAaZIRLXlpKLDoYo9J264aXNWKb+vzXj0+UERb1sE3MbEdbzK39SCm9wNchoskjBmGijJWE",
+	"LAAIOsRzfDZBKycGRXEdNMN1gb5f/g6nSkAEKg2AZFrn+a1QyKT9AgBpA89Jw5mo+imtk11Q4E3egOjY",
+	"LyDym3jxW4n8L8ucfLqxgVbAdSGPr5llfYys/UIyE90ufJPv3EV8PnQScI+DxyvgjVhhDSqDrFfo09NK",
+	"xdqsarhpugV0ymc13s7evvhJrHfZbm4Z/hSiuCcxTXkl6ZPL090GY93kq1kBJKnjhoDFNWOPUEKBJRUl",
+	"GvsyJIDKgbyucqICxRYFsCPY9CgyiupgsPLoHS+epohYDDZekAOZXiwc+RdSid1G309Q8eBzCAGk7T/I",
+	"4sOP77H4AFceZMCGSUcqt1SY1H8tsCv8v695999P1rySzooK5/E+dhoImoe/XYv1JVltmOXUlSjkTqnx",
+	"uI7TOBMfc2ECKlwq1mgn1I4juRc1z99nFTDbDoDnO+C4+FPG4L50SJlPKmT2h0h+EmuQRp5md8a6gqWn",
+	"O1qCPTC7Q15NTWgcy5kcEY5EIkm7QyRipHzNGAB3E1LefbMeU9O9kfLM6jJl0kxU6h8ASHAhMQZ8Ldbj",
+	"zZyCdJeStiVc9mfU6hOe11s4Bn/U5RRK8v5xbr1GAMydBLCFOyNhQDO/Jr2NdKzeOO416uXG3a2R5kG8",
+	"u1XCztzbHpiJ8nqI2fT8EboaC25E5ck2j8pXZcn8TyDBlz7pJdBhh8kCf26hwrgh7of9hglizdvWSZsK",
+	"rSbGzbSy2nFcq9Gvx+sSkIgsEBOFpowjL0hgxHhIV8iLNSJeRLsAIMLEZLitfhtUhIcEaajQfjI6Rqj8",
+	"ShpxMGQXYZCg2o295YNFhlbu2CQsF8tCr6FiFSQu4/lCSVTkvmlfl+Hzp8nzP8jkuTvX+HeLZW0Eq1SH",
+	"2nprRhPJuzsZRVqJbsn3AN0ZiOfzl4CH+MJIjl1ElojPcT5kWmGCSgtAEir2QV4IiyvbwvUNA4zBIBHh",
+	"H32oTjP1DpRtptpXZqR9mYNwd2/BH0r93nj7KOq/qxHRstTqwjVbI7/dJUAJEQ41MTsNOcBeGmF9NoW3",
+	"ndD8muvVRC2qbO6PIOGTBpBQgumxiLqtnHR+WWNhoyqR1BvYHWTqrxwVsZiocJrjCpcgSdwTRtik+coN",
+	"2ER6zq0Ag2sA/00QXyhLeACJsuH6uVhw6axNSjCOrxjhnvTZKJh1D9huaHnnXgZpBO+5hHoiOImDzhD5",
+	"y7rA9GeNQkVFpHbGo0Jx148451+R3RVReWXc8aoPJB2UbfaXWgdB1Ki6twdP8aAuLNjybCQMez0NlvxK",
+	"KvBuACAcoqrdBlMofrjpWegC18KMGsDasKSPRlDtBgv0PaJS4Fs7GX5Iuj9ADa3iL0QVxg9HRyeb2N3P",
+	"6ajw67PN5Ks7iYU9+dNnsddgNBHV+cNS/7blvIQbyGex11iMexfyOAkWokihx7D1ulXc0JClWakVpMND",
+	"mch/aSXSIaXVRnf6xGYqFdbHlL+oqyKgIoL3kDJmO/IUBy/yFFTBqJ7WQcIW3IpS8kJCyqN73PfNGYe6",
+	"v1hP11xDqd1QRy+Jh+kecNIn1K+xjfamTqE0COfAaWNb7Ue+gEUfu8VDYjXL+XqgZ4OFVnbO8L/pp5UQ",
+	"bsyP/WOwGCTDJopYFGd+u3TJ+ulf1oKXBRRM+Au8jP7t3kX/zLmkf7nvF+v0AHyof8FtQzfqX/VE+Rp1",
+	"5EyNq1cbZ2/LhWD/AmcULwV7cfb6jOoY9dOfL56kjbZFbi2e8jXWbjb8PegociESX0m5QVozWWJdOQN1",
+	"LKvSsL4ELExVEkaIusal32DhJiiSdDxiR+wb9x/0CtNMD8aOnNxoO8q1+DIBZum432CmyxUvc7cDNApn",
+	"NCSMU9Y7NmrFkkeQ7aFs7U3rP6tKvRQP3/JSmoRBW6rR8eDo+zEbHY2PR/W8Rsfj0Yg9efbuIpmo0eF4",
+	"NPovqNtUj3LOl0uhDLMrdK6gtsKLYgCR4c3xgWlOrXMDoU5UH5tjjQZHj/wo4LNsNBofj/4LzKiw+JiW",
+	"01zl9JuU9ZFQmC+wqmdWqAQyW9yB/ubhI1x29k16QEURDBMFX7pTRl28jBU8B2CytACIQkhsOV/b+YLZ",
+	"eQnV7abazifKllxh7qQZu9vDuiGJ+oXH4RY64wV+ZYFFrH3OF9mKBt4KuCZhJqrumIsBCze3oSf/lPpp",
+	"qebwQ4jcL9UDU9dZ7qPuDS5XrJxdiite5lBKmb72L0guCFULAu/FYKISNzYF35jx7YCRxxjkUVhTKCqm",
+	"jGzSw7umurLseMRMVO9jDcTC8kqctrrL1mU34BH9XpR5JahuP/qKpyKDQh3EhKnHbp1QseIGCtofQFdh",
+	"aYzIx3QM3M94sL1DkIqClyKDppBwdzwe2NykNs7JUMcC3/hpesjK7Hqbe87z/c/ko/Ov/4O8dGF2WyyB",
+	"0OjzK9eV/sdAxTex4KVwFA+x0JpU76GsrUppxaahE9Dj21xuT6laa8zFfAJJJgpKUIh4DImh91jqZiqE",
+	"qllAztbCDtlZ7QmbqPqlhupnb55VHETjrH5mQ2PbiaGitP82J+ffzK/2tF18/qOIPdlRjqFJdaAWrpIY",
+	"o3sTK0SdHp2vgR7/pMPPQod/dcbiRxJhMI/v5OT1Gx57ejvUvp0OKiDeFPyqaYM3h87QoV9KpJhab5iR",
+	"+QyMfTYDZ6shVTUnW2yAthiUX2Il9KHIoFM2FoGBBhTKmTrs54snzlagJhXh2NVKK+qr0k4UtvUAJdbZ",
+	"JTMo4bAQue/c2zyAr8VNOIHOpryl6wxWpdt1dhi7zg73us4+p7/rR1nCpHZBHFosysCeQv+bP5nBJ2UG",
+	"b0vxXopV1HYo2FlfGWeAUwaZyPd/8zZ/3jurl001cLyh+zmNby1srPBhkw5qrwvFPrWHVaADaMFzMVGh",
+	"oDEiO9yxH7K3vDIYSG2zD4/5UxpKEG9yB/foV6Ewtkb+59H8tEfTre6nUhe7zxRS42c6VOcCanqZDhIH",
+	"31GHKloLccz6iM8fOTywUhuIVG78i33xUaiG0VeaYqHQTrFaUEXChjuVfKX0/N4jB+/5Ks6c1xv+PHSf",
+	"CfzglvdTnzpEfA8I8b27Pkwb89OGi4dmsnVLFFB6fd82AqCHSpy+BOcDM1FXJc8EW4pS6pyqHYr3UlcG",
+	"RRa6qQEJ6KsyyhLKQ8pSGOiAz/4PLyqSbhsg2omK2vt4+bclKBzXp/6syIHGl3bpnDyDJlu0zv8TAbZt",
+	"UkOYS3wCWoS87Rzg5TYUrvX0Q4Smbi8u8woihBxUKk/dzSEmu8GzPxJ2NwW6T4nwJ6rv09zTo5N5moQo",
+	"Z3r4+Lt5esrSkUkZhHJl6Kp6QH53H9P1YBy70hPVVQaY0guSALbFIT8wHkiBtZDtnLo3n6LwW/EyN3Wg",
+	"QInVBKswORLtrhb7t18uAEeMdYlDPdX6mw2gH8YjJWBTsdfUtcxDxW+GueZsrasyVHc1dWPS8ErCBrpf",
+	"Y64yZOfAbxzrQZYQGFGD+WC0yy/8LDp4fos7hPBmZfvPFdqIv4GfjaIcnzWqEX95DwS53o1dSGQonP0n",
+	"9vjfJTiC1BaXam7xvE/GjqOmmzuScW5Rlm5DZaFmvUJRkcau4nWSIMlQEv9wxBD+YYLmwW1dV65dMy/U",
+	"/fcfdDKAsDfYwZRqprbq3dUhdvcAzR8cgFMxl9CxvdA8Z1NeOKu+jMbtGGxjFhOFfVp3Vs4788sHaR68",
+	"xCLeDXSnoT4uMHD0OtA0J6oP3WGgYUyzft6BH45fooQZ6Rg8tCDMoLlpXSa9uS1XOmHTyk5UKtUldg53",
+	"H6BGme6fvvALYUbrxmfUr7hRKhOX3U1+S2YhUdnnxIZS+1dj96JCw55/gvp9/965fLQSeDo3ywGGFqZd",
+	"DAUuNtP6QhPWTlbi9sZ0EGMbW6qVQLAjt4T8wRwmaIXhPZTuhoSwKoH/RD33sICDLKxvOJEWiJKGfyP6",
+	"EyFzpNXg4fIXPPDbW0buc8OJuvC8CsaHR7z5JCBSLub1t31vp6SJ1gt9e/JLjh1JcGD0G+JV3GFbTKWC",
+	"xjG+NUghjRX5RMHRhg41gO3x4EIlsEzUcOMDkpIjje8ivPE1cUOXHTucqMzRU1aBQUSdPNHaK6h6iBsR",
+	"4LBOQ2tLBMtggSUfMZEqtDCqvwU9x7GRDmBuWqM9qMu3Hx0hYtA3yfLVf0FwgNWCNYDx+pC9UFBBS2ZV",
+	"wctdDVHgaUPdMng+UaGpim/i4AsyN1q2ULuWmS7ZldY563PqRBMw+lTemJ2MRkyX2CVNl5Go49gep/FK",
+	"qa4Ohix11y9xlJeZzn03avgZSm1DVWi2mq8TmNtEtdq21Izb0UGr+R01eNjR7oV4OYcl8a3sITlW+wY2",
+	"od8D9OC52ZYjCyW/bld3GZbam260j1vKLuPVRnxrt1gw1+/wEcCCd1Z9bvoYfW3U2rm2ZST1cb5rCeit",
+	"axCKBUAnNu9IkRS77Ps+IgfbxtQ4RN2jcpYdhDXvObQApbv7qPDRTzAs5MMldNqv0cURGaEE2TaeT5pd",
+	"0BzZL3NBfcVARKDze3xbCcPOpuC99vnGCFsl4YP1EtDrppf8n5U4ZblGEFIlC2j7KHKJ3aC2bsVXlvfg",
+	"zuf+nIcOPeHP7If93jxiwHdW57ZGSL1rG+Qt9EtzateUZ9fDRn8wSTXJuY2aIOmSpdAONo1hGo7NGWa0",
+	"VgCbXmpj5BQg10KFvonSoFJzSgqI4GUhRTkMb/edM/HtpWCLyla8KNa1TgNKBLQldtrGlmZ3TpdY8GsR",
+	"+tJ6YQDtMg2fiXF0MMnrRMXKJgqy9CkrJDSg6h+NDgHDTspqU0X1lbHDD9A/A9stR0kkKIcxzwH73x2N",
+	"RhvZHmFSdgBt2NciHzNbVs54RFQ2GN4Q3uoY0UQ1hsRZLmczAR5XGBW1BD0asp+gnm5JXZlDm4dtXRio",
+	"Qho313euKxPtEyT1/vqZSmxyc/1HldZ0y9LJ/Wh7sK0jkXyT5gJ9bNLzBlHVWi1B2v2bQuO0GCk4ZK+R",
+	"TsDBCB3vfKOzlhuxg+g6GuMUK742LAViPGULXl4bIEDSmEt6EoPCm9Md9tpbEkswoZx8/nvP/e7420aH",
+	"oA/Jpy2AvmXLLuJ+dNF6/XfGnn/Sxjlv8antYW+kWGnYShTFAPtes2llQ7v1fmdjZMeq0G6OeyQfgPTB",
+	"8MfG+XFb6MsVAzyAmho0eeLwK5D17wLS18vfu8n8ZpgaLcKpr4O9TxGA8tLSigV0+m/alSkDwCPC9hR2",
+	"Sp5yd9p15bhTKZdD9sKKBW4QtbsWObZfhuYObr985yNbEA+rnbHQZ8snzVM/rCXknIkFfNZTDKAGsRj2",
+	"xCsV6W8TWIFJb8yGw+EHzI37bdID8nC/EhF/SIfsTOEsF3xNXZm9BzmVNelAiZek7YYyYsGVlZnxnTS3",
+	"ah+O1TMj1VWBDi3W5w0pMFGeL8JgajWBW2I8kBZaNoX/wZC98bmYwfW2WdMgQQeFhA2hjEDs5ivRQ+GP",
+	"wMnR96FxVejV/CwQgjRsLoqgFCB4Vs82qCOBJdxYPtY/dI8ePXrEsjkveeb0gANo6U5nmowjXDNwvbvv",
+	"Pqi7afnopgnn37TWFZG4/bQqC+yXLWy5Hi74zWVwnwyHw4Mk9BRIMbcOAsgaWoGQ3xGmjH3so6PzH/TH",
+	"sVv8M8i2FYsG6IhDCxGmp/8QmWXUm/1kNPKTSGBexNWgX69TvfzV06AaYw8Ud2TWJK/d8kDQnGrfDtnF",
+	"StO2biifY2pJ7PRx9xWJYtnRD5moEc3NmIRShxkvqDcdDirew8G1WA9K4VhmGs0Fu1EqT7cIe6TSn5B6",
+	"WMv8JOKxXvx7rypsHuzmaq4LEfV4jBru+RZ0G8ucwGj7WlEWZ4qEeACPThT96XP3pLpKmKMFyO8stLry",
+	"vsrDZDQaIW2cHB63PixuMiFyw46P2Cv5A+vrMmFyNlHgr6BGeUiKA5gNOCMOTmtO+sD4DqySqj6IHFN5",
+	"m0Rcq2gSyu4Du7RzoXYp4OYH4OyfR4uGd/9BajR9G9/epUC8uY2I+DNP8GsLhQftBtuuw9GrQW+kWbjj",
+	"8PFKD6K4d/S5woTAJP6qL9MTgjvUTB8ECpTcAQHbqKmPcsDHbRwPADaL3T0yrXLM8I7qChBn9qfpoN1P",
+	"w8e4HTPQZd0EA/ReMbPgWvGAvDo9ca5XbMGVb7lBIPZmtMUpPFOxfX6nd48zTVQUaELG1ozSpGF+DWw9",
+	"s3NdGUqF5lQmAdimvzBRmV4spLVQDdSraJTdAw8BF6Z3kjMJyic68opWcRwsYcu41QuZUU/hicLIlm9P",
+	"QkBkzI53a6VL+B9MDa3XlJ2DGuelHnB+n2C6IrXA7VQH74a7fDDlc7Bt/MKPELD80mwbv30OfLmLaz/3",
+	"JOrhJDGh9v7EH32m5Gw8H74npblGboUQPoxsfzy73ZeYTew2BJrplGzlRGOmNJtVJajFPrLqdDmeixot",
+	"5F6FqE6oQkOklPqmRuEzU+FmG+X56BIC/oG39tNcFPK9KAVE8yGinLD6jQcTRS0Ip60EoVpp/X7Inkas",
+	"O6RKzMTKyQowmxayKKQv0NZ/NHJS8PGILQybrifKF5KJKlxAB04qBVKzvhhLVggOkeEbntliDegPLPTj",
+	"GaN7AqPz8WCZ1XoXf+r9AV5S73JLmNKraPX/22VEjG7BEJ5oNStkZr8eDoJn9168Yktu+3kUGoED2/Ra",
+	"nzU7gHWeUmAb9Tl1z0KH3JkusSxWcJKEnmOsnz5/8+anX54/e/by8vzZxbPXFy/evE4T9i3L+drEJZ3q",
+	"skd+JFhS2Z1VLK0QYLre1zAOdXQUqi1uSCejk+5OhH/wSfsz1+gzJOLf/ZTcL8XWbe7uVoev9HvIt9hj",
+	"0FhNORkoOUIcNgry9iMtXysxUcF8SVp+KHQRcvCp+epRGFAGrJ+X5aH011yo0+YQUS1/YOqB+IJ5PmMB",
+	"cYROigUck0fUbbGewA4682W6CNMBAMXSfZxmqWfsX6LUCVsIroAJnQL+zT01FWvtw3CifA+QSxozgIeB",
+	"0B1zOX78aJOPSMN4lokltM4929iBGsdch9h9uQEMamCQ2q8e1KaqREKFngv0YCMohe6BhVs4AhiyV/o9",
+	"qnvwMXQQSgMhcKcXqonKCm2Eb0qii9wrESpWvuBDoIHBsm9+zulUbqcamhB4e++mCrHbaEIQcSSioSho",
+	"W8lJsJSpV4U6s0B9UQbPiT+9SVZ/5CuLSocQJxXWC0frT33r3zfbRNTFgu6vr23YdgGJuie5hBS0gFEN",
+	"zjJHZkazGS8Tx1+iZi6QqUlvBydRQ7WCjFVy1BBKOlbl5pAyDnnkfSNEy/cEQ08PxqiNAfZnmzLmQa5n",
+	"fp6fs6g9fmNn6mpo1UvSCjzaUU9dTMT9U3v71Dg77tshtynZfFGVbvMAYhzv7pUdYi1xT/yfxzZVbWqR",
+	"jLjiUiUghUM1B7jglbNYyXRHd6I2FYQoRwNUmxiRR/FZjzYMOELAaYS0r6XMrsFIrJbDifrZgMPWakC6",
+	"I8ydgP+svyNb4IDtg8En2ABooqA4IK9vIKYPoHpaobosNBUu9okuEcyF8ksAZ+IDoAEo5ZXXBkQwoZhn",
+	"ppfrsXtkAC3wJaxRpbDCBRabbaQF1InMAVDmk5nrtGC3rqhbhS51E8W24c/omT7FeKl3eaTgUwS5VsR9",
+	"6xJaNPRBMZaLvEKuKbD+LMa9V7Io3M36SknTSJU8xULV4O+n+AhtAAQR6i1ALBzDV+WlXvr6twVfs0pB",
+	"mVoJboEr39gdmkGBDHJrG4yNeHUhdGCs0+YDzdoYGKZLeSUVgFODPk5r2VGvOx+c2RgfYmMiCDIQm677",
+	"XZQkIuvzAm+nmcnaefKgwwCAmZG4IXC9wUbtkPmHwZFIQs95jgr+cSSBQp6WDF4OdgK1qlvTpA+FGRqA",
+	"CZ6kBL3okM1Rgkudv0PQAffysCZYyAKzLaNeVwYmeBG69E+r/ErY4HudlcLMa4dMwEKopJ7ygq8RJYwx",
+	"ybSBG4E6wo2BVCoHh5ChL2Kz+8gInvLsWs9mOIaQNY9jSBdSXdIN6TDKy3SfcANxpwEtHkQetIfjGGLk",
+	"2nYU6OkHifgWGUew/SgCpj6E5QynyLysW4f4t0drgMHLzCkkeQ1bQAQJFGkOS0tFeLztvcXxn8TWMEie",
+	"2naE04jngUKAK+4BzbXXzyOqOWJi8pJDBQm2rMqlNojyhpZr5MCvj1xw4KO1iAliaS4sl0VK0CNgo7Ci",
+	"iKnyzFoqCAQWfB3Z1hRmDBgaO66FQqA+kjlo0ktTc7GJ0iUKsbrvgJcta2GRlLqsWPfir8RrH2kBSPkI",
+	"Y9umCkC1xP+W5uaXBNN62ttyrJLWoWr4zE/Rr0Oqn8+9IN0PLa9QLzMwGyxesnlQSBD5tL+vwR6GQ0cp",
+	"kHC8YpXhftbxRufkpfxJrEPXZHAPdiVInlEd/7p7Pd5bS49Qx6aOUJw9fXoOrQarsuiNe3Nrl+OHD+FF",
+	"c23s+LvRdyNQ72kim2l/YuAEUl3nBrN8IlS7k6o8yvig/DJckc28uLONLtCoJcjSN7IMnVzX0eug1djm",
+	"286pnFWr0WKoimXirtMeLBS9tl0zoyuPT5MsyuN37Wn/7H5YEQKPPoWtcTsyK6nlGKyte7Syc8RWBj9G",
+	"Y0NfvXh9efHmp2ev0/jl0D578+XPBS/sPIGceamEMQlbCFsCBBm0TSdBdFYthLJOHsdflzoefpAaxlmY",
+	"/38AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

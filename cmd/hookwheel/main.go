@@ -19,9 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -62,7 +59,12 @@ Environment:
   HOOKWHEEL_TARGET_ALLOW_CIDRS     comma-separated CIDRs webhooks may reach although private
   HOOKWHEEL_LOG_LEVEL     debug, info, warn or error (default info)
   HOOKWHEEL_LOG_FORMAT    text or json (default json)
-  HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address (default: off)
+  HOOKWHEEL_METRICS_ADDR  serve /metrics on this address, a listener of its own, and not on
+                          HOOKWHEEL_ADDR (default: on HOOKWHEEL_ADDR, with a warning; set it in production)
+  HOOKWHEEL_METRICS_TOP_TARGETS  targets with metrics series of their own, the busiest; the others
+                          share target="other" (default 100)
+  HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address, a listener of its own or
+                          HOOKWHEEL_METRICS_ADDR's (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
   HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
@@ -144,6 +146,8 @@ type environment struct {
 	retention   time.Duration
 	targets     netguard.Config
 	pprofAddr   string
+	metricsAddr string
+	topTargets  int
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -155,6 +159,7 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		adminToken:  getenv("HOOKWHEEL_ADMIN_TOKEN"),
 		logJSON:     getenv("HOOKWHEEL_LOG_FORMAT") != "text",
 		pprofAddr:   getenv("HOOKWHEEL_PPROF_ADDR"),
+		metricsAddr: getenv("HOOKWHEEL_METRICS_ADDR"),
 	}
 	if err := e.logLevel.UnmarshalText([]byte(or(getenv("HOOKWHEEL_LOG_LEVEL"), "info"))); err != nil {
 		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
@@ -170,6 +175,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
+		return e, err
+	}
+	if e.topTargets, err = intEnv(getenv, "HOOKWHEEL_METRICS_TOP_TARGETS"); err != nil {
 		return e, err
 	}
 	if e.maxTimeout, err = durationEnv(getenv, "HOOKWHEEL_MAX_TIMEOUT", 0); err != nil {
@@ -290,6 +298,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		RedisURL:          env.redisURL,
 		RedisKeyPrefix:    env.redisPrefix,
 		Addr:              env.addr,
+		MetricsAddr:       env.metricsAddr,
+		PprofAddr:         env.pprofAddr,
 		AdminToken:        env.adminToken,
 		Keyring:           env.keyring,
 		DisableAPI:        *dispatcherOnly,
@@ -299,6 +309,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Dispatcher: dispatcher.Config{
 			Senders: env.senders, SendersPerTenant: env.perTenant,
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
+			MetricsTopTargets: env.topTargets,
 		},
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		ShutdownTimeout: env.shutdown,
@@ -311,13 +322,6 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 	}
 	if env.adminToken == "" {
 		logger.Warn("HOOKWHEEL_ADMIN_TOKEN is not set: the admin API is disabled")
-	}
-	if env.pprofAddr != "" {
-		stopProfiles, err := serveProfiles(env.pprofAddr, logger)
-		if err != nil {
-			return err
-		}
-		defer stopProfiles()
 	}
 	return node.Run(ctx)
 }
@@ -352,28 +356,4 @@ func createTenant(ctx context.Context, args []string, env environment, logger *s
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(api.TenantCreatedJSON(created))
-}
-
-// serveProfiles serves Go's runtime profiles on addr, a listener of its own so
-// that they never share the API's port or its exposure: profiles show
-// internals no tenant should see. The caller stops it.
-func serveProfiles(addr string, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("HOOKWHEEL_PPROF_ADDR: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("pprof server stopped", "err", err)
-		}
-	}()
-	logger.Info("serving pprof profiles", "addr", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }

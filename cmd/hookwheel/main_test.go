@@ -132,9 +132,10 @@ func TestServeStopRestart(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
-	pprofAddr := freeAddr(t)
+	pprofAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	env := []string{
 		"HOOKWHEEL_PPROF_ADDR=" + pprofAddr,
+		"HOOKWHEEL_METRICS_ADDR=" + metricsAddr,
 		"DATABASE_URL=" + testenv.DatabaseURL(t),
 		"REDIS_URL=" + testenv.RedisURL(),
 		"HOOKWHEEL_ADDR=" + addr,
@@ -170,10 +171,14 @@ func TestServeStopRestart(t *testing.T) {
 
 	first := startProcess(t, bin, env, "serve")
 	waitReady(t, base, first)
-	// Profiles are served on their own listener only, never on the API's.
+	// Profiles and metrics are served on their own listeners only, never
+	// on the API's.
 	for url, want := range map[string]int{
 		"http://" + pprofAddr + "/debug/pprof/": http.StatusOK,
 		base + "/debug/pprof/":                  http.StatusNotFound,
+		"http://" + metricsAddr + "/metrics":    http.StatusOK,
+		base + "/metrics":                       http.StatusNotFound,
+		"http://" + pprofAddr + "/metrics":      http.StatusNotFound,
 	} {
 		resp, err := http.Get(url)
 		require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
@@ -36,6 +38,15 @@ type Config struct {
 	RedisKeyPrefix string
 	// Addr is the HTTP listen address. Default ":8080".
 	Addr string
+	// MetricsAddr, when set, serves /metrics on a listener of its own, and
+	// Addr answers 404 there: the metrics name targets and show the node's
+	// load, which whoever can reach the API need not see. Default empty:
+	// /metrics on Addr, with a warning at start.
+	MetricsAddr string
+	// PprofAddr, when set, serves Go's runtime profiles (/debug/pprof/) on a
+	// listener of its own, never on Addr; equal to MetricsAddr, they share
+	// the metrics listener. Default empty: no profiles.
+	PprofAddr string
 	// AdminToken guards the operator API; empty disables it.
 	AdminToken string
 	// DisableAPI and DisableDispatcher split the roles (--dispatcher-only, --api-only).
@@ -82,6 +93,16 @@ type Node struct {
 	dispatcher *dispatcher.Dispatcher
 	server     *http.Server
 	listener   net.Listener
+	// ops serve metrics and profiles apart from the API (MetricsAddr,
+	// PprofAddr).
+	ops []*opsServer
+}
+
+// opsServer is a listener for operators only, apart from the API's.
+type opsServer struct {
+	name     string
+	server   *http.Server
+	listener net.Listener
 }
 
 // New connects to the services, migrates, and binds the listen address; it
@@ -138,6 +159,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Gatherer:    registry,
 		Limits:      cfg.Limits,
 
+		MetricsElsewhere: cfg.MetricsAddr != "",
 		TrustedProxies:   cfg.TrustedProxies,
 		EncryptionStatus: encryptionStatus(cfg.Keyring),
 	}
@@ -174,11 +196,73 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.DisableAPI {
 		h = operationsOnly(handler)
 	}
+	if n.ops, err = listenOps(cfg, registry); err != nil {
+		return nil, err
+	}
 	if n.listener, err = api.Listen(cfg.Addr, cfg.HTTP); err != nil {
 		return nil, err
 	}
 	n.server = api.NewHTTPServer(h, cfg.HTTP, cfg.Logger)
 	return n, nil
+}
+
+// listenOps binds the listeners of metrics and profiles that cfg asks for,
+// one per address: both on one address share it.
+func listenOps(cfg Config, registry *prometheus.Registry) ([]*opsServer, error) {
+	var (
+		out    []*opsServer
+		byAddr = map[string]*opsServer{}
+		muxes  = map[string]*http.ServeMux{}
+	)
+	muxAt := func(addr, name string) *http.ServeMux {
+		if o, ok := byAddr[addr]; ok {
+			o.name += " and " + name
+			return muxes[addr]
+		}
+		mux := http.NewServeMux()
+		// Operators' own tools on their own network: the API server's
+		// bounds are not needed, but no client may hold a connection open
+		// with half a request.
+		o := &opsServer{name: name, server: &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+		out, byAddr[addr], muxes[addr] = append(out, o), o, mux
+		return mux
+	}
+	if cfg.MetricsAddr != "" {
+		metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
+		// The same headers as every API answer; pprof's pages go without,
+		// as their inline styles would break under the API's CSP.
+		muxAt(cfg.MetricsAddr, "metrics").Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			api.SetSecurityHeaders(w.Header())
+			metrics.ServeHTTP(w, r)
+		}))
+	}
+	if cfg.PprofAddr != "" {
+		mux := muxAt(cfg.PprofAddr, "profiles")
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	for _, o := range out {
+		ln, err := net.Listen("tcp", o.server.Addr)
+		if err != nil {
+			closeOps(out)
+			return nil, fmt.Errorf("listen for %s on %s: %w", o.name, o.server.Addr, err)
+		}
+		o.listener = ln
+	}
+	return out, nil
+}
+
+// closeOps closes the listeners bound; once served, their server has
+// closed them already, and closing again does nothing.
+func closeOps(ops []*opsServer) {
+	for _, o := range ops {
+		if o.listener != nil {
+			_ = o.listener.Close()
+		}
+	}
 }
 
 // encryptionStatus is what /readyz says of secrets at rest.
@@ -197,6 +281,7 @@ func operationsOnly(h http.Handler) http.Handler {
 		case "/healthz", "/readyz", "/metrics":
 			h.ServeHTTP(w, r)
 		default:
+			api.SetSecurityHeaders(w.Header())
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"type":"urn:hookwheel:problem:not-found","title":"Not found","status":404,"detail":"this node runs the dispatcher only"}` + "\n"))
@@ -206,6 +291,17 @@ func operationsOnly(h http.Handler) http.Handler {
 
 // Addr is the address the node listens on (useful with port 0).
 func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// MetricsAddr is the address the node serves /metrics on apart from the API
+// (useful with port 0); empty when Config.MetricsAddr is.
+func (n *Node) MetricsAddr() string {
+	for _, o := range n.ops {
+		if o.server.Addr == n.cfg.MetricsAddr {
+			return o.listener.Addr().String()
+		}
+	}
+	return ""
+}
 
 // Tenants manages tenants; the CLI and tests use it directly.
 func (n *Node) Tenants() *tenants.Service { return n.tenants }
@@ -223,6 +319,16 @@ func (n *Node) Run(ctx context.Context) error {
 			serveErr <- fmt.Errorf("serve http: %w", err)
 		}
 	}()
+	var opsWG sync.WaitGroup
+	for _, o := range n.ops {
+		opsWG.Add(1)
+		go func() {
+			defer opsWG.Done()
+			if err := o.server.Serve(o.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.logger.Error("serving "+o.name+" stopped", "addr", o.listener.Addr().String(), "err", err)
+			}
+		}()
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	// Key uses are written until the last request has been served.
@@ -243,8 +349,14 @@ func (n *Node) Run(ctx context.Context) error {
 		}()
 	}
 	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil)
+	for _, o := range n.ops {
+		n.logger.Info("serving "+o.name, "addr", o.listener.Addr().String())
+	}
 	if !n.cfg.Keyring.Enabled() {
 		n.logger.Warn("HOOKWHEEL_ENCRYPTION_KEY is not set: signing secrets are stored in plaintext (see README, Running in production)")
+	}
+	if n.cfg.MetricsAddr == "" {
+		n.logger.Warn("HOOKWHEEL_METRICS_ADDR is not set: /metrics is served on the API's port, to whoever can reach it (see README, Running in production)")
 	}
 
 	var err error
@@ -260,14 +372,30 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	stopUsage()
 	wg.Wait()
+	// Metrics and profiles stay up until the sends in flight are done, so
+	// that the drain can be watched.
+	opsCtx, cancelOps := context.WithTimeout(context.WithoutCancel(ctx), opsShutdownTimeout)
+	defer cancelOps()
+	for _, o := range n.ops {
+		if serr := o.server.Shutdown(opsCtx); serr != nil {
+			// A CPU profile or trace may run for many seconds more.
+			_ = o.server.Close()
+		}
+	}
+	opsWG.Wait()
 	n.logger.Info("hookwheel node stopped")
 	return err
 }
+
+// opsShutdownTimeout bounds the wait for scrapes and profiles in progress
+// once the node has stopped.
+const opsShutdownTimeout = 5 * time.Second
 
 func (n *Node) close() {
 	if n.listener != nil && n.server == nil {
 		_ = n.listener.Close()
 	}
+	closeOps(n.ops)
 	if n.redis != nil {
 		_ = n.redis.Close()
 	}
@@ -285,7 +413,8 @@ func (n *Node) Breakers() []dispatcher.BreakerStatus {
 	return n.dispatcher.Breakers()
 }
 
-// breakerSource shows the dispatcher's breakers to the admin API.
+// breakerSource shows the dispatcher's targets to the API: every breaker to
+// the operator, a tenant's own targets to the tenant.
 type breakerSource struct{ d *dispatcher.Dispatcher }
 
 func (b breakerSource) NodeID() uuid.UUID { return b.d.NodeID() }
@@ -303,6 +432,26 @@ func (b breakerSource) BreakerStatuses() []api.BreakerStatus {
 			NextProbeAt:         s.NextProbeAt,
 			InFlight:            s.InFlight,
 			Waiting:             s.Parked,
+			RecentClaims:        s.RecentClaims,
+			Tenants:             s.Tenants,
+		})
+	}
+	return out
+}
+
+func (b breakerSource) TenantTargets(tenant uuid.UUID) []api.TargetStatus {
+	var out []api.TargetStatus
+	for _, t := range b.d.TenantTargets(tenant) {
+		out = append(out, api.TargetStatus{
+			Target:      t.Target,
+			State:       t.State,
+			NextProbeAt: t.NextProbeAt,
+			InFlight:    t.InFlight,
+			Waiting:     t.Waiting,
+			Attempts:    t.Attempts,
+			Failures:    t.Failures,
+			Since:       t.Since,
+			LastUsed:    t.LastUsed,
 		})
 	}
 	return out

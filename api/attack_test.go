@@ -1,0 +1,602 @@
+package api_test
+
+// Attacks on the API by a hostile tenant or an outsider, each tried on every
+// endpoint it applies to. The endpoints come from the OpenAPI document: an
+// endpoint added later is attacked too, or, where an attack needs something
+// per endpoint (an id of the right kind, a body), fails the test until it is
+// given it. docs/security.md lists what is checked where.
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/api"
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/tenants"
+)
+
+// specOperation is one operation of the OpenAPI document.
+type specOperation struct {
+	ID, Method, Path string
+	// Security is the scheme the operation requires: "apiKey",
+	// "adminToken", or "" for none.
+	Security string
+	// Scope is a tenant operation's x-hookwheel-scope.
+	Scope   string
+	HasBody bool
+}
+
+// specOperations lists the document's operations, by operation id.
+func specOperations(t *testing.T) []specOperation {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
+	require.NoError(t, err)
+	var ops []specOperation
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			o := specOperation{ID: op.OperationID, Method: method, Path: path, HasBody: op.RequestBody != nil}
+			reqs := doc.Security
+			if op.Security != nil {
+				reqs = *op.Security
+			}
+			for _, req := range reqs {
+				for name := range req {
+					o.Security = name
+				}
+			}
+			o.Scope, _ = op.Extensions["x-hookwheel-scope"].(string)
+			ops = append(ops, o)
+		}
+	}
+	slices.SortFunc(ops, func(a, b specOperation) int { return strings.Compare(a.ID, b.ID) })
+	return ops
+}
+
+// operationsSecuredBy returns the operations that require scheme; there must
+// be some, or the attacks on them would prove nothing.
+func operationsSecuredBy(t *testing.T, scheme string) []specOperation {
+	t.Helper()
+	var out []specOperation
+	for _, op := range specOperations(t) {
+		if op.Security == scheme {
+			out = append(out, op)
+		}
+	}
+	require.NotEmpty(t, out, "no operation requires %s", scheme)
+	return out
+}
+
+// fillPath puts values in a path's parameters.
+func fillPath(t *testing.T, path string, values map[string]string) string {
+	t.Helper()
+	for name, v := range values {
+		path = strings.ReplaceAll(path, "{"+name+"}", v)
+	}
+	require.NotContains(t, path, "{", "the test gives no value for a parameter of %s", path)
+	return path
+}
+
+// unknownKeyID is a well-formed key id that names no key.
+const unknownKeyID = "aaaaaaaaaaaaa"
+
+// nowhere fills any path with ids that name nothing.
+func nowhere() map[string]string {
+	return map[string]string{"id": uuid.Must(uuid.NewV7()).String(), "key_id": unknownKeyID}
+}
+
+// call sends an operation's request, with body when the operation takes one.
+func (h *harness) call(op specOperation, path, token, body string, headers map[string]string) response {
+	h.t.Helper()
+	if !op.HasBody {
+		return h.do(op.Method, path, token, nil, headers)
+	}
+	return h.do(op.Method, path, token, strings.NewReader(body), headers)
+}
+
+// get requires a 200 for a GET as token and returns the body.
+func (h *harness) get(path, token string) string {
+	h.t.Helper()
+	resp := h.do(http.MethodGet, path, token, nil, nil)
+	require.Equal(h.t, http.StatusOK, resp.Status, "GET %s: %s", path, resp.Body)
+	return string(resp.Body)
+}
+
+// snapshot is what tn sees of its own data through every list the API
+// has, and through extra paths: equal snapshots mean nothing changed.
+func (h *harness) snapshot(tn tenant, extra ...string) map[string]string {
+	h.t.Helper()
+	out := map[string]string{}
+	for _, path := range append([]string{"/v1/tasks", "/v1/schedules", "/v1/keys", "/v1/signing-secrets", "/v1/audit", "/v1/limits"}, extra...) {
+		out[path] = h.get(path, tn.APIKey)
+	}
+	return out
+}
+
+// createKey creates a key for tn with POST /v1/keys.
+func (h *harness) createKey(tn tenant, body string) openapi.APIKeyCreated {
+	h.t.Helper()
+	resp := h.do(http.MethodPost, "/v1/keys", tn.APIKey, strings.NewReader(body), nil)
+	require.Equal(h.t, http.StatusCreated, resp.Status, "create key: %s", resp.Body)
+	var key openapi.APIKeyCreated
+	require.NoError(h.t, json.Unmarshal(resp.Body, &key))
+	return key
+}
+
+// TestAttackOtherTenantsIDs: tenant B calls every tenant endpoint that takes
+// an id with tenant A's ids. Each answers 404, word for word the answer for
+// an id that names nothing, and A's data is as it was. Lists, filters, bulk
+// cancels and idempotency keys do not cross tenants either.
+func TestAttackOtherTenantsIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a, b := h.createTenant("a"), h.createTenant("b")
+
+	// One of A's resources of each kind an id names, in a state each
+	// operation would change.
+	task := h.createTask(a, `{"url": "https://example.com/a", "delay": "1h"}`)
+	dead := h.createTask(a, `{"url": "https://example.com/a-dead", "delay": "1h"}`)
+	finishForReplay(h, dead.ID, "dead", 3, 500, ptr("receiver answered 500"))
+	active := h.createSchedule(a, scheduleBody(t, nil))
+	paused := h.createSchedule(a, scheduleBody(t, map[string]any{"paused": true}))
+	h.exec(`UPDATE tasks SET schedule_id = $1 WHERE id = $2`, active.ID, task.ID)
+	key := h.createKey(a, `{"name": "a's second key"}`)
+	idempotent := h.postTask(a, `{"url": "https://example.com/a-idem", "delay": "1h"}`, "order-1")
+	require.Equal(t, http.StatusCreated, idempotent.Status, "body: %s", idempotent.Body)
+	var aIdempotent openapi.Task
+	require.NoError(t, json.Unmarshal(idempotent.Body, &aIdempotent))
+
+	ids := map[string]struct {
+		params map[string]string
+		body   string
+	}{
+		"getTask":           {params: map[string]string{"id": task.ID.String()}},
+		"rescheduleTask":    {params: map[string]string{"id": task.ID.String()}, body: `{"delay": "2h"}`},
+		"cancelTask":        {params: map[string]string{"id": task.ID.String()}},
+		"listTaskAttempts":  {params: map[string]string{"id": dead.ID.String()}},
+		"replayTask":        {params: map[string]string{"id": dead.ID.String()}},
+		"getSchedule":       {params: map[string]string{"id": active.ID.String()}},
+		"deleteSchedule":    {params: map[string]string{"id": active.ID.String()}},
+		"pauseSchedule":     {params: map[string]string{"id": active.ID.String()}},
+		"resumeSchedule":    {params: map[string]string{"id": paused.ID.String()}},
+		"nextScheduleTimes": {params: map[string]string{"id": active.ID.String()}},
+		"revokeKey":         {params: map[string]string{"key_id": key.ID}},
+	}
+	before := h.snapshot(a,
+		"/v1/tasks/"+task.ID.String(), "/v1/tasks/"+dead.ID.String(), "/v1/tasks/"+dead.ID.String()+"/attempts",
+		"/v1/schedules/"+active.ID.String(), "/v1/schedules/"+paused.ID.String())
+	announced := len(h.Sched.scheduledFor(dead.ID))
+
+	for _, op := range operationsSecuredBy(t, "apiKey") {
+		if !strings.Contains(op.Path, "{") {
+			continue
+		}
+		tc, ok := ids[op.ID]
+		require.True(t, ok, "%s %s takes an id: give this test one of tenant A's for it", op.Method, op.Path)
+		t.Run(op.ID, func(t *testing.T) {
+			resp := h.call(op, fillPath(t, op.Path, tc.params), b.APIKey, tc.body, nil)
+			p := requireProblem(t, resp, http.StatusNotFound)
+			require.Equal(t, problemTypePrefix+"not-found", p.Type)
+			require.NotContains(t, string(resp.Body), a.ID.String())
+
+			// The same answer as for an id that names nothing, but for
+			// the id itself.
+			fake := nowhere()
+			missing := h.call(op, fillPath(t, op.Path, fake), b.APIKey, tc.body, nil)
+			require.Equal(t, resp.Status, missing.Status)
+			for name, v := range tc.params {
+				require.Equal(t,
+					strings.ReplaceAll(string(resp.Body), v, "<"+name+">"),
+					strings.ReplaceAll(string(missing.Body), fake[name], "<"+name+">"))
+			}
+		})
+	}
+
+	t.Run("lists and bulk cancels by A's schedule", func(t *testing.T) {
+		require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks?schedule_id="+active.ID.String(), b.APIKey))
+		for _, body := range []string{
+			`{"schedule_id": "` + active.ID.String() + `"}`,
+			`{"status": "scheduled"}`,
+			`{"created_after": "2000-01-01T00:00:00Z"}`,
+		} {
+			resp := h.do(http.MethodPost, "/v1/tasks/cancel", b.APIKey, strings.NewReader(body), nil)
+			require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+			require.JSONEq(t, `{"canceled": 0}`, string(resp.Body), body)
+		}
+	})
+
+	t.Run("A's idempotency key", func(t *testing.T) {
+		// Keys are per tenant: B's request with A's key is B's own task,
+		// not a replay of A's.
+		resp := h.postTask(b, `{"url": "https://example.com/a-idem", "delay": "1h"}`, "order-1")
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+		var own openapi.Task
+		require.NoError(t, json.Unmarshal(resp.Body, &own))
+		require.NotEqual(t, aIdempotent.ID, own.ID)
+
+		results := h.batch(b, `{"url": "https://example.com/a-idem", "delay": "1h", "idempotency_key": "order-1"}`)
+		require.NotNil(t, results[0].Task, "item: %+v", results[0].Error)
+		require.Equal(t, own.ID, results[0].Task.ID, "a replay of B's own task")
+	})
+
+	require.Equal(t, before, h.snapshot(a,
+		"/v1/tasks/"+task.ID.String(), "/v1/tasks/"+dead.ID.String(), "/v1/tasks/"+dead.ID.String()+"/attempts",
+		"/v1/schedules/"+active.ID.String(), "/v1/schedules/"+paused.ID.String()), "B changed A's data")
+	require.Zero(t, h.Sched.canceledCount(task.ID))
+	require.Len(t, h.Sched.scheduledFor(dead.ID), announced, "B's replay announced A's task")
+	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/limits", key.APIKey, nil, nil).Status, "A's key still works")
+}
+
+// TestAttackInvalidCredentials: every tenant endpoint refuses, with 401, an
+// expired key, a revoked key, a key id given another tenant's secret, and the
+// admin token; none of the calls changes anything.
+func TestAttackInvalidCredentials(t *testing.T) {
+	t.Parallel()
+	// Every call fails from one address: room for all of them
+	// (TestAuthFailureThrottle tests the throttle).
+	h := newHarness(t, func(c *api.Config) { c.AuthFailures.Max = 100_000 })
+	a, b := h.createTenant("a"), h.createTenant("b")
+
+	expired := h.createKey(a, `{"name": "expired", "expires_at": "`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	revoked := h.createKey(a, `{"name": "revoked"}`)
+	for _, key := range []string{expired.APIKey, revoked.APIKey} {
+		require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/limits", key, nil, nil).Status, "the key works before")
+	}
+	// An hour is too long to wait; the expiry is moved instead.
+	h.exec(`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1`, expired.ID)
+	require.Equal(t, http.StatusOK, h.do(http.MethodDelete, "/v1/keys/"+revoked.ID, a.APIKey, nil, nil).Status)
+	aKeyID, ok := tenants.KeyID(a.APIKey)
+	require.True(t, ok)
+	bSecret := b.APIKey[strings.LastIndex(b.APIKey, "_")+1:]
+
+	credentials := []struct{ name, token string }{
+		{"expired key", expired.APIKey},
+		{"revoked key", revoked.APIKey},
+		{"key id with another tenant's secret", "hw_" + aKeyID + "_" + bSecret},
+		{"admin token", adminToken},
+	}
+	before := h.snapshot(a)
+	for _, cred := range credentials {
+		t.Run(cred.name, func(t *testing.T) {
+			t.Parallel()
+			for _, op := range operationsSecuredBy(t, "apiKey") {
+				resp := h.call(op, fillPath(t, op.Path, nowhere()), cred.token, `{}`, nil)
+				require.Equal(t, http.StatusUnauthorized, resp.Status, "%s: %s", op.ID, resp.Body)
+				requireUnauthorized(t, resp)
+			}
+		})
+	}
+	t.Cleanup(func() { require.Equal(t, before, h.snapshot(a), "a refused call changed A's data") })
+}
+
+// TestAttackAdminEndpoints: no tenant key opens an operator endpoint, not
+// even one holding every scope: each answers 401. With the admin API
+// disabled, each answers 403 whatever is sent. None of the calls changes
+// anything.
+func TestAttackAdminEndpoints(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *api.Config) { c.AuthFailures.Max = 100_000 })
+	disabled := newHarness(t, func(c *api.Config) { c.AdminToken = "" })
+	tn := h.createTenant("acme")
+	key := h.createKey(tn, `{"name": "all scopes", "scopes": ["*"]}`)
+	params := map[string]string{"id": tn.ID.String(), "key_id": key.ID}
+	body := `{"name": "mallory"}`
+
+	auditBefore := h.get("/v1/admin/audit", adminToken)
+	tenantBefore := h.snapshot(tn)
+	for _, op := range operationsSecuredBy(t, "adminToken") {
+		t.Run(op.ID, func(t *testing.T) {
+			t.Parallel()
+			path := fillPath(t, op.Path, params)
+			for _, token := range []string{tn.APIKey, key.APIKey} {
+				requireUnauthorized(t, h.call(op, path, token, body, nil))
+			}
+			for _, token := range []string{"", tn.APIKey, adminToken} {
+				p := requireProblem(t, disabled.call(op, path, token, body, nil), http.StatusForbidden)
+				require.Equal(t, problemTypePrefix+"forbidden", p.Type)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		require.Equal(t, auditBefore, h.get("/v1/admin/audit", adminToken), "a refused operator call changed something")
+		require.Equal(t, tenantBefore, h.snapshot(tn))
+	})
+}
+
+// TestAttackAdminTokenGuessing: guessing the admin token is throttled like
+// guessing keys, by the same count: an address that failed too often is
+// refused with 429 even with the right token, other addresses are not, and
+// it is let through again once the window is over.
+func TestAttackAdminTokenGuessing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *api.Config) {
+		c.AuthFailures = api.AuthFailureLimit{Max: 3, Window: 10 * time.Second}
+		// The harness's client connects from loopback, standing for a proxy
+		// that names the client.
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	tn := h.createTenant("acme")
+	from := func(ip, token string) response {
+		return h.do(http.MethodGet, "/v1/admin/breakers", token, nil, map[string]string{"X-Forwarded-For": ip})
+	}
+
+	for _, guess := range []string{"admin", "admin-secreT", strings.Repeat("x", 200)} {
+		requireUnauthorized(t, from("203.0.113.5", guess))
+	}
+	resp := from("203.0.113.5", adminToken)
+	p := requireProblem(t, resp, http.StatusTooManyRequests)
+	require.Equal(t, problemTypePrefix+"too-many-auth-failures", p.Type)
+	require.Equal(t, "10", resp.Header.Get("Retry-After"))
+	// One count for both kinds of credential.
+	tenantCall := h.do(http.MethodGet, "/v1/limits", tn.APIKey, nil, map[string]string{"X-Forwarded-For": "203.0.113.5"})
+	requireProblem(t, tenantCall, http.StatusTooManyRequests)
+	require.Equal(t, http.StatusOK, from("203.0.113.6", adminToken).Status, "another address is not held back")
+
+	h.Clock.Advance(10 * time.Second)
+	require.Equal(t, http.StatusOK, from("203.0.113.5", adminToken).Status, "the window over, it is let through")
+}
+
+// TestAttackMissingScope: on every tenant endpoint, a key holding every scope
+// but the one the endpoint needs is refused with 403 insufficient-scope before
+// anything is done, and a key holding only that scope is let through.
+func TestAttackMissingScope(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	scopes := model.Scopes()[1:] // every scope but "*"
+	mint := func(scopes []model.Scope) string {
+		b, err := json.Marshal(map[string]any{"scopes": scopes})
+		require.NoError(t, err)
+		resp := h.do(http.MethodPost, "/v1/admin/tenants/"+tn.ID.String()+"/keys", adminToken, strings.NewReader(string(b)), nil)
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		var key openapi.APIKeyCreated
+		require.NoError(t, json.Unmarshal(resp.Body, &key))
+		return key.APIKey
+	}
+	allBut, only := map[string]string{}, map[string]string{}
+	for _, s := range scopes {
+		allBut[string(s)] = mint(slices.DeleteFunc(slices.Clone(scopes), func(o model.Scope) bool { return o == s }))
+		only[string(s)] = mint([]model.Scope{s})
+	}
+	// Bodies that would succeed, so that a refusal is the scope's doing.
+	bodies := map[string]string{
+		"createTask":       `{"url": "https://example.com/x", "delay": "1h"}`,
+		"createTasksBatch": `{"tasks": [{"url": "https://example.com/x", "delay": "1h"}]}`,
+		"cancelTasks":      `{"status": "scheduled"}`,
+		"rescheduleTask":   `{"delay": "2h"}`,
+		"createSchedule":   `{"cron": "@hourly", "url": "https://example.com/x"}`,
+		// A key hands on only scopes it holds; keys:manage is the one
+		// the key letting this call through holds.
+		"createKey": `{"scopes": ["keys:manage"]}`,
+	}
+	ops := operationsSecuredBy(t, "apiKey")
+
+	before := h.snapshot(tn)
+	for _, op := range ops {
+		if op.Scope == "any" {
+			continue
+		}
+		require.Contains(t, allBut, op.Scope, "%s needs an unknown scope", op.ID)
+		resp := h.call(op, fillPath(t, op.Path, nowhere()), allBut[op.Scope], bodies[op.ID], nil)
+		p := requireProblem(t, resp, http.StatusForbidden)
+		require.Equal(t, problemTypePrefix+"insufficient-scope", p.Type, op.ID)
+		require.Contains(t, p.Detail, op.Scope)
+	}
+	require.Equal(t, before, h.snapshot(tn), "a call refused for its scope changed something")
+
+	for _, op := range ops {
+		needs := []string{op.Scope}
+		if op.Scope == "any" {
+			needs = nil
+			for _, s := range scopes {
+				needs = append(needs, string(s))
+			}
+		}
+		for _, scope := range needs {
+			resp := h.call(op, fillPath(t, op.Path, nowhere()), only[scope], bodies[op.ID], nil)
+			require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.Status,
+				"%s with a key holding only %s: %s", op.ID, scope, resp.Body)
+		}
+	}
+}
+
+// TestAttackMalformedBodies: every endpoint that takes a body answers a
+// body over its limit with 413, one that is not JSON or is nested beyond
+// what the decoder follows with 400, a known field of the wrong type and an
+// unknown field with 422 naming the field; none of them changes anything.
+func TestAttackMalformedBodies(t *testing.T) {
+	t.Parallel()
+	const maxBody = 16 << 10
+	h := newHarness(t, func(c *api.Config) { c.Limits.MaxBody = maxBody })
+	tn := h.createTenant("acme")
+	task := h.createTask(tn, `{"url": "https://example.com/x", "delay": "1h"}`)
+	// The requests' limits: a single call's (see api.New), and the batch
+	// route's own.
+	const singleLimit, batchLimit = 4*maxBody + 64<<10, 32 << 20
+
+	cases := map[string]struct {
+		params    map[string]string
+		token     string
+		limit     int
+		wrongType string // a known field with a value of the wrong type
+		field     string
+	}{
+		"createTenant":        {nil, adminToken, singleLimit, `{"name": 42}`, "name"},
+		"updateTenant":        {map[string]string{"id": tn.ID.String()}, adminToken, singleLimit, `{"retention": 42}`, "retention"},
+		"createTenantKey":     {map[string]string{"id": tn.ID.String()}, adminToken, singleLimit, `{"expires_at": 5}`, "expires_at"},
+		"createTask":          {nil, tn.APIKey, singleLimit, `{"url": 42}`, "url"},
+		"createTasksBatch":    {nil, tn.APIKey, batchLimit, `{"tasks": "x"}`, "tasks"},
+		"cancelTasks":         {nil, tn.APIKey, singleLimit, `{"status": 42}`, "status"},
+		"rescheduleTask":      {map[string]string{"id": task.ID.String()}, tn.APIKey, singleLimit, `{"delay": 30}`, "delay"},
+		"createSchedule":      {nil, tn.APIKey, singleLimit, `{"cron": 42, "url": "https://example.com/x"}`, "cron"},
+		"createKey":           {nil, tn.APIKey, singleLimit, `{"scopes": "tasks:read"}`, "scopes"},
+		"rotateSigningSecret": {nil, tn.APIKey, singleLimit, `{"grace": 24}`, "grace"},
+	}
+	// Five times the depth encoding/json follows, and within the limit.
+	const depth = 50_000
+	deep := `{"a": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`
+	require.Less(t, len(deep), singleLimit)
+
+	auditBefore := h.get("/v1/admin/audit", adminToken)
+	before := h.snapshot(tn, "/v1/tasks/"+task.ID.String())
+	for _, op := range specOperations(t) {
+		if !op.HasBody {
+			continue
+		}
+		tc, ok := cases[op.ID]
+		require.True(t, ok, "%s %s takes a body: give this test its limit and a field to mistype", op.Method, op.Path)
+		path := fillPath(t, op.Path, tc.params)
+		t.Run(op.ID, func(t *testing.T) {
+			t.Parallel()
+			huge := `{"a": "` + strings.Repeat("a", tc.limit) + `"}`
+			p := requireProblem(t, h.call(op, path, tc.token, huge, nil), http.StatusRequestEntityTooLarge)
+			require.Equal(t, problemTypePrefix+"too-large", p.Type)
+
+			for _, body := range []string{`name=acme`, `{"a": `, `[]`, deep} {
+				p := requireProblem(t, h.call(op, path, tc.token, body, nil), http.StatusBadRequest)
+				require.Equal(t, problemTypePrefix+"malformed-json", p.Type, "body %.20q", body)
+				if body == deep {
+					require.Contains(t, p.Detail, "exceeded max depth")
+				}
+			}
+
+			requireFieldProblem(t, h.call(op, path, tc.token, tc.wrongType, nil), tc.field)
+			requireFieldProblem(t, h.call(op, path, tc.token, `{"no_such_field": 1}`, nil), "no_such_field")
+		})
+	}
+	t.Cleanup(func() {
+		require.Equal(t, auditBefore, h.get("/v1/admin/audit", adminToken), "a refused body changed something")
+		require.Equal(t, before, h.snapshot(tn, "/v1/tasks/"+task.ID.String()))
+	})
+}
+
+// requireRefusedEverywhere checks that the task members given are refused
+// with 422 naming field by each way a tenant hands hookwheel a webhook to
+// send: a task, an item of a batch, and a schedule.
+func requireRefusedEverywhere(t *testing.T, h *harness, tn tenant, members map[string]any, field string) {
+	t.Helper()
+	requireFieldProblem(t, h.postTask(tn, taskBody(t, members), ""), field)
+	requireItemProblem(t, h.batch(tn, taskBody(t, members))[0], 0, http.StatusUnprocessableEntity, field)
+	requireFieldProblem(t, h.postSchedule(tn, scheduleBody(t, members)), field)
+}
+
+// requireAcceptedEverywhere is requireRefusedEverywhere's opposite.
+func requireAcceptedEverywhere(t *testing.T, h *harness, tn tenant, members map[string]any) {
+	t.Helper()
+	resp := h.postTask(tn, taskBody(t, members), "")
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	requireItemCreated(t, h.batch(tn, taskBody(t, members))[0])
+	h.createSchedule(tn, scheduleBody(t, members))
+}
+
+// TestAttackTaskHeaderInjection: a task's headers cannot smuggle a header
+// line (CR, LF), set what hookwheel sets (the signature, its own headers,
+// Host, Content-Length), or manage the connection, in any letter case, or
+// with underscores standing for hyphens (which CGI-style servers read as
+// the same header); on every route that takes headers. The cases
+// TestCreateTaskValidation already tries on POST /v1/tasks are not repeated.
+func TestAttackTaskHeaderInjection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	refused := []struct{ name, value string }{
+		{"X-A\r\nX-Injected", "1"},
+		{"X-A\nX-Injected", "1"},
+		{"X-A\r", "1"},
+		{"X-A:", "1"},
+		{"", "1"},
+		{"X-Ä", "1"},
+		{"X-Test", "a\r\nX-Injected: 1"},
+		{"X-Test", "a\rb"},
+		{"X-Test", "a\x7fb"},
+		{"HOST", "evil.example"},
+		{"content-length", "0"},
+		{"CoNtEnT-LeNgTh", "0"},
+		{"Content_Length", "0"},
+		{"Transfer_Encoding", "chunked"},
+		{"TE", "trailers"},
+		{"Upgrade", "h2c"},
+		{"Keep-Alive", "timeout=5"},
+		{"Proxy-Authorization", "Basic eDp5"},
+		{"WEBHOOK-ID", "forged"},
+		{"Webhook-Timestamp", "0"},
+		{"webhook_signature", "v1,forged"},
+		{"HOOKWHEEL-SIGNATURE", "forged"},
+		{"hookwheel-schedule-id", "forged"},
+		{"Hookwheel_Attempt", "1"},
+		{"idempotency_key", "forged"},
+	}
+	for _, tc := range refused {
+		t.Run(strings.ToValidUTF8(tc.name+": "+tc.value, "?"), func(t *testing.T) {
+			t.Parallel()
+			requireRefusedEverywhere(t, h, tn, map[string]any{"headers": map[string]string{tc.name: tc.value}}, "headers."+tc.name)
+		})
+	}
+	t.Run("ordinary headers", func(t *testing.T) {
+		t.Parallel()
+		requireAcceptedEverywhere(t, h, tn, map[string]any{"headers": map[string]string{
+			"Authorization": "Bearer x", "X_Request_Id": "1", "X-Webhook-Id": "mine", "User-Agent": "mine",
+		}})
+	})
+}
+
+// TestAttackTaskURLTricks: the spellings of an internal address that URL
+// parsers and resolvers accept are refused at creation on every route that
+// takes a URL, as are credentials in the URL. The address checks themselves
+// are netguard's (TestCheckURL); names that resolve to an internal address
+// pass here and are refused when dialled (netguard's TestDialLocalhostName,
+// e2e TestSSRFGuard).
+func TestAttackTaskURLTricks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *api.Config) { c.Guard = netguard.New(netguard.Config{}) })
+	tn := h.createTenant("acme")
+	for _, url := range []string{
+		"http://user:pass@example.com/",
+		"http://example.com@127.0.0.1/",
+		"http://example.com\\@127.0.0.1/",
+		"http://127.0.0.1#@example.com/",
+		"http://2130706433/",
+		"http://0177.0.0.1/",
+		"http://0x7f.1/",
+		"http://127.1/",
+		"http://0/",
+		"http://0.0.0.0/",
+		"http://127.0.0.1./",
+		"http://[::]/",
+		"http://[::1]/",
+		"http://[fe80::1%25eth0]/",
+		"http://[::ffff:127.0.0.1]/",
+		"http://[::ffff:7f00:1]/",
+		"http://169.254.169.254/latest/meta-data/",
+		"http://[64:ff9b::a9fe:a9fe]/",
+		"http://[fd00:ec2::254]/",
+		"http://100.100.100.200/",
+		"http://localhost/",
+		"http://LOCALHOST./",
+		"http://api.localhost/",
+		"http://ｌｏｃａｌｈｏｓｔ/",
+		"http://１２７.０.０.１/",
+	} {
+		t.Run(url, func(t *testing.T) {
+			t.Parallel()
+			requireRefusedEverywhere(t, h, tn, map[string]any{"url": url}, "url")
+		})
+	}
+	for _, url := range []string{"https://bücher.example/x", "http://1.1.1.1/", "http://[2606:4700::1111]/"} {
+		t.Run("accepted "+url, func(t *testing.T) {
+			t.Parallel()
+			requireAcceptedEverywhere(t, h, tn, map[string]any{"url": url})
+		})
+	}
+}
