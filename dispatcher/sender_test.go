@@ -459,12 +459,13 @@ func TestSenderMaxTimeout(t *testing.T) {
 }
 
 // TestTargetsForgetIdle: a target unused for IdleAfter is forgotten, unless
-// its breaker is open or it has sends in flight.
+// it has sends in flight or its breaker is open; an open one is forgotten
+// after ForgetOpenAfter.
 func TestTargetsForgetIdle(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	ts := newTargets(targetsConfig{
-		Breaker:     BreakerConfig{ConsecutiveFailures: 1, IdleAfter: time.Minute, Cooldown: time.Hour},
+		Breaker:     BreakerConfig{ConsecutiveFailures: 1, IdleAfter: time.Minute, ForgetOpenAfter: time.Hour, Cooldown: 2 * time.Hour},
 		MaxInflight: 1, MaxWaiting: 1, Clock: clk,
 	})
 	tenant := uuid.New()
@@ -476,13 +477,23 @@ func TestTargetsForgetIdle(t *testing.T) {
 	decision, _ := ts.admit(busy, &model.ClaimedTask{}, true)
 	require.Equal(t, sendNow, decision)
 
+	remaining := func() []string {
+		var left []string
+		for _, s := range ts.statuses() {
+			left = append(left, s.Target)
+		}
+		return left
+	}
 	clk.Advance(time.Minute)
 	ts.watch()
-	var left []string
-	for _, s := range ts.statuses() {
-		left = append(left, s.Target)
-	}
-	require.Equal(t, []string{"http://busy:80", "http://open:80"}, left)
+	require.Equal(t, []string{"http://busy:80", "http://open:80"}, remaining())
+
+	clk.Advance(time.Hour - time.Minute - time.Second)
+	ts.watch()
+	require.Equal(t, []string{"http://busy:80", "http://open:80"}, remaining(), "an open breaker outlives IdleAfter")
+	clk.Advance(time.Second)
+	ts.watch()
+	require.Equal(t, []string{"http://busy:80"}, remaining(), "but not ForgetOpenAfter")
 }
 
 // TestSenderEmptyBody: a task without a body goes out with Content-Length: 0,

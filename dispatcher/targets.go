@@ -49,6 +49,15 @@ type BreakerConfig struct {
 	// to ever new hosts does not grow the node's memory without end.
 	// Default 10m.
 	IdleAfter time.Duration
+	// ForgetOpenAfter: a target whose breaker is open (or half-open), with
+	// nothing in flight or waiting, is forgotten after this long unused.
+	// Its breaker is kept longer than a closed one's because it is what
+	// defers the host's next tasks without spending their attempts; but
+	// not for ever, or a tenant sending to ever new failing hosts would
+	// grow the node's memory without end. A task for a forgotten host
+	// starts on a closed breaker, which ConsecutiveFailures failures trip
+	// again. Default 1h.
+	ForgetOpenAfter time.Duration
 }
 
 func (c *BreakerConfig) setDefaults() {
@@ -75,6 +84,9 @@ func (c *BreakerConfig) setDefaults() {
 	}
 	if c.IdleAfter <= 0 {
 		c.IdleAfter = 10 * time.Minute
+	}
+	if c.ForgetOpenAfter <= 0 {
+		c.ForgetOpenAfter = time.Hour
 	}
 }
 
@@ -356,7 +368,7 @@ func (ts *targets) watch() {
 		report(errTargetStuck)
 	}
 	for key, t := range idle {
-		if t.breaker.State() != gobreaker.StateClosed {
+		if t.breaker.State() != gobreaker.StateClosed && now.Sub(t.lastUsed) < ts.cfg.Breaker.ForgetOpenAfter {
 			continue
 		}
 		ts.mu.Lock()
