@@ -49,7 +49,7 @@ func TestTenantAuthentication(t *testing.T) {
 	require.True(t, ok)
 	// It works before it is revoked, so the 401 below is the revocation's doing.
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", revoked.APIKey, nil, nil).Status)
-	_, err := h.Tenants.RevokeKey(context.Background(), revoked.ID, revokedKeyID, model.ActorOperator)
+	_, err := h.Tenants.RevokeKey(context.Background(), revoked.ID, revokedKeyID, nil, model.ActorOperator)
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -128,11 +128,11 @@ func TestRevokeAffectsOnlyThatKey(t *testing.T) {
 	require.True(t, ok)
 
 	// Another tenant cannot revoke a's key.
-	_, err := h.Tenants.RevokeKey(context.Background(), b.ID, keyID, model.ActorOperator)
+	_, err := h.Tenants.RevokeKey(context.Background(), b.ID, keyID, nil, model.ActorOperator)
 	require.ErrorIs(t, err, model.ErrNotFound)
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", a.APIKey, nil, nil).Status)
 
-	_, err = h.Tenants.RevokeKey(context.Background(), a.ID, keyID, model.ActorOperator)
+	_, err = h.Tenants.RevokeKey(context.Background(), a.ID, keyID, nil, model.ActorOperator)
 	require.NoError(t, err)
 	requireUnauthorized(t, h.do(http.MethodGet, "/v1/tasks", a.APIKey, nil, nil))
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/tasks", b.APIKey, nil, nil).Status)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -42,7 +44,7 @@ func (s *Server) RevokeKey(c echo.Context, keyID openapi.KeyID) error {
 	if err != nil {
 		return err
 	}
-	return s.revokeKey(c, caller.Tenant.ID, keyID, caller.Actor())
+	return s.revokeKey(c, caller.Tenant.ID, keyID, caller.Key, caller.Actor())
 }
 
 // ListTenantKeys lists a tenant's keys for the operator.
@@ -61,7 +63,7 @@ func (s *Server) CreateTenantKey(c echo.Context, id openapi.TenantID) error {
 
 // RevokeTenantKey revokes a tenant's key for the operator.
 func (s *Server) RevokeTenantKey(c echo.Context, id openapi.TenantID, keyID openapi.KeyID) error {
-	return s.revokeKey(c, id, keyID, model.ActorOperator)
+	return s.revokeKey(c, id, keyID, nil, model.ActorOperator)
 }
 
 func (s *Server) tenantExists(c echo.Context, id uuid.UUID) error {
@@ -125,13 +127,13 @@ func APIKeyCreatedJSON(created *tenants.NewKey) openapi.APIKeyCreated {
 	}
 }
 
-func (s *Server) revokeKey(c echo.Context, tenantID uuid.UUID, keyID string, actor string) error {
-	key, err := s.tenants.RevokeKey(c.Request().Context(), tenantID, keyID, actor)
+func (s *Server) revokeKey(c echo.Context, tenantID uuid.UUID, keyID string, revoker *model.APIKey, actor string) error {
+	key, err := s.tenants.RevokeKey(c.Request().Context(), tenantID, keyID, revoker, actor)
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("API key " + keyID)
 	}
 	if err != nil {
-		return err
+		return credentialError(err, tenantID)
 	}
 	return c.JSON(http.StatusOK, APIKeyJSON(key))
 }
@@ -146,6 +148,10 @@ func credentialError(err error, tenantID uuid.UUID) error {
 		return fe.problem()
 	case errors.Is(err, tenants.ErrScopeNotHeld):
 		return newProblem(http.StatusForbidden, "insufficient-scope", "Insufficient scope", err.Error())
+	case errors.Is(err, tenants.ErrUnauthenticated):
+		// The calling key was revoked or expired on another node since
+		// this one last checked it.
+		return echo.NewHTTPError(http.StatusUnauthorized, "the API key is malformed, unknown, revoked or expired")
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("tenant " + tenantID.String())
 	}
@@ -189,8 +195,14 @@ func (s *Server) RotateSigningSecret(c echo.Context) error {
 		return err
 	}
 	var req openapi.SigningSecretRotateRequest
-	// The body is optional: no body rotates with the default grace.
-	if c.Request().ContentLength != 0 {
+	// The body is optional: none (or only blanks, chunked or not) rotates
+	// with the default grace.
+	raw, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err // the body limit
+	}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		c.Request().Body = io.NopCloser(bytes.NewReader(raw))
 		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}

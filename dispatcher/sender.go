@@ -37,6 +37,7 @@ type limitsGate interface {
 // bodyStore reads the bodies that claims leave out.
 type bodyStore interface {
 	ClaimedBody(ctx context.Context, id, token uuid.UUID) ([]byte, error)
+	SigningSecrets(ctx context.Context, tenantID uuid.UUID) ([]model.SigningSecret, error)
 }
 
 // senderConfig configures newSender. Every field is required.
@@ -295,8 +296,13 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		report(errNotSent)
 		return false
 	}
+	keys, ok := s.signingKeys(c)
+	if !ok {
+		report(errNotSent)
+		return false
+	}
 	finish := s.cfg.Targets.sending(t, c.TenantID, report)
-	outcome, interrupted := s.attempt(c)
+	outcome, interrupted := s.attempt(c, keys)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)
 	} else if interrupted {
@@ -343,7 +349,7 @@ func (s *sender) loadBody(c *model.ClaimedTask) bool {
 // recorded whatever happens: when the dispatcher's shutdown bound cuts it
 // off (interrupted), the attempt is recorded as such and the task is due
 // again at once, for whichever node owns it next.
-func (s *sender) attempt(c *model.ClaimedTask) (outcome retry.Outcome, interrupted bool) {
+func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
@@ -360,7 +366,7 @@ func (s *sender) attempt(c *model.ClaimedTask) (outcome retry.Outcome, interrupt
 	if c.TenantMaxTimeout > 0 {
 		timeout = min(timeout, c.TenantMaxTimeout)
 	}
-	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, timeout, started)
+	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
 	outcome = retry.Classify(statusCode, sendErr)
@@ -440,7 +446,7 @@ const bodyReadTimeout = 5 * time.Second
 // send makes the HTTP request of one attempt. It returns the status code, the
 // response header and the start of the response body, or the error that
 // prevented a response.
-func (s *sender) send(ctx context.Context, c *model.ClaimedTask, timeout time.Duration, now time.Time) (int, http.Header, string, error) {
+func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKeys, timeout time.Duration, now time.Time) (int, http.Header, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reqBody any
@@ -462,10 +468,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, timeout time.Du
 		}
 	}
 	webhookID := c.ID.String()
-	secrets, keyID, err := s.openSecrets(c, now)
-	if err != nil {
-		return 0, nil, "", err
-	}
+	secrets, keyID := keys.at(now)
 	signed, err := s.cfg.Signer.Sign(secrets, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body, KeyID: keyID}, now)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("sign webhook: %w", err)
@@ -545,22 +548,82 @@ func unsent(err error) bool {
 	return err != nil && !errors.Is(err, netguard.ErrBlocked) && errors.As(err, &op) && op.Op == "dial"
 }
 
-// openSecrets returns the signing secrets of c's tenant that sign at now,
-// current first, in plaintext, and the current one's id. During a rotation's
-// grace period that is two or more, and every webhook carries a signature by
-// each.
-func (s *sender) openSecrets(c *model.ClaimedTask, now time.Time) ([]string, string, error) {
-	active := model.ActiveSigningSecrets(c.SigningSecrets, now)
-	if len(active) == 0 {
-		return nil, "", fmt.Errorf("sign webhook: tenant %s has no signing secret", c.TenantID)
+// secretsFreshFor is how old a claim's copy of its tenant's signing secrets
+// may be when it is signed. A claim usually goes out within milliseconds of
+// being taken, with the secrets it was taken with; one that waited (for its
+// target, its tenant's share, a rate limit) reads them again, so a rotation
+// reaches its webhooks within this time rather than after the wait.
+const secretsFreshFor = time.Second
+
+// secretUnreadableRetry is when a claim whose secret this node cannot open
+// is due again: long enough not to spin, short enough that a node whose
+// keyring is fixed (or another node that has the key) soon sends it.
+const secretUnreadableRetry = 30 * time.Second
+
+// signingKey is one of a tenant's signing secrets, opened.
+type signingKey struct {
+	id, secret string
+	expiresAt  *time.Time
+}
+
+// signingKeys are a claim's signing secrets in plaintext, current first.
+type signingKeys []signingKey
+
+// at returns the secrets that sign at now, current first, and the current
+// one's id: during a rotation's grace period every webhook carries a
+// signature by each.
+func (k signingKeys) at(now time.Time) (secrets []string, keyID string) {
+	for _, key := range k {
+		if key.expiresAt == nil || now.Before(*key.expiresAt) {
+			secrets = append(secrets, key.secret)
+		}
 	}
-	secrets := make([]string, len(active))
-	for i, secret := range active {
+	if len(k) > 0 {
+		keyID = k[0].id
+	}
+	return secrets, keyID
+}
+
+// signingKeys opens the signing secrets c is to be signed with, read again
+// when the claim is older than secretsFreshFor. A secret this node cannot
+// open (its HOOKWHEEL_ENCRYPTION_KEY lacks the key that sealed it) is the
+// node's fault, not the task's nor the target's: the claim is given back
+// without spending an attempt, and said loudly.
+func (s *sender) signingKeys(c *model.ClaimedTask) (signingKeys, bool) {
+	now := s.cfg.Clock.Now()
+	if now.Sub(c.ClaimedAt) > secretsFreshFor {
+		ctx, cancel := context.WithTimeout(s.cfg.Sends, bodyReadTimeout)
+		defer cancel()
+		fresh, err := s.cfg.Bodies.SigningSecrets(ctx, c.TenantID)
+		if err != nil {
+			s.cfg.Metrics.storeErrors.WithLabelValues("secrets").Inc()
+			s.cfg.Logger.Error("reading a tenant's signing secrets failed; giving the claim back", "task", c.ID, "err", err)
+			s.deferOne(c, now.Add(time.Second))
+			return nil, false
+		}
+		c.SigningSecrets = fresh
+	}
+	active := model.ActiveSigningSecrets(c.SigningSecrets, now)
+	keys := make(signingKeys, 0, len(active))
+	for _, secret := range active {
 		plain, err := s.cfg.Keyring.Open(secret.Value, secret.SealContext(c.TenantID))
 		if err != nil {
-			return nil, "", fmt.Errorf("sign webhook: signing secret %s: %w", secret.ID, err)
+			s.unreadableSecret(c, now, "secret", secret.ID, "err", err)
+			return nil, false
 		}
-		secrets[i] = plain
+		keys = append(keys, signingKey{id: secret.ID, secret: plain, expiresAt: secret.ExpiresAt})
 	}
-	return secrets, active[0].ID, nil
+	if len(keys) == 0 {
+		s.unreadableSecret(c, now, "err", "the tenant has no signing secret")
+		return nil, false
+	}
+	return keys, true
+}
+
+func (s *sender) unreadableSecret(c *model.ClaimedTask, now time.Time, args ...any) {
+	s.cfg.Metrics.deferrals.WithLabelValues("secret_unreadable").Inc()
+	s.cfg.Logger.Error("cannot sign a webhook: a signing secret of its tenant does not open with this node's "+
+		"HOOKWHEEL_ENCRYPTION_KEY; the claim is given back without spending an attempt",
+		append([]any{"task", c.ID, "tenant", c.TenantID}, args...)...)
+	s.deferOne(c, now.Add(secretUnreadableRetry))
 }

@@ -2,21 +2,26 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/signing"
@@ -72,6 +77,30 @@ type senderOptions struct {
 	// guard defaults to one that lets the test receiver on loopback through.
 	guard *netguard.Guard
 	hold  bool
+	// bodies defaults to one that knows the tenants' signing secrets to be
+	// testSigningSecrets and no long body.
+	bodies bodyStore
+	// keyring defaults to the empty keyring (plaintext secrets).
+	keyring *keyring.Keyring
+}
+
+// testBodies is a bodyStore that holds no long body and one list of signing
+// secrets for every tenant.
+type testBodies struct {
+	mu      sync.Mutex
+	secrets []model.SigningSecret
+	reads   int
+}
+
+func (b *testBodies) ClaimedBody(context.Context, uuid.UUID, uuid.UUID) ([]byte, error) {
+	return nil, model.ErrNotFound
+}
+
+func (b *testBodies) SigningSecrets(context.Context, uuid.UUID) ([]model.SigningSecret, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reads++
+	return b.secrets, nil
 }
 
 // setupSender runs senders that send to a real HTTP receiver, recording
@@ -131,10 +160,18 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 	b.cancelSends = cancelSends
 	t.Cleanup(cancelSends)
 	b.transports = newTransports(newHTTPClient(guard), guard, b.metrics.transportRetries)
+	bodies := opts.bodies
+	if bodies == nil {
+		bodies = &testBodies{secrets: testSigningSecrets()}
+	}
+	keys := opts.keyring
+	if keys == nil {
+		keys = &keyring.Keyring{}
+	}
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
-		Transports: b.transports,
-		Signer:     signing.NewSigner(signing.SignerConfig{}),
+		Transports: b.transports, Bodies: bodies, Keyring: keys,
+		Signer: signing.NewSigner(signing.SignerConfig{}),
 		Record: func(r store.AttemptResult, then func(error)) {
 			b.records <- r
 			then(nil)
@@ -540,4 +577,65 @@ func TestSenderTenantGrants(t *testing.T) {
 	require.Same(t, b.transports.forClaim(granted), b.transports.forClaim(&model.ClaimedTask{
 		TargetAllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.1.2.3/8"), netip.MustParsePrefix("127.0.0.0/8")}}))
 	require.NotSame(t, b.transports.forClaim(granted), b.transports.forClaim(other))
+}
+
+// TestSenderSecretUnreadable: a claim whose signing secret this node's
+// keyring cannot open is given back without an attempt, a request or a
+// failure of its target.
+func TestSenderSecretUnreadable(t *testing.T) {
+	t.Parallel()
+	sealer, err := keyring.Parse("k1:" + base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	require.NoError(t, err)
+	other, err := keyring.Parse("k2:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 32))))
+	require.NoError(t, err)
+	b := setupSender(t, senderOptions{keyring: other, breaker: BreakerConfig{ConsecutiveFailures: 1}})
+
+	c := b.claim()
+	secret := testSigningSecrets()[0]
+	secret.Value, err = sealer.Seal(secret.Value, secret.SealContext(c.TenantID))
+	require.NoError(t, err)
+	c.SigningSecrets = []model.SigningSecret{secret}
+	b.claimed <- c
+	d := receive(t, b.deferred)
+	require.Equal(t, c.ID, d.id)
+	require.Equal(t, b.clock.Now().Add(secretUnreadableRetry), d.at)
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.deferrals.WithLabelValues("secret_unreadable")))
+
+	// Nothing was sent or recorded, and the target's breaker is still
+	// closed: the next claim to it goes out.
+	ok := b.claim()
+	b.claimed <- ok
+	receive(t, b.requests)
+	require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+	require.Empty(t, b.records)
+}
+
+// TestSenderRereadsSecretsOfOldClaims: a claim that waited longer than
+// secretsFreshFor is signed with its tenant's secrets as they are now, so a
+// rotation meanwhile reaches it.
+func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
+	t.Parallel()
+	rotated := append([]model.SigningSecret{{ID: "ss_new", Value: "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32)))}},
+		testSigningSecrets()...)
+	bodies := &testBodies{secrets: rotated}
+	b := setupSender(t, senderOptions{bodies: bodies})
+
+	fresh := b.claim()
+	b.claimed <- fresh
+	req := receive(t, b.requests)
+	receive(t, b.records)
+	require.Len(t, strings.Fields(req.header.Get("webhook-signature")), 1, "a fresh claim signs with the secrets it was taken with")
+
+	old := b.claim()
+	b.clock.Advance(secretsFreshFor + time.Millisecond)
+	b.claimed <- old
+	req = receive(t, b.requests)
+	receive(t, b.records)
+	require.Len(t, strings.Fields(req.header.Get("webhook-signature")), 2, "an old claim signs with the rotated secrets, both")
+	token, _, err := jwt.NewParser().ParseUnverified(req.header.Get("Hookwheel-Signature"), jwt.MapClaims{})
+	require.NoError(t, err)
+	require.Equal(t, "ss_new", token.Header["kid"])
+	bodies.mu.Lock()
+	defer bodies.mu.Unlock()
+	require.Equal(t, 1, bodies.reads)
 }

@@ -1600,7 +1600,9 @@ type ClientInterface interface {
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+	// keep the old secret a few seconds even with `0s`. Rotating again
 	// during a grace period keeps at most five secrets signing.
 	//
 	// Takes any type of body and a specified content type.
@@ -1614,7 +1616,9 @@ type ClientInterface interface {
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+	// keep the old secret a few seconds even with `0s`. Rotating again
 	// during a grace period keeps at most five secrets signing.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2491,7 +2495,9 @@ func (c *Client) ListSigningSecrets(ctx context.Context, reqEditors ...RequestEd
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 // `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 // one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+// keep the old secret a few seconds even with `0s`. Rotating again
 // during a grace period keeps at most five secrets signing.
 //
 // Takes any type of body and a specified content type.
@@ -2515,7 +2521,9 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType st
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 // `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 // one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+// keep the old secret a few seconds even with `0s`. Rotating again
 // during a grace period keeps at most five secrets signing.
 //
 // Takes a body of the `application/json` content type.
@@ -4804,7 +4812,9 @@ type ClientWithResponsesInterface interface {
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+	// keep the old secret a few seconds even with `0s`. Rotating again
 	// during a grace period keeps at most five secrets signing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -4818,7 +4828,9 @@ type ClientWithResponsesInterface interface {
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+	// keep the old secret a few seconds even with `0s`. Rotating again
 	// during a grace period keeps at most five secrets signing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5264,6 +5276,8 @@ type ListAuditResponse struct {
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
 }
@@ -5281,6 +5295,11 @@ func (r ListAuditResponse) GetApplicationProblemJSON400() *BadRequest {
 // GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListAuditResponse) GetApplicationProblemJSON401() *Unauthorized {
 	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListAuditResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
 }
 
 // GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5851,6 +5870,8 @@ type ListTenantAuditResponse struct {
 	ApplicationProblemJSON401 *Unauthorized
 	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -5877,6 +5898,11 @@ func (r ListTenantAuditResponse) GetApplicationProblemJSON401() *Unauthorized {
 // GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ListTenantAuditResponse) GetApplicationProblemJSON403() *Forbidden {
 	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListTenantAuditResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8524,7 +8550,9 @@ func (c *ClientWithResponses) ListSigningSecretsWithResponse(ctx context.Context
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 // `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 // one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+// keep the old secret a few seconds even with `0s`. Rotating again
 // during a grace period keeps at most five secrets signing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -8544,7 +8572,9 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
 // `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
 // one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. Rotating again
+// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
+// every webhook within a second (one claimed just before the rotation may go out signed as before), so
+// keep the old secret a few seconds even with `0s`. Rotating again
 // during a grace period keeps at most five secrets signing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -9045,6 +9075,13 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 		}
 		response.ApplicationProblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest UnexpectedError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9526,6 +9563,13 @@ func ParseListTenantAuditResponse(rsp *http.Response) (*ListTenantAuditResponse,
 			return nil, err
 		}
 		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
@@ -12393,124 +12437,125 @@ var swaggerSpec = []string{
 	"NygHu5Wq0YGDAWigB/JisEyrmbzyEVsAJkWeDAqMQdNyZSwvCrjvgQmNJScqjVDqVB+yFNdijZilOlf+",
 	"lKX41Uun4yteQicQdEUDaiokDjRp7KU0Frr5g1JA7SkN5KS2a4EV61ZSiFDgmoaAnLvln5XAIgIAIO+F",
 	"8XivPL9FrtGHpJty6rE9hOFCHL5327ufYHb+h18/41miYRm7jeOG5QJRN9ov6n7ged32vXcyOtz/yM+K",
-	"k+cce9yFZOH9D4qbpcis8N3SmkenGer8+68fWtJB1GWao/MEz7SPElUh3K0rtUoW1iWgCKLUN11V/g46",
-	"6pCCAwFTyEmvniirh4waF0egi+maGvG16rPNgkg43ajJBm+HKhJULpFPlB9zs2wi+wRVE+tctu6D7Of0",
-	"OUVG3Dp6C6H7HYaGj77g4ddNwU+a9FZXEqESejspOmpivtRdUCXMnzIh1cGHDGalMPM6EKbqentN90Pt",
-	"dYbAVyOXSaqJokaNPlF8S2ITq/OaUBShM9q9C3664lIlzGgsQCwtM3wmhg0R5EH+WO9/MABw3+uzV89S",
-	"tiwl1chF0/tv79683qTSJ5Ervm57/gPVDvkkBNqVn/ehCUajKhqtM3L4WYaQbzslHYle7CJK+A9RH+iB",
-	"HOfR2ZoY3ApHlTYaAZlto6T7H8LNdO9r/c6RCo71Swmnk8Pj/Q+95etC8/xC65eOk8BzR0e3+VjUxJJ6",
-	"WMKz3+9/9kLrV1ytz31T/i/HhvBgeT5xS8YD3uid4nRbDjl7Uadkoj7a8ntCvAKjR8ByAq5uw3aNzvRn",
-	"kjz0hZ3H6YsqV3f0V3wpInKWzS4S2lD092jQuO4vnoL6DJpRh4Sb+6zxRiVyT2aYGJO6X0xUo5C6iTqS",
-	"3NlGlPV1iQAaZIRLXlpKLDoYo9J264aXNWKb+vzXj0+UERb1sE3MbEdbzK39SCm9wNchoskjBmGijJWE",
-	"LAAIOsRzfDZBKycGRXEdNMN1gb5f/g6nSkAEKg2AZFrn+a1QyKT9AgBpA89Jw5mo+imtk11Q4E3egOjY",
-	"LyDym3jxW4n8L8ucfLqxgVbAdSGPr5llfYys/UIyE90ufJPv3EV8PnQScI+DxyvgjVhhDSqDrFfo09NK",
-	"xdqsarhpugV0ymc13s7evvhJrHfZbm4Z/hSiuCcxTXkl6ZPL090GY93kq1kBJKnjhoDFNWOPUEKBJRUl",
-	"GvsyJIDKgbyucqICxRYFsCPY9CgyiupgsPLoHS+epohYDDZekAOZXiwc+RdSid1G309Q8eBzCAGk7T/I",
-	"4sOP77H4AFceZMCGSUcqt1SY1H8tsCv8v695999P1rySzooK5/E+dhoImoe/XYv1JVltmOXUlSjkTqnx",
-	"uI7TOBMfc2ECKlwq1mgn1I4juRc1z99nFTDbDoDnO+C4+FPG4L50SJlPKmT2h0h+EmuQRp5md8a6gqWn",
-	"O1qCPTC7Q15NTWgcy5kcEY5EIkm7QyRipHzNGAB3E1LefbMeU9O9kfLM6jJl0kxU6h8ASHAhMQZ8Ldbj",
-	"zZyCdJeStiVc9mfU6hOe11s4Bn/U5RRK8v5xbr1GAMydBLCFOyNhQDO/Jr2NdKzeOO416uXG3a2R5kG8",
-	"u1XCztzbHpiJ8nqI2fT8EboaC25E5ck2j8pXZcn8TyDBlz7pJdBhh8kCf26hwrgh7of9hglizdvWSZsK",
-	"rSbGzbSy2nFcq9Gvx+sSkIgsEBOFpowjL0hgxHhIV8iLNSJeRLsAIMLEZLitfhtUhIcEaajQfjI6Rqj8",
-	"ShpxMGQXYZCg2o295YNFhlbu2CQsF8tCr6FiFSQu4/lCSVTkvmlfl+Hzp8nzP8jkuTvX+HeLZW0Eq1SH",
-	"2nprRhPJuzsZRVqJbsn3AN0ZiOfzl4CH+MJIjl1ElojPcT5kWmGCSgtAEir2QV4IiyvbwvUNA4zBIBHh",
-	"H32oTjP1DpRtptpXZqR9mYNwd2/BH0r93nj7KOq/qxHRstTqwjVbI7/dJUAJEQ41MTsNOcBeGmF9NoW3",
-	"ndD8muvVRC2qbO6PIOGTBpBQgumxiLqtnHR+WWNhoyqR1BvYHWTqrxwVsZiocJrjCpcgSdwTRtik+coN",
-	"2ER6zq0Ag2sA/00QXyhLeACJsuH6uVhw6axNSjCOrxjhnvTZKJh1D9huaHnnXgZpBO+5hHoiOImDzhD5",
-	"y7rA9GeNQkVFpHbGo0Jx148451+R3RVReWXc8aoPJB2UbfaXWgdB1Ki6twdP8aAuLNjybCQMez0NlvxK",
-	"KvBuACAcoqrdBlMofrjpWegC18KMGsDasKSPRlDtBgv0PaJS4Fs7GX5Iuj9ADa3iL0QVxg9HRyeb2N3P",
-	"6ajw67PN5Ks7iYU9+dNnsddgNBHV+cNS/7blvIQbyGex11iMexfyOAkWokihx7D1ulXc0JClWakVpMND",
-	"mch/aSXSIaXVRnf6xGYqFdbHlL+oqyKgIoL3kDJmO/IUBy/yFFTBqJ7WQcIW3IpS8kJCyqN73PfNGYe6",
-	"v1hP11xDqd1QRy+Jh+kecNIn1K+xjfamTqE0COfAaWNb7Ue+gEUfu8VDYjXL+XqgZ4OFVnbO8L/pp5UQ",
-	"bsyP/WOwGCTDJopYFGd+u3TJ+ulf1oKXBRRM+Au8jP7t3kX/zLmkf7nvF+v0AHyof8FtQzfqX/VE+Rp1",
-	"5EyNq1cbZ2/LhWD/AmcULwV7cfb6jOoY9dOfL56kjbZFbi2e8jXWbjb8PegociESX0m5QVozWWJdOQN1",
-	"LKvSsL4ELExVEkaIusal32DhJiiSdDxiR+wb9x/0CtNMD8aOnNxoO8q1+DIBZum432CmyxUvc7cDNApn",
-	"NCSMU9Y7NmrFkkeQ7aFs7U3rP6tKvRQP3/JSmoRBW6rR8eDo+zEbHY2PR/W8Rsfj0Yg9efbuIpmo0eF4",
-	"NPovqNtUj3LOl0uhDLMrdK6gtsKLYgCR4c3xgWlOrXMDoU5UH5tjjQZHj/wo4LNsNBofj/4LzKiw+JiW",
-	"01zl9JuU9ZFQmC+wqmdWqAQyW9yB/ubhI1x29k16QEURDBMFX7pTRl28jBU8B2CytACIQkhsOV/b+YLZ",
-	"eQnV7abazifKllxh7qQZu9vDuiGJ+oXH4RY64wV+ZYFFrH3OF9mKBt4KuCZhJqrumIsBCze3oSf/lPpp",
-	"qebwQ4jcL9UDU9dZ7qPuDS5XrJxdiite5lBKmb72L0guCFULAu/FYKISNzYF35jx7YCRxxjkUVhTKCqm",
-	"jGzSw7umurLseMRMVO9jDcTC8kqctrrL1mU34BH9XpR5JahuP/qKpyKDQh3EhKnHbp1QseIGCtofQFdh",
-	"aYzIx3QM3M94sL1DkIqClyKDppBwdzwe2NykNs7JUMcC3/hpesjK7Hqbe87z/c/ko/Ov/4O8dGF2WyyB",
-	"0OjzK9eV/sdAxTex4KVwFA+x0JpU76GsrUppxaahE9Dj21xuT6laa8zFfAJJJgpKUIh4DImh91jqZiqE",
-	"qllAztbCDtlZ7QmbqPqlhupnb55VHETjrH5mQ2PbiaGitP82J+ffzK/2tF18/qOIPdlRjqFJdaAWrpIY",
-	"o3sTK0SdHp2vgR7/pMPPQod/dcbiRxJhMI/v5OT1Gx57ejvUvp0OKiDeFPyqaYM3h87QoV9KpJhab5iR",
-	"+QyMfTYDZ6shVTUnW2yAthiUX2Il9KHIoFM2FoGBBhTKmTrs54snzlagJhXh2NVKK+qr0k4UtvUAJdbZ",
-	"JTMo4bAQue/c2zyAr8VNOIHOpryl6wxWpdt1dhi7zg73us4+p7/rR1nCpHZBHFosysCeQv+bP5nBJ2UG",
-	"b0vxXopV1HYo2FlfGWeAUwaZyPd/8zZ/3jurl001cLyh+zmNby1srPBhkw5qrwvFPrWHVaADaMFzMVGh",
-	"oDEiO9yxH7K3vDIYSG2zD4/5UxpKEG9yB/foV6Ewtkb+59H8tEfTre6nUhe7zxRS42c6VOcCanqZDhIH",
-	"31GHKloLccz6iM8fOTywUhuIVG78i33xUaiG0VeaYqHQTrFaUEXChjuVfKX0/N4jB+/5Ks6c1xv+PHSf",
-	"CfzglvdTnzpEfA8I8b27Pkwb89OGi4dmsnVLFFB6fd82AqCHSpy+BOcDM1FXJc8EW4pS6pyqHYr3UlcG",
-	"RRa6qQEJ6KsyyhLKQ8pSGOiAz/4PLyqSbhsg2omK2vt4+bclKBzXp/6syIHGl3bpnDyDJlu0zv8TAbZt",
-	"UkOYS3wCWoS87Rzg5TYUrvX0Q4Smbi8u8woihBxUKk/dzSEmu8GzPxJ2NwW6T4nwJ6rv09zTo5N5moQo",
-	"Z3r4+Lt5esrSkUkZhHJl6Kp6QH53H9P1YBy70hPVVQaY0guSALbFIT8wHkiBtZDtnLo3n6LwW/EyN3Wg",
-	"QInVBKswORLtrhb7t18uAEeMdYlDPdX6mw2gH8YjJWBTsdfUtcxDxW+GueZsrasyVHc1dWPS8ErCBrpf",
-	"Y64yZOfAbxzrQZYQGFGD+WC0yy/8LDp4fos7hPBmZfvPFdqIv4GfjaIcnzWqEX95DwS53o1dSGQonP0n",
-	"9vjfJTiC1BaXam7xvE/GjqOmmzuScW5Rlm5DZaFmvUJRkcau4nWSIMlQEv9wxBD+YYLmwW1dV65dMy/U",
-	"/fcfdDKAsDfYwZRqprbq3dUhdvcAzR8cgFMxl9CxvdA8Z1NeOKu+jMbtGGxjFhOFfVp3Vs4788sHaR68",
-	"xCLeDXSnoT4uMHD0OtA0J6oP3WGgYUyzft6BH45fooQZ6Rg8tCDMoLlpXSa9uS1XOmHTyk5UKtUldg53",
-	"H6BGme6fvvALYUbrxmfUr7hRKhOX3U1+S2YhUdnnxIZS+1dj96JCw55/gvp9/965fLQSeDo3ywGGFqZd",
-	"DAUuNtP6QhPWTlbi9sZ0EGMbW6qVQLAjt4T8wRwmaIXhPZTuhoSwKoH/RD33sICDLKxvOJEWiJKGfyP6",
-	"EyFzpNXg4fIXPPDbW0buc8OJuvC8CsaHR7z5JCBSLub1t31vp6SJ1gt9e/JLjh1JcGD0G+JV3GFbTKWC",
-	"xjG+NUghjRX5RMHRhg41gO3x4EIlsEzUcOMDkpIjje8ivPE1cUOXHTucqMzRU1aBQUSdPNHaK6h6iBsR",
-	"4LBOQ2tLBMtggSUfMZEqtDCqvwU9x7GRDmBuWqM9qMu3Hx0hYtA3yfLVf0FwgNWCNYDx+pC9UFBBS2ZV",
-	"wctdDVHgaUPdMng+UaGpim/i4AsyN1q2ULuWmS7ZldY563PqRBMw+lTemJ2MRkyX2CVNl5Go49gep/FK",
-	"qa4Ohix11y9xlJeZzn03avgZSm1DVWi2mq8TmNtEtdq21Izb0UGr+R01eNjR7oV4OYcl8a3sITlW+wY2",
-	"od8D9OC52ZYjCyW/bld3GZbam260j1vKLuPVRnxrt1gw1+/wEcCCd1Z9bvoYfW3U2rm2ZST1cb5rCeit",
-	"axCKBUAnNu9IkRS77Ps+IgfbxtQ4RN2jcpYdhDXvObQApbv7qPDRTzAs5MMldNqv0cURGaEE2TaeT5pd",
-	"0BzZL3NBfcVARKDze3xbCcPOpuC99vnGCFsl4YP1EtDrppf8n5U4ZblGEFIlC2j7KHKJ3aC2bsVXlvfg",
-	"zuf+nIcOPeHP7If93jxiwHdW57ZGSL1rG+Qt9EtzateUZ9fDRn8wSTXJuY2aIOmSpdAONo1hGo7NGWa0",
-	"VgCbXmpj5BQg10KFvonSoFJzSgqI4GUhRTkMb/edM/HtpWCLyla8KNa1TgNKBLQldtrGlmZ3TpdY8GsR",
-	"+tJ6YQDtMg2fiXF0MMnrRMXKJgqy9CkrJDSg6h+NDgHDTspqU0X1lbHDD9A/A9stR0kkKIcxzwH73x2N",
-	"RhvZHmFSdgBt2NciHzNbVs54RFQ2GN4Q3uoY0UQ1hsRZLmczAR5XGBW1BD0asp+gnm5JXZlDm4dtXRio",
-	"Qho313euKxPtEyT1/vqZSmxyc/1HldZ0y9LJ/Wh7sK0jkXyT5gJ9bNLzBlHVWi1B2v2bQuO0GCk4ZK+R",
-	"TsDBCB3vfKOzlhuxg+g6GuMUK742LAViPGULXl4bIEDSmEt6EoPCm9Md9tpbEkswoZx8/nvP/e7420aH",
-	"oA/Jpy2AvmXLLuJ+dNF6/XfGnn/Sxjlv8antYW+kWGnYShTFAPtes2llQ7v1fmdjZMeq0G6OeyQfgPTB",
-	"8MfG+XFb6MsVAzyAmho0eeLwK5D17wLS18vfu8n8ZpgaLcKpr4O9TxGA8tLSigV0+m/alSkDwCPC9hR2",
-	"Sp5yd9p15bhTKZdD9sKKBW4QtbsWObZfhuYObr985yNbEA+rnbHQZ8snzVM/rCXknIkFfNZTDKAGsRj2",
-	"xCsV6W8TWIFJb8yGw+EHzI37bdID8nC/EhF/SIfsTOEsF3xNXZm9BzmVNelAiZek7YYyYsGVlZnxnTS3",
-	"ah+O1TMj1VWBDi3W5w0pMFGeL8JgajWBW2I8kBZaNoX/wZC98bmYwfW2WdMgQQeFhA2hjEDs5ivRQ+GP",
-	"wMnR96FxVejV/CwQgjRsLoqgFCB4Vs82qCOBJdxYPtY/dI8ePXrEsjkveeb0gANo6U5nmowjXDNwvbvv",
-	"Pqi7afnopgnn37TWFZG4/bQqC+yXLWy5Hi74zWVwnwyHw4Mk9BRIMbcOAsgaWoGQ3xGmjH3so6PzH/TH",
-	"sVv8M8i2FYsG6IhDCxGmp/8QmWXUm/1kNPKTSGBexNWgX69TvfzV06AaYw8Ud2TWJK/d8kDQnGrfDtnF",
-	"StO2biifY2pJ7PRx9xWJYtnRD5moEc3NmIRShxkvqDcdDirew8G1WA9K4VhmGs0Fu1EqT7cIe6TSn5B6",
-	"WMv8JOKxXvx7rypsHuzmaq4LEfV4jBru+RZ0G8ucwGj7WlEWZ4qEeACPThT96XP3pLpKmKMFyO8stLry",
-	"vsrDZDQaIW2cHB63PixuMiFyw46P2Cv5A+vrMmFyNlHgr6BGeUiKA5gNOCMOTmtO+sD4DqySqj6IHFN5",
-	"m0Rcq2gSyu4Du7RzoXYp4OYH4OyfR4uGd/9BajR9G9/epUC8uY2I+DNP8GsLhQftBtuuw9GrQW+kWbjj",
-	"8PFKD6K4d/S5woTAJP6qL9MTgjvUTB8ECpTcAQHbqKmPcsDHbRwPADaL3T0yrXLM8I7qChBn9qfpoN1P",
-	"w8e4HTPQZd0EA/ReMbPgWvGAvDo9ca5XbMGVb7lBIPZmtMUpPFOxfX6nd48zTVQUaELG1ozSpGF+DWw9",
-	"s3NdGUqF5lQmAdimvzBRmV4spLVQDdSraJTdAw8BF6Z3kjMJyic68opWcRwsYcu41QuZUU/hicLIlm9P",
-	"QkBkzI53a6VL+B9MDa3XlJ2DGuelHnB+n2C6IrXA7VQH74a7fDDlc7Bt/MKPELD80mwbv30OfLmLaz/3",
-	"JOrhJDGh9v7EH32m5Gw8H74npblGboUQPoxsfzy73ZeYTew2BJrplGzlRGOmNJtVJajFPrLqdDmeixot",
-	"5F6FqE6oQkOklPqmRuEzU+FmG+X56BIC/oG39tNcFPK9KAVE8yGinLD6jQcTRS0Ip60EoVpp/X7Inkas",
-	"O6RKzMTKyQowmxayKKQv0NZ/NHJS8PGILQybrifKF5KJKlxAB04qBVKzvhhLVggOkeEbntliDegPLPTj",
-	"GaN7AqPz8WCZ1XoXf+r9AV5S73JLmNKraPX/22VEjG7BEJ5oNStkZr8eDoJn9168Yktu+3kUGoED2/Ra",
-	"nzU7gHWeUmAb9Tl1z0KH3JkusSxWcJKEnmOsnz5/8+anX54/e/by8vzZxbPXFy/evE4T9i3L+drEJZ3q",
-	"skd+JFhS2Z1VLK0QYLre1zAOdXQUqi1uSCejk+5OhH/wSfsz1+gzJOLf/ZTcL8XWbe7uVoev9HvIt9hj",
-	"0FhNORkoOUIcNgry9iMtXysxUcF8SVp+KHQRcvCp+epRGFAGrJ+X5aH011yo0+YQUS1/YOqB+IJ5PmMB",
-	"cYROigUck0fUbbGewA4682W6CNMBAMXSfZxmqWfsX6LUCVsIroAJnQL+zT01FWvtw3CifA+QSxozgIeB",
-	"0B1zOX78aJOPSMN4lokltM4929iBGsdch9h9uQEMamCQ2q8e1KaqREKFngv0YCMohe6BhVs4AhiyV/o9",
-	"qnvwMXQQSgMhcKcXqonKCm2Eb0qii9wrESpWvuBDoIHBsm9+zulUbqcamhB4e++mCrHbaEIQcSSioSho",
-	"W8lJsJSpV4U6s0B9UQbPiT+9SVZ/5CuLSocQJxXWC0frT33r3zfbRNTFgu6vr23YdgGJuie5hBS0gFEN",
-	"zjJHZkazGS8Tx1+iZi6QqUlvBydRQ7WCjFVy1BBKOlbl5pAyDnnkfSNEy/cEQ08PxqiNAfZnmzLmQa5n",
-	"fp6fs6g9fmNn6mpo1UvSCjzaUU9dTMT9U3v71Dg77tshtynZfFGVbvMAYhzv7pUdYi1xT/yfxzZVbWqR",
-	"jLjiUiUghUM1B7jglbNYyXRHd6I2FYQoRwNUmxiRR/FZjzYMOELAaYS0r6XMrsFIrJbDifrZgMPWakC6",
-	"I8ydgP+svyNb4IDtg8En2ABooqA4IK9vIKYPoHpaobosNBUu9okuEcyF8ksAZ+IDoAEo5ZXXBkQwoZhn",
-	"ppfrsXtkAC3wJaxRpbDCBRabbaQF1InMAVDmk5nrtGC3rqhbhS51E8W24c/omT7FeKl3eaTgUwS5VsR9",
-	"6xJaNPRBMZaLvEKuKbD+LMa9V7Io3M36SknTSJU8xULV4O+n+AhtAAQR6i1ALBzDV+WlXvr6twVfs0pB",
-	"mVoJboEr39gdmkGBDHJrG4yNeHUhdGCs0+YDzdoYGKZLeSUVgFODPk5r2VGvOx+c2RgfYmMiCDIQm677",
-	"XZQkIuvzAm+nmcnaefKgwwCAmZG4IXC9wUbtkPmHwZFIQs95jgr+cSSBQp6WDF4OdgK1qlvTpA+FGRqA",
-	"CZ6kBL3okM1Rgkudv0PQAffysCZYyAKzLaNeVwYmeBG69E+r/ErY4HudlcLMa4dMwEKopJ7ygq8RJYwx",
-	"ybSBG4E6wo2BVCoHh5ChL2Kz+8gInvLsWs9mOIaQNY9jSBdSXdIN6TDKy3SfcANxpwEtHkQetIfjGGLk",
-	"2nYU6OkHifgWGUew/SgCpj6E5QynyLysW4f4t0drgMHLzCkkeQ1bQAQJFGkOS0tFeLztvcXxn8TWMEie",
-	"2naE04jngUKAK+4BzbXXzyOqOWJi8pJDBQm2rMqlNojyhpZr5MCvj1xw4KO1iAliaS4sl0VK0CNgo7Ci",
-	"iKnyzFoqCAQWfB3Z1hRmDBgaO66FQqA+kjlo0ktTc7GJ0iUKsbrvgJcta2GRlLqsWPfir8RrH2kBSPkI",
-	"Y9umCkC1xP+W5uaXBNN62ttyrJLWoWr4zE/Rr0Oqn8+9IN0PLa9QLzMwGyxesnlQSBD5tL+vwR6GQ0cp",
-	"kHC8YpXhftbxRufkpfxJrEPXZHAPdiVInlEd/7p7Pd5bS49Qx6aOUJw9fXoOrQarsuiNe3Nrl+OHD+FF",
-	"c23s+LvRdyNQ72kim2l/YuAEUl3nBrN8IlS7k6o8yvig/DJckc28uLONLtCoJcjSN7IMnVzX0eug1djm",
-	"286pnFWr0WKoimXirtMeLBS9tl0zoyuPT5MsyuN37Wn/7H5YEQKPPoWtcTsyK6nlGKyte7Syc8RWBj9G",
-	"Y0NfvXh9efHmp2ev0/jl0D578+XPBS/sPIGceamEMQlbCFsCBBm0TSdBdFYthLJOHsdflzoefpAaxlmY",
-	"/38AAAD//w==",
+	"k+cce9ydHB3d5qGo3xe1+/oQJRrvf17cLEVmhe+01jx2zTDp33/90JIsoi7xHJ1FeKZ9DKmC4W49q1Xu",
+	"sC4fRfCmvumqEHjQUcMUnA+Yfk46+URZPWTU9DgCbEzX1MSvVdttFsTJ6UY9N3g7VKCgUot8ovyYmyUX",
+	"2SeouFjnwXUzAT+nzylu4rbTWw6J32FoFumLJd6X+r8MBT9p0ltdhYTK7+2k6KgB+lJ3wZww98qENAkf",
+	"bpiVwszrIJqqa/U1XRe1xxqCZo08KKkmipo8+iTzLUlRrM6JQjGGjmz3LvjpikuVMKOxeLG0zPCZGDbE",
+	"l08QwF4BgwEAA1+fvXqWsmUpqb4umu1/e/fm9SaVPonc+HXL9B+o7sgnIdCu3L4PTSAbVeBonZHDzzKE",
+	"fNsp6UgSYxdRsYAQMYL+yXEOnq2Jwa1wVKWjEczZNkq6/yHcTPe+1u8cqeBYv5hgOzze/9Bbvi40zy+0",
+	"fuk4yccKxJOj7/c/e6H1K67W576h/5djQ3iwPJ+4JeMBT/ZOcbot/5y9qNM5UZdt+Uwh1oGRJ2A5AZO3",
+	"YfdGZ/ozSR76ws7j9GUVs7v5Or4UETmraBcJbRgJe7RvXPcXT0H1Bs2oQ8LNfcZ5o4q5JzNMqkndLyaq",
+	"b0idSB1J7mxByvq6RPANMsIlLy0lJR2MUWm7dbPMGu0NjyTR4xNlhEU9bBNv29FSc2svU0pN8DWMaPKI",
+	"X5goYyWhEgC+DrEgn4nQyqdBUVwH3HBdoGeYv8OpEhC9SgOYmdZ5fisEM2m/AF7awILScCaqfkrrZBeM",
+	"eJM3ILL2C4j8Jtb8ViL/yzInn6psoI1wXQTka2ZZX7/xiawnbmfsV/Yu4vOhk4B7nENeAW/EGWtAGmTM",
+	"Qo+fVhrXZkXETdMtIFs+q/F29vbFT2K9y3Zzy/CnEMU9iWnKK0mfXJ7uNhjrBmHN6iFJHXMEHK8Ze3QT",
+	"CiypKEnZlzABRA/khJUTFSi2KIAdwaZHUVVUB4OVR+948TRFtGOw8YIcyPRi4ci/kErsNvp+gmoJn0MI",
+	"IG3/QRYffnyPxQeY9CADNkw6UrmlwoIA1wI7yv/7mnf//WTNK+msqHAe72OngaB5+Nu1WF+S1YYZUl1J",
+	"Ru6UGo8JOY2z+DGPJiDKpWKNVkTtGJR7UfP8fVYBs+0AeL4Djos/ZQzuS4eU+aRCZn945SexBmnkaXZn",
+	"nCxYerqjndgDsztc1tSExrGcyREdSSSStLtLIr7K15sBYDih7N036zE13Rspz6wuUybNRKX+AYATFxLj",
+	"x9diPd7MR0h3KWlbQm1/Rrw+4Xm9hWPwR11OoZzvv6dLsBE8c6cI7OjOKBrQ269JbyMNrDeOe5x6mXN3",
+	"S6Z5iO9u0bAz97YHZqK8DmM2vYaE6sZCH1FZtM1j9lVZQV+IfP9QEnzpk20CHXaYO/DnFiqMG/F+2G/U",
+	"IMa9bdm0qdBqYvpMK6sdt7YafYK8Lj2JiAYxUWgGOfKCxEmMpXSFy1gjWka0C8AlTIiG2+q3QSV6SMyG",
+	"yvAno2OE6K+kEQdDdhEGCWrh2FtNWNxo5Y5NwnKxLPQaKmVBwjSeL5RiRe6bBXYZTX+aS/+DzKX/QULP",
+	"B7pUh8p7a0YTybs7GVRaiW7J9wBdIYgj9JeAh/iCTI5dRFaMz60+ZFphYkwLfBIqBUI+Cosr6sL1DeON",
+	"wSAxsyD6UJ3e6p0v28y8r8zA+zIH4e6ehj+U+r3h91HUf1cDpGXl1QVztkaNu0uPEhIdanF2GoGA+TTC",
+	"+iwOb3eh6TbXq4laVNncH0HCNg0gkQXTchHtWznp/LLG4EbVKaknsTvI1Nc5Kp4xUeE0x5U1QZK4J4yw",
+	"SfOVG5CL9JxbAcbaAP6boMVQDvEAEnTD9XOx4NJZqpTYHF8xwj3ps2Aw2x8w5dBqz70M0hfecwl1THAS",
+	"B53h9Zd1YevPGsGKilftjGWForIfcc6/IrsrovLKuONVH0g6KNvsL7UOgqhR7W8PFuNBXdCw5RVJGPaY",
+	"Giz5lVTgGQEgOkRkuw2mUHRx0yvRBeqFGTUAvWFJH42gyg4WBnxEJci3dlD8kHR/gBppxV+IKpsfjo5O",
+	"NjHDn9PJ4ddnm8lXdzALe/LV+zv+eIPRRFTnD0v925bzEm4gn8VeYzHumcjj5FuIQIXextbrVnEjRZZm",
+	"pVaQhg/lKf+llUiHlM4b3ekTqqlEWR9TDaNujoCoCJ5HytTtyI8cvMhTUAWjOl4HCVtwK0rJCwmplu5x",
+	"369nHOoNYx1fcw0lfkP9viQepnvASZ9QN8c22qo6hdIgFASnje28H/nCGX3sUg8J3Szn64GeDRZa2TnD",
+	"/6afVkK4MT/2j8FikAybKGJRnPnt0iXrp39ZC14WUKjhL/Ay+rd7F/0z55L+5b5frNMD8L/+BbcNXbB/",
+	"1RPla+ORIzaumm2cvS0Xgv0LnFG8FOzF2eszqp/UT3++eJI22iW5tXjK11gz2vD3oKPIhUh8BecGac1k",
+	"ifXsDNTPrErD+hJwNFVJ+CLqVpd+gwWjoDjT8YgdsW/cf9CjTDM9GDtycqPtKBPjyxOYpeN+g5kuV7zM",
+	"3Q7QKJzRkDBO2fbYIBZLLUGWibK1N63/rCr1Ujx8y0tpEgbtsEbHg6Pvx2x0ND4e1fMaHY9HI/bk2buL",
+	"ZKJGh+PR6L+gXlQ9yjlfLoUyzK7QuYLaCi+KAUSVN8cHpjm17A2EOlF9bMo1Ghw98qOAz7LRaHw8+i8w",
+	"o8LiYzpQc5XTb1LWR0JhvrCrnlmhEsiocQf6m4ePcNnZN+kBFWMwTBR86U4ZdQ8zVvAcQM3SApgK4bTl",
+	"fG3nC2bnJVTVm2o7nyhbcoU5m2bsbg/rhiTqFx6HW+iMF/iVBRbP9rlmZCsaeCtgooSZqLpTLwY73NyG",
+	"nvxT6uOlmsMP4XW/VA9MXd+5j7o3uFyxYncprniZQwln+tq/IDEhVEsIvBcDkUrc2BR8Y8a3IUYeY5BH",
+	"YS2jqIgzskkPDZvqyrLjETNRnZE1EAvLK3Ha6mpbl/uAR/R7UeaVoH4B6CueigwKhBATpt6+dTLGihso",
+	"pH8A3YylMSIf0zFwP+PB9g5BKkZeigyaUcLd8Xhgc5PaOCdDHQuL46fpISuz623uOc/3P5OPzr/+D/LS",
+	"hdltsQRCg9GvXFf6HwMz38SRl8JRPMRRa1K9h7K2KqUVm4ZOQJ5vc7k9pSqxMRfzySeZKCi5IeIxJIbe",
+	"Y4mdqRCqZgE5Wws7ZGe1J2yi6pcaqtu9eVZxEI2z+pkNjW0nhorh/tucnH8zv9rTdtH7jyL2ZEcZiCbV",
+	"gVq4SmJ8702sEHV6dL4GevyTDj8LHf7VGYsfSYTBPL6Tk9dveOzp7VD7djqogHhT8KumDd4cOlKHPi2R",
+	"Ymq9YUbmMzD22QycrYZU1ZxssQHaYlD2iZXQ/yKDDt1YfAYaXyhn6rCfL544W4GaY4RjVyutqK9KO1HY",
+	"TgSUWGeXzKB0xELkvmNw8wC+FjfhBDqb8pauM1iVbtfZYew6O9zrOvuc/q4fZQmT2gVxaLEoA3sKfXf+",
+	"ZAaflBm8LcV7KVZRu6NgZ31lnAFOGWQx3//N2/x576xeNtXA8Ybu5zS+tbCxwofNQaitLxQZ1R5WgQ6g",
+	"Bc/FRIVCyojscMd+yN7yymAgtc0+PF5QaSh9vMkd3KNfhcLYGvmfR/PTHk23up9KXew+U0iNn+lQnQuo",
+	"JWY6SBx8Rx2qaC3EMWMkPn/k8MAKcSBSufEv9kVPoZJGX2mKhUIbx2pBlRAb7lTyldLze48cvOerOHNe",
+	"b/jz0H0m8INb3k996hAtPiC0+O7aMm3MTxtqHprY1q1YQOn1/eIIvB4qgPrSnw/MRF2VPBNsKUqpc6qy",
+	"KN5LXRkUWeimBiSgrwYpSyhLKUthoPM++z+8qEi6bYBoJypqK+Tl35agcFwX+7MiBxpf2qVz8gyae9E6",
+	"/08E2LZJDWEu8QloEfK2c4CX21C41tMPEZq6vTDNK4gQclCpPHU3h5jsBs/+SNjdFOg+JcKfqL5PkU+P",
+	"TuZpEqKc6eHj7+bpKUtHJmUQypWhm+sB+d19TNeDcexKT1RX+WFKTUgC2BaH/MB4IAXWYLZz6hp9isJv",
+	"xcvc1IECJVYTrODkSLS7Su3ffrkAHDHWQw51XOtvNoB+GI+UgE3FHlfXMg+VxhnmqbO1rspQVdbUDVHD",
+	"Kwkb6H6NuQqO06ykzeZYR1EY36s/Lkgro4anfUBKFVw6ufaPyjRqyHv2BcXarzQ2XMOZch/cOXBG/ESF",
+	"cgS6yMPM497KWCcc4+cjkw7ZObzcsUlkX4FpNhglRuY8kcwiJuHJsUNh2Kz+/7nCMPE38LNRROazRmDi",
+	"L++BS9eUsws1DcXF/8RJ/7sEcpDa4nLWLf78yURH1Jh0R+LQLcrvbahX1NBYKCpk2VWkTxJ8GtoGHI4Y",
+	"QlVM0JK4revntWsDht4I/oNOXhFOCLu8Ul3ZVl2/Gg7gHqD5g7NyKuYSutoXmudsyguuMoLb4LidMGjM",
+	"YqKwl+3OCoFnfvkgJYWXWOi8gUQ11OsGBo4eEprmRPWhgw401WnWCTzww/FLlDAjnTCCNo0ZNICtS8k3",
+	"t+VKJ2xa2YlKpbrE7uruA9RM1P3TF7ghfGvdHI56OjfKieKyu8lvyaAkKvucOFZqkWvsXgRr2PNPUKfw",
+	"304nbeBfaSXwdG6WPQxtXrsYClxspiCGRrWdrMTtjekgxjYO1iktAMzkllBKmG8F7UK8N9XdkBCuJvCf",
+	"qC8hFqqQhfVNOdICEd3wb0SqIryPNDA8XP6CB6l7K859bjhRF55XwfjwiDefBPTMxbz+tu9/lTSRhaG3",
+	"UX7JsWsLDox+Q/XLHbbFVCporuPbpxTSWJFPFBxt6OIDOCQPhFQCy2ENNz4gKZHT+E7LG18TN3QZ1b7M",
+	"0VNWgfFG3U7RMi2oSoobEWDGTkP7TwT2YCEpH92RKrR5qr8Ffdmx2RDgg1qjPahL3B8dIbrRNxLzFZJB",
+	"cICFhXWS8fqQvVBQKUxmVcHLXU1j4GlDHUV4PlGh8YxvdOGLVjfa2lBLm5ku2ZXWOetz6tYT8gmoBDQ7",
+	"GY2YLrGTnC4jUcexhVDjlVJdHQxZ6q5f4igvM537jt3wM5Qjh8rZbDVfJzC3iWq1tqkZt6ODVoNAaoKx",
+	"oyUO8XIOS+Lb/UMir/ZNfkJPDOhTdLMtnxdKm92uNjUstTczaR+3lKbGq41Y3G6xYK7f4SOAW++sjN30",
+	"h/oasLUjcMtI6uN81zLZW9cgFEWAbnXe6SMpztr3vVYOto2pcYi6R+WsUAjB3nNowYS8+6jw0U8wLOTD",
+	"5ZWTGjUSOiIjlCDbxvNJMyGaI/tlLsi+BhGBjvrxbSUMO5uCp93nRiPEloQP1oVAD6Fe8n9W4pTlGgFT",
+	"lSygNabIJXbM2roVX1mOhjuf+/MzOvSEPzM19nseiQHfWZ3bGs31bniQt9BTzqldU55dDxs91CTVXuc2",
+	"ahSlS5ZCy9w0hpQ4NmeY0VoBxHupjZFTgIcLFXpLSoNKzSkpIIKXhRTlMLzddxfFt5eCLSpb8aJY1zoN",
+	"KBHQutlpG1saAjpdYsGvRejd64UBtBQ1fCbG0cEkrxMVZZsoqChAGSyhSVf/aHQIeHtSVpsqqq8AHn6A",
+	"HiPYkjpKeEE5jDkZ2CPwaDTayEwJk7IDaFW/FvmY2bJyxiMiyMHwhlBcx4gmqjEkznI5mwnwDsOoqG3q",
+	"0ZD9BHWDS+pcHVphbOtUQZXguLm+c/2caJ8gAfnXz1RKlJvrP6qEqFuWTu5H24OtL4nkmzQX6GOTnjeI",
+	"qtZqCX7v3xSay8WoxiF7jXQCDkboCuibwbXciB1E19E8qFjxtWEpEOMpW/Dy2gABksZc0pMYwN6c7rDX",
+	"3pJYggnl5PPfe+53x982uih9SD5tofctW3YR9+yL1uu/M07+kzYXeotPbQ/RI8VKw1aiKAbYG5xNKxta",
+	"0vc7m0c7VoV2c9xH+gCkD4ZqNs6P20JflhmgDNS8ockTh1+BrH8XUMle/t5N5jdD6mgRTn29732KAJTR",
+	"llYsHPdo2ZUpA3AmQgwVdpOecnfadeW4UymXQ/bCigVuELUEFzm2qIYmFm6/fHcoWxAPq52x0IvMJ/hT",
+	"z7Al5MeJBXzWUwwgHLHo98QrFelvE1iBSW/MhsPhB8zj+23SA/JwvxIRf0iH7EzhLBd8TZ2rvQc5lTXp",
+	"QDmapO2GMmLBlZWZ8d1Gt2ofjtUzI9VVgQ4t1ucNKTBRni/CYGo1gVtiPBCCK5vC/2DI3vi80eB626y/",
+	"kKCDQsKGUPYidjyW6KHwR+Dk6PvQ3Cv0s34WCEEaNhdFUAoQ6KtnG9SRwBJuLB/rH7pHjx49Ytmclzxz",
+	"esABtL2nM03GEa4ZuN7ddx/UHcd8JNaE829a64qo4X5alQX2FBe2XA8X/OYyuE+Gw+FBEnonpJgHCMFu",
+	"DS1PyO8IU8Ze/9HR+Q/649gt/hlkBotFAyDFoVUK09N/iMwy6l9/Mhr5SSQwL+Jq0NPYqV7+6mlQjbHX",
+	"izsya5LXbnkgwE81fofsYqVpWzeUzzG1bXb6uPuKRLHs6IdM1IjmZkxCSceMF9S/DwcV7+HgWqwHpXAs",
+	"M43mgh07ladbhGhSiVNIk6xlfhLxWC/+vVcVNg92czXXhYj6YEZNCX2bvo1lTmC0fa0o4zRFQjyARyeK",
+	"/vR5hlJdJczRAuSiFlpdeV/lYTIajZA2Tg6PWx8WN5kQuWHHR+yV/IH1dZkwOZso8FdQM0EkxQHMBpwR",
+	"B6c1J31gfJdaSRUqMCSPkf2aiGsVTUJ7AWCXdi7ULgXc/ACc/fNo0fDuP0iNpm/j27sUiDe3ERF/5jR+",
+	"baHwoN1ga3o4ejVAjzQLdxw+XulBxPmOfl6YvJjEX/UlhUJwJ0c1AgQKlAcCAdvoHYBywMdtHA8ANotd",
+	"TDKtcsxGj2ogEGf2p+mg3TfEx7gdM9Bl3ewD9F4xs+Ba8eDBOpVyrldswZVvLUKA+2a0xSk8U7F9fqd3",
+	"jzNNVBRoQsbWjNKkYX6NPABm57oylLbNqaQDsE1/YaIyvVhIa6FyqVfRKBMJHgIuTO8kZxKUenTkFa3i",
+	"OFjClnGrFzKjvssThZEt34aFQNOYye/WSpfwP5jGWq8pOwc1zks94Pw+GXZFaoHbqQ7eDXf5YMrnYNv4",
+	"hR8hYPml2TZ++xz4chfXfu5J1MNJYkL9szjx50okx/Phe2+aa+RWCOHDyPbHs9t9SeTEbkOgmU7JVk40",
+	"ZkqzWVWCWuwjq06X47mo0ULuVYhAhYo5REqpb94UPjMVbrZRTpIuIeAfeGs/zUUh34tSQDQfIsoJq994",
+	"MFHUanHaSmaqldbvh+xpxLpDWsdMrJysALNpIYtCepxl/9HIScHHI7YwbLqeKF/0JkZ25pXwZUtq1hdj",
+	"yQrBITJ8wzNbrAH9gUWJPGN0T2B0Ph4ss1rv4k+9P8BL6l1uCVN6Fa3+f7vsjdEtGMITrWaFzOzXw0Hw",
+	"7N6LV2zJwz+PQiNwYJte67Nmp7POUwpsoz6n7lnoBDzTJZbwCk6S0FuN9dPnb9789MvzZ89eXp4/u3j2",
+	"+uLFm9dpwr5lOV+buPxUXaLJjwTLP7uzimUgAkzX+xrGoeaPQrXFDelkdNLdcfEPPml/5kV9hqIBdz8l",
+	"90sHdpu7u6XjK/0eckP2GDRWU/4ISo4Qh42CvP1Iy9dKTFQwX5KWHwpdhBx8ar7SFQaUAevnZXkoUzYX",
+	"6rQ5RFTLH5h6IL64n8+uQByhk2IBx+QRdVusJ7CDznxJMcJ0AECxdB+nWeoZ+5codcIWgitgQqeAf3NP",
+	"TcVa+zCcKN8D5JLGDOBhIHTHXI4fP9rkI9IwnmViCS2CzzZ2oMYx1yF2XxoBgxoYpParB3W0KpFQUeoC",
+	"PdgISqF7YOEWjgCG7JV+j+oefAwdhNJACByyPSYqK7QRvvmKLnKvRKhY+YIPgQYGy775OadTuZ1qaELg",
+	"7b2bKsRuowlBxJGIhqKgbSUnwbKrXhXqzFj1BSQ8J/70Jln9ka8sKh1CnFQEMBytP/Wtf99sE1EXNrq/",
+	"vrZh2wUk6p7kElLQAkY1OMscmRnNZrxMHH+JGs9AVim9HZxEDdUKsmvJUUMo6ViVm0N6O+S8940QLd8T",
+	"DD09GKM2BtifbcqYB7me+Xl+zgL8+I2dabahJTFJK/BoR72DMWn4T+3tU+PsuG/73KZk80VVus0DiHG8",
+	"u1ehiLXEPfF/HttUtalFMuKKS5WAFA6VJ+CCV85iJdMd3YnaVBCiHA1QbWJEHsVnPdow4AgBpxHSvpYy",
+	"uwYjsVoOJ+pnAw5bqwHpjjB3Av6z/o5sgQO2DwafYLOiiYJChry+gZg+gOppheoS1j5ZlxJdIpgL5ZcA",
+	"zsQHQANQyiuvDYhgQjHPTC/XY/fIAFr9S1ijSmE1DiyM20gLqJOuA6DMJ17XKcx1WnDoxjdRbBv+jJ7p",
+	"U4yXerRHCj5FkGtF3LdZoUVDHxRjucgr5JoCa+Vi3Hsli8LdrK+UNI1UyVMsqg3+foqP0AZAEKHeAsTC",
+	"MXxVXuqlr9Vb8DWrFJTUleAWuPIN7KFxFcggt7bB2IhXF0IHxjptPtCsjYFhupRXUgE4NejjtJYdtcXz",
+	"wZmN8SE2JoIgA7G5vN9FSSKyPi/wdpqZrJ0nDzoMAJgZiRsC1xtsSA+ZfxgciST0nOeo4B9HEijkacng",
+	"5WAnUFe7NU36UJihAZjgSUrQiw7ZHCW41Pk7BB1wLw9rgkU3MNsy6stlYIJ4lmy5ZtMqvxI2+F5npTDz",
+	"2iETsBAqqae84GtECWNMMm3gRqDmcWMglcrBIWToi9jUPzKCpzy71rMZjiFkzeMY0oVUl3RDOozyMt0n",
+	"3EDcaUCLB5EH7eE4hhi5th0FevpBIr5FxhFsP4qAqQ9hOcMpMi/rNif+7dEaYPAycwpJXsMWEEECBaXD",
+	"0lLBIG97b3H8J7E1DJKnth3hNOJ5oBDgintAc+3184hqjpiYvORQ7YItq3KpDaK8oT0cOfDrIxcc+Ggt",
+	"YoJYmgvLZZES9AjYKKwoYqo8s5YKAoEFX0e2NYUZA4bGjmuhEKiPZA6a9NLUXGyidIlCrO6R4GXLWlgk",
+	"pS4r1r34K/HaR1oAUj7C2LapAlDZ8b+lufklwbSe9rYcq6R1qBo+81P065Dq53MvSPdDyyvU9gzMBgut",
+	"bB4UEkQ+7e9rsIfh0FEKJByvWGW4n3W80SF6KX8S69AdGtyDXQmSZ9RzoO7Sj/fW0iPU3KkjFGdPn55D",
+	"W8SqLHrj3tza5fjhQ3jRXBs7/m703QjUe5rIZtqfGDiBVNfkwSyfCNXupCqPMj4ovwxXZDMv7myj2zVq",
+	"CbL0TTdD19l19Dpoi7b5tnNfu6bZFDJU8DJxd20PFope266Z0ZXHp0kW5fG79rS5dj+sCIFHn8I2vh2Z",
+	"ldQeDdbWPVrZOWIrgx+jsaGvXry+vHjz07PXafxyaBO++fLnghd2nkDOvFTCmIQthC0BggzappMgOqsW",
+	"Qlknj+OvSx0PP0gN4yzM/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

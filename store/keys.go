@@ -47,10 +47,28 @@ func insertAPIKey(ctx context.Context, q execer, key *model.APIKey) error {
 	return nil
 }
 
-// CreateAPIKey adds a key to an existing tenant, with its audit entry.
-// ErrNotFound when the tenant does not exist.
-func (db *DB) CreateAPIKey(ctx context.Context, key *model.APIKey, audit model.AuditEntry) error {
+const queryLockUsableKey = `-- name: LockUsableKey
+SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+FOR SHARE`
+
+// CreateAPIKey adds a key to an existing tenant, with its audit entry. A
+// key created by another key (grantorID, "" for the operator) is created
+// only while that key is still usable: the check holds the grantor's row
+// until the new key commits, so a revocation cannot slip between them.
+// ErrNotFound when the tenant does not exist, ErrGrantorUnusable when the
+// grantor is revoked or expired.
+func (db *DB) CreateAPIKey(ctx context.Context, key *model.APIKey, grantorID string, audit model.AuditEntry) error {
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if grantorID != "" {
+			var one int
+			err := tx.QueryRow(ctx, queryLockUsableKey, grantorID).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return model.ErrGrantorUnusable
+			}
+			if err != nil {
+				return fmt.Errorf("check creating key %s: %w", grantorID, err)
+			}
+		}
 		if err := insertAPIKey(ctx, tx, key); err != nil {
 			return err
 		}
@@ -58,6 +76,9 @@ func (db *DB) CreateAPIKey(ctx context.Context, key *model.APIKey, audit model.A
 	})
 	if isForeignKeyViolation(err) {
 		return model.ErrNotFound
+	}
+	if errors.Is(err, model.ErrGrantorUnusable) {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("create api key for tenant %s: %w", key.TenantID, err)

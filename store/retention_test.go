@@ -289,7 +289,7 @@ func TestSetTenantRetention(t *testing.T) {
 	tenant := createTenant(t, db)
 	require.Nil(t, tenant.Retention)
 	key := &model.APIKey{ID: randomHex(t, 8), TenantID: tenant.ID, SecretHash: []byte("hash"), Scopes: []model.Scope{model.ScopeAll}}
-	require.NoError(t, db.CreateAPIKey(ctx, key, model.AuditEntry{TenantID: &tenant.ID, Actor: model.ActorCLI, Action: "key.created"}))
+	require.NoError(t, db.CreateAPIKey(ctx, key, "", model.AuditEntry{TenantID: &tenant.ID, Actor: model.ActorCLI, Action: "key.created"}))
 	audit := model.AuditEntry{TenantID: &tenant.ID, Actor: model.ActorOperator, Action: "tenant.retention_changed"}
 
 	month := 720 * time.Hour

@@ -71,3 +71,20 @@ func (db *DB) TenantIDsAfter(ctx context.Context, after uuid.UUID, limit int) ([
 	}
 	return ids, nil
 }
+
+const querySigningSecrets = `-- name: SigningSecrets
+SELECT signing_secrets FROM tenants WHERE id = $1`
+
+// SigningSecrets reads a tenant's signing secrets as stored, for a claim
+// that waited long enough for them to have been rotated since.
+func (db *DB) SigningSecrets(ctx context.Context, tenantID uuid.UUID) ([]model.SigningSecret, error) {
+	var secrets []model.SigningSecret
+	err := db.pool.QueryRow(ctx, querySigningSecrets, tenantID).Scan(&secrets)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, model.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read signing secrets of tenant %s: %w", tenantID, err)
+	}
+	return secrets, nil
+}

@@ -26,7 +26,10 @@ func TestCreateKeyRefusals(t *testing.T) {
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	past, longName := clk.Now().Add(-time.Second), string(make([]rune, tenants.MaxKeyNameLength+1))
-	reader := &model.APIKey{ID: "grantor", Scopes: []model.Scope{model.ScopeKeysManage, model.ScopeTasksRead}}
+	grantor, err := svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{Scopes: []model.Scope{model.ScopeKeysManage, model.ScopeTasksRead}},
+		nil, model.ActorOperator)
+	require.NoError(t, err)
+	reader := &grantor.Key
 
 	for _, tc := range []struct {
 		name    string
@@ -84,7 +87,7 @@ func TestKeyCacheAcrossNodes(t *testing.T) {
 	keyID, _ := tenants.KeyID(acme.APIKey)
 	_, err = a.Authenticate(ctx, acme.APIKey)
 	require.NoError(t, err)
-	_, err = a.RevokeKey(ctx, acme.Tenant.ID, keyID, model.ActorOperator)
+	_, err = a.RevokeKey(ctx, acme.Tenant.ID, keyID, nil, model.ActorOperator)
 	require.NoError(t, err)
 	_, err = a.Authenticate(ctx, acme.APIKey)
 	require.ErrorIs(t, err, tenants.ErrUnauthenticated, "refused at once where it was revoked")
@@ -286,4 +289,97 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		})
 	}
+}
+
+// hookStore runs during once, in the middle of the next key lookup.
+type hookStore struct {
+	*store.DB
+	lookups atomic.Int64
+	during  func()
+}
+
+func (h *hookStore) GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error) {
+	h.lookups.Add(1)
+	k, t, err := h.DB.GetAPIKey(ctx, id)
+	if f := h.during; f != nil {
+		h.during = nil
+		f()
+	}
+	return k, t, err
+}
+
+// TestKeyCacheLookupRaces: a lookup overtaken by a revocation on the same
+// node is not cached, and a cached key's age counts from when its lookup
+// began, however long the query took.
+func TestKeyCacheLookupRaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := &hookStore{DB: testenv.DB(t)}
+	clk := clock.NewFake(time.Now())
+	svc := tenants.New(tenants.Config{Store: db, Clock: clk, KeyCacheTTL: 2 * time.Second})
+	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
+	require.NoError(t, err)
+	keyID, _ := tenants.KeyID(acme.APIKey)
+
+	// A slow lookup: 1.5 s of the 2 s pass while it runs.
+	db.during = func() { clk.Advance(1500 * time.Millisecond) }
+	_, err = svc.Authenticate(ctx, acme.APIKey)
+	require.NoError(t, err)
+	clk.Advance(600 * time.Millisecond)
+	_, err = svc.Authenticate(ctx, acme.APIKey)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, db.lookups.Load(), "2.1 s after the first lookup began, the key is read again")
+
+	// A revocation while a lookup runs: that call was already admitted, the
+	// next is refused.
+	clk.Advance(2 * time.Second)
+	db.during = func() {
+		_, err := svc.RevokeKey(ctx, acme.Tenant.ID, keyID, nil, model.ActorOperator)
+		require.NoError(t, err)
+	}
+	_, err = svc.Authenticate(ctx, acme.APIKey)
+	require.NoError(t, err)
+	_, err = svc.Authenticate(ctx, acme.APIKey)
+	require.ErrorIs(t, err, tenants.ErrUnauthenticated)
+}
+
+// TestKeysBoundedByTheirCreator: a key creates and revokes keys only within
+// its own scopes and lifetime, and only while it is itself usable.
+func TestKeysBoundedByTheirCreator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
+	require.NoError(t, err)
+	fullID, _ := tenants.KeyID(acme.APIKey)
+
+	tomorrow := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Microsecond)
+	contractor, err := svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{
+		Scopes: []model.Scope{model.ScopeKeysManage, model.ScopeTasksRead}, ExpiresAt: &tomorrow,
+	}, nil, model.ActorOperator)
+	require.NoError(t, err)
+	grantor := &contractor.Key
+
+	inherited, err := svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{Scopes: []model.Scope{model.ScopeTasksRead}}, grantor, model.ActorCLI)
+	require.NoError(t, err)
+	require.Equal(t, tomorrow, *inherited.Key.ExpiresAt, "no expiry given: the creator's")
+	later := tomorrow.Add(time.Hour)
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{Scopes: []model.Scope{model.ScopeTasksRead}, ExpiresAt: &later}, grantor, model.ActorCLI)
+	var fieldErr *tenants.FieldError
+	require.ErrorAs(t, err, &fieldErr)
+	require.Equal(t, "expires_at", fieldErr.Field)
+
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, fullID, grantor, model.ActorCLI)
+	require.ErrorIs(t, err, tenants.ErrScopeNotHeld, "a narrow key cannot revoke a full-access one")
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, inherited.Key.ID, grantor, model.ActorCLI)
+	require.NoError(t, err, "but can revoke one within its scopes")
+
+	// Revoked elsewhere (the caller's copy is stale): it creates nothing.
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, contractor.Key.ID, nil, model.ActorOperator)
+	require.NoError(t, err)
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{Scopes: []model.Scope{model.ScopeTasksRead}}, grantor, model.ActorCLI)
+	require.ErrorIs(t, err, tenants.ErrUnauthenticated)
+	keys, err := svc.ListKeys(ctx, acme.Tenant.ID)
+	require.NoError(t, err)
+	require.Len(t, keys, 3, "the initial key, the contractor's and the one it made")
 }

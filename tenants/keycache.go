@@ -25,6 +25,9 @@ type keyCache struct {
 
 	mu      sync.Mutex
 	entries map[string]cachedKey
+	// generation counts forget calls: a lookup that began before one may
+	// have read what it dropped, and is not cached (see put).
+	generation uint64
 }
 
 type cachedKey struct {
@@ -53,24 +56,45 @@ func (c *keyCache) get(keyID string) (*Caller, bool) {
 	return e.caller, true
 }
 
-func (c *keyCache) put(keyID string, caller *Caller) {
+// lookup notes when a read from the store begins, for put.
+type lookup struct {
+	at         time.Time
+	generation uint64
+}
+
+func (c *keyCache) begin() lookup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return lookup{at: c.clock.Now(), generation: c.generation}
+}
+
+// put caches what a lookup begun at l read. Its age counts from when the
+// read began, not when it returned, so a slow query does not stretch how
+// long another node's revocation goes unseen; and a lookup that a forget
+// overtook (a revocation or tenant change on this node while it ran) is not
+// cached, as it may hold what was just dropped.
+func (c *keyCache) put(keyID string, caller *Caller, l lookup) {
 	if c.ttl < 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if l.generation != c.generation {
+		return
+	}
 	if _, ok := c.entries[keyID]; !ok && len(c.entries) >= c.size {
 		for id := range c.entries {
 			delete(c.entries, id)
 			break
 		}
 	}
-	c.entries[keyID] = cachedKey{caller: caller, fetched: c.clock.Now()}
+	c.entries[keyID] = cachedKey{caller: caller, fetched: l.at}
 }
 
 func (c *keyCache) forget(keyID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.generation++
 	delete(c.entries, keyID)
 }
 
@@ -78,6 +102,7 @@ func (c *keyCache) forget(keyID string) {
 func (c *keyCache) forgetTenant(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.generation++
 	for keyID, e := range c.entries {
 		if e.caller.Tenant.ID == id {
 			delete(c.entries, keyID)

@@ -142,6 +142,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*Caller, err
 	now := s.clock.Now()
 	caller, cached := s.keys.get(keyID)
 	if !cached {
+		lookup := s.keys.begin()
 		stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
 		if errors.Is(err, model.ErrNotFound) {
 			s.unknown.remember(keyID)
@@ -152,7 +153,7 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*Caller, err
 		}
 		caller = &Caller{Tenant: tenant, Key: stored}
 		if stored.RevokedAt == nil {
-			s.keys.put(keyID, caller)
+			s.keys.put(keyID, caller, lookup)
 		}
 	}
 	if subtle.ConstantTimeCompare(caller.Key.SecretHash, hashSecret(secret)) != 1 || !caller.Key.Usable(now) {
@@ -173,10 +174,22 @@ func (s *Service) CreateKey(ctx context.Context, tenantID uuid.UUID, spec KeySpe
 	if err := s.checkKeySpec(&spec); err != nil {
 		return nil, err
 	}
+	grantorID := ""
 	if grantor != nil {
+		grantorID = grantor.ID
 		for _, scope := range spec.Scopes {
 			if !grantor.Allows(scope) {
 				return nil, fmt.Errorf("scope %q: %w", scope, ErrScopeNotHeld)
+			}
+		}
+		// Nor can it outlive its creator: an expiring key (a contractor's,
+		// a CI run's) would otherwise mint itself a permanent successor.
+		if g := grantor.ExpiresAt; g != nil {
+			switch {
+			case spec.ExpiresAt == nil:
+				spec.ExpiresAt = g
+			case spec.ExpiresAt.After(*g):
+				return nil, &FieldError{"expires_at", "must be no later than the creating key's own expiry, " + g.UTC().Format(time.RFC3339)}
 			}
 		}
 	}
@@ -188,7 +201,11 @@ func (s *Service) CreateKey(ctx context.Context, tenantID uuid.UUID, spec KeySpe
 	if key.ExpiresAt != nil {
 		detail["expires_at"] = key.ExpiresAt.UTC().Format(time.RFC3339)
 	}
-	if err := s.store.CreateAPIKey(ctx, key, s.audit(tenantID, actor, "key.created", detail)); err != nil {
+	if err := s.store.CreateAPIKey(ctx, key, grantorID, s.audit(tenantID, actor, "key.created", detail)); err != nil {
+		if errors.Is(err, model.ErrGrantorUnusable) {
+			// Revoked or expired since this node last checked it.
+			return nil, ErrUnauthenticated
+		}
 		return nil, err
 	}
 	s.unknown.forget(key.ID)
@@ -238,9 +255,27 @@ func (s *Service) ListKeys(ctx context.Context, tenantID uuid.UUID) ([]model.API
 
 // RevokeKey makes one of a tenant's keys unusable: at once on this node,
 // within KeyCacheTTL on the others. Revoking a revoked key is not an error.
-func (s *Service) RevokeKey(ctx context.Context, tenantID uuid.UUID, keyID string, actor string) (*model.APIKey, error) {
+// revoker is the caller's key when a tenant revokes (nil for the operator):
+// it may revoke only keys whose every scope it holds, so a narrow
+// keys:manage key cannot lock its tenant out by revoking its full-access
+// keys (ErrScopeNotHeld).
+func (s *Service) RevokeKey(ctx context.Context, tenantID uuid.UUID, keyID string, revoker *model.APIKey, actor string) (*model.APIKey, error) {
 	if !inKeyAlphabet(keyID) || len(keyID) > 64 {
 		return nil, model.ErrNotFound
+	}
+	if revoker != nil {
+		target, _, err := s.store.GetAPIKey(ctx, keyID)
+		if err != nil {
+			return nil, err
+		}
+		if target.TenantID != tenantID {
+			return nil, model.ErrNotFound
+		}
+		for _, scope := range target.Scopes {
+			if !revoker.Allows(scope) {
+				return nil, fmt.Errorf("key %s holds scope %q: %w", keyID, scope, ErrScopeNotHeld)
+			}
+		}
 	}
 	key, err := s.store.RevokeAPIKey(ctx, tenantID, keyID, s.audit(tenantID, actor, "key.revoked", map[string]any{"key_id": keyID}))
 	if err != nil {

@@ -31,7 +31,7 @@ type Store interface {
 	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error)
 
-	CreateAPIKey(ctx context.Context, key *model.APIKey, audit model.AuditEntry) error
+	CreateAPIKey(ctx context.Context, key *model.APIKey, grantorID string, audit model.AuditEntry) error
 	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
 	ListAPIKeys(ctx context.Context, tenantID uuid.UUID) ([]model.APIKey, error)
 	RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string, audit model.AuditEntry) (*model.APIKey, error)

@@ -53,7 +53,7 @@ func TestAuthenticate(t *testing.T) {
 		require.ErrorIs(t, err, tenants.ErrUnauthenticated, name)
 	}
 
-	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, keyID, model.ActorCLI)
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, keyID, nil, model.ActorCLI)
 	require.NoError(t, err)
 	_, err = svc.Authenticate(ctx, acme.APIKey)
 	require.ErrorIs(t, err, tenants.ErrUnauthenticated, "a revoked key")

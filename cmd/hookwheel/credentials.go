@@ -119,7 +119,7 @@ func keysCommand(ctx context.Context, args []string, env environment, logger *sl
 		if fs.NArg() != 1 {
 			return usageError{"keys revoke: name the key to revoke, e.g. hookwheel keys revoke --tenant ID KEY_ID"}
 		}
-		key, err := svc.RevokeKey(ctx, tenantID, fs.Arg(0), model.ActorCLI)
+		key, err := svc.RevokeKey(ctx, tenantID, fs.Arg(0), nil, model.ActorCLI)
 		if errors.Is(err, model.ErrNotFound) {
 			return fmt.Errorf("tenant %s has no key %q", tenantID, fs.Arg(0))
 		}

@@ -9,6 +9,10 @@ import "errors"
 // ErrNotFound is returned when a row does not exist or belongs to another tenant.
 var ErrNotFound = errors.New("not found")
 
+// ErrGrantorUnusable refuses a key created by a key that has been revoked or
+// has expired since it was checked.
+var ErrGrantorUnusable = errors.New("the creating key is revoked or expired")
+
 // ErrUnchanged is returned by a change function (store.DB.UpdateSigningSecrets)
 // that has nothing to write: the store leaves the row as it is.
 var ErrUnchanged = errors.New("unchanged")
