@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -111,6 +112,12 @@ func (s *Server) createKey(c echo.Context, tenantID uuid.UUID, grantor *model.AP
 		spec.Scopes = append(spec.Scopes, model.Scope(scope))
 	}
 	created, err := s.tenants.CreateKey(c.Request().Context(), tenantID, spec, grantor, actor)
+	if errors.Is(err, tenants.ErrTooManyKeys) {
+		s.apiLimits.refused.WithLabelValues("keys").Inc()
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(keyQuotaRetryAfter)))
+		return newProblem(http.StatusTooManyRequests, "key-quota-exceeded", "Key quota exceeded",
+			err.Error()+"; revoke one to make room")
+	}
 	if err != nil {
 		return credentialError(err, tenantID)
 	}
@@ -137,6 +144,10 @@ func (s *Server) revokeKey(c echo.Context, tenantID uuid.UUID, keyID string, rev
 	}
 	return c.JSON(http.StatusOK, APIKeyJSON(key))
 }
+
+// keyQuotaRetryAfter is the Retry-After of a key over the quota: room is
+// made by revoking a key, not by waiting, so clients should not hurry back.
+const keyQuotaRetryAfter = time.Minute
 
 // credentialError renders the tenants package's refusals.
 func credentialError(err error, tenantID uuid.UUID) error {

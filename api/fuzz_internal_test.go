@@ -186,6 +186,13 @@ func FuzzCreateTask(f *testing.F) {
 		var req taskRequest
 		require.NoError(t, json.Unmarshal(body, &req))
 		require.Len(t, task.Headers, len(req.Headers))
+		// Nor do two of them read as one header where '_' stands for '-'.
+		names := map[string]bool{}
+		for name := range task.Headers {
+			same := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
+			require.False(t, names[same], "headers %q and another read as one", name)
+			names[same] = true
+		}
 
 		again, err := serveTask(s, tenant, resentTask(t, task))
 		require.NoError(t, err, "the task as the API renders it is refused")

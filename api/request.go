@@ -291,13 +291,18 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		fe.add("headers", "must hold at most %d headers", maxHeaders)
 	}
 	headerBytes := 0
+	// The headers given so far, by a name with '_' read as '-': CGI, WSGI
+	// and Rack receivers read X_A and X-A as one header, as they do for the
+	// reserved names (reservedHeader).
+	seen := make(map[string]string, len(req.Headers))
 	// In order, so that of two names differing only in letter case the
 	// same one is refused every time.
 	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
 		value := req.Headers[name]
 		field := "headers." + name
 		canonical := http.CanonicalHeaderKey(name)
-		_, repeated := t.Headers[canonical]
+		same := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
+		first, repeated := seen[same]
 		switch {
 		case !httpguts.ValidHeaderFieldName(name):
 			fe.add(field, "is not a valid header name")
@@ -308,8 +313,9 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		case repeated:
 			// Header names are case-insensitive: both would be one
 			// header, with one of the two values.
-			fe.add(field, "is %s again, in other letters; give each header once", canonical)
+			fe.add(field, "is %s again, in other letters; give each header once", first)
 		default:
+			seen[same] = canonical
 			t.Headers[canonical] = value
 		}
 		headerBytes += len(name) + len(value)

@@ -79,6 +79,7 @@ func TestCreateTaskValidation(t *testing.T) {
 		{name: "header value with newline", body: withHeader("X-Test", "a\nInjected: yes"), want: 422, field: "headers.X-Test"},
 		{name: "header value with NUL", body: withHeader("X-Test", "a\u0000b"), want: 422, field: "headers.X-Test"},
 		{name: "header twice in other letters", body: `{"url": "https://example.com/hook", "headers": {"X-Token": "a", "x-token": "b"}}`, want: 422, field: "headers.x-token"},
+		{name: "header twice with an underscore", body: `{"url": "https://example.com/hook", "headers": {"X-Token": "a", "X_Token": "b"}}`, want: 422, field: "headers.X_Token"},
 		{name: "headers not an object", body: `{"url": "https://example.com/hook", "headers": ["X-A"]}`, want: 422, field: "headers"},
 		// run_at and delay
 		{name: "run_at not RFC 3339", body: taskBody(t, map[string]any{"run_at": "tomorrow at noon"}), want: 422, field: "run_at"},

@@ -1441,7 +1441,9 @@ type ClientInterface interface {
 	//
 	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
 	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+	// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+	// create the new one, deploy it, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1452,7 +1454,9 @@ type ClientInterface interface {
 	//
 	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
 	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+	// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+	// create the new one, deploy it, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2206,7 +2210,9 @@ func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*
 //
 // Creates another API key for the calling tenant, to rotate onto or to give a service only the
 // scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+// create the new one, deploy it, then revoke the old one.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2227,7 +2233,9 @@ func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body
 //
 // Creates another API key for the calling tenant, to rotate onto or to give a service only the
 // scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+// create the new one, deploy it, then revoke the old one.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4635,7 +4643,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
 	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+	// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+	// create the new one, deploy it, then revoke the old one.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4646,7 +4656,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates another API key for the calling tenant, to rotate onto or to give a service only the
 	// scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-	// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+	// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+	// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+	// create the new one, deploy it, then revoke the old one.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8295,7 +8307,9 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEdito
 //
 // Creates another API key for the calling tenant, to rotate onto or to give a service only the
 // scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+// create the new one, deploy it, then revoke the old one.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8312,7 +8326,9 @@ func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context,
 //
 // Creates another API key for the calling tenant, to rotate onto or to give a service only the
 // scopes it needs. The key is shown only in this response. A key can grant only scopes it holds
-// itself (403 otherwise). To rotate a key: create the new one, deploy it, then revoke the old one.
+// itself (403 otherwise), and expires no later than it does. A tenant may hold at most 100 usable
+// keys it created itself (429 `key-quota-exceeded` beyond; the operator may mint more). To rotate a key:
+// create the new one, deploy it, then revoke the old one.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12456,106 +12472,107 @@ var swaggerSpec = []string{
 	"x9diPd7MR0h3KWlbQm1/Rrw+4Xm9hWPwR11OoZzvv6dLsBE8c6cI7OjOKBrQ269JbyMNrDeOe5x6mXN3",
 	"S6Z5iO9u0bAz97YHZqK8DmM2vYaE6sZCH1FZtM1j9lVZQV+IfP9QEnzpk20CHXaYO/DnFiqMG/F+2G/U",
 	"IMa9bdm0qdBqYvpMK6sdt7YafYK8Lj2JiAYxUWgGOfKCxEmMpXSFy1gjWka0C8AlTIiG2+q3QSV6SMyG",
-	"yvAno2OE6K+kEQdDdhEGCWrh2FtNWNxo5Y5NwnKxLPQaKmVBwjSeL5RiRe6bBXYZTX+aS/+DzKX/QULP",
-	"B7pUh8p7a0YTybs7GVRaiW7J9wBdIYgj9JeAh/iCTI5dRFaMz60+ZFphYkwLfBIqBUI+Cosr6sL1DeON",
-	"wSAxsyD6UJ3e6p0v28y8r8zA+zIH4e6ehj+U+r3h91HUf1cDpGXl1QVztkaNu0uPEhIdanF2GoGA+TTC",
-	"+iwOb3eh6TbXq4laVNncH0HCNg0gkQXTchHtWznp/LLG4EbVKaknsTvI1Nc5Kp4xUeE0x5U1QZK4J4yw",
-	"SfOVG5CL9JxbAcbaAP6boMVQDvEAEnTD9XOx4NJZqpTYHF8xwj3ps2Aw2x8w5dBqz70M0hfecwl1THAS",
-	"B53h9Zd1YevPGsGKilftjGWForIfcc6/IrsrovLKuONVH0g6KNvsL7UOgqhR7W8PFuNBXdCw5RVJGPaY",
-	"Giz5lVTgGQEgOkRkuw2mUHRx0yvRBeqFGTUAvWFJH42gyg4WBnxEJci3dlD8kHR/gBppxV+IKpsfjo5O",
-	"NjHDn9PJ4ddnm8lXdzALe/LV+zv+eIPRRFTnD0v925bzEm4gn8VeYzHumcjj5FuIQIXextbrVnEjRZZm",
-	"pVaQhg/lKf+llUiHlM4b3ekTqqlEWR9TDaNujoCoCJ5HytTtyI8cvMhTUAWjOl4HCVtwK0rJCwmplu5x",
-	"369nHOoNYx1fcw0lfkP9viQepnvASZ9QN8c22qo6hdIgFASnje28H/nCGX3sUg8J3Szn64GeDRZa2TnD",
-	"/6afVkK4MT/2j8FikAybKGJRnPnt0iXrp39ZC14WUKjhL/Ay+rd7F/0z55L+5b5frNMD8L/+BbcNXbB/",
-	"1RPla+ORIzaumm2cvS0Xgv0LnFG8FOzF2eszqp/UT3++eJI22iW5tXjK11gz2vD3oKPIhUh8BecGac1k",
-	"ifXsDNTPrErD+hJwNFVJ+CLqVpd+gwWjoDjT8YgdsW/cf9CjTDM9GDtycqPtKBPjyxOYpeN+g5kuV7zM",
-	"3Q7QKJzRkDBO2fbYIBZLLUGWibK1N63/rCr1Ujx8y0tpEgbtsEbHg6Pvx2x0ND4e1fMaHY9HI/bk2buL",
-	"ZKJGh+PR6L+gXlQ9yjlfLoUyzK7QuYLaCi+KAUSVN8cHpjm17A2EOlF9bMo1Ghw98qOAz7LRaHw8+i8w",
-	"o8LiYzpQc5XTb1LWR0JhvrCrnlmhEsiocQf6m4ePcNnZN+kBFWMwTBR86U4ZdQ8zVvAcQM3SApgK4bTl",
-	"fG3nC2bnJVTVm2o7nyhbcoU5m2bsbg/rhiTqFx6HW+iMF/iVBRbP9rlmZCsaeCtgooSZqLpTLwY73NyG",
-	"nvxT6uOlmsMP4XW/VA9MXd+5j7o3uFyxYncprniZQwln+tq/IDEhVEsIvBcDkUrc2BR8Y8a3IUYeY5BH",
-	"YS2jqIgzskkPDZvqyrLjETNRnZE1EAvLK3Ha6mpbl/uAR/R7UeaVoH4B6CueigwKhBATpt6+dTLGihso",
-	"pH8A3YylMSIf0zFwP+PB9g5BKkZeigyaUcLd8Xhgc5PaOCdDHQuL46fpISuz623uOc/3P5OPzr/+D/LS",
-	"hdltsQRCg9GvXFf6HwMz38SRl8JRPMRRa1K9h7K2KqUVm4ZOQJ5vc7k9pSqxMRfzySeZKCi5IeIxJIbe",
-	"Y4mdqRCqZgE5Wws7ZGe1J2yi6pcaqtu9eVZxEI2z+pkNjW0nhorh/tucnH8zv9rTdtH7jyL2ZEcZiCbV",
-	"gVq4SmJ8702sEHV6dL4GevyTDj8LHf7VGYsfSYTBPL6Tk9dveOzp7VD7djqogHhT8KumDd4cOlKHPi2R",
-	"Ymq9YUbmMzD22QycrYZU1ZxssQHaYlD2iZXQ/yKDDt1YfAYaXyhn6rCfL544W4GaY4RjVyutqK9KO1HY",
-	"TgSUWGeXzKB0xELkvmNw8wC+FjfhBDqb8pauM1iVbtfZYew6O9zrOvuc/q4fZQmT2gVxaLEoA3sKfXf+",
-	"ZAaflBm8LcV7KVZRu6NgZ31lnAFOGWQx3//N2/x576xeNtXA8Ybu5zS+tbCxwofNQaitLxQZ1R5WgQ6g",
-	"Bc/FRIVCyojscMd+yN7yymAgtc0+PF5QaSh9vMkd3KNfhcLYGvmfR/PTHk23up9KXew+U0iNn+lQnQuo",
-	"JWY6SBx8Rx2qaC3EMWMkPn/k8MAKcSBSufEv9kVPoZJGX2mKhUIbx2pBlRAb7lTyldLze48cvOerOHNe",
-	"b/jz0H0m8INb3k996hAtPiC0+O7aMm3MTxtqHprY1q1YQOn1/eIIvB4qgPrSnw/MRF2VPBNsKUqpc6qy",
-	"KN5LXRkUWeimBiSgrwYpSyhLKUthoPM++z+8qEi6bYBoJypqK+Tl35agcFwX+7MiBxpf2qVz8gyae9E6",
-	"/08E2LZJDWEu8QloEfK2c4CX21C41tMPEZq6vTDNK4gQclCpPHU3h5jsBs/+SNjdFOg+JcKfqL5PkU+P",
-	"TuZpEqKc6eHj7+bpKUtHJmUQypWhm+sB+d19TNeDcexKT1RX+WFKTUgC2BaH/MB4IAXWYLZz6hp9isJv",
-	"xcvc1IECJVYTrODkSLS7Su3ffrkAHDHWQw51XOtvNoB+GI+UgE3FHlfXMg+VxhnmqbO1rspQVdbUDVHD",
-	"Kwkb6H6NuQqO06ykzeZYR1EY36s/Lkgro4anfUBKFVw6ufaPyjRqyHv2BcXarzQ2XMOZch/cOXBG/ESF",
-	"cgS6yMPM497KWCcc4+cjkw7ZObzcsUlkX4FpNhglRuY8kcwiJuHJsUNh2Kz+/7nCMPE38LNRROazRmDi",
-	"L++BS9eUsws1DcXF/8RJ/7sEcpDa4nLWLf78yURH1Jh0R+LQLcrvbahX1NBYKCpk2VWkTxJ8GtoGHI4Y",
-	"QlVM0JK4revntWsDht4I/oNOXhFOCLu8Ul3ZVl2/Gg7gHqD5g7NyKuYSutoXmudsyguuMoLb4LidMGjM",
-	"YqKwl+3OCoFnfvkgJYWXWOi8gUQ11OsGBo4eEprmRPWhgw401WnWCTzww/FLlDAjnTCCNo0ZNICtS8k3",
-	"t+VKJ2xa2YlKpbrE7uruA9RM1P3TF7ghfGvdHI56OjfKieKyu8lvyaAkKvucOFZqkWvsXgRr2PNPUKfw",
-	"304nbeBfaSXwdG6WPQxtXrsYClxspiCGRrWdrMTtjekgxjYO1iktAMzkllBKmG8F7UK8N9XdkBCuJvCf",
-	"qC8hFqqQhfVNOdICEd3wb0SqIryPNDA8XP6CB6l7K859bjhRF55XwfjwiDefBPTMxbz+tu9/lTSRhaG3",
-	"UX7JsWsLDox+Q/XLHbbFVCporuPbpxTSWJFPFBxt6OIDOCQPhFQCy2ENNz4gKZHT+E7LG18TN3QZ1b7M",
-	"0VNWgfFG3U7RMi2oSoobEWDGTkP7TwT2YCEpH92RKrR5qr8Ffdmx2RDgg1qjPahL3B8dIbrRNxLzFZJB",
-	"cICFhXWS8fqQvVBQKUxmVcHLXU1j4GlDHUV4PlGh8YxvdOGLVjfa2lBLm5ku2ZXWOetz6tYT8gmoBDQ7",
-	"GY2YLrGTnC4jUcexhVDjlVJdHQxZ6q5f4igvM537jt3wM5Qjh8rZbDVfJzC3iWq1tqkZt6ODVoNAaoKx",
-	"oyUO8XIOS+Lb/UMir/ZNfkJPDOhTdLMtnxdKm92uNjUstTczaR+3lKbGq41Y3G6xYK7f4SOAW++sjN30",
-	"h/oasLUjcMtI6uN81zLZW9cgFEWAbnXe6SMpztr3vVYOto2pcYi6R+WsUAjB3nNowYS8+6jw0U8wLOTD",
-	"5ZWTGjUSOiIjlCDbxvNJMyGaI/tlLsi+BhGBjvrxbSUMO5uCp93nRiPEloQP1oVAD6Fe8n9W4pTlGgFT",
-	"lSygNabIJXbM2roVX1mOhjuf+/MzOvSEPzM19nseiQHfWZ3bGs31bniQt9BTzqldU55dDxs91CTVXuc2",
-	"ahSlS5ZCy9w0hpQ4NmeY0VoBxHupjZFTgIcLFXpLSoNKzSkpIIKXhRTlMLzddxfFt5eCLSpb8aJY1zoN",
-	"KBHQutlpG1saAjpdYsGvRejd64UBtBQ1fCbG0cEkrxMVZZsoqChAGSyhSVf/aHQIeHtSVpsqqq8AHn6A",
-	"HiPYkjpKeEE5jDkZ2CPwaDTayEwJk7IDaFW/FvmY2bJyxiMiyMHwhlBcx4gmqjEkznI5mwnwDsOoqG3q",
-	"0ZD9BHWDS+pcHVphbOtUQZXguLm+c/2caJ8gAfnXz1RKlJvrP6qEqFuWTu5H24OtL4nkmzQX6GOTnjeI",
-	"qtZqCX7v3xSay8WoxiF7jXQCDkboCuibwbXciB1E19E8qFjxtWEpEOMpW/Dy2gABksZc0pMYwN6c7rDX",
-	"3pJYggnl5PPfe+53x982uih9SD5tofctW3YR9+yL1uu/M07+kzYXeotPbQ/RI8VKw1aiKAbYG5xNKxta",
-	"0vc7m0c7VoV2c9xH+gCkD4ZqNs6P20JflhmgDNS8ockTh1+BrH8XUMle/t5N5jdD6mgRTn29732KAJTR",
-	"llYsHPdo2ZUpA3AmQgwVdpOecnfadeW4UymXQ/bCigVuELUEFzm2qIYmFm6/fHcoWxAPq52x0IvMJ/hT",
-	"z7Al5MeJBXzWUwwgHLHo98QrFelvE1iBSW/MhsPhB8zj+23SA/JwvxIRf0iH7EzhLBd8TZ2rvQc5lTXp",
-	"QDmapO2GMmLBlZWZ8d1Gt2ofjtUzI9VVgQ4t1ucNKTBRni/CYGo1gVtiPBCCK5vC/2DI3vi80eB626y/",
-	"kKCDQsKGUPYidjyW6KHwR+Dk6PvQ3Cv0s34WCEEaNhdFUAoQ6KtnG9SRwBJuLB/rH7pHjx49Ytmclzxz",
-	"esABtL2nM03GEa4ZuN7ddx/UHcd8JNaE829a64qo4X5alQX2FBe2XA8X/OYyuE+Gw+FBEnonpJgHCMFu",
-	"DS1PyO8IU8Ze/9HR+Q/649gt/hlkBotFAyDFoVUK09N/iMwy6l9/Mhr5SSQwL+Jq0NPYqV7+6mlQjbHX",
-	"izsya5LXbnkgwE81fofsYqVpWzeUzzG1bXb6uPuKRLHs6IdM1IjmZkxCSceMF9S/DwcV7+HgWqwHpXAs",
-	"M43mgh07ladbhGhSiVNIk6xlfhLxWC/+vVcVNg92czXXhYj6YEZNCX2bvo1lTmC0fa0o4zRFQjyARyeK",
-	"/vR5hlJdJczRAuSiFlpdeV/lYTIajZA2Tg6PWx8WN5kQuWHHR+yV/IH1dZkwOZso8FdQM0EkxQHMBpwR",
-	"B6c1J31gfJdaSRUqMCSPkf2aiGsVTUJ7AWCXdi7ULgXc/ACc/fNo0fDuP0iNpm/j27sUiDe3ERF/5jR+",
-	"baHwoN1ga3o4ejVAjzQLdxw+XulBxPmOfl6YvJjEX/UlhUJwJ0c1AgQKlAcCAdvoHYBywMdtHA8ANotd",
-	"TDKtcsxGj2ogEGf2p+mg3TfEx7gdM9Bl3ewD9F4xs+Ba8eDBOpVyrldswZVvLUKA+2a0xSk8U7F9fqd3",
-	"jzNNVBRoQsbWjNKkYX6NPABm57oylLbNqaQDsE1/YaIyvVhIa6FyqVfRKBMJHgIuTO8kZxKUenTkFa3i",
-	"OFjClnGrFzKjvssThZEt34aFQNOYye/WSpfwP5jGWq8pOwc1zks94Pw+GXZFaoHbqQ7eDXf5YMrnYNv4",
-	"hR8hYPml2TZ++xz4chfXfu5J1MNJYkL9szjx50okx/Phe2+aa+RWCOHDyPbHs9t9SeTEbkOgmU7JVk40",
-	"ZkqzWVWCWuwjq06X47mo0ULuVYhAhYo5REqpb94UPjMVbrZRTpIuIeAfeGs/zUUh34tSQDQfIsoJq994",
-	"MFHUanHaSmaqldbvh+xpxLpDWsdMrJysALNpIYtCepxl/9HIScHHI7YwbLqeKF/0JkZ25pXwZUtq1hdj",
-	"yQrBITJ8wzNbrAH9gUWJPGN0T2B0Ph4ss1rv4k+9P8BL6l1uCVN6Fa3+f7vsjdEtGMITrWaFzOzXw0Hw",
-	"7N6LV2zJwz+PQiNwYJte67Nmp7POUwpsoz6n7lnoBDzTJZbwCk6S0FuN9dPnb9789MvzZ89eXp4/u3j2",
-	"+uLFm9dpwr5lOV+buPxUXaLJjwTLP7uzimUgAkzX+xrGoeaPQrXFDelkdNLdcfEPPml/5kV9hqIBdz8l",
-	"90sHdpu7u6XjK/0eckP2GDRWU/4ISo4Qh42CvP1Iy9dKTFQwX5KWHwpdhBx8ar7SFQaUAevnZXkoUzYX",
-	"6rQ5RFTLH5h6IL64n8+uQByhk2IBx+QRdVusJ7CDznxJMcJ0AECxdB+nWeoZ+5codcIWgitgQqeAf3NP",
-	"TcVa+zCcKN8D5JLGDOBhIHTHXI4fP9rkI9IwnmViCS2CzzZ2oMYx1yF2XxoBgxoYpParB3W0KpFQUeoC",
-	"PdgISqF7YOEWjgCG7JV+j+oefAwdhNJACByyPSYqK7QRvvmKLnKvRKhY+YIPgQYGy775OadTuZ1qaELg",
-	"7b2bKsRuowlBxJGIhqKgbSUnwbKrXhXqzFj1BSQ8J/70Jln9ka8sKh1CnFQEMBytP/Wtf99sE1EXNrq/",
-	"vrZh2wUk6p7kElLQAkY1OMscmRnNZrxMHH+JGs9AVim9HZxEDdUKsmvJUUMo6ViVm0N6O+S8940QLd8T",
-	"DD09GKM2BtifbcqYB7me+Xl+zgL8+I2dabahJTFJK/BoR72DMWn4T+3tU+PsuG/73KZk80VVus0DiHG8",
-	"u1ehiLXEPfF/HttUtalFMuKKS5WAFA6VJ+CCV85iJdMd3YnaVBCiHA1QbWJEHsVnPdow4AgBpxHSvpYy",
-	"uwYjsVoOJ+pnAw5bqwHpjjB3Av6z/o5sgQO2DwafYLOiiYJChry+gZg+gOppheoS1j5ZlxJdIpgL5ZcA",
-	"zsQHQANQyiuvDYhgQjHPTC/XY/fIAFr9S1ijSmE1DiyM20gLqJOuA6DMJ17XKcx1WnDoxjdRbBv+jJ7p",
-	"U4yXerRHCj5FkGtF3LdZoUVDHxRjucgr5JoCa+Vi3Hsli8LdrK+UNI1UyVMsqg3+foqP0AZAEKHeAsTC",
-	"MXxVXuqlr9Vb8DWrFJTUleAWuPIN7KFxFcggt7bB2IhXF0IHxjptPtCsjYFhupRXUgE4NejjtJYdtcXz",
-	"wZmN8SE2JoIgA7G5vN9FSSKyPi/wdpqZrJ0nDzoMAJgZiRsC1xtsSA+ZfxgciST0nOeo4B9HEijkacng",
-	"5WAnUFe7NU36UJihAZjgSUrQiw7ZHCW41Pk7BB1wLw9rgkU3MNsy6stlYIJ4lmy5ZtMqvxI2+F5npTDz",
-	"2iETsBAqqae84GtECWNMMm3gRqDmcWMglcrBIWToi9jUPzKCpzy71rMZjiFkzeMY0oVUl3RDOozyMt0n",
-	"3EDcaUCLB5EH7eE4hhi5th0FevpBIr5FxhFsP4qAqQ9hOcMpMi/rNif+7dEaYPAycwpJXsMWEEECBaXD",
-	"0lLBIG97b3H8J7E1DJKnth3hNOJ5oBDgintAc+3184hqjpiYvORQ7YItq3KpDaK8oT0cOfDrIxcc+Ggt",
-	"YoJYmgvLZZES9AjYKKwoYqo8s5YKAoEFX0e2NYUZA4bGjmuhEKiPZA6a9NLUXGyidIlCrO6R4GXLWlgk",
-	"pS4r1r34K/HaR1oAUj7C2LapAlDZ8b+lufklwbSe9rYcq6R1qBo+81P065Dq53MvSPdDyyvU9gzMBgut",
-	"bB4UEkQ+7e9rsIfh0FEKJByvWGW4n3W80SF6KX8S69AdGtyDXQmSZ9RzoO7Sj/fW0iPU3KkjFGdPn55D",
-	"W8SqLHrj3tza5fjhQ3jRXBs7/m703QjUe5rIZtqfGDiBVNfkwSyfCNXupCqPMj4ovwxXZDMv7myj2zVq",
-	"CbL0TTdD19l19Dpoi7b5tnNfu6bZFDJU8DJxd20PFope266Z0ZXHp0kW5fG79rS5dj+sCIFHn8I2vh2Z",
-	"ldQeDdbWPVrZOWIrgx+jsaGvXry+vHjz07PXafxyaBO++fLnghd2nkDOvFTCmIQthC0BggzappMgOqsW",
-	"Qlknj+OvSx0PP0gN4yzM/z8AAP//",
+	"yvAno2OE6K+kEQdJdEQAMolJE5DWIDE3LMpFW/A1vC6uMcUq4EYTBaJQ2iANwwePvgcpNYCMpQGWyxF5",
+	"yqZirRXhfr1og08snJK60KU4GLKLsIagtY4hGdj3+VZi5Y51wnKxLPQaKnlBQjeef3xzkftmhl1G3Z/m",
+	"3P8gc+5/kFD2gTjVoZLfmhFG8vhOBp9WolsyP0BXDeIc/SXgcb5glOM2kZXlc78PmVaYuNMCx4RKhpAv",
+	"w+KKv3B9w7hkMEjMfIg+VKffeufQNjP0KzNAv8xBuLsn5A+lfm+YfhT139VAalmhdUGfrVHt7tKohJSH",
+	"WqGdRipgUo2wPsvEC08U5nO9mqhFlc39ESTs1QASbTBtGNHIldMeXtYY4ah6JvVMdgeZ+k5HxT0mKpzm",
+	"uPInSBL3hBE2ab5yAxKSnnMrwJgcwH8T9BnKNR5AAnG4fi4WXDpLmhKv4ytGuCd9lg5WIwDMO7QCdC+D",
+	"9Ir3XEKdFZzEQWf4/2VdePuzRtii4lo7Y22h6O1HnPOvyC6MqLwy7njVB5IOyjb7UK2DIGpUI9yDFXlQ",
+	"F1xseW0Shj2wBkt+JRXoqgCUh4hxt0EXikJuek26QMcwowbgOCzpoxFUAcLChY+oRPrWDo8fku4PUKOv",
+	"+AtR5fXD0dHJJqb5czph/PpsM0nrDmthT756f8wfb9CaiOr8Yal/23Jewg3kU9lrzMY9HXmcHAwRstB7",
+	"2XrdKm70yNKs1ArKBED5zH9pJdIhpRtHd/qEbyqh1sdUyKjbJCA+gmeUMok78jcHL/IUVMGozthBwhbO",
+	"apW8kJAK6h73/YTGwVbFOsPmGkoQh/qCSTxM94CTPqGuj220fXUKpUGoCk4b240/8oU9+thFHxLOWc7X",
+	"Az0bLLSyc4b/TT+thHBjfuwfg8UgGTZRxKI489ulS9ZP/7IWvCygkMRf4GX0b/cu+mfOJf3Lfb9Ypwfg",
+	"H/4Lbhu6iP+qJ8rX7iNHcVzV2ziDWy4E+xc4y3gp2Iuz12dU36mf/nzxJG20c3Jr8ZSvsaa14e9BR5EL",
+	"kfgK0w3SmoGTAWjMwiIZ1peA86lKwj9RN730GyxoBcWjjkfsiH3j/oMeb5rpwdiRkxttRxkbXz7BLB33",
+	"G8x0ueJl7naARuGMhoRxqgaADWyxFBRkwShbe/v6z6pSL8XDt7yUJmHQrmt0PDj6fsxGR+PjUT2v0fF4",
+	"NGJPnr27SCZqdDgejf4L6lnVo5zz5VIow+wKnT+orfCiGEDUe3N8YJpTS+FAqBPVx6Zho8HRIz8K+Cwb",
+	"jcbHo/8CMyosPqYrNVc5/SZlfSQU5gvP6pkVKoGMH3egv3n4CJedfZMeULEIw0TBl+6UUXczYwXPAXQt",
+	"LYC9EO5bztd2vmB2XkLVv6m284myJVeYU2rG7vawbkiifuFxuIXOeIFfWWBxb58LR7aigbcCZkuYiao7",
+	"CaP7yc1t6Mk/pT5jqjn8EP73S/XA1PWn+6h7g0sYK4qX4oqXOZSYpq/9CxInQjWHwHsxUKrEjU3Bd2d8",
+	"m2TkMQZ5FNZaiopMI5v00LWpriw7HjET1UFZA7GwvBKnra67dTkSeES/F2VeCepngL7sqciggAkxYeo9",
+	"XCeLrLiBQv8H0G1ZGiPyMR0D9zMebO+wpGLppcigWSbcHY8HNjepjXMy1LHwOX6aHrIyu97mnvN8/zP5",
+	"6Pzr/yAvXZjdFksgNED9ynWl/zEw+E2ceykcxUOctybVeyhrq1JasWnoBGT8NpfbU6piG3MxnxyTiYKS",
+	"LyIeQ2LoPZYAmgqhahaQs7WwQ3ZWe8Imqn6pobrim2cVB9E4q5/Z0Nh2YqhY77/Nyfk386s9bRfl/yhi",
+	"T3aUqWhSHaiFqyTGH9/EClGnR+droMc/6fCz0OFfnbH4kUQYzOM7OXn9hsee3g61b6eDCog3Bb9q2uDN",
+	"oWN26CMTKabWG2ZkPgNjn83A2WpIVc3JFhugLQZlqVgJ/Tky6CCOxXGgMYdypg77+eKJsxWoeUc4drXS",
+	"ivqqtBOF7U5AiXV2yQxKWyxE7jsaNw/ga3ETTqCzKW/pOoNV6XadHcaus8O9rrPP6e/6UZYwqV0QjBaL",
+	"MrCn0BfoT2bwSZnB21K8l2IVtWMKdtZXxhnglEGW9f3fvM2f987qZVMNHG/ofk7jWwsbK3zYvITaDkMR",
+	"VO1hFegAWvBcTFQo9IzIE3fsh+wtrwwGUtvsw+MZlYbSzJvcwT36VSiMrZH/eTQ/7dF0q/up1MXuM4XU",
+	"+JkO1bmAWmemg8TBd9ShitZCHDNa4vNHDg+sYAcilRv/Yl+UFSp99JWmWCi0mawWVKmx4U4lXyk9v/fI",
+	"wXu+ijPn9YY/D91nAj+45f3Upw7R7ANCs++ufdPG/LSh8KHJbt0qBpRe38+OwPWhQqkvTfrATNRVyTPB",
+	"lqKUOqcqkOK91JVBkYVuakAC+mqVsoSymbIU5pLbdMj+Dy8qkm4bIN+Jitoeefm3JSgc1+3+rMiBxpd2",
+	"6Zw8g+ZjtM7/EwHAbVJDmEt8AlqEvO0c4OU2FK719EPEpm4vnPMKIoQcVCpP3c0hJrvBvT8StjgFuk+J",
+	"8Ceq71P406OTeZqEKGd6+Pi7eXrK0pFJGYRyZeg2e0B+dx/T9WAcu9IT1VUemVInkgC2xSE/MB5IgTWi",
+	"7Zy6Wp+i8FvxMjd1oECJ1QQrTDkS7a6i+7dfLgDnjPWaQ53Z+psNoB/GIyVgU7EH17XMQyV0hnn0bK2r",
+	"MlS9NXXD1vBKwga6X2OuguM0K2mzOdZ5FGaimksX2jL7hsSAlCq4dHLtH5Vp1Lj37AvAzVcaG8LhTLkP",
+	"7hw4I36iQrkEXeRh5nHvZ6xjjvHzkUmH7Bxe7tgksq/ANBuMEiNznkhmEZPw5NihMGx2J/hcYZj4G/jZ",
+	"KCLzWSMw8Zf3wKVrytmFmobi53/ipP9dAjlIbXG57RZ//mSiI2qcuiOx6RblATfUK2q4LBQV2uwqIigJ",
+	"Pg1tDQ5HDKEqJmhJ3Nb1/dq1C0PvBv9BJ68IJ4RdaKnubavuYA0HcA/Q/MFZORVzCV33C81zNuUFVxnB",
+	"bXDcThg0ZjFR2Gt3ZwXDM798kDLDSyzE3kCiGurFAwNHDwlNc6L60OEHmv406xge+OH4JUqYkU4YQRvJ",
+	"DBrU1qXum9typRM2rexEpVJdYvd39wFqdur+6QvwEL61bl5HPacb5U5x2d3kt2R4EpV9ThwrtfA1di+C",
+	"Nez5J6ij+G+nkzbwr7QSeDo3yzKGNrRdDAUuNlMkQyPdTlbi9sZ0EGMbB+uUFgBmcksoJUy4gnYm3pvq",
+	"bkgIVxP4T9Q3EQtpyML6piFpgYhu+DciVRHeRxoYHi5/wYPUvRXnPjecqAvPq2B8eMSbTwJ65mJef9v3",
+	"50qayMLQeym/5NhVBgdGv6H65Q7bYioVNP/x7V0KaazIJwqONnQZAhySB0IqgeW6hhsfkJRoanwn6I2v",
+	"iRu6jGpf5ugpq8B4o26saJkWVMXFjQgwY6ehPSkCe7DQlY/uSBXaUNXfgr7xUV5fa7QHdQn+oyNEN/pG",
+	"Z76CMwgOsLCwjjNeH7IXCiqZyawqeLmrqQ08bajjCc8nKjTG8Y04fFHtRtsdarkz0yW70jpnfU7dhEI+",
+	"AZWoZiejEdMldrrTZSTqOLY4arxSqquDIUvd9Usc5WWmc99RHH6GculQ2Zut5usE5jZRrdY7NeN2dNBq",
+	"YEhNOna07CFezmFJYBEmChONtW9CFHp2QB+lm235xlB67Xa1s2GpvZlJ+7ildDZebcTidosFc/0OHwHc",
+	"emfl7qY/1NeorR2BW0ZSH+e7lvHeugahaAN00/NOH0lx1r7vBXOwbUyNQ9Q9KmeFQgj2nkMLJuTdR4WP",
+	"foJhIR8ur5zUqJHQERmhBNk2nk+aCdEc2S9zQfY1iAh01I9vK2HY2RQ87T53GyG2JHywbgV6CPWS/7MS",
+	"pyzXCJiqZAGtO0UusaPX1q34ynI03Pncn5/RoSf8mamx3/NIDPjO6tzWaK53w4O8hZ53Tu2a8ux62Ojx",
+	"Jqk2PLdRIytdshRa+qYxpMSxOcOM1gog3kttjJwCPFyo0PtSGlRqTkkBEbwspCiH4e2++ym+vRRsUdmK",
+	"F8W61mlAiYDW0k7b2NKw0OkSC34tQm9hLwyg5anhMzGODiZ5nahoHBQbIDZZN7Jj/aPRIeDtSVltqqi+",
+	"Qnn4AXqgYMvsKOEF5TDmZGAPw6PRaCMzJUzKDqCV/lrkY2bLyhmPiCAHwxtCcR0jmqjGkDjL5WwmwDsM",
+	"o6K2rkdD9hPUNS6ps3Zo1bGtkwZVquPm+s71faJ9ggTkXz9TqVNurv+oEqduWTq5H20PtuYkkm/SXKCP",
+	"TXreIKpaqyX4vX9TaH4XoxqH7DXSCTgYoWuhb1bXciN2EF1Hc6NixdeGpUCMp2zBy2sDBEgac0lPYgB7",
+	"c7rDXntLYgkmlJPPf++53x1/2+jy9CH5tIXot2zZRdxTMFqv/844+U/a/OgtPrU9RI8UKw1biaIYYO9y",
+	"Nq1saJnf72xu7VgV2s1xn+sDkD4Yqtk4P24LfdlogDJQc4kmTxx+BbL+XUAle/l7N5nfDKmjRTj19cj3",
+	"KQJQ5ltasXDco2VXpgzAmQgxVNjtesrdadeV406lXA7ZCysWuEHUslzk2EIbmmy4/fLdq2xBPKx2xkKv",
+	"NJ/gTz3NlpAfJxbwWU8xgHDEouQTr1Skv01gBSa9MRsOhx8wj++3SQ/Iw/1KRPwhHbIzhbNc8DV11vYe",
+	"5FTWpAPlaJK2G8qIBVdWZsZ3Q92qfThWz4xUVwU6tFifN6TARHm+CIOp1QRuifFACK5sCv+DIXvj80aD",
+	"622z/kKCDgoJG0LZi9iRWaKHwh+Bk6PvQ/Ox0G/7WSAEadhcFEEpQKCvnm1QRwJLuLF8rH/oHj169Ihl",
+	"c17yzOkBB9CWn840GUe4ZuB6d999UHdE85FYE86/aa0roob7aVUW2PNc2HI9XPCby+A+GQ6HVIgKhwkD",
+	"gGC3hpYs5HeEKffT1tH5D/rj2C3+GWQGi0UDIMWhlQvT03+IzDLqr38yGvlJJDAv4mrQc9mpXv7qaVCN",
+	"sReNOzJrktdueSDATzWIh+xipWlbN5TPMbWVdvq4+4pEsezoh0zUiOZmTELJyYwX1F8QBxXv4eBarAel",
+	"cCwzjeaCHUWVp1uEaFIJVkiTrGV+EvFYL/69VxU2D3ZzNdeFiPp0Rk0TfRvBjWVOYLR9rSjjNEVCPIBH",
+	"J4r+9HmGUl0lzNEC5KIWWl15X+VhMhqNkDZODo9bH8ZSYoYdH7FX8gfW12XC5GyiwF9BzQ6RFAcwG3BG",
+	"HJzWnPSB8V10JVWowJA8RvZrIq5VNAntD4Bd2rlQuxRw8wNw9s+jRcO7/yA1mr6Nb+9SIN7cRkT8mdP4",
+	"tYXCg3aDrfPh6NUAPdIs3HH4eKUHEec7+o1h8mISf9WXFArBnRzVCBAoUB4IBGyjtwHKAR+3cTwA2Cx2",
+	"Wcm0yjEbPaqBQJzZn6aDdl8TH+N2zECXdTMS0HvFzIJrxYMH61TKuV6xBVe+9QkB7pvRFqfwTMX2+Z3e",
+	"Pc40UVGgCRlbM0qThvk18gCYnevKUNo2p5IOwDb9hYnK9GIhrYXKql5Fo0wkeAi4ML2TnElQitKRV7SK",
+	"42AJW8atXsiM+kJPFEa2fJsYAk1jJr9bK6oWiWms9Zqyc1DjvNQDzu+TYVekFrid6uDdcJcPpnwOto1f",
+	"+BECll+abeO3z4Evd3Ht555EPZwkJtQ/iyd/rkRyPB++N6i5Rm6FED6MbH88u92XRE7sNgSa6ZRs5URj",
+	"pjSbVSWoxT6y6nQ5nosaLeRehQhUqJhDpJT65lLhM1PhZhvlJOkSAv6Bt/bTXBTyvSgFRPMhopyw+o0H",
+	"E0WtIKetZKZaaf1+yJ5GrDukdczEyskKMJsWsiikx1n2H42cFHw8YgvDpuuJ8kVvYmRnXglftqRmfTGW",
+	"rBAcIsM3PLPFGtAfWJTIM0b3BEbn48Eyq/Uu/tT7A7yk3uWWMKVX0er/t8veGN2CITzRalbIzH49HATP",
+	"7r14xZY8/PMoNAIHtum1Pmt2Yus8pcA26nPqnoVOxTNdYgmv4CQJvd9YP33+5s1Pvzx/9uzl5fmzi2ev",
+	"L168eZ0m7FuW87WJy0/VJZr8SLD8szurWAYiwHS9r2Ecav4oVFvckE5GJ90dIf/gk/ZnXtRnKBpw91Ny",
+	"v3Rgt7m7W06+0u8hN2SPQWM15Y+g5Ahx2CjI24+0fK3ERAXzJWn5odBFyMGn5itdYUAZsH5elocyZXOh",
+	"TptDRLX8gakH4ov7+ewKxBE6KRZwTB5Rt8V6AjvozJcUI0wHABRL93GapZ6xf4lSJ2whuAImdAr4N/cU",
+	"1pKnsuXle4Bc0pgBPAyE7pjL8eNHm3xEGsazTCyhhfHZxg7UOOY6xO5LI2BQA4PUfvWgjlYlEipKXaAH",
+	"G0EpdA8s3MIRwJC90u9R3YOPoYNQGgiBQ7bHRGWFNsI3h9FF7pUIFStf8CHQwGDZNz/ndCq3Uw1NCLy9",
+	"d1OF2G00IYg4EtFQFLSt5CRYdtWrQp0Zq76AhOfEn94kqz/ylUWlQ4iTigCGo/WnvvXvm20i6sJG99fX",
+	"Nmy7gETdk1xCClrAqAZnmSMzo9mMl4njL1FjHMgqpbeDk6ihWkF2LTlqCCUdq3JzSG+HnPe+EaLle4Kh",
+	"pwdj1MYA+7NNGfMg1zM/z89ZgB+/sTPNNrRMJmkFHu2otzEmDf+pvX1qnB33banblGy+qEq3eQAxjnf3",
+	"KhSxlrgn/s9jm6o2tUhGXHGpEpDCofIEXPDKWaxkuqM7UZsKQpSjAapNjMij+KxHGwYcIeA0QtrXUmbX",
+	"YCRWy+FE/WzAYWs1IN0R5k7Af9bfkS1wwPbB4BNspjRRUMiQ1zcQ0wdQPa1QXcLaJ+tSoksEc6H8EsCZ",
+	"+ABoAEp55bUBEUwo5pnp5XrsHhmwF9YwCWtUKazGgYVxG2kBddJ1AJT5xOs6hblOCw7dAieKbcOf0TN9",
+	"ivFSD/lIwacIcq2I+zYrtGjog2IsF3mFXFNgrVyMe69kUbib9ZWSppEqeYpFtcHfT/ER2gAIItRbgFg4",
+	"hq/KS730tXoLvmaVgpK6EtwCV77BPjTWAhnk1jYYG/HqQujAWKfNB5q1MTBMl/JKKgCnBn2c1rKjtng+",
+	"OLMxPsTGRBBkIDa/97soSUTW5wXeTjOTtfPkQYcBADMjcUPgeoMN8yHzD4MjkYSe8xwV/ONIAoU8LRm8",
+	"HOwE6mq3pkkfCjM0ABM8SQl60SGbowSXOn+HoAPu5WFNsOgGZltGfbkMTBDPki3XbFrlV8IG3+usFGZe",
+	"O2QCFkIl9ZShHRi/9jHJtIEbgZrHjYFUKgeHkKEvLnUhs3VkBE95dq1nMxxDyJrHMaQLqS7phnQY5WW6",
+	"T7iBuNOAFg8iD9rDcQwxcm07CvT0g0R8i4wj2H4UAVMfwnKGU2Re1m1O/NujNcDgZeYUkryGLSCCBApK",
+	"h6WlgkHe9t7i+E9iaxgkT207wmnE80AhwBX3gOba6+cR1RwxMXnJodoFW1blUhtEeUP7OnLg10cuOPDR",
+	"WsQEsTQXlssiJegRsFFYUcRUeWYtFQQCC76ObGsKMwYMjR3XQiFQH8kcNOmlqbnYROkShVjdI8HLlrWw",
+	"SEpdVqx78VfitY+0AKR8hLFtUwWgsuN/S3PzS4JpPe1tOVZJ61A1fOan6Nch1c/nXpDuh5ZXqO0ZmA0W",
+	"Wtk8KCSIfNrf12APw6GjFEg4XrHKcD/reKOD9VL+JNahezW4B7sSJM+o50B4P7kSa+kRau7UEYqzp0/P",
+	"oS1iVRa9cW9u7XL88CG8aK6NHX83+m4E6j1NZDPtTwycQKpr8mCWT4Rqd1KVRxkflF+GK7KZF3e20Y0b",
+	"tQRZ+qagoeXnOnodtEXbfNu5r13TbAoZKniZuPu3BwtFr23XzOjK49Mki/L4XXvacLsfVoTAo09hm+GO",
+	"zErfW9StrXu0snPEVgY/RmNDX714fXnx5qdnr9P45dDGfPPlzwUv7DyBnHmphDEJWwhbAgQZtE0nQXRW",
+	"LYSyTh7HX5c6Hn6QGsZZmP9/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -383,3 +383,49 @@ func TestKeysBoundedByTheirCreator(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys, 3, "the initial key, the contractor's and the one it made")
 }
+
+// TestKeyQuota: a tenant creates at most MaxUsableKeys usable keys itself;
+// the operator may mint beyond them, and a revocation makes room.
+func TestKeyQuota(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
+	require.NoError(t, err)
+	keys, err := svc.ListKeys(ctx, acme.Tenant.ID)
+	require.NoError(t, err)
+	grantor := &keys[0]
+
+	var last *tenants.NewKey
+	for range tenants.MaxUsableKeys - 1 {
+		last, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{}, grantor, model.ActorCLI)
+		require.NoError(t, err)
+	}
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{}, grantor, model.ActorCLI)
+	require.ErrorIs(t, err, tenants.ErrTooManyKeys)
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{Name: "recovery"}, nil, model.ActorOperator)
+	require.NoError(t, err, "the operator is not held to it")
+
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{}, grantor, model.ActorCLI)
+	require.ErrorIs(t, err, tenants.ErrTooManyKeys, "the operator's key counts as usable too")
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, last.Key.ID, grantor, model.ActorCLI)
+	require.NoError(t, err)
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, last.Key.ID, grantor, model.ActorCLI)
+	require.NoError(t, err)
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{}, grantor, model.ActorCLI)
+	require.ErrorIs(t, err, tenants.ErrTooManyKeys, "one revoked key is one place, however often it is revoked")
+	var second *tenants.NewKey
+	keys, err = svc.ListKeys(ctx, acme.Tenant.ID)
+	require.NoError(t, err)
+	for i := range keys {
+		if keys[i].Usable(time.Now()) && keys[i].ID != grantor.ID && keys[i].Name != "recovery" {
+			second = &tenants.NewKey{Key: keys[i]}
+			break
+		}
+	}
+	require.NotNil(t, second)
+	_, err = svc.RevokeKey(ctx, acme.Tenant.ID, second.Key.ID, grantor, model.ActorCLI)
+	require.NoError(t, err)
+	_, err = svc.CreateKey(ctx, acme.Tenant.ID, tenants.KeySpec{}, grantor, model.ActorCLI)
+	require.NoError(t, err, "revoking makes room")
+}

@@ -36,7 +36,17 @@ const (
 	keySecretBytes = 20 // 160 random bits
 	// MaxKeyNameLength bounds a key's name, in characters.
 	MaxKeyNameLength = 100
+	// MaxUsableKeys bounds the keys a tenant may create for itself that
+	// are usable at once (neither revoked nor expired): every key is a row,
+	// an audit entry and a place in the nodes' key caches, and listing
+	// them is one page. The operator may mint keys beyond it, so a tenant
+	// at the bound is never locked out.
+	MaxUsableKeys = 100
 )
+
+// ErrTooManyKeys refuses a key that would take its tenant over
+// MaxUsableKeys.
+var ErrTooManyKeys = fmt.Errorf("a tenant may hold at most %d usable API keys", MaxUsableKeys)
 
 // KeySpec is what a new key is to be.
 type KeySpec struct {
@@ -191,6 +201,23 @@ func (s *Service) CreateKey(ctx context.Context, tenantID uuid.UUID, spec KeySpe
 			case spec.ExpiresAt.After(*g):
 				return nil, &FieldError{"expires_at", "must be no later than the creating key's own expiry, " + g.UTC().Format(time.RFC3339)}
 			}
+		}
+	}
+	if grantor != nil {
+		// Checked, not reserved: concurrent creations may together go a
+		// key or two over, like the other quotas.
+		keys, err := s.store.ListAPIKeys(ctx, tenantID)
+		if err != nil {
+			return nil, err
+		}
+		usable := 0
+		for i := range keys {
+			if keys[i].Usable(s.clock.Now()) {
+				usable++
+			}
+		}
+		if usable >= MaxUsableKeys {
+			return nil, ErrTooManyKeys
 		}
 	}
 	apiKey, key, err := newAPIKey(tenantID, spec, actor)
