@@ -119,19 +119,11 @@ func requireScope(scope model.Scope) echo.MiddlewareFunc {
 			}
 			if !caller.Key.Allows(scope) {
 				return newProblem(http.StatusForbidden, "insufficient-scope", "Insufficient scope",
-					fmt.Sprintf("this call needs an API key with the %q scope; key %s has %s", scope, caller.Key.ID, scopeNames(caller.Key.Scopes)))
+					fmt.Sprintf("this call needs an API key with the %q scope; key %s has %s", scope, caller.Key.ID, model.JoinScopes(caller.Key.Scopes, ", ")))
 			}
 			return next(c)
 		}
 	}
-}
-
-func scopeNames(scopes []model.Scope) string {
-	names := make([]string, len(scopes))
-	for i, s := range scopes {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
 }
 
 // adminAuth admits operator calls bearing token. An empty token disables the

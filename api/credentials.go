@@ -98,15 +98,10 @@ func (s *Server) createKey(c echo.Context, tenantID uuid.UUID, grantor *model.AP
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	spec := tenants.KeySpec{Name: req.Name}
-	if req.ExpiresAt != nil {
-		at, err := time.Parse(time.RFC3339Nano, *req.ExpiresAt)
-		if err != nil {
-			var fe fieldErrors
-			fe.add("expires_at", "must be an RFC 3339 time such as 2027-01-01T00:00:00Z")
-			return fe.problem()
-		}
-		spec.ExpiresAt = &at
+	var fe fieldErrors
+	spec := tenants.KeySpec{Name: req.Name, ExpiresAt: parseTimeField(&fe, "expires_at", req.ExpiresAt)}
+	if err := fe.problem(); err != nil {
+		return err
 	}
 	for _, scope := range req.Scopes {
 		spec.Scopes = append(spec.Scopes, model.Scope(scope))
@@ -238,9 +233,8 @@ func (s *Server) RotateSigningSecret(c echo.Context) error {
 
 // parseGrace reads a rotation's grace period; "0s" (or "0") is allowed.
 func parseGrace(fe *fieldErrors, text string) (time.Duration, bool) {
-	d, err := time.ParseDuration(text)
-	if err != nil {
-		fe.add("grace", "must be a duration such as 24h or 0s")
+	d, ok := parseDuration(fe, "grace", text)
+	if !ok {
 		return 0, false
 	}
 	if d < 0 || d > tenants.MaxGrace {
@@ -249,9 +243,6 @@ func parseGrace(fe *fieldErrors, text string) (time.Duration, bool) {
 	}
 	return d, true
 }
-
-// maxAuditLimit bounds one page of the audit log.
-const maxAuditLimit = 500
 
 // ListTenantAudit lists the calling tenant's audit entries.
 func (s *Server) ListTenantAudit(c echo.Context, params openapi.ListTenantAuditParams) error {
@@ -269,20 +260,8 @@ func (s *Server) ListAudit(c echo.Context, params openapi.ListAuditParams) error
 
 func (s *Server) listAudit(c echo.Context, tenantID *uuid.UUID, limit *int, cursor *string) error {
 	var fe fieldErrors
-	f := model.AuditFilter{TenantID: tenantID, Limit: 50}
-	if limit != nil {
-		if *limit < 1 || *limit > maxAuditLimit {
-			fe.add("limit", "must be between 1 and %d", maxAuditLimit)
-		}
-		f.Limit = *limit
-	}
-	if cursor != nil {
-		before, ok := decodeCursor(*cursor)
-		if !ok {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		f.Before = &before
-	}
+	f := model.AuditFilter{TenantID: tenantID}
+	f.Limit, f.Before = pageRequest(&fe, limit, cursor)
 	if err := fe.problem(); err != nil {
 		return err
 	}

@@ -169,21 +169,9 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	}
 	var (
 		fe     fieldErrors
-		filter = model.ScheduleFilter{Limit: defaultListLimit}
+		filter model.ScheduleFilter
 	)
-	if params.Limit != nil {
-		if *params.Limit < 1 || *params.Limit > maxListLimit {
-			fe.add("limit", "must be between 1 and %d", maxListLimit)
-		}
-		filter.Limit = *params.Limit
-	}
-	if params.Cursor != nil {
-		before, ok := decodeCursor(*params.Cursor)
-		if !ok {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		filter.Before = &before
-	}
+	filter.Limit, filter.Before = pageRequest(&fe, params.Limit, params.Cursor)
 	if err := fe.problem(); err != nil {
 		return err
 	}

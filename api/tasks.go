@@ -106,27 +106,15 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	}
 	var (
 		fe     fieldErrors
-		filter = model.TaskFilter{Limit: defaultListLimit}
+		filter model.TaskFilter
 	)
-	if params.Limit != nil {
-		if *params.Limit < 1 || *params.Limit > maxListLimit {
-			fe.add("limit", "must be between 1 and %d", maxListLimit)
-		}
-		filter.Limit = *params.Limit
-	}
+	filter.Limit, filter.Before = pageRequest(&fe, params.Limit, params.Cursor)
 	if params.Status != nil {
 		if !params.Status.Valid() {
 			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled")
 		}
 		status := model.TaskStatus(*params.Status)
 		filter.Status = &status
-	}
-	if params.Cursor != nil {
-		before, ok := decodeCursor(*params.Cursor)
-		if !ok {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		filter.Before = &before
 	}
 	filter.ScheduleID = params.ScheduleID
 	filter.CreatedAfter, filter.CreatedBefore = params.CreatedAfter, params.CreatedBefore
@@ -150,6 +138,26 @@ func checkCreatedRange(fe *fieldErrors, after, before *time.Time) {
 	if after != nil && before != nil && !before.After(*after) {
 		fe.add("created_before", "must be later than created_after")
 	}
+}
+
+// pageRequest reads a list call's limit and cursor: the page size (default
+// defaultListLimit) and, after the first page, the id the page starts after.
+func pageRequest(fe *fieldErrors, limit *int, cursor *string) (size int, before *uuid.UUID) {
+	size = defaultListLimit
+	if limit != nil {
+		if *limit < 1 || *limit > maxListLimit {
+			fe.add("limit", "must be between 1 and %d", maxListLimit)
+		}
+		size = *limit
+	}
+	if cursor != nil {
+		id, ok := decodeCursor(*cursor)
+		if !ok {
+			fe.add("cursor", "is not a cursor this API returned")
+		}
+		before = &id
+	}
+	return size, before
 }
 
 // paginate turns up to page+1 rows (the query asks for one more than the

@@ -249,7 +249,7 @@ func (s *Service) checkKeySpec(spec *KeySpec) error {
 	known := model.Scopes()
 	for i, scope := range spec.Scopes {
 		if !slices.Contains(known, scope) {
-			return &FieldError{fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("unknown scope %q; one of %s", scope, scopeList(known))}
+			return &FieldError{fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("unknown scope %q; one of %s", scope, model.JoinScopes(known, ", "))}
 		}
 	}
 	slices.Sort(spec.Scopes)
@@ -264,14 +264,6 @@ func (s *Service) checkKeySpec(spec *KeySpec) error {
 		spec.ExpiresAt = &at
 	}
 	return nil
-}
-
-func scopeList(scopes []model.Scope) string {
-	names := make([]string, len(scopes))
-	for i, s := range scopes {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
 }
 
 // ListKeys returns a tenant's keys, revoked and expired ones included,

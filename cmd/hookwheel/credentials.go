@@ -144,11 +144,7 @@ func printKeys(w io.Writer, keys []model.APIKey, now time.Time) error {
 		case !k.Usable(now):
 			state = "expired"
 		}
-		scopes := make([]string, len(k.Scopes))
-		for i, s := range k.Scopes {
-			scopes[i] = string(s)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, orDash(k.Name), strings.Join(scopes, ","), state,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, orDash(k.Name), model.JoinScopes(k.Scopes, ","), state,
 			k.CreatedAt.UTC().Format(time.RFC3339), timeOrDash(k.ExpiresAt), timeOrDash(k.LastUsedAt))
 	}
 	return tw.Flush()

@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +57,15 @@ const (
 func Scopes() []Scope {
 	return []Scope{ScopeAll, ScopeTasksRead, ScopeTasksWrite, ScopeSchedulesRead, ScopeSchedulesWrite,
 		ScopeKeysManage, ScopeSecretsManage, ScopeAuditRead}
+}
+
+// JoinScopes spells scopes for people: "tasks:read, keys:manage".
+func JoinScopes(scopes []Scope, sep string) string {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, sep)
 }
 
 // SigningSecret is one of a tenant's webhook signing secrets, in its stored
