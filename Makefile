@@ -33,9 +33,12 @@ build: ## build bin/hookwheel
 generate: ## go generate ./...
 	$(GO) generate ./...
 
-test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included), against Postgres and Redis
+test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included, the dashboard in Chromium), against Postgres and Redis
 	@$(SERVICES) ensure-cc
+	deploy/dev/web.sh ensure
 	$(SERVICES_ENV)
+	# Here a missing browser fails the dashboard's tests instead of skipping them.
+	export HOOKWHEEL_REQUIRE_BROWSER=1
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	# bench/ is a module of its own, checked by the same staticcheck (the version go.mod pins).

@@ -339,3 +339,52 @@ func (s *Server) ListBreakers(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, out)
 }
+
+// ListTenants pages through every tenant, oldest first, with how many of
+// its tasks wait.
+func (s *Server) ListTenants(c echo.Context, params openapi.ListTenantsParams) error {
+	var fe fieldErrors
+	page, after := pageRequest(&fe, params.Limit, params.Cursor)
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	// One more tells whether another page follows.
+	list, err := s.tenants.List(c.Request().Context(), after, page+1)
+	if err != nil {
+		return err
+	}
+	data, next := paginate(list, page, func(t model.TenantSummary) uuid.UUID { return t.ID }, tenantSummaryJSON)
+	return c.JSON(http.StatusOK, openapi.TenantList{Data: data, NextCursor: next})
+}
+
+func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
+	j := tenantJSON(&t.Tenant)
+	return openapi.TenantSummary{
+		ID:               j.ID,
+		Name:             j.Name,
+		CreatedAt:        j.CreatedAt,
+		Retry:            j.Retry,
+		Limits:           j.Limits,
+		TargetAllowCidrs: j.TargetAllowCidrs,
+		Retention:        j.Retention,
+		WaitingTasks:     t.WaitingTasks,
+	}
+}
+
+// ListNodes shows the live dispatcher nodes and the partitions each holds.
+func (s *Server) ListNodes(c echo.Context) error {
+	nodes, unowned, err := s.tasks.Nodes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := openapi.NodeList{Data: make([]openapi.Node, len(nodes)), Partitions: model.Partitions, UnownedPartitions: unowned}
+	for i, n := range nodes {
+		partitions := make([]int, len(n.Partitions))
+		for j, p := range n.Partitions {
+			partitions[j] = int(p)
+		}
+		out.Data[i] = openapi.Node{ID: n.ID, Name: n.Name, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt,
+			ExpiresAt: n.ExpiresAt, Partitions: partitions}
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
@@ -126,7 +127,10 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 	taskService, err := tasks.New(tasks.Config{Store: db, Announcer: h.Sched, Clock: h.Clock})
 	require.NoError(t, err)
 	redis := testenv.Redis(t)
+	sessions, err := session.New(session.Config{Key: session.RandomKey(), Clock: h.Clock})
+	require.NoError(t, err)
 	cfg := api.Config{
+		Sessions:    sessions,
 		Tasks:       taskService,
 		Tenants:     h.Tenants,
 		Ready:       map[string]api.Pinger{"postgres": db, "redis": redis},

@@ -156,6 +156,8 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	var aIdempotent openapi.Task
 	require.NoError(t, json.Unmarshal(idempotent.Body, &aIdempotent))
 
+	// An edit and replay of A's dead task would send it where B likes.
+	const stealingEdit = `{"url": "https://thief.example/", "headers": {"X-Stolen": "1"}, "body": "b's"}`
 	ids := map[string]struct {
 		params map[string]string
 		body   string
@@ -164,7 +166,7 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		"rescheduleTask":    {params: map[string]string{"id": task.ID.String()}, body: `{"delay": "2h"}`},
 		"cancelTask":        {params: map[string]string{"id": task.ID.String()}},
 		"listTaskAttempts":  {params: map[string]string{"id": dead.ID.String()}},
-		"replayTask":        {params: map[string]string{"id": dead.ID.String()}},
+		"replayTask":        {params: map[string]string{"id": dead.ID.String()}, body: stealingEdit},
 		"getSchedule":       {params: map[string]string{"id": active.ID.String()}},
 		"deleteSchedule":    {params: map[string]string{"id": active.ID.String()}},
 		"pauseSchedule":     {params: map[string]string{"id": active.ID.String()}},
@@ -203,7 +205,9 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	}
 
 	t.Run("lists and bulk cancels by A's schedule", func(t *testing.T) {
-		require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks?schedule_id="+active.ID.String(), b.APIKey))
+		for _, query := range []string{"schedule_id=" + active.ID.String(), "url=https%3A%2F%2Fexample.com%2Fa", "idempotency_key=order-1"} {
+			require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks?"+query, b.APIKey), query)
+		}
 		for _, body := range []string{
 			`{"schedule_id": "` + active.ID.String() + `"}`,
 			`{"status": "scheduled"}`,
@@ -212,6 +216,19 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 			resp := h.do(http.MethodPost, "/v1/tasks/cancel", b.APIKey, strings.NewReader(body), nil)
 			require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 			require.JSONEq(t, `{"canceled": 0}`, string(resp.Body), body)
+		}
+	})
+
+	t.Run("bulk replays of A's dead tasks", func(t *testing.T) {
+		for _, body := range []string{
+			`{}`,
+			`{"dry_run": true}`,
+			`{"url": "https://example.com/a-dead"}`,
+			`{"schedule_id": "` + active.ID.String() + `"}`,
+		} {
+			resp := h.do(http.MethodPost, "/v1/tasks/replay", b.APIKey, strings.NewReader(body), nil)
+			require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+			require.JSONEq(t, `{"matched": 0, "replayed": 0}`, string(resp.Body), body)
 		}
 	})
 
@@ -378,7 +395,8 @@ func TestAttackMissingScope(t *testing.T) {
 		"createSchedule":   `{"cron": "@hourly", "url": "https://example.com/x"}`,
 		// A key hands on only scopes it holds; keys:manage is the one
 		// the key letting this call through holds.
-		"createKey": `{"scopes": ["keys:manage"]}`,
+		"createKey":   `{"scopes": ["keys:manage"]}`,
+		"replayTasks": `{"dry_run": true}`,
 	}
 	ops := operationsSecuredBy(t, "apiKey")
 
@@ -442,6 +460,9 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"createSchedule":      {nil, tn.APIKey, singleLimit, `{"cron": 42, "url": "https://example.com/x"}`, "cron"},
 		"createKey":           {nil, tn.APIKey, singleLimit, `{"scopes": "tasks:read"}`, "scopes"},
 		"rotateSigningSecret": {nil, tn.APIKey, singleLimit, `{"grace": 24}`, "grace"},
+		"replayTask":          {map[string]string{"id": task.ID.String()}, tn.APIKey, singleLimit, `{"url": 42}`, "url"},
+		"replayTasks":         {nil, tn.APIKey, singleLimit, `{"dry_run": "yes"}`, "dry_run"},
+		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 	}
 	// Five times the depth encoding/json follows, and within the limit.
 	const depth = 50_000

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -36,15 +37,19 @@ func unauthorized(c echo.Context, detail string) error {
 	return echo.NewHTTPError(http.StatusUnauthorized, detail)
 }
 
-// tenantAuth authenticates tenant calls by their bearer API key and records
-// the tenant for tenantOf. Errors are echo.HTTPErrors for writeProblem to
+// tenantAuth authenticates tenant calls by their bearer API key, or a
+// dashboard session (see sessionTenantCall), and records the tenant for
+// tenantOf. Errors are echo.HTTPErrors for writeProblem to
 // render. A client address that failed too often (throttle) is refused with
 // 429 before its key is looked up; every failure is counted in failures by
 // reason.
-func tenantAuth(auth *tenants.Service, throttle *authThrottle, failures *prometheus.CounterVec) echo.MiddlewareFunc {
+func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *authThrottle, failures *prometheus.CounterVec) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			key, ok := bearerToken(c.Request())
+			if !ok && sessions != nil && hasSessionCookie(c) {
+				return sessionTenantCall(c, sessions, auth, next)
+			}
 			if !ok {
 				failures.WithLabelValues("missing").Inc()
 				return unauthorized(c, "missing bearer API key in the Authorization header")
@@ -130,7 +135,7 @@ func requireScope(scope model.Scope) echo.MiddlewareFunc {
 // operator API: every call is refused. A client address that presented too
 // many wrong tokens or keys (throttle) is refused with 429 before its token
 // is compared, so a guesser gets no more tries at the token than at a key.
-func adminAuth(token string, throttle *authThrottle) echo.MiddlewareFunc {
+func adminAuth(token string, sessions *session.Manager, throttle *authThrottle) echo.MiddlewareFunc {
 	// Digests of equal length, so that the comparison's time says nothing
 	// of the token's length either (ConstantTimeCompare returns at once on
 	// inputs of different lengths).
@@ -141,6 +146,9 @@ func adminAuth(token string, throttle *authThrottle) echo.MiddlewareFunc {
 				return echo.NewHTTPError(http.StatusForbidden, "the admin API is disabled: set HOOKWHEEL_ADMIN_TOKEN to enable it")
 			}
 			got, ok := bearerToken(c.Request())
+			if !ok && sessions != nil && hasSessionCookie(c) {
+				return sessionOperatorCall(c, sessions, token, next)
+			}
 			if !ok {
 				return unauthorized(c, "missing or wrong admin token")
 			}

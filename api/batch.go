@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -189,11 +188,7 @@ func (s *Server) batchItemTask(raw json.RawMessage, tenant *model.Tenant, now ti
 		return nil, err
 	}
 	var fe fieldErrors
-	if k := req.IdempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
-		fe.add("idempotency_key", "must be 1 to %d characters", maxIdempotencyKey)
-	} else if k != nil && !utf8.ValidString(*k) {
-		fe.add("idempotency_key", "must be valid UTF-8")
-	}
+	checkIdempotencyKey(&fe, "idempotency_key", req.IdempotencyKey)
 	task, err := s.validateTask(&req.taskRequest, tenant, now)
 	if err != nil {
 		var p *problem

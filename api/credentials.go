@@ -282,3 +282,14 @@ func auditJSON(e model.AuditEntry) openapi.AuditEntry {
 	}
 	return openapi.AuditEntry{ID: e.ID, TenantID: e.TenantID, Actor: e.Actor, Action: e.Action, Detail: detail, At: e.At}
 }
+
+// GetCaller shows the calling tenant and the key the call was made with.
+func (s *Server) GetCaller(c echo.Context) error {
+	caller, err := callerOf(c)
+	if err != nil {
+		return err
+	}
+	out := openapi.Caller{Key: APIKeyJSON(caller.Key)}
+	out.Tenant.ID, out.Tenant.Name = caller.Tenant.ID, caller.Tenant.Name
+	return c.JSON(http.StatusOK, out)
+}

@@ -41,7 +41,7 @@ func TestReplayTask(t *testing.T) {
 	h.Clock.Advance(2*time.Hour + 1500*time.Nanosecond)
 	wantNext := h.Clock.Now().Truncate(time.Microsecond).Add(time.Microsecond)
 
-	replayed, err := tn.Client.ReplayTaskWithResponse(ctx, task.ID)
+	replayed, err := tn.Client.ReplayTaskWithBodyWithResponse(ctx, task.ID, "application/json", nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, replayed.StatusCode(), "body: %s", replayed.Body)
 	got := replayed.JSON200

@@ -29,8 +29,11 @@ import (
 // types are reported field by field, so a typo ("runAt") is an error rather
 // than a task silently due now. The Content-Type is not checked: the body is
 // JSON whatever curl -d claims.
-func decodeJSON(c echo.Context, dst any) error {
-	dec := json.NewDecoder(c.Request().Body)
+func decodeJSON(c echo.Context, dst any) error { return decodeJSONFrom(c.Request().Body, dst) }
+
+// decodeJSONFrom is decodeJSON for a body already read, or being read, from r.
+func decodeJSONFrom(r io.Reader, dst any) error {
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
 	var (
@@ -247,91 +250,21 @@ func reservedHeader(name string) string {
 // validateTask turns a request into a task to store, or field errors.
 func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.Time) (*model.Task, error) {
 	var fe fieldErrors
-	t := &model.Task{Headers: map[string]string{}}
+	t := &model.Task{}
 	limits := s.cfg.Limits
 
-	switch {
-	case req.URL == nil || *req.URL == "":
+	if req.URL == nil || *req.URL == "" {
 		fe.add("url", "is required")
-	case len(*req.URL) > maxURLLength:
-		fe.add("url", "must be at most %d characters", maxURLLength)
-	default:
-		u, err := url.Parse(*req.URL)
-		switch {
-		case err != nil:
-			fe.add("url", "is not a valid URL: %v", errors.Unwrap(err))
-		case u.Scheme != "http" && u.Scheme != "https":
-			fe.add("url", "must be an absolute http or https URL")
-		case u.Host == "" || u.Hostname() == "":
-			fe.add("url", "must name a host")
-		case !validPort(u.Port()):
-			fe.add("url", "must have a port from 1 to 65535, or none")
-		case !validHost(u.Host):
-			fe.add("url", "has a host that cannot be sent as an HTTP Host header")
-		case u.User != nil:
-			fe.add("url", "must not carry credentials; send an Authorization header instead")
-		case u.Fragment != "":
-			fe.add("url", "must not have a #fragment, which is never sent")
-		case s.cfg.Guard != nil && s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u) != nil:
-			fe.add("url", "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
-		default:
-			t.URL = *req.URL
-		}
+	} else {
+		t.URL = s.checkURL(&fe, *req.URL, tenant)
 	}
-
 	t.Method = http.MethodPost
 	if req.Method != nil {
-		if !allowedMethods[*req.Method] {
-			fe.add("method", "must be one of GET, POST, PUT, PATCH, DELETE")
-		}
-		t.Method = *req.Method
+		t.Method = checkMethod(&fe, *req.Method)
 	}
-
-	if len(req.Headers) > maxHeaders {
-		fe.add("headers", "must hold at most %d headers", maxHeaders)
-	}
-	headerBytes := 0
-	// The headers given so far, by a name with '_' read as '-': CGI, WSGI
-	// and Rack receivers read X_A and X-A as one header, as they do for the
-	// reserved names (reservedHeader).
-	seen := make(map[string]string, len(req.Headers))
-	// In order, so that of two names differing only in letter case the
-	// same one is refused every time.
-	for _, name := range slices.Sorted(maps.Keys(req.Headers)) {
-		value := req.Headers[name]
-		field := "headers." + name
-		canonical := http.CanonicalHeaderKey(name)
-		same := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
-		first, repeated := seen[same]
-		switch {
-		case !httpguts.ValidHeaderFieldName(name):
-			fe.add(field, "is not a valid header name")
-		case !httpguts.ValidHeaderFieldValue(value):
-			fe.add(field, "has an invalid value (control characters are not allowed)")
-		case reservedHeader(name) != "":
-			fe.add(field, "%s", reservedHeader(name))
-		case repeated:
-			// Header names are case-insensitive: both would be one
-			// header, with one of the two values.
-			fe.add(field, "is %s again, in other letters; give each header once", first)
-		default:
-			seen[same] = canonical
-			t.Headers[canonical] = value
-		}
-		headerBytes += len(name) + len(value)
-	}
-	if headerBytes > maxHeaderBytes {
-		fe.add("headers", "must total at most %d bytes", maxHeaderBytes)
-	}
-
+	t.Headers = checkHeaders(&fe, req.Headers)
 	if req.Body != nil {
-		switch {
-		case req.Body.altered:
-			fe.add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
-		case len(req.Body.text) > limits.MaxBody:
-			fe.add("body", "must be at most %d bytes", limits.MaxBody)
-		}
-		t.Body = []byte(req.Body.text)
+		t.Body = s.checkBody(&fe, req.Body)
 	}
 
 	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)
@@ -376,6 +309,132 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		return nil, err
 	}
 	return t, nil
+}
+
+// checkURL checks a task's URL as given (not empty), reporting what is
+// wrong with it under "url".
+func (s *Server) checkURL(fe *fieldErrors, raw string, tenant *model.Tenant) string {
+	if len(raw) > maxURLLength {
+		fe.add("url", "must be at most %d characters", maxURLLength)
+		return ""
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		fe.add("url", "is not a valid URL: %v", errors.Unwrap(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		fe.add("url", "must be an absolute http or https URL")
+	case u.Host == "" || u.Hostname() == "":
+		fe.add("url", "must name a host")
+	case !validPort(u.Port()):
+		fe.add("url", "must have a port from 1 to 65535, or none")
+	case !validHost(u.Host):
+		fe.add("url", "has a host that cannot be sent as an HTTP Host header")
+	case u.User != nil:
+		fe.add("url", "must not carry credentials; send an Authorization header instead")
+	case u.Fragment != "":
+		fe.add("url", "must not have a #fragment, which is never sent")
+	case s.cfg.Guard != nil && s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u) != nil:
+		fe.add("url", "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
+	default:
+		return raw
+	}
+	return ""
+}
+
+// checkIdempotencyKey checks an idempotency key as given (nil: none),
+// under field.
+func checkIdempotencyKey(fe *fieldErrors, field string, key *string) {
+	switch {
+	case key == nil:
+	case len(*key) == 0 || utf8.RuneCountInString(*key) > maxIdempotencyKey:
+		fe.add(field, "must be 1 to %d characters", maxIdempotencyKey)
+	case !utf8.ValidString(*key):
+		fe.add(field, "must be valid UTF-8")
+	case strings.ContainsRune(*key, 0):
+		// Postgres text cannot hold it.
+		fe.add(field, "must not contain NUL characters")
+	}
+}
+
+// maxURLPrefix bounds the URL prefix a list or a bulk replay filters on.
+const maxURLPrefix = 2048
+
+// checkURLPrefix checks the URL prefix of a filter as given (nil: none),
+// under field.
+func checkURLPrefix(fe *fieldErrors, field string, prefix *string) {
+	switch {
+	case prefix == nil:
+	case len(*prefix) == 0 || utf8.RuneCountInString(*prefix) > maxURLPrefix:
+		fe.add(field, "must be 1 to %d characters", maxURLPrefix)
+	case !utf8.ValidString(*prefix):
+		fe.add(field, "must be valid UTF-8")
+	case strings.ContainsRune(*prefix, 0):
+		fe.add(field, "must not contain NUL characters")
+	}
+}
+
+// checkMethod checks a task's method as given, under "method".
+func checkMethod(fe *fieldErrors, method string) string {
+	if !allowedMethods[method] {
+		fe.add("method", "must be one of GET, POST, PUT, PATCH, DELETE")
+	}
+	return method
+}
+
+// checkHeaders checks a task's headers as given, each under
+// "headers.<name>", and returns them by canonical name.
+func checkHeaders(fe *fieldErrors, headers map[string]string) map[string]string {
+	out := make(map[string]string, len(headers))
+	if len(headers) > maxHeaders {
+		fe.add("headers", "must hold at most %d headers", maxHeaders)
+	}
+	headerBytes := 0
+	// The headers given so far, by a name with '_' read as '-': CGI, WSGI
+	// and Rack receivers read X_A and X-A as one header, as they do for the
+	// reserved names (reservedHeader).
+	seen := make(map[string]string, len(headers))
+	// In order, so that of two names differing only in letter case the
+	// same one is refused every time.
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		value := headers[name]
+		field := "headers." + name
+		canonical := http.CanonicalHeaderKey(name)
+		same := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
+		first, repeated := seen[same]
+		switch {
+		case !httpguts.ValidHeaderFieldName(name):
+			fe.add(field, "is not a valid header name")
+		case !httpguts.ValidHeaderFieldValue(value):
+			fe.add(field, "has an invalid value (control characters are not allowed)")
+		case reservedHeader(name) != "":
+			fe.add(field, "%s", reservedHeader(name))
+		case repeated:
+			// Header names are case-insensitive: both would be one
+			// header, with one of the two values.
+			fe.add(field, "is %s again, in other letters; give each header once", first)
+		default:
+			seen[same] = canonical
+			out[canonical] = value
+		}
+		headerBytes += len(name) + len(value)
+	}
+	if headerBytes > maxHeaderBytes {
+		fe.add("headers", "must total at most %d bytes", maxHeaderBytes)
+	}
+	return out
+}
+
+// checkBody checks a task's body as given, under "body", and returns its
+// bytes (empty, not nil, for an empty body).
+func (s *Server) checkBody(fe *fieldErrors, b *bodyText) []byte {
+	switch {
+	case b.altered:
+		fe.add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
+	case len(b.text) > s.cfg.Limits.MaxBody:
+		fe.add("body", "must be at most %d bytes", s.cfg.Limits.MaxBody)
+	}
+	return append([]byte{}, b.text...)
 }
 
 // dueTime resolves run_at or delay (at most one given) to the instant a task

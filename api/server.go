@@ -27,6 +27,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/tenants"
@@ -64,6 +65,11 @@ type Config struct {
 	Breakers BreakerSource
 	// AdminToken guards /v1/admin. Empty disables the admin API.
 	AdminToken string
+	// Sessions issues and checks the dashboard's sign-in sessions, which
+	// every tenant and operator call then accepts in place of a bearer
+	// credential. Optional: without it signing in answers 404 and calls
+	// need a bearer credential.
+	Sessions *session.Manager
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// MetricsElsewhere answers GET /metrics with 404: the node serves its
@@ -149,6 +155,9 @@ type Server struct {
 	apiLimits *apiLimits
 	// batches bounds the memory batch calls hold.
 	batches *batchGate
+	// throttle counts failed authentications per client address, sign-ins
+	// included.
+	throttle *authThrottle
 }
 
 var _ openapi.ServerInterface = (*Server)(nil)
@@ -222,8 +231,9 @@ func New(cfg Config) (*Server, error) {
 	// One throttle for both kinds of credential: an address guessing
 	// admin tokens is an address guessing keys.
 	throttle := newAuthThrottle(cfg.AuthFailures, cfg.Clock)
-	tenantAuthMW := tenantAuth(cfg.Tenants, throttle, authFailures)
-	auth, err := securityMiddlewares(tenantAuthMW, limits.rateLimit, adminAuth(cfg.AdminToken, throttle))
+	s.throttle = throttle
+	tenantAuthMW := tenantAuth(cfg.Tenants, cfg.Sessions, throttle, authFailures)
+	auth, err := securityMiddlewares(tenantAuthMW, limits.rateLimit, adminAuth(cfg.AdminToken, cfg.Sessions, throttle), sessionAuth(cfg.Sessions))
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +247,7 @@ func New(cfg Config) (*Server, error) {
 // hand-kept list, decides what is protected.
 // Tenant calls are rate limited after authentication (tenantLimit needs the
 // tenant); operator calls go through adminAuth.
-func securityMiddlewares(tenantAuth, tenantLimit, adminAuth echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
+func securityMiddlewares(tenantAuth, tenantLimit, adminAuth, sessionAuth echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
 	// The document as written: its operation ids key the generated
 	// registration (GetSwagger's copy has them normalised).
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
@@ -245,8 +255,9 @@ func securityMiddlewares(tenantAuth, tenantLimit, adminAuth echo.MiddlewareFunc)
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
 	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":     thenMiddleware(tenantAuth, tenantLimit),
-		"adminToken": adminAuth,
+		"apiKey":        thenMiddleware(tenantAuth, tenantLimit),
+		"adminToken":    adminAuth,
+		"sessionCookie": sessionAuth,
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
 	for path, item := range doc.Paths.Map() {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -59,11 +58,7 @@ func (s *Server) decodeTask(c echo.Context, tenant *model.Tenant, idempotencyKey
 		return nil, err
 	}
 	var fe fieldErrors
-	if k := idempotencyKey; k != nil && (len(*k) == 0 || utf8.RuneCountInString(*k) > maxIdempotencyKey) {
-		fe.add("Idempotency-Key", "must be 1 to %d characters", maxIdempotencyKey)
-	} else if k != nil && !utf8.ValidString(*k) {
-		fe.add("Idempotency-Key", "must be valid UTF-8")
-	}
+	checkIdempotencyKey(&fe, "Idempotency-Key", idempotencyKey)
 	task, err := s.validateTask(&req, tenant, s.clock.Now())
 	var p *problem
 	switch {
@@ -119,6 +114,10 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	filter.ScheduleID = params.ScheduleID
 	filter.CreatedAfter, filter.CreatedBefore = params.CreatedAfter, params.CreatedBefore
 	checkCreatedRange(&fe, params.CreatedAfter, params.CreatedBefore)
+	checkURLPrefix(&fe, "url", params.URL)
+	filter.URLPrefix = params.URL
+	checkIdempotencyKey(&fe, "idempotency_key", params.IdempotencyKey)
+	filter.IdempotencyKey = params.IdempotencyKey
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -312,28 +311,6 @@ func parseTimeField(fe *fieldErrors, field string, v *string) *time.Time {
 		return nil
 	}
 	return &t
-}
-
-// ReplayTask schedules a dead or delivered task again, due now, with the same
-// webhook-id and Idempotency-Key, its attempts continuing their count and a
-// fresh retry budget.
-func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
-	tenant, err := tenantOf(c)
-	if err != nil {
-		return err
-	}
-	t, err := s.tasks.Replay(c.Request().Context(), tenant.ID, id)
-	var conflict *tasks.ConflictError
-	switch {
-	case errors.Is(err, model.ErrNotFound):
-		return notFound("task " + id.String())
-	case errors.As(err, &conflict):
-		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
-			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only dead and delivered tasks can be replayed")
-	case err != nil:
-		return err
-	}
-	return c.JSON(http.StatusOK, taskJSON(t))
 }
 
 // ListTaskAttempts lists every delivery attempt of a task, in order.

@@ -413,7 +413,7 @@ func TestRoutingProblems(t *testing.T) {
 		{"wrong method on the collection", http.MethodPut, "/v1/tasks", tn.APIKey, 405, "method-not-allowed"},
 		{"wrong method on a task", http.MethodPut, "/v1/tasks/" + uuid.NewString(), tn.APIKey, 405, "method-not-allowed"},
 		{"wrong method on healthz", http.MethodPost, "/healthz", "", 405, "method-not-allowed"},
-		{"wrong method on admin", http.MethodGet, "/v1/admin/tenants", adminToken, 405, "method-not-allowed"},
+		{"wrong method on admin", http.MethodPut, "/v1/admin/tenants", adminToken, 405, "method-not-allowed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

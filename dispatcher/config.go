@@ -137,6 +137,11 @@ type Config struct {
 	RecordDelay time.Duration
 	// Recorders is the number of batches written concurrently. Default 2.
 	Recorders int
+	// StatsInterval is how often the node adds the delivery statistics it
+	// gathers in memory (GET /v1/stats) to Postgres: one statement for
+	// every tenant and minute, whatever the number of attempts. The
+	// statistics lag the attempts by up to this much. Default 5s.
+	StatsInterval time.Duration
 	// MaxPerTarget caps the concurrent sends to one target (scheme, host
 	// and port). Default SendersPerTenant/4. MaxWaitingPerTarget caps the claimed
 	// tasks of one target waiting for a send slot; beyond it the surplus of
@@ -285,6 +290,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Recorders <= 0 {
 		c.Recorders = 2
+	}
+	if c.StatsInterval <= 0 {
+		c.StatsInterval = 5 * time.Second
 	}
 	if c.MetricsTopTargets <= 0 {
 		c.MetricsTopTargets = 100

@@ -8,7 +8,8 @@
 // Each stage is a part of its own, with its inputs and outputs explicit:
 // ownership (membership.go), loader, materializer, claimer (with fireOnce,
 // holder and claimBudget), dispatchLimits (ratelimit.go, limitgates.go),
-// sender (with targets), recorder, the deferrer through which every part
+// sender (with targets), recorder, the statsRecorder that counts what the
+// attempts did for GET /v1/stats, the deferrer through which every part
 // gives claims back, and the purger (retention.go) that deletes finished
 // tasks. Dispatcher only builds and connects them, and stops them in order.
 package dispatcher
@@ -62,6 +63,7 @@ type Dispatcher struct {
 	sends       context.Context
 	cancelSends context.CancelFunc
 	recorder    *recorder
+	stats       *statsRecorder
 	purger      *purger
 }
 
@@ -156,12 +158,18 @@ func New(cfg Config) (*Dispatcher, error) {
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Queue: cfg.Senders, Batch: cfg.RecordBatch, Delay: cfg.RecordDelay, GiveUpAfter: cfg.LeaseMargin,
 	})
+	d.stats = newStatsRecorder(statsConfig{
+		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		Interval: cfg.StatsInterval, Keep: statsKeep,
+		// As the purger's: one live node holds partition 0's lease.
+		Leader: func() bool { return d.ownership.ownsPartition(0) },
+	})
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = newSender(senderConfig{
 		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries),
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
-		Record: d.recorder.record, Defer: d.deferrer.Defer, Settle: d.budget.settle,
+		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
 		MaxTimeout: cfg.MaxTimeout, LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
@@ -267,6 +275,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	senders.Add(1)
 	go func() { defer senders.Done(); d.sender.Run() }()
+	// The statistics outlive ctx until the last attempt is counted.
+	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStats()
+	statsDone := make(chan struct{})
+	go func() { defer close(statsDone); d.stats.Run(statsCtx) }()
 	targetsDone := make(chan struct{})
 	go func() { defer close(targetsDone); d.targets.Run(ctx) }()
 
@@ -302,6 +315,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(d.claimed)
 	senders.Wait()
 	close(sendersDone)
+	stopStats()
+	<-statsDone
 	<-targetsDone
 	d.recorder.close()
 	recorders.Wait()

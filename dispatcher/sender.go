@@ -60,6 +60,9 @@ type senderConfig struct {
 	Keyring *keyring.Keyring
 	// Record hands a finished attempt to the recorders.
 	Record func(r store.AttemptResult, then func(err error))
+	// Stats counts a finished attempt in its tenant's statistics: the
+	// status it leaves the task in, and how late it started.
+	Stats func(tenant uuid.UUID, started time.Time, status model.TaskStatus, lateness time.Duration)
 	// Defer gives back claims the sender will not send now.
 	Defer func(claims []*model.ClaimedTask, until func(i int) time.Time)
 	// Settle returns a claim's share of the claim budget once its attempt
@@ -348,7 +351,9 @@ func (s *sender) loadBody(c *model.ClaimedTask) bool {
 // recorders; its claim budget returns once it is written. A send begun is
 // recorded whatever happens: when the dispatcher's shutdown bound cuts it
 // off (interrupted), the attempt is recorded as such and the task is due
-// again at once, for whichever node owns it next.
+// again at once, for whichever node owns it next. outcome is what the
+// answer says of the target (retry for a failure worth retrying, even on
+// the last attempt), for its breaker; the recorded attempt may say fail.
 func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
@@ -379,9 +384,6 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		outcome = retry.OutcomeRetry
 		sendErr = errInterrupted
 	}
-	s.cfg.Metrics.attempts.WithLabelValues(string(outcome)).Inc()
-	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
-
 	policy := retry.Policy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
 	result := store.AttemptResult{
 		Attempt: model.Attempt{
@@ -418,8 +420,15 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		result.Status = model.StatusRetrying
 		result.NextAttemptAt = &next
 	default:
+		// A retryable failure with no attempt left is the final one: the
+		// attempt records it so, as the API documents its outcomes. The
+		// breaker still hears of a failing target (outcome stays retry).
+		result.Outcome = string(retry.OutcomeFail)
 		result.Status = model.StatusDead
 	}
+	s.cfg.Metrics.attempts.WithLabelValues(result.Outcome).Inc()
+	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
+	s.cfg.Stats(c.TenantID, started, result.Status, lateness)
 
 	s.cfg.Record(result, func(err error) {
 		defer s.cfg.Settle(c.ID)

@@ -65,6 +65,8 @@ type senderBundle struct {
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
 	cancelSends context.CancelFunc
 	transports  *transports
+	// stats counts the attempts; nothing writes them.
+	stats *statsRecorder
 }
 
 type senderOptions struct {
@@ -168,6 +170,7 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 	if keys == nil {
 		keys = &keyring.Keyring{}
 	}
+	b.stats = newStatsRecorder(statsConfig{Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics})
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
 		Transports: b.transports, Bodies: bodies, Keyring: keys,
@@ -176,6 +179,7 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 			b.records <- r
 			then(nil)
 		},
+		Stats: b.stats.add,
 		Defer: func(claims []*model.ClaimedTask, until func(int) time.Time) {
 			for i, c := range claims {
 				b.deferred <- dueAt{c.ID, until(i)}
@@ -215,13 +219,16 @@ func (b *senderBundle) claim() *model.ClaimedTask {
 func TestSenderDelivers(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
-		status int
-		want   model.TaskStatus
+		name        string
+		status      int
+		lastAttempt bool
+		want        model.TaskStatus
+		outcome     string
 	}{
-		{name: "success", status: http.StatusOK, want: model.StatusDelivered},
-		{name: "retryable", status: http.StatusServiceUnavailable, want: model.StatusRetrying},
-		{name: "refused", status: http.StatusBadRequest, want: model.StatusDead},
+		{name: "success", status: http.StatusOK, want: model.StatusDelivered, outcome: "success"},
+		{name: "retryable", status: http.StatusServiceUnavailable, want: model.StatusRetrying, outcome: "retry"},
+		{name: "retryable, no attempt left", status: http.StatusServiceUnavailable, lastAttempt: true, want: model.StatusDead, outcome: "fail"},
+		{name: "refused", status: http.StatusBadRequest, want: model.StatusDead, outcome: "fail"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,6 +236,9 @@ func TestSenderDelivers(t *testing.T) {
 			b := setupSender(t, senderOptions{})
 			b.status.Store(int32(tc.status))
 			c := b.claim()
+			if tc.lastAttempt {
+				c.Attempt = c.MaxAttempts
+			}
 			b.claimed <- c
 
 			req := receive(t, b.requests)
@@ -243,9 +253,14 @@ func TestSenderDelivers(t *testing.T) {
 			require.Equal(t, c.ID, r.TaskID)
 			require.Equal(t, c.ClaimToken, r.ClaimToken)
 			require.Equal(t, tc.want, r.Status)
+			require.Equal(t, tc.outcome, r.Outcome)
 			require.Equal(t, tc.status, *r.StatusCode)
 			require.Equal(t, "thanks", *r.ResponseBody)
 			require.Equal(t, c.ID, receive(t, b.settled))
+			// Sent at its instant on the fake clock: not late at all.
+			var want model.MinuteStats
+			want.Add(tc.want, 0)
+			require.Equal(t, want, b.stats.pendingFor(c.TenantID, b.clock.Now()), "counted as recorded")
 			if tc.want == model.StatusRetrying {
 				require.NotNil(t, r.NextAttemptAt)
 				require.True(t, r.NextAttemptAt.After(b.clock.Now()))
@@ -461,6 +476,7 @@ func TestSenderInterrupted(t *testing.T) {
 	require.True(t, r.NextAttemptAt.Equal(b.clock.Now()), "due again at once")
 	require.NotNil(t, r.Error)
 	require.Contains(t, *r.Error, "interrupted")
+	require.EqualValues(t, 1, b.stats.pendingFor(c.TenantID, b.clock.Now()).Retried, "counted as retried, as recorded")
 	status := b.targets.statuses()[0]
 	require.Equal(t, uint32(0), status.Counts.TotalFailures)
 }

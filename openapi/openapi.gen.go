@@ -148,6 +148,24 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SessionRole.
+const (
+	SessionRoleOperator SessionRole = "operator"
+	SessionRoleTenant   SessionRole = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the SessionRole enum.
+func (e SessionRole) Valid() bool {
+	switch e {
+	case SessionRoleOperator:
+		return true
+	case SessionRoleTenant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TargetState.
 const (
 	TargetStateClosed   TargetState = "closed"
@@ -437,6 +455,15 @@ type BreakerList struct {
 	Node openapi_types.UUID `json:"node"`
 }
 
+// Caller defines model for Caller.
+type Caller struct {
+	Key    APIKey `json:"key"`
+	Tenant struct {
+		ID   openapi_types.UUID `json:"id"`
+		Name string             `json:"name"`
+	} `json:"tenant"`
+}
+
 // CancelFilter Conditions that must all hold; at least one.
 type CancelFilter struct {
 	CreatedAfter  *time.Time          `json:"created_after,omitempty"`
@@ -492,6 +519,55 @@ type Health struct {
 	//
 	// Example: ok
 	Status string `json:"status"`
+}
+
+// MinuteStats defines model for MinuteStats.
+type MinuteStats struct {
+	Attempts int `json:"attempts"`
+
+	// Dead Attempts that failed for good (the task is dead).
+	Dead int `json:"dead"`
+
+	// Delivered Attempts that succeeded.
+	Delivered int `json:"delivered"`
+
+	// LatenessP50Ms Median time from when attempts were due to when they were sent; null without attempts.
+	LatenessP50Ms *float32 `json:"lateness_p50_ms,omitempty"`
+
+	// LatenessP99Ms 99th percentile of the same; null without attempts.
+	LatenessP99Ms *float32 `json:"lateness_p99_ms,omitempty"`
+
+	// Retried Attempts that failed and left a retry to come.
+	Retried int `json:"retried"`
+
+	// Start The minute's first instant.
+	Start time.Time `json:"start"`
+}
+
+// Node defines model for Node.
+type Node struct {
+	// ExpiresAt When the node counts as dead unless it heartbeats again.
+	ExpiresAt   time.Time          `json:"expires_at"`
+	HeartbeatAt time.Time          `json:"heartbeat_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Name The node's host name and process id.
+	Name string `json:"name"`
+
+	// Partitions The partitions whose lease this node holds, ascending.
+	Partitions []int     `json:"partitions"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// NodeList defines model for NodeList.
+type NodeList struct {
+	Data []Node `json:"data"`
+
+	// Partitions How many partitions tasks are split into.
+	Partitions int `json:"partitions"`
+
+	// UnownedPartitions Partitions whose lease no live node holds now.
+	UnownedPartitions int `json:"unowned_partitions"`
 }
 
 // NotReady Problem details of a server that is not ready, with the result of each dependency check.
@@ -555,6 +631,43 @@ type Problem struct {
 	//
 	// Example: about:blank
 	Type string `json:"type"`
+}
+
+// ReplayFilter Conditions a dead task must all meet to be replayed; none replays every dead task.
+type ReplayFilter struct {
+	CreatedAfter  *time.Time `json:"created_after,omitempty"`
+	CreatedBefore *time.Time `json:"created_before,omitempty"`
+
+	// DryRun Count the matching dead tasks without replaying them.
+	DryRun     *bool               `json:"dry_run,omitempty"`
+	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
+
+	// URL Only tasks whose URL starts with this text, as in `GET /v1/tasks`.
+	URL *string `json:"url,omitempty"`
+}
+
+// ReplayRequest What to change before a replay; every field is optional and replaces the task's own.
+type ReplayRequest struct {
+	// Body The new body, sent byte for byte.
+	Body *string `json:"body,omitempty"`
+
+	// Headers The new headers, replacing all of the task's own.
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// Method The HTTP method of a webhook request.
+	Method *HTTPMethod `json:"method,omitempty"`
+
+	// URL The new URL, checked as at creation.
+	URL *string `json:"url,omitempty"`
+}
+
+// ReplayResult defines model for ReplayResult.
+type ReplayResult struct {
+	// Matched How many dead tasks matched the filter.
+	Matched int `json:"matched"`
+
+	// Replayed How many were replayed; 0 on a dry run.
+	Replayed int `json:"replayed"`
 }
 
 // RescheduleRequest The new time, `run_at` or `delay`.
@@ -681,6 +794,35 @@ type ScheduleRequest struct {
 // `tasks:write` cover tasks and their attempts, `schedules:*` schedules, `keys:manage` API keys,
 // `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
 type Scope string
+
+// Session defines model for Session.
+type Session struct {
+	// CsrfToken Send it as `X-CSRF-Token` with every call made with the session cookie.
+	CsrfToken string `json:"csrf_token"`
+
+	// ExpiresAt When the session ends unless renewed by `GET /v1/session`.
+	ExpiresAt time.Time   `json:"expires_at"`
+	Key       *APIKey     `json:"key,omitempty"`
+	Role      SessionRole `json:"role"`
+
+	// Tenant The tenant signed in; absent for the operator.
+	Tenant *struct {
+		ID   openapi_types.UUID `json:"id"`
+		Name string             `json:"name"`
+	} `json:"tenant,omitempty"`
+}
+
+// SessionRole defines model for Session.Role.
+type SessionRole string
+
+// SignInRequest Exactly one of the two credentials.
+type SignInRequest struct {
+	// AdminToken The server's `HOOKWHEEL_ADMIN_TOKEN`.
+	AdminToken *string `json:"admin_token,omitempty"`
+
+	// APIKey A tenant API key, `hw_<key id>_<secret>`.
+	APIKey *string `json:"api_key,omitempty"`
+}
 
 // SigningSecret defines model for SigningSecret.
 type SigningSecret struct {
@@ -897,6 +1039,28 @@ type TaskRequest struct {
 	URL string `json:"url"`
 }
 
+// TaskStats defines model for TaskStats.
+type TaskStats struct {
+	// Minutes One entry per minute of the window, oldest first.
+	Minutes []MinuteStats `json:"minutes"`
+
+	// StatusCountLimit The largest count tasks_by_status gives; a count equal to it means at least that many.
+	StatusCountLimit int `json:"status_count_limit"`
+
+	// TasksByStatus How many of the tenant's tasks are in each status now, up to status_count_limit.
+	TasksByStatus struct {
+		Canceled    int `json:"canceled"`
+		Dead        int `json:"dead"`
+		Delivered   int `json:"delivered"`
+		Dispatching int `json:"dispatching"`
+		Retrying    int `json:"retrying"`
+		Scheduled   int `json:"scheduled"`
+	} `json:"tasks_by_status"`
+
+	// Window Example: 1h
+	Window string `json:"window"`
+}
+
 // TaskStatus Where a task is in its life:
 // - `scheduled`: waiting for its `run_at`.
 // - `dispatching`: an attempt is in flight.
@@ -1031,6 +1195,43 @@ type TenantLimitsView struct {
 	PendingTasks int `json:"pending_tasks"`
 }
 
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Data       []TenantSummary `json:"data"`
+	NextCursor *string         `json:"next_cursor,omitempty"`
+}
+
+// TenantSummary defines model for TenantSummary.
+type TenantSummary struct {
+	CreatedAt time.Time          `json:"created_at"`
+	ID        openapi_types.UUID `json:"id"`
+
+	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
+	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
+	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
+	// apply from the tenant's next call; dispatch limits within a few seconds.
+	Limits TenantLimits `json:"limits"`
+	Name   string       `json:"name"`
+
+	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
+	// attempts are kept after they finished, as a duration; null when the tenant goes by the
+	// node default, `HOOKWHEEL_RETENTION` (7 days unless set).
+	//
+	// Example: 720h
+	Retention *string `json:"retention"`
+
+	// Retry The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
+	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
+	Retry RetryDefaults `json:"retry"`
+
+	// TargetAllowCidrs Private address ranges this tenant's webhooks may reach although they are blocked to
+	// every other tenant (an internal service of the tenant's own, say). Empty unless granted.
+	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
+
+	// WaitingTasks Tasks scheduled, retrying or dispatching now, counted up to 10000 (at least that many).
+	WaitingTasks int `json:"waiting_tasks"`
+}
+
 // TenantUpdateRequest The settings to change; fields left out stay as they are.
 type TenantUpdateRequest struct {
 	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
@@ -1118,6 +1319,15 @@ type ListAuditParams struct {
 	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Limit The largest number of tenants in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListTenantAuditParams defines parameters for ListTenantAudit.
 type ListTenantAuditParams struct {
 	// Limit At most this many entries (default 50).
@@ -1138,6 +1348,12 @@ type NextScheduleTimesParams struct {
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
 }
 
+// GetStatsParams defines parameters for GetStats.
+type GetStatsParams struct {
+	// Window How far back, as a duration of whole minutes (`1h`, `90m`); at most `24h`.
+	Window *string `form:"window,omitempty" json:"window,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// Status Only tasks in this status.
@@ -1151,6 +1367,14 @@ type ListTasksParams struct {
 
 	// CreatedBefore Only tasks created before this time (RFC 3339).
 	CreatedBefore *time.Time `form:"created_before,omitempty" json:"created_before,omitempty"`
+
+	// URL Only tasks whose URL starts with this text (`https://api.example.com/` lists every task sent
+	// to that host, a whole URL the tasks sent to exactly it and to URLs that extend it). The match
+	// is exact, case and all.
+	URL *string `form:"url,omitempty" json:"url,omitempty"`
+
+	// IdempotencyKey Only the task created with this idempotency key (at most one).
+	IdempotencyKey *string `form:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1188,6 +1412,9 @@ type CreateKeyJSONRequestBody = APIKeyRequest
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
 
+// SignInJSONRequestBody defines body for SignIn for application/json ContentType.
+type SignInJSONRequestBody = SignInRequest
+
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
@@ -1200,8 +1427,14 @@ type CreateTasksBatchJSONRequestBody = BatchRequest
 // CancelTasksJSONRequestBody defines body for CancelTasks for application/json ContentType.
 type CancelTasksJSONRequestBody = CancelFilter
 
+// ReplayTasksJSONRequestBody defines body for ReplayTasks for application/json ContentType.
+type ReplayTasksJSONRequestBody = ReplayFilter
+
 // RescheduleTaskJSONRequestBody defines body for RescheduleTask for application/json ContentType.
 type RescheduleTaskJSONRequestBody = RescheduleRequest
+
+// ReplayTaskJSONRequestBody defines body for ReplayTask for application/json ContentType.
+type ReplayTaskJSONRequestBody = ReplayRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1326,6 +1559,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNodes Dispatcher nodes and the partitions they own
+	//
+	// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
+	// it holds, and how many of the 256 partitions no live node holds (they are taken over within a
+	// heartbeat or two; a number that stays above zero means too few nodes are running).
+	//
+	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
+	ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenants List tenants
+	//
+	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
+	// waiting (`scheduled`, `retrying` or `dispatching`), counted up to 10,000: a tenant showing 10000
+	// has at least that many (`GET /v1/limits` with its key counts them all). Repeat the call with
+	// `cursor` set to the `next_cursor` of the previous page to read the next; the last page has none.
+	//
+	// Corresponds with GET /v1/admin/tenants (the `ListTenants` operationId).
+	ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTenantWithBody Create a tenant
 	//
@@ -1482,6 +1734,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetCaller Who is calling
+	//
+	// The calling tenant and the API key the call was made with (its scopes and expiry), never the
+	// key's secret. Every valid key may call it: use it to check a key before using it.
+	//
+	// Corresponds with GET /v1/me (the `GetCaller` operationId).
+	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSchedules List schedules
 	//
 	// The tenant's schedules, newest first, cursor-paginated like tasks.
@@ -1589,6 +1849,60 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SignOut Sign out of the dashboard
+	//
+	// Deletes the session cookie. With a valid session the call must carry its `X-CSRF-Token`, so
+	// that another site cannot sign a person out; without one it only deletes the cookie. A copy of
+	// the token taken before signing out stays valid until it expires (at most an hour).
+	//
+	// Corresponds with DELETE /v1/session (the `SignOut` operationId).
+	SignOut(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSession The current dashboard session
+	//
+	// Who the session cookie signed in, and its CSRF token, with the cookie renewed for another hour
+	// (never past twelve hours after signing in). Needs no `X-CSRF-Token`: this is where a page
+	// learns it. 401 without a valid session.
+	//
+	// Corresponds with GET /v1/session (the `GetSession` operationId).
+	GetSession(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInWithBody Sign in to the dashboard
+	//
+	// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+	// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+	// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+	// hours after signing in. The credential is checked once and never kept in the cookie.
+	//
+	// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+	// (or the operator) that signed in, with that key's scopes, and must carry the session's
+	// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+	// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+	// Failed sign-ins count against the client address like invalid API keys.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/session (the `SignIn` operationId).
+	SignInWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignIn Sign in to the dashboard
+	//
+	// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+	// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+	// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+	// hours after signing in. The credential is checked once and never kept in the cookie.
+	//
+	// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+	// (or the operator) that signed in, with that key's scopes, and must carry the session's
+	// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+	// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+	// Failed sign-ins count against the client address like invalid API keys.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/session (the `SignIn` operationId).
+	SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSigningSecrets List the signing secrets in use
 	//
 	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
@@ -1630,6 +1944,20 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetStats Delivery statistics, minute by minute
+	//
+	// What the tenant's webhooks did over the last `window` (default one hour, at most 24 hours), one
+	// entry per minute, oldest first, minutes without attempts included with zeros: attempts made,
+	// delivered, retried and dead, and how late attempts started (p50 and p99, in milliseconds, of
+	// the time from the instant an attempt was due to the instant it was sent). The last entry is
+	// the minute in progress; dispatchers add their counts every few seconds, so the latest
+	// attempts may take that long to appear. Also how many of the tenant's tasks are in each status
+	// now, counted up to `status_count_limit` (10,000): a count equal to the limit means at least
+	// that many. Statistics are kept for two days, whatever the retention of tasks.
+	//
+	// Corresponds with GET /v1/stats (the `GetStats` operationId).
+	GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTargets The caller's targets on this node
 	//
 	// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
@@ -1648,7 +1976,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
+	// combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -1778,6 +2107,38 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
 	CancelTasks(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReplayTasksWithBody Replay every dead task matching a filter
+	//
+	// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+	// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+	// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+	//
+	// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+	// replayed. Repeating the call replays what died since.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+	ReplayTasksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayTasks Replay every dead task matching a filter
+	//
+	// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+	// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+	// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+	//
+	// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+	// replayed. Repeating the call replays what died since.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+	ReplayTasks(ctx context.Context, body ReplayTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CancelTask Cancel a task
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -1842,12 +2203,12 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 	ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReplayTask Replay a dead or delivered task
+	// ReplayTaskWithBody Replay a dead or delivered task
 	//
 	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
 	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
 	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
-	// have a receiver process a delivered webhook a second time. The request has no body.
+	// have a receiver process a delivered webhook a second time.
 	//
 	// The replayed task is the same task, not a copy:
 	//
@@ -1872,8 +2233,57 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+	//
+	// Takes any type of body and a specified content type.
+	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
-	ReplayTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReplayTaskWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayTask Replay a dead or delivered task
+	//
+	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+	// have a receiver process a delivered webhook a second time.
+	//
+	// The replayed task is the same task, not a copy:
+	//
+	// - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+	//   same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+	//   deduplicates on either will recognise the webhook; one that already processed a delivered task
+	//   will drop the replay unless it forgets the key first.
+	// - `run_at` is unchanged: it stays the time the task was originally due, and the
+	//   `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+	//   replay is the task's `next_attempt_at`.
+	// - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+	//   `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+	//   attempts followed by the new ones.
+	// - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+	//   attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+	//   may therefore exceed `max_attempts` on a task that was replayed.
+	// - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+	//   attempt is recorded. Nothing else about the task changes.
+	//
+	// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+	// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+	// or dead sends the webhook yet again.
+	//
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+	ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -1976,6 +2386,45 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 // Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 func (c *Client) ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListBreakersRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNodes Dispatcher nodes and the partitions they own
+//
+// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
+// it holds, and how many of the 256 partitions no live node holds (they are taken over within a
+// heartbeat or two; a number that stays above zero means too few nodes are running).
+//
+// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
+func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNodesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenants List tenants
+//
+// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
+// waiting (`scheduled`, `retrying` or `dispatching`), counted up to 10,000: a tenant showing 10000
+// has at least that many (`GET /v1/limits` with its key counts them all). Repeat the call with
+// `cursor` set to the `next_cursor` of the previous page to read the next; the last page has none.
+//
+// Corresponds with GET /v1/admin/tenants (the `ListTenants` operationId).
+func (c *Client) ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2291,6 +2740,24 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// GetCaller Who is calling
+//
+// The calling tenant and the API key the call was made with (its scopes and expiry), never the
+// key's secret. Every valid key may call it: use it to check a key before using it.
+//
+// Corresponds with GET /v1/me (the `GetCaller` operationId).
+func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSchedules List schedules
 //
 // The tenant's schedules, newest first, cursor-paginated like tasks.
@@ -2478,6 +2945,100 @@ func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors .
 	return c.Client.Do(req)
 }
 
+// SignOut Sign out of the dashboard
+//
+// Deletes the session cookie. With a valid session the call must carry its `X-CSRF-Token`, so
+// that another site cannot sign a person out; without one it only deletes the cookie. A copy of
+// the token taken before signing out stays valid until it expires (at most an hour).
+//
+// Corresponds with DELETE /v1/session (the `SignOut` operationId).
+func (c *Client) SignOut(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignOutRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSession The current dashboard session
+//
+// Who the session cookie signed in, and its CSRF token, with the cookie renewed for another hour
+// (never past twelve hours after signing in). Needs no `X-CSRF-Token`: this is where a page
+// learns it. 401 without a valid session.
+//
+// Corresponds with GET /v1/session (the `GetSession` operationId).
+func (c *Client) GetSession(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSessionRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInWithBody Sign in to the dashboard
+//
+// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+// hours after signing in. The credential is checked once and never kept in the cookie.
+//
+// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+// (or the operator) that signed in, with that key's scopes, and must carry the session's
+// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+// Failed sign-ins count against the client address like invalid API keys.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/session (the `SignIn` operationId).
+func (c *Client) SignInWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignIn Sign in to the dashboard
+//
+// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+// hours after signing in. The credential is checked once and never kept in the cookie.
+//
+// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+// (or the operator) that signed in, with that key's scopes, and must carry the session's
+// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+// Failed sign-ins count against the client address like invalid API keys.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/session (the `SignIn` operationId).
+func (c *Client) SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSigningSecrets List the signing secrets in use
 //
 // The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
@@ -2549,6 +3110,30 @@ func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecr
 	return c.Client.Do(req)
 }
 
+// GetStats Delivery statistics, minute by minute
+//
+// What the tenant's webhooks did over the last `window` (default one hour, at most 24 hours), one
+// entry per minute, oldest first, minutes without attempts included with zeros: attempts made,
+// delivered, retried and dead, and how late attempts started (p50 and p99, in milliseconds, of
+// the time from the instant an attempt was due to the instant it was sent). The last entry is
+// the minute in progress; dispatchers add their counts every few seconds, so the latest
+// attempts may take that long to appear. Also how many of the tenant's tasks are in each status
+// now, counted up to `status_count_limit` (10,000): a count equal to the limit means at least
+// that many. Statistics are kept for two days, whatever the retention of tasks.
+//
+// Corresponds with GET /v1/stats (the `GetStats` operationId).
+func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStatsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTargets The caller's targets on this node
 //
 // Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
@@ -2577,7 +3162,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
+// combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -2777,6 +3363,58 @@ func (c *Client) CancelTasks(ctx context.Context, body CancelTasksJSONRequestBod
 	return c.Client.Do(req)
 }
 
+// ReplayTasksWithBody Replay every dead task matching a filter
+//
+// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+//
+// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+// replayed. Repeating the call replays what died since.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+func (c *Client) ReplayTasksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayTasksRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayTasks Replay every dead task matching a filter
+//
+// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+//
+// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+// replayed. Repeating the call replays what died since.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+func (c *Client) ReplayTasks(ctx context.Context, body ReplayTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayTasksRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CancelTask Cancel a task
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -2891,12 +3529,12 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 	return c.Client.Do(req)
 }
 
-// ReplayTask Replay a dead or delivered task
+// ReplayTaskWithBody Replay a dead or delivered task
 //
 // Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
 // `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
 // Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
-// have a receiver process a delivered webhook a second time. The request has no body.
+// have a receiver process a delivered webhook a second time.
 //
 // The replayed task is the same task, not a copy:
 //
@@ -2921,9 +3559,68 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+//
+// Takes any type of body and a specified content type.
+//
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
-func (c *Client) ReplayTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReplayTaskRequest(c.Server, id)
+func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayTaskRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayTask Replay a dead or delivered task
+//
+// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+// have a receiver process a delivered webhook a second time.
+//
+// The replayed task is the same task, not a copy:
+//
+//   - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+//     same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+//     deduplicates on either will recognise the webhook; one that already processed a delivered task
+//     will drop the replay unless it forgets the key first.
+//   - `run_at` is unchanged: it stays the time the task was originally due, and the
+//     `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+//     replay is the task's `next_attempt_at`.
+//   - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+//     `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+//     attempts followed by the new ones.
+//   - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+//     attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+//     may therefore exceed `max_attempts` on a task that was replayed.
+//   - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+//     attempt is recorded. Nothing else about the task changes.
+//
+// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+// or dead sends the webhook yet again.
+//
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+func (c *Client) ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayTaskRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3137,6 +3834,99 @@ func NewListBreakersRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNodesRequest constructs an http.Request for the ListNodes method
+func NewListNodesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/nodes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTenantsRequest constructs an http.Request for the ListTenants method
+func NewListTenantsRequest(server string, params *ListTenantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3584,6 +4374,33 @@ func NewGetLimitsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetCallerRequest constructs an http.Request for the GetCaller method
+func NewGetCallerRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSchedulesRequest constructs an http.Request for the ListSchedules method
 func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.Request, error) {
 	var err error
@@ -3887,6 +4704,100 @@ func NewResumeScheduleRequest(server string, id ScheduleID) (*http.Request, erro
 	return req, nil
 }
 
+// NewSignOutRequest constructs an http.Request for the SignOut method
+func NewSignOutRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSessionRequest constructs an http.Request for the GetSession method
+func NewGetSessionRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSignInRequest calls the generic SignIn builder with application/json body
+func NewSignInRequest(server string, body SignInJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignInRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSignInRequestWithBody constructs an http.Request for the SignIn method, with any body, and a specified content type
+func NewSignInRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/session")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSigningSecretsRequest constructs an http.Request for the ListSigningSecrets method
 func NewListSigningSecretsRequest(server string) (*http.Request, error) {
 	var err error
@@ -3950,6 +4861,60 @@ func NewRotateSigningSecretRequestWithBody(server string, contentType string, bo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetStatsRequest constructs an http.Request for the GetStats method
+func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Window != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "window", *params.Window, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4048,6 +5013,30 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		if params.CreatedBefore != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_before", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.URL != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "url", *params.URL, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IdempotencyKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "idempotency_key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4230,6 +5219,46 @@ func NewCancelTasksRequestWithBody(server string, contentType string, body io.Re
 	return req, nil
 }
 
+// NewReplayTasksRequest calls the generic ReplayTasks builder with application/json body
+func NewReplayTasksRequest(server string, body ReplayTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplayTasksRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewReplayTasksRequestWithBody constructs an http.Request for the ReplayTasks method, with any body, and a specified content type
+func NewReplayTasksRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/replay")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCancelTaskRequest constructs an http.Request for the CancelTask method
 func NewCancelTaskRequest(server string, id TaskID) (*http.Request, error) {
 	var err error
@@ -4379,8 +5408,19 @@ func NewListTaskAttemptsRequest(server string, id TaskID) (*http.Request, error)
 	return req, nil
 }
 
-// NewReplayTaskRequest constructs an http.Request for the ReplayTask method
-func NewReplayTaskRequest(server string, id TaskID) (*http.Request, error) {
+// NewReplayTaskRequest calls the generic ReplayTask builder with application/json body
+func NewReplayTaskRequest(server string, id TaskID, body ReplayTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplayTaskRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReplayTaskRequestWithBody constructs an http.Request for the ReplayTask method, with any body, and a specified content type
+func NewReplayTaskRequestWithBody(server string, id TaskID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4405,10 +5445,12 @@ func NewReplayTaskRequest(server string, id TaskID) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4518,6 +5560,29 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBreakersResponse, error)
+
+	// ListNodesWithResponse Dispatcher nodes and the partitions they own
+	//
+	// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
+	// it holds, and how many of the 256 partitions no live node holds (they are taken over within a
+	// heartbeat or two; a number that stays above zero means too few nodes are running).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
+	ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error)
+
+	// ListTenantsWithResponse List tenants
+	//
+	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
+	// waiting (`scheduled`, `retrying` or `dispatching`), counted up to 10,000: a tenant showing 10000
+	// has at least that many (`GET /v1/limits` with its key counts them all). Repeat the call with
+	// `cursor` set to the `next_cursor` of the previous page to read the next; the last page has none.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/tenants (the `ListTenants` operationId).
+	ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error)
 
 	// CreateTenantWithBodyWithResponse Create a tenant
 	//
@@ -4688,6 +5753,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimitsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetLimitsResponse, error)
 
+	// GetCallerWithResponse Who is calling
+	//
+	// The calling tenant and the API key the call was made with (its scopes and expiry), never the
+	// key's secret. Every valid key may call it: use it to check a key before using it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/me (the `GetCaller` operationId).
+	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
 	// ListSchedulesWithResponse List schedules
 	//
 	// The tenant's schedules, newest first, cursor-paginated like tasks.
@@ -4807,6 +5882,64 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
 
+	// SignOutWithResponse Sign out of the dashboard
+	//
+	// Deletes the session cookie. With a valid session the call must carry its `X-CSRF-Token`, so
+	// that another site cannot sign a person out; without one it only deletes the cookie. A copy of
+	// the token taken before signing out stays valid until it expires (at most an hour).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/session (the `SignOut` operationId).
+	SignOutWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SignOutResponse, error)
+
+	// GetSessionWithResponse The current dashboard session
+	//
+	// Who the session cookie signed in, and its CSRF token, with the cookie renewed for another hour
+	// (never past twelve hours after signing in). Needs no `X-CSRF-Token`: this is where a page
+	// learns it. 401 without a valid session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/session (the `GetSession` operationId).
+	GetSessionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSessionResponse, error)
+
+	// SignInWithBodyWithResponse Sign in to the dashboard
+	//
+	// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+	// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+	// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+	// hours after signing in. The credential is checked once and never kept in the cookie.
+	//
+	// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+	// (or the operator) that signed in, with that key's scopes, and must carry the session's
+	// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+	// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+	// Failed sign-ins count against the client address like invalid API keys.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/session (the `SignIn` operationId).
+	SignInWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInResponse, error)
+
+	// SignInWithResponse Sign in to the dashboard
+	//
+	// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+	// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+	// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+	// hours after signing in. The credential is checked once and never kept in the cookie.
+	//
+	// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+	// (or the operator) that signed in, with that key's scopes, and must carry the session's
+	// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+	// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+	// Failed sign-ins count against the client address like invalid API keys.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/session (the `SignIn` operationId).
+	SignInWithResponse(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInResponse, error)
+
 	// ListSigningSecretsWithResponse List the signing secrets in use
 	//
 	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
@@ -4850,6 +5983,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
 
+	// GetStatsWithResponse Delivery statistics, minute by minute
+	//
+	// What the tenant's webhooks did over the last `window` (default one hour, at most 24 hours), one
+	// entry per minute, oldest first, minutes without attempts included with zeros: attempts made,
+	// delivered, retried and dead, and how late attempts started (p50 and p99, in milliseconds, of
+	// the time from the instant an attempt was due to the instant it was sent). The last entry is
+	// the minute in progress; dispatchers add their counts every few seconds, so the latest
+	// attempts may take that long to appear. Also how many of the tenant's tasks are in each status
+	// now, counted up to `status_count_limit` (10,000): a count equal to the limit means at least
+	// that many. Statistics are kept for two days, whatever the retention of tasks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/stats (the `GetStats` operationId).
+	GetStatsWithResponse(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
+
 	// ListTargetsWithResponse The caller's targets on this node
 	//
 	// Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
@@ -4870,7 +6019,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
+	// combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -5002,6 +6152,38 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/tasks/cancel (the `CancelTasks` operationId).
 	CancelTasksWithResponse(ctx context.Context, body CancelTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelTasksResponse, error)
 
+	// ReplayTasksWithBodyWithResponse Replay every dead task matching a filter
+	//
+	// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+	// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+	// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+	//
+	// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+	// replayed. Repeating the call replays what died since.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+	ReplayTasksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayTasksResponse, error)
+
+	// ReplayTasksWithResponse Replay every dead task matching a filter
+	//
+	// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+	// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+	// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+	//
+	// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+	// replayed. Repeating the call replays what died since.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+	ReplayTasksWithResponse(ctx context.Context, body ReplayTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTasksResponse, error)
+
 	// CancelTaskWithResponse Cancel a task
 	//
 	// Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -5072,12 +6254,12 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
 	ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error)
 
-	// ReplayTaskWithResponse Replay a dead or delivered task
+	// ReplayTaskWithBodyWithResponse Replay a dead or delivered task
 	//
 	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
 	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
 	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
-	// have a receiver process a delivered webhook a second time. The request has no body.
+	// have a receiver process a delivered webhook a second time.
 	//
 	// The replayed task is the same task, not a copy:
 	//
@@ -5102,10 +6284,57 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
-	ReplayTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
+	ReplayTaskWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
+
+	// ReplayTaskWithResponse Replay a dead or delivered task
+	//
+	// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+	// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+	// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+	// have a receiver process a delivered webhook a second time.
+	//
+	// The replayed task is the same task, not a copy:
+	//
+	// - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+	//   same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+	//   deduplicates on either will recognise the webhook; one that already processed a delivered task
+	//   will drop the replay unless it forgets the key first.
+	// - `run_at` is unchanged: it stays the time the task was originally due, and the
+	//   `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+	//   replay is the task's `next_attempt_at`.
+	// - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+	//   `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+	//   attempts followed by the new ones.
+	// - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+	//   attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+	//   may therefore exceed `max_attempts` on a task that was replayed.
+	// - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+	//   attempt is recorded. Nothing else about the task changes.
+	//
+	// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+	// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+	// or dead sends the webhook yet again.
+	//
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+	ReplayTaskWithResponse(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
 }
 
 type HealthzResponse struct {
@@ -5397,6 +6626,123 @@ func (r ListBreakersResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListBreakersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListNodesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodeList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNodesResponse) GetJSON200() *NodeList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListNodesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNodesResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNodesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNodesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNodesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNodesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantsResponse) GetJSON200() *TenantList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6281,6 +7627,75 @@ func (r GetLimitsResponse) ContentType() string {
 	return ""
 }
 
+// GetCallerResponse429Headers the declared response headers of an HTTP 429 response for GetCaller
+type GetCallerResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetCallerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Caller
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCallerResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCallerResponse) GetJSON200() *Caller {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetCallerResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetCallerResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetCallerResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCallerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCallerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCallerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCallerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSchedulesResponse429Headers the declared response headers of an HTTP 429 response for ListSchedules
 type ListSchedulesResponse429Headers struct {
 	RetryAfter int
@@ -6911,6 +8326,206 @@ func (r ResumeScheduleResponse) ContentType() string {
 	return ""
 }
 
+type SignOutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignOutResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SignOutResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SignOutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignOutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignOutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignOutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSessionResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSessionResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignInResponse200Headers the declared response headers of an HTTP 200 response for SignIn
+type SignInResponse200Headers struct {
+	SetCookie *string
+}
+
+// SignInResponse429Headers the declared response headers of an HTTP 429 response for SignIn
+type SignInResponse429Headers struct {
+	RetryAfter int
+}
+
+type SignInResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SignInResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignInResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SignInResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SignInResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SignInResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignInResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignInResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignInResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSigningSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSigningSecrets
 type ListSigningSecretsResponse429Headers struct {
 	RetryAfter int
@@ -7078,6 +8693,96 @@ func (r RotateSigningSecretResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateSigningSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
+type GetStatsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TaskStats
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetStatsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStatsResponse) GetJSON200() *TaskStats {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetStatsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStatsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7535,6 +9240,96 @@ func (r CancelTasksResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplayTasksResponse429Headers the declared response headers of an HTTP 429 response for ReplayTasks
+type ReplayTasksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ReplayTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReplayResult
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplayTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplayTasksResponse) GetJSON200() *ReplayResult {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReplayTasksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplayTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayTasksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8117,6 +9912,41 @@ func (c *ClientWithResponses) ListBreakersWithResponse(ctx context.Context, reqE
 	return ParseListBreakersResponse(rsp)
 }
 
+// ListNodesWithResponse Dispatcher nodes and the partitions they own
+//
+// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
+// it holds, and how many of the 256 partitions no live node holds (they are taken over within a
+// heartbeat or two; a number that stays above zero means too few nodes are running).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
+func (c *ClientWithResponses) ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error) {
+	rsp, err := c.ListNodes(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNodesResponse(rsp)
+}
+
+// ListTenantsWithResponse List tenants
+//
+// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
+// waiting (`scheduled`, `retrying` or `dispatching`), counted up to 10,000: a tenant showing 10000
+// has at least that many (`GET /v1/limits` with its key counts them all). Repeat the call with
+// `cursor` set to the `next_cursor` of the previous page to read the next; the last page has none.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/tenants (the `ListTenants` operationId).
+func (c *ClientWithResponses) ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error) {
+	rsp, err := c.ListTenants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantsResponse(rsp)
+}
+
 // CreateTenantWithBodyWithResponse Create a tenant
 //
 // Creates a tenant with a fresh API key and webhook signing secret. The API key is shown only in
@@ -8376,6 +10206,22 @@ func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEdit
 	return ParseGetLimitsResponse(rsp)
 }
 
+// GetCallerWithResponse Who is calling
+//
+// The calling tenant and the API key the call was made with (its scopes and expiry), never the
+// key's secret. Every valid key may call it: use it to check a key before using it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/me (the `GetCaller` operationId).
+func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error) {
+	rsp, err := c.GetCaller(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCallerResponse(rsp)
+}
+
 // ListSchedulesWithResponse List schedules
 //
 // The tenant's schedules, newest first, cursor-paginated like tasks.
@@ -8543,6 +10389,88 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 	return ParseResumeScheduleResponse(rsp)
 }
 
+// SignOutWithResponse Sign out of the dashboard
+//
+// Deletes the session cookie. With a valid session the call must carry its `X-CSRF-Token`, so
+// that another site cannot sign a person out; without one it only deletes the cookie. A copy of
+// the token taken before signing out stays valid until it expires (at most an hour).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/session (the `SignOut` operationId).
+func (c *ClientWithResponses) SignOutWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SignOutResponse, error) {
+	rsp, err := c.SignOut(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignOutResponse(rsp)
+}
+
+// GetSessionWithResponse The current dashboard session
+//
+// Who the session cookie signed in, and its CSRF token, with the cookie renewed for another hour
+// (never past twelve hours after signing in). Needs no `X-CSRF-Token`: this is where a page
+// learns it. 401 without a valid session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/session (the `GetSession` operationId).
+func (c *ClientWithResponses) GetSessionWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSessionResponse, error) {
+	rsp, err := c.GetSession(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSessionResponse(rsp)
+}
+
+// SignInWithBodyWithResponse Sign in to the dashboard
+//
+// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+// hours after signing in. The credential is checked once and never kept in the cookie.
+//
+// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+// (or the operator) that signed in, with that key's scopes, and must carry the session's
+// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+// Failed sign-ins count against the client address like invalid API keys.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/session (the `SignIn` operationId).
+func (c *ClientWithResponses) SignInWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInResponse, error) {
+	rsp, err := c.SignInWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInResponse(rsp)
+}
+
+// SignInWithResponse Sign in to the dashboard
+//
+// Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
+// answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
+// over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+// hours after signing in. The credential is checked once and never kept in the cookie.
+//
+// A call made with the cookie instead of an `Authorization` header is authenticated as the key
+// (or the operator) that signed in, with that key's scopes, and must carry the session's
+// `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
+// expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
+// Failed sign-ins count against the client address like invalid API keys.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/session (the `SignIn` operationId).
+func (c *ClientWithResponses) SignInWithResponse(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInResponse, error) {
+	rsp, err := c.SignIn(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInResponse(rsp)
+}
+
 // ListSigningSecretsWithResponse List the signing secrets in use
 //
 // The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
@@ -8604,6 +10532,28 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 	return ParseRotateSigningSecretResponse(rsp)
 }
 
+// GetStatsWithResponse Delivery statistics, minute by minute
+//
+// What the tenant's webhooks did over the last `window` (default one hour, at most 24 hours), one
+// entry per minute, oldest first, minutes without attempts included with zeros: attempts made,
+// delivered, retried and dead, and how late attempts started (p50 and p99, in milliseconds, of
+// the time from the instant an attempt was due to the instant it was sent). The last entry is
+// the minute in progress; dispatchers add their counts every few seconds, so the latest
+// attempts may take that long to appear. Also how many of the tenant's tasks are in each status
+// now, counted up to `status_count_limit` (10,000): a count equal to the limit means at least
+// that many. Statistics are kept for two days, whatever the retention of tasks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/stats (the `GetStats` operationId).
+func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*GetStatsResponse, error) {
+	rsp, err := c.GetStats(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStatsResponse(rsp)
+}
+
 // ListTargetsWithResponse The caller's targets on this node
 //
 // Every target (scheme, host and port) the calling tenant's tasks went to on the answering node in
@@ -8630,7 +10580,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `created_after` and `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
+// combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -8804,6 +10755,50 @@ func (c *ClientWithResponses) CancelTasksWithResponse(ctx context.Context, body 
 	return ParseCancelTasksResponse(rsp)
 }
 
+// ReplayTasksWithBodyWithResponse Replay every dead task matching a filter
+//
+// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+//
+// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+// replayed. Repeating the call replays what died since.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+func (c *ClientWithResponses) ReplayTasksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayTasksResponse, error) {
+	rsp, err := c.ReplayTasksWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayTasksResponse(rsp)
+}
+
+// ReplayTasksWithResponse Replay every dead task matching a filter
+//
+// Replays, in one call, every `dead` task of the tenant that matches all the given conditions
+// (none given: every dead task), as `POST /v1/tasks/{id}/replay` does one: each is scheduled again,
+// due now, with the same id, idempotency key and attempt count. Answers how many were replayed.
+//
+// With `dry_run` set nothing changes and the answer says how many dead tasks match now, so that a
+// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
+// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
+// replayed. Repeating the call replays what died since.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
+func (c *ClientWithResponses) ReplayTasksWithResponse(ctx context.Context, body ReplayTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTasksResponse, error) {
+	rsp, err := c.ReplayTasks(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayTasksResponse(rsp)
+}
+
 // CancelTaskWithResponse Cancel a task
 //
 // Cancels a task that is `scheduled` or `retrying`: no further attempt is made and the task ends in
@@ -8904,12 +10899,12 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 	return ParseListTaskAttemptsResponse(rsp)
 }
 
-// ReplayTaskWithResponse Replay a dead or delivered task
+// ReplayTaskWithBodyWithResponse Replay a dead or delivered task
 //
 // Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
 // `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
 // Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
-// have a receiver process a delivered webhook a second time. The request has no body.
+// have a receiver process a delivered webhook a second time.
 //
 // The replayed task is the same task, not a copy:
 //
@@ -8934,11 +10929,64 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// Returns a wrapper object for the known response body format(s).
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
-func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error) {
-	rsp, err := c.ReplayTask(ctx, id, reqEditors...)
+func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context, id TaskID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error) {
+	rsp, err := c.ReplayTaskWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayTaskResponse(rsp)
+}
+
+// ReplayTaskWithResponse Replay a dead or delivered task
+//
+// Schedules a `dead` or `delivered` task again, due now: the task becomes `scheduled` with
+// `next_attempt_at` set to the time of this call, and is sent as soon as a dispatcher picks it up.
+// Use it to send dead letters (`GET /v1/tasks?status=dead`) again once the receiver is fixed, or to
+// have a receiver process a delivered webhook a second time.
+//
+// The replayed task is the same task, not a copy:
+//
+//   - Its id is unchanged, so every attempt carries the same `webhook-id` header as before, and the
+//     same `Idempotency-Key` header (the key given at creation, else the task id). A receiver that
+//     deduplicates on either will recognise the webhook; one that already processed a delivered task
+//     will drop the replay unless it forgets the key first.
+//   - `run_at` is unchanged: it stays the time the task was originally due, and the
+//     `Hookwheel-Scheduled-At` header of the replayed attempts still carries it. The time of the
+//     replay is the task's `next_attempt_at`.
+//   - Attempt numbers keep counting: if the task had made 3 attempts, the next is attempt 4 (its
+//     `Hookwheel-Attempt` header says `4`), and `GET /v1/tasks/{id}/attempts` lists the earlier
+//     attempts followed by the new ones.
+//   - The retry budget starts afresh: from the replay on, the task may make up to `max_attempts` more
+//     attempts under its retry policy, with the backoff starting again from `min_backoff`. `attempts`
+//     may therefore exceed `max_attempts` on a task that was replayed.
+//   - `last_status_code` and `last_error` keep describing the latest attempt until the replayed
+//     attempt is recorded. Nothing else about the task changes.
+//
+// A task that is `scheduled`, `retrying` or `dispatching` is still on its way and a `canceled` task
+// was withdrawn on purpose: they cannot be replayed and answer 409, whose `detail` names the status
+// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
+// or dead sends the webhook yet again.
+//
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
+// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
+// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
+// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
+func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error) {
+	rsp, err := c.ReplayTask(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9130,6 +11178,93 @@ func ParseListBreakersResponse(rsp *http.Response) (*ListBreakersResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListNodesResponse parses an HTTP response from a ListNodesWithResponse call
+func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNodesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodeList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
+func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -9911,6 +12046,66 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 	return response, nil
 }
 
+// ParseGetCallerResponse parses an HTTP response from a GetCallerWithResponse call
+func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCallerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Caller
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetCallerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSchedulesResponse parses an HTTP response from a ListSchedulesWithResponse call
 func ParseListSchedulesResponse(rsp *http.Response) (*ListSchedulesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10478,6 +12673,173 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 	return response, nil
 }
 
+// ParseSignOutResponse parses an HTTP response from a SignOutWithResponse call
+func ParseSignOutResponse(rsp *http.Response) (*SignOutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignOutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSessionResponse parses an HTTP response from a GetSessionWithResponse call
+func ParseGetSessionResponse(rsp *http.Response) (*GetSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSignInResponse parses an HTTP response from a SignInWithResponse call
+func ParseSignInResponse(rsp *http.Response) (*SignInResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignInResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SignInResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignInResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSigningSecretsResponse parses an HTTP response from a ListSigningSecretsWithResponse call
 func ParseListSigningSecretsResponse(rsp *http.Response) (*ListSigningSecretsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10623,6 +12985,87 @@ func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretR
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers RotateSigningSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
+func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TaskStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetStatsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -11038,6 +13481,87 @@ func ParseCancelTasksResponse(rsp *http.Response) (*CancelTasksResponse, error) 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CancelTasksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplayTasksResponse parses an HTTP response from a ReplayTasksWithResponse call
+func ParseReplayTasksResponse(rsp *http.Response) (*ReplayTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReplayResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReplayTasksResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -11504,6 +14028,12 @@ type ServerInterface interface {
 	// ListBreakers Circuit breakers of this node
 	// (GET /v1/admin/breakers)
 	ListBreakers(ctx echo.Context) error
+	// ListNodes Dispatcher nodes and the partitions they own
+	// (GET /v1/admin/nodes)
+	ListNodes(ctx echo.Context) error
+	// ListTenants List tenants
+	// (GET /v1/admin/tenants)
+	ListTenants(ctx echo.Context, params ListTenantsParams) error
 	// CreateTenant Create a tenant
 	// (POST /v1/admin/tenants)
 	CreateTenant(ctx echo.Context) error
@@ -11537,6 +14067,9 @@ type ServerInterface interface {
 	// GetLimits The caller's limits and usage
 	// (GET /v1/limits)
 	GetLimits(ctx echo.Context) error
+	// GetCaller Who is calling
+	// (GET /v1/me)
+	GetCaller(ctx echo.Context) error
 	// ListSchedules List schedules
 	// (GET /v1/schedules)
 	ListSchedules(ctx echo.Context, params ListSchedulesParams) error
@@ -11558,12 +14091,24 @@ type ServerInterface interface {
 	// ResumeSchedule Resume a schedule
 	// (POST /v1/schedules/{id}/resume)
 	ResumeSchedule(ctx echo.Context, id ScheduleID) error
+	// SignOut Sign out of the dashboard
+	// (DELETE /v1/session)
+	SignOut(ctx echo.Context) error
+	// GetSession The current dashboard session
+	// (GET /v1/session)
+	GetSession(ctx echo.Context) error
+	// SignIn Sign in to the dashboard
+	// (POST /v1/session)
+	SignIn(ctx echo.Context) error
 	// ListSigningSecrets List the signing secrets in use
 	// (GET /v1/signing-secrets)
 	ListSigningSecrets(ctx echo.Context) error
 	// RotateSigningSecret Rotate the webhook signing secret
 	// (POST /v1/signing-secrets/rotate)
 	RotateSigningSecret(ctx echo.Context) error
+	// GetStats Delivery statistics, minute by minute
+	// (GET /v1/stats)
+	GetStats(ctx echo.Context, params GetStatsParams) error
 	// ListTargets The caller's targets on this node
 	// (GET /v1/targets)
 	ListTargets(ctx echo.Context) error
@@ -11579,6 +14124,9 @@ type ServerInterface interface {
 	// CancelTasks Cancel every task matching a filter
 	// (POST /v1/tasks/cancel)
 	CancelTasks(ctx echo.Context) error
+	// ReplayTasks Replay every dead task matching a filter
+	// (POST /v1/tasks/replay)
+	ReplayTasks(ctx echo.Context) error
 	// CancelTask Cancel a task
 	// (DELETE /v1/tasks/{id})
 	CancelTask(ctx echo.Context, id TaskID) error
@@ -11675,6 +14223,40 @@ func (w *ServerInterfaceWrapper) ListBreakers(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListBreakers(ctx)
+	return err
+}
+
+// ListNodes converts echo context to params.
+func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListNodes(ctx)
+	return err
+}
+
+// ListTenants converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTenants(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTenantsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTenants(ctx, params)
 	return err
 }
 
@@ -11843,6 +14425,15 @@ func (w *ServerInterfaceWrapper) GetLimits(ctx echo.Context) error {
 	return err
 }
 
+// GetCaller converts echo context to params.
+func (w *ServerInterfaceWrapper) GetCaller(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetCaller(ctx)
+	return err
+}
+
 // ListSchedules converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 	var err error
@@ -11966,6 +14557,33 @@ func (w *ServerInterfaceWrapper) ResumeSchedule(ctx echo.Context) error {
 	return err
 }
 
+// SignOut converts echo context to params.
+func (w *ServerInterfaceWrapper) SignOut(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignOut(ctx)
+	return err
+}
+
+// GetSession converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSession(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSession(ctx)
+	return err
+}
+
+// SignIn converts echo context to params.
+func (w *ServerInterfaceWrapper) SignIn(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignIn(ctx)
+	return err
+}
+
 // ListSigningSecrets converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSigningSecrets(ctx echo.Context) error {
 	var err error
@@ -11981,6 +14599,24 @@ func (w *ServerInterfaceWrapper) RotateSigningSecret(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.RotateSigningSecret(ctx)
+	return err
+}
+
+// GetStats converts echo context to params.
+func (w *ServerInterfaceWrapper) GetStats(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStatsParams
+	// ------------- Optional query parameter "window" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "window", ctx.QueryParams(), &params.Window, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter window: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetStats(ctx, params)
 	return err
 }
 
@@ -12025,6 +14661,20 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_before", ctx.QueryParams(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter created_before: %s", err))
+	}
+
+	// ------------- Optional query parameter "url" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "url", ctx.QueryParams(), &params.URL, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter url: %s", err))
+	}
+
+	// ------------- Optional query parameter "idempotency_key" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "idempotency_key", ctx.QueryParams(), &params.IdempotencyKey, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter idempotency_key: %s", err))
 	}
 
 	// ------------- Optional query parameter "limit" -------------
@@ -12090,6 +14740,15 @@ func (w *ServerInterfaceWrapper) CancelTasks(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CancelTasks(ctx)
+	return err
+}
+
+// ReplayTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplayTasks(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplayTasks(ctx)
 	return err
 }
 
@@ -12220,6 +14879,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 		Handler: si,
 	}
 
+	router.GET(options.BaseURL+"/v1/admin/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/admin/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
 	router.PATCH(options.BaseURL+"/v1/admin/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
@@ -12228,6 +14888,13 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
 	router.POST(options.BaseURL+"/v1/tasks/batch", wrapper.CreateTasksBatch, options.OperationMiddlewares["createTasksBatch"]...)
 	router.POST(options.BaseURL+"/v1/tasks/cancel", wrapper.CancelTasks, options.OperationMiddlewares["cancelTasks"]...)
+	router.POST(options.BaseURL+"/v1/tasks/replay", wrapper.ReplayTasks, options.OperationMiddlewares["replayTasks"]...)
+	router.GET(options.BaseURL+"/v1/stats", wrapper.GetStats, options.OperationMiddlewares["getStats"]...)
+	router.DELETE(options.BaseURL+"/v1/session", wrapper.SignOut, options.OperationMiddlewares["signOut"]...)
+	router.GET(options.BaseURL+"/v1/session", wrapper.GetSession, options.OperationMiddlewares["getSession"]...)
+	router.POST(options.BaseURL+"/v1/session", wrapper.SignIn, options.OperationMiddlewares["signIn"]...)
+	router.GET(options.BaseURL+"/v1/me", wrapper.GetCaller, options.OperationMiddlewares["getCaller"]...)
+	router.GET(options.BaseURL+"/v1/admin/nodes", wrapper.ListNodes, options.OperationMiddlewares["listNodes"]...)
 	router.DELETE(options.BaseURL+"/v1/tasks/:id", wrapper.CancelTask, options.OperationMiddlewares["cancelTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:id", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
 	router.PATCH(options.BaseURL+"/v1/tasks/:id", wrapper.RescheduleTask, options.OperationMiddlewares["rescheduleTask"]...)
@@ -12264,315 +14931,371 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lcxs3sjf6r6B4bpWpfEOaethJqPrqrmI7a2/8urLy5TtnmdKAM6CI1RDgDjCmuIn/91vobmAwwyEp",
-	"yY94z0ntObsW54VHo5+/7v6tl+nFUiuhrOmNf+vNBc9FCf98wrO5eKKVLXXxWr+zuhTu51yYrJRLK7Xq",
-	"jXtnxYqvDUuVHhh3Rzpmdi5YKcxSKyPYXBe5YZxlpciFspIXzMz1SjGtijXTKhMJW81lNmdKs8x9kS34",
-	"ml0LsRxO1LP3olwzbeeirF+Z8bKUwjBpmdV62Et6pfhnJUuR98a2rETSM9lcLLgbrFDVojf+e88Pr/dr",
-	"0rPrpeiNe8aWUl31Pnz4kPSWvOQLYWniZ1Uu7ZOqNLrcnPDFXLBUiRt7mcEdKdMzmPKyFO+lrgxb8ivh",
-	"RiXd7f+sRLnuJT3FF+6j+EwvHmJ7OAl+/6VcSNux3pYttLHMzqVhC67WTCgLy9HPxYxXhWWPRgfbPl/A",
-	"S+Ov00O98aNR0lvwG7lwC/Zo5P6SCv86DGsmlRVXooRRvsjFYqmtUNn6J7HeHOkrfi0MrEzGi4IZPhPM",
-	"alYKW66HzC3jTJbGMrd5wli2knbOOLsWa0cs3NLDlpvrU8ZZKZaC0112LibK8IWAu7nK4U74YarztftG",
-	"VSr3PLfwAnzMWG4rw45GI3gmDTOwg3OxLPha5GPmKCg9ZXyiWl9kjQ9ylsvZTJRCWfzmlbCGnRwdDdlP",
-	"Ym0YLwVbipJZobiyOF/3rDSMF0YzI5SdKI5zTKO1HPwk1inDY+hIS8ARWInpXOtrxq0Vi6UdTtREnfkX",
-	"zkWRs+maSWtwtjNdMm5YodUV4/UyunuvxdKO4dzVP8+5YTOppJmLHCYnrXHTdysjtYLrS26MyFk/ff7m",
-	"zU+/PH/27OXl+bOLZ68vXrx5nSbsW5Y7NjBdMyKohOkSvwAL8MCwNLwwPUgmKh5ULgph6du2XqhZKQTj",
-	"V1wqJACkk1JURqorOP5zoQKxcKbECl4ZqB9XsSb/1jI3DsKC37wU6srOe+OjR4+A+v3fh0nHIf1JrF88",
-	"7WYP12L9wLBlNS1kxmSeIHvgpWVTYVdCKJbOV5dpTbgi044eLwMvuRbrMIklt/N6CtdifSnznTwvmsnj",
-	"k66hv8vmIq8KsW38hq4zmW8ZxZ4RzHS54LY37lUV3Lk5hAturrd9Hqni830aCHLrx+HqZ/v8B/cwyjEQ",
-	"NT/w/Bzp2v2VaeWOiPsnXy4LmXE3sofLUk8Lsfhf/zBumL9Fn/t/SjHrjXv/8bAW4g/xqnn4Fp/Cj25O",
-	"1B8nECOFG7fIE2aqbO5YBkemBgxUGqa0ZX979+a1O9ScBWnpyXVVOk7j5jrsfUh6T7SaFTL7A6ZkdFVm",
-	"wo9YKsaB6QucCC8KvTIgOmGcP+pyKvNcqC890LO3LzyPe88LmbNpZVnBs2vk1SbTS4ESHkSnEiI3rJ9K",
-	"ZarZTGbSSSy4KT0APrvSVZGzq9JRLqfHpWW5FrgQTgmDGb/W9kddqfxLTvi1RqryuwMjlo4XOvlknE7A",
-	"Fap4JCzdSN/ydaF5fqH1S15eiT/qdMApkG6QmhVuIDC4C61fcbWmk2u+5ODevBfuCJaOqEGbc6v5z0pb",
-	"zvopX8pLdyVNWLrgN5dLoXKpri4dRzX+R8/dTXpwiprCRE25zeYJ0+7lNp7+miSrzt2P3KnyFrSHU6bL",
-	"BB9Xa881HbUmbFbqhdP4C4k6Tp6XwpAytiyF03xEzo5GTCqkfjoOBrhLvpCKWX0tlAHVSyp2OGJmovqp",
-	"1XrgVN4Br+x8MOOyqErh5jUVM12KWHUQ74VihdbXImfV8mDIzp3ayfjM0gytXOADKVwZnLkrQe+6ku+F",
-	"cRIgMoei+zZFx3O9Qm0cZTlQ9YoDlePQyrXTWUCZ2W2xBK171KF1O3r4Wbnp61L+S+Rf+lhMBS/dArrt",
-	"AckhjdPFkliElOI9LLsuWaWulV4pODM/K3GzFJkV+bOyRMPqS438THkbUrhP11Lu0eiYrZwOiVpY6cg/",
-	"48qxzFLwbA4adc4tn3IjaBbLUmfCGD4txDNlpV3/gYJ7JYpigOsOIoQO1CnMR89mePzZTAowwkvHMow7",
-	"fFKxFNbCpENQiujbYP2+fUH23LLUS1FaiaoK6tn5JbcNRSfnVgzcadrUdpLwzLTDPvxlrkl3dwZHwlL3",
-	"MW516RhVVsjUUVB6LdbjSTUaHWdwsnP4t0iHXV8TN0tZCrNrhKoqCrd1/txtvEPmn1qn7xxqwY29rExY",
-	"zvbSEE26ObtbmTvyznjKYLk4cNpTVopMl7nIyUiciZXnPwnI/SXQc1G4IdxvOVDr/W3zAp3yj1prUFSA",
-	"tqQVC7PvXLxzt7vn6EW8LPm6hyq156Z/RwUdhh0+kMS02yDK2hukp/8QmXVvR/p/gjfBiS6KN7Pe+O+7",
-	"R0fH5kPSPjdOKF93OUiIrBKgnE0ap5+MyEphPdmzd7XzbC5KMew0ceL18J/fnOqvYbIvJdofzYE7xnfr",
-	"zQnT37078M7tqx7ZQjzPpVsoXryNRjXjhRFJa6DNc7/jKBmrl4atdHnt2GL//Mcn7Pj4+PvE8UN3z6yy",
-	"VSkOhuzNQlrrhJlyJ2vr8dl6XFryhxV8KgrQlqzfdC+DvOiRGVkplQHfpvtoZMkfjkY7T1CXFe+uhbmD",
-	"dWBOmcapOeYqFku7Toh5oNXQT79J0Xv4cSdyc3/RcbU51DdKsFwUEgZB7i1nV/Lgymkdp20vcnP2z6tq",
-	"MRVlwg4HTnLnp7XPzS95+lzr69VciGJAQ/PKHyz8Dtdn0surEuT75cJ0a4LgeLPReKzW10BlC1kUknh0",
-	"g6ykso9P4i+Pur4svOrUJvJ143NONW5a80pYR/aoAIGerVgVNDLyjJ4yPoU10so96tScTuGlK5tpJPSd",
-	"LAFH84bujlwfl86s6t5B9AmfsJ/kD967EBz/7qkkKGylYCtumFaic5DG8tLuk69+wejm2x90XLDLTOei",
-	"ex7PLy7eeodzax5hmWEmSseRjYVg/Y29coPQlT2I5hk74hvcnk5HY/5Niq3379ft59RLhObEMBxzl9Pq",
-	"ZcjWo2oSpovc6bOw86eeKQHjZU6FaJh3SB7eC35bPuWZz/2lU5OUOwiKW3ek/IoUImdWjydqwFI6SemY",
-	"cXZ0cxORQewCT2lVRZ4O4TGIk8BD8C+nSDEyeU+Dw8R/T5rgtM3xcXcrPD2Tihf1k61v8hz0Ux8mo7GC",
-	"gWohcOQe7AiaUZDqmXJ3bWgOPMN1aS9TSg4e0sCcok+/wOcuszlXV43fwcVh6gsT5a9YXl4Je4lirePJ",
-	"EG2Ir12Ldfxx9ycpsvBqI6+UVFeXqHMNS23hTjBE8DczLMW1WIu8W63nme3iz7Vpw/ro4Dh7++LAmzl9",
-	"tydzL45YphcLrvKDO5s/dzHMcmHdxm7Vs1Bj7yByWswhey3QE0Vr1es4NWhL7XGJJz3csMvuu/cYEV3K",
-	"P25C4qkwTBZWqPN0Y7z143Xg+khscJqkF8WMNynkLTfGSerUB5W9ruiegohyLJzdBWcW7tf+t3K0H7jN",
-	"5pG63Zw2OAxvPW941wU31/59H0B1fYHPHo4omOz/3sOE8ds7xozs8yP3yr+rKj5CLMQv6VRs3VAeGMfy",
-	"ISSaurkhOwHhnm4KzKDh3cpD5MaJgesOIVtWovZu0UhkHQEFq2DOczYVQjmrA2LIXLl7wNNQMMHLQgL0",
-	"AvY1Irep1oXgCpaOm+t9A3bE0W0XbNDOrQ3uJsG1iSGa6DbrW5otq5J4I6EVL46i8pwZqa4KEdwr7fDx",
-	"5rHssL5/KAW/Rndyy9fmKDyrrHwvLr2fO3LDRBZBfLU5wR/BCAh6Fst0pcj3B6CMqgTwwkqqXK+6VMuk",
-	"J9XlrJBX8w7qfifIyw1hKhTG7tXLUl+Bux/YFATictH9dmCIy1JPxRYlXRaC6aVQpPNrJRjczlayKNhU",
-	"sEJYZuelrq7m93dxuS/ssxOmuFHoi8MH7v/BUmRC2cus4LLLgHwCv6MvALzQTpeMFjle2ARtWl0ypW3C",
-	"wGe9EvJqLtUVm/NiRhGPmXwvJmohVWWFQTDKtDLSqd34VoP4kQa+49Wzi/MXT95dXrx5e3lxdv7XZxfv",
-	"0gM25+8FWwhbyswwIwB6hAaOLCdKrxR5n51+apiZ81I4vuc+8r8nPfh50kubq6crt15hqdB67xEX9hG2",
-	"Ng7q/mQNIeEYHZYV2ginOrglG7j97SFddGq+OJmOI+EYk0jYXDsTReVsqUu3KcOrIUvn1i7N+OFDccMX",
-	"y0IMM70Yn5wcd2tyqBF1+XXwAlvNtUE93rCVm27rIMY04lcGaPdwxDwVdC7NikvrBtFNlY4S8Zt4G8b/",
-	"HA3mzBTaIiF0D+MWxistrN+gaPsjPpd0M8eYWdXTaB+2emk7xTme8k+gCXrG3qUGbnUZ5NIsnTR0dq/b",
-	"N8QsKLNyViEZxm5JOZgPA/AB+5XdD3uJFxrGkGzXa55wlYniR1l0xjqfaIUmAzGpRWUAWwEwg1PGnfkL",
-	"fBI9M1uiSD6OesdAErgCbv+ct4ovb2mLoMcm5g3BrvZGsbvz11sIeL+MtX7YWgm4iprbnoMRbu3arB+l",
-	"KOqYaocOSlF2iAKi7hLpc80xwT3bHHOiyBP0JgIUaMnt3POWBlyi792O6MMYLvjNpddC0gOPC1R8IXA0",
-	"AU4Engjkj71xb/Phrg1bCGP41TaXjDSETQIQJzrV6y8A4U5FTbGHe08OLlD92e4NKcWFXHRYKIXOeNG9",
-	"vDpDyZUFfu0J74FBsMK/tBKJn4iTuTODdvftTkJls9sem9accdT4hl3z/QR8MyzdvU2y5xcXb18JO9f5",
-	"Dr/sAm5A6vPI2uhM+KP/12cXvaT39s07+J+f4b/PLp487yW9p89ePrt41qkePBe8cGbAZhRoDlfWhDTo",
-	"4I1zkaHZ3e2U+a3Lj9MBgqsKkMSgDeZiKVQOlg28PnGKHpy9frrUxl4hgiYtRS4BEUQIHSdo0lLwfP2v",
-	"tHFqfuv5x9y6XwNXzCX90cUFa5banTmgr5sfwJfuJkl6ZxcBvNb23A379oZkbU3/9jVuiFsgzzTBO3DL",
-	"7cglL5jNluxwNHT/+Xb8+Pjb78cs00qJzIZ/SK1YKWaV04A3968tiXBFOoLJ7anTqjJ0vhkymhFjE8NK",
-	"gcaSGmW/Z7kQHEg7tklTykN8uGHnPz5h3588+pYtm0PpiFIEb2iHDAH9OpIioNEStyAEHJtXC66aVByL",
-	"xTk3TTHcKcoQkNPNtppP42fhFwjr4KTNreMhkcrQoaFKZaxTOLpY2M/nL2j3wEk0kwLxtLH8CvkwsOpN",
-	"7bSUg1JA2kQmdutfu0NqGem9Yb1Pjo667BkrbdE5ETPXpWWmWix4uQ6we6lAKkRDrze0Af1ihP3qMt7g",
-	"h9su3cZHT1nKp7qy42nB1XUahzvxxIBtv9ClYGYpMjmTmXst6QywOs1xR2+7w1a0TTN31S9n2KbgWu9i",
-	"xOfCazCRa29zVyFpQzq7OS0rdckt+kdzUfB12nVUC75G0Ief4OFo0bUP+LY76DwdM7Dl+inms2yhSVBS",
-	"2VIXMlszXie7oJnsbGC/f2sAlTIFWhzq4tM1/mPcTJTRKzVRPplrhTtvmQF7WiRMFCYKFz0wrH84iqKp",
-	"h+CVO5wfbK5dQ5eOl/CwE2zgbp/y7FrPZq0Fn3dq4lJtud3sJa+Wlh+/qjmOX/dt08/LnJw7rdC1Eya4",
-	"7G4fnMhbFjzzSWZ+7WnZT1mqqqJInTSyuhSmseB00/4FDvl0h+18ui1Owu2r3+Ymf9XMB/UTZ8BAUuDh",
-	"4+/AEbrXBdnaq30vJ+toNFqY4a1ict179BaOSTdkZtbyVvMSD5cU+ZDB5hHWmDbRQnYh4HNpN8CrGWOu",
-	"KXI+UVelXhmEpafRzFNm9YqXuUFcvP+VdJF/SGtFecp4N0JcK8bZydH3TJcT9Wh0XIM49HtRljLHBNV+",
-	"tXTHUSt3ZKvyFoeyg0OCOxQUKL86UjGA2teQCA2WflZUuVswOg1O9YtlweFoH7RpJ9W5wRRaXUG2Ji40",
-	"Ql/tSkcciMf0U48lPZy3FP1b8ZHNITRw9VEaqS3XOz5u2h83txMCPllu07L1IKbmS5LezeBKD9yPA3Mt",
-	"lwO9RMNhsNRuoUs8NR+SewKqEVexcSFKVLi1rXLfgD2Al2vx2kEk3DoaiXTCBbeilLyQxh1yE+GF7hdD",
-	"gSG45V1uCd10D4OeYH0jBEv98/UNJj1ImJwxrtb3H9siuB926eCRo8LHwnYtKeAAopn03TDYCmJkS+6M",
-	"t4P7jxhfENFIFN5FINCeycTs3Wnxmwvb4ZusL4IhuOC5D2lMReZGFIlmgPo53dmartSmWsuaqJVTmPIK",
-	"ks2ngvV5jItn3B2UELACzfNgyM4CZcR+uGhc1XKiHDmVpw3fHLvSAkKdwXx1+9QJ7OyyTQDW13005UL8",
-	"S6tu7H0FOs7dGEdVFt3FBjbgM8BiohEE8mhSKb4yUHs9nRo71kDdR4PuJpBfdzDfT+BaDHx8PzTnnpCa",
-	"d/vMnTNWCjdfp8WQ2xG1Fkzapyyd5bJYO9pFWHa9Qpuqw8cLoC6Q3qPgZHhMZRPo6ICcdRLW36/LgDBO",
-	"/+LUm2KdQnZn+hccPCLXvDSOsGu1GB6x79k37j9dRPtJhFrNjm/nDowZM3i1qEAGOoIb3DJco7SEVpwM",
-	"yL/JL/DZbiDNfTjtbXlIPYufL5702iN9cfb6rA4yYBy91IqJm2UpjJEakv1Kxzlly831rHLb8fAtL6XZ",
-	"wXdit8NeaxAZC1Bn9znTyx0YXJ9cveBrlushS79JKSPUZzkkwcnNVU5JH0MEZ5mxmyWkcU0U/bIqpRUp",
-	"yzA7FgQUZXnJMlJ705BYO/4mDTtuEGZqxguu+JVIQ7Ir4E0RUxquEf6UMJXuUV7l0tKYGoYqXGCFvooD",
-	"FnCIwizCHzCBXh0MDZfrH/wt0VDd9cb4ekmvHk5n6OMdjv8dPPaJMggRz9Gtm+xN/OHMVEtRGpGLnFaV",
-	"koBoqU8BYh7Qlh49QqHrT5dCeFYYjXkn1zIPZT6iJBS3dNwRYsr+9suFTwvCAcsrZfZDPUl4x4lutHad",
-	"hyjeqijZ7eN37KrkmbgUKt+TkBXqJRGVwcb4fbl9XFPmncyvCeXugGSv5kZklyn7X2zKjXh84vbk+IiV",
-	"XOV6gYnv98i2g01ofbu1K8312bs3n0L1aRzLe4dWG685B2z8/fL1YAX2ZE5tUMe1EIE6WmZ+XfoqPTqZ",
-	"p7U/LD18/N0c89lqiXV0Mr+d5X+xBed15uFNvC5v5bg2WSpGoOuHcNoI4HHXPVanM5/N7CpH88AAxmoD",
-	"b2mks1NS+J/0llbHdsDoBYDKkDUtKFEEPuPTyTg63DwYEpB3sASLcTvFzO0Q6SYJOxl9l0zUydGjhDxm",
-	"7NHNTYKoRVqfUOrhEduVHXcniOr+9YthbCTOYTTd2LjdOduNr5HnAfR6qxNMuIN5zkq9SOJB3CG59OvA",
-	"ywK1beXrHnQ4FVdcIYlIddWKcKDHjlansSMIV61RihPlCENXu0VyZxhRbKsu5T70wLBMllklrSfnBLGq",
-	"EJVBXTGcZ6yiYDWTdshwmSXEr1O32mmC9ejCi8H3gGpiKVguZqIsIR+M6gb6LUyZn5shb0bQJmOl7msD",
-	"p26FiDZOQHYPvOh9IKLdqM8olhQhRJFyWwf5162cHyowmm5QnVtGt9UE2cRSPOYUcgAxTScOU8TEn7AR",
-	"WwiuDKsUPIXmYEu803svM63I/l/vKw6T1E+VRP0dt3ts9Ycd0/5ohYMk578p+vWCElo2IAMeCVpXY8Ra",
-	"iXVGLFDlXWV8Hd9pZ9YadD4azWa8TDBkuTYhzsP6nH6rS305w9YyicnCu8llexJ2DOekFAOnEMPxdf9o",
-	"ZjDD1myyivsGQraYC1jGkxtfM+b2wuA+XqTNNaG3UPR4tW1Y7eRuJdiqaTm0wy1bCyBS1QIwFIniBs54",
-	"bNcGjbKh94ZubpEW1VWOdO+kKRoRpszN8NZhnD1FDUiXatY2iL8oLctlDtTvLqJeiYOA83P7kdwnq785",
-	"PEz2o/xuGKIPRqt1uLJjQK1Q7J0Dw1DiELNhdgSIT0nP8uwD78PXTZR/BwTMEcYGPEar/aUx7h37ohns",
-	"5gEQBIty3vNKjGvY0LYyAQlNwjqdTi4ERs0mKvVwftTg8Fqo1QBTbi7TkL3W8eeBOdNXnWr42u23Vplo",
-	"Vrf1pXU/JmOMPMO382A3fMS/Jls4DJBqjV4i2IOgEg9oT89kUQh0+jYQVVv2x8tF3Johe4EoT8gUB6ZI",
-	"CaV3UOSb+Rs7atWSHolLzlUTkNgZ1L1dhnmMSdyXjvoO72z65bc4Odx59LS04GvQFNvwhSZgYdTtYG8E",
-	"A3cJT0gA8/n7t88bKLdkLPx8/rK96QZT0Zrj7jAuHroHzENd5qIc1HHDOwUJ0NPmcYitWGSIUW4PQcZw",
-	"s1aOyUYgs82hOsRFQ5ZtytltemZ3nZUzyPgHXuTMp4QpsQolUu5SZAWtL29lYRmBjgIrEcbUmayKbO1b",
-	"6vrm+n7lDqRtVDyA2vA8b1Y9GLKzjaoHocD+3WpD7NT3d8RsPX1bHZjNkL1x5kdalUXKCA3uPrM9RHt3",
-	"HXvInqHJU3qNEq1GpeGRIbsARIgq1mOq1uykTo2rR7z4zxc/Dr4D/xM1YlCsUkvuBstMVZb6ilvBhMk4",
-	"FP+aTKr8u9EINgP+mM1mUK3dV7dnJcdKvXOu2FSAz6KwZKKpDDw/UnEnQrjlbK2r0ohixvroZE+Y4euW",
-	"P/a3SQ8YwaQ3ZidHHz7CjgjY4C0sF6W50ivYS0GVGml/2z7lENk+HhmEJB/Oj0eLdMie3WRFZeR7gRLT",
-	"6x/NWR13c+uPt0Wekx2CRkYtsoOy41Q/erWbZwxc1StVmxLfpEkcgPomnahmV4RmLwLj+3RQgdRpQDrm",
-	"QrVSUp5gOdTBBfGEqCQqlEL9/GH6ZH/qV7T3EU7QPZ0O7xuO360hbRJdXYPwwFfU8SrSBpkhIv4U/1JC",
-	"unNIrse2COaGGa2V+9+lNkZOHcuiCD9lFy4dI/UcZdWKkIyOHg8ODwdHRxeHo/HI/d9/3Vpf+CSaDxWR",
-	"9hlK6H110kFSeMibUmN2aBhgbFHnxgSjB4bFdQzO/u/lxYtXz978fJGy/qNF1KXiYMjO6qpdWHKhUoaB",
-	"w3mGCzaD9CUABEhTY5Iv4q95fbl/PDIHAOGRwqBYReZ9O1Vum6rFp0YXlRXoqUVuBGpVilqYxjIk7KXW",
-	"yynP0DG1LOV7x9yp/rbwmGrI9GKVKoQx8aLV5fHbmS+fSYNz090mj99tyQP6BZWUoOhLBQ64Qs4EVVvz",
-	"Trp03PA6A3DQc2q40zscnQE4jou34WvRqxzVYtu4z0PWVR7qsaHhw7glV3+tM/qPhipvjVddaduqDjdk",
-	"P0rFi4Q2ivk6P/41PKdOS1geuFX4UaPRSoj0Ffe+QSokt/vlPts8HTP/T2/legclvaBROi7Kk4+WNs6a",
-	"BwmN04d/AwalI7e9PhFY76IzBIvBGe+BNcK6rTY7Cg7cAcJwWxx0CBDsVJBhpBRM2F1SmSrW7QyNOyu3",
-	"jqNR0x7U8/sReSVEJEm0nwc1bmmiGpkW12Jp6+L46/Biyvf3bDn2ukXYXADBTtcoi8B5H5oAdbYLYn1q",
-	"F0TkZ4Rt6YTfHo3md3KM7JXRIY0rxMgugd9dZjLvSrp82+SerHRms2mtP8ldA2IMK8bzws51dTXHdXRr",
-	"Oy10dg3xv4kSUT8zWrw+VwzUWMWLUAiY1JM4JYxUZ7IKaOWg+iHaHcFY24aI3F8uu2Ese9uXiDwmz06m",
-	"DUNFINEOY4ombX3p983zuq2EMqTYDpwOAPmXkDE9a/SYaqU9ZjCnuC4XJWHtbOvUCBTxLUVS48l2gb2c",
-	"vV6sQ3V7HF6U4wzBq0wvIfHUsS8CBXZEjnYVDw/kQY/frZI4OudME+E0jgpRUuYbXOMTNedmjuNtaQer",
-	"y+vjf5zMH109vvx+9p34Nn+cPZqe8OPvj747/Hb0ePZInOTH2dH0kI92lXbZ7cCqswDuHP/ZGmaJWz3t",
-	"ZfbddNnYBndLJxHeGZ12UaP/QCkFCGCTJXjeM2YByjbT5LlHXtwFbJsoQradi0w4UWHYe1HK2Ro+AQBE",
-	"42uMsP47y1XOy5z9Qh9rsWn88KvZT//f9+V3f/3pP/9ZXqz+8fPbp9+9ePn2v17oo5f8JX+3up0rj3iQ",
-	"J/jdKLrth3Jb0P6sXrm6dw4CeaF7jhmyF4pxBgU+MB6Ar96SKOqfN+5orOa6EKyf/vYBdXPMHS3kjOBR",
-	"TrU+OGUj1sfK2zFE4KCNBkiovyB+ipw6oMKBfYihOPq8jFEEzJfGNKwQ/L2oL/ncAl3ZITALfHyiMNkg",
-	"BHpqShY3lnpMtCAOHqjVyKrp5lvTquwUAm9feOdXHa+irkKMT/V7DOG4Xartcv8LK3WlcpGz3LGtfp2b",
-	"ejCcKHDKobEcOiGd1smxyWg0cv+/PzLun94z+CWENaDPR99UxnKpRH5AbZQaGCJo4+W2FX91OlIY2ETV",
-	"I2PQ3klaBMrhVOLs0y1DrwvmbQOOtNiq11uCnRM2ALpxrcFGJ0gWIIYCUIdEWTRFN5mJ6i/4zRP/TfvU",
-	"gznMQbQBfpIX6JXGqWI6JwGDCm2TEMiF/gvaTpQv8QcpYDVA6o5gmC1LEG3i/ebO+k8KXeU4qwcTteA3",
-	"9fTfivIdvPyAxD8cCnDJayXGBEvkUMyBZ8i6Dx+6IXfTR3Pp2viy4DqHzpm4muTvAUudlHtRFM5MTSaq",
-	"tdSsY6VPYT3CV9xGLTDMyhWWf3ZLJw0Dx4NTciMbHBhebT4jr4Pwa4IWedtK9jl+bux7iX0jD7CjCa0m",
-	"oGGNQeuH4SXMj8xx7choPfDHYcjOUN8AZyowYl0V+USJm0xA3yLf97XrtAb7WlpqX7ut3WuooD9RvICK",
-	"OEHNYT6tzDyIYppU95JZrcdIsGFwrB6b0+8w0w59u357NXpNQuy0vy0VFkUOZUAC1KEcsidz4QwaOpyl",
-	"APdRDvWEfP6EXzO0jBy5mrnWFtr+rdkK2vKCfZQ7ur0SziDaf6Qb3eu27HW4zvqYa+VWp4ZMRTsL6rsk",
-	"fySQdGMrJ6qxl6fUpBb6K/qQs2YLfu1kkl7cbvRbnaMvKa1+KcqBd+akdHcr8wep2a0rtfpNoJXiCk+/",
-	"zsUDM1Fb3Z8tN+uhCfUdIA0W/GrcXHu3WbwuR6cTFRVc8PhuR2VZZT0+FjmUN30COgI0GCfrHROBGrLN",
-	"/KmJCu9A/8Km13RLSIUK2O4KqezHKtbumZYbAFK+IlkQijvoWe1CRFUDm0p3SeA0YdA0wBH/HFg6mK9Q",
-	"FSrE5x8Y9vP5y6QGBQNi13GmpS4tdnccLnlplSiHmV6kCUuPRsfD0fDw8Hj4bXpwiq9FcZJxIwZSGaGM",
-	"tPK9gMGhsScVboS7xe05IlW5CpND9RG94ABgJTyLp8D3vKiEU2eDhtvSi8kw57hoQ3YWq2Dwm+kAxH3Y",
-	"o9T/HylWHTUV7+WE2yM2LhoSQ+nVraRGEhisuOGZLda3ADQH90pzRNsNHCxws7OkkneGgpsF8B6n3gIo",
-	"xMzCvhoLDCS4qTZV+Pst7O2cmGKrD3Mzs3K3gxJ6qNceSgTDkVGQHpqU9dNvj0ZzbKhwPAK/40Eo74Oe",
-	"S1RcAv8M3ssGG63dl+A68TGeYDstq/IKYkGEXTAmgZfirEio+2FPFAhuKEImFHUzRwFjalUc8nEc8UGw",
-	"zjHXN+536paeRGGQk9FJ3bh9U71o9FL/Up5WqsR0S3/reWxlk7OVvJt1jgj5/Asnsfvp33+NrW3HNvOS",
-	"UwDrYMyevHh6blBi7fLTUpgMPN3RdmPB88uzly/f/HLpXvUujQNkE+XoKbbxHCelDsxEGmH3vTD0tKIQ",
-	"x57XWf4QF3aXgdO666c+T8IZJbggTGksv1OGlYGA5MynlAcXcBxpHB5B+ceHh487i+3EbTq2ksHWvm4f",
-	"IEe4KqVdY4IJieGFVBf6Wqht/GkzSHv29NWL15cXb3569jpNQhQ7PaNWt3C4x+wH7D+L/kzoQhvcmb9g",
-	"D3JoHEwmI9K7Qe8BtiMO/vyoImNoP5xrDMrta1g8UVkpoIgfLxpNimsNcluv4uCyLoW3LN0hdw9DIz6F",
-	"CU94CxjmMKMhJWtDC3pswlvv5tzaJXktqHEr3vGjd2ne1im8gZoI/vp7OJjhQJXCVqUCJTwTTvtJ8Syg",
-	"1MDji784PjWcqHcCuNjevedL6QYUdh8qhGGXJScFUA+qe6lzqAiAfdSlmqj0ZhD83NRJ3SlYap2O6UQi",
-	"aVyL9cEpPe31smDzjY5ZV0t2sBmbxNbnir14+/4xmBrQaMGwh49PDhokZiYq6okNBNlJWrsoyFlWYLLB",
-	"7mDumrkF8XyATMqZ3jyvdThAGmBJxWzgFDgnfxZVYeWASATQNR6I4pWlcsj+U1dgqEjrcQqMA2qBW8Yn",
-	"Ct2ZALQA5ygBrgHscnDqnnKP0GEkyKlKCIYBljW6VbBgGKuUlQXMvMoy2G5dTlSM6agLNqBTHbc71HN1",
-	"bBnb6ppWesVETdR//Ac7qzvxSq3cjxe1j8+wPjyERTorlYuSpQ/fHz5MwSp3Rp37Cxjkw/QAtOumOuSr",
-	"V4BWg5vllIVrocbbTsQdYj5nt+zYDWdLYfaVo/RDsA1xnh7O7TSVRt/+B9gre7z5MyW0sPqFJ4nXkSeq",
-	"kNcC+w7hLodcJnEjDa77G+qf5hc5WsXhcBgv5D7ZEi8s8VZ2Rk9NFDVNDGcdxvOelxJijnNKgA4t3Jz2",
-	"767knjigpq5xf2CrxJObG6CoRxGyA17DFUu3dQpPqYy+r198QK4ld2KhwZ20hcB+dYCS8YYnlGJNTzfr",
-	"AmMeUSFJEm40Bo+7gbMfoMjLsqKNJugnd1MAzuYOsMbWb3UgxZEOhFFa7rAtxRP7FDc48Ot2HtYGsYb1",
-	"CvpVS/xcvCcnYRkvgQek/3cQAw4Hb4B3mTFT2ig5m8FSnaMDsxwgWM9dxPK3JTjqUv+Gd6TOhPvIGBiY",
-	"MmMPlFbiwSmblXwhBlxlUB3U0O8eQPmEZ3MBQyp1AR+CSCogfpD+wW/LLQdeDh2T+MJ4b9uSXwmDjIhQ",
-	"fnSQzIOJgqeUr1YSaSFGL0R4v1uZNes3hW0Si9qkKYnhp4lKseNho9BDegBa85RssOkauo9nEMVGKCNf",
-	"IxrOHQj0ZyvNnrw5f+d3c4xl9ifKo9o9g9ClvJIqarmPYB6axpCluc7MQ69hDhd5WjecWGojrXa6M3eS",
-	"cr6GeuGeoJ76TMqrioOuLICmzuJshSgvJUodIleMx4olsNpUSrTrvrYHG5xkfsng5W5rwOUJ/tMaPWPW",
-	"xooFuM4rsx7WY5YmbqKSCWwCivFaeLMRlGJkwI3ksZTBLQ/aVh8sFLQEglzNSm5C146FzPOCNsS/5cA7",
-	"isDNnYu8QiYVtruRiuj0ty144SGud4xpIxWCOguzc5HLUmRk4UMoggLYQ/Y6LibhLGn0NRosJsFCLQmA",
-	"ZcbctVE59hTjOUBrlLWH+Vi8CI36QTZNRaadxoiYqcj73/ICtxmYWwBQfJypexAXhWWPRsfuY3OtdFU6",
-	"dtWsBIvaPlj2uJWYhfWgVYyWTP4NoJ+TIYQ/7Ojoyp5CIkWoQQDALHeJFcJaOJFeGixIuPz12QVzQhUe",
-	"+n9xsf43IciAIpxiDshdZ1N5D/nbN++ixx7+JvMPDxFMmPqTeBGhnUnLAu4ORrhvv4zFOepThSjtBB2i",
-	"PvPWDQMkYyNPImHLooKHa/Exdl/43W/W7+iwZL9P1O+DwQD+311uUPLv0TrmGP+Hw+WEaKPZcfNRR5fG",
-	"8sXSveFnJW9CtbxVqIfhn1xxLDsl8tZLTF376XeWvj9MUHcj+MbzV2dPBu+enx09euyO6qSHV+vBo3Y3",
-	"bP4cBta4Cmki8AO9RsSuaTfpXGQ6hz9taOwWVVFpFChjfYKexOOl1x6EJoobIJJQtx51lFzMpBLmlOUV",
-	"lMnxLWUZCCOIUhi3BbzAGOnAiCUvwaESYVZwRTd40e91//vdKcxUV93G6df7iKCjhfzvvuV8qxX9xhM+",
-	"qpcPzmxMfQ3R45MDCPPPlfbUtfG6mIQ4+9svF6z//N3Ro8et7YXp4Pp6tVIak7I02HlONTDVFINOcP7S",
-	"f1iZxlkLA3dCUglDTMXNklhE6qgrjZBHVVmwd8/PBkS5cMGd399RNASRBggkp8nV3XhQe1TrDuop5LTk",
-	"5RpAzsFX4iYMfsFh6FIQ2a69pPdelAYt2sPhaDjyjR/5UvbGvePhaHgMhU7tHDxYD7FVz7+gWlVnDSjS",
-	"tI5GIyrCSy0vMoj3GlZWCuqYsRcWG5eAVlR3MxliERf0V7zIMbEHPlm3yYehHI1G1BHUUh28jXSa8W9o",
-	"3/O9edfYmgjM/U23XDR67jSRYcO/1xv//dekRw0zeuPeS3eesFe45VemN/57PR/T+9U9+pDaRG5dxYYz",
-	"0PeUJOXkbamdFBCOt4sbZwyCxuc4BmL1aruNxWZbM/ZJLSzPnj49T/FuQmT5eL530WhVrAl5VRupoehb",
-	"c6de0bT27pQb+MNlwWVrj9pwuI3toC9AHtLJ6GTbvobPP3yt7Y+6UvnOLYuWdBGmsHXz6HgM13xR7NzB",
-	"N0uhwBjWWbWAXE0CzJy9fZE0hTUl5xcCSyfxpWx8Jt1c678KS++/28Hwo77DonfNZfcZgB7C/tZda4mN",
-	"tG7JTbx5gLSdccVyDXYRaMT9t9TvCYjV6dBe5eXZnE8LcUCi7NHoGP2iTvXzbCc0o6YslxR5k2Pk1GYq",
-	"rVR4FfWmByXcjUAUM58FCB7WiQrI9ZBllGBQjeJp4XQX+urglIGrB0UplYlzNzlVGQSDNL4LjhtzaNbU",
-	"pIhzXMs/hE3Ct+FUPhod7/he7M65/XdD67KOL7+uW2Vx0+5oRf1g/WZ6k1g2+2ehvbCbos8hx24PWw++",
-	"NygHu5Wq0YGDAWigB/JisEyrmbzyEVsAJkWeDAqMQdNyZSwvCrjvgQmNJScqjVDqVB+yFNdijZilOlf+",
-	"lKX41Uun4yteQicQdEUDaiokDjRp7KU0Frr5g1JA7SkN5KS2a4EV61ZSiFDgmoaAnLvln5XAIgIAIO+F",
-	"8XivPL9FrtGHpJty6rE9hOFCHL5327ufYHb+h18/41miYRm7jeOG5QJRN9ov6n7ged32vXcyOtz/yM+K",
-	"k+cce9ydHB3d5qGo3xe1+/oQJRrvf17cLEVmhe+01jx2zTDp33/90JIsoi7xHJ1FeKZ9DKmC4W49q1Xu",
-	"sC4fRfCmvumqEHjQUcMUnA+Yfk46+URZPWTU9DgCbEzX1MSvVdttFsTJ6UY9N3g7VKCgUot8ovyYmyUX",
-	"2SeouFjnwXUzAT+nzylu4rbTWw6J32FoFumLJd6X+r8MBT9p0ltdhYTK7+2k6KgB+lJ3wZww98qENAkf",
-	"bpiVwszrIJqqa/U1XRe1xxqCZo08KKkmipo8+iTzLUlRrM6JQjGGjmz3LvjpikuVMKOxeLG0zPCZGDbE",
-	"l08QwF4BgwEAA1+fvXqWsmUpqb4umu1/e/fm9SaVPonc+HXL9B+o7sgnIdCu3L4PTSAbVeBonZHDzzKE",
-	"fNsp6UgSYxdRsYAQMYL+yXEOnq2Jwa1wVKWjEczZNkq6/yHcTPe+1u8cqeBYv5hgOzze/9Bbvi40zy+0",
-	"fuk4yccKxJOj7/c/e6H1K67W576h/5djQ3iwPJ+4JeMBT/ZOcbot/5y9qNM5UZdt+Uwh1oGRJ2A5AZO3",
-	"YfdGZ/ozSR76ws7j9GUVs7v5Or4UETmraBcJbRgJe7RvXPcXT0H1Bs2oQ8LNfcZ5o4q5JzNMqkndLyaq",
-	"b0idSB1J7mxByvq6RPANMsIlLy0lJR2MUWm7dbPMGu0NjyTR4xNlhEU9bBNv29FSc2svU0pN8DWMaPKI",
-	"X5goYyWhEgC+DrEgn4nQyqdBUVwH3HBdoGeYv8OpEhC9SgOYmdZ5fisEM2m/AF7awILScCaqfkrrZBeM",
-	"eJM3ILL2C4j8Jtb8ViL/yzInn6psoI1wXQTka2ZZX7/xiawnbmfsV/Yu4vOhk4B7nENeAW/EGWtAGmTM",
-	"Qo+fVhrXZkXETdMtIFs+q/F29vbFT2K9y3Zzy/CnEMU9iWnKK0mfXJ7uNhjrBmHN6iFJHXMEHK8Ze3QT",
-	"CiypKEnZlzABRA/khJUTFSi2KIAdwaZHUVVUB4OVR+948TRFtGOw8YIcyPRi4ci/kErsNvp+gmoJn0MI",
-	"IG3/QRYffnyPxQeY9CADNkw6UrmlwoIA1wI7yv/7mnf//WTNK+msqHAe72OngaB5+Nu1WF+S1YYZUl1J",
-	"Ru6UGo8JOY2z+DGPJiDKpWKNVkTtGJR7UfP8fVYBs+0AeL4Djos/ZQzuS4eU+aRCZn945SexBmnkaXZn",
-	"nCxYerqjndgDsztc1tSExrGcyREdSSSStLtLIr7K15sBYDih7N036zE13Rspz6wuUybNRKX+AYATFxLj",
-	"x9diPd7MR0h3KWlbQm1/Rrw+4Xm9hWPwR11OoZzvv6dLsBE8c6cI7OjOKBrQ269JbyMNrDeOe5x6mXN3",
-	"S6Z5iO9u0bAz97YHZqK8DmM2vYaE6sZCH1FZtM1j9lVZQV+IfP9QEnzpk20CHXaYO/DnFiqMG/F+2G/U",
-	"IMa9bdm0qdBqYvpMK6sdt7YafYK8Lj2JiAYxUWgGOfKCxEmMpXSFy1gjWka0C8AlTIiG2+q3QSV6SMyG",
-	"yvAno2OE6K+kEQdJdEQAMolJE5DWIDE3LMpFW/A1vC6uMcUq4EYTBaJQ2iANwwePvgcpNYCMpQGWyxF5",
-	"yqZirRXhfr1og08snJK60KU4GLKLsIagtY4hGdj3+VZi5Y51wnKxLPQaKnlBQjeef3xzkftmhl1G3Z/m",
-	"3P8gc+5/kFD2gTjVoZLfmhFG8vhOBp9WolsyP0BXDeIc/SXgcb5glOM2kZXlc78PmVaYuNMCx4RKhpAv",
-	"w+KKv3B9w7hkMEjMfIg+VKffeufQNjP0KzNAv8xBuLsn5A+lfm+YfhT139VAalmhdUGfrVHt7tKohJSH",
-	"WqGdRipgUo2wPsvEC08U5nO9mqhFlc39ESTs1QASbTBtGNHIldMeXtYY4ah6JvVMdgeZ+k5HxT0mKpzm",
-	"uPInSBL3hBE2ab5yAxKSnnMrwJgcwH8T9BnKNR5AAnG4fi4WXDpLmhKv4ytGuCd9lg5WIwDMO7QCdC+D",
-	"9Ir3XEKdFZzEQWf4/2VdePuzRtii4lo7Y22h6O1HnPOvyC6MqLwy7njVB5IOyjb7UK2DIGpUI9yDFXlQ",
-	"F1xseW0Shj2wBkt+JRXoqgCUh4hxt0EXikJuek26QMcwowbgOCzpoxFUAcLChY+oRPrWDo8fku4PUKOv",
-	"+AtR5fXD0dHJJqb5czph/PpsM0nrDmthT756f8wfb9CaiOr8Yal/23Jewg3kU9lrzMY9HXmcHAwRstB7",
-	"2XrdKm70yNKs1ArKBED5zH9pJdIhpRtHd/qEbyqh1sdUyKjbJCA+gmeUMok78jcHL/IUVMGozthBwhbO",
-	"apW8kJAK6h73/YTGwVbFOsPmGkoQh/qCSTxM94CTPqGuj220fXUKpUGoCk4b240/8oU9+thFHxLOWc7X",
-	"Az0bLLSyc4b/TT+thHBjfuwfg8UgGTZRxKI489ulS9ZP/7IWvCygkMRf4GX0b/cu+mfOJf3Lfb9Ypwfg",
-	"H/4Lbhu6iP+qJ8rX7iNHcVzV2ziDWy4E+xc4y3gp2Iuz12dU36mf/nzxJG20c3Jr8ZSvsaa14e9BR5EL",
-	"kfgK0w3SmoGTAWjMwiIZ1peA86lKwj9RN730GyxoBcWjjkfsiH3j/oMeb5rpwdiRkxttRxkbXz7BLB33",
-	"G8x0ueJl7naARuGMhoRxqgaADWyxFBRkwShbe/v6z6pSL8XDt7yUJmHQrmt0PDj6fsxGR+PjUT2v0fF4",
-	"NGJPnr27SCZqdDgejf4L6lnVo5zz5VIow+wKnT+orfCiGEDUe3N8YJpTS+FAqBPVx6Zho8HRIz8K+Cwb",
-	"jcbHo/8CMyosPqYrNVc5/SZlfSQU5gvP6pkVKoGMH3egv3n4CJedfZMeULEIw0TBl+6UUXczYwXPAXQt",
-	"LYC9EO5bztd2vmB2XkLVv6m284myJVeYU2rG7vawbkiifuFxuIXOeIFfWWBxb58LR7aigbcCZkuYiao7",
-	"CaP7yc1t6Mk/pT5jqjn8EP73S/XA1PWn+6h7g0sYK4qX4oqXOZSYpq/9CxInQjWHwHsxUKrEjU3Bd2d8",
-	"m2TkMQZ5FNZaiopMI5v00LWpriw7HjET1UFZA7GwvBKnra67dTkSeES/F2VeCepngL7sqciggAkxYeo9",
-	"XCeLrLiBQv8H0G1ZGiPyMR0D9zMebO+wpGLppcigWSbcHY8HNjepjXMy1LHwOX6aHrIyu97mnvN8/zP5",
-	"6Pzr/yAvXZjdFksgNED9ynWl/zEw+E2ceykcxUOctybVeyhrq1JasWnoBGT8NpfbU6piG3MxnxyTiYKS",
-	"LyIeQ2LoPZYAmgqhahaQs7WwQ3ZWe8Imqn6pobrim2cVB9E4q5/Z0Nh2YqhY77/Nyfk386s9bRfl/yhi",
-	"T3aUqWhSHaiFqyTGH9/EClGnR+droMc/6fCz0OFfnbH4kUQYzOM7OXn9hsee3g61b6eDCog3Bb9q2uDN",
-	"oWN26CMTKabWG2ZkPgNjn83A2WpIVc3JFhugLQZlqVgJ/Tky6CCOxXGgMYdypg77+eKJsxWoeUc4drXS",
-	"ivqqtBOF7U5AiXV2yQxKWyxE7jsaNw/ga3ETTqCzKW/pOoNV6XadHcaus8O9rrPP6e/6UZYwqV0QjBaL",
-	"MrCn0BfoT2bwSZnB21K8l2IVtWMKdtZXxhnglEGW9f3fvM2f987qZVMNHG/ofk7jWwsbK3zYvITaDkMR",
-	"VO1hFegAWvBcTFQo9IzIE3fsh+wtrwwGUtvsw+MZlYbSzJvcwT36VSiMrZH/eTQ/7dF0q/up1MXuM4XU",
-	"+JkO1bmAWmemg8TBd9ShitZCHDNa4vNHDg+sYAcilRv/Yl+UFSp99JWmWCi0mawWVKmx4U4lXyk9v/fI",
-	"wXu+ijPn9YY/D91nAj+45f3Upw7R7ANCs++ufdPG/LSh8KHJbt0qBpRe38+OwPWhQqkvTfrATNRVyTPB",
-	"lqKUOqcqkOK91JVBkYVuakAC+mqVsoSymbIU5pLbdMj+Dy8qkm4bIN+Jitoeefm3JSgc1+3+rMiBxpd2",
-	"6Zw8g+ZjtM7/EwHAbVJDmEt8AlqEvO0c4OU2FK719EPEpm4vnPMKIoQcVCpP3c0hJrvBvT8StjgFuk+J",
-	"8Ceq71P406OTeZqEKGd6+Pi7eXrK0pFJGYRyZeg2e0B+dx/T9WAcu9IT1VUemVInkgC2xSE/MB5IgTWi",
-	"7Zy6Wp+i8FvxMjd1oECJ1QQrTDkS7a6i+7dfLgDnjPWaQ53Z+psNoB/GIyVgU7EH17XMQyV0hnn0bK2r",
-	"MlS9NXXD1vBKwga6X2OuguM0K2mzOdZ5FGaimksX2jL7hsSAlCq4dHLtH5Vp1Lj37AvAzVcaG8LhTLkP",
-	"7hw4I36iQrkEXeRh5nHvZ6xjjvHzkUmH7Bxe7tgksq/ANBuMEiNznkhmEZPw5NihMGx2J/hcYZj4G/jZ",
-	"KCLzWSMw8Zf3wKVrytmFmobi53/ipP9dAjlIbXG57RZ//mSiI2qcuiOx6RblATfUK2q4LBQV2uwqIigJ",
-	"Pg1tDQ5HDKEqJmhJ3Nb1/dq1C0PvBv9BJ68IJ4RdaKnubavuYA0HcA/Q/MFZORVzCV33C81zNuUFVxnB",
-	"bXDcThg0ZjFR2Gt3ZwXDM798kDLDSyzE3kCiGurFAwNHDwlNc6L60OEHmv406xge+OH4JUqYkU4YQRvJ",
-	"DBrU1qXum9typRM2rexEpVJdYvd39wFqdur+6QvwEL61bl5HPacb5U5x2d3kt2R4EpV9ThwrtfA1di+C",
-	"Nez5J6ij+G+nkzbwr7QSeDo3yzKGNrRdDAUuNlMkQyPdTlbi9sZ0EGMbB+uUFgBmcksoJUy4gnYm3pvq",
-	"bkgIVxP4T9Q3EQtpyML6piFpgYhu+DciVRHeRxoYHi5/wYPUvRXnPjecqAvPq2B8eMSbTwJ65mJef9v3",
-	"50qayMLQeym/5NhVBgdGv6H65Q7bYioVNP/x7V0KaazIJwqONnQZAhySB0IqgeW6hhsfkJRoanwn6I2v",
-	"iRu6jGpf5ugpq8B4o26saJkWVMXFjQgwY6ehPSkCe7DQlY/uSBXaUNXfgr7xUV5fa7QHdQn+oyNEN/pG",
-	"Z76CMwgOsLCwjjNeH7IXCiqZyawqeLmrqQ08bajjCc8nKjTG8Y04fFHtRtsdarkz0yW70jpnfU7dhEI+",
-	"AZWoZiejEdMldrrTZSTqOLY4arxSqquDIUvd9Usc5WWmc99RHH6GculQ2Zut5usE5jZRrdY7NeN2dNBq",
-	"YEhNOna07CFezmFJYBEmChONtW9CFHp2QB+lm235xlB67Xa1s2GpvZlJ+7ildDZebcTidosFc/0OHwHc",
-	"emfl7qY/1NeorR2BW0ZSH+e7lvHeugahaAN00/NOH0lx1r7vBXOwbUyNQ9Q9KmeFQgj2nkMLJuTdR4WP",
-	"foJhIR8ur5zUqJHQERmhBNk2nk+aCdEc2S9zQfY1iAh01I9vK2HY2RQ87T53GyG2JHywbgV6CPWS/7MS",
-	"pyzXCJiqZAGtO0UusaPX1q34ynI03Pncn5/RoSf8mamx3/NIDPjO6tzWaK53w4O8hZ53Tu2a8ux62Ojx",
-	"Jqk2PLdRIytdshRa+qYxpMSxOcOM1gog3kttjJwCPFyo0PtSGlRqTkkBEbwspCiH4e2++ym+vRRsUdmK",
-	"F8W61mlAiYDW0k7b2NKw0OkSC34tQm9hLwyg5anhMzGODiZ5nahoHBQbIDZZN7Jj/aPRIeDtSVltqqi+",
-	"Qnn4AXqgYMvsKOEF5TDmZGAPw6PRaCMzJUzKDqCV/lrkY2bLyhmPiCAHwxtCcR0jmqjGkDjL5WwmwDsM",
-	"o6K2rkdD9hPUNS6ps3Zo1bGtkwZVquPm+s71faJ9ggTkXz9TqVNurv+oEqduWTq5H20PtuYkkm/SXKCP",
-	"TXreIKpaqyX4vX9TaH4XoxqH7DXSCTgYoWuhb1bXciN2EF1Hc6NixdeGpUCMp2zBy2sDBEgac0lPYgB7",
-	"c7rDXntLYgkmlJPPf++53x1/2+jy9CH5tIXot2zZRdxTMFqv/844+U/a/OgtPrU9RI8UKw1biaIYYO9y",
-	"Nq1saJnf72xu7VgV2s1xn+sDkD4Yqtk4P24LfdlogDJQc4kmTxx+BbL+XUAle/l7N5nfDKmjRTj19cj3",
-	"KQJQ5ltasXDco2VXpgzAmQgxVNjtesrdadeV406lXA7ZCysWuEHUslzk2EIbmmy4/fLdq2xBPKx2xkKv",
-	"NJ/gTz3NlpAfJxbwWU8xgHDEouQTr1Skv01gBSa9MRsOhx8wj++3SQ/Iw/1KRPwhHbIzhbNc8DV11vYe",
-	"5FTWpAPlaJK2G8qIBVdWZsZ3Q92qfThWz4xUVwU6tFifN6TARHm+CIOp1QRuifFACK5sCv+DIXvj80aD",
-	"622z/kKCDgoJG0LZi9iRWaKHwh+Bk6PvQ/Ox0G/7WSAEadhcFEEpQKCvnm1QRwJLuLF8rH/oHj169Ihl",
-	"c17yzOkBB9CWn840GUe4ZuB6d999UHdE85FYE86/aa0roob7aVUW2PNc2HI9XPCby+A+GQ6HVIgKhwkD",
-	"gGC3hpYs5HeEKffT1tH5D/rj2C3+GWQGi0UDIMWhlQvT03+IzDLqr38yGvlJJDAv4mrQc9mpXv7qaVCN",
-	"sReNOzJrktdueSDATzWIh+xipWlbN5TPMbWVdvq4+4pEsezoh0zUiOZmTELJyYwX1F8QBxXv4eBarAel",
-	"cCwzjeaCHUWVp1uEaFIJVkiTrGV+EvFYL/69VxU2D3ZzNdeFiPp0Rk0TfRvBjWVOYLR9rSjjNEVCPIBH",
-	"J4r+9HmGUl0lzNEC5KIWWl15X+VhMhqNkDZODo9bH8ZSYoYdH7FX8gfW12XC5GyiwF9BzQ6RFAcwG3BG",
-	"HJzWnPSB8V10JVWowJA8RvZrIq5VNAntD4Bd2rlQuxRw8wNw9s+jRcO7/yA1mr6Nb+9SIN7cRkT8mdP4",
-	"tYXCg3aDrfPh6NUAPdIs3HH4eKUHEec7+o1h8mISf9WXFArBnRzVCBAoUB4IBGyjtwHKAR+3cTwA2Cx2",
-	"Wcm0yjEbPaqBQJzZn6aDdl8TH+N2zECXdTMS0HvFzIJrxYMH61TKuV6xBVe+9QkB7pvRFqfwTMX2+Z3e",
-	"Pc40UVGgCRlbM0qThvk18gCYnevKUNo2p5IOwDb9hYnK9GIhrYXKql5Fo0wkeAi4ML2TnElQitKRV7SK",
-	"42AJW8atXsiM+kJPFEa2fJsYAk1jJr9bK6oWiWms9Zqyc1DjvNQDzu+TYVekFrid6uDdcJcPpnwOto1f",
-	"+BECll+abeO3z4Evd3Ht555EPZwkJtQ/iyd/rkRyPB++N6i5Rm6FED6MbH88u92XRE7sNgSa6ZRs5URj",
-	"pjSbVSWoxT6y6nQ5nosaLeRehQhUqJhDpJT65lLhM1PhZhvlJOkSAv6Bt/bTXBTyvSgFRPMhopyw+o0H",
-	"E0WtIKetZKZaaf1+yJ5GrDukdczEyskKMJsWsiikx1n2H42cFHw8YgvDpuuJ8kVvYmRnXglftqRmfTGW",
-	"rBAcIsM3PLPFGtAfWJTIM0b3BEbn48Eyq/Uu/tT7A7yk3uWWMKVX0er/t8veGN2CITzRalbIzH49HATP",
-	"7r14xZY8/PMoNAIHtum1Pmt2Yus8pcA26nPqnoVOxTNdYgmv4CQJvd9YP33+5s1Pvzx/9uzl5fmzi2ev",
-	"L168eZ0m7FuW87WJy0/VJZr8SLD8szurWAYiwHS9r2Ecav4oVFvckE5GJ90dIf/gk/ZnXtRnKBpw91Ny",
-	"v3Rgt7m7W06+0u8hN2SPQWM15Y+g5Ahx2CjI24+0fK3ERAXzJWn5odBFyMGn5itdYUAZsH5elocyZXOh",
-	"TptDRLX8gakH4ov7+ewKxBE6KRZwTB5Rt8V6AjvozJcUI0wHABRL93GapZ6xf4lSJ2whuAImdAr4N/cU",
-	"1pKnsuXle4Bc0pgBPAyE7pjL8eNHm3xEGsazTCyhhfHZxg7UOOY6xO5LI2BQA4PUfvWgjlYlEipKXaAH",
-	"G0EpdA8s3MIRwJC90u9R3YOPoYNQGgiBQ7bHRGWFNsI3h9FF7pUIFStf8CHQwGDZNz/ndCq3Uw1NCLy9",
-	"d1OF2G00IYg4EtFQFLSt5CRYdtWrQp0Zq76AhOfEn94kqz/ylUWlQ4iTigCGo/WnvvXvm20i6sJG99fX",
-	"Nmy7gETdk1xCClrAqAZnmSMzo9mMl4njL1FjHMgqpbeDk6ihWkF2LTlqCCUdq3JzSG+HnPe+EaLle4Kh",
-	"pwdj1MYA+7NNGfMg1zM/z89ZgB+/sTPNNrRMJmkFHu2otzEmDf+pvX1qnB33banblGy+qEq3eQAxjnf3",
-	"KhSxlrgn/s9jm6o2tUhGXHGpEpDCofIEXPDKWaxkuqM7UZsKQpSjAapNjMij+KxHGwYcIeA0QtrXUmbX",
-	"YCRWy+FE/WzAYWs1IN0R5k7Af9bfkS1wwPbB4BNspjRRUMiQ1zcQ0wdQPa1QXcLaJ+tSoksEc6H8EsCZ",
-	"+ABoAEp55bUBEUwo5pnp5XrsHhmwF9YwCWtUKazGgYVxG2kBddJ1AJT5xOs6hblOCw7dAieKbcOf0TN9",
-	"ivFSD/lIwacIcq2I+zYrtGjog2IsF3mFXFNgrVyMe69kUbib9ZWSppEqeYpFtcHfT/ER2gAIItRbgFg4",
-	"hq/KS730tXoLvmaVgpK6EtwCV77BPjTWAhnk1jYYG/HqQujAWKfNB5q1MTBMl/JKKgCnBn2c1rKjtng+",
-	"OLMxPsTGRBBkIDa/97soSUTW5wXeTjOTtfPkQYcBADMjcUPgeoMN8yHzD4MjkYSe8xwV/ONIAoU8LRm8",
-	"HOwE6mq3pkkfCjM0ABM8SQl60SGbowSXOn+HoAPu5WFNsOgGZltGfbkMTBDPki3XbFrlV8IG3+usFGZe",
-	"O2QCFkIl9ZShHRi/9jHJtIEbgZrHjYFUKgeHkKEvLnUhs3VkBE95dq1nMxxDyJrHMaQLqS7phnQY5WW6",
-	"T7iBuNOAFg8iD9rDcQwxcm07CvT0g0R8i4wj2H4UAVMfwnKGU2Re1m1O/NujNcDgZeYUkryGLSCCBApK",
-	"h6WlgkHe9t7i+E9iaxgkT207wmnE80AhwBX3gOba6+cR1RwxMXnJodoFW1blUhtEeUP7OnLg10cuOPDR",
-	"WsQEsTQXlssiJegRsFFYUcRUeWYtFQQCC76ObGsKMwYMjR3XQiFQH8kcNOmlqbnYROkShVjdI8HLlrWw",
-	"SEpdVqx78VfitY+0AKR8hLFtUwWgsuN/S3PzS4JpPe1tOVZJ61A1fOan6Nch1c/nXpDuh5ZXqO0ZmA0W",
-	"Wtk8KCSIfNrf12APw6GjFEg4XrHKcD/reKOD9VL+JNahezW4B7sSJM+o50B4P7kSa+kRau7UEYqzp0/P",
-	"oS1iVRa9cW9u7XL88CG8aK6NHX83+m4E6j1NZDPtTwycQKpr8mCWT4Rqd1KVRxkflF+GK7KZF3e20Y0b",
-	"tQRZ+qagoeXnOnodtEXbfNu5r13TbAoZKniZuPu3BwtFr23XzOjK49Mki/L4XXvacLsfVoTAo09hm+GO",
-	"zErfW9StrXu0snPEVgY/RmNDX714fXnx5qdnr9P45dDGfPPlzwUv7DyBnHmphDEJWwhbAgQZtE0nQXRW",
-	"LYSyTh7HX5c6Hn6QGsZZmP9/AAAA//8=",
+	"7L0Lcxs3li/+VVDcf5WpbJOmHk5iqrbuKo4z8cSx/ZeUm3t3mFKD3aCIURPgNNCmmYy/+y2cc4BGN5sP",
+	"yY9kdlOzO2OxX3gcnPf5nd96mV4stRLKmt74t95c8FyU8M9nPJuLZ1rZUhev9JXVpXA/58JkpVxaqVVv",
+	"3LsoVnxtWKr0wLg70jGzc8FKYZZaGcHmusgN4ywrRS6UlbxgZq5XimlVrJlWmUjYai6zOVOaZe6LbMHX",
+	"7E6I5XCinr8V5ZppOxdl/cqMl6UUhknLrNbDXtIrxT8qWYq8N7ZlJZKeyeZiwd1ghaoWvfHfen54vV+S",
+	"nl0vRW/cM7aU6rb3/v37pLfkJV8ISxO/qHJpn1Wl0eXmhK/ngqVKvLM3GdyRMj2DKS9L8VbqyrAlvxVu",
+	"VNLd/o9KlOte0lN84T6Kz/TiIbaHk+D3X8qFtB3rbdlCG8vsXBq24GrNhLKwHP1czHhVWPZkdLTt8wW8",
+	"NP46PdQbPxklvQV/JxduwZ6M3F9S4V/HYc2ksuJWlDDKF7lYLLUVKlv/INabI/2R3wkDK5PxomCGzwSz",
+	"mpXClushc8s4k6WxzG2eMJatpJ0zzu7E2hELt/Sw5ebunHFWiqXgdJedi4kyfCHgbq5yuBN+mOp87b5R",
+	"lco9zy28AB8zltvKsJPRCJ5Jwwzs4FIsC74W+Zg5CkrPGZ+o1hdZ44Oc5XI2E6VQFr95K6xhZycnQ/aD",
+	"WBvGS8GWomRWKK4sztc9Kw3jhdHMCGUniuMc02gtBz+IdcrwGDrSEnAEVmI61/qOcWvFYmmHEzVRF/6F",
+	"c1HkbLpm0hqc7UyXjBtWaHXLeL2M7t47sbRjOHf1z3Nu2EwqaeYih8lJa9z03cpIreD6khsjctZPv3/9",
+	"+oefv3/+/OXN5fPr56+uX7x+lSbsK5Y7NjBdMyKohOkSvwAL8MiwNLwwPUomKh5ULgph6du2XqhZKQTj",
+	"t1wqJACkk1JURqpbOP5zoQKxcKbECl4ZqB9XsSb/1jI3DsKCv3sp1K2d98YnT54A9fu/j5OOQ/qDWL/4",
+	"tps93In1I8OW1bSQGZN5guyBl5ZNhV0JoVg6X92kNeGKTDt6vAm85E6swySW3M7rKdyJ9Y3Md/K8aCZf",
+	"nnUN/Sqbi7wqxLbxG7rOZL5lFHtGMNPlgtveuFdVcOfmEK65udv2eaSKT/dpIMitH4ern+zz793DKMdA",
+	"1HzD80uka/dXppU7Iu6ffLksZMbdyB4vSz0txOLf/27cMH+LPvf/lWLWG/f+7XEtxB/jVfP4DT6FH92c",
+	"qD9OIEYKN26RJ8xU2dyxDI5MDRioNExpy/569fqVO9ScBWnpyXVVOk7j5jrsvU96z7SaFTL7HaZkdFVm",
+	"wo9YKsaB6QucCC8KvTIgOmGc3+lyKvNcqM890Is3LzyPe8sLmbNpZVnBszvk1SbTS4ESHkSnEiI3rJ9K",
+	"ZarZTGbSSSy4KT0CPrvSVZGz29JRLqfHpWW5FrgQTgmDGb/S9jtdqfxzTviVRqryuwMjlo4XOvlknE7A",
+	"Fap4JCzdSN/wdaF5fq31S17eit/rdMApkG6QmhVuIDC4a61/5GpNJ9d8zsG9fivcESwdUYM251bzH5W2",
+	"nPVTvpQ37kqasHTB390shcqlur1xHNX4Hz13N+nROWoKEzXlNpsnTLuX23j6a5KsOnc/cqfKW9Aezpku",
+	"E3xcrT3XdNSasFmpF07jLyTqOHleCkPK2LIUTvMROTsZMamQ+uk4GOAu+UIqZvWdUAZUL6nY8YiZieqn",
+	"VuuBU3kHvLLzwYzLoiqFm9dUzHQpYtVBvBWKFVrfiZxVy6Mhu3RqJ+MzSzO0coEPpHBlcOGuBL3rVr4V",
+	"xkmAyByK7tsUHd/rFWrjKMuBqlccqByHVq6dzgLKzG6LJWjdow6t29HDT8pNX5fyV5F/7mMxFbx0C+i2",
+	"BySHNE4XS2IRUoq3sOy6ZJW6U3ql4Mz8pMS7pcisyJ+XJRpWn2vkF8rbkMJ9upZyT0anbOV0SNTCSkf+",
+	"GVeOZZaCZ3PQqHNu+ZQbQbNYljoTxvBpIZ4rK+36dxTcK1EUA1x3ECF0oM5hPno2w+PPZlKAEV46lmHc",
+	"4ZOKpbAWJh2CUkTfBuv3zQuy55alXorSSlRVUM/Ob7htKDo5t2LgTtOmtpOEZ6Yd9uHPc026uzM4Epa6",
+	"j3GrS8eoskKmjoLSO7EeT6rR6DSDk53Dv0U67PqaeLeUpTC7RqiqonBb58/dxjtk/rF1+s6hFtzYm8qE",
+	"5WwvDdGkm7O7lbkj74ynDJaLA6c9Z6XIdJmLnIzEmVh5/pOA3F8CPReFG8LDlgO13t82L9Ap/6C1BkUF",
+	"aEtasTD7zsWVu909Ry/iZcnXPVSpPTf9GyroMOzwgSSm3QZR1t4gPf27yKx7O9L/M7wJTnRRvJ71xn/b",
+	"PTo6Nu+T9rlxQvmuy0FCZJUA5WzSOP1kRFYK68meXdXOs7koxbDTxInXw39+c6q/hMm+lGh/NAfuGN/B",
+	"mxOmv3t34J3bVz2yhXieS7dQvHgTjWrGCyOS1kCb537HUTJWLw1b6fLOscX+5XfP2Onp6dPE8UN3z6yy",
+	"VSmOhuz1QlrrhJlyJ2vr8dl6XFryhxV8KgrQlqzfdC+DvOiRGVkplQHfpvtoZMkfj0Y7T1CXFe+uhbmD",
+	"dWDOmcapOeYqFku7Toh5oNXQT79I0Xv4YSdyc3/RcbU51NdKsFwUEgZB7i1nV/Lgymkdp20vcnP2z6tq",
+	"MRVlwo4HTnLn57XPzS95+r3Wd6u5EMWAhuaVP1j4Ha7PpJdXJcj3m4Xp1gTB8Waj8Vit74DKFrIoJPHo",
+	"BllJZb88i7886vqy8KpTm8jXjc851bhpzSthHdmjAgR6tmJV0MjIM3rO+BTWSCv3qFNzOoWXrmymkdB3",
+	"sgQczWu6O3J93DizqnsH0Sd8xn6Q33jvQnD8u6eSoLCVgq24YVqJzkEay0u7T776BaObDz/ouGA3mc5F",
+	"9zy+v75+4x3OrXmEZYaZKB1HNhaC9Tf2yg1CV/YommfsiG9wezodjfk3Kbbev1+2n1MvEZoTw3DMfU6r",
+	"lyFbj6pJmC5yp8/Czp97pgSMlzkVomHeIXl4L/ihfMozn4dLpyYpdxAUt+5I+RUpRM6sHk/UgKV0ktIx",
+	"4+zk3buIDGIXeEqrKvJ0CI9BnAQegn85RYqRyXseHCb+e9IEp22Oj7tb4emZVLyon2x9k+egn/owGY0V",
+	"DFQLgSP3YEfQjIJUz5W7a0Nz4BmuS3uZUnLwkAbmFH36BT53k825um38Di4OU1+YKH/F8vJW2BsUax1P",
+	"hmhDfO1OrOOPuz9JkYVXG3mrpLq9QZ1rWGoLd4Ihgr+ZYSnuxFrk3Wo9z2wXf65NG9ZHB8fFmxdH3szp",
+	"uz2Ze3HEMr1YcJUf3dv8uY9hlgvrNnarnoUaeweR02IO2SuBnihaq17HqUFbao9LPOnhht10373HiOhS",
+	"/nETEk+FYbKwQp2nG+OtH64D10dig9MkvShmvEkhb7gxTlKnPqjsdUX3FESUY+HsLjizcL/2v5WjfcNt",
+	"No/U7ea0wWF48LzhXdfc3Pn3vQfV9QU+ezyiYLL/ew8Txm/vGDOyzw/cK/+uqvgAsRC/pFOxdUN5ZBzL",
+	"h5Bo6uaG7ASEe7opMIOGd5CHyI0TA9cdQrasRO3dopHIOgIKVsGc52wqhHJWB8SQuXL3gKehYIKXhYTU",
+	"C9jXiNymWheCK1g6bu72DdgRR7ddsEE7BxvcTYJrE0M00W3WtzRbViXxRkIrXhxF5TkzUt0WIrhX2uHj",
+	"zWPZYX1/Uwp+h+7klq/NUXhWWflW3Hg/d+SGiSyC+Gpzgt+BERD0LJbpSpHvD5IyqhKSF1ZS5XrVpVom",
+	"PaluZoW8nXdQ95UgLzeEqVAYu1cvS30L7n5gUxCIy0X324EhLks9FVuUdFkIppdCkc6vlWBwO1vJomBT",
+	"wQphmZ2XurqdP9zF5b6wz06Y4kahLw4fePgHS5EJZW+ygssuA/IZ/I6+APBCO10yWuR4YRO0aXXJlLYJ",
+	"A5/1SsjbuVS3bM6LGUU8ZvKtmKiFVJUVBpNRppWRTu3GtxrMH2nkd/z4/PryxbOrm+vXb26uLy7/8vz6",
+	"Kj1ic/5WsIWwpcwMMwJSj9DAkeVE6ZUi77PTTw0zc14Kx/fcR/5j0oOfJ720uXq6cusVlgqt9x5xYR9h",
+	"a+dBPZysISQcZ4dlhTbCqQ5uyQZuf3tIF52aL06m40g4xiQSNtfORFE5W+rSbcrwdsjSubVLM378WLzj",
+	"i2UhhplejM/OTrs1OdSIuvw6eIGt5tqgHm/Yyk23dRBjGvErA7R7PGKeCjqXZsWldYPopkpHifhNvA3j",
+	"f44Gc2YKbZEQuodxgPFKC+s3KNr+iM8l3cwxZlb1NNqHrV7aTnGOp/wjaIKesXepgVtdBrk0SycNnd3r",
+	"9g1zFpRZOauQDGO3pBzMhwH4gP3K7k97iRcaxpBs12ue8aLoEkskSA/0A8NKb77kQKtgS+Rhq7d/cx5t",
+	"6sLxJL1ub7ibtcpE8Z0sOiO8z7RCQ4lY86IykFECyRXnjDujH6QD+qO2xM589Pie4TNwgBz+nPcF3By4",
+	"1uinijli8CZ4V4C785cD1Bq/jLVW3FoJuIr66h52EG7t2qzvpCjqSHKH5k25BRD7RI0t0mKbY4J7trkj",
+	"RZEn6EOFBKglt3PPURtJIn3vbEXPzXDB39143Ss98tmQjlRxNCGJCvwvKBV6497mw10bthDG8Nttjihp",
+	"KCMLUlcxlFB/AQh3KmqKPd7LL3CB6s92b0gpruWiwy4rdMaL7uXVGcrrLEgpT3iPDKZo/KqVSPxEnKYx",
+	"M+htOOwkVDY79Ni05oyjxjfsmu9HkBZh6R5siH5/ff3mR2HnOt/hjV7ADUh9Pp84OhP+6P/l+XUv6b15",
+	"fQX/8xP898X1s+97Se/b5y+fXz/vVIq+F7xwxs9m7GsOV9aUX9HBG+ciQ2dDtyvqty7vVUfqX1WA/gE6",
+	"cC6WQuVgz8HrE6fewtnrp0tt7C3mDaWlyCXkQVFekhOvaSl4vv41bZya33r+Mbfud8AVc0l/dHHBmqV2",
+	"10vou+YH8KW7SZLe2UUAP4JSd2U5ao2dIbMtFmQueL5DvwZhhwElUPdutc7RZVlnb/P8qFudDE7tfR8A",
+	"x7PI0azafE/BrVDCmJvlk1Fn1O1HkUuukGVA/hlYjMH2dSoUyysoQPAukTX+6rb9HAINwGV0FcILoCJv",
+	"seZqE6Ue2tOnnUN7+tTO2VKUTg8Fi3YWqgk+5LtOUEhx6M45c6QQM+vDCW4hMr0QWw2kckuEFa2HR4Yi",
+	"MVIZCymbyUN4LH4n6UWirqaYeopEo110/4q06QckBICODdYjeF7dJ1ilCmGgsmgueGmngruLPmnvMJET",
+	"nrxXptQ9teLNjXHTeWTQ+AROBxYoJqtROvvG25a8tKjTdr+zvk4Wp1MYRGRaQnWXU48yTDVrROQ26apt",
+	"CzVjtA8goEayTxzwbGxCIzOsMettJPURhDpQZsecd615yCKNFh4Nbu441bKQ7sRZ3X1qK6VXSuQ3u77w",
+	"pntHlWbu2EWbylS396RLI2lMqnMc3etsL52kPdzjW7u9f/sj6hBOpns9H9z4B2oQueQFs9mSHY+G7j9f",
+	"jb88/erpmGVaKZHZ8A+pFSvFrDIi71A52sYTrkhH1ld76rSqDKNkhrzbmAwb13+AWpTU5XB7lguz+GnH",
+	"NoWU8rm43LDL756xp2dPvmLL5lA60glC2LLD7AFHWGT4AJsiBZdS1dm8WnDVVLxiS27OTdNy7LS+MHO2",
+	"m2U2n8bPwi+Qf4GTNgcnLkRWbgcrQeGbdWac/XT5gnYPojkzKbDwJTa5QuEqrHrTjVTKQSmgvjETu10G",
+	"u3NfMnJQhfU+OznpYl5W2qJzImauS6cfLha8XIf6OKnAkImGXm9oI0ebUZJ2l5cVfjh06TY+es5SPtWV",
+	"HU8Lru7SOC8JTww44RcaOLfI5Exm7rVk5sLqNMcdve0eW9H2crmrfjnDNoUYeBcjxtrXA/xeHJUk0PuD",
+	"+2shBLifp+4UYSzynCmt/J+G8gvDo7+7dywv1zdlpRrVz5RX2p56paDIlC24zWA7wyxM0NpxmhIz/hbd",
+	"MdL7OuSqsuhyaxVr/22Q3T9dvsTMNRMxPCveWeCqUrH0L8+v2eO3x4+xAKgdpxydfb2/znULuUTh2g5W",
+	"7KwLSBTxuVucluncp6qDW86xoyVKa1BX4Z4sKvx+ZBjUj7QpZnv+oBIryhMEe366tgJ4sPvHcIu67it8",
+	"PkB3cJ+lNyU0Daj3KQrPsprT2VjVRfDe7JIHkZ9nG5X40fx0+TJBSezMP6jbggMjtWpz+t699r3brwsn",
+	"pMscDTptdHToZsroK8gJuikUtic3hLeCDV8znhEESFherllZqQMUWD/u6GPdPNIf4a2E7xfesR2nFlbq",
+	"hltM9shFwddplzpT8DUarF4IHI8WXVSKb7uHldQxA1uuv0V+t0Vuo2dgqQuZrRmvK/dx026FjXwnt2gu",
+	"KJHQWZ7SoR43q/71Sk2UR6ZYoXS0zEBwUCRMFCbKfXtkWP94FKWGHkOKwfH8aHPtGi7yeAmPOzOn3e1T",
+	"nt3p2ay14PNOB7tUW243e0Vwy3kfv6o5jl/2bdNPy5wi1a08XKdw47K7fVAtxunXnpb9nKWqKorUaexW",
+	"l8I0Fpxu2r/AARzkuA0OssVXtX312xrXXzTzGcqJY1SAcHL85dfz4SH5FK292vdyCnqMRgszPCjBsHuP",
+	"3sAx6eZMs1bqDS/xcEmRDxlsHhVO0iZagEqBYkPaDUjRiAtIyW83UbelXhn0cabRzFNm9YqXucEiX/8r",
+	"2Wt/l9aK8pzx7nJX4JlnJ0+ZLifqyei0zkjXb0VZyhzRdvrV0h1Hp9vNdVUecCg7OCQ4MMHI9KsjFYO6",
+	"4Tq/W0MALyuq3C0YnQZnHsf68vFoX53GTqpzgym0ugXoGVxorOOzKx1xIB7TTz2W9Hje8t8fxEc2h9Ao",
+	"Eo4wcWy53vFx0/64OUwIeOSPTfntNarmS5Leu8GtHrgfB+ZOLgdeXRsstVvoEk/N++SB1aGYJP5RdLKH",
+	"Zh9DJWYtXjuIhFtHI5HdvOBWlJIX0pBqFeyahyWEwRDc8i635KF1D4OeYH0jBEv98/UNJj1KmJwxrtYP",
+	"H9tD9FJI7Nu1pJDUHM2kj2EQSPhb8soIjCc9bMT4gohGIjsMqxr2TCZm785221zYDtusvgjOsgXPfX7W",
+	"VGRuRJFohrolboHhd+A01FrWRMWBq6lgfR4X+TLuDkrIvgPN82jILgJlxOH1aFzVcqIcOZXnjZA7u9UC",
+	"8jaDi8/tU2eVWpf/BmqUuo+mXIhfteouJK5Ax7kf4yDD54DYALCYaASBPJpUiq8M1F5Ppy6EaZQQR4Pu",
+	"JpBfdjDfjxBcCHx8f53BA+sDrvaZOxesFG6+TouhbALUWhCBjCAHlssCYo1o9dcrtN2kf7gA6qo4ehIc",
+	"sV8SBhwdHZCzCbi08H5dhnLJ9D+delOsU4CqSf8TB49lOF4aR4U4tRgesafsC/efj+Vo2OEmOCxkEjNm",
+	"8PyTvwvzOxrcco8vDMi/yS/w2W6P10M47aE8pJ7FT9fPeu2Rvrh4dVHnDmFScKkVE++WpTBGakAuKR3n",
+	"lK1QwPPKbcfjN7yUZgff2es7iU8YMhagzu5zppc7Cgo9UtSCr1muhyz9IiV4G1+ynYTcFa5yqmAfYqWJ",
+	"GbtZAibFRNEvq1JakbIMoX4wtoiQFbKM1N40oASNv0jDjhusmTPjBVf8VqQBuQeK57BALlyjYjoqEHOP",
+	"8iqXlsbUMFThAiv0bZyHBIcozCL8ARPo1S7VcLn+wd8SDdVdb4yvl/Tq4XRmNF0hsXSkMJpydgMQON1l",
+	"Ec5Uclzk/wyeXV1+N7h2d6bIfXDfANQLJHGNLUmUmWl9J8UB6CZbkhr8e6A6g7IZSqHECqt7gkOY7ksP",
+	"T2u4V+5vqYtGgn3IvfWFkN2J9SFjeCsunyMqSPYP5XC+UM6/eVOy/F4Jx7AISUwujU3s5AbyVr1QW2Xu",
+	"83c8swCbG4J3zlqtsXU7QqZQb7qNXK8D7tEjw6LSj4tvf3zx6ub69Q/PX22pNd0GanLhd4pYw73QTQ40",
+	"YpGxXMGjHwmnCKtGuo2GvQePM1MtRWlELnJidwQ1QjyQ8rw8qfoaFUoV/3hARReF0YhucSfzACYaQV24",
+	"peNOQqTsrz9fe/ARHLC8VWZ4WMZNE06H1u6XfVsVQep8+I7dljwTN47N7WaIAZWZ2D9sjN+Xw7mfzDu1",
+	"kmbBeEfh92puRHaTsn9nU27El2duT05PWMlVrhcIr/cATB/YhNa3W7vSXJ+9e/MxbJLGsXxwKnPjNZdQ",
+	"gf8wVCBYgT34LBvUcSdEoI6W/60G2E5PzuZp7ahOj7/8eo6oObUqeXI2P4ybXW+pJrvwRVS8BtGGIDMJ",
+	"QoE+WaoGxzIhd91XBG1PAd4mXB8ZqOTaqOo0UmWCpfA/6YHugO1lqdcQukbWtKDIKHzGg9Zw9IT7kkvK",
+	"0HR3j9tANm6HyGhI2Nno62Sizk6eJOTKZk/evUuwNpLWJwBKPmG7MHjuVQi7f/3iYjnSs2E021KddyHD",
+	"Nb5GLkEwuK1OENYH5jkr9SKJB3EPCKs/RlUuUNtWvu7zT6filiskEaluW6FHdKXT6jR2BIti61rIifLJ",
+	"HLtEcmcOlNiGYe0+9MiwTJZZJa0n5wQrYkEZR2MgnGfEarSaSTtkuMwSku9St9ppgqj34cXgFAy5obmY",
+	"ibIE1BnqTuC3MA2JKobcjI088z9qCezWQtTGCcgeUJX6kELU7trSKMgb1aEi5bYO8i9bOT/0eTDdRWxu",
+	"Gd1WU2EoAv6ac0AaIusnih/GxJ+wEVsIrsAIdE+hn6Yl3um9N5lW5Jhb74OgTeqnSqL+jtt9mcL7HdP+",
+	"YIWDJOe/aI3tNcFmbOQ7+srLuucDdmSocbeAKu8r4+vAaxu/y6Avwmg242US0vZ8AJb1ffJWDSheCiMs",
+	"kwhJtptctqdqxeWTXelaTZw02JpNVvHQCOUWcwGbhXDjkWnvVfbxEfLI6C2U1rHaNqw2hJwSkAi1A4Vp",
+	"a5sFwkYEQ5EobuCMx3YHkghzba8r5QDwla6mJ3snTWHCMGVuhgfHV/dAJ5Iu1URQjL8oLctlDtTvLqJe",
+	"iYOA83P4SB6CHdgcHkIKEYocDNFniah1uLJjQK0ciXtnbEAjBcTc2JG5cU56lmcfeB++bqL8OyCTBXPw",
+	"gcdgeuKexI6HBqVpBnsKw8Q7GyPr5ZUY1/l828AIE5oEFNfJhcBw9kSlvnweNTi8FhAhYcrNZRqyVzr+",
+	"PDBn+qpTDV+5/dYqE80eOr6Bz4fg0lDI5rDQUiN480uyhcMAqdZphUnsB/f29EwWhcBoTCPVccv+eLmI",
+	"WzNkL7BEBfDogCkSbNU9FPlmevaOjjikR+KSc9WspujMtjgMxy4uqNgHenWFdzYDZlucHO48elpa8DVo",
+	"iu28omYm0ag78tWI0u8SngAz41ECD6/T35bK/NPly/amGwS8aY67w7h47B4wj3WZi3JQB/TvFb1DT5sv",
+	"omglCYTkge25AXEeaAvTYSPDoM2hOsRFQ5ZtytltemY3musF4AoCL3LmU8KUWAUg1vtAuaL15a0sBCvs",
+	"gHGNCmScyarI1j5Q1zd3DwNVpGCcx1WEDnQ8b2IrDtnFBrZiaON3PwTKnfr+jmQKT99WB2YzZFDxkVZl",
+	"kTIqZXOfuU85xD4de8ieo8lTeo0SrUal4ZEhu4ZULVWsx9QTykmduigQi91+uv5u8DX4n6jdo2KVWnI3",
+	"WGaqstS33AomTMYBYnwyqfKvRyPYDPhjNptBTzjfQ4+VHPsBzbliU4GVFJZMNJWB50cq7kQIt5ytdVUa",
+	"UcxYH53sCTN83fLH/jbpASOY9Mbs7OT9B9gRIWl/C8tFaa70CvZSUD8I2t+2TzmknJyODNYKHM9PR4t0",
+	"yJ6/y4rKyLcUJPb6R3NWp93c+sNtke/JDkEjoxbZQdlxqh+92s0zzijXK1WbEl+kSRyA+iKdqGbvxWbH",
+	"Q+O7gVIblmlIQc6FatXTPsOmK4Nr4glR4xVouPLp82eS/VAr0d5HCbzu6XT40DyZ3RrSJtHVnQ6OPG6v",
+	"V5E2yAxLVc7xLyWkO4fkemyLYG6Y0Vq5/11qY+TUsSxKvSE0n6VjpJ6jrFoRktHJl4Pj48HJyfXxaDxy",
+	"//dfB+sLH0XzoVZVvrwava9OOlAxXzClxuzYMEh+R527K2T+48X/ubl+8ePz1z9dp6z/ZBH1wjwasosa",
+	"GxyBHStlGDicZwRaArXXkKkjTV0s0AjQe325fzoyR5BbJ4UhpBNg3oepcttULT41uqisQE8tciNQq1LU",
+	"wjSCnbKXWi+nPLsjhAn51jF36vIlfLEDlKlTBkq8aHUTvnbZ7ifS4Nx0t8njLXg5FBXo9skKBdaMKCl4",
+	"EA45AE420ewPVm9i+J5unAxUAStlb4ruxsCYI15CPUOGhatOLbuZrkmDxKZm54zTZfGPihcYb6AjGopj",
+	"EOCOLJmOXN/mi3dU5/kklWYlmaMQqRA2gMam3NJhecnmZDsqhnegyNWIRnvwiLa7tinw0FWQSFB4nVdr",
+	"0Lz94HYxwF782egbTTCcHLPcdoLiIQ3ur29rjYUeSwLhb25xJw3uOlZdZPEz6v7BfpYK/NqFnAlqleAX",
+	"JR03gjmQKO8VILgzWrJ0HHdewNdisCZqpLBxX4SL5JspoD/BnYK0ZYr5j4YWDY1X3Wrbau0wZN9JxYuk",
+	"zsDD0lL/Gp5Tm3Ts7dXq2qLRF0QVWCvuXe7UBWL3yz19pGPm/+mdR97vTy9o9H34eNRYC5rrLel8IUXM",
+	"BzaMsG6rzQ5kgI+PpFSEuNtOuxNGSjG63f3QqN3EzowTqM8P4WnquI1MsR+RV0JEkkT7eVTn6U5Uo7Lw",
+	"Tixt3dlyHV5MsJVe24md2VEtChR9TNeo4kFMLHTw7uz1zfrU65vIzwjbMrW+OhnN7+Vv3Kv6hrLlEHq+",
+	"ATXiJpN5FxDLm6ZSwkqubj3+SVh/UmcNaIfY7pEXdq6r2zmuo1vbaaGhgN5pflTDEHWqZX2uGFiHiheh",
+	"i1db6OmVIouUjG1aOWhdguZ8GzNrowJgf6+7hg/Ku5SIyGPy7GTaMFTMz9vho6BJW9+3cfO8but/BrA7",
+	"A6daAyYLoCjNGg3iW1AoGcypAVYx2o9V0Yi/8i0djuLJduVQMiVWxTq0psThRbhHEBPO9BK0G8e+KNO1",
+	"IyC7q/NfII+HJMqSz9s0EwfHURcZqvSGa3yi5tzMcbwtpXt1c3f697P5k9svb57OvhZf5V9mT6Zn/PTp",
+	"ydfHX42+nD0RZ/lpdjI95qNdGCy7/cJ11du9w6pbo5dxn/YPgM0L2+Bu6STCeyd9XtdJtYhtKW9VqzLf",
+	"854xCxmiM00BMeTFXfmiE0UJo5ciE05UGPZWlHK2hk9AXq/xULmsf2W5ynmZs5/pYy02jR/+cfbD//+0",
+	"/PovP/zff5TXq7//9Obbr1+8fPNfL/TJS/6SX63uBcHnCX53cur2Q7ktF+aiXrm68TUWrkDrazNkLxTj",
+	"DHBqMcyGr94CjOCfN+5orOa6EKyf/vYeTV7ESijkjLIOncV6dM5GrI9t8+LMm6N2kk2CGiV9inyloMKB",
+	"2wUj3PR5GSfnMN/Xxjgb7K2oL/laOl3ZITALfHyisLguxE9rShbvLDWIbWUO+fzHRhVpN9+aVmWnEHjz",
+	"wvuU6zAwtQRnfKrfYmTU7VLt7vK/sFJXKhc5yx3b6tdYDEfDiQJfN/qgQhvz8xoMIhmNRu7/9yec+Kf3",
+	"DH4J0UJo0ts3lbFcKpEfUQ/0RmoelOu4bcVfnY4UBjZR9cgY9GaXFvNPcSox2sKWodeQrtvysVps1est",
+	"wc4JGwCt9LE8hDIdIREv5L+RKIum6CYzUf0Ff/fMf9N+63OkzFG0AX6S1xjswakifAHl2xXaJiE/Apqn",
+	"ajtRvj8HlDzXeYf3zDHbsgTRJj5s7qz/rNBVjrN6NFEL/q6e/htRXsHLj0j8w6GASJdWYkzZvgjNyTNk",
+	"3ceP3ZC76aO5dO20zRCRmpVC0GqSGxUcYKTci6JwZmoyUa2lZh0rfQ7rEb7iNmqB2QtcYe82t3TSMPDn",
+	"OSU3ssGB4dXmM/I6yGpI0CJvW8m+pt2NfS+xb9S9d4A6a8rfrVM7+2F4CfMjc1w7MlqP/HEYsosAeYWS",
+	"eKWrIp8o8S4T0HScUcCp67QmERhwKZaABGw705ZC+8uJ4gWgZAY1h/kyavMoShUw3kGn9RgJNgyO1WNz",
+	"+h1WlmPIxG+vRq9JSEnob4N+QJFDFf+QQVQO2TNEBKPDWQrwyuaAMerLkvyaoWXkyNXMtXZb6wh8Bfhu",
+	"YB/ljm5vhTOI9h9pt9+hRHPLXofrrI+1xW516kzEaGdBfZfk5geSbmzlRDX28pzlohDOIIwyOTRb8Dsn",
+	"k/TisNFvjTm8JBiZpSgH3pmT0t1plwPUrStUyesyYVNR6FVApH5kJmprVKEVvTiuXbYA+wB+NW7uvNss",
+	"XpeT84mKAIZ82YSjsqyyPu0cOZQ3fULSEWgwTtY7JgINoJr1whMV3oH+hc1gxJZIJXWf2hWp3J8CXLtn",
+	"Wm4AKHGOZEEAM9Kz2oWIqgYI+LRLAqcJg46fjvjnwNIRXtt47kxpTgC4F3LtIRHecaalLi3rO51muOSl",
+	"VaIcZnqRJiw9GZ0OR8Pj49PhV+nROb4WxUnGjRhIZYQy0sq3iOWNxp5UuBHuFrfnmADOVZgcqo8YXIK8",
+	"cEoT8xT4lheVcOps0HBbejEZ5hwXbcguYhUMfjMdeabv9yj1/1uKVUdrkAc54faIjeuGxFB6dZDUSAKD",
+	"FVhle0CdQHCvNEe0y8D58Kx3eNEV4uEekBLzsdJXGp89vEkj+oA3Ebtpe3bv4f5tw8CR3zkMIB2PHKH2",
+	"N6NZRwSAGmDsRqO9W9wc5y+dbRxxkgjWtxMe0ju6a3zUc2/dQXMG4BwWhENwQW6aZw87NIc5qMVW//Qm",
+	"SsRu5/NENbzPmD9MO5Iem5T1069ORnPsdHs6Ap/yUYAqRK80KqV1twbvmW6IyNo1DW4xHxYPdvGyKm8h",
+	"fE7pXsYk8FKcFSlsftgTBUoZgE4LgK+QlpQHU5tZUMLoGAvkNzjB+dr9jvflSRTiOhud+TDHRG2qjtKg",
+	"th9aTHwOLzqhSh7oS7+MPSjkSCfPdV1WR/Gcwmlj/fRvv8SeFCcS85JTzP9ozJ69+PbSoDayywdPmQUQ",
+	"xYi2GztR3ly8fPn65xv3qqs0zimYKEdPsf3upCQMOJBG2H2v6HhaUVj6k9eIRZBK4y6DFHXXz31pmTM4",
+	"cUGgfYLTAcuwMpDDMfPwOIGxx8kZwxOA+398/GUncGDcP3krGdRhgU1xbERWldKusSavxoK4fjgURBIS",
+	"f9KLys51KX+Fwz1m3wheipIwkgBsIriqfwZEfvjNkDsA6d2gZygrJLyUYjURAr9Hl2G5xoAr3QIMnVBv",
+	"RM5ORv6JiYqgMEKx74iZ2jpIrdYDJwwGvLLzga/bqxtul8J7Ddwhdw8njhYU1ojiLeB0gRkNCXhmAZgR",
+	"sAj1bs6tXZJH6gcMA+Ad33l39aEO/41Esw9B2YADVQpblQoMrEwAMgyeBZQaeHzxF8enhhMVA9vs2nu+",
+	"lG5AYfcB7RSxWZwUQB0XUaT00hlkbrhKiNxt+0Sl7wYhhjGAW5yg4GqdjulEImncifXROT3tde5gz49O",
+	"WSqVqWYzmTnaoheBP6BJbH2u2Is3b78EMxI64Br2+MuzowaJmYmqSQwJspO0dlGQs5rBHIfdwXJfcxDx",
+	"EFLPMwAG2lLUyM18qnmZQwV6DCSUANKy214DyDJuQzCKGXYEZooFpBHeVB/nMlHAMpDWj6hSjIpNneUI",
+	"H/F5HCAnkuAS2AA3emTYs6vL7/BlkEDqNryJkoRZoIhLeCfWbkJu74wfUID5eWTwGFIiHGjr0i0IjsnH",
+	"JMa9QE43NIx6ielcvn8PFf4zvbm6dTxNGuD7xWzgLCAn5BdVYeWAziFkffoESa+2lkP2f3UFlr60Pn+O",
+	"ccim45bxicJ4ACQAQnSBCoEgCfPo3D3lHiGOR6UQKqH0QHBNoV8SEWZZpawsgLywnZoBQN8417BG+MKo",
+	"FJ6p0CQFQfgzXeamVfY3URP1b//G3NHH7vAAgqcm6rp2khvWh4ew80WlclGy9PHb48cpuLWWFv8Cknqc",
+	"HgElNXVOT36gOuKJcBrZnVDjbWznHkHTCw+7nLAFL2a6XKBl8VbfOU5YskrdKWdkOwamsCrYsZNjcK7g",
+	"PH2ZERyXOBfgkYFk9PHmz1RoyeoXniXeyJyoQt4J7LqPuxxqbMU7aXDdXxPN+0WOVnE4HMYLuU+AxwtL",
+	"Aoxd0FMTRR20AkOF8bzlpYSg/ZyAOZAjuJ3KJbRYyT1xQKMa4/5AJnP27h1Q1JMoNQpewxVL43Rt6qjy",
+	"7383WqXUTtU3BToi36w7s2nCUuhskgLgHKSZec8N9DdJzzeb7SDXKiSpG3o2IxgEsrykYinemQ7ZN4AK",
+	"uKxoo6kkgbspgPiAhg5vsVovRCId6UAcsuVP3oK23afA25Fft8uwNpgDX6+gX7XEz8W7QhOW8RJ4gGOg",
+	"USL84DXwLjNmShslZzNYqkuMAJQDTCJ3F7GnTAme7tS/4Yp0xnAfWVwDU2bskdJKPDpns5IvxICrDODk",
+	"Df3uE/uf8WwuYEilLuBDkIoAKXNI/xD44JaDwFyW+rbkC+Pd1Ut+KwwyIso+p4NkHk0UPKU8ilak6hm9",
+	"EOH9bmXWrN/UaJJYn0ma6g78NFFpCWhDDQCi9AhMkykZutM14yxzM/SlQiu+xixtdyAwIKQ0e/b68srv",
+	"5hjbrU6Ur7byDEKX8lYqX+mAgJQQ1YZpDFma68w89mr8cJGndePhpTbSamegcKeOzNeQTesJ6ltf4X9b",
+	"cTBIBNDURVxFF9VLRiWt5Mv0yZYJrLbvGdlxXzsEBF5mv2Twcrc1EDOAAESdfmbWxooFxJ4qsx7WY5Ym",
+	"bqadiTF8HxMe4M1GUOmrAT+sz/EPcS1QaftgBqK5FeRqVnITujcvZJ4XtCH+LUfe0wpxolzkFTKpsN2N",
+	"EnmnJG+pYxniesdJoaRCOMlsIIcjl6XIyI0CsTzKABmyVzHIkUm8s94gyBELGEdQLhBz10argXMMiAKt",
+	"UZo11glTt51QsjkVmXZqOSYdRuGzVhilzcDcAoDik3MrjuIuAuzJ6NR9bK6VrkrHrpqtA9CkAvcJbiVW",
+	"Bz9qdS8gv8pGpqyTIZTAG5dA4/gdKYVOMxzp1e0lz1khrIUT6aXBgoRLo0/S/8LF+g9KwQSKcNYPVJQ4",
+	"w9WHmN68vooee/ybzN8/xmzc1J/E66gKh7Qs4O7g6aDZEGhUfaqweijBiIJHhHDDAMnYqN9L2LKo4OFa",
+	"fIzdF/7pN+uf6PFn/5yofw4GA/h/d7lByf+M1jFPQn9at6UNNZA1H3V0aSxfLN0bflLyXYBXXgWcJv/k",
+	"ihuP3tl8iakxCf/J0rfHCepulP/0/Y8XzwZX31+cPPnSHdVJD6/Wg0ftbtj8OQyscRXKF+EHeo2IYztu",
+	"0rnIdA5/WmE2EjmbiLasT7lb8XjptUeJh23byMIKzeBQR8nFTCphzlleAXwb928HYQRhPuO2gBeYZDAw",
+	"YslL8FpFSV+4ohu86J/ejtoHrUGNeGwMC7KPCOqiPuo47L53PHDrEFqfePCI9hM+LJ4PLmxMfQ3R44vW",
+	"qBaNK+2pa+N1MQlx9tefr1n/+6uTJ1+2themg+vr1UppTMrSYOc51cBUU4zawvlL/25lGlfTDdwJSSUM",
+	"MRXvlsQiUkddaZS6V5UFu/r+YkCUCxfc+f0nioYg0iCFz2lydVd21B7VuoN6CjktebmGKoFgYLsJg/N1",
+	"GFr/RbZrL+m9FSViGfeOh6PhqPcesb34UvbGvdPhaHgKyPh2Dm7Cx9iy/VdAUezEJiRN62Q0oq4N1EcS",
+	"mw0bVlYK8DXZC4s9yEArqluEDgMUsNTqRY4Fp/DJpBdkmfvuyWgEdQCon2JyWqvMc/wbOlH4XjwQbFEP",
+	"5n5Hr+N69NxpIsOGE7U3/tsvSc/48FfvpTtPwmCpzK3pjf9Wz8f0fnGPPl44MZyZravY8LjSzV45eVNq",
+	"JwVEhQ39mHgHGp/jGJjsWtttLDbbmskDz68vXzy7urn49tvLFO+mlEbv9/F+MK2KNaUu1kZqACNt7tSP",
+	"NK29O+UG/nhZcNnao3YEcmM76AtQH3s2Otu2r+Hzj19p+52uVL5zy6IlXYQpbN08Oh7DNV8UO3fw9VIo",
+	"MIZ1Vi0AQ4Ayzi7evEiawtr3uxMI6ceXsvGZdHOt/yIsvf9+B8OP+h6L3jWX3Wfg2s3S37prLSHEdig3",
+	"CUDmQNsZVyzXYBeBRtx/Q02UgVidDu1VXp7N+bQQRyTKnoxO0fnsVD/PdhA3qSp8mViKvMkxcurdnFYq",
+	"vCpl/dDK2Y1AFDNfnQ5u7IkKpR+h+jXByCUFLcPpLvTt0TkDVw+KUoIvdTc5VRkEgzS+tawbc+iA3KSI",
+	"S1zL34VNwrfhVD4Zne74XuzOOfy7oR94x5df1f2nuWm3iaZuqH4zvUksm02p0V7YTdGXUPu9h60H3xv0",
+	"D9hK1ejAoS6ojh7Ii8EyrWby1ofFIbMv8mRQ9NFCK2ljeVHAfY8M6xNWxESlUZkH4RaX4k6sMemvxnA5",
+	"Zyl+9cbp+IqX0DoOXdGQdhgqb5o09lIaewGTg87ufCEsoEn8rbsjbaOqSihwTQd3/D8qgeA26I0P4/Gh",
+	"D35Asd77pJty6rE9huFCskPv0LufYYrM+18+4VmiYRm7jeOG5QJRN9ov6r7huU8xgUeO9z/yk+LkOcfG",
+	"8WcnJ4c8FDXRph7a7yMAjP3Pi3dLkVnh25c3j10zFv23X963JIuoe4JEZxGeaR9DQtbdrWe1YHhrWEPK",
+	"D+ybLuTaow5sbXA+ICwK6eQTZfWQfUPDqLNipmvqjN/CHJ0FcXK+gTMKbwdkJIIA5hPlx9yEAmYfAQm4",
+	"LiTtZgJ+Tp9S3NA3dh0Sv8MJ2HEE4vtQ6v88FPysSW81OhbBwu6kaHeP2SNYOoFs59yHjpYSvG5UDGbQ",
+	"fTYXvLRTwW1w/y15aam5OwrRQnAjwIcLSE5oE8xbcA7Ooo2eVJoV2A3Y0S8AQPVDAa3ldwKTU0Px0UTV",
+	"A9Elsyt9zrj3FGDFnHUiHMuJfhWlpiorqzUULsH6oNqHduZRN/m+gnX8hLTrPrCLcGGgf3RS/bZJSaaL",
+	"OGA79Urto1xScvbQbqjFiaBSEgSS57cAwMCpi3ag35A52aZHdzEwv4kKdSJRHUsSFbFgO+4IPOJoM3s0",
+	"GY1G41DDB3nX7pWQLwqVtB1AKawffMiYnpnWY78T67iLAdQTDtkl1JSE1g7eevc4dUZYrwemUUZvaOoS",
+	"OlfAkrVR7c6bMHa1VOk8J9e0a3u0vRhhpgaFpS2vEZ8QNa9L+UPUkFjxCxSOPaV9au6T0Z7evk7H68IW",
+	"8SNAn4hJDly/IXu95P+otg6csqnjkUel6cejk7NNnfVTqpVRMnkH54lwHXFvPqt2+XmY1ksI4AS6bTOl",
+	"pLfUXUnYWPVv6sNNcfpZKcy8zj5RNfh60+dfh3oh26RRgS/VRIGIr1HDtpTjs7oaH+0/jAC7d8FPt1yq",
+	"hBmN3WikZYbPxLBh9/nSVOzKOBhAScqrix+fp2xZSmI16O/+69XrV5vn/lkU/+5hyrsw9hsCkvyIVNpE",
+	"lXjfzK8nSMXWQTn+JEPIt0npDngCdh2hv4VUC8fMG+gPtiYGt8IR7GIjC2LbKOn+x3Az3ftKXzlSwbF+",
+	"Novw+HT/Q2/4utA8v9b6pRMCH2pJnp083f/stdY/crWm+ZnPqL/jwfJ84kC9B0LAO+3QbchH7EUNJIJK",
+	"TivYCEkCmLIBLCdUDGw4jKMz/UnFz+7j9Hk9GvcLEnwuIrp0KtkOEtrQt/a4rXDdX3wLPivQYDsk3Nxj",
+	"HTXaUnkyQ00Y1EsTAdZj+kWkTEPfKt+GHKLH2O2gr0vMWkVG6EwEKoc/GqO3AwsSMd7cjb4RYN99nSE8",
+	"kkSPTxSpv13VQDHUbEDEPB5Fqa3H4IA/noeiWA9KS5PHxL+JMlZSOh8UTkISha+BbVVyoyiuM1VwXaA7",
+	"u7/DqRKQ9pGGUita5/lB9VXkNoKs341KFRrORNVPaZ3sKnLa5A1Y9/MZRH6zEu4gkf95mVNtmynAQfHw",
+	"c39klvXH99oi6wkML+I79xGfj50E3ONA8Ap4I0GnzuQGrBZ0gTUBBDYh7rcZwz+4QXzKwAC0St7lO3LL",
+	"8KcQJUuPb5QImI8uT3cbjHVpTBO3LqmTdbBSZezTglFgSUXwOB48D1JhAY2gnKhAsUXhXUVOSNd2HqiD",
+	"wcqjd7z4NsUygWDjBTmQ6cXCkX8hu5w9z5pJz59ICCBt/04WH358j8UHFXNBBmyYdKRyS4VQVHdinf5r",
+	"m3f//WTNj9JZUeE8PsROA0Hz+Lc7sb4hqw3rt7tKoN0pNT6Z8jzGj8Iq31CKJRVr9JZtJ2+4FzXP3ycV",
+	"MNsOgOc74Lj4U8bgvnRImY8qZPbnJfwg1iCNPM3uTDAJlp7u6A/9yOzOM2lqQuNYzuRYVkAkkrQcEQYT",
+	"kz3SYaskM6vH1HRvpDyzukyZNBOV+gegDqeQGJS5E+vxZiFfuktJ25Kj8meqyEc8rwc4Br/T5RT6s/xr",
+	"ugQbWSfuFIEd3Zl+AvT2S9LbKFLvjfHi2FnpPS9z7m/JNA/x/S0adoFV0xPldRiz6TWkciiEmIsAeTeP",
+	"2R/KCvpM5Pu7kuBLX6Ua6LDD3IE/t1ChuzZecMXRQb/PqMHisLZl06ZCq4npM62shpwNjT5BXoOeYyqg",
+	"mCgq2JcWYR0wltIVLmONaBnRLmT8IlwL3Fa/DTJLADYGWn2djU6xtm0ljThKoiOCGSnc+gZiEouqoyLu",
+	"BV/D62J0U1YBN5ooEIXSBmkYPnjyFKTUAEp9BwjUKPKUTcVaKyqY8aINPrFwSupCl+JoyK7DGoLWOgao",
+	"Ek454Uqs3LFOWC6WhV4DhizAzeD5xzcXOdPbjbo/zbn/Qebc/yCh7ANxqkMlP5gRRvL4XgafVqJbMj9C",
+	"Vw0WCPhLwOM8VKnjNpGV5ZFpjplWWPHayioNGNpQaMriXhNwfcO4ZDBILBmMPlTjVnjn0DYz9A9mgH6e",
+	"g3B/T8jvSv3eMP0g6r+vgdSyQmu4wa1R7W5QfioxA5T6TiMVijkIoCgWniHrdKIWVTYPKVuYtDyAClXE",
+	"28AynsppDy/r4poItz1BJcMdZErBi6DHJiqc5hhzHiSJe8IImzRfuZESkl5yK8CYHMB/U80QAIUfAfJG",
+	"uH4pFlwqSEKEetH4ihHuSV/eijA+UCwGvd3dy6Au8S2XgAKHkzjqDP+/rFu+fOLsswDrujPWFtotfMA5",
+	"/wPZhRGVV8Ydr/pA0kHZZh+qdRBE2Ixke7FC45QEP4tX0+uUUU7d4YFi+4gKDupyUIbXAQcc6J0gtSiX",
+	"7XkTUA101gxDEWN3qDxq1Vxkd+RsJQiQyiA0ZicFPoO1+pQUSF/YHeN1a/Bh4uX3Jbuf5xoMdCSGAxl/",
+	"TGUNtPU9GUmParDdlm8wYZj9OljyW6nAIoI6RshL6HYbBND7Td/cPdOCn9w7K/hfIX3Xr8/+BN6wJ394",
+	"r9/v7zYxEdX5o1L/tuW8hBvIc7c/cbhuIACVKgG7BeKwPmuYW6/Bh5YMgDmflVoBihO0B/hVK5EOCQ0m",
+	"utPj8RCMcB+RKvyHoZjTaU1eLhDQSwe8xuBFnoLBEWHtHiVswa0oJS8kIHW4x30b4nHwiGAfFXMHLVYC",
+	"fnoSD9M94HScgG0JroxQGIDFL5AQhdNG4MgnHnetT/1z57oqWc7XAz0bLLSyc4b/TT+thHBj/tI/BotB",
+	"mtJEEYvizG+XLlk//c+14GUBOF//CS+jf7t30T9zLulf7vvFOj2CKMR/4rZhIOIveqI8fjWFI+KuReZo",
+	"yK7lQrBfwSXLS8FeXLy6IIzTfvrT9bO00QXarcW3fI09ewx/CzIe6lyog06DtGbgygIas7BIBkU8rBdm",
+	"2VET/vQLBHUFANXTETthX7j/YFyFZno0pqKaLpRBj25llo77DWa6XPEydztAo3CmacI4gTXBopPeAEXK",
+	"ytY+5f7zqtRL8fgNL6VJGHT5Hp0OTp6O2ehkfDqq5zU6HY9G7Nnzq+tkokbH49HovwDTtR7lnC+XQhlm",
+	"V+hiRJ2YF8UAcis2xwcOIBxeTagT1cde46PByRM/CvgsG43Gp6P/AmM9LD4WwjVXOf0iZX0kFOYba+iZ",
+	"FSqBgmx3oL94/ASXnX2RHhGWl2Gi4Et3yqgpurGC55DaLy2kFGJSeTlf2/mC2XkJyNdTbecTZUuuEPLD",
+	"jN3tYd2QRP3CU92ezniBX1lg8yIPVUAeCQNvhcxAYSaKTCpsbCNymO7Qk39K7clVc/ghycQv1SNT99fp",
+	"o4UHgQfsmFSKW17m0EKHvvYr1LWGQqnAezEcr8Q7m4KH2BBQRok8xiCPQijMqIkOskmfIDnVlWWnI2Yi",
+	"mLo1EAvLKwGVthHvqtHi4BH9VpR5JahfGyrMU5EBvhwxYdEuu3Tad65X6sgRyEIaI/IxHQP3Mx5s7xan",
+	"ZlClyISydHc8HtjcpHYBkTsIGzvhp+khK7O7bU5gz/c/kSfYv/538gWH2W3R+z09/dF1pf8xxRab1RSl",
+	"cBQP2QQ1qT5AWVuV0opNQyfUX2xz7H5LnRxiLuZLsDJRUIlPxGNIDL1FhMapEKpmATlbOyv6ova3TlT9",
+	"UkN9kzbPKg6icVY/saGx7cRQw4p/mZPzL+a9/bbddOyDiD3ZgSLWpDpQC1dJnOX+LlaIOr02fwR6/JMO",
+	"Pwkd/sUZix9IhME8vlcowW94HE/oUPt2OqiAeFPw3qcN3oy6FlA6FZ9Hiqn1hhmZz8DYZzNw6RtSVXOy",
+	"xQZoiwFqKCuh/2DGFZsKdH1C40HlTB320/UzZytQc8Jw7GqlFfVVaScK2zmCEuvskhkgjy1E7ga8eQBf",
+	"iXfhBDqb8kDXGazKtor6Zq+rPa6zT+nv+k6WMKmdUBlNFmVgT6Hv6Z/M4KMygzeleCvFKmo3G+ysPxhn",
+	"gFMG3fIe/uZt/rwrq5dNNXC8ofs5jW8tbKzwYXNGpypSUp7SPnkHHUALnouJCn04ML/JHfshe8MxasI3",
+	"2IfPmlUaOmdscgf36B9CYWyN/M+j+XGPplvdj6Uudp8ppMZPdKguBcKudJA4+I46VNFaiGPdVHz+yOGB",
+	"AMMgUrnxL/aY+QDE1leaIu7QRr9aEJB2w51KvlJ6fu+Rg/f8Ic6c1xv+PHSfKMXGLe/HPnXUaupQV0Sj",
+	"adeQ/YyoNOhh9xdD2H9RGUtNTqANe6ODltNuyY3p03uNtCJgzMhb5Y6nKI1WTFf2PIACOl1ZUtZtHg3O",
+	"D+rCJ1VSQ2Ho4oXwbuRx9ZUivo2poRkEcejzc/s+ysQVeJ47Mlmu5K16XXXAWJx1CHNsKwCzqUfsTjw5",
+	"OIYPI+WPVXzUqDVyg/XduGzcvC2iu/q3X7aZ/T/PdQfp+A4LUiUBY6TuuZbUiPF0eymUWIkc409ELm5D",
+	"Jqrv2/EYy+xKFG8FxaCQYfutlupoyF5BqzGlW6Q4xtwrCd0gnBkEYe2JKgQvlYG2qWej40B/LXrvdlKE",
+	"Fm6fjh3TJ7a5KPByAkvbXMU/AtBfq1tgF7Cqb/MfiIxFjfE6CbBb2j9/54Vo3DfQ19BBOBXyXOsGgpgb",
+	"57P8jijquTGOMXUeBL8qImhwxb63dvkaYOqv+EJcSSv+48qWMrN+F9KNTn8p60NDK1HDigMDzfhCTBRg",
+	"Ul6/vDqCUgBSGfD44GiRHPFoUNcaf16m6yiM5T+G+IF4WCaq+7RgNURdiAcZPuhkqIM/ijpFLq13bBAP",
+	"xs4RKARC3lfM8TDASD2Nmg3zQvceaRivu/g5XSpUtk5Uu80idcKM2Ap9k9tGf0ZkN5FkavR9nKg0M+Xs",
+	"xmKTR2j9yDo7P0Jfi0YjT/fgAB4cLKSB4GYaJ1frcqJ8aZSjQEjIwOJD+Lo5R2XPrf+2rnjwjIgaY+oy",
+	"sKGJ+g47Dbk1GEhl2N4WtpAf1W5i2y3iXqh7x+qoqZXBFgtQ9Tz+rQdNfvARKHHA7rJ8muVidjuXf78r",
+	"Fkovb/5RGlu9Xb1b/3pyevbky6/aNyDbO5BTwvh/J5iXHWz6yhNrWxswwrYKP66EHezqrNpSzBqeto2O",
+	"Cn+WgHwiqLZN/QkkykHqk1fIkQMPqIj5Hum3G32fTM0S6/7l4IX2kpVqqkNHJ9/KyTHC25JnwunfUudN",
+	"IFLwIWHeCBSAeeYuS2gz5BTnG27TIfvf7qibbkS4iYp68XuH1JYszbjP4SdNGG98aZcTmGdWvvUFW/8j",
+	"6z7bpIbVDbFJ2iLkbYYpXm5XQLWefowlieAO6tTxfsS+0ODj9NTdHGKyu6bzO9InUqD7lAh/ovoeuS09",
+	"OZunSUg7TI+//HqenrN0ZFIvyn0yzBGJaJ9k6Wsw7EpPVFc7OaqYT0KNJQ75kfGZzdhTz86xB9f6HNW1",
+	"FS9zU2fuKLGaICK/I9HurmN//fkaBAxKnqCW1d9s1HdhgqC01Dh7otI7mYfOkQzh09haV2XoEhZgHqJX",
+	"UkmY+zXmKjhOs5I2m2NfHGEmqrl0HoqdEilZHwpkCi4XImd/d1pc1OvTsy+oD7jVaN7jTLnPtjpCv0NA",
+	"ydNFHmYOmO2+tgX6PmJC68ikQ3YJL3dsEtlXYJoNRompcp5IZhGT8OTY4cHb7Ob6qfKi4m/gZyOt6JOm",
+	"RMVf3lMlW1POrmJZ0CP/LI/9V8msQmqL2xO2+PPHEx2W79Cbfp4Tln1QmoJqlMsc+z8ESPp0JVWuVykL",
+	"UqDuC+vP+MkZ+puOoDHAxK1KuYZkdEwbb3cPwF9N7U0iNNBQkYs0/6sotRnXV516lExUjs2HsR08NM8F",
+	"Rp1Dtq5vOVBADpt/0nfd6y+fjLBhzNOnELReyKKQxO6S2l3ayKANWdOq0R8VOrnoxh2SOqcKZY+Qs8MS",
+	"4nJIgy+nTHqpsJ22MOY8ylQ1zjAlTZKKIFEaRHzZJ0XAJI2tG8MA06f+8oBc5xRjzfhyKXg5ZBeF0Rv9",
+	"QRqd71FRlQrhXbG17kShvtxovED93G/g15uCqimxHQNkr6PdLf5R8cKvErZfx+4gPjGfvN9uQEN25aSL",
+	"sTKL+vLMsOkIy/kasqSj6oWA3ApT6a5w+ouwV3AW9rRL+F6v2IyXAAOYYON9X0zg3r6a60IEsu2nx04N",
+	"Sp+OFunRea0OOe1oW1cCPEXd2R+943kv8a4C/+dnbVHAzR0u0zZHatiZPxGNPmECIvZUrxfbc0o2XdO/",
+	"IgkBFL9NLsDFJsAR9mLa2+5lf4utDZMbOcfK2RvQrK6rEZckJAVgiMcjf5ZiF2XokdXu/xX6n/sPOhuG",
+	"irk0hCaod2SrzVJds+EeoPkD85yKuVQ546zQPGdTXnCVEVchT7Y0zVk4LpiLR2ZnF7ALv3yAnsNLdD43",
+	"itIN1sXjwDGNhaY5UX3gqsKxlmYvsCM/HL9ECTPSGSjSslxkMhcmahfd3JZbnbBpZScqlepmBil07gPU",
+	"e8f900sPKnWfcVlUpTAp8fBmy0Bcdjf5LWBvRGWflFu5T+xyTURLQHv+EXqR/cv5KRql8LQSeDo3W5vd",
+	"n5m4+7exErc3poMY28XKm12kEHsp7o4ENyRU/BT4z0QFux0xdWVhfeP9lNQR+PeDWjQNJ+q6oyVT80kI",
+	"8FzP62+TTgRdyaPyz4SlVQm9ymXd8h2AjRKWEm7VDfgy/JDpNzTW04nK9GIqlRj78iZpWCGNFflEwal3",
+	"WhXWkfm4iBII6j/c+IIkJdsAIljH55h4R5fRS5A5Ussq8PWVlIcDKlhBWM9uRFDzd8443oHsXCEcvs/O",
+	"lYr1N76ltJ2oCP2rNdqjusP1yQlWp9IahwapqFia0CYVrw/ZC4Ut0bKq4GUd/wMy/F940384iyGFp/E9",
+	"7u+JKoR12zkOfe5Duz1HDt4CwA61oJ7eap2zPmczqXhRo45QB1h2NhoxXbKz0VkC8a8gBXlR6FXUft+9",
+	"EvrjsdRdvwkqdi6IMuBn6EYMjXPZar5OYG4TFSaHqWM1T3d04OmCfqUe+G9eX0WL4lPOlgWHlhOOzXNY",
+	"EliEiUI4QvCLofZNLfGlYTP5bhsqITRoOKw1LSy190rSPm7RpvFqL7mnfluZrm5kr73zMM5n8y0g60Su",
+	"LSOpT/p9u+RuXYMA7QotF32MQFKefP/yu2fs9PT06dHWDmjxIeoeVc6tgBT6Bw4teBzvPyp89OMOCw/o",
+	"T5cvqZec1yoldeTvp3Nrl2b8+DFfyiFZWsNMLx778+8bzJo7MN8nCoQFt6AAJ4yTCeg+UfMFQyqveMcz",
+	"W6x9izCr3X0UehLvrIDkHvIIAKeeKGnwqYRl3FAZaVFsW7uqLLYhYpyMzr6GcoEAkXHw0tE8Gk1RKA2o",
+	"llSUKVIjDWzd4JZ42zrgJ0/uPd4t3QxrjvHgXoZPPkUrw/HBrQwvpkBDHswTq+FJBUEgY/SFaGh5eM5y",
+	"jbWNlSxyxxxELkEpWvzLdEPk5u6AXoib2uKfoCr7Y5Ika++t1G8tvPAZs6BafX99/QaU7ynP7pCZeTe2",
+	"JF7ILUvLSjmbNcHurQLUiaj6y0k0w4zWCtAYltoYOS0o60sJCWmN0qD+ek66puBlIUU5DG9HDca/vRRs",
+	"UdmKF8W6Vl9BX7xyvNcpli9q5jT4QaxDgpXVbMHvBHmSa7kPeVuGz8Q4OpgUj6IuIoDQRczT1Ny0fzI6",
+	"BmgMMlmahopvWRl+mOp87b5elSrCpkGVC+FTQHFhJ6PRBohMmJQdXILiJvIxs2Ul0oTAHsD9AlnzHSOa",
+	"qMaQOMvlbCYgbgyjwryuk5Mh+wEa3ZUCE8hyb0n57nFbWpdwc3dvwPdonwCR8pdP1PuKm7vfq+eVW5ZO",
+	"7kfbgwmBRPJNmgv0sUnPG0RVGzDkZPdvInGfNAqQh+wV0gmEHiGK4XsytwKMHUS3yTkuihVfG5YCMZ6z",
+	"BS/vDBAgGUclPYlRls3pDnvtLYklmFBOPv+t5353/K0ru+ujdibdsmXX/sy31uu/M6TFlgVdlnpaiMW/",
+	"329h3+BT26tpkGKlYStRFANnJzjjo7IhYxOzlGczcqsS7pRjVegiAfwuMJlNekQJq2aiNs+P20LfRxCq",
+	"jqjbcJMnDv8Asv4qAAh4+Xs/md+sfkHjf+obVO5TBCAwKK1YOO7RciGkDOqosRpYCZZzy6fOuil15bhT",
+	"KZdD9sKKBW4QbCAHNxb0ULW6hP3KxVKoXChbEA+rXfJOCAbE11KYqrAQZnYDgs96ioFiZOxSOfFKRfrb",
+	"BFZg0huz4XD4HiG3fpv0gDzcr0TE79Mhu1A4S4TZ9OU70Jhyw43XdkYaseAKw5go0rdqH47VMyPVbUHZ",
+	"7n3ekAIT5fkiDKZWE7glxgPJOWVT+B8N2WsfJA0O2E1A3gR9URI2hIDGwLqYSXRG+SNwdvLULw2sKGhW",
+	"zwMhSMPmoghKAdbk69kGdWAZxsbysf6xe/TkyROWzXnJM6cHHE0gpI5nmowjXDMIwLjvujnRoHyOlgnn",
+	"37TWFQv8++iJxa6f5Xq44O9ugqdsOBwe1YU4Kcb0IQ1OQ49u8j7DlPtp6+j8G/1x6hb/AkD8xKJRy8ih",
+	"tzfT07+LjFLmOfgGaRIJzIu4miNvt+4n/up5UI2xObk7MmuS1255IPWPmtIN2fVK07ZuKJ/jkDhQYhEZ",
+	"imVHP2SiRjQ3YzLH0oMiYaIwflDxHg7uxHpQCscy02guUEpEO8XcZUktVaFyoaHiJBGP9eLf+9Zh82A3",
+	"0f8S/MGOEfiIFyirXcucwGj7WhE4XIqEeASPThT96SHBpLpNmKMFgI0rtLr1bunjZDQaIW2cHZ+2Poy9",
+	"JQw7PWE/ym9YX5cJk7OJAn9FmVCmqCPFAcwGnBFH5zUnfWRY6t6UomN/IanOA3P+aiKuVTQJ/XCBXdq5",
+	"ULsUcPMNcPZPo0XDu38nNZq+jW/vUiBeHyIi/oQf+6OlQQTtBhON4OjV+WmkWbjj8OFKD4JDbNd6niHO",
+	"WBJ/1WPMhxBfjmoECBTAiwcB20iuYpTjhCE6xwOAzWLb7UyrHIEjI7hS4sz+NB21G137TAco4C3r7tSg",
+	"94qZBdeKLyuoUc9C7hf2wiZsjGZgzSk8U7F9fuf3DylOVBRTRMbWDMilYX4NyA5m57oyhLDICX0V2Ka/",
+	"ALHRhbQWKvK8ikb5cfAQcGF6JzmToDeRI69oFcfBEraMW72QGbJ7PlFNFznhGyDoplsrah+EiHP1mrJL",
+	"UOO81KNSRsStW5Fa4Haqg3fDXT5u9inYNn7hOwhbf262jd++BL7cxbW/9yTqk4piQv0z9+xTYT7i+YiC",
+	"YAvPXjjlN3w4u0Utczu7RW/SFnaLsfoDeStrs9aJ6quQFDGmd4bY9lHSYcw24+EAwayVGJPaFrl7sBgi",
+	"mai8EhGUX1C6pTOIW/E05GkY9ocsq2082lt2wKMBaSLNy/VNWSlMaSHnLquru/PYZDZ8Hb0xTNjgguFo",
+	"A6+cKEKayLjChqSl71NdqdC0sGbUwYf3YEa9letSVgnYpBKS23ay3YkK69TFd/Ei8d1cQnlwJ7IiUuCn",
+	"ZL34hd+H9eK3D2C9bTqhBPstlPknU/5kYDdglbeY1afgzPuQeEkRbpxLabbriGOmNJtVJTgsPJ+T1P8m",
+	"ZPO6V2HVILQdICGfYhpt9JmpcLONgN10CQl5Qevtp6EkJE1IVCSsfuPRRBGizrSFCFe7E54O2beRUh2w",
+	"sWZi5SQNOLTiYhHWfzJy9smXI7YwbLqeKN85IK7GcyKBikNqRhvX/xSCQ3oWJZBo5Ts7eJXVPYEpcvFg",
+	"mdV6l+bY+x3iVz4YkjixEq3+fzsIrNEBXOGZVrNCZvaPo9vh2X0Qr9iCanQZBa3hwDbjiRf1AcW4eMcp",
+	"BbZRn1P3rK/6wT4owX1dF/v0I2CQy+fXz19dv3j9Kk3YV1AjFPfwqPtc+JFgp1YoIRMh4wlahJEXeBzK",
+	"vhTqKW5IZ6Ozzsqi3/uk/Qku9wmQl+9/Sh6Gqeo21wM0+uBbq55fv4V6/j2uJqup5h8lR8iQidJv+pH/",
+	"BQo0g2Opbaxg8IZDtMO3C8FUH8jF97I89HqZC3XeHCI6TB6ZeiC+Q5KviMc8fyfFQjKxT2vf4tciLCXq",
+	"y0LZdlBAULqP0yz1DCpGEyoxVHp1Dkno7ils+0xAR+VbKImgMUNxDxC6Yy6nXz7Z5CPSMJ5lYmmdgXGx",
+	"sQN1nVGd/BTKSCHcjOlDrerRhPrHFgQNCOmCdA8s3MIRwJD9qN+iugcfw9CNM0D5DHpoqonKCm0ElhQZ",
+	"qOYnJULFyhd8CDQwWPbNzzmdyu1UQxOCONz9VCF2iCYEuSBENJSf0lZyEsRm8qpQJ+ynR+H2nPhTWGzm",
+	"IZ1UPp8U8J2UwtH6U9/6Fzb56u4QD9fXNmy7UA6yp/gz9yWonm14VxukxWs242WzlB9FQyg/52XdpqRG",
+	"RCIXOpUqxarcHDCCATi4b4RoRQVg6OnRGLUxD0/ZqYz5SpMLP89P2Ssbv7ETGomGEXodQKwRcZ7AeYJA",
+	"T39qbx87AxoPzSOzQcnms6p0mwcw8n0/WEvck5nFY5uqNrVIRoCPmpGLuk4NDcpZrGS6oztRmwpCVEMJ",
+	"qk2cK02ZMz4PPGR4QwZdKMteyuwOjMRqOZyon0LXYiMIwINR9R3r7yjZO2L7atFAM7R6oqAbFK9vIKYP",
+	"lW20QnUfUA+wBFLUZ6AEL7fXURs52gklnWR6uR67RwbshTVMwlJUCt3y2ESwUYJX42GFjF6PiVWjS9WI",
+	"TYn3mk0U25YATM/0KcmGYiCRHk8pPLW+nR8hNietDbqaGMtFXiFzFNhXEBOPVhJc6Zm+VdI0UGzOsQEp",
+	"BBEoQE3rDMGBeqUxGZnhq/JSL31fw4KvWaWg/aAE6/9W2AB0SqLGrW2wKeLVhSgCQlgH0rRxZq4u5a1U",
+	"UB0Q1G5ay44+rPngwsYJejYmgghRRkJEF3dRkiSsjwW8nWYmax/Jow49H2ZGUoWqmwzYFBh4weh0JIjn",
+	"PEc9/jQSNKFcWgZnBjuDHqStadKHwgwhRJSepZT71iGCo2LSulaWcrfcy8OaIB4igh54Y08r6Cs7YHiW",
+	"bLlm0yq/FTa4WGelMPPa7xKS0VRST3nB11imQegzjcQ96A/ZGEilADsXdY1yzZa6kNk6snWnPLvTsxmO",
+	"IQCa4RjShVQ3dEM6jOAR3CcAYGcuSjRsMPWrPRzH9yIPtqPAKIw3OKi6F7YfOf3Ux7IQ7SfsLgK1x9QZ",
+	"rQFmj2RO78jrvDFM4YPmm3XxH0YOvYm9xb+fxEYvCJjaRITTiOeBQnsr7itKaueeL2nhmJSYlxyACNmy",
+	"KpfaYJnNmtV++vrIBT89GoVY65nmwnJZpJT7aeciwBXFDgWpICJY8HVkQlPEMQRl7bjm/YH6SLSg5S5N",
+	"zcUmSpcoq+p+0l6ErAVhDcNyfvHF85xKQvG1wy++YHFee51czDGXEBNuEZzJowYshJ1r2AEqwgBymSjM",
+	"GaSANOY3IsuHb2WiwXT0KgD/+043tLz9+rXxgxOFCZdG2KOkTtVuuYbOazqqnSAyTyKTwGkFzej3kKHg",
+	"J/SChgBf6LcY4FlxQJvyOPdLzHEbsp/UnXKTwURfTOinpFlAwwNwaySWkxNMLEcKD91DoGEDYti7FYRX",
+	"YBr1b+/TpOGOqmmQPNu7QsafNGK8E6Lws8d2Il0RGSeu3zaFEZqo/bd0SnzOYhhPlFu4ctLiyY3Iyjl6",
+	"/8hA8LWTZCGgfR7a6NWpFAChuslniaV4hIY/TKCc0CqAO8ca58N8KO1mDXwpfxDr0KUBnMhdWBYX1N47",
+	"vJ8czrXyEdB0Y4D7by8BOq4qi964N7d2OX78GF4018aOvx59PQIjkCayWc8vBk6fqdF2sUo3TlOauhWq",
+	"KzapPhxXZLOu/aIOvXlQ/IRgCbGJAFARQF2vo9e5+zredulRaUmfJrTZgM1twtAiMMrotW00zK46fE2M",
+	"Po/fBWlMtx7JD6RBaOdAfRBWlEFPn+JVLm3HB177XgNubd2jjbYMyAC7OxbEL88XUnW8/ArbFYQ2CH6d",
+	"VmLaaLlROumI2m36uJKP43fXQOqb7/9e8MLOE0BWkkoYk7CFsCWUKIEx5BQcnVULoaxTF+PZUXsX+kqQ",
+	"fqb3/pf3/y8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

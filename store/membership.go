@@ -125,3 +125,33 @@ func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
 	}
 	return nil
 }
+
+// A lease counts while it has not expired and its owner is a live node; the
+// two expire together (one heartbeat renews both), so the join only guards
+// against a partition row outliving its node's.
+const queryListNodes = `-- name: ListNodes
+SELECT n.id, n.name, n.started_at, n.heartbeat_at, n.expires_at,
+	coalesce(array_agg(p.id ORDER BY p.id) FILTER (WHERE p.id IS NOT NULL), '{}')
+FROM nodes n
+LEFT JOIN partitions p ON p.owner = n.id AND p.lease_expires_at > now()
+WHERE n.expires_at > now()
+GROUP BY n.id
+ORDER BY n.started_at, n.id`
+
+// ListNodes returns the live dispatcher nodes, oldest first, each with the
+// partitions it holds a live lease on, ascending.
+func (db *DB) ListNodes(ctx context.Context) ([]model.Node, error) {
+	rows, err := db.pool.Query(ctx, queryListNodes)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Node, error) {
+		var n model.Node
+		err := r.Scan(&n.ID, &n.Name, &n.StartedAt, &n.HeartbeatAt, &n.ExpiresAt, &n.Partitions)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return nodes, nil
+}

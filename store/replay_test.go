@@ -77,7 +77,7 @@ func TestReplayTask(t *testing.T) {
 			// A time with nanoseconds is rounded up, never down: no attempt before it.
 			at := dbNow(t, pool).Add(-time.Second).Add(500 * time.Nanosecond)
 			want := at.Truncate(time.Microsecond).Add(time.Microsecond)
-			got, err := db.ReplayTask(ctx, tenant.ID, before.ID, at)
+			got, err := db.ReplayTask(ctx, tenant.ID, before.ID, at, nil)
 			require.NoError(t, err)
 			require.Equal(t, model.StatusScheduled, got.Status)
 			require.NotNil(t, got.NextAttemptAt)
@@ -110,7 +110,7 @@ func TestReplayTask(t *testing.T) {
 			require.Equal(t, before.Attempts+1, claim.Attempt, "attempt numbers never repeat")
 
 			// A replay of a task that is now dispatching is refused.
-			_, err = db.ReplayTask(ctx, tenant.ID, before.ID, at)
+			_, err = db.ReplayTask(ctx, tenant.ID, before.ID, at, nil)
 			require.ErrorIs(t, err, model.ErrConflict)
 
 			// The replayed attempt is recorded after the earlier ones, and the
@@ -122,7 +122,7 @@ func TestReplayTask(t *testing.T) {
 			for i, a := range attempts {
 				require.Equal(t, i+1, a.Attempt)
 			}
-			again, err := db.ReplayTask(ctx, tenant.ID, before.ID, at)
+			again, err := db.ReplayTask(ctx, tenant.ID, before.ID, at, nil)
 			require.NoError(t, err)
 			require.Equal(t, before.Attempts+1, again.AttemptBase)
 			require.Equal(t, before.Attempts+1, again.Attempts)
@@ -176,7 +176,7 @@ func TestReplayTaskRefused(t *testing.T) {
 		}, model.StatusCanceled},
 		{"already replayed", func(t *testing.T) uuid.UUID {
 			id := deadTask(t, db, pool, tenant.ID).ID
-			_, err := db.ReplayTask(ctx, tenant.ID, id, time.Now().Add(time.Hour))
+			_, err := db.ReplayTask(ctx, tenant.ID, id, time.Now().Add(time.Hour), nil)
 			require.NoError(t, err)
 			return id
 		}, model.StatusScheduled},
@@ -189,7 +189,7 @@ func TestReplayTaskRefused(t *testing.T) {
 			beforeTask, err := db.GetTask(ctx, tenant.ID, id)
 			require.NoError(t, err)
 
-			got, err := db.ReplayTask(ctx, tenant.ID, id, time.Now())
+			got, err := db.ReplayTask(ctx, tenant.ID, id, time.Now(), nil)
 			require.ErrorIs(t, err, model.ErrConflict)
 			require.NotNil(t, got, "the task comes back as it is")
 			require.Equal(t, id, got.ID)
@@ -212,9 +212,13 @@ func TestReplayTaskTenantScoped(t *testing.T) {
 	before := readTaskRow(t, pool, task.ID)
 
 	for name, call := range map[string]func() (*model.Task, error){
-		"another tenant's task": func() (*model.Task, error) { return db.ReplayTask(ctx, other.ID, task.ID, time.Now()) },
-		"unknown id":            func() (*model.Task, error) { return db.ReplayTask(ctx, owner.ID, uuid.Must(uuid.NewV7()), time.Now()) },
-		"unknown tenant":        func() (*model.Task, error) { return db.ReplayTask(ctx, uuid.Must(uuid.NewV7()), task.ID, time.Now()) },
+		"another tenant's task": func() (*model.Task, error) { return db.ReplayTask(ctx, other.ID, task.ID, time.Now(), nil) },
+		"unknown id": func() (*model.Task, error) {
+			return db.ReplayTask(ctx, owner.ID, uuid.Must(uuid.NewV7()), time.Now(), nil)
+		},
+		"unknown tenant": func() (*model.Task, error) {
+			return db.ReplayTask(ctx, uuid.Must(uuid.NewV7()), task.ID, time.Now(), nil)
+		},
 	} {
 		got, err := call()
 		require.ErrorIs(t, err, model.ErrNotFound, name)
@@ -249,10 +253,10 @@ func TestReplayTaskAnnounced(t *testing.T) {
 	}
 
 	// A refused replay announces nothing; the replay that follows does.
-	_, err := db.ReplayTask(ctx, tenant.ID, scheduled.ID, time.Now())
+	_, err := db.ReplayTask(ctx, tenant.ID, scheduled.ID, time.Now(), nil)
 	require.ErrorIs(t, err, model.ErrConflict)
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	replayed, err := db.ReplayTask(ctx, tenant.ID, dead.ID, at)
+	replayed, err := db.ReplayTask(ctx, tenant.ID, dead.ID, at, nil)
 	require.NoError(t, err)
 
 	select {

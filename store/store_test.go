@@ -51,7 +51,8 @@ func userTables(t *testing.T, db *store.DB) []string {
 	return names
 }
 
-var wantTables = []string{"api_keys", "attempts", "audit_log", "hookwheel_schema_migrations", "nodes", "partitions", "schedules", "tasks", "tenants"}
+var wantTables = []string{"api_keys", "attempts", "audit_log", "hookwheel_schema_migrations", "nodes", "partitions", "schedules",
+	"task_stats_minutes", "tasks", "tenants"}
 
 // wantMigrations is goose's version 0 and the version of each migration file,
 // each applied once.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -123,6 +124,9 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 // Ids are UUIDv7, so id order is creation order; but created_at is the
 // database's clock at insert and the id the API's, so the time filters read
 // created_at itself (index tasks_tenant_created) rather than bounding ids.
+// The URL prefix is matched twice: on left(url, urlIndexChars), which
+// tasks_tenant_url indexes (migration 00013 says why not the whole URL), and
+// on the URL itself.
 const queryListTasks = `-- name: ListTasks
 SELECT ` + taskColumns + ` FROM tasks
 WHERE tenant_id = $1
@@ -131,13 +135,56 @@ WHERE tenant_id = $1
 	AND ($5::uuid IS NULL OR schedule_id = $5)
 	AND ($6::timestamptz IS NULL OR created_at >= $6)
 	AND ($7::timestamptz IS NULL OR created_at < $7)
+	AND ($8::text IS NULL OR (left(url, ` + urlIndexChars + `) LIKE $9 AND url LIKE $8))
+	AND ($10::text IS NULL OR idempotency_key = $10)
 ORDER BY id DESC
 LIMIT $4`
 
+// urlIndexChars is how many characters of a URL tasks_tenant_url holds,
+// spelt for the SQL; urlIndexCharCount is the same for Go.
+const urlIndexChars = "256"
+
+var urlIndexCharCount, _ = strconv.Atoi(urlIndexChars)
+
+// likeEscaper makes text match itself in a LIKE pattern, whose default
+// escape character is the backslash.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// likePrefix is the LIKE pattern of the texts that start with the first
+// chars characters of prefix (all of it when chars is 0), or nil for nil.
+func likePrefix(prefix *string, chars int) *string {
+	if prefix == nil {
+		return nil
+	}
+	p, n := *prefix, 0
+	for i := range p { // i: where each character starts
+		if chars > 0 && n == chars {
+			p = p[:i]
+			break
+		}
+		n++
+	}
+	pattern := likeEscaper.Replace(p) + "%"
+	return &pattern
+}
+
+// listTasksArgs are the parameters of queryListTasks.
+func listTasksArgs(tenantID uuid.UUID, f model.TaskFilter) []any {
+	return []any{tenantID, f.Status, f.Before, f.Limit, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
+		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey}
+}
+
 // ListTasks returns up to f.Limit tasks, newest first.
+//
+// Its plan is made for each call's values (an unnamed statement) rather
+// than cached: which index serves a page depends on them. A rare URL prefix
+// or status reads its few matches through tasks_tenant_url or
+// tasks_tenant_status_recent, a common one walks tasks_tenant_recent and
+// stops at the page's end; the plan Postgres caches after five calls could
+// only do the walk, through every task of the tenant when nothing matches.
 func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error) {
-	rows, err := db.pool.Query(ctx, queryListTasks, tenantID, f.Status, f.Before, f.Limit,
-		f.ScheduleID, f.CreatedAfter, f.CreatedBefore)
+	args := append([]any{pgx.QueryExecModeCacheDescribe}, listTasksArgs(tenantID, f)...)
+	rows, err := db.pool.Query(ctx, queryListTasks, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -194,9 +241,7 @@ FROM moved`
 // ErrConflict (with the task as it is); another tenant's or an unknown id
 // gives ErrNotFound.
 func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error) {
-	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
-		at = r.Add(time.Microsecond)
-	}
+	at = ceilMicro(at)
 	var ignored *string
 	row := db.pool.QueryRow(ctx, queryRescheduleTask, tenantID, id, at, notifyDue, strconv.FormatInt(at.UnixMicro(), 10))
 	t, err := scanTask(row, &ignored)
@@ -281,7 +326,9 @@ func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.Cance
 
 const queryReplayTask = `-- name: ReplayTask
 WITH replayed AS (
-	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now()
+	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now(),
+		url = coalesce($5::text, url), method = coalesce($6::text, method),
+		headers = coalesce($7::jsonb, headers), body = coalesce($8::bytea, body)
 	WHERE tenant_id = $1 AND id = $2 AND status IN ('dead', 'delivered')
 	RETURNING ` + taskColumns + `
 )
@@ -296,16 +343,39 @@ FROM replayed`
 // last_status_code and last_error keep describing the latest attempt until
 // the next one is recorded.
 //
+// edit, when not nil, replaces the fields it sets in the same statement, so
+// a task is never replayed half edited, nor edited without the replay. Its
+// request_hash stays the fingerprint of the request that created it: a
+// repeat of that request with the same idempotency key still finds this
+// task, as it is now. Claims measure the body when they take it, so an
+// edited body needs nothing else changed.
+//
 // The same statement announces the task on DueNotifyChannel, since a replayed
 // task is due at once: every dispatcher learns of it on commit. A task in any
-// other status gives ErrConflict (with the task as it is); another tenant's
-// or an unknown id gives ErrNotFound.
-func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error) {
-	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
-		at = r.Add(time.Microsecond)
+// other status gives ErrConflict (with the task as it is, unedited); another
+// tenant's or an unknown id gives ErrNotFound.
+func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, edit *model.TaskEdit) (*model.Task, error) {
+	at = ceilMicro(at)
+	// Untyped nils, so that what the edit leaves out is NULL and not a JSON
+	// null or an empty body.
+	var url, method, headers, body any
+	if edit != nil {
+		if edit.URL != nil {
+			url = *edit.URL
+		}
+		if edit.Method != nil {
+			method = *edit.Method
+		}
+		if edit.Headers != nil {
+			headers = edit.Headers
+		}
+		if edit.Body != nil {
+			body = edit.Body
+		}
 	}
 	var ignored *string
-	t, err := scanTask(db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro())), &ignored)
+	row := db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro()), url, method, headers, body)
+	t, err := scanTask(row, &ignored)
 	if err == nil {
 		return t, nil
 	}
@@ -317,4 +387,102 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 		return nil, err
 	}
 	return current, model.ErrConflict
+}
+
+// ceilMicro rounds up to the microsecond Postgres keeps, so that a task is
+// never due before the instant asked.
+func ceilMicro(at time.Time) time.Time {
+	if r := at.Truncate(time.Microsecond); !r.Equal(at) {
+		return r.Add(time.Microsecond)
+	}
+	return at
+}
+
+// replayMatch is the condition on a dead task of tenant $1 that
+// CountDeadTasks counts and ReplayTasks replays, with a ReplayFilter in $2 to
+// $5 (the URL prefix as a LIKE pattern). Written once so that a dry run
+// counts exactly what the replay would take.
+const replayMatch = `tenant_id = $1 AND status = 'dead'
+		AND ($2::uuid IS NULL OR schedule_id = $2)
+		AND ($3::timestamptz IS NULL OR created_at >= $3)
+		AND ($4::timestamptz IS NULL OR created_at < $4)
+		AND ($5::text IS NULL OR url LIKE $5)`
+
+// Both statements walk the tenant's dead tasks in tasks_tenant_status_recent,
+// which retention keeps to the last days' worth.
+const queryCountDeadTasks = `-- name: CountDeadTasks
+SELECT count(*) FROM tasks WHERE ` + replayMatch
+
+// As in CancelTasksChunk, the chunk takes its rows in id order, like the
+// claim, and FOR UPDATE re-checks the status of a row another statement
+// changed meanwhile (a replay of the task alone, say), leaving it out.
+const queryReplayTasksChunk = `-- name: ReplayTasksChunk
+WITH victims AS (
+	SELECT id FROM tasks
+	WHERE ` + replayMatch + ` AND id > $6
+	ORDER BY id
+	LIMIT $7
+	FOR UPDATE
+)
+UPDATE tasks t SET status = 'scheduled', next_attempt_at = $8, attempt_base = t.attempts, updated_at = now()
+FROM victims
+WHERE t.id = victims.id
+RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $9::text)`
+
+// replayChunk bounds the rows one statement of ReplayTasks locks and changes.
+const replayChunk = 1000
+
+// CountDeadTasks counts the tenant's dead tasks matching f: what ReplayTasks
+// would replay now.
+func (db *DB) CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, queryCountDeadTasks, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
+		likePrefix(f.URLPrefix, 0)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count dead tasks of tenant %s: %w", tenantID, err)
+	}
+	return n, nil
+}
+
+// ReplayTasks replays every dead task of the tenant matching f, as
+// ReplayTask does one without an edit: each becomes due at at (rounded up
+// to the microsecond) with a fresh retry budget, and is announced on
+// DueNotifyChannel on commit. It returns their ids and the instant they are
+// due. Like CancelTasks it works in chunks of replayChunk tasks, each its own
+// statement and commit, and is therefore not atomic: a task that dies while
+// it runs may or may not be replayed, and on an error the ids replayed so
+// far are returned with it.
+func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error) {
+	at = ceilMicro(at)
+	micros := fmt.Sprint(at.UnixMicro())
+	pattern := likePrefix(f.URLPrefix, 0)
+	var replayed []uuid.UUID
+	after := uuid.Nil
+	for {
+		rows, err := db.pool.Query(ctx, queryReplayTasksChunk, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
+			pattern, after, replayChunk, at, micros)
+		if err != nil {
+			return replayed, at, fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
+		}
+		ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
+			var (
+				id      uuid.UUID
+				ignored *string
+			)
+			err := r.Scan(&id, &ignored)
+			return id, err
+		})
+		if err != nil {
+			return replayed, at, fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
+		}
+		replayed = append(replayed, ids...)
+		if len(ids) < replayChunk {
+			return replayed, at, nil
+		}
+		for _, id := range ids {
+			if bytes.Compare(id[:], after[:]) > 0 {
+				after = id
+			}
+		}
+	}
 }

@@ -158,3 +158,49 @@ func (db *DB) SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []n
 	}
 	return t, nil
 }
+
+// The page is cut first, so that the waiting count, one bounded probe of
+// tasks_tenant_status_recent per tenant (pendingStatuses, as the quota
+// counts them), runs for the tenants of the page only: a tenant with
+// millions of tasks waiting costs no more than one with upTo.
+const queryListTenants = `-- name: ListTenants
+SELECT page.*, waiting.n
+FROM (
+	SELECT ` + tenantColumns + ` FROM tenants WHERE id > $1 ORDER BY id LIMIT $2
+) page
+CROSS JOIN LATERAL (
+	SELECT count(*) AS n FROM (
+		SELECT 1 FROM tasks
+		WHERE tasks.tenant_id = page.id AND tasks.status IN ` + pendingStatuses + `
+		LIMIT $3
+	) bounded
+) waiting
+ORDER BY page.id`
+
+// ListTenants returns up to limit tenants, oldest first (ids are UUIDv7),
+// after the tenant with id after when it is given, each with its waiting
+// tasks counted up to upTo.
+func (db *DB) ListTenants(ctx context.Context, after *uuid.UUID, limit, upTo int) ([]model.TenantSummary, error) {
+	from := uuid.Nil // below every tenant's id
+	if after != nil {
+		from = *after
+	}
+	rows, err := db.pool.Query(ctx, queryListTenants, from, limit, upTo)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.TenantSummary, error) {
+		var (
+			row     tenantRow
+			waiting int
+		)
+		if err := r.Scan(append(row.targets(), &waiting)...); err != nil {
+			return model.TenantSummary{}, err
+		}
+		return model.TenantSummary{Tenant: *row.tenant(), WaitingTasks: waiting}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return list, nil
+}

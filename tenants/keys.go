@@ -149,24 +149,58 @@ func (s *Service) Authenticate(ctx context.Context, apiKey string) (*Caller, err
 	if !ok || s.unknown.known(keyID) {
 		return nil, ErrUnauthenticated
 	}
-	now := s.clock.Now()
-	caller, cached := s.keys.get(keyID)
-	if !cached {
-		lookup := s.keys.begin()
-		stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
-		if errors.Is(err, model.ErrNotFound) {
-			s.unknown.remember(keyID)
-			return nil, ErrUnauthenticated
-		}
-		if err != nil {
-			return nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
-		}
-		caller = &Caller{Tenant: tenant, Key: stored}
-		if stored.RevokedAt == nil {
-			s.keys.put(keyID, caller, lookup)
-		}
+	caller, err := s.lookupKey(ctx, keyID)
+	if err != nil {
+		return nil, err
 	}
+	now := s.clock.Now()
 	if subtle.ConstantTimeCompare(caller.Key.SecretHash, hashSecret(secret)) != 1 || !caller.Key.Usable(now) {
+		return nil, ErrUnauthenticated
+	}
+	if s.usage != nil {
+		s.usage.Used(keyID, now)
+	}
+	return caller, nil
+}
+
+// lookupKey reads a key and its tenant, from the cache when it holds them:
+// ErrUnauthenticated when no key has this id.
+func (s *Service) lookupKey(ctx context.Context, keyID string) (*Caller, error) {
+	if caller, cached := s.keys.get(keyID); cached {
+		return caller, nil
+	}
+	lookup := s.keys.begin()
+	stored, tenant, err := s.store.GetAPIKey(ctx, keyID)
+	if errors.Is(err, model.ErrNotFound) {
+		s.unknown.remember(keyID)
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
+	}
+	caller := &Caller{Tenant: tenant, Key: stored}
+	if stored.RevokedAt == nil {
+		s.keys.put(keyID, caller, lookup)
+	}
+	return caller, nil
+}
+
+// AuthenticateSession returns the tenant and key a dashboard session signed
+// in with, or ErrUnauthenticated when the key is no longer usable (revoked,
+// expired, deleted) or is not the tenant's. The session's signature stands
+// for the secret, which was checked at sign-in; the key itself is re-read
+// as Authenticate reads it, cache and all, so that a revocation ends its
+// sessions as fast as it ends the key's calls.
+func (s *Service) AuthenticateSession(ctx context.Context, tenantID uuid.UUID, keyID string) (*Caller, error) {
+	if !inKeyAlphabet(keyID) || s.unknown.known(keyID) {
+		return nil, ErrUnauthenticated
+	}
+	caller, err := s.lookupKey(ctx, keyID)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	if caller.Tenant.ID != tenantID || !caller.Key.Usable(now) {
 		return nil, ErrUnauthenticated
 	}
 	if s.usage != nil {

@@ -26,6 +26,7 @@ import (
 type Store interface {
 	CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey, audit model.AuditEntry) error
 	GetTenant(ctx context.Context, id uuid.UUID) (*model.Tenant, error)
+	ListTenants(ctx context.Context, after *uuid.UUID, limit, upTo int) ([]model.TenantSummary, error)
 	SetTenantRetry(ctx context.Context, id uuid.UUID, r model.RetryDefaults, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
@@ -152,6 +153,22 @@ func (s *Service) Create(ctx context.Context, name string, actor string) (*Creat
 // Get reads a tenant.
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (*model.Tenant, error) {
 	return s.store.GetTenant(ctx, id)
+}
+
+// WaitingCountLimit is where List stops counting a tenant's waiting tasks:
+// the count is a range scan over them, and a page lists up to hundreds of
+// tenants.
+const WaitingCountLimit = 10_000
+
+// List reads up to limit tenants, oldest first, after the tenant with id
+// after when it is given, each with its waiting tasks (scheduled, retrying
+// or dispatching) counted up to WaitingCountLimit.
+func (s *Service) List(ctx context.Context, after *uuid.UUID, limit int) ([]model.TenantSummary, error) {
+	list, err := s.store.ListTenants(ctx, after, limit, WaitingCountLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return list, nil
 }
 
 // SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,6 +34,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -53,6 +55,8 @@ Environment:
   DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
   REDIS_URL               Redis (default redis://localhost:6379/0)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
+                          node (default: derived from HOOKWHEEL_ADMIN_TOKEN)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
                           are stored encrypted (default: plaintext)
   HOOKWHEEL_ALLOW_PRIVATE_TARGETS  true lets webhooks reach loopback and private addresses (default false)
@@ -132,6 +136,7 @@ type environment struct {
 	redisURL    string
 	redisPrefix string
 	adminToken  string
+	sessionKey  []byte
 	keyring     *keyring.Keyring
 	logLevel    slog.Level
 	logJSON     bool
@@ -165,6 +170,11 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
 	}
 	var err error
+	if v := getenv("HOOKWHEEL_SESSION_KEY"); v != "" {
+		if e.sessionKey, err = base64.StdEncoding.DecodeString(v); err != nil || len(e.sessionKey) < session.KeyBytes {
+			return e, fmt.Errorf("HOOKWHEEL_SESSION_KEY: want base64 of at least %d random bytes (openssl rand -base64 32)", session.KeyBytes)
+		}
+	}
 	if e.keyring, err = keyring.Parse(getenv("HOOKWHEEL_ENCRYPTION_KEY")); err != nil {
 		return e, fmt.Errorf("HOOKWHEEL_ENCRYPTION_KEY: %w", err)
 	}
@@ -302,6 +312,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		PprofAddr:         env.pprofAddr,
 		AdminToken:        env.adminToken,
 		Keyring:           env.keyring,
+		SessionKey:        env.sessionKey,
 		DisableAPI:        *dispatcherOnly,
 		DisableDispatcher: *apiOnly,
 		SkipMigrate:       *noMigrate,

@@ -243,11 +243,22 @@ DEMO_URL="http://$RECEIVER_ADDR/demo"
 SCHEDULE_CURL="curl -sS -X POST $API_SHORT/v1/tasks -H \"Authorization: Bearer $API_KEY\" -H 'Content-Type: application/json' -d '{\"url\":\"$DEMO_URL\",\"body\":\"{\\\"hello\\\":\\\"world\\\"}\",\"delay\":\"5s\"}'"
 LIST_CURL="curl -sS $API_SHORT/v1/tasks -H \"Authorization: Bearer $API_KEY\""
 
+# One demo webhook, due a minute from now, to watch arrive in the dashboard.
+DEMO_TASK_FILE="$RUN_DIR/demo-task.json"
+DEMO_TASK_ID="?"
+if curl -fsS -o "$DEMO_TASK_FILE" -X POST "$API/v1/tasks" -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' \
+	-d "{\"url\":\"$DEMO_URL\",\"body\":\"{\\\"hello\\\":\\\"dashboard\\\"}\",\"delay\":\"60s\"}"; then
+	DEMO_TASK_ID=$(json_field "$DEMO_TASK_FILE" id) || DEMO_TASK_ID="?"
+else
+	say "warning: the demo webhook could not be scheduled"
+fi
+
 cat <<EOF
 
 ================================================================================
  hookwheel is running (API and dispatcher)
 
+   Dashboard       $API/ui/   (sign in with the API key below; operators with the admin token)
    API             $API   (OpenAPI: $API/openapi.yaml)
    admin token     $HOOKWHEEL_ADMIN_TOKEN
    encryption key  .run/encryption-key (seals signing secrets at rest)
@@ -257,7 +268,11 @@ cat <<EOF
    Postgres        $(sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|' <<<"$DATABASE_URL")
    Redis           $REDIS_URL
 
- Schedule a webhook to the demo receiver in 5 seconds:
+ A demo webhook is due in 60 seconds; watch it arrive:
+
+   $API/ui/tasks/$DEMO_TASK_ID
+
+ Schedule another to the demo receiver in 5 seconds:
 
    $SCHEDULE_CURL
 

@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -24,4 +25,15 @@ func FairShare(live []uuid.UUID, nodeID uuid.UUID) int {
 		share++
 	}
 	return share
+}
+
+// Node is a live dispatcher node and the partitions whose lease it holds.
+type Node struct {
+	ID   uuid.UUID
+	Name string
+	// StartedAt is its first heartbeat; it is dead once ExpiresAt passes
+	// without another.
+	StartedAt, HeartbeatAt, ExpiresAt time.Time
+	// Partitions are those it holds a live lease on, ascending.
+	Partitions []int16
 }

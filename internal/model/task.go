@@ -57,6 +57,10 @@ type TaskFilter struct {
 	// CreatedAfter keeps tasks created at or after it; CreatedBefore, tasks
 	// created strictly before it, so that consecutive ranges do not overlap.
 	CreatedAfter, CreatedBefore *time.Time
+	// URLPrefix keeps tasks whose URL starts with it, byte for byte.
+	URLPrefix *string
+	// IdempotencyKey keeps the task created with this key.
+	IdempotencyKey *string
 	// Before, when set, continues a listing after the task with this id.
 	Before *uuid.UUID
 	Limit  int
@@ -70,6 +74,26 @@ type CancelFilter struct {
 	ScheduleID *uuid.UUID
 	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
 	CreatedAfter, CreatedBefore *time.Time
+}
+
+// ReplayFilter selects the dead tasks of a tenant that ReplayTasks replays.
+// Every condition set must hold.
+type ReplayFilter struct {
+	ScheduleID *uuid.UUID
+	// URLPrefix keeps tasks whose URL starts with it, byte for byte.
+	URLPrefix *string
+	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
+	CreatedAfter, CreatedBefore *time.Time
+}
+
+// TaskEdit is what a replay changes in a task before sending it again,
+// already validated as at creation. Each field left nil keeps the task's
+// own; an empty (non-nil) Headers or Body replaces them with none.
+type TaskEdit struct {
+	URL     *string
+	Method  *string
+	Headers map[string]string
+	Body    []byte
 }
 
 // Attempt is the record of one delivery attempt.

@@ -28,6 +28,14 @@ type Tenant struct {
 	Retention *time.Duration
 }
 
+// TenantSummary is a tenant as the operator's list shows it.
+type TenantSummary struct {
+	Tenant
+	// WaitingTasks counts the tenant's scheduled, retrying and dispatching
+	// tasks, up to the bound the list was read with.
+	WaitingTasks int
+}
+
 // RetryDefaults are a tenant's own defaults, field by field; nil means
 // hookwheel's default.
 type RetryDefaults struct {

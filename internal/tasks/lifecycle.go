@@ -87,10 +87,12 @@ func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at tim
 
 // Replay schedules a dead or delivered task again, due now, with the same
 // webhook-id and idempotency key, its attempts continuing their count and a
-// fresh retry budget. Another status gives a *ConflictError; an unknown id
-// model.ErrNotFound. The store announces it on commit: it is due at once.
-func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error) {
-	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()))
+// fresh retry budget. edit, when not nil, changes what is sent first, in the
+// same statement: a refused replay edits nothing. Another status gives a
+// *ConflictError; an unknown id model.ErrNotFound. The store announces it on
+// commit: it is due at once.
+func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID, edit *model.TaskEdit) (*model.Task, error) {
+	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()), edit)
 	if err != nil {
 		return nil, changeError("replay", id, t, err)
 	}
@@ -98,6 +100,28 @@ func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID) (*model.Ta
 		s.announce.Schedule(t.ID, *t.NextAttemptAt)
 	}
 	return t, nil
+}
+
+// ReplayMatching replays, as Replay does one, every dead task of the tenant
+// that matches f, and says how many; with dryRun it only counts them. It is
+// not atomic (the store replays in chunks): on an error the tasks replayed
+// before it stay replayed, and replayed counts them.
+func (s *Service) ReplayMatching(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, dryRun bool) (matched, replayed int, err error) {
+	if dryRun {
+		n, err := s.store.CountDeadTasks(ctx, tenantID, f)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count dead tasks of tenant %s: %w", tenantID, err)
+		}
+		return n, 0, nil
+	}
+	ids, at, err := s.store.ReplayTasks(ctx, tenantID, f, s.clock.Now())
+	for _, id := range ids {
+		s.announce.Schedule(id, at)
+	}
+	if err != nil {
+		return len(ids), len(ids), fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
+	}
+	return len(ids), len(ids), nil
 }
 
 // changeError wraps a refused change: the store's model.ErrConflict comes

@@ -49,7 +49,10 @@ type Store interface {
 	CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) ([]uuid.UUID, error)
 	RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error)
-	ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error)
+	ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, edit *model.TaskEdit) (*model.Task, error)
+	CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error)
+	ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error)
+	ListNodes(ctx context.Context) ([]model.Node, error)
 
 	InsertSchedule(ctx context.Context, s *model.Schedule) error
 	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
@@ -57,6 +60,8 @@ type Store interface {
 	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error)
+
+	StatsStore
 }
 
 // Config configures a Service.

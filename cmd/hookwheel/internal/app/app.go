@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +25,11 @@ import (
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
+	"github.com/hookwheel/hookwheel/web"
 )
 
 // Config configures a node.
@@ -49,6 +52,12 @@ type Config struct {
 	PprofAddr string
 	// AdminToken guards the operator API; empty disables it.
 	AdminToken string
+	// SessionKey signs the dashboard's sign-in sessions
+	// (HOOKWHEEL_SESSION_KEY), shared by every node behind one address.
+	// Default: derived from AdminToken, so that nodes sharing the token
+	// share sessions; without either, a key of this process alone, with a
+	// warning (sessions end when it stops and other nodes refuse them).
+	SessionKey []byte
 	// DisableAPI and DisableDispatcher split the roles (--dispatcher-only, --api-only).
 	// The HTTP listener stays up either way, for health checks and metrics.
 	DisableAPI        bool
@@ -147,8 +156,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	sessions, err := session.New(session.Config{Key: sessionKey(cfg)})
+	if err != nil {
+		return nil, err
+	}
 	guard := netguard.New(cfg.Targets)
 	apiCfg := api.Config{
+		Sessions:    sessions,
 		Guard:       guard,
 		Tenants:     n.tenants,
 		Ready:       map[string]api.Pinger{"postgres": n.db, "redis": n.redis},
@@ -195,6 +209,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	var h http.Handler = handler
 	if cfg.DisableAPI {
 		h = operationsOnly(handler)
+	} else {
+		h = withDashboard(handler, web.New())
 	}
 	if n.ops, err = listenOps(cfg, registry); err != nil {
 		return nil, err
@@ -271,6 +287,35 @@ func encryptionStatus(k *keyring.Keyring) string {
 		return "off: HOOKWHEEL_ENCRYPTION_KEY is not set, signing secrets are stored in plaintext"
 	}
 	return "on: new signing secrets are sealed with key " + k.SealingKeyID()
+}
+
+// sessionKey is the key of the dashboard's sessions: Config.SessionKey,
+// else one derived from the admin token, else one of this process.
+func sessionKey(cfg Config) []byte {
+	switch {
+	case len(cfg.SessionKey) > 0:
+		return cfg.SessionKey
+	case cfg.AdminToken != "":
+		return session.DeriveKey(cfg.AdminToken)
+	}
+	cfg.Logger.Warn("neither HOOKWHEEL_SESSION_KEY nor HOOKWHEEL_ADMIN_TOKEN is set: dashboard sessions are signed with a key of this process, and end when it stops")
+	return session.RandomKey()
+}
+
+// withDashboard serves the dashboard under /ui/ (and sends / there) beside
+// the API.
+func withDashboard(apiHandler, dashboard http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/"):
+			dashboard.ServeHTTP(w, r)
+		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			api.SetSecurityHeaders(w.Header())
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+		default:
+			apiHandler.ServeHTTP(w, r)
+		}
+	})
 }
 
 // operationsOnly serves just health, readiness and metrics, for a

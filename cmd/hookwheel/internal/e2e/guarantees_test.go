@@ -300,7 +300,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	require.Equal(t, id, list.JSON200.Data[0].ID)
 
 	fixed.Store(true)
-	replayed, err := acme.client.ReplayTaskWithResponse(context.Background(), id)
+	replayed, err := acme.client.ReplayTaskWithBodyWithResponse(context.Background(), id, "application/json", nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, replayed.StatusCode(), string(replayed.Body))
 	require.Equal(t, openapi.TaskStatusScheduled, replayed.JSON200.Status)
@@ -314,6 +314,97 @@ func TestDeadLetterReplay(t *testing.T) {
 		require.Equal(t, "invoice-7", d.header.Get("Idempotency-Key"))
 		require.Equal(t, strconv.Itoa(i+1), d.header.Get("Hookwheel-Attempt"))
 	}
+}
+
+// TestDeadLetterEditAndReplay: a dead letter replayed with a new URL, method,
+// headers and body is sent as edited, to the new receiver only, still as the
+// same webhook (webhook-id, Idempotency-Key, attempt count).
+func TestDeadLetterEditAndReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+	gone := newReceiver(t)
+	gone.setRespond(func(delivery, int) (int, http.Header) { return http.StatusGone, nil })
+	moved := newReceiver(t)
+
+	resp, err := acme.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{IdempotencyKey: ptr("invoice-8")},
+		openapi.TaskRequest{URL: gone.URL + "/old", Headers: map[string]string{"X-Version": "1"}, Body: `{"v": 1}`,
+			Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
+	id := resp.JSON201.ID
+	acme.waitStatus(t, id, openapi.TaskStatusDead, 10*time.Second)
+
+	method := openapi.HTTPMethod(http.MethodPut)
+	replayed, err := acme.client.ReplayTaskWithResponse(context.Background(), id, openapi.ReplayRequest{
+		URL: ptr(moved.URL + "/new"), Method: &method, Headers: map[string]string{"X-Version": "2"}, Body: ptr(`{"v": 2}`),
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, replayed.StatusCode(), string(replayed.Body))
+
+	done := acme.waitStatus(t, id, openapi.TaskStatusDelivered, 10*time.Second)
+	require.Equal(t, 2, done.Attempts)
+	require.Equal(t, moved.URL+"/new", done.URL)
+	ds := moved.snapshot()
+	require.Len(t, ds, 1)
+	d := ds[0]
+	require.Equal(t, http.MethodPut, d.method)
+	require.Equal(t, "/new", d.path)
+	require.Equal(t, `{"v": 2}`, string(d.body))
+	require.Equal(t, "2", d.header.Get("X-Version"))
+	require.Equal(t, id.String(), d.webhookID())
+	require.Equal(t, "invoice-8", d.header.Get("Idempotency-Key"))
+	require.Equal(t, "2", d.header.Get("Hookwheel-Attempt"))
+	require.Len(t, gone.snapshot(), 1, "the old receiver got the first attempt only")
+}
+
+// TestDeadLettersReplayedInBulk: every dead letter to a receiver that came
+// back is replayed in one call, after a dry run counted them; the one sent
+// elsewhere stays dead.
+func TestDeadLettersReplayedInBulk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+	recv, other := newReceiver(t), newReceiver(t)
+	var fixed atomic.Bool
+	down := func(delivery, int) (int, http.Header) {
+		if fixed.Load() {
+			return http.StatusOK, nil
+		}
+		return http.StatusServiceUnavailable, nil
+	}
+	recv.setRespond(down)
+	other.setRespond(func(delivery, int) (int, http.Header) { return http.StatusServiceUnavailable, nil })
+
+	var ids []uuid.UUID
+	for i := range 3 {
+		task := acme.schedule(t, openapi.TaskRequest{URL: fmt.Sprintf("%s/hook/%d", recv.URL, i), Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+		ids = append(ids, task.ID)
+	}
+	elsewhere := acme.schedule(t, openapi.TaskRequest{URL: other.URL + "/hook", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+	for _, id := range append(ids, elsewhere.ID) {
+		acme.waitStatus(t, id, openapi.TaskStatusDead, 10*time.Second)
+	}
+
+	filter := openapi.ReplayFilter{URL: ptr(recv.URL + "/hook/"), DryRun: ptr(true)}
+	dry, err := acme.client.ReplayTasksWithResponse(context.Background(), filter)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, dry.StatusCode(), string(dry.Body))
+	require.Equal(t, openapi.ReplayResult{Matched: 3}, *dry.JSON200)
+
+	fixed.Store(true)
+	filter.DryRun = nil
+	res, err := acme.client.ReplayTasksWithResponse(context.Background(), filter)
+	require.NoError(t, err)
+	require.Equal(t, openapi.ReplayResult{Matched: 3, Replayed: 3}, *res.JSON200)
+	for _, id := range ids {
+		done := acme.waitStatus(t, id, openapi.TaskStatusDelivered, 10*time.Second)
+		require.Equal(t, 2, done.Attempts)
+	}
+	require.Equal(t, openapi.TaskStatusDead, acme.task(t, elsewhere.ID).Status)
+	require.Len(t, other.snapshot(), 1)
 }
 
 // TestStaleTimerRearmsAtNewTime: a dispatcher can hold a timer older than the

@@ -1,0 +1,148 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
+	"github.com/hookwheel/hookwheel/openapi"
+)
+
+// replayRequest is the optional body of POST /v1/tasks/{id}/replay, as
+// sent: the fields of a task request that a replay may change.
+type replayRequest struct {
+	URL     *string           `json:"url"`
+	Method  *string           `json:"method"`
+	Headers map[string]string `json:"headers"`
+	Body    *bodyText         `json:"body"`
+}
+
+// ReplayTask schedules a dead or delivered task again, due now, with the same
+// webhook-id and Idempotency-Key, its attempts continuing their count and a
+// fresh retry budget; the fields its body gives replace the task's own first.
+func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	edit, err := s.decodeReplayEdit(c, tenant)
+	if err != nil {
+		return err
+	}
+	t, err := s.tasks.Replay(c.Request().Context(), tenant.ID, id, edit)
+	var conflict *tasks.ConflictError
+	switch {
+	case errors.Is(err, model.ErrNotFound):
+		return notFound("task " + id.String())
+	case errors.As(err, &conflict):
+		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
+			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only dead and delivered tasks can be replayed")
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusOK, taskJSON(t))
+}
+
+// decodeReplayEdit reads the body of a replay into the edit it asks for:
+// nil for no body (which replays the task as it is), else each field
+// checked by the rules of creation.
+func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.TaskEdit, error) {
+	// Read whole first, to tell no body from a malformed one; the body
+	// limit bounds what this holds.
+	raw, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return nil, err // the body limit's 413, or the connection's failure
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	var req replayRequest
+	if err := decodeJSONFrom(bytes.NewReader(raw), &req); err != nil {
+		return nil, err
+	}
+	var fe fieldErrors
+	// A null would read as absent, keeping the task's own: refused, so
+	// that "headers": null meant as "no headers" is not silently ignored.
+	var given map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &given) // decoded above: an object or null
+	for _, field := range []string{"url", "method", "headers", "body"} {
+		if v, ok := given[field]; ok && bytes.Equal(v, jsonNull) {
+			fe.add(field, "must not be null: leave it out to keep the task's own")
+		}
+	}
+	edit := &model.TaskEdit{}
+	if req.URL != nil {
+		if u := s.checkURL(&fe, *req.URL, tenant); u != "" {
+			edit.URL = &u
+		}
+	}
+	if req.Method != nil {
+		m := checkMethod(&fe, *req.Method)
+		edit.Method = &m
+	}
+	if req.Headers != nil {
+		edit.Headers = checkHeaders(&fe, req.Headers)
+	}
+	if req.Body != nil {
+		edit.Body = s.checkBody(&fe, req.Body)
+	}
+	if err := fe.problem(); err != nil {
+		return nil, err
+	}
+	return edit, nil
+}
+
+// replayTasksRequest is the body of POST /v1/tasks/replay, as sent: values
+// stay strings so that each bad one is reported by name.
+type replayTasksRequest struct {
+	ScheduleID    *string `json:"schedule_id,omitempty"`
+	URL           *string `json:"url,omitempty"`
+	CreatedAfter  *string `json:"created_after,omitempty"`
+	CreatedBefore *string `json:"created_before,omitempty"`
+	DryRun        *bool   `json:"dry_run,omitempty"`
+}
+
+// ReplayTasks replays every dead task of the tenant that matches all the
+// conditions given, or with dry_run only counts them.
+func (s *Server) ReplayTasks(c echo.Context) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req replayTasksRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var (
+		fe     fieldErrors
+		filter model.ReplayFilter
+	)
+	if req.ScheduleID != nil {
+		id, err := uuid.Parse(*req.ScheduleID)
+		if err != nil {
+			fe.add("schedule_id", "must be a schedule id (a UUID)")
+		}
+		filter.ScheduleID = &id
+	}
+	checkURLPrefix(&fe, "url", req.URL)
+	filter.URLPrefix = req.URL
+	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
+	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
+	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	dryRun := req.DryRun != nil && *req.DryRun
+	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant.ID, filter, dryRun)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, openapi.ReplayResult{Matched: matched, Replayed: replayed})
+}

@@ -1,0 +1,143 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
+	"github.com/hookwheel/hookwheel/dispatcher"
+)
+
+// requireBrowser is set by `make test`, which installs Node, Chromium and the
+// test's npm packages: there a missing one fails the test rather than
+// skipping it.
+const requireBrowser = "HOOKWHEEL_REQUIRE_BROWSER"
+
+// TestDashboardInBrowser runs the dashboard's Playwright tests (web/tests) in
+// Debian's Chromium against a node of this test, with a receiver whose
+// answers the browser tests can change.
+func TestDashboardInBrowser(t *testing.T) {
+	webDir, err := filepath.Abs("../../../../web")
+	require.NoError(t, err)
+	chromium := os.Getenv("CHROMIUM_PATH")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	var missing []string
+	if _, err := exec.LookPath("npx"); err != nil {
+		missing = append(missing, "npx (Node.js)")
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing = append(missing, chromium)
+	}
+	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "@playwright", "test")); err != nil {
+		missing = append(missing, "web/node_modules (npm ci in web/)")
+	}
+	if len(missing) > 0 {
+		if os.Getenv(requireBrowser) != "" {
+			t.Fatalf("the browser tests need %s", strings.Join(missing, ", "))
+		}
+		t.Skipf("the browser tests need %s; `make test` installs them", strings.Join(missing, ", "))
+	}
+
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		c.Dispatcher = dispatcher.Config{LoadInterval: 100 * time.Millisecond, SweepInterval: time.Second}
+	})
+	acme := e.createTenant(n, "acme")
+	globex := e.createTenant(n, "globex")
+	recv := newScriptedReceiver(t)
+
+	shots := os.Getenv("HOOKWHEEL_SCREENSHOT_DIR")
+	if shots == "" {
+		shots = filepath.Join(webDir, "screenshots")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npx", "--no-install", "playwright", "test")
+	cmd.Dir = webDir
+	cmd.Env = append(os.Environ(),
+		"HOOKWHEEL_URL="+n.base,
+		"ADMIN_TOKEN=admin-token",
+		"TENANT_KEY="+acme.apiKey,
+		"OTHER_KEY="+globex.apiKey,
+		"RECEIVER_URL="+recv.URL,
+		"SCREENSHOT_DIR="+shots,
+		"CHROMIUM_PATH="+chromium,
+		"PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
+	)
+	out, err := cmd.CombinedOutput()
+	t.Logf("playwright:\n%s", out)
+	require.NoError(t, err, "the browser tests failed; screenshots are in %s", shots)
+}
+
+// newScriptedReceiver answers webhooks as the browser tests expect: /ok 200
+// "thanks", /fail 500 "boom", /flaky/... and /bulk/... 503 until a POST to
+// /fix/flaky or /fix/bulk.
+func newScriptedReceiver(t *testing.T) *httptest.Server {
+	var flakyFixed, bulkFixed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/fix/flaky":
+			flakyFixed.Store(true)
+		case p == "/fix/bulk":
+			bulkFixed.Store(true)
+		case p == "/ok":
+			_, _ = w.Write([]byte("thanks"))
+		case p == "/fail":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte("boom"))
+		case strings.HasPrefix(p, "/flaky/") && !flakyFixed.Load(), strings.HasPrefix(p, "/bulk/") && !bulkFixed.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not yet"))
+		default:
+			_, _ = w.Write([]byte("thanks"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestDashboardServed checks where the dashboard is mounted: under /ui/ of a
+// node that serves the API, with / sent there, and nowhere on a
+// dispatcher-only node.
+func TestDashboardServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	res, err := noRedirect.Get(n.base + "/")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusFound, res.StatusCode)
+	require.Equal(t, "/ui/", res.Header.Get("Location"))
+
+	for _, path := range []string{"/ui/", "/ui/tasks/01a2021f-503b-7651-aff3-c59e9afa4a43", "/ui/static/app.js"} {
+		res, err := http.Get(n.base + path)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		require.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'", path)
+	}
+	res, err = http.Get(n.base + "/v1/session")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "the API still answers beside the dashboard")
+
+	dispatcherOnly := e.startNode(func(c *app.Config) { c.DisableAPI = true })
+	res, err = http.Get(dispatcherOnly.base + "/ui/")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}

@@ -1,0 +1,901 @@
+// The hookwheel dashboard: a page per route under /ui/, each drawn from the
+// public API (/v1/...) with the session cookie and its CSRF token. No build
+// step: this file is served as written (see web/README.md).
+
+const main = document.getElementById('main');
+const top = document.getElementById('top');
+const toastEl = document.getElementById('toast');
+
+const state = { session: null, timers: [] };
+
+// ---------------------------------------------------------------------------
+// DOM helpers
+
+// h builds an element: h('a', {href: '/ui/'}, 'text', child, ...). Attributes
+// named on* are listeners; false, null and undefined attributes are left out.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, v);
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// fill replaces el's children, leaving out null and false ones.
+function fill(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+// show adds children to the page, leaving out null and false ones.
+function show(...children) {
+  return append(main, children);
+}
+
+function link(href, ...children) {
+  return h('a', { href }, ...children);
+}
+
+let uid = 0;
+// field is a labelled form control; control is built with the id it gets.
+function field(label, control, hint) {
+  const id = control.id || `f${++uid}`;
+  control.id = id;
+  const hintEl = hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null;
+  if (hintEl) control.setAttribute('aria-describedby', hintEl.id);
+  return h('div', { class: 'field' }, h('label', { for: id }, label), control, hintEl);
+}
+
+function toast(text) {
+  toastEl.textContent = text;
+  toastEl.classList.add('shown');
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => toastEl.classList.remove('shown'), 4000);
+}
+
+// confirmButton asks a second click before an action that cannot be undone.
+function confirmButton(label, confirmLabel, action, cls = 'danger') {
+  const b = h('button', { type: 'button', class: cls });
+  let armed = false;
+  const reset = () => { armed = false; b.textContent = label; b.removeAttribute('aria-live'); };
+  reset();
+  b.addEventListener('click', async () => {
+    if (!armed) {
+      armed = true;
+      b.textContent = confirmLabel;
+      b.setAttribute('aria-live', 'polite');
+      setTimeout(() => { if (armed) reset(); }, 5000);
+      return;
+    }
+    reset();
+    b.disabled = true;
+    try { await action(); } finally { b.disabled = false; }
+  });
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting
+
+function fmtTime(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+}
+
+function fmtZoned(iso, zone) {
+  return new Date(iso).toLocaleString(undefined, {
+    weekday: 'short', year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZone: zone, timeZoneName: 'short',
+  });
+}
+
+function relTime(iso) {
+  if (!iso) return '';
+  const s = (new Date(iso).getTime() - Date.now()) / 1000;
+  const a = Math.abs(s);
+  const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+  if (a < 60) return rtf.format(Math.round(s), 'second');
+  if (a < 3600) return rtf.format(Math.round(s / 60), 'minute');
+  if (a < 86400) return rtf.format(Math.round(s / 3600), 'hour');
+  return rtf.format(Math.round(s / 86400), 'day');
+}
+
+function timeCell(iso) {
+  if (!iso) return h('span', { class: 'muted' }, '—');
+  return h('time', { datetime: iso, title: fmtTime(iso) }, relTime(iso));
+}
+
+function fmtNum(n, digits = 0) {
+  if (n === null || n === undefined) return '—';
+  return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits });
+}
+
+// shortID is the end of an id: ids are UUIDv7, whose first digits are the
+// time of creation and alike for tasks made together.
+function shortID(id) { return id ? `…${id.slice(-8)}` : ''; }
+
+function statusBadge(status) {
+  return h('span', { class: `badge s-${status}` }, status);
+}
+
+// toLocalInput turns a Date into the value of a datetime-local input.
+function toLocalInput(d) {
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+function fromLocalInput(v) { return v ? new Date(v).toISOString() : undefined; }
+
+// ---------------------------------------------------------------------------
+// The API
+
+class APIError extends Error {
+  constructor(status, problem) {
+    super(problem && problem.detail ? problem.detail : `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem || {};
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (state.session) headers['X-CSRF-Token'] = state.session.csrf_token;
+  const opts = { method, headers, credentials: 'same-origin' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, opts);
+  if (r.status === 204) return null;
+  const type = r.headers.get('Content-Type') || '';
+  const data = type.includes('json') ? await r.json() : await r.text();
+  if (!r.ok) {
+    if (r.status === 401 && state.session && path !== '/v1/session') {
+      state.session = null;
+      navigate('/ui/sign-in?expired=1', true);
+    }
+    throw new APIError(r.status, typeof data === 'object' ? data : { detail: String(data) });
+  }
+  return data;
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+// problemBox shows an API error where the person acted, fields and all.
+function problemBox(err) {
+  const p = err instanceof APIError ? err.problem : { detail: String(err) };
+  return h('div', { class: 'problem', role: 'alert' },
+    h('strong', {}, p.title || 'Something went wrong'), ' ', p.detail || '',
+    p.errors && p.errors.length ? h('ul', {}, p.errors.map((e) => h('li', {}, h('code', {}, e.field), ': ', e.message))) : null);
+}
+
+// run performs action for a form, showing its error in slot.
+async function run(slot, action) {
+  fill(slot);
+  try {
+    await action();
+  } catch (err) {
+    fill(slot, problemBox(err));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Routing
+
+const tenantNav = [
+  ['/ui/overview', 'Overview'],
+  ['/ui/tasks', 'Tasks'],
+  ['/ui/schedules', 'Schedules'],
+  ['/ui/dead-letters', 'Dead letters'],
+  ['/ui/targets', 'Targets'],
+  ['/ui/keys', 'API keys'],
+  ['/ui/secrets', 'Signing secrets'],
+];
+const operatorNav = [
+  ['/ui/admin/tenants', 'Tenants'],
+  ['/ui/admin/nodes', 'Nodes'],
+  ['/ui/admin/breakers', 'Breakers'],
+  ['/ui/admin/health', 'Health'],
+];
+
+const routes = [
+  [/^\/ui\/sign-in$/, signInPage, null],
+  [/^\/ui\/overview$/, overviewPage, 'tenant'],
+  [/^\/ui\/tasks$/, tasksPage, 'tenant'],
+  [/^\/ui\/tasks\/([^/]+)$/, taskPage, 'tenant'],
+  [/^\/ui\/schedules$/, schedulesPage, 'tenant'],
+  [/^\/ui\/dead-letters$/, deadLettersPage, 'tenant'],
+  [/^\/ui\/targets$/, targetsPage, 'tenant'],
+  [/^\/ui\/keys$/, keysPage, 'tenant'],
+  [/^\/ui\/secrets$/, secretsPage, 'tenant'],
+  [/^\/ui\/admin\/tenants$/, tenantsPage, 'operator'],
+  [/^\/ui\/admin\/nodes$/, nodesPage, 'operator'],
+  [/^\/ui\/admin\/breakers$/, breakersPage, 'operator'],
+  [/^\/ui\/admin\/health$/, healthPage, 'operator'],
+];
+
+function home() {
+  if (!state.session) return '/ui/sign-in';
+  return state.session.role === 'operator' ? '/ui/admin/tenants' : '/ui/overview';
+}
+
+function navigate(url, replace = false) {
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  render();
+}
+
+document.addEventListener('click', (e) => {
+  const a = e.target.closest('a');
+  if (!a || a.target || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || !url.pathname.startsWith('/ui/') || url.pathname.startsWith('/ui/static/')) return;
+  e.preventDefault();
+  navigate(url.pathname + url.search);
+});
+window.addEventListener('popstate', render);
+
+function stopTimers() {
+  for (const t of state.timers) clearInterval(t);
+  state.timers = [];
+}
+
+// every runs fn now, then every ms while the page stays and its tab is
+// shown. A failure of the first run is the page's; a later one shows in a
+// banner until a run succeeds, so that a page left open says when its
+// numbers stopped moving.
+async function every(ms, fn) {
+  await fn();
+  const banner = h('div', { class: 'problem stale', role: 'alert', hidden: true });
+  main.prepend(banner);
+  state.timers.push(setInterval(async () => {
+    if (document.hidden) return;
+    try {
+      await fn();
+      banner.hidden = true;
+    } catch (err) {
+      fill(banner, `Not refreshed since ${new Date().toLocaleTimeString()}: ${err.message}`);
+      banner.hidden = false;
+    }
+  }, ms));
+}
+
+async function render() {
+  stopTimers();
+  let path = location.pathname.replace(/\/+$/, '') || '/ui';
+  if (path === '/ui') {
+    history.replaceState(null, '', home());
+    path = location.pathname;
+  }
+  const route = routes.find(([re]) => re.test(path));
+  if (route && route[2] && !state.session) {
+    navigate(`/ui/sign-in${query({ next: location.pathname + location.search })}`, true);
+    return;
+  }
+  if (route && route[2] && state.session.role !== route[2]) {
+    navigate(home(), true);
+    return;
+  }
+  drawHeader(path);
+  fill(main);
+  if (!route) {
+    show(h('h1', {}, 'Not found'), h('p', {}, 'No page here. ', link(home(), 'Go to the start page.')));
+  } else {
+    const params = new URLSearchParams(location.search);
+    try {
+      await route[1](path.match(route[0]).slice(1), params);
+    } catch (err) {
+      if (err instanceof APIError && err.status === 404) {
+        fill(main, h('h1', {}, 'Not found'), problemBox(err));
+      } else {
+        // A fault of the page itself is a bug: said in the console too,
+        // where the browser tests look.
+        if (!(err instanceof APIError)) console.error(err);
+        show(problemBox(err));
+      }
+    }
+  }
+  const h1 = main.querySelector('h1');
+  document.title = h1 ? `${h1.textContent} · hookwheel` : 'hookwheel';
+  if (h1) { h1.tabIndex = -1; h1.focus({ preventScroll: true }); }
+}
+
+function drawHeader(path) {
+  const s = state.session;
+  const brand = h('a', { class: 'brand', href: home() }, h('img', { src: '/ui/static/favicon.svg', alt: '', width: 22, height: 22 }), 'hookwheel');
+  if (!s) {
+    fill(top, h('div', { class: 'bar' }, brand));
+    return;
+  }
+  const items = s.role === 'operator' ? operatorNav : tenantNav;
+  const nav = h('nav', { 'aria-label': 'Main' }, h('ul', {}, items.map(([href, label]) =>
+    h('li', {}, h('a', { href, 'aria-current': path === href || path.startsWith(`${href}/`) ? 'page' : false }, label)))));
+  const who = s.role === 'operator' ? 'Operator' : s.tenant.name;
+  const signOut = h('button', { type: 'button', class: 'link', onclick: async () => {
+    await api('DELETE', '/v1/session').catch(() => {});
+    state.session = null;
+    navigate('/ui/sign-in', true);
+  } }, 'Sign out');
+  fill(top, h('div', { class: 'bar' }, brand, h('span', { class: 'who' }, who, s.role === 'tenant' ? h('span', { class: 'muted' }, ` · key ${s.key.name || s.key.id}`) : null), signOut), nav);
+}
+
+// ---------------------------------------------------------------------------
+// Sign in
+
+function signInPage(_, params) {
+  const slot = h('div');
+  const next = params.get('next');
+  const after = () => navigate(next && next.startsWith('/ui/') ? next : home(), true);
+  const keyInput = h('input', { type: 'password', name: 'api_key', autocomplete: 'off', required: true, spellcheck: 'false', placeholder: 'hw_…' });
+  const tokenInput = h('input', { type: 'password', name: 'admin_token', autocomplete: 'off', required: true });
+  const signIn = (body) => run(slot, async () => {
+    state.session = await api('POST', '/v1/session', body);
+    after();
+  });
+  show(h('section', { class: 'signin card' },
+    h('h1', {}, 'Sign in'),
+    params.get('expired') ? h('p', { class: 'note' }, 'Your session ended. Sign in again.') : null,
+    h('form', { onsubmit: (e) => { e.preventDefault(); signIn({ api_key: keyInput.value.trim() }); } },
+      field('API key', keyInput, 'A tenant API key. It is checked once and never kept in the browser.'),
+      h('button', { type: 'submit', class: 'primary' }, 'Sign in')),
+    h('details', {},
+      h('summary', {}, 'Operator? Sign in with the admin token'),
+      h('form', { onsubmit: (e) => { e.preventDefault(); signIn({ admin_token: tokenInput.value }); } },
+        field('Admin token', tokenInput, 'The server\u2019s HOOKWHEEL_ADMIN_TOKEN.'),
+        h('button', { type: 'submit' }, 'Sign in as operator'))),
+    slot));
+}
+
+// ---------------------------------------------------------------------------
+// Overview
+
+const chartColors = { a: '#4f46e5', b: '#0ea5e9', c: '#dc2626', d: '#f59e0b' };
+
+function chartBox(title, id) {
+  return h('figure', { class: 'chart card', id },
+    h('figcaption', {}, title), h('div', { class: 'plot', role: 'img', 'aria-label': title }));
+}
+
+// drawChart (re)draws a uPlot chart in box: xs are Unix seconds, series
+// [{label, values, color, bars}].
+function drawChart(box, xs, series, yLabel) {
+  const plot = box.querySelector('.plot');
+  const width = Math.max(260, plot.clientWidth || box.clientWidth - 24);
+  const opts = {
+    width, height: 180,
+    legend: { show: true, live: false },
+    cursor: { drag: { x: false, y: false } },
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
+    axes: [{ stroke: '#6b7280', grid: { stroke: '#eef0f3' } }, { stroke: '#6b7280', grid: { stroke: '#eef0f3' }, label: yLabel, size: 56 }],
+    series: [{}, ...series.map((s) => ({
+      label: s.label, stroke: s.color, width: 2,
+      fill: s.bars ? `${s.color}55` : undefined,
+      paths: s.bars && uPlot.paths && uPlot.paths.bars ? uPlot.paths.bars({ size: [0.7, 8] }) : undefined,
+      // Points too: a minute between empty ones has no line to draw.
+      spanGaps: false, points: { show: !s.bars, size: 5 },
+      value: (u, v) => (v === null || v === undefined ? '—' : fmtNum(v, 2)),
+    }))],
+  };
+  const data = [xs, ...series.map((s) => s.values)];
+  if (box.uplot && box.uplot.width === width) {
+    box.uplot.setData(data);
+    return;
+  }
+  if (box.uplot) box.uplot.destroy();
+  fill(plot);
+  box.uplot = new uPlot(opts, data, plot);
+}
+
+async function overviewPage() {
+  const cards = h('div', { class: 'cards' });
+  const charts = [
+    chartBox('Deliveries per second, by minute', 'chart-rate'),
+    chartBox('Lateness, ms (p50 and p99), by minute', 'chart-lateness'),
+    chartBox('Failed attempts, by minute', 'chart-failures'),
+  ];
+  const statuses = h('div', { class: 'card' });
+  const failing = h('div', { class: 'card' });
+  show(h('div', { class: 'pagehead' }, h('h1', {}, 'Overview'), h('p', { class: 'muted' }, 'The last hour, by minute; refreshed every 10 seconds.')),
+    cards, h('div', { class: 'charts' }, charts), h('div', { class: 'two' }, statuses, failing));
+  await every(10000, async () => {
+    const [stats, targets] = await Promise.all([api('GET', '/v1/stats?window=1h'), api('GET', '/v1/targets')]);
+    const m = stats.minutes;
+    const xs = m.map((x) => new Date(x.start).getTime() / 1000);
+    const sum = (k) => m.reduce((a, x) => a + x[k], 0);
+    const last = [...m].reverse().find((x) => x.lateness_p99_ms !== null && x.lateness_p99_ms !== undefined);
+    const waiting = ['scheduled', 'retrying', 'dispatching'].reduce((a, k) => a + stats.tasks_by_status[k], 0);
+    fill(cards, 
+      stat('Delivered', fmtNum(sum('delivered')), 'last hour'),
+      stat('Failed attempts', fmtNum(sum('retried') + sum('dead')), `${fmtNum(sum('dead'))} left their task dead`),
+      stat('Lateness p99', last ? `${fmtNum(last.lateness_p99_ms, 1)} ms` : '—', last ? `p50 ${fmtNum(last.lateness_p50_ms, 2)} ms, latest minute` : 'no attempts yet'),
+      stat('Waiting', fmtNum(waiting), 'scheduled, retrying or dispatching'));
+    drawChart(charts[0], xs, [
+      { label: 'delivered/s', values: m.map((x) => x.delivered / 60), color: chartColors.a },
+      { label: 'attempts/s', values: m.map((x) => x.attempts / 60), color: chartColors.b },
+    ], '/s');
+    drawChart(charts[1], xs, [
+      { label: 'p50', values: m.map((x) => x.lateness_p50_ms ?? null), color: chartColors.b },
+      { label: 'p99', values: m.map((x) => x.lateness_p99_ms ?? null), color: chartColors.a },
+    ], 'ms');
+    drawChart(charts[2], xs, [
+      { label: 'retried', values: m.map((x) => x.retried), color: chartColors.d, bars: true },
+      { label: 'dead', values: m.map((x) => x.dead), color: chartColors.c, bars: true },
+    ], 'attempts');
+    const limit = stats.status_count_limit;
+    fill(statuses, h('h2', {}, 'Tasks by status'), h('ul', { class: 'statuslist' },
+      taskStatuses.map((k) => [k, stats.tasks_by_status[k]]).map(([k, n]) => h('li', {},
+        link(`/ui/tasks?status=${k}`, statusBadge(k)), h('span', { class: 'num' }, n >= limit ? `${fmtNum(limit)}+` : fmtNum(n))))));
+    const top5 = [...targets.data].filter((t) => t.failures > 0).sort((a, b) => b.failures - a.failures).slice(0, 5);
+    fill(failing, h('h2', {}, 'Targets with the most failures'), top5.length === 0
+      ? h('p', { class: 'muted' }, 'No failures in the last ten minutes.')
+      : table(['Target', 'Breaker', 'Failures', 'Attempts'], top5.map((t) => [
+        h('code', {}, t.target), breakerBadge(t.state), fmtNum(t.failures), fmtNum(t.attempts)]), 'Targets with the most failures'));
+  });
+}
+
+function stat(label, value, note) {
+  return h('div', { class: 'stat card' }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value), h('div', { class: 'muted' }, note));
+}
+
+function breakerBadge(state) {
+  return h('span', { class: `badge b-${state}` }, state);
+}
+
+// table renders rows (arrays of cells) under headings, with a caption for
+// screen readers. Columns whose index is in wideOnly are left out on narrow
+// screens.
+function table(headings, rows, caption, empty = 'Nothing here yet.', wideOnly = []) {
+  if (rows.length === 0) return h('p', { class: 'muted empty' }, empty);
+  const cls = (i) => (wideOnly.includes(i) ? 'wide' : false);
+  return h('div', { class: 'tablewrap' }, h('table', {},
+    h('caption', { class: 'sr' }, caption),
+    h('thead', {}, h('tr', {}, headings.map((t, i) => h('th', { scope: 'col', class: cls(i) }, t)))),
+    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { class: cls(i) }, c)))))));
+}
+
+// ---------------------------------------------------------------------------
+// Tasks
+
+const taskStatuses = ['scheduled', 'dispatching', 'retrying', 'delivered', 'dead', 'canceled'];
+const uuidRe = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function taskRows(tasks) {
+  return tasks.map((t) => [
+    h('a', { href: `/ui/tasks/${t.id}`, title: t.id, 'aria-label': `Task ${t.id}` }, h('code', {}, shortID(t.id))),
+    statusBadge(t.status),
+    h('span', { class: 'url' }, h('span', { class: 'method' }, t.method), ' ', t.url),
+    timeCell(t.next_attempt_at || t.run_at),
+    `${t.attempts}/${t.max_attempts}`,
+    t.last_status_code ?? (t.last_error ? h('span', { class: 'err' }, 'error') : '—'),
+    timeCell(t.created_at),
+  ]);
+}
+
+const taskHeadings = ['Task', 'Status', 'URL', 'Due', 'Attempts', 'Last status', 'Created'];
+const taskWideOnly = [3, 4, 5, 6];
+
+async function tasksPage(_, params) {
+  const f = Object.fromEntries(['status', 'url', 'schedule_id', 'created_after', 'created_before', 'idempotency_key', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const slot = h('div');
+  const search = h('input', { type: 'search', id: 'task-search', name: 'q', value: f.idempotency_key, placeholder: 'task id or idempotency key', 'aria-describedby': 'task-search-hint' });
+  const status = h('select', { name: 'status' }, h('option', { value: '' }, 'any'), taskStatuses.map((s) => h('option', { value: s, selected: s === f.status }, s)));
+  const url = h('input', { type: 'text', name: 'url', value: f.url, placeholder: 'https://api.example.com/' });
+  const schedule = h('input', { type: 'text', name: 'schedule_id', value: f.schedule_id, placeholder: 'schedule id' });
+  const after = h('input', { type: 'datetime-local', step: 1, name: 'created_after', value: f.created_after ? toLocalInput(new Date(f.created_after)) : '' });
+  const before = h('input', { type: 'datetime-local', step: 1, name: 'created_before', value: f.created_before ? toLocalInput(new Date(f.created_before)) : '' });
+  const searchForm = h('form', { class: 'search', role: 'search', onsubmit: async (e) => {
+    e.preventDefault();
+    const q = search.value.trim();
+    if (uuidRe.test(q)) navigate(`/ui/tasks/${q.toLowerCase()}`);
+    else navigate(`/ui/tasks${query({ idempotency_key: q })}`);
+  } }, h('label', { for: 'task-search' }, 'Find a task'), h('div', { class: 'row' }, search, h('button', { type: 'submit' }, 'Find')),
+  h('span', { class: 'hint', id: 'task-search-hint' }, 'By id, or by the idempotency key it was created with.'));
+  const filters = h('form', { class: 'filters', onsubmit: (e) => {
+    e.preventDefault();
+    navigate(`/ui/tasks${query({ status: status.value, url: url.value.trim(), schedule_id: schedule.value.trim(), created_after: fromLocalInput(after.value), created_before: fromLocalInput(before.value) })}`);
+  } }, field('Status', status), field('URL starts with', url), field('Schedule', schedule), field('Created from', after), field('Created before', before),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Filter'), link('/ui/tasks', 'Clear')));
+  show(h('h1', {}, 'Tasks'), searchForm, filters, slot);
+  const list = await api('GET', `/v1/tasks${query({ ...f, limit: 50 })}`);
+  const next = list.next_cursor ? link(`/ui/tasks${query({ ...f, cursor: list.next_cursor })}`, 'Next page →') : null;
+  slot.append(table(taskHeadings, taskRows(list.data), 'Tasks', 'No task matches.', taskWideOnly),
+    h('div', { class: 'pager' }, f.cursor ? link(`/ui/tasks${query({ ...f, cursor: '' })}`, '← First page') : null, next));
+}
+
+async function taskPage([id]) {
+  if (!uuidRe.test(id)) throw new APIError(404, { title: 'Not found', detail: `no task ${id}` });
+  const [task, attempts] = await Promise.all([api('GET', `/v1/tasks/${id}`), api('GET', `/v1/tasks/${id}/attempts`)]);
+  const slot = h('div');
+  const refresh = () => render();
+  const actions = h('div', { class: 'actions' });
+  const waiting = task.status === 'scheduled' || task.status === 'retrying';
+  const finished = task.status === 'dead' || task.status === 'delivered';
+  if (waiting) {
+    actions.append(confirmButton('Cancel task', 'Click again to cancel', () => run(slot, async () => {
+      await api('DELETE', `/v1/tasks/${id}`);
+      toast('Task canceled');
+      refresh();
+    })));
+  }
+  if (finished) {
+    actions.append(h('button', { type: 'button', class: 'primary', onclick: () => run(slot, async () => {
+      await api('POST', `/v1/tasks/${id}/replay`);
+      toast('Task replayed: due now');
+      refresh();
+    }) }, 'Replay'));
+  }
+  const when = h('input', { type: 'datetime-local', step: 1, required: true, value: toLocalInput(new Date(Date.now() + 5 * 60000)) });
+  const reschedule = waiting ? h('form', { class: 'inline', onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      await api('PATCH', `/v1/tasks/${id}`, { run_at: fromLocalInput(when.value) });
+      toast('Task rescheduled');
+      refresh();
+    });
+  } }, field('New time', when), h('button', { type: 'submit' }, 'Reschedule')) : null;
+
+  const editUrl = h('input', { type: 'url', value: task.url, required: true });
+  const editMethod = h('select', {}, ['POST', 'PUT', 'PATCH', 'DELETE', 'GET'].map((m) => h('option', { selected: m === task.method }, m)));
+  const headerText = Object.entries(task.headers || {}).map(([k, v]) => `${k}: ${v}`).join('\n');
+  const editHeaders = h('textarea', { rows: 3, spellcheck: 'false' }, headerText);
+  const editBody = h('textarea', { rows: 6, spellcheck: 'false' }, task.body || '');
+  const edit = finished ? h('details', { class: 'edit card' }, h('summary', {}, 'Edit and replay'),
+    h('form', { onsubmit: (e) => {
+      e.preventDefault();
+      run(slot, async () => {
+        const change = {};
+        if (editUrl.value !== task.url) change.url = editUrl.value;
+        if (editMethod.value !== task.method) change.method = editMethod.value;
+        if (editHeaders.value !== headerText) change.headers = parseHeaders(editHeaders.value);
+        if (editBody.value !== (task.body || '')) change.body = editBody.value;
+        await api('POST', `/v1/tasks/${id}/replay`, change);
+        toast('Task changed and replayed');
+        refresh();
+      });
+    } }, field('URL', editUrl), field('Method', editMethod), field('Headers', editHeaders, 'One “Name: value” per line; replaces every header of the task.'),
+    field('Body', editBody), h('button', { type: 'submit', class: 'primary' }, 'Replay with these changes'))) : null;
+
+  const live = !['delivered', 'dead', 'canceled'].includes(task.status);
+  append(main, [
+    h('div', { class: 'pagehead' }, h('p', {}, link('/ui/tasks', '← Tasks')), h('h1', {}, 'Task ', h('code', {}, task.id)),
+      h('p', { class: 'statusline' }, statusBadge(task.status), live ? h('span', { class: 'muted' }, ' refreshing every 2 seconds') : null)),
+    actions, reschedule, slot,
+    h('div', { class: 'two' },
+      h('section', { class: 'card' }, h('h2', {}, 'Request'), h('dl', { class: 'fields' },
+        dt('URL', h('code', { class: 'wrap' }, task.url)), dt('Method', task.method),
+        dt('Run at', fmtTime(task.run_at)), dt('Next attempt', task.next_attempt_at ? [fmtTime(task.next_attempt_at), ' (', relTime(task.next_attempt_at), ')'] : '—'),
+        dt('Attempts', `${task.attempts} of ${task.max_attempts}`), dt('Timeout', task.timeout),
+        dt('Idempotency key', task.idempotency_key ? h('code', {}, task.idempotency_key) : '—'),
+        dt('Schedule', task.schedule_id ? h('code', {}, task.schedule_id) : '—'),
+        dt('Created', fmtTime(task.created_at)),
+        dt('Last error', task.last_error ? h('span', { class: 'err' }, task.last_error) : '—')),
+      h('h3', {}, 'Headers'), table(['Name', 'Value'], Object.entries(task.headers || {}).map(([k, v]) => [h('code', {}, k), h('code', { class: 'wrap' }, v)]), 'Headers', 'No headers of its own.'),
+      h('h3', {}, 'Body'), h('pre', { class: 'body', tabindex: 0 }, task.body || '(empty)')),
+      h('section', { class: 'card' }, h('h2', {}, 'Attempts'), attemptTimeline(attempts.data))),
+    edit]);
+  if (live) {
+    state.timers.push(setInterval(async () => {
+      if (document.hidden || location.pathname !== `/ui/tasks/${id}`) return;
+      const t = await api('GET', `/v1/tasks/${id}`).catch(() => null);
+      if (t && (t.status !== task.status || t.attempts !== task.attempts)) render();
+    }, 2000));
+  }
+}
+
+function dt(term, ...desc) {
+  return [h('dt', {}, term), h('dd', {}, ...desc)];
+}
+
+function parseHeaders(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const i = line.indexOf(':');
+    if (i < 1) throw new APIError(422, { title: 'Invalid headers', detail: `“${line}” is not “Name: value”` });
+    out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+const outcomeText = { success: 'delivered', retry: 'failed, retried', fail: 'failed for good' };
+
+function attemptTimeline(attempts) {
+  if (attempts.length === 0) return h('p', { class: 'muted' }, 'No attempt yet.');
+  return h('ol', { class: 'timeline' }, [...attempts].reverse().map((a) => h('li', { class: `o-${a.outcome}` },
+    h('div', { class: 'row' }, h('strong', {}, `Attempt ${a.attempt}`), ' ', h('span', { class: `badge a-${a.outcome}` }, outcomeText[a.outcome] || a.outcome),
+      a.status_code ? h('span', { class: 'code' }, `HTTP ${a.status_code}`) : null,
+      h('span', { class: 'muted' }, `${fmtNum(a.duration_ms)} ms`), h('time', { datetime: a.started_at, class: 'muted' }, fmtTime(a.started_at))),
+    a.error ? h('div', { class: 'err' }, a.error) : null,
+    a.response_body ? h('pre', { class: 'snippet', tabindex: 0 }, a.response_body) : null)));
+}
+
+// ---------------------------------------------------------------------------
+// Schedules
+
+async function schedulesPage() {
+  const slot = h('div');
+  show(h('h1', {}, 'Schedules'), slot);
+  const list = await api('GET', '/v1/schedules?limit=100');
+  const nexts = await Promise.all(list.data.map((s) => api('GET', `/v1/schedules/${s.id}/next?count=3`).catch(() => null)));
+  const errSlot = h('div');
+  const act = (fn, msg) => run(errSlot, async () => { await fn(); toast(msg); render(); });
+  slot.append(errSlot, table(['Schedule', 'When', 'URL', 'Next fire times', 'State', 'Actions'], list.data.map((s, i) => {
+    const times = nexts[i] ? nexts[i].data : [];
+    return [
+      h('code', { title: s.id }, shortID(s.id)),
+      h('span', {}, h('code', {}, s.cron), h('br'), h('span', { class: 'muted' }, s.timezone)),
+      h('span', { class: 'url' }, h('span', { class: 'method' }, s.method), ' ', s.url),
+      s.paused ? h('span', { class: 'muted' }, 'paused') : h('ul', { class: 'times' }, times.map((t) => h('li', {}, fmtZoned(t.utc, s.timezone)))),
+      s.paused ? h('span', { class: 'badge s-canceled' }, 'paused') : h('span', { class: 'badge s-delivered' }, 'active'),
+      h('div', { class: 'actions' },
+        s.paused
+          ? h('button', { type: 'button', 'aria-label': `Resume schedule ${shortID(s.id)}`, onclick: () => act(() => api('POST', `/v1/schedules/${s.id}/resume`), 'Schedule resumed') }, 'Resume')
+          : h('button', { type: 'button', 'aria-label': `Pause schedule ${shortID(s.id)}`, onclick: () => act(() => api('POST', `/v1/schedules/${s.id}/pause`), 'Schedule paused') }, 'Pause'),
+        confirmButton('Delete', 'Click again to delete', () => act(() => api('DELETE', `/v1/schedules/${s.id}`), 'Schedule deleted')),
+        link(`/ui/tasks?schedule_id=${s.id}`, 'Tasks')),
+    ];
+  }), 'Schedules', 'No schedules yet. Create one with POST /v1/schedules.'));
+}
+
+// ---------------------------------------------------------------------------
+// Dead letters
+
+async function deadLettersPage(_, params) {
+  const f = { url: params.get('url') || '', schedule_id: params.get('schedule_id') || '', created_after: params.get('created_after') || '', created_before: params.get('created_before') || '' };
+  const url = h('input', { type: 'text', value: f.url, placeholder: 'https://api.example.com/' });
+  const schedule = h('input', { type: 'text', value: f.schedule_id, placeholder: 'schedule id' });
+  const after = h('input', { type: 'datetime-local', step: 1, value: f.created_after ? toLocalInput(new Date(f.created_after)) : '' });
+  const before = h('input', { type: 'datetime-local', step: 1, value: f.created_before ? toLocalInput(new Date(f.created_before)) : '' });
+  const slot = h('div');
+  const confirmSlot = h('div', { 'aria-live': 'polite' });
+  const filter = () => {
+    const out = {};
+    if (url.value.trim()) out.url = url.value.trim();
+    if (schedule.value.trim()) out.schedule_id = schedule.value.trim();
+    if (after.value) out.created_after = fromLocalInput(after.value);
+    if (before.value) out.created_before = fromLocalInput(before.value);
+    return out;
+  };
+  const form = h('form', { class: 'filters', onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      const chosen = filter();
+      const [counted] = await Promise.all([api('POST', '/v1/tasks/replay', { ...chosen, dry_run: true }), listDead()]);
+      if (counted.matched === 0) {
+        fill(confirmSlot, h('p', { class: 'note' }, 'No dead task matches these conditions.'));
+        return;
+      }
+      const go = h('button', { type: 'button', class: 'primary', onclick: () => run(slot, async () => {
+        go.disabled = true;
+        const done = await api('POST', '/v1/tasks/replay', chosen);
+        fill(confirmSlot, h('p', { class: 'note ok' }, `Replayed ${fmtNum(done.replayed)} task${done.replayed === 1 ? '' : 's'}.`));
+        toast(`Replayed ${done.replayed}`);
+        await listDead();
+      }) }, `Replay ${fmtNum(counted.matched)} task${counted.matched === 1 ? '' : 's'}`);
+      fill(confirmSlot, h('div', { class: 'confirm card' },
+        h('p', {}, h('strong', {}, `${fmtNum(counted.matched)} dead task${counted.matched === 1 ? '' : 's'}`), ' match. Each is sent again now, with its id and attempt count.'),
+        go, ' ', h('button', { type: 'button', onclick: () => fill(confirmSlot) }, 'Cancel')));
+      go.focus();
+    });
+  } }, field('URL starts with', url), field('Schedule', schedule), field('Created from', after), field('Created before', before),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Count dead tasks to replay')));
+  const listSlot = h('div');
+  const listDead = async () => {
+    const list = await api('GET', `/v1/tasks${query({ status: 'dead', limit: 50, ...filter() })}`);
+    fill(listSlot, h('h2', {}, 'Dead tasks'), table(taskHeadings, taskRows(list.data), 'Dead tasks', 'No dead tasks. Everything was delivered or is still being tried.', taskWideOnly),
+      list.next_cursor ? h('p', { class: 'muted' }, 'Showing the 50 newest. ', link('/ui/tasks?status=dead', 'All dead tasks →')) : null);
+  };
+  show(h('h1', {}, 'Dead letters'), h('p', { class: 'muted' }, 'Tasks whose last attempt failed. Replay them once the receiver is fixed.'), form, confirmSlot, slot, listSlot);
+  await listDead();
+}
+
+// ---------------------------------------------------------------------------
+// Targets
+
+async function targetsPage() {
+  const [targets, limits] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits')]);
+  const perTarget = (limits.limits && limits.limits.targets) || {};
+  const l = limits.limits || {};
+  show(h('h1', {}, 'Targets'),
+    h('p', { class: 'muted' }, 'The hosts your webhooks went to in the last ten minutes, as this node saw them. The circuit breaker of a target is shared by every tenant sending there.'),
+    table(['Target', 'Breaker', 'In flight', 'Waiting', 'Attempts', 'Failures', 'Failure ratio', 'Limit'], targets.data.map((t) => {
+      const tl = perTarget[t.target];
+      return [h('code', {}, t.target), breakerBadge(t.state), fmtNum(t.in_flight), fmtNum(t.waiting), fmtNum(t.attempts), fmtNum(t.failures),
+        t.attempts ? `${fmtNum((100 * t.failures) / t.attempts, 1)} %` : '—',
+        tl ? [tl.rate ? `${fmtNum(tl.rate, 2)}/s` : '', tl.concurrency ? ` ≤ ${tl.concurrency} at once` : ''] : h('span', { class: 'muted' }, 'none')];
+    }), 'Targets', 'No webhook was sent in the last ten minutes.'),
+    h('section', { class: 'card' }, h('h2', {}, 'Your limits'), h('dl', { class: 'fields' },
+      dt('Waiting tasks', `${fmtNum(limits.pending_tasks)}${l.max_pending_tasks ? ` of at most ${fmtNum(l.max_pending_tasks)}` : ''}`),
+      dt('Dispatch rate', l.dispatch_rate ? `${fmtNum(l.dispatch_rate, 2)}/s` : 'unlimited'),
+      dt('Dispatch concurrency', l.dispatch_concurrency ? fmtNum(l.dispatch_concurrency) : 'unlimited'),
+      dt('API rate', l.api_rate ? `${fmtNum(l.api_rate, 2)}/s, burst ${fmtNum(l.api_burst)}` : 'unlimited'),
+      dt('Schedules', l.max_schedules ? `at most ${fmtNum(l.max_schedules)}` : 'unlimited'),
+      dt('Longest timeout', l.max_timeout || 'the server’s'))));
+}
+
+// ---------------------------------------------------------------------------
+// Keys and secrets
+
+const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'keys:manage', 'secrets:manage', 'audit:read'];
+
+// secretOnce shows a credential that the API shows only once.
+function secretOnce(title, value, note) {
+  const input = h('input', { type: 'text', readonly: true, value, class: 'secret', spellcheck: 'false' });
+  return h('div', { class: 'once card', role: 'alert' }, h('h2', {}, title), field('Copy it now', input, note),
+    h('button', { type: 'button', onclick: async () => { input.select(); try { await navigator.clipboard.writeText(value); toast('Copied'); } catch { document.execCommand('copy'); } } }, 'Copy'));
+}
+
+async function keysPage() {
+  const slot = h('div');
+  const shown = h('div');
+  const name = h('input', { type: 'text', required: true, maxlength: 100, placeholder: 'deploy bot' });
+  const expires = h('input', { type: 'datetime-local', step: 1 });
+  const boxes = scopes.map((s) => h('input', { type: 'checkbox', value: s, id: `scope-${s.replace(/[^a-z]/g, '-')}` }));
+  const form = h('form', { class: 'card', onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      const body = { name: name.value, scopes: boxes.filter((b) => b.checked).map((b) => b.value) };
+      if (expires.value) body.expires_at = fromLocalInput(expires.value);
+      const created = await api('POST', '/v1/keys', body);
+      await draw();
+      fill(shown, secretOnce(`Key “${created.name}” created`, created.api_key, 'This is the only time the key is shown.'));
+      shown.querySelector('input').focus();
+    });
+  } }, h('h2', {}, 'Create a key'), field('Name', name),
+  h('fieldset', {}, h('legend', {}, 'Scopes'), h('div', { class: 'checks' }, boxes.map((b) => h('label', { for: b.id }, b, ' ', b.value)))),
+  field('Expires', expires, 'Optional. A key never outlives the key that creates it.'),
+  h('button', { type: 'submit', class: 'primary' }, 'Create key'));
+  const listSlot = h('div');
+  const draw = async () => {
+    const keys = await api('GET', '/v1/keys');
+    fill(listSlot, table(['Key', 'Name', 'Scopes', 'Created', 'Expires', 'Last used', 'State', ''], keys.data.map((k) => [
+      h('code', {}, k.id), k.name, k.scopes.join(', '), timeCell(k.created_at), timeCell(k.expires_at), timeCell(k.last_used_at),
+      k.revoked_at ? h('span', { class: 'badge s-dead' }, 'revoked') : h('span', { class: 'badge s-delivered' }, 'active'),
+      k.revoked_at || (state.session.key && k.id === state.session.key.id) ? (k.revoked_at ? '' : h('span', { class: 'muted' }, 'this session')) : confirmButton('Revoke', 'Click again to revoke', () => run(slot, async () => {
+        await api('DELETE', `/v1/keys/${k.id}`);
+        toast('Key revoked');
+        await draw();
+      })),
+    ]), 'API keys'));
+  };
+  show(h('h1', {}, 'API keys'), shown, slot, listSlot, form);
+  await draw();
+}
+
+async function secretsPage() {
+  const slot = h('div');
+  const shown = h('div');
+  const grace = h('input', { type: 'text', value: '24h', required: true, pattern: '[0-9hms.]+' });
+  const listSlot = h('div');
+  const draw = async () => {
+    const list = await api('GET', '/v1/signing-secrets');
+    fill(listSlot, table(['Secret', 'Created', 'Signs until', ''], list.data.map((s) => [
+      h('code', {}, s.id), timeCell(s.created_at), s.expires_at ? timeCell(s.expires_at) : 'replaced by a rotation',
+      s.current ? h('span', { class: 'badge s-delivered' }, 'current') : h('span', { class: 'badge s-retrying' }, 'in grace'),
+    ]), 'Signing secrets'));
+  };
+  const form = h('form', { class: 'card', onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      const rotated = await api('POST', '/v1/signing-secrets/rotate', { grace: grace.value.trim() });
+      await draw();
+      fill(shown, secretOnce('New signing secret', rotated.signing_secret,
+        `Shown once. Until ${fmtTime(rotated.grace_ends_at)} webhooks carry signatures by both the new and the old secrets.`));
+      shown.querySelector('input').focus();
+    });
+  } }, h('h2', {}, 'Rotate the signing secret'), field('Grace period', grace, 'How long the old secret keeps signing too, e.g. 24h (at most 168h; 0s for none).'),
+  h('button', { type: 'submit', class: 'primary' }, 'Rotate'));
+  show(h('h1', {}, 'Signing secrets'), h('p', { class: 'muted' }, 'Webhooks are signed with every secret listed here. Values are never shown again after they are made.'), shown, slot, listSlot, form);
+  await draw();
+}
+
+// ---------------------------------------------------------------------------
+// Operator pages
+
+async function tenantsPage(_, params) {
+  const list = await api('GET', `/v1/admin/tenants${query({ cursor: params.get('cursor'), limit: 100 })}`);
+  show(h('h1', {}, 'Tenants'), table(['Tenant', 'Id', 'Created', 'Waiting tasks', 'Dispatch rate', 'Concurrency', 'Max waiting', 'Retention'], list.data.map((t) => [
+    h('strong', {}, t.name), h('code', {}, t.id), timeCell(t.created_at), fmtNum(t.waiting_tasks),
+    t.limits.dispatch_rate ? `${fmtNum(t.limits.dispatch_rate, 2)}/s` : 'unlimited',
+    t.limits.dispatch_concurrency ? fmtNum(t.limits.dispatch_concurrency) : 'unlimited',
+    t.limits.max_pending_tasks ? fmtNum(t.limits.max_pending_tasks) : 'unlimited',
+    t.retention || 'server default',
+  ]), 'Tenants', 'No tenants yet.'), list.next_cursor ? h('div', { class: 'pager' }, link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page →')) : null);
+}
+
+// ranges writes ascending partition numbers as runs: 0–15, 32, 40–47.
+function ranges(ps) {
+  const out = [];
+  for (let i = 0; i < ps.length; i++) {
+    let j = i;
+    while (j + 1 < ps.length && ps[j + 1] === ps[j] + 1) j++;
+    out.push(i === j ? `${ps[i]}` : `${ps[i]}–${ps[j]}`);
+    i = j;
+  }
+  return out.join(', ');
+}
+
+async function nodesPage() {
+  const slot = h('div');
+  show(h('h1', {}, 'Nodes'), slot);
+  await every(5000, async () => fill(slot, nodesView(await api('GET', '/v1/admin/nodes'))));
+}
+
+function nodesView(nodes) {
+  const palette = ['#4f46e5', '#0ea5e9', '#16a34a', '#f59e0b', '#db2777', '#7c3aed', '#0d9488', '#ea580c', '#65a30d', '#2563eb'];
+  const owner = new Array(nodes.partitions).fill(-1);
+  nodes.data.forEach((n, i) => n.partitions.forEach((p) => { owner[p] = i; }));
+  const grid = h('div', { class: 'pgrid', role: 'img', 'aria-label': `Partition ownership: ${nodes.unowned_partitions} of ${nodes.partitions} partitions unowned` },
+    owner.map((o, p) => h('span', { class: o < 0 ? 'unowned' : `n${o % palette.length}`, title: `partition ${p}: ${o < 0 ? 'no owner' : nodes.data[o].name}` })));
+  return [
+    h('p', {}, `${nodes.data.length} live dispatcher node${nodes.data.length === 1 ? '' : 's'}; `,
+      h('strong', { class: nodes.unowned_partitions ? 'err' : '' }, `${nodes.unowned_partitions} of ${nodes.partitions}`), ' partitions without an owner.'),
+    table(['', 'Node', 'Started', 'Heartbeat', 'Expires', 'Partitions'], nodes.data.map((n, i) => [
+      h('span', { class: `swatch n${i % palette.length}`, 'aria-hidden': 'true' }), h('span', {}, h('strong', {}, n.name), h('br'), h('code', { class: 'muted' }, n.id)),
+      timeCell(n.started_at), timeCell(n.heartbeat_at), timeCell(n.expires_at), h('span', {}, `${n.partitions.length}: `, h('span', { class: 'muted' }, ranges(n.partitions))),
+    ]), 'Nodes', 'No live dispatcher node.'),
+    h('section', { class: 'card' }, h('h2', {}, 'Partition map'), h('p', { class: 'muted' }, 'Each square is a partition, coloured by the node holding its lease; grey ones have none. Refreshed every 5 seconds.'), grid)];
+}
+
+async function breakersPage() {
+  const list = await api('GET', '/v1/admin/breakers');
+  show(h('h1', {}, 'Circuit breakers'), h('p', { class: 'muted' }, `As node ${list.node} sees them.`),
+    table(['Target', 'State', 'Tenants', 'In flight', 'Waiting', 'Requests', 'Failures', 'Consecutive', 'Opened', 'Next probe'], list.data.map((b) => [
+      h('code', {}, b.target), breakerBadge(b.state), fmtNum(b.tenants), fmtNum(b.in_flight), fmtNum(b.waiting), fmtNum(b.requests), fmtNum(b.failures),
+      fmtNum(b.consecutive_failures), timeCell(b.opened_at), timeCell(b.next_probe_at),
+    ]), 'Circuit breakers', 'No targets in use on this node.'));
+}
+
+async function healthPage() {
+  const r = await fetch('/readyz', { headers: { Accept: 'application/json' } });
+  const body = await r.json();
+  show(h('h1', {}, 'Health'),
+    h('p', {}, 'This node is ', h('span', { class: `badge ${r.ok ? 's-delivered' : 's-dead'}` }, r.ok ? 'ready' : 'not ready'), '.'),
+    table(['Dependency', 'State'], Object.entries(body.checks || {}).map(([k, v]) => [h('strong', {}, k),
+      v === 'ok' ? h('span', { class: 'badge s-delivered' }, 'ok') : h('span', { class: k === 'encryption' && v.startsWith('on') ? '' : 'err' }, v)]), 'Dependencies'));
+}
+
+// ---------------------------------------------------------------------------
+// Start: learn who is signed in, then draw the page asked for.
+
+async function start() {
+  try {
+    state.session = await api('GET', '/v1/session');
+  } catch {
+    state.session = null;
+  }
+  if (state.session && location.pathname === '/ui/sign-in') history.replaceState(null, '', home());
+  await render();
+}
+
+// A session lasts an hour from its last renewal: renew it while a page is
+// open and looked at, so that a person is signed out only by leaving.
+setInterval(async () => {
+  if (!state.session || document.hidden) return;
+  try {
+    state.session = await api('GET', '/v1/session');
+  } catch {
+    // An ended session sends the page to sign-in from api().
+  }
+}, 10 * 60 * 1000);
+
+// uPlot is loaded by a classic deferred script, which runs before modules.
+start();

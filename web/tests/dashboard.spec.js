@@ -1,0 +1,317 @@
+// The dashboard in a real browser, against a live hookwheel started by the Go
+// test TestDashboardInBrowser, which passes:
+//   HOOKWHEEL_URL     the node's base URL
+//   ADMIN_TOKEN       its admin token
+//   TENANT_KEY        an API key of tenant "acme"
+//   OTHER_KEY         an API key of tenant "globex"
+//   RECEIVER_URL      a receiver: /ok answers 200; /fail 500; /flaky/* and
+//                     /bulk/* 503 until POST /fix/flaky or /fix/bulk
+//   SCREENSHOT_DIR    where the screenshots go
+import { test, expect } from '@playwright/test';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const base = process.env.HOOKWHEEL_URL;
+const receiver = process.env.RECEIVER_URL;
+const tenantKey = process.env.TENANT_KEY;
+const otherKey = process.env.OTHER_KEY;
+const adminToken = process.env.ADMIN_TOKEN;
+const shots = process.env.SCREENSHOT_DIR || 'screenshots';
+
+test.describe.configure({ mode: 'serial' });
+
+// The API as a tenant's program calls it.
+async function call(request, key, method, url, data) {
+  const r = await request.fetch(`${base}${url}`, { method, data, headers: { Authorization: `Bearer ${key}` } });
+  const text = await r.text();
+  if (!r.ok()) throw new Error(`${method} ${url}: ${r.status()} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function createTask(request, key, task) {
+  return call(request, key, 'POST', '/v1/tasks', { delay: '0s', ...task });
+}
+
+async function waitStatus(request, key, id, status) {
+  await expect.poll(async () => (await call(request, key, 'GET', `/v1/tasks/${id}`)).status, { timeout: 30_000 }).toBe(status);
+}
+
+// shoot saves the page at 1280 and at 390 pixels wide.
+async function shoot(page, name) {
+  fs.mkdirSync(shots, { recursive: true });
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await page.waitForTimeout(150); // let charts redraw at the new width
+  await page.screenshot({ path: path.join(shots, `${name}-1280.png`), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForTimeout(150);
+  await page.screenshot({ path: path.join(shots, `${name}-390.png`), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 860 });
+}
+
+// expectLabelled checks that every form control on the page has a label a
+// screen reader can read.
+async function expectLabelled(page) {
+  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea')]
+    .filter((el) => el.type !== 'hidden' && !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+    .map((el) => el.outerHTML));
+  expect(unlabelled).toEqual([]);
+}
+
+// Every page is watched for errors in the console: a script error or a
+// Content-Security-Policy refusal fails the test.
+let consoleErrors = [];
+test.beforeEach(async ({ page }) => {
+  consoleErrors = [];
+  page.on('console', (msg) => {
+    // Refusals the tests provoke (a wrong key, an invalid edit) are 4xx lines
+    // of the network log, not errors of the page.
+    if (msg.type() === 'error' && !/status of 4[0-9][0-9]/.test(msg.text())) consoleErrors.push(msg.text());
+  });
+  page.on('pageerror', (err) => consoleErrors.push(String(err)));
+});
+test.afterEach(() => {
+  expect(consoleErrors).toEqual([]);
+});
+
+function taskLink(page, id) {
+  return page.getByRole('link', { name: `Task ${id}` });
+}
+
+async function signIn(page, key = tenantKey) {
+  await page.goto('/ui/');
+  await expect(page).toHaveURL(/\/ui\/sign-in/);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Overview' })).toBeVisible();
+}
+
+test('signs in with the keyboard, refuses a wrong key, and never keeps the key', async ({ page, context }) => {
+  await page.goto('/ui/');
+  await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+  await expectLabelled(page);
+  await shoot(page, 'sign-in');
+
+  // Keyboard only: a page opens with its heading focused, and the key
+  // field is the next stop.
+  await expect(page.getByRole('heading', { name: 'Sign in' })).toBeFocused();
+  await page.keyboard.press('Tab');
+  await expect(page.getByLabel('API key')).toBeFocused();
+  await page.keyboard.type('hw_notakey_atall');
+  await page.keyboard.press('Enter');
+  await expect(page.getByRole('alert')).toContainText('malformed, unknown, revoked or expired');
+
+  await page.getByLabel('API key').fill(tenantKey);
+  await page.keyboard.press('Enter');
+  await expect(page.getByRole('heading', { level: 1, name: 'Overview' })).toBeVisible();
+
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === 'hookwheel_session');
+  expect(session.httpOnly).toBe(true);
+  expect(session.sameSite).toBe('Strict');
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+  expect(stored).not.toContain(tenantKey.slice(3));
+  for (const c of cookies) expect(c.value).not.toContain(tenantKey.slice(3));
+});
+
+test('the API refuses the session cookie without its CSRF token', async ({ page }) => {
+  await signIn(page);
+  const status = await page.evaluate(async () => (await fetch('/v1/tasks', { credentials: 'same-origin' })).status);
+  expect(status).toBe(403);
+  const cancel = await page.evaluate(async () => (await fetch('/v1/tasks/cancel', {
+    method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: '{}',
+  })).status);
+  expect(cancel).toBe(403);
+});
+
+test('watches a task go delivered, and a failing one collect its attempts', async ({ page, request }) => {
+  await signIn(page);
+  const ok = await createTask(request, tenantKey, { url: `${receiver}/ok`, body: '{"order":42}', headers: { 'X-Order': '42' }, delay: '3s' });
+  await page.goto(`/ui/tasks/${ok.id}`);
+  await expect(page.getByRole('heading', { level: 1 })).toContainText(ok.id);
+  await expect(page.locator('.statusline .badge')).toHaveText('scheduled');
+  await expectLabelled(page);
+  await shoot(page, 'task-scheduled');
+  await expect(page.locator('.statusline .badge')).toHaveText('delivered', { timeout: 20_000 });
+  await expect(page.locator('.timeline')).toContainText('HTTP 200');
+  await expect(page.locator('.timeline')).toContainText('thanks');
+  await shoot(page, 'task-delivered');
+
+  const failing = await createTask(request, tenantKey, { url: `${receiver}/fail`, body: 'x', retry: { max_attempts: 3, min_backoff: '200ms', max_backoff: '400ms' } });
+  await page.goto(`/ui/tasks/${failing.id}`);
+  await expect(page.locator('.statusline .badge')).toHaveText('dead', { timeout: 30_000 });
+  await expect(page.locator('.timeline li')).toHaveCount(3);
+  await expect(page.locator('.timeline').first()).toContainText('HTTP 500');
+  await expect(page.locator('.timeline').first()).toContainText('boom');
+  await shoot(page, 'task-dead');
+
+  // The list finds both, by status and by search.
+  await page.goto('/ui/tasks');
+  await expect(taskLink(page, ok.id)).toBeVisible();
+  await page.getByLabel('Status').selectOption('dead');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(page).toHaveURL(/status=dead/);
+  await expect(taskLink(page, failing.id)).toBeVisible();
+  await expect(taskLink(page, ok.id)).toHaveCount(0);
+  await page.getByLabel('Find a task').fill(ok.id);
+  await page.getByRole('button', { name: 'Find' }).click();
+  await expect(page).toHaveURL(new RegExp(`/ui/tasks/${ok.id}$`));
+  await page.goto('/ui/tasks');
+  await expectLabelled(page);
+  await shoot(page, 'tasks');
+});
+
+test('replays a dead task from its page, as it was and edited', async ({ page, request }) => {
+  await signIn(page);
+  const flaky = await createTask(request, tenantKey, { url: `${receiver}/flaky/1`, retry: { max_attempts: 1 } });
+  await waitStatus(request, tenantKey, flaky.id, 'dead');
+  await request.post(`${receiver}/fix/flaky`);
+  await page.goto(`/ui/tasks/${flaky.id}`);
+  await page.getByRole('button', { name: 'Replay', exact: true }).click();
+  await expect(page.locator('.statusline .badge')).toHaveText('delivered', { timeout: 20_000 });
+  await expect(page.locator('.timeline li')).toHaveCount(2);
+
+  // Edit and replay: the dead webhook goes to a URL that works, with a new body.
+  const dead = await createTask(request, tenantKey, { url: `${receiver}/fail`, body: 'old', retry: { max_attempts: 1 } });
+  await waitStatus(request, tenantKey, dead.id, 'dead');
+  await page.goto(`/ui/tasks/${dead.id}`);
+  await page.getByText('Edit and replay').click();
+  await page.getByLabel('URL', { exact: true }).fill(`${receiver}/ok`);
+  await page.getByLabel('Body').fill('new body');
+  await expectLabelled(page);
+  await shoot(page, 'task-edit');
+  await page.getByRole('button', { name: 'Replay with these changes' }).click();
+  await expect(page.locator('.statusline .badge')).toHaveText('delivered', { timeout: 20_000 });
+  const task = await call(request, tenantKey, 'GET', `/v1/tasks/${dead.id}`);
+  expect(task.url).toBe(`${receiver}/ok`);
+  expect(task.body).toBe('new body');
+
+  // An invalid edit is refused with the field named, and changes nothing.
+  const dead2 = await createTask(request, tenantKey, { url: `${receiver}/fail`, retry: { max_attempts: 1 } });
+  await waitStatus(request, tenantKey, dead2.id, 'dead');
+  await page.goto(`/ui/tasks/${dead2.id}`);
+  await page.getByText('Edit and replay').click();
+  await page.getByLabel('Headers').fill('Content-Length: 3');
+  await page.getByRole('button', { name: 'Replay with these changes' }).click();
+  await expect(page.getByRole('alert')).toContainText('headers');
+  await expect(page.locator('.statusline .badge')).toHaveText('dead');
+});
+
+test('pauses and resumes a schedule', async ({ page, request }) => {
+  const sc = await call(request, tenantKey, 'POST', '/v1/schedules', { cron: '0 9 * * *', timezone: 'Europe/Paris', url: `${receiver}/ok` });
+  await signIn(page);
+  await page.getByRole('link', { name: 'Schedules' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Schedules' })).toBeVisible();
+  const row = page.getByRole('row').filter({ hasText: sc.id.slice(-8) });
+  await expect(row).toContainText('Europe/Paris');
+  await expect(row.locator('ul.times li')).toHaveCount(3);
+  await expectLabelled(page);
+  await shoot(page, 'schedules');
+  // With the keyboard: focus the button, press Enter.
+  await row.getByRole('button', { name: /^Pause/ }).focus();
+  await page.keyboard.press('Enter');
+  await expect(row.getByRole('button', { name: /^Resume/ })).toBeVisible();
+  expect((await call(request, tenantKey, 'GET', `/v1/schedules/${sc.id}`)).paused).toBe(true);
+  await row.getByRole('button', { name: /^Resume/ }).click();
+  await expect(row.getByRole('button', { name: /^Pause/ })).toBeVisible();
+  expect((await call(request, tenantKey, 'GET', `/v1/schedules/${sc.id}`)).paused).toBe(false);
+});
+
+test('bulk-replays dead letters by filter after showing the count', async ({ page, request }) => {
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push((await createTask(request, tenantKey, { url: `${receiver}/bulk/${i}`, retry: { max_attempts: 1 } })).id);
+  for (const id of ids) await waitStatus(request, tenantKey, id, 'dead');
+  await request.post(`${receiver}/fix/bulk`);
+  await signIn(page);
+  await page.getByRole('link', { name: 'Dead letters' }).click();
+  await page.getByLabel('URL starts with').fill(`${receiver}/bulk/`);
+  await page.getByRole('button', { name: 'Count dead tasks to replay' }).click();
+  await expect(page.getByText('3 dead tasks match')).toBeVisible();
+  await expectLabelled(page);
+  await shoot(page, 'dead-letters');
+  await page.getByRole('button', { name: 'Replay 3 tasks' }).click();
+  await expect(page.getByText('Replayed 3 tasks.')).toBeVisible();
+  for (const id of ids) await waitStatus(request, tenantKey, id, 'delivered');
+});
+
+test('overview, targets, keys and secrets pages draw', async ({ page }) => {
+  await signIn(page);
+  await expect(page.locator('#chart-rate canvas')).toBeVisible();
+  await expect(page.locator('.stat').first()).toContainText('Delivered');
+  await expect.poll(async () => Number((await page.locator('.stat .value').first().textContent()).replace(/\D/g, '')), { timeout: 30_000 }).toBeGreaterThan(0);
+  await expect(page.getByRole('heading', { name: 'Targets with the most failures' })).toBeVisible();
+  await expectLabelled(page);
+  await shoot(page, 'overview');
+
+  await page.getByRole('link', { name: 'Targets' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Targets' })).toBeVisible();
+  await expect(page.getByRole('table')).toContainText('127.0.0.1');
+  await expectLabelled(page);
+  await shoot(page, 'targets');
+
+  await page.getByRole('link', { name: 'API keys' }).click();
+  await page.getByLabel('Name').fill('dashboard test');
+  await page.getByLabel('tasks:read').check();
+  await expectLabelled(page);
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await expect(page.getByLabel('Copy it now')).toHaveValue(/^hw_/);
+  await expect(page.getByRole('row').filter({ hasText: 'dashboard test' })).toContainText('active');
+  await shoot(page, 'keys');
+
+  await page.getByRole('link', { name: 'Signing secrets' }).click();
+  await expect(page.getByRole('row').filter({ hasText: 'current' })).toHaveCount(1);
+  await expectLabelled(page);
+  await shoot(page, 'secrets');
+});
+
+test('a tenant cannot reach another tenant\'s task', async ({ page, request }) => {
+  const theirs = await createTask(request, otherKey, { url: `${receiver}/ok`, delay: '1h' });
+  await signIn(page);
+  await page.goto(`/ui/tasks/${theirs.id}`);
+  await expect(page.getByRole('heading', { level: 1, name: 'Not found' })).toBeVisible();
+  const status = await page.evaluate(async (id) => {
+    const s = await (await fetch('/v1/session')).json();
+    return (await fetch(`/v1/tasks/${id}`, { headers: { 'X-CSRF-Token': s.csrf_token } })).status;
+  }, theirs.id);
+  expect(status).toBe(404);
+  await shoot(page, 'not-found');
+});
+
+test('signs out, and the pages ask to sign in again', async ({ page }) => {
+  await signIn(page);
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+  await page.goto('/ui/tasks');
+  await expect(page).toHaveURL(/\/ui\/sign-in\?next=/);
+  const status = await page.evaluate(async () => (await fetch('/v1/session')).status);
+  expect(status).toBe(401);
+});
+
+test('the operator sees every tenant, the nodes, breakers and health', async ({ page }) => {
+  await page.goto('/ui/sign-in');
+  await page.getByText('Operator? Sign in with the admin token').click();
+  await page.getByLabel('Admin token').fill(adminToken);
+  await page.getByRole('button', { name: 'Sign in as operator' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Tenants' })).toBeVisible();
+  await expect(page.getByRole('table')).toContainText('acme');
+  await expect(page.getByRole('table')).toContainText('globex');
+  await expectLabelled(page);
+  await shoot(page, 'admin-tenants');
+
+  await page.getByRole('link', { name: 'Nodes' }).click();
+  await expect(page.getByText('0 of 256')).toBeVisible({ timeout: 20_000 });
+  await expect(page.locator('.pgrid span')).toHaveCount(256);
+  await shoot(page, 'admin-nodes');
+
+  await page.getByRole('link', { name: 'Breakers' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Circuit breakers' })).toBeVisible();
+  await shoot(page, 'admin-breakers');
+
+  await page.getByRole('link', { name: 'Health' }).click();
+  await expect(page.getByText('ready', { exact: true })).toBeVisible();
+  await expect(page.getByRole('table')).toContainText('postgres');
+  await shoot(page, 'admin-health');
+
+  // The operator's session does not reach tenant pages.
+  await page.goto('/ui/tasks');
+  await expect(page).toHaveURL(/\/ui\/admin\/tenants/);
+});
