@@ -30,8 +30,11 @@ help: ## list the targets
 build: ## build bin/hookwheel
 	$(GO) build -o $(BIN) ./cmd/hookwheel
 
-generate: ## go generate ./...
+generate: ## regenerate what the OpenAPI document makes: the server's code, the Go SDK's client, the TypeScript SDK's types
 	$(GO) generate ./...
+	$(GO) -C sdk/go generate ./...
+	deploy/dev/web.sh ensure
+	npm --prefix sdk/typescript run --silent generate
 
 test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included, the dashboard in Chromium), against Postgres and Redis
 	@$(SERVICES) ensure-cc
@@ -41,9 +44,13 @@ test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included, 
 	export HOOKWHEEL_REQUIRE_BROWSER=1
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
-	# bench/ is a module of its own, checked by the same staticcheck (the version go.mod pins).
+	# bench/ and sdk/go are modules of their own, checked by the same staticcheck (the version go.mod pins).
 	staticcheck=$$($(GO) tool -n staticcheck)
 	(cd bench && "$$staticcheck" ./...)
+	$(GO) -C sdk/go vet ./...
+	(cd sdk/go && "$$staticcheck" ./...)
+	# The SDK's own tests; its tests against a live server run from the root suite (TestSDKGo).
+	$(GO) -C sdk/go test -race -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # How long `make fuzz` runs each fuzz target, e.g. FUZZTIME=5m.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,7 @@ func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *auth
 		return func(c echo.Context) error {
 			key, ok := bearerToken(c.Request())
 			if !ok && sessions != nil && hasSessionCookie(c) {
-				return sessionTenantCall(c, sessions, auth, next)
+				return sessionTenantCall(c, sessions, auth, throttle, failures, next)
 			}
 			if !ok {
 				failures.WithLabelValues("missing").Inc()
@@ -57,9 +58,7 @@ func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *auth
 			ip := c.RealIP()
 			if wait, refused := throttle.throttled(ip); refused {
 				failures.WithLabelValues("throttled").Inc()
-				c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
-				return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
-					"this address presented too many invalid API keys; try again after the time Retry-After gives")
+				return tooManyAuthFailures(c, wait)
 			}
 			caller, err := auth.Authenticate(c.Request().Context(), key)
 			if errors.Is(err, tenants.ErrUnauthenticated) {
@@ -110,6 +109,14 @@ func callerOf(c echo.Context) (*tenants.Caller, error) {
 	return caller, nil
 }
 
+// tooManyAuthFailures refuses a call from an address that presented too
+// many invalid credentials, before its credential is looked at.
+func tooManyAuthFailures(c echo.Context, wait time.Duration) error {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
+	return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
+		"this address presented too many invalid credentials; try again after the time Retry-After gives")
+}
+
 // scopeAny marks an operation that every valid key may call.
 const scopeAny = "any"
 
@@ -154,9 +161,7 @@ func adminAuth(token string, sessions *session.Manager, throttle *authThrottle) 
 			}
 			ip := c.RealIP()
 			if wait, refused := throttle.throttled(ip); refused {
-				c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
-				return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
-					"this address presented too many invalid credentials; try again after the time Retry-After gives")
+				return tooManyAuthFailures(c, wait)
 			}
 			sum := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -36,9 +35,14 @@ func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.tasks.Replay(c.Request().Context(), tenant.ID, id, edit)
-	var conflict *tasks.ConflictError
+	t, err := s.tasks.Replay(c.Request().Context(), tenant, id, edit)
+	var (
+		conflict *tasks.ConflictError
+		quota    *tasks.QuotaError
+	)
 	switch {
+	case errors.As(err, &quota):
+		return s.quotaExceeded(c, quota)
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
 	case errors.As(err, &conflict):
@@ -124,13 +128,7 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 		fe     fieldErrors
 		filter model.ReplayFilter
 	)
-	if req.ScheduleID != nil {
-		id, err := uuid.Parse(*req.ScheduleID)
-		if err != nil {
-			fe.add("schedule_id", "must be a schedule id (a UUID)")
-		}
-		filter.ScheduleID = &id
-	}
+	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
 	checkURLPrefix(&fe, "url", req.URL)
 	filter.URLPrefix = req.URL
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
@@ -140,8 +138,12 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 		return err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant.ID, filter, dryRun)
-	if err != nil {
+	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant, filter, dryRun)
+	var quota *tasks.QuotaError
+	switch {
+	case errors.As(err, &quota):
+		return s.quotaExceeded(c, quota)
+	case err != nil:
 		return err
 	}
 	return c.JSON(http.StatusOK, openapi.ReplayResult{Matched: matched, Replayed: replayed})

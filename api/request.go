@@ -345,16 +345,7 @@ func (s *Server) checkURL(fe *fieldErrors, raw string, tenant *model.Tenant) str
 // checkIdempotencyKey checks an idempotency key as given (nil: none),
 // under field.
 func checkIdempotencyKey(fe *fieldErrors, field string, key *string) {
-	switch {
-	case key == nil:
-	case len(*key) == 0 || utf8.RuneCountInString(*key) > maxIdempotencyKey:
-		fe.add(field, "must be 1 to %d characters", maxIdempotencyKey)
-	case !utf8.ValidString(*key):
-		fe.add(field, "must be valid UTF-8")
-	case strings.ContainsRune(*key, 0):
-		// Postgres text cannot hold it.
-		fe.add(field, "must not contain NUL characters")
-	}
+	checkText(fe, field, key, maxIdempotencyKey)
 }
 
 // maxURLPrefix bounds the URL prefix a list or a bulk replay filters on.
@@ -363,13 +354,19 @@ const maxURLPrefix = 2048
 // checkURLPrefix checks the URL prefix of a filter as given (nil: none),
 // under field.
 func checkURLPrefix(fe *fieldErrors, field string, prefix *string) {
+	checkText(fe, field, prefix, maxURLPrefix)
+}
+
+// checkText checks a text field as given (nil: none): 1 to most characters
+// of valid UTF-8, without NUL, which Postgres text cannot hold.
+func checkText(fe *fieldErrors, field string, v *string, most int) {
 	switch {
-	case prefix == nil:
-	case len(*prefix) == 0 || utf8.RuneCountInString(*prefix) > maxURLPrefix:
-		fe.add(field, "must be 1 to %d characters", maxURLPrefix)
-	case !utf8.ValidString(*prefix):
+	case v == nil:
+	case len(*v) == 0 || utf8.RuneCountInString(*v) > most:
+		fe.add(field, "must be 1 to %d characters", most)
+	case !utf8.ValidString(*v):
 		fe.add(field, "must be valid UTF-8")
-	case strings.ContainsRune(*prefix, 0):
+	case strings.ContainsRune(*v, 0):
 		fe.add(field, "must not contain NUL characters")
 	}
 }

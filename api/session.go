@@ -6,10 +6,10 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 	openapi_types "github.com/oapi-codegen/runtime/types"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/openapi"
@@ -52,8 +52,15 @@ func checkCSRF(c echo.Context, s *session.Session) error {
 
 // sessionTenantCall admits a tenant call made with the session cookie: the
 // session must be a tenant's, the call must carry its CSRF token, and the
-// key it signed in with must still be usable.
-func sessionTenantCall(c echo.Context, sessions *session.Manager, auth *tenants.Service, next echo.HandlerFunc) error {
+// key it signed in with must still be usable. A session whose key is no
+// longer usable fails as a wrong key does, in the same throttle: a revoked
+// key is not cached, so each such call costs a query.
+func sessionTenantCall(c echo.Context, sessions *session.Manager, auth *tenants.Service, throttle *authThrottle, failures *prometheus.CounterVec, next echo.HandlerFunc) error {
+	ip := c.RealIP()
+	if wait, refused := throttle.throttled(ip); refused {
+		failures.WithLabelValues("throttled").Inc()
+		return tooManyAuthFailures(c, wait)
+	}
 	s, err := checkSession(c, sessions)
 	if err != nil {
 		return err
@@ -67,6 +74,8 @@ func sessionTenantCall(c echo.Context, sessions *session.Manager, auth *tenants.
 	}
 	caller, err := auth.AuthenticateSession(c.Request().Context(), s.TenantID, s.KeyID)
 	if errors.Is(err, tenants.ErrUnauthenticated) {
+		failures.WithLabelValues("invalid").Inc()
+		throttle.failed(ip)
 		return unauthorized(c, "the API key this session signed in with is revoked or expired; sign in again")
 	}
 	if err != nil {
@@ -87,7 +96,7 @@ func sessionOperatorCall(c echo.Context, sessions *session.Manager, token string
 	if err := checkCSRF(c, s); err != nil {
 		return err
 	}
-	if s.Role != session.RoleOperator || !operatorSessionCurrent(s, token) {
+	if s.Role != session.RoleOperator || !operatorSessionCurrent(sessions, s, token) {
 		return unauthorized(c, "this call needs the operator's session; sign in with the admin token")
 	}
 	return next(c)
@@ -95,8 +104,8 @@ func sessionOperatorCall(c echo.Context, sessions *session.Manager, token string
 
 // operatorSessionCurrent reports whether an operator session was opened
 // with token, the admin token now in force.
-func operatorSessionCurrent(s *session.Session, token string) bool {
-	return token != "" && subtle.ConstantTimeCompare([]byte(s.AdminDigest), []byte(session.AdminDigest(token))) == 1
+func operatorSessionCurrent(sessions *session.Manager, s *session.Session, token string) bool {
+	return token != "" && subtle.ConstantTimeCompare([]byte(s.AdminDigest), []byte(sessions.AdminDigest(token))) == 1
 }
 
 // sessionAuth admits calls that only read the session itself (GET
@@ -140,9 +149,7 @@ func (s *Server) SignIn(c echo.Context) error {
 	}
 	ip := c.RealIP()
 	if wait, refused := s.throttle.throttled(ip); refused {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(wait)))
-		return newProblem(http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications",
-			"this address presented too many invalid credentials; try again after the time Retry-After gives")
+		return tooManyAuthFailures(c, wait)
 	}
 	var opening session.Session
 	var caller *tenants.Caller
@@ -167,7 +174,7 @@ func (s *Server) SignIn(c echo.Context) error {
 			s.throttle.failed(ip)
 			return unauthorized(c, "wrong admin token")
 		}
-		opening = session.Session{Role: session.RoleOperator, AdminDigest: session.AdminDigest(s.cfg.AdminToken)}
+		opening = session.Session{Role: session.RoleOperator, AdminDigest: s.cfg.Sessions.AdminDigest(s.cfg.AdminToken)}
 	}
 	token, opened, err := s.cfg.Sessions.Open(opening)
 	if err != nil {
@@ -195,7 +202,7 @@ func (s *Server) GetSession(c echo.Context) error {
 			return err
 		}
 	case session.RoleOperator:
-		if !operatorSessionCurrent(current, s.cfg.AdminToken) {
+		if !operatorSessionCurrent(s.cfg.Sessions, current, s.cfg.AdminToken) {
 			return unauthorized(c, "the admin token changed since this session signed in; sign in again")
 		}
 	}

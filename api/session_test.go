@@ -249,3 +249,25 @@ func mustSessions(t *testing.T, key []byte) *session.Manager {
 }
 
 func (p problem) slug() string { return strings.TrimPrefix(p.Type, problemTypePrefix) }
+
+// TestSessionsOfRevokedKeysAreThrottled: a session whose key was revoked
+// fails like a wrong key, in the same throttle, so replaying its cookie
+// cannot cost a query per call for the rest of its hour.
+func TestSessionsOfRevokedKeysAreThrottled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	created := h.do(http.MethodPost, "/v1/keys", tn.APIKey, strings.NewReader(`{"name":"doomed","scopes":["tasks:read"]}`), nil)
+	require.Equal(t, http.StatusCreated, created.Status, string(created.Body))
+	var key openapi.APIKeyCreated
+	require.NoError(t, json.Unmarshal(created.Body, &key))
+	s, _ := h.signIn(`{"api_key":"` + key.APIKey + `"}`)
+	require.Equal(t, http.StatusOK, h.do(http.MethodDelete, "/v1/keys/"+key.ID, tn.APIKey, nil, nil).Status)
+
+	for range 20 {
+		requireProblem(t, h.as(s, true, http.MethodGet, "/v1/tasks", ""), http.StatusUnauthorized)
+	}
+	resp := h.as(s, true, http.MethodGet, "/v1/tasks", "")
+	require.Equal(t, "too-many-auth-failures", requireProblem(t, resp, http.StatusTooManyRequests).slug())
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+}

@@ -280,13 +280,7 @@ func (s *Server) CancelTasks(c echo.Context) error {
 			fe.add("status", "must be scheduled or retrying: only waiting tasks can be canceled")
 		}
 	}
-	if req.ScheduleID != nil {
-		id, err := uuid.Parse(*req.ScheduleID)
-		if err != nil {
-			fe.add("schedule_id", "must be a schedule id (a UUID)")
-		}
-		filter.ScheduleID = &id
-	}
+	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
 	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
 	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)
@@ -298,6 +292,20 @@ func (s *Server) CancelTasks(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, openapi.CancelResult{Canceled: canceled})
+}
+
+// parseScheduleIDField reads the schedule_id of a bulk call's filter (nil:
+// none).
+func parseScheduleIDField(fe *fieldErrors, v *string) *uuid.UUID {
+	if v == nil {
+		return nil
+	}
+	id, err := uuid.Parse(*v)
+	if err != nil {
+		fe.add("schedule_id", "must be a schedule id (a UUID)")
+		return nil
+	}
+	return &id
 }
 
 // parseTimeField parses an optional RFC 3339 field, reporting a bad one in fe.

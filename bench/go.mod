@@ -62,3 +62,7 @@ require (
 )
 
 replace github.com/hookwheel/hookwheel => ../
+
+// The server module requires the Go SDK beside it; replacements of a
+// dependency's go.mod do not apply here.
+replace github.com/hookwheel/hookwheel/sdk/go => ../sdk/go

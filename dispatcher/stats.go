@@ -143,6 +143,9 @@ func (r *statsRecorder) flush(ctx context.Context) {
 		return
 	}
 	r.cfg.Metrics.storeErrors.WithLabelValues("stats").Inc()
+	// Kept for the next flush. A write that timed out here after Postgres
+	// committed it is counted twice: statistics are for charts, and losing
+	// every failed flush would be the worse error of the two.
 	dropped := 0
 	r.mu.Lock()
 	for k, m := range taken {

@@ -451,7 +451,7 @@ type BreakerState string
 type BreakerList struct {
 	Data []Breaker `json:"data"`
 
-	// Node The dispatcher node that answered; empty on an API-only node.
+	// Node The dispatcher node that answered; the nil UUID (all zeros) on an API-only node, which has none.
 	Node openapi_types.UUID `json:"node"`
 }
 
@@ -908,7 +908,7 @@ type TargetLimits struct {
 type TargetList struct {
 	Data []Target `json:"data"`
 
-	// Node The dispatcher node that answered; empty on an API-only node.
+	// Node The dispatcher node that answered; the nil UUID (all zeros) on an API-only node, which has none.
 	Node openapi_types.UUID `json:"node"`
 }
 
@@ -1339,12 +1339,16 @@ type ListTenantAuditParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
-	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	// Limit The largest number of schedules in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // NextScheduleTimesParams defines parameters for NextScheduleTimes.
 type NextScheduleTimesParams struct {
+	// Count How many occurrences to show.
 	Count *int `form:"count,omitempty" json:"count,omitempty"`
 }
 
@@ -2118,6 +2122,10 @@ type ClientInterface interface {
 	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 	// replayed. Repeating the call replays what died since.
 	//
+	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -2133,6 +2141,10 @@ type ClientInterface interface {
 	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
 	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 	// replayed. Repeating the call replays what died since.
+	//
+	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2239,6 +2251,9 @@ type ClientInterface interface {
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
+	// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+	// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -2279,6 +2294,9 @@ type ClientInterface interface {
 	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+	//
+	// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+	// quota, the replay answers 429 `quota-exceeded` and changes nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3374,6 +3392,10 @@ func (c *Client) CancelTasks(ctx context.Context, body CancelTasksJSONRequestBod
 // committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 // replayed. Repeating the call replays what died since.
 //
+// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -3399,6 +3421,10 @@ func (c *Client) ReplayTasksWithBody(ctx context.Context, contentType string, bo
 // person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
 // committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 // replayed. Repeating the call replays what died since.
+//
+// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3565,6 +3591,9 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
+// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -3615,6 +3644,9 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
+//
+// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+// quota, the replay answers 429 `quota-exceeded` and changes nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6163,6 +6195,10 @@ type ClientWithResponsesInterface interface {
 	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 	// replayed. Repeating the call replays what died since.
 	//
+	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -6178,6 +6214,10 @@ type ClientWithResponsesInterface interface {
 	// person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
 	// committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 	// replayed. Repeating the call replays what died since.
+	//
+	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6290,6 +6330,9 @@ type ClientWithResponsesInterface interface {
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
+	// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+	// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -6331,6 +6374,9 @@ type ClientWithResponsesInterface interface {
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
+	// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+	// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -6342,11 +6388,18 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r HealthzResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
 }
 
 // GetBody returns the raw response body bytes
@@ -6423,12 +6476,19 @@ type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// YAML200 the response for an HTTP 200 `application/yaml` response
-	YAML200 *string
+	YAML200 *map[string]interface{}
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
 }
 
 // GetYAML200 returns the response for an HTTP 200 `application/yaml` response
-func (r GetOpenAPIResponse) GetYAML200() *string {
+func (r GetOpenAPIResponse) GetYAML200() *map[string]interface{} {
 	return r.YAML200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetOpenAPIResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
 }
 
 // GetBody returns the raw response body bytes
@@ -6465,6 +6525,8 @@ type ReadyzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationProblemJSON503 *NotReady
 }
@@ -6472,6 +6534,11 @@ type ReadyzResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ReadyzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReadyzResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
 }
 
 // GetApplicationProblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -10766,6 +10833,10 @@ func (c *ClientWithResponses) CancelTasksWithResponse(ctx context.Context, body 
 // committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 // replayed. Repeating the call replays what died since.
 //
+// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -10787,6 +10858,10 @@ func (c *ClientWithResponses) ReplayTasksWithBodyWithResponse(ctx context.Contex
 // person can confirm the count first. Tasks are replayed a thousand at a time, each thousand
 // committed on its own: it is not atomic, and a task that dies while it runs may or may not be
 // replayed. Repeating the call replays what died since.
+//
+// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
+// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
+// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10935,6 +11010,9 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
+// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -10982,6 +11060,9 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
+// A replayed task is waiting again, so it needs room in the tenant's `max_pending_tasks`: at the
+// quota, the replay answers 429 `quota-exceeded` and changes nothing.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
@@ -11013,6 +11094,13 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
 
 	}
 
@@ -11060,11 +11148,18 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "yaml") && rsp.StatusCode == 200:
-		var dest string
+		var dest map[string]interface{}
 		if err := yaml.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.YAML200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
 
 	}
 
@@ -11091,6 +11186,13 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest NotReady
@@ -14931,371 +15033,482 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lcxs3li/+VVDcf5WpbJOmHk5iqrbuKo4z8cSx/ZeUm3t3mFKD3aCIURPgNNCmmYy/+y2cc4BGN5sP",
-	"yY9kdlOzO2OxX3gcnPf5nd96mV4stRLKmt74t95c8FyU8M9nPJuLZ1rZUhev9JXVpXA/58JkpVxaqVVv",
-	"3LsoVnxtWKr0wLg70jGzc8FKYZZaGcHmusgN4ywrRS6UlbxgZq5XimlVrJlWmUjYai6zOVOaZe6LbMHX",
-	"7E6I5XCinr8V5ZppOxdl/cqMl6UUhknLrNbDXtIrxT8qWYq8N7ZlJZKeyeZiwd1ghaoWvfHfen54vV+S",
-	"nl0vRW/cM7aU6rb3/v37pLfkJV8ISxO/qHJpn1Wl0eXmhK/ngqVKvLM3GdyRMj2DKS9L8VbqyrAlvxVu",
-	"VNLd/o9KlOte0lN84T6Kz/TiIbaHk+D3X8qFtB3rbdlCG8vsXBq24GrNhLKwHP1czHhVWPZkdLTt8wW8",
-	"NP46PdQbPxklvQV/JxduwZ6M3F9S4V/HYc2ksuJWlDDKF7lYLLUVKlv/INabI/2R3wkDK5PxomCGzwSz",
-	"mpXClushc8s4k6WxzG2eMJatpJ0zzu7E2hELt/Sw5ebunHFWiqXgdJedi4kyfCHgbq5yuBN+mOp87b5R",
-	"lco9zy28AB8zltvKsJPRCJ5Jwwzs4FIsC74W+Zg5CkrPGZ+o1hdZ44Oc5XI2E6VQFr95K6xhZycnQ/aD",
-	"WBvGS8GWomRWKK4sztc9Kw3jhdHMCGUniuMc02gtBz+IdcrwGDrSEnAEVmI61/qOcWvFYmmHEzVRF/6F",
-	"c1HkbLpm0hqc7UyXjBtWaHXLeL2M7t47sbRjOHf1z3Nu2EwqaeYih8lJa9z03cpIreD6khsjctZPv3/9",
-	"+oefv3/+/OXN5fPr56+uX7x+lSbsK5Y7NjBdMyKohOkSvwAL8MiwNLwwPUomKh5ULgph6du2XqhZKQTj",
-	"t1wqJACkk1JURqpbOP5zoQKxcKbECl4ZqB9XsSb/1jI3DsKCv3sp1K2d98YnT54A9fu/j5OOQ/qDWL/4",
-	"tps93In1I8OW1bSQGZN5guyBl5ZNhV0JoVg6X92kNeGKTDt6vAm85E6swySW3M7rKdyJ9Y3Md/K8aCZf",
-	"nnUN/Sqbi7wqxLbxG7rOZL5lFHtGMNPlgtveuFdVcOfmEK65udv2eaSKT/dpIMitH4ern+zz793DKMdA",
-	"1HzD80uka/dXppU7Iu6ffLksZMbdyB4vSz0txOLf/27cMH+LPvf/lWLWG/f+7XEtxB/jVfP4DT6FH92c",
-	"qD9OIEYKN26RJ8xU2dyxDI5MDRioNExpy/569fqVO9ScBWnpyXVVOk7j5jrsvU96z7SaFTL7HaZkdFVm",
-	"wo9YKsaB6QucCC8KvTIgOmGc3+lyKvNcqM890Is3LzyPe8sLmbNpZVnBszvk1SbTS4ESHkSnEiI3rJ9K",
-	"ZarZTGbSSSy4KT0CPrvSVZGz29JRLqfHpWW5FrgQTgmDGb/S9jtdqfxzTviVRqryuwMjlo4XOvlknE7A",
-	"Fap4JCzdSN/wdaF5fq31S17eit/rdMApkG6QmhVuIDC4a61/5GpNJ9d8zsG9fivcESwdUYM251bzH5W2",
-	"nPVTvpQ37kqasHTB390shcqlur1xHNX4Hz13N+nROWoKEzXlNpsnTLuX23j6a5KsOnc/cqfKW9Aezpku",
-	"E3xcrT3XdNSasFmpF07jLyTqOHleCkPK2LIUTvMROTsZMamQ+uk4GOAu+UIqZvWdUAZUL6nY8YiZieqn",
-	"VuuBU3kHvLLzwYzLoiqFm9dUzHQpYtVBvBWKFVrfiZxVy6Mhu3RqJ+MzSzO0coEPpHBlcOGuBL3rVr4V",
-	"xkmAyByK7tsUHd/rFWrjKMuBqlccqByHVq6dzgLKzG6LJWjdow6t29HDT8pNX5fyV5F/7mMxFbx0C+i2",
-	"BySHNE4XS2IRUoq3sOy6ZJW6U3ql4Mz8pMS7pcisyJ+XJRpWn2vkF8rbkMJ9upZyT0anbOV0SNTCSkf+",
-	"GVeOZZaCZ3PQqHNu+ZQbQbNYljoTxvBpIZ4rK+36dxTcK1EUA1x3ECF0oM5hPno2w+PPZlKAEV46lmHc",
-	"4ZOKpbAWJh2CUkTfBuv3zQuy55alXorSSlRVUM/Ob7htKDo5t2LgTtOmtpOEZ6Yd9uHPc026uzM4Epa6",
-	"j3GrS8eoskKmjoLSO7EeT6rR6DSDk53Dv0U67PqaeLeUpTC7RqiqonBb58/dxjtk/rF1+s6hFtzYm8qE",
-	"5WwvDdGkm7O7lbkj74ynDJaLA6c9Z6XIdJmLnIzEmVh5/pOA3F8CPReFG8LDlgO13t82L9Ap/6C1BkUF",
-	"aEtasTD7zsWVu909Ry/iZcnXPVSpPTf9GyroMOzwgSSm3QZR1t4gPf27yKx7O9L/M7wJTnRRvJ71xn/b",
-	"PTo6Nu+T9rlxQvmuy0FCZJUA5WzSOP1kRFYK68meXdXOs7koxbDTxInXw39+c6q/hMm+lGh/NAfuGN/B",
-	"mxOmv3t34J3bVz2yhXieS7dQvHgTjWrGCyOS1kCb537HUTJWLw1b6fLOscX+5XfP2Onp6dPE8UN3z6yy",
-	"VSmOhuz1QlrrhJlyJ2vr8dl6XFryhxV8KgrQlqzfdC+DvOiRGVkplQHfpvtoZMkfj0Y7T1CXFe+uhbmD",
-	"dWDOmcapOeYqFku7Toh5oNXQT79I0Xv4YSdyc3/RcbU51NdKsFwUEgZB7i1nV/Lgymkdp20vcnP2z6tq",
-	"MRVlwo4HTnLn57XPzS95+r3Wd6u5EMWAhuaVP1j4Ha7PpJdXJcj3m4Xp1gTB8Waj8Vit74DKFrIoJPHo",
-	"BllJZb88i7886vqy8KpTm8jXjc851bhpzSthHdmjAgR6tmJV0MjIM3rO+BTWSCv3qFNzOoWXrmymkdB3",
-	"sgQczWu6O3J93DizqnsH0Sd8xn6Q33jvQnD8u6eSoLCVgq24YVqJzkEay0u7T776BaObDz/ouGA3mc5F",
-	"9zy+v75+4x3OrXmEZYaZKB1HNhaC9Tf2yg1CV/YommfsiG9wezodjfk3Kbbev1+2n1MvEZoTw3DMfU6r",
-	"lyFbj6pJmC5yp8/Czp97pgSMlzkVomHeIXl4L/ihfMozn4dLpyYpdxAUt+5I+RUpRM6sHk/UgKV0ktIx",
-	"4+zk3buIDGIXeEqrKvJ0CI9BnAQegn85RYqRyXseHCb+e9IEp22Oj7tb4emZVLyon2x9k+egn/owGY0V",
-	"DFQLgSP3YEfQjIJUz5W7a0Nz4BmuS3uZUnLwkAbmFH36BT53k825um38Di4OU1+YKH/F8vJW2BsUax1P",
-	"hmhDfO1OrOOPuz9JkYVXG3mrpLq9QZ1rWGoLd4Ihgr+ZYSnuxFrk3Wo9z2wXf65NG9ZHB8fFmxdH3szp",
-	"uz2Ze3HEMr1YcJUf3dv8uY9hlgvrNnarnoUaeweR02IO2SuBnihaq17HqUFbao9LPOnhht10373HiOhS",
-	"/nETEk+FYbKwQp2nG+OtH64D10dig9MkvShmvEkhb7gxTlKnPqjsdUX3FESUY+HsLjizcL/2v5WjfcNt",
-	"No/U7ea0wWF48LzhXdfc3Pn3vQfV9QU+ezyiYLL/ew8Txm/vGDOyzw/cK/+uqvgAsRC/pFOxdUN5ZBzL",
-	"h5Bo6uaG7ASEe7opMIOGd5CHyI0TA9cdQrasRO3dopHIOgIKVsGc52wqhHJWB8SQuXL3gKehYIKXhYTU",
-	"C9jXiNymWheCK1g6bu72DdgRR7ddsEE7BxvcTYJrE0M00W3WtzRbViXxRkIrXhxF5TkzUt0WIrhX2uHj",
-	"zWPZYX1/Uwp+h+7klq/NUXhWWflW3Hg/d+SGiSyC+Gpzgt+BERD0LJbpSpHvD5IyqhKSF1ZS5XrVpVom",
-	"PaluZoW8nXdQ95UgLzeEqVAYu1cvS30L7n5gUxCIy0X324EhLks9FVuUdFkIppdCkc6vlWBwO1vJomBT",
-	"wQphmZ2XurqdP9zF5b6wz06Y4kahLw4fePgHS5EJZW+ygssuA/IZ/I6+APBCO10yWuR4YRO0aXXJlLYJ",
-	"A5/1SsjbuVS3bM6LGUU8ZvKtmKiFVJUVBpNRppWRTu3GtxrMH2nkd/z4/PryxbOrm+vXb26uLy7/8vz6",
-	"Kj1ic/5WsIWwpcwMMwJSj9DAkeVE6ZUi77PTTw0zc14Kx/fcR/5j0oOfJ720uXq6cusVlgqt9x5xYR9h",
-	"a+dBPZysISQcZ4dlhTbCqQ5uyQZuf3tIF52aL06m40g4xiQSNtfORFE5W+rSbcrwdsjSubVLM378WLzj",
-	"i2UhhplejM/OTrs1OdSIuvw6eIGt5tqgHm/Yyk23dRBjGvErA7R7PGKeCjqXZsWldYPopkpHifhNvA3j",
-	"f44Gc2YKbZEQuodxgPFKC+s3KNr+iM8l3cwxZlb1NNqHrV7aTnGOp/wjaIKesXepgVtdBrk0SycNnd3r",
-	"9g1zFpRZOauQDGO3pBzMhwH4gP3K7k97iRcaxpBs12ue8aLoEkskSA/0A8NKb77kQKtgS+Rhq7d/cx5t",
-	"6sLxJL1ub7ibtcpE8Z0sOiO8z7RCQ4lY86IykFECyRXnjDujH6QD+qO2xM589Pie4TNwgBz+nPcF3By4",
-	"1uinijli8CZ4V4C785cD1Bq/jLVW3FoJuIr66h52EG7t2qzvpCjqSHKH5k25BRD7RI0t0mKbY4J7trkj",
-	"RZEn6EOFBKglt3PPURtJIn3vbEXPzXDB39143Ss98tmQjlRxNCGJCvwvKBV6497mw10bthDG8Nttjihp",
-	"KCMLUlcxlFB/AQh3KmqKPd7LL3CB6s92b0gpruWiwy4rdMaL7uXVGcrrLEgpT3iPDKZo/KqVSPxEnKYx",
-	"M+htOOwkVDY79Ni05oyjxjfsmu9HkBZh6R5siH5/ff3mR2HnOt/hjV7ADUh9Pp84OhP+6P/l+XUv6b15",
-	"fQX/8xP898X1s+97Se/b5y+fXz/vVIq+F7xwxs9m7GsOV9aUX9HBG+ciQ2dDtyvqty7vVUfqX1WA/gE6",
-	"cC6WQuVgz8HrE6fewtnrp0tt7C3mDaWlyCXkQVFekhOvaSl4vv41bZya33r+Mbfud8AVc0l/dHHBmqV2",
-	"10vou+YH8KW7SZLe2UUAP4JSd2U5ao2dIbMtFmQueL5DvwZhhwElUPdutc7RZVlnb/P8qFudDE7tfR8A",
-	"x7PI0azafE/BrVDCmJvlk1Fn1O1HkUuukGVA/hlYjMH2dSoUyysoQPAukTX+6rb9HAINwGV0FcILoCJv",
-	"seZqE6Ue2tOnnUN7+tTO2VKUTg8Fi3YWqgk+5LtOUEhx6M45c6QQM+vDCW4hMr0QWw2kckuEFa2HR4Yi",
-	"MVIZCymbyUN4LH4n6UWirqaYeopEo110/4q06QckBICODdYjeF7dJ1ilCmGgsmgueGmngruLPmnvMJET",
-	"nrxXptQ9teLNjXHTeWTQ+AROBxYoJqtROvvG25a8tKjTdr+zvk4Wp1MYRGRaQnWXU48yTDVrROQ26apt",
-	"CzVjtA8goEayTxzwbGxCIzOsMettJPURhDpQZsecd615yCKNFh4Nbu441bKQ7sRZ3X1qK6VXSuQ3u77w",
-	"pntHlWbu2EWbylS396RLI2lMqnMc3etsL52kPdzjW7u9f/sj6hBOpns9H9z4B2oQueQFs9mSHY+G7j9f",
-	"jb88/erpmGVaKZHZ8A+pFSvFrDIi71A52sYTrkhH1ld76rSqDKNkhrzbmAwb13+AWpTU5XB7lguz+GnH",
-	"NoWU8rm43LDL756xp2dPvmLL5lA60glC2LLD7AFHWGT4AJsiBZdS1dm8WnDVVLxiS27OTdNy7LS+MHO2",
-	"m2U2n8bPwi+Qf4GTNgcnLkRWbgcrQeGbdWac/XT5gnYPojkzKbDwJTa5QuEqrHrTjVTKQSmgvjETu10G",
-	"u3NfMnJQhfU+OznpYl5W2qJzImauS6cfLha8XIf6OKnAkImGXm9oI0ebUZJ2l5cVfjh06TY+es5SPtWV",
-	"HU8Lru7SOC8JTww44RcaOLfI5Exm7rVk5sLqNMcdve0eW9H2crmrfjnDNoUYeBcjxtrXA/xeHJUk0PuD",
-	"+2shBLifp+4UYSzynCmt/J+G8gvDo7+7dywv1zdlpRrVz5RX2p56paDIlC24zWA7wyxM0NpxmhIz/hbd",
-	"MdL7OuSqsuhyaxVr/22Q3T9dvsTMNRMxPCveWeCqUrH0L8+v2eO3x4+xAKgdpxydfb2/znULuUTh2g5W",
-	"7KwLSBTxuVucluncp6qDW86xoyVKa1BX4Z4sKvx+ZBjUj7QpZnv+oBIryhMEe366tgJ4sPvHcIu67it8",
-	"PkB3cJ+lNyU0Daj3KQrPsprT2VjVRfDe7JIHkZ9nG5X40fx0+TJBSezMP6jbggMjtWpz+t699r3brwsn",
-	"pMscDTptdHToZsroK8gJuikUtic3hLeCDV8znhEESFherllZqQMUWD/u6GPdPNIf4a2E7xfesR2nFlbq",
-	"hltM9shFwddplzpT8DUarF4IHI8WXVSKb7uHldQxA1uuv0V+t0Vuo2dgqQuZrRmvK/dx026FjXwnt2gu",
-	"KJHQWZ7SoR43q/71Sk2UR6ZYoXS0zEBwUCRMFCbKfXtkWP94FKWGHkOKwfH8aHPtGi7yeAmPOzOn3e1T",
-	"nt3p2ay14PNOB7tUW243e0Vwy3kfv6o5jl/2bdNPy5wi1a08XKdw47K7fVAtxunXnpb9nKWqKorUaexW",
-	"l8I0Fpxu2r/AARzkuA0OssVXtX312xrXXzTzGcqJY1SAcHL85dfz4SH5FK292vdyCnqMRgszPCjBsHuP",
-	"3sAx6eZMs1bqDS/xcEmRDxlsHhVO0iZagEqBYkPaDUjRiAtIyW83UbelXhn0cabRzFNm9YqXucEiX/8r",
-	"2Wt/l9aK8pzx7nJX4JlnJ0+ZLifqyei0zkjXb0VZyhzRdvrV0h1Hp9vNdVUecCg7OCQ4MMHI9KsjFYO6",
-	"4Tq/W0MALyuq3C0YnQZnHsf68vFoX53GTqpzgym0ugXoGVxorOOzKx1xIB7TTz2W9Hje8t8fxEc2h9Ao",
-	"Eo4wcWy53vFx0/64OUwIeOSPTfntNarmS5Leu8GtHrgfB+ZOLgdeXRsstVvoEk/N++SB1aGYJP5RdLKH",
-	"Zh9DJWYtXjuIhFtHI5HdvOBWlJIX0pBqFeyahyWEwRDc8i635KF1D4OeYH0jBEv98/UNJj1KmJwxrtYP",
-	"H9tD9FJI7Nu1pJDUHM2kj2EQSPhb8soIjCc9bMT4gohGIjsMqxr2TCZm785221zYDtusvgjOsgXPfX7W",
-	"VGRuRJFohrolboHhd+A01FrWRMWBq6lgfR4X+TLuDkrIvgPN82jILgJlxOH1aFzVcqIcOZXnjZA7u9UC",
-	"8jaDi8/tU2eVWpf/BmqUuo+mXIhfteouJK5Ax7kf4yDD54DYALCYaASBPJpUiq8M1F5Ppy6EaZQQR4Pu",
-	"JpBfdjDfjxBcCHx8f53BA+sDrvaZOxesFG6+TouhbALUWhCBjCAHlssCYo1o9dcrtN2kf7gA6qo4ehIc",
-	"sV8SBhwdHZCzCbi08H5dhnLJ9D+delOsU4CqSf8TB49lOF4aR4U4tRgesafsC/efj+Vo2OEmOCxkEjNm",
-	"8PyTvwvzOxrcco8vDMi/yS/w2W6P10M47aE8pJ7FT9fPeu2Rvrh4dVHnDmFScKkVE++WpTBGakAuKR3n",
-	"lK1QwPPKbcfjN7yUZgff2es7iU8YMhagzu5zppc7Cgo9UtSCr1muhyz9IiV4G1+ynYTcFa5yqmAfYqWJ",
-	"GbtZAibFRNEvq1JakbIMoX4wtoiQFbKM1N40oASNv0jDjhusmTPjBVf8VqQBuQeK57BALlyjYjoqEHOP",
-	"8iqXlsbUMFThAiv0bZyHBIcozCL8ARPo1S7VcLn+wd8SDdVdb4yvl/Tq4XRmNF0hsXSkMJpydgMQON1l",
-	"Ec5Uclzk/wyeXV1+N7h2d6bIfXDfANQLJHGNLUmUmWl9J8UB6CZbkhr8e6A6g7IZSqHECqt7gkOY7ksP",
-	"T2u4V+5vqYtGgn3IvfWFkN2J9SFjeCsunyMqSPYP5XC+UM6/eVOy/F4Jx7AISUwujU3s5AbyVr1QW2Xu",
-	"83c8swCbG4J3zlqtsXU7QqZQb7qNXK8D7tEjw6LSj4tvf3zx6ub69Q/PX22pNd0GanLhd4pYw73QTQ40",
-	"YpGxXMGjHwmnCKtGuo2GvQePM1MtRWlELnJidwQ1QjyQ8rw8qfoaFUoV/3hARReF0YhucSfzACYaQV24",
-	"peNOQqTsrz9fe/ARHLC8VWZ4WMZNE06H1u6XfVsVQep8+I7dljwTN47N7WaIAZWZ2D9sjN+Xw7mfzDu1",
-	"kmbBeEfh92puRHaTsn9nU27El2duT05PWMlVrhcIr/cATB/YhNa3W7vSXJ+9e/MxbJLGsXxwKnPjNZdQ",
-	"gf8wVCBYgT34LBvUcSdEoI6W/60G2E5PzuZp7ahOj7/8eo6oObUqeXI2P4ybXW+pJrvwRVS8BtGGIDMJ",
-	"QoE+WaoGxzIhd91XBG1PAd4mXB8ZqOTaqOo0UmWCpfA/6YHugO1lqdcQukbWtKDIKHzGg9Zw9IT7kkvK",
-	"0HR3j9tANm6HyGhI2Nno62Sizk6eJOTKZk/evUuwNpLWJwBKPmG7MHjuVQi7f/3iYjnSs2E021KddyHD",
-	"Nb5GLkEwuK1OENYH5jkr9SKJB3EPCKs/RlUuUNtWvu7zT6filiskEaluW6FHdKXT6jR2BIti61rIifLJ",
-	"HLtEcmcOlNiGYe0+9MiwTJZZJa0n5wQrYkEZR2MgnGfEarSaSTtkuMwSku9St9ppgqj34cXgFAy5obmY",
-	"ibIE1BnqTuC3MA2JKobcjI088z9qCezWQtTGCcgeUJX6kELU7trSKMgb1aEi5bYO8i9bOT/0eTDdRWxu",
-	"Gd1WU2EoAv6ac0AaIusnih/GxJ+wEVsIrsAIdE+hn6Yl3um9N5lW5Jhb74OgTeqnSqL+jtt9mcL7HdP+",
-	"YIWDJOe/aI3tNcFmbOQ7+srLuucDdmSocbeAKu8r4+vAaxu/y6Avwmg242US0vZ8AJb1ffJWDSheCiMs",
-	"kwhJtptctqdqxeWTXelaTZw02JpNVvHQCOUWcwGbhXDjkWnvVfbxEfLI6C2U1rHaNqw2hJwSkAi1A4Vp",
-	"a5sFwkYEQ5EobuCMx3YHkghzba8r5QDwla6mJ3snTWHCMGVuhgfHV/dAJ5Iu1URQjL8oLctlDtTvLqJe",
-	"iYOA83P4SB6CHdgcHkIKEYocDNFniah1uLJjQK0ciXtnbEAjBcTc2JG5cU56lmcfeB++bqL8OyCTBXPw",
-	"gcdgeuKexI6HBqVpBnsKw8Q7GyPr5ZUY1/l828AIE5oEFNfJhcBw9kSlvnweNTi8FhAhYcrNZRqyVzr+",
-	"PDBn+qpTDV+5/dYqE80eOr6Bz4fg0lDI5rDQUiN480uyhcMAqdZphUnsB/f29EwWhcBoTCPVccv+eLmI",
-	"WzNkL7BEBfDogCkSbNU9FPlmevaOjjikR+KSc9WspujMtjgMxy4uqNgHenWFdzYDZlucHO48elpa8DVo",
-	"iu28omYm0ag78tWI0u8SngAz41ECD6/T35bK/NPly/amGwS8aY67w7h47B4wj3WZi3JQB/TvFb1DT5sv",
-	"omglCYTkge25AXEeaAvTYSPDoM2hOsRFQ5ZtytltemY3musF4AoCL3LmU8KUWAUg1vtAuaL15a0sBCvs",
-	"gHGNCmScyarI1j5Q1zd3DwNVpGCcx1WEDnQ8b2IrDtnFBrZiaON3PwTKnfr+jmQKT99WB2YzZFDxkVZl",
-	"kTIqZXOfuU85xD4de8ieo8lTeo0SrUal4ZEhu4ZULVWsx9QTykmduigQi91+uv5u8DX4n6jdo2KVWnI3",
-	"WGaqstS33AomTMYBYnwyqfKvRyPYDPhjNptBTzjfQ4+VHPsBzbliU4GVFJZMNJWB50cq7kQIt5ytdVUa",
-	"UcxYH53sCTN83fLH/jbpASOY9Mbs7OT9B9gRIWl/C8tFaa70CvZSUD8I2t+2TzmknJyODNYKHM9PR4t0",
-	"yJ6/y4rKyLcUJPb6R3NWp93c+sNtke/JDkEjoxbZQdlxqh+92s0zzijXK1WbEl+kSRyA+iKdqGbvxWbH",
-	"Q+O7gVIblmlIQc6FatXTPsOmK4Nr4glR4xVouPLp82eS/VAr0d5HCbzu6XT40DyZ3RrSJtHVnQ6OPG6v",
-	"V5E2yAxLVc7xLyWkO4fkemyLYG6Y0Vq5/11qY+TUsSxKvSE0n6VjpJ6jrFoRktHJl4Pj48HJyfXxaDxy",
-	"//dfB+sLH0XzoVZVvrwava9OOlAxXzClxuzYMEh+R527K2T+48X/ubl+8ePz1z9dp6z/ZBH1wjwasosa",
-	"GxyBHStlGDicZwRaArXXkKkjTV0s0AjQe325fzoyR5BbJ4UhpBNg3oepcttULT41uqisQE8tciNQq1LU",
-	"wjSCnbKXWi+nPLsjhAn51jF36vIlfLEDlKlTBkq8aHUTvnbZ7ifS4Nx0t8njLXg5FBXo9skKBdaMKCl4",
-	"EA45AE420ewPVm9i+J5unAxUAStlb4ruxsCYI15CPUOGhatOLbuZrkmDxKZm54zTZfGPihcYb6AjGopj",
-	"EOCOLJmOXN/mi3dU5/kklWYlmaMQqRA2gMam3NJhecnmZDsqhnegyNWIRnvwiLa7tinw0FWQSFB4nVdr",
-	"0Lz94HYxwF782egbTTCcHLPcdoLiIQ3ur29rjYUeSwLhb25xJw3uOlZdZPEz6v7BfpYK/NqFnAlqleAX",
-	"JR03gjmQKO8VILgzWrJ0HHdewNdisCZqpLBxX4SL5JspoD/BnYK0ZYr5j4YWDY1X3Wrbau0wZN9JxYuk",
-	"zsDD0lL/Gp5Tm3Ts7dXq2qLRF0QVWCvuXe7UBWL3yz19pGPm/+mdR97vTy9o9H34eNRYC5rrLel8IUXM",
-	"BzaMsG6rzQ5kgI+PpFSEuNtOuxNGSjG63f3QqN3EzowTqM8P4WnquI1MsR+RV0JEkkT7eVTn6U5Uo7Lw",
-	"Tixt3dlyHV5MsJVe24md2VEtChR9TNeo4kFMLHTw7uz1zfrU65vIzwjbMrW+OhnN7+Vv3Kv6hrLlEHq+",
-	"ATXiJpN5FxDLm6ZSwkqubj3+SVh/UmcNaIfY7pEXdq6r2zmuo1vbaaGhgN5pflTDEHWqZX2uGFiHiheh",
-	"i1db6OmVIouUjG1aOWhdguZ8GzNrowJgf6+7hg/Ku5SIyGPy7GTaMFTMz9vho6BJW9+3cfO8but/BrA7",
-	"A6daAyYLoCjNGg3iW1AoGcypAVYx2o9V0Yi/8i0djuLJduVQMiVWxTq0psThRbhHEBPO9BK0G8e+KNO1",
-	"IyC7q/NfII+HJMqSz9s0EwfHURcZqvSGa3yi5tzMcbwtpXt1c3f697P5k9svb57OvhZf5V9mT6Zn/PTp",
-	"ydfHX42+nD0RZ/lpdjI95qNdGCy7/cJ11du9w6pbo5dxn/YPgM0L2+Bu6STCeyd9XtdJtYhtKW9VqzLf",
-	"854xCxmiM00BMeTFXfmiE0UJo5ciE05UGPZWlHK2hk9AXq/xULmsf2W5ynmZs5/pYy02jR/+cfbD//+0",
-	"/PovP/zff5TXq7//9Obbr1+8fPNfL/TJS/6SX63uBcHnCX53cur2Q7ktF+aiXrm68TUWrkDrazNkLxTj",
-	"DHBqMcyGr94CjOCfN+5orOa6EKyf/vYeTV7ESijkjLIOncV6dM5GrI9t8+LMm6N2kk2CGiV9inyloMKB",
-	"2wUj3PR5GSfnMN/Xxjgb7K2oL/laOl3ZITALfHyisLguxE9rShbvLDWIbWUO+fzHRhVpN9+aVmWnEHjz",
-	"wvuU6zAwtQRnfKrfYmTU7VLt7vK/sFJXKhc5yx3b6tdYDEfDiQJfN/qgQhvz8xoMIhmNRu7/9yec+Kf3",
-	"DH4J0UJo0ts3lbFcKpEfUQ/0RmoelOu4bcVfnY4UBjZR9cgY9GaXFvNPcSox2sKWodeQrtvysVps1est",
-	"wc4JGwCt9LE8hDIdIREv5L+RKIum6CYzUf0Ff/fMf9N+63OkzFG0AX6S1xjswakifAHl2xXaJiE/Apqn",
-	"ajtRvj8HlDzXeYf3zDHbsgTRJj5s7qz/rNBVjrN6NFEL/q6e/htRXsHLj0j8w6GASJdWYkzZvgjNyTNk",
-	"3ceP3ZC76aO5dO20zRCRmpVC0GqSGxUcYKTci6JwZmoyUa2lZh0rfQ7rEb7iNmqB2QtcYe82t3TSMPDn",
-	"OSU3ssGB4dXmM/I6yGpI0CJvW8m+pt2NfS+xb9S9d4A6a8rfrVM7+2F4CfMjc1w7MlqP/HEYsosAeYWS",
-	"eKWrIp8o8S4T0HScUcCp67QmERhwKZaABGw705ZC+8uJ4gWgZAY1h/kyavMoShUw3kGn9RgJNgyO1WNz",
-	"+h1WlmPIxG+vRq9JSEnob4N+QJFDFf+QQVQO2TNEBKPDWQrwyuaAMerLkvyaoWXkyNXMtXZb6wh8Bfhu",
-	"YB/ljm5vhTOI9h9pt9+hRHPLXofrrI+1xW516kzEaGdBfZfk5geSbmzlRDX28pzlohDOIIwyOTRb8Dsn",
-	"k/TisNFvjTm8JBiZpSgH3pmT0t1plwPUrStUyesyYVNR6FVApH5kJmprVKEVvTiuXbYA+wB+NW7uvNss",
-	"XpeT84mKAIZ82YSjsqyyPu0cOZQ3fULSEWgwTtY7JgINoJr1whMV3oH+hc1gxJZIJXWf2hWp3J8CXLtn",
-	"Wm4AKHGOZEEAM9Kz2oWIqgYI+LRLAqcJg46fjvjnwNIRXtt47kxpTgC4F3LtIRHecaalLi3rO51muOSl",
-	"VaIcZnqRJiw9GZ0OR8Pj49PhV+nROb4WxUnGjRhIZYQy0sq3iOWNxp5UuBHuFrfnmADOVZgcqo8YXIK8",
-	"cEoT8xT4lheVcOps0HBbejEZ5hwXbcguYhUMfjMdeabv9yj1/1uKVUdrkAc54faIjeuGxFB6dZDUSAKD",
-	"FVhle0CdQHCvNEe0y8D58Kx3eNEV4uEekBLzsdJXGp89vEkj+oA3Ebtpe3bv4f5tw8CR3zkMIB2PHKH2",
-	"N6NZRwSAGmDsRqO9W9wc5y+dbRxxkgjWtxMe0ju6a3zUc2/dQXMG4BwWhENwQW6aZw87NIc5qMVW//Qm",
-	"SsRu5/NENbzPmD9MO5Iem5T1069ORnPsdHs6Ap/yUYAqRK80KqV1twbvmW6IyNo1DW4xHxYPdvGyKm8h",
-	"fE7pXsYk8FKcFSlsftgTBUoZgE4LgK+QlpQHU5tZUMLoGAvkNzjB+dr9jvflSRTiOhud+TDHRG2qjtKg",
-	"th9aTHwOLzqhSh7oS7+MPSjkSCfPdV1WR/Gcwmlj/fRvv8SeFCcS85JTzP9ozJ69+PbSoDayywdPmQUQ",
-	"xYi2GztR3ly8fPn65xv3qqs0zimYKEdPsf3upCQMOJBG2H2v6HhaUVj6k9eIRZBK4y6DFHXXz31pmTM4",
-	"cUGgfYLTAcuwMpDDMfPwOIGxx8kZwxOA+398/GUncGDcP3krGdRhgU1xbERWldKusSavxoK4fjgURBIS",
-	"f9KLys51KX+Fwz1m3wheipIwkgBsIriqfwZEfvjNkDsA6d2gZygrJLyUYjURAr9Hl2G5xoAr3QIMnVBv",
-	"RM5ORv6JiYqgMEKx74iZ2jpIrdYDJwwGvLLzga/bqxtul8J7Ddwhdw8njhYU1ojiLeB0gRkNCXhmAZgR",
-	"sAj1bs6tXZJH6gcMA+Ad33l39aEO/41Esw9B2YADVQpblQoMrEwAMgyeBZQaeHzxF8enhhMVA9vs2nu+",
-	"lG5AYfcB7RSxWZwUQB0XUaT00hlkbrhKiNxt+0Sl7wYhhjGAW5yg4GqdjulEImncifXROT3tde5gz49O",
-	"WSqVqWYzmTnaoheBP6BJbH2u2Is3b78EMxI64Br2+MuzowaJmYmqSQwJspO0dlGQs5rBHIfdwXJfcxDx",
-	"EFLPMwAG2lLUyM18qnmZQwV6DCSUANKy214DyDJuQzCKGXYEZooFpBHeVB/nMlHAMpDWj6hSjIpNneUI",
-	"H/F5HCAnkuAS2AA3emTYs6vL7/BlkEDqNryJkoRZoIhLeCfWbkJu74wfUID5eWTwGFIiHGjr0i0IjsnH",
-	"JMa9QE43NIx6ielcvn8PFf4zvbm6dTxNGuD7xWzgLCAn5BdVYeWAziFkffoESa+2lkP2f3UFlr60Pn+O",
-	"ccim45bxicJ4ACQAQnSBCoEgCfPo3D3lHiGOR6UQKqH0QHBNoV8SEWZZpawsgLywnZoBQN8417BG+MKo",
-	"FJ6p0CQFQfgzXeamVfY3URP1b//G3NHH7vAAgqcm6rp2khvWh4ew80WlclGy9PHb48cpuLWWFv8Cknqc",
-	"HgElNXVOT36gOuKJcBrZnVDjbWznHkHTCw+7nLAFL2a6XKBl8VbfOU5YskrdKWdkOwamsCrYsZNjcK7g",
-	"PH2ZERyXOBfgkYFk9PHmz1RoyeoXniXeyJyoQt4J7LqPuxxqbMU7aXDdXxPN+0WOVnE4HMYLuU+AxwtL",
-	"Aoxd0FMTRR20AkOF8bzlpYSg/ZyAOZAjuJ3KJbRYyT1xQKMa4/5AJnP27h1Q1JMoNQpewxVL43Rt6qjy",
-	"7383WqXUTtU3BToi36w7s2nCUuhskgLgHKSZec8N9DdJzzeb7SDXKiSpG3o2IxgEsrykYinemQ7ZN4AK",
-	"uKxoo6kkgbspgPiAhg5vsVovRCId6UAcsuVP3oK23afA25Fft8uwNpgDX6+gX7XEz8W7QhOW8RJ4gGOg",
-	"USL84DXwLjNmShslZzNYqkuMAJQDTCJ3F7GnTAme7tS/4Yp0xnAfWVwDU2bskdJKPDpns5IvxICrDODk",
-	"Df3uE/uf8WwuYEilLuBDkIoAKXNI/xD44JaDwFyW+rbkC+Pd1Ut+KwwyIso+p4NkHk0UPKU8ilak6hm9",
-	"EOH9bmXWrN/UaJJYn0ma6g78NFFpCWhDDQCi9AhMkykZutM14yxzM/SlQiu+xixtdyAwIKQ0e/b68srv",
-	"5hjbrU6Ur7byDEKX8lYqX+mAgJQQ1YZpDFma68w89mr8cJGndePhpTbSamegcKeOzNeQTesJ6ltf4X9b",
-	"cTBIBNDURVxFF9VLRiWt5Mv0yZYJrLbvGdlxXzsEBF5mv2Twcrc1EDOAAESdfmbWxooFxJ4qsx7WY5Ym",
-	"bqadiTF8HxMe4M1GUOmrAT+sz/EPcS1QaftgBqK5FeRqVnITujcvZJ4XtCH+LUfe0wpxolzkFTKpsN2N",
-	"EnmnJG+pYxniesdJoaRCOMlsIIcjl6XIyI0CsTzKABmyVzHIkUm8s94gyBELGEdQLhBz10argXMMiAKt",
-	"UZo11glTt51QsjkVmXZqOSYdRuGzVhilzcDcAoDik3MrjuIuAuzJ6NR9bK6VrkrHrpqtA9CkAvcJbiVW",
-	"Bz9qdS8gv8pGpqyTIZTAG5dA4/gdKYVOMxzp1e0lz1khrIUT6aXBgoRLo0/S/8LF+g9KwQSKcNYPVJQ4",
-	"w9WHmN68vooee/ybzN8/xmzc1J/E66gKh7Qs4O7g6aDZEGhUfaqweijBiIJHhHDDAMnYqN9L2LKo4OFa",
-	"fIzdF/7pN+uf6PFn/5yofw4GA/h/d7lByf+M1jFPQn9at6UNNZA1H3V0aSxfLN0bflLyXYBXXgWcJv/k",
-	"ihuP3tl8iakxCf/J0rfHCepulP/0/Y8XzwZX31+cPPnSHdVJD6/Wg0ftbtj8OQyscRXKF+EHeo2IYztu",
-	"0rnIdA5/WmE2EjmbiLasT7lb8XjptUeJh23byMIKzeBQR8nFTCphzlleAXwb928HYQRhPuO2gBeYZDAw",
-	"YslL8FpFSV+4ohu86J/ejtoHrUGNeGwMC7KPCOqiPuo47L53PHDrEFqfePCI9hM+LJ4PLmxMfQ3R44vW",
-	"qBaNK+2pa+N1MQlx9tefr1n/+6uTJ1+2themg+vr1UppTMrSYOc51cBUU4zawvlL/25lGlfTDdwJSSUM",
-	"MRXvlsQiUkddaZS6V5UFu/r+YkCUCxfc+f0nioYg0iCFz2lydVd21B7VuoN6CjktebmGKoFgYLsJg/N1",
-	"GFr/RbZrL+m9FSViGfeOh6PhqPcesb34UvbGvdPhaHgKyPh2Dm7Cx9iy/VdAUezEJiRN62Q0oq4N1EcS",
-	"mw0bVlYK8DXZC4s9yEArqluEDgMUsNTqRY4Fp/DJpBdkmfvuyWgEdQCon2JyWqvMc/wbOlH4XjwQbFEP",
-	"5n5Hr+N69NxpIsOGE7U3/tsvSc/48FfvpTtPwmCpzK3pjf9Wz8f0fnGPPl44MZyZravY8LjSzV45eVNq",
-	"JwVEhQ39mHgHGp/jGJjsWtttLDbbmskDz68vXzy7urn49tvLFO+mlEbv9/F+MK2KNaUu1kZqACNt7tSP",
-	"NK29O+UG/nhZcNnao3YEcmM76AtQH3s2Otu2r+Hzj19p+52uVL5zy6IlXYQpbN08Oh7DNV8UO3fw9VIo",
-	"MIZ1Vi0AQ4Ayzi7evEiawtr3uxMI6ceXsvGZdHOt/yIsvf9+B8OP+h6L3jWX3Wfg2s3S37prLSHEdig3",
-	"CUDmQNsZVyzXYBeBRtx/Q02UgVidDu1VXp7N+bQQRyTKnoxO0fnsVD/PdhA3qSp8mViKvMkxcurdnFYq",
-	"vCpl/dDK2Y1AFDNfnQ5u7IkKpR+h+jXByCUFLcPpLvTt0TkDVw+KUoIvdTc5VRkEgzS+tawbc+iA3KSI",
-	"S1zL34VNwrfhVD4Zne74XuzOOfy7oR94x5df1f2nuWm3iaZuqH4zvUksm02p0V7YTdGXUPu9h60H3xv0",
-	"D9hK1ejAoS6ojh7Ii8EyrWby1ofFIbMv8mRQ9NFCK2ljeVHAfY8M6xNWxESlUZkH4RaX4k6sMemvxnA5",
-	"Zyl+9cbp+IqX0DoOXdGQdhgqb5o09lIaewGTg87ufCEsoEn8rbsjbaOqSihwTQd3/D8qgeA26I0P4/Gh",
-	"D35Asd77pJty6rE9huFCskPv0LufYYrM+18+4VmiYRm7jeOG5QJRN9ov6r7huU8xgUeO9z/yk+LkOcfG",
-	"8WcnJ4c8FDXRph7a7yMAjP3Pi3dLkVnh25c3j10zFv23X963JIuoe4JEZxGeaR9DQtbdrWe1YHhrWEPK",
-	"D+ybLuTaow5sbXA+ICwK6eQTZfWQfUPDqLNipmvqjN/CHJ0FcXK+gTMKbwdkJIIA5hPlx9yEAmYfAQm4",
-	"LiTtZgJ+Tp9S3NA3dh0Sv8MJ2HEE4vtQ6v88FPysSW81OhbBwu6kaHeP2SNYOoFs59yHjpYSvG5UDGbQ",
-	"fTYXvLRTwW1w/y15aam5OwrRQnAjwIcLSE5oE8xbcA7Ooo2eVJoV2A3Y0S8AQPVDAa3ldwKTU0Px0UTV",
-	"A9Elsyt9zrj3FGDFnHUiHMuJfhWlpiorqzUULsH6oNqHduZRN/m+gnX8hLTrPrCLcGGgf3RS/bZJSaaL",
-	"OGA79Urto1xScvbQbqjFiaBSEgSS57cAwMCpi3ag35A52aZHdzEwv4kKdSJRHUsSFbFgO+4IPOJoM3s0",
-	"GY1G41DDB3nX7pWQLwqVtB1AKawffMiYnpnWY78T67iLAdQTDtkl1JSE1g7eevc4dUZYrwemUUZvaOoS",
-	"OlfAkrVR7c6bMHa1VOk8J9e0a3u0vRhhpgaFpS2vEZ8QNa9L+UPUkFjxCxSOPaV9au6T0Z7evk7H68IW",
-	"8SNAn4hJDly/IXu95P+otg6csqnjkUel6cejk7NNnfVTqpVRMnkH54lwHXFvPqt2+XmY1ksI4AS6bTOl",
-	"pLfUXUnYWPVv6sNNcfpZKcy8zj5RNfh60+dfh3oh26RRgS/VRIGIr1HDtpTjs7oaH+0/jAC7d8FPt1yq",
-	"hBmN3WikZYbPxLBh9/nSVOzKOBhAScqrix+fp2xZSmI16O/+69XrV5vn/lkU/+5hyrsw9hsCkvyIVNpE",
-	"lXjfzK8nSMXWQTn+JEPIt0npDngCdh2hv4VUC8fMG+gPtiYGt8IR7GIjC2LbKOn+x3Az3ftKXzlSwbF+",
-	"Novw+HT/Q2/4utA8v9b6pRMCH2pJnp083f/stdY/crWm+ZnPqL/jwfJ84kC9B0LAO+3QbchH7EUNJIJK",
-	"TivYCEkCmLIBLCdUDGw4jKMz/UnFz+7j9Hk9GvcLEnwuIrp0KtkOEtrQt/a4rXDdX3wLPivQYDsk3Nxj",
-	"HTXaUnkyQ00Y1EsTAdZj+kWkTEPfKt+GHKLH2O2gr0vMWkVG6EwEKoc/GqO3AwsSMd7cjb4RYN99nSE8",
-	"kkSPTxSpv13VQDHUbEDEPB5Fqa3H4IA/noeiWA9KS5PHxL+JMlZSOh8UTkISha+BbVVyoyiuM1VwXaA7",
-	"u7/DqRKQ9pGGUita5/lB9VXkNoKs341KFRrORNVPaZ3sKnLa5A1Y9/MZRH6zEu4gkf95mVNtmynAQfHw",
-	"c39klvXH99oi6wkML+I79xGfj50E3ONA8Ap4I0GnzuQGrBZ0gTUBBDYh7rcZwz+4QXzKwAC0St7lO3LL",
-	"8KcQJUuPb5QImI8uT3cbjHVpTBO3LqmTdbBSZezTglFgSUXwOB48D1JhAY2gnKhAsUXhXUVOSNd2HqiD",
-	"wcqjd7z4NsUygWDjBTmQ6cXCkX8hu5w9z5pJz59ICCBt/04WH358j8UHFXNBBmyYdKRyS4VQVHdinf5r",
-	"m3f//WTNj9JZUeE8PsROA0Hz+Lc7sb4hqw3rt7tKoN0pNT6Z8jzGj8Iq31CKJRVr9JZtJ2+4FzXP3ycV",
-	"MNsOgOc74Lj4U8bgvnRImY8qZPbnJfwg1iCNPM3uTDAJlp7u6A/9yOzOM2lqQuNYzuRYVkAkkrQcEQYT",
-	"kz3SYaskM6vH1HRvpDyzukyZNBOV+gegDqeQGJS5E+vxZiFfuktJ25Kj8meqyEc8rwc4Br/T5RT6s/xr",
-	"ugQbWSfuFIEd3Zl+AvT2S9LbKFLvjfHi2FnpPS9z7m/JNA/x/S0adoFV0xPldRiz6TWkciiEmIsAeTeP",
-	"2R/KCvpM5Pu7kuBLX6Ua6LDD3IE/t1ChuzZecMXRQb/PqMHisLZl06ZCq4npM62shpwNjT5BXoOeYyqg",
-	"mCgq2JcWYR0wltIVLmONaBnRLmT8IlwL3Fa/DTJLADYGWn2djU6xtm0ljThKoiOCGSnc+gZiEouqoyLu",
-	"BV/D62J0U1YBN5ooEIXSBmkYPnjyFKTUAEp9BwjUKPKUTcVaKyqY8aINPrFwSupCl+JoyK7DGoLWOgao",
-	"Ek454Uqs3LFOWC6WhV4DhizAzeD5xzcXOdPbjbo/zbn/Qebc/yCh7ANxqkMlP5gRRvL4XgafVqJbMj9C",
-	"Vw0WCPhLwOM8VKnjNpGV5ZFpjplWWPHayioNGNpQaMriXhNwfcO4ZDBILBmMPlTjVnjn0DYz9A9mgH6e",
-	"g3B/T8jvSv3eMP0g6r+vgdSyQmu4wa1R7W5QfioxA5T6TiMVijkIoCgWniHrdKIWVTYPKVuYtDyAClXE",
-	"28AynsppDy/r4poItz1BJcMdZErBi6DHJiqc5hhzHiSJe8IImzRfuZESkl5yK8CYHMB/U80QAIUfAfJG",
-	"uH4pFlwqSEKEetH4ihHuSV/eijA+UCwGvd3dy6Au8S2XgAKHkzjqDP+/rFu+fOLsswDrujPWFtotfMA5",
-	"/wPZhRGVV8Ydr/pA0kHZZh+qdRBE2Ixke7FC45QEP4tX0+uUUU7d4YFi+4gKDupyUIbXAQcc6J0gtSiX",
-	"7XkTUA101gxDEWN3qDxq1Vxkd+RsJQiQyiA0ZicFPoO1+pQUSF/YHeN1a/Bh4uX3Jbuf5xoMdCSGAxl/",
-	"TGUNtPU9GUmParDdlm8wYZj9OljyW6nAIoI6RshL6HYbBND7Td/cPdOCn9w7K/hfIX3Xr8/+BN6wJ394",
-	"r9/v7zYxEdX5o1L/tuW8hBvIc7c/cbhuIACVKgG7BeKwPmuYW6/Bh5YMgDmflVoBihO0B/hVK5EOCQ0m",
-	"utPj8RCMcB+RKvyHoZjTaU1eLhDQSwe8xuBFnoLBEWHtHiVswa0oJS8kIHW4x30b4nHwiGAfFXMHLVYC",
-	"fnoSD9M94HScgG0JroxQGIDFL5AQhdNG4MgnHnetT/1z57oqWc7XAz0bLLSyc4b/TT+thHBj/tI/BotB",
-	"mtJEEYvizG+XLlk//c+14GUBOF//CS+jf7t30T9zLulf7vvFOj2CKMR/4rZhIOIveqI8fjWFI+KuReZo",
-	"yK7lQrBfwSXLS8FeXLy6IIzTfvrT9bO00QXarcW3fI09ewx/CzIe6lyog06DtGbgygIas7BIBkU8rBdm",
-	"2VET/vQLBHUFANXTETthX7j/YFyFZno0pqKaLpRBj25llo77DWa6XPEydztAo3CmacI4gTXBopPeAEXK",
-	"ytY+5f7zqtRL8fgNL6VJGHT5Hp0OTp6O2ehkfDqq5zU6HY9G7Nnzq+tkokbH49HovwDTtR7lnC+XQhlm",
-	"V+hiRJ2YF8UAcis2xwcOIBxeTagT1cde46PByRM/CvgsG43Gp6P/AmM9LD4WwjVXOf0iZX0kFOYba+iZ",
-	"FSqBgmx3oL94/ASXnX2RHhGWl2Gi4Et3yqgpurGC55DaLy2kFGJSeTlf2/mC2XkJyNdTbecTZUuuEPLD",
-	"jN3tYd2QRP3CU92ezniBX1lg8yIPVUAeCQNvhcxAYSaKTCpsbCNymO7Qk39K7clVc/ghycQv1SNT99fp",
-	"o4UHgQfsmFSKW17m0EKHvvYr1LWGQqnAezEcr8Q7m4KH2BBQRok8xiCPQijMqIkOskmfIDnVlWWnI2Yi",
-	"mLo1EAvLKwGVthHvqtHi4BH9VpR5JahfGyrMU5EBvhwxYdEuu3Tad65X6sgRyEIaI/IxHQP3Mx5s7xan",
-	"ZlClyISydHc8HtjcpHYBkTsIGzvhp+khK7O7bU5gz/c/kSfYv/538gWH2W3R+z09/dF1pf8xxRab1RSl",
-	"cBQP2QQ1qT5AWVuV0opNQyfUX2xz7H5LnRxiLuZLsDJRUIlPxGNIDL1FhMapEKpmATlbOyv6ova3TlT9",
-	"UkN9kzbPKg6icVY/saGx7cRQw4p/mZPzL+a9/bbddOyDiD3ZgSLWpDpQC1dJnOX+LlaIOr02fwR6/JMO",
-	"Pwkd/sUZix9IhME8vlcowW94HE/oUPt2OqiAeFPw3qcN3oy6FlA6FZ9Hiqn1hhmZz8DYZzNw6RtSVXOy",
-	"xQZoiwFqKCuh/2DGFZsKdH1C40HlTB320/UzZytQc8Jw7GqlFfVVaScK2zmCEuvskhkgjy1E7ga8eQBf",
-	"iXfhBDqb8kDXGazKtor6Zq+rPa6zT+nv+k6WMKmdUBlNFmVgT6Hv6Z/M4KMygzeleCvFKmo3G+ysPxhn",
-	"gFMG3fIe/uZt/rwrq5dNNXC8ofs5jW8tbKzwYXNGpypSUp7SPnkHHUALnouJCn04ML/JHfshe8MxasI3",
-	"2IfPmlUaOmdscgf36B9CYWyN/M+j+XGPplvdj6Uudp8ppMZPdKguBcKudJA4+I46VNFaiGPdVHz+yOGB",
-	"AMMgUrnxL/aY+QDE1leaIu7QRr9aEJB2w51KvlJ6fu+Rg/f8Ic6c1xv+PHSfKMXGLe/HPnXUaupQV0Sj",
-	"adeQ/YyoNOhh9xdD2H9RGUtNTqANe6ODltNuyY3p03uNtCJgzMhb5Y6nKI1WTFf2PIACOl1ZUtZtHg3O",
-	"D+rCJ1VSQ2Ho4oXwbuRx9ZUivo2poRkEcejzc/s+ysQVeJ47Mlmu5K16XXXAWJx1CHNsKwCzqUfsTjw5",
-	"OIYPI+WPVXzUqDVyg/XduGzcvC2iu/q3X7aZ/T/PdQfp+A4LUiUBY6TuuZbUiPF0eymUWIkc409ELm5D",
-	"Jqrv2/EYy+xKFG8FxaCQYfutlupoyF5BqzGlW6Q4xtwrCd0gnBkEYe2JKgQvlYG2qWej40B/LXrvdlKE",
-	"Fm6fjh3TJ7a5KPByAkvbXMU/AtBfq1tgF7Cqb/MfiIxFjfE6CbBb2j9/54Vo3DfQ19BBOBXyXOsGgpgb",
-	"57P8jijquTGOMXUeBL8qImhwxb63dvkaYOqv+EJcSSv+48qWMrN+F9KNTn8p60NDK1HDigMDzfhCTBRg",
-	"Ul6/vDqCUgBSGfD44GiRHPFoUNcaf16m6yiM5T+G+IF4WCaq+7RgNURdiAcZPuhkqIM/ijpFLq13bBAP",
-	"xs4RKARC3lfM8TDASD2Nmg3zQvceaRivu/g5XSpUtk5Uu80idcKM2Ap9k9tGf0ZkN5FkavR9nKg0M+Xs",
-	"xmKTR2j9yDo7P0Jfi0YjT/fgAB4cLKSB4GYaJ1frcqJ8aZSjQEjIwOJD+Lo5R2XPrf+2rnjwjIgaY+oy",
-	"sKGJ+g47Dbk1GEhl2N4WtpAf1W5i2y3iXqh7x+qoqZXBFgtQ9Tz+rQdNfvARKHHA7rJ8muVidjuXf78r",
-	"Fkovb/5RGlu9Xb1b/3pyevbky6/aNyDbO5BTwvh/J5iXHWz6yhNrWxswwrYKP66EHezqrNpSzBqeto2O",
-	"Cn+WgHwiqLZN/QkkykHqk1fIkQMPqIj5Hum3G32fTM0S6/7l4IX2kpVqqkNHJ9/KyTHC25JnwunfUudN",
-	"IFLwIWHeCBSAeeYuS2gz5BTnG27TIfvf7qibbkS4iYp68XuH1JYszbjP4SdNGG98aZcTmGdWvvUFW/8j",
-	"6z7bpIbVDbFJ2iLkbYYpXm5XQLWefowlieAO6tTxfsS+0ODj9NTdHGKyu6bzO9InUqD7lAh/ovoeuS09",
-	"OZunSUg7TI+//HqenrN0ZFIvyn0yzBGJaJ9k6Wsw7EpPVFc7OaqYT0KNJQ75kfGZzdhTz86xB9f6HNW1",
-	"FS9zU2fuKLGaICK/I9HurmN//fkaBAxKnqCW1d9s1HdhgqC01Dh7otI7mYfOkQzh09haV2XoEhZgHqJX",
-	"UkmY+zXmKjhOs5I2m2NfHGEmqrl0HoqdEilZHwpkCi4XImd/d1pc1OvTsy+oD7jVaN7jTLnPtjpCv0NA",
-	"ydNFHmYOmO2+tgX6PmJC68ikQ3YJL3dsEtlXYJoNRompcp5IZhGT8OTY4cHb7Ob6qfKi4m/gZyOt6JOm",
-	"RMVf3lMlW1POrmJZ0CP/LI/9V8msQmqL2xO2+PPHEx2W79Cbfp4Tln1QmoJqlMsc+z8ESPp0JVWuVykL",
-	"UqDuC+vP+MkZ+puOoDHAxK1KuYZkdEwbb3cPwF9N7U0iNNBQkYs0/6sotRnXV516lExUjs2HsR08NM8F",
-	"Rp1Dtq5vOVBADpt/0nfd6y+fjLBhzNOnELReyKKQxO6S2l3ayKANWdOq0R8VOrnoxh2SOqcKZY+Qs8MS",
-	"4nJIgy+nTHqpsJ22MOY8ylQ1zjAlTZKKIFEaRHzZJ0XAJI2tG8MA06f+8oBc5xRjzfhyKXg5ZBeF0Rv9",
-	"QRqd71FRlQrhXbG17kShvtxovED93G/g15uCqimxHQNkr6PdLf5R8cKvErZfx+4gPjGfvN9uQEN25aSL",
-	"sTKL+vLMsOkIy/kasqSj6oWA3ApT6a5w+ouwV3AW9rRL+F6v2IyXAAOYYON9X0zg3r6a60IEsu2nx04N",
-	"Sp+OFunRea0OOe1oW1cCPEXd2R+943kv8a4C/+dnbVHAzR0u0zZHatiZPxGNPmECIvZUrxfbc0o2XdO/",
-	"IgkBFL9NLsDFJsAR9mLa2+5lf4utDZMbOcfK2RvQrK6rEZckJAVgiMcjf5ZiF2XokdXu/xX6n/sPOhuG",
-	"irk0hCaod2SrzVJds+EeoPkD85yKuVQ546zQPGdTXnCVEVchT7Y0zVk4LpiLR2ZnF7ALv3yAnsNLdD43",
-	"itIN1sXjwDGNhaY5UX3gqsKxlmYvsCM/HL9ECTPSGSjSslxkMhcmahfd3JZbnbBpZScqlepmBil07gPU",
-	"e8f900sPKnWfcVlUpTAp8fBmy0Bcdjf5LWBvRGWflFu5T+xyTURLQHv+EXqR/cv5KRql8LQSeDo3W5vd",
-	"n5m4+7exErc3poMY28XKm12kEHsp7o4ENyRU/BT4z0QFux0xdWVhfeP9lNQR+PeDWjQNJ+q6oyVT80kI",
-	"8FzP62+TTgRdyaPyz4SlVQm9ymXd8h2AjRKWEm7VDfgy/JDpNzTW04nK9GIqlRj78iZpWCGNFflEwal3",
-	"WhXWkfm4iBII6j/c+IIkJdsAIljH55h4R5fRS5A5Ussq8PWVlIcDKlhBWM9uRFDzd8443oHsXCEcvs/O",
-	"lYr1N76ltJ2oCP2rNdqjusP1yQlWp9IahwapqFia0CYVrw/ZC4Ut0bKq4GUd/wMy/F940384iyGFp/E9",
-	"7u+JKoR12zkOfe5Duz1HDt4CwA61oJ7eap2zPmczqXhRo45QB1h2NhoxXbKz0VkC8a8gBXlR6FXUft+9",
-	"EvrjsdRdvwkqdi6IMuBn6EYMjXPZar5OYG4TFSaHqWM1T3d04OmCfqUe+G9eX0WL4lPOlgWHlhOOzXNY",
-	"EliEiUI4QvCLofZNLfGlYTP5bhsqITRoOKw1LSy190rSPm7RpvFqL7mnfluZrm5kr73zMM5n8y0g60Su",
-	"LSOpT/p9u+RuXYMA7QotF32MQFKefP/yu2fs9PT06dHWDmjxIeoeVc6tgBT6Bw4teBzvPyp89OMOCw/o",
-	"T5cvqZec1yoldeTvp3Nrl2b8+DFfyiFZWsNMLx778+8bzJo7MN8nCoQFt6AAJ4yTCeg+UfMFQyqveMcz",
-	"W6x9izCr3X0UehLvrIDkHvIIAKeeKGnwqYRl3FAZaVFsW7uqLLYhYpyMzr6GcoEAkXHw0tE8Gk1RKA2o",
-	"llSUKVIjDWzd4JZ42zrgJ0/uPd4t3QxrjvHgXoZPPkUrw/HBrQwvpkBDHswTq+FJBUEgY/SFaGh5eM5y",
-	"jbWNlSxyxxxELkEpWvzLdEPk5u6AXoib2uKfoCr7Y5Ika++t1G8tvPAZs6BafX99/QaU7ynP7pCZeTe2",
-	"JF7ILUvLSjmbNcHurQLUiaj6y0k0w4zWCtAYltoYOS0o60sJCWmN0qD+ek66puBlIUU5DG9HDca/vRRs",
-	"UdmKF8W6Vl9BX7xyvNcpli9q5jT4QaxDgpXVbMHvBHmSa7kPeVuGz8Q4OpgUj6IuIoDQRczT1Ny0fzI6",
-	"BmgMMlmahopvWRl+mOp87b5elSrCpkGVC+FTQHFhJ6PRBohMmJQdXILiJvIxs2Ul0oTAHsD9AlnzHSOa",
-	"qMaQOMvlbCYgbgyjwryuk5Mh+wEa3ZUCE8hyb0n57nFbWpdwc3dvwPdonwCR8pdP1PuKm7vfq+eVW5ZO",
-	"7kfbgwmBRPJNmgv0sUnPG0RVGzDkZPdvInGfNAqQh+wV0gmEHiGK4XsytwKMHUS3yTkuihVfG5YCMZ6z",
-	"BS/vDBAgGUclPYlRls3pDnvtLYklmFBOPv+t5353/K0ru+ujdibdsmXX/sy31uu/M6TFlgVdlnpaiMW/",
-	"329h3+BT26tpkGKlYStRFANnJzjjo7IhYxOzlGczcqsS7pRjVegiAfwuMJlNekQJq2aiNs+P20LfRxCq",
-	"jqjbcJMnDv8Asv4qAAh4+Xs/md+sfkHjf+obVO5TBCAwKK1YOO7RciGkDOqosRpYCZZzy6fOuil15bhT",
-	"KZdD9sKKBW4QbCAHNxb0ULW6hP3KxVKoXChbEA+rXfJOCAbE11KYqrAQZnYDgs96ioFiZOxSOfFKRfrb",
-	"BFZg0huz4XD4HiG3fpv0gDzcr0TE79Mhu1A4S4TZ9OU70Jhyw43XdkYaseAKw5go0rdqH47VMyPVbUHZ",
-	"7n3ekAIT5fkiDKZWE7glxgPJOWVT+B8N2WsfJA0O2E1A3gR9URI2hIDGwLqYSXRG+SNwdvLULw2sKGhW",
-	"zwMhSMPmoghKAdbk69kGdWAZxsbysf6xe/TkyROWzXnJM6cHHE0gpI5nmowjXDMIwLjvujnRoHyOlgnn",
-	"37TWFQv8++iJxa6f5Xq44O9ugqdsOBwe1YU4Kcb0IQ1OQ49u8j7DlPtp6+j8G/1x6hb/AkD8xKJRy8ih",
-	"tzfT07+LjFLmOfgGaRIJzIu4miNvt+4n/up5UI2xObk7MmuS1255IPWPmtIN2fVK07ZuKJ/jkDhQYhEZ",
-	"imVHP2SiRjQ3YzLH0oMiYaIwflDxHg7uxHpQCscy02guUEpEO8XcZUktVaFyoaHiJBGP9eLf+9Zh82A3",
-	"0f8S/MGOEfiIFyirXcucwGj7WhE4XIqEeASPThT96SHBpLpNmKMFgI0rtLr1bunjZDQaIW2cHZ+2Poy9",
-	"JQw7PWE/ym9YX5cJk7OJAn9FmVCmqCPFAcwGnBFH5zUnfWRY6t6UomN/IanOA3P+aiKuVTQJ/XCBXdq5",
-	"ULsUcPMNcPZPo0XDu38nNZq+jW/vUiBeHyIi/oQf+6OlQQTtBhON4OjV+WmkWbjj8OFKD4JDbNd6niHO",
-	"WBJ/1WPMhxBfjmoECBTAiwcB20iuYpTjhCE6xwOAzWLb7UyrHIEjI7hS4sz+NB21G137TAco4C3r7tSg",
-	"94qZBdeKLyuoUc9C7hf2wiZsjGZgzSk8U7F9fuf3DylOVBRTRMbWDMilYX4NyA5m57oyhLDICX0V2Ka/",
-	"ALHRhbQWKvK8ikb5cfAQcGF6JzmToDeRI69oFcfBEraMW72QGbJ7PlFNFznhGyDoplsrah+EiHP1mrJL",
-	"UOO81KNSRsStW5Fa4Haqg3fDXT5u9inYNn7hOwhbf262jd++BL7cxbW/9yTqk4piQv0z9+xTYT7i+YiC",
-	"YAvPXjjlN3w4u0Utczu7RW/SFnaLsfoDeStrs9aJ6quQFDGmd4bY9lHSYcw24+EAwayVGJPaFrl7sBgi",
-	"mai8EhGUX1C6pTOIW/E05GkY9ocsq2082lt2wKMBaSLNy/VNWSlMaSHnLquru/PYZDZ8Hb0xTNjgguFo",
-	"A6+cKEKayLjChqSl71NdqdC0sGbUwYf3YEa9letSVgnYpBKS23ay3YkK69TFd/Ei8d1cQnlwJ7IiUuCn",
-	"ZL34hd+H9eK3D2C9bTqhBPstlPknU/5kYDdglbeY1afgzPuQeEkRbpxLabbriGOmNJtVJTgsPJ+T1P8m",
-	"ZPO6V2HVILQdICGfYhpt9JmpcLONgN10CQl5Qevtp6EkJE1IVCSsfuPRRBGizrSFCFe7E54O2beRUh2w",
-	"sWZi5SQNOLTiYhHWfzJy9smXI7YwbLqeKN85IK7GcyKBikNqRhvX/xSCQ3oWJZBo5Ts7eJXVPYEpcvFg",
-	"mdV6l+bY+x3iVz4YkjixEq3+fzsIrNEBXOGZVrNCZvaPo9vh2X0Qr9iCanQZBa3hwDbjiRf1AcW4eMcp",
-	"BbZRn1P3rK/6wT4owX1dF/v0I2CQy+fXz19dv3j9Kk3YV1AjFPfwqPtc+JFgp1YoIRMh4wlahJEXeBzK",
-	"vhTqKW5IZ6Ozzsqi3/uk/Qku9wmQl+9/Sh6Gqeo21wM0+uBbq55fv4V6/j2uJqup5h8lR8iQidJv+pH/",
-	"BQo0g2Opbaxg8IZDtMO3C8FUH8jF97I89HqZC3XeHCI6TB6ZeiC+Q5KviMc8fyfFQjKxT2vf4tciLCXq",
-	"y0LZdlBAULqP0yz1DCpGEyoxVHp1Dkno7ils+0xAR+VbKImgMUNxDxC6Yy6nXz7Z5CPSMJ5lYmmdgXGx",
-	"sQN1nVGd/BTKSCHcjOlDrerRhPrHFgQNCOmCdA8s3MIRwJD9qN+iugcfw9CNM0D5DHpoqonKCm0ElhQZ",
-	"qOYnJULFyhd8CDQwWPbNzzmdyu1UQxOCONz9VCF2iCYEuSBENJSf0lZyEsRm8qpQJ+ynR+H2nPhTWGzm",
-	"IZ1UPp8U8J2UwtH6U9/6Fzb56u4QD9fXNmy7UA6yp/gz9yWonm14VxukxWs242WzlB9FQyg/52XdpqRG",
-	"RCIXOpUqxarcHDCCATi4b4RoRQVg6OnRGLUxD0/ZqYz5SpMLP89P2Ssbv7ETGomGEXodQKwRcZ7AeYJA",
-	"T39qbx87AxoPzSOzQcnms6p0mwcw8n0/WEvck5nFY5uqNrVIRoCPmpGLuk4NDcpZrGS6oztRmwpCVEMJ",
-	"qk2cK02ZMz4PPGR4QwZdKMteyuwOjMRqOZyon0LXYiMIwINR9R3r7yjZO2L7atFAM7R6oqAbFK9vIKYP",
-	"lW20QnUfUA+wBFLUZ6AEL7fXURs52gklnWR6uR67RwbshTVMwlJUCt3y2ESwUYJX42GFjF6PiVWjS9WI",
-	"TYn3mk0U25YATM/0KcmGYiCRHk8pPLW+nR8hNietDbqaGMtFXiFzFNhXEBOPVhJc6Zm+VdI0UGzOsQEp",
-	"BBEoQE3rDMGBeqUxGZnhq/JSL31fw4KvWaWg/aAE6/9W2AB0SqLGrW2wKeLVhSgCQlgH0rRxZq4u5a1U",
-	"UB0Q1G5ay44+rPngwsYJejYmgghRRkJEF3dRkiSsjwW8nWYmax/Jow49H2ZGUoWqmwzYFBh4weh0JIjn",
-	"PEc9/jQSNKFcWgZnBjuDHqStadKHwgwhRJSepZT71iGCo2LSulaWcrfcy8OaIB4igh54Y08r6Cs7YHiW",
-	"bLlm0yq/FTa4WGelMPPa7xKS0VRST3nB11imQegzjcQ96A/ZGEilADsXdY1yzZa6kNk6snWnPLvTsxmO",
-	"IQCa4RjShVQ3dEM6jOAR3CcAYGcuSjRsMPWrPRzH9yIPtqPAKIw3OKi6F7YfOf3Ux7IQ7SfsLgK1x9QZ",
-	"rQFmj2RO78jrvDFM4YPmm3XxH0YOvYm9xb+fxEYvCJjaRITTiOeBQnsr7itKaueeL2nhmJSYlxyACNmy",
-	"KpfaYJnNmtV++vrIBT89GoVY65nmwnJZpJT7aeciwBXFDgWpICJY8HVkQlPEMQRl7bjm/YH6SLSg5S5N",
-	"zcUmSpcoq+p+0l6ErAVhDcNyfvHF85xKQvG1wy++YHFee51czDGXEBNuEZzJowYshJ1r2AEqwgBymSjM",
-	"GaSANOY3IsuHb2WiwXT0KgD/+043tLz9+rXxgxOFCZdG2KOkTtVuuYbOazqqnSAyTyKTwGkFzej3kKHg",
-	"J/SChgBf6LcY4FlxQJvyOPdLzHEbsp/UnXKTwURfTOinpFlAwwNwaySWkxNMLEcKD91DoGEDYti7FYRX",
-	"YBr1b+/TpOGOqmmQPNu7QsafNGK8E6Lws8d2Il0RGSeu3zaFEZqo/bd0SnzOYhhPlFu4ctLiyY3Iyjl6",
-	"/8hA8LWTZCGgfR7a6NWpFAChuslniaV4hIY/TKCc0CqAO8ca58N8KO1mDXwpfxDr0KUBnMhdWBYX1N47",
-	"vJ8czrXyEdB0Y4D7by8BOq4qi964N7d2OX78GF4018aOvx59PQIjkCayWc8vBk6fqdF2sUo3TlOauhWq",
-	"KzapPhxXZLOu/aIOvXlQ/IRgCbGJAFARQF2vo9e5+zredulRaUmfJrTZgM1twtAiMMrotW00zK46fE2M",
-	"Po/fBWlMtx7JD6RBaOdAfRBWlEFPn+JVLm3HB177XgNubd2jjbYMyAC7OxbEL88XUnW8/ArbFYQ2CH6d",
-	"VmLaaLlROumI2m36uJKP43fXQOqb7/9e8MLOE0BWkkoYk7CFsCWUKIEx5BQcnVULoaxTF+PZUXsX+kqQ",
-	"fqb3/pf3/y8AAP//",
+	"7L0Ld9vGtS/+VWbx/NeylDOkAZAUH1pd96i2nLjxq5LcnKb0EobAUEQEzjAYUBSd+rv/1+w9AwxI8CFZ",
+	"SdOe3HvaWsRrHnv2e//2L41IzuZScJGrxvCXBr9ns3nK4d9nH15/z1dvEpXrv9RiNmPZqjFsnJGcCyby",
+	"Z4pMkkzl5JavKGEk5vNUrvRfhImYMJLxO3nLYyIFb9DGHUsXXL8pZjlrDP/xSyPKOMt5fM3yxrAReMFJ",
+	"0/ebvnflnww73aHn/digxT1j/eVbvhrm83Q+yXt3HcWnQYM2krgxbMx/bt/d9mbB/bIjWIM2Uqby64Va",
+	"f3fgX/n+sNsfduDdgs14Y9iIkgZtmLFu3h8MPc+MRUVyrpfmH42cqVs1XGZJzhufvtAtU/GCK68/DLxD",
+	"p8Lv50nGVfGSnn2JV44Bprv46XPMb+5jEU3awY7pBlfeYNgdDLt9Z7q4TTXTyTiLG/RBc/NrtylKEzvS",
+	"9SluH6nvTNKMtDLGbxqfvnz68oUasrzA/VqnTEtyt3zlktx/CqV9oY3LaMrjRcqrM/+B89uYrRRhORkM",
+	"PY8kgnxgWaLcVRjLWN/7y6iR8bnM8lFjSEaNmCXpatT44izBxk4PyqFFmRSNYcMjA/IN+Yb4zW6DNqac",
+	"xTwDrvFCipyLvHm1musps/k8TSKWJ1I8/0lJ0fhiFtLzB4z1J16zx0/iZi/qjpusw9rNcRD5sccHkz7r",
+	"2fXNFmJtuTxNfcWYZjyfSv3SD+8vr/Ry8/u6h9qVh+ZMb1tjOGGp4npbcr2SvzRm7P6a5TmfzTVL9D0K",
+	"v4xZdCsnk8aw4U/1FxPh/qT0tNRtMp/z+FpG0SLLuIj0Dnq0kSczLhd6JG1P74f++7PmicPG+SKTc/7c",
+	"7tRiHu9d/0WWNoaNaZ7P1fD5c8OvW5GcPZ9Keauew3Y2cYMbQDBcqUSK93OesVxmVbq5TG4EjzW1LJN8",
+	"SvIpJyyeJYLk8paLyhFS2eQafx02/j7u5X8NxA+3gzezi4763zs/+nF+Mv1L3J58y/r8o/SS71dXP79b",
+	"ds9r+Fpx5P1yWpnUJN2QdpTOyK9A2uwcNxPk7MPrjVPvDrn9c/C/cvDt7d/8mRf1rlhn/Jf5j1l/8YM4",
+	"X71RJ/F3k78m39+/6N69vzlwyPprw9+KPdYw8g32WKwiymdNasXSOWeOe01/HETNXtzmzf6k4zW77GTc",
+	"i/rxgHuT8v0smvHGF70RV0zdvtTSYY3bxpzFJOV5zjNKMj7RIyfjFUlyRTIe8eSOZ+6GOMeKOtxIZjHP",
+	"NDPq+Fu5UAAL2tUHoeX7/UIUGjYSNAde7Dd7vNNp9pkfNE/G3agTt3kw8T24l8/mMuciWl3DvolFmpr1",
+	"5lmmj0XDjpgwoZY84zHpeB3yTubklVyI2G6Pylm+UNeRjHlj2PE6tI5j1DEkcwvMCz//9Txnk8lVuQUO",
+	"FqQ+Cvc1XlTLcZx3tIK2v8l12DxpzVmWC54B51nyMTIf2EnVKGkm1Qu6Kaa1VCOxvaqFliYZ1CbNOjyI",
+	"boKddDMYtmEuHT/48auEVdDsRG3e7I0DvzmIu7zZnnhRwHrjPu/4dVSGQ2x2gqZd+CrNOVRYIavA8353",
+	"ZOUqaA5Z2R0+nLbsi1rewD9EouEa2rdb2rJ6UD1tLVmSJ+KGTGQGpKWfrqco7/8GReHvjyCpbSTwGxKZ",
+	"Krb6QQysskWPILIatcOavqh1pMksydVeO2NNF3iIJDZf0AQ7T67Hi0zb4sAc9N8Zy7lecY824kTNWR5N",
+	"zW9dswtzLuJE3FyDFQG36v+nbbzshhcvdnk5GOj2ZZEURpVdNYbB5ldAOXC1BSALLjS5N4aNXuBNn4BS",
+	"4CvuEWPRlOtzlsn0nbzMZYZuBa6iLJmbb5+lS20OhUI2lb4jHIJym3E1l0JxMpVprAgjUcZjPWCWEjWV",
+	"S0GkSFdEiohTspwm0ZQISSL9RTJjK3LL+bw1Eud3PFsRmU95Vr4yYlmWcEWSnORStmDmPy8SEH95tuAU",
+	"CHnGwM8iFjOtttnhNT7RRo4sQ+VZIm5Q8ZqzjM14biZ+toiT/MUiU6jFVyd8NeUkhNMbwR0hkROY8jzj",
+	"d4lcKDJnN1yPKtG3/7zg2cqxTPGt7hDXh0Px+280Sdasd05mUuUknyaKzJhYES5yWI6jmE/YIs1J1zve",
+	"9nmg88rXzUMFKSczvWBdkIuJwL/8Ys0SkfMbjlbD65Jlfo8aenWkb9ktV7AyEUtTotiEk1wSoNIW0cuI",
+	"eojePK7MUWfg1sLjjQ/rI3UKTq45Z3lhPo2EYjNeOMH0nfCDljH6G4tM6OdZbuSUfgwZHQk8D54Jixnk",
+	"zQs+T9mKx0OiKSg8JWwk1r5IKh9kJE4mE55xkeM39TknnSBoke/5ShGWcTLnmeFjOF/9bKIIS5Ukiot8",
+	"JBjOMXTWsvk9X4UEj6EmLQ5HwGh+VmlrjcRInNkXTnlamAMwWy2NmSKpFDeElcuo773l83wI5678ecq0",
+	"TigSNdU6ooj1i/T0DYeB63OmtNFxFH73/v33P3x3fv7m+uL86vzd1ev370JKegS8IuMVMQRFiczwC9aH",
+	"GRYvDI/pSLiDinnKc/PtvFyoScY5YTcsEUgASCcZXyitcujjP+WiIBZGBF/CKwvqx1UsyX9tmSsHYcbu",
+	"33Bxk08bw6DbBeq3f/u05pB+z1evX9azh1u+eqbIfDFOk4gkMUX2wLKcjHm+5FyQcLq8DkvC5ZHU9Hhd",
+	"8JJbviomMWf5tJzCLV9dJ/FOnufM5KRTN3Sr0m0bv9UDSBJvGcWeEUxkNgPRvFjAnZtD0Jrlts8jVfx6",
+	"nwaC3Ppx1Dt+rc9rdczIMRA1f2bxBdI1qDWo1KK6UCq080yOUz77b1Bs14IHM5bqb/K4aa+6WhRwJuCC",
+	"iSJC5uQvl+/fVWIEPGeJ1tg01cHds4XSdEoY3Evk+Cce5bAWKmci0rN5fuc/R02nVB47oO4kOfhF3tpB",
+	"2e+ZZVhkYqjZ2HLKeTo00xquTQEWqVzR/y/jWkH5r+dlAOU5XlXPP+Ab8JHNvbQcAySl+QYlahFNNVdk",
+	"9atDCSOFOmDP4zLTrFTPAvgaCAd8d5oIrn8yDBve9t3V1QcSMaFfOWeZ4i2thr+QYpIm0WM3Wsi8GekN",
+	"SNl43SttjDGWZpzFK5At9Zus7zrEIjJMGU3OU9TVCusA+BaIcc2GgRD0bDXR4ADBgKijl+cHWmMlUQ1K",
+	"otIsw65q9VM7qWtt3Z6SupRcZBG3xJMIwkDF4EgFLE3lUoGiBvv/SmbjJI65eCQBJEItJpMkSrS+Ag7J",
+	"dSLQYlNrK3KRo1zRN5UamOA8VlsOf6Kcexw3b6n9jNwQyaiBLz+FeyphMtAWKoGuvZyjXW7ya2eS+Il9",
+	"+1uzLE+3x3YVEkXuWJrEZLzIScqiW1VZ4OrqHYWbYwqPgXEs5SKNyU2mRQwzjyc5iSVHGtLWEhDLO5mj",
+	"M/TxzGJiny9J5J1E7lcoiTD0wou9hWHogU2MZ/ZpTnWn3PB3zsv3nmO88Wm2166FPcawP4lmLVptVtpU",
+	"YQItT6PD6335wFapZPGVlG+0af/I7cmlbKb2+Q15Le84qs7WWquX1lYCwTP8PgLaA6pMPpfP7jt8vnP4",
+	"jCairWqCw9uzJ+U8nl5ow7Q0ddrBwPpfSfmWiZUZqXrk+mcs501YoXW35nu79oXZolkAuGG2Mk6jMs7Y",
+	"iszYLSe+5+FTZpBgB6KOT7WUAPeS0qrFYq7JLPC8U5Sn+qpP1AHbFriCUUr0BNgP7tu2yvSfZudg3Rgs",
+	"FJKePk0/L2TOyFFofWghJeGGt8z+aNULFR6fogE7EmOWR1NaHoiCNlbG4JOx/pHFEI/XRu0pkRnFx8XK",
+	"7ozmzZRMMjkjjERpgqZ3HGdcGR/BPONaaeIxCTySCOT1hvkr0PjKYK0Cmah3yiNqJI5CfQr0+jfZIp82",
+	"JyxJFxnX8xrzicy4a9HyOy5IKiF1YjE/bpEL2HY2yS3ZJTN8IIQrzTN9pXAH3CR3XLWqjnDnvk2L5ju5",
+	"RNJA8gOutmTA5XBoqMOBjb3bkVY4g7waZ5Cmh49CT19myWceP1rDgYVvmoDvumoDO1WISv01LnL9Xr6V",
+	"Rzry27EAFuJWyKWgZeJURjAQfZC64pdHrzLpPadu4d77dPxyzFmmiUeTJswzUSoRN9SdsDNPM3dgph8F",
+	"v5/zKOfxOQY1HrlrOc8ES9e3zBwEzeeKxSBJrng6qd2v8ib9JI81rU6ZiFPunv1TLaO1ijnmcJRubg7Z",
+	"tK5rnb42AyaKZ5qzYERnr5ppZvk0O3cmrFsbvl5apV2vTZZTLoxjCAZojJ6Ms2gKTr6Y5WzMjF35Ucwz",
+	"GXGltH1zLvIkXz1yJ+H0MRyhu5evDUOcJDzdakGU3FnvTlJ5ZEgWWUqN67cSnaANmL+CPEW4GXYghWQj",
+	"pZhWkRqFS0IQNlYyXeScTPN8DnZ3ns8V+XjxpvGFlm+o/VLNC3OScqZy4je+fDpA6AYuEeEEzaT3kY+z",
+	"tL+Kf2PJ07RpfC7aRjHrfwpkJCcTlLhmO8A5nSYqx8yeELcgbDXKkTmJqfpf80zOeZYnSCdu9M1xecVa",
+	"rTAB4DW/VzUzZ11K/TCVxosbkySnJLTZSVo3iNIk1Bsd3vLVcLTwvHYEHD2Gf/OwVfc1N61oywjFIjWe",
+	"FBR1G+9I4qf27tYOtZqKtLk0hhXoOetbK3Iv1voMS1OtPkYyi3lswgUTvrQin4K0nAMbSVM9hMctB/o/",
+	"f9m84OZZPnatbX7VL40k5zO171xcoplfvIhlGVs10LlqFZh/oKsWhl18oJJqUCHKMi5oPJ5FBuwLvAkY",
+	"aZq+nwCr2jU6c2w0P6qeG60H39aFygxZUaCcTRo3PykeZTy3ZE8uyzDqlGe8VevsdtfDfn5zqp+Kydos",
+	"9OrAMZP8wM0ppr97d+Cd21fd8YqzOE70QrH0gzMqk05aHWj13O84SiqXc0WWMrvVbPHo4tUL0m63B2Cf",
+	"6Xsmi3yR8eMWeT9L8lzrUEKfrK3HZ+txWRP7JGVjreGY4BhsuhX9VuInkfEgLhREufVHnZgO5CHsOEF1",
+	"8Rx9rZg7uJ/UKZE4NdB+Z/N8RQ3zQLfUUfhNiHHkrzuRm/tr8s42hvpecOt0XtlAp9YeWRHUWztO216k",
+	"52yfF4vZmGeU+E2tMMWnZfTVLnn4nZXWTTM0a2+1GruD4LQRLzIQ6tczVW98QQg2d8aTS3kLVDZL0jQx",
+	"PLpCVonITzrul726L3Orsa8T+aryOVSl3aCH4Lkme9Q7wbQVZFEYAiZGfqoVLb1GUuhHtXZZK7zkIo8k",
+	"EvpOloCjeW/udoJg15gTVreDmB3QId8nf7ZhmCIFRD9FCz0542TJFJGC1w5S5SzL98lXu2Dm5sMPeiX7",
+	"q24eEA0yqQdr8yiWGWYipJvjMuPkaGOvTN7UsTNPNyWjwu2L9E5n/lWKLffv0/ZzaiVCdWKYmPOQ02pl",
+	"yNajqiiRaaz1Wdj5U8uUgPESyKtzPSqVJNaD+ZRlPo+XTlVSriEoloOhYlYEDdnhSDRJaE5SOCSMBPf3",
+	"Dhm4yRBhEXgLW/AYGDPwEPxLK1LWuD4tfNT2e4kqA3X4uL4Vnp4k2ugtnlz7JotBP7UJU2asRVoZbegH",
+	"a9KnTLrSuTDJZ2s8OrLmZHWZQuNTNxqYVvTNL/C562jKxE3ld0zRKy+MhL2CSXbXKNZqnizyTtxrt3zl",
+	"flz/aRRZeLVKbkQibq5R52plMoc7wRDB31Qr47d8xeN6tZ5FeR1/Lk0bcoQ+xbMPr4+tmXOk96T0g0Ry",
+	"NmMiPn6w+fMQw8ya8Nv0LNTYa4jcLGaLvOPo/DVr1ag5NWhL7UmOsGUU1/V37zEi6pR/3ARqqbCYLKxQ",
+	"7enGzLuv14HLI7HBaUzub7Qlv/ADU0pL6tCmF1pdUT8FuYWucIYwEVP5fu1/K0f7M8ujqaNuV6dtMloP",
+	"nDe864qpW/u+L6C6vsZnfc+kFdq/9zBh/PaOMSP7/Mq9su9apF8hFtyX1Cq2eijPlGb5kBwX6rkhOwHh",
+	"Hm4KzELDO8hDpMeJKYw1QjZb8NKpaEbiZLyDVTBlMfpUbXERE/oe8DSkhLMsTSAJF/bVIbexlClnkHCv",
+	"57RvwJo46u2CDdo52OCuEtw6MWyk9m/qIInasirUGglrmYNOfiYjKhE3KS/cK+uJhJvHssb6/nPG2S1G",
+	"cNZ8bZrCo0We3PFrG1py3DCOReBerU7wFfrTrZ5FIrkQxvcHySGQep6TZSJiuaxTLWkjEdeTNLmZ1lD3",
+	"JTeBJQyGgjDWr55n8gYibMCmIEkm5vVvB4Y4z+SYb1HSk5QTOefC6PxScAK3k2WSpmTMScpzkk8zubiZ",
+	"Pt7Fpb+wz04Y40ahLw4fePwHMx5xkV9HKUvqDMgX8Dv6AsD5r3VJZ5HdhaVo08qMCJlTAqGCJU9upom4",
+	"IVOWTkyQcZLc8ZGYJWKRc4VpyeOFSiDsj8UKmElcyfR9e3518frF5fXV+w/XV2cX355fXYbHZMruOJnx",
+	"PEsiRRSHJHQ0cJJsJORSGO+z1k8VUVOWcc339Ef+NGrAz6NGWF09udDrVSwVWu8Nw4VtxH89I/7xZA3p",
+	"Wm6dQJRKBQElvWRNvb8NpItazRcnU3MkNGPilEylNlFETOYy05vSummRsKY2ZtjptOs1OdSI6vw6eIEs",
+	"p1Jxk4S31NNdO4gujdiVAdr1PWKpoHZpTGXXFqrUlIjfdArAtAooYqJSmSMh1A/jAOPVLKzdIGf7HT5H",
+	"65mjy6zKaawftnJpa8U5nvIn0AQtY69TA7e6DGz9j7Z79b5hPqGplsVTJZKUfPz4+iU5YmlKPvNMqmO9",
+	"ypi61wS3MPIFrK6ZMr346CHZnyPt7gUMk25XfV6wNK2TXEbWHugqLorA1oX3QYbDluDE1oDA5jzWCdDm",
+	"xNU7zPWsRcTTV0lam3fxQgq0pQz3hoCj3qipTOPTMu5oNmRLeM3mdDwwwgY+ksOfs+6C6wPX2oZDS6bp",
+	"1g3avOC6Qquty1gqzmsrYXN8axSetQ0rbq3brFcJT8schxrl3I1Wo1LnKLrVMZkQc73HkqcxRTcrJM/P",
+	"WT61TLeS13Zk/bHhZqQ6PLalM5pUcTRFQjq4aFBwbAtzb2xYEfeu9VUlymS3Q6YvRhvKL9REyvfxC1yg",
+	"8rP1G5Lxq2RWY7qlMsJUks3lLfE+7JpawnuGhcfksxSa4eFEtDIyUeiQOOwkLPLo0GOzNmccNb5h13yf",
+	"QKAUS/doW/W7q6sPb0058laHNdYrI/XZ4jPnTNij/+35VYPamuYPH+G/z65efNegjZfnb86vzmv1pu84",
+	"S7V9tBkem8KVlcl8qeGNUx6hP6LeW/VLnYOrJnN/kYKKAmpyzOdcxGDyweup1oDh7B2Fc6nyG8zmCzMe",
+	"J5CdaLIFtbgNoeLic1g5Nb807GN63W+BK8aJ+aOOC5Ystb64Vt5WP4Av3U2S5p11BPAW9L7LnKFiWRtV",
+	"22JkxgadZIsKDsLOpG9pjfBGyhi9mmWpH4uP6zXO2EWx2PUB8E3zGC2vzfekLOeCK3U973q1gbm3PE6Y",
+	"QJYBWaFgVBbmsdaySLyAalXrNVnhr3rbTyEWURRa2Mda2w2+0oophzYY1A5tMMinZM4zraqC0TspSk+/",
+	"5rtaUCT80J3TFkvKJ7mNOOiFiOSMb7Whsi1BWDQwCvw6zK86mCFvEnSWg+u2EHUuKoadoqHROrp/ZxTu",
+	"R+QMgBoOBiY4ZwGQZyFSrqAMfcpZlo850xdtKu1hIqd48kHJVA/Uijc3Rk/nmUL7FDgdGKmYRmhqHzfe",
+	"NmdZjjpt/TvL68Yo1QoDd6xPgALQ6lGE2WiVoN0mXa2bS9Uw7iMIqJIP5MZEK5tQSR6rzHobST2BUAfK",
+	"rJnzrjUvcrudhUebnGlONU8TfeJyWX9qF0IuBY+vd33hQ/2OCkn0sXM2lYh6B0udRlKZVO046tc5v9CS",
+	"9nCncOkZ/+X3qENomW71fPD0H6hBxAlLSR7Nie+19P/vDU/avcGQRFIIHuXFPxIpLFJYjcqxbjzhitQk",
+	"hq1P3awqwUCaMg5wTFN2K2lBLaJl9eCe5cLaKrNjm0JK2CxppsjFqxdk0On2yLw6lJqMgyKyWWP2gK/M",
+	"MXyATRkF1xSQkOlixkRV8dqd51ybimrym+tYZvVp/GyZKYyTVgfnNjhWbg0rKZObN7Xujxevze5BwGeS",
+	"cKxbdU2uAuUEVr3qRsqSZsYBDCPiu10Gu9NjIuMdLNYbU643RQMmYW9ORE1lpvVDyFwvwBQSAYaMM/Ry",
+	"QyvZ88Skz9c5YlfzByzdxkdPScjGcpEPxykTt6GbuoQnBvz0Mwmcm0fJJIn0a42ZC6tTHbfztgdsxbqX",
+	"a4X1tbCcxTYVYfI6RoxAKQf4vRgqSaD3F+6vGefgoR7rU4ThylNwS5o/lUlBLB79l3vH4mx1nS1EBSrH",
+	"pJ6uT30hsOx6xvIItrOYhSq0dpxmgkmBs/ow6kMdcgC5tenWSlf22yC7P168weQ25TC8nN/nwFUTQcJv",
+	"z69IUfcQrocyvU5/PyjKFnJxIro1rFhbF5BLYtO7mFmmU5vNDm45zY7mKK0NAsE8ZZGDEvRMEahsWqeY",
+	"7SmGgi9NKiHY8+NVzoEH63+0tqjrtu7uK3QH/VnzJmqmAVV4aWpZVnU6G6s6K7w3u+SB4+fZRiV2NB8v",
+	"3lCUxNr8g2pKODCJFOucvvGgfa/368IJqTNHC53WOTrmZpP0lxon6KZQ2J7/ULwVbPiS8XgQMCFxtiLZ",
+	"QhygwNpxOx+r55H2CG8lfLvwmu1otRAg+jAfJOYpW4V16kzKVk7JVmPY8L1ZHZVawL+DraSaGeTZ6iXy",
+	"uy1yGz0Dc5km0Yqwsl4aN+2G547v5AbNBcGpOctjc6iH1VpruRQjYWHMligdc6Igfsgp4aly0uOeKXLk",
+	"e072qA9ZCP70eHPtqoh4zhL6tcnVFbi8yoJPax3sLpRe5Xa1VwSv16g5r6qO49O+bfoICI01qbpa4cZl",
+	"1/sg1hinXXuz7KckFIs0DbXGnsuMq8qCm5v2L3CBJOevI8lt8VVtX/11jetbSWwSM9WMCuDw/JP+tHVI",
+	"ysXaXu17uQl6eN5MtQ7KQazfow9wTOo502QtO4dleLgSHrcIbJ4p6TWbmAOuHpSBmt2ALA63rNv47Ubi",
+	"JpNLhT7O0Jl5SHK5ZFmssPTe/mrstZ+SPOfZKWH1RejAMzvBgMhsJLpeu0xal3c8y5IYoRmPENxA63ZT",
+	"ucgOOJQ1HBIcmGBk2tVJBIFq/jIFXEIAL0oXsV4wcxq0eezqy763r5RjJ9XpwaRS3ABOIS40lvrlS+lw",
+	"IObSTzmW0J+u+e8P4iObQ6iU7jsAinm22vFxtf5xdZgQcDsg1GtU1ZfQxn3zRjb1j011m8ybVl1rziWU",
+	"T+Op+UIfWUCKeeRPopM9NkG50iWhlkhYrmnEsZtnLOdZwtJEGdWqsGselzOGkMOmBcLhwzBPkCPFOQlr",
+	"WiiEx5QkE8LE6vFje4xeWukhUa8m3VdmcoRhEMgJxN4Sx48fsW1O8UuNHVbg6e6ajMvet/Wm2LDNyovg",
+	"LJux2KZwjXmkR+SIZihtMsDtNegppZY1Em7gaszJEXPrgAnTB6VI0APN87hFzgrKcMPrzrgW85HQ5JSd",
+	"VkLu5EZySO0sXHx6n2oL2er8NwZcuu5oFl07ai66KNSHMg5j+BwQGwAW44ygII8qldICoABouJxOWStT",
+	"qTJ2Bl1PIJ92MN8nCC4UfHx/KcIjSwgu95k7ZyTjer5aizHZBKi1IBKZQSWYz1OINaLVX67QdpP+8QKo",
+	"riipWzhiTwxgsDk6IGex9RbeL7OiojL8H63epKsQAMTC/8HBY6WOlcZOrU4phm1nn2+eytGww01wWMjE",
+	"Zczg+Tf+LszvqHDLPb4wIP8qv8Bn6z1ej+G0h/KQchYfr1401kf6+uzdWZk7hHnDmRSE388z7IpDIC7A",
+	"YpKshQLWegpt4zt7fSfuCUPGAtRZf87kfEfNoUU7mrEViWWLhN+EBnTKVnXTIneFidgUubewGAXhGgG2",
+	"YiRCB+sxJBECcGFsEVEtksxRe8MCu2v4TVjsuMKyOjWcMcFueFjgaUF9HdbQFddMvZ2pIdOPskWc5GZM",
+	"FUMVLpBU3rh5SN8UDdVququVLtXicvmDvcUZqr5eGV+DNsrh1GY0mRZKNSmMTm+kusoJbSppLvK/zReX",
+	"F6+aV/rOELkP7hsAS4IkLoHIDWVGUt4m/AAAlC1JDfY9UMBhshkyLvgSC4AKh7C5Lzw8reFBub/YTKlM",
+	"Jy1yb4smVZ+2ZsbvBHFWtnlVUTFna+nsmzcly78q4RgWgbrkUtnEWm6Q3IjXYqvMPb9nUQ49ForgnbZW",
+	"y0YMNSFTKEndRq5XBSLVM0Wc6pCzl29fv7u+ev/9+bst5ajbcE+KNh+GNTwIAOVAIxYZyyU8+kRQRlhY",
+	"Um807D14jKjFnGeKxzw27M6gkRgeaPK8LKnaMpb13P2vxjI6S5VEAIzbJC6Q5x00DL10TEuIkPzlhyuL",
+	"T4IDTm6Eah2WcVNF3DFr92nfVjmoO1+/YzcZi/i1ZnO7GWLRwsOwf9gYuy+Hc78krtVKqjXlNbXhy6ni",
+	"0XVI/puMmeInHb0n7YBkTMRyhqCXj4D9gU1Y+/barlTXZ+/ePIVNUjmWj05lrrzmAor0HwccBCuwB8Jl",
+	"gzpuOS+oY83/VnZjCYPONCwd1aF/0p8isE6pSgad6WHc7GpLwdmZrbNiZccVCDIbQcjRJ2sKxrGSSF+3",
+	"5VjbU4C3CddnCoq9Ngo/VSIiTkL4n/BAd8D2ytUrCF0ja5qZyCh8xuLaMPSE26pMk6Gp7x6uY93oHTJG",
+	"AyUdr09HohN0qXFlk+79PcXySbM+Bcxrl+yC6XlQrez+9XPr6YyeDaPZluq8Czyu8jXjEgSDO5fYxgDn",
+	"OcnkjLqDeADK1e+jcBeobStft/mnY37DBJJIIm7WQo/oSjerU9kRrJstyyVHwiZz7BLJtTlQfFvDE/2h",
+	"Z4pESRYtktySM8WiWVDG0RgozjPCOeaSJHmL4DInkHwX6tUOKbZIKl4MTsEiNzTmE55liLAaVrYwLBJV",
+	"lHEzVvLMf69VsltrVSsnIHpE4epjalXry0+dIK9TqoqUu3aQP23l/G+KPnWbRWx6GfVWm9pR0zXv1KCm",
+	"gvXjxA9d4qfEIzPOBBiBCAtek35Q26zulz0wZWud7Gpvt2UKX3ZM+6sVDiM5/3PLcK8M+MZGSmTRtqXo",
+	"IYYdvkr0LiDch6oBZWx2HQVMobtCSTJhGS0y+2yMlhzZ/K4SzDvjiuckQWCz3RS1PZvLrbCsy+iqoq0B",
+	"utgmN3lsEHOLRWGapCqLb/ugypAnSDUzbzGZH8ttw1oHohMccqV2YDltbdtlEBbBljQU19T25XpHOwe5",
+	"ba+35QAIl7omensnbSKJxZSZah0cgt0DwGjUrSoOo/vFJCdxEmNzFZakqHriIOD8HD6SxyAQVoeHwEQG",
+	"iw6GaBNJoKsEXtkxoLU0igcndUCrJETu2JHccWpUMcs+8D583UjYd0CyC6bpA4/BDMY9uR+PjVu7DXy3",
+	"147x+9zF54sXfFim/G2DNKRmElB/l8w4RrxHIrQV9qjk4bUCVxKmXF2mFnkn3c8DczZf1drjO73fUkS8",
+	"2pPRNoT8GnQbE9U5LPpUie98ols4DJBqmXlIXVe5NbknSZpyDNhUsiG37I+Vi7g1LfIaq1gA1Q6YogG/",
+	"eoCuX83g3tFh0aiauORMVAsuahMyDkPDc2su9kFnXeKd1ZjaFj+IPo+WlmZsBcrkeupRNdnIqw+OVQL5",
+	"u4QngNVYrMHDS/m3ZTt/vHizvukKYXOq4z60gzV9WIAPnXG2zmItj6DIL9iePuCmiq7BPmwkIaxzqBpx",
+	"UZFlm3J2m55Zjwl7BuiEwIu0hUWJ4MsCzvUhgLBooFlDDCEPa8BgnRoabdVatfpAc0DdPg6a0cTrLDoj",
+	"dDRmcRWhsUXONhAai7bQD8Ox3Knv78i3sPSdy4LZtAgUhYSLLA2JqXbTn3lIxcQ+HbtFzvVGgXcJlwAN",
+	"SyHhkRa5gmwuka6GpgGnljpl3SDWw328etXsg4vKtA8XZCHmTA+WqEWWyRuWc8JVxACofDRaxH3Pg82A",
+	"PyaTCfQYtj2ZScawkdsU2lRisUWOVhwXETiHEsG0CGE5Iyu5yBRPJ+QI/fCUKLZac9n+MmoAIxg1hqQT",
+	"fPkKO6LI69/CclGaC7mEveSmq4TZ33W3c5GV0vYUlhP407Y3C1vk/D5KFyq5M3Fkq39UZ9Wu59Zfb4t8",
+	"Z+wQNDJKkV0oO1r1M6+Gxj9O0rlcitKU+Cakbozqm3Akqr28qx20lTW8y8ahJks55mKt5PYFdsxpXhme",
+	"4HTNwca0v3qKDd2PxuLsvZPjq58OW49NpdmtIW0SXdkv4dii/1oVaYPMsJrlFP8SPNHn0Hgn10UwU0RJ",
+	"KfT/zqVSyVizLJOdYwB/5pqRWo6yXAuieMFJ0/ebQXDle0NP/9+PB+sLT6L5mB5ztgIbHbRaOph6v8KU",
+	"GhJfYfM/1Lnroupvz/73+ur12/P3H69CctSdOb3Vj1vkrEQYR3jIhVAEfNITg2sC5dmQzJOosp6gEsO3",
+	"+vJR21PHkH6XcGXAUIB5H6bKbVO1il5N4MxFbgRqVYhamETIVPJGyvmYRbcGhCK508zdtOfjth4CKtlN",
+	"koq7aGWb3fXK3l9Jg9PT3SaPt0DqmMBBvduWC7BmeGbiC8UhB9jKKib+weqNi/BTD6WBKuBC5NfYKXRL",
+	"GnkGJQ8R1rZqtex6vDIaJHYjPCXMXOY/L1iKIQlzRIv6GcTAM5ZMTTpw9cU7CvhsHku12ExTSCIQWcCM",
+	"TeilwwqUzcnWFBXvAJorQY/2QBZt936b2ERdzaJBy6u9WuLq7ce/czH43M8636ji5cSYCLcTNw9pcH8J",
+	"3NpYzGO0IPzNLa6lwV3Hqo4sfkDdv7CfEwF+7TSZcNNwwS5KOKzEeyCX3ipAcKezZOHQ7d+Ar8V4jtOO",
+	"YeM+BzrJtmRAf4I+BeGaKWY/WjR6qLzqRuZrDSJa5FUiWErLJD2sPrWvYfoNhaGx3vtFoi/IFGktmXW5",
+	"m14Su19u6SMcFh3XrfPI+v3NCyrdI56OGktBc7Ul46/IIrOBDcVzvdVqB3jA04MtpUVobqfdCSM1Ybzd",
+	"XdVM04qdSSlF9+FnpcPOMMUjh7yoIRLq7Odxmco7EpXiw1s+z8uWtKvixQbZ0mo7rjPbKVeBupDxClU8",
+	"CJsZNYO62s3F+dX5u6vX79+F5KhHYrYqElAVz9dMrV7gTR/kb9yr+haVzUV0+hrUiOsoieuwWj5UlRKS",
+	"MXFjIVKK9TfqrALtEHt1sjSfysXNFNdRr+04lVBjrzU/U+bgtBgnR0yQxG1PmpTIK26VtLFIjbFtVg4a",
+	"oKA5vw6rtVEksL9jXsUHZV1Khshd8qxl2jBUTOHb4aMwk85t98fN87qtixog8zS1ag2wLQC0ZBMmbbf2",
+	"ClpKBHOq4Fl4++EsKvFXtqVPkjvZujRLIvgyXRUNLnF4DjQSxIgjOQftRrMvkwxbE5Dd1T+w0rD8wc0E",
+	"0eetqrmFQ6cXjSkGh2tsJKZMTXG8a0r38vq2/VNn2r05uR5M+rwXn0TdcYe1B0Hf73knky7vxO0oGPvM",
+	"2wXTstsvXBbGPTisujV6ie9M4oMCktuR9Ypt0LfUEuGD80KvyrxbhL9MbsRa8b7lPUNSJJFOpAmIIS+u",
+	"SykdCZNTesEjrkWFInc8SyYr+ASk/iqLpkuOLnMmYpbF5AfzsTU2jR9+O/n+r4Os/+33f/85u1r+9PHD",
+	"y/7rNx9+fC2DN+wNu1w+CKXPEvzu/NXth3JbusxZuXJlx3qsbYGe9apFXgvCCEDZYpgNX70FO8E+r/TR",
+	"WE5lyslR+MsXNHkRTiFNJiYxUVusx6fEI0fYfM9Nzjlez8OhqFGaTxlfKahw4HbBCLf5fOLm7xDbHUdp",
+	"G+yOl5dsuZ1c5C1gFvj4SGD9XRE/LSmZ3+emzexacpFNkawUmtbzrfEiqxUCH15bn3IZBja9/AkbyzvT",
+	"/FtLh8LdZX8hmVyImMck1mzrqIRrOG6NBPi60Qelv6/vD09LvAjqeZ7+z/6EE/v0nsHPIVoIrX6P1ELl",
+	"LBE8Pqbgbqxm70FFj95W/FXrSMXARqIcGXmvH01yTFHFqbiADFuGXqK+bkvZWmOrVm8p7JxiA3IJGQBQ",
+	"GYfJkJCrV6TIGVHmTFFPZiSOZuz+hf1m/tKmUaljZwPsJK8w2INTRYQDk5KXypwW+RHQglXmI2G7fEBV",
+	"dJma+MA0tC1L4Gzi4+ZOjl6kchHjrJ6NxIzdl9P/wLNLePmxEf9wKCDSJQUfmoRgRO9kEbJu/7kecj19",
+	"VJduPbOziEhNMs7Naho3KjjAjHLP01SbqXQk1paa1Kz0KaxH8RW9UTPMXmACO8DppUsUAX+eVnIdGxwY",
+	"Xmk+I6+DrAaKFvm6lWzL3vXY9xL7Rml8De6zNCm+ZfbnUTE8055e/ygz4hitx/Y4tMhZgYqFkngpF2k8",
+	"Evw+4tC6nJiAU91ppQ5ecMbnABac16YtFU00R4KlAKRZqDnEVlqrZ06qgLIOOimHSLDF4Eg5Nq3fYfE5",
+	"hkzs9kr0mhQpCUfb0CFQ5BhQAMggylrkBYKGmcOZcfDKxgBDaiuX7JqhZaTJVU2l1FurCXwJEHBgH8Wa",
+	"bm+4Noj2H2m930UV55a9Lq6TIyw/1qtTZiI6Owvqe2Lc/EDSla0cicpenpKYp1wbhE4mhyQzdqtlkpwd",
+	"NvqtMYc3BmlmzrOmdeaE5u6wzgGq1xUK6WVGyZinclmAVj9TI7E1qrAWvfBLly0gQ4Bfjalb6zZz1yU4",
+	"HQkHg8hWVmgqixa5zUxHDmVNnyLpCDQYLes1E4E2UtWS4pEo3oH+hc1gxJZIpelhtStSuT9LuHTPrLkB",
+	"oArakQUF3pGclC5EVDVAwId1EjikBPqGauKfAktHBG5lubNJcwJMviIdH3LlNWeayywnR1qnac1Zlgue",
+	"tSI5CykJA6/d8lq+3271wuNTfC2Kk4gp3kyE4kIleXKHcN9o7CUCN0Lfovccc8SZKCaH6iMGlyB13KSJ",
+	"WQq8Y+mCa3W20HDX9GJjmDNctBY5c1Uw+E3V5Jl+2aPU/y3hy5ruIY9ywu0RG1cViSHk8iCpQQsGy7EQ",
+	"94BSgsK9Uh3RLgPn6xPj4UWXCJl7QErMU6WvVD57eKtH9AFvgnqb7dm9h/u3DQNHducwgOR7mlCPNqNZ",
+	"xwYjtUC687y9W1wd56faZpA4ScTz24kgaR3dJYTqqbXuoH8DcI4chEPhgtw0zx53aA5zUPOt/ulNIInd",
+	"zueRqHifMX/Y7Ejoq5Achb3Am2K/3LYHPuXjAs0QvdKolJYNHaxnuiIiS9c0uMVsWLywi+eL7AbC5ybd",
+	"SykKL8VZGYXNDnskQCkDXGoOCBdJbpQHVZpZUOWoGQvkN2jB+V7/jvfF1AlxdbyODXOMxKbqmCjU9osu",
+	"FL+FF90ATx7oS79wPSjGkW4812XlnYnnpFobOwr/8cn1pGiRGGfMxPyPh+TF65cXCrWRXT54k1kAUQxn",
+	"u7Gf5fXZmzfvf7jWr7oM3ZyCkdD05NrvWkrCgAvSKHbfKjqWVgSWAsUlqBGk0ujLIEX19VNbfaYNTlwQ",
+	"6LCgdcCsWBnI4ZhYBJ2CsbvJGa0AOgI8909qsQXdLsxbyaAMC2yKY8WjRZbkKyzbK+Eirh6PFkGLxJ/w",
+	"bJFPZZZ8hsM9JH/mLOOZgVECPIrCVf0DgPbDb8q4A5DeFXqGojSBl5pYjQPSbwFoSCwx4GpuAYZugHF4",
+	"TALPPjESDlpGUQ/sEVVaB2EuZVMLgyZb5NOmLe0r23Zn3HoN9CHXD1NNCwLLSPEWcLrAjFoGm2YGsBKw",
+	"COVuTvN8bjxS32MYAO94Zd3Vhzr8NxLNvgaIAw5UxvNFJsDAijiAx+BZQKmBxxd/0XyqNRIu9s2uvWfz",
+	"RA+o2H0AREX4Fi0FUMdFoCk51waZHq7gPNbbPhLhfbOIYTThFi0omFiFQ3MikTRu+er41Dxtde7Cnvfa",
+	"JEyEWkwmSaRpy7wI/AFVYjtigrz+cHcCZiT00VXk+UnnuEJiaiRKEkOCrCWtXRSkrWYwx2F3sCJYHUQ8",
+	"BsznBWAHbal7ZGo6liyLoUjdxRqiAMast1cB+IzeEIxiFjsCM8UaUweS6gjnMhLAMpDWj02lmKlH1ZYj",
+	"fMTmcYCcoIVLYAP/6JkiLy4vXuHLIIFUb3gVSAmzQLFW85av9IT03ik7oAIJ6JnCY2gS4UBbT/SC4Jhs",
+	"TGLYKMjp2gyjXGJzLr98ARCAidxc3TKelijg++mkqS0gLeRnizRPmuYcQtanTZC0amvWIn+XC7D0k9zm",
+	"zxEG2XQsJ2wkMB4ACYAQXTCFQJCEeXyqn9KPGI5nSiEENemB4JpCvySC0JKFyJMUyAs7rinA/HVzDUsQ",
+	"MIxK4Zkq+qggTn8ks1itlf2NxEj8138RffSxxzzg5ImRuCqd5IocwUPYHGMhYp6R8Pmd/zwEt9Y8x7+A",
+	"pJ6Hx0BJVZ3Tkh+ojngitEZ2y8VwG9t5QND0zCIzUzJj6URmM7Qs7uSt5oQZWYhboY1szcAEFg5rduKD",
+	"cwXnacuM4Li4uQDPFCSjDzd/NoWWpHxhh1ojcyTS5JZj737c5aLGlt8nCtf9vaF5u8jOKrZaLXch9wlw",
+	"d2GNACNn5qmRME22CoYK47ljWQJB+6nB7kCOoHcqTqALS2yJA3rZKP0HMpnO/T1QVNdJjYLXMEFCN13b",
+	"NF3575+UFKHpuGr7Bh0b36w+syElITQ/CQGTDtLMrOcGWqCEp5v9eJBrpYlRN+RkYpASjOWVCBLinWGL",
+	"/BmAA+cLs9GmJIHpKYD4gJ4Pd1itV0QiNelAHHLNn7wFkPvIBN6O7bpdFGuDOfDlCtpVo3Yu1hVKScQy",
+	"4AGagTqJ8M33wLvUkAipRDKZwFJdYAQga2ISub6IbWcy8HSH9g2XRmcs7jMWV1NlEXkmpODPTskkYzPe",
+	"ZCICxHllfreJ/S9YNOUwpEym8CFIRYCUOaR/CHywnIHAnGfyJmMzZd3Vc3bDFTIik31uDpJ6NhLwlLBA",
+	"W46qp+SMF+/XK7MiR1WNhrr6DK2qO/DTSIQZABJVMIrCYzBNxsbQHa8II5GeoS0VWrIVZmnrA4EBISHJ",
+	"i/cXl3Y3h9iRdSRstZVlEDJLbhJhKx0QsxKi2jCNFgljGannVo1vzeKw7E08lyrJpTZQmFZHpivIprUE",
+	"9dJW+N8sGBgkHGjqzK2ic+olnZJW48u0yZYUVtu2lay5bz0EBF5mu2Twcr01EDOAAESZfqZWKucziD0t",
+	"1KpVjjlRbr/tiA/h+5jwAG9W3JS+KvDD2hz/Iq4FKu0RmIFobhVyNcqYKho8z5I4Ts2G2LccW08rxIli",
+	"Hi+QSRXbXSmR10ryljqWFq63mxRqVAgtmRXkcMRJxiPjRoFYnskAaZF3Lg6SotZZrxAHiRQwSFAu4HLX",
+	"SjeCUwyIAq2ZNGusEzYNeYqSzTGPpFbLMenQCZ+thVHWGZheAFB8YpbzY7fRAOl6bf2xqRRykWl2Ve0u",
+	"gCYVuE9wK7E6+NlagwPjV9nIlNUyxCTwuiXQOH5NSkUzGob0qveSxSTleQ4n0kqDmREulVZK/w8X608m",
+	"BRMoQls/UFGiDVcbYvrw/tJ57PkvSfzlOWbjhvYkXjlVOEbLAu4Ong4zG4MrVZ4qrB6iGFGwiBB6GCAZ",
+	"K/V7lMzTBTxcio+h/sI/7Wb9Ez3+5J8j8c9mswn/0ZcrlPxPZx1jWrSw1VtaUQNJ9VFNlypns7l+w0eR",
+	"3BcIzMsCysk+uWTKAnxWX6JK2MJ/kvDOp6i7mfyn796evWhefncWdE/0UR018Go5eNTuWtWfi4FVrkL5",
+	"IvxgXsPd2I6edMwjGcOfOVcbiZxV0FtyZHK33PGa1x5Ti+y2kYVV9ItDHSXmk0RwdUriBSC8Mft2EEYQ",
+	"5lN6C1iKSQZNxecsA6+Vk/SFK7rBi/5p7ah90BqmV0/uwoLsI4KyqM80Jdbf85t6HYruKBY8Yv0JGxaP",
+	"m2e5S30V0WOL1kwtGhPSUtfG61wSYuQvP1yRo+8ug+7J2vbCdHB9rVqZKBWSsLDztGqgFmOM2sL5C3/K",
+	"k9CtpmvqExImMMSQ388Niwg1dYVO6t4iS8nld2dNQ7lwQZ/ff6JoKEQapPBpTa5s3I7ao1jVUE+ajDOW",
+	"raBKoDCw9YTB+doqugM6tmuDNu54hnDHDb/ltbzGF4T/YvOkMWy0W16rDeD5+RTchM+xq/tnAFqshS80",
+	"mlbgeaaxg2k1if2IFckWAiA4yesc25SBVlR2EW0VaMGJFK9jLDiFT9JGIcv0dwPPgzoA1E8xOW2tzNN1",
+	"q/5SwCiY1u3oAN+LFIL97cERUNMouZwX0zoK1G12cGB1by0m8PzPLLbxINcj2xj+4xNtKBtLa7zRh5Mr",
+	"rLu5UY3hP8rFUY1P+tHnMy3TI7V1SyruW3Oz1XQ+ZFKLFL7ABoKE34P6qNkPZs6WRiBxbcBqJsL51cXr",
+	"F5fXZy9fXoR4t8mPtE4k61STIl2ZPMjS4i3AT6vb/tZMa++264E/n6csqW5447/Id+dvPpSJzwXEwnUu",
+	"c5aWamURtRqviFzkWuMZWm3MhBf1mdJqRWsk/otc/f3D+fbXYsQxG4ltd/xivvGnEcDHjRpfSHDQ3dgJ",
+	"St/uH3S/mYJ+wu93Aj30tRXB/9YiMVPkCv/HRscTB3DxmdKKJrR80E/UrULlVTdsccPdMVau+t12MBIN",
+	"9wiuh543TpuhBnPAOvsP2DuZv5ILEe88Xg75zwpy23rQDF9srdgs3Xna3s+5AC+IjBYzAI8wqYZnH17T",
+	"qpZmeyFyhHtk86TymXDzXHzLc/P+h3FEO2qHI1rP5iPlQoWJ1ufoYEhqowe0XaB2yysWyeCWWlG1FrSq",
+	"Zb/r6/zk7PdKj8i+fRdpQKj4UKlYYPYDW42YILEE+x4su6MPpl848EltC1rTjUVTNk75sVHJul4bgyja",
+	"hLHiE/G/FqktdwxRxmqFxLQpDxeieFVIjoqu5XoEPJ1YlAUIx4xEUcJUVHFTjMCb4HshWFJ5c3xKwGWJ",
+	"KqFB6tU3aZMPFJxE2S7KesxFs+8qgV/gWn6tuC97w29rwG70gKdVC2D0jyNE2uh67R2TdH2hD56ss+uY",
+	"Docd1RvM7eAOdQflfeXidL12qT6+s13hy3O6yMSw4B5DM9ChkHkTbzx4Yd/J/AKf2Fzad2U3eqbWm8ab",
+	"3siW3q33K6m2qEfXQGvnob8AmIc9SlfhZoduIlsPPvpqTU9kfWSMw5JEUkySG5sBA0m8jtPSJBrk0Fhe",
+	"5SxN4b5nihwZWJiRCJ2KLoNinvFbvsL83hKu6ZSE+NVrbc4LlkEjSYw6QYZxUWRXPYZvEpWfweS0/p+x",
+	"Gc8BOOYf9f2pKwWUXEAUqoi8/bzgiGOFgbdiPBUdYC+Iaj3llGN7DsOFvKbGoXe/wGy4L5++lt1gpt4/",
+	"fmmwyKyLWVjMybo2uGcNqm+QmT6eticKbcC0q6gngUU9sSfVze5yynCg+rEsbMEmrZsJ9JDS5nlfTN1c",
+	"w/MHjPUnJ00/CuJmj7cnzT7rjJvd6CTu8f5kwLxxgzo7ZR/hXtMfB1GzF7d5sz/peM0uOxn3on484N4E",
+	"1r1YAUOXLaDLytyjNKmftr857Vu+wgHcBmU7n8awbUenGsNgbVrd5iDuR83e+IQ1+91Bp8na4yDyY48P",
+	"Jv3qtMQiTSuDNttm3B+7x+wFV15/6He3jzmfp/NJ3rvrKD4NyhNgCgirtXD4hFLXwXIlf5qkP0nJemmj",
+	"Ojdcf71lHb1l3XHzJOrFfT6YMG/sP2rLPh3Mnc0BU1s1suLgP07+dTx//yMfBTPhXg7wnZ0gOOQhY6tr",
+	"wXYucs33vzioTfuf5/dzHuU8hlDmugCpJlD949OXNTWSl72uHKkCz6wLFIMYv9ueX4OXL7F4TVL7kapD",
+	"ZD+u6RkBHnPE8jKOpJHIZYv82QyjTOUcYyRpA0t7UuiOpxtg2SVKtoG2ZyNhx1yFuCdPgHBfoh/UizM7",
+	"p8aTMftIvyNa5Mkdvy57X3TdRhh+UOkj4W20WliHu+oOPf9Hg8Jv6qfXb+kM23BLxiMu8muAw1eNYcdv",
+	"dTFHmStgi17RrKBhoP0tgn+BqbRWfTDsdNoNl7M6kPye5pP1M/bcGXuVCbc3hhn0e62gMtC274y0aEmw",
+	"Mda1DgLuOP3KOD9ZLHjDAWO/eTLp8mYv7kTNwbjNmsHA73u9yQnvxp3DtVNDQLs4oD2+FDzLpvPAY1nb",
+	"b8OeXlSZSYnXaYDqd7IrfY/ao//Wou9PmU1mmScQBzTl6QoDelPOsnzMWV4EJDWVJlh9hrp+ypniEFUG",
+	"bEl0LE7XAKaC7on7pJAkTe5M0jhCUh4VkB45u+VYLlOUQ49EORCZkXwpTwmzsQus4c+1pYEFzp95Jk3d",
+	"dy4llFLD+qABj57v43re9A7W8ckYk9u8rAZPz2+d+H3NQYrZbbvTa/l4p6NQ7DlOmwl2TW/ooxlh9qEx",
+	"/IdHA9qhJ7RPfY/6AfU71D+hfp8GHg0CGnRocEKDPm17tB3Qdoe2T2i7Tzse7QS006GdE9rp065HuwHt",
+	"dmj3hHb79MSjJwE96dCTE3rSpz2P9gLa69DeCe31ad+j/YD2O7R/Qvt9OvDoIKCDDh2c0IEehkd9L6C+",
+	"16G+d0J9r099PTY9OD06PTy/T/1AjzegftChfnBC/aBP/bZH/XZA/XaH+u0T6rf71O941O/oiXWo3zmh",
+	"fqdP/a5H/W5A/W6H+t0T6nf71D/xqH8SUP9Er8AJ9U/61O951O8F1O91qN87oX6vT/2+R/1+QP1+h/p9",
+	"vVR96g886g8C6g861B+cUH+g18+jgRfQwOvQwDuhgdenge/RwA9o4Hdo4J/QQK8zLHRAA73Ueq2DPg3a",
+	"Hg3aAQ3aHRq0T2jQ7tOg49Ggo3ekQ4POCQ06fRp0PRp0Axp0O5+Ac2f5hqjyr4I26POdH8Es2EuSPX3n",
+	"QSQZ4J0uSQZNL/K1Whxotbg9bnaibnzCe5O+N/DrSNLfJEmftmmX9uiA+j7129TvUr9H/QENfBq0adCl",
+	"QY8GA9r2abtN213a7tH2gHZ82mnTTpd2erQzoF2fdtu026XdHu0O6IlPT9r0pEtPevRkQHs+7bVpr0t7",
+	"Pdob0L5P+23a79J+j/YHdODTQZsOunTQo4MB9T2f+l6b+l6X+l6P+p4emk99PTg9Oj08f0D9wKd+0KZ+",
+	"0KV+0KN+MKB+W8+hTf12l/rtHvXbA+p3fOp32tTvdKnf6VG/M6B+16d+V0+2S/1uj/rdAfVPfOqftKl/",
+	"0qX+SY/6JwPq93zq99rU7+lV6VG/N6B+36d+v039fpf6/R71+wPqD3zqD9rUH3SpP9DLN6CB59PAa9PA",
+	"69LA69HA02vq08Bv08Dv0sDv0UCvs15ovdJ6qfVaBwMatPXit2nQ7tKg3aNBe0CDjk+DTpsGnS4NOj0a",
+	"dAY06Po06Opd6u4nye6PYPK7ux90T2hjIeRSK13uBe8BzquY79INQBb83rWBl1VhrerkL0hMuRT7lINC",
+	"PdupHhQADA4+JsUGY+wGUPew3ZujIhTlcusiX18sjIeRKMABHPAC6iAXgEPcRQw83iwZpJ7nDQvgFii2",
+	"1a8EjwrAJ9WgY5KjInEIvTZhOfZbvnK72wGITItcAJBA0fLPRlktOLniufUIhk4ZZ9Hss+hoCEu2DmV+",
+	"WsUur/Qu2lRFrsyu7fH7ubCiZScQs+UlzC9Cpde5AREq0j1cBYVbNxbWY3YNwtfWvh9avNQBStoRYOxa",
+	"0QPXr0Xez9nPi60DNyW07sgdPDLfCzqb3sunczC6wFrbPFGHe3/ok7gV1x1bTkkpIPyXtYjVrjK+ea1J",
+	"67OgpLNEuD8ppzNc8eVuOwB7tHY1Bld+Z+gFQ99fXw2/2elMgmaPeePmIGrHzYD7E48Nxv2oF7urUc7p",
+	"JpVjfl+dlS3C3DKv7sa0vNnGvLpbUQv/US0C/LQxezRx3XLuxtufzlbvEu/+7aW3fP+3v96/eymXb3+S",
+	"92//Nu+/fXne/fsP550fr87zdy8vZm9vDrd5nfL0GrHmdIrAg/+buv5+G4n4BlJCC6a4LvEoxNw2hRvi",
+	"CKpScpjM/0nG1bSsZxFlO7dqFmGZPA71KxVMv0SMBJjoJQ75FoA/UuL7YZgJc8r1u+CnG5YISpTEFrhJ",
+	"ThSb8FYlvGTBrmA+pNkEkIt3Z2/PQzLPEiPHMIPuL5fv320KlRdORn2j8Pv82bSmOJwFujzmgfRbRbD8",
+	"Uq3lN+0b1viz/7DBFZCOjenyevHT55jf3McimrSDaz6ftOOpjD/HMkpU8NM0T29m9zc8Fr32otu9r4Lg",
+	"PQlT3xVnKBD+2p9Z5/674OWPH9Vfbi7TN//998HZ7WTRff7DRN3/N+ssvn0nE3FynmTnf3rcgsfbVOEa",
+	"4Edy5eDqF0UsWmOq4Grm5aFoNSoNLSr1JdtGae5/Djebe9/JS31kcKy/WdjCb+9/6ANbpZLFV1K+0WLi",
+	"a8MdnWCw/9krKd8ysbqw3tnfzg+JDMbyywONC0iu3xks2YYpTV6XEK1oSaylcUP5BRbDAOstsBg2MrIc",
+	"3vZYHQ81sAjRSOtW2d5XIKc88ETuPoq/bcjuYRl8vxUBXmibaQf5bRhEezIMcN1fvzS+hjya1mgJU4tA",
+	"XeknbkkUTVWw/5TTRhCLYhxrFxqOm8wyzOnHHpRHMsNaYmSi2oY3IIXHQwznIUwUVgHUY6IWzfgs+hM8",
+	"Qp3HR8LYp3UYLW4DoKJPie85Bcc+pJP50wKqzLYKMpPHcsyRUHliiiwBzgpKWywy2Rq+HqozZf0QrstS",
+	"G4X2Dq2OQTFOWOj1Zp2nB6HemLgo1GJv4IeY4YxE+ZSUdBf0zCZfQTSWr1Ob1mCBHFov0XIpYaZIFRFq",
+	"FcCIERMVhBBygzagVuhBaShrUJ3dnSZkFfCtGpTc3rQ62PzKly/A5wxGTBNgWKpTfwPwy7WA7wg0g73t",
+	"ESgen3emf4i99sWi7zSZiJsVfKVyGK+4XmU3+byA13ePDLYSNVYjXadCiMwbjCR3lA8zVV2zFBJivjxU",
+	"uFQhrg7Sr/99ZGPpuxMAjmx7UvyeJebvPysGJV8hbx2x9xDN77lW3vY4mK0NXanaK+EdAMAZo9BVVNHN",
+	"vpfbnKXf85X6eu3PTmUnhZ99eP09Xxl/zMGJW+5DtZSuv/2HDmicPWwDd0Q9uTq422dU4u1Um2HQsgIQ",
+	"4W+GFmsA9a1EGMxt25ED6usB4jQbiYLi09SGIrSOWbp6wBIqHD3mHa9fhog9Urh5CjUmkrOZPj5pUhdM",
+	"eFFFUvgqHSbjkVb8VlUZelbAPFlUNr0odNsagDMBwlaFoDSOkuL1Xx56qH4zn9Ksc38bsF6W/9wV4+vb",
+	"u596QcQXd8tel0+yEx7nHbVajrvL22kvFmqbTwnD6G2bZmvvGa+qGcnga6p8sXQqFWulF0rToD4U3zQ+",
+	"PXDh9niIALusELwbLiBjoicCmwLc8lX47+0O+s8T8G8TkRsgNvc8Pli6P/8F06m/IL9MeR3w/wWwNmXL",
+	"2k9dJH/EWyxAsRJBum6Li/XyI/2iKtP6KqlumO6Bgv3C3P1QNrTtGFmWD+7SP8Q7Lm+NgH9S+b6/+OR7",
+	"vgJFwFL+ziqiwkcki/wA6ENrp7CzmKiqxA5dER8jTIwhEbrm/lQINGE716xB7EXlmKpO1RDqJUKSqJEI",
+	"7QOAq5QmmG9xy1fDTWC2cJd+vaUQ6d+qHqgahGmZxXUKTPS6rNeLbEuBq5ab3GQsgsbJnak3Azj9LZUl",
+	"yfzz597ktvM5S9pZY6NqxmP+uNmLgrjZ5+1Js+N1/ZOg1+53Bt2vLgbSDGizqGbvnDEGVlMNtZ5O2LN3",
+	"OytUlOFU4nGlJhPzeSqregy4VYYZNrHEP5ZZknPgB+7Ug2Z73NFT7+qpn3jNnt8PBm3WGXejk8fV4ewK",
+	"6b9N/7p8/1Ku3r6Uy7ev3JD+68a/ef2Od0Ag7JXMxtDp/d8zBFYpBdL8G3y/tTVBwOk+0cYG3G1jiBeR",
+	"OK3O9HD3R1V8PNwNQs4Qf3UkrA6uNqNkBlgNm9U4rf02Gfx/lOvkNyL/fykJv7F4mQUd1/hI4M8tVKyv",
+	"DWdMMAxo7/OEIEzdujtknYpzadQVIkUuoVZDYhyMle1XsVKZj4SBDk5yBJjG3IO6NBtSybIxtA+YDQgc",
+	"D7eVb4OKEgCw5+mEHHW8NqLsLRPFj6lzxLAShWFzBCagl4DkyoGTnbEVvM7ts0YWwM1GApS4JC/0uOKD",
+	"wQD0qybEc5rYMorHIRnzlRQGussqZfCJmTbSZjLjxy1yVawhWG1DAE1nBqRE8KVmC5Sg0IRudgB8j/wD",
+	"35zGRG73BH2tD8iI6xoPkEm8Xdn9MJ2cELTYQv5Zt9CKs8x1AR2iSTxKYfjdupKeMj0pqHUl1el1h6zz",
+	"U2prfzij/lDJDpBnNu1I1LgCDhZjjjb2IHeVFLxeL3uG3nkE6LGXQELZlndaVjjeHdvhwCdSIHLqWqF3",
+	"0YsVAEuJ27Mcrm+4xggMEqEnnQ+V+Oc2HrDNifYf6T77bY7Tw73B/9IzZN1qX3WGHureWfOhlXkpWzMB",
+	"61tEG4xC6Jlc62IDvCHTLsNVoIqK45GYLaJpUUuCCS5NwEvFxBoE41poDfJNCZHldBEu0c9sbZDTCGck",
+	"Cp7gdkAGeaSfUDyn1VdupNGGFyzn4Aprwn8b5C/I3jkGHPji+gWfsURAdRSgl7pXFNdPWrBVbCoBCHaL",
+	"NMWXARbmHUugJxFO4rg2ZfKN7ZD3dX6233820kZXQixdeWD5RdEpcWemStHB/CuY1e/IQeIc1YViNy4Y",
+	"gdn3bY4SsSpkMmYNbYdSqRz1wtVt7c2yII8p7JgLx+4IG+2C3VdYdauitS4cWtOlxhRznFd7FIG1EmEg",
+	"fqg5g20EM+XRrYmaGVT9hcJuc7XH6AWs1Vcfo1vsQvVgPd8JGT9avU+Zyq8XqiZS7Q2G3cGw2//x8UaA",
+	"iTkOf3l0+cThqoTZi925ZJpavk6b+Nce0B+mEnx6eGwOlPPueay0et6TtP+s7PS5FsiiBN3kzTm7SQQ4",
+	"QQB8Eva/3tNYdNx+XGVr2YL662pbu3+Utm6LlY3BJ9T4ZdTI+Fxm+agxJKNGzJJ0NWp82eWHGJQ8Jspg",
+	"mTwyIN+Qb4jf7K6Z4k5PHGj1tTa2taiY1+zxk7jZi7rjJuuwdrNEkmM9y70Qmd5lXp7mmcWYsG9DY9j4",
+	"8P7yqmHiPJsPtSsPYaPzxnDCUsWfooS2phs8NjW37cttL+5kxj9LoVfnfJHJOX/+gWWJvrKANN/d67/I",
+	"0nrMpueQY/0ctrOJG/wQ8Dl7fPeXohYn9Xcfx/rXO/KVwxQtJy9/28LOixtMLGp/CWzZXB8wk4q+JpBO",
+	"aOtfWW69EgWBQj92faKhw1FoKTNsmU4pzp22V41psXuEXRzshwH9VNtwVsEzTVBqWk80X8chOFGcPrTH",
+	"lMxYzrOEpQl0sdCPA4dNZnxY+OgBUFV/fQ7NcMwLqTtM/YC2uIq+j+BcL6QMYoRAWQpOG5sqdm1PsqNZ",
+	"IhY59sohMVs15aQ5kyKfEvxv89OScz3mE/sYLIax20bCSFBG7HbJjByF/7PiLEuhB9b/wMvMv/W7zD/h",
+	"7MK/9PfTVXgMGR3/g9uGSR3fypGwvZ1NaofTcttXxy2AmiefIcjIMk5en707M/0/j8KPVy9CpxgCW6G9",
+	"ZCuAkyOK3YGyDnAg6M6vktYEgitAYzkskkJdHdYLa50SBB4Lv8GGp9BctO2RAMTFN5ijYmZ6PDTYI3Ud",
+	"+GznJzXXgrA5kdmSZbHeATMKKSJOCTONjLCQAw0AQPUVeRklPXIZLSXAWr12MxgMiRcM2145L6899Dzy",
+	"4vzyio6E52umC/1Oy1FO2XzOhSL5EoNeaKGzNG1CivDm+MCpjcMrCXUkjpDBe82ga0cBnyWeN2x7P4ID",
+	"slh8hGSrrnL4TUiOkFD0okIfLjnJuaCAYKwP9DfPu7js5Jvw2PS5UoSnbK5PGcxJrxVnMRSpJzkUdmFZ",
+	"cDZd5dMZyacZdIUey3w6EnnGBHawUEN9e7FuSKJ24Q2CnIxYil+ZAeaNsvDnxsuq4K1Qn8XVSBiNKgOs",
+	"Fh7DdFuW/EOC7TRFdfhFrrRdqmcmIJ5IQY7Q3wShdCniY0oyfsOyOIVuGfi1zwCfWeDJFLwXEyS1JhFC",
+	"zFKZXgIZ8hiFPArbRJYC37BJW6Y2lguoH1JOC7cVEAuJFxwAPR3eVXZSg0fkHc/iBbRcY7b/5ZhH0HvN",
+	"MGG+DgCozehYLsWxJpBZohSPh+YY6J/xYNtALTDVkUD8SHO3Ox7YXFq6tY2Lm+IZhU+bh/Ikut0WlrR8",
+	"/6tik3wzOR0t/klyxwkybUWLgK3R7ZwopFFbDSvtzlyt8dvzK0cfNH2+C6Wtqw7QuuYyTUH+a24O1WLV",
+	"MGpOtApHgP8Y9vpWCs0rckleZUnMVu5oD9DUv1oL36GGPkjF/PJgFfPXCsTCE+4G7IxoFHT58Als80FY",
+	"5vF7V4z/z2AjbIIfZFyzN0jDLfnSIzRzdIFtOF0KuIRtkcmX8LuqiCyLHBPx1CByOALF6Bx32KpyzLko",
+	"+X1MVjxvkbMyYDgS5UsxI5/VuGtwEBXG/FVBxH/lmcOFjv9tzt6/WegRScWxA77quNAdPdSqdAtWxJK6",
+	"tcH3rv5c663/z6DoPyj5V6Hkb3n+1WRc+GMeFEm3G+6G02vsjJ0OeyD/EILXYUU+oHIPZ8U4zh1LKLee",
+	"AOOvAeEymUBEWxnbKDbGfxONf2jhSjLwxEdMkDHHoBmPsUdzIsjHqxfaOEWFuTy4pZWEBlKSj8RSLtIY",
+	"rSZtCE+gfdaMx3rAm0f4Hb8vzvCVfse+UMJ3BTapKzElDGWrD16v4TZcTCd24O+NHTydZx4s5TVXtfH5",
+	"/jc4IbRWnkfbnNlfaM0rOntf0dn3iu7eV3TdVxzubH6VZLDBO+F8qwxfAX3LLObZH4zxSRnjh4zfJXxZ",
+	"wNk6To7fGZcEjgNt2B7/5m3O9Mtczqtq+XBDF9ca+IrnrgLOMm5Ud1PjIaTN5Ubv64zFfCQwlwf1GsMC",
+	"W+QDw9wDtsFKbfmfkPk0ETebnFI/+jQK/IHuhv/AwCBC51bdPr/bKGDZveYRUcCn0kzXyPQPPvy0fFiv",
+	"7lNZWvUMFFnPr8RBLzgmS9TwM/DS11hxpfaKQCsuszWuZWxzDrokU/bFAB0pc+ysdSSkybRskQs9QdPO",
+	"vxK4MlEp8/xe/grv+Q/xkFiV+49j+yslZ+vlfepzy5UykHYHeRLxdhJJeZvwFvkBsbAxGmovFrmWs4XK",
+	"IXUZIS7D/22+uLx41QRMh1AbhibkZIsDVZLzAtk6uRH6gPNMSUHkIj8t+sRpMzMxNXuxMzg7qDNb1IMB",
+	"21x/zjSFMtExi5AAXeeg8RPOoNCebHXfkc0IYAKihDU50JfJjXi/qAGN7dTofsmN4DHOphyx5hnGu9h6",
+	"HCk/FehGBWNDDxZWyAQwY6amY8my2KG78rdP23xuP0xlDenAFnBt5dMC0VcTB+6Wccc5S5RxwZc8xlwB",
+	"Qy56Q0biCAOWc2jcseTpHTf5Asjy7VYn4rhF3nEeQ8lmlRSHmLWfKLKEpDwGKUgjkXKWCUWSvAUFOZb+",
+	"1ui93kNoztVXM/QiM3cvQ8cvvrf3V5JmD3nywZiLdo7b3It4mcLeVrfx99A8xwzvBQysvtkn6gh5Sfl2",
+	"TltPQL3Ccn5v9QAHEO7IgtdA7g0UesWzRBh2deQWqBybFJmNcQzRs4aFXAh6ywT5Ls/n70W6ouSSzfhl",
+	"kvM/XeZZEuV2F0qkuGvzopAcXerF4WVfe+DgEZvxkYBWeldvLo+hktloPXh+cbR4HvBswumjxYEdr5yc",
+	"B/sx7MmDp3Uk6o8rFnOXCDiQrYwOwjJTAM8+oKcap6QRAiMxEmdGChXZ/i7LxWwUzduYIOGZITKG8MEm",
+	"qSxRRFOf/n6EODsFMNVIHJldKzcJc+JKvma+yXJiSggg1R35nSMaHeb4TI1EGKlscg3rCslyengVbmVG",
+	"Rwk0bLX1gm0CDzbhweYsUZAJE7rVhTIbCYsMoSkQsvcQ9Qe+rk5RX9XrH373/v33P3x3fv7m+uzl29fv",
+	"rq/ef3/+LsRnTHafrT+3fHAkXkFfdliDZiIU1kC5JVAkShN9olgcZ1wpzPVOBNKPxR+ol7GvxVcldpS8",
+	"sEh+qNRSs3EU88nNNPnpNp0JOb/+OVP54m55v/octDvdk976DQ9KSIDx/6qwuv+ecuLSnpZ1fUjxfK30",
+	"+pLnTcusf9kubiwDqDje11Pd/yjC/rVaQ2xqkCDSDlIgrUmCIqBZtIg/uOpL89g17LOCJ5fg4BDCsqLd",
+	"oKnFi8wUSMsczpjmxADHpS2QRMbVEgxwumKWIwBoWOmSZCQs66fCFvmb5jWqvgPFSKDIK/rWakG1peQF",
+	"Z3VpVuTX7UG2Bk9mVso6LrdBkB3W0Kx4mSmGqG8m2q4MYEs7/U8P4r7F6u2KBLEoT+4sDMT/SSyg9eOD",
+	"1c6uo2HtcG5zN+DldVyFtaefI0wNuAlrFee3kDTPINBhT2x1iHQ3zs8ro6SFcJZDc5hH4sh2sAiDzjSk",
+	"ReJ/6J/0p+EpCT0VWv3IpqMeG73HljnYmux8KUciNL829fBYvsh4aFHYaIG7g0O2zQBQEYTE5DueJZPV",
+	"KerAS5bFqsydFXw5wtb7mkTdOofyS3/54QqEJkrTQtctv1lBjcAU/QRU5iTXKudtElu1skWwBwBZyUVG",
+	"Mh7x5A5yvuT6Kw3QhP7V5ZQ4TrVM8miKjRi4Gonq0tm23KaUgRxBwXzKkhmPyU9aNS7TmAuWDKW2NxKd",
+	"NjhTZvOdj9GbVHQLkWlczBz6d9tad37HBS6Q3uIWuYCXa9aPLLkQBBXmj8nqlkgmDpOw5Fjj2QXarvCe",
+	"r2ma5mBDNh7H+XBAjhL61WBEh4gPGPe1PkoHMfmqWNna8mx+dunH3pvgdpZ3lv3b8er9zzd/++uHs9X7",
+	"t5/fnk+nq+A77/0s7o6vOn965HLtgRIqD8IuRCGwNf7AEPp3yd7FI4JQ/LXNHJ9OEuZsh2r7w9T0EN5s",
+	"bRMnMRRslK2Aw2UiYrkMSSHUNDdFL4xlWUEHnaLH0JB5pFclW0F1G5Y0rHdtNoUOpcvTtrexsEVI8595",
+	"JtWwvKo1WDoSMU+10OAxhT5XiclYiKH8x7Z6TiFP2j5pGn2To3nXg1vmgwEk4sySNE0M96alT79SklOU",
+	"YQn7QqxPWXArtuwdmKgM4bxjFFSwhLgcicKXm9K8RJB5Jm8yrtSpU/qiCItjo+wbjBcUbo6YsUlvMEmV",
+	"j4SzQisIRdhuBtp2kYTN55xlLXKWKlnpg12hgbJhVSKwa5emooUaCTRpKg2vQ7x2Db9epwYsBttgQzkc",
+	"+mb4zwuW2lWCu8iMM1E2wzYhGj2gFrnUwlLlSVT2zUIkx6WE1kWUVMohi+5FMJX6iv5veX4JZ+GADLwJ",
+	"y6A9BtT7MWKrE/Xbl1OZFvU55Cj0tVYXDrxZeHxaanda2duWroenqD5fD7MwCsmHfz55/bwZPcJNlykh",
+	"ge9pBsdiRKaxZ6sx9P1+jzY0iQmu1PW8613P9AOtwP11MIBfT1p9zDpJ9KOBb3rrbwJ19Is0vXIMxQC8",
+	"ygC8mq9jssvG58v20Yl5csvnBzWfP+l26wcAF2oWwK8ZQafV3juAUiOBYMDGCTLAQgae5Hq8usZ7YJ9N",
+	"clZj2O7Z0fr+2o7h006n+sbQjGoFfwxoEanVt3cD7wu1lDlstGcPaN/K1C0erG3hmeIs/wET/SsWNSTY",
+	"z6ZYbCtbyXhl/uXoFIgstUWTcPBxrBbhoFvtAI7Gu7COfcYpdAJEGSuz/LgetBBlzVIb3Lm0xcdrSISJ",
+	"ASgEEep7ZXVkGfjATz9TJEqyaJHkZJxxdsuzony/+KA24g2egISI6zmLpiPhlJzCN8uyYf2AmT+I2zGf",
+	"JtD3MJUsJmOW6vOYOePWFnJlFlpuxvyZOjVhuSao7/CZKVMEje4zu3wAKcwyDGlVUNoU4oLhwDGZ00xz",
+	"JI5ADnMtjCAncJ7JMb9meXhsh2OXiBKVaAs9yUnMoyTmqozFrW3LjaRkvMhHIkzE9QSS6vUHTHN5/U/L",
+	"Ow3224Ql6SLjKjRSv9o2EZddT35L7wZDZU/XS6EUbh3asIMD7ldMyEiXbZBSmlN3hm3/R5tsaRe2NpUR",
+	"boPlrZV3AVxGV5SeP8Z3MzhSRe7jGnzcsNNpN4qG/o2hVxVZbS20y5l5lZkF+2fWHWwfsh8MOx13yFEq",
+	"sQp5Y9BOwubmgD/Rhib2IhU29psnky5v9uJO1ByM26wZDPy+15uc8G7ceYjo0aPY5Wh16Nkc4LFlU/+H",
+	"vK4VjDyzEshqIYkw/jrJABiFW+SC3htVw1nWsbmggyq7gZoahKZAdHHA4rZZ/PoGasAUCmEyEoUXElvN",
+	"JWkOtpNmR8YagX9blCvTefhA+KuRKGw3GB/y6+qTkANwNS2/bUwizR9dOBlKwkWW6v9JYj6by5yLaAXg",
+	"z5SEhYtrkvPMDtki54HrMRyJSM7GieBDC5eQKJImKufxSAAL10YV4lLY0Lng2Kq5tfGFxNjYCjDvaz5H",
+	"+L25jD7PSJNatIDIRWayTcECS00LRD0iwBA5JQzvQNkssMmxLb5KBDna+JaQ+Ug4+PZroz0mFkO4EwSI",
+	"dmPWmAiWZbZMC0YCagQ3JmuLvBbQmTiJFinLyhQRIMP/hzf9SSvRITyN79F/j0TKc72dQyM9QU9BGBBN",
+	"DtYBMMFUBG2d3kgZkyNGJolgaYmpqhbRVBuSHc8jMiMdr0MhRaJQaaA3MI8rr0zEzXGLhMC+C/sg5oYy",
+	"4Geuj3pIFFuR5XRFYW4jUUwOE6RLAa3pwNKF+RWdJOGH95fOotjE6nnKoJG4ltkMlgQWYSSwYQd4+dH4",
+	"Rte9pqhJcr+tbwe03d5nfL+HYAQstY2xmH3cYkwbs+ihxspC1SHlvbehEDdrG9hCopxk4y0jKU96ZTgT",
+	"mc1A9C4WcGXdmqc71qBou5VrwrFRXAO4QY4uXr0g7XZ7cLy1MtA9RPWjilnOoULykUMr4icPHxU++rTD",
+	"wgP68eKNwTm0JgKoofc5OQpdNcstM7Hn32jcmmEpLvKRAGHBcrBmKGHGA6Q/UfIFZewXfs+iPF1BME8b",
+	"HlLfZ5ID+H3OIQHVOASBU49EovApSiKmDCxNmm5bu0WWbgNbDLxOHyp4CvTFg5fOzKPS6t6kqpaSyiQT",
+	"lshlWzd4TbxtHXC3++Dx1kNtOhzj9wWzOTwYZvNsDDRk29UgupZRQbDJHLpCJcBxnpJYInzGIkljzRx4",
+	"nIBSNPt9InU6lhh1qvOg+nXUGJKO/2VHB1qvj/66lu/3iyCeKasLmgMv9ps93uk0+8wPmifjbtSJ2zyY",
+	"+B7cWyXGwnFoJSh2qEURhloGj7WQJu9kTrAmw9zuyOHGUIvxuqK6ugI9c4tTpPf1ZXmblYLV6kXrMEQP",
+	"4Wa53raiPPuOVoBGb7Uwb804fW7DRc9hJ9WaP7Wy1w+pxAy8K6+n97zttTyvs77n7aYfsHGzF8W82Z94",
+	"fhMzJ/sDNo7iw/bc+aWyrQAF/7va1moBqKtmHFxa6tCCdREfShDl11ueHzwCr3VHk8LV21d/Xb77LP33",
+	"V/Lz2xed5duXF2zy8uz+/Q+vpu+//fvnh3mh9wO91tief0C+7s/XMpr7g10EWyvTC2Rsbah9d3X1AUx5",
+	"fRRQNbIx8cRoViwnIR6MELLRw5iDceJAhWj9WBElpQCsyLlUKhmnpsxA8AQKeZL/n71rfW7b2O7/yo76",
+	"wVQKwuBDkU190k3cqZsbO2PLM525vBMsiaWIGtjlYEEprEf/e2fPOfvAgxIpWamb+lNiScA+cd6/39Ho",
+	"DV+Q5yp4VeSiit3b0R+yb68EK7f1lhfFzjvD4H1+NJaccVPfekkz/EXsXEV/rVjJPwtKS3svAoACmq/E",
+	"LFDzVKtDrfqhEQCZYtrbZoNxMgLiTgqANMMe5hEb6oYfGLlrRt9WMmDORQcOyV1BJrBxknQobt2i6uEH",
+	"cANFNmN1tRUpERJiZB6Qpj0zmsvGlDjL8tVKQE0dzAqBBONxzH4RO7Rq4PZkNi6DsaJ99IvmUz+6tW9w",
+	"TtC9559PKfHndYcMkePFYuSy9PAeelNnfHc0j0Cfsg+rmh6SyTD40Ep8FJEFb7fGg6/JuPoFt+3LONzg",
+	"HduoIl9CpQClRPaRO5a5pHWe3524YU4mSYOg8rdPVyd7teVZR1niw01tmWjL+YhKbJQcwvRoJ3gMqMJc",
+	"uGeFVASZ2AeQERC/cH993BL6VSN9uwhPInnYFEhOeHSFXUfi+FgZlXPYN5GVFzXI0GJjYq9BmIhbrJex",
+	"a2uVsvVIpK5auSxu+U6zFCTVBSt59VnDBaY4XEVPYj1Pd7nxSftow+0V0riC/zgxPzfKrw/qcTy55//e",
+	"0V9ZxdLa978y0eeeg9lUalGI8l/tAR22sb/hU/tJCvDm55rdiqIYrlRViowttrXDoSH2crWitC5Rrxt9",
+	"iFF9oLAHf0WnpwTD03PZ/Q7NEfLCGF07BnQQJLubijf+BgzKj44U0Rp5xxmWTVIBjFcveL1c76/t99Ym",
+	"lLLltSiNFGpFvVMGzG7IySUFy3jNF9xIDbU1Uq7KNzF7W4sSDwgOkEPmxQhBXasKzisTGyEzIeuCZKEv",
+	"CTCWlmvBVgm9LWoojDQTgmHtjQFlHcFs59ZyTb/MYQeMYo3j+A5Z57/MT+B6mJ/SJb5LY3YpcZXYMsqy",
+	"Iqhb2ZN5aufPtCi5xMI7tBv3mrhGZTCdy+uCMLwD3tAmc2nlK0zG26K8JsED1fFV08I8jdl7W9bncobd",
+	"DnkRpk9yOBDi2oeA2CrH/In9BKbj13ZrYEfBfH/jLkKu2VoUzvJElkC16twOBJd3to8NRubR8dkZW655",
+	"xZfG2DydQxEoftMUz8M9gwIQM65ZE03KgiS0+/51a1+RcnCAycO5TMFsikObKY3j+NTzG6RYhQo4FJVD",
+	"c0BMmMKSB2nr0/kX+sfEbP4l9LEQZYNkhrP/+Pj+HVOL/xJLAgJzSGfRIiJYF0k1c73Nvo/tby+c/wWf",
+	"iTafzI70vtkewN6YeX8Wu5hd3So61o6HM3OlrhVyc6B6N/eHoqrBnVuxPENAdRExUWg7qfAMh5/FblgJ",
+	"IzLTYC3A0EAnxcyvoejG4rEbplIUyFhrRth0MBwenCamDFwK0wgCW3EDHlHfNkcw24GS1B8hxYt4Co/O",
+	"Jf3TsuLn8jpi5i5A54RCyWubSR1FSZLg3ZiOJq2BseG3ZpMx+zX/GxuoKmL5ai4hxF5FBNUyV3EIq4H4",
+	"+emFl6QvNEvNm1LMRZc5odcRdOMvsTf1cm0+DxCX9VrI+7w8/TeQ7E8As1B1wj/uccSshzICCv1O5BD/",
+	"fDgdO+/paG8r6h99csTokyeN3hwEn1/Vm9bTGMF9OZ0eA3mEE3ou56iRQaic3U/9DIxdO2sVD+895b2Z",
+	"hdezCQQ3pxjcbGYWpsuJGJ4vxqPh6+xMDCerZDnm54tXYjo69K4cEnPGnz8i6NxayfQsWMmzZRgao7jI",
+	"sndkjko1NDb/6CjGl8NvweShWzCejcZxcpa0b8F0eJb9KIbnq1fJ8DUfLYbj5SSbirPVj8n56NBv9k+9",
+	"BefBSp7vFoSjPPkWhJv/iFtAO2skXc1z83gdeGBr0EdEHQM21oxhHh19KxAv8AuXYC+Fhv6xs5MSQaIA",
+	"+VloVUAvrbreGDULc2SfPvwd4onW6DqZnewxsMbBVk3HY7NFNcA83tLsaMa+5mFbyZlzhWZkoczI+UCq",
+	"i6NlNUrjPrf1/SGOyfdWIN9a8b/zqRGQBQafx/GRP2uMsKe72og92e9r/4Q9P6JwVNtq3NVCZui8WjBK",
+	"it5gA4TGCAuGtYzG8gTjHmPsSyUz7NgV9Ikjf8BaH6cxu0IUG4VFAiiMGX2Vy1xbuuNCrGrIGlmGDN+B",
+	"xGHkbkXAi9ysQDRu9kLsX9/F8bWXcxkUX6I53axcTN36GnTNrF6rrabWVpz6MoGxbn8BRaRlXtfAbmUD",
+	"A4QjhIfA9qd3Up5srYxjut2Euzhzcdya8VqV+RKdDD6XzVoiojvFbmdmr1QF/8HuL35P2QcIHlhfi2jB",
+	"sIfMLTmj5qR6PAb4K1tg+Pi8jodHddtyUag0rwmAAX/r+3NBcq9UlcQex0GXrrACr6n3Qu6TZklcM88z",
+	"7inqcFO1gWDg6eyZt51ys0Vmg9vTTfYRtQV3x3S7Nqf0b1Aj/SyuQgiMO3JWH0Dr9elE15DBApVCMfAd",
+	"z/Zc3a1Q+gS1mKUV3pzK7J+uzNCj3K/MMNO0R5lhyfiBmou1FddcDqSrzZ/RO12J9WnUE6BulmVDZ1El",
+	"xYxCMUEKBxlGornMtiJoOeQCaXkWdco6UWNg9Tkgt/ZpQOuFgwYEUt40q3a/V1uJyAqqCmCehzILw+Ca",
+	"74I3ugVr3DCcrdNEc0mkvEsOe7fKq5LY27aWUStUgy6/92g1uFenEbgB4sw5AObuVWpz6fapT6vhL0mr",
+	"ZTkQGcolVpbY9GYAwrciHOvuobVah+7QhcpT49ZRvPx3NBVmQWUGBM8ZtMvpTAdQiVzj2WCe1rhOlVIl",
+	"W6mqSd3ABi5ynxLCULJCaLCiuDTzgH4SKcWlYQpS4ds4YB6wStrCOl6zFCY3xJikyNI+EnMz4tMVfVbt",
+	"htVWNvXlT4RYFOG9tIXdHMGssPRQZdLlt0Gp+4slT1DpbTqVF1dm8yiQXa9FGY7w4CsPVnW4e8+kgPfv",
+	"6yXLqp35UMJV0e0g5LqP7SX7tuiS9ueQl4xG46O35QALoC2uiG1kj4D8bhs8Gz09fCctnfkcBsJDrS/J",
+	"222oh1zvdwRnRgCuthXkwqy6zZHNxgPVzauQEQ6aupOtmSJCPBhmIcxqg849qgJ57VzbQerKfdOILJaI",
+	"+TeeziVx4C9aLX98pup1zH4OPGfXD2Mlbo3OgVxpyJzDBmeJkZc/JqzUbLGbS9uXPWRaM5YJMeV4fR+S",
+	"IRWCA1iN4DRK2r751i81TyBgMJwsq5W6zz18MrL86yYbHt9L6NtPTTwnzCGsfHQesfP+joo8T0ez8Xmc",
+	"vH5M5PlrVWBFxu4Nvsu/XDuT5AB98ZOSqyJf1t+O84lS/VFaZE+Hig9BOTaI8mYx5KUX3Vjx3SO/QaF4",
+	"CW6eteRYc2m8GOcIeE6sQcCx/uHN1Zt3V2/fv0sjdg5UWmxhtCjJaCyoz2s3E3ATJDCtCYcMzKGiBD/m",
+	"mWNHk+hImSlNk2kvAdeTZTBamUB5dEC55M+EQgiIkQ56yv71XfQN1Gd+b270DE1zj/+yH9cC0hyubTFm",
+	"qxRbzMPqBpiHH8iOgAsqjdEFdpDDqwRgmEGQMgDuRZcLaUeAsMqNQ1kY4jkUdcEAng1rma75ZiNQXMmL",
+	"5hQxxv9C+4ksxFKVhFex84zBJnNEAZayYk8qhlppAIjcQXmBHKQyg9Mq1QrIICNiD5Tq9gIIJsxTC7FT",
+	"tiJdVDdAd0JzBhYmuOhGIE5+POvKvlwzvlyKTS0yI4vbJ+AJoTwUyTFEQl0uxkVaxJAY/UDWaPNsy1BK",
+	"WWkuQMx+VTfovMBgWOOWa4AKAZfwXAL5DnI/aeAdJpNYhq4EDAT+BGx7dzjjIZiTatj1ULB4nGHPDrHr",
+	"ofieLg0BAtome4StOaxh39u4zjZQttrjT8Dt3G927gHQXAnpmCFBK0rgefTBIluHlZTHxW3sDvxFUSgO",
+	"imAcW+ipSPLjuyH8fzhKo32p/6MN6U445qV3Iu+lIswsIaKVjTZJA7weiq14K56N+s/R5/JKsIbNCzy8",
+	"lNomrqXQxl5DK0/o7znQQrSy9TD19HSGZrLtAddrJVuqnEu7zq9NwQCofMtoC4Slr6bRyX4mhLNkwj6K",
+	"6iZfCvZJ8hueF+aimYlva6NJbDY6mOnvFBrZbnRdCV6ybeNB4mDeK2DjJAmKCykScZZMAnIBpKgNVzFK",
+	"kmTkFyKVB34FDQRGCdLUYASku4IHpjaKk9eTBmss8Ko2JjI5D1+st0vzbfZszpf5iQI8B4jvB8ceTeLp",
+	"JOlsyzhJjigBo1t1b28SuniRNcIg6oHNYyDCjd1jvjslXxtmj2Lyhe7ILv2neipdkRvkyR/t/DyAzOJh",
+	"eMNHPcgqgHw2o3S2h5g6nyP0ncy3Ppdduzeg/QOLPQTkE3LGkg04GgFA0Dla2E2+/Azxmu0mnstPGvK/",
+	"tQKGNMxDEGEcG9zDMnfKHqJPA4enVnO55jcCTGj6A1LziNDGHXIBc9fhBOwmi0CpwmSy5YF1RAARgU6W",
+	"arObmUeG7G2tWQ5bsZWYws/AkG+wxvmGNA4ZbJvS+PYuvmVKZFMbc8n2AYnpmQGBbMgoD9xTgvB4NzI7",
+	"xY6DtDeYD2AsE9kW1SHURzACHt3mkOdeqmuZ60bfhQso7cCCAyoVpH2GQgK/0whqZviqrFIbOj1IRm1l",
+	"YU4mh0Dctahd+0YyLszeOlc53F2oOMDOwO5q1iEyV1X5dS6BgsJ5k7SXYYse+wEML+sQoFeHlyDogZBD",
+	"bR2eYk62j/8s4O20styHK1/0uK+wMtIqRMilwVXGGgWsEwxMrzXP0D2dBIrGMXzmLq7IpmwATnVjmTSQ",
+	"WyGUk6RTW2PQY3QF/Iee3pGwW+blbk+wyRqSLtsYhpJCwwLxW6qrHVtss2tRuzzYqhJ67UOgDowmI7/k",
+	"ku+QC4T6JTSAe6xUlWhMZCuhIyhal455IQjhUIYE5+DrQmAOaZBCSeOAntkMUWJ1QYX+OpZZtKdj5F6Q",
+	"ZjQ3MCj5GR5ESAnHj5J+YetesD+FO13sfx3ezmAPsI53aeyOzOPGEMK3UNs64KvDKiMbOdqThI3CWA4o",
+	"GB/5gK8RvwcqA7rllrbEx9ktbwpHUGJWcegExjbbaqM0crnsmE+m+k/OJVMx1oH0hCnCFFLCftZr4Rps",
+	"hHGyXEL1UMF3QWSIqpNcgq+eednvbh+pFgxI5dpLsblUFeoqokAPcq47QSVFsJ0//PAmIxZDfG38ww8s",
+	"xLV7cDFHLCECbrGdiCW6xTSh+T/KdcJ1mUvEDFLxGuIbUeTDWEvREDrq1vVTz+ly0PYO/GvDB+cSAZda",
+	"1KeRh2q3Ip4X/h752F6eRYETaKyCZqVczFDxE+FuQ4GX6gaz8Lcc+qPY9uEbRBvE7JP8LM1iEISCgH5C",
+	"fkCMCFr24mUZjxFYjjfcltVhH3xsDW52EF6BMOovd2nUiLL6O0hJJvpKOjZBo7wMtH1eMwmwUCjWyuUB",
+	"FWaYv6f6siiUhfdVeDG/RO3WeE/V19Oif3qY62bA7iMSctrKOtqoIGRnzHSR5TUGxboPWtg4XYEXGLui",
+	"psNh6O+IVH908p/Dj2pbAZLIGfnGom/mpyEn3aAwvRk7Gr7jy5/u6db26CKJ/+9cjy0vfjSeTZP47Gz0",
+	"rMi8bmnEY1B57ekeSwP5dWsjAgcPv1UUevu8PKlu/6Kx4z+TwcYqiD2mVNQypBqVCReYiSKv3rLqkVuP",
+	"YVRtCeF9rTQ0Hu0aR2QHWCbwb6YEkVjRwaQK3cTHhbqb/a2ha/wvAlpdQ48oSGj2caabTXPvpsQntaM2",
+	"/68xzpGp5bYUsoZWfelLtRHSfMQ7XhYpG6RIVohV/PCQ8YqVnEvgy569fFmoJS/WStezV8mrJAXuZ5QJ",
+	"LyHCQwvu8kuLoXFWfC9b5HkM8QoLs5Oe84/4ii3r5B9Dc8sKvnuHP8fq7y7/8gezd9AzyAqjyJFHUjOE",
+	"FgRqWSnJxB+bihq6A2cFeMH/raSIu9TufdNxMayTfrLqitfU7w7tSbCA8FrbTvogtSxRTLNBUtyiru6b",
+	"wd/xF93hL73NdvnbW2O9oq+dV8i3iBOCzti7YCDzdz3D2Ff0bb1tnEsRB2qI61qia3e+QYPJcH9bHS57",
+	"drnZLvqkj35bkSWZhaMBbOTa9u8Dc7MSwAvDC03IBGIhocnwbQYU4Z31m5+zQl33DP7enqQ5PfPabb1G",
+	"7hmXPwpqsC5//vXtu9+v3v/y5l0aDpyVuewZ2L68Z1yzLcNcMo03WNsDuBUL3wQfv+iMAgvpy23+Mhw2",
+	"bJbfHvrn4B04Qs8k/l3wol5H0Kwll0LriJWiroBCSmZN6WPc+XB3chVuvTP79d5twDn88+5/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -51,7 +51,7 @@ func userTables(t *testing.T, db *store.DB) []string {
 	return names
 }
 
-var wantTables = []string{"api_keys", "attempts", "audit_log", "hookwheel_schema_migrations", "nodes", "partitions", "schedules",
+var wantTables = []string{"api_keys", "attempts", "audit_log", "hookwheel_schema_migrations", "nodes", "partitions", "schedules", "shared_secrets",
 	"task_stats_minutes", "tasks", "tenants"}
 
 // wantMigrations is goose's version 0 and the version of each migration file,
@@ -574,4 +574,34 @@ func TestInsertTaskOptionalFields(t *testing.T) {
 			require.Equal(t, tt.wantBody, got.Body)
 		})
 	}
+}
+
+// TestSharedSecret: the first candidate stored is the value every later
+// caller gets, concurrent first callers included.
+func TestSharedSecret(t *testing.T) {
+	t.Parallel()
+	db, _ := openDB(t)
+	const n = 8
+	got := make(chan string, n)
+	for i := range n {
+		go func() {
+			v, err := db.SharedSecret(t.Context(), "test-secret", fmt.Sprint("candidate-", i))
+			if err != nil {
+				got <- "error: " + err.Error()
+				return
+			}
+			got <- v
+		}()
+	}
+	first := <-got
+	require.True(t, strings.HasPrefix(first, "candidate-"), first)
+	for range n - 1 {
+		require.Equal(t, first, <-got)
+	}
+	again, err := db.SharedSecret(t.Context(), "test-secret", "late")
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	other, err := db.SharedSecret(t.Context(), "other-secret", "mine")
+	require.NoError(t, err)
+	require.Equal(t, "mine", other)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -140,11 +141,13 @@ WHERE tenant_id = $1
 ORDER BY id DESC
 LIMIT $4`
 
-// urlIndexChars is how many characters of a URL tasks_tenant_url holds,
-// spelt for the SQL; urlIndexCharCount is the same for Go.
-const urlIndexChars = "256"
-
-var urlIndexCharCount, _ = strconv.Atoi(urlIndexChars)
+// urlIndexCharCount is how many characters of a URL tasks_tenant_url
+// holds (migration 00013); urlIndexChars spells it for the SQL. Change both
+// with a new migration.
+const (
+	urlIndexCharCount = 256
+	urlIndexChars     = "256"
+)
 
 // likeEscaper makes text match itself in a LIKE pattern, whose default
 // escape character is the backslash.
@@ -299,29 +302,50 @@ func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.Cance
 	}
 	var canceled []uuid.UUID
 	for _, status := range statuses {
-		after := uuid.Nil
-		for {
+		ids, err := inChunks(0, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 			rows, err := db.pool.Query(ctx, queryCancelTasksChunk, tenantID, status, after,
-				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, cancelChunk)
+				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, min(limit, cancelChunk))
 			if err != nil {
-				return canceled, fmt.Errorf("cancel %s tasks: %w", status, err)
+				return nil, err
 			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-			if err != nil {
-				return canceled, fmt.Errorf("cancel %s tasks: %w", status, err)
-			}
-			canceled = append(canceled, ids...)
-			if len(ids) < cancelChunk {
-				break
-			}
-			for _, id := range ids {
-				if bytes.Compare(id[:], after[:]) > 0 {
-					after = id
-				}
-			}
+			return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		})
+		canceled = append(canceled, ids...)
+		if err != nil {
+			return canceled, fmt.Errorf("cancel %s tasks: %w", status, err)
 		}
 	}
 	return canceled, nil
+}
+
+// inChunks walks a change made chunk by chunk in id order: chunk changes up
+// to limit rows with ids above after and returns their ids. Only a chunk
+// that changes nothing ends the walk, not a short one: a chunk locking rows
+// FOR UPDATE drops those another transaction changed while it waited, and
+// returns fewer than its limit although more rows follow. most bounds the
+// rows changed in all (0: no bound).
+func inChunks(most int, chunk func(after uuid.UUID, limit int) ([]uuid.UUID, error)) ([]uuid.UUID, error) {
+	var done []uuid.UUID
+	after := uuid.Nil
+	for {
+		limit := math.MaxInt32
+		if most > 0 {
+			limit = most - len(done)
+			if limit <= 0 {
+				return done, nil
+			}
+		}
+		ids, err := chunk(after, limit)
+		done = append(done, ids...)
+		if err != nil || len(ids) == 0 {
+			return done, err
+		}
+		for _, id := range ids {
+			if bytes.Compare(id[:], after[:]) > 0 {
+				after = id
+			}
+		}
+	}
 }
 
 const queryReplayTask = `-- name: ReplayTask
@@ -456,15 +480,13 @@ func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.Repla
 	at = ceilMicro(at)
 	micros := fmt.Sprint(at.UnixMicro())
 	pattern := likePrefix(f.URLPrefix, 0)
-	var replayed []uuid.UUID
-	after := uuid.Nil
-	for {
+	replayed, err := inChunks(f.Most, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 		rows, err := db.pool.Query(ctx, queryReplayTasksChunk, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-			pattern, after, replayChunk, at, micros)
+			pattern, after, min(limit, replayChunk), at, micros)
 		if err != nil {
-			return replayed, at, fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
+			return nil, err
 		}
-		ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (uuid.UUID, error) {
 			var (
 				id      uuid.UUID
 				ignored *string
@@ -472,17 +494,9 @@ func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.Repla
 			err := r.Scan(&id, &ignored)
 			return id, err
 		})
-		if err != nil {
-			return replayed, at, fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
-		}
-		replayed = append(replayed, ids...)
-		if len(ids) < replayChunk {
-			return replayed, at, nil
-		}
-		for _, id := range ids {
-			if bytes.Compare(id[:], after[:]) > 0 {
-				after = id
-			}
-		}
+	})
+	if err != nil {
+		return replayed, at, fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
 	}
+	return replayed, at, nil
 }

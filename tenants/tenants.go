@@ -164,11 +164,7 @@ const WaitingCountLimit = 10_000
 // after when it is given, each with its waiting tasks (scheduled, retrying
 // or dispatching) counted up to WaitingCountLimit.
 func (s *Service) List(ctx context.Context, after *uuid.UUID, limit int) ([]model.TenantSummary, error) {
-	list, err := s.store.ListTenants(ctx, after, limit, WaitingCountLimit)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
-	return list, nil
+	return s.store.ListTenants(ctx, after, limit, WaitingCountLimit)
 }
 
 // SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.

@@ -4,11 +4,15 @@
 // data access and no rules of its own, so a tenant sees in the dashboard
 // exactly what its key may see through the API, and nothing the API does
 // not offer. web/README.md says why it is built this way.
+//
+// The package also serves the API reference at /docs (Docs): the OpenAPI
+// document rendered in the browser by a pinned copy of Redoc.
 package web
 
 import (
 	"bytes"
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"path"
@@ -60,6 +64,86 @@ func New() http.Handler {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		http.ServeContent(w, r, "index.html", built, bytes.NewReader(index))
 	})
+}
+
+// docsContentSecurityPolicy is the API reference's own policy, looser than
+// the dashboard's in exactly what Redoc needs and nothing else:
+//
+//   - style-src 'unsafe-inline': Redoc styles its components with
+//     styled-components, which writes <style> elements at run time, and React
+//     sets style attributes; neither can carry a nonce from a static page.
+//   - worker-src blob: Redoc's search index runs in a Web Worker that the
+//     bundle creates from a Blob URL of its own code.
+//
+// Scripts are still only the page's own files (no inline script, no eval),
+// it reaches only its own origin (the document at /openapi.yaml) and may not
+// be framed.
+const docsContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data:; connect-src 'self'; worker-src blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// redocLogo is the one thing Redoc's bundle loads from elsewhere: the logo
+// beside "API docs by Redocly" at the foot of its menu, from Redocly's CDN.
+// The page would tell Redocly of every visit (and fail where there is no
+// Internet), so the bundle is served with an empty image in its place, which
+// Redoc drops from the page when it does not load; the link stays.
+const (
+	redocLogo       = `src:"https://cdn.redoc.ly/redoc/logo-mini.svg"`
+	redocLogoServed = `src:"data:,"`
+)
+
+// Docs returns the handler of /docs and what is under it: the API reference,
+// a page that renders the OpenAPI document the server serves at
+// /openapi.yaml with Redoc, and the page's files under /docs/static/.
+func Docs() http.Handler {
+	page, err := fs.ReadFile(static, "static/docs/index.html")
+	if err != nil {
+		panic(err) // embedded with the package
+	}
+	bundle, err := fs.ReadFile(static, "static/vendor/docs/redoc.standalone.js")
+	if err != nil {
+		panic(err)
+	}
+	bundle, err = servedRedoc(bundle)
+	if err != nil {
+		panic(err)
+	}
+	files, err := fs.Sub(static, "static/docs")
+	if err != nil {
+		panic(err)
+	}
+	built := time.Now()
+	assets := http.StripPrefix("/docs/static/", http.FileServerFS(files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setHeaders(w.Header())
+		w.Header().Set("Content-Security-Policy", docsContentSecurityPolicy)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		switch p := r.URL.Path; {
+		case p == "/docs" || p == "/docs/":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			http.ServeContent(w, r, "index.html", built, bytes.NewReader(page))
+		case p == "/docs/static/redoc.standalone.js":
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+			http.ServeContent(w, r, "redoc.standalone.js", built, bytes.NewReader(bundle))
+		case strings.HasPrefix(p, "/docs/static/") && path.Base(p) != "index.html" && !strings.HasSuffix(p, "/"):
+			assets.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// servedRedoc is Redoc's bundle as the page gets it: the vendored file with
+// its logo replaced (see redocLogo). A bundle without that logo, or with it
+// more than once, is not the one this was written for.
+func servedRedoc(vendored []byte) ([]byte, error) {
+	if n := bytes.Count(vendored, []byte(redocLogo)); n != 1 {
+		return nil, fmt.Errorf("redoc.standalone.js names Redocly's logo %d times, not once: check what it loads before serving it", n)
+	}
+	return bytes.Replace(vendored, []byte(redocLogo), []byte(redocLogoServed), 1), nil
 }
 
 func setHeaders(h http.Header) {

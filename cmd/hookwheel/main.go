@@ -7,6 +7,7 @@
 //	hookwheel keys create|list|revoke --tenant ID ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
+//	hookwheel tasks|schedules|batch ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -15,7 +16,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,13 +50,42 @@ Usage:
   hookwheel secrets rekey
   hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
 
+Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API_KEY:
+  hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
+                         [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
+                         [--idempotency-key KEY]
+  hookwheel tasks get|cancel|attempts ID
+  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--limit 20 | --all]
+  hookwheel tasks reschedule ID (--at TIME | --in DURATION)
+  hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT]
+  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--dry-run]
+  hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused] ...
+  hookwheel schedules list [--limit 20 | --all]
+  hookwheel schedules get|pause|resume|delete ID
+  hookwheel schedules next ID [--count 10]
+  hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
+  Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
+
+Exit status:
+  0 success
+  1 the API refused the request (a 4xx not listed below; for batch, any line failed), or another error
+  2 usage error: a wrong command, flag or argument, or HOOKWHEEL_API_KEY unset
+  3 not found (404)
+  4 conflict (409): the task or schedule is not in a state that allows it, such as canceling a task
+    that is already being sent
+  5 authentication or permission (401, 403): the API key is wrong, revoked, or lacks the scope
+  6 rate limited (429), after retrying for as long as the server asked
+  7 the server failed (5xx) or could not be reached
+
 Environment:
+  HOOKWHEEL_URL           client commands: the server (default http://localhost:8080)
+  HOOKWHEEL_API_KEY       client commands: the tenant's API key, hw_<key id>_<secret>
   HOOKWHEEL_ADDR          HTTP listen address (default :8080)
   DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
   REDIS_URL               Redis (default redis://localhost:6379/0)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
-                          node (default: derived from HOOKWHEEL_ADMIN_TOKEN)
+                          node (default: a random key kept in Postgres)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
                           are stored encrypted (default: plaintext)
   HOOKWHEEL_ALLOW_PRIVATE_TARGETS  true lets webhooks reach loopback and private addresses (default false)
@@ -82,11 +111,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hookwheel:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -97,6 +122,15 @@ func (u usageError) Error() string { return u.msg + "\n\n" + usage }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
+	}
+	switch args[0] {
+	case "tasks", "schedules", "batch":
+		// Before loadEnv: the server's settings are none of a client's
+		// business, and a wrong one must not stop it.
+		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
 	}
 	env, err := loadEnv(os.Getenv)
 	if err != nil {
@@ -122,9 +156,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return rekeySecrets(ctx, args[2:], env, logger, stdout)
 	case "receive":
 		return receive(ctx, args[1:], stdout)
-	case "help", "-h", "--help":
-		_, err := io.WriteString(stdout, usage)
-		return err
 	}
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the dashboard's browser tests need, installed when missing:
+# What the tests written in JavaScript need (the dashboard's in Chromium, the TypeScript SDK's),
+# installed when missing:
 #
-#   deploy/dev/web.sh ensure     # Node.js and npm, Debian's chromium, and web/node_modules (npm ci)
+#   deploy/dev/web.sh ensure     # Node.js and npm, Debian's chromium, and the npm packages of web/ and
+#                                # sdk/typescript/ (npm ci)
 #
 # Node and Chromium come from Debian's packages (no browser download: Playwright drives
 # /usr/bin/chromium); the npm packages from web/package-lock.json, reinstalled when it changes.
@@ -45,11 +47,14 @@ cmd_ensure() {
 	if ((${#want[@]})); then apt_install "${want[@]}"; fi
 	# npm ci only when the lockfile changed since the last install: it deletes and rewrites
 	# node_modules, which takes seconds on every run otherwise.
-	local stamp="$WEB/node_modules/.package-lock.json"
-	if [[ ! -f $stamp || $WEB/package-lock.json -nt $stamp ]]; then
-		log "npm ci in web/"
-		(cd "$WEB" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >&2)
-	fi
+	local dir stamp
+	for dir in "$WEB" "$ROOT/sdk/typescript"; do
+		stamp="$dir/node_modules/.package-lock.json"
+		if [[ ! -f $stamp || $dir/package-lock.json -nt $stamp ]]; then
+			log "npm ci in ${dir#"$ROOT"/}/"
+			(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >&2)
+		fi
+	done
 }
 
 case "${1:-}" in

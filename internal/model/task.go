@@ -84,6 +84,9 @@ type ReplayFilter struct {
 	URLPrefix *string
 	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
 	CreatedAfter, CreatedBefore *time.Time
+	// Most bounds how many tasks a replay takes (0: no bound): the room the
+	// tenant's pending-task quota leaves.
+	Most int
 }
 
 // TaskEdit is what a replay changes in a task before sending it again,

@@ -60,7 +60,7 @@ type Session struct {
 	// TenantID and KeyID name the API key a tenant signed in with.
 	TenantID uuid.UUID
 	KeyID    string
-	// AdminDigest is AdminDigest(token) of the admin token an operator
+	// AdminDigest is Manager.AdminDigest of the admin token an operator
 	// signed in with.
 	AdminDigest string
 	// CSRF is the token every cookie-authenticated call must echo in
@@ -75,8 +75,10 @@ type Session struct {
 
 // Config configures a Manager. Zero fields take the documented defaults.
 type Config struct {
-	// Key signs and checks tokens: KeyBytes random bytes. Required. Every
-	// node behind one address must share it, or a session opened on one is
+	// Key signs and checks tokens: KeyBytes random bytes, never derived
+	// from a credential (a tenant can read its own session token and would
+	// test guesses of that credential against it). Required. Every node
+	// behind one address must share it, or a session opened on one is
 	// refused by the others.
 	Key []byte
 	// TTL is how long a token admits calls once issued or renewed. Default
@@ -111,15 +113,6 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{cfg: cfg}, nil
 }
 
-// DeriveKey makes a session key from a secret the operator already keeps
-// (the admin token), so that nodes sharing it share sessions with nothing
-// more to configure. Changing the secret ends every session.
-func DeriveKey(secret string) []byte {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("hookwheel dashboard sessions v1"))
-	return mac.Sum(nil)
-}
-
 // RandomKey makes a session key of this process alone.
 func RandomKey() []byte {
 	k := make([]byte, KeyBytes)
@@ -129,12 +122,15 @@ func RandomKey() []byte {
 	return k
 }
 
-// AdminDigest is what an operator session remembers of the admin token: a
-// keyed digest, so that the token itself is not in the cookie.
-func AdminDigest(token string) string {
-	mac := hmac.New(sha256.New, []byte("hookwheel admin token"))
+// AdminDigest is what an operator session remembers of the admin token:
+// an HMAC under the session key, so that the token itself is not in the
+// cookie, and the cookie, which its holder can read, offers nothing to test
+// guesses of the token against without the key.
+func (m *Manager) AdminDigest(token string) string {
+	mac := hmac.New(sha256.New, m.cfg.Key)
+	mac.Write([]byte("admin token\x00"))
 	mac.Write([]byte(token))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // claims is the token's payload. Registered claims carry the times; the

@@ -50,7 +50,7 @@ func TestExpiryAndRenewal(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
 	m := newManager(t, clk, session.RandomKey())
-	token, s, err := m.Open(session.Session{Role: session.RoleOperator, AdminDigest: session.AdminDigest("t")})
+	token, s, err := m.Open(session.Session{Role: session.RoleOperator, AdminDigest: "digest"})
 	require.NoError(t, err)
 
 	clk.Advance(59 * time.Minute)
@@ -107,9 +107,12 @@ func TestKeys(t *testing.T) {
 	t.Parallel()
 	_, err := session.New(session.Config{Key: []byte("short")})
 	require.Error(t, err)
-	require.Equal(t, session.DeriveKey("token"), session.DeriveKey("token"), "nodes sharing the admin token share the key")
-	require.NotEqual(t, session.DeriveKey("token"), session.DeriveKey("token2"))
-	require.Len(t, session.DeriveKey("token"), session.KeyBytes)
-	require.NotEqual(t, session.AdminDigest("a"), session.AdminDigest("b"))
-	require.NotContains(t, session.AdminDigest("secret-token"), "secret")
+	require.NotEqual(t, session.RandomKey(), session.RandomKey())
+
+	m := newManager(t, clock.Real(), session.RandomKey())
+	other := newManager(t, clock.Real(), session.RandomKey())
+	require.Equal(t, m.AdminDigest("a"), m.AdminDigest("a"))
+	require.NotEqual(t, m.AdminDigest("a"), m.AdminDigest("b"))
+	require.NotEqual(t, m.AdminDigest("a"), other.AdminDigest("a"), "keyed by the session key, not by a constant")
+	require.NotContains(t, m.AdminDigest("secret-token"), "secret")
 }

@@ -91,7 +91,14 @@ func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at tim
 // same statement: a refused replay edits nothing. Another status gives a
 // *ConflictError; an unknown id model.ErrNotFound. The store announces it on
 // commit: it is due at once.
-func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID, edit *model.TaskEdit) (*model.Task, error) {
+//
+// A replayed task is pending again, so it needs room in the tenant's
+// max_pending_tasks, as a created one does: a *QuotaError otherwise.
+func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID, edit *model.TaskEdit) (*model.Task, error) {
+	if err := s.checkQuota(ctx, tenant, 1, nil); err != nil {
+		return nil, err
+	}
+	tenantID := tenant.ID
 	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()), edit)
 	if err != nil {
 		return nil, changeError("replay", id, t, err)
@@ -106,22 +113,38 @@ func (s *Service) Replay(ctx context.Context, tenantID, id uuid.UUID, edit *mode
 // that matches f, and says how many; with dryRun it only counts them. It is
 // not atomic (the store replays in chunks): on an error the tasks replayed
 // before it stay replayed, and replayed counts them.
-func (s *Service) ReplayMatching(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, dryRun bool) (matched, replayed int, err error) {
+//
+// Replayed tasks are pending again: with max_pending_tasks set, it replays
+// only as many as the quota has room for, oldest first, and matched says how
+// many there were; with no room at all it gives a *QuotaError.
+func (s *Service) ReplayMatching(ctx context.Context, tenant *model.Tenant, f model.ReplayFilter, dryRun bool) (matched, replayed int, err error) {
 	if dryRun {
-		n, err := s.store.CountDeadTasks(ctx, tenantID, f)
-		if err != nil {
-			return 0, 0, fmt.Errorf("count dead tasks of tenant %s: %w", tenantID, err)
-		}
-		return n, 0, nil
+		return s.countDead(ctx, tenant.ID, f)
 	}
-	ids, at, err := s.store.ReplayTasks(ctx, tenantID, f, s.clock.Now())
+	if quota := tenant.Limits.MaxPendingTasks; quota > 0 {
+		pending, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
+		}
+		if matched, _, err = s.countDead(ctx, tenant.ID, f); err != nil || matched == 0 {
+			return matched, 0, err
+		}
+		if pending >= quota {
+			return matched, 0, &QuotaError{Limit: quota, Pending: pending, Adding: matched, RetryAfter: QuotaRetryAfter}
+		}
+		f.Most = quota - pending
+	}
+	ids, at, err := s.store.ReplayTasks(ctx, tenant.ID, f, s.clock.Now())
 	for _, id := range ids {
 		s.announce.Schedule(id, at)
 	}
-	if err != nil {
-		return len(ids), len(ids), fmt.Errorf("replay dead tasks of tenant %s: %w", tenantID, err)
-	}
-	return len(ids), len(ids), nil
+	matched = max(matched, len(ids))
+	return matched, len(ids), err
+}
+
+func (s *Service) countDead(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (matched, replayed int, err error) {
+	n, err := s.store.CountDeadTasks(ctx, tenantID, f)
+	return n, 0, err
 }
 
 // changeError wraps a refused change: the store's model.ErrConflict comes

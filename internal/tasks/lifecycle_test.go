@@ -23,7 +23,7 @@ func TestChangesOfUnknownTasks(t *testing.T) {
 		"attempts":   func(tn, id uuid.UUID) error { _, err := svc.Attempts(t.Context(), tn, id); return err },
 		"cancel":     func(tn, id uuid.UUID) error { _, err := svc.Cancel(t.Context(), tn, id); return err },
 		"reschedule": func(tn, id uuid.UUID) error { _, err := svc.Reschedule(t.Context(), tn, id, b.clock.Now()); return err },
-		"replay":     func(tn, id uuid.UUID) error { _, err := svc.Replay(t.Context(), tn, id, nil); return err },
+		"replay":     func(tn, id uuid.UUID) error { _, err := svc.Replay(t.Context(), &model.Tenant{ID: tn}, id, nil); return err },
 	} {
 		require.ErrorIs(t, change(b.tenant.ID, uuid.New()), model.ErrNotFound, name)
 		require.ErrorIs(t, change(other, task.ID), model.ErrNotFound, name+" of another tenant's task")
@@ -174,7 +174,7 @@ func TestReplay(t *testing.T) {
 			}
 			b.clock.Advance(1500 * time.Nanosecond) // a time Postgres cannot keep as it is
 
-			got, err := svc.Replay(t.Context(), b.tenant.ID, task.ID, nil)
+			got, err := svc.Replay(t.Context(), b.tenant, task.ID, nil)
 			if !tc.replayed {
 				var conflict *tasks.ConflictError
 				require.ErrorAs(t, err, &conflict)

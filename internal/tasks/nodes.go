@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hookwheel/hookwheel/internal/model"
 )
@@ -13,7 +12,7 @@ import (
 func (s *Service) Nodes(ctx context.Context) (nodes []model.Node, unowned int, err error) {
 	nodes, err = s.store.ListNodes(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list nodes: %w", err)
+		return nil, 0, err
 	}
 	unowned = model.Partitions
 	for _, n := range nodes {

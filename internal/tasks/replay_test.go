@@ -20,7 +20,7 @@ func TestReplayEdit(t *testing.T) {
 	b.exec(t, `UPDATE tasks SET status = 'dead', attempts = 2, next_attempt_at = NULL WHERE id = $1`, task.ID)
 
 	edit := &model.TaskEdit{URL: ptr("https://moved.example/hook"), Body: []byte("v2")}
-	got, err := svc.Replay(t.Context(), b.tenant.ID, task.ID, edit)
+	got, err := svc.Replay(t.Context(), b.tenant, task.ID, edit)
 	require.NoError(t, err)
 	require.Equal(t, model.StatusScheduled, got.Status)
 	require.Equal(t, "https://moved.example/hook", got.URL)
@@ -30,7 +30,7 @@ func TestReplayEdit(t *testing.T) {
 	require.Equal(t, []scheduled{{task.ID, *got.NextAttemptAt}}, b.announcer.scheduledCalls())
 
 	// Scheduled now: a second edit is refused with the replay, and changes nothing.
-	_, err = svc.Replay(t.Context(), b.tenant.ID, task.ID, &model.TaskEdit{URL: ptr("https://again.example/")})
+	_, err = svc.Replay(t.Context(), b.tenant, task.ID, &model.TaskEdit{URL: ptr("https://again.example/")})
 	var conflict *tasks.ConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, "https://moved.example/hook", conflict.Task.URL)
@@ -61,18 +61,18 @@ func TestReplayMatching(t *testing.T) {
 	b.exec(t, `UPDATE tasks SET status = 'dead', url = 'https://elsewhere.example/', next_attempt_at = NULL WHERE id = $1`, elsewhere.ID)
 	filter := model.ReplayFilter{URLPrefix: ptr("https://example.com/")}
 
-	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant.ID, filter, true)
+	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, filter, true)
 	require.NoError(t, err)
 	require.Equal(t, 4, matched)
 	require.Zero(t, replayed)
 	require.Empty(t, b.announcer.scheduledCalls(), "a dry run announces nothing")
-	matched, _, err = svc.ReplayMatching(t.Context(), b.tenant.ID, filter, true)
+	matched, _, err = svc.ReplayMatching(t.Context(), b.tenant, filter, true)
 	require.NoError(t, err)
 	require.Equal(t, 4, matched, "a dry run changes nothing")
 
 	b.clock.Advance(1500 * time.Nanosecond)
 	due := b.clock.Now().Truncate(time.Microsecond).Add(time.Microsecond)
-	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant.ID, filter, false)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false)
 	require.NoError(t, err)
 	require.Equal(t, 4, matched)
 	require.Equal(t, 4, replayed)
@@ -90,10 +90,45 @@ func TestReplayMatching(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, model.StatusDead, got.Status, "outside the filter")
 
-	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant.ID, filter, false)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false)
 	require.NoError(t, err)
 	require.Zero(t, matched)
 	require.Zero(t, replayed)
+}
+
+// TestReplayHoldsThePendingQuota: replayed tasks are pending again, so a
+// tenant at its max_pending_tasks cannot bring dead tasks back past it, one
+// at a time or in bulk.
+func TestReplayHoldsThePendingQuota(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t, setupConfig{})
+	var dead []uuid.UUID
+	for range 5 {
+		task := b.create(t, svc, time.Hour)
+		b.exec(t, `UPDATE tasks SET status = 'dead', attempts = 1, next_attempt_at = NULL WHERE id = $1`, task.ID)
+		dead = append(dead, task.ID)
+	}
+	waiting := b.create(t, svc, time.Hour)
+	b.tenant.Limits.MaxPendingTasks = 3
+
+	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false)
+	require.NoError(t, err)
+	require.Equal(t, 5, matched)
+	require.Equal(t, 2, replayed, "room for two beside the waiting task")
+
+	_, err = svc.Replay(t.Context(), b.tenant, dead[4], nil)
+	var quota *tasks.QuotaError
+	require.ErrorAs(t, err, &quota)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false)
+	require.ErrorAs(t, err, &quota)
+	require.Equal(t, 3, matched)
+	require.Zero(t, replayed)
+
+	_, err = svc.Cancel(t.Context(), b.tenant.ID, waiting.ID)
+	require.NoError(t, err)
+	got, err := svc.Replay(t.Context(), b.tenant, dead[4], nil)
+	require.NoError(t, err, "room again once a task left")
+	require.Equal(t, model.StatusScheduled, got.Status)
 }
 
 // TestNodes: the partitions no live node holds are the ones left over.

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,13 +59,14 @@ func (s *Service) Stats(ctx context.Context, tenantID uuid.UUID, window time.Dur
 	}
 	end := s.clock.Now().UTC().Truncate(time.Minute).Add(time.Minute)
 	start := end.Add(-window)
+	// The store's errors name the tenant and what failed.
 	written, err := s.store.TaskStatsBetween(ctx, tenantID, start, end)
 	if err != nil {
-		return nil, fmt.Errorf("statistics of tenant %s: %w", tenantID, err)
+		return nil, err
 	}
 	byStatus, err := s.store.CountTasksByStatus(ctx, tenantID, StatusCountLimit)
 	if err != nil {
-		return nil, fmt.Errorf("statistics of tenant %s: %w", tenantID, err)
+		return nil, err
 	}
 	out := &Stats{
 		Window:           window,

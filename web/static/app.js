@@ -45,6 +45,16 @@ function show(...children) {
   return append(main, children);
 }
 
+// pageShow is show for one page: a page calls it first, before any await,
+// and what it shows after its person moved on to another page is dropped
+// instead of landing there.
+function pageShow() {
+  const mine = generation;
+  return (...children) => {
+    if (mine === generation) append(main, children);
+  };
+}
+
 function link(href, ...children) {
   return h('a', { href }, ...children);
 }
@@ -263,9 +273,9 @@ function stopTimers() {
 // banner until a run succeeds, so that a page left open says when its
 // numbers stopped moving.
 async function every(ms, fn) {
-  await fn();
   const banner = h('div', { class: 'problem stale', role: 'alert', hidden: true });
-  main.prepend(banner);
+  // Registered before the first run, so that leaving the page while it
+  // waits stops it too.
   state.timers.push(setInterval(async () => {
     if (document.hidden) return;
     try {
@@ -276,9 +286,17 @@ async function every(ms, fn) {
       banner.hidden = false;
     }
   }, ms));
+  const mine = generation;
+  await fn();
+  if (mine === generation) main.prepend(banner);
 }
 
+// A page draws after its calls return; the generation tells a page whose
+// person has moved on that it is no longer the one to draw.
+let generation = 0;
+
 async function render() {
+  const mine = ++generation;
   stopTimers();
   let path = location.pathname.replace(/\/+$/, '') || '/ui';
   if (path === '/ui') {
@@ -303,6 +321,7 @@ async function render() {
     try {
       await route[1](path.match(route[0]).slice(1), params);
     } catch (err) {
+      if (mine !== generation) return;
       if (err instanceof APIError && err.status === 404) {
         fill(main, h('h1', {}, 'Not found'), problemBox(err));
       } else {
@@ -313,6 +332,7 @@ async function render() {
       }
     }
   }
+  if (mine !== generation) return;
   const h1 = main.querySelector('h1');
   document.title = h1 ? `${h1.textContent} · hookwheel` : 'hookwheel';
   if (h1) { h1.tabIndex = -1; h1.focus({ preventScroll: true }); }
@@ -321,26 +341,34 @@ async function render() {
 function drawHeader(path) {
   const s = state.session;
   const brand = h('a', { class: 'brand', href: home() }, h('img', { src: '/ui/static/favicon.svg', alt: '', width: 22, height: 22 }), 'hookwheel');
+  // The API reference is a page of its own, outside the application, and
+  // public: shown signed in or not.
+  const docs = h('a', { class: 'docs', href: '/docs' }, 'API reference');
   if (!s) {
-    fill(top, h('div', { class: 'bar' }, brand));
+    fill(top, h('div', { class: 'bar' }, brand, docs));
     return;
   }
   const items = s.role === 'operator' ? operatorNav : tenantNav;
+  // On a phone the bar has no room for the reference beside who is signed
+  // in: it moves to the end of the navigation instead.
   const nav = h('nav', { 'aria-label': 'Main' }, h('ul', {}, items.map(([href, label]) =>
-    h('li', {}, h('a', { href, 'aria-current': path === href || path.startsWith(`${href}/`) ? 'page' : false }, label)))));
+    h('li', {}, h('a', { href, 'aria-current': path === href || path.startsWith(`${href}/`) ? 'page' : false }, label))),
+  h('li', { class: 'narrow' }, h('a', { href: '/docs' }, 'API reference'))));
+  docs.classList.add('wide');
   const who = s.role === 'operator' ? 'Operator' : s.tenant.name;
   const signOut = h('button', { type: 'button', class: 'link', onclick: async () => {
     await api('DELETE', '/v1/session').catch(() => {});
     state.session = null;
     navigate('/ui/sign-in', true);
   } }, 'Sign out');
-  fill(top, h('div', { class: 'bar' }, brand, h('span', { class: 'who' }, who, s.role === 'tenant' ? h('span', { class: 'muted' }, ` · key ${s.key.name || s.key.id}`) : null), signOut), nav);
+  fill(top, h('div', { class: 'bar' }, brand, h('span', { class: 'who' }, who, s.role === 'tenant' ? h('span', { class: 'muted' }, ` · key ${s.key.name || s.key.id}`) : null), docs, signOut), nav);
 }
 
 // ---------------------------------------------------------------------------
 // Sign in
 
 function signInPage(_, params) {
+  const show = pageShow();
   const slot = h('div');
   const next = params.get('next');
   const after = () => navigate(next && next.startsWith('/ui/') ? next : home(), true);
@@ -405,6 +433,7 @@ function drawChart(box, xs, series, yLabel) {
 }
 
 async function overviewPage() {
+  const show = pageShow();
   const cards = h('div', { class: 'cards' });
   const charts = [
     chartBox('Deliveries per second, by minute', 'chart-rate'),
@@ -493,6 +522,7 @@ const taskHeadings = ['Task', 'Status', 'URL', 'Due', 'Attempts', 'Last status',
 const taskWideOnly = [3, 4, 5, 6];
 
 async function tasksPage(_, params) {
+  const show = pageShow();
   const f = Object.fromEntries(['status', 'url', 'schedule_id', 'created_after', 'created_before', 'idempotency_key', 'cursor'].map((k) => [k, params.get(k) || '']));
   const slot = h('div');
   const search = h('input', { type: 'search', id: 'task-search', name: 'q', value: f.idempotency_key, placeholder: 'task id or idempotency key', 'aria-describedby': 'task-search-hint' });
@@ -521,6 +551,7 @@ async function tasksPage(_, params) {
 }
 
 async function taskPage([id]) {
+  const show = pageShow();
   if (!uuidRe.test(id)) throw new APIError(404, { title: 'Not found', detail: `no task ${id}` });
   const [task, attempts] = await Promise.all([api('GET', `/v1/tasks/${id}`), api('GET', `/v1/tasks/${id}/attempts`)]);
   const slot = h('div');
@@ -564,8 +595,14 @@ async function taskPage([id]) {
         const change = {};
         if (editUrl.value !== task.url) change.url = editUrl.value;
         if (editMethod.value !== task.method) change.method = editMethod.value;
-        if (editHeaders.value !== headerText) change.headers = parseHeaders(editHeaders.value);
-        if (editBody.value !== (task.body || '')) change.body = editBody.value;
+        if (editHeaders.value !== headerText.replace(/\r\n?/g, '\n')) change.headers = parseHeaders(editHeaders.value);
+        // A textarea reads every line break as LF: compare alike, and give a
+        // body that used CRLF (multipart does) its CRLF back.
+        const original = task.body || '';
+        const lf = (text) => text.replace(/\r\n?/g, '\n');
+        if (editBody.value !== lf(original)) {
+          change.body = original.includes('\r\n') ? editBody.value.replace(/\n/g, '\r\n') : editBody.value;
+        }
         await api('POST', `/v1/tasks/${id}/replay`, change);
         toast('Task changed and replayed');
         refresh();
@@ -631,6 +668,7 @@ function attemptTimeline(attempts) {
 // Schedules
 
 async function schedulesPage() {
+  const show = pageShow();
   const slot = h('div');
   show(h('h1', {}, 'Schedules'), slot);
   const list = await api('GET', '/v1/schedules?limit=100');
@@ -659,6 +697,7 @@ async function schedulesPage() {
 // Dead letters
 
 async function deadLettersPage(_, params) {
+  const show = pageShow();
   const f = { url: params.get('url') || '', schedule_id: params.get('schedule_id') || '', created_after: params.get('created_after') || '', created_before: params.get('created_before') || '' };
   const url = h('input', { type: 'text', value: f.url, placeholder: 'https://api.example.com/' });
   const schedule = h('input', { type: 'text', value: f.schedule_id, placeholder: 'schedule id' });
@@ -711,6 +750,7 @@ async function deadLettersPage(_, params) {
 // Targets
 
 async function targetsPage() {
+  const show = pageShow();
   const [targets, limits] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits')]);
   const perTarget = (limits.limits && limits.limits.targets) || {};
   const l = limits.limits || {};
@@ -744,6 +784,7 @@ function secretOnce(title, value, note) {
 }
 
 async function keysPage() {
+  const show = pageShow();
   const slot = h('div');
   const shown = h('div');
   const name = h('input', { type: 'text', required: true, maxlength: 100, placeholder: 'deploy bot' });
@@ -781,6 +822,7 @@ async function keysPage() {
 }
 
 async function secretsPage() {
+  const show = pageShow();
   const slot = h('div');
   const shown = h('div');
   const grace = h('input', { type: 'text', value: '24h', required: true, pattern: '[0-9hms.]+' });
@@ -811,6 +853,7 @@ async function secretsPage() {
 // Operator pages
 
 async function tenantsPage(_, params) {
+  const show = pageShow();
   const list = await api('GET', `/v1/admin/tenants${query({ cursor: params.get('cursor'), limit: 100 })}`);
   show(h('h1', {}, 'Tenants'), table(['Tenant', 'Id', 'Created', 'Waiting tasks', 'Dispatch rate', 'Concurrency', 'Max waiting', 'Retention'], list.data.map((t) => [
     h('strong', {}, t.name), h('code', {}, t.id), timeCell(t.created_at), fmtNum(t.waiting_tasks),
@@ -834,6 +877,7 @@ function ranges(ps) {
 }
 
 async function nodesPage() {
+  const show = pageShow();
   const slot = h('div');
   show(h('h1', {}, 'Nodes'), slot);
   await every(5000, async () => fill(slot, nodesView(await api('GET', '/v1/admin/nodes'))));
@@ -856,6 +900,7 @@ function nodesView(nodes) {
 }
 
 async function breakersPage() {
+  const show = pageShow();
   const list = await api('GET', '/v1/admin/breakers');
   show(h('h1', {}, 'Circuit breakers'), h('p', { class: 'muted' }, `As node ${list.node} sees them.`),
     table(['Target', 'State', 'Tenants', 'In flight', 'Waiting', 'Requests', 'Failures', 'Consecutive', 'Opened', 'Next probe'], list.data.map((b) => [
@@ -865,6 +910,7 @@ async function breakersPage() {
 }
 
 async function healthPage() {
+  const show = pageShow();
   const r = await fetch('/readyz', { headers: { Accept: 'application/json' } });
   const body = await r.json();
   show(h('h1', {}, 'Health'),

@@ -36,15 +36,17 @@ async function waitStatus(request, key, id, status) {
   await expect.poll(async () => (await call(request, key, 'GET', `/v1/tasks/${id}`)).status, { timeout: 30_000 }).toBe(status);
 }
 
-// shoot saves the page at 1280 and at 390 pixels wide.
-async function shoot(page, name) {
+// shoot saves the page at 1280 and at 390 pixels wide: all of it, or with
+// fullPage false only what the window shows (the API reference is tens of
+// thousands of pixels long), after settle has run at each width.
+async function shoot(page, name, { fullPage = true, settle = async () => {} } = {}) {
   fs.mkdirSync(shots, { recursive: true });
-  await page.setViewportSize({ width: 1280, height: 860 });
-  await page.waitForTimeout(150); // let charts redraw at the new width
-  await page.screenshot({ path: path.join(shots, `${name}-1280.png`), fullPage: true });
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.waitForTimeout(150);
-  await page.screenshot({ path: path.join(shots, `${name}-390.png`), fullPage: true });
+  for (const [width, height] of [[1280, 860], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    await page.waitForTimeout(150); // let charts redraw at the new width
+    await settle();
+    await page.screenshot({ path: path.join(shots, `${name}-${width}.png`), fullPage });
+  }
   await page.setViewportSize({ width: 1280, height: 860 });
 }
 
@@ -125,7 +127,7 @@ test('the API refuses the session cookie without its CSRF token', async ({ page 
 
 test('watches a task go delivered, and a failing one collect its attempts', async ({ page, request }) => {
   await signIn(page);
-  const ok = await createTask(request, tenantKey, { url: `${receiver}/ok`, body: '{"order":42}', headers: { 'X-Order': '42' }, delay: '3s' });
+  const ok = await createTask(request, tenantKey, { url: `${receiver}/ok`, body: '{"order":42}', headers: { 'X-Order': '42' }, delay: '6s' });
   await page.goto(`/ui/tasks/${ok.id}`);
   await expect(page.getByRole('heading', { level: 1 })).toContainText(ok.id);
   await expect(page.locator('.statusline .badge')).toHaveText('scheduled');
@@ -314,4 +316,35 @@ test('the operator sees every tenant, the nodes, breakers and health', async ({ 
   // The operator's session does not reach tenant pages.
   await page.goto('/ui/tasks');
   await expect(page).toHaveURL(/\/ui\/admin\/tenants/);
+});
+
+test('the API reference renders the served document, linked from the dashboard', async ({ page }) => {
+  // Signed out, the dashboard's header links to it.
+  await page.goto('/ui/');
+  await expect(page.getByRole('heading', { name: 'Sign in' })).toBeVisible();
+  await page.getByRole('link', { name: 'API reference' }).click();
+  await expect(page).toHaveURL(/\/docs$/);
+
+  await expect(page.getByRole('heading', { level: 1, name: /hookwheel/ })).toBeVisible({ timeout: 30_000 });
+  const operation = page.getByRole('heading', { level: 2, name: 'Schedule a webhook' });
+  await expect(operation).toBeVisible();
+  // Its header leads back to the dashboard.
+  await expect(page.getByRole('link', { name: 'hookwheel', exact: true })).toHaveAttribute('href', '/ui/');
+
+  // The menu leads to the operation, shown with its examples.
+  await page.getByRole('menuitem', { name: 'Tasks', exact: true }).click();
+  await page.getByRole('menuitem', { name: /Schedule a webhook/ }).click();
+  await expect(page).toHaveURL(/#tag\/tasks\/operation\/createTask$/);
+  await expect(operation).toBeInViewport();
+  // At each width, the operation at the top of the window, below the
+  // page's 48px header (a narrower page is longer: the scroll moves).
+  await shoot(page, 'docs', {
+    fullPage: false,
+    settle: () => operation.evaluate((el) => window.scrollTo(0, el.getBoundingClientRect().top + window.scrollY - 64)),
+  });
+
+  // Search runs in Redoc's worker, which the page's policy allows.
+  const search = page.getByPlaceholder('Search...');
+  await search.fill('replay');
+  await expect(page.getByRole('menuitem').filter({ hasText: 'Replay a dead or delivered task' }).first()).toBeVisible();
 });

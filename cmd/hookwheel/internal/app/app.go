@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,10 +54,9 @@ type Config struct {
 	// AdminToken guards the operator API; empty disables it.
 	AdminToken string
 	// SessionKey signs the dashboard's sign-in sessions
-	// (HOOKWHEEL_SESSION_KEY), shared by every node behind one address.
-	// Default: derived from AdminToken, so that nodes sharing the token
-	// share sessions; without either, a key of this process alone, with a
-	// warning (sessions end when it stops and other nodes refuse them).
+	// (HOOKWHEEL_SESSION_KEY); every node behind one address needs the same.
+	// Default: a random key the first node stores in Postgres (sealed with
+	// the Keyring when it has a key) and every node reads.
 	SessionKey []byte
 	// DisableAPI and DisableDispatcher split the roles (--dispatcher-only, --api-only).
 	// The HTTP listener stays up either way, for health checks and metrics.
@@ -156,7 +156,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	sessions, err := session.New(session.Config{Key: sessionKey(cfg)})
+	key, err := sessionKey(ctx, cfg, n.db)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := session.New(session.Config{Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +214,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.DisableAPI {
 		h = operationsOnly(handler)
 	} else {
-		h = withDashboard(handler, web.New())
+		h = withDashboard(handler, web.New(), web.Docs())
 	}
 	if n.ops, err = listenOps(cfg, registry); err != nil {
 		return nil, err
@@ -289,26 +293,41 @@ func encryptionStatus(k *keyring.Keyring) string {
 	return "on: new signing secrets are sealed with key " + k.SealingKeyID()
 }
 
-// sessionKey is the key of the dashboard's sessions: Config.SessionKey,
-// else one derived from the admin token, else one of this process.
-func sessionKey(cfg Config) []byte {
-	switch {
-	case len(cfg.SessionKey) > 0:
-		return cfg.SessionKey
-	case cfg.AdminToken != "":
-		return session.DeriveKey(cfg.AdminToken)
+// sessionKey is the key of the dashboard's sessions: Config.SessionKey, else
+// the installation's, which the first node to start makes and stores.
+func sessionKey(ctx context.Context, cfg Config, db *store.DB) ([]byte, error) {
+	if len(cfg.SessionKey) > 0 {
+		return cfg.SessionKey, nil
 	}
-	cfg.Logger.Warn("neither HOOKWHEEL_SESSION_KEY nor HOOKWHEEL_ADMIN_TOKEN is set: dashboard sessions are signed with a key of this process, and end when it stops")
-	return session.RandomKey()
+	const name, sealContext = "dashboard-session-key", "shared-secret/dashboard-session-key"
+	candidate, err := cfg.Keyring.Seal(base64.StdEncoding.EncodeToString(session.RandomKey()), sealContext)
+	if err != nil {
+		return nil, fmt.Errorf("seal a dashboard session key: %w", err)
+	}
+	stored, err := db.SharedSecret(ctx, name, candidate)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := cfg.Keyring.Open(stored, sealContext)
+	if err != nil {
+		return nil, fmt.Errorf("open the dashboard session key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(plain)
+	if err != nil || len(key) < session.KeyBytes {
+		return nil, errors.New("the stored dashboard session key is malformed")
+	}
+	return key, nil
 }
 
-// withDashboard serves the dashboard under /ui/ (and sends / there) beside
-// the API.
-func withDashboard(apiHandler, dashboard http.Handler) http.Handler {
+// withDashboard serves the dashboard under /ui/ (and sends / there) and the
+// API reference at /docs beside the API.
+func withDashboard(apiHandler, dashboard, docs http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/"):
 			dashboard.ServeHTTP(w, r)
+		case r.URL.Path == "/docs" || strings.HasPrefix(r.URL.Path, "/docs/"):
+			docs.ServeHTTP(w, r)
 		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			api.SetSecurityHeaders(w.Header())
 			http.Redirect(w, r, "/ui/", http.StatusFound)

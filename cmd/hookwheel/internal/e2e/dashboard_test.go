@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +54,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	e := newEnv(t)
 	n := e.startNode(func(c *app.Config) {
 		c.Dispatcher = dispatcher.Config{LoadInterval: 100 * time.Millisecond, SweepInterval: time.Second}
+		// Every browser test sends to the one receiver, several of them
+		// failures on purpose: its breaker must not open between tests.
+		c.Dispatcher.Breaker.ConsecutiveFailures = 1000
 	})
 	acme := e.createTenant(n, "acme")
 	globex := e.createTenant(n, "globex")
@@ -66,6 +70,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npx", "--no-install", "playwright", "test")
 	cmd.Dir = webDir
+	// Chromium and Node's workers are grandchildren: on a timeout the whole
+	// process group goes, and the output pipe they hold does not keep the
+	// test waiting past it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(),
 		"HOOKWHEEL_URL="+n.base,
 		"ADMIN_TOKEN=admin-token",
@@ -109,8 +119,8 @@ func newScriptedReceiver(t *testing.T) *httptest.Server {
 }
 
 // TestDashboardServed checks where the dashboard is mounted: under /ui/ of a
-// node that serves the API, with / sent there, and nowhere on a
-// dispatcher-only node.
+// node that serves the API, with / sent there and the API reference at
+// /docs, and nowhere on a dispatcher-only node.
 func TestDashboardServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -130,14 +140,30 @@ func TestDashboardServed(t *testing.T) {
 		require.Equal(t, http.StatusOK, res.StatusCode, path)
 		require.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'", path)
 	}
-	res, err = http.Get(n.base + "/v1/session")
+	res, err = contractClient(t).Get(n.base + "/v1/session")
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "the API still answers beside the dashboard")
 
-	dispatcherOnly := e.startNode(func(c *app.Config) { c.DisableAPI = true })
-	res, err = http.Get(dispatcherOnly.base + "/ui/")
+	// The API reference, under a policy of its own, beside the document it
+	// renders.
+	for _, path := range []string{"/docs", "/docs/", "/docs/static/redoc.standalone.js"} {
+		res, err := http.Get(n.base + path)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		require.Contains(t, res.Header.Get("Content-Security-Policy"), "worker-src blob:", path)
+	}
+	res, err = contractClient(t).Get(n.base + "/openapi.yaml")
 	require.NoError(t, err)
 	res.Body.Close()
-	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+
+	dispatcherOnly := e.startNode(func(c *app.Config) { c.DisableAPI = true })
+	for _, path := range []string{"/ui/", "/docs"} {
+		res, err = http.Get(dispatcherOnly.base + path)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusNotFound, res.StatusCode, path)
+	}
 }

@@ -37,7 +37,7 @@ func metric(t testing.TB, n *node, name, labels string) float64 {
 // it has none.
 func metricAt(t testing.TB, base, name, labels string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, err := contractClient(t).Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	want := name

@@ -112,11 +112,15 @@ func (e *env) createTenant(n *node, name string) *tenant {
 	}
 }
 
+// clientFor is a client of the node at base acting with apiKey; every answer
+// it gets is checked against openapi.yaml on behalf of t.
 func clientFor(t testing.TB, base, apiKey string) *openapi.ClientWithResponses {
-	c, err := openapi.NewClientWithResponses(base, openapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+apiKey)
-		return nil
-	}))
+	c, err := openapi.NewClientWithResponses(base,
+		openapi.WithHTTPClient(contractClient(t)),
+		openapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+apiKey)
+			return nil
+		}))
 	require.NoError(t, err)
 	return c
 }
@@ -256,6 +260,8 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
+// rawRequest sends a request as given and returns the answer, checked
+// against openapi.yaml.
 func rawRequest(t *testing.T, method, url, apiKey string, body []byte, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
@@ -265,7 +271,7 @@ func rawRequest(t *testing.T, method, url, apiKey string, body []byte, header ma
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contractClient(t).Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

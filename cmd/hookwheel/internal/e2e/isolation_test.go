@@ -424,7 +424,7 @@ func TestConcurrentLargeBatchesAreBounded(t *testing.T) {
 			return 0, err.Error()
 		}
 		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := contractClient(t).Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}

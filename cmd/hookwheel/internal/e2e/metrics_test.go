@@ -45,7 +45,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 		require.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), tc.contentType), "%s: %s", tc.url, resp.Header.Get("Content-Type"))
 	}
 	requireScrape(t, ops)
-	resp, err := http.Get(ops + "/metrics")
+	resp, err := contractClient(t).Get(ops + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "the metrics listener sends the API's security headers")
@@ -59,7 +59,7 @@ func TestMetricsOnTheirOwnListener(t *testing.T) {
 // requireScrape requires base to serve the node's metrics.
 func requireScrape(t *testing.T, base string) {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, err := contractClient(t).Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -72,7 +72,7 @@ func requireScrape(t *testing.T, base string) {
 // count, and those of one metric.
 func scrapeSeries(t *testing.T, base, name string) (all, named int) {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, err := contractClient(t).Get(base + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -1,0 +1,408 @@
+package hookwheel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
+)
+
+// fakeServer is an HTTP server standing in for hookwheel: it answers with
+// whatever handle says and records each request it got.
+type fakeServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []recorded
+}
+
+type recorded struct {
+	method, path, query string
+	header              http.Header
+	body                []byte
+}
+
+func newFake(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, nth int)) *fakeServer {
+	t.Helper()
+	f := &fakeServer{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.requests = append(f.requests, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
+		nth := len(f.requests)
+		f.mu.Unlock()
+		handle(w, r, nth)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeServer) got() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.requests...)
+}
+
+func (f *fakeServer) client(t *testing.T, opts ...hookwheel.Option) *hookwheel.Client {
+	t.Helper()
+	c, err := hookwheel.New(f.URL, "hw_test_secret", append([]hookwheel.Option{hookwheel.WithRetries(2)}, opts...)...)
+	require.NoError(t, err)
+	return c
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeProblem(w http.ResponseWriter, status int, detail string, header ...string) {
+	for i := 0; i+1 < len(header); i += 2 {
+		w.Header().Set(header[i], header[i+1])
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail,
+	})
+}
+
+// taskJSON is a task as the API answers it.
+func taskJSON(id uuid.UUID, url string) map[string]any {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	return map[string]any{
+		"id": id, "status": "scheduled", "url": url, "method": "POST", "run_at": now, "created_at": now,
+		"updated_at": now, "attempts": 0, "max_attempts": 10, "timeout": "30s",
+		"retry":           map[string]any{"max_attempts": 10, "min_backoff": "1s", "max_backoff": "1h"},
+		"next_attempt_at": now, "last_status_code": nil, "last_error": nil, "idempotency_key": nil,
+	}
+}
+
+func TestNewRefusesBadArguments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, url, key string }{
+		{"no scheme", "localhost:8080", "hw_a_b"},
+		{"other scheme", "ftp://localhost", "hw_a_b"},
+		{"no host", "http://", "hw_a_b"},
+		{"no key", "http://localhost:8080", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := hookwheel.New(tc.url, tc.key)
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestCreateTaskSendsTheRequestWithAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeJSON(w, http.StatusCreated, taskJSON(id, "https://example.com/hook"))
+	})
+	c := f.client(t)
+	ctx := context.Background()
+
+	runAt := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	task, err := c.CreateTask(ctx, hookwheel.TaskRequest{
+		URL: "https://example.com/hook", Method: "PUT", Headers: map[string]string{"X-A": "b"}, Body: "{}",
+		RunAt: runAt, Timeout: 10 * time.Second, MaxAttempts: 3, MinBackoff: time.Second,
+	})
+	require.NoError(t, err)
+	require.Equal(t, id, task.ID)
+	_, err = c.CreateTask(ctx, hookwheel.TaskRequest{URL: "https://example.com/hook", Delay: 90 * time.Second, IdempotencyKey: "mine"})
+	require.NoError(t, err)
+
+	got := f.got()
+	require.Len(t, got, 2)
+	require.Equal(t, "/v1/tasks", got[0].path)
+	require.Equal(t, "Bearer hw_test_secret", got[0].header.Get("Authorization"))
+	require.Contains(t, got[0].header.Get("User-Agent"), "hookwheel-go")
+	_, err = uuid.Parse(got[0].header.Get("Idempotency-Key"))
+	require.NoError(t, err, "a create without a key gets a random one")
+	require.JSONEq(t, `{"url":"https://example.com/hook","method":"PUT","headers":{"X-A":"b"},"body":"{}",
+		"run_at":"2030-01-02T03:04:05Z","timeout":"10s","retry":{"max_attempts":3,"min_backoff":"1s"}}`, string(got[0].body))
+	require.Equal(t, "mine", got[1].header.Get("Idempotency-Key"))
+	require.JSONEq(t, `{"url":"https://example.com/hook","delay":"1m30s"}`, string(got[1].body))
+}
+
+func TestRetries(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	ok := func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, taskJSON(id, "https://example.com/")) }
+	tests := []struct {
+		name string
+		// status is the answer to the first tries, then 200.
+		status     int
+		retryAfter string
+		failFirst  int
+		call       func(*hookwheel.Client) error
+		wantTries  int
+		wantErr    error
+	}{
+		{"429 is retried, whatever the call", 429, "0", 1, replay(id), 2, nil},
+		{"503 is retried for a read", 503, "0", 2, get(id), 3, nil},
+		{"503 is retried for a create", 503, "0", 1, create, 2, nil},
+		{"503 is not retried for a replay", 503, "0", 1, replay(id), 1, hookwheel.ErrServer},
+		{"503 is not retried for a cancel", 503, "0", 1, cancel(id), 1, hookwheel.ErrServer},
+		{"500 is not retried", 500, "", 1, get(id), 1, hookwheel.ErrServer},
+		{"409 is not retried", 409, "", 1, cancel(id), 1, hookwheel.ErrConflict},
+		{"a Retry-After past the longest wait is not waited for", 429, "3600", 1, get(id), 1, hookwheel.ErrRateLimited},
+		{"a Retry-After as an HTTP date", 429, time.Now().Add(-time.Second).UTC().Format(http.TimeFormat), 1, get(id), 2, nil},
+		{"retries end, and the last answer is the error", 429, "0", 10, get(id), 3, hookwheel.ErrRateLimited},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, func(w http.ResponseWriter, _ *http.Request, nth int) {
+				if nth <= tc.failFirst {
+					header := []string{}
+					if tc.retryAfter != "" {
+						header = append(header, "Retry-After", tc.retryAfter)
+					}
+					writeProblem(w, tc.status, "try later", header...)
+					return
+				}
+				ok(w)
+			})
+			err := tc.call(f.client(t, hookwheel.WithMaxRetryWait(time.Minute)))
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+				var apiErr *hookwheel.Error
+				require.ErrorAs(t, err, &apiErr)
+				require.Equal(t, tc.status, apiErr.StatusCode)
+			}
+			got := f.got()
+			require.Len(t, got, tc.wantTries)
+			for _, r := range got[1:] {
+				require.Equal(t, got[0].header.Get("Idempotency-Key"), r.header.Get("Idempotency-Key"),
+					"a retried create repeats its key")
+				require.Equal(t, got[0].body, r.body)
+			}
+		})
+	}
+}
+
+func get(id uuid.UUID) func(*hookwheel.Client) error {
+	return func(c *hookwheel.Client) error { _, err := c.GetTask(context.Background(), id); return err }
+}
+
+func replay(id uuid.UUID) func(*hookwheel.Client) error {
+	return func(c *hookwheel.Client) error { _, err := c.ReplayTask(context.Background(), id, nil); return err }
+}
+
+func cancel(id uuid.UUID) func(*hookwheel.Client) error {
+	return func(c *hookwheel.Client) error { _, err := c.CancelTask(context.Background(), id); return err }
+}
+
+func create(c *hookwheel.Client) error {
+	_, err := c.CreateTask(context.Background(), hookwheel.TaskRequest{URL: "https://example.com/"})
+	return err
+}
+
+func TestRateLimitedErrorSaysWhenToComeBack(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeProblem(w, http.StatusTooManyRequests, "over the tenant's api_rate", "Retry-After", "120")
+	})
+	_, err := f.client(t).GetTask(context.Background(), uuid.New())
+	var apiErr *hookwheel.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 2*time.Minute, apiErr.RetryAfter)
+	require.ErrorIs(t, err, hookwheel.ErrRateLimited)
+	require.Contains(t, err.Error(), "retry after 2m0s")
+	require.Len(t, f.got(), 1)
+}
+
+func TestErrorsCarryTheProblem(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		switch r.URL.Path {
+		case "/v1/tasks":
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"type":"validation","title":"Unprocessable Entity","status":422,
+				"detail":"the request has invalid fields","errors":[{"field":"url","message":"must be absolute"}]}`)
+		case "/v1/me":
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html>bad gateway</html>")
+		default:
+			writeProblem(w, http.StatusNotFound, "no task "+r.URL.Path)
+		}
+	})
+	c := f.client(t)
+	ctx := context.Background()
+
+	_, err := c.CreateTask(ctx, hookwheel.TaskRequest{URL: "/relative"})
+	var apiErr *hookwheel.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 422, apiErr.StatusCode)
+	require.Equal(t, "validation", apiErr.Type)
+	require.Equal(t, []hookwheel.FieldError{{Field: "url", Message: "must be absolute"}}, apiErr.Fields)
+	require.ErrorIs(t, err, hookwheel.ErrInvalid)
+	require.Equal(t, "create task: 422 Unprocessable Entity: url: must be absolute", err.Error())
+
+	id := uuid.New()
+	_, err = c.GetTask(ctx, id)
+	require.ErrorIs(t, err, hookwheel.ErrNotFound)
+	require.NotErrorIs(t, err, hookwheel.ErrConflict)
+	require.Contains(t, err.Error(), "get task "+id.String()+": 404 Not Found")
+
+	_, err = c.Me(ctx)
+	require.ErrorIs(t, err, hookwheel.ErrServer)
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "Bad Gateway", apiErr.Title)
+	require.Equal(t, "<html>bad gateway</html>", apiErr.Detail)
+}
+
+func TestListTasksWalksEveryPage(t *testing.T) {
+	t.Parallel()
+	ids := make([]uuid.UUID, 5)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		// Pages of two: the cursor is the index of the page's first task.
+		start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		if r.URL.Query().Get("status") != "dead" || r.URL.Query().Get("limit") != "2" {
+			writeProblem(w, http.StatusBadRequest, "unexpected query "+r.URL.RawQuery)
+			return
+		}
+		page := map[string]any{"data": []any{}}
+		var data []any
+		for i := start; i < min(start+2, len(ids)); i++ {
+			data = append(data, taskJSON(ids[i], "https://example.com/"))
+		}
+		page["data"] = data
+		if start+2 < len(ids) {
+			page["next_cursor"] = strconv.Itoa(start + 2)
+		}
+		writeJSON(w, http.StatusOK, page)
+	})
+	c := f.client(t)
+	ctx := context.Background()
+	filter := hookwheel.TaskFilter{Status: hookwheel.StatusDead, PageSize: 2}
+
+	var got []uuid.UUID
+	for task, err := range c.ListTasks(ctx, filter) {
+		require.NoError(t, err)
+		got = append(got, task.ID)
+	}
+	require.Equal(t, ids, got)
+	require.Len(t, f.got(), 3)
+
+	// Breaking out fetches no further page.
+	for range c.ListTasks(ctx, filter) {
+		break
+	}
+	require.Len(t, f.got(), 4)
+
+	// An error ends the sequence.
+	var errs int
+	for _, err := range c.ListTasks(ctx, hookwheel.TaskFilter{PageSize: 2}) {
+		require.ErrorIs(t, err, hookwheel.ErrInvalid)
+		errs++
+	}
+	require.Equal(t, 1, errs)
+}
+
+func TestCreateTasksReportsEachItem(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeJSON(w, http.StatusOK, map[string]any{"data": []any{
+			map[string]any{"task": taskJSON(id, "https://example.com/"), "replayed": true},
+			map[string]any{"error": map[string]any{"type": "validation", "title": "Unprocessable Entity", "status": 422,
+				"detail": "the request has invalid fields", "instance": "/v1/tasks/batch#/tasks/1",
+				"errors": []any{map[string]any{"field": "url", "message": "is required"}}}},
+		}})
+	})
+	results, err := f.client(t).CreateTasks(context.Background(), []hookwheel.TaskRequest{
+		{URL: "https://example.com/", IdempotencyKey: "first"}, {},
+	})
+	require.NoError(t, err)
+	require.Len(t, results, 2)
+	require.Equal(t, id, results[0].Task.ID)
+	require.True(t, results[0].Replayed)
+	require.Nil(t, results[0].Err)
+	require.Nil(t, results[1].Task)
+	require.ErrorIs(t, results[1].Err, hookwheel.ErrInvalid)
+	require.Equal(t, "/v1/tasks/batch#/tasks/1", results[1].Err.Instance)
+
+	var sent struct {
+		Tasks []struct {
+			IdempotencyKey string `json:"idempotency_key"`
+		} `json:"tasks"`
+	}
+	require.NoError(t, json.Unmarshal(f.got()[0].body, &sent))
+	require.Equal(t, "first", sent.Tasks[0].IdempotencyKey)
+	_, err = uuid.Parse(sent.Tasks[1].IdempotencyKey)
+	require.NoError(t, err, "an item without a key gets a random one")
+}
+
+func TestTaskRequestJSON(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in string
+		want     hookwheel.TaskRequest
+		wantErr  string
+	}{
+		{name: "every field",
+			in: `{"url":"https://example.com/","method":"PUT","headers":{"A":"b"},"body":"x","run_at":"2030-01-01T00:00:00Z",
+				"timeout":"10s","retry":{"max_attempts":3,"min_backoff":"2s","max_backoff":"1m"},"idempotency_key":"k"}`,
+			want: hookwheel.TaskRequest{URL: "https://example.com/", Method: "PUT", Headers: map[string]string{"A": "b"}, Body: "x",
+				RunAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Timeout: 10 * time.Second, MaxAttempts: 3,
+				MinBackoff: 2 * time.Second, MaxBackoff: time.Minute, IdempotencyKey: "k"}},
+		{name: "delay", in: `{"url":"https://example.com/","delay":"1h30m"}`,
+			want: hookwheel.TaskRequest{URL: "https://example.com/", Delay: 90 * time.Minute}},
+		{name: "unknown field", in: `{"url":"https://example.com/","runAt":"2030-01-01T00:00:00Z"}`, wantErr: `unknown field "runAt"`},
+		{name: "bad duration", in: `{"url":"https://example.com/","delay":"soon"}`, wantErr: `delay: want a Go duration`},
+		{name: "not an object", in: `["https://example.com/"]`, wantErr: "cannot unmarshal array"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got hookwheel.TaskRequest
+			err := json.Unmarshal([]byte(tc.in), &got)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			// And back: the same request.
+			out, err := json.Marshal(got)
+			require.NoError(t, err)
+			var again hookwheel.TaskRequest
+			require.NoError(t, json.Unmarshal(out, &again))
+			require.Equal(t, tc.want, again)
+		})
+	}
+}
+
+func TestContextCancelStopsRetrying(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeProblem(w, http.StatusServiceUnavailable, "database down", "Retry-After", "20")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.client(t).GetTask(ctx, uuid.New())
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), fmt.Sprint(err))
+	require.Less(t, time.Since(start), 10*time.Second)
+}

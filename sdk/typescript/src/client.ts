@@ -1,0 +1,352 @@
+import createFetchClient from "openapi-fetch";
+import type { Client } from "openapi-fetch";
+
+import { HookwheelError } from "./errors.js";
+import type { paths } from "./schema.js";
+import type {
+  Attempt,
+  BatchResult,
+  BatchTaskRequest,
+  CancelFilter,
+  CancelResult,
+  Caller,
+  FireTime,
+  Page,
+  ReplayFilter,
+  ReplayRequest,
+  ReplayResult,
+  Schedule,
+  ScheduleRequest,
+  Task,
+  TaskFilter,
+  TaskRequest,
+  TaskStats,
+} from "./types.js";
+
+/**
+ * How calls are retried: on 429 whatever the call; on 503, or when no answer
+ * came, only calls that cannot do anything twice (see the README).
+ */
+export interface RetryOptions {
+  /** Tries in all, the first included (default 3). 1 never retries. */
+  maxTries?: number;
+  /**
+   * The longest wait before a retry, in milliseconds (default 30,000). A server
+   * that asks for a longer wait (`Retry-After`) gets no retry: its
+   * HookwheelError comes back at once, carrying `retryAfterMs`.
+   */
+  maxDelayMs?: number;
+}
+
+export interface ClientOptions {
+  /** Where the API is served, such as `http://localhost:8080`. */
+  baseUrl: string;
+  /** A tenant API key, `hw_<key id>_<secret>`. */
+  apiKey: string;
+  /**
+   * The fetch to send requests with (default `globalThis.fetch`, looked up at
+   * each call). Wrap it to add a timeout, tracing or a proxy.
+   */
+  fetch?: (input: Request) => Promise<Response>;
+  /** Retries of 429 and 503 answers and of requests that got no answer; `false` turns them off. */
+  retry?: RetryOptions | false;
+}
+
+/** A task to create: TaskRequest, whose `run_at` may also be a Date. */
+export type TaskInput = Omit<TaskRequest, "run_at"> & { run_at?: string | Date };
+
+/** An item of a batch: BatchTaskRequest, whose `run_at` may also be a Date. */
+export type BatchTaskInput = Omit<BatchTaskRequest, "run_at"> & { run_at?: string | Date };
+
+/** A new time for a task: `run_at` (a Date or RFC 3339 text) or `delay` (a Go duration such as `10m`). */
+export type RescheduleInput = { run_at: string | Date; delay?: never } | { delay: string; run_at?: never };
+
+/** The filter of a bulk replay of dead tasks, and whether to only count them. */
+export type ReplayDeadInput = Omit<ReplayFilter, "dry_run"> & {
+  /** Count the matching dead tasks without replaying them. */
+  dryRun?: boolean;
+};
+
+export interface CreateOptions {
+  /**
+   * The `Idempotency-Key` of the call. When absent a random UUID is used, so
+   * that the SDK's own retries never create the task twice; pass your own to
+   * make retries across processes (a job re-run, say) safe as well. The key is
+   * also sent as the `Idempotency-Key` header of every webhook attempt.
+   */
+  idempotencyKey?: string;
+}
+
+/** Paging of a list call: how many items each request asks for (1 to 500; default the server's, 50). */
+export interface ListOptions {
+  pageSize?: number;
+}
+
+export interface HookwheelClient {
+  tasks: {
+    /** Schedules a webhook (`POST /v1/tasks`). Always sent with an Idempotency-Key, so it is retried safely. */
+    create(task: TaskInput, options?: CreateOptions): Promise<Task>;
+    /** The task as it is now (`GET /v1/tasks/{id}`). */
+    get(id: string): Promise<Task>;
+    /**
+     * Every task matching the filter, newest first, reading page after page
+     * (`GET /v1/tasks`, following `next_cursor`) as the loop consumes them.
+     */
+    list(filter?: TaskFilter & ListOptions): AsyncGenerator<Task, void, undefined>;
+    /** One page of `GET /v1/tasks`; pass the previous page's `next_cursor` as `cursor`. */
+    listPage(filter?: TaskFilter & { limit?: number; cursor?: string }): Promise<Page<Task>>;
+    /** Cancels a scheduled or retrying task (`DELETE /v1/tasks/{id}`); 409 once it is dispatching or finished. */
+    cancel(id: string): Promise<Task>;
+    /** Cancels every scheduled or retrying task matching the filter (`POST /v1/tasks/cancel`). */
+    cancelMany(filter: CancelFilter): Promise<CancelResult>;
+    /** Moves a scheduled or retrying task to a new time (`PATCH /v1/tasks/{id}`). */
+    reschedule(id: string, when: RescheduleInput): Promise<Task>;
+    /**
+     * Sends a dead or delivered task again (`POST /v1/tasks/{id}/replay`),
+     * first replacing any of its url, method, headers and body given in `edit`.
+     */
+    replay(id: string, edit?: ReplayRequest): Promise<Task>;
+    /** Every delivery attempt of the task, oldest first (`GET /v1/tasks/{id}/attempts`). */
+    attempts(id: string): Promise<Attempt[]>;
+    /**
+     * Schedules up to 1,000 webhooks in one call (`POST /v1/tasks/batch`): one
+     * result per item, in order, each a task or a problem. Items without an
+     * `idempotency_key` get a random one, so that the call is retried safely.
+     */
+    batch(items: BatchTaskInput[]): Promise<BatchResult[]>;
+    /**
+     * Replays every dead task matching the filter (`POST /v1/tasks/replay`), or
+     * with `dryRun` only counts them.
+     */
+    replayDead(filter?: ReplayDeadInput): Promise<ReplayResult>;
+  };
+  schedules: {
+    /** Creates a recurring schedule (`POST /v1/schedules`). */
+    create(schedule: ScheduleRequest): Promise<Schedule>;
+    /** The schedule with its next occurrence (`GET /v1/schedules/{id}`). */
+    get(id: string): Promise<Schedule>;
+    /** Every schedule, newest first, page after page (`GET /v1/schedules`). */
+    list(options?: ListOptions): AsyncGenerator<Schedule, void, undefined>;
+    /** One page of `GET /v1/schedules`. */
+    listPage(options?: { limit?: number; cursor?: string }): Promise<Page<Schedule>>;
+    /** Stops the schedule and cancels its pending occurrences (`POST /v1/schedules/{id}/pause`). */
+    pause(id: string): Promise<Schedule>;
+    /** Restarts a paused schedule from its next occurrence (`POST /v1/schedules/{id}/resume`). */
+    resume(id: string): Promise<Schedule>;
+    /** Deletes the schedule and cancels its pending occurrences (`DELETE /v1/schedules/{id}`). */
+    delete(id: string): Promise<Schedule>;
+    /** The next `count` (default 10, at most 100) fire times (`GET /v1/schedules/{id}/next`). */
+    next(id: string, count?: number): Promise<FireTime[]>;
+  };
+  /** The calling tenant and API key (`GET /v1/me`). */
+  me(): Promise<Caller>;
+  /** Per-minute delivery statistics over `window` (a duration such as `1h`; default 1h) (`GET /v1/stats`). */
+  stats(window?: string): Promise<TaskStats>;
+  /**
+   * The typed openapi-fetch client underneath, authenticated with the key, for
+   * the calls this wrapper has no method for (API keys, signing secrets,
+   * limits, audit...). It does not retry and does not throw on error answers.
+   */
+  raw: Client<paths>;
+}
+
+const DEFAULT_MAX_TRIES = 3;
+const DEFAULT_MAX_DELAY_MS = 30_000;
+// The first wait when a 429 or 503 carries no Retry-After, or no answer came;
+// it doubles on each retry, with jitter so that many clients refused together
+// do not come back together.
+const BASE_BACKOFF_MS = 250;
+
+/** Returns a client of the hookwheel API acting with one tenant API key. */
+export function createClient(options: ClientOptions): HookwheelClient {
+  let base: URL | undefined;
+  try {
+    base = new URL(options.baseUrl);
+  } catch {
+    base = undefined;
+  }
+  if (!base || (base.protocol !== "http:" && base.protocol !== "https:")) {
+    throw new TypeError(
+      `createClient: baseUrl ${JSON.stringify(options.baseUrl)}: want an http or https URL such as http://localhost:8080`,
+    );
+  }
+  if (!options.apiKey) throw new TypeError("createClient: apiKey is required (hw_<key id>_<secret>)");
+  const userFetch = options.fetch;
+  // The errors fetch itself threw: no answer came (connection refused or
+  // reset, DNS). Only those are retried, not an abort or a timeout the
+  // caller's fetch chose, nor an error of building the request.
+  const unanswered = new WeakSet<object>();
+  const raw = createFetchClient<paths>({
+    baseUrl: options.baseUrl,
+    headers: { Authorization: `Bearer ${options.apiKey}` },
+    // Looked up at each call rather than captured here, so that a fetch
+    // replaced after the client was made (by a test, an instrumentation
+    // library) is the one used.
+    fetch: async (request: Request) => {
+      try {
+        return await (userFetch ?? globalThis.fetch)(request);
+      } catch (err) {
+        const name = (err as { name?: unknown } | null)?.name;
+        if (err !== null && typeof err === "object" && name !== "AbortError" && name !== "TimeoutError")
+          unanswered.add(err);
+        throw err;
+      }
+    },
+  });
+  const maxTries = options.retry === false ? 1 : Math.max(1, options.retry?.maxTries ?? DEFAULT_MAX_TRIES);
+  const maxDelayMs = options.retry === false ? 0 : (options.retry?.maxDelayMs ?? DEFAULT_MAX_DELAY_MS);
+
+  /**
+   * Makes one call, retrying it when that cannot do anything twice. A 429 is
+   * retried whatever the call: the API answers 429 (rate limit, quota)
+   * before acting. A 503, or a request that got no answer, only when
+   * `repeatable` says a second request cannot do what the first may already
+   * have done: reads, creations carrying an Idempotency-Key, and changes a
+   * repeat leaves as the first left them (pause, resume, cancelMany).
+   */
+  async function send<R extends { data?: unknown; error?: unknown; response: Response }>(
+    repeatable: boolean,
+    call: () => Promise<R>,
+  ): Promise<NonNullable<R["data"]>> {
+    for (let tries = 1; ; tries++) {
+      let result: R;
+      try {
+        result = await call();
+      } catch (err) {
+        if (!repeatable || tries >= maxTries || !unanswered.has(err as object)) throw err;
+        const wait = backoff(tries);
+        if (wait > maxDelayMs) throw err;
+        await sleep(wait);
+        continue;
+      }
+      if (result.response.ok) return result.data as NonNullable<R["data"]>;
+      const err = HookwheelError.fromResponse(result.response, result.error);
+      const retryable = err.status === 429 || (err.status === 503 && repeatable);
+      if (!retryable || tries >= maxTries) throw err;
+      const wait = err.retryAfterMs ?? backoff(tries);
+      // Coming back earlier than asked would only be refused again.
+      if (wait > maxDelayMs) throw err;
+      await sleep(wait);
+    }
+  }
+
+  async function* paginate<T>(
+    fetchPage: (cursor: string | undefined) => Promise<Page<T>>,
+  ): AsyncGenerator<T, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await fetchPage(cursor);
+      yield* page.data;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+  }
+
+  function listTasksPage(query: TaskFilter & { limit?: number; cursor?: string } = {}): Promise<Page<Task>> {
+    return send(true, () => raw.GET("/v1/tasks", { params: { query } }));
+  }
+
+  function listSchedulesPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<Schedule>> {
+    return send(true, () => raw.GET("/v1/schedules", { params: { query } }));
+  }
+
+  const id = (v: string) => ({ params: { path: { id: v } } });
+
+  return {
+    tasks: {
+      create(task, opts = {}) {
+        const key = opts.idempotencyKey ?? newIdempotencyKey();
+        const body = withRunAt(task) as TaskRequest;
+        return send(true, () => raw.POST("/v1/tasks", { params: { header: { "Idempotency-Key": key } }, body }));
+      },
+      get: (taskId) => send(true, () => raw.GET("/v1/tasks/{id}", id(taskId))),
+      list(filter = {}) {
+        const { pageSize, ...query } = filter;
+        return paginate((cursor) =>
+          listTasksPage({ ...query, ...(pageSize ? { limit: pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      listPage: listTasksPage,
+      cancel: (taskId) => send(false, () => raw.DELETE("/v1/tasks/{id}", id(taskId))),
+      // A repeat cancels what is left, as the first would have.
+      cancelMany: (filter) => send(true, () => raw.POST("/v1/tasks/cancel", { body: filter })),
+      reschedule(taskId, when) {
+        const body = withRunAt(when) as { run_at?: string; delay?: string };
+        return send(false, () => raw.PATCH("/v1/tasks/{id}", { ...id(taskId), body }));
+      },
+      replay: (taskId, edit) =>
+        send(false, () => raw.POST("/v1/tasks/{id}/replay", { ...id(taskId), ...(edit ? { body: edit } : {}) })),
+      async attempts(taskId) {
+        const list = await send(true, () => raw.GET("/v1/tasks/{id}/attempts", id(taskId)));
+        return list.data;
+      },
+      async batch(items) {
+        // Each item is its own creation: with a key on every one, a repeat of
+        // the whole call creates nothing new.
+        const tasks = items.map(
+          (item) =>
+            ({ ...withRunAt(item), idempotency_key: item.idempotency_key || newIdempotencyKey() }) as BatchTaskRequest,
+        );
+        const result = await send(true, () => raw.POST("/v1/tasks/batch", { body: { tasks } }));
+        return result.data;
+      },
+      replayDead(filter = {}) {
+        const { dryRun, ...rest } = filter;
+        const body: ReplayFilter = { ...rest, ...(dryRun ? { dry_run: true } : {}) };
+        // A dry run changes nothing, so it is as safe to repeat as a read.
+        return send(!!dryRun, () => raw.POST("/v1/tasks/replay", { body }));
+      },
+    },
+    schedules: {
+      create: (schedule) => send(false, () => raw.POST("/v1/schedules", { body: schedule })),
+      get: (scheduleId) => send(true, () => raw.GET("/v1/schedules/{id}", id(scheduleId))),
+      list(opts = {}) {
+        return paginate((cursor) =>
+          listSchedulesPage({ ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      listPage: listSchedulesPage,
+      // Pausing a paused schedule, or resuming a running one, changes nothing.
+      pause: (scheduleId) => send(true, () => raw.POST("/v1/schedules/{id}/pause", id(scheduleId))),
+      resume: (scheduleId) => send(true, () => raw.POST("/v1/schedules/{id}/resume", id(scheduleId))),
+      delete: (scheduleId) => send(false, () => raw.DELETE("/v1/schedules/{id}", id(scheduleId))),
+      async next(scheduleId, count) {
+        const query = count === undefined ? {} : { count };
+        const list = await send(true, () =>
+          raw.GET("/v1/schedules/{id}/next", { params: { path: { id: scheduleId }, query } }),
+        );
+        return list.data;
+      },
+    },
+    me: () => send(true, () => raw.GET("/v1/me")),
+    stats: (window) => send(true, () => raw.GET("/v1/stats", { params: { query: window ? { window } : {} } })),
+    raw,
+  };
+}
+
+/** Copies v with a Date `run_at` written as RFC 3339 text, as the API takes it. */
+function withRunAt<T extends { run_at?: string | Date }>(v: T): Omit<T, "run_at"> & { run_at?: string } {
+  if (v.run_at instanceof Date) return { ...v, run_at: v.run_at.toISOString() };
+  return v as Omit<T, "run_at"> & { run_at?: string };
+}
+
+function newIdempotencyKey(): string {
+  const c = globalThis.crypto;
+  if (typeof c?.randomUUID !== "function") {
+    // Node 18 has no global crypto unless started with
+    // --experimental-global-webcrypto; guessing a key from Math.random could
+    // collide with another task's and return that task instead.
+    throw new Error(
+      "hookwheel: globalThis.crypto.randomUUID is missing (Node 18: run with --experimental-global-webcrypto, or pass options.idempotencyKey)",
+    );
+  }
+  return c.randomUUID();
+}
+
+function backoff(tries: number): number {
+  const ceiling = BASE_BACKOFF_MS * 2 ** (tries - 1);
+  return Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

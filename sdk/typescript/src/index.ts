@@ -1,0 +1,17 @@
+export { createClient } from "./client.js";
+export type {
+  BatchTaskInput,
+  ClientOptions,
+  CreateOptions,
+  HookwheelClient,
+  ListOptions,
+  ReplayDeadInput,
+  RescheduleInput,
+  RetryOptions,
+  TaskInput,
+} from "./client.js";
+export { HookwheelError, parseRetryAfter } from "./errors.js";
+export { verifyWebhook, verifyWebhookSignature, WebhookVerificationError } from "./webhook.js";
+export type { VerifiedWebhook, VerifyOptions, WebhookBody, WebhookFailure, WebhookHeaders } from "./webhook.js";
+export type * from "./types.js";
+export type { components, operations, paths } from "./schema.js";

@@ -1,0 +1,41 @@
+// Names for the API's schemas, so that callers need not spell
+// components["schemas"]["..."]. Every type comes from src/schema.ts, which
+// `npm run generate` makes from openapi/openapi.yaml: none is written by hand.
+import type { components, operations } from "./schema.js";
+
+type Schemas = components["schemas"];
+
+export type Task = Schemas["Task"];
+export type TaskRequest = Schemas["TaskRequest"];
+export type TaskStatus = Schemas["TaskStatus"];
+export type TaskList = Schemas["TaskList"];
+export type HTTPMethod = Schemas["HTTPMethod"];
+export type RetryPolicy = Schemas["RetryPolicy"];
+export type RescheduleRequest = Schemas["RescheduleRequest"];
+export type ReplayRequest = Schemas["ReplayRequest"];
+export type ReplayFilter = Schemas["ReplayFilter"];
+export type ReplayResult = Schemas["ReplayResult"];
+export type CancelFilter = Schemas["CancelFilter"];
+export type CancelResult = Schemas["CancelResult"];
+export type BatchTaskRequest = Schemas["BatchTaskRequest"];
+export type BatchResult = Schemas["BatchResult"];
+export type Attempt = Schemas["Attempt"];
+export type AttemptOutcome = Schemas["AttemptOutcome"];
+export type Schedule = Schemas["Schedule"];
+export type ScheduleRequest = Schemas["ScheduleRequest"];
+export type ScheduleList = Schemas["ScheduleList"];
+export type FireTime = Schemas["FireTime"];
+export type Caller = Schemas["Caller"];
+export type TaskStats = Schemas["TaskStats"];
+export type MinuteStats = Schemas["MinuteStats"];
+export type Problem = Schemas["Problem"];
+export type FieldError = Schemas["FieldError"];
+
+/** The filters of `GET /v1/tasks`, without the paging parameters. */
+export type TaskFilter = Omit<NonNullable<operations["listTasks"]["parameters"]["query"]>, "cursor" | "limit">;
+
+/** One page of a list: its items and, unless it is the last, the cursor of the next. */
+export interface Page<T> {
+  data: T[];
+  next_cursor?: string | null;
+}

@@ -1,0 +1,321 @@
+// The client against a scripted fetch: what it sends, how it reads answers and
+// errors, when it retries. The live tests run the same calls against a server.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+
+import { createClient, HookwheelError, parseRetryAfter } from "../dist/index.js";
+
+const TASK = {
+  id: "01a2021f-503b-7651-aff3-c59e9afa4a43",
+  status: "scheduled",
+  url: "https://example.com/hook",
+  method: "POST",
+  run_at: "2026-11-22T10:00:00Z",
+  created_at: "2026-11-22T09:00:00Z",
+  updated_at: "2026-11-22T09:00:00Z",
+  attempts: 0,
+  max_attempts: 10,
+  timeout: "30s",
+  retry: { max_attempts: 10, min_backoff: "1s", max_backoff: "1h" },
+  next_attempt_at: "2026-11-22T10:00:00Z",
+  last_status_code: null,
+  last_error: null,
+  idempotency_key: null,
+};
+
+const json = (status, body, headers = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
+const problem = (status, title, detail, headers = {}, extra = {}) =>
+  new Response(JSON.stringify({ type: "about:blank", title, status, detail, ...extra }), {
+    status,
+    headers: { "Content-Type": "application/problem+json", ...headers },
+  });
+
+/** A client whose fetch answers with `answers` in turn and records each request. */
+function scripted(answers, options = {}) {
+  const requests = [];
+  const client = createClient({
+    baseUrl: "http://hookwheel.test/",
+    apiKey: "hw_key_secret",
+    fetch: async (request) => {
+      requests.push({
+        method: request.method,
+        url: new URL(request.url),
+        headers: request.headers,
+        body: await request.text(),
+      });
+      const next = answers.shift();
+      assert.ok(next, `unexpected request ${request.method} ${request.url}`);
+      return typeof next === "function" ? next() : next;
+    },
+    ...options,
+  });
+  return { client, requests };
+}
+
+describe("client", () => {
+  it("creates a task with a key, the API key and a Date run_at written as RFC 3339", async () => {
+    const { client, requests } = scripted([json(201, TASK)]);
+    const task = await client.tasks.create({ url: TASK.url, body: "{}", run_at: new Date("2026-11-22T10:00:00Z") });
+    assert.deepEqual(task, TASK);
+    const [req] = requests;
+    assert.equal(req.method, "POST");
+    assert.equal(req.url.href, "http://hookwheel.test/v1/tasks");
+    assert.equal(req.headers.get("Authorization"), "Bearer hw_key_secret");
+    assert.equal(req.headers.get("Content-Type"), "application/json");
+    assert.match(
+      req.headers.get("Idempotency-Key"),
+      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    );
+    assert.deepEqual(JSON.parse(req.body), { url: TASK.url, body: "{}", run_at: "2026-11-22T10:00:00.000Z" });
+  });
+
+  it("sends the idempotency key given, and a new one for each call without", async () => {
+    const { client, requests } = scripted([
+      json(201, TASK),
+      json(201, TASK),
+      json(200, TASK, { "Idempotent-Replayed": "true" }),
+    ]);
+    await client.tasks.create({ url: TASK.url });
+    await client.tasks.create({ url: TASK.url });
+    await client.tasks.create({ url: TASK.url }, { idempotencyKey: "order-42" });
+    assert.notEqual(requests[0].headers.get("Idempotency-Key"), requests[1].headers.get("Idempotency-Key"));
+    assert.equal(requests[2].headers.get("Idempotency-Key"), "order-42");
+  });
+
+  it("throws a HookwheelError carrying the problem details", async () => {
+    const errors = [{ field: "retry.max_attempts", message: "must be at least 1" }];
+    const { client } = scripted([
+      problem(
+        422,
+        "Unprocessable Entity",
+        "the request has invalid fields",
+        {},
+        { errors, type: "https://hookwheel.dev/problems/validation" },
+      ),
+    ]);
+    const err = await client.tasks.create({ url: TASK.url, retry: { max_attempts: 0 } }).catch((e) => e);
+    assert.ok(err instanceof HookwheelError);
+    assert.ok(err instanceof Error);
+    assert.equal(err.name, "HookwheelError");
+    assert.equal(err.status, 422);
+    assert.equal(err.type, "https://hookwheel.dev/problems/validation");
+    assert.equal(err.title, "Unprocessable Entity");
+    assert.equal(err.detail, "the request has invalid fields");
+    assert.deepEqual(err.errors, errors);
+    assert.equal(err.problem.status, 422);
+    assert.match(
+      err.message,
+      /422 Unprocessable Entity: the request has invalid fields \(retry.max_attempts: must be at least 1\)/,
+    );
+  });
+
+  it("turns an answer that is not problem details into a HookwheelError too", async () => {
+    const { client } = scripted([new Response("<html>Bad Gateway</html>", { status: 502, statusText: "Bad Gateway" })]);
+    const err = await client.tasks.get(TASK.id).catch((e) => e);
+    assert.ok(err instanceof HookwheelError);
+    assert.equal(err.status, 502);
+    assert.equal(err.title, "Bad Gateway");
+    assert.equal(err.type, "about:blank");
+    assert.equal(err.detail, "<html>Bad Gateway</html>");
+    assert.equal(err.problem, undefined);
+  });
+
+  it("retries a create on 429 and 503 as Retry-After says, with the same key", async () => {
+    const { client, requests } = scripted([
+      problem(429, "Too Many Requests", "over the rate limit", { "Retry-After": "0" }),
+      problem(503, "Service Unavailable", "database unreachable", {
+        "Retry-After": new Date(Date.now() - 1000).toUTCString(),
+      }),
+      json(201, TASK),
+    ]);
+    assert.deepEqual(await client.tasks.create({ url: TASK.url }), TASK);
+    assert.equal(requests.length, 3);
+    const keys = new Set(requests.map((r) => r.headers.get("Idempotency-Key")));
+    assert.equal(keys.size, 1);
+    assert.deepEqual(new Set(requests.map((r) => r.body)).size, 1);
+  });
+
+  it("gives up after maxTries, and at once when Retry-After is past maxDelayMs", async () => {
+    const busy = () => problem(503, "Service Unavailable", "busy", { "Retry-After": "0" });
+    const three = scripted([busy(), busy(), busy()]);
+    await assert.rejects(three.client.tasks.get(TASK.id), (err) => err.status === 503);
+    assert.equal(three.requests.length, 3);
+
+    const long = scripted([problem(429, "Too Many Requests", "quota", { "Retry-After": "31" })]);
+    const started = Date.now();
+    const err = await long.client.tasks.get(TASK.id).catch((e) => e);
+    assert.equal(err.status, 429);
+    assert.equal(err.retryAfterMs, 31_000);
+    assert.ok(Date.now() - started < 1000);
+
+    const off = scripted([busy()], { retry: false });
+    await assert.rejects(off.client.me(), (err) => err.status === 503);
+  });
+
+  it("waits for Retry-After before retrying", async () => {
+    const { client, requests } = scripted([
+      problem(429, "Too Many Requests", "slow down", { "Retry-After": "1" }),
+      json(200, TASK),
+    ]);
+    const started = Date.now();
+    await client.tasks.get(TASK.id);
+    assert.ok(Date.now() - started >= 990, `retried after ${Date.now() - started}ms`);
+    assert.equal(requests.length, 2);
+  });
+
+  it("does not retry on 503 what a repeat could do twice", async () => {
+    const busy = () => problem(503, "Service Unavailable", "busy", { "Retry-After": "0" });
+    const calls = [
+      (c) => c.tasks.cancel(TASK.id),
+      (c) => c.tasks.replay(TASK.id),
+      (c) => c.tasks.reschedule(TASK.id, { delay: "1m" }),
+      (c) => c.tasks.replayDead({ url: "https://example.com/" }),
+      (c) => c.schedules.create({ url: TASK.url, cron: "@hourly" }),
+      (c) => c.schedules.delete(TASK.id),
+    ];
+    for (const call of calls) {
+      const { client, requests } = scripted([busy()]);
+      await assert.rejects(call(client), (err) => err.status === 503);
+      assert.equal(requests.length, 1, String(call));
+    }
+  });
+
+  it("retries any call on 429, which the API answers before acting", async () => {
+    const { client, requests } = scripted([
+      problem(429, "Too Many Requests", "rate limited", { "Retry-After": "0" }),
+      json(200, TASK),
+    ]);
+    assert.deepEqual(await client.tasks.cancel(TASK.id), TASK);
+    assert.equal(requests.length, 2);
+  });
+
+  it("retries a request that got no answer only when it is repeatable, and never an abort", async () => {
+    let calls = 0;
+    const flaky = (fail) =>
+      createClient({
+        baseUrl: "http://hookwheel.test",
+        apiKey: "k",
+        fetch: async () => {
+          calls++;
+          if (calls === 1) throw fail;
+          return json(200, TASK);
+        },
+      });
+    assert.deepEqual(await flaky(new TypeError("fetch failed")).tasks.get(TASK.id), TASK);
+    assert.equal(calls, 2);
+
+    calls = 0;
+    await assert.rejects(flaky(new TypeError("fetch failed")).tasks.cancel(TASK.id), /fetch failed/);
+    assert.equal(calls, 1);
+
+    calls = 0;
+    await assert.rejects(
+      flaky(new DOMException("timed out", "TimeoutError")).tasks.get(TASK.id),
+      (err) => err.name === "TimeoutError",
+    );
+    assert.equal(calls, 1);
+  });
+
+  it("gives batch items without a key one of their own, so that the batch is retried", async () => {
+    const busy = () => problem(503, "Service Unavailable", "busy", { "Retry-After": "0" });
+    const { client, requests } = scripted([busy(), json(200, { data: [{ task: TASK }, { task: TASK }] })]);
+    await client.tasks.batch([{ url: TASK.url }, { url: TASK.url, idempotency_key: "mine" }]);
+    assert.equal(requests.length, 2);
+    const [first, second] = requests.map((r) => JSON.parse(r.body).tasks);
+    assert.deepEqual(first, second, "the retry sends the same keys");
+    assert.match(first[0].idempotency_key, /^[0-9a-f-]{36}$/);
+    assert.equal(first[1].idempotency_key, "mine");
+  });
+
+  it("lists every task across pages, passing the filter and the cursor", async () => {
+    const page = (ids, next) =>
+      json(200, { data: ids.map((id) => ({ ...TASK, id })), ...(next ? { next_cursor: next } : {}) });
+    const { client, requests } = scripted([page(["a", "b"], "c1"), page(["c", "d"], "c2"), page(["e"])]);
+    const ids = [];
+    for await (const task of client.tasks.list({ status: "dead", url: "https://example.com/a b?", pageSize: 2 }))
+      ids.push(task.id);
+    assert.deepEqual(ids, ["a", "b", "c", "d", "e"]);
+    assert.deepEqual(
+      requests.map((r) => Object.fromEntries(r.url.searchParams)),
+      [
+        { status: "dead", url: "https://example.com/a b?", limit: "2" },
+        { status: "dead", url: "https://example.com/a b?", limit: "2", cursor: "c1" },
+        { status: "dead", url: "https://example.com/a b?", limit: "2", cursor: "c2" },
+      ],
+    );
+  });
+
+  it("stops reading pages when the loop stops", async () => {
+    const { client, requests } = scripted([json(200, { data: [TASK, TASK], next_cursor: "more" })]);
+    for await (const _ of client.tasks.list()) break;
+    assert.equal(requests.length, 1);
+  });
+
+  it("calls each endpoint with its method and path", async () => {
+    const schedule = { id: "s1" };
+    const { client, requests } = scripted([
+      json(200, TASK),
+      json(200, { data: [{ attempt: 1 }] }),
+      json(200, { canceled: 2 }),
+      json(200, TASK),
+      json(200, TASK),
+      json(200, { data: [{ local: "x", utc: "y" }] }),
+      json(200, schedule),
+      json(200, schedule),
+      json(200, { data: [schedule] }),
+      json(200, { tenant: { id: "t", name: "acme" }, key: {} }),
+      json(200, { window: "2h", minutes: [] }),
+    ]);
+    await client.tasks.replay(TASK.id, { url: "https://example.com/moved", headers: { "X-A": "1" } });
+    assert.deepEqual(await client.tasks.attempts(TASK.id), [{ attempt: 1 }]);
+    assert.deepEqual(await client.tasks.cancelMany({ status: "retrying" }), { canceled: 2 });
+    await client.tasks.reschedule(TASK.id, { run_at: new Date("2030-01-01T00:00:00Z") });
+    await client.tasks.replay(TASK.id);
+    assert.deepEqual(await client.schedules.next("s1", 3), [{ local: "x", utc: "y" }]);
+    await client.schedules.pause("s1");
+    await client.schedules.resume("s1");
+    const all = [];
+    for await (const s of client.schedules.list()) all.push(s);
+    assert.deepEqual(all, [schedule]);
+    assert.equal((await client.me()).tenant.name, "acme");
+    assert.equal((await client.stats("2h")).window, "2h");
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname}${r.url.search} ${r.body}`),
+      [
+        `POST /v1/tasks/${TASK.id}/replay {"url":"https://example.com/moved","headers":{"X-A":"1"}}`,
+        `GET /v1/tasks/${TASK.id}/attempts `,
+        `POST /v1/tasks/cancel {"status":"retrying"}`,
+        `PATCH /v1/tasks/${TASK.id} {"run_at":"2030-01-01T00:00:00.000Z"}`,
+        `POST /v1/tasks/${TASK.id}/replay `,
+        "GET /v1/schedules/s1/next?count=3 ",
+        "POST /v1/schedules/s1/pause ",
+        "POST /v1/schedules/s1/resume ",
+        "GET /v1/schedules ",
+        "GET /v1/me ",
+        "GET /v1/stats?window=2h ",
+      ],
+    );
+  });
+
+  it("refuses to start without an http(s) base URL or a key", () => {
+    assert.throws(() => createClient({ baseUrl: "", apiKey: "k" }), TypeError);
+    assert.throws(() => createClient({ baseUrl: "localhost:8080", apiKey: "k" }), TypeError);
+    assert.throws(() => createClient({ baseUrl: "ftp://x", apiKey: "k" }), TypeError);
+    assert.throws(() => createClient({ baseUrl: "http://x", apiKey: "" }), TypeError);
+  });
+});
+
+describe("parseRetryAfter", () => {
+  const now = Date.parse("2026-11-22T10:00:00Z");
+  it("reads seconds and HTTP dates", () => {
+    assert.equal(parseRetryAfter("0", now), 0);
+    assert.equal(parseRetryAfter(" 12 ", now), 12_000);
+    assert.equal(parseRetryAfter("Sun, 22 Nov 2026 10:00:05 GMT", now), 5_000);
+    assert.equal(parseRetryAfter("Sun, 22 Nov 2026 09:59:00 GMT", now), 0);
+  });
+  it("ignores what is neither", () => {
+    for (const v of [null, undefined, "", "-1", "1.5", "soon", "12abc"])
+      assert.equal(parseRetryAfter(v, now), undefined, String(v));
+  });
+});

@@ -1,0 +1,286 @@
+// verifyWebhook against webhooks signed here with node:crypto, the way
+// internal/signing signs them, and against headers the Go signer made
+// (fixtures/go-signed.json).
+import { createHash, createHmac, randomBytes, webcrypto } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+
+import { verifyWebhook, verifyWebhookSignature, WebhookVerificationError } from "../dist/index.js";
+
+const newSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
+const keyOf = (secret) => Buffer.from(secret.slice("whsec_".length), "base64");
+const b64url = (buf) => Buffer.from(buf).toString("base64url");
+
+/**
+ * Signs as Signer.Sign does: one v1 entry per secret, the JWT with the first.
+ * `jwt` overrides parts of the token to make bad ones.
+ */
+function sign(
+  secrets,
+  {
+    id = "01a2021f-503b-7651-aff3-c59e9afa4a43",
+    url = "https://receiver.example/hook",
+    body = '{"hello":"world"}',
+    at = nowSeconds(),
+    jwt = {},
+  } = {},
+) {
+  const bodyBuf = Buffer.from(body);
+  const signature = secrets
+    .map((s) => "v1," + createHmac("sha256", keyOf(s)).update(`${id}.${at}.`).update(bodyBuf).digest("base64"))
+    .join(" ");
+  const header = jwt.header ?? { alg: "HS256", typ: "JWT" };
+  const claims = {
+    iss: "hookwheel",
+    sub: url,
+    jti: id,
+    iat: at,
+    exp: at + 300,
+    body: b64url(createHash("sha256").update(bodyBuf).digest()),
+    ...jwt.claims,
+  };
+  const input = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(claims))}`;
+  const mac = createHmac("sha256", keyOf(jwt.secret ?? secrets[0]))
+    .update(input)
+    .digest();
+  return {
+    "webhook-id": id,
+    "webhook-timestamp": String(at),
+    "webhook-signature": signature,
+    "Hookwheel-Signature": `${input}.${b64url(mac)}`,
+  };
+}
+
+function nowSeconds() {
+  return Math.floor(Date.now() / 1000);
+}
+
+async function refused(promise, reason) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof WebhookVerificationError, `want a WebhookVerificationError, got ${err}`);
+    assert.equal(err.reason, reason, err.message);
+    return true;
+  });
+}
+
+describe("verifyWebhook", () => {
+  it("accepts a webhook and returns its parsed body", async () => {
+    const secret = newSecret();
+    const headers = sign([secret]);
+    assert.deepEqual(await verifyWebhook(secret, headers, '{"hello":"world"}'), { hello: "world" });
+  });
+
+  it("takes the body as bytes and the headers as a fetch Headers", async () => {
+    const secret = newSecret();
+    const body = '{"city":"Zürich","emoji":"🚀"}';
+    const headers = new Headers(sign([secret], { body }));
+    const bytes = new TextEncoder().encode(body);
+    assert.deepEqual(await verifyWebhook([secret], headers, bytes), { city: "Zürich", emoji: "🚀" });
+    assert.deepEqual(await verifyWebhook([secret], headers, Buffer.from(body)), { city: "Zürich", emoji: "🚀" });
+    assert.deepEqual(await verifyWebhook([secret], headers, bytes.buffer), { city: "Zürich", emoji: "🚀" });
+  });
+
+  it("reads headers in any letter case, as Node and Express give them", async () => {
+    const secret = newSecret();
+    const lower = Object.fromEntries(Object.entries(sign([secret])).map(([k, v]) => [k.toLowerCase(), v]));
+    const upper = Object.fromEntries(Object.entries(sign([secret])).map(([k, v]) => [k.toUpperCase(), v]));
+    await verifyWebhook(secret, lower, '{"hello":"world"}');
+    await verifyWebhook(secret, upper, '{"hello":"world"}');
+  });
+
+  it("verifies the headers the Go signer made, JWT and URL included", async () => {
+    const fx = JSON.parse(readFileSync(new URL("./fixtures/go-signed.json", import.meta.url), "utf8"));
+    const now = new Date((fx.signedAt + 10) * 1000);
+    for (const secret of fx.secrets) {
+      const got = await verifyWebhookSignature([secret], fx.headers, fx.body, { now });
+      assert.equal(got.id, fx.headers["webhook-id"]);
+      assert.equal(got.timestamp.getTime(), fx.signedAt * 1000);
+      assert.equal(got.body, fx.body);
+    }
+    assert.deepEqual(await verifyWebhook(fx.secrets, fx.headers, fx.body, { now, url: fx.url }), {
+      order: 42,
+      note: "café ☕",
+    });
+    await refused(
+      verifyWebhook(fx.secrets, fx.headers, fx.body, { now, url: "https://example.com/hooks/order" }),
+      "jwt_subject",
+    );
+    await refused(verifyWebhook(fx.secrets, fx.headers, fx.body.replace("42", "43"), { now }), "no_matching_signature");
+    await refused(
+      verifyWebhook(fx.secrets, fx.headers, fx.body, { now: new Date((fx.signedAt + 301) * 1000) }),
+      "timestamp_too_old",
+    );
+  });
+
+  describe("secret rotation", () => {
+    it("accepts a webhook signed with both secrets, holding either or both", async () => {
+      const [current, previous] = [newSecret(), newSecret()];
+      const headers = sign([current, previous]);
+      const url = "https://receiver.example/hook";
+      await verifyWebhook([current, previous], headers, '{"hello":"world"}', { url });
+      await verifyWebhook([previous, current], headers, '{"hello":"world"}', { url });
+      await verifyWebhook([current], headers, '{"hello":"world"}', { url });
+    });
+
+    it("accepts, before it holds the new secret, a webhook whose JWT the new secret signed", async () => {
+      const [current, previous] = [newSecret(), newSecret()];
+      const headers = sign([current, previous]);
+      await verifyWebhook([previous], headers, '{"hello":"world"}');
+      // Binding to the URL needs the JWT, so it needs the current secret.
+      await refused(
+        verifyWebhook([previous], headers, '{"hello":"world"}', { url: "https://receiver.example/hook" }),
+        "jwt_signature",
+      );
+    });
+
+    it("refuses a JWT the secret of the first entry does not verify", async () => {
+      const [current, other] = [newSecret(), newSecret()];
+      // The entry this receiver matches comes first, so the JWT must be its.
+      const headers = sign([current], { jwt: { secret: other } });
+      await refused(verifyWebhook([current], headers, '{"hello":"world"}'), "jwt_signature");
+    });
+
+    it("refuses a webhook signed with a secret it does not hold", async () => {
+      const headers = sign([newSecret()]);
+      await refused(verifyWebhook([newSecret(), newSecret()], headers, '{"hello":"world"}'), "no_matching_signature");
+    });
+  });
+
+  it("refuses a tampered body, id or timestamp", async () => {
+    const secret = newSecret();
+    const headers = sign([secret]);
+    await refused(verifyWebhook(secret, headers, '{"hello":"World"}'), "no_matching_signature");
+    await refused(
+      verifyWebhook(secret, { ...headers, "webhook-id": "another" }, '{"hello":"world"}'),
+      "no_matching_signature",
+    );
+    const ts = String(Number(headers["webhook-timestamp"]) - 1);
+    await refused(
+      verifyWebhook(secret, { ...headers, "webhook-timestamp": ts }, '{"hello":"world"}'),
+      "no_matching_signature",
+    );
+  });
+
+  it("refuses signature entries of other versions or mangled", async () => {
+    const secret = newSecret();
+    const headers = sign([secret]);
+    const mac = headers["webhook-signature"].slice(3);
+    for (const bad of [`v2,${mac}`, `v1a,${mac}`, mac, `v1,${mac.slice(0, -2)}`, "v1,!!!!", ""]) {
+      await refused(
+        verifyWebhook(secret, { ...headers, "webhook-signature": bad }, '{"hello":"world"}'),
+        bad === "" ? "missing_header" : "no_matching_signature",
+      );
+    }
+    // Unknown versions beside a good entry are skipped, as Standard Webhooks says.
+    await verifyWebhook(secret, { ...headers, "webhook-signature": `v2,abcd v1,${mac}` }, '{"hello":"world"}');
+  });
+
+  it("refuses a timestamp outside the tolerance, either way", async () => {
+    const secret = newSecret();
+    // The JWT's own expiry is checked apart from the tolerance; kept valid here.
+    const old = sign([secret], { at: nowSeconds() - 301, jwt: { claims: { exp: nowSeconds() + 60 } } });
+    await refused(verifyWebhook(secret, old, '{"hello":"world"}'), "timestamp_too_old");
+    await verifyWebhook(secret, old, '{"hello":"world"}', { toleranceSeconds: 400 });
+    const future = sign([secret], { at: nowSeconds() + 301 });
+    await refused(verifyWebhook(secret, future, '{"hello":"world"}'), "timestamp_too_new");
+    await refused(
+      verifyWebhook(secret, { ...old, "webhook-timestamp": "1e9" }, '{"hello":"world"}'),
+      "invalid_timestamp",
+    );
+  });
+
+  it("refuses a webhook missing a header", async () => {
+    const secret = newSecret();
+    for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
+      const headers = sign([secret]);
+      delete headers[name];
+      await assert.rejects(
+        verifyWebhook(secret, headers, '{"hello":"world"}'),
+        (err) => err.reason === "missing_header" && err.message.includes(name),
+      );
+    }
+  });
+
+  describe("Hookwheel-Signature", () => {
+    const body = '{"hello":"world"}';
+    const cases = [
+      ["alg none", { header: { alg: "none", typ: "JWT" } }, "jwt_algorithm"],
+      ["alg HS512", { header: { alg: "HS512", typ: "JWT" } }, "jwt_algorithm"],
+      ["another secret", { secret: newSecret() }, "jwt_signature"],
+      ["another issuer", { claims: { iss: "someone" } }, "jwt_issuer"],
+      ["another jti", { claims: { jti: "another" } }, "jwt_id"],
+      ["expired", { claims: { exp: nowSeconds() - 120 } }, "jwt_expired"],
+      ["expired a minute ago", { claims: { exp: nowSeconds() - 60 } }, "jwt_expired"],
+      ["no exp", { claims: { exp: undefined } }, "jwt_expired"],
+      ["another body", { claims: { body: b64url(createHash("sha256").update("other").digest()) } }, "jwt_body"],
+      ["a padded body hash", { claims: { body: createHash("sha256").update(body).digest("base64") } }, "jwt_body"],
+    ];
+    for (const [name, jwt, reason] of cases) {
+      it(`refuses a token with ${name}`, async () => {
+        const secret = newSecret();
+        await refused(verifyWebhook(secret, sign([secret], { body, jwt }), body), reason);
+      });
+    }
+
+    it("allows a minute of clock skew on exp", async () => {
+      const secret = newSecret();
+      await verifyWebhook(secret, sign([secret], { body, jwt: { claims: { exp: nowSeconds() - 55 } } }), body);
+    });
+
+    it("refuses a token that is not a JWT", async () => {
+      const secret = newSecret();
+      const headers = sign([secret], { body });
+      const [h, c, s] = headers["Hookwheel-Signature"].split(".");
+      for (const bad of [
+        "garbage",
+        `${h}.${c}`,
+        `${h}.${c}.${s}.x`,
+        `${h}.!!.${s}`,
+        `${b64url("[1]")}.${c}.${s}`,
+        `${h}.${c}.`,
+      ]) {
+        await refused(verifyWebhook(secret, { ...headers, "Hookwheel-Signature": bad }, body), "jwt_malformed");
+      }
+    });
+
+    it("checks sub against the URL when one is given, and then requires the token", async () => {
+      const secret = newSecret();
+      const headers = sign([secret], { url: "https://receiver.example/hook?a=1" });
+      await verifyWebhook(secret, headers, '{"hello":"world"}', { url: "https://receiver.example/hook?a=1" });
+      await refused(
+        verifyWebhook(secret, headers, '{"hello":"world"}', { url: "https://receiver.example/other" }),
+        "jwt_subject",
+      );
+      const { "Hookwheel-Signature": _, ...withoutJWT } = headers;
+      await verifyWebhook(secret, withoutJWT, '{"hello":"world"}');
+      await refused(
+        verifyWebhook(secret, withoutJWT, '{"hello":"world"}', { url: "https://receiver.example/hook?a=1" }),
+        "jwt_missing",
+      );
+    });
+  });
+
+  it("returns undefined for an empty body, and refuses a body that is not JSON", async () => {
+    const secret = newSecret();
+    assert.equal(await verifyWebhook(secret, sign([secret], { body: "" }), ""), undefined);
+    await refused(verifyWebhook(secret, sign([secret], { body: "plain text" }), "plain text"), "invalid_json");
+    const got = await verifyWebhookSignature(secret, sign([secret], { body: "plain text" }), "plain text");
+    assert.equal(got.body, "plain text");
+  });
+
+  it("throws a TypeError, not a verification error, for a bad secret or a parsed body", async () => {
+    const secret = newSecret();
+    const headers = sign([secret]);
+    await assert.rejects(verifyWebhook("whsec_not base64!", headers, "{}"), TypeError);
+    await assert.rejects(verifyWebhook("whsec_", headers, "{}"), TypeError);
+    await assert.rejects(verifyWebhook([], headers, "{}"), TypeError);
+    await assert.rejects(verifyWebhook(secret, headers, { hello: "world" }), TypeError);
+  });
+
+  it("accepts a secret without its whsec_ prefix, and a WebCrypto passed in", async () => {
+    const secret = newSecret();
+    const headers = sign([secret]);
+    await verifyWebhook(secret.slice("whsec_".length), headers, '{"hello":"world"}', { crypto: webcrypto });
+  });
+});
