@@ -417,19 +417,25 @@ function drawChart(box, xs, series, yLabel) {
       label: s.label, stroke: s.color, width: 2,
       fill: s.bars ? `${s.color}55` : undefined,
       paths: s.bars && uPlot.paths && uPlot.paths.bars ? uPlot.paths.bars({ size: [0.7, 8] }) : undefined,
-      // Points too: a minute between empty ones has no line to draw.
-      spanGaps: false, points: { show: !s.bars, size: 5 },
+      // Points where a line cannot show: a lone minute between empty ones.
+      spanGaps: false, points: { show: !s.bars && isSparse(s.values), size: 6 },
       value: (u, v) => (v === null || v === undefined ? '—' : fmtNum(v, 2)),
     }))],
   };
   const data = [xs, ...series.map((s) => s.values)];
-  if (box.uplot && box.uplot.width === width) {
+  const shape = `${width} ${series.map((s) => isSparse(s.values)).join()}`;
+  if (box.uplot && box.shape === shape) {
     box.uplot.setData(data);
     return;
   }
   if (box.uplot) box.uplot.destroy();
   fill(plot);
   box.uplot = new uPlot(opts, data, plot);
+  box.shape = shape;
+}
+
+function isSparse(values) {
+  return values.filter((v) => v !== null && v !== undefined).length < 3;
 }
 
 async function overviewPage() {
