@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -302,9 +301,9 @@ func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.Cance
 	}
 	var canceled []uuid.UUID
 	for _, status := range statuses {
-		ids, err := inChunks(0, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
+		ids, err := inChunks(0, cancelChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 			rows, err := db.pool.Query(ctx, queryCancelTasksChunk, tenantID, status, after,
-				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, min(limit, cancelChunk))
+				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -319,25 +318,24 @@ func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.Cance
 }
 
 // inChunks walks a change made chunk by chunk in id order: chunk changes up
-// to limit rows with ids above after and returns their ids. Only a chunk
-// that changes nothing ends the walk, not a short one: a chunk locking rows
-// FOR UPDATE drops those another transaction changed while it waited, and
-// returns fewer than its limit although more rows follow. most bounds the
-// rows changed in all (0: no bound).
-func inChunks(most int, chunk func(after uuid.UUID, limit int) ([]uuid.UUID, error)) ([]uuid.UUID, error) {
+// to limit rows with ids above after and returns their ids. A chunk shorter
+// than its limit is the last: the statements' LIMIT sits above their row
+// locks, so a row another transaction changed meanwhile is passed over, not
+// counted against it. most bounds the rows changed in all (0: no bound).
+func inChunks(most, chunkSize int, chunk func(after uuid.UUID, limit int) ([]uuid.UUID, error)) ([]uuid.UUID, error) {
 	var done []uuid.UUID
 	after := uuid.Nil
 	for {
-		limit := math.MaxInt32
+		limit := chunkSize
 		if most > 0 {
-			limit = most - len(done)
+			limit = min(limit, most-len(done))
 			if limit <= 0 {
 				return done, nil
 			}
 		}
 		ids, err := chunk(after, limit)
 		done = append(done, ids...)
-		if err != nil || len(ids) == 0 {
+		if err != nil || len(ids) < limit {
 			return done, err
 		}
 		for _, id := range ids {
@@ -480,9 +478,9 @@ func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.Repla
 	at = ceilMicro(at)
 	micros := fmt.Sprint(at.UnixMicro())
 	pattern := likePrefix(f.URLPrefix, 0)
-	replayed, err := inChunks(f.Most, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
+	replayed, err := inChunks(f.Most, replayChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 		rows, err := db.pool.Query(ctx, queryReplayTasksChunk, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-			pattern, after, min(limit, replayChunk), at, micros)
+			pattern, after, limit, at, micros)
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -264,6 +266,45 @@ func TestRekey(t *testing.T) {
 	require.NoError(t, err)
 	_, err = k1.Open(mine.SigningSecrets[0].Value, model.SigningSecret{ID: mine.SigningSecrets[0].ID}.SealContext(other.ID))
 	require.ErrorIs(t, err, keyring.ErrNoKey)
+}
+
+// TestSharedSecretsFollowTheKeyring: the installation's own secrets are
+// made once, sealed under the keyring's first key, re-sealed by Rekey when
+// the key rotates, and still open once the old key is gone.
+func TestSharedSecretsFollowTheKeyring(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	k1Text, k2Text := "k1:"+encryptionKey(t), "k2:"+encryptionKey(t)
+	ring := func(spec string) *keyring.Keyring {
+		k, err := keyring.Parse(spec)
+		require.NoError(t, err)
+		return k
+	}
+	stored := func() string {
+		all, err := db.ListSharedSecrets(ctx)
+		require.NoError(t, err)
+		return all["test"]
+	}
+	makes := 0
+	makeValue := func() (string, error) { makes++; return fmt.Sprint("value-", makes), nil }
+
+	first, err := tenants.New(tenants.Config{Store: db, Keyring: ring(k1Text)}).SharedSecret(ctx, "test", makeValue)
+	require.NoError(t, err)
+	require.Equal(t, "value-1", first)
+	require.True(t, strings.HasPrefix(stored(), "hwenc1:k1:"), "sealed under k1: %.12s", stored())
+	again, err := tenants.New(tenants.Config{Store: db, Keyring: ring(k1Text)}).SharedSecret(ctx, "test", makeValue)
+	require.NoError(t, err)
+	require.Equal(t, first, again, "made once")
+
+	res, err := tenants.New(tenants.Config{Store: db, Keyring: ring(k2Text + "," + k1Text)}).Rekey(ctx, model.ActorCLI)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Shared)
+	require.True(t, strings.HasPrefix(stored(), "hwenc1:k2:"), "re-sealed under k2: %.12s", stored())
+
+	after, err := tenants.New(tenants.Config{Store: db, Keyring: ring(k2Text)}).SharedSecret(ctx, "test", makeValue)
+	require.NoError(t, err, "k1 retired")
+	require.Equal(t, first, after)
 }
 
 // BenchmarkAuthenticate is the cost of authenticating one call: "uncached"

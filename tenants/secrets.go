@@ -108,9 +108,12 @@ type RekeyResult struct {
 	Tenants, Scanned int
 	// Secrets re-sealed under the keyring's first key.
 	Secrets int
+	// Shared are the installation's own secrets re-sealed (see SharedSecret).
+	Shared int
 }
 
-// Rekey seals every stored signing secret under the keyring's first key:
+// Rekey seals every stored signing secret, and the installation's shared
+// secrets, under the keyring's first key:
 // plaintext ones (the keyring was just set) and those sealed by an older
 // key (the key is being rotated). Expired secrets are dropped on the way.
 // It runs beside serving nodes: each tenant is rewritten under its row lock
@@ -144,8 +147,13 @@ func (s *Service) Rekey(ctx context.Context, actor string) (RekeyResult, error) 
 		}
 		after = ids[len(ids)-1]
 	}
-	err := s.store.RecordAudit(ctx, model.AuditEntry{Actor: actor, Action: "secrets.rekeyed", Detail: map[string]any{
-		"key_id": s.keyring.SealingKeyID(), "tenants": res.Tenants, "secrets": res.Secrets,
+	shared, err := s.rekeyShared(ctx)
+	res.Shared = shared
+	if err != nil {
+		return res, fmt.Errorf("rekey: %w", err)
+	}
+	err = s.store.RecordAudit(ctx, model.AuditEntry{Actor: actor, Action: "secrets.rekeyed", Detail: map[string]any{
+		"key_id": s.keyring.SealingKeyID(), "tenants": res.Tenants, "secrets": res.Secrets, "shared": res.Shared,
 	}})
 	return res, err
 }

@@ -44,6 +44,10 @@ type Store interface {
 
 	RecordAudit(ctx context.Context, entry model.AuditEntry) error
 	ListAudit(ctx context.Context, f model.AuditFilter) ([]model.AuditEntry, error)
+
+	SharedSecret(ctx context.Context, name, candidate string) (string, error)
+	ListSharedSecrets(ctx context.Context) (map[string]string, error)
+	ReplaceSharedSecret(ctx context.Context, name, old, value string) error
 }
 
 // Config configures a Service.

@@ -728,7 +728,10 @@ func batchCommand(ctx context.Context, args []string, con console) error {
 		return err
 	}
 	report := &batchReport{w: con.stdout, asJSON: *c.asJSON, now: con.now()}
-	var chunk []batchLine
+	var (
+		chunk      []batchLine
+		chunkBytes int
+	)
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
@@ -748,8 +751,14 @@ func batchCommand(ctx context.Context, args []string, con console) error {
 				if report.total > 0 {
 					before = fmt.Sprintf(" (the lines before line %d were, as shown above)", chunk[0].line)
 				}
-				return fmt.Errorf("lines %d to %d were not sent, nor any after them%s: %w",
-					chunk[0].line, chunk[len(chunk)-1].line, before, err)
+				// A refusal (4xx) changed nothing; after a server or network
+				// failure the call may have been carried out.
+				fate := "were not scheduled"
+				if apiErr := (*hookwheel.Error)(nil); !errors.As(err, &apiErr) || apiErr.StatusCode >= 500 {
+					fate = "may or may not have been scheduled (list the tasks before sending them again)"
+				}
+				return fmt.Errorf("lines %d to %d %s, and none after them was sent%s: %w",
+					chunk[0].line, chunk[len(chunk)-1].line, fate, before, err)
 			}
 			for i, r := range results {
 				chunk[sent[i]].result = r
@@ -758,7 +767,7 @@ func batchCommand(ctx context.Context, args []string, con console) error {
 		for _, l := range chunk {
 			report.add(l)
 		}
-		chunk = chunk[:0]
+		chunk, chunkBytes = chunk[:0], 0
 		return report.flush()
 	}
 	scanner := bufio.NewScanner(in)
@@ -776,7 +785,15 @@ func batchCommand(ctx context.Context, args []string, con console) error {
 			l.err = &hookwheel.Error{Op: fmt.Sprintf("line %d", line), StatusCode: http.StatusBadRequest,
 				Title: "invalid line", Detail: "not a task as POST /v1/tasks takes it: " + err.Error()}
 		}
+		// A call carries at most MaxBatch lines and batchCallBytes of them,
+		// well within the server's limit on a batch request's body.
+		if len(chunk) > 0 && chunkBytes+len(text) > batchCallBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		chunk = append(chunk, l)
+		chunkBytes += len(text)
 		if len(chunk) == hookwheel.MaxBatch {
 			if err := flush(); err != nil {
 				return err
@@ -804,6 +821,10 @@ func batchCommand(ctx context.Context, args []string, con console) error {
 
 // batchLine is one line of a batch file: the task it asks for, and either
 // why it could not be read or the API's result.
+// batchCallBytes bounds the lines one batch call carries: half the 32 MiB a
+// server takes in a batch request, leaving room for JSON's escaping.
+const batchCallBytes = 16 << 20
+
 type batchLine struct {
 	line   int
 	req    hookwheel.TaskRequest

@@ -410,6 +410,17 @@ func TestClientCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--url", prefix+"/many/", "--all", "--json")), &listed))
 		require.Len(t, listed, hookwheel.MaxBatch+500)
 
+		// Lines whose bytes pass what one call carries: sent in several
+		// calls, each within the server's limit on a batch request.
+		var big strings.Builder
+		body := strings.Repeat("x", 900<<10)
+		for i := range 40 { // 36 MB: more than the 32 MiB one batch request may carry
+			fmt.Fprintf(&big, `{"url": "%s/big/%d", "delay": "1h", "body": "%s"}`+"\n", prefix, i, body)
+		}
+		r = w.run(t, big.String(), []string{"batch", "-"})
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, "40 line(s): 40 scheduled, 0 failed.")
+
 		for _, tc := range []struct {
 			name, stdin string
 			args        []string
@@ -587,4 +598,7 @@ func TestHumanDuration(t *testing.T) {
 	require.Equal(t, "42s ago", relative(-42*time.Second))
 	require.Equal(t, `a\nb`, oneLine("a\nb", 10))
 	require.Equal(t, "abc… (6 bytes)", oneLine("abcdef", 3))
+	// What a receiver answers reaches the terminal only as text.
+	require.Equal(t, `a\x1b]52;c;eA==\x07b\x0dc\x9b\xff`, oneLine("a\x1b]52;c;eA==\x07b\rc\u009b\xff", 100))
+	require.Equal(t, "caf\u00e9 \ufffd", oneLine("caf\u00e9 \ufffd", 100), "text, and a real U+FFFD, as they are")
 }

@@ -44,7 +44,7 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 		fmt.Fprintln(con.stdout, headline)
 	}
 	tw := newTable(con.stdout)
-	row := func(label, value string) { fmt.Fprintf(tw, "%s:\t%s\n", label, value) }
+	row := func(label, value string) { fmt.Fprintf(tw, "%s:\t%s\n", label, escapeControls(value)) }
 	row("Task", t.ID.String())
 	row("Status", fmt.Sprintf("%s (%s)", t.Status, strings.ReplaceAll(statusHints[t.Status], "ID", t.ID.String())))
 	row("Request", string(t.Method)+" "+t.URL)
@@ -99,7 +99,7 @@ func printTaskTable(w io.Writer, tasks []hookwheel.Task, now time.Time) error {
 			next = when(*t.NextAttemptAt, now)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s %s\n", t.ID, t.Status, next, t.Attempts, t.MaxAttempts,
-			lastResult(&t, 40), t.Method, t.URL)
+			lastResult(&t, 40), t.Method, escapeControls(t.URL))
 	}
 	return tw.Flush()
 }
@@ -139,7 +139,7 @@ func (c *command) printSchedule(con console, headline string, s *hookwheel.Sched
 		fmt.Fprintln(con.stdout, headline)
 	}
 	tw := newTable(con.stdout)
-	row := func(label, value string) { fmt.Fprintf(tw, "%s:\t%s\n", label, value) }
+	row := func(label, value string) { fmt.Fprintf(tw, "%s:\t%s\n", label, escapeControls(value)) }
 	row("Schedule", s.ID.String())
 	row("State", scheduleState(s))
 	row("Cron", fmt.Sprintf("%s (in %s)", s.Cron, s.Timezone))
@@ -184,7 +184,7 @@ func printScheduleTable(w io.Writer, schedules []hookwheel.Schedule, now time.Ti
 		if s.NextRunAt != nil {
 			next = when(*s.NextRunAt, now)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s %s\n", s.ID, scheduleState(&s), s.Cron, s.Timezone, next, s.Method, s.URL)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s %s\n", s.ID, scheduleState(&s), s.Cron, s.Timezone, next, s.Method, escapeControls(s.URL))
 	}
 	return tw.Flush()
 }
@@ -343,12 +343,31 @@ func humanDuration(d time.Duration) string {
 }
 
 // oneLine fits s on one line of at most width characters, saying how long it
-// was when it had to be cut.
+// was when it had to be cut. Control characters are escaped: s comes from
+// receivers' answers and tasks, and an escape sequence written as is would
+// be obeyed by the terminal (move the cursor, rewrite the clipboard).
 func oneLine(s string, width int) string {
-	flat := strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\t", " ").Replace(s)
+	flat := escapeControls(strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\t", " ").Replace(s))
 	if utf8.RuneCountInString(flat) <= width {
 		return flat
 	}
 	runes := []rune(flat)
 	return string(runes[:width]) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// escapeControls writes C0 and C1 control characters and DEL as \xNN, and
+// bytes that are not UTF-8 as \xNN too.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -188,7 +188,7 @@ func rekeySecrets(ctx context.Context, args []string, env environment, logger *s
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "checked %d tenant(s): re-sealed %d signing secret(s) of %d tenant(s) under key %s\n",
-		res.Scanned, res.Secrets, res.Tenants, env.keyring.SealingKeyID())
+	_, err = fmt.Fprintf(stdout, "checked %d tenant(s): re-sealed %d signing secret(s) of %d tenant(s), and %d shared secret(s), under key %s\n",
+		res.Scanned, res.Secrets, res.Tenants, res.Shared, env.keyring.SealingKeyID())
 	return err
 }

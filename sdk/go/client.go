@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/hookwheel/hookwheel/sdk/go/internal/apiclient"
@@ -121,7 +122,10 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		return nil, errors.New("hookwheel: no API key (hw_<key id>_<secret>)")
 	}
 	cfg := config{
-		httpClient:   &http.Client{Timeout: DefaultTimeout},
+		// A transport of its own: retryablehttp closes its client's idle
+		// connections when a call gives up, which on http.DefaultTransport
+		// would close the whole program's.
+		httpClient:   &http.Client{Timeout: DefaultTimeout, Transport: cleanhttp.DefaultPooledTransport()},
 		retries:      DefaultRetries,
 		maxRetryWait: DefaultMaxRetryWait,
 		userAgent:    userAgent,

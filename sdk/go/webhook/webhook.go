@@ -10,6 +10,7 @@
 package webhook
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -78,10 +79,12 @@ func WithURL(url string) Option {
 // When header carries a Hookwheel-Signature JWT signed by one of the secrets
 // (HS256), its claims must match too: issuer "hookwheel", jti the webhook-id,
 // body the SHA-256 of body, not expired (with a minute of clock skew), and
-// subject the URL given WithURL. A JWT signed by none of them is the work of
-// the tenant's new secret, which the receiver has not been given yet: the
-// Standard Webhooks signature stands alone then, unless WithURL asks for the
-// JWT.
+// subject the URL given WithURL. The JWT is signed with the tenant's current
+// secret, whose signature comes first in webhook-signature: when one of
+// secrets made that first signature, the JWT must verify too. Otherwise (a
+// rotation the receiver has not been given the new secret of) a JWT none of
+// the secrets verifies is passed over and the Standard Webhooks signature
+// stands alone, unless WithURL asks for the JWT.
 //
 // body must be the request body exactly as received, before any parsing.
 // Header names are matched in any letter case.
@@ -95,10 +98,16 @@ func Verify(secrets []string, header http.Header, body []byte, opts ...Option) e
 	}
 	// The library reads headers with Get, which misses names stored in
 	// lowercase by direct assignment (as hookwheel's own signer does).
+	// The canonical name's values go first, whatever the map's order, so
+	// that Get reads the same value every time.
 	h := make(http.Header, len(header))
 	for k, v := range header {
 		ck := http.CanonicalHeaderKey(k)
-		h[ck] = append(h[ck], v...)
+		if k == ck {
+			h[ck] = append(append([]string(nil), v...), h[ck]...)
+		} else {
+			h[ck] = append(h[ck], v...)
+		}
 	}
 	if h.Get(HeaderID) == "" || h.Get(HeaderTimestamp) == "" || h.Get(HeaderSignature) == "" {
 		return fmt.Errorf("%w: want %s, %s and %s", ErrMissingHeaders, HeaderID, HeaderTimestamp, HeaderSignature)
@@ -137,7 +146,11 @@ func Verify(secrets []string, header http.Header, body []byte, opts ...Option) e
 	token := h.Get(HeaderJWT)
 	switch {
 	case token != "":
-		return verifyToken(keys, token, h.Get(HeaderID), body, o)
+		// The JWT is signed with the tenant's current secret, whose signature
+		// comes first: when one of the receiver's secrets made that one, the
+		// JWT must verify too.
+		strict := o.url != "" || firstSignatureIsOurs(keys, h, body)
+		return verifyToken(keys, token, h.Get(HeaderID), body, strict, o)
 	case o.url != "":
 		// Without the JWT, nothing binds the request to this URL.
 		return fmt.Errorf("%w: no %s header to check the URL with", ErrToken, HeaderJWT)
@@ -169,7 +182,7 @@ type tokenClaims struct {
 // verifyToken checks the Hookwheel-Signature JWT under each key in turn: it
 // is signed with the tenant's current secret only, which may be any of the
 // receiver's during a rotation, or none of them.
-func verifyToken(keys [][]byte, token, webhookID string, body []byte, o options) error {
+func verifyToken(keys [][]byte, token, webhookID string, body []byte, strict bool, o options) error {
 	parserOpts := []jwt.ParserOption{
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithIssuer("hookwheel"),
@@ -198,9 +211,32 @@ func verifyToken(keys [][]byte, token, webhookID string, body []byte, o options)
 		}
 		return nil
 	}
-	if o.url != "" {
-		return fmt.Errorf("%w: not signed by any of the %d secret(s), so the URL cannot be checked; "+
+	if strict {
+		return fmt.Errorf("%w: not signed by any of the %d secret(s), although the first signature is; "+
 			"the current signing secret signs it", ErrToken, len(keys))
 	}
 	return nil
+}
+
+// firstSignatureIsOurs reports whether the first v1 entry of webhook-signature,
+// the tenant's current secret's, was made by one of keys.
+func firstSignatureIsOurs(keys [][]byte, h http.Header, body []byte) bool {
+	first, _, _ := strings.Cut(h.Get(HeaderSignature), " ")
+	sig, ok := strings.CutPrefix(first, "v1,")
+	if !ok {
+		return false
+	}
+	want, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return false
+	}
+	for _, key := range keys {
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte(h.Get(HeaderID) + "." + h.Get(HeaderTimestamp) + "."))
+		mac.Write(body)
+		if hmac.Equal(mac.Sum(nil), want) {
+			return true
+		}
+	}
+	return false
 }

@@ -127,8 +127,10 @@ func TestVerify(t *testing.T) {
 			secrets: []string{current}, opts: []webhook.Option{webhook.WithURL(msg.url)}, wantErr: webhook.ErrToken},
 		{name: "no JWT, URL asked", header: sign(t, msg, []string{current}, nil, nil),
 			secrets: []string{current}, opts: []webhook.Option{webhook.WithURL(msg.url)}, wantErr: webhook.ErrToken},
-		{name: "JWT signed by a secret not given, no URL asked", header: sign(t, msg, []string{current}, otherKey, claimsOf(msg)),
-			secrets: []string{current}},
+		// The first signature is the current secret's, which also signs the
+		// JWT: a JWT it does not verify was not made by hookwheel.
+		{name: "JWT forged beside the current secret's signature", header: sign(t, msg, []string{current}, otherKey, claimsOf(msg)),
+			secrets: []string{current}, wantErr: webhook.ErrToken},
 		{name: "JWT for another URL", header: sign(t, msg, []string{current}, currentKey, claimsOf(msg)),
 			secrets: []string{current}, opts: []webhook.Option{webhook.WithURL("https://attacker.example/")}, wantErr: webhook.ErrToken},
 		{name: "JWT for another webhook", header: withClaims(func(c jwt.MapClaims) { c["jti"] = "another" }),
@@ -172,7 +174,8 @@ func TestVerifyUnsignedJWT(t *testing.T) {
 	require.NoError(t, err)
 	h.Set("Hookwheel-Signature", token)
 	require.ErrorIs(t, webhook.Verify([]string{secret}, h, msg.body, webhook.WithURL(msg.url)), webhook.ErrToken)
-	require.NoError(t, webhook.Verify([]string{secret}, h, msg.body))
+	require.ErrorIs(t, webhook.Verify([]string{secret}, h, msg.body), webhook.ErrToken,
+		"the secret that made the first signature signs every JWT: an unsigned one is forged")
 }
 
 // TestVerifyLowercaseHeaders verifies headers stored under their lowercase

@@ -173,6 +173,13 @@ export async function verifyWebhookSignature(
 
   const nowMs =
     options.now === undefined ? Date.now() : options.now instanceof Date ? options.now.getTime() : options.now;
+  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  // NaN (a tolerance read from an unset variable, an invalid Date) would make
+  // every comparison below false and accept a webhook of any age.
+  if (!Number.isFinite(nowMs)) throw new TypeError("verifyWebhook: options.now is not a valid time");
+  if (!Number.isFinite(tolerance) || tolerance < 0) {
+    throw new TypeError("verifyWebhook: options.toleranceSeconds must be a finite number of seconds, at least 0");
+  }
   const nowSeconds = Math.floor(nowMs / 1000);
   if (!/^\d{1,15}$/.test(timestamp)) {
     throw new WebhookVerificationError(
@@ -181,7 +188,6 @@ export async function verifyWebhookSignature(
     );
   }
   const ts = Number(timestamp);
-  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   if (ts < nowSeconds - tolerance) {
     throw new WebhookVerificationError(
       "timestamp_too_old",

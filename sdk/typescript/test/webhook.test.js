@@ -178,12 +178,16 @@ describe("verifyWebhook", () => {
 
   it("refuses a timestamp outside the tolerance, either way", async () => {
     const secret = newSecret();
+    // One instant for signing and verifying: a second ticking between them
+    // would move the edges.
+    const t = nowSeconds();
+    const now = new Date(t * 1000);
     // The JWT's own expiry is checked apart from the tolerance; kept valid here.
-    const old = sign([secret], { at: nowSeconds() - 301, jwt: { claims: { exp: nowSeconds() + 60 } } });
-    await refused(verifyWebhook(secret, old, '{"hello":"world"}'), "timestamp_too_old");
-    await verifyWebhook(secret, old, '{"hello":"world"}', { toleranceSeconds: 400 });
-    const future = sign([secret], { at: nowSeconds() + 301 });
-    await refused(verifyWebhook(secret, future, '{"hello":"world"}'), "timestamp_too_new");
+    const old = sign([secret], { at: t - 301, jwt: { claims: { exp: t + 60 } } });
+    await refused(verifyWebhook(secret, old, '{"hello":"world"}', { now }), "timestamp_too_old");
+    await verifyWebhook(secret, old, '{"hello":"world"}', { toleranceSeconds: 400, now });
+    const future = sign([secret], { at: t + 301 });
+    await refused(verifyWebhook(secret, future, '{"hello":"world"}', { now }), "timestamp_too_new");
     await refused(
       verifyWebhook(secret, { ...old, "webhook-timestamp": "1e9" }, '{"hello":"world"}'),
       "invalid_timestamp",
@@ -282,5 +286,12 @@ describe("verifyWebhook", () => {
     const secret = newSecret();
     const headers = sign([secret]);
     await verifyWebhook(secret.slice("whsec_".length), headers, '{"hello":"world"}', { crypto: webcrypto });
+  });
+  it("refuses options that would switch the timestamp check off", async () => {
+    const secret = newSecret();
+    const old = sign([secret], { at: 1_000_000_000 });
+    for (const options of [{ toleranceSeconds: NaN }, { toleranceSeconds: Infinity }, { toleranceSeconds: -1 }, { now: new Date("nonsense") }, { now: NaN }]) {
+      await assert.rejects(verifyWebhook(secret, old, '{"hello":"world"}', options), TypeError, JSON.stringify(String(Object.values(options)[0])));
+    }
   });
 });

@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	key, err := sessionKey(ctx, cfg, n.db)
+	key, err := sessionKey(ctx, cfg, n.tenants)
 	if err != nil {
 		return nil, err
 	}
@@ -295,24 +295,17 @@ func encryptionStatus(k *keyring.Keyring) string {
 
 // sessionKey is the key of the dashboard's sessions: Config.SessionKey, else
 // the installation's, which the first node to start makes and stores.
-func sessionKey(ctx context.Context, cfg Config, db *store.DB) ([]byte, error) {
+func sessionKey(ctx context.Context, cfg Config, secrets *tenants.Service) ([]byte, error) {
 	if len(cfg.SessionKey) > 0 {
 		return cfg.SessionKey, nil
 	}
-	const name, sealContext = "dashboard-session-key", "shared-secret/dashboard-session-key"
-	candidate, err := cfg.Keyring.Seal(base64.StdEncoding.EncodeToString(session.RandomKey()), sealContext)
-	if err != nil {
-		return nil, fmt.Errorf("seal a dashboard session key: %w", err)
-	}
-	stored, err := db.SharedSecret(ctx, name, candidate)
+	stored, err := secrets.SharedSecret(ctx, "dashboard-session-key", func() (string, error) {
+		return base64.StdEncoding.EncodeToString(session.RandomKey()), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	plain, err := cfg.Keyring.Open(stored, sealContext)
-	if err != nil {
-		return nil, fmt.Errorf("open the dashboard session key: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(plain)
+	key, err := base64.StdEncoding.DecodeString(stored)
 	if err != nil || len(key) < session.KeyBytes {
 		return nil, errors.New("the stored dashboard session key is malformed")
 	}
