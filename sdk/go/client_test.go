@@ -320,6 +320,27 @@ func TestListTasksWalksEveryPage(t *testing.T) {
 	require.Equal(t, 1, errs)
 }
 
+// TestListTasksStopsOnARepeatedCursor: a server answering a page with its own
+// cursor ends the walk with an error instead of an endless loop.
+func TestListTasksStopsOnARepeatedCursor(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		writeJSON(w, http.StatusOK, map[string]any{"data": []any{taskJSON(uuid.New(), "https://example.com/")}, "next_cursor": "same"})
+	})
+	var items, errs int
+	for _, err := range f.client(t).ListTasks(context.Background(), hookwheel.TaskFilter{}) {
+		if err != nil {
+			require.ErrorContains(t, err, `cursor "same"`)
+			errs++
+			continue
+		}
+		items++
+	}
+	require.Equal(t, 2, items, "the first page, then the page its cursor names")
+	require.Equal(t, 1, errs)
+	require.Len(t, f.got(), 2)
+}
+
 func TestCreateTasksReportsEachItem(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()

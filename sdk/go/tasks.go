@@ -245,7 +245,8 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) iter.Seq2[Task, er
 }
 
 // paginate walks the pages fetch returns, from the first (nil cursor) to the
-// one without a next cursor.
+// one without a next cursor. A page that hands back the cursor it was read
+// with ends the walk with an error rather than reading it for ever.
 func paginate[T any](fetch func(cursor *string) ([]T, *string, error)) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var cursor *string
@@ -262,6 +263,11 @@ func paginate[T any](fetch func(cursor *string) ([]T, *string, error)) iter.Seq2
 				}
 			}
 			if next == nil || *next == "" {
+				return
+			}
+			if cursor != nil && *next == *cursor {
+				var zero T
+				yield(zero, fmt.Errorf("hookwheel: the server answered cursor %q with itself", *next))
 				return
 			}
 			cursor = next

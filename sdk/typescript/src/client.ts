@@ -214,19 +214,17 @@ export function createClient(options: ClientOptions): HookwheelClient {
         result = await call();
       } catch (err) {
         if (!repeatable || tries >= maxTries || !unanswered.has(err as object)) throw err;
-        const wait = backoff(tries);
-        if (wait > maxDelayMs) throw err;
-        await sleep(wait);
+        // Our own backoff is capped; only a server asking for longer ends the tries.
+        await sleep(Math.min(backoff(tries), maxDelayMs));
         continue;
       }
       if (result.response.ok) return result.data as NonNullable<R["data"]>;
       const err = HookwheelError.fromResponse(result.response, result.error);
       const retryable = err.status === 429 || (err.status === 503 && repeatable);
       if (!retryable || tries >= maxTries) throw err;
-      const wait = err.retryAfterMs ?? backoff(tries);
       // Coming back earlier than asked would only be refused again.
-      if (wait > maxDelayMs) throw err;
-      await sleep(wait);
+      if (err.retryAfterMs !== undefined && err.retryAfterMs > maxDelayMs) throw err;
+      await sleep(err.retryAfterMs ?? Math.min(backoff(tries), maxDelayMs));
     }
   }
 
@@ -237,7 +235,10 @@ export function createClient(options: ClientOptions): HookwheelClient {
     do {
       const page = await fetchPage(cursor);
       yield* page.data;
-      cursor = page.next_cursor ?? undefined;
+      const next = page.next_cursor ?? undefined;
+      // A page that hands back its own cursor would be read for ever.
+      if (next !== undefined && next === cursor) throw new Error(`hookwheel: the server answered cursor ${next} with itself`);
+      cursor = next;
     } while (cursor);
   }
 

@@ -246,6 +246,17 @@ describe("client", () => {
     );
   });
 
+  it("stops with an error when a page hands back its own cursor", async () => {
+    const same = () => json(200, { data: [TASK], next_cursor: "same" });
+    const { client, requests } = scripted([same(), same(), same()]);
+    const seen = [];
+    await assert.rejects(async () => {
+      for await (const task of client.tasks.list()) seen.push(task.id);
+    }, /cursor same/);
+    assert.equal(seen.length, 2);
+    assert.equal(requests.length, 2);
+  });
+
   it("stops reading pages when the loop stops", async () => {
     const { client, requests } = scripted([json(200, { data: [TASK, TASK], next_cursor: "more" })]);
     for await (const _ of client.tasks.list()) break;
