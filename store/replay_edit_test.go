@@ -140,7 +140,9 @@ func TestReplayTasks(t *testing.T) {
 			return model.ReplayFilter{CreatedAfter: &s.hours[1], CreatedBefore: &s.hours[2]}
 		}, func(_ int, s setTask) bool { return s.hour == 1 }},
 		// The % is the URL's, not a wildcard.
-		{"url prefix", 2, func(*taskSet) model.ReplayFilter { return model.ReplayFilter{URLPrefix: ptr("https://receiver.example/h%")} },
+		{"url prefix", 2, func(*taskSet) model.ReplayFilter {
+			return model.ReplayFilter{URLPrefix: ptr("https://receiver.example/h%")}
+		},
 			func(i int, _ setTask) bool { return otherURL(i) }},
 		{"combined", 2, func(s *taskSet) model.ReplayFilter {
 			return model.ReplayFilter{ScheduleID: &s.schedule, URLPrefix: ptr("https://receiver.example/hooks/"), CreatedBefore: &s.hours[1]}

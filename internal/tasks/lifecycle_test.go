@@ -23,7 +23,10 @@ func TestChangesOfUnknownTasks(t *testing.T) {
 		"attempts":   func(tn, id uuid.UUID) error { _, err := svc.Attempts(t.Context(), tn, id); return err },
 		"cancel":     func(tn, id uuid.UUID) error { _, err := svc.Cancel(t.Context(), tn, id); return err },
 		"reschedule": func(tn, id uuid.UUID) error { _, err := svc.Reschedule(t.Context(), tn, id, b.clock.Now()); return err },
-		"replay":     func(tn, id uuid.UUID) error { _, err := svc.Replay(t.Context(), &model.Tenant{ID: tn}, id, nil); return err },
+		"replay": func(tn, id uuid.UUID) error {
+			_, err := svc.Replay(t.Context(), &model.Tenant{ID: tn}, id, nil)
+			return err
+		},
 	} {
 		require.ErrorIs(t, change(b.tenant.ID, uuid.New()), model.ErrNotFound, name)
 		require.ErrorIs(t, change(other, task.ID), model.ErrNotFound, name+" of another tenant's task")
