@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"net/url"
@@ -480,27 +481,41 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	if err != nil {
 		return err
 	}
-	tasks := []hookwheel.Task{}
-	more := false
-	for task, err := range client.ListTasks(ctx, filter) {
-		if err != nil {
-			return err
-		}
-		if !*all && len(tasks) == *limit {
-			more = true
-			break
-		}
-		tasks = append(tasks, task)
-	}
-	if *c.asJSON {
-		return printJSON(con.stdout, tasks)
-	}
-	if err := printTaskTable(con.stdout, tasks, con.now()); err != nil {
+	tasks, more, err := take(client.ListTasks(ctx, filter), *limit, *all)
+	if err != nil {
 		return err
 	}
-	if more {
-		_, err = fmt.Fprintf(con.stdout, "\n(the %d newest shown; --limit N or --all for more)\n", len(tasks))
+	return printList(con, *c.asJSON, tasks, more, printTaskTable)
+}
+
+// take reads up to limit items of a listing (every one with all), and says
+// whether more were left.
+func take[T any](items iter.Seq2[T, error], limit int, all bool) (taken []T, more bool, err error) {
+	taken = []T{}
+	for item, err := range items {
+		if err != nil {
+			return nil, false, err
+		}
+		if !all && len(taken) == limit {
+			return taken, true, nil
+		}
+		taken = append(taken, item)
 	}
+	return taken, false, nil
+}
+
+// printList prints a listing as JSON or as a table, saying when it was cut.
+func printList[T any](con console, asJSON bool, items []T, more bool, table func(io.Writer, []T, time.Time) error) error {
+	if asJSON {
+		return printJSON(con.stdout, items)
+	}
+	if err := table(con.stdout, items, con.now()); err != nil {
+		return err
+	}
+	if !more {
+		return nil
+	}
+	_, err := fmt.Fprintf(con.stdout, "\n(the %d newest shown; --limit N or --all for more)\n", len(items))
 	return err
 }
 
@@ -602,28 +617,11 @@ func schedulesCommand(ctx context.Context, args []string, con console) error {
 		if !*all {
 			filter.PageSize = min(*limit, 500)
 		}
-		schedules := []hookwheel.Schedule{}
-		more := false
-		for s, err := range client.ListSchedules(ctx, filter) {
-			if err != nil {
-				return err
-			}
-			if !*all && len(schedules) == *limit {
-				more = true
-				break
-			}
-			schedules = append(schedules, s)
-		}
-		if *c.asJSON {
-			return printJSON(con.stdout, schedules)
-		}
-		if err := printScheduleTable(con.stdout, schedules, con.now()); err != nil {
+		schedules, more, err := take(client.ListSchedules(ctx, filter), *limit, *all)
+		if err != nil {
 			return err
 		}
-		if more {
-			_, err = fmt.Fprintf(con.stdout, "\n(the %d newest shown; --limit N or --all for more)\n", len(schedules))
-		}
-		return err
+		return printList(con, *c.asJSON, schedules, more, printScheduleTable)
 	case "get", "pause", "resume", "delete", "next":
 		count := 10
 		if sub == "next" {

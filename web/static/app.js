@@ -524,6 +524,29 @@ function taskRows(tasks) {
   ]);
 }
 
+// filterFields are the conditions the task list and the bulk replay share
+// (URL prefix, schedule, creation time), filled from f; read gives those set,
+// as the API names them.
+function filterFields(f) {
+  const url = h('input', { type: 'text', name: 'url', value: f.url, placeholder: 'https://api.example.com/' });
+  const schedule = h('input', { type: 'text', name: 'schedule_id', value: f.schedule_id, placeholder: 'schedule id' });
+  const localValue = (iso) => (iso ? toLocalInput(new Date(iso)) : '');
+  const after = h('input', { type: 'datetime-local', step: 1, name: 'created_after', value: localValue(f.created_after) });
+  const before = h('input', { type: 'datetime-local', step: 1, name: 'created_before', value: localValue(f.created_before) });
+  const read = () => {
+    const out = {};
+    if (url.value.trim()) out.url = url.value.trim();
+    if (schedule.value.trim()) out.schedule_id = schedule.value.trim();
+    if (after.value) out.created_after = fromLocalInput(after.value);
+    if (before.value) out.created_before = fromLocalInput(before.value);
+    return out;
+  };
+  return {
+    fields: [field('URL starts with', url), field('Schedule', schedule), field('Created from', after), field('Created before', before)],
+    read,
+  };
+}
+
 const taskHeadings = ['Task', 'Status', 'URL', 'Due', 'Attempts', 'Last status', 'Created'];
 const taskWideOnly = [3, 4, 5, 6];
 
@@ -533,10 +556,7 @@ async function tasksPage(_, params) {
   const slot = h('div');
   const search = h('input', { type: 'search', id: 'task-search', name: 'q', value: f.idempotency_key, placeholder: 'task id or idempotency key', 'aria-describedby': 'task-search-hint' });
   const status = h('select', { name: 'status' }, h('option', { value: '' }, 'any'), taskStatuses.map((s) => h('option', { value: s, selected: s === f.status }, s)));
-  const url = h('input', { type: 'text', name: 'url', value: f.url, placeholder: 'https://api.example.com/' });
-  const schedule = h('input', { type: 'text', name: 'schedule_id', value: f.schedule_id, placeholder: 'schedule id' });
-  const after = h('input', { type: 'datetime-local', step: 1, name: 'created_after', value: f.created_after ? toLocalInput(new Date(f.created_after)) : '' });
-  const before = h('input', { type: 'datetime-local', step: 1, name: 'created_before', value: f.created_before ? toLocalInput(new Date(f.created_before)) : '' });
+  const conditions = filterFields(f);
   const searchForm = h('form', { class: 'search', role: 'search', onsubmit: async (e) => {
     e.preventDefault();
     const q = search.value.trim();
@@ -546,8 +566,8 @@ async function tasksPage(_, params) {
   h('span', { class: 'hint', id: 'task-search-hint' }, 'By id, or by the idempotency key it was created with.'));
   const filters = h('form', { class: 'filters', onsubmit: (e) => {
     e.preventDefault();
-    navigate(`/ui/tasks${query({ status: status.value, url: url.value.trim(), schedule_id: schedule.value.trim(), created_after: fromLocalInput(after.value), created_before: fromLocalInput(before.value) })}`);
-  } }, field('Status', status), field('URL starts with', url), field('Schedule', schedule), field('Created from', after), field('Created before', before),
+    navigate(`/ui/tasks${query({ status: status.value, ...conditions.read() })}`);
+  } }, field('Status', status), conditions.fields,
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Filter'), link('/ui/tasks', 'Clear')));
   show(h('h1', {}, 'Tasks'), searchForm, filters, slot);
   const list = await api('GET', `/v1/tasks${query({ ...f, limit: 50 })}`);
@@ -559,7 +579,11 @@ async function tasksPage(_, params) {
 async function taskPage([id]) {
   const show = pageShow();
   if (!uuidRe.test(id)) throw new APIError(404, { title: 'Not found', detail: `no task ${id}` });
-  const [task, attempts] = await Promise.all([api('GET', `/v1/tasks/${id}`), api('GET', `/v1/tasks/${id}/attempts`)]);
+  // The task first, its attempts after: an attempt is written with the
+  // task's outcome, so the later read holds every attempt the task counts.
+  // Read together, the attempts could come from before the task's last one.
+  const task = await api('GET', `/v1/tasks/${id}`);
+  const attempts = await api('GET', `/v1/tasks/${id}/attempts`);
   const slot = h('div');
   const refresh = () => render();
   const actions = h('div', { class: 'actions' });
@@ -696,7 +720,7 @@ async function schedulesPage() {
         confirmButton('Delete', 'Click again to delete', () => act(() => api('DELETE', `/v1/schedules/${s.id}`), 'Schedule deleted')),
         link(`/ui/tasks?schedule_id=${s.id}`, 'Tasks')),
     ];
-  }), 'Schedules', 'No schedules yet. Create one with POST /v1/schedules.'));
+  }), 'Schedules', 'No schedules yet. Create one with POST /v1/schedules.', [0, 2, 3]));
 }
 
 // ---------------------------------------------------------------------------
@@ -704,21 +728,10 @@ async function schedulesPage() {
 
 async function deadLettersPage(_, params) {
   const show = pageShow();
-  const f = { url: params.get('url') || '', schedule_id: params.get('schedule_id') || '', created_after: params.get('created_after') || '', created_before: params.get('created_before') || '' };
-  const url = h('input', { type: 'text', value: f.url, placeholder: 'https://api.example.com/' });
-  const schedule = h('input', { type: 'text', value: f.schedule_id, placeholder: 'schedule id' });
-  const after = h('input', { type: 'datetime-local', step: 1, value: f.created_after ? toLocalInput(new Date(f.created_after)) : '' });
-  const before = h('input', { type: 'datetime-local', step: 1, value: f.created_before ? toLocalInput(new Date(f.created_before)) : '' });
+  const conditions = filterFields(Object.fromEntries(['url', 'schedule_id', 'created_after', 'created_before'].map((k) => [k, params.get(k) || ''])));
   const slot = h('div');
   const confirmSlot = h('div', { 'aria-live': 'polite' });
-  const filter = () => {
-    const out = {};
-    if (url.value.trim()) out.url = url.value.trim();
-    if (schedule.value.trim()) out.schedule_id = schedule.value.trim();
-    if (after.value) out.created_after = fromLocalInput(after.value);
-    if (before.value) out.created_before = fromLocalInput(before.value);
-    return out;
-  };
+  const filter = conditions.read;
   const form = h('form', { class: 'filters', onsubmit: (e) => {
     e.preventDefault();
     run(slot, async () => {
@@ -740,7 +753,7 @@ async function deadLettersPage(_, params) {
         go, ' ', h('button', { type: 'button', onclick: () => fill(confirmSlot) }, 'Cancel')));
       go.focus();
     });
-  } }, field('URL starts with', url), field('Schedule', schedule), field('Created from', after), field('Created before', before),
+  } }, conditions.fields,
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Count dead tasks to replay')));
   const listSlot = h('div');
   const listDead = async () => {
@@ -767,7 +780,7 @@ async function targetsPage() {
       return [h('code', {}, t.target), breakerBadge(t.state), fmtNum(t.in_flight), fmtNum(t.waiting), fmtNum(t.attempts), fmtNum(t.failures),
         t.attempts ? `${fmtNum((100 * t.failures) / t.attempts, 1)} %` : '—',
         tl ? [tl.rate ? `${fmtNum(tl.rate, 2)}/s` : '', tl.concurrency ? ` ≤ ${tl.concurrency} at once` : ''] : h('span', { class: 'muted' }, 'none')];
-    }), 'Targets', 'No webhook was sent in the last ten minutes.'),
+    }), 'Targets', 'No webhook was sent in the last ten minutes.', [2, 3, 4, 7]),
     h('section', { class: 'card' }, h('h2', {}, 'Your limits'), h('dl', { class: 'fields' },
       dt('Waiting tasks', `${fmtNum(limits.pending_tasks)}${l.max_pending_tasks ? ` of at most ${fmtNum(l.max_pending_tasks)}` : ''}`),
       dt('Dispatch rate', l.dispatch_rate ? `${fmtNum(l.dispatch_rate, 2)}/s` : 'unlimited'),
@@ -821,7 +834,7 @@ async function keysPage() {
         toast('Key revoked');
         await draw();
       })),
-    ]), 'API keys'));
+    ]), 'API keys', undefined, [2, 3, 4, 5]));
   };
   show(h('h1', {}, 'API keys'), shown, slot, listSlot, form);
   await draw();
@@ -867,7 +880,7 @@ async function tenantsPage(_, params) {
     t.limits.dispatch_concurrency ? fmtNum(t.limits.dispatch_concurrency) : 'unlimited',
     t.limits.max_pending_tasks ? fmtNum(t.limits.max_pending_tasks) : 'unlimited',
     t.retention || 'server default',
-  ]), 'Tenants', 'No tenants yet.'), list.next_cursor ? h('div', { class: 'pager' }, link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page →')) : null);
+  ]), 'Tenants', 'No tenants yet.', [1, 2, 4, 5, 7]), list.next_cursor ? h('div', { class: 'pager' }, link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page →')) : null);
 }
 
 // ranges writes ascending partition numbers as runs: 0–15, 32, 40–47.
@@ -901,7 +914,7 @@ function nodesView(nodes) {
     table(['', 'Node', 'Started', 'Heartbeat', 'Expires', 'Partitions'], nodes.data.map((n, i) => [
       h('span', { class: `swatch n${i % palette.length}`, 'aria-hidden': 'true' }), h('span', {}, h('strong', {}, n.name), h('br'), h('code', { class: 'muted' }, n.id)),
       timeCell(n.started_at), timeCell(n.heartbeat_at), timeCell(n.expires_at), h('span', {}, `${n.partitions.length}: `, h('span', { class: 'muted' }, ranges(n.partitions))),
-    ]), 'Nodes', 'No live dispatcher node.'),
+    ]), 'Nodes', 'No live dispatcher node.', [2, 4]),
     h('section', { class: 'card' }, h('h2', {}, 'Partition map'), h('p', { class: 'muted' }, 'Each square is a partition, coloured by the node holding its lease; grey ones have none. Refreshed every 5 seconds.'), grid)];
 }
 
