@@ -355,9 +355,14 @@ func TestLiveWebhooks(t *testing.T) {
 	require.True(t, strings.HasSuffix(ds[2].URL, "/moved"), ds[2].URL)
 	require.Equal(t, edited, string(ds[2].Body))
 	require.NoError(t, webhook.Verify(secrets, ds[2].Header, ds[2].Body, webhook.WithURL(l.base+"/moved")))
-	attempts, err := l.client.TaskAttempts(ctx, task.ID)
-	require.NoError(t, err)
-	require.Len(t, attempts, 3)
+	// The receiver sees a webhook before its attempt is recorded: wait for
+	// the record rather than reading it as the delivery arrives.
+	var attempts []hookwheel.Attempt
+	poll(t, 30*time.Second, "three attempts of "+task.ID.String(), func() bool {
+		attempts, err = l.client.TaskAttempts(ctx, task.ID)
+		require.NoError(t, err)
+		return len(attempts) == 3
+	})
 
 	// A receiver answering 410 kills the task at once; ReplayDead sends it
 	// again.
