@@ -21,7 +21,7 @@ SERVICES_ENV := svc_env=$$($(SERVICES) env); eval "$$svc_env"; \
 	echo "DATABASE_URL=$$DATABASE_URL REDIS_URL=$$REDIS_URL" | sed -E 's|//([^:/@]*):[^@/]*@|//\1:***@|g'
 
 
-.PHONY: help build generate test fuzz bench bench-peers run stop services clean distclean
+.PHONY: help build generate test fuzz bench bench-peers bench-nodes run stop services clean distclean
 
 help: ## list the targets
 	@echo 'make targets:'
@@ -81,6 +81,13 @@ bench-peers: ## hookwheel vs River vs Asynq: fire precision at 1k/s and throughp
 	$(GO) build -o $(BIN) ./cmd/hookwheel
 	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
 	bench/bin/hwbench peers -hookwheel $(CURDIR)/$(BIN) -command 'make bench-peers $(HWBENCH_FLAGS)' $(HWBENCH_FLAGS)
+
+# Apart from bench: 5 and then 10 nodes take about 3 minutes, and 11 processes crowd a small machine.
+bench-nodes: ## many nodes: idle Postgres cost per node; a node joining, leaving (SIGTERM) and killed under load (bench/)
+	@$(SERVICES_ENV)
+	$(GO) build -o $(BIN) ./cmd/hookwheel
+	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
+	bench/bin/hwbench nodes -hookwheel $(CURDIR)/$(BIN) -command 'make bench-nodes $(HWBENCH_FLAGS)' $(HWBENCH_FLAGS)
 
 run: ## serve the API and dispatcher on :8080 with a demo tenant (Ctrl-C stops)
 	@deploy/dev/run.sh

@@ -83,6 +83,18 @@ func withDatabase(databaseURL, name string) (string, error) {
 	return u.String(), nil
 }
 
+// withParam is databaseURL with the query parameter name set to value.
+func withParam(databaseURL, name, value string) (string, error) {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return "", fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
 // createDatabase creates a fresh database named <runID>_<suffix> and returns
 // its URL. It is dropped by cleanup.
 func (s *services) createDatabase(ctx context.Context, suffix string) (string, error) {
@@ -192,6 +204,7 @@ type nodeConfig struct {
 	adminToken  string
 	senders     int
 	extraEnv    []string
+	args        []string // after serve, e.g. --dispatcher-only
 }
 
 func freePort() (int, error) {
@@ -247,7 +260,7 @@ func (s *services) startNode(ctx context.Context, name string, cfg nodeConfig) (
 			env = append(env, rest)
 		}
 	}
-	n.cmd = exec.Command(cfg.bin, "serve")
+	n.cmd = exec.Command(cfg.bin, append([]string{"serve"}, cfg.args...)...)
 	n.cmd.Env = env
 	n.cmd.Stdout = logFile
 	n.cmd.Stderr = logFile
@@ -296,6 +309,9 @@ func (n *hookwheelNode) kill() {
 	<-n.exited
 }
 
+// terminate asks for a graceful stop (SIGTERM) without waiting for it.
+func (n *hookwheelNode) terminate() { _ = n.cmd.Process.Signal(syscall.SIGTERM) }
+
 // stop asks for a graceful stop (SIGTERM), then kills after 20 s.
 func (n *hookwheelNode) stop() {
 	select {
@@ -303,7 +319,7 @@ func (n *hookwheelNode) stop() {
 		return
 	default:
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	n.terminate()
 	select {
 	case <-n.exited:
 	case <-time.After(20 * time.Second):

@@ -100,11 +100,19 @@ func startHookwheel(ctx context.Context, svc *services, opts hookwheelOptions, l
 	return h, nil
 }
 
-// AddNode starts one more `hookwheel serve` on the same database and Redis.
-func (h *hookwheelSystem) AddNode(ctx context.Context) (*hookwheelNode, error) {
-	n, err := h.svc.startNode(ctx, fmt.Sprintf("hookwheel-%d", len(h.nodes)+1), nodeConfig{
-		bin: h.bin, databaseURL: h.dbURL, redisURL: h.svc.redisURL, redisPrefix: h.prefix,
-		adminToken: h.adminToken, senders: h.senders,
+// AddNode starts one more `hookwheel serve` (with args, e.g.
+// --dispatcher-only) on the same database and Redis.
+func (h *hookwheelSystem) AddNode(ctx context.Context, args ...string) (*hookwheelNode, error) {
+	name := fmt.Sprintf("hookwheel-%d", len(h.nodes)+1)
+	// The node's name as its application_name tells its Postgres backends
+	// apart from the other nodes' in pg_stat_activity.
+	dbURL, err := withParam(h.dbURL, "application_name", name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := h.svc.startNode(ctx, name, nodeConfig{
+		bin: h.bin, databaseURL: dbURL, redisURL: h.svc.redisURL, redisPrefix: h.prefix,
+		adminToken: h.adminToken, senders: h.senders, args: args,
 	})
 	if err != nil {
 		return nil, err

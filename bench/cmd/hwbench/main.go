@@ -8,6 +8,7 @@
 //	hwbench ingest      API ingest: single and batch calls, closed and open loop
 //	hwbench backlog     lateness at -backlog-rate with -backlog rows pending far ahead, and RSS
 //	hwbench failover    two nodes, SIGKILL one, time until its tasks fire on the other
+//	hwbench nodes       N nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
 //	hwbench peers       hookwheel, River and Asynq: fire precision and throughput (make bench-peers)
 //	hwbench cleanup     drop databases and Redis keys left by an interrupted run
 //
@@ -51,6 +52,10 @@ type options struct {
 	failoverRate    int
 	failoverDur     time.Duration
 	failoverKill    time.Duration
+	nodeSizes       string
+	nodesRate       int
+	nodesGap        time.Duration
+	nodesIdle       time.Duration
 
 	systems             string
 	peerRate            int
@@ -69,6 +74,7 @@ commands:
   ingest      POST /v1/tasks and /v1/tasks/batch: requests and tasks per second, latency
   backlog     lateness at -backlog-rate with each -backlog size pending a month ahead; RSS
   failover    two nodes; SIGKILL one; time until its tasks fire on the other
+  nodes       each of -nodes nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
   peers       hookwheel vs River vs Asynq (what make bench-peers runs)
   cleanup     drop hwbench_* databases and Redis keys left by an interrupted run
 
@@ -101,6 +107,10 @@ func main() {
 	fs.IntVar(&o.failoverRate, "failover-rate", 500, "failover: tasks falling due per second")
 	fs.DurationVar(&o.failoverDur, "failover-duration", 12*time.Second, "failover: how long they fall due")
 	fs.DurationVar(&o.failoverKill, "failover-kill-after", 4*time.Second, "failover: SIGKILL a node this long after the first due time")
+	fs.StringVar(&o.nodeSizes, "nodes", "5,10", "nodes: cluster sizes, comma-separated (at least 2)")
+	fs.IntVar(&o.nodesRate, "nodes-rate", 500, "nodes: tasks falling due per second")
+	fs.DurationVar(&o.nodesGap, "nodes-event-gap", 8*time.Second, "nodes: time from the first due time to the join, between the join, leave and kill, and after the kill")
+	fs.DurationVar(&o.nodesIdle, "nodes-idle", 20*time.Second, "nodes: how long the idle nodes' Postgres cost is measured")
 
 	fs.StringVar(&o.systems, "systems", "hookwheel,river,asynq", "peers: systems to run, in order")
 	fs.IntVar(&o.peerRate, "peer-rate", 1000, "peers: fire precision rate, tasks per second")
@@ -144,6 +154,7 @@ func run(ctx context.Context, cmd string, o options) error {
 		"ingest":     {"ingest"},
 		"backlog":    {"backlog"},
 		"failover":   {"failover"},
+		"nodes":      {"nodes"},
 	}
 	if cmd == "cleanup" {
 		return cleanupLeftovers(ctx, o)
@@ -225,6 +236,10 @@ func runHookwheel(ctx context.Context, o options, svc *services, recv *receiver,
 	sizes, err := parseInts(o.backlogSizes)
 	if err != nil {
 		return fmt.Errorf("-backlog: %w", err)
+	}
+	nodeSizes, err := parseInts(o.nodeSizes)
+	if err != nil {
+		return fmt.Errorf("-nodes: %w", err)
 	}
 	var series []plotSeries
 	rep.printf("Each scenario runs `hookwheel serve` on a fresh database; webhooks go to a receiver in the harness. ")
@@ -347,6 +362,35 @@ func runHookwheel(ctx context.Context, o options, svc *services, recv *receiver,
 			rep.printf("- Lateness of the killed node's tasks due after the kill: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.KilledNodeTasks.P50Ms, res.KilledNodeTasks.P99Ms, res.KilledNodeTasks.MaxMs)
 			rep.printf("- Lateness of the survivor's own tasks meanwhile: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", res.SurvivorTasks.P50Ms, res.SurvivorTasks.P99Ms, res.SurvivorTasks.MaxMs)
 			rep.printf("- Lost: %d; delivered twice: %d\n\n", res.Lost, res.Duplicates)
+		case "nodes":
+			res, err := nodesScenario(ctx, svc, hwOptions(o), recv, nodeSizes, o.nodesRate, o.nodesGap, o.nodesIdle)
+			if res.settings != nil {
+				rep.settings["hookwheel"] = res.settings
+			}
+			if len(res.Runs) > 0 {
+				if werr := rep.writeJSON("nodes", res); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			section := nodesReport(res, o.nodesGap)
+			fmt.Print(section)
+			rep.printf("%s", section)
+			var panels []timelinePanel
+			for _, r := range res.Runs {
+				pn := timelinePanel{title: fmt.Sprintf("%d nodes, %d tasks/s: lateness by due time", r.Nodes, res.Rate), points: r.Timeline}
+				for _, ev := range r.Events {
+					label := map[string]string{"join": "joins", "leave": "SIGTERM", "kill": "SIGKILL"}[ev.Kind]
+					pn.marks = append(pn.marks, timelineMark{atS: ev.AtS, label: ev.Node + " " + label})
+				}
+				panels = append(panels, pn)
+			}
+			if err := rep.plotTimeline("nodes-timeline", panels); err != nil {
+				return err
+			}
+			rep.printf("![lateness by due time](%s)\n\n", filepath.Base(rep.path("nodes-timeline.png")))
 		}
 		pause(ctx)
 	}

@@ -60,6 +60,7 @@ type runState struct {
 	arrivals   []int64 // arrival of each task, Unix ns (first arrival)
 	received   int
 	duplicates int
+	dupSeqs    []int // the task of each repeat, to tell which part of a run they came in
 	badSig     int
 	closed     bool
 	afterClose int // arrivals after finish
@@ -137,6 +138,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if rs.seen[p.Seq] {
 		rs.duplicates++
+		rs.dupSeqs = append(rs.dupSeqs, p.Seq)
 		rs.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 		return

@@ -365,6 +365,100 @@ func (r *reporter) plotLateness(name, title string, series []plotSeries) error {
 	return nil
 }
 
+// timelinePanel is one run's lateness over time, with the instants of the
+// events that happened during it.
+type timelinePanel struct {
+	title  string
+	points []timelinePoint
+	marks  []timelineMark
+}
+
+type timelineMark struct {
+	atS   float64
+	label string
+}
+
+// plotTimeline draws, one panel above the other, each run's median and worst
+// lateness of the tasks due in each slice of time (log scale), with its
+// events as vertical lines.
+func (r *reporter) plotTimeline(name string, panels []timelinePanel) error {
+	var plots [][]*plot.Plot
+	for _, pn := range panels {
+		if len(pn.points) == 0 {
+			continue
+		}
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "due time (s after the first)"
+		p.Y.Label.Text = "lateness (ms, log scale)"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Legend.Top = true
+		p.Legend.Left = true
+		p.Add(plotter.NewGrid())
+		// Tasks on time to the microsecond would sit at -inf on a log scale.
+		const floor = 0.01
+		var med, worst plotter.XYs
+		top := 1.0
+		for _, pt := range pn.points {
+			med = append(med, plotter.XY{X: pt.DueS, Y: math.Max(floor, pt.P50Ms)})
+			worst = append(worst, plotter.XY{X: pt.DueS, Y: math.Max(floor, pt.MaxMs)})
+			top = math.Max(top, pt.MaxMs)
+		}
+		for i, l := range []struct {
+			name string
+			xys  plotter.XYs
+		}{{"worst of each 100 ms of due times", worst}, {"median", med}} {
+			line, err := plotter.NewLine(l.xys)
+			if err != nil {
+				return err
+			}
+			line.Color = plotutil.Color(i)
+			line.Width = vg.Points(1.5)
+			p.Add(line)
+			p.Legend.Add(l.name, line)
+		}
+		p.Y.Min, p.Y.Max = floor, top*3
+		for _, m := range pn.marks {
+			line, err := plotter.NewLine(plotter.XYs{{X: m.atS, Y: floor}, {X: m.atS, Y: top * 3}})
+			if err != nil {
+				return err
+			}
+			line.Color = color.Gray{Y: 0x60}
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			labels, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: m.atS, Y: top * 1.5}}, Labels: []string{" " + m.label}})
+			if err != nil {
+				return err
+			}
+			p.Add(line, labels)
+		}
+		plots = append(plots, []*plot.Plot{p})
+	}
+	if len(plots) == 0 {
+		return nil
+	}
+	w, h := 14*vg.Inch, vg.Length(len(plots))*4*vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 6,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	p := r.path(name + ".png")
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		return err
+	}
+	r.written = append(r.written, p)
+	return nil
+}
+
 var fineQuantiles = func() []float64 {
 	var q []float64
 	for x := 0.0; x <= 5.0001; x += 0.02 {
@@ -393,6 +487,28 @@ func scrapeMetric(base, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// scrapeSum adds up every series of one metric on a node's /metrics (each
+// label set), or -1 if the node does not answer.
+func scrapeSum(base, name string) float64 {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
 }
 
 // nodeMetrics sums hookwheel's own series (no histogram buckets) over its
