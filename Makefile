@@ -51,6 +51,9 @@ test: ## go vet, staticcheck and every test (-race, fuzz seed corpora included, 
 	(cd sdk/go && "$$staticcheck" ./...)
 	# The SDK's own tests; its tests against a live server run from the root suite (TestSDKGo).
 	$(GO) -C sdk/go test -race -count=1 ./...
+	# The Helm chart (lint, render, kubeconform) and the compose file: a module of its own, out of go.mod's way.
+	$(GO) -C deploy/helm vet ./... && (cd deploy/helm && "$$staticcheck" ./...)
+	$(GO) -C deploy/helm test -count=1 ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # How long `make fuzz` runs each fuzz target, e.g. FUZZTIME=5m.

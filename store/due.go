@@ -82,8 +82,16 @@ func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time
 // ListenDue calls fn for each task announced on DueNotifyChannel until ctx is
 // done or the connection fails. It calls ready once listening, so the caller
 // can rescan what it may have missed before.
+//
+// It listens on a session of its own (Config.DirectURL when given): a
+// transaction pooler would accept the LISTEN and then hand the server
+// connection that heard it to other clients, so the notifications would never
+// arrive. Without a session it returns ErrNoSession at once.
 func (db *DB) ListenDue(ctx context.Context, ready func(), fn func(DueTask)) error {
-	pooled, err := db.pool.Acquire(ctx)
+	if err := db.CheckSession(); err != nil {
+		return fmt.Errorf("listen %s: %w", DueNotifyChannel, err)
+	}
+	pooled, err := db.session.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire listen connection: %w", err)
 	}

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,11 +14,116 @@ import (
 
 // RedisConfig configures the Redis side of the store.
 type RedisConfig struct {
-	// URL is a go-redis URL, e.g. redis://localhost:6379/0. Required.
+	// URL locates Redis; its form picks the deployment (see NewRedisClient):
+	// redis://localhost:6379/0 is one server. Required.
 	URL string
 	// KeyPrefix starts every key hookwheel writes, so several installations
-	// (or test packages) can share one Redis. Default "hookwheel:".
+	// (or test packages) can share one Redis. Default "hookwheel:". It may not
+	// contain '{' or '}' (see CheckRedisKeyPrefix).
 	KeyPrefix string
+}
+
+// RedisMode is the kind of Redis deployment a URL names.
+type RedisMode string
+
+const (
+	// RedisSingle is one server (which may have replicas nobody fails over to).
+	RedisSingle RedisMode = "single"
+	// RedisCluster is a Redis Cluster: keys spread over several masters by
+	// hash slot, each master with its replicas.
+	RedisCluster RedisMode = "cluster"
+	// RedisSentinel is a master with replicas, watched by Sentinels that
+	// promote a replica when the master fails; the client asks them where
+	// the master is.
+	RedisSentinel RedisMode = "sentinel"
+)
+
+// Fail fast: a slow Redis must not hold up a send that Postgres already
+// protects. The same bounds hold whatever the deployment.
+const (
+	redisDialTimeout = 2 * time.Second
+	redisReadTimeout = time.Second
+	// clusterStateReloadInterval bounds how long the client of a Redis
+	// Cluster goes on sending to a master that was replaced: one CLUSTER
+	// SLOTS a second, asked only while commands are sent.
+	clusterStateReloadInterval = time.Second
+)
+
+// NewRedisClient makes the go-redis client for a URL, picking the deployment
+// by its form, each parsed by go-redis's own parser (which rejects options it
+// does not know):
+//
+//   - redis://[user:pass@]host:port/db (or rediss://, unix://): one server
+//     (redis.ParseURL).
+//   - redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3: a
+//     Redis Cluster, the addresses its seed nodes (redis.ParseClusterURL); the
+//     database, if given, must be 0, the only one a cluster has.
+//   - redis://[user:pass@]sentinel1:26379/db?master_name=NAME&addr=sentinel2:26379:
+//     Sentinel (redis.ParseFailoverURL); the host and each addr are Sentinels,
+//     the user and password those of the Sentinels, and the master's own
+//     credentials go in the username= and password= options.
+//
+// master_name decides over addr, since a Sentinel URL lists several addresses
+// too. It does not dial; the first command does.
+func NewRedisClient(rawURL string) (redis.UniversalClient, RedisMode, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Parse's error quotes the URL, password included.
+		return nil, "", errors.New("parse redis URL: not a URL")
+	}
+	q := u.Query()
+	switch {
+	case q.Has("master_name"):
+		if q.Get("master_name") == "" {
+			return nil, "", errors.New("parse redis Sentinel URL: master_name is empty: it names the master the Sentinels watch")
+		}
+		opts, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("parse redis Sentinel URL: %w", err)
+		}
+		opts.DialTimeout = redisDialTimeout
+		opts.ReadTimeout = redisReadTimeout
+		opts.WriteTimeout = redisReadTimeout
+		return redis.NewFailoverClient(opts), RedisSentinel, nil
+	case q.Has("addr"):
+		if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
+			return nil, "", fmt.Errorf("parse redis Cluster URL: database %q: a Redis Cluster has database 0 only", db)
+		}
+		opts, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("parse redis Cluster URL: %w", err)
+		}
+		opts.DialTimeout = redisDialTimeout
+		opts.ReadTimeout = redisReadTimeout
+		opts.WriteTimeout = redisReadTimeout
+		// go-redis learns of a failover from a MOVED answer or from this
+		// reload; a dead master answers nothing, and the pipelines the store
+		// sends do not reload on a connection error, so without it they would
+		// go to the dead master for up to a minute (the default).
+		opts.ClusterStateReloadInterval = clusterStateReloadInterval
+		return redis.NewClusterClient(opts), RedisCluster, nil
+	default:
+		opts, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("parse redis URL: %w", err)
+		}
+		opts.DialTimeout = redisDialTimeout
+		opts.ReadTimeout = redisReadTimeout
+		opts.WriteTimeout = redisReadTimeout
+		return redis.NewClient(opts), RedisSingle, nil
+	}
+}
+
+// CheckRedisKeyPrefix refuses a key prefix with '{' or '}'. Every key
+// hookwheel writes is <prefix>{<tag>}:..., and a Redis Cluster hashes only
+// the text between the first '{' and the next '}': a brace in the prefix
+// would make it hash something else, and the keys one script touches could
+// land on different slots, which a cluster refuses (CROSSSLOT).
+func CheckRedisKeyPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("redis key prefix %q: '{' and '}' are not allowed: they would break the hash tags that keep each script's keys on one Redis Cluster slot", prefix)
+	}
+	return nil
 }
 
 // Redis holds the fast, expendable layer of coordination: fire-once claims
@@ -23,31 +131,35 @@ type RedisConfig struct {
 // Postgres stays the arbiter; Redis spares it contention and catches what a
 // lease alone cannot.
 type Redis struct {
-	client  *redis.Client
+	client  redis.UniversalClient
+	mode    RedisMode
 	prefix  string
 	scripts scripts
 }
 
 // OpenRedis parses the URL and creates the client; it does not dial until used.
 func OpenRedis(cfg RedisConfig) (*Redis, error) {
-	opts, err := redis.ParseURL(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("parse redis URL: %w", err)
-	}
-	// Fail fast: a slow Redis must not hold up a send that Postgres already protects.
-	opts.DialTimeout = 2 * time.Second
-	opts.ReadTimeout = time.Second
-	opts.WriteTimeout = time.Second
 	prefix := cfg.KeyPrefix
 	if prefix == "" {
 		prefix = "hookwheel:"
 	}
+	if err := CheckRedisKeyPrefix(prefix); err != nil {
+		return nil, err
+	}
+	client, mode, err := NewRedisClient(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
 	return &Redis{
-		client:  redis.NewClient(opts),
+		client:  client,
+		mode:    mode,
 		prefix:  prefix,
 		scripts: loadScripts(),
 	}, nil
 }
+
+// Mode is the kind of deployment the URL named, for logs.
+func (r *Redis) Mode() RedisMode { return r.mode }
 
 // Close closes the client's connections.
 func (r *Redis) Close() error { return r.client.Close() }

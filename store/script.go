@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -38,31 +39,59 @@ func (s script) run(ctx context.Context, c redis.Scripter, keys []string, args .
 }
 
 // runEach evaluates the script n times in one pipeline, in order, the i-th
-// time with the keys and arguments call(i) gives. On NOSCRIPT nothing ran
-// (every command of the pipeline failed alike), so the pipeline is sent
-// again with the source. The error is the pipeline's: the first failed
-// command's, if any; each command keeps its own result.
+// time with the keys and arguments call(i) gives. The commands that failed
+// with NOSCRIPT are sent again with the source, in a second pipeline, and
+// only those: on a Redis Cluster the pipeline is split among the masters, and
+// a master that knew the script has run its commands, which must not run
+// twice (an admission would book a second rate slot). Commands on one slot go
+// to one master, so those of one key are all retried or none are, and keep
+// their order. The error is the first failed command's, if any; each command
+// keeps its own result.
 func (s script) runEach(ctx context.Context, c redis.Cmdable, n int, call func(i int) (keys []string, args []any)) ([]*redis.Cmd, error) {
-	pipelined := func(eval func(redis.Pipeliner, []string, []any) *redis.Cmd) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, n)
-		_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for i := range n {
-				keys, args := call(i)
-				cmds[i] = eval(pipe, keys, args)
-			}
-			return nil
-		})
+	cmds := make([]*redis.Cmd, n)
+	_, err := c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i := range n {
+			keys, args := call(i)
+			cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
+		}
+		return nil
+	})
+	if err == nil {
+		return cmds, nil
+	}
+	var unknown []int
+	for i, cmd := range cmds {
+		if cmd != nil && isNoScript(cmd.Err()) {
+			unknown = append(unknown, i)
+		}
+	}
+	if len(unknown) == 0 {
 		return cmds, err
 	}
-	cmds, err := pipelined(func(pipe redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-		return s.EvalSha(ctx, pipe, keys, args...)
+	retried := make([]*redis.Cmd, len(unknown))
+	_, _ = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for j, i := range unknown {
+			keys, args := call(i)
+			retried[j] = s.Eval(ctx, pipe, keys, args...)
+		}
+		return nil
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = pipelined(func(pipe redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-			return s.Eval(ctx, pipe, keys, args...)
-		})
+	for j, i := range unknown {
+		cmds[i] = retried[j]
 	}
-	return cmds, err
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return cmds, err
+		}
+	}
+	return cmds, nil
+}
+
+// isNoScript reports whether the server did not know the script's SHA-1:
+// go-redis gives the server's NOSCRIPT error as it is in a pipeline, and as
+// redis.ErrNoScript elsewhere.
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // scripts are every script the store runs.

@@ -16,18 +16,17 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // openTenants connects to the database (migrating it, as serve does) for a
 // command that manages tenants directly, as the operator.
 func openTenants(ctx context.Context, env environment, logger *slog.Logger) (*tenants.Service, func(), error) {
-	db, err := store.Open(ctx, store.Config{DatabaseURL: env.databaseURL, Logger: logger, MaxConns: 2})
+	db, err := openStore(ctx, env, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := db.Migrate(ctx); err != nil {
+	if err := migrateStore(ctx, db); err != nil {
 		db.Close()
 		return nil, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,7 +82,12 @@ Environment:
   HOOKWHEEL_URL           client commands: the server (default http://localhost:8080)
   HOOKWHEEL_API_KEY       client commands: the tenant's API key, hw_<key id>_<secret>
   HOOKWHEEL_ADDR          HTTP listen address (default :8080)
-  DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable)
+  DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable); may go
+                          through PgBouncer in transaction mode (see README, Behind PgBouncer)
+  HOOKWHEEL_DATABASE_DIRECT_URL  Postgres without a transaction pooler, for LISTEN and migrations
+                          (default DATABASE_URL; required when DATABASE_URL goes through one)
+  HOOKWHEEL_DATABASE_POOLER  auto, none or transaction (alias pgbouncer): whether DATABASE_URL goes
+                          through a transaction pooler (default auto: detected at start)
   REDIS_URL               Redis (default redis://localhost:6379/0)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
@@ -164,6 +170,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type environment struct {
 	addr        string
 	databaseURL string
+	// directURL and pooler: HOOKWHEEL_DATABASE_DIRECT_URL and
+	// HOOKWHEEL_DATABASE_POOLER (see store.Config).
+	directURL   string
+	pooler      store.Pooler
 	redisURL    string
 	redisPrefix string
 	adminToken  string
@@ -190,6 +200,7 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	e := environment{
 		addr:        or(getenv("HOOKWHEEL_ADDR"), ":8080"),
 		databaseURL: or(getenv("DATABASE_URL"), "postgres://localhost:5432/hookwheel?sslmode=disable"),
+		directURL:   getenv("HOOKWHEEL_DATABASE_DIRECT_URL"),
 		redisURL:    or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
 		redisPrefix: getenv("HOOKWHEEL_REDIS_PREFIX"),
 		adminToken:  getenv("HOOKWHEEL_ADMIN_TOKEN"),
@@ -197,10 +208,16 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		pprofAddr:   getenv("HOOKWHEEL_PPROF_ADDR"),
 		metricsAddr: getenv("HOOKWHEEL_METRICS_ADDR"),
 	}
+	if err := store.CheckRedisKeyPrefix(e.redisPrefix); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_REDIS_PREFIX: %w", err)
+	}
 	if err := e.logLevel.UnmarshalText([]byte(or(getenv("HOOKWHEEL_LOG_LEVEL"), "info"))); err != nil {
 		return e, fmt.Errorf("HOOKWHEEL_LOG_LEVEL: %w", err)
 	}
 	var err error
+	if e.pooler, err = store.ParsePooler(getenv("HOOKWHEEL_DATABASE_POOLER")); err != nil {
+		return e, fmt.Errorf("HOOKWHEEL_DATABASE_POOLER: %w", err)
+	}
 	if v := getenv("HOOKWHEEL_SESSION_KEY"); v != "" {
 		if e.sessionKey, err = base64.StdEncoding.DecodeString(v); err != nil || len(e.sessionKey) < session.KeyBytes {
 			return e, fmt.Errorf("HOOKWHEEL_SESSION_KEY: want base64 of at least %d random bytes (openssl rand -base64 32)", session.KeyBytes)
@@ -336,6 +353,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 	}
 	node, err := app.New(ctx, app.Config{
 		DatabaseURL:       env.databaseURL,
+		DatabaseDirectURL: env.directURL,
+		DatabasePooler:    env.pooler,
 		RedisURL:          env.redisURL,
 		RedisKeyPrefix:    env.redisPrefix,
 		Addr:              env.addr,
@@ -369,11 +388,28 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 }
 
 func migrate(ctx context.Context, env environment, logger *slog.Logger) error {
-	db, err := store.Open(ctx, store.Config{DatabaseURL: env.databaseURL, Logger: logger, MaxConns: 2})
+	db, err := openStore(ctx, env, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	return migrateStore(ctx, db)
+}
+
+// openStore opens the database for a command that runs and exits: a small
+// pool, and the same pooler settings as serve.
+func openStore(ctx context.Context, env environment, logger *slog.Logger) (*store.DB, error) {
+	return store.Open(ctx, store.Config{
+		DatabaseURL: env.databaseURL, DirectURL: env.directURL, Pooler: env.pooler, Logger: logger, MaxConns: 2,
+	})
+}
+
+// migrateStore migrates, saying which setting is missing when DATABASE_URL
+// goes through a transaction pooler and nothing reaches Postgres directly.
+func migrateStore(ctx context.Context, db *store.DB) error {
+	if errors.Is(db.CheckSession(), store.ErrNoSession) {
+		return app.ErrPoolerWithoutDirectURL
+	}
 	return db.Migrate(ctx)
 }
 

@@ -5,7 +5,8 @@
 #   deploy/dev/services.sh createdb NAME    # create database NAME on the chosen Postgres if missing
 #   deploy/dev/services.sh stop             # stop the throwaway instances this script started (.run/)
 #   deploy/dev/services.sh status           # say what would be used, start nothing
-#   deploy/dev/services.sh ensure-cc        # install gcc when missing (go test -race needs cgo)
+#   deploy/dev/services.sh ensure-cc        # install what go test needs beside the services when missing:
+#                                           # gcc (-race needs cgo) and pgbouncer (tests behind a pooler)
 #
 # `env` prints `export DATABASE_URL=... REDIS_URL=...` on stdout; every diagnostic goes to stderr.
 # Choice, for each of Postgres and Redis:
@@ -422,9 +423,38 @@ cmd_createdb() {
 
 cmd_ensure_cc() {
 	local cc=${CC:-gcc}
-	if command -v "$cc" >/dev/null 2>&1; then return 0; fi
-	log "no C compiler ($cc); go test -race needs one"
-	apt_install gcc libc6-dev
+	if ! command -v "$cc" >/dev/null 2>&1; then
+		log "no C compiler ($cc); go test -race needs one"
+		apt_install gcc libc6-dev
+	fi
+	ensure_pgbouncer
+}
+
+# pgbouncer_bin: the pgbouncer binary (Debian puts it in /usr/sbin, not on every user's PATH).
+pgbouncer_bin() {
+	if command -v pgbouncer >/dev/null 2>&1; then
+		command -v pgbouncer
+	elif [[ -x /usr/sbin/pgbouncer ]]; then
+		echo /usr/sbin/pgbouncer
+	else
+		return 1
+	fi
+}
+
+# ensure_pgbouncer: the tests start throwaway PgBouncers of their own (internal/testenv/pgbouncer.go)
+# and fail without the binary. Debian's package also installs a pgbouncer service, which its
+# default configuration keeps on 127.0.0.1:6432 and which the tests do not use.
+ensure_pgbouncer() {
+	if ! pgbouncer_bin >/dev/null; then
+		log "no pgbouncer; the tests behind a connection pooler need it"
+		apt_install pgbouncer
+		pgbouncer_bin >/dev/null || die "pgbouncer installed but not found"
+	fi
+	# The tests run it as the postgres OS user when they run as root (PgBouncer refuses root).
+	if is_root && ! id -u postgres >/dev/null 2>&1; then
+		log "creating the postgres OS user"
+		useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+	fi
 }
 
 cmd_stop() {

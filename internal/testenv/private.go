@@ -100,6 +100,25 @@ func (s *PrivateService) Stop() {
 	}
 }
 
+// Kill ends the server with SIGKILL, as a crash would, and waits for it to
+// exit. Killing a stopped server does nothing.
+func (s *PrivateService) Kill() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	fmt.Fprintf(s.logs, "--- testenv: killing %s\n", s.name)
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+}
+
 // Restart is Stop then Start.
 func (s *PrivateService) Restart() {
 	s.t.Helper()

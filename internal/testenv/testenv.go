@@ -168,24 +168,44 @@ func DB(t testing.TB) *store.DB {
 }
 
 // RedisPrefix returns a key prefix no other test uses, and deletes its keys
-// when the test ends.
+// when the test ends. REDIS_URL may name any deployment store.OpenRedis takes;
+// on a Redis Cluster the keys are looked for on every master.
 func RedisPrefix(t testing.TB) string {
 	t.Helper()
 	prefix := "hwtest:" + randomSuffix(t) + ":"
 	t.Cleanup(func() {
-		opts, err := redis.ParseURL(RedisURL())
+		client, _, err := store.NewRedisClient(RedisURL())
 		if err != nil {
 			return
 		}
-		client := redis.NewClient(opts)
 		defer client.Close()
-		ctx := context.Background()
-		iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			client.Del(ctx, iter.Val())
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = DeleteRedisKeys(ctx, client, prefix+"*")
 	})
 	return prefix
+}
+
+// DeleteRedisKeys deletes the keys matching a SCAN pattern: on each master of
+// a Redis Cluster, else on the one server (or Sentinel's master).
+func DeleteRedisKeys(ctx context.Context, client redis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		return fmt.Errorf("delete redis keys %s: unsupported client %T", pattern, client)
+	}
 }
 
 // Redis opens the shared Redis under a key prefix of this test's own.

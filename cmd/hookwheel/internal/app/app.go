@@ -38,6 +38,14 @@ type Config struct {
 	// DatabaseURL and RedisURL locate the services. Required.
 	DatabaseURL string
 	RedisURL    string
+	// DatabaseDirectURL (HOOKWHEEL_DATABASE_DIRECT_URL) reaches Postgres
+	// without a transaction pooler, for LISTEN and migrations (see
+	// store.Config.DirectURL). Default: DatabaseURL, which New refuses when it
+	// goes through a transaction pooler and the node dispatches or migrates.
+	DatabaseDirectURL string
+	// DatabasePooler (HOOKWHEEL_DATABASE_POOLER) says whether DatabaseURL
+	// goes through a transaction pooler. Default store.PoolerAuto: detected.
+	DatabasePooler store.Pooler
 	// RedisKeyPrefix starts every Redis key. Default "hookwheel:".
 	RedisKeyPrefix string
 	// Addr is the HTTP listen address. Default ":8080".
@@ -91,6 +99,14 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
+// ErrPoolerWithoutDirectURL is New's answer when DATABASE_URL goes through a
+// transaction pooler and nothing reaches Postgres directly, while the node
+// would dispatch (which LISTENs) or migrate (which locks the session).
+var ErrPoolerWithoutDirectURL = errors.New("DATABASE_URL goes through a connection pooler in transaction mode " +
+	"(detected, or HOOKWHEEL_DATABASE_POOLER=transaction), where LISTEN never hears a notification and migrations cannot hold their lock: " +
+	"set HOOKWHEEL_DATABASE_DIRECT_URL to a connection straight to Postgres (or through a pooler in session mode); " +
+	"if DATABASE_URL's pooler runs in session mode, set HOOKWHEEL_DATABASE_POOLER=none instead")
+
 // Node is one running hookwheel process: API, dispatcher, or both.
 type Node struct {
 	cfg        Config
@@ -127,15 +143,26 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
 	n = &Node{cfg: cfg, logger: cfg.Logger}
+	// Returning an error sets n to nil before this runs: close what was
+	// opened through a copy.
+	opened := n
 	defer func() {
 		if err != nil {
-			n.close()
+			opened.close()
 		}
 	}()
 
-	n.db, err = store.Open(ctx, store.Config{DatabaseURL: cfg.DatabaseURL, Logger: cfg.Logger})
+	n.db, err = store.Open(ctx, store.Config{
+		DatabaseURL: cfg.DatabaseURL, DirectURL: cfg.DatabaseDirectURL, Pooler: cfg.DatabasePooler, Logger: cfg.Logger,
+	})
 	if err != nil {
 		return nil, err
+	}
+	// Refused here rather than left to fail later: a dispatcher that cannot
+	// LISTEN would only log its retries while tasks stored through other
+	// nodes wait for the sweep.
+	if err := n.db.CheckSession(); err != nil && (!cfg.DisableDispatcher || !cfg.SkipMigrate) {
+		return nil, ErrPoolerWithoutDirectURL
 	}
 	if !cfg.SkipMigrate {
 		if err := n.db.Migrate(ctx); err != nil {
@@ -405,7 +432,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil)
+	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil, "redis", n.redis.Mode())
 	for _, o := range n.ops {
 		n.logger.Info("serving "+o.name, "addr", o.listener.Addr().String())
 	}

@@ -1,0 +1,495 @@
+package helm_test
+
+import (
+	"bytes"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/yannh/kubeconform/pkg/validator"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "hookwheel"
+
+// The value sets every test renders: the chart's ci/ files, which chart-testing uses too.
+var valueSets = []string{"minimal-values.yaml", "full-values.yaml", "existing-secret-values.yaml"}
+
+// kubeVersion is the cluster version rendered for, the one the schemas come from.
+var kubeVersion = &chartutil.KubeVersion{Version: kubernetesVersion, Major: "1", Minor: "37"}
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func readValues(t *testing.T, name string) map[string]any {
+	t.Helper()
+	v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, "ci", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// render is `helm template`: the release's manifests, hooks included, one YAML document each.
+func render(c *chart.Chart, vals map[string]any) ([]string, error) {
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = "hw"
+	install.Namespace = "webhooks"
+	install.KubeVersion = kubeVersion
+	rel, err := install.Run(c, vals)
+	if err != nil {
+		return nil, err
+	}
+	manifests := releaseutil.SplitManifests(rel.Manifest)
+	docs := make([]string, 0, len(manifests)+len(rel.Hooks))
+	for _, k := range slices.Sorted(maps.Keys(manifests)) {
+		docs = append(docs, manifests[k])
+	}
+	for _, h := range rel.Hooks {
+		docs = append(docs, h.Manifest)
+	}
+	return docs, nil
+}
+
+func newValidator(t *testing.T, w *schemaWriter) validator.Validator {
+	t.Helper()
+	v, err := validator.New([]string{filepath.Join(w.dir, schemaLocation)}, validator.Opts{
+		Strict:            true,
+		KubernetesVersion: strings.TrimPrefix(kubernetesVersion, "v"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// validate runs kubeconform over docs and returns one line per invalid document.
+func validate(t *testing.T, w *schemaWriter, docs []string) []string {
+	t.Helper()
+	w.ensure(docs)
+	v := newValidator(t, w)
+	var problems []string
+	for _, doc := range docs {
+		for _, res := range v.Validate("manifest", io.NopCloser(strings.NewReader(doc))) {
+			switch res.Status {
+			case validator.Valid:
+			case validator.Empty:
+				problems = append(problems, "empty document")
+			default:
+				msg := res.Err.Error()
+				for _, e := range res.ValidationErrors {
+					msg += "\n\t" + e.Path + ": " + e.Msg
+				}
+				name, _ := res.Resource.Signature()
+				if name != nil {
+					msg = name.Kind + " " + name.Name + ": " + msg
+				}
+				problems = append(problems, msg)
+			}
+		}
+	}
+	return problems
+}
+
+func TestLint(t *testing.T) {
+	for _, name := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			lint := action.NewLint()
+			lint.Strict = true // warnings fail too
+			lint.KubeVersion = kubeVersion
+			res := lint.Run([]string{chartDir}, readValues(t, name))
+			for _, m := range res.Messages {
+				t.Log(m)
+			}
+			if len(res.Errors) > 0 {
+				t.Fatalf("helm lint --strict -f ci/%s: %v", name, res.Errors)
+			}
+		})
+	}
+	t.Run("no values", func(t *testing.T) {
+		// The database, Redis and encryption key have no usable default: lint says so.
+		res := action.NewLint().Run([]string{chartDir}, nil)
+		if len(res.Errors) == 0 || !strings.Contains(errorsText(res.Errors), "databaseUrl") {
+			t.Fatalf("helm lint without values: errors %v, want one about secret.databaseUrl", res.Errors)
+		}
+	})
+}
+
+func errorsText(errs []error) string {
+	var b strings.Builder
+	for _, e := range errs {
+		b.WriteString(e.Error() + "\n")
+	}
+	return b.String()
+}
+
+// TestManifestsValid renders each value set and validates every manifest against the Kubernetes
+// and ServiceMonitor schemas, strictly.
+func TestManifestsValid(t *testing.T) {
+	c := loadChart(t)
+	w := newSchemaWriter(t)
+	for _, name := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			docs, err := render(c, readValues(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range validate(t, w, docs) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// TestValidatorRejects proves the validation above can fail: each manifest is wrong in one way.
+func TestValidatorRejects(t *testing.T) {
+	c := loadChart(t)
+	docs, err := render(c, readValues(t, "full-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(kind string) string {
+		for _, d := range docs {
+			if strings.Contains(d, "\nkind: "+kind+"\n") {
+				return d
+			}
+		}
+		t.Fatalf("no %s rendered", kind)
+		return ""
+	}
+	deployment, serviceMonitor := find("Deployment"), find("ServiceMonitor")
+	cases := []struct{ name, doc, want string }{
+		{"unknown field", strings.Replace(deployment, "imagePullPolicy:", "imagePullPolicyy:", 1), "imagePullPolicyy"},
+		{"wrong type", strings.Replace(deployment, "maxSurge: 1", "maxSurge: [1]", 1), "maxSurge"},
+		{"missing required field", strings.Replace(deployment, "- name: http\n", "- protocolName: http\n", 1), "protocolName"},
+		{"unknown kind field", deployment + "\nstatuss: {}\n", "statuss"},
+		{"CRD unknown field", strings.Replace(serviceMonitor, "scrapeTimeout:", "scrapeTimeoutt:", 1), "scrapeTimeoutt"},
+		{"CRD wrong type", strings.Replace(serviceMonitor, "path: /metrics", "path: [/metrics]", 1), "path"},
+		{"wrong apiVersion", strings.Replace(deployment, "apiVersion: apps/v1", "apiVersion: apps/v1beta9", 1), "schema"},
+	}
+	w := newSchemaWriter(t)
+	w.ensure(docs)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.doc == deployment || tc.doc == serviceMonitor {
+				t.Fatal("the case changed nothing: the rendered manifest no longer has what it replaces")
+			}
+			problems := validate(t, w, []string{tc.doc})
+			if len(problems) == 0 {
+				t.Fatalf("kubeconform accepted:\n%s", tc.doc)
+			}
+			if !strings.Contains(strings.Join(problems, "\n"), tc.want) {
+				t.Fatalf("kubeconform: %v, want a problem naming %q", problems, tc.want)
+			}
+		})
+	}
+}
+
+// TestValuesSchemaRejects checks values.schema.json turns away values that would make a broken
+// install, before anything reaches the cluster.
+func TestValuesSchemaRejects(t *testing.T) {
+	c := loadChart(t)
+	cases := []struct {
+		name, set, want string
+	}{
+		{"misspelt key", "api:\n  replicas: 3\n", "replicas"},
+		{"string for an integer", "api:\n  replicaCount: \"3\"\n", "replicaCount"},
+		{"unknown log level", "config:\n  logLevel: loud\n", "logLevel"},
+		{"bad CIDR", "config:\n  targetAllowCIDRs: [10.0.0.0]\n", "targetAllowCIDRs"},
+		{"bad duration", "config:\n  shutdownTimeout: 30 seconds\n", "shutdownTimeout"},
+		{"short encryption key", "secret:\n  encryptionKey: c2hvcnQ=\n", "encryptionKey"},
+		{"no encryption key", "secret:\n  encryptionKey: \"\"\n", "encryptionKey"},
+		{"redis without scheme", "secret:\n  redisUrl: redis:6379\n", "redisUrl"},
+		{"brace in the Redis prefix", "config:\n  redisPrefix: \"{hw}:\"\n", "redisPrefix"},
+		{"unknown pooler", "config:\n  databasePooler: pgpool\n", "databasePooler"},
+		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", "pullPolicy"},
+		{"bad memory quantity", "dispatcher:\n  resources:\n    limits:\n      memory: lots\n", "memory"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var over map[string]any
+			if err := yaml.Unmarshal([]byte(tc.set), &over); err != nil {
+				t.Fatal(err)
+			}
+			vals := chartutil.CoalesceTables(over, readValues(t, "minimal-values.yaml"))
+			_, err := render(c, vals)
+			if err == nil {
+				t.Fatalf("values accepted:\n%s", tc.set)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+type rendered struct {
+	docs []string
+	byKN map[string]string // "Kind/name" → document
+}
+
+func renderSet(t *testing.T, name string) rendered {
+	t.Helper()
+	docs, err := render(loadChart(t), readValues(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rendered{docs: docs, byKN: map[string]string{}}
+	for _, d := range docs {
+		var head struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
+		if err := yaml.Unmarshal([]byte(d), &head); err != nil {
+			t.Fatal(err)
+		}
+		r.byKN[head.Kind+"/"+head.Metadata.Name] = d
+	}
+	return r
+}
+
+func (r rendered) kinds() []string { return slices.Sorted(maps.Keys(r.byKN)) }
+
+func (r rendered) decode(t *testing.T, kindName string, into any) {
+	t.Helper()
+	d, ok := r.byKN[kindName]
+	if !ok {
+		t.Fatalf("%s not rendered; have %v", kindName, r.kinds())
+	}
+	if err := yaml.UnmarshalStrict([]byte(d), into); err != nil {
+		t.Fatalf("%s: %v", kindName, err)
+	}
+}
+
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	m := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		m[e.Name] = e
+	}
+	return m
+}
+
+// TestWhatRenders checks the chart's promises beyond schema validity: the commands, the probes,
+// the hook, the Secret wiring, the hardening, and which optional parts each value set turns on.
+func TestWhatRenders(t *testing.T) {
+	t.Run("minimal", func(t *testing.T) {
+		r := renderSet(t, "minimal-values.yaml")
+		want := []string{
+			"Deployment/hw-hookwheel-api", "Deployment/hw-hookwheel-dispatcher", "Job/hw-hookwheel-migrate",
+			"PodDisruptionBudget/hw-hookwheel-api", "PodDisruptionBudget/hw-hookwheel-dispatcher",
+			"Secret/hw-hookwheel", "Secret/hw-hookwheel-migrate", "Service/hw-hookwheel",
+			"Service/hw-hookwheel-metrics", "ServiceAccount/hw-hookwheel",
+		}
+		if got := r.kinds(); !slices.Equal(got, want) {
+			t.Fatalf("rendered %v, want %v", got, want)
+		}
+		for _, component := range []string{"api", "dispatcher"} {
+			var d appsv1.Deployment
+			r.decode(t, "Deployment/hw-hookwheel-"+component, &d)
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+				t.Errorf("%s replicas %v, want 2", component, d.Spec.Replicas)
+			}
+			pod := d.Spec.Template.Spec
+			c := pod.Containers[0]
+			if want := []string{"serve", "--" + component + "-only", "--no-migrate"}; !slices.Equal(c.Args, want) {
+				t.Errorf("%s args %v, want %v", component, c.Args, want)
+			}
+			if c.Image != "hookwheel:0.1.0" {
+				t.Errorf("%s image %s", component, c.Image)
+			}
+			if p := c.LivenessProbe.HTTPGet; p == nil || p.Path != "/healthz" || p.Port.StrVal != "http" {
+				t.Errorf("%s liveness %+v", component, c.LivenessProbe)
+			}
+			if p := c.ReadinessProbe.HTTPGet; p == nil || p.Path != "/readyz" {
+				t.Errorf("%s readiness %+v", component, c.ReadinessProbe)
+			}
+			sc := c.SecurityContext
+			if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation ||
+				!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("%s container securityContext %+v", component, sc)
+			}
+			if psc := pod.SecurityContext; psc == nil || !*psc.RunAsNonRoot || *psc.RunAsUser != 10001 {
+				t.Errorf("%s pod securityContext %+v", component, psc)
+			}
+			if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
+				t.Errorf("%s resources %+v", component, c.Resources)
+			}
+			env := envOf(c)
+			for name, key := range map[string]string{
+				"DATABASE_URL": "DATABASE_URL", "REDIS_URL": "REDIS_URL", "HOOKWHEEL_ENCRYPTION_KEY": "HOOKWHEEL_ENCRYPTION_KEY",
+				"HOOKWHEEL_ADMIN_TOKEN": "HOOKWHEEL_ADMIN_TOKEN", "HOOKWHEEL_SESSION_KEY": "HOOKWHEEL_SESSION_KEY",
+				"HOOKWHEEL_DATABASE_DIRECT_URL": "HOOKWHEEL_DATABASE_DIRECT_URL",
+			} {
+				ref := env[name].ValueFrom
+				if ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != "hw-hookwheel" || ref.SecretKeyRef.Key != key {
+					t.Errorf("%s env %s = %+v, want secret hw-hookwheel key %s", component, name, env[name], key)
+				}
+			}
+			if env["HOOKWHEEL_METRICS_ADDR"].Value != ":9090" || env["HOOKWHEEL_ALLOW_PRIVATE_TARGETS"].Value != "false" {
+				t.Errorf("%s env %+v", component, c.Env)
+			}
+			if ref := env["GOMEMLIMIT"].ValueFrom; ref == nil || ref.ResourceFieldRef == nil {
+				t.Errorf("%s GOMEMLIMIT %+v", component, env["GOMEMLIMIT"])
+			}
+			if _, ok := d.Spec.Template.Annotations["checksum/secret"]; !ok {
+				t.Errorf("%s pods do not roll when the Secret changes", component)
+			}
+		}
+		var secret corev1.Secret
+		r.decode(t, "Secret/hw-hookwheel", &secret)
+		if len(secret.StringData) != 3 || secret.StringData["REDIS_URL"] != "redis://redis:6379/0" {
+			t.Errorf("Secret holds %v, want the three values given", slices.Sorted(maps.Keys(secret.StringData)))
+		}
+		var job batchv1.Job
+		r.decode(t, "Job/hw-hookwheel-migrate", &job)
+		if h := job.Annotations["helm.sh/hook"]; h != "pre-install,pre-upgrade" {
+			t.Errorf("Job hook %q", h)
+		}
+		jc := job.Spec.Template.Spec.Containers[0]
+		if !slices.Equal(jc.Args, []string{"migrate"}) {
+			t.Errorf("Job args %v", jc.Args)
+		}
+		if ref := envOf(jc)["DATABASE_URL"].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "hw-hookwheel-migrate" {
+			t.Errorf("Job reads DATABASE_URL from %+v, want the hook's own Secret", ref)
+		}
+		var hookSecret corev1.Secret
+		r.decode(t, "Secret/hw-hookwheel-migrate", &hookSecret)
+		if w := hookSecret.Annotations["helm.sh/hook-weight"]; w != "-10" {
+			t.Errorf("the Job's Secret has hook weight %q, want it made before the Job", w)
+		}
+	})
+
+	t.Run("full", func(t *testing.T) {
+		r := renderSet(t, "full-values.yaml")
+		for _, kn := range []string{"HorizontalPodAutoscaler/hw-hookwheel-api", "ServiceMonitor/hw-hookwheel",
+			"ConfigMap/hw-hookwheel-dashboard"} {
+			if _, ok := r.byKN[kn]; !ok {
+				t.Errorf("%s not rendered; have %v", kn, r.kinds())
+			}
+		}
+		var api, dispatcher appsv1.Deployment
+		r.decode(t, "Deployment/hw-hookwheel-api", &api)
+		r.decode(t, "Deployment/hw-hookwheel-dispatcher", &dispatcher)
+		if api.Spec.Replicas != nil {
+			t.Errorf("the autoscaled API Deployment sets replicas %d: each upgrade would undo the autoscaler", *api.Spec.Replicas)
+		}
+		if *dispatcher.Spec.Replicas != 4 {
+			t.Errorf("dispatcher replicas %d, want 4", *dispatcher.Spec.Replicas)
+		}
+		env := envOf(api.Spec.Template.Spec.Containers[0])
+		for name, want := range map[string]string{
+			"HOOKWHEEL_TARGET_ALLOW_CIDRS": "10.20.0.0/16,fd00::/8", "HOOKWHEEL_TRUSTED_PROXIES": "10.0.0.0/8",
+			"HOOKWHEEL_RETENTION": "720h", "HOOKWHEEL_SENDERS": "2048", "HOOKWHEEL_MAX_TIMEOUT": "2m",
+			"HOOKWHEEL_HTTP_MAX_CONNS": "20000", "HOOKWHEEL_REDIS_PREFIX": "prod:",
+		} {
+			if env[name].Value != want {
+				t.Errorf("API env %s = %q, want %q", name, env[name].Value, want)
+			}
+		}
+		if _, ok := envOf(dispatcher.Spec.Template.Spec.Containers[0])["HOOKWHEEL_HTTP_MAX_CONNS"]; ok {
+			t.Error("the API's extraEnv reached the dispatcher")
+		}
+		if got := api.Spec.Template.Spec.TopologySpreadConstraints; len(got) != 1 || got[0].TopologyKey != "topology.kubernetes.io/zone" ||
+			got[0].LabelSelector.MatchLabels["app.kubernetes.io/component"] != "api" {
+			t.Errorf("API topology spread %+v", got)
+		}
+		if got := dispatcher.Spec.Template.Spec.NodeSelector["example.com/pool"]; got != "dispatch" {
+			t.Errorf("dispatcher nodeSelector %v", dispatcher.Spec.Template.Spec.NodeSelector)
+		}
+		if a := api.Spec.Template.Annotations; a["example.com/component"] != "api" || a["example.com/team"] != "platform" {
+			t.Errorf("API pod annotations %v", a)
+		}
+		var cm corev1.ConfigMap
+		r.decode(t, "ConfigMap/hw-hookwheel-dashboard", &cm)
+		repo, err := os.ReadFile("../grafana/hookwheel.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "monitoring" ||
+			cm.Data["hookwheel.json"] != strings.TrimSpace(string(repo)) {
+			t.Errorf("dashboard ConfigMap: labels %v, namespace %s, same dashboard %v", cm.Labels, cm.Namespace,
+				cm.Data["hookwheel.json"] == strings.TrimSpace(string(repo)))
+		}
+		var job batchv1.Job
+		r.decode(t, "Job/hw-hookwheel-migrate", &job)
+		if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "hookwheel-migrate" {
+			t.Errorf("Job service account %q", sa)
+		}
+		jobEnv := envOf(job.Spec.Template.Spec.Containers[0])
+		if _, ok := jobEnv["HOOKWHEEL_DATABASE_DIRECT_URL"]; !ok || jobEnv["HOOKWHEEL_DATABASE_POOLER"].Value != "transaction" {
+			t.Errorf("the Job does not get the direct database URL it migrates through, or the pooler setting: %+v", jobEnv)
+		}
+	})
+
+	t.Run("existing secret", func(t *testing.T) {
+		r := renderSet(t, "existing-secret-values.yaml")
+		for kn := range r.byKN {
+			if strings.HasPrefix(kn, "Secret/") || strings.HasPrefix(kn, "ServiceAccount/") {
+				t.Errorf("%s rendered with an existing Secret and service account", kn)
+			}
+		}
+		var d appsv1.Deployment
+		r.decode(t, "Deployment/hw-hookwheel-dispatcher", &d)
+		if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "hookwheel" {
+			t.Errorf("service account %q, want the existing hookwheel", sa)
+		}
+		env := envOf(d.Spec.Template.Spec.Containers[0])
+		for name, key := range map[string]string{"DATABASE_URL": "database-url", "REDIS_URL": "redis-url",
+			"HOOKWHEEL_ENCRYPTION_KEY": "encryption-key", "HOOKWHEEL_ADMIN_TOKEN": "HOOKWHEEL_ADMIN_TOKEN"} {
+			ref := env[name].ValueFrom.SecretKeyRef
+			if ref.Name != "hookwheel-credentials" || ref.Key != key {
+				t.Errorf("env %s from %s/%s, want hookwheel-credentials/%s", name, ref.Name, ref.Key, key)
+			}
+			required := name == "DATABASE_URL" || name == "REDIS_URL"
+			if optional := ref.Optional != nil && *ref.Optional; optional == required {
+				t.Errorf("env %s optional %v", name, optional)
+			}
+		}
+		var job batchv1.Job
+		r.decode(t, "Job/hw-hookwheel-migrate", &job)
+		if ref := envOf(job.Spec.Template.Spec.Containers[0])["DATABASE_URL"].ValueFrom.SecretKeyRef; ref.Name != "hookwheel-credentials" {
+			t.Errorf("Job reads DATABASE_URL from %s", ref.Name)
+		}
+		if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "hookwheel" {
+			t.Errorf("Job service account %q, want the existing hookwheel", sa)
+		}
+	})
+}
+
+// TestDashboardIsTheRepositoryOne: the chart cannot read files outside its directory, so it carries
+// a copy of deploy/grafana/hookwheel.json, the dashboard's one source; this keeps the two equal.
+func TestDashboardIsTheRepositoryOne(t *testing.T) {
+	source, err := os.ReadFile("../grafana/hookwheel.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "hookwheel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(source, copied) {
+		t.Fatal("deploy/helm/hookwheel/dashboards/hookwheel.json differs from deploy/grafana/hookwheel.json: " +
+			"cp deploy/grafana/hookwheel.json deploy/helm/hookwheel/dashboards/hookwheel.json")
+	}
+}
