@@ -133,7 +133,8 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 		Sessions:    sessions,
 		Tasks:       taskService,
 		Tenants:     h.Tenants,
-		Ready:       map[string]api.Pinger{"postgres": db, "redis": redis},
+		Ready:       map[string]api.Pinger{"postgres": db},
+		Degradable:  map[string]api.Pinger{"redis": redis},
 		RateLimiter: redis,
 		AdminToken:  adminToken,
 		Clock:       h.Clock,
@@ -154,7 +155,7 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 // withRedis points both the readiness check and the API rate limiter at r.
 func withRedis(r *store.Redis) func(*api.Config) {
 	return func(c *api.Config) {
-		c.Ready["redis"] = r
+		c.Degradable["redis"] = r
 		c.RateLimiter = r
 	}
 }
@@ -328,7 +329,7 @@ func TestHealthz(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode())
 	require.NotNil(t, resp.JSON200)
-	require.Equal(t, "ok", resp.JSON200.Status)
+	require.Equal(t, openapi.HealthStatusOk, resp.JSON200.Status)
 }
 
 func TestReadyz(t *testing.T) {
@@ -341,11 +342,11 @@ func TestReadyz(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
 		require.NotNil(t, resp.JSON200)
-		require.Equal(t, "ok", resp.JSON200.Status)
+		require.Equal(t, openapi.HealthStatusOk, resp.JSON200.Status)
 		require.Equal(t, map[string]string{"postgres": "ok", "redis": "ok"}, resp.JSON200.Checks)
 	})
 
-	t.Run("redis unreachable", func(t *testing.T) {
+	t.Run("redis unreachable: ready, degraded", func(t *testing.T) {
 		t.Parallel()
 		// A real Redis client pointed at a port nothing listens on.
 		addr := closedAddr(t)
@@ -354,13 +355,35 @@ func TestReadyz(t *testing.T) {
 		t.Cleanup(func() { _ = unreachable.Close() })
 		h := newHarness(t, withRedis(unreachable))
 
+		resp, err := h.Client.ReadyzWithResponse(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
+		require.NotNil(t, resp.JSON200)
+		require.Equal(t, openapi.HealthStatusDegraded, resp.JSON200.Status)
+		// Which dependency, not its error: that names internal addresses
+		// to whoever can reach the port.
+		require.Equal(t, map[string]string{"postgres": "ok", "redis": "unreachable"}, resp.JSON200.Checks)
+		require.NotContains(t, string(resp.Body), addr)
+	})
+
+	t.Run("postgres unreachable", func(t *testing.T) {
+		t.Parallel()
+		// A real pool pointed at a port nothing listens on (told there is
+		// no pooler, it opens lazily instead of probing).
+		addr := closedAddr(t)
+		unreachable, err := store.Open(context.Background(), store.Config{
+			DatabaseURL: "postgres://postgres@" + addr + "/hookwheel?sslmode=disable&connect_timeout=1",
+			Pooler:      store.PoolerNone,
+		})
+		require.NoError(t, err)
+		t.Cleanup(unreachable.Close)
+		h := newHarness(t, func(c *api.Config) { c.Ready["postgres"] = unreachable })
+
 		resp := h.do(http.MethodGet, "/readyz", "", nil, nil)
 		p := requireProblem(t, resp, http.StatusServiceUnavailable)
 		require.Equal(t, problemTypePrefix+"not-ready", p.Type)
-		require.Equal(t, "ok", p.Checks["postgres"])
-		// Which dependency, not its error: that names internal addresses
-		// to whoever can reach the port.
-		require.Equal(t, "unreachable", p.Checks["redis"])
+		require.Equal(t, "unreachable", p.Checks["postgres"])
+		require.Equal(t, "ok", p.Checks["redis"])
 		require.NotContains(t, string(resp.Body), addr)
 
 		// The generated client reads the same body as the spec's NotReady.
@@ -368,7 +391,7 @@ func TestReadyz(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, typed.StatusCode())
 		require.NotNil(t, typed.ApplicationProblemJSON503)
-		require.NotEqual(t, "ok", typed.ApplicationProblemJSON503.Checks["redis"])
+		require.Equal(t, "unreachable", typed.ApplicationProblemJSON503.Checks["postgres"])
 	})
 }
 

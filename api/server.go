@@ -49,9 +49,15 @@ type Config struct {
 	// Tenants authenticates calls and manages tenants. Required.
 	Tenants *tenants.Service
 	// Ready are the dependencies /readyz checks, by the name its answer
-	// gives them ("postgres", "redis"). Default: none, and /readyz answers
-	// ready while the process runs.
+	// gives them ("postgres"): one unreachable makes the node not ready.
+	// Default: none, and /readyz answers ready while the process runs.
 	Ready map[string]Pinger
+	// Degradable are dependencies the node works on without ("redis": the
+	// limiters and the fire-once check go on without it, with Postgres
+	// still preventing double claims). One unreachable leaves the node
+	// ready, with status "degraded": taking a node out of its load
+	// balancer for it would turn a Redis outage into an API outage.
+	Degradable map[string]Pinger
 	// RateLimiter applies tenants' API rate limits. Optional: without it no
 	// call is rate limited.
 	RateLimiter APIRateLimiter
@@ -342,32 +348,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 
 // Healthz answers while the process runs.
 func (s *Server) Healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, openapi.Health{Status: "ok"})
+	return c.JSON(http.StatusOK, openapi.Health{Status: openapi.HealthStatusOk})
 }
 
-// Readyz answers 200 when every dependency of Config.Ready is reachable.
+// Readyz answers 200 when every dependency of Config.Ready is reachable,
+// "degraded" when one of Config.Degradable is not.
 func (s *Server) Readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{}
-	ready := true
-	for name, dep := range s.cfg.Ready {
+	// ping records one dependency's result. The error names internal
+	// addresses, users and databases, and /readyz answers anyone who can
+	// reach the port: it goes to the log, the answer only says which
+	// dependency failed.
+	ping := func(name string, dep Pinger) bool {
 		if err := dep.Ping(ctx); err != nil {
-			// The error names internal addresses, users and databases, and
-			// /readyz answers anyone who can reach the port: it goes to the
-			// log, the answer only says which dependency failed.
 			s.logger.Warn("readiness check failed", "dependency", name, "err", err)
 			checks[name] = "unreachable"
-			ready = false
-			continue
+			return false
 		}
 		checks[name] = "ok"
+		return true
+	}
+	ready, status := true, openapi.HealthStatusOk
+	for name, dep := range s.cfg.Ready {
+		if !ping(name, dep) {
+			ready = false
+		}
+	}
+	for name, dep := range s.cfg.Degradable {
+		if !ping(name, dep) {
+			status = openapi.HealthStatusDegraded
+		}
 	}
 	if s.cfg.EncryptionStatus != "" {
 		checks["encryption"] = s.cfg.EncryptionStatus
 	}
 	if ready {
-		return c.JSON(http.StatusOK, openapi.Health{Status: "ok", Checks: checks})
+		return c.JSON(http.StatusOK, openapi.Health{Status: status, Checks: checks})
 	}
 	body, err := json.Marshal(openapi.NotReady{
 		Type:   problemTypePrefix + "not-ready",

@@ -6,12 +6,13 @@
 // goroutine waits per task: a waiting task costs one wheel entry.
 //
 // Each stage is a part of its own, with its inputs and outputs explicit:
-// ownership (membership.go), loader, materializer, claimer (with fireOnce,
-// holder and claimBudget), dispatchLimits (ratelimit.go, limitgates.go),
-// sender (with targets), recorder, the statsRecorder that counts what the
-// attempts did for GET /v1/stats, the deferrer through which every part
-// gives claims back, and the purger (retention.go) that deletes finished
-// tasks. Dispatcher only builds and connects them, and stops them in order.
+// ownership (membership.go), the listener that hears what other nodes
+// announce, loader, materializer, claimer (with fireOnce, holder and
+// claimBudget), dispatchLimits (ratelimit.go, limitgates.go), sender (with
+// targets), recorder, the statsRecorder that counts what the attempts did
+// for GET /v1/stats, the deferrer through which every part gives claims
+// back, and the purger (retention.go) that deletes finished tasks.
+// Dispatcher only builds and connects them, and stops them in order.
 package dispatcher
 
 import (
@@ -48,6 +49,7 @@ type Dispatcher struct {
 	claimed chan *model.ClaimedTask
 
 	ownership    *ownership
+	listener     *listener
 	loader       *loader
 	materializer *materializer
 	budget       *claimBudget
@@ -96,7 +98,7 @@ func New(cfg Config) (*Dispatcher, error) {
 
 	d.ownership = newOwnership(ownershipConfig{
 		Store: cfg.DB, FireOnce: releaser, NodeID: d.nodeID, NodeName: cfg.NodeName,
-		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval,
+		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained:   func(p []int16) { d.loader.takeOver(p) },
 		Schedule: d.Schedule,
@@ -106,8 +108,14 @@ func New(cfg Config) (*Dispatcher, error) {
 		Lookahead: cfg.Lookahead, LoadInterval: cfg.LoadInterval, SweepInterval: cfg.SweepInterval,
 		Partitions: d.ownership.partitions,
 		Arm:        d.arm,
-		Announce:   d.Schedule,
 		Pending:    func(id uuid.UUID) bool { return d.budget.inFlight(id) || d.timers.Contains(id) },
+	})
+	d.listener = newListener(listenerConfig{
+		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		Due: d.Schedule, Membership: d.ownership.heard,
+		// Announcements made while not listening are lost: read the window
+		// again, and heartbeat in case partitions were freed meanwhile.
+		Listening: func() { d.loader.askRescan(); d.ownership.nudge() },
 	})
 	d.materializer = newMaterializer(materializerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
@@ -246,7 +254,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	case <-ready:
 	case <-ctx.Done():
 	}
-	feeders.Add(3)
+	feeders.Add(4)
+	go func() { defer feeders.Done(); d.listener.Run(ctx) }()
 	go func() { defer feeders.Done(); d.loader.Run(ctx) }()
 	go func() { defer feeders.Done(); d.materializer.Run(ctx) }()
 	go func() { defer feeders.Done(); d.purger.Run(ctx) }()

@@ -18,7 +18,6 @@ const loadPage = 5000
 // loaderStore is what the loader needs of Postgres.
 type loaderStore interface {
 	ListDue(ctx context.Context, partitions []int16, after store.DueCursor, until time.Time, limit int) ([]store.DueTask, error)
-	ListenDue(ctx context.Context, ready func(), fn func(store.DueTask)) error
 }
 
 // loadedWindow is the end of the window the loader has loaded or is
@@ -70,25 +69,23 @@ type loaderConfig struct {
 	Partitions func() []int16
 	// Arm puts a loaded task into the wheel.
 	Arm func(id uuid.UUID, at time.Time)
-	// Announce is told of a task another node stored (NOTIFY): it goes into
-	// the wheel if it belongs here.
-	Announce func(id uuid.UUID, at time.Time)
 	// Pending reports whether a task is in the wheel or in flight already,
 	// for the sweep to leave alone.
 	Pending func(id uuid.UUID) bool
 }
 
 // loader keeps the wheel fed from Postgres: it loads the window of tasks
-// falling due within Lookahead, listens for tasks other nodes store inside
-// it, and sweeps up overdue tasks that slipped past every wheel.
+// falling due within Lookahead and sweeps up overdue tasks that slipped past
+// every wheel. The tasks other nodes store inside the window come through
+// the listener.
 type loader struct {
 	cfg    loaderConfig
 	window loadedWindow
 	// gained carries partitions this node just took over, to be read from
 	// the beginning.
 	gained chan []int16
-	// rescan asks for the whole window to be read again (the NOTIFY
-	// listener reconnected and may have missed announcements).
+	// rescan asks for the whole window to be read again (the listener
+	// reconnected and may have missed announcements).
 	rescan chan struct{}
 }
 
@@ -96,12 +93,11 @@ func newLoader(cfg loaderConfig) *loader {
 	return &loader{cfg: cfg, gained: make(chan []int16, 64), rescan: make(chan struct{}, 1)}
 }
 
-// Run loads, listens and sweeps until ctx ends.
+// Run loads and sweeps until ctx ends.
 func (l *loader) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() { defer wg.Done(); l.runLoader(ctx) }()
-	go func() { defer wg.Done(); l.runListener(ctx) }()
 	go func() { defer wg.Done(); l.runSweeper(ctx) }()
 	wg.Wait()
 }
@@ -128,7 +124,7 @@ func (l *loader) askRescan() {
 // Lookahead. Each pass reads only the slice of time it has not read yet, so
 // its cost follows the rate at which tasks fall due, not how many wait.
 // Tasks stored later inside an already-read slice are announced directly
-// (Schedule, or NOTIFY through runListener).
+// (Schedule, or NOTIFY through the listener).
 func (l *loader) runLoader(ctx context.Context) {
 	// Start from the beginning of time: whatever is overdue fires at once.
 	var cursor store.DueCursor
@@ -214,35 +210,6 @@ func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCur
 	l.cfg.Metrics.loaded.Add(float64(loaded))
 	l.cfg.Metrics.loadDuration.Observe(l.cfg.Clock.Now().Sub(started).Seconds())
 	return store.DueCursor{At: until, ID: uuid.Max}, true
-}
-
-// runListener feeds the wheel with tasks that other nodes store inside the
-// loaded window, as Postgres announces them on commit.
-func (l *loader) runListener(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := l.cfg.Store.ListenDue(ctx, func() {
-			// Announcements made while not listening are lost: read the
-			// window again.
-			l.askRescan()
-			backoff = 100 * time.Millisecond
-		}, func(t store.DueTask) {
-			l.cfg.Announce(t.ID, t.At)
-		})
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		l.cfg.Metrics.storeErrors.WithLabelValues("listen").Inc()
-		l.cfg.Logger.Warn("listening for due tasks failed; reconnecting", "err", err, "in", backoff)
-		t := l.cfg.Clock.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
 
 // runSweeper gathers what slipped past the wheel: tasks overdue yet in no

@@ -20,9 +20,8 @@ type loaderBundle struct {
 	clock  *clock.Fake
 	loader *loader
 	tenant uuid.UUID
-	// armed and announced receive what the loader feeds the wheel.
-	armed     chan dueAt
-	announced chan dueAt
+	// armed receives what the loader feeds the wheel.
+	armed chan dueAt
 
 	mu         sync.Mutex
 	partitions []int16
@@ -35,7 +34,7 @@ func setupLoader(t *testing.T) *loaderBundle {
 	t.Helper()
 	db := testenv.DB(t)
 	b := &loaderBundle{
-		db: db, clock: clock.NewFake(time.Now()), armed: make(chan dueAt, 64), announced: make(chan dueAt, 64),
+		db: db, clock: clock.NewFake(time.Now()), armed: make(chan dueAt, 64),
 		partitions: allPartitions(), pending: map[uuid.UUID]bool{},
 	}
 	b.tenant = createTenant(t, db, model.Limits{})
@@ -44,7 +43,6 @@ func setupLoader(t *testing.T) *loaderBundle {
 		Lookahead: 30 * time.Second, LoadInterval: time.Second, SweepInterval: 5 * time.Second,
 		Partitions: func() []int16 { b.mu.Lock(); defer b.mu.Unlock(); return b.partitions },
 		Arm:        func(id uuid.UUID, at time.Time) { b.armed <- dueAt{id, at} },
-		Announce:   func(id uuid.UUID, at time.Time) { b.announced <- dueAt{id, at} },
 		Pending:    func(id uuid.UUID) bool { b.mu.Lock(); defer b.mu.Unlock(); return b.pending[id] },
 	})
 	return b
@@ -147,28 +145,4 @@ func TestLoaderSweep(t *testing.T) {
 	require.Contains(t, armed, stray.ID)
 	require.NotContains(t, armed, recent.ID)
 	require.Equal(t, 1.0, counterValue(t, b.loader.cfg.Metrics.swept))
-}
-
-// TestLoaderListens: tasks other nodes store with a NOTIFY are announced;
-// (re)connecting asks for a rescan, since announcements made meanwhile are
-// lost.
-func TestLoaderListens(t *testing.T) {
-	t.Parallel()
-	b := setupLoader(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.loader.runListener(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	receive(t, b.loader.rescan)
-
-	task := &model.Task{
-		ID: uuid.Must(uuid.NewV7()), TenantID: b.tenant, URL: "https://receiver.example/x", Method: "POST",
-		RunAt: b.clock.Now().Add(5 * time.Second).Truncate(time.Microsecond), Timeout: 5 * time.Second,
-		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute,
-	}
-	_, _, err := b.db.InsertTask(context.Background(), task, true)
-	require.NoError(t, err)
-	got := receive(t, b.announced)
-	require.Equal(t, task.ID, got.id)
-	require.True(t, task.RunAt.Equal(got.at))
 }

@@ -36,9 +36,13 @@ type ownershipConfig struct {
 	NodeName          string
 	NodeTTL           time.Duration
 	HeartbeatInterval time.Duration
-	Clock             clock.Clock
-	Logger            *slog.Logger
-	Metrics           *metrics
+	// NudgeGap is the least time between the start of one heartbeat and
+	// that of an early one another node's membership change asks for
+	// (heartbeatNudgeGap in a Dispatcher).
+	NudgeGap time.Duration
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	Metrics  *metrics
 	// Gained is told of the partitions this node just took over, to load
 	// them from the beginning of time. It must not block.
 	Gained func(partitions []int16)
@@ -60,29 +64,70 @@ type ownedSet struct {
 type ownership struct {
 	cfg   ownershipConfig
 	owned atomic.Pointer[ownedSet]
+	// nudged asks for a heartbeat now. One slot: a burst of asks, or asks
+	// made while a heartbeat runs, make one heartbeat after the current one.
+	nudged chan struct{}
 }
 
+// heartbeatNudgeGap bounds how often membership changes of other nodes make
+// this one heartbeat: a burst of them (every node above its share releasing
+// partitions after a join) costs one heartbeat per gap at most, and the gap
+// is well below the HeartbeatInterval it shortens.
+const heartbeatNudgeGap = 10 * time.Millisecond
+
 func newOwnership(cfg ownershipConfig) *ownership {
-	o := &ownership{cfg: cfg}
+	o := &ownership{cfg: cfg, nudged: make(chan struct{}, 1)}
 	o.owned.Store(&ownedSet{})
 	return o
+}
+
+// heard is told of each membership change announced in Postgres. Another
+// node's join, release or leave changes what this node may hold, so it
+// heartbeats at once rather than at its timer; its own changes tell it
+// nothing new.
+func (o *ownership) heard(c store.MembershipChange) {
+	if c.Node == o.cfg.NodeID {
+		return
+	}
+	o.nudge()
+}
+
+// nudge asks for a heartbeat now (at most NudgeGap after the last one
+// began). It never blocks.
+func (o *ownership) nudge() {
+	select {
+	case o.nudged <- struct{}{}:
+	default:
+	}
 }
 
 // Run heartbeats every HeartbeatInterval until ctx ends: it learns which
 // partitions it owns, has newly gained partitions loaded from the start, and
 // hands back the claims of nodes that died in its partitions, so their
-// tasks move here within about NodeTTL of the death. ready is closed after
-// the first heartbeat, successful or not.
+// tasks move here within about NodeTTL of the death. A nudge brings the
+// next heartbeat forward to NudgeGap after the last one began, so that
+// partitions move on a join or a clean leave as soon as the other nodes
+// announce it; the timer then runs from that heartbeat. ready is closed
+// after the first heartbeat, successful or not.
 func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 	t := o.cfg.Clock.NewTimer(0)
 	defer t.Stop()
-	var lastOK time.Time
+	// next is when t fires; began, when the last heartbeat began.
+	var lastOK, began time.Time
+	next := o.cfg.Clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-o.nudged:
+			if at := began.Add(o.cfg.NudgeGap); at.Before(next) {
+				next = at
+				t.Reset(at.Sub(o.cfg.Clock.Now()))
+			}
+			continue
 		case <-t.C():
 		}
+		began = o.cfg.Clock.Now()
 		m, err := o.cfg.Store.Heartbeat(ctx, o.cfg.NodeID, o.cfg.NodeName, o.cfg.NodeTTL)
 		now := o.cfg.Clock.Now()
 		switch {
@@ -106,6 +151,7 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 			close(ready)
 			ready = nil
 		}
+		next = o.cfg.Clock.Now().Add(o.cfg.HeartbeatInterval)
 		t.Reset(o.cfg.HeartbeatInterval)
 	}
 }

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestOwnership(t *testing.T) {
 	scheduled := make(chan dueAt, 16)
 	o := newOwnership(ownershipConfig{
 		Store: db, FireOnce: redis, NodeID: uuid.New(), NodeName: "test", NodeTTL: 1500 * time.Millisecond,
-		HeartbeatInterval: 300 * time.Millisecond, Clock: clock.NewFake(time.Now()), Logger: quietLogger(), Metrics: m,
+		HeartbeatInterval: 300 * time.Millisecond, NudgeGap: heartbeatNudgeGap, Clock: clock.NewFake(time.Now()),
+		Logger: quietLogger(), Metrics: m,
 		Gained:   func(p []int16) { gained <- p },
 		Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
 	})
@@ -60,4 +62,195 @@ func TestOwnership(t *testing.T) {
 	held, err = redis.ClaimAttempts(ctx, []store.AttemptClaim{key})
 	require.NoError(t, err)
 	require.True(t, held[0], "the dead node's fire-once key is gone")
+}
+
+// clusterNode is one node's ownership and listener, wired as a Dispatcher
+// wires them.
+type clusterNode struct {
+	id        uuid.UUID
+	ownership *ownership
+	stop      func()
+}
+
+// startClusterNode runs an ownership and, once it has heartbeaten, a
+// listener, on a fake clock that the caller never advances: every heartbeat
+// after the first is one a membership change asked for.
+func startClusterNode(t *testing.T, db *store.DB, fake *clock.Fake) *clusterNode {
+	t.Helper()
+	n := &clusterNode{id: uuid.New()}
+	m := testMetrics(t)
+	n.ownership = newOwnership(ownershipConfig{
+		Store: db, NodeID: n.id, NodeName: "node-" + n.id.String()[:8], NodeTTL: time.Minute,
+		HeartbeatInterval: 300 * time.Millisecond, Clock: fake, Logger: quietLogger(), Metrics: m,
+		// No gap: with the clock standing still, a gap would never pass.
+		NudgeGap: 0,
+		Gained:   func([]int16) {},
+		Schedule: func(uuid.UUID, time.Time) {},
+	})
+	l := newListener(listenerConfig{
+		Store: db, Clock: fake, Logger: quietLogger(), Metrics: m,
+		Due: func(uuid.UUID, time.Time) {}, Membership: n.ownership.heard, Listening: n.ownership.nudge,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, owned, heard := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { defer close(owned); n.ownership.Run(ctx, ready) }()
+	receive(t, ready)
+	go func() { defer close(heard); l.Run(ctx) }()
+	var stopped bool
+	n.stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-owned
+			<-heard
+		}
+	}
+	t.Cleanup(n.stop)
+	return n
+}
+
+// requireSplit waits until the nodes' owned sets are disjoint, cover every
+// partition and each is a fair share, and the partitions table agrees.
+func requireSplit(t *testing.T, db *store.DB, nodes ...*clusterNode) {
+	t.Helper()
+	ids := make([]uuid.UUID, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.id
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	split := func() bool {
+		seen := 0
+		for _, n := range nodes {
+			if len(n.ownership.partitions()) != model.FairShare(ids, n.id) {
+				return false
+			}
+			seen += len(n.ownership.partitions())
+		}
+		if seen != model.Partitions {
+			return false
+		}
+		listed, err := db.ListNodes(context.Background())
+		if err != nil || len(listed) != len(nodes) {
+			return false
+		}
+		for _, l := range listed {
+			i := slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == l.ID })
+			if i < 0 || !slices.Equal(l.Partitions, nodes[i].ownership.partitions()) {
+				return false
+			}
+		}
+		return true
+	}
+	require.Eventually(t, split, 10*time.Second, 5*time.Millisecond, "partitions never split among %d nodes", len(nodes))
+}
+
+// TestOwnershipMovesOnMembershipChanges: nodes join one after the other and
+// one leaves cleanly, and the partitions move at once, driven by the
+// announcements alone: the clock never reaches a heartbeat's timer.
+func TestOwnershipMovesOnMembershipChanges(t *testing.T) {
+	t.Parallel()
+	db := testenv.DB(t)
+	fake := clock.NewFake(time.Now())
+
+	a := startClusterNode(t, db, fake)
+	requireSplit(t, db, a)
+	b := startClusterNode(t, db, fake)
+	requireSplit(t, db, a, b)
+	c := startClusterNode(t, db, fake)
+	requireSplit(t, db, a, b, c)
+
+	// A clean stop, as Dispatcher.Run ends.
+	c.stop()
+	require.NoError(t, db.LeaveNode(context.Background(), c.id))
+	requireSplit(t, db, a, b)
+}
+
+// TestOwnershipHeard: another node's change asks for a heartbeat, the
+// node's own does not, and a burst of asks is one.
+func TestOwnershipHeard(t *testing.T) {
+	t.Parallel()
+	self := uuid.New()
+	o := newOwnership(ownershipConfig{NodeID: self})
+	for _, e := range []store.MembershipEvent{store.MembershipJoined, store.MembershipReleased, store.MembershipLeft} {
+		o.heard(store.MembershipChange{Node: self, Event: e})
+	}
+	require.Empty(t, o.nudged, "its own changes")
+	for range 3 {
+		o.heard(store.MembershipChange{Node: uuid.New(), Event: store.MembershipReleased})
+	}
+	require.Len(t, o.nudged, 1, "a burst of changes of others")
+}
+
+// gatedHeartbeats holds each heartbeat until the test lets it through,
+// reporting the fake time it began at.
+type gatedHeartbeats struct {
+	*store.DB
+	clock   clock.Clock
+	began   chan time.Time
+	proceed chan struct{}
+}
+
+func (g *gatedHeartbeats) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error) {
+	g.began <- g.clock.Now()
+	select {
+	case <-g.proceed:
+	case <-ctx.Done():
+		return store.Membership{}, ctx.Err()
+	}
+	return g.DB.Heartbeat(ctx, nodeID, name, ttl)
+}
+
+// TestOwnershipNudge: a change heard while a heartbeat runs is not lost:
+// another heartbeat follows, NudgeGap after the first began, long before the
+// timer's; however many changes were heard meanwhile, it is one.
+func TestOwnershipNudge(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(time.Now())
+	g := &gatedHeartbeats{DB: testenv.DB(t), clock: fake, began: make(chan time.Time, 4), proceed: make(chan struct{})}
+	const interval = time.Hour
+	o := newOwnership(ownershipConfig{
+		Store: g, NodeID: uuid.New(), NodeName: "test", NodeTTL: 2 * interval,
+		HeartbeatInterval: interval, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: testMetrics(t),
+		Gained: func([]int16) {}, Schedule: func(uuid.UUID, time.Time) {},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); o.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	first := receive(t, g.began)
+	for range 3 {
+		o.heard(store.MembershipChange{Node: uuid.New(), Event: store.MembershipReleased})
+	}
+	g.proceed <- struct{}{}
+
+	// Move the clock a millisecond at a time until the next heartbeat
+	// begins.
+	var second time.Time
+	deadline := time.After(10 * time.Second)
+	for second.IsZero() {
+		select {
+		case second = <-g.began:
+		case <-time.After(time.Millisecond):
+			fake.Advance(time.Millisecond)
+		case <-deadline:
+			require.FailNow(t, "no heartbeat followed the change heard")
+		}
+	}
+	require.GreaterOrEqual(t, second.Sub(first), heartbeatNudgeGap, "no sooner than the gap")
+	require.Less(t, second.Sub(first), interval, "before the timer")
+	g.proceed <- struct{}{}
+
+	// The burst was one heartbeat: the next waits for the timer.
+	require.NoError(t, fake.WaitForTimers(ctx, 1))
+	fake.Advance(interval - fake.Now().Sub(second) - time.Millisecond)
+	select {
+	case at := <-g.began:
+		require.FailNow(t, "a second heartbeat for the same burst", "at %s", at.Sub(second))
+	default:
+	}
+	fake.Advance(time.Millisecond)
+	third := receive(t, g.began)
+	require.Equal(t, interval, third.Sub(second))
+	g.proceed <- struct{}{}
 }

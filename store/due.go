@@ -80,43 +80,9 @@ func (db *DB) WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time
 }
 
 // ListenDue calls fn for each task announced on DueNotifyChannel until ctx is
-// done or the connection fails. It calls ready once listening, so the caller
-// can rescan what it may have missed before.
-//
-// It listens on a session of its own (Config.DirectURL when given): a
-// transaction pooler would accept the LISTEN and then hand the server
-// connection that heard it to other clients, so the notifications would never
-// arrive. Without a session it returns ErrNoSession at once.
+// done or the connection fails, as Listen does with Due alone.
 func (db *DB) ListenDue(ctx context.Context, ready func(), fn func(DueTask)) error {
-	if err := db.CheckSession(); err != nil {
-		return fmt.Errorf("listen %s: %w", DueNotifyChannel, err)
-	}
-	pooled, err := db.session.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquire listen connection: %w", err)
-	}
-	// A LISTENing connection must not go back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+DueNotifyChannel); err != nil {
-		return fmt.Errorf("listen %s: %w", DueNotifyChannel, err)
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("wait for notification: %w", err)
-		}
-		d, err := parseDueNotification(n.Payload)
-		if err != nil {
-			db.logger.Warn("ignoring malformed due notification", "payload", n.Payload, "err", err)
-			continue
-		}
-		fn(d)
-	}
+	return db.Listen(ctx, ready, Listeners{Due: fn})
 }
 
 func parseDueNotification(payload string) (DueTask, error) {

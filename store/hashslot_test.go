@@ -3,8 +3,10 @@ package store
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,13 +34,60 @@ func clusterSlot(key string) int {
 	return int(crc) % 16384
 }
 
+// ClusterSlot is clusterSlot, for the tests of package store_test, which
+// compare it with what a live Redis Cluster answers to CLUSTER KEYSLOT.
+var ClusterSlot = clusterSlot
+
+// ScriptKeys is what every key builder gives for one tenant, task and host,
+// grouped by the keys one script call touches together (claim_attempt and
+// release_attempt: one attempt key each, but the attempts of a task are
+// grouped since they share its tag; gcra; dispatch_admit and
+// ReleaseDispatch), for the tests of package store_test to ask a live Redis
+// Cluster where they hash.
+func (r *Redis) ScriptKeys(tenant, task uuid.UUID, host string) [][]string {
+	return [][]string{
+		{r.attemptKey(task, 1), r.attemptKey(task, 2)},
+		{r.apiRateKey(tenant)},
+		r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: host}, task),
+	}
+}
+
+// knownSlots are keys and their slots: the cluster specification's CRC16
+// check value (0x31C3) and hash tag examples, the CLUSTER KEYSLOT
+// documentation's, and a few plain keys, as a Redis server answers them.
+var knownSlots = []struct {
+	key  string
+	slot int
+}{
+	{"123456789", 0x31C3},
+	{"somekey", 11058},
+	{"foo{hash_tag}", 2515},
+	{"foo", 12182},
+	{"bar", 5061},
+	{"{user1000}.following", 3443},
+	{"foo{bar}{zap}", 5061}, // the first tag only: "bar"
+	{"foo{}{bar}", 8363},    // an empty tag hashes the whole key
+	{"foo{{bar}}zap", 4015}, // the tag is "{bar"
+	{"", 0},
+}
+
+// KnownSlots is knownSlots, for the tests of package store_test to ask a
+// live cluster too.
+func KnownSlots() map[string]int {
+	m := make(map[string]int, len(knownSlots))
+	for _, k := range knownSlots {
+		m[k.key] = k.slot
+	}
+	return m
+}
+
 func TestClusterSlotFunction(t *testing.T) {
 	t.Parallel()
-	// The specification's check value, and its hash tag examples.
-	require.Equal(t, 0x31C3, clusterSlot("123456789"))
-	require.Equal(t, clusterSlot("user1000"), clusterSlot("{user1000}.following"))
-	require.Equal(t, clusterSlot("user1000"), clusterSlot("foo{user1000}{zap}"))
-	require.Equal(t, clusterSlot("foo{}{bar}"), clusterSlot("foo{}{bar}"), "an empty tag hashes the whole key")
+	for _, k := range knownSlots {
+		require.Equal(t, k.slot, clusterSlot(k.key), "slot of %q", k.key)
+	}
+	require.Equal(t, clusterSlot("user1000"), clusterSlot("{user1000}.followers"))
+	require.Equal(t, clusterSlot("{bar"), clusterSlot("foo{{bar}}zap"))
 	require.NotEqual(t, clusterSlot("bar"), clusterSlot("foo{}{bar}"))
 }
 
@@ -98,6 +147,8 @@ func TestNewRedisClientModes(t *testing.T) {
 		{"redis://10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", RedisCluster},
 		{"redis://10.0.0.1:7000/0?addr=10.0.0.2:7000", RedisCluster},
 		{"rediss://user:secret@10.0.0.1:7000?addr=10.0.0.2:7000", RedisCluster},
+		// A cluster behind one configuration endpoint: the address twice.
+		{"rediss://clustercfg.example.cache.amazonaws.com:6379?addr=clustercfg.example.cache.amazonaws.com:6379", RedisCluster},
 		{"redis://10.0.0.1:26379/0?master_name=mymaster&addr=10.0.0.2:26379&addr=10.0.0.3:26379", RedisSentinel},
 		{"redis://s:sentinelpw@10.0.0.1:26379/3?master_name=mymaster&password=masterpw", RedisSentinel},
 	} {
@@ -119,5 +170,55 @@ func TestNewRedisClientModes(t *testing.T) {
 		require.Error(t, err, tc.url)
 		require.Contains(t, err.Error(), tc.want, tc.url)
 		require.NotContains(t, err.Error(), "pw", "the error leaks the password")
+	}
+}
+
+// TestNewRedisClientTimeouts: the fail-fast timeouts apply when the URL sets
+// none, and a timeout the URL sets is kept, in every mode.
+func TestNewRedisClientTimeouts(t *testing.T) {
+	t.Parallel()
+	timeouts := func(t *testing.T, client redis.UniversalClient) (dial, read, write time.Duration) {
+		t.Helper()
+		switch c := client.(type) {
+		case *redis.Client: // one server, and the Sentinel failover client
+			o := c.Options()
+			return o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+		case *redis.ClusterClient:
+			o := c.Options()
+			return o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+		}
+		t.Fatalf("client of type %T", client)
+		return 0, 0, 0
+	}
+	for mode, base := range map[RedisMode]string{
+		RedisSingle:   "redis://127.0.0.1:6379/0?",
+		RedisCluster:  "redis://10.0.0.1:7000?addr=10.0.0.2:7000&",
+		RedisSentinel: "redis://10.0.0.1:26379/0?master_name=m&",
+	} {
+		for _, tc := range []struct {
+			query             string
+			dial, read, write time.Duration
+		}{
+			{"", redisDialTimeout, redisReadTimeout, redisReadTimeout},
+			{"dial_timeout=5s&read_timeout=3s&write_timeout=4s", 5 * time.Second, 3 * time.Second, 4 * time.Second},
+			// go-redis reads a bare number as seconds; an unset write
+			// timeout follows the read timeout.
+			{"dial_timeout=7&read_timeout=1500ms", 7 * time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond},
+			{"write_timeout=250ms", redisDialTimeout, redisReadTimeout, 250 * time.Millisecond},
+			// 0 turns the read (and so the write) timeout off.
+			{"read_timeout=0", redisDialTimeout, 0, 0},
+		} {
+			url := base + tc.query
+			client, got, err := NewRedisClient(url)
+			require.NoError(t, err, url)
+			require.Equal(t, mode, got, url)
+			dial, read, write := timeouts(t, client)
+			require.Equal(t, []time.Duration{tc.dial, tc.read, tc.write}, []time.Duration{dial, read, write}, "dial, read and write timeouts of %s", url)
+			require.NoError(t, client.Close())
+		}
+		for _, q := range []string{"dial_timeout=0", "dial_timeout=-1s"} {
+			_, _, err := NewRedisClient(base + q)
+			require.ErrorContains(t, err, "dial_timeout must be positive", base+q)
+		}
 	}
 }

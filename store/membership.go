@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,10 +23,67 @@ type Membership struct {
 	Owned []int16
 }
 
+// MembershipNotifyChannel is the Postgres NOTIFY channel on which the
+// membership statements announce, on commit, the changes after which other
+// nodes should heartbeat at once: a node joined, released partitions or
+// left. The payload is "<node id> <event>".
+const MembershipNotifyChannel = "hookwheel_membership"
+
+// MembershipEvent is what a MembershipChange announces.
+type MembershipEvent string
+
+// The events announced on MembershipNotifyChannel.
 const (
+	// MembershipJoined: a node that was not live registered; every share
+	// shrinks.
+	MembershipJoined MembershipEvent = "joined"
+	// MembershipReleased: a node above its share set partitions free.
+	MembershipReleased MembershipEvent = "released"
+	// MembershipLeft: a node unregistered and set its partitions free;
+	// every share grows.
+	MembershipLeft MembershipEvent = "left"
+)
+
+// MembershipChange is one announcement on MembershipNotifyChannel.
+type MembershipChange struct {
+	// Node is the node whose statement announced the change.
+	Node  uuid.UUID
+	Event MembershipEvent
+}
+
+func parseMembershipNotification(payload string) (MembershipChange, error) {
+	idText, event, ok := strings.Cut(payload, " ")
+	if !ok {
+		return MembershipChange{}, errors.New("want \"<node id> <event>\"")
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return MembershipChange{}, fmt.Errorf("parse node id: %w", err)
+	}
+	switch e := MembershipEvent(event); e {
+	case MembershipJoined, MembershipReleased, MembershipLeft:
+		return MembershipChange{Node: id, Event: e}, nil
+	default:
+		return MembershipChange{}, fmt.Errorf("unknown event %q", event)
+	}
+}
+
+const (
+	// A node that was not live before this heartbeat (new, or back after
+	// its registration expired) changes every node's share: it says so on
+	// MembershipNotifyChannel. prev reads the row as it was before the
+	// upsert, since every part of one statement sees the same snapshot.
 	queryHeartbeat = `-- name: Heartbeat
-INSERT INTO nodes (id, name, expires_at) VALUES ($1, $2, now() + $3::interval)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval`
+WITH prev AS (
+	SELECT expires_at FROM nodes WHERE id = $1
+), registered AS (
+	INSERT INTO nodes (id, name, expires_at) VALUES ($1, $2, now() + $3::interval)
+	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval
+	RETURNING id
+)
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipJoined) + `')
+FROM registered
+WHERE NOT EXISTS (SELECT 1 FROM prev WHERE expires_at > now())`
 
 	queryLiveNodes = `-- name: LiveNodes
 SELECT id FROM nodes WHERE expires_at > now() ORDER BY id`
@@ -32,8 +91,16 @@ SELECT id FROM nodes WHERE expires_at > now() ORDER BY id`
 	queryRenewPartitions = `-- name: RenewPartitions
 UPDATE partitions SET lease_expires_at = now() + $2::interval WHERE owner = $1 RETURNING id`
 
+	// Partitions set free are announced on MembershipNotifyChannel, for the
+	// nodes below their share to take them now; nothing released, nothing
+	// announced, so that heartbeats run early only while something moves.
 	queryReleasePartitions = `-- name: ReleasePartitions
-UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1 AND id = ANY($2)`
+WITH released AS (
+	UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1 AND id = ANY($2)
+	RETURNING id
+)
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipReleased) + `')
+WHERE EXISTS (SELECT 1 FROM released)`
 
 	queryAcquirePartitions = `-- name: AcquirePartitions
 UPDATE partitions SET owner = $1, lease_expires_at = now() + $2::interval
@@ -56,11 +123,16 @@ DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
 // partitions. Row locks decide between nodes (SKIP LOCKED: a partition
 // another node is taking is simply not taken here); an expired lease is up
 // for grabs, which is how the partitions of a dead node move to survivors.
+//
+// The heartbeat that registers a node not live before and one that releases
+// partitions announce it on MembershipNotifyChannel on commit, so that the
+// other nodes move partitions at once rather than at their next heartbeat.
+// Acquiring announces nothing: it frees nothing and changes no share.
 func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
 	var m Membership
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
-			return fmt.Errorf("renew node: %w", err)
+			return fmt.Errorf("register node: %w", err)
 		}
 		rows, err := tx.Query(ctx, queryLiveNodes)
 		if err != nil {
@@ -84,7 +156,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		case len(owned) > share:
 			excess := owned[share:]
 			if _, err := tx.Exec(ctx, queryReleasePartitions, nodeID, excess); err != nil {
-				return fmt.Errorf("release partitions: %w", err)
+				return fmt.Errorf("release %d partitions: %w", len(excess), err)
 			}
 			owned = owned[:share]
 		case len(owned) < share:
@@ -111,11 +183,18 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 const queryLeaveNode = `-- name: LeaveNode
 WITH released AS (
 	UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1
+	RETURNING id
+), gone AS (
+	DELETE FROM nodes WHERE id = $1
+	RETURNING id
 )
-DELETE FROM nodes WHERE id = $1`
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipLeft) + `')
+WHERE EXISTS (SELECT 1 FROM released) OR EXISTS (SELECT 1 FROM gone)`
 
 // LeaveNode unregisters a node that stops cleanly and frees its partitions
-// at once, so survivors need not wait for the leases to run out.
+// at once, so survivors need not wait for the leases to run out, and
+// announces it on MembershipNotifyChannel so that they take the partitions
+// now rather than at their next heartbeat. Leaving again announces nothing.
 func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
 	if _, err := db.pool.Exec(ctx, queryLeaveNode, nodeID); err != nil {
 		return fmt.Errorf("leave node %s: %w", nodeID, err)

@@ -431,3 +431,164 @@ func TestHeartbeatConcurrent(t *testing.T) {
 	requirePartitioned(t, ownedSets(ms))
 	requireSQLAgrees(t, pool, ms)
 }
+
+// membershipListener collects the announcements of MembershipNotifyChannel
+// on db, and of DueNotifyChannel on the same connection.
+type membershipListener struct {
+	changes chan store.MembershipChange
+	due     chan store.DueTask
+	pool    *pgxpool.Pool
+}
+
+// listenMembership listens on both channels until the test ends.
+func listenMembership(t *testing.T, db *store.DB, pool *pgxpool.Pool) *membershipListener {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	l := &membershipListener{changes: make(chan store.MembershipChange, 256), due: make(chan store.DueTask, 256), pool: pool}
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Listen(ctx, func() { close(ready) }, store.Listeners{
+			Due:        func(d store.DueTask) { l.due <- d },
+			Membership: func(c store.MembershipChange) { l.changes <- c },
+		})
+	}()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-done, "a canceled listener returns nil")
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		require.FailNow(t, "Listen returned before listening", "%v", err)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Listen never became ready")
+	}
+	return l
+}
+
+// drain returns every membership change announced so far, in order.
+// Postgres delivers notifications in commit order, so a marker announced
+// after the statements under test arrives after all they announced.
+func (l *membershipListener) drain(t *testing.T) []store.MembershipChange {
+	t.Helper()
+	marker := uuid.New()
+	exec(t, l.pool, `SELECT pg_notify($1, $2::text || ' left')`, store.MembershipNotifyChannel, marker)
+	var out []store.MembershipChange
+	for {
+		select {
+		case c := <-l.changes:
+			if c.Node == marker {
+				return out
+			}
+			out = append(out, c)
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "the marker notification never came")
+		}
+	}
+}
+
+// TestMembershipNotifications: a heartbeat or a leave announces a change on
+// MembershipNotifyChannel exactly when other nodes have something to do
+// about it: a node that was not live registered, partitions were released,
+// a node left. Renewing, acquiring, or leaving again announce nothing, so
+// the heartbeats they cause on other nodes die out.
+func TestMembershipNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	l := listenMembership(t, db, pool)
+	a, b := uuid.New(), uuid.New()
+	change := func(node uuid.UUID, e store.MembershipEvent) []store.MembershipChange {
+		return []store.MembershipChange{{Node: node, Event: e}}
+	}
+
+	require.Len(t, heartbeat(t, db, a, nodeTTL).Owned, model.Partitions)
+	require.Equal(t, change(a, store.MembershipJoined), l.drain(t), "a new node")
+	heartbeat(t, db, a, nodeTTL)
+	require.Empty(t, l.drain(t), "a renewal")
+
+	require.Empty(t, heartbeat(t, db, b, nodeTTL).Owned)
+	require.Equal(t, change(b, store.MembershipJoined), l.drain(t), "a second node, which finds nothing free")
+	heartbeat(t, db, b, nodeTTL)
+	require.Empty(t, l.drain(t), "below its share, but nothing to take")
+
+	require.Len(t, heartbeat(t, db, a, nodeTTL).Owned, 128)
+	require.Equal(t, change(a, store.MembershipReleased), l.drain(t), "the excess of the first node")
+	heartbeat(t, db, a, nodeTTL)
+	require.Empty(t, l.drain(t), "at its share")
+
+	require.Len(t, heartbeat(t, db, b, nodeTTL).Owned, 128)
+	require.Empty(t, l.drain(t), "acquiring frees nothing")
+
+	// A node whose registration ran out is dead to the others; its next
+	// heartbeat brings it back, which changes their shares again.
+	exec(t, pool, `UPDATE nodes SET expires_at = now() - interval '1 second' WHERE id = $1`, b)
+	heartbeat(t, db, b, nodeTTL)
+	require.Equal(t, change(b, store.MembershipJoined), l.drain(t), "back to life")
+
+	require.NoError(t, db.LeaveNode(ctx, b))
+	require.Equal(t, change(b, store.MembershipLeft), l.drain(t))
+	require.NoError(t, db.LeaveNode(ctx, b))
+	require.NoError(t, db.LeaveNode(ctx, uuid.New()))
+	require.Empty(t, l.drain(t), "leaving again, or as a node never seen")
+
+	// A node that left with its row already gone still frees its partitions
+	// and says so.
+	require.Len(t, heartbeat(t, db, a, nodeTTL).Owned, model.Partitions)
+	require.Empty(t, l.drain(t))
+	exec(t, pool, `DELETE FROM nodes WHERE id = $1`, a)
+	require.NoError(t, db.LeaveNode(ctx, a))
+	require.Equal(t, change(a, store.MembershipLeft), l.drain(t))
+	require.Equal(t, model.Partitions, countRows(t, pool, `SELECT count(*) FROM partitions WHERE owner IS NULL`))
+}
+
+// TestMembershipNotificationsOnCommit: a change is announced when the
+// heartbeat commits and not before, so a node that hears it and heartbeats
+// sees it: the release is visible to the heartbeat it causes.
+func TestMembershipNotificationsOnCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	a, b := uuid.New(), uuid.New()
+	heartbeat(t, db, a, nodeTTL)
+	heartbeat(t, db, b, nodeTTL)
+	l := listenMembership(t, db, pool)
+
+	// b waits for a's release, then heartbeats once: it takes all that a
+	// released.
+	heartbeat(t, db, a, nodeTTL)
+	select {
+	case c := <-l.changes:
+		require.Equal(t, store.MembershipChange{Node: a, Event: store.MembershipReleased}, c)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "no release announced")
+	}
+	m, err := db.Heartbeat(ctx, b, "b", nodeTTL)
+	require.NoError(t, err)
+	require.Len(t, m.Owned, 128)
+}
+
+// TestListenBothChannels: one Listen hears both channels and tells each
+// announcement to its own function; malformed payloads are skipped.
+func TestListenBothChannels(t *testing.T) {
+	t.Parallel()
+	db, pool := openDB(t)
+	l := listenMembership(t, db, pool)
+	task, node := uuid.New(), uuid.New()
+	exec(t, pool, `SELECT pg_notify($1, 'not a change')`, store.MembershipNotifyChannel)
+	exec(t, pool, `SELECT pg_notify($1, $2::text || ' exploded')`, store.MembershipNotifyChannel, node)
+	exec(t, pool, `SELECT pg_notify($1, 'not a task')`, store.DueNotifyChannel)
+	exec(t, pool, `SELECT pg_notify($1, $2::text || ' 1893553445123456')`, store.DueNotifyChannel, task)
+	exec(t, pool, `SELECT pg_notify($1, $2::text || ' joined')`, store.MembershipNotifyChannel, node)
+
+	require.Equal(t, []store.MembershipChange{{Node: node, Event: store.MembershipJoined}}, l.drain(t))
+	select {
+	case d := <-l.due:
+		require.Equal(t, task, d.ID)
+		require.Equal(t, int64(1893553445123456), d.At.UnixMicro())
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the due task never came")
+	}
+	require.Empty(t, l.due)
+}

@@ -176,7 +176,9 @@ func (r *Redis) AdmitDispatch(ctx context.Context, q DispatchRequest) (DispatchA
 }
 
 // AdmitDispatches decides for several tasks in one round trip (a pipeline,
-// run in order: tasks given in due order get their slots in due order).
+// run in order: tasks given in due order get their slots in due order, but
+// for the rare pipeline a Redis server answers with NOSCRIPT, whose refused
+// commands run after the others; see script.runEach).
 func (r *Redis) AdmitDispatches(ctx context.Context, reqs []DispatchRequest) ([]DispatchAdmission, error) {
 	cmds, err := r.scripts.dispatchAdmit.runEach(ctx, r.client, len(reqs), func(i int) ([]string, []any) {
 		return r.admitArgs(reqs[i])

@@ -39,7 +39,8 @@ const (
 )
 
 // Fail fast: a slow Redis must not hold up a send that Postgres already
-// protects. The same bounds hold whatever the deployment.
+// protects. The same bounds hold whatever the deployment, unless the URL sets
+// its own (see failFast).
 const (
 	redisDialTimeout = 2 * time.Second
 	redisReadTimeout = time.Second
@@ -64,7 +65,11 @@ const (
 //     credentials go in the username= and password= options.
 //
 // master_name decides over addr, since a Sentinel URL lists several addresses
-// too. It does not dial; the first command does.
+// too. A cluster known by one address (a managed service's configuration
+// endpoint) names it twice, as host and as addr: redis://cfg:6379?addr=cfg:6379.
+// The dial_timeout, read_timeout and write_timeout options are kept when the
+// URL sets them; failFast fills in the rest. It does not dial; the first
+// command does.
 func NewRedisClient(rawURL string) (redis.UniversalClient, RedisMode, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -81,9 +86,9 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisMode, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("parse redis Sentinel URL: %w", err)
 		}
-		opts.DialTimeout = redisDialTimeout
-		opts.ReadTimeout = redisReadTimeout
-		opts.WriteTimeout = redisReadTimeout
+		if err := failFast(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout); err != nil {
+			return nil, "", fmt.Errorf("parse redis Sentinel URL: %w", err)
+		}
 		return redis.NewFailoverClient(opts), RedisSentinel, nil
 	case q.Has("addr"):
 		if db := strings.Trim(u.Path, "/"); db != "" && db != "0" {
@@ -93,9 +98,9 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisMode, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("parse redis Cluster URL: %w", err)
 		}
-		opts.DialTimeout = redisDialTimeout
-		opts.ReadTimeout = redisReadTimeout
-		opts.WriteTimeout = redisReadTimeout
+		if err := failFast(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout); err != nil {
+			return nil, "", fmt.Errorf("parse redis Cluster URL: %w", err)
+		}
 		// go-redis learns of a failover from a MOVED answer or from this
 		// reload; a dead master answers nothing, and the pipelines the store
 		// sends do not reload on a connection error, so without it they would
@@ -107,11 +112,35 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisMode, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("parse redis URL: %w", err)
 		}
-		opts.DialTimeout = redisDialTimeout
-		opts.ReadTimeout = redisReadTimeout
-		opts.WriteTimeout = redisReadTimeout
+		if err := failFast(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout); err != nil {
+			return nil, "", fmt.Errorf("parse redis URL: %w", err)
+		}
 		return redis.NewClient(opts), RedisSingle, nil
 	}
+}
+
+// failFast gives the timeouts the URL left unset the fail-fast bounds. One the
+// URL sets is the operator's choice for their network (a Redis across a slow
+// link, a TLS handshake to a managed service) and is kept: go-redis's parsers
+// leave an option the URL does not set at zero, and turn one it sets to 0 or
+// less into -1, so zero means unset. -1 turns a read or write timeout off,
+// but go-redis hands a dial timeout of -1 to net.Dialer, whose every dial
+// would then fail at once: that one is refused. An unset write timeout
+// follows the read timeout, as go-redis's own default does.
+func failFast(dial, read, write *time.Duration) error {
+	switch {
+	case *dial < 0:
+		return errors.New("dial_timeout must be positive: 0 or less would fail every dial at once")
+	case *dial == 0:
+		*dial = redisDialTimeout
+	}
+	if *read == 0 {
+		*read = redisReadTimeout
+	}
+	if *write == 0 {
+		*write = *read
+	}
+	return nil
 }
 
 // CheckRedisKeyPrefix refuses a key prefix with '{' or '}'. Every key
@@ -164,8 +193,23 @@ func (r *Redis) Mode() RedisMode { return r.mode }
 // Close closes the client's connections.
 func (r *Redis) Close() error { return r.client.Close() }
 
-// Ping checks that Redis answers.
+// Ping checks that Redis answers: on a Redis Cluster, every master.
 func (r *Redis) Ping(ctx context.Context) error {
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		// The cluster client sends PING to any one node, so with a master
+		// down the answer would depend on which was picked. Every master
+		// holds some of the keys, so each must answer.
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+			if err := master.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("master %s: %w", master.Options().Addr, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("ping redis cluster: %w", err)
+		}
+		return nil
+	}
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("ping redis: %w", err)
 	}

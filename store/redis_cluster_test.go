@@ -116,6 +116,34 @@ func TestRedisCluster(t *testing.T) {
 	masters := cluster.Masters()
 	require.Len(t, masters, 3)
 
+	// The slots the tests compute (store.ClusterSlot, and with it
+	// TestScriptKeysShareASlot) are the server's: known keys, and what every
+	// key builder gives, asked of the cluster with CLUSTER KEYSLOT.
+	t.Run("key slots", func(t *testing.T) {
+		for key, slot := range store.KnownSlots() {
+			got, err := raw.ClusterKeySlot(ctx, key).Result()
+			require.NoError(t, err, "CLUSTER KEYSLOT %q", key)
+			require.EqualValues(t, slot, got, "slot of %q", key)
+		}
+		for _, prefix := range []string{prefix, "", "hwtest:0123abcd:"} {
+			pr, err := store.OpenRedis(store.RedisConfig{URL: cluster.URL(), KeyPrefix: prefix})
+			require.NoError(t, err)
+			for _, host := range []string{"example.com", "[::1]", "xn--bcher-kva.example"} {
+				for _, group := range pr.ScriptKeys(uuid.New(), uuid.Must(uuid.NewV7()), host) {
+					want, err := raw.ClusterKeySlot(ctx, group[0]).Result()
+					require.NoError(t, err, "CLUSTER KEYSLOT %q", group[0])
+					for _, key := range group {
+						got, err := raw.ClusterKeySlot(ctx, key).Result()
+						require.NoError(t, err, "CLUSTER KEYSLOT %q", key)
+						require.Equal(t, want, got, "keys one script touches share a slot: %v", group)
+						require.EqualValues(t, got, store.ClusterSlot(key), "slot of %q", key)
+					}
+				}
+			}
+			require.NoError(t, pr.Close())
+		}
+	})
+
 	t.Run("claims", func(t *testing.T) {
 		probe := attemptClaims(30, uuid.New())
 		require.Equal(t, masters, clusterMasters(t, raw, attemptKeys(prefix, probe)), "30 tasks span every master")
@@ -245,6 +273,28 @@ func TestRedisCluster(t *testing.T) {
 		for _, k := range attemptKeys(prefix, claims) {
 			require.Zero(t, raw.Exists(ctx, k).Val(), "released: %s", k)
 		}
+	})
+
+	// Ping asks every master, so one master not answering fails it, and the
+	// error names that master. CLIENT PAUSE holds the master's clients (and
+	// cannot be lifted early: CLIENT UNPAUSE waits too) but not the cluster
+	// bus, so the cluster does not fail over meanwhile. The URL's own read
+	// timeout, which the store keeps, makes the unanswered PING fail well
+	// within the pause.
+	t.Run("ping every master", func(t *testing.T) {
+		short, err := store.OpenRedis(store.RedisConfig{URL: cluster.URL() + "&read_timeout=300ms", KeyPrefix: prefix})
+		require.NoError(t, err)
+		defer short.Close()
+		require.NoError(t, short.Ping(ctx))
+		paused := redis.NewClient(&redis.Options{Addr: masters[2]})
+		defer paused.Close()
+		const pause = 5 * time.Second
+		require.NoError(t, paused.Do(ctx, "client", "pause", pause.Milliseconds(), "all").Err())
+		pausedAt := time.Now()
+		err = short.Ping(ctx)
+		require.Less(t, time.Since(pausedAt), pause, "the ping returned after the pause ended: it proves nothing")
+		require.ErrorContains(t, err, "master "+masters[2])
+		pollUntil(t, pause+10*time.Second, "every master answers once the pause ends", func() error { return short.Ping(ctx) })
 	})
 
 	// Last: it leaves a master dead. The store, through the same client,

@@ -43,9 +43,14 @@ func (s script) run(ctx context.Context, c redis.Scripter, keys []string, args .
 // with NOSCRIPT are sent again with the source, in a second pipeline, and
 // only those: on a Redis Cluster the pipeline is split among the masters, and
 // a master that knew the script has run its commands, which must not run
-// twice (an admission would book a second rate slot). Commands on one slot go
-// to one master, so those of one key are all retried or none are, and keep
-// their order. The error is the first failed command's, if any; each command
+// twice (an admission would book a second rate slot). Each command so runs
+// exactly once, but not always in the order given: the retried ones run
+// after the whole first pipeline, and a master may learn the script part way
+// through it (another client's EVAL loading it between two of these
+// commands), so a command that got NOSCRIPT can run after a later one on the
+// same key that did not. Only a pipeline that meets NOSCRIPT (first use, a
+// restart, SCRIPT FLUSH) is reordered; without it the commands of one master
+// run in order. The error is the first failed command's, if any; each command
 // keeps its own result.
 func (s script) runEach(ctx context.Context, c redis.Cmdable, n int, call func(i int) (keys []string, args []any)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)

@@ -39,7 +39,8 @@ type Config struct {
 	DirectURL string
 	// Pooler says what DatabaseURL reaches. Default PoolerAuto.
 	Pooler Pooler
-	// MaxConns caps the pool. Default 32: senders, the loader and API handlers share it.
+	// MaxConns caps the pool. Default: pool_max_conns in DatabaseURL when it
+	// names one, else 32 (senders, the loader and API handlers share it).
 	MaxConns int32
 	// Logger receives migration progress. Default slog.Default().
 	Logger *slog.Logger
@@ -121,8 +122,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
-	pcfg.MaxConns = cfg.MaxConns
-	if pcfg.MaxConns == 0 {
+	switch {
+	case cfg.MaxConns > 0:
+		pcfg.MaxConns = cfg.MaxConns
+	case strings.Contains(cfg.DatabaseURL, "pool_max_conns"):
+		// The operator sized the pool in the URL (pgxpool read it): many
+		// nodes against one Postgres may each need fewer than the default.
+	default:
 		pcfg.MaxConns = 32
 	}
 	pcfg.AfterConnect = registerTypes
@@ -235,12 +241,15 @@ func namedExecMode(connString string) (string, bool) {
 	return cfg.DefaultQueryExecMode.String(), true
 }
 
+// MaxConns is the most connections the pool opens (Config.MaxConns).
+func (db *DB) MaxConns() int32 { return db.pool.Config().MaxConns }
+
 // Pooled reports whether the database URL goes through a transaction pooler
 // (declared, or detected at Open).
 func (db *DB) Pooled() bool { return db.pooled }
 
 // CheckSession returns ErrNoSession when nothing gives this DB a session of
-// its own, which LISTEN (ListenDue) and Migrate need; a node that dispatches
+// its own, which LISTEN (Listen) and Migrate need; a node that dispatches
 // or migrates checks it at start rather than fail later.
 func (db *DB) CheckSession() error {
 	if db.session == nil {

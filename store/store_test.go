@@ -605,3 +605,29 @@ func TestSharedSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "mine", other)
 }
+
+func TestOpenSizesThePool(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabaseURL(t)
+	sep := "?"
+	if strings.Contains(dbURL, "?") {
+		sep = "&"
+	}
+	for _, tc := range []struct {
+		name     string
+		url      string
+		maxConns int32
+		want     int32
+	}{
+		{name: "default", url: dbURL, want: 32},
+		{name: "pool_max_conns in the URL", url: dbURL + sep + "pool_max_conns=5", want: 5},
+		{name: "the config wins over the URL", url: dbURL + sep + "pool_max_conns=5", maxConns: 3, want: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := store.Open(context.Background(), store.Config{DatabaseURL: tc.url, MaxConns: tc.maxConns})
+			require.NoError(t, err)
+			t.Cleanup(db.Close)
+			require.Equal(t, tc.want, db.MaxConns())
+		})
+	}
+}

@@ -88,7 +88,9 @@ Environment:
                           (default DATABASE_URL; required when DATABASE_URL goes through one)
   HOOKWHEEL_DATABASE_POOLER  auto, none or transaction (alias pgbouncer): whether DATABASE_URL goes
                           through a transaction pooler (default auto: detected at start)
-  REDIS_URL               Redis (default redis://localhost:6379/0)
+  REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
+                          ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
+                          (see README, Redis: one server, Cluster or Sentinel)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)

@@ -2,13 +2,17 @@ package helm_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/yannh/kubeconform/pkg/validator"
 	"helm.sh/helm/v3/pkg/action"
@@ -30,6 +34,21 @@ var valueSets = []string{"minimal-values.yaml", "full-values.yaml", "existing-se
 // kubeVersion is the cluster version rendered for, the one the schemas come from.
 var kubeVersion = &chartutil.KubeVersion{Version: kubernetesVersion, Major: "1", Minor: "37"}
 
+// schemas is the kubeconform schema writer every test shares, in a directory TestMain removes.
+var schemas *schemaWriter
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hookwheel-chart-schemas-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	schemas = newSchemaWriter(dir)
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func loadChart(t *testing.T) *chart.Chart {
 	t.Helper()
 	c, err := loader.Load(chartDir)
@@ -48,8 +67,21 @@ func readValues(t *testing.T, name string) map[string]any {
 	return v
 }
 
-// render is `helm template`: the release's manifests, hooks included, one YAML document each.
-func render(c *chart.Chart, vals map[string]any) ([]string, error) {
+// withValues is a value set of ci/ with overrides given as YAML on top.
+func withValues(t *testing.T, name, overrides string) map[string]any {
+	t.Helper()
+	var over map[string]any
+	if err := yaml.Unmarshal([]byte(overrides), &over); err != nil {
+		t.Fatal(err)
+	}
+	return chartutil.CoalesceTables(over, readValues(t, name))
+}
+
+// render is `helm template`: the release's manifests, hooks included, one YAML document each. It
+// loads the chart afresh, so that tests running in parallel share nothing Helm might change.
+func render(t *testing.T, vals map[string]any) ([]string, error) {
+	t.Helper()
+	c := loadChart(t)
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
 	install.ClientOnly = true
@@ -72,9 +104,9 @@ func render(c *chart.Chart, vals map[string]any) ([]string, error) {
 	return docs, nil
 }
 
-func newValidator(t *testing.T, w *schemaWriter) validator.Validator {
+func newValidator(t *testing.T) validator.Validator {
 	t.Helper()
-	v, err := validator.New([]string{filepath.Join(w.dir, schemaLocation)}, validator.Opts{
+	v, err := validator.New([]string{filepath.Join(schemas.dir, schemaLocation)}, validator.Opts{
 		Strict:            true,
 		KubernetesVersion: strings.TrimPrefix(kubernetesVersion, "v"),
 	})
@@ -85,10 +117,10 @@ func newValidator(t *testing.T, w *schemaWriter) validator.Validator {
 }
 
 // validate runs kubeconform over docs and returns one line per invalid document.
-func validate(t *testing.T, w *schemaWriter, docs []string) []string {
+func validate(t *testing.T, docs []string) []string {
 	t.Helper()
-	w.ensure(docs)
-	v := newValidator(t, w)
+	schemas.ensure(t, docs)
+	v := newValidator(t)
 	var problems []string
 	for _, doc := range docs {
 		for _, res := range v.Validate("manifest", io.NopCloser(strings.NewReader(doc))) {
@@ -113,8 +145,10 @@ func validate(t *testing.T, w *schemaWriter, docs []string) []string {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	for _, name := range valueSets {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			lint := action.NewLint()
 			lint.Strict = true // warnings fail too
 			lint.KubeVersion = kubeVersion
@@ -128,6 +162,7 @@ func TestLint(t *testing.T) {
 		})
 	}
 	t.Run("no values", func(t *testing.T) {
+		t.Parallel()
 		// The database, Redis and encryption key have no usable default: lint says so.
 		res := action.NewLint().Run([]string{chartDir}, nil)
 		if len(res.Errors) == 0 || !strings.Contains(errorsText(res.Errors), "databaseUrl") {
@@ -147,15 +182,15 @@ func errorsText(errs []error) string {
 // TestManifestsValid renders each value set and validates every manifest against the Kubernetes
 // and ServiceMonitor schemas, strictly.
 func TestManifestsValid(t *testing.T) {
-	c := loadChart(t)
-	w := newSchemaWriter(t)
+	t.Parallel()
 	for _, name := range valueSets {
 		t.Run(name, func(t *testing.T) {
-			docs, err := render(c, readValues(t, name))
+			t.Parallel()
+			docs, err := render(t, readValues(t, name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range validate(t, w, docs) {
+			for _, p := range validate(t, docs) {
 				t.Error(p)
 			}
 		})
@@ -164,8 +199,8 @@ func TestManifestsValid(t *testing.T) {
 
 // TestValidatorRejects proves the validation above can fail: each manifest is wrong in one way.
 func TestValidatorRejects(t *testing.T) {
-	c := loadChart(t)
-	docs, err := render(c, readValues(t, "full-values.yaml"))
+	t.Parallel()
+	docs, err := render(t, readValues(t, "full-values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,14 +223,14 @@ func TestValidatorRejects(t *testing.T) {
 		{"CRD wrong type", strings.Replace(serviceMonitor, "path: /metrics", "path: [/metrics]", 1), "path"},
 		{"wrong apiVersion", strings.Replace(deployment, "apiVersion: apps/v1", "apiVersion: apps/v1beta9", 1), "schema"},
 	}
-	w := newSchemaWriter(t)
-	w.ensure(docs)
+	schemas.ensure(t, docs)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if tc.doc == deployment || tc.doc == serviceMonitor {
 				t.Fatal("the case changed nothing: the rendered manifest no longer has what it replaces")
 			}
-			problems := validate(t, w, []string{tc.doc})
+			problems := validate(t, []string{tc.doc})
 			if len(problems) == 0 {
 				t.Fatalf("kubeconform accepted:\n%s", tc.doc)
 			}
@@ -209,7 +244,7 @@ func TestValidatorRejects(t *testing.T) {
 // TestValuesSchemaRejects checks values.schema.json turns away values that would make a broken
 // install, before anything reaches the cluster.
 func TestValuesSchemaRejects(t *testing.T) {
-	c := loadChart(t)
+	t.Parallel()
 	cases := []struct {
 		name, set, want string
 	}{
@@ -223,22 +258,54 @@ func TestValuesSchemaRejects(t *testing.T) {
 		{"redis without scheme", "secret:\n  redisUrl: redis:6379\n", "redisUrl"},
 		{"brace in the Redis prefix", "config:\n  redisPrefix: \"{hw}:\"\n", "redisPrefix"},
 		{"unknown pooler", "config:\n  databasePooler: pgpool\n", "databasePooler"},
+		{"retention under a second", "config:\n  retention: 500ms\n", "retention"},
+		{"retention of half a second", "config:\n  retention: 0.5s\n", "retention"},
+		{"negative retention", "config:\n  retention: -1h\n", "retention"},
+		{"transaction pooler without a direct URL", "config:\n  databasePooler: transaction\n", "databaseDirectUrl"},
+		{"pgbouncer without a direct URL", "config:\n  databasePooler: pgbouncer\n", "databaseDirectUrl"},
+		{"negative preStop sleep", "api:\n  preStopSleepSeconds: -1\n", "preStopSleepSeconds"},
+		{"plaintext switch not a boolean", "secret:\n  allowPlaintextSecrets: \"yes\"\n", "allowPlaintextSecrets"},
 		{"bad pull policy", "image:\n  pullPolicy: Sometimes\n", "pullPolicy"},
 		{"bad memory quantity", "dispatcher:\n  resources:\n    limits:\n      memory: lots\n", "memory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var over map[string]any
-			if err := yaml.Unmarshal([]byte(tc.set), &over); err != nil {
-				t.Fatal(err)
-			}
-			vals := chartutil.CoalesceTables(over, readValues(t, "minimal-values.yaml"))
-			_, err := render(c, vals)
+			t.Parallel()
+			_, err := render(t, withValues(t, "minimal-values.yaml", tc.set))
 			if err == nil {
 				t.Fatalf("values accepted:\n%s", tc.set)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValuesSchemaAccepts is the other side of TestValuesSchemaRejects: values hookwheel takes pass.
+func TestValuesSchemaAccepts(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, values, set string }{
+		{"retention 0", "minimal-values.yaml", "config:\n  retention: \"0\"\n"},
+		{"retention 0s", "minimal-values.yaml", "config:\n  retention: 0s\n"},
+		{"retention 1s", "minimal-values.yaml", "config:\n  retention: 1s\n"},
+		{"retention 1h30m", "minimal-values.yaml", "config:\n  retention: 1h30m\n"},
+		{"retention 1s500ms", "minimal-values.yaml", "config:\n  retention: 1s500ms\n"},
+		{"retention 2.5h", "minimal-values.yaml", "config:\n  retention: 2.5h\n"},
+		{"transaction pooler with a direct URL", "minimal-values.yaml",
+			"config:\n  databasePooler: transaction\nsecret:\n  databaseDirectUrl: postgres://hookwheel@postgres:5432/hookwheel\n"},
+		// The Secret is not the chart's to check: its direct URL may well be there.
+		{"transaction pooler with an existing Secret", "existing-secret-values.yaml", "config:\n  databasePooler: pgbouncer\n"},
+		{"session pooler", "minimal-values.yaml", "config:\n  databasePooler: none\n"},
+		{"no encryption key, plaintext asked for", "minimal-values.yaml",
+			"secret:\n  encryptionKey: \"\"\n  allowPlaintextSecrets: true\n"},
+		{"no preStop sleep", "minimal-values.yaml", "api:\n  preStopSleepSeconds: 0\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := render(t, withValues(t, tc.values, tc.set)); err != nil {
+				t.Fatalf("values refused:\n%s\n%v", tc.set, err)
 			}
 		})
 	}
@@ -251,7 +318,12 @@ type rendered struct {
 
 func renderSet(t *testing.T, name string) rendered {
 	t.Helper()
-	docs, err := render(loadChart(t), readValues(t, name))
+	return renderValues(t, readValues(t, name))
+}
+
+func renderValues(t *testing.T, vals map[string]any) rendered {
+	t.Helper()
+	docs, err := render(t, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +365,9 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 // TestWhatRenders checks the chart's promises beyond schema validity: the commands, the probes,
 // the hook, the Secret wiring, the hardening, and which optional parts each value set turns on.
 func TestWhatRenders(t *testing.T) {
+	t.Parallel()
 	t.Run("minimal", func(t *testing.T) {
+		t.Parallel()
 		r := renderSet(t, "minimal-values.yaml")
 		want := []string{
 			"Deployment/hw-hookwheel-api", "Deployment/hw-hookwheel-dispatcher", "Job/hw-hookwheel-migrate",
@@ -349,8 +423,8 @@ func TestWhatRenders(t *testing.T) {
 			if env["HOOKWHEEL_METRICS_ADDR"].Value != ":9090" || env["HOOKWHEEL_ALLOW_PRIVATE_TARGETS"].Value != "false" {
 				t.Errorf("%s env %+v", component, c.Env)
 			}
-			if ref := env["GOMEMLIMIT"].ValueFrom; ref == nil || ref.ResourceFieldRef == nil {
-				t.Errorf("%s GOMEMLIMIT %+v", component, env["GOMEMLIMIT"])
+			if ref := env["HOOKWHEEL_ENCRYPTION_KEY"].ValueFrom.SecretKeyRef; ref.Optional != nil && *ref.Optional {
+				t.Errorf("%s reads the encryption key as optional", component)
 			}
 			if _, ok := d.Spec.Template.Annotations["checksum/secret"]; !ok {
 				t.Errorf("%s pods do not roll when the Secret changes", component)
@@ -381,6 +455,7 @@ func TestWhatRenders(t *testing.T) {
 	})
 
 	t.Run("full", func(t *testing.T) {
+		t.Parallel()
 		r := renderSet(t, "full-values.yaml")
 		for _, kn := range []string{"HorizontalPodAutoscaler/hw-hookwheel-api", "ServiceMonitor/hw-hookwheel",
 			"ConfigMap/hw-hookwheel-dashboard"} {
@@ -443,6 +518,7 @@ func TestWhatRenders(t *testing.T) {
 	})
 
 	t.Run("existing secret", func(t *testing.T) {
+		t.Parallel()
 		r := renderSet(t, "existing-secret-values.yaml")
 		for kn := range r.byKN {
 			if strings.HasPrefix(kn, "Secret/") || strings.HasPrefix(kn, "ServiceAccount/") {
@@ -461,7 +537,9 @@ func TestWhatRenders(t *testing.T) {
 			if ref.Name != "hookwheel-credentials" || ref.Key != key {
 				t.Errorf("env %s from %s/%s, want hookwheel-credentials/%s", name, ref.Name, ref.Key, key)
 			}
-			required := name == "DATABASE_URL" || name == "REDIS_URL"
+			// Without the encryption key new signing secrets would be stored in plaintext and
+			// sealed ones could not be opened: the pod must not start rather than start that way.
+			required := name == "DATABASE_URL" || name == "REDIS_URL" || name == "HOOKWHEEL_ENCRYPTION_KEY"
 			if optional := ref.Optional != nil && *ref.Optional; optional == required {
 				t.Errorf("env %s optional %v", name, optional)
 			}
@@ -477,9 +555,174 @@ func TestWhatRenders(t *testing.T) {
 	})
 }
 
+// TestPlaintextSecrets: only secret.allowPlaintextSecrets lets pods run without an encryption key.
+func TestPlaintextSecrets(t *testing.T) {
+	t.Parallel()
+	encryptionKeyRef := func(t *testing.T, r rendered) *corev1.SecretKeySelector {
+		t.Helper()
+		var d appsv1.Deployment
+		r.decode(t, "Deployment/hw-hookwheel-dispatcher", &d)
+		ref := envOf(d.Spec.Template.Spec.Containers[0])["HOOKWHEEL_ENCRYPTION_KEY"].ValueFrom
+		if ref == nil || ref.SecretKeyRef == nil {
+			t.Fatal("HOOKWHEEL_ENCRYPTION_KEY is not read from the Secret")
+		}
+		return ref.SecretKeyRef
+	}
+	t.Run("existing secret", func(t *testing.T) {
+		t.Parallel()
+		r := renderValues(t, withValues(t, "existing-secret-values.yaml", "secret:\n  allowPlaintextSecrets: true\n"))
+		if ref := encryptionKeyRef(t, r); ref.Optional == nil || !*ref.Optional {
+			t.Errorf("with allowPlaintextSecrets the encryption key is still required: %+v", ref)
+		}
+	})
+	t.Run("chart's secret without a key", func(t *testing.T) {
+		t.Parallel()
+		r := renderValues(t, withValues(t, "minimal-values.yaml",
+			"secret:\n  encryptionKey: \"\"\n  allowPlaintextSecrets: true\n"))
+		if ref := encryptionKeyRef(t, r); ref.Optional == nil || !*ref.Optional {
+			t.Errorf("the key is left out of the Secret but read as required: %+v", ref)
+		}
+		var secret corev1.Secret
+		r.decode(t, "Secret/hw-hookwheel", &secret)
+		if _, ok := secret.StringData["HOOKWHEEL_ENCRYPTION_KEY"]; ok {
+			t.Errorf("Secret holds an empty encryption key: %v", slices.Sorted(maps.Keys(secret.StringData)))
+		}
+	})
+	t.Run("chart's secret with a key", func(t *testing.T) {
+		t.Parallel()
+		r := renderValues(t, withValues(t, "minimal-values.yaml", "secret:\n  allowPlaintextSecrets: true\n"))
+		var secret corev1.Secret
+		r.decode(t, "Secret/hw-hookwheel", &secret)
+		if secret.StringData["HOOKWHEEL_ENCRYPTION_KEY"] == "" {
+			t.Error("the encryption key given was left out of the Secret")
+		}
+	})
+}
+
+// TestShutdown: a terminating API pod keeps serving while its endpoints are withdrawn, then has the
+// time to finish what is in flight before Kubernetes kills it.
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	for _, name := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := renderSet(t, name)
+			for _, component := range []string{"api", "dispatcher"} {
+				var d appsv1.Deployment
+				r.decode(t, "Deployment/hw-hookwheel-"+component, &d)
+				pod := d.Spec.Template.Spec
+				c := pod.Containers[0]
+				var preStop time.Duration
+				if component == "api" {
+					h := c.Lifecycle
+					if h == nil || h.PreStop == nil || h.PreStop.Exec == nil || len(h.PreStop.Exec.Command) != 2 ||
+						h.PreStop.Exec.Command[0] != "sleep" {
+						t.Fatalf("API preStop %+v, want sleep", h)
+					}
+					n, err := strconv.Atoi(h.PreStop.Exec.Command[1])
+					if err != nil || n < 1 {
+						t.Fatalf("API preStop sleeps %q", h.PreStop.Exec.Command[1])
+					}
+					preStop = time.Duration(n) * time.Second
+				} else if c.Lifecycle != nil {
+					t.Errorf("the dispatcher, which no Service routes to, has a preStop hook: %+v", c.Lifecycle)
+				}
+				// hookwheel's own default; then up to 5 s more for the metrics listener
+				// (opsShutdownTimeout in cmd/hookwheel/internal/app).
+				shutdown := 30 * time.Second
+				if v := envOf(c)["HOOKWHEEL_SHUTDOWN_TIMEOUT"].Value; v != "" {
+					var err error
+					if shutdown, err = time.ParseDuration(v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				need := preStop + shutdown + 5*time.Second
+				grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+				if grace <= need {
+					t.Errorf("%s terminationGracePeriodSeconds %v, want above preStop %v + shutdown %v + 5s",
+						component, grace, preStop, shutdown)
+				}
+			}
+		})
+	}
+	t.Run("no preStop sleep", func(t *testing.T) {
+		t.Parallel()
+		r := renderValues(t, withValues(t, "minimal-values.yaml", "api:\n  preStopSleepSeconds: 0\n"))
+		var d appsv1.Deployment
+		r.decode(t, "Deployment/hw-hookwheel-api", &d)
+		if l := d.Spec.Template.Spec.Containers[0].Lifecycle; l != nil {
+			t.Errorf("preStopSleepSeconds 0 renders %+v", l)
+		}
+	})
+}
+
+// TestGoMemLimit: GOMEMLIMIT is 90 % of the container's memory limit, whatever its unit; at 100 %
+// the kernel kills the pod before the Go runtime's soft limit can hold the heap back.
+func TestGoMemLimit(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, what string, c corev1.Container) {
+		t.Helper()
+		limit := c.Resources.Limits.Memory()
+		env, ok := envOf(c)["GOMEMLIMIT"]
+		if limit.IsZero() {
+			if ok {
+				t.Errorf("%s: GOMEMLIMIT %+v without a memory limit", what, env)
+			}
+			return
+		}
+		got, err := strconv.ParseInt(env.Value, 10, 64)
+		if err != nil || env.ValueFrom != nil {
+			t.Fatalf("%s: GOMEMLIMIT %+v, want a number of bytes", what, env)
+		}
+		if want := int64(math.Floor(0.9 * float64(limit.Value()))); got != want {
+			t.Errorf("%s: GOMEMLIMIT %d for a limit of %s (%d bytes), want %d", what, got, limit, limit.Value(), want)
+		}
+	}
+	containers := func(t *testing.T, r rendered) map[string]corev1.Container {
+		t.Helper()
+		var api, dispatcher appsv1.Deployment
+		var job batchv1.Job
+		r.decode(t, "Deployment/hw-hookwheel-api", &api)
+		r.decode(t, "Deployment/hw-hookwheel-dispatcher", &dispatcher)
+		r.decode(t, "Job/hw-hookwheel-migrate", &job)
+		return map[string]corev1.Container{
+			"api": api.Spec.Template.Spec.Containers[0], "dispatcher": dispatcher.Spec.Template.Spec.Containers[0],
+			"migrate": job.Spec.Template.Spec.Containers[0],
+		}
+	}
+	t.Run("defaults", func(t *testing.T) {
+		t.Parallel()
+		cs := containers(t, renderSet(t, "minimal-values.yaml"))
+		for what, c := range cs {
+			check(t, what, c)
+		}
+		// 256Mi: the figure worked out by hand, not by the formula the check uses.
+		if v := envOf(cs["api"])["GOMEMLIMIT"].Value; v != "241591910" {
+			t.Errorf("API GOMEMLIMIT %s, want 241591910 (90 %% of 256Mi)", v)
+		}
+	})
+	for _, limit := range []string{"1Gi", "1.5Gi", "512M", "300000k", "268435456", "2Ti"} {
+		t.Run(limit, func(t *testing.T) {
+			t.Parallel()
+			set := fmt.Sprintf("dispatcher:\n  resources:\n    limits:\n      memory: %s\n", limit)
+			check(t, "dispatcher", containers(t, renderValues(t, withValues(t, "minimal-values.yaml", set)))["dispatcher"])
+		})
+	}
+	t.Run("no limit", func(t *testing.T) {
+		t.Parallel()
+		set := "dispatcher:\n  resources:\n    limits:\n      memory: null\n"
+		c := containers(t, renderValues(t, withValues(t, "minimal-values.yaml", set)))["dispatcher"]
+		if !c.Resources.Limits.Memory().IsZero() {
+			t.Fatalf("memory: null left the limit %s", c.Resources.Limits.Memory())
+		}
+		check(t, "dispatcher", c)
+	})
+}
+
 // TestDashboardIsTheRepositoryOne: the chart cannot read files outside its directory, so it carries
 // a copy of deploy/grafana/hookwheel.json, the dashboard's one source; this keeps the two equal.
 func TestDashboardIsTheRepositoryOne(t *testing.T) {
+	t.Parallel()
 	source, err := os.ReadFile("../grafana/hookwheel.json")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,25 +15,52 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestCompose loads deploy/docker-compose.yml the way `docker compose` does (compose-go: the Compose
-// specification's schema, interpolation, path resolution), without a Docker engine, and checks that
-// Prometheus scrapes hookwheel's metrics listener and Grafana gets the data source and dashboard.
-func TestCompose(t *testing.T) {
+// loadCompose loads deploy/docker-compose.yml the way `docker compose --profile P...` does
+// (compose-go: the Compose specification's schema, interpolation, path resolution, profiles), without
+// a Docker engine.
+func loadCompose(t *testing.T, profiles ...string) (dir string, project *types.Project) {
+	t.Helper()
 	dir, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "docker-compose.yml")
-	project, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+	project, err = loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  dir,
 		ConfigFiles: []types.ConfigFile{{Filename: file}},
 		// The one variable the file insists on.
 		Environment: types.Mapping{"HOOKWHEEL_ENCRYPTION_KEY": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="},
-	}, func(o *loader.Options) { o.SetProjectName("hookwheel", true) })
+	}, func(o *loader.Options) {
+		o.SetProjectName("hookwheel", true)
+		o.Profiles = profiles
+	})
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
+	return dir, project
+}
 
+// TestComposeDefault: a plain `docker compose up` starts hookwheel and what it needs, and not
+// Prometheus and Grafana, whose Grafana would sign in with admin/admin unless told otherwise.
+func TestComposeDefault(t *testing.T) {
+	t.Parallel()
+	_, project := loadCompose(t)
+	if got, want := slices.Sorted(maps.Keys(project.Services)), []string{"hookwheel", "postgres", "redis"}; !slices.Equal(got, want) {
+		t.Errorf("docker compose up starts %v, want %v", got, want)
+	}
+	for _, name := range []string{"prometheus", "grafana"} {
+		svc, ok := project.DisabledServices[name]
+		if !ok || !slices.Equal(svc.Profiles, []string{"monitoring"}) {
+			t.Errorf("%s is not under the monitoring profile alone: %v", name, svc.Profiles)
+		}
+	}
+}
+
+// TestCompose checks, with the monitoring profile on, that Prometheus scrapes hookwheel's metrics
+// listener and Grafana gets the data source and dashboard.
+func TestCompose(t *testing.T) {
+	t.Parallel()
+	dir, project := loadCompose(t, "monitoring")
 	for _, name := range []string{"postgres", "redis", "hookwheel", "prometheus", "grafana"} {
 		if _, ok := project.Services[name]; !ok {
 			t.Errorf("no %s service", name)

@@ -81,9 +81,9 @@ func moduleDir(t *testing.T, module, version, sum string) string {
 }
 
 // schemaWriter writes kubeconform schemas, strict (no field a schema does not name), for the kinds
-// asked for.
+// asked for. One serves every test (see TestMain), so that Kubernetes' OpenAPI documents are read and
+// each kind converted once however many tests run in parallel; the mutex orders them.
 type schemaWriter struct {
-	t   *testing.T
 	dir string
 
 	mu         sync.Mutex
@@ -93,13 +93,15 @@ type schemaWriter struct {
 	written    map[gvk]bool
 }
 
-func newSchemaWriter(t *testing.T) *schemaWriter {
-	return &schemaWriter{t: t, dir: t.TempDir(), openAPIDoc: map[string]map[string]any{}, written: map[gvk]bool{}}
+func newSchemaWriter(dir string) *schemaWriter {
+	return &schemaWriter{dir: dir, openAPIDoc: map[string]map[string]any{}, written: map[gvk]bool{}}
 }
 
-// ensure writes the schemas of the kinds of docs (rendered manifests) that are not written yet.
-func (w *schemaWriter) ensure(docs []string) {
-	w.t.Helper()
+// ensure writes the schemas of the kinds of docs (rendered manifests) that are not written yet. A
+// schema is complete on disk once ensure returns, so a validator made afterwards may read it while
+// other tests write theirs.
+func (w *schemaWriter) ensure(t *testing.T, docs []string) {
+	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, doc := range docs {
@@ -117,21 +119,21 @@ func (w *schemaWriter) ensure(docs []string) {
 		var schema map[string]any
 		var err error
 		if g.group == "monitoring.coreos.com" {
-			schema, err = w.crdSchema(g)
+			schema, err = w.crdSchema(t, g)
 		} else {
-			schema, err = w.kubernetesSchema(g)
+			schema, err = w.kubernetesSchema(t, g)
 		}
 		if err != nil {
 			// Left to kubeconform, which fails a document whose schema it cannot find.
-			w.t.Logf("no schema for %s %s: %v", g.apiVersion(), g.kind, err)
+			t.Logf("no schema for %s %s: %v", g.apiVersion(), g.kind, err)
 			continue
 		}
 		b, err := json.Marshal(schema)
 		if err != nil {
-			w.t.Fatal(err)
+			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(w.dir, g.fileName()), b, 0o644); err != nil {
-			w.t.Fatal(err)
+			t.Fatal(err)
 		}
 		w.written[g] = true
 	}
@@ -140,9 +142,9 @@ func (w *schemaWriter) ensure(docs []string) {
 // kubernetesSchema is the kind's schema from Kubernetes' OpenAPI v3 document of its group version,
 // with every definition it refers to under components.schemas, so that its "#/components/schemas/…"
 // references resolve inside the one file.
-func (w *schemaWriter) kubernetesSchema(g gvk) (map[string]any, error) {
+func (w *schemaWriter) kubernetesSchema(t *testing.T, g gvk) (map[string]any, error) {
 	if w.k8sDir == "" {
-		w.k8sDir = moduleDir(w.t, kubernetesModule, kubernetesVersion, kubernetesSum)
+		w.k8sDir = moduleDir(t, kubernetesModule, kubernetesVersion, kubernetesSum)
 	}
 	file := "api__v1_openapi.json"
 	if g.group != "" {
@@ -209,9 +211,9 @@ func (w *schemaWriter) kubernetesSchema(g gvk) (map[string]any, error) {
 
 // crdSchema is the openAPIV3Schema of prometheus-operator's CRD for the kind, as the API server
 // would enforce it (it prunes unknown fields; kubeconform rejects them).
-func (w *schemaWriter) crdSchema(g gvk) (map[string]any, error) {
+func (w *schemaWriter) crdSchema(t *testing.T, g gvk) (map[string]any, error) {
 	if w.promDir == "" {
-		w.promDir = moduleDir(w.t, prometheusOperatorModule, prometheusOperatorVersion, prometheusOperatorSum)
+		w.promDir = moduleDir(t, prometheusOperatorModule, prometheusOperatorVersion, prometheusOperatorSum)
 	}
 	file := filepath.Join(w.promDir, "example", "prometheus-operator-crd",
 		fmt.Sprintf("%s_%ss.yaml", g.group, strings.ToLower(g.kind)))

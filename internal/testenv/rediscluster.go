@@ -131,8 +131,14 @@ func PrivateRedisCluster(t testing.TB) *RedisCluster {
 		c.nodes = append(c.nodes, privateRedisNode(t, fmt.Sprintf("redis cluster node %d (%s)", i, role), []string{server},
 			func(port int) []string {
 				// The bus port is the client port + 10000 unless set, which is
-				// past 65535 for much of the ephemeral range.
-				if buses[i] == 0 || buses[i] == port {
+				// past 65535 for much of the ephemeral range. Every start
+				// picks a new one: firstStart starts again, on a new client
+				// port, when a port was taken, and the taken one may have
+				// been the bus port. Nothing starts a cluster node a second
+				// time once it has joined (KillMaster does not restart), so
+				// the port CLUSTER MEET names below is the one it listens on.
+				buses[i] = freePort(t)
+				for buses[i] == port {
 					buses[i] = freePort(t)
 				}
 				return []string{
@@ -460,8 +466,13 @@ func PrivateRedisSentinel(t testing.TB) *RedisSentinel {
 		conf := filepath.Join(dir, "sentinel.conf")
 		lines := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n", SentinelMasterName, s.master.port) +
 			fmt.Sprintf("sentinel down-after-milliseconds %s 1000\n", SentinelMasterName) +
-			// Also the pause before another try when a vote was split.
-			fmt.Sprintf("sentinel failover-timeout %s 3000\n", SentinelMasterName) +
+			// Twice this is the pause before another try when a vote was
+			// split: short, so that a split vote on a loaded machine costs a
+			// test 3 s, not 6. It also bounds the wait for the promoted
+			// replica to report itself master (Sentinel asks it every second
+			// during a failover) before the failover is given up, which
+			// rules out going lower.
+			fmt.Sprintf("sentinel failover-timeout %s 1500\n", SentinelMasterName) +
 			fmt.Sprintf("sentinel parallel-syncs %s 1\n", SentinelMasterName)
 		if err := os.WriteFile(conf, []byte(lines), 0o600); err != nil {
 			t.Fatalf("testenv: write %s: %v", conf, err)

@@ -97,6 +97,11 @@ type lateResult struct {
 
 	AttemptsRecorded      int64   `json:"attempts_recorded,omitempty"`
 	AttemptsRecordedLagMs float64 `json:"attempts_recorded_after_last_delivery_ms,omitempty"`
+	// WALBytesPerTask is the Postgres WAL written from before the tasks were
+	// stored until every attempt was recorded, per task: what one delivered
+	// task costs the primary's disk and its replicas' network. It is the
+	// server's WAL, so anything else written meanwhile counts too.
+	WALBytesPerTask float64 `json:"wal_bytes_per_task,omitempty"`
 
 	// CPU spent while the tasks fell due and were delivered.
 	CPU *cpuUse `json:"cpu,omitempty"`
@@ -328,10 +333,14 @@ func precision(ctx context.Context, sys system, recv *receiver, rates []int, dur
 
 // throughput: n tasks all due at one instant; deliveries per second.
 func throughput(ctx context.Context, sys system, recv *receiver, n int) (*lateResult, error) {
-	var before int64
+	var (
+		before   int64
+		walStart string
+	)
 	h, isHW := sys.(*hookwheelSystem)
 	if isHW {
 		before, _ = h.attemptsRecorded(ctx)
+		walStart, _ = h.walPosition(ctx)
 	}
 	res, err := runLateness(ctx, sys, recv, lateSpec{scenario: "throughput", label: fmt.Sprintf("%d due at once", n), tasks: n})
 	if err != nil {
@@ -348,6 +357,11 @@ func throughput(ctx context.Context, sys system, recv *receiver, n int) (*lateRe
 				res.rs.mu.Lock()
 				res.AttemptsRecordedLagMs = math.Max(0, float64(time.Since(res.rs.last).Microseconds())/1000)
 				res.rs.mu.Unlock()
+				if walStart != "" {
+					if bytes, err := h.walSince(ctx, walStart); err == nil {
+						res.WALBytesPerTask = math.Round(float64(bytes) / float64(n))
+					}
+				}
 				break
 			}
 			if time.Now().After(deadline) {

@@ -497,10 +497,12 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description Answers 200 when the server can do its work (Postgres and Redis are reachable), else 503. Each
-         *     dependency's result is in `checks`, `ok` or `unreachable` (the error itself, which names
-         *     internal addresses, goes to the server's log); like every error, the 503 body is problem
-         *     details.
+         * @description Answers 200 when the server can do its work (Postgres is reachable), else 503. Redis is not
+         *     needed for that: without it the rate limits and the fire-once check are skipped, and Postgres
+         *     alone still prevents double claims, so an unreachable Redis leaves the server ready with
+         *     `status: degraded`. Each dependency's result is in `checks`, `ok` or `unreachable` (the error
+         *     itself, which names internal addresses, goes to the server's log); like every error, the 503
+         *     body is problem details.
          */
         get: operations["readyz"];
         put?: never;
@@ -1782,10 +1784,12 @@ export interface components {
         /** @description A healthy server. */
         Health: {
             /**
-             * @description Always `ok`.
+             * @description `ok`, or on `readyz` `degraded` when a dependency the server works without (Redis) is
+             *     unreachable.
              * @example ok
+             * @enum {string}
              */
-            status: string;
+            status: "ok" | "degraded";
             /**
              * @description The result of each dependency check, by name (`postgres`, `redis`); present on `readyz`.
              * @example {

@@ -196,7 +196,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Sessions:    sessions,
 		Guard:       guard,
 		Tenants:     n.tenants,
-		Ready:       map[string]api.Pinger{"postgres": n.db, "redis": n.redis},
+		Ready:       map[string]api.Pinger{"postgres": n.db},
+		Degradable:  map[string]api.Pinger{"redis": n.redis},
 		RateLimiter: n.redis,
 		AdminToken:  cfg.AdminToken,
 		Logger:      cfg.Logger,
@@ -432,7 +433,8 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil, "redis", n.redis.Mode())
+	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil, "redis", n.redis.Mode(),
+		"postgres_max_conns", n.db.MaxConns(), "postgres_pooler", n.db.Pooled())
 	for _, o := range n.ops {
 		n.logger.Info("serving "+o.name, "addr", o.listener.Addr().String())
 	}

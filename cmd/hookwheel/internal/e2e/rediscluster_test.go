@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,12 +75,38 @@ type redisFailover struct {
 	kill    func(victim string) string
 }
 
+// redisFailoverSlack bounds how much later than the failover itself (from
+// the kill until the replica serves as master, as the test measured it) a
+// task may arrive: the node's client has to find the new master (the
+// Cluster client reloads the slots every second; the Sentinel client hears
+// of the switch or asks again after an error), and then send what fell due
+// meanwhile. The failover's own length is left out of the bound because the
+// Redis servers decide it, and a split Sentinel vote or a slow election on
+// a loaded 2-core machine can add seconds to it that hookwheel cannot
+// shorten. The bound still fails a node that waits for its claims' leases
+// or go-redis's default reload interval (a minute each).
+const redisFailoverSlack = 6 * time.Second
+
+// requireLogged polls the node's output until it contains want.
+func requireLogged(t *testing.T, node *serveNode, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(node.logs.String(), want) {
+		require.True(t, time.Now().Before(deadline), "%s: %q not in its output within %s:\n%s", node.name, want, within, node.logs.tail(50))
+		<-tick.C
+	}
+}
+
 func runRedisFailover(t *testing.T, f redisFailover) {
 	t.Helper()
 	const drain = 60 * time.Second
 	dbURL := testenv.DatabaseURL(t)
 	node := startServe(t, f.name, serveEnv(dbURL, f.url, "hookwheel:"))
-	require.Contains(t, node.logs.String(), "redis="+f.name, "the node logs the Redis deployment it uses")
+	// The process's output reaches node.logs through a copying goroutine,
+	// which may lag behind /readyz answering.
+	requireLogged(t, node, "redis="+f.name, 10*time.Second)
 	pid, _ := node.Running()
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "redis-"+f.name)
 	rcv := newCountingReceiver(t)
@@ -94,8 +121,9 @@ func runRedisFailover(t *testing.T, f redisFailover) {
 	arrived, _ := rcv.counts()
 	killed := time.Now()
 	promoted := f.kill(victim)
+	failover := time.Since(killed)
 	t.Logf("redis %s: master %s killed at t0%+.3fs (%d tasks had arrived); %s took its place %s later",
-		f.name, victim, killed.Sub(t0).Seconds(), arrived, promoted, time.Since(killed).Round(time.Millisecond))
+		f.name, victim, killed.Sub(t0).Seconds(), arrived, promoted, failover.Round(time.Millisecond))
 
 	deadline := end.Add(drain)
 	if err := rcv.waitDistinct(f.count, deadline); err != nil {
@@ -148,7 +176,8 @@ func runRedisFailover(t *testing.T, f redisFailover) {
 		}
 	}
 	require.LessOrEqual(t, duplicates, chaosSenders, "more duplicates than sends in flight at the kill")
-	require.LessOrEqual(t, all[len(all)-1], maxFailover, "a Redis failover must not hold sends back for long")
+	require.LessOrEqual(t, all[len(all)-1], failover+redisFailoverSlack,
+		"a Redis failover must not hold sends back for much longer than Redis took to fail over (%s)", failover.Round(time.Millisecond))
 
 	status, body, err := apiCall(ctx, http.MethodGet, node.base+"/readyz", "", nil, nil)
 	require.NoError(t, err)

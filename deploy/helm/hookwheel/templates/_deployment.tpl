@@ -92,6 +92,17 @@ spec:
               path: /readyz
               port: http
             {{- toYaml $root.Values.probes.readiness | nindent 12 }}
+          {{- with $v.preStopSleepSeconds }}
+          lifecycle:
+            # SIGTERM closes the listener at once, while endpoints, kube-proxy and ingress
+            # controllers may still send new connections to the pod for a few seconds after it
+            # began terminating; those would be refused. Serving on until they have caught up
+            # keeps a rollout or drain from failing requests. The image (debian-slim) has sleep;
+            # the wait counts within terminationGracePeriodSeconds.
+            preStop:
+              exec:
+                command: ["sleep", {{ . | int | toString | quote }}]
+          {{- end }}
           resources:
             {{- toYaml $v.resources | nindent 12 }}
           securityContext:

@@ -57,9 +57,11 @@ app.kubernetes.io/part-of: hookwheel
 {{- end }}
 
 {{/*
-One environment variable from the Secret: (list $ "VARIABLE" "valueKey" required).
+One environment variable from the Secret: (list $ secretName "VARIABLE" "valueKey" required).
 The optional ones are marked optional, so an existing Secret without them starts the pods with the
-setting off, and the chart's Secret leaves out the keys whose values are empty.
+setting off, and the chart's Secret leaves out the keys whose values are empty. A required one
+missing from the Secret keeps the container from starting (CreateContainerConfigError, naming the
+key) instead of letting it run without the setting.
 */}}
 {{- define "hookwheel.secretEnv" -}}
 {{- $root := index . 0 }}
@@ -112,7 +114,12 @@ setting off, and the chart's Secret leaves out the keys whose values are empty.
 {{ include "hookwheel.databaseEnv" (list . $secret) }}
 {{ include "hookwheel.secretEnv" (list . $secret "REDIS_URL" "redisUrl" true) }}
 {{ include "hookwheel.secretEnv" (list . $secret "HOOKWHEEL_ADMIN_TOKEN" "adminToken" false) }}
-{{ include "hookwheel.secretEnv" (list . $secret "HOOKWHEEL_ENCRYPTION_KEY" "encryptionKey" false) }}
+{{- /*
+Required unless plaintext is asked for: a node without the key would store new signing secrets in
+plaintext and could not open those already sealed, so deliveries would fail, with nothing to show
+for it at start.
+*/}}
+{{ include "hookwheel.secretEnv" (list . $secret "HOOKWHEEL_ENCRYPTION_KEY" "encryptionKey" (not .Values.secret.allowPlaintextSecrets)) }}
 {{ include "hookwheel.secretEnv" (list . $secret "HOOKWHEEL_SESSION_KEY" "sessionKey" false) }}
 - name: HOOKWHEEL_ALLOW_PRIVATE_TARGETS
   value: {{ $c.allowPrivateTargets | quote }}
@@ -152,15 +159,36 @@ setting off, and the chart's Secret leaves out the keys whose values are empty.
 {{- end }}
 
 {{/*
-GOMEMLIMIT from the container's memory limit: the Go runtime then collects garbage harder as it
-nears the limit instead of being killed for crossing it. Takes the container's resources.
+GOMEMLIMIT at 90 % of the container's memory limit: the Go runtime then collects garbage harder as
+it nears the limit instead of being killed for crossing it. It is a soft limit on the memory the
+runtime manages, while the cgroup also charges what the runtime does not count (the kernel's socket
+buffers, the page cache of files under /tmp) and the heap may overshoot while a collection runs: at
+100 % the OOM killer strikes first. A resourceFieldRef cannot scale the limit, so the value is worked
+out here, in bytes. Takes the container's resources.
 */}}
 {{- define "hookwheel.goMemLimitEnv" -}}
-{{- if (.limits).memory -}}
+{{- with (.limits).memory -}}
 - name: GOMEMLIMIT
-  valueFrom:
-    resourceFieldRef:
-      resource: limits.memory
+  value: {{ include "hookwheel.quantityBytes" . | float64 | mulf 0.9 | floor | int64 | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The bytes of a Kubernetes quantity as values.schema.json lets it through: a number, or digits with
+an optional fraction and suffix (128Mi, 1.5Gi, 500M, 268435456).
+*/}}
+{{- define "hookwheel.quantityBytes" -}}
+{{- if or (kindIs "float64" .) (kindIs "int" .) (kindIs "int64" .) }}
+{{- . | float64 }}
+{{- else }}
+{{- $q := toString . }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $suffix := trimPrefix $number $q }}
+{{- $factors := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- if or (not $number) (not (hasKey $factors $suffix)) }}
+{{- fail (printf "memory limit %q: want a quantity such as 256Mi" $q) }}
+{{- end }}
+{{- mulf ($number | float64) (get $factors $suffix) }}
 {{- end }}
 {{- end }}
 
