@@ -172,6 +172,7 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		"pauseSchedule":     {params: map[string]string{"id": active.ID.String()}},
 		"resumeSchedule":    {params: map[string]string{"id": paused.ID.String()}},
 		"nextScheduleTimes": {params: map[string]string{"id": active.ID.String()}},
+		"updateSchedule":    {params: map[string]string{"id": active.ID.String()}, body: `{"url": "https://thief.example/"}`},
 		"revokeKey":         {params: map[string]string{"key_id": key.ID}},
 	}
 	before := h.snapshot(a,
@@ -439,6 +440,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 	h := newHarness(t, func(c *api.Config) { c.Limits.MaxBody = maxBody })
 	tn := h.createTenant("acme")
 	task := h.createTask(tn, `{"url": "https://example.com/x", "delay": "1h"}`)
+	sched := h.createSchedule(tn, scheduleBody(t, nil))
 	// The requests' limits: a single call's (see api.New), and the batch
 	// route's own.
 	const singleLimit, batchLimit = 4*maxBody + 64<<10, 32 << 20
@@ -461,6 +463,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"createKey":           {nil, tn.APIKey, singleLimit, `{"scopes": "tasks:read"}`, "scopes"},
 		"rotateSigningSecret": {nil, tn.APIKey, singleLimit, `{"grace": 24}`, "grace"},
 		"replayTask":          {map[string]string{"id": task.ID.String()}, tn.APIKey, singleLimit, `{"url": 42}`, "url"},
+		"updateSchedule":      {map[string]string{"id": sched.ID.String()}, tn.APIKey, singleLimit, `{"cron": 42}`, "cron"},
 		"replayTasks":         {nil, tn.APIKey, singleLimit, `{"dry_run": "yes"}`, "dry_run"},
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 	}
@@ -470,7 +473,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 	require.Less(t, len(deep), singleLimit)
 
 	auditBefore := h.get("/v1/admin/audit", adminToken)
-	before := h.snapshot(tn, "/v1/tasks/"+task.ID.String())
+	before := h.snapshot(tn, "/v1/tasks/"+task.ID.String(), "/v1/schedules/"+sched.ID.String())
 	for _, op := range specOperations(t) {
 		if !op.HasBody {
 			continue
@@ -498,7 +501,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		require.Equal(t, auditBefore, h.get("/v1/admin/audit", adminToken), "a refused body changed something")
-		require.Equal(t, before, h.snapshot(tn, "/v1/tasks/"+task.ID.String()))
+		require.Equal(t, before, h.snapshot(tn, "/v1/tasks/"+task.ID.String(), "/v1/schedules/"+sched.ID.String()))
 	})
 }
 

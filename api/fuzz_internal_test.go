@@ -418,7 +418,8 @@ func serveSchedule(s *Server, tenant *model.Tenant, body []byte) (*model.Schedul
 			return err
 		}
 		var err error
-		sched, err = s.validateSchedule(&req, tenant, s.clock.Now())
+		now := s.clock.Now()
+		sched, err = s.validateSchedule(&req, tenant, now, now)
 		return err
 	})
 	return sched, rec, err

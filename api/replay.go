@@ -21,6 +21,7 @@ type replayRequest struct {
 	Method  *string           `json:"method"`
 	Headers map[string]string `json:"headers"`
 	Body    *bodyText         `json:"body"`
+	Labels  map[string]string `json:"labels"`
 }
 
 // ReplayTask schedules a dead or delivered task again, due now, with the same
@@ -76,7 +77,7 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 	// that "headers": null meant as "no headers" is not silently ignored.
 	var given map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &given) // decoded above: an object or null
-	for _, field := range []string{"url", "method", "headers", "body"} {
+	for _, field := range []string{"url", "method", "headers", "body", "labels"} {
 		if v, ok := given[field]; ok && bytes.Equal(v, jsonNull) {
 			fe.add(field, "must not be null: leave it out to keep the task's own")
 		}
@@ -97,6 +98,11 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 	if req.Body != nil {
 		edit.Body = s.checkBody(&fe, req.Body)
 	}
+	if req.Labels != nil {
+		// Not checkLabels: an empty object is kept, to clear the labels.
+		addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels))
+		edit.Labels = req.Labels
+	}
 	if err := fe.problem(); err != nil {
 		return nil, err
 	}
@@ -106,11 +112,12 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 // replayTasksRequest is the body of POST /v1/tasks/replay, as sent: values
 // stay strings so that each bad one is reported by name.
 type replayTasksRequest struct {
-	ScheduleID    *string `json:"schedule_id,omitempty"`
-	URL           *string `json:"url,omitempty"`
-	CreatedAfter  *string `json:"created_after,omitempty"`
-	CreatedBefore *string `json:"created_before,omitempty"`
-	DryRun        *bool   `json:"dry_run,omitempty"`
+	ScheduleID    *string           `json:"schedule_id,omitempty"`
+	URL           *string           `json:"url,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	CreatedAfter  *string           `json:"created_after,omitempty"`
+	CreatedBefore *string           `json:"created_before,omitempty"`
+	DryRun        *bool             `json:"dry_run,omitempty"`
 }
 
 // ReplayTasks replays every dead task of the tenant that matches all the
@@ -131,6 +138,8 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
 	checkURLPrefix(&fe, "url", req.URL)
 	filter.URLPrefix = req.URL
+	addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels))
+	filter.Labels = req.Labels
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
 	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
 	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)

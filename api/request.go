@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 )
 
 // decodeJSON reads a JSON request body strictly: unknown fields and wrong
@@ -101,6 +102,7 @@ type taskRequest struct {
 	Delay   *string           `json:"delay,omitempty"`
 	Timeout *string           `json:"timeout,omitempty"`
 	Retry   *retryRequest     `json:"retry,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // bodyText is a task's body as a JSON string. encoding/json replaces
@@ -304,11 +306,29 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		}
 	}
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
+	t.Labels = checkLabels(&fe, req.Labels)
 
 	if err := fe.problem(); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// checkLabels checks a task's labels as given, each under
+// "labels.<key>", by the rules of tasks.CheckLabels; nil for none.
+func checkLabels(fe *fieldErrors, labels map[string]string) map[string]string {
+	addLabelErrors(fe, tasks.CheckLabels("labels", labels))
+	if len(labels) == 0 {
+		return nil
+	}
+	return labels
+}
+
+// addLabelErrors reports the problems of labels or of a label filter.
+func addLabelErrors(fe *fieldErrors, errs []tasks.LabelError) {
+	for _, e := range errs {
+		fe.add(e.Field, "%s", e.Message)
+	}
 }
 
 // checkURL checks a task's URL as given (not empty), reporting what is

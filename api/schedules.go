@@ -39,6 +39,7 @@ type scheduleRequest struct {
 	Body     *bodyText         `json:"body,omitempty"`
 	Timeout  *string           `json:"timeout,omitempty"`
 	Retry    *retryRequest     `json:"retry,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
 	// which "is not a known field" would not.
@@ -48,9 +49,10 @@ type scheduleRequest struct {
 
 // validateSchedule turns a request into a schedule to store, or field
 // errors: the task fields exactly as validateTask checks them (the tenant's
-// retry defaults included), plus cron and timezone. now is the anchor of an
-// @every schedule and the instant its first occurrence follows.
-func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, now time.Time) (*model.Schedule, error) {
+// retry defaults included), plus cron and timezone. anchor is the anchor of
+// an @every schedule (its creation), now the instant its first occurrence
+// follows.
+func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, anchor, now time.Time) (*model.Schedule, error) {
 	var fe fieldErrors
 
 	timezone := defaultTimezone
@@ -71,7 +73,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, no
 		if !zoneOK {
 			zone = defaultTimezone
 		}
-		parsed, err := schedule.Parse(*req.Cron, zone, now)
+		parsed, err := schedule.Parse(*req.Cron, zone, anchor)
 		if err != nil {
 			fe.addSchedule(err)
 		} else if zoneOK {
@@ -88,6 +90,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, no
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
+		Labels: req.Labels,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -120,6 +123,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, no
 		MaxAttempts: task.MaxAttempts,
 		MinBackoff:  task.MinBackoff,
 		MaxBackoff:  task.MaxBackoff,
+		Labels:      task.Labels,
 		NextRunAt:   next,
 		CreatedAt:   now,
 	}, nil
@@ -144,7 +148,8 @@ func (s *Server) CreateSchedule(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	sched, err := s.validateSchedule(&req, tenant, s.clock.Now())
+	now := s.clock.Now()
+	sched, err := s.validateSchedule(&req, tenant, now, now)
 	if err != nil {
 		return err
 	}
@@ -290,6 +295,7 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		Retry:     openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
 		CreatedAt: sc.CreatedAt,
 		UpdatedAt: sc.UpdatedAt,
+		Labels:    sc.Labels,
 
 		SkippedOccurrences: sc.SkippedOccurrences,
 		LastSkippedAt:      sc.LastSkippedAt,

@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -118,6 +120,9 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	filter.URLPrefix = params.URL
 	checkIdempotencyKey(&fe, "idempotency_key", params.IdempotencyKey)
 	filter.IdempotencyKey = params.IdempotencyKey
+	labels, labelErrs := tasks.ParseLabelFilter("label", params.Label)
+	addLabelErrors(&fe, labelErrs)
+	filter.Labels = labels
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -336,14 +341,21 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	}
 	out := openapi.AttemptList{Data: make([]openapi.Attempt, 0, len(attempts))}
 	for _, a := range attempts {
+		var headers map[string]string
+		if a.ResponseHeaders != nil {
+			if err := json.Unmarshal([]byte(*a.ResponseHeaders), &headers); err != nil {
+				return fmt.Errorf("response headers of attempt %d of task %s: %w", a.Attempt, id, err)
+			}
+		}
 		out.Data = append(out.Data, openapi.Attempt{
-			Attempt:      a.Attempt,
-			StartedAt:    a.StartedAt,
-			DurationMs:   a.Duration.Milliseconds(),
-			StatusCode:   a.StatusCode,
-			Error:        a.Error,
-			Outcome:      openapi.AttemptOutcome(a.Outcome),
-			ResponseBody: a.ResponseBody,
+			Attempt:         a.Attempt,
+			StartedAt:       a.StartedAt,
+			DurationMs:      a.Duration.Milliseconds(),
+			StatusCode:      a.StatusCode,
+			Error:           a.Error,
+			Outcome:         openapi.AttemptOutcome(a.Outcome),
+			ResponseBody:    a.ResponseBody,
+			ResponseHeaders: headers,
 		})
 	}
 	return c.JSON(http.StatusOK, out)
@@ -371,6 +383,7 @@ func taskJSON(t *model.Task) openapi.Task {
 		LastError:      t.LastError,
 		IdempotencyKey: t.IdempotencyKey,
 		ScheduleID:     t.ScheduleID,
+		Labels:         t.Labels,
 	}
 }
 

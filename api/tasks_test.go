@@ -634,9 +634,10 @@ func TestListTaskAttempts(t *testing.T) {
 
 	// Attempts as the dispatcher records them, inserted out of order.
 	started := h.Clock.Now()
-	h.exec(`INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
-		VALUES ($1, 2, $2, 120, 200, NULL, 'success', 'ok'),
-		       ($1, 1, $3, 5000, NULL, 'dial tcp: connection refused', 'retry', NULL)`,
+	h.exec(`INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body,
+			response_headers)
+		VALUES ($1, 2, $2, 120, 200, NULL, 'success', 'ok', '{"Content-Type": "text/plain", "Vary": "Accept, Origin"}'),
+		       ($1, 1, $3, 5000, NULL, 'dial tcp: connection refused', 'retry', NULL, NULL)`,
 		task.ID, started.Add(time.Second), started)
 
 	list, err := tn.Client.ListTaskAttemptsWithResponse(ctx, task.ID)
@@ -654,6 +655,8 @@ func TestListTaskAttempts(t *testing.T) {
 	require.Equal(t, ptr(200), attempts[1].StatusCode)
 	require.Nil(t, attempts[1].Error)
 	require.Equal(t, openapi.AttemptOutcome("success"), attempts[1].Outcome)
+	require.Nil(t, attempts[0].ResponseHeaders, "absent on a network error")
+	require.Equal(t, map[string]string{"Content-Type": "text/plain", "Vary": "Accept, Origin"}, attempts[1].ResponseHeaders)
 
 	// The raw JSON leaves status_code out rather than null on a network error.
 	raw := h.do(http.MethodGet, "/v1/tasks/"+task.ID.String()+"/attempts", tn.APIKey, nil, nil)
@@ -662,6 +665,7 @@ func TestListTaskAttempts(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw.Body, &body))
 	require.NotContains(t, body.Data[0], "status_code")
+	require.NotContains(t, body.Data[0], "response_headers")
 	for _, key := range []string{"attempt", "started_at", "duration_ms", "error", "outcome"} {
 		require.Contains(t, body.Data[0], key)
 	}

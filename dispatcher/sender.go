@@ -374,7 +374,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
-	outcome = retry.Classify(statusCode, sendErr)
+	outcome = retry.Classify(statusCode, header, sendErr)
 	if errors.Is(sendErr, netguard.ErrBlocked) {
 		// The target resolves to an address webhooks may not reach: no
 		// retry will change that.
@@ -401,7 +401,15 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 	} else {
 		result.StatusCode = &statusCode
 		result.ResponseBody = &respBody
-		if outcome != retry.OutcomeSuccess {
+		respHeaders := store.EncodeResponseHeaders(header)
+		result.ResponseHeaders = &respHeaders
+		switch {
+		case outcome == retry.OutcomeSuccess:
+		case retry.Stopped(header):
+			msg := fmt.Sprintf("receiver answered %d %s with %s: %s; not retried",
+				statusCode, http.StatusText(statusCode), retry.StopHeader, retry.StopValue)
+			result.Error = &msg
+		default:
 			msg := fmt.Sprintf("receiver answered %d %s", statusCode, http.StatusText(statusCode))
 			result.Error = &msg
 		}

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,6 +52,8 @@ type senderBundle struct {
 	// until closed.
 	status atomic.Int32
 	hold   chan struct{}
+	// header, when set, is added to the receiver's answers.
+	header atomic.Pointer[http.Header]
 	// requests receives what the receiver got; inflight counts the requests
 	// it is answering, maxInflight the most at once.
 	requests              chan received
@@ -132,6 +135,11 @@ func setupSender(t *testing.T, opts senderOptions) *senderBundle {
 		b.requests <- received{header: r.Header.Clone(), body: string(body), contentLength: r.ContentLength, transferEncoding: r.TransferEncoding}
 		if b.hold != nil {
 			<-b.hold
+		}
+		if h := b.header.Load(); h != nil {
+			for name, values := range *h {
+				w.Header()[name] = values
+			}
 		}
 		w.WriteHeader(int(b.status.Load()))
 		_, _ = io.WriteString(w, "thanks")
@@ -283,7 +291,99 @@ func TestSenderBlockedTarget(t *testing.T) {
 	r := receive(t, b.records)
 	require.Equal(t, model.StatusDead, r.Status)
 	require.NotNil(t, r.Error)
+	require.Nil(t, r.StatusCode)
+	require.Nil(t, r.ResponseHeaders, "no response, no headers")
 	require.Empty(t, b.requests)
+}
+
+// TestSenderResponseHeaders: an attempt keeps the receiver's response
+// headers, bounded and without credentials, and a non-2xx answer carrying
+// Hookwheel-Retry: stop kills the task at its first attempt, where the
+// status alone would be retried.
+func TestSenderResponseHeaders(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		status  int
+		stop    bool
+		want    model.TaskStatus
+		outcome string
+		err     string
+	}{
+		{name: "503 retried", status: http.StatusServiceUnavailable, want: model.StatusRetrying, outcome: "retry",
+			err: "receiver answered 503 Service Unavailable"},
+		{name: "503 with stop is dead", status: http.StatusServiceUnavailable, stop: true, want: model.StatusDead, outcome: "fail",
+			err: "receiver answered 503 Service Unavailable with Hookwheel-Retry: stop; not retried"},
+		{name: "429 with stop is dead", status: http.StatusTooManyRequests, stop: true, want: model.StatusDead, outcome: "fail",
+			err: "receiver answered 429 Too Many Requests with Hookwheel-Retry: stop; not retried"},
+		{name: "200 with stop is delivered", status: http.StatusOK, stop: true, want: model.StatusDelivered, outcome: "success"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// One consecutive failure opens the breaker: a stop is the
+			// receiver's word on the webhook, not a failing target.
+			b := setupSender(t, senderOptions{breaker: BreakerConfig{ConsecutiveFailures: 1, Cooldown: time.Minute}})
+			b.status.Store(int32(tc.status))
+			header := http.Header{
+				"Content-Type":     {"text/plain; charset=utf-8"},
+				"X-Request-Id":     {"req-42"},
+				"Vary":             {"Accept", "Origin"},
+				"Set-Cookie":       {"session=secret"},
+				"X-Auth-Token":     {"token"},
+				"X-Large":          {strings.Repeat("l", 10_000)},
+				"Www-Authenticate": {`Bearer realm="hooks"`},
+			}
+			if tc.stop {
+				header.Set("Hookwheel-Retry", "Stop")
+			}
+			b.header.Store(&header)
+			c := b.claim()
+			b.claimed <- c
+			receive(t, b.requests)
+
+			r := receive(t, b.records)
+			require.Equal(t, tc.want, r.Status)
+			require.Equal(t, tc.outcome, r.Outcome)
+			require.Equal(t, tc.status, *r.StatusCode)
+			if tc.err == "" {
+				require.Nil(t, r.Error)
+			} else {
+				require.Equal(t, tc.err, *r.Error)
+			}
+			require.NotNil(t, r.ResponseHeaders)
+			var got map[string]string
+			require.NoError(t, json.Unmarshal([]byte(*r.ResponseHeaders), &got), *r.ResponseHeaders)
+			require.Equal(t, "req-42", got["X-Request-Id"])
+			require.Equal(t, "Accept, Origin", got["Vary"])
+			require.Equal(t, "text/plain; charset=utf-8", got["Content-Type"])
+			require.Equal(t, `Bearer realm="hooks"`, got["Www-Authenticate"])
+			require.NotEmpty(t, got["Date"], "the headers as the receiver's server sent them")
+			require.NotContains(t, got, "Set-Cookie")
+			require.NotContains(t, got, "X-Auth-Token")
+			require.Len(t, got["X-Large"], store.MaxResponseHeaderValue)
+			if tc.stop {
+				require.Equal(t, "Stop", got["Hookwheel-Retry"], "the attempt shows why it was not retried")
+			} else {
+				require.NotContains(t, got, "Hookwheel-Retry")
+			}
+			require.Equal(t, c.ID, receive(t, b.settled))
+			if tc.want == model.StatusRetrying {
+				require.NotNil(t, r.NextAttemptAt)
+				receive(t, b.scheduled)
+				return
+			}
+			require.Nil(t, r.NextAttemptAt)
+			require.Empty(t, b.scheduled)
+
+			// The breaker would have opened at one failure and deferred the
+			// next claim: it is sent, so the target was not counted failing.
+			// (One share: the next claim starts once this send has ended.)
+			b.claimed <- b.claim()
+			receive(t, b.requests)
+			require.Empty(t, b.deferred)
+		})
+	}
 }
 
 // TestSenderBreaker: once a target's breaker opens, its tasks are deferred

@@ -298,17 +298,31 @@ type Attempt struct {
 	// DurationMs How long the attempt took, in milliseconds.
 	DurationMs int64 `json:"duration_ms"`
 
-	// Error Why the attempt failed, such as a network error or an unexpected status; absent on success.
+	// Error Why the attempt failed, such as a network error or an unexpected status; absent on success. A
+	// response carrying `Hookwheel-Retry: stop` says so (`receiver answered 503 Service Unavailable
+	// with Hookwheel-Retry: stop; not retried`).
 	Error *string `json:"error,omitempty"`
 
 	// Outcome What an attempt led to:
 	// - `success`: a 2xx response; the task is `delivered`.
 	// - `retry`: a retryable failure; another attempt is scheduled.
-	// - `fail`: a final failure; the task is `dead`.
+	// - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+	//   `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
 	Outcome AttemptOutcome `json:"outcome"`
 
 	// ResponseBody The first 4 KiB of the response body, when there was one.
 	ResponseBody *string `json:"response_body,omitempty"`
+
+	// ResponseHeaders The response's headers, by canonical name, a repeated header's values joined with `, `;
+	// absent when no response came (network error or timeout), or none of its headers was kept. Bounded: each value is cut to 512
+	// bytes, then at most 32 headers and 4 KiB of names and values are kept, `Retry-After` and
+	// `Hookwheel-Retry` first, then the smallest, so the largest are dropped first. Headers that
+	// carry credentials are never kept: `Authorization`, `Proxy-Authorization`, `Cookie`,
+	// `Set-Cookie`, `Set-Cookie2`, and any whose name contains `token`, `secret`, `password`,
+	// `api-key` or `apikey` in any case.
+	//
+	// Example: {"Content-Type":"application/json","Retry-After":"30"}
+	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
 
 	// StartedAt When the attempt started.
 	StartedAt time.Time `json:"started_at"`
@@ -324,9 +338,10 @@ type AttemptList struct {
 }
 
 // AttemptOutcome What an attempt led to:
-// - `success`: a 2xx response; the task is `delivered`.
-// - `retry`: a retryable failure; another attempt is scheduled.
-// - `fail`: a final failure; the task is `dead`.
+//   - `success`: a 2xx response; the task is `delivered`.
+//   - `retry`: a retryable failure; another attempt is scheduled.
+//   - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+//     `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
 type AttemptOutcome string
 
 // AuditEntry defines model for AuditEntry.
@@ -398,6 +413,9 @@ type BatchTaskRequest struct {
 
 	// IdempotencyKey This item's idempotency key, as the Idempotency-Key header of a single call.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// Labels The task's labels, to find it by; none when absent.
+	Labels Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -546,6 +564,18 @@ type Health struct {
 // Example: ok
 type HealthStatus string
 
+// Labels Key-value pairs of the tenant's own that describe a task (`team`, `customer`, `env`...), to find
+// it again: `GET /v1/tasks?label=team:payments` lists the tasks labelled so, and `POST
+// /v1/tasks/replay` replays them. Labels are never sent with the webhook.
+//
+// At most 32 labels. A key is 1 to 63 characters of lower-case `a`-`z`, digits and `.` `_` `/` `-`,
+// starting with a letter or a digit (`team`, `app.kubernetes.io/name`); a value is 0 to 255
+// characters, any text but control characters. Anything else gets 422 naming the label
+// (`labels.<key>`): nothing is lowered, trimmed or dropped.
+//
+// Example: {"customer":"acme","team":"payments"}
+type Labels map[string]string
+
 // MinuteStats defines model for MinuteStats.
 type MinuteStats struct {
 	Attempts int `json:"attempts"`
@@ -664,7 +694,11 @@ type ReplayFilter struct {
 	CreatedBefore *time.Time `json:"created_before,omitempty"`
 
 	// DryRun Count the matching dead tasks without replaying them.
-	DryRun     *bool               `json:"dry_run,omitempty"`
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Labels Only tasks carrying every one of these labels (and maybe others), the condition `label`
+	// sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
+	Labels     Labels              `json:"labels,omitempty"`
 	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
 
 	// URL Only tasks whose URL starts with this text, as in `GET /v1/tasks`.
@@ -678,6 +712,9 @@ type ReplayRequest struct {
 
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Labels The new labels, replacing all of the task's own; `{}` removes them.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of a webhook request.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -754,6 +791,9 @@ type Schedule struct {
 	Headers   map[string]string  `json:"headers,omitempty"`
 	ID        openapi_types.UUID `json:"id"`
 
+	// Labels The labels every occurrence's task carries; absent when none.
+	Labels Labels `json:"labels,omitempty"`
+
 	// LastRunAt The latest occurrence materialised as a task.
 	LastRunAt *time.Time `json:"last_run_at,omitempty"`
 
@@ -797,7 +837,10 @@ type ScheduleRequest struct {
 	// Example: 0 9 * * *
 	Cron    string            `json:"cron"`
 	Headers map[string]string `json:"headers,omitempty"`
-	Method  *HTTPMethod       `json:"method,omitempty"`
+
+	// Labels Labels every occurrence's task carries, by the rules of a task's.
+	Labels Labels      `json:"labels,omitempty"`
+	Method *HTTPMethod `json:"method,omitempty"`
 
 	// Paused Create the schedule paused.
 	Paused *bool `json:"paused,omitempty"`
@@ -813,6 +856,52 @@ type ScheduleRequest struct {
 	// Example: Europe/Paris
 	Timezone *string `json:"timezone,omitempty"`
 	URL      string  `json:"url"`
+}
+
+// ScheduleUpdateRequest A JSON merge patch of a schedule: the fields of a create, each optional. Absent keeps the
+// schedule's value; `null` resets it to the default of a create (422 for `cron` and `url`, which
+// have none).
+type ScheduleUpdateRequest struct {
+	// Body The new body (`null` is empty).
+	Body *string `json:"body,omitempty"`
+
+	// Cron The new recurrence; `next_run_at` is recomputed from now.
+	//
+	// Example: 0 9 * * *
+	Cron *string `json:"cron,omitempty"`
+
+	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
+	// removed. `null` for the whole object removes every header.
+	Headers map[string]*string `json:"headers,omitempty"`
+
+	// Labels Merged into the schedule's labels by key, by the rules of a task's labels; a label set to
+	// `null` is removed. `null` for the whole object removes every label.
+	Labels map[string]*string `json:"labels,omitempty"`
+
+	// Method The new method, `GET`, `POST`, `PUT`, `PATCH` or `DELETE` (`null` is POST).
+	//
+	// Example: PUT
+	Method *string `json:"method,omitempty"`
+
+	// Paused `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do.
+	Paused *bool `json:"paused,omitempty"`
+
+	// Retry Merged into the schedule's retry policy field by field; a field set to `null`, or `retry:
+	// null` for all of them, goes back to the tenant's default.
+	Retry *struct {
+		MaxAttempts *int    `json:"max_attempts,omitempty"`
+		MaxBackoff  *string `json:"max_backoff,omitempty"`
+		MinBackoff  *string `json:"min_backoff,omitempty"`
+	} `json:"retry,omitempty"`
+
+	// Timeout The new per-attempt timeout (`null` is the default).
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Timezone The new IANA time zone (`null` is `UTC`); `next_run_at` is recomputed from now.
+	//
+	// Example: Europe/Paris
+	Timezone *string `json:"timezone,omitempty"`
+	URL      *string `json:"url,omitempty"`
 }
 
 // Scope What an API key may do. `*` is every scope, present and future. `tasks:read` and
@@ -957,6 +1046,9 @@ type Task struct {
 	// IdempotencyKey The `Idempotency-Key` given when the task was created; null when none was.
 	IdempotencyKey *string `json:"idempotency_key"`
 
+	// Labels The task's labels (a schedule's occurrence carries the schedule's); absent when it has none.
+	Labels Labels `json:"labels,omitempty"`
+
 	// LastError Why the latest attempt failed; null when it did not fail or none was made.
 	LastError *string `json:"last_error"`
 
@@ -989,7 +1081,8 @@ type Task struct {
 	// - `dispatching`: an attempt is in flight.
 	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
 	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
-	// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
 	Status TaskStatus `json:"status"`
 
@@ -1035,6 +1128,9 @@ type TaskRequest struct {
 	//
 	// Example: {"Content-Type":"application/json"}
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Labels The task's labels, to find it by; none when absent.
+	Labels Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -1087,12 +1183,13 @@ type TaskStats struct {
 }
 
 // TaskStatus Where a task is in its life:
-// - `scheduled`: waiting for its `run_at`.
-// - `dispatching`: an attempt is in flight.
-// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
-// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
-// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
-// - `canceled`: canceled before delivery. Final.
+//   - `scheduled`: waiting for its `run_at`.
+//   - `dispatching`: an attempt is in flight.
+//   - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+//   - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+//   - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+//     `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+//   - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
 // Tenant A tenant and its settings.
@@ -1405,6 +1502,14 @@ type ListTasksParams struct {
 	// IdempotencyKey Only the task created with this idempotency key (at most one).
 	IdempotencyKey *string `form:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 
+	// Label Only tasks carrying this label, written `key:value` (`label=team:payments`); repeat the
+	// parameter for more, and a task must carry all of them (and may carry others). A key cannot
+	// hold a `:`, so the first one splits, and the value may hold anything a label value may,
+	// `:` and `,` included: that is why each condition is a parameter of its own rather than one
+	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
+	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
+	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -1440,6 +1545,12 @@ type CreateKeyJSONRequestBody = APIKeyRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = ScheduleUpdateRequest
+
+// UpdateScheduleApplicationMergePatchPlusJSONRequestBody defines body for UpdateSchedule for application/merge-patch+json ContentType.
+type UpdateScheduleApplicationMergePatchPlusJSONRequestBody = ScheduleUpdateRequest
 
 // SignInJSONRequestBody defines body for SignIn for application/json ContentType.
 type SignInJSONRequestBody = SignInRequest
@@ -1855,6 +1966,99 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UpdateScheduleWithBody Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithBody(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSchedule Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateSchedule(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateScheduleWithApplicationMergePatchPlusJSONBody Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// NextScheduleTimes Preview the next fire times
 	//
 	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -2007,8 +2211,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-	// combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+	// `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -2937,6 +3141,129 @@ func (c *Client) GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...R
 	return c.Client.Do(req)
 }
 
+// UpdateScheduleWithBody Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateScheduleWithBody(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSchedule Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateSchedule(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateScheduleWithApplicationMergePatchPlusJSONBody Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NextScheduleTimes Preview the next fire times
 //
 // The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -3209,8 +3536,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-// combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+// `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -4636,6 +4963,64 @@ func NewGetScheduleRequest(server string, id ScheduleID) (*http.Request, error) 
 	return req, nil
 }
 
+// NewUpdateScheduleRequest calls the generic UpdateSchedule builder with application/json body
+func NewUpdateScheduleRequest(server string, id ScheduleID, body UpdateScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateSchedule builder with application/merge-patch+json body
+func NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody(server string, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateScheduleRequestWithBody(server, id, "application/merge-patch+json", bodyReader)
+}
+
+// NewUpdateScheduleRequestWithBody constructs an http.Request for the UpdateSchedule method, with any body, and a specified content type
+func NewUpdateScheduleRequestWithBody(server string, id ScheduleID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewNextScheduleTimesRequest constructs an http.Request for the NextScheduleTimes method
 func NewNextScheduleTimesRequest(server string, id ScheduleID, params *NextScheduleTimesParams) (*http.Request, error) {
 	var err error
@@ -5098,6 +5483,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		if params.IdempotencyKey != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "idempotency_key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5914,6 +6311,99 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
 
+	// UpdateScheduleWithBodyWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithBodyWithResponse(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
+	// UpdateScheduleWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
+	// UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
 	// NextScheduleTimesWithResponse Preview the next fire times
 	//
 	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -6082,8 +6572,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-	// combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+	// `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -8148,6 +8638,110 @@ func (r GetScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateScheduleResponse429Headers the declared response headers of an HTTP 429 response for UpdateSchedule
+type UpdateScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type UpdateScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateScheduleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10440,6 +11034,117 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, id Sc
 	return ParseGetScheduleResponse(rsp)
 }
 
+// UpdateScheduleWithBodyWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithBodyWithResponse(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
+// UpdateScheduleWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateSchedule(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
+// UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
 // NextScheduleTimesWithResponse Preview the next fire times
 //
 // The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -10680,8 +11385,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-// combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+// `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -12565,6 +13270,101 @@ func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) 
 	return response, nil
 }
 
+// ParseUpdateScheduleResponse parses an HTTP response from a UpdateScheduleWithResponse call
+func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseNextScheduleTimesResponse parses an HTTP response from a NextScheduleTimesWithResponse call
 func ParseNextScheduleTimesResponse(rsp *http.Response) (*NextScheduleTimesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14217,6 +15017,9 @@ type ServerInterface interface {
 	// GetSchedule Get a schedule
 	// (GET /v1/schedules/{id})
 	GetSchedule(ctx echo.Context, id ScheduleID) error
+	// UpdateSchedule Change a schedule
+	// (PATCH /v1/schedules/{id})
+	UpdateSchedule(ctx echo.Context, id ScheduleID) error
 	// NextScheduleTimes Preview the next fire times
 	// (GET /v1/schedules/{id}/next)
 	NextScheduleTimes(ctx echo.Context, id ScheduleID, params NextScheduleTimesParams) error
@@ -14635,6 +15438,22 @@ func (w *ServerInterfaceWrapper) GetSchedule(ctx echo.Context) error {
 	return err
 }
 
+// UpdateSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateSchedule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ScheduleID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateSchedule(ctx, id)
+	return err
+}
+
 // NextScheduleTimes converts echo context to params.
 func (w *ServerInterfaceWrapper) NextScheduleTimes(ctx echo.Context) error {
 	var err error
@@ -14810,6 +15629,13 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "idempotency_key", ctx.QueryParams(), &params.IdempotencyKey, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter idempotency_key: %s", err))
+	}
+
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", ctx.QueryParams(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
 	}
 
 	// ------------- Optional query parameter "limit" -------------
@@ -15043,6 +15869,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules", wrapper.CreateSchedule, options.OperationMiddlewares["createSchedule"]...)
 	router.DELETE(options.BaseURL+"/v1/schedules/:id", wrapper.DeleteSchedule, options.OperationMiddlewares["deleteSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id", wrapper.GetSchedule, options.OperationMiddlewares["getSchedule"]...)
+	router.PATCH(options.BaseURL+"/v1/schedules/:id", wrapper.UpdateSchedule, options.OperationMiddlewares["updateSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
@@ -15066,484 +15893,528 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ld9vGtS/+VWbx/NeylDOkAZAUH1pd96i2nLjxq5LcnKb0EobAUEQEzjAYUBTj+rv/1+w9AwxI8CFZ",
-	"SdOe3HvaWsRrHnv2e//250YkZ3MpuMhVY/i5we/ZbJ5y+PfZh9ff89WbROX6L7WYzVi2agwbZyTngon8",
-	"mSKTJFM5ueUrShiJ+TyVK/0XYSImjGT8Tt7ymEjBG7Rxx9IF12+KWc4aw398bkQZZzmPr1neGDYCLzhp",
-	"+n7T9678k2GnO/S8Hxu0uGesv3zLV8N8ns4nee+uo/g0aNBGEjeGjfnP7bvb3iy4X3YEa9BGylR+vVDr",
-	"7w78K98fdvvDDrxbsBlvDBtR0qANM9bN+4Oh55mxqEjO9dL8o5EzdauGyyzJeePTF7plKl5w5fWHgXfo",
-	"VPj9PMm4Kl7Ssy/xyjHAdBc//RLzm/tYRJN2sGO6wZU3GHYHw27fmS5uU810Ms7iBn3Q3PzabYrSxI50",
-	"fYrbR+o7kzQjrYzxm8anL5++fKGGLC9wv9Yp05LcLV+5JPefQmlfaOMymvJ4kfLqzH/g/DZmK0VYTgZD",
-	"zyOJIB9Ylih3FcYy1vd+HjUyPpdZPmoMyagRsyRdjRpfnCXY2OlBObQok6IxbHhkQL4h3xC/2W3QxpSz",
-	"mGfANV5IkXORN69Wcz1lNp+nScTyRIrnPykpGl/MQnr+gLH+xGv2+Enc7EXdcZN1WLs5DiI/9vhg0mc9",
-	"u77ZQqwtl6eprxjTjOdTqV/64f3llV5ufl/3ULvy0JzpbWsMJyxVXG9Lrlfyc2PG7q9ZnvPZXLNE36Pw",
-	"y5hFt3IyaQwb/lR/MRHuT0pPS90m8zmPr2UULbKMi0jvoEcbeTLjcqFH0vb0fui/f9E8cdg4X2Ryzp/b",
-	"nVrM473rv8jSxrAxzfO5Gj5/bvh1K5Kz51Mpb9Vz2M4mbnADCIYrlUjxfs4zlsusSjeXyY3gsaaWZZJP",
-	"ST7lhMWzRJBc3nJROUIqm1zjr8PG38e9/K+B+OF28GZ20VH/e+dHP85Ppn+J25NvWZ9/lF7y/erq53fL",
-	"7nkNXyuOvF9OK5OapBvSjtIZ+RVIm53jZoKcfXi9cerdIbd/Dv5XDr69/Zs/86LeFeuM/zL/MesvfhDn",
-	"qzfqJP5u8tfk+/sX3bv3NwcOWX9t+FuxxxpGvsEei1VE+axJrVg658xxr+mPg6jZi9u82Z90vGaXnYx7",
-	"UT8ecG9Svp9FM974ojfiiqnbl1o6rHHbmLOYpDzPeUZJxid65GS8IkmuSMYjntzxzN0Q51hRhxvJLOaZ",
-	"ZkYdfysXCmBBu/ogtHy/X4hCw0aC5sCL/WaPdzrNPvOD5sm4G3XiNg8mvgf38tlc5lxEq2vYN7FIU7Pe",
-	"PMv0sWjYERMm1JJnPCYdr0PeyZy8kgsR2+1ROcsX6jqSMW8MO16H1nGMOoZkboF54ee/nudsMrkqt8DB",
-	"gtRH4b7Gi2o5jvOOVtD2N7kOmyetOctywTPgPEs+RuYDO6kaJc2kekE3xbSWaiS2V7XQ0iSD2qRZhwfR",
-	"TbCTbgbDNsyl4wc/fpWwCpqdqM2bvXHgNwdxlzfbEy8KWG/c5x2/jspwiM1O0LQLX6U5hworZBV43u+O",
-	"rFwFzSEru8OH05Z9Ucsb+IdINFxD+3ZLW1YPqqetJUvyRNyQicyAtPTT9RTl/d+gKPz9ESS1jQR+QyJT",
-	"xVY/iIFVtugRRFajdljTF7WONJkludprZ6zpAg+RxOYLmmDnyfV4kWlbHJiD/jtjOdcr7tFGnKg5y6Op",
-	"+a1rdmHORZyIm2uwIuBW/f+0jZfd8OLFLi8HA92+LJLCqLKrxjDY/AooB662AGTBhSb3xrDRC7zpE1AK",
-	"fMU9Yiyacn3OMpm+k5e5zNCtwFWUJXPz7bN0qc2hUMim0neEQ1BuM67mUihOpjKNFWEkynisB8xSoqZy",
-	"KYgU6YpIEXFKltMkmhIhSaS/SGZsRW45n7dG4vyOZysi8ynPyldGLMsSrkiSk1zKFsz850UC4i/PFpwC",
-	"Ic8Y+FnEYqbVNju8xifayJFlqDxLxA0qXnOWsRnPzcTPFnGSv1hkCrX46oSvppyEcHojuCMkcgJTnmf8",
-	"LpELRebshutRJfr2nxc8WzmWKb7VHeL6cCh+/40myZr1zslMqpzk00SRGRMrwkUOy3EU8wlbpDnpesfb",
-	"Pg90Xvm6eagg5WSmF6wLcjER+JdfrFkicn7D0Wp4XbLM71FDr470LbvlClYmYmlKFJtwkksCVNoiehlR",
-	"D9Gbx5U56gzcWni88WF9pE7ByTXnLC/Mp5FQbMYLJ5i+E37QMkZ/Y5EJ/TzLjZzSjyGjI4HnwTNhMYO8",
-	"ecHnKVvxeEg0BYWnhI3E2hdJ5YOMxMlkwjMucvymPuekEwQt8j1fKcIyTuY8M3wM56ufTRRhqZJEcZGP",
-	"BMM5hs5aNr/nq5DgMdSkxeEIGM3PKm2tkRiJM/vCKU8LcwBmq6UxUySV4oawchn1vbd8ng/h3JU/T5nW",
-	"CUWiplpHFLF+kZ6+4TBwfc6UNjqOwu/ev//+h+/Oz99cX5xfnb+7ev3+XUhJj4BXZLwihqAokRl+wfow",
-	"w+KF4TEdCXdQMU95br6dlws1yTgn7IYlAgkA6STjC6VVDn38p1wUxMKI4Et4ZUH9uIol+a8tc+UgzNj9",
-	"Gy5u8mljGHS7QP32b5/WHNLv+er1y3r2cMtXzxSZL8ZpEpEkpsgeWJaTMc+XnAsSTpfXYUm4PJKaHq8L",
-	"XnLLV8Uk5iyfllO45avrJN7J85yZnHTqhm5Vum3jt3oASeIto9gzgonMZiCaFwu4c3MIWrPc9nmkil/v",
-	"00CQWz+Oesev9Xmtjhk5BqLmzyy+QLoGtQaVWlQXSoV2nslxymf/DYrtWvBgxlL9TR437VVXiwLOBFww",
-	"UUTInPzl8v27SoyA5yzRGpumOrh7tlCaTgmDe4kc/8SjHNZC5UxEejbP7/znqOmUymMH1J0kB7/IWzso",
-	"+z2zDItMDDUbW045T4dmWsO1KcAilSv6/2VcKyj/9bwMoDzHq+r5B3wDPrK5l5ZjgKQ036BELaKp5oqs",
-	"fnUoYaRQB+x5XGaalepZAF8D4YDvThPB9U+GYcPbvru6+kAiJvQr5yxTvKXV8BdSTNIkeuxGC5k3I70B",
-	"KRuve6WNMcbSjLN4BbKlfpP1XYdYRIYpo8l5irpaYR0A3wIxrtkwEIKerSYaHCAYEHX08vxAa6wkqkFJ",
-	"VJpl2FWtfmonda2t21NSl5KLLOKWeBJBGKgYHKmApalcKlDUYP9fyWycxDEXjySARKjFZJJEidZXwCG5",
-	"TgRabGptRS5ylCv6plIDE5zHasvhT5Rzj+PmLbWfkRsiGTXw5adwTyVMBtpCJdC1l3O0y01+7UwSP7Fv",
-	"f2uW5en22K5CosgdS5OYjBc5SVl0qyoLXF29o3BzTOExMI6lXKQxucm0iGHm8SQnseRIQ9paAmJ5J3N0",
-	"hj6eWUzs8yWJvJPI/QolEYZeeLG3MAw9sInxzD7Nqe6UG/7Oefnec4w3Ps322rWwxxj2J9GsRavNSpsq",
-	"TKDlaXR4vS8f2CqVLL6S8o027R+5PbmUzdQ+vyGv5R1H1dlaa/XS2kogeIbfR0B7QJXJL+Wz+w6f7xw+",
-	"o4loq5rg8PbsSTmPpxfaMC1NnXYwsP5XUr5lYmVGqh65/hnLeRNWaN2t+d6ufWG2aBYAbpitjNOojDO2",
-	"IjN2y4nvefiUGSTYgajjUy0lwL2ktGqxmGsyCzzvFOWpvuoTdcC2Ba5glBI9AfaD+7atMv2n2TlYNwYL",
-	"haSnT9PPC5kzchRaH1pISbjhLbM/WvVChcenaMCOxJjl0ZSWB6KgjZUx+GSsf2QxxOO1UXtKZEbxcbGy",
-	"O6N5MyWTTM4II1GaoOkdxxlXxkcwz7hWmnhMAo8kAnm9Yf4KNL4yWKtAJuqd8ogaiaNQnwK9/k22yKfN",
-	"CUvSRcb1vMZ8IjPuWrT8jguSSkidWMyPW+QCtp1Nckt2yQwfCOFK80xfKdwBN8kdV62qI9y5b9Oi+U4u",
-	"kTSQ/ICrLRlwORwa6nBgY+92pBXOIK/GGaTp4aPQ05dZ8guPH63hwMI3TcB3XbWBnSpEpf4aF7l+L9/K",
-	"Ix357VgAC3Er5FLQMnEqIxiIPkhd8cujV5n0nlO3cO99On455izTxKNJE+aZKJWIG+pO2JmnmTsw04+C",
-	"3895lPP4HIMaj9y1nGeCpetbZg6C5nPFYpAkVzyd1O5XeZN+kseaVqdMxCl3z/6pltFaxRxzOEo3N4ds",
-	"Wte1Tl+bARPFM81ZMKKzV800s3yanTsT1q0NXy+t0q7XJsspF8YxBAM0Rk/GWTQFJ1/McjZmxq78KOaZ",
-	"jLhS2r45F3mSrx65k3D6GI7Q3cvXhiFOEp5utSBK7qx3J6k8MiSLLKXG9VuJTtAGzF9BniLcDDuQQrKR",
-	"UkyrSI3CJSEIGyuZLnJOpnk+B7s7z+eKfLx40/hCyzfUfqnmhTlJOVM58RtfPh0gdAOXiHCCZtL7yMdZ",
-	"2l/Fv7Hkado0Phdto5j1PwUykpMJSlyzHeCcThOVY2ZPiFsQthrlyJzEVP2veSbnPMsTpBM3+ua4vGKt",
-	"VpgA8Jrfq5qZsy6lfphK48WNSZJTEtrsJK0bRGkS6o0Ob/lqOFp4XjsCjh7Dv3nYqvuam1a0ZYRikRpP",
-	"Coq6jXck8VN7d2uHWk1F2lwawwr0nPWtFbkXa32GpalWHyOZxTw24YIJX1qRT0FazoGNpKkewuOWA/2f",
-	"nzcvuHmWj11rm1/1uZHkfKb2nYtLNPOLF7EsY6sGOletAvMPdNXCsIsPVFINKkRZxgWNx7PIgH2BNwEj",
-	"TdP3E2BVu0Znjo3mR9Vzo/Xg27pQmSErCpSzSePmJ8WjjOeW7MllGUad8oy3ap3d7nrYz29O9VMxWZuF",
-	"Xh04ZpIfuDnF9HfvDrxz+6o7XnEWx4leKJZ+cEZl0kmrA62e+x1HSeVyrshSZreaLR5dvHpB2u32AOwz",
-	"fc9kkS8yftwi72dJnmsdSuiTtfX4bD0ua2KfpGysNRwTHINNt6LfSvwkMh7EhYIot/6oE9OBPIQdJ6gu",
-	"nqOvFXMH95M6JRKnBtrvbJ6vqGEe6JY6Cr8JMY78dSdyc39N3tnGUN8Lbp3OKxvo1NojK4J6a8dp24v0",
-	"nO3zYjEb84wSv6kVpvi0jL7aJQ+/s9K6aYZm7a1WY3cQnDbiRQZC/Xqm6o0vCMHmznhyKW+BymZJmiaG",
-	"R1fIKhH5Scf9slf3ZW419nUiX1U+h6q0G/QQPNdkj3onmLaCLApDwMTIT7WipddICv2o1i5rhZdc5JFE",
-	"Qt/JEnA0783dThDsGnPC6nYQswM65PvkzzYMU6SA6KdooSdnnCyZIlLw2kGqnGX5PvlqF8zcfPhBr2R/",
-	"1c0DokEm9WBtHsUyw0yEdHNcZpwcbeyVyZs6dubppmRUuH2R3unMv0qx5f592n5OrUSoTgwTcx5yWq0M",
-	"2XpUFSUyjbU+Czt/apkSMF4CeXWuR6WSxHown7LM5/HSqUrKNQTFcjBUzIqgITsciSYJzUkKh4SR4P7e",
-	"IQM3GSIsAm9hCx4DYwYegn9pRcoa16eFj9p+L1FloA4f17fC05NEG73Fk2vfZDHopzZhyoy1SCujDf1g",
-	"TfqUSVc6Fyb5bI1HR9acrC5TaHzqRgPTir75BT53HU2ZuKn8jil65YWRsFcwye4axVrNk0XeiXvtlq/c",
-	"j+s/jSILr1bJjUjEzTXqXK1M5nAnGCL4m2pl/JaveFyv1rMor+PPpWlDjtCnePbh9bE1c470npR+kEjO",
-	"ZkzExw82fx5imFkTfpuehRp7DZGbxWyRdxydv2atGjWnBm2pPckRtoziuv7uPUZEnfKPm0AtFRaThRWq",
-	"Pd2Yeff1OnB5JDY4jcn9jbbkF35gSmlJHdr0Qqsr6qcgt9AVzhAmYirfr/1v5Wh/Znk0ddTt6rRNRuuB",
-	"84Z3XTF1a9/3BVTX1/is75m0Qvv3HiaM394xZmSfX7lX9l2L9CvEgvuSWsVWD+WZ0iwfkuNCPTdkJyDc",
-	"w02BWWh4B3mI9DgxhbFGyGYLXjoVzUicjHewCqYsRp+qLS5iQt8DnoaUcJalCSThwr465DaWMuUMEu71",
-	"nPYNWBNHvV2wQTsHG9xVglsnho3U/k0dJFFbVoVaI2Etc9DJz2REJeIm5YV7ZT2RcPNY1ljff844u8UI",
-	"zpqvTVN4tMiTO35tQ0uOG8axCNyr1Qm+Qn+61bNIJBfC+P4gOQRSz3OyTEQsl3WqJW0k4nqSJjfTGuq+",
-	"5CawhMFQEMb61fNM3kCEDdgUJMnEvP7twBDnmRzzLUp6knIi51wYnV8KTuB2skzSlIw5SXlO8mkmFzfT",
-	"x7u49Bf22Qlj3Cj0xeEDj/9gxiMu8usoZUmdAfkCfkdfADj/tS7pLLK7sBRtWpkRIXNKIFSw5MnNNBE3",
-	"ZMrSiQkyTpI7PhKzRCxyrjAtebxQCYT9sVgBM4krmb5vz68uXr+4vL56/+H66uzi2/Ory/CYTNkdJzOe",
-	"Z0mkiOKQhI4GTpKNhFwK433W+qkiasoyrvme/sifRg34edQIq6snF3q9iqVC671huLCN+K9nxD+erCFd",
-	"y60TiFKpIKCkl6yp97eBdFGr+eJkao6EZkyckqnUJoqIyVxmelNaNy0S1tTGDDuddr0mhxpRnV8HL5Dl",
-	"VCpukvCWerprB9GlEbsyQLu+RywV1C6NqezaQpWaEvGbTgGYVgFFTFQqcySE+mEcYLyahbUb5Gy/w+do",
-	"PXN0mVU5jfXDVi5trTjHU/4EmqBl7HVq4FaXga3/0Xav3jfMJzTVsniqRJKSjx9fvyRHLE3JLzyT6liv",
-	"MqbuNcEtjHwBq2umTC8+ekj250i7ewHDpNtVnxcsTeskl5G1B7qKiyKwdeF9kOGwJTixNSCwOY91ArQ5",
-	"cfUOcz1rEfH0VZLW5l28kAJtKcO9IeCoN2oq0/i0jDuaDdkSXrM5HQ+MsIGP5PDnrLvg+sC1tuHQkmm6",
-	"dYM2L7iu0GrrMpaK89pK2BzfGoVnbcOKW+s261XC0zLHoUY5d6PVqNQ5im51TCbEXO+x5GlM0c0KyfNz",
-	"lk8t063ktR1Zf2y4GakOj23pjCZVHE2RkA4uGhQc28LcGxtWxL1rfVWJMtntkOmL0YbyCzWR8n38Aheo",
-	"/Gz9hmT8KpnVmG6pjDCVZHN5S7wPu6aW8J5h4TH5RQrN8HAiWhmZKHRIHHYSFnl06LFZmzOOGt+wa75P",
-	"IFCKpXu0rfrd1dWHt6YceavDGuuVkfps8ZlzJuzR//b8qkFtTfOHj/DfZ1cvvmvQxsvzN+dX57V603ec",
-	"pdo+2gyPTeHKymS+1PDGKY/QH1Hvrfpc5+CqydxfpKCigJoc8zkXMZh88HqqNWA4e0fhXKr8BrP5wozH",
-	"CWQnmmxBLW5DqLj4Jaycms8N+5he91vginFi/qjjgiVLXfcW3oaQl+x8iYQxv8lYzOMQjSHmTsDJGlrK",
-	"7FYV9QBHF3oIxyRRI7EQYE1o08TdSxipfbnet5INwKXdR8DMoY7g3oKeeZkzVGRro3hbjNrYoKFsUflB",
-	"uJp0Ma2B3kgZoxe1LC1k8XG9hhu7qBm7PgC+cB6jpbf5npTlXHClruddrzYQ+JbHCRPIoiALFffNfkNr",
-	"dSReQHWs9dKs8FdNZqcQ+yg20j7W2m5gllZTObTBoHZog0E+JXOeadUYjOxJUer6Nd/Vginhh+6ctpBS",
-	"PslthEMvRCRnfKvNlm0J+qJBU+DlYT7XwQJgk6CzHFzFhWh1UTjsFA2N1tH9O6PgPyJHAdR+MGjBGQwA",
-	"QAuRcgVl71POsnzMmb5oU3cPE3HFkw9K3nqgFr65MXo6zxTaw8BZwSjGtEVTa7nxtjnLctSh699ZXjdG",
-	"sFZQuGPtAvSAVscizH6rBAk36WrdPKuGjR9BQJX8IzcGW9mESrJaZdbbSOoJlAigzJo571rzIpfcWXj0",
-	"ATDNqeZpok9cLutP7ULIpeDx9a4vfKjfUSGJPnbOphJR79Cp04Aqk6odR/065xda3h7uhC498Z9/jzqL",
-	"ViWsXQGRhQM1ljhhKcmjOfG9lv7/veFJuzcYkkgKwaO8+EcihUUmq1Fx1o01XJGaRLT1qZtVJRi4U8bh",
-	"jgqOW7kLyhEtqxX3LBfWcpkd2xRSwmZlM0UuXr0gg063R+bVodRkOBSR1BozC3xzjqEFbMoo1KZghUwX",
-	"Myaq9tfuvOra1FeTT13HMqtP42fLzGSctDo4l8KxqmtYSZlMvanlf7x4bXYPAkyThGOdrGviFagqsOpV",
-	"t1WWNDMO4BsR3+2i2J2OExlvZLHemOK9KRow6XtzImoqM60fQqZ8Ad6QCDCcnKGXG1rJ1icmXb/O8bua",
-	"P2DpNj56SkI2lot8OE6ZuA3dVCk8MRAXmEng3DxKJkmkX2vMalid6ridtz1gK9a9aius54XlLLapCMvX",
-	"MWIEZjnAz8ZQSQK9v3C3zTgHj/hYnyIMj56CG9T8qUzKY/Hov9wbF2er62whKtA8JtV1feoLgWXeM5ZH",
-	"sJ3FLEqzD6eZYBLirD5s+1AHIEB8bbrR0pX9NsjujxdvMJlOOQwv5/c5cNVEkPDb8ytS1FmE66FTr9Pf",
-	"D8KyhVycCHINK9bWBeSu2HQyZpbp1GbPgxtQs6M5SmuDeDBPWeSgEj1TBCqp1ilme0qj4EuTugj+g/Eq",
-	"58CD9T9aW9R1W+f3FbqD/qx5EzXTgKq/NLUsqzqdjVWdFd6iXfLA8SttoxI7mo8XbyhKYm3+QfUmHJhE",
-	"inVO33jQvtf7keGE1JmjhU7rHB1zs0kyTI3TdVMobM+3KN4KNnzJeDwI0JA4W5FsIQ5QYO24nY/V80h7",
-	"hLcSvl14zXa0WgiQgJh/EvOUrcI6dSZlK6dErDFs+N6sjkotwODBVlLNDPJs9RL53Ra5jZ6BuUyTaEVY",
-	"WZ+Nm3bDc8d3coPmguDUnOWxOdTDam23XIqRsLBpS5SOOVEQr+SU8FQ56XjPFDnyPSdb1YesB396vLl2",
-	"VQQ+Zwn92mTuCjxfZcGntQ59F7qvcrvaK4LXa+KcV1XH8WnfNn0ERMia1GCtcOOy630Qa4zTrr1Z9lMS",
-	"ikWahlpjz2XGVWXBzU37F7hArvPXkeu2+Kq2r/66xvWtJDZpmmpGBfB7/kl/2jokxWNtr/a93ARZPG+m",
-	"WgflPNbv0Qc4JvWcabKWDcQyPFwJj1sENs+UEJtNzAHHD8pOzW5A1ohbRm78diNxk8mlQh9n6Mw8JLlc",
-	"sixWWOpvfzX22k9JnvPslLD6onfgmZ1gQGQ2El2vXSbJyzueZUmMUJBHCKagdbupXGQHHMoaDgkOTDAy",
-	"7eokggB6QJlyLiFgGKWLWC+YOQ3aPHb1Zd/bVzqyk+r0YFIpbgAXERcaSwvzpXQ4EHPppxxL6E+rAYnD",
-	"+MjmECpQAQ5gY56tdnxcrX9cHSYE3I4L9RpV9SW0cd+8kU39Y1PdJvOmVdeacwnl2nhqvtBHFqxi3vqT",
-	"6GSPTYiudGWoJRKWaxpx7OYZy3mWsDRRRrUq7JrH5aghxLFpuXD4MMwT5EhxTsKalg3hMSXJhDCxevzY",
-	"HqOXVnpW1KtJ95WZHGEYBHIQsZfF8eNHbJthfK6xwwr83l2Tcdn7tl4YG7ZZeRGcZTMW25SxMY/0iBzR",
-	"DKVUBii+Bq2l1LJGwg1cjTk5Ym7dMWH6oBQJgaB5HrfIWUEZbjjfGddiPhKanLLTSoif3EgOqaSFi0/v",
-	"U23hXJ3/xoBZ1x3NoktIzUUX9fpQxmEMnwNiA8BinBEU5FGlUloAIgANl9Mpa3MqVc3OoOsJ5NMO5vsE",
-	"wYWCj+8vfXhkycLlPnPnjGRcz1drMSZ7AbUWRD4zKAjzeQqxRrT6yxXabtI/XgDVFUF1C0fsiQEoNkcH",
-	"5Cy2+sL7ZVZUcIb/o9WbdIWJAeH/4OCxMshKY6c2qBTDtpPQN0/laNjhJjgsZOIyZvD8G38X5pNUuOUe",
-	"XxiQf5Vf4LP1Hq/HcNpDeUg5i49XLxrrI3199u6szFXCPOVMCsLv5xl24SEQF2AxSdZCAWs9jLbxnb2+",
-	"E/eEIWMB6qw/Z3K+o8bRoivN2IrEskXCb0IDcmWryGmRK8NEbIrqW1j8gvCQAJMxEqGDLRmSCAG/MLaI",
-	"KBpJ5qi9YYEVNvwmLHZcYRmfGs6YYDc8LPC7oJ4Pa/aKa6a+z9Ss6UfZIk5yM6aKoQoXSCpv3FyZb4oG",
-	"bjXd3EqXanG5/MHe4gxVX6+Mr0Eb5XBqM6hMy6aalEmnF1NdpYY2lTQX+d/mi8uLV80rfWeI3Af3DYAs",
-	"QRKXwOeGMiMpbxN+AODKlqQG+x4oGDHZDBkXfIkFR4VD2NwXHp7W8KBcY2zeVKavFrm+RVOsT1sz8XeC",
-	"RivbLKuo0LO1e/bNm5LlX5XgDItAXXKpbGItN0huxGuxVeae37Moh54ORfBOW6tl44eakCmUwG4j16si",
-	"l+2ZIk41ytnLt6/fXV+9//783Zby1204K0VbEcMaHgS4cqARi4zlEh59IugkLGSpNxr2HjxG1GLOM8Vj",
-	"Hht2Z9BPDA80eV6WVG3ZzHqtwFdjJ52lSiLgxm0SF0j3DvqGXjqmJURI/vLDlcVDwQEnN0K1Dsu4qSL8",
-	"mLX7tG+rHJSfr9+xm4xF/Fqzud0MsWgZYtg/bIzdl8O5XxLXaiXVGvaa7NLlVPHoOiT/TcZM8ZOO3pN2",
-	"QDImYjlDkM1HwAzBJqx9e21Xquuzd2+ewiapHMtHp05XXnMBoACPAyqCFdgDGbNBHbecF9Sx5n8ru7+E",
-	"QWcalo7q0D/pTxHIp1Qlg870MG52taXA7czWdbGywwsEmY0g5OiTNQXqWLmkr9vyr+0pwNuE6zMFxWUb",
-	"haYqEREnIfxPeKA7YHul7BWErpE1zUxkFD5jcXQYesJtFajJ0NR3D9exdfQOGaOBko7XpyPRCbrUuLJJ",
-	"9/6eYrmmWZ8CVrZLdsECPag2d//6ufV7Rs+G0WxLdd4FVlf5mnEJgsGdS2ybgPOcZHJG3UE8AFXr91Eo",
-	"DNS2la/b/NMxv2ECSSQRN2uhR3Slm9Wp7AjW6ZblmSNhkzl2ieTaHCi+rcGK/tAzRaIkixZJbsmZYpEu",
-	"KONoDBTnGeEjc0mSvEVwmRNIvgv1aocUWzIVLwanYJEbGvMJzzJEdA0rWxgWiSrKuBkreea/16rcrbWx",
-	"lRMQPaJQ9jG1sfXlrk6Q1ymNRcpdO8iftnL+N0VfvM2iOb2MeqtNrarp0ndqUFrB+nHihy7xU+KRGWcC",
-	"jECEIa9JP6htjvd5DyzaWue82tttmcKXHdP+aoXDSM7/3LLfKwP2sZESWbSJKXqWYUexEi0MCPehakAZ",
-	"m11HHVPorlCSTFhGi8w+G6MlRza/qwQPz7jiOUkQSG03RW3P5nIrOusyuqroboBmtslNHhvE3GJRmKas",
-	"yuLpPqgy5AlSzcxbTObHctuw1oHvBIdcqR3YUVvbhBlER7AlDcU1tX253kHPQYrb6205ADKmrmnf3kmb",
-	"SGIxZaZaB4dg9wA+GnWrivvofjHJSZzE2MyFJSmqnjgIOD+Hj+QxiIfV4SEQksG+gyHaRBLoYoFXdgxo",
-	"LY3iwUkd0JoJkUJ2JHecGlXMsg+8D183EvYdkOyCafrAYzCDcU/ux2Pj1m7D4O21Y/w+d/EA4wUflil/",
-	"2yAUqZkE1N8lM44R75EIbUU/Knl4rcCxhClXl6lF3kn388CczVe19vhO77cUEa/2gLQNKL8GTcdEdQ6L",
-	"PlXiO5/oFg4DpFpmHlLXVW5N7kmSphwDNpVsyC37Y+Uibk2LvMYqFkDRA6ZowLYeoOtXM7h3dHQ0qiYu",
-	"ORPVgovahIzD0Pfcmot9UF2XeGc1prbFD6LPo6WlGVuBMrmeelRNNvLqg2OVQP4u4QngOBbb8HDogG3Z",
-	"zh8v3qxvukKYnuq4D+2YTR8W4ENnnK2zWMsjKPILtqcPuKmiazATG0kI6xyqRlxUZNmmnN2mZ9Zj0J4B",
-	"GiLwIm1hUSL4soCPfQgALRpo1hBDiMUa8FmnhkZbtVatPtAcULePg4I08TqLBgkdlFlcRYRskbMNRMii",
-	"DfXDcDN36vs78i0sfeeyYDYtAkUh4SJLQ2Kq3fRnHlIxsU/HbpFzvVHgXcIlQMNSSHikRa4gm0ukq6Fp",
-	"+KmlTlk3iPVwH69eNfvgojLtygVZiDnTgyVqkWXyhuWccBUxAEYfjRZx3/NgM+CPyWQCPY1tD2iSMWwc",
-	"N4W2mFhskaMVx0UEzqFEMC1CWM7ISi4yxdMJOUI/PCWKrdZctp9HDWAEo8aQdIIvX2FHFHn9W1guSnMh",
-	"l7CX3HSxMPu77nYuslLansJyAn/a9mZhi5zfR+lCJXcmjmz1j+qs2vXc+uttke+MHYJGRimyC2VHq37m",
-	"1dBoyEk6l0tRmhLfhNSNUX0TjkS1d3i1Y7eyhnfZqNRkKcdcrJXcvsAOPc0rwxOcLj3YCPdXT7Gh+9Ff",
-	"nL13cnz102Hrsak0uzWkTaIr+zMcW7RhqyJtkBlWs5ziX4In+hwa7+S6CGaKKCmF/t+5VCoZa5ZlsnMM",
-	"wNBcM1LLUZZrQRQvOGn6fjMIrnxv6On/+/FgfeFJNB/T085WYKODVksHU+9XmFJD4itsNog6d11U/e3Z",
-	"/15fvX57/v7jVUiOujOnl/txi5yViOYIR7kQioBPemJwTaA8G5J5ElXWE1Ri+FZfPmp76hjS7xKuDBgK",
-	"MO/DVLltqlbRGwqcuciNQK0KUQuTCNFK3kg5H7Po1oBQJHeauZt2gNzWQ0Alu0lScRetbOu7Xtn7K2lw",
-	"errb5PEWSB0TOKh323IB1gzPTHyhOOQAk1nF4D9YvXERfuqhNFAFXIj8GjuTbkkjz6DkIcLaVq2WXY9X",
-	"RoPE7oenhJnL/OcFSzEkYY5oUT+DmHvGkqlJB66+eEcBn81jqRabaQpJBCILmLEJvXRYgbI52Zqi4h3A",
-	"diXo0R7Iou3ebxObqKtZNOh8tVdLHL/9eHsu5p/7WecbVbycGBPhduL0IQ3uL4FbG4t5jBaEv7nFtTS4",
-	"61jVkcUPqPsX9nMiwK+dJhNuGjzYRQmHlXgP5NJbBQjudJYsHLr9IvC1GM9x2j9s3OdAJ9kWEOhP0Kcg",
-	"XDPF7EeLxhKVV93IfK0hRYu8SgRLaZmkh9Wn9jVMv6EwNNZ7zUj0BZkirSWzLnfTu2L3yy19hMOiw7t1",
-	"Hlm/v3lBpVvF01FjKWiutmT8FVlkNrCheK63Wu0AD3h6sKW0CM3ttDthpCaMt7uLm2mSsTMppeh2/Kx0",
-	"2BmmeOSQFzVEQp39PC5TeUeiUnx4y+d52QJ3VbzYIGlabcd1ZjvlKlAXMl6higdhM6NmUFe7uTi/On93",
-	"9fr9u5Ac9UjMVkUCquL5mqnVC7zpg/yNe1XforK5iE5fgxpxHSVxHVbLh6pSQjImbixESrH+Rp1VoB1i",
-	"b1CW5lO5uJniOuq1HacSauy15mfKHJyW5uSICZK47VCTEnnFrZI2Fqkxts3KQcMVNOfXYbU2igT2d+ir",
-	"+KCsS8kQuUuetUwbhoopfDt8FGbSue02uXlet3VtA2SeplatAbYFgJZswqTtDl9BS4lgThU8C28/nEUl",
-	"/sq29GVyJ1uXZkkEX6aroqEmDs+BRoIYcSTnoN1o9mWSYWsCsrv6FVYapD+4eSH6vFU1t3Do9L4xxeBw",
-	"jY3ElKkpjndN6V5e37Z/6ky7NyfXg0mf9+KTqDvusPYg6Ps972TS5Z24HQVjn3m7YFp2+4XLwrgHh1W3",
-	"Ri/xnUl8UEByO7JesQ36lloifHBe6FWZd4vwl8mNWCvet7xnSIok0ok0ATHkxXUppSNhckoveMS1qFDk",
-	"jmfJZAWfgNRfZdF7ydFlzkTMspj8YD62xqbxw28n3/91kPW//f7vP2dXy58+fnjZf/3mw4+vZfCGvWGX",
-	"yweh9FmC352/uv1QbkuXOStXruyQj7Ut0CNftchrQRgB6FwMs+Grt2An2OeVPhrLqUw5OQo/f0GTF+EU",
-	"0mRiEhO1xXp8SjxyhM3+3OSc4/U8HIoapfmU8ZWCCgduF4xwm88nbv4Osd14lLbB7nh5yZbbyUXeAmaB",
-	"j48E1t8V8dOSkvl9btrariUX2RTJSqFpPd8aL7JaIfDhtfUpl2FglkM8krCxvDPNxrV0KNxd9heSyYWI",
-	"eUxizbaOSriG49ZIgK8bfVD6+/r+8LTEi6Ce5+n/7E84sU/vGfwcooXQWvhILVTOEsHjYwruxmr2HlT0",
-	"6G3FX7WOVAxsJMqRkff60STHFFWcigvIsGXoJerrtpStNbZq9ZbCzik2IJeQAQCVcZgMCbl6RYqcEWXO",
-	"FPVkRuJoxu5f2G/mL20alTp2NsBO8gqDPThVRDgwKXmpzGmRHwEtX2U+ErarCFRFl6mJD0xD27IEziY+",
-	"bu7k6EUqFzHO6tlIzNh9Of0PPLuElx8b8Q+HAiJdUvChSQhG9E4WIev2n+sh19NHdenWMzuLiNQk49ys",
-	"pnGjggPMKPc8TbWZSkdibalJzUqfwnoUX9EbNcPsBSaw45xeukQR8OdpJdexwYHhleYz8jrIaqBoka9b",
-	"ybbsXY99L7FvlMbX4D5Lk+JbZn8eFcMz7fD1jzIjjtF6bI9Di5wVqFgoiZdykcYjwe8jDq3SiQk41Z1W",
-	"6uAFZ3wOYMF5bdpS0bRzJFgKQJqFmkNspbV65qQKKOugk3KIBFsMjpRj0/odFp9jyMRur0SvSZGScLQN",
-	"HQJFjgEFgAyirEVeIGiYOZwZB69sDDCktnLJrhlaRppc1VRKvbWawJcAAQf2Uazp9oZrg2j/kdb7XVRx",
-	"btnr4jo5wvJjvTplJqKzs6C+J8bNDyRd2cqRqOzlKYl5yrVB6GRySDJjt1omydlho98ac3hjkGbmPGta",
-	"Z05o7g7rHKB6XaGQXmaUjHkqlwVo9TM1ElujCmvRC7902QIyBPjVmLq1bjN3XYLTkXAwiGxlhaayaJHb",
-	"zHTkUNb0KZKOQIPRsl4zEWhbVS0pHoniHehf2AxGbIlUmp5ZuyKV+7OES/fMmhsAqqAdWVDgHclJ6UJE",
-	"VQMEfFgngUNKoE+pJv4psHRE4FaWO5s0J8DkK9LxIVdec6a5zHJypHWa1pxlueBZK5KzkJIw8Notr+X7",
-	"7VYvPD7F16I4iZjizUQoLlSSJ3cI943GXiJwI/Qtes8xR5yJYnKoPmJwCVLHTZqYpcA7li64VmcLDXdN",
-	"LzaGOcNFa5EzVwWD31RNnumXPUr93xK+rOlW8ign3B6xcVWRGEIuD5IatGCwHAtxDyglKNwr1RHtMnC+",
-	"PjEeXnSJkLkHpMQ8VfpK5bOHt5ZEH/AmqLfZnt17uH/bMHBkdw4DSL6nCfVoM5p1bDBSC6Q7z9u7xdVx",
-	"fqptPomTRDy/nQiS1tFdQqieWusO+jcA58hBOBQuyE3z7HGH5jAHNd/qn94EktjtfB6JivcZ84fNjoS+",
-	"CslR2Au8KfbnbXvgUz4u0AzRK41KadnQwXqmKyKydE2DW8yGxQu7eL7IbiB8btK9lKLwUpyVUdjssEcC",
-	"lDLApeaAcJHkRnlQpZkFVY6asUB+gxac7/XveF9MnRBXx+vYMMdIbKqOiUJtv+hC8Vt40Q3w5IG+9AvX",
-	"g2Ic6cZzXVbemXhOqrWxo/Afn1xPihaJccZMzP94SF68fnmhUBvZ5YM3mQUQxXC2G/tnXp+9efP+h2v9",
-	"qsvQzSkYCU1Prv2upSQMuCCNYvetomNpRWApUFyCGkEqjb4MUlRfP7XVZ9rgxAWBDgtaB8yKlYEcjolF",
-	"0CkYu5uc0QqgI8Bz/6QWW9Dt+ryVDMqwwKY4VjxaZEm+wrK9Ei7i6vFoEbRI/AnPFvlUZskvcLiH5M+c",
-	"ZTwzMEqAR1G4qn8A0H74TRl3ANK7Qs9QlCbwUhOrcUD6LQANiSUGXM0twNANMA6PSeDZJ0bCQcso6oE9",
-	"okrrIMylbGph0GSLfNq0pX1lm/CMW6+BPuT6YappQWAZKd4CTheYUctg08wAVgIWodzNaZ7PjUfqewwD",
-	"4B2vrLv6UIf/RqLZ1wBxwIHKeL7IBBhYEQfwGDwLKDXw+OIvmk+1RsLFvtm192ye6AEVuw+AqAjfoqUA",
-	"6rgINCXn2iDTwxWcx3rbRyK8bxYxjCbcogUFE6twaE4kksYtXx2fmqetzl3Y816bhIlQi8kkiTRtmReB",
-	"P6BKbEdMkNcf7k7AjIS+vYo8P+kcV0hMjURJYkiQtaS1i4K01QzmOOwOVgSrg4jHgPm8AOygLXWPTE3H",
-	"kmUxFKm7WEMUwJj19ioAn9EbglHMYkdgplhj6kBSHeFcRgJYBtL6sakUM/Wo2nKEj9g8DpATtHAJbOAf",
-	"PVPkxeXFK3wZJJDqDa8CKWEWKNZq3vKVnpDeO2UHVCABPVN4DE0iHGjriV4QHJONSQwbBTldm2GUS2zO",
-	"5ZcvAAIwkZurW8bTEgV8P500tQWkhfxskeZJ05xDyPq0CZJWbc1a5O9yAZZ+ktv8OcIgm47lhI0ExgMg",
-	"ARCiC6YQCJIwj0/1U/oRw/FMKYSgJj0QXFPol0QQWrIQeZICeWHHNQWYv26uYQkChlEpPFNFHxXE6Y9k",
-	"Fqu1sr+RGIn/+i+ijz72tAecPDESV6WTXJEjeAibYyxEzDMSPr/zn4fg1prn+BeQ1PPwGCipqnNa8gPV",
-	"EU+E1shuuRhuYzsPCJqeWWRmSmYsnchshpbFnbzVnDAjC3ErtJGtGZjAwmHNTnxwruA8bZkRHBc3F+CZ",
-	"gmT04ebPptCSlC/sUGtkjkSa3Gr7Xt8Au1zU2PL7ROG6vzc0bxfZWcVWq+Uu5D4B7i6sEWDkzDw1EqbJ",
-	"VsFQYTx3LEsgaD812B3IEfROxQl0YYktcUAvG6X/QCbTub8Hiuo6qVHwGiZI6KZrm6Yr//2TkiI0HV5t",
-	"36Bj45vVZzakJITmJyFg0kGamfXcQAuU8HSzHw9yrTQx6oacTAxSgrG8EkFCvDNskT8DcOB8YTbalCQw",
-	"PQUQH9Dz4Q6r9YpIpCYdiEOu+ZO3AHIfmcDbsV23i2JtMAe+XEG7atTOxbpCKYlYBjxAM1AnEb75HniX",
-	"GhIhlUgmE1iqC4wAZE1MItcXse1MBp7u0L7h0uiMxX3G4mqqLCLPhBT82SmZZGzGm0xEgDivzO82sf8F",
-	"i6YchpTJFD4EqQiQMof0D4EPljMQmPNM3mRspqy7es5uuEJGZLLPzUFSz0YCnhIWaMtR9ZSc8eL9emVW",
-	"5Kiq0VBXn6FVdQd+GokwA0CiCkZReAymydgYuuMVYSTSM7SlQku2wixtfSAwICQkefH+4tLu5hA7wI6E",
-	"rbayDEJmyU0ibKUDYlZCVBum0SJhLCP13KrxrVkclr2Q51IludQGCtPqyHQF2bSWoF7aCv+bBQODhANN",
-	"nblVdE69pFPSanyZNtmSwmrbtpI1962HgMDLbJcMXq63BmIGEIAo08/USuV8BrGnhVq1yjEnyu3vHfEh",
-	"fB8THuDNipvSVwV+WJvjX8S1QKU9AjMQza1CrkYZU0VD6VkSx6nZEPuWY+tphThRzOMFMqliuysl8lpJ",
-	"3lLH0sL1dpNCjQqhJbOCHI44yXhk3CgQyzMZIC3yzsVBUtQ66xXiIJECBgnKBVzuWulGcIoBUaA1k2aN",
-	"dcKmIU9RsjnmkdRqOSYdOuGztTDKOgPTCwCKT8xyfuw2GiBdr60/NpVCLjLNrqrdBdCkAvcJbiVWBz9b",
-	"a3Bg/CobmbJahpgEXrcEGsevSaloRsOQXvVespikPM/hRFppMDPCpdJK6f/hYv3JpGACRWjrBypKtOFq",
-	"Q0wf3l86jz3/nMRfnmM2bmhP4pVThWO0LODu4OkwszG4UuWpwuohihEFiwihhwGSsVK/R8k8XcDDpfgY",
-	"6i/8027WP9HjT/45Ev9sNpvwH325Qsn/dNYxpkULW72lFTWQVB/VdKlyNpvrN3wUyX2BwLwsoJzsk0um",
-	"LMBn9SWqhC38JwnvfIq6m8l/+u7t2Yvm5XdnQfdEH9VRA6+Wg0ftrlX9uRhY5SqUL8IP5jXcje3oScc8",
-	"kjH8mXO1kchZBb0lRyZ3yx2vee0xtchuG1lYRb841FFiPkkEV6ckXgDCG7NvB2EEYT6lt4ClmGTQVHzO",
-	"MvBaOUlfuKIbvOif1o7aB61hevXkLizIPiIoi/pMU2L9Pb+p16HojmLBI9afsGHxuHmWu9RXET22aM3U",
-	"ojEhLXVtvM4lIUb+8sMVOfruMuierG0vTAfX16qViVIhCQs7T6sGajHGqC2cv/CnPAndarqmPiFhAkMM",
-	"+f3csIhQU1fopO4tspRcfnfWNJQLF/T5/SeKhkKkQQqf1uTKRvGoPYpVDfWkyThj2QqqBAoDW08YnK+t",
-	"ojugY7s2aOOOZwh33PBbXstrfEH4LzZPGsNGu+W12gCen0/BTfgcu8j/AkCLtfCFRtMKPM80djCtJrEf",
-	"sSLZQgAEJ3mdY5sy0IrKLqKtAi04keJ1jAWn8EnaKGSZ/m7geVAHgPopJqetlXm6btXPBYyCaRWPDvC9",
-	"SCHYTx8cATWNkst5Ma2jQN1mBwdW99ZiAs//zGIbD3I9so3hPz7RhrKxtMYbfTi5wrqbGwW95O3iqMYn",
-	"/ejzmZbpkdq6JRX3rbnZajofMqlFCl9gA0HC70F91OwHM2dLI5C4NmA1E+H86uL1i8vrs5cvL0K82+RH",
-	"WieSdapJka5MHmRp8Rbgp9Vtf2umtXfb9cCfz1OWVDe88V/ku/M3H8rE5wJi4TqXOUtLtbKIWo1XRC5y",
-	"rfEMrTZmwov6TGm1ojUS/0Wu/v7hfPtrMeKYjcS2Oz6bb/xpBPBxo8YXEhx0N3aC0rf7B91vpqCf8Pud",
-	"QA99bUXwv7VIzBS5wv+x0fHEAVx8prSiCS0f9BN1q1B51Q1b3HB3jJWrfrcdjETDPYLroeeN02aowRyw",
-	"zv4D9k7mr+RCxDuPl0P+s4Lcth40wxdbKzZLd56293MuwAsio8UMwCNMquHZh9e0qqXZXogc4R7ZPKl8",
-	"Jtw8F9/y3Lz/YRzRjtrhiNaz+Ui5UGGi9Tk6GJLa6AFtF6jd8opFMrilVlStBa1q2e/6Oj85+73SI7Jv",
-	"30UaECo+VCoWmP3AViMmSCzBvgfL7uiD6Rdu2lVEUzZO+bHRw7peGw1EZXA2RkJwACC3uTlDN+pR5Fc7",
-	"efEGn4o3wRoGGYyZqpgriPzZDmIkMHSr8iRNATdZrySJ5WKccsThVJQoicAexXDNEE3CkTNbjKkbEYIS",
-	"eUhifpOxmMc2KFRqAwhntkht9WaIKoPWr0zX9dD5akiOiibsEEXm6cSiRmB4qajIKorSKSYUmFyCQk6m",
-	"8ub4lIAHFjVcAzysb+p67ZEAhS1Rdb3Lq+f1Aknja7WXstX9tn7yRq15Wi0HRv+4c0UbXa+9Y5Kua/fB",
-	"k3V2HbP7sEF8g7kN6aGMoryvXJyu1y614Xe2yX3JdhaZGBbMcGgGOhQyb+KNBy/sO5lf4BObS/uubK7P",
-	"NujItHq29G6deUm14z56Olo7edgFoFbs0SGLqAE0R9nKx9D1bFo86yNj/K8kkmKS3NiEHshJdnywJm8i",
-	"hz75KmdpCvc9U+TIoNyMROgUqBlQ9ozf8hWmK5foU6ckxK9eJ3FIBMugLyYG0SBhuqgZrB7DN4nKz2By",
-	"2pzJ2IzngIPzj/p225V6UC4gqFYEEn9ecITlwjhiMZ6KSrMXE7aecsqxPYfhQppW49C7X2By35dPX8tu",
-	"MPHwH58bLDLrYhYWBcm1gXFrUH2DzPTxtC1eaAOmXQVxCSyIiz2pbrKaU1UExZxlnQ72nN2sB4AMPc/7",
-	"YsoAG54/YKw/OWn6URA3e7w9afZZZ9zsRidxj/cnA+aNG9TZKfsI95r+OIiavbjNm/1Jx2t22cm4F/Xj",
-	"AfcmsO7FChi6bAFdVuYepUn9tP3Nad/yFQ7gNii7EzWGbTs61RgGa9PqNgdxP2r2xies2e8OOk3WHgeR",
-	"H3t8MOlXpyUWaVoZtNk2483ZPWYvuPL6Q7+7fcz5PJ1P8t5dR/FpUJ4AUw9ZLe3DJ5S6DpYr+dMk/UlK",
-	"1ksb1bnh+ust6+gt646bJ1Ev7vPBhHlj/1Fb9ulg7mwOmNqqYBYH/3Hyr+P5+x/5KJiJXnNAI+0EwSEP",
-	"GdeDFmznItd8/4sDQrX/eX4/51HOY4jMrguQaj7YPz59WdOKedm6y5Eq8My6QDEA+LvdE2to+SW0sMnR",
-	"P1J1APPHNS0wIACA0GTGLzYSuWyRP5thlJmpYwyMbUCDG1QRnk5ON7C/S9Bvg9TPRsKOuYrYT54AsL8E",
-	"c6gXZ3ZOjSdj9pF+R7TIkzt+Xbby6Lp9Pfyg0hbD2+gcsY7e1R16/o+mqYApB1+/pTNswy0Zj7jIr9Gq",
-	"aAw7fquLKddcAVv0it4LDdOpwDYkKCCi1oophp1Ou+FyVqfDgKf5ZP2MPXfGXmXC7Y1hBv1eK6gMtO07",
-	"Iy06LGyMda0hgjtOvzLOTxba3nDA2G+eTLq82Ys7UXMwbrNmMPD7Xm9ywrtx53Dt1BDQLg5ojy8FR7lp",
-	"pPBY1vbbsKcXVWZSwo8a3P2d7Erfo/bov7XNBKbM5ubMEwhrmmp7hfHJKWdZPuYsL0xwTaUJFtOhrp9y",
-	"pjgEyQEqE+3w6RpeVtA9cZ8UkqTJncmBR4TNowKhJGe3HKt/iurukSgHIjOSL+UpYTYUg5AEubY0sF77",
-	"F55JU8aeSwmV4bA+GEpGR/5xPW96B+v4ZIzJ7cVWAw/ot078vuYgxey23em1fLzTUSj2HKfNfMGmN/TR",
-	"jDD70Bj+w6MB7dAT2qe+R/2A+h3qn1C/TwOPBgENOjQ4oUGftj3aDmi7Q9sntN2nHY92Atrp0M4J7fRp",
-	"16PdgHY7tHtCu3164tGTgJ506MkJPenTnkd7Ae11aO+E9vq079F+QPsd2j+h/T4deHQQ0EGHDk7oQA/D",
-	"o74XUN/rUN87ob7Xp74emx6cHp0ent+nfqDHG1A/6FA/OKF+0Kd+26N+O6B+u0P99gn1233qdzzqd/TE",
-	"OtTvnFC/06d+16N+N6B+t0P97gn1u33qn3jUPwmof6JX4IT6J33q9zzq9wLq9zrU751Qv9enft+jfj+g",
-	"fr9D/b5eqj71Bx71BwH1Bx3qD06oP9Dr59HAC2jgdWjgndDA69PA92jgBzTwOzTwT2ig1xkWOqCBXmq9",
-	"1kGfBm2PBu2ABu0ODdonNGj3adDxaNDRO9KhQeeEBp0+DboeDboBDbqdT8C5s3xDVPlXQRv0+c6PYBbs",
-	"JcmevvMgkgzwTpckg6YX+VotDrRa3B43O1E3PuG9Sd8b+HUk6W+SpE/btEt7dEB9n/pt6nep36P+gAY+",
-	"Ddo06NKgR4MBbfu03abtLm33aHtAOz7ttGmnSzs92hnQrk+7bdrt0m6Pdgf0xKcnbXrSpSc9ejKgPZ/2",
-	"2rTXpb0e7Q1o36f9Nu13ab9H+wM68OmgTQddOujRwYD6nk99r019r0t9r0d9Tw/Np74enB6dHp4/oH7g",
-	"Uz9oUz/oUj/oUT8YUL+t59CmfrtL/XaP+u0B9Ts+9Ttt6ne61O/0qN8ZUL/rU7+rJ9ulfrdH/e6A+ic+",
-	"9U/a1D/pUv+kR/2TAfV7PvV7ber39Kr0qN8bUL/vU7/fpn6/S/1+j/r9AfUHPvUHbeoPutQf6OUb0MDz",
-	"aeC1aeB1aeD1aODpNfVp4Ldp4Hdp4PdooNdZL7Reab3Ueq2DAQ3aevHbNGh3adDu0aA9oEHHp0GnTYNO",
-	"lwadHg06Axp0fRp09S5195Nk90cw+d3dD7ontLEQcqmVLveC9wDnVcx36QYgC37v2sDLqrBWdfIXJKZc",
-	"in3KQaGe7VQPCjwJB+6TYr80dgMggti9zlERiuq/dZGvLxbGw0gUWAcOFgN1gBjAIe4CIB5vVkBSz/OG",
-	"BQ4N1A7rV4JHBdCgasA+yVGRB4Vem7Ac+y1fuc36ABOnRS4AF6HoYGg9/hZrXfHcegRDpyq16F1aNGiE",
-	"JVtHZj+tQrFXWjFtqiJXZtf2+P1clNSysYnZ8hK1GJHf69yAiHzpHq6Cwq0bC8tLuwawbGsbEy1e6vAx",
-	"7QgwFK/ogevXIu/n7OfF1oGbimB35A68mu8FnU3v5dM5GF2csG2eqMO9P/RJ3Irrji2nQhYaFpSlldUm",
-	"Ob55rclStBirs0S4Pymn0V3x5W47AHu0djUGV35n6AVD319fDb/Z6UyCZo954+YgasfNgPsTjw3G/agX",
-	"u6tRzukmlWN+X52VrSndMq/uxrS82ca8ultBGP9RrWn8tDF7NHHd6vTG25/OVu8S7/7tpbd8/7e/3r97",
-	"KZdvf5L3b/827799ed79+w/nnR+vzvN3Ly9mb28Ot3mdavsaseY0vsCD/5u6/n4bifgGMlwLprgu8SjE",
-	"3DaFG8IiqlJymEKGScbVtCzPEWV3umpSZJkLD+U4FYjCRIwEmOglrPoWvEJSwhVimAlT5PW74KcblgiI",
-	"R0NH3yQnik14qxJesthdMB/SbAJmx7uzt+chmWeJkWOYEPiXy/fvNoXKC6dAoFH4ff5sOm0czgJdHvNA",
-	"+q0Ccn6pQhOYbhRr/Nl/2OAKhMrGdHm9+OmXmN/cxyKatINrPp+046mMf4lllKjgp2me3szub3gseu1F",
-	"t3tfxfR7Eqa+K85QABa2f2Gd+++Clz9+VH+5uUzf/PffB2e3k0X3+Q8Tdf/frLP49p1MxMl5kp3/6XEL",
-	"Hm9ThWtwLMmV0yagqMnRGlMFJjQvD0WrUenPUSmX2TZKc/9zuNnc+05e6iODY/3NwhZ+e/9DH9gqlSy+",
-	"kvKNFhNfG+7oBIP9z15J+ZaJ1YX1zv52fkhkMJZfHmhcQK3AzmDJNohs8rpEnEVLYi0rHapJsLYHWG8B",
-	"LbGRYObwtsfqeKiBRQiuWrfK9r4CCOaBJ3L3UfxtQ3YPS0j8rQjwQttMO8hvwyDak2GA6/76pfE15NG0",
-	"RkuYWkDtSnt0S6JoqoL9p5yuiFjj41i70D/dJMphiQK21DySGZZGIxPVNrzBXDweYjgPUa+wqKEe4rXo",
-	"LWjBrOAR6jw+EsY+rYOccfsZFW1XfM+pn/YhncyfFshrtvORmTxWl44E5tQV6FxQqWOB1tbgAlGdKcuh",
-	"cF2W2ii0d2h1DGqLwkKvN+s8PQjEx8RFobR8Aw7FDGckyqekpLuQdDb5CoLLfJ3atIZy5NB6meRICTM1",
-	"twi4qwAVjZioIISQG7QBpU8PSkNZQx7t7jQhq/h11aDk9h7cweZXvnwBPmcgb5qAKlOd+htAk67Fr0fc",
-	"HGzVj7j3+Lwz/UPstS8WTKjJRNyswEWVw3jF9Sq7ufRFtwD3yGBnVGM10nUqhMi8gXxyR/kwU9U1SyEh",
-	"5stDhUsVsesg/frfRzaWvjsBWM+2xcbvWWL+/rNiUPIV8tYRew/R/J5r5W2Pg9na0JUixBKtAvCoMQpd",
-	"BUndbOO5zVn6PV+pr9f+7FR2UvjZh9ff85XxxxycuOU+VEvp+tt/6IDG2cM2YFTUk6uDu31GJXxQtbcH",
-	"LQsaEc1naKETUN9KhIEQtw1GAC4AEFuzkSgoPk1tKELrmKWrByyhwtFj3vH6ZYhQKoWbp1BjIjmb6eOT",
-	"JnXBhBdVYIiv0mEyHmnFb1WVoWcFapUFmdOLQretATgTIGxVCErjKCle/+Whh+o38ynNOve3Aetl+c9d",
-	"Mb6+vfupF0R8cbfsdfkkO+Fx3lGr5bi7vJ32YqG2+ZQwjN62abb2nvGqmpEMvqbKF0unUrFWeqE0DepD",
-	"8U3j0wMXbo+HCKDYCsG74QIyJnoisMfBLV+F/97uoP88Af82EbnBlXPP44Ol+/PPmE79Bfllyuv6GFwA",
-	"a1O2Sv/UbUyA8JEFxlciSNft2LFefqRfVGVaXyXVDdM9ULBfmLsfyoa2HSPL8sFd+od4x+WtEfBPKt/3",
-	"F598z1egCFjK31lFVPiIZJEfAG117RR2FhNVldihK+JjRL0xJELX3J8KcTNsgeMaYmBUjqnqVA2hXiIk",
-	"iRqJ0D4AMFFpgvkWt3w13MSZC3fp11sKkf6t6oGqQZiWWVynwESvy3q9yLYUuGq5yU3GIugD3Zl6M+gO",
-	"sKWyJJn/8ktvctv5JUvaWWOjasZj/rjZi4K42eftSbPjdf2ToNfudwbdry4G0gxos6hm75wxBlZTDbWe",
-	"TtizdzsrVJThVOJxpSYT83kqq3oMuFWGGfbkxD+WWZJz4Afu1INme9zRU+/qqZ94zZ7fDwZt1hl3o5PH",
-	"1eHsCum/Tf+6fP9Srt6+lMu3r9yQ/uvGv3n9jndAIOyVzMbQuP7fMwRWKQXS/Bt8v7U1QcDpPtHGBnpv",
-	"Y4gXkTitzvRw90dVfDzcDULOEE52JKwOrjajZAYnDnvvOJ0KNxn8f5Tr5Dci/38pCb+x8J8FHdf4SODP",
-	"LVSsrw1nTDAMaO/zhCDq3ro7ZJ2Kc2nUFSJFLqFWQ2IcjJXdZLFSmY+EQUJOcsTLxtyDujQbUsmyMbQP",
-	"EBSIgw+3lW+DihKLpECOOl4bQQOXieLH1DliWInCsNcDE9AaQXLloOPO2Ape57aNIwvgZiMBSlySF3pc",
-	"8cFgAPpVE+I5TeyAxeOQjPlKCoNEZpUy+MRMG2kzmfHjFrkq1hCstiFgwDODuSL4UrMFSlBoQnM+wPFH",
-	"/oFvTmMit3uCvtYHZMR1jQfIJN6u7H6YxlSIwWwRDK1baMVZ5rqADtEkHqUw/G5dSU+ZnhTUupLq9LpD",
-	"1vkptbU/nFF/qGQHyDObdiRqXAEHizFHG3uQu0oKXq+XPUPvPAL02EsgoWwHPy0rHO+ObdjgEykQCHat",
-	"0LtoLQv4q8RtwQ7XN1xjBAaJSJrOh0o4dxsP2OZE+490n/02x+nh3uB/6RmybrWvOkMPde+s+dDKvJSt",
-	"mYD1Ha8N5CK0gK51sQHekOn+4SpQRcXxSMwW0bSoJcEElybAv2JiDYJxLbQG+aaEyHKaIpdgbrY2yOnr",
-	"MxIFT3AbOoM8AqwxntPqKzfSaMMLlnNwhTXhvw3yF2TvHAOsfXH9gs9YIqA6CsBY3SuK6yctdiz2yAB4",
-	"tEWa4ssA2vOOJdBiCSdxXJsy+cY2/Ps6P9vvPxtpo8kilq48sPyiaPy4M1OlaMj+Fczqd+QgcY7qQrEb",
-	"F4zA7Ps2R4lYFTIZs4a2Q6lUjnrh6rb2ZlmQxxQ2AIZjd4R9g8HuK6y6VdEpGA6tabpjijnOqy2XwFqJ",
-	"MBA/1JzB9rVBeEG4xTQJWChsnld7jF7AWn31MbrFploP1vOdkPGj1fuUqfx6oWoi1d5g2B0Mu/0fH28E",
-	"mJjj8POjyycOVyXMXuzOJdPU8nXaxL/2gP4wleDTw2NzoJx3z2Olc/WepP1nZePStUAWJegmb87ZTSLA",
-	"CQLgk7D/9Z7GooH44ypby47aX1fb2v2jtHVbrGwMPqHG51Ej43OZ5aPGkIwaMUvS1ajxZZcfYlDymCiD",
-	"ZfLIgHxDviF+s7tmijstfqBz2drY1qJiXrPHT+JmL+qOm6zD2s0SSY71LPdCoH2XeXmaZxZjwjYUjWHj",
-	"w/vLq4aJ82w+1K48hH3bG8MJSxV/ihLamub22KPddmO3rcWTGf9FCr0654tMzvnzDyxL9JUFpPnuXv9F",
-	"ltZjNj2HHOvnsJ1N3OCHgM/Z47u/FLU4qb/7ONa/3pGvHKZoOXn52xZ2XtxgYlH7S2ALlyxiJhVtWiCd",
-	"0Na/stx6JQoChfby+kRDw6bQUmbYMo1fnDtt6x3TMfgIm1LYDwP6qbbhrIJnerrUdNJovo5DcKI4bXWP",
-	"KZmxnGcJSxNoyqEfBw6bzPiw8NEDoKr++hx6+5gXUneY+gFtcRVtLMG5XkgZxAiBshScNvaI7NoWa0ez",
-	"RCxybP1DYrZqyklzJkU+Jfjf5qcl53rMJ/YxWAxjt42EkaCM2O2SGTkK/2fFWZZCS6//gZeZf+t3mX/C",
-	"2YV/6e+nq/AYMjr+B7cNkzq+lSNhW1Wb1A6ng7ivjluAnE9+gSAjyzh5ffbuzOBNH4Ufr16ETjEEdnZ7",
-	"yVYAJ0cUuwNlHeBA0J1fJa0JBFeAxnJYJIW6OqwX1johDjgJv8H+rdArte2RAMTFN5ijYmZ6PDTYI3UN",
-	"BW0jKzXXgrA5kdmSZbHeATMKKSJOCTN9mbCQAw0AQPUVeRklPXIZLSXAWr12MxgMiRcM2145L6899Dzy",
-	"4vzyio6E52umC+1by1FO2XzOhSL5EoNeaKGzNG1CivDm+MCpjcMrCXUkjpDBe82ga0cBnyWeN2x7P4ID",
-	"slh8hGSrrnL4TUiOkFD0okJbMTnJuaCAYKwP9DfPu7js5Jvw2LTtUoSnbK5PGcxJrxVnMRSpJzkUdmFZ",
-	"cDZd5dMZyacZNLkey3w6EnnGBDbkUEN9e7FuSKJ24Q2CnIxYil+ZAeaNsujnxsuq4K1Qn8XVSBiNKgOs",
-	"Fh7DdFuW/EOC3UFFdfhFrrRdqmcmIJ5IQY7Q3wShdCniY0oyfsOyOIXmH/i1XwA+s8CTKXgvJkhqTSKE",
-	"mKUqgOrhwwp5FHa9LAW+YZO2TG0sF1A/pJyOdCsgFhIvOAB6OryrbAwHj8g7nsUL6CDHbDvPMY+glZxh",
-	"wnwdAFCb0bFcimNNILNEKR4PzTHQP+PBtoFaYKojgfiR5m53PLC5tHRrGxc3xTMKnzYP5Ul0uy0safn+",
-	"V8Um+WZyOlr8k+SOE2TaihYBW6PbOVFIo7YaVtqduVrjt+dXjj5o2pYXSltXHaB1zWWagvzX3Byqxaph",
-	"1JxoFY4A/zHs9a0UmlfkkrzKkpit3NEeoKl/tRa+Qw19kIr55cEq5q8ViIUn3A3YGdEo6PLhE9jmg7DM",
-	"4/euGP+fwUbYBD/IuGZvkIZb8qVHaOboAttwuhRwCdsiky/hd1URWRY5JuKpQeRwBIrROe6w8+aYc1Hy",
-	"+5iseN4iZ2XAcCTKl2JGPqtx1+AgKoz5q4KI/8ozhwsd/9ucvX+z0COSimMHfNVxoTtawlXpFqyIJXVr",
-	"g+9d/bnWW/+fQdF/UPKvQsnf8vyrybjwxzwokm433A2n19gZOx32QP4hBK/DinxA5R7OinGcO5ZQbj0B",
-	"xl8DwmUygYi2MrZRbIz/Jhr/0JGWZOCJj5ggY9OTi8fYcjoR5OPVC22cosJcHtzSSkIDKclHYikXaYxW",
-	"kzaEJ9A+a8ZjPeDNI/yO3xdn+Eq/Y18o4bsCm9SVmBKGstUHr9dwGy6mEzvw98YOns4zD5bymqva+Hz/",
-	"G5wQWivPo23O7C+05hWdva/o7HtFd+8ruu4rDnc2v0oy2OCdcL5Vhq+AvmUW8+wPxvikjPFDxu8Svizg",
-	"bB0nx++MSwLHgTZsj3/zNmf6ZS7nVbV8uKGLaw18xXNXAWcZN6q7qfEQ0uZyo/d1xmI+EpjLg3qNYYEt",
-	"8oFh7gHbYKW2/E/IfJqIm01OqR99GgX+QHfDf2BgEKFzq26f320UsOxe84go4FNppmtk+gcfflo+rFf3",
-	"qSytegaKrOdX4qAXHJMlavgZeOlrrLhSe0WgFZfZGtcydm0HXZIp+2KAjpQ5dtY6EtJkWrbIhZ4g8tRq",
-	"4MpEpczze/krvOc/xENiVe4/ju2vlJytl/epzy1XykDaHeRJxNtJJOVtwlvkB8TCxmiovVjkWs4WKofU",
-	"ZYS4DP+3+eLy4lUTMB1CbRiakJMtDlRJzgtk6+RG6APOMyUFkYv8tOgTp83MxNTsxc7g7KDObFEPBmxz",
-	"/TnTFMpExyxCAnSdg8ZPOINCe7LVfUc2I4AJiBLW5EBfJjfi/aIGNLZTo/slN4LHOJtyxJpnGO9i63Gk",
-	"/FSgGxWMDT1YWCETwIyZmo4ly2KH7srfPm3zuf0wlTWkA1vAtZVPC0RfTRy4W8Yd5yxRxgVfmm7fllz0",
-	"hozEEQYs59C4Y8nTO27yBZDl261OxHGLvOM8hpLNKikOMWs/UWQJSXkMUpBGIuUsE4okeQsKciz9rdF7",
-	"vYfQnKuvZuhFZu5eho5ffG/vryTNHvLkgzEX7Ry3uRfxMoW9rW7j76F5jhneCxhYfbNP1BHykvLtnLae",
-	"gHqF5fze6gEOINyRBa+B3Bso9IpniTDs6sgtUDk2KTIb4xiiZw0LuRD0lgnyXZ7P34t0Rcklm/HLJOd/",
-	"usyzJMrtLpRIcdfmRSE5utSLw8s2/cDBIzbjIwGt9K7eXB5DJbPRevD84mjxPODZhNNHiwM7Xjk5D/Zj",
-	"2JMHT+tI1B9XLOYuEXAgWxkdhGWmAJ59QE81TkkjBEZiJM6MFCqy/V2Wi9komrcxQcIzQ2QM4YNNUlmi",
-	"iKY+/f0IcXYKYKqRODK7Vm4S5sSVfM18k+XElBBAqjvyO0c0OszxmRqJMFLZ5BrWFZLl9PAq3MqMjhJo",
-	"2GrrBdsEHmzCg81ZoiATJnSrC2U2EhYZQlMgZO8h6g98XZ2ivqrXP/zu/fvvf/ju/PzN9dnLt6/fXV+9",
-	"//78XYjPmOw+W39u+eBIvIK+7LAGzUQorIFyS6BIlCb6RLE4zrhSmOudCKQfiz9QL2Nfi69K7Ch5YZH8",
-	"UKmlZuMo5pObafLTbToTcn79c6byxd3yfvVL0O50T3rrNzwoIQHG/6vC6v57yolLe1rW9SHF87XS60ue",
-	"Ny2z/rxd3FgGUHG8r6e6/1GE/Wu1htjUIEGkHaRAWpMERUCzaBF/cNWX5rFr2GcFTy7BwSGEZUW7QVOL",
-	"F5kpkJY5nDHNiQGOS1sgiYyrJRjgdMUsRwDQsNIlyUhY1k+FLfI3zWtUfQeKkUCRV/St1YJqS8kLzurS",
-	"rMiv24NsDZ7MrJR1XG6DIDusoVnxMlMMUd9MtF0ZwJZ2+p8exH2L1dsVCWJRntxZGIj/k1hA68cHq51d",
-	"R8Pa4dzmbsDL67gKa08/R5gacBPWKs5vIWmeQaDDntjqEOlunJ9XRkkL4SyH5jCPxJHtYBEGnWlIi8T/",
-	"0D/pT8NTEnoqtPqRTUc9NnqPLXOwNdn5Uo5EaH5t6uGxfJHx0KKw0QJ3B4dsmwGgIgiJyXc8SyarU9SB",
-	"lyyLVZk7K/hyhK33NYm6dQ7ll/7ywxUITZSmha5bfrOCGoEp+gmozEmuVc7bJLZqZYtgDwCykouMZDzi",
-	"yR3kfMn1VxqgCf2ryylxnGqZ5NEUGzFwNRLVpbNtuU0pAzmCgvmUJTMek5+0alymMRcsGUptbyQ6bXCm",
-	"zOY7H6M3qegWItO4mDn077a17vyOC1wgvcUtcgEv16wfWXIhCCrMH5PVLZFMHCZhybHGswu0XeE9X9M0",
-	"zcGGbDyO8+GAHCX0q8GIDhEfMO5rfZQOYvJVsbK15dn87NKPvTfB7SzvLPu349X7n2/+9tcPZ6v3b395",
-	"ez6droLvvPezuDu+6vzpkcu1B0qoPAi7EIXA1vgDQ+jfJXsXjwhC8dc2c3w6SZizHartD1PTQ3iztU2c",
-	"xFCwUbYCDpeJiOUyJIVQ09wUvTCWZQUddIoeQ0PmkV6VbAXVbVjSsN612RQ6lC5P297GwhYhzf/CM6mG",
-	"5VWtwdKRiHmqhQaPKfS5SkzGQgzlP7bVcwp50vZJ0+ibHM27HtwyHwwgEWeWpGliuDctffqVkpyiDEvY",
-	"F2J9yoJbsWXvwERlCOcdo6CCJcTlSBS+3JTmJYLMM3mTcaVOndIXRVgcG2XfYLygcHPEjE16g0mqfCSc",
-	"FVpBKMJ2M9C2iyRsPucsa5GzVMlKH+wKDZQNqxKBXbs0FS3USKBJU2l4HeK1a/j1OjVgMdgGG8rh0DfD",
-	"f16w1K4S3EVmnImyGbYJ0egBtcilFpYqT6KybxYiOS4ltC6ipFIOWXQvgqnUV/R/y/NLOAsHZOBNWAbt",
-	"MaDejxFbnajfvpzKtKjPIUehr7W6cODNwuPTUrvTyt62dD08RfX5epiFUUg+/PPJ6+fN6BFuukwJCXxP",
-	"MzgWIzKNPVuNoe/3e7ShSUxwpa7nXe96ph9oBe6vgwH8etLqY9ZJoh8NfNNbfxOoo1+k6ZVjKAbgVQbg",
-	"1Xwdk102Pl+2j07Mk1s+P6j5/Em3Wz8AuFCzAH7NCDqt9t4BlBoJBAM2TpABFjLwJNfj1TXeA/tskrMa",
-	"w3bPjtb313YMn3Y61TeGZlQr+GNAi0itvr0beF+opcxhoz17QPtWpm7xYG0LzxRn+Q+Y6F+xqCHBfjbF",
-	"YlvZSsYr8y9Hp0BkqS2ahIOPY7UIB91qB3A03oV17DNOoRMgyliZ5cf1oIUoa5ba4M6lLT5eQyJMDEAh",
-	"iFDfK6sjy8AHfvqZIlGSRYskJ+OMs1ueFeX7xQe1EW/wBCREXM9ZNB0Jp+QUvlmWDesHzPxB3I75NIG+",
-	"h6lkMRmzVJ/HzBm3tpArs9ByM+bP1KkJyzVBfYfPTJkiaHSf2eUDSGGWYUirgtKmEBcMB47JnGaaI3EE",
-	"cphrYQQ5gfNMjvk1y8NjOxy7RJSoRFvoSU5iHiUxV2Usbm1bbiQl40U+EmEirieQVK8/YJrL639a3mmw",
-	"3yYsSRcZV6GR+tW2ibjsevJbejcYKnu6XgqlcOvQhh0ccL9iQka6bIOU0py6M2z7P9pkS7uwtamMcBss",
-	"b628C+AyuqL0/DG+m8GRKnIf1+Djhp1Ou1E09G8MvarIamuhXc7Mq8ws2D+z7mD7kP1g2Om4Q45SiVXI",
-	"G4N2EjY3B/yJNjSxF6mwsd88mXR5sxd3ouZg3GbNYOD3vd7khHfjzkNEjx7FLkerQ8/mAI8tm/o/5HWt",
-	"YOSZlUBWC0mE8ddJBsAo3CIX9N6oGs6yjs0FHVTZDdTUIDQFoosDFrfN4tc3UAOmUAiTkSi8kNhqLklz",
-	"sJ00OzLWCPzbolyZzsMHwl+NRGG7wfiQX1efhByAq2n5bWMSaf7owslQEi6yVP9PEvPZXOZcRCsAf6Yk",
-	"LFxck5xndsgWOQ9cj+FIRHI2TgQfWriERJE0UTmPRwJYuDaqEJfChs4Fx1bNrY0vJMbGVoB5X/M5wu/N",
-	"ZfR5RprUogVELjKTbQoWWGpaIOoRAYbIKWF4B8pmgU2ObfFVIsjRxreEzEfCwbdfG+0xsRjCnSBAtBuz",
-	"xkSwLLNlWjASUCO4MVlb5LWAzsRJtEhZVqaIABn+P7zpT1qJDuFpfI/+eyRSnuvtHBrpCXoKwoBocrAO",
-	"gAmmImjr9EbKmBwxMkkES0tMVbWIptqQ7HgekRnpeB0KKRKFSgO9gXlceWUibo5bJAT2XdgHMTeUAT9z",
-	"fdRDotiKLKcrCnMbiWJymCBdCmhNB5YuzK/oJAk/vL90FsUmVs9TBo3EtcxmsCSwCCOBDTvAy4/GN7ru",
-	"NUVNkvttfTug7fY+4/s9BCNgqW2MxezjFmPamEUPNVYWqg4p770NhbhZ28AWEuUkG28ZSXnSK8OZyGwG",
-	"onexgCvr1jzdsQZF261cE46N4hrADXJ08eoFabfbg+OtlYHuIaofVcxyDhWSjxxaET95+Kjw0acdFh7Q",
-	"jxdvDM6hNRFADb3PyVHoqllumYk9/0bj1gxLcZGPBAgLloM1QwkzHiD9iZIvKGO/8HsW5ekKgnna8JD6",
-	"PpMcwO9zDgmoxiEInHokEoVPURIxZWBp0nTb2i2ydBvYYuB1+lDBU6AvHrx0Zh6VVvcmVbWUVCaZsEQu",
-	"27rBa+Jt64C73QePtx5q0+EYvy+YzeHBMJtnY6Ah264G0bWMCoJN5tAVKgGO85TEEuEzFkkaa+bA4wSU",
-	"otnvE6nTscSoU50H1a+jxpB0/C87OtB6ffTXtXy/XwTxTFld0Bx4sd/s8U6n2Wd+0DwZd6NO3ObBxPfg",
-	"3ioxFo5DK0GxQy2KMNQyeKyFNHknc4I1GeZ2Rw43hlqM1xXV1RXomVucIr2vL8vbrBSsVi9ahyF6CDfL",
-	"9bYV5dl3tAI0equFeWvG6XMbLnoOO6nW/KmVvX5IJWbgXXk9vedtr+V5nfU9bzf9gI2bvSjmzf7E85uY",
-	"OdkfsHEUH7bnzi+VbQUo+N/VtlYLQF014+DSUocWrIv4UIIov97y/OAReK07mhSu3r766/L/Z+/amts4",
-	"svNf6WIeBDoDaHChJYFPXEubVbwSXRJVSWqx5WlgGkRHg27U9EA0rNJ/T/U5py9zAQmQoqM4erJFcqav",
-	"c+7fd97+roeXV/r3Nz9Nbt68fMeXLy9+u/yPv64u/+2/fj8uCn030WuH7/md8vXuei2y3I8OEexFpntm",
-	"bOuo/e3q6hdw5e2ngKaRy4lLsqx4xTL8MDKoRs9yAc5JRBVi7WPDjNYKuCI32hg5LwhmoIQEII806A2f",
-	"k+cqeFlIUQ7829Efcm8vBVtvqy0vil1whsH7fG8tOeumvg6Spv+z2PmK/kqzNf8oKC0dvAgAChi+FNNI",
-	"zVOtDrXqh0YAZIqZYJv1RukQiDspAFIPe9hHXKgbfmDlrh19W6qIORcdOCR3BZnARmnaorj1i6r678AN",
-	"FPmUVeVWZERIiJF5QJp2zGimalPiLJfLpYCaOpgVAglGowH7WezQqoHbk7u4DMaK9tEv2k/96Na+0TlB",
-	"955/PqTEn1ctMkSOF4uRy9LBexhMndGXo3kEupR9XNV0l0yGwftO4qOILHizNR58TdbVL7hrX8bhBu/Y",
-	"RhdyAZUClBLZR+64lorW+ezLiR/mZJzWCCp/+XB1sldbnrWUJT5c15apcZyPqMSG6SFMj26Cx4Aq7IV7",
-	"VEhFlIm9AxkB8Qv/18ctoVs10reL8CSSh3WB5IVHW9i1JE6IlVE5h3sTWXlJjQxtYE3sFQgTcYP1Mm5t",
-	"jVK2DonUVisXxQ3fGZaBpDpna15+NHCBKQ5X0pNYz9Ne7uCkebTx9gplXcF/nNifW+XXBfU4ntzzf+/o",
-	"r5xiaez7n5noc8/BbEo9L8T6X90BHbaxv+BT+0kK8OZLw25EUfSXulyLnM23lcehIfZyuaS0LlGvW32I",
-	"UX2gsAd/xWSnBMMzM9X+Du0R8sIaXTsGdBAku+uKd/ANGJTvPSmiM/KOMyzrpAIYr57zarHaX9sfrE0o",
-	"ZZOVWFsp1Ih6ZwyY3ZCTSwmW84rPuZUaemulXCk3A/a6Ems8IDhADpkXKwRNpUs4r1xshMqFqgqShaEk",
-	"wFpavgVbKcy2qKAw0k4IhnU3BpR1ArOdOcs1+zyDHbCKdTAYfEHW+c+zE7ge9qd0ib9kA3ahcJXYMsqx",
-	"Iugb1ZF5aubPjFhzhYV3aDfuNXGtymBGquuCMLw9XtMmM+XkK0wm2KK8IsED1fFl3cI8HbBLV9bnc4bt",
-	"DnkJpk8kHAhx7UNAbCkxf+I+gcnohdsa2FEw31/5iyANW4nCW57IEqiXrduB4PLW9rHe0D46OjtjixUv",
-	"+cIam6czKALFb5riebhnUABix7Vrokk5kITx379p7CtSDvYweThTGZhNg9hmygaDwWngN8iwChVwKFpC",
-	"c0BMmMKSe1nj0/kX+sfYbv4F9LEQ6xrJDGf//v7yLdPz/xYLAgJzSGfRIhJYF0k1e73tvo/cb8+9/wWf",
-	"ibGfzI70vt0ewN7YeX8UuwG7utF0rC0PZ+pLXUvk5kD1bu8PRVWjO7dkMkdAdZEwURg3qfgM+x/Frl8K",
-	"KzKzaC3A0EAnxeyvoejG4bFrplISyVhnRrh0MBwenCamDHwK0woCV3EDHlHXNicw255W1B8hw4t4Co/O",
-	"FP3TseJLdZ0wexegc0Kh1bXLpA6TNE3xbkyG48bA2PDbsPGIvZF/YT1dJkwuZwpC7GVCUC17FfuwGoif",
-	"n54HSfrEsMy+KcNc9FoSeh1BN+ESB1NPGvt5gLisVkLd5uWZv4BkfwCYhaoT/nGLI+Y8lCFQ6Lcih/jn",
-	"/cnIe09He1tJ9+jjI0YfP2j0+iD4/LLaNJ7GCO7TyeQYyCOc0GM5R7UMQuntfupnYO3aaaN4eO8p780s",
-	"vJiOIbg5weBmPbMwWYxF/9l8NOy/yM9Ef7xMFyP+bP5cTIaH3pVDYs7483sEnRsrmZxFK3m0DENtFB9Z",
-	"Do7MUamG2uYfHcX4fPgtGN91C0bT4WiQnqXNWzDpn+U/iv6z5fO0/4IP5/3RYpxPxNnyx/TZ8NBv9g+9",
-	"Bc+ilTzeLYhHefAtiDf/HreAdtZKuopL+3gVeWAr0EdEHQM21pRhHh19KxAv8AufYF8LA/1jpydrBIkC",
-	"5GdudAG9tKpqY9UszJF9ePd3iCc6o+tkerLHwBpFWzUZjewWVQDzeE2zoxmHmodtqabeFZqShTIl5wOp",
-	"Lo6W1SiNu9zWy0Mck++tQL614n/vUyMgCwy+gOMjf9YaYQ93tRF7st/X/gl7fiTxqK7VuK+FzNF5dWCU",
-	"DL3BGgiNERYMaxmt5QnGPcbYF1rl2LEr6hNH/oCzPk4H7ApRbBQWiaAwdvSlVNI4uuNCLCvIGjmGjNCB",
-	"xGPkbkTEi1yvQLRu9lzsX9/58bWXMxUVX6I5Xa9czPz6anTNrFrpraHWVpz6MoGx7n4BRaRrWVXAbuUC",
-	"A4QjhIfA9qd3Up5spa1jut3Euzj1cdyK8Uqv5QKdDD5T9VoiojvFbmd2r3QJ/8HuL2FP2TsIHjhfi2jB",
-	"sIfMDTmj9qQ6PAb4K1dgeP+8ToBHtdtyUahUVgTAgL8N/bkgubfWpcIex1GXrrgCr673Yu6TeklcPc8z",
-	"6ijq8FN1gWDg6eyYt5tyvUVmjdvTT/YetQVfjul2bU/pr1Aj/SiuQgyMO3JW70DrdelE35DBAZViMfAd",
-	"z/ZY3a1Q+kS1mGsnvDmV2T9cmaFHuV+ZYaZpjzLDkvEDNRdrKq6Z6ilfmz+ld/oS69OkI0BdL8uGzqJa",
-	"iSmFYqIUDjKMJDOVb0XUcsgH0mSetMo6UWNg9Tkgt/ZpQOeFgwYEUt4sL3e/lluFyAqqCmCBhzKPw+CG",
-	"76I3+gUb3DCcrddEM0WkvAsOe7eU5ZrY27aOUStWgz6/d281uFenEbgB4swSAHO3KrWZ8vvUpdXwl6TV",
-	"cglEhmqBlSUuvRmB8J0Ix7p7aK3Wojv0ofLMunUUL/8VTYVpVJkBwXMG7XJa0wFUIjd4Npinta5TqfWa",
-	"LXVZp25gPR+5zwhhqFghDFhRXNl5QD+JjOLSMAWl8W0cMA9YJe1gHS9YBpPrY0xS5FkXibkd8eGKPi93",
-	"/XKr6vryJ0IsivheusJujmBWWHqsMunyu6DU7cWSJ6j0Nq3Kiyu7eRTIrlZiHY9w5ysPVnW4e4+kgPfv",
-	"6wXLy539UOJV0e0g5HqI7aX7tuiC9ueQlwyHo6O35QALoCmuiG1kj4D8bhs8Gj09fCcNnfkYBsJdrS/J",
-	"262pB2n2O4JTKwCX2xJyYU7dSmSzCUB1+ypkhIOm7mRrZogQj4aZC7vaqHOPLkFee9e2l/ly3ywhiyVh",
-	"4Y2nM0Uc+PNGy5+QqXoxYC8jz9n3w1iKG6tzIFcaM+ew3llq5eWPKVsbNt/NlOvLHjOtWcuEmHKCvo/J",
-	"kArBAaxGcBqtXN9855faJxAwGE+WVVrf5h4+GFn+dZMN9+8l9O2nJh4T5hBXPnqP2Ht/R0WeJ8Pp6Nkg",
-	"fXGfyPPXqsBKrN0bfZd/unYm6QH64ietloVcVN+O84lS/V5aZE+HindROTaI8nox5EUQ3Vjx3SG/QaEE",
-	"CW6fdeRYM2W9GO8IBE6sXsSx/u7V1au3V68v32YJewZUWmxutSjJaCyol5WfCbgJCpjWhEcGSqgowY95",
-	"6tnRFDpSdkqTdNJJwPVgGYxWJlAeHVAu+ZJQCBEx0kFPub/+knwD9Znfmxs9QtPc47/s+7WAtIfrWoy5",
-	"KsUG87D+BMzDd2RHwAVV1ugCO8jjVSIwTC9KGQD3os+FNCNAWOXGoSwM8RyaumAAz4azTFd8sxEortR5",
-	"fYoY439iwkTmYqHXhFdx8xyATeaJAhxlxZ5UDLXSABC5h/ICOUhpB6dV6iWQQSbEHqj0zTkQTNin5mKn",
-	"XUW6KD8B3QnNGViY4KJbgTj+8awt+6RhfLEQm0rkVhY3TyAQQgUokmeIhLpcjIs0iCEx+oGs0fbZhqGU",
-	"sbW9AAP2Rn9C5wUGwxo3aQAqBFzCMwXkO8j9ZIB3mExiFbsSMBD4E7Dt7eGsh2BPqmbXQ8HicYY9O8Su",
-	"h+J7ujQECGia7Am25nCGfWfjOtdA2WmPPwC3c7vZuQdAcyWUZ4YEraiA5zEEi1wdVro+Lm7jduBPikLx",
-	"UATr2EJPRZIf3w3h/8NRGhNK/e9tSLfCMU+DE3krFWHuCBGdbHRJGuD10GzJG/Fs1H+ePpeXgtVsXuDh",
-	"pdQ2cS3FNvYKWnlCf8+eEaKRrYepZ6dTNJNdD7hOK9lR5Vy4dX5tCgZA5TtGWyAsfT5JTvYzIZylY/Ze",
-	"lJ/kQrAPin/isrAXzU58W1lN4rLR0Ux/pdDIdmOqUvA129YeJA7mvQJ2kKZRcSFFIs7ScUQugBS18SqG",
-	"aZoOw0KUDsCvqIHAMEWaGoyAtFdwx9SGg/TFuMYaC7yqtYmMn8UvNtuF/TY7Nufz7EQDngPE951jD8eD",
-	"yThtbcsoTY8oAaNbdWtvErp4iTPCIOqBzWMgwo3dY747JV8bZo9i8olpyS7zh3oqbZEb5cnv7fzcgczi",
-	"cXgjRD3IKoB8NqN0doCYep8j9p3stz5Tbbs3ov0Diz0G5BNyxpENeBoBQNB5WtiNXHyEeM12M5ipDwby",
-	"v5UGhjTMQxBhHOvdwjJ3yu6iTwOHp9IzteKfBJjQ9Aek5hGhjTvkA+a+wwnYTQ6BUsbJZMcD64kAEgKd",
-	"LPRmN7WP9NnryjAJW7FVmMLPwZCvscaFhjQeGeya0oT2LqFlSuJSGzPF9gGJ6ZkegWzIKI/cU4LwBDcy",
-	"P8WOg7Q3mA9gLBf5FtUh1EcwAh7dSMhzL/S1kqbWd+EcSjuw4IBKBWmfoZAg7DSCmhm+Ki/1hk4PklFb",
-	"VdiTkRCIuxaVb99IxoXdW+8qx7sLFQfYGdhfzSpG5upSXksFFBTem6S9jFv0uA+gf1HFAL0qvgRRDwQJ",
-	"tXV4ipJsn/BZwNtpZTKEK590uK+wMtIqRMhlwFXGGgWsE4xMrxXP0T0dR4rGM3xKH1dkE9YDp7q2TBrI",
-	"rxDKSbKJqzHoMLoi/sNA70jYLftyvyfYZA1Jl10MQythYIH4LVXljs23+bWofB5sWQqzCiFQD0ZTSVjy",
-	"mu+QC4T6JdSAe2ytS1GbyFZBR1C0Lj3zQhTCoQwJziHUhcAcsiiFkg0iemY7xBqrC0r017HMojkdK/ei",
-	"NKO9gVHJT/8gQko4fpT0c1f3gv0p/Oli/+v4dkZ7gHW8C2t35AE3hhC+ud5WEV8dVhm5yNGeJGwSx3JA",
-	"wYTIB3yN+D1QGdANd7QlIc7ueFM4ghLzkkMnMLbZlhttkMtlx0IyNXxyPpmKsQ6kJ8wQppAR9rNaCd9g",
-	"I46TSQXVQwXfRZEhqk7yCb5qGmS/v32kWjAgJU2QYjOlS9RVRIEe5Vx3gkqKYDt/+OFVTiyG+NrBDz+w",
-	"GNcewMUcsYQIuMV2Io7oFtOE9v8o1wnXZaYQM0jFa4hvRJEPYy1ETejoG99PXdLloO3thdfGD84UAi6N",
-	"qE6TANVuRDzPwz0KsT2ZJ5ETaK2CeqXcgKHiJ8LdmgJf60+Yhb/h0B/FtQ/fINpgwD6oj8ouBkEoCOgn",
-	"5AfEiKBlL16W0QiB5XjDXVkd9sHH1uB2B+EVCKP+/CVLalHWcAcpyURfScsmqJWXgbaXFVMAC4ViLakO",
-	"qDDD/D3VlyWxLLytwouFJRq/xluqvh4W/TN9aeoBu/dIyOkq62ijopCdNdNFLisMirUfdLBxugJPMHZF",
-	"TYfj0N8Rqf7k5D/77/W2BCSRN/KtRV/PT0NOukZh+mnkafiOL3+6pVvbvYsk/r9zPTa8+OFoOkkHZ2fD",
-	"R0XmtUsj7oPKa073WBrIr1sbETl4+K2i0Nvn5Sl98yeNHf+RDDZOQewxpZKGIVWrTDjHTBR59Y5Vj9x6",
-	"DKMaRwgfaqWh8WjbOCI7wDGBfzMliMSKDiZV7CbeL9Rd728NXeN/FtDqGnpEQUKzizPdbpp/NyU+qR21",
-	"/X+DcY5cL7ZroSpo1Zc91Ruh7Ee84+siY70MyQqxih8esl6xVjMFfNnTp08LveDFSptq+jx9nmbA/Ywy",
-	"4SlEeGjBbX5p0bfOSuhlizyPMV5hbncycP4RX7Fjnfytb29ZwXdv8edY/d3mX35n9w56BjlhlHjySGqG",
-	"0IBALUqtmPhtU1JDd+CsAC/4d63EoE3t3jUdH8M66SarLnlF/e7QngQLCK+166QPUssRxdQbJA0a1NVd",
-	"M/g7/qI9/EWw2S5+eW2tV/S1ZYl8izgh6Iy9iwayf9cxjHtF19a7xrkUcaCGuL4luvHnGzWYjPe30eGy",
-	"Y5fr7aJPuui3NVmSeTwawEauXf8+MDdLAbwwvDCETCAWEpoM3+ZAEd5av/05K/R1x+CX7iTt6dnXbqsV",
-	"cs/4/FFUg3Xx8s3rt79eXf786m0WD5yvpeoY2L28Y1y7LX2pmMEbbNwB3Ih5aIKPX3ROgYXs6VY+jYeN",
-	"m+U3h34ZvQNH6JjE3wQvqlUCzVqkEsYkbC2qEiikVF6XPtadj3dH6njrvdlv9m4DzuGfX/4nAAD//w==",
+	"7L0Ld+M2kj/6VXC095y2s5CapCTLls+e/3o6naQn/dq2ezOTUR8TIiGLMQUoBGVZyfR3vwdVAAhK1MNu",
+	"J5OZnXv/O2mLL6BQKNTzV7+2EjmbS8FFqVrDX1v8ns3mOYd/X7x/9T1fvc5Uqf9Si9mMFavWsHVBSi6Y",
+	"KJ8pMskKVZJbvqKEkZTPc7nSfxEmUsJIwe/kLU+JFLxFW3csX3D9ppSVrDX826+tpOCs5Ok1K1vDVhRE",
+	"J+0wbIfBVXgy7PWHQfBji7p7xvrLt3w1LOf5fFIO7nqKT6MWbWVpa9ia/9y9ux3MovtlT7AWbeVMldcL",
+	"tf7uKLwKw2H/dNiDdws2461hK8latGXGunl/NAwCMxaVyLkmzd9aJVO3argsspK3Pn2mW6YSRFfB6TAK",
+	"Dp0Kv59nBVfuJQP7kqAaA0x38dMvKb+5T0Uy6UY7phtdBWfD/tmwf+pNF5epYToFZ2mLPmhuYeMyJXlm",
+	"R7o+xe0jDb1JmpHWxvhV69PnT58/U8OWH3C91jnTstwtX/ks96/CaZ9p6zKZ8nSR8/rMf+D8NmUrRVhJ",
+	"zoZBQDJB3rMiUz4VxjLV9/46ahV8Loty1BqSUStlWb4atT57JNhY6bNqaEkhRWvYCsgZ+Yp8RcJ2v0Vb",
+	"U85SXoDUeCFFyUXZvlrN9ZTZfJ5nCSszKZ7/pKRofTaEDMIzxk4nQXvAT9L2IOmP26zHuu1xlIRpwM8m",
+	"p2xg6VssxBq5As19bkwzXk6lfun7d5dXmtz8vumhbu2hOdPL1hpOWK64XpZSU/LX1ozdX7Oy5LO5Folh",
+	"QOGXMUtu5WTSGrbCqf5iJvyflJ6Wus3mc55eyyRZFAUXiV7BgLbKbMblQo+kG+j10H//omXisPVyUcg5",
+	"f25XajFP99J/UeStYWtalnM1fP7cyOtOImfPp1LequewnG1c4BYwDFcqk+LdnBeslEWdby6zG8FTzS3L",
+	"rJyScsoJS2eZIKW85aK2hVQxucZfh62/jgfl/0Tih9uz17MPPfWXuzD5cX4y/XPanXzLTvlHGWTfr65+",
+	"frvsv2yQa27Lh9W0CqlZuiXtKL2RX8Fps3PcTJCL9682dr0/5O7P0V/k2be3/xvOgmRwxXrjP89/LE4X",
+	"P4iXq9fqJP1u8j/Z9/cv+nfvbg4csv7a8PcSjw2CfEM8Oiri+axZzZHO23M8aIfjKGkP0i5vn056QbvP",
+	"TsaD5DQ948Gkej9LZrz1WS/EFVO3X+vTYU3appylJOdlyQtKCj7RIyfjFclKRQqe8OyOF/6CeNuKetJI",
+	"FikvtDDqhVulUAQE7euN0AnDU3cUGjEStc+CNGwPeK/XPmVh1D4Z95Ne2uXRJAzgXj6by5KLZHUN6yYW",
+	"eW7ozYtCb4uWHTFhQi15wVPSC3rkrSzJN3IhUrs8qmTlQl0nMuWtYS/o0SaJ0SSQzC0wL/z8l8ucTSFX",
+	"lxY4WDj18XBfk0WNEsd7RyfqhptSh82zzpwVpeAFSJ4lH6PwgZVUrYpnck3QzWNan2oktVf1oaVZBrVJ",
+	"Q4cH8U20k2/Ohl2YSy+Mfvyiwypq95Iubw/GUdg+S/u83Z0EScQG41PeC5u4DIfY7kVtS/g6z3lcWGOr",
+	"KAj+cGzlK2geW9kVPpy37Is6wVl4yImGNLRvt7xl9aBm3lqyrMzEDZnIAlhLP93MUcH/DY7C3x/BUttY",
+	"4HdkMuWW+kECrLZEj2CyBrXDmr6odeTZLCvVXjtjTRd4yElsvqAZdp5djxeFtsVBOOi/C1ZyTfGAttJM",
+	"zVmZTM1vfbMKcy7STNxcgxUBt+r/T9t4xQ13L/ZlORjo9mWJFEaVXbWG0eZXQDnwtQVgCy40u7eGrUEU",
+	"TJ+AU+Ar/hZjyZTrfVbI/K28LGWBbgWukiKbm29f5EttDsVCtpW+Ix6CcltwNZdCcTKVeaoII0nBUz1g",
+	"lhM1lUtBpMhXRIqEU7KcZsmUCEkS/UUyYytyy/m8MxIv73ixIrKc8qJ6ZcKKIuOKZCUppezAzH9eZHD8",
+	"lcWCU2DkGQM/i1jMtNpmh9f6RFsligxVFpm4QcVrzgo246WZ+MUizcoXi0KhFl+f8NWUkxh2bwJ3xERO",
+	"YMrzgt9lcqHInN1wPapM3/7zghcrzzLFt/pDXB8Oxe+/1izZQO+SzKQqSTnNFJkxsSJclECOo5RP2CIv",
+	"ST843vZ54PPa181DjpWzmSZYH87FTOBfoaNZJkp+w9FqeFWJzO9RQ6+P9A275Qook7A8J4pNOCklAS7t",
+	"EE1G1EP04nFltjoDtxZub3xYb6lzcHLNOSud+TQSis24c4LpO+EHfcbobywKoZ9npTmn9GMo6EgUBPBM",
+	"7GZQtj/wec5WPB0SzUHxOWEjsfZFUvsgI2k2mfCCixK/qfc56UVRh3zPV4qwgpM5L4wcw/nqZzNFWK4k",
+	"UVyUI8FwjrFHy/b3fBUT3IaatThsAaP5WaWtMxIjcWFfOOW5Mwdgtvo0ZorkUtwQVpFR33vL5+UQ9l31",
+	"85RpnVBkaqp1RJHqF+npGwkD1+dMaaPjKP7u3bvvf/ju5cvX1x9eXr18e/Xq3duYkgEBr8h4RQxDUSIL",
+	"/IL1YcbuhfExHQl/UCnPeWm+XVaEmhScE3bDMoEMgHxS8IXSKofe/lMuHLMwIvgSXum4H6lYsf8amWsb",
+	"YcbuX3NxU05bw6jfB+63f4e0YZN+z1evvm4WD7d89UyR+WKcZwnJUorigRUlGfNyybkg8XR5HVeMyxOp",
+	"+fHayZJbvnKTmLNyWk3hlq+us3SnzPNmctJrGrpV6baN3+oBJEu3jGLPCCaymMHRvFjAnZtD0Jrlts8j",
+	"V/x2nwaG3Ppx1Dt+q89rdcycY3DU/ImlH5CvQa1BpRbVhUqhnRdynPPZf4JiuxY8mLFcf5OnbXvV16JA",
+	"MoEUzBQRsiR/vnz3thYj4CXLtMamuQ7uni2U5lPC4F4ixz/xpARaqJKJRM/m+V34HDWdSnnsgbqTleAX",
+	"eWMHZb9nyLAoxFCLseWU83xopjVcmwIQqaLo/1dwraD8x/MqgPIcr6rn7/EN+MjmWlqJASel+QYlapFM",
+	"tVRkzdShhBGnDtj9uCy0KNWzALkGhwO+O88E1z8ZgQ1v++7q6j1JmNCvnLNC8Y5Ww19IMcmz5LELLWTZ",
+	"TvQC5Gy87pU2xhjLC87SFZwtzYus7zrEIjJCGU3Oc9TVnHUAcguOcS2GgRH0bDXT4ADBgGjil+cHWmMV",
+	"U51VTKVFhqVq/VM7uWuNbk/JXUouioRb5skEYaBicOQCludyqUBRg/X/RhbjLE25eCQDZEItJpMsybS+",
+	"Ag7JdSbQx6bWVuSixHNF31RpYILzVG3Z/Jny7vHcvJX2M/JDJKMWvvwc7qmFyUBbqAW69kqObrXIr7xJ",
+	"4if2rW8DWZ5ujS0VMkXuWJ6lZLwoSc6SW1UjcJ16R/HmmOJjEBxLuchTclPoI4aZx7OSpJIjD2lrCZjl",
+	"rSzRGfp4YTGxz1cs8lai9HNKIgzdebG3CAw9sInxzD7Nru5VC/7We/nefYw3Ps3yWlrYbQzrk2nRotVm",
+	"pU0VJtDyNDq8Xpf3bJVLll5J+Vqb9o9cnlLKdm6f3ziv5R1H1dlaa82ntT2B4Bl+nwDvAVdmv1TP7tt8",
+	"obf5jCairWqCw9uzJtU8nv7Qhmlp7rSDAfpfSfmGiZUZqXok/QtW8jZQaN2t+c7S3pktWgSAG2ar4DQq",
+	"44ytyIzdchIGAT5lBgl2IOr4VJ8S4F5SWrVYzDWbRUFwjuepvhoSdcCyRf7BKCV6AuwH9y1bbfpPs3JA",
+	"NwaEQtbTu+nnhSwZOYqtDy2mJN7wltkfrXqh4uNzNGBHYszKZEqrDeF4Y2UMPpnqH1kK8Xht1J4TWVB8",
+	"XKzsymjZTMmkkDPCSJJnaHqnacGV8RHMC66VJp6SKCCZQFlvhL8Cja8K1io4E/VKBUSNxFGsd4Gmf5st",
+	"yml7wrJ8UXA9rzGfyIL7Fi2/44LkElInFvPjDvkAy84mpWW7bIYPxHClfaGvOHfATXbHVafuCPfu27Ro",
+	"vpNLZA1kP5BqSwZSDoeGOhzY2Lsdac4ZFDQ4gzQ/fBR6+rLIfuHpozUcIHzbBHzXVRtYKXdU6q9xUer3",
+	"8q0y0ju/PQtgIW6FXApaJU4VBAPRB6krYbX1apPes+sW/r1PJy/HnBWaeTRrwjwzpTJxQ/0Je/M0cwdh",
+	"+lHw+zlPSp6+xKDGI1et5IVg+fqSmY2g5ZwjBslKxfNJ43pVN+kneap5dcpEmnN/75/rM1qrmGMOW+nm",
+	"5pBF6/vW6SszYKJ4oSULRnT2qplmlk+zchfCurXh65VV2g+6ZDnlwjiGYIDG6Ck4S6bg5EtZycbM2JUf",
+	"xbyQCVdK2zcvRZmVq0euJOw+hiP01/KVEYiTjOdbLYhKOuvVyWqPDMmiyKlx/daiE7QF81eQpwg3wwrk",
+	"kGykFNMqUsu5JARhYyXzRcnJtCznYHeX5VyRjx9etz7T6g2NX2p4YUlyzlRJwtbnTwccupHPRDhBM+l9",
+	"7OOR9jfxbyx5nreNz0XbKIb+58BGcjLBE9csBzin80yVmNkT4xLEnVY1Mi8xVf9rXsg5L8oM+cSPvnku",
+	"r1SrFSYAvOb3qmfmrJ9SP0yl8eKmJCspiW12ktYNkjyL9ULHt3w1HC2CoJuARE/h3zzuNH3NTyvaMkKx",
+	"yI0nBY+6jXdk6VN7dxuHWk9F2iSNEQV6zvrW2rmXan2G5blWHxNZpDw14YIJX9ojn8JpOQcxkud6CI8j",
+	"B/o/f9284OdZPpbWNr/q11ZW8pnaty8u0cx3L2JFwVYtdK5aBeZv6KqFYbsP1FINakxZxQWNx9NlwL7A",
+	"m0CQ5vm7CYiqXaMz20bLo/q+0XrwbVOozLAVBc7Z5HHzk+JJwUvL9uSyCqNOecE7jc5unx7285tT/eQm",
+	"a7PQ6wPHTPIDF8dNf/fqwDu3U93zirM0zTShWP7eG5VJJ60PtL7vd2wlVcq5IktZ3GqxePThmxek2+2e",
+	"gX2m75ksykXBjzvk3SwrS61DCb2ztm6frdtl7dgnORtrDccEx2DR7dFvT/wsMR7EhYIot/6oF9OBPIQd",
+	"O6gpnqOvubmD+0mdE4lTA+13Ni9X1AgPdEsdxV/FGEf+sh25ub4m72xjqO8Et07nlQ10au2RuaDe2nba",
+	"9iI9Z/u8WMzGvKAkbGuFKT2voq+W5PF39rRum6FZe6vT2h0Ep610UcChfj1TzcYXhGBLbzyllLfAZbMs",
+	"zzMjo2tslYnypOd/OWj6Mrca+zqTr2qfQ1XaD3oIXmq2R70TTFtBFs4QMDHyc61oaRpJoR/V2mWHXIxE",
+	"LQcDTEePemCJDmFrxUSxlSJKkqN4M91T67iXhtE/CnbHMjgdRgKczY0vPCeoAZdFxlPky40tIBdlInHX",
+	"7ZRPSJp35m4vIneNCWpN7ISpCj3yffYnGxNytNBPUae0F5wsmSJS8MZBum95JnyzgGs4ahuDEPC6Z8rw",
+	"rKJkvNIWgxRZwnKi5RB16RM8Nbc9A4f2givyk8wET9HPr/Wt85Ewaw8zEtJPvJlxcrTBQCaZCz3cQgow",
+	"+bSZYkYE9Ljl87JD/iQXIuXpkIApAyPQ2muy0BuD9MNoJMC3QzG0z0yySzdy79JalVsGPTn8yUxGK7b6",
+	"S3TNf8JEOhLrrBrjqppvgfSdsTzn+icl0QPLihutYev3poWcz3mKD3XId2ZAWlKPBOwHL8kJhwJnhkm5",
+	"iC+M9Q8CQ1P6fSHvV+2Nn19IeZvxmI5EfMnLtv2TeH9FMcUkFLEiy6lUHChBtMnHMqFIDN4A/QzqDPpf",
+	"c6bUUhYpvJjNs/YtX6FizeYZ/DsT8MIEDEtqLcNDki1p3QvV6gatJsmvSlaU+xRdK7nMzYefuLU0zKY9",
+	"DGFZkwO0toedvHsoz3t73M+NqqldLs/am3/96Khk16ftB6ZVzeoTwwy5hxybVpnbemYqSmSearYHVj+3",
+	"2gFyMyS4+q7NWjb5wQqD1QIerybWxXgDQ7ESPAaGIuhRGo5Em8TmSIuHhJHo/t5jAz8rKXYR8LgDj4FX",
+	"AR6Cf+kzy3q5zl2wyH4vU1XEHB/Xt8LTk0ywvHpy7ZsshZsMo/rpCeb4Q3G+dhCPBNl2FmPKwuaYUeYL",
+	"6ZFoAgtokyYNmVxqKW3pJxtSKE3K4kthElDX9LTEupTqKxSbuJqxwrSQMr/A566TKRM3td8xTbe6MBL2",
+	"CibaXqNq2/Ckyz3zr93ylf9x/acxZuHVKrsRmbi5RhnaKWQJd4LMxN9Up+C3fKUZpEkisaRs0tEq9wY5",
+	"wrjCxftXx9bVcaTZofKFJnI2YyI9frAL5CHOGevG26aKoNXesL8MMTvkLccAkKFVq2HDoj9lT4KULaW6",
+	"br57jyOhyQGAi0AtF7rJAoUaBQtm3365HVxtiQ0hZ/L/ky05xu+ZUlpbj22KsbUX9VOQX+wr6KioqHK/",
+	"B2CrMP0TK5OpZ3LXp22y2g+cN7zriqlb+77PYL6+wmfDwKQW27/3yH/89o4xoxz8wrWy71rkX3Ai+S9p",
+	"NG71UJ4pLbshQTbWc0NxAnpFvHlWOyvvIC+xHiemMTec78WCV4EFMxKv6gU8A1OWYlzFFhgyoe8Bb2NO",
+	"OCvyDBLxYV09dhtLmXMGRTd6TvsGrJmj2TewwTsHO93qDLfODBvlPZvqT6a2UIVaR8Fa9rCXo82IysRN",
+	"zp2LdT2ZeHNbNnjg/lRwdotR3DV/u+bwZFFmd/zahpc9+9DzCvhX6xP8BmNqVsUjiVwI4/+HBDEoPynJ",
+	"MhOpXDZptbSVietJnt1MG7j7kpvgMiZEwGGsXz0v5A1E2UFMgRqT8ua3g0CcF3LMt9gHWc6JnHNhTG1t",
+	"Z8LtZJnlORlzkvOSlNNCLm6mj3dz6y/sM1HGuFDoj8cHHv/BgidclNdJzrImJ9IL+B3VQAgAajXWI7JP",
+	"WIp+LbDCS4o29pJnN9NM3JApyycm0WCS3fGRmGViUXKFpQnjhcog9QcLlrCaoJbt/+bl1YdXLy6vr969",
+	"v766+PDty6vL+JhM2R0nM62XJoooDoUoaFtlxUjIpTARKK0aK6Km2iqO8SP/NWrBz6NWXKeeXGh6OVKh",
+	"B69lpLDN+lmvink8W0PKpl8rlORSQVBZk6yt17eFfNGo+eJkGraEFkyckqnU1pFIyVwWelE6Nx0SN9TH",
+	"DXu9brMmhxpRk28XLxgXACbiLvV01zaizyOWMsC7YUAsFzSSxlR3buFKzYn4Ta8IVKuAIiUqlyUyQvMw",
+	"DrCbDWHtAnnL78k52iwcfWFVTWN9s1WkbTzOcZc/gSZoBXuTGrjVW2FrALXJrdcNc4qNCxV3lchy8vHj",
+	"q6/JEctz8gsvpDrWVMb03TaEhlAuYIXdlCnwz9W229Y6CX8tYJh0u+rzguV508llztoDw0WuEHT98D7I",
+	"cNgSoNwaFNycxzoD2rzY5qCZnrVIeP5NljfmXr2QAm0pI70h6UAv1FTm6XmVe2AWZEuI3eZ1PTDKDu6Z",
+	"w5+znorrA2ltUyIqoenXDtvagKZiy61krBTnNUrYPP8GhWdtwdytTYv1TcbzKs+pQTn3M1ZQqfMU3fqY",
+	"TJpJc6CA5ynFUAsU0MxZObVCt5bbemRjMvFmtkp8bMvnwLELo3FFKTXnbHOqy8aCudyXRjdZpkyFC3iE",
+	"MOJYfaEhW2afvEACVZ9tXpCCX2WzBtMtlwmmk22St8L8sTS1jPcMwQfIL1JogYcT0crIRKFD4rCdsCiT",
+	"Q7fN2pxx1PiGXfN9ggPFke7Rtup3V1fv3xhIgq2+csQsQO6zBajenrBb/9uXVy1qcQ3ef4T/vbh68V2L",
+	"tr5++frl1ctGvek7znJtH22GyKdwZWWy3xpk45Qnt08QOFvkoKKAmpzyORcpmHzweoiiwd47iudSlTeY",
+	"0RsXPM0gQ9lkDOvjNoaqq1/itaCJfUzT/RakYpqZP7YER4xIXfcW3qIH1/sSiVN+U7CUpzEaQ8yfgJc5",
+	"uJTFrXI1QUcf9BCOSaZGYiHAmtCmib+WMFL7cr1ulRiAS7u3gJlDE8O9ZmOe71y0PTbz+iJ+z1dtDCDO",
+	"WVa4iI7L25dLYTKG4TGoaAQv+1FccjaD1LKFKuWMQ5oZF3dxp9M5plp5nmQiHYmsxMToIYm/fXlFXErg",
+	"/4Mcjv/SbxnO2Wqmt2YM+XRVqbXCRA9tciuJwbpY75CRqMpm0FkTE/wvPDvrECSUFz7EuJQtwzL7EAvA",
+	"q/AofE11iKsJD/U8TrokmbKCJSVHCuVyyYt2whQnMYvb8S8xJWl2owUlDLETQxVy/DwmcTumIwEhq8ye",
+	"DMyAUGFAAR70yMnm887tYswLwbVFkcnnegPpzcKqUG8AFQ/9/khUI6MmWf++hNzFBCEnvKF3yIVYlWDG",
+	"8lxxV2uvd2hmEiyAAiNxFBtSOD+5cZIfD7VVDO/IFBKCp5SURTabYRKMCfCubWPLJBX0hp4v1AXj0hv/",
+	"ps/M3ahhB7wBS+uyZGjKNeaybHHrpAYTbIvRC2xukqa1DXYjZYpxhKrAnqXHzTZe6mNH7foARIN4igTa",
+	"fE/OSi64UtfzftCYDvOGpxkTeEhDLQZKLvsNvR4kXQBGhPVTrvBXvQPOIfDoRJl9rLPdxVL5DaqhnZ01",
+	"Du3srJySOS+0cQhupokDfPiS75p43YErpzdgzielDdVpQiRyxrd6LYotqU9o0jvUWMxqPlgF2hTpRQnB",
+	"Eqdc+lhUdoqGR5sk/1tj4j4iUw8MX3DpQDgEYPAWIucKwF+mnBXlmDN90RawHKbkuScflML8QDt0c2H0",
+	"dJ4p9AiBbgFuIUzeN4gDG2+ba/kLVmTzO6vrxg2kVXTu+XsAgEcbJAnmgNci9Jt8te6gqOdsPIKBalm4",
+	"fgJEbRFqKdu1WW9jqSdQo4EzG+a8i+auosojPB74+sRW8zzTO66Uzbt2IeRS8PR61xfeN6+okERvO29R",
+	"iWh2aTbZALVJNY6jmc7lB61xHh6GqWJRv/4RtXatTFvLGmJrB+rsacZyUiZzEgYd/f8PhifdwdlQqyqC",
+	"J6X7RyaFxedsUPLX3RVIkYZ07PWpG6oSDF0rE3JCFb+eIMIgFdEqi3vIhRXNZsU2Dylha5OYIh++eUHO",
+	"ev0BmdeH0pBe5HIJGhwN4J32XA0gpoxJaco2yXQxY6LugdhdXdRYAGKqippEZv1p/GxVn4OTVgcnMnl+",
+	"pQZRUpUUbdq5Hz+8MqsHIdZJxhEtwndyOGwxoHrdcVtk7YIDBFXCdzvpdufCJcYf7+iNhU6bRwOWPm1O",
+	"RE1lofVDqBdzEEaZANeBN/RqQWs1a8QUrTWFPlbzB5Bu46PnJGZjuSiH45yJ29jP0cUdA+bATILk5kk2",
+	"yRL9WuNYAurUx+297QFLse5XXiGqBZDTLZNLTGkSxAhPdoCnmaGSBHq/czjPOIeY0JgTmyBwjom61vTk",
+	"JovQPPoP90enxeq6WIgaQJ0p+Fif+kIg2MmMlQksp5tF5fjAaRpLcdacuJBXDoqDTjrj0NgU1u9EvnKo",
+	"OCZLHulrUqPLKVfGXlXkSOuAM7Ya2yDpMRaUJXZNCRq08UgobfVmYs0bEVOyLLKy1LYUILcg1wxJ/OsI",
+	"TFVEn7fW6qj1OYZEwyYnhqbMfftGtjV52uo2m7flHI/q9lxCCSwaO48IGQAw6K/baYW6zscPrzHzV3kH",
+	"RMnvSziFNie/nmwR9E73Q7dt2V5ezknD0aWtMch2s7mvzLDVua25g8CBFt+GZAYnaZ6zxMMyRNfU5g7b",
+	"Xnsg+NLUGIAraLwqOZxZ+h+dLebNE5QW6M+6mgKcBmAF5LnztdWms0HVJ9tRdjT4wr2DOSfxr59jUvCZ",
+	"vOPGrYYxEOvv3jUKzzO+jWvteD5+eE1Rk9LmO2BQgMDLpFg/qVsP4sPmSBhIuCZ3grNJPNFnbjYZ2rkJ",
+	"G20e6tszxtxbwQdTHRwBhJhJWqxIsRAHGCB23N7Hms84K1K2bkRLeH1saLUegI0xgy7lOVvFTepozlZe",
+	"oXtr2AqDWWNljoFJPtjKbZhBWay+xvNqi96Fnp25zLNkRVjlrcZFu+Gl5/u6QXNPcGpky9gImeGGp3sk",
+	"LPjrErWbkijIuOAUPaYuofiZIkdh4KX6h5C3FU6PN2lXxxH2SBg2lqTVQIZrBJ82hiR9AOLa7WqvCrVe",
+	"2e+9qj6OT/uW6SPgWjfUVWiDCcmu10GsCXJLe0P2cxKLRZ5roQMww6pGcHPTfgI7/N1wHX93i69xO/XX",
+	"NeZvJbEVJ9TVVYUnp9POIUlqa2u17+UmTBwEM9U5KGu7eY3ewzZplkyTtXxGVnBbH9EhsHgGCMUsYglo",
+	"xACeYVYD8t58MBzjdx2Jm0IuFfqoY2/mMSnlkhWpQsAi+6uxt3/SOlhxTlgzdA/IzF50RmQxEv2gW1Vw",
+	"yDteFFmKgNZHCAmlNcWpXBQHbMoGCQkOaHASWOpkggAGUlWvIyHlIckXqSaY2Q0kDGr2ThjsK4DdyXV6",
+	"MLkUUEFnCI0ACeVSehKI+fxTjSUOp/WQ6mFyZHMINcAjD3a6LFY7Pq7WP64OOwT8vlHNGl79JYdr3I+D",
+	"3cDKmyfRER9b0vGkiqCxm4xF5Twl5gy14PDrBX2YY3UopWvNsBq5mpWaqT1HzYyVvMhYnimjCzpD+nFp",
+	"wdhZwnS6OnwY5glypDgncUOnrPiYkmxCmFg9fmyPUaRrrcKa9br72kyOMO4Gad/YQuz48SO2Pch+bTD8",
+	"XduEXZPxz6NtLcg2jNvqInhnZyy1yQFjnugReboEFEmb/jwNIHmVWjgSfqR0zMkR8+FeCNM72+Vgg6p8",
+	"3CEXjjP8DCpvXIv5SGh2Ks5rWVXkRnLI3nc+Zb1OjXgFTQ5D00OkSZa45mwNF/1mI4dKOmOpHRCMApno",
+	"jcCxR51LqcOhAh6uplOVQ9bAZLxBNzPIpx2nxRNEs9zBs7/a7JFVYpf77LMLUnA9X0gYMYkqxEG6W/Cp",
+	"+TyH4Pa6CN/uE3n8idlUd9p3nv8T0xfCbB0DB8CIvV8WDjgj/m+tj+UrzMWK/xsHj0kmVn3wyjErvcE2",
+	"cPzqqTw1v52f5fVBRysE2SAis8i5qirNn6mHHLHVGXLYoP3TBAZuvMKYd1gT8Xs8xrBn60IOn232Cz/m",
+	"eDhU8FWz+Hj1orU+0lcXby+qnFb0ChdSEH4/L7BjI4HoGUtJthYwW+t3uU1Y7vVQ+WIBpSFsqV3CAQ3q",
+	"HSICsqJnvLjRdC+TqYlmmseHRkUHUQFXUMiacibLTx1ygfrdLedzZRrCVJnAkG7mG+XgOjeFMdyagP77",
+	"yVEvisCtGuspInxbvCjy2FRPjATUOmlV8vgx3ltyZEaTKQRUOD7I8m4WYfbFKG45AN/G3uEVI2doTl2U",
+	"PEVb1qQLPJ1o2jv49QSw4gZKs8wqeOtl0V1c+D5hirczobhQWZndcUgiNKa0wmiWI+dIoKs37djfbLn0",
+	"cipzbgIizh+M4q1CeNoyi0b5+psTwlg3Y1N5uk3Smvs0URBQDGkyEhWPPYIm8KqDSDLbkTqu+RKvU4jW",
+	"ANTNu0v870f8z8XVi+/Qb4sZ4rG/O/TNx3VOxazyB6j560gTxYLHKOZVjeSUxHBKxORIjwbGcAx5EzNw",
+	"yLjiX3jWRHT0RSj1VSSVO+jVdIoczAk1T3Hd/3sOGCL6l9pWQM0EnhuORLXqVZBkRlGfH7Pk1srCdVdm",
+	"03z2eC2/xE/5UNfjI3yJ3mnczK1zXrQdPhve7POjd2IcJrPrR3zTF9eOdu9j8cerF5Cp9GBpvnbm7x3l",
+	"oTpAw0kv5zsAdyzm9oyt9PYg8VexgT632ILUVU/o/YRQix2EQ8CmIRawy+s4EpMEYeAx1w6xVbPCcyPG",
+	"DkF++FXsdpJCYBc1nDHBbnjsUN0B4QVRXNw1g/hiUEz0o2yRZqUZU223wAWSyxu/euIr19a/ocd/FTJ3",
+	"l6sf7C3eUPX12vhatFUNp7GmxjTybiii8zp0N9Xua91IGzl/ab+4/PBN+wrgw9A4wnWD9ibgKKja4Rkd",
+	"NAFIsgNgeLck+dr3AISAye4tuOBLhKBwAX9zX3x4mu+Dqk+xpXdV0OiqP12r9E9ba7N3thJTtoW680na",
+	"o9i+eVOd/EeVvAIRqM8utUVs1PuzG/FKbNX3X96zpMz93Bfw/ntIeQ3AnqkW+lvY9cpVNz1TxMMnuPj6",
+	"zau311fvvn/5dgsg0jb0Xdds1oiGB8HwHigyUbBcwqNPBKiN0AbNPs29G48RtZjzQvGUp0bcGUxcIwNN",
+	"3YNlVQuksF49/sWI2he5gVqMb7PU9T/0kMw06Zg+IWLy5x+uLEouDji7EapzWAZ6HffZ0O7TvqXysJ+/",
+	"fMVuCpbway3mdgtE10jWiH9YGLsuh0u/LG30P9RRzRp05eVU8eQ6Jv9Jxkzxk55ek25ECiZSOcPWK48A",
+	"n4ZFWPv22qrU6bN3bZ7CZVrblo8upq295gPAxD0OvhoosAdIeIM7bjl33LEWz6x6AsdRbxpXgf84PDmd",
+	"xmtGVtSbHibNrrZAnlxYpA9W9f2FpEtzEHKMcRvIMsSy0NctIMj2krhth+szBXAjG9BDKhMJJzH8Jz4w",
+	"WrEdO+kKUhONCWWSzeAzFl2ZYWaBxQUyFUv67uE64rJeIWNjUNILTulI9KI+NakBpH9/b2B0DX1cs6E+",
+	"2QUW/SC0pv308xFdjJ4No9lW+rerhUHtayZiCf7kUiIyJc5TGzXUH8QDsNb/GNBRwG1b5bqtxxrzGyaQ",
+	"RTJxs5bKhakJhjq1FUHkpgqwB8GytaW660hurAng29ru6g89UyTJimSRlZadKcI2gTKOxoDbz9hUpJQk",
+	"KzsEyZxBMUqsqR1T9Mu6F0PM0tVKpXzCiwL7/MS1JYxd4rYyUdBa3eUfFadpK1pSbQckj4BOegxaUjMA",
+	"kpc054ElIeeubeRPWyU/tKZXzTAqmox6qQ16ETaDU+emdw9YP14+ls/8lARkxpkAIxCb0zWkc5r3XidS",
+	"GNf3al97Mlo9VRjub7jdlu1+3jHtL1Y4zMn5rwsEdWXgHzdKhFzzYNfJHvvMV9DVwLgPVQOqXLd1CGyF",
+	"7golyYQV1FW62Jw3cmTz96uWchAnIhl6+XZz1PZ4j4/x05SxX89MgkjQpjR5bFLYFosCDpQlU7bL0oMq",
+	"pZ+glMCGdzCTdrltWJtJW5B7vgNNeGvzeNPnA2xJw3FtbV9WmJ3cZ5YDNgI9BESUk3gNJTTeP2mT6OSm",
+	"zFTnsAyxJ8yqq4WV9N7wIhFexpBJAViLVRzXF8406HtU0t2etiZGfax3N/EpmJUkzVJsWcyy3HWk0ATX",
+	"8qBzeO7dI9oJ1IeHUL8GWB6GaBONoVcrXtkxoLWgyYOTfqEBOWJh7kj+PTeqpRWHeB++biTsOyDkgGW4",
+	"IDOxwmVPbvBj0wTNDPZgQ/D70gfbTxd8WJWEbOtPQM0kAF8jm3FMMByJ2GLWodKK11yTCJhynUwd8lb6",
+	"n4fDxnxVa8Nv9XpLkWj91wNimWQiU9Mvw4s1kcTDdn0tM2XX1vfjjdR3/VsXwiQDOKMMe4duS+V062PP",
+	"eVyaDnmFVeoVpJGBk36A7VKvOGzqc2XyeYzqjCRnol5Q3Zj/ehi+vF9TvQ+M+hLv3BV/dH4dvR8tL83Y",
+	"CpTj9dT0ejJ60JzWU8ub3KUMAPyrRe8/HBxvWzXcxw+v1xddIRBtfdwN9tRz/YB6LouUF+0qxfJBqUno",
+	"XLR11Gtpmy6dc3u2pl9KtAakuJHzuS6hGo6L2lm2qTds05ubG7xcAN4/yCJtMVIi+NL1ZnlIdxc0OK1h",
+	"iU0EGjq7eDXygEFmTvEDzRt1+7hmByb+aPsdlBLz2mo9D1zOl9fzAC88uDPETvtlR+6a5e9SOmHTIVDE",
+	"DKlixKBZ6M88JEdsn83QIS/1QoG3DEmAhrKQ8EiHXEHyvMhXQ8LgJ33qVLggiHfx8eqb9im43BA+Bhq/",
+	"zZkeLFGLopA3rOSEq4RB+7/RaJGeBgEsBvwxmUziYzoSDn2tYNDxBhATxhzrcUu0SrlIwNmVCaaPEFYy",
+	"spKLQvF8Qo4wrkCJYqs1F/SvoxYIglFrSHrR5y+wi1zd5xaRi6e5kEtYS256tZr1XXejuyTgbqAwbSmc",
+	"doNZ3CEv75N8obI7Exe3+kd9Vt1maf3ltpXtQVZBBNasGugzaF8N7bS9okS5FJVp9FVM/ZjbV/FIQP7j",
+	"hjHjCsLRkWA6U49dFVvKxQN7h33+rSvHa6aNg3fUEme8MjAYiEQHO+sfl8NM98Ow+gCQVakaJNd1Hpur",
+	"vFuR29wbVbPUY9v2x2pyG7sBi7LPTaMpnmlxYZzC65oCU0RJCRgWc6lUNtaS1eRIGaTfuZb3VvCtJT9F",
+	"QXTSDsN2FF2FwTDQ/+/Hg9WaJ1HQKNpIFggK/eL6ELMAldbiG5JQESjzRNOgKZnhzcVfrq9evXn57uNV",
+	"TI76MzJeVSlo5KLqaoZ9IRZCEQgFTAy8IqBEQQ5Vpqqy2FrqhFXrj7qBOoaiDG3Yr+2E/RrnNo3QNWoH",
+	"HzoKTdD+YlQWJfZKIa+lnEM6ImLhZXf6DGJpWnCluC3rBUAtkxvkEw1NXOVQXX5zRVNPd5vasAXZ08Rr",
+	"mr3lXIDRxQsT1nGbHPpV1PvwHayF+UCjzYh+qKkuRHkNjvZtxYXY+zJBiB2tPV6PV0bRBa8W5B/jZf7z",
+	"guUYCTJb1JWBI/i9MbgaisTqL96BQ7GO8FuFkjKB1QFmbEKTDgupNyfbgG20A2G+wl7dg5y6PehgQkJN",
+	"0BsGJr/xagWovx/43gff9z/rfaMO25li/uFOwHzkwf1IDmtjMY9Rx/ibS9zIg7u2VRNb/IAmijPzMwHh",
+	"hDybcNPk0RIlHtbCbFBhafU0uNMjWTz0e0biazGM5rWA3LjPQ3C1bSDR7aF3QbxmMdqPuuaStVfdyHKt",
+	"KWWHfJMJltMqNxJBVOxroF+ks4fWGz+b1o8Ga2DJqk6S2AvyKIMEI01jvHlHI8kaloGQou0P83j3OC2r",
+	"xUNi/2ndZTZyY15Q60D5dIxdnVlXW3I2XR6gDU0pXmquUTvg0J4ePjZ3wdWdljaM1ARit2eCAp2w8eXO",
+	"tCIA2XI5COiiNPL1yONUaviNeut5XCVjj0QNjuOWz23eAuDZ2Beb7hhWcfLd9149NBYqrFBbhMCn0Vio",
+	"ryh9eHn18u3Vq3dvY3I0IClbuRRixcs143IQBdMHeVj3atEO68flF1yDRnKdZGkT+uT7un5DCiZuLOij",
+	"o7/RjBUomgDSr83qqVzcTJGOmrbjXALqlFYiTb0m2uJIvCMmCNgqguWgK2UVlqSPG2RscONeMJSDJqro",
+	"wFgHCt6oQm3OlPMxf2teN+tEM0zus2ej/IehYhLmDq+MmXQpTUxtc782YzJfINZoW2vpIAyh9symvJrO",
+	"sXX8R0SAryHOBfsB52oRdLalzbM/2aZEWSL4Ml/ZsKEZngf2ClH+RM5Xtv26SWduCKlvy4SuJao8Jhva",
+	"ePlVPTt06PWzNfBIcI2NxJSpKY53TX9fXt92f+pN+zcn12eTUz5IT5L+uMe6Z9FpOAhOJn3eS7tJNA5Z",
+	"sAt4crcnvEJeeHBgfGv8Gd+ZpQeFlLdjhbtl0Lc0MuGDM3uvqsxpBPTPbsQanJWVPUPi0oAn0oQATS1i",
+	"Q1KwadrfIR94wvVRocgdL7LJCj4BydvKduQhR5clEykrUvKD+diamMYPv5l8/z9nxem33//15+Jq+dPH",
+	"91+fvnr9/sdXMnrNXrPL5YNwxy3D785A3r4ptyU8XVSUK7RcR7EGB+LPC1ky1SGvtK4E9Y4YWHSFl01o",
+	"YvZ5pbcGFmoeAZahq03U+q1JLdXG7/E5CaBycS296ng9kwpbkFjAOeMdBm0QPDiYo2A+n/kZWMR22FXa",
+	"nLvj1SVXpL0oOyAs8PGRQIAHFzGuOJnfl2D1n6+nh9kk1xqSSbPcGi+KxkPg/SvrRa8C36yECCxhY3mH",
+	"sWC9SpXnzP5CCrkQKU9JqsXWUQVgdtwZCfDuoztLf1/fH59XCGo0CAL9f/tThuzTewY/h/iopgA5UgtV",
+	"skzw9JiCg7Wefwk1WXpZ8VetI7mBjUQ1MvJOP5qVmGSMU/EhyrYMvepjsS3pbk2sWr3FmUxuAUoJOQ+A",
+	"YoDprJBt6ZIczVHmTVFPZiSOZuz+hf1m+bVNhIOEE7sAdpJXGN7CqSLml0mqzGVJXUaI3gpCliNhO4UC",
+	"7E6VXPrARMItJPAW8XFzJ0cvcrlIcVbPRmLG7qvpv+fFJbz82Bz/sCkgticFH5qUbuxHwBIU3eFzPeRm",
+	"/qiTbj0318XgJgXnhprGIwu+NKPc8zzXFi8diTVSkwZKnwM93Ff0Qs0wX4MJ7CKvSZe5SuWR8Mx5LNV2",
+	"ljjKOsjjoGjcrxvcFldJj30vs29gLzVUbUuTpF3l7x654VFiRwY9hSqj9dhuhw65cDixeBIv5SJPR4Lf",
+	"J5xDZMKE2Jp2K/U6oBR8Du1PysbEM4cXMBIsh9YATs0hFq1DPfOSI5T19Uk5RIZ1gyPV2LR+h+hGGCSy",
+	"yyvRAeOSMI62wY/hkWNQpyBnquiQFwijazZnwcHBm0JjBVt7ZmmGlpFmVzWVssRIDlkCSDPYR6nm2xuu",
+	"DaL9W1qvt6vD3bLW7jo5QogBTZ0ql9RbWVDfMxMxAJauLeVI1NbynKQ859og9HJXJJmxW30mydlho98a",
+	"vnhtsBf9+vbY3B03+VI1XQGpSRaUjHkul64NzzM1ElsDFGuBkLDy/gL0GLjomLq1HjifLtH5SHionK7+",
+	"PlMkWZS2tgAllDV9XJoVaDCmlRe2oq4XhY+Eewf6FzbjGltis6YP9q7Y7P4878o9s+YGgDp27yxwCKBy",
+	"UnkjUdVAHJqmEzim2jxD6T4FkY49hZSVzibwCSjVrqACqh20ZJrLoiRHWqfpzFlRCl50Egl93KKg2wk6",
+	"YdjtDOLjc3wtHifrqCwwODT2MoELoW/Ra45Z/ky4yaH6iHEqSP43iXGWAw1kT1BpuGt6sTHMGRKtQy58",
+	"FQx+Uw2Zwp/3KPX/m/FlQwfSRznh9hwbV7UTQ8jlQacGdQKWYyn1AcUgzr1SH9EuA+fLSxvgRZfYBOSA",
+	"JKCnStipffbgULzxAW+2KTLLs3sN9y8bxqDsymEsKgw0ox5tBsaOTRcDh/0cBHuXuD7Ohh5CjjZ7ALnQ",
+	"K4CO7qrJwbm17qAjHUiOEg4H54LcNM8et2kOc1Dzrf7pTSiQ3c7nkah5nzFj2qxIHKqYHMWDKJgidE43",
+	"AJ/ysYMS24DPqXmma0dk5ZoGt5iNsDu7eL4obiASbxLcFCanmFkZhc0OeyRAKYNOOxwwSrLSKA+qMrOg",
+	"TlULFkiV0AfnO/073pdSL1rWC3o2zDESm6pjplDbd331fg8vuoFiP9CX/sH3oBhHuvFcV7WTJp6TI8jO",
+	"3z75nhR9JKYFM+kDx0Py4tXXHxRqI7t88CZJAaIY3nJfXXz49uXV9cXr1+9+uNavuoz99ISR0Pzk2+/6",
+	"lIQBO9Zwq28VHcsrAou50go1E7Jy9GU4RfX1c1s/qA1OJAj0jNM6YOEoA+kgE4t26AS7n+fRiaDH2fPw",
+	"pBFtm92/wqcAo34LG1Rhgc3jWPFkUWTlCgsvK8CPq8fjfVCXQxRfLMqpLLJfYHMPyZ84K3hhcDoBUcS5",
+	"qn+ANmTwmzLuAOR3hZ6hJM/gpSZW47UdsxBCJJUYuzW3gEA30EY8JVFgnxgJD+/EVXQHRFXWQVxK2daH",
+	"QZstymnbFmdWuG0Ft14Dvcn1w1TzgsBCYLwFnC4wo45BF5oBMAgQoVrNaVnOjUfqewwD4B3fWHf1oQ7/",
+	"jZy1L4FSgQ1V8HJRCDCwEg7wP7gX8NTA7Yu/aDnVGQkfvWjX2rN5RqpmwKZFAALw6FMAdVwsa5JzbZDp",
+	"4QrOU73sIxHft10Mow236IOCiVU8NDsSWeOWrwCqUD9tdW5nzwddEmdCLSaTLNG8ZV4E/oA6sx0xQV69",
+	"vzsBM3K8AsP6+UnvuMZiaiQqFkOGbGStXRykrWYwx2F1sKZbHcQ8Bo7pBaA/balcZWo6lqxIAWbAR4ui",
+	"gFynl1cBfJBeEIxiuhWBmWKVsAcqdoRzGQkQGcjrx6bWz1QUa8sRPmJTQuCcoM4lsIFg9UyRF5cfvsGX",
+	"QcqsXvA6FBZmPmC17S1f6QnptVN2QA7L6ZnCbWhy6kBbzzRBcEw2JjFsOXa6NsOoSGz25efPAOMwkZvU",
+	"reJpmQK5n0/a2gLSh/xskZdZ2+xDSCC1uZZWbS065K9yAZY+YqKiJxkS81hJ2EhgPAByCSG6YEqfIJ/z",
+	"+Fw/hfCHsEim+ENQk2kIrin0SyJuH1mIMsuBvbCHtIIuGH7aYgXjhlEp3FOuMyTiLiaySNVa4eZIjMR/",
+	"/AfRW1/LV8ws1j9eVU5yRY7gIWz3txApL0j8/C58HoNba17iX8BSz+Nj4KS6zmnZD1RH3BFaI7vlYrhN",
+	"7DwgaHphe5VQMmP5RBYztCzu5C12Jl+IW6GNbC3ABJZ+a3ESgnMF52kLq2C7+LkAzxSk3w83fzalsqR6",
+	"YY9aI3Mk8uxW2/f6Bmyjb6uk+X2mkO7vDM9bIntU7HQ6PiH3HeA+Yc0BRi7MU6YJPU+dQIXx3LEig6D9",
+	"1KCvoETQK5Vm0FcytcwB3TmV/gOFTO/+Hjiq76UvwWuYgC72LkHdtJH8z5+UFLFB8bWdUI+Nb1bv2ZiS",
+	"GNo5xoAqCNlU1nMDTR3j880Ooyi18syoG3IyMVgXxvLKBInxzrhD/gQgz/OFWWhThMH0FOD4AIzPO6xP",
+	"dJFIzToQh1zzJ29pUXNkAm/Hlm4fHG0w67+ioKUatXOxrlDqSoS1APVS/9vvQHapIRFSiWwyAVJ9wAhA",
+	"0cZ8dH0RG2kW4OmO7Rsujc7o7jMWV1sVCXkmpODPzsmkYDPeZiKBHkzK/G5LGV6wZMphSIXM4UOQigDZ",
+	"d8j/EPhgJYMDc17Im4LNlHVXz9kNVyiITCK72Ujq2UjAU8JCpXmqnpIz7t4P3SDJUV2job4+Q+vqDvw0",
+	"EnEBkFI1lKn4GEyTsTF0xyvCSKJnaIujlmyFCd96Q2BASEjy4t2HS7uaQ8L0yTAStr7MCghZZDeZsLUd",
+	"iC8OUW2YRofEqUzUc6vGd2ZpbD2OBZ9LlZVSGyhMqyPTFSTmWob62mI03CwYGCQceOrCrxv0KkS9Il7j",
+	"y7R5mxSobRvlN9y3HgICL7MlGbxcLw3EDCAAUaWfqZUq+QxiTwu16lRjzrycZq2dDuH7mPAAb1bcFPsq",
+	"8MPacgEX1wKV9gjMQDS33LmaFExNLRFnWZrmZkHsW46tpxXiRClPFyik3HLXQA60krylcqeD9PYTN40K",
+	"oU9mBTkcaVbwxLhRIJZnMkA65K2PZKWoddYrRLIiDsgKKg986Vrrz3WOAVHgNZOxjZXRpmWmK1Id80Rq",
+	"tRyTDr3w2VoYZV2AaQKA4pOykh/7rbdIP+jqj02lkItCi6t6vy00qcB9gkuJ9dDP1lp+aZHrlh5hE21Z",
+	"eWaBui1L663pkM70xG3iLE7dM9/MLLYl3x7pe8BLjjrqCtzxx8N99MLVAMQ1h0uAB0vsduk5EkkPyxsJ",
+	"ugJdo2SQJwrxO5nZb5DHZVd5JCzQR6WfMs1JUpxjgr7dFA613z1bgcBTMsZ0DIqWl73j2lyPjVdrI+VZ",
+	"n+AmE9svuUdq6I3smmOa0eudxFKS87IEeWjP4pk52mutZv8frtd/mQRY2I/a9oTSoBuWCRvge//u0nvs",
+	"+a9Z+vk55kLHVg5eeeVURseFs9UnkcFlq2SaxVSHeI4ltB4G6CW1elFK5vlCmUbDVtzrL/zdLu3fDSf9",
+	"fST+3m634f/05Zoc+btHxxTTl0C0aRXGV8JJ/VEtFVTJZnP9ho8iu3cNVpYOCs0+uWTKAuTWX6Iq2M+/",
+	"k/gupKg5m+yz795cvGhffncR9U/0bhu18Go1eNStO/Wf3cBqV6FcFn4wr+F+ZA3BvxOZwp8lVxtptHXQ",
+	"aHJkMuf88ZrXHjs0+Y0cONd/HDXElE8ywdU5SRcoN+zbQRWAIKvSS8ByTPFoKz5nBfgMvZQ7pOjGSfB3",
+	"a8Xug6YxvUNLH1ZnHxNUwusCf9ffC9uaDq5bowUrWX/CJiWk7YvS577awW+rD01RIRPSctfG63wWYuTP",
+	"P1yRo+8uo/7J2vLCdJC+VqnPlIpJ7KSYVszUYowxc9h/8U9lFvtlkW29Q+IMhhjz+7kREbHmrthLnFwU",
+	"Obn87qJtOBcu6P37dzyY3akCCZT6MKlOEtTdxaqBe/JsXLBiBRUc7jzREwbXd8d1m/c8By3auuMFwoW3",
+	"wk7QCVqfET6PzbPWsNXtBJ0u9MYqp+CkfT7lLC+nvwBQaSP8p9FzoyAwfdsQrxQa/YPneSEAwpa8KrFt",
+	"MuikKZ9zkWr27Di07UyKVykWOMMnactpEvq7URBAFQZaB5gauFZW7Du1f3WwHS15a2urZmwvMg18HN0w",
+	"m84tb15Ma4hQgNvDgTW91U3g+Z9YaqNxvj+8NfzbJ9pSNpLZeq03J1dYQHWjWsO/VcRRrU/60eczrXEk",
+	"auuS1Jzn5marZ74vpD5S+AIbrBN+D8q7Fj+Yt1yZ4MS3wOt5IC+vPrx6cXl98fXXH2K822SnWheedWlq",
+	"TcFkoVb+BgceXF/2N2Zae5ddD/z5PGdZfcFb/0G+e/n6faWGOEiP61KWLK+UehczHK+IXJRafxpaXdgE",
+	"d/We0mpFZyT+g1z99f3L7a/FeG8xEtvu+NV8479GAL84an0m0UF3Y2dafXt40P1mCvqJ8LQX6aGvUQT/",
+	"Vx+JhSJX+B+bm5B5gKXPlFbzoaObfqKJCrVX3bDFDffHWLsa9rvRSLT8Lbge+G9olwPcYDZYb/8GeyvL",
+	"b7QKuXN7eew/c+y2daMZudhZsVm+c7e9m3MBPiiZLGYAVmISPS/ev6J1Lc32ZucIl8rmWe0z8ea++JaX",
+	"5v0Pk4h21J5EtH7lR54LNSHanCGFAcH1I8IRqNsJHJEM7q89qtZCho3id53OTy5+r/SI7Nt3sQYE6g89",
+	"FV3PCxCrCRMkleBdAbv66L1U5Y1W3bCxWzJl45wfGz2sH3TRPFcG12UkBAcAf5sZNfRjTi673atKMHho",
+	"vA2GIZzBmCeMmZoon+0gRgID56rM8hxwxzUlSSoX45wjjq2iREkEknHDNUM06V7ebDGjwRwheCIPScpv",
+	"Cpby1IbkKm0A4fMWuS3DjVFl0PqVvEUnh/dVYx+DXQsxfJ5PLEoJBvdcPZxDFzDdkGzvJXtO5vLm+JyA",
+	"/xs1XAPcrW/qB92RAIUtU8S4hwn6eNXmfv2ArPGl2gtOHPKzzNKgJqPfm2aeWvO0Wg6M/nH7irb6QXfH",
+	"JH3H+oMn66065lZq6reGLeYxDxaxVPdVxOkH3UobfmscnKtK7CwKMXTCcGgGOhSybOONBxP2rSw/4BOb",
+	"pHXfBYtwjY/IEgK0lt+tkyar7Q7j6ejslGEfAH5kjw7pYjbQXGirHEPHP7qEYMsY7zdJpJhkNzadCjLC",
+	"PQ+4yVrReycTqmR5Dvc9U+TIoCqNROyVB5qmBgW/5StMFq/Qzs5JjF+9ztKYCFZAn34MYUK6uqvYrG/D",
+	"15kqL2By2pwp2IyXgLv0t01Ijny1Vo3LBfj0XBj35wVHGDiM4rrx1FSavZjKzZxTje05DBeS5FqH3v0C",
+	"Uys/f/pScYNpn3/7tcUSQxdDWDxIrg1sYIvqG2Sht6dtkURbMO06Gk9k0XjsTvVTBb2aLiilraqkIL+o",
+	"oRoD8iOD4LMpwmwF4Rljp5OTdphEaXvAu5P2KeuN2/3kJB3w08kZC8Yt6q2UfYQH7XAcJe1B2uXt00kv",
+	"aPfZyXiQnKZnPJgA3R0FDF92gC9rc0/yrHna4ea0b/kKB3AbVd29WsOuHZ1qDaO1afXbZ+lp0h6MT1j7",
+	"tH/Wa7PuOErCNOBnk9P6tMQiz2uDNstmvDm7xxxEV8HpMOxvH3M5z+eTcnDXU3waVTvAVKPWCyvxCaWu",
+	"o+VK/jTJf5KSDfJWfW5If71kPb1k/XH7JBmkp/xswoJx+Kgl+3SwdDYbTG1VMN3Gf9z51wvC/Y98FMzk",
+	"DnBAv+1F0SEPGdeDPtheilLL/c8emtj+5/n9nCclTyEuvn6A1LPx/vbp85pWzKvWd96pAs+sHyimgcRu",
+	"98Rat4kKmttUSByppgYNxw0tZCAAgFB4xi82EqXskD+ZYVR5wWMMS25A6xt4GJ5Pzjew8ytMa9Ppgo2E",
+	"HXO94wV5goYXFZRG83Fm59R6MmGf6HckizK749dVK5y+3xcnjGptZYKNzivrMGz9YRD+aJpymGL89Vt6",
+	"wy7cUvCEi/IarYrWsBd2+pjwzhWIxcD1LmmZTh+2oYfD+lorZRn2et2WL1m9Dh2BlpPNMw78GQe1CXc3",
+	"hhmdDjpRbaDd0Bup61CyMda1hiL+OMPaOD/Z1hBGAqZh+2TS5+1B2kvaZ+Mua0dn4WkwmJzwfto7XDs1",
+	"DLRLAtrti22ITSOSx4q230c8vagLkwru1vSt2Cmu9D1qj/7b2Ixjymxm1DyDoLLBOlAYn5xyVpRjzkpn",
+	"gmsuzbCUEXX9nDPFIUUBoFnRDp+uAZ9F/RP/SSFJnt2ZCgREdD1y+DAlu+VYe+Vq6yE6awYiC1Iu5Tlh",
+	"NhSDgBCltjSwWv4XXkgDIlBKCXX5QB8M5KMj/7hZNr0FOj6ZYPJ7GTbgPIadk/BUSxA3u213Bp0Q7/QU",
+	"ij3baTNbsx0MQzQjzDq0hn8LaER79ISe0jCgYUTDHg1PaHhKo4BGEY16NDqh0SntBrQb0W6Pdk9o95T2",
+	"AtqLaK9Heye0d0r7Ae1HtN+j/RPaP6UnAT2J6EmPnpzQk1M6COggooMeHZzQwSk9DehpRE979PSEnp7S",
+	"s4CeRfSsR89O6JkeRkDDIKJh0KNhcELD4JSGemx6cHp0enjhKQ0jPd6IhlGPhtEJDaNTGnYDGnYjGnZ7",
+	"NOye0LB7SsNeQMOenliPhr0TGvZOadgPaNiPaNjv0bB/QsP+KQ1PAhqeRDQ80RQ4oeHJKQ0HAQ0HEQ0H",
+	"PRoOTmg4OKXhaUDD04iGpz0anmpSndLwLKDhWUTDsx4Nz05oeKbpF9AoiGgU9GgUnNAoOKVRGNAojGgU",
+	"9mgUntBI0xkIHdFIk1rTOjqlUTegUTeiUbdHo+4JjbqnNOoFNOrpFenRqHdCo94pjfoBjfoRjfq9TyC5",
+	"i3LjqAqvoi7o870fwSzYy5IDfedBLBnhnT5LRu0gCbVaHGm1uDtu95J+esIHk9PgLGxiyXCTJUPapX06",
+	"oGc0DGnYpWGfhgMantEopFGXRn0aDWh0Rrsh7XZpt0+7A9o9o72Q9rq016e9Ae2d0X5I+13a79P+gPbP",
+	"6ElIT7r0pE9PBvTkjA5COujSQZ8OBnRwRk9Detqlp316OqCnZ/QspGddetanZwN6dkbDIKRh0KVh0Kdh",
+	"MKBhoIcW0lAPTo9ODy88o2EU0jDq0jDq0zAa0DA6o2FXz6FLw26fht0BDbtnNOyFNOx1adjr07A3oGHv",
+	"jIb9kIZ9Pdk+DfsDGvbPaHgS0vCkS8OTPg1PBjQ8OaPhIKThoEvDgabKgIaDMxqehjQ87dLwtE/D0wEN",
+	"T89oeBbS8KxLw7M+Dc80+c5oFIQ0Cro0Cvo0CgY0CjRNQxqFXRqFfRqFAxppOmtCa0prUmtaR2c06mri",
+	"d2nU7dOoO6BR94xGvZBGvS6Nen0a9QY06p3RqB/SqK9Xqb+fJfs/gsnvr37UP6GthZBLrXT5F4IHOK9S",
+	"vks3gLPgj64NfF0/rFXT+QsnplyKfcqBU892qgcOzcPDbaXYb5DdABokdn/0VARXe7l+5OuLzngYCYc0",
+	"4SFhUA8GAxziPpLl8Wb9KQ2CYOhQgKByW78SPCqAxdWA2kqOXB4Uem3iauy3fOU3uwREog75AKgUrgOo",
+	"9fhbbH/FS+sRjL2aYNf71zU4BZKtdwI4r0P/1zoNbaoiV2bV9vj9fLjbqpGOWfIKfho7DTS5ARHC1N9c",
+	"jsOtGwuLe/sGLm5r2xx9vDQBndoRYChe0QPp1yHv5uznxdaBm3psf+QeuF0YRL1N7+XTORh9lLZtnqjD",
+	"vT/0SdyK644trz4ZGmRUha31pkyhea3JEbVgubNM+D8pr1Gk+3K/G4E92kiNs6uwNwyiYRiuUyNs93qT",
+	"qD1gwbh9lnTTdsTDScDOxqfJIPWpUc3pJpdjfl+fla3o3TKv/sa0gtnGvPpbITD/Vq8o/bQxezRxfWyA",
+	"1pufLlZvs+D+zWWwfPe//3P/9mu5fPOTvH/zv/PTN1+/7P/1h5e9H69elm+//jB7c3O4zethHTQca16j",
+	"Fdz4v6vr7/c5EV9DhqsTiusnHoWY2+bhhqCUqjo5TBnJpOBqWhVHiaq7Yz0psqpEgGKoGkBkJkYCTPQK",
+	"H38LWiSpwCIxzIQFCvpd8NMNywTEo6EjdlYSxSa8UwsvWeQ0mA9ptwEx5e3Fm5cxmReZOccwIfDPl+/e",
+	"bh4qL7zyjJbz+/zJdHY5XAT6MuaB/FuHQ/1cB4YwnSnW5HP4sME5fNDWdHm9+OmXlN/cpyKZdKNrPp90",
+	"06lMf0llkqnop2mZ38zub3gqBt1Fv39fR1R8EqG+K87g4CK7v7De/XfR1z9+VH++ucxf/+dfzy5uJ4v+",
+	"8x8m6v4/WW/x7VuZiZOXWfHyvx5H8HSbKtyAIkquvMx2VxGVlaoO0lpWm6LTqvWDqRUrbRuluf853Gzu",
+	"fSsv9ZbBsf5uYYuwu/+h92yVS5ZeSflaHxNfGu7oRWf7n72S8g0Tqw/WO/v7+SFRwFh5eaBxAbUCO4Ml",
+	"2wDKyasK7xctibWsdKjlwcoqEL0O2GMjwcyTbY/V8VADSxDatonK9j4Hw/PAHbl7K/6+IbuHJST+Xgz4",
+	"QdtMO9hvwyDak2GAdH/1tfE1lMm0QUuYWjhzvzrCsSiaqmD/Ka8LJ1ZYedbuDS9dohyWKGCTpiNZYGE6",
+	"ClFtwxvEy+MhhvMQcwyLGpoBdl0vSwslBo9Q7/GRMPZpE+CP3z/L9c8JA696PYR0snDqcO9spy0zeazt",
+	"HQnMqXPYaFCpY2Hu1sAaUZ2pitGQLkttFNo7tDoGtUWx0+sNnacHQSiZuCgU9m+A0ZjhjET1lJR0F47R",
+	"plxBaJ8vU5vWMKY8Xq+SHClhpuIZ4Y4VYNIRExWEEHKLtqD06UFpKGu4r/2dJmQdPbAelNzewz7a/Mrn",
+	"zyDnDOBQGzB96lN/DVjejd0DELUIXE+m6wA+703/EHvts4VyajORtmtgXdUwvuGayn4uvevV4G8Z7MRr",
+	"rEa6zoUQmTeAW/4oH2aq+mYpJMR8fujhUsdLO0i//uc5GyvfnQCkbdvg5I98Yv7xs2Lw5HPnrXfsPUTz",
+	"e66Vtz0OZmtD14oQK6wQQAPHKHQdonazbew2Z+n3fKW+XPuzU9nJ4RfvX33PV8Yfc3Dilv9QI6frb/9b",
+	"BzTOHrYBYqOeXB3c7TOqwJvqnVVoVdCIWEpDC1yB+lYmDIC7be8CYA2Al1uMhOP4PLehCK1jVq4esISc",
+	"o8e849XXMQLZODePU2MSOZvp7ZNnTcGEF3VYji/SYQqeaMVvVT9DLxxmmIX400Sh22gAzgQIW7mD0jhK",
+	"3Os/P3RT/W4+pVnv/jZig6L8uS/G17d3Pw2ihC/uloM+nxQnPC17arUc95e300Eq1DafEobRuzbN1t4z",
+	"XtUzksHXVPti5VRytNKE0jyoN8VXrU8PJNweDxEA4bmDd8MFZEz0TGCHiVu+iv+53UH/egf8m0yUBtXP",
+	"348PPt2f/4rp1J9RXua8qYvEBxBtylbpn/ttIRC80yGsZYL0/X4p6+VH+kV1ofVFp7oRugce7B/M3Q8V",
+	"Q9u2kRX54C799/GO5G044J/0fN9ffPI9X4EiYDl/ZxWR8xFJlx8A/ZHtFHYWE9WV2KF/xKeIcmNYhK65",
+	"PxXiZtgCxzW8xqQaU92pGkO9REwyNRKxfQBAuvIM8y1u+Wq4ifIX79KvtxQi/VPVA9WDMB1DXK/ARNNl",
+	"vV5kWwpcvdzkpmAJNPTuTYMZ9GbYUlmSzX/5ZTC57f1SZN2itVE1E7Bw3B4kUdo+5d1Juxf0w5No0D3t",
+	"nfW/uBhIC6DNopq9c8YYWEM11Ho64cDe7VHIleHU4nGVJpPyeS7regy4VYYFdkTFP5ZFVnKQB/7Uo3Z3",
+	"3NNT7+upnwTtQXganXVZb9xPTh5Xh7MrpP8m/5/lu6/l6s3XcvnmGz+k/6r1T16/ExwQCPtGFuMsTbn4",
+	"5wyB1UqBtPwG329jTRBIuk+0tYGd3BriRWROqzM93P1RPz4e7gYhFwjmOxJWB1ebUTKD0oedj7w+kZsC",
+	"/l/KdfI7sf8/lIVfW/BVx8cNPhL4cwsX62vDGRMMA9r7PCGIebjuDlnn4lIadYVIUUqo1ZAYB2NVL1+s",
+	"VOYjYXCosxLRyjH3oCnNhtSybAzvAwQFdiGA26q3QUWJRVIgR72gi5CNy0zxY+ptMaxEYdhpgwloTCG5",
+	"8rCJZ2wFr/Ob9pEFSLORACUuK50e5z4YnYF+1YZ4Thv7j/E0JmO+ksIgkVmlDD4x00baTBb8uEOuHA3B",
+	"ahsCAj8zmCuCL7VYoAQPTWiNCF0UUH7gm/OUyO2eoC/1AZnjusEDZBJvV3Y9TFswRMC2CIbWLbTirPBd",
+	"QIdoEo9SGP6wrqSnTE+KGl1JTXrdIXR+Sm3t386of6tkB5xnNu1INLgCDj7GPG3sQe4qKXizXvYMvfMI",
+	"0GMvwQll+ycinq7z7th2GSGRwiDX1gu9PWTbCocSD1e4vuEaIzBIRNL0PlSB6dt4wDYn2r+k++z32U4P",
+	"9wb/Q/eQdat90R56qHtnzYdW5aVszQRs7jduIBehAXejiw3whkzvFV+BchXHIzFbJFNXS4IJLm2Af8XE",
+	"GgTjWmgN8nUFkeW1pK7A3GxtkNdVaSScTPDbacN5BFhjvKT1V26k0cYfWMnBFdaG/zXIX5C9cwxNBdz1",
+	"D3zGMgHVUQDG6l9RXD9psWOxQwnAoy3yHF8G0J53LIMGVziJ48aUyde23eKX+dn++NlIGy0usXTlgeUX",
+	"ru3mzkwV1w7/C4TVH8hB4m3VhWI3PhiBWfdtjhKxcmcyZg1th1KpbXXn6rb2ZlWQxxS2X4Ztd4Rdm8Hu",
+	"c1bdyvVphk1rWh6ZYo6X9YZXYK0kGIgfaslguwohvCDcYlo0LBS2LmzcRi+AVl+8jW6xpdmD9XwvZPxo",
+	"9T5nqrxeqIZIdXA27J8N+6c/Pt4IMDHH4a+PLp84XJUwa7E7l0xzy5dpE//YDfrDVIJPD7fNgee8vx9r",
+	"fcP3JO0/q9rGrgWyKEE3eXvObjIBThAAn4T1b/Y0uvbtj6tsrfqZf1lta//fpa3bYmVj8Am1fh21Cj6X",
+	"RTlqDcmolbIsX41an3f5Ic4qGZMUQKaAnJGvyFckbPfXTHGvwRL0jVsb21pULGgP+EnaHiT9cZv1WLdd",
+	"IcmxgZVeCLTvC69Ay0w3JmxD0Rq23r+7vGqZOM/mQ93aQ9g1vzWcsFzxpyihNYC11zIxOotBa3K98G1j",
+	"92zGf5FCU+flopBz/vw9KzJ9ZQFpvrvpvyjyZsym55Bj/RyWs40L/BDwObt995eiup36h49j/eMd+coT",
+	"ilaSV79tEefuBhOL2l8C61yyiJnk2rRAOqGtf2Wl9Uo4BoXm/npHQ7us2HJm3DGNX7w7bSMf06/5CJtS",
+	"2A8D+qm24ayCt9k4yDJY+1UagxPFa2p8TMmMlbzIWJ5BUw79OEjYbMaHzkcPgKr663PorGReSP1h6ge0",
+	"xeWaiIJz3Z0yiBECZSk4bezQ2bcN7o5mmViU2HiJpGzVlpP2TIpySvB/zU9LzvWYT+xjQAxjt42EOUEZ",
+	"scslC3IU//eKsyKHhmr/DS8z/9bvMv+EvQv/0t/PV/ExZHT8Ny4bJnV8K0fCNgo3qR1e//ZQHXcAOZ/8",
+	"AkFGVnDy6uLthcGbPoo/Xr2IvWII7Kv3NVsBnBxR7A6UdYADQXd+nbUmEFwBHiuBSAp1daAX1johDjiJ",
+	"v8LuudAvqRuQCI6LrzBHxcz0eGiwR5raOdo2YmquD8L2RBZLVqR6BcwopEg4Jcx0xcJCDjQAANVXlFWU",
+	"9MgXtJSAaA267ehsSIJo2A2qeQXdYRCQFy8vr+hIBKEWutA8txrllM3nXChSLjHohRY6y/M2pAhvjg+c",
+	"2ji8ilFH4ggFfNCO+nYU8FkSBMNu8CM4IB3xEZKtTuX4q5gcIaNookJTNzkpuaCAYKw39FfP+0h28lV8",
+	"bJqmKcJzNte7DOakacVZCkXqme2CpUdcTFfldEbKaQEtxseynI5EWTCBDTnUUN/u6IYsaglvEORkwnL8",
+	"ygwwb5RFPzdeVgVvhfosrkbCaFQFYLXwFKbbsewfE+zNKurDd7nSllTPTEA8k4Icob8JQulSpMeUFPyG",
+	"FWkOzT/wa78AfKbDk3GyFxMktSYRQ8xSOaB6+LBCGYU9R6sD34hJW6Y2lguoH1JeP8AVMAtJFxwAPT3Z",
+	"VbXlg0fkHS/SBfTvY7aZ6pgn0MjPCGG+DgCozehULsWxZpBZphRPh2Yb6J9xY9tALQjVkUD8SHO3Px5Y",
+	"XFq5tY2Lm+IehU+bh8osud0WlrRy/4tik3wzOR0t/kl2xwkKbUVdwNbodl4U0qitRpT2Z77W+O3LK08f",
+	"NE3jndLWVwdoXXOZ53D+a2kO1WL1MGpJtApHQP4Y8fpGCi0rSkm+KbKUrfzRHqCpf7EWvkMNfZCK+fnB",
+	"KuZvFYiFJ/wF2BnRcHz58Als80FY4fFHV4z/z2AjbIIfFFyLN0jDreTSIzRzdIFtOF0cXMK2yOTX8Luq",
+	"HVkWOSbhuUHk8A4Uo3PcYd/TMeeikvcpWfGyQy6qgOFIVC/FjHzW4K7BQdQE8xcFEf+Rew4Jnf7T7L1/",
+	"stAjsopnB3zRdqE7WsLV+RasiCX1a4Pvff250Vv/r8HR/+bk34STv+XlF7Ox88c8KJJuF/xwqBK3GTJB",
+	"ADMETGkGAGBkxosbTuAt2Pp/0D09AVMaTUM2hoYDGcIXUPs7ApWsoZBUVpPpg2jesQNwBLvPItAIMxr3",
+	"SCzlwuCcgL1duZLIx6sXlMSobMfk/Ttt4gpJYts6WX+Y8Nm8XJnOpNT/xEjERhW3jQxs5MKHakGTJEYV",
+	"Pj7uWKcWRNgXRR7bE9S+dmimVmXb9KKoUw0KnzQAKazgSPTUUGe8Mv84YtbRVSdYprRZNZN3PD0+t9U7",
+	"xPbod7cVHABRMjCYc+4wukyDMXBmYCGRcqSGdx+Zpq/PlG1JUWAMB9qAQdoEDstCkNQoB33DLVWPbQNM",
+	"shC3Qi7FSBg28glzqTmKQYJEJTiBJm1gROiaFZ/Xr8Nvpm1carQTcEiyFfZ8t63mEaqg8kXKwvNFUhN3",
+	"Md128X16oy1KbdxWvh/fuWKMe8GXRuMDgxYNYSGXnlfBAMyLZCoLaAe8zZvQGQnDYEOiTZUYrcwGVc7d",
+	"BqEFWOYFdHsrKeH3LCnzFfaYcm2517wO8Lzhwef4dExSueFssKg8dd+pcuAliNGTFegqMa7ZrCDmIOyQ",
+	"Tc/FSGy4LsDRAf4hKTj0DzG5bCV4eeCeTJmWfCl2MUVKgi6bG08NQu7aPGbjCjDN7bNquQwLOF+gcRWh",
+	"HoyWs+HXuhsb2Mt7gV1IZnxcTJTWNQl5Bsz4a+GduPMMH3poQ8AjI+H7aGqkNv5FyO0GCYNoAYiK7Gvx",
+	"6HrDdAfbrkxS8NSvs5XJ+15joiFwm36tNRQQ3RhSsNUCmqHO2K3tdMsABhN3mTkqgIBr7fNrHRE3DAdK",
+	"4ioiFbvUyG1QSl/q6DHAOk1RuO5n3yMTBqr1YG1rHUKHtnaJsgZ8BLOWayhDWQGpn6fDbkDe8iX5qyxu",
+	"a47VBidUNyCnntvGc8RczHiRJez5W7681m+CcWoi5Kzk65n5mtk/fnjt+u0jqLcR/Ob02XFmwoF+sNOJ",
+	"kpHtwap/jz7X/U1/ab/mNyxZ2Y5fdiERnvghDqX2XfQYn9Jvi5B0oE/u4Oj5Ggf8s4TPw24FbfFHCJ9v",
+	"bJctIfSq9dMjQuhPbdZp+WraFf7LWXj/Bx2LFmbrt3MnQhBqZzYX+EZiyGyOa2qHU3ipzaryFNvSholN",
+	"MB+0tckE0p2VCZylJjLcxshwG54BWwOq9MamYTNPjxEAVmhzr0MuTASmYvoqhIbRs6y0NuPEHKHZxCjK",
+	"KWjoG0rGW37vHDxX+h378sy+c40rfHeqhKFsTdDSNNzWNMFLLAv3JpY9XdoWhFHX8pjMkfKfEKHWIq1M",
+	"tmU6faYNr+jtfUVv3yv6e1/R919xeCaS1qn0Au/s9VL3Birgb1mkvPi31+xJ5dv7gt9lfOl6nXgR8H+Y",
+	"C61ZSoLEgR7dX+Sca8y0uizlvG4lDTcCNdqyXPHSj86wghtzzQAACGkLfTE1R1uiI4GFHuj0NiKwQ94b",
+	"c49tiNI1G25TUupHnya689R67z9P1igaLvWcgD9siugfQr9dY9N/y+GnlcOaur+tmomi5zeSoB84ZtI3",
+	"yDNI4WoI8VXaK3p5fWFr8o6W0PUYdEmm7Iuhr4Asse3ykZCmDK9DPlhH2XpWo/ELmuf3yld4z79I+Nyq",
+	"3P/etr9R5a4m71PvW66UwTs/KM0EbyeJlLcZ75AfsFESpsrai64Qb7ZQJdS1Yv+D+C/tF5cfvmkD4F+s",
+	"DUOTj2iRY1RWctf2KLsReoPzQklB5KI8d03EtZmZGUCX1BucHdSFRXzAEEGpP2c6BpvUSQufBy3JIWiD",
+	"M3Dak4V+ObLp4kxACmlDgexldiPeLRo6ivQadL/sRvAUZ1ONWMsMk3rSeRwrPxUiYw2AUQ8WKGQCYClT",
+	"07FkRerxXfXbp20JGT9MZQPrwBJwbeVT1+5FMweulsnV8EhUcMGXPMVEcsMuekFG4gizWefQ1XHJ8ztu",
+	"kslR5NulzsRxh7zlPAU8nzorDrGkO1NkCRVbDOpTRiLnrBAKgjK9IHT8t8bvzekjZl99sUB3ZZt7BTp+",
+	"8Z29v1ZReciTDwbkt3Pc5qTEyxTWtr6Mf4TOqmZ4L2Bgm/CjEMQDHaGsON/OaesOaFZYXt5bPcBDCz+y",
+	"yKZQmAEoIOksE0ZcHfnoBcemfmJjHEP0rGF4HTuiMEG+K8v5O5GvKLlkM36Zlfy/LssiS0q7ChWM+LV5",
+	"UUyOLjVxuGtNgxI8YTM+EtBn/er15THAXBmtB/cvjhb3A+5N2H3UbdjxykuItx/Dhq24W0eiebuaOKqD",
+	"R4VSVnQQVmnkuPehtYZxSppDAKOVeAq5UnBf5GJETcs2Jkh8YZiMYW8ZE/jKFNHcp7+f2NwJg1o8Ekdm",
+	"1apFwoKpSq6Zb7KSmPpyqINGeecdjZ5wfKZGIk5UMbkGukIllR5eTVqZ0VHNNllpwWS6BB5sw4PtWaag",
+	"TCL2oWdkMRIWNlBzIJR2ISQsfF2do76q6R9/9+7d9z989/Ll6+uLr9+8ent99e77l29jfMaUfllwMisH",
+	"R+IbluUcm3O1M6EQIMPHxyBJnkH6R5oWXCksBM4E8o8Fp2s+Y1+JL8r6r2ShC1LWgLbYOEn55Gaa/XSb",
+	"z4ScX/9cqHJxt7xf/RJ1e/2TwfoND4oswvh/054r/5znxKXdLev6kOLlGi7XJS/bVlj/uv24sQKg5nhf",
+	"r4P+N0LXb9U3cFODhCPtIAXSmiR4BLQNtvUDIEG0jF0DxnYyueocBSEse7QbqO10URj0LFnCHtOSGLCa",
+	"tQWSybRenw9OV5OHk5WVtpoVJK7ANeIO+V8ta1Rze8KRwCMP6risB3cLHgLO6tJQ5LdtUL2GXW0oZR2X",
+	"2/CpD+t27V5mQv3rSCQuO2AdiUSp62i5kj9N8p+kZIP8QeXoPvV2RYJYUmZ3FiPw/yRQ7Pr2QSgs39Gw",
+	"tjm3uRvw8jro3trTzxHDFNyEjYrzG8hCYxDosDu2PkS6GwT2G6OkxbCXY7OZR+LIZh3HUW8aU1cVHocn",
+	"p9P4nMSBiq1+ZGsVj43eY2vgLWBXuZQjEZtf23p4rFwUPLYQ3dTlI+KQbac4arKtyim540U2WZ2jDrxk",
+	"RaqqwkrBlyMBhaWaRf0i+OpLf/7hCg5NPE2drlt9swYpiPXbGajMWalVztsstWplh2D6E1nJRUEKnvDs",
+	"DgqC5PorXeYmJ76kxHGqZVYmU+zSx9VI1ElnHnV5k0eAppazbMZT8pNWjasaVyeSAYfpRqLTBmfKbDHs",
+	"MXqT/n/2rr25jRvJfxUU7w9TqSE9fFkSVakrbezNuhJbWVu5vbvllgbkgOKshwAzGJpmUv7uV+huPIac",
+	"kUjJznmz/ssWyRkADaDf/WvXSlJB3jmunM1xzopUV4kEMlvcZW/g5Yb1I0t2gqDC/LGS2R6SecAk7HGs",
+	"8ezC2a7wnsdkMwaNA1oP43w4oUAJfTRS7SHiA+Z9Y67SQUy+KlYa+2GvLt/20vjH/rtlOdycvZtur365",
+	"/a+//nS5vXr166sXi8W2/5f4apmOptfDbx9IrntwZv1FuAtuFmyNrwCz/yoZWHhFMPO6ttP/p5OEJb9D",
+	"tf3bglLO9/ueplkK1fzwdc6NzNpkMlWbhDmhBrm74IWxLKs/RKfoCST2TgxVii1An2C9e2Q4ZoDYRVXw",
+	"3uVpe5/axG0887+KQumx/9ZosNFEusT9CLKEM8pYSCH3n4A4AVLdPwkRPZGy9moUw09W5+eQiLPM8jwj",
+	"7h15n34Fr8FhdEj7QgQvWAsrtlzWPn6jhSxPUFABCZEcmcaXE25LJtmqULeF0PoiwEXQjKe++AEAQFG4",
+	"BWLGJr3BInU5kQGFthCKsK3ujO2iGF+tBC+67DLXCoiDuWbz6hnw3YwziS2dzSla64lEk8ZMRqTkXEvw",
+	"uxv49CYnJNFeHMVxDAVe6JsRv6x5bqkEv2JLwSUIO4CBoRCNmVCXvTXCUpfZzDdVRpj/jYK+thGrYOW4",
+	"1rawlHq4t+9F+RbuwgEZeHNeQKY5VbBZ6Brzdih6cse2nfSMVpecx8vk5MJrd0bZa0rXw1tUn6+HWRhO",
+	"8uGfnxxcjWaPvYh8Ski/FxsGx1OELbV3qzXu9c5Oo5Y5YlJofbMaxTdL80C3H356fg6fPuueYdZJZh7t",
+	"96IWXLl9FMczl6bn5+AmEFcmENeMjskue8Pjx278uHH485rhn41G9ROAL2oI0KuZwbA7uHcCXiOBYMDe",
+	"DSLUWcKuvJlub/A3sM+UnNUaD07tbHu9nR3Dpy0zMedmTLPawh/nkYvUmp+P+vHHyJ7McWuwPFyXueb6",
+	"HV6spvCMu8tfewh9xor3DJudOmJb2cqmW/pfoFMg7HCDJhGAp1otIoA+vqOrEJV1AsjZUkTQJh5lrCrK",
+	"k3pEe5Q1G2Nwl8oiU+3A1GeEXg8itBd76Bwf+MChn2g2y4rZOivZtBD8nSgctpsb0BjxBDanIOL6gs8W",
+	"ExngEcGYHlPKPEDrB3E7FYsMqo5zxVM25bm5j0Uwb2MhV1Zh5GYqnugLCst1QH2HYRZcMzS6Ly35oN8M",
+	"LzCkVYHw1ggajRPHZE5a5kS2QQ77ytNVoabihpfJiZ2OJVHEdGYs9KxkqZhlqdA+FrezLbcqYtN1OZFJ",
+	"Jm/mkFRvBqBiQfNfyzup8HPOs3xdCJ2Q1K/21Eeym8U3NPajU/bpGu154TaMWnZywP3cgki6NOENG049",
+	"HA96/2uTLS1ha1MZ4WdA3lp514ev0RVl1o/x3QKulMt93MEWHw+Hg1bUIpq3xnFVZA2M0PYriysr69+/",
+	"stF585R7/fFwGE55liuEqNqbdJCwuT/hf0Qtc9hdKmza6zybj0TnNB3OOufTAe/0z3tn8en8mRilw2NE",
+	"j5nFXY7W4DzTBZ5aNvVv5HWtAKgTJZDVQhJh+jjJAAD2DXLB7I2u4Sy7wM3GkASoVl4SbiG2nqIafMyy",
+	"ND+ICGnPCZOJdF5I7EOe5SXYToYdkTUC/7cQyAR6cCA28kQ62w3mh/y6+iTkAFwv/NhkEhn+GGKNRgjr",
+	"ELEkS8VypUohZ1voDBSxJOdTAd85X9e8FEWC7Vjdh+iENNx1Oc2kGFtQvUyzPNOlSCcSeLmxrhC90MbQ",
+	"pQCgC9ndGyEjY1tDZzQg1c5o4gN9jc7PmTlzszWEMApKOwVTLKdG+WZGgDR5wTj+AoW0VPgdVWFlkrX3",
+	"xpKqnMigC9rObE8qEA+AiUrEZpIXha3XgpmUWPyP33fZS8kMW81m65wXPlcEzuN/4o++Ndp0Ak9rAvTg",
+	"6UTmojT7OiYxCgoLgkWac2E9AXPMSTBm6q1SgLMxzyTPfecNvZ4tjEU5jGOmCjaMhxHkSjjdhue52gAM",
+	"gX9lJm9PuuZ86PLGGQqpRVqAj4W58wnTfMs2i20Ea5tItzjMlPaS2pwDey7oU/SWeGyH4DmAXtkmJLw5",
+	"kASIMJHY1hHc/WiFow/fnKh59qGpu+M1cIx7rPAriEoAqW2whfaxwaom++hYq2Wt6/DUr2xMJEzfBv6Q",
+	"6SDruGEm/spXpjNXxRJk8HoN3+ya9dEdNHDNmUtzcGw4l2AZEVBnMBicnzSWCIaXqH5WKS8FlEo+cGou",
+	"kHL8rPDRTzstvKA/v/mR0PCtrQD66IeStZNQ3wrrTez9J9XbMCwtZDmRIDV4CWZNxDi5gswQni9oMmQs",
+	"ZEpG6NLK/I6yBMSHUkAmKnkGgVNPZKbxqYjNuCbw0jxvot26yJsg+fvx8AxKeRxG/8Gko3W4TfVEC0QW",
+	"ZRV6fOvGDd6Rc40THo0eOF88gbwArwZOFARpxDZFVpZCYmtxiI4krI1S9ttS8OV4xbdLwxKSk4tAp5hI",
+	"x5aAky9VYcFbkDJBPh3Pc1IalqwNuXbQv6WwPdT0SdAcFOQaNu9kyThxjluCATJyapUD7JG1WGHSQc9P",
+	"uUX4E45L9N9HE5mMSR5EHvJk7OpENostunFnSqYAhAwZh8wvVc2dqVtwBHwywhdc+DO1XPKOFubX2FND",
+	"l12ka8JgA2wDVgTEwlAUmNXBgBbHGQQF1GKr+UQmP5ql6IS1h/1+tS8qEM4fMoKlhr8Gff9iEAjO9vt7",
+	"q7K3Ro8VH1Y5GB+UVlLXmcNMonI4s1Is9c4pHfTOK6e0v3dKoaTuJT468F/zouDgJNLlFry6hrm19o90",
+	"fY+RQAh+Wf1Fxgf3F7lEcDd7TPDIk3qN3fXRza+gD8kFSxXihq6zPDXyTqQZXM7ll9miJPAyREHlKVR2",
+	"T1pjNuw1Vpz2IWsJfNHdXu/MBaipZLTfOY/TXudUDIedM97rd55NR7NhOhD9eS+G31b5q3OKW6WwNW45",
+	"rQwVZ5EavZO9ViXDeiP6eaBatsZGM60rGK0rPqWfBAWojy853a+CrVbmWmc4er/3S1GbCk7tO7p9dOhU",
+	"i053HC9PbSj0Keyk3okVVPb6mCrjfnwdn5o9H8TdOB7u7vmg0+vzaed0lorO2TzudTAr+OycT2fpYXse",
+	"fFLZVuiB90Vta7W4OdScDy6bDs6CDX8ceiD86N24139AoxqiFbGfcevVPy+3r7P4w6u38fbVn/+6ef2r",
+	"6l1dq19ffTfcvHr+hs+fX364+tufF1ff/8+vx0VY7u9wU+NX+drr5v5cRDJGj3Z/NaIuuJZgRqf7y/X1",
+	"T+CmMlcBtX2b75GRscBLlhBMJFRaJKkAezuAwTEmn2ZaKQkQjCuldTbNqYRGEkJnptHBc0HOGMGLPBNF",
+	"170dFUT79kKw5bpc8zzfev8OOFTeCoQqTF56TtP5QWxdtUqpALWPUi68YQxFMJrPRQhwSXloaElw6IBI",
+	"1oX25ka7H/egYwkp4lWXHiiCpBTDBwAYWohyXcigZRD6JLCrDfAE1o/jvd4+blFl5w14NgIMQ0TNhKgT",
+	"qNo1MyI0UDslztJsPheQLwqzwiKZfr/LfhBb1Grg9KTW54h+0Ka+E+aqt47FGQn2CdoW/+Mx5Su83OsC",
+	"wfFgMbLCa7D3vKqzi7F3AEZGnbAPM/bu48kweMdyfGSROd9pvGFhW+ErChzyKrSgt4GaAAaXmaR1nppl",
+	"0jCtQVzpzPHTz9etRmk52hOW+HBVWiJWZBU88n5C2AkeUzBkDtxnLRcKsgzuqfoBl5z79XFLqBeNdHex",
+	"9I74YZUhOeaxz+z2OI53/1Kqkn0TaXlRBQW+a1RssNel2GAumF3bTppmDUfaFyuX+YZvNUuAU12wJS/e",
+	"aTjA5Fou6EnMVdtfbre1u7UheYU0puDfW+ZzI/zqypiO72ry/7f111aw7ND9j9zhpGFjVoWa5mLpAGIP",
+	"I+xP+FQzAAee/EyzjcjzzlwVS5Gy6bp0NZZYVzyfU8oC9Zwz8hADVdC7D+wVnZxQiameyP17aLbQYkYD",
+	"1Anx7qrg7X4BCuVbB5ZplbzjFMsqYAaGYKYWd/8+bRP8e1kploB4Xg3kJAxQCxFvTgqW8pJPueEaam24",
+	"XJGtugz8VrBBDsJ9Ig0T1CWAjBvRshIyFbLMiRf6dBejabne8wQGvwKYabGEYe2JAWEdwWwnVnNNfpsA",
+	"BYxg7Xa7HxFL/bdJC46H+ZQO8cekyy4lrtL7Wq3jcj+quhsb1mLJJSaVot7YqOIakcF0Jm9zqk9v84o0",
+	"mUjLX2EyXhflJTEeqPwoqhrmSZdd2ZRVFw+nTvAdeOyXtSp5hBFB8EHaJoPgEJtnGBK0V2DYP7ekAYqC",
+	"+v7CHYRMs4XIneZpva57pwOBE/bIx9o982h/NGKzBS/4zCibJxNIcMY7Tf48pBkkN5lxzZpoUrYASLv7",
+	"r3foinCabQyMTyR2L+iGOlPS7XZPPHZHghnWUGOlMllqC5oOS24nO1fnP+iPgSH+JTTwFMsKgBI1qFDT",
+	"f4oZFblziNDSIqDVg+Vq5ngbuvfttxfO/oJros2VIT+9NOSBujIz73di22XXG0XbumfhjF0ad4G4Myje",
+	"zflxSPHuzM1ZliJYQB4xkWs7qXAPO+/EtlMIaC4RrAXQR2inmPkaAyeENVBRlaKAx1o1wqY6wObBbmIU",
+	"zEXlDSOw2WRgEdWROYLZtpWklhQJHsQTeHQi6U/bDjCTtxHFFlQBqew2PtGL4jjGszHsDXYGFh9mgMIy",
+	"6LNX2Z9YWxURy+YTCS72IqIyRHMUO7Aa8J+fXHhO+kRTcw9Mr1hmhMyABWX+EHtVL9PmegC7LBdC3mXl",
+	"6T8BZ39EoRZl3vz9DkPMWig96B245znEn3eGfWc9HW1tRfWjD44YffCo0auD4PPzcrXzNHpwnw6Hx5Tz",
+	"wg59TnR2F0EonN5PjRyNXjveSYxv3OXGyMI5Ip93h+jcrEYWhrOB6JxO+73OeToSncE8nvX56fRMDHuH",
+	"npVDfM74+QOczjsrGY6ClXy2CENlFOdZ9obMUaGGCvGP9mL8dvgpGNx3CvrjXr8bj+LdUzDsjNJnonM6",
+	"P4s757w37fRng3QoRvNn8Wnv0Dv7u56C02Aln+8UhKM8+hSExH/AKSDKGk5X8sw8XgYW2ALkEcEigY41",
+	"ZpgagrYVsBf4wuWMLIXW/NaYHUssgIZytqlWOTQRL8uVEbMwR/bzmx/Bn2iVrta41aBg9QNSDft9Q6IS",
+	"gt0vaXY0Y5/Gsy7k2JlCY9JQxmR8IIzL0bwauXGd2Xp1iGHytQfql1bY4mxqLDYEhc/XqJI9a5Swx5va",
+	"WFfVbGt/hz2MonDUiLLEXJ5visarLbRK0BqsFFgyqnPE9FyjeYJyjz52n9cSNMgne8BqHydddo0VmuQW",
+	"Ccq8zOjzTGbaQnnnYl5C1Miiv/jWq67+cyMCzO9qUq0xs6eieX0Xx6cTT2SQT4zqdDUZN3Hrq0CRs3Kh",
+	"1pp6enNqqwXKuv0Cc5WysgTkNusYoFQreAh0f3onxckWyhim61VIxbHz45aMl2qZzSgHDDuN+fQ4gvLF",
+	"Nu+GVqqAf7DtracpewPOA2trEeQd9sTakDFqdqrGYoBf2ZzZh8d1fOnffj9ycpViB7BSYVjENyaH4N5S",
+	"FdI8XukMFSaVVuVeiOtTzfKsxnn6NUkdbqrWEQwYtDXz3m9aRo4bj1vrJvuA3IIjwii4S3+G/P/PYiqE",
+	"RZ9HzuoNSL06meiajdgivJANfK3V/Fzdd5D7BOnFS8u8OZWQPF6YoUXZLMww0tQgzLAK4kDJxXYF10S2",
+	"pSs3GdM7XdXASVTjoK5WGkAbRSXFmFwxQQgH0XOiiUzXIui17JsmptFepjJKDCyogKrEJglorXCQgAA4",
+	"naTF9qZYS6wasv0HPcZqGrrBNd8Gb3QL1kgwnK2TRBNJgNMzDrSbZ8WSkAnXFi0uFIMuvvdgMdgo06he",
+	"B/zMGRSD3inUJtLRqU6q4Zck1dIMQDrlDDNLbHgzAJiwLBxLSaCn/B6UZ7UHLPnLb1BVGAeZGeA8Z9AK",
+	"am86UHHLNe4NxmmN6VQotWRzVVRhSVjbee4Tqp6VLBcatCguzTygV4rtQwtTkArfxqGMBxP/baXSOUtg",
+	"ch30SYo0qQPoNyM+XtCnxbZTrGVVXn5H1bgiPJe2VoFjoTYsPRSZdPitU+ruZMkWCr3VXubF9cL2b4b6",
+	"gmU4wr2vPFjUIfU+kwBupuslS4utuSjhquh0ECqD9+3FTSS6JPoc8pJer380WQ7QAHbZFSHpNDDIr7rB",
+	"Z2u9APdkR2Z+DgXBSNy7mjGQtVsRD5luNgTHhgHO1wXEwqy4zTT1LbYgDOZViHZojEyrayaIfhAMMxVm",
+	"tUFXKlUAv3ambTtx6b5JRBpLxPwbTyaS+jtMd9pZ+UjVeZc9Dyxn1+tlLjZG5kCsNESFYu1RbPjls5gt",
+	"NZtuJ5J2/SREETSaCaFAeXkfAn1R+2JbIaYwsQ6QklAzNE9gDWw4WVYqdZd5+GjUhE8bbHh4n6wvPzTx",
+	"OcscwsxHZxE76+8oz/OwN+6fduPzh3ieP1UGVmT03uBe/uFa9cQHyIvvlJzn2az8coxP5OoPkiIN3Vfe",
+	"BOnYwMqryZCXnnVjxncN/waB4jm4edYCv02ksWLCluCE99YO+ge8eXH94vX1y6vXScROASaOTY0UJR5t",
+	"G9+7mWDTekARFK7YNYOMErzMY4f8J9GQMlMaxsNacLlH82DUMgHO64B0yedUhRCAfh30lP31x+gLyM/8",
+	"2rjrk17u70X5oJv9sPamZnNt+zybpbiDqq3eA6r2PdERMEGlUbpAD3L1KkExTDsIGUBRsouF7HqAMMuN",
+	"Q1oY1nMo6vACGDJWM13w1Uogu5IX1Smij/+J9hOZiplaUr2KnWcXdDKHfWFRWBpCMdQmBnARXCkvAN8U",
+	"ZnBapZoD0GlEyJhSbS4AM8U8NRVbZTPSRfEeoHxozoAwBgfdMMTBs9E+78s047OZWJUiNbx4dwc82Jkv",
+	"RXLop5CXi36RHdBT9H4gIrp5dkdRStjSHIAue6Xeo/ECg2GOW6ahVAhwsicSgKUQ10wDpjapxDI0JWAg",
+	"sCeA7PvDGQvB7FRFr4eExeMUe3aIXg/J93RoqCBgV2WPsO2MVexrmzLa5uBWevwOdTt3q50NBTTXQjrU",
+	"U5CKEjBMvbPI5mHFy+P8NpYCf9AqFFeKYAxb6BdK/OOrIvwv7KXRPtX/wYr0njvmqTci74TZTC3Yp+WN",
+	"NkgDUDWKzfmOPxvln4OG5oVgFZ0XMKYptE3wYaGOvYA2tdC7tq2F2InWw9STkzGqyba/Ya2WbNGfLu06",
+	"PzUEA1TlW7RmAOM9G0atZiSEUTxgb0XxPpsJ9rPk73mWm4NmJr4ujSSx0ehgpjfkGlmvdFkIvmTryoPu",
+	"Z80OkFJ8KJ+ucp5J6INWaFF+uy7nnbNW1HqOQItv1zJi/T57rd4zw6WZ5c/s+1fXCCUCMOaNfLwbx0EO",
+	"Izk8RvEgwDBAlOeQWL04jnueXlL5+rKgB0cvRoAndLTsE+qeqfW68fmgArwM0MSViQxOwxfr9cywgJo9",
+	"+G3SUlA2AlLiMOrvHan7iN4bHEb03qA7HMR7RO/H8RF5bHQ17mweRLcnspokuG6wuxO46bG901fL6lNj",
+	"BSCvf6L3GLD+Xc2tfbkRBPsfbMHdU17GQx+Nd92QagNBeUYxeV8n6wyn0AA0nGQi95X3AJcTzI4QVYDK",
+	"fyxigsNCgDJAh9u8ymbvwOm0XnUn8mcNQexSAXIhBlMIyJG170B/PGH3wRqC1VaqiVzw9wLsAPoB6SpY",
+	"Zo4Ucl5/14IIlD9bRlOEEXEL1OzQDCKqnJmp1XZsHumwl6VmGZBiLTEPIQVrpILm6DtGufJm2zXK91/y",
+	"PY0c5NhEsqZqaHqmTZVCZFkENjbVIXlbOD3BlqBEGwxqMJaKdI0MGJI8GFVPbTII1s/Urcx0pTHKBeSn",
+	"YNYE5TsSnSEbwlMaK7MZviot1Ip2DyJqa5mbncnAm3grStdflTQkQ1tn74fUhbQJbN3tjmYZlherIrvN",
+	"JOBoOJOYaBn20LIXoHNZhlWGZXgIgiYlGSQI4i5mpMD5awFvp5Vl3uf6pMYGh5WRVCFUMQ32PiZaYLJj",
+	"oD8ueIo29iAQNA6CN3POUTZkbfAMVJZJA7kVQk5MMrSJEjWaY4BL6mFXqQDNvNzRBAHkEBXdOmKUFBoW",
+	"iHepLLZsuk5vRemCefNC6IX347qKOhn5JS/5FgFNqKFJpfoQEAArE1lLaNmLKrKDjwj8UBTmwTn45BaY",
+	"QxLEgZJugJ9uhlhiikSBTgfMFdmdjuF7QazUnMAgb6lzEFAsbD9y+qlN3sEGMm53sUF9eDoDGmAy8szo",
+	"HakvfsM6xKlalwGOJKZKWfdXQyQ5Ch1SIGC8+wZuI94HymXacIu94oMFFvyFY2VlWnBo1cdW62KlNALS",
+	"WBhGNg2vnIsIo8MGYUMTrLVIqIC1XAjXASd09mUSUqByvg3cW5Ri5aKU5djzfnf6SLSgVy3TnotNpCpQ",
+	"VlGPgiBwvBWUFwXk/OabFymhi+Jru998w8LifF8hzbEgEquGsd+PRaLGWKf5H2nMFnEaCh8pAw+LNJHl",
+	"w1gzUWE6aiOtpyyjw0HkbfvXhg9OJFaNalGeRL7efMdte+HPkXdQZmkUWLJGK6im+3UZCn4Cwq4I8KV6",
+	"j6kEGw4NjGx//xWWTHTZz/KdNIvBShpEJaDyFXB0ATonHpZ+H6vj8YTb3MAu+5vr3W8oCK/AWvDfPiZR",
+	"xVXszyBFyuiW7OkElRw5kPZZySTUtkLGWSYPSJOz8KZYYR7ywrvS1JhfonZrvCN17XEuTN3JdNXr+BaB",
+	"cm16IBEq8DsaNV2kWYmevf0Hbe07HYEn6ICjruCh//Iog/G/O2/VuoByKKfkG42+GmSHwHoFWvh932EJ",
+	"Hp/DdUc7xQdnevy7A1buWPG9/ngYd0ej3mctL9zP73hIaeHudI/Fsvy0CR6BgYd3FZlek5Un1eYP6gD/",
+	"PWF4rIBoUKWiHUWqkl5xgeE0suotNCCZ9egL1rZRg0/4hs7A+8oR6QEWof+LyaOkbgWgUoVm4sP89dUG",
+	"9GZ/sx8E9KKHJm4Qla3rZWCI5t5N0VvqF2/+r9HPkarZeilkCTDXyVO1EtJc4i1f5glrJ4i4iKUI8JCx",
+	"ipWcSMCxHz99mqsZzxdKl+Oz+CxOAJMdecJT8PDQgvdx1EXHGCu+2TSCVYZFF1NDSQ9cSKDLFjrzQ8ec",
+	"spxvX+PnmMK+DyL9xtAOmnpZZhQ5BExqUrJTxzUrlGTiw8rIagAtl1TwwH5VUnT3Wy7UTcf5sBoQtwte",
+	"UkNK1CdBA8JjjVqOKoBrWbSbagez7g7+dt0MfsQv9oe/9Drb5U8vjfaKtnZWIGgkTgha12+Dgczvaoax",
+	"r6gjve1sTR4H6liNZzC7ldrtb9ABNqTvTgvaGipX+7m36jDEFWmSaTga1L7c2gaboG4WAsBteE5g+BuC",
+	"UqHJ8HUKOOd76zefs1zd1gx+ZXfS7J557bpcIICOC4IFiWSXz1+9fH1zffXDi9dJOHC6zGTNwPblNeMa",
+	"snQyyTSeYG03YCOmLOV6MVW8SPFGp+RYSJ6us6fhsO53NUM/D96BI9RM4i+C5+Uigm5KmRRaR2wpygJw",
+	"sGRa5T7GnA+pk6mQ9E7t141kwDn84+P/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

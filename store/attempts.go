@@ -30,13 +30,16 @@ type AttemptResult struct {
 // lock did in ClaimTasks). It takes no lock first: a row changed since the statement's
 // snapshot has a new ctid, so the update's recheck drops it, and the only
 // writers of a claimed row besides its owner are the ones that took the
-// claim away (ErrClaimLost either way).
+// claim away (ErrClaimLost either way). The response headers come as text
+// (EncodeResponseHeaders' JSON) and are cast row by row: a text[] parameter
+// is sent alike in every pgx query mode, the simple protocol a pooler may
+// ask for included.
 const queryRecordAttempts = `-- name: RecordAttempts
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[])
+		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[])
 		AS i(task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
-			next_attempt_at, claim_token)
+			next_attempt_at, claim_token, response_headers)
 ), claimed AS MATERIALIZED (
 	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
 ), task AS (
@@ -46,8 +49,10 @@ WITH input AS (
 	WHERE t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt
 	RETURNING t.id
 ), recorded AS (
-	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body)
-	SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body
+	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body,
+		response_headers)
+	SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body,
+		i.response_headers::jsonb
 	FROM input i JOIN task ON task.id = i.task_id
 	ON CONFLICT (task_id, attempt) DO NOTHING
 )
@@ -77,15 +82,17 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 		statuses     = make([]string, n)
 		nextAttempts = make([]*time.Time, n)
 		tokens       = make([]uuid.UUID, n)
+		headers      = make([]*string, n)
 	)
 	for i, r := range results {
 		taskIDs[i], attempts[i], startedAt[i] = r.TaskID, int32(r.Attempt.Attempt), r.StartedAt
 		durations[i] = int32(min(r.Duration.Milliseconds(), math.MaxInt32))
 		statusCodes[i], errs[i], outcomes[i], bodies[i] = r.StatusCode, r.Error, r.Outcome, r.ResponseBody
 		statuses[i], nextAttempts[i], tokens[i] = string(r.Status), r.NextAttemptAt, r.ClaimToken
+		headers[i] = r.ResponseHeaders
 	}
 	rows, err := db.pool.Query(ctx, queryRecordAttempts, taskIDs, attempts, startedAt, durations, statusCodes, errs,
-		outcomes, bodies, statuses, nextAttempts, tokens)
+		outcomes, bodies, statuses, nextAttempts, tokens, headers)
 	if err != nil {
 		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
@@ -116,7 +123,8 @@ func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
 }
 
 const queryListAttempts = `-- name: ListAttempts
-SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body
+SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body,
+	a.response_headers::text
 FROM attempts a JOIN tasks t ON t.id = a.task_id
 WHERE t.tenant_id = $1 AND a.task_id = $2
 ORDER BY a.attempt`
@@ -135,7 +143,8 @@ func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]m
 			a          model.Attempt
 			durationMs int32
 		)
-		err := r.Scan(&a.TaskID, &a.Attempt, &a.StartedAt, &durationMs, &a.StatusCode, &a.Error, &a.Outcome, &a.ResponseBody)
+		err := r.Scan(&a.TaskID, &a.Attempt, &a.StartedAt, &durationMs, &a.StatusCode, &a.Error, &a.Outcome, &a.ResponseBody,
+			&a.ResponseHeaders)
 		a.Duration = time.Duration(durationMs) * time.Millisecond
 		return a, err
 	})

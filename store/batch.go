@@ -17,6 +17,8 @@ import (
 // statement, one round trip and one commit for the whole batch, however many
 // tasks it holds, and a fixed number of bind parameters (a multi-row VALUES
 // list would need 13 per task and a new statement text per batch size).
+// Labels travel as JSON text like headers, NULL for a task without them, so
+// that a batch without labels stores NULLs and pays for no JSON at all.
 //
 // Rows whose (tenant, idempotency key) already exists are skipped by ON
 // CONFLICT DO NOTHING: the unique constraint, not a read-then-write, decides,
@@ -30,15 +32,15 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[])
+		$14::text[], $15::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
-			max_backoff_ms, idempotency_key, request_hash, notify)
+			max_backoff_ms, idempotency_key, request_hash, notify, labels)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -92,6 +94,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		keys      = make([]*string, 0, n)
 		hashes    = make([][]byte, 0, n)
 		notify    = make([]*string, 0, n)
+		labels    = make([]*string, 0, n)
 	)
 	for i, t := range tasks {
 		if t.IdempotencyKey != nil {
@@ -111,6 +114,15 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		h, err := json.Marshal(t.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("encode headers of task %s: %w", t.ID, err)
+		}
+		var labelsJSON *string
+		if len(t.Labels) > 0 {
+			l, err := json.Marshal(t.Labels)
+			if err != nil {
+				return nil, fmt.Errorf("encode labels of task %s: %w", t.ID, err)
+			}
+			text := string(l)
+			labelsJSON = &text
 		}
 		var payload *string
 		if t.RunAt.Before(notifyBefore) {
@@ -132,6 +144,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		keys = append(keys, t.IdempotencyKey)
 		hashes = append(hashes, t.RequestHash)
 		notify = append(notify, payload)
+		labels = append(labels, labelsJSON)
 	}
 	if len(sent) == 0 {
 		return results, nil
@@ -140,7 +153,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
-		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify)
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

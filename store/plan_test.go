@@ -83,7 +83,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			name:    "RecordAttempts",
 			prepare: store.QueryRecordAttempts,
 			args: []any{dispatching, attempts, started, durations, make([]*int32, n), make([]*string, n),
-				outcomes, make([]*string, n), statuses, make([]*time.Time, n), tokens},
+				outcomes, make([]*string, n), statuses, make([]*time.Time, n), tokens, make([]*string, n)},
 			wantRows: 10,
 		},
 	}

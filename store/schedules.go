@@ -13,7 +13,8 @@ import (
 )
 
 const scheduleColumns = `id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
-	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at, skipped_occurrences, last_skipped_at`
+	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at, skipped_occurrences, last_skipped_at,
+	labels`
 
 func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	var (
@@ -23,7 +24,7 @@ func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Cron, &s.Timezone, &s.Paused, &s.URL, &s.Method, &s.Headers, &s.Body,
 		&timeoutMs, &s.MaxAttempts, &minBackoffMs, &maxBackoffMs, &s.NextRunAt, &s.LastRunAt, &s.CreatedAt, &s.UpdatedAt,
-		&s.SkippedOccurrences, &s.LastSkippedAt)
+		&s.SkippedOccurrences, &s.LastSkippedAt, &s.Labels)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +60,8 @@ func roundUpToMicroPtr(t *time.Time) *time.Time {
 
 const queryInsertSchedule = `-- name: InsertSchedule
 INSERT INTO schedules (id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
-	min_backoff_ms, max_backoff_ms, next_run_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+	min_backoff_ms, max_backoff_ms, next_run_at, created_at, updated_at, labels)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16)
 RETURNING created_at, updated_at`
 
 // InsertSchedule stores a new schedule. s.CreatedAt is stored as given (the
@@ -77,7 +78,7 @@ func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule) error {
 	err := db.pool.QueryRow(ctx, queryInsertSchedule,
 		s.ID, s.TenantID, s.Cron, s.Timezone, s.Paused, s.URL, s.Method, s.Headers, s.Body,
 		s.Timeout.Milliseconds(), s.MaxAttempts, s.MinBackoff.Milliseconds(), s.MaxBackoff.Milliseconds(),
-		s.NextRunAt, s.CreatedAt,
+		s.NextRunAt, s.CreatedAt, labelsArg(s.Labels),
 	).Scan(&s.CreatedAt, &s.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("insert schedule %s: %w", s.ID, err)
@@ -258,4 +259,81 @@ func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next f
 		return nil, fmt.Errorf("resume schedule %s: %w", id, err)
 	}
 	return out, nil
+}
+
+const queryUpdateSchedule = `-- name: UpdateSchedule
+UPDATE schedules SET cron = $2, timezone = $3, paused = $4, url = $5, method = $6, headers = $7, body = $8,
+	timeout_ms = $9, max_attempts = $10, min_backoff_ms = $11, max_backoff_ms = $12, next_run_at = $13,
+	labels = $14, updated_at = now()
+WHERE id = $1
+RETURNING ` + scheduleColumns
+
+// UpdateSchedule changes a schedule in place under its row lock: change
+// gets the schedule as it is now and returns it as it is to be (cron,
+// timezone, paused, the request, retry policy, labels and NextRunAt are written; the
+// other fields are the materialiser's), or the very schedule it was given to
+// write nothing. change runs inside the transaction, holding the lock, so
+// that it decides on what a materialiser committed last and no materialiser
+// works on the schedule until the commit; it must be quick and must not
+// touch the database. Its error is returned wrapped, for errors.As.
+//
+// A change that pauses the schedule cancels its waiting occurrences, as
+// PauseSchedule does, and returns their ids; one that resumes it forgets the
+// occurrences that pause canceled from the new NextRunAt on, as
+// ResumeSchedule does. Other occurrences already materialised are left as
+// they are: they keep their time and the request they were made with.
+// Another tenant's, a deleted or an unknown id is ErrNotFound.
+func (db *DB) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change func(*model.Schedule) (*model.Schedule, error)) (out *model.Schedule, canceled []uuid.UUID, err error) {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		before, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return model.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		// Read before change runs, in case it edits the schedule it is given.
+		wasPaused := before.Paused
+		after, err := change(before)
+		if err != nil {
+			return err
+		}
+		if after == before {
+			out = before
+			return nil
+		}
+		if after.Body == nil {
+			after.Body = []byte{}
+		}
+		if after.Headers == nil {
+			after.Headers = map[string]string{}
+		}
+		next := roundUpToMicroPtr(after.NextRunAt)
+		out, err = scanSchedule(tx.QueryRow(ctx, queryUpdateSchedule, id,
+			after.Cron, after.Timezone, after.Paused, after.URL, after.Method, after.Headers, after.Body,
+			after.Timeout.Milliseconds(), after.MaxAttempts, after.MinBackoff.Milliseconds(), after.MaxBackoff.Milliseconds(),
+			next, labelsArg(after.Labels)))
+		if err != nil {
+			return err
+		}
+		switch {
+		case after.Paused && !wasPaused:
+			rows, err := tx.Query(ctx, queryCancelOccurrences, id)
+			if err != nil {
+				return err
+			}
+			if canceled, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID]); err != nil {
+				return err
+			}
+		case !after.Paused && wasPaused && next != nil:
+			if _, err := tx.Exec(ctx, queryForgetCanceledOccurrences, id, *next); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("update schedule %s: %w", id, err)
+	}
+	return out, canceled, nil
 }

@@ -22,7 +22,7 @@ const DueNotifyChannel = "hookwheel_due"
 
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
-	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id`
+	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels`
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
 // after them go to extra, in order.
@@ -43,7 +43,7 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 	)
 	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID}, extra...)...)
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -59,8 +59,8 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash)
-	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels)
+	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING created_at, updated_at
 )
@@ -91,7 +91,7 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 	err = db.pool.QueryRow(ctx, queryInsertTask,
 		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
-		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()),
+		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil
@@ -126,7 +126,8 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 // created_at itself (index tasks_tenant_created) rather than bounding ids.
 // The URL prefix is matched twice: on left(url, urlIndexChars), which
 // tasks_tenant_url indexes (migration 00013 says why not the whole URL), and
-// on the URL itself.
+// on the URL itself. Labels are matched in the form tasks_tenant_labels
+// indexes (labelsMatch).
 const queryListTasks = `-- name: ListTasks
 SELECT ` + taskColumns + ` FROM tasks
 WHERE tenant_id = $1
@@ -137,8 +138,30 @@ WHERE tenant_id = $1
 	AND ($7::timestamptz IS NULL OR created_at < $7)
 	AND ($8::text IS NULL OR (left(url, ` + urlIndexChars + `) LIKE $9 AND url LIKE $8))
 	AND ($10::text IS NULL OR idempotency_key = $10)
+	AND ($11::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $11::jsonb)))
 ORDER BY id DESC
 LIMIT $4`
+
+// A task of tenant $1 carries every label of a JSON object when
+// labelsIndexed @> (tenantLabels || object): labelsIndexed is the very
+// expression migration 00015's tasks_tenant_labels indexes, the labels with
+// the tenant id under the key "" (which no label has), so that GIN reads
+// only this tenant's entries. "labels IS NOT NULL" beside it matches the
+// index's predicate.
+const (
+	labelsIndexed = `(jsonb_object(ARRAY['', tenant_id::text]) || labels)`
+	tenantLabels  = `jsonb_object(ARRAY['', $1::uuid::text])`
+)
+
+// labelsArg is labels as a statement parameter: NULL for none, so that a
+// task without labels stores NULL (and stays out of tasks_tenant_labels) and
+// a filter without labels sets no condition.
+func labelsArg(labels map[string]string) any {
+	if len(labels) == 0 {
+		return nil
+	}
+	return labels
+}
 
 // urlIndexCharCount is how many characters of a URL tasks_tenant_url
 // holds (migration 00013); urlIndexChars spells it for the SQL. Change both
@@ -173,15 +196,15 @@ func likePrefix(prefix *string, chars int) *string {
 // listTasksArgs are the parameters of queryListTasks.
 func listTasksArgs(tenantID uuid.UUID, f model.TaskFilter) []any {
 	return []any{tenantID, f.Status, f.Before, f.Limit, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey}
+		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey, labelsArg(f.Labels)}
 }
 
 // ListTasks returns up to f.Limit tasks, newest first.
 //
 // Its plan is made for each call's values (an unnamed statement) rather
 // than cached: which index serves a page depends on them. A rare URL prefix
-// or status reads its few matches through tasks_tenant_url or
-// tasks_tenant_status_recent, a common one walks tasks_tenant_recent and
+// status or label reads its few matches through tasks_tenant_url,
+// tasks_tenant_status_recent or tasks_tenant_labels, a common one walks tasks_tenant_recent and
 // stops at the page's end; the plan Postgres caches after five calls could
 // only do the walk, through every task of the tenant when nothing matches.
 func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error) {
@@ -350,7 +373,8 @@ const queryReplayTask = `-- name: ReplayTask
 WITH replayed AS (
 	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now(),
 		url = coalesce($5::text, url), method = coalesce($6::text, method),
-		headers = coalesce($7::jsonb, headers), body = coalesce($8::bytea, body)
+		headers = coalesce($7::jsonb, headers), body = coalesce($8::bytea, body),
+		labels = CASE WHEN $9::jsonb IS NULL THEN labels ELSE nullif($9::jsonb, '{}'::jsonb) END
 	WHERE tenant_id = $1 AND id = $2 AND status IN ('dead', 'delivered')
 	RETURNING ` + taskColumns + `
 )
@@ -380,7 +404,7 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 	at = ceilMicro(at)
 	// Untyped nils, so that what the edit leaves out is NULL and not a JSON
 	// null or an empty body.
-	var url, method, headers, body any
+	var url, method, headers, body, labels any
 	if edit != nil {
 		if edit.URL != nil {
 			url = *edit.URL
@@ -394,9 +418,12 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 		if edit.Body != nil {
 			body = edit.Body
 		}
+		if edit.Labels != nil {
+			labels = edit.Labels // empty clears them: stored as NULL
+		}
 	}
 	var ignored *string
-	row := db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro()), url, method, headers, body)
+	row := db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro()), url, method, headers, body, labels)
 	t, err := scanTask(row, &ignored)
 	if err == nil {
 		return t, nil
@@ -422,13 +449,14 @@ func ceilMicro(at time.Time) time.Time {
 
 // replayMatch is the condition on a dead task of tenant $1 that
 // CountDeadTasks counts and ReplayTasks replays, with a ReplayFilter in $2 to
-// $5 (the URL prefix as a LIKE pattern). Written once so that a dry run
-// counts exactly what the replay would take.
+// $6 (the URL prefix as a LIKE pattern, the labels as a JSON object). Written
+// once so that a dry run counts exactly what the replay would take.
 const replayMatch = `tenant_id = $1 AND status = 'dead'
 		AND ($2::uuid IS NULL OR schedule_id = $2)
 		AND ($3::timestamptz IS NULL OR created_at >= $3)
 		AND ($4::timestamptz IS NULL OR created_at < $4)
-		AND ($5::text IS NULL OR url LIKE $5)`
+		AND ($5::text IS NULL OR url LIKE $5)
+		AND ($6::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $6::jsonb)))`
 
 // Both statements walk the tenant's dead tasks in tasks_tenant_status_recent,
 // which retention keeps to the last days' worth.
@@ -441,15 +469,15 @@ SELECT count(*) FROM tasks WHERE ` + replayMatch
 const queryReplayTasksChunk = `-- name: ReplayTasksChunk
 WITH victims AS (
 	SELECT id FROM tasks
-	WHERE ` + replayMatch + ` AND id > $6
+	WHERE ` + replayMatch + ` AND id > $7
 	ORDER BY id
-	LIMIT $7
+	LIMIT $8
 	FOR UPDATE
 )
-UPDATE tasks t SET status = 'scheduled', next_attempt_at = $8, attempt_base = t.attempts, updated_at = now()
+UPDATE tasks t SET status = 'scheduled', next_attempt_at = $9, attempt_base = t.attempts, updated_at = now()
 FROM victims
 WHERE t.id = victims.id
-RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $9::text)`
+RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $10::text)`
 
 // replayChunk bounds the rows one statement of ReplayTasks locks and changes.
 const replayChunk = 1000
@@ -459,7 +487,7 @@ const replayChunk = 1000
 func (db *DB) CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error) {
 	var n int
 	err := db.pool.QueryRow(ctx, queryCountDeadTasks, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-		likePrefix(f.URLPrefix, 0)).Scan(&n)
+		likePrefix(f.URLPrefix, 0), labelsArg(f.Labels)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count dead tasks of tenant %s: %w", tenantID, err)
 	}
@@ -477,10 +505,10 @@ func (db *DB) CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.Re
 func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error) {
 	at = ceilMicro(at)
 	micros := fmt.Sprint(at.UnixMicro())
-	pattern := likePrefix(f.URLPrefix, 0)
+	pattern, labels := likePrefix(f.URLPrefix, 0), labelsArg(f.Labels)
 	replayed, err := inChunks(f.Most, replayChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 		rows, err := db.pool.Query(ctx, queryReplayTasksChunk, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-			pattern, after, limit, at, micros)
+			pattern, labels, after, limit, at, micros)
 		if err != nil {
 			return nil, err
 		}

@@ -30,20 +30,26 @@ import (
 const tasksUsage = `want one of:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
-                         [--idempotency-key KEY]
+                         [--label key=value]... [--idempotency-key KEY]
   hookwheel tasks get ID
-  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--limit 20 | --all]
+  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--label key=value]...
+                       [--limit 20 | --all]
   hookwheel tasks cancel ID
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks attempts ID
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT | --body-file FILE]
-  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--dry-run]
+                         [--label key=value]...
+  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--label key=value]... [--dry-run]
 Each takes --json to print the API's JSON instead of a table.`
 
 const schedulesUsage = `want one of:
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused]
                              [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
-                             [--timeout 30s] [--max-attempts 10]
+                             [--timeout 30s] [--max-attempts 10] [--label key=value]...
+  hookwheel schedules update ID [--cron EXPR] [--timezone ZONE] [--url URL] [--method M]
+                             [--header 'Name: value']... [--remove-header NAME]... [--body TEXT | --body-file FILE]
+                             [--timeout 30s] [--max-attempts 10] [--label key=value]... [--remove-label KEY]...
+                             [--paused=true|false] [--reset FIELD]...
   hookwheel schedules list [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
@@ -254,22 +260,53 @@ func (h headerFlags) Set(v string) error {
 	return nil
 }
 
+// labelFlags collects repeated --label key=value flags. The API spells a
+// label filter key:value; on the command line key=value reads as it does
+// in Kubernetes' selectors, and the key, which may hold neither, splits at
+// the first '='. The server checks the labels themselves.
+type labelFlags map[string]string
+
+func (l labelFlags) String() string { return "" }
+
+func (l labelFlags) Set(v string) error {
+	key, value, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	if _, dup := l[key]; dup {
+		return fmt.Errorf("label %q given twice", key)
+	}
+	l[key] = value
+	return nil
+}
+
+// orNil is the labels given, or nil when none were: no labels sets no
+// condition and, on a replay, keeps the task's own.
+func (l labelFlags) orNil() map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
 // requestFlags are the flags describing a webhook request, shared by tasks
 // create, tasks replay and schedules create.
 type requestFlags struct {
 	url, method, body, bodyFile string
 	headers                     headerFlags
+	labels                      labelFlags
 	timeout                     time.Duration
 	maxAttempts                 int
 }
 
 func (c *command) requestFlags(retry bool) *requestFlags {
-	r := &requestFlags{headers: headerFlags{}}
+	r := &requestFlags{headers: headerFlags{}, labels: labelFlags{}}
 	c.fs.StringVar(&r.url, "url", "", "the URL to call")
 	c.fs.StringVar(&r.method, "method", "", "the HTTP method (default POST)")
 	c.fs.Var(r.headers, "header", "a header to send, 'Name: value' (repeatable)")
 	c.fs.StringVar(&r.body, "body", "", "the request body")
 	c.fs.StringVar(&r.bodyFile, "body-file", "", "read the request body from this file (- for standard input)")
+	c.fs.Var(r.labels, "label", "a label to find the task by, key=value (repeatable)")
 	if retry {
 		c.fs.DurationVar(&r.timeout, "timeout", 0, "how long one attempt may take (default the server's, 30s)")
 		c.fs.IntVar(&r.maxAttempts, "max-attempts", 0, "attempts in all, the first included (default the tenant's, 10)")
@@ -440,6 +477,7 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 	task, err := client.CreateTask(ctx, hookwheel.TaskRequest{
 		URL: req.url, Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
 		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
+		Labels: req.labels.orNil(),
 	})
 	if err != nil {
 		return err
@@ -452,12 +490,15 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	prefix := c.fs.String("url", "", "only tasks whose URL starts with this")
 	schedule := c.fs.String("schedule", "", "only the occurrences of this schedule (its id)")
 	key := c.fs.String("key", "", "only the task created with this idempotency key")
+	labels := labelFlags{}
+	c.fs.Var(labels, "label", "only tasks carrying this label, key=value (repeatable: every one)")
 	limit := c.fs.Int("limit", 20, "show at most this many tasks, newest first")
 	all := c.fs.Bool("all", false, "show every task, however many")
 	if err := c.parse(args, con); err != nil {
 		return err
 	}
-	filter := hookwheel.TaskFilter{Status: hookwheel.TaskStatus(*status), URLPrefix: *prefix, IdempotencyKey: *key}
+	filter := hookwheel.TaskFilter{Status: hookwheel.TaskStatus(*status), URLPrefix: *prefix, IdempotencyKey: *key,
+		Labels: labels.orNil()}
 	switch filter.Status {
 	case "", hookwheel.StatusScheduled, hookwheel.StatusDispatching, hookwheel.StatusRetrying,
 		hookwheel.StatusDelivered, hookwheel.StatusDead, hookwheel.StatusCanceled:
@@ -533,8 +574,8 @@ func tasksReplay(ctx context.Context, c *command, args []string, con console) er
 		return err
 	}
 	var edit *hookwheel.ReplayEdit
-	if req.url != "" || req.method != "" || len(req.headers) > 0 || bodySet {
-		edit = &hookwheel.ReplayEdit{URL: req.url, Method: strings.ToUpper(req.method)}
+	if req.url != "" || req.method != "" || len(req.headers) > 0 || len(req.labels) > 0 || bodySet {
+		edit = &hookwheel.ReplayEdit{URL: req.url, Method: strings.ToUpper(req.method), Labels: req.labels.orNil()}
 		if len(req.headers) > 0 {
 			edit.Headers = req.headers
 		}
@@ -560,11 +601,13 @@ func tasksReplay(ctx context.Context, c *command, args []string, con console) er
 func tasksReplayDead(ctx context.Context, c *command, args []string, con console) error {
 	prefix := c.fs.String("url", "", "only dead tasks whose URL starts with this")
 	schedule := c.fs.String("schedule", "", "only the occurrences of this schedule (its id)")
+	labels := labelFlags{}
+	c.fs.Var(labels, "label", "only dead tasks carrying this label, key=value (repeatable: every one)")
 	dryRun := c.fs.Bool("dry-run", false, "count the dead tasks that match, and replay none")
 	if err := c.parse(args, con); err != nil {
 		return err
 	}
-	filter := hookwheel.DeadFilter{URLPrefix: *prefix, DryRun: *dryRun}
+	filter := hookwheel.DeadFilter{URLPrefix: *prefix, DryRun: *dryRun, Labels: labels.orNil()}
 	if *schedule != "" {
 		id, err := uuid.Parse(*schedule)
 		if err != nil {
@@ -600,6 +643,8 @@ func schedulesCommand(ctx context.Context, args []string, con console) error {
 	switch sub {
 	case "create":
 		return schedulesCreate(ctx, c, args, con)
+	case "update":
+		return schedulesUpdate(ctx, c, args, con)
 	case "list":
 		limit := c.fs.Int("limit", 20, "show at most this many schedules, newest first")
 		all := c.fs.Bool("all", false, "show every schedule")
@@ -696,12 +741,104 @@ func schedulesCreate(ctx context.Context, c *command, args []string, con console
 	}
 	s, err := client.CreateSchedule(ctx, hookwheel.ScheduleRequest{
 		Cron: *cron, Timezone: *zone, Paused: *paused, URL: req.url, Method: strings.ToUpper(req.method),
-		Headers: req.headers, Body: body, Timeout: req.timeout, MaxAttempts: req.maxAttempts,
+		Headers: req.headers, Body: body, Timeout: req.timeout, MaxAttempts: req.maxAttempts, Labels: req.labels.orNil(),
 	})
 	if err != nil {
 		return err
 	}
 	return c.printSchedule(con, "Created.", s)
+}
+
+// nameFlags collects a repeated flag naming things, such as --remove-header.
+type nameFlags []string
+
+func (n *nameFlags) String() string { return "" }
+
+func (n *nameFlags) Set(v string) error {
+	if v == "" {
+		return errors.New("want a name")
+	}
+	*n = append(*n, v)
+	return nil
+}
+
+// schedulesUpdate changes the fields of a schedule its flags name, and
+// only those: headers and labels are merged into the schedule's, and
+// --reset puts a field back to its default.
+func schedulesUpdate(ctx context.Context, c *command, args []string, con console) error {
+	req := c.requestFlags(true)
+	cron := c.fs.String("cron", "", "the new recurrence: 5 fields, 6 with seconds, @daily, @every 10m...")
+	zone := c.fs.String("timezone", "", "the new IANA time zone of the cron")
+	paused := c.fs.Bool("paused", false, "--paused=true pauses the schedule, --paused=false resumes it")
+	var removeHeaders, removeLabels, reset nameFlags
+	c.fs.Var(&removeHeaders, "remove-header", "a header to stop sending (repeatable)")
+	c.fs.Var(&removeLabels, "remove-label", "a label to remove, by key (repeatable)")
+	c.fs.Var(&reset, "reset", "a field back to its default: timezone, method, headers, body, timeout, labels, retry... (repeatable)")
+	if err := c.parse(args, con, "ID"); err != nil {
+		return err
+	}
+	id, err := c.id(0, "schedule")
+	if err != nil {
+		return err
+	}
+	var u hookwheel.ScheduleUpdate
+	given := false
+	str := func(name, v string) *string {
+		if !flagSet(c.fs, name) {
+			return nil
+		}
+		given = true
+		return &v
+	}
+	u.Cron, u.Timezone, u.URL = str("cron", *cron), str("timezone", *zone), str("url", req.url)
+	u.Method = str("method", strings.ToUpper(req.method))
+	if flagSet(c.fs, "paused") {
+		u.Paused, given = paused, true
+	}
+	body, hasBody, err := req.readBody(c, con)
+	if err != nil {
+		return err
+	}
+	if hasBody {
+		u.Body, given = &body, true
+	}
+	if flagSet(c.fs, "timeout") {
+		u.Timeout, given = &req.timeout, true
+	}
+	if flagSet(c.fs, "max-attempts") {
+		u.MaxAttempts, given = &req.maxAttempts, true
+	}
+	u.Headers = mergeNames(req.headers, removeHeaders)
+	u.Labels = mergeNames(req.labels, removeLabels)
+	u.Reset = reset
+	if !given && u.Headers == nil && u.Labels == nil && len(reset) == 0 {
+		return c.usageError("name something to change")
+	}
+	client, err := newClient(con)
+	if err != nil {
+		return err
+	}
+	s, err := client.UpdateSchedule(ctx, id, u)
+	if err != nil {
+		return err
+	}
+	return c.printSchedule(con, "Updated; occurrences already made tasks (about 30 s ahead) keep their time and request.", s)
+}
+
+// mergeNames is the merge patch of set (each name to its value) and remove
+// (each name to nil), or nil when both are empty.
+func mergeNames(set map[string]string, remove []string) map[string]*string {
+	if len(set) == 0 && len(remove) == 0 {
+		return nil
+	}
+	out := make(map[string]*string, len(set)+len(remove))
+	for name, v := range set {
+		out[name] = &v
+	}
+	for _, name := range remove {
+		out[name] = nil
+	}
+	return out
 }
 
 // batchCommand schedules the tasks of a JSON lines file, MaxBatch lines per

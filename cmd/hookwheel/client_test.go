@@ -249,6 +249,30 @@ func TestClientCommands(t *testing.T) {
 		require.Contains(t, r.stderr, "want scheduled, dispatching")
 	})
 
+	t.Run("labels", func(t *testing.T) {
+		t.Parallel()
+		run := "run-" + uuid.NewString()[:8]
+		out := w.ok(t, "tasks", "create", "--url", rcv+"/labelled", "--in", "1h", "--label", "team=payments", "--label", "run="+run)
+		require.Regexp(t, `Label:\s+run=`+run, out)
+		require.Regexp(t, `Label:\s+team=payments`, out)
+		other := w.task(t, "tasks", "create", "--url", rcv+"/labelled", "--in", "1h", "--label", "team=search", "--label", "run="+run)
+		require.Equal(t, map[string]string{"team": "search", "run": run}, map[string]string(other.Labels))
+
+		var listed []hookwheel.Task
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--label", "run="+run, "--label", "team=search", "--json")), &listed))
+		require.Len(t, listed, 1)
+		require.Equal(t, other.ID, listed[0].ID)
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--label", "run="+run, "--json")), &listed))
+		require.Len(t, listed, 2)
+
+		r := w.run(t, "", []string{"tasks", "list", "--label", "team"})
+		require.Equal(t, exitUsage, r.code)
+		require.Contains(t, r.stderr, "want key=value")
+		r = w.run(t, "", []string{"tasks", "create", "--url", rcv + "/labelled", "--label", "Team=x"})
+		require.Equal(t, exitRefused, r.code, r.stderr)
+		require.Contains(t, r.stderr, "labels.Team")
+	})
+
 	t.Run("delivery, attempts, replay and edited replay", func(t *testing.T) {
 		t.Parallel()
 		path := "/deliver/" + uuid.NewString()
@@ -338,10 +362,34 @@ func TestClientCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "schedules", "next", id, "--json")), &next))
 		require.Len(t, next, 10)
 
+		// update sends only what its flags name.
+		out = w.ok(t, "schedules", "update", id, "--cron", "30 8 * * 1-5", "--timezone", "America/New_York",
+			"--url", rcv+"/v2", "--header", "X-Version: 2", "--label", "team=ops", "--body", "v2", "--max-attempts", "3")
+		require.Contains(t, out, "Updated;")
+		require.Contains(t, out, "30 8 * * 1-5 (in America/New_York)")
+		var updated hookwheel.Schedule
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "schedules", "update", id, "--remove-header", "x-version",
+			"--reset", "body", "--paused=true", "--json")), &updated))
+		require.Equal(t, rcv+"/v2", updated.URL)
+		require.Empty(t, updated.Headers)
+		require.Empty(t, updated.Body)
+		require.Equal(t, 3, *updated.Retry.MaxAttempts)
+		require.Equal(t, map[string]string{"team": "ops"}, map[string]string(updated.Labels))
+		require.True(t, updated.Paused)
+		require.Nil(t, updated.NextRunAt)
+		r := w.run(t, "", []string{"schedules", "update", id})
+		require.Equal(t, exitUsage, r.code)
+		require.Contains(t, r.stderr, "name something to change")
+		r = w.run(t, "", []string{"schedules", "update", id, "--cron", "61 * * * *"})
+		require.Equal(t, exitRefused, r.code, r.stderr)
+		require.Contains(t, r.stderr, "cron")
+		r = w.run(t, "", []string{"schedules", "update", uuid.NewString(), "--cron", "@hourly"})
+		require.Equal(t, exitNotFound, r.code, r.stderr)
+
 		require.Regexp(t, `State:\s+paused`, w.ok(t, "schedules", "pause", id))
 		require.Regexp(t, `State:\s+active`, w.ok(t, "schedules", "resume", id))
 		require.Contains(t, w.ok(t, "schedules", "delete", id), "Deleted")
-		r := w.run(t, "", []string{"schedules", "get", id})
+		r = w.run(t, "", []string{"schedules", "get", id})
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 
 		r = w.run(t, "", []string{"schedules", "create", "--url", rcv})

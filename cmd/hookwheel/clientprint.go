@@ -68,6 +68,9 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	if t.ScheduleID != nil {
 		row("Schedule", t.ScheduleID.String())
 	}
+	for _, key := range slices.Sorted(maps.Keys(t.Labels)) {
+		row("Label", key+"="+t.Labels[key])
+	}
 	row("Created", when(t.CreatedAt, now))
 	return tw.Flush()
 }
@@ -157,6 +160,9 @@ func (c *command) printSchedule(con console, headline string, s *hookwheel.Sched
 	}
 	if s.Body != "" {
 		row("  body", oneLine(s.Body, 200))
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Labels)) {
+		row("Label", key+"="+s.Labels[key])
 	}
 	if s.SkippedOccurrences > 0 {
 		row("Skipped", fmt.Sprintf("%d occurrence(s), the tenant being at its max_pending_tasks", s.SkippedOccurrences))

@@ -24,6 +24,8 @@ type Schedule struct {
 	MaxAttempts int
 	MinBackoff  time.Duration
 	MaxBackoff  time.Duration
+	// Labels are copied to every occurrence's task; nil when none.
+	Labels map[string]string
 	// NextRunAt is the next occurrence not yet materialised as a task; nil
 	// while paused, or once the schedule has no occurrence left.
 	NextRunAt *time.Time

@@ -46,6 +46,9 @@ type Task struct {
 	UpdatedAt      time.Time
 	// ScheduleID is the schedule this task is an occurrence of, if any.
 	ScheduleID *uuid.UUID
+	// Labels are the task's own key-value pairs, which lists filter on;
+	// nil (or empty) when it has none.
+	Labels map[string]string
 }
 
 // TaskFilter selects a page of a tenant's tasks, newest first. Every
@@ -61,6 +64,9 @@ type TaskFilter struct {
 	URLPrefix *string
 	// IdempotencyKey keeps the task created with this key.
 	IdempotencyKey *string
+	// Labels keeps the tasks carrying every one of these pairs (and maybe
+	// others); nil or empty sets no condition.
+	Labels map[string]string
 	// Before, when set, continues a listing after the task with this id.
 	Before *uuid.UUID
 	Limit  int
@@ -82,6 +88,9 @@ type ReplayFilter struct {
 	ScheduleID *uuid.UUID
 	// URLPrefix keeps tasks whose URL starts with it, byte for byte.
 	URLPrefix *string
+	// Labels keeps the tasks carrying every one of these pairs, as in
+	// TaskFilter.
+	Labels map[string]string
 	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
 	CreatedAfter, CreatedBefore *time.Time
 	// Most bounds how many tasks a replay takes (0: no bound): the room the
@@ -91,12 +100,13 @@ type ReplayFilter struct {
 
 // TaskEdit is what a replay changes in a task before sending it again,
 // already validated as at creation. Each field left nil keeps the task's
-// own; an empty (non-nil) Headers or Body replaces them with none.
+// own; an empty (non-nil) Headers, Body or Labels replaces them with none.
 type TaskEdit struct {
 	URL     *string
 	Method  *string
 	Headers map[string]string
 	Body    []byte
+	Labels  map[string]string
 }
 
 // Attempt is the record of one delivery attempt.
@@ -109,6 +119,10 @@ type Attempt struct {
 	Error        *string
 	Outcome      string
 	ResponseBody *string
+	// ResponseHeaders are the response's headers the attempt keeps, as a
+	// JSON object of canonical names to values (store.EncodeResponseHeaders
+	// says which); nil when no response came.
+	ResponseHeaders *string
 }
 
 // ClaimedTask is a task one sender now owns for one attempt.

@@ -1,7 +1,7 @@
 // Package retry is the retry policy of hookwheel's contract, shared by the
 // API that validates a task's policy and the dispatcher that applies it:
 // which outcomes are retried, the jittered backoff between attempts, and
-// how a receiver's Retry-After is honoured.
+// how a receiver's Retry-After and Hookwheel-Retry headers are honoured.
 package retry
 
 import (
@@ -28,19 +28,47 @@ const (
 	OutcomeFail Outcome = "fail"
 )
 
-// Classify decides the outcome of an attempt from its response status code,
-// or from err when no response came. Any err (connection refused, reset, TLS
-// failure, timeout) is retried: the receiver never got to answer. Of the
-// statuses, 2xx succeeds; 408, 425, 429 and 5xx are retried, being transient
-// by definition; everything else, 1xx, 3xx (redirects are not followed) and
-// the other 4xx included, fails, since sending the same request again would
-// get the same answer.
-func Classify(statusCode int, err error) Outcome {
+// StopHeader is the response header with which a receiver refuses every
+// further attempt of a webhook: with the value StopValue on a non-2xx
+// response, the task is dead at once, whatever its status code and
+// however many attempts remain (Classify). It lets a receiver say "this
+// webhook will never succeed" without giving up the status it answers
+// with: a 503 stays a 503 in its own logs and proxies.
+const (
+	StopHeader = "Hookwheel-Retry"
+	StopValue  = "stop"
+)
+
+// Stopped reports whether response header h asks for no further attempt:
+// StopHeader is StopValue, in any case, around any spaces. Any other value
+// is ignored, so a misspelt header retries as usual rather than losing a
+// webhook.
+func Stopped(h http.Header) bool {
+	for _, v := range h.Values(StopHeader) {
+		if strings.EqualFold(strings.TrimSpace(v), StopValue) {
+			return true
+		}
+	}
+	return false
+}
+
+// Classify decides the outcome of an attempt from its response status code
+// and header h, or from err when no response came. Any err (connection
+// refused, reset, TLS failure, timeout) is retried: the receiver never got
+// to answer. Of the statuses, 2xx succeeds, whatever h says; a response
+// carrying StopHeader (see Stopped) fails, since the receiver asked for no
+// more attempts; 408, 425, 429 and 5xx are retried, being transient by
+// definition; everything else, 1xx, 3xx (redirects are not followed) and
+// the other 4xx (410 Gone among them) included, fails, since sending the
+// same request again would get the same answer.
+func Classify(statusCode int, h http.Header, err error) Outcome {
 	switch {
 	case err != nil:
 		return OutcomeRetry
 	case statusCode >= 200 && statusCode <= 299:
 		return OutcomeSuccess
+	case Stopped(h):
+		return OutcomeFail
 	case statusCode == http.StatusRequestTimeout,
 		statusCode == http.StatusTooEarly,
 		statusCode == http.StatusTooManyRequests,

@@ -20,56 +20,76 @@ func TestClassify(t *testing.T) {
 	t.Parallel()
 
 	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	stop := http.Header{"Hookwheel-Retry": {"stop"}}
 	tests := []struct {
 		name   string
 		status int
+		header http.Header
 		err    error
 		want   Outcome
 	}{
-		{"200", 200, nil, OutcomeSuccess},
-		{"201", 201, nil, OutcomeSuccess},
-		{"204", 204, nil, OutcomeSuccess},
-		{"299", 299, nil, OutcomeSuccess},
+		{"200", 200, nil, nil, OutcomeSuccess},
+		{"201", 201, nil, nil, OutcomeSuccess},
+		{"204", 204, nil, nil, OutcomeSuccess},
+		{"299", 299, nil, nil, OutcomeSuccess},
 
-		{"connection refused", 0, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), OutcomeRetry},
-		{"timeout", 0, timeout, OutcomeRetry},
-		{"context deadline", 0, context.DeadlineExceeded, OutcomeRetry},
-		{"error wins over a 2xx status", 200, errors.New("body read failed"), OutcomeRetry},
-		{"408", 408, nil, OutcomeRetry},
-		{"425", 425, nil, OutcomeRetry},
-		{"429", 429, nil, OutcomeRetry},
-		{"500", 500, nil, OutcomeRetry},
-		{"502", 502, nil, OutcomeRetry},
-		{"503", 503, nil, OutcomeRetry},
-		{"504", 504, nil, OutcomeRetry},
-		{"599", 599, nil, OutcomeRetry},
+		{"connection refused", 0, nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), OutcomeRetry},
+		{"timeout", 0, nil, timeout, OutcomeRetry},
+		{"context deadline", 0, nil, context.DeadlineExceeded, OutcomeRetry},
+		{"error wins over a 2xx status", 200, nil, errors.New("body read failed"), OutcomeRetry},
+		{"408", 408, nil, nil, OutcomeRetry},
+		{"425", 425, nil, nil, OutcomeRetry},
+		{"429", 429, nil, nil, OutcomeRetry},
+		{"500", 500, nil, nil, OutcomeRetry},
+		{"502", 502, nil, nil, OutcomeRetry},
+		{"503", 503, nil, nil, OutcomeRetry},
+		{"504", 504, nil, nil, OutcomeRetry},
+		{"599", 599, nil, nil, OutcomeRetry},
 
-		{"100", 100, nil, OutcomeFail},
-		{"199", 199, nil, OutcomeFail},
-		{"300", 300, nil, OutcomeFail},
-		{"301", 301, nil, OutcomeFail},
-		{"302", 302, nil, OutcomeFail},
-		{"304", 304, nil, OutcomeFail},
-		{"307", 307, nil, OutcomeFail},
-		{"308", 308, nil, OutcomeFail},
-		{"400", 400, nil, OutcomeFail},
-		{"401", 401, nil, OutcomeFail},
-		{"403", 403, nil, OutcomeFail},
-		{"404", 404, nil, OutcomeFail},
-		{"409", 409, nil, OutcomeFail},
-		{"410", 410, nil, OutcomeFail},
-		{"413", 413, nil, OutcomeFail},
-		{"422", 422, nil, OutcomeFail},
-		{"424", 424, nil, OutcomeFail},
-		{"426", 426, nil, OutcomeFail},
-		{"499", 499, nil, OutcomeFail},
-		{"600", 600, nil, OutcomeFail},
-		{"no status, no error", 0, nil, OutcomeFail},
+		{"100", 100, nil, nil, OutcomeFail},
+		{"199", 199, nil, nil, OutcomeFail},
+		{"300", 300, nil, nil, OutcomeFail},
+		{"301", 301, nil, nil, OutcomeFail},
+		{"302", 302, nil, nil, OutcomeFail},
+		{"304", 304, nil, nil, OutcomeFail},
+		{"307", 307, nil, nil, OutcomeFail},
+		{"308", 308, nil, nil, OutcomeFail},
+		{"400", 400, nil, nil, OutcomeFail},
+		{"401", 401, nil, nil, OutcomeFail},
+		{"403", 403, nil, nil, OutcomeFail},
+		{"404", 404, nil, nil, OutcomeFail},
+		{"409", 409, nil, nil, OutcomeFail},
+		{"410", 410, nil, nil, OutcomeFail},
+		{"413", 413, nil, nil, OutcomeFail},
+		{"422", 422, nil, nil, OutcomeFail},
+		{"424", 424, nil, nil, OutcomeFail},
+		{"426", 426, nil, nil, OutcomeFail},
+		{"499", 499, nil, nil, OutcomeFail},
+		{"600", 600, nil, nil, OutcomeFail},
+		{"no status, no error", 0, nil, nil, OutcomeFail},
+
+		// Hookwheel-Retry: stop makes any non-2xx final, beside the
+		// statuses that are final by themselves.
+		{"503 with stop", 503, stop, nil, OutcomeFail},
+		{"500 with stop", 500, stop, nil, OutcomeFail},
+		{"429 with stop", 429, stop, nil, OutcomeFail},
+		{"408 with stop", 408, stop, nil, OutcomeFail},
+		{"410 with stop", 410, stop, nil, OutcomeFail},
+		{"302 with stop", 302, stop, nil, OutcomeFail},
+		{"stop in any case, with spaces", 503, http.Header{"Hookwheel-Retry": {" STOP "}}, nil, OutcomeFail},
+		{"stop among other values", 503, http.Header{"Hookwheel-Retry": {"later", "stop"}}, nil, OutcomeFail},
+		{"2xx with stop is delivered", 200, stop, nil, OutcomeSuccess},
+		{"204 with stop is delivered", 204, stop, nil, OutcomeSuccess},
+		{"error with stop is retried", 0, stop, errors.New("read: connection reset by peer"), OutcomeRetry},
+		{"another value is ignored", 503, http.Header{"Hookwheel-Retry": {"no"}}, nil, OutcomeRetry},
+		{"an empty value is ignored", 503, http.Header{"Hookwheel-Retry": {""}}, nil, OutcomeRetry},
+		{"a misspelt value is ignored", 503, http.Header{"Hookwheel-Retry": {"stopp"}}, nil, OutcomeRetry},
+		{"another header is ignored", 503, http.Header{"Upstash-Nonretryable-Error": {"true"}}, nil, OutcomeRetry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, Classify(tt.status, tt.err))
+			require.Equal(t, tt.want, Classify(tt.status, tt.header, tt.err))
 		})
 	}
 }

@@ -1,8 +1,10 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,4 +127,75 @@ func (s *Service) NextRuns(ctx context.Context, tenantID, id uuid.UUID, n int) (
 		times[i] = at.In(sch.Location())
 	}
 	return times, nil
+}
+
+// UpdateSchedule changes a schedule in place. edit gets the schedule as it
+// is now, under its row lock (so it sees what a materialiser committed
+// last), and returns the schedule as the caller wants it, validated: its
+// cron, timezone, paused, request, retry policy and labels are taken, the
+// rest is decided here. An error of edit is returned wrapped, and nothing
+// changes.
+//
+// What the change means for its occurrences:
+//   - paused, it is a pause: the waiting occurrences are canceled;
+//   - unpaused, it is a resume: NextRunAt is the first occurrence after now;
+//   - a new cron or timezone: NextRunAt is the first occurrence of the new
+//     recurrence after now (an @every schedule stays anchored at its
+//     creation);
+//   - otherwise NextRunAt is kept, and the new request applies from the
+//     next occurrence materialised.
+//
+// Occurrences already materialised, and not canceled by a pause, keep their
+// time and their request: an occurrence is a task from the moment it is
+// materialised, and a task is changed only through the task calls. One at an
+// instant that the new recurrence also has stands for that occurrence: the
+// unique (schedule, occurrence) index keeps a second from being made.
+//
+// A change that leaves the schedule as it was writes nothing (UpdatedAt is
+// kept). Another tenant's, a deleted or an unknown id is model.ErrNotFound.
+func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, edit func(*model.Schedule) (*model.Schedule, error)) (*model.Schedule, error) {
+	now := s.clock.Now()
+	sc, canceled, err := s.store.UpdateSchedule(ctx, tenantID, id, func(before *model.Schedule) (*model.Schedule, error) {
+		want, err := edit(before)
+		if err != nil {
+			return nil, err
+		}
+		after := *before
+		after.Cron, after.Timezone, after.Paused = want.Cron, want.Timezone, want.Paused
+		after.URL, after.Method, after.Headers, after.Body = want.URL, want.Method, want.Headers, want.Body
+		after.Timeout, after.MaxAttempts, after.MinBackoff, after.MaxBackoff = want.Timeout, want.MaxAttempts, want.MinBackoff, want.MaxBackoff
+		after.Labels = want.Labels
+		switch {
+		case after.Paused:
+			after.NextRunAt = nil
+		case before.Paused || after.Cron != before.Cron || after.Timezone != before.Timezone:
+			sch, err := schedule.Parse(after.Cron, after.Timezone, before.CreatedAt)
+			if err != nil {
+				return nil, fmt.Errorf("read changed schedule: %w", err)
+			}
+			after.NextRunAt = nil
+			if next := sch.Next(now); !next.IsZero() {
+				after.NextRunAt = &next
+			}
+		}
+		if sameSchedule(before, &after) {
+			return before, nil
+		}
+		return &after, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update schedule %s: %w", id, err)
+	}
+	s.forget(canceled)
+	return sc, nil
+}
+
+// sameSchedule reports whether a and b differ in nothing UpdateSchedule
+// writes.
+func sameSchedule(a, b *model.Schedule) bool {
+	sameNext := (a.NextRunAt == nil) == (b.NextRunAt == nil) && (a.NextRunAt == nil || a.NextRunAt.Equal(*b.NextRunAt))
+	return sameNext && a.Cron == b.Cron && a.Timezone == b.Timezone && a.Paused == b.Paused &&
+		a.URL == b.URL && a.Method == b.Method && maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Body, b.Body) &&
+		a.Timeout == b.Timeout && a.MaxAttempts == b.MaxAttempts && a.MinBackoff == b.MinBackoff &&
+		a.MaxBackoff == b.MaxBackoff && maps.Equal(a.Labels, b.Labels)
 }

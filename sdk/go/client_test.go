@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -388,6 +389,8 @@ func TestTaskRequestJSON(t *testing.T) {
 			want: hookwheel.TaskRequest{URL: "https://example.com/", Method: "PUT", Headers: map[string]string{"A": "b"}, Body: "x",
 				RunAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Timeout: 10 * time.Second, MaxAttempts: 3,
 				MinBackoff: 2 * time.Second, MaxBackoff: time.Minute, IdempotencyKey: "k"}},
+		{name: "labels", in: `{"url":"https://example.com/","labels":{"team":"payments","note":"a:b"}}`,
+			want: hookwheel.TaskRequest{URL: "https://example.com/", Labels: map[string]string{"team": "payments", "note": "a:b"}}},
 		{name: "delay", in: `{"url":"https://example.com/","delay":"1h30m"}`,
 			want: hookwheel.TaskRequest{URL: "https://example.com/", Delay: 90 * time.Minute}},
 		{name: "unknown field", in: `{"url":"https://example.com/","runAt":"2030-01-01T00:00:00Z"}`, wantErr: `unknown field "runAt"`},
@@ -426,4 +429,103 @@ func TestContextCancelStopsRetrying(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), fmt.Sprint(err))
 	require.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestLabelsReachTheAPI(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/tasks":
+			writeJSON(w, http.StatusOK, map[string]any{"data": []any{taskJSON(id, "https://example.com/")}})
+		case r.URL.Path == "/v1/tasks/replay":
+			writeJSON(w, http.StatusOK, map[string]any{"matched": 1, "replayed": 1})
+		case r.URL.Path == "/v1/schedules":
+			writeJSON(w, http.StatusCreated, map[string]any{"id": uuid.New(), "cron": "@hourly", "timezone": "UTC",
+				"paused": false, "next_run_at": nil, "url": "https://example.com/", "method": "POST", "timeout": "30s",
+				"retry": map[string]any{}, "created_at": time.Now(), "updated_at": time.Now(), "skipped_occurrences": 0})
+		default:
+			writeJSON(w, http.StatusOK, taskJSON(id, "https://example.com/"))
+		}
+	})
+	c := f.client(t)
+	ctx := context.Background()
+	labels := map[string]string{"team": "payments", "note": "a:b,c"}
+
+	_, err := c.CreateTask(ctx, hookwheel.TaskRequest{URL: "https://example.com/", Labels: labels})
+	require.NoError(t, err)
+	for _, err := range c.ListTasks(ctx, hookwheel.TaskFilter{Labels: labels, PageSize: 10}) {
+		require.NoError(t, err)
+	}
+	_, err = c.ReplayDead(ctx, hookwheel.DeadFilter{Labels: labels})
+	require.NoError(t, err)
+	_, err = c.ReplayTask(ctx, id, &hookwheel.ReplayEdit{Labels: map[string]string{}})
+	require.NoError(t, err)
+	_, err = c.ReplayTask(ctx, id, &hookwheel.ReplayEdit{URL: "https://example.com/v2"})
+	require.NoError(t, err)
+	_, err = c.CreateSchedule(ctx, hookwheel.ScheduleRequest{Cron: "@hourly", URL: "https://example.com/", Labels: labels})
+	require.NoError(t, err)
+
+	got := f.got()
+	require.Len(t, got, 6)
+	require.JSONEq(t, `{"url":"https://example.com/","labels":{"team":"payments","note":"a:b,c"}}`, string(got[0].body))
+	// One label parameter per pair, in key order, "key:value".
+	require.Equal(t, []string{"note:a:b,c", "team:payments"}, mustQuery(t, got[1].query)["label"])
+	require.JSONEq(t, `{"labels":{"team":"payments","note":"a:b,c"},"dry_run":false}`, string(got[2].body))
+	require.JSONEq(t, `{"labels":{}}`, string(got[3].body), "an empty, non-nil map removes the labels")
+	require.JSONEq(t, `{"url":"https://example.com/v2"}`, string(got[4].body), "nil keeps them")
+	require.JSONEq(t, `{"cron":"@hourly","url":"https://example.com/","labels":{"team":"payments","note":"a:b,c"}}`,
+		string(got[5].body))
+}
+
+func mustQuery(t *testing.T, raw string) url.Values {
+	t.Helper()
+	q, err := url.ParseQuery(raw)
+	require.NoError(t, err)
+	return q
+}
+
+func TestUpdateScheduleSendsAMergePatch(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, nth int) {
+		if nth == 1 {
+			// Once, as a restarting node might: a merge patch is safe
+			// to send again.
+			writeProblem(w, http.StatusServiceUnavailable, "restarting", "Retry-After", "0")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "cron": "*/5 * * * *", "timezone": "UTC",
+			"paused": false, "next_run_at": time.Now(), "url": "https://example.com/v2", "method": "POST", "timeout": "30s",
+			"retry": map[string]any{}, "created_at": time.Now(), "updated_at": time.Now(), "skipped_occurrences": 0})
+	})
+	c := f.client(t)
+	cron, url, attempts := "*/5 * * * *", "https://example.com/v2", 3
+	gone, one := (*string)(nil), "1"
+	s, err := c.UpdateSchedule(context.Background(), id, hookwheel.ScheduleUpdate{
+		Cron: &cron, URL: &url, MaxAttempts: &attempts,
+		Headers: map[string]*string{"X-Old": gone, "X-New": &one},
+		Reset:   []string{"timezone", "body", "retry.min_backoff"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "https://example.com/v2", s.URL)
+
+	got := f.got()
+	require.Len(t, got, 2)
+	for _, r := range got {
+		require.Equal(t, http.MethodPatch, r.method)
+		require.Equal(t, "/v1/schedules/"+id.String(), r.path)
+		require.Equal(t, "application/merge-patch+json", r.header.Get("Content-Type"))
+		require.JSONEq(t, `{"cron": "*/5 * * * *", "url": "https://example.com/v2", "timezone": null, "body": null,
+			"headers": {"X-Old": null, "X-New": "1"}, "retry": {"max_attempts": 3, "min_backoff": null}}`, string(r.body))
+	}
+
+	// Nothing is sent for a field both set and reset, or one that cannot be.
+	_, err = c.UpdateSchedule(context.Background(), id, hookwheel.ScheduleUpdate{URL: &url, Reset: []string{"url"}})
+	require.ErrorContains(t, err, "cannot reset")
+	_, err = c.UpdateSchedule(context.Background(), id, hookwheel.ScheduleUpdate{Body: &url, Reset: []string{"body"}})
+	require.ErrorContains(t, err, "both set and reset")
+	_, err = c.UpdateSchedule(context.Background(), id, hookwheel.ScheduleUpdate{MaxAttempts: &attempts, Reset: []string{"retry"}})
+	require.ErrorContains(t, err, "both set and reset")
+	require.Len(t, f.got(), 2)
 }

@@ -278,6 +278,30 @@ func TestLiveSchedules(t *testing.T) {
 		}
 	}
 
+	// A merge patch: what is set changes, what is reset goes back to its
+	// default, the rest is kept.
+	cron, zone, body, newHeader := "30 8 * * 1-5", "America/New_York", `{"report":"v2"}`, "2"
+	updated, err := l.client.UpdateSchedule(ctx, s.ID, hookwheel.ScheduleUpdate{Cron: &cron, Timezone: &zone, Body: &body,
+		Headers: map[string]*string{"X-Version": &newHeader}, Reset: []string{"method", "retry"}})
+	require.NoError(t, err)
+	require.Equal(t, cron, updated.Cron)
+	require.Equal(t, zone, updated.Timezone)
+	require.Equal(t, body, updated.Body)
+	require.Equal(t, map[string]string{"X-Version": "2"}, updated.Headers)
+	require.Equal(t, s.URL, updated.URL)
+	require.True(t, updated.Paused, "still paused")
+	next, err = l.client.NextScheduleTimes(ctx, s.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, 8, next[0].Local.Hour(), "08:30 in New York")
+	bad := "61 * * * *"
+	_, err = l.client.UpdateSchedule(ctx, s.ID, hookwheel.ScheduleUpdate{Cron: &bad})
+	require.ErrorIs(t, err, hookwheel.ErrInvalid)
+	var apiErr *hookwheel.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "cron", apiErr.Fields[0].Field)
+	_, err = l.client.UpdateSchedule(ctx, uuid.New(), hookwheel.ScheduleUpdate{Cron: &cron})
+	require.ErrorIs(t, err, hookwheel.ErrNotFound)
+
 	resumed, err := l.client.ResumeSchedule(ctx, s.ID)
 	require.NoError(t, err)
 	require.False(t, resumed.Paused)

@@ -40,6 +40,8 @@ type ScheduleRequest struct {
 	Timeout                time.Duration
 	MaxAttempts            int
 	MinBackoff, MaxBackoff time.Duration
+	// Labels are carried by every occurrence's task, as TaskRequest.Labels.
+	Labels map[string]string
 }
 
 // CreateSchedule creates a schedule. It is not retried after a 503 or a
@@ -47,7 +49,7 @@ type ScheduleRequest struct {
 // repeat of a create that went through would make a second schedule.
 func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (*Schedule, error) {
 	body := apiclient.ScheduleRequest{
-		Cron: req.Cron, URL: req.URL, Headers: req.Headers, Body: req.Body,
+		Cron: req.Cron, URL: req.URL, Headers: req.Headers, Body: req.Body, Labels: req.Labels,
 		Timeout: durationOrNil(req.Timeout), Retry: apiRetry(req.MaxAttempts, req.MinBackoff, req.MaxBackoff),
 	}
 	if req.Timezone != "" {

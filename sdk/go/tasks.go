@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,7 +59,7 @@ const MaxBatch = 1000
 // field takes the server's default.
 //
 // Its JSON form is the API's (url, method, headers, body, run_at, delay,
-// timeout, retry, idempotency_key), durations as Go durations ("30s"): the
+// timeout, retry, labels, idempotency_key), durations as Go durations ("30s"): the
 // lines `hookwheel batch` reads. Unknown fields are refused, as the API
 // refuses them.
 type TaskRequest struct {
@@ -83,6 +85,11 @@ type TaskRequest struct {
 	// MinBackoff and MaxBackoff bound the wait between attempts; zero is
 	// the tenant's default (1s and 1h unless the operator changed them).
 	MinBackoff, MaxBackoff time.Duration
+	// Labels are key-value pairs to find the task by (TaskFilter.Labels,
+	// DeadFilter.Labels); never sent with the webhook. At most 32; keys of
+	// 1 to 63 characters of a-z, 0-9 and . _ / -, starting with a letter or
+	// a digit; values of at most 255 characters.
+	Labels map[string]string
 	// IdempotencyKey makes the create safe to repeat: a repeat with the
 	// same key and request returns the task the first created. Empty:
 	// CreateTask and CreateTasks use a random key, so that their own
@@ -93,7 +100,7 @@ type TaskRequest struct {
 
 // apiTask is r as the API's batch item, with key as its idempotency key.
 func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
-	t := apiclient.BatchTaskRequest{URL: r.URL, Headers: r.Headers, Body: r.Body}
+	t := apiclient.BatchTaskRequest{URL: r.URL, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
 	if r.Method != "" {
 		t.Method = ptr(apiclient.HTTPMethod(r.Method))
 	}
@@ -122,7 +129,7 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&t); err != nil {
 		return err
 	}
-	out := TaskRequest{URL: t.URL, Headers: t.Headers, Body: t.Body}
+	out := TaskRequest{URL: t.URL, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
 	if t.Method != nil {
 		out.Method = string(*t.Method)
 	}
@@ -168,7 +175,7 @@ func (c *Client) CreateTask(ctx context.Context, req TaskRequest) (*Task, error)
 	item := req.apiTask("")
 	body := apiclient.TaskRequest{
 		URL: item.URL, Method: item.Method, Headers: item.Headers, Body: item.Body,
-		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry,
+		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
 	}
 	// Safe to retry: the key makes the server store a repeat once.
 	resp, err := c.api.CreateTaskWithResponse(repeatable(ctx), &apiclient.CreateTaskParams{IdempotencyKey: &key}, body)
@@ -200,6 +207,9 @@ type TaskFilter struct {
 	URLPrefix string
 	// IdempotencyKey: only the task created with this key.
 	IdempotencyKey string
+	// Labels: only tasks carrying every one of these labels (and maybe
+	// others).
+	Labels map[string]string
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound when the
 	// tasks were created; zero is unbounded.
 	CreatedAfter, CreatedBefore time.Time
@@ -224,6 +234,7 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) iter.Seq2[Task, er
 	if f.IdempotencyKey != "" {
 		params.IdempotencyKey = &f.IdempotencyKey
 	}
+	params.Label = labelConditions(f.Labels)
 	if !f.CreatedAfter.IsZero() {
 		params.CreatedAfter = &f.CreatedAfter
 	}
@@ -319,6 +330,9 @@ type ReplayEdit struct {
 	Method  string
 	Headers map[string]string // replaces all of the task's headers
 	Body    *string           // nil keeps the body; a pointer to "" empties it
+	// Labels, when not nil, replace all of the task's labels; an empty,
+	// non-nil map removes them.
+	Labels map[string]string
 }
 
 // ReplayTask sends a dead or delivered task again, due now, after applying
@@ -338,6 +352,9 @@ func (c *Client) ReplayTask(ctx context.Context, id uuid.UUID, edit *ReplayEdit)
 		}
 		if edit.Method != "" {
 			body.Method = ptr(apiclient.HTTPMethod(edit.Method))
+		}
+		if edit.Labels != nil {
+			body.Labels = ptr(apiclient.Labels(edit.Labels))
 		}
 	}
 	resp, err := c.api.ReplayTaskWithResponse(ctx, id, body)
@@ -419,6 +436,9 @@ type DeadFilter struct {
 	URLPrefix string
 	// ScheduleID: only the occurrences of this schedule (uuid.Nil any).
 	ScheduleID uuid.UUID
+	// Labels: only tasks carrying every one of these labels, as in
+	// TaskFilter.
+	Labels map[string]string
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive); zero is
 	// unbounded.
 	CreatedAfter, CreatedBefore time.Time
@@ -431,7 +451,7 @@ type DeadFilter struct {
 // retried after a 503 or a network error; calling it again replays only the
 // tasks that died since.
 func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (*ReplayResult, error) {
-	body := apiclient.ReplayFilter{DryRun: &f.DryRun}
+	body := apiclient.ReplayFilter{DryRun: &f.DryRun, Labels: f.Labels}
 	if f.URLPrefix != "" {
 		body.URL = &f.URLPrefix
 	}
@@ -491,6 +511,19 @@ func (c *Client) CancelTasks(ctx context.Context, f CancelFilter) (int, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// labelConditions spells labels as the API's label parameters, "key:value"
+// each, in key order so that the same filter makes the same URL.
+func labelConditions(labels map[string]string) []string {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, k+":"+labels[k])
+	}
+	return out
+}
 
 // durationOrNil is d as the API spells durations, nil for zero.
 func durationOrNil(d time.Duration) *string {

@@ -691,7 +691,18 @@ function attemptTimeline(attempts) {
       a.status_code ? h('span', { class: 'code' }, `HTTP ${a.status_code}`) : null,
       h('span', { class: 'muted' }, `${fmtNum(a.duration_ms)} ms`), h('time', { datetime: a.started_at, class: 'muted' }, fmtTime(a.started_at))),
     a.error ? h('div', { class: 'err' }, a.error) : null,
+    responseHeaders(a.response_headers),
     a.response_body ? h('pre', { class: 'snippet', tabindex: 0 }, a.response_body) : null)));
+}
+
+// responseHeaders shows the headers an attempt kept, folded: now and then
+// they explain an answer (a request id to quote, a Retry-After), but open
+// they would crowd the timeline.
+function responseHeaders(headers) {
+  const names = Object.keys(headers || {}).sort();
+  if (names.length === 0) return null;
+  return h('details', { class: 'headers' }, h('summary', {}, `Response headers (${names.length})`),
+    h('pre', { class: 'snippet', tabindex: 0 }, names.map((n) => `${n}: ${headers[n]}`).join('\n')));
 }
 
 // ---------------------------------------------------------------------------

@@ -144,6 +144,11 @@ test('watches a task go delivered, and a failing one collect its attempts', asyn
   await expect(page.locator('.timeline li')).toHaveCount(3);
   await expect(page.locator('.timeline').first()).toContainText('HTTP 500');
   await expect(page.locator('.timeline').first()).toContainText('boom');
+  const headers = page.locator('.timeline li').first().locator('details.headers');
+  await expect(headers.locator('pre')).toBeHidden();
+  await headers.locator('summary').click();
+  await expect(headers.locator('pre')).toContainText('X-Request-Id: boom-1');
+  await headers.locator('summary').click();
   await shoot(page, 'task-dead');
 
   // The list finds both, by status and by search.

@@ -17,6 +17,7 @@ import type {
   ReplayResult,
   Schedule,
   ScheduleRequest,
+  ScheduleUpdateRequest,
   Task,
   TaskFilter,
   TaskRequest,
@@ -133,6 +134,15 @@ export interface HookwheelClient {
     pause(id: string): Promise<Schedule>;
     /** Restarts a paused schedule from its next occurrence (`POST /v1/schedules/{id}/resume`). */
     resume(id: string): Promise<Schedule>;
+    /**
+     * Changes the schedule in place (`PATCH /v1/schedules/{id}`, a JSON merge
+     * patch): each field given replaces the schedule's, `null` resets it to
+     * its default, an absent field is kept; `headers`, `labels` and `retry`
+     * merge field by field. A new `cron` or `timezone` recomputes
+     * `next_run_at` from now; occurrences already made tasks keep their time
+     * and request.
+     */
+    update(id: string, patch: ScheduleUpdateRequest): Promise<Schedule>;
     /** Deletes the schedule and cancels its pending occurrences (`DELETE /v1/schedules/{id}`). */
     delete(id: string): Promise<Schedule>;
     /** The next `count` (default 10, at most 100) fire times (`GET /v1/schedules/{id}/next`). */
@@ -309,6 +319,15 @@ export function createClient(options: ClientOptions): HookwheelClient {
       // Pausing a paused schedule, or resuming a running one, changes nothing.
       pause: (scheduleId) => send(true, () => raw.POST("/v1/schedules/{id}/pause", id(scheduleId))),
       resume: (scheduleId) => send(true, () => raw.POST("/v1/schedules/{id}/resume", id(scheduleId))),
+      // A merge patch leaves the schedule the same however often it is applied.
+      update: (scheduleId, patch) =>
+        send(true, () =>
+          raw.PATCH("/v1/schedules/{id}", {
+            ...id(scheduleId),
+            body: patch,
+            headers: { "Content-Type": "application/merge-patch+json" },
+          }),
+        ),
       delete: (scheduleId) => send(false, () => raw.DELETE("/v1/schedules/{id}", id(scheduleId))),
       async next(scheduleId, count) {
         const query = count === undefined ? {} : { count };

@@ -102,8 +102,8 @@ export interface paths {
          *     with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
          *     The last page has no `next_cursor`.
          *
-         *     The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-         *     combine: a task is listed
+         *     The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+         *     `created_before` combine: a task is listed
          *     when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
          *     consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
          *     later than `created_after`) answers 422.
@@ -624,7 +624,33 @@ export interface paths {
         delete: operations["deleteSchedule"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a schedule
+         * @description Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+         *     given replaces the schedule's, and a field set to `null` goes back to the default a create
+         *     would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+         *     `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+         *     answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+         *     removed); setting either to `null` resets it whole. The result is validated as a create is
+         *     (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+         *     field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+         *     same way.
+         *
+         *     After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+         *     of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+         *     `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+         *     `POST /v1/schedules/{id}/pause` and `/resume` do.
+         *
+         *     Occurrences already materialised as tasks keep their time and their content. Occurrences become
+         *     tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+         *     the old request, even if the new `cron` does not include that time, and an occurrence of the
+         *     new `cron` at the same instant is not made a second time. The change applies to every
+         *     occurrence materialised after it. To have the waiting occurrences follow the change too, send
+         *     `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+         *
+         *     A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+         */
+        patch: operations["updateSchedule"];
         trace?: never;
     };
     "/v1/schedules/{id}/pause": {
@@ -1208,6 +1234,8 @@ export interface components {
             };
             /** @description The new body, sent byte for byte. */
             body?: string;
+            /** @description The new labels, replacing all of the task's own; `{}` removes them. */
+            labels?: components["schemas"]["Labels"];
         };
         /** @description Conditions a dead task must all meet to be replayed; none replays every dead task. */
         ReplayFilter: {
@@ -1215,6 +1243,11 @@ export interface components {
             schedule_id?: string;
             /** @description Only tasks whose URL starts with this text, as in `GET /v1/tasks`. */
             url?: string;
+            /**
+             * @description Only tasks carrying every one of these labels (and maybe others), the condition `label`
+             *     sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
+             */
+            labels?: components["schemas"]["Labels"];
             /** Format: date-time */
             created_after?: string;
             /** Format: date-time */
@@ -1332,11 +1365,66 @@ export interface components {
             body?: string;
             timeout?: string;
             retry?: components["schemas"]["RetryPolicy"];
+            /** @description Labels every occurrence's task carries, by the rules of a task's. */
+            labels?: components["schemas"]["Labels"];
             /**
              * @description Create the schedule paused.
              * @default false
              */
             paused?: boolean;
+        };
+        /**
+         * @description A JSON merge patch of a schedule: the fields of a create, each optional. Absent keeps the
+         *     schedule's value; `null` resets it to the default of a create (422 for `cron` and `url`, which
+         *     have none).
+         */
+        ScheduleUpdateRequest: {
+            /**
+             * @description The new recurrence; `next_run_at` is recomputed from now.
+             * @example 0 9 * * *
+             */
+            cron?: string;
+            /**
+             * @description The new IANA time zone (`null` is `UTC`); `next_run_at` is recomputed from now.
+             * @example Europe/Paris
+             */
+            timezone?: string | null;
+            /** Format: uri */
+            url?: string;
+            /**
+             * @description The new method, `GET`, `POST`, `PUT`, `PATCH` or `DELETE` (`null` is POST).
+             * @example PUT
+             */
+            method?: string | null;
+            /**
+             * @description Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
+             *     removed. `null` for the whole object removes every header.
+             */
+            headers?: {
+                [key: string]: string | null;
+            } | null;
+            /** @description The new body (`null` is empty). */
+            body?: string | null;
+            /** @description The new per-attempt timeout (`null` is the default). */
+            timeout?: string | null;
+            /**
+             * @description Merged into the schedule's retry policy field by field; a field set to `null`, or `retry:
+             *     null` for all of them, goes back to the tenant's default.
+             */
+            retry?: {
+                max_attempts?: number | null;
+                min_backoff?: string | null;
+                max_backoff?: string | null;
+            } | null;
+            /**
+             * @description Merged into the schedule's labels by key, by the rules of a task's labels; a label set to
+             *     `null` is removed. `null` for the whole object removes every label.
+             */
+            labels?: {
+                [key: string]: string | null;
+            } | null;
+            /** @description `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do. */
+            paused?: boolean | null;
         };
         Schedule: {
             /** Format: uuid */
@@ -1374,6 +1462,8 @@ export interface components {
             body?: string;
             timeout: string;
             retry: components["schemas"]["RetryPolicy"];
+            /** @description The labels every occurrence's task carries; absent when none. */
+            labels?: components["schemas"]["Labels"];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1591,7 +1681,8 @@ export interface components {
          *     - `dispatching`: an attempt is in flight.
          *     - `retrying`: an attempt failed and another is due at `next_attempt_at`.
          *     - `delivered`: an attempt got a 2xx response. Final, unless replayed.
-         *     - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
+         *     - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+         *       `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
          *     - `canceled`: canceled before delivery. Final.
          * @enum {string}
          */
@@ -1617,6 +1708,23 @@ export interface components {
              * @example 1h
              */
             max_backoff?: string;
+        };
+        /**
+         * @description Key-value pairs of the tenant's own that describe a task (`team`, `customer`, `env`...), to find
+         *     it again: `GET /v1/tasks?label=team:payments` lists the tasks labelled so, and `POST
+         *     /v1/tasks/replay` replays them. Labels are never sent with the webhook.
+         *
+         *     At most 32 labels. A key is 1 to 63 characters of lower-case `a`-`z`, digits and `.` `_` `/` `-`,
+         *     starting with a letter or a digit (`team`, `app.kubernetes.io/name`); a value is 0 to 255
+         *     characters, any text but control characters. Anything else gets 422 naming the label
+         *     (`labels.<key>`): nothing is lowered, trimmed or dropped.
+         * @example {
+         *       "team": "payments",
+         *       "customer": "acme"
+         *     }
+         */
+        Labels: {
+            [key: string]: string;
         };
         /** @description A webhook to schedule. Only `url` is required. */
         TaskRequest: {
@@ -1669,6 +1777,8 @@ export interface components {
              */
             timeout?: string;
             retry?: components["schemas"]["RetryPolicy"];
+            /** @description The task's labels, to find it by; none when absent. */
+            labels?: components["schemas"]["Labels"];
         };
         /** @description A scheduled webhook and its delivery state. */
         Task: {
@@ -1738,6 +1848,8 @@ export interface components {
             last_error: string | null;
             /** @description The `Idempotency-Key` given when the task was created; null when none was. */
             idempotency_key: string | null;
+            /** @description The task's labels (a schedule's occurrence carries the schedule's); absent when it has none. */
+            labels?: components["schemas"]["Labels"];
         };
         /** @description A page of tasks, newest first. */
         TaskList: {
@@ -1750,7 +1862,8 @@ export interface components {
          * @description What an attempt led to:
          *     - `success`: a 2xx response; the task is `delivered`.
          *     - `retry`: a retryable failure; another attempt is scheduled.
-         *     - `fail`: a final failure; the task is `dead`.
+         *     - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+         *       `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
          * @enum {string}
          */
         AttemptOutcome: "success" | "retry" | "fail";
@@ -1770,11 +1883,31 @@ export interface components {
             duration_ms: number;
             /** @description The HTTP status of the response; absent when no response came (network error or timeout). */
             status_code?: number;
-            /** @description Why the attempt failed, such as a network error or an unexpected status; absent on success. */
+            /**
+             * @description Why the attempt failed, such as a network error or an unexpected status; absent on success. A
+             *     response carrying `Hookwheel-Retry: stop` says so (`receiver answered 503 Service Unavailable
+             *     with Hookwheel-Retry: stop; not retried`).
+             */
             error?: string;
             outcome: components["schemas"]["AttemptOutcome"];
             /** @description The first 4 KiB of the response body, when there was one. */
             response_body?: string;
+            /**
+             * @description The response's headers, by canonical name, a repeated header's values joined with `, `;
+             *     absent when no response came (network error or timeout), or none of its headers was kept. Bounded: each value is cut to 512
+             *     bytes, then at most 32 headers and 4 KiB of names and values are kept, `Retry-After` and
+             *     `Hookwheel-Retry` first, then the smallest, so the largest are dropped first. Headers that
+             *     carry credentials are never kept: `Authorization`, `Proxy-Authorization`, `Cookie`,
+             *     `Set-Cookie`, `Set-Cookie2`, and any whose name contains `token`, `secret`, `password`,
+             *     `api-key` or `apikey` in any case.
+             * @example {
+             *       "Content-Type": "application/json",
+             *       "Retry-After": "30"
+             *     }
+             */
+            response_headers?: {
+                [key: string]: string;
+            };
         };
         /** @description Every delivery attempt of a task. */
         AttemptList: {
@@ -2233,6 +2366,18 @@ export interface operations {
                 url?: string;
                 /** @description Only the task created with this idempotency key (at most one). */
                 idempotency_key?: string;
+                /**
+                 * @description Only tasks carrying this label, written `key:value` (`label=team:payments`); repeat the
+                 *     parameter for more, and a task must carry all of them (and may carry others). A key cannot
+                 *     hold a `:`, so the first one splits, and the value may hold anything a label value may,
+                 *     `:` and `,` included: that is why each condition is a parameter of its own rather than one
+                 *     comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
+                 *     `Labels` (422 otherwise), a key at most once, at most 32 conditions.
+                 * @example [
+                 *       "team:payments"
+                 *     ]
+                 */
+                label?: string[];
                 /** @description The largest number of tasks in the page. */
                 limit?: number;
                 /**
@@ -3213,7 +3358,11 @@ export interface operations {
                      *           "status_code": 503,
                      *           "error": "receiver answered 503 Service Unavailable",
                      *           "outcome": "retry",
-                     *           "response_body": "upstream unavailable"
+                     *           "response_body": "upstream unavailable",
+                     *           "response_headers": {
+                     *             "Content-Type": "text/plain; charset=utf-8",
+                     *             "Date": "Sun, 22 Nov 2026 10:00:00 GMT"
+                     *           }
                      *         },
                      *         {
                      *           "attempt": 2,
@@ -3228,7 +3377,11 @@ export interface operations {
                      *           "duration_ms": 37,
                      *           "status_code": 200,
                      *           "outcome": "success",
-                     *           "response_body": "{\"ok\": true}"
+                     *           "response_body": "{\"ok\": true}",
+                     *           "response_headers": {
+                     *             "Content-Type": "application/json",
+                     *             "Date": "Sun, 22 Nov 2026 10:00:13 GMT"
+                     *           }
                      *         }
                      *       ]
                      *     }
@@ -3597,6 +3750,75 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    updateSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The schedule id. */
+                id: components["parameters"]["ScheduleID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/merge-patch+json": components["schemas"]["ScheduleUpdateRequest"];
+                /**
+                 * @example {
+                 *       "timeout": "10s",
+                 *       "retry": {
+                 *         "max_attempts": 3
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The schedule as changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "019aa8f0-7e6d-7c5b-a4a3-b2c1d0e9f8a7",
+                     *       "cron": "30 8 * * 1-5",
+                     *       "timezone": "America/New_York",
+                     *       "paused": false,
+                     *       "next_run_at": "2026-11-23T13:30:00Z",
+                     *       "last_run_at": "2026-11-20T08:00:00Z",
+                     *       "skipped_occurrences": 0,
+                     *       "url": "https://example.com/hooks/daily-report",
+                     *       "method": "POST",
+                     *       "headers": {
+                     *         "Content-Type": "application/json"
+                     *       },
+                     *       "body": "{\"report\": \"daily\"}",
+                     *       "timeout": "30s",
+                     *       "retry": {
+                     *         "max_attempts": 10,
+                     *         "min_backoff": "1s",
+                     *         "max_backoff": "1h"
+                     *       },
+                     *       "created_at": "2026-11-02T09:00:00Z",
+                     *       "updated_at": "2026-11-22T10:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             default: components["responses"]["UnexpectedError"];
         };

@@ -23,6 +23,7 @@ export type Attempt = Schemas["Attempt"];
 export type AttemptOutcome = Schemas["AttemptOutcome"];
 export type Schedule = Schemas["Schedule"];
 export type ScheduleRequest = Schemas["ScheduleRequest"];
+export type ScheduleUpdateRequest = Schemas["ScheduleUpdateRequest"];
 export type ScheduleList = Schemas["ScheduleList"];
 export type FireTime = Schemas["FireTime"];
 export type Caller = Schemas["Caller"];

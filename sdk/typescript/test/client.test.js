@@ -246,6 +246,24 @@ describe("client", () => {
     );
   });
 
+  it("sends labels on a task and filters by them, one label parameter each", async () => {
+    const labelled = { ...TASK, labels: { team: "payments", note: "a:b,c" } };
+    const { client, requests } = scripted([
+      json(201, labelled),
+      json(200, { data: [labelled] }),
+      json(200, { matched: 1, replayed: 1 }),
+    ]);
+    const task = await client.tasks.create({ url: TASK.url, labels: { team: "payments", note: "a:b,c" } });
+    assert.deepEqual(task.labels, { team: "payments", note: "a:b,c" });
+    const listed = [];
+    for await (const t of client.tasks.list({ label: ["team:payments", "note:a:b,c"] })) listed.push(t.id);
+    assert.deepEqual(listed, [TASK.id]);
+    await client.tasks.replayDead({ labels: { team: "payments" } });
+    assert.deepEqual(JSON.parse(requests[0].body).labels, { team: "payments", note: "a:b,c" });
+    assert.deepEqual(requests[1].url.searchParams.getAll("label"), ["team:payments", "note:a:b,c"]);
+    assert.deepEqual(JSON.parse(requests[2].body).labels, { team: "payments" });
+  });
+
   it("stops with an error when a page hands back its own cursor", async () => {
     const same = () => json(200, { data: [TASK], next_cursor: "same" });
     const { client, requests } = scripted([same(), same(), same()]);
@@ -307,6 +325,19 @@ describe("client", () => {
         "GET /v1/stats?window=2h ",
       ],
     );
+  });
+
+  it("updates a schedule with a merge patch, nulls included, retried on 503", async () => {
+    const schedule = { id: "s1", cron: "*/5 * * * *" };
+    const { client, requests } = scripted([problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }), json(200, schedule)]);
+    const patch = { cron: "*/5 * * * *", timezone: null, headers: { "X-Old": null, "X-New": "1" }, retry: { min_backoff: null } };
+    assert.deepEqual(await client.schedules.update("s1", patch), schedule);
+    assert.equal(requests.length, 2, "a merge patch is safe to send again");
+    for (const r of requests) {
+      assert.equal(`${r.method} ${r.url.pathname}`, "PATCH /v1/schedules/s1");
+      assert.equal(r.headers.get("Content-Type"), "application/merge-patch+json");
+      assert.deepEqual(JSON.parse(r.body), patch);
+    }
   });
 
   it("refuses to start without an http(s) base URL or a key", () => {

@@ -194,6 +194,24 @@ describe("live: schedules", { skip: skipAPI }, () => {
     assert.ok(Date.parse(next[0].utc) < Date.parse(next[1].utc));
     assert.match(next[0].local, /T09:00:00\+0[12]:00$/);
 
+    // A merge patch: what is given changes, null resets, the rest is kept.
+    const updated = await hw.schedules.update(created.id, {
+      cron: "30 8 * * 1-5",
+      timezone: "America/New_York",
+      body: null,
+      headers: { "X-Version": "2" },
+    });
+    assert.equal(updated.cron, "30 8 * * 1-5");
+    assert.equal(updated.timezone, "America/New_York");
+    assert.equal(updated.body ?? "", "");
+    assert.deepEqual(updated.headers, { "X-Version": "2" });
+    assert.equal(updated.url, created.url);
+    assert.match((await hw.schedules.next(created.id, 1))[0].local, /T08:30:00-0[45]:00$/);
+    const invalid = await hw.schedules.update(created.id, { cron: null }).catch((e) => e);
+    assert.ok(invalid instanceof HookwheelError, String(invalid));
+    assert.equal(invalid.status, 422);
+    assert.ok(invalid.errors.some((e) => e.field === "cron"), JSON.stringify(invalid.errors));
+
     const paused = await hw.schedules.pause(created.id);
     assert.equal(paused.paused, true);
     assert.equal(paused.next_run_at, null);

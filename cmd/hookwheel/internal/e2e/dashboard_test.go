@@ -92,8 +92,8 @@ func TestDashboardInBrowser(t *testing.T) {
 }
 
 // newScriptedReceiver answers webhooks as the browser tests expect: /ok 200
-// "thanks", /fail 500 "boom", /flaky/... and /bulk/... 503 until a POST to
-// /fix/flaky or /fix/bulk.
+// "thanks", /fail 500 "boom" with X-Request-Id: boom-1, /flaky/... and
+// /bulk/... 503 until a POST to /fix/flaky or /fix/bulk.
 func newScriptedReceiver(t *testing.T) *httptest.Server {
 	var flakyFixed, bulkFixed atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +105,7 @@ func newScriptedReceiver(t *testing.T) *httptest.Server {
 		case p == "/ok":
 			_, _ = w.Write([]byte("thanks"))
 		case p == "/fail":
+			w.Header().Set("X-Request-Id", "boom-1")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte("boom"))
 		case strings.HasPrefix(p, "/flaky/") && !flakyFixed.Load(), strings.HasPrefix(p, "/bulk/") && !bulkFixed.Load():

@@ -82,7 +82,10 @@ func TestBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	n := e.startNode(func(c *app.Config) {
-		c.Dispatcher.Breaker = dispatcher.BreakerConfig{ConsecutiveFailures: 3, Cooldown: 1500 * time.Millisecond, ReleasePace: 5 * time.Millisecond}
+		// The cooldown outlasts the checks made while the breaker is open,
+		// however slow the machine: a probe before them would be a fourth
+		// send.
+		c.Dispatcher.Breaker = dispatcher.BreakerConfig{ConsecutiveFailures: 3, Cooldown: 4 * time.Second, ReleasePace: 5 * time.Millisecond}
 		c.Dispatcher.MaxPerTarget = 1 // one send at a time: exactly three failures trip it
 	})
 	acme := e.createTenant(n, "acme")
@@ -95,11 +98,21 @@ func TestBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 		return http.StatusInternalServerError, nil
 	})
 
+	// All due at once, in one call: tasks created one by one on a loaded
+	// machine could fall due after the cooldown and be its probe.
 	const count = 20
+	items := make([]openapi.BatchTaskRequest, count)
+	for i := range items {
+		items[i] = openapi.BatchTaskRequest{URL: recv.URL + "/sick", Retry: &openapi.RetryPolicy{
+			MaxAttempts: ptr(10), MinBackoff: ptr("5s"), MaxBackoff: ptr("10s")}}
+	}
+	created, err := acme.client.CreateTasksBatchWithResponse(context.Background(), openapi.BatchRequest{Tasks: items})
+	require.NoError(t, err)
+	require.NotNil(t, created.JSON200, "batch: %s", created.Body)
 	ids := make([]uuid.UUID, count)
-	for i := range ids {
-		ids[i] = acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/sick", Retry: &openapi.RetryPolicy{
-			MaxAttempts: ptr(10), MinBackoff: ptr("5s"), MaxBackoff: ptr("10s")}}).ID
+	for i, r := range created.JSON200.Data {
+		require.NotNil(t, r.Task, "item %d: %+v", i, r.Error)
+		ids[i] = r.Task.ID
 	}
 	waitMetric(t, n, "hookwheel_breaker_state", `target="`+targetOf(recv.URL)+`"`, 5*time.Second, func(v float64) bool { return v == 2 })
 	waitMetric(t, n, "hookwheel_deferrals_total", `reason="breaker"`, 5*time.Second, func(v float64) bool { return v >= count-3 })

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -120,6 +121,69 @@ func TestRetryRules(t *testing.T) {
 			wait := waiting.NextAttemptAt.Sub(first)
 			require.InDelta(t, tc.want.Seconds(), wait.Seconds(), 2, fmt.Sprintf("Retry-After %q", tc.header))
 		}
+	})
+
+	t.Run("Hookwheel-Retry: stop on a 503 kills the task at once", func(t *testing.T) {
+		t.Parallel()
+		recv := newReceiver(t)
+		recv.setRespond(func(delivery, int) (int, http.Header) {
+			return http.StatusServiceUnavailable, http.Header{
+				"Hookwheel-Retry": {"stop"},
+				"X-Request-Id":    {"req-503"},
+				"Set-Cookie":      {"session=abc"},
+			}
+		})
+		task := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/never", Retry: fast})
+		dead := acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
+		require.Equal(t, 1, dead.Attempts, "no retry once the receiver said stop")
+		require.Equal(t, http.StatusServiceUnavailable, *dead.LastStatusCode)
+		require.Contains(t, *dead.LastError, "Hookwheel-Retry: stop")
+		require.Len(t, recv.snapshot(), 1)
+
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, attempts.StatusCode(), "%s", attempts.Body)
+		require.Len(t, attempts.JSON200.Data, 1)
+		a := attempts.JSON200.Data[0]
+		require.Equal(t, openapi.AttemptOutcomeFail, a.Outcome)
+		require.Equal(t, "receiver answered 503 Service Unavailable with Hookwheel-Retry: stop; not retried", *a.Error)
+		require.Equal(t, "stop", a.ResponseHeaders["Hookwheel-Retry"])
+		require.Equal(t, "req-503", a.ResponseHeaders["X-Request-Id"])
+		require.NotEmpty(t, a.ResponseHeaders["Date"])
+		require.NotContains(t, a.ResponseHeaders, "Set-Cookie", "credentials are never kept")
+	})
+
+	t.Run("Hookwheel-Retry: stop on a 2xx changes nothing", func(t *testing.T) {
+		t.Parallel()
+		recv := newReceiver(t)
+		recv.setRespond(func(delivery, int) (int, http.Header) {
+			return http.StatusOK, http.Header{"Hookwheel-Retry": {"stop"}, "Content-Type": {"application/json"}}
+		})
+		task := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/fine", Retry: fast})
+		done := acme.waitStatus(t, task.ID, openapi.TaskStatusDelivered, 10*time.Second)
+		require.Equal(t, 1, done.Attempts)
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts.JSON200.Data, 1)
+		a := attempts.JSON200.Data[0]
+		require.Equal(t, openapi.AttemptOutcomeSuccess, a.Outcome)
+		require.Nil(t, a.Error)
+		require.Equal(t, "application/json", a.ResponseHeaders["Content-Type"])
+	})
+
+	t.Run("an attempt with no response has no headers", func(t *testing.T) {
+		t.Parallel()
+		recv := newReceiver(t)
+		url := recv.URL
+		recv.Close()
+		task := acme.schedule(t, openapi.TaskRequest{URL: url + "/gone", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
+		acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		require.NoError(t, err)
+		require.Len(t, attempts.JSON200.Data, 1)
+		require.Nil(t, attempts.JSON200.Data[0].StatusCode)
+		require.Nil(t, attempts.JSON200.Data[0].ResponseHeaders)
+		require.NotContains(t, string(attempts.Body), "response_headers", "absent, not null")
 	})
 
 	t.Run("the last attempt's failure kills the task", func(t *testing.T) {

@@ -234,17 +234,31 @@ type Attempt struct {
 	// DurationMs How long the attempt took, in milliseconds.
 	DurationMs int64 `json:"duration_ms"`
 
-	// Error Why the attempt failed, such as a network error or an unexpected status; absent on success.
+	// Error Why the attempt failed, such as a network error or an unexpected status; absent on success. A
+	// response carrying `Hookwheel-Retry: stop` says so (`receiver answered 503 Service Unavailable
+	// with Hookwheel-Retry: stop; not retried`).
 	Error *string `json:"error,omitempty"`
 
 	// Outcome What an attempt led to:
 	// - `success`: a 2xx response; the task is `delivered`.
 	// - `retry`: a retryable failure; another attempt is scheduled.
-	// - `fail`: a final failure; the task is `dead`.
+	// - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+	//   `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
 	Outcome AttemptOutcome `json:"outcome"`
 
 	// ResponseBody The first 4 KiB of the response body, when there was one.
 	ResponseBody *string `json:"response_body,omitempty"`
+
+	// ResponseHeaders The response's headers, by canonical name, a repeated header's values joined with `, `;
+	// absent when no response came (network error or timeout), or none of its headers was kept. Bounded: each value is cut to 512
+	// bytes, then at most 32 headers and 4 KiB of names and values are kept, `Retry-After` and
+	// `Hookwheel-Retry` first, then the smallest, so the largest are dropped first. Headers that
+	// carry credentials are never kept: `Authorization`, `Proxy-Authorization`, `Cookie`,
+	// `Set-Cookie`, `Set-Cookie2`, and any whose name contains `token`, `secret`, `password`,
+	// `api-key` or `apikey` in any case.
+	//
+	// Example: {"Content-Type":"application/json","Retry-After":"30"}
+	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
 
 	// StartedAt When the attempt started.
 	StartedAt time.Time `json:"started_at"`
@@ -260,9 +274,10 @@ type AttemptList struct {
 }
 
 // AttemptOutcome What an attempt led to:
-// - `success`: a 2xx response; the task is `delivered`.
-// - `retry`: a retryable failure; another attempt is scheduled.
-// - `fail`: a final failure; the task is `dead`.
+//   - `success`: a 2xx response; the task is `delivered`.
+//   - `retry`: a retryable failure; another attempt is scheduled.
+//   - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+//     `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
 type AttemptOutcome string
 
 // AuditEntry defines model for AuditEntry.
@@ -334,6 +349,9 @@ type BatchTaskRequest struct {
 
 	// IdempotencyKey This item's idempotency key, as the Idempotency-Key header of a single call.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+
+	// Labels The task's labels, to find it by; none when absent.
+	Labels Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -416,6 +434,18 @@ type FireTimeList struct {
 // HTTPMethod The HTTP method of a webhook request.
 type HTTPMethod string
 
+// Labels Key-value pairs of the tenant's own that describe a task (`team`, `customer`, `env`...), to find
+// it again: `GET /v1/tasks?label=team:payments` lists the tasks labelled so, and `POST
+// /v1/tasks/replay` replays them. Labels are never sent with the webhook.
+//
+// At most 32 labels. A key is 1 to 63 characters of lower-case `a`-`z`, digits and `.` `_` `/` `-`,
+// starting with a letter or a digit (`team`, `app.kubernetes.io/name`); a value is 0 to 255
+// characters, any text but control characters. Anything else gets 422 naming the label
+// (`labels.<key>`): nothing is lowered, trimmed or dropped.
+//
+// Example: {"customer":"acme","team":"payments"}
+type Labels map[string]string
+
 // MinuteStats defines model for MinuteStats.
 type MinuteStats struct {
 	Attempts int `json:"attempts"`
@@ -474,7 +504,11 @@ type ReplayFilter struct {
 	CreatedBefore *time.Time `json:"created_before,omitempty"`
 
 	// DryRun Count the matching dead tasks without replaying them.
-	DryRun     *bool               `json:"dry_run,omitempty"`
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Labels Only tasks carrying every one of these labels (and maybe others), the condition `label`
+	// sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
+	Labels     Labels              `json:"labels,omitempty"`
 	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
 
 	// URL Only tasks whose URL starts with this text, as in `GET /v1/tasks`.
@@ -488,6 +522,9 @@ type ReplayRequest struct {
 
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Labels The new labels, replacing all of the task's own; `{}` removes them.
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of a webhook request.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -540,6 +577,9 @@ type Schedule struct {
 	Headers   map[string]string  `json:"headers,omitempty"`
 	ID        openapi_types.UUID `json:"id"`
 
+	// Labels The labels every occurrence's task carries; absent when none.
+	Labels Labels `json:"labels,omitempty"`
+
 	// LastRunAt The latest occurrence materialised as a task.
 	LastRunAt *time.Time `json:"last_run_at,omitempty"`
 
@@ -583,7 +623,10 @@ type ScheduleRequest struct {
 	// Example: 0 9 * * *
 	Cron    string            `json:"cron"`
 	Headers map[string]string `json:"headers,omitempty"`
-	Method  *HTTPMethod       `json:"method,omitempty"`
+
+	// Labels Labels every occurrence's task carries, by the rules of a task's.
+	Labels Labels      `json:"labels,omitempty"`
+	Method *HTTPMethod `json:"method,omitempty"`
 
 	// Paused Create the schedule paused.
 	Paused *bool `json:"paused,omitempty"`
@@ -599,6 +642,52 @@ type ScheduleRequest struct {
 	// Example: Europe/Paris
 	Timezone *string `json:"timezone,omitempty"`
 	URL      string  `json:"url"`
+}
+
+// ScheduleUpdateRequest A JSON merge patch of a schedule: the fields of a create, each optional. Absent keeps the
+// schedule's value; `null` resets it to the default of a create (422 for `cron` and `url`, which
+// have none).
+type ScheduleUpdateRequest struct {
+	// Body The new body (`null` is empty).
+	Body *string `json:"body,omitempty"`
+
+	// Cron The new recurrence; `next_run_at` is recomputed from now.
+	//
+	// Example: 0 9 * * *
+	Cron *string `json:"cron,omitempty"`
+
+	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
+	// removed. `null` for the whole object removes every header.
+	Headers map[string]*string `json:"headers,omitempty"`
+
+	// Labels Merged into the schedule's labels by key, by the rules of a task's labels; a label set to
+	// `null` is removed. `null` for the whole object removes every label.
+	Labels map[string]*string `json:"labels,omitempty"`
+
+	// Method The new method, `GET`, `POST`, `PUT`, `PATCH` or `DELETE` (`null` is POST).
+	//
+	// Example: PUT
+	Method *string `json:"method,omitempty"`
+
+	// Paused `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do.
+	Paused *bool `json:"paused,omitempty"`
+
+	// Retry Merged into the schedule's retry policy field by field; a field set to `null`, or `retry:
+	// null` for all of them, goes back to the tenant's default.
+	Retry *struct {
+		MaxAttempts *int    `json:"max_attempts,omitempty"`
+		MaxBackoff  *string `json:"max_backoff,omitempty"`
+		MinBackoff  *string `json:"min_backoff,omitempty"`
+	} `json:"retry,omitempty"`
+
+	// Timeout The new per-attempt timeout (`null` is the default).
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Timezone The new IANA time zone (`null` is `UTC`); `next_run_at` is recomputed from now.
+	//
+	// Example: Europe/Paris
+	Timezone *string `json:"timezone,omitempty"`
+	URL      *string `json:"url,omitempty"`
 }
 
 // Scope What an API key may do. `*` is every scope, present and future. `tasks:read` and
@@ -714,6 +803,9 @@ type Task struct {
 	// IdempotencyKey The `Idempotency-Key` given when the task was created; null when none was.
 	IdempotencyKey *string `json:"idempotency_key"`
 
+	// Labels The task's labels (a schedule's occurrence carries the schedule's); absent when it has none.
+	Labels Labels `json:"labels,omitempty"`
+
 	// LastError Why the latest attempt failed; null when it did not fail or none was made.
 	LastError *string `json:"last_error"`
 
@@ -746,7 +838,8 @@ type Task struct {
 	// - `dispatching`: an attempt is in flight.
 	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
 	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
-	// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
 	Status TaskStatus `json:"status"`
 
@@ -792,6 +885,9 @@ type TaskRequest struct {
 	//
 	// Example: {"Content-Type":"application/json"}
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Labels The task's labels, to find it by; none when absent.
+	Labels Labels `json:"labels,omitempty"`
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
@@ -844,12 +940,13 @@ type TaskStats struct {
 }
 
 // TaskStatus Where a task is in its life:
-// - `scheduled`: waiting for its `run_at`.
-// - `dispatching`: an attempt is in flight.
-// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
-// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
-// - `dead`: the last attempt failed, or a response was not retryable. Final, unless replayed.
-// - `canceled`: canceled before delivery. Final.
+//   - `scheduled`: waiting for its `run_at`.
+//   - `dispatching`: an attempt is in flight.
+//   - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+//   - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+//   - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+//     `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+//   - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
 // TenantLimits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
@@ -1015,6 +1112,14 @@ type ListTasksParams struct {
 	// IdempotencyKey Only the task created with this idempotency key (at most one).
 	IdempotencyKey *string `form:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 
+	// Label Only tasks carrying this label, written `key:value` (`label=team:payments`); repeat the
+	// parameter for more, and a task must carry all of them (and may carry others). A key cannot
+	// hold a `:`, so the first one splits, and the value may hold anything a label value may,
+	// `:` and `,` included: that is why each condition is a parameter of its own rather than one
+	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
+	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
+	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -1041,6 +1146,12 @@ type CreateKeyJSONRequestBody = APIKeyRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
+
+// UpdateScheduleJSONRequestBody defines body for UpdateSchedule for application/json ContentType.
+type UpdateScheduleJSONRequestBody = ScheduleUpdateRequest
+
+// UpdateScheduleApplicationMergePatchPlusJSONRequestBody defines body for UpdateSchedule for application/merge-patch+json ContentType.
+type UpdateScheduleApplicationMergePatchPlusJSONRequestBody = ScheduleUpdateRequest
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
@@ -1289,6 +1400,99 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// UpdateScheduleWithBody Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithBody(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSchedule Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateSchedule(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateScheduleWithApplicationMergePatchPlusJSONBody Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// NextScheduleTimes Preview the next fire times
 	//
 	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -1387,8 +1591,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-	// combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+	// `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -1983,6 +2187,129 @@ func (c *Client) GetSchedule(ctx context.Context, id ScheduleID, reqEditors ...R
 	return c.Client.Do(req)
 }
 
+// UpdateScheduleWithBody Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateScheduleWithBody(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSchedule Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateSchedule(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateScheduleWithApplicationMergePatchPlusJSONBody Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *Client) UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NextScheduleTimes Preview the next fire times
 //
 // The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -2161,8 +2488,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-// combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+// `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -3039,6 +3366,64 @@ func NewGetScheduleRequest(server string, id ScheduleID) (*http.Request, error) 
 	return req, nil
 }
 
+// NewUpdateScheduleRequest calls the generic UpdateSchedule builder with application/json body
+func NewUpdateScheduleRequest(server string, id ScheduleID, body UpdateScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateScheduleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateSchedule builder with application/merge-patch+json body
+func NewUpdateScheduleRequestWithApplicationMergePatchPlusJSONBody(server string, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateScheduleRequestWithBody(server, id, "application/merge-patch+json", bodyReader)
+}
+
+// NewUpdateScheduleRequestWithBody constructs an http.Request for the UpdateSchedule method, with any body, and a specified content type
+func NewUpdateScheduleRequestWithBody(server string, id ScheduleID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewNextScheduleTimesRequest constructs an http.Request for the NextScheduleTimes method
 func NewNextScheduleTimesRequest(server string, id ScheduleID, params *NextScheduleTimesParams) (*http.Request, error) {
 	var err error
@@ -3407,6 +3792,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		if params.IdempotencyKey != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "idempotency_key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4037,6 +4434,99 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/schedules/{id} (the `GetSchedule` operationId).
 	GetScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
 
+	// UpdateScheduleWithBodyWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithBodyWithResponse(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
+	// UpdateScheduleWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
+	// UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a schedule
+	//
+	// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+	// given replaces the schedule's, and a field set to `null` goes back to the default a create
+	// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+	// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+	// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+	// removed); setting either to `null` resets it whole. The result is validated as a create is
+	// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+	// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+	// same way.
+	//
+	// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+	// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+	// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+	// `POST /v1/schedules/{id}/pause` and `/resume` do.
+	//
+	// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+	// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+	// the old request, even if the new `cron` does not include that time, and an occurrence of the
+	// new `cron` at the same instant is not made a second time. The change applies to every
+	// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+	// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+	//
+	// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+	UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error)
+
 	// NextScheduleTimesWithResponse Preview the next fire times
 	//
 	// The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -4147,8 +4637,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-	// combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+	// `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -5317,6 +5807,110 @@ func (r GetScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateScheduleResponse429Headers the declared response headers of an HTTP 429 response for UpdateSchedule
+type UpdateScheduleResponse429Headers struct {
+	RetryAfter int
+}
+
+type UpdateScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateScheduleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateScheduleResponse) GetJSON200() *Schedule {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateScheduleResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateScheduleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7121,6 +7715,117 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, id Sc
 	return ParseGetScheduleResponse(rsp)
 }
 
+// UpdateScheduleWithBodyWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithBodyWithResponse(ctx context.Context, id ScheduleID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateScheduleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
+// UpdateScheduleWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateSchedule(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
+// UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a schedule
+//
+// Changes the schedule in place, as a JSON merge patch (RFC 7386): a field absent is kept, a field
+// given replaces the schedule's, and a field set to `null` goes back to the default a create
+// would give it (`timezone` UTC, `method` POST, no `headers`, an empty `body`, the default
+// `timeout`, the tenant's retry policy, not `paused`). `cron` and `url` have no default: `null`
+// answers 422. `headers` and `retry` are merged field by field (a header set to `null` is
+// removed); setting either to `null` resets it whole. The result is validated as a create is
+// (the URL's target rules, body and header limits, the tenant's `max_timeout`), and an unknown
+// field answers 422. Sent as `application/merge-patch+json`; `application/json` is read the
+// same way.
+//
+// After a change of `cron` or `timezone`, `next_run_at` is recomputed: the first occurrence
+// of the new recurrence after now. `@every` stays anchored at the schedule's creation.
+// `paused: true` pauses the schedule and `paused: false` resumes it, exactly as
+// `POST /v1/schedules/{id}/pause` and `/resume` do.
+//
+// Occurrences already materialised as tasks keep their time and their content. Occurrences become
+// tasks about 30 s ahead, so one due within those 30 s is still delivered at its old time with
+// the old request, even if the new `cron` does not include that time, and an occurrence of the
+// new `cron` at the same instant is not made a second time. The change applies to every
+// occurrence materialised after it. To have the waiting occurrences follow the change too, send
+// `paused: true`, then `paused: false`: pausing cancels them and resuming makes them afresh.
+//
+// A patch that changes nothing leaves the schedule as it was, `updated_at` included.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/schedules/{id} (the `UpdateSchedule` operationId).
+func (c *ClientWithResponses) UpdateScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, id ScheduleID, body UpdateScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateScheduleResponse, error) {
+	rsp, err := c.UpdateScheduleWithApplicationMergePatchPlusJSONBody(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateScheduleResponse(rsp)
+}
+
 // NextScheduleTimesWithResponse Preview the next fire times
 //
 // The next `count` occurrences after now, in the schedule's time zone (with its offset, so the
@@ -7279,8 +7984,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `created_after` and `created_before`
-// combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
+// `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -8450,6 +9155,101 @@ func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateScheduleResponse parses an HTTP response from a UpdateScheduleWithResponse call
+func ParseUpdateScheduleResponse(rsp *http.Response) (*UpdateScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateScheduleResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
