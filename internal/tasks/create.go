@@ -28,7 +28,7 @@ type Created struct {
 // succeeded gets its task back, not a refusal).
 //
 // A task due within the look-ahead window is announced on commit by the
-// store and told to the local dispatcher.
+// store and told to the local dispatcher (see announcement).
 func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Task) (Created, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -38,8 +38,8 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 	if err := s.checkQuota(ctx, tenant, 1, t.IdempotencyKey); err != nil {
 		return Created{}, err
 	}
-	dueSoon := t.RunAt.Before(s.dueSoonBefore(s.clock.Now()))
-	existing, created, err := s.store.InsertTask(ctx, t, dueSoon)
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	existing, created, err := s.store.InsertTask(ctx, t, t.RunAt.Before(notifyBefore))
 	if err != nil {
 		return Created{}, fmt.Errorf("create task: %w", err)
 	}
@@ -49,9 +49,9 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 		}
 		return Created{Task: existing, Replayed: true}, nil
 	}
-	if dueSoon {
-		s.announce.Schedule(t.ID, t.RunAt)
-	}
+	a := s.committed(notifyBefore)
+	a.task(t.ID, t.RunAt)
+	a.send(ctx)
 	return Created{Task: t}, nil
 }
 
@@ -102,20 +102,20 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 	if err != nil {
 		return nil, fmt.Errorf("create %d tasks: %w", len(admitted), err)
 	}
+	a := s.committed(notifyBefore)
 	for i, res := range stored {
 		t := admitted[i]
 		switch {
 		case res.Created:
 			results[i].Task = t
-			if t.RunAt.Before(notifyBefore) {
-				s.announce.Schedule(t.ID, t.RunAt)
-			}
+			a.task(t.ID, t.RunAt)
 		case bytes.Equal(res.Existing.RequestHash, t.RequestHash):
 			results[i].Task, results[i].Replayed = res.Existing, true
 		default:
 			results[i].Task, results[i].Err = res.Existing, ErrKeyReused
 		}
 	}
+	a.send(ctx)
 	return results, nil
 }
 

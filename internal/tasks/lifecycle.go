@@ -71,16 +71,20 @@ func (s *Service) CancelMatching(ctx context.Context, tenantID uuid.UUID, f mode
 // one's run_at with it). Another status gives a *ConflictError; an unknown
 // id model.ErrNotFound.
 func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error) {
-	dueSoon := at.Before(s.dueSoonBefore(s.clock.Now()))
-	t, err := s.store.RescheduleTask(ctx, tenantID, id, at, dueSoon)
+	// The store keeps microseconds, rounding up: decide on the time stored.
+	at = ceilMicro(at)
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	t, err := s.store.RescheduleTask(ctx, tenantID, id, at, at.Before(notifyBefore))
 	if err != nil {
 		return nil, changeError("reschedule", id, t, err)
 	}
 	// A timer left at the old time would only cost a claim that finds the
 	// task not due yet; dropping it spares that round trip.
 	s.announce.Cancel(id)
-	if dueSoon && t.NextAttemptAt != nil {
-		s.announce.Schedule(id, *t.NextAttemptAt)
+	if t.NextAttemptAt != nil {
+		a := s.committed(notifyBefore)
+		a.task(id, *t.NextAttemptAt)
+		a.send(ctx)
 	}
 	return t, nil
 }

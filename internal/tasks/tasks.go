@@ -8,13 +8,17 @@
 // A task stored to fall due within the dispatchers' look-ahead window is past
 // their loaders' read, so it is announced twice: the store notifies every
 // dispatcher on commit, and the dispatcher running in this process, if any,
-// is told directly, sparing the notification's round trip.
+// is told directly, sparing the notification's round trip. Which tasks that
+// is gets decided before the write, so the write's own statement can notify;
+// the window moves on while the write is in flight, so the tasks that entered
+// it meanwhile are announced once more after the commit (announcement).
 package tasks
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,8 +39,7 @@ type Announcer interface {
 }
 
 // Store is where tasks and schedules live: the store methods the Service
-// calls. *store.DB is one, but for InsertTasks, whose result type is the
-// store's own; the composition root adapts it.
+// calls. *store.DB is one.
 type Store interface {
 	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
 	CountSchedules(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
@@ -52,6 +55,7 @@ type Store interface {
 	ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, edit *model.TaskEdit) (*model.Task, error)
 	CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error)
 	ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error)
+	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 	ListNodes(ctx context.Context) ([]model.Node, error)
 
 	InsertSchedule(ctx context.Context, s *model.Schedule) error
@@ -79,6 +83,9 @@ type Config struct {
 	Lookahead time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// Logger reports announcements that failed after their task was stored.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Service runs the task lifecycle. It is safe for concurrent use.
@@ -88,6 +95,7 @@ type Service struct {
 	// lookahead is the window when the Announcer does not say.
 	lookahead time.Duration
 	clock     clock.Clock
+	logger    *slog.Logger
 }
 
 // New returns a Service.
@@ -101,11 +109,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	announce := cfg.Announcer
 	if announce == nil {
 		announce = silent{}
 	}
-	return &Service{store: cfg.Store, announce: announce, lookahead: cfg.Lookahead, clock: cfg.Clock}, nil
+	return &Service{store: cfg.Store, announce: announce, lookahead: cfg.Lookahead, clock: cfg.Clock,
+		logger: cfg.Logger}, nil
 }
 
 // silent stands for the dispatcher of a node that runs none.
@@ -124,6 +136,66 @@ func (s *Service) dueSoonBefore(now time.Time) time.Time {
 		window = s.lookahead
 	}
 	return now.Add(window)
+}
+
+// announcement tells the dispatchers of the tasks one write stored that fall
+// due within their loaded window.
+//
+// The write's own statement notifies, on commit, the tasks due before
+// notifyBefore, decided from the clock before the write. A loader pass that
+// runs while the write is in flight reads without the uncommitted rows, yet
+// widens its window to its own now plus the look-ahead and moves its cursor
+// there: a task due between notifyBefore and that end would be neither
+// announced nor loaded, and only the sweep would find it, late. Every such
+// pass started before the commit, so its window ends before the clock read
+// after the commit plus the look-ahead: the tasks due up to there are
+// announced too, by a second statement that only the rare write with such
+// tasks pays for, and a dispatcher whose window does not reach them yet
+// leaves them to its loader, which will see them committed.
+type announcement struct {
+	s *Service
+	// notifyBefore is the bound the write's statement notified by.
+	notifyBefore time.Time
+	// lateBefore is the same bound read after the commit.
+	lateBefore time.Time
+	// late are the tasks due in [notifyBefore, lateBefore).
+	late map[uuid.UUID]time.Time
+}
+
+// committed starts the announcement of a write that has committed, whose
+// statement notified the tasks due before notifyBefore.
+func (s *Service) committed(notifyBefore time.Time) *announcement {
+	return &announcement{s: s, notifyBefore: notifyBefore, lateBefore: s.dueSoonBefore(s.clock.Now())}
+}
+
+// task announces a task the write stored, due at at, to the dispatcher here
+// if it falls due within the window, and keeps it for send if the write's
+// statement did not notify it.
+func (a *announcement) task(id uuid.UUID, at time.Time) {
+	switch {
+	case at.Before(a.notifyBefore):
+	case at.Before(a.lateBefore):
+		if a.late == nil {
+			a.late = map[uuid.UUID]time.Time{}
+		}
+		a.late[id] = at
+	default:
+		return
+	}
+	a.s.announce.Schedule(id, at)
+}
+
+// send notifies every dispatcher of the tasks the write's statement did not.
+// The tasks are stored whatever happens here, so a failure is only logged:
+// the sweep still finds them, late.
+func (a *announcement) send(ctx context.Context) {
+	if len(a.late) == 0 {
+		return
+	}
+	if err := a.s.store.AnnounceDue(ctx, a.late); err != nil {
+		a.s.logger.Warn("announcing tasks stored as the window moved failed; the sweep will send them late",
+			"tasks", len(a.late), "err", err)
+	}
 }
 
 // ErrKeyReused refuses a create whose idempotency key the tenant already used

@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.
-	taskCfg := tasks.Config{Store: n.db, Lookahead: cfg.Dispatcher.Lookahead}
+	taskCfg := tasks.Config{Store: n.db, Lookahead: cfg.Dispatcher.Lookahead, Logger: cfg.Logger}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
 		if dcfg.ShutdownTimeout <= 0 {
