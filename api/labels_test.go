@@ -134,6 +134,9 @@ func TestTaskLabelsRefused(t *testing.T) {
 		name  string
 		query string
 	}{
+		{"empty", "label="},
+		{"empty beside a condition", "label=team:a&label="},
+		{"no value at all", "label"},
 		{"no colon", "label=team"},
 		{"bad key", "label=Team:x"},
 		{"key twice", "label=team:a&label=team:b"},

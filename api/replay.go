@@ -112,12 +112,25 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 // replayTasksRequest is the body of POST /v1/tasks/replay, as sent: values
 // stay strings so that each bad one is reported by name.
 type replayTasksRequest struct {
-	ScheduleID    *string           `json:"schedule_id,omitempty"`
-	URL           *string           `json:"url,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	CreatedAfter  *string           `json:"created_after,omitempty"`
-	CreatedBefore *string           `json:"created_before,omitempty"`
-	DryRun        *bool             `json:"dry_run,omitempty"`
+	ScheduleID    *string         `json:"schedule_id,omitempty"`
+	URL           *string         `json:"url,omitempty"`
+	Labels        labelConditions `json:"labels"`
+	CreatedAfter  *string         `json:"created_after,omitempty"`
+	CreatedBefore *string         `json:"created_before,omitempty"`
+	DryRun        *bool           `json:"dry_run,omitempty"`
+}
+
+// labelConditions are the labels of a bulk replay's filter as sent, noting
+// whether the member was given at all: an empty object or a null decodes to
+// no labels, as leaving it out does, but says something else.
+type labelConditions struct {
+	labels map[string]string
+	given  bool
+}
+
+func (l *labelConditions) UnmarshalJSON(raw []byte) error {
+	l.given = true
+	return json.Unmarshal(raw, &l.labels)
 }
 
 // ReplayTasks replays every dead task of the tenant that matches all the
@@ -138,8 +151,13 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
 	checkURLPrefix(&fe, "url", req.URL)
 	filter.URLPrefix = req.URL
-	addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels))
-	filter.Labels = req.Labels
+	if req.Labels.given && len(req.Labels.labels) == 0 {
+		// No label is no condition: every dead task would match, which
+		// "labels": {} meant as a filter must not replay.
+		fe.add("labels", "must hold at least one label; leave it out for no condition")
+	}
+	addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels.labels))
+	filter.Labels = req.Labels.labels
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
 	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
 	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)

@@ -281,6 +281,14 @@ func TestReplayTasks(t *testing.T) {
 			{`{"created_after": "yesterday"}`, 422, "created_after"},
 			{`{"created_after": "2026-01-01T11:00:00Z", "created_before": "2026-01-01T11:00:00Z"}`, 422, "created_before"},
 			{`{"dry_run": "yes"}`, 422, "dry_run"},
+			// No label would be no condition, replaying every dead task.
+			{`{"labels": {}}`, 422, "labels"},
+			{`{"labels": null}`, 422, "labels"},
+			{`{"labels": {}, "dry_run": true}`, 422, "labels"},
+			{`{"url": "https://example.com/", "labels": {}}`, 422, "labels"},
+			{`{"Labels": null}`, 422, "labels"},
+			{`{"labels": []}`, 422, "labels"},
+			{`{"labels": {"team": 1}}`, 422, "labels"},
 			{`{"dry_run": `, 400, ""},
 			{``, 400, ""},
 		}

@@ -55,8 +55,9 @@ func (s *Server) UpdateSchedule(c echo.Context, id openapi.ScheduleID) error {
 // readMergePatch reads the body of a schedule's merge patch: a JSON object
 // whose members are the create request's, each checked for its type as the
 // create checks it (a null is allowed anywhere: it resets). An unknown member
-// is refused here, before the merge, so that it is named even when null.
-func readMergePatch(c echo.Context) (map[string]any, error) {
+// is refused here, before the merge, so that it is named even when null. The
+// members are returned in the order written, their values as written.
+func readMergePatch(c echo.Context) ([]jsonMember, error) {
 	raw, err := io.ReadAll(c.Request().Body)
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -73,22 +74,48 @@ func readMergePatch(c echo.Context) (map[string]any, error) {
 	if err := decodeJSONFrom(bytes.NewReader(raw), &typed); err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // integers go through the merge as written
-	var patch map[string]any
-	if err := dec.Decode(&patch); err != nil {
-		return nil, fmt.Errorf("read schedule patch: %w", err)
+	patch, ok := objectMembers(raw)
+	if !ok {
+		return nil, fmt.Errorf("read schedule patch: not the JSON object it decoded as")
 	}
 	return patch, nil
+}
+
+// jsonMember is one member of a JSON object: its name, decoded, and its
+// value as written.
+type jsonMember struct {
+	name  string
+	value json.RawMessage
+}
+
+// objectMembers returns the members of the JSON object raw in the order
+// written, or false when raw is not an object.
+func objectMembers(raw []byte) ([]jsonMember, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var members []jsonMember
+	for dec.More() {
+		tok, err := dec.Token()
+		name, isName := tok.(string)
+		if err != nil || !isName {
+			return nil, false
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, false
+		}
+		members = append(members, jsonMember{name, value})
+	}
+	return members, true
 }
 
 // scheduleRequestFields are the members of a create request, by JSON name,
 // but run_at and delay, which no schedule has.
 var scheduleRequestFields = func() map[string]bool {
 	fields := map[string]bool{}
-	t := reflect.TypeFor[scheduleRequest]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	for _, name := range jsonFieldNames(reflect.TypeFor[scheduleRequest]()) {
 		fields[name] = true
 	}
 	delete(fields, "run_at")
@@ -96,62 +123,142 @@ var scheduleRequestFields = func() map[string]bool {
 	return fields
 }()
 
+// requestFieldNames are the JSON names of the members of each object of a
+// create request that has named members, by its path ("" for the request).
+var requestFieldNames = map[string][]string{
+	"":      jsonFieldNames(reflect.TypeFor[scheduleRequest]()),
+	"retry": jsonFieldNames(reflect.TypeFor[retryRequest]()),
+}
+
+// jsonFieldNames are the JSON names of the fields of struct type t.
+func jsonFieldNames(t reflect.Type) []string {
+	names := make([]string, t.NumField())
+	for i := range t.NumField() {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	return names
+}
+
+// requestMemberName is the name the create request knows a member of the
+// object at path by. encoding/json matches a member to a field whatever the
+// letter case ("URL" is url), so the merge must too: "URL" merged beside the
+// schedule's own "url" would lose to it in the decoding and be dropped
+// without a word.
+func requestMemberName(path, name string) string {
+	for _, field := range requestFieldNames[path] {
+		if strings.EqualFold(field, name) {
+			return field
+		}
+	}
+	return name
+}
+
 // mergeSchedulePatch writes sc as the create request that would make it
 // (its answer, less the members a request has not) and merges patch into
 // it, returning the merged request as JSON.
-func mergeSchedulePatch(sc *model.Schedule, patch map[string]any) ([]byte, error) {
+func mergeSchedulePatch(sc *model.Schedule, patch []jsonMember) ([]byte, error) {
 	answer, err := json.Marshal(scheduleJSON(sc))
 	if err != nil {
 		return nil, fmt.Errorf("write schedule %s as a request: %w", sc.ID, err)
 	}
-	var doc map[string]any
-	dec := json.NewDecoder(bytes.NewReader(answer))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(answer, &doc); err != nil {
 		return nil, fmt.Errorf("write schedule %s as a request: %w", sc.ID, err)
 	}
-	maps.DeleteFunc(doc, func(k string, _ any) bool { return !scheduleRequestFields[k] })
-	// A stored header is named canonically; the patch may name it in any
-	// case, as HTTP does, and still replaces or removes it.
-	if headers, ok := patch["headers"].(map[string]any); ok {
-		stored, _ := doc["headers"].(map[string]any)
-		renamed := maps.Clone(headers)
-		for name := range headers {
-			if canonical := http.CanonicalHeaderKey(name); canonical != name && stored[canonical] != nil {
-				if _, given := headers[canonical]; !given {
-					renamed[canonical] = nil
-				}
-			}
+	maps.DeleteFunc(doc, func(k string, _ json.RawMessage) bool { return !scheduleRequestFields[k] })
+	for _, m := range patch {
+		stored, ok := doc["headers"]
+		if !ok || requestMemberName("", m.name) != "headers" {
+			continue
 		}
-		patch = maps.Clone(patch)
-		patch["headers"] = renamed
+		if doc["headers"], err = unshadowHeaders(stored, m.value); err != nil {
+			return nil, fmt.Errorf("merge the headers of schedule %s: %w", sc.ID, err)
+		}
 	}
-	merged, err := json.Marshal(mergePatch(doc, patch))
+	merged, err := mergePatch(doc, patch, "")
 	if err != nil {
 		return nil, fmt.Errorf("merge the patch of schedule %s: %w", sc.ID, err)
 	}
-	return merged, nil
+	// run_at and delay, which no schedule has, go through as given, null
+	// included, for the create's decoding to refuse them by name: merged
+	// away, a null would pass for a patch that changes nothing.
+	for _, m := range patch {
+		if name := requestMemberName("", m.name); name == "run_at" || name == "delay" {
+			merged[name] = m.value
+		}
+	}
+	out, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("merge the patch of schedule %s: %w", sc.ID, err)
+	}
+	return out, nil
 }
 
-// mergePatch applies a JSON merge patch to target, as RFC 7386 section 2
-// defines: an object patch merges member by member, a null member removes
-// the target's, anything else replaces the target whole.
-func mergePatch(target, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return patch
+// unshadowHeaders removes from the stored headers each that the headers
+// patch names in other letters: a stored header is named canonically, and
+// the patch may name it in any case, as HTTP does, and still replaces or
+// removes it. A header the patch also names canonically stays, to be merged
+// (and the two names refused together by the create's checks).
+func unshadowHeaders(stored, patch json.RawMessage) (json.RawMessage, error) {
+	given, ok := objectMembers(patch)
+	if !ok || len(bytes.TrimSpace(stored)) == 0 || isJSONNull(stored) {
+		return stored, nil
 	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
+	var headers map[string]json.RawMessage
+	if err := json.Unmarshal(stored, &headers); err != nil {
+		return nil, err
 	}
-	out := maps.Clone(t)
-	for k, v := range p {
-		if v == nil {
-			delete(out, k)
+	names := map[string]bool{}
+	for _, m := range given {
+		names[m.name] = true
+	}
+	for _, m := range given {
+		if canonical := http.CanonicalHeaderKey(m.name); canonical != m.name && !names[canonical] {
+			delete(headers, canonical)
+		}
+	}
+	return json.Marshal(headers)
+}
+
+// mergePatch applies a JSON merge patch, the members of an object, to target,
+// the object at path of a create request, as RFC 7386 section 2 defines: an
+// object patch merges member by member, a null member removes the target's,
+// anything else replaces the target whole. Values stay as written, byte for
+// byte: decoded and written again, invalid UTF-8 and unpaired surrogate
+// escapes would come out as U+FFFD, which the create's decoding refuses only
+// as sent.
+func mergePatch(target map[string]json.RawMessage, patch []jsonMember, path string) (map[string]json.RawMessage, error) {
+	out := maps.Clone(target)
+	if out == nil {
+		out = map[string]json.RawMessage{}
+	}
+	for _, m := range patch {
+		name := requestMemberName(path, m.name)
+		if isJSONNull(m.value) {
+			delete(out, name)
 			continue
 		}
-		out[k] = mergePatch(out[k], v)
+		inner, ok := objectMembers(m.value)
+		if !ok {
+			out[name] = m.value
+			continue
+		}
+		var current map[string]json.RawMessage
+		if existing, ok := out[name]; ok && len(bytes.TrimSpace(existing)) > 0 && bytes.TrimSpace(existing)[0] == '{' {
+			if err := json.Unmarshal(existing, &current); err != nil {
+				return nil, err
+			}
+		}
+		mergedInner, err := mergePatch(current, inner, strings.TrimPrefix(path+"."+name, "."))
+		if err != nil {
+			return nil, err
+		}
+		if out[name], err = json.Marshal(mergedInner); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
 }
+
+// isJSONNull reports whether a JSON value is null.
+func isJSONNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), jsonNull) }

@@ -105,6 +105,17 @@ func TestUpdateSchedule(t *testing.T) {
 			s.Labels = openapi.Labels{"team": "payments", "tier": "gold"}
 		}},
 		{name: "paused", patch: `{"paused": true}`, want: func(s *openapi.Schedule) { s.Paused, s.NextRunAt = true, nil }},
+		// Members are matched to fields whatever the letter case, as the
+		// create matches them.
+		{name: "url in other letters", patch: `{"URL": "https://example.org/upper"}`, want: func(s *openapi.Schedule) {
+			s.URL = "https://example.org/upper"
+		}},
+		{name: "retry field in other letters", patch: `{"Retry": {"Max_Attempts": 4}}`, want: func(s *openapi.Schedule) {
+			s.Retry.MaxAttempts = ptr(4)
+		}},
+		{name: "body with a surrogate pair", patch: `{"body": "\ud83d\ude00 <&>"}`, want: func(s *openapi.Schedule) {
+			s.Body = "\U0001F600 <&>"
+		}},
 		{name: "everything at once", patch: `{"cron": "@hourly", "timezone": "UTC", "url": "https://example.org/all",
 			"method": "POST", "headers": null, "body": "", "timeout": "5s", "retry": {"max_attempts": 2}, "labels": null}`,
 			want: func(s *openapi.Schedule) {
@@ -192,6 +203,16 @@ func TestUpdateScheduleValidation(t *testing.T) {
 		{name: "unknown retry field", patch: `{"retry": {"attempts": 3}}`, want: 422, fields: []string{"retry.attempts"}},
 		{name: "bad label", patch: `{"labels": {"Team": "x"}}`, want: 422, fields: []string{"labels.Team"}},
 		{name: "run_at", patch: `{"run_at": "2026-11-22T10:00:00Z"}`, want: 422, fields: []string{"run_at"}, msg: "does not apply to a schedule"},
+		{name: "run_at null", patch: `{"run_at": null}`, want: 422, fields: []string{"run_at"}, msg: "does not apply to a schedule"},
+		{name: "delay", patch: `{"delay": "1m"}`, want: 422, fields: []string{"delay"}, msg: "does not apply to a schedule"},
+		{name: "delay null", patch: `{"delay": null}`, want: 422, fields: []string{"delay"}, msg: "does not apply to a schedule"},
+		{name: "run_at in other letters, null", patch: `{"Run_At": null}`, want: 422, fields: []string{"run_at"}},
+		{name: "run_at and delay null with a valid change", patch: `{"method": "GET", "delay": null, "run_at": null}`, want: 422,
+			fields: []string{"run_at", "delay"}},
+		{name: "body with an unpaired surrogate escape", patch: `{"body": "\ud800"}`, want: 422, fields: []string{"body"}, msg: "not valid UTF-8"},
+		{name: "body with a low surrogate escape alone", patch: `{"body": "a\udc00b"}`, want: 422, fields: []string{"body"}},
+		{name: "body with invalid UTF-8", patch: "{\"body\": \"a\xffb\"}", want: 422, fields: []string{"body"}, msg: "not valid UTF-8"},
+		{name: "body in other letters with invalid UTF-8", patch: "{\"Body\": \"a\xffb\"}", want: 422, fields: []string{"body"}},
 		{name: "unknown field", patch: `{"crontab": "0 9 * * *"}`, want: 422, fields: []string{"crontab"}},
 		{name: "unknown field set to null", patch: `{"crontab": null}`, want: 422, fields: []string{"crontab"}},
 		{name: "read-only field", patch: `{"next_run_at": "2026-06-01T09:00:00Z"}`, want: 422, fields: []string{"next_run_at"}},
@@ -223,6 +244,35 @@ func TestUpdateScheduleValidation(t *testing.T) {
 	}
 	require.Equal(t, normalized(s), normalized(h.mustSchedule(tn, s.ID)), "no invalid patch changed anything")
 	require.Equal(t, s.UpdatedAt, h.mustSchedule(tn, s.ID).UpdatedAt)
+}
+
+// TestUpdateScheduleAnswersAsCreate: a patch answers what a create with the
+// same member answers, for values that encoding/json would otherwise
+// rewrite without a word, and that the create refuses.
+func TestUpdateScheduleAnswersAsCreate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	s := h.createSchedule(tn, fullSchedule)
+	cases := []struct {
+		name   string
+		member string
+		field  string
+	}{
+		{"unpaired surrogate escape", `"body": "\ud800"`, "body"},
+		{"invalid UTF-8 byte", "\"body\": \"a\xffb\"", "body"},
+		{"run_at null", `"run_at": null`, "run_at"},
+		{"delay null", `"delay": null`, "delay"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			created := h.postSchedule(tn, `{"cron": "@hourly", "url": "https://example.com/hook", `+tc.member+`}`)
+			requireFieldProblem(t, created, tc.field)
+			patched := h.patchSchedule(tn, s.ID, `{`+tc.member+`}`)
+			requireFieldProblem(t, patched, tc.field)
+		})
+	}
+	require.Equal(t, normalized(s), normalized(h.mustSchedule(tn, s.ID)), "no refused patch changed anything")
 }
 
 // TestUpdateScheduleAccess: another tenant's schedule, a deleted one and an

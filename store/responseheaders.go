@@ -24,13 +24,23 @@ const (
 // holds: canonical header names to their values, a repeated header's values
 // joined with ", " (RFC 9110's list form).
 //
-// The rules, which the README repeats:
-//   - Never kept: the headers that carry credentials, Authorization,
-//     Proxy-Authorization, Cookie, Set-Cookie and Set-Cookie2, and any whose
-//     name contains "token", "secret", "password", "api-key" or "apikey" in
-//     any case. The tenant may own the receiver, but attempts are shown in
-//     the dashboard and kept for the retention period: a session cookie has
-//     no business there.
+// The rules, which the README and docs/security.md repeat:
+//   - Never kept: a header whose name contains, in any case, one of "auth",
+//     "session", "credential", "token", "secret", "password", "passwd",
+//     "key", "signature" or "cookie" (credentialWords), which covers
+//     Authorization, Proxy-Authorization, Cookie, Set-Cookie, Set-Cookie2,
+//     X-Api-Key, X-Session-Id, X-Amz-Credential and the like. The tenant may
+//     own the receiver, but attempts are shown to every key that reads tasks
+//     and in the dashboard, and kept for the retention period: a credential
+//     has no business there, and a name is all there is to tell one by, so
+//     the rule errs towards dropping. Exempt are Retry-After and
+//     Hookwheel-Retry, which hookwheel acts on, and the challenges
+//     Www-Authenticate and Proxy-Authenticate, which name a scheme and a
+//     realm (and an error), never a secret, and explain a 401 or a 407.
+//   - Location and Content-Location keep their scheme, host and path only:
+//     their query and fragment, which can carry an OAuth code or a presigned
+//     URL's token (a 3xx is recorded, not followed), and any user:password@
+//     are removed.
 //   - Each value (after joining) is cut to MaxResponseHeaderValue bytes, at
 //     a character boundary.
 //   - Then headers are kept in this order while fewer than
@@ -62,6 +72,9 @@ func EncodeResponseHeaders(h http.Header) string {
 		}
 		if credentialHeader(canonical) {
 			continue
+		}
+		if canonical == "Location" || canonical == "Content-Location" {
+			values = stripURLs(values)
 		}
 		valueLen := len(values[0])
 		for _, v := range values[1:] {
@@ -132,12 +145,12 @@ var headerBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// credentialHeader reports whether the canonical header name carries a
+// credentialHeader reports whether the canonical header name may carry a
 // credential and is never kept.
 func credentialHeader(name string) bool {
 	switch name {
-	case "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "Set-Cookie2":
-		return true
+	case "Retry-After", "Hookwheel-Retry", "Www-Authenticate", "Proxy-Authenticate":
+		return false
 	}
 	for _, word := range credentialWords {
 		if containsFold(name, word) {
@@ -147,7 +160,73 @@ func credentialHeader(name string) bool {
 	return false
 }
 
-var credentialWords = [...]string{"token", "secret", "password", "api-key", "apikey"}
+// credentialWords are what a header name that may carry a credential
+// contains: "auth" covers Authorization and X-Auth-*, "key" X-Api-Key and
+// X-Access-Key, "cookie" Cookie and Set-Cookie, and so on.
+var credentialWords = [...]string{
+	"auth", "session", "credential", "token", "secret", "password", "passwd", "key", "signature", "cookie",
+}
+
+// stripURLs returns the URL values of a Location or Content-Location header
+// without their query, fragment and userinfo, which may carry credentials.
+// It allocates only when it changes something.
+func stripURLs(values []string) []string {
+	var out []string
+	for i, v := range values {
+		s := stripURL(v)
+		if s == v && out == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]string, len(values))
+			copy(out, values[:i])
+		}
+		out[i] = s
+	}
+	if out == nil {
+		return values
+	}
+	return out
+}
+
+// stripURL returns the URL reference v, absolute or relative, cut before its
+// query or fragment and without the userinfo of its authority.
+func stripURL(v string) string {
+	if i := strings.IndexAny(v, "?#"); i >= 0 {
+		v = v[:i]
+	}
+	start := -1
+	if strings.HasPrefix(v, "//") {
+		start = 2
+	} else if i := strings.Index(v, "://"); i > 0 && isScheme(v[:i]) {
+		start = i + 3
+	}
+	if start < 0 {
+		return v
+	}
+	authority := v[start:]
+	if end := strings.IndexByte(authority, '/'); end >= 0 {
+		authority = authority[:end]
+	}
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		return v[:start] + v[start+at+1:]
+	}
+	return v
+}
+
+// isScheme reports whether s is a URI scheme (RFC 3986 section 3.1).
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
 
 // containsFold reports whether s contains the lower-case ASCII word in any
 // case, without allocating.

@@ -71,6 +71,52 @@ func TestEncodeResponseHeaders(t *testing.T) {
 			map[string]string{"Www-Authenticate": `Bearer realm="hooks"`, "Content-Type": "application/json"},
 		},
 		{
+			"a name containing a credential word is never kept, in any case",
+			http.Header{
+				"X-Authorization": {"Bearer abc"}, "X-Auth": {"a"}, "X-Access-Key": {"k"}, "X-Session-Id": {"s"},
+				"X-Amz-Credential": {"AKIA/20261122/us-east-1/s3/aws4_request"}, "X-Amz-Signature": {"f00"},
+				"X-Amz-Security-Token": {"t"}, "Webhook-Signature": {"v1,abc"}, "X-Passwd": {"p"},
+				"Sessionid": {"s"}, "x-oauth-scopes": {"repo"}, "X-My-Cookie": {"c"}, "Idempotency-Key": {"k"},
+				"Server": {"receiver"},
+			},
+			map[string]string{"Server": "receiver"},
+		},
+		{
+			"what hookwheel reads, the challenges and common headers are kept",
+			http.Header{
+				"Retry-After": {"30"}, "Hookwheel-Retry": {"stop"},
+				"Www-Authenticate": {`Bearer realm="hooks", error="invalid_token"`}, "Proxy-Authenticate": {`Basic realm="proxy"`},
+				"Content-Type": {"application/json"}, "Content-Length": {"11"}, "Date": {"Sun, 22 Nov 2026 10:00:00 GMT"},
+				"Server": {"receiver"}, "X-Request-Id": {"r-1"}, "Cache-Control": {"no-store"}, "Vary": {"Accept"},
+				"Via": {"1.1 proxy"}, "Keep-Alive": {"timeout=5"}, "Content-Encoding": {"gzip"},
+			},
+			map[string]string{
+				"Retry-After": "30", "Hookwheel-Retry": "stop",
+				"Www-Authenticate": `Bearer realm="hooks", error="invalid_token"`, "Proxy-Authenticate": `Basic realm="proxy"`,
+				"Content-Type": "application/json", "Content-Length": "11", "Date": "Sun, 22 Nov 2026 10:00:00 GMT",
+				"Server": "receiver", "X-Request-Id": "r-1", "Cache-Control": "no-store", "Vary": "Accept",
+				"Via": "1.1 proxy", "Keep-Alive": "timeout=5", "Content-Encoding": "gzip",
+			},
+		},
+		{
+			"Location and Content-Location keep scheme, host and path",
+			http.Header{
+				"Location":         {"https://x/cb?code=abc&access_token=zzz"},
+				"Content-Location": {"https://user:pass@files.example:8443/a/b.json?X-Amz-Signature=s#frag"},
+			},
+			map[string]string{"Location": "https://x/cb", "Content-Location": "https://files.example:8443/a/b.json"},
+		},
+		{
+			"a relative Location loses its query and fragment",
+			http.Header{"location": {"/cb#access_token=zzz"}, "Content-Location": {"//u@cdn.example/f?sig=1", "p?q"}},
+			map[string]string{"Location": "/cb", "Content-Location": "//cdn.example/f, p"},
+		},
+		{
+			"a Location without query, fragment or userinfo is kept as it is",
+			http.Header{"Location": {"https://x/a/b@c"}, "Content-Location": {"mailto:a@b"}},
+			map[string]string{"Location": "https://x/a/b@c", "Content-Location": "mailto:a@b"},
+		},
+		{
 			"escaped for JSON; invalid UTF-8 and NUL replaced",
 			http.Header{"X-Quote": {`a "b" \c`}, "X-Bad": {"ok\xffok\x00end\x01"}, "X-Tab": {"a\tb"}, "X-Utf8": {"café ✓"}},
 			map[string]string{"X-Quote": `a "b" \c`, "X-Bad": "ok\uFFFDok\uFFFDend\x01", "X-Tab": "a\tb", "X-Utf8": "café ✓"},

@@ -185,6 +185,10 @@ func (a *announcement) task(id uuid.UUID, at time.Time) {
 	a.s.announce.Schedule(id, at)
 }
 
+// announceTimeout bounds send's notification, which no longer follows the
+// request's cancellation.
+const announceTimeout = 5 * time.Second
+
 // send notifies every dispatcher of the tasks the write's statement did not.
 // The tasks are stored whatever happens here, so a failure is only logged:
 // the sweep still finds them, late.
@@ -192,6 +196,12 @@ func (a *announcement) send(ctx context.Context) {
 	if len(a.late) == 0 {
 		return
 	}
+	// The write has committed: a client that goes away now (canceling the
+	// request's context) must not cost its tasks their announcement and
+	// leave them to the sweep, late. So the notification outlives the
+	// request, bounded so a stuck database does not hold the handler.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
+	defer cancel()
 	if err := a.s.store.AnnounceDue(ctx, a.late); err != nil {
 		a.s.logger.Warn("announcing tasks stored as the window moved failed; the sweep will send them late",
 			"tasks", len(a.late), "err", err)

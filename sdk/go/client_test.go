@@ -459,6 +459,10 @@ func TestLabelsReachTheAPI(t *testing.T) {
 	}
 	_, err = c.ReplayDead(ctx, hookwheel.DeadFilter{Labels: labels})
 	require.NoError(t, err)
+	// An empty map would go out as no condition and replay every dead
+	// task: refused before any request.
+	_, err = c.ReplayDead(ctx, hookwheel.DeadFilter{Labels: map[string]string{}})
+	require.ErrorContains(t, err, "DeadFilter.Labels is empty")
 	_, err = c.ReplayTask(ctx, id, &hookwheel.ReplayEdit{Labels: map[string]string{}})
 	require.NoError(t, err)
 	_, err = c.ReplayTask(ctx, id, &hookwheel.ReplayEdit{URL: "https://example.com/v2"})

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -437,7 +438,8 @@ type DeadFilter struct {
 	// ScheduleID: only the occurrences of this schedule (uuid.Nil any).
 	ScheduleID uuid.UUID
 	// Labels: only tasks carrying every one of these labels, as in
-	// TaskFilter.
+	// TaskFilter. A non-nil empty map is refused: sent as no condition at
+	// all, it would replay every dead task.
 	Labels map[string]string
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive); zero is
 	// unbounded.
@@ -451,6 +453,9 @@ type DeadFilter struct {
 // retried after a 503 or a network error; calling it again replays only the
 // tasks that died since.
 func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (*ReplayResult, error) {
+	if f.Labels != nil && len(f.Labels) == 0 {
+		return nil, errors.New("replay dead tasks: DeadFilter.Labels is empty: leave it nil for no label condition")
+	}
 	body := apiclient.ReplayFilter{DryRun: &f.DryRun, Labels: f.Labels}
 	if f.URLPrefix != "" {
 		body.URL = &f.URLPrefix

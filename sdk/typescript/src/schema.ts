@@ -1246,6 +1246,8 @@ export interface components {
             /**
              * @description Only tasks carrying every one of these labels (and maybe others), the condition `label`
              *     sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
+             *     At least one label: an empty object or `null` gets 422 on `labels`, rather than matching
+             *     every dead task; leave `labels` out for no label condition.
              */
             labels?: components["schemas"]["Labels"];
             /** Format: date-time */
@@ -1897,9 +1899,12 @@ export interface components {
              *     absent when no response came (network error or timeout), or none of its headers was kept. Bounded: each value is cut to 512
              *     bytes, then at most 32 headers and 4 KiB of names and values are kept, `Retry-After` and
              *     `Hookwheel-Retry` first, then the smallest, so the largest are dropped first. Headers that
-             *     carry credentials are never kept: `Authorization`, `Proxy-Authorization`, `Cookie`,
-             *     `Set-Cookie`, `Set-Cookie2`, and any whose name contains `token`, `secret`, `password`,
-             *     `api-key` or `apikey` in any case.
+             *     may carry credentials are never kept: any whose name contains, in any case, `auth`, `session`,
+             *     `credential`, `token`, `secret`, `password`, `passwd`, `key`, `signature` or `cookie` (so
+             *     `Authorization`, `Cookie` and `Set-Cookie` among others), except `Retry-After`,
+             *     `Hookwheel-Retry` and the challenges `Www-Authenticate` and `Proxy-Authenticate`.
+             *     `Location` and `Content-Location` keep only their scheme, host and path: the query,
+             *     fragment and userinfo are removed.
              * @example {
              *       "Content-Type": "application/json",
              *       "Retry-After": "30"
