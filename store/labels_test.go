@@ -231,7 +231,7 @@ func TestScheduleLabelsReachOccurrences(t *testing.T) {
 	require.Len(t, list, len(schedOccurrences(t, pool, labelled.ID)))
 }
 
-// TestListTasksByLabelReadsMatchesOnly backs migration 00015: a page of
+// TestListTasksByLabelReadsMatchesOnly backs migration 00017: a page of
 // the tasks carrying a rare label reads them through tasks_tenant_labels,
 // not every task of the tenant, even when other tenants carry that label on
 // many tasks; a page of a common label stops at the page's end. 20,000

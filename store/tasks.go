@@ -144,7 +144,7 @@ LIMIT $4`
 
 // A task of tenant $1 carries every label of a JSON object when
 // labelsIndexed @> (tenantLabels || object): labelsIndexed is the very
-// expression migration 00015's tasks_tenant_labels indexes, the labels with
+// expression migration 00017's tasks_tenant_labels indexes, the labels with
 // the tenant id under the key "" (which no label has), so that GIN reads
 // only this tenant's entries. "labels IS NOT NULL" beside it matches the
 // index's predicate.

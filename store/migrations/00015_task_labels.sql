@@ -1,48 +1,19 @@
--- +goose NO TRANSACTION
 -- +goose Up
 
 -- Labels: a task (and a schedule, whose occurrences copy them) may carry a
 -- JSON object of string keys to string values, and GET /v1/tasks and the
 -- bulk replay filter on them by containment (labels @> {"team": "payments"}).
 -- NULL when a task has none, which is most tasks: such a row costs nothing
--- more to write, and the index below leaves it out.
+-- more to write, and the index of 00017 leaves it out.
+--
+-- A nullable column with no default changes only the catalogue, but it takes
+-- the table's ACCESS EXCLUSIVE lock, and a lock request waiting behind a long
+-- transaction would queue every insert and claim behind it: lock_timeout
+-- makes the migration fail instead (run it again when the table is quieter).
+SET LOCAL lock_timeout = '5s';
 ALTER TABLE tasks ADD COLUMN IF NOT EXISTS labels jsonb;
 ALTER TABLE schedules ADD COLUMN IF NOT EXISTS labels jsonb;
 
--- The label filter of a tenant's list. A GIN index over labels alone would
--- send a label that many tenants use (env:prod) through every tenant's
--- tasks with it; the tenant belongs in the index. A two-column GIN index
--- (tenant_id, labels) needs the btree_gin extension, which a managed
--- database's role may not be allowed to create, so the tenant goes into the
--- indexed document instead, under the key "" that no label can have (keys
--- are 1 to 63 characters): store.ListTasks asks for the tenant's "" and the
--- labels wanted together, and GIN intersects the two posting lists, driven
--- by the rarer. jsonb_path_ops hashes each key with its value, which is all
--- that containment needs, in a smaller index than the default opclass.
---
--- Partial, so that inserting a task without labels never touches it; GIN's
--- pending list (fastupdate, on by default) keeps inserting a labelled one
--- cheap too. Built CONCURRENTLY, as 00010's and 00013's indexes are, so that
--- an installation with a large tasks table keeps writing while it builds
--- (hence no transaction); an interrupted build leaves an invalid index,
--- which running the migration again drops first.
-DROP INDEX CONCURRENTLY IF EXISTS tasks_tenant_labels;
-CREATE INDEX CONCURRENTLY tasks_tenant_labels ON tasks
-    USING gin ((jsonb_object(ARRAY['', tenant_id::text]) || labels) jsonb_path_ops)
-    WHERE labels IS NOT NULL;
-
--- Whether a label is rare enough for the index, or so common that walking
--- tasks_tenant_recent finds a page sooner, is the planner's call (ListTasks
--- plans each call for its values), and it needs statistics on the indexed
--- expression for it. ANALYZE takes none for a partial index's expressions,
--- and without them every label is guessed to match 1% of all tasks, which
--- walks the tenant's tasks for a rare label. Expression statistics
--- (Postgres 14 and later) give the planner the labels' frequencies.
-DROP STATISTICS IF EXISTS tasks_tenant_labels_stats;
-CREATE STATISTICS tasks_tenant_labels_stats ON (jsonb_object(ARRAY['', tenant_id::text]) || labels) FROM tasks;
-
 -- +goose Down
-DROP STATISTICS IF EXISTS tasks_tenant_labels_stats;
-DROP INDEX CONCURRENTLY IF EXISTS tasks_tenant_labels;
 ALTER TABLE schedules DROP COLUMN IF EXISTS labels;
 ALTER TABLE tasks DROP COLUMN IF EXISTS labels;
