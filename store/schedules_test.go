@@ -451,19 +451,7 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 	s := schedInsert(t, db, tenant.ID, &first)
 	until := now.Add(5 * time.Second)
 
-	planning, release := make(chan struct{}), make(chan struct{})
-	materialized := make(chan error, 1)
-	go func() {
-		_, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
-			Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
-		}, func(sc *model.Schedule) store.Plan {
-			close(planning)
-			<-release
-			return schedEverySecond(until)(sc)
-		})
-		materialized <- err
-	}()
-	<-planning // the materialiser holds the schedule's row lock
+	release := holdScheduleRows(t, db, until)
 
 	type pauseResult struct {
 		canceled []uuid.UUID
@@ -474,19 +462,8 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 		_, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID)
 		paused <- pauseResult{canceled, err}
 	}()
-	// Wait until the pause is blocked on the row lock.
-	deadline := time.Now().Add(10 * time.Second)
-	for countRows(t, pool, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%name: LockSchedule%'`) == 0 {
-		require.True(t, time.Now().Before(deadline), "the pause never waited for the lock")
-		select {
-		case r := <-paused:
-			require.FailNow(t, "the pause did not wait for the materialiser", "%+v", r)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	close(release)
-	require.NoError(t, <-materialized)
+	waitBlockedOnSchedule(t, pool, "pause", paused)
+	require.NoError(t, release())
 	r := <-paused
 	require.NoError(t, r.err)
 	require.Len(t, r.canceled, 5, "the pause cancels what the materialiser committed while it waited")
@@ -550,4 +527,47 @@ func TestMaterializeSkipsOverQuota(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, got.SkippedOccurrences)
 	require.Nil(t, got.LastSkippedAt)
+}
+
+// holdScheduleRows starts a materialiser that stops in the middle of its
+// transaction, holding the row locks of the schedules due by until, as a
+// node does while it plans their occurrences. release lets it go on (every
+// schedule planned at one-second steps up to until) and returns its error.
+func holdScheduleRows(t *testing.T, db *store.DB, until time.Time) (release func() error) {
+	t.Helper()
+	planning, proceed := make(chan struct{}), make(chan struct{})
+	materialized := make(chan error, 1)
+	go func() {
+		var once sync.Once
+		_, err := db.MaterializeSchedules(context.Background(), store.MaterializeParams{
+			Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
+		}, func(sc *model.Schedule) store.Plan {
+			once.Do(func() { close(planning) })
+			<-proceed
+			return schedEverySecond(until)(sc)
+		})
+		materialized <- err
+	}()
+	<-planning
+	return func() error {
+		close(proceed)
+		return <-materialized
+	}
+}
+
+// waitBlockedOnSchedule waits until a statement of this database waits for
+// a schedule's row lock (LockSchedule), failing the test if what should
+// wait finishes first (done) or nothing waits within 10 s.
+func waitBlockedOnSchedule[T any](t *testing.T, pool *pgxpool.Pool, what string, done <-chan T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for countRows(t, pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%name: LockSchedule%'`) == 0 {
+		require.True(t, time.Now().Before(deadline), "the %s never waited for the lock", what)
+		select {
+		case r := <-done:
+			require.FailNow(t, "the "+what+" did not wait for the materialiser", "%+v", r)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

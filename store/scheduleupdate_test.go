@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // TestUpdateSchedule: the change is written under the row lock and
@@ -88,19 +87,7 @@ func TestUpdateWaitsForMaterializer(t *testing.T) {
 			s := schedInsert(t, db, tenant.ID, &first)
 			until := now.Add(5 * time.Second)
 
-			planning, release := make(chan struct{}), make(chan struct{})
-			materialized := make(chan error, 1)
-			go func() {
-				_, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
-					Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
-				}, func(sc *model.Schedule) store.Plan {
-					close(planning)
-					<-release
-					return schedEverySecond(until)(sc)
-				})
-				materialized <- err
-			}()
-			<-planning // the materialiser holds the schedule's row lock
+			release := holdScheduleRows(t, db, until)
 
 			type result struct {
 				seen     *model.Schedule
@@ -121,18 +108,8 @@ func TestUpdateWaitsForMaterializer(t *testing.T) {
 				})
 				updated <- result{seen, canceled, err}
 			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for countRows(t, pool, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%name: LockSchedule%'`) == 0 {
-				require.True(t, time.Now().Before(deadline), "the update never waited for the lock")
-				select {
-				case r := <-updated:
-					require.FailNow(t, "the update did not wait for the materialiser", "%+v", r)
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-			close(release)
-			require.NoError(t, <-materialized)
+			waitBlockedOnSchedule(t, pool, "update", updated)
+			require.NoError(t, release())
 			r := <-updated
 			require.NoError(t, r.err)
 			require.True(t, until.Add(time.Second).Equal(*r.seen.NextRunAt), "the change saw the materialiser's NextRunAt")

@@ -148,7 +148,7 @@ test('watches a task go delivered, and a failing one collect its attempts', asyn
   await expect(headers.locator('pre')).toBeHidden();
   await headers.locator('summary').click();
   await expect(headers.locator('pre')).toContainText('X-Request-Id: boom-1');
-  await headers.locator('summary').click();
+  // Shot with the last attempt's headers open, the others folded: both states.
   await shoot(page, 'task-dead');
 
   // The list finds both, by status and by search.
