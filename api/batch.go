@@ -138,11 +138,24 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 			overQuota++
 			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
 				fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota.Limit)), i)
+		case valid[k].Topic != nil && res.Err != nil:
+			p := publishProblem(res.Err, *valid[k].Topic, "idempotency_key")
+			if p == nil {
+				return res.Err
+			}
+			results[i].Error = itemProblem(p, i)
 		case errors.Is(res.Err, tasks.ErrKeyReused):
 			results[i].Error = itemProblem(newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused",
 				"Idempotency key reused", "this idempotency_key was already used by a different request; use a new key for a new task"), i)
 		case res.Err != nil:
 			return res.Err
+		case res.Publish != nil:
+			out := publishJSON(res.Publish)
+			results[i].Publish = &out
+			if res.Replayed {
+				replayed := true
+				results[i].Replayed = &replayed
+			}
 		case res.Replayed:
 			out, replayed := taskJSON(res.Task), true
 			results[i].Task, results[i].Replayed = &out, &replayed

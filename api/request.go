@@ -94,7 +94,9 @@ func jsonTypeName(kind string) string {
 // taskRequest is the body of POST /v1/tasks as sent, before validation.
 // Times and durations stay strings so that each bad one is reported by name.
 type taskRequest struct {
-	URL     *string           `json:"url"`
+	URL *string `json:"url,omitempty"`
+	// Topic, instead of URL, publishes the task to a topic's endpoints.
+	Topic   *string           `json:"topic,omitempty"`
 	Method  *string           `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    *bodyText         `json:"body,omitempty"`
@@ -255,9 +257,17 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 	t := &model.Task{}
 	limits := s.cfg.Limits
 
-	if req.URL == nil || *req.URL == "" {
-		fe.add("url", "is required")
-	} else {
+	switch {
+	case req.URL != nil && req.Topic != nil:
+		fe.add("url", "and topic are exclusive: give a url for one task, or a topic to publish to its endpoints")
+	case req.Topic != nil:
+		if !tasks.ValidTopicName(*req.Topic) {
+			fe.add("topic", "%s", topicNameRule)
+		}
+		t.Topic = req.Topic
+	case req.URL == nil || *req.URL == "":
+		fe.add("url", "is required (or a topic to publish to)")
+	default:
 		t.URL = s.checkURL(&fe, *req.URL, tenant)
 	}
 	t.Method = http.MethodPost

@@ -33,6 +33,9 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 	if err != nil {
 		return err
 	}
+	if task.Topic != nil {
+		return s.publish(c, tenant, task)
+	}
 	res, err := s.tasks.Create(c.Request().Context(), tenant, task)
 	var quota *tasks.QuotaError
 	switch {
@@ -114,6 +117,11 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 		filter.Status = &status
 	}
 	filter.ScheduleID = params.ScheduleID
+	filter.PublishID = params.PublishID
+	if params.Topic != nil && !tasks.ValidTopicName(*params.Topic) {
+		fe.add("topic", "%s", topicNameRule)
+	}
+	filter.Topic = params.Topic
 	filter.CreatedAfter, filter.CreatedBefore = params.CreatedAfter, params.CreatedBefore
 	checkCreatedRange(&fe, params.CreatedAfter, params.CreatedBefore)
 	checkURLPrefix(&fe, "url", params.URL)
@@ -384,6 +392,9 @@ func taskJSON(t *model.Task) openapi.Task {
 		IdempotencyKey: t.IdempotencyKey,
 		ScheduleID:     t.ScheduleID,
 		Labels:         t.Labels,
+		Topic:          t.Topic,
+		PublishID:      t.PublishID,
+		EndpointName:   t.EndpointName,
 	}
 }
 

@@ -503,6 +503,10 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	if c.ScheduleID != nil {
 		req.Header.Set("Hookwheel-Schedule-Id", c.ScheduleID.String())
 	}
+	if c.PublishID != nil && c.Topic != nil {
+		req.Header.Set("Hookwheel-Topic", *c.Topic)
+		req.Header.Set("Hookwheel-Publish-Id", c.PublishID.String())
+	}
 
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {

@@ -140,6 +140,8 @@ const (
 	ScopeSecretsManage  Scope = "secrets:manage"
 	ScopeTasksRead      Scope = "tasks:read"
 	ScopeTasksWrite     Scope = "tasks:write"
+	ScopeTopicsRead     Scope = "topics:read"
+	ScopeTopicsWrite    Scope = "topics:write"
 )
 
 // Valid indicates whether the value is a known member of the Scope enum.
@@ -160,6 +162,10 @@ func (e Scope) Valid() bool {
 	case ScopeTasksRead:
 		return true
 	case ScopeTasksWrite:
+		return true
+	case ScopeTopicsRead:
+		return true
+	case ScopeTopicsWrite:
 		return true
 	default:
 		return false
@@ -382,10 +388,14 @@ type BatchResponse struct {
 	Data []BatchResult `json:"data"`
 }
 
-// BatchResult One item's result, `task` or `error`.
+// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`.
 type BatchResult struct {
 	// Error An error, as RFC 9457 problem details.
 	Error *Problem `json:"error,omitempty"`
+
+	// Publish One publish to a topic: the tasks it made, one per endpoint the topic had, each delivered,
+	// retried and dead-lettered on its own.
+	Publish *Publish `json:"publish,omitempty"`
 
 	// Replayed True when the item's idempotency key had been used by an identical earlier request.
 	Replayed *bool `json:"replayed,omitempty"`
@@ -441,11 +451,15 @@ type BatchTaskRequest struct {
 	// Example: 10s
 	Timeout *string `json:"timeout,omitempty"`
 
+	// Topic Publish to this topic of the tenant instead of one URL: one task per endpoint, and the
+	// answer is a `Publish`. Exclusive with `url`.
+	Topic TopicName `json:"topic,omitempty"`
+
 	// URL The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
-	// the server allows them.
+	// the server allows them. Exclusive with `topic`.
 	//
 	// Example: https://example.com/hooks/order-timeout
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 }
 
 // Breaker defines model for Breaker.
@@ -691,6 +705,56 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// Publish One publish to a topic: the tasks it made, one per endpoint the topic had, each delivered,
+// retried and dead-lettered on its own.
+type Publish struct {
+	// CreatedAt When the publish was made.
+	CreatedAt time.Time `json:"created_at"`
+
+	// ID The publish id; each of its tasks carries it as `publish_id`.
+	ID openapi_types.UUID `json:"id"`
+
+	// IdempotencyKey The `Idempotency-Key` given with the publish; null when none was.
+	IdempotencyKey *string `json:"idempotency_key"`
+
+	// StatusCounts How many of a publish's tasks (those still kept) are in each status.
+	StatusCounts PublishStatusCounts `json:"status_counts"`
+
+	// TaskCount How many tasks the publish made, one per endpoint.
+	TaskCount int `json:"task_count"`
+
+	// Tasks Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
+	// are left out.
+	Tasks []Task `json:"tasks"`
+
+	// Topic A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit. Case-sensitive.
+	//
+	// Example: orders
+	Topic TopicName `json:"topic"`
+}
+
+// PublishStatusCounts How many of a publish's tasks (those still kept) are in each status.
+type PublishStatusCounts struct {
+	// Canceled Tasks canceled.
+	Canceled int `json:"canceled"`
+
+	// Dead Dead letters, which `POST /v1/tasks/{id}/replay` sends again.
+	Dead int `json:"dead"`
+
+	// Delivered Tasks delivered.
+	Delivered int `json:"delivered"`
+
+	// Dispatching Tasks with an attempt in flight.
+	Dispatching int `json:"dispatching"`
+
+	// Retrying Tasks waiting for a retry.
+	Retrying int `json:"retrying"`
+
+	// Scheduled Tasks waiting for their first attempt.
+	Scheduled int `json:"scheduled"`
+}
+
 // ReplayFilter Conditions a dead task must all meet to be replayed; none replays every dead task.
 type ReplayFilter struct {
 	CreatedAfter  *time.Time `json:"created_after,omitempty"`
@@ -910,8 +974,9 @@ type ScheduleUpdateRequest struct {
 }
 
 // Scope What an API key may do. `*` is every scope, present and future. `tasks:read` and
-// `tasks:write` cover tasks and their attempts, `schedules:*` schedules, `keys:manage` API keys,
-// `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
+// `tasks:write` cover tasks and their attempts (publishing to a topic is `tasks:write`, reading a
+// publish `tasks:read`), `schedules:*` schedules, `topics:*` topics and their endpoints,
+// `keys:manage` API keys, `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
 type Scope string
 
 // Session defines model for Session.
@@ -1042,6 +1107,9 @@ type Task struct {
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
 
+	// EndpointName The name of the topic's endpoint this task delivers to, when the endpoint had one.
+	EndpointName *string `json:"endpoint_name,omitempty"`
+
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -1072,6 +1140,9 @@ type Task struct {
 	// the task is finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
+	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
+	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
+
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
 
@@ -1096,6 +1167,9 @@ type Task struct {
 	// Example: 10s
 	Timeout string `json:"timeout"`
 
+	// Topic The topic this task was published to, if any (absent otherwise); it may since have been deleted.
+	Topic *string `json:"topic,omitempty"`
+
 	// UpdatedAt When the task last changed.
 	UpdatedAt time.Time `json:"updated_at"`
 
@@ -1114,7 +1188,13 @@ type TaskList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
-// TaskRequest A webhook to schedule. Only `url` is required.
+// TaskOrPublish A `Task`, or for a request with `topic` a `Publish`.
+type TaskOrPublish struct {
+	union json.RawMessage
+}
+
+// TaskRequest A webhook to schedule: to `url`, or to every endpoint of `topic`. Exactly one of the two is
+// required; every other field is optional.
 type TaskRequest struct {
 	// Body The request body, sent byte for byte. Empty or absent means no body. Text only: a body
 	// that is not valid UTF-8, or holds an unpaired surrogate escape (`\ud800` to `\udfff`),
@@ -1158,11 +1238,15 @@ type TaskRequest struct {
 	// Example: 10s
 	Timeout *string `json:"timeout,omitempty"`
 
+	// Topic Publish to this topic of the tenant instead of one URL: one task per endpoint, and the
+	// answer is a `Publish`. Exclusive with `url`.
+	Topic TopicName `json:"topic,omitempty"`
+
 	// URL The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
-	// the server allows them.
+	// the server allows them. Exclusive with `topic`.
 	//
 	// Example: https://example.com/hooks/order-timeout
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 }
 
 // TaskStats defines model for TaskStats.
@@ -1386,6 +1470,65 @@ type TenantUpdateRequest struct {
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
 }
 
+// Topic A named set of endpoint URLs that webhooks are published to.
+type Topic struct {
+	// CreatedAt When the topic was created.
+	CreatedAt time.Time `json:"created_at"`
+
+	// Description What the topic is for; empty when not given.
+	Description string `json:"description"`
+
+	// Endpoints The endpoints, in the order publishes make their tasks.
+	Endpoints []TopicEndpoint `json:"endpoints"`
+
+	// Name A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit. Case-sensitive.
+	//
+	// Example: orders
+	Name TopicName `json:"name"`
+
+	// UpdatedAt When the topic was last created or replaced.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TopicEndpoint One URL a topic's publishes are sent to.
+type TopicEndpoint struct {
+	// Name An optional name, unique within the topic, following the rules of a topic's name; each task
+	// made for the endpoint carries it as `endpoint_name`.
+	//
+	// Example: billing
+	Name string `json:"name,omitempty"`
+
+	// URL The URL, held to the rules of a task's `url`; two endpoints of a topic may not share one.
+	//
+	// Example: https://billing.example.com/hooks/orders
+	URL string `json:"url"`
+}
+
+// TopicList A page of topics, in name order.
+type TopicList struct {
+	// Data The topics of this page; empty, never null, when there are none.
+	Data []Topic `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// TopicName A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit. Case-sensitive.
+//
+// Example: orders
+type TopicName = string
+
+// TopicRequest A topic's endpoints and description, replacing what it had.
+type TopicRequest struct {
+	// Description What the topic is for, for people. Default empty.
+	Description string `json:"description,omitempty"`
+
+	// Endpoints The endpoints, at most 100, in the order publishes make their tasks; may be empty.
+	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
 // AuditCursor defines model for AuditCursor.
 type AuditCursor = string
 
@@ -1397,6 +1540,9 @@ type IdempotencyKey = string
 
 // KeyID defines model for KeyID.
 type KeyID = string
+
+// PublishID defines model for PublishID.
+type PublishID = openapi_types.UUID
 
 // ScheduleID defines model for ScheduleID.
 type ScheduleID = openapi_types.UUID
@@ -1493,6 +1639,12 @@ type ListTasksParams struct {
 	// ScheduleID Only the occurrences of this schedule.
 	ScheduleID *openapi_types.UUID `form:"schedule_id,omitempty" json:"schedule_id,omitempty"`
 
+	// PublishID Only the tasks of this publish to a topic (at most one per endpoint the topic had).
+	PublishID *openapi_types.UUID `form:"publish_id,omitempty" json:"publish_id,omitempty"`
+
+	// Topic Only the tasks published to this topic, whether it still exists or not.
+	Topic *TopicName `form:"topic,omitempty" json:"topic,omitempty"`
+
 	// CreatedAfter Only tasks created at or after this time (RFC 3339).
 	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
 
@@ -1534,6 +1686,15 @@ type CreateTaskParams struct {
 	// retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
 	// the task is deleted and the key is free again; a request reusing it then creates a new task.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListTopicsParams defines parameters for ListTopics.
+type ListTopicsParams struct {
+	// Limit The largest number of topics in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
@@ -1580,6 +1741,71 @@ type RescheduleTaskJSONRequestBody = RescheduleRequest
 
 // ReplayTaskJSONRequestBody defines body for ReplayTask for application/json ContentType.
 type ReplayTaskJSONRequestBody = ReplayRequest
+
+// PutTopicJSONRequestBody defines body for PutTopic for application/json ContentType.
+type PutTopicJSONRequestBody = TopicRequest
+
+// AsTask returns the union data inside the TaskOrPublish as a Task
+func (t TaskOrPublish) AsTask() (Task, error) {
+	var body Task
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTask overwrites any union data inside the TaskOrPublish as the provided Task
+func (t *TaskOrPublish) FromTask(v Task) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTask performs a merge with any union data inside the TaskOrPublish, using the provided Task
+func (t *TaskOrPublish) MergeTask(v Task) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPublish returns the union data inside the TaskOrPublish as a Publish
+func (t TaskOrPublish) AsPublish() (Publish, error) {
+	var body Publish
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPublish overwrites any union data inside the TaskOrPublish as the provided Publish
+func (t *TaskOrPublish) FromPublish(v Publish) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergePublish performs a merge with any union data inside the TaskOrPublish, using the provided Publish
+func (t *TaskOrPublish) MergePublish(v Publish) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TaskOrPublish) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TaskOrPublish) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1888,6 +2114,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPublish Get a publish to a topic
+	//
+	// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+	// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+	// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+	// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+	//
+	// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+	// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+	// deleted too and answers 404.
+	//
+	// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+	GetPublish(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSchedules List schedules
 	//
@@ -2216,8 +2456,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -2241,6 +2481,32 @@ type ClientInterface interface {
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
 	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -2255,6 +2521,32 @@ type ClientInterface interface {
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
+	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2283,6 +2575,14 @@ type ClientInterface interface {
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
 	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -2309,6 +2609,14 @@ type ClientInterface interface {
 	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
+	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2538,6 +2846,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTopics List topics
+	//
+	// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+	// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+	// previous page. The last page has no `next_cursor`.
+	//
+	// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+	ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteTopic Delete a topic
+	//
+	// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+	// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+	// that name is created again.
+	//
+	// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+	DeleteTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTopic Get a topic
+	//
+	// The topic and its endpoints, as they are now.
+	//
+	// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+	GetTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTopicWithBody Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithBody(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTopic Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -3004,6 +3381,30 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/me (the `GetCaller` operationId).
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPublish Get a publish to a topic
+//
+// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+//
+// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+// deleted too and answers 404.
+//
+// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+func (c *Client) GetPublish(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPublishRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3541,8 +3942,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -3576,6 +3977,32 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
 //
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -3600,6 +4027,32 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
+//
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3638,6 +4091,14 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
 //
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -3674,6 +4135,14 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
+//
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4014,6 +4483,125 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 func (c *Client) ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplayTaskRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTopics List topics
+//
+// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+// previous page. The last page has no `next_cursor`.
+//
+// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+func (c *Client) ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTopicsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteTopic Delete a topic
+//
+// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+// that name is created again.
+//
+// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+func (c *Client) DeleteTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTopicRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTopic Get a topic
+//
+// The topic and its endpoints, as they are now.
+//
+// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+func (c *Client) GetTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTopicRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTopicWithBody Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *Client) PutTopicWithBody(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTopicRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTopic Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTopicRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4794,6 +5382,40 @@ func NewGetCallerRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetPublishRequest constructs an http.Request for the GetPublish method
+func NewGetPublishRequest(server string, id PublishID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/publishes/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSchedulesRequest constructs an http.Request for the ListSchedules method
 func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.Request, error) {
 	var err error
@@ -5449,6 +6071,30 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.PublishID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "publish_id", *params.PublishID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Topic != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "topic", *params.Topic, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.CreatedAfter != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_after", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
@@ -5918,6 +6564,187 @@ func NewReplayTaskRequestWithBody(server string, id TaskID, contentType string, 
 	return req, nil
 }
 
+// NewListTopicsRequest constructs an http.Request for the ListTopics method
+func NewListTopicsRequest(server string, params *ListTopicsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteTopicRequest constructs an http.Request for the DeleteTopic method
+func NewDeleteTopicRequest(server string, name TopicName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTopicRequest constructs an http.Request for the GetTopic method
+func NewGetTopicRequest(server string, name TopicName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTopicRequest calls the generic PutTopic builder with application/json body
+func NewPutTopicRequest(server string, name TopicName, body PutTopicJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTopicRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutTopicRequestWithBody constructs an http.Request for the PutTopic method, with any body, and a specified content type
+func NewPutTopicRequestWithBody(server string, name TopicName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -6227,6 +7054,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
+	// GetPublishWithResponse Get a publish to a topic
+	//
+	// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+	// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+	// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+	// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+	//
+	// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+	// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+	// deleted too and answers 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+	GetPublishWithResponse(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*GetPublishResponse, error)
 
 	// ListSchedulesWithResponse List schedules
 	//
@@ -6577,8 +7420,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -6604,6 +7447,32 @@ type ClientWithResponsesInterface interface {
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
 	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -6618,6 +7487,32 @@ type ClientWithResponsesInterface interface {
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
+	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6646,6 +7541,14 @@ type ClientWithResponsesInterface interface {
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
 	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -6672,6 +7575,14 @@ type ClientWithResponsesInterface interface {
 	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
+	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6907,6 +7818,81 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTaskWithResponse(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
+
+	// ListTopicsWithResponse List topics
+	//
+	// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+	// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+	// previous page. The last page has no `next_cursor`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+	ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error)
+
+	// DeleteTopicWithResponse Delete a topic
+	//
+	// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+	// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+	// that name is created again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+	DeleteTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*DeleteTopicResponse, error)
+
+	// GetTopicWithResponse Get a topic
+	//
+	// The topic and its endpoints, as they are now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+	GetTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*GetTopicResponse, error)
+
+	// PutTopicWithBodyWithResponse Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithBodyWithResponse(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// PutTopicWithResponse Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
 }
 
 type HealthzResponse struct {
@@ -8289,6 +9275,96 @@ func (r GetCallerResponse) ContentType() string {
 	return ""
 }
 
+// GetPublishResponse429Headers the declared response headers of an HTTP 429 response for GetPublish
+type GetPublishResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetPublishResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Publish
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPublishResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPublishResponse) GetJSON200() *Publish {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPublishResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPublishResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPublishResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPublishResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSchedulesResponse429Headers the declared response headers of an HTTP 429 response for ListSchedules
 type ListSchedulesResponse429Headers struct {
 	RetryAfter int
@@ -9659,9 +10735,9 @@ type CreateTaskResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Task
+	JSON200 *TaskOrPublish
 	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *Task
+	JSON201 *TaskOrPublish
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -9683,12 +10759,12 @@ type CreateTaskResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CreateTaskResponse) GetJSON200() *Task {
+func (r CreateTaskResponse) GetJSON200() *TaskOrPublish {
 	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateTaskResponse) GetJSON201() *Task {
+func (r CreateTaskResponse) GetJSON201() *TaskOrPublish {
 	return r.JSON201
 }
 
@@ -10511,6 +11587,380 @@ func (r ReplayTaskResponse) ContentType() string {
 	return ""
 }
 
+// ListTopicsResponse429Headers the declared response headers of an HTTP 429 response for ListTopics
+type ListTopicsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListTopicsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TopicList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTopicsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTopicsResponse) GetJSON200() *TopicList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTopicsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTopicsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTopicsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTopicsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteTopicResponse429Headers the declared response headers of an HTTP 429 response for DeleteTopic
+type DeleteTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTopicResponse429Headers the declared response headers of an HTTP 429 response for GetTopic
+type GetTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutTopicResponse429Headers the declared response headers of an HTTP 429 response for PutTopic
+type PutTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type PutTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutTopicResponse) GetJSON201() *Topic {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness
 //
 // Answers 200 while the process is running. It checks no dependency.
@@ -10919,6 +12369,28 @@ func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetCallerResponse(rsp)
+}
+
+// GetPublishWithResponse Get a publish to a topic
+//
+// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+//
+// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+// deleted too and answers 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+func (c *ClientWithResponses) GetPublishWithResponse(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*GetPublishResponse, error) {
+	rsp, err := c.GetPublish(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPublishResponse(rsp)
 }
 
 // ListSchedulesWithResponse List schedules
@@ -11390,8 +12862,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -11423,6 +12895,32 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
 //
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -11443,6 +12941,32 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
+//
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11477,6 +13001,14 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
 //
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -11509,6 +13041,14 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
+//
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11815,6 +13355,111 @@ func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id Tas
 		return nil, err
 	}
 	return ParseReplayTaskResponse(rsp)
+}
+
+// ListTopicsWithResponse List topics
+//
+// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+// previous page. The last page has no `next_cursor`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+func (c *ClientWithResponses) ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error) {
+	rsp, err := c.ListTopics(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTopicsResponse(rsp)
+}
+
+// DeleteTopicWithResponse Delete a topic
+//
+// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+// that name is created again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+func (c *ClientWithResponses) DeleteTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*DeleteTopicResponse, error) {
+	rsp, err := c.DeleteTopic(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTopicResponse(rsp)
+}
+
+// GetTopicWithResponse Get a topic
+//
+// The topic and its endpoints, as they are now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+func (c *ClientWithResponses) GetTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*GetTopicResponse, error) {
+	rsp, err := c.GetTopic(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTopicResponse(rsp)
+}
+
+// PutTopicWithBodyWithResponse Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *ClientWithResponses) PutTopicWithBodyWithResponse(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTopicResponse, error) {
+	rsp, err := c.PutTopicWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTopicResponse(rsp)
+}
+
+// PutTopicWithResponse Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error) {
+	rsp, err := c.PutTopic(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTopicResponse(rsp)
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -12938,6 +14583,87 @@ func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetCallerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPublishResponse parses an HTTP response from a GetPublishWithResponse call
+func ParseGetPublishResponse(rsp *http.Response) (*GetPublishResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPublishResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Publish
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPublishResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -14175,14 +15901,14 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Task
+		var dest TaskOrPublish
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest Task
+		var dest TaskOrPublish
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14948,6 +16674,344 @@ func ParseReplayTaskResponse(rsp *http.Response) (*ReplayTaskResponse, error) {
 	return response, nil
 }
 
+// ParseListTopicsResponse parses an HTTP response from a ListTopicsWithResponse call
+func ParseListTopicsResponse(rsp *http.Response) (*ListTopicsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTopicsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TopicList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTopicsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteTopicResponse parses an HTTP response from a DeleteTopicWithResponse call
+func ParseDeleteTopicResponse(rsp *http.Response) (*DeleteTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTopicResponse parses an HTTP response from a GetTopicWithResponse call
+func ParseGetTopicResponse(rsp *http.Response) (*GetTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutTopicResponse parses an HTTP response from a PutTopicWithResponse call
+func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness
@@ -15010,6 +17074,9 @@ type ServerInterface interface {
 	// GetCaller Who is calling
 	// (GET /v1/me)
 	GetCaller(ctx echo.Context) error
+	// GetPublish Get a publish to a topic
+	// (GET /v1/publishes/{id})
+	GetPublish(ctx echo.Context, id PublishID) error
 	// ListSchedules List schedules
 	// (GET /v1/schedules)
 	ListSchedules(ctx echo.Context, params ListSchedulesParams) error
@@ -15085,6 +17152,18 @@ type ServerInterface interface {
 	// ReplayTask Replay a dead or delivered task
 	// (POST /v1/tasks/{id}/replay)
 	ReplayTask(ctx echo.Context, id TaskID) error
+	// ListTopics List topics
+	// (GET /v1/topics)
+	ListTopics(ctx echo.Context, params ListTopicsParams) error
+	// DeleteTopic Delete a topic
+	// (DELETE /v1/topics/{name})
+	DeleteTopic(ctx echo.Context, name TopicName) error
+	// GetTopic Get a topic
+	// (GET /v1/topics/{name})
+	GetTopic(ctx echo.Context, name TopicName) error
+	// PutTopic Create or replace a topic
+	// (PUT /v1/topics/{name})
+	PutTopic(ctx echo.Context, name TopicName) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -15377,6 +17456,22 @@ func (w *ServerInterfaceWrapper) GetCaller(ctx echo.Context) error {
 	return err
 }
 
+// GetPublish converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPublish(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id PublishID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPublish(ctx, id)
+	return err
+}
+
 // ListSchedules converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 	var err error
@@ -15608,6 +17703,20 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter schedule_id: %s", err))
 	}
 
+	// ------------- Optional query parameter "publish_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "publish_id", ctx.QueryParams(), &params.PublishID, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter publish_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "topic" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "topic", ctx.QueryParams(), &params.Topic, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter topic: %s", err))
+	}
+
 	// ------------- Optional query parameter "created_after" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_after", ctx.QueryParams(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
@@ -15798,6 +17907,79 @@ func (w *ServerInterfaceWrapper) ReplayTask(ctx echo.Context) error {
 	return err
 }
 
+// ListTopics converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTopics(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTopicsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTopics(ctx, params)
+	return err
+}
+
+// DeleteTopic converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteTopic(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name TopicName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteTopic(ctx, name)
+	return err
+}
+
+// GetTopic converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTopic(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name TopicName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTopic(ctx, name)
+	return err
+}
+
+// PutTopic converts echo context to params.
+func (w *ServerInterfaceWrapper) PutTopic(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name TopicName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutTopic(ctx, name)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -15878,6 +18060,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
+	router.GET(options.BaseURL+"/v1/topics", wrapper.ListTopics, options.OperationMiddlewares["listTopics"]...)
+	router.DELETE(options.BaseURL+"/v1/topics/:name", wrapper.DeleteTopic, options.OperationMiddlewares["deleteTopic"]...)
+	router.GET(options.BaseURL+"/v1/topics/:name", wrapper.GetTopic, options.OperationMiddlewares["getTopic"]...)
+	router.PUT(options.BaseURL+"/v1/topics/:name", wrapper.PutTopic, options.OperationMiddlewares["putTopic"]...)
+	router.GET(options.BaseURL+"/v1/publishes/:id", wrapper.GetPublish, options.OperationMiddlewares["getPublish"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
@@ -15898,531 +18085,594 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ld+M2kj/6VXC095y2s5CapCTLls+e/3o6naQn/dq2ezOTUR8TIiGLMQUoBGVZyfR3vwdVAAhK1MNu",
-	"J5OZnXv/O2mLL6BQKNTzV7+2EjmbS8FFqVrDX1v8ns3mOYd/X7x/9T1fvc5Uqf9Si9mMFavWsHVBSi6Y",
-	"KJ8pMskKVZJbvqKEkZTPc7nSfxEmUsJIwe/kLU+JFLxFW3csX3D9ppSVrDX826+tpOCs5Ok1K1vDVhRE",
-	"J+0wbIfBVXgy7PWHQfBji7p7xvrLt3w1LOf5fFIO7nqKT6MWbWVpa9ia/9y9ux3MovtlT7AWbeVMldcL",
-	"tf7uKLwKw2H/dNiDdws2461hK8latGXGunl/NAwCMxaVyLkmzd9aJVO3argsspK3Pn2mW6YSRFfB6TAK",
-	"Dp0Kv59nBVfuJQP7kqAaA0x38dMvKb+5T0Uy6UY7phtdBWfD/tmwf+pNF5epYToFZ2mLPmhuYeMyJXlm",
-	"R7o+xe0jDb1JmpHWxvhV69PnT58/U8OWH3C91jnTstwtX/ks96/CaZ9p6zKZ8nSR8/rMf+D8NmUrRVhJ",
-	"zoZBQDJB3rMiUz4VxjLV9/46ahV8Loty1BqSUStlWb4atT57JNhY6bNqaEkhRWvYCsgZ+Yp8RcJ2v0Vb",
-	"U85SXoDUeCFFyUXZvlrN9ZTZfJ5nCSszKZ7/pKRofTaEDMIzxk4nQXvAT9L2IOmP26zHuu1xlIRpwM8m",
-	"p2xg6VssxBq5As19bkwzXk6lfun7d5dXmtz8vumhbu2hOdPL1hpOWK64XpZSU/LX1ozdX7Oy5LO5Folh",
-	"QOGXMUtu5WTSGrbCqf5iJvyflJ6Wus3mc55eyyRZFAUXiV7BgLbKbMblQo+kG+j10H//omXisPVyUcg5",
-	"f25XajFP99J/UeStYWtalnM1fP7cyOtOImfPp1LequewnG1c4BYwDFcqk+LdnBeslEWdby6zG8FTzS3L",
-	"rJyScsoJS2eZIKW85aK2hVQxucZfh62/jgfl/0Tih9uz17MPPfWXuzD5cX4y/XPanXzLTvlHGWTfr65+",
-	"frvsv2yQa27Lh9W0CqlZuiXtKL2RX8Fps3PcTJCL9682dr0/5O7P0V/k2be3/xvOgmRwxXrjP89/LE4X",
-	"P4iXq9fqJP1u8j/Z9/cv+nfvbg4csv7a8PcSjw2CfEM8Oiri+axZzZHO23M8aIfjKGkP0i5vn056QbvP",
-	"TsaD5DQ948Gkej9LZrz1WS/EFVO3X+vTYU3appylJOdlyQtKCj7RIyfjFclKRQqe8OyOF/6CeNuKetJI",
-	"FikvtDDqhVulUAQE7euN0AnDU3cUGjEStc+CNGwPeK/XPmVh1D4Z95Ne2uXRJAzgXj6by5KLZHUN6yYW",
-	"eW7ozYtCb4uWHTFhQi15wVPSC3rkrSzJN3IhUrs8qmTlQl0nMuWtYS/o0SaJ0SSQzC0wL/z8l8ucTSFX",
-	"lxY4WDj18XBfk0WNEsd7RyfqhptSh82zzpwVpeAFSJ4lH6PwgZVUrYpnck3QzWNan2oktVf1oaVZBrVJ",
-	"Q4cH8U20k2/Ohl2YSy+Mfvyiwypq95Iubw/GUdg+S/u83Z0EScQG41PeC5u4DIfY7kVtS/g6z3lcWGOr",
-	"KAj+cGzlK2geW9kVPpy37Is6wVl4yImGNLRvt7xl9aBm3lqyrMzEDZnIAlhLP93MUcH/DY7C3x/BUttY",
-	"4HdkMuWW+kECrLZEj2CyBrXDmr6odeTZLCvVXjtjTRd4yElsvqAZdp5djxeFtsVBOOi/C1ZyTfGAttJM",
-	"zVmZTM1vfbMKcy7STNxcgxUBt+r/T9t4xQ13L/ZlORjo9mWJFEaVXbWG0eZXQDnwtQVgCy40u7eGrUEU",
-	"TJ+AU+Ar/hZjyZTrfVbI/K28LGWBbgWukiKbm29f5EttDsVCtpW+Ix6CcltwNZdCcTKVeaoII0nBUz1g",
-	"lhM1lUtBpMhXRIqEU7KcZsmUCEkS/UUyYytyy/m8MxIv73ixIrKc8qJ6ZcKKIuOKZCUppezAzH9eZHD8",
-	"lcWCU2DkGQM/i1jMtNpmh9f6RFsligxVFpm4QcVrzgo246WZ+MUizcoXi0KhFl+f8NWUkxh2bwJ3xERO",
-	"YMrzgt9lcqHInN1wPapM3/7zghcrzzLFt/pDXB8Oxe+/1izZQO+SzKQqSTnNFJkxsSJclECOo5RP2CIv",
-	"ST843vZ54PPa181DjpWzmSZYH87FTOBfoaNZJkp+w9FqeFWJzO9RQ6+P9A275Qook7A8J4pNOCklAS7t",
-	"EE1G1EP04nFltjoDtxZub3xYb6lzcHLNOSud+TQSis24c4LpO+EHfcbobywKoZ9npTmn9GMo6EgUBPBM",
-	"7GZQtj/wec5WPB0SzUHxOWEjsfZFUvsgI2k2mfCCixK/qfc56UVRh3zPV4qwgpM5L4wcw/nqZzNFWK4k",
-	"UVyUI8FwjrFHy/b3fBUT3IaatThsAaP5WaWtMxIjcWFfOOW5Mwdgtvo0ZorkUtwQVpFR33vL5+UQ9l31",
-	"85RpnVBkaqp1RJHqF+npGwkD1+dMaaPjKP7u3bvvf/ju5cvX1x9eXr18e/Xq3duYkgEBr8h4RQxDUSIL",
-	"/IL1YcbuhfExHQl/UCnPeWm+XVaEmhScE3bDMoEMgHxS8IXSKofe/lMuHLMwIvgSXum4H6lYsf8amWsb",
-	"YcbuX3NxU05bw6jfB+63f4e0YZN+z1evvm4WD7d89UyR+WKcZwnJUorigRUlGfNyybkg8XR5HVeMyxOp",
-	"+fHayZJbvnKTmLNyWk3hlq+us3SnzPNmctJrGrpV6baN3+oBJEu3jGLPCCaymMHRvFjAnZtD0Jrlts8j",
-	"V/x2nwaG3Ppx1Dt+q89rdcycY3DU/ImlH5CvQa1BpRbVhUqhnRdynPPZf4JiuxY8mLFcf5OnbXvV16JA",
-	"MoEUzBQRsiR/vnz3thYj4CXLtMamuQ7uni2U5lPC4F4ixz/xpARaqJKJRM/m+V34HDWdSnnsgbqTleAX",
-	"eWMHZb9nyLAoxFCLseWU83xopjVcmwIQqaLo/1dwraD8x/MqgPIcr6rn7/EN+MjmWlqJASel+QYlapFM",
-	"tVRkzdShhBGnDtj9uCy0KNWzALkGhwO+O88E1z8ZgQ1v++7q6j1JmNCvnLNC8Y5Ww19IMcmz5LELLWTZ",
-	"TvQC5Gy87pU2xhjLC87SFZwtzYus7zrEIjJCGU3Oc9TVnHUAcguOcS2GgRH0bDXT4ADBgGjil+cHWmMV",
-	"U51VTKVFhqVq/VM7uWuNbk/JXUouioRb5skEYaBicOQCludyqUBRg/X/RhbjLE25eCQDZEItJpMsybS+",
-	"Ag7JdSbQx6bWVuSixHNF31RpYILzVG3Z/Jny7vHcvJX2M/JDJKMWvvwc7qmFyUBbqAW69kqObrXIr7xJ",
-	"4if2rW8DWZ5ujS0VMkXuWJ6lZLwoSc6SW1UjcJ16R/HmmOJjEBxLuchTclPoI4aZx7OSpJIjD2lrCZjl",
-	"rSzRGfp4YTGxz1cs8lai9HNKIgzdebG3CAw9sInxzD7Nru5VC/7We/nefYw3Ps3yWlrYbQzrk2nRotVm",
-	"pU0VJtDyNDq8Xpf3bJVLll5J+Vqb9o9cnlLKdm6f3ziv5R1H1dlaa82ntT2B4Bl+nwDvAVdmv1TP7tt8",
-	"obf5jCairWqCw9uzJtU8nv7Qhmlp7rSDAfpfSfmGiZUZqXok/QtW8jZQaN2t+c7S3pktWgSAG2ar4DQq",
-	"44ytyIzdchIGAT5lBgl2IOr4VJ8S4F5SWrVYzDWbRUFwjuepvhoSdcCyRf7BKCV6AuwH9y1bbfpPs3JA",
-	"NwaEQtbTu+nnhSwZOYqtDy2mJN7wltkfrXqh4uNzNGBHYszKZEqrDeF4Y2UMPpnqH1kK8Xht1J4TWVB8",
-	"XKzsymjZTMmkkDPCSJJnaHqnacGV8RHMC66VJp6SKCCZQFlvhL8Cja8K1io4E/VKBUSNxFGsd4Gmf5st",
-	"yml7wrJ8UXA9rzGfyIL7Fi2/44LkElInFvPjDvkAy84mpWW7bIYPxHClfaGvOHfATXbHVafuCPfu27Ro",
-	"vpNLZA1kP5BqSwZSDoeGOhzY2Lsdac4ZFDQ4gzQ/fBR6+rLIfuHpozUcIHzbBHzXVRtYKXdU6q9xUer3",
-	"8q0y0ju/PQtgIW6FXApaJU4VBAPRB6krYbX1apPes+sW/r1PJy/HnBWaeTRrwjwzpTJxQ/0Je/M0cwdh",
-	"+lHw+zlPSp6+xKDGI1et5IVg+fqSmY2g5ZwjBslKxfNJ43pVN+kneap5dcpEmnN/75/rM1qrmGMOW+nm",
-	"5pBF6/vW6SszYKJ4oSULRnT2qplmlk+zchfCurXh65VV2g+6ZDnlwjiGYIDG6Ck4S6bg5EtZycbM2JUf",
-	"xbyQCVdK2zcvRZmVq0euJOw+hiP01/KVEYiTjOdbLYhKOuvVyWqPDMmiyKlx/daiE7QF81eQpwg3wwrk",
-	"kGykFNMqUsu5JARhYyXzRcnJtCznYHeX5VyRjx9etz7T6g2NX2p4YUlyzlRJwtbnTwccupHPRDhBM+l9",
-	"7OOR9jfxbyx5nreNz0XbKIb+58BGcjLBE9csBzin80yVmNkT4xLEnVY1Mi8xVf9rXsg5L8oM+cSPvnku",
-	"r1SrFSYAvOb3qmfmrJ9SP0yl8eKmJCspiW12ktYNkjyL9ULHt3w1HC2CoJuARE/h3zzuNH3NTyvaMkKx",
-	"yI0nBY+6jXdk6VN7dxuHWk9F2iSNEQV6zvrW2rmXan2G5blWHxNZpDw14YIJX9ojn8JpOQcxkud6CI8j",
-	"B/o/f9284OdZPpbWNr/q11ZW8pnaty8u0cx3L2JFwVYtdK5aBeZv6KqFYbsP1FINakxZxQWNx9NlwL7A",
-	"m0CQ5vm7CYiqXaMz20bLo/q+0XrwbVOozLAVBc7Z5HHzk+JJwUvL9uSyCqNOecE7jc5unx7285tT/eQm",
-	"a7PQ6wPHTPIDF8dNf/fqwDu3U93zirM0zTShWP7eG5VJJ60PtL7vd2wlVcq5IktZ3GqxePThmxek2+2e",
-	"gX2m75ksykXBjzvk3SwrS61DCb2ztm6frdtl7dgnORtrDccEx2DR7dFvT/wsMR7EhYIot/6oF9OBPIQd",
-	"O6gpnqOvubmD+0mdE4lTA+13Ni9X1AgPdEsdxV/FGEf+sh25ub4m72xjqO8Et07nlQ10au2RuaDe2nba",
-	"9iI9Z/u8WMzGvKAkbGuFKT2voq+W5PF39rRum6FZe6vT2h0Ep610UcChfj1TzcYXhGBLbzyllLfAZbMs",
-	"zzMjo2tslYnypOd/OWj6Mrca+zqTr2qfQ1XaD3oIXmq2R70TTFtBFs4QMDHyc61oaRpJoR/V2mWHXIxE",
-	"LQcDTEePemCJDmFrxUSxlSJKkqN4M91T67iXhtE/CnbHMjgdRgKczY0vPCeoAZdFxlPky40tIBdlInHX",
-	"7ZRPSJp35m4vIneNCWpN7ISpCj3yffYnGxNytNBPUae0F5wsmSJS8MZBum95JnyzgGs4ahuDEPC6Z8rw",
-	"rKJkvNIWgxRZwnKi5RB16RM8Nbc9A4f2givyk8wET9HPr/Wt85Ewaw8zEtJPvJlxcrTBQCaZCz3cQgow",
-	"+bSZYkYE9Ljl87JD/iQXIuXpkIApAyPQ2muy0BuD9MNoJMC3QzG0z0yySzdy79JalVsGPTn8yUxGK7b6",
-	"S3TNf8JEOhLrrBrjqppvgfSdsTzn+icl0QPLihutYev3poWcz3mKD3XId2ZAWlKPxIytcE94iU44HDg3",
-	"TNoFEyuynErFYeREm2gsEwrkgb6WMMUpibWKp5dCYV5+TEcirl6rr4C1j7donUD/a86UWsoidf+Gf93y",
-	"FdyW3QimTzRUpRMpbzMekyMlRyK+MG4JkGT67hfmMiTJXPKy7X6YaXEGdqs6puB0npd1UtMmOltVOJlq",
-	"+oobrkj8w3LZvvB0WfO594W8X9UvdEYifi3RfjV32ezP6udbzueoDJVTnhUQrdScP9X8o5+Zs3KKuWmQ",
-	"E0VHYlKwmxkcBCLVZ22RiYmENSv4TN5xSAEw9vEhKae07otrdYNW0/mnSlaU+9R9K7/NzYfrHbVk1CZJ",
-	"BsFpkwm1Jsmc1H/ozvcknZ8hVlM+Xba5N//6AVpJ8E/b1QaroNYnhnmCD1EerEq7VXNQlMg81ZsfNvy5",
-	"1ZFwP0Oar+/greXUH6w2WV3o8cpy/TBrYChWgt/EUAT9asORaJPYHOzxkDAS3d97bODnZsUuD0BvxDak",
-	"cRUreAj+pU9u6+s7dyEz+71MVXkD+Li+FZ6eZILl1ZNr32Qp3GQY1U/SMEoAHmpr6shIkG0aCSZubI4Z",
-	"Tz4hPRJNYAFt6qghk0uwpS39ZEMiqUncfClMGu6atppYx1p9hWITXTS2KEh3/AU+d51Mmbip/Y7JytWF",
-	"kbBXMN34GhX8hiddBp5/7Zav/I/rP41JD6/WR0cmbq7xpOkUsoQ74RzB31Sn4Ld8pRmkSSKxpGzSVCsn",
-	"DznC6MrF+1fH1uFzpNmh8ggncjZjIj1+sCPoIS4q68zcppCh76JhfxlidshbjmEwQ6tWw4ZFr9KeNDFb",
-	"UHbdfPced0qTGwQXgVoudJMFCjUKFsxB/nJvQLUlNoScqYJItmRav2dKaZsltonW1mrWT0GWtW+moLqm",
-	"yv1+kK3C9E+sTKae46E+bZPbf+C84V1XTN3a930GI/4VPhsGJsHa/r1H/uO3d4wZ5eAXrpV91yL/ghPJ",
-	"f0mjia+H8kxp2Q1pwrGeG4oT0CvizbPa2boH+cr1ODGZu+F8Lxa8Cq+YkXi1P+AfmbIUo0u2zJIJfQ+o",
-	"oznhrMgzKEeAdfXYbSxlzhmUHuk57RuwZo5mD8kG7xzseqwz3DozbBQ5bao/mdpCFWrdJWs51F6mOiMq",
-	"Ezc5d47m9ZTqzW3Z4If8U8HZLcay16IOmsOTRZnd8WsbZPesZM834l+tT/AbjCxaFY8kciFMFATsEyjC",
-	"KckyE6lcNmm1tJWJ60me3UwbuPuSmxA7poXAYaxfPS/kDeQagJgCNSblzW8HgTgv5JhvsQ+ynBM558I4",
-	"HLS1DbeTZZbnZMxJzktSTgu5uJk+3tmvv7DPRBnjQmFUAh94/AcLnnBRXic5y5pcaS/gd1QDIQyq1ViP",
-	"yD5hKXr3wBdRUvQ0LHl2M83EDZmyfGLSLSbZHR+JWSYWJVdYoDFeqAwSoLBsC2sqajUPb15efXj14vL6",
-	"6t3766uLD9++vLqMj8mU3XEy03ppoog2JLm1rbJiJORSmDgcGM5ETbWNGeNH/mvUgp9HrbhOPbnQ9HKk",
-	"Qj9my0hhm/u0Xhv0eLaGxFW/YirJpYLQuiZZW69vC/miUfPFyTRsiQ0zXBZ6UTo3HRI3VAkOe71usyaH",
-	"GlGThxsvGMcKpiMv9XTXNqLPI5YywLthQCwXNJLG1Lhu4UrNifhNrxRWq4AiJSqXJTJC8zAOsJsNYe0C",
-	"ecvvyTnaLBx9YVVNY32zVaRtPM5xlz+BJmgFe5MauNVbYSshtcmt1w0zq40jGXeVyHLy8eOrr8kRy3Py",
-	"Cy+kOtZUxiTmNviEUC5gneGUKfBS1rbb1moRfy1gmHS76vOC5XnTyWXO2gODZq4cdv3wPshw2BKm3Roa",
-	"3ZzHOgPa7ODm0KGetUh4/k2WN2agvZACbSkjvSH1Qi/UVObpeZWBYRZkS6KBzW57YK4BuGcOf856Kq4P",
-	"pLVNDKmEpl9BbSskmkpOt5KxUpzXKGGrHRoUnrUFc7c2LdY3Gc+rbK8G5dzP20GlzlN062MyyTbN4RKe",
-	"pxQDTlBGNGfl1ArdWobvkY1MxZs5O/GxLSIEdzmMxpXm1JyzzQk/GwvmMoAa3WSZMnU+4BHCuGv1hYac",
-	"oX3yAglUfbZ5QQp+lc0aTLdcJphUt0neCvnI0tQy3jOEYCC/SKEFHk5EKyMThQ6Jw3bCokwO3TZrc8ZR",
-	"4xt2zfcJDhRHukfbqt9dXb1/Y4AZtvrKEbkBuc+W4Xp7wm79b19etahFd3j/Ef734urFdy3a+vrl65dX",
-	"Lxv1pu84y7V9tJkoMIUrK5MD2CAbpzy5fYLw4SIHFQXU5JTPuUjB5IPXQywR9t5RPJeqvMG85rjgaQZ5",
-	"2iZvWh+3MdSe/RKvBU3sY5rutyAV08z8sSU4YkTqurfwFj243pdInPKbgqU8jdEYYv4EvPzJpSxulauM",
-	"Ovqgh3BMMjUSCwHWhDZN/LWEkdqX63WrxABc2r0FzByaGO41G/N856LtsZnXF/F7vmpjGHXOssJFdFz1",
-	"glwKkzcNj0FdJ3jZj+KSsxkk2C1UKWccku24uIs7nc4x1crzJBPpSGQlpocPSfztyyviEiP/H2Sy/Jd+",
-	"y3DOVjO9NWPIKqwKzhWmu2iTW0lqAnzvLq9GoioeQmdNTPC/8OysQ5BQXgAV41K2GM3sQyyDr4LE8DXV",
-	"Ia4yPtTzOOmSZMoKlpQcKZTLJS/aCVOcxCxux7/ElKTZjRaUMMRODLXY8fOYxO2YjgSErDJ7MjADxYUB",
-	"BXjQIyebzzu3izEvBNcWRSaf6w2kNwurAt4B1H30+yNRjYyakoX7EjI4EwTe8IbeIRdiVYIZy3PFHeKA",
-	"3qGZSTMBCozEUWxI4fzkxkl+PNRWMbwjU0gInlJSFtlshqlAJsy9to0tk1QAJHq+UB2NS2/8mz4zd6OG",
-	"HfAGLK3LkqEp15jRs8WtkxpktC1GL7C5SR3XNtiNlCnGESqYAZYeN9t4qY+gtesDEA3iKRJo8z05K7ng",
-	"Sl3P+0FjUtAbnmZM4CENFSkouew39HqQdAFIGdZPucJf9Q44h8CjE2X2sc52F0vlN6iGdnbWOLSzs3JK",
-	"5rzQxiG4mSYO9uJLvmvidQeunN6AOZ+UNlSnCZHIGd/qtSi2JIChSe+wczG3+2AVaFOkFyUES5xy6SNy",
-	"2SkaHm2S/G+NifuIfEUwfMGlA+EQAANciJwrgMCZclaUY870RVvGc5iS5558UCL3A+3QzYXR03mm0CME",
-	"ugW4hbCEweAubLxtruUvWJHN76yuGzeQVtG55+8BGCJtkCSYCV+L0G/y1bqDop6z8QgGquUi+wkQtUWo",
-	"Ja7XZr2NpZ5AjQbObJjzLpq7ujKP8Hjg6xNbzfNM77hSNu/ahZBLwdPrXV9437yiQhK97bxFJaLZpdlk",
-	"A9Qm1TiOZjqXH7TGeXgYpopF/fpH1Nq1Mm0ta4itHaizpxnLSZnMSRh09P8/GJ50B2dDraoInpTuH5kU",
-	"FqW0Qclfd1cgRRqS0tenbqhKMHStTMgJVfx6ggiDhEyrLO4hF9Z1mxXbPKSErdBiinz45gU56/UHZF4f",
-	"SkN6kcslaHA0gHfaczWAmDImpSleJdPFjIm6B2J3jVVjGYyprWoSmfWn8bNVlRJOWh2cyOT5lRpESVVY",
-	"tWnnfvzwyqwehFgnGUfMDN/J4RDWgOp1x22RtQsOQFwJ3+2k250Llxh/vKM3lnttHg1YALY5ETWVhdYP",
-	"oWrOATllAlwH3tCrBa1V7hFTutcU+ljNH0C6jY+ek5iN5aIcjnMmbmM/Uxl3DJgDMwmSmyfZJEv0a41j",
-	"CahTH7f3tgcsxbpfeYXYHkBOt0wuMaVJECNI2wGeZoZKEuj9zuE84xxiQmNObILAOaYrW9OTmyxC8+g/",
-	"3B+dFqvrYiFqMH2m7GV96guBkC8zViawnG4WleMDp2ksxVlz4kJeOSgOOumMQ2NTWL+DVFyDDWRqBZC+",
-	"JkG8nHJl7FVFjrQOOGOrMa+yiyFyadeUoEEbj4TSVm8m1rwRMSXLIitLbUsBfg1yzZDEv47AVEUMfmut",
-	"jlqfY0g0bHJidMCn4MISOMahfimkgJpXQ8aKNn7iyhB349TjKRiCh+idZJdlJNZ47Fx/5467x4heqAnE",
-	"rk2pkCOBqUbxtYWQtu7bN7Kt17GtbrN5W85Rp2jPJVQso1X2iNgG4Lj+un1RUSn7+OE1pigr7yQr+X0J",
-	"x+XmKq1nhQS90/1Ie1vkgJcc03DGarMR0vJski4z/H9uSyQhwqHPGUMyA2s1z1niQU+iD21TFGwvFRF8",
-	"aUpCwGc1XpUcVlT/o7PFDnuCShD9WVcCgtMAaIc8d07B2nQ2qPpkW9+OBl+4dzDnJP71c2xy7o3/D4M1",
-	"1jG/axSeC38b19rxfPzwmqLKx1OQEiVWHZu95Z9jrQfxYXPIDvZ8k9/DGU+ejDY3m1Ty3MS3NrWP7alt",
-	"7q3gLKpOuABi4SQtVqRYiAMsJTtu72PNh7EVKVs3oiW8Pt+0/QE41Jjql/KcreImvTlnKw+XoDVshcGs",
-	"sZDKoFofbI43zKAsVl/jwbpFQUQX1FzmWbIirHKr46Ld8NJz0t2gXSo4NbJlbITMcMMlPxIWq3eJalhJ",
-	"FKSGcIquXZf5/EyRozDwahJCSDALp8ebtKvDPnskDBsrCGuY0DWCTxtjpz5edO12tVfXWwdi8F5VH8en",
-	"fcv0EWDIGwpAtGWHZNfrINYEuaW9Ifu5PbkLDqjQqkZwc9N+Aju45HAdLnmLU3Q79ddV+28lsaUx1JXB",
-	"hSen084h2XRra7Xv5SaeHQQz1Tkovbx5jd7DNmmWTJO1xEussgKvaYfA4hncGrOIJYBHA9aJWQ1I0POx",
-	"i4yDeCRuCrlU6EyPvZnHpJRLVqQK8aXsr8Yx8JNWFotzwpqRlkBm9qIzIouR6AfdqtRE3vGiyFLEHz9C",
-	"BC+tJU7lojhgUzZISPCUgzfDUicTBCCrqsIiCbkZSb5INcHMbiBhUDPMwmBfvfJOrtODyaWAgkdDaMSz",
-	"KJfSk0DM559qLHE4rcd+D5Mjm0Oo4VN5KOFlsdrxcbX+cXXYIeC3+WrW8OovOVzjfhxKCpYIPYmO+Nja",
-	"kydVBI2BZ0w/59IxZ6jF8l+vPMRksEMpXetd1sjVrNRM7XmUZqzkRcbyTBld0Fn8j8tfxkYgpjHZ4cMw",
-	"T5AjxTmJGxqbxceUZBPCxOrxY3uMIl3r7Nas193XZnKEAULIT8eOb8ePH7FtGfdrg4fCdbnYNRn/PNrW",
-	"MW7DuK0ught5xlKbxTDmiR6Rp0tATbtpp9SAaViphSPhh3THnBwxH52HML2zXbI4qMrHHXLhOMNP9fLG",
-	"tZiPhGan4ryW/kVuJIcyA+f81uvUCC/R5Nk0LV+aZInrpddw0e8Nc6ikM5baAVEzkIneCBx71LmUOtgw",
-	"4OFqOlXdZg37xxt0M4N82nFaPEHYzR08+8viHlnOdrnPPrsgBdfzhcwWk1FDHAK/xQqbz3OIwq+L8O0+",
-	"kcefmE0Fsn0XojgxbTzM1jHoDYzY+2XhcE7i/9b6WL7CpLH4v3HwmA1j1QevbrTSG2y/za+eylPz2/lZ",
-	"Xh90tEI0EEJHi5yrqiT+mXrIEVudIYcN2j9NYODGfY0JkjURv8e1DXu2LuTw2WYH9mOOh0MFXzWLj1cv",
-	"WusjfXXx9qJKvkX3dSEF4ffzAoE8CIT5WEqytcjeWnvSbcJyr4fKFwsoDWFL7RIOaFDvEBGQvj3jxY2m",
-	"e5lMTdjVPD40KjqICriCQtbUXVl+6pAL1O9uOZ8r07+nSlmGvDjfKAcfv6ng4dYE9N9PjnpRBG7VWE/R",
-	"wIIsijw2ZR4jAUVZWpU8foz3lhyZ0WQK3f7HB1nezSLMvhjFLQec4tg7vGLkDM2pi5KnaMuavIanE017",
-	"B7+eqVbcQA2ZWQVvvSwYj8szSJji7UwoLlRWZnccsh2NKa0w7ObIORIWXsX+Zuu6l1OZcxtesf5gFG8V",
-	"INeWWTTK19+cEMa6GZsS2W2S1tyniYJBHaTJSFQ89giawKsOIslsR4675ku8TiFaE1PM0YX/fsT/XFy9",
-	"+A79tpjKHvu7Q998XOdUTH9/gJq/DolRLHiMYl7VSE5JDKdETI5c+O0YEjxm4JBxVcrwrIno6ItQk6xI",
-	"KnfQq+kUOZgTap7iuv/3HMBO9C+1rYCaCTw3HIlq1asgyYyiPj9mya2VheuuzKb57PFafomf8qGux0f4",
-	"Er3TuJlb57xoOzg9vNnnR+/EOExm14/4pi+uHe3ex+KPVy8gperB0nztzN87ykN1gIaTXs53IANZiPQZ",
-	"W+ntQeKvYoNUb6EgqSvz0PsJkTE7iNuAPV4svprXICYmCaL2Y1Ig4n9lhedGjB3g//Cr2O0khQg0ajhj",
-	"gt3w2IHwAxQNws24awaaxsCtKEBOS7PSjKm2W+ACyeWNX+YBB6nfqcabQKsKmbvL1Q/2Fm+o+nptfC3a",
-	"qobTWPxj+q43VPt5DdWbQAa0bqSNnL+0X1x++KZ9BWhwaBzhukE3GnAUVN0LjQ6K2G8HoCZvyUa27wGs",
-	"A5OGXHDBl4iV4QL+Frzu8HzkB5XJYgf2qvLSlam6zvafthaR7+z8pmzHe+eTtEexffOmOvmPqs0FIlCf",
-	"XWqL2Kj3Zzfildiq77+8Z0mZ+0k64P33QA0bcFhTLfS3sOuVK8N6pogHpHDx9ZtXb6+v3n3/8u0W5KZt",
-	"YMmuN7ARDQ9CTT5QZKJguYRHnwj/HDEYmn2aezceI2ox54XiKU+NuDMQxkYGmgINy6oW8WG9zP2LAdAv",
-	"coOMGd9mqWtX6UGuXVZIk3/+4cqCGuOAsxuhOoelytdhug3tPu1bKg+q+8tX7KZgCb/WYm63QHR9f434",
-	"h4Wx63K49MvSRv9DHX6tQVdeThVPrmPyn2TMFD/p6TXpRqRgIpUz7JTzCKxwWIS1b6+tSp0+e9fmKVym",
-	"tW356Krf2ms+AJ7d49DGgQJ7cJ83uAOASg1l1+KZVQvnOOpN4yrwH4cnp9N4zciKetPDpNnVFmyWCwtJ",
-	"wqo2zZAdag5CjjFug62GoBv6ukUu2V67t+1wfaYAF2UDI0llIuEkhv/EB0YrtoM8XUFqojGhTLIZfMaC",
-	"YTPMLLAARqa0St89XAfI1itkbAxKesEpHYle1KcmNYD07+8N6rGhj+sN1Se7sL0fBCu1n34+9IzRs2E0",
-	"22oUd3WcqH3NRCzBn1xKhNDEeWqjhvqDeAA0/h8D4wq4batct4VjY37DBLJIJm7WUrkwNcFQp7YiCDFV",
-	"IQshtrm2VHcdyY3FC3xbl2T9oWeKJFmRLLLSsjNFfClQxtEYcPsZe8CUkmRlhyCZM6iaiTW1Y4p+Wfdi",
-	"iFm6oq6UT3hRYFumuLaEscswVyYKWisQ/aMCSm2FdartgOQRGE+PgXVqRmrykuY8VCfk3LWN/Gmr5H8N",
-	"eLHNeC+ajHqpDcwS9u5T56bVElg/Xj6Wz/yUBGTGmQAjEHsJNqRzmvdeJ1IY1/dqXzc5Wj1VGO5vuN3W",
-	"F3/eMe0vVjjMyfmvi1h1ZXAqN2qZXK9ni3jCwOugKoxtYNyHqgFVrts6VrdCd4WSZMIK6kpybM4bObL5",
-	"+1UHQIgTkQy9fLs5anu8xwcjasrYr2cmQSRoU5o8Nilsi0UBB8qSKdsU60El3U9QSmDDO5hJu9w2rM2k",
-	"Lcg93wF7vLXXv2nLArak4bi2ti8rcFHuM8sBG4EegnbKSbwGZxrvn7RJdHJTZqpzWIbYE2bV1cJKem94",
-	"kQgvY8ikAKzFKo7rC2f6KT4q6W5PFxqjPtab0fgUzEqSZil2mGZZ7hqIaIJredA5PPfuEX0P6sNDTGKD",
-	"gA9DtInG0FoXr+wY0FrQ5MFJv9AvHkE7dyT/nhvV0opDvA9fNxL2HRBywHphkJmuemxXbvBj0wTNDPaA",
-	"WPD70u8KkC74sCoJ2dZIgZpJABBINuOYYDgSsQXXQ6UVr7luFjDlOpk65K30Pw+Hjfmq1obf6vWWItH6",
-	"r4cYM8lEpqZfBmxrIomH7fpaZsqure/HG6nv+rcuhEkGuEsZtnrdlsrp1see87g0HfIKy+kr7CWDe/0A",
-	"26VecdjUlszk8xjVGUnORL3yuzH/9TAgfL/4ex9q9iXeuSv+6Pw6ej9aXpqxFSjH66np9WT0oDmtp5Y3",
-	"uUsZAJxa22bgcBS/bdVwHz+8Xl90hYi59XE32FPP9QPquSxSXrSrFMsHpSahc9EWfK+lbbp0zu3Zmn4p",
-	"0Rri40bO57qEajguamfZpt6wTW9u7kRzAY0JQBZpi5ESwZeuicxD2tCgwWkNS+x20NCCxivmB7A0c4of",
-	"aN6o28d1ZTDxR9uYoZSY11ZrzuByvrzmDHjhwS0sdtovO3LXLH+X0gmbDoEiZkgVIwZ2Q3/mITli+2yG",
-	"DnmJheKFVbTQUBYSHumQK0ieF/lqSBj8pE+dCsAEgTk+Xn3TPgWXG+LcQJ++OdODJWpRFPKGlZxwlTDo",
-	"1jgaLdLTIIDFgD8mk0l8TEfCVaf7BeljjvW4JVqlXCTg7MoE00cIKxlZyUWheD4hRxhXoESx1ZoL+tdR",
-	"CwTBqDUkvejzF9hFru5zi8jF01zIJawlN/3EzPquu9FdEnA3UJi2FE67wSzukJf3Sb5Q2Z2Ji1v9oz6r",
-	"brO0/nLbyraMq7AMa1YNtoEzr4bu515RolyKyjT6KqZ+zO2reCQg/3HDmHEF4ehIMI3Ex66KLeXigU3O",
-	"Pv/WleM108bhUGqJM14ZvA6EzIOd9Y/LYab78WJ9pMqqVA2S6zqPzVXercht7o2qt+2x7U9kNbmN3YBF",
-	"2eemIxbPtLgwTuF1TYEpoqQEsI25VCoba8lqcqQMJPFcy3sr+NaSn6IgOmmHYTuKrsJgGOj/9+PBas2T",
-	"KGgUbSSLWIV+cX2IWSRNa/ENSagIlHmiadCUzPDm4i/XV6/evHz38SomR/0ZGa+qFDRyUbVfwwYWC6EA",
-	"50OzCOBAApwV5FBlqiqLraVOWLX+qBuoYyjK0Ib92k7Yr3Fu0whdX33woaPQBO0vRmVRYlMX8lrKOaQj",
-	"ImhfdqfPIJamBVeK27JeQP4yuUE+0dDEVQ5+5jdXNPV0t6kNWyBITbym2VvOBRhdvDBhHbfJobFGvWHg",
-	"wVqYj4jaDD2ImupClNfgaN9WXIitShPEAtLa4/V4ZRRd8GpB/jFe5j8vWI6RILNFXRk4ovQbg6uhSKz+",
-	"4h04FOtQxFUoKRNYHWDGJjTpsJB6c7INIEw7oPArkNg9EK/bgw4mJNQEvWHw/BuvVsj/+xH6/S4B/me9",
-	"b9TxRVPMP9yJ7I88uB/JYW0s5jHqGH9ziRt5cNe2amKLH9BEcWZ+JiCckGcTbrpRWqLEw1qYDSosrZ4G",
-	"d3oki4d+c0t8LYbRvF6VG/d5ULO2XyW6PfQuiNcsRvtR1wWz9qobWa51z+yQbzLBclrlRiKIin0NNLZ0",
-	"9tB6n27To9JgDSxZ1fISm1YeZZBgpGmMN+/oeFnDMhBStP1hHu8ep2W1eEjsP627zEZuzAtqrTKfjrGr",
-	"M+tqS86mywO0oSnFS801agdu29Pj3OYuuLrT0oaRmkDs9kxQoBN26NyZVgQgWy4HAV2URr4eeZxKDb9R",
-	"bz2Pq2TskajBcdzyuc1bADwb+2LTxsMqTr773quHxkKFFWqLEPg0Ggv1FaUPL69evr169e5tTI4GJGUr",
-	"l0KseLlmXA6iYPogD+teLdph/bj8gmvQSK6TLG2CyXxf129IwaB1dZ3+RjNWoGhCNwFtVk/l4maKdNS0",
-	"HecSUKe0EmnqNdEWR+IdMUHAVhEsB10pq0AvfdwgY4Mb94KhHHR7RQfGOqLxRhVqc6acD05c87pZJ5ph",
-	"cp89G+U/DBWTMHd4ZcykS2liapv7tRk8+gJBUdtaSwdhCLVnNuXVtLitA1UiVH0NcS7YDzhXi6CzLf2o",
-	"/ck2JcoSwZf5yoYNzfA8VFqI8idyvrLd8k06c0NIfVsmdC1R5THZ0MbLr+rZoUOv8a6BR4JrbCSmTE1x",
-	"vGv6+/L6tvtTb9q/Obk+m5zyQXqS9Mc91j2LTsNBcDLp817aTaJxyIJdCJm7PeEV8sKDA+Nb48/4ziw9",
-	"KKS8HdTcLYO+pZEJH5zZe1VlTmPngexGrMFZWdkzJC4NeCJNCNDUIjYkBY+EyQr+wBOujwpF7niRTVbw",
-	"CUjeVrZ1EDm6LJlIWZGSH8zH1sQ0fvjN5Pv/OStOv/3+rz8XV8ufPr7/+vTV6/c/vpLRa/aaXS4fBJBu",
-	"GX53BvL2Tbkt4emiolyh5TqKNTgQf17IkqkOeaV1Jah3xMCiK7xsQhOzzyu9NbBQ8wiwDCto0DybmNRS",
-	"bfwen5MAKhfX0quO1zOpsFeKBZwz3mHQBsGDgzkK5vOZn4FFbCtgZYBF3SVXpL0oOyAs8PGRQIAHFzGu",
-	"OJnfl2D1n6+nh9kk1xqSSbPcGi+KxkPg/SvrRa8C36yECCxhY3mHsWC9SpXnzP5CCrkQKU9JqsXWUQVg",
-	"dtwZCfDuoztLf1/fH59XCGo0CAL9f/tThuzTewY/h/iopgA5UgtVskzw9JiCg7Wefwk1WXpZ8VetI7mB",
-	"jUQ1MvJOP5qVmGSMU/EhyrYMvWq4sS3pbk2sWr3FmUxuAUoJOQ+AYoDprJBt6ZIczVHmTVFPZiSOZuz+",
-	"hf1m+bVNhIOEE7sAdpJXGN7CqSLml0mqzGVJXUaI3gpCliNhW5oC7E6VXPrARMItJPAW8XFzJ0cvcrlI",
-	"cVbPRmLG7qvpv+fFJbz82Bz/sCkgticFH5qUbmycwBIU3eFzPeRm/qiTbj0318XgJgXnhprGIwu+NKPc",
-	"8zzXFi8diTVSkwZKnwM93Ff0Qs0wX4MJbHevSZe5SuWR8Mx5LNV2ljjKOsjjoGjcrxvcFldJj30vs29g",
-	"LzVUbUuTpF3l7x654VFiRwbNjyqj9dhuhw65cDixeBIv5SJPR4LfJ5xDZMKE2Jp2K/VatRR8Dn1aysbE",
-	"M4cXMBIshx4GTs0hFq1DPfOSI5T19Uk5RIZ1gyPV2LR+h+hGGCSyyyvRAeOSMI62wY/hkWNQpyBnquiQ",
-	"FwijazZnwcHBm0IHCFt7ZmmGlpFmVzWVssRIDlkCSDPYR6nm2xuuDaL9W1qvt6vD3bLW7jo5QogBTZ0q",
-	"l9RbWVDfMxMxAJauLeVI1NbynKQ859og9HJXJJmxW30mydlho98avnhtsBf9+vbY3B03+VI1XQGpSRaU",
-	"jHkul65f0DM1ElsDFGuBkLDy/gL0GLjomLq1HjifLtH5SHionK7+PlMkWZS2tgAllDV9XJoVaDCm5xj2",
-	"zK4XhY+Eewf6FzbjGltis6Zh967Y7P4878o9s+YGgDp27yxwCKByUnkjUdVAHJqmEzim2jxD6T4FkY7N",
-	"j5SVzibwCSjVrqACqh20ZJrLoiRHWqfpzFlRCl50EgkN56Kg2wk6YdjtDOLjc3wtHifrqCwwODT2MoEL",
-	"oW/Ra45Z/ky4yaH6iHEqSP43iXGWAw1kT1BpuGt6sTHMGRKtQy58FQx+Uw2Zwp/3KPX/m/FlQ6vURznh",
-	"9hwbV7UTQ8jlQacGdQKWYyn1AcUgzr1SH9EuA+fLSxvgRZfYreSAJKCnStipffbgULzxAW/2UzLLs3sN",
-	"9y8bxqDsymEsKgw0ox5tBsaOTRcDh/0cBHuXuD7OhmZHjjZ7ALnQK4CO7qrJwbm17qB1HkiOEg4H54Lc",
-	"NM8et2kOc1Dzrf7pTSiQ3c7nkah5nzFj2qxIHKqYHMWDKJgidE43AJ/ysYMS24DPqXmma0dk5ZoGt5iN",
-	"sDu7eL4obiASbxLcFCanmFkZhc0OeyRAKYOWQBwwSrLSKA+qMrOgTlULFkiV0AfnO/073pdSL1rWC3o2",
-	"zDESm6pjplDbdw0Afw8vuoFiP9CX/sH3oBhHuvFcV7WTJp6TI8jO3z75nhR9JKYFM+kDx0Py4tXXHxRq",
-	"I7t88CZJAaIY3nJfXXz49uXV9cXr1+9+uNavuoz99ISR0Pzk2+/6lIQBO9Zwq28VHcsrAou50go1E7Jy",
-	"9GU4RfX1c1s/qA1OJAj0fNE6YOEoA+kgE4t26AS7n+fRiaAZ2/PwpBFtm92/wqcAo34LG1Rhgc3jWPFk",
-	"UWTlCgsvK8CPq8fjfVCXQxRfLMqpLLJfYHMPyZ84K3hhcDoBUcS5qn+AfmnwmzLuAOR3hZ6hJM/gpSZW",
-	"4/VHsxBCJJUYuzW3gEA30EY8JVFgnxgJD+/EVXQHRFXWQVxK2daHQZstymnbFmdWuG0Ft14Dvcn1w1Tz",
-	"gsBCYLwFnC4wo45BF5oBMAgQoVrNaVnOjUfqewwD4B3fWHf1oQ7/jZy1L4FSgQ1V8HJRCDCwEg7wP7gX",
-	"8NTA7Yu/aDnVGQkfvWjX2rN5RqquxaZFAALw6FMAdVwsa5JzbZDp4QrOU73sIxHft10Mow236IOCiVU8",
-	"NDsSWeOWrwCqUD9tdW5nzwddEmdCLSaTLNG8ZV4E/oA6sx0xQV69vzsBM3K8AsP6+UnvuMZiaiQqFkOG",
-	"bGStXRykrWYwx2F1sKZbHcQ8Bo7pBaA/balcZWo6lqxIAWbAR4uigFynl1cBfJBeEIxiuhWBmWKVsAcq",
-	"doRzGQkQGcjrx6bWz1QUa8sRPmJTQuCcoM4lsIFg9UyRF5cfvsGXQcqsXvA6FBZmPmC17S1f6QnptVN2",
-	"QA7L6ZnCbWhy6kBbzzRBcEw2JjFsOXa6NsOoSGz25efPAOMwkZvUreJpmQK5n0/a2gLSh/xskZdZ2+xD",
-	"SCC1uZZWbS065K9yAZY+YqKiJxkS81hJ2EhgPAByCSG6YEqfIJ/z+Fw/hfCHsEim+ENQk2kIrin0SyJu",
-	"H1mIMsuBvbDZtYIuGH7aYgXjhlEp3FOuhSXiLiaySNVa4eZIjMR//AfRW1/LV8ws1j9eVU5yRY7gIexL",
-	"uBApL0j8/C58HoNba17iX8BSz+Nj4KS6zmnZD1RH3BFaI7vlYrhN7DwgaHphe5VQMmP5RBYztCzu5C22",
-	"UF+IW6GNbC3ABJZ+a3ESgnMF52kLq2C7+LkAzxSk3w83fzalsqR6YY9aI3Mk8uxW2/f6Buz3b6uk+X2m",
-	"kO7vDM9bIntU7HQ6PiH3HeA+Yc0BRi7MU6ZbPk+dQIXx3LEig6D91KCvoETQK5Vm0AAztcwBbUSV/gOF",
-	"TO/+Hjiq76UvwWuYgHb7LkHd9Lv8z5+UFLFB8bUtW4+Nb1bv2ZiSGPpOxoAqCNlU1nMD3Sfj881WqCi1",
-	"8syoG3IyMVgXxvLKBInxzrhD/gQgz/OFWWhThMH0FOD4AIzPO6xPdJFIzToQh1zzJ29pUXNkAm/Hlm4f",
-	"HG0w67+ioKUatXOxrlDqSoS1APVS/9vvQHapIRFSiWwyAVJ9wAhA0cZ8dH0RO34W4OmO7Rsujc7o7jMW",
-	"V1sVCXkmpODPzsmkYDPeZiKBHkzK/G5LGV6wZMphSIXM4UOQigDZd8j/EPhgJYMDc17Im4LNlHVXz9kN",
-	"VyiITCK72Ujq2UjAU8JCpXmqnpIz7t4PbSvJUV2job4+Q+vqDvw0EnEBkFI1lKn4GEyTsTF0xyvCSKJn",
-	"aIujlmyFCd96Q2BASEjy4t2HS7uaQ8L0yTAStr7MCghZZDeZsLUdiC8OUW2YRofEqUzUc6vGd2ZpbD2O",
-	"BZ9LlZVSGyhMqyPTFSTmWob62mI03CwYGCQceOrCrxv0KkS9Il7jy7R5mxSobTv6N9y3HgICL7MlGbxc",
-	"Lw3EDCAAUaWfqZUq+QxiTwu16lRjzrycZq2dDuH7mPAAb1bcFPsq8MPacgEX1wKV9gjMQDS33LmaFExN",
-	"LRFnWZrmZkHsW46tpxXiRClPFyik3HLXQA60krylcqeD9PYTN40KoU9mBTkcaVbwxLhRIJZnMkA65K2P",
-	"ZKWoddYrRLIiDsgKKg986Vrrz3WOAVHgNZOxjZXRpmWmK1Id80RqtRyTDr3w2VoYZV2AaQKA4pOykh/7",
-	"rbdIP+jqj02lkItCi6t6vy00qcB9gkuJ9dDP1lp+aZHrlh5hE21ZeWaBui1L663pkM70xG3iLE7dM9/M",
-	"LLYl3x7pe8BLjjrqCtzxx8N99MLVAMQ1h0uAB0vsduk5EkkPyxsJugJdR2eQJwrxO5nZb5DHZVd5JCzQ",
-	"R6WfMs1JUpxjgr7dFA613z1bgcBTMsZ0DIqWl73j2lyPjVdrI+VZn+AmE9svuUdq6I3smmOa0eudxFKS",
-	"87IEeWjP4pk52mutZv8frtd/mQRY2I/a9oTSoBuWCRvge//u0nvs+a9Z+vk55kLHVg5eeeVURseFs9Un",
-	"kcFlq2SaxVSHeI4ltB4G6CW1elFK5vlCmY7IVtzrL/zdLu3fDSf9fST+3m634f/05Zoc+btHxxTTl0C0",
-	"aRXGV8JJ/VEtFVTJZnP9ho8iu3cNVpYOCs0+uWTKAuTWX6Iq2M+/k/gupKg5m+yz795cvGhffncR9U/0",
-	"bhu18Go1eNStO/Wf3cBqV6FcFn4wr+F+ZA3BvxOZwp8lVxtptHXQaHJkMuf88ZrXHjs0+Y0cONcoHTXE",
-	"lE8ywdU5SRcoN+zbQRWAIKvSS8ByTPFoKz5nBfgMvZQ7pOjGSfB3a8Xug6YxvUNLH1ZnHxNUwusCf9ff",
-	"C9uaDq5bowUrWX/CJiWk7YvS577awW+rD01RIRPSctfG63wWYuTPP1yRo+8uo/7J2vLCdJC+VqnPlIpJ",
-	"7KSYVszUYowxc9h/8U9lFvtlkW29Q+IMhhjz+7kREbHmrthLnFwUObn87qJtOBcu6P37dzyY3akCCZT6",
-	"MKlOEtTdxaqBe/JsXLBiBRUc7jzREwbXd8e1xfc8By3auuMFwoW3wk7QCVqfET6PzbPWsNXtBJ0u9MYq",
-	"p+CkfT7lLC+nvwBQaSP8p9FzoyAwfdsQr1QmkK6iSLEQAGFLXpXYNhl00pTPuUg1e3Yc2nYmxasUC5zh",
-	"k7TlNAn93SgIoAoDrQNMDVwrK/ad2r862I6WvLW1VTO2F5kGPo5umE3nljcvpjVEKMDt4cCa3uom8PxP",
-	"LLXRON8f3hr+7RNtKRvJbL3Wm5MrLKC6Ua3h3yriqNYn/ejzmdY4ErV1SWrOc3Oz1TPfF1IfKXyBDdYJ",
-	"vwflXYsfzFuuTHDiW+D1PJCXVx9evbi8vvj66w8x3m2yU60Lz7o0taZgslArf4MDD64v+xszrb3Lrgf+",
-	"fJ6zrL7grf8g3718/b5SQxykx3UpS5ZXSr2LGY5XRC5KrT8NrS5sgrt6T2m1ojMS/0Gu/vr+5fbXYry3",
-	"GIltd/xqvvFfI4BfHLU+k+igu7Ezrb49POh+MwX9RHjai/TQ1yiC/6uPxEKRK/yPzU3IPMDSZ0qr+dDR",
-	"TT/RRIXaq27Y4ob7Y6xdDfvdaCRa/hZcD/w3tMsBbjAbrLd/g72V5Tdahdy5vTz2nzl227rRjFzsrNgs",
-	"37nb3s25AB+UTBYzACsxiZ4X71/RupZme7NzhEtl86z2mXhzX3zLS/P+h0lEO2pPIlq/8iPPhZoQbc6Q",
-	"woDg+hHhCNTtBI5IBvfXHlVrIcNG8btO5ycXv1d6RPbtu1gDAvWHnoqu5wWI1YQJkkrwroBdffReqvJG",
-	"q27Y2C2ZsnHOj40e1g+6aJ4rg+syEoIDgL/NjBr6MSeX3e5VJRg8NN4GwxDOYMwTxkxNlM92ECOBgXNV",
-	"ZnkOuOOakiSVi3HOEcdWUaIkAsm44ZohmnQvb7aY0WCOEDyRhyTlNwVLeWpDcpU2gPB5i9yW4caoMmj9",
-	"St6ik8P7qrGPwa6FGD7PJxalBIN7rh7OoQuYbki295I9J3N5c3xOwP+NGq4B7tY39YPuSIDClili3MME",
-	"fbxqc79+QNb4Uu0FJw75WWZpUJPR700zT615Wi0HRv+4fUVb/aC7Y5K+Y/3Bk/VWHXMrNfVbwxbzmAeL",
-	"WKr7KuL0g26lDb81Ds5VJXYWhRg6YTg0Ax0KWbbxxoMJ+1aWH/CJTdK674JFuMZHZAkBWsvv1kmT1XaH",
-	"8XR0dsqwDwA/skeHdDEbaC60VY6h4x9dQrBljPebJFJMshubTgUZ4Z4H3GSt6L2TCVWyPIf7nilyZFCV",
-	"RiL2ygNNU4OC3/IVJotXaGfnJMavXmdpTAQroE8/hjAhXd1VbNa34etMlRcwOW3OFGzGS8Bd+tsmJEe+",
-	"WqvG5QJ8ei6M+/OCIwwcRnHdeGoqzV5M5WbOqcb2HIYLSXKtQ+9+gamVnz99qbjBtM+//dpiiaGLISwe",
-	"JNcGNrBF9Q2y0NvTtkiiLZh2HY0nsmg8dqf6qYJeTReU0lZVUpBf1FCNAfmRQfDZFGG2gvCMsdPJSTtM",
-	"orQ94N1J+5T1xu1+cpIO+OnkjAXjFvVWyj7Cg3Y4jpL2IO3y9umkF7T77GQ8SE7TMx5MgO6OAoYvO8CX",
-	"tbknedY87XBz2rd8hQO4jaruXq1h145OtYbR2rT67bP0NGkPxiesfdo/67VZdxwlYRrws8lpfVpikee1",
-	"QZtlM96c3WMOoqvgdBj2t4+5nOfzSTm46yk+jaodYKpR64WV+IRS19FyJX+a5D9JyQZ5qz43pL9esp5e",
-	"sv64fZIM0lN+NmHBOHzUkn06WDqbDaa2Kphu4z/u/OsF4f5HPgpmcgc4oN/2ouiQh4zrQR9sL0Wp5f5n",
-	"D01s//P8fs6TkqcQF18/QOrZeH/79HlNK+ZV6zvvVIFn1g8U00Bit3tirdtEBc1tKiSOVFODhuOGFjIQ",
-	"AEAoPOMXG4lSdsifzDCqvOAxhiU3oPUNPAzPJ+cb2PkVprXpdMFGwo653vGCPEHDiwpKo/k4s3NqPZmw",
-	"T/Q7kkWZ3fHrqhVO3++LE0a1tjLBRueVdRi2/jAIfzRNOUwx/votvWEXbil4wkV5jVZFa9gLO31MeOcK",
-	"xGLgepe0TKcP29DDYX2tlbIMe71uy5esXoeOQMvJ5hkH/oyD2oS7G8OMTgedqDbQbuiN1HUo2RjrWkMR",
-	"f5xhbZyfbGsIIwHTsH0y6fP2IO0l7bNxl7Wjs/A0GExOeD/tHa6dGgbaJQHt9sU2xKYRyWNF2+8jnl7U",
-	"hUkFd2v6VuwUV/oetUf/bWzGMWU2M2qeQVDZYB0ojE9OOSvKMWelM8E1l2ZYyoi6fs6Z4pCiANCsaIdP",
-	"14DPov6J/6SQJM/uTAUCIroeOXyYkt1yrL1ytfUQnTUDkQUpl/KcMBuKQUCIUlsaWC3/Cy+kAREopYS6",
-	"fKAPBvLRkX/cLJveAh2fTDD5vQwbcB7Dzkl4qiWIm922O4NOiHd6CsWe7bSZrdkOhiGaEWYdWsO/BTSi",
-	"PXpCT2kY0DCiYY+GJzQ8pVFAo4hGPRqd0OiUdgPajWi3R7sntHtKewHtRbTXo70T2jul/YD2I9rv0f4J",
-	"7Z/Sk4CeRPSkR09O6MkpHQR0ENFBjw5O6OCUngb0NKKnPXp6Qk9P6VlAzyJ61qNnJ/RMDyOgYRDRMOjR",
-	"MDihYXBKQz02PTg9Oj288JSGkR5vRMOoR8PohIbRKQ27AQ27EQ27PRp2T2jYPaVhL6BhT0+sR8PeCQ17",
-	"pzTsBzTsRzTs92jYP6Fh/5SGJwENTyIanmgKnNDw5JSGg4CGg4iGgx4NByc0HJzS8DSg4WlEw9MeDU81",
-	"qU5peBbQ8Cyi4VmPhmcnNDzT9AtoFEQ0Cno0Ck5oFJzSKAxoFEY0Cns0Ck9opOkMhI5opEmtaR2d0qgb",
-	"0Kgb0ajbo1H3hEbdUxr1Ahr19Ir0aNQ7oVHvlEb9gEb9iEb93ieQ3EW5cVSFV1EX9Pnej2AW7GXJgb7z",
-	"IJaM8E6fJaN2kIRaLY60Wtwdt3tJPz3hg8lpcBY2sWS4yZIh7dI+HdAzGoY07NKwT8MBDc9oFNKoS6M+",
-	"jQY0OqPdkHa7tNun3QHtntFeSHtd2uvT3oD2zmg/pP0u7fdpf0D7Z/QkpCddetKnJwN6ckYHIR106aBP",
-	"BwM6OKOnIT3t0tM+PR3Q0zN6FtKzLj3r07MBPTujYRDSMOjSMOjTMBjQMNBDC2moB6dHp4cXntEwCmkY",
-	"dWkY9WkYDWgYndGwq+fQpWG3T8PugIbdMxr2Qhr2ujTs9WnYG9Cwd0bDfkjDvp5sn4b9AQ37ZzQ8CWl4",
-	"0qXhSZ+GJwManpzRcBDScNCl4UBTZUDDwRkNT0MannZpeNqn4emAhqdnNDwLaXjWpeFZn4ZnmnxnNApC",
-	"GgVdGgV9GgUDGgWapiGNwi6Nwj6NwgGNNJ01oTWlNak1raMzGnU18bs06vZp1B3QqHtGo15Io16XRr0+",
-	"jXoDGvXOaNQPadTXq9Tfz5L9H8Hk91c/6p/Q1kLIpVa6/AvBA5xXKd+lG8BZ8EfXBr6uH9aq6fyFE1Mu",
-	"xT7lwKlnO9UDh+bh4bZS7DfIbgANErs/eiqCq71cP/L1RWc8jIRDmvCQMKgHgwEOcR/J8niz/pQGQTB0",
-	"KEBQua1fCR4VwOJqQG0lRy4PCr02cTX2W77ym10CIlGHfABUCtcB1Hr8Lba/4qX1CMZeTbDr/esanALJ",
-	"1jsBnNeh/2udhjZVkSuzanv8fj7cbdVIxyx5BT+NnQaa3IAIYepvLsfh1o2Fxb19Axe3tW2OPl6agE7t",
-	"CDAUr+iB9OuQd3P282LrwE09tj9yD9wuDKLepvfy6RyMPkrbNk/U4d4f+iRuxXXHllefDA0yqsLWelOm",
-	"0LzW5IhasNxZJvyflNco0n25343AHm2kxtlV2BsG0TAM16kRtnu9SdQesGDcPku6aTvi4SRgZ+PTZJD6",
-	"1KjmdJPLMb+vz8pW9G6ZV39jWsFsY179rRCYf6tXlH7amD2auD42QOvNTxert1lw/+YyWL773/+5f/u1",
-	"XL75Sd6/+d/56ZuvX/b/+sPL3o9XL8u3X3+Yvbk53Ob1sA4ajjWv0Qpu/N/V9ff7nIivIcPVCcX1E49C",
-	"zG3zcENQSlWdHKaMZFJwNa2Ko0TV3bGeFFlVIkAxVA0gMhMjASZ6hY+/BS2SVGCRGGbCAgX9LvjphmUC",
-	"4tHQETsriWIT3qmFlyxyGsyHtNuAmPL24s3LmMyLzJxjmBD458t3bzcPlRdeeUbL+X3+ZDq7HC4CfRnz",
-	"QP6tw6F+rgNDmM4Ua/I5fNjgHD5oa7q8Xvz0S8pv7lORTLrRNZ9PuulUpr+kMslU9NO0zG9m9zc8FYPu",
-	"ot+/ryMqPolQ3xVncHCR3V9Y7/676OsfP6o/31zmr//zr2cXt5NF//kPE3X/n6y3+PatzMTJy6x4+V+P",
-	"I3i6TRVuQBElV15mu6uIykpVB2ktq03RadX6wdSKlbaN0tz/HG42976Vl3rL4Fh/t7BF2N3/0Hu2yiVL",
-	"r6R8rY+JLw139KKz/c9eSfmGidUH6539/fyQKGCsvDzQuIBagZ3Bkm0A5eRVhfeLlsRaVjrU8mBlFYhe",
-	"B+yxkWDmybbH6niogSUIbdtEZXufg+F54I7cvRV/35DdwxISfy8G/KBtph3st2EQ7ckwQLq/+tr4Gspk",
-	"2qAlTC2cuV8d4VgUTVWw/5TXhRMrrDxr94aXLlEOSxSwSdORLLAwHYWotuEN4uXxEMN5iDmGRQ3NALuu",
-	"l6WFEoNHqPf4SBj7tAnwx++f5frnhIFXvR5COlk4dbh3ttOWmTzW9o4E5tQ5bDSo1LEwd2tgjajOVMVo",
-	"SJelNgrtHVodg9qi2On1hs7TgyCUTFwUCvs3wGjMcEaiekpKugvHaFOuILTPl6lNaxhTHq9XSY6UMFPx",
-	"jHDHCjDpiIkKQgi5RVtQ+vSgNJQ13Nf+ThOyjh5YD0pu72EfbX7l82eQcwZwqA2YPvWpvwYs78buAYha",
-	"BK4n03UAn/emf4i99tlCObWZSNs1sK5qGN9wTWU/l971avC3DHbiNVYjXedCiMwbwC1/lA8zVX2zFBJi",
-	"Pj/0cKnjpR2kX//znI2V704A0rZtcPJHPjH/+FkxePK589Y79h6i+T3XytseB7O1oWtFiBVWCKCBYxS6",
-	"DlG72TZ2m7P0e75SX6792ans5PCL96++5yvjjzk4cct/qJHT9bf/rQMaZw/bALFRT64O7vYZVeBN9c4q",
-	"tCpoRCyloQWuQH0rEwbA3bZ3AbAGwMstRsJxfJ7bUITWMStXD1hCztFj3vHq6xiBbJybx6kxiZzN9PbJ",
-	"s6Zgwos6LMcX6TAFT7Tit6qfoRcOM8xC/Gmi0G00AGcChK3cQWkcJe71nx+6qX43n9Ksd38bsUFR/twX",
-	"4+vbu58GUcIXd8tBn0+KE56WPbVajvvL2+kgFWqbTwnD6F2bZmvvGa/qGcnga6p9sXIqOVppQmke1Jvi",
-	"q9anBxJuj4cIgPDcwbvhAjImeiaww8QtX8X/3O6gf70D/k0mSoPq5+/HB5/uz3/FdOrPKC9z3tRF4gOI",
-	"NmWr9M/9thAI3ukQ1jJB+n6/lPXyI/2iutD6olPdCN0DD/YP5u6HiqFt28iKfHCX/vt4R/I2HPBPer7v",
-	"Lz75nq9AEbCcv7OKyPmIpMsPgP7Idgo7i4nqSuzQP+JTRLkxLELX3J8KcTNsgeMaXmNSjanuVI2hXiIm",
-	"mRqJ2D4AIF15hvkWt3w13ET5i3fp11sKkf6p6oHqQZiOIa5XYKLpsl4vsi0Frl5uclOwBBp696bBDHoz",
-	"bKksyea//DKY3PZ+KbJu0dqomglYOG4Pkihtn/LupN0L+uFJNOie9s76X1wMpAXQZlHN3jljDKyhGmo9",
-	"nXBg7/Yo5MpwavG4SpNJ+TyXdT0G3CrDAjui4h/LIis5yAN/6lG7O+7pqff11E+C9iA8jc66rDfuJyeP",
-	"q8PZFdJ/k//P8t3XcvXma7l8840f0n/V+iev3wkOCIR9I4txlqZc/HOGwGqlQFp+g++3sSYIJN0n2trA",
-	"Tm4N8SIyp9WZHu7+qB8fD3eDkAsE8x0Jq4OrzSiZQenDzkden8hNAf8v5Tr5ndj/H8rCry34quPjBh8J",
-	"/LmFi/W14YwJhgHtfZ4QxDxcd4esc3EpjbpCpCgl1GpIjIOxqpcvVirzkTA41FmJaOWYe9CUZkNqWTaG",
-	"9wGCArsQwG3V26CixCIpkKNe0EXIxmWm+DH1thhWojDstMEENKaQXHnYxDO2gtf5TfvIAqTZSIASl5VO",
-	"j3MfjM5Av2pDPKeN/cd4GpMxX0lhkMisUgafmGkjbSYLftwhV46GYLUNAYGfGcwVwZdaLFCChya0RoQu",
-	"Cig/8M15SuR2T9CX+oDMcd3gATKJtyu7HqYtGCJgWwRD6xZacVb4LqBDNIlHKQx/WFfSU6YnRY2upCa9",
-	"7hA6P6W29m9n1L9VsgPOM5t2JBpcAQcfY5429iB3lRS8WS97ht55BOixl+CEsv0TEU/XeXdsu4yQSGGQ",
-	"a+uF3h6ybYVDiYcrXN9wjREYJCJpeh+qwPRtPGCbE+1f0n32+2ynh3uD/6F7yLrVvmgPPdS9s+ZDq/JS",
-	"tmYCNvcbN5CL0IC70cUGeEOm94qvQLmK45GYLZKpqyXBBJc2wL9iYg2CcS20Bvm6gsjyWlJXYG62Nsjr",
-	"qjQSTib47bThPAKsMV7S+is30mjjD6zk4Aprw/8a5C/I3jmGpgLu+gc+Y5mA6igAY/WvKK6ftNix2KEE",
-	"4NEWeY4vA2jPO5ZBgyucxHFjyuRr227xy/xsf/xspI0Wl1i68sDyC9d2c2emimuH/wXC6g/kIPG26kKx",
-	"Gx+MwKz7NkeJWLkzGbOGtkOp1La6c3Vbe7MqyGMK2y/DtjvCrs1g9zmrbuX6NMOmNS2PTDHHy3rDK7BW",
-	"EgzED7VksF2FEF4QbjEtGhYKWxc2bqMXQKsv3ka32NLswXq+FzJ+tHqfM1VeL1RDpDo4G/bPhv3THx9v",
-	"BJiY4/DXR5dPHK5KmLXYnUumueXLtIl/7Ab9YSrBp4fb5sBz3t+Ptb7he5L2n1VtY9cCWZSgm7w9ZzeZ",
-	"ACcIgE/C+jd7Gl379sdVtlb9zL+strX/79LWbbGyMfiEWr+OWgWfy6IctYZk1EpZlq9Grc+7/BBnlYxJ",
-	"CiBTQM7IV+QrErb7a6a412AJ+satjW0tKha0B/wkbQ+S/rjNeqzbrpDk2MBKLwTa94VXoGWmGxO2oWgN",
-	"W+/fXV61TJxn86Fu7SHsmt8aTliu+FOU0BrA2muZGJ3FoDW5Xvi2sXs2479IoanzclHIOX/+nhWZvrKA",
-	"NN/d9F8UeTNm03PIsX4Oy9nGBX4I+JzdvvtLUd1O/cPHsf7xjnzlCUUryavftohzd4OJRe0vgXUuWcRM",
-	"cm1aIJ3Q1r+y0nolHINCc3+9o6FdVmw5M+6Yxi/enbaRj+nXfIRNKeyHAf1U23BWwdtsHGQZrP0qjcGJ",
-	"4jU1PqZkxkpeZCzPoCmHfhwkbDbjQ+ejB0BV/fU5dFYyL6T+MPUD2uJyTUTBue5OGcQIgbIUnDZ26Ozb",
-	"BndHs0wsSmy8RFK2astJeyZFOSX4v+anJed6zCf2MSCGsdtGwpygjNjlkgU5iv97xVmRQ0O1/4aXmX/r",
-	"d5l/wt6Ff+nv56v4GDI6/huXDZM6vpUjYRuFm9QOr397qI47gJxPfoEgIys4eXXx9sLgTR/FH69exF4x",
-	"BPbV+5qtAE6OKHYHyjrAgaA7v85aEwiuAI+VQCSFujrQC2udEAecxF9h91zol9QNSATHxVeYo2Jmejw0",
-	"2CNN7RxtGzE11wdheyKLJStSvQJmFFIknBJmumJhIQcaAIDqK8oqSnrkC1pKQLQG3XZ0NiRBNOwG1byC",
-	"7jAIyIuXl1d0JIJQC11onluNcsrmcy4UKZcY9EILneV5G1KEN8cHTm0cXsWoI3GEAj5oR307CvgsCYJh",
-	"N/gRHJCO+AjJVqdy/FVMjpBRNFGhqZuclFxQQDDWG/qr530kO/kqPjZN0xThOZvrXQZz0rTiLIUi9cx2",
-	"wdIjLqarcjoj5bSAFuNjWU5HoiyYwIYcaqhvd3RDFrWENwhyMmE5fmUGmDfKop8bL6uCt0J9FlcjYTSq",
-	"ArBaeArT7Vj2jwn2ZhX14btcaUuqZyYgnklBjtDfBKF0KdJjSgp+w4o0h+Yf+LVfAD7T4ck42YsJklqT",
-	"iCFmqRxQPXxYoYzCnqPVgW/EpC1TG8sF1A8prx/gCpiFpAsOgJ6e7Kra8sEj8o4X6QL69zHbTHXME2jk",
-	"Z4QwXwcA1GZ0KpfiWDPILFOKp0OzDfTPuLFtoBaE6kggfqS52x8PLC6t3NrGxU1xj8KnzUNlltxuC0ta",
-	"uf9FsUm+mZyOFv8ku+MEhbaiLmBrdDsvCmnUViNK+zNfa/z25ZWnD5qm8U5p66sDtK65zHM4/7U0h2qx",
-	"ehi1JFqFIyB/jHh9I4WWFaUk3xRZylb+aA/Q1L9YC9+hhj5Ixfz8YBXztwrEwhP+AuyMaDi+fPgEtvkg",
-	"rPD4oyvG/2ewETbBDwquxRuk4VZy6RGaObrANpwuDi5hW2Tya/hd1Y4sixyT8NwgcngHitE57rDv6Zhz",
-	"Ucn7lKx42SEXVcBwJKqXYkY+a3DX4CBqgvmLgoj/yD2HhE7/afbeP1noEVnFswO+aLvQHS3h6nwLVsSS",
-	"+rXB977+3Oit/9fg6H9z8m/Cyd/y8ovZ2PljHhRJtwt+OFSJ2wyZIIAZAqY0AwAwMuPFDSfwFmz9P+ie",
-	"noApjaYhG0PDgQzhC6j9HYFK1lBIKqvJ9EE079gBOILdZxFohBmNeySWcmFwTsDerlxJ5OPVC0piVLZj",
-	"8v6dNnGFJLFtnaw/TPhsXq5MZ1Lqf2IkYqOK20YGNnLhQ7WgSRKjCh8fd6xTCyLsiyKP7QlqXzs0U6uy",
-	"bXpR1KkGhU8agBRWcCR6aqgzXpl/HDHr6KoTLFParJrJO54en9vqHWJ79LvbCg6AKBkYzDl3GF2mwRg4",
-	"M7CQSDlSw7uPTNPXZ8q2pCgwhgNtwCBtAodlIUhqlIO+4Zaqx7YBJlmIWyGXYiQMG/mEudQcxSBBohKc",
-	"QJM2MCJ0zYrP69fhN9M2LjXaCTgk2Qp7vttW8whVUPkiZeH5IqmJu5huu/g+vdEWpTZuK9+P71wxxr3g",
-	"S6PxgUGLhrCQS8+rYADmRTKVBbQD3uZN6IyEYbAh0aZKjFZmgyrnboPQAizzArq9lZTwe5aU+Qp7TLm2",
-	"3GteB3je8OBzfDomqdxwNlhUnrrvVDnwEsToyQp0lRjXbFYQcxB2yKbnYiQ2XBfg6AD/kBQc+oeYXLYS",
-	"vDxwT6ZMS74Uu5giJUGXzY2nBiF3bR6zcQWY5vZZtVyGBZwv0LiKUA9Gy9nwa92NDezlvcAuJDM+LiZK",
-	"65qEPANm/LXwTtx5hg89tCHgkZHwfTQ1Uhv/IuR2g4RBtABERfa1eHS9YbqDbVcmKXjq19nK5H2vMdEQ",
-	"uE2/1hoKiG4MKdhqAc1QZ+zWdrplAIOJu8wcFUDAtfb5tY6IG4YDJXEVkYpdauQ2KKUvdfQYYJ2mKFz3",
-	"s++RCQPVerC2tQ6hQ1u7RFkDPoJZyzWUoayA1M/TYTcgb/mS/FUWtzXHaoMTqhuQU89t4zliLma8yBL2",
-	"/C1fXus3wTg1EXJW8vXMfM3sHz+8dv32EdTbCH5z+uw4M+FAP9jpRMnI9mDVv0ef6/6mv7Rf8xuWrGzH",
-	"L7uQCE/8EIdS+y56jE/pt0VIOtAnd3D0fI0D/lnC52G3grb4I4TPN7bLlhB61frpESH0pzbrtHw17Qr/",
-	"5Sy8/4OORQuz9du5EyEItTObC3wjMWQ2xzW1wym81GZVeYptacPEJpgP2tpkAunOygTOUhMZbmNkuA3P",
-	"gK0BVXpj07CZp8cIACu0udchFyYCUzF9FULD6FlWWptxYo7QbGIU5RQ09A0l4y2/dw6eK/2OfXlm37nG",
-	"Fb47VcJQtiZoaRpua5rgJZaFexPLni5tC8Koa3lM5kj5T4hQa5FWJtsynT7Thlf09r6it+8V/b2v6Puv",
-	"ODwTSetUeoF39nqpewMV8LcsUl7822v2pPLtfcHvMr50vU68CPg/zIXWLCVB4kCP7i9yzjVmWl2Wcl63",
-	"koYbgRptWa546UdnWMGNuWYAAIS0hb6YmqMt0ZHAQg90ehsR2CHvjbnHNkTpmg23KSn1o08T3Xlqvfef",
-	"J2sUDZd6TsAfNkX0D6HfrrHpv+Xw08phTd3fVs1E0fMbSdAPHDPpG+QZpHA1hPgq7RW9vL6wNXlHS+h6",
-	"DLokU/bF0FdAlth2+UhIU4bXIR+so2w9q9H4Bc3ze+UrvOdfJHxuVe5/b9vfqHJXk/ep9y1XyuCdH5Rm",
-	"greTRMrbjHfID9goCVNl7UVXiDdbqBLqWrH/QfyX9ovLD9+0AfAv1oahyUe0yDEqK7lre5TdCL3BeaGk",
-	"IHJRnrsm4trMzAygS+oNzg7qwiI+YIig1J8zHYNN6qSFz4OW5BC0wRk47clCvxzZdHEmIIW0oUD2MrsR",
-	"7xYNHUV6DbpfdiN4irOpRqxlhkk96TyOlZ8KkbEGwKgHCxQyAbCUqelYsiL1+K767dO2hIwfprKBdWAJ",
-	"uLbyqWv3opkDV8vkangkKrjgS55iIrlhF70gI3GE2axz6Oq45PkdN8nkKPLtUmfiuEPecp4Cnk+dFYdY",
-	"0p0psoSKLQb1KSORc1YIBUGZXhA6/lvj9+b0EbOvvligu7LNvQIdv/jO3l+rqDzkyQcD8ts5bnNS4mUK",
-	"a1tfxj9CZ1UzvBcwsE34UQjigY5QVpxv57R1BzQrLC/vrR7goYUfWWRTKMwAFJB0lgkjro589IJjUz+x",
-	"MY4hetYwvI4dUZgg35Xl/J3IV5Rcshm/zEr+X5dlkSWlXYUKRvzavCgmR5eaONy1pkEJnrAZHwnos371",
-	"+vIYYK6M1oP7F0eL+wH3Juw+6jbseOUlxNuPYcNW3K0j0bxdTRzVwaNCKSs6CKs0ctz70FrDOCXNIYDR",
-	"SjyFXCm4L3IxoqZlGxMkvjBMxrC3jAl8ZYpo7tPfT2zuhEEtHokjs2rVImHBVCXXzDdZSUx9OdRBo7zz",
-	"jkZPOD5TIxEnqphcA12hkkoPryatzOioZpustGAyXQIPtuHB9ixTUCYR+9AzshgJCxuoORBKuxASFr6u",
-	"zlFf1fSPv3v37vsfvnv58vX1xddvXr29vnr3/cu3MT5jSr8sOJmVgyPxDctyjs252plQCJDh42OQJM8g",
-	"/SNNC64UFgJnAvnHgtM1n7GvxBdl/Vey0AUpa0BbbJykfHIzzX66zWdCzq9/LlS5uFver36Jur3+yWD9",
-	"hgdFFmH8v2nPlX/Oc+LS7pZ1fUjxcg2X65KXbSusf91+3FgBUHO8r9dB/xuh67fqG7ipQcKRdpACaU0S",
-	"PALaBtv6AZAgWsauAWM7mVx1joIQlj3aDdR2uigMepYsYY9pSQxYzdoCyWRar88Hp6vJw8nKSlvNChJX",
-	"4Bpxh/yvljWquT3hSOCRB3Vc1oO7BQ8BZ3VpKPLbNqhew642lLKOy2341Id1u3YvM6H+dSQSlx2wjkSi",
-	"1HW0XMmfJvlPUrJB/qBydJ96uyJBLCmzO4sR+H8SKHZ9+yAUlu9oWNuc29wNeHkddG/t6eeIYQpuwkbF",
-	"+Q1koTEIdNgdWx8i3Q0C+41R0mLYy7HZzCNxZLOO46g3jamrCo/Dk9NpfE7iQMVWP7K1isdG77E18Baw",
-	"q1zKkYjNr209PFYuCh5biG7q8hFxyLZTHDXZVuWU3PHi/2fva5vbuJH8vwqK/xehUkN6+CBLoir1L23s",
-	"zfoS21lbudzdcksDckAR6yHAHQxNM6l89yt0Nx6GHEqkZOe8Wb+yRXIGQAPo5/61nG0uUQde8zI3obBS",
-	"ifVYQWGpPaJxEXwY6T9+vgahidLU67phzBqkINZvS1CZZWVVzncyd2pll2H6E9voVclKMRXyPRQE6e1X",
-	"+sxNwWJOifM0a1lN59ilT5ixqpOOHvV5k21AUyu4XIic/cOqxqHG1bNkwGG61ei0wZVyVwx7gt4k30pS",
-	"Q945rpzNcM6aVFeFBLJb3GVv4OWW9SNL9oKgxvyxktkdklnEJNxxbPDswtmu8Z7HZDNGjQNaD+N8OKFI",
-	"CX00Uu0h4gPmfWOv0kFMvi5W9vbDXl697eXpD/13i2q4Pn832bz+5+1//vXHq83rl7+8fD6fb/p/SV8v",
-	"8tPJ9fCbB5LrHpzZcBHugpsFW+MLwOy/SgYWXhHMvG7s9P/xJGHF71Btf55Tyvlu39Nc5lDND18X3Mqs",
-	"tVS5XmfMCzXI3QUvjGNZ/SE6RU8gsXdsqVJuAPoE690TyzEjxC6qgg8uT9f71CVu45n/RZTajMK3VoNN",
-	"xson7ieQJSwpYyGH3H8C4gRI9fAkRPREztrL0xR+sry4gESchSwKSdw7CT79Gl6Dx+hQ7oUIXrASTmz5",
-	"rH38xghVnaCgAhIiOaTBlxNui1RsWerbUhhzGeEiGMbzUPwAAKAo3CIx45LeYJGmGquIQhsIRbhWd9Z2",
-	"0Ywvl4KXXXZVGA3EwVyzWf0MhG7GUmFLZ3uKVmas0KSxkxE5Odcy/O4GPr0pCEm0lyZpmkKBF/pmxD9X",
-	"vHBUgl+xheAKhB3AwFCIxk6oy95aYWkqOQ1NlRHmf62hr23Calg5vrUtLKUZ7u07Ub2Fu3BABt6Ml5Bp",
-	"ThVsDrrGvh2KnvyxbWc9q9VlF+kiO7kM2p1V9val6+Etas7XwywML/nwz48Orkazx15EISWk30stg+M5",
-	"wpa6u9Ua9XrnZ0nLHjEljLlZnqY3C/tAtx9/enEBnz7tnmPWibSP9ntJC67cLorjuU/TC3PwE0hrE0gb",
-	"Rsdkl53h8WM/frp3+IuG4Z+enjZPAL5oIECvYQbD7uDeCQSNBIIBOzeIUGcJu/JmsrnB38A+U3JWazQ4",
-	"c7Pt9bZ2DJ92zMSemxHNagN/XCQ+Umt/ftpPf0vcyRy1BovDdZlrbt7hxdoXnvF3+UsPoU9Y8S6x2akn",
-	"tpOtbLKh/0U6BcIO79EkIvBUp0VE0Md3dBWisk4AOVuIBNrEo4zVZXXSjGiPsmZtDe5KO2SqLZh6Sej1",
-	"IEJ7aYDOCYEPHPorw6aynK5kxSal4O9E6bHd/IDWiCewOQ0R1+d8Oh+rCI8IxgyYUvYBWj+I24mYS6g6",
-	"LjTP2YQX9j6W0bythVxbhZWbufjKXFJYrgPqOwwz54ah0X3lyAf9ZniJIa0ahLdB0GicOCZz0jLHqg1y",
-	"OFSeLks9ETe8yk7cdByJEmaktdBlxXIxlbkwIRa3tS23OmGTVTVWmVQ3M0iqtwNQsaD9r+OdVPg547JY",
-	"lcJkJPXrPfWR7Hbxexr70Sn7eI32gnAbJi03OeB+fkEkXfbhDVtOPRwNev/jki0dYRtTGeFnQN5GedeH",
-	"r9EVZdeP8d0SrpTPfdzCFh8Nh4NW0iKat0ZpXWQNrNAOK0trK+vfv7LTi/1T7vVHw2E85WmhEaJqZ9JR",
-	"wubuhP+etOxh96mwea/zdHYqOmf5cNq5mAx4p3/RO0/PZk/FaT48RvTYWdzlaI3OM13giWNT/0Ze1xqA",
-	"OlECWS0kEeaPkwwAYL9HLti9MQ2cZRu42RqSANXKK8ItxNZTVIOPWZb2Bwkh7XlhMlbeC4l9yGVRge1k",
-	"2RFZI/B/B4FMoAcHYiOPlbfdYH7Ir+tPQg7A9TyMTSaR5Y8x1miCsA4Jy2QuFktdCTXdQGeghGUFnwj4",
-	"zvu6ZpUoM2zH6j9EJ6TlrouJVGLkQPWkYYU0lcjHCni5ta4QvdDF0JUAoAvV3RlBkrFtoDMakGprNPGB",
-	"vkbn59SeuekKQhglpZ2CKVZQo3w7I0CavGQcf4FCWmn8jqqwpGLtnbGUrsYq6oK2NduTGsQDYKISsZni",
-	"ZenqtWAmFRb/4/dd9kIxy1bldFXwMuSKwHn8//ijb6w2ncHThgA9eD5Whajsvo5IjILCgmCR9lw4T8AM",
-	"cxKsmXqrNeBszKTiRei8YVbTubUoh2nKdMmG6TCBXAmv2/Ci0GuAIQivlOr2pGvPh6luvKGQO6QF+FjY",
-	"O58xwzdsPd8ksLax8ovDTOkgqe05cOeCPkVvScB2iJ4D6JVNRsKbA0mACGOFbR3B3Y9WOPrw7YmayQ/7",
-	"ujteA8e4xwp/DVEJILULttA+7rGqyT461mpZmSY89dcuJhKnbwN/kCbKOt4zk3Dla9OZ6XIBMni1gm+2",
-	"zfrkDhr45syVPTgunEuwjAioMxgMLk72lgjGl6h5VjmvBJRKPnBqPpBy/Kzw0Y87LbygP735gdDwna0A",
-	"+uiHirWzWN+K603c/SfV2zIsI1Q1ViA1eAVmTcI4uYLsEIEvGDJkHGSKJHRpbX9HWQLiQyUgE5U8g8Cp",
-	"x0oafCphU24IvLQo9tFuVRb7IPn76fAcSnk8Rv/BpKN1+E0NRItEFmUVBnzrvRu8Jef2Tvj09IHzxRPI",
-	"S/Bq4ERBkCZsXcqqEgpbi0N0JGNtlLLfVIIvRku+WViWkJ1cRjrFWHm2BJx8oUsH3oKUifLpeFGQ0rBg",
-	"bci1g/4tpeuhZk6i5qAg17B5J8tGmXfcEgyQlVPLAmCPnMUKk456fqoNwp9wXGL4PhmrbETyIAmQJyNf",
-	"J7Keb9CNO9UqByBkyDhkYal65k3dkiPgkxW+4MKf6sWCd4ywv8aeGqbqIl0zBhvgGrAiIBaGosCsjgZ0",
-	"OM4gKKAWW8/GKvvBLsVkrD3s9+t9UYFw4ZARLDX8NeiHF4NA8Lbf31q1vbV6rPiwLMD4oLSSps4cdhK1",
-	"wykrsTBbp3TQu6id0v7OKYWSuhf46CB8zcuSg5PIVBvw6lrm1to90s09RiIh+Hn1Fxkd3F/kCsHd3DHB",
-	"I0/qNXbXRze/hj4klyzXiBu6kkVu5Z3IJVzOxefZoiTyMiRR5SlUdo9bIzbs7a047UPWEviiu73euQ9Q",
-	"U8lov3OR5r3OmRgOO+e81+88nZxOh/lA9Ge9FH5b56/eKe6Uwtao5bUyVJxFbvVO9kpXDOuN6OeRatka",
-	"Wc20qWC0qfiUfhIVoD6+5HS3CrZemeuc4ej93i1F3Vdw6t7R7aNDp150uuV4eeJCoU9gJ81WrKC218dU",
-	"GffT6/TM7vkg7abpcHvPB51en086Z9NcdM5naa+DWcHnF3wyzQ/b8+iT2rZCD7zPalvrxc2x5nxw2XR0",
-	"Flz449ADEUbvpr3+AxrVEK2I/YxaL/9xtXkl0w8v36abl3/+6/rVL7r3+lr/8vLb4frlszd89uzqw+uf",
-	"/zx//d1//3JchOX+DjcNfpUvvW7uz0UkY/Ro99de1AXfEszqdH+5vv4R3FT2KqC27/I9JBkLvGIZwURC",
-	"pUWWC7C3Ixgca/IZZrRWAMG41MbISUElNIoQOqVBB88lOWMELwspyq5/OyqI7u2lYItVteJFsQn+HXCo",
-	"vBUIVZi9CJym873Y+GqVSgNqH6VcBMMYimAMn4kY4JLy0NCS4NABkawLE8yNdj/tQccSUsTrLj1QBEkp",
-	"hg8AMLQU1apUUcsg9ElgVxvgCayfpju9ffyiqs4b8GxEGIaImglRJ1C1G2ZEaKBuSpzlcjYTkC8Ks8Ii",
-	"mX6/y74XG9Rq4PTkzueIftB9fSfsVW8dizMS7RO0Lf77Y8pXeLXTBYLjwWJkhTdg7wVVZxtj7wCMjCZh",
-	"H2fs3ceTYfCO4/jIIgu+1XjDwbbCVxQ45HVowWAD7QMYXEhF6zyzy6RhWoO01pnjx5+uW3ul5emOsMSH",
-	"69ISsSLr4JH3E8JN8JiCIXvgPmm5UJRlcE/VD7jk/K+PW0KzaKS7i6V3xA/rDMkzj11mt8NxgvuXUpXc",
-	"m0jLS2oo8F2rYoO9rsQac8Hc2rbSNBs40q5YuSrWfGNYBpzqki14+c7AASbXcklPYq7a7nK7re2tjckr",
-	"lDUF/9ayn1vh11TGdHxXk/+7rb92gmWL7n/kDid7NmZZ6kkhFh4g9jDC/ohP7QfgwJMvDVuLoujMdLkQ",
-	"OZusKl9jiXXFsxmlLFDPOSsPMVAFvfvAXjHZCZWYmrHavYd2Cx1mNECdEO+uC97uZ6BQvvVgmU7JO06x",
-	"rANmYAhm4nD379M2wb8nK7EAxPN6ICdjgFqIeHNKsJxXfMIt19Ary+VKuewy8FvBBnkI97GyTNBUADJu",
-	"RctSqFyoqiBeGNJdrKble88TGPwSYKbFAoZ1JwaEdQKzHTvNNft1DBSwgrXb7f6GWOq/jltwPOyndIh/",
-	"y7rsSuEqg6/VOS53o6rbsWEjFlxhUinqjXtVXCsymJHqtqD69DavSZOxcvwVJhN0UV4R44HKj7KuYZ50",
-	"2WuXsurj4dQJvgOP/XOlK55gRBB8kK7JIDjEZhJDgu4KDPsXjjRAUVDfn/uDIA2bi8Jrns7runM6EDhh",
-	"h3ys3bOP9k9P2XTOSz61yubJGBKc8U6TPw9pBslNdly7JpqUKwAy/v6bLboinGYbA+Njhd0LurHOlHW7",
-	"3ZOA3ZFhhjXUWGmpKuNA02HJ7Wzr6vw/+mNgiX8FDTzFogagRA0q9OQfYkpF7hwitLQIaPXguJo93pbu",
-	"ffftpbe/4JoYe2XIT68seaCuzM77ndh02fVa07buWDgjn8ZdIu4Mind7fjxSvD9zMyZzBAsoEiYK4yYV",
-	"72Hnndh0SgHNJaK1APoI7RSzX2PghLAGaqpSEvFYp0a4VAfYPNhNjIL5qLxlBC6bDCyiJjInMNu2VtSS",
-	"IsODeAKPjhX96doBSnWbUGxBl5DK7uITvSRNUzwbw95ga2DxYQooLIM+eyn/xNq6TJicjRW42MuEyhDt",
-	"UezAasB/fnIZOOlXhpp7YHrFQhIyAxaUhUMcVD1p7PUAdlnNhbrLyjN/As7+iEItyrz52x2GmLNQetA7",
-	"cMdziD/vDPveejra2kqaRx8cMfrgUaPXB8HnZ9Vy62n04D4ZDo8p54Ud+pTo7D6CUHq9nxo5Wr12tJUY",
-	"v3eX90YWLhD5vDtE52Y9sjCcDkTnbNLvdS7yU9EZzNJpn59NzsWwd+hZOcTnjJ8/wOm8tZLhabSSTxZh",
-	"qI3iPcvBkDkq1FAj/tFejF8PPwWD+05Bf9Trd9PTdPsUDDun+VPROZudp50L3pt0+tNBPhSns6fpWe/Q",
-	"O/u7noKzaCWf7hTEozz6FMTEf8ApIMpaTldxaR+vIgtsDvKIYJFAxxoxTA1B2wrYC3zhc0YWwhh+a82O",
-	"BRZAQznbxOgCmohX1dKKWZgj++nND+BPdEpXa9Tao2D1I1IN+31LogqC3S9odjTjkMazKtXIm0Ij0lBG",
-	"ZHwgjMvRvBq5cZPZ+voQw+RLD9TPrbDF29RYbAgKX6hRJXvWKmGPN7Wxrmq/rf0t9jBK4lETyhLzeb45",
-	"Gq+u0CpDa7BWYMmozhHTc63mCco9+thDXkvUIJ/sAad9nHTZNVZoklskKvOyo8+kksZBeRdiVkHUyKG/",
-	"hNarvv5zLSLM73pSrTWzJ2L/+i6PTyceqyifGNXpejJu5tdXgyJn1VyvDPX05tRWC5R19wXmKsmqAuQ2",
-	"5xigVCt4CHR/eifFyebaGqarZUzFkffjVoxXeiGnlAOGncZCehxB+WKbd0srXcI/2PY20JS9AeeBs7UI",
-	"8g57Yq3JGLU71WAxwK9czuzD4zqh9G+3Hzm5SrEDWKUxLBIak0Nwb6FLZR+vdYaKk0rrci/G9alnedbj",
-	"PP2GpA4/VecIBgzahnnvNi0jx03ArfWTfUBuwRFhFNylP0P+/ycxFeKizyNn9QakXpNM9M1GXBFezAa+",
-	"1Gp+qu47yH2i9OKFY96cSkgeL8zQotwvzDDStEeYYRXEgZKLbQuusWorX24yonf6qoGTpMFBXa80gDaK",
-	"WokRuWKiEA6i5yRjla9E1Gs5NE3Mk51MZZQYWFABVYn7JKCzwkECAuB0lpebm3KlsGrI9R8MGKt57AY3",
-	"fBO90S/YIMFwtl4SjRUBTk850G4mywUhE64cWlwsBn1878FicK9Mo3od8DNLKAa9U6iNladTk1TDL0mq",
-	"5RJAOtUUM0tceDMCmHAsHEtJoKf8DpRnvQcs+ctvUFUYRZkZ4Dxn0ApqZzpQccsN7g3Gaa3pVGq9YDNd",
-	"1mFJWNt77jOqnlWsEAa0KK7sPKBXiutDC1NQGt/GoYwHE/9dpdIFy2ByHfRJijxrAui3Iz5e0OflplOu",
-	"VF1efkvVuCI+l65WgWOhNiw9Fpl0+J1T6u5kyRYKveVO5sX13PVvhvqCRTzCva88WNQh9T6RAN5P1yuW",
-	"lxt7UeJV0ekgVIbg20v3keiK6HPIS3q9/tFkOUAD2GZXhKSzh0F+0Q0+WesFuCdbMvNTKAhW4t7VjIGs",
-	"3Zp4kGa/ITiyDHC2KiEW5sStNNS32IEw2Fch2qE1Mp2umSH6QTTMRNjVRl2pdAn82pu27cyn+2YJaSwJ",
-	"C288GSvq7zDZamcVIlUXXfYsspx9r5eZWFuZA7HSGBWKtU9Tyy+fpmxh2GQzVrTrJzGKoNVMCAUqyPsY",
-	"6IvaF7sKMY2JdYCUhJqhfQJrYOPJskrru8zDR6MmfNxgw8P7ZH3+oYlPWeYQZz56i9hbf0d5noe9Uf+s",
-	"m148xPP8sTKwEqv3RvfyD9eqJz1AXnyr1ayQ0+rzMT6Rqz9IiuzpvvImSscGVl5PhrwKrBszvhv4NwiU",
-	"wMHtsw74baysFRO3BCe8t3bUP+DN8+vnr65fvH6VJewMYOLYxEpR4tGu8b2fCTatBxRB4YtdJWSU4GUe",
-	"eeQ/hYaUndIwHTaCyz2aB6OWCXBeB6RLPqMqhAj066Cn3K9/Sz6D/Mwvjbs+6uX+TlQPutkPa29qN9e1",
-	"z3NZiluo2vo9oGrfEx0BE1RZpQv0IF+vEhXDtKOQARQl+1jItgcIs9w4pIVhPYemDi+AIeM00zlfLgWy",
-	"K3VZnyL6+L8yYSITMdULqldx8+yCTuaxLxwKy55QDLWJAVwEX8oLwDelHZxWqWcAdJoQMqbS60vATLFP",
-	"TcRGu4x0Ub4HKB+aMyCMwUG3DHHw9HSX90nD+HQqlpXILS/e3oEAdhZKkTz6KeTlol9kC/QUvR+IiG6f",
-	"3VKUMrawB6DLXur3aLzAYJjjJg2UCgFO9lgBsBTimhnA1CaVWMWmBAwE9gSQfXc4ayHYnarp9ZCweJxi",
-	"zw7R6yH5ng4NFQRsq+wJtp1xin1jU0bXHNxJj9+hbudutXNPAc21UB71FKSiAgzT4CxyeVjp4ji/jaPA",
-	"H7QKxZciWMMW+oUS//iiCP8Le2lMSPV/sCK94455EozIO2E2cwf26XijC9IAVI1mM77lz0b556GheSlY",
-	"TecFjGkKbRN8WKxjz6FNLfSubRshtqL1MPXsZIRqsutv2KglO/SnK7fOjw3BAFX5Dq0ZwHjPh0lrPxLC",
-	"aTpgb0X5Xk4F+0nx91wW9qDZia8qK0lcNDqa6Q25RlZLU5WCL9iq9qD/2X4HSCU+VE+WBZcK+qCVRlTf",
-	"rKpZ57yVtJ4h0OLblUpYv89e6ffMcmnm+DP77uU1QokAjPlePt5N0yiHkRwep+kgwjBAlOeYWL00TXuB",
-	"XkqH+rKoB0cvRYAndLTsEuqeqfW66cWgBrwM0MS1iQzO4heb1dSygIY9+HXc0lA2AlLiMOrvHKn7iN4b",
-	"HEb03qA7HKQ7RO+n6RF5bHQ17mweRLcncZokuG6wuxO46bG90xfL6mNjBSCv/8rsMGDzu5pbu3IjCvY/",
-	"2IK7p7yMxz6a4Loh1QaC8oxi8qFO1htOsQFoOclY7SrvES4nmB0xqgCV/zjEBI+FAGWAHrd5KafvwOm0",
-	"WnbH6icDQexKA3IhBlMIyJG170B/PGH3wRqC1VbpsZrz9wLsAPoB6SpYZo4U8l5/34IIlD9XRlPGEXEH",
-	"1OzRDBKqnJnq5WZkH+mwF5VhEkixUpiHkIM1UkNzDB2jfHmz6xoV+i+FnkYecmys2L5qaHqmTZVCZFlE",
-	"NjbVIQVbOD/BlqBEGwxqMJaLfIUMGJI8GFVPrSUE66f6VklTa4xyCfkpmDVB+Y5EZ8iGCJTGymyGr8pL",
-	"vaTdg4jaShV2ZyR4E29F5furkoZkaevt/Zi6kDaBrbv90azi8mJdylupAEfDm8REy7iHlrsAnasqrjKs",
-	"4kMQNSmRkCCIuyhJgQvXAt5OK5PB5/pVgw0OKyOpQqhiBux9TLTAZMdIf5zzHG3sQSRoPASv9M5RNmRt",
-	"8AzUlkkD+RVCTkw2dIkSDZpjhEsaYFepAM2+3NMEAeQQFd05YrQSBhaId6kqN2yyym9F5YN5s1KYefDj",
-	"+oo6lYQlL/gGAU2ooUmt+hAQAGsTWSlo2YsqsoePiPxQFObBOYTkFphDFsWBsm6En26HWGCKRIlOB8wV",
-	"2Z6O5XtRrNSewChvqXMQUCxsP3L6iUvewQYyfnexQX18OiMaYDLy1OodeSh+wzrEiV5VEY4kpko599ee",
-	"SHISO6RAwAT3DdxGvA+Uy7TmDnslBAsc+AvHysq85NCqjy1X5VIbBKRxMIxsEl85HxFGhw3ChmZYa5FR",
-	"AWs1F74DTuzskwpSoAq+idxblGLlo5TVKPB+f/pItKBXTZrAxcZKlyirqEdBFDjeCMqLAnJ+/fXznNBF",
-	"8bXdr79mcXF+qJDmWBCJVcPY78chUWOs0/6PNGaHOA2Fj5SBh0WayPJhrKmoMR29Vs5TJulwEHnb4bXx",
-	"g2OFVaNGVCdJqDffcttehnMUHJQyTyJL1moF9XS/LkPBT0DYNQG+0O8xlWDNoYGR6++/xJKJLvtJvVN2",
-	"MVhJg6gEVL4Cji5A58TD0u9jdTyecJcb2GU/+979loLwCqwF//W3LKm5isMZpEgZ3ZIdnaCWIwfSXlZM",
-	"QW0rZJxJdUCanIM3xQrzmBfelabGwhKNX+MdqWuPc2GajjR1r+NbBMp16YFEqMjvaNV0kcsKPXu7D7ra",
-	"dzoCX6EDjrqCx/7LowzG/+q81asSyqG8km81+nqQHQLrNWjh932PJXh8Dtcd7RQfnOnx7w5YuWXF9/qj",
-	"Ydo9Pe190vLC3fyOh5QWbk/3WCzLj5vgERl4eFeR6e2z8pRe/0Ed4L8nDI8TEHtUqWRLkaqlV1xiOI2s",
-	"egcNSGY9+oKNa9QQEr6hM/CuckR6gEPo/2zyKKlbAahUsZn4MH99vQG93V/5vYBe9NDEDaKyTb0MLNH8",
-	"uyl6S/3i7f8N+jlyPV0thKoA5jp7opdC2Uu84YsiY+0MERexFAEeslaxVmMFOPajJ08KPeXFXJtqdJ6e",
-	"pxlgsiNPeAIeHlrwLo666FhjJTSbRrDKuOhiYikZgAsJdNlBZ37o2FNW8M0r/BxT2HdBpN9Y2kFTL8eM",
-	"Eo+ASU1Ktuq4pqVWTHxYWlkNoOWKCh7YL1qJ7m7LhabpeB/WHsTtklfUkBL1SdCA8FijlqNL4FoO7abe",
-	"way7hb/dNIMf8Ivd4a+Cznb14wurvaKtLUsEjcQJQev6TTSQ/V3DMO4VTaR3na3J40Adq/EMyltl/P5G",
-	"HWBj+m61oG2gcr2fe6sJQ1yTJpnHo0Hty61rsAnqZikA3IYXBIa/JigVmgxf5YBzvrN++zkr9G3D4K/d",
-	"Ttrds69dVXME0PFBsCiR7OrZyxevbq5ff//8VRYPnC+kahjYvbxhXEuWjlTM4Ak2bgPWYsJybuYTzcsc",
-	"b3ROjoXsyUo+iYf1v2sY+ln0DhyhYRJ/Ebyo5gl0U5JKGJOwhahKwMFSeZ37WHM+po7UMem92m/2kgHn",
-	"8Pff/jcAAP//",
+	"7L2Ld+M2kjf6r+Bov3PazkJqkpIsWz57vvV0OklP+rVu92Y3o74mREIWYwpQCMqykun//R5UASAoUQ+7",
+	"nUwy39z77aQtvoBCoVDPX/3aSuRsLgUXpWoNf23xezab5xz+ffH+1fd89TpTpf5LLWYzVqxaw9YFKblg",
+	"onymyCQrVElu+YoSRlI+z+VK/0WYSAkjBb+TtzwlUvAWbd2xfMH1m1JWstbwb7+2koKzkqfXrGwNW1EQ",
+	"nbTDsB0GV+HJsNcfBsGPLeruGesv3/LVsJzn80k5uOspPo1atJWlrWFr/nP37nYwi+6XPcFatJUzVV4v",
+	"1Pq7o/AqDIf902EP3i3YjLeGrSRr0ZYZ6+b90TAIzFhUIueaNH9rlUzdquGyyEre+vSZbplKEF0Fp8Mo",
+	"OHQq/H6eFVy5lwzsS4JqDDDdxU+/pPzmPhXJpBvtmG50FZwN+2fD/qk3XVymhukUnKUt+qC5hY3LlOSZ",
+	"Hen6FLePNPQmaUZaG+NXrU+fP33+TA1bXuJ6rXOmZblbvvJZ7p+F0z7T1vvFOM/UdH3ic/yZlJIwUsp5",
+	"lhA5IeVSEi7Sucz0/t5HEOSXrh5EpxdGjt2C8Iyx00m/HbBw3B4kUdo+5d1Juxf0w5No0D3tnfXhXj6b",
+	"y5KLZHWt6T9sySLlRbsXtecs06ylSlYu1HUiF0bcJEwkPNfLGNBWqvkP/5Fnd7ywP2dqzspkmokb+Lvg",
+	"ZbGyf6hkytMFvCH6jLyLr28NI8PKIGpYWfLZXH80oK2xTPXofh3hAEetIelFlIxa/I6LUv85aukRj1qf",
+	"Pb7YRypL52uz2OMsz/UwaWvKWcoLmPALKUouyvbVaq7vYfN5niWszKR4/pOSovX5YJKzoInkYpHnhil5",
+	"Ucii9osjf8rt7zN2f13RJgxoa8bLqdRDeP/uw5VmXX5f2lv20sBw4fVD2AbWU9OmYSzs/nrMkls5mbSG",
+	"rXDaoq1ZJvyflKZYsRB7R4Zzbw09jqGtMptxudBPdgO9PWDfWL7VPyzm6UFrvyjy1rA1Lcu5Gj5/bla+",
+	"Yw7TTiJnz6dS3qrn5sVaqv4DOFJNs/n8t2TJ8F8s+QdlSbv0O3jy08bHvOPmAy/LfPO4taeOk9j6/JGC",
+	"u0OHknLKiSynvHC/ESfB/4QHUrjrQAprB1Jw2IEU/utAgt0fBcGjNj++70+wzSsuepJtfnb6xSdP9P/a",
+	"ydMqeML1IhAm1BIEVj/okg+8uMsSTj4KdseynI1z3mpi0X7QfarzadA5C/p/kvPJk9dfyrfdThgFT3g8",
+	"fTDitn4w/cD5bcpWirCSnA2DgGSCvGdFVjOBKs4v+FwWhtdTluWrHcwewFSCyqaXQq8bOSNfka9I2O5/",
+	"EYsH7QE/SduDpD9usx7rtsdREqYBP5ucsoFlyc21C7Qt7sbUyI6bD3VrD82ZNmJbwwnLFX8KDlO32XzO",
+	"02uZJIui4CLhqOpucFA2479IoanzclHIOX9uV6qRldboX2ejTe6B5WzjAiPDcKUyKd7NecFKLRJ8vvmQ",
+	"3Qieam5ZZuUUVBeWzjJBSnnLRU1dUcXkGn8dtv53PCj/KxI/3J69nl321P/chcmP85PpX9Pu5Ft2yj/K",
+	"IPt+dfXz22X/ZYOXxzlAwmpahdQs3ZJ2lN7Ir8D3tnPcTJCL9682fCD+kLs/R/8jz769/e9wFiSDK9Yb",
+	"/3X+Y3G6+EG8XL1WJ+l3k//Kvr9/0b97d3PgkEHi/l7Ooga31oazyFERvZWa1RzpvD3Hg3Y4jpL2IO3y",
+	"9umkF7T77GQ8SE7TMx5MqvezZMZbn/VCXDF1+zWohnVlWKuLJOdlyQtKCj7RIyfjFclKRey54y/IXhUw",
+	"3HnknmoSBEEnDE/XFeOofRakYXvAe732KQuj9sm4n/TSLo8mYfDok7IX9MhbWZJv5EKkjedjL+h9gQr3",
+	"m51qlVutUsVYkxa24/CCd3Sibrgpddg868xZUQpegORZ8nH96HI846yINXc6U7eeCcVKYBn0rRs6PIhv",
+	"ooeoao8/rKJ2L+ny9mAche2ztM/b3UmQRGwwPuW9cLf5ZQn/e1gGvw1b+e7qgzT8bbxlX9QJzsJDTjSk",
+	"oX275a0PldnZwFtLlpWZuCETWQBr6aebOSr4f4OjnsTT5LPA78hku7xFj3MOHcRkDWqHDQSi1pFns+yA",
+	"IMOaLvCQk9h8QTPsPLseLwpVGuGg/y5YyTXFvZCB+a1vVmHORZqJm2vjhQkD+P9oq2TFDXcv9mU5hCvt",
+	"yxIpjCq7AtN5/SugHPjaArAFF5rdW8PWIAqmT8ApsBhoCK2tBQR9UHF9UNhnTaVOuUqKbG5G/U5zAgFn",
+	"gKIgQPgdL1ZEGZO5nLKSTGSey6XSCvOs45n/6OracD89wmex6Ud4jAFp3rLHWIWwYBfJAeT2BRpLplxL",
+	"tULmb+WHUhYY0q7R7CJfauMzFrKt9B3xEEyJgqu5FIqTqcxTRRhJCp5q9mA5UVO5FESKfEWkSDgly2mW",
+	"TImQJNFfJDO2Ireczzsj8RLojy5V98qEFUXGFclKUkrZAT77eZGBslEWC46OyRmDGL9YzLSSbIfX0qY1",
+	"CmhVFpq6MOs5K9iMl2biF4s0K18sCoU2U33CV1NOYpCVCdwRQ+xxysm84HeZXCgyZzdcjyrTt/+84MXK",
+	"i4riW/0hrg+H4vdfawHQQO+SzKQqSTnNFJkxsSJclECOo5RP2CIvST843vZ5kCq1r5uHnODIZppgfdBC",
+	"MoF/hY5mmSj5DUcb7VV1QH2P9lB9pG/YLYdtQhKW50SxCSelRId4h2gyotanF48rI1gZpFTg1sWHtQA7",
+	"hwSLOWelM1ZHQrEZdwkY+k74QZ/o+huLQijcsKgV6MfwWCFREMAzsZtB2b7k85yteDokmoPic8JGYu2L",
+	"pPZBRtJsMuEFFyV+U0tV0ouiDvmerxRhBSdzXphTA+ern80UYbmSRHFRjgTDOcYeLdvf81VMcBtq1kIR",
+	"ZPRsqyJ3RmIkLuwLpzx3xhfMVosupkguxQ1hFRn1vbd8Xg5h31U/T5nWwEWmplojF6l+kZ6+kedwfc6U",
+	"NvGO4u/evfv+h+9evnx9ffny6uXbq1fv3saUDAj4oMYrYhiKElngF2z+TOxeGB/TkfAHlfKcl+bbZUWo",
+	"ScE5YTcsE8gAyCcFXyit4OntP+XCMQsjgi/hlY77kYoV+6+RubYRZuz+NRc35bQ1jPp94H77d0gbNun3",
+	"fPXq62bxcMtXzxTGixKSpRgX0ictGfNyybkg8XR5HVeMyxOp+fHayZJbvnKTmLNyWk3hlq+uIZyzXeZ5",
+	"MznpNQ3dxLm2Dd8GuuzI4yx1A0MDWe/j0rvTTiSuHLzwhGVItWUyeyYykcUMjqvFAu7cnIk1BbZNxeqP",
+	"JEt/qyFoi2Tb55G/f7tPw9ba+nHUV3/Dz2sl7C28rPH7+vIzRfTntgwB/rNrEP+n4FoX/LfnVebec7yq",
+	"nlefhyPcqgdwgv+FpZcoLkATRMsMdd7KKpsXcpzz2b+DdbaWDzhjuSYAT9v2qq9+gsCHwyVTRMiS/PXD",
+	"u7e1tD9eskzrbHpXwN2zhdLbnzC4l8jxTzwpgSqqZCLR1Hh+Fz5Hdb2ygHqgs2clOPfe2EHZ75k1WRRi",
+	"qE+H5ZTzfGimNVybAhDpMMq+xzfgI5sLawUxKCDmG5SoRTLVhw1rpg4ljDgty0qTZaFPKD0LOC7gzMV3",
+	"55ng+idzDsLbvru6ek8SJvQr56xQvKNtyRdSTPIseexCC1m2MRAOkbAmjwLLC87SFRzZzYus7zrErDdn",
+	"HfpNzlEFdiYuSFEbfkKxqWermcZF6pv55fmBLoWKqc4qptLyy1K1/qmd3LVGt6fkLiUXRcIt82SCMNDc",
+	"jP3FrPmVKVj/b2QxztKUi0cyQCbUYjLJkkyrgeBVX2cCrY1oJVAuSjyu9U2VYis4T9WWzZ8p7x4vVlEp",
+	"lSM/63HUwpefwz21zFdQwmq5q3slR7da5FfeJPET+9a3gSxPt8aWCpkidyzPUjJelCRnya2qEbhOvaN4",
+	"c0zxMQiOpVzkKbkp9HnHzONZSVLJkYe0EQrM8laW6NF/vLCY2OcrFnkrUfo53RuG7kIxWwSGHtjEhBee",
+	"Zlf3qgV/67187z7GG59meS0t7DaG9cm0aNHWiIKcXYEGvTGN9Lq8Z6tcsvRKytesuOGPXJ5SynZun984",
+	"r+UdR4vEGsHNp7U9geAZfp8A7wFXZr9Uz+7bfKG3+YwmQkopCQ5vz5pU83j6QxumpbnTDgbofyXlGyZW",
+	"ZqTqkfQvWMnbQKF13/w7S3tnDWoRAL7ErYLT6K8ztiIzdstJGAT4lBkkmNdoOlF9SoCPVGnVYjHXbBYF",
+	"wTmep/pqSNQByxb5B6OU6GCxH9y3bLXpP83KAd0YEApZT++mnxeyZOQoto7gmJJ4w+Vrf7TqhYqPz9Ev",
+	"MBJjViZTWm0IxxsrY0fLVP/IUkgqkSLh50QW6BHVBDEro2UzJZNCzggjSZ6hRyNNC66M62VecK008ZRE",
+	"AckEynoj/BVofFXGgYIzUa9UQNRIHMV6F2j6t9minLYnLMsXBdfzGvOJLLjvKOB3XJBcQjXEYn7cIZew",
+	"7GxSWrbLZvhADFfaF/qK87LcZHccTFTP+endt2nefCeXyBrIfiDVlgykHA4NdThwXez2TzofW9DgY9P8",
+	"8FHo6csi+4Wnj9ZwgPBtk7WwrtrASrmjUn+Ni1K/l2+Vkd757VkAC3Er5FLQqhaqIJhNcZC6ElZbrzbp",
+	"Pbtu4d/7dPJyzFkBjo5bLmCemVKZuKH+hL15mrmDMP0o+P2cJyVPX2Jk7pGrVvJCsHx9ycxG0HLOEYNk",
+	"peL5pHG9qpv0k5i1PGUizbm/98/1Ga1VzDGHrXRzc8ii9X3r9JUZMIRLeEEwLLlXzTSzfJqVuxA2WgBf",
+	"r6zSftAlyykXxt8GAzRGT8FZMgVXVcpKNmbGrvwo5oVMuFLavnkpyqxcPXIlYfcxHKG/lq+MQJxkPN9q",
+	"QVTSWa9OVntkSBZFTo1HvRZioy2YP8ak4GZYgRwy5pRiWkVqOZeEIGysZL4oOZmW5Rzs7rKcK/Lx8jVE",
+	"pOwbGr/U8MKS5JypkoQQidp76EY+E+EEzaT3sY9H2t/Ev7Hked42Phdtoxj6n2Om/2SCJ65ZDvD555kq",
+	"MT0txiWIO61qZF6tqf7XvJBzXpQZ8okfsPT8b6lWK0wWw5oTrp5etn5K/TCVxjmekqykJLYpdlo3SPIs",
+	"1gsd3/LVcLQIgm4CEj2Ff/O40/Q1PzduywjFIjeeFDzqNt6RpU/tNG8caj2fbpM0RhToOetba+deqvUZ",
+	"ludafUxkkfLURGEmfGmPfAqn5RzESJ7rITyOHML4Tzcu+KWTj6W1TRL8tZWVfKb27YsPaOa7F7GiYKsW",
+	"OletAvM39Bsbz635QC1fpsaUVbjVeDxdUesLvAkEaZ6/m4Co2jU6s220PKrvG60H3zZFIA1bUeCcTR43",
+	"PymeFLy0bE8+VNHpKS94p9H17dPDfn5zqp/cZG1heX3gWBx+4OK46e9eHXjndqp7XnGWppkmFMvfe6My",
+	"OdH1gdb3/Y6tpEo5V2Qpi1stFo8uv3lBut3uGdhn+p7JolwU/LhD3s2ystQ6lNA7a+v22bpd1o59krOx",
+	"1nBMzBEW3R799sR3GRwLBckD+qNeqAySaXbsoKbgkr7m5g7uJ3VOJE4NtN/ZvFxRm0UCbqmj+KsYw/Nf",
+	"tiM319ckT24M9Z3g1um8svFjrT0yFytd207bXqTnbJ8Xi9mYF5SEba0wpedVUNuSPP7OntZtMzRrb3Va",
+	"u3MLaCtdFHCoX89Us/EFke3SG08p5S1w2SzL88zI6BpbZaI86flfDpq+zK3Gvs7kq9rnUJX2gx6Cl5rt",
+	"Ue8E01aQhTMETOrBuVa0NI2k0I9q7bJDLkailtoCpqNHPbBEh7C1YqLYShElyVF8cHXPSICzufGF5wQ1",
+	"4LLIeIp8ubEF5KJMJO66nfIJSfPO3O1F5K4xy7KJnTADpEe+z/5iY0KOFvop6pT2gpMlU0QK3jhI9y3P",
+	"hG8WcA1HbWMQAl73TBmeVZSMV9pikCJLWA5BTeqyUnhqbnsGDu0FV+QnmQmeop9f61vnI2HWHmYkpJ/P",
+	"NOPkaIOBTEYieriFFNxG1M2IgB63fF52yF/kQqQ8HRIwZWAEWntNFnpjkH4YjQT4dihmTDCTQ9SN3Lu0",
+	"VuWWQU8OfzKT0Yqt/hJd858wkY7EOqvGuKrmWyB9ZyzPuf5JYd4AOB610lVwkhZyPucpPtQh35kBaUk9",
+	"EjO2wj3h5Y/hcODcMNksTKzIcioVh5ETbaKxTCiQB/pawhSnJNYqnl4KhcUlMR2JuHqtvgLWPt6idQL9",
+	"rzlTaimL1P0b/nXLV3BbdiOYPtFQlU6kvM14TI6UHIn4wrglQJLpu1+Yy5B79IGXbffDTIszsFvVMQWn",
+	"87ysk5o20dmqwslU01fccEXiH5bL9oWny5rPvS/k/ap+oTMS8WuJ9qu5y6YwVz/fcj5HZaic8qyAaKXm",
+	"/KnmH/3MnJVTTPmDVDM6EpOC3czgIBCpPmuLTEwkrFnBZ/KOQz6CsY8PyZumdV9cqxu0ms4/VbKi3Kfu",
+	"W/ltbj5c76hlVDdJMghOmwSzNUnmpP5Dd74n6fzEu5ry6UomvPnXD9BKgn/arjZYBbU+MUy/fIjyYFXa",
+	"rZqDokTmqd78sOHPrY6E+xly1X0Hb60w5GC1yepCj1eW64dZA0OxEvwmhiLoVxuORJvE5mCPh4SR6P7e",
+	"YwM/5S12eQB6I7YhO65YwUPwL31yW1/fuQuZ2e9lqsobwMf1rfD0JBMsr55c+yZL4SbDqH6ShlEC8FBb",
+	"U0dGgmzTSDBxY3PMePIJ6ZFoUmK+NGbkGjK5LHHa0k825OeafNiXwuSSr2mriXWs1VcoNtFFY4uCdMdf",
+	"4HPXyZSJm9rvmHFfXRgJewVz5q9RwW940iU2+tdu+cr/uP7TmPTwan10ZOLmGk+aTiFLuBPOEfxNdQp+",
+	"y1eaQZokEkvKJk21cvKQI4yuXLx/dWwdPkeaHSqPcCJnMybS4wc7gh7iorLOzG0KGfouGvaXIWaHvOUY",
+	"BjO0ajVsWPQq7clZs1WR181373GnNLlBcBGo5UI3WaBQo2DB1O4v9wZUW2JDyJlSnmRLAvt7ppS2WWKb",
+	"v26tZv0UJK/7Zgqqa6rc7wfZKkz/wspk6jke6tM2BSoHzhvedcXUrX3fZzDiX+GzYWDy1u3fe+Q/fnvH",
+	"mFEOfuFa2Xct8i84kfyXNJr4eijPlJbdkH0d67mB0oopuVocCLjJ2CSQnhnj1gfNI948zZ01fJA33eE7",
+	"7H3C3AZzx7z7Bp2hWPAqZGNm5xXFgc9lylKMWNn6Yz3HFFXcnHBW5BlUjgCveCw8ljLnDGryNJ32pprq",
+	"exq9Lhv8eLA7s87E6wy2Uf23qVJlagtVqHXBrKW7e0UFjKhM3OTcOa/Xs983t3qDb/MvBWe3GB9fi2To",
+	"XZMsyuyOX9vAvWd5e/4W/2p9gt9gtNKqjQSAhTCyAjYPVKeVZJmJVC6bNGXaysT1JM9upg075gM3YXtM",
+	"NYEDXr96XsgbyF8A0QeqUcqb3w5Cdl7IMd9ic2Q5J3LOhXFiaAsebifLLM/JmJOcl6ScFnJxM318AEF/",
+	"YZ/ZM8aFwkgHPvD4DxY84aK8TnKWNbnnXsDvqFpCaFWrxh6RfcJS9BiCf6Ok6L1Y8uxmmokbMmX5xKRw",
+	"TLI7PhKzTCxKrrCWZrxQGSRVYT0jlr/UylPevLy6fPXiw/XVu/fXVxeX3768+hAfkym742Smdd1EEW2c",
+	"cmuvZcVIyKU4r1C8FFFTbbfG+JH/GLXg51ErrlNPLhBEx5AKfaMtI9ltPtV6Gdfj2RqSYf3itiSXCsL1",
+	"mmRtvb4t5ItGbRon07AlNkx7WehF6dx0SNxQPjvs9brN2iFqWU1ec7xgnDWY4rzU013biD6PWMoA74YB",
+	"sVzQSBpT/L2FKzUn4je9GnGtVoqUqFyWyAjNwzjAFjeEtQvkLb8n52izcPSFVTWN9c1WkbZRRcBd/gTa",
+	"pRXsTarlVg+ILRHWZrxeN8zWNs5p3FUiy8nHj6++Jkcsz8kvvJDqWFMZE6Pb4GdCuYAloVOmwPNZ225b",
+	"61H8tYBh0u3q1AuW500nlzlrDwzEuTrx9cP7IGNkS+h3a7h1cx7rDGgzjpvDkXrWIuH5N1nemNX2Qgq0",
+	"z4z0hnQOvVBTmafnVVaHWZAtyQs2Y+6B+Qvg8jn8Oev9uD6Q1jbZpBKaPrSAA/36dIDmY8lYKeNrlHCw",
+	"ir/ukxju1qbF+ibjeZVB1qDw+7lAqNR5im59TCaBpzkEw/OUYhALSpPmrJxaoVvLGj6y0a54Mw8IDQnY",
+	"42zGcTSu3Kfm8G1OItpYMJdV1Oh6y5SpHQJbBmO51Rca8pD2yQskUPXZ5gUp+FU2azAHc5lgot4meStI",
+	"MEtTy3jPEJuE/CKFFng4Ea2MTBQ6OQ7bCYsyOXTbrM0ZR41v2DXfJzhQHOkebf9+d3X1/o1BLNnqf0dI",
+	"E+Q+WzHt7Qm79b99edWiFvbk/Uf434urF9+1aOvrl69fXr1s1Ju+4ywvp03JB1O4sjJ5hQ2yccqT2ycI",
+	"SS5yUFFATU75nIsUTD54PcQnYe8dxXOpyhvMlY4LnmaQ+21ysfVxG0M92y/xWiDGPqbpfgtSMc3MH1sC",
+	"Lkakrnsgb9Er7H2JxCm/KVjK0xiNIeZPwMvJXMriVrlqq6NLPYRjkqmRWAiwJrRp4q8ljNS+XK9bJQbg",
+	"0u4tYObQxHCv2ZjnOxdtj828vojf81UbQ7NzlhUuSuQqIuRSmFxseAxqRcFzfxSXnM0gaW+hSjnjkMDH",
+	"xV3c6XSOqVaeJ5lIRyIrMeV8SOJvX14Rl2z5fyE75j/0W4ZztprprRlDpmKFDaAwhUab3EpSEzR89+Fq",
+	"JKqCJHTWxAT/ayBQCBLKC8pirMsWuJl9iIgFVeAZvqY6xIEYhHoeJ12STFnBkpIjhXK55EU7YYqTmMXt",
+	"+JeYkjS70YIShtiJoWw+fh6TuB3TkYAwWGZPBmYw6jBIAQ965GTzeed2MeaF4NqiyORzvYH0ZmFVED2A",
+	"WpJ+fySqkVFTBnFfQlZoghgp3tA75EKsSjBjea64A4fQOzQzqStAgZE4ig0pnO/dON6Ph9oqhndkCgnB",
+	"U0rKIpvNML3IhM7XtrFlkgqZR88Xaq9x6Y3P1GfmbtSwA96ApfWhZGjKNWYJbXHrpAYycIvRi0A66ODR",
+	"NtiNlCnGJipECJYeN9t4qQ8tt+sDEGHiKRJo8z05K7ngSl3P+0FjotEbnmZM4CENVS4ouew39HqQdAGg",
+	"JtZPucJf9Q44h2CmE2X2sc52F0vlN6iGdnbWOLSzs3JK5rzQxiG4mSYOoeRLvmtigAeunN6AOZ+UNvyn",
+	"CZHIGd/qtSi2JJWhSe9a7GC++MEq0KZIL0oIwDjl0oeqs1M0PNok+d8aE/cROZBg+CLCulaUASVzIXKu",
+	"AK1oyllRjjnTF21p0GFKnnvyQcnhD7RDNxdGT+eZQo8Q6BbgFsKyCAMssfG2uZa/YEVuQRdx140bSKvo",
+	"3PP3AGKUNkgSzK6vRf03+WrdQVHPA3kEA9Xym/2kitoi1JLha7PexlJPoEYDZzbMeRfNXa2aR3g88PWJ",
+	"reZ5pndcKZt37ULIpeDp9a4vvG9eUSGJ3nbeohLR7NJssgFqk2ocRzOdy0utcR4ehqmiV7/+EbV2rUxb",
+	"yxqicQfq7GnGclImcxIGHf3/D4Yn3cHZUKsqgiel+0cmhYXvbVDy190VSJGGRPf1qRuqEgyHKxNyQhW/",
+	"nnTCIMnTKot7yIW14mbFNg8pYau+mCKX37wgZ73+gMzrQ2lIWXL5CQ2OBvBOe64GEFPGpDQFsWS6mDFR",
+	"90DsrttqLK0x9VpNIrP+NH62qnzCSauDk6M8v1KDKKmKtTbt3I+Xr8zqQYh1knHE4fCdHA4MD6hed9wW",
+	"WbvggJmW8N1Out35dYnxxzt6YwnZ5tGARWWbE1FTWWj9ECrxHOZWJsB14A29WtBaNSAx5YBNoY/V/AGk",
+	"2/joOYnZWC7K4Thn4jb2s59xx4A5MJMguXmSTbJEv9Y4loA69XF7b3vAUqz7lVeIFwLkdMvkkl2aBLHX",
+	"uW3Tc7nZv23o2aFZSWYs5RQDpn4vndKiSpEpS6kVEUa3o4BYp3U70FK06tVG4w+6MqJvbSl2eK53KXZ2",
+	"yEumYHSHq27b6t0qlLVznImPl+ZjXDJVw1U7IBZCD0kfaEIdvMnuuNcPwHzVWhSYvSogEb9zUPnZeseh",
+	"A5JCPsAzL/CRtaZCW1UbpJm/Ts0ctL/yxGUj1b/0yi6Mq2Sy6GaOOQFo1aZerNAdIpfnpMRYJ4bDfURF",
+	"A3o4ElA2qu0ouTg8xRVTUjbld2nhcg+FTmtQfvEda0V96yxVW5r1taY7UquaFnr70mIkAR95ZnfHERJV",
+	"lVmeQw3AMdA7E7iTKkG4PTKzth0s2hZc7+wtE2r2b3xdNUVQNoQJTrTKFff81yz97BxpCrJQnC2475tb",
+	"/R44fHfDAe/y23o1v81213Apx4JgfHr/26smYVteXQu/Yzxo70uVj/q+761YrLCRPL4TbWPNjeCFB31q",
+	"Ub9DkO9YMG0Wdob0EGX2gPgrQ9cBeMNcGHbGOWRKjDmxaXPnKJCtQ5abfH3z6D88SpsWq+tiIWo4w6bA",
+	"dH3qC3O+zwyhq1lU4QCcpvGfzprT+fLKbX+Q/Wfc/JsmzDsoenGHMXwW6WtKscopV8aLq8iR1jlmbDXm",
+	"VR0P5PPYNSXo5o1HQvFSAT5AzUcfU7IssrLkAkKxwiBEDkn86wgcuLY9GfpwR63PMaT0N7n2O+Bpd8F6",
+	"HONQvxSKLcyrIfNTn+Fx5Z5249TjKRjCdGn90i7LSKzx2Ln+zh13j+lDDLagNv+hKNeRwOxA34YOaeu+",
+	"fSPbeh3b6jabt+UcLe02nKqaSbVy8YiIP2Cm/7p9UdFV8fHyNRYDKc++K/l9CSf55iqt50oGvdP9UMFb",
+	"5ICXMtpgeZbSJMDbchhm+P/cghFA3F9bX4ZkBkBynrPEw85+tkXt3V6UKfjSFF9CJGe8KjmsqP5HZ4t3",
+	"8glqLvVnXbElTgNAlPLchcpq09mg6pNtfTsafOHewZyT+NfPsalus40BPlcNNnaPwgtsb+NaO56Pl68p",
+	"OkK0kQPgXCCZzd7yrbvWg/iwOZEF9nzTeeuUM09Gm5tN0VZusj6adINtCd/urRBCqU64ADLESFqsSLEQ",
+	"B/gP7bi9jzUfxlakbN2IlvD6fKMkxrYlWKOTcq3BNXmTcrbyEIBaw1YYzBpLlk0TlIOd1A0zKIvV13iw",
+	"bnGbYGBmLvMsWWlj2wabcdFueOmFrm7QWys4NbJlbITMcCNQPRK22cASnRMlUZAwySkGPF2N0TNFjsLA",
+	"q/4LIe06nB5v0q7eJcQjYdioEdZaiNQIPm3MKPLbi9RuV3s9IOuQR96r6uP4tG+ZPkIbjoZSS224INnR",
+	"Cq8Lckt7Q/Zze3IXHNpaqBrBzU37Cez6PYTr/R622Pbbqb/u8PpWEluESl3BeXhyOj3Ic7C2VvtebrK8",
+	"gmB2iGNi61Z6D9ukWTJN1soRsJ4Z/E0dAotnEOLMIpbQ/QJQxcxqQNq6jxJoTJ+RuCnkUmGIOfZmHpNS",
+	"LlmRKkRytL8ad/lPWlkszglrxjQEmdmLzogsRqIfdKuiTnnHiyJL0bl0hFiZWkucykVxwKZskJAQPwZL",
+	"3VInEwTAIasSXgkZi0m+SDXBzG4gYVBzV4bBPv/MTq7Tg8mlAGgBQ2hEjiqX0pNAzOefaixxOK1nRB0m",
+	"RzaHUEOC9NqclMVqx8fV+sfVYYeA3xW2WcOrv+RwjftxeGRYjPskOuJjqzyfVBE0Bp4x/Vygw5yh1lG7",
+	"XuOPKdKHUrrW6raRq1mpmdqLs8xYyYuM5ZkyuqCz+B9X1YN940wf28OHYZ4gR4pzEjf0wY2PKckmhInV",
+	"48f2GEW61gi4Wa+7r83kyDi5s5wTbBB8/PgR2w7DvzZ4KFxTtF2T8c+jbQ2GN4zb6iIEV2cstTGVMU/0",
+	"iDxdAiIZpvtmA3pwpRaOhJ/oNObkiPk4eITpne1KqEBVPu6QC8cZfgK0N67FfCQ0OxXntaRociM5FN+5",
+	"IIRep0Ygp6Z4n+kQ2CRLXOvlhot+b7RDJZ2x1A7IJQGZ6I3AsUedS6kD6AQerqZTISTUHPLeoJsZ5NOO",
+	"0+IJklHcwbO/AP2RheMf9tlnF6Tger6Q72nyTIlrvGNROefzHHLT1kX4dp/I40/MJiiKvgvcn5g+ZGbr",
+	"GJwkRuz9snCIYvF/an0sX2EqdfyfOHjMEbXqg4fQUOkNtj37V0/lqfnt/CyvDzpaIUcGEioWOVcV+Mwz",
+	"9ZAjtjpDDhu0f5rAwI37GssGaiJ+j2sb9mxdyOGzzQ7sxxwPhwq+ahYfr15stL98dfH2oipJQfd1IQXh",
+	"9/MCIbMIJL+wlGRr+S5r3ey3Ccu9HipfLKA0hC21SzigQb1DREBR04wXN5ruJQbamVuLoVHRQVTAFRSy",
+	"Jr3A8lOHXKB+d8v5XJkGhFUhD2SL+0Y5+PhL2yfNOku895OjXhSBWzXWUzQAXIsij03kcCSgVFmrkseP",
+	"8d6SIzOaTKHb//ggy7tZhNkXo7jl0BEg9g6vGDlDc+qi5Cnasibb7+lE097Br+dvFzdQWW1WwVsvC3vn",
+	"su8Spng7E4oLlZXZHYcaAGNKKwy7OXKOhAUys79ZBJXlVObchlesPxjFWwV9uWUWjfL1NyeEsW7GBjhi",
+	"m6Q192miYFAHaTISFY89gibwqoNIMttR+aX5Eq9TiNbEFIPu8N+P+J+Lqxffod8WC7xif3fom4/rnIpF",
+	"YQ9Q89fBp4oFj1HMqxrJKYnhlIjJkQu/HUPa4wwcMg67A541ER19EZA6FEnlDno1nSIHc0LNU1z3/54D",
+	"rJj+pbYVUDOB54YjUa16FSSZUdTnxyy5tbJw3ZXZNJ89Xssv8VM+1PX4CF+idxo3c+ucF20HXIs3+/zo",
+	"nRiHyez6Ed/0xbWj3ftY/PHqBSQaP1iar535e0d5qA7QcNLL+Q4MPtuMZMZWenuQ+KvY9ISxoMvUFT/q",
+	"/YQY1B1ESMJuahbJ1GvFFpME++NgqjwibWZF5eI8MklJkI7gEhmBpP5rKChMEDscCZud5n/6mJLYNekZ",
+	"fhW7PamoAWmCX/Ff3kBc33E6EvEtX6nhjAl2w2PXYMfhmFaXDOqcQVJTAIqaZqUhQm17wgWSyxu/2vIr",
+	"m9llm9B5U21VMXp3ufrB3mJmZB/Hv+xFbxr64drgW7RVjbWxQPcDKqkNFfmqmFwDtmszEJDNsvyf9osP",
+	"l9+0rwAFFk015CLoQgdui6oZtNGIEfP1gG4JWxJL7XsgE8yUChVc8CXiWbn0Awtae3ji6YOgLAqZ1yBl",
+	"HJSEhRNshpJxABhb289qjoMTx3lIrWJg37yp3P6j8DOACNRnl9oiNloh2Y14JbZaHy/vWVLmfsoQxCI8",
+	"MOMG/PVUH0Fb2PXKlUo/U8QDO7r4+s2rt9dX775/+XYLYuO2JgkXdqWM2HhQt4QDBThKnQ/w6BP1PUGc",
+	"pGYP696Nx4hazHmheMpTIwtN6wIjIE3Ks2VVi8q0DkXzxY1PLnKDiB3fek22PajVDxXC9F9/uLLNDHDA",
+	"2Y1QncPK2ertOQztPu1bKq9Fx5ev2E3BEn6txdyeTPuC32VyoewZBQtj1+WhafebKek12NUGzX05VTy5",
+	"jsm/kzFT/KSn16QbkYKJVM6wQ94jeoTAIqx9e21V6vTZuzZP4cCtbctHI3PUXnMJOLaP6zICFNjT72GD",
+	"OwCg3FB2LbpKjqzfJY5607hKQ4jDk9NpvGbyRb3pYdLsagt+2oWFDTMWnFYaQDk0ByHHiLvBVEVgLH3d",
+	"oottr6/fdrg+UyaDfA0+TWUi4SSG/8QHxk62AzFeQaKkMehM6ht8xjbBYJjnYEEGTfmzvnu43hhDr5Cx",
+	"eCjpBad0JHpRn5pEBdK/vzfdDgx9XE/IPtnV0+NB0I/76beZSY6j2YYjsKvTVO1rJn4K3u1SInQ2zlOb",
+	"WNQfxANa4vwxcCiB27bKdVvcPeY3TCCLZOJmLbEMEyUMdWorgjCQFfof9jTRdvOuI7mxIGmLlYwfeqZI",
+	"khXJIistO1PEgARlHI0Bt5+x91spSVZ2CJI5g8rWWFM7pugldi+GCKorvE75hBcFtmOMa0sYu3x3ZWKy",
+	"NRCHPyro41boxdoOSB6Bw/gY6MVmNEUvhc9DXkTOXdvIn7ZK/teAE99c2ajJqJfaFIxgz151blosgvXj",
+	"ZYf5zE9JQGacCTACsYdwQ3Kpee91IoVxxK/2dZGtylegWfCW2y0GyOcd0/5ihcOcnP+8qJJXBkt6o97Y",
+	"FhM5VDIGXgdV9dYAxn2oGlBl3q336MAqVaIkmbCCugIhm4FHjmw1QdX5F6JWJEOf426O2h598gEDm+oH",
+	"6nlSEJfalCaPTVHbYlHAgbJkyjbDPPy8sD626x0QKQbusLEm1AgxdWvXR8Gx71DN3Y1TltqTbO9B+zTV",
+	"FjYCZkp+t9FqM68N0vN39GBoOlrVLZQ5M2ftmm3Q1kZvhUrOfQ7+Heqct0/6kQXPT5p4WIu86Q3rBWu8",
+	"pCpbKV4P5xzXF840d35UXuKelnhGp613xvMpmJUkzVIQMfqi62bml9IfmJ74iCZM9eFhgwTTjgeGaHOx",
+	"oc8/XtkxoLW40oPzolmeyyWife/Ijz43+q6V0Xgfvm4k7DsgKoNAIyDIpdhf3v7oTEozgz3oV/y+9FsU",
+	"pQs+rKpmtnV1omYSgCCWzTjmYI5EbAttUZPGa661Fky5TqYOeSv9z8MJaL6qVfS3er2lSLRS7kHNTTKR",
+	"qemXIOJX6Ay7oR6q4yCDToZO/j/zFAE5IUfO62+e5Fg3viWX9rD2NV5M+DDhVMsx2iWh/Mgx9cMm1v0y",
+	"yQBXMsP2+NuSch0bWR0JOahDXiFcUIUtafp6PMDuq9eONrVyNZlZtSVioo5s80XUr8Bt9sE6IDLCzkiy",
+	"84lpLrIsP2MrMCzWiwzqZQVBY4KWg41oWGWIa1aE0XLb8mUK+gxShRzZrkHllBfLTPHjcwRzWRmPFCQ0",
+	"QbsWg31xkOivJ+fu0vGgRYDtGnU4gPK2ksuPl6/X+VFhs4I6SRvM5Of6AfUcMEHaVR7vg/Lf0GdssXbW",
+	"coNdzvD2lGC/Xm0NbHsjsXhdxjccuDVtYFPz2mYONTcWvIA+UyDNEVVF8KXrCfiQroLoR7D+Amxe1dBR",
+	"0MNRQmAW1IO+CGllf5MtE1a2fbZKicmTtV5bLrHQ67WFFx7ckWynWfqu2ArJdEHiK2wWJQuHyYFmnN8q",
+	"ijASm3eAB0gKfmCbIwDXO6gh1Ccz2h3pnHY3ltLP4ZQ2d1IWVap3hc0zsZPokC0hWUzrQ2LaCnvsubhR",
+	"Z/+QbMx99nCHvERIhsLq6+gEEhIe6ZArKFMR+WpIGPyklZcKQA+B4T5efdM+hbkjziL0np4zPReiFkUh",
+	"b1jJCVcJgw7ko9EiPQ0C4Ej4YzKZxMd0JBwOhA/9MOZY+V6ix4WLBBy5mWD6iGclIyu5KBTPJ+QIY2aU",
+	"KLZaC6/8OmqBNBy1hqQXff4Cm99VWG85ElEpFHIJLMJNj1zDNushIpdu3w0UJgiG024wAz5J8oXK7kzO",
+	"h1Vj67PqNp+mX26i2zbIFZZ2zTjG1sbm1XqefvmvXIrKwv4qpn48+at4JCDTeMMmdtAL6CRLmND8NXb1",
+	"oikXD2zc+/m3xmioWcgOB12L3fHKIOMgZDPsrH9ctQDd36/AR0qvikIhjbXz2KqA3Yr25t4gR5ffvCDd",
+	"bvfs2PbctJr2xm5A+INz0+WVZ1pcmIDHurrEFFFSAqzNXCqVjXN96KE5Z8DU5vrQs4JvLc0wCqKTdhi2",
+	"o+gqDIaB/n8/HqzbPYkCTdHUtoipGPOxWX1+o+chCRWBgmq0MJsSdd5c/M/11as3L999vIrJUX9Gxqsq",
+	"2ZNcVHhbiBi3EAoQdTSLAA45wKlCtmKmqgL0WlqQNbuOuoE6hvKnjKv1nXC4RXBgO8MKUm4TDbbCe0Qz",
+	"AiyKWv8DAP02hYR6ST5evh7CP0Cx9zH8qM2B1IIMYqfaUvNUkw1e1YrBQzb/VoOAjZXMFyXHyBgeF6D8",
+	"x2grSGynSF5LOYeUZ4TLzu706cvStOBKcQsdAJi7JuPPZxf0EdnmCutzMVrMb2F/HEqgz1s0zC2NAkzE",
+	"tjlexgW4DnhhArtOFEL7u3qr8IMVdr9vQTNAuEMqvIZQ27Zi5wKQBBLEJtOGxvV4ZWwicCFDPQRe5j8v",
+	"WI6xYCPIHCwF9tIyboMtiJPVi3dDIdbC5VUwuQ58qGUoRTlENie7GxZxO9ThHkDCvRiDu2EC9+D9/SPA",
+	"+pAH9yPLrI3FPEYd428ucSMPftqxrZrY4ge0Zp2zKkOI2zybcNOH3hIlHtYC7VDxbbVZuNMjWTysYT4q",
+	"D/ax6lK/cZ/XEMJ2qkfnnd4F8ZpzwX7U9b+vvepGlmt98zvkm0ywnFbZ0QjqZF8DLe2d6VwfkutOb7BP",
+	"lqxqdo/t6o8ySDHUNMabd/S6r2GrCCna/jCPd4/Tslo8dDCj1jdtXb/mBbUm+U/H2NXJfrUla9tlAtvg",
+	"tOKl5hq1DzP5SbtR5C69Yqe6ASM1qRjbc8GBToi5uzOxEED/XBaSMK5NxJr1OJUafqPeeh5XNRkjUYMH",
+	"uuVzm7kE+Fr2xabZnlUv/ViZpxBh4dQKNR1IfTB6HfXVycuXVy/fXr169zYmRwOSspUrIlC8XDPBB1Ew",
+	"fVCcYK+t4bDHXIbRNWgv10mWNoHZv6/rQqRg4sZiyDv6G/tBgToOPb8Iy8upXNxMK2jlcS4BBU+r2r6z",
+	"xhAPep1rnUWwHPSqrIKm93HMjKfCOGEM5W4KJoxzer3vyEZVfHOurN9CpOagtf5Ww+Q+ezbKfxgqpmHv",
+	"cImZSZfSBLA392tz/sIFti5oa1sGhCEkM9ikd3zrGpw8NpSqIWAG+wEwazk0zaUY9ck2pcoTwZf5ysbo",
+	"zfC83hGQ55PI+coiqZuChoakmm21ELVUtcfUQ5hYlarnhw8r9wwxcG1wjY3ElCmD/L6m0y+vb7s/9ab9",
+	"m5Prs8kpH6QnSX/cY92z6DQcBCeTPu+l3SQahyzYhdi7O2hSIcE8ODVma7KHMefSg/I3tufVuGXQtzQy",
+	"4YNz+6+q2gnsD5bdiDV4PSt7hsQVAkykibeb2uiGsoCRMHUBlzzhmOZzx4tssoJPQPmGsg0+ydGHkomU",
+	"FSn5wXxsTUzjh99Mvv+vs+L02+//9+fiavnTx/dfn756/f7HVzJ6zV6zD8sHtTGyDL+7BmH7ptyW8nhR",
+	"Ua7Qch3FGhyIPy9kyVSHvNK6EtRfYxTfFYI3oRva55XeGlg4fgTYqhVUcZ5NTHK5NpSPz0kAldRrCZbH",
+	"67mU6DWwAJjGhw7aIPi5MCHIfD7zczDJpdHvlAE6dpccaMSi7ICwwMdHAgFnXHpGxcn8vgQPwfl6gqhN",
+	"c68hKzXLrfGiaDwE3r+ysYYqy4SVkO5A2FjeYeKFXqXKv2h/IYVciJSnJNVi66gCVDzujARAJqPzQX9f",
+	"3x+fV4iONAgC/X/7kwbt03sGP4cov6YAOVILVbJM8PSYghu6noENVZl6WfFXrSO5gY1ENTLyTj+alVhm",
+	"gFPxIRO3DL1qi7ct7XZNrFq9xZlMbgFKCQFy9GdBQjvkW7s0Z3OUeVPUkxmJoxm7f2G/WX5tU2Ehu8su",
+	"gJ0kguBLnCpiEJq06lyW1KVf6a0gZDkSYHtaHOEqvfyBqcRbSOAt4uPmTo5e5HKR4qyejcSM3VfTf8+L",
+	"D/DyY3P8w6ZQxnc4tG0VoEkOS1B0h8/1kJv5o0669ex8F66dFJwbahq/NfjXjHLP81xbvHQk1khNGih9",
+	"DvRwX9ELNcPkKAbViUi6zCEnjIRnziN0hLPEUdZB0hRF437d4LY4b3rse5l9AwuuAUVCmjKNKoP/yA2P",
+	"EjsyaFFaGa3Hdjt0yIXDrcaTeCkXeToS/D7hHOI3JhDZtFup11Cx4HPoplg2Znk6/JKRYDl0GnNqDrHo",
+	"QeqZl+KjrK9PSuN8doMj1di0fodoaxhKs8tregy5VKKjbXCIeOQYFDxIUCw65AXCepvNWXBwBqfQp81W",
+	"n1qaoWWk2VVNpSwx3kWWABoP9lGq+faGa4No/5bW6+3K9LestbtOjhDyRFOnyib3VhbU98zEVYCla0s5",
+	"ErW1PDeJQB4ek95xM3arzyQ5O2z0W4M8rw0WrI+3EZu74yZfqqYrIMfJgpIxz+XSdfV8pkZiaxhnLVwU",
+	"Vt5fgEIEFx1Tt9YD59MlOh8JDyXY4YFkiiSL0lYXmf40xvRxOY2gwZjOwJhdVQepGAn3DvQvbEZ/tkSw",
+	"UVTvjGDvr/So3DNrbgDA1fDOAodILCeVNxJVDcTFajqBY6rNM5TuUxDp2KJUuRZNGB4G1HxXUgX1Tloy",
+	"zWVRkiOt03TmrCgFLzqJhLbQUdDtBJ0w7HYG8fE5vhaPk3WUKBgcGnuZwIXQt+g1x6wRJtzkUH3EaB6U",
+	"/5gsVMuBBkIsqDTcNb3YGOYMidYhF74KBr+phrT8z3uU+v/O+HIzaPM4J9yeY6PepkfI5UGnBnUClmPm",
+	"zgHlYM69Uh/RLgPny4ub4EUfsKfgAfliT5XbVfvs4eFa9AFvdj01y7N7DfcvG8ag7MphLCoMNKMebQbG",
+	"jk1XFYdFH+zvz1QfZ0NLUkebPQCB6BVAR3fVdOXcWne2MRtRJRwOzgW5aZ49btMc5qDmW/3TDdBEO53P",
+	"I1HzPmN5glmROFQxOYoHUTBFKK9uAD7lYwdtuAHnVfNM147IyjUNbjGbh+Ds4vmiuIF8BZMLqTCFx8zK",
+	"KGx22CMBShk07uQAYZSVRnlQlZkFlepasEBCiT443+nfTbYx9aJlvaBnwxwjsak6Zgq1fdea7ffwopvW",
+	"EAf60i99D4pxpBvPdZVoYeI5OYJ+/e2T70nRR2JaMJNqcDwkL159falQG9nlgzcJDRDF8Jb76uLy25dX",
+	"1xevX7/74Vq/6kPspzKMhOYn337XpyQM2LGGW32r6FheEVjOmVapnZC7pC/DKaqvn9sKYgDjAoJADyqt",
+	"AxaOMpA0M7Hoq06w+9kwnQhaJj8PTxrR/9n9K3wKemZsYYMqLLApsJsz7S/A0YkIe3JSpa5+vHxtuu67",
+	"NdHb20/Af2RLU8zCeZTzt/bG5u5V7gN6K8nCZGXbmroSPW6dXUWXW6qqKtyzuhXuSmXQfDBo5JqdDs/0",
+	"1gN+ad7feIQbd/WBiVCH1i64hcACBsP8srBe0oNXpinUUl8tn7zbiwc+beNbR5x9yC6bqT4fL19bkLxn",
+	"ylstcNNUZRUHxa1E1fNM30HJQmQ/L7h1ozqiUuO9d4l6Hq6pGYh+3jTgRVcB2OU2Bua24Vo/3lph8Fo6",
+	"1jgD3Jd6mCzcDJPN9Xld6Pn8f3+7aP/I2r8E7bNP1T871+1PX/2fL0iU3lXYQskUcAjkFrxXSJo7h8x4",
+	"xzAe4eBc0NsYwDFs6fJmSpqhRWdLaprazEnzaNYLzk4OAYneyq17a08AfRDkCJZxFwai9+DqEwRl/G3L",
+	"T+C8+HPXnziR2BRB8jbikITGUNBqeMGSkhfoFLiI2/GP2jhncTv+JaYkzW5sqCnuxCS+jkncjik2c8xs",
+	"u342EtiPF/OA4KEOeaHNeGfE1znX8eVvsnktMQ4FyNpGrGpPYq9zd5ffrBA8glD53QQl8uAjnIJUnHOp",
+	"N7KLITkIB49efc9+e7DUOvz490Mgh+oC5yC5xrwa9+M0gzU1cGc2SDWjRgRKxZNFkZUrhOKpICCvHo8A",
+	"SV3mfXyxKKeyyH4BY29I/sJZwQvTRwIwJl3qwg8FmJr6N2XCQ2j/KOSFJM/gpSZ3B/xsWH5kAWdJKjGX",
+	"z9wCaquB3uUpiQL7xEh4CJgO4ysgqvIWx6WU7RkTqzZblNO2heupcMULbqNI2ujTD1NtGwiEhsJbIAgH",
+	"M+oYMNoZnNBAhGpz6tPKRCi/x7QQvOMbezQdmgDSok8IrgkGVsHLRSHA4Z5wAIRFnQ29CGjO4S/abu2M",
+	"hI9nu2vt2TzTA3Kr/xK7HXDjFUCfJ2JKyDknDCCWBeepXvaRiO/bLqelDbfE5ChmYhUPjYWGrHHLVwCl",
+	"r5+2PlgX3wm6JM6EWkwmWaJ5y7wI4kN1Zjtigrx6f3cCYYXxCgItz096xzUWUyNRsRgyZCNr7eIgLTPh",
+	"4IbVQZQvdRDzGIDeF4AHvAXLiKnpWLIiBeA5Hz+Ygt2nl1cBoKxeEMxqcysCM0XcKA/0+gjnMhIgMpDX",
+	"jw3QisGYypT5iE0RBpuCuhDRBqbxM0VefLj8Bl8GhWZ6wevgyJgJi/hLt3ylJ6TXTtkBOXTfZwq3oalE",
+	"QZGrCYJjsjkqw5Zjp2szjIrEZl9+/gzAfhO5Sd0qvwqKQRTPJ+2pVOD0mS3yMmubfQhlV7ZCyboxiw75",
+	"X7mAyA/27MDMAjRZSq1EYH4IVOBAtonBnYAqKKxyR3h+WCRTNy6oqc8BRQzj1IgrTxaizHJgr0WSwJ6S",
+	"xUj4xT5Vt0LMUsI9ZZIkqOkLkMgiVWuoOSMxEv/2b0RvfS1fsR5P/3hVJU0ocgQPleCpXQh9ZMbP78Ln",
+	"MYQ55yX+BSz1PD4GTqr7IC37gSsRd8RIAL8Mt4mdByTRXdhempTMWK4NBPQ038lbtIsX4lbIpQABZqqA",
+	"tDgJIdiG87RwEbBd/NzQZwqKVoebPxucIlK9sEdt0GEk8uyW652XpbjKDjeL32cK6f7O8LwlskfFTqfj",
+	"E3LfAe4T1hxg5MI8NRKg4/LUCVQYzx0rMkjinBo8TpQIeqXSTOkrqWWOl0UhC6X/QCHTu78Hjup76ezw",
+	"GiZI7Jd1zgs5zvns339SUsSmy8zlNy/IWa8/OLYVSqu5PrviMitzHtORiDG73kbyeMkybVqClEbRBpgC",
+	"CqVWnhl1Q04mBv3QeOIzQWK8M+6Qv0ATovnCLLQpXWZ6CnB8QA+KOwSHcZlpmnUgL20tv2BLC9Ujk4h1",
+	"bOl26WiDtbIVBS3VqJ2LDY1T5znQAtQrmG2/A9mlhkRIJbLJBEh1iRkhRRurOPXFdmF+00S1b/hgdEZ3",
+	"n/HAt1WRkGfavnx2TiYFm/E2Ewn0CFbmd1sA/IIlUw5DKmQOH4LUVKjGQP6HRBhWMtT7C3lTsJmyhq02",
+	"ERUKIlP+aTaSejYS8JSw4NmeqqfkjLv3a8qsyFFdo6G+PkPr6g78NBJxASDDNdzh+Ngq9hD4GK8II4me",
+	"obVrl2yFZZJ6Q2CCkJDkxbvLD3Y1h4Tpk2EkrHvACghZZDeZsBXR2P8KLC+YRofEqUzUc6vGd2ZpbK2R",
+	"gs+lykpZrIhiWh2ZrsDVZBnqawv6c7Ng4KDmwFMXPuSIh3vjIShZN42p46FAbdNQuOm+9ZQgyDqwJIOX",
+	"66UBixESUqpyBLVSJZ9BLtJCrTrVmDOvxk1rp0P4PibAIugLN0hLCuLytsjW5TmBSnsEYQE0v925mhRM",
+	"TS0RZ1ma5mZB7FuObeQd8oZSni5QSLnlriHMaSV5S717B+ntF/IYFUKfzApyetOs4IkJq0Ful8kI7pC3",
+	"PraxojZ5QyG2MXHQxlCv60vXWv/oc0yQA14zFXwIS8VyG93Ds2nME6nVcixC8dKp1tJq1gWYJgAoPikr",
+	"+bHfGpr0g67+2FQKuSi0uKr3g0aTCsJpuJSI8vRsrSW1Frlu6RFI32J6ZdaxaFlab02Hfa0nbgupcOqe",
+	"+WZmsa0Y60jfA1kTqKOuID3jeLiPXrgagMHtQOHwYIndLj1HIulheSPB0DCc+lpzAnmiED6Emf0Gef12",
+	"lUfCoixW+inTnCSFcTnbTeG6yrlnqyZllIwxPZei5WXvuDbXYxPl3CiB0ye4qczz8c6QGnojs9SrIQUr",
+	"Ql8i6DFTQ3cWz8zRblHJ4KH/i+v1H6YgCvajtj2hoP6GZcImfL1/98F7DIDMnmNtXGzl4JUHQmB0XDhb",
+	"fRIZpO5KptmeX8abjYTWwwC9pIayQsk8X8DD1eE91F/4u13avxtO+vtI/L3dbsP/6cs1OfJ3j44pprOD",
+	"aNMqjK+Ek/qjWiqoks3m+g0fRXbvGoAuHTi2fXLJlG2ZUn+JqhpB/J3EdyFFzdlUI3z35uJF+8N3F1H/",
+	"RO+2UQuvVoNH3bpT/9kNrHYVQGbgB/Ma7mdaYXOqRKbwZ8nVRllVvccQOTKVFP54zWuPXbezjZoIouY8",
+	"ySZG8dTqTSa4OifpAuWGfTuoAuD3VHoJWI4pv23F56yAMJpXgoEU3TgJ/m6t2H24oJTwXHGfCc73MkEl",
+	"vC7wd/29sK3pkLpbDVLk+hM2STVtX5Q+99UOfovZYaA4mJCWuzZe57MQI3/94Yocffch6p+sLS9MB+lr",
+	"lfpMqZjEToppxUwtxphDCfsv/qnMYh9MpK13SJzBEGN+PzciItbcFXuFNIsiJx++u2gbzoULev/+HQ9m",
+	"d6pAQY0+TKqTBHV3sWrgnjwbF6xYQUWvO0/0hCEVAsLO2jzxPQct2rrjBTaQaoWdoBO0PiOgOptnrWGr",
+	"2wk6XejdXE7BSft8ylleTn+B1hWNDSGMnhsFgekrjh0sZALpy4oUCwFNTcirkiRTntyCTpryORepZs+O",
+	"67+USfEqRVgg+CRtOU1CfzcKAgj7o3WApSJrYDx+ksOvDoywJW9trf2M7YUFhY+jG6YB5LKaF8shrPKZ",
+	"tno4sKa3ugk8/wtLbTzE94e3hn/7RFvKZra1XuvNyRUW1N+o1vBvFXFU65N+9PlMaxyJ2rokNee5udnq",
+	"me8LqY8Urg8Kfq/telDetfjBGGVlghPfAq/nBb+8unz14sP1xddfX8Z4t6lWsi4869LUmoKpSqr8Da6d",
+	"TH3Z35hp7V12PfDn85xl9QVv/Rv57uXr95Ua4tAAr0tZsrxS6l0O2XhF5KLU+tPQ6sIm2Q9Q4liWd0bi",
+	"38jV/75/uf21mP9XjMS2O3413/iPEQDyj1qfSXTQ3TASuD086H4zBf1EeNqL9NDXKIL/q4/EQpEr/I/N",
+	"Vc28FhbPlFbzMb7GeSMVaq+6YYsb7o+xdjXsd6ORaPlbcD3I2tDOFbjBbLDe/g32VpbfaBVy5/by2H/m",
+	"2G3rRjNysbNis3znbns35wJ8UDJZzLioCn8u3r+idS3NQAPnHBtosHlW+0y8uS++5aV5/8Mkoh21JxGt",
+	"X/mR50JNiDaHdDGEvpHJYgnU7QSOSKYTjD2q1kKGjeJ3nc5PLn6v9Ijs23exBiRuHnoqui6IIFYTJkgq",
+	"wbsCdvXRe6nKG626YePxZMrGOT82elg/6KJ5rgwa4kgIDi3dbKb80I85uWpHr0rVgFHzNhiGcAZjQhJW",
+	"7qB8toMYCUykVGWW59CJSlOSpHIxzjl2NlGUKInwi264Zogm/d+bLWa4miMET+QhSflNwVKe2pBcpQ0g",
+	"dvkit7AsMaoMWr+St+jk8L5q7GOwayGnk+cTi+2HwT2Hj+CQqUy3Xtsb2J6Tubw5Pifg/za4mtjKSd/U",
+	"D7ojAQpbpohxDxP08arN/XqJrPGl2gtOHPL1zdKgJqPfm2aeWvO0Wg6M/nH7irb6QXfHJH3H+oMn6606",
+	"Jmdq6reGLeYxDxY1V/dVxOkH3UobfmscnKtK7CwKMXTCcGgGOhSybOONBxP2rSwv8YlN0rrvgkW4xkdk",
+	"CQFay+/WSZPVdofxdHR2yrBLAO3bo0O6mA20m90qx9Dxjy4h2DLG+00SKSbZjU2vhwpBzwNuspj13smE",
+	"Klmew33PFDkyWKQjEXtwEabNXcFv+QqLByug5HMS41evszQmghWFXCoTwoTyRYfgUd+GrzNVXsDktDlT",
+	"sBkvAa30b5sQbflqDZ2FC/DpuTDuzwuOCNIYxXXjqak0e7vsNHNONbbnMFwommgdevcLTI37/OlLxQ3m",
+	"//3t1xZLDF0MYfEguTaI4y2qb5CF3p62aS5twbTrGJaRxbC0O9UvHfFq/AFapaqaxyy0zepcqJcJgs8G",
+	"lKMVhGeMnU5O2mESpe0B707ap6w3bveTk3TATydnLBi3qLdS9hEetMNxlLQHaZe3Tye9oN1nJ+NBcpqe",
+	"8WACdHcUMHzZAb6szT3Js+Zph5vTvuUrHMBtVPV7bg27dnSqNYzWptVvn6WnSXswPmHt0/5Zr8264ygJ",
+	"04CfTU7r0xKLPK8N2iyb8ebsHnMQXQWnw7C/fczlPJ9PysFdT/FpVO0Ag05SB9rAJ5S6jpYr+dMk/0lK",
+	"Nshb9bkh/fWS9fSS9cftk2SQnvKzCQvG4aOW7NPB0tlsMLVVwXQb/3HnXy8I9z/yUTCTO8Ch9Ugvig55",
+	"yLge9MH2UpRa7n/2MHj3P8/v5zwpeQpx8fUDpJ6N97dPn9e0Yl51SvdOFXhm/UAxLQV3uyfW+g9WfZFM",
+	"xeyRamrZd9zQVBQCAAggbfxiI1HKDvmLGUZVJzbGsORGszUDF8jzyflGN7WqoZDpfchGwo653gORPEEL",
+	"xAparfk4s3NqPZmwT/Q7kkWZ3fHrqjlq3++UGka1RqPBRi/OdfDi/jAIfzRtGk1VyPotvWEXbil4wkV5",
+	"jVZFa9gLO33MKuUKxGLgulm2TO9H2+LRJd+vlTYPe71uy5esXs/GQMvJ5hkH/oyD2oS7G8OMTgedqDbQ",
+	"buiN1PWs3BjrWotJf5xhbZyfbLNAIwHTsH0y6fP2IO0l7bNxl7Wjs/A0GExOeD/tHa6dGgbaJQHt9qXg",
+	"KDetKR8r2n4f8fSiLkyqUgXTyXCnuNL3qD36b2N7ximzmVHzDILKBvvKFDhNOSvKMWelM8E1l2YIbYG6",
+	"fs6Z4pCiAA0N0A6frgHhRv0T/0khSZ7dmYpU7INw5PACS3bLsRbfYS1BdNYMRBakXMpzwmwoBgHCSm1p",
+	"IHrSL7yQBlSqlBJwmoA+GMhHR/5xs2x6C3R8MsHkd7dvQEcPOyfhqZYgbnbb7gw6Id7pKRR7ttNmtmY7",
+	"GIZoRph1aA3/FtCI9ugJPaVhQMOIhj0antDwlEYBjSIa9Wh0QqNT2g1oN6LdHu2e0O4p7QW0F9Fej/ZO",
+	"aO+U9gPaj2i/R/sntH9KTwJ6EtGTHj05oSendBDQQUQHPTo4oYNTehrQ04ie9ujpCT09pWcBPYvoWY+e",
+	"ndAzPYyAhkFEw6BHw+CEhsEpDfXY9OD06PTwwlMaRnq8EQ2jHg2jExpGpzTsBjTsRjTs9mjYPaFh95SG",
+	"vYCGPT2xHg17JzTsndKwH9CwH9Gw36Nh/4SG/VMangQ0PIloeKIpcELDk1MaDgIaDiIaDno0HJzQcHBK",
+	"w9OAhqcRDU97NDzVpDql4VlAw7OIhmc9Gp6d0PBM0y+gURDRKOjRKDihUXBKozCgURjRKOzRKDyhkaYz",
+	"EDqikSa1pnV0SqNuQKNuRKNuj0bdExp1T2nUC2jU0yvSo1HvhEa9Uxr1Axr1Ixr1e59AchflxlEVXkVd",
+	"0Od7P4JZsJclB/rOg1gywjt9lozaQRJqtTjSanF33O4l/fSEDyanwVnYxJLhJkuGtEv7dEDPaBjSsEvD",
+	"Pg0HNDyjUUijLo36NBrQ6Ix2Q9rt0m6fdge0e0Z7Ie11aa9PewPaO6P9kPa7tN+n/QHtn9GTkJ506Umf",
+	"ngzoyRkdhHTQpYM+HQzo4IyehvS0S0/79HRAT8/oWUjPuvSsT88G9OyMhkFIw6BLw6BPw2BAw0APLaSh",
+	"HpwenR5eeEbDKKRh1KVh1KdhNKBhdEbDrp5Dl4bdPg27Axp2z2jYC2nY69Kw16dhb0DD3hkN+yEN+3qy",
+	"fRr2BzTsn9HwJKThSZeGJ30angxoeHJGw0FIw0GXhgNNlQENB2c0PA1peNql4WmfhqcDGp6e0fAspOFZ",
+	"l4ZnfRqeafKd0SgIaRR0aRT0aRQMaBRomoY0Crs0Cvs0Cgc00nTWhNaU1qTWtI7OaNTVxO/SqNunUXdA",
+	"o+4ZjXohjXpdGvX6NOoNaNQ7o1E/pFFfr1J/P0v2fwST31/9qH9CWwshl1rp8i8ED3BepXyXbgBnwR9d",
+	"G/i6flirpvMXTky5FPuUA6ee7VQPHLqbh+NPsQM9uwF0cAZJc56K4LA41o98fdEZDyPhkMc8ZDTqwaKB",
+	"Q9xHNj/exCOhQRAMHSokIPnoV4JHBbBZG1D8ve6M6LWJq7Hf8hV+w0Oo7JBLQCnDXFiW59bjb8syFS+t",
+	"RzD2ajpjq+bMC36XyQWWl24UcZ7XqzZrbV43VZErs2p7/H5++4Oqi6lZ8qppCxaJNrkBEdLe31yOw60b",
+	"C8Fe+qa0cmvPUn28NAHf2xFgKF7RA+nXIe/m7OfF1oGbelp/5LVC0Ki36b18Ogejj9uwzRN1uPeHPolb",
+	"cd2x5eHVQHFzBXRS74gbmteaHFHbPGGWCf8ngMBZwxwK+90I7NFGapxdhb1hEA3DcJ0aYbvXm0TtAQvG",
+	"7bOkm7YjHk4CdjY+TQapT41qTje5HPP7+qwswsuWefU3phXMNubV3wqJ/rc6wsinjdmjievXdrfe/HSx",
+	"epsF928+BMt3//1f92+/lss3P8n7N/89P33z9cv+//7wsvfj1cvy7deXszc3h9u8HvZVw7Hm1cnjxv9d",
+	"XX+/z4n4GjJcnVBcP/EoxNw2DzcEKVfVyWHKSCYFV9OqOEpU/f7rSZFVJQIUQ9UAwzMxEmCiV12ltqCH",
+	"kwo8HMNMWKCg3wU/3bBMQDz6lvM5VJuxCe/UwksWSRfmQ9ptgEF4e/HmZUzmRWbOMUwI/OuHd283D5UX",
+	"XnlGy/l9/mL6IR4uAn0Z80D+rcPjf65XX5ui8jX5HD5scA4vvjVdXi9++iXlN/epSCbd6JrPJ910KtNf",
+	"UplkKvppWuY3s/sbnopBd9Hv39dBVp5EqO+KMzj48O4vrHf/XfT1jx/VX28+5K///X/PLm4ni/7zHybq",
+	"/t9Zb/HtW5mJk5dZ8fI/HkfwdJsq3IAqT668zHYPS0XVQfvLalN0WrUuirVipW2jNPc/h5vNvW/lB71l",
+	"cKy/W9gi7O5/6D1b5ZKlV1K+1sfEl4Y7etHZ/mevpHzDxOrSemd/Pz8kChgrLw80LqBWYGewZFvDGvKq",
+	"6v+AlsRaVjrU8mBlFYheB/S2kWDmybbH6niogSXbsaPsfQ6W8YE7cvdW/H1Ddg9LSPy9GPBS20w72G/D",
+	"INqTYYB0f/W18TWUSUNf5RdT297Gr45wLIqmKth/VbmU7aPvWbs3vHSJcliigK1Nj2SBhekoRLUNbxDQ",
+	"j4cYzkMMWixqaG644Dr0W2hZeIR6j4+EsU+bACD9rrOu62QYeNXrIaSThVOHg2z705rJY23vSGBOncPK",
+	"hUodC3u8Bt6N6kxVjIZ0WWqj0N6h1TGoLYqdXm/oPD0IUtPERaGwfwOc0AxnJKqnpKS7cC035QpCPX6Z",
+	"2rSGOerxepXkSAkzFc/Y/kIBRjExUUEIIbdoC0qfHpSGstYHoL/ThKyjSdeDkrBrGtsrRJtf+fwZ5JwB",
+	"oGwDxmN96q+ht0tjNylEsQTXk+lChc970z/EXvtsoT3bTKTtGnhrNYxvuKayn0vvenf5WwbcYRYUgq5z",
+	"IUTmDQCrP8qHmaq+WQoJMZ8ferjU8XMP0q//PGdj5bsT0HnFNrz7I5+Yf/ysGDz53HnrHXsP0fyea+Vt",
+	"j4PZ2tC1IsQKKwS6w2AUut6yoJ5IuctZ+j1fqS/X/uxUdnL4xftX3/OV8cccnLjlP9TI6frb/9IBjbOH",
+	"bYDYqCdXB3f7jCrwpnqnPVoVNCKW0tACV6C+lQnT0Me2+wOwBuifUIyE4/g8t6EIrWNWrh6whJyjx7zj",
+	"1dcxAtk4N49TYxI5m+ntk2dNwYQXdViOL9JhCp5oxW9VP0MvHGaYhXzWRKHbaADOBAhbuYPSOErc6z8/",
+	"dFP9bj6lWe/+NmKDovy5L8bXt3c/DaKEL+6Wgz6fFCc8LXtqtRz3l7fTQSrUNp8ShtG7Ns3W3jNe1TOS",
+	"wddU+2LlVHK00oTSPKg3xVetTw8k3B4PEQDhuYN3wwVkTPRMYMexW76K/9zuoH++A/5NJkqD6ufvxwef",
+	"7s9/xXTqzygvc97UVewSRJuyVfrnfpswBHN3CGuZIH2/f956+ZF+UV1ofdGpboTugQf7pbn7oWJo2zay",
+	"Ih/cpf863pG8DQf8k57v+4tPvucrUAQs5++sInI+IunyAwCs3E5hZzFRXYkd+kd8iig3hkXomvtTIW6G",
+	"LXBcw2tMqjHVnaox1EvEJFMjEdsHAKQrzzDf4pavhpsof/Eu/XpLIdKfqh6oHoTpGOJ6BSaaLuv1IttS",
+	"4OrlJjcFS/TJHPWmwQx6dW2pLMnmv/wymNz2fimybtHaqJoJWDhuD5IobZ/y7qTdC/rhSTTonvbO+l9c",
+	"DKQF0GZRzd45YwysoRpqPZ1wYO/2KOTKcGrxuEqTSfk8l3U9BtwqwwI75OMfyyIrOcgDf+pRuzvu6an3",
+	"9dRPgvYgPI3Ouqw37icnj6vD2RXSf5P/1/Ld13L15mu5fPONH9J/1fqT1+8EBwTCvpHFOEtTLv6cIbBa",
+	"KZCW3+D7bawJAkn3ibY2sJNbQ7yIzGl1poe7P+rHx8PdIOQCwXxHwurgajNKZlD6sBOm1zpmU8D/U7lO",
+	"fif2/4ey8GsLvur4uMFHAn9u4WJ9bThjgmFAe58nBDEP190h61xcSqOuEClKCbUaEuNgDEAKssSEwADC",
+	"zuBQZyWilWPuQVOaDall2RjeBwgK7EoFt1Vvg4oSi6RAjnpBFyEbl5nix9TbYliJwrDzGhPQqExy5WET",
+	"z9gKXud3MCALkGYjAUpcVrUBch+MzkC/akM8p439aHkakzFfSWGQyKxSBp+YaSNtJgt+3CFXjoZgtQ0B",
+	"gZ8ZzBXBl1osUIKHJrTKhq5aKD/wzXlK5HZP0Jf6gMxx3eABMom3K7sepk0sImBbBEPrFlpxVvguoEM0",
+	"iUcpDH9YV9JTpidFja6kJr3uEDo/pbb2L2fUv1SyA84zm3YkGlwBBx9jnjb2IHeVFLxZL3uG3nkE6LGX",
+	"4ISy/bQRT9d5d2y7jJBIYZBr64XeHrJthUOJhytc33CNERgkIml6H6rA9G08YJsT7Z/Sffb7bKeHe4P/",
+	"oXvIutW+aA891L2z5kOr8lK2ZgKuI3uBlmQackDjkWYXG+ANmd4rvgLlKo5HYrZIpq6WBBNc2gD/iok1",
+	"CMa10Brk6woiq6y6bVRgbrY2yOuqNBJOJsQ2xyY+x/MIsMZ4Seuv3EijjS9ZycEV1ob/NchfkL1zDE0F",
+	"3PVLPmOZgOooAGP1ryiun7TYsdihBODRFnmOLwNozzuWQUs4nMRxY8rka9t++8v8bH/8bKSNludYuvLA",
+	"8gvXhn1npoptA/8l9ugfyEHibdWFYjc+GIFZ922OErFyZzJmDW2HUqltdefqtvZmVZDHFIG2n7DtjsDp",
+	"jXafs+pWx7bxBWxa0/LIFHO8rDe8AmslwUD8UEsG21UI4QXhFtOiYaGwlXXjNnoBtPribXSLLc0erOd7",
+	"IeNHq/c5U+X1QjVEqoOzYf9s2D/98fFGgIk5Dn99dPnE4aqEWYvduWSaW75Mm/jHbtAfphJ8esw2sD3k",
+	"nPf3o+u7uDtz/8I2aMRdN16RtSYBMXbZImMtb0lW8pnrLiTnWRJXPR7AVaLfYqqKeTEStt+iSWOGdkiI",
+	"ELp0fSLXG2li48hGnJEZ5ANnAt4GzZfKhTLonLanAhP6BZlggNOkbodrzRIw4m0zM2PwXpkuTS5VGjJ0",
+	"TQsGPRdwTs1ztgKnrU1wIUe7Gipgq6JLmyHqOuSbfG4vv9R75TmJDdVBKcAJXqOuEqOjClvkQZK2Fn7z",
+	"khpEc3gS740NXgp4lLBoWC/MencKS9RMVX35MW0aWSJTmgZwAZBW1hCyGyXle3z2yy0S11Z9r01iPvmB",
+	"l2X+IKPEjnUbjLohgy1pMR3M/9gegj+ZSfMtLwlzlC6l7WrtSTzs7LxN5nnH0oNNG7P+vnljnZrqgFon",
+	"6LRobq9HbyjB6GJ7zm4yAb5jwOx1PfA3AzQf3IcfBQjgBvKFkAD9fyECbEsxGIMrvfXrqFXwuSzKUWtI",
+	"Rq2UZflq1Pq8y317VqlmSQFkCsgZ+Yp8RcJ2f82D6fWlg3aba2NbSyYI2gN+krYHSX/cZj3WbVcAnGxg",
+	"lT7sT+LrfIFWNd2YsHtPa9jSp1nLhMc3H+rWHpozrUu67thfjjxgcL6vZWJMPQNyZxp5tYatLuRc6L9/",
+	"kUJT5+WikHP+/D0rMn1lAdURu+kPjfiboO5ML3xYzjYu8EMwO+323V/B73bqHz78/4+PfypPKNrjoPpt",
+	"y4ngbqhOhT3IAS6ShVBzrrsVZGFb2ABWWmeuY1Boh693NHQZjC1nxh3TL8u70/Y/Y6jxHaEKbT8MoNGK",
+	"V3bxZr81y2DtV2kMvmdA5sexHVMyYyUvMpZn0MtoCorrBPB8hi60CTjU+utzaEhnXkj9YeoHjulIuN7L",
+	"ngYpJwZaCar5cNrY2Lhv+4IezTKxKLFfHUnZqi0n7ZkU5ZTg/5qflpzrMZ/Yx4AYxt01EuYEZa6XvizI",
+	"UfyfK86KHPpQ/ie8zPxbv8v8E/Yu/Et/P1/Fx5AI95+4bJgL960cidTk8JmMOHLkkIVCddyBhiPkF8jN",
+	"0NbGq4u3Fwam/yj+ePUi9mrIUMf/mq0AhZModgc+DkBRwihonbUmEJMGHiuBSApdHEAvLBHF9gkk/gqb",
+	"jkObuW5AIjguvsLUPjPT46GBbGrqgmu7L6q5PgjbE1ksWZHqFTCjkCLhlDDTTBDr39BvAmDo2oa2ySVH",
+	"vqClBERr0G1HZ0MSRMNuUM0r6A6DgLx4+eGKjkQQaqELPcerUU7ZfM6FIuUScwXQscnyvA2VFZvjA9Ub",
+	"h1cx6kgcoYAP2lHfjgI+S4Jg2A1+hLiNIz4iWdapHH8VkyNkFE1U6IUpJyUXFIDf9Yb+6nkfyU6+io9N",
+	"r0lFeM7mepfBnDStOEsB2yOzzQP1iIvpqpzOSDkt5OJmSsaynI5EWTCBfYzUUN/u6IYsaglvgDdlwnL8",
+	"ygygwpRtGmGCUwreCmWtXI2E0agKgLjiKUy3Y9k/JtjSWtSH70pMLKmemTwibbEeoZseMpCkSI8pKfgN",
+	"K9Iceibh134B1GFnYTvZi6aw1iRiSPVQrr8HfFihjMJWzdWBb8Skre4dywWUXSqvjeoKmIWkCw44yJ7s",
+	"qrqZwiPyjhfpAtqeMtuDeswT6H9qhDBfx01dMkVSuRTHmkFmmVI8HZptoH/GjW3zW0CojgTC7pq7/fHA",
+	"4tIqGmgigxT3KHzaPFRmye22bA4r978opYNv1vSgo3SS3XGCQltRl+didDsvecOorUaU9me+1vjtyytP",
+	"H8TWOpXS1lcHaF1zmedw/mtpDkW29eyTkmgVjoD8MeL1jRRaVpSSfFNkKVv5oz1AU/9iLXyHGvogFfPz",
+	"g1XM3yp/BZ7wF2Cn08Xx5cMnsM3fYoXHH10x/n8GUmYTM6bgWrxB9UIllx6hmWPk4PO608X5qrcldHxt",
+	"nKj+kWUBtxKeGyAj70AxOscdtosecy4qeZ+SFS875KLKsxiJ6qVYyMQa3DU4iJpg/iJP5z9yz1n37p9l",
+	"7/3J3JvIKp4d8EXbhe7opFnnWxti8SAV7n39udF1/8/B0f/i5N/QUf9lbPw4L71d8MMRntxmyAQBqCUw",
+	"pRngJpIZL244gbeQo8tvXpBB9/QETGk0DdkY+rRkiPpC7e+I77QG3lRZTSZmaN6xA6cJm3YjPhMzGvdI",
+	"LOXCwEOBvV25ksjHqxeUxKhsx+T9O23iCkli23Fef5jw2bxcmYbO1P/ESMRGFbf9X2zkwke4QpMkRhU+",
+	"Pu5YpxbEIBdFHtsT1L52aKZWJSn2oqhTDQqfNLhSrOBI9NRQZ7wy/zhi1tFVJ1imtFk1k3c8PT63RY+E",
+	"Z5BFWd1WcMCRysBgzrmDNjR9GcGZgfWXypEa3n1kemU/U7aTT4ExHOieCHFnHJZFbqpRLp6x+2tL1WPb",
+	"N5gsxK2QSzESho18wnzQHMUgr6wSnECTNjAiNBuMz+vX4TfTbTM12gk4JNkK7OYLsEuZ7XtX+SJl4fki",
+	"qYm7mCbl+D690RalNm4r34/vXDHGveBLo/GBQYuGsJBLz6tg+nKIZCoL6KK+zZvQGQnDYEOiTZUYrcwG",
+	"Vc7dBqEFWOYFNMksKeH3LCnzFbbmc8H3Na8DPG948Dk+HZNUbjgbLJhZ3XeqHOYTQptlBbpKjGs2K4g5",
+	"CDtk03MxEhuuC3B0gH9ICg5tl0wKMAby4Z5MmU6mKTZ/RkqCLpsbTw0ildvyD+MKgHxE8f+z963LbRvZ",
+	"uq/Sxflhag5IgxfZElWpU9qJM/GJbWVbys7sGaaEJtGUOgYbDBoUzaT87qd6rdUXgKBE6jLjZPxPIgmg",
+	"0Zd1X9/HpF8u2gIuFkihIrSD0XOm/VoNY8P2Cm5gF5JTjIur0oYmoVCEU7wW7oknj/ZhANIGe2SswhhN",
+	"ZaopvggtMSBhEGQFweRDKx5Db1glZlke8wgi9fVtRe0ytU00gt1mbmsdBawmgc4VvQQO6Tn/YAnCOaAH",
+	"4ykjVQETaNuxVW5W8KpCJLvhOEQs8RmpxFWUb0Oge2igh/DImrJwg09hRKYX69be1lYdeSxq3SbKGmBl",
+	"aC1r4GyygIr5o9EgZu/Eiv1vXnyoBFYbglCDmB0FYZsgEHM6F4Wc8ufvxOrS3AnGaSYh46WoNzSZzf7j",
+	"+zewB4zcx6olEvykfW7RmaDQdw46RWxsqavN5/1P1XjT3ztvxBWfri1Rol1IRHXfJ6DUuenfJ6b0tMBy",
+	"O8bkds6e13bAHyV93ht4RKDPIX2+cVy2pNA9Y949UuiP7dYZ+Uosr386D+8/MLBo0QmfLpwISahbq7kg",
+	"NpJQ4WRodjiD19WqBoZtadPElMwHa202gy4RTYmzlDLDHcwMd+Aa8DWguXlCPPciPcAiQ2XcvS47pQyM",
+	"3/Q+hYbZM1lan3FGKlTOyFBOwULfMDLeiY8uwHNh7nFXndl3rvQ2DKfmMJStBVpmDrdxzQSFZb07C8se",
+	"r2wL0qi1OiZSKf8HMtRGpJXTbZVOn6KGWwzvvMXwrlsc3nmLw/AWu1ciGZvKLPCtFFnVaKCG/Q1l11+i",
+	"Zo8q334oxI0UK0cRFWTA/20htGYpCRIH6q4fFJxrrLQ6L/NF1UsabSRqjGe5FmWYneGFIHeNcFNUbvER",
+	"sDTHeKJjhf1xGPQmEdhlP5C7xzdEac2H25SU5tLHye48tt37x6kaRcelWhPw2ZaIfhb2bW2bfpHDjyuH",
+	"zew+rZmJoueJJOh7gZX0DfIMSrgaUnzeesUobyhsqe4I+4bAluTa3hjoWPIS2erbKqfu5S57bwNl9apG",
+	"igvS9XfKV7jPnyR9bk3uL8f2iQAPzPQ+9rkVWhNNxE5lJvhzNs3zD1J02U/IL4elsvZL1788X+oS4ACQ",
+	"Nib5e+fr8/ffdgAnNTGOIdUjWsAtLUvh2OLklTIHXBQ6Vyxflgg+kC+xdFsSDlYaDM4O6tQC5WCKoDSP",
+	"I6J1Kp20qKPmbpi0wTdw1pNFzGrbcnGuoIS0AVfgXF6ps2UDEdOwwfaTV0qk+DZ+xEHLYfd+W/mxgGwr",
+	"uLVmsDBDlABLub6e5LxIg33nP/t5W0HGT9d5w9aBJRDGy49cS6HZHLhaVKsRTFEhlFiJFAvJabuYBRmr",
+	"NlazLoAMdyWyG0HF5Cjy7VJLddBl74RIAQatuhVHiIQhNVtBxxaH/pSxygQvlIakzDDuuf1X2+/N5SN0",
+	"rh4s0F23+50CHZ94Zn9faUTf5cq9eUzsO24LUuLXEaxtdRk/B0JqGt7XMLBN1GZI4oGNUPqdb99p6wlo",
+	"NlhefbR2QECy0LaA0NCYAeBJ6VwqElftEPTlgPonNsYxwsgapteRSIor9l1ZLs5Uto7YOZ+Lc1mKr87L",
+	"Qk5LuwqefeGSbpSw9rmZHOEYvVCCT/lcjFVuDtjFm/MDaLomqwfPL44WzwOeTTh9kTuwk3VQEG8fhjzX",
+	"eFrHqvm4Uh7VoUoDAgAGCH0ZOZ59YCSioCQpAcxWohZyCBqhyMWMmpFtXLHklDYZR0ouSnxJzczuM8+f",
+	"2toJAnsfqzatml8kbJjyco2eyUtGsBwAH4HyLlCNgXB8pscqmepidgnzCp1UZngVaUWji8y2kaXF4Bow",
+	"uLADF3bmUkObRBIiduXFWFm0VbMDobULkbTh6foE7VUz/8l3Z2ff//Tdq1dvLk+/efv63eXF2fev3iV4",
+	"DbV+WUxHKwfH6lsuM4Gchh2pNOIKhbBCbJpJKP9I00JojY3AUuH+sZiezTr2tXpQ1b+XhS5JWcEn5JNp",
+	"KmZX1/KXD9lc5YvLXwtdLm9WH9e/9QfDwxcv6z/YK7MI439Sqqo/pp44t6elbg9pUdbgDM9F2bHC+vft",
+	"6sYKgErgvd4H/QXY8KnoVjctSFBpOxmQ1iVBFdAhSoA9kJSMjK3xCTiZ7An3IIVlVTsxFKTLgkAH8xLO",
+	"mJHEAHFvPBCZp9X+fAi6Uh2OLL21KguWeEyipMv+x8ga3czqOlao8qCPy0Zwt+Ah4Fud04w8La9/DfKf",
+	"ZsoGLrfB+v++E5+0uxml+usATq46oA7gpPVlf7XOf5llv+Q5f5nt1Y4ezt5tmSA+LeWNhVb9j8TXrh8f",
+	"RBAMAw21w7kt3IBf17FKa1c/R+hnCBM2Gs5voQqNQ6LDntjqEKPbsbO/JSMtgbOc0GEeq7atOk76w+sk",
+	"cl3hSe/F0XVywpJYJ9Y+sr2KB2T32B54i3NYrvKxSujTjhkeL5eFSCyzQeTqEXHIlmAzomqr8prdiELO",
+	"1idoA694kWrfWKnEaqygsdRs0bAJ3j/p//10AUoTtamzdf0zK0is2L8twWSWpTE5P8jUmpVdhuVPbJ0v",
+	"C1aIqZA30BCU12/pKjcFCyUljlOvZDm9RnJToceqOnV0qaubbAMIZcblXKTsF2Ma+x5XJ5IBvu4qx6AN",
+	"vim3zbAHGE1yDLw51J3jm7MZjjkn01URZFesky57Dzc3oh9FslMEFeGPncx2k8wCIWG3Y0NkF/Z2RfY8",
+	"pJox4Ftp3U/y4YACI/TBAN+7qA8Y96U5SjsJ+apaqZPKtEat1bUW08vF6Xkvjd/0P8zL4erow2R99uvV",
+	"//z3D6frs7e/vX11fb3ufxefzdPDycXwq3tO1x3w3P4g3IbSDb7GF1zuP0oFFh4RrLwmUVVVN4+nCUt+",
+	"i2n70zWVnG/SRacyhW5+D1yXrKRK81XCnFKD2l2IwliR1R9iUPQACnvHZlaKNUCfYL97ZCRmgNhFXfA+",
+	"5Gkpo23hNu7530SR65H/FgAPASYPC/cjqBKWVLGQQu2/RTLMoInWXgkZPZGy9uIwhp8sjo+hEGcus0yS",
+	"9I58TL+C1+AwOpS9IYIXLIVVW65qH7/RQpUHqKhgCnE6pMabE26LVGxR5FeF0PokwEXQjKe++QFwk1G5",
+	"BWrGFr3BS+pyrIIZWkMqwjKEGt8lZ3yxELzostNM53WYR78HPAk8gT4yhEQcK3RpzGBESsG1ClziZUYA",
+	"zL04iuMYGrwwNiN+XfLMzhL8is0FV6DsAAaGUjRmQF12bpSlLuXUc9EjO8oqBzrwiFWwchwjOLxKM9zb",
+	"30R5Dmdhhwq8GS+g0pw62Cx0jbk7ND25bdtOesaqS47jeXJw4q07Y+xtK9fDU9Rcr4dVGE7z4b+PDq5G",
+	"o0cKN18S0u/FRsDxFNGe7dlqjXq9o5dRy2wxJbS+XBzGl3NzQbcffnp8DJ++6B5h1Yk0l/Z7UQuO3Cb4",
+	"7ZEr0/NjcAOIKwOIG56OxS4bj8eP3fPjrY8/bnj8i8PD5gHAFw0T0GsYwbA7uHMA3iKBZMDGCSKwboL8",
+	"vZysL/E3sM5UnNUaDV7a0fZ6tRXDq60wMftmRKNawz/HkcvUmp8f9uNPkd2Zo9Zgvrstc8H1BzxY29Iz",
+	"7ix/oV57wo53iRzRbrKtbmWTNf0VonsCWvsO4J5kRQSI8beQsVFbJ4CczUXErjGhnbJFXpQHzUQgqGtW",
+	"xuEuc4tMVWP3kET6ASq0F3voHJ/4wEc/02wqi+lSlmxSCP5BFA7bzT3QOPEENpdDxvUVoBoHeETwTI8p",
+	"ZS6g9wd1OxHXErqOs5ynbMIzcx6LYNzGQ668hdGbqXimTygt1wHzHR5zzTVDp/vUTh/QdPECU1oV5gON",
+	"WPs4cCzmpNccqzboYd95uijyibjkZXJgh2OnKGJaGg9dliwVU5kK7XNxtWW5yiM2WZZjlUh1OYOievMA",
+	"ahY0f3pEZ2j8nHGZLQuhE9L6ECXxMVOYdvPyW/hQaZc9Hj+pV27DqGUHB9LPvRBpl20w7UZSD0eD3j9s",
+	"saWd2MZSRvgZTG+jvuvD1xiKMu+P+d0CjpSrfaxRMoyGw0EratGct0ZxVWUNjNL2bxZX3qx/95sdHm8f",
+	"cq8/Gg7DIU+zHCGqNgYdFGxuDvjnqGU2uyuFTXudF7ND0XmZDqed48mAd/rHvaP45eyFOEyH+6geM4rb",
+	"Aq3BfqYDPLFi6j8o6lrhnaCZQFELRYTpwzQD8H5s0QtmbXSDZKkDNwN0Pb+Cnhpuu5tz14OPVZbmBxEh",
+	"7TllMlYuCglt0zOZleA7GXFE3gj8bSGQCfRgR2zksXK+G4wP5XX1SqgBuLj2zyaXyMjHEGs0YglBbtN/",
+	"iOUfIdpDxBKZivkiL4WaroFnLWJJxiciSyKA/qQY2KwUhX0nS1cBsUkjdOcTqcTIYu1JzTKpS5GOFYh4",
+	"oAoAUEObWlcC8C9Ul9UfIMkH18Az2fQ08ZG+xpjo1GzF6RIyGwVVo4KHZoZgRwQAlCeM4y9Qd6scv6Pm",
+	"LKlYe+NZKi/HKuCUrI32oIL8AFCptAZM8aKwbVwwkhIxASyNwWvFjLSV02XGixprwf/FH31ljOwErtaE",
+	"88HTscpEaZY75GIgDEmzXWyAYIalCsZ7vcpzgN+YScUzz2Okl0jSMIxjlhdsGA8jKKFwJg/PsnwF6AT+",
+	"llJdHXTN/tDlpfMfUgvAAB8LIwoSpvmara7XEbzbWN1ByYD7gj7FIMptfAuk0zlMCUzCWCFJbm5JD2xo",
+	"3+yomfy4jSv3AgTJHc75GSQrkPaC5Bet4xZnm9ymfZ2ZpW6CWT+zqZKwqhvEhtRBMfKWkXhJUBnOLC/m",
+	"oJqXS/im7u1vHwXOg33+Jpq/LyolZhBP9uEYQNg1Tw+2DdlLq0cdseOYQDlsLEQzlMiYoVBvKUsC5gBM",
+	"XW0OhcrLbaO0zAU7rrD59TuO3De3bC+LyslL83ibQCcgTIQwGgwGx1vnriKfmqcv5aWA5tTd57AyNJe6",
+	"2n9UeOnjDgtl34/v3xD/gPXOwAP4WLJ2Elq4YYePFa3k7BhdoIUqxwr2By/BkYwYp+CbeYTfTZpcRwtS",
+	"IwnPOze/o7oM8bEUUPtLsVhQgmMlNV4VsSnXBBebZdvmbllk20gQ+vHwCJqnHCvCvqfCLaqftMAaoDpO",
+	"f5q3LnDNhNg64MPDe44XdyAvII6EAwUbJWKrQpalUMDRPIJ8VMLaaMB8VQo+Hy34em7OYnJwElhxY+Uk",
+	"PijJeV5YuBycmaCCkWeZo89pQ3UjEI0VluxTHwQs1mAyIMs0S0aJC5UT8JIxARaZtMRDLokWkFOrNQLO",
+	"cHxF/72xx0akaiMPMjNynTmr6zUGzqe5SgF6Gmo8mX/VfOaCCwVHiC1j10DSZJrP57yjhfk1spjosovz",
+	"mjBYAMsUjhBkmPxDQib/QIucDToYut/z2Vglb8yr6IS1h/1+lcAbJs5vMgICh/8GfX9j0LXO2/5nq7K2",
+	"xnMQHxcZuHtUyNPEhWIGUdmcshRzXdulg95xZZf2N3YpNDG+xksH/mteFBzCcrpcQxzdCLfW5pZuZnUJ",
+	"7IvPi9FltDOjyynC6dltglueHJqv4UpMrOTA/HLC0hyRWpcyS42+E6mEwzn/PElhgrhOFPT6Qi/9uDVi",
+	"w97WHt8+1IlB9L/b6x25kgBq0u13juO013kphsPOEe/1Oy8mh9NhOhD9WS+G31blq0tDWHu7NWo5gxd9",
+	"EpEak569y0uGHV7088Bqb42M0d/UotvU7ks/CVp+H97ku9l3XO2FtukHzDdsNv9ua/G19+j2MYRWbfOt",
+	"hbqe2+Tzc1hJXcvOVNZ6n77ufnwRvzRrPoi7cTysr/mg0+vzSeflNBWdo1nc62Ad9tExn0zT3dY8+KSy",
+	"rEDW+lkta7WdPHRKdm5UD/aCTTjtuiH807txr38PaiCaKxI/o9bbX07X72T88e15vH777X+v3v2W984u",
+	"8t/efj1cvf3mPZ99c/rx7Kdvr8/+9r+/7ZfTuptTqCGS9YVd6O7qT/Lz9w44bsW5cCRsxqb77uLiBwgM",
+	"mqOA1r6tsJHkLPCSJQTMCb0tSSoglBEADxmXTzOd5wpALxe51nKSUdOSIkxUqTF2dkJxLsGLTIqi6+6O",
+	"BqK9eyHYfFkueZatfegMYlXnAsEhk9de0nS+F2vXH1TmgJNIRS7e54e2I81nIoQUpco/9CQ4UPWSd6G9",
+	"u9Huxz3giCFDvBpEBUOQjGL4ACBaC1EuCxWQNGG4B3mEQCawfhxvsCm5lyo774nO06FGIk4p5PnA1G4Y",
+	"EeGv2iFxlsrZTECFLowK25L6/S77XqzRqoHdk9ooL0aeYaL/8hdG7IOURqNIifnup4BeNezaQijetnUv",
+	"zR6z9TKrPGIi08I8/iCqVHPJapjD1qV6ttV6yQ0GbJIffqRIG9AvPv/dmFufkoMRc2eD6TIvaLNbXqmQ",
+	"8hVolxV+XXCl+RRpZULfCQIqSjgYXQyd9qn11PhLNE3JiAp3ZYq7OXDRHe/srYyyd/DERgHEqr3wmTau",
+	"O1D1XHOfg/VEsXQMoo1kb5v+wG2wMCcHsh0HY2XrwhhGbSPiLyAGeReJDwL0eHrtoC7NSiQnLCAAYzzT",
+	"ub0HvgJVU4bV0xe4o+Bm/lOa387rNLH02dhrjDjGjlUIjvJYtS0WdRRiUFvoaSdvvDCLWABBTZjQNp2g",
+	"k4MAL3ashF2ggFKoSmScQCZGV2hqIcoblKRSZIBqwyZrEgknY1WLqfsp/iqIqc+xRY8rijHAee2A/K5v",
+	"LFxdyA25xLUnz4VNOfINhnmBPe8YrrBhT0gljBULgDOCg431bw6oODViusNO6Vp/cD3i7zW/EaA2zG1s",
+	"MaMbcBSmJxz9Fqw0bT14gD8pVO8XNjRWkbArtPvJKGRzrbCSzSxOt3lXP4hj2I8kSSxmiJ1vEKsQWQd0",
+	"aQjkh9FjrDzQ8jeLi1elq/PLNOdrokabCpGaEQz67K38L4o9KNrAB/DkTeW3yguzDJqakpFW+g6NRVji",
+	"VqDFJF6Y/yXNU1ThbGDtW9QUicnqbJ2Emsg8oKJ2qXk3UE4X9MlEZLm6cm0ObjRmnqCuw56kNsRTzZ1d",
+	"Sa5r45UFVaUYoQrdCRuzR4N25/gZdLzCyeHG5YKiVnN3LdVVRnv+2Qj2r6XwNyLP6xlzO0gk4C23UWcZ",
+	"27m1L1RaMPrvxbqFoYL7duDycoPIiqOlxiis3QAf7GMHdZjgHWC+mrznsOngLicHHt6xLhT6HBmvcYdZ",
+	"5Hn4KrKauoKO7IOK2zCS51LRe740r0mPaQ3iCrnYDz9etLa6n4cb3ideXHU/Ee66in9990TYASKGNCR2",
+	"KnNwQfDmFUPKk1ffvq4RG7fEjTmuEDVYcJli0GBPDjIcVsvGKD7t5VY+aW/23uzt1iWmOtA7LoLsqPv1",
+	"fu99VtzC+35qhTqiJJAjtSlSQYBvKooNV8Wn5D18As0NoSfYW1O8qKoNuuwdQc0rscI6fvvWtRabBqWx",
+	"6aCeZiu+NkamUSYnbM5Brfn8f0FXYp/B5vt3W/WdEk68UMs5+NHFUhg3uqkFfX9Guj/qTrqwDm5l1U7I",
+	"hHB2fsWQtRWikGziqYAfg1Fspcyfmxtvy7ZYFPkkE/NGagGiXek0iOi7rORQTKei5NJohMDZQZ+PkDqQ",
+	"qnjkBDyEW9GigK+C9P9caM2vzNbHtlOV00BssAQHc+IoaUiu1DxuK9V/jlrYywN1kb7SzYc/h/2+UXAl",
+	"JJhe04DpJXzqfFmokfPdRzSnI2LJcWAVu+3+H/Dq7bB4OIHSeKhZ1pnlxdy4YsvSzSei/cxmVEhMTNDG",
+	"KMQ6MWDUxkk2TsVY2YDIttU0Ls+Gu8P4PEdva35A6DF6rBoMfO69LEAxJJumGuHpfgaRy3OHg2+t8f0i",
+	"mFUsPCyjmlhKrbvCmiCKZCnmYOhXi7GMl7TM0siGfFJe8gk3SiVfGrlWyEWXQYIUVtmxM2FAhDw8Y3IZ",
+	"h1KoMiPd6SvZrRMFtyeepwUU6Yg5PNZuOzg5EYx2bEOkye9jmAFjcXW73U8Yovh9jAfZfEon4lPSZacK",
+	"39In9W3oZ7Mysl72qcWcK+wXQ390aywVDEZyeiB+2uYV62OsrPqFwfigJy9Js0CgsKj5iF12ZrvRnKdO",
+	"TnoHLvt1mZc8wjARJLutp+789BmXmT0CxkWnqYEZhXDIK7cRpGbXInMhTpve39gdiIm2MX2s3TOX9g8P",
+	"2fSaF3xqnLCDMcg7FAxkNOGcQd+Cea55JxqU7e3XTojo2rwiUn4bi1vHCoNQ3dCXSLrd7oGH5UuswE2Y",
+	"lSMY+oBXbie1o/MX+mdgJv8UuPnFvIKNStxz+eQXMSX8Kg5VlvQSwOJmRaPZ3hziM/TtiQv0o+dvjgwV",
+	"hCgzPQAZYcb9Qay77GKV07JuBCZGrkMTw0MSrT+zfxwJlNtzMyZTxAHLKLiMgwrXsPNBrDuFAN644F00",
+	"BVhp3yIUt4MRq5jWUSBjrZVpq5hh8WA1sdzKRY2MILDxNhsj2pjmCEbbzpWLb8FGPIBLjT5BqUVM31Jd",
+	"RVTEkhfQpWoLYXpRHMe4N4a9Qe3BGFDSLpyUFxGTs7GCWo4iIoQRsxU78DZQqHFw4iXpM02xJyyRnksC",
+	"XUOsCL+JvScgtTkeIC7La6EQ943menVr6gALf8Kok9o4pxhScyx6Y2VkJF3jZGfkUPHuMFf9kfKdvE7U",
+	"BzmVMD9AYrMASY5hUDhlXXaKfxBTl60IwgZfXyvDs8zKfmtYQxATQrC18lM/PheewvGF9UZmYfOZWW+M",
+	"U19BbehYteFVYRtsRCYPwkCoFwcoiRZca0tnOAHtaASu9hK3P1bJjKtOviw7ZZ53YDcFBwxPMB7yiYBe",
+	"fahSneZKy1QUIiUl0BChjYwxVZkYvVmVa2ZlBgkGOHh5gSO8LdKm/wusiAfgfVADxz9vCYbZKFEPKOg3",
+	"yiHw551h30Ww9o54Rc1PH+zx9MGDnl59CF4/Kxe1q9E5eD4c7oMKBSv0lCRfriyqcCEIDBKYpcWAaNBf",
+	"vXWVt5ZLHSOBVneIFRvVcqnhdCA6Lyf9Xuc4PRSdwSye9vnLyZEY9nbdK7sU0uDn96ikqb3J8DB4kycr",
+	"m6o8xZXL+PDIXvVTlcnfO5L8++67YHDXLuiPev1ufBjXd8Gwc5i+EJ2Xs6O4c8x7k05/OkiH4nD2In7Z",
+	"2/XM/kt3wcvgTZ5uF4RPefAuCCf/HruAZnaPmAvWuzdEXPALH2+ZI44WoKJMdJ4tS8HM2IwCgzGyH9+/",
+	"2RpRqRrz/acIsOwtq1EaN8VZznZxgv/c4cI/Ij6Ci98gZg04Fz6vSrETY/A/PKyD8Bzb4zpfIxVuFD41",
+	"oqyWaxdNMVBi8ToStPYrRUOM4HKwndN4OWDYY57TF+tD2wgA7Fjf01ofB112USl0CNBCwPaUCsuXIDwo",
+	"ZiWUwlkQUeNyo1/oYIRWIqCOqjZhzvnaSIit73eyf/vpWAX9p+RVVQpNEvd+FUYrVl7nSw11T7bXGB0X",
+	"9wU2YMiyhOIHG4Si/hG4CDwDuicV/xnXTJvtFcziyKWUSsbLfC6nVHCFhNW+54cYYVixVFg1kReueGIS",
+	"zCl7D4Eq6wIScjpSK68o8GFWqsFjgF/ZHsv759Y9gkwY83/lq8IskXSZY2o6cm8JQfh5XihzeYVgOOyU",
+	"q+q9EB622rpWzbX3GyrV3VA/BamppnFvcl9TkNDTn7jB3qNgeo8AP67St9BG/iSuQogdtOeo3oPWa9KJ",
+	"jrPSYrmEYuAL5M9Tkbii9AkKMudWeHNCIni4MkOPcrsyw6T3FmWGXfM7ai5WV1xj1VYOnmBE93Rd5gdR",
+	"QzKk2pkOeapciRGF/YJ8MBUvjlW6FFjwXQ3ayjTaaL9EjYEN+BDA2aYBrRfe9VXFabG+LJYKwScsjb2n",
+	"6kjDlIvm6+CO7oU1ThiO1mmisSLeoimHuZvJYk4A90sLOh6qQVdqcG81uFWnEb4D5DQkYArdqtTGys1T",
+	"k1bDL0mrpRK4HtQUy+VtpUUQ3bQiHKEHoLR3gxHi9gJKX24OiRoGjMIbwwHgJq5xbbBkxLhORZ7P2Swv",
+	"quiWrO2yRAmBMCmWCQ1WFFdmHEC5aWv1YAgqx7vxEiu5y0rVZgKD62D8W6RJE8+beeLDFX1arDvFUlX1",
+	"5dcE6iTCfWkbsDnifcGrV5L8uPltUOr2DrAWKr3FRvXbhZk8SpqU12IePuHOW+6s6nD2nkgBb5/XU5YW",
+	"a3NQwrei3UHgfj62F2+bolOan11u0uv1956WHSyAurgiQNYtAvKLbfBkDH5wTmo68ykMBKNxb+P0I2+3",
+	"oh6k3u4IjowAnC0LyNJYdUtF/dVKLQTNN06mtTUTBNELHoNZmoDcOC9AXjvXtp24HsYkIoslYv6OB2NF",
+	"NIGTGiuyz4oed9k3gefsKENnYmV0DuTlQ3Bh1j6Mjbx8EbO5ZpP1WNGqH4Rg9MYyITBhr+/DDqNMcMDr",
+	"cX1JoMMBcBctQ3MFYiaFg2Vlnt/mHj4YfO9xkw33p1v+/FMTT9m7HVafO4/YeX97RZ6HvVH/ZTc+vk/k",
+	"eZ+6ztvKOSNo0ghO+p+N8TXeQV98natZJqfl5+N8olS/lxbZQuL5Pugxxa6TSl32qRfd2MbaIL9BoXgJ",
+	"bq61+OFjBUUR1hHwsOHtgIbu/auLV+8uXp+9SyL2EtDG2cRoUZLR2CUsSzcScBMUgNELh+AjoXoJD/PI",
+	"AcgrdKTMkIbxsBGj/MEyGK1MQIXeoQj7G2qtDrCjd7rK/vpfVvV9m3T4wv/8qIf7b6K818l2bfp7tX6Z",
+	"xbUs7LYitkbOlN8AOdMd2RFwQZUxusAOamiKZe0gZQBISy4XUo8AYUUlh3onbFLPiSgUoEitZXrNFwuB",
+	"4kqdVIeIMf5n2g9kIqa5a5ekcXbBJnNYibZNeksqhthGAezN4RMBfip0N9Bb5jPgy4iIYEHlqxOohjdX",
+	"TcQ6t90yorgBRFgaMwBVw0Y3AnHw4nBT9knN+HQqFqVIjSyur4DHzPb4Co5EA2rAMS5S486IqLUwI/bu",
+	"mqGUsLnZAF32Nr9B5wUeRtVYGvAPgG5prACf2LZR5llqTWIVuhLwIPAnYNo3H2c8BLNSFbseimP3M+zZ",
+	"LnY99AHRpiEKjLrJHlFrNBn2jdz+dAenPf4FvZO3m51bmhgvhHLkGaAVFVBhBB0hVIcVz/eL29gZeNL+",
+	"un+/qjPyyGxuJz++GMJ/4CiN9m0l9zakN8Ixz70TeStbQ2o5I6xsDNAPjGSa8Vo8G/WfYxjihWAVmxca",
+	"0ym1TXDToY1txOqCay1S1tZC1LL1iDNxMEIz2dLkN1rJFi341L7nY+PKAdSYJf0BTpejYdTaDu92GA/Y",
+	"uShu5FSwHxW/4TIzG80MfFkaTWKz0cFILyk0slzoshB8zpaVC93PtgdASvGxfL7IuFRAp11oUX61LGed",
+	"o1bU+gbx+s+XKmL9PnuX3zAjpZmVz+xvby8QHxHYsLbK8W4cBzWMFPA4jAcBMBuSBYWT1YvjuOfnS+W+",
+	"1TWgcuzFiFqLgZbNibpjaL1ufDyo8PcAw01lIIOX4Y31cmpEQMMa/D5u5dCiBFpit9nf2FJ3TXpvsNuk",
+	"9wbd4SDemPR+HO9Rx0ZH41YOWgenQwsCoRskCYYwPbIEf/GsHhsADWX9M70hgPW/1N3a1BtBsv/eHtwd",
+	"rYw8jNH40A2ZNogoRDl538PvHKfQAURcl03jPaB3ALcjhEqjvhMLA+cA3qDl1NH/LOT0AwSdlovuWP2o",
+	"IYld5oB0H0JIada+hS3ggN0Fgw9eW5mPFfTRcv8DslUQ6gNnyENOWSZbMP5sy1YRZsQt34+DaIuoS2ua",
+	"L9YjhFV6XWomYSqWCusQUvBGKuj/nnjYQS9Y8mFP4+upcR2OMqDKNCM10DVth48DnkXgY1PPm/eFU4B0",
+	"dnODSQ3GUpEuUQBDkYft61lJSNZP8ysldYVf8wSBbKBqguodaZ6hGsLPNKJGMLxVWuQLWj3IqC1VZlZG",
+	"QjTxShAdhHkTtJAAyMj6++HsjhDU3jjUbmuWIVZBXsgrqQAc0LnENJchFbM9AJ3TMuxoLcNNEHBdQnsS",
+	"raIkA84fC4G4RfBm0sdcnzX44AiARfsCsZ40+Puuy2vEZGA/XvMUfexBoGgck4t0wVE2ZG2IDFRekx7k",
+	"3hBqYpKhLZRosBwDHgtP00HNjgB9ZecEUbERocwGYnIltEO/QkCdyTK9EqVL5s0Koa99HNd1b6oo7MVb",
+	"I0oj8WJWOl0B1rwykKVKIY6sKxA+QRyK0jw4Bl/cAmNIgjxQ0g1ouMwj5lgiUWDQAWtF6sMxci/IlZod",
+	"GNQtdXYiFoHlR0k/scU7yEPqVtdsjayyO4M5wGLkqbE7Ut9oiT2vk3xZBuD4WCplw19bMslRGJACBePD",
+	"NwkCmpnzQLVMK24BJX2ywCJacuwKTAsOjO9ssSwWuUaUTYstzybhkXMZYQzYIBdCgr0WCTVLl9fCEamG",
+	"wT6poAQq4+sgvEUlVi5LWY687He7j1QLRtWk9lJsrAD2jqeW6i5IHK8F1UXBdP71r69SokzA23b/+lcW",
+	"okn4bnyOXZfYL4m0sZa5aBOdkEEFGTbZUgUeNgSjyIdnTUVF6OQrZSNlkjYHTW/b3za8cKywUVKL8iDy",
+	"2Aa1sO2J30c+QCnTKPBkjVVQLffrMlT8RJxUUeDz/AZLCVYcsA65QujGBbZMdNmPiI5CnTSIgEHtKxDo",
+	"cniA2HQK5Wqwwx0UH/vJ8iHDnEcWZoMlv39Kokqo2O9BypTRKdmwCSo1cqDtZckU9FFDxZlUu+AMlkGR",
+	"XBTKwtvK1Jh/RQ83eEvp2sNCmLojdTXqeI7sH7Y8kCYqiDsaM12kssTI3uaFFmeBtsAzDMDxNC3Qo3Tx",
+	"y70cxr93zvNlAe1Qzsg3Fn01yQ6J9Qpfyk3/+f7gY7aG6xZW/ntXevyno/DXvPhefzSMu4eHvSdtL9ys",
+	"77hPa2F9uPsC9D9ugUfg4OFZRaG3zctT+epPGgDfEZPrUXCjrILYYkpFNUOqUl5xguk08uot3jm59RgL",
+	"1pbYzxd8m6c2GEdkB1hGt8+mjpLY7RBJOHATHxSvB7ixrSH6iw1wcB0E2UNkYakIpxXCd+3JuqS/R2y5",
+	"WIgCua3IrjKuTzFW5qODJtbNUZ1ekw7gjuSZY1XjodmBPLM5vI+zcwcb4Bb6Hpytz5C/J9qZv+cMeHk+",
+	"T/KdRoXe61/0hl4lVSejFbXchoVb1JTM1MYQupsFhVLd5HIqEJHPkpzZz7aotcpgzNo0DjmuatFanzec",
+	"JkCL1REi7CC/OqV5wP0MGLaAKKn6kjTYiQTG8w3VSp93t9RQIvmN5Y68lotF003sF7fcxU8bfbKdm6X3",
+	"Aotv/7EPvAkc1R3IUuBU1sTVlw6Ap6VasVLUaSn8YJuagm9r9M4hD8Vthf7fwOc6gNgPq+RlSV7XimuK",
+	"QlZazyuUoObHruU8y5UY+bZzr4ExFAgxKNSJFkm/RvEBQT6z40IIfoxLcYcQSpU38DsZkH9CmGRDQ+G7",
+	"XhDw6ANrSuhU3llQAk/7tN+x3Gbx2bQ9vP6XHN+jnjzcHAEo+V6H7/bq6IvK4ZKlrlBMaOZOCThGTdXF",
+	"f9w9+2WvPlml73026j2zz559+eeotVg24aOEVFXIC50XPuxb2fQMWX3c5Qic5xuzgdGIiO9XXI+Vg3vv",
+	"WzBLGSQ/pr7ClihnrEIAuNReHAdwqRD+Pk06yT+Mh8yTTvJbErFUXkkaV9JNWHKZsKSTRD6JY1m5MIeM",
+	"hbtw0Qk5wohWokVHC6VlKW9E1zHPIMiIh2CMqxQz0IWNLfa8HCv8EcI0ok/UhuAs/NOph2gXxk0DhuRX",
+	"IZbkM+1hLDcgZxFV1Prt7RAACsieMVgAxmrCfnz/JjLu37QQgHDKM2D2nhX8ai4sKCQ1ETtonjlfj1Uh",
+	"+PR6xLI8X0z4FJlIFoW8gTpZjMEK298+AyBpytP6MmdMtodO9VXBcdqMDQ8GxvwA6Z1y2Es8YwlwPkVs",
+	"qeSvy0rxEm3MJopde6Bo9wAyrOfn8qQ4+hq4WHBaVtdyek04lVBngN6GTdmU6E2u5DTYDISpY8wkREOu",
+	"YHCfWJuKzCDkc1UNVhD1sOucCgpObTLCc0SFePlCh84Pk+WogS/J2WWWrBtrisYKvjSD3VRPPywD9XRP",
+	"MMs/rRO3nw590iLof5vyrwrq1r14Lf69gyf18wUf7rMD00FOCG9oPNB+h7uL6bIwrweVxQv5vTB//mwM",
+	"H9RJ20KaAdUj/A7lFPytsZgtzadL0pklS57nC6H4QnbXfJ4lrJ0gVyjizcBFwG2nxgpU8ej58yyf8swo",
+	"2tFRfBQnB10nk56DYUav/Psm+GEnn82cWrI0qyGyzmTtjJCuj1ha7oyPnVTqRcbX7/BzxCnZDJ++N3NX",
+	"gL1ElkDkuFtRhtfBuqZFrpj4uDDGANDtKwpps99yJYKh2KE2DccVKjYMyfzEKOdShyR3Rr9po5PtnFQi",
+	"GdzzetZZGwLI8ANb4DhWIalnAJcN5RNB5AMJMFNmSS07aE1WgHrC2bdxoI3pxy+aifELcyIgRI72LBiM",
+	"aOug4s4LyAdYrgCzG8DYqC8+3qPh8W/wi83Hn3oz7fSH18BcF1GUB84bDkh8XMhiHTzI/K7hMfYWTfss",
+	"L0FX2DC8FtNCEECVlldKu838zNF+6nAzySsl1VUHr2vcUvgLZn/RlCrIyeJKw6cBmtMVlbNjAYU3nAkw",
+	"6FqEy8yXKaQzNt7ffM6y/Krh4Wd2Jc3qmdsujZVYQmEltXUErdGn37x9/e7y4uz7V++S8MHpXKqGB9ub",
+	"NzzXTEtHKqbxuGq7ACsxYSnX15OcFymKr5RK5ZLnS/k8fKz7XcOjvwnugU9oGMR3gmfldQRUolIJrSM2",
+	"NydrakG5AlHbZe/ycHZkHk69s2T11mnAMfz86f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -18,7 +18,8 @@ import (
 // tasks it holds, and a fixed number of bind parameters (a multi-row VALUES
 // list would need 13 per task and a new statement text per batch size).
 // Labels travel as JSON text like headers, NULL for a task without them, so
-// that a batch without labels stores NULLs and pays for no JSON at all.
+// that a batch without labels stores NULLs and pays for no JSON at all; so do
+// the publish, topic and endpoint of a task that is not a publish's.
 //
 // Rows whose (tenant, idempotency key) already exists are skipped by ON
 // CONFLICT DO NOTHING: the unique constraint, not a read-then-write, decides,
@@ -32,15 +33,17 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[], $15::text[])
+		$14::text[], $15::text[], $16::uuid[], $17::text[], $18::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
-			max_backoff_ms, idempotency_key, request_hash, notify, labels)
+			max_backoff_ms, idempotency_key, request_hash, notify, labels, publish_id, topic, endpoint_name)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
+		publish_id, topic, endpoint_name)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
+		publish_id, topic, endpoint_name
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -67,10 +70,23 @@ WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text
 //
 // The statement is all or nothing: an error stores none of the tasks.
 func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
-	type tenantKey struct {
-		tenant uuid.UUID
-		key    string
-	}
+	return insertTasks(ctx, db.pool, tasks, notifyBefore)
+}
+
+// querier is what both a pool and a transaction offer: statements that take
+// part in a caller's transaction accept either.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// tenantKey is an idempotency key with the tenant it belongs to.
+type tenantKey struct {
+	tenant uuid.UUID
+	key    string
+}
+
+// insertTasks is InsertTasks on q, a pool or a caller's transaction.
+func insertTasks(ctx context.Context, q querier, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
 	var (
 		results = make([]model.InsertResult, len(tasks))
 		// dupOf maps a task to the earlier task of this call holding its key.
@@ -95,6 +111,9 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes    = make([][]byte, 0, n)
 		notify    = make([]*string, 0, n)
 		labels    = make([]*string, 0, n)
+		publishes = make([]*[16]byte, 0, n)
+		topics    = make([]*string, 0, n)
+		endpoints = make([]*string, 0, n)
 	)
 	for i, t := range tasks {
 		if t.IdempotencyKey != nil {
@@ -145,6 +164,14 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes = append(hashes, t.RequestHash)
 		notify = append(notify, payload)
 		labels = append(labels, labelsJSON)
+		var publishID *[16]byte
+		if t.PublishID != nil {
+			id := [16]byte(*t.PublishID)
+			publishID = &id
+		}
+		publishes = append(publishes, publishID)
+		topics = append(topics, t.Topic)
+		endpoints = append(endpoints, t.EndpointName)
 	}
 	if len(sent) == 0 {
 		return results, nil
@@ -152,8 +179,8 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
-	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
-		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels)
+	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, publishes, topics, endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}
@@ -189,7 +216,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		lookupKeys = append(lookupKeys, *t.IdempotencyKey)
 	}
 	if len(lookupKeys) > 0 {
-		rows, err := db.pool.Query(ctx, queryGetTasksByIdempotencyKeys, lookupTenants, lookupKeys)
+		rows, err := q.Query(ctx, queryGetTasksByIdempotencyKeys, lookupTenants, lookupKeys)
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookwheel/hookwheel/internal/model"
 )
@@ -30,6 +31,8 @@ type PurgeParams struct {
 type PurgeResult struct {
 	Tasks    int
 	Attempts int
+	// Publishes counts the publishes deleted with the last of their tasks.
+	Publishes int
 }
 
 // One lateral probe of tasks_finished per tenant with a retention (its own or
@@ -59,13 +62,29 @@ WITH doomed AS (
 ), purged AS (
 	DELETE FROM tasks
 	WHERE id = ANY (ARRAY(SELECT id FROM doomed)) AND status IN ` + finishedStatuses + `
-	RETURNING id
+	RETURNING id, publish_id
 ), purged_attempts AS (
 	DELETE FROM attempts
 	WHERE task_id = ANY (ARRAY(SELECT id FROM purged))
 	RETURNING 1
 )
-SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM purged_attempts)`
+SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM purged_attempts),
+	ARRAY(SELECT DISTINCT publish_id FROM purged WHERE publish_id IS NOT NULL)`
+
+// A publish goes with the last of its tasks. Whether any is left must be
+// read by a statement that sees the deletes of every other purger that
+// committed, and two purgers that each delete one of a publish's last two
+// tasks at once must not each see the other's: so the publishes are first
+// locked, in id order, which waits for a purger holding them to commit, and
+// then checked by a statement of their own, whose snapshot comes after
+// that commit. The later of the two then finds nothing left.
+const (
+	queryLockPublishes = `-- name: LockPublishes
+SELECT id FROM publishes WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+	queryPurgePublishes = `-- name: PurgePublishes
+DELETE FROM publishes p
+WHERE p.id = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.publish_id = p.id)`
+)
 
 // PurgeFinished deletes up to p.Limit finished tasks (delivered, dead or
 // canceled) that finished longer ago than their tenant's retention (its own,
@@ -76,6 +95,10 @@ SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM purged_attempts)`
 //
 // A finished task's updated_at is when it finished (see migration 00010).
 // A pass that deletes Limit tasks may have left more behind: call it again.
+//
+// A publish to a topic is deleted in the same transaction as the last of
+// its tasks; a pass that deletes none of a publish's tasks costs nothing
+// more.
 func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, error) {
 	var defaultMs *int64
 	if p.DefaultRetention > 0 {
@@ -83,7 +106,25 @@ func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, er
 		defaultMs = &ms
 	}
 	var r PurgeResult
-	if err := db.pool.QueryRow(ctx, queryPurgeFinished, p.Now, defaultMs, p.Limit).Scan(&r.Tasks, &r.Attempts); err != nil {
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var publishes []uuid.UUID
+		if err := tx.QueryRow(ctx, queryPurgeFinished, p.Now, defaultMs, p.Limit).Scan(&r.Tasks, &r.Attempts, &publishes); err != nil {
+			return err
+		}
+		if len(publishes) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, queryLockPublishes, publishes); err != nil {
+			return fmt.Errorf("lock %d publishes: %w", len(publishes), err)
+		}
+		tag, err := tx.Exec(ctx, queryPurgePublishes, publishes)
+		if err != nil {
+			return fmt.Errorf("purge publishes: %w", err)
+		}
+		r.Publishes = int(tag.RowsAffected())
+		return nil
+	})
+	if err != nil {
 		return PurgeResult{}, fmt.Errorf("purge finished tasks: %w", err)
 	}
 	return r, nil

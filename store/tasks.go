@@ -22,7 +22,8 @@ const DueNotifyChannel = "hookwheel_due"
 
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
-	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels`
+	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
+	publish_id, topic, endpoint_name`
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
 // after them go to extra, in order.
@@ -43,7 +44,8 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 	)
 	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
-		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels}, extra...)...)
+		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
+		&t.PublishID, &t.Topic, &t.EndpointName}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,8 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 // The URL prefix is matched twice: on left(url, urlIndexChars), which
 // tasks_tenant_url indexes (migration 00013 says why not the whole URL), and
 // on the URL itself. Labels are matched in the form tasks_tenant_labels
-// indexes (labelsMatch).
+// indexes (labelsMatch). A publish's tasks are found through tasks_publish,
+// a topic's through tasks_tenant_topic (migration 00021).
 const queryListTasks = `-- name: ListTasks
 SELECT ` + taskColumns + ` FROM tasks
 WHERE tenant_id = $1
@@ -139,6 +142,8 @@ WHERE tenant_id = $1
 	AND ($8::text IS NULL OR (left(url, ` + urlIndexChars + `) LIKE $9 AND url LIKE $8))
 	AND ($10::text IS NULL OR idempotency_key = $10)
 	AND ($11::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $11::jsonb)))
+	AND ($12::uuid IS NULL OR publish_id = $12)
+	AND ($13::text IS NULL OR topic = $13)
 ORDER BY id DESC
 LIMIT $4`
 
@@ -196,7 +201,8 @@ func likePrefix(prefix *string, chars int) *string {
 // listTasksArgs are the parameters of queryListTasks.
 func listTasksArgs(tenantID uuid.UUID, f model.TaskFilter) []any {
 	return []any{tenantID, f.Status, f.Before, f.Limit, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey, labelsArg(f.Labels)}
+		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey, labelsArg(f.Labels),
+		f.PublishID, f.Topic}
 }
 
 // ListTasks returns up to f.Limit tasks, newest first.

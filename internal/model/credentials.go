@@ -48,6 +48,8 @@ const (
 	ScopeTasksWrite     Scope = "tasks:write"
 	ScopeSchedulesRead  Scope = "schedules:read"
 	ScopeSchedulesWrite Scope = "schedules:write"
+	ScopeTopicsRead     Scope = "topics:read"
+	ScopeTopicsWrite    Scope = "topics:write"
 	ScopeKeysManage     Scope = "keys:manage"
 	ScopeSecretsManage  Scope = "secrets:manage"
 	ScopeAuditRead      Scope = "audit:read"
@@ -56,7 +58,7 @@ const (
 // Scopes lists every scope a key may be given, ScopeAll first.
 func Scopes() []Scope {
 	return []Scope{ScopeAll, ScopeTasksRead, ScopeTasksWrite, ScopeSchedulesRead, ScopeSchedulesWrite,
-		ScopeKeysManage, ScopeSecretsManage, ScopeAuditRead}
+		ScopeTopicsRead, ScopeTopicsWrite, ScopeKeysManage, ScopeSecretsManage, ScopeAuditRead}
 }
 
 // JoinScopes spells scopes for people: "tasks:read, keys:manage".

@@ -49,6 +49,12 @@ type Task struct {
 	// Labels are the task's own key-value pairs, which lists filter on;
 	// nil (or empty) when it has none.
 	Labels map[string]string
+	// PublishID is the publish to a topic this task is one endpoint's
+	// delivery of, if any; Topic is that topic's name, and EndpointName the
+	// endpoint's, when it has one.
+	PublishID    *uuid.UUID
+	Topic        *string
+	EndpointName *string
 }
 
 // TaskFilter selects a page of a tenant's tasks, newest first. Every
@@ -57,6 +63,10 @@ type TaskFilter struct {
 	Status *TaskStatus
 	// ScheduleID keeps only the occurrences of this schedule.
 	ScheduleID *uuid.UUID
+	// PublishID keeps only the tasks of this publish; Topic, the tasks
+	// published to this topic.
+	PublishID *uuid.UUID
+	Topic     *string
 	// CreatedAfter keeps tasks created at or after it; CreatedBefore, tasks
 	// created strictly before it, so that consecutive ranges do not overlap.
 	CreatedAfter, CreatedBefore *time.Time

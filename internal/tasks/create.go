@@ -57,54 +57,128 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 
 // BatchResult is what became of one task of a batch.
 type BatchResult struct {
+	// Created is the task created or replayed; for a task that was a
+	// publish (its Topic set), Publish is the publish instead, as Publish
+	// returns it, and Created.Task is nil.
 	Created
-	// Err, when set, is why the task was not stored: a *QuotaError, or
-	// ErrKeyReused (Task is then the task holding the key).
+	Publish *model.Publish
+	// Err, when set, is why the task was not stored: a *QuotaError,
+	// ErrKeyReused (Task, or Publish, is then the one holding the key), or
+	// for a publish ErrNoSuchTopic, ErrTopicEmpty or a *FanoutError.
 	Err error
 }
 
-// CreateBatch stores tasks of tenant in one statement, giving each its id
-// and tenant; results[i] is what became of tasks[i]. Each task is created,
-// replayed or refused for its key as by Create. The pending-task quota
-// admits tasks in order: those that do not fit are refused with a
+// CreateBatch stores tasks of tenant together, giving each its id and
+// tenant; results[i] is what became of tasks[i]. A task with its Topic set
+// is published to that topic, as by Publish; the others are created, as by
+// Create. Each is created, replayed or refused for its key as by Create or
+// Publish.
+//
+// The publishes together make at most Config.MaxFanoutTasks tasks and store
+// at most Config.MaxFanoutBytes of bodies, each body once per endpoint: one
+// that would pass either is refused with a *FanoutError, and the later ones
+// are still considered. The pending-task quota admits tasks in order, a
+// publish counting one per endpoint and fitting whole or not at all: the
+// first that does not fit and all those after it are refused with a
 // *QuotaError each and not stored. The idempotency exception of Create does
 // not apply here: a batch is counted as sent.
 //
 // The error is for the batch as a whole, which the store takes all or
-// nothing: none of the tasks is then stored.
+// nothing in one transaction: none of the tasks is then stored.
 func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks []*model.Task) ([]BatchResult, error) {
-	for _, t := range tasks {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("create task id: %w", err)
-		}
-		t.ID, t.TenantID = id, tenant.ID
-	}
 	results := make([]BatchResult, len(tasks))
-	admitted := tasks
-	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && len(tasks) > 0 {
+	topics, err := s.batchTopics(ctx, tenant.ID, tasks)
+	if err != nil {
+		return nil, err
+	}
+	// weights[i] is how many tasks tasks[i] stores: 1, its topic's
+	// endpoints for a publish (pubs[i]), or 0 once refused.
+	weights := make([]int, len(tasks))
+	pubs := make([]*model.Publish, len(tasks))
+	budget := s.batchFanoutBudget()
+	total := 0
+	for i, t := range tasks {
+		if t.Topic == nil {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("create task id: %w", err)
+			}
+			t.ID, t.TenantID = id, tenant.ID
+			weights[i] = 1
+			total++
+			continue
+		}
+		topic := topics[*t.Topic]
+		switch {
+		case topic == nil:
+			results[i].Err = ErrNoSuchTopic
+			continue
+		case len(topic.Endpoints) == 0:
+			results[i].Err = ErrTopicEmpty
+			continue
+		}
+		if err := budget.take(topic, t); err != nil {
+			results[i].Err = err
+			continue
+		}
+		pub, err := newPublish(tenant, t, topic)
+		if err != nil {
+			return nil, err
+		}
+		pubs[i], weights[i] = pub, len(pub.Tasks)
+		total += weights[i]
+	}
+	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && total > 0 {
 		current, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
 		if err != nil {
 			return nil, fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 		}
-		room := max(0, quota-current)
-		if room < len(tasks) {
-			refused := &QuotaError{Limit: quota, Pending: current, Adding: len(tasks), RetryAfter: QuotaRetryAfter}
-			for i := room; i < len(tasks); i++ {
-				results[i].Err = refused
+		if room := max(0, quota-current); room < total {
+			refused := &QuotaError{Limit: quota, Pending: current, Adding: total, RetryAfter: QuotaRetryAfter}
+			used, full := 0, false
+			for i, w := range weights {
+				if w == 0 {
+					continue
+				}
+				if full = full || used+w > room; full {
+					results[i].Err, weights[i] = refused, 0
+					continue
+				}
+				used += w
 			}
-			admitted = tasks[:room]
 		}
 	}
 
+	// plain are the tasks to create, plainAt[k] the index of plain[k] in
+	// tasks; likewise the publishes.
+	var (
+		plain, plainAt = make([]*model.Task, 0, len(tasks)), make([]int, 0, len(tasks))
+		publishes      []*model.Publish
+		publishAt      []int
+		taskResults    []model.InsertResult
+		publishResults []model.PublishResult
+	)
+	for i, w := range weights {
+		switch {
+		case w == 0:
+		case pubs[i] != nil:
+			publishes, publishAt = append(publishes, pubs[i]), append(publishAt, i)
+		default:
+			plain, plainAt = append(plain, tasks[i]), append(plainAt, i)
+		}
+	}
 	notifyBefore := s.dueSoonBefore(s.clock.Now())
-	stored, err := s.store.InsertTasks(ctx, admitted, notifyBefore)
+	if len(publishes) == 0 {
+		taskResults, err = s.store.InsertTasks(ctx, plain, notifyBefore)
+	} else {
+		publishResults, taskResults, err = s.store.InsertPublishes(ctx, publishes, plain, notifyBefore)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("create %d tasks: %w", len(admitted), err)
+		return nil, fmt.Errorf("create %d tasks and %d publishes: %w", len(plain), len(publishes), err)
 	}
 	a := s.committed(notifyBefore)
-	for i, res := range stored {
-		t := admitted[i]
+	for k, res := range taskResults {
+		i, t := plainAt[k], plain[k]
 		switch {
 		case res.Created:
 			results[i].Task = t
@@ -115,8 +189,43 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 			results[i].Task, results[i].Err = res.Existing, ErrKeyReused
 		}
 	}
+	for k, res := range publishResults {
+		i, p := publishAt[k], publishes[k]
+		switch {
+		case res.Created:
+			results[i].Publish = p
+			for _, t := range p.Tasks {
+				a.task(t.ID, t.RunAt)
+			}
+		case bytes.Equal(res.Existing.RequestHash, p.RequestHash):
+			results[i].Publish, results[i].Replayed = res.Existing, true
+		default:
+			results[i].Publish, results[i].Err = res.Existing, ErrKeyReused
+		}
+	}
 	a.send(ctx)
 	return results, nil
+}
+
+// batchTopics reads the topics the tasks of a batch are published to, by
+// name, in one query; names the tenant has no topic of are left out.
+func (s *Service) batchTopics(ctx context.Context, tenantID uuid.UUID, tasks []*model.Task) (map[string]*model.Topic, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if t.Topic != nil && !seen[*t.Topic] {
+			seen[*t.Topic] = true
+			names = append(names, *t.Topic)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	topics, err := s.store.GetTopics(ctx, tenantID, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the topics of a batch: %w", err)
+	}
+	return topics, nil
 }
 
 // checkQuota refuses, with a *QuotaError, n more tasks that would bring the
@@ -130,6 +239,14 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 // 10,000). It checks, it does not reserve: concurrent requests of one tenant
 // may each pass and together overshoot the quota by what they add.
 func (s *Service) checkQuota(ctx context.Context, tenant *model.Tenant, n int, key *string) error {
+	return s.checkQuotaKeyed(ctx, tenant, n, key, s.store.HasIdempotencyKey)
+}
+
+// checkQuotaKeyed is checkQuota for a request whose key, when set, is one
+// held tells whether the tenant used: a task's, or a publish's.
+func (s *Service) checkQuotaKeyed(ctx context.Context, tenant *model.Tenant, n int, key *string,
+	held func(ctx context.Context, tenantID uuid.UUID, key string) (bool, error),
+) error {
 	quota := tenant.Limits.MaxPendingTasks
 	if quota <= 0 || n <= 0 {
 		return nil
@@ -142,7 +259,7 @@ func (s *Service) checkQuota(ctx context.Context, tenant *model.Tenant, n int, k
 		return nil
 	}
 	if key != nil && *key != "" {
-		exists, err := s.store.HasIdempotencyKey(ctx, tenant.ID, *key)
+		exists, err := held(ctx, tenant.ID, *key)
 		if err != nil {
 			return fmt.Errorf("look up idempotency key of tenant %s: %w", tenant.ID, err)
 		}

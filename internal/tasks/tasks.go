@@ -58,6 +58,15 @@ type Store interface {
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 	ListNodes(ctx context.Context) ([]model.Node, error)
 
+	PutTopic(ctx context.Context, t *model.Topic, maxTopics int) (created bool, err error)
+	GetTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error)
+	GetTopics(ctx context.Context, tenantID uuid.UUID, names []string) (map[string]*model.Topic, error)
+	ListTopics(ctx context.Context, tenantID uuid.UUID, f model.TopicFilter) ([]*model.Topic, error)
+	DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error)
+	InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task, notifyBefore time.Time) ([]model.PublishResult, []model.InsertResult, error)
+	GetPublish(ctx context.Context, tenantID, id uuid.UUID) (*model.Publish, error)
+	HasPublishKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
+
 	InsertSchedule(ctx context.Context, s *model.Schedule) error
 	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
 	ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error)
@@ -86,6 +95,13 @@ type Config struct {
 	// Logger reports announcements that failed after their task was stored.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// MaxFanoutBytes bounds the bodies one call's publishes to topics store,
+	// each body counted once per endpoint. Default DefaultMaxFanoutBytes
+	// (32 MiB).
+	MaxFanoutBytes int64
+	// MaxFanoutTasks bounds the tasks one batch's publishes make together.
+	// Default DefaultMaxFanoutTasks (10,000).
+	MaxFanoutTasks int
 }
 
 // Service runs the task lifecycle. It is safe for concurrent use.
@@ -96,6 +112,9 @@ type Service struct {
 	lookahead time.Duration
 	clock     clock.Clock
 	logger    *slog.Logger
+	// maxFanoutBytes and maxFanoutTasks are Config's.
+	maxFanoutBytes int64
+	maxFanoutTasks int
 }
 
 // New returns a Service.
@@ -112,12 +131,18 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxFanoutBytes <= 0 {
+		cfg.MaxFanoutBytes = DefaultMaxFanoutBytes
+	}
+	if cfg.MaxFanoutTasks <= 0 {
+		cfg.MaxFanoutTasks = DefaultMaxFanoutTasks
+	}
 	announce := cfg.Announcer
 	if announce == nil {
 		announce = silent{}
 	}
 	return &Service{store: cfg.Store, announce: announce, lookahead: cfg.Lookahead, clock: cfg.Clock,
-		logger: cfg.Logger}, nil
+		logger: cfg.Logger, maxFanoutBytes: cfg.MaxFanoutBytes, maxFanoutTasks: cfg.MaxFanoutTasks}, nil
 }
 
 // silent stands for the dispatcher of a node that runs none.

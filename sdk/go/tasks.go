@@ -56,16 +56,20 @@ const (
 // MaxBatch is the most tasks one CreateTasks call takes.
 const MaxBatch = 1000
 
-// TaskRequest is a webhook to schedule. Only URL is required; every zero
-// field takes the server's default.
+// TaskRequest is a webhook to schedule. Only URL (or, for Publish, Topic)
+// is required; every zero field takes the server's default.
 //
-// Its JSON form is the API's (url, method, headers, body, run_at, delay,
-// timeout, retry, labels, idempotency_key), durations as Go durations ("30s"): the
-// lines `hookwheel batch` reads. Unknown fields are refused, as the API
-// refuses them.
+// Its JSON form is the API's (url, topic, method, headers, body, run_at,
+// delay, timeout, retry, labels, idempotency_key), durations as Go durations
+// ("30s"): the lines `hookwheel batch` reads. Unknown fields are refused, as
+// the API refuses them.
 type TaskRequest struct {
 	// URL is the absolute http or https URL to call.
 	URL string
+	// Topic, instead of URL, publishes the webhook to every endpoint of
+	// this topic of the tenant (Publish, or an item of CreateTasks): one
+	// task per endpoint, every other field applying to each.
+	Topic string
 	// Method is the webhook's HTTP method; default POST.
 	Method string
 	// Headers are sent with every attempt.
@@ -101,7 +105,7 @@ type TaskRequest struct {
 
 // apiTask is r as the API's batch item, with key as its idempotency key.
 func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
-	t := apiclient.BatchTaskRequest{URL: r.URL, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
+	t := apiclient.BatchTaskRequest{URL: r.URL, Topic: r.Topic, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
 	if r.Method != "" {
 		t.Method = ptr(apiclient.HTTPMethod(r.Method))
 	}
@@ -130,7 +134,7 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&t); err != nil {
 		return err
 	}
-	out := TaskRequest{URL: t.URL, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
+	out := TaskRequest{URL: t.URL, Topic: t.Topic, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
 	if t.Method != nil {
 		out.Method = string(*t.Method)
 	}
@@ -170,20 +174,37 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 
 // CreateTask schedules one webhook and returns the task (for a repeat of an
 // earlier request with the same IdempotencyKey, the task that request
-// created).
+// created). A request with a Topic is for Publish.
 func (c *Client) CreateTask(ctx context.Context, req TaskRequest) (*Task, error) {
+	if req.Topic != "" {
+		return nil, errors.New("create task: the request names a topic: publish it with Publish")
+	}
+	created, err := c.createTask(ctx, "create task", req)
+	if err != nil {
+		return nil, err
+	}
+	task, err := created.AsTask()
+	if err != nil {
+		return nil, fmt.Errorf("create task: decode the answer: %w", err)
+	}
+	return &task, nil
+}
+
+// createTask sends req to POST /v1/tasks, with its IdempotencyKey or a
+// random one, and returns the answer, a task or a publish.
+func (c *Client) createTask(ctx context.Context, op string, req TaskRequest) (*apiclient.TaskOrPublish, error) {
 	key := cmp.Or(req.IdempotencyKey, uuid.NewString())
 	item := req.apiTask("")
 	body := apiclient.TaskRequest{
-		URL: item.URL, Method: item.Method, Headers: item.Headers, Body: item.Body,
+		URL: item.URL, Topic: item.Topic, Method: item.Method, Headers: item.Headers, Body: item.Body,
 		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
 	}
 	// Safe to retry: the key makes the server store a repeat once.
 	resp, err := c.api.CreateTaskWithResponse(repeatable(ctx), &apiclient.CreateTaskParams{IdempotencyKey: &key}, body)
 	if err != nil {
-		return nil, fmt.Errorf("create task: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return result("create task", resp.HTTPResponse, resp.Body, cmp.Or(resp.JSON201, resp.JSON200))
+	return result(op, resp.HTTPResponse, resp.Body, cmp.Or(resp.JSON201, resp.JSON200))
 }
 
 // GetTask returns the task as it is now.
@@ -204,6 +225,10 @@ type TaskFilter struct {
 	Status TaskStatus
 	// ScheduleID: only the occurrences of this schedule (uuid.Nil any).
 	ScheduleID uuid.UUID
+	// PublishID: only the tasks of this publish to a topic (uuid.Nil any).
+	PublishID uuid.UUID
+	// Topic: only the tasks published to this topic.
+	Topic string
 	// URLPrefix: only tasks whose URL starts with this text.
 	URLPrefix string
 	// IdempotencyKey: only the task created with this key.
@@ -228,6 +253,12 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) iter.Seq2[Task, er
 	}
 	if f.ScheduleID != uuid.Nil {
 		params.ScheduleID = &f.ScheduleID
+	}
+	if f.PublishID != uuid.Nil {
+		params.PublishID = &f.PublishID
+	}
+	if f.Topic != "" {
+		params.Topic = &f.Topic
 	}
 	if f.URLPrefix != "" {
 		params.URL = &f.URLPrefix
@@ -379,11 +410,15 @@ func (c *Client) TaskAttempts(ctx context.Context, id uuid.UUID) ([]Attempt, err
 	return list.Data, nil
 }
 
-// BatchResult is one item's result in CreateTasks: Task, or Err.
+// BatchResult is one item's result in CreateTasks: Task (Publish for an
+// item with a Topic), or Err.
 type BatchResult struct {
 	// Task is the task the item created (or, for a repeat of an earlier
 	// item or request with its idempotency key, the one that created).
 	Task *Task
+	// Publish is the publish an item with a Topic made (or, for a repeat,
+	// the one the earlier publish made), with its tasks.
+	Publish *Publish
 	// Replayed is true when the item repeated an earlier one.
 	Replayed bool
 	// Err is why the item was refused; nothing was stored for it.
@@ -422,9 +457,12 @@ func (c *Client) CreateTasks(ctx context.Context, reqs []TaskRequest) ([]BatchRe
 		case item.Task != nil:
 			out[i].Task = item.Task
 			out[i].Replayed = item.Replayed != nil && *item.Replayed
+		case item.Publish != nil:
+			out[i].Publish = item.Publish
+			out[i].Replayed = item.Replayed != nil && *item.Replayed
 		default:
 			out[i].Err = &Error{Op: fmt.Sprintf("task %d of the batch", i+1), StatusCode: resp.StatusCode(),
-				Title: "unexpected answer", Detail: "neither a task nor an error"}
+				Title: "unexpected answer", Detail: "neither a task, a publish nor an error"}
 		}
 	}
 	return out, nil

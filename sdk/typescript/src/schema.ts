@@ -102,8 +102,8 @@ export interface paths {
          *     with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
          *     The last page has no `next_cursor`.
          *
-         *     The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-         *     `created_before` combine: a task is listed
+         *     The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+         *     `created_after` and `created_before` combine: a task is listed
          *     when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
          *     consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
          *     later than `created_after`) answers 422.
@@ -125,6 +125,32 @@ export interface paths {
          *     key creates the task (201); a repeat with the same key and the same body returns the same task
          *     with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
          *     same key and a different body gets 422. Keys are scoped to the tenant.
+         *
+         *     ## Publishing to a topic
+         *
+         *     With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+         *     every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+         *     endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+         *     `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+         *     the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+         *     and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+         *     the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+         *     (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+         *     each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+         *     `GET /v1/tasks?publish_id=` lists them like any tasks.
+         *
+         *     - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+         *       changes none of the tasks already made.
+         *     - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+         *     - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+         *       answers 429 and stores nothing.
+         *     - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+         *       32 MiB (422 on `body`).
+         *     - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+         *       the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+         *       request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+         *       webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+         *       single tasks': one key may name one task and one publish.
          */
         post: operations["createTask"];
         delete?: never;
@@ -163,6 +189,14 @@ export interface paths {
          *     `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
          *     larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
          *     stored then.
+         *
+         *     An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+         *     `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+         *     same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+         *     publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+         *     (each body once per endpoint): a publish item that would pass either bound fails with a 422
+         *     `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+         *     publish counts one per endpoint and fits whole or fails.
          */
         post: operations["createTasksBatch"];
         delete?: never;
@@ -726,6 +760,104 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/topics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List topics
+         * @description The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+         *     case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+         *     previous page. The last page has no `next_cursor`.
+         */
+        get: operations["listTopics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/topics/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The topic's name. */
+                name: components["parameters"]["TopicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a topic
+         * @description The topic and its endpoints, as they are now.
+         */
+        get: operations["getTopic"];
+        /**
+         * Create or replace a topic
+         * @description Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+         *     created, 200 when it was replaced.
+         *
+         *     A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+         *     letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+         *     most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+         *     of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+         *     reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+         *     them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+         *     endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+         *     without endpoints; publishing to it then answers 422 until it has some.
+         *
+         *     A change applies to the publishes that follow it: tasks already made keep the URL they were
+         *     made with.
+         */
+        put: operations["putTopic"];
+        post?: never;
+        /**
+         * Delete a topic
+         * @description Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+         *     they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+         *     that name is created again.
+         */
+        delete: operations["deleteTopic"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/publishes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The publish id, the `id` of the answer to the publish and the `publish_id` of its tasks. */
+                id: components["parameters"]["PublishID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a publish to a topic
+         * @description A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+         *     endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+         *     status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+         *     dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+         *
+         *     Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+         *     kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+         *     deleted too and answers 404.
+         */
+        get: operations["getPublish"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/limits": {
         parameters: {
             query?: never;
@@ -979,11 +1111,12 @@ export interface components {
     schemas: {
         /**
          * @description What an API key may do. `*` is every scope, present and future. `tasks:read` and
-         *     `tasks:write` cover tasks and their attempts, `schedules:*` schedules, `keys:manage` API keys,
-         *     `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
+         *     `tasks:write` cover tasks and their attempts (publishing to a topic is `tasks:write`, reading a
+         *     publish `tasks:read`), `schedules:*` schedules, `topics:*` topics and their endpoints,
+         *     `keys:manage` API keys, `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
          * @enum {string}
          */
-        Scope: "*" | "tasks:read" | "tasks:write" | "schedules:read" | "schedules:write" | "keys:manage" | "secrets:manage" | "audit:read";
+        Scope: "*" | "tasks:read" | "tasks:write" | "schedules:read" | "schedules:write" | "topics:read" | "topics:write" | "keys:manage" | "secrets:manage" | "audit:read";
         APIKeyRequest: {
             /** @description A label for the key, such as the service that uses it. */
             name?: string;
@@ -1202,9 +1335,10 @@ export interface components {
         BatchResponse: {
             data: components["schemas"]["BatchResult"][];
         };
-        /** @description One item's result, `task` or `error`. */
+        /** @description One item's result, `task`, `publish` (an item with `topic`) or `error`. */
         BatchResult: {
             task?: components["schemas"]["Task"];
+            publish?: components["schemas"]["Publish"];
             /** @description True when the item's idempotency key had been used by an identical earlier request. */
             replayed?: boolean;
             error?: components["schemas"]["Problem"];
@@ -1728,15 +1862,23 @@ export interface components {
         Labels: {
             [key: string]: string;
         };
-        /** @description A webhook to schedule. Only `url` is required. */
+        /**
+         * @description A webhook to schedule: to `url`, or to every endpoint of `topic`. Exactly one of the two is
+         *     required; every other field is optional.
+         */
         TaskRequest: {
             /**
              * Format: uri
              * @description The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
-             *     the server allows them.
+             *     the server allows them. Exclusive with `topic`.
              * @example https://example.com/hooks/order-timeout
              */
-            url: string;
+            url?: string;
+            /**
+             * @description Publish to this topic of the tenant instead of one URL: one task per endpoint, and the
+             *     answer is a `Publish`. Exclusive with `url`.
+             */
+            topic?: components["schemas"]["TopicName"];
             /**
              * @description The HTTP method of the webhook. Default `POST`.
              * @default POST
@@ -1852,6 +1994,112 @@ export interface components {
             idempotency_key: string | null;
             /** @description The task's labels (a schedule's occurrence carries the schedule's); absent when it has none. */
             labels?: components["schemas"]["Labels"];
+            /** @description The topic this task was published to, if any (absent otherwise); it may since have been deleted. */
+            topic?: string | null;
+            /**
+             * Format: uuid
+             * @description The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
+             */
+            publish_id?: string | null;
+            /** @description The name of the topic's endpoint this task delivers to, when the endpoint had one. */
+            endpoint_name?: string | null;
+        };
+        /** @description A `Task`, or for a request with `topic` a `Publish`. */
+        TaskOrPublish: components["schemas"]["Task"] | components["schemas"]["Publish"];
+        /**
+         * @description One publish to a topic: the tasks it made, one per endpoint the topic had, each delivered,
+         *     retried and dead-lettered on its own.
+         */
+        Publish: {
+            /**
+             * Format: uuid
+             * @description The publish id; each of its tasks carries it as `publish_id`.
+             */
+            id: string;
+            topic: components["schemas"]["TopicName"];
+            /**
+             * Format: date-time
+             * @description When the publish was made.
+             */
+            created_at: string;
+            /** @description The `Idempotency-Key` given with the publish; null when none was. */
+            idempotency_key: string | null;
+            /** @description How many tasks the publish made, one per endpoint. */
+            task_count: number;
+            status_counts: components["schemas"]["PublishStatusCounts"];
+            /**
+             * @description Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
+             *     are left out.
+             */
+            tasks: components["schemas"]["Task"][];
+        };
+        /** @description How many of a publish's tasks (those still kept) are in each status. */
+        PublishStatusCounts: {
+            /** @description Tasks waiting for their first attempt. */
+            scheduled: number;
+            /** @description Tasks with an attempt in flight. */
+            dispatching: number;
+            /** @description Tasks waiting for a retry. */
+            retrying: number;
+            /** @description Tasks delivered. */
+            delivered: number;
+            /** @description Dead letters, which `POST /v1/tasks/{id}/replay` sends again. */
+            dead: number;
+            /** @description Tasks canceled. */
+            canceled: number;
+        };
+        /**
+         * @description A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+         *     letter or a digit. Case-sensitive.
+         * @example orders
+         */
+        TopicName: string;
+        /** @description One URL a topic's publishes are sent to. */
+        TopicEndpoint: {
+            /**
+             * Format: uri
+             * @description The URL, held to the rules of a task's `url`; two endpoints of a topic may not share one.
+             * @example https://billing.example.com/hooks/orders
+             */
+            url: string;
+            /**
+             * @description An optional name, unique within the topic, following the rules of a topic's name; each task
+             *     made for the endpoint carries it as `endpoint_name`.
+             * @example billing
+             */
+            name?: string;
+        };
+        /** @description A topic's endpoints and description, replacing what it had. */
+        TopicRequest: {
+            /** @description What the topic is for, for people. Default empty. */
+            description?: string;
+            /** @description The endpoints, at most 100, in the order publishes make their tasks; may be empty. */
+            endpoints: components["schemas"]["TopicEndpoint"][];
+        };
+        /** @description A named set of endpoint URLs that webhooks are published to. */
+        Topic: {
+            name: components["schemas"]["TopicName"];
+            /** @description What the topic is for; empty when not given. */
+            description: string;
+            /** @description The endpoints, in the order publishes make their tasks. */
+            endpoints: components["schemas"]["TopicEndpoint"][];
+            /**
+             * Format: date-time
+             * @description When the topic was created.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the topic was last created or replaced.
+             */
+            updated_at: string;
+        };
+        /** @description A page of topics, in name order. */
+        TopicList: {
+            /** @description The topics of this page; empty, never null, when there are none. */
+            data: components["schemas"]["Topic"][];
+            /** @description Pass it as `cursor` to read the next page. Absent on the last page. */
+            next_cursor?: string | null;
         };
         /** @description A page of tasks, newest first. */
         TaskList: {
@@ -2103,6 +2351,10 @@ export interface components {
         TenantID: string;
         /** @description The task id. */
         TaskID: string;
+        /** @description The topic's name. */
+        TopicName: components["schemas"]["TopicName"];
+        /** @description The publish id, the `id` of the answer to the publish and the `publish_id` of its tasks. */
+        PublishID: string;
         /**
          * @description Makes the call safe to retry. The first request with a key creates the task; a repeat with the
          *     same key and the same body returns that task with status 200 and `Idempotent-Replayed: true`; a
@@ -2359,6 +2611,10 @@ export interface operations {
                 status?: components["schemas"]["TaskStatus"];
                 /** @description Only the occurrences of this schedule. */
                 schedule_id?: string;
+                /** @description Only the tasks of this publish to a topic (at most one per endpoint the topic had). */
+                publish_id?: string;
+                /** @description Only the tasks published to this topic, whether it still exists or not. */
+                topic?: components["schemas"]["TopicName"];
                 /** @description Only tasks created at or after this time (RFC 3339). */
                 created_after?: string;
                 /** @description Only tasks created before this time (RFC 3339). */
@@ -2492,7 +2748,7 @@ export interface operations {
         responses: {
             /**
              * @description A repeat of an earlier request with the same `Idempotency-Key` and the same body: the task
-             *     that request created, as it is now. Nothing new was scheduled.
+             *     (or the publish) that request created, as it is now. Nothing new was scheduled.
              */
             200: {
                 headers: {
@@ -2501,16 +2757,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Task"];
+                    "application/json": components["schemas"]["TaskOrPublish"];
                 };
             };
-            /** @description The task was scheduled. */
+            /** @description The task was scheduled; for a `topic`, the publish and the task made for each endpoint. */
             201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Task"];
+                    "application/json": components["schemas"]["TaskOrPublish"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2518,7 +2774,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             /**
-             * @description The request is well-formed but invalid (the offending fields are listed in `errors`), or its
+             * @description The request is well-formed but invalid (the offending fields are listed in `errors`: a
+             *     `topic` the tenant does not have or without endpoints among them), or its
              *     `Idempotency-Key` was already used with a different body.
              */
             422: {
@@ -3951,6 +4208,215 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["FireTimeList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listTopics: {
+        parameters: {
+            query?: {
+                /** @description The largest number of topics in the page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page. Opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of topics, in name order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "name": "invoices",
+                     *           "description": "",
+                     *           "endpoints": [
+                     *             {
+                     *               "url": "https://accounting.example.com/hooks/invoices"
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-12T14:00:00Z",
+                     *           "updated_at": "2026-11-12T14:00:00Z"
+                     *         },
+                     *         {
+                     *           "name": "orders",
+                     *           "description": "Order events, for every service that follows them.",
+                     *           "endpoints": [
+                     *             {
+                     *               "url": "https://billing.example.com/hooks/orders",
+                     *               "name": "billing"
+                     *             },
+                     *             {
+                     *               "url": "https://shipping.example.com/hooks/orders",
+                     *               "name": "shipping"
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-02T09:00:00Z",
+                     *           "updated_at": "2026-11-20T16:30:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TopicList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getTopic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The topic's name. */
+                name: components["parameters"]["TopicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The topic. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    putTopic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The topic's name. */
+                name: components["parameters"]["TopicName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "description": "Order events, for every service that follows them.",
+                 *       "endpoints": [
+                 *         {
+                 *           "url": "https://billing.example.com/hooks/orders",
+                 *           "name": "billing"
+                 *         },
+                 *         {
+                 *           "url": "https://shipping.example.com/hooks/orders",
+                 *           "name": "shipping"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["TopicRequest"];
+            };
+        };
+        responses: {
+            /** @description The topic was replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
+                };
+            };
+            /** @description The topic was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    deleteTopic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The topic's name. */
+                name: components["parameters"]["TopicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted topic. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Topic"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getPublish: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The publish id, the `id` of the answer to the publish and the `publish_id` of its tasks. */
+                id: components["parameters"]["PublishID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The publish and its tasks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Publish"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -76,7 +76,7 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	again, err := acme.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{IdempotencyKey: ptr("order-42")}, req)
 	require.NoError(t, err)
 	status(http.StatusOK, again.StatusCode(), again.Body, "createTask repeated")
-	task := first.JSON201.ID
+	task := taskOf(t, first.JSON201).ID
 	moved, err := acme.RescheduleTaskWithResponse(ctx, task, openapi.RescheduleRequest{Delay: ptr("2h")})
 	require.NoError(t, err)
 	status(http.StatusOK, moved.StatusCode(), moved.Body, "rescheduleTask")

@@ -269,11 +269,15 @@ func TestSigningSecretRotation(t *testing.T) {
 				if err == nil && resp.JSON201 == nil {
 					err = fmt.Errorf("create task: %d %s", resp.StatusCode(), resp.Body)
 				}
+				var task openapi.Task
+				if err == nil {
+					task, err = resp.JSON201.AsTask()
+				}
 				if err != nil {
 					createErr = err
 					return
 				}
-				created = append(created, resp.JSON201.ID)
+				created = append(created, task.ID)
 			}
 		}
 	})

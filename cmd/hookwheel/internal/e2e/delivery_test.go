@@ -217,7 +217,7 @@ func TestRetryThenSuccess(t *testing.T) {
 		openapi.TaskRequest{URL: recv.URL + "/flaky", Retry: &openapi.RetryPolicy{MinBackoff: ptr("500ms"), MaxBackoff: ptr("1s")}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
-	flaky := *resp.JSON201
+	flaky := taskOf(t, resp.JSON201)
 	gone := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/gone"})
 
 	ds := recv.waitFor(t, 10*time.Second, "two attempts of the flaky task", func(ds []delivery) bool {

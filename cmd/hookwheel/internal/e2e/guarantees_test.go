@@ -303,7 +303,7 @@ func TestDeadLetterReplay(t *testing.T) {
 		openapi.TaskRequest{URL: recv.URL + "/dlq", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(2), MinBackoff: ptr("100ms"), MaxBackoff: ptr("100ms")}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
-	id := resp.JSON201.ID
+	id := taskOf(t, resp.JSON201).ID
 	dead := acme.waitStatus(t, id, openapi.TaskStatusDead, 10*time.Second)
 	require.Equal(t, 2, dead.Attempts)
 
@@ -346,7 +346,7 @@ func TestDeadLetterEditAndReplay(t *testing.T) {
 			Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
-	id := resp.JSON201.ID
+	id := taskOf(t, resp.JSON201).ID
 	acme.waitStatus(t, id, openapi.TaskStatusDead, 10*time.Second)
 
 	method := openapi.HTTPMethod(http.MethodPut)

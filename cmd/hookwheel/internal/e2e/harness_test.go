@@ -131,7 +131,17 @@ func (tn *tenant) schedule(t *testing.T, req openapi.TaskRequest) openapi.Task {
 	resp, err := tn.client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{}, req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
-	return *resp.JSON201
+	return taskOf(t, resp.JSON201)
+}
+
+// taskOf is the task a create answered: POST /v1/tasks answers a task, or
+// for a topic a publish.
+func taskOf(t *testing.T, created *openapi.TaskOrPublish) openapi.Task {
+	t.Helper()
+	require.NotNil(t, created)
+	task, err := created.AsTask()
+	require.NoError(t, err)
+	return task
 }
 
 func (tn *tenant) task(t *testing.T, id uuid.UUID) openapi.Task {

@@ -260,7 +260,7 @@ func TestStopIsBounded(t *testing.T) {
 		openapi.TaskRequest{URL: recv.URL + "/slow", Timeout: ptr("5m")})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), string(resp.Body))
-	id := resp.JSON201.ID
+	id := taskOf(t, resp.JSON201).ID
 	recv.waitFor(t, 10*time.Second, "the first attempt", func(ds []delivery) bool { return len(ds) == 1 })
 
 	stopAt := time.Now()

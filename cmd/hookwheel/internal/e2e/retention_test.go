@@ -98,7 +98,7 @@ func TestRetention(t *testing.T) {
 	require.Equal(t, http.StatusCreated, keyed.StatusCode(), string(keyed.Body))
 	finished := map[string]uuid.UUID{
 		"delivered": acme.schedule(t, openapi.TaskRequest{URL: rcv.URL + "/ok"}).ID,
-		"keyed":     keyed.JSON201.ID,
+		"keyed":     taskOf(t, keyed.JSON201).ID,
 		"dead":      acme.schedule(t, openapi.TaskRequest{URL: rcv.URL + "/gone"}).ID,
 		"canceled":  acme.schedule(t, openapi.TaskRequest{URL: rcv.URL + "/ok", RunAt: &later}).ID,
 	}
@@ -134,7 +134,7 @@ func TestRetention(t *testing.T) {
 		openapi.TaskRequest{URL: rcv.URL + "/ok"})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, again.StatusCode(), string(again.Body))
-	require.NotEqual(t, finished["keyed"], again.JSON201.ID)
+	require.NotEqual(t, finished["keyed"], taskOf(t, again.JSON201).ID)
 
 	// The schedule: its first occurrence is purged, and three more fire
 	// after that.

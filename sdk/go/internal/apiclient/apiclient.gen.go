@@ -94,6 +94,8 @@ const (
 	ScopeSecretsManage  Scope = "secrets:manage"
 	ScopeTasksRead      Scope = "tasks:read"
 	ScopeTasksWrite     Scope = "tasks:write"
+	ScopeTopicsRead     Scope = "topics:read"
+	ScopeTopicsWrite    Scope = "topics:write"
 )
 
 // Valid indicates whether the value is a known member of the Scope enum.
@@ -114,6 +116,10 @@ func (e Scope) Valid() bool {
 	case ScopeTasksRead:
 		return true
 	case ScopeTasksWrite:
+		return true
+	case ScopeTopicsRead:
+		return true
+	case ScopeTopicsWrite:
 		return true
 	default:
 		return false
@@ -318,10 +324,14 @@ type BatchResponse struct {
 	Data []BatchResult `json:"data"`
 }
 
-// BatchResult One item's result, `task` or `error`.
+// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`.
 type BatchResult struct {
 	// Error An error, as RFC 9457 problem details.
 	Error *Problem `json:"error,omitempty"`
+
+	// Publish One publish to a topic: the tasks it made, one per endpoint the topic had, each delivered,
+	// retried and dead-lettered on its own.
+	Publish *Publish `json:"publish,omitempty"`
 
 	// Replayed True when the item's idempotency key had been used by an identical earlier request.
 	Replayed *bool `json:"replayed,omitempty"`
@@ -377,11 +387,15 @@ type BatchTaskRequest struct {
 	// Example: 10s
 	Timeout *string `json:"timeout,omitempty"`
 
+	// Topic Publish to this topic of the tenant instead of one URL: one task per endpoint, and the
+	// answer is a `Publish`. Exclusive with `url`.
+	Topic TopicName `json:"topic,omitempty"`
+
 	// URL The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
-	// the server allows them.
+	// the server allows them. Exclusive with `topic`.
 	//
 	// Example: https://example.com/hooks/order-timeout
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 }
 
 // Caller defines model for Caller.
@@ -499,6 +513,56 @@ type Problem struct {
 	//
 	// Example: about:blank
 	Type string `json:"type"`
+}
+
+// Publish One publish to a topic: the tasks it made, one per endpoint the topic had, each delivered,
+// retried and dead-lettered on its own.
+type Publish struct {
+	// CreatedAt When the publish was made.
+	CreatedAt time.Time `json:"created_at"`
+
+	// ID The publish id; each of its tasks carries it as `publish_id`.
+	ID openapi_types.UUID `json:"id"`
+
+	// IdempotencyKey The `Idempotency-Key` given with the publish; null when none was.
+	IdempotencyKey *string `json:"idempotency_key"`
+
+	// StatusCounts How many of a publish's tasks (those still kept) are in each status.
+	StatusCounts PublishStatusCounts `json:"status_counts"`
+
+	// TaskCount How many tasks the publish made, one per endpoint.
+	TaskCount int `json:"task_count"`
+
+	// Tasks Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
+	// are left out.
+	Tasks []Task `json:"tasks"`
+
+	// Topic A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit. Case-sensitive.
+	//
+	// Example: orders
+	Topic TopicName `json:"topic"`
+}
+
+// PublishStatusCounts How many of a publish's tasks (those still kept) are in each status.
+type PublishStatusCounts struct {
+	// Canceled Tasks canceled.
+	Canceled int `json:"canceled"`
+
+	// Dead Dead letters, which `POST /v1/tasks/{id}/replay` sends again.
+	Dead int `json:"dead"`
+
+	// Delivered Tasks delivered.
+	Delivered int `json:"delivered"`
+
+	// Dispatching Tasks with an attempt in flight.
+	Dispatching int `json:"dispatching"`
+
+	// Retrying Tasks waiting for a retry.
+	Retrying int `json:"retrying"`
+
+	// Scheduled Tasks waiting for their first attempt.
+	Scheduled int `json:"scheduled"`
 }
 
 // ReplayFilter Conditions a dead task must all meet to be replayed; none replays every dead task.
@@ -696,8 +760,9 @@ type ScheduleUpdateRequest struct {
 }
 
 // Scope What an API key may do. `*` is every scope, present and future. `tasks:read` and
-// `tasks:write` cover tasks and their attempts, `schedules:*` schedules, `keys:manage` API keys,
-// `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
+// `tasks:write` cover tasks and their attempts (publishing to a topic is `tasks:write`, reading a
+// publish `tasks:read`), `schedules:*` schedules, `topics:*` topics and their endpoints,
+// `keys:manage` API keys, `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
 type Scope string
 
 // SigningSecret defines model for SigningSecret.
@@ -799,6 +864,9 @@ type Task struct {
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
 
+	// EndpointName The name of the topic's endpoint this task delivers to, when the endpoint had one.
+	EndpointName *string `json:"endpoint_name,omitempty"`
+
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -829,6 +897,9 @@ type Task struct {
 	// the task is finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
+	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
+	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
+
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
 
@@ -853,6 +924,9 @@ type Task struct {
 	// Example: 10s
 	Timeout string `json:"timeout"`
 
+	// Topic The topic this task was published to, if any (absent otherwise); it may since have been deleted.
+	Topic *string `json:"topic,omitempty"`
+
 	// UpdatedAt When the task last changed.
 	UpdatedAt time.Time `json:"updated_at"`
 
@@ -871,7 +945,13 @@ type TaskList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
-// TaskRequest A webhook to schedule. Only `url` is required.
+// TaskOrPublish A `Task`, or for a request with `topic` a `Publish`.
+type TaskOrPublish struct {
+	union json.RawMessage
+}
+
+// TaskRequest A webhook to schedule: to `url`, or to every endpoint of `topic`. Exactly one of the two is
+// required; every other field is optional.
 type TaskRequest struct {
 	// Body The request body, sent byte for byte. Empty or absent means no body. Text only: a body
 	// that is not valid UTF-8, or holds an unpaired surrogate escape (`\ud800` to `\udfff`),
@@ -915,11 +995,15 @@ type TaskRequest struct {
 	// Example: 10s
 	Timeout *string `json:"timeout,omitempty"`
 
+	// Topic Publish to this topic of the tenant instead of one URL: one task per endpoint, and the
+	// answer is a `Publish`. Exclusive with `url`.
+	Topic TopicName `json:"topic,omitempty"`
+
 	// URL The absolute `http` or `https` URL to call. Loopback and private addresses are refused unless
-	// the server allows them.
+	// the server allows them. Exclusive with `topic`.
 	//
 	// Example: https://example.com/hooks/order-timeout
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 }
 
 // TaskStats defines model for TaskStats.
@@ -1017,6 +1101,65 @@ type TenantLimitsView struct {
 	PendingTasks int `json:"pending_tasks"`
 }
 
+// Topic A named set of endpoint URLs that webhooks are published to.
+type Topic struct {
+	// CreatedAt When the topic was created.
+	CreatedAt time.Time `json:"created_at"`
+
+	// Description What the topic is for; empty when not given.
+	Description string `json:"description"`
+
+	// Endpoints The endpoints, in the order publishes make their tasks.
+	Endpoints []TopicEndpoint `json:"endpoints"`
+
+	// Name A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit. Case-sensitive.
+	//
+	// Example: orders
+	Name TopicName `json:"name"`
+
+	// UpdatedAt When the topic was last created or replaced.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TopicEndpoint One URL a topic's publishes are sent to.
+type TopicEndpoint struct {
+	// Name An optional name, unique within the topic, following the rules of a topic's name; each task
+	// made for the endpoint carries it as `endpoint_name`.
+	//
+	// Example: billing
+	Name string `json:"name,omitempty"`
+
+	// URL The URL, held to the rules of a task's `url`; two endpoints of a topic may not share one.
+	//
+	// Example: https://billing.example.com/hooks/orders
+	URL string `json:"url"`
+}
+
+// TopicList A page of topics, in name order.
+type TopicList struct {
+	// Data The topics of this page; empty, never null, when there are none.
+	Data []Topic `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// TopicName A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit. Case-sensitive.
+//
+// Example: orders
+type TopicName = string
+
+// TopicRequest A topic's endpoints and description, replacing what it had.
+type TopicRequest struct {
+	// Description What the topic is for, for people. Default empty.
+	Description string `json:"description,omitempty"`
+
+	// Endpoints The endpoints, at most 100, in the order publishes make their tasks; may be empty.
+	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
 // AuditCursor defines model for AuditCursor.
 type AuditCursor = string
 
@@ -1028,6 +1171,9 @@ type IdempotencyKey = string
 
 // KeyID defines model for KeyID.
 type KeyID = string
+
+// PublishID defines model for PublishID.
+type PublishID = openapi_types.UUID
 
 // ScheduleID defines model for ScheduleID.
 type ScheduleID = openapi_types.UUID
@@ -1103,6 +1249,12 @@ type ListTasksParams struct {
 	// ScheduleID Only the occurrences of this schedule.
 	ScheduleID *openapi_types.UUID `form:"schedule_id,omitempty" json:"schedule_id,omitempty"`
 
+	// PublishID Only the tasks of this publish to a topic (at most one per endpoint the topic had).
+	PublishID *openapi_types.UUID `form:"publish_id,omitempty" json:"publish_id,omitempty"`
+
+	// Topic Only the tasks published to this topic, whether it still exists or not.
+	Topic *TopicName `form:"topic,omitempty" json:"topic,omitempty"`
+
 	// CreatedAfter Only tasks created at or after this time (RFC 3339).
 	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
 
@@ -1146,6 +1298,15 @@ type CreateTaskParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListTopicsParams defines parameters for ListTopics.
+type ListTopicsParams struct {
+	// Limit The largest number of topics in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
 
@@ -1178,6 +1339,71 @@ type RescheduleTaskJSONRequestBody = RescheduleRequest
 
 // ReplayTaskJSONRequestBody defines body for ReplayTask for application/json ContentType.
 type ReplayTaskJSONRequestBody = ReplayRequest
+
+// PutTopicJSONRequestBody defines body for PutTopic for application/json ContentType.
+type PutTopicJSONRequestBody = TopicRequest
+
+// AsTask returns the union data inside the TaskOrPublish as a Task
+func (t TaskOrPublish) AsTask() (Task, error) {
+	var body Task
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTask overwrites any union data inside the TaskOrPublish as the provided Task
+func (t *TaskOrPublish) FromTask(v Task) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTask performs a merge with any union data inside the TaskOrPublish, using the provided Task
+func (t *TaskOrPublish) MergeTask(v Task) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsPublish returns the union data inside the TaskOrPublish as a Publish
+func (t TaskOrPublish) AsPublish() (Publish, error) {
+	var body Publish
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPublish overwrites any union data inside the TaskOrPublish as the provided Publish
+func (t *TaskOrPublish) FromPublish(v Publish) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergePublish performs a merge with any union data inside the TaskOrPublish, using the provided Publish
+func (t *TaskOrPublish) MergePublish(v Publish) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TaskOrPublish) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TaskOrPublish) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1322,6 +1548,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPublish Get a publish to a topic
+	//
+	// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+	// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+	// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+	// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+	//
+	// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+	// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+	// deleted too and answers 404.
+	//
+	// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+	GetPublish(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSchedules List schedules
 	//
@@ -1596,8 +1836,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -1621,6 +1861,32 @@ type ClientInterface interface {
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
 	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -1635,6 +1901,32 @@ type ClientInterface interface {
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
+	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1663,6 +1955,14 @@ type ClientInterface interface {
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
 	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -1689,6 +1989,14 @@ type ClientInterface interface {
 	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
+	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1918,6 +2226,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTopics List topics
+	//
+	// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+	// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+	// previous page. The last page has no `next_cursor`.
+	//
+	// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+	ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteTopic Delete a topic
+	//
+	// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+	// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+	// that name is created again.
+	//
+	// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+	DeleteTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTopic Get a topic
+	//
+	// The topic and its endpoints, as they are now.
+	//
+	// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+	GetTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTopicWithBody Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithBody(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTopic Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListTenantAudit The caller's audit log
@@ -2050,6 +2427,30 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/me (the `GetCaller` operationId).
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPublish Get a publish to a topic
+//
+// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+//
+// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+// deleted too and answers 404.
+//
+// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+func (c *Client) GetPublish(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPublishRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2493,8 +2894,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -2528,6 +2929,32 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
 //
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -2552,6 +2979,32 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
+//
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2590,6 +3043,14 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
 //
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -2626,6 +3087,14 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
+//
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2976,6 +3445,125 @@ func (c *Client) ReplayTask(ctx context.Context, id TaskID, body ReplayTaskJSONR
 	return c.Client.Do(req)
 }
 
+// ListTopics List topics
+//
+// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+// previous page. The last page has no `next_cursor`.
+//
+// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+func (c *Client) ListTopics(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTopicsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteTopic Delete a topic
+//
+// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+// that name is created again.
+//
+// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+func (c *Client) DeleteTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTopicRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTopic Get a topic
+//
+// The topic and its endpoints, as they are now.
+//
+// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+func (c *Client) GetTopic(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTopicRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTopicWithBody Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *Client) PutTopicWithBody(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTopicRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTopic Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTopicRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewListTenantAuditRequest constructs an http.Request for the ListTenantAudit method
 func NewListTenantAuditRequest(server string, params *ListTenantAuditParams) (*http.Request, error) {
 	var err error
@@ -3180,6 +3768,40 @@ func NewGetCallerRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/me")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPublishRequest constructs an http.Request for the GetPublish method
+func NewGetPublishRequest(server string, id PublishID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/publishes/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3758,6 +4380,30 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.PublishID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "publish_id", *params.PublishID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Topic != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "topic", *params.Topic, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.CreatedAfter != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_after", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
@@ -4227,6 +4873,187 @@ func NewReplayTaskRequestWithBody(server string, id TaskID, contentType string, 
 	return req, nil
 }
 
+// NewListTopicsRequest constructs an http.Request for the ListTopics method
+func NewListTopicsRequest(server string, params *ListTopicsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteTopicRequest constructs an http.Request for the DeleteTopic method
+func NewDeleteTopicRequest(server string, name TopicName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTopicRequest constructs an http.Request for the GetTopic method
+func NewGetTopicRequest(server string, name TopicName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTopicRequest calls the generic PutTopic builder with application/json body
+func NewPutTopicRequest(server string, name TopicName, body PutTopicJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTopicRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutTopicRequestWithBody constructs an http.Request for the PutTopic method, with any body, and a specified content type
+func NewPutTopicRequestWithBody(server string, name TopicName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/topics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4350,6 +5177,22 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
+	// GetPublishWithResponse Get a publish to a topic
+	//
+	// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+	// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+	// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+	// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+	//
+	// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+	// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+	// deleted too and answers 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+	GetPublishWithResponse(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*GetPublishResponse, error)
 
 	// ListSchedulesWithResponse List schedules
 	//
@@ -4642,8 +5485,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -4669,6 +5512,32 @@ type ClientWithResponsesInterface interface {
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
 	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -4683,6 +5552,32 @@ type ClientWithResponsesInterface interface {
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 	// same key and a different body gets 422. Keys are scoped to the tenant.
+	//
+	// ## Publishing to a topic
+	//
+	// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+	// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+	// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+	// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	//
+	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+	//   changes none of the tasks already made.
+	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+	//   answers 429 and stores nothing.
+	// - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+	//   32 MiB (422 on `body`).
+	// - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+	//   the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+	//   request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+	//   webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+	//   single tasks': one key may name one task and one publish.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4711,6 +5606,14 @@ type ClientWithResponsesInterface interface {
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
 	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -4737,6 +5640,14 @@ type ClientWithResponsesInterface interface {
 	// `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 	// larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 	// stored then.
+	//
+	// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+	// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+	// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+	// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+	// publish counts one per endpoint and fits whole or fails.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4972,6 +5883,81 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTaskWithResponse(ctx context.Context, id TaskID, body ReplayTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
+
+	// ListTopicsWithResponse List topics
+	//
+	// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+	// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+	// previous page. The last page has no `next_cursor`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+	ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error)
+
+	// DeleteTopicWithResponse Delete a topic
+	//
+	// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+	// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+	// that name is created again.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+	DeleteTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*DeleteTopicResponse, error)
+
+	// GetTopicWithResponse Get a topic
+	//
+	// The topic and its endpoints, as they are now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+	GetTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*GetTopicResponse, error)
+
+	// PutTopicWithBodyWithResponse Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithBodyWithResponse(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// PutTopicWithResponse Create or replace a topic
+	//
+	// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+	// created, 200 when it was replaced.
+	//
+	// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+	// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+	// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+	// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+	// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+	// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+	// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+	// without endpoints; publishing to it then answers 422 until it has some.
+	//
+	// A change applies to the publishes that follow it: tasks already made keep the URL they were
+	// made with.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
 }
 
 // ListTenantAuditResponse429Headers the declared response headers of an HTTP 429 response for ListTenantAudit
@@ -5452,6 +6438,96 @@ func (r GetCallerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCallerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPublishResponse429Headers the declared response headers of an HTTP 429 response for GetPublish
+type GetPublishResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetPublishResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Publish
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPublishResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPublishResponse) GetJSON200() *Publish {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPublishResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPublishResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPublishResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPublishResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPublishResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6628,9 +7704,9 @@ type CreateTaskResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Task
+	JSON200 *TaskOrPublish
 	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *Task
+	JSON201 *TaskOrPublish
 	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationProblemJSON400 *BadRequest
 	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -6652,12 +7728,12 @@ type CreateTaskResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CreateTaskResponse) GetJSON200() *Task {
+func (r CreateTaskResponse) GetJSON200() *TaskOrPublish {
 	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateTaskResponse) GetJSON201() *Task {
+func (r CreateTaskResponse) GetJSON201() *TaskOrPublish {
 	return r.JSON201
 }
 
@@ -7480,6 +8556,380 @@ func (r ReplayTaskResponse) ContentType() string {
 	return ""
 }
 
+// ListTopicsResponse429Headers the declared response headers of an HTTP 429 response for ListTopics
+type ListTopicsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListTopicsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TopicList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTopicsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTopicsResponse) GetJSON200() *TopicList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTopicsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTopicsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTopicsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTopicsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTopicsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteTopicResponse429Headers the declared response headers of an HTTP 429 response for DeleteTopic
+type DeleteTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetTopicResponse429Headers the declared response headers of an HTTP 429 response for GetTopic
+type GetTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutTopicResponse429Headers the declared response headers of an HTTP 429 response for PutTopic
+type PutTopicResponse429Headers struct {
+	RetryAfter int
+}
+
+type PutTopicResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Topic
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Topic
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutTopicResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTopicResponse) GetJSON200() *Topic {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutTopicResponse) GetJSON201() *Topic {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutTopicResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTopicResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTopicResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTopicResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTenantAuditWithResponse The caller's audit log
 //
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
@@ -7600,6 +9050,28 @@ func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetCallerResponse(rsp)
+}
+
+// GetPublishWithResponse Get a publish to a topic
+//
+// A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
+// endpoint, each as it is now, in the topic's endpoint order, and how many of them are in each
+// status. Each task is an ordinary task: `GET /v1/tasks/{id}/attempts` gives its attempts, and a
+// dead one is replayed on its own (`POST /v1/tasks/{id}/replay`).
+//
+// Retention deletes each finished task on its own; `tasks` and `status_counts` hold those still
+// kept, while `task_count` stays the number made. Once the last of them is deleted, the publish is
+// deleted too and answers 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/publishes/{id} (the `GetPublish` operationId).
+func (c *ClientWithResponses) GetPublishWithResponse(ctx context.Context, id PublishID, reqEditors ...RequestEditorFn) (*GetPublishResponse, error) {
+	rsp, err := c.GetPublish(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPublishResponse(rsp)
 }
 
 // ListSchedulesWithResponse List schedules
@@ -7989,8 +9461,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -8022,6 +9494,32 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
 //
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks (the `CreateTask` operationId).
@@ -8042,6 +9540,32 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
 // same key and a different body gets 422. Keys are scoped to the tenant.
+//
+// ## Publishing to a topic
+//
+// With `topic` instead of `url` (exactly one of the two, else 422), the webhook is published to
+// every endpoint of the tenant's topic (`PUT /v1/topics/{name}`): hookwheel stores one task per
+// endpoint, all in one transaction (all of them or none), and answers 201 with a `Publish`: its
+// `id` and every task it made, in the topic's endpoint order. Each task is an ordinary task, with
+// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
+// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
+// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
+// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
+// `GET /v1/tasks?publish_id=` lists them like any tasks.
+//
+//   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
+//     changes none of the tasks already made.
+//   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
+//   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
+//     answers 429 and stores nothing.
+//   - The body is stored once per endpoint: its size times the number of endpoints may not exceed
+//     32 MiB (422 on `body`).
+//   - `Idempotency-Key` works as for a task: a repeat with the same key and body answers 200 with
+//     the same publish, as it is now (`Idempotent-Replayed: true`), and stores nothing; a different
+//     request with the key gets 422. The key belongs to the publish, not to its tasks (whose
+//     webhooks carry their own task id as `Idempotency-Key`), and publishes' keys are apart from
+//     single tasks': one key may name one task and one publish.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8076,6 +9600,14 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
 //
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -8108,6 +9640,14 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // `tasks` is missing, empty or longer than 1,000, and 413 when the body exceeds 32 MiB (or, if
 // larger, the single-call limit); each item's `body` is limited as in a single call. Nothing is
 // stored then.
+//
+// An item with `topic` instead of `url` is a publish, as in `POST /v1/tasks`: its result is
+// `{"publish": ...}`, holding the task made for each endpoint, and its tasks are stored in the
+// same transaction as the rest of the batch. A batch makes at most 10,000 tasks in all, each
+// publish counting one per endpoint, and its publishes store at most 32 MiB of bodies together
+// (each body once per endpoint): a publish item that would pass either bound fails with a 422
+// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
+// publish counts one per endpoint and fits whole or fails.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8414,6 +9954,111 @@ func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id Tas
 		return nil, err
 	}
 	return ParseReplayTaskResponse(rsp)
+}
+
+// ListTopicsWithResponse List topics
+//
+// The tenant's topics with their endpoints, in name order (byte order: upper case before lower
+// case), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the
+// previous page. The last page has no `next_cursor`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/topics (the `ListTopics` operationId).
+func (c *ClientWithResponses) ListTopicsWithResponse(ctx context.Context, params *ListTopicsParams, reqEditors ...RequestEditorFn) (*ListTopicsResponse, error) {
+	rsp, err := c.ListTopics(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTopicsResponse(rsp)
+}
+
+// DeleteTopicWithResponse Delete a topic
+//
+// Deletes the topic and answers it as it was. The tasks already published to it are left alone:
+// they are delivered, and keep their `topic`. Publishing to the name answers 422 until a topic of
+// that name is created again.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/topics/{name} (the `DeleteTopic` operationId).
+func (c *ClientWithResponses) DeleteTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*DeleteTopicResponse, error) {
+	rsp, err := c.DeleteTopic(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTopicResponse(rsp)
+}
+
+// GetTopicWithResponse Get a topic
+//
+// The topic and its endpoints, as they are now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/topics/{name} (the `GetTopic` operationId).
+func (c *ClientWithResponses) GetTopicWithResponse(ctx context.Context, name TopicName, reqEditors ...RequestEditorFn) (*GetTopicResponse, error) {
+	rsp, err := c.GetTopic(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTopicResponse(rsp)
+}
+
+// PutTopicWithBodyWithResponse Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *ClientWithResponses) PutTopicWithBodyWithResponse(ctx context.Context, name TopicName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTopicResponse, error) {
+	rsp, err := c.PutTopicWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTopicResponse(rsp)
+}
+
+// PutTopicWithResponse Create or replace a topic
+//
+// Creates the topic, or replaces its endpoints and description whole. Answers 201 when it was
+// created, 200 when it was replaced.
+//
+// A topic's name is 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
+// letter or a digit; names are case-sensitive. A topic holds at most 100 endpoints, and a tenant at
+// most 1,000 topics (429 `topic-quota-exceeded` past it). Each endpoint's `url` is held to the rules
+// of a task's (an absolute `http` or `https` URL, no credentials or fragment, and a host webhooks may
+// reach: loopback and private addresses are refused unless the server, or the tenant's grants, allow
+// them); its optional `name`, unique within the topic, follows the rules of a topic's name. Two
+// endpoints may not share a URL, which would send every webhook there twice. A topic may be left
+// without endpoints; publishing to it then answers 422 until it has some.
+//
+// A change applies to the publishes that follow it: tasks already made keep the URL they were
+// made with.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
+func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error) {
+	rsp, err := c.PutTopic(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTopicResponse(rsp)
 }
 
 // ParseListTenantAuditResponse parses an HTTP response from a ListTenantAuditWithResponse call
@@ -8836,6 +10481,87 @@ func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetCallerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPublishResponse parses an HTTP response from a GetPublishWithResponse call
+func ParseGetPublishResponse(rsp *http.Response) (*GetPublishResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPublishResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Publish
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPublishResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -9906,14 +11632,14 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Task
+		var dest TaskOrPublish
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest Task
+		var dest TaskOrPublish
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -10666,6 +12392,344 @@ func ParseReplayTaskResponse(rsp *http.Response) (*ReplayTaskResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ReplayTaskResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListTopicsResponse parses an HTTP response from a ListTopicsWithResponse call
+func ParseListTopicsResponse(rsp *http.Response) (*ListTopicsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTopicsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TopicList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListTopicsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteTopicResponse parses an HTTP response from a DeleteTopicWithResponse call
+func ParseDeleteTopicResponse(rsp *http.Response) (*DeleteTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTopicResponse parses an HTTP response from a GetTopicWithResponse call
+func ParseGetTopicResponse(rsp *http.Response) (*GetTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutTopicResponse parses an HTTP response from a PutTopicWithResponse call
+func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTopicResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Topic
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutTopicResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
