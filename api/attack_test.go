@@ -90,9 +90,9 @@ func fillPath(t *testing.T, path string, values map[string]string) string {
 // unknownKeyID is a well-formed key id that names no key.
 const unknownKeyID = "aaaaaaaaaaaaa"
 
-// nowhere fills any path with ids that name nothing.
+// nowhere fills any path with ids (and names) that name nothing.
 func nowhere() map[string]string {
-	return map[string]string{"id": uuid.Must(uuid.NewV7()).String(), "key_id": unknownKeyID}
+	return map[string]string{"id": uuid.Must(uuid.NewV7()).String(), "key_id": unknownKeyID, "name": "no-such-topic"}
 }
 
 // call sends an operation's request, with body when the operation takes one.
@@ -117,7 +117,7 @@ func (h *harness) get(path, token string) string {
 func (h *harness) snapshot(tn tenant, extra ...string) map[string]string {
 	h.t.Helper()
 	out := map[string]string{}
-	for _, path := range append([]string{"/v1/tasks", "/v1/schedules", "/v1/keys", "/v1/signing-secrets", "/v1/audit", "/v1/limits"}, extra...) {
+	for _, path := range append([]string{"/v1/tasks", "/v1/schedules", "/v1/topics", "/v1/keys", "/v1/signing-secrets", "/v1/audit", "/v1/limits"}, extra...) {
 		out[path] = h.get(path, tn.APIKey)
 	}
 	return out
@@ -155,6 +155,8 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	require.Equal(t, http.StatusCreated, idempotent.Status, "body: %s", idempotent.Body)
 	var aIdempotent openapi.Task
 	require.NoError(t, json.Unmarshal(idempotent.Body, &aIdempotent))
+	topic := h.putTopic(a, "orders", `{"endpoints": [{"url": "https://example.com/a-topic"}]}`)
+	publish := h.publish(a, `{"topic": "orders", "delay": "1h"}`, "")
 
 	// An edit and replay of A's dead task would send it where B likes.
 	const stealingEdit = `{"url": "https://thief.example/", "headers": {"X-Stolen": "1"}, "body": "b's"}`
@@ -174,14 +176,20 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		"nextScheduleTimes": {params: map[string]string{"id": active.ID.String()}},
 		"updateSchedule":    {params: map[string]string{"id": active.ID.String()}, body: `{"url": "https://thief.example/"}`},
 		"revokeKey":         {params: map[string]string{"key_id": key.ID}},
+		"getTopic":          {params: map[string]string{"name": topic.Name}},
+		"deleteTopic":       {params: map[string]string{"name": topic.Name}},
+		"getPublish":        {params: map[string]string{"id": publish.ID.String()}},
 	}
-	before := h.snapshot(a,
-		"/v1/tasks/"+task.ID.String(), "/v1/tasks/"+dead.ID.String(), "/v1/tasks/"+dead.ID.String()+"/attempts",
-		"/v1/schedules/"+active.ID.String(), "/v1/schedules/"+paused.ID.String())
+	aPaths := []string{"/v1/tasks/" + task.ID.String(), "/v1/tasks/" + dead.ID.String(), "/v1/tasks/" + dead.ID.String() + "/attempts",
+		"/v1/schedules/" + active.ID.String(), "/v1/schedules/" + paused.ID.String(), "/v1/topics/orders",
+		"/v1/publishes/" + publish.ID.String(), "/v1/tasks?publish_id=" + publish.ID.String()}
+	before := h.snapshot(a, aPaths...)
 	announced := len(h.Sched.scheduledFor(dead.ID))
 
 	for _, op := range operationsSecuredBy(t, "apiKey") {
-		if !strings.Contains(op.Path, "{") {
+		if !strings.Contains(op.Path, "{") || op.ID == "putTopic" {
+			// A topic's name is the tenant's own: B putting A's topic's
+			// name makes B's topic ("A's topic name" below).
 			continue
 		}
 		tc, ok := ids[op.ID]
@@ -206,7 +214,8 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	}
 
 	t.Run("lists and bulk cancels by A's schedule", func(t *testing.T) {
-		for _, query := range []string{"schedule_id=" + active.ID.String(), "url=https%3A%2F%2Fexample.com%2Fa", "idempotency_key=order-1"} {
+		for _, query := range []string{"schedule_id=" + active.ID.String(), "url=https%3A%2F%2Fexample.com%2Fa", "idempotency_key=order-1",
+			"publish_id=" + publish.ID.String()} {
 			require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks?"+query, b.APIKey), query)
 		}
 		for _, body := range []string{
@@ -248,9 +257,16 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		require.Equal(t, own.ID, results[0].Task.ID, "a replay of B's own task")
 	})
 
-	require.Equal(t, before, h.snapshot(a,
-		"/v1/tasks/"+task.ID.String(), "/v1/tasks/"+dead.ID.String(), "/v1/tasks/"+dead.ID.String()+"/attempts",
-		"/v1/schedules/"+active.ID.String(), "/v1/schedules/"+paused.ID.String()), "B changed A's data")
+	t.Run("A's topic name", func(t *testing.T) {
+		// B's topic of the same name is B's; a publish to it reaches B's
+		// endpoints only.
+		h.putTopic(b, "orders", `{"endpoints": [{"url": "https://example.com/b-topic"}]}`)
+		own := h.publish(b, `{"topic": "orders", "delay": "1h"}`, "")
+		require.Len(t, own.Tasks, 1)
+		require.Equal(t, "https://example.com/b-topic", own.Tasks[0].URL)
+	})
+
+	require.Equal(t, before, h.snapshot(a, aPaths...), "B changed A's data")
 	require.Zero(t, h.Sched.canceledCount(task.ID))
 	require.Len(t, h.Sched.scheduledFor(dead.ID), announced, "B's replay announced A's task")
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/limits", key.APIKey, nil, nil).Status, "A's key still works")
@@ -398,6 +414,7 @@ func TestAttackMissingScope(t *testing.T) {
 		// the key letting this call through holds.
 		"createKey":   `{"scopes": ["keys:manage"]}`,
 		"replayTasks": `{"dry_run": true}`,
+		"putTopic":    `{"endpoints": [{"url": "https://example.com/x"}]}`,
 	}
 	ops := operationsSecuredBy(t, "apiKey")
 
@@ -465,6 +482,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"replayTask":          {map[string]string{"id": task.ID.String()}, tn.APIKey, singleLimit, `{"url": 42}`, "url"},
 		"updateSchedule":      {map[string]string{"id": sched.ID.String()}, tn.APIKey, singleLimit, `{"cron": 42}`, "cron"},
 		"replayTasks":         {nil, tn.APIKey, singleLimit, `{"dry_run": "yes"}`, "dry_run"},
+		"putTopic":            {map[string]string{"name": "orders"}, tn.APIKey, singleLimit, `{"endpoints": 42}`, "endpoints"},
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 	}
 	// Five times the depth encoding/json follows, and within the limit.
