@@ -81,7 +81,8 @@ func TestSDKGo(t *testing.T) {
 	require.NoError(t, err, "go test ./... in sdk/go:\n%s", out.String())
 
 	// Every live test ran: none skipped for want of the environment.
-	for _, name := range []string{"TestLiveTasks", "TestLiveBatch", "TestLiveSchedules", "TestLiveCallerAndErrors", "TestLiveWebhooks"} {
+	for _, name := range []string{"TestLiveTasks", "TestLiveBatch", "TestLiveSchedules", "TestLiveCallerAndErrors", "TestLiveWebhooks",
+		"TestLiveTopics", "TestLiveTopicWebhooks"} {
 		require.Contains(t, out.String(), "--- PASS: "+name+" ", "sdk/go:\n%s", out.String())
 	}
 	require.NotContains(t, out.String(), "--- SKIP", "sdk/go:\n%s", out.String())
