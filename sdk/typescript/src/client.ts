@@ -12,6 +12,7 @@ import type {
   Caller,
   FireTime,
   Page,
+  Publish,
   ReplayFilter,
   ReplayRequest,
   ReplayResult,
@@ -22,6 +23,8 @@ import type {
   TaskFilter,
   TaskRequest,
   TaskStats,
+  Topic,
+  TopicRequest,
 } from "./types.js";
 
 /**
@@ -53,8 +56,15 @@ export interface ClientOptions {
   retry?: RetryOptions | false;
 }
 
-/** A task to create: TaskRequest, whose `run_at` may also be a Date. */
-export type TaskInput = Omit<TaskRequest, "run_at"> & { run_at?: string | Date };
+/** A task to create: TaskRequest with a `url`, whose `run_at` may also be a Date. */
+export type TaskInput = Omit<TaskRequest, "run_at" | "url" | "topic"> & { url: string; run_at?: string | Date };
+
+/**
+ * A webhook to publish to every endpoint of a topic: TaskRequest without
+ * `url` or `topic` (the topic is `topics.publish`'s first argument), whose
+ * `run_at` may also be a Date.
+ */
+export type PublishInput = Omit<TaskRequest, "run_at" | "url" | "topic"> & { run_at?: string | Date };
 
 /** An item of a batch: BatchTaskRequest, whose `run_at` may also be a Date. */
 export type BatchTaskInput = Omit<BatchTaskRequest, "run_at"> & { run_at?: string | Date };
@@ -120,6 +130,31 @@ export interface HookwheelClient {
      * with `dryRun` only counts them.
      */
     replayDead(filter?: ReplayDeadInput): Promise<ReplayResult>;
+  };
+  topics: {
+    /**
+     * Creates the topic, or replaces its endpoints and description whole
+     * (`PUT /v1/topics/{name}`). Safe to repeat, so it is retried like a read.
+     */
+    put(name: string, topic: TopicRequest): Promise<Topic>;
+    /** The topic and its endpoints (`GET /v1/topics/{name}`). */
+    get(name: string): Promise<Topic>;
+    /** Every topic, in name order, page after page (`GET /v1/topics`). */
+    list(options?: ListOptions): AsyncGenerator<Topic, void, undefined>;
+    /** One page of `GET /v1/topics`. */
+    listPage(options?: { limit?: number; cursor?: string }): Promise<Page<Topic>>;
+    /** Deletes the topic; the tasks already published to it are left alone (`DELETE /v1/topics/{name}`). */
+    delete(name: string): Promise<Topic>;
+    /**
+     * Publishes a webhook to every endpoint of the topic (`POST /v1/tasks`
+     * with `topic`): one task per endpoint, stored together, each delivered,
+     * retried and dead-lettered on its own. Always sent with an
+     * Idempotency-Key, so it is retried safely; a repeat with the same key
+     * returns the same publish.
+     */
+    publish(topic: string, task?: PublishInput, options?: CreateOptions): Promise<Publish>;
+    /** A publish with its tasks as they are now, counted by status (`GET /v1/publishes/{id}`). */
+    getPublish(id: string): Promise<Publish>;
   };
   schedules: {
     /** Creates a recurring schedule (`POST /v1/schedules`). */
@@ -260,14 +295,25 @@ export function createClient(options: ClientOptions): HookwheelClient {
     return send(true, () => raw.GET("/v1/schedules", { params: { query } }));
   }
 
+  function listTopicsPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<Topic>> {
+    return send(true, () => raw.GET("/v1/topics", { params: { query } }));
+  }
+
+  const named = (v: string) => ({ params: { path: { name: v } } });
+
   const id = (v: string) => ({ params: { path: { id: v } } });
 
   return {
     tasks: {
-      create(task, opts = {}) {
+      async create(task, opts = {}) {
+        if ((task as { topic?: unknown }).topic !== undefined)
+          throw new TypeError("tasks.create: the task names a topic: publish it with topics.publish");
         const key = opts.idempotencyKey ?? newIdempotencyKey();
         const body = withRunAt(task) as TaskRequest;
-        return send(true, () => raw.POST("/v1/tasks", { params: { header: { "Idempotency-Key": key } }, body }));
+        // Without a topic, the answer is a task.
+        return (await send(true, () =>
+          raw.POST("/v1/tasks", { params: { header: { "Idempotency-Key": key } }, body }),
+        )) as Task;
       },
       get: (taskId) => send(true, () => raw.GET("/v1/tasks/{id}", id(taskId))),
       list(filter = {}) {
@@ -306,6 +352,28 @@ export function createClient(options: ClientOptions): HookwheelClient {
         // A dry run changes nothing, so it is as safe to repeat as a read.
         return send(!!dryRun, () => raw.POST("/v1/tasks/replay", { body }));
       },
+    },
+    topics: {
+      put: (name, topic) => send(true, () => raw.PUT("/v1/topics/{name}", { ...named(name), body: topic })),
+      get: (name) => send(true, () => raw.GET("/v1/topics/{name}", named(name))),
+      list(opts = {}) {
+        return paginate((cursor) =>
+          listTopicsPage({ ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      listPage: listTopicsPage,
+      delete: (name) => send(false, () => raw.DELETE("/v1/topics/{name}", named(name))),
+      async publish(topic, task = {}, opts = {}) {
+        if ((task as { url?: unknown }).url !== undefined)
+          throw new TypeError("topics.publish: the task names a url: create it with tasks.create");
+        const key = opts.idempotencyKey ?? newIdempotencyKey();
+        const body = { ...withRunAt(task), topic } as TaskRequest;
+        // With a topic, the answer is a publish.
+        return (await send(true, () =>
+          raw.POST("/v1/tasks", { params: { header: { "Idempotency-Key": key } }, body }),
+        )) as Publish;
+      },
+      getPublish: (publishId) => send(true, () => raw.GET("/v1/publishes/{id}", id(publishId))),
     },
     schedules: {
       create: (schedule) => send(false, () => raw.POST("/v1/schedules", { body: schedule })),

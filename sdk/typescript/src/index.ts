@@ -5,6 +5,7 @@ export type {
   CreateOptions,
   HookwheelClient,
   ListOptions,
+  PublishInput,
   ReplayDeadInput,
   RescheduleInput,
   RetryOptions,

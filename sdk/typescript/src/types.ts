@@ -29,6 +29,13 @@ export type FireTime = Schemas["FireTime"];
 export type Caller = Schemas["Caller"];
 export type TaskStats = Schemas["TaskStats"];
 export type MinuteStats = Schemas["MinuteStats"];
+export type Topic = Schemas["Topic"];
+export type TopicEndpoint = Schemas["TopicEndpoint"];
+export type TopicRequest = Schemas["TopicRequest"];
+export type TopicList = Schemas["TopicList"];
+export type Publish = Schemas["Publish"];
+export type PublishStatusCounts = Schemas["PublishStatusCounts"];
+export type TaskOrPublish = Schemas["TaskOrPublish"];
 export type Problem = Schemas["Problem"];
 export type FieldError = Schemas["FieldError"];
 

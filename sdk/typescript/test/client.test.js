@@ -340,6 +340,51 @@ describe("client", () => {
     }
   });
 
+  it("publishes to a topic, with a key, and manages topics", async () => {
+    const publish = { id: "p1", topic: "orders", tasks: [{ ...TASK, topic: "orders", publish_id: "p1" }] };
+    const topic = { name: "orders", description: "", endpoints: [{ url: TASK.url }] };
+    const { client, requests } = scripted([
+      problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }),
+      json(201, publish),
+      json(200, publish),
+      json(201, topic),
+      json(200, topic),
+      json(200, { data: [topic], next_cursor: "c1" }),
+      json(200, { data: [] }),
+      json(200, topic),
+    ]);
+    assert.deepEqual(await client.topics.publish("orders", { body: "{}", delay: "1m" }, { idempotencyKey: "k" }), publish);
+    assert.deepEqual(await client.topics.getPublish("p1"), publish);
+    assert.deepEqual(await client.topics.put("orders", { endpoints: [{ url: TASK.url, name: "a" }] }), topic);
+    assert.deepEqual(await client.topics.get("orders"), topic);
+    const all = [];
+    for await (const t of client.topics.list({ pageSize: 1 })) all.push(t.name);
+    assert.deepEqual(all, ["orders"]);
+    assert.deepEqual(await client.topics.delete("orders"), topic);
+    assert.equal(requests[0].headers.get("Idempotency-Key"), "k");
+    assert.equal(requests[1].headers.get("Idempotency-Key"), "k", "a publish is retried with its key");
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname}${r.url.search} ${r.body}`),
+      [
+        `POST /v1/tasks {"body":"{}","delay":"1m","topic":"orders"}`,
+        `POST /v1/tasks {"body":"{}","delay":"1m","topic":"orders"}`,
+        "GET /v1/publishes/p1 ",
+        `PUT /v1/topics/orders {"endpoints":[{"url":"${TASK.url}","name":"a"}]}`,
+        "GET /v1/topics/orders ",
+        "GET /v1/topics?limit=1 ",
+        "GET /v1/topics?limit=1&cursor=c1 ",
+        "DELETE /v1/topics/orders ",
+      ],
+    );
+  });
+
+  it("keeps tasks and publishes apart", async () => {
+    const { client, requests } = scripted([]);
+    await assert.rejects(client.tasks.create({ url: TASK.url, topic: "orders" }), TypeError);
+    await assert.rejects(client.topics.publish("orders", { url: TASK.url }), TypeError);
+    assert.equal(requests.length, 0);
+  });
+
   it("refuses to start without an http(s) base URL or a key", () => {
     assert.throws(() => createClient({ baseUrl: "", apiKey: "k" }), TypeError);
     assert.throws(() => createClient({ baseUrl: "localhost:8080", apiKey: "k" }), TypeError);

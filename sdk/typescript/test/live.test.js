@@ -169,6 +169,43 @@ describe("live: tasks", { skip: skipAPI }, () => {
   });
 });
 
+describe("live: topics", { skip: skipAPI }, () => {
+  it("puts a topic, publishes to it once per key, finds the publish's tasks, and deletes it", async () => {
+    const name = `sdk-ts-${run}`;
+    const topic = await hw.topics.put(name, { description: "from the TypeScript SDK", endpoints: [
+      { url: at("topic/a"), name: "a" },
+      { url: at("topic/b") },
+    ] });
+    assert.equal(topic.endpoints.length, 2);
+    assert.equal((await hw.topics.get(name)).endpoints[0].name, "a");
+    let found = false;
+    for await (const t of hw.topics.list({ pageSize: 1 })) found ||= t.name === name;
+    assert.ok(found, "the topic is listed");
+
+    const key = `sdk-ts-publish-${run}`;
+    const pub = await hw.topics.publish(name, { body: '{"n":1}', delay: "1h" }, { idempotencyKey: key });
+    assert.deepEqual(pub.tasks.map((t) => t.url), [at("topic/a"), at("topic/b")]);
+    assert.equal(pub.status_counts.scheduled, 2);
+    const again = await hw.topics.publish(name, { body: '{"n":1}', delay: "1h" }, { idempotencyKey: key });
+    assert.equal(again.id, pub.id);
+    const read = await hw.topics.getPublish(pub.id);
+    assert.deepEqual(read.tasks.map((t) => t.id), pub.tasks.map((t) => t.id));
+    const listed = [];
+    for await (const t of hw.tasks.list({ publish_id: pub.id })) listed.push(t.id);
+    assert.equal(listed.length, 2);
+
+    const err = await hw.topics.publish(`${name}-missing`).catch((e) => e);
+    assert.ok(err instanceof HookwheelError, String(err));
+    assert.equal(err.status, 422);
+    assert.ok(err.errors.some((e) => e.field === "topic"), JSON.stringify(err.errors));
+
+    await cancelAll(pub.tasks);
+    assert.equal((await hw.topics.delete(name)).name, name);
+    const gone = await hw.topics.get(name).catch((e) => e);
+    assert.equal(gone.status, 404);
+  });
+});
+
 describe("live: schedules", { skip: skipAPI }, () => {
   it("creates, lists, pauses, resumes, previews and deletes a schedule", async () => {
     const created = await hw.schedules.create({

@@ -2,7 +2,7 @@
 // against the published declarations (dist/*.d.ts through package.json's
 // exports), so that a type the API document changes breaks here first.
 import { createClient, HookwheelError, verifyWebhook, WebhookVerificationError } from "@hookwheel/sdk";
-import type { Attempt, Page, Schedule, Task, TaskStatus, WebhookFailure } from "@hookwheel/sdk";
+import type { Attempt, Page, Publish, Schedule, Task, TaskStatus, Topic, WebhookFailure } from "@hookwheel/sdk";
 import { verifyWebhookSignature } from "@hookwheel/sdk/webhook";
 
 export async function usage(): Promise<void> {
@@ -35,6 +35,18 @@ export async function usage(): Promise<void> {
   const results = await hw.tasks.batch([{ url: "https://example.com/a", idempotency_key: "a" }]);
   const first: Task | undefined = results[0]?.task;
   const { matched, replayed } = await hw.tasks.replayDead({ dryRun: true });
+
+  // @ts-expect-error a task needs a url
+  await hw.tasks.create({ body: "x" });
+  // @ts-expect-error a topic is published, not created
+  await hw.tasks.create({ url: "https://example.com/hook", topic: "orders" });
+
+  const topic: Topic = await hw.topics.put("orders", { endpoints: [{ url: "https://example.com/a", name: "a" }] });
+  const published: Publish = await hw.topics.publish("orders", { body: "{}", run_at: new Date() }, { idempotencyKey: "k" });
+  const deliveries: Task[] = published.tasks;
+  const dead2: number = (await hw.topics.getPublish(published.id)).status_counts.dead;
+  for await (const t of hw.topics.list()) void t.endpoints;
+  const publishedBatch: Publish | undefined = (await hw.tasks.batch([{ topic: "orders" }]))[0]?.publish;
 
   const schedule: Schedule = await hw.schedules.create({ cron: "@hourly", url: "https://example.com/s" });
   const times = await hw.schedules.next(schedule.id, 3);
@@ -73,4 +85,5 @@ export async function usage(): Promise<void> {
     }
   }
   void [status, code, next, attempts, first, matched, replayed, utc, tenant, dead, pending, order, plain, when];
+  void [topic, deliveries, dead2, publishedBatch];
 }
