@@ -1,6 +1,6 @@
 package main
 
-// The client commands (tasks, schedules, batch) call a hookwheel server's API
+// The client commands (tasks, schedules, topics, batch) call a hookwheel server's API
 // as a tenant, through the Go SDK, the way a program would: they are for
 // people trying hookwheel out, operating it from a shell, or scripting it
 // (--json), without curl and jq.
@@ -33,7 +33,7 @@ const tasksUsage = `want one of:
                          [--label key=value]... [--idempotency-key KEY]
   hookwheel tasks get ID
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--label key=value]...
-                       [--limit 20 | --all]
+                       [--publish PUBLISH_ID] [--topic NAME] [--limit 20 | --all]
   hookwheel tasks cancel ID
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks attempts ID
@@ -57,7 +57,8 @@ Each takes --json to print the API's JSON instead of a table.`
 
 const batchUsage = `want: hookwheel batch [--json] FILE
   FILE (- for standard input) holds one task per line, as POST /v1/tasks takes it, with an optional
-  idempotency_key: {"url": "https://example.com/hook", "delay": "30s", "body": "..."}.`
+  idempotency_key: {"url": "https://example.com/hook", "delay": "30s", "body": "..."}, or
+  {"topic": "orders", ...} to publish to a topic's endpoints.`
 
 // Exit statuses of the client commands, as the usage text documents them.
 const (
@@ -137,7 +138,8 @@ type console struct {
 	now    func() time.Time
 }
 
-// runClient runs a client command: args[0] is tasks, schedules or batch.
+// runClient runs a client command: args[0] is tasks, schedules, topics or
+// batch.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -145,6 +147,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = tasksCommand(ctx, args[1:], con)
 	case "schedules":
 		err = schedulesCommand(ctx, args[1:], con)
+	case "topics":
+		err = topicsCommand(ctx, args[1:], con)
 	case "batch":
 		err = batchCommand(ctx, args[1:], con)
 	default:
@@ -490,6 +494,8 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	prefix := c.fs.String("url", "", "only tasks whose URL starts with this")
 	schedule := c.fs.String("schedule", "", "only the occurrences of this schedule (its id)")
 	key := c.fs.String("key", "", "only the task created with this idempotency key")
+	publish := c.fs.String("publish", "", "only the tasks of this publish to a topic (its id)")
+	topic := c.fs.String("topic", "", "only the tasks published to this topic")
 	labels := labelFlags{}
 	c.fs.Var(labels, "label", "only tasks carrying this label, key=value (repeatable: every one)")
 	limit := c.fs.Int("limit", 20, "show at most this many tasks, newest first")
@@ -498,7 +504,7 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 		return err
 	}
 	filter := hookwheel.TaskFilter{Status: hookwheel.TaskStatus(*status), URLPrefix: *prefix, IdempotencyKey: *key,
-		Labels: labels.orNil()}
+		Topic: *topic, Labels: labels.orNil()}
 	switch filter.Status {
 	case "", hookwheel.StatusScheduled, hookwheel.StatusDispatching, hookwheel.StatusRetrying,
 		hookwheel.StatusDelivered, hookwheel.StatusDead, hookwheel.StatusCanceled:
@@ -511,6 +517,13 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 			return c.usageError("--schedule %q is not a schedule id", *schedule)
 		}
 		filter.ScheduleID = id
+	}
+	if *publish != "" {
+		id, err := uuid.Parse(*publish)
+		if err != nil {
+			return c.usageError("--publish %q is not a publish id", *publish)
+		}
+		filter.PublishID = id
 	}
 	if *limit < 1 {
 		return c.usageError("--limit must be at least 1")

@@ -68,6 +68,13 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	if t.ScheduleID != nil {
 		row("Schedule", t.ScheduleID.String())
 	}
+	if t.PublishID != nil && t.Topic != nil {
+		endpoint := ""
+		if t.EndpointName != nil {
+			endpoint = ", endpoint " + *t.EndpointName
+		}
+		row("Published", fmt.Sprintf("to topic %s%s: publish %s", *t.Topic, endpoint, t.PublishID))
+	}
 	for _, key := range slices.Sorted(maps.Keys(t.Labels)) {
 		row("Label", key+"="+t.Labels[key])
 	}
@@ -230,10 +237,11 @@ func (r *batchReport) add(l batchLine) {
 // batchLineJSON is a line's result in --json output: the line number and
 // the task, or the problem.
 type batchLineJSON struct {
-	Line     int             `json:"line"`
-	Task     *hookwheel.Task `json:"task,omitempty"`
-	Replayed bool            `json:"replayed,omitempty"`
-	Error    *problemJSON    `json:"error,omitempty"`
+	Line     int                `json:"line"`
+	Task     *hookwheel.Task    `json:"task,omitempty"`
+	Publish  *hookwheel.Publish `json:"publish,omitempty"`
+	Replayed bool               `json:"replayed,omitempty"`
+	Error    *problemJSON       `json:"error,omitempty"`
 }
 
 // problemJSON is an *hookwheel.Error as the API spells problems.
@@ -250,7 +258,7 @@ func (r *batchReport) flush() error {
 	if r.asJSON {
 		enc := json.NewEncoder(r.w)
 		for _, l := range r.lines {
-			out := batchLineJSON{Line: l.line, Task: l.result.Task, Replayed: l.result.Replayed}
+			out := batchLineJSON{Line: l.line, Task: l.result.Task, Publish: l.result.Publish, Replayed: l.result.Replayed}
 			if e := lineError(l); e != nil {
 				out.Error = &problemJSON{Type: e.Type, Title: e.Title, Status: e.StatusCode, Detail: e.Detail, Errors: e.Fields}
 			}
@@ -277,6 +285,14 @@ func (r *batchReport) flush() error {
 				detail = strings.TrimPrefix(detail, e.Op+": ")
 			}
 			fmt.Fprintf(tw, "%d\tfailed\t-\t%s\n", l.line, oneLine(detail, 160))
+			continue
+		}
+		if p := l.result.Publish; p != nil {
+			result, detail := "published", fmt.Sprintf("to topic %s: %d task(s), one per endpoint", p.Topic, p.TaskCount)
+			if l.result.Replayed {
+				result, detail = "repeat", "an earlier request had the same idempotency key: this is its publish, to "+p.Topic
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", l.line, result, p.ID, detail)
 			continue
 		}
 		t := l.result.Task

@@ -56,7 +56,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
                          [--idempotency-key KEY]
   hookwheel tasks get|cancel|attempts ID
-  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--limit 20 | --all]
+  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--limit 20 | --all]
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT]
   hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--dry-run]
@@ -64,6 +64,11 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel schedules list [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
+  hookwheel topics put NAME --endpoint [ENDPOINT_NAME=]URL... [--description TEXT]
+  hookwheel topics get|delete NAME
+  hookwheel topics list [--limit 20 | --all]
+  hookwheel topics publish NAME [--header 'Name: value']... [--body TEXT] [--at TIME | --in DURATION] ...
+  hookwheel topics publish-status PUBLISH_ID
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
@@ -132,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "batch":
+	case "tasks", "schedules", "topics", "batch":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
