@@ -214,6 +214,7 @@ const tenantNav = [
   ['/ui/overview', 'Overview'],
   ['/ui/tasks', 'Tasks'],
   ['/ui/schedules', 'Schedules'],
+  ['/ui/topics', 'Topics'],
   ['/ui/dead-letters', 'Dead letters'],
   ['/ui/targets', 'Targets'],
   ['/ui/keys', 'API keys'],
@@ -232,6 +233,8 @@ const routes = [
   [/^\/ui\/tasks$/, tasksPage, 'tenant'],
   [/^\/ui\/tasks\/([^/]+)$/, taskPage, 'tenant'],
   [/^\/ui\/schedules$/, schedulesPage, 'tenant'],
+  [/^\/ui\/topics$/, topicsPage, 'tenant'],
+  [/^\/ui\/publishes\/([^/]+)$/, publishPage, 'tenant'],
   [/^\/ui\/dead-letters$/, deadLettersPage, 'tenant'],
   [/^\/ui\/targets$/, targetsPage, 'tenant'],
   [/^\/ui\/keys$/, keysPage, 'tenant'],
@@ -552,7 +555,7 @@ const taskWideOnly = [3, 4, 5, 6];
 
 async function tasksPage(_, params) {
   const show = pageShow();
-  const f = Object.fromEntries(['status', 'url', 'schedule_id', 'created_after', 'created_before', 'idempotency_key', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const f = Object.fromEntries(['status', 'url', 'schedule_id', 'publish_id', 'topic', 'created_after', 'created_before', 'idempotency_key', 'cursor'].map((k) => [k, params.get(k) || '']));
   const slot = h('div');
   const search = h('input', { type: 'search', id: 'task-search', name: 'q', value: f.idempotency_key, placeholder: 'task id or idempotency key', 'aria-describedby': 'task-search-hint' });
   const status = h('select', { name: 'status' }, h('option', { value: '' }, 'any'), taskStatuses.map((s) => h('option', { value: s, selected: s === f.status }, s)));
@@ -569,7 +572,12 @@ async function tasksPage(_, params) {
     navigate(`/ui/tasks${query({ status: status.value, ...conditions.read() })}`);
   } }, field('Status', status), conditions.fields,
   h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Filter'), link('/ui/tasks', 'Clear')));
-  show(h('h1', {}, 'Tasks'), searchForm, filters, slot);
+  // A publish's or a topic's tasks come from their pages' links; the filter
+  // shows, and Clear drops it.
+  const from = f.publish_id ? ['publish ', link(`/ui/publishes/${f.publish_id}`, h('code', {}, shortID(f.publish_id)))]
+    : f.topic ? ['topic ', h('code', {}, f.topic)] : null;
+  const fromNote = from ? h('p', { class: 'note' }, 'Only the tasks of ', from, '. ', link('/ui/tasks', 'Show every task')) : null;
+  show(h('h1', {}, 'Tasks'), searchForm, filters, fromNote, slot);
   const list = await api('GET', `/v1/tasks${query({ ...f, limit: 50 })}`);
   const next = list.next_cursor ? link(`/ui/tasks${query({ ...f, cursor: list.next_cursor })}`, 'Next page →') : null;
   slot.append(table(taskHeadings, taskRows(list.data), 'Tasks', 'No task matches.', taskWideOnly),
@@ -652,6 +660,8 @@ async function taskPage([id]) {
         dt('Attempts', `${task.attempts} of ${task.max_attempts}`), dt('Timeout', task.timeout),
         dt('Idempotency key', task.idempotency_key ? h('code', {}, task.idempotency_key) : '—'),
         dt('Schedule', task.schedule_id ? h('code', {}, task.schedule_id) : '—'),
+        task.publish_id ? dt('Published', 'to topic ', h('code', {}, task.topic), task.endpoint_name ? [', endpoint ', h('code', {}, task.endpoint_name)] : null,
+          ' · ', link(`/ui/publishes/${task.publish_id}`, 'every delivery of the publish')) : null,
         dt('Created', fmtTime(task.created_at)),
         dt('Last error', task.last_error ? h('span', { class: 'err' }, task.last_error) : '—')),
       h('h3', {}, 'Headers'), table(['Name', 'Value'], Object.entries(task.headers || {}).map(([k, v]) => [h('code', {}, k), h('code', { class: 'wrap' }, v)]), 'Headers', 'No headers of its own.'),
@@ -735,6 +745,96 @@ async function schedulesPage() {
 }
 
 // ---------------------------------------------------------------------------
+// Topics
+
+// endpointLines spells a topic's endpoints for its textarea, one a line:
+// the URL, or name=URL.
+function endpointLines(endpoints) {
+  return endpoints.map((e) => (e.name ? `${e.name}=${e.url}` : e.url)).join('\n');
+}
+
+// parseEndpoints reads endpointLines back. A URL's query may hold '=', but
+// what comes before it then holds ':' or '/', which no endpoint name does.
+function parseEndpoints(text) {
+  return text.split('\n').map((l) => l.trim()).filter(Boolean).map((line) => {
+    const i = line.indexOf('=');
+    const name = i > 0 ? line.slice(0, i) : '';
+    const url = i > 0 ? line.slice(i + 1) : line;
+    return name && !/[:/?#]/.test(name) && /^https?:\/\//.test(url) ? { name, url } : { url: line };
+  });
+}
+
+async function topicsPage(_, params) {
+  const show = pageShow();
+  const cursor = params.get('cursor') || '';
+  const slot = h('div');
+  const formSlot = h('div');
+  const name = h('input', { type: 'text', name: 'name', required: true, spellcheck: 'false', placeholder: 'orders' });
+  const description = h('input', { type: 'text', name: 'description', placeholder: 'Order events, for every service that follows them' });
+  const endpoints = h('textarea', { rows: 4, spellcheck: 'false', name: 'endpoints', placeholder: 'billing=https://billing.example.com/hooks\nhttps://shipping.example.com/hooks' });
+  const form = h('details', { class: 'edit card', id: 'topic-form' }, h('summary', {}, 'Create or replace a topic'),
+    h('form', { onsubmit: (e) => {
+      e.preventDefault();
+      run(formSlot, async () => {
+        const topic = name.value.trim();
+        await api('PUT', `/v1/topics/${encodeURIComponent(topic)}`, { description: description.value, endpoints: parseEndpoints(endpoints.value) });
+        toast(`Topic ${topic} saved`);
+        render();
+      });
+    } }, field('Name', name, 'Letters, digits and . _ -; saving a name that exists replaces that topic whole.'),
+    field('Description', description),
+    field('Endpoints', endpoints, 'One URL a line, or name=URL to name it; at most 100. A publish makes one task per endpoint.'),
+    h('button', { type: 'submit', class: 'primary' }, 'Save topic'), formSlot));
+  show(h('div', { class: 'pagehead' }, h('h1', {}, 'Topics'),
+    h('p', { class: 'muted' }, 'Named sets of endpoint URLs. A webhook published to a topic (POST /v1/tasks with "topic") becomes one task per endpoint, each delivered, retried and dead-lettered on its own.')),
+  form, slot);
+  const list = await api('GET', `/v1/topics${query({ limit: 50, cursor })}`);
+  const errSlot = h('div');
+  const edit = (t) => {
+    name.value = t.name;
+    description.value = t.description;
+    endpoints.value = endpointLines(t.endpoints);
+    form.open = true;
+    endpoints.focus();
+  };
+  slot.append(errSlot, table(['Topic', 'Endpoints', 'Updated', 'Actions'], list.data.map((t) => [
+    h('span', {}, h('strong', {}, t.name), t.description ? [h('br'), h('span', { class: 'muted' }, t.description)] : null),
+    t.endpoints.length === 0 ? h('span', { class: 'muted' }, 'none: publishing is refused')
+      : h('ul', { class: 'endpoints' }, t.endpoints.map((e) => h('li', {}, e.name ? [h('code', {}, e.name), ' '] : null, h('span', { class: 'url' }, e.url)))),
+    timeCell(t.updated_at),
+    h('div', { class: 'actions' },
+      h('button', { type: 'button', 'aria-label': `Edit topic ${t.name}`, onclick: () => edit(t) }, 'Edit'),
+      confirmButton('Delete', 'Click again to delete', () => run(errSlot, async () => {
+        await api('DELETE', `/v1/topics/${encodeURIComponent(t.name)}`);
+        toast(`Topic ${t.name} deleted`);
+        render();
+      })),
+      link(`/ui/tasks${query({ topic: t.name })}`, 'Tasks')),
+  ]), 'Topics', 'No topics yet. Create one above, or with PUT /v1/topics/{name}.', [2]),
+  h('div', { class: 'pager' }, cursor ? link('/ui/topics', '← First page') : null,
+    list.next_cursor ? link(`/ui/topics${query({ cursor: list.next_cursor })}`, 'Next page →') : null));
+}
+
+async function publishPage([id]) {
+  const show = pageShow();
+  if (!uuidRe.test(id)) throw new APIError(404, { title: 'Not found', detail: `no publish ${id}` });
+  const p = await api('GET', `/v1/publishes/${id}`);
+  const counts = taskStatuses.filter((s) => p.status_counts[s] > 0);
+  const purged = p.task_count - p.tasks.length;
+  show([
+    h('div', { class: 'pagehead' }, h('p', {}, link('/ui/topics', '← Topics')), h('h1', {}, 'Publish ', h('code', {}, p.id)),
+      h('p', { class: 'muted' }, `To topic ${p.topic}: ${p.task_count} task${p.task_count === 1 ? '' : 's'}, one per endpoint.`)),
+    h('section', { class: 'card' }, h('h2', {}, 'Deliveries'), h('ul', { class: 'statuslist' },
+      counts.map((s) => h('li', {}, statusBadge(s), h('span', { class: 'num' }, fmtNum(p.status_counts[s]))))),
+    purged > 0 ? h('p', { class: 'muted' }, `${purged} finished task${purged === 1 ? '' : 's'} deleted by retention.`) : null,
+    h('dl', { class: 'fields' }, dt('Created', fmtTime(p.created_at)), dt('Idempotency key', p.idempotency_key ? h('code', {}, p.idempotency_key) : '—'))),
+    h('h2', {}, 'Tasks'),
+    table(taskHeadings, taskRows(p.tasks), 'Tasks of the publish', 'Retention has deleted every task of this publish.', taskWideOnly),
+    p.status_counts.dead > 0 ? h('p', {}, link(`/ui/tasks${query({ publish_id: p.id, status: 'dead' })}`, 'Its dead letters →')) : null,
+  ]);
+}
+
+// ---------------------------------------------------------------------------
 // Dead letters
 
 async function deadLettersPage(_, params) {
@@ -804,7 +904,7 @@ async function targetsPage() {
 // ---------------------------------------------------------------------------
 // Keys and secrets
 
-const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'keys:manage', 'secrets:manage', 'audit:read'];
+const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'topics:read', 'topics:write', 'keys:manage', 'secrets:manage', 'audit:read'];
 
 // secretOnce shows a credential that the API shows only once.
 function secretOnce(title, value, note) {

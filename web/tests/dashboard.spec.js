@@ -223,6 +223,55 @@ test('pauses and resumes a schedule', async ({ page, request }) => {
   expect((await call(request, tenantKey, 'GET', `/v1/schedules/${sc.id}`)).paused).toBe(false);
 });
 
+test('creates a topic, shows its endpoints, and follows a publish to each delivery', async ({ page, request }) => {
+  await signIn(page);
+  await page.getByRole('link', { name: 'Topics', exact: true }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Topics' })).toBeVisible();
+  await page.getByText('Create or replace a topic').click();
+  await page.getByLabel('Name').fill('orders');
+  await page.getByLabel('Description').fill('Order events');
+  await page.getByLabel('Endpoints').fill(`billing=${receiver}/ok?to=billing\n${receiver}/fail`);
+  await expectLabelled(page);
+  await page.getByRole('button', { name: 'Save topic' }).click();
+  const row = page.getByRole('row').filter({ hasText: 'Order events' });
+  await expect(row.locator('ul.endpoints li')).toHaveCount(2);
+  await expect(row).toContainText(`billing ${receiver}/ok?to=billing`);
+  const topic = await call(request, tenantKey, 'GET', '/v1/topics/orders');
+  expect(topic.endpoints).toEqual([{ name: 'billing', url: `${receiver}/ok?to=billing` }, { url: `${receiver}/fail` }]);
+
+  // A refused save says why, field by field, and changes nothing.
+  await page.getByRole('button', { name: 'Edit topic orders' }).click();
+  await expect(page.getByLabel('Endpoints')).toHaveValue(`billing=${receiver}/ok?to=billing\n${receiver}/fail`);
+  await page.getByLabel('Endpoints').fill('ftp://example.com/x');
+  await page.getByRole('button', { name: 'Save topic' }).click();
+  await expect(page.getByRole('alert')).toContainText('endpoints[0].url');
+  await shoot(page, 'topics');
+
+  const pub = await call(request, tenantKey, 'POST', '/v1/tasks', { topic: 'orders', body: '{"order": 42}', retry: { max_attempts: 1 } });
+  expect(pub.tasks).toHaveLength(2);
+  await waitStatus(request, tenantKey, pub.tasks[0].id, 'delivered');
+  await waitStatus(request, tenantKey, pub.tasks[1].id, 'dead');
+  await page.goto(`/ui/tasks/${pub.tasks[1].id}`);
+  await expect(page.locator('.statusline .badge')).toHaveText('dead');
+  await page.getByRole('link', { name: 'every delivery of the publish' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: `Publish ${pub.id}` })).toBeVisible();
+  const counts = page.locator('.statuslist li');
+  await expect(counts.filter({ hasText: 'delivered' })).toContainText('1');
+  await expect(counts.filter({ hasText: 'dead' })).toContainText('1');
+  await expect(taskLink(page, pub.tasks[0].id)).toBeVisible();
+  await expect(taskLink(page, pub.tasks[1].id)).toBeVisible();
+  await shoot(page, 'publish');
+  await page.getByRole('link', { name: 'Its dead letters →' }).click();
+  await expect(page.getByText('Only the tasks of publish')).toBeVisible();
+  await expect(taskLink(page, pub.tasks[1].id)).toBeVisible();
+  await expect(taskLink(page, pub.tasks[0].id)).toHaveCount(0);
+
+  await page.getByRole('link', { name: 'Topics', exact: true }).click();
+  await row.getByRole('button', { name: 'Delete' }).click();
+  await row.getByRole('button', { name: 'Click again to delete' }).click();
+  await expect(page.getByText('No topics yet.')).toBeVisible();
+});
+
 test('bulk-replays dead letters by filter after showing the count', async ({ page, request }) => {
   const ids = [];
   for (let i = 0; i < 3; i++) ids.push((await createTask(request, tenantKey, { url: `${receiver}/bulk/${i}`, retry: { max_attempts: 1 } })).id);
