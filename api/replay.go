@@ -113,6 +113,8 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 // stay strings so that each bad one is reported by name.
 type replayTasksRequest struct {
 	ScheduleID    *string         `json:"schedule_id,omitempty"`
+	PublishID     *string         `json:"publish_id,omitempty"`
+	Topic         *string         `json:"topic,omitempty"`
 	URL           *string         `json:"url,omitempty"`
 	Labels        labelConditions `json:"labels"`
 	CreatedAfter  *string         `json:"created_after,omitempty"`
@@ -149,6 +151,7 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 		filter model.ReplayFilter
 	)
 	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
+	filter.PublishID, filter.Topic = parsePublishFields(&fe, req.PublishID, req.Topic)
 	checkURLPrefix(&fe, "url", req.URL)
 	filter.URLPrefix = req.URL
 	if req.Labels.given && len(req.Labels.labels) == 0 {

@@ -263,6 +263,8 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 type cancelTasksRequest struct {
 	Status        *string `json:"status,omitempty"`
 	ScheduleID    *string `json:"schedule_id,omitempty"`
+	PublishID     *string `json:"publish_id,omitempty"`
+	Topic         *string `json:"topic,omitempty"`
 	CreatedAfter  *string `json:"created_after,omitempty"`
 	CreatedBefore *string `json:"created_before,omitempty"`
 }
@@ -282,8 +284,9 @@ func (s *Server) CancelTasks(c echo.Context) error {
 		fe     fieldErrors
 		filter model.CancelFilter
 	)
-	if req.Status == nil && req.ScheduleID == nil && req.CreatedAfter == nil && req.CreatedBefore == nil {
-		fe.add("status", "or schedule_id, created_after or created_before is required: a bulk cancel needs at least one condition")
+	if req.Status == nil && req.ScheduleID == nil && req.PublishID == nil && req.Topic == nil &&
+		req.CreatedAfter == nil && req.CreatedBefore == nil {
+		fe.add("status", "or schedule_id, publish_id, topic, created_after or created_before is required: a bulk cancel needs at least one condition")
 	}
 	if req.Status != nil {
 		switch st := model.TaskStatus(*req.Status); st {
@@ -294,6 +297,7 @@ func (s *Server) CancelTasks(c echo.Context) error {
 		}
 	}
 	filter.ScheduleID = parseScheduleIDField(&fe, req.ScheduleID)
+	filter.PublishID, filter.Topic = parsePublishFields(&fe, req.PublishID, req.Topic)
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
 	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
 	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -71,6 +72,24 @@ func publishProblem(err error, topic, keyName string) *problem {
 	}
 	p, _ := fe.problem().(*problem)
 	return p
+}
+
+// parsePublishFields reads the publish_id and topic of a bulk call's filter
+// (nil: none).
+func parsePublishFields(fe *fieldErrors, publishID, topic *string) (*uuid.UUID, *string) {
+	var id *uuid.UUID
+	if publishID != nil {
+		parsed, err := uuid.Parse(*publishID)
+		if err != nil {
+			fe.add("publish_id", "must be a publish id (a UUID)")
+		} else {
+			id = &parsed
+		}
+	}
+	if topic != nil && !tasks.ValidTopicName(*topic) {
+		fe.add("topic", "%s", topicNameRule)
+	}
+	return id, topic
 }
 
 func publishJSON(p *model.Publish) openapi.Publish {

@@ -158,7 +158,9 @@ func TestPutTopicValidation(t *testing.T) {
 			requireFieldProblem(t, h.putTopicRaw(acme, tc.topic, tc.body), tc.field)
 		})
 	}
-	t.Cleanup(func() { require.JSONEq(t, `{"data": []}`, h.get("/v1/topics", acme.APIKey), "a refused topic was stored") })
+	t.Cleanup(func() {
+		require.JSONEq(t, `{"data": []}`, h.get("/v1/topics", acme.APIKey), "a refused topic was stored")
+	})
 
 	// The bounds themselves are accepted.
 	h.putTopic(acme, strings.Repeat("a", 100), endpointsBody(100))
@@ -308,7 +310,9 @@ func TestPublishValidation(t *testing.T) {
 			requireItemProblem(t, h.batch(acme, tc.body)[0], 0, http.StatusUnprocessableEntity, tc.field)
 		})
 	}
-	t.Cleanup(func() { require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks", acme.APIKey), "a refused publish stored tasks") })
+	t.Cleanup(func() {
+		require.JSONEq(t, `{"data": []}`, h.get("/v1/tasks", acme.APIKey), "a refused publish stored tasks")
+	})
 }
 
 // TestPublishFanoutBounds: a publish stores its body once per endpoint, at
@@ -451,4 +455,55 @@ func TestPublishBatchFanoutBounds(t *testing.T) {
 	view, err := acme.Client.GetLimitsWithResponse(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 10_000, view.JSON200.PendingTasks)
+}
+
+// TestBulkCallsByPublish: the bulk cancel and the bulk replay take a
+// publish, or a topic, as a condition: the tasks of one publish are
+// withdrawn, or its dead letters replayed, and no other task.
+func TestBulkCallsByPublish(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	acme := h.createTenant("acme")
+	h.putTopic(acme, "orders", endpointsBody(3))
+	h.putTopic(acme, "invoices", endpointsBody(2))
+	first := h.publish(acme, `{"topic": "orders", "delay": "1h"}`, "")
+	second := h.publish(acme, `{"topic": "orders", "delay": "1h"}`, "")
+	invoice := h.publish(acme, `{"topic": "invoices", "delay": "1h"}`, "")
+	single := h.createTask(acme, `{"url": "https://example.com/single", "delay": "1h"}`)
+
+	post := func(path, body string) string {
+		t.Helper()
+		resp := h.do(http.MethodPost, path, acme.APIKey, strings.NewReader(body), nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s %s: %s", path, body, resp.Body)
+		return string(resp.Body)
+	}
+	require.JSONEq(t, `{"canceled": 3}`, post("/v1/tasks/cancel", `{"publish_id": "`+first.ID.String()+`"}`))
+	for _, task := range first.Tasks {
+		require.Equal(t, "canceled", h.taskStatus(acme, task.ID))
+	}
+	require.Equal(t, "scheduled", h.taskStatus(acme, second.Tasks[0].ID), "another publish of the same topic is left alone")
+	require.Equal(t, "scheduled", h.taskStatus(acme, single.ID))
+
+	// Every task of the topic's publishes left dead, and the invoice too:
+	// the replay by publish takes the one publish's.
+	for _, task := range append(append([]openapi.Task{}, second.Tasks...), invoice.Tasks...) {
+		finishForReplay(h, task.ID, "dead", 1, 500, ptr("receiver answered 500"))
+	}
+	require.JSONEq(t, `{"matched": 3, "replayed": 0}`, post("/v1/tasks/replay", `{"publish_id": "`+second.ID.String()+`", "dry_run": true}`))
+	require.JSONEq(t, `{"matched": 2, "replayed": 0}`, post("/v1/tasks/replay", `{"topic": "invoices", "dry_run": true}`))
+	require.JSONEq(t, `{"matched": 3, "replayed": 3}`, post("/v1/tasks/replay", `{"publish_id": "`+second.ID.String()+`"}`))
+	for _, task := range second.Tasks {
+		require.Equal(t, "scheduled", h.taskStatus(acme, task.ID))
+	}
+	require.Equal(t, "dead", h.taskStatus(acme, invoice.Tasks[0].ID))
+	require.JSONEq(t, `{"canceled": 3}`, post("/v1/tasks/cancel", `{"topic": "orders", "status": "scheduled"}`))
+
+	for _, tc := range []struct{ path, body, field string }{
+		{"/v1/tasks/cancel", `{"publish_id": "nope"}`, "publish_id"},
+		{"/v1/tasks/cancel", `{"topic": "no such topic"}`, "topic"},
+		{"/v1/tasks/replay", `{"publish_id": "nope"}`, "publish_id"},
+		{"/v1/tasks/replay", `{"topic": ""}`, "topic"},
+	} {
+		requireFieldProblem(t, h.do(http.MethodPost, tc.path, acme.APIKey, strings.NewReader(tc.body), nil), tc.field)
+	}
 }

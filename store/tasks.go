@@ -304,6 +304,8 @@ WITH victims AS (
 		AND ($4::uuid IS NULL OR schedule_id = $4)
 		AND ($5::timestamptz IS NULL OR created_at >= $5)
 		AND ($6::timestamptz IS NULL OR created_at < $6)
+		AND ($8::uuid IS NULL OR publish_id = $8)
+		AND ($9::text IS NULL OR topic = $9)
 	ORDER BY id
 	LIMIT $7
 	FOR UPDATE
@@ -332,7 +334,7 @@ func (db *DB) CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.Cance
 	for _, status := range statuses {
 		ids, err := inChunks(0, cancelChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 			rows, err := db.pool.Query(ctx, queryCancelTasksChunk, tenantID, status, after,
-				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, limit)
+				f.ScheduleID, f.CreatedAfter, f.CreatedBefore, limit, f.PublishID, f.Topic)
 			if err != nil {
 				return nil, err
 			}
@@ -455,14 +457,16 @@ func ceilMicro(at time.Time) time.Time {
 
 // replayMatch is the condition on a dead task of tenant $1 that
 // CountDeadTasks counts and ReplayTasks replays, with a ReplayFilter in $2 to
-// $6 (the URL prefix as a LIKE pattern, the labels as a JSON object). Written
+// $8 (the URL prefix as a LIKE pattern, the labels as a JSON object). Written
 // once so that a dry run counts exactly what the replay would take.
 const replayMatch = `tenant_id = $1 AND status = 'dead'
 		AND ($2::uuid IS NULL OR schedule_id = $2)
 		AND ($3::timestamptz IS NULL OR created_at >= $3)
 		AND ($4::timestamptz IS NULL OR created_at < $4)
 		AND ($5::text IS NULL OR url LIKE $5)
-		AND ($6::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $6::jsonb)))`
+		AND ($6::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $6::jsonb)))
+		AND ($7::uuid IS NULL OR publish_id = $7)
+		AND ($8::text IS NULL OR topic = $8)`
 
 // Both statements walk the tenant's dead tasks in tasks_tenant_status_recent,
 // which retention keeps to the last days' worth.
@@ -475,15 +479,15 @@ SELECT count(*) FROM tasks WHERE ` + replayMatch
 const queryReplayTasksChunk = `-- name: ReplayTasksChunk
 WITH victims AS (
 	SELECT id FROM tasks
-	WHERE ` + replayMatch + ` AND id > $7
+	WHERE ` + replayMatch + ` AND id > $9
 	ORDER BY id
-	LIMIT $8
+	LIMIT $10
 	FOR UPDATE
 )
-UPDATE tasks t SET status = 'scheduled', next_attempt_at = $9, attempt_base = t.attempts, updated_at = now()
+UPDATE tasks t SET status = 'scheduled', next_attempt_at = $11, attempt_base = t.attempts, updated_at = now()
 FROM victims
 WHERE t.id = victims.id
-RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $10::text)`
+RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $12::text)`
 
 // replayChunk bounds the rows one statement of ReplayTasks locks and changes.
 const replayChunk = 1000
@@ -493,7 +497,7 @@ const replayChunk = 1000
 func (db *DB) CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error) {
 	var n int
 	err := db.pool.QueryRow(ctx, queryCountDeadTasks, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-		likePrefix(f.URLPrefix, 0), labelsArg(f.Labels)).Scan(&n)
+		likePrefix(f.URLPrefix, 0), labelsArg(f.Labels), f.PublishID, f.Topic).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count dead tasks of tenant %s: %w", tenantID, err)
 	}
@@ -514,7 +518,7 @@ func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.Repla
 	pattern, labels := likePrefix(f.URLPrefix, 0), labelsArg(f.Labels)
 	replayed, err := inChunks(f.Most, replayChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {
 		rows, err := db.pool.Query(ctx, queryReplayTasksChunk, tenantID, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
-			pattern, labels, after, limit, at, micros)
+			pattern, labels, f.PublishID, f.Topic, after, limit, at, micros)
 		if err != nil {
 			return nil, err
 		}

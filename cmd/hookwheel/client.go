@@ -39,7 +39,8 @@ const tasksUsage = `want one of:
   hookwheel tasks attempts ID
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--label key=value]...
-  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--label key=value]... [--dry-run]
+  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish PUBLISH_ID] [--topic NAME] [--label key=value]...
+                             [--dry-run]
 Each takes --json to print the API's JSON instead of a table.`
 
 const schedulesUsage = `want one of:
@@ -614,19 +615,28 @@ func tasksReplay(ctx context.Context, c *command, args []string, con console) er
 func tasksReplayDead(ctx context.Context, c *command, args []string, con console) error {
 	prefix := c.fs.String("url", "", "only dead tasks whose URL starts with this")
 	schedule := c.fs.String("schedule", "", "only the occurrences of this schedule (its id)")
+	publish := c.fs.String("publish", "", "only the tasks of this publish to a topic (its id)")
+	topic := c.fs.String("topic", "", "only the tasks published to this topic")
 	labels := labelFlags{}
 	c.fs.Var(labels, "label", "only dead tasks carrying this label, key=value (repeatable: every one)")
 	dryRun := c.fs.Bool("dry-run", false, "count the dead tasks that match, and replay none")
 	if err := c.parse(args, con); err != nil {
 		return err
 	}
-	filter := hookwheel.DeadFilter{URLPrefix: *prefix, DryRun: *dryRun, Labels: labels.orNil()}
+	filter := hookwheel.DeadFilter{URLPrefix: *prefix, Topic: *topic, DryRun: *dryRun, Labels: labels.orNil()}
 	if *schedule != "" {
 		id, err := uuid.Parse(*schedule)
 		if err != nil {
 			return c.usageError("--schedule %q is not a schedule id", *schedule)
 		}
 		filter.ScheduleID = id
+	}
+	if *publish != "" {
+		id, err := uuid.Parse(*publish)
+		if err != nil {
+			return c.usageError("--publish %q is not a publish id", *publish)
+		}
+		filter.PublishID = id
 	}
 	client, err := newClient(con)
 	if err != nil {

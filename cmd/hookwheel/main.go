@@ -59,7 +59,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--limit 20 | --all]
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT]
-  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--dry-run]
+  hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--dry-run]
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused] ...
   hookwheel schedules list [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID

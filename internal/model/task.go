@@ -88,6 +88,9 @@ type CancelFilter struct {
 	// Status is scheduled or retrying; nil means both.
 	Status     *TaskStatus
 	ScheduleID *uuid.UUID
+	// PublishID and Topic keep a publish's tasks, a topic's.
+	PublishID *uuid.UUID
+	Topic     *string
 	// CreatedAfter is inclusive, CreatedBefore exclusive, as in TaskFilter.
 	CreatedAfter, CreatedBefore *time.Time
 }
@@ -96,6 +99,9 @@ type CancelFilter struct {
 // Every condition set must hold.
 type ReplayFilter struct {
 	ScheduleID *uuid.UUID
+	// PublishID and Topic keep a publish's tasks, a topic's.
+	PublishID *uuid.UUID
+	Topic     *string
 	// URLPrefix keeps tasks whose URL starts with it, byte for byte.
 	URLPrefix *string
 	// Labels keeps the tasks carrying every one of these pairs, as in

@@ -475,6 +475,10 @@ type DeadFilter struct {
 	URLPrefix string
 	// ScheduleID: only the occurrences of this schedule (uuid.Nil any).
 	ScheduleID uuid.UUID
+	// PublishID: only the tasks of this publish to a topic (uuid.Nil any).
+	PublishID uuid.UUID
+	// Topic: only the tasks published to this topic.
+	Topic string
 	// Labels: only tasks carrying every one of these labels, as in
 	// TaskFilter. A non-nil empty map is refused: sent as no condition at
 	// all, it would replay every dead task.
@@ -501,6 +505,12 @@ func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (*ReplayResult, e
 	if f.ScheduleID != uuid.Nil {
 		body.ScheduleID = &f.ScheduleID
 	}
+	if f.PublishID != uuid.Nil {
+		body.PublishID = &f.PublishID
+	}
+	if f.Topic != "" {
+		body.Topic = &f.Topic
+	}
 	if !f.CreatedAfter.IsZero() {
 		body.CreatedAfter = &f.CreatedAfter
 	}
@@ -521,6 +531,10 @@ type CancelFilter struct {
 	Status TaskStatus
 	// ScheduleID: only the occurrences of this schedule.
 	ScheduleID uuid.UUID
+	// PublishID: only the tasks of this publish to a topic.
+	PublishID uuid.UUID
+	// Topic: only the tasks published to this topic.
+	Topic string
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive).
 	CreatedAfter, CreatedBefore time.Time
 }
@@ -535,6 +549,12 @@ func (c *Client) CancelTasks(ctx context.Context, f CancelFilter) (int, error) {
 	}
 	if f.ScheduleID != uuid.Nil {
 		body.ScheduleID = &f.ScheduleID
+	}
+	if f.PublishID != uuid.Nil {
+		body.PublishID = &f.PublishID
+	}
+	if f.Topic != "" {
+		body.Topic = &f.Topic
 	}
 	if !f.CreatedAfter.IsZero() {
 		body.CreatedAfter = &f.CreatedAfter

@@ -1349,6 +1349,13 @@ export interface components {
             status?: "scheduled" | "retrying";
             /** Format: uuid */
             schedule_id?: string;
+            /**
+             * Format: uuid
+             * @description Only the tasks of this publish to a topic, as in `GET /v1/tasks`.
+             */
+            publish_id?: string;
+            /** @description Only the tasks published to this topic, as in `GET /v1/tasks`. */
+            topic?: components["schemas"]["TopicName"];
             /** Format: date-time */
             created_after?: string;
             /** Format: date-time */
@@ -1375,6 +1382,13 @@ export interface components {
         ReplayFilter: {
             /** Format: uuid */
             schedule_id?: string;
+            /**
+             * Format: uuid
+             * @description Only the tasks of this publish to a topic, as in `GET /v1/tasks`.
+             */
+            publish_id?: string;
+            /** @description Only the tasks published to this topic, as in `GET /v1/tasks`. */
+            topic?: components["schemas"]["TopicName"];
             /** @description Only tasks whose URL starts with this text, as in `GET /v1/tasks`. */
             url?: string;
             /**

@@ -409,10 +409,16 @@ type Caller struct {
 
 // CancelFilter Conditions that must all hold; at least one.
 type CancelFilter struct {
-	CreatedAfter  *time.Time          `json:"created_after,omitempty"`
-	CreatedBefore *time.Time          `json:"created_before,omitempty"`
-	ScheduleID    *openapi_types.UUID `json:"schedule_id,omitempty"`
-	Status        *CancelFilterStatus `json:"status,omitempty"`
+	CreatedAfter  *time.Time `json:"created_after,omitempty"`
+	CreatedBefore *time.Time `json:"created_before,omitempty"`
+
+	// PublishID Only the tasks of this publish to a topic, as in `GET /v1/tasks`.
+	PublishID  *openapi_types.UUID `json:"publish_id,omitempty"`
+	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
+	Status     *CancelFilterStatus `json:"status,omitempty"`
+
+	// Topic Only the tasks published to this topic, as in `GET /v1/tasks`.
+	Topic *TopicName `json:"topic,omitempty"`
 }
 
 // CancelFilterStatus defines model for CancelFilter.Status.
@@ -577,8 +583,14 @@ type ReplayFilter struct {
 	// sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
 	// At least one label: an empty object or `null` gets 422 on `labels`, rather than matching
 	// every dead task; leave `labels` out for no label condition.
-	Labels     Labels              `json:"labels,omitempty"`
+	Labels Labels `json:"labels,omitempty"`
+
+	// PublishID Only the tasks of this publish to a topic, as in `GET /v1/tasks`.
+	PublishID  *openapi_types.UUID `json:"publish_id,omitempty"`
 	ScheduleID *openapi_types.UUID `json:"schedule_id,omitempty"`
+
+	// Topic Only the tasks published to this topic, as in `GET /v1/tasks`.
+	Topic *TopicName `json:"topic,omitempty"`
 
 	// URL Only tasks whose URL starts with this text, as in `GET /v1/tasks`.
 	URL *string `json:"url,omitempty"`
