@@ -103,6 +103,9 @@ type taskRequest struct {
 	Timeout *string           `json:"timeout,omitempty"`
 	Retry   *retryRequest     `json:"retry,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// OrderingKey is read as a pointer so that "" is refused, not taken
+	// for none.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 }
 
 // bodyText is a task's body as a JSON string. encoding/json replaces
@@ -307,6 +310,12 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 	}
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
 	t.Labels = checkLabels(&fe, req.Labels)
+	if k := req.OrderingKey; k != nil {
+		if msg := tasks.OrderingKeyProblem(*k); msg != "" {
+			fe.add("ordering_key", "%s", msg)
+		}
+		t.OrderingKey = k
+	}
 
 	if err := fe.problem(); err != nil {
 		return nil, err

@@ -41,6 +41,8 @@ type scheduleRequest struct {
 	Retry    *retryRequest     `json:"retry,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`
+	// OrderingKey: see taskRequest.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
 	// which "is not a known field" would not.
 	RunAt json.RawMessage `json:"run_at,omitempty"`
@@ -90,7 +92,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-		Labels: req.Labels,
+		Labels: req.Labels, OrderingKey: req.OrderingKey,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -124,6 +126,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		MinBackoff:  task.MinBackoff,
 		MaxBackoff:  task.MaxBackoff,
 		Labels:      task.Labels,
+		OrderingKey: task.OrderingKey,
 		NextRunAt:   next,
 		CreatedAt:   now,
 	}, nil
@@ -281,21 +284,22 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 	maxAttempts := sc.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(sc.MinBackoff), formatDuration(sc.MaxBackoff)
 	return openapi.Schedule{
-		ID:        sc.ID,
-		Cron:      sc.Cron,
-		Timezone:  sc.Timezone,
-		Paused:    sc.Paused,
-		NextRunAt: sc.NextRunAt,
-		LastRunAt: sc.LastRunAt,
-		URL:       sc.URL,
-		Method:    openapi.HTTPMethod(sc.Method),
-		Headers:   sc.Headers,
-		Body:      string(sc.Body),
-		Timeout:   formatDuration(sc.Timeout),
-		Retry:     openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
-		CreatedAt: sc.CreatedAt,
-		UpdatedAt: sc.UpdatedAt,
-		Labels:    sc.Labels,
+		ID:          sc.ID,
+		Cron:        sc.Cron,
+		Timezone:    sc.Timezone,
+		Paused:      sc.Paused,
+		NextRunAt:   sc.NextRunAt,
+		LastRunAt:   sc.LastRunAt,
+		URL:         sc.URL,
+		Method:      openapi.HTTPMethod(sc.Method),
+		Headers:     sc.Headers,
+		Body:        string(sc.Body),
+		Timeout:     formatDuration(sc.Timeout),
+		Retry:       openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
+		CreatedAt:   sc.CreatedAt,
+		UpdatedAt:   sc.UpdatedAt,
+		Labels:      sc.Labels,
+		OrderingKey: sc.OrderingKey,
 
 		SkippedOccurrences: sc.SkippedOccurrences,
 		LastSkippedAt:      sc.LastSkippedAt,

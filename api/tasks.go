@@ -384,6 +384,7 @@ func taskJSON(t *model.Task) openapi.Task {
 		IdempotencyKey: t.IdempotencyKey,
 		ScheduleID:     t.ScheduleID,
 		Labels:         t.Labels,
+		OrderingKey:    t.OrderingKey,
 	}
 }
 

@@ -32,15 +32,16 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[], $15::text[])
+		$14::text[], $15::text[], $16::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
-			max_backoff_ms, idempotency_key, request_hash, notify, labels)
+			max_backoff_ms, idempotency_key, request_hash, notify, labels, ordering_key)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels, ordering_key)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
+		ordering_key
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -95,6 +96,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes    = make([][]byte, 0, n)
 		notify    = make([]*string, 0, n)
 		labels    = make([]*string, 0, n)
+		orderKeys = make([]*string, 0, n)
 	)
 	for i, t := range tasks {
 		if t.IdempotencyKey != nil {
@@ -145,6 +147,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes = append(hashes, t.RequestHash)
 		notify = append(notify, payload)
 		labels = append(labels, labelsJSON)
+		orderKeys = append(orderKeys, t.OrderingKey)
 	}
 	if len(sent) == 0 {
 		return results, nil
@@ -153,7 +156,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
-		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels)
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, orderKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

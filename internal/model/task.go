@@ -49,6 +49,10 @@ type Task struct {
 	// Labels are the task's own key-value pairs, which lists filter on;
 	// nil (or empty) when it has none.
 	Labels map[string]string
+	// OrderingKey, when set, delivers the task only after every task of its
+	// tenant with the same key ordered before it (by RunAt, then creation)
+	// is delivered, dead or canceled, and never while another is in flight.
+	OrderingKey *string
 }
 
 // TaskFilter selects a page of a tenant's tasks, newest first. Every

@@ -1370,6 +1370,11 @@ export interface components {
             /** @description Labels every occurrence's task carries, by the rules of a task's. */
             labels?: components["schemas"]["Labels"];
             /**
+             * @description The ordering key every occurrence's task carries: an occurrence is then never sent while the
+             *     one before it is still being sent or retried.
+             */
+            ordering_key?: components["schemas"]["OrderingKey"];
+            /**
              * @description Create the schedule paused.
              * @default false
              */
@@ -1425,6 +1430,8 @@ export interface components {
             labels?: {
                 [key: string]: string | null;
             } | null;
+            /** @description The ordering key of the occurrences made from now on; `null` removes it. */
+            ordering_key?: string | null;
             /** @description `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do. */
             paused?: boolean | null;
         };
@@ -1466,6 +1473,8 @@ export interface components {
             retry: components["schemas"]["RetryPolicy"];
             /** @description The labels every occurrence's task carries; absent when none. */
             labels?: components["schemas"]["Labels"];
+            /** @description The ordering key every occurrence's task carries; absent when none. */
+            ordering_key?: components["schemas"]["OrderingKey"];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1728,6 +1737,20 @@ export interface components {
         Labels: {
             [key: string]: string;
         };
+        /**
+         * @description Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+         *     order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+         *     `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+         *     that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+         *     keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+         *     sent again (same `webhook-id`) before the next one goes.
+         *
+         *     A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+         *     stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+         *     1 to 255 characters of any text but control characters, compared byte for byte.
+         * @example order-1042
+         */
+        OrderingKey: string;
         /** @description A webhook to schedule. Only `url` is required. */
         TaskRequest: {
             /**
@@ -1781,6 +1804,7 @@ export interface components {
             retry?: components["schemas"]["RetryPolicy"];
             /** @description The task's labels, to find it by; none when absent. */
             labels?: components["schemas"]["Labels"];
+            ordering_key?: components["schemas"]["OrderingKey"];
         };
         /** @description A scheduled webhook and its delivery state. */
         Task: {
@@ -1841,7 +1865,7 @@ export interface components {
              * Format: date-time
              * @description When the next attempt is due: `run_at` before the first attempt, the retry time while
              *     `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
-             *     the task is finished.
+             *     the task is finished, and while a task with an `ordering_key` waits for the task before it.
              */
             next_attempt_at: string | null;
             /** @description The HTTP status of the latest attempt's response; null before any response. */
@@ -1852,6 +1876,8 @@ export interface components {
             idempotency_key: string | null;
             /** @description The task's labels (a schedule's occurrence carries the schedule's); absent when it has none. */
             labels?: components["schemas"]["Labels"];
+            /** @description The task's ordering key; absent when it has none. */
+            ordering_key?: components["schemas"]["OrderingKey"];
         };
         /** @description A page of tasks, newest first. */
         TaskList: {

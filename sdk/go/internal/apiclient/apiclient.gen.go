@@ -359,6 +359,20 @@ type BatchTaskRequest struct {
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
 
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
 	// 503 response overrides it (up to one hour).
@@ -471,6 +485,20 @@ type MinuteStats struct {
 	// Start The minute's first instant.
 	Start time.Time `json:"start"`
 }
+
+// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+// sent again (same `webhook-id`) before the next one goes.
+//
+// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+// 1 to 255 characters of any text but control characters, compared byte for byte.
+//
+// Example: order-1042
+type OrderingKey = string
 
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
@@ -596,7 +624,10 @@ type Schedule struct {
 
 	// NextRunAt The next occurrence (null while paused).
 	NextRunAt *time.Time `json:"next_run_at"`
-	Paused    bool       `json:"paused"`
+
+	// OrderingKey The ordering key every occurrence's task carries; absent when none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+	Paused      bool         `json:"paused"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -632,6 +663,10 @@ type ScheduleRequest struct {
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey The ordering key every occurrence's task carries: an occurrence is then never sent while the
+	// one before it is still being sent or retried.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Paused Create the schedule paused.
 	Paused *bool `json:"paused,omitempty"`
@@ -673,6 +708,9 @@ type ScheduleUpdateRequest struct {
 	//
 	// Example: PUT
 	Method *string `json:"method,omitempty"`
+
+	// OrderingKey The ordering key of the occurrences made from now on; `null` removes it.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 
 	// Paused `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do.
 	Paused *bool `json:"paused,omitempty"`
@@ -826,8 +864,11 @@ type Task struct {
 
 	// NextAttemptAt When the next attempt is due: `run_at` before the first attempt, the retry time while
 	// `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
-	// the task is finished.
+	// the task is finished, and while a task with an `ordering_key` waits for the task before it.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+
+	// OrderingKey The task's ordering key; absent when it has none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -896,6 +937,20 @@ type TaskRequest struct {
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
