@@ -297,10 +297,17 @@ type requestFlags struct {
 	labels                      labelFlags
 	timeout                     time.Duration
 	maxAttempts                 int
+	// orderingKey is a flag of tasks create and schedules create and
+	// update only: a replay keeps the task's.
+	orderingKey string
 }
 
 func (c *command) requestFlags(retry bool) *requestFlags {
 	r := &requestFlags{headers: headerFlags{}, labels: labelFlags{}}
+	if retry {
+		c.fs.StringVar(&r.orderingKey, "ordering-key", "",
+			"deliver the tasks with this key one at a time, in due order (each waits for the one before it)")
+	}
 	c.fs.StringVar(&r.url, "url", "", "the URL to call")
 	c.fs.StringVar(&r.method, "method", "", "the HTTP method (default POST)")
 	c.fs.Var(r.headers, "header", "a header to send, 'Name: value' (repeatable)")
@@ -477,7 +484,7 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 	task, err := client.CreateTask(ctx, hookwheel.TaskRequest{
 		URL: req.url, Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
 		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
-		Labels: req.labels.orNil(),
+		Labels: req.labels.orNil(), OrderingKey: req.orderingKey,
 	})
 	if err != nil {
 		return err
@@ -742,6 +749,7 @@ func schedulesCreate(ctx context.Context, c *command, args []string, con console
 	s, err := client.CreateSchedule(ctx, hookwheel.ScheduleRequest{
 		Cron: *cron, Timezone: *zone, Paused: *paused, URL: req.url, Method: strings.ToUpper(req.method),
 		Headers: req.headers, Body: body, Timeout: req.timeout, MaxAttempts: req.maxAttempts, Labels: req.labels.orNil(),
+		OrderingKey: req.orderingKey,
 	})
 	if err != nil {
 		return err
@@ -807,6 +815,9 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	}
 	if flagSet(c.fs, "max-attempts") {
 		u.MaxAttempts, given = &req.maxAttempts, true
+	}
+	if flagSet(c.fs, "ordering-key") {
+		u.OrderingKey, given = &req.orderingKey, true
 	}
 	u.Headers = mergeNames(req.headers, removeHeaders)
 	u.Labels = mergeNames(req.labels, removeLabels)

@@ -42,6 +42,10 @@ type ScheduleRequest struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Labels are carried by every occurrence's task, as TaskRequest.Labels.
 	Labels map[string]string
+	// OrderingKey is carried by every occurrence's task, as
+	// TaskRequest.OrderingKey: an occurrence then never overlaps the one
+	// before it.
+	OrderingKey string
 }
 
 // CreateSchedule creates a schedule. It is not retried after a 503 or a
@@ -54,6 +58,9 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	}
 	if req.Timezone != "" {
 		body.Timezone = &req.Timezone
+	}
+	if req.OrderingKey != "" {
+		body.OrderingKey = &req.OrderingKey
 	}
 	if req.Method != "" {
 		body.Method = ptr(apiclient.HTTPMethod(req.Method))

@@ -37,9 +37,11 @@ type ScheduleUpdate struct {
 	// Labels are merged into the schedule's by key: a nil value removes
 	// that label, the others are set.
 	Labels map[string]*string
+	// OrderingKey sets the ordering key of the occurrences made from now on.
+	OrderingKey *string
 
 	// Reset names the fields to set back to their defaults: "timezone"
-	// (UTC), "method" (POST), "headers" and "labels" (none), "body"
+	// (UTC), "method" (POST), "headers", "labels" and "ordering_key" (none), "body"
 	// (empty), "timeout" (the server's default), "paused" (running),
 	// "retry" (the tenant's policy) or one of its fields,
 	// "retry.max_attempts", "retry.min_backoff", "retry.max_backoff".
@@ -48,7 +50,7 @@ type ScheduleUpdate struct {
 }
 
 // resettable are the names ScheduleUpdate.Reset takes.
-var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels",
+var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels", "ordering_key",
 	"retry", "retry.max_attempts", "retry.min_backoff", "retry.max_backoff"}
 
 // patch is the merge patch u stands for.
@@ -82,6 +84,9 @@ func (u ScheduleUpdate) patch() (map[string]any, error) {
 	}
 	if u.Labels != nil {
 		set(p, "labels", u.Labels)
+	}
+	if u.OrderingKey != nil {
+		set(p, "ordering_key", *u.OrderingKey)
 	}
 	if u.MaxAttempts != nil {
 		set(retry, "max_attempts", *u.MaxAttempts)

@@ -60,7 +60,7 @@ const MaxBatch = 1000
 // field takes the server's default.
 //
 // Its JSON form is the API's (url, method, headers, body, run_at, delay,
-// timeout, retry, labels, idempotency_key), durations as Go durations ("30s"): the
+// timeout, retry, labels, ordering_key, idempotency_key), durations as Go durations ("30s"): the
 // lines `hookwheel batch` reads. Unknown fields are refused, as the API
 // refuses them.
 type TaskRequest struct {
@@ -91,6 +91,11 @@ type TaskRequest struct {
 	// 1 to 63 characters of a-z, 0-9 and . _ / -, starting with a letter or
 	// a digit; values of at most 255 characters.
 	Labels map[string]string
+	// OrderingKey, when set, delivers the tenant's tasks with the same key
+	// one at a time, in RunAt order and then creation order: a task waits
+	// until the one before it is delivered, dead or canceled. 1 to 255
+	// characters; any number of keys.
+	OrderingKey string
 	// IdempotencyKey makes the create safe to repeat: a repeat with the
 	// same key and request returns the task the first created. Empty:
 	// CreateTask and CreateTasks use a random key, so that their own
@@ -102,6 +107,9 @@ type TaskRequest struct {
 // apiTask is r as the API's batch item, with key as its idempotency key.
 func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
 	t := apiclient.BatchTaskRequest{URL: r.URL, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
+	if r.OrderingKey != "" {
+		t.OrderingKey = &r.OrderingKey
+	}
 	if r.Method != "" {
 		t.Method = ptr(apiclient.HTTPMethod(r.Method))
 	}
@@ -131,6 +139,9 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	out := TaskRequest{URL: t.URL, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
+	if t.OrderingKey != nil {
+		out.OrderingKey = *t.OrderingKey
+	}
 	if t.Method != nil {
 		out.Method = string(*t.Method)
 	}
