@@ -296,3 +296,31 @@ func assertTrue(t *testing.T, ok bool, format string, args ...any) bool {
 	}
 	return ok
 }
+
+// TestScheduleOrderingKeyReachesOccurrences: every occurrence's task carries
+// its schedule's ordering key, so occurrences never overlap.
+func TestScheduleOrderingKeyReachesOccurrences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool).Truncate(time.Second)
+	first := now.Add(time.Second)
+
+	keyed := schedNew(tenant.ID, &first)
+	keyed.OrderingKey = ptr("nightly")
+	require.NoError(t, db.InsertSchedule(ctx, keyed))
+	got, err := db.GetSchedule(ctx, tenant.ID, keyed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "nightly", *got.OrderingKey)
+
+	until := now.Add(2 * time.Second)
+	schedMaterialize(t, db, until, schedEverySecond(until))
+	occ := schedOccurrences(t, pool, keyed.ID)
+	require.NotEmpty(t, occ)
+	for _, o := range occ {
+		task, err := db.GetTask(ctx, tenant.ID, o.ID)
+		require.NoError(t, err)
+		require.Equal(t, "nightly", *task.OrderingKey)
+	}
+}
