@@ -648,10 +648,12 @@ async function taskPage([id]) {
     h('div', { class: 'two' },
       h('section', { class: 'card' }, h('h2', {}, 'Request'), h('dl', { class: 'fields' },
         dt('URL', h('code', { class: 'wrap' }, task.url)), dt('Method', task.method),
-        dt('Run at', fmtTime(task.run_at)), dt('Next attempt', task.next_attempt_at ? [fmtTime(task.next_attempt_at), ' (', relTime(task.next_attempt_at), ')'] : '—'),
+        dt('Run at', fmtTime(task.run_at)), dt('Next attempt', task.next_attempt_at ? [fmtTime(task.next_attempt_at), ' (', relTime(task.next_attempt_at), ')']
+          : (live && task.ordering_key ? 'once the task before it in its ordering key is finished' : '—')),
         dt('Attempts', `${task.attempts} of ${task.max_attempts}`), dt('Timeout', task.timeout),
         dt('Idempotency key', task.idempotency_key ? h('code', {}, task.idempotency_key) : '—'),
         dt('Schedule', task.schedule_id ? h('code', {}, task.schedule_id) : '—'),
+        task.ordering_key ? dt('Ordering key', h('code', {}, task.ordering_key)) : null,
         dt('Created', fmtTime(task.created_at)),
         dt('Last error', task.last_error ? h('span', { class: 'err' }, task.last_error) : '—')),
       h('h3', {}, 'Headers'), table(['Name', 'Value'], Object.entries(task.headers || {}).map(([k, v]) => [h('code', {}, k), h('code', { class: 'wrap' }, v)]), 'Headers', 'No headers of its own.'),
