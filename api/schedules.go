@@ -41,6 +41,9 @@ type scheduleRequest struct {
 	Retry    *retryRequest     `json:"retry,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`
+
+	Callback        *string `json:"callback,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
 	// which "is not a known field" would not.
 	RunAt json.RawMessage `json:"run_at,omitempty"`
@@ -90,7 +93,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-		Labels: req.Labels,
+		Labels: req.Labels, Callback: req.Callback, FailureCallback: req.FailureCallback,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -125,6 +128,9 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		MaxBackoff:  task.MaxBackoff,
 		Labels:      task.Labels,
 		NextRunAt:   next,
+
+		Callback:        task.Callback,
+		FailureCallback: task.FailureCallback,
 		CreatedAt:   now,
 	}, nil
 }
@@ -296,6 +302,9 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		CreatedAt: sc.CreatedAt,
 		UpdatedAt: sc.UpdatedAt,
 		Labels:    sc.Labels,
+
+		Callback:        sc.Callback,
+		FailureCallback: sc.FailureCallback,
 
 		SkippedOccurrences: sc.SkippedOccurrences,
 		LastSkippedAt:      sc.LastSkippedAt,

@@ -67,6 +67,24 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for CallbackPayloadStatus.
+const (
+	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
+	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+)
+
+// Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
+func (e CallbackPayloadStatus) Valid() bool {
+	switch e {
+	case CallbackPayloadStatusDead:
+		return true
+	case CallbackPayloadStatusDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelFilterStatus.
 const (
 	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
@@ -403,10 +421,32 @@ type BatchTaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -492,6 +532,55 @@ type BreakerList struct {
 
 	// Node The dispatcher node that answered; the nil UUID (all zeros) on an API-only node, which has none.
 	Node openapi_types.UUID `json:"node"`
+}
+
+// CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+// its `webhook-id` is the callback task's id, not the reported task's), with
+// `Content-Type: application/json`, retried with the reported task's retry policy until the
+// callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+//
+// Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
+type CallbackPayload struct {
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	Attempt int `json:"attempt"`
+
+	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+	// as the attempt's `error`; null on delivery.
+	Error *string `json:"error"`
+
+	// Response The response to the final attempt. When none came (a timeout, a connection error),
+	// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+	// happened.
+	Response CallbackResponse `json:"response"`
+
+	// Status The task's final status.
+	Status CallbackPayloadStatus `json:"status"`
+
+	// TaskID The task whose outcome this reports.
+	TaskID openapi_types.UUID `json:"task_id"`
+}
+
+// CallbackPayloadStatus The task's final status.
+type CallbackPayloadStatus string
+
+// CallbackResponse The response to the final attempt. When none came (a timeout, a connection error),
+// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+// happened.
+type CallbackResponse struct {
+	// Body The first 64 KiB of the response body, base64 (standard alphabet, padded).
+	Body []byte `json:"body"`
+
+	// BodyTruncated True when the response body was longer than the 64 KiB carried.
+	BodyTruncated bool `json:"body_truncated"`
+
+	// Headers The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+	// never a header that may carry a credential).
+	Headers map[string]string `json:"headers"`
+
+	// StatusCode The HTTP status of the response; null when no response came.
+	StatusCode *int `json:"status_code"`
 }
 
 // Caller defines model for Caller.
@@ -715,6 +804,13 @@ type ReplayRequest struct {
 	// Body The new body, sent byte for byte.
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+	// given one (422).
+	Callback *string `json:"callback,omitempty"`
+
+	// FailureCallback The new `failure_callback`, as `callback`; `""` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -790,11 +886,17 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Body      string             `json:"body,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	Cron      string             `json:"cron"`
-	Headers   map[string]string  `json:"headers,omitempty"`
-	ID        openapi_types.UUID `json:"id"`
+	Body string `json:"body,omitempty"`
+
+	// Callback The `callback` every occurrence's task carries; absent when none.
+	Callback  *string   `json:"callback,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
+	FailureCallback *string            `json:"failure_callback,omitempty"`
+	Headers         map[string]string  `json:"headers,omitempty"`
+	ID              openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -837,11 +939,17 @@ type ScheduleList struct {
 type ScheduleRequest struct {
 	Body string `json:"body,omitempty"`
 
+	// Callback The `callback` every occurrence's task carries, by the rules of a task's.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
 	//
 	// Example: 0 9 * * *
-	Cron    string            `json:"cron"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Cron string `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
+	FailureCallback *string           `json:"failure_callback,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
@@ -870,10 +978,16 @@ type ScheduleUpdateRequest struct {
 	// Body The new body (`null` is empty).
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback` of the occurrences made from now on; `null` removes it.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron The new recurrence; `next_run_at` is recomputed from now.
 	//
 	// Example: 0 9 * * *
 	Cron *string `json:"cron,omitempty"`
+
+	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -1039,8 +1153,24 @@ type Task struct {
 	// Body The request body, sent byte for byte; absent when empty.
 	Body string `json:"body,omitempty"`
 
+	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
+	Callback *string `json:"callback,omitempty"`
+
+	// CallbackOf On a callback task, the task whose outcome it reports; absent on any other task. Its body
+	// is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+	// timeout and retry policy of that task and no callbacks of its own.
+	CallbackOf *openapi_types.UUID `json:"callback_of,omitempty"`
+
+	// CallbackTaskID The latest callback task this task's outcome made, created in the same commit that
+	// recorded the outcome; absent before one was made. A task replayed and finished again
+	// makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+	CallbackTaskID *openapi_types.UUID `json:"callback_task_id,omitempty"`
+
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
+
+	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -1071,6 +1201,11 @@ type Task struct {
 	// `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
 	// the task is finished.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+
+	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+	// read it without parsing. Absent on any other task, and on a callback task whose body an
+	// edit-and-replay replaced with something else.
+	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -1123,10 +1258,32 @@ type TaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1514,6 +1671,10 @@ type ListTasksParams struct {
 	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
 	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
 	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
+	// CallbackOf Only the callback tasks that report on this task (see `callback`): one per time it was
+	// delivered or died with a callback URL for that outcome.
+	CallbackOf *openapi_types.UUID `form:"callback_of,omitempty" json:"callback_of,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2216,8 +2377,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -2481,9 +2642,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2525,9 +2688,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -3541,8 +3706,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -3946,9 +4111,11 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -4000,9 +4167,11 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -5509,6 +5678,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.CallbackOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callback_of", *params.CallbackOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -6577,8 +6758,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -6850,9 +7031,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -6894,9 +7077,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -11390,8 +11575,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -11747,9 +11932,11 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -11797,9 +11984,11 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -15643,6 +15832,13 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
 	}
 
+	// ------------- Optional query parameter "callback_of" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callback_of", ctx.QueryParams(), &params.CallbackOf, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callback_of: %s", err))
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -15898,531 +16094,557 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ld+M2kj/6VXC095y2s5CapCTLls+e/3o6naQn/dq2ezOTUR8TIiGLMQUoBGVZyfR3vwdVAAhK1MNu",
-	"J5OZnXv/O2mLL6BQKNTzV7+2EjmbS8FFqVrDX1v8ns3mOYd/X7x/9T1fvc5Uqf9Si9mMFavWsHVBSi6Y",
-	"KJ8pMskKVZJbvqKEkZTPc7nSfxEmUsJIwe/kLU+JFLxFW3csX3D9ppSVrDX826+tpOCs5Ok1K1vDVhRE",
-	"J+0wbIfBVXgy7PWHQfBji7p7xvrLt3w1LOf5fFIO7nqKT6MWbWVpa9ia/9y9ux3MovtlT7AWbeVMldcL",
-	"tf7uKLwKw2H/dNiDdws2461hK8latGXGunl/NAwCMxaVyLkmzd9aJVO3argsspK3Pn2mW6YSRFfB6TAK",
-	"Dp0Kv59nBVfuJQP7kqAaA0x38dMvKb+5T0Uy6UY7phtdBWfD/tmwf+pNF5epYToFZ2mLPmhuYeMyJXlm",
-	"R7o+xe0jDb1JmpHWxvhV69PnT58/U8OWH3C91jnTstwtX/ks96/CaZ9p6zKZ8nSR8/rMf+D8NmUrRVhJ",
-	"zoZBQDJB3rMiUz4VxjLV9/46ahV8Loty1BqSUStlWb4atT57JNhY6bNqaEkhRWvYCsgZ+Yp8RcJ2v0Vb",
-	"U85SXoDUeCFFyUXZvlrN9ZTZfJ5nCSszKZ7/pKRofTaEDMIzxk4nQXvAT9L2IOmP26zHuu1xlIRpwM8m",
-	"p2xg6VssxBq5As19bkwzXk6lfun7d5dXmtz8vumhbu2hOdPL1hpOWK64XpZSU/LX1ozdX7Oy5LO5Folh",
-	"QOGXMUtu5WTSGrbCqf5iJvyflJ6Wus3mc55eyyRZFAUXiV7BgLbKbMblQo+kG+j10H//omXisPVyUcg5",
-	"f25XajFP99J/UeStYWtalnM1fP7cyOtOImfPp1LequewnG1c4BYwDFcqk+LdnBeslEWdby6zG8FTzS3L",
-	"rJyScsoJS2eZIKW85aK2hVQxucZfh62/jgfl/0Tih9uz17MPPfWXuzD5cX4y/XPanXzLTvlHGWTfr65+",
-	"frvsv2yQa27Lh9W0CqlZuiXtKL2RX8Fps3PcTJCL9682dr0/5O7P0V/k2be3/xvOgmRwxXrjP89/LE4X",
-	"P4iXq9fqJP1u8j/Z9/cv+nfvbg4csv7a8PcSjw2CfEM8Oiri+axZzZHO23M8aIfjKGkP0i5vn056QbvP",
-	"TsaD5DQ948Gkej9LZrz1WS/EFVO3X+vTYU3appylJOdlyQtKCj7RIyfjFclKRQqe8OyOF/6CeNuKetJI",
-	"FikvtDDqhVulUAQE7euN0AnDU3cUGjEStc+CNGwPeK/XPmVh1D4Z95Ne2uXRJAzgXj6by5KLZHUN6yYW",
-	"eW7ozYtCb4uWHTFhQi15wVPSC3rkrSzJN3IhUrs8qmTlQl0nMuWtYS/o0SaJ0SSQzC0wL/z8l8ucTSFX",
-	"lxY4WDj18XBfk0WNEsd7RyfqhptSh82zzpwVpeAFSJ4lH6PwgZVUrYpnck3QzWNan2oktVf1oaVZBrVJ",
-	"Q4cH8U20k2/Ohl2YSy+Mfvyiwypq95Iubw/GUdg+S/u83Z0EScQG41PeC5u4DIfY7kVtS/g6z3lcWGOr",
-	"KAj+cGzlK2geW9kVPpy37Is6wVl4yImGNLRvt7xl9aBm3lqyrMzEDZnIAlhLP93MUcH/DY7C3x/BUttY",
-	"4HdkMuWW+kECrLZEj2CyBrXDmr6odeTZLCvVXjtjTRd4yElsvqAZdp5djxeFtsVBOOi/C1ZyTfGAttJM",
-	"zVmZTM1vfbMKcy7STNxcgxUBt+r/T9t4xQ13L/ZlORjo9mWJFEaVXbWG0eZXQDnwtQVgCy40u7eGrUEU",
-	"TJ+AU+Ar/hZjyZTrfVbI/K28LGWBbgWukiKbm29f5EttDsVCtpW+Ix6CcltwNZdCcTKVeaoII0nBUz1g",
-	"lhM1lUtBpMhXRIqEU7KcZsmUCEkS/UUyYytyy/m8MxIv73ixIrKc8qJ6ZcKKIuOKZCUppezAzH9eZHD8",
-	"lcWCU2DkGQM/i1jMtNpmh9f6RFsligxVFpm4QcVrzgo246WZ+MUizcoXi0KhFl+f8NWUkxh2bwJ3xERO",
-	"YMrzgt9lcqHInN1wPapM3/7zghcrzzLFt/pDXB8Oxe+/1izZQO+SzKQqSTnNFJkxsSJclECOo5RP2CIv",
-	"ST843vZ54PPa181DjpWzmSZYH87FTOBfoaNZJkp+w9FqeFWJzO9RQ6+P9A275Qook7A8J4pNOCklAS7t",
-	"EE1G1EP04nFltjoDtxZub3xYb6lzcHLNOSud+TQSis24c4LpO+EHfcbobywKoZ9npTmn9GMo6EgUBPBM",
-	"7GZQtj/wec5WPB0SzUHxOWEjsfZFUvsgI2k2mfCCixK/qfc56UVRh3zPV4qwgpM5L4wcw/nqZzNFWK4k",
-	"UVyUI8FwjrFHy/b3fBUT3IaatThsAaP5WaWtMxIjcWFfOOW5Mwdgtvo0ZorkUtwQVpFR33vL5+UQ9l31",
-	"85RpnVBkaqp1RJHqF+npGwkD1+dMaaPjKP7u3bvvf/ju5cvX1x9eXr18e/Xq3duYkgEBr8h4RQxDUSIL",
-	"/IL1YcbuhfExHQl/UCnPeWm+XVaEmhScE3bDMoEMgHxS8IXSKofe/lMuHLMwIvgSXum4H6lYsf8amWsb",
-	"YcbuX3NxU05bw6jfB+63f4e0YZN+z1evvm4WD7d89UyR+WKcZwnJUorigRUlGfNyybkg8XR5HVeMyxOp",
-	"+fHayZJbvnKTmLNyWk3hlq+us3SnzPNmctJrGrpV6baN3+oBJEu3jGLPCCaymMHRvFjAnZtD0Jrlts8j",
-	"V/x2nwaG3Ppx1Dt+q89rdcycY3DU/ImlH5CvQa1BpRbVhUqhnRdynPPZf4JiuxY8mLFcf5OnbXvV16JA",
-	"MoEUzBQRsiR/vnz3thYj4CXLtMamuQ7uni2U5lPC4F4ixz/xpARaqJKJRM/m+V34HDWdSnnsgbqTleAX",
-	"eWMHZb9nyLAoxFCLseWU83xopjVcmwIQqaLo/1dwraD8x/MqgPIcr6rn7/EN+MjmWlqJASel+QYlapFM",
-	"tVRkzdShhBGnDtj9uCy0KNWzALkGhwO+O88E1z8ZgQ1v++7q6j1JmNCvnLNC8Y5Ww19IMcmz5LELLWTZ",
-	"TvQC5Gy87pU2xhjLC87SFZwtzYus7zrEIjJCGU3Oc9TVnHUAcguOcS2GgRH0bDXT4ADBgGjil+cHWmMV",
-	"U51VTKVFhqVq/VM7uWuNbk/JXUouioRb5skEYaBicOQCludyqUBRg/X/RhbjLE25eCQDZEItJpMsybS+",
-	"Ag7JdSbQx6bWVuSixHNF31RpYILzVG3Z/Jny7vHcvJX2M/JDJKMWvvwc7qmFyUBbqAW69kqObrXIr7xJ",
-	"4if2rW8DWZ5ujS0VMkXuWJ6lZLwoSc6SW1UjcJ16R/HmmOJjEBxLuchTclPoI4aZx7OSpJIjD2lrCZjl",
-	"rSzRGfp4YTGxz1cs8lai9HNKIgzdebG3CAw9sInxzD7Nru5VC/7We/nefYw3Ps3yWlrYbQzrk2nRotVm",
-	"pU0VJtDyNDq8Xpf3bJVLll5J+Vqb9o9cnlLKdm6f3ziv5R1H1dlaa82ntT2B4Bl+nwDvAVdmv1TP7tt8",
-	"obf5jCairWqCw9uzJtU8nv7Qhmlp7rSDAfpfSfmGiZUZqXok/QtW8jZQaN2t+c7S3pktWgSAG2ar4DQq",
-	"44ytyIzdchIGAT5lBgl2IOr4VJ8S4F5SWrVYzDWbRUFwjuepvhoSdcCyRf7BKCV6AuwH9y1bbfpPs3JA",
-	"NwaEQtbTu+nnhSwZOYqtDy2mJN7wltkfrXqh4uNzNGBHYszKZEqrDeF4Y2UMPpnqH1kK8Xht1J4TWVB8",
-	"XKzsymjZTMmkkDPCSJJnaHqnacGV8RHMC66VJp6SKCCZQFlvhL8Cja8K1io4E/VKBUSNxFGsd4Gmf5st",
-	"yml7wrJ8UXA9rzGfyIL7Fi2/44LkElInFvPjDvkAy84mpWW7bIYPxHClfaGvOHfATXbHVafuCPfu27Ro",
-	"vpNLZA1kP5BqSwZSDoeGOhzY2Lsdac4ZFDQ4gzQ/fBR6+rLIfuHpozUcIHzbBHzXVRtYKXdU6q9xUer3",
-	"8q0y0ju/PQtgIW6FXApaJU4VBAPRB6krYbX1apPes+sW/r1PJy/HnBWaeTRrwjwzpTJxQ/0Je/M0cwdh",
-	"+lHw+zlPSp6+xKDGI1et5IVg+fqSmY2g5ZwjBslKxfNJ43pVN+kneap5dcpEmnN/75/rM1qrmGMOW+nm",
-	"5pBF6/vW6SszYKJ4oSULRnT2qplmlk+zchfCurXh65VV2g+6ZDnlwjiGYIDG6Ck4S6bg5EtZycbM2JUf",
-	"xbyQCVdK2zcvRZmVq0euJOw+hiP01/KVEYiTjOdbLYhKOuvVyWqPDMmiyKlx/daiE7QF81eQpwg3wwrk",
-	"kGykFNMqUsu5JARhYyXzRcnJtCznYHeX5VyRjx9etz7T6g2NX2p4YUlyzlRJwtbnTwccupHPRDhBM+l9",
-	"7OOR9jfxbyx5nreNz0XbKIb+58BGcjLBE9csBzin80yVmNkT4xLEnVY1Mi8xVf9rXsg5L8oM+cSPvnku",
-	"r1SrFSYAvOb3qmfmrJ9SP0yl8eKmJCspiW12ktYNkjyL9ULHt3w1HC2CoJuARE/h3zzuNH3NTyvaMkKx",
-	"yI0nBY+6jXdk6VN7dxuHWk9F2iSNEQV6zvrW2rmXan2G5blWHxNZpDw14YIJX9ojn8JpOQcxkud6CI8j",
-	"B/o/f9284OdZPpbWNr/q11ZW8pnaty8u0cx3L2JFwVYtdK5aBeZv6KqFYbsP1FINakxZxQWNx9NlwL7A",
-	"m0CQ5vm7CYiqXaMz20bLo/q+0XrwbVOozLAVBc7Z5HHzk+JJwUvL9uSyCqNOecE7jc5unx7285tT/eQm",
-	"a7PQ6wPHTPIDF8dNf/fqwDu3U93zirM0zTShWP7eG5VJJ60PtL7vd2wlVcq5IktZ3GqxePThmxek2+2e",
-	"gX2m75ksykXBjzvk3SwrS61DCb2ztm6frdtl7dgnORtrDccEx2DR7dFvT/wsMR7EhYIot/6oF9OBPIQd",
-	"O6gpnqOvubmD+0mdE4lTA+13Ni9X1AgPdEsdxV/FGEf+sh25ub4m72xjqO8Et07nlQ10au2RuaDe2nba",
-	"9iI9Z/u8WMzGvKAkbGuFKT2voq+W5PF39rRum6FZe6vT2h0Ep610UcChfj1TzcYXhGBLbzyllLfAZbMs",
-	"zzMjo2tslYnypOd/OWj6Mrca+zqTr2qfQ1XaD3oIXmq2R70TTFtBFs4QMDHyc61oaRpJoR/V2mWHXIxE",
-	"LQcDTEePemCJDmFrxUSxlSJKkqN4M91T67iXhtE/CnbHMjgdRgKczY0vPCeoAZdFxlPky40tIBdlInHX",
-	"7ZRPSJp35m4vIneNCWpN7ISpCj3yffYnGxNytNBPUae0F5wsmSJS8MZBum95JnyzgGs4ahuDEPC6Z8rw",
-	"rKJkvNIWgxRZwnKi5RB16RM8Nbc9A4f2givyk8wET9HPr/Wt85Ewaw8zEtJPvJlxcrTBQCaZCz3cQgow",
-	"+bSZYkYE9Ljl87JD/iQXIuXpkIApAyPQ2muy0BuD9MNoJMC3QzG0z0yySzdy79JalVsGPTn8yUxGK7b6",
-	"S3TNf8JEOhLrrBrjqppvgfSdsTzn+icl0QPLihutYev3poWcz3mKD3XId2ZAWlKPxIytcE94iU44HDg3",
-	"TNoFEyuynErFYeREm2gsEwrkgb6WMMUpibWKp5dCYV5+TEcirl6rr4C1j7donUD/a86UWsoidf+Gf93y",
-	"FdyW3QimTzRUpRMpbzMekyMlRyK+MG4JkGT67hfmMiTJXPKy7X6YaXEGdqs6puB0npd1UtMmOltVOJlq",
-	"+oobrkj8w3LZvvB0WfO594W8X9UvdEYifi3RfjV32ezP6udbzueoDJVTnhUQrdScP9X8o5+Zs3KKuWmQ",
-	"E0VHYlKwmxkcBCLVZ22RiYmENSv4TN5xSAEw9vEhKae07otrdYNW0/mnSlaU+9R9K7/NzYfrHbVk1CZJ",
-	"BsFpkwm1Jsmc1H/ozvcknZ8hVlM+Xba5N//6AVpJ8E/b1QaroNYnhnmCD1EerEq7VXNQlMg81ZsfNvy5",
-	"1ZFwP0Oar+/greXUH6w2WV3o8cpy/TBrYChWgt/EUAT9asORaJPYHOzxkDAS3d97bODnZsUuD0BvxDak",
-	"cRUreAj+pU9u6+s7dyEz+71MVXkD+Li+FZ6eZILl1ZNr32Qp3GQY1U/SMEoAHmpr6shIkG0aCSZubI4Z",
-	"Tz4hPRJNYAFt6qghk0uwpS39ZEMiqUncfClMGu6atppYx1p9hWITXTS2KEh3/AU+d51Mmbip/Y7JytWF",
-	"kbBXMN34GhX8hiddBp5/7Zav/I/rP41JD6/WR0cmbq7xpOkUsoQ74RzB31Sn4Ld8pRmkSSKxpGzSVCsn",
-	"DznC6MrF+1fH1uFzpNmh8ggncjZjIj1+sCPoIS4q68zcppCh76JhfxlidshbjmEwQ6tWw4ZFr9KeNDFb",
-	"UHbdfPced0qTGwQXgVoudJMFCjUKFsxB/nJvQLUlNoScqYJItmRav2dKaZsltonW1mrWT0GWtW+moLqm",
-	"yv1+kK3C9E+sTKae46E+bZPbf+C84V1XTN3a930GI/4VPhsGJsHa/r1H/uO3d4wZ5eAXrpV91yL/ghPJ",
-	"f0mjia+H8kxp2Q1pwrGeG4oT0CvizbPa2boH+cr1ODGZu+F8Lxa8Cq+YkXi1P+AfmbIUo0u2zJIJfQ+o",
-	"oznhrMgzKEeAdfXYbSxlzhmUHuk57RuwZo5mD8kG7xzseqwz3DozbBQ5bao/mdpCFWrdJWs51F6mOiMq",
-	"Ezc5d47m9ZTqzW3Z4If8U8HZLcay16IOmsOTRZnd8WsbZPesZM834l+tT/AbjCxaFY8kciFMFATsEyjC",
-	"KckyE6lcNmm1tJWJ60me3UwbuPuSmxA7poXAYaxfPS/kDeQagJgCNSblzW8HgTgv5JhvsQ+ynBM558I4",
-	"HLS1DbeTZZbnZMxJzktSTgu5uJk+3tmvv7DPRBnjQmFUAh94/AcLnnBRXic5y5pcaS/gd1QDIQyq1ViP",
-	"yD5hKXr3wBdRUvQ0LHl2M83EDZmyfGLSLSbZHR+JWSYWJVdYoDFeqAwSoLBsC2sqajUPb15efXj14vL6",
-	"6t3766uLD9++vLqMj8mU3XEy03ppoog2JLm1rbJiJORSmDgcGM5ETbWNGeNH/mvUgp9HrbhOPbnQ9HKk",
-	"Qj9my0hhm/u0Xhv0eLaGxFW/YirJpYLQuiZZW69vC/miUfPFyTRsiQ0zXBZ6UTo3HRI3VAkOe71usyaH",
-	"GlGThxsvGMcKpiMv9XTXNqLPI5YywLthQCwXNJLG1Lhu4UrNifhNrxRWq4AiJSqXJTJC8zAOsJsNYe0C",
-	"ecvvyTnaLBx9YVVNY32zVaRtPM5xlz+BJmgFe5MauNVbYSshtcmt1w0zq40jGXeVyHLy8eOrr8kRy3Py",
-	"Cy+kOtZUxiTmNviEUC5gneGUKfBS1rbb1moRfy1gmHS76vOC5XnTyWXO2gODZq4cdv3wPshw2BKm3Roa",
-	"3ZzHOgPa7ODm0KGetUh4/k2WN2agvZACbSkjvSH1Qi/UVObpeZWBYRZkS6KBzW57YK4BuGcOf856Kq4P",
-	"pLVNDKmEpl9BbSskmkpOt5KxUpzXKGGrHRoUnrUFc7c2LdY3Gc+rbK8G5dzP20GlzlN062MyyTbN4RKe",
-	"pxQDTlBGNGfl1ArdWobvkY1MxZs5O/GxLSIEdzmMxpXm1JyzzQk/GwvmMoAa3WSZMnU+4BHCuGv1hYac",
-	"oX3yAglUfbZ5QQp+lc0aTLdcJphUt0neCvnI0tQy3jOEYCC/SKEFHk5EKyMThQ6Jw3bCokwO3TZrc8ZR",
-	"4xt2zfcJDhRHukfbqt9dXb1/Y4AZtvrKEbkBuc+W4Xp7wm79b19etahFd3j/Ef734urFdy3a+vrl65dX",
-	"Lxv1pu84y7V9tJkoMIUrK5MD2CAbpzy5fYLw4SIHFQXU5JTPuUjB5IPXQywR9t5RPJeqvMG85rjgaQZ5",
-	"2iZvWh+3MdSe/RKvBU3sY5rutyAV08z8sSU4YkTqurfwFj243pdInPKbgqU8jdEYYv4EvPzJpSxulauM",
-	"Ovqgh3BMMjUSCwHWhDZN/LWEkdqX63WrxABc2r0FzByaGO41G/N856LtsZnXF/F7vmpjGHXOssJFdFz1",
-	"glwKkzcNj0FdJ3jZj+KSsxkk2C1UKWccku24uIs7nc4x1crzJBPpSGQlpocPSfztyyviEiP/H2Sy/Jd+",
-	"y3DOVjO9NWPIKqwKzhWmu2iTW0lqAnzvLq9GoioeQmdNTPC/8OysQ5BQXgAV41K2GM3sQyyDr4LE8DXV",
-	"Ia4yPtTzOOmSZMoKlpQcKZTLJS/aCVOcxCxux7/ElKTZjRaUMMRODLXY8fOYxO2YjgSErDJ7MjADxYUB",
-	"BXjQIyebzzu3izEvBNcWRSaf6w2kNwurAt4B1H30+yNRjYyakoX7EjI4EwTe8IbeIRdiVYIZy3PFHeKA",
-	"3qGZSTMBCozEUWxI4fzkxkl+PNRWMbwjU0gInlJSFtlshqlAJsy9to0tk1QAJHq+UB2NS2/8mz4zd6OG",
-	"HfAGLK3LkqEp15jRs8WtkxpktC1GL7C5SR3XNtiNlCnGESqYAZYeN9t4qY+gtesDEA3iKRJo8z05K7ng",
-	"Sl3P+0FjUtAbnmZM4CENFSkouew39HqQdAFIGdZPucJf9Q44h8CjE2X2sc52F0vlN6iGdnbWOLSzs3JK",
-	"5rzQxiG4mSYO9uJLvmvidQeunN6AOZ+UNlSnCZHIGd/qtSi2JIChSe+wczG3+2AVaFOkFyUES5xy6SNy",
-	"2SkaHm2S/G+NifuIfEUwfMGlA+EQAANciJwrgMCZclaUY870RVvGc5iS5558UCL3A+3QzYXR03mm0CME",
-	"ugW4hbCEweAubLxtruUvWJHN76yuGzeQVtG55+8BGCJtkCSYCV+L0G/y1bqDop6z8QgGquUi+wkQtUWo",
-	"Ja7XZr2NpZ5AjQbObJjzLpq7ujKP8Hjg6xNbzfNM77hSNu/ahZBLwdPrXV9437yiQhK97bxFJaLZpdlk",
-	"A9Qm1TiOZjqXH7TGeXgYpopF/fpH1Nq1Mm0ta4itHaizpxnLSZnMSRh09P8/GJ50B2dDraoInpTuH5kU",
-	"FqW0Qclfd1cgRRqS0tenbqhKMHStTMgJVfx6ggiDhEyrLO4hF9Z1mxXbPKSErdBiinz45gU56/UHZF4f",
-	"SkN6kcslaHA0gHfaczWAmDImpSleJdPFjIm6B2J3jVVjGYyprWoSmfWn8bNVlRJOWh2cyOT5lRpESVVY",
-	"tWnnfvzwyqwehFgnGUfMDN/J4RDWgOp1x22RtQsOQFwJ3+2k250Llxh/vKM3lnttHg1YALY5ETWVhdYP",
-	"oWrOATllAlwH3tCrBa1V7hFTutcU+ljNH0C6jY+ek5iN5aIcjnMmbmM/Uxl3DJgDMwmSmyfZJEv0a41j",
-	"CahTH7f3tgcsxbpfeYXYHkBOt0wuMaVJECNI2wGeZoZKEuj9zuE84xxiQmNObILAOaYrW9OTmyxC8+g/",
-	"3B+dFqvrYiFqMH2m7GV96guBkC8zViawnG4WleMDp2ksxVlz4kJeOSgOOumMQ2NTWL+DVFyDDWRqBZC+",
-	"JkG8nHJl7FVFjrQOOGOrMa+yiyFyadeUoEEbj4TSVm8m1rwRMSXLIitLbUsBfg1yzZDEv47AVEUMfmut",
-	"jlqfY0g0bHJidMCn4MISOMahfimkgJpXQ8aKNn7iyhB349TjKRiCh+idZJdlJNZ47Fx/5467x4heqAnE",
-	"rk2pkCOBqUbxtYWQtu7bN7Kt17GtbrN5W85Rp2jPJVQso1X2iNgG4Lj+un1RUSn7+OE1pigr7yQr+X0J",
-	"x+XmKq1nhQS90/1Ie1vkgJcc03DGarMR0vJski4z/H9uSyQhwqHPGUMyA2s1z1niQU+iD21TFGwvFRF8",
-	"aUpCwGc1XpUcVlT/o7PFDnuCShD9WVcCgtMAaIc8d07B2nQ2qPpkW9+OBl+4dzDnJP71c2xy7o3/D4M1",
-	"1jG/axSeC38b19rxfPzwmqLKx1OQEiVWHZu95Z9jrQfxYXPIDvZ8k9/DGU+ejDY3m1Ty3MS3NrWP7alt",
-	"7q3gLKpOuABi4SQtVqRYiAMsJTtu72PNh7EVKVs3oiW8Pt+0/QE41Jjql/KcreImvTlnKw+XoDVshcGs",
-	"sZDKoFofbI43zKAsVl/jwbpFQUQX1FzmWbIirHKr46Ld8NJz0t2gXSo4NbJlbITMcMMlPxIWq3eJalhJ",
-	"FKSGcIquXZf5/EyRozDwahJCSDALp8ebtKvDPnskDBsrCGuY0DWCTxtjpz5edO12tVfXWwdi8F5VH8en",
-	"fcv0EWDIGwpAtGWHZNfrINYEuaW9Ifu5PbkLDqjQqkZwc9N+Aju45HAdLnmLU3Q79ddV+28lsaUx1JXB",
-	"hSen084h2XRra7Xv5SaeHQQz1Tkovbx5jd7DNmmWTJO1xEussgKvaYfA4hncGrOIJYBHA9aJWQ1I0POx",
-	"i4yDeCRuCrlU6EyPvZnHpJRLVqQK8aXsr8Yx8JNWFotzwpqRlkBm9qIzIouR6AfdqtRE3vGiyFLEHz9C",
-	"BC+tJU7lojhgUzZISPCUgzfDUicTBCCrqsIiCbkZSb5INcHMbiBhUDPMwmBfvfJOrtODyaWAgkdDaMSz",
-	"KJfSk0DM559qLHE4rcd+D5Mjm0Oo4VN5KOFlsdrxcbX+cXXYIeC3+WrW8OovOVzjfhxKCpYIPYmO+Nja",
-	"kydVBI2BZ0w/59IxZ6jF8l+vPMRksEMpXetd1sjVrNRM7XmUZqzkRcbyTBld0Fn8j8tfxkYgpjHZ4cMw",
-	"T5AjxTmJGxqbxceUZBPCxOrxY3uMIl3r7Nas193XZnKEAULIT8eOb8ePH7FtGfdrg4fCdbnYNRn/PNrW",
-	"MW7DuK0ught5xlKbxTDmiR6Rp0tATbtpp9SAaViphSPhh3THnBwxH52HML2zXbI4qMrHHXLhOMNP9fLG",
-	"tZiPhGan4ryW/kVuJIcyA+f81uvUCC/R5Nk0LV+aZInrpddw0e8Nc6ikM5baAVEzkIneCBx71LmUOtgw",
-	"4OFqOlXdZg37xxt0M4N82nFaPEHYzR08+8viHlnOdrnPPrsgBdfzhcwWk1FDHAK/xQqbz3OIwq+L8O0+",
-	"kcefmE0Fsn0XojgxbTzM1jHoDYzY+2XhcE7i/9b6WL7CpLH4v3HwmA1j1QevbrTSG2y/za+eylPz2/lZ",
-	"Xh90tEI0EEJHi5yrqiT+mXrIEVudIYcN2j9NYODGfY0JkjURv8e1DXu2LuTw2WYH9mOOh0MFXzWLj1cv",
-	"WusjfXXx9qJKvkX3dSEF4ffzAoE8CIT5WEqytcjeWnvSbcJyr4fKFwsoDWFL7RIOaFDvEBGQvj3jxY2m",
-	"e5lMTdjVPD40KjqICriCQtbUXVl+6pAL1O9uOZ8r07+nSlmGvDjfKAcfv6ng4dYE9N9PjnpRBG7VWE/R",
-	"wIIsijw2ZR4jAUVZWpU8foz3lhyZ0WQK3f7HB1nezSLMvhjFLQec4tg7vGLkDM2pi5KnaMuavIanE017",
-	"B7+eqVbcQA2ZWQVvvSwYj8szSJji7UwoLlRWZnccsh2NKa0w7ObIORIWXsX+Zuu6l1OZcxtesf5gFG8V",
-	"INeWWTTK19+cEMa6GZsS2W2S1tyniYJBHaTJSFQ89giawKsOIslsR4675ku8TiFaE1PM0YX/fsT/XFy9",
-	"+A79tpjKHvu7Q998XOdUTH9/gJq/DolRLHiMYl7VSE5JDKdETI5c+O0YEjxm4JBxVcrwrIno6ItQk6xI",
-	"KnfQq+kUOZgTap7iuv/3HMBO9C+1rYCaCTw3HIlq1asgyYyiPj9mya2VheuuzKb57PFafomf8qGux0f4",
-	"Er3TuJlb57xoOzg9vNnnR+/EOExm14/4pi+uHe3ex+KPVy8gperB0nztzN87ykN1gIaTXs53IANZiPQZ",
-	"W+ntQeKvYoNUb6EgqSvz0PsJkTE7iNuAPV4svprXICYmCaL2Y1Ig4n9lhedGjB3g//Cr2O0khQg0ajhj",
-	"gt3w2IHwAxQNws24awaaxsCtKEBOS7PSjKm2W+ACyeWNX+YBB6nfqcabQKsKmbvL1Q/2Fm+o+nptfC3a",
-	"qobTWPxj+q43VPt5DdWbQAa0bqSNnL+0X1x++KZ9BWhwaBzhukE3GnAUVN0LjQ6K2G8HoCZvyUa27wGs",
-	"A5OGXHDBl4iV4QL+Frzu8HzkB5XJYgf2qvLSlam6zvafthaR7+z8pmzHe+eTtEexffOmOvmPqs0FIlCf",
-	"XWqL2Kj3Zzfildiq77+8Z0mZ+0k64P33QA0bcFhTLfS3sOuVK8N6pogHpHDx9ZtXb6+v3n3/8u0W5KZt",
-	"YMmuN7ARDQ9CTT5QZKJguYRHnwj/HDEYmn2aezceI2ox54XiKU+NuDMQxkYGmgINy6oW8WG9zP2LAdAv",
-	"coOMGd9mqWtX6UGuXVZIk3/+4cqCGuOAsxuhOoelytdhug3tPu1bKg+q+8tX7KZgCb/WYm63QHR9f434",
-	"h4Wx63K49MvSRv9DHX6tQVdeThVPrmPyn2TMFD/p6TXpRqRgIpUz7JTzCKxwWIS1b6+tSp0+e9fmKVym",
-	"tW356Krf2ms+AJ7d49DGgQJ7cJ83uAOASg1l1+KZVQvnOOpN4yrwH4cnp9N4zciKetPDpNnVFmyWCwtJ",
-	"wqo2zZAdag5CjjFug62GoBv6ukUu2V67t+1wfaYAF2UDI0llIuEkhv/EB0YrtoM8XUFqojGhTLIZfMaC",
-	"YTPMLLAARqa0St89XAfI1itkbAxKesEpHYle1KcmNYD07+8N6rGhj+sN1Se7sL0fBCu1n34+9IzRs2E0",
-	"22oUd3WcqH3NRCzBn1xKhNDEeWqjhvqDeAA0/h8D4wq4batct4VjY37DBLJIJm7WUrkwNcFQp7YiCDFV",
-	"IQshtrm2VHcdyY3FC3xbl2T9oWeKJFmRLLLSsjNFfClQxtEYcPsZe8CUkmRlhyCZM6iaiTW1Y4p+Wfdi",
-	"iFm6oq6UT3hRYFumuLaEscswVyYKWisQ/aMCSm2FdartgOQRGE+PgXVqRmrykuY8VCfk3LWN/Gmr5H8N",
-	"eLHNeC+ajHqpDcwS9u5T56bVElg/Xj6Wz/yUBGTGmQAjEHsJNqRzmvdeJ1IY1/dqXzc5Wj1VGO5vuN3W",
-	"F3/eMe0vVjjMyfmvi1h1ZXAqN2qZXK9ni3jCwOugKoxtYNyHqgFVrts6VrdCd4WSZMIK6kpybM4bObL5",
-	"+1UHQIgTkQy9fLs5anu8xwcjasrYr2cmQSRoU5o8Nilsi0UBB8qSKdsU60El3U9QSmDDO5hJu9w2rM2k",
-	"Lcg93wF7vLXXv2nLArak4bi2ti8rcFHuM8sBG4EegnbKSbwGZxrvn7RJdHJTZqpzWIbYE2bV1cJKem94",
-	"kQgvY8ikAKzFKo7rC2f6KT4q6W5PFxqjPtab0fgUzEqSZil2mGZZ7hqIaIJredA5PPfuEX0P6sNDTGKD",
-	"gA9DtInG0FoXr+wY0FrQ5MFJv9AvHkE7dyT/nhvV0opDvA9fNxL2HRBywHphkJmuemxXbvBj0wTNDPaA",
-	"WPD70u8KkC74sCoJ2dZIgZpJABBINuOYYDgSsQXXQ6UVr7luFjDlOpk65K30Pw+Hjfmq1obf6vWWItH6",
-	"r4cYM8lEpqZfBmxrIomH7fpaZsqure/HG6nv+rcuhEkGuEsZtnrdlsrp1see87g0HfIKy+kr7CWDe/0A",
-	"26VecdjUlszk8xjVGUnORL3yuzH/9TAgfL/4ex9q9iXeuSv+6Pw6ej9aXpqxFSjH66np9WT0oDmtp5Y3",
-	"uUsZAJxa22bgcBS/bdVwHz+8Xl90hYi59XE32FPP9QPquSxSXrSrFMsHpSahc9EWfK+lbbp0zu3Zmn4p",
-	"0Rri40bO57qEajguamfZpt6wTW9u7kRzAY0JQBZpi5ESwZeuicxD2tCgwWkNS+x20NCCxivmB7A0c4of",
-	"aN6o28d1ZTDxR9uYoZSY11ZrzuByvrzmDHjhwS0sdtovO3LXLH+X0gmbDoEiZkgVIwZ2Q3/mITli+2yG",
-	"DnmJheKFVbTQUBYSHumQK0ieF/lqSBj8pE+dCsAEgTk+Xn3TPgWXG+LcQJ++OdODJWpRFPKGlZxwlTDo",
-	"1jgaLdLTIIDFgD8mk0l8TEfCVaf7BeljjvW4JVqlXCTg7MoE00cIKxlZyUWheD4hRxhXoESx1ZoL+tdR",
-	"CwTBqDUkvejzF9hFru5zi8jF01zIJawlN/3EzPquu9FdEnA3UJi2FE67wSzukJf3Sb5Q2Z2Ji1v9oz6r",
-	"brO0/nLbyraMq7AMa1YNtoEzr4bu515RolyKyjT6KqZ+zO2reCQg/3HDmHEF4ehIMI3Ex66KLeXigU3O",
-	"Pv/WleM108bhUGqJM14ZvA6EzIOd9Y/LYab78WJ9pMqqVA2S6zqPzVXercht7o2qt+2x7U9kNbmN3YBF",
-	"2eemIxbPtLgwTuF1TYEpoqQEsI25VCoba8lqcqQMJPFcy3sr+NaSn6IgOmmHYTuKrsJgGOj/9+PBas2T",
-	"KGgUbSSLWIV+cX2IWSRNa/ENSagIlHmiadCUzPDm4i/XV6/evHz38SomR/0ZGa+qFDRyUbVfwwYWC6EA",
-	"50OzCOBAApwV5FBlqiqLraVOWLX+qBuoYyjK0Ib92k7Yr3Fu0whdX33woaPQBO0vRmVRYlMX8lrKOaQj",
-	"ImhfdqfPIJamBVeK27JeQP4yuUE+0dDEVQ5+5jdXNPV0t6kNWyBITbym2VvOBRhdvDBhHbfJobFGvWHg",
-	"wVqYj4jaDD2ImupClNfgaN9WXIitShPEAtLa4/V4ZRRd8GpB/jFe5j8vWI6RILNFXRk4ovQbg6uhSKz+",
-	"4h04FOtQxFUoKRNYHWDGJjTpsJB6c7INIEw7oPArkNg9EK/bgw4mJNQEvWHw/BuvVsj/+xH6/S4B/me9",
-	"b9TxRVPMP9yJ7I88uB/JYW0s5jHqGH9ziRt5cNe2amKLH9BEcWZ+JiCckGcTbrpRWqLEw1qYDSosrZ4G",
-	"d3oki4d+c0t8LYbRvF6VG/d5ULO2XyW6PfQuiNcsRvtR1wWz9qobWa51z+yQbzLBclrlRiKIin0NNLZ0",
-	"9tB6n27To9JgDSxZ1fISm1YeZZBgpGmMN+/oeFnDMhBStP1hHu8ep2W1eEjsP627zEZuzAtqrTKfjrGr",
-	"M+tqS86mywO0oSnFS801agdu29Pj3OYuuLrT0oaRmkDs9kxQoBN26NyZVgQgWy4HAV2URr4eeZxKDb9R",
-	"bz2Pq2TskajBcdzyuc1bADwb+2LTxsMqTr773quHxkKFFWqLEPg0Ggv1FaUPL69evr169e5tTI4GJGUr",
-	"l0KseLlmXA6iYPogD+teLdph/bj8gmvQSK6TLG2CyXxf129IwaB1dZ3+RjNWoGhCNwFtVk/l4maKdNS0",
-	"HecSUKe0EmnqNdEWR+IdMUHAVhEsB10pq0AvfdwgY4Mb94KhHHR7RQfGOqLxRhVqc6acD05c87pZJ5ph",
-	"cp89G+U/DBWTMHd4ZcykS2liapv7tRk8+gJBUdtaSwdhCLVnNuXVtLitA1UiVH0NcS7YDzhXi6CzLf2o",
-	"/ck2JcoSwZf5yoYNzfA8VFqI8idyvrLd8k06c0NIfVsmdC1R5THZ0MbLr+rZoUOv8a6BR4JrbCSmTE1x",
-	"vGv6+/L6tvtTb9q/Obk+m5zyQXqS9Mc91j2LTsNBcDLp817aTaJxyIJdCJm7PeEV8sKDA+Nb48/4ziw9",
-	"KKS8HdTcLYO+pZEJH5zZe1VlTmPngexGrMFZWdkzJC4NeCJNCNDUIjYkBY+EyQr+wBOujwpF7niRTVbw",
-	"CUjeVrZ1EDm6LJlIWZGSH8zH1sQ0fvjN5Pv/OStOv/3+rz8XV8ufPr7/+vTV6/c/vpLRa/aaXS4fBJBu",
-	"GX53BvL2Tbkt4emiolyh5TqKNTgQf17IkqkOeaV1Jah3xMCiK7xsQhOzzyu9NbBQ8wiwDCto0DybmNRS",
-	"bfwen5MAKhfX0quO1zOpsFeKBZwz3mHQBsGDgzkK5vOZn4FFbCtgZYBF3SVXpL0oOyAs8PGRQIAHFzGu",
-	"OJnfl2D1n6+nh9kk1xqSSbPcGi+KxkPg/SvrRa8C36yECCxhY3mHsWC9SpXnzP5CCrkQKU9JqsXWUQVg",
-	"dtwZCfDuoztLf1/fH59XCGo0CAL9f/tThuzTewY/h/iopgA5UgtVskzw9JiCg7Wefwk1WXpZ8VetI7mB",
-	"jUQ1MvJOP5qVmGSMU/EhyrYMvWq4sS3pbk2sWr3FmUxuAUoJOQ+AYoDprJBt6ZIczVHmTVFPZiSOZuz+",
-	"hf1m+bVNhIOEE7sAdpJXGN7CqSLml0mqzGVJXUaI3gpCliNhW5oC7E6VXPrARMItJPAW8XFzJ0cvcrlI",
-	"cVbPRmLG7qvpv+fFJbz82Bz/sCkgticFH5qUbmycwBIU3eFzPeRm/qiTbj0318XgJgXnhprGIwu+NKPc",
-	"8zzXFi8diTVSkwZKnwM93Ff0Qs0wX4MJbHevSZe5SuWR8Mx5LNV2ljjKOsjjoGjcrxvcFldJj30vs29g",
-	"LzVUbUuTpF3l7x654VFiRwbNjyqj9dhuhw65cDixeBIv5SJPR4LfJ5xDZMKE2Jp2K/VatRR8Dn1aysbE",
-	"M4cXMBIshx4GTs0hFq1DPfOSI5T19Uk5RIZ1gyPV2LR+h+hGGCSyyyvRAeOSMI62wY/hkWNQpyBnquiQ",
-	"FwijazZnwcHBm0IHCFt7ZmmGlpFmVzWVssRIDlkCSDPYR6nm2xuuDaL9W1qvt6vD3bLW7jo5QogBTZ0q",
-	"l9RbWVDfMxMxAJauLeVI1NbynKQ859og9HJXJJmxW30mydlho98avnhtsBf9+vbY3B03+VI1XQGpSRaU",
-	"jHkul65f0DM1ElsDFGuBkLDy/gL0GLjomLq1HjifLtH5SHionK7+PlMkWZS2tgAllDV9XJoVaDCm5xj2",
-	"zK4XhY+Eewf6FzbjGltis6Zh967Y7P4878o9s+YGgDp27yxwCKByUnkjUdVAHJqmEzim2jxD6T4FkY7N",
-	"j5SVzibwCSjVrqACqh20ZJrLoiRHWqfpzFlRCl50EgkN56Kg2wk6YdjtDOLjc3wtHifrqCwwODT2MoEL",
-	"oW/Ra45Z/ky4yaH6iHEqSP43iXGWAw1kT1BpuGt6sTHMGRKtQy58FQx+Uw2Zwp/3KPX/m/FlQ6vURznh",
-	"9hwbV7UTQ8jlQacGdQKWYyn1AcUgzr1SH9EuA+fLSxvgRZfYreSAJKCnStipffbgULzxAW/2UzLLs3sN",
-	"9y8bxqDsymEsKgw0ox5tBsaOTRcDh/0cBHuXuD7OhmZHjjZ7ALnQK4CO7qrJwbm17qB1HkiOEg4H54Lc",
-	"NM8et2kOc1Dzrf7pTSiQ3c7nkah5nzFj2qxIHKqYHMWDKJgidE43AJ/ysYMS24DPqXmma0dk5ZoGt5iN",
-	"sDu7eL4obiASbxLcFCanmFkZhc0OeyRAKYOWQBwwSrLSKA+qMrOgTlULFkiV0AfnO/073pdSL1rWC3o2",
-	"zDESm6pjplDbdw0Afw8vuoFiP9CX/sH3oBhHuvFcV7WTJp6TI8jO3z75nhR9JKYFM+kDx0Py4tXXHxRq",
-	"I7t88CZJAaIY3nJfXXz49uXV9cXr1+9+uNavuoz99ISR0Pzk2+/6lIQBO9Zwq28VHcsrAou50go1E7Jy",
-	"9GU4RfX1c1s/qA1OJAj0fNE6YOEoA+kgE4t26AS7n+fRiaAZ2/PwpBFtm92/wqcAo34LG1Rhgc3jWPFk",
-	"UWTlCgsvK8CPq8fjfVCXQxRfLMqpLLJfYHMPyZ84K3hhcDoBUcS5qn+AfmnwmzLuAOR3hZ6hJM/gpSZW",
-	"4/VHsxBCJJUYuzW3gEA30EY8JVFgnxgJD+/EVXQHRFXWQVxK2daHQZstymnbFmdWuG0Ft14Dvcn1w1Tz",
-	"gsBCYLwFnC4wo45BF5oBMAgQoVrNaVnOjUfqewwD4B3fWHf1oQ7/jZy1L4FSgQ1V8HJRCDCwEg7wP7gX",
-	"8NTA7Yu/aDnVGQkfvWjX2rN5RqquxaZFAALw6FMAdVwsa5JzbZDp4QrOU73sIxHft10Mow236IOCiVU8",
-	"NDsSWeOWrwCqUD9tdW5nzwddEmdCLSaTLNG8ZV4E/oA6sx0xQV69vzsBM3K8AsP6+UnvuMZiaiQqFkOG",
-	"bGStXRykrWYwx2F1sKZbHcQ8Bo7pBaA/balcZWo6lqxIAWbAR4uigFynl1cBfJBeEIxiuhWBmWKVsAcq",
-	"doRzGQkQGcjrx6bWz1QUa8sRPmJTQuCcoM4lsIFg9UyRF5cfvsGXQcqsXvA6FBZmPmC17S1f6QnptVN2",
-	"QA7L6ZnCbWhy6kBbzzRBcEw2JjFsOXa6NsOoSGz25efPAOMwkZvUreJpmQK5n0/a2gLSh/xskZdZ2+xD",
-	"SCC1uZZWbS065K9yAZY+YqKiJxkS81hJ2EhgPAByCSG6YEqfIJ/z+Fw/hfCHsEim+ENQk2kIrin0SyJu",
-	"H1mIMsuBvbDZtYIuGH7aYgXjhlEp3FOuhSXiLiaySNVa4eZIjMR//AfRW1/LV8ws1j9eVU5yRY7gIexL",
-	"uBApL0j8/C58HoNba17iX8BSz+Nj4KS6zmnZD1RH3BFaI7vlYrhN7DwgaHphe5VQMmP5RBYztCzu5C22",
-	"UF+IW6GNbC3ABJZ+a3ESgnMF52kLq2C7+LkAzxSk3w83fzalsqR6YY9aI3Mk8uxW2/f6Buz3b6uk+X2m",
-	"kO7vDM9bIntU7HQ6PiH3HeA+Yc0BRi7MU6ZbPk+dQIXx3LEig6D91KCvoETQK5Vm0AAztcwBbUSV/gOF",
-	"TO/+Hjiq76UvwWuYgHb7LkHd9Lv8z5+UFLFB8bUtW4+Nb1bv2ZiSGPpOxoAqCNlU1nMD3Sfj881WqCi1",
-	"8syoG3IyMVgXxvLKBInxzrhD/gQgz/OFWWhThMH0FOD4AIzPO6xPdJFIzToQh1zzJ29pUXNkAm/Hlm4f",
-	"HG0w67+ioKUatXOxrlDqSoS1APVS/9vvQHapIRFSiWwyAVJ9wAhA0cZ8dH0RO34W4OmO7Rsujc7o7jMW",
-	"V1sVCXkmpODPzsmkYDPeZiKBHkzK/G5LGV6wZMphSIXM4UOQigDZd8j/EPhgJYMDc17Im4LNlHVXz9kN",
-	"VyiITCK72Ujq2UjAU8JCpXmqnpIz7t4PbSvJUV2job4+Q+vqDvw0EnEBkFI1lKn4GEyTsTF0xyvCSKJn",
-	"aIujlmyFCd96Q2BASEjy4t2HS7uaQ8L0yTAStr7MCghZZDeZsLUdiC8OUW2YRofEqUzUc6vGd2ZpbD2O",
-	"BZ9LlZVSGyhMqyPTFSTmWob62mI03CwYGCQceOrCrxv0KkS9Il7jy7R5mxSobTv6N9y3HgICL7MlGbxc",
-	"Lw3EDCAAUaWfqZUq+QxiTwu16lRjzrycZq2dDuH7mPAAb1bcFPsq8MPacgEX1wKV9gjMQDS33LmaFExN",
-	"LRFnWZrmZkHsW46tpxXiRClPFyik3HLXQA60krylcqeD9PYTN40KoU9mBTkcaVbwxLhRIJZnMkA65K2P",
-	"ZKWoddYrRLIiDsgKKg986Vrrz3WOAVHgNZOxjZXRpmWmK1Id80RqtRyTDr3w2VoYZV2AaQKA4pOykh/7",
-	"rbdIP+jqj02lkItCi6t6vy00qcB9gkuJ9dDP1lp+aZHrlh5hE21ZeWaBui1L663pkM70xG3iLE7dM9/M",
-	"LLYl3x7pe8BLjjrqCtzxx8N99MLVAMQ1h0uAB0vsduk5EkkPyxsJugJdR2eQJwrxO5nZb5DHZVd5JCzQ",
-	"R6WfMs1JUpxjgr7dFA613z1bgcBTMsZ0DIqWl73j2lyPjVdrI+VZn+AmE9svuUdq6I3smmOa0eudxFKS",
-	"87IEeWjP4pk52mutZv8frtd/mQRY2I/a9oTSoBuWCRvge//u0nvs+a9Z+vk55kLHVg5eeeVURseFs9Un",
-	"kcFlq2SaxVSHeI4ltB4G6CW1elFK5vlCmY7IVtzrL/zdLu3fDSf9fST+3m634f/05Zoc+btHxxTTl0C0",
-	"aRXGV8JJ/VEtFVTJZnP9ho8iu3cNVpYOCs0+uWTKAuTWX6Iq2M+/k/gupKg5m+yz795cvGhffncR9U/0",
-	"bhu18Go1eNStO/Wf3cBqV6FcFn4wr+F+ZA3BvxOZwp8lVxtptHXQaHJkMuf88ZrXHjs0+Y0cONcoHTXE",
-	"lE8ywdU5SRcoN+zbQRWAIKvSS8ByTPFoKz5nBfgMvZQ7pOjGSfB3a8Xug6YxvUNLH1ZnHxNUwusCf9ff",
-	"C9uaDq5bowUrWX/CJiWk7YvS577awW+rD01RIRPSctfG63wWYuTPP1yRo+8uo/7J2vLCdJC+VqnPlIpJ",
-	"7KSYVszUYowxc9h/8U9lFvtlkW29Q+IMhhjz+7kREbHmrthLnFwUObn87qJtOBcu6P37dzyY3akCCZT6",
-	"MKlOEtTdxaqBe/JsXLBiBRUc7jzREwbXd8e1xfc8By3auuMFwoW3wk7QCVqfET6PzbPWsNXtBJ0u9MYq",
-	"p+CkfT7lLC+nvwBQaSP8p9FzoyAwfdsQr1QmkK6iSLEQAGFLXpXYNhl00pTPuUg1e3Yc2nYmxasUC5zh",
-	"k7TlNAn93SgIoAoDrQNMDVwrK/ad2r862I6WvLW1VTO2F5kGPo5umE3nljcvpjVEKMDt4cCa3uom8PxP",
-	"LLXRON8f3hr+7RNtKRvJbL3Wm5MrLKC6Ua3h3yriqNYn/ejzmdY4ErV1SWrOc3Oz1TPfF1IfKXyBDdYJ",
-	"vwflXYsfzFuuTHDiW+D1PJCXVx9evbi8vvj66w8x3m2yU60Lz7o0taZgslArf4MDD64v+xszrb3Lrgf+",
-	"fJ6zrL7grf8g3718/b5SQxykx3UpS5ZXSr2LGY5XRC5KrT8NrS5sgrt6T2m1ojMS/0Gu/vr+5fbXYry3",
-	"GIltd/xqvvFfI4BfHLU+k+igu7Ezrb49POh+MwX9RHjai/TQ1yiC/6uPxEKRK/yPzU3IPMDSZ0qr+dDR",
-	"TT/RRIXaq27Y4ob7Y6xdDfvdaCRa/hZcD/w3tMsBbjAbrLd/g72V5Tdahdy5vTz2nzl227rRjFzsrNgs",
-	"37nb3s25AB+UTBYzACsxiZ4X71/RupZme7NzhEtl86z2mXhzX3zLS/P+h0lEO2pPIlq/8iPPhZoQbc6Q",
-	"woDg+hHhCNTtBI5IBvfXHlVrIcNG8btO5ycXv1d6RPbtu1gDAvWHnoqu5wWI1YQJkkrwroBdffReqvJG",
-	"q27Y2C2ZsnHOj40e1g+6aJ4rg+syEoIDgL/NjBr6MSeX3e5VJRg8NN4GwxDOYMwTxkxNlM92ECOBgXNV",
-	"ZnkOuOOakiSVi3HOEcdWUaIkAsm44ZohmnQvb7aY0WCOEDyRhyTlNwVLeWpDcpU2gPB5i9yW4caoMmj9",
-	"St6ik8P7qrGPwa6FGD7PJxalBIN7rh7OoQuYbki295I9J3N5c3xOwP+NGq4B7tY39YPuSIDClili3MME",
-	"fbxqc79+QNb4Uu0FJw75WWZpUJPR700zT615Wi0HRv+4fUVb/aC7Y5K+Y/3Bk/VWHXMrNfVbwxbzmAeL",
-	"WKr7KuL0g26lDb81Ds5VJXYWhRg6YTg0Ax0KWbbxxoMJ+1aWH/CJTdK674JFuMZHZAkBWsvv1kmT1XaH",
-	"8XR0dsqwDwA/skeHdDEbaC60VY6h4x9dQrBljPebJFJMshubTgUZ4Z4H3GSt6L2TCVWyPIf7nilyZFCV",
-	"RiL2ygNNU4OC3/IVJotXaGfnJMavXmdpTAQroE8/hjAhXd1VbNa34etMlRcwOW3OFGzGS8Bd+tsmJEe+",
-	"WqvG5QJ8ei6M+/OCIwwcRnHdeGoqzV5M5WbOqcb2HIYLSXKtQ+9+gamVnz99qbjBtM+//dpiiaGLISwe",
-	"JNcGNrBF9Q2y0NvTtkiiLZh2HY0nsmg8dqf6qYJeTReU0lZVUpBf1FCNAfmRQfDZFGG2gvCMsdPJSTtM",
-	"orQ94N1J+5T1xu1+cpIO+OnkjAXjFvVWyj7Cg3Y4jpL2IO3y9umkF7T77GQ8SE7TMx5MgO6OAoYvO8CX",
-	"tbknedY87XBz2rd8hQO4jaruXq1h145OtYbR2rT67bP0NGkPxiesfdo/67VZdxwlYRrws8lpfVpikee1",
-	"QZtlM96c3WMOoqvgdBj2t4+5nOfzSTm46yk+jaodYKpR64WV+IRS19FyJX+a5D9JyQZ5qz43pL9esp5e",
-	"sv64fZIM0lN+NmHBOHzUkn06WDqbDaa2Kphu4z/u/OsF4f5HPgpmcgc4oN/2ouiQh4zrQR9sL0Wp5f5n",
-	"D01s//P8fs6TkqcQF18/QOrZeH/79HlNK+ZV6zvvVIFn1g8U00Bit3tirdtEBc1tKiSOVFODhuOGFjIQ",
-	"AEAoPOMXG4lSdsifzDCqvOAxhiU3oPUNPAzPJ+cb2PkVprXpdMFGwo653vGCPEHDiwpKo/k4s3NqPZmw",
-	"T/Q7kkWZ3fHrqhVO3++LE0a1tjLBRueVdRi2/jAIfzRNOUwx/votvWEXbil4wkV5jVZFa9gLO31MeOcK",
-	"xGLgepe0TKcP29DDYX2tlbIMe71uy5esXoeOQMvJ5hkH/oyD2oS7G8OMTgedqDbQbuiN1HUo2RjrWkMR",
-	"f5xhbZyfbGsIIwHTsH0y6fP2IO0l7bNxl7Wjs/A0GExOeD/tHa6dGgbaJQHt9sU2xKYRyWNF2+8jnl7U",
-	"hUkFd2v6VuwUV/oetUf/bWzGMWU2M2qeQVDZYB0ojE9OOSvKMWelM8E1l2ZYyoi6fs6Z4pCiANCsaIdP",
-	"14DPov6J/6SQJM/uTAUCIroeOXyYkt1yrL1ytfUQnTUDkQUpl/KcMBuKQUCIUlsaWC3/Cy+kAREopYS6",
-	"fKAPBvLRkX/cLJveAh2fTDD5vQwbcB7Dzkl4qiWIm922O4NOiHd6CsWe7bSZrdkOhiGaEWYdWsO/BTSi",
-	"PXpCT2kY0DCiYY+GJzQ8pVFAo4hGPRqd0OiUdgPajWi3R7sntHtKewHtRbTXo70T2jul/YD2I9rv0f4J",
-	"7Z/Sk4CeRPSkR09O6MkpHQR0ENFBjw5O6OCUngb0NKKnPXp6Qk9P6VlAzyJ61qNnJ/RMDyOgYRDRMOjR",
-	"MDihYXBKQz02PTg9Oj288JSGkR5vRMOoR8PohIbRKQ27AQ27EQ27PRp2T2jYPaVhL6BhT0+sR8PeCQ17",
-	"pzTsBzTsRzTs92jYP6Fh/5SGJwENTyIanmgKnNDw5JSGg4CGg4iGgx4NByc0HJzS8DSg4WlEw9MeDU81",
-	"qU5peBbQ8Cyi4VmPhmcnNDzT9AtoFEQ0Cno0Ck5oFJzSKAxoFEY0Cns0Ck9opOkMhI5opEmtaR2d0qgb",
-	"0Kgb0ajbo1H3hEbdUxr1Ahr19Ir0aNQ7oVHvlEb9gEb9iEb93ieQ3EW5cVSFV1EX9Pnej2AW7GXJgb7z",
-	"IJaM8E6fJaN2kIRaLY60Wtwdt3tJPz3hg8lpcBY2sWS4yZIh7dI+HdAzGoY07NKwT8MBDc9oFNKoS6M+",
-	"jQY0OqPdkHa7tNun3QHtntFeSHtd2uvT3oD2zmg/pP0u7fdpf0D7Z/QkpCddetKnJwN6ckYHIR106aBP",
-	"BwM6OKOnIT3t0tM+PR3Q0zN6FtKzLj3r07MBPTujYRDSMOjSMOjTMBjQMNBDC2moB6dHp4cXntEwCmkY",
-	"dWkY9WkYDWgYndGwq+fQpWG3T8PugIbdMxr2Qhr2ujTs9WnYG9Cwd0bDfkjDvp5sn4b9AQ37ZzQ8CWl4",
-	"0qXhSZ+GJwManpzRcBDScNCl4UBTZUDDwRkNT0MannZpeNqn4emAhqdnNDwLaXjWpeFZn4ZnmnxnNApC",
-	"GgVdGgV9GgUDGgWapiGNwi6Nwj6NwgGNNJ01oTWlNak1raMzGnU18bs06vZp1B3QqHtGo15Io16XRr0+",
-	"jXoDGvXOaNQPadTXq9Tfz5L9H8Hk91c/6p/Q1kLIpVa6/AvBA5xXKd+lG8BZ8EfXBr6uH9aq6fyFE1Mu",
-	"xT7lwKlnO9UDh+bh4bZS7DfIbgANErs/eiqCq71cP/L1RWc8jIRDmvCQMKgHgwEOcR/J8niz/pQGQTB0",
-	"KEBQua1fCR4VwOJqQG0lRy4PCr02cTX2W77ym10CIlGHfABUCtcB1Hr8Lba/4qX1CMZeTbDr/esanALJ",
-	"1jsBnNeh/2udhjZVkSuzanv8fj7cbdVIxyx5BT+NnQaa3IAIYepvLsfh1o2Fxb19Axe3tW2OPl6agE7t",
-	"CDAUr+iB9OuQd3P282LrwE09tj9yD9wuDKLepvfy6RyMPkrbNk/U4d4f+iRuxXXHllefDA0yqsLWelOm",
-	"0LzW5IhasNxZJvyflNco0n25343AHm2kxtlV2BsG0TAM16kRtnu9SdQesGDcPku6aTvi4SRgZ+PTZJD6",
-	"1KjmdJPLMb+vz8pW9G6ZV39jWsFsY179rRCYf6tXlH7amD2auD42QOvNTxert1lw/+YyWL773/+5f/u1",
-	"XL75Sd6/+d/56ZuvX/b/+sPL3o9XL8u3X3+Yvbk53Ob1sA4ajjWv0Qpu/N/V9ff7nIivIcPVCcX1E49C",
-	"zG3zcENQSlWdHKaMZFJwNa2Ko0TV3bGeFFlVIkAxVA0gMhMjASZ6hY+/BS2SVGCRGGbCAgX9LvjphmUC",
-	"4tHQETsriWIT3qmFlyxyGsyHtNuAmPL24s3LmMyLzJxjmBD458t3bzcPlRdeeUbL+X3+ZDq7HC4CfRnz",
-	"QP6tw6F+rgNDmM4Ua/I5fNjgHD5oa7q8Xvz0S8pv7lORTLrRNZ9PuulUpr+kMslU9NO0zG9m9zc8FYPu",
-	"ot+/ryMqPolQ3xVncHCR3V9Y7/676OsfP6o/31zmr//zr2cXt5NF//kPE3X/n6y3+PatzMTJy6x4+V+P",
-	"I3i6TRVuQBElV15mu6uIykpVB2ktq03RadX6wdSKlbaN0tz/HG42976Vl3rL4Fh/t7BF2N3/0Hu2yiVL",
-	"r6R8rY+JLw139KKz/c9eSfmGidUH6539/fyQKGCsvDzQuIBagZ3Bkm0A5eRVhfeLlsRaVjrU8mBlFYhe",
-	"B+yxkWDmybbH6niogSUIbdtEZXufg+F54I7cvRV/35DdwxISfy8G/KBtph3st2EQ7ckwQLq/+tr4Gspk",
-	"2qAlTC2cuV8d4VgUTVWw/5TXhRMrrDxr94aXLlEOSxSwSdORLLAwHYWotuEN4uXxEMN5iDmGRQ3NALuu",
-	"l6WFEoNHqPf4SBj7tAnwx++f5frnhIFXvR5COlk4dbh3ttOWmTzW9o4E5tQ5bDSo1LEwd2tgjajOVMVo",
-	"SJelNgrtHVodg9qi2On1hs7TgyCUTFwUCvs3wGjMcEaiekpKugvHaFOuILTPl6lNaxhTHq9XSY6UMFPx",
-	"jHDHCjDpiIkKQgi5RVtQ+vSgNJQ13Nf+ThOyjh5YD0pu72EfbX7l82eQcwZwqA2YPvWpvwYs78buAYha",
-	"BK4n03UAn/emf4i99tlCObWZSNs1sK5qGN9wTWU/l971avC3DHbiNVYjXedCiMwbwC1/lA8zVX2zFBJi",
-	"Pj/0cKnjpR2kX//znI2V704A0rZtcPJHPjH/+FkxePK589Y79h6i+T3XytseB7O1oWtFiBVWCKCBYxS6",
-	"DlG72TZ2m7P0e75SX6792ans5PCL96++5yvjjzk4cct/qJHT9bf/rQMaZw/bALFRT64O7vYZVeBN9c4q",
-	"tCpoRCyloQWuQH0rEwbA3bZ3AbAGwMstRsJxfJ7bUITWMStXD1hCztFj3vHq6xiBbJybx6kxiZzN9PbJ",
-	"s6Zgwos6LMcX6TAFT7Tit6qfoRcOM8xC/Gmi0G00AGcChK3cQWkcJe71nx+6qX43n9Ksd38bsUFR/twX",
-	"4+vbu58GUcIXd8tBn0+KE56WPbVajvvL2+kgFWqbTwnD6F2bZmvvGa/qGcnga6p9sXIqOVppQmke1Jvi",
-	"q9anBxJuj4cIgPDcwbvhAjImeiaww8QtX8X/3O6gf70D/k0mSoPq5+/HB5/uz3/FdOrPKC9z3tRF4gOI",
-	"NmWr9M/9thAI3ukQ1jJB+n6/lPXyI/2iutD6olPdCN0DD/YP5u6HiqFt28iKfHCX/vt4R/I2HPBPer7v",
-	"Lz75nq9AEbCcv7OKyPmIpMsPgP7Idgo7i4nqSuzQP+JTRLkxLELX3J8KcTNsgeMaXmNSjanuVI2hXiIm",
-	"mRqJ2D4AIF15hvkWt3w13ET5i3fp11sKkf6p6oHqQZiOIa5XYKLpsl4vsi0Frl5uclOwBBp696bBDHoz",
-	"bKksyea//DKY3PZ+KbJu0dqomglYOG4Pkihtn/LupN0L+uFJNOie9s76X1wMpAXQZlHN3jljDKyhGmo9",
-	"nXBg7/Yo5MpwavG4SpNJ+TyXdT0G3CrDAjui4h/LIis5yAN/6lG7O+7pqff11E+C9iA8jc66rDfuJyeP",
-	"q8PZFdJ/k//P8t3XcvXma7l8840f0n/V+iev3wkOCIR9I4txlqZc/HOGwGqlQFp+g++3sSYIJN0n2trA",
-	"Tm4N8SIyp9WZHu7+qB8fD3eDkAsE8x0Jq4OrzSiZQenDzkden8hNAf8v5Tr5ndj/H8rCry34quPjBh8J",
-	"/LmFi/W14YwJhgHtfZ4QxDxcd4esc3EpjbpCpCgl1GpIjIOxqpcvVirzkTA41FmJaOWYe9CUZkNqWTaG",
-	"9wGCArsQwG3V26CixCIpkKNe0EXIxmWm+DH1thhWojDstMEENKaQXHnYxDO2gtf5TfvIAqTZSIASl5VO",
-	"j3MfjM5Av2pDPKeN/cd4GpMxX0lhkMisUgafmGkjbSYLftwhV46GYLUNAYGfGcwVwZdaLFCChya0RoQu",
-	"Cig/8M15SuR2T9CX+oDMcd3gATKJtyu7HqYtGCJgWwRD6xZacVb4LqBDNIlHKQx/WFfSU6YnRY2upCa9",
-	"7hA6P6W29m9n1L9VsgPOM5t2JBpcAQcfY5429iB3lRS8WS97ht55BOixl+CEsv0TEU/XeXdsu4yQSGGQ",
-	"a+uF3h6ybYVDiYcrXN9wjREYJCJpeh+qwPRtPGCbE+1f0n32+2ynh3uD/6F7yLrVvmgPPdS9s+ZDq/JS",
-	"tmYCNvcbN5CL0IC70cUGeEOm94qvQLmK45GYLZKpqyXBBJc2wL9iYg2CcS20Bvm6gsjyWlJXYG62Nsjr",
-	"qjQSTib47bThPAKsMV7S+is30mjjD6zk4Aprw/8a5C/I3jmGpgLu+gc+Y5mA6igAY/WvKK6ftNix2KEE",
-	"4NEWeY4vA2jPO5ZBgyucxHFjyuRr227xy/xsf/xspI0Wl1i68sDyC9d2c2emimuH/wXC6g/kIPG26kKx",
-	"Gx+MwKz7NkeJWLkzGbOGtkOp1La6c3Vbe7MqyGMK2y/DtjvCrs1g9zmrbuX6NMOmNS2PTDHHy3rDK7BW",
-	"EgzED7VksF2FEF4QbjEtGhYKWxc2bqMXQKsv3ka32NLswXq+FzJ+tHqfM1VeL1RDpDo4G/bPhv3THx9v",
-	"BJiY4/DXR5dPHK5KmLXYnUumueXLtIl/7Ab9YSrBp4fb5sBz3t+Ptb7he5L2n1VtY9cCWZSgm7w9ZzeZ",
-	"ACcIgE/C+jd7Gl379sdVtlb9zL+strX/79LWbbGyMfiEWr+OWgWfy6IctYZk1EpZlq9Grc+7/BBnlYxJ",
-	"CiBTQM7IV+QrErb7a6a412AJ+satjW0tKha0B/wkbQ+S/rjNeqzbrpDk2MBKLwTa94VXoGWmGxO2oWgN",
-	"W+/fXV61TJxn86Fu7SHsmt8aTliu+FOU0BrA2muZGJ3FoDW5Xvi2sXs2479IoanzclHIOX/+nhWZvrKA",
-	"NN/d9F8UeTNm03PIsX4Oy9nGBX4I+JzdvvtLUd1O/cPHsf7xjnzlCUUryavftohzd4OJRe0vgXUuWcRM",
-	"cm1aIJ3Q1r+y0nolHINCc3+9o6FdVmw5M+6Yxi/enbaRj+nXfIRNKeyHAf1U23BWwdtsHGQZrP0qjcGJ",
-	"4jU1PqZkxkpeZCzPoCmHfhwkbDbjQ+ejB0BV/fU5dFYyL6T+MPUD2uJyTUTBue5OGcQIgbIUnDZ26Ozb",
-	"BndHs0wsSmy8RFK2astJeyZFOSX4v+anJed6zCf2MSCGsdtGwpygjNjlkgU5iv97xVmRQ0O1/4aXmX/r",
-	"d5l/wt6Ff+nv56v4GDI6/huXDZM6vpUjYRuFm9QOr397qI47gJxPfoEgIys4eXXx9sLgTR/FH69exF4x",
-	"BPbV+5qtAE6OKHYHyjrAgaA7v85aEwiuAI+VQCSFujrQC2udEAecxF9h91zol9QNSATHxVeYo2Jmejw0",
-	"2CNN7RxtGzE11wdheyKLJStSvQJmFFIknBJmumJhIQcaAIDqK8oqSnrkC1pKQLQG3XZ0NiRBNOwG1byC",
-	"7jAIyIuXl1d0JIJQC11onluNcsrmcy4UKZcY9EILneV5G1KEN8cHTm0cXsWoI3GEAj5oR307CvgsCYJh",
-	"N/gRHJCO+AjJVqdy/FVMjpBRNFGhqZuclFxQQDDWG/qr530kO/kqPjZN0xThOZvrXQZz0rTiLIUi9cx2",
-	"wdIjLqarcjoj5bSAFuNjWU5HoiyYwIYcaqhvd3RDFrWENwhyMmE5fmUGmDfKop8bL6uCt0J9FlcjYTSq",
-	"ArBaeArT7Vj2jwn2ZhX14btcaUuqZyYgnklBjtDfBKF0KdJjSgp+w4o0h+Yf+LVfAD7T4ck42YsJklqT",
-	"iCFmqRxQPXxYoYzCnqPVgW/EpC1TG8sF1A8prx/gCpiFpAsOgJ6e7Kra8sEj8o4X6QL69zHbTHXME2jk",
-	"Z4QwXwcA1GZ0KpfiWDPILFOKp0OzDfTPuLFtoBaE6kggfqS52x8PLC6t3NrGxU1xj8KnzUNlltxuC0ta",
-	"uf9FsUm+mZyOFv8ku+MEhbaiLmBrdDsvCmnUViNK+zNfa/z25ZWnD5qm8U5p66sDtK65zHM4/7U0h2qx",
-	"ehi1JFqFIyB/jHh9I4WWFaUk3xRZylb+aA/Q1L9YC9+hhj5Ixfz8YBXztwrEwhP+AuyMaDi+fPgEtvkg",
-	"rPD4oyvG/2ewETbBDwquxRuk4VZy6RGaObrANpwuDi5hW2Tya/hd1Y4sixyT8NwgcngHitE57rDv6Zhz",
-	"Ucn7lKx42SEXVcBwJKqXYkY+a3DX4CBqgvmLgoj/yD2HhE7/afbeP1noEVnFswO+aLvQHS3h6nwLVsSS",
-	"+rXB977+3Oit/9fg6H9z8m/Cyd/y8ovZ2PljHhRJtwt+OFSJ2wyZIIAZAqY0AwAwMuPFDSfwFmz9P+ie",
-	"noApjaYhG0PDgQzhC6j9HYFK1lBIKqvJ9EE079gBOILdZxFohBmNeySWcmFwTsDerlxJ5OPVC0piVLZj",
-	"8v6dNnGFJLFtnaw/TPhsXq5MZ1Lqf2IkYqOK20YGNnLhQ7WgSRKjCh8fd6xTCyLsiyKP7QlqXzs0U6uy",
-	"bXpR1KkGhU8agBRWcCR6aqgzXpl/HDHr6KoTLFParJrJO54en9vqHWJ79LvbCg6AKBkYzDl3GF2mwRg4",
-	"M7CQSDlSw7uPTNPXZ8q2pCgwhgNtwCBtAodlIUhqlIO+4Zaqx7YBJlmIWyGXYiQMG/mEudQcxSBBohKc",
-	"QJM2MCJ0zYrP69fhN9M2LjXaCTgk2Qp7vttW8whVUPkiZeH5IqmJu5huu/g+vdEWpTZuK9+P71wxxr3g",
-	"S6PxgUGLhrCQS8+rYADmRTKVBbQD3uZN6IyEYbAh0aZKjFZmgyrnboPQAizzArq9lZTwe5aU+Qp7TLm2",
-	"3GteB3je8OBzfDomqdxwNlhUnrrvVDnwEsToyQp0lRjXbFYQcxB2yKbnYiQ2XBfg6AD/kBQc+oeYXLYS",
-	"vDxwT6ZMS74Uu5giJUGXzY2nBiF3bR6zcQWY5vZZtVyGBZwv0LiKUA9Gy9nwa92NDezlvcAuJDM+LiZK",
-	"65qEPANm/LXwTtx5hg89tCHgkZHwfTQ1Uhv/IuR2g4RBtABERfa1eHS9YbqDbVcmKXjq19nK5H2vMdEQ",
-	"uE2/1hoKiG4MKdhqAc1QZ+zWdrplAIOJu8wcFUDAtfb5tY6IG4YDJXEVkYpdauQ2KKUvdfQYYJ2mKFz3",
-	"s++RCQPVerC2tQ6hQ1u7RFkDPoJZyzWUoayA1M/TYTcgb/mS/FUWtzXHaoMTqhuQU89t4zliLma8yBL2",
-	"/C1fXus3wTg1EXJW8vXMfM3sHz+8dv32EdTbCH5z+uw4M+FAP9jpRMnI9mDVv0ef6/6mv7Rf8xuWrGzH",
-	"L7uQCE/8EIdS+y56jE/pt0VIOtAnd3D0fI0D/lnC52G3grb4I4TPN7bLlhB61frpESH0pzbrtHw17Qr/",
-	"5Sy8/4OORQuz9du5EyEItTObC3wjMWQ2xzW1wym81GZVeYptacPEJpgP2tpkAunOygTOUhMZbmNkuA3P",
-	"gK0BVXpj07CZp8cIACu0udchFyYCUzF9FULD6FlWWptxYo7QbGIU5RQ09A0l4y2/dw6eK/2OfXlm37nG",
-	"Fb47VcJQtiZoaRpua5rgJZaFexPLni5tC8Koa3lM5kj5T4hQa5FWJtsynT7Thlf09r6it+8V/b2v6Puv",
-	"ODwTSetUeoF39nqpewMV8LcsUl7822v2pPLtfcHvMr50vU68CPg/zIXWLCVB4kCP7i9yzjVmWl2Wcl63",
-	"koYbgRptWa546UdnWMGNuWYAAIS0hb6YmqMt0ZHAQg90ehsR2CHvjbnHNkTpmg23KSn1o08T3Xlqvfef",
-	"J2sUDZd6TsAfNkX0D6HfrrHpv+Xw08phTd3fVs1E0fMbSdAPHDPpG+QZpHA1hPgq7RW9vL6wNXlHS+h6",
-	"DLokU/bF0FdAlth2+UhIU4bXIR+so2w9q9H4Bc3ze+UrvOdfJHxuVe5/b9vfqHJXk/ep9y1XyuCdH5Rm",
-	"greTRMrbjHfID9goCVNl7UVXiDdbqBLqWrH/QfyX9ovLD9+0AfAv1oahyUe0yDEqK7lre5TdCL3BeaGk",
-	"IHJRnrsm4trMzAygS+oNzg7qwiI+YIig1J8zHYNN6qSFz4OW5BC0wRk47clCvxzZdHEmIIW0oUD2MrsR",
-	"7xYNHUV6DbpfdiN4irOpRqxlhkk96TyOlZ8KkbEGwKgHCxQyAbCUqelYsiL1+K767dO2hIwfprKBdWAJ",
-	"uLbyqWv3opkDV8vkangkKrjgS55iIrlhF70gI3GE2axz6Oq45PkdN8nkKPLtUmfiuEPecp4Cnk+dFYdY",
-	"0p0psoSKLQb1KSORc1YIBUGZXhA6/lvj9+b0EbOvvligu7LNvQIdv/jO3l+rqDzkyQcD8ts5bnNS4mUK",
-	"a1tfxj9CZ1UzvBcwsE34UQjigY5QVpxv57R1BzQrLC/vrR7goYUfWWRTKMwAFJB0lgkjro589IJjUz+x",
-	"MY4hetYwvI4dUZgg35Xl/J3IV5Rcshm/zEr+X5dlkSWlXYUKRvzavCgmR5eaONy1pkEJnrAZHwnos371",
-	"+vIYYK6M1oP7F0eL+wH3Juw+6jbseOUlxNuPYcNW3K0j0bxdTRzVwaNCKSs6CKs0ctz70FrDOCXNIYDR",
-	"SjyFXCm4L3IxoqZlGxMkvjBMxrC3jAl8ZYpo7tPfT2zuhEEtHokjs2rVImHBVCXXzDdZSUx9OdRBo7zz",
-	"jkZPOD5TIxEnqphcA12hkkoPryatzOioZpustGAyXQIPtuHB9ixTUCYR+9AzshgJCxuoORBKuxASFr6u",
-	"zlFf1fSPv3v37vsfvnv58vX1xddvXr29vnr3/cu3MT5jSr8sOJmVgyPxDctyjs252plQCJDh42OQJM8g",
-	"/SNNC64UFgJnAvnHgtM1n7GvxBdl/Vey0AUpa0BbbJykfHIzzX66zWdCzq9/LlS5uFver36Jur3+yWD9",
-	"hgdFFmH8v2nPlX/Oc+LS7pZ1fUjxcg2X65KXbSusf91+3FgBUHO8r9dB/xuh67fqG7ipQcKRdpACaU0S",
-	"PALaBtv6AZAgWsauAWM7mVx1joIQlj3aDdR2uigMepYsYY9pSQxYzdoCyWRar88Hp6vJw8nKSlvNChJX",
-	"4Bpxh/yvljWquT3hSOCRB3Vc1oO7BQ8BZ3VpKPLbNqhew642lLKOy2341Id1u3YvM6H+dSQSlx2wjkSi",
-	"1HW0XMmfJvlPUrJB/qBydJ96uyJBLCmzO4sR+H8SKHZ9+yAUlu9oWNuc29wNeHkddG/t6eeIYQpuwkbF",
-	"+Q1koTEIdNgdWx8i3Q0C+41R0mLYy7HZzCNxZLOO46g3jamrCo/Dk9NpfE7iQMVWP7K1isdG77E18Baw",
-	"q1zKkYjNr209PFYuCh5biG7q8hFxyLZTHDXZVuWU3PHi/2fva5vbuJH8vwqK/xehUkN6+CBLoir1L23s",
-	"zfoS21lbudzdcksDckAR6yHAHQxNM6l89yt0Nx6GHEqkZOe8Wb+yRXIGQAPo5/61nG0uUQde8zI3obBS",
-	"ifVYQWGpPaJxEXwY6T9+vgahidLU67phzBqkINZvS1CZZWVVzncyd2pll2H6E9voVclKMRXyPRQE6e1X",
-	"+sxNwWJOifM0a1lN59ilT5ixqpOOHvV5k21AUyu4XIic/cOqxqHG1bNkwGG61ei0wZVyVwx7gt4k30pS",
-	"Q945rpzNcM6aVFeFBLJb3GVv4OWW9SNL9oKgxvyxktkdklnEJNxxbPDswtmu8Z7HZDNGjQNaD+N8OKFI",
-	"CX00Uu0h4gPmfWOv0kFMvi5W9vbDXl697eXpD/13i2q4Pn832bz+5+1//vXHq83rl7+8fD6fb/p/SV8v",
-	"8tPJ9fCbB5LrHpzZcBHugpsFW+MLwOy/SgYWXhHMvG7s9P/xJGHF71Btf55Tyvlu39Nc5lDND18X3Mqs",
-	"tVS5XmfMCzXI3QUvjGNZ/SE6RU8gsXdsqVJuAPoE690TyzEjxC6qgg8uT9f71CVu45n/RZTajMK3VoNN",
-	"xson7ieQJSwpYyGH3H8C4gRI9fAkRPREztrL0xR+sry4gESchSwKSdw7CT79Gl6Dx+hQ7oUIXrASTmz5",
-	"rH38xghVnaCgAhIiOaTBlxNui1RsWerbUhhzGeEiGMbzUPwAAKAo3CIx45LeYJGmGquIQhsIRbhWd9Z2",
-	"0Ywvl4KXXXZVGA3EwVyzWf0MhG7GUmFLZ3uKVmas0KSxkxE5Odcy/O4GPr0pCEm0lyZpmkKBF/pmxD9X",
-	"vHBUgl+xheAKhB3AwFCIxk6oy95aYWkqOQ1NlRHmf62hr23Calg5vrUtLKUZ7u07Ub2Fu3BABt6Ml5Bp",
-	"ThVsDrrGvh2KnvyxbWc9q9VlF+kiO7kM2p1V9val6+Etas7XwywML/nwz48Orkazx15EISWk30stg+M5",
-	"wpa6u9Ua9XrnZ0nLHjEljLlZnqY3C/tAtx9/enEBnz7tnmPWibSP9ntJC67cLorjuU/TC3PwE0hrE0gb",
-	"Rsdkl53h8WM/frp3+IuG4Z+enjZPAL5oIECvYQbD7uDeCQSNBIIBOzeIUGcJu/JmsrnB38A+U3JWazQ4",
-	"c7Pt9bZ2DJ92zMSemxHNagN/XCQ+Umt/ftpPf0vcyRy1BovDdZlrbt7hxdoXnvF3+UsPoU9Y8S6x2akn",
-	"tpOtbLKh/0U6BcIO79EkIvBUp0VE0Md3dBWisk4AOVuIBNrEo4zVZXXSjGiPsmZtDe5KO2SqLZh6Sej1",
-	"IEJ7aYDOCYEPHPorw6aynK5kxSal4O9E6bHd/IDWiCewOQ0R1+d8Oh+rCI8IxgyYUvYBWj+I24mYS6g6",
-	"LjTP2YQX9j6W0bythVxbhZWbufjKXFJYrgPqOwwz54ah0X3lyAf9ZniJIa0ahLdB0GicOCZz0jLHqg1y",
-	"OFSeLks9ETe8yk7cdByJEmaktdBlxXIxlbkwIRa3tS23OmGTVTVWmVQ3M0iqtwNQsaD9r+OdVPg547JY",
-	"lcJkJPXrPfWR7Hbxexr70Sn7eI32gnAbJi03OeB+fkEkXfbhDVtOPRwNev/jki0dYRtTGeFnQN5GedeH",
-	"r9EVZdeP8d0SrpTPfdzCFh8Nh4NW0iKat0ZpXWQNrNAOK0trK+vfv7LTi/1T7vVHw2E85WmhEaJqZ9JR",
-	"wubuhP+etOxh96mwea/zdHYqOmf5cNq5mAx4p3/RO0/PZk/FaT48RvTYWdzlaI3OM13giWNT/0Ze1xqA",
-	"OlECWS0kEeaPkwwAYL9HLti9MQ2cZRu42RqSANXKK8ItxNZTVIOPWZb2Bwkh7XlhMlbeC4l9yGVRge1k",
-	"2RFZI/B/B4FMoAcHYiOPlbfdYH7Ir+tPQg7A9TyMTSaR5Y8x1miCsA4Jy2QuFktdCTXdQGeghGUFnwj4",
-	"zvu6ZpUoM2zH6j9EJ6TlrouJVGLkQPWkYYU0lcjHCni5ta4QvdDF0JUAoAvV3RlBkrFtoDMakGprNPGB",
-	"vkbn59SeuekKQhglpZ2CKVZQo3w7I0CavGQcf4FCWmn8jqqwpGLtnbGUrsYq6oK2NduTGsQDYKISsZni",
-	"ZenqtWAmFRb/4/dd9kIxy1bldFXwMuSKwHn8//ijb6w2ncHThgA9eD5Whajsvo5IjILCgmCR9lw4T8AM",
-	"cxKsmXqrNeBszKTiRei8YVbTubUoh2nKdMmG6TCBXAmv2/Ci0GuAIQivlOr2pGvPh6luvKGQO6QF+FjY",
-	"O58xwzdsPd8ksLax8ovDTOkgqe05cOeCPkVvScB2iJ4D6JVNRsKbA0mACGOFbR3B3Y9WOPrw7YmayQ/7",
-	"ujteA8e4xwp/DVEJILULttA+7rGqyT461mpZmSY89dcuJhKnbwN/kCbKOt4zk3Dla9OZ6XIBMni1gm+2",
-	"zfrkDhr45syVPTgunEuwjAioMxgMLk72lgjGl6h5VjmvBJRKPnBqPpBy/Kzw0Y87LbygP735gdDwna0A",
-	"+uiHirWzWN+K603c/SfV2zIsI1Q1ViA1eAVmTcI4uYLsEIEvGDJkHGSKJHRpbX9HWQLiQyUgE5U8g8Cp",
-	"x0oafCphU24IvLQo9tFuVRb7IPn76fAcSnk8Rv/BpKN1+E0NRItEFmUVBnzrvRu8Jef2Tvj09IHzxRPI",
-	"S/Bq4ERBkCZsXcqqEgpbi0N0JGNtlLLfVIIvRku+WViWkJ1cRjrFWHm2BJx8oUsH3oKUifLpeFGQ0rBg",
-	"bci1g/4tpeuhZk6i5qAg17B5J8tGmXfcEgyQlVPLAmCPnMUKk456fqoNwp9wXGL4PhmrbETyIAmQJyNf",
-	"J7Keb9CNO9UqByBkyDhkYal65k3dkiPgkxW+4MKf6sWCd4ywv8aeGqbqIl0zBhvgGrAiIBaGosCsjgZ0",
-	"OM4gKKAWW8/GKvvBLsVkrD3s9+t9UYFw4ZARLDX8NeiHF4NA8Lbf31q1vbV6rPiwLMD4oLSSps4cdhK1",
-	"wykrsTBbp3TQu6id0v7OKYWSuhf46CB8zcuSg5PIVBvw6lrm1to90s09RiIh+Hn1Fxkd3F/kCsHd3DHB",
-	"I0/qNXbXRze/hj4klyzXiBu6kkVu5Z3IJVzOxefZoiTyMiRR5SlUdo9bIzbs7a047UPWEviiu73euQ9Q",
-	"U8lov3OR5r3OmRgOO+e81+88nZxOh/lA9Ge9FH5b56/eKe6Uwtao5bUyVJxFbvVO9kpXDOuN6OeRatka",
-	"Wc20qWC0qfiUfhIVoD6+5HS3CrZemeuc4ej93i1F3Vdw6t7R7aNDp150uuV4eeJCoU9gJ81WrKC218dU",
-	"GffT6/TM7vkg7abpcHvPB51en086Z9NcdM5naa+DWcHnF3wyzQ/b8+iT2rZCD7zPalvrxc2x5nxw2XR0",
-	"Flz449ADEUbvpr3+AxrVEK2I/YxaL/9xtXkl0w8v36abl3/+6/rVL7r3+lr/8vLb4frlszd89uzqw+uf",
-	"/zx//d1//3JchOX+DjcNfpUvvW7uz0UkY/Ro99de1AXfEszqdH+5vv4R3FT2KqC27/I9JBkLvGIZwURC",
-	"pUWWC7C3Ixgca/IZZrRWAMG41MbISUElNIoQOqVBB88lOWMELwspyq5/OyqI7u2lYItVteJFsQn+HXCo",
-	"vBUIVZi9CJym873Y+GqVSgNqH6VcBMMYimAMn4kY4JLy0NCS4NABkawLE8yNdj/tQccSUsTrLj1QBEkp",
-	"hg8AMLQU1apUUcsg9ElgVxvgCayfpju9ffyiqs4b8GxEGIaImglRJ1C1G2ZEaKBuSpzlcjYTkC8Ks8Ii",
-	"mX6/y74XG9Rq4PTkzueIftB9fSfsVW8dizMS7RO0Lf77Y8pXeLXTBYLjwWJkhTdg7wVVZxtj7wCMjCZh",
-	"H2fs3ceTYfCO4/jIIgu+1XjDwbbCVxQ45HVowWAD7QMYXEhF6zyzy6RhWoO01pnjx5+uW3ul5emOsMSH",
-	"69ISsSLr4JH3E8JN8JiCIXvgPmm5UJRlcE/VD7jk/K+PW0KzaKS7i6V3xA/rDMkzj11mt8NxgvuXUpXc",
-	"m0jLS2oo8F2rYoO9rsQac8Hc2rbSNBs40q5YuSrWfGNYBpzqki14+c7AASbXcklPYq7a7nK7re2tjckr",
-	"lDUF/9ayn1vh11TGdHxXk/+7rb92gmWL7n/kDid7NmZZ6kkhFh4g9jDC/ohP7QfgwJMvDVuLoujMdLkQ",
-	"OZusKl9jiXXFsxmlLFDPOSsPMVAFvfvAXjHZCZWYmrHavYd2Cx1mNECdEO+uC97uZ6BQvvVgmU7JO06x",
-	"rANmYAhm4nD379M2wb8nK7EAxPN6ICdjgFqIeHNKsJxXfMIt19Ary+VKuewy8FvBBnkI97GyTNBUADJu",
-	"RctSqFyoqiBeGNJdrKble88TGPwSYKbFAoZ1JwaEdQKzHTvNNft1DBSwgrXb7f6GWOq/jltwPOyndIh/",
-	"y7rsSuEqg6/VOS53o6rbsWEjFlxhUinqjXtVXCsymJHqtqD69DavSZOxcvwVJhN0UV4R44HKj7KuYZ50",
-	"2WuXsurj4dQJvgOP/XOlK55gRBB8kK7JIDjEZhJDgu4KDPsXjjRAUVDfn/uDIA2bi8Jrns7runM6EDhh",
-	"h3ys3bOP9k9P2XTOSz61yubJGBKc8U6TPw9pBslNdly7JpqUKwAy/v6bLboinGYbA+Njhd0LurHOlHW7",
-	"3ZOA3ZFhhjXUWGmpKuNA02HJ7Wzr6vw/+mNgiX8FDTzFogagRA0q9OQfYkpF7hwitLQIaPXguJo93pbu",
-	"ffftpbe/4JoYe2XIT68seaCuzM77ndh02fVa07buWDgjn8ZdIu4Mind7fjxSvD9zMyZzBAsoEiYK4yYV",
-	"72Hnndh0SgHNJaK1APoI7RSzX2PghLAGaqpSEvFYp0a4VAfYPNhNjIL5qLxlBC6bDCyiJjInMNu2VtSS",
-	"IsODeAKPjhX96doBSnWbUGxBl5DK7uITvSRNUzwbw95ga2DxYQooLIM+eyn/xNq6TJicjRW42MuEyhDt",
-	"UezAasB/fnIZOOlXhpp7YHrFQhIyAxaUhUMcVD1p7PUAdlnNhbrLyjN/As7+iEItyrz52x2GmLNQetA7",
-	"cMdziD/vDPveejra2kqaRx8cMfrgUaPXB8HnZ9Vy62n04D4ZDo8p54Ud+pTo7D6CUHq9nxo5Wr12tJUY",
-	"v3eX90YWLhD5vDtE52Y9sjCcDkTnbNLvdS7yU9EZzNJpn59NzsWwd+hZOcTnjJ8/wOm8tZLhabSSTxZh",
-	"qI3iPcvBkDkq1FAj/tFejF8PPwWD+05Bf9Trd9PTdPsUDDun+VPROZudp50L3pt0+tNBPhSns6fpWe/Q",
-	"O/u7noKzaCWf7hTEozz6FMTEf8ApIMpaTldxaR+vIgtsDvKIYJFAxxoxTA1B2wrYC3zhc0YWwhh+a82O",
-	"BRZAQznbxOgCmohX1dKKWZgj++nND+BPdEpXa9Tao2D1I1IN+31LogqC3S9odjTjkMazKtXIm0Ij0lBG",
-	"ZHwgjMvRvBq5cZPZ+voQw+RLD9TPrbDF29RYbAgKX6hRJXvWKmGPN7Wxrmq/rf0t9jBK4lETyhLzeb45",
-	"Gq+u0CpDa7BWYMmozhHTc63mCco9+thDXkvUIJ/sAad9nHTZNVZoklskKvOyo8+kksZBeRdiVkHUyKG/",
-	"hNarvv5zLSLM73pSrTWzJ2L/+i6PTyceqyifGNXpejJu5tdXgyJn1VyvDPX05tRWC5R19wXmKsmqAuQ2",
-	"5xigVCt4CHR/eifFyebaGqarZUzFkffjVoxXeiGnlAOGncZCehxB+WKbd0srXcI/2PY20JS9AeeBs7UI",
-	"8g57Yq3JGLU71WAxwK9czuzD4zqh9G+3Hzm5SrEDWKUxLBIak0Nwb6FLZR+vdYaKk0rrci/G9alnedbj",
-	"PP2GpA4/VecIBgzahnnvNi0jx03ArfWTfUBuwRFhFNylP0P+/ycxFeKizyNn9QakXpNM9M1GXBFezAa+",
-	"1Gp+qu47yH2i9OKFY96cSkgeL8zQotwvzDDStEeYYRXEgZKLbQuusWorX24yonf6qoGTpMFBXa80gDaK",
-	"WokRuWKiEA6i5yRjla9E1Gs5NE3Mk51MZZQYWFABVYn7JKCzwkECAuB0lpebm3KlsGrI9R8MGKt57AY3",
-	"fBO90S/YIMFwtl4SjRUBTk850G4mywUhE64cWlwsBn1878FicK9Mo3od8DNLKAa9U6iNladTk1TDL0mq",
-	"5RJAOtUUM0tceDMCmHAsHEtJoKf8DpRnvQcs+ctvUFUYRZkZ4Dxn0ApqZzpQccsN7g3Gaa3pVGq9YDNd",
-	"1mFJWNt77jOqnlWsEAa0KK7sPKBXiutDC1NQGt/GoYwHE/9dpdIFy2ByHfRJijxrAui3Iz5e0OflplOu",
-	"VF1efkvVuCI+l65WgWOhNiw9Fpl0+J1T6u5kyRYKveVO5sX13PVvhvqCRTzCva88WNQh9T6RAN5P1yuW",
-	"lxt7UeJV0ekgVIbg20v3keiK6HPIS3q9/tFkOUAD2GZXhKSzh0F+0Q0+WesFuCdbMvNTKAhW4t7VjIGs",
-	"3Zp4kGa/ITiyDHC2KiEW5sStNNS32IEw2Fch2qE1Mp2umSH6QTTMRNjVRl2pdAn82pu27cyn+2YJaSwJ",
-	"C288GSvq7zDZamcVIlUXXfYsspx9r5eZWFuZA7HSGBWKtU9Tyy+fpmxh2GQzVrTrJzGKoNVMCAUqyPsY",
-	"6IvaF7sKMY2JdYCUhJqhfQJrYOPJskrru8zDR6MmfNxgw8P7ZH3+oYlPWeYQZz56i9hbf0d5noe9Uf+s",
-	"m148xPP8sTKwEqv3RvfyD9eqJz1AXnyr1ayQ0+rzMT6Rqz9IiuzpvvImSscGVl5PhrwKrBszvhv4NwiU",
-	"wMHtsw74baysFRO3BCe8t3bUP+DN8+vnr65fvH6VJewMYOLYxEpR4tGu8b2fCTatBxRB4YtdJWSU4GUe",
-	"eeQ/hYaUndIwHTaCyz2aB6OWCXBeB6RLPqMqhAj066Cn3K9/Sz6D/Mwvjbs+6uX+TlQPutkPa29qN9e1",
-	"z3NZiluo2vo9oGrfEx0BE1RZpQv0IF+vEhXDtKOQARQl+1jItgcIs9w4pIVhPYemDi+AIeM00zlfLgWy",
-	"K3VZnyL6+L8yYSITMdULqldx8+yCTuaxLxwKy55QDLWJAVwEX8oLwDelHZxWqWcAdJoQMqbS60vATLFP",
-	"TcRGu4x0Ub4HKB+aMyCMwUG3DHHw9HSX90nD+HQqlpXILS/e3oEAdhZKkTz6KeTlol9kC/QUvR+IiG6f",
-	"3VKUMrawB6DLXur3aLzAYJjjJg2UCgFO9lgBsBTimhnA1CaVWMWmBAwE9gSQfXc4ayHYnarp9ZCweJxi",
-	"zw7R6yH5ng4NFQRsq+wJtp1xin1jU0bXHNxJj9+hbudutXNPAc21UB71FKSiAgzT4CxyeVjp4ji/jaPA",
-	"H7QKxZciWMMW+oUS//iiCP8Le2lMSPV/sCK94455EozIO2E2cwf26XijC9IAVI1mM77lz0b556GheSlY",
-	"TecFjGkKbRN8WKxjz6FNLfSubRshtqL1MPXsZIRqsutv2KglO/SnK7fOjw3BAFX5Dq0ZwHjPh0lrPxLC",
-	"aTpgb0X5Xk4F+0nx91wW9qDZia8qK0lcNDqa6Q25RlZLU5WCL9iq9qD/2X4HSCU+VE+WBZcK+qCVRlTf",
-	"rKpZ57yVtJ4h0OLblUpYv89e6ffMcmnm+DP77uU1QokAjPlePt5N0yiHkRwep+kgwjBAlOeYWL00TXuB",
-	"XkqH+rKoB0cvRYAndLTsEuqeqfW66cWgBrwM0MS1iQzO4heb1dSygIY9+HXc0lA2AlLiMOrvHKn7iN4b",
-	"HEb03qA7HKQ7RO+n6RF5bHQ17mweRLcncZokuG6wuxO46bG90xfL6mNjBSCv/8rsMGDzu5pbu3IjCvY/",
-	"2IK7p7yMxz6a4Loh1QaC8oxi8qFO1htOsQFoOclY7SrvES4nmB0xqgCV/zjEBI+FAGWAHrd5KafvwOm0",
-	"WnbH6icDQexKA3IhBlMIyJG170B/PGH3wRqC1VbpsZrz9wLsAPoB6SpYZo4U8l5/34IIlD9XRlPGEXEH",
-	"1OzRDBKqnJnq5WZkH+mwF5VhEkixUpiHkIM1UkNzDB2jfHmz6xoV+i+FnkYecmys2L5qaHqmTZVCZFlE",
-	"NjbVIQVbOD/BlqBEGwxqMJaLfIUMGJI8GFVPrSUE66f6VklTa4xyCfkpmDVB+Y5EZ8iGCJTGymyGr8pL",
-	"vaTdg4jaShV2ZyR4E29F5furkoZkaevt/Zi6kDaBrbv90azi8mJdylupAEfDm8REy7iHlrsAnasqrjKs",
-	"4kMQNSmRkCCIuyhJgQvXAt5OK5PB5/pVgw0OKyOpQqhiBux9TLTAZMdIf5zzHG3sQSRoPASv9M5RNmRt",
-	"8AzUlkkD+RVCTkw2dIkSDZpjhEsaYFepAM2+3NMEAeQQFd05YrQSBhaId6kqN2yyym9F5YN5s1KYefDj",
-	"+oo6lYQlL/gGAU2ooUmt+hAQAGsTWSlo2YsqsoePiPxQFObBOYTkFphDFsWBsm6En26HWGCKRIlOB8wV",
-	"2Z6O5XtRrNSewChvqXMQUCxsP3L6iUvewQYyfnexQX18OiMaYDLy1OodeSh+wzrEiV5VEY4kpko599ee",
-	"SHISO6RAwAT3DdxGvA+Uy7TmDnslBAsc+AvHysq85NCqjy1X5VIbBKRxMIxsEl85HxFGhw3ChmZYa5FR",
-	"AWs1F74DTuzskwpSoAq+idxblGLlo5TVKPB+f/pItKBXTZrAxcZKlyirqEdBFDjeCMqLAnJ+/fXznNBF",
-	"8bXdr79mcXF+qJDmWBCJVcPY78chUWOs0/6PNGaHOA2Fj5SBh0WayPJhrKmoMR29Vs5TJulwEHnb4bXx",
-	"g2OFVaNGVCdJqDffcttehnMUHJQyTyJL1moF9XS/LkPBT0DYNQG+0O8xlWDNoYGR6++/xJKJLvtJvVN2",
-	"MVhJg6gEVL4Cji5A58TD0u9jdTyecJcb2GU/+979loLwCqwF//W3LKm5isMZpEgZ3ZIdnaCWIwfSXlZM",
-	"QW0rZJxJdUCanIM3xQrzmBfelabGwhKNX+MdqWuPc2GajjR1r+NbBMp16YFEqMjvaNV0kcsKPXu7D7ra",
-	"dzoCX6EDjrqCx/7LowzG/+q81asSyqG8km81+nqQHQLrNWjh932PJXh8Dtcd7RQfnOnx7w5YuWXF9/qj",
-	"Ydo9Pe190vLC3fyOh5QWbk/3WCzLj5vgERl4eFeR6e2z8pRe/0Ed4L8nDI8TEHtUqWRLkaqlV1xiOI2s",
-	"egcNSGY9+oKNa9QQEr6hM/CuckR6gEPo/2zyKKlbAahUsZn4MH99vQG93V/5vYBe9NDEDaKyTb0MLNH8",
-	"uyl6S/3i7f8N+jlyPV0thKoA5jp7opdC2Uu84YsiY+0MERexFAEeslaxVmMFOPajJ08KPeXFXJtqdJ6e",
-	"pxlgsiNPeAIeHlrwLo666FhjJTSbRrDKuOhiYikZgAsJdNlBZ37o2FNW8M0r/BxT2HdBpN9Y2kFTL8eM",
-	"Eo+ASU1Ktuq4pqVWTHxYWlkNoOWKCh7YL1qJ7m7LhabpeB/WHsTtklfUkBL1SdCA8FijlqNL4FoO7abe",
-	"way7hb/dNIMf8Ivd4a+Cznb14wurvaKtLUsEjcQJQev6TTSQ/V3DMO4VTaR3na3J40Adq/EMyltl/P5G",
-	"HWBj+m61oG2gcr2fe6sJQ1yTJpnHo0Hty61rsAnqZikA3IYXBIa/JigVmgxf5YBzvrN++zkr9G3D4K/d",
-	"Ttrds69dVXME0PFBsCiR7OrZyxevbq5ff//8VRYPnC+kahjYvbxhXEuWjlTM4Ak2bgPWYsJybuYTzcsc",
-	"b3ROjoXsyUo+iYf1v2sY+ln0DhyhYRJ/Ebyo5gl0U5JKGJOwhahKwMFSeZ37WHM+po7UMem92m/2kgHn",
-	"8Pff/jcAAP//",
+	"7P0Lc+M2sj8MfxWUzls1dhbSkJRkWXJtvcc7M0lmM7fj8ZyczSplQiQkMaZAhaAsK9n57k+hGwBBirrY",
+	"42Sz+9/n+Z/NWLwBjUajr7/+tRVli2UmuChka/Rri9+zxTLl8O/LD6+/45s3iSzUX3K1WLB80xq1LknB",
+	"BRPFM0mmSS4Lcss3lDAS82WabdRfhImYMJLzu+yWxyQTvEVbdyxdcfWmmBWsNfr7r60o56zg8Q0rWqNW",
+	"4AVnbd9v+961fzbq9Uee90OL2nsm6su3fDMqlulyWgzuepLPgxZtJXFr1Fr+3L27HSyC+3VPsBZtpUwW",
+	"NytZf3fgX/v+qH8+6sG7BVvw1qgVJS3a0mPdvj8YeZ4ei4yypSLN31sFk7dytM6Tgrd+/Ex3TMULrr3z",
+	"UeAdOxV+v0xyLu1LBuYlXjkGmO7qp19iPruPRTTtBnumG1x7w1F/OOqfO9PFZWqYTs5Z3KIPmpvfuExR",
+	"mpiR1qe4e6S+M0k90soYv2r9+PnHz5+pZssrXK86ZxqWu+Ubl+X+XTjtM219jOY8XqW8OvPvOb+N2UYS",
+	"VpDhyPNIIsgHlifSpcIki9W9v45bOV9meTFujci4FbMk3Yxbnx0SbK30sBxalGeiNWp5ZEi+Il8Rv91v",
+	"0dacs5jnIDVeZKLgomhfb5Zqymy5TJOIFUkmnv8kM9H6rAnp+UPGzqdee8DP4vYg6k/arMe67UkQ+bHH",
+	"h9NzNjD0zVeiRi5PcZ8d04IX80y99MP7j9eK3Py+6aFu5aElU8vWGk1ZKrlalkJR8tfWgt3fsKLgi6US",
+	"ib5H4ZcJi26z6bQ1avlz9cVEuD9JNS15myyXPL7JomiV51xEagU92iqSBc9WaiRdT62H+vsXJRNHrVer",
+	"PFvy52alVsv4IP1XedoateZFsZSj58+1vO5E2eL5PMtu5XNYzjYucAsYhkuZZOL9kuesyPIq33xMZoLH",
+	"ilvWSTEnxZwTFi8SQYrslovKFpL59AZ/HbX+NhkU/xOI72+HbxZXPfl/d370w/Js/te4O/2GnfNPmZd8",
+	"t7n++d26/6pBrtkt75fTyjPF0q3MjNIZ+TWcNnvHzQS5/PB6a9e7Q+7+HPxfNvzm9n/9hRcNrllv8tfl",
+	"D/n56nvxavNGnsXfTv8n+e7+Rf/u/ezIIauvjX4v8dggyLfEo6Uins+K1SzpnD3HvbY/CaL2IO7y9vm0",
+	"57X77GwyiM7jIfem5ftZtOCtz2ohrpm8falOh5q0jTmLScqLgueU5HyqRk4mG5IUkuQ84skdz90FcbYV",
+	"daRRlsc8V8Ko5++UQgEQtK82Qsf3z+1RqMVI0B56sd8e8F6vfc78oH026Ue9uMuDqe/BvXyxzAouos0N",
+	"rJtYpammN89ztS1aZsSECbnmOY9Jz+uRd1lBvs5WIjbLIwtWrORNlMW8Nep5PdokMZoEkr4F5oWf/3KZ",
+	"sy3kqtICBwunPh7uNVnUKHGcd3SCrr8tddgy6SxZXgieg+RZ8wkKH1hJ2Sp5JlUE3T6m1alGYnNVHVqK",
+	"ZVCb1HR4EN8Ee/lmOOrCXHp+8MMXHVZBuxd1eXswCfz2MO7zdnfqRQEbTM55z2/iMhxiuxe0DeGrPOdw",
+	"YYWtAs/7w7GVq6A5bGVW+HjeMi/qeEP/mBMNaWjebnjL6EHNvLVmSZGIGZlmObCWerqZo7z/NzgKf38E",
+	"S+1igd+RyaRd6gcJsMoSPYLJGtQOY/qi1pEmi6SQB+2Mmi7wkJNYf0Ex7DK5maxyZYuDcFB/56zgiuIe",
+	"bcWJXLIimuvf+noVllzEiZjdgBUBt6r/T9l4+YzbF7uyHAx087IoE1qV3bRGwfZXQDlwtQVgCy4Uu7dG",
+	"rUHgzZ+AU+Ar7hZj0ZyrfZZn6bvsY5Hl6FbgMsqTpf72ZbpW5lAosrZUd4QjUG5zLpeZkJzMszSWhJEo",
+	"57EaMEuJnGdrQTKRbkgmIk7Jep5EcyIyEqkvkgXbkFvOl52xeHXH8w3JijnPy1dGLM8TLklSkCLLOjDz",
+	"n1cJHH9FvuIUGHnBwM8iVgultpnhtX6krQJFhizyRMxQ8VqynC14oSd+uYqT4sUql6jFVyd8PeckhN0b",
+	"wR0hyaYw5WXO75JsJcmSzbgaVaJu/3nF841jmeJb3SHWh0Px+28USzbQuyCLTBakmCeSLJjYEC4KIMdJ",
+	"zKdslRak753u+jzweeXr+iHLyslCEawP52Ii8C/f0iwRBZ9xtBpelyLzO9TQqyN9y265BMpELE2JZFNO",
+	"iowAl3aIIiPqIWrxuNRbnYFbC7c3Pqy21AU4uZacFdZ8GgvJFtw6wdSd8IM6Y9Q3VrlQz7NCn1PqMRR0",
+	"JPA8eCa0MyjaV3yZsg2PR0RxUHhB2FjUvkgqH2QkTqZTnnNR4DfVPie9IOiQ7/hGEpZzsuS5lmM4X/Vs",
+	"IglLZUYkF8VYMJxj6NCy/R3fhAS3oWItDltAa35GaeuMxVhcmhfOeWrNAZitOo2ZJGkmZoSVZFT33vJl",
+	"MYJ9V/48Z0onFImcKx1RxOpFavpawsD1JZPK6DgJv33//rvvv3316s3N1avrV++uX79/F1IyIOAVmWyI",
+	"ZihKshy/YHyYoX1heErHwh1UzFNe6G8XJaGmOeeEzVgikAGQT3K+kkrlUNt/zoVlFkYEX8MrLfcjFUv2",
+	"r5G5shEW7P4NF7Ni3hoF/T5wv/nbpw2b9Du+ef2yWTzc8s0zSZarSZpEJIkpigeWF2TCizXngoTz9U1Y",
+	"Mi6PMsWPN1aW3PKNncSSFfNyCrd8c5PEe2WeM5OzXtPQjUq3a/xGDyBJvGMUB0YwzfIFHM2rFdy5PQSl",
+	"We76PHLFb/dpYMidH0e947f6vFLH9DkGR81fWHyFfA1qDSq1qC6UCu0yzyYpX/wJFNta8GDBUvVNHrfN",
+	"VVeLAskEUjCRRGQF+evH9+8qMQJesERpbIrr4O7FSio+JQzuJdnkJx4VQAtZMBGp2Ty/85+jplMqjz1Q",
+	"d5IC/CJvzaDM9zQZVrkYKTG2nnOejvS0RrUpAJFKiv7/cq4UlP96XgZQnuNV+fwDvgEf2V5LIzHgpNTf",
+	"oESuormSiqyZOpQwYtUBsx/XuRKlahYg1+BwwHenieDqJy2w4W3fXl9/IBET6pVLlkveUWr4i0xM0yR6",
+	"7EKLrGhHagFSNql7pbUxxtKcs3gDZ0vzIqu7jrGItFBGk/MCdTVrHYDcgmNciWFgBDVbxTQ4QDAgmvjl",
+	"+ZHWWMlUw5KplMgwVK1+ai931ej2lNwls1UeccM8iSAMVAyOXMDSNFtLUNRg/b/O8kkSx1w8kgESIVfT",
+	"aRIlSl8Bh2SdCdSxqbSVbFXguaJuKjUwwXksd2z+RDr3OG7eUvsZuyGScQtffgH3VMJkoC1UAl0HJUe3",
+	"XOTXziTxE4fWt4EsT7fGhgqJJHcsTWIyWRUkZdGtrBC4Sr2TcHtM4SkIjnW2SmMyy9URw/TjSUHijCMP",
+	"KWsJmOVdVqAz9PHCYmqeL1nkXYbSzyqJMHTrxd4hMNTAptoz+zS7ulcu+Dvn5Qf3Md74NMtraGG2MaxP",
+	"okSLUpulMlWYQMtT6/BqXT6wTZqx+DrL3ijT/pHLU2RZOzXPb53X2R1H1dlYa82ntTmB4Bl+HwHvAVcm",
+	"v5TPHtp8vrP5tCairGqCwzuwJuU8nv7Qhmkp7jSDAfpfZ9lbJjZ6pPKR9M9ZwdtAobpb872hvTVblAgA",
+	"N8xOwalVxgXbkAW75cT3PHxKDxLsQNTxqTolwL0klWqxWio2CzzvAs9TddUn8ohlC9yDMcvQE2A+eGjZ",
+	"KtN/mpUDujEgFLKe2k0/r7KCkZPQ+NBCSsItb5n50agXMjy9QAN2LCasiOa03BCWNzba4Mti9SOLIR6v",
+	"jNoLkuUUHxcbszJKNlMyzbMFYSRKEzS94zjnUvsIljlXShOPSeCRRKCs18JfgsZXBmslnIlqpTwix+Ik",
+	"VLtA0b/NVsW8PWVJusq5mteET7OcuxYtv+OCpBmkTqyWpx1yBcvOpoVhu2SBD4RwpX2prlh3wCy547JT",
+	"dYQ7921bNN9ma2QNZD+QamsGUg6Hhjoc2Nj7HWnWGeQ1OIMUP3wSavpZnvzC40drOED4tg741lUbWCl7",
+	"VKqvcVGo9/KdMtI5vx0LYCVuRbYWtEycygkGoo9SV/xy61UmfWDXrdx7n05eTjjLFfMo1oR5JlImYkbd",
+	"CTvz1HMHYfpJ8Psljwoev8KgxiNXreC5YGl9yfRGUHLOEoMkheTptHG9ypvUkzxWvDpnIk65u/cv1Bmt",
+	"VMwJh600mx2zaH3XOn2tB0wkz5VkwYjOQTVTz/JpVu5SGLc2fL20Svtel6znXGjHEAxQGz05Z9EcnHwx",
+	"K9iEabvyk1jmWcSlVPbNK1EkxeaRKwm7j+EI3bV8rQXiNOHpTguilM5qdZLKIyOyylOqXb+V6ARtwfwl",
+	"5CnCzbACKSQbScmUitSyLglB2ERm6argZF4US7C7i2IpyaerN63PtHxD45caXliQlDNZEL/1+ccjDt3A",
+	"ZSKcoJ70IfZxSPub+DfWPE3b2ueibBRN/wtgo2w6xRNXLwc4p9NEFpjZE+IShJ1WOTInMVX9a5lnS54X",
+	"CfKJG31zXF6xUit0ALjm96pm5tRPqe/nmfbixiQpKAlNdpLSDaI0CdVCh7d8MxqvPK8bgUSP4d887DR9",
+	"zU0r2jFCsUq1JwWPuq13JPFTe3cbh1pNRdomjRYFas7q1sq5Fyt9hqWpUh+jLI95rMMFU742Rz6F03IJ",
+	"YiRN1RAeRw70f/66fcHNs3wsrU1+1a+tpOALeWhffEQz376I5TnbtNC5ahSYv6OrFoZtP1BJNagwZRkX",
+	"1B5PmwH7Am8CQZqm76cgqvaNTm8bJY+q+0bpwbdNoTLNVhQ4Z5vH9U+SRzkvDNuTj2UYdc5z3ml0drv0",
+	"MJ/fnuqPdrImC706cMwkP3Jx7PT3rw68czfVHa84i+NEEYqlH5xR6XTS6kCr+37PVpJFtpRkneW3Siye",
+	"XH39gnS73SHYZ+qe6apY5fy0Q94vkqJQOpRQO2vn9tm5XWrHPknZRGk4OjgGi26OfnPiJ5H2IK4kRLnV",
+	"R52YDuQh7NlBTfEcdc3OHdxP8oJkODXQfhfLYkO18EC31En4VYhx5C/bkdvrq/POtob6XnDjdN6YQKfS",
+	"HpkN6tW2064XqTmb58VqMeE5JX5bKUzxRRl9NSQPvzWndVsPzdhbndb+IDhtxascDvWbhWw2viAEWzjj",
+	"KbLsFrhskaRpomV0ha0SUZz13C97TV/mRmOvM/mm8jlUpd2gh+CFYnvUO8G0FWRlDQEdI79QipaiUSbU",
+	"o0q77JDLsajkYIDp6FAPLNERbK2QSLaRRGbkJNxO91Q67kfN6J8Eu2MJnA5jAc7mxhdeENSAizzhMfLl",
+	"1hbIVkWU4a7bK5+QNO/13U5E7gYT1JrYCVMVeuS75C8mJmRpoZ6iVmnPOVkzSTLBGwdpv+WY8M0CruGo",
+	"bQxCwOueSc2zkpLJRlkMmUgilhIlh6hNn+Cxvu0ZOLRXXJKfskTwGP38St+6GAu99jAjkbmJNwtOTrYY",
+	"SCdzoYdbZAJMPmWm6BEBPW75suiQv2QrEfN4RMCUgREo7TVaqY1B+n4wFuDboRjaZzrZpRvYdymtyi6D",
+	"mhz+pCejFFv1JVrznzARj0WdVUNcVf0tkL4LlqZc/SQz9MCyfKY0bPXeOM+WSx7jQx3yrR6QktRjsWAb",
+	"3BNOohMOB84NnXbBxIas55nkMHKiTDSWCAnyQF2LmOSUhErFU0shMS8/pGMRlq9VV8Dax1uUTqD+tWRS",
+	"rrM8tv+Gf93yDdyWzARTJxqq0lGW3SY8JCcyG4vwUrslQJKpu1/oy5Ak85EXbfvDQokzsFvlKQWn87Ko",
+	"kpo20dmowtFc0VfMuCTh9+t1+9LRZfXnPuTZ/aZ6oTMW4ZsM7Vd9l8n+LH++5XyJylAx50kO0UrF+XPF",
+	"P+qZJSvmmJsGOVF0LKY5my3gIBCxOmvzREwzWLOcL7I7DikA2j4+JuWUVn1xra7Xajr/ZMHy4pC6b+S3",
+	"vvl4vaOSjNokySA4rTOhapLMSv2H7nxH0rkZYhXl02abO/OvHqClBP9xt9pgFNTqxDBP8CHKg1Fpd2oO",
+	"kpIsjdXmhw1/YXQk3M+Q5us6eCs59UerTUYXeryyXD3MGhiKFeA30RRBv9poLNok1Ad7OCKMBPf3Dhu4",
+	"uVmhzQNQG7ENaVz5Bh6Cf6mT2/j6LmzIzHwvkWXeAD6uboWnp4lgaflk7Zsshps0o7pJGloJwEOtpo6M",
+	"BdmlkWDixvaY8eQTmUOiKSygSR3VZLIJtrSlnmxIJNWJm6+ETsOtaauRcaxVVyjU0UVti4J0x1/gczfR",
+	"nIlZ5XdMVi4vjIW5gunGN6jgNzxpM/Dca7d8435c/alNeni1OjoSMbvBk6aTZwXcCecI/iY7Ob/lG8Ug",
+	"TRKJRUWTplo6ecgJRlcuP7w+NQ6fE8UOpUc4yhYLJuLTBzuCHuKiMs7MXQoZ+i4a9pcmZoe84xgG07Rq",
+	"NWxY9CodSBMzBWU3zXcfcKc0uUFwEajhQjtZoFCjYMEc5C/3BpRbYkvI6SqIaEem9QcmpbJZQpNobaxm",
+	"9RRkWbtmCqprsjjsB9kpTP/CimjuOB6q09a5/UfOG951zeSted9nMOJf47O+pxOszd8H5D9+e8+YUQ5+",
+	"4VqZd63SLziR3Jc0mvhqKM+kkt2QJhyquaE4Ab0i3D6rra17lK9cjROTuRvO93zFy/CKHolT+wP+kTmL",
+	"MbpkyiyZUPeAOpoSzvI0gXIEWFeH3SZZlnIGpUdqTocGrJij2UOyxTtHux6rDFdnhq0ip231J5E7qEKN",
+	"u6SWQ+1kqjMiEzFLuXU011Oqt7dlgx/yLzlntxjLrkUdFIdHqyK54zcmyO5YyY5vxL1aneDXGFk0Kh6J",
+	"spXQURCwT6AIpyDrRMTZukmrpa1E3EzTZDZv4O6PXIfYMS0EDmP16mWezSDXAMQUqDExb347CMRlnk34",
+	"DvsgSTnJllxoh4OytuF2sk7SlEw4SXlBinmerWbzxzv71RcOmSgTXCiMSuADj/9gziMuipsoZUmTK+0F",
+	"/I5qIIRBlRrrENklLEXvHvgiCoqehjVPZvNEzMicpVOdbjFN7vhYLBKxKrjEAo3JSiaQAIVlW1hTUal5",
+	"ePvq+ur1i4831+8/3FxfXn3z6vpjeErm7I6ThdJLI0mUIcmNbZXkY5GthY7DgeFM5FzZmCF+5M/jFvw8",
+	"boVV6mUrRS9LKvRjtrQUNrlP9dqgx7M1JK66FVNRmkkIrSuStdX6tpAvGjVfnEzDltgyw7NcLUpn1iFh",
+	"Q5XgqNfrNmtyqBE1ebjxgnasYDryWk23thFdHjGUAd71PWK4oJE0usZ1B1cqTsRvOqWwSgUUMZFpViAj",
+	"NA/jCLtZE9YskLP8jpyjzcLRFVblNOqbrSRt43GOu/wJNEEj2JvUwJ3eClMJqUxutW6YWa0dybirRJKS",
+	"T59evyQnLE3JLzzP5KmiMiYxt8EnhHIB6wznTIKXsrLddlaLuGsBw6S7VZ8XLE0nLLrVSaLNM4KqCszz",
+	"nOrwrXpmRNZQrAauBGUYb/kwyCwrOuSj5Wzk9WdyLELzkrDUbZzSKrTeqXoqKSRa4Kuc39SeSgq8n8Vw",
+	"1rOxMEVn2p2brcWISAQESZNbXitNO7njeTIFiamxQjbkY8FEzPKYfK+RC0iaTHKWby7GAsaiH24ncQjJ",
+	"njpXXQ1LTw9C7MruR0+Vkh96yz2TpxQ+NRah65sbkbprLqTGa1Dms9depRMwl1maRBuyEkWSYpmhHc6n",
+	"qzea8yQJ7u875GtMpliwDeSSxDGElywgB5FzyPZOZgKdREo8ucnetwKFseNitCEt30Z4DNRAqeHrMnq+",
+	"+esd27w+e/3t1Sb+/n+HLSywvynylYgwYq1jpA8rm68DJHzeBUPA5O3N8TX2nx8UvsPjzjgoKzsCuBOY",
+	"Z2fgjkiGBVz7o3cHYmjVfaiT0k4O+aS0T1T9M8qE4GBwo8v0lNqKT/3WZ9JYPRfgUlRyy3gxO8fpTSVf",
+	"7BO+RjRZS9FZ1V01eIA7B3lycKPrE3P5ABBPmnUCzSA7i/zwyNZeXzwWcVvKhwtn8zU7L+r4nE2KnyXX",
+	"PvHtWtO7I25GCFe4pEO+R9e5MD7zgwwROvsNZCC6lkO9aeGn8NfPOvChdjj8BN7oC517BMdNyUsYfF1D",
+	"YGrOllY1r+6/Q8HOs33RzgmT/KxHTqQR8CxdztmEF5QsQRKeVlZwsikaXW51gbXfXq+MAaKKaSZmWHWH",
+	"d+gxI0JA3Gyb/1aBV1Ld2hCRgl8W5CTUAqpTD/+GIzLBmCjFIKXQLkS3nrAMLro4CqeN/sUvi/+ADGqM",
+	"/uyRRrtUV3coJdk1DMzW2u/akU2uAO28ODILyeKL1L0hR3lid+S97cw1255HXVCZcqvmXCw1axHx9Osk",
+	"bUzpf5EJZFp9AkEuq9J851mq9A+T0qo13B2Zm6Zc4IHJmxDvOv45E/q5OZLW5Ylkgy8OJI0pOW3C8NhJ",
+	"xtITWaOEKR9t8CDVFsze2rRYoAS+alYkwNvpJkKjMu94Dqtj0tnLzSKZp1ovRwtiyYq5sWIrJVMnJtUn",
+	"3E6CDk8NKgPkH8BobK1zRRVtzqDeWjCbUt0Yd0ykLpwGpRsT2covNCRhHzrjkUDlZ5sXJOfXyaLBF55m",
+	"EVYpbJO3hJI0NDWM9wwxrcgvmeDUTERJzqnECM9xO2FVRMdum9qccdT4hn3zfQIL3ZLu0c5/dbi81UhX",
+	"Ow8fhMJC7jPGo7MnzNb/5tV1ixq4rA+f4H8vr19826Ktl6/evLp+1ah0fstZWsybMi/ncGWjiyoaZOOc",
+	"R7dPoBasUjDawe8Y8yUXMfjQ4fWQnAV77yRcZrKYYaFYmPM4gcI3XYim7IAQivl/CWsmonlM0f0WpGKc",
+	"6D8+79QHmsKvtxgSd75EwpjPchbzWLsEmDsBpyBlneW30paan1ypIZySRI7FSoB7VmkJ7lrCSM3L1bqV",
+	"YgAu7d8Ceg5NDPeGTXi6d9EOBCHqi/gd37QxL23JktyqSLYcNFsLXYgGjwFQBtgyJ2HB2QIqFlayyBYc",
+	"qhe4uAs7nc4peF+midLwkgLr7UYk/ObVNbGVJv9/SA3+s3rLaMk2C7U1QyjTKBF8JOYPK0NUZlRnTL3/",
+	"eD0WZTU2Rr9Cgv9FDbRDkFBORhom+hhviN6HiCtUZt3B12SHWKghX83jrEuiOctZVHCkUJqted6OmOQk",
+	"ZGE7/CWkJE5mSlDCEDshgNuEz0MStkM6FpADlJiTgWlsU8zQgAcdcrLlsnO7mvBc8ILLTpI9VxtIbRZW",
+	"ZhB6UEjb749FOTKqa0DvCyiJiRDJzBl6h1yKTQFxAZ5KbiGc1A5NdN4uUGAsTkJNCpt4oLMOTkdEZPiO",
+	"RCIhwNeWJ4sF5lbrvMHaNjZMUiK6qfkC3AwuvQ4Yu8zcDRp2wFtwXX8sGPrGG30sO+JkMW9yUtooArC5",
+	"dntMs5zMsizGxIzSucji02aneexCku77AKTX8LhirTnvSVnBBZfyZtn3GrOs3/I4UdafOqShxBcll/mG",
+	"Wg8Sr8BcN4bkBn9VO8CYPFqUmcf2WDtlIKYc2nDYOLThsJiTJc8jZbCl3MgSyRb8S76rnU1HrpzagCmf",
+	"Fib3SREiyhZ8Zxgo3+GSwxiJbUaAxXJHq0DbIj0vSheNbNGKT8lMccu7VPL9O23hPqIABCIJECMDox3Q",
+	"lVci5RIwBeec5cWEM3XR1EUfp+TZJx9UGfdAO7TBV5rF4IZQMht0C4izYU2oBrLaettSyV+wIpvfWV7X",
+	"TjqlonMngAa4jsogibC0sJLyuM1X9YhPNQn2EQxUKe5yM0ori1CpBKzMehdLPYEaDZzZMOd9NLeF+g7h",
+	"8cBXJ7ZcponacUXWvGtXIlsLHt/s+8KH5hUVGVHbzllUIppjxE02QGVSjeNopnNxpTTO4/NayuSeX/+I",
+	"WrtSpo1lDS7YI3X2OGEpKaIl8b2O+v8Ho7PuYDgyfuKR6zDWsO8NSn7dXYEUaajyq09dU5VgLqDUOTyo",
+	"4lejGwwqXMrQ2V5yIVCOXrHtQ0qYkncmydXXL8iw1x+QZXUoDfnaNjmzwdEA4X7H1aAjCWBSajQQMl8t",
+	"mKh6IPYXrTfWFeti9SaRWX0aP1uWfeOk5dGZ4Y5fqUGUlJXq23bup6vXevXAUTxNOIKQuU4OC1kLVK8G",
+	"W/KknXNANo34fifdfudypBMcLL2xfn77aMCK+u2JyHmWK/0QYAgsMmYiwHXgDL1c0AoUAtFYCE2Rqc3y",
+	"AaTb+ugFCdkkWxWjScqEE3TPDRYcmAOLDCQ3j5JpEpUhCieYZsftvO0BS1H3K28QLA3I6UTB9M5pEsSI",
+	"enuEp5mhkgR6v3U4LziHVIQJJybj8gJDX8b05LosQz/6T/dHx/nmJl+JCu6xjpHXp74SmHGwYEUEy2ln",
+	"UTo+cJraUlw0R5vS0kFx1EmnHRrbwvo91DZpsEVdfIn01RV3xZxLba9KcqJ0wAXbTHhZrgXJFWZNCRq0",
+	"4VhIZfUmouaNCClZ50lRKFsKAAGRa0Yk/HUMpio2NTLW6rj1GSOVTU6MDvgUbFgCxzhSL4Uopn41pAAr",
+	"4ycsDXE7TjWenCEam9pJZlnGosZjF+o7d9w+RtRCTSEZUNdeWxLoBAFXW/Bp6749y9pqHdvyNlm2syXq",
+	"FO1lBhAwaJU9IrYBwPi/7l5UVMo+Xb3Bmi/pnGQFv9dZD1urVE+z9Xrnh6GLd8gBJ9u44YxVZiPUOZiq",
+	"J6b5/8JgTkCEQ50zmmQaJ3SZssjB8kYf2kPC0YKvddQZfFaTTcFhRdU/Go0bk7Kz+3VlxhRFnUUZygAi",
+	"BqIlycQFCcetcSvUtYBQh08uq8lJJRrpWMySO52Oe9ILgtPauvS84VnDQOuZWHsGvJW0RbE0wvzZNN6j",
+	"xvA04XA1RluAjGsOwGJpaj2olbXfYsEnk5NmNPjCg4O5wOQKQzUU5J/Lfh37R+HEO3ZtcTOeT1dvdvFa",
+	"Xf9qPWjTNsc3QUA2OYmspekcaPpmnc+S6mDgtqq2u7DCvhU8a6U64EEmJonzDclX4giz0ozb+Viz5mLk",
+	"706pZQivlAFlrEEXFCw0iXnKNmGTkZGyjYOK1Rq1fG/RWMave6oc7btomEGRb16iFiJ3pRo5KYmsjEHg",
+	"os144Xg0Z2jEC061IJ5oiTzail+MhekUsUadtSASEpM5RT+4rbt7JsmJ7zkVsT6UN/jz023aVZuOOCT0",
+	"G/ErKh1JKgSfNwaa3W4lldvlQcW4DgPmvKo6jh8PLdMnaILTUH6szGAkO54D1VPP0F6T/cKoOTmHniSy",
+	"QnB902EC22Ydfr1Zx6E8nS3q1+2gbzJiCrOpBWHwz87nR+Uk1tbq0Mt18N/zFrJzVHFj8xp9gG3SLJmm",
+	"tbIfrPEHF3OHwOJp1ES9iAW0LgGkPb0aUB7iImdqb/pYzPJsLTHyEDozD0mRrVkeS0Q3Nb9qL8pPSrPO",
+	"LwhrxvkEmdkLhiTLx6LvdctUrOyO53kSY/ebE8SPVUrHPFvlR2zKfYm2ljqJIACYWpa1Z5DIEqWrWBFM",
+	"7wbiexUr1vcO5dvu5To1GEjnk4UhNKKpFevMkUDM5Z9yLKE/rwbKj5Mj20OooKM6PWqKfLPn47L+cXnc",
+	"IeA2mW1Wh6svOd482a9SOhUD2oa0viF9vpguS3VMiHrdRJO2Qh+JEIjl8Y/UkhvKGn6TqT1GX35sFfiT",
+	"KsXaM/AoohzLdZUuwo07nBVqgzuuyAUreJ6wNJFaL7auosdVEmJLPt0i+Phh6CfIieSchA0thsNTSpIp",
+	"YWLz+LE9xqio9Fhu1nHvKzM50Um8ScoJ9l4+ffyITfPmXxtcW7bf3L7JuGfzrt7NW16R8iLEHxYsNukv",
+	"Ex6pETl6FeSB68amDejipYo8Fm4uwARy8x2cTMLUzrZlm2A2nCqT33CGmyPojGu1HAvFTvlFJW+QzDIO",
+	"Bb82aqLWqRHorcklrpsvNskS29W64aLbpfFYuaut1iPCrSChnRFY9qhyKbUAvsDD5XRKBJUKCqcz6GYG",
+	"+XHPyfkE8Vp7CB8GqHgksMTHQ7bqJcm5mi+kROlULGLLZAxq73KZQvpGXYTvdqb9s7UHiJxCmG2VclnW",
+	"Mj6TDUftYV+VURGqQ+rbkNuZ7vOnd7SGd2PE3J/lFggx/G+lMqcbTIIM/xsngtldRsNzgGVK1c405P+q",
+	"RX8/VeWJ6fgkOsyTKSdvjlJM9pPgWMYuT+DjBu2exTBwHTXCvOTKAXkgogQSr3pE4LPNcaPHHK7HHhvl",
+	"LD5dv2jVR/r68t1lmfOOUaM8E4TfL3MEJCQQXWcxSWoB9VcrxUPPP7A8kXuOmoO+Tleo4lkCO3+faEXX",
+	"zB4BC1UTC57PFN2LaK6zHfTjI23sgaDFwmxYMI0fYfipQy5RO7bFXWPhVApAOqrr3oHQmq3XNm435/0Q",
+	"LYBoRqimqKv8Vnka6nL1sQBwCaWInz4maEJO9GhMzeDpUT6ch4RQjFPdObJRNQKniMjWBMIphih7wxOH",
+	"B9Z4BJhB4SnKoRFM6OgkIbKs2kKrgsd2ZE8u2ptjNb8rhY4Q7gffUU+xzWeAJqL52OF4U/toE6QiJnk7",
+	"EZILmRTJHYc0bVOVjfkCliHHwgBtmt8Mwtd6nqXcxIUNQfCAKKGZd8yi8YT6zQmhreuJBkvadVbp+xRR",
+	"MBqNNBmLcpc+gibwqqNIsthTnKN4F69TCDOHFIsL4L+f8D+X1y++xRgK1uCErnxRN59WtxTW7TzAzKyD",
+	"I+YrHuJBKSskp2qbpZKH5MTmDZxCZtoC9o7Fq4JndShaXYQQriRxtodeTefw0ZxQidpUYzEXAHupfqls",
+	"BVRB4bnRWJSrXgYsFxTtSQw9Z41hhab5HIggfEnM4KFhgEf49R19pplblzxvW2B1vNnlR+fMPe7UqypJ",
+	"TV+sKUfOx8JP1y8gF/TBx05Nazo4ymO1qAZdKVvuwYg1zbIWbKO2Bwm/CnXPMtMUgNr6NLWfsEdCBxH8",
+	"sNunQdp2WoWGJML+bZjNjEjQSe649EPb+m30VWh3kkQsUjlaMMFmPLTt2AAzAYFH7TUNUqqBNyVgaMdJ",
+	"ocdU2S1wgaTZzK1P+0rjmdiepc4EWmWuj71c/mBucYaqrlfG16KtcjiNVYsfUbFuKFOW+fQG0L6b4eaU",
+	"dqms2f9rv/h49XX7GnDB0QrGdYO+pKBrlH3stRaPKOBH9M/ZUUZh3gOod7p+IueCrxE10WYqGRjz4wsp",
+	"HlTfn2dpBbjM1tcbgNlmcBKLCrCzB7iGOoLu86j1m6PYvHlbIf9ngQoAEajLLpVFbLSckpl4LXZaTK/u",
+	"WVSkbnYhROIcePuGjhyxEvo72PXa1o8+k8SB1Lt8+fb1u5vr99+9ercDw3dX25xLs1JaNDyof86RIhMF",
+	"y0d49Ik6YSEaX7NP/eDGY0SuljyXPOaxFne6mY2WgbqyzLCqwf6rR7e+uBXWZap7JIS3SWwtHAeT6WPZ",
+	"c+Cv31+b9jY44GQmZOe4Gp9qwyZNux8PLZXTtOnLV2yWs4jfKDG3XyAuc36XZCtpjiFYGLMux0u/JG70",
+	"4FSBuBt05fVc8ugmJH8y6DzZlHQDkjMRZwvsmfqIrlEIqVT9dm1VqvQ5uDZP4bKvbMtHwxVUXnMFyOaP",
+	"6zsFFDjQAWiLO6BlhaZsLbeAnBhfURj05mGZhBP6Z+fzsGZkBb35cdLsegdK56UBp2QlBB+kteuDkGO+",
+	"iUbZRhA8dd1gWO4uOt51uD6TgJC5hZYrExFxEsJ/wiOjZbvhfq8RXwxNKJ34CZ8xbZE0kpyBstU1oeru",
+	"Ub1VUgXbreed07HoBX2q03RI//5e97/R9LFdgvtkX5enBwEMH6afC0Kq9WwYza7i6n29Bytf0xFz8MgX",
+	"GTZTwHkqo4a6g3hAk7Q/BtoxcNtOuW4qXid8xgSySCJmtbRKTBPS1KmsCIINlxiz2OVKWar7juTGqiu+",
+	"C0pPfeiZJFGSR6ukMOxMEWkYlHE0Bux+xm6gAAjaIUhmhP8MFbVDip5t+2KImdtq1JhPeZ5jg96wsoSh",
+	"LY2ROgpfqWz/o0IL7wT4reyA6BFov48B+G3G7HUSWB18X+Tc2kb+cafkfwOdQ5qBqhQZ1VJrwF3s4i4v",
+	"dNNdsH6c3EiX+SnxyIIzAUYgdpVvSK3W772JMqGd4JtDfcVp+VSuub/hdgOM8HnPtL9Y4dAn578vdvG1",
+	"7liwVYRpANgsVBMDr4Msuy0B4z5UDSjzTutdm3RoRGZkynJqawlN/ik5MYVHJZIuRNpIgl6+/Ry1O2Lm",
+	"oqg1lRpVM+MglrYtTZ4qxeLT1RtSZGlcK1ixtMI0NafdA+DhPCZTUw/jJps2yQUHoRrGQEtw6Sp4a1IY",
+	"6Fa3KQuzbc4hqY+8VspWFm/GIpGEkbCGmB1SfQyV4ESHkZ2RH2Fr4KmlHcHo8nd88UBKpk9pdVVkdnLS",
+	"Abk+YnM5dNuLcqu1pmrVmD4fsAJJk0+xPC2bYAsLFAOtj5JCtxm0bZ7BC4XPWnrrrGWlJK0Z7qIOucRv",
+	"mmIadNwmIpFz9ceMJWIsFiDSdeuuLVgqh0P+jI4U23KpRKdakHpz6Z2EqxjgOyxpZDAmDUWO15OOC9Pu",
+	"3F6smD/d3nqa0joTYsXKkvUuEm0PEWqx9jSh2gHKnJgmueDPcQHay1Yv3BXYRy37Eb1nOAlrzWXCw5N2",
+	"EWuR8TvHZQk/YWZ1JbQLCOFlNNDJGtWJTLV4YY23tCR7VOL1ATxzLYyqgOYuBZOCxEkMJ6q6aNu5Wmly",
+	"fP71I1CIq8PDDlEuLLEpvBEbe+UYUGL6uCIYlqbZGkXxnmKYC23eGZUE78PXjYV5B4T9dM8BpbfY0vN9",
+	"tTKPTRXXMziAgMXvC7dHY7zio7JEcldbS6onAShiyYJjkvlYhAaZN9TqQbLgJbY0TLlKpg55l7mfB4VP",
+	"f1VZpO8QCj9Sp7kDN2fOrS9pM6RUlOO3fb2jRxMsw7aKBJ08SoVohLnpCN0ec7UpYt1hmBX6CDUdcmMm",
+	"55OM5bE661lsmmkofWbJcpmImU1B21KvUBXKtgakNTXIBmNiLHicFG0m4rZeG12sqHtjyEyxnsFE7FRy",
+	"II4jWiUrcZ/AdLUz6gYtjfNzmgDUZSI61ZrbHVxtLBRkaKVtQqZ+CXepe7c9wOtSBXloaq2vczmtUqc+",
+	"yUQVbKexcuS4Zo4u3s6hzm8f8c59mRPWI62kmNmBC7YBs75e4FYtafOaUzorFQf71DnotWRaZR4PnLyr",
+	"ph5UuOqiS+yNUx13gyfoObSiea406bxdFic8KC212mmiVvBgCyF21zm4Bck1kO2taom6XG84ZCsawLa2",
+	"tcvib+6mfAnNNUGCKwuAEsHXthHyQ1opo6vMuMSwY2dDG2UHPwnwabXuc6RjRt4+rrOozpwwzUWLDHOa",
+	"Kw1GXWFr+4XBhQe3Yd3redmTt2z4u8issOkQwI2BNGGikc7UZx6SH3zI29EhrxCbJzfqKbr4RAaPdMg1",
+	"lJ2JdDMiTNv0LmYcYqF9uv66fQ7BAoQWZIKsxJKpwRK5yvNsxgpOuIzYkpOTcDxexeeeB4sBf0yn0/CU",
+	"joUFBHIxgCYcUT0K9KdxEYGbPhFMHSGsYGSTrXLJ0yk5wYgoJZJtasGzX8ctEATj1oj0gs+/iUfnUhuc",
+	"pOBbGCTGpTMChcft1Q2Thtbc1GmFjGEfprNTxgJTNPX2wZO+bDHW7GVxQXxjSnQHGq286a+PBWqx1Kom",
+	"RulGdQafofBvpwGKM/yy/0n5DpAgY1G2lkm0Q8h0lDnFsifUnHD4MM7SO7PPS6JZEL0kJv/PkHdn5zLq",
+	"Qi3homz5kMbCqCmgyzk+kbBEizYawAlOt3xdWPcW2YeSAppCiRj0wFri1EH/S4d8Cy75rJpsjILhhE1k",
+	"lq4KjtGQcCyyXAdGnIByzxueERczu3DTdHQMC96sm605ANmVznOgh64TybdhktCg3elre/BZ3Y6x+vDB",
+	"dU8W32WHUoRWisjWIG25ZlrLJtUQva0k63oSU6L9eddbhB3y6j5KVzK50zl3xq6qzrXbrE8d9l/tFyas",
+	"mNeQoeA+S/OauHHMq7HAtvvkRN0HJ13VVWA76GssijXTDcI0thxsRL3LtFSaZVyCDZeb5hlG2Oge/1Yy",
+	"uN9zbH/1TasgsHJEs0xJKEjBPdBhizB0H1T7bJnPmp7T5KMaPO4gVmmp+DgORYr9XrV5NXbW4rh0olfc",
+	"dRR8GvrVio9c9JlsLUqf31chdRO6vgpRUm176SzyF0apLCyagSuJuagh4h7Rh/C3hQir+OxsdwalFE42",
+	"GsUSgeRB+fnnlRjSw11U3P4NJSYJbMDOY0sJ99va28KRnFx9/YJ0u93haYe8A93eGNtb4hDRty7wL8ET",
+	"JR50xkHdmGOSyCwDCMplJmUySTGkkSxso56lEhxGN61l1gdecNb2/XYQXPveyFP/74ejLc8nsaEpOv+M",
+	"WMKkC2VnmP4SpVblSwJ4PujzasqUfXv5fzfXr9++ev/pOiQn/YVSFmx9A7ksVS/UglYC4kvAItAdAUCe",
+	"IUE/kSX+USUv13heTrqePMVoG5f1nXDYKbDLaK+pJKTUSMyhBr3jyZssW4L+gFD2yZ0yE1gc51xKbvCb",
+	"AA9bJ567REPfrbSgrL+5L0BNd5dlt6Mxh04Gak7F4AL8YjzXOUN2k0P/bkqyNK6Y40cZym6fkGZAfjwd",
+	"V6K4gSyOXRHNHCCaIkTIVRrqzWSjfREQroHiNrzMf16xFNOM9Ba1eF+6saHYNGem1V68B3Cw3qCnzFNK",
+	"BBbv6rEJRTpEzNqebAM08Z4GcWXrlAONT3ZntOh8oyaMRd3lrvFq2Q/vcN86t3ee+1nnG3S7kyvd3+8O",
+	"efAwZF9tLPoxahl/e4kbeXDftmpii+/Ri2Q9sYkArTdNpnw0Fu2y1igOR5UcLjDrjKIOdzokC0euYYuv",
+	"xRwtvNXGPyr3OQ1YdGxde6bVLghrTj3zUbMc1VfNsgI9AWXoi3ytVG9aFt5ggN+8hqk31BXrPYq86WK8",
+	"Aej0E9fEVzePBXFVQdAWRpDfXgWtE5lou8M83T9Ow2rhiJh/mjiQbYOML3DzB5+Qscsz63pHQZAtMjF5",
+	"T5IXimvkHjTzp+/+ktrMvb3OUBipzvLbXWYEdOKiSJpK6Z2cdYCetgmuOmcE5euJw6lU8xt11vO0rPQb",
+	"iwru4i1fmqRYAC41L9bNLY3i5MalHbAnrILdoLYIWXVaY6GuonT16vrVu+vX79+F5GRAYrax9WmSFzX/",
+	"3yDw5seFDo/Voi2oq01evQGN5CZK4qbmER+q+g3JmZiZng2W/mvTQH8BETt1rrG0mGer2RzpqGg7STOA",
+	"F1ZKpIZTQXcpEu+ECQK2CjT15vldUraCcAFitZtUe4A15WY5EzoTp97nZwskprkMw23ZUwmMmDiHZnKX",
+	"PRvlPwwVK3z2OM71pItMOwy392tzS6VLbBXSVlo6CEMANjD1VPjWWvsGbOBWwWH3DsOwV9Izm6v8qpNt",
+	"qsIigq/TjfWJ4vCcXi2QQhply41xAOlauYZ8zV1ldpUs6MeU2ulArKyWHo1cpzbi4MI1NhZzJuc43pr+",
+	"vr657f7Um/dnZzfD6TkfxGdRf9Jj3WFw7g+8s2mf9+JuFEx85j0+96yElXtw9tnOxCp8ZxIflSu1u9WX",
+	"XQahW3JvMeGDy8auy7I87MeXzEQNt9jInhGxNWbTTOe2aKCLhoqzsdAlZ1c84uqokOSO58l0A5+AykBp",
+	"GuqSk4+mkfz3+mM1MY0ffjv97n+G+fk33/3t5/x6/dOnDy/PX7/58MPrLHjD3rCP6we1DTMMv7+8bfem",
+	"3JVNf1lSLldyHcUaHIg/r7KCyQ55rXQlANNA16lF9WiCjTbPS7U1EAXkBEDry4YZaTJ18jBPL4gHsBi1",
+	"3P3Tepo+BmYMsriOnoA2CB4cTL7Tn0/c9H5ypfU7qdtt2EsWQ2lVdEBY4ONjgeh1NhWq5GR+jwmyF/Xa",
+	"A1NBVYFpbJZbk1XeeAh8eG0CnWVGFyt0pG2S3aEDXK1S6Tkzv5AcG/OTWImtkxKp+rQzFhCARXeW+r66",
+	"P7woobKp53nq/w7no5unDwx+CSksigLkRK5kwRLB41MKDtZqcQ8U/KtlxV+VjmQHNhblyMh79WhSYAUb",
+	"TsXFot4x9LIN5a6KjppYNXqLNZnsAhQZJjAJW5YHpTy2gkYfZc4U1WTG4mTB7l+YbxYvTZUFZFKaBTCT",
+	"vMYMBJwqgjvrip00K6hNdVRbQWTFWIDtaRo0lJVLD6xS2UECZxEfN3dy8iLNVjHO6tlYLNh9Of0PPP8I",
+	"LzeBOtgUEPjJBB+ZwDE0pYJ0r8mG+M/VkJv5o0q6euGXTZOY5pxramqPLPjStHLP01RZvHQsaqQmDZS+",
+	"AHrYr6iFWmAiIoPCdyRdYmFwxsIx5xEHyFriKOsgQVHHbOsGtwGNVWM/yOxbwLINkECZrgAsi8NO7PAo",
+	"MSODlsCl0XpqtgOETXVDEDyJ19kqjceC30ecQ2RCZ0E07VbqNDDN+RK6lxaNGdUWjGosWAqd/ayaQwyY",
+	"nnxWgSrTvr4sGyHD2sGRcmxKv0PoVgwSmeXN0AFj8+ROdmEr45GjIXUhGTjvkBfYL0VvzpyDgzeGvogG",
+	"2MDQDC0jxa5ynmUFRnIwFRPto1jx7Ywrg+jwllbrbUFedqy1vU5OEL9KUacsVHJWFtT3REcMgKUrSzkW",
+	"lbW8IDFPuTIInfTCjCzYrTqTssVxo98ZvnijQfZd8KRQ3x02+VIVXQGGNsspmfA0W9suus/kWOwMUNQC",
+	"IX7p/T21dSlM3hoPnEuX4GIsnPYLNh8jkSRaFaZwFSWUMX1s/jBoMLoTNwH0xCri0FjYd6B/YTuusSM4",
+	"j6J6b2z2cBFh6Z6puQEgjdc5C2yrh2xaeiNR1UCYyKYTOKTKPEPpPgeRji2BpZHOOvAJ7YhstS6U0irJ",
+	"BGk3J0qn6SxZXgied6IM2rAHXrfjdXy/2xmEpxf4WjxO6pB/MDg09hKBC6FuUWuOJaRM2Mmh+ohxKqgs",
+	"1RnfhgM1oqZXarg1vVgb5gyJ1iGXrgoGv8mGEpjPB5T6/034ejto8zgn3IFj47pyYohsfdSpQa2A5YjT",
+	"c0SlsXWvVEe0z8D58rpZeNFH7OF5RJ7mU+VUVj57dChe+4C3uwzr5dm/hoeXDWNQZuUwFuV7ilFPtgNj",
+	"poecbfLjeQeXuDrOhhbAljYH8HLRK4CO7rL134Wx7qChPEiOAg4H64LcNs8et2mOc1Dznf7pbZy5/c7n",
+	"sah4n7EUSK9I6MuQnISDwJsjLmPXA5/yqYVs3cJmrHimK0dk6ZoGt5iJsFu7eLnKZxCJ1znIEpNT9Ky0",
+	"wmaGPRaglEGjXC4wn1ArD7I0syAnVAkWSJVQB+d79TveF1MnWtbzeibMMRbbqmMiUdu3bfF/Dy+67rl1",
+	"pC/9yvWgaEe69lyXwBw6npMiguPff3Q9KepIjHOm0wdOR+TF65dXErWRfT54naSAuXflcl9fXn3z6vrm",
+	"8s2b99/fqFd9DN30hLFQ/OTa7+qUhAFb1rCrbxQdwysCS4DisiUAZOWoy3CKCkAV1uAUyuBEgkAnVKUD",
+	"5pYykA4yNWDkVrC7eR6dAFqUP/fPGtsqsfvX+BQ0I9vBBmVYYPs4ljxa5UmxQVSPEk3u+vFgctTmEIWX",
+	"q2Ke5ckvsLlH5C+c5TzXaP8AV2dd1d9DF3H4TWp3APK7RM9QlCbwUh2rcbqGG3xKEmcYu9W3gEDXuJk8",
+	"JoFnnhgLB0zPwgV5RJbWQVhkWVsdBm22KuZtg/xRggLn3HgN1CZXD1PFCwJRZvAWcLrAjDoaunIBqHNA",
+	"hHI150Wx1B6p7zAMgHd8bdzVxzr8t3LWvgSnDzZUzotVLsDAijikSONewFMDty/+ouRUZyxcaMx9a8+W",
+	"iRqQXf1XCPbO9SmAOi7W62ZLZZCp4QrOY7XsYxHet20Mow23qIOCiU040jsSWeOWbwAHWz1tdG5rz3td",
+	"EiZCrqbTJFK8pV8E/oAqs50wQV5/uDsDM3KyAcP6+VnvtMJicixKFkOGbGStfRykrGYwx2F1EDBIHsU8",
+	"GuvzBUCL7oBFMSWOgGHlQpFSgEVWyysBm1ItCEYx7YpoAAfEK7CItSc4l7EAkYG8fqqL2DVcjbIc4SMm",
+	"JQTOCWpdAlvwqM8kefHx6mt8GaTMqgWv4qxi5gNCudzyjZqQWjtpBmSBQp9J3IY6pw609UQRBMdkYhKj",
+	"lmWnGz2MksR6X37+DBhh02ybumU8DQonJE+nbWUBqUN+sUqLpK33ISSQmlxLo7bmHfK3bAWWPrYsQE8y",
+	"JOaxgjDT4xhyCSG6oGt6IZ/z9EI9hdjasEi6Pk9QnWkoTS0r0aDQZCWKJAX2WkUR7KksHws3bbHECMao",
+	"FO4p7RSnujoDaz2qiARjMRb/9V9EbX0lXzGzWP14XTrJJTmBh7DYdSVinpPw+Z3/PAS31rLAv4Clnoen",
+	"wElVndOwH6iOuCOURnbLxWiX2HlA0PTSNKWkZMHSaZYv0LK4y26VJMzJStwKZWQrASYQV0iJEx+cKzhP",
+	"U/tawns4sOGsYKPtn3VZEClf2KPGyBwLqJ5hQt0Aq2whePh9IpHu7zXPGyI7VOx0Oi4hDx3gLmH1AUYu",
+	"9VNjAW3SddUyuA/UeO5YnkDQfq6h/VAiqJWKE6muxIY5XuV5lkv1BwqZ3v09cFTfSV+C1zBBQjdBfZln",
+	"k5Qv/gT4M7rJxtXXL8iw1x+cat+s2rMhJWGRFCkPAbJa1z2g54YXLEnDCzwfWFmvIFFqpYlWN7LpVAOp",
+	"acsrEbpmQYYd8hfowbJc6YXWdXJMTcFU4aADnzmRSMU6EIes+ZN39CI90YG3U0O3K0sbzPovKVgWbei5",
+	"GFcotdgXSoA6qf/t9yC75IiITIpkOgVSXWEEIG9jPrq62M71b4qo5g0ftc5o79MWV1vmEXkmMsGfXZBp",
+	"zha8zUQEzXal/t2UMrxg0ZzDkPIshQ9BKgJk3yH/Q+CDFQwOzGWezXK2kMZdvWQzLlEQ6UR2vZHks7GA",
+	"p4TB4XVUPZktuH2/osyGnFQ1GurqM7Sq7sBPYxHmgFdagTANT8E0mWhDd7IBKIAI0kAwg5htMOFbbQgM",
+	"CImMvHh/9dGs5ogwdTKMhSkBNgIiy5NZIkxthwYnkGYaHRLGWSSfGzW+s4hD43HM+TKTSZEpA4UpdWS+",
+	"gcRcw1AvDajVbMXAIOHAU5duabdTxO+gU5jyOp23SYHaujNv0331EBB4mQ3J4OVqaSBmAAGIMv1MbmTB",
+	"FxB7WslNpxxz4uQ0K+10BN/HhAd4s+QaxQLKo2y5gI1rgUp7AmYgmlv2XI1yJueGiIskjlO9IOYtp8bT",
+	"CnGimMcrFFJ2uSvoPUpJ3lG500F6u4mbWoVQJ7OEHI44yXmk3SgQy9MZIB3yzoVJldQ46yXCpBKLkgqV",
+	"B650rTRivnDQLHTGdqLry2y1FpxNEx5lSi03BWQ2fFYLo9QFmCIAKD4xK/ip22OZ9L2u+tg8E9kqV+Kq",
+	"2lgZTSpwn+BSYi3os1pvZyVy7dIjJrfBS0lMFxjD0mprWhhdNXGTOItTd8w3PYtdybdQygtectRRN+CO",
+	"Px0doheuhlPwq2aDxXB2l14gkdSwnJGgKxBO/TngkVzPuURweKb3G+RxmVUeC1MfXOqnTHFSJi4wQX+r",
+	"Ytg+W3YYomSC6RgULS9zx42+Hmqv1lbKszrBdSa2iyWD1FAbmcVOzQBYEeoSSXlRgDw0Z/FCH+3V6lxc",
+	"rz/rBFjYjxxQWLSbzAT4Prz/6Dz2/Nck/vwcc6FDIwevnXIqrePC2eqSSIP+ljLNNOyBeI4txBYx6iWV",
+	"kn5KlukKHi4P75H6wj/M0v5Dc9I/xuIf7XYb/k9drsiRf5BK9bgVbUqFcZVwUn1USQVZsMVSveGTSO5t",
+	"m8a1xdk1T66ZNIWk1ZfIElP+HyS88ylqzjr77Nu3ly/aH7+9DPpnareNW3i1HDzq1p3qz3ZglauAaAA/",
+	"6NdwN7KGleWA5IPA6ltptNWOJOREZ86549WvPbWtirZy4Ihc8iiZasVTqTeJ4PKCxCuUG+btoApAkFWq",
+	"JWAppni0JV+yHHyGTsodUnTrJPiHsWIPYa5RAAZymeDiIBOUwusSf1ff89uKDrYtv0Hhqj9hkhLi9mXh",
+	"cl/l4DfVh7qokInMcNfW61wWYuSv31+Tk28/Bv2z2vJiNTPQ1yj1iZQhCa0UU4qZXE0wZg77L/ypSEK3",
+	"LLIN+AoJDDHk90stIjQWVJk4ucpT8vHby7bmXLig9u8/8GC2pwokUKrDpDxJUHcXmwbuSZNJzvINVHDY",
+	"80RNGFzfEDFU5onrOWjR1h3PsRdNy+94Ha/1GbGZ2TJpjVrdjtfpQuPfYg5O2udzztJi/gug4Ddiy2s9",
+	"N/A83ZQawfCzCNJVJMlXAvojkNcFieY8ugWdNOZLLmLFnh3byiXJxOsYC5zhk7RlNQn13cDzoAoDrQNM",
+	"DayVFbtO7V8tslIruzW1VQt2EHINPo5umG3nljMvpjREKMDt4cCa3mon8PwvLDbRONcf3hr9/UfakiaS",
+	"2XqjNieXWEA1k63R30viyNaP6tHnC6VxRHLnklSc5/pmo2d+yAH/i6uDgt8rux6UdyV+MG+5NMGJa4FX",
+	"80BeXV+9fvHx5vLly6sQ79bZqcaFZ1yaSlPQWailv8F2pqgu+1s9rYPLrgb+fJmypLrgrf8i375686FU",
+	"Qyzq0k2RFSwtlXobM5xsDMrqyOjCOrir9pRSKzpj8V/k+m8fXu1+LcZ787HYdcev+ht/HgP8w7j1mQRH",
+	"3Y3QJOp2/6j79RTUE/55L1BDr1EE/1cdibkk1/gfk5uQOGj4iJEC7arVE01UqLxqxlYz7o6xctXvd4Ox",
+	"aLlbsB74b+jFCNygN1jv8AZ7lxVfKxVy7/Zy2H9h2W3nRtNysbNhi3Tvbnu/5AJ8UFm0WgCelE70vPzw",
+	"mla1NI2Tk3LE4mfLpPKZcHtffMML/f6HSUQzakciGr/yI8+FihBtzpDCgGD9iLAE6nY8SyTdVMIcVbWQ",
+	"YaP4rdP5ycXvtRqRefs+1oBA/bGnom2oBmI1YoLEGXhXwK4++ZDJYqZUN+y7HM3ZJOWnWg/re100z6WG",
+	"3hoLwaE7lMmMGrkxJ5vd7lQlaGQm3gbDEM5gzBPGTE2Uz2YQY4GBc1kkaQpNbRQlSZytJinHJgkS0C0B",
+	"68sOVw9Rp3s5s8WMBn2E4Ik8IjGf5SzmsQnJldoAYsOsUlOGG6LKoPSr7BadHM5XtX0Mdi3E8Hk6NSgl",
+	"GNyz9XAWXUC32jSNPc05mWaz0wsXPUp3hVE39b3uWBjALe0eJujjldv79QpZ40u1F5w45GfppUFNRr03",
+	"Thy15mm1HBj94/YVbfW97p5Juo71B0/WWXXMrVTUb41azGEeLGIp7yuJ0/e6pTb8Tjs4N6XYWeViZIXh",
+	"SA90JLKijTceTdh3WXGFT2yT1n4XLMIaH2lsN8PvxkmTVHaH9nR09sqwK4AfOaBD2pgNdK7cKcfQ8Y8u",
+	"IcSkQu83iTIxTWYmnQoywh0PuM5aUXsnEbJgaQr3PZPkRMNqjUXoYt5hx6yc3/INJouXgJQXJMSvaly1",
+	"PM/Wpus6pKvbis3qNnyTyOISJqfMmZwteAG4S3/fhuRIN7VqXC7Ap2fDuD+vOCJ1YhTXjqei0hxs2NHM",
+	"OeXYnsNwIUmudezdLzC18vOPXypuMO3z77+2WKTpogmLB8mNRnZtUXVDlqvtafpv0hZMu4rGExg0HrNT",
+	"3VRBp6YLSmnLKinIL2qoxoD8SM/7rIswW54/ZOx8etb2oyBuD3h32j5nvUm7H53FA34+HTJv0qLOSplH",
+	"uNf2J0HUHsRd3j6f9rx2n51NBtF5POTeFOhuKaD5sgN8WZl7lCbN0/a3p33LNziA26BsHdsadc3oZGsU",
+	"1KbVbw/j86g9mJyx9nl/2Guz7iSI/Njjw+l5dVpilaaVQetl096c/WP2gmvvfOT3d4+5WKbLaTG460k+",
+	"D8odoKtRq4WV+ISUN8F6k/00TX/KMjZIW9W5If3VkvXUkvUn7bNoEJ/z4ZR5E/9RS/bj0dJZbzC5U8G0",
+	"G/9x51/P8w8/8kkwnTvAAda9FwTHPKRdD+pgeyUKJfc/O2hih5/n90seFTyGuHj9AKlm4/39x881rZiX",
+	"fZWdUwWeqR8oujvZfvdErZVZ2XNCV0icyKbuX6cN/QkhAIBQeNovNhZF1iF/0cMo84InGJbc6tuk4WF4",
+	"Or3YasxUNmvQbdTYWJgxV9upkSfoplZCaTQfZ2ZOrScT9pF6R7Qqkjt+U/ZZ7LtNF/2g0rPQ22rrV4dh",
+	"6488/wfd8U0X49dv6Y26cEvOIy6KG7QqWqOe3+ljwjuXIBY92xivpdvImW5xFuurVsoy6vW6LVeyOu3f",
+	"PCUnm2fsuTP2KhPubg0zOB90gspAu74zUtv+bmustW517jj9yjh/NH3HtASM/fbZtM/bg7gXtYeTLmsH",
+	"Q//cG0zPeD/uHa+dagbaJwHN9qXgKNdd7h4r2n4f8fSiKkxKRHLdFG2vuFL3yAP6b2OntzkzmVHLBILK",
+	"GutAY6vOOcuLCWeFNcEVlyZYyoi6fsqZ5JCiAOjZaIfPa8BnQf/MfVJkJE3udAUCgm6fWHyYgt1yrL2y",
+	"tfUQndUDyXJSrLMLQEyFUAwCQhTK0sBq+V94nmkQgSLLoC4f6IOBfHTknzbLpndAxycTTG6j7AacR79z",
+	"5p8rCWJnt+tOr+PjnY5CcWA7bWdrtr2Rj2aEXofW6O8eDWiPntFz6nvUD6jfo/4Z9c9p4NEgoEGPBmc0",
+	"OKddj3YD2u3R7hntntOeR3sB7fVo74z2zmnfo/2A9nu0f0b75/TMo2cBPevRszN6dk4HHh0EdNCjgzM6",
+	"OKfnHj0P6HmPnp/R83M69OgwoMMeHZ7RoRqGR30voL7Xo753Rn3vnPpqbGpwanRqeP459QM13oD6QY/6",
+	"wRn1g3Pqdz3qdwPqd3vU755Rv3tO/Z5H/Z6aWI/6vTPq986p3/eo3w+o3+9Rv39G/f459c886p8F1D9T",
+	"FDij/tk59Qce9QcB9Qc96g/OqD84p/65R/3zgPrnPeqfK1KdU3/oUX8YUH/Yo/7wjPpDRT+PBl5AA69H",
+	"A++MBt45DXyPBn5AA79HA/+MBorOQOiABorUitbBOQ26Hg26AQ26PRp0z2jQPadBz6NBT61Ijwa9Mxr0",
+	"zmnQ92jQD2jQ7/0Ikjsvto4q/zrogj7f+wHMgoMsOVB3HsWSAd7psmTQ9iJfqcWBUou7k3Yv6sdnfDA9",
+	"94Z+E0v62yzp0y7t0wEdUt+nfpf6feoPqD+kgU+DLg36NBjQYEi7Pu12abdPuwPaHdKeT3td2uvT3oD2",
+	"hrTv036X9vu0P6D9IT3z6VmXnvXp2YCeDenAp4MuHfTpYEAHQ3ru0/MuPe/T8wE9H9KhT4ddOuzT4YAO",
+	"h9T3fOp7Xep7fep7A+p7amg+9dXg1OjU8Pwh9QOf+kGX+kGf+sGA+sGQ+l01hy71u33qdwfU7w6p3/Op",
+	"3+tSv9enfm9A/d6Q+n2f+n012T71+wPq94fUP/Opf9al/lmf+mcD6p8NqT/wqT/oUn+gqDKg/mBI/XOf",
+	"+udd6p/3qX8+oP75kPpDn/rDLvWHfeoPFfmGNPB8GnhdGnh9GngDGniKpj4N/C4N/D4N/AENFJ0VoRWl",
+	"FakVrYMhDbqK+F0adPs06A5o0B3SoOfToNelQa9Pg96ABr0hDfo+DfpqlfqHWbL/A5j87uoH/TPaWols",
+	"rZQu94L3AOdVzPfpBnAW/NG1gZfVw1o2nb9wYmZrcUg5sOrZXvXAonk4uK0Um1mzGaBBIoa5oyLY2sv6",
+	"ka8uWuNhLCzShIOEQR0YDHCIu0iWp9v1p9TzvJFFAYLKbfVK8KgAFlcDais5sXlQ6LUJy7Hf8o3bSR0Q",
+	"iTrkClApbHt54/E37VckL4xHMHRqgkOj5tju+UCyerOWi2p3lkoLvW1V5Fqv2gG/nwt3W3aI00tewk9j",
+	"M5gmNyBCmLqby3K4cWNhcW9fw8Xt7AenjpcmoFMzAgzF6+4Nh+nXIe+X7OfVzoHremx35A64ne8FvW3v",
+	"5dM5GF2Utl2eqOO9P/RJ3Ip1x5ZTnww9jMrC1mq3QV+/VueIGrDcRSLcn6TThdx+ud8NwB5tpMbw2u+N",
+	"vGDk+3Vq+O1ebxq0B8ybtIdRN24H3J96bDg5jwaxS41yTrM0m/D76qxMRe+OefW3puUttubV3wmB+fdq",
+	"RemPW7NHE9fFBmi9/ely8y7x7t9+9Nbv//d/7t+9zNZvf8ru3/7v8vzty1f9v33/qvfD9avi3curxdvZ",
+	"8Tavg3XQcKw5vbBw4/+urr/f50R8AxmuVijWTzwKMbftww1BKWV5cugykmnO5bwsjhJl6/BqUmRZiQDF",
+	"UBWAyESMBZjoJT7+DrRIUoJFYpgJCxTUu+CnGUsExKNvOV9CtRmb8k4lvGSQ02A+pN0GxJR3l29fhWSZ",
+	"J/ocw4TAv358/277UHnhlGe0rN/nL7r51vEi0JUxD+TfKhzq5yowhO5MUZPP/sMGZ/FBW/P1zeqnX2I+",
+	"u49FNO0GN3w57cbzLP4lzqJEBj/Ni3S2uJ/xWAy6q37/voqo+CRCfV+cwcJFdn9hvftvg5c/fJJ/nX1M",
+	"3/zpb8PL2+mq//z7qbz/E+utvnmXJeLsVZK/+vPjCB7vUoUbUER1ZytdX2EqoqARkgvSWpSbotOq9IOp",
+	"FCvtGqW+/zncrO99l31UWwbH+ruFLfzu4Yd0S7LrLHujjokvDXf0guHhZ6+z7C0Tmyvjnf39/JAoYIy8",
+	"PNK4gFqBvcGSXQDl0G7fwhJAbUI1Kx1qebCyCkSvBfbYSjBzZNtjdTzUwCKEtm2isrnPwvA8cEfu34q/",
+	"b8juYQmJvxcDXimbaQ/7bRlEBzIMkO6vX2pfQxHNG7SEuYEzd6sjLIuiqQr2n3TaS2OFlWPtznhhE+Ww",
+	"RAGbNJ1kORamoxBVNrxGvDwdYTgPMcewqKEZYNe2GzZQYvAIdR4fC22fNgH+uP2zbP8c33Oq131IJ/Pn",
+	"FvfOdNrSk8fa3rHAnDqLjQaVOgbmrgbWiOpMWYyGdFkro9DcodQxqC0KrV6v6Tw/CkJJx0WhsH8LjEYP",
+	"ZyzKp7KM7sMx2pYrCO3zZWpTDWPK4fUyyZESpiueEe5YAiYd0VFBCCG3aAtKnx6UhlLDfe3vNSGr6IHV",
+	"oCTsmkY43WD7K58/g5zTgENtwPSpTv0NYHk3dg9A1CJwPemuA/i8M/1j7LXPBspJ9xF3wLrKYXzNFZXd",
+	"XHrbq8HdMthiXluNtM6FEJnXgFvuKB9mqrpmKSTEfH7o4VLFSztKv/7XORtL350ApG3T4OSPfGL+8bNi",
+	"8OSz561z7D1E83uulLcDDmZjQ1eKEEusEEADxyh0FaJ2u7P3Lmfpd3wjv1z7M1PZy+GXH15/xzfaH3N0",
+	"4pb7UCOnq2//RwfUzh62BWIjn1wd3O8zKsGbqp1VaFnQiFhKIwNcgfpWIjSAu2nvAmANgJebj4Xl+DQ1",
+	"oQilY5auHrCErKNHv+P1yxCBbKybx6oxUbZYYHfmpmDCiyosxxfpMDmPlOK3qZ6hlxYzzED8KaLQXTTQ",
+	"XZXdg1I7SuzrPz90U/1uPqVF7/42YIO8+LkvJje3dz8Ngoiv7taDPp/mZzwuenKznvTXt/NBLOQunxKG",
+	"0bsmzdbcM9lUM5LB11T5YulUsrRShFI8qDbFV60fH0i4Ax4iAMKzB++WC0ib6InADhO3fBP+a7uD/v0O",
+	"+LeJKDSqn7sfH3y6P/8V06k/o7xMeVMXiSsQbdJU6V+4bSEQvNMirCWC9N1+KfXyI/WiqtD6olNdC90j",
+	"D/YrffdDxdCubWREPrhL/3O8I3kbDvgnPd8PF598xzegCBjO31tFZH1Emc0PgP7IZgp7i4mqSuzIPeJj",
+	"RLnRLEJr7k+JuBmmwLGG1xiVY6o6VUOolwixY755AEC60gTzLW75ZrSN8hfu0693FCL9S9UDVYMwHU1c",
+	"p8BE0aVeL7IrBa5abjLLWQQNvXtzbwG9GXZUliTLX34ZTG97v+RJN29tVc14zJ+0B1EQt895d9rueX3/",
+	"LBh0z3vD/hcXAykBtF1Uc3DOGANrqIaqpxMOzN0OhWwZTiUeV2oyMV+mWVWPAbfKKMeOqPjHOk8KDvLA",
+	"nXrQ7k56aup9NfUzrz3wz4Nhl/Um/ejscXU4+0L6b9P/Wb9/mW3evszWb792Q/qvW//i9TveEYGwr7N8",
+	"ksQxF/+aIbBKKZCS3+D7bawJAkn3I21tYSe3RngRmdPoTA93f1SPj4e7QcglgvmOhdHB5XaUTKP0Yecj",
+	"p0/ktoD/t3Kd/E7s/09l4TcGfNXycYOPBP7cwcXq2mjBBMOA9iFPCGIe1t0hdS4uMq2ukEwUGdRqZBgH",
+	"Y2UvX6xU5mOhcaiTAtHKMfegKc2GVLJsNO8DBAV2IYDbyrdBRYlBUiAnPa+LkI3rRPJT6mwxrERh2GmD",
+	"CWhMkXHpYBMv2AZe5zbtIyuQZmMBSlxSWD3OfjAYgn7VhnhOG/uP8TgkE77JhEYiM0oZfGKhjLRFlvPT",
+	"Drm2NASrbQQI/Exjrgi+VmKBEjw0oTUidFFA+YFvTmOS7fYEfakPSB/XDR4gnXi7Meuh24IhArZBMDRu",
+	"oQ1nuesCOkaTeJTC8Id1JT1lelLQ6Epq0uuOofNTamv/cUb9RyU74jwzaUeiwRVw9DHmaGMPcldlgjfr",
+	"Zc/QO48APeYSnFCmfyLi6VrvjmmX4ZNMaOTaaqG3g2xb4lDi4QrXt1xjBAaJSJrOh0owfRMP2OVE+7d0",
+	"n/0+2+nh3uB/6h4ybrUv2kMPde/UfGhlXsrOTMDmfuMachEacDe62ABvSPdecRUoW3E8FotVNLe1JJjg",
+	"0gb4V0ysQTCuldIg35QQWU5L6hLMzdQGOV2VxsLKBLedNpxHgDXGC1p95VYabXjFCg6usDb8r0b+guyd",
+	"U2gqYK9f8QVLBFRHARire0Vy9aTBjsUOJQCPtkpTfBlAe96xBBpc4SROG1Mm35h2i1/mZ/vjZyNttbjE",
+	"0pUHll/Ytpt7M1VsO/wvEFZ/IAeJs1VXks1cMAK97rscJWJjz2TMGtoNpVLZ6tbVbezNsiCPSWy/DNvu",
+	"BLs2g91nrbqN7dMMm1a3PNLFHK+qDa/AWokwED9SksF0FUJ4QbhFt2hYSWxd2LiNXgCtvngb3WJLswfr",
+	"+U7I+NHqfcpkcbOSDZFqbzjqD0f98x8ebwTomOPo10eXTxyvSui12J9Lprjly7SJf+4G/X6egU8Pt82R",
+	"57y7Hyt9ww8k7T8r28bWAlmUoJu8vWSzRIATBMAnYf2bPY22ffvjKlvLfuZfVtva/09p665Y2QR8Qq1f",
+	"x62cL7O8GLdGZNyKWZJuxq3P+/wQw1LGRDmQySND8hX5ivjtfs0UdxosQd+42thqUTGvPeBncXsQ9Sdt",
+	"1mPddokkxwZGeiHQviu8PCUz7ZiwDUVr1Prw/uN1S8d5th/qVh7Crvmt0ZSlkj9FCa0GrL3JIq2zaLQm",
+	"2wvfNHZPFvyXTCjqvFrl2ZI//8DyRF1ZQZrvfvqv8rQZs+k55Fg/h+Vs4wI/BHzObN/Dpah2p/7h41j/",
+	"fEe+dISikeTlbzvEub1Bx6IOl8BalyxiJtk2LZBOaOpfWWG8EpZBobm/2tHQLis0nBl2dOMX507TyEf3",
+	"az7BphTmw4B+qmw4o+BtNw4yDNZ+HYfgRHGaGp9SsmAFzxOWJtCUQz0OEjZZ8JH10QOgqvr6Ejor6RdS",
+	"d5jqAWVx2Sai4Fy3pwxihEBZCk4bO3T2TYO7k0UiVgU2XiIx27SzaXuRiWJO8H/1T2vO1ZjPzGNADG23",
+	"jYU+QRkxy5Xl5CT87w1neQoN1f4bXqb/rd6l/wl7F/6lvp9uwlPI6PhvXDZM6vgmGwvTKFyndjj92315",
+	"2gHkfPILBBlZzsnry3eXGm/6JPx0/SJ0iiGwr95LtgE4OSLZHSjrAAeC7vwqa00huAI8VgCRJOrqQC+s",
+	"dUIccBJ+hd1zoV9S1yMBHBdfYY6KnunpSGOPNLVzNG3E5FIdhO1plq9ZHqsV0KPIRMQpYborFhZyoAEA",
+	"qL6iKKOkJ66gpQREq9dtB8MR8YJR1yvn5XVHnkdevPp4TcfC85XQhea55SjnbLnkQpJijUEvtNBZmrYh",
+	"RXh7fODUxuGVjDoWJyjgvXbQN6OAzxLPG3W9H8ABaYmPkGxVKodfheQEGUURFZq6ZdOCCwoIxmpDf/W8",
+	"j2QnX4WnummaJDxlS7XLYE6KVpzFUKSemC5YasT5fFPMF6SY59BifJIV87EociawIYccqdst3ZBFDeE1",
+	"glwWsRS/sgDMG2nQz7WXVcJboT6Ly7HQGlUOWC08hul2DPuHBHuziurwba60IdUzHRBPMkFO0N8EofRM",
+	"xKeU5HzG8jiF5h/4tV8APtPiyVjZiwmSSpMIIWYpLVA9fFiijMKeo+WBr8WkKVObZCuoH5JOP8ANMAuJ",
+	"VxwAPR3ZVbblg0eyO57HK+jfx0wz1QmPoJGfFsK8DgCozOg4W4tTxSCLREoej/Q2UD/jxjaBWhCqY4H4",
+	"kfpudzywuLR0a2sXN8U9Cp/WDxVJdLsrLGnk/hfFJvl2cjpa/NPkjhMU2pLagK3W7ZwopFZbtSjtL1yt",
+	"8ZtX144+qJvGW6WtL4/QupZZmsL5r6Q5VItVw6gFUSocAfmjxevbTChZUWTk6zyJ2cYd7RGa+hdr4XvU",
+	"0AepmJ8frGL+VoFYeMJdgL0RDcuXD5/ALh+EER5/dMX4/xlshG3wg5wr8QZpuKVceoRmji6wLaeLhUvY",
+	"FZl8Cb/LypFlkGMinmpEDudA0TrHHfY9nXAuSnkfkw0vOuSyDBiORflSzMhnDe4aHERFMH9REPGfueeQ",
+	"0PG/zN77Fws9Iqs4dsAXbRe6pyVclW/BilhTtzb43tWfG731/x4c/R9O/k04+RtefDEbW3/MgyLpZsGP",
+	"hyqxmyERBDBDwJRmAABGFjyfcQJvwdb/g+75GZjSaBqyCTQcSBC+gJrfEaikhkJSWk26D6J+xx7AEew+",
+	"i0AjTGvcY7HOVhrnBOzt0pVEPl2/oCREZTskH94rE1dkJDStk9WHCV8si43uTErdT4xFqFVx08jARC5c",
+	"qBY0SUJU4cPTjnFqQYR9laehOUHNa0d6amW2TS8IOuWg8EkNkMJyjkSPNXUmG/2PE2YcXVWCJVKZVYvs",
+	"jsenF6Z6h5ge/fa2nAMgSgIGc8otRpduMAbODCwkkpbU8O4T3fT1mTQtKXKM4UAbMEibwGEZCJIK5aBv",
+	"uKHqqWmASVbiVmRrMRaajVzCfFQcxSBBohScQJM2MCJ0zQovqtfhN902LtbaCTgk2QZ7vptW8whVUPoi",
+	"s9zxRVIdd9HddvF9aqOtCmXclr4f17mijXvB11rjA4MWDWGRrR2vggaYF9E8y6Ed8C5vQmcsNIONiDJV",
+	"QrQyG1Q5exuEFmCZV9DtraCE37OoSDfYY8q25a55HeB5zYPP8emQxNmWs8Gg8lR9p9KClyBGT5Kjq0S7",
+	"ZpOc6IOwQ7Y9F2Ox5boARwf4hzLBoX+IzmUrwMsD9yRSt+SLsYspUhJ02VR7ahBy1+Qxa1eAbm6flMul",
+	"WcD6ArWrCPVgtJw1v1bd2MBezgvMQjLt42KiMK5JyDNg2l8L78Sdp/nQQRsCHhkL10dTIbX2L0JuN0gY",
+	"RAtAVGRXi0fXG6Y7mHZlGQVPfZ2tdN53jYlGwG3qtcZQQHRjSMGWK2iGumC3ptMtAxhM3GX6qAAC1trn",
+	"VzoibhkOlIRlRCq0qZG7oJS+1NGjgXWaonDdz65Hxvdk68HaVh1Ch7b2ibIGfAS9ljWUoSSH1M/zUdcj",
+	"7/ia/C3LbyuO1QYnVNcj547bxnHEXC54nkTs+Tu+vlFvgnEqIqSs4PXMfMXsn67e2H77COqtBb8+ffac",
+	"mXCgH+10omRserCq34PPVX/T/7Xf8BmLNqbjl1lIhCd+iEOpfRc8xqf02yIkHemTOzp6XuOAf5Xwud8t",
+	"oS3+COHzre2yI4Retn56RAj9qc06JV91u8J/Owvv/0HHooHZ+u3ciRCE2pvNBb6REDKbw4raYRVearKq",
+	"HMW2MGFiHcwHbW06hXRnqQNnsY4MtzEy3IZnwNaAKr2JbtjM41MEgBXK3OuQSx2BKZm+DKFh9CwpjM04",
+	"1UdoMtWKcgwa+paS8Y7fWwfPtXrHoTyzb23jCtedmsFQdiZoKRruaprgJJb5BxPLni5tC8KotTwmfaT8",
+	"CSLUSqQV0a5Mp8+04RW9g6/oHXpF/+Ar+u4rjs9EUjqVWuD/j71vb27b1vb9KhjdPyrvoRTq4diWp3PH",
+	"p013c9vEPbF7cu7d6piQCFloKECboKKonX73O1hrAQQpypb82Cftzl+JJZFYeK33+q07e71UvYEGzrfO",
+	"U5F/8Zo9KX/7KRcfpVj7XidBBPx/zIXWzCWB40CP7kc55xozra4KvaxaSaOtQI21LDeiCKMzPBdkrhEA",
+	"gNKu0BdTc6wlOlZY6IFOb2KBXfYTmXt8i5XWbLhtTmkffZrozlPrvX+erFE0XKo5AZ9tiuhnod/WjukX",
+	"Pvy0fNiu7vOqmch6nomDvhOYSd/AzyCFqyHEV2qv6OUNmS3lHa2h6zHokty4F0NfAV1g2+W20lSG12Xv",
+	"nKOsntVIfkF6/l7+Cu/5i4TPncr95do+U+WuXd6nvrfCGMI73yvNBH/Oplp/kKLL3mOjJEyVdV/6QrzF",
+	"yhRQ14r9D5L/7nxz9e67DgD+JdYwpHxEhxxjZCF82yN5q+wFF7nRiulVce6biFszUxKgSxoQ54i6cIgP",
+	"GCIo7HDUMZhSJx18HrQkh6ANzsBrTw76pe3SxbmCFNKGAtkreasuVw0dRYYNup+8VSLF2ZQUW55BqSfd",
+	"hx3lp0JkrAAwWmJhhSgAlnIzn2iep8G5Kz/7ZVdCxvu5bjg6sAXCWvmRb/diDwfuFuVqBEuUCyXWIsVE",
+	"cjoudkPGqo3ZrEvo6rgW2UdByeTI8t1WS3XUZW+FSAHPp3oUR1jSLQ1bQ8UWh/qUscoEz5WBoMww7vnz",
+	"VzvvzekjdK8ezdB92ea9DB1HvHS/r1RU7vPkwYD8bo67nJT4dQR7W93Gz6GzKpH3DRC2DT8KQTzQEYry",
+	"5Ls57bwBzQrLq09ODwjQwtsO2RQKMwAFJF1IReyqHaIXHFH9xBYdI/SsYXgdO6Jwxb4viuWlyjYRu+IL",
+	"cSUL8fVVkctp4XahhBG/oRclrH1lF0f41jTIwad8IcYK+qxf/3h1BDBXpPXg/UVq8T7g3YTbF/kLO9kE",
+	"CfFuMGzYird1rJqvK8VRPTwqlLKig7BMI8e7D601yClJQgCjlSiFfCl4yHIxomZ5G1csuaBDxrG3DAW+",
+	"pGH29Nnxpy53glCLx6pNu1ZuEhZMlXyNxuQFo/pyqINGfheIxoA5fmXGKpmafHYD6wqVVJa8Crci6iJ7",
+	"bGThwGQGDB7swIOdhTRQJpGE0DM6HysHG2hPIJR2ISQsjG7OUV+16598f3n5w/vvX7368ebi2zev395c",
+	"X/7w6m2Cz1DplwMnc3xwrL7jMhPYnKsjlUGAjBAfg00zCekfaZoLY7AQWCo8Pw6crlnGvlaPyvoveaEP",
+	"UlaAtvhkmorZ7Vz++iFbKL28+WduitXH9afNb/3B8PjlSf0HB0UWgf5n7bny55QTV+621PUhI4oaLteV",
+	"KDqOWf++W9w4BlBxvNfroL8gdD1X38BtDRJE2l4KpDNJUAR0CNv6AEgQy2NrwNieJ5edoyCE5UQ7QW2n",
+	"q5zQs3QBd8xyYsBqthaI1Gm1Ph+crpSHI4tSW5U5S0pwjaTL/svyGtPcnnCsUORBHZfz4O7AQ8BZXdGK",
+	"PG+D6hp2Na2Uc1zuwqfer9u1fxmF+utIJD47oI5EYsxNf73Rv86yX7XmJ9lB5ejh6t0VCeLTQn50GIH/",
+	"lkCx9euDUFiho6F2OXe5G/DrOuhe7ekXiGEKbsJGxfkNZKFxCHS4G1slMbobBPY7UtISuMsJXeaxarus",
+	"46Q/nCeRrwpPei9P58k5S2KTOP3I1Soekd7jauAdYFex1mOV0KcdSx4vVrlIHER35PMRkWTXKS6ibKti",
+	"zj6KXM4256gDr3memrKwUon1WEFhqT2iYRF8OdL/eX8NQhOlqdd1yzErkIJYvy1BZZaFVTk/yNSplV2G",
+	"6U9so1c5y8VUyI9QEKTrr/SZm4KFnBLpNGtZTOfYpU+YsaouHT3q8ybbgKaWcbkQKfvVqsZljatnyYDD",
+	"dKvRaYMz5a4Y9gi9Sb6VpIa8c5w5myHNmlRXhQtkt7jL3sHLLetHluwFQYX5YyWzOySzgEm449jg2YWz",
+	"XeE9j8lmDBoHtB7G+ZCgQAl9NFLtPuID6L6xV2kvJl8VKzv7YS8vrnpp/GP/w6IYrk8/TDaX/7z9r//8",
+	"6WJz+ea3N6/m803/+/hykR5ProdfP3C57sGZLS/CXXCzYGt8AZj9s2Rg4RXBzOvGTv9PJwkLfodq+35O",
+	"KefbfU9TmUI1P3ydcSuz1lKlep0wL9Qgdxe8MI5l9YfoFD2CxN6xXZV8A9AnWO8eWY4ZIHZRFXzp8nS9",
+	"T13iNp7530Suzaj81mqw0Vj5xP0IsoQlZSykkPtPQJwAqV4+CRE9kbL28jiGnyzPziARZyGzTBL3jkqf",
+	"fgWvwWN0KPdCBC9YCSe2fNY+fmOEKo5QUMES4nJIgy8n3Bap2DLXt7kw5jzARTCMp2XxAwCAonALxIxL",
+	"eoNJmmKsghXaQCjCtbqztotmfLkUPO+yi8xoWBzMNZtVz0DZzVgqbOlsT9HKjBWaNJYYkZJzLcHvbuDT",
+	"m4yQRHtxFMcxFHihb0b8c8Uzt0rwK7YQXIGwAxgYCtFYgrrsygpLU8hp2VQZYf7XGvraRqyCleNb28JU",
+	"muHe/i6KK7gLe2TgzXgOmeZUweaga+zboejJH9t20rNaXXIWL5Kj81K7s8rernQ9vEXN+XqYheElH/75",
+	"5OBqRD32IipTQvq92DI4niJsqbtbrVGvd3oStewRU8KYm+VxfLOwD3T74adnZ/Dpy+4pZp1I+2i/F7Xg",
+	"ym2jOJ76NL2SBk9AXCEgbhgdk122hseP/fjxzuHPGoZ/eXzcTAB80bAAvQYKht3BvQSUGgkEA7ZuEKHO",
+	"EnblzWRzg7+BfabkrNZocOKo7fVqO4ZPO2Ziz82IqNrAH2eRj9Tanx/34z8idzJHrcFif13mmpsPeLF2",
+	"hWf8Xf7SQ+gZK94lNjv1i+1kK5ts6H+BToGwwzs0iQA81WkRAfTxHV2FqKwTQM4WIoI28ShjdV4cNSPa",
+	"o6xZW4O70A6ZqgZTLwm9HkRoLy6hc8rABw79lWFTmU9XsmCTXPAPIvfYbn5Aa8QT2JyGiOsrPp2PVYBH",
+	"BGOWmFL2AZo/iNuJmEuoOs40T9mEZ/Y+5gHd1kKuzMLKzVR8Zc4pLNcB9R2GmXPD0Oi+cMsH/WZ4jiGt",
+	"CoS3QdBoJByTOWmaY9UGOVxWni5zPRE3vEiOHDluiSJmpLXQZcFSMZWpMGUsrrYttzpik1UxVolUNzNI",
+	"qrcDULGg/a/jnVT4OeMyW+XCJCT1qz31cdnt5Hc09qNT9nSN9krhNoxajjjgfn5CJF124Q1bTj0cDXr/",
+	"zyVbuoVtTGWEn8HyNsq7PnyNrig7f4zv5nClfO5jDVt8NBwOWlGL1rw1iqsia2CFdjmzuDKz/v0zOz7b",
+	"TXKvPxoOQ5KnmUaIqi2ig4TNbYJ/iVr2sPtU2LTXeTk7Fp2TdDjtnE0GvNM/653GJ7OX4jgdHiJ6LBV3",
+	"OVqD80wXeOLY1L+R17UCoE4rgawWkgjTx0kGALDfIRfs3pgGzlIHbraGJEC18oJwC7H1FNXgY5al/UFE",
+	"SHtemIyV90JiH3KZFWA7WXZE1gj830EgE+jBntjIY+VtN6AP+XX1ScgBuJ6XY5NJZPljiDUaIaxDxBKZ",
+	"isVSF0JNN9AZKGJJxicCvrOTsrbHjZ4lEUB+ku9rVojczcXhrYNP0jLbxUQqMXIYe9KwTJpCpGMFrN0a",
+	"Wwhm6ELqSgDuheqy+gCSbG8DjdKaRhOf6Gv0hU7tEZyuIKKRUxYqWGYZ9c23FAHw5Dnj+AuU2Urjd1SU",
+	"JRVrb42ldDFWQVO0GrVHFcQHgEiltWeK57kr3wJKCsQCwO+77LVilsvK6SrjeZk6Asfzf+OPvrbKdQJP",
+	"G8L34OlYZaKw2zwiqQr6C2JH2mPiHAMzTFGwVuut1gC7MZOKZ2UjDrOazq2BOYxjpnM2jIcRpE54VYdn",
+	"mV4DKkH5Sqluj7r2uJjixtsNqQNegI+FZQEJM3zD1vNNBHMbKz85TJwuBbc9B+5c0KfoPCmhHoLnAIll",
+	"k5As57AksAhjhV0ewfuPRjm69O2JmslPu5o9XgMDuccov4QgBSy1i73QPu4wsslcOtSIWZkmePVLFyIJ",
+	"s7mBXUgTJCHvoKTkABVyZjpfgEhereCbupUf3bEGvldzYQ+Oi+4SSiPi6wwGg7OjnRWD4SVqpirlhYDK",
+	"yQeS5uMqh1OFjz4tWXhBf373I4HjO9MB1NNPBWsnofoVlp+4+0+auGVYRqhirECI8AKsnIhx8gzZIUq+",
+	"YMiucQgqksCmtf0dJQ2IT4WAxFRyFAKnHitp8KmITbkhLNMs27V2qzzbhdDfj4enUNnjIfv3Xjqah9/U",
+	"ctECCUZJhiXc9c4Nrom9nQQfHz+QXjyBPAcnBxIKcjVi61wWhVDYaRyCJQlro9D9uhB8MVryzcKyhOTo",
+	"PFAxxsqzJeDkC507LBdcmSC9jmcZ6RAL1obUO2jnkruWauYo6BUKcg17ebJklHg/LqECWTm1zAAFyRmw",
+	"QHTQAlRtEA2F4xTL763SMCJ5EJUIKCNfNrKeb9CrO9UqBVxkSEBk5VT1zFu+OUf8Jyt8waM/1YsF7xhh",
+	"f40tNkzRxXVNGGyA68eK+FgYmQIrOxjQwTqDoIDSbD0bq+RHOxWTsPaw36+2SYWFKw8ZoVTDX4N++WIQ",
+	"CN4U/EersrdWrRWflhnYIpRl0tSowxJROZyyEAtTO6WD3lnllPa3TilU2L3GRwfl1zzPOfiMTLEBJ69l",
+	"bq07rqDTCOl8wzZiIZxX4hFZ2QhR6o/J0QjVakFQShiSCIImVnak0l1rXo5jeRhuohUwq2KqF7u7g5Tq",
+	"6uPEW3OHlUDmf17dVUZ7d1e5QGg7dyvwhpNx8Q08iUEODV1YzlmqETV1JTPYIpFK4EWLz7NBS+BjiYK6",
+	"W6hrH7dGbNjbWW/bh5wt8MR3e71TH56ngtl+5yxOe50TMRx2Tnmv33k5OZ4O04Hoz3ox/LYqTnxIwOnA",
+	"rVHLK6FoJ4jUqtnsrS4YVlvRzwNNujWyinhTuWxT6S39JCi/fXzB7XYNcLUu2YUC0Pe/XYi7q9zWvaPb",
+	"R3dWteS25nZ64QLBL2AnTS1SUtnrQ2qs+/F1fGL3fBB343hY3/NBp9fnk87JNBWd01nc62BO9OkZn0zT",
+	"/fY8+KSyrdAB8LPa1mppd2go7F00HpwFF/zZ90CUo3fjXv8BbXporYj9jFpvfr3YvJXxpzdX8ebNd/+5",
+	"fvub7l1e69/efDNcv/n2HZ99e/Hp8v1388u//9/fDosv3d/fp8Gr9KXTz/2ZmGR7H+z824k54RuiWdXj",
+	"++vrn7xWgcaNy3aRZBvxgiUEkgl1JkkqwL0QgABZC9cwo7UCAMqlNkZOMiogUoRPKg36s87J9yR4nkmR",
+	"d/3bUR92b88FW6yKFc+yTenOAv/RlUCgxuR1yWk6P4iNr9UpNGAWUsJJ6QeAEiDDZyKE96QsPNKwoP8j",
+	"GVOmtK7a/bgH/VrI7qg6NEHvJRsAPgC41FwUq1wFDZPQBYM9fYAnsH4cb3U28pMqOu/AkRMgOCJmKMTc",
+	"wLJooIiwUB1JnKVyNhOQLQtUYYlQv99lP4gNajVwelLncUUv8K6uG/aqtw5FWQn2CZo2//KY4h1ebPXA",
+	"4HiwGDkdGpAHS1WnjjC4B0JIk7AP8xXv48kweMdxfHvH3YWrtfO4tlYjaaik0zdPR6qPWk6FnVCvH5+A",
+	"JKdX3knJdG61906qlX0xhaRuDnkUXaZ7TBp/30KBkPFakxUH0QtfRc66qcBIlgbuLjDJhVS0q7ACNExr",
+	"EFe6sPz083Vrp25wvKUa4MNV3QBxQatAofevgCPwkOIwe72etTQsyCi5p8IL/K3+14dNoVkRIE6FZZbE",
+	"/avs17PKbda+xV9L3z6lpbk3kU4bVRD/u9agAGeMEmvM+3Nzq6XkNvDfbSF6ka35xrAE+PI5W/D8g4ED",
+	"THGDnJ7EvMTt6XZb9a0Nl1coa/j+o2U/t6K+qWTt8A42/3Nbf+3EaG3d/8rdbHZszDLXk0wsPBjwfgv7",
+	"Ez61G2wFT740bC2yrDPT+UKkbLIqfD0t1pDPZpSeQv0FrfTHKCT0aQTrzCRHVE5sxmr7HtotdPjgAGtD",
+	"vLuqZnQ/A/X5ygOjOpX2MDW6Co6C8bWJ67Fwn24NzltZiAWg21ejdAkDhErEFlSCpbzgE265hl5ZLpfL",
+	"ZZeBUxI2yMP1j5VlgqYAQHkrWpZCpUIVGfHCMrXJ6pWwL/b1BPy/BEhxsYBh3YkB1SQCasdOT09+H8MK",
+	"WMHa7Xb/QNz838ctOB72UzrEfyRddqFwlqUj3XmltyPo9TwAIxZcYQIxask7FXorMpiR6jYjLII2r0iT",
+	"sXL8FYgpNW9eEOOBKp+8qk8fddmlS0/2uQ/U9b8Dj/1zpQseYbgXHMyuoSS4/2YS473uCgz7Z25pYEXB",
+	"WHnlD4I0bC4yr2c7l/rW6UCQjK3lY+2efbR/fMysbsWnVrU+GkMyO95p8l7imkEimx3XzomIcsVext9/",
+	"U1tXhE5tYxLEWGGnim6oMyXdbveoxGlJMJse6um0VIVxAPkw5XZSuzr/i/4Y2MW/gGatYlEBy6JmJHry",
+	"q5gSoAGH8DtNAtp6OK5mj7dd97779txbm3BNjL0yFIRRdnmghtDS/UFsuux6rWlbt+y5kU/ZzxFjCMW7",
+	"PT++K4A/czMmUwSGyCImMuOICvew80FsOrmARiLBXABphnaK2a8xKka4EhVVKQp4rFMjXFoLbB7sJoY4",
+	"fcqFZQQucxDsv6ZljoDatlbUfiTBg3gEj44V/elaP0p1G1HgSOdQtuCCT70ojmM8G8PeoDaw+DQFxJ1B",
+	"n72R/8HaOo+YnI0VBBTyiEpO7VHswGwgWnB0XnLSrww1csHcmYUkFA4sHiwPcanqSWOvB7DLYi7UXTat",
+	"+Q/g7I8oyqMsq3/cYXY6C6UHfSK3/KT4886w723Fg23LqHn0wQGjDx41enUQfH5WLGtPo7/6xXB4SOk2",
+	"7NBzIvH7eEnu9X5q2mn12lGtCGLnLu+Mo5whyn13iK7cahxlOB2Izsmk3+ucpceiM5jF0z4/mZyKYW/f",
+	"s7KPhx0/f4CLvTaT4XEwk2eLp1RG8X700pA5KLBSWfyDfTa/738KBvedgv6o1+/Gx3H9FAw7x+lL0TmZ",
+	"ncadM96bdPrTQToUx7OX8Ulv3zv7Lz0FJ8FMnu8UhKM8+hSEi/+AU0ArazldwaV9vAgssDnII4LAAh1r",
+	"xDDvB20rYC/whU8IWghj+K01OxZY7A6lixOjM2gYXxRLK2aBRvbzux/Be+qUrtaotUPB6gdLNez37RIV",
+	"kMnwmqgjisuw/ypXI28KjUhDGZHxgZA9B/Nq5MZNZuvlPobJl363n1sRk7epsbAUFL6yHpnsWauEPd7U",
+	"xhq63bb2N9ivKgpHjSgF0Od0p2i8uqK6BK3BSjEto5pWzL22mico9xhRKJOWIH0OqmCdPeC0j6Muu8Zq",
+	"XHKLBCV9dvSZVNI42PZMzAqIkTmkn7LNrq/1XYsA372aMW3N7InYPb/zw3PFxypIFkd1upppnfj5VWDn",
+	"WTHXK0P92zm1UANl3X2BiWiyKAClzzkGKI8OHgLdn95JUcG5tobpahmu4sj7cQvGC72QU0rww65yZe4j",
+	"wTZjS3+7VjqHf7DFcbmm7B04D5ytRfCG2P9sTcao3akGiwF+5RKiHx7FKss8t3vPk6sUu70VGsMiZRN6",
+	"CGUudK7s45UuYGHGcFXuhRhO1RTealSr35DC4kl1jmDAG26ge7tBHTluSoxiT+wDMikOCKPgLn0HtR7P",
+	"YiqEBb4HUvUOpF6TTPSNZVzBZcgGvtTlPlenJeQ+Qe74wjFvTuVCjxdmaFHuFmYYadohzLDEZU/JxeqC",
+	"a6zaytcSjeidviTkKGpwUFfLSKBlplZiRK6YIISDSEnRWKUrEfTVLhtkptFWGjpKDKyWgQrUXRLQWeEg",
+	"AQFcPEnzzU2+Ulgh5npNlni6aegGN3wTvNFP2OCCIbVeEo0VgYtPOazdTOYLQqFcOWTAUAz6+N6DxeBO",
+	"mUbFWOBnllD4e6dQGyu/Tk1SDb8kqQaZxFBHCmvqwpsBmIhj4VgnZOnZhm2t9vslf/kNqgqjIA8FnOcM",
+	"2n5tkQPV1dzg3mCc1ppOudYLNtN5FYKGtb3nPqFKacUyYUCL4srSAX1xXM9hIEFpfBuHGi2s6nBlaGcs",
+	"AeI66JMUadLUjMGO+HhBn+abTr5SVXn5DVVei/BcukIUjkX5MPVQZNLhd06pu1NDWyj0lluZF9dz16sb",
+	"MtcX4Qj3vnJvUYer90wCePe6XrA039iLEs6KTgchcJS+vXjXEl3Q+uzzkl6vf/Cy7KEB1NkVoSbtYJBf",
+	"dINna7MB96QmM59DQbAS967GG2TtVsSDNLsNwZFlgLNVDrEwJ26loR7VDnDDvgqRLa2R6XTNBJEugmEm",
+	"ws426ECmc+DX3rRtJz65OYlIY4FCaXrj0VhRL49JrXVZGak667JvA8vZ9/WZibWVORArDRHAWPs4tvzy",
+	"ZcwWhk02Y0W7fhQiRlrNhBC/SnkfgrpRq2pX/qcxjRBQsVAztE9ggXNILCu0vss8fDRCxtMGGx7eE+3z",
+	"D008Z1FHmOfpLWJv/R3keR72Rv2Tbnz2EM/zU2VgRVbvDe7lX64tU7yHvPhGq1kmp8XnY3wiV3+QFNnR",
+	"aeddkHwOrLyaDHlRsm7Mb2/g3yBQSg5un3Ugf2NlrZiw/Tth+7WDXhHvXl2/env9+vJtErETgARkEytF",
+	"iUdj+YAsPCVgJigofhS+kllCRgle5pFHeVRoSFmShvGwEUjw0TwYtUyAbtsjXfJbqrkIAN72esr9+o/o",
+	"M8jP/NKk7Ukv999F8aCb/bBWtnZzXatEl6VYQ1DXHwFB/Z7oCJigyipdoAf56pyg9KcdhAyg4tzHQuoe",
+	"IMxy45AWhtUrmrr5AF6Q00znfLkUyK7UeZVE9PF/ZUpCJmKqF1Sd4+jsgk7mgU0cxM6OUAy1BMKaa1e4",
+	"DCBHuR2cZqlnAGobEQqq0utzAMSxT03ERruMdJF/BNgmohnQ5OCgW4Y4eHm8zfukYXw6FctCpJYX13eg",
+	"BLYrC6880i3k5aJfpAZwi94PRL+3z9YUpYQt7AHosjf6IxovMBjmuEkDhVGAiT5WACKGGHYG8NNJJVah",
+	"KQEDgT0By749nLUQoC491OshYfEwxZ7to9dD8j0dGioIqKvsEbYYcop9YwNO1wjeSY9/QZXS3WrnjgKa",
+	"a6E8wi1IRQV4taWzyOVhxYvD/DZuBf6iVSi+FMEattAblvjHF0X4T+ylMWWq/4MV6S13zIvSiLwTUjV1",
+	"wK6ON7ogDeAQaTbjNX82yj8PA85zwSo6L+CJU2ibsOFCHXsOLYmhTzHCiVSi9UB6cjRCNdn1smzUkh20",
+	"14Wb51MDTgAGgUPmBuDl02HU2o37cBwP2JXIP8qpYD8r/pHLzB40SzhVQ1I0OqD0hlwjq6UpcsEXbFV5",
+	"0P9stwOkEJ+KF8uMSwU973Ijiq9Xxaxz2opa3yKo5tVKRazfZ2/1R2a5NHP8mf39zTXixABk/U4+3o3j",
+	"IIeRHB7H8SBAbEBE73CxenEc98r1UrqsLwv6rfRiRO9CR8v2Qt1DWq8bnw0qINsAQ10hZHASvtisppYF",
+	"NOzB7+OWhrIRkBL7rf7Wkbpv0XuD/Ra9N+gOB/HWovfj+IA8NroadzaKotsTOU0SXDfYyQvc9NjK64tl",
+	"9dTICMjrvzJbDNj8S82tbbkRBPsfbMHdU17GQx9N6boh1QaC8oxi8mWdrDecQgPQcpKx2lbeAwxWMDtC",
+	"DAUq/3H4EB75AcoAPUb3Uk4/gNNpteyO1c8GgtiFBlhKDKYQSidr3wHtecTuw6wEq63QYzXnHwXYAfQD",
+	"0lWwzJzwtJzX37ebAuXPldHkYUTcgXJ77IaIKmemerkZ2Uc67HVhmISlWCnMQ0jBGqlAdZbdwXx5s+sQ",
+	"VvbaKvtXeTy5sWK7qqHpmTZVCpFlEdjYVIdU2sLpEbZ/pbXBoAZjqUhXyIAhyYNR9dRaQrB+qm+VNJUm",
+	"OOeQn4JZE5TvSOsM2RDlSmNlNsNXpble0u5BRG2lMrszEryJt6LwvXRJQ7Jr6+39cHUhbQLbtPujWYTl",
+	"xTqXt1IBaog3iWktw35p7gJ0LoqwyrAID0HQkEZCgiDuoiQFrrwW8HaamSx9rl812OAwM5IqhKFmwN7H",
+	"RAtMdgz0xzlP0cYeBILGwy1L7xxlQ9YGz0BlmjSQnyHkxCRDlyjRoDkGoLMlpi4VoNmX+zVBdEBEwHeO",
+	"GK2EgQniXSryDZus0ltR+GDeLBdmXvpxfUWdisopL/gG4VuoeU2l+hDgHSuErBS0Z0YV2cNHBH4oCvMg",
+	"DWVyC9CQBHGgpBtg5dshFpgikaPTAXNF6uRYvhfESu0JDPKWOnuhAMP2I6efuOQdbBbkd9cejaxyOoM1",
+	"wGTkqdU70rL4DesQJ3pVBCChmCrl3F87IslR6JACAVO6b+A24n2gXKY1d0gzZbDAQd1wrKxMcw5tGdly",
+	"lS+1Qfgdh7HJJuGV8xFhdNggJmyCtRYJFbAWc+G7HYXOPqkgBSrjm8C9RSlWPkpZjEre708fiRb0qklT",
+	"crGx0jnKKupHEQSON4LyomA5//a3VylBx+Jru3/7GwuL88sKaY4FkVg1jL2dHOo4xjrt/0hjhipcqHp0",
+	"AOQmRCCv9nTwSC4J5ephOScKB6BqKirsSa/VWJFTTdI5op1oewqqT2J9KWR1JePWuGW/XpBj2Q1/FJVF",
+	"65DsHgim8/I0lm5OmUaBPWx1i2rSoBVdFYjN8uz4TH0HqYPApIov3FWCRTjqMtRACG69oklY+iGnYc2h",
+	"axZXgGvKlli70WU/qw9Kr6k81iA8AtXRgMcNMGDx1Pb7WKaPV80lKXbZe9c9DTYfXoFF6b//kUQVn3V5",
+	"GShkR9d1SzmpJOuB2iELpqDIFlLfpNojX8+B6GKpe8iU78qXY+UUjZ/jHTl0j/Olmo6sISVdIRyzy1Ok",
+	"hQocoNZeEKks0MW4/aArwqcj8BV6AqkVfehIPchy/e/OlV7lUJflrQ1rWlSj/RDhrwBYf+x7CMfDk8nu",
+	"6OH54JSTf3ec0Jo7odcfDePu8XHvWesctxNNHlLjWCf3UAjRp800CSxNvKvI9HaZm0qv/6Ke+H8lHpAT",
+	"EDt0uqim0VXyPM4xrkfuBYfISP4FdEob1w6kzDyHdtTbWhqpGa4PxGeT0Ek9MUC3C+3VhwUO7Ahiuspl",
+	"sUHv91L+YHnYP36BzoEQHm7qmGEXzb+bwsioj8P/DTpcUj1dLYQqAEw9eaGXQtlLvOGLLGHtBIEusSYC",
+	"HrLmuVZjBd0SRi9eZHrKs7k2xeg0Po0TQP5HnvACXE004W1oc9GxVlPZ4dzpV2X1x8SuZIkXSVjXDrH0",
+	"U8eesoxv3uLnmEu/jd39zq4ddJJzzCjywKPUCqdWUDbNtWLi09LKaoDGV1R5wX7TSnS3G3s0keOdaa1m",
+	"oPOcF9QFFVVS0IDwWKOWo3PgWg52p9o2r1uDPW+i4Ef8Ynv4i1Jnu/jptVWA0eiXOWJ1IkHi01Lmm2Ag",
+	"+7uGYdwrmpbetVMn1we1ScczKG+V8fsbtB0O17fW97hhlSstk5toeD/XpEmm4WhQhHPrurqCupkLQNnh",
+	"GbVcWBOmCxHDVynAy2/N337OMn3bBODvdtLunn3tqpgjko+PxgUZbRffvnn99ub68odXb5Nw4HQhVcPA",
+	"7uUN49pl6UjFDJ5g4zZgLSYs5WY+0TxP8Uan5OFIXqzki3BY/7uGob8N3oEjNBDxveBZMY+ghZdUwpiI",
+	"LUSRAyCXSqvcp8ve6nB1pA6X3qv9ZucyIA2//PH/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

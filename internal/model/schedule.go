@@ -26,6 +26,9 @@ type Schedule struct {
 	MaxBackoff  time.Duration
 	// Labels are copied to every occurrence's task; nil when none.
 	Labels map[string]string
+	// Callback and FailureCallback are copied to every occurrence's task;
+	// nil when none.
+	Callback, FailureCallback *string
 	// NextRunAt is the next occurrence not yet materialised as a task; nil
 	// while paused, or once the schedule has no occurrence left.
 	NextRunAt *time.Time
