@@ -106,6 +106,8 @@ type taskRequest struct {
 	// OrderingKey is read as a pointer so that "" is refused, not taken
 	// for none.
 	OrderingKey *string `json:"ordering_key,omitempty"`
+	Callback        *string `json:"callback,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
 }
 
 // bodyText is a task's body as a JSON string. encoding/json replaces
@@ -261,7 +263,7 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 	if req.URL == nil || *req.URL == "" {
 		fe.add("url", "is required")
 	} else {
-		t.URL = s.checkURL(&fe, *req.URL, tenant)
+		t.URL = s.checkURL(&fe, "url", *req.URL, tenant)
 	}
 	t.Method = http.MethodPost
 	if req.Method != nil {
@@ -316,6 +318,8 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 		}
 		t.OrderingKey = k
 	}
+	t.Callback = s.checkCallback(&fe, "callback", req.Callback, tenant)
+	t.FailureCallback = s.checkCallback(&fe, "failure_callback", req.FailureCallback, tenant)
 
 	if err := fe.problem(); err != nil {
 		return nil, err
@@ -340,35 +344,52 @@ func addLabelErrors(fe *fieldErrors, errs []tasks.LabelError) {
 	}
 }
 
-// checkURL checks a task's URL as given (not empty), reporting what is
-// wrong with it under "url".
-func (s *Server) checkURL(fe *fieldErrors, raw string, tenant *model.Tenant) string {
+// checkURL checks a URL a webhook is sent to as given (not empty): a task's
+// url or one of its callbacks, reporting what is wrong with it under field.
+func (s *Server) checkURL(fe *fieldErrors, field, raw string, tenant *model.Tenant) string {
 	if len(raw) > maxURLLength {
-		fe.add("url", "must be at most %d characters", maxURLLength)
+		fe.add(field, "must be at most %d characters", maxURLLength)
 		return ""
 	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		fe.add("url", "is not a valid URL: %v", errors.Unwrap(err))
+		fe.add(field, "is not a valid URL: %v", errors.Unwrap(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		fe.add("url", "must be an absolute http or https URL")
+		fe.add(field, "must be an absolute http or https URL")
 	case u.Host == "" || u.Hostname() == "":
-		fe.add("url", "must name a host")
+		fe.add(field, "must name a host")
 	case !validPort(u.Port()):
-		fe.add("url", "must have a port from 1 to 65535, or none")
+		fe.add(field, "must have a port from 1 to 65535, or none")
 	case !validHost(u.Host):
-		fe.add("url", "has a host that cannot be sent as an HTTP Host header")
+		fe.add(field, "has a host that cannot be sent as an HTTP Host header")
 	case u.User != nil:
-		fe.add("url", "must not carry credentials; send an Authorization header instead")
+		fe.add(field, "must not carry credentials; send an Authorization header instead")
 	case u.Fragment != "":
-		fe.add("url", "must not have a #fragment, which is never sent")
+		fe.add(field, "must not have a #fragment, which is never sent")
 	case s.cfg.Guard != nil && s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u) != nil:
-		fe.add("url", "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
+		fe.add(field, "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
 	default:
 		return raw
 	}
 	return ""
+}
+
+// checkCallback checks a task's callback or failure_callback as given at
+// creation (nil: none), by the rules of its url: the callback is a webhook
+// of its own, sent to the same kind of target.
+func (s *Server) checkCallback(fe *fieldErrors, field string, raw *string, tenant *model.Tenant) *string {
+	if raw == nil {
+		return nil
+	}
+	if *raw == "" {
+		fe.add(field, "must not be empty; leave it out for none")
+		return nil
+	}
+	if u := s.checkURL(fe, field, *raw, tenant); u != "" {
+		return &u
+	}
+	return nil
 }
 
 // checkIdempotencyKey checks an idempotency key as given (nil: none),

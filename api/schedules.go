@@ -43,6 +43,8 @@ type scheduleRequest struct {
 	Paused   *bool             `json:"paused,omitempty"`
 	// OrderingKey: see taskRequest.
 	OrderingKey *string `json:"ordering_key,omitempty"`
+	Callback        *string `json:"callback,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
 	// which "is not a known field" would not.
 	RunAt json.RawMessage `json:"run_at,omitempty"`
@@ -92,7 +94,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-		Labels: req.Labels, OrderingKey: req.OrderingKey,
+		Labels: req.Labels, OrderingKey: req.OrderingKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -128,6 +130,9 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		Labels:      task.Labels,
 		OrderingKey: task.OrderingKey,
 		NextRunAt:   next,
+
+		Callback:        task.Callback,
+		FailureCallback: task.FailureCallback,
 		CreatedAt:   now,
 	}, nil
 }
@@ -300,6 +305,9 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		UpdatedAt:   sc.UpdatedAt,
 		Labels:      sc.Labels,
 		OrderingKey: sc.OrderingKey,
+
+		Callback:        sc.Callback,
+		FailureCallback: sc.FailureCallback,
 
 		SkippedOccurrences: sc.SkippedOccurrences,
 		LastSkippedAt:      sc.LastSkippedAt,

@@ -123,6 +123,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	labels, labelErrs := tasks.ParseLabelFilter("label", params.Label)
 	addLabelErrors(&fe, labelErrs)
 	filter.Labels = labels
+	filter.CallbackOf = params.CallbackOf
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -385,7 +386,26 @@ func taskJSON(t *model.Task) openapi.Task {
 		ScheduleID:     t.ScheduleID,
 		Labels:         t.Labels,
 		OrderingKey:    t.OrderingKey,
+		Callback:        t.Callback,
+		FailureCallback: t.FailureCallback,
+		CallbackOf:      t.CallbackOf,
+		CallbackTaskID:  t.CallbackTaskID,
+		Report:          callbackReport(t),
 	}
+}
+
+// callbackReport is what a callback task reports, its body decoded; nil for
+// any other task, and for a callback task whose body an edit replaced with
+// something that is not a report.
+func callbackReport(t *model.Task) *openapi.CallbackPayload {
+	if t.CallbackOf == nil {
+		return nil
+	}
+	var report openapi.CallbackPayload
+	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < 1 || report.Response.Headers == nil {
+		return nil
+	}
+	return &report
 }
 
 // formatDuration spells a duration as a person would write it in a request:

@@ -67,6 +67,24 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for CallbackPayloadStatus.
+const (
+	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
+	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+)
+
+// Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
+func (e CallbackPayloadStatus) Valid() bool {
+	switch e {
+	case CallbackPayloadStatusDead:
+		return true
+	case CallbackPayloadStatusDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelFilterStatus.
 const (
 	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
@@ -403,10 +421,32 @@ type BatchTaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -506,6 +546,55 @@ type BreakerList struct {
 
 	// Node The dispatcher node that answered; the nil UUID (all zeros) on an API-only node, which has none.
 	Node openapi_types.UUID `json:"node"`
+}
+
+// CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+// its `webhook-id` is the callback task's id, not the reported task's), with
+// `Content-Type: application/json`, retried with the reported task's retry policy until the
+// callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+//
+// Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
+type CallbackPayload struct {
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	Attempt int `json:"attempt"`
+
+	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+	// as the attempt's `error`; null on delivery.
+	Error *string `json:"error"`
+
+	// Response The response to the final attempt. When none came (a timeout, a connection error),
+	// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+	// happened.
+	Response CallbackResponse `json:"response"`
+
+	// Status The task's final status.
+	Status CallbackPayloadStatus `json:"status"`
+
+	// TaskID The task whose outcome this reports.
+	TaskID openapi_types.UUID `json:"task_id"`
+}
+
+// CallbackPayloadStatus The task's final status.
+type CallbackPayloadStatus string
+
+// CallbackResponse The response to the final attempt. When none came (a timeout, a connection error),
+// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+// happened.
+type CallbackResponse struct {
+	// Body The first 64 KiB of the response body, base64 (standard alphabet, padded).
+	Body []byte `json:"body"`
+
+	// BodyTruncated True when the response body was longer than the 64 KiB carried.
+	BodyTruncated bool `json:"body_truncated"`
+
+	// Headers The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+	// never a header that may carry a credential).
+	Headers map[string]string `json:"headers"`
+
+	// StatusCode The HTTP status of the response; null when no response came.
+	StatusCode *int `json:"status_code"`
 }
 
 // Caller defines model for Caller.
@@ -743,6 +832,13 @@ type ReplayRequest struct {
 	// Body The new body, sent byte for byte.
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+	// given one (422).
+	Callback *string `json:"callback,omitempty"`
+
+	// FailureCallback The new `failure_callback`, as `callback`; `""` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -818,11 +914,17 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Body      string             `json:"body,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	Cron      string             `json:"cron"`
-	Headers   map[string]string  `json:"headers,omitempty"`
-	ID        openapi_types.UUID `json:"id"`
+	Body string `json:"body,omitempty"`
+
+	// Callback The `callback` every occurrence's task carries; absent when none.
+	Callback  *string   `json:"callback,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
+	FailureCallback *string            `json:"failure_callback,omitempty"`
+	Headers         map[string]string  `json:"headers,omitempty"`
+	ID              openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -868,11 +970,17 @@ type ScheduleList struct {
 type ScheduleRequest struct {
 	Body string `json:"body,omitempty"`
 
+	// Callback The `callback` every occurrence's task carries, by the rules of a task's.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
 	//
 	// Example: 0 9 * * *
-	Cron    string            `json:"cron"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Cron string `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
+	FailureCallback *string           `json:"failure_callback,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
@@ -905,10 +1013,16 @@ type ScheduleUpdateRequest struct {
 	// Body The new body (`null` is empty).
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback` of the occurrences made from now on; `null` removes it.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron The new recurrence; `next_run_at` is recomputed from now.
 	//
 	// Example: 0 9 * * *
 	Cron *string `json:"cron,omitempty"`
+
+	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -1077,8 +1191,24 @@ type Task struct {
 	// Body The request body, sent byte for byte; absent when empty.
 	Body string `json:"body,omitempty"`
 
+	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
+	Callback *string `json:"callback,omitempty"`
+
+	// CallbackOf On a callback task, the task whose outcome it reports; absent on any other task. Its body
+	// is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+	// timeout and retry policy of that task and no callbacks of its own.
+	CallbackOf *openapi_types.UUID `json:"callback_of,omitempty"`
+
+	// CallbackTaskID The latest callback task this task's outcome made, created in the same commit that
+	// recorded the outcome; absent before one was made. A task replayed and finished again
+	// makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+	CallbackTaskID *openapi_types.UUID `json:"callback_task_id,omitempty"`
+
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
+
+	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -1112,6 +1242,11 @@ type Task struct {
 
 	// OrderingKey The task's ordering key; absent when it has none.
 	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+
+	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+	// read it without parsing. Absent on any other task, and on a callback task whose body an
+	// edit-and-replay replaced with something else.
+	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -1164,10 +1299,32 @@ type TaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1569,6 +1726,10 @@ type ListTasksParams struct {
 	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
 	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
 	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
+	// CallbackOf Only the callback tasks that report on this task (see `callback`): one per time it was
+	// delivered or died with a callback URL for that outcome.
+	CallbackOf *openapi_types.UUID `form:"callback_of,omitempty" json:"callback_of,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2271,8 +2432,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -2536,9 +2697,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2580,9 +2743,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -3596,8 +3761,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -4001,9 +4166,11 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -4055,9 +4222,11 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -5564,6 +5733,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.CallbackOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callback_of", *params.CallbackOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -6632,8 +6813,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -6905,9 +7086,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -6949,9 +7132,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -11445,8 +11630,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -11802,9 +11987,11 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -11852,9 +12039,11 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -15698,6 +15887,13 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
 	}
 
+	// ------------- Optional query parameter "callback_of" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callback_of", ctx.QueryParams(), &params.CallbackOf, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callback_of: %s", err))
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -15953,538 +16149,564 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ld+M2kj/6VXC095y2s5CapCTLls+e/3q6O0lP+rVt92YmoxwTIiGLMQUoBGVZyfR3vwdVAAhK1MNu",
-	"J5OZnXv/O2mLL6BQKNTzV7+2EjmbS8FFqVrDX1v8ns3mOYd/X3x4/R1fvclUqf9Si9mMFavWsHVBSi6Y",
-	"KJ8pMskKVZJbvqKEkZTPc7nSfxEmUsJIwe/kLU+JFLxFW3csX3D9ppSVrDX826+tpOCs5Ok1K1vDVhRE",
-	"J+0wbIfBVXgy7PWHQfBDi7p7xvrLt3w1LOf5fFIO7nqKT6MWbWVpa9ia/9y9ux3MovtlT7AWbeVMldcL",
-	"tf7uKLwKw2H/dNiDdws2461hK8latGXGunl/NAwCMxaVyLkmzd9aJVO3argsspK3fvxMt0wliK6C02EU",
-	"HDoVfj/PCq7cSwb2JUE1Bpju4qdfUn5zn4pk0o12TDe6Cs6G/bNh/9SbLi5Tw3QKztIWfdDcwsZlSvLM",
-	"jnR9ittHGnqTNCOtjfGr1o+ff/z8mRq2/Ijrtc6ZluVu+cpnuX8VTvtMW5fJlKeLnNdn/j3ntylbKcJK",
-	"cjYMApIJ8oEVmfKpMJapvvfXUavgc1mUo9aQjFopy/LVqPXZI8HGSp9VQ0sKKVrDVkDOyFfkKxK2+y3a",
-	"mnKW8gKkxgspSi7K9tVqrqfM5vM8S1iZSfH8JyVF67MhZBCeMXY6CdoDfpK2B0l/3GY91m2PoyRMA342",
-	"OWUDS99iIdbIFWjuc2Oa8XIq9Us/vL+80uTm900PdWsPzZlettZwwnLF9bKUmpK/tmbs/pqVJZ/NtUgM",
-	"Awq/jFlyKyeT1rAVTvUXM+H/pPS01G02n/P0WibJoii4SPQKBrRVZjMuF3ok3UCvh/77Fy0Th61Xi0LO",
-	"+XO7Uot5upf+iyJvDVvTspyr4fPnRl53Ejl7PpXyVj2H5WzjAreAYbhSmRTv57xgpSzqfHOZ3Qieam5Z",
-	"ZuWUlFNOWDrLBCnlLRe1LaSKyTX+Omz9dTwo/ycS39+evZl97Km/3IXJD/OT6Z/T7uQbdso/ySD7bnX1",
-	"87tl/1WDXHNbPqymVUjN0i1pR+mN/ApOm53jZoJcfHi9sev9IXd/jv4iz765/d9wFiSDK9Yb/3n+Q3G6",
-	"+F68Wr1RJ+m3k//Jvrt/0b97f3PgkPXXhr+XeGwQ5Bvi0VERz2fNao503p7jQTscR0l7kHZ5+3TSC9p9",
-	"djIeJKfpGQ8m1ftZMuOtz3ohrpi6falPhzVpm3KWkpyXJS8oKfhEj5yMVyQrFSl4wrM7XvgL4m0r6kkj",
-	"WaS80MKoF26VQhEQtK83QicMT91RaMRI1D4L0rA94L1e+5SFUftk3E96aZdHkzCAe/lsLksuktU1rJtY",
-	"5LmhNy8KvS1adsSECbXkBU9JL+iRd7IkX8uFSO3yqJKVC3WdyJS3hr2gR5skRpNAMrfAvPDzXy5zNoVc",
-	"XVrgYOHUx8N9TRY1ShzvHZ2oG25KHTbPOnNWlIIXIHmWfIzCB1ZStSqeyTVBN49pfaqR1F7Vh5ZmGdQm",
-	"DR0exDfRTr45G3ZhLr0w+uGLDquo3Uu6vD0YR2H7LO3zdncSJBEbjE95L2ziMhxiuxe1LeHrPOdxYY2t",
-	"oiD4w7GVr6B5bGVX+HDesi/qBGfhISca0tC+3fKW1YOaeWvJsjITN2QiC2At/XQzRwX/NzgKf38ES21j",
-	"gd+RyZRb6gcJsNoSPYLJGtQOa/qi1pFns6xUe+2MNV3gISex+YJm2Hl2PV4U2hYH4aD/LljJNcUD2koz",
-	"NWdlMjW/9c0qzLlIM3FzDVYE3Kr/P23jFTfcvdiX5WCg25clUhhVdtUaRptfAeXA1xaALbjQ7N4atgZR",
-	"MH0CToGv+FuMJVOu91kh83fyspQFuhW4Sopsbr59kS+1ORQL2Vb6jngIym3B1VwKxclU5qkijCQFT/WA",
-	"WU7UVC4FkSJfESkSTslymiVTIiRJ9BfJjK3ILefzzki8uuPFishyyovqlQkriowrkpWklLIDM/95kcHx",
-	"VxYLToGRZwz8LGIx02qbHV7rR9oqUWSossjEDSpec1awGS/NxC8WaVa+WBQKtfj6hK+mnMSwexO4IyZy",
-	"AlOeF/wukwtF5uyG61Fl+vafF7xYeZYpvtUf4vpwKH7/jWbJBnqXZCZVScpppsiMiRXhogRyHKV8whZ5",
-	"SfrB8bbPA5/Xvm4ecqyczTTB+nAuZgL/Ch3NMlHyG45Ww+tKZH6HGnp9pG/ZLVdAmYTlOVFswkkpCXBp",
-	"h2gyoh6iF48rs9UZuLVwe+PDekudg5NrzlnpzKeRUGzGnRNM3wk/6DNGf2NRCP08K805pR9DQUeiIIBn",
-	"YjeDsv2Rz3O24umQaA6KzwkbibUvktoHGUmzyYQXXJT4Tb3PSS+KOuQ7vlKEFZzMeWHkGM5XP5spwnIl",
-	"ieKiHAmGc4w9Wra/46uY4DbUrMVhCxjNzyptnZEYiQv7winPnTkAs9WnMVMkl+KGsIqM+t5bPi+HsO+q",
-	"n6dM64QiU1OtI4pUv0hP30gYuD5nShsdR/G3799/9/23r169uf746urVu6vX79/FlAwIeEXGK2IYihJZ",
-	"4BesDzN2L4yP6Uj4g0p5zkvz7bIi1KTgnLAblglkAOSTgi+UVjn09p9y4ZiFEcGX8ErH/UjFiv3XyFzb",
-	"CDN2/4aLm3LaGkb9PnC//TukDZv0O756/bJZPNzy1TNF5otxniUkSymKB1aUZMzLJeeCxNPldVwxLk+k",
-	"5sdrJ0tu+cpNYs7KaTWFW766ztKdMs+byUmvaehWpds2fqsHkCzdMoo9I5jIYgZH82IBd24OQWuW2z6P",
-	"XPHbfRoYcuvHUe/4rT6v1TFzjsFR8yeWfkS+BrUGlVpUFyqFdl7Icc5n/wmK7VrwYMZy/U2etu1VX4sC",
-	"yQRSMFNEyJL8+fL9u1qMgJcs0xqb5jq4e7ZQmk8Jg3uJHP/EkxJooUomEj2b53fhc9R0KuWxB+pOVoJf",
-	"5K0dlP2eIcOiEEMtxpZTzvOhmdZwbQpApIqi/1/BtYLyH8+rAMpzvKqef8A34COba2klBpyU5huUqEUy",
-	"1VKRNVOHEkacOmD347LQolTPAuQaHA747jwTXP9kBDa87durqw8kYUK/cs4KxTtaDX8hxSTPkscutJBl",
-	"O9ELkLPxulfaGGMsLzhLV3C2NC+yvusQi8gIZTQ5z1FXc9YByC04xrUYBkbQs9VMgwMEA6KJX54faI1V",
-	"THVWMZUWGZaq9U/t5K41uj0ldym5KBJumScThIGKwZELWJ7LpQJFDdb/a1mMszTl4pEMkAm1mEyyJNP6",
-	"Cjgk15lAH5taW5GLEs8VfVOlgQnOU7Vl82fKu8dz81baz8gPkYxa+PJzuKcWJgNtoRbo2is5utUiv/Ym",
-	"iZ/Yt74NZHm6NbZUyBS5Y3mWkvGiJDlLblWNwHXqHcWbY4qPQXAs5SJPyU2hjxhmHs9KkkqOPKStJWCW",
-	"d7JEZ+jjhcXEPl+xyDuJ0s8piTB058XeIjD0wCbGM/s0u7pXLfg77+V79zHe+DTLa2lhtzGsT6ZFi1ab",
-	"lTZVmEDL0+jwel0+sFUuWXol5Rtt2j9yeUop27l9fuO8lnccVWdrrTWf1vYEgmf4fQK8B1yZ/VI9u2/z",
-	"hd7mM5qItqoJDm/PmlTzePpDG6aludMOBuh/JeVbJlZmpOqR9C9YydtAoXW35ntLe2e2aBEAbpitgtOo",
-	"jDO2IjN2y0kYBPiUGSTYgajjU31KgHtJadViMddsFgXBOZ6n+mpI1AHLFvkHo5ToCbAf3Ldstek/zcoB",
-	"3RgQCllP76afF7Jk5Ci2PrSYknjDW2Z/tOqFio/P0YAdiTErkymtNoTjjZUx+GSqf2QpxOO1UXtOZEHx",
-	"cbGyK6NlMyWTQs4II0meoemdpgVXxkcwL7hWmnhKooBkAmW9Ef4KNL4qWKvgTNQrFRA1Ekex3gWa/m22",
-	"KKftCcvyRcH1vMZ8IgvuW7T8jguSS0idWMyPO+QjLDublJbtshk+EMOV9oW+4twBN9kdV526I9y7b9Oi",
-	"+VYukTWQ/UCqLRlIORwa6nBgY+92pDlnUNDgDNL88Eno6csi+4Wnj9ZwgPBtE/BdV21gpdxRqb/GRanf",
-	"y7fKSO/89iyAhbgVcilolThVEAxEH6SuhNXWq016z65b+Pc+nbwcc1Zo5tGsCfPMlMrEDfUn7M3TzB2E",
-	"6SfB7+c8KXn6CoMaj1y1kheC5etLZjaClnOOGCQrFc8njetV3aSf5Knm1SkTac79vX+uz2itYo45bKWb",
-	"m0MWre9bp6/NgInihZYsGNHZq2aaWT7Nyl0I69aGr1dWaT/okuWUC+MYggEao6fgLJmCky9lJRszY1d+",
-	"EvNCJlwpbd+8EmVWrh65krD7GI7QX8vXRiBOMp5vtSAq6axXJ6s9MiSLIqfG9VuLTtAWzF9BniLcDCuQ",
-	"Q7KRUkyrSC3nkhCEjZXMFyUn07Kcg91dlnNFPn180/pMqzc0fqnhhSXJOVMlCVuffzzg0I18JsIJmknv",
-	"Yx+PtL+Jf2PJ87xtfC7aRjH0Pwc2kpMJnrhmOcA5nWeqxMyeGJcg7rSqkXmJqfpf80LOeVFmyCd+9M1z",
-	"eaVarTAB4DW/Vz0zZ/2U+n4qjRc3JVlJSWyzk7RukORZrBc6vuWr4WgRBN0EJHoK/+Zxp+lrflrRlhGK",
-	"RW48KXjUbbwjS5/au9s41Hoq0iZpjCjQc9a31s69VOszLM+1+pjIIuWpCRdM+NIe+RROyzmIkTzXQ3gc",
-	"OdD/+evmBT/P8rG0tvlVv7ayks/Uvn1xiWa+exErCrZqoXPVKjB/Q1ctDNt9oJZqUGPKKi5oPJ4uA/YF",
-	"3gSCNM/fT0BU7Rqd2TZaHtX3jdaDb5tCZYatKHDOJo+bnxRPCl5atieXVRh1ygveaXR2+/Swn9+c6o9u",
-	"sjYLvT5wzCQ/cHHc9HevDrxzO9U9rzhL00wTiuUfvFGZdNL6QOv7fsdWUqWcK7KUxa0Wi0cfv35But3u",
-	"Gdhn+p7JolwU/LhD3s+ystQ6lNA7a+v22bpd1o59krOx1nBMcAwW3R799sTPEuNBXCiIcuuPejEdyEPY",
-	"sYOa4jn6mps7uJ/UOZE4NdB+Z/NyRY3wQLfUUfxVjHHkL9uRm+tr8s42hvpecOt0XtlAp9YemQvqrW2n",
-	"bS/Sc7bPi8VszAtKwrZWmNLzKvpqSR5/a0/rthmatbc6rd1BcNpKFwUc6tcz1Wx8QQi29MZTSnkLXDbL",
-	"8jwzMrrGVpkoT3r+l4OmL3Orsa8z+ar2OVSl/aCH4KVme9Q7wbQVZOEMARMjP9eKlqaRFPpRrV12yMVI",
-	"1HIwwHT0qAeW6BC2VkwUWymiJDmKN9M9tY57aRj9k2B3LIPTYSTA2dz4wnOCGnBZZDxFvtzYAnJRJhJ3",
-	"3U75hKR5b+72InLXmKDWxE6YqtAj32V/sjEhRwv9FHVKe8HJkikiBW8cpPuWZ8I3C7iGo7YxCAGve6YM",
-	"zypKxittMUiRJSwnWg5Rlz7BU3PbM3BoL7giP8lM8BT9/FrfOh8Js/YwIyH9xJsZJ0cbDGSSudDDLaQA",
-	"k0+bKWZEQI9bPi875E9yIVKeDgmYMjACrb0mC70xSD+MRgJ8OxRD+8wku3Qj9y6tVbll0JPDn8xktGKr",
-	"v0TX/CdMpCOxzqoxrqr5FkjfGctzrn9SEj2wrLjRGrZ+b1rI+Zyn+FCHfGsGpCX1SMzYCveEl+iEw4Fz",
-	"w6RdMLEiy6lUHEZOtInGMqFAHuhrCVOcklireHopFOblx3Qk4uq1+gpY+3iL1gn0v+ZMqaUsUvdv+Nct",
-	"X8Ft2Y1g+kRDVTqR8jbjMTlSciTiC+OWAEmm735hLkOSzCUv2+6HmRZnYLeqYwpO53lZJzVtorNVhZOp",
-	"pq+44YrE3y+X7QtPlzWf+1DI+1X9Qmck4jcS7Vdzl83+rH6+5XyOylA55VkB0UrN+VPNP/qZOSunmJsG",
-	"OVF0JCYFu5nBQSBSfdYWmZhIWLOCz+QdhxQAYx8fknJK6764VjdoNZ1/qmRFuU/dt/Lb3Hy43lFLRm2S",
-	"ZBCcNplQa5LMSf2H7nxP0vkZYjXl02Wbe/OvH6CVBP9xu9pgFdT6xDBP8CHKg1Vpt2oOihKZp3rzw4Y/",
-	"tzoS7mdI8/UdvLWc+oPVJqsLPV5Zrh9mDQzFSvCbGIqgX204Em0Sm4M9HhJGovt7jw383KzY5QHojdiG",
-	"NK5iBQ/Bv/TJbX195y5kZr+XqSpvAB/Xt8LTk0ywvHpy7ZsshZsMo/pJGkYJwENtTR0ZCbJNI8HEjc0x",
-	"48knpEeiCSygTR01ZHIJtrSln2xIJDWJm6+EScNd01YT61irr1BsoovGFgXpjr/A566TKRM3td8xWbm6",
-	"MBL2CqYbX6OC3/Cky8Dzr93ylf9x/acx6eHV+ujIxM01njSdQpZwJ5wj+JvqFPyWrzSDNEkklpRNmmrl",
-	"5CFHGF25+PD62Dp8jjQ7VB7hRM5mTKTHD3YEPcRFZZ2Z2xQy9F007C9DzA55xzEMZmjVatiw6FXakyZm",
-	"C8qum+/e405pcoPgIlDLhW6yQKFGwYI5yF/uDai2xIaQM1UQyZZM6w9MKW2zxDbR2lrN+inIsvbNFFTX",
-	"VLnfD7JVmP6JlcnUczzUp21y+w+cN7zriqlb+77PYMS/xmfDwCRY27/3yH/89o4xoxz8wrWy71rkX3Ai",
-	"+S9pNPH1UJ4pLbshTTjWc0NxAnpFvHlWO1v3IF+5Hicmczec78WCV+EVMxKv9gf8I1OWYnTJllkyoe8B",
-	"dTQnnBV5BuUIsK4eu42lzDmD0iM9p30D1szR7CHZ4J2DXY91hltnho0ip031J1NbqEKtu2Qth9rLVGdE",
-	"ZeIm587RvJ5SvbktG/yQfyo4u8VY9lrUQXN4siizO35tg+yelez5Rvyr9Ql+jZFFq+KRRC6EiYKAfQJF",
-	"OCVZZiKVyyatlrYycT3Js5tpA3dfchNix7QQOIz1q+eFvIFcAxBToMakvPntIBDnhRzzLfZBlnMi51wY",
-	"h4O2tuF2sszynIw5yXlJymkhFzfTxzv79Rf2mShjXCiMSuADj/9gwRMuyuskZ1mTK+0F/I5qIIRBtRrr",
-	"EdknLEXvHvgiSoqehiXPbqaZuCFTlk9MusUku+MjMcvEouQKCzTGC5VBAhSWbWFNRa3m4e2rq4+vX1xe",
-	"X73/cH118fGbV1eX8TGZsjtOZlovTRTRhiS3tlVWjIRcChOHA8OZqKm2MWP8yH+NWvDzqBXXqScXml6O",
-	"VOjHbBkpbHOf1muDHs/WkLjqV0wluVQQWtcka+v1bSFfNGq+OJmGLbFhhstCL0rnpkPihirBYa/Xbdbk",
-	"UCNq8nDjBeNYwXTkpZ7u2kb0ecRSBng3DIjlgkbSmBrXLVypORG/6ZXCahVQpETlskRGaB7GAXazIaxd",
-	"IG/5PTlHm4WjL6yqaaxvtoq0jcc57vIn0AStYG9SA7d6K2wlpDa59bphZrVxJOOuEllOPn16/ZIcsTwn",
-	"v/BCqmNNZUxiboNPCOUC1hlOmQIvZW27ba0W8dcChkm3qz4vWJ43nVzmrD0waObKYdcP74MMhy1h2q2h",
-	"0c15rDOgzQ5uDh3qWYuE519neWMG2gsp0JYy0htSL/RCTWWenlcZGGZBtiQa2Oy2B+YagHvm8Oesp+L6",
-	"QFrbxJBKaPoV1LZCoqnkdCsZK8V5jRK22qFB4VlbMHdr02J9nfG8yvZqUM79vB1U6jxFtz4mk2zTHC7h",
-	"eUox4ARlRHNWTq3QrWX4HtnIVLyZsxMf2yJCcJfDaFxpTs0525zws7FgLgOo0U2WKVPnAx4hjLtWX2jI",
-	"GdonL5BA1WebF6TgV9mswXTLZYJJdZvkrZCPLE0t4z1DCAbyixRa4OFEtDIyUeiQOGwnLMrk0G2zNmcc",
-	"Nb5h13yf4EBxpHu0rfrt1dWHtwaYYauvHJEbkPtsGa63J+zW/+bVVYtadIcPn+B/L65efNuirZev3ry6",
-	"etWoN33LWa7to81EgSlcWZkcwAbZOOXJ7ROEDxc5qCigJqd8zkUKJh+8HmKJsPeO4rlU5Q3mNccFTzPI",
-	"0zZ50/q4jaH27Jd4LWhiH9N0vwWpmGbmjy3BESNS172Ft+jB9b5E4pTfFCzlaYzGEPMn4OVPLmVxq1xl",
-	"1NFHPYRjkqmRWAiwJrRp4q8ljNS+XK9bJQbg0u4tYObQxHBv2JjnOxdtj828vojf8VUbw6hzlhUuouOq",
-	"F+RSmLxpeAzqOsHLfhSXnM0gwW6hSjnjkGzHxV3c6XSOqVaeJ5lIRyIrMT18SOJvXl0Rlxj5/yCT5b/0",
-	"W4ZztprprRlDVmFVcK4w3UWb3EpSE+B7f3k1ElXxEDprYoL/hWdnHYKE8gKoGJeyxWhmH2IZfBUkhq+p",
-	"DnGV8aGex0mXJFNWsKTkSKFcLnnRTpjiJGZxO/4lpiTNbrSghCF2YqjFjp/HJG7HdCQgZJXZk4EZKC4M",
-	"KMCDHjnZfN65XYx5Ibi2KDL5XG8gvVlYFfAOoO6j3x+JamTUlCzcl5DBmSDwhjf0DrkQqxLMWJ4r7hAH",
-	"9A7NTJoJUGAkjmJDCucnN07y46G2iuEdmUJC8JSSsshmM0wFMmHutW1smaQCINHzhepoXHrj3/SZuRs1",
-	"7IC3YGldlgxNucaMni1undQgo20xeoHNTeq4tsFupEwxjlDBDLD0uNnGS30ErV0fgGgQT5FAm+/JWckF",
-	"V+p63g8ak4Le8jRjAg9pqEhByWW/odeDpAtAyrB+yhX+qnfAOQQenSizj3W2u1gqv0E1tLOzxqGdnZVT",
-	"MueFNg7BzTRxsBdf8l0Trztw5fQGzPmktKE6TYhEzvhWr0WxJQEMTXqHnYu53QerQJsivSghWOKUSx+R",
-	"y07R8GiT5H9nTNxH5CuC4QsuHQiHABjgQuRcAQTOlLOiHHOmL9oynsOUPPfkgxK5H2iHbi6Mns4zhR4h",
-	"0C3ALYQlDAZ3YeNtcy1/wYpsfmd13biBtIrOPX8PwBBpgyTBTPhahH6Tr9YdFPWcjUcwUC0X2U+AqC1C",
-	"LXG9NuttLPUEajRwZsOcd9Hc1ZV5hMcDX5/Yap5neseVsnnXLoRcCp5e7/rCh+YVFZLobectKhHNLs0m",
-	"G6A2qcZxNNO5/Kg1zsPDMFUs6tc/otaulWlrWUNs7UCdPc1YTspkTsKgo///wfCkOzgbalVF8KR0/8ik",
-	"sCilDUr+ursCKdKQlL4+dUNVgqFrZUJOqOLXE0QYJGRaZXEPuaCI6n2Rck3wRiQrA6+p6qq18fpuoENJ",
-	"AU4CBmc8pPbFiMCnaZ5CHmzqIRdlUowEXBha3dzMA1TehT6LTWI2XDS5lfpLJv0oK9fydKhJoCGyGInY",
-	"+oNiVMBRnV5CIMkVuK+9OFNkzLWOaCMpSwa4oVUGjdax9VMjAZS/kdxm7ZCCw1ZVVagefBF5dsuBNm6c",
-	"EHMpDH6GrRo2Rx5oD0RORuKWrxSOHGpx9Z4nLCmkQsmOKntSMDXlamhrgtHkybgisyxtgy8e/MAzwCRz",
-	"OFljPhKYCq5PTnIEaxgb46KdpfGxn+Jl5wKzNQhcGyCYEOcR3FsbNZVLZSDjKsDHIWhUsVmI2DkO44qy",
-	"AFiXWpvDMZENQJdTJizHeGtnQWC8BaxWzwGidUYiNDbImnG0xwihWhubswIi4yWHt+p/1J1liPIYBr2o",
-	"IQy8E1mL2m3eoC8KWyzJFPn49Qty1usPyLwuFRoy/VxaT4PPDwJFntcPNAbj3TF15GS6mDFRn9/ucsfG",
-	"ijRT5tikvdSfxs9WBYM4aXVwTqHn4m041asax02X06ePr40ghWyHScYRvsb3NzqwQ6B6PYZSZO2CAyZe",
-	"wnf7y3enpSYmNObojZWXm1oa1mJuTkRNZaFNNShgdZhqmQAvnjf0akFrRbTEVNE2RSFX8weQbuOj5yRm",
-	"Y7koh+OcidvYLxpAoQ+W+UyCEsWTbJIluM/hhAHq1Mftve0BS7Ee4lkhzA6Q0y2TyxFr0okQL/GAoA9D",
-	"ewWklIv9zDiH8OyYE5urc46VA9YLxE1Cr3n0Hx4aSovVdbEQNcRMU4G2PvWFQPSlGSsTWE43i8oHidM0",
-	"TptZcw5RXvkKD1I6jW9xU296D1nxBqbLlO0gfU2tRjnlyriOFDnS5+mMrca8SvSHJAK7pgR9S7E+OksF",
-	"+k3NMRhTsiyysuQC4j/CQMgNSfzrCLxG2A7DOo5Grc8x6C9N/sQOuPdchBDHONQvhWxs82pIHsPj1PnE",
-	"3Dj1eAqGao7eSXZZRmKNx871d+64e4zohZpAGomp2nMkMIVhvuIe0tZ9+0a29Tq21W02b8s5qvftuQTw",
-	"AHSQPCLMCJDKv25fVLSPPn18g9UCyjvJ9EEOx+XmKq0naAW90/2gl1vkgJen1nDGltJkyFqliBn+P7fV",
-	"yhBs1OeMIZlBmJvnLPFQYNGdvSkKtldtCb401VmgB20oLE0ukScoytKfddVYOA1AWclz55+vTWeDqk+2",
-	"9e1o8IV7B3NO4l8/x6b8xbjiMW5qY2S7RuFF07ZxrR3Pp49vKFpfPAUpUTpjaF2laD2ID5uj57Dnm1yQ",
-	"zo/hyWhzs6nqyE2oeVP72J5l6t4KftvqhAsgLYWkxYoUC3GA08KO2/tY82FsRcrWjWgJjzapZ5CC3chW",
-	"cZPenLOVBxHSGrbCYNZY02gA5g/2jDXMoCxWL/Fg3aIgojd4LvMsWWmzp26G3/DS85ffoItIm50oW8ZG",
-	"yAw3omMjYWGzl6iGabvbmKwQZXFFCM8UOQoDrzwohFzPcHq8Sbs6ArtHwrCxmLcGz14j+LQxjcGHbq/d",
-	"rvbqeuuYKN6r6uP4cd8yfYKOAA21WCyZGrLrdRBrgtzS3pD93J7cBQd7V9UIbm7aT2CHXB6uI5dviU9s",
-	"p/66av+NJLZKjbqK1PDkdNo5JLF1ba32vdyklgTBTHUOqvRoXqMPsE2aJdNkLQcaCx4hgNEhsHgGQsos",
-	"Yul8JnY1IFfWhxEzTqGRuCnkUmFcK/ZmHpNSLlmRKoR6s78aH91PWlkszglrBj0DmdmLzsCb1Q+6VdWX",
-	"vONFkaXYCuAIwfS0ljiVi+KATdkgIa3bqaJOJgigx1U1fhLSpJJ8kWqCmd1AwqBmmIXBPuiAnVynB5NL",
-	"AbXHhtAILVMupSeBmM8/1VjicFpPwzhMjmwOoQYV5wH2l8Vqx8fV+sfVYYeA33GvWcOrv+RwjftxgEVY",
-	"rfckOuJjy8CeVBE0Bp4x/ZxLx5yhtq3GehEw5mUeSulaG8FGrmalZmrPozRjJS8ylmfK6ILO4n9cKQH2",
-	"5DE9Ag8fhnmCHCnOSdzQYzA+piQD/+jjx/YYRbrWZLFZr7uvzeQIY/XgWMbmi8dfUAliAiO2YOgwPvTD",
-	"Kc3MaN8LPutHsOTnqrHkrw3OE9cLZ9co/aNyW1/JDbu7ughBmhlLba7TmCd6RJ6aA8gXpulaA/JppbGO",
-	"hJ/4MebkiPkYXoRpoeNKSkCLP+6QC8e0fkKoN67FfCQ0pxfntSRRDNdIrxelZqFGEJomp6tpDNUk5lzH",
-	"zYaLfgepQ4WwMSIPiK2DuPZG4NijvoGoAxeE7VVNp6ruriGEeYNuZpAfdxxkTxCcd2fi/uLZRxa9Xu4z",
-	"HS9IwfV8If/N5N0R16fDIgrO5znk6qxv5e3umscf5k1l9H0XPTkxzX7M1jEYL4zY+2Xh0JDi/9aqYr7C",
-	"1NL4v3HwmDNnNRuvurxSaWxX3q+eyon027mA3hx06kPOAES1FjlXFXDGM/WQ07863g4btH/QwcCNZx3T",
-	"qP8gpw+4m+sCFqL3fl4qnLXQlaoe+80UUSUWZvrhdGtu1U+xPYEFEEt1OY7PNocPHnMCHirbq4X6dPWi",
-	"tT7S1xfvLqoqBAweFFIQfj8vENGIQJCVpSRbi6uu9Wnedh7s9Q/6kg8FPkiNXfIP3Rk7pCDUscx4caPp",
-	"XiZTk39iHh8aAwmkIVzBc8QUoNot0yEXqMrccj5XppFZVbsBCcK+SwQiLKaUkVsD3H8/OepFETi1Yz1F",
-	"g4+0KPLY1LuNBFSnasY8fozvnByZ0WQKgy7HB/k9mqW0fTGeKBwA22PvfI6RMzSnLkqeoifBJHg9nfTd",
-	"O/j1lN3iBoppzSp462VRyVzCVcIUb2dCcaGyMrvjkPZtHBkKg56OnCNhcabsbzaBZDmVObfBLeuNRzFV",
-	"IRNumUXjEfKbE8LYlmODFbDtMDH3aaJgSA1pMhIVjz2CJvCqg0gy21Hso/kSr1OIlcUUixXgv5/wPxdX",
-	"L75FrznW9MT+7tA3H9c5FeuAHmxk7TmwTNzGU0NR3be7hUjhyRCk1AaMaEMqzt5x+mdVHcOoWPAYjyNV",
-	"Yw1KYjjNYnLkgrTHkJE3g0E5WAl41sT99EUAkVAklTvWtem0O5hja/GEepTgHNCp9C+1LYtKIjw3HImK",
-	"O6tQ2oyiaTVmya2V2esO76b57PFtf4k3+6EO6kd4nD2toXlXzXnRdvineLO/b7yT7bCzpa6KNH1xTQXx",
-	"PhZ/unoBObAPPnXWdJO9ozxUV2nQSOR8B5Sb7WkxYyu9PUj8VWxai1jsXurq8vR+QijjDgLtYFMuC4jp",
-	"dfSKSYJtVjCLG1NUs8JzNrscRTX8KnY7SSFkmBrOmGA3PHZdUwA7DPHB3DWDJWbwsRRAXaZZacZU2y1w",
-	"geTyxq/LgwPfby3mTaBVJVa4y9UP9hZvqPp6bXwt2qqG01iteYnqa0N5tiom1wDK2YwKo3U4bW/+pf3i",
-	"8uPX7SuA70Q7FdcN2oeBEK8Sio2ujGCdB8Dcbykfse8BcBpTN1JwwZcIbuTSQiza6OEFJA/CNShkXsMX",
-	"cbgCFgeuGVfEoSFsbdWpmQpkvHMTujxc8+ZNtfcfBaYARKA+u9QWsdE+yW7Ea7HVLnl1z5Iy91O5IEbk",
-	"odA2AGenWuhvYdcrVzf7TBEP+ebi5dvX766v3n/36t0WqL1t6PaumbsRDQ+CuT9QZKJguYRHn6hhBYLm",
-	"NLuX9248RtRizgvFU54acWcw540MNBV1llUtRM86LskXd6y4yA2UcXybpa6/sIeReVlBA//5+yuLQo8D",
-	"zm6E6hxW21Tvq2Bo9+O+pfJ6K3z5it0ULOHXWsztFoiuUbsR/7Awdl0Ol35Z2ugnqeNlNujKy6niyXVM",
-	"/pOMmeInPb0m3YgUTKRyhq3NHtHcARZh7dtrq1Knz961eQrvdW1bPhqmofaajwBA+rj2EECBPUD9G9wB",
-	"yNKGsmtR76rnfhz1pnGVHhKHJ6fTeM0YjHrTw6TZ1RYwrQuLIcWqvvqQQ2wOQo6ZEKaGBlGS9HULNbW9",
-	"2Hrb4fpMAZDVBqidykTCSQz/iQ8MHG1H5buCBFZjQpmURPiM7V7AMP/EIs6ZWlh993C9owE1hVdyUVLS",
-	"C07pSPSiPjUJJKR/f29g6g19XDO/PtnVjOFBOID76bdWMZTZ5gjbisp3tQiqfc3EtcF/XUrEPMZ5aqOG",
-	"+oN4QC+TPwYoIXDbVrluK33H/IYJZJFM3Kwl/GECi6FObUUQE7CCgsNmFNpS3XUkN5a48G1t7fWHnimS",
-	"ZEWyyErLzhQBAUEZN3V+dj9j065SkqzsECSzKfbT1I4p+o/diyF87KpwUz7hRYF99OLaEsauDkGZgHSt",
-	"ov+PigC4FYevtgOSR4DyPQaHrxlaz0ut9GD4kHPXNvKPWyX/GwD4bgbo0mTUS21w8bBsUp2b3nhg/XhZ",
-	"ez7zUxKQGWcCjEBs/tqQ9Gvee51IYbyLq33tP2n1VGG4v+F2Cwjxece0v1jhMCfnvy7E4JUBFt6oeHPN",
-	"+S1EFQOvg6qaIgDjPlQNqDIi15srGJ+zkmTCCuoKt2xmJDmyVR5Vy1aIZ5EMvXy7OWp7XMpHj2uq66gn",
-	"C0HEalOaPDZ1cItFYaqAle1i+CAMjicoOLFhKMy3Xm4b1mYeFVQo7MCpbzrF1C3JbB8tsCW9emkPDZr7",
-	"zHLARqCHwFNzEq/hT8f7J23S4dyUmeoclkf4hLmXtfCX3hteJMLLLTApB2uxiuP6wpkGuI9KzdzTNsyo",
-	"j/XuYT4Fs5KkWQq7WV90HZ80wbU86ByeofmIRjX14SGIvGlZAkO06ejQCx2v7BjQWtDkwanhLM/lElGW",
-	"d6SInxvV0opD6gEcjIR9B4QcsKocZKarMdyVQf7YZNIKhWAX6hC/L/02LumCD6vCoW2db6iZBCA3ZTOO",
-	"qTEjEVs0VFRa8ZprPwRTrpOpQ95J//Nw2LjEmg55p9dbikTrvx7E1yQTmZqCzShSi3JhZALgKAgS+9HW",
-	"uAaOwC0shP3MHy5t1tbqeeHgHcLBD4weNoJaQtCuEfjhU+pHMqxHZJIB7l+Grca35S87drNqC3Jah7xG",
-	"OJcqx8rAXjzAFKuX2Ta1xTRpVMYSQA6qJ3vJSWPS92GNWHzEg31dGy7xzl3hVOemQoQZ3BoztgJdf70e",
-	"o16BETRnU9UycnfpNoCTbtvcHI4iu60E9NPHN+uLrhCxvT7uBvPwuX5APUeAkSp590EZYegrtSgHawnB",
-	"LlF4ex6wXz+3hji8kU28LnAbTr/a0bypBm0zA5o7oV1AYxwQrdoApkTwpWti9pA2aGg/WzsZu+00tEDz",
-	"ECwArNMoJQdaa+r2cV2BTDjVNgYqJaYT1poDuVQ7rzkQXnhwC6Wd5tiOlEHL36V0wqZDoHIfMvSIwZrR",
-	"n3lIat4+E6hDXiE6QmGPBrT7hYRHOuQKkYzy1ZAw+MnAOJnaAUSj+XT1dfsUPIiIswZ9YudMD5aoRVHI",
-	"G1ZywlXCoFvwaLRIT4MAFgP+mEwm8TEdCQfJ4KMwYD4sy0s0srlIwHeXCaaPEFYyspKLQvF8Qo4wTEKJ",
-	"Yqs1j/qvIzxoR60h6UWfv8DMc8XOW0QuKidCLmEtuelnadZ3PSrg0su7gcJssXDaDWZxh7y6T/KFyu5M",
-	"mN+qU/VZdZul9ZebirZlaYWlWzPSsA2pebWep1+JK5eisvS+iqkfQvwqHglIO92wzRwKAvpFEiY0f41d",
-	"6WbKxQObbH7+reESapaaw0HWEme8MiA1CNkKO+sflx1P9+OV+0jJVX0m5DR2mpTUg1XTx2WX79YBN7dV",
-	"1Zb92LbWs0rgxkZCEINz08yRZ1rSGPf4upLBFFFSAjjNXCqVjbVQNtliBk1/ro8KKzPX0sCiIDpph2E7",
-	"iq7CYBjo//fDwRrRk+h2FK1FC7aIEQJ9/lkQaGv7DkmoCJRFo5HUlNbx9uIv11ev3756/+kqJkf9GRmv",
-	"qmQ8clF1DsXeSwuhABdHcxdAGAMSI2STZaoqI68lkViL4KgbqGOoFMq4Wt9E+5XVbcokGyuZL0qO0QSU",
-	"t6A4xqhnSuxHRt5IOYfETMSbze708cXStOBKcVsGD6CVJkvKJxoa+8rBNf3mOqqe7jaNYwt6tolcNccN",
-	"uAB7jRcmwOXkA/SEqve6PViB88G8m1FzUcldiPIaQg7binGxy3aC2Fla8bwer4yODP49yBjHy/znBcsx",
-	"Jma2qINNwAYzxlZrqFysv3gHbss6in4VVMsE1nOYsQlNOgQe2JxsA2jZji4uFb75HnTy7eEXExxrgqox",
-	"rWgar1ZNa/Y3l/Eb3Pif9b5Rh8ZOMRNzZ1Ma5MH9yCdrYzGPUcf4m0vcyIO7tlUTW3yP1o3zEGQCAit5",
-	"NuGmkbID7xzWAo5Q9mtVPLjTI1k89Psy42sxoOi1Wd64z0NJt+Ct6DHRu2AdY9R+1AHD1l51I8u1xs8d",
-	"8nUmWE6rLFEEHbKvgZ7MzpSqD8m1VzbYHEtWdWvGfstHGaRaaRrjzTuaNdewP4QUbX+Yx7vH6fBuh8T+",
-	"03r0bAzLvKDW5fnpGLs6s662ZK+6jEgbpFO81FyjduAcPj1Ee+7CzDuNdBipCUlvz4kFOmFz6Z0JVgBK",
-	"57Ix0Flr5OtRA4Qx9dbzuEpLH4kafM0tn9sMDsB/8rzAgEBpFCc/kOEV6WPJxgq1RQgBG42F+orSx1dX",
-	"r95dvX7/LiZHA5KylUumVrxcs0sHUTA9rOvloVq0w8ZymRbXoJFcJ1naBCv7oa7fkIKJG4vm6uhvNGMF",
-	"iiY0wtEW+VQubqZIR03bcS4BpU0rkaZSFs14JN4REwTMHMFy0JWyCiTWx9ky5rvxTBjKQaNy9H2sg/Fv",
-	"lEY35wz6uPo1h531vxkm99mzUf7DUDEddYdDx0y6lCa6uLlfm/seXCCIcFtr6SAMoVrQBR2wO3sd2BW7",
-	"rNQQGoP9AI21XILmlPT6ZJtShongy3xlA6hmeB6gOuQ7JHK+srjTJrG7IblgW054LWXnMXnhJkCg6nmy",
-	"Q69nvIETg2tsJKZMTXG8a/r78vq2+1Nv2r85uT6bnPJBepL0xz3WPYtOw0FwMunzXtpNonHIgl2Isrud",
-	"6BUcyINTBLZG4vGdWXpQcH17Pw63DPqWRiZ8cI7zVZVDjk1zshuxBv9mZc+QuIToiTTBUFM92pAePRIm",
-	"P/ojTzhi8t/xIpus4BOQxq5s1ztydFkykbIiJd+bj62Jafzw28l3/3NWnH7z3V9/Lq6WP3368PL09ZsP",
-	"P7yW0Rv2hl0uH9TbwzL87lzs7ZtyW+rXRUW5Qst1FGtwIP68kCVTHfJa60pQoYohVlcq24S+Z59Xemtg",
-	"ae0RYH9WULp5NjFJttr4PT4nAdRwriWaHa/nlGHk1QI0GscyaIPgwcFsDfP5zM9FI7aLvTJAvO6SK6tf",
-	"lB0QFvj4SCDqiIudV5zM70uw+s/XE+Vsum8NXqdZbo0XReMh8OG1dcBXKQCshFg0YWN5h1FxvUqV083+",
-	"Qgq5EClPSarF1lEF+HfcGQkIDKA7S39f3x+fV4iDNAgC/X/7k6fs03sGP4fQqqYAOVILVbJM8PSYgm+2",
-	"nokK1Wl6WfFXrSO5gY1ENTLyXj+alZhujVPxIf22DL3qFbUt/XBNrFq9xZlMbgFKCdkfgDuBib2Qd+rS",
-	"Pc1R5k1RT2Ykjmbs/oX9ZvnSpgRC6o1dADvJK4yM4VQRI8+kl+aypC43Rm8FIcuRsN24AQuqSrN9YErl",
-	"FhJ4i/i4uZOjF7lcpDirZyMxY/fV9D/w4hJefmyOf9gUEBaUgg9Ncjv2/GEJiu7wuR5yM3/USbeepezC",
-	"d5OCc0NN45HFzimo3PM81xYvHYk1UpMGSp+bniPmK3qhZpi5At0zDOkyV7M9Ep45j0XrzhJHWQdJJRSN",
-	"+3WD24J96bHvZfYNQLCG+nVp0tWrTOYjNzxK7Migb19ltB7b7dAhFw5XGU/ipVzk6Ujw+4RzCGqY6FzT",
-	"bqVel7GCz6HFWNmYgucQHkbCth+xag6x+CrqWQ2wwPj6pBwiw7rBkWpsWr9DyC2ML9nlleiAcfkbR9vg",
-	"+vDIMVBokD1WdMgLhJ02m7Pg4OBNoXmRrcKzNEPLSLOrmkpZYhCILAHUHOyjVPPtDdcG0f4trdfbVSRv",
-	"WWt3nRwh2IKmTpVV660sqO+ZiRgAS9eWciRqa3lOUp5zbRB6aS8S+uGQQsrZYaPfGr54Y7BK/Ur/2Nwd",
-	"N/lSNV0BPkwWlIx5Lpeu1d0zNRJbAxRrgZCw8v4e28Y5+r3WA+fTJTofCQ/F1iERZIoki9JWWaCEsqZP",
-	"heSkNRjTLpMAoE69PH4k3DvQv7AZ19gS1kVRvTOsuz/jvXLPrLkBoKLfOwscYq6cVN5IVDUQOajpBI6p",
-	"Ns9Quk9BpGPfPmWls4mZAqq7Ky2Bug8tmeayKMmR1mk6c1aUghedREKv1CjodoJOGHY7g/j4HF+Lx8k6",
-	"jg4MDo29TOBC6Fv0mmO9AxNucqg+YpwKyiBMiqDlQAOyFFQa7ppeXLVK0rPtkAtfBYPfVEPO9Oc9Sv3/",
-	"ZnzZ0OX7UU64PcfGVe3EEHJ50KlBnYDlWFR+QFmMc6/UR7TLwPnyIg940SV29zkgf+ipcn1qnz04im98",
-	"wJutAM3y7F7D/cuGMSi7chiLCgPNqEebgbFjAwLksNKDYO8S18fZ0KfP0WYPhBp6BdDRXTUFObfWHXR9",
-	"BclRwuHgXJCb5tnjNs1hDmq+1T+9CYqy2/k8EjXvM+aOmxWJQxWTo3gQBVMEEeoG4FM+dsBNG0BCNc90",
-	"7YisXNPgFrMRdmcXzxfFDUTiTW6cwrwWMyujsNlhjwQoZdBCiwNaS1Ya5UFVZhZU7GrBAqkS+uB8r3/H",
-	"+1LqRct6Qc+GOUZiU3XMFGr7rnft7+FFN60LDvSlf/Q9KMaRbjzXVRWpiefkCDf0tx99T4o+EtOCmfSB",
-	"4yF58frlR4XayC4fvElSgCiGt9xXFx+/eXV1ffHmzfvvr/WrLmM/PWEkND/59rs+JWHAjjXc6ltFx/KK",
-	"wLK2tIJyhawcfRlOUQHYYqaSUhucSBDokaR1wMJRBtJBJhaf0gl2P8+jE0Ef0efhSSM6Pbt/jU9BT4ct",
-	"bFCFBTaPY8WTRZGVKyxBraBPrh6PfEJdDlF8sSinssh+gc09JH/irOCFAY8FbBXnqv4e+gvCb8q4A5Df",
-	"FXqGkjyDl5pYjddP0IIpkVRi7NbcAgLdgDzxlESBfWIkPOQXV9seEFVZB3EpZVsfBm22KKdtW6ZaIe0V",
-	"3HoN9CbXD1PNCwJLovEWcLrAjDoGZ2kGEClAhGo1p2U5Nx4p01kV7/jauqsPdfhvpLt9CagMbKiCl4tC",
-	"gIGVcABCwr2ApwZuX/xFy6nOSPg4TrvWns0zUjXcNy01EIpInwKo42KBl5xrg0wPV3Ce6mUfifi+7WIY",
-	"bbhFHxRMrOKh2ZHIGrd8BeCS+mmrczt7PuiSOBNqMZlkieYt8yLwB9SZ7YgJ8vrD3Qk2LV2BYf38pHdc",
-	"YzE1EhWLIUM2stYuDtJWM5jjsDpY3a4OYh4DTPUCcLC21PAyNR1LVqQAuODjZlHA8NPLqwBISS8IRjHd",
-	"ipimqLfQS9bBqx3hXEYCRAby+rGpejS11dpyhI/YlBA4J6hzCWxgeT1T5MXlx6/xZZBtqxe8DgqGmQ9Y",
-	"d3zLV3pCeu2UHZBDtXqmcBuanDrQ1jNNEByTjUkMW46drs0wKhKbffn5MwBaTOQmdat4WqZA7ueTtraA",
-	"9CE/W+Rl1jb7EHJPba6lVVuLDvmrXICljyi26EmGxDxWEjYSGA+AXEKILpgiMMjnPD7XTyEQJCySqRsR",
-	"1GQagmsK/ZKIYGjaJWv2WiQJ7ClZjISftlgB2mFUCveUa/mKCJSJLFK1VsI6EiPxH/9B9NbX8jUxrZtH",
-	"4qpykityBA9hH8+FSHlB4ud34fMY3FrzEv8ClnoeHwMn1XVOy36gOuKO0BrZLRfDbWLnAUHTC9vbh5IZ",
-	"yyeymKFlcSdvtSQsyELcCm1kawEmsAhei5MQnCs4T1uTBdvFzwV4piBzf7j5sykaJtULe9QamSMBnaGZ",
-	"0Ddg32ZbL87vM4V0f2943hLZo2Kn0/EJue8A9wlrDjByYZ4aCdOa3wlUGM8dKzII2k8NDg1KBL1SaQYN",
-	"Y1PLHNB2V+k/UMj07u+Bo/pe+hK8hgkS+7ntpj/sf/6kpIgN7rJtcXxsfLN6z8aUxNCnNQZ8Rcimsp4b",
-	"6NYan2+2DkaplWdG3ZCTiUH9MJZXJkiMd8Yd8ieA5Z4vzEKb+g2mpwDHB6Cd3mGlpotEataBOOSaP3lL",
-	"S6cjE3g7tnT76GiDBQMVBS3VqJ2LdYVSVyytBahXNdB+D7JLDYmQSmSTCZDqI0YAijbmo+uL2CG3AE93",
-	"bN9waXRGd5+xuNqqSMgzIQV/dk4mBZvxNhMJ9CxT5ndbBfGCJVMOQypkDh+CVATIvkP+h8AHKxkcmPNC",
-	"3hRspqy7es5uuLK92jNvI6lnIwFPCQsa56l6Ss64ez+0eSVHdY2G+voMras78NNIxAWAa9XwtuJjME3G",
-	"xtAdrwgjiZ6hratashUmfOsNgQEhIcmL9x8v7WoOCdMnw0jY0jQrIGSR3WTCloUgIjxEtWEaHRKnMlHP",
-	"rRrfmaWx9TgWfC5VVkptoDCtjkxXkJhrGeqlRau4WTAwSLjChu1eNYBXXOqVMxtfps3bpEBt0+Cs6b71",
-	"EBB4mS3J4OV6aSBmAAGIKv1MrVTJZxB7WqhVpxpz5uU0a+10CN/HhAd4s+Km7Bka1rtyARfXApX2CMxA",
-	"NLfcuQqN8i0RZ1ma5mZB7FuOracV4kQpTxcopNxy1+AetJK8pejHNMj3EzeNCqFPZgU5HGlW8MS4USCW",
-	"ZzJAOuSdj+mlqHXWK8T0Ig7SCyoPfOla62d3jgFR4DWTsY014qbFrFfxnUitlmPSoRc+WwujrAswTQBQ",
-	"fFJW8mO/VR3pB139sakUclFocVXvT4cmFbhPcCmxlPrZWos8LXLd0iOApC2wzyy0umVpvTUd5pueuE2c",
-	"xal75puZxbbk2yN9D3jJUUddgTv+eLiPXrgagD3nEBrwYIndLj1HIulheSNBV6DrgA7yRCGSKTP7DfK4",
-	"7CqPhIU8qfRTpjlJinNM0LebwvVZcM9WsP2UjDEdg6LlZe+4Ntdj49XaSHnWJ7jJxPbBB5AaeiO7ZrJm",
-	"9HonsZTkvCxBHtqzeGaO9lpr5v+H6/VfJgEW9qO2PaE06IZlwgb4Pry/9B57/muWfn6OudCxlYNXXjmV",
-	"0XHhbPVJZBDqKplmUfAhnmMJrYcBekmt1JSSeb5QpoO4Fff6C3+3S/t3w0l/H4m/t9tt+D99uSZH/u7R",
-	"McX0JRBtWoXxlXBSf1RLBVWy2Vy/4ZPI7l3Xn6UDhbNPLpmyUMH1l6gKAPXvJL4LKWrOJvvs27cXL9qX",
-	"315E/RO920YtvFoNHnXrTv1nN7DaVai0hR/Ma7gfWUMY9ESm8GfJ1UYabR0+mxyZzDl/vOa1xw5XfyMH",
-	"jqg5T7KJUTy1epMJrs5JukC5Yd8OqgAEWZVeApZjikdb8TkrwGfopdwhRTdOgr9bK3YfSI/ptVv6AEP7",
-	"mKASXhf4u/5e2NZ0cN1NLWzL+hM2KSFtX5Q+99UOflt9aIoKmZCWuzZe57MQI3/+/oocfXsZ9U/Wlhem",
-	"g/S1Sn2mVExiJ8W0YqYWY4yZw/6Lfyqz2C+LbOsdEmcwxJjfz42IiDV3xV7i5KLIyeW3F23DuXBB79+/",
-	"48HsThVIoNSHSXWSGKiUVQP35Nm4YMUKKjjceaInDK5viBhq88T3HLRo644XCJzeCjtBJ4Di0zkXbJ61",
-	"hq1uJ+h0oWFbOQUn7fMpZ3k5/QUgWxuBUI2eGwVB1XtJK9IJpKsoUiwEgPmS1yW2GQedNOVzLlLNnh2H",
-	"O55J8TrF2mj4JG05TUJ/NwoCqMJA6wBTA9cqkn2n9q8O8aMlb21t1YztxeiBj6MbZtO55c2LaQ0Rand7",
-	"OLCmt7oJPP8TS200zveHt4Z/+5G2lI1ktt7ozckVFlDdqNbwbxVxVOtH/ejzmdY4ErV1SWrOc3Oz1TM/",
-	"FFIfKVwfFPxe2/WgvGvxg3nLlQlOfAu8ngfy6urj6xeX1xcvX36M8W6TnWpdeNalqTUFk4Va+RscjHJ9",
-	"2d+aae1ddj3w5/OcZfUFb/0H+fbVmw+VGuLQQK5LWbK8UupdzHC8InJRav1paHVhE9zVe0qrFZ2R+A9y",
-	"9dcPr7a/FuO9xUhsu+NX843/GgEQ5aj1mUQH3Y2dnPXt4UH3mynoJ8LTXqSHvkYR/F99JBaKXOF/bG5C",
-	"5kG3PlNazYc2g/qJJirUXnXDFjfcH2PtatjvRiPR8rfgeuC/ocERcIPZYL39G+ydLL/WKuTO7eWx/8yx",
-	"29aNZuRiZ8Vm+c7d9n7OBfigZLKYAc6JSfS8+PCa1rU0g9OVcwSOZfOs9pl4c198w0vz/odJRDtqTyJa",
-	"v/Ijz4WaEG3OkMKA4PoR4QjU7QSOSAYB2R5VayHDRvG7TucnF79XekT27btYAwL1h56KrvsHiNWECZJK",
-	"8K6AXX30QaryRqtu2IovmbJxzo+NHtYPumieKwMJMxKCQysDmxk19GNOLrvdq0owyHC8DYYhnMGYJ4yZ",
-	"miif7SBGAgPn2CtxXmjTuNQ0WYxzjoi+ihIlEYPGDdcM0aR7ebPFjAZzhOCJPCQpvylYylMbkqu0AQQS",
-	"XOS2DDdGlUHrV/IWnRzeV419DHYtxPB5PrEAJxjcc/VwDl3A9IWyXajsOZnLm+NzAv5v1HANhLm+qR90",
-	"RwIUtkwR4x4m6ONVm/v1I7LGl2ovOHHIzzJLg5qMfm+aeWrN02o5MPrH7Sva6gfdHZP0HesPnqy36phb",
-	"qanfGraYxzxYxFLdVxGnH3QrbfidcXCuKrGzKMTQCcOhGehQyLKNNx5M2Hey/IhPbJLWfRcswjU+IksI",
-	"0Fp+t06arLY7jKejs1OGfQT4kT06pIvZQJulrXIMHf/oEoItY7zfJJFikt3YdCrICPc84CZrRe+dTKiS",
-	"5Tnc90yRIwPINBKxVx5o2jsU/JavMFm8Ako7JzF+9TpLYyJYUcilbcQJ6equYrO+Dd9kqryAyWlzpmAz",
-	"XgJk0982ITny1Vo1Lhfg03Nh3J8XHBHkMIrrxlNTafaiSzdzTjW25zBcSJJrHXr3C0yt/Pzjl4obTPv8",
-	"268tlhi6GMLiQXJtEAdbVN8gC709bbMo2oJp19F4IovGY3eqnyro1XRBKW1VJQX5RQ3VGJAfGQSfTRFm",
-	"KwjPGDudnLTDJErbA96dtE9Zb9zuJyfpgJ9OzlgwblFvpewjPGiH4yhpD9Iub59OekG7z07Gg+Q0PePB",
-	"BOjuKGD4sgN8WZt7kmfN0w43p33LVziA26jqc9Yadu3oVGsYrU2r3z5LT5P2YHzC2qf9s16bdcdREqYB",
-	"P5uc1qclFnleG7RZNuPN2T3mILoKTodhf/uYy3k+n5SDu57i06jaAaYatV5YiU8odR0tV/KnSf6TlGyQ",
-	"t+pzQ/rrJevpJeuP2yfJID3lZxMWjMNHLdmPB0tns8HUVgXTbfzHnX+9INz/yCfBTO4ABxzgXhQd8pBx",
-	"PeiD7ZUotdz/7AGR7X+e3895UvIU4uLrB0g9G+9vP35e04p51QTQO1XgmfUDxbTS2O2eWOu7UYGUmwqJ",
-	"I9XUquK4oZkOBAAQRc/4xUailB3yJzOMKi94jGHJjSYDBh6G55PzjS4CFYCv6fnBRsKOud77gzxB648K",
-	"SqP5OLNzaj2ZsE/0O5JFmd3x66opUN/vEBRGtQY7wUYPmnUYtv4wCH8w7UlMMf76Lb1hF24peMJFeY1W",
-	"RWvYCzt9THjnCsRi4Lq4tEzPE9vaxGF9rZWyDHu9bsuXrF6vkkDLyeYZB/6Mg9qEuxvDjE4Hnag20G7o",
-	"jdT1atkY61prFX+cYW2cP9omGUYCpmH7ZNLn7UHaS9pn4y5rR2fhaTCYnPB+2jtcOzUMtEsC2u2LjaNN",
-	"S5bHirbfRzy9qAuTCinXdPDYKa70PWqP/tvYlmTKbGbUPIOgssE6UBifnHJWlGPOSmeCay7NsJQRdf2c",
-	"M8UhRQFQXdEOn64Bn0X9E/9JIUme3ZkKBASDPXL4MCW75Vh75WrrITprBiILUi7lOWE2FIOAEKW2NLBa",
-	"/hdeSAMiUEoJdflAHwzkoyP/uFk2vQM6Pplg8rs6NuA8hp2T8FRLEDe7bXcGnRDv9BSKPdtpM1uzHQxD",
-	"NCPMOrSGfwtoRHv0hJ7SMKBhRMMeDU9oeEqjgEYRjXo0OqHRKe0GtBvRbo92T2j3lPYC2otor0d7J7R3",
-	"SvsB7Ue036P9E9o/pScBPYnoSY+enNCTUzoI6CCigx4dnNDBKT0N6GlET3v09ISentKzgJ5F9KxHz07o",
-	"mR5GQMMgomHQo2FwQsPglIZ6bHpwenR6eOEpDSM93oiGUY+G0QkNo1MadgMadiMadns07J7QsHtKw15A",
-	"w56eWI+GvRMa9k5p2A9o2I9o2O/RsH9Cw/4pDU8CGp5ENDzRFDih4ckpDQcBDQcRDQc9Gg5OaDg4peFp",
-	"QMPTiIanPRqealKd0vAsoOFZRMOzHg3PTmh4pukX0CiIaBT0aBSc0Cg4pVEY0CiMaBT2aBSe0EjTGQgd",
-	"0UiTWtM6OqVRN6BRN6JRt0ej7gmNuqc06gU06ukV6dGod0Kj3imN+gGN+hGN+r0fQXIX5cZRFV5FXdDn",
-	"ez+AWbCXJQf6zoNYMsI7fZaM2kESarU40mpxd9zuJf30hA8mp8FZ2MSS4SZLhrRL+3RAz2gY0rBLwz4N",
-	"BzQ8o1FIoy6N+jQa0OiMdkPa7dJun3YHtHtGeyHtdWmvT3sD2juj/ZD2u7Tfp/0B7Z/Rk5CedOlJn54M",
-	"6MkZHYR00KWDPh0M6OCMnob0tEtP+/R0QE/P6FlIz7r0rE/PBvTsjIZBSMOgS8OgT8NgQMNADy2koR6c",
-	"Hp0eXnhGwyikYdSlYdSnYTSgYXRGw66eQ5eG3T4NuwMads9o2Atp2OvSsNenYW9Aw94ZDfshDft6sn0a",
-	"9gc07J/R8CSk4UmXhid9Gp4MaHhyRsNBSMNBl4YDTZUBDQdnNDwNaXjapeFpn4anAxqentHwLKThWZeG",
-	"Z30anmnyndEoCGkUdGkU9GkUDGgUaJqGNAq7NAr7NAoHNNJ01oTWlNak1rSOzmjU1cTv0qjbp1F3QKPu",
-	"GY16IY16XRr1+jTqDWjUO6NRP6RRX69Sfz9L9n8Ak99f/ah/QlsLIZda6fIvBA9wXqV8l24AZ8EfXRt4",
-	"WT+sVdP5CyemXIp9yoFTz3aqBw7Nw8Ntpdh5kd0AGiT2wfRUBFd7uX7k64vOeBgJhzThIWFQDwYDHOI+",
-	"kuXxZv0pDYJg6FCAoHJbvxI8KoDF1YDaSo5cHhR6beJq7Ld85bf9BESiDvkIqBSuF6r1+Nu2AIqX1iMY",
-	"ezXBrguya/UKJFtvInBe7xpQ67m0qYpcmVXb4/fz4W6rlkJmySv4aWxS0OQGRAhTf3M5DrduLCzu7Ru4",
-	"uK0NhPTx0gR0akeAoXhFD6Rfh7yfs58XWwdu6rH9kXvgdmEQ9Ta9l0/nYPRR2rZ5og73/tAncSuuO7a8",
-	"+mTorVEVttbbU4XmtSZH1ILlzjLh/6S8lpnuy/1uBPZoIzXOrsLeMIiGYbhOjbDd602i9oAF4/ZZ0k3b",
-	"EQ8nATsbnyaD1KdGNaebXI75fX1WtqJ3y7z6G9MKZhvz6m+FwPxbvaL0x43Zo4nrYwO03v50sXqXBfdv",
-	"L4Pl+//9n/t3L+Xy7U/y/u3/zk/fvnzV/+v3r3o/XL0q3738OHt7c7jN62EdNBxrXo8W3Pi/q+vv9zkR",
-	"30CGqxOK6ycehZjb5uGGoJSqOjlMGcmk4GpaFUeJqs9lPSmyqkSAYqgaQGQmRgJM9AoffwtaJKnAIjHM",
-	"hAUK+l3w0w3LBMSjoTd4VhLFJrxTCy9Z5DSYD2m3ATHl3cXbVzGZF5k5xzAh8M+X799tHiovvPKMlvP7",
-	"/Mk0hTlcBPoy5oH8W4dD/VwHhjBNLdbkc/iwwTl80NZ0eb346ZeU39ynIpl0o2s+n3TTqUx/SWWSqein",
-	"aZnfzO5veCoG3UW/f19HVHwSob4rzuDgIru/sN79t9HLHz6pP99c5m/+869nF7eTRf/59xN1/5+st/jm",
-	"nczEyausePVfjyN4uk0VbkARJVdeZruriMpKVQdpLatN0WnVWsnUipW2jdLc/xxuNve+k5d6y+BYf7ew",
-	"Rdjd/9AHtsolS6+kfKOPiS8Nd/Sis/3PXkn5lonVR+ud/f38kChgrLw80LiAWoGdwZJtAOXkdYX3i5bE",
-	"WlY61PJgZRWIXgfssZFg5sm2x+p4qIElCG3bRGV7n4PheeCO3L0Vf9+Q3cMSEn8vBvyobaYd7LdhEO3J",
-	"MEC6v35pfA1lMm3QEqYWztyvjnAsiqYq2H/K60eKFVaetXvDS5cohyUK2N/pSBZYmI5CVNvwBvHyeIjh",
-	"PMQcw6KGZoBd1wbTQonBI9R7fCSMfdoE+OO33nL9c8LAq14PIZ0snDrcO9uky0wea3tHAnPqHDYaVOpY",
-	"mLs1sEZUZ6piNKTLUhuF9g6tjkFtUez0ekPn6UEQSiYuCoX9G2A0ZjgjUT0lJd2FY7QpVxDa58vUpjWM",
-	"KY/XqyRHSpipeEa4YwWYdMREBSGE3KItKH16UBrKGu5rf6cJWUcPrAclt3fzjza/8vkzyDkDONQGTJ/6",
-	"1N8Alndj9wBELQLXk+k6gM970z/EXvtsoZzaTKTtGlhXNYyvuaayn0vvejX4WwZ7Ehurka5zIUTmDeCW",
-	"P8qHmaq+WQoJMZ8ferjU8dIO0q//ec7GyncnAGnbNjj5I5+Yf/ysGDz53HnrHXsP0fyea+Vtj4PZ2tC1",
-	"IsQKKwTQwDEKXYeo3ew4u81Z+h1fqS/X/uxUdnL4xYfX3/GV8cccnLjlP9TI6frb/9YBjbOHbYDYqCdX",
-	"B3f7jCrwpnpnFVoVNCKW0tACV6C+lQkD4G7buwBYA+DlFiPhOD7PbShC65iVqwcsIefoMe94/TJGIBvn",
-	"5nFqTCJnM7198qwpmPCiDsvxRTpMwROt+K3qZ+iFwwyzEH+aKHQbDcCZAGErd1AaR4l7/eeHbqrfzac0",
-	"693fRmxQlD/3xfj69u6nQZTwxd1y0OeT4oSnZU+tluP+8nY6SIXa5lPCMHrXptnae8arekYy+JpqX6yc",
-	"So5WmlCaB/Wm+Kr14wMJt8dDBEB47uDdcAEZEz0T2GHilq/if2530L/eAf82E6VB9fP344NP9+e/Yjr1",
-	"Z5SXOW/qIvERRJuyVfrnflsIBO90CGuZIH2/X8p6+ZF+UV1ofdGpboTugQf7R3P3Q8XQtm1kRT64S/99",
-	"vCN5Gw74Jz3f9xeffMdXoAhYzt9ZReR8RNLlB0B/ZDuFncVEdSV26B/xKaLcGBaha+5PhbgZtsBxDa8x",
-	"qcZUd6rGUC8Rk0yNRGwfAJCuPMN8i1u+Gm6i/MW79OsthUj/VPVA9SBMxxDXKzDRdFmvF9mWAlcvN7kp",
-	"WAINvXvTYAa9GbZUlmTzX34ZTG57vxRZt2htVM0ELBy3B0mUtk95d9LuBf3wJBp0T3tn/S8uBtICaLOo",
-	"Zu+cMQbWUA21nk44sHd7FHJlOLV4XKXJpHyey7oeA26VYYEdUfGPZZGVHOSBP/Wo3R339NT7euonQXsQ",
-	"nkZnXdYb95OTx9Xh7Arpv83/Z/n+pVy9fSmXb7/2Q/qvW//k9TvBAYGwr2UxztKUi3/OEFitFEjLb/D9",
-	"NtYEgaT7kbY2sJNbQ7yIzGl1poe7P+rHx8PdIOQCwXxHwurgajNKZlD6sPOR1ydyU8D/S7lOfif2/4ey",
-	"8BsLvur4uMFHAn9u4WJ9bThjgmFAe58nBDEP190h61xcSqOuEClKCbUaEuNgrOrli5XKfCQMDnVWIlo5",
-	"5h40pdmQWpaN4X2AoMAuBHBb9TaoKLFICuSoF3QRsnGZKX5MvS2GlSgMO20wAY0pJFceNvGMreB1ftM+",
-	"sgBpNhKgxGWl0+PcB6Mz0K/aEM9pY/8xnsZkzFdSGCQyq5TBJ2baSJvJgh93yJWjIVhtQ0DgZwZzRfCl",
-	"FguU4KEJrRGhiwLKD3xznhK53RP0pT4gc1w3eIBM4u3KrodpC4YI2BbB0LqFVpwVvgvoEE3iUQrDH9aV",
-	"9JTpSVGjK6lJrzuEzk+prf3bGfVvleyA88ymHYkGV8DBx5injT3IXSUFb9bLnqF3HgF67CU4oWz/RMTT",
-	"dd4d2y4jJFIY5Np6obeHbFvhUOLhCtc3XGMEBolImt6HKjB9Gw/Y5kT7l3Sf/T7b6eHe4H/oHrJutS/a",
-	"Qw9176z50Kq8lK2ZgM39xg3kIjTgbnSxAd6Q6b3iK1Cu4ngkZotk6mpJMMGlDfCvmFiDYFwLrUG+qSCy",
-	"vJbUFZibrQ3yuiqNhJMJfjttOI8Aa4yXtP7KjTTa+CMrObjC2vC/BvkLsneOoamAu/6Rz1gmoDoKwFj9",
-	"K4rrJy12LHYoAXi0RZ7jywDa845l0OAKJ3HcmDL5xrZb/DI/2x8/G2mjxSWWrjyw/MK13dyZqeLa4X+B",
-	"sPoDOUi8rbpQ7MYHIzDrvs1RIlbuTMasoe1QKrWt7lzd1t6sCvKYwvbLsO2OsGsz2H3Oqlu5Ps2waU3L",
-	"I1PM8are8AqslQQD8UMtGWxXIYQXhFtMi4aFwtaFjdvoBdDqi7fRLbY0e7Ce74WMH63e50yV1wvVEKkO",
-	"zob9s2H/9IfHGwEm5jj89dHlE4erEmYtdueSaW75Mm3iH7tBv59K8OnhtjnwnPf3Y61v+J6k/WdV29i1",
-	"QBYl6CZvz9lNJsAJAuCTsP7NnkbXvv1xla1VP/Mvq23t/7u0dVusbAw+odavo1bB57IoR60hGbVSluWr",
-	"UevzLj/EWSVjkgLIFJAz8hX5ioTt/pop7jVYgr5xa2Nbi4oF7QE/SduDpD9usx7rtiskOTaw0guB9n3h",
-	"FWiZ6caEbShaw9aH95dXLRPn2XyoW3sIu+a3hhOWK/4UJbQGsPZaJkZnMWhNrhe+beyezfgvUmjqvFoU",
-	"cs6ff2BFpq8sIM13N/0XRd6M2fQccqyfw3K2cYEfAj5nt+/+UlS3U//wcax/vCNfeULRSvLqty3i3N1g",
-	"YlH7S2CdSxYxk1ybFkgntPWvrLReCceg0Nxf72holxVbzow7pvGLd6dt5GP6NR9hUwr7YUA/1TacVfA2",
-	"GwdZBmu/TmNwonhNjY8pmbGSFxnLM2jKoR8HCZvN+ND56AFQVX99Dp2VzAupP0z9gLa4XBNRcK67UwYx",
-	"QqAsBaeNHTr7tsHd0SwTixIbL5GUrdpy0p5JUU4J/q/5acm5HvOJfQyIYey2kTAnKCN2uWRBjuL/XnFW",
-	"5NBQ7b/hZebf+l3mn7B34V/6+/kqPoaMjv/GZcOkjm/kSNhG4Sa1w+vfHqrjDiDnk18gyMgKTl5fvLsw",
-	"eNNH8aerF7FXDIF99V6yFcDJEcXuQFkHOBB059dZawLBFeCxEoikUFcHemGtE+KAk/gr7J4L/ZK6AYng",
-	"uPgKc1TMTI+HBnukqZ2jbSOm5vogbE9ksWRFqlfAjEKKhFPCTFcsLORAAwBQfUVZRUmPfEFLCYjWoNuO",
-	"zoYkiIbdoJpX0B0GAXnx6vKKjkQQaqELzXOrUU7ZfM6FIuUSg15oobM8b0OK8Ob4wKmNw6sYdSSOUMAH",
-	"7ahvRwGfJUEw7AY/gAPSER8h2epUjr+KyREyiiYqNHWTk5ILCgjGekN/9byPZCdfxcemaZoiPGdzvctg",
-	"TppWnKVQpJ7ZLlh6xMV0VU5npJwW0GJ8LMvpSJQFE9iQQw317Y5uyKKW8AZBTiYsx6/MAPNGWfRz42VV",
-	"8Faoz+JqJIxGVQBWC09huh3L/jHB3qyiPnyXK21J9cwExDMpyBH6myCULkV6TEnBb1iR5tD8A7/2C8Bn",
-	"OjwZJ3sxQVJrEjHELJUDqocPK5RR2HO0OvCNmLRlamO5gPoh5fUDXAGzkHTBAdDTk11VWz54RN7xIl1A",
-	"/z5mm6mOeQKN/IwQ5usAgNqMTuVSHGsGmWVK8XRotoH+GTe2DdSCUB0JxI80d/vjgcWllVvbuLgp7lH4",
-	"tHmozJLbbWFJK/e/KDbJN5PT0eKfZHecoNBW1AVsjW7nRSGN2mpEaX/ma43fvLry9EHTNN4pbX11gNY1",
-	"l3kO57+W5lAtVg+jlkSrcATkjxGvb6XQsqKU5OsiS9nKH+0BmvoXa+E71NAHqZifH6xi/laBWHjCX4Cd",
-	"EQ3Hlw+fwDYfhBUef3TF+P8MNsIm+EHBtXiDNNxKLj1CM0cX2IbTxcElbItMvoTfVe3IssgxCc8NIod3",
-	"oBid4w77no45F5W8T8mKlx1yUQUMR6J6KWbkswZ3DQ6iJpi/KIj4j9xzSOj0n2bv/ZOFHpFVPDvgi7YL",
-	"3dESrs63YEUsqV8bfO/rz43e+n8Njv43J/8mnPwNL7+YjZ0/5kGRdLvgh0OVuM2QCQKYIWBKMwAAIzNe",
-	"3HACb8HW/4Pu6QmY0mgasjE0HMgQvoDa3xGoZA2FpLKaTB9E844dgCPYfRaBRpjRuEdiKRcG5wTs7cqV",
-	"RD5dvaAkRmU7Jh/eaxNXSBLb1sn6w4TP5uXKdCal/idGIjaquG1kYCMXPlQLmiQxqvDxccc6tSDCvijy",
-	"2J6g9rVDM7Uq26YXRZ1qUPikAUhhBUeip4Y645X5xxGzjq46wTKlzaqZvOPp8bmt3iG2R7+7reAAiJKB",
-	"wZxzh9FlGoyBMwMLiZQjNbz7yDR9faZsS4oCYzjQBgzSJnBYFoKkRjnoG26pemwbYJKFuBVyKUbCsJFP",
-	"mEvNUQwSJCrBCTRpAyNC16z4vH4dfjNt41KjnYBDkq2w57ttNY9QBZUvUhaeL5KauIvptovv0xttUWrj",
-	"tvL9+M4VY9wLvjQaHxi0aAgLufS8CgZgXiRTWUA74G3ehM5IGAYbEm2qxGhlNqhy7jYILcAyL6DbW0kJ",
-	"v2dJma+wx5Rry73mdYDnDQ8+x6djksoNZ4NF5an7TpUDL0GMnqxAV4lxzWYFMQdhh2x6LkZiw3UBjg7w",
-	"D0nBoX+IyWUrwcsD92TKtORLsYspUhJ02dx4ahBy1+YxG1eAaW6fVctlWMD5Ao2rCPVgtJwNv9bd2MBe",
-	"3gvsQjLj42KitK5JyDNgxl8L78SdZ/jQQxsCHhkJ30dTI7XxL0JuN0gYRAtAVGRfi0fXG6Y72HZlkoKn",
-	"fp2tTN73GhMNgdv0a62hgOjGkIKtFtAMdcZubadbBjCYuMvMUQEEXGufX+uIuGE4UBJXEanYpUZug1L6",
-	"UkePAdZpisJ1P/semTBQrQdrW+sQOrS1S5Q14COYtVxDGcoKSP08HXYD8o4vyV9lcVtzrDY4oboBOfXc",
-	"Np4j5mLGiyxhz9/x5bV+E4xTEyFnJV/PzNfM/unjG9dvH0G9jeA3p8+OMxMO9IOdTpSMbA9W/Xv0ue5v",
-	"+kv7Db9hycp2/LILifDED3Eote+ix/iUfluEpAN9cgdHz9c44J8lfB52K2iLP0L4fGO7bAmhV62fHhFC",
-	"f2qzTstX067wX87C+z/oWLQwW7+dOxGCUDuzucA3EkNmc1xTO5zCS21WlafYljZMbIL5oK1NJpDurEzg",
-	"LDWR4TZGhtvwDNgaUKU3Ng2beXqMALBCm3sdcmEiMBXTVyE0jJ5lpbUZJ+YIzSZGUU5BQ99QMt7xe+fg",
-	"udLv2Jdn9q1rXOG7UyUMZWuClqbhtqYJXmJZuDex7OnStiCMupbHZI6U/4QItRZpZbIt0+kzbXhFb+8r",
-	"evte0d/7ir7/isMzkbROpRd4Z6+XujdQAX/LIuXFv71mTyrfPhT8LuNL1+vEi4D/w1xozVISJA706P4i",
-	"51xjptVlKed1K2m4EajRluWKl350hhXcmGsGAEBIW+iLqTnaEh0JLPRAp7cRgR3ywZh7bEOUrtlwm5JS",
-	"P/o00Z2n1nv/ebJG0XCp5wT8YVNE/xD67Rqb/lsOP60c1tT9bdVMFD2/kQT9yDGTvkGeQQpXQ4iv0l7R",
-	"y+sLW5N3tISux6BLMmVfDH0FZIltl4+ENGV4HfLROsrWsxqNX9A8v1e+wnv+RcLnVuX+97b9jSp3NXmf",
-	"et9ypQze+UFpJng7SaS8zXiHfI+NkjBV1l50hXizhSqhrhX7H8R/ab+4/Ph1GwD/Ym0YmnxEixyjspK7",
-	"tkfZjdAbnBdKCiIX5blrIq7NzMwAuqTe4OygLiziA4YISv050zHYpE5a+DxoSQ5BG5yB054s9MuRTRdn",
-	"AlJIGwpkL7Mb8X7R0FGk16D7ZTeCpzibasRaZpjUk87jWPmpEBlrAIx6sEAhEwBLmZqOJStSj++q337c",
-	"lpDx/VQ2sA4sAddWPnXtXjRz4GqZXA2PRAUXfMlTTCQ37KIXZCSOMJt1Dl0dlzy/4yaZHEW+XepMHHfI",
-	"O85TwPOps+IQS7ozRZZQscWgPmUkcs4KoSAo0wtCx39r/N6cPmL21RcLdFe2uVeg4xff2/trFZWHPPlg",
-	"QH47x21OSrxMYW3ry/hH6KxqhvcCBrYJPwpBPNARyorz7Zy27oBmheXVvdUDPLTwI4tsCoUZgAKSzjJh",
-	"xNWRj15wbOonNsYxRM8ahtexIwoT5NuynL8X+YqSSzbjl1nJ/+uyLLKktKtQwYhfmxfF5OhSE4e71jQo",
-	"wRM24yMBfdav3lweA8yV0Xpw/+JocT/g3oTdR92GHa+8hHj7MWzYirt1JJq3q4mjOnhUKGVFB2GVRo57",
-	"H1prGKekOQQwWomnkCsF90UuRtS0bGOCxBeGyRj2ljGBr0wRzX36+4nNnTCoxSNxZFatWiQsmKrkmvkm",
-	"K4mpL4c6aJR33tHoCcdnaiTiRBWTa6ArVFLp4dWklRkd1WyTlRZMpkvgwTY82J5lCsokYh96RhYjYWED",
-	"NQdCaRdCwsLX1Tnqq5r+8bfv33/3/bevXr25vnj59vW766v33716F+MzpvTLgpNZOTgSX7Ms59icq50J",
-	"hQAZPj4GSfIM0j/StOD/P3vX3tzGjeS/Cor3R6jUkB6+LImq1JU2cbK+xHbWVjZ3t9zSgBxQRDzEMIOh",
-	"aTqV736F7sZjhkOJlKycN+u/bJGcAdAA+t2/1hoLgaXC82PB6Zpl7HP1oKx/zwtdkLICtMWns1TMbxby",
-	"l7fZUuWr618LXa7fbd5vP/QHw9HT0/oPjooswvwftefKv6aceGNvS10f0qKs4XK9EWXHMuvf9osbywAq",
-	"jvd6HfRnhK7H6hu4q0GCSDtIgbQmCYqADmFbHwEJYnhsDRjb8WTfOQpCWFa0E9R2ui4IPSsv4Y4ZTgxY",
-	"zcYCkXlarc8Hpyvl4cjSa6uyYIkH10i67O+G1+jm9oQThSIP6risB3cPHgKu6g1R5HEbVNewq4lS1nG5",
-	"D5/6sG7X7mUU6q8jkbjsgDoSidbX/c02/2We/ZLn/DQ7qhw9pN5tkSA+K+U7ixH4bwkUW78+CIUVOhpq",
-	"l3OfuwG/roPu1Z5+ghim4CZsVJxfQBYah0CHvbHVKUa3g8B+S0paAnc5ocs8UW2bdZz0h4skclXhSe/p",
-	"2SK5YEmsE6sf2VrFE9J7bA28BewqN/lEJfRpx0yPl+tCJBaiO3L5iDhl2ykuomyrcsHeiULOtxeoA294",
-	"kWpfWKnEZqKgsNQc0bAI3o/0Xz9fgdBEaep0XT9mBVIQ67clqMyyNCrnW5latbLLMP2JbfN1wQoxE/Id",
-	"FATl9Ve6zE3BQk6J89QbWc4W2KVP6Imqko4edXmTbUBTy7hcipT9YlRjX+PqWDLgMN3k6LTBlXJbDHuC",
-	"3iTXSjKHvHNcOZvjnHNSXRUSyGxxl72GlxvWjyzZCYIK88dKZntI5gGTsMexwbMLZ7vCex6SzRg0Dmjd",
-	"j/PhhAIl9MFItYeID5j3tblKBzH5qljZ2w97dfmml8Y/9N8uy+Hm7O10++rXm7//7cfL7asXH148Wyy2",
-	"/b/Gr5bpaHo1/Oqe5LoDZ9ZfhNvgZsHW+Aww+6+SgYVXBDOvGzv9fzxJWPJbVNufF5Ryvtv3NJUpVPPD",
-	"1xk3MmsjVZpvEuaEGuTughfGsqz+EJ2iJ5DYOzFUKbYAfYL17pHhmAFiF1XBe5en7X1qE7fxzH8QRa7H",
-	"/lujwUYT5RL3I8gSlpSxkELuPwFxAqS6fxIieiJl7dUohp+szs8hEWcps0wS9468T7+C1+AwOpR9IYIX",
-	"rIUVWy5rH7/RQpUnKKiAhEgOqfHlhNsiFVsV+U0htL4IcBE046kvfgAAUBRugZixSW+wSF1OVEChLYQi",
-	"bKs7Y7vkjK9WghdddpnpHIiDuWbz6hnw3YylwpbO5hSt9UShSWMmI1JyriX43TV8ep0RkmgvjuI4hgIv",
-	"9M2IX9c8s1SCX7Gl4AqEHcDAUIjGTKjL3hhhqUs5802VEeZ/k0Nf24hVsHJca1tYSjPc23eifAN34YAM",
-	"vDkvINOcKtgsdI15OxQ9uWPbTnpGq0vO42VycuG1O6Ps7UvXw1vUnK+HWRhO8uGfHx1cjWaPvYh8Ski/",
-	"FxsGx1OELbV3qzXu9c5Oo5Y5Ykpofb0axddL80C3H356fg6fPu2eYdaJNI/2e1ELrtwuiuOZS9Pzc3AT",
-	"iCsTiBtGx2SXneHxYzd+vHf484bhn45GzROALxoI0GuYwbA7uHMCXiOBYMDODSLUWcKuvJ5ur/E3sM+U",
-	"nNUaD07tbHu92o7h05aZmHMzpllt4Y/zyEVqzc9H/fj3yJ7McWuwPFyXueL6LV6sfeEZd5c/9xB6xIp3",
-	"ic1OHbGtbGXTLf0v0CkQdniPJhGAp1otIoA+vqWrEJV1AsjZUkTQJh5lbF6UJ82I9ihrNsbgLnOLTFWD",
-	"qZeEXg8itBd76Bwf+MChv9BsJovZWpZsWgj+VhQO280NaIx4ApvLIeL6jM8WExXgEcGYHlPKPEDrB3E7",
-	"FQsJVcdZzlM25Zm5j0Uwb2MhV1Zh5GYqvtAXFJbrgPoOwyy4Zmh0X1ryQb8ZXmBIqwLhrRE0GieOyZy0",
-	"zIlqgxz2laerIp+Ka14mJ3Y6lkQR09JY6LJkqZjJVGgfi6tty00esem6nKhEqus5JNWbAahY0PzX8k4q",
-	"/Jxzma0LoROS+tWe+kh2s/g9jf3olH28RnteuA2jlp0ccD+3IJIu+/CGDacejge9/7XJlpawjamM8DMg",
-	"b6O868PX6Ioy68f4bgFXyuU+1rDFx8PhoBW1iOatcVwVWQMjtP3K4srK+nevbHS+f8q9/ng4DKc8y3KE",
-	"qNqZdJCwuTvhf0Ytc9hdKmza6zydj0TnNB3OOufTAe/0z3tn8en8qRilw2NEj5nFbY7W4DzTBZ5aNvVv",
-	"5HWtAKgTJZDVQhJh+jDJAAD2e+SC2RvdwFnqwM3GkASoVl4SbiG2nqIafMyyND+ICGnPCZOJcl5I7EMu",
-	"sxJsJ8OOyBqB/1sIZAI9OBAbeaKc7QbzQ35dfRJyAK4WfmwyiQx/DLFGI4R1iFgiU7Fc5aVQsy10BopY",
-	"kvGpgO+cr2teiiLBdqzuQ3RCGu66nEolxhZUT2qWSV2KdKKAlxvrCtELbQxdCQC6UN2dESQZ2xo6owGp",
-	"aqOJ9/Q1Oj9n5szN1hDCKCjtFEyxjBrlmxkB0uQF4/gLFNIqx++oCksq1t4ZS+XlRAVd0GqzPalAPAAm",
-	"KhGbKV4Utl4LZlJi8T9+32XPFTNsVc7WGS98rgicx//EH31ltOkEntYE6MHTicpEafZ1TGIUFBYEizTn",
-	"wnoC5piTYMzUmzwHnI25VDzznTf0erYwFuUwjllesGE8jCBXwuk2PMvyDcAQ+FdKdXPSNedDl9fOUEgt",
-	"0gJ8LMydT5jmW7ZZbCNY20S5xWGmtJfU5hzYc0GforfEYzsEzwH0yjYh4c2BJECEicK2juDuRyscffjm",
-	"RM3l+33dHa+AY9xhhb+CqASQ2gZbaB/3WNVkHx1rtax1E576KxsTCdO3gT9IHWQd75mJv/KV6czzYgky",
-	"eL2Gb+pmfXQLDVxz5tIcHBvOJVhGBNQZDAbnJ3tLBMNL1DyrlJcCSiXvOTUXSDl+Vvjox50WXtCfXv9A",
-	"aPjWVgB99H3J2kmob4X1Jvb+k+ptGJYWqpwokBq8BLMmYpxcQWYIzxc0GTIWMkUSunRufkdZAuJ9KSAT",
-	"lTyDwKknSmp8KmIzrgm8NMv20W5dZPsg+fvx8AxKeRxG/8Gko3W4TfVEC0QWZRV6fOu9G1yTc3snPBrd",
-	"c754AnkBXg2cKAjSiG0KWZZCYWtxiI4krI1S9qtS8OV4xbdLwxKSk4tAp5gox5aAky/zwoK3IGWCfDqe",
-	"ZaQ0LFkbcu2gf0the6jpk6A5KMg1bN7JknHiHLcEA2Tk1CoD2CNrscKkg56faovwJxyX6L+PJioZkzyI",
-	"POTJ2NWJbBZbdOPOcpUCEDJkHDK/1HzuTN2CI+CTEb7gwp/lyyXvaGF+jT01dNlFuiYMNsA2YEVALAxF",
-	"gVkdDGhxnEFQQC12Pp+o5AezFJ2w9rDfr/ZFBcL5Q0aw1PDXoO9fDALB2X7/aFX21uix4v0qA+OD0kqa",
-	"OnOYSVQOpyzFUtdO6aB3Xjml/Z1TCiV1z/HRgf+aFwUHJ5Eut+DVNcyttXukm3uMBELw0+ovMj64v8gl",
-	"grvZY4JHntRr7K6Pbv4c+pBcsDRH3NC1zFIj70Qq4XIuP80WJYGXIQoqT6Gye9Ias2Fvb8VpH7KWwBfd",
-	"7fXOXICaSkb7nfM47XVOxXDYOeO9fufpdDQbpgPRn/di+G2VvzqnuFUKW+OW08pQcRap0TvZy7xkWG9E",
-	"Pw9Uy9bYaKZNBaNNxaf0k6AA9eElp7tVsNXKXOsMR+/3binqvoJT+45uHx061aLTmuPliQ2FPoGd1LVY",
-	"QWWvj6ky7sdX8anZ80HcjeNhfc8HnV6fTzuns1R0zuZxr4NZwWfnfDpLD9vz4JPKtkIPvE9qW6vFzaHm",
-	"fHDZdHAWbPjj0APhR+/Gvf49GtUQrYj9jFsvfrncvpTx+xdv4u2Lb/+2efkh7726yj+8+Hq4efHNaz7/",
-	"5vL9q5+/Xbz67n8+HBdhubvDTYNf5XOvm7tzEckYPdr9tRd1wbUEMzrdX6+ufgQ3lbkKqO3bfA9JxgIv",
-	"WUIwkVBpkaQC7O0ABseYfJrpPFcAwbjKtZbTjEpoFCF0So0OngtyxgheZFIUXfd2VBDt2wvBlutyzbNs",
-	"6/074FB5IxCqMHnuOU3ne7F11SplDqh9lHLhDWMogtF8LkKAS8pDQ0uCQwdEsi60Nzfa/bgHHUtIEa+6",
-	"9EARJKUYPgDA0EKU60IFLYPQJ4FdbYAnsH4c7/T2cYsqO6/BsxFgGCJqJkSdQNVumBGhgdopcZbK+VxA",
-	"vijMCotk+v0u+15sUauB05NanyP6Qff1nTBXvXUszkiwT9C2+J8PKV/h5U4XCI4Hi5EV3oC951WdOsbe",
-	"ARgZTcI+zNi7iyfD4B3L8ZFFZrzWeMPCtsJXFDjkVWhBbwPtAxhcSkXrPDXLpGFag7jSmePHn65ae6Xl",
-	"aEdY4sNVaYlYkVXwyLsJYSd4TMGQOXCPWi4UZBncUfUDLjn36+OW0Cwa6e5i6R3xwypDcsxjl9ntcBzv",
-	"/qVUJfsm0vKiCgp816jYYK8rscFcMLu2WppmA0faFSuX2YZvNUuAU12wJS/eajjA5Fou6EnMVdtdbrdV",
-	"39qQvEIZU/AfLfO5EX5NZUzHdzX5/9v6KytYanT/M3c42bMxqyKfZmLpAGIPI+yP+NR+AA48+VKzjciy",
-	"zjwvliJl03Xpaiyxrng+p5QF6jln5CEGqqB3H9grOjmhElM9Ubv30GyhxYwGqBPi3VXB2/0EFMo3DizT",
-	"KnnHKZZVwAwMwUwt7v5d2ib492QploB4Xg3kJAxQCxFvTgmW8pJPueEa+dpwuUKuugz8VrBBDsJ9ogwT",
-	"1CWAjBvRshIqFarMiBf6dBejabne8wQGvwKYabGEYe2JAWEdwWwnVnNNfpsABYxg7Xa7vyOW+m+TFhwP",
-	"8ykd4t+TLrtUuErva7WOy92oaj02rMWSK0wqRb1xr4prRAbTUt1kVJ/e5hVpMlGWv8JkvC7KS2I8UPlR",
-	"VDXMky57ZVNWXTycOsF34LFf13nJI4wIgg/SNhkEh9hcYkjQXoFh/9ySBigK6vszdxCkZguROc3Tel13",
-	"TgcCJ+yQj7V75tH+aMRmC17wmVE2TyaQ4Ix3mvx5SDNIbjLjmjXRpGwBkHb3X9foinCabQyMTxR2L+iG",
-	"OlPS7XZPPHZHghnWUGOVS1VqC5oOS24ntavzH/THwBD/Ehp4imUFQIkaVOTTX8SMitw5RGhpEdDqwXI1",
-	"c7wN3fv22wtnf8E10ebKkJ9eGfJAXZmZ91ux7bKrTU7bumPhjF0ad4G4MyjezflxSPHuzM2ZTBEsIIuY",
-	"yLSdVLiHnbdi2ykENJcI1gLoI7RTzHyNgRPCGqioSlHAY60aYVMdYPNgNzEK5qLyhhHYbDKwiJrIHMFs",
-	"27milhQJHsQTeHSi6E/bDlCqm4hiC3kBqew2PtGL4jjGszHsDWoDi/czQGEZ9NkL+RfWzouIyflEgYu9",
-	"iKgM0RzFDqwG/OcnF56TfqGpuQemVywlITNgQZk/xF7Vk9pcD2CX5UKo26w8/Rfg7A8o1KLMm3/cYohZ",
-	"C6UHvQN3PIf4886w76yno62tqHn0wRGjDx40enUQfH5ermpPowf3yXB4TDkv7NBjorO7CELh9H5q5Gj0",
-	"2nEtMX7vLu+NLJwj8nl3iM7NamRhOBuIzum03+ucpyPRGczjWZ+fTs/EsHfoWTnE54yf38PpXFvJcBSs",
-	"5NEiDJVRnGfZGzJHhRoqxD/ai/Hb4adgcNcp6I97/W48iuunYNgZpU9F53R+FnfOeW/a6c8G6VCM5k/j",
-	"096hd/YPPQWnwUoe7xSEozz4FITEv8cpIMoaTldyaR4vAwtsAfKIYJFAxxozTA1B2wrYC3zhckaWQmt+",
-	"Y8yOJRZAQznbVOcZNBEvy5URszBH9tPrH8CfaJWu1ri1R8HqB6Qa9vuGRCUEu5/T7GjGPo1nXaixM4XG",
-	"pKGMyfhAGJejeTVy4yaz9dUhhsnnHqifWmGLs6mx2BAUPl+jSvasUcIebmpjXdV+W/tr7GEUhaNGlCXm",
-	"8nxTNF5toVWC1mClwJJRnSOm5xrNE5R79LH7vJagQT7ZA1b7OOmyK6zQJLdIUOZlRp9LJbWF8s7EvISo",
-	"kUV/8a1XXf3nRgSY39WkWmNmT8X+9V0cn048UUE+MarT1WTcxK2vAkXOykW+1tTTm1NbLVDW7ReYqyTL",
-	"EpDbrGOAUq3gIdD96Z0UJ1vkxjBdr0Iqjp0ft2S8zJdyRjlg2GnMp8cRlC+2eTe0ygv4B9veepqy1+A8",
-	"sLYWQd5hT6wNGaNmpxosBviVzZm9f1zHl/7t9iMnVyl2ACtzDIv4xuQQ3FvmhTKPVzpDhUmlVbkX4vpU",
-	"szyrcZ5+Q1KHm6p1BAMGbcO8d5uWkePG49a6yd4jt+CIMAru0reQ//8opkJY9HnkrF6D1GuSia7ZiC3C",
-	"C9nA51rNx+q+g9wnSC9eWubNqYTk4cIMLcr9wgwjTXuEGVZBHCi5WF1wTVRbuXKTMb3TVQ2cRA0O6mql",
-	"AbRRzJUYkysmCOEgek40UelaBL2WfdPENNrJVEaJgQUVUJW4TwJaKxwkIABOJ2mxvS7WCquGbP9Bj7Ga",
-	"hm5wzbfBG92CNRIMZ+sk0UQR4PSMA+3mslgSMuHaosWFYtDF9+4tBvfKNKrXAT+zhGLQW4XaRDk6NUk1",
-	"/JKkWioBpFPNMLPEhjcDgAnLwrGUBHrK70B5VnvAkr/8GlWFcZCZAc5zBq2gdqYDFbdc495gnNaYTkWe",
-	"L9k8L6qwJKztPPcJVc8qlgkNWhRXZh7QK8X2oYUpqBzfxqGMBxP/baXSOUtgch30SYo0aQLoNyM+XNCn",
-	"xbZTrFVVXn5N1bgiPJe2VoFjoTYsPRSZdPitU+r2ZMkWCr3VTubF1cL2b4b6gmU4wp2vPFjUIfUeSQDv",
-	"p+slS4utuSjhquh0ECqD9+3F+0h0SfQ55CW9Xv9oshygAdTZFSHp7GGQn3WDR2u9APekJjMfQ0EwEve2",
-	"Zgxk7VbEg9T7DcGxYYDzdQGxMCtupaa+xRaEwbwK0Q6NkWl1zQTRD4JhpsKsNuhKlRfAr51p205cum8S",
-	"kcYSMf/Gk4mi/g7TWjsrH6k677JvAsvZ9XqZi42RORArDVGhWHsUG375NGZLzabbiaJdPwlRBI1mQihQ",
-	"Xt6HQF/UvthWiOWYWAdISagZmiewBjacLCvz/Dbz8MGoCR832HD/PlmffmjiMcscwsxHZxE76+8oz/Ow",
-	"N+6fduPz+3ieP1YGVmT03uBe/ula9cQHyIuvczXP5Kz8dIxP5Or3kiJ7uq+8DtKxgZVXkyEvPevGjO8G",
-	"/g0CxXNw86wFfpsoY8WELcEJ760d9A94/ezq2cur569eJhE7BZg4NjVSlHi0bXzvZoJN6wFFULhiVwkZ",
-	"JXiZxw75T6EhZaY0jIeN4HIP5sGoZQKc1wHpkt9QFUIA+nXQU/bXv0efQH7m58ZdH/VyfyfKe93s+7U3",
-	"NZtr2+fZLMUaqnb+DlC174iOgAmqjNIFepCrVwmKYdpByACKkl0spO4Bwiw3DmlhWM+RU4cXwJCxmumC",
-	"r1YC2ZW6qE4RffxfaD+RqZjlS6pXsfPsgk7msC8sCsueUAy1iQFcBFfKC8A3hRmcVpnPAeg0ImRMlW8u",
-	"ADPFPDUV29xmpIviHUD50JwBYQwOumGIg6ejXd4nNeOzmViVIjW8uL4DHuzMlyI59FPIy0W/SA30FL0f",
-	"iIhunq0pSglbmgPQZS/yd2i8wGCY4yY1lAoBTvZEAbAU4pppwNQmlViFpgQMBPYEkH13OGMhmJ2q6PWQ",
-	"sHicYs8O0esh+Z4ODRUE1FX2CNvOWMW+sSmjbQ5upccfULdzu9q5p4DmSiiHegpSUQGGqXcW2TyseHmc",
-	"38ZS4E9aheJKEYxhC/1CiX98VoT/hb002qf631uR3nHHPPFG5K0wm6kF+7S80QZpAKomZ3Ne82ej/HPQ",
-	"0LwQrKLzAsY0hbYJPizUsRfQphZ617a1ELVoPUw9ORmjmmz7GzZqyRb96dKu82NDMEBVvkVrBjDes2HU",
-	"2o+EMIoH7I0o3smZYD8p/o7LzBw0M/F1aSSJjUYHM70m18h6pctC8CVbVx50P9vvACnF+/LJKuNSQR+0",
-	"Qovyq3U575y1otY3CLT4Zq0i1u+zl/k7Zrg0s/yZfffiCqFEAMZ8Lx/vxnGQw0gOj1E8CDAMEOU5JFYv",
-	"juOep5fKfX1Z0IOjFyPAEzpadgl1x9R63fh8UAFeBmjiykQGp+GL9XpmWEDDHvw2aeVQNgJS4jDq7xyp",
-	"u4jeGxxG9N6gOxzEO0Tvx/EReWx0NW5tHkS3J7KaJLhusLsTuOmxvdNny+pjYwUgr/9C7zBg/YeaW7ty",
-	"Iwj239uCu6O8jIc+Gu+6IdUGgvKMYvK+TtYZTqEBaDjJRO0q7wEuJ5gdIaoAlf9YxASHhQBlgA63eSVn",
-	"b8HptF51J+onDUHsMgfkQgymEJAja9+C/njC7oI1BKutzCdqwd8JsAPoB6SrYJk5Ush5/V0LIlD+bBlN",
-	"EUbELVCzQzOIqHJmlq+2Y/NIhz0vNZNAirXCPIQUrJEKmqPvGOXKm23XKN9/yfc0cpBjE8X2VUPTM22q",
-	"FCLLIrCxqQ7J28LpCbYEJdpgUIOxVKRrZMCQ5MGoemojIVg/y2+U1JXGKBeQn4JZE5TvSHSGbAhPaazM",
-	"ZviqtMhXtHsQUVurzOyMBG/ijShdf1XSkAxtnb0fUhfSJrB1tzuaZVhenBfyRirA0XAmMdEy7KFlL0Dn",
-	"sgyrDMvwEARNSiQkCOIuSlLg/LWAt9PKpPe5ftFgg8PKSKoQqpgGex8TLTDZMdAfFzxFG3sQCBoHwSud",
-	"c5QNWRs8A5Vl0kBuhZATkwxtokSD5hjgknrYVSpAMy93NEEAOURFt46YXAkNC8S7VBZbNl2nN6J0wbx5",
-	"IfTC+3FdRZ2K/JKXfIuAJtTQpFJ9CAiAlYmsFbTsRRXZwUcEfigK8+AcfHILzCEJ4kBJN8BPN0MsMUWi",
-	"QKcD5orUp2P4XhArNScwyFvqHAQUC9uPnH5qk3ewgYzbXWxQH57OgAaYjDwzekfqi9+wDnGar8sARxJT",
-	"paz7a08kOQodUiBgvPsGbiPeB8pl2nCLveKDBRb8hWNlZVpwaNXHVutilWsEpLEwjGwaXjkXEUaHDcKG",
-	"JlhrkVABa7kQrgNO6OyTClKgMr4N3FuUYuWilOXY8353+ki0oFdNas/FJiovUFZRj4IgcLwVlBcF5Pzy",
-	"y2cpoYvia7tffsnC4nxfIc2xIBKrhrHfj0Wixlin+R9pzBZxGgofKQMPizSR5cNYM1FhOvlGWU+ZpMNB",
-	"5G3714YPThRWjWpRnkS+3rzmtr3w58g7KGUaBZas0Qqq6X5dhoKfgLArAnyZv8NUgg2HBka2v/8KSya6",
-	"7Cf1VpnFYCUNohJQ+Qo4ugCdEw9Lv4/V8XjCbW5gl/3sevcbCsIrsBb8t9+TqOIq9meQImV0S3Z0gkqO",
-	"HEh7WTIFta2QcSbVAWlyFt4UK8xDXnhbmhrzS9Rujbekrj3Mhak7Ule9jm8QKNemBxKhAr+jUdNFKkv0",
-	"7O0+aGvf6Qh8gQ446goe+i+PMhj/u/MmXxdQDuWUfKPRV4PsEFivQAu/6zssweNzuG5pp3jvTI9/d8DK",
-	"mhXf64+HcXc06j1qeeFufsd9Sgvr0z0Wy/LjJngEBh7eVWR6+6w8lW/+pA7wPxKGxwqIPapUVFOkKukV",
-	"FxhOI6veQgOSWY++YG0bNfiEb+gMvKsckR5gEfo/mTxK6lYAKlVoJt7PX19tQG/2V34voBc9NHGDqGxT",
-	"LwNDNPduit5Sv3jzf41+jjSfrZdClQBznTzJV0KZS7zlyyxh7QQRF7EUAR4yVnGuJgpw7MdPnmT5jGeL",
-	"XJfjs/gsTgCTHXnCE/Dw0IJ3cdRFxxgrvtk0glWGRRdTQ0kPXEigyxY6833HnLKMb1/i55jCvgsi/drQ",
-	"Dpp6WWYUOQRMalJSq+OaFbli4v3KyGoALVdU8MA+5Ep0d1suNE3H+bD2IG4XvKSGlKhPggaExxq1nLwA",
-	"rmXRbqodzLo1/O2mGfyAX+wOf+l1tssfnxvtFW1tWSBoJE4IWtdvg4HM7xqGsa9oIr3tbE0eB+pYjWdQ",
-	"3ijt9jfoABvSt9aCtoHK1X7urSYM8Zw0yTQcDWpfbmyDTVA3CwHgNjwjMPwNQanQZPg6BZzznfWbz1mW",
-	"3zQM/srupNk989p1uUAAHRcECxLJLr958fzl9dWr75+9TMKB06VUDQPblzeMa8jSkYppPMHabsBGTFnK",
-	"9WKa8yLFG52SYyF5spZPwmHd7xqG/iZ4B47QMIm/Cp6Viwi6KUkltI7YUpQF4GCptMp9jDkfUkfmIemd",
-	"2q/3kgHn8M/f/y8AAP//",
+	"7P0Ld+M2kjcOfxUc7XtO21lITVKSZclnz7ueTifpSd+2273ZySjHhEjIYkwBCkFZVjL93f8HVQAIStTF",
+	"bk8mM888+8xMW7wBhUKhrr/6rZXI+UIKLkrVGv3W4vdsvsg5/Pvy/avv+fp1pkr9l1rO56xYt0atS1Jy",
+	"wUT5TJFpVqiS3PI1JYykfJHLtf6LMJESRgp+J295SqTgLdq6Y/mS6zelrGSt0V9/ayUFZyVPr1nZGrWi",
+	"IDprh2E7DK7Cs1GvPwqCH1vU3TPRX77l61G5yBfTcnDXU3wWtWgrS1uj1uKX7t3tYB7dr3qCtWgrZ6q8",
+	"XqrNd0fhVRiO+uejHrxbsDlvjVpJ1qItM9bt+6NREJixqEQuNGn+2iqZulWjVZGVvPXTZ7pjKkF0FZyP",
+	"ouDYqfD7RVZw5V4ysC8JqjHAdJc//5rym/tUJNNutGe60VUwHPWHo/65N11cpobpFJylLfqguYWNy5Tk",
+	"mR3p5hR3jzT0JmlGWhvjV62fPv/0+TM1bPkB12uTMy3L3fK1z3L/Kpz2mbY+JjOeLnNen/kPnN+mbK0I",
+	"K8lwFAQkE+Q9KzLlU2EiU33vb+NWwReyKMetERm3Upbl63Hrs0eCrZUeVkNLCilao1ZAhuQr8hUJ2/0W",
+	"bc04S3kBUuOFFCUXZftqvdBTZotFniWszKR4/rOSovXZEDIIh4ydT4P2gJ+l7UHSn7RZj3XbkygJ04AP",
+	"p+dsYOlbLMUGuQLNfW5Mc17OpH7p+3cfrzS5+X3TQ93aQwuml601mrJccb0spabkb605u79mZcnnCy0S",
+	"w4DCLxOW3MrptDVqhTP9xUz4Pyk9LXWbLRY8vZZJsiwKLhK9ggFtldmcy6UeSTfQ66H//lXLxFHr5bKQ",
+	"C/7crtRykR6k/7LIW6PWrCwXavT8uZHXnUTOn8+kvFXPYTnbuMAtYBiuVCbFuwUvWCmLOt98zG4ETzW3",
+	"rLJyRsoZJyydZ4KU8paL2hZSxfQafx21/jIZlP8TiR9uh6/nH3rq/+7C5MfF2ezPaXf6LTvnn2SQfb++",
+	"+uXtqv+yQa65LR9W0yqkZumWtKP0Rn4Fp83ecTNBLt+/2tr1/pC7v0T/J4ff3v5vOA+SwRXrTf68+LE4",
+	"X/4gXq5fq7P0u+n/ZN/fv+jfvbs5csj6a6PfSzw2CPIt8eioiOezZjVHOm/P8aAdTqKkPUi7vH0+7QXt",
+	"PjubDJLzdMiDafV+lsx567NeiCumbr/Wp8OGtE05S0nOy5IXlBR8qkdOJmuSlYoUPOHZHS/8BfG2FfWk",
+	"kSxSXmhh1At3SqEICNrXG6EThufuKDRiJGoPgzRsD3iv1z5nYdQ+m/STXtrl0TQM4F4+X8iSi2R9Desm",
+	"lnlu6M2LQm+Llh0xYUKteMFT0gt65K0syTdyKVK7PKpk5VJdJzLlrVEv6NEmidEkkMwtMC/8/JfLnG0h",
+	"V5cWOFg49fFw35BFjRLHe0cn6obbUoctss6CFaXgBUieFZ+g8IGVVK2KZ3JN0O1jWp9qJLVX9aGlWQa1",
+	"SUOHB/FNtJdvhqMuzKUXRj9+0WEVtXtJl7cHkyhsD9M+b3enQRKxweSc98ImLsMhtntR2xK+znMeF9bY",
+	"KgqCPxxb+Qqax1Z2hY/nLfuiTjAMjznRkIb27Za3rB7UzFsrlpWZuCFTWQBr6aebOSr4f4Oj8PdHsNQu",
+	"FvgdmUy5pX6QAKst0SOYrEHtsKYvah15Ns9KddDO2NAFHnISmy9ohl1k15NloW1xEA7674KVXFM8oK00",
+	"UwtWJjPzW9+swoKLNBM312BFwK36/2kbr7jh7sW+LAcD3b4skcKosuvWKNr+CigHvrYAbMGFZvfWqDWI",
+	"gtkTcAp8xd9iLJlxvc8Kmb+VH0tZoFuBq6TIFubbl/lKm0OxkG2l74hHoNwWXC2kUJzMZJ4qwkhS8FQP",
+	"mOVEzeRKECnyNZEi4ZSsZlkyI0KSRH+RzNma3HK+6IzFyzterIksZ7yoXpmwosi4IllJSik7MPNflhkc",
+	"f2Wx5BQYec7AzyKWc6222eG1fqKtEkWGKotM3KDitWAFm/PSTPxymWbli2WhUIuvT/hqxkkMuzeBO2Ii",
+	"pzDlRcHvMrlUZMFuuB5Vpm//ZcmLtWeZ4lv9IW4Oh+L3X2uWbKB3SeZSlaScZYrMmVgTLkogx0nKp2yZ",
+	"l6QfnO76PPB57evmIcfK2VwTrA/nYibwr9DRLBMlv+FoNbyqROb3qKHXR/qG3XIFlElYnhPFppyUkgCX",
+	"dogmI+ohevG4MludgVsLtzc+rLfUBTi5FpyVznwaC8Xm3DnB9J3wgz5j9DeWhdDPs9KcU/oxFHQkCgJ4",
+	"JnYzKNsf+CJna56OiOag+IKwsdj4Iql9kJE0m055wUWJ39T7nPSiqEO+52tFWMHJghdGjuF89bOZIixX",
+	"kiguyrFgOMfYo2X7e76OCW5DzVoctoDR/KzS1hmLsbi0L5zx3JkDMFt9GjNFciluCKvIqO+95YtyBPuu",
+	"+nnGtE4oMjXTOqJI9Yv09I2EgesLprTRcRJ/9+7d9z989/Ll6+sPL69evr169e5tTMmAgFdksiaGoSiR",
+	"BX7B+jBj98L4lI6FP6iU57w03y4rQk0Lzgm7YZlABkA+KfhSaZVDb/8ZF45ZGBF8Ba903I9UrNh/g8y1",
+	"jTBn96+5uClnrVHU7wP3279D2rBJv+frV183i4dbvn6myGI5ybOEZClF8cCKkkx4ueJckHi2uo4rxuWJ",
+	"1Px47WTJLV+7SSxYOaumcMvX11m6V+Z5MznrNQ3dqnS7xm/1AJKlO0ZxYARTWczhaF4u4c7tIWjNctfn",
+	"kSv+fp8Ghtz5cdQ7/l6f1+qYOcfgqPkTSz8gX4Nag0otqguVQrso5CTn8/8ExXYjeDBnuf4mT9v2qq9F",
+	"gWQCKZgpImRJ/vzx3dtajICXLNMam+Y6uHu+VJpPCYN7iZz8zJMSaKFKJhI9m+d34XPUdCrlsQfqTlaC",
+	"X+SNHZT9niHDshAjLcZWM87zkZnWaGMKQKSKov+/gmsF5T+eVwGU53hVPX+Pb8BHttfSSgw4Kc03KFHL",
+	"ZKalImumDiWMOHXA7sdVoUWpngXINTgc8N15Jrj+yQhseNt3V1fvScKEfuWCFYp3tBr+QoppniWPXWgh",
+	"y3aiFyBnk02vtDHGWF5wlq7hbGleZH3XMRaREcpocl6gruasA5BbcIxrMQyMoGermQYHCAZEE788P9Ia",
+	"q5hqWDGVFhmWqvVP7eWuDbo9JXcpuSwSbpknE4SBisGRC1iey5UCRQ3W/xtZTLI05eKRDJAJtZxOsyTT",
+	"+go4JDeZQB+bWluRyxLPFX1TpYEJzlO1Y/NnyrvHc/NW2s/YD5GMW/jyC7inFiYDbaEW6DooObrVIr/y",
+	"JomfOLS+DWR5ujW2VMgUuWN5lpLJsiQ5S25VjcB16p3E22OKT0FwrOQyT8lNoY8YZh7PSpJKjjykrSVg",
+	"lreyRGfo44XF1D5fschbidLPKYkwdOfF3iEw9MCmxjP7NLu6Vy34W+/lB/cx3vg0y2tpYbcxrE+mRYtW",
+	"m5U2VZhAy9Po8Hpd3rN1Lll6JeVrbdo/cnlKKdu5fX7rvJZ3HFVna601n9b2BIJn+H0CvAdcmf1aPXto",
+	"84Xe5jOaiLaqCQ7vwJpU83j6QxumpbnTDgbofyXlGybWZqTqkfQvWMnbQKFNt+Y7S3tntmgRAG6YnYLT",
+	"qIxztiZzdstJGAT4lBkk2IGo41N9SoB7SWnVYrnQbBYFwQWep/pqSNQRyxb5B6OU6AmwHzy0bLXpP83K",
+	"Ad0YEApZT++mX5ayZOQktj60mJJ4y1tmf7TqhYpPL9CAHYsJK5MZrTaE4421Mfhkqn9kKcTjtVF7QWRB",
+	"8XGxtiujZTMl00LOCSNJnqHpnaYFV8ZHsCi4Vpp4SqKAZAJlvRH+CjS+Klir4EzUKxUQNRYnsd4Fmv5t",
+	"tixn7SnL8mXB9bwmfCoL7lu0/I4LkktInVguTjvkAyw7m5aW7bI5PhDDlfalvuLcATfZHVeduiPcu2/b",
+	"ovlOrpA1kP1Aqq0YSDkcGupwYGPvd6Q5Z1DQ4AzS/PBJ6OnLIvuVp4/WcIDwbRPw3VRtYKXcUam/xkWp",
+	"38t3ykjv/PYsgKW4FXIlaJU4VRAMRB+lroTV1qtN+sCuW/r3Pp28nHBWaObRrAnzzJTKxA31J+zN08wd",
+	"hOknwe8XPCl5+hKDGo9ctZIXguWbS2Y2gpZzjhgkKxXPp43rVd2kn+Sp5tUZE2nO/b1/oc9orWJOOGyl",
+	"m5tjFq3vW6evzICJ4oWWLBjROahmmlk+zcpdCuvWhq9XVmk/6JLVjAvjGIIBGqOn4CyZgZMvZSWbMGNX",
+	"fhKLQiZcKW3fvBRlVq4fuZKw+xiO0F/LV0YgTjOe77QgKumsVyerPTIiyyKnxvVbi07QFsxfQZ4i3Awr",
+	"kEOykVJMq0gt55IQhE2UzJclJ7OyXIDdXZYLRT59eN36TKs3NH6p4YUlyTlTJQlbn3864tCNfCbCCZpJ",
+	"H2Ifj7R/F//Giud52/hctI1i6H8BbCSnUzxxzXKAczrPVImZPTEuQdxpVSPzElP1vxaFXPCizJBP/Oib",
+	"5/JKtVphAsAbfq96Zs7mKfXDTBovbkqykpLYZidp3SDJs1gvdHzL16PxMgi6CUj0FP7N407T1/y0oh0j",
+	"FMvceFLwqNt6R5Y+tXe3caj1VKRt0hhRoOesb62de6nWZ1iea/UxkUXKUxMumPKVPfIpnJYLECN5rofw",
+	"OHKg//O37Qt+nuVjaW3zq35rZSWfq0P74iOa+e5FrCjYuoXOVavA/BVdtTBs94FaqkGNKau4oPF4ugzY",
+	"F3gTCNI8fzcFUbVvdGbbaHlU3zdaD75tCpUZtqLAOds8bn5SPCl4admefKzCqDNe8E6js9unh/389lR/",
+	"cpO1Wej1gWMm+ZGL46a/f3Xgnbup7nnFWZpmmlAsf++NyqST1gda3/d7tpIq5UKRlSxutVg8+fDNC9Lt",
+	"dodgn+l7pstyWfDTDnk3z8pS61BC76yd22fndtk49knOJlrDMcExWHR79NsTP0uMB3GpIMqtP+rFdCAP",
+	"Yc8Oaorn6Gtu7uB+UhdE4tRA+50vyjU1wgPdUifxVzHGkb9sR26vr8k72xrqO8Gt03ltA51ae2QuqLex",
+	"nXa9SM/ZPi+W8wkvKAnbWmFKL6roqyV5/J09rdtmaNbe6rT2B8FpK10WcKhfz1Wz8QUh2NIbTynlLXDZ",
+	"PMvzzMjoGltlojzr+V8Omr7Mrca+yeTr2udQlfaDHoKXmu1R7wTTVpClMwRMjPxCK1qaRlLoR7V22SGX",
+	"Y1HLwQDT0aMeWKIj2FoxUWytiJLkJN5O99Q67kfD6J8Eu2MZnA5jAc7mxhdeENSAyyLjKfLl1haQyzKR",
+	"uOv2yickzTtztxeRu8YEtSZ2wlSFHvk++5ONCTla6KeoU9oLTlZMESl44yDdtzwTvlnANRy1jUEIeN0z",
+	"ZXhWUTJZa4tBiixhOdFyiLr0CZ6a256BQ3vJFflZZoKn6OfX+tbFWJi1hxkJ6SfezDk52WIgk8yFHm4h",
+	"BZh82kwxIwJ63PJF2SF/kkuR8nREwJSBEWjtNVnqjUH6YTQW4NuhGNpnJtmlG7l3aa3KLYOeHP5kJqMV",
+	"W/0luuE/YSIdi01WjXFVzbdA+s5ZnnP9k5LogWXFjdaw9XvTQi4WPMWHOuQ7MyAtqcdizta4J7xEJxwO",
+	"nBsm7YKJNVnNpOIwcqJNNJYJBfJAX0uY4pTEWsXTS6EwLz+mYxFXr9VXwNrHW7ROoP+1YEqtZJG6f8O/",
+	"bvkabstuBNMnGqrSiZS3GY/JiZJjEV8atwRIMn33C3MZkmQ+8rLtfphrcQZ2qzql4HRelHVS0yY6W1U4",
+	"mWn6ihuuSPzDatW+9HRZ87n3hbxf1y90xiJ+LdF+NXfZ7M/q51vOF6gMlTOeFRCt1Jw/0/yjn1mwcoa5",
+	"aZATRcdiWrCbORwEItVnbZGJqYQ1K/hc3nFIATD28TEpp7Tui2t1g1bT+adKVpSH1H0rv83Nx+sdtWTU",
+	"JkkGwWmTCbUhyZzUf+jO9ySdnyFWUz5dtrk3//oBWknwn3arDVZBrU8M8wQfojxYlXan5qAokXmqNz9s",
+	"+AurI+F+hjRf38Fby6k/Wm2yutDjleX6YdbAUKwEv4mhCPrVRmPRJrE52OMRYSS6v/fYwM/Nil0egN6I",
+	"bUjjKtbwEPxLn9zW13fhQmb2e5mq8gbwcX0rPD3NBMurJze+yVK4yTCqn6RhlAA81DbUkbEguzQSTNzY",
+	"HjOefEJ6JJrCAtrUUUMml2BLW/rJhkRSk7j5Upg03A1tNbGOtfoKxSa6aGxRkO74C3zuOpkxcVP7HZOV",
+	"qwtjYa9guvE1KvgNT7oMPP/aLV/7H9d/GpMeXq2PjkzcXONJ0ylkCXfCOYK/qU7Bb/laM0iTRGJJ2aSp",
+	"Vk4ecoLRlcv3r06tw+dEs0PlEU7kfM5EevpgR9BDXFTWmblLIUPfRcP+MsTskLccw2CGVq2GDYtepQNp",
+	"Yrag7Lr57gPulCY3CC4CtVzoJgsUahQsmIP85d6AaktsCTlTBZHsyLR+z5TSNktsE62t1ayfgixr30xB",
+	"dU2Vh/0gO4Xpn1iZzDzHQ33aJrf/yHnDu66YurXv+wxG/Ct8NgxMgrX9+4D8x2/vGTPKwS9cK/uuZf4F",
+	"J5L/kkYTXw/lmdKyG9KEYz03FCegV8TbZ7WzdY/yletxYjJ3w/leLHkVXjEj8Wp/wD8yYylGl2yZJRP6",
+	"HlBHc8JZkWdQjgDr6rHbRMqcMyg90nM6NGDNHM0eki3eOdr1WGe4TWbYKnLaVn8ytYMq1LpLNnKovUx1",
+	"RlQmbnLuHM2bKdXb27LBD/mngrNbjGVvRB00hyfLMrvj1zbI7lnJnm/Ev1qf4DcYWbQqHknkUpgoCNgn",
+	"UIRTklUmUrlq0mppKxPX0zy7mTVw90duQuyYFgKHsX71opA3kGsAYgrUmJQ3vx0E4qKQE77DPshyTuSC",
+	"C+Nw0NY23E5WWZ6TCSc5L0k5K+TyZvZ4Z7/+wiETZYILhVEJfODxHyx4wkV5neQsa3KlvYDfUQ2EMKhW",
+	"Yz0i+4Sl6N0DX0RJ0dOw4tnNLBM3ZMbyqUm3mGZ3fCzmmViWXGGBxmSpMkiAwrItrKmo1Ty8eXn14dWL",
+	"j9dX795fX11++Pbl1cf4lMzYHSdzrZcmimhDklvbKivGQq6EicOB4UzUTNuYMX7kv8Yt+HnciuvUk0tN",
+	"L0cq9GO2jBS2uU+btUGPZ2tIXPUrppJcKgita5K19fq2kC8aNV+cTMOW2DLDZaEXpXPTIXFDleCo1+s2",
+	"a3KoETV5uPGCcaxgOvJKT3djI/o8YikDvBsGxHJBI2lMjesOrtSciN/0SmG1CihSonJZIiM0D+MIu9kQ",
+	"1i6Qt/yenKPNwtEXVtU0NjdbRdrG4xx3+RNoglawN6mBO70VthJSm9x63TCz2jiScVeJLCefPr36mpyw",
+	"PCe/8kKqU01lTGJug08I5QLWGc6YAi9lbbvtrBbx1wKGSXerPi9Ynk9YcmuSRJtnBFUVmOc5NeFb/cyI",
+	"rKBYDVwJ2jDe8mGQG1l2yEfH2cjrz9RYxPYlcaXbeKVVaL1T/VRWKrTAlwW/3ngqK/F+lsJZz8bCFp0Z",
+	"d65ciRFRCAiSZ7d8ozTt5I4X2RQkpsEKWZOPJRMpK1Lyg0EuIHk2KVixvhgLGIt5uJ2lMSR7mlx1PSwz",
+	"PQixa7sfPVVafpgt90ydUvjUWMS+b25ENl1zMbVegyqffeNVJgFzIfMsWZOlKLMcywzdcD59eG04T5Ho",
+	"/r5DvsFkijlbQy5JmkJ4yQFyEDWDbO/sRqCTSIsnP9n7VqAw9lyMLqQVugiPhRqoNHxTRs/Xf75j61dn",
+	"r777sE5/+N9hCwvsr8tiKRKMWJsY6cPK5jcBEj7vgiFg6vb6+Br7zw8K3+FxZx2UtR0B3AnMszNwRxTD",
+	"Aq790bsDMbT6PjRJaSeHfFLGJ6r/mUghOBjc6DI9pa7i07z1mbJWzwW4FLXcsl7MznF6U8UX+4SvFU3O",
+	"UvRWdVcNHuDOQZ4c3Oj7xHw+AMSTZp3AMMjOIj88so3XF49F3Jbq4cLZfs3Ni3o+Z5vi58i1T3z71vTu",
+	"iJsVwjUu6ZAf0HUurM/8IEPE3n4DGYiu5dhsWvgp/u2zCXzoHQ4/gTf6wuQewXFT8RIGX1cQmJqxhVPN",
+	"6/vvULDzbF+0c8IUP+uRE2UFPMsXMzbhJSULkISntRWcrMtGl9umwNpvr9fGAFHFXIobrLrDO8yYESEg",
+	"bbbN/16BV1Lf2hCRgl/m5CQ2AqqzGf6NR2SCMVGKQUphXIh+PWEVXPRxFE4b/YtfFv8BGdQY/dkjjXap",
+	"rv5QKrIbGJittd+1I5tcAcZ5cWQWksMX2fSGHOWJ3ZH3tjPXbHsem4LKlls152LpWYuE599keWNK/wsp",
+	"kGnNCQS5rFrznclc6x82pdVouDsyN225wAOTNyHedfxzNvRzfSStqxPJBV88SBpbctqE4bGTjJUncoMS",
+	"tny0wYO0sWDu1qbFAiXwZbMiAd5OPxEalXnPc1gfk8lebhbJPDd6OVoQC1bOrBVbK5k6sak+8XYSdHxq",
+	"URkg/wBG42qda6pocwb11oK5lOrGuGOmTOE0KN2YyFZ9oSEJ+9AZjwSqPtu8IAW/yuYNvvBcJlilsE3e",
+	"CkrS0tQy3jPEtCK/SsGpnYiWnFOFEZ7jdsKyTI7dNhtzxlHjG/bN9wksdEe6Rzv/9eHyxiBd7Tx8EAoL",
+	"uc8aj96esFv/25dXLWrhst5/gv++vHrxXYu2vn75+uXVy0al8zvO8nLWlHk5gytrU1TRIBtnPLl9ArVg",
+	"mYPRDn7HlC+4SMGHDq+H5CzYeyfxQqryBgvF4oKnGRS+mUI0bQfEUMz/a7xhItrHNN1vQSqmmfnj8059",
+	"oCn8eoshce9LJE75TcFSnhqXAPMn4BWkrGRxq1yp+ckHPYRTkqmxWApwz2otwV9LGKl9uV63SgzApf1b",
+	"wMyhieFeswnP9y7agSDE5iJ+z9dtzEtbsKxwKpIrB5UrYQrR4DEAygBb5iQuOZtDxcJSlXLOoXqBi7u4",
+	"0+mcgvdlmmkNLyux3m5E4m9fXhFXafL/h9Tg/9JvGS3Yeq63ZgxlGhWCj8L8YW2IKklNxtS7j1djUVVj",
+	"Y/QrJvi/qIF2CBLKy0jDRB/rDTH7EHGFqqw7+JrqEAc1FOp5nHVJMmMFS0qOFMrlihfthClOYha3419j",
+	"StLsRgtKGGInBnCb+HlM4nZMxwJygDJ7MjCDbYoZGvCgR062WHRulxNeCF5y1cnkc72B9GZhVQZhAIW0",
+	"/f5YVCOjpgb0voSSmASRzLyhd8ilWJcQF+C54g7CSe/QzOTtAgXG4iQ2pHCJBybr4HREhMR3ZAoJAb62",
+	"IpvPMbfa5A1ubGPLJBWim54vwM3g0puAsc/M3ahhB7wB1/XHkqFvvNHHsiNOlvImJ6WLIgCbG7fHVBbk",
+	"RsoUEzMq5yJLT5ud5qkPSbrvA5Bew9Oatea9J2clF1yp60U/aMyyfsPTTFt/+pCGEl+UXPYbej1IugRz",
+	"3RqSa/xV7wBr8hhRZh/bY+1UgZhqaMNh49CGw3JGFrxItMGWcytLFJvzL/mucTYduXJ6A+Z8WtrcJ02I",
+	"RM75zjBQscMlhzES14wAi+WOVoG2RXpRVi4a1aI1n5Kd4pZ3qeL7t8bCfUQBCEQSIEYGRjugKy9FzhVg",
+	"Cs44K8oJZ/qirYs+TslzTz6oMu6BdmiDr1Sm4IbQMht0C4izYU2oAbLaettCy1+wIpvfWV03TjqtonMv",
+	"gAa4jtogSbC0sJbyuM1XmxGfehLsIxioVtzlZ5TWFqFWCVib9S6WegI1GjizYc77aO4K9T3C44GvT2y1",
+	"yDO940rZvGuXQq4ET6/3feF984oKSfS28xaViOYYcZMNUJtU4zia6Vx+0Brn8XktVXLPb39ErV0r09ay",
+	"BhfskTp7mrGclMmChEFH/99gdNYdDEfWTzzyHcYG9r1Byd90VyBFGqr8NqduqEowF1CZHB5U8evRDQYV",
+	"LlXobC+5oCr9XZFyTfBGaFCDV67qqrUJo2/BbUoBTgL0pEOtRIyQxprmKRQWpR4UZCbFWMCFkdXNzTxA",
+	"5cXQHoYu4aKJbuovmXxujIR6ic/UZCQTWUC0Ff1BMSrgqE6vIDPHIQZtvDhTZMK1jmhTU1YMgNirlGSt",
+	"Y+unxgIofyO5TYMmBYetqqrcR/BFQAhWVjVzPIUklsIAklkYFnPk2XjaWNzytcKRA7iJ3vOEJYVUKNlR",
+	"ZU8KpmZcjSzICpo8GVdknqVtSG6AwPocQF4d8OiEjwXW1umTk5zAGvpB3lM/Z97OBWZrIE23UMUhcUZw",
+	"b23UTK6UweCtELRHoFHFZiFi5ziMK8oCAnBqbQ7HRDajD6IIbGvtLKqet4DV6jmE2c5YhMYG2TCODhgh",
+	"VGtjC1ZAqmHJ4a36H3VnGcJmh0Evasir2wtVSu02b9AXhUWfYIp8+OYFGfb6A7KoS4WG0gmXJ93g84PM",
+	"G8/rZ4J64N0xwDxktpwzUZ/ffvyIxhJ/gxvRpL3Un8bPVggMOGl1dJGG5+JtONUr0Ihtl9OnD6+MIIWY",
+	"zTTjiAfo+xsdejRQvR73LLJ2wQFkOOH7/eX74zyJyTVy9EYoi20tDcEttieiZrLQphoggjiQ2kyAF88b",
+	"erWgNVQSYmBJmoLE68UDSLf10QsSs4lclqNJzoSX/2KlIFrmcwlKFE+yaZZU0UIvru3G7b3tAUuxGeJZ",
+	"I24hkNMLSJud06QTIQD1EUEfhvYKSCkX+5lzDllBE05s8vMFRqGtF4ibCinz6D88NJQW6+tiKWoQ5CZd",
+	"ZXPqS4HJP3NWJrCcbhaVDxKnaZw28+bAb175Co9SOo1vcVtvegdlhgb31NRBI31N8Ws548q4jhQ50efp",
+	"nK0nvKqchDwnu6YEfUuxPjpLBfpNzTEYU7IqsrLkAuI/wmDyjkj82xi8RthfzDqOxq3PmDTQ5E/sgHvP",
+	"RQhxjCP9UkgoMK+GbHw8Tp1PzI1Tj6dgqObonWSXZSw2eOxCf+eOu8eIXqgp5OUaGARHApOr4yvuIW3d",
+	"t29kW69jW91mi7ZcoHrfXkhAY0IHySPCjNCj4rfdi4r20acPr7H8UnknmT7IMQFpa5U2M96D3vlhFPEd",
+	"csBL/G84Y0tpSo6sUsQM/19Y+BcINupzxpDMQPYucpZ4sProzn5IZojgK5MAAnrQlsKyLR5MTs3u11XJ",
+	"ixTNB54Cm5dOm78g8bg1bsWmLBcgMchlPU+wAgYei5vszmTGn/Si6HRjXXrB8KxhoJtJkXsGvJU/SbFK",
+	"yf7ZNN6jxvA0mSl6jA4LANccMP7y3AUzamu/xYJPJiftaPCFBwdzgXlOlmooyD9XrXP2j8ILPe7a4nY8",
+	"nz683sVrm/pX60GbtjnVAARkk7/WOX28A83cbFLLchOX31bVdtc4ubeCk7tSBwJIiiZpsSbFUhzh4bHj",
+	"9j7WrLlY+btTalnCowHvWe9gZLN13GRk5GztAdS1Rq0wmDciapj2Rke7ERtmUBbrr1ELUbuy/rzsYLbp",
+	"s7jhpRdcuEF/mrbRURBPjEQebYUSx8I2bVmhzloSxY19DyEpVwL7TJGTMPCK00OoNApnp9u0q/f/8UgY",
+	"NkLJ1JoD1Qg+a8z58BsH1W5XBxXjTUQ+71X1cfx0aJk+QT+qBiQAlswM2fEcqJ96lvaG7BdWzSk4OAdU",
+	"jeDmpsMEdn1zws2+OYdS5raov2kHfSuJxUigDg8lPDufHZUevLFWh15u8nCCYK46R9UZN6/Re9gmzZJp",
+	"ulGBh3AbEO3pEFg8A2BqFrF0Dia7GlCp5YPYGg/aWNwUcqUwCBh7M49JKVesSBUCDdtfjUPzZ61ZFxeE",
+	"NUPugszsRUNw/fWDbpUVKe94UWQpNqI6QShnrXTM5LI4YlPuy3l31MkEAeziCmFCQk5Zki9TTTCzG0gY",
+	"1KzYMDiU+r6X6/RgILNWlZbQCGxYrqQngZjPP9VY4nBWz1k5To5sD6EGVOy1iyqL9Z6Pq82Pq+MOAb/f",
+	"c7M6XH/J8ebJfpXSK94xNqTzDZnzxTY824Rn2SxhatJW6CPBOhGp4pFackOF0d9lao/Rlx8LyPCkSrHx",
+	"DDyKKMdyXa2hd+MOZ6Xe4J4rcs5KXmQsz5TRi52r6HFFvdgd03TrPn4Y5glyojgncUO37/iUkgwc648f",
+	"22OMilq782Yd9742kxOTT5/lnGAb9NMvqMk2ETVbun8cH/pxuGZmtO+FYMcjWPJz1eL9twavm+tKuW+U",
+	"vtqwq8P7lsOmugjRvTlLbZLchCd6RJ7KB9Uipv1xQw+CSnsfCz9jaAIVPB6aLmFa6LjibrBoTjvk0jGt",
+	"n0nsjWu5GAvN6cVFLbsY43zS6wqvWagRDrLJW29atDaJOdf7vuGi38v12CPBGNRHJGXA4eGNwLFHfQNR",
+	"B/MN26uaToWzVMPq9QbdzCA/7TnUnyCrw+kHh2FsHgk/8/GQGX1JCq7nC4mTJmGTuGI6i+29WOSQ5LW5",
+	"lXf7+f7Rig3kV0AEcJlzVVU8P1MNWsBhN5rVXupD6rto4JnpBmp2tAGBZMTeLwsHlxr/t9bm8zWmSsf/",
+	"jRPBHFCrfHrwU5XWGZAh+Ur/X4v+flrUE9PxSdSrJ9ObXh+lM+0nwbGMXSkHxw3aVxNg4CaghdULf5Cz",
+	"G6I89eMJkmb8dHDQVKDsvZ5ykSmiSgSY8bNYrOFe1wEOxPNAqNdPQXy2OWr3GP3h2JOxWqhPVy9amyN9",
+	"dfn2sir+wZhdIQXh94sCkVkJ5DawlGQb6Qwvl3qbPH/PikztOU0Pepr9cwOPSxBu+04PdIztOUOgfGzO",
+	"ixtN9zKZmbQv8/jImNpwliBCBSyYAdKxW6ZDLlERdFWuY+GVTEFevu9cg8CmA66wTk/v/RCrgVhSrKdo",
+	"yp2XRR4b3I6xAJQdzZinjwlZkRMzGls8fXqUB+0hASwb0vC0EtT+wCUl5IpAMMsSZW9w6PDAGk85OyhU",
+	"FDh0xIo9tStGltVbaFny1I3syU+v5kjZ70qhI86vg+/YrDUobgBWyfCxx/G2CNxliiZM8XYmFBcqK7M7",
+	"DvUqFp4CszUcQ46FRRy2v9nMt9VM5txG5S1BUNBXGPU7ZtF4CP/dCWF8GxODGrfrODb3aaJgLgDSZCyq",
+	"XfoImsCrjiLJfE+VouZdvE4hyB9TrLKC//2E/3N59eI7jGBhMWLsyxd982l9S2EB44ON/ANH/pNsp4Yc",
+	"woPj9E/7OpptseQxHuiqxhpUi4Nc8ZicuOySU0glnsOgHMAgPGsSFvRFCPQrkso969qkLxzNsbXYXj1i",
+	"dwE4xfqX2pZFawCeG41FxZ1VWHtO0bTHBAXZGHxqms+BONOXRJYeGix6RPTH07uad9WCF23XCQNv9veN",
+	"pxscdzrXlbmmL24ocd7H4k9XLyB5/8HH44Z2d3CUx2p7DTqdXOwB9bbdDedsrbcHib+KTZNJ28WFuoJi",
+	"vZ+wqU0HIVexPbNtjeD1do5Jgg03sfwEc+uzwgv8uORqNfoqdjtJIXi0Gs2ZYDc8dv0zAeQGkaLdNYMq",
+	"bZCSFTQ9SLPSjKm2W+ACyeWNX1D8lQGgck2mvQm0qowwd7n6wd7iDVVfr42vRVvVcBrLzD+iAdCAK6GK",
+	"6TW0Z2jGB9VaMFMk/r/2i48fvmlfQSMHdEjgukEjaRDiVSWEsTawbcMRDc921L3Z9wBMqSl4K7jgK4S5",
+	"dflstu/E8ZVvDwJkKWReQ5p0gCgWEbwZTcrBuDSASaGP12DTZcK5qV0BgXnztuHwj0KBASJQn11qi9ho",
+	"4WU34pXYadm9vGdJmfs5qBCv9fqRNLRQSrXQ38GuV67g/5kiHgbq5ddvXr29vnr3/cu3O0DXd/U5u7Qr",
+	"ZUTDgxqeHSkyUbB8hEefqHUhwqc2hzcObjxG1HLBC8VTnhpxZ7qPGRloSoEtq1qw1s0Y6Bf3LrzMTVOb",
+	"+DZLnSXmgeh9rJrE/PmHK9uPDAec3QjVOa4os95hz9Dup0NL5XXZ+/IVuylYwq+1mNsvEBcFv8vkUtlj",
+	"CBbGrsvx0i9LGz1N9c4JDbryaqZ4ch2T/7RwanJKuhEpmEjlHJtcP6LNH2Lg1b+9sSp1+hxcm6eIntS2",
+	"5aPxZWqv+QCtKB7XKBAocKBl2xZ3QI8hQ9mNDBRyYn1acdSbxVWqVhyenc/iDWMw6s2Ok2ZXO2CVLy2a",
+	"MKswU6H4wRyEHLOSTPEfopbq6xZ0eDdKxK7D9ZkCSOMteHOViYSTGP4nPjJwuRuf/QoBIdGEMunB8Bnb",
+	"x85Af1rscVPEr+8ebfa2q4Fx9oJzOha9qE9NMhfp39+bhmWGPq6te5/sa8v3IET4w/TbKHXMbJu8XWgY",
+	"+5rF1r5m8iogAlBK7H6D89RGDfUH8YCuln8MeHrgtp1y3UIUTPgNE8gimbjZSL7FZDJDndqKIDp8BQqO",
+	"bQm1pbrvSG6szeO7sE/1h54pkmRFssxKy84UoeFBGTcFynY/Y/tmQHDuECSzqVLW1I4peuDdiyF9wcEH",
+	"pHzKiwI7qse1JYxdAZUyCRE1KJI/Khb8TkT22g5IHgHP/hhE9maQdS/N2QNkR87d2Mg/7ZT8r6HVUzOy",
+	"oCajXmqDkI713urCdEkH68fLoPWZn5KAzDkTYATqp5rgYe17rxMpjHdxXfNBNeaSu6cKw/0Nt1skm897",
+	"pv3FCoc5Of91weavTIuZrVJdW/jusPUYeB1U1R4PGPehakCVnbzZZs/4nJUkU1ZQV3Fqs5TJiS1Pq6DP",
+	"ISJIMvTy7eeo3ZE9H/ayqSCtnqwGMb9tafJU2S6fPrwmpczTjbImRytMZvT68wCA2WPyec0wruW0SS54",
+	"LQVgDLTqBlBH285Ki7Xtd9FiYk0qCIsOeaWVLZmuxyJThJF4o8VBTG12gEOTOwzFj/wIWwNPLeMIRpe/",
+	"54sHUhp8BYTakG5yyutKcMTm8ui2F5bcaE312kJzPmCdmiGfZnlqYteu0YrCrq7zeVaavrCuLz94ofBZ",
+	"R2+TX6GVpBXDXWTBKlzdFjpuM5Gpmf7jhmViLBB1w4CNbOEIehzyX+hIcT3yKjjBOTFNmg4TrmaA77Ck",
+	"DWyHshQ5Xk86Lpy8c3uxcvZ0e+tpCjBtKBjrj1a7SLQ9RKjY29M1cAeKfma7moM/x++oUfXm4r7APmrZ",
+	"j2gWxkm80Q0sPjxpH2IcGb9zXC75E+bf10LQ0NKhigZ6GVImcWojXrjBW0aSPSo9/0ADCiOM6h0ofApm",
+	"JUmzFE5UfdH133bS5Pgs/UfAxteHhy39fBx5W54l1u7KMSjy9HGlUizP5QpF8Z6SqQtj3lmVhHroSGNh",
+	"3wFhP9MkRustDqBgX0XVYwsKKgijfZCF/L70m+qmSz6qCml39SGmZhIA+5jNOSb4jUVsodRjox5kc141",
+	"A4Ap18nUIW+l/3lQ+Fx6YIe8xd4liT7NPXxQe27hmW8gsoxMwBZBJPYzHuIashK3mFL2M3+40gmrE3gp",
+	"GXuEA1Zty+IB/Rw3O0o1YZFsa3zQSarS70ZY9YCtQ1Ku93hqOtyz0mgEtkN7ytRsIlmRatWFpbaZk1bP",
+	"FqxQmbhxmX9b2iKustwakFE8IQmPibHgaVa2mUjbhtVMha4B5lJS7ySLyduppXQcR7RaMui+dfOVTerH",
+	"YK0vd5oB1HImOvVC8x2b1BpcuD+18gw1IFV+rUEae4ATqY5s0hCfsym0TkfVn6wn+sppY7nUcc2EfZCp",
+	"Q51HP+Kd+xJBnIMdQf1QoMzZGrwUm1Wd9TrOoDmTtlbLsk87hV5/tlXz8cD9u4AkQCOtL7rC3mz1cTc4",
+	"tp5DK7TniOlWlb08KBu43uloo5TGldjsrqDxq/A3mjxs1eFsHlMNOkNNodlWHnc5MJq7+V9Cc2c4kLRB",
+	"Q4ngK9eI/yGt/NHzZz182DG6oY2/BxoG+OhGlTvSz6RuH9fZ2iSC2ObWpcRU8lqDa1/Yun6VcOHBbcD3",
+	"OpL2pItb/i6lEzYdAmBJkJ1NDLyf/sxD0rIPOW865CUCUhX2QEWPpZDwSIdcIXhkvh4RZlwUPmYpAgB+",
+	"uvqmfQ6xD4S2ZYIsxYLpwRK1LAp5w0pOuErYgpOTeDxepudBAIsBf0yn0/iUjoVDwfKBr7AWguUluge5",
+	"SCDqkAmmjxBWMrKWy0LxfEpOMMBLiWLrjVjgb2NUT8atEelFn/8uDqpLYz+Tkm8B71gP1Qj0N/AeG7EM",
+	"k2Ykur+nXit+jGIxk2wzFpgZa7YPnvRVi8tmp5EPIp9SYjqgGV3UfH0sUCmnTjWxNgSqM/gMhX97Dbi8",
+	"4Vf9t6p3gAQZi6q1WWb8W7aj2SkW1KHmhMP38UDlSuxz+hgWRKePTWe05N3ZOZP6+GK4KFsusbGwagro",
+	"cp6LJ666FVgN4ASnW70u3nR+uYeyEpoSihT0wI08sIPupA75DiIMsp7jjYLhhE2UzJclx+BOPBayMHEe",
+	"Lz7eC4ZnNTTU0s86MiE5eLNp9uk1aKh1PgU9dJUpvo0Nhir4Ttfhg8/qdop1rQ+uqHOgRjuUIjS6hFyB",
+	"tOWGaR2b1DMOXI1iN1CYiR7OusE87pCX90m+VNmdSSG0ZmJ9rt1mfeqwO26/MGHlbAMODe5zNN8QN561",
+	"OBYG7/hE3wcnXd3zgTHsCoBlxUyDSgOoCBvR7DIjlW4kV2CSFrZ5kxU2FlzZSgb/e54rQ3/TKQisGtGN",
+	"1BIKMooPdHgkDL0h9T6P9rOmY2OHfNSDxx3Eai19H8ehSLHfq+pzg52NOK5iAjXvIyB421drPvIhl+RK",
+	"VC7Mr2Lq56d9FaOk2nY6Org7DLo5LECL0ZNysYHIfkQf3L8vLl7NBem6A2mlcLI20K3YyASUn39c8So9",
+	"3MXL7x9UAfHABuw0eV+O9rk8rvhzv5m+LVfJyYdvXpButzs87ZC3YBZYO31LkiJa3QX+JXimJYvJvdi0",
+	"A5kiSkqAbF1IpbJJjsGdbO56zC20zLFq7UaNQRREZ+0wbEfRVRiMAv3/fzzaaH0S85uiG9RKNEw/0SaK",
+	"bY1UKWShIoB/hd6/ppzhN5f/d3316s3Ld5+uYnLSn2s9w1V6kMtKa0MFaikg0gbcBY19oD8BlCpkqsIL",
+	"q2UoW6fNSTdQpxh35GpzEx32J+yy9ze0GVIpM/Y81CK7Q15LuQDVA7uwZHfawmBpWnCluMU7g1YOJgXf",
+	"Jxp6sZUDMf67uxH0dHcZhTt6Spm0qOakFC7ApcYLkz3l5EMmUrmiROZpzZI/ysb2W1w195LBg3UpymvI",
+	"Z9kV2y0A0ixBRGmt3F5P1saNAYErKEfEy/yXJcsx4cpsUYePZ3ryinVzjt7Gi/cAdG72lqsytjKB5dZm",
+	"bEKTDhHmtifbAOW9p7dp1fXrQM+u3bk9JvOqCZPUNGhtvFq1cj3cctVv++p/1vsG3W5CTve3akUePAxx",
+	"uTEW8xh1jL+9xI08uG9bNbHFD+iAck7cTIDCnGdTPhqLtt/SYlTLZgOL0Or4cKdHsnjk28T4WsxWw1td",
+	"JKh2n9c7zLY0Qae23gWbnTfsR127lNqrbmSJToQqCEi+0Vo7rUqQMNXBvobpN2zq5HtsANuAfw2tBk58",
+	"74C+eSyIr0WCtjCCTP86yKOQou0P83T/OF0XmBGx/7ShKtfBH1/gZ1I+IWNXZ9bVjtIoV25jM8AULzXX",
+	"qD3o/0/fuCx3OYx7/agwUpPvuLvgCujERZk1gR942fsA1e5SfU32DMrXk4bGPtRbz9Oq5nEsajilt3xh",
+	"04MB6NcLb0JfBqM4+RF6D4EM64HXqC1CfqHRWKivKH14efXy7dWrd29jcjIgKVu7Sj3Fyw3X4SAKZsdE",
+	"cI7Xoh0IskvjvQaN5DrJ0qZmK+/r+g0pmLixPU4c/Y1mrEDRhPawhOXlTC5vZkhHTdtJLgGOWyuRBsgG",
+	"Pa1IvBMmCJg5guWgK2VV6xQfUNl4WI3z2FDupmDC5CRttqjbQi5qLkjxu83VYio2RGKY3GfPRvkPQ8Va",
+	"pz0+dzPpUhpf4/Z+be4GeImtddpaSwdhCFAULpoOb91od4K9R2t9C4LDbQtqiarN9Y71yTbVoxHBV/na",
+	"uVNxeF6bMUimTeRibX1HpmqwIXN1V8FhLR/8MUWHJoar6kVYI98fjrjRcI2NxYypGY53Q39fXd92f+7N",
+	"+jdn18PpOR+kZ0l/0mPdYXQeDoKzaZ/30m4STUIWPD4Lr8I6fHAe3s4UM3xnlh6VNba7S6VbBn1LIxM+",
+	"uIDuqipQxFay2Y3YwPm2smdEXLXdVJosHwNN0lB7Nxam+O4DTzh2qrvjRTZdwyegRlLZXvDk5GPJRMqK",
+	"lPxgPrYhpvHDb6bf/8+wOP/2+7/8Ulytfv70/uvzV6/f//hKRq/Za/Zx9aCOl5bh9xf67d6Uu+oKLivK",
+	"FVquo1iDA/GXpSyZ6pBXWlcC+BP0ujocliaYdfu80lsDcVtOoMlD1WAmz6ZeRurpBQkAIGSjiuF0s2AB",
+	"YzoWid8EXkAbBA8OpiGaz2d+oQP5YPQ7ZdrTuEsO9WpZdkBY4ONjgZCKLims4mR+j6nCF5tVGLaWrIYd",
+	"2iy3Jsui8RB4/8rGSKvcNlaaIN1E3qHvXK9S5XSzv5BCLkXKU5JqsXVSIbufdsYCYrfoztLf1/fHFxW0",
+	"PA2CQP/ncGa+ffrA4BeQ/aIpQE7UUpUsEzw9peCbrZc5AfSBXlb8VetIbmBjUY2MvNOPZiXW8uFUfOz2",
+	"HUOvOijvqm3ZEKtWb3Emk1uAUmLuk3AFilDU5GqJzFHmTVFPZixO5uz+hf1m+bWtN4GcUrsAdpJXmLyA",
+	"U0UwdFO7lMuSuqRPvRWELMcCbE/b0KSq4Xpgvc4OEniL+Li5k5MXuVymOKtnYzFn99X03/PiI7zcxvhg",
+	"U0DMSAo+sjFnaOIGmWKTNQmf6yE380eddJslcC7DYlpwbqhpPLLYTxSVe57n2uKlY7FBatJA6QvTidN8",
+	"RS/UHFMyoaekIV3mAIHGwjPnERHJWeIo6yBb0oR7Nw1ui2Ssx36Q2bfQjhvAkaSphazK5E7c8CixI4Nu",
+	"9pXRemq3A0RcTQMdPIlXcpmnY8HvE84hqGESKJp2K/V6bxd8AY23y8bccgcfNha2KadVc4iFP1TPamhY",
+	"xtcn5QgZ1g2OVGPT+h3iCWN8yS6vRAeMS7E72YVFjkeOwXmGtOiiQ15gfyGzOQsODt4UWvpaiAdLM7SM",
+	"NLuqmZQlBoEwixPto1Tz7Q3XBtHhLa3X28Hd7Fhrd52cIJKXpk5VsuWtLKjvmYkYAEvXlnIsamt5QVKe",
+	"c20QepmJErrEkkLK+XGj3xm+eG2aUvgwUrG5O27ypWq6AjayLCiZ8FyuXAP4Z2osdgYoNgIhYeX9PXUV",
+	"OkzdWg+cT5foYiy8diUulSNTJFmWtoQXJZQ1fSqgVa3B6LNeCxHAu6xjL42Fewf6F7bjGjvi+iiq94Z1",
+	"D5dTVu6ZDTcAZAB7Z4FrjSKnlTcSVQ0E9mw6gWOqzTOU7jMQ6djNXlnpbGKm0L7L1S1DUbGWTJCxc6J1",
+	"ms6CFaXgRSeR85iSOAq6naATht3OID69wNficbIJ0giDQ2MvE7gQ+ha95lhMy4SbHKqPGKeCGluT+245",
+	"0GCgBpWGu6EXVw2E9Ww75NJXweA31VAM9PmAUv+/GV9tB20e54Q7cGxc1U4MIVdHnRrUCViOiEVH1Fw7",
+	"90p9RPsMnC+vIIYXfcSet0ekeD5VOmbts0dH8Y0PeLtBvlme/Wt4eNkwBmVXDmNRYaAZ9WQ7MGZ7Lrqm",
+	"WEFwcInr42zoXu9ocwDhGL0C6OiuWmVeWOsu59MS9qwq4XBwLsht8+xxm+Y4BzXf6Z/eRtzb73wei5r3",
+	"GYuizIrEoYrJSTyIghkiVHYD8CmfOlTQLZTKmme6dkRWrmlwi9kIu7OLF8viBiLxJn1ZYV6LmZVR2Oyw",
+	"xwKUMmgszQWmIhrlQVVmFqSTasECqRL64Hynf8f7UupFy3pBz4Y5xmJbdcwUavtQQPt7edFNj7ojfekf",
+	"fA+KcaQbz3UFUWLiOTliWf71J9+Too/EtGAmfeB0RF68+vqDQm1knw/eJClg2l613FeXH759eXV9+fr1",
+	"ux+u9as+xn56wlhofvLtd31KwoAda7jVt4qO5RWB1UNp1acCsnL0ZThFBQDXGpgObXAiQaBzsNYBC0cZ",
+	"SAeZWvh4J9j9PI9OFHSCTvA8PGtsQ8buX+FT0LxvBxtUYYHt41jxZFlk5RrxTSpcvavHw+pRl0MUXy7L",
+	"mSyyX2Fzj8ifOCt4YVpQAHCfc1X/AF334Tdl3AHI7wo9Q0mewUtNrMbrsm+ROkkqMXZrbgGBbhBEeUqi",
+	"wD4xFh6soANOCoiqrIO4lLKtD4M2W5aztsVAqWCcC269BnqT64ep5gWBeDt4CzhdYEYdA+I5B/w9IEK1",
+	"mrOyXBiP1PcYBsA7vrHu6mMd/lvpbl+CWAgbquDlshBgYCUcsqtxL+CpgdsXf9FyqjMWPkjovrVni0wP",
+	"yK3+S4Tn5+YUQB0XK5flQhtkeriC81Qv+1jE920Xw2jDLfqgYGIdj8yORNa45WtALtdPW53b2fNBl8SZ",
+	"UMvpNEs0b5kXgT+gzmwnTJBX7+/OwIycrMGwfn7WO62xmBqLisWQIRtZax8HaasZzHFYHYROUkcxj0E9",
+	"fQEgqzsAYmx1JKB5+aCsFACi9fIqQOnUC4JRTLciBsoCkRscdu8JzmUsQGQgr5+acn4D3KMtR/iITQmB",
+	"c4I6l8AWUOwzRV58/PANvgyybfWC1xFnMfMBQW1u+VpPSK+dsgNykKnPFG5Dk1MH2nqmCYJjsjGJUcux",
+	"07UZRkVisy8/fwa0tKncpm4VT4OaC8XzaVtbQPqQny/zMmubfQi5pzbX0qqtRYf8RS7B0scmE+hJhsQ8",
+	"VhJme4JDLiFEF0x1M+Rznl7opxBlHBbJlPYJajINlS2DJQYemyxFmeXAXsskgT0li7Hw0xYrtGSMSuGe",
+	"Mk5xago7sEykjs0wFmPxH/9B9NbX8hWTkvWPV5WTXJETeAjrZJci5QWJn9+Fz2Nway1K/AtY6nl8CpxU",
+	"1zkt+4HqiDtCa2S3XIx2iZ0HBE0vbRNXSuYsn8pijpbFnbzVkrAgS3ErtJGtBZhAhCUtTkJwruA8bdls",
+	"BXTiAaizko22fzYVRaR6YY9aI3MsoPCGCX0DrLIDI+L3mUK6vzM8b4nsUbHT6fiEPHSA+4Q1Bxi5NE+N",
+	"hSpZUZqCZ3Af6PHcsSKDoP3MgByiRNArlWZKX0ktc7wsClko/QcKmd79PXBU30tfgtcwQWI/t31RyEnO",
+	"5/8JSDymLcqHb16QYa8/ODW+Wb1nY0riMitzHgN4tymZQM8NL1mWxxd4PrCq1EGh1Mozo27I6dRAyhnL",
+	"KxOm3EHFHfIn6JqzWJqFNiV2TE/BFvCgA595kUjNOhCH3PAn7+jde2ICb6eWbh8cbbBgoKJgVe9h5mJd",
+	"odShgGgB6lUNtN+B7FIjIqQS2XQKpPqAEYCijfno+mK7ML9poto3fDQ6o7vPWFxtVSTkmZCCP7sg04LN",
+	"eZuJBJpTK/O7rYJ4wZIZhyEVMocPQSoCZN8h/0Pgg5UMDsxFIW8KNlfWXb1gN1yhIDKJ7GYjqWdjAU8J",
+	"i0jsqXpKzrl7v6bMmpzUNRrq6zO0ru7AT2MRF4DcWgNzjU/BNJkYQ3eyBhSBBNJAMIOYrTHhW28IDAgJ",
+	"SV68+/DRruaIMH0yjIWtHrYCQhbZTSZsWYjBNVB2Gh0SpzJRz60a35mnsfU4FnwhVVZKbaAwrY7M1pCY",
+	"axnqawvvdbNkYJBw4KlLvyrcq//3cDpsZZ7J26RAbdPJuum+zRAQeJktyeDlemkgZgABiCr9TK1VyecQ",
+	"e1qqdacac+blNGvtdATfx4QHeLPiBs8DKqtcuYCLa4FKewJmIJpb7lxNCqZmlojzLE1zsyD2LafW0wpx",
+	"opSnSxRSbrlrOEZaSd5R9NNBevuJm0aF0CezghyONCt4YtwoEMszGSAd8tYHjFXUOusVAsYShxcLlQe+",
+	"dK01Lr/wgDBMxnZmStNcoZeBMkmkVstt7ZkLn22EUTYFmCYAKD4pK/mp35Oc9IOu/thMCrkstLiqNyJH",
+	"kwrcJ7iUWEb6bKMXuha5bukRndwix2S2b49lab01HaCwnrhNnMWpe+abmcWu5FuoAgYvOeqoa3DHn44O",
+	"0QtXw6sV1rPBOjq3Sy+QSHpY3kjQFQin/gygTK5mXCFMPjP7DfK47CqPhS0trvRTpjlJigtM0N8qNnbP",
+	"Vj2hKJlgOgZFy8vecW2ux8artZXyrE9wk4nto+ogNfRGZqlXMwBWhL5Ecl6WIA/tWTw3R3u9sBfX679M",
+	"AizsRw4ALsZNZgN879999B57/luWfn6OudCxlYNXXjmV0XHhbPVJZOCPK5lmWyxBPMfVcIsU9ZIaGgAl",
+	"i3wJD1eH90h/4W92af9mOOlvY/G3drsN/9GXa3Lkb6RWeO5Em1ZhfCWc1B/VUkGVbL7Qb/gksnvXO3Tl",
+	"EIftkyumbA1q/SWqQtf/G4nvQoqas8k+++7N5Yv2x+8uo/6Z3m3jFl6tBo+6daf+sxtY7SqAIcAP5jXc",
+	"j6xhUTqAACHE/FYabb03CzkxmXP+eM1rT13Tpq0cOKIWPMmmRvHU6k0muLog6RLlhn07qAIQZFV6CViO",
+	"KR5txResAJ+hl3KHFN06Cf5mrdhD6HMUMIV8Jrg4yASV8LrE3/X3wramQ+puNXhkm0/YpIS0fVn63Fc7",
+	"+G31oSkqZEJa7tp6nc9CjPz5hyty8t3HqH+2sbxYCA30tUp9plRMYifFtGKmlhOMmcP+i38us9gvi2wD",
+	"NEMGQ4z5/cKICAMjVSVOLoucfPzusm04Fy7o/fs3PJjdqQIJlPowqU4SgwG2buCePJsUrFhDBYc7T/SE",
+	"wfUNEUNtnviegxZt3fECu/K0wk7QCaD4dMEFW2StUavbCTpd6EZdzsBJ+3zGWV7OfoV+AI0o+0bPjYKg",
+	"ao2qFekE0lUUKZYCOkWQVyVJZjy5BZ005QsuUs2eHdfUJpPiVYq10fBJ2nKahP5uFARQhYHWAaYGblQk",
+	"+07t3xwoU0ve2tqqOTsIPgcfRzfMtnPLmxfTGiLU7vZwYE1vdRN4/ieW2mic7w9vjf76E20pG8lsvdab",
+	"kyssoLpRrdFfK+Ko1k/60edzrXEkaueS1Jzn5marZ74vADqM64OC32u7HpR3LX4wb7kywYlvgdfzQF5e",
+	"fXj14uP15ddff4jxbpOdal141qWpNQWThVr5G1yPjvqyvzHTOrjseuDPFznL6gve+g/y3cvX7ys1xAE2",
+	"XZeyZHml1LuY4WRt8WZHVhc2wV29p7Ra0RmL/yBXf3n/cvdrMd5bjMWuO34z3/ivMSBHjFufSXTU3Yhq",
+	"om8Pj7rfTEE/EZ73Ij30DYrgf+sjsVDkCv/H5iZkXl8AhFeBHur6iSYq1F51w5Y33B9j7WrY70Zj0fK3",
+	"4Gbgv6F7JnCD2WC9wxvsrSy/0Srk3u3lsf/csdvOjWbkYmfN5vne3fZuwQX4oGSynAMUlUn0vHz/ita1",
+	"NAOxk3PsSsAWWe0z8fa++JaX5v0Pk4h21J5EtH7lR54LNSHanCGFAcHNI8IRqNsJHJFMew17VG2EDBvF",
+	"7yadn1z8XukR2bfvYw0I1B97KrrWciBWEyZIKsG7Anb1yXupyhutumGn7GTGJjk/NXpYP+iiea4MatdY",
+	"CA59smxm1MiPObnsdq8qwYA68TYYhnAGY54wZmqifLaDGAsMnGMr80WhTeNS02Q5yTm2i1AAjAkwYW64",
+	"Zogm3cubLWY0mCMET+QRSflNwVKe2pBcpQ0grMwyt2W4MaoMWr+St+jk8L5q7GOwayGGz/OpBTjB4J6r",
+	"h3PoAqbpqG1xas/JXN6cXvjAU6Y/jr6pH3THwmJ1GfcwQR+v2t6vH5A1vlR7wYlDfpZZGtRk9HvTzFNr",
+	"nlbLgdE/bl/RVj/o7pmk71h/8GS9VcfcSk391qjFPObBIpbqvoo4/aBbacNvjYNzXYmdZSFGThiOzEBH",
+	"QpZtvPFowr6V5Qd8Ypu07rtgEW7wkYGFs/xunTRZbXcYT0dnrwz7APAjB3RIF7OBHp475Rg6/tElhHBW",
+	"6P0miRTT7MamU0FGuOcBN1kreu9kQpUsz+G+Z4qcGESusYh9uDzsHVbwW77GZPEKy/KCxPhVA8lWFHJl",
+	"++RDurqr2Kxvw9eZKi9hctqcKdiclwDZ9NdtSI58vVGNywX49FwY95clR5BPjOK68dRUmoOtS5o5pxrb",
+	"cxguJMm1jr37BaZWfv7pS8UNpn3+9bcWSwxdDGHxILk2oLAtqm+Qhd6ethMpbcG062g8kUXjsTvVTxX0",
+	"arqglLaqkoL8ooZqDMiPDILPpgizFYRDxs6nZ+0widL2gHen7XPWm7T7yVk64OfTIQsmLeqtlH2EB+1w",
+	"EiXtQdrl7fNpL2j32dlkkJynQx5Mge6OAoYvO8CXtbknedY87XB72rd8jQO4jaomuq1R145OtUbRxrT6",
+	"7WF6nrQHkzPWPu8Pe23WnURJmAZ8OD2vT0ss87w2aLNsxpuzf8xBdBWcj8L+7jGXi3wxLQd3PcVnUbUD",
+	"TDVqvbASn1DqOlqt5c/T/Gcp2SBv1eeG9NdL1tNL1p+0z5JBes6HUxZMwkct2U9HS2ezwdROBdNt/Med",
+	"f70gPPzIJ8FM7gAHgPteFB3zkHE96IPtpSi13P/sAZEdfp7fL3hS8hTi4psHSD0b768/fd7QinnVYdo7",
+	"VeCZzQPF9Gnb757YaOpWdd8wFRInqqkP2mlDp0YIACCKnvGLjUUpO+RPZhhVXvAEw5JbHawMPAzPpxdb",
+	"LaoqZHrTUI6NhR1zvbEceYK+chWURvNxZufUejJhn+h3JMsyu+PXVcfJvt9+Moxq3RuDrQaHmzBs/VEQ",
+	"/mh635li/M1beqMu3FLwhIvyGq2K1qgXdvqY8M4ViMXAtQhsmYZ6tm+ew/raKGUZ9Xrdli9ZvUZ4gZaT",
+	"zTMO/BkHtQl3t4YZnQ86UW2g3dAbqWsEuDXWjb59/jjD2jh/sh3YjARMw/bZtM/bg7SXtIeTLmtHw/A8",
+	"GEzPeD/tHa+dGgbaJwHt9qXgKDf9/h4r2n4f8fSiLkwqMHPTHm6vuNL3qAP6b2PPuxmzmVGLDILKBuvA",
+	"wLLOOCvKCWelM8E1l2ZYyoi6fs6Z4pCiAMDbaIfPNoDPov6Z/6SQJM/uTAUC4nWfOHyYkt1yrL1ytfUQ",
+	"nTUDkQUpV/ICwFYhFIOAEKW2NLBa/ldeSAMiUEoJdflAHwzkoyP/tFk2vQU6Pplg8luGN+A8hp2z8FxL",
+	"EDe7XXcGnRDv9BSKA9tpO1uzHYxCNCPMOrRGfw1oRHv0jJ7TMKBhRMMeDc9oeE6jgEYRjXo0OqPROe0G",
+	"tBvRbo92z2j3nPYC2otor0d7Z7R3TvsB7Ue036P9M9o/p2cBPYvoWY+endGzczoI6CCigx4dnNHBOT0P",
+	"6HlEz3v0/Iyen9NhQIcRHfbo8IwO9TACGgYRDYMeDYMzGgbnNNRj04PTo9PDC89pGOnxRjSMejSMzmgY",
+	"ndOwG9CwG9Gw26Nh94yG3XMa9gIa9vTEejTsndGwd07DfkDDfkTDfo+G/TMa9s9peBbQ8Cyi4ZmmwBkN",
+	"z85pOAhoOIhoOOjRcHBGw8E5Dc8DGp5HNDzv0fBck+qchsOAhsOIhsMeDYdnNBxq+gU0CiIaBT0aBWc0",
+	"Cs5pFAY0CiMahT0ahWc00nQGQkc00qTWtI7OadQNaNSNaNTt0ah7RqPuOY16AY16ekV6NOqd0ah3TqN+",
+	"QKN+RKN+7yeQ3EW5dVSFV1EX9Pnej2AWHGTJgb7zKJaM8E6fJaN2kIRaLY60WtydtHtJPz3jg+l5MAyb",
+	"WDLcZsmQdmmfDuiQhiENuzTs03BAwyGNQhp1adSn0YBGQ9oNabdLu33aHdDukPZC2uvSXp/2BrQ3pP2Q",
+	"9ru036f9Ae0P6VlIz7r0rE/PBvRsSAchHXTpoE8HAzoY0vOQnnfpeZ+eD+j5kA5DOuzSYZ8OB3Q4pGEQ",
+	"0jDo0jDo0zAY0DDQQwtpqAenR6eHFw5pGIU0jLo0jPo0jAY0jIY07Oo5dGnY7dOwO6Bhd0jDXkjDXpeG",
+	"vT4NewMa9oY07Ic07OvJ9mnYH9CwP6ThWUjDsy4Nz/o0PBvQ8GxIw0FIw0GXhgNNlQENB0Manoc0PO/S",
+	"8LxPw/MBDc+HNByGNBx2aTjs03CoyTekURDSKOjSKOjTKBjQKNA0DWkUdmkU9mkUDmik6awJrSmtSa1p",
+	"HQ1p1NXE79Ko26dRd0Cj7pBGvZBGvS6Nen0a9QY06g1p1A9p1Ner1D/Mkv0fweT3Vz/qn9HWUsiVVrr8",
+	"C8EDnFcp36cbwFnwR9cGvq4f1qrp/IUTU67EIeXAqWd71QOH5uHhtlJs681uAA0S4c89FcHVXm4e+fqi",
+	"Mx7GwiFNeEgY1IPBAIe4j2R5ul1/SoMgGDkUIKjc1q8EjwpgcTWgtpITlweFXpu4GvstX/s95QGRqEM+",
+	"ACqFa7RvPf62c4vipfUIxl5NcGzVnEXB7zK5xAY0W31eLuqNXWrNBLdVkSuzagf8fj7cbdUrzyx5BT+N",
+	"fWSa3IAIYepvLsfh1o2Fxb19Axe3szOePl6agE7tCDAUbxo/HKZfh7xbsF+WOwdu6rH9kXvgdmEQ9ba9",
+	"l0/nYPRR2nZ5oo73/tAncStuOra8+mRof1QVttb7LobmtSZH1ILlzjPh/6S8fuzuy/1uBPZoIzWGV2Fv",
+	"FESjMNykRtju9aZRe8CCSXuYdNN2xMNpwIaT82SQ+tSo5nSTywm/r8/KVvTumFd/a1rBfGte/Z0QmH+t",
+	"V5T+tDV7NHF9bIDWm58v12+z4P7Nx2D17n//5/7t13L15md5/+Z/F+dvvn7Z/8sPL3s/Xr0s3379Yf7m",
+	"5nib18M6aDjWvDZauPF/V9ff73MivoYMVycUN088CjG37cMNQSlVdXKYMpJpwdWsKo4SVRP1elJkVYkA",
+	"xVA1gMhMjAWY6BU+/g60SFKBRWKYCQsU9LvgpxuWCYhH33K+gGozNuWdWnjJIqfBfEi7DYgpby/fvIzJ",
+	"osjMOYYJgX/++O7t9qHywivPaDm/z59M367jRaAvYx7Iv3U41M91YAjT1GJDPocPG5zDB23NVtfLn39N",
+	"+c19KpJpN7rmi2k3ncn011QmmYp+npX5zfz+hqdi0F32+/d1RMUnEer74gwOLrL7K+vdfxd9/eMn9eeb",
+	"j/nr//zL8PJ2uuw//2Gq7v+T9ZbfvpWZOHuZFS//63EET3epwg0ooqYplqmvsBVR0EPJB2ktq03RadVa",
+	"ydSKlXaN0tz/HG42976VH/WWwbH+bmGLsHv4IdPN7ErK1/qY+NJwRy8aHn72Sso3TKw/WO/s7+eHRAFj",
+	"5eWRxgXUCuwNluwCKCevKrxftCQ2stKhlgcrq0D0OmCPrQQzT7Y9VsdDDSxBaNsmKtv7HAzPA3fk/q34",
+	"+4bsHpaQ+Hsx4AdtM+1hvy2D6ECGAdL91dfG11AmswYtYWbhzP3qCMeiaKqC/ae8RttYYeVZuze8dIly",
+	"WKKA/Z1OZIGF6ShEtQ1vEC9PRxjOQ8wxLGpoBth1nYotlBg8Qr3Hx8LYp02AP37rLdc/Jwy86vUQ0snC",
+	"mcO9s026zOSxtncsMKfOYaNBpY6FudsAa0R1pipGQ7qstFFo79DqGNQWxU6vN3SeHQWhZOKiUNi/BUZj",
+	"hjMW1VNS0n04RttyBaF9vkxt2sCY8ni9SnKkhJmKZ4Q7VoBJR0xUEELILdqC0qcHpaFs4L7295qQdfTA",
+	"elASdk0jnG60/ZXPn0HOGcChNmD61Kf+GrC8G7sHIGoRuJ5M1wF83pv+MfbaZwvlZFqQe2Bd1TC+4ZrK",
+	"fi6969Xgbxlstm+sRrrJhRCZN4Bb/igfZqr6ZikkxHx+6OFSx0s7Sr/+5zkbK9+dAKRt2+Dkj3xi/vGz",
+	"YvDkc+etd+w9RPN7rpW3Aw5ma0PXihArrBBAA8codB2idrsp+C5n6fd8rb5c+7NT2cvhl+9ffc/Xxh9z",
+	"dOKW/1Ajp+tv/1sHNM4etgVio55cHdzvM6rAm+qdVWhV0IhYSiMLXIH6ViYMgLtt7wJgDYCXW4yF4/g8",
+	"t6EIrWNWrh6whJyjx7zj1dcxAtk4N49TYxI5n2Nj56Zgwos6LMcX6TAFT7Tit66foZcOM8xC/Gmi0F00",
+	"MA2Z/YPSOErc6z8/dFP9bj6lee/+NmKDovylLybXt3c/D6KEL+9Wgz6fFmc8LXtqvZr0V7ezQSrULp8S",
+	"htG7Ns3W3jNZ1zOSwddU+2LlVHK00oTSPKg3xVetnx5IuAMeIgDCcwfvlgvImOiZwA4Tt3wd/3O7g/71",
+	"Dvg3mSgNqp+/Hx98uj//DdOpP6O8zHlTF4kPINqUrdK/8NtCIHinQ1jLBOn7/VI2y4/0i+pC64tOdSN0",
+	"jzzYP5i7HyqGdm0jK/LBXfrv4x3J23DAP+n5frj45Hu+BkXAcv7eKiLnI5IuPwD6I9sp7C0mqiuxI/+I",
+	"TxHlxrAI3XB/KsTNsAWOG3iNSTWmulM1hnqJGJvt2wcApCvPMN/ilq9H2yh/8T79ekch0j9VPVA9CNMx",
+	"xPUKTDRdNutFdqXA1ctNbgqWQEPv3iyYQ2+GHZUl2eLXXwfT296vRdYtWltVMwELJ+1BEqXtc96dtntB",
+	"PzyLBt3z3rD/xcVAWgBtF9UcnDPGwBqqoTbTCQf2bo9CrgynFo+rNJmUL3JZ12PArTIqsCMq/rEqspKD",
+	"PPCnHrW7k56eel9P/SxoD8LzaNhlvUk/OXtcHc6+kP6b/H9W776W6zdfy9Wbb/yQ/qvWP3n9TnBEIOwb",
+	"WUyyNOXinzMEVisF0vIbfL+NNUEg6X6irS3s5NYILyJzWp3p4e6P+vHxcDcIuUQw37GwOrjajpIZlD7s",
+	"fOT1idwW8P9SrpPfif3/oSz82oKvOj5u8JHAnzu4WF8bzZlgGNA+5AlBzMNNd8gmF5fSqCtEilJCrYbE",
+	"OBirevlipTIfC4NDnZWIVo65B01pNqSWZWN4HyAosAsB3Fa9DSpKLJICOekFXYRsXGWKn1Jvi2ElCsNO",
+	"G0xAYwrJlYdNPGdreJ3ftI8sQZqNBShxWen0OPfBaAj6VRviOW3sP8bTmEz4WgqDRGaVMvjEXBtpc1nw",
+	"0w65cjQEq20ECPzMYK4IvtJigRI8NKE1InRRQPmBb85TInd7gr7UB2SO6wYPkEm8Xdv1MG3BEAHbIhha",
+	"t9Cas8J3AR2jSTxKYfjDupKeMj0panQlNel1x9D5KbW1fzuj/q2SHXGe2bQj0eAKOPoY87SxB7mrpODN",
+	"etkz9M4jQI+9BCeU7Z+IeLrOu2PbZYRECoNcWy/09pBtKxxKPFzh+pZrjMAgEUnT+1AFpm/jAbucaP+S",
+	"7rPfZzs93Bv8D91D1q32RXvooe6dDR9alZeyMxOwud+4gVyEBtyNLjbAGzK9V3wFylUcj8V8mcxcLQkm",
+	"uLQB/hUTaxCMa6k1yNcVRJbXkroCc7O1QV5XpbFwMsFvpw3nEWCN8ZLWX7mVRht/YCUHV1gb/tsgf0H2",
+	"zik0FXDXP/A5ywRURwEYq39Fcf2kxY7FDiUAj7bMc3wZQHvesQwaXOEkThtTJl/bdotf5mf742cjbbW4",
+	"xNKVB5ZfuLabezNVXDv8LxBWfyAHibdVl4rd+GAEZt13OUrE2p3JmDW0G0qlttWdq9vam1VBHlPYfhm2",
+	"3Ql2bQa7z1l1a9enGTataXlkijle1htegbWSYCB+pCWD7SqE8IJwi2nRsFTYurBxG70AWn3xNrrFlmYP",
+	"1vO9kPGj1fucqfJ6qRoi1cFw1B+O+uc/Pt4IMDHH0W+PLp84XpUwa7E/l0xzy5dpE//YDfrDTIJPD7fN",
+	"kee8vx9rfcMPJO0/q9rGbgSyKEE3eXvBbjIBThAAn4T1b/Y0uvbtj6tsrfqZf1lta//fpa27YmUT8Am1",
+	"fhu3Cr6QRTlujci4lbIsX49bn/f5IYaVjEkKIFNAhuQr8hUJ2/0NU9xrsAR94zbGthEVC9oDfpa2B0l/",
+	"0mY91m1XSHJsYKUXAu37wivQMtONCdtQtEat9+8+XrVMnGf7oW7tIeya3xpNWa74U5TQGsDaa5kYncWg",
+	"Nble+Laxezbnv0qhqfNyWcgFf/6eFZm+soQ03/30XxZ5M2bTc8ixfg7L2cYFfgj4nN2+h0tR3U79w8ex",
+	"/vGOfOUJRSvJq992iHN3g4lFHS6BdS5ZxExybVogndDWv7LSeiUcg0Jzf72joV1WbDkz7pjGL96dtpGP",
+	"6dd8gk0p7IcB/VTbcFbB224cZBms/SqNwYniNTU+pWTOSl5kLM+gKYd+HCRsNucj56MHQFX99QV0VjIv",
+	"pP4w9QPa4nJNRMG57k4ZxAiBshScNnbo7NsGdyfzTCxLbLxEUrZuy2l7LkU5I/jf5qcV53rMZ/YxIIax",
+	"28bCnKCM2OWSBTmJ/3vNWZFDQ7X/hpeZf+t3mX/C3oV/6e/n6/gUMjr+G5cNkzq+lWNhG4Wb1A6vf3uo",
+	"TjuAnE9+hSAjKzh5dfn20uBNn8Sfrl7EXjEE9tX7mq0BTo4odgfKOsCBoDu/zlpTCK4Aj5VAJIW6OtAL",
+	"a50QB5zEX2H3XOiX1A1IBMfFV5ijYmZ6OjLYI03tHG0bMbXQB2F7KosVK1K9AmYUUiScEma6YmEhBxoA",
+	"gOoryipKeuILWkpAtAbddjQckSAadYNqXkF3FATkxcuPV3QsglALXWieW41yxhYLLhQpVxj0Qgud5Xkb",
+	"UoS3xwdObRxexahjcYICPmhHfTsK+CwJglE3+BEckI74CMlWp3L8VUxOkFE0UaGpm5yWXFBAMNYb+qvn",
+	"fSQ7+So+NU3TFOE5W+hdBnPStOIshSL1zHbB0iMuZutyNiflrIAW4xNZzsaiLJjAhhxqpG93dEMWtYQ3",
+	"CHIyYTl+ZQ6YN8qinxsvq4K3Qn0WV2NhNKoCsFp4CtPtWPaPCfZmFfXhu1xpS6pnJiCeSUFO0N8EoXQp",
+	"0lNKCn7DijSH5h/4tV8BPtPhyTjZiwmSWpOIIWapHFA9fFihjMKeo9WBb8SkLVObyCXUDymvH+AamIWk",
+	"Sw6Anp7sqtrywSPyjhfpEvr3MdtMdcITaORnhDDfBADUZnQqV+JUM8g8U4qnI7MN9M+4sW2gFoTqWCB+",
+	"pLnbHw8sLq3c2sbFTXGPwqfNQ2WW3O4KS1q5/0WxSb6dnI4W/zS74wSFtqIuYGt0Oy8KadRWI0r7c19r",
+	"/PbllacPmqbxTmnrqyO0roXMczj/tTSHarF6GLUkWoUjIH+MeH0jhZYVpSTfFFnK1v5oj9DUv1gL36OG",
+	"PkjF/PxgFfPvFYiFJ/wF2BvRcHz58Ans8kFY4fFHV4z/n8FG2AY/KLgWb5CGW8mlR2jm6ALbcro4uIRd",
+	"kcmv4XdVO7IsckzCc4PI4R0oRue4w76nE85FJe9TsuZlh1xWAcOxqF6KGfmswV2Dg6gJ5i8KIv4j9xwS",
+	"Ov2n2Xv/ZKFHZBXPDvii7UL3tISr8y1YESvq1wbf+/pzo7f+X4Oj/83JfxdO/paXX8zGzh/zoEi6XfDj",
+	"oUrcZsgEAcwQMKUZAICROS9uOIG3YOv/Qff8DExpNA3ZBBoOZAhfQO3vCFSygUJSWU2mD6J5xx7AEew+",
+	"i0AjzGjcY7GSS4NzAvZ25Uoin65eUBKjsh2T9++0iSskiW3rZP1hwueLcm06k1L/E2MRG1XcNjKwkQsf",
+	"qgVNkhhV+Pi0Y51aEGFfFnlsT1D72pGZWpVt04uiTjUofNIApLCCI9FTQ53J2vzjhFlHV51gmdJm1Vze",
+	"8fT0wlbvENuj391WcABEycBgzrnD6DINxsCZgYVEypEa3n1imr4+U7YlRYExHGgDBmkTOCwLQVKjHPQN",
+	"t1Q9tQ0wyVLcCrkSY2HYyCfMR81RDBIkKsEJNGkDI0LXrPiifh1+M23jUqOdgEOSrbHnu201j1AFlS9S",
+	"Fp4vkpq4i+m2i+/TG21ZauO28v34zhVj3Au+MhofGLRoCAu58rwKBmBeJDNZQDvgXd6EzlgYBhsRbarE",
+	"aGU2qHLuNggtwDIvodtbSQm/Z0mZr7HHlGvLveF1gOcNDz7Hp2OSyi1ng0XlqftOlQMvQYyerEBXiXHN",
+	"ZgUxB2GHbHsuxmLLdQGODvAPScGhf4jJZSvBywP3ZMq05EuxiylSEnTZ3HhqEHLX5jEbV4Bpbp9Vy2VY",
+	"wPkCjasI9WC0nA2/1t3YwF7eC+xCMuPjYqK0rknIM2DGXwvvxJ1n+NBDGwIeGYv/j71v727bxvb9Kli6",
+	"f1SeSynUw7Etr1l3+bTpNLdN3BO7p3PuqMuERMhCQwEagoqiduW734W9N0CQomzJjzlpJ38llkQSxGM/",
+	"f/u3wxhNZaopvgjYbpAwyBaArMihFY+hN4Q7uHZlOoJIfX1bEe67tolGsNvsbZ2jgOzGAME2K2iGuuDv",
+	"XadbDjSYeMpIVcAE1trnVzoibjkOEUvKjFTioZG7qJQeG+ghYp2mLNzgUxiR6cWmdbC1VafQiVp3ibIG",
+	"fgRayxrLkMwB+nk6GsTsrViz/9b5+0pgtSEINYjZaRC2CQIxFwuRyyl/8Vasb+ydYJx2EjJeiDoy3272",
+	"n9794PvtI6k3CX7SPnfoTFDoewedIjZ2PVjt5/1P1XjT3zs/iFs+3biOX24hkZ74kIBS50P/ITGl52VI",
+	"2jMmt3f2vLYD/ijp896gpLb4HNLnW8dlRwq9bP30gBT6U7t1Vr5Su8I/nYf3bxhYdDRbzxdOhCTUnWgu",
+	"iI0kgGxOKmaHN3gjh6oKDNvCpYkpmQ/W2mwGcGdDibOUMsMdzAx34BrwNaBKb0INm0V6hASwyrp7XXZB",
+	"GZhy05cpNMyeycL5jDNSoXJGhnIKFvqWkfFWfPQBnmt7j/twZt/5xhVhOFXDUHYCtOwc7mqaEADLevcC",
+	"y54OtgVp1BqOiVTK/4YMtRVpxXQX0ulT1HCL4b23GN53i+N7b3Ec3mJ/JJK1qewC39nrpRoNNLC/dZ6K",
+	"/EvU7Enl24+5+CDF2vc6CTLg/2MhtGYpCRIHenQ/KjjXiLS6KvSy6iWNthI11rPciCLMzvBckLtGBABK",
+	"u0JfhOZYT3SssNADg94kArvsR3L3+JYorflw25LSXvo02Z2ntnv/OKhRdFyqmIDPFiL6Wdi3tW36RQ4/",
+	"rRy2s/u8ZiaKnmeSoO8EIukb5BlAuBpSfKX1ilHeUNgS7mgNXY/BluTG3Rj6CugC2y63laYyvC575wJl",
+	"dVQjxQXp+nvlK9znT5I+dyb3l2P7TJW7dnqf+twKY4jvfC+YCf6cTbV+L0WX/YyNkhAq6770hXiLlSmg",
+	"rhX7HyR/73x99e7bDhD+JdYxJDyiY44xshC+7ZG8VfaAi9xoxfSqOPdNxK2bKYnQJQ0G5wZ14RgfMEVQ",
+	"2MdRx2CCTjr6PGhJDkkbfANvPTnql7aDi3MFENKGAtkreasuVw0dRYYNtp+8VSLFtylHbGUGQU+6D9vK",
+	"T8XIWCFgtIOFGaIEWMrNfKJ5ngb7rvzsl12AjJ/numHrwBII6+VHvt2L3Ry4WoTVCKYoF0qsRYpActou",
+	"dkHGqo1o1iV0dVyL7IMgMDmKfLfUUh112VshUuDzqW7FEZZ0S8PWULHFoT5lrDLBc2UgKTOMe37/1fZ7",
+	"M3yEztWjBbov27xXoOMTL93vKxWV+1x5MCG/e8ddQUr8OoK1rS7j59BZlYb3NQxsm34UknhgIxTlznfv",
+	"tPMENBssrz46OyBgC287ZlMozAAWkHQhFYmrdshecET1E1vjGGFkDdPr2BGFK/ZdUSwvVbaJ2BVfiCtZ",
+	"iL9eFbmcFm4VShrxG7pRwtpXdnKEb02DEnzKF2KsoM/69Q9XR0BzRVYPnl8cLZ4HPJtw+iJ/YCebABDv",
+	"HoYNW/G0jlXzcaU8qqdHhVJWDBCWMHI8+9Bag4KSpAQwW4layJeChyIXM2pWtnHFkgvaZBx7y1DiSxpm",
+	"d599/tRhJ4i1eKzatGrlImHBVCnX6Jm8YFRfDnXQKO8C1RgIx6/MWCVTk89uYF6hksoOryKtaHSR3Tay",
+	"cGQyAwYXduDCzkIaKJNIQuoZnY+Vow20OxBKu5ASFp5uztFetfOffHd5+f3P37169cPNxTdvXr+9ub78",
+	"/tXbBK+h0i9HTubk4Fh9y2UmsDlXRyqDBBkhPwabZhLgH2maC2OwEFgq3D+OnK5Zx75Wj0L9l7LQJykr",
+	"RFt8Mk3F7HYuf32fLZRe3vwzN8Xqw/rj5rf+YHj88qT+g4MyizD+Z+258sfUE1futNTtISOKGi/XlSg6",
+	"Tlj/vlvdOAFQCbzX66C/MHQ9V9/AbQsSVNpeBqRzSVAFdIjb+gBKECtja8TYXiaXnaMgheVUO1Ftp6uc",
+	"2LN0AWfMSmLgarYeiNRptT4fgq6Ew5FFaa3KnCUluUbSZf9lZY1pbk84VqjyoI7LRXB38CHgW13RjDxv",
+	"g+oadzXNlAtc7uKn3q/btb8ZpfrrTCQeHVBnIjHmpr/e6F9n2a9a85PsoHL0cPbuygTxaSE/OI7Af0ui",
+	"2PrxQSqsMNBQO5y7wg34dZ10r3b1C+QwhTBho+H8BlBoHBId7sRWhxjdTQL7LRlpCZzlhA7zWLUd6jjp",
+	"D+dJ5KvCk97L03lyzpLYJM4+crWKR2T3uBp4R9hVrPVYJfRpxw6PF6tcJI6iO/J4RByy6xQXEdqqmLMP",
+	"IpezzTnawGuep6YsrFRiPVZQWGq3aFgEXz7p//58DUoTtam3dctnVigFsX5bgsksC2tyvpepMyu7DOFP",
+	"bKNXOcvFVMgPUBCk67f0yE3BQkmJ4zRrWUzn2KVPmLGqTh1d6nGTbWBTy7hciJT9ak3jssbVi2TgYbrV",
+	"GLTBN+WuGPYIo0m+laQG3Dm+OZvhmDWZrgonyC5xl72Dm1vRjyLZK4KK8MdKZrdJZoGQcNuxIbILe7si",
+	"ex6DZgwaB7QeJvlwQIER+mim2n3UB4z7xh6lvYR8Va3s7Ie9vLjqpfEP/feLYrg+fT/ZXP7z9r/+88eL",
+	"zeWb3968ms83/e/iy0V6PLke/vWB03UPz2x5EO6imwVf4wvB7B8FgYVHBJHXjZ3+n04TFvwO0/bnOUHO",
+	"t/uepjKFan74OuNWZ62lSvU6YV6pAXYXojBOZPWHGBQ9AmDv2M5KvgHqE6x3j6zEDBi7qAq+DHm63qcO",
+	"uI17/jeRazMqv7UWbDRWHrgfAUpYEmIhBew/EXECpXp5JWT0RMray+MYfrI8OwMgzkJmmSTpHZUx/Qpf",
+	"g+foUO6GSF6wEk5tedQ+fmOEKo5QUcEU4nRIgzcn3hap2DLXt7kw5jzgRTCMp2XxAxCAonIL1IwDvcFL",
+	"mmKsghnaQCrCtbqzvotmfLkUPO+yi8xomBzEms2qe6DsZiwVtnS2u2hlxgpdGjsYkVJwLcHvbuDTm4yY",
+	"RHtxFMcxFHhhbEb8c8UzN0vwK7YQXIGyAxoYStHYAXXZlVWWppDTsqky0vyvNfS1jViFK8e3toVXaaZ7",
+	"+5soruAs7IHAm/EckOZUweaoa+zdoejJb9t20rNWXXIWL5Kj89K6s8beLrgenqJmvB6iMLzmwz+fnFyN",
+	"Ro+9iEpISL8XWwHHU6QtdWerNer1Tk+ilt1iShhzszyObxb2gm4//PTsDD592T1F1Im0l/Z7UQuO3DaL",
+	"46mH6ZVj8AOIKwOIG56OYJetx+PH/vnxzsefNTz+5fFx8wDgi4YJ6DWMYNgd3DuA0iKBZMDWCSLWWeKu",
+	"vJlsbvA3sM4EzmqNBidutL1ebcXwaidM7L4Z0ag28MdZ5DO19ufH/fhT5HbmqDVY7G/LXHPzHg/WrvSM",
+	"P8tfegg9Y8W7xGanfrKdbmWTDf0vsCmQdniHJRGQpzorIqA+vqOrEJV1AsnZQkTQJh51rM6Lo2ZGe9Q1",
+	"a+twF9oxU9Vo6iWx14MK7cUldU6Z+MBHf2XYVObTlSzYJBf8vcg9t5t/oHXiiWxOQ8b1FZ/OxyrgI4Jn",
+	"lpxS9gJ6f1C3EzGXUHWcaZ6yCc/secyDcVsPufIWVm+m4itzTmm5Dpjv8Jg5Nwyd7gs3fdBvhueY0qpQ",
+	"eBskjcaBI5iTXnOs2qCHy8rTZa4n4oYXyZEbjpuiiBlpPXRZsFRMZSpMmYurLcutjthkVYxVItXNDED1",
+	"9gFULGj/62QnFX7OuMxWuTAJaf1qT32cdvvyOxr70S57ukZ7pXIbRi03OJB+/oVIu+ziG7aSejga9P6f",
+	"A1u6iW2EMsLPYHob9V0fvsZQlH1/zO/mcKQ89rHGLT4aDgetqEVz3hrFVZU1sEq7fLO48mb9+9/s+Gz3",
+	"kHv90XAYDnmaaaSo2hp0ANjcHvAvUctudg+FTXudl7Nj0TlJh9PO2WTAO/2z3ml8MnspjtPhIarHjuKu",
+	"QGuwn+kAT5yY+jeKulYI1GkmUNQCiDB9nGYAAvsdesGujWmQLHXiZutIAlUrL4i3EFtPUQ0+oiztDyJi",
+	"2vPKZKx8FBL7kMusAN/JiiPyRuD/jgKZSA/25EYeK++7wfhQXlevBAzA9bx8NrlEVj6GXKMR0jpELJGp",
+	"WCx1IdR0A52BIpZkfCLgO/tS1ve40bMkAspPin3NCpG7d3F86xCTtMJ2MZFKjBzHnjQsk6YQ6ViBaLfO",
+	"FpIZupS6EsB7obqs/gBJvreBRmlNTxMf6WuMhU7tFpyuIKOREwoVPLOM+ubbEQHx5Dnj+AvU2Urjd1SU",
+	"JRVrbz1L6WKsgqZotdEeVRgfgCKV5p4pnueufAtGUiAXAH7fZa8Vs1JWTlcZz0voCGzP/4M/+qs1rhO4",
+	"2hC/B0/HKhOFXeYRaVWwX5A70m4TFxiYIUTBeq23WgPtxkwqnpWNOMxqOrcO5jCOmc7ZMB5GAJ3wpg7P",
+	"Mr0GVoLyllLdHnXtdjHFjfcbUke8AB8LKwISZviGreebCN5trPzLIXC6VNx2H7h9QZ9i8KSkegiuAyaW",
+	"TUK6nMOUwCSMFXZ5hOg/OuUY0rc7aiY/7mr2eA0C5B6n/BKSFDDVLvdC67jDySZ36VAnZmWa6NUvXYok",
+	"RHODuJAmACHvGEkpASrDmel8ASp5tYJv6l5+dMcc+F7Nhd04LrtLLI3IrzMYDM6OdlYMhoeoeVQpLwRU",
+	"Tj5waD6vcvio8NKnHRYe0J/e/UDk+M51APP0Y8HaSWh+heUn7vyTJW4FlhGqGCtQIrwALydinCJD9hGl",
+	"XDDk1zgGFUlk09r+jkAD4mMhAJhKgUKQ1GMlDV4VsSk3xGWaZbvmbpVnuxj6+/HwFCp7PGX/3lNH7+EX",
+	"tZy0QIMRyLCku965wDW1t3PAx8cPHC/uQJ5DkAMHCno1YutcFoVQ2GkckiUJa6PS/Wsh+GK05JuFFQnJ",
+	"0XlgYoyVF0sgyRc6d1wuODMBvI5nGdkQC9YG6B20c8ldSzVzFPQKBb2GvTxZMkp8HJdYgayeWmbAguQc",
+	"WBh00AJUbZANheMrlt9bo2FE+iAqGVBGvmxkPd9gVHeqVQq8yABAZOWr6pn3fHOO/E9W+UJEf6oXC94x",
+	"wv4aW2yYoovzmjBYANePFfmxMDMFXnbwQEfrDIoCSrP1bKySH+yrmIS1h/1+tU0qTFy5yYilGv4a9Msb",
+	"g0LwruA/WpW1tWat+LjMwBchlElTow47iMrmlIVYmNouHfTOKru0v7VLocLuNV46KL/mec4hZmSKDQR5",
+	"rXBr3XEEnUVI+xuWEQvhvBGPzMpGiNJ+TI5GaFYLolLClESQNLG6I5XuWPPyOVaG4SJaBbMqpnqxuztI",
+	"aa4+Tr01d1gJdP7n1V1ltHd3lQuktnOnAk84ORdfw5WY5NDQheWcpRpZU1cygyUSqQRZtPg8G7QEMZYo",
+	"qLuFuvZxa8SGvZ31tn3AbEEkvtvrnfr0PBXM9jtncdrrnIjhsHPKe/3Oy8nxdJgORH/Wi+G3VXXiUwLO",
+	"Bm6NWt4IRT9BpNbMZm91wbDain4eWNKtkTXEm8plm0pv6SdB+e3jC263a4CrdckuFYCx/+1C3F3ltu4e",
+	"3T6Gs6olt7Ww0wuXCH4BK2lqmZLKWh9SY92Pr+MTu+aDuBvHw/qaDzq9Pp90Tqap6JzO4l4HMdGnZ3wy",
+	"Tfdb8+CTyrJCB8DPalmrpd2ho7B30XiwF1zyZ98NUT69G/f6D2jTQ3NF4mfUevPrxeatjD++uYo3b779",
+	"z/Xb33Tv8lr/9ubr4frNN+/47JuLj5c/fzu//Nt//3ZYfun+/j4NUaUvnX7uR2KS731w8G8n54RviGZN",
+	"j++ur3/0VgU6Nw7tIsk34gVLiCQT6kySVEB4ISABsh6uYUZrBQSUS22MnGRUQKSIn1QajGedU+xJ8DyT",
+	"Iu/6u6M97O6eC7ZYFSueZZsynAXxoyuBRI3J61LSdL4XG1+rU2jgLCTASRkHgBIgw2cipPckFB5ZWND/",
+	"kZwpU3pX7X7cg34t5HdUA5pg95IPAB8AXWouilWugoZJGILBnj4gE1g/jrc6G/mXKjrvIJATMDgiZyjk",
+	"3MCzaBgRcaG6IXGWytlMAFoWRoUlQv1+l30vNmjVwO5JXcQVo8C7um7Yo946lGUlWCdo2vzLY4p3eLHV",
+	"A4PjxmIUdGhgHixNnTrD4B4MIU3KPsQr3ieT4eEdJ/HtGXcHrtbO49p6jWShkk3f/DpSfdByKuwL9frx",
+	"CWhyuuWdI5nOrfXeSbWyN6aU1M0hl2LIdI+Xxt+3UCFkvNZkxVH0wleR824qNJKlg7uLTHIhFa0qzAA9",
+	"pjWIK11YfvzpurXTNjjeMg3w4qptgLygVaLQ+2fADfCQ4jB7vJ61NCxAlNxT4QXxVv/rw16h2RAgSYVl",
+	"liT9q+LXi8pt0b4lX8vYPsHS3J3Ipo0qjP9d61BAMEaJNeL+3LvVILkN8ndbiV5ka74xLAG5fM4WPH9v",
+	"YANT3iCnKxGXuP263VZ9acPpFco6vv9o2c+tqm8qWTu8g83/3NJfOzVam/c/czebHQuzzPUkEwtPBrzf",
+	"xP6IV+0mW8GdLw1biyzrzHS+ECmbrApfT4s15LMZwVOov6DV/piFhD6N4J2Z5IjKic1YbZ9Du4SOHxxo",
+	"bUh2V82M7mdgPl95YlRn0h5mRlfJUTC/NnE9Fu6zrSF4KwuxAHb7apYuYcBQidyCSrCUF3zCrdTQKyvl",
+	"crnsMghKwgJ5uv6xskLQFEAob1XLUqhUqCIjWVhCm6xdCetib0/E/0ugFBcLeKzbMWCaRDDasbPTk9/H",
+	"MANWsXa73U/Im//7uAXbw35Km/hT0mUXCt+yDKS7qPR2Br2OAzBiwRUCiNFK3mnQW5XBjFS3GXERtHlF",
+	"m4yVk68wmNLy5gUJHqjyyav29FGXXTp4ssc+UNf/Dlz2z5UueITpXggwu4aSEP6bScz3uiMw7J+5qYEZ",
+	"BWflld8I0rC5yLyd7ULqW7sDSTK2po+1e/bS/vExs7YVn1rT+mgMYHY80xS9xDkDIJt9rn0nGpQr9jL+",
+	"/JvavCJ1ahtBEGOFnSq6oc2UdLvdo5KnJUE0PdTTaakK4wjy4ZXbSe3o/C/6Y2An/wKatYpFhSyLmpHo",
+	"ya9iSoQGHNLv9BLQ1sNJNbu97bz33bfn3tuEY2LskaEkjLLTAzWEdtzvxabLrtealnXLnxt5yH6OHEOo",
+	"3u3+8V0B/J6bMZkiMUQWMZEZN6hwDTvvxaaTC2gkErwLMM3QSjH7NWbFiFeiYipFgYx1ZoSDtcDiwWpi",
+	"itNDLqwgcMhB8P+apjmC0ba1ovYjCW7EI7h0rOhP1/pRqtuIEkc6h7IFl3zqRXEc494Y9ga1B4uPU2Dc",
+	"GfTZG/kfrK3ziMnZWEFCIY+o5NRuxQ68DWQLjs5LSfqVoUYuiJ1ZSGLhwOLBchOXpp409niAuCzmQt3l",
+	"05r/AMn+iKI8Qln94w6303koPegTuRUnxZ93hn3vKx7sW0bNTx8c8PTBo55efQhePyuWtasxXv1iODyk",
+	"dBtW6DmZ+H2+JPd2PzXttHbtqFYEsXOVd+ZRzpDlvjvEUG41jzKcDkTnZNLvdc7SY9EZzOJpn59MTsWw",
+	"t+9e2SfCjp8/IMRee5PhcfAmz5ZPqTzFx9FLR+agxEpl8g+O2fy+/y4Y3LcL+qNevxsfx/VdMOwcpy9F",
+	"52R2GnfOeG/S6U8H6VAcz17GJ719z+y/dBecBG/yfLsgfMqjd0E4+Q/YBTSzVtIVXNrLi8ADm4M+Igos",
+	"sLFGDHE/6FuBeIEvPCBoIYzht9btWGCxO5QuTozOoGF8USytmoUxsp/e/QDRU2d0tUatHQZWP5iqYb9v",
+	"p6gAJMNrGh2NuEz7r3I18q7QiCyUETkfSNlzsKxGadzktl7u45h86Xf7uRUxeZ8aC0vB4CvrkcmftUbY",
+	"411trKHb7Wt/jf2qovCpEUEAPaY7RefVFdUl6A1WimkZ1bQi9tpanmDcY0ahBC0BfA6qYJ0/4KyPoy67",
+	"xmpcCosEJX326TOppHG07ZmYFZAjc0w/ZZtdX+u7FgG/exUxbd3sidj9fueHY8XHKgCLozldRVon/v0q",
+	"tPOsmOuVof7tnFqogbHuvkAgmiwKYOlzgQHC0cFFYPvTPSkrONfWMV0tw1kc+ThuwXihF3JKAD/sKldi",
+	"H4m2GVv627nSOfyDLY7LOWXvIHjgfC2iN8T+Z2tyRu1KNXgM8CsHiH54Fqss89zuPU+hUuz2VmhMi5RN",
+	"6CGVudC5spdXuoCFiOGq3gs5nKoQ3mpWq98AYfFDdYFg4BtuGPd2gzoK3JQcxX6wD0BSHJBGwVX6Fmo9",
+	"nsVVCAt8DxzVO9B6TTrRN5ZxBZehGPhSl/tcnZZQ+gTY8YUT3pzKhR6vzNCj3K3MMNO0Q5lhicuemovV",
+	"FddYtZWvJRrRPX1JyFHUEKCulpFAy0ytxIhCMUEKB5mSorFKVyLoq102yEyjLRg6agysloEK1F0a0Hnh",
+	"oAGBXDxJ881NvlJYIeZ6TZZ8umkYBjd8E9zRv7DBCcPRek00VkQuPuUwdzOZL4iFcuWYAUM16PN7D1aD",
+	"O3UaFWNBnFlC4e+dSm2s/Dw1aTX8krQaIImhjhTm1KU3AzIRJ8KxTsiOZ5u2tdrvl+LlN2gqjAIcCgTP",
+	"GbT92hoOVFdzg2uDeVrrOuVaL9hM51UKGtb2kfuEKqUVy4QBK4orOw7oi+N6DsMQlMa7cajRwqoOV4Z2",
+	"xhIYXAdjkiJNmpox2Cc+XtGn+aaTr1RVX35Nldci3JeuEIVjUT68eqgyafO7oNTd0NAWKr3lFvLieu56",
+	"dQNyfRE+4d5b7q3qcPaeSQHvntcLluYbe1DCt6LdQQwcZWwv3jVFFzQ/+9yk1+sfPC17WAB1cUWsSTsE",
+	"5Bfb4NnabMA5qenM5zAQrMa9q/EGebsV9SDNbkdwZAXgbJVDLsypW2moR7Uj3LC3QmZL62Q6WzNBpovg",
+	"MRNh3zboQKZzkNfetW0nHtycRGSxQKE03fForKiXx6TWuqzMVJ112TeB5+z7+szE2uocyJWGDGCsfRxb",
+	"efkyZgvDJpuxolU/ChkjrWVCjF+lvg9J3ahVtSv/0wgjBFYstAztFVjgHA6WFVrf5R4+miHjaZMND++J",
+	"9vmnJp6zqCPEeXqP2Ht/B0Weh71R/6Qbnz0k8vxUCKzI2r3BufzTtWWK99AXX2s1y+S0+HycT5TqD9Ii",
+	"OzrtvAvA5yDKq2DIi1J0I769QX6DQikluL3WkfyNlfViwvbvxO3XDnpFvHt1/ert9evLt0nEToASkE2s",
+	"FiUZjeUDsvAjATdBQfGj8JXMEhAleJhHnuVRoSNlhzSMh41Ego+WwWhlAnXbHnDJb6jmIiB42+sq9+tP",
+	"0WeAz/zSpO1JD/ffRPGgk/2wVrZ2cV2rRIdSrDGo6w/AoH5PdgRcUGWNLrCDfHVOUPrTDlIGUHHucyH1",
+	"CBCi3DjAwrB6RVM3H+ALcpbpnC+XAsWVOq8OEWP8X5lyIBMx1QuqznHj7IJN5olNHMXOjlQMtQTCmmtX",
+	"uAwkR7l9OL2lngGpbUQsqEqvz4EQx141ERvtEOki/wC0TTRmYJODjW4F4uDl8bbsk4bx6VQsC5FaWVxf",
+	"gZLYriy88ky3gMvFuEiN4BajH8h+b6+tGUoJW9gN0GVv9Ad0XuBhiHGTBgqjgBN9rIBEDDnsDPCnk0ms",
+	"QlcCHgT+BEz79uOshwB16aFdD4DFwwx7to9dD+B72jRUEFA32SNsMeQM+8YGnK4RvNMe/4IqpbvNzh0F",
+	"NNdCeYZb0IoK+GrLYJHDYcWLw+I2bgb+pFUovhTBOrbQG5bkxxdD+A8cpTEl1P/BhvRWOOZF6UTeSama",
+	"OmJXJxtdkgZ4iDSb8Vo8G/WfpwHnuWAVmxf4xCm1TdxwoY09h5bE0KcY6UQq2XoYenI0QjPZ9bJstJId",
+	"tdeFe8+nJpwADgLHzA3Ey6fDqLWb9+E4HrArkX+QU8F+UvwDl5ndaHbgVA1J2ehgpDcUGlktTZELvmCr",
+	"yoX+Z7sDIIX4WLxYZlwq6HmXG1H8dVXMOqetqPUNkmperVTE+n32Vn9gVkozJ5/Z395cI08MUNbvlOPd",
+	"OA4wjBTwOI4HAWMDMnqHk9WL47hXzpfSZX1Z0G+lFyN7FwZatifqnqH1uvHZoEKyDTTUlYEMTsIbm9XU",
+	"ioCGNfh93NJQNgJaYr/Z39pS9016b7DfpPcG3eEg3pr0fhwfgGOjo3Fnoyg6PZGzJCF0g528IEyPrby+",
+	"eFZPzYyAsv4rsyWAzb/U3drWG0Gy/8Ee3D3lZTyM0ZShGzJtICnPKCdf1sl6xyl0AK0kGatt4z3gYAW3",
+	"I+RQoPIfxw/hmR+gDNBzdC/l9D0EnVbL7lj9ZCCJXWigpcRkCrF0svYd1J5H7D7OSvDaCj1Wc/5BgB9A",
+	"PyBbBcvMiU/LRf19uykw/lwZTR5mxB0pt+duiKhyZqqXm5G9pMNeF4ZJmIqVQhxCCt5Ihaqz7A7my5td",
+	"h7Cy11bZv8rzyY0V21UNTde0qVKIPIvAx6Y6pNIXTo+w/SvNDSY1GEtFukIBDCAPRtVTawnJ+qm+VdJU",
+	"muCcAz4FUROEd6R5BjREOdNYmc3wVmmul7R6kFFbqcyujIRo4q0ofC9dspDs3Hp/P5xdgE1gm3a/NYuw",
+	"vFjn8lYqYA3xLjHNZdgvzR2AzkURVhkW4SYIGtJIAAjiKkoy4MpjAXenN5NlzPWrBh8c3oy0CnGoGfD3",
+	"EWiBYMfAfpzzFH3sQaBoPN2y9MFRNmRtiAxUXpMe5N8QMDHJ0AElGizHgHS25NSlAjR7cz8nyA6IDPgu",
+	"EKOVMPCCeJaKfMMmq/RWFD6ZN8uFmZdxXF9Rp6LylRd8g/Qt1LymUn0I9I6VgawUtGdGE9nTRwRxKErz",
+	"4BhKcAuMIQnyQEk34Mq3j1ggRCLHoANiRerDsXIvyJXaHRjgljp7sQDD8qOknzjwDjYL8qtrt0ZW2Z3B",
+	"HCAYeWrtjrQsfsM6xIleFQFJKEKlXPhrRyY5CgNSoGDK8A2cRjwPhGVac8c0UyYLHNUNx8rKNOfQlpEt",
+	"V/lSG6TfcRybbBIeOZ8RxoANcsImWGuRUAFrMRe+21EY7JMKIFAZ3wThLYJY+SxlMSplv999pFowqiZN",
+	"KcXGSueoq6gfRZA43gjCRcF0/uUvr1KijsXbdv/yFxYW55cV0hwLIrFqGHs7OdZxzHXa/5HFDFW4UPXo",
+	"CMhNyEBe7engmVwSwuphOScqBxjVVFTEk16rsaKgmqR9RCvR9iOoXon1pYDqSsatcct+vaDAsnv8UVQW",
+	"rQPYPVBM5+VuLMOcMo0Cf9jaFlXQoFVdFYrNcu94pL6j1EFiUsUX7ijBJBx1GVogRLdesSTs+AHTsObQ",
+	"NYsr4DVlS6zd6LKf1Hul11Qea5AegepoIOIGHLC4a/t9LNPHo+ZAil32s+ueBosPt8Ci9N8/JVElZl0e",
+	"BkrZ0XHdMk4qYD0wO2TBFBTZAvRNqj3weo5EF0vdQ6F8F16Ola9o/DvegaF7XCzVdGSNKekK6ZgdTpEm",
+	"KgiAWn9BpLLAEOP2ha4In7bAVxgJpFb0YSD1IM/1750rvcqhLst7G9a1qGb7IcNfIbD+0PcUjoeDye7o",
+	"4flgyMm/O09oLZzQ64+Gcff4uPesdY7bQJOH1DjWh3sohejTIk0CTxPPKgq9Xe6m0us/aST+X8kH5BTE",
+	"Dpsuqll0FZzHOeb1KLzgGBkpvoBBaePagZTIc2hHvW2lkZnh+kB8NoBO6okBtl3orz4scWCfIKarXBYb",
+	"jH4v5fdWhv3jF+gcCOnhpo4ZdtL8vSmNjPY4/N9gwCXV09VCqALI1JMXeimUPcQbvsgS1k6Q6BJrIuAi",
+	"655rNVbQLWH04kWmpzyba1OMTuPTOAHmf5QJLyDURC+8TW0uOtZrKjucO/uqrP6Y2Jks+SKJ69oxln7s",
+	"2F2W8c1b/Byx9Nvc3e/s3EEnOSeMIk88Sq1wagVl01wrJj4ura4GanxFlRfsN61Ed7uxR9NwfDCt1Ux0",
+	"nvOCuqCiSQoWEG5rtHJ0DlLL0e5U2+Z1a7TnTSP4Ab/YfvxFabNd/PjaGsDo9MscuTpxQOLjUuab4EH2",
+	"dw2PcbdomnrXTp1CH9QmHfegvFXGr2/Qdjic31rf44ZZrrRMbhrDz3NNlmQaPg2KcG5dV1cwN3MBLDs8",
+	"o5YLa+J0ocHwVQr08lvvbz9nmb5tIvB3K2lXz952VcyRycdn4wJE28U3b16/vbm+/P7V2yR8cLqQquHB",
+	"7uYNz7XT0pGKGdzBxi3AWkxYys18onme4olOKcKRvFjJF+Fj/e8aHv1NcA98QsMgvhM8K+YRtPCSShgT",
+	"sYUociDkUmlV+nTZWx3OjtTh1Huz3+ycBhzDL5/+fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -32,16 +32,17 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[], $15::text[], $16::text[])
+		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
-			max_backoff_ms, idempotency_key, request_hash, notify, labels, ordering_key)
+			max_backoff_ms, idempotency_key, request_hash, notify, labels, callback, failure_callback, ordering_key)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels, ordering_key)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
+		callback, failure_callback, ordering_key)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
-		ordering_key
+		callback, failure_callback, ordering_key
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -96,6 +97,8 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes    = make([][]byte, 0, n)
 		notify    = make([]*string, 0, n)
 		labels    = make([]*string, 0, n)
+		callbacks = make([]*string, 0, n)
+		failures  = make([]*string, 0, n)
 		orderKeys = make([]*string, 0, n)
 	)
 	for i, t := range tasks {
@@ -147,6 +150,8 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		hashes = append(hashes, t.RequestHash)
 		notify = append(notify, payload)
 		labels = append(labels, labelsJSON)
+		callbacks = append(callbacks, t.Callback)
+		failures = append(failures, t.FailureCallback)
 		orderKeys = append(orderKeys, t.OrderingKey)
 	}
 	if len(sent) == 0 {
@@ -156,7 +161,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
-		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, orderKeys)
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

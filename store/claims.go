@@ -52,12 +52,14 @@ RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.t
 	tn.target_allow_cidrs, due.due_parked`
 
 // claimedColumns is taskColumns with the body left out (NULL) when it is
-// longer than $7 bytes, and the labels and ordering key always left out: they are never
-// sent, and a claim carries only what the send needs.
+// longer than $7 bytes, and the labels and ordering key always left out: they
+// are never sent, and a claim carries only what the send needs. The callback
+// URLs stay: the sender decides at the outcome whether a callback task is due.
 const claimedColumns = `id, tenant_id, status, url, method, headers,
 	CASE WHEN octet_length(t.body) <= $7 THEN t.body END, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
-	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, NULL::jsonb, NULL::text`
+	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, NULL::jsonb,
+	callback, failure_callback, callback_of, callback_task_id, NULL::text`
 
 // ClaimBodyInline is the longest body a claim carries. A longer one is read
 // just before it is sent (TaskBody): claims wait in memory for their

@@ -78,6 +78,18 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	for _, key := range slices.Sorted(maps.Keys(t.Labels)) {
 		row("Label", key+"="+t.Labels[key])
 	}
+	if t.Callback != nil {
+		row("Callback", "on delivery, POST "+*t.Callback)
+	}
+	if t.FailureCallback != nil {
+		row("Failure callback", "on death, POST "+*t.FailureCallback)
+	}
+	if t.CallbackTaskID != nil {
+		row("Callback task", t.CallbackTaskID.String())
+	}
+	if t.CallbackOf != nil {
+		row("Reports on", t.CallbackOf.String())
+	}
 	row("Created", when(t.CreatedAt, now))
 	return tw.Flush()
 }

@@ -212,6 +212,11 @@ func (a *announcement) send(ctx context.Context) {
 // for a different request.
 var ErrKeyReused = errors.New("idempotency key already used by a different request")
 
+// ErrCallbackOfCallback refuses an edit that gives a callback task callback
+// URLs of its own: a callback's outcome is reported to no one, so that
+// callbacks never report on each other.
+var ErrCallbackOfCallback = errors.New("a callback task cannot have callbacks of its own")
+
 // ConflictError is a change the task's current status does not allow. It
 // matches model.ErrConflict.
 type ConflictError struct {

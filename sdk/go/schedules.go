@@ -46,6 +46,9 @@ type ScheduleRequest struct {
 	// TaskRequest.OrderingKey: an occurrence then never overlaps the one
 	// before it.
 	OrderingKey string
+	// Callback and FailureCallback are carried by every occurrence's task,
+	// as TaskRequest's.
+	Callback, FailureCallback string
 }
 
 // CreateSchedule creates a schedule. It is not retried after a 503 or a
@@ -67,6 +70,12 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	}
 	if req.Paused {
 		body.Paused = &req.Paused
+	}
+	if req.Callback != "" {
+		body.Callback = &req.Callback
+	}
+	if req.FailureCallback != "" {
+		body.FailureCallback = &req.FailureCallback
 	}
 	resp, err := c.api.CreateScheduleWithResponse(ctx, body)
 	if err != nil {

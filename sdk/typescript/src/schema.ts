@@ -102,8 +102,8 @@ export interface paths {
          *     with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
          *     The last page has no `next_cursor`.
          *
-         *     The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-         *     `created_before` combine: a task is listed
+         *     The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+         *     `created_after` and `created_before` combine: a task is listed
          *     when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
          *     consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
          *     later than `created_after`) answers 422.
@@ -452,9 +452,11 @@ export interface paths {
          *     the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
          *     or dead sends the webhook yet again.
          *
-         *     **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-         *     `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-         *     whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+         *     **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+         *     `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+         *     before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+         *     at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+         *     given callbacks (422 naming the field). Use it
          *     when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
          *     and change nothing. Without a body, or with `{}`, the task is replayed as it is.
          *
@@ -1236,6 +1238,13 @@ export interface components {
             body?: string;
             /** @description The new labels, replacing all of the task's own; `{}` removes them. */
             labels?: components["schemas"]["Labels"];
+            /**
+             * @description The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+             *     given one (422).
+             */
+            callback?: string;
+            /** @description The new `failure_callback`, as `callback`; `""` removes it. */
+            failure_callback?: string;
         };
         /** @description Conditions a dead task must all meet to be replayed; none replays every dead task. */
         ReplayFilter: {
@@ -1375,6 +1384,16 @@ export interface components {
              */
             ordering_key?: components["schemas"]["OrderingKey"];
             /**
+             * Format: uri
+             * @description The `callback` every occurrence's task carries, by the rules of a task's.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The `failure_callback` every occurrence's task carries, by the rules of a task's.
+             */
+            failure_callback?: string;
+            /**
              * @description Create the schedule paused.
              * @default false
              */
@@ -1432,6 +1451,10 @@ export interface components {
             } | null;
             /** @description The ordering key of the occurrences made from now on; `null` removes it. */
             ordering_key?: string | null;
+            /** @description The new `callback` of the occurrences made from now on; `null` removes it. */
+            callback?: string | null;
+            /** @description The new `failure_callback` of the occurrences made from now on; `null` removes it. */
+            failure_callback?: string | null;
             /** @description `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do. */
             paused?: boolean | null;
         };
@@ -1475,6 +1498,16 @@ export interface components {
             labels?: components["schemas"]["Labels"];
             /** @description The ordering key every occurrence's task carries; absent when none. */
             ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description The `callback` every occurrence's task carries; absent when none.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The `failure_callback` every occurrence's task carries; absent when none.
+             */
+            failure_callback?: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1805,6 +1838,30 @@ export interface components {
             /** @description The task's labels, to find it by; none when absent. */
             labels?: components["schemas"]["Labels"];
             ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+             *     `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+             *     number, and the response: its status, its headers as an attempt keeps them, and the first
+             *     64 KiB of its body, base64). The report is a task of its own, created in the same commit
+             *     that records the delivery: signed like every webhook, with this task's timeout and retry
+             *     policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+             *     and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+             *     or `https`, at most 4096 characters, the server's target rules), with 422 naming
+             *     `callback` otherwise. A callback task has no callbacks of its own.
+             * @example https://example.com/hooks/order-timeout-done
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+             *     `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+             *     there, with `status` `dead` and the last attempt's response, or, when that attempt got
+             *     none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+             *     `callback`.
+             * @example https://example.com/hooks/order-timeout-failed
+             */
+            failure_callback?: string;
         };
         /** @description A scheduled webhook and its delivery state. */
         Task: {
@@ -1878,6 +1935,36 @@ export interface components {
             labels?: components["schemas"]["Labels"];
             /** @description The task's ordering key; absent when it has none. */
             ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description The URL told of the task's delivery (see `TaskRequest`); absent when none.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The URL told of the task's death (see `TaskRequest`); absent when none.
+             */
+            failure_callback?: string;
+            /**
+             * Format: uuid
+             * @description On a callback task, the task whose outcome it reports; absent on any other task. Its body
+             *     is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+             *     timeout and retry policy of that task and no callbacks of its own.
+             */
+            callback_of?: string;
+            /**
+             * Format: uuid
+             * @description The latest callback task this task's outcome made, created in the same commit that
+             *     recorded the outcome; absent before one was made. A task replayed and finished again
+             *     makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+             */
+            callback_task_id?: string;
+            /**
+             * @description On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+             *     read it without parsing. Absent on any other task, and on a callback task whose body an
+             *     edit-and-replay replaced with something else.
+             */
+            report?: components["schemas"]["CallbackPayload"];
         };
         /** @description A page of tasks, newest first. */
         TaskList: {
@@ -1885,6 +1972,71 @@ export interface components {
             data: components["schemas"]["Task"][];
             /** @description Pass it as `cursor` to read the next page. Absent on the last page. */
             next_cursor?: string | null;
+        };
+        /**
+         * @description The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+         *     `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+         *     webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+         *     its `webhook-id` is the callback task's id, not the reported task's), with
+         *     `Content-Type: application/json`, retried with the reported task's retry policy until the
+         *     callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+         * @example {
+         *       "task_id": "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41",
+         *       "status": "delivered",
+         *       "attempt": 1,
+         *       "error": null,
+         *       "response": {
+         *         "status_code": 200,
+         *         "headers": {
+         *           "Content-Type": "application/json"
+         *         },
+         *         "body": "eyJvayI6IHRydWV9",
+         *         "body_truncated": false
+         *       }
+         *     }
+         */
+        CallbackPayload: {
+            /**
+             * Format: uuid
+             * @description The task whose outcome this reports.
+             */
+            task_id: string;
+            /**
+             * @description The task's final status.
+             * @enum {string}
+             */
+            status: "delivered" | "dead";
+            /** @description The number of the final attempt, as its `Hookwheel-Attempt` header said. */
+            attempt: number;
+            /**
+             * @description Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+             *     as the attempt's `error`; null on delivery.
+             */
+            error: string | null;
+            response: components["schemas"]["CallbackResponse"];
+        };
+        /**
+         * @description The response to the final attempt. When none came (a timeout, a connection error),
+         *     `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+         *     happened.
+         */
+        CallbackResponse: {
+            /** @description The HTTP status of the response; null when no response came. */
+            status_code: number | null;
+            /**
+             * @description The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+             *     never a header that may carry a credential).
+             */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * Format: byte
+             * @description The first 64 KiB of the response body, base64 (standard alphabet, padded).
+             */
+            body: string;
+            /** @description True when the response body was longer than the 64 KiB carried. */
+            body_truncated: boolean;
         };
         /**
          * @description What an attempt led to:
@@ -2409,6 +2561,11 @@ export interface operations {
                  *     ]
                  */
                 label?: string[];
+                /**
+                 * @description Only the callback tasks that report on this task (see `callback`): one per time it was
+                 *     delivered or died with a callback URL for that outcome.
+                 */
+                callback_of?: string;
                 /** @description The largest number of tasks in the page. */
                 limit?: number;
                 /**

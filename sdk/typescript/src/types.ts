@@ -31,6 +31,8 @@ export type TaskStats = Schemas["TaskStats"];
 export type MinuteStats = Schemas["MinuteStats"];
 export type Problem = Schemas["Problem"];
 export type FieldError = Schemas["FieldError"];
+export type CallbackPayload = Schemas["CallbackPayload"];
+export type CallbackResponse = Schemas["CallbackResponse"];
 
 /** The filters of `GET /v1/tasks`, without the paging parameters. */
 export type TaskFilter = Omit<NonNullable<operations["listTasks"]["parameters"]["query"]>, "cursor" | "limit">;

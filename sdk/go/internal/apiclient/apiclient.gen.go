@@ -39,6 +39,24 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for CallbackPayloadStatus.
+const (
+	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
+	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+)
+
+// Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
+func (e CallbackPayloadStatus) Valid() bool {
+	switch e {
+	case CallbackPayloadStatusDead:
+		return true
+	case CallbackPayloadStatusDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelFilterStatus.
 const (
 	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
@@ -339,10 +357,32 @@ type BatchTaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -396,6 +436,55 @@ type BatchTaskRequest struct {
 	//
 	// Example: https://example.com/hooks/order-timeout
 	URL string `json:"url"`
+}
+
+// CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+// its `webhook-id` is the callback task's id, not the reported task's), with
+// `Content-Type: application/json`, retried with the reported task's retry policy until the
+// callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+//
+// Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
+type CallbackPayload struct {
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	Attempt int `json:"attempt"`
+
+	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+	// as the attempt's `error`; null on delivery.
+	Error *string `json:"error"`
+
+	// Response The response to the final attempt. When none came (a timeout, a connection error),
+	// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+	// happened.
+	Response CallbackResponse `json:"response"`
+
+	// Status The task's final status.
+	Status CallbackPayloadStatus `json:"status"`
+
+	// TaskID The task whose outcome this reports.
+	TaskID openapi_types.UUID `json:"task_id"`
+}
+
+// CallbackPayloadStatus The task's final status.
+type CallbackPayloadStatus string
+
+// CallbackResponse The response to the final attempt. When none came (a timeout, a connection error),
+// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+// happened.
+type CallbackResponse struct {
+	// Body The first 64 KiB of the response body, base64 (standard alphabet, padded).
+	Body []byte `json:"body"`
+
+	// BodyTruncated True when the response body was longer than the 64 KiB carried.
+	BodyTruncated bool `json:"body_truncated"`
+
+	// Headers The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+	// never a header that may carry a credential).
+	Headers map[string]string `json:"headers"`
+
+	// StatusCode The HTTP status of the response; null when no response came.
+	StatusCode *int `json:"status_code"`
 }
 
 // Caller defines model for Caller.
@@ -553,6 +642,13 @@ type ReplayRequest struct {
 	// Body The new body, sent byte for byte.
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+	// given one (422).
+	Callback *string `json:"callback,omitempty"`
+
+	// FailureCallback The new `failure_callback`, as `callback`; `""` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -604,11 +700,17 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Body      string             `json:"body,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	Cron      string             `json:"cron"`
-	Headers   map[string]string  `json:"headers,omitempty"`
-	ID        openapi_types.UUID `json:"id"`
+	Body string `json:"body,omitempty"`
+
+	// Callback The `callback` every occurrence's task carries; absent when none.
+	Callback  *string   `json:"callback,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
+	FailureCallback *string            `json:"failure_callback,omitempty"`
+	Headers         map[string]string  `json:"headers,omitempty"`
+	ID              openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -654,11 +756,17 @@ type ScheduleList struct {
 type ScheduleRequest struct {
 	Body string `json:"body,omitempty"`
 
+	// Callback The `callback` every occurrence's task carries, by the rules of a task's.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
 	//
 	// Example: 0 9 * * *
-	Cron    string            `json:"cron"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Cron string `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
+	FailureCallback *string           `json:"failure_callback,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
@@ -691,10 +799,16 @@ type ScheduleUpdateRequest struct {
 	// Body The new body (`null` is empty).
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback` of the occurrences made from now on; `null` removes it.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron The new recurrence; `next_run_at` is recomputed from now.
 	//
 	// Example: 0 9 * * *
 	Cron *string `json:"cron,omitempty"`
+
+	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -834,8 +948,24 @@ type Task struct {
 	// Body The request body, sent byte for byte; absent when empty.
 	Body string `json:"body,omitempty"`
 
+	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
+	Callback *string `json:"callback,omitempty"`
+
+	// CallbackOf On a callback task, the task whose outcome it reports; absent on any other task. Its body
+	// is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+	// timeout and retry policy of that task and no callbacks of its own.
+	CallbackOf *openapi_types.UUID `json:"callback_of,omitempty"`
+
+	// CallbackTaskID The latest callback task this task's outcome made, created in the same commit that
+	// recorded the outcome; absent before one was made. A task replayed and finished again
+	// makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+	CallbackTaskID *openapi_types.UUID `json:"callback_task_id,omitempty"`
+
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
+
+	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -869,6 +999,11 @@ type Task struct {
 
 	// OrderingKey The task's ordering key; absent when it has none.
 	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+
+	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+	// read it without parsing. Absent on any other task, and on a callback task whose body an
+	// edit-and-replay replaced with something else.
+	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -921,10 +1056,32 @@ type TaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1179,6 +1336,10 @@ type ListTasksParams struct {
 	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
 	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
 	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
+	// CallbackOf Only the callback tasks that report on this task (see `callback`): one per time it was
+	// delivered or died with a callback URL for that outcome.
+	CallbackOf *openapi_types.UUID `form:"callback_of,omitempty" json:"callback_of,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1651,8 +1812,8 @@ type ClientInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -1916,9 +2077,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -1960,9 +2123,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2548,8 +2713,8 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -2953,9 +3118,11 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -3007,9 +3174,11 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -3873,6 +4042,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.CallbackOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callback_of", *params.CallbackOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -4697,8 +4878,8 @@ type ClientWithResponsesInterface interface {
 	// with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 	// The last page has no `next_cursor`.
 	//
-	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-	// `created_before` combine: a task is listed
+	// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+	// `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -4970,9 +5151,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -5014,9 +5197,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -8044,8 +8229,8 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // with the same filters and `limit` and `cursor` set to the `next_cursor` of the previous page.
 // The last page has no `next_cursor`.
 //
-// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `created_after` and
-// `created_before` combine: a task is listed
+// The filters `status`, `schedule_id`, `url`, `idempotency_key`, `label`, `callback_of`,
+// `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -8401,9 +8586,11 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -8451,9 +8638,11 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
