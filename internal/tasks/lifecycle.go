@@ -99,7 +99,7 @@ func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at tim
 // A replayed task is pending again, so it needs room in the tenant's
 // max_pending_tasks, as a created one does: a *QuotaError otherwise.
 func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID, edit *model.TaskEdit) (*model.Task, error) {
-	if err := s.checkQuota(ctx, tenant, 1, nil); err != nil {
+	if err := checkQuota(ctx, s.store, tenant, 1, nil); err != nil {
 		return nil, err
 	}
 	tenantID := tenant.ID
