@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -359,4 +360,36 @@ func TestGrantsInTheREADME(t *testing.T) {
 	})
 	require.ErrorContains(t, err, "permission denied")
 	require.False(t, errors.Is(err, pgx.ErrNoRows))
+}
+
+// The queriers an application holds.
+var (
+	_ txenqueue.Querier = pgx.Tx(nil)
+	_ txenqueue.Querier = (*pgx.Conn)(nil)
+	_ txenqueue.Querier = (*pgxpool.Pool)(nil)
+)
+
+// TestInsertThroughAConnection: through a connection of the application's
+// own, outside a transaction, each insert commits on its own; in a
+// transaction begun on it, with the transaction.
+func TestInsertThroughAConnection(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c := e.client()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	alone, err := c.Insert(ctx, conn, txenqueue.Task{URL: "http://127.0.0.1:9/hook"})
+	require.NoError(t, err)
+	require.True(t, e.taskExists(alone.ID))
+
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	inTx, err := c.Insert(ctx, tx, txenqueue.Task{URL: "http://127.0.0.1:9/hook"})
+	require.NoError(t, err)
+	require.False(t, e.taskExists(inTx.ID))
+	require.NoError(t, tx.Rollback(ctx))
+	require.False(t, e.taskExists(inTx.ID))
 }
