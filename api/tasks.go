@@ -20,7 +20,7 @@ import (
 const (
 	defaultListLimit  = 50
 	maxListLimit      = 500
-	maxIdempotencyKey = 255
+	maxIdempotencyKey = tasks.MaxIdempotencyKey
 )
 
 // CreateTask schedules one webhook.

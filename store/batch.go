@@ -69,6 +69,12 @@ WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text
 //
 // The statement is all or nothing: an error stores none of the tasks.
 func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
+	return insertTasks(ctx, db.pool, tasks, notifyBefore)
+}
+
+// insertTasks is InsertTasks through q: the pool, or a caller's transaction
+// (TxStore).
+func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
 	type tenantKey struct {
 		tenant uuid.UUID
 		key    string
@@ -160,7 +166,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
-	rows, err := db.pool.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
+	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
 		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
@@ -197,7 +203,7 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 		lookupKeys = append(lookupKeys, *t.IdempotencyKey)
 	}
 	if len(lookupKeys) > 0 {
-		rows, err := db.pool.Query(ctx, queryGetTasksByIdempotencyKeys, lookupTenants, lookupKeys)
+		rows, err := q.Query(ctx, queryGetTasksByIdempotencyKeys, lookupTenants, lookupKeys)
 		if err != nil {
 			return nil, fmt.Errorf("read %d tasks by idempotency key: %w", len(lookupKeys), err)
 		}

@@ -81,6 +81,12 @@ SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key =
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
+	return insertTask(ctx, db.pool, t, notifyDue)
+}
+
+// insertTask is InsertTask through q: the pool, or a caller's transaction
+// (TxStore).
+func insertTask(ctx context.Context, q Querier, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
 	t.Status = model.StatusScheduled
 	if t.Body == nil {
 		t.Body = []byte{}
@@ -91,7 +97,7 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 	next := t.RunAt
 	t.NextAttemptAt = &next
 	var ignored *string
-	err = db.pool.QueryRow(ctx, queryInsertTask,
+	err = q.QueryRow(ctx, queryInsertTask,
 		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
@@ -103,7 +109,7 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 	if !errors.Is(err, pgx.ErrNoRows) || t.IdempotencyKey == nil {
 		return nil, false, fmt.Errorf("insert task %s: %w", t.ID, err)
 	}
-	existing, err = scanTask(db.pool.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
+	existing, err = scanTask(q.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
 	if err != nil {
 		return nil, false, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, err)
 	}

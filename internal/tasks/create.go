@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,16 +31,43 @@ type Created struct {
 // A task due within the look-ahead window is announced on commit by the
 // store and told to the local dispatcher (see announcement).
 func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Task) (Created, error) {
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	res, err := CreateWith(ctx, s.store, tenant, t, notifyBefore)
+	if err != nil || res.Replayed {
+		return res, err
+	}
+	a := s.committed(notifyBefore)
+	a.task(t.ID, t.RunAt)
+	a.send(ctx)
+	return res, nil
+}
+
+// Creator is what creating tasks needs of the store: *store.DB is one, and
+// so is a store.TxStore, which runs the statements in a caller's
+// transaction.
+type Creator interface {
+	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
+	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
+	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
+	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
+}
+
+// CreateWith is Create through st, without telling anyone of the task but
+// by the notification st's insert sends on commit when the task falls due
+// before notifyBefore. The Service calls it and then announces; a program
+// inserting tasks in its own transaction calls it with st bound to that
+// transaction, and decides notifyBefore for a commit that may come long
+// after (see package txenqueue).
+func CreateWith(ctx context.Context, st Creator, tenant *model.Tenant, t *model.Task, notifyBefore time.Time) (Created, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Created{}, fmt.Errorf("create task id: %w", err)
 	}
 	t.ID, t.TenantID = id, tenant.ID
-	if err := s.checkQuota(ctx, tenant, 1, t.IdempotencyKey); err != nil {
+	if err := checkQuota(ctx, st, tenant, 1, t.IdempotencyKey); err != nil {
 		return Created{}, err
 	}
-	notifyBefore := s.dueSoonBefore(s.clock.Now())
-	existing, created, err := s.store.InsertTask(ctx, t, t.RunAt.Before(notifyBefore))
+	existing, created, err := st.InsertTask(ctx, t, t.RunAt.Before(notifyBefore))
 	if err != nil {
 		return Created{}, fmt.Errorf("create task: %w", err)
 	}
@@ -49,9 +77,6 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 		}
 		return Created{Task: existing, Replayed: true}, nil
 	}
-	a := s.committed(notifyBefore)
-	a.task(t.ID, t.RunAt)
-	a.send(ctx)
 	return Created{Task: t}, nil
 }
 
@@ -73,6 +98,25 @@ type BatchResult struct {
 // The error is for the batch as a whole, which the store takes all or
 // nothing: none of the tasks is then stored.
 func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks []*model.Task) ([]BatchResult, error) {
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	results, err := CreateBatchWith(ctx, s.store, tenant, tasks, notifyBefore)
+	if err != nil {
+		return nil, err
+	}
+	a := s.committed(notifyBefore)
+	for _, res := range results {
+		if res.Err == nil && !res.Replayed {
+			a.task(res.Task.ID, res.Task.RunAt)
+		}
+	}
+	a.send(ctx)
+	return results, nil
+}
+
+// CreateBatchWith is CreateBatch through st, without telling anyone of the
+// tasks but by the notification st's insert sends on commit for those due
+// before notifyBefore (as CreateWith).
+func CreateBatchWith(ctx context.Context, st Creator, tenant *model.Tenant, tasks []*model.Task, notifyBefore time.Time) ([]BatchResult, error) {
 	for _, t := range tasks {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -83,7 +127,7 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 	results := make([]BatchResult, len(tasks))
 	admitted := tasks
 	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && len(tasks) > 0 {
-		current, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
+		current, err := st.CountPendingTasks(ctx, tenant.ID, quota)
 		if err != nil {
 			return nil, fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 		}
@@ -97,25 +141,21 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 		}
 	}
 
-	notifyBefore := s.dueSoonBefore(s.clock.Now())
-	stored, err := s.store.InsertTasks(ctx, admitted, notifyBefore)
+	stored, err := st.InsertTasks(ctx, admitted, notifyBefore)
 	if err != nil {
 		return nil, fmt.Errorf("create %d tasks: %w", len(admitted), err)
 	}
-	a := s.committed(notifyBefore)
 	for i, res := range stored {
 		t := admitted[i]
 		switch {
 		case res.Created:
 			results[i].Task = t
-			a.task(t.ID, t.RunAt)
 		case bytes.Equal(res.Existing.RequestHash, t.RequestHash):
 			results[i].Task, results[i].Replayed = res.Existing, true
 		default:
 			results[i].Task, results[i].Err = res.Existing, ErrKeyReused
 		}
 	}
-	a.send(ctx)
 	return results, nil
 }
 
@@ -129,12 +169,12 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 // 0.35 µs per pending task, so at most a few milliseconds for a quota of
 // 10,000). It checks, it does not reserve: concurrent requests of one tenant
 // may each pass and together overshoot the quota by what they add.
-func (s *Service) checkQuota(ctx context.Context, tenant *model.Tenant, n int, key *string) error {
+func checkQuota(ctx context.Context, st Creator, tenant *model.Tenant, n int, key *string) error {
 	quota := tenant.Limits.MaxPendingTasks
 	if quota <= 0 || n <= 0 {
 		return nil
 	}
-	pending, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
+	pending, err := st.CountPendingTasks(ctx, tenant.ID, quota)
 	if err != nil {
 		return fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 	}
@@ -142,7 +182,7 @@ func (s *Service) checkQuota(ctx context.Context, tenant *model.Tenant, n int, k
 		return nil
 	}
 	if key != nil && *key != "" {
-		exists, err := s.store.HasIdempotencyKey(ctx, tenant.ID, *key)
+		exists, err := st.HasIdempotencyKey(ctx, tenant.ID, *key)
 		if err != nil {
 			return fmt.Errorf("look up idempotency key of tenant %s: %w", tenant.ID, err)
 		}

@@ -113,7 +113,7 @@ func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID
 			return nil, ErrCallbackOfCallback
 		}
 	}
-	if err := s.checkQuota(ctx, tenant, 1, nil); err != nil {
+	if err := checkQuota(ctx, s.store, tenant, 1, nil); err != nil {
 		return nil, err
 	}
 	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()), edit)
