@@ -101,7 +101,7 @@ type taskRequest struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	// OrderingKey is read as a pointer so that "" is refused, not taken
 	// for none.
-	OrderingKey *string `json:"ordering_key,omitempty"`
+	OrderingKey     *string `json:"ordering_key,omitempty"`
 	Callback        *string `json:"callback,omitempty"`
 	FailureCallback *string `json:"failure_callback,omitempty"`
 }

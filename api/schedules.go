@@ -42,7 +42,7 @@ type scheduleRequest struct {
 	Labels   map[string]string `json:"labels,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`
 	// OrderingKey: see taskRequest.
-	OrderingKey *string `json:"ordering_key,omitempty"`
+	OrderingKey     *string `json:"ordering_key,omitempty"`
 	Callback        *string `json:"callback,omitempty"`
 	FailureCallback *string `json:"failure_callback,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
@@ -133,7 +133,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 		Callback:        task.Callback,
 		FailureCallback: task.FailureCallback,
-		CreatedAt:   now,
+		CreatedAt:       now,
 	}, nil
 }
 

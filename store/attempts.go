@@ -59,7 +59,7 @@ const (
 )`
 	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()`
-	recordClaimHeld = `t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
+	recordClaimHeld   = `t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
 	recordAttemptRows = `recorded AS (
 	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body,
 		response_headers)
