@@ -22,6 +22,9 @@ type replayRequest struct {
 	Headers map[string]string `json:"headers"`
 	Body    *bodyText         `json:"body"`
 	Labels  map[string]string `json:"labels"`
+
+	Callback        *string `json:"callback"`
+	FailureCallback *string `json:"failure_callback"`
 }
 
 // ReplayTask schedules a dead or delivered task again, due now, with the same
@@ -46,6 +49,17 @@ func (s *Server) ReplayTask(c echo.Context, id openapi.TaskID) error {
 		return s.quotaExceeded(c, quota)
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
+	case errors.Is(err, tasks.ErrCallbackOfCallback):
+		var fe fieldErrors
+		for _, cb := range []struct {
+			field string
+			url   *string
+		}{{"callback", edit.Callback}, {"failure_callback", edit.FailureCallback}} {
+			if cb.url != nil && *cb.url != "" {
+				fe.add(cb.field, "cannot be given to a callback task: a callback's outcome is reported to no one")
+			}
+		}
+		return fe.problem()
 	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-replayable", "Task cannot be replayed",
 			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only dead and delivered tasks can be replayed")
@@ -77,14 +91,14 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 	// that "headers": null meant as "no headers" is not silently ignored.
 	var given map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &given) // decoded above: an object or null
-	for _, field := range []string{"url", "method", "headers", "body", "labels"} {
+	for _, field := range []string{"url", "method", "headers", "body", "labels", "callback", "failure_callback"} {
 		if v, ok := given[field]; ok && bytes.Equal(v, jsonNull) {
 			fe.add(field, "must not be null: leave it out to keep the task's own")
 		}
 	}
 	edit := &model.TaskEdit{}
 	if req.URL != nil {
-		if u := s.checkURL(&fe, *req.URL, tenant); u != "" {
+		if u := s.checkURL(&fe, "url", *req.URL, tenant); u != "" {
 			edit.URL = &u
 		}
 	}
@@ -102,6 +116,20 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 		// Not checkLabels: an empty object is kept, to clear the labels.
 		addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels))
 		edit.Labels = req.Labels
+	}
+	// "" removes a callback; anything else is checked as at creation.
+	for _, cb := range []struct {
+		field string
+		given *string
+		edit  **string
+	}{{"callback", req.Callback, &edit.Callback}, {"failure_callback", req.FailureCallback, &edit.FailureCallback}} {
+		switch {
+		case cb.given == nil:
+		case *cb.given == "":
+			*cb.edit = cb.given
+		default:
+			*cb.edit = s.checkCallback(&fe, cb.field, cb.given, tenant)
+		}
 	}
 	if err := fe.problem(); err != nil {
 		return nil, err

@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"net/url"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
@@ -105,6 +101,11 @@ type taskRequest struct {
 	Timeout *string           `json:"timeout,omitempty"`
 	Retry   *retryRequest     `json:"retry,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// OrderingKey is read as a pointer so that "" is refused, not taken
+	// for none.
+	OrderingKey     *string `json:"ordering_key,omitempty"`
+	Callback        *string `json:"callback,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
 }
 
 // bodyText is a task's body as a JSON string. encoding/json replaces
@@ -209,67 +210,27 @@ func decodeNested(field string, b []byte, dst any) error {
 	return err
 }
 
-// Bounds of a task request beyond the configurable Limits.
-const (
-	minTimeout     = time.Second
-	maxURLLength   = 4096
-	maxHeaders     = 64
-	maxHeaderBytes = 16 << 10
-)
+// minTimeout is the shortest per-attempt timeout, which a tenant's
+// max_timeout may not go below either.
+const minTimeout = tasks.MinTimeout
 
-var allowedMethods = map[string]bool{
-	http.MethodGet: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
+// rules are the node's bounds on the tasks it accepts, for the checks of
+// package tasks, which every caller creating tasks shares.
+func (s *Server) rules() tasks.Rules {
+	l := s.cfg.Limits
+	return tasks.Rules{MaxBody: l.MaxBody, MaxScheduleAhead: l.MaxScheduleAhead,
+		DefaultTimeout: l.DefaultTimeout, MaxTimeout: l.MaxTimeout, Guard: s.cfg.Guard}
 }
 
-// hopByHop are the headers that describe one connection, not the message
-// (RFC 9110 §7.6.1); the transport manages them.
-var hopByHop = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-}
-
-// reservedHeader says why a task may not set a header, or "" when it may.
-// An underscore counts as a hyphen: CGI, WSGI, Rack and the servers built
-// on them hand a receiver "webhook_id" and "webhook-id" under one name
-// (HTTP_WEBHOOK_ID), so the first could stand in for the second.
-func reservedHeader(name string) string {
-	name = strings.ReplaceAll(name, "_", "-")
-	canonical := http.CanonicalHeaderKey(name)
-	lower := strings.ToLower(name)
-	switch {
-	case canonical == "Host" || canonical == "Content-Length":
-		return "is set by hookwheel from the URL and body"
-	case hopByHop[canonical]:
-		return "is a hop-by-hop header, managed by the connection"
-	case strings.HasPrefix(lower, "webhook-"):
-		return "is reserved for the Standard Webhooks signature headers"
-	case strings.HasPrefix(lower, "hookwheel-"):
-		return "is reserved for hookwheel's own headers"
-	case canonical == "Idempotency-Key":
-		return "is set by hookwheel: pass it as the Idempotency-Key header of this request instead"
-	}
-	return ""
-}
+// Add reports a field to the checks of package tasks (tasks.Reporter).
+func (fe *fieldErrors) Add(field, format string, args ...any) { fe.add(field, format, args...) }
 
 // validateTask turns a request into a task to store, or field errors.
 func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.Time) (*model.Task, error) {
 	var fe fieldErrors
 	t := &model.Task{}
-	limits := s.cfg.Limits
 
-	switch {
-	case req.URL != nil && req.Topic != nil:
-		fe.add("url", "and topic are exclusive: give a url for one task, or a topic to publish to its endpoints")
-	case req.Topic != nil:
-		if !tasks.ValidTopicName(*req.Topic) {
-			fe.add("topic", "%s", topicNameRule)
-		}
-		t.Topic = req.Topic
-	case req.URL == nil || *req.URL == "":
-		fe.add("url", "is required (or a topic to publish to)")
-	default:
-		t.URL = s.checkURL(&fe, *req.URL, tenant)
-	}
+	t.URL, t.Topic = s.rules().CheckTarget(&fe, req.URL, req.Topic, tenant)
 	t.Method = http.MethodPost
 	if req.Method != nil {
 		t.Method = checkMethod(&fe, *req.Method)
@@ -281,21 +242,13 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 
 	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)
 
-	maxTimeout := limits.MaxTimeout
-	if m := tenant.Limits.MaxTimeout; m > 0 {
-		maxTimeout = min(maxTimeout, m)
-	}
-	t.Timeout = min(limits.DefaultTimeout, maxTimeout)
+	var timeout *time.Duration
 	if req.Timeout != nil {
-		d, ok := parseDuration(&fe, "timeout", *req.Timeout)
-		switch {
-		case !ok:
-		case d < minTimeout || d > maxTimeout:
-			fe.add("timeout", "must be between %s and %s", minTimeout, maxTimeout)
-		default:
-			t.Timeout = d
+		if d, ok := parseDuration(&fe, "timeout", *req.Timeout); ok {
+			timeout = &d
 		}
 	}
+	t.Timeout = s.rules().CheckTimeout(&fe, timeout, tenant)
 
 	policy := tenantPolicy(tenant.Retry)
 	if r := req.Retry; r != nil {
@@ -317,6 +270,9 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 	}
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
 	t.Labels = checkLabels(&fe, req.Labels)
+	t.OrderingKey = tasks.CheckOrderingKey(&fe, req.OrderingKey)
+	t.Callback = s.checkCallback(&fe, "callback", req.Callback, tenant)
+	t.FailureCallback = s.checkCallback(&fe, "failure_callback", req.FailureCallback, tenant)
 
 	if err := fe.problem(); err != nil {
 		return nil, err
@@ -341,41 +297,22 @@ func addLabelErrors(fe *fieldErrors, errs []tasks.LabelError) {
 	}
 }
 
-// checkURL checks a task's URL as given (not empty), reporting what is
-// wrong with it under "url".
-func (s *Server) checkURL(fe *fieldErrors, raw string, tenant *model.Tenant) string {
-	if len(raw) > maxURLLength {
-		fe.add("url", "must be at most %d characters", maxURLLength)
-		return ""
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		fe.add("url", "is not a valid URL: %v", errors.Unwrap(err))
-	case u.Scheme != "http" && u.Scheme != "https":
-		fe.add("url", "must be an absolute http or https URL")
-	case u.Host == "" || u.Hostname() == "":
-		fe.add("url", "must name a host")
-	case !validPort(u.Port()):
-		fe.add("url", "must have a port from 1 to 65535, or none")
-	case !validHost(u.Host):
-		fe.add("url", "has a host that cannot be sent as an HTTP Host header")
-	case u.User != nil:
-		fe.add("url", "must not carry credentials; send an Authorization header instead")
-	case u.Fragment != "":
-		fe.add("url", "must not have a #fragment, which is never sent")
-	case s.cfg.Guard != nil && s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u) != nil:
-		fe.add("url", "%v", s.cfg.Guard.Allowing(tenant.TargetAllowCIDRs).CheckURL(u))
-	default:
-		return raw
-	}
-	return ""
+// checkURL checks a URL a webhook is sent to as given (not empty), a task's
+// url or one of its callbacks, by the rules of tasks.Rules.CheckURL.
+func (s *Server) checkURL(fe *fieldErrors, field, raw string, tenant *model.Tenant) string {
+	return s.rules().CheckURL(fe, field, raw, tenant)
+}
+
+// checkCallback checks a task's callback or failure_callback as given at
+// creation (nil: none), by the rules of tasks.Rules.CheckCallback.
+func (s *Server) checkCallback(fe *fieldErrors, field string, raw *string, tenant *model.Tenant) *string {
+	return s.rules().CheckCallback(fe, field, raw, tenant)
 }
 
 // checkIdempotencyKey checks an idempotency key as given (nil: none),
 // under field.
 func checkIdempotencyKey(fe *fieldErrors, field string, key *string) {
-	checkText(fe, field, key, maxIdempotencyKey)
+	tasks.CheckText(fe, field, key, maxIdempotencyKey)
 }
 
 // maxURLPrefix bounds the URL prefix a list or a bulk replay filters on.
@@ -384,141 +321,56 @@ const maxURLPrefix = 2048
 // checkURLPrefix checks the URL prefix of a filter as given (nil: none),
 // under field.
 func checkURLPrefix(fe *fieldErrors, field string, prefix *string) {
-	checkText(fe, field, prefix, maxURLPrefix)
-}
-
-// checkText checks a text field as given (nil: none): 1 to most characters
-// of valid UTF-8, without NUL, which Postgres text cannot hold.
-func checkText(fe *fieldErrors, field string, v *string, most int) {
-	switch {
-	case v == nil:
-	case len(*v) == 0 || utf8.RuneCountInString(*v) > most:
-		fe.add(field, "must be 1 to %d characters", most)
-	case !utf8.ValidString(*v):
-		fe.add(field, "must be valid UTF-8")
-	case strings.ContainsRune(*v, 0):
-		fe.add(field, "must not contain NUL characters")
-	}
+	tasks.CheckText(fe, field, prefix, maxURLPrefix)
 }
 
 // checkMethod checks a task's method as given, under "method".
-func checkMethod(fe *fieldErrors, method string) string {
-	if !allowedMethods[method] {
-		fe.add("method", "must be one of GET, POST, PUT, PATCH, DELETE")
-	}
-	return method
-}
+func checkMethod(fe *fieldErrors, method string) string { return tasks.CheckMethod(fe, method) }
 
 // checkHeaders checks a task's headers as given, each under
 // "headers.<name>", and returns them by canonical name.
 func checkHeaders(fe *fieldErrors, headers map[string]string) map[string]string {
-	out := make(map[string]string, len(headers))
-	if len(headers) > maxHeaders {
-		fe.add("headers", "must hold at most %d headers", maxHeaders)
-	}
-	headerBytes := 0
-	// The headers given so far, by a name with '_' read as '-': CGI, WSGI
-	// and Rack receivers read X_A and X-A as one header, as they do for the
-	// reserved names (reservedHeader).
-	seen := make(map[string]string, len(headers))
-	// In order, so that of two names differing only in letter case the
-	// same one is refused every time.
-	for _, name := range slices.Sorted(maps.Keys(headers)) {
-		value := headers[name]
-		field := "headers." + name
-		canonical := http.CanonicalHeaderKey(name)
-		same := http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
-		first, repeated := seen[same]
-		switch {
-		case !httpguts.ValidHeaderFieldName(name):
-			fe.add(field, "is not a valid header name")
-		case !httpguts.ValidHeaderFieldValue(value):
-			fe.add(field, "has an invalid value (control characters are not allowed)")
-		case reservedHeader(name) != "":
-			fe.add(field, "%s", reservedHeader(name))
-		case repeated:
-			// Header names are case-insensitive: both would be one
-			// header, with one of the two values.
-			fe.add(field, "is %s again, in other letters; give each header once", first)
-		default:
-			seen[same] = canonical
-			out[canonical] = value
-		}
-		headerBytes += len(name) + len(value)
-	}
-	if headerBytes > maxHeaderBytes {
-		fe.add("headers", "must total at most %d bytes", maxHeaderBytes)
-	}
-	return out
+	return tasks.CheckHeaders(fe, headers)
 }
 
 // checkBody checks a task's body as given, under "body", and returns its
-// bytes (empty, not nil, for an empty body).
+// bytes (empty, not nil, for an empty body). A body that JSON did not carry
+// byte for byte is refused here; the rest is tasks.Rules.CheckBody.
 func (s *Server) checkBody(fe *fieldErrors, b *bodyText) []byte {
-	switch {
-	case b.altered:
+	if b.altered {
 		fe.add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
-	case len(b.text) > s.cfg.Limits.MaxBody:
-		fe.add("body", "must be at most %d bytes", s.cfg.Limits.MaxBody)
+		return []byte(b.text)
 	}
-	return append([]byte{}, b.text...)
+	return s.rules().CheckBody(fe, []byte(b.text))
 }
 
-// dueTime resolves run_at or delay (at most one given) to the instant a task
-// falls due, for creation and rescheduling alike: neither, or a time already
-// past, means now; nothing beyond Limits.MaxScheduleAhead. Errors go to fe.
+// dueTime resolves run_at or delay (at most one given), as sent, to the
+// instant a task falls due, for creation and rescheduling alike, by the
+// rules of tasks.Rules.DueTime. Errors go to fe.
 func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) time.Time {
-	limits := s.cfg.Limits
-	at := now
+	var (
+		at    *time.Time
+		after *time.Duration
+	)
 	switch {
 	case runAt != nil && delay != nil:
-		fe.add("run_at", "and delay are exclusive: give only one")
+		at, after = &now, new(time.Duration) // refused as a pair, whatever they hold
 	case runAt != nil:
 		t, err := time.Parse(time.RFC3339Nano, *runAt)
-		switch {
-		case err != nil:
+		if err != nil {
 			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
-		// The horizon rounded as due times are: a task due at it (run_at
-		// or delay at the limit) answers with a run_at that is accepted
-		// back.
-		case t.After(ceilMicro(now.Add(limits.MaxScheduleAhead))):
-			fe.add("run_at", "must be at most %s ahead", limits.MaxScheduleAhead)
-		case t.After(now):
-			at = t
+			break
 		}
+		at = &t
 	case delay != nil:
 		d, err := time.ParseDuration(*delay)
-		switch {
-		case err != nil:
+		if err != nil {
 			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
-		case d < 0:
-			fe.add("delay", "must not be negative")
-		case d > limits.MaxScheduleAhead:
-			fe.add("delay", "must be at most %s", limits.MaxScheduleAhead)
-		default:
-			at = now.Add(d)
+			break
 		}
+		after = &d
 	}
-	// Postgres keeps microseconds; rounding up keeps "never before" true.
-	return ceilMicro(at)
-}
-
-// validPort reports whether a URL's port (empty for the scheme's) is one a
-// connection can be made to.
-func validPort(port string) bool {
-	if port == "" {
-		return true
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
-}
-
-// validHost reports whether net/http sends a URL's host (and port) as the
-// Host header: url.Parse lets through characters such as < > " that
-// Request.Write would answer with an empty Host instead.
-func validHost(hostport string) bool {
-	ascii, err := httpguts.PunycodeHostPort(hostport)
-	return err == nil && httpguts.ValidHostHeader(ascii)
+	return s.rules().DueTime(fe, at, after, now)
 }
 
 func parseDuration(fe *fieldErrors, field, s string) (time.Duration, bool) {
@@ -547,37 +399,10 @@ func requestHash(req *taskRequest) []byte {
 	return sum[:]
 }
 
-// tenantPolicy is the retry policy a tenant's task gets when it gives none:
-// the tenant's defaults over hookwheel's.
-func tenantPolicy(d model.RetryDefaults) retry.Policy {
-	p := retry.DefaultPolicy()
-	if d.MaxAttempts != nil {
-		p.MaxAttempts = *d.MaxAttempts
-	}
-	if d.MinBackoff != nil {
-		p.MinBackoff = *d.MinBackoff
-	}
-	if d.MaxBackoff != nil {
-		p.MaxBackoff = *d.MaxBackoff
-	}
-	return p
-}
+// tenantPolicy is the retry policy a tenant's task gets when it gives none
+// (tasks.TenantPolicy).
+func tenantPolicy(d model.RetryDefaults) retry.Policy { return tasks.TenantPolicy(d) }
 
 // addPolicyErrors reports each invalid field of a retry policy under
 // "retry.<field>".
-func addPolicyErrors(fe *fieldErrors, p retry.Policy) {
-	err := p.Validate()
-	if err == nil {
-		return
-	}
-	errs := []error{err}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = joined.Unwrap()
-	}
-	for _, e := range errs {
-		var f *retry.FieldError
-		if errors.As(e, &f) {
-			fe.add("retry."+f.Field, "%s", f.Message)
-		}
-	}
-}
+func addPolicyErrors(fe *fieldErrors, p retry.Policy) { tasks.AddPolicyErrors(fe, p) }

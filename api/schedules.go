@@ -41,6 +41,10 @@ type scheduleRequest struct {
 	Retry    *retryRequest     `json:"retry,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	Paused   *bool             `json:"paused,omitempty"`
+	// OrderingKey: see taskRequest.
+	OrderingKey     *string `json:"ordering_key,omitempty"`
+	Callback        *string `json:"callback,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
 	// which "is not a known field" would not.
 	RunAt json.RawMessage `json:"run_at,omitempty"`
@@ -90,7 +94,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-		Labels: req.Labels,
+		Labels: req.Labels, OrderingKey: req.OrderingKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -124,8 +128,12 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		MinBackoff:  task.MinBackoff,
 		MaxBackoff:  task.MaxBackoff,
 		Labels:      task.Labels,
+		OrderingKey: task.OrderingKey,
 		NextRunAt:   next,
-		CreatedAt:   now,
+
+		Callback:        task.Callback,
+		FailureCallback: task.FailureCallback,
+		CreatedAt:       now,
 	}, nil
 }
 
@@ -281,21 +289,25 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 	maxAttempts := sc.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(sc.MinBackoff), formatDuration(sc.MaxBackoff)
 	return openapi.Schedule{
-		ID:        sc.ID,
-		Cron:      sc.Cron,
-		Timezone:  sc.Timezone,
-		Paused:    sc.Paused,
-		NextRunAt: sc.NextRunAt,
-		LastRunAt: sc.LastRunAt,
-		URL:       sc.URL,
-		Method:    openapi.HTTPMethod(sc.Method),
-		Headers:   sc.Headers,
-		Body:      string(sc.Body),
-		Timeout:   formatDuration(sc.Timeout),
-		Retry:     openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
-		CreatedAt: sc.CreatedAt,
-		UpdatedAt: sc.UpdatedAt,
-		Labels:    sc.Labels,
+		ID:          sc.ID,
+		Cron:        sc.Cron,
+		Timezone:    sc.Timezone,
+		Paused:      sc.Paused,
+		NextRunAt:   sc.NextRunAt,
+		LastRunAt:   sc.LastRunAt,
+		URL:         sc.URL,
+		Method:      openapi.HTTPMethod(sc.Method),
+		Headers:     sc.Headers,
+		Body:        string(sc.Body),
+		Timeout:     formatDuration(sc.Timeout),
+		Retry:       openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
+		CreatedAt:   sc.CreatedAt,
+		UpdatedAt:   sc.UpdatedAt,
+		Labels:      sc.Labels,
+		OrderingKey: sc.OrderingKey,
+
+		Callback:        sc.Callback,
+		FailureCallback: sc.FailureCallback,
 
 		SkippedOccurrences: sc.SkippedOccurrences,
 		LastSkippedAt:      sc.LastSkippedAt,

@@ -131,16 +131,16 @@ func (c *Config) setDefaults() error {
 		c.Clock = clock.Real()
 	}
 	if c.Limits.MaxBody <= 0 {
-		c.Limits.MaxBody = 1 << 20
+		c.Limits.MaxBody = tasks.DefaultMaxBody
 	}
 	if c.Limits.MaxScheduleAhead <= 0 {
-		c.Limits.MaxScheduleAhead = 365 * 24 * time.Hour
+		c.Limits.MaxScheduleAhead = tasks.DefaultMaxScheduleAhead
 	}
 	if c.Limits.DefaultTimeout <= 0 {
-		c.Limits.DefaultTimeout = 30 * time.Second
+		c.Limits.DefaultTimeout = tasks.DefaultTimeout
 	}
 	if c.Limits.MaxTimeout <= 0 {
-		c.Limits.MaxTimeout = 5 * time.Minute
+		c.Limits.MaxTimeout = tasks.DefaultMaxTimeout
 	}
 	if c.Limits.BatchBytesInFlight <= 0 {
 		c.Limits.BatchBytesInFlight = max(64<<20, 2*batchBodyLimit(c.Limits.MaxBody))

@@ -20,7 +20,7 @@ import (
 const (
 	defaultListLimit  = 50
 	maxListLimit      = 500
-	maxIdempotencyKey = 255
+	maxIdempotencyKey = tasks.MaxIdempotencyKey
 )
 
 // CreateTask schedules one webhook.
@@ -118,8 +118,8 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	}
 	filter.ScheduleID = params.ScheduleID
 	filter.PublishID = params.PublishID
-	if params.Topic != nil && !tasks.ValidTopicName(*params.Topic) {
-		fe.add("topic", "%s", topicNameRule)
+	if params.Topic != nil {
+		tasks.CheckTopicName(&fe, "topic", *params.Topic)
 	}
 	filter.Topic = params.Topic
 	filter.CreatedAfter, filter.CreatedBefore = params.CreatedAfter, params.CreatedBefore
@@ -131,6 +131,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	labels, labelErrs := tasks.ParseLabelFilter("label", params.Label)
 	addLabelErrors(&fe, labelErrs)
 	filter.Labels = labels
+	filter.CallbackOf = params.CallbackOf
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -377,29 +378,49 @@ func taskJSON(t *model.Task) openapi.Task {
 	maxAttempts := t.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(t.MinBackoff), formatDuration(t.MaxBackoff)
 	return openapi.Task{
-		ID:             t.ID,
-		Status:         openapi.TaskStatus(t.Status),
-		URL:            t.URL,
-		Method:         openapi.HTTPMethod(t.Method),
-		Headers:        t.Headers,
-		Body:           string(t.Body),
-		RunAt:          t.RunAt,
-		CreatedAt:      t.CreatedAt,
-		UpdatedAt:      t.UpdatedAt,
-		Attempts:       t.Attempts,
-		MaxAttempts:    t.MaxAttempts,
-		Timeout:        formatDuration(t.Timeout),
-		Retry:          openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
-		NextAttemptAt:  t.NextAttemptAt,
-		LastStatusCode: t.LastStatusCode,
-		LastError:      t.LastError,
-		IdempotencyKey: t.IdempotencyKey,
-		ScheduleID:     t.ScheduleID,
-		Labels:         t.Labels,
-		Topic:          t.Topic,
-		PublishID:      t.PublishID,
-		EndpointName:   t.EndpointName,
+		ID:              t.ID,
+		Status:          openapi.TaskStatus(t.Status),
+		URL:             t.URL,
+		Method:          openapi.HTTPMethod(t.Method),
+		Headers:         t.Headers,
+		Body:            string(t.Body),
+		RunAt:           t.RunAt,
+		CreatedAt:       t.CreatedAt,
+		UpdatedAt:       t.UpdatedAt,
+		Attempts:        t.Attempts,
+		MaxAttempts:     t.MaxAttempts,
+		Timeout:         formatDuration(t.Timeout),
+		Retry:           openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
+		NextAttemptAt:   t.NextAttemptAt,
+		LastStatusCode:  t.LastStatusCode,
+		LastError:       t.LastError,
+		IdempotencyKey:  t.IdempotencyKey,
+		ScheduleID:      t.ScheduleID,
+		Labels:          t.Labels,
+		OrderingKey:     t.OrderingKey,
+		Callback:        t.Callback,
+		FailureCallback: t.FailureCallback,
+		CallbackOf:      t.CallbackOf,
+		CallbackTaskID:  t.CallbackTaskID,
+		Report:          callbackReport(t),
+		Topic:           t.Topic,
+		PublishID:       t.PublishID,
+		EndpointName:    t.EndpointName,
 	}
+}
+
+// callbackReport is what a callback task reports, its body decoded; nil for
+// any other task, and for a callback task whose body an edit replaced with
+// something that is not a report.
+func callbackReport(t *model.Task) *openapi.CallbackPayload {
+	if t.CallbackOf == nil {
+		return nil
+	}
+	var report openapi.CallbackPayload
+	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < 1 || report.Response.Headers == nil {
+		return nil
+	}
+	return &report
 }
 
 // formatDuration spells a duration as a person would write it in a request:

@@ -23,11 +23,6 @@ import (
 // one (POST /v1/tasks or a batch item with "topic"). What a publish makes
 // is the task service's (internal/tasks).
 
-// topicNameRule is what a topic's (or an endpoint's) name must be, as
-// tasks.ValidTopicName checks it.
-var topicNameRule = fmt.Sprintf("must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or a digit",
-	tasks.MaxTopicNameLen)
-
 // publish publishes a validated task to its topic and answers the publish.
 func (s *Server) publish(c echo.Context, tenant *model.Tenant, task *model.Task) error {
 	res, err := s.tasks.Publish(c.Request().Context(), tenant, task)
@@ -86,8 +81,8 @@ func parsePublishFields(fe *fieldErrors, publishID, topic *string) (*uuid.UUID, 
 			id = &parsed
 		}
 	}
-	if topic != nil && !tasks.ValidTopicName(*topic) {
-		fe.add("topic", "%s", topicNameRule)
+	if topic != nil {
+		tasks.CheckTopicName(fe, "topic", *topic)
 	}
 	return id, topic
 }
@@ -181,9 +176,7 @@ func (s *Server) PutTopic(c echo.Context, name openapi.TopicName) error {
 // topic to store, or field errors.
 func (s *Server) validateTopic(name string, req *topicRequest, tenant *model.Tenant) (*model.Topic, error) {
 	var fe fieldErrors
-	if !tasks.ValidTopicName(name) {
-		fe.add("name", "%s", topicNameRule)
-	}
+	tasks.CheckTopicName(&fe, "name", name)
 	topic := &model.Topic{Name: name}
 	if req.Description != nil {
 		d := *req.Description
@@ -227,11 +220,7 @@ func (s *Server) checkEndpoints(fe *fieldErrors, raw []json.RawMessage, tenant *
 		if req.URL == nil || *req.URL == "" {
 			fe.add(field+".url", "is required")
 		} else {
-			var urlErrs fieldErrors
-			ep.URL = s.checkURL(&urlErrs, *req.URL, tenant)
-			for _, e := range urlErrs {
-				fe.add(field+".url", "%s", e.Message)
-			}
+			ep.URL = s.checkURL(fe, field+".url", *req.URL, tenant)
 			if first, dup := urls[ep.URL]; dup && ep.URL != "" {
 				fe.add(field+".url", "is the URL of endpoints[%d] too; a topic sends to each URL once", first)
 			} else if ep.URL != "" {
@@ -240,8 +229,8 @@ func (s *Server) checkEndpoints(fe *fieldErrors, raw []json.RawMessage, tenant *
 		}
 		if req.Name != nil {
 			switch first, dup := names[*req.Name]; {
-			case !tasks.ValidTopicName(*req.Name):
-				fe.add(field+".name", "%s", topicNameRule)
+			case tasks.TopicNameProblem(*req.Name) != "":
+				fe.add(field+".name", "%s", tasks.TopicNameProblem(*req.Name))
 			case dup:
 				fe.add(field+".name", "is the name of endpoints[%d] too; names are unique within a topic", first)
 			default:

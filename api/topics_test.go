@@ -199,7 +199,8 @@ func TestPublish(t *testing.T) {
 		{"url": "https://shipping.example/hooks"}, {"url": "https://audit.example/hooks", "name": "audit"}]}`)
 
 	const body = `{"topic": "orders", "method": "PUT", "headers": {"Content-Type": "application/json"}, "body": "{\"order\": 42}",
-		"delay": "10s", "timeout": "5s", "retry": {"max_attempts": 3, "min_backoff": "2s"}, "labels": {"team": "payments"}}`
+		"delay": "10s", "timeout": "5s", "retry": {"max_attempts": 3, "min_backoff": "2s"}, "labels": {"team": "payments"},
+		"ordering_key": "order-42", "callback": "https://example.com/done", "failure_callback": "https://example.com/failed"}`
 	pub := h.publish(acme, body, "order-42")
 	require.Equal(t, "orders", pub.Topic)
 	require.Equal(t, ptr("order-42"), pub.IdempotencyKey)
@@ -228,6 +229,9 @@ func TestPublish(t *testing.T) {
 		require.Equal(t, "5s", task.Timeout)
 		require.Equal(t, 3, task.MaxAttempts)
 		require.Equal(t, openapi.Labels{"team": "payments"}, task.Labels)
+		require.Equal(t, ptr("order-42"), task.OrderingKey)
+		require.Equal(t, ptr("https://example.com/done"), task.Callback)
+		require.Equal(t, ptr("https://example.com/failed"), task.FailureCallback)
 		// Due within the look-ahead: told to the local dispatcher.
 		require.Len(t, h.Sched.scheduledFor(task.ID), 1)
 	}
@@ -302,6 +306,9 @@ func TestPublishValidation(t *testing.T) {
 		{"topic without endpoints", `{"topic": "empty"}`, "topic"},
 		{"topic named in another case", `{"topic": "Orders"}`, "topic"},
 		{"a task field still checked", `{"topic": "orders", "delay": "soon"}`, "delay"},
+		{"a callback still checked", `{"topic": "orders", "callback": "ftp://example.com/done"}`, "callback"},
+		{"a failure callback still checked", `{"topic": "orders", "failure_callback": "https://user:secret@example.com/failed"}`, "failure_callback"},
+		{"an ordering key still checked", `{"topic": "orders", "ordering_key": "` + strings.Repeat("k", 256) + `"}`, "ordering_key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

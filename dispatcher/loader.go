@@ -18,6 +18,7 @@ const loadPage = 5000
 // loaderStore is what the loader needs of Postgres.
 type loaderStore interface {
 	ListDue(ctx context.Context, partitions []int16, after store.DueCursor, until time.Time, limit int) ([]store.DueTask, error)
+	ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]store.DueTask, error)
 }
 
 // loadedWindow is the end of the window the loader has loaded or is
@@ -152,8 +153,27 @@ func (l *loader) runLoader(ctx context.Context) {
 // catchUp loads partitions this node just took over, from the beginning of
 // time to the end of the window already loaded for the others: what their
 // previous owner left waiting (overdue included) fires here.
+//
+// First it frees the tasks a dead owner may have left parked behind an
+// ordering key that nothing blocks any more (store/ordering.go): its claim
+// parked them and it died before rechecking. Freed, they are overdue, and
+// the load below takes them.
 func (l *loader) catchUp(ctx context.Context, partitions []int16) {
 	until := l.window.end()
+	for {
+		released, err := l.cfg.Store.ReleaseOrphans(ctx, partitions, loadPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.cfg.Metrics.storeErrors.WithLabelValues("load").Inc()
+				l.cfg.Logger.Error("releasing orphaned parked tasks of gained partitions failed; they wait for the partitions' next owner",
+					"err", err)
+			}
+			break
+		}
+		if len(released) < loadPage {
+			break
+		}
+	}
 	var cursor store.DueCursor
 	for {
 		due, err := l.cfg.Store.ListDue(ctx, partitions, cursor, until, loadPage)

@@ -400,7 +400,8 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		result.Error = &msg
 	} else {
 		result.StatusCode = &statusCode
-		result.ResponseBody = &respBody
+		kept := validUTF8(respBody[:min(len(respBody), s.cfg.MaxResponseBody)])
+		result.ResponseBody = &kept
 		respHeaders := store.EncodeResponseHeaders(header)
 		result.ResponseHeaders = &respHeaders
 		switch {
@@ -434,6 +435,13 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		result.Outcome = string(retry.OutcomeFail)
 		result.Status = model.StatusDead
 	}
+	if url := callbackURL(c, result.Status); url != nil {
+		cb, err := newCallbackTask(c, *url, &result, respBody, s.cfg.Clock.Now())
+		if err != nil {
+			s.cfg.Logger.Error("making a task's callback failed; the outcome is recorded without it", "task", c.ID, "err", err)
+		}
+		result.Callback = cb
+	}
 	s.cfg.Metrics.attempts.WithLabelValues(result.Outcome).Inc()
 	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
 	s.cfg.Stats(c.TenantID, started, result.Status, lateness)
@@ -447,6 +455,11 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		}
 		if result.NextAttemptAt != nil {
 			s.cfg.Schedule(c.ID, *result.NextAttemptAt)
+		}
+		if cb := result.Callback; cb != nil {
+			// Stored in this task's partition, so most likely ours: armed
+			// here without waiting for the notification.
+			s.cfg.Schedule(cb.ID, cb.RunAt)
 		}
 		s.cfg.Logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
 	})
@@ -462,8 +475,10 @@ const bodyReadTimeout = 5 * time.Second
 
 // send makes the HTTP request of one attempt. It returns the status code, the
 // response header and the start of the response body, or the error that
-// prevented a response.
-func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKeys, timeout time.Duration, now time.Time) (int, http.Header, string, error) {
+// prevented a response. The body read is MaxResponseBody bytes, or for a
+// task with a callback URL one byte more than the callback carries (so it
+// can tell a longer body), whichever is more.
+func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKeys, timeout time.Duration, now time.Time) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reqBody any
@@ -474,7 +489,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, reqBody)
 	if err != nil {
-		return 0, nil, "", fmt.Errorf("build request: %w", err)
+		return 0, nil, nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
 	for name, value := range c.Headers {
@@ -488,7 +503,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	secrets, keyID := keys.at(now)
 	signed, err := s.cfg.Signer.Sign(secrets, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body, KeyID: keyID}, now)
 	if err != nil {
-		return 0, nil, "", fmt.Errorf("sign webhook: %w", err)
+		return 0, nil, nil, fmt.Errorf("sign webhook: %w", err)
 	}
 	for name, values := range signed {
 		req.Header[name] = values
@@ -510,14 +525,18 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
-		return 0, nil, "", describeSendError(err, timeout)
+		return 0, nil, nil, describeSendError(err, timeout)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(s.cfg.MaxResponseBody)))
+	limit := s.cfg.MaxResponseBody
+	if wantsResponseBody(c) {
+		limit = max(limit, CallbackBodyMax+1)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, int64(limit)))
 	// Drain a little more so the connection can be reused; a receiver that
 	// streams megabytes back loses its connection instead.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, resp.Header, validUTF8(body), nil
+	return resp.StatusCode, resp.Header, body, nil
 }
 
 func describeSendError(err error, timeout time.Duration) error {

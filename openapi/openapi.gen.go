@@ -67,6 +67,24 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for CallbackPayloadStatus.
+const (
+	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
+	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+)
+
+// Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
+func (e CallbackPayloadStatus) Valid() bool {
+	switch e {
+	case CallbackPayloadStatusDead:
+		return true
+	case CallbackPayloadStatusDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelFilterStatus.
 const (
 	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
@@ -413,10 +431,32 @@ type BatchTaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -432,6 +472,20 @@ type BatchTaskRequest struct {
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -506,6 +560,55 @@ type BreakerList struct {
 
 	// Node The dispatcher node that answered; the nil UUID (all zeros) on an API-only node, which has none.
 	Node openapi_types.UUID `json:"node"`
+}
+
+// CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+// its `webhook-id` is the callback task's id, not the reported task's), with
+// `Content-Type: application/json`, retried with the reported task's retry policy until the
+// callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+//
+// Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
+type CallbackPayload struct {
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	Attempt int `json:"attempt"`
+
+	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+	// as the attempt's `error`; null on delivery.
+	Error *string `json:"error"`
+
+	// Response The response to the final attempt. When none came (a timeout, a connection error),
+	// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+	// happened.
+	Response CallbackResponse `json:"response"`
+
+	// Status The task's final status.
+	Status CallbackPayloadStatus `json:"status"`
+
+	// TaskID The task whose outcome this reports.
+	TaskID openapi_types.UUID `json:"task_id"`
+}
+
+// CallbackPayloadStatus The task's final status.
+type CallbackPayloadStatus string
+
+// CallbackResponse The response to the final attempt. When none came (a timeout, a connection error),
+// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+// happened.
+type CallbackResponse struct {
+	// Body The first 64 KiB of the response body, base64 (standard alphabet, padded).
+	Body []byte `json:"body"`
+
+	// BodyTruncated True when the response body was longer than the 64 KiB carried.
+	BodyTruncated bool `json:"body_truncated"`
+
+	// Headers The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+	// never a header that may carry a credential).
+	Headers map[string]string `json:"headers"`
+
+	// StatusCode The HTTP status of the response; null when no response came.
+	StatusCode *int `json:"status_code"`
 }
 
 // Caller defines model for Caller.
@@ -682,6 +785,20 @@ type NotReady struct {
 	Type string `json:"type"`
 }
 
+// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+// sent again (same `webhook-id`) before the next one goes.
+//
+// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+// 1 to 255 characters of any text but control characters, compared byte for byte.
+//
+// Example: order-1042
+type OrderingKey = string
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -791,6 +908,13 @@ type ReplayRequest struct {
 	// Body The new body, sent byte for byte.
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+	// given one (422).
+	Callback *string `json:"callback,omitempty"`
+
+	// FailureCallback The new `failure_callback`, as `callback`; `""` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -866,11 +990,17 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Body      string             `json:"body,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	Cron      string             `json:"cron"`
-	Headers   map[string]string  `json:"headers,omitempty"`
-	ID        openapi_types.UUID `json:"id"`
+	Body string `json:"body,omitempty"`
+
+	// Callback The `callback` every occurrence's task carries; absent when none.
+	Callback  *string   `json:"callback,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
+	FailureCallback *string            `json:"failure_callback,omitempty"`
+	Headers         map[string]string  `json:"headers,omitempty"`
+	ID              openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -886,7 +1016,10 @@ type Schedule struct {
 
 	// NextRunAt The next occurrence (null while paused).
 	NextRunAt *time.Time `json:"next_run_at"`
-	Paused    bool       `json:"paused"`
+
+	// OrderingKey The ordering key every occurrence's task carries; absent when none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+	Paused      bool         `json:"paused"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -913,15 +1046,25 @@ type ScheduleList struct {
 type ScheduleRequest struct {
 	Body string `json:"body,omitempty"`
 
+	// Callback The `callback` every occurrence's task carries, by the rules of a task's.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
 	//
 	// Example: 0 9 * * *
-	Cron    string            `json:"cron"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Cron string `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
+	FailureCallback *string           `json:"failure_callback,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey The ordering key every occurrence's task carries: an occurrence is then never sent while the
+	// one before it is still being sent or retried.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Paused Create the schedule paused.
 	Paused *bool `json:"paused,omitempty"`
@@ -946,10 +1089,16 @@ type ScheduleUpdateRequest struct {
 	// Body The new body (`null` is empty).
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback` of the occurrences made from now on; `null` removes it.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron The new recurrence; `next_run_at` is recomputed from now.
 	//
 	// Example: 0 9 * * *
 	Cron *string `json:"cron,omitempty"`
+
+	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -963,6 +1112,9 @@ type ScheduleUpdateRequest struct {
 	//
 	// Example: PUT
 	Method *string `json:"method,omitempty"`
+
+	// OrderingKey The ordering key of the occurrences made from now on; `null` removes it.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 
 	// Paused `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do.
 	Paused *bool `json:"paused,omitempty"`
@@ -1116,11 +1268,27 @@ type Task struct {
 	// Body The request body, sent byte for byte; absent when empty.
 	Body string `json:"body,omitempty"`
 
+	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
+	Callback *string `json:"callback,omitempty"`
+
+	// CallbackOf On a callback task, the task whose outcome it reports; absent on any other task. Its body
+	// is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+	// timeout and retry policy of that task and no callbacks of its own.
+	CallbackOf *openapi_types.UUID `json:"callback_of,omitempty"`
+
+	// CallbackTaskID The latest callback task this task's outcome made, created in the same commit that
+	// recorded the outcome; absent before one was made. A task replayed and finished again
+	// makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+	CallbackTaskID *openapi_types.UUID `json:"callback_task_id,omitempty"`
+
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
 
 	// EndpointName The name of the topic's endpoint this task delivers to, when the endpoint had one.
 	EndpointName *string `json:"endpoint_name,omitempty"`
+
+	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -1149,11 +1317,19 @@ type Task struct {
 
 	// NextAttemptAt When the next attempt is due: `run_at` before the first attempt, the retry time while
 	// `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
-	// the task is finished.
+	// the task is finished, and while a task with an `ordering_key` waits for the task before it.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+
+	// OrderingKey The task's ordering key; absent when it has none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
 	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
+
+	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+	// read it without parsing. Absent on any other task, and on a callback task whose body an
+	// edit-and-replay replaced with something else.
+	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -1215,10 +1391,32 @@ type TaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1231,6 +1429,20 @@ type TaskRequest struct {
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -1678,6 +1890,10 @@ type ListTasksParams struct {
 	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
 	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
 	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
+	// CallbackOf Only the callback tasks that report on this task (see `callback`): one per time it was
+	// delivered or died with a callback URL for that outcome.
+	CallbackOf *openapi_types.UUID `form:"callback_of,omitempty" json:"callback_of,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2469,7 +2685,7 @@ type ClientInterface interface {
 	// The last page has no `next_cursor`.
 	//
 	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-	// `created_after` and `created_before` combine: a task is listed
+	// `callback_of`, `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -2502,12 +2718,17 @@ type ClientInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -2543,12 +2764,17 @@ type ClientInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -2801,9 +3027,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2845,9 +3073,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -3955,7 +4185,7 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // The last page has no `next_cursor`.
 //
 // The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-// `created_after` and `created_before` combine: a task is listed
+// `callback_of`, `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -3998,12 +4228,17 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -4049,12 +4284,17 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -4427,9 +4667,11 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -4481,9 +4723,11 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -6167,6 +6411,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.CallbackOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callback_of", *params.CallbackOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -7433,7 +7689,7 @@ type ClientWithResponsesInterface interface {
 	// The last page has no `next_cursor`.
 	//
 	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-	// `created_after` and `created_before` combine: a task is listed
+	// `callback_of`, `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -7468,12 +7724,17 @@ type ClientWithResponsesInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -7509,12 +7770,17 @@ type ClientWithResponsesInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -7773,9 +8039,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -7817,9 +8085,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -12875,7 +13145,7 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // The last page has no `next_cursor`.
 //
 // The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-// `created_after` and `created_before` combine: a task is listed
+// `callback_of`, `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -12916,12 +13186,17 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -12963,12 +13238,17 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -13299,9 +13579,11 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -13349,9 +13631,11 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -17764,6 +18048,13 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter label: %s", err))
 	}
 
+	// ------------- Optional query parameter "callback_of" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "callback_of", ctx.QueryParams(), &params.CallbackOf, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter callback_of: %s", err))
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -18097,596 +18388,631 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ld+M2kjf6r+Bov3PazkJqkpIsWz57vvV0OklP+rVu92Y3o74mREIWYwpQCMqykun//R5UASAoUQ+7",
-	"nUwy39z77aQtvoBCoVDPX/3aSuRsLgUXpWoNf23xezab5xz+ffH+1fd89TpTpf5LLWYzVqxaw9YFKblg",
-	"onymyCQrVElu+YoSRlI+z+VK/0WYSAkjBb+TtzwlUvAWbd2xfMH1m1JWstbwb7+2koKzkqfXrGwNW1EQ",
-	"nbTDsB0GV+HJsNcfBsGPLeruGesv3/LVsJzn80k5uOspPo1atJWlrWFr/nP37nYwi+6XPcFatJUzVV4v",
-	"1Pq7o/AqDIf902EP3i3YjLeGrSRr0ZYZ6+b90TAIzFhUIueaNH9rlUzdquGyyEre+vSZbplKEF0Fp8Mo",
-	"OHQq/H6eFVy5lwzsS4JqDDDdxU+/pPzmPhXJpBvtmG50FZwN+2fD/qk3XVymhukUnKUt+qC5hY3LlOSZ",
-	"Hen6FLePNPQmaUZaG+NXrU+fP33+TA1bXuJ6rXOmZblbvvJZ7p+F0z7T1vvFOM/UdH3ic/yZlJIwUsp5",
-	"lhA5IeVSEi7Sucz0/t5HEOSXrh5EpxdGjt2C8Iyx00m/HbBw3B4kUdo+5d1Juxf0w5No0D3tnfXhXj6b",
-	"y5KLZHWt6T9sySLlRbsXtecs06ylSlYu1HUiF0bcJEwkPNfLGNBWqvkP/5Fnd7ywP2dqzspkmokb+Lvg",
-	"ZbGyf6hkytMFvCH6jLyLr28NI8PKIGpYWfLZXH80oK2xTPXofh3hAEetIelFlIxa/I6LUv85aukRj1qf",
-	"Pb7YRypL52uz2OMsz/UwaWvKWcoLmPALKUouyvbVaq7vYfN5niWszKR4/pOSovX5YJKzoInkYpHnhil5",
-	"Ucii9osjf8rt7zN2f13RJgxoa8bLqdRDeP/uw5VmXX5f2lv20sBw4fVD2AbWU9OmYSzs/nrMkls5mbSG",
-	"rXDaoq1ZJvyflKZYsRB7R4Zzbw09jqGtMptxudBPdgO9PWDfWL7VPyzm6UFrvyjy1rA1Lcu5Gj5/bla+",
-	"Yw7TTiJnz6dS3qrn5sVaqv4DOFJNs/n8t2TJ8F8s+QdlSbv0O3jy08bHvOPmAy/LfPO4taeOk9j6/JGC",
-	"u0OHknLKiSynvHC/ESfB/4QHUrjrQAprB1Jw2IEU/utAgt0fBcGjNj++70+wzSsuepJtfnb6xSdP9P/a",
-	"ydMqeML1IhAm1BIEVj/okg+8uMsSTj4KdseynI1z3mpi0X7QfarzadA5C/p/kvPJk9dfyrfdThgFT3g8",
-	"fTDitn4w/cD5bcpWirCSnA2DgGSCvGdFVjOBKs4v+FwWhtdTluWrHcwewFSCyqaXQq8bOSNfka9I2O5/",
-	"EYsH7QE/SduDpD9usx7rtsdREqYBP5ucsoFlyc21C7Qt7sbUyI6bD3VrD82ZNmJbwwnLFX8KDlO32XzO",
-	"02uZJIui4CLhqOpucFA2479IoanzclHIOX9uV6qRldboX2ejTe6B5WzjAiPDcKUyKd7NecFKLRJ8vvmQ",
-	"3Qieam5ZZuUUVBeWzjJBSnnLRU1dUcXkGn8dtv53PCj/KxI/3J69nl321P/chcmP85PpX9Pu5Ft2yj/K",
-	"IPt+dfXz22X/ZYOXxzlAwmpahdQs3ZJ2lN7Ir8D3tnPcTJCL9682fCD+kLs/R/8jz769/e9wFiSDK9Yb",
-	"/3X+Y3G6+EG8XL1WJ+l3k//Kvr9/0b97d3PgkEHi/l7Ooga31oazyFERvZWa1RzpvD3Hg3Y4jpL2IO3y",
-	"9umkF7T77GQ8SE7TMx5MqvezZMZbn/VCXDF1+zWohnVlWKuLJOdlyQtKCj7RIyfjFclKRey54y/IXhUw",
-	"3HnknmoSBEEnDE/XFeOofRakYXvAe732KQuj9sm4n/TSLo8mYfDok7IX9MhbWZJv5EKkjedjL+h9gQr3",
-	"m51qlVutUsVYkxa24/CCd3Sibrgpddg868xZUQpegORZ8nH96HI846yINXc6U7eeCcVKYBn0rRs6PIhv",
-	"ooeoao8/rKJ2L+ny9mAche2ztM/b3UmQRGwwPuW9cLf5ZQn/e1gGvw1b+e7qgzT8bbxlX9QJzsJDTjSk",
-	"oX275a0PldnZwFtLlpWZuCETWQBr6aebOSr4f4OjnsTT5LPA78hku7xFj3MOHcRkDWqHDQSi1pFns+yA",
-	"IMOaLvCQk9h8QTPsPLseLwpVGuGg/y5YyTXFvZCB+a1vVmHORZqJm2vjhQkD+P9oq2TFDXcv9mU5hCvt",
-	"yxIpjCq7AtN5/SugHPjaArAFF5rdW8PWIAqmT8ApsBhoCK2tBQR9UHF9UNhnTaVOuUqKbG5G/U5zAgFn",
-	"gKIgQPgdL1ZEGZO5nLKSTGSey6XSCvOs45n/6OracD89wmex6Ud4jAFp3rLHWIWwYBfJAeT2BRpLplxL",
-	"tULmb+WHUhYY0q7R7CJfauMzFrKt9B3xEEyJgqu5FIqTqcxTRRhJCp5q9mA5UVO5FESKfEWkSDgly2mW",
-	"TImQJNFfJDO2Ireczzsj8RLojy5V98qEFUXGFclKUkrZAT77eZGBslEWC46OyRmDGL9YzLSSbIfX0qY1",
-	"CmhVFpq6MOs5K9iMl2biF4s0K18sCoU2U33CV1NOYpCVCdwRQ+xxysm84HeZXCgyZzdcjyrTt/+84MXK",
-	"i4riW/0hrg+H4vdfawHQQO+SzKQqSTnNFJkxsSJclECOo5RP2CIvST843vZ5kCq1r5uHnODIZppgfdBC",
-	"MoF/hY5mmSj5DUcb7VV1QH2P9lB9pG/YLYdtQhKW50SxCSelRId4h2gyotanF48rI1gZpFTg1sWHtQA7",
-	"hwSLOWelM1ZHQrEZdwkY+k74QZ/o+huLQijcsKgV6MfwWCFREMAzsZtB2b7k85yteDokmoPic8JGYu2L",
-	"pPZBRtJsMuEFFyV+U0tV0ouiDvmerxRhBSdzXphTA+ern80UYbmSRHFRjgTDOcYeLdvf81VMcBtq1kIR",
-	"ZPRsqyJ3RmIkLuwLpzx3xhfMVosupkguxQ1hFRn1vbd8Xg5h31U/T5nWwEWmplojF6l+kZ6+kedwfc6U",
-	"NvGO4u/evfv+h+9evnx9ffny6uXbq1fv3saUDAj4oMYrYhiKElngF2z+TOxeGB/TkfAHlfKcl+bbZUWo",
-	"ScE5YTcsE8gAyCcFXyit4OntP+XCMQsjgi/hlY77kYoV+6+RubYRZuz+NRc35bQ1jPp94H77d0gbNun3",
-	"fPXq62bxcMtXzxTGixKSpRgX0ictGfNyybkg8XR5HVeMyxOp+fHayZJbvnKTmLNyWk3hlq+uIZyzXeZ5",
-	"MznpNQ3dxLm2Dd8GuuzI4yx1A0MDWe/j0rvTTiSuHLzwhGVItWUyeyYykcUMjqvFAu7cnIk1BbZNxeqP",
-	"JEt/qyFoi2Tb55G/f7tPw9ba+nHUV3/Dz2sl7C28rPH7+vIzRfTntgwB/rNrEP+n4FoX/LfnVebec7yq",
-	"nlefhyPcqgdwgv+FpZcoLkATRMsMdd7KKpsXcpzz2b+DdbaWDzhjuSYAT9v2qq9+gsCHwyVTRMiS/PXD",
-	"u7e1tD9eskzrbHpXwN2zhdLbnzC4l8jxTzwpgSqqZCLR1Hh+Fz5Hdb2ygHqgs2clOPfe2EHZ75k1WRRi",
-	"qE+H5ZTzfGimNVybAhDpMMq+xzfgI5sLawUxKCDmG5SoRTLVhw1rpg4ljDgty0qTZaFPKD0LOC7gzMV3",
-	"55ng+idzDsLbvru6ek8SJvQr56xQvKNtyRdSTPIseexCC1m2MRAOkbAmjwLLC87SFRzZzYus7zrErDdn",
-	"HfpNzlEFdiYuSFEbfkKxqWermcZF6pv55fmBLoWKqc4qptLyy1K1/qmd3LVGt6fkLiUXRcIt82SCMNDc",
-	"jP3FrPmVKVj/b2QxztKUi0cyQCbUYjLJkkyrgeBVX2cCrY1oJVAuSjyu9U2VYis4T9WWzZ8p7x4vVlEp",
-	"lSM/63HUwpefwz21zFdQwmq5q3slR7da5FfeJPET+9a3gSxPt8aWCpkidyzPUjJelCRnya2qEbhOvaN4",
-	"c0zxMQiOpVzkKbkp9HnHzONZSVLJkYe0EQrM8laW6NF/vLCY2OcrFnkrUfo53RuG7kIxWwSGHtjEhBee",
-	"Zlf3qgV/67187z7GG59meS0t7DaG9cm0aNHWiIKcXYEGvTGN9Lq8Z6tcsvRKytesuOGPXJ5SynZun984",
-	"r+UdR4vEGsHNp7U9geAZfp8A7wFXZr9Uz+7bfKG3+YwmQkopCQ5vz5pU83j6QxumpbnTDgbofyXlGyZW",
-	"ZqTqkfQvWMnbQKF13/w7S3tnDWoRAL7ErYLT6K8ztiIzdstJGAT4lBkkmNdoOlF9SoCPVGnVYjHXbBYF",
-	"wTmep/pqSNQByxb5B6OU6GCxH9y3bLXpP83KAd0YEApZT++mnxeyZOQoto7gmJJ4w+Vrf7TqhYqPz9Ev",
-	"MBJjViZTWm0IxxsrY0fLVP/IUkgqkSLh50QW6BHVBDEro2UzJZNCzggjSZ6hRyNNC66M62VecK008ZRE",
-	"AckEynoj/BVofFXGgYIzUa9UQNRIHMV6F2j6t9minLYnLMsXBdfzGvOJLLjvKOB3XJBcQjXEYn7cIZew",
-	"7GxSWrbLZvhADFfaF/qK87LcZHccTFTP+endt2nefCeXyBrIfiDVlgykHA4NdThwXez2TzofW9DgY9P8",
-	"8FHo6csi+4Wnj9ZwgPBtk7WwrtrASrmjUn+Ni1K/l2+Vkd757VkAC3Er5FLQqhaqIJhNcZC6ElZbrzbp",
-	"Pbtu4d/7dPJyzFkBjo5bLmCemVKZuKH+hL15mrmDMP0o+P2cJyVPX2Jk7pGrVvJCsHx9ycxG0HLOEYNk",
-	"peL5pHG9qpv0k5i1PGUizbm/98/1Ga1VzDGHrXRzc8ii9X3r9JUZMIRLeEEwLLlXzTSzfJqVuxA2WgBf",
-	"r6zSftAlyykXxt8GAzRGT8FZMgVXVcpKNmbGrvwo5oVMuFLavnkpyqxcPXIlYfcxHKG/lq+MQJxkPN9q",
-	"QVTSWa9OVntkSBZFTo1HvRZioy2YP8ak4GZYgRwy5pRiWkVqOZeEIGysZL4oOZmW5Rzs7rKcK/Lx8jVE",
-	"pOwbGr/U8MKS5JypkoQQidp76EY+E+EEzaT3sY9H2t/Ev7Hked42Phdtoxj6n2Om/2SCJ65ZDvD555kq",
-	"MT0txiWIO61qZF6tqf7XvJBzXpQZ8okfsPT8b6lWK0wWw5oTrp5etn5K/TCVxjmekqykJLYpdlo3SPIs",
-	"1gsd3/LVcLQIgm4CEj2Ff/O40/Q1PzduywjFIjeeFDzqNt6RpU/tNG8caj2fbpM0RhToOetba+deqvUZ",
-	"ludafUxkkfLURGEmfGmPfAqn5RzESJ7rITyOHML4Tzcu+KWTj6W1TRL8tZWVfKb27YsPaOa7F7GiYKsW",
-	"OletAvM39Bsbz635QC1fpsaUVbjVeDxdUesLvAkEaZ6/m4Co2jU6s220PKrvG60H3zZFIA1bUeCcTR43",
-	"PymeFLy0bE8+VNHpKS94p9H17dPDfn5zqp/cZG1heX3gWBx+4OK46e9eHXjndqp7XnGWppkmFMvfe6My",
-	"OdH1gdb3/Y6tpEo5V2Qpi1stFo8uv3lBut3uGdhn+p7JolwU/LhD3s2ystQ6lNA7a+v22bpd1o59krOx",
-	"1nBMzBEW3R799sR3GRwLBckD+qNeqAySaXbsoKbgkr7m5g7uJ3VOJE4NtN/ZvFxRm0UCbqmj+KsYw/Nf",
-	"tiM319ckT24M9Z3g1um8svFjrT0yFytd207bXqTnbJ8Xi9mYF5SEba0wpedVUNuSPP7OntZtMzRrb3Va",
-	"u3MLaCtdFHCoX89Us/EFke3SG08p5S1w2SzL88zI6BpbZaI86flfDpq+zK3Gvs7kq9rnUJX2gx6Cl5rt",
-	"Ue8E01aQhTMETOrBuVa0NI2k0I9q7bJDLkailtoCpqNHPbBEh7C1YqLYShElyVF8cHXPSICzufGF5wQ1",
-	"4LLIeIp8ubEF5KJMJO66nfIJSfPO3O1F5K4xy7KJnTADpEe+z/5iY0KOFvop6pT2gpMlU0QK3jhI9y3P",
-	"hG8WcA1HbWMQAl73TBmeVZSMV9pikCJLWA5BTeqyUnhqbnsGDu0FV+QnmQmeop9f61vnI2HWHmYkpJ/P",
-	"NOPkaIOBTEYieriFFNxG1M2IgB63fF52yF/kQqQ8HRIwZWAEWntNFnpjkH4YjQT4dihmTDCTQ9SN3Lu0",
-	"VuWWQU8OfzKT0Yqt/hJd858wkY7EOqvGuKrmWyB9ZyzPuf5JYd4AOB610lVwkhZyPucpPtQh35kBaUk9",
-	"EjO2wj3h5Y/hcODcMNksTKzIcioVh5ETbaKxTCiQB/pawhSnJNYqnl4KhcUlMR2JuHqtvgLWPt6idQL9",
-	"rzlTaimL1P0b/nXLV3BbdiOYPtFQlU6kvM14TI6UHIn4wrglQJLpu1+Yy5B79IGXbffDTIszsFvVMQWn",
-	"87ysk5o20dmqwslU01fccEXiH5bL9oWny5rPvS/k/ap+oTMS8WuJ9qu5y6YwVz/fcj5HZaic8qyAaKXm",
-	"/KnmH/3MnJVTTPmDVDM6EpOC3czgIBCpPmuLTEwkrFnBZ/KOQz6CsY8PyZumdV9cqxu0ms4/VbKi3Kfu",
-	"W/ltbj5c76hlVDdJMghOmwSzNUnmpP5Dd74n6fzEu5ry6UomvPnXD9BKgn/arjZYBbU+MUy/fIjyYFXa",
-	"rZqDokTmqd78sOHPrY6E+xly1X0Hb60w5GC1yepCj1eW64dZA0OxEvwmhiLoVxuORJvE5mCPh4SR6P7e",
-	"YwM/5S12eQB6I7YhO65YwUPwL31yW1/fuQuZ2e9lqsobwMf1rfD0JBMsr55c+yZL4SbDqH6ShlEC8FBb",
-	"U0dGgmzTSDBxY3PMePIJ6ZFoUmK+NGbkGjK5LHHa0k825OeafNiXwuSSr2mriXWs1VcoNtFFY4uCdMdf",
-	"4HPXyZSJm9rvmHFfXRgJewVz5q9RwW940iU2+tdu+cr/uP7TmPTwan10ZOLmGk+aTiFLuBPOEfxNdQp+",
-	"y1eaQZokEkvKJk21cvKQI4yuXLx/dWwdPkeaHSqPcCJnMybS4wc7gh7iorLOzG0KGfouGvaXIWaHvOUY",
-	"BjO0ajVsWPQq7clZs1WR181373GnNLlBcBGo5UI3WaBQo2DB1O4v9wZUW2JDyJlSnmRLAvt7ppS2WWKb",
-	"v26tZv0UJK/7Zgqqa6rc7wfZKkz/wspk6jke6tM2BSoHzhvedcXUrX3fZzDiX+GzYWDy1u3fe+Q/fnvH",
-	"mFEOfuFa2Xct8i84kfyXNJr4eijPlJbdkH0d67mB0oopuVocCLjJ2CSQnhnj1gfNI948zZ01fJA33eE7",
-	"7H3C3AZzx7z7Bp2hWPAqZGNm5xXFgc9lylKMWNn6Yz3HFFXcnHBW5BlUjgCveCw8ljLnDGryNJ32pprq",
-	"exq9Lhv8eLA7s87E6wy2Uf23qVJlagtVqHXBrKW7e0UFjKhM3OTcOa/Xs983t3qDb/MvBWe3GB9fi2To",
-	"XZMsyuyOX9vAvWd5e/4W/2p9gt9gtNKqjQSAhTCyAjYPVKeVZJmJVC6bNGXaysT1JM9upg075gM3YXtM",
-	"NYEDXr96XsgbyF8A0QeqUcqb3w5Cdl7IMd9ic2Q5J3LOhXFiaAsebifLLM/JmJOcl6ScFnJxM318AEF/",
-	"YZ/ZM8aFwkgHPvD4DxY84aK8TnKWNbnnXsDvqFpCaFWrxh6RfcJS9BiCf6Ok6L1Y8uxmmokbMmX5xKRw",
-	"TLI7PhKzTCxKrrCWZrxQGSRVYT0jlr/UylPevLy6fPXiw/XVu/fXVxeX3768+hAfkym742Smdd1EEW2c",
-	"cmuvZcVIyKU4r1C8FFFTbbfG+JH/GLXg51ErrlNPLhBEx5AKfaMtI9ltPtV6Gdfj2RqSYf3itiSXCsL1",
-	"mmRtvb4t5ItGbRon07AlNkx7WehF6dx0SNxQPjvs9brN2iFqWU1ec7xgnDWY4rzU013biD6PWMoA74YB",
-	"sVzQSBpT/L2FKzUn4je9GnGtVoqUqFyWyAjNwzjAFjeEtQvkLb8n52izcPSFVTWN9c1WkbZRRcBd/gTa",
-	"pRXsTarlVg+ILRHWZrxeN8zWNs5p3FUiy8nHj6++Jkcsz8kvvJDqWFMZE6Pb4GdCuYAloVOmwPNZ225b",
-	"61H8tYBh0u3q1AuW500nlzlrDwzEuTrx9cP7IGNkS+h3a7h1cx7rDGgzjpvDkXrWIuH5N1nemNX2Qgq0",
-	"z4z0hnQOvVBTmafnVVaHWZAtyQs2Y+6B+Qvg8jn8OR9JbFMbRnel2ex2U2+iBoOilAkSf/vyirjUlPgA",
-	"bquwD68PXGyb7VJJbR/bwKGONQpsWwF/oGJZ1UV9ortJY0iCSWEo+XbSpVEFRqaqTJM1vnAgk7/uk5/u",
-	"1ibW/SbjeZVP12D++JlRqOJ6an99TCadqTkgxfOUYkgPCrXmrJzaI6iWQ31kY3/xZlYUmlUg8diM42hc",
-	"8VPN/d2cUrXBAi7HqtERmSlTSQWWHUa2qy80ZGXtk55IoOqzzQtS8Kts1mAc5zLBtMVN8lYAaZamdhc8",
-	"Q6QW8osUWvzjRPTmnSh0+RwmFxZlcqgQWZszjhrfsGu+T3C8OtI92hvw3dXV+zcGv2VrNAIBXpD7bP24",
-	"tyesHPr25VWLWhCY9x/hfy+uXnzXoq2vX75+efWyUSh9x1leTptSMaZwZWWyLBtOiilPbp8gQLvIQWED",
-	"oyHlcy5SMIDh9RCthb13FM+lKm8wczwueJpBJrzJTNfKRwzVfb/Ea2Ep+5im+y2I6DQzf2wJPxn5vu6P",
-	"vUUfufclEqf8pmApT2M0DZk/AS9DdSmLW+Vqz44u9RCOSaZGYiHAttKGmr+WMFL7cr1ulRiAS7u3gJlD",
-	"E8O9ZmOe71y0PR6E9UX8nq/aGKies6xwMTNXHyKXwmSmw2NQOQtxjKO45GwGKYwLVcoZh3RGLu7iTqdz",
-	"TPVJNslEOhJZiQn4w7Vz7P9CrtB/6LcM52w101szhrxN5R2NcFPOU6IkNSHUdx+uRqIqz0LXVUzwvwYQ",
-	"hiChvBA1Rv5suZ/Zh4jfUIXh4WuqQxykQ6jncdIlyZQVLCk5UiiXS160E6Y4iVncjn+JKUmzGy0oYYid",
-	"GEAE4ucxidsxHQkICmb2ZGAGsQ9DNvCgR042n3duF2NeCK7tq0w+1xtIbxZWpRQEUFnT749ENTJqikLu",
-	"S8iRTRAxxht6h1yIVQlGPc8Vd1AZeodmJpEHKDASR7EhhYtEmDDE8ZAIie/IFBKCp5SURTabYbKVSSRY",
-	"28aWSSqcIj1fqETHpTceZJ+Zu1HDDngDdueHkqFh25gztcXJlRoAxS0uAIQVQneXtkhvpEwxUlPhY7D0",
-	"uNniTX2gvV0fgHgbT5FAm+/JWckFV+p63g8a067e8DRjAg9pqPlByWW/odeDpAuAeLFe2xX+qnfAOYR2",
-	"nSizj3W2O5wqL0o1tLOzxqGdnZVTMueFNpXB6TZxeC1f8l0TET1w5fQGzPmktMFQTYhEzvhWH06xJcUO",
-	"HRyu4RBmzx+sAm2K9KKEcJRTLn3gPjtFw6NNkv+tMfgfkREKbgDEm9eKMmCGLkTOFWA3TTkryjFn+qIt",
-	"lDpMyXNPPihV/oFW+ebC6Ok8U+gfA90CnGRYJGJgNjbtVC1/wabegrXirhunmFbRuef9AvwsbZAkWGtQ",
-	"y4HY5Kt1d009K+YRDFTL9vZTTGqLUCsNqM16G0s9gRoNnNkw5100d5V7HuHxwNcntprnmd5xpWzetQsh",
-	"l4Kn17u+8L55RYUkett5i0pEs4O3yQaoTapxHM10Li+1xnm476CK5f36R9TatTJtLWuITR6os6cZy0mZ",
-	"zEkYdPT/PxiedAdnQ62qCJ6U7h+ZFBbMuEHJX3dXIEUa0v7Xp26oSjA5QJkAHKr49RQcBimvVlncQy6s",
-	"nDcrtnlICVsDxxS5/OYFOev1B2ReH0pDApfL1mhwNICv3nM1gJgyJqUpDybTxYyJugdidxVbY6GRqV5r",
-	"Epn1p/GzVR0YTlodnCrm+ZUaRElVurZp5368fGVWDwLOk4wjKonv5HDQgED1umOxyNoFBwS5hO/2GO7O",
-	"NkxMdMLRGwvqNo8GLLHbnIiaykLrh1CX6BDIMgGuA2/o1YLWaiOJKY5s8lyu5g8g3cZHz0nMxnJRDsc5",
-	"E7exnwuOOwbMgZkEyc2TbJIl+rXGsQTUqY/be9sDlmLdy75C9BQgp1sml/rTJIi9PnabnstNv/TQs0Oz",
-	"ksxYyimGj/3OQqXF2CJTllIrIoxuRwG/T+t2oKVo1auNxh/0qETf2lLs8OPvUuzskJdMwegOV922Vf9V",
-	"mHPnOBMfPc5H/GSqhjJ3kK/+gGSKJgzGm+yOe90RzFetRYG5vALKEjoHFeOt9186IEXmAzzzAh9Za7G0",
-	"VbVBmvnr1MxB++twXG5W/Uuv7MK4ui6L9eaYE2BnbSLKCt0hcnlOSoz8YnKAjy9pICBHAopotR0lF4cn",
-	"/GKCzqb8dqGTQ4HkGpRffMdaieM6S9WWZn2t6Y5Es6aF3r60GEnAR57Z3XGERFVlludQEXEM9M4E7qRK",
-	"EG6PzKxtB4s9Btc7e4ummv0bX1ctIpQN6IITrXLFPf81Sz87R5qCnBxnC+775la/Bw7f3XDAu/wmZ81v",
-	"s71GXAK2IBit3//2qmXallfXkhEwHrT3pcrHwN/3Vizd2Eil34k9suZG8GKVPrWo3y/JdyyYphM7Q3qI",
-	"uXtANJqh6wC8YS4oPeMc8kbGnNgkwnMUyNYhy031gnn0Hx6zTovVdbEQNdRlU267PvWFOd9nhtDVLKpw",
-	"AE7T+E9nzcmNeeW2P8j+M27+bYFjdxjDZ5G+pjCtnHJlvLiKHGmdY8ZWY15VNUF2k11Tgm7eeCQUL5ti",
-	"zZQsi6wsuYBQrDB4mUMS/zoCB65t1oY+3FHrcwwFDk2u/Q542l3qAo5xqF8KpSfm1ZAHq8/wuHJPu3Hq",
-	"8RQMQcu0fmmXZSTWeOxcf+eOu8f0IQZbUJv/UKLsSGB2oG9Dh7R1376Rbb2ObXWbzdtyjpZ2G05VzaRa",
-	"ufgz5j/8gZIYDJ7+r9tZHB03Hy9fY6GY8qzdkt+XO+jmR8GC3ul+GOktUtFLJ26ww0tpiiNsqRQz0uDc",
-	"AlVAFoS2RQ0DGXDRec4SD1f92RYjYHvBruBLU5gLca3xquTA3/ofnS2+2ieox9WfdYW4OA0A2MpzFzis",
-	"TWeDqk8mCO1o8IV7B3NO4l8/x6by0TaN+Fw1X9k9Ci/Mv41r7Xg+Xr6m6BbSJh8At8E5ZSSNb+u2HsSH",
-	"zWk9IAGbtA+nqnonlrnZFPTlJgemSVPaVgzg3goBpeq8DyB7kKTFihQLcYA31Y7b+1izamLl29aNaAmv",
-	"T3tKYmxpg/VbKdf6bJNvLWcrDx2qNWyFwayxnN00yDnYZd8wg7JYfY1qxhYnEoap5jLPkpU+EmzoHRft",
-	"hpdeIO8GfdeCUyNbxkbIDDfC9iNhG1Es0VVTEgXJtJxi+NfVnz1T5CgMvMrQEFLyw+nxJu3qHWQ8EoaN",
-	"+nGtvUyN4NPG/Cq/9UztdrXXH7QOh+W9qj6OT/uW6SO0aGkow9VmHJIdfRJ1QW5pb8h+bvWYgkPLE1Uj",
-	"uLlpP4FdL5BwvRfIFk/Hduqvu/++lcQWKFMHRhCenE4P8qOsrdW+l5uctyCYHeKm2bqV3sM2aZZMk7VS",
-	"Fax1B+9bh8DiGfRAs4gldEYBxDmzGlDS4CNIGkNwJG4KuVQYcI+9mceklEtWpApRPu2vJnjwk1adi3PC",
-	"mvEuQWb2ojMii5HoB92q4Ffe8aLIUnS1HSGOqtaZp3JRHLApGyQkRNPBb2GpkwkCwKFVebeE/M0kX6Sa",
-	"YGY3kDCoOW/DYJ+3aifX6cHkUgDshCE0ooqVS+lJIObzTzWWOJzW88MOkyObQ6ihhHotcMpitePjav3j",
-	"6rBDwO8Y3Kzh1V9yuP3xOKw6LNR+Eh3xsRXAT6oIGnPXGMIu7GPOUOu2Xsd/wPT5Qylda4PcyNWs1Ezt",
-	"RZ1mrORFxvJMGV3Q+T8eV/GFPQVNj+PDh2GeIEeKcxI39EiOjynJJoSJ1ePH9hhFutYkulmvu6/N5Mi4",
-	"/LOcE2weffz4Edvu0782+Gtcw7xdk/HPo23NpzeM2+oihJpnLLX285gnekSeLgFxHdOZtQFZulILR8JP",
-	"+xpzcsR8jETC9M525XWgKh93yIXjDD8d3BvXYj4Smp2K81qKOLmRHAozXUhGr1MjyFdT9NN0j2ySJa4t",
-	"d8NFv2/eoZLOWGoHZNaATPRG4NijzqXUgbcCD1fTqdAzauEJb9DNDPJpx2nxBKk57uDZD07wSFCBD/vs",
-	"swtScD1fyH41WbfENWWyiK3zeQ6ZeusifLtP5PEnZhNMSd+lMZyYHnVm6xgMLUbs/bJwaHPxf2p9LF9h",
-	"Ynn8nzh4zJi16oOH3lHpDbZ1/1dP5an57fwsrw86WiFjCNJLFjlXFTDRM/WQI7Y6Qw4btH+awMCNMx+L",
-	"KGoifo+jH/ZsXcjhs83u/MccD4cKvmoWH69ebLRGfXXx9qIq0EFnfiEF4ffzAuHUCKQCsZRka9k/Lxea",
-	"h56/Z0WmdgjLvR4qXyygNIQttUs4oEG9Q0RAideMFzea7iWmHTC3FkOjooOogCsoZE2yheWnDrlA/e6W",
-	"87kyzSmrsibInfeNcoh4lLaHnnWWeO8nR70oArdqrKdowNkWRR6bOOpIQBm7ViWPH+O9JUdmNJnCIMjx",
-	"QZZ3swizL0Zxy6FbROwdXjFyhubURclTtGVN7uPTiaa9g1/PZi9uoOrerIK3XhYS0eUiJkzxdiYUFyor",
-	"szsOFRHGlFYYhHTkHAkLcmd/s+g6y6nMuQ02WX8wircKFnXLLBrl629OCGPdjA2oyDZJa+7TRMEQF9Jk",
-	"JCoeewRN4FUHkWS2ow5O8yVepxCtiSmmIMB/P+J/Lq5efId+Wyx3i/3doW8+rnMqlsg9QM1fByYrFjxG",
-	"Ma9qJKckhlMiJkcuGHkMSaAzcMg4XBd41kR09EVAcVEklTvo1XSKHMwJNU9x3f97DpBz+pfaVkDNBJ4b",
-	"jkS16lWQZEZRnx+z5NbKwnVXZtN89ngtv8RP+VDX4yN8id5p3Mytc160Hagx3uzzo3diHCaz60d80xfX",
-	"jnbvY/HHqxeQdv1gab525u8d5aE6QMNJL+c78Blto5oZW+ntQeKvYtMvyAJyU1cKqvcT4pN3ED0LO+1Z",
-	"lFuvTV9MEuydhIUDiMKaFZWL88jEpCE5w4XbgaT+aygoTBA7HAkbnvc/fUxJ7Bo4Db+K3Z5U1AB4wa/4",
-	"L28gric9HYn4lq/UcMYEu+Gxa77kMG6rSwaR0KDsKQDMTbPSEKG2PeECyeWNX3v6lc1zsw0Kvam2qoQB",
-	"d7n6wd5iZmQfx7/sRW8a+uHa4Fu0VY21sVz5AyqpDfgEqphcA+5vM0iUzTn9n/aLD5fftK8AIRhNNeQi",
-	"6FAIbouqUbjRiBEP+IBOGlvSbO17IC/OFE4VXPAlYp259AMLaHx4Gu6DYE4KmdfghhzMiIWabEatcOAo",
-	"W1sTa46DE8d5SK1iYN+8qdz+o7BVgAjUZ5faIjZaIdmNeCW2Wh8v71lS5n4CFcQiPKDrBmz+VB9BW9j1",
-	"yhWOP1PEA8K6+PrNq7fXV+++f/l2C5rntgYaF3aljNh4UCeNAwU4Sp0P8OgT9cRBDK1mD+vejceIWsx5",
-	"oXjKUyMLTVsLIyBNArhlVYvYtQ5T9MVNcS5yg5Ye33oN2D0Y3g8V+vhff7iyjS5wwNmNUJ3DivvqrVsM",
-	"7T7tWyqvfcuXr9hNwRJ+rcXcnrqDgt9lcqHsGQULY9floUUImyltNUjeBs19OVU8uY7Jv5MxU/ykp9ek",
-	"G5GCiVTOsHviI/rHwCKsfXttVer02bs2T+HArW3LR+OU1F5zCRjHj+tAAxTY0wtkgzsAvN5Qdi26So6s",
-	"3yWOetO4SkOIw5PTabxm8kW96WHS7GoLtt6FhZQzFpxWGkA5NAchx4i7wdtF0DR93SLPbUcb2Ha4PlMm",
-	"n34NWk9lIuEkhv/EB8ZOtoN0XkGipDHoTOobfMY2SGGY52ABKE0xuL57uN40Ra+QsXgo6QWndCR6UZ+a",
-	"RAXSv783nTAMfVy/0D7Z1e/lQbCg++m3mVePo9mGqrCrC1ntayZ+Ct7tUiKsOs5Tm1jUH8QD2iX9MTBK",
-	"gdu2ynVb6j7mN0wgi2TiZi2xDBMlDHVqK4IQoRUyJPa70XbzriO5sTxri5WMH3qmSJIVySIrLTtTxAcF",
-	"ZRyNAbefsS9gKUlWdgiSOYM631hTO6boJXYvhgiqK0NP+YQXBSY0x7UljF32vzIx2RqkxR8VEHQrLGdt",
-	"BySPwOh8DCxnM9Kml8LnoXIi565t5E9bJf9r6CHQXOepyaiX2pTPYD9ndW7ab4L142WH+cxPSUBmnAkw",
-	"ArG/dENyqXnvdSKFccSv9nUYrop5oJH0ltstIsrnHdP+YoXDnJz/vIijVwZnfKP62pZWOYw2Bl4HVfVd",
-	"AcZ9qBpQZd6t92/Bml2iJJmwgrpyKZuBR45sNUHVFRqiViRDn+NujtoeffLhE5vqB+p5UhCX2pQmj01R",
-	"22JRwIGyZMo2Sj38vLA+tusdgDEG/LGxQtYIMXVr10fBse8Q792NU5bak2zvQfs01RY2AmYKoLfRajOv",
-	"DdLzd/TnaDpa1S0UfTNn7Zpt0NZGb4VYz30O/h2qvrdP+pHl30+aeFiLvOkN6wVrvKQqWzdfD+cc1xfO",
-	"NP5+VF7innaJRqetd030KZiVJM1SEDH6out05wMLHJie+IgGXfXhYfMM06oJhmhzscXKXdkxoLW40oPz",
-	"olmeyyUiwe/Ijz43+q6V0Xgfvm4k7DsgKoOwKyDIpdhf7P/oTEozgz1YYPy+9NtXpQs+rKpmtnX8omYS",
-	"gKeWzTjmYI5EbMuOUZPGa67tGky5TqYOeSv9z8MJaL6qVfS3er2lSLRS7gHvTTIBpYVfkO25o1DTB76o",
-	"joMMulw6+f/MUwTkhBw5r7+te8Qq+i25tIe1NvJiwocJp1qO0S4J5UeOqR82se6XSQYom5no1OuetrCR",
-	"1ZGQgzrkFYInVUibpufLA+y+eiFrU5tfk5lVWyIm6jg/X0T9CupnH8gF4kTsjCQ7n5jmIsvyM7YCw2K9",
-	"yKBeVhConaW7DasMcc2KMFpu+/W4lirkyHaUKqe8WGaKH58jtM3KeKQgoQla+RgkkINEfz05d5eOB+0j",
-	"bEexw+Gkt5Vcfrx8vc6PChtZ1EnaYCY/1w+o54CQ0q7yeB+U/4Y+Y4s8tJYb7HKGt6cE+/Vqa9DjG4nF",
-	"6zK+4cCtaQObmtc2c6i56eQF9CADaY4YM4IvXb/Ih3ScXCt/h8ZmDd0mPVQphKlBPeiLcGf2N2AzYWXb",
-	"g62UmDxZ68PmEgu9Pmx44cHd6naape+KrQBVFyS+wkZisnAIJWjG+W3ECCOxeQd4gKTgB7bAAqjBg5qF",
-	"fTKj3ZHOaXdjKf0cTmlzJ2VRpXpXSEUTO4kO2RKSxbQ+JKatsMd+nBt19g/JxtxnD3fISwSoKKy+jk4g",
-	"IeGRDrmCMhWRr4aEwU9aeangBBEm7+PVN+1TmDuiTkJf8jnTcyFqURTyhpWccJUw6E4/Gi3S0yAAjoQ/",
-	"JpNJfExHwqFi+EAYY46V7yV6XLhIwJGbCaaPeFYyspKLQvF8Qo4wZkaJYqu18MqvoxZIw1FrSHrR5y+w",
-	"+V2F9ZYjEZVCIZfAItz0TzZssx4icun23UBhgmA47QYz4JMkX6jszuR8WDW2Pqtu82n65Sa6bZFdIYvX",
-	"jGNse21erefpl//Kpags7K9i6seTv4pHAjKNN2xiB72ATrKECc1fY1cvmnLxwKbOn39rjIaahexQ4bXY",
-	"Ha8MThACWMPO+sdVC9D93Rt83PiqKBTSWDuPrQrYrWhv7g1ydPnNC9Ltds+ObT9Wq2lv7AaEPzg3HYB5",
-	"psWFCXisq0tMESUlgPzMpVLZONeHHppzBlpurg89K/jW0gyjIDpph2E7iq7CYBjo//fjwbrdkyjQFE1t",
-	"ix+LMR+b1ec3AR+SUBEoqEYLsylR583F/1xfvXrz8t3Hq5gc9WdkvKqSPclFhT6G+HkLoQBfSLMIoLID",
-	"uCxkK2aqKkCvpQVZs+uoG6hjKH/KuFrfCYdbBF8O5vO+QiWqsHvq3SAAAt0UEuol+Xj5egj/AMXeRzSk",
-	"NgdSCzKInWpLzVNNNnhVKwYP2fxbDQI2VjJflBwjY3hcgPIfo60gsdUmeS3lHFKeETw8u9OnL0vTgivF",
-	"LXQAIBCbjD+fXdBHZFtNrM/FaDG/hf1xKIE+b9Ewt7RNMBHb5ngZF+A64IUJ7DpRCK0R623kD1bY/S4O",
-	"zXDpDrfxGkJt24qdC0ASSBCpTRsa1+OVsYnAhQz1EHiZ/7xgOcaCjSBzsBTYZ824Dbbgb1Yv3g0MWQuX",
-	"V8HkOgyklqEU5RDZnOxukMjtwI974Bn3Ii7uBk3cg374j4AuRB7cjyyzNhbzGHWMv7nEjTz4ace2amKL",
-	"H9Cadc6qDAF/82zChyPRrpLK03hYC7RDxbfVZuFOj2TxsIaAqTwQTLjV+WRr93ntMZhAqwmdd3oXxGvO",
-	"BftRuxz1V93IkjAS3d9X7njyTSZYTqvsaAR1sq9h+g3OdK4PCVNsKuyTJbOxzrJYAbD1UQYphprGePNI",
-	"EF9hBp1qCEmIdWwVIUXbH+bx7nFaVouHDnTV+qat69e8wE/yeELGrk72qy1Z2y4T2AanFS8116h9CNJP",
-	"2psjd+kVO9UNGKlJxdieCw50QgTinYmFAPrnspCEcW0i8q7HqdTwG/XW87iqyRiJGjzQLZ/bzCXA17Iv",
-	"Nq0HrXrpx8o8hQgLp1ao6UDqg9HrqK9OXr68evn26tW7tzE5GpCUrVwRgeLlmgk+iILpg+IEe20Nhz3m",
-	"MoyuQXu5TrK0Cdr/fV0XIgUTNxZR39Hf2A8K1HHogEZYXk7l4mZaAU2PcwkoeFrV9p01hnjQB1/rLILl",
-	"oFdlFVC/j2NmPBXGCWMod1MwYZzT611YNqrim3Nl/YYqNQet9bcaJvfZs1H+w1AxDXuHS8xMupQmgL25",
-	"X5vzFy6wkUNb2zIgDCGZwSa941vXwPWxvVYNATPYD4BZy6FpLsWoT7YpVZ4IvsxXNkZvhud10oA8n0TO",
-	"VxZX3hQ0NCTVbKuFqKWqPaYewsSqVD0/fFi5Z4iBa4NrbCSmTBkc/DWdfnl92/2pN+3fnFyfTU75ID1J",
-	"+uMe655Fp+EgOJn0eS/tJtE4ZMEu/OLdQZMKCebBqTFbkz2MOZcelL+xPa/GLYO+pZEJH5zbf1XVTmC3",
-	"tOxGrMHrWdkzJK4QYCJNvN3URjeUBYyEqQu45AnHNJ87XmSTFXwCyjeUbXdKjj6UTKSsSMkP5mNrYho/",
-	"/Gby/X+dFafffv+/PxdXy58+vv/69NXr9z++ktFr9pp9WD6oqZNl+N01CNs35baUx4uKcoWW6yjW4ED8",
-	"eSFLpjrkldaVoP4ao/iuELwJ3dA+r/TWwMLxI8BWrYCb82xiksu1oXx8TgKopF5LsDxez6VEr4EFwDQ+",
-	"dNAGwc+FCUHm85mfg0kujX6nDOyzu+RAIxZlB4QFPj4SCDjj0jMqTub3JXgIztcTRG2aew1ZqVlujRdF",
-	"4yHw/pWNNVRZJqyEdAfCxvIOEy/0KlX+RfsLKeRCpDwlqRZbRxWg4nFnJAAyGZ0P+vv6/vi8QnSkQRDo",
-	"/9ufNGif3jP4OUT5NQXIkVqokmWCp8cU3ND1DGyoytTLir9qHckNbCSqkZF3+tGsxDIDnIoPmbhl6FWT",
-	"wG1pt2ti1eotzmRyC1BKCJCjPwsS2iHf2qU5m6PMm6KezEgczdj9C/vN8mubCgvZXXYB7CSxJYDEqSIG",
-	"oUmrzmVJXfqV3gpCliMBtqfFEa7Syx+YSryFBN4iPm7u5OhFLhcpzurZSMzYfTX997z4AC8/Nsc/bApl",
-	"fIdD22QCWgaxBEV3+FwPuZk/6qRbz8534dpJwbmhpvFbg3/NKPc8z7XFS0dijdSkgdLnQA/3Fb1QM0yO",
-	"YlCdiKTLHHLCSHjmPEJHOEscZR0kTVE07tcNbovzpse+l9k3sOAaUCSkKdOoMviP3PAosSODhq2V0Xps",
-	"t0OHXDjcajyJl3KRpyPB7xPOIX5jApFNu5V67SULPofekmVjlqfDLxkJlkPfNafmEIsepJ55KT7K+vqk",
-	"NM5nNzhSjU3rd4i2hqE0u7ym45JLJTraBoeIR45BwYMExaJDXiCst9mcBQdncApd62z1qaUZWkaaXdVU",
-	"yhLjXWQJoPFgH6Wab2+4Noj2b2m93q5Mf8tau+vkCCFPNHWqbHJvZUF9z0xcBVi6tpQjUVvLc5MI5OEx",
-	"6R03Y7f6TJKzw0a/Ncjz2mDB+ngbsbk7bvKlaroCcpwsKBnzXC5dj9NnaiS2hnHWwkVh5f0FKERw0TF1",
-	"az1wPl2i85HwUIIdHkimSLIobXWR6dZjTB+X0wgajOmTjNlVdZCKkXDvQP/CZvRnSwQbRfXOCPb+So/K",
-	"PbPmBgBcDe8scIjEclJ5I1HVQFysphM4pto8Q+k+BZGODVuVa1iF4WFAzXclVVDvpCXTXBYlOdI6TWfO",
-	"ilLwopNIaJIdBd1O0AnDbmcQH5/ja/E4WUeJgsGhsZcJXAh9i15zzBphwk0O1UeM5kH5j8lCtRxoIMSC",
-	"SsNd04uNYc6QaB1y4atg8JtqSMv/vEep/++MLzeDNo9zwu05NupNi4RcHnRqUCdgOWbuHFAO5twr9RHt",
-	"MnC+vLgJXvQBOywekC/2VLldtc8eHq5FH/BmD1izPLvXcP+yYQzKrhzGosJAM+rRZmDs2HRVcVj0wf5u",
-	"VfVxNjRodbTZAxCIXgF0dFdNV86tdWfb1BFVwuHgXJCb5tnjNs1hDmq+1T/dAE200/k8EjXvM5YnmBWJ",
-	"QxWTo3gQBVOE8uoG4FM+dtCGG3BeNc907YisXNPgFrN5CM4uni+KG8hXMLmQClN4zKyMwmaHPRKglEEb",
-	"Uw4QRllplAdVmVlQqa4FCySU6IPznf7dZBtTL1rWC3o2zDESm6pjplDbd43qfg8vumkNcaAv/dL3oBhH",
-	"uvFcV4kWJp6TI+jX3z75nhR9JKYFM6kGx0Py4tXXlwq1kV0+eJPQAFEMb7mvLi6/fXl1ffH69bsfrvWr",
-	"PsR+KsNIaH7y7Xd9SsKAHWu41beKjuUVgeWcaZXaCblL+jKcovr6ua0gBjAuIAh05NI6YOEoA0kzE4u+",
-	"6gS7nw3TiaCB9PPwpBH9n92/wqegZ8YWNqjCApsCuznT/gIcnYiwJydV6urHy9fK2CF2TfT29hPwH9ng",
-	"FbNwHuX8rb2xuXuV+4DeSrIwWdm2pq5Ej1tnV9HllqqqCvesboW7Uhk0HwwauWanwzO99YBfmvc3HuHG",
-	"XX1gItShtQtuIbCAwTC/LKyX9OCVaQq11FfLJ+/24oFP2/jWEWcfsstmqs/Hy9cWJO+Z8lYL3DRVWcVB",
-	"cStR9TzTd1CyENnPC27dqI6o1HjvXaKeh2tqBqKfN+2I0VUAdrmNgbltuNaduFYYvJaONc4A96UeJgs3",
-	"w2RzfV4Xej7/398u2j+y9i9B++xT9c/OdfvTV//nCxKldxW2UDIFHAK5Be8VkubOITPeMYxHODgX9DYG",
-	"cAxburyZkmZo0dmSmqY2c9I8mvWCs5NDQKK3cuve2hNAHwQ5gmXchYHoPbj6BEEZf9vyEzgv/tz1J04k",
-	"NkWQvI04JKExFLQaXrCk5AU6BS7idvyjNs5Z3I5/iSlJsxsbaoo7MYmvYxK3Y4rNHKEfAHTzHQnsTox5",
-	"QPBQh7zQZrwz4uuc6/jyN9m8lhiHAmRtI1a1J7Hzu7vLb1YIHkGo/G6CEnnwEU5BKs651BvZxZAchINH",
-	"r75nvz1Yah1+/PshkEN1gXOQXGNejftxmsGaGrgzG6SaUSMCpeLJosjKFULxVBCQV49HgKQu8z6+WJRT",
-	"WWS/gLE3JH/hrOCF6SMBGJMudeGHAkxN/Zsy4SG0fxTyQpJn8FKTuwN+Niw/soCzJJWYy2duAbXVQO/y",
-	"lESBfWIkPARMh/EVEFV5i+NSyvaMiVWbLcpp28L1VLjiBbdRJG306Yeptg0EQkPhLRCEgxl1DBjtDE5o",
-	"IEK1OfVpZSKU32NaCN7xjT2aDk0AadEnBNcEA6vg5aIQ4HBPOADCos6GXgQ05/AXbbd2RsLHs9219mye",
-	"6QG51X+J3Q648QqgzxMxJeScEwYQy4LzVC/7SMT3bZfT0oZbYnIUM7GKh8ZCQ9a45SuA0tdPWx+si+8E",
-	"XRJnQi0mkyzRvGVeBPGhOrMdMUFevb87gbDCeAWBlucnveMai6mRqFgMGbKRtXZxkJaZcHDD6iDKlzqI",
-	"eQxA7wvAA96CZcTUdCxZkQLwnI8fTMHu08urAFBWLwhmtbkVgZkibpQHen2EcxkJEBnI68cGaMVgTGXK",
-	"fMSmCINNQV2IaAPT+JkiLz5cfoMvg0IzveB1cGTMhEX8pVu+0hPSa6fsgBy67zOF29BUoqDI1QTBMdkc",
-	"lWHLsdO1GUZFYrMvP38GYL+J3KRulV8FxSCK55P2VCpw+swWeZm1zT6EsitboWTdmEWH/K9cQOQHe3Zg",
-	"ZgGaLKVWIjA/BCpwINvE4E5AFRRWuSM8PyySqRsX1NTngCKGcWrElScLUWY5sNciSWBPyWIk/GKfqlsh",
-	"ZinhnjJJEtT0BUhkkao11JyRGIl/+zeit76Wr1iPp3+8qpImFDmCh0rw1C6EPjLj53fh8xjCnPMS/wKW",
-	"eh4fAyfVfZCW/cCViDtiJIBfhtvEzgOS6C5sL01KZizXBgJ6mu/kLdrFC3Er5FKAADNVQFqchBBsw3la",
-	"uAjYLn5u6DMFRavDzZ8NThGpXtijNugwEnl2y/XOy1JcZYebxe8zhXR/Z3jeEtmjYqfT8Qm57wD3CWsO",
-	"MHJhnhoJ0HF56gQqjOeOFRkkcU4NHidKBL1Saab0ldQyx8uikIXSf6CQ6d3fA0f1vXR2eA0TJPbLOueF",
-	"HOd89u8/KSli02Xm8psX5KzXHxzbCqXVXJ9dcZmVOY/pSMSYXW8jebxkmTYtQUqjaANMAYVSK8+MuiEn",
-	"E4N+aDzxmSAx3hl3yF+gCdF8YRbalC4zPQU4PqAHxR2Cw7jMNM06kJe2ll+wpYXqkUnEOrZ0u3S0wVrZ",
-	"ioKWatTOxYbGqfMcaAHqFcy234HsUkMipBLZZAKkusSMkKKNVZz6Yrswv2mi2jd8MDqju8944NuqSMgz",
-	"bV8+OyeTgs14m4kEegQr87stAH7BkimHIRUyhw9BaipUYyD/QyIMKxnq/YW8KdhMWcNWm4gKBZEp/zQb",
-	"ST0bCXhKWPBsT9VTcsbd+zVlVuSortFQX5+hdXUHfhqJuACQ4RrucHxsFXsIfIxXhJFEz9DatUu2wjJJ",
-	"vSEwQUhI8uLd5Qe7mkPC9MkwEtY9YAWELLKbTNiKaOx/BZYXTKND4lQm6rlV4zuzNLbWSMHnUmWlLFZE",
-	"Ma2OTFfgarIM9bUF/blZMHBQc+CpCx9yxMO98RCUrJvG1PFQoLZpKNx033pKEGQdWJLBy/XSgMUICSlV",
-	"OYJaqZLPIBdpoVadasyZV+OmtdMhfB8TYBH0hRukJQVxeVtk6/KcQKU9grAAmt/uXE0KpqaWiLMsTXOz",
-	"IPYtxzbyDnlDKU8XKKTcctcQ5rSSvKXevYP09gt5jAqhT2YFOb1pVvDEhNUgt8tkBHfIWx/bWFGbvKEQ",
-	"25g4aGOo1/Wla61/9DkmyAGvmQo+hKViuY3u4dk05onUajkWoXjpVGtpNesCTBMAFJ+UlfzYbw1N+kFX",
-	"f2wqhVwUWlzV+0GjSQXhNFxKRHl6ttaSWotct/QIpG8xvTLrWLQsrbemw77WE7eFVDh1z3wzs9hWjHWk",
-	"74GsCdRRV5CecTzcRy9cDcDgdqBweLDEbpeeI5H0sLyRYGgYTn2tOYE8UQgfwsx+g7x+u8ojYVEWK/2U",
-	"aU6Swric7aZwXeXcs1WTMkrGmJ5L0fKyd1yb67GJcm6UwOkT3FTm+XhnSA29kVnq1ZCCFaEvEfSYqaE7",
-	"i2fmaLeoZPDQ/8X1+g9TEAX7UdueUFB/wzJhE77ev/vgPQZAZs+xNi62cvDKAyEwOi6crT6JDFJ3JdNs",
-	"zy/jzUZC62GAXlJDWaFkni/g4erwHuov/N0u7d8NJ/19JP7ebrfh//Tlmhz5u0fHFNPZQbRpFcZXwkn9",
-	"US0VVMlmc/2GjyK7dw1Alw4c2z65ZMq2TKm/RFWNIP5O4ruQouZsqhG+e3Pxov3hu4uof6J326iFV6vB",
-	"o27dqf/sBla7CiAz8IN5DfczrbA5VSJT+LPkaqOsqt5jiByZSgp/vOa1x67b2UZNBFFznmQTo3hq9SYT",
-	"XJ2TdIFyw74dVAHweyq9BCzHlN+24nNWQBjNK8FAim6cBH+3Vuw+XFBKeK64zwTne5mgEl4X+Lv+XtjW",
-	"dEjdrQYpcv0Jm6Sati9Kn/tqB7/F7DBQHExIy10br/NZiJG//nBFjr77EPVP1pYXpoP0tUp9plRMYifF",
-	"tGKmFmPMoYT9F/9UZrEPJtLWOyTOYIgxv58bERFr7oq9QppFkZMP3120DefCBb1//44HsztVoKBGHybV",
-	"SYK6u1g1cE+ejQtWrKCi150nesKQCgFhZ22e+J6DFm3d8QIbSLXCTtAJWp8RUJ3Ns9aw1e0EnS70bi6n",
-	"4KR9PuUsL6e/QOuKxoYQRs+NgsD0FccOFjKB9GVFioWApibkVUmSKU9uQSdN+ZyLVLNnx/VfyqR4lSIs",
-	"EHyStpwmob8bBQGE/dE6wFKRNTAeP8nhVwdG2JK3ttZ+xvbCgsLH0Q3TAHJZzYvlEFb5TFs9HFjTW90E",
-	"nv+FpTYe4vvDW8O/faItZTPbWq/15uQKC+pvVGv4t4o4qvVJP/p8pjWORG1dkprz3Nxs9cz3hdRHCtcH",
-	"Bb/Xdj0o71r8YIyyMsGJb4HX84JfXl2+evHh+uLrry9jvNtUK1kXnnVpak3BVCVV/gbXTqa+7G/MtPYu",
-	"ux7483nOsvqCt/6NfPfy9ftKDXFogNelLFleKfUuh2y8InJRav1paHVhk+wHKHEsyzsj8W/k6n/fv9z+",
-	"Wsz/K0Zi2x2/mm/8xwgA+UetzyQ66G4YCdweHnS/mYJ+IjztRXroaxTB/9VHYqHIFf7H5qpmXguLZ0qr",
-	"+Rhf47yRCrVX3bDFDffHWLsa9rvRSLT8LbgeZG1o5wrcYDZYb/8GeyvLb7QKuXN7eew/c+y2daMZudhZ",
-	"sVm+c7e9m3MBPiiZLGZcVIU/F+9f0bqWZqCBc44NNNg8q30m3twX3/LSvP9hEtGO2pOI1q/8yHOhJkSb",
-	"Q7oYQt/IZLEE6nYCRyTTCcYeVWshw0bxu07nJxe/V3pE9u27WAMSNw89FV0XRBCrCRMkleBdAbv66L1U",
-	"5Y1W3bDxeDJl45wfGz2sH3TRPFcGDXEkBIeWbjZTfujHnFy1o1elasCoeRsMQziDMSEJK3dQPttBjAQm",
-	"Uqoyy3PoRKUpSVK5GOccO5soSpRE+EU3XDNEk/7vzRYzXM0RgifykKT8pmApT21IrtIGELt8kVtYlhhV",
-	"Bq1fyVt0cnhfNfYx2LWQ08nzicX2w+Cew0dwyFSmW6/tDWzPyVzeHJ8T8H8bXE1s5aRv6gfdkQCFLVPE",
-	"uIcJ+njV5n69RNb4Uu0FJw75+mZpUJPR700zT615Wi0HRv+4fUVb/aC7Y5K+Y/3Bk/VWHZMzNfVbwxbz",
-	"mAeLmqv7KuL0g26lDb81Ds5VJXYWhRg6YTg0Ax0KWbbxxoMJ+1aWl/jEJmndd8EiXOMjsoQAreV366TJ",
-	"arvDeDo6O2XYJYD27dEhXcwG2s1ulWPo+EeXEGwZ4/0miRST7Mam10OFoOcBN1nMeu9kQpUsz+G+Z4oc",
-	"GSzSkYg9uAjT5q7gt3yFxYMVUPI5ifGr11kaE8GKQi6VCWFC+aJD8Khvw9eZKi9gctqcKdiMl4BW+rdN",
-	"iLZ8tYbOwgX49FwY9+cFRwRpjOK68dRUmr1ddpo5pxrbcxguFE20Dr37BabGff70peIG8//+9muLJYYu",
-	"hrB4kFwbxPEW1TfIQm9P2zSXtmDadQzLyGJY2p3ql454Nf4ArVJVzWMW2mZ1LtTLBMFnA8rRCsIzxk4n",
-	"J+0widL2gHcn7VPWG7f7yUk64KeTMxaMW9RbKfsID9rhOErag7TL26eTXtDus5PxIDlNz3gwAbo7Chi+",
-	"7ABf1uae5FnztMPNad/yFQ7gNqr6PbeGXTs61RpGa9Pqt8/S06Q9GJ+w9mn/rNdm3XGUhGnAzyan9WmJ",
-	"RZ7XBm2WzXhzdo85iK6C02HY3z7mcp7PJ+Xgrqf4NKp2gEEnqQNt4BNKXUfLlfxpkv8kJRvkrfrckP56",
-	"yXp6yfrj9kkySE/52YQF4/BRS/bpYOlsNpjaqmC6jf+4868XhPsf+SiYyR3g0HqkF0WHPGRcD/pgeylK",
-	"Lfc/exi8+5/n93OelDyFuPj6AVLPxvvbp89rWjGvOqV7pwo8s36gmJaCu90Ta/0Hq75IpmL2SDW17Dtu",
-	"aCoKAQAEkDZ+sZEoZYf8xQyjqhMbY1hyo9magQvk+eR8o5ta1VDI9D5kI2HHXO+BSJ6gBWIFrdZ8nNk5",
-	"tZ5M2Cf6HcmizO74ddUcte93Sg2jWqPRYKMX5zp4cX8YhD+aNo2mKmT9lt6wC7cUPOGivEarojXshZ0+",
-	"ZpVyBWIxcN0sW6b3o23x6JLv10qbh71et+VLVq9nY6DlZPOMA3/GQW3C3Y1hRqeDTlQbaDf0Rup6Vm6M",
-	"da3FpD/OsDbOT7ZZoJGAadg+mfR5e5D2kvbZuMva0Vl4GgwmJ7yf9g7XTg0D7ZKAdvtScJSb1pSPFW2/",
-	"j3h6URcmVamC6WS4U1zpe9Qe/bexPeOU2cyoeQZBZYN9ZQqcppwV5Ziz0pngmkszhLZAXT/nTHFIUYCG",
-	"BmiHT9eAcKP+if+kkCTP7kxFKvZBOHJ4gSW75ViL77CWIDprBiILUi7lOWE2FIMAYaW2NBA96RdeSAMq",
-	"VUoJOE1AHwzkoyP/uFk2vQU6Pplg8rvbN6Cjh52T8FRLEDe7bXcGnRDv9BSKPdtpM1uzHQxDNCPMOrSG",
-	"fwtoRHv0hJ7SMKBhRMMeDU9oeEqjgEYRjXo0OqHRKe0GtBvRbo92T2j3lPYC2otor0d7J7R3SvsB7Ue0",
-	"36P9E9o/pScBPYnoSY+enNCTUzoI6CCigx4dnNDBKT0N6GlET3v09ISentKzgJ5F9KxHz07omR5GQMMg",
-	"omHQo2FwQsPglIZ6bHpwenR6eOEpDSM93oiGUY+G0QkNo1MadgMadiMadns07J7QsHtKw15Aw56eWI+G",
-	"vRMa9k5p2A9o2I9o2O/RsH9Cw/4pDU8CGp5ENDzRFDih4ckpDQcBDQcRDQc9Gg5OaDg4peFpQMPTiIan",
-	"PRqealKd0vAsoOFZRMOzHg3PTmh4pukX0CiIaBT0aBSc0Cg4pVEY0CiMaBT2aBSe0EjTGQgd0UiTWtM6",
-	"OqVRN6BRN6JRt0ej7gmNuqc06gU06ukV6dGod0Kj3imN+gGN+hGN+r1PILmLcuOoCq+iLujzvR/BLNjL",
-	"kgN950EsGeGdPktG7SAJtVocabW4O273kn56wgeT0+AsbGLJcJMlQ9qlfTqgZzQMadilYZ+GAxqe0Sik",
-	"UZdGfRoNaHRGuyHtdmm3T7sD2j2jvZD2urTXp70B7Z3Rfkj7Xdrv0/6A9s/oSUhPuvSkT08G9OSMDkI6",
-	"6NJBnw4GdHBGT0N62qWnfXo6oKdn9CykZ1161qdnA3p2RsMgpGHQpWHQp2EwoGGghxbSUA9Oj04PLzyj",
-	"YRTSMOrSMOrTMBrQMDqjYVfPoUvDbp+G3QENu2c07IU07HVp2OvTsDegYe+Mhv2Qhn092T4N+wMa9s9o",
-	"eBLS8KRLw5M+DU8GNDw5o+EgpOGgS8OBpsqAhoMzGp6GNDzt0vC0T8PTAQ1Pz2h4FtLwrEvDsz4NzzT5",
-	"zmgUhDQKujQK+jQKBjQKNE1DGoVdGoV9GoUDGmk6a0JrSmtSa1pHZzTqauJ3adTt06g7oFH3jEa9kEa9",
-	"Lo16fRr1BjTqndGoH9Kor1epv58l+z+Cye+vftQ/oa2FkEutdPkXggc4r1K+SzeAs+CPrg18XT+sVdP5",
-	"CyemXIp9yoFTz3aqBw7dzcPxp9iBnt0AOjiDpDlPRXBYHOtHvr7ojIeRcMhjHjIa9WDRwCHuI5sfb+KR",
-	"0CAIhg4VEpB89CvBowLYrA0o/l53RvTaxNXYb/kKv+EhVHbIJaCUYS4sy3Pr8bdlmYqX1iMYezWdsVVz",
-	"5gW/y+QCy0s3ijjP61WbtTavm6rIlVm1PX4/v/1B1cXULHnVtAWLRJvcgAhp728ux+HWjYVgL31TWrm1",
-	"Z6k+XpqA7+0IMBSv6IH065B3c/bzYuvATT2tP/JaIWjU2/RePp2D0cdt2OaJOtz7Q5/Erbju2PLwaqC4",
-	"uQI6qXfEDc1rTY6obZ4wy4T/E0DgrGEOhf1uBPZoIzXOrsLeMIiGYbhOjbDd602i9oAF4/ZZ0k3bEQ8n",
-	"ATsbnyaD1KdGNaebXI75fX1WFuFly7z6G9MKZhvz6m+FRP9bHWHk08bs0cT1a7tbb366WL3Ngvs3H4Ll",
-	"u//+r/u3X8vlm5/k/Zv/np+++fpl/39/eNn78epl+fbry9mbm8NtXg/7quFY8+rkceP/rq6/3+dEfA0Z",
-	"rk4orp94FGJum4cbgpSr6uQwZSSTgqtpVRwlqn7/9aTIqhIBiqFqgOGZGAkw0auuUlvQw0kFHo5hJixQ",
-	"0O+Cn25YJiAefcv5HKrN2IR3auEli6QL8yHtNsAgvL148zIm8yIz5xgmBP71w7u3m4fKC688o+X8Pn8x",
-	"/RAPF4G+jHkg/9bh8T/Xq69NUfmafA4fNjiHF9+aLq8XP/2S8pv7VCSTbnTN55NuOpXpL6lMMhX9NC3z",
-	"m9n9DU/FoLvo9+/rICtPItR3xRkcfHj3F9a7/y76+seP6q83H/LX//6/Zxe3k0X/+Q8Tdf/vrLf49q3M",
-	"xMnLrHj5H48jeLpNFW5AlSdXXma7h6Wi6qD9ZbUpOq1aF8VasdK2UZr7n8PN5t638oPeMjjW3y1sEXb3",
-	"P/SerXLJ0ispX+tj4kvDHb3obP+zV1K+YWJ1ab2zv58fEgWMlZcHGhdQK7AzWLKtYQ15VfV/QEtiLSsd",
-	"anmwsgpErwN620gw82TbY3U81MCS7dhR9j4Hy/jAHbl7K/6+IbuHJST+Xgx4qW2mHey3YRDtyTBAur/6",
-	"2vgayqShr/KLqW1v41dHOBZFUxXsv6pcyvbR96zdG166RDksUcDWpkeywMJ0FKLahjcI6MdDDOchBi0W",
-	"NTQ3XHAd+i20LDxCvcdHwtinTQCQftdZ13UyDLzq9RDSycKpw0G2/WnN5LG2dyQwp85h5UKljoU9XgPv",
-	"RnWmKkZDuiy1UWjv0OoY1BbFTq83dJ4eBKlp4qJQ2L8BTmiGMxLVU1LSXbiWm3IFoR6/TG1awxz1eL1K",
-	"cqSEmYpnbH+hAKOYmKgghJBbtAWlTw9KQ1nrA9DfaULW0aTrQUnYNY3tFaLNr3z+DHLOAFC2AeOxPvXX",
-	"0NulsZsUoliC68l0ocLnvekfYq99ttCebSbSdg28tRrGN1xT2c+ld727/C0D7jALCkHXuRAi8waA1R/l",
-	"w0xV3yyFhJjPDz1c6vi5B+nXf56zsfLdCei8Yhve/ZFPzD9+VgyefO689Y69h2h+z7XytsfBbG3oWhFi",
-	"hRUC3WEwCl1vWVBPpNzlLP2er9SXa392Kjs5/OL9q+/5yvhjDk7c8h9q5HT97X/pgMbZwzZAbNSTq4O7",
-	"fUYVeFO90x6tChoRS2logStQ38qEaehj2/0BWAP0TyhGwnF8nttQhNYxK1cPWELO0WPe8errGIFsnJvH",
-	"qTGJnM309smzpmDCizosxxfpMAVPtOK3qp+hFw4zzEI+a6LQbTQAZwKErdxBaRwl7vWfH7qpfjef0qx3",
-	"fxuxQVH+3Bfj69u7nwZRwhd3y0GfT4oTnpY9tVqO+8vb6SAVaptPCcPoXZtma+8Zr+oZyeBrqn2xcio5",
-	"WmlCaR7Um+Kr1qcHEm6PhwiA8NzBu+ECMiZ6JrDj2C1fxX9ud9A/3wH/JhOlQfXz9+ODT/fnv2I69WeU",
-	"lzlv6ip2CaJN2Sr9c79NGIK5O4S1TJC+3z9vvfxIv6gutL7oVDdC98CD/dLc/VAxtG0bWZEP7tJ/He9I",
-	"3oYD/knP9/3FJ9/zFSgClvN3VhE5H5F0+QEAVm6nsLOYqK7EDv0jPkWUG8MidM39qRA3wxY4ruE1JtWY",
-	"6k7VGOolYpKpkYjtAwDSlWeYb3HLV8NNlL94l369pRDpT1UPVA/CdAxxvQITTZf1epFtKXD1cpObgiX6",
-	"ZI5602AGvbq2VJZk819+GUxue78UWbdobVTNBCwctwdJlLZPeXfS7gX98CQadE97Z/0vLgbSAmizqGbv",
-	"nDEG1lANtZ5OOLB3exRyZTi1eFylyaR8nsu6HgNulWGBHfLxj2WRlRzkgT/1qN0d9/TU+3rqJ0F7EJ5G",
-	"Z13WG/eTk8fV4ewK6b/J/2v57mu5evO1XL75xg/pv2r9yet3ggMCYd/IYpylKRd/zhBYrRRIy2/w/TbW",
-	"BIGk+0RbG9jJrSFeROa0OtPD3R/14+PhbhBygWC+I2F1cLUZJTMofdgJ02sdsyng/6lcJ78T+/9DWfi1",
-	"BV91fNzgI4E/t3CxvjacMcEwoL3PE4KYh+vukHUuLqVRV4gUpYRaDYlxMAYgBVliQmAAYWdwqLMS0cox",
-	"96ApzYbUsmwM7wMEBXalgtuqt0FFiUVSIEe9oIuQjctM8WPqbTGsRGHYeY0JaFQmufKwiWdsBa/zOxiQ",
-	"BUizkQAlLqvaALkPRmegX7UhntPGfrQ8jcmYr6QwSGRWKYNPzLSRNpMFP+6QK0dDsNqGgMDPDOaK4Est",
-	"FijBQxNaZUNXLZQf+OY8JXK7J+hLfUDmuG7wAJnE25VdD9MmFhGwLYKhdQutOCt8F9AhmsSjFIY/rCvp",
-	"KdOTokZXUpNedwidn1Jb+5cz6l8q2QHnmU07Eg2ugIOPMU8be5C7SgrerJc9Q+88AvTYS3BC2X7aiKfr",
-	"vDu2XUZIpDDItfVCbw/ZtsKhxMMVrm+4xggMEpE0vQ9VYPo2HrDNifZP6T77fbbTw73B/9A9ZN1qX7SH",
-	"HureWfOhVXkpWzMB15G9QEsyDTmg8Uiziw3whkzvFV+BchXHIzFbJFNXS4IJLm2Af8XEGgTjWmgN8nUF",
-	"kVVW3TYqMDdbG+R1VRoJJxNim2MTn+N5BFhjvKT1V26k0caXrOTgCmvD/xrkL8jeOYamAu76JZ+xTEB1",
-	"FICx+lcU109a7FjsUALwaIs8x5cBtOcdy6AlHE7iuDFl8rVtv/1lfrY/fjbSRstzLF15YPmFa8O+M1PF",
-	"toH/Env0D+Qg8bbqQrEbH4zArPs2R4lYuTMZs4a2Q6nUtrpzdVt7syrIY4pA20/Ydkfg9Ea7z1l1q2Pb",
-	"+AI2rWl5ZIo5XtYbXoG1kmAgfqglg+0qhPCCcItp0bBQ2Mq6cRu9AFp98Ta6xZZmD9bzvZDxo9X7nKny",
-	"eqEaItXB2bB/Nuyf/vh4I8DEHIe/Prp84nBVwqzF7lwyzS1fpk38YzfoD1MJPj1mG9gecs77+9H1Xdyd",
-	"uX9hGzTirhuvyFqTgBi7bJGxlrckK/nMdReS8yyJqx4P4CrRbzFVxbwYCdtv0aQxQzskRAhduj6R6400",
-	"sXFkI87IDPKBMwFvg+ZL5UIZdE7bU4EJ/YJMMMBpUrfDtWYJGPG2mZkxeK9MlyaXKg0ZuqYFg54LOKfm",
-	"OVuB09YmuJCjXQ0VsFXRpc0QdR3yTT63l1/qvfKcxIbqoBTgBK9RV4nRUYUt8iBJWwu/eUkNojk8iffG",
-	"Bi8FPEpYNKwXZr07hSVqpqq+/Jg2jSyRKU0DuABIK2sI2Y2S8j0+++UWiWurvtcmMZ/8wMsyf5BRYse6",
-	"DUbdkMGWtJgO5n9sD8GfzKT5lpeEOUqX0na19iQednbeJvO8Y+nBpo1Zf9+8sU5NdUCtE3RaNLfXozeU",
-	"YHSxPWc3mQDfMWD2uh74mwGaD+7DjwIEcAP5QkiA/r8QAbalGIzBld76ddQq+FwW5ag1JKNWyrJ8NWp9",
-	"3uW+PatUs6QAMgXkjHxFviJhu7/mwfT60kG7zbWxrSUTBO0BP0nbg6Q/brMe67YrAE42sEof9ifxdb5A",
-	"q5puTNi9pzVs6dOsZcLjmw91aw/NmdYlXXfsL0ceMDjf1zIxpp4BuTONvFrDVhdyLvTfv0ihqfNyUcg5",
-	"f/6eFZm+soDqiN30h0b8TVB3phc+LGcbF/ghmJ12++6v4Hc79Q8f/v/Hxz+VJxTtcVD9tuVEcDdUp8Ie",
-	"5AAXyUKoOdfdCrKwLWwAK60z1zEotMPXOxq6DMaWM+OO6Zfl3Wn7nzHU+I5QhbYfBtBoxSu7eLPfmmWw",
-	"9qs0Bt8zIPPj2I4pmbGSFxnLM+hlNAXFdQJ4PkMX2gQcav31OTSkMy+k/jD1A8d0JFzvZU+DlBMDrQTV",
-	"fDhtbGzct31Bj2aZWJTYr46kbNWWk/ZMinJK8H/NT0vO9ZhP7GNADOPuGglzgjLXS18W5Cj+zxVnRQ59",
-	"KP8TXmb+rd9l/gl7F/6lv5+v4mNIhPtPXDbMhftWjkRqcvhMRhw5cshCoTruQMMR8gvkZmhr49XF2wsD",
-	"038Uf7x6EXs1ZKjjf81WgMJJFLsDHwegKGEUtM5aE4hJA4+VQCSFLg6gF5aIYvsEEn+FTcehzVw3IBEc",
-	"F19hap+Z6fHQQDY1dcG13RfVXB+E7YkslqxI9QqYUUiRcEqYaSaI9W/oNwEwdG1D2+SSI1/QUgKiNei2",
-	"o7MhCaJhN6jmFXSHQUBevPxwRUciCLXQhZ7j1SinbD7nQpFyibkC6Nhked6GyorN8YHqjcOrGHUkjlDA",
-	"B+2ob0cBnyVBMOwGP0LcxhEfkSzrVI6/iskRMoomKvTClJOSCwrA73pDf/W8j2QnX8XHptekIjxnc73L",
-	"YE6aVpylgO2R2eaBesTFdFVOZ6ScFnJxMyVjWU5HoiyYwD5Gaqhvd3RDFrWEN8CbMmE5fmUGUGHKNo0w",
-	"wSkFb4WyVq5GwmhUBUBc8RSm27HsHxNsaS3qw3clJpZUz0wekbZYj9BNDxlIUqTHlBT8hhVpDj2T8Gu/",
-	"AOqws7Cd7EVTWGsSMaR6KNffAz6sUEZhq+bqwDdi0lb3juUCyi6V10Z1BcxC0gUHHGRPdlXdTOEReceL",
-	"dAFtT5ntQT3mCfQ/NUKYr+OmLpkiqVyKY80gs0wpng7NNtA/48a2+S0gVEcCYXfN3f54YHFpFQ00kUGK",
-	"exQ+bR4qs+R2WzaHlftflNLBN2t60FE6ye44QaGtqMtzMbqdl7xh1FYjSvszX2v89uWVpw9ia51Kaeur",
-	"A7SuucxzOP+1NIci23r2SUm0CkdA/hjx+kYKLStKSb4pspSt/NEeoKl/sRa+Qw19kIr5+cEq5m+VvwJP",
-	"+Auw0+ni+PLhE9jmb7HC44+uGP8/AymziRlTcC3eoHqhkkuP0MwxcvB53enifNXbEjq+Nk5U/8iygFsJ",
-	"zw2QkXegGJ3jDttFjzkXlbxPyYqXHXJR5VmMRPVSLGRiDe4aHERNMH+Rp/Mfueese/fPsvf+ZO5NZBXP",
-	"Dvii7UJ3dNKs860NsXiQCve+/tzouv/n4Oh/cfJv6Kj/MjZ+nJfeLvjhCE9uM2SCANQSmNIMcBPJjBc3",
-	"nMBbyNHlNy/IoHt6AqY0moZsDH1aMkR9ofZ3xHdaA2+qrCYTMzTv2IHThE27EZ+JGY17JJZyYeChwN6u",
-	"XEnk49ULSmJUtmPy/p02cYUkse04rz9M+GxerkxDZ+p/YiRio4rb/i82cuEjXKFJEqMKHx93rFMLYpCL",
-	"Io/tCWpfOzRTq5IUe1HUqQaFTxpcKVZwJHpqqDNemX8cMevoqhMsU9qsmsk7nh6f26JHwjPIoqxuKzjg",
-	"SGVgMOfcQRuavozgzMD6S+VIDe8+Mr2ynynbyafAGA50T4S4Mw7LIjfVKBfP2P21peqx7RtMFuJWyKUY",
-	"CcNGPmE+aI5ikFdWCU6gSRsYEZoNxuf16/Cb6baZGu0EHJJsBXbzBdilzPa9q3yRsvB8kdTEXUyTcnyf",
-	"3miLUhu3le/Hd64Y417wpdH4wKBFQ1jIpedVMH05RDKVBXRR3+ZN6IyEYbAh0aZKjFZmgyrnboPQAizz",
-	"AppklpTwe5aU+Qpb87ng+5rXAZ43PPgcn45JKv9/9r69uW0jy/erdHH/MDUXpMGHLImq1C1t4kx8E1tZ",
-	"S9nMzjIlNImm1DHY4KBB0UzK3/1Wn3P6ARCUSD1mnIz/k0gCaPTjvM/vtxFssGBm1dipdphPCG0mCwyV",
-	"UGhWFowUYZdtRi7GaiN0AYEOiA/lSgDtEpUAYyIffiM1MZmmSP6MMwm2bEaRGkQqt+0fFAqAekTFpF8u",
-	"2gIuFkihIrSD0XOm/VoNY8P2Cm5gF5JTjIur0oYmoVCEU7wW7oknj/ZhANIGe2SswhhNZaopvggtMSBh",
-	"EGQFweRDKx5Db1glZlke8wgi9fVtRe0ytU00gt1mbmsdBawmgc4VvQQO6Tn/YAnCOaAH4ykjVQETaNux",
-	"VW5W8LpCJLvhOEQs8RmpxFWUb0Oge2ygh/DImrJwg09hRKYX69be1lYdeSxq3SXKGmBlaC1r4GyygIr5",
-	"49EgZu/Eiv1PXnyoBFYbglCDmB0HYZsgEHM2F4Wc8pfvxOrK3AnGaSYh46WoNzSZzf7T+x9gDxi5j1VL",
-	"JPhJ+9yhM0Gh7xx0itjYUlebz/ufqvGmv3V+ENd8urZEiXYhEdV9n4BS57b/kJjS8wLL7RiT2zl7XtsB",
-	"f5T0eW/gEYE+h/T5xnHZkkL3jHkPSKE/tVtn5CuxvP7pPLx/w8CiRSd8vnAiJKHurOaC2EhChZOh2eEM",
-	"XlerGhi2pU0TUzIfrLXZDLpENCXOUsoMdzAz3IFrwNeA5uYJ8dyL9ACLDJVx97rsjDIwftP7FBpmz2Rp",
-	"fcYZqVA5I0M5BQt9w8h4Jz66AM+lucd9dWbfudLbMJyaw1C2FmiZOdzGNRMUlvXuLSx7urItSKPW6phI",
-	"pfwfyFAbkVZOt1U6fYoabjG89xbD+25xeO8tDsNb7F6JZGwqs8B3UmRVo4Ea9jeUXX+Jmj2pfPuxELdS",
-	"rBxFVJAB/5eF0JqlJEgcqLt+VHCusdLqoswXVS9ptJGoMZ7lWpRhdoYXgtw1wk1RucVHwNIc44mOFfbH",
-	"YdCbRGCX/UjuHt8QpTUfblNSmkufJrvz1HbvH6dqFB2Xak3AZ1si+lnYt7Vt+kUOP60cNrP7vGYmip5n",
-	"kqDvBVbSN8gzKOFqSPF56xWjvKGwpboj7BsCW5Jre2OgY8lLZKtvq5y6l7vsvQ2U1asaKS5I198rX+E+",
-	"f5L0uTW5vxzbZwI8MNP71OdWaE00ETuVmeDP2TTPP0jRZT8jvxyWytovXf/yfKlLgANA2pjkb52vL95/",
-	"2wGc1MQ4hlSPaAG3tCyFY4uT18occFHoXLF8WSL4QL7E0m1JOFhpMDg7qDMLlIMpgtI8jojWqXTSoo6a",
-	"u2HSBt/AWU8WMatty8W5ghLSBlyBC3mtzpcNREzDBttPXiuR4tv4EQcth92HbeWnArKt4NaawcIMUQIs",
-	"5fpmkvMiDfad/+yXbQUZP9/kDVsHlkAYLz9yLYVmc+BqUa1GMEWFUGIlUiwkp+1iFmSs2ljNugAy3JXI",
-	"bgUVk6PIt0st1UGXvRMiBRi06lYcIRKG1GwFHVsc+lPGKhO8UBqSMsO45/Zfbb83l4/QuXq0QHfd7vcK",
-	"dHziuf19pRF9lyv35jGx77gtSIlfR7C21WX8HAipaXhfw8A2UZshiQc2Qul3vn2nrSeg2WB5/dHaAQHJ",
-	"QtsCQkNjBoAnpXOpSFy1Q9CXA+qf2BjHCCNrmF5HIimu2HdluThX2TpiF3wuLmQpvrooCzkt7Sp49oUr",
-	"ulHC2hdmcoRj9EIJPuVzMVa5OWCXP1wcQNM1WT14fnG0eB7wbMLpi9yBnayDgnj7MOS5xtM6Vs3HlfKo",
-	"DlUaEAAwQOjLyPHsAyMRBSVJCWC2ErWQQ9AIRS5m1Ixs44olZ7TJOFJyUeJLamZ2n3n+1NZOENj7WLVp",
-	"1fwiYcOUl2v0TF4yguUA+AiUd4FqDITjCz1WyVQXsyuYV+ikMsOrSCsaXWS2jSwtBteAwYUduLAzlxra",
-	"JJIQsSsvxsqirZodCK1diKQNT9enaK+a+U++Oz///ufvXr/+4ersm7dv3l1dnn//+l2C11Drl8V0tHJw",
-	"rL7lMhPIadiRSiOuUAgrxKaZhPKPNC2E1tgILBXuH4vp2axj36hHVf17WeiSlBV8Qj6ZpmJ2fSN//ZDN",
-	"Vb64+kehy+Xt6uP6t/5gePjqqP6DvTKLMP5npar6Y+qJC3ta6vaQFmUNzvBClB0rrH/frm6sAKgE3ut9",
-	"0F+ADZ+LbnXTggSVtpMBaV0SVAEdogTYA0nJyNgan4CTyZ5wD1JYVrUTQ0G6LAh0MC/hjBlJDBD3xgOR",
-	"eVrtz4egK9XhyNJbq7JgicckSrrsv42s0c2srmOFKg/6uGwEdwseAr7VBc3I8/L61yD/aaZs4HIbrP/v",
-	"O/FJu5tRqr8O4OSqA+oATlpf9Vfr/NdZ9mue86Nsr3b0cPbuygTxaSlvLbTqvyW+dv34IIJgGGioHc5t",
-	"4Qb8uo5VWrv6JUI/Q5iw0XB+C1VoHBId9sRWhxjdjZ39LRlpCZzlhA7zWLVt1XHSH94kkesKT3qvjm+S",
-	"U5bEOrH2ke1VPCC7x/bAW5zDcpWPVUKfdszweLksRGKZDSJXj4hDtgSbEVVblTfsVhRytj5FG3jFi1T7",
-	"xkolVmMFjaVmi4ZN8P5J/+/nS1CaqE2dreufWUFixf5tCSazLI3J+UGm1qzsMix/Yut8WbBCTIW8hYag",
-	"vH5LV7kpWCgpcZx6JcvpDZKbCj1W1amjS13dZBtAKDMu5yJlvxrT2Pe4OpEM8HXXOQZt8E25bYY9wGiS",
-	"Y+DNoe4c35zNcMw5ma6KILtinXTZe7i5Ef0okp0iqAh/7GS2m2QWCAm7HRsiu7C3K7LnMdWMAd9K62GS",
-	"DwcUGKGPBvjeRX3AuK/MUdpJyFfVSp1UpjVqrW60mF4tzi56afxD/8O8HK6OP0zW5/+4/u//+vFsff72",
-	"t7evb27W/e/i83l6OLkcfvXA6boHntsfhLtQusHX+ILL/UepwMIjgpXXJKqq6ubpNGHJ7zBtf76hkvNN",
-	"uuhUptDN74HrkpVUab5KmFNqULsLURgrsvpDDIoeQGHv2MxKsQboE+x3j4zEDBC7qAvehzwtZbQt3MY9",
-	"/5socj3y3wLgIcDkYeF+BFXCkioWUqj9t0iGGTTR2ishoydS1l4cxvCTxckJFOLMZZZJkt6Rj+lX8Boc",
-	"RoeyN0TwgqWwastV7eM3WqjyABUVTCFOh9R4c8JtkYotivy6EFqfBrgImvHUNz8AbjIqt0DN2KI3eEld",
-	"jlUwQ2tIRViGUOO75IwvFoIXXXaW6bwO8+j3gCeBJ9BHhpCIY4UujRmMSCm4VoFLvMoIgLkXR3EcQ4MX",
-	"xmbEP5Y8s7MEv2JzwRUoO4CBoRSNGVCXXRhlqUs59Vz0yI6yyoEOPGIVrBzHCA6v0gz39ldRXsBZ2KEC",
-	"b8YLqDSnDjYLXWPuDk1Pbtu2k56x6pKTeJ4cnHrrzhh728r18BQ11+thFYbTfPjvk4Or0eiRws2XhPR7",
-	"sRFwPEW0Z3u2WqNe7/goapktpoTWV4vD+GpuLuj2w09PTuDTV91jrDqR5tJ+L2rBkdsEvz12ZXp+DG4A",
-	"cWUAccPTsdhl4/H4sXt+vPXxJw2Pf3V42DwA+KJhAnoNIxh2B/cOwFskkAzYOEEE1k2Qv1eT9RX+BtaZ",
-	"irNao8GRHW2vV1sxvNoKE7NvRjSqNfxzErlMrfn5YT/+FNmdOWoN5rvbMpdcf8CDtS09487yF+q1Z+x4",
-	"l8gR7Sbb6lY2WdNfIbonoLXvAO5JVkSAGH8HGRu1dQLI2VxE7AYT2ilb5EV50EwEgrpmZRzuMrfIVDV2",
-	"D0mkH6BCe7GHzvGJD3z0C82mspguZckmheAfROGw3dwDjRNPYHM5ZFxfA6pxgEcEz/SYUuYCen9QtxNx",
-	"I6HrOMt5yiY8M+exCMZtPOTKWxi9mYoX+pTSch0w3+ExN1wzdLrP7PQBTRcvMKVVYT7QiLWPA8diTnrN",
-	"sWqDHvadp4sin4grXiYHdjh2iiKmpfHQZclSMZWp0D4XV1uW6zxik2U5VolUVzMoqjcPoGZB86dHdIbG",
-	"zxmX2bIQOiGtD1ESHzOFaTcvv4UPlXbZ0/GTeuU2jFp2cCD93AuRdtkG024k9XA06P3dFlvaiW0sZYSf",
-	"wfQ26rs+fI2hKPP+mN8t4Ei52scaJcNoOBy0ohbNeWsUV1XWwCht/2Zx5c3697/Z4cn2Iff6o+EwHPI0",
-	"yxGiamPQQcHm5oB/iVpms7tS2LTXeTU7FJ2jdDjtnEwGvNM/6R3HR7NX4jAd7qN6zCjuCrQG+5kO8MSK",
-	"qX+jqGuFd4JmAkUtFBGmj9MMwPuxRS+YtdENkqUO3AzQ9fwaemq47W7OXQ8+VlmaH0SEtOeUyVi5KCS0",
-	"Tc9kVoLvZMQReSPwt4VAJtCDHbGRx8r5bjA+lNfVK6EG4PLGP5tcIiMfQ6zRiCUEuU3/IZZ/hGgPEUtk",
-	"KuaLvBRqugaetYglGZ+ILIkA+pNiYLNSFPadLF0FxCaN0J1PpBIji7UnNcukLkU6ViDigSoAQA1tal0J",
-	"wL9QXVZ/gCQfXAPPZNPTxEf6GmOiU7MVp0vIbBRUjQoemhmCHREAUJ4yjr9A3a1y/I6as6Ri7Y1nqbwc",
-	"q4BTsjbagwryA0Cl0howxYvCtnHBSErEBLA0Bm8UM9JWTpcZL2qsBf8Xf/SVMbITuFoTzgdPxyoTpVnu",
-	"kIuBMCTNdrEBghmWKhjv9TrPAX5jJhXPPI+RXiJJwzCOWV6wYTyMoITCmTw8y/IVoBP4W0p1fdA1+0OX",
-	"V85/SC0AA3wsjChImOZrtrpZR/BuY3UPJQPuC/oUgyh38S2QTucwJTAJY4UkubklPbChfbOjZvLjNq7c",
-	"SxAk9zjn55CsQNoLkl+0jlucbXKb9nVmlroJZv3cpkrCqm4QG1IHxchbRuIlQWU4s7yYg2peLuGbure/",
-	"fRQ4D/b5m2j+vqiUmEE82YdjAGE3PD3YNmQvrZ50xI5jAuWwsRDNUCJjhkK9pSwJmAMwdbU5FCovt43S",
-	"MhfsuMLm1+84ct/csb0sKicvzeNtAp2AMBHCaDAYnGydu4p8ap6+lJcCmlN3n8PK0Fzqav9R4aVPOyyU",
-	"fT+9/4H4B6x3Bh7Ax5K1k9DCDTt8rGglZ8foAi1UOVawP3gJjmTEOAXfzCP8btLkOlqQGkl43rn5HdVl",
-	"iI+lgNpfisWCEhwrqfGqiE25JrjYLNs2d8si20aC0I+Hx9A85VgR9j0VblH9pAXWANVx+tO8dYFrJsTW",
-	"AR8ePnC8uAN5AXEkHCjYKBFbFbIshQKO5hHkoxLWRgPmq1Lw+WjB13NzFpOD08CKGysn8UFJzvPCwuXg",
-	"zAQVjDzLHH1OG6obgWissGSf+iBgsQaTAVmmWTJKXKicgJeMCbDIpCUeckm0gJxarRFwhuMr+u+NPTYi",
-	"VRt5kJmR68xZ3awxcD7NVQrQ01Djyfyr5jMXXCg4QmwZuwaSJtN8PucdLcyvkcVEl12c14TBAlimcIQg",
-	"w+QfEjL5B1rkbNDB0P2ez8Yq+cG8ik5Ye9jvVwm8YeL8JiMgcPhv0Pc3Bl3rvO3/bVXW1ngO4uMiA3eP",
-	"CnmauFDMICqbU5Zirmu7dNA7qezS/sYuhSbGN3jpwH/Ni4JDWE6Xa4ijG+HW2tzSzawugX3xeTG6jHZm",
-	"dDlDOD27TXDLk0PzNVyJiZUcmF9OWZojUutSZqnRdyKVcDjnnycpTBDXiYJeX+ilH7dGbNjb2uPbhzox",
-	"iP53e71jVxJATbr9zkmc9jpHYjjsHPNev/NqcjgdpgPRn/Vi+G1Vvro0hLW3W6OWM3jRJxGpMenZu7xk",
-	"2OFFPw+s9tbIGP1NLbpN7b70k6Dl9/FNvpt9x9VeaJt+wHzDZvPvthZfe49uH0No1TbfWqjrpU0+v4SV",
-	"1LXsTGWt9+nr7seX8ZFZ80HcjeNhfc0HnV6fTzpH01R0jmdxr4N12McnfDJNd1vz4JPKsgJZ62e1rNV2",
-	"8tAp2blRPdgLNuG064bwT+/Gvf4DqIForkj8jFpvfz1bv5Pxx7cX8frtt/+1evdb3ju/zH97+/Vw9fab",
-	"93z2zdnH85+/vTn/6//8tl9O635OoYZI1hd2ofurP8nP3zvguBXnwpGwGZvuu8vLHyEwaI4CWvu2wkaS",
-	"s8BLlhAwJ/S2JKmAUEYAPGRcPs10nisAvVzkWstJRk1LijBRpcbY2SnFuQQvMimKrrs7Goj27oVg82W5",
-	"5Fm29qEziFVdCASHTN54SdP5Xqxdf1CZA04iFbl4nx/ajjSfiRBSlCr/0JPgQNVL3oX27ka7H/eAI4YM",
-	"8WoQFQxBMorhA4BoLUS5LFRA0oThHuQRApnA+nG8wabkXqrsvCc6T4caiTilkOcDU7thRIS/aofEWSpn",
-	"MwEVujAqbEvq97vse7FGqwZ2T2qjvBh5hon+j/9gxD5IaTSKlJjvfg7oVcOuLYTibVv30uwxWy+zyiMm",
-	"Mi3M4w+iSjWXrIY5bF2qZ1utl9xgwCb58SeKtAH94svfjbn1KTkYMXc2mC7zgja75ZUKKV+Bdlnh1wVX",
-	"mk+RVib0nSCgooSD0cXQaZ9aT42/RNOUjKhwV6a4mwMX3fHO3skoew9PbBRArNoLX2jjugNVzw33OVhP",
-	"FEvHINpI9rbpD9wGC3NyINtxMFa2Loxh1DYi/gJikHeR+CBAj6fXDurKrERyygICMMYzndt74CtQNWVY",
-	"PX2JOwpu5j+l+e28SRNLn429xohj7FiF4CiPVdtiUUchBrWFnnbyxguziAUQ1IQJbdMJOjkI8GLHStgF",
-	"CiiFqkTGCWRidIWmFqK8QUkqRQaoNmyyJpFwOla1mLqf4q+CmPocW/S4ohgDnNcOyO/6xsLVhdyQS1x7",
-	"8lzYlCPfYJgX2POO4Qob9oRUwlixADgjONhY/+aAilMjpjvsjK71B9cj/t7wWwFqw9zGFjO6AUdhesLR",
-	"b8FK09aDB/iTQvV+YUNjFQm7QrufjEI21wor2czidJt39YM4gf1IksRihtj5BrEKkXVAl4ZAfhg9xsoD",
-	"LX+zuHhVujq/THO+Jmq0qRCpGcGgz97K/6TYg6INfABP3lR+q7wwy6CpKRlppe/RWIQlbgVaTOKF+V/S",
-	"PEUVzgbWvkNNkZisztZpqInMAypql5p3A+V0SZ9MRJara9fm4EZj5gnqOuxJakM81dzZleS6Nl5ZUFWK",
-	"EarQnbAxezRod45fQMcrnBxuXC4oajV311JdZ7TnX4xg/1oKfyPyvJ4xt4NEAt5yG3WWsZ1b+0KlBaP/",
-	"XqxbGCp4aAcuLzeIrDhaaozC2g3wwT52UIcJ3gHmq8l7DpsO7nNy4OEd60Khz5HxGneYRZ6HryKrqSvo",
-	"yD6ouA0jeS4VveeReU16TGsQV8jFfvzpsrXV/Tzc8D7x4qr7iXDXVfzr+yfCDhAxpCGxU5mDS4I3rxhS",
-	"nrz67nWN2Lglbs1xhajBgssUgwZ7cpDhsFo2RvFpL7fyWXuz92Zvty4x1YHecxFkR92v93vv8+IO3vcz",
-	"K9QRJYEcqU2RCgJ8U1FsuCo+Je/hE2huCD3B3priRVVt0GXvCGpeiRXW8du3rrXYNCiNTQf1LFvxtTEy",
-	"jTI5ZXMOas3n/wu6EvsMNt+/26rvlHDihVrOwY8ulsK40U0t6Psz0v1Rd9KldXArq3ZKJoSz8yuGrK0Q",
-	"hWQTTwX8GIxiK2X+3Nx4W7bFosgnmZg3UgsQ7UqnQUTfZyWHYjoVJZdGIwTODvp8hNSBVMUjJ+Ah3IoW",
-	"BXwVpP/nQmt+bbY+tp2qnAZigyU4mFNHSUNypeZxW6n+S9TCXh6oi/SVbj78Oez3jYIrIcH0hgZML+FT",
-	"58tCjZzvPqI5HRFLjgOr2G33/4hXb4fFwwmUxkPNss4sL+bGFVuWbj4R7Wc2o0JiYoI2RiHWiQGjNk6y",
-	"cSrGygZEtq2mcXk23B3G5zl6W/MDQo/RY9Vg4HPvZQGKIdk01QhP9zOIXF44HHxrje8Xwaxi4WEZ1cRS",
-	"at0X1gRRJEsxB0O/WoxlvKRllkY25JPykk+4USr50si1Qi66DBKksMqOnQkDIuThGZPLOJRClRnpTl/J",
-	"bp0ouD3xPC2gSEfM4bF228HJiWC0YxsiTX4fwwwYi6vb7X7CEMXvYzzI5lM6EZ+SLjtT+JY+qW9DP5uV",
-	"kfWyTy3mXGG/GPqjW2OpYDCS0wPx0zavWB9jZdUvDMYHPXlJmgUChUXNR+yyc9uN5jx1ctI7cNk/lnnJ",
-	"IwwTQbLbeurOT59xmdkjYFx0mhqYUQiHvHYbQWp2IzIX4rTp/Y3dgZhoG9PH2j1zaf/wkE1veMGnxgk7",
-	"GIO8Q8FARhPOGfQtmOead6JB2d5+7YSIrs0rIuW3sbh1rDAI1Q19iaTb7R54WL7ECtyEWTmCoQ945XZS",
-	"Ozr/Qf8MzOSfATe/mFewUYl7Lp/8KqaEX8WhypJeAljcrGg025tDfIa+PXWBfvT8zZGhghBlpgcgI8y4",
-	"P4h1l12uclrWjcDEyHVoYnhIovVn9o8jgXJ7bsZkijhgGQWXcVDhGnY+iHWnEMAbF7yLpgAr7VuE4nYw",
-	"YhXTOgpkrLUybRUzLB6sJpZbuaiREQQ23mZjRBvTHMFo27ly8S3YiAdwqdEnKLWI6Vuq64iKWPICulRt",
-	"IUwviuMY98awN6g9GANK2oWT8iJicjZWUMtRRIQwYrZiB94GCjUOTr0kfaEp9oQl0nNJoGuIFeE3sfcE",
-	"pDbHA8RleSMU4r7RXK/uTB1g4U8YdVIb5xRDao5Fb6yMjKRrnOyMHCrePeaqP1K+k9eJ+iCnEuYHSGwW",
-	"IMkxDAqnrMvO8A9i6rIVQdjg62tleJZZ2W8NawhiQgi2Vn7qx+fCUzi+sN7ILGw+M+uNceprqA0dqza8",
-	"KmyDjcjkQRgI9eIAJdGCa23pDCegHY3A1V7i9scqmXHVyZdlp8zzDuym4IDhCcZDPhHQqw9VqtNcaZmK",
-	"QqSkBBoitJExpioTozercs2szCDBAAcvL3CEd0Xa9H+CFfEIvA9q4PjfO4JhNkrUAwr6jXII/Hln2HcR",
-	"rL0jXlHz0wd7PH3wqKdXH4LXz8pF7Wp0Dl4Oh/ugQsEKPSfJlyuLKlwIAoMEZmkxIBr0V29d5a3lUidI",
-	"oNUdYsVGtVxqOB2IztGk3+ucpIeiM5jF0z4/mhyLYW/XvbJLIQ1+/oBKmtqbDA+DN3m2sqnKU1y5jA+P",
-	"7FU/VZn8vSPJv+++Cwb37YL+qNfvxodxfRcMO4fpK9E5mh3HnRPem3T600E6FIezV/FRb9cz+0/dBUfB",
-	"mzzfLgif8uhdEE7+A3YBzeweMResd2+IuOAXPt4yRxwtQEWZ6DxbloKZsRkFBmNkP73/YWtEpWrM958j",
-	"wLK3rEZp3BRnOd/FCf5zhwv/iPgILn6DmDXgXPi8KsVOjMH/+LAOwnNsj+t8jVS4UfjUiLJarl00xUCJ",
-	"xetI0NqvFA0xgsvBdk7j5YBhj3lOX6wPbSMAsGN9T2t9HHTZZaXQIUALAdtTKixfgvCgmJVQCmdBRI3L",
-	"jX6hgxFaiYA6qtqEOedrIyG2vt/p/u2nYxX0n5JXVSk0Sdz7VRitWHmTLzXUPdleY3Rc3BfYgCHLEoof",
-	"bBCK+kfgIvAM6J5U/GdcM222VzCLI5dSKhkv87mcUsEVElb7nh9ihGHFUmHVRF644olJMKfsPQSqrAtI",
-	"yOlIrbyiwIdZqQaPAX5leywfnlsnF6Ya8v85eDSQFQoF/m9QLRAU24UJgKDD0FkTh53Y2BBH037aORaD",
-	"WWcYH/Ze9Y8Gx8OTw9anTyGMTTiK1740zbJZlznmxyM31ZAJmOeFMpdXWI7Ddr2q8g0xaqv9c9WEf7+h",
-	"XN4N9VOQH2sa9yYBN0UqPQeLG+wDqrb3yDLgVvkWetmfxV8JAYz2HNV7UL1NitkRZ1pAmVAWfcEdei4m",
-	"WRSBQVXo3GoQTnAIj9eo6NZu16iYed+iUbF1f0f1yerac6zaymEkjOiertX9IGrIyFTb4yFZlisxothj",
-	"kJSmCsqxSpcCq86rkWOZRhs9oKi2EAUAokjb1LANBXR9aXNarK+KpUIEDMul7/lC0jDvo/k6uKN7YY0T",
-	"hqN16nCsiDxpymHuZrKYE8r+0iKfh7rY1Ts8WBdvVawEMgGJFQnARndq1rFy89SkWvFLUq2pBMIJNcWa",
-	"fVvuEYRYrQhH/AOoL96gpbi7itPXvEO2iAGt8cZwAD2Ka1wbrFsx/luR53M2y4sqxCZru1RVQkhQimVC",
-	"gynHlRkH8H7agkEYgsrxbrzEcvKyUjqawOA6GIQXadJENmee+HhrIy3WnWKpqvrya0KWEuG+tF3gHEHH",
-	"4NUrlQa4+W1k7O42NJA/jZbOpX0qYX88r5Wz2KgBvDSrR6mj8kbMw6fc+04761pcvmeyALYv7BlLi7U5",
-	"qeFb0fYkiEMf4Yy3TdEZzc8uN+n1+ntPyw4mSF1eEiztFgn9xTh5Nh5DOCc1pf0cFopR+XcxG5LPX9FP",
-	"Um93h0dGAs+WBeSqrL6n1oZqvRpSBxhX2xq7CUIJBo/BXFVA8ZwXoDCcg99OXCdnEpHJFDF/x4OxIrLE",
-	"SY0b2ueGT7rsmyB+4IhTZ2JllB5IyhBimbUPYyMuX8VsrtlkPVa06gchJL8xjQhS2RscYZ9VJjigFrnu",
-	"LDAiAHYYTVNzBSJHhYNlZZ7f5SQ/GoLwaVMuDyed/vwTNM/ZwR7W4DuX3Lmfe8Xfh71R/6gbnzwk/r5P",
-	"detdRa0RtKoEJ/3Pxnsb76Avvs7VLJPT8vPxflGqP0iLbKEyfR902mLvTaU6/cyLbmzmbZDfoFC8BDfX",
-	"WhT1sYLSEOuJePD0dkDG9/715et3l2/O3yUROwLMdTYxWpRkNPZKy9KNBPwUBZD8wuEYSajhwsM8cjD6",
-	"Cj05M6RhPGxEan+0DEYrE7CxdyhF/4YazAME7Z2usr/+p9W+3yUdvrBgP+nh/qsoH3SyHVjBXg1wZnEt",
-	"F72tC65RVOW3QFF1T44IPFBljC6wgxpag1k7SJwA3pTLCNVDUFhXyqHqC1v1c6JLBUBWa5ne8MVCoLhS",
-	"p9UhYqbjhfYDmYhp7ppGaZxdsMkcYqRtFt+SkCLOVYC8cyhNgCILPR70lvkMWEMioplQ+eoUegLMVROx",
-	"zm3PkChuAReXxgxw3bDRjUAcvDrclH1SMz6dikUpUiOL6yvgkcM9yoSjEoFKeAzM1BhEImqwzIjDvGYo",
-	"JWxuNkCXvc1v0XmBh1FNmgYUCCCdGitAabbNpHmWWpNYha4EPAj8CZj2zccZD8GsVMWuhxLh/Qx7totd",
-	"D91QtGmICKRuskfUIE6GfVPQyd7BaY9/Qgfp3WbnllbOS6EchQhoRQWEIEFfDFWjxfP94jZ2Bp61y/Bf",
-	"r+qMPDKb28mPL4bwHzhKo31zzYMN6Y1wzEvvRN7JWZFa5gwrGwMMCCOZZrwWUEf953iWeCFYxeaF9nxK",
-	"8BPodmhjG7G64FqLlLW1ELWaBUTbOBihmYwwoFusZIuZfGbf86nR9QBwzVIfAbPN8TBqbQe5O4wH7EIU",
-	"t3Iq2E+K33KZmY1mBr4sjSax6fBgpFcUGlkudFkIPmfLyoXuZ9sDIKX4WL5cZFwqIBUvtCi/WpazznEr",
-	"an2DrAUXSxWxfp+9y2+ZkdLMymf217eXiBIJnGBb5Xg3joNKTgp4HMaDAJ4OKZPCyerFcdzz86Vy3/Ab",
-	"EFr2YsTuxUDL5kTdM7ReNz4ZVFiMgOenMpDBUXhjvZwaEdCwBr+PWzk0aoGW2G32N7bUfZPeG+w26b1B",
-	"dziINya9H8d7VPPR0biTideBCtGCQOgGqZIhTI9cyV88q6eGgUNZ/0JvCGD9T3W3NvVGUG3wYA/unoZO",
-	"HsZofOiGTBvEVaKiAI9k4Byn0AFEdJtN4z0guQC3IwSMo+4bC4bnYO6g8daRIC3k9AMEnZaL7lj9pCGL",
-	"bmu7KinQ9h2cCQfsPjIA8NrKfKygm5j7H5CtgoAnOEMeeMvy+YLxZxvXijAlb1mPHFBdRL1q03yxHiG4",
-	"1JtSMwlTsVRYCJGCN1LhQPD0yw6AwlIwezJjTxDs0KQBW6cZr4KuaTuUIPAsAh+bOv+8L5wCsLWbG0xq",
-	"MJaKdIkCGKpMbHfTSkK1wDS/VlJXWEZPEc4Hyjao6pPmGcox/EwjdgbDW6VFvqDVg4zaUmVmZSREE68F",
-	"kWKYN0ELCeCcrL8fzu4Iof2NQ+22ZhkiNuSFvJYKIBKdS0xzGRJS2wPQOSvDvt4y3AQB4yc0adEqSjLg",
-	"/LEQiN4EbyZ9zPVFgw+OMGC0LxDxSoO/73rdRkwG9uMNT9HHHgSKxvHZSBccZUPWhshA5TXpQe4NoSgn",
-	"GdpKjQbLMWDz8GQl1PIJAGB2ThAbHHHabCAmV0I7DDCEFZos02tRumTerBD6xsdxXQ+risKOxDViVRI7",
-	"aKXfF8DdKwNZqhTiyLoCZBTEoSjNg2Pw1TUwhiTIAyXdgIzMPGKOJRIFBh2wWKU+HCP3glyp2YFB4VRn",
-	"J3oVWH6U9BNbPYRsrG51zdbIKrszmAMsyZ4auyP17abY+TvJl2VAEYC1Wjb8tSWTHIUBKVAwPnyTIKyb",
-	"OQ9UTLXiFlbTJwssrifH3si04MB7zxbLYpFrxBq1CPtsEh45lxHGgA0yQiTYcZJQy3h5IxydbBjskwpq",
-	"sDK+DsJbVOPlspTlyMt+t/tItWBUTWovxcYKwP94agn/gsTxWlBhFkznX/7yOiXiCLxt9y9/YSGmhsck",
-	"4Nh7il2jSJ5r+Zs2MRoZlLBhqzGVAGJbNIp8eNZUVIROvlI2UiZpc9D0tv1twwvHCttFtSgPIo/wUAvb",
-	"nvp95AOUMo0CT9ZYBdV6wy5DxU/0URUFPs9vsZRgxQHxkSsEsFxg40iX/YQYMdRPhDgg1MQDgS6Hioit",
-	"t1AvBzvcARKyny0rNMx5ZMFGWPL7pySqhIr9HqRMGZ2SDZugUqQH2l6WTEE3OZS8SbUL2mIZVOlFoSy8",
-	"q06O+Vf0oIt31M49LoSpO1JXo44XyIFi6xNpooK4ozHTRSpLjOxtXmjRJmgLvMAAHE/TAj1KF7/cy2H8",
-	"W+ciXxbQFOaMfGPRV5PskFivsMbc9l/uD8Fma7hcePTT01V6/LtzEdS8+F5/NIy7h4e9Z22y3KzveEiD",
-	"ZX24+9IUPG2BR+Dg4VlFobfNy1P56k8aAN8RmexJ0LOsgthiSkU1Q6pSXnGK6TTy6i3qO7n1GAvWlt7Q",
-	"V5ybpzYYR2QHWF67z6aOkjj+EE85cBMfFa8H0LWtIfrLDYh0HQTZQ3xlqQitFsJ37cm6pL9HbLlYiAIZ",
-	"vsiuMq5PMVbmo4Mm7tFRnWSUDuCOFKJjVWPj2YFCtDm8j7NzDyfiFhIjnK3PkMUo2pnF6BzYiT5PCqJG",
-	"hd7rX/aGXiVVJ6MVtdyGhVvUlMzUxhC6mwWFUt3mcioQl9BSvdnPtqi1ymDM2jQOOa5q0Vq3O5wmwMzV",
-	"EeIMIcs8pXnA/Qx4xoAuqvqSNNiJBN73DdVKn3e31FAiBZBl0LyRi0XTTewXd9zFTxt9sp2hpvcKi2//",
-	"vg/ICxzVHShj4FTWxNWXDoDnJZyxUtRpKfxgm5qCb2sk1yEbx12F/t/A5zogGgir5GVJXteKa4pCVhrw",
-	"K8So5seu8T7LlRj55nuvgTEUCDEo1ImWT6BGdAJBPrPjQiICjEtxh5NKlTfwOxlQoEKYZEND4bteUrPT",
-	"I2tK6FTeW1ACT/u037HcZvHZtD28/pcc35OePNwcQTPcXofv7uroy8rhkqWuEG1o5k4JOEZN1cV/3D37",
-	"Za8+W6XvQzbqA7PPnoP6l6i1WDahxISEXciOnRc+7FvZ9Ay5jdzlCB/oO8OB14no/1dcj5UDve9bSE8Z",
-	"JD+mvsKWiHesQgDQ2F4cB6CxEP4+SzrJ342HzJNO8lsSsVReSxpX0k1YcpWwpJNEPoljuckwh4yFu3DR",
-	"KTnCiNmiRUcLpWUpb0XX8e8g1IoHooyrRDvQBo49/rwcK/wRglWiT9SG4Cz806mHaBfGTQOe6NchouYL",
-	"7cE8N4B3EVvV+u3tEAYLKK8xWADGasJ+ev9DZNy/aSEA55VnwG8+K/j1XFhoTOpidgBFc74eq0Lw6c2I",
-	"ZXm+mPAp8rEsCnkLdbIYgxW2wX4GcNqUp/VlzphsD53q64LjtBkbHgyM+QGSXOWwl3jGEmC+ithSyX8s",
-	"K8VLtDGbiIbtgaLdA/i4nqXMUwPpG2CkwWlZ3cjpDaF1Qp0Behs2ZVOiN7mS02AzELKQMZMQE7qCRH5q",
-	"bSoyg5DVVjVYQdREr3MqKDizyQjPlBWyBggdOj9MlqMG1ihnl1nKcqwpGiv40gx2Uz39uAzU0wMhPf+0",
-	"Ttx+OvRZi6D/Zcq/KqhbD2L3+NcOntTPF5S8zw7NB5kxvKHxSPsd7i6my8K8HlQWL+T3wvz5izF8UCdt",
-	"C2kGhJfwO5RT8LfGYrY0ny5JZ5YseZkvhOIL2V3zeZawdoKMqQh4AxcBw58aK1DFo5cvs3zKM6NoR8fx",
-	"cZwcdJ1MegmGGb3y75sQkJ18NnNqyZLNhtA+k7UzQro+YmkZRD52UqkXGV+/w88RKGUzfPrezF0B9hJZ",
-	"ApFjsEUZXkcLmxa5YuLjwhgDxhIEPHModfotVyIYih1q03BcoWLDkMxPjHIudUj1Z/SbNjrZzkklksE9",
-	"u2mduyIATj+wBY5jFVKbBqDhUD4RRD6QBjRlltqzg9ZkBSkonH0bB9qYfvxi82WhAMScCAiRoz0LBiPa",
-	"Oqi48wLyAZYxwewGMDbqi4/3aHj8D/jF5uPPvJl29uMb4O+LKMoD5w0HJD4uZLEOHmR+1/AYe4umfZaX",
-	"oCtsGF6LaSEIIUvLa6XdZn7hyE91uJnktZLquoPXNW4p/AWzv2hKFeRkcaXh0wBO6prK2bGAwhvOhFh0",
-	"I8Jl5ssU0hkb728+Z1l+3fDwc7uSZvXMbZfGSiyhsJLaOoLW6LNv3r55d3V5/v3rd0n44HQuVcOD7c0b",
-	"nmumpSMV03hctV2AlZiwlOubSc6LFMVXSqVyyculfBk+1v2u4dHfBPfAJzQM4jvBs/ImAkJVqYTWEZub",
-	"kzW1qGCBqO2yd3k4OzIPp95ZsnrrNOAYfvn0/wMAAP//",
+	"7P2Ld+M2ki+O/ys42ntO21lITVKSZclnzu96Op1JT/q1bvdmJ1H/TIiEJMYUqBCUZSXT//v3oAoAQYp6",
+	"2O1kkr1z9+6mLb6AQqFQz0/92oqyxTITXBSyNfq1xe/ZYply+Pfl+1ff8c3rRBbqL7laLFi+aY1al6Tg",
+	"gonimSTTJJcFueUbShiJ+TLNNuovwkRMGMn5XXbLY5IJ3qKtO5auuHpTzArWGv34ayvKOSt4fMOK1qgV",
+	"eMFZ2/fbvnftn416/ZHn/dCi9p6J+vIt34yKZbqcFoO7nuTzoEVbSdwatZY/d+9uB4vgft0TrEVbKZPF",
+	"zUrW3x34174/6p+PevBuwRa8NWpFSYu29Fi37w9GnqfHIqNsqUjzY6tg8laO1nlS8Nanz3THVLzg2jsf",
+	"Bd6xU+H3yyTn0r5kYF7ilWOA6a5++iXms/tYRNNusGe6wbU3HPWHo/65M11cpobp5JzFLfqgufmNyxSl",
+	"iRlpfYq7R+o7k9QjrYzxq9anz58+f6aaLa9wveqcaVjulm9clvvfwmmfaev9apImcl6f+BJ/JkVGGCmy",
+	"ZRKRbEqKdUa4iJdZovb3IYIgv3TVIDo9P7Ds5vlDxs6n/bbH/El7EAVx+5x3p+2e1/fPgkH3vDfsw718",
+	"scwKLqLNjaL/qJXlMc/bvaC9ZIliLVmwYiVvomylxU3ERMRTtYwebcWK//AfaXLHc/NzIpesiOaJmMHf",
+	"OS/yjflDRnMer+ANwWfkXXx9axRoVgZRw4qCL5bqox5tTbJYje7XMQ5w3BqRXkDJuMXvuCjUn+OWGvG4",
+	"9dnhi0OkMnS+0Ys9SdJUDZO25pzFPIcJv8hEwUXRvt4s1T1suUyTiBVJJp7/JDPR+nw0yZnXRHKxSlPN",
+	"lDzPs7zyiyV/zM3vC3Z/U9LG92hrwYt5pobw/t2Ha8W6/L4wtxykgebCm4ewDaynok3DWNj9zYRFt9l0",
+	"2hq1/HmLthaJcH+SimL5ShwcGc69NXI4hraKZMGzlXqy66ntAfvG8K36YbWMj1r7VZ62Rq15USzl6Plz",
+	"vfIdfZh2omzxfJ5lt/K5frGSqv8CjpTzZLn8LVnS/zdL/kFZ0iz9Hp78tPUx57j5wIsi3T5uzaljJbY6",
+	"fzLB7aFDSTHnJCvmPLe/ESvB/4QHkr/vQPIrB5J33IHk//tAgt0feN6jNj++70+wzUsuepJtPjz/4pMn",
+	"+H/t5GnlPOJqEQgTcg0Cq+91yQee3yURJx8Fu2NJyiYpbzWxaN/rPtX5NOgMvf6f5Hxy5PWX8m234wfe",
+	"Ex5PH7S4rR5M33N+G7ONJKwgw5HnkUSQ9yxPKiZQyfk5X2a55vWYJelmD7N7MBWvtOkzodaNDMlX5Cvi",
+	"t/tfxOJee8DP4vYg6k/arMe67UkQ+bHHh9NzNjAsub12nrLF7Zga2XH7oW7loSVTRmxrNGWp5E/BYfI2",
+	"WS55fJNF0SrPuYg4qrpbHJQs+C+ZUNR5ucqzJX9uVqqRlWr0r7LRNvfAcrZxgZFhuJRJJt4tec4KJRJc",
+	"vvmQzASPFbesk2IOqguLF4kgRXbLRUVdkfn0Bn8dtf4xGRT/FYjvb4evF1c9+T93fvTD8mz+97g7/Rs7",
+	"5x8zL/luc/3z23X/ZYOXxzpA/HJaeaZYupWZUTojvwbf295xM0Eu37/a8oG4Q+7+HPxPNvzb7X/7Cy8a",
+	"XLPe5O/LH/Lz1ffi5ea1PIu/nf5X8t39i/7du9mRQwaJ+3s5ixrcWlvOIktF9FYqVrOkc/Yc99r+JIja",
+	"g7jL2+fTntfus7PJIDqPh9yblu9n0YK3PquFuGby9mtQDavKsFIXScqLgueU5HyqRk4mG5IUkphzx12Q",
+	"gyqgv/fIPVck8LyO75/XFeOgPfRivz3gvV77nPlB+2zSj3pxlwdT33v0SdnzeuRtVpBvspWIG8/Hntf7",
+	"AhXuNzvVSrdaqYqxJi1sz+EF7+gEXX9b6rBl0lmyvBA8B8mz5pPq0WV5xloRNXc6k7eOCcUKYBn0rWs6",
+	"PIhvgoeoao8/rIJ2L+ry9mAS+O1h3Oft7tSLAjaYnPOev9/8MoT/PSyD34atXHf1URr+Lt4yL+p4Q/+Y",
+	"Ew1paN5ueOtDaXY28NaaJUUiZmSa5cBa6ulmjvL+3+CoJ/E0uSzwOzLZPm/R45xDRzFZg9phAoGodaTJ",
+	"IjkiyFDTBR5yEusvKIZdJjeTVS4LLRzU3zkruKK4EzLQv/X1Kiy5iBMxu9FeGN+D/0dbBctn3L7YleUQ",
+	"rjQvizKhVdkNmM71r4By4GoLwBZcKHZvjVqDwJs/AafAYqAhVFsLCPqg4vqgsE9NpY65jPJkqUf9TnEC",
+	"AWeApCBA+B3PN0Rqk7mYs4JMszTN1lIpzIuOY/6jq2vL/fQIn8W2H+ExBqR+ywFjFcKCXSQHkNsVaCya",
+	"cyXV8ix9m30oshxD2hWaXaZrZXyGImtLdUc4AlMi53KZCcnJPEtjSRiJch4r9mApkfNsLUgm0g3JRMQp",
+	"Wc+TaE5ERiL1RbJgG3LL+bIzFi+B/uhSta+MWJ4nXJKkIEWWdYDPfl4loGwU+YqjY3LBIMYvVgulJJvh",
+	"tZRpjQJaFrmiLsx6yXK24IWe+OUqTooXq1yizVSd8PWckxBkZQR3hBB7nHOyzPldkq0kWbIZV6NK1O0/",
+	"r3i+caKi+FZ3iPXhUPz+ayUAGuhdkEUmC1LME0kWTGwIFwWQ4yTmU7ZKC9L3Tnd9HqRK5ev6ISs4koUi",
+	"WB+0kETgX76lWSIKPuNoo70qD6jv0B6qjvQNu+WwTUjE0pRINuWkyNAh3iGKjKj1qcXjUgtWBikVuHXx",
+	"YSXALiDBYslZYY3VsZBswW0ChroTflAnuvrGKhcSNyxqBeoxPFZI4HnwTGhnULSv+DJlGx6PiOKg8IKw",
+	"sah9kVQ+yEicTKc856LAbyqpSnpB0CHf8Y0kLOdkyXN9auB81bOJJCyVGZFcFGPBcI6hQ8v2d3wTEtyG",
+	"irVQBGk926jInbEYi0vzwjlPrfEFs1Wii0mSZmJGWElGde8tXxYj2Hflz3OmNHCRyLnSyEWsXqSmr+U5",
+	"XF8yqUy8k/Dbd++++/7bly9f31y9vH759vrVu7chJQMCPqjJhmiGoiTL8Qsmfya0LwxP6Vi4g4p5ygv9",
+	"7aIk1DTnnLAZSwQyAPJJzldSKXhq+8+5sMzCiOBreKXlfqRiyf41Mlc2woLdv+ZiVsxbo6DfB+43f/u0",
+	"YZN+xzevvm4WD7d880xivCgiSYxxIXXSkgkv1pwLEs7XN2HJuDzKFD/eWFlyyzd2EktWzMsp3PLNDYRz",
+	"dss8ZyZnvaah6zjXruGbQJcZeZjEdmBoIKt9XDh3momEpYMXnjAMKXdM5sBEplm+gONqtYI7t2diTIFd",
+	"UzH6I0ni32oIyiLZ9Xnk79/u07C1dn4c9dXf8PNKCXsLL2v8vrr8TBL1uR1DgP/sG8T/ybnSBf/jeZm5",
+	"9xyvyufl5+EIN+oBnOB/ZfEVigvQBNEyQ523tMqWeTZJ+eI/wTqr5QMuWKoIwOO2ueqqnyDw4XBJJBFZ",
+	"Qf7+4d3bStofL1iidDa1K+DuxUqq7U8Y3EuyyU88KoAqsmAiUtR4fuc/R3W9tIB6oLMnBTj33phBme/p",
+	"NVnlYqROh/Wc83SkpzWqTQGIdBxl3+Mb8JHthTWCGBQQ/Q1K5Cqaq8OGNVOHEkaslmWkyTpXJ5SaBRwX",
+	"cObiu9NEcPWTPgfhbd9eX78nERPqlUuWS95RtuSLTEzTJHrsQousaGMgHCJhTR4FluacxRs4spsXWd11",
+	"jFmvzzr0m1ygCmxNXJCiJvyEYlPNVjGNjdQ388vzI10KJVMNS6ZS8stQtfqpvdxVo9tTcpfMVnnEDfMk",
+	"gjDQ3LT9xYz5lUhY/2+yfJLEMRePZIBEyNV0mkSJUgPBq15nAqWNKCUwWxV4XKubSsVWcB7LHZs/kc49",
+	"TqyiVCrHbtbjuIUvv4B7KpmvoIRVclcPSo5uucivnEniJw6tbwNZnm6NDRUSSe5YmsRksipIyqJbWSFw",
+	"lXon4faYwlMQHOtslcZklqvzjunHk4LEGUceUkYoMMvbrECP/uOFxdQ8X7LI2wyln9W9Yeg2FLNDYKiB",
+	"TXV44Wl2da9c8LfOyw/uY7zxaZbX0MJsY1ifRIkWZY1IyNkVaNBr00ity3u2STMWX2fZa5bP+COXp8iy",
+	"dmqe3zqvszuOFokxgptPa3MCwTP8PgLeA65MfimfPbT5fGfzaU2EFFlGcHgH1qScx9Mf2jAtxZ1mMED/",
+	"6yx7w8RGj1Q+kv45K3gbKFT3zb8ztLfWoBIB4EvcKTi1/rpgG7Jgt5z4nodP6UGCeY2mE1WnBPhIpVIt",
+	"VkvFZoHnXeB5qq76RB6xbIF7MGYZOljMBw8tW2X6T7NyQDcGhELWU7vp51VWMHISGkdwSEm45fI1Pxr1",
+	"QoanF+gXGIsJK6I5LTeE5Y2NtqOzWP3IYkgqyUTEL0iWo0dUEUSvjJLNlEzzbEEYidIEPRpxnHOpXS/L",
+	"nCulicck8EgiUNZr4S9B4yszDiSciWqlPCLH4iRUu0DRv81Wxbw9ZUm6yrma14RPs5y7jgJ+xwVJM6iG",
+	"WC1PO+QKlp1NC8N2yQIfCOFK+1JdsV6WWXLHwUR1nJ/OfdvmzbfZGlkD2Q+k2pqBlMOhoQ4Hrov9/knr",
+	"Y/MafGyKHz4KNf0sT37h8aM1HCB8W2ct1FUbWCl7VKqvcVGo9/KdMtI5vx0LYCVuRbYWtKyFyglmUxyl",
+	"rvjl1qtM+sCuW7n3Pp28nHCWg6PjlguYZyJlImbUnbAzTz13EKYfBb9f8qjg8UuMzD1y1QqeC5bWl0xv",
+	"BCXnLDFIUkieThvXq7xJPYlZy3Mm4pS7e/9CndFKxZxw2Eqz2TGL1net01d6wBAu4TnBsORBNVPP8mlW",
+	"7lKYaAF8vbRK+16XrOdcaH8bDFAbPTln0RxcVTEr2IRpu/KjWOZZxKVU9s1LUSTF5pErCbuP4QjdtXyl",
+	"BeI04elOC6KUzmp1ksojI7LKU6o96pUQG23B/DEmBTfDCqSQMSclUypSy7okBGETmaWrgpN5USzB7i6K",
+	"pSQfr15DRMq8ofFLDS8sSMqZLIgPkaiDh27gMhFOUE/6EPs4pP1N/BtrnqZt7XNRNoqm/wVm+k+neOLq",
+	"5QCff5rIAtPTQlyCsNMqR+bUmqp/LfNsyfMiQT5xA5aO/y1WaoXOYqg54arpZfVT6vt5pp3jMUkKSkKT",
+	"Yqd0gyhNQrXQ4S3fjMYrz+tGINFj+DcPO01fc3PjdoxQrFLtScGjbusdSfzUTvPGoVbz6bZJo0WBmrO6",
+	"tXLuxUqfYWmq1Mcoy2Me6yjMlK/NkU/htFyCGElTNYTHkUNo/+nWBbd08rG0NkmCv7aSgi/koX3xAc18",
+	"+yKW52zTQueqUWB+RL+x9tzqD1TyZSpMWYZbtcfTFrW+wJtAkKbpuymIqn2j09tGyaPqvlF68G1TBFKz",
+	"FQXO2eZx/ZPkUc4Lw/bkQxmdnvOcdxpd3y49zOe3p/rJTtYUllcHjsXhRy6Onf7+1YF37qa64xVncZwo",
+	"QrH0vTMqnRNdHWh13+/ZSrLIlpKss/xWicWTq29ekG63OwT7TN0zXRWrnJ92yLtFUhRKhxJqZ+3cPju3",
+	"S+3YJymbKA1Hxxxh0c3Rb058m8GxkpA8oD7qhMogmWbPDmoKLqlrdu7gfpIXJMOpgfa7WBYbarJIwC11",
+	"En4VYnj+y3bk9vrq5Mmtob4T3DidNyZ+rLRHZmOlte2060VqzuZ5sVpMeE6J31YKU3xRBrUNycNvzWnd",
+	"1kMz9lantT+3gLbiVQ6H+s1CNhtfENkunPEUWXYLXLZI0jTRMrrCVokoznrul72mL3OjsdeZfFP5HKrS",
+	"btBD8EKxPeqdYNoKsrKGgE49uFCKlqJRJtSjSrvskMuxqKS2gOnoUA8s0RFsrZBItpFEZuQkPLq6ZyzA",
+	"2dz4wguCGnCRJzxGvtzaAtmqiDLcdXvlE5Lmnb7bicjdYJZlEzthBkiPfJf81cSELC3UU9Qq7TknayZJ",
+	"JnjjIO23HBO+WcA1HLWNQQh43TOpeVZSMtkoiyETScRSCGpSm5XCY33bM3Bor7gkP2WJ4DH6+ZW+dTEW",
+	"eu1hRiJz85kWnJxsMZDOSEQPt8gENxF1PSKgxy1fFh3y12wlYh6PCJgyMAKlvUYrtTFI3w/GAnw7FDMm",
+	"mM4h6gb2XUqrssugJoc/6ckoxVZ9idb8J0zEY1Fn1RBXVX8LpO+CpSlXP0nMGwDHo1K6ck7iPFsueYwP",
+	"dci3ekBKUo/Fgm1wTzj5YzgcODd0NgsTG7KeZ5LDyIky0VgiJMgDdS1iklMSKhVPLYXE4pKQjkVYvlZd",
+	"AWsfb1E6gfrXkkm5zvLY/hv+dcs3cFsyE0ydaKhKR1l2m/CQnMhsLMJL7ZYASabufqEvQ+7RB1607Q8L",
+	"Jc7AbpWnFJzOy6JKatpEZ6MKR3NFXzHjkoTfr9ftS0eX1Z97n2f3m+qFzliErzO0X/VdJoW5/PmW8yUq",
+	"Q8WcJzlEKxXnzxX/qGeWrJhjyh+kmtGxmOZstoCDQMTqrM0TMc1gzXK+yO445CNo+/iYvGla9cW1ul6r",
+	"6fyTBcuLQ+q+kd/65uP1jkpGdZMkg+C0TjCrSTIr9R+68x1J5ybeVZRPWzLhzL96gJYS/NNutcEoqNWJ",
+	"YfrlQ5QHo9Lu1BwkJVkaq80PG/7C6Ei4nyFX3XXwVgpDjlabjC70eGW5epg1MBQrwG+iKYJ+tdFYtEmo",
+	"D/ZwRBgJ7u8dNnBT3kKbB6A2Yhuy4/INPAT/Uie38fVd2JCZ+V4iy7wBfFzdCk9PE8HS8snaN1kMN2lG",
+	"dZM0tBKAh1pNHRkLsksjwcSN7THjyScyh0TTAvOlMSNXk8lmidOWerIhP1fnw74UOpe8pq1GxrFWXaFQ",
+	"Rxe1LQrSHX+Bz91EcyZmld8x4768MBbmCubM36CC3/CkTWx0r93yjftx9ac26eHV6uhIxOwGT5pOnhVw",
+	"J5wj+Jvs5PyWbxSDNEkkFhVNmmrp5CEnGF25fP/q1Dh8ThQ7lB7hKFssmIhPH+wIeoiLyjgzdylk6Lto",
+	"2F+amB3ylmMYTNOq1bBh0at0IGfNVEXeNN99wJ3S5AbBRaCGC+1kgUKNggVTu7/cG1BuiS0hp0t5oh0J",
+	"7O+ZlMpmCU3+urGa1VOQvO6aKaiuyeKwH2SnMP0rK6K543ioTlsXqBw5b3jXNZO35n2fwYh/hc/6ns5b",
+	"N38fkP/47T1jRjn4hWtl3rVKv+BEcl/SaOKroTyTSnZD9nWo5gZKK6bkKnEg4CZtk0B6ZohbHzSPcPs0",
+	"t9bwUd50i+9w8Al9G8wd8+4bdIZ8xcuQjZ6dUxQHPpc5izFiZeqP1RxjVHFTwlmeJlA5ArzisPAky1LO",
+	"oCZP0elgqqm6p9HrssWPR7szq0xcZ7Ct6r9tlSqRO6hCjQumlu7uFBUwIhMxS7l1Xtez37e3eoNv8685",
+	"Z7cYH69FMtSuiVZFcsdvTODesbwdf4t7tTrBbzBaadRGAsBCGFkBmweq0wqyTkScrZs0ZdpKxM00TWbz",
+	"hh3zgeuwPaaawAGvXr3MsxnkL4DoA9Uo5s1vByG7zLMJ32FzJCkn2ZIL7cRQFjzcTtZJmpIJJykvSDHP",
+	"s9Vs/vgAgvrCIbNngguFkQ584PEfzHnERXETpSxpcs+9gN9RtYTQqlKNHSK7hKXoMQT/RkHRe7HmyWye",
+	"iBmZs3SqUzimyR0fi0UiVgWXWEszWckEkqqwnhHLXyrlKW9eXl+9evHh5vrd+5vry6u/vbz+EJ6SObvj",
+	"ZKF03UgSZZxyY68l+Vhka3FRonhJIufKbg3xI38Zt+DncSusUi9bIYiOJhX6Rltaspt8qnoZ1+PZGpJh",
+	"3eK2KM0khOsVydpqfVvIF43aNE6mYUtsmfZZrhalM+uQsKF8dtTrdZu1Q9SymrzmeEE7azDFea2mW9uI",
+	"Lo8YygDv+h4xXNBIGl38vYMrFSfiN50acaVWipjINCuQEZqHcYQtrglrFshZfkfO0Wbh6Aqrchr1zVaS",
+	"tlFFwF3+BNqlEexNquVOD4gpEVZmvFo3zNbWzmncVSJJycePr74mJyxNyS88z+SpojImRrfBz4RyAUtC",
+	"50yC57Oy3XbWo7hrAcOku9WpFyxNJyy61YmnzTOCSg3MHZ3qkLB6ZkTWUFcI7gllbG/5RcgsKzrkg+Vs",
+	"5PVncixC85Kw1G2cKjj0CFD1VFJItOpXOb+pPZUUeD+L4axnY2HqA7WLOFuLEZGIlJMmt7xWRXhyx/Nk",
+	"ChJTg+hsyIeCiZjlMfleQ3qQNJnkLN9cjAWMRT/cTuIQEkh1/rsalp4ehO1FVmjvl5Ifess9k6cUPjUW",
+	"oevvG5G6uy+kxhNR5sjXXqWTOpdZmkQbshJFkmJFqB3Ox6vXmvMkCe7vO+QbTNBYsA3kp8QxhKwsUg2R",
+	"c8ggT2YCHU9KPLkJ5LcChbHjtrRhMt9GjQwGR2k1aHwJvvn7Hdu8Onv17dUm/v6/hy1Enrgp8pWIMAqu",
+	"464Pw5OoI4d83oXPweTtzfHgE58fFBLE4844PSs7ArgTmGdnMJBIhhVq+yOCB+Jy1X2oE91ODvm5tJ9V",
+	"/TPKhOBgxKMb9pTa4lz91mfS2EkX4KZUcst4RjvH6U0lX+wTvkY0WevTWdVdRYYATw+5d3Cj62dz+QCg",
+	"gJp1As0gO6sY8cjWnmQ8FnFbyocLZ/M1Oy/q+LFN2qAl1z7x7Vrou6N4RghXuKRDvkd3vDB++IMMETr7",
+	"DWQguqtDvWnhp/DXzzqYonY4/AQe7gudzwTHTclLGNBdQ7BrzpZWNa/uv0MB1LN9EdQJk/ysR06kEfAs",
+	"Xc7ZhBeULEESnlZWcLIpGt14dYG1316vjAEilWkmZljJh3foMSOYQ9xsm/9WwVxS3doQ5UJED3ISagHV",
+	"qYeUwxGZYJyVYuBTaLekW6NYBixdyIvTRp/ll8WUQAY1RpT2SKNdqqs7lJLsGh9pa+137cgmV4B2XhyZ",
+	"2WSBd+rekKO8uzty6Xbmr23Poy6oTAlXc36XmrWIePpNkjaWCbzIBDKtPoEgP1ZpvvMsVfqHSZPVGu6O",
+	"bFBTgvDAhFCIoR3/nAvNuu1exPivtp6MlbTdhgHPe0HCv728JjbXNzzihCjBpG+OXOzySLQRJQcsysK4",
+	"Np52BlLoSE9dWWj+ie4njSYJZtmjKbmXLo0+RWSq0tdb4wuL2v3roV1tb21iXVCJXzarVeBPdlPN0bRx",
+	"/KjVMen88OYDiqfaSkF7asmKubHpK0VpJyaZKtxOM0c/NZiQ6qiG0dhq8opi3pyjvsUCNmm9MbKbSF2a",
+	"DiYIpgqWX2hIcz+k8SCBys82L0jOr5NFQ7QhzSKsA9kmb4k4a2hqdsEzhL4jv2SCUzMRtXmnEmNox8mF",
+	"VREdK0Rqc8ZR4xv2zfcJ/BWWdI8Or6ij9o0GxNt5FCNiHnKfMaWdPWHk0N9eXreoQdV7/xH+7+X1i29b",
+	"tPX1y9cvr182CqVvOUuLeVNu6xyubHTZSsNJMefR7RMoSasUXBjghY35kosYIgrwekh/g713Ei4zWcyw",
+	"FC/MeZxAaaEu9VNWUQhwCb+ENYPZPKbofgsiOk70H593akdNAe5bTDpwvkTCmM9yFvNYO0iYOwGn5Ged",
+	"5bfSFvOfXKkhnJJEjsVKgLNa6UzuWsJIzcvVupViAC7t3wJ6Dk0M95pNeLp30Q6EZOqL+B3ftDHzb8mS",
+	"3CqMtuA2Wwtd6gePARQJWHYnYcHZAmpCVrLIFhzqQ7i4Czudzin4oqaJ0neTAisaR7Vz7P8Hydd/UW8Z",
+	"LdlmobZmCIUw0jka4SZllsuM6py0dx+ux6Ksd8dYYEjwvxphjyChnJw/TKUyviG9DxEQq8xrhK/JDrEY",
+	"Wb6ax1mXRHOWs6jgSKE0W/O8HTHJScjCdvhLSEmczJSghCF2QkBlCp+HJGyHdCwgyyoxJwPTEMiYAwMP",
+	"OuRky2XndjXhueAFl50ke642kNosrMzR9KBUud8fi3JkVFfZ3hdQdBQhBJ8z9A65FJsCoiQ8ldxij6kd",
+	"mujMaKDAWJyEmhQ2tUPndZyOiMjwHYlEQoDnMU8WC8xe15mZtW1smKQEflTzBWgfXHodkneZuRs07IA3",
+	"4Mj/UDCMFDR6nHZEDWPe5LK1MRXEaUQn0DTLySzLYkx9KV2tLD5tDiHELnLxvg9AAhOPK7ar856UFVxw",
+	"KW+Wfa8xj/0NjxNlC6tDGoqoUXKZb6j1IPEKnBfGrN7gr2oHGANQizLz2B7brwxLlUMbDhuHNhwWc7Lk",
+	"eaTM15QbWSLZgn/Jd7Xr7ciVUxsw5dPCZJcpQkTZgu8MiuU7HJQYMbIdHLEc8WgVaFuk50XpsJItWvGw",
+	"mSlu+dpKvn+r7f1HlNhAXAUb+ChFGUDYVyLlEsAw55zlxYQzddFUnh+n5NknH1R7+ECrvMFznMXglFEy",
+	"G3QLiDpi1a3GLdu2U5X8BZt6B3idva5dlkpF5044EQBJlUESYfFmJal0m6/q8a9qmvEjGKhSPufm7FYW",
+	"oVJrWZn1LpZ6AjUaOLNhzvtobqEQHMLjga9ObLlME7Xjiqx5165EthY8vtn3hffNKyoyorads6hENEfM",
+	"m2yAyqQax9FM5+JKaZzH+w7K5Khf/4hau1KmjWUNDukjdfY4YSkpoiXxvY76n8HorDsYjozXfOS6z3V3",
+	"iAYlv+6uQIo01FHWp66pSjDbUuqMJlTxq7EeBjVEZSBxL7mg7h9AoBMxa8S01W0NZFW11kkFWzixmQAn",
+	"AcYVoBolRORzRfMYSrdiB8M0ycRYwIWR0c31PEDlxUAnBnLhoo71qi/pjHmMCzup5VTnfJMsh9gz+oNC",
+	"VMBRnV5DnpLFZKq9OJFkwpWOaBJ11gz6NZRJ30rHVk+NBVB+lnGTaE5yDltVltml4IuAgHRWViXyGFJ6",
+	"cg35ZoBu9JFnootjccs3EkcO8DFqzxMW5ZlEyY4qe5QzOedyZGBs0ORJuCSLJG5DqgekGSwAndgi5k74",
+	"WGD1ojo5yQmsoRvyPnWrEsxcYLYai3er+QCkEQnurI2cZ2upwaNLoP0RaFShXojQejHDkrIAXR0bm8My",
+	"kclvhJgK21o7g1voLGC5ehYauTMWvrZBasbRASOEKm1syXJIvCw4vFX9o+osQ3R93+sFDVmGezF2qdnm",
+	"DfqiMPgeTJKrb16QYa8/IMuqVGgoTrGZ6A0+P8hDcrx+OsQJ3h0NfUTmqwUT1fntR+hoBFHQyBxN2kv1",
+	"afxsiXGBk5ZHl8E4Lt6GU72E5dh2OX28eqUFKUSwpglHxEXX32hhz4HqVR9/nrRzDujYEd/vvN8f9Yp0",
+	"5pWlN4KFbGtpCB+yPRE5z3JlqgHmikVXTgR48ZyhlwtawX0hGvilKYiwWT6AdFsfvSAhm2SrYjRJmXCy",
+	"gYwURMt8kYESxaNkmkRl7NSJ8ttxO297wFLUA14bRIYEcjrheb1zmnQip0f3dhBhO0Q0clxCSUEWLOYU",
+	"U2PdrqmFwQ8mcxZTc1qb9CjAJocUISXx1VnTRj8M9N83CVB7Qmr7bCwz5DWTMLrjrahd+RMlnvYFzsRF",
+	"xna7GTBZQdA+Kmx2RKJ4E778LLnjTuc3/dVqVFlAyfVRuS1bvWWPSP//AM+8wEdq7WN3WhlIM3edmjno",
+	"cEaRrTupfumVWRiLWWFwrC1zwpFmkuw36JnM1hc6bUwnPrvY+RrefiwAIIhPC5Ktji9mxOKDbflto5jH",
+	"gmQ32KH4jhp8S52lKktTX2u6p4imaaF3Ly0G9fARq1SfIFFlkaQpVHufAr0TgTupFIS7g6S17WBwleF6",
+	"5yAgRLOr8euy/Z00yargzy694s9/TeLP1qctod7AumUOfXOnCxKHXyrOh9/lNnBufpvpo2iLSwXBTOTD",
+	"by/bQe94dSXRGu2Fgy+Vbn+vQ2/FsvStMuG9uIo1j56TNuBSi7q9YLey6Oj+6Dr2EzkiMYShFw90d5sf",
+	"suAcMocnnJgCqQsUyCY2wnVltn70X54+Euebm3wlKh1ldEprfeorfb4vNKHLWZSROZymDmUsmpPD0jKC",
+	"dpQrRkfcduVw2MMYPov01aAbxZxLHVCR5ETpHAu2mfASsQFyoc2aEoy4hMqgLJrSPihZ50lRcAFZEUL3",
+	"AhiR8NcxxFJMI2oMp4xbnzGxsCnK1oGgl80iwjGO1Esh6VC/Gmr80Mi0kSI7TjWenKHxr/RLsyxjUeOx",
+	"C/WdO24fU4cYbEFlsgP8kiWB3oGuO8unrfv2LGurdWzL22TZzpbo9GrDqaqYVCkXf8ZUpD9QPpHuFfbr",
+	"bhZHH+rHq9cIgiEda1cZ+3vo5lrvXu/8cIucHVLRKZVssMOLTBd+G8cJ09LgwoDwQUKSskU1A+nGCcuU",
+	"RU7PqGc7jIDdubSCr3XKLPhKtpwa28JSZyHvfl1Z7kHRxahsFkBVNh6/CxKOW+NWqMFRAJiMXFYrK8r2",
+	"DGOBirva6ye9IDitrUvPG541DLReRrJnwFsVJxRrxc2fTeM9agxPk8urxmgRmXDNAWk5TW3CQ2Xtt1jw",
+	"yU4NMxp84cHBXGBmuKEaHmufyy6c+0fhpCft2uJmPB+vXu/itbqPpvWgTducjgjHRZOqZvV653jXN+tk",
+	"/FTn7jWplbuqwu1bIRBeKkcelJGRON+QfCWOiAKZcTsfa9bjzGGwU2oZwqOT3/HwgyOebcImR2TKNg5M",
+	"cGvU8r1FI66Z7pR6dKixYQZFvvkadTK5q07Cqadi9bjGjBdOAsIMY26CUy2IJ1oij7bSjcbCdCRco1+r",
+	"IJLrGACkrVggkmeSnPieAxHkQ222Pz/dpl21lahDQr/RmKj0Ga0QfN6YF+r2IK3cLg86z+q4yM6rquP4",
+	"dGiZPkKvzgY8JmXzItnxHKieeob2muwXRunLOQQQZIXg+qbDBLZNIf16U8hDRQZb1K/7Sv+WEYNURS0q",
+	"nX92Pj/K6VRbq0Mv17m6nrc4xqe1cyu9h23SLJmmNcwCBD0DV2WHwOJpGHm9iIUNQpnVgNp2t5WAtprH",
+	"YpZna4mJQqEz85AU2ZrlscR2D+ZXHfT8SdkZ+QVhzY0PQGb2giGEB/tet6wjye54nicx+iVPsKGGUjrm",
+	"2So/YlPuqxK01EkEgQ4SJc5XBnnnUbqKFcH0biC+V/F0+94h195erlODgVokWRhCI7x0sc4cCcRc/inH",
+	"Evrzal7rcXJkewiVdhFOL9Qi3+z5uKx/XB53CJg+idvnt1GHqy853ljbr1I65c7aorbxI32+GP93HSSv",
+	"XvTdpK3QR0KmI17YI7Xkhprs32Rqj9GXHwuL9aRKsfaTPIoox3IdoLuXulHTIAq1wZ1w5YIVPE9Ymkit",
+	"F1vH2eNgULDR/m2yXO6IKDUPQz9BTiTnJDTPlzfI8JSSBILvjx/bY4wKyErYR1JMeihncqJjRUnKyZKt",
+	"ZL2Q9GEoNjrrxsSwjuNDN1enmRnNeyEh4hEsCdlvkL5U7jfHB2kb3O8bpas2fKathjVvcNiUFyEDaMFi",
+	"4xOa8EiNyFH5IFbJCqy03+4EVWrvY+FmFU+g5tnpaUCYEjoWDgcsmtMOubRM61YbOeNaLcdCcXp+UalA",
+	"wlygzAkzKhZqBOVuiuhDKXazmEsW/JdMNPdNcPvcH3skaIP6iMRNODycEVj2qG4gaputwPYqp1OiXVZC",
+	"bs6gmxnk055D/QkyP61+cBhM8JEggB8OmdGXJOdqvlBcoYs6iIUfMB1WlssUEsHrW3m3n+9frdhADiZk",
+	"Ca1SLkuMmGeyQQs47EYz2kt1SH2bMXSmW93rHa2huBkx92e5Ba0P/6/S5tMNllOF/xcngnUiRvl0QEBL",
+	"rdMjQ/KV+p8W/f20qCem45OoV0+mN70+SmfaT4JjGbtUDo4btKsmwMB1eA8rHP8gZzfEvKrHEyTWuiVj",
+	"oKkAUFA1LTOROr+gmulqDPeqDnAguglCvXoK4rPNMczH6A/HnozlQn28ftGqj/TV5dvLskAYI5h5Jgi/",
+	"X+aIj08g/5HFJKmlPL5cqW3y/D3LE7nnND3oaXbPDTwuQbjtOz3QMbbnDIES8wXPZ4ruBeZaMbsWI21q",
+	"w1mCmF6wYDrDzGyZDrlERdDigoyFU1YNtXuucw3CvBbqyzg9nfdDrAZiSaGaogaIWeVpqJNHxgJwCRVj",
+	"nj4mZEVO9GgM3MzpUR60hwSwTEjD0UpQ+wOXlMjWBIJZhih7g0OHB9Z4yplBoaLAoS9p6KhdIbKs2kKr",
+	"gsd2ZE9+ejVHyn5XCh1xfh18R70eMZ8BEKXmY4fjDWyOrSaJmOTtREguZFIkdxxqWg2gF+auWIYcC9P3",
+	"wfxmsuPX8yzlJkfBEAQFfdkpaMcsGg/h35wQ2rcx0Ti7u45jfZ8iCmZGIE3Gotylj6AJvOookiz2IBko",
+	"3sXrFIL8IcXMNfjvR/zP5fWLbzGChYAFoStf1M2n1S2FIAcPNvIPHPlPsp0a6gwOjtM97as9BfIVD/FA",
+	"lxXWoEocpJKH5MTm2pxCudECBmUhmeFZnbCgLkKgX5I427OuTfrC0Rxbie1VI3YX0C1C/VLZsmgNwHOj",
+	"sSi5swxrLyia9pigkDUGn5rmcyDO9CWRpYcGix4R/XH0ruZdteR52/Yjw5vdfePoBsedzlVlrumLNSXO",
+	"+Vj48foFFPg9+HisaXcHR3mstteg02XLPa1VTI/pBduo7UHCr0Ld6tv00qMWdETtJ2wt2EHgeznKoQIN",
+	"G1ThL+s8KXhIImx7jiWqWH+X5GVQ6kSnXEHuoc0mA5K6r6GgGkO2x1iY7DP306e0LOWSo69Cuycl1dj7",
+	"8Cv+yxmIyTKXdCzCW76RowUTbMZD2zfdtqcqL+lmIrpBhoReV3FSaCJUtidcIGk2c1FOvjJp3PCE/QOm",
+	"2irz4ezl8gdzi56ReRz/MhedaaiHK4Nv0VY51kZgnA9ojjQgYcl8egMtu5rx3U1Jxf+0X3y4+qZ9Dc29",
+	"0D2CXBRBrq06UsraTW37YCuvI5rg7qgiMe+BtG9dop9zwdfYpsBm15leZMdXmTwIUC/P0gpSuAW0M11i",
+	"mvHRLAxfAxgoepw1tnAirNPcljzqN2+bMf8qFD8gAnXZpbKIjfZmMhOvxE478+U9i4rUzQ+G6LHTo66h",
+	"rWasjqAd7HptIYqeSeJg2F9+/ebV25vrd9+9fLujEc+u3reXZqW02HhQE9wjBThKnQ/w6BO1s0b4++Zg",
+	"y8GNx4hcLXkuecxjLQt1R1otIHV9k2FVA7Zfj8h+cT/ry1Q3Ogxvk9jahQ4I8oeyceDfv782PWpxwMlM",
+	"yM5xMBLVrsuadp8OLZXTefnLV2yWs4jfKDF3oKwu53dJtpLmjIKFMevy0Bq77YztSjetBs19PZc8ugnJ",
+	"fxo43GxKugHJmYizBWT4yke0fkYM4+q3a6tSpc/BtXmKWE5lWz4aEa/ymitoT/a45tFAgQNtfLe4A/pO",
+	"asrW8mHIifGwhUFvHpaJY6F/dj4Pa6Zp0JsfJ82ud7TFuDTdIFiJeQ/KoT4IOeZIabgCRJ1X103TiN24",
+	"VrsO12dSl4vVumLIRESchPCf8Mgw6u7+OtcI6I0GnU5Whs+Y3sYaut30jtGwQ+ruUb3fcQVMveed07Ho",
+	"BX2qU8tI//5eN7HV9AF9KxHE75N9rZof1NHnMP22y8ZwNLvwu2Rxs5J7kjvs13SWB8Qjigw7IuI8lYlF",
+	"3UE8oNP5H6O9EHDbTrluQJUmfMYEskgiZrVUYExt09SprAh29ymbumCramU37zuSG6uP+S7sevWhZ5JE",
+	"SR6tksKwM8XWPqCMa0gVs58hdQI7cHQIklnjqihqhxTjAfbFkExhAY9iPuV5jvU6YWUJQ1vcJnV6RgU8",
+	"7Y/ay2dnR53KDoge0V7nMR11mpvkOEnXTkMd5NzaRv60U/K/hvafzTAGioxqqXV1KCLUyAsomtXWj5PP",
+	"6zI/JR5ZcCbACFRPNcH7m/feRJnQvs5NxSO2t7L3Jtfc33C7wd77vGfaX6xw6JPzf2+zoGvdInALXMRU",
+	"Dls0YAZeB1m2TAbGfagaUOZK11svaw+4zMiU5dRWA5ucaXJiiuXK1jUQnyQJ+hz3c9TuOKML1N1UHldN",
+	"nYMI5LY0earcm49Xr0mRpXGtyMrSClMrnf6KALn6mOxiPYybbNokF5yWUDAGWnZzqnZLSQrTK8XtrAqY",
+	"BxZ0q0NeKWUrizdjkUjCSFhrURVSk6tg8W8Pt1JCfoStgaeWdktjAMKJDAApNSIUgoNldnLS6Sp1VP2s",
+	"pdvetjJaa6pWOurzAavmNPkQ4UNbVRbmHDv9LxZJASMfi5xHWR7r6jL9rKW3zvbQmCYI7KLhtWwVGbqR",
+	"E4EFt4DVMBaIE6bh0baQjx0O+Qs6Umzf5BIAeUF0k83DhDsGoEYDjUlDkeP1JONbvtkDyanh9RuBT+zi",
+	"mL0mQd21TV/sjXMWGw3uoIJ5XMR9555nxfzpNvzT1KiaaLnG2Nm1bttDhKLGPe2td7RmStSrrMfJbdNW",
+	"Nnzl7inyOwAL7Z70IxGGnrREoRKlhz5hZcDUSSIz0EzVkGqNt7R4fVQFw4GuZlpCVtuauRRMChInMRzz",
+	"6iLa2K6IO76Q4RG9iKrDw97TbnMiU8EmNvbKMa2J6OOqyViaZms8H/ZUlV1om9PoSdQBmRwL8w6IjOrO",
+	"g0qZysRhPKlH11yUSJD7kJ/5fckICVido7LWeKuOzPbfK2x5L4SJIQdyLEKDbBNqnSUppb6ecpVMHfI2",
+	"cz8PWqjNoOyQt9gQL1IqhgOzbg5TVEQ00qiWCRp0KHSTQsIKQCU30JzmM3+46hKjqDhZK3uEwwFoExcq",
+	"rjxpEwn8a45WV8/NpuTE6iMGKQRxp3YUEWlZf0SrQqWtHk+pejfVJlyTbW0ZuqiWuvEI61ewbV7MlSiK",
+	"KYFjjRVam9JxchIzOZ9kLI+V2sdi08hUqbZLlstEzGwO55amjcyYbQ1IK+2QTsnEWPA4KdpMxG29I3St",
+	"tYZhlZna8KYDQ6eSnHMc0SppvfvYy1XUqRu/Nn7waQKNNRLRqUIG7JAlxlhFMaIMD6jmKTOlNa7sAxxw",
+	"VcCchtimSYauMHY1ZTubfhHPlpCih8D0EI9ub0qPDU4ghDPKvQXbgIenXp9brcj15F6IoIZVhgSTkjDq",
+	"8HZxfwxVyImxHRUrrxPJTy8QQnOjQwOQQzzhXBjEwaPO/2rB1D6jA1pwIzjPA6yOnWgloNNX+VFiy+Qq",
+	"SRv8lc+hQ/FzBBcua6selHJebUBaq9eydVy7y7RcqIdat7GtYq/6Qd+gdVVUwm31e5dfyvjv6r6pJZvh",
+	"kY5YloKvla4G2kGDA1K7+5pFkAOzxWb8At07VAsMbIHqoNciHCYqw1+Eb1mrO6s3BZAWMhXvCUmRYb2C",
+	"1ZfUcN1zwLaRhwtHYUAcFSpVM3iX7wTCvUTbFBMrDRIi+tPQjQMSICSMhPod4IrPBD8GTAypdxTiauvz",
+	"Jz3aPRUUZjcWmVs2kZlyBaWZmfK7EhF1aibRITtyYzAPHIlpkLzwTN7C83pIAcQhx2SHvEQgvNzoZeiN",
+	"Fxk80iHXCOWebkaEafeb20EA4bg/Xn/TPoe5Y6MJJshKLJmaC5GrPM9mrOCEy4gtOTkJx+NVfO55wJHw",
+	"x3Q6DU/pWFj0PRdwD6uOWFqg65uLCCJqiWDqiGcFI5tslUueTskJJi9QItmmFuf+dYxa7rg1Ir3g82/i",
+	"fL3UbhhS8C2IK6OVjsAMcOFEYdKMBPf3tASgMYCoOpFsLDAHXcsQ1MTK9vvNDlG3pVNMie7OrE0a/fWx",
+	"QNuOWtXRmKKobuIzFP7tNAd2hl/2Bi7fAWJ0LMq2y4n23Zpuy6dYuoqaLQ7fRefP1mKfQ1OzIDo0TeKw",
+	"Ie/Orv7URfLDRdly946FUSNB13bcl2HZO8woIic43fJ1Yd2xax9KCmiYLmLQ02s5jgddpR3yLUTPsmo1",
+	"BUgc0HqydFVwDFyGY5HlOobp5H70vOFZpTdB4WbU6XAzvPlU06lslwadMWwNj1GutlH40JLb6RZ/sMLS",
+	"jrGC/MG1qxY+bIfSira7yNYgxLlmWssm1WwaWw3c9STWfPjzrrcASR6lK5nc6fRY422ozrXbrO8e9uru",
+	"FyasmNeAB+E+S/OauHGcDmOhu4+cqPvguK860DA/o4Q6Uvo2dIbXQK6wEfUu01JplnEJno3ctFI1wsa0",
+	"OjGSwf2e4xFT37RaEitHNMuUhILc/QPd5wlDp1q1B735rO4m3yEf1OBxBzHpMvbjOBQp9nvVV9fYWYvj",
+	"Mt5VcWIDPrt5teIjF9wsW4vSE/5VSN3cy69ClFTbvmsLLIkBZYu6adCwYi5q/ZHcAJzSXWsRuN+2aHzL",
+	"k217dSrNeLLRkNHYVhCUn39dmTg93FPX7eZZQl7BBuw0OfGOdt09rsx6vxtlW66Sk6tvXpButzs87ZC3",
+	"YBsZP8qWJEVcyAv8S/BESRadV1Q3hpkkMssAKnqZSZlMUgxcJgvb8XmpZI5Ra2vVPIEXnLV9vx0E1743",
+	"8tT//+Foy/1J3CMUvelGomFqlSmeqSpkviSANIdO5KZ8+DeX/3Nz/erNy3cfr0Ny0l8oPcPWVJHLUmtD",
+	"BWolIIoM3AVtNqFbGBQFJbJE5qtk3xun2knXk6cYU+eyvomO9/d8OST0+xLbukSArrb3hZ6WGrpHLcnH",
+	"q9cj+AeciW5fDKvDKhkIKYqoW1vDc4tXlRL2ELmx091T0+NIqcYZTUAdVh3yOsuWoHRhN8jkTtlWLI5z",
+	"LiU3mIrQUk4X1rjsgmEg0zu4Phdto/4W3qVjCfR5h/9gRx9cnRjZnJbGBTiGea7zJ60UTUScrSnJ0rji",
+	"9DnKHeO25W3uf2m7f9xARtuu7I4cIBYjxPtXJsDNZKM9XhAlhvJovMx/XrEUUy61ILN4nbCRF9opvKOL",
+	"S/ni/e1FGpr2bTcTUTKUohwi25Pd32pkd/uQA00+Dvbt2N9640APjX9FAwzkwcOQu7Wx6MeoZfztJW7k",
+	"wU97tlUTW3yPvkobikiwbVSaTPloLNpuG75RJZ8V7GZjCcGdDsnCUaWPinRaqcCtNuxauc/pd2zaMGJo",
+	"Ru2CerdA81Hb4rHyqllWoKuljLiTb5RtQ8siREx2Mq9h6g11y2WPpYQphUW+gfZoJ64PRd08FsTVtUGn",
+	"GkGtTxV0VmSi7Q7zdP84befKkW3dY+LCxhLUL3BzqZ+QscuT/XpHcaQtuDM5oJIXimvkoT5kT9psObVZ",
+	"zHvVDRipznjeXXIJdMI+Vnvrd6B1hE321/lzun9TQzNS6qznaVn6PBYV3ORbvjQFAgA87uQSQNccrV66",
+	"6TCOQoT4BBvUdCDDWOt11FUnr15ev3x7/erd25CcDEjMNrZWV/Ki5mAdBN78uNj5sbaGBWW3ifw3oL3c",
+	"REnc1CDyfVUXIjkTM9OX0dJf2w8S1PEczjWWFvNsNZuX7comaQbtAZSq7briNfFOmCCgswiWgl6VlO0e",
+	"XYB37YfWLnZNuVnOhA491ttqbyGpNZekuR2yK+E3E03TTO6yZ6P8h6FiteOegIeedJFpj+z2fm1Ol7zE",
+	"dqBtZcuAMITcSZu6Am+ttWiMYE6VPire4TYqlVT15orn6mSbKlKJ4Ot0Y53OODynNTKk00fZcmM8bLpu",
+	"uCF3fVfJcaUi5DFlxzoTQVbLMEdu1ABx7OEaG4s5k7qbYk2nX9/cdn/qzfuzs5vh9JwP4rOoP+mx7jA4",
+	"9wfe2bTPe3E3CiY+8x6fh1tirz44E3dnPqc25+KjUjR3p/HaZVC3NDLhg0tor8sSZdDJoU65KhKM7BkR",
+	"W287zXRKnYZKaqi+HQtdfnvFI45ZxXc8T6Yb+ARUSesmRUlBTj4UTMQsj8n3+mM1MY0ffjP97r+G+fnf",
+	"vvvHz/n1+qeP778+f/X6/Q+vsuA1e80+rB/Upd8w/P5S392bcldl0WVJuVzJdRRrcCD+vMoKJjvkldKV",
+	"AI4JfdMWF6qp7YN5XqqtgThSJ9B0pmz/lSZTJyf99IJ4AFhUq2M6rZcsodfAdAbR4SnQBsHPhTm/+vOJ",
+	"W+pErrR+J3XzMHvJovCtig4IC3x8LBDi1WZglpzM77FY4KJeh2WqSStYxs1ya7LKGw+B969MJLlMJGWF",
+	"DmVOsjuMMKhVKl2T5heSZysR85jESmydlJ0mTjtjAY230Pmgvq/uDy/KVhfU8zz1v4drc8zTBwa/hBwu",
+	"RQFyIleyYIng8SkFD3a10BHAT9Sy4q9KR7IDG4tyZOSdejQpsJoXp+L2ktgxdFN5RndWt9XEqtFbrMlk",
+	"F6DIMINP2BJlKGu01YT6KHOmqCYzFicLdv/CfLP42lScQQK3WQAzSWwsmeFUsTmDrl5Ms4LaDGu1FURW",
+	"jAXYnqbBUlnF+cCKvR0kcBbxcXMnJy/SbBXjrJ6NxYLdl9N/z/MP8HITCYVNIbXvcGQi89B4GvIdJxvi",
+	"P1dDbuaPKunqRbA2GWeac66pqf3W4F/Tyj1PU2Xx0rGokZo0UPoC6GG/ohZqgfnP0Adfky6xAGVj4Zjz",
+	"iNBmLXGUdZCarIPidYPbIKursR9k9i309QawtkxXQ5eFsid2eJSYkSmp7Ritp2Y7QFxaN/TCk3idrdJ4",
+	"LPh9xDmEfnSaSdNutfY15t1yhsdBQzDMwhmOBUuVjmuVxw4xcKzyWQWdT/v6skw7n+3gSDk2pd8hvjlG",
+	"4czy6r7dNlH0ZFdvBDxyNO481CDkHfIC+53pzZlzcAbHI2JFTtkEDS0jxa5ynmUFhsowFxnto1jx7Ywr",
+	"g+jwllbrbdGwdqy1vU5OEFlQUacs2nRWFtT3RMdVgKUrSzkWlbW80GmeDsCt2nELdqvOpGxx3Oh3Bnle",
+	"6yY5LqxdqO8Om3ypiq6A1Z7llEx4mq1x92cxfybHYmcYpxYu8kvv76mt0WPy1njgXLoEF2PhtE+yCS+J",
+	"JNGqMEX8uuezNn1K4GelwaizXgkRyJ2tYsGNhX0H+he2oz87sh9QVO8Nfh8uqC7dMzU3AOSxO2eBbdWU",
+	"TUtvJKoaCDTcdAKHVJlnKN3nINLBfMXmn04qBrQTtMgFACugJBPkNZ0onaazZHkheN6JskVISRh43Y7X",
+	"8f1uZxCeXuBr8Tipg8bC4NDYSwQuhLpFrTnmBDJhJ4fqI0bzoMpeF5oYDtSYzF6p4db0Ym2YMyRah1y6",
+	"Khj8Jhsq7z4fUOr/O+Hr7aDN45xwB46Nautrka2POjWoFbAc8zKPQF2w7pXqiPYZOF+OIQAv+rBaLFi+",
+	"OSIb+KkydyufPT5ciz7gz7Q+Z708+9fw8LJhDMqsHMaifE8x6sl2YMz0gLVN+rzDPc+r49ymzCdLmwOI",
+	"6+gVQEd32br3wlh3KZ8WsGdlAYeDdUFum2eP2zTHOaj5Tv90AwLoXufzWFS8z1iBqFck9GVITsJB4M0R",
+	"MbfrgU/51KIUb6HmVjzTlSOydE2DW8zkIVi7eLnKZ5CvoDPdJWb/6Flphc0MeyxAKZPzLC+4wIRNrTzI",
+	"0syCpFslWCChRB2c79TvupaEOtGyntczYY6x2FYdE4naPpTQ/15edN0z80hf+pXrQdGOdO25LhMtdDwn",
+	"RWzdHz+5nhR1JMY506kGpyPy4tXXVxK1kX0+eJ3QgMmN5XJfX1797eX1zeXr1+++v1Gv+hC6qQxjofjJ",
+	"td/VKQkDtqxhV98oOoZXBNbAxWXiPuQuqctwigoA0tZAPYB5CwSBvu5KB8wtZSBpZmraWVjB7mbDdAKv",
+	"43W85/5ZY1tEdv8Kn4JmojvYoAwLbAvs5jqqS3B0IpB1Ni0LEz5evZbaDjFrora3W151KDy3y/sLWTiP",
+	"cv5W3tjcA91+IIFiWF1zY8rmC/S4dfZhPOwonC7hhatWuC0fRfNB9/9S7HR8HY8a8Ev9/sYjXLurj0yE",
+	"OrYyzS4Elqdp5ocGLliweezKNIVaqqvlknd3adinXXxriXMIQHE71efj1WuDRf1MOqsFbpqyaO6ouJUo",
+	"O+erOyhZieTnFTduVEtUqr33NlHPaXOgB6Kev8DsGXQVIEC/joHZbWiAFHTBVgWHpJaONUkAXrEaJvO3",
+	"w2RLdV7naj7//x8v2z+w9i9ee/ip/Gfnpv3pq//zBWUw+8oWKZk3FSzY9g+QNHcBdU+WYRzCwbmgtjFg",
+	"0BmklO2UNE2Lzo7UNPnwvOyGrjs7ufVgZSGAfIMcQdSYXHfsOLq2ELHPf9viQjgv/tzVhVYkNkWQnI04",
+	"Ir42FJxKGHAKXIbt8AdlnLOwHf4SUhInMxNqCjshCW9CErZDqtT0HOxLhGcYi5SrbYZ5QPBQh7xQZrw1",
+	"4quca/nyN9m8hhjH4tDuIla5JxUBnLs0oloEFNDoBHPWhNj34COcglRc8kxtZBtDskhpDr36jv32YKl1",
+	"/PHvhkCO1QUuQHJNeDnux2kGNTVwbzZIOaNGoHfJo1WeFBtEvCyR1q8fD7RObeZ9eLkq5lme/ALG3oj8",
+	"lbOc57pFIkC529SF73MwNdVvUoeH0P6RyAtRmsBLde4O+NmwuNT0dSBxhrl8+hZQW3WHCx6TwDNPjIUD",
+	"NG+hdD0iS29xWGRZe8HEps1WxbxtUDHLNkM5N1EkZfSph6myDQQisOItEISDGXV0z4cFnNBAhHJzqtNK",
+	"Ryi/w7QQvOMbczQdmwDSok+IYQ8GVs6LVS7A4R5xqElEnQ29CGjO4S/Kbu2Mhds2Yt/as2WiBmRX/yW2",
+	"j+PaK4A+T4SNypacMOhkIjiP1bKPRXjftjktbbglJCchE5twpC00ZI1bvoHOWupp44O18R2vS8JEyNV0",
+	"mkSKt/SLID5UZbYTJsir93dnEFaYbCDQ8vysd1phMTkWJYshQzay1j4OUjITDm5YHQTTlUcxj+6D8QLa",
+	"buyADDWYL4Dv7LbpoGD3qeWV0LdBLQhmtdkV0eCGiOVne8uc4FzGAkQG8vqpxlLTUK6J1B8xKcJgU1Ab",
+	"ItpqHfJMkhcfrr7Bl0GNmlrwag8SzIRFmNNbvlETUmsnzYBsE41nErehrkRBkasIgmMyOSqjlmWnGz2M",
+	"ksR6X37+DPjZ02ybumV+FRSDSJ5O2/NMgtNnsUqLpK33IVRsmQol48bMO+Qf2QoiP9gEETML0GQplBKB",
+	"+SFQgQPZJhpaCqqgEMMEu2DBImlUEEF1fY404D5Et28iK1EkKbDXKopgT2X5WLjFPsaXR3WWEu4pnSRB",
+	"dTk0FldXgfHGYiz+4z+I2vpKvmIpn/rxukyakOQEHkL0n5VQR2b4/M5/HkKYc1ngX8BSz8NT4KSqD9Kw",
+	"H7gScUeMBfDLaJfYeUAS3SVZJFICbv6CpcpAQE/zXXaLdvFK3IpsLUCA6SogJU58CLbhPA0YUAl96TT4",
+	"YgUbbf+s6/BJ+cIeNUGHsYBydSbUDbDKFp6W3ycS6f5O87whskPFTqfjEvLQAe4SVh9g5FI/NRag42oY",
+	"JwgnqfHcsTyBJM65hr1HiaBWKk6kuhIb5niZ51ku1R8oZHr398BRfSedHV7DBAnditBlnk1SvvhPwGbV",
+	"bTuvvnlBhr3+4NRUKG2W6uwKi6RIeUjHwhYaYySPFyxRpiVIaVYWCEuUWmmi1Y1sOtUg49oTnwhdJCzD",
+	"DvkrdHVdrvRCa2AKpqZgyt4xoYM5mWmKdSAvrZZfwKoZBibN/0QnYp0aul1Z2mCZbUnBskpaz8WExqn1",
+	"HCgB6tTatt+B7JIjIjIpkukUSHWFGSF5G6s41cV2rn9TRDVv+KB1Rnuf9sC3ZR6RZ8q+fHZBpjlb8DYT",
+	"EZeFGhP+bmqHX7BozmFIeZbChyA1FaoxkP8hEYYVDPX+PJvlbCGNYatMRImCSJd/6o0kn40FPCVMjxpH",
+	"1ZPZgtv3K8psyElVo6GuPkOr6g78NBZhDr08Ku09wlOj2EPgY7IBbLQI0oKxooxtsExSbQhMEBIZefHu",
+	"6oNZzRFh6mQYC+MeMAIiy5NZIkwxtUZrk2YaHRLGWSSfGzW+s4hDY43kfJnJpMjyDZFMqSPzDbiaDEN9",
+	"bYDwZisGDmoOPHXpAko5qGYOSKJx0+g6HgrUZhporeG+ekoQZB0YksHL1dKAxQgJKWU5gtzIgi8gF2kl",
+	"N51yzIlT46a00xF8HxNgEdKLazBFwCOwRbY2zwlU2hMIC6D5bc/VKGdyboi4SOI41Qti3nJqIu+QNxTz",
+	"eIVCyi53BURWKck7SuU7SG+3kEerEOpklpDTGyc5j3RYDXK7dEZwh7x1W4hIapI3JLYQIbaDCNTrutLV",
+	"FIFC+e6FA++nK/gSDehg4RE0jmSUKbXcIDbYdKpaWk1dgCkCgOITs4IjAr1tbOJ11cfmmchWuRJXGKrN",
+	"oGXAKkeTCsJpuJQIvqI4ymlfCUe2XXrsV2VgOxPjWDQsrbambTGjJm4KqXDqjvmmZ7GrGAuwcyBrAnXU",
+	"DaRnnI4O0QtXw0HYUbNB9Am7Sy+QSGpYzkgwNAyn/hwAGq/nXCI4FNP7DfL6zSqPhQHkKfVTpjgpE9rl",
+	"vAXRY58texZTMsH0XIqWl7njRl8PdZRzqwROneC6Ms+FNEVqqI3MYqeGFKwIdYmgx0yO7Fm80Ed7FQ4H",
+	"1+svuiAK9iMHWEodNjUJX+/ffXAeA3DP51gbFxo5eO2AEGgdF85Wl0S6IU4p00wLYO3N1shHIka9pIKh",
+	"RckyXcHD5eE9Ul/4p1naf2pO+udY/LPdbsP/qssVOfJPUoFrsqJNqTCuEk6qjyqpIAu2WKo3fBTJvcnw",
+	"NkI2sYmhEAXSyC3Vl8iy39o/SXjnU9ScdTXCt28uX7Q/fHsZ9M/Ubhu38Go5eNStO9Wf7cAqVwFCDH7Q",
+	"r+FuphVCOQG0KTYd2yqrqrbyJCe6ksIdr37tqW0qvFUTQeSSR8lUK55KvUkElxckXqHcMG8HVQD8nlIt",
+	"AUsx5bct+ZLlEEZzSjCQolsnwT+NFXsI+psCUqrLBBcHmaAUXpf4u/qe31Z0iO2tGgy6/oRJUo3bl4XL",
+	"fZWD32B2aCgOJjLDXVuvc1mIkb9/f01Ovv0Q9M9qy4vwQUBfo9QnUoYktFJMKWZyNcEcSth/4U9FErpg",
+	"Im0ANEtgiCG/X2oRocFxy0KaVZ6SD99etjXnwgW1f/+JB7M9VaCgRh0m5UmiAZg3DdyTJpOc5Ruo6LXn",
+	"iZowpEJA2FmZJ67noEVbdzzHPq0tv+N1PIBsWXLBlklr1Op2vE63BZ7/OThpn885S4v5L9AhrrHvmtZz",
+	"A8/TyNHYKC6LIH1ZknwloHcgeVWQaM6jW9BJY77kIlbs2bFtTpNMvIoRUQg+SVtWk1DfDTwPwv5oHWCp",
+	"SA3Hx01y+NVCzbayW1Nrv2AHkb/h4+iGaQB+LufFUgirfKatHg6s6a12As//ymITD3H94a3Rj59oS5rM",
+	"ttZrtTm5xIL6mWyNfiyJI1uf1KPPF0rjiOTOJak4z/XNRs98nwMgMlcHBb9Xdj0o70r8YIyyNMGJa4FX",
+	"84JfXl+9evHh5vLrr69CvFtXKxkXnnFpKk1BVyWV/gbbtbG67G/0tA4uuxr482XKkuqCt/6DfPvy9ftS",
+	"DbFYrzdFVrC0VOptDtlkYzqQjIwurJP9AAOUJWlnLP6DXP/j/cvdr8X8v3wsdt3xq/7GX8aAtzZufSbB",
+	"UXcjFqC63T/qfj0F9YR/3gvU0GsUwf+rjsRckmv8j8lVTZxOcQhKiPE1zhupUHnVjK1m3B1j5arf7wZj",
+	"0XK3YD3IurXbNDfoDdY7vMHeZsU3SoXcu70c9l9Ydtu50bRc7GzYIt27294tuQAfVBatFlyUhT+X71/R",
+	"qpamgSlTjn3q2DKpfCbc3hd/44V+/8Mkohm1IxGNX/mR50JFiDaHdDGEvpXJYgjU7XiWSLrhojmqaiHD",
+	"RvFbp/OTi99rNSLz9n2sAYmbx56Kttk4iNWICRJn4F0Bu/rkfSaLmVLdIG+PRXM2Sfmp1sP6XhfNc6mx",
+	"bsdCcOicbDLlR27MyVY7OlWqGgqVt8EwhDMYE5KwcgflsxnEWGAipSySNIWGr4qSJM5Wk5RjA0EJcP8A",
+	"rmuHq4eo0/+d2WKGqz5C8EQekZjPchbz2ITkSm0AwRhXqYFlCVFlUPpVdotODuer2j4GuxZyOnk6NbCA",
+	"GNyz+AgWmYpieq9OCrLnZJrNTi9cuFbdMVXd1Pe6Y2EQbrV7mKCPV27v1ytkjS/VXnDikK+vlwY1GfXe",
+	"OHHUmqfVcmD0j9tXtNX3unsm6TrWHzxZZ9UxOVNRvzVqMYd5sKi5vK8kTt/rltrwW+3g3JRiZ5WLkRWG",
+	"Iz3QkciKNt54NGHfZsUVPrFNWvtdsAhrfKTBlA2/GydNUtkd2tPR2SvDrgC074AOaWM2bBUjNlijHEPH",
+	"P7qEEAQWvd8kysQ0mZn0eqgQdDzgOotZ7Z1EyIKlKdz3TJITjWM7FqELMo3dpHN+yzdYPFjC4F+QEL+q",
+	"gYzzPFtLHcKE8kWL4FHdhq8TWVzC5JQ5k7MFLwDo9MdtiLZ0U0Nn4QJ8ejaM+/OKY38AjOLa8VRUmoPN",
+	"LJs5pxzbcxguFE20jr37BabGff70peIG8/9+/LXFIk0XTVg8SG50P4kWVTdkudqeOhAIPRa2MCwDg2Fp",
+	"dqpbOuLU+AO0Slk1j1lo29W5UC/jeZ81KEfL84eMnU/P2n4UxO0B707b56w3afejs3jAz6dD5k3UGtiV",
+	"Mo9wr+1Pgqg9iLu8fT7tee0+O5sMovN4yL0p0N1SQPNlB/iyMvcoTZqn7W9P+5ZvcAC3QYuad7ZGXTM6",
+	"2RoFtWn128P4PGoPJmesfd4f9tqsOwkiP/b4cHpenZZYpWll0HrZtDdn/5i94No7H/n93WMululyWgzu",
+	"epLPg3IHaHSSKtAGPiHlTbDeZD9N05+yjA3SVnVuSH+1ZD21ZP1J+ywaxOd8OGXexH/Ukn06WjrrDSZ3",
+	"Kph24z/u/Ot5/uFHPgqmcwc4dBfrBcExD2nXgzrYXopCyf3PDnzv4ef5/ZJHBY8hLl4/QKrZeD9++lzT",
+	"ijmBc0JpSc6pAs/UDxTduXu/e6LW5rtsfagrZk9kU2fs04be/RAAQOxp7RcbiyLrkL/qYZR1YhMMS271",
+	"NNZwgTydXmw1LS7bgukW42wszJirrcbJE3QaL6HVmo8zM6fWkwn7SL0jWhXJHb+xPblHfadB98gPKv38",
+	"va2W93Xw4v7I83/Q3dB1VUj9lt6oC7fkPOKiuEGrojXq+Z0+ZpVyCWLRs03jW7rFuumkbpPva6XNo16v",
+	"23Ilq9Ma3VNysnnGnjtjrzLh7tYwg/NBJ6gMtOs7I7Wt4bfGWuvk7o7Tr4zzk+nJrSVg7LfPpn3eHsS9",
+	"qD2cdFk7GPrn3mB6xvtx73jtVDPQPgloti8FR7nuAP9Y0fb7iKcXVWFSlirohuF7xZW6Rx7Qfxu7oM+Z",
+	"yYxaJhBU1thXusBpzlleTDgrrAmuuDRBaAvU9VPOJIcUBWhXg3b4vAaEG/TP3CdFRtLkTlekYpebE4sX",
+	"WLBbjrX4FmsJorN6IFlOinV2AS0KIBSDAGGFsjQQPekXnmcaVKrIMsBpAvpgIB8d+afNsukt0PHJBBNS",
+	"VTZKD2/k+Z0z/1xJEDu7XXd6HR/vdBSKA9tpO1uz7Y18NCP0OrRGP3o0oD16Rs+p71E/oH6P+mfUP6eB",
+	"R4OABj0anNHgnHY92g1ot0e7Z7R7Tnse7QW016O9M9o7p32P9gPa79H+Ge2f0zOPngX0rEfPzujZOR14",
+	"dBDQQY8OzujgnJ579Dyg5z16fkbPz+nQo8OADnt0eEaHahge9b2A+l6P+t4Z9b1z6quxqcGp0anh+efU",
+	"D9R4A+oHPeoHZ9QPzqnf9ajfDajf7VG/e0b97jn1ex71e2piPer3zqjfO6d+36N+P6B+v0f9/hn1++fU",
+	"P/OofxZQ/0xR4Iz6Z+fUH3jUHwTUH/SoPzij/uCc+uce9c8D6p/3qH+uSHVO/aFH/WFA/WGP+sMz6g8V",
+	"/TwaeAENvB4NvDMaeOc08D0a+AEN/B4N/DMaKDoDoQMaKFIrWgfnNOh6NOgGNOj2aNA9o0H3nAY9jwY9",
+	"tSI9GvTOaNA7p0Hfo0E/oEG/9wkkd15sHVX+ddAFfb73A5gFB1lyoO48iiUDvNNlyaDtRb5SiwOlFncn",
+	"7V7Uj8/4YHruDf0mlvS3WdKnXdqnAzqkvk/9LvX71B9Qf0gDnwZdGvRpMKDBkHZ92u3Sbp92B7Q7pD2f",
+	"9rq016e9Ae0Nad+n/S7t92l/QPtDeubTsy4969OzAT0b0oFPB1066NPBgA6G9Nyn51163qfnA3o+pEOf",
+	"Drt02KfDAR0Oqe/51Pe61Pf61PcG1PfU0Hzqq8Gp0anh+UPqBz71gy71gz71gwH1gyH1u2oOXep3+9Tv",
+	"DqjfHVK/51O/16V+r0/93oD6vSH1+z71+2qyfer3B9TvD6l/5lP/rEv9sz71zwbUPxtSf+BTf9Cl/kBR",
+	"ZUD9wZD65z71z7vUP+9T/3xA/fMh9Yc+9Ydd6g/71B8q8g1p4Pk08Lo08Po08AY08BRNfRr4XRr4fRr4",
+	"AxooOitCK0orUitaB0MadBXxuzTo9mnQHdCgO6RBz6dBr0uDXp8GvQENekMa9H0a9NUq9Q+zZP8HMPnd",
+	"1Q/6Z7S1EtlaKV3uBe8BzquY79MN4Cz4o2sDX1cPa9l0/sKJma3FIeXAqmd71QOL7ubg+FPwTUGSpVIB",
+	"IGnOUREsFkf9yFcXrfEwFhZ5zEFGow4sGjjEXWTz0208Eup53siiQgKSj3oleFQAm7UBxd/pWIxem7Ac",
+	"+y3f4DcchMoOuQKUMsyFZWlqPP6mLFPywngEQ6emMzRqzjLnd0m2wvLSrSLOi2rVZqWT+7Yqcq1X7YDf",
+	"z21/UDYq10teNm3BItEmNyBC2ruby3K4cWMh2Etfl1bubEuujpcm4HszAgzF63Zph+nXIe+W7OfVzoHr",
+	"elp35JVC0KC37b18Ogeji9uwyxN1vPeHPolbse7YcvBqoLi5BDqpNr339Wt1jqhpnrBIhPsTQODUMIf8",
+	"fjcAe7SRGsNrvzfygpHv16nht3u9adAeMG/SHkbduB1wf+qx4eQ8GsQuNco5zdJswu+rszIILzvm1d+a",
+	"lrfYmld/JyT6j1WEkU9bs0cT163tbr356XLzNvHu33zw1u/++7/u336drd/8lN2/+e/l+ZuvX/b/8f3L",
+	"3g/XL4u3X18t3syOt3kd7KuGY82pk8eN/7u6/n6fE/E1ZLhaoVg/8SjE3LYPNwQpl+XJoctIpjmX87I4",
+	"SsRlqVklKbKsRIBiqApgeCLGAkz0sqvUDvRwUoKHY5gJCxTUu+CnGUsExKNvOV9CtRmb8k4lvGSQdGE+",
+	"pN0GGIS3l29ehmSZJ/ocw4TAv39493b7UHnhlGe0rN/nr7rb7fEi0JUxD+TfKjz+52r1tS4qr8ln/2GD",
+	"s3jxrfn6ZvXTLzGf3ccimnaDG76cduN5Fv8SZ1Eig5/mRTpb3M94LAbdVb9/XwVZeRKhvi/OYOHDu7+w",
+	"3v23wdc/fJR/n31IX//nP4aXt9NV//n3U3n/n6y3+tvbLBFnL5P85V8eR/B4lyrcgCqvW8nq+ooSS0VW",
+	"QfuLclN0WpUGjJVipV2j1Pc/h5v1vW+zD2rL4Fh/t7CF3z38kO4BfJ1lr9Ux8aXhjl4wPPzsdZa9YWJz",
+	"Zbyzv58fEgWMkZdHGhdQK7A3WLKrYQ15VfZ/QEuilpUOtTxYWQWi1wK9bSWYObLtsToeamDRbuwoc5+F",
+	"ZXzgjty/FX/fkN3DEhJ/Lwa8UjbTHvbbMogOZBgg3V99rX0NRdTQNf/F3LS3casjLIuiqQr2X1kutdEV",
+	"Vo61O+OFTZTDEgXsinqS5ViYjkJU2fAaAf10hOE8xKDFoobmhgsGddhCy8Ij1Hl8LLR92gQA6TastV0n",
+	"fc+pXvchncyfWxxk09pWTx5re8cCc+osVi5U6hjY4xp4N6ozZTEa0mWtjEJzh1LHoLYotHq9pvP8KEhN",
+	"HReFwv4tcEI9nLEon8oyug/XcluuINTjl6lNNcxRh9fLJEdKmK54xvYXEjCKiY4KQgi5RVtQ+vSgNJRa",
+	"H4D+XhOyiiZdDUrCrmlsrxBsf+XzZ5BzGoCyDRiP1am/ht4ujd2kEMUSXE+6CxU+70z/GHvts4H2bDMR",
+	"tyvgreUwvuGKym4uve3d5W4ZcIcZUAha50KIzGsAVneUDzNVXbMUEmI+P/RwqeLnHqVf/3nOxtJ3J6Dz",
+	"iml490c+Mf/4WTF48tnz1jn2HqL5PVfK2wEHs7GhK0WIJVYIdIfBKHS1ZUE1kXKfs/Q7vpFfrv2Zqezl",
+	"8Mv3r77jG+2POTpxy32okdPVt/+tA2pnD9sCsZFPrg7u9xmV4E3VTnu0LGhELKWRAa5AfSsRuqGPafcH",
+	"YA3QPyEfC8vxaWpCEUrHLF09YAlZR49+x6uvQwSysW4eq8ZE2WKhtk+aNAUTXlRhOb5Ih8l5pBS/TfUM",
+	"vbSYYQbyWRGF7qIBOBMgbGUPSu0osa///NBN9bv5lBa9+9uADfLi576Y3Nze/TQIIr66Ww/6fJqf8bjo",
+	"yc160l/fzgexkLt8ShhG75o0W3PPZFPNSAZfU+WLpVPJ0koRSvGg2hRftT49kHAHPEQAhGcP3i0XkDbR",
+	"E4Edx275Jvxzu4P+9x3wbxJRaFQ/dz8++HR//iumU39GeZnypq5iVyDapKnSv3DbhCGYu0VYSwTpu/3z",
+	"6uVH6kVVofVFp7oWukce7Ff67oeKoV3byIh8cJf++3hH8jYc8E96vh8uPvmOb0ARMJy/t4rI+ogymx8A",
+	"YOVmCnuLiapK7Mg94mNEudEsQmvuT4m4GabAsYbXGJVjqjpVQ6iXCEkixyI0DwBIV5pgvsUt34y2Uf7C",
+	"ffr1jkKkP1U9UDUI09HEdQpMFF3q9SK7UuCq5SaznEXqZA56c28Bvbp2VJYky19+GUxve7/kSTdvbVXN",
+	"eMyftAdRELfPeXfa7nl9/ywYdM97w/4XFwMpAbRdVHNwzhgDa6iGqqcTDszdDoVsGU4lHldqMjFfpllV",
+	"jwG3yijHDvn4xzpPCg7ywJ160O5OemrqfTX1M6898M+DYZf1Jv3o7HF1OPtC+m/S/1q/+zrbvPk6W7/5",
+	"xg3pv2r9yet3vCMCYd9k+SSJYy7+nCGwSimQkt/g+22sCQJJ94m2trCTWyO8iMxpdKaHuz+qx8fD3SDk",
+	"EsF8x8Lo4HI7SqZR+rATptM6ZlvA/69ynfxO7P8vZeHXBnzV8nGDjwT+3MHF6tpowQTDgPYhTwhiHtbd",
+	"IXUuLjKtrpBMFBnUamQYB2MAUpBEOgQGEHYahzopEK0ccw+a0mxIJctG8z5AUGBXKritfBtUlBgkBXLS",
+	"87oI2bhOJD+lzhbDShSGndeYgEZlGZcONvGCbeB1bgcDsgJpNhagxCVlGyD7wWAI+lUb4jlt7EfL45BM",
+	"+CYTGonMKGXwiYUy0hZZzk875NrSEKy2ESDwM425IvhaiQVK8NCEVtnQVQvlB745jUm22xP0pT4gfVw3",
+	"eIB04u3GrIduE4sI2AbB0LiFNpzlrgvoGE3iUQrDH9aV9JTpSUGjK6lJrzuGzk+prf3bGfVvleyI88yk",
+	"HYkGV8DRx5ijjT3IXZUJ3qyXPUPvPAL0mEtwQpl+2oina707pl2GTzKhkWurhd4Osm2JQ4mHK1zfco0R",
+	"GCQiaTofKsH0TTxglxPtf6X77PfZTg/3Bv9L95Bxq33RHnqoe6fmQyvzUnZmAtaRvUBL0g05oPFIs4sN",
+	"8IZ07xVXgbIVx2OxWEVzW0uCCS5tgH/FxBoE41opDfJ1CZFVlN02SjA3UxvkdFUaCysTQpNjE17geQRY",
+	"Y7yg1VdupdGGV6zg4Aprw//VyF+QvXMKTQXs9Su+YImA6igAY3WvSK6eNNix2KEE4NFWaYovA2jPO5ZA",
+	"SzicxGljyuRr0377y/xsf/xspK2W51i68sDyC9uGfW+mimkD/yX26B/IQeJs1ZVkMxeMQK/7LkeJ2Ngz",
+	"GbOGdkOpVLa6dXUbe7MsyGOSQNtP2HYn4PRGu89adZtT0/gCNq1ueaSLOV5WG16BtRJhIH6kJIPpKoTw",
+	"gnCLbtGwktjKunEbvQBaffE2usWWZg/W852Q8aPV+5TJ4mYlGyLV3nDUH4765z883gjQMcfRr48unzhe",
+	"ldBrsT+XTHHLl2kT/9oN+v08A58eMw1sjznn3f1o+y7uz9y/NA0acddNNqTWJCDELltkouQtSQq+sN2F",
+	"smUShWWPB3CVqLfoqmKej4Xpt6jTmKEdEiKErm2fyHojTWwc2YgzsoB84ETA26D5UrGSGp3T9FRgQr0g",
+	"EQxwmuTtqNYsASPeJjMzBO+V7tJkU6UhQ1e3YFBzAefUMmUbcNqaBBdysq+hArYqujIZorZDvs7ndvJL",
+	"nVdekFBTHZQCnOAN6iohOqqwRR4kaSvhtyyoRjSHJ/HeUOOlgEcJi4bVwtS7UxiiJrLsy49p08gSiVQ0",
+	"gAuAtFJDyG6UlO/x2S+3SGxb9YM2if7kB14U6YOMEjPWXTDqmgympEV3MP9jewj+ZCbN33hBmKV0kZmu",
+	"1o7Ew87Ou2Secyw92LTR6++aN8apKY+odYJOi/r2avSGEowutpdslgjwHQNmr+2Bvx2g+WA//ChAADuQ",
+	"L4QE6P8bEWBXisEEXOmtX8etnC+zvBi3RmTcilmSbsatz/vct8NSNYtyIJNHhuQr8hXx2/2aB9PpSwft",
+	"NmtjqyUTeO0BP4vbg6g/abMe67ZLAE42MEof9idxdT5PqZp2TNi9pzVqqdOspcPj2w91Kw8tmdIlbXfs",
+	"L0ce0DjfN1mkTT0NcqcbebVGrS7kXPx/7H17c9tGlu9X6dL+YTIXpMGHbIuq1B1t7CS+ie2spWxmZ5kS",
+	"mkRTRAx2c9CgaDrl736rzzn9AAhKpGRNnIz/cckkATT6cd7n9zP//6CkmZ0Xq0ItxeOfeJGZb1bQHXHz",
+	"/AMRfxPUHXHhw3J2cIEPwey0x/f2Dn53Uj/79P8fn//UgVC06sB/tkMjuB94rXALcoDLZCHUnGO3gips",
+	"CxvASxvMdRsU6PDNiQaWwcTuzKRLfFnBLy3/GUeLr4UmtH0wgEZr4f3ibb41u8E6L9MEYs+AzI9ja0ds",
+	"wUtRZDzPgMtoDobrDPB8Ri61CTjU5ulLIKSjG0bhMM0F7WgsHfdyYEGqGUErQTcfvjYSGx9bXtDWIpOr",
+	"EvnqWMo3HTXrLJQs5wz/pY/WQpgxP7GXwWRQuGssSYNyx6WvCtZK/rYRvMiBh/JvcDP629yL/oSzC3+Z",
+	"5+ebpA2FcH/DZcNauO/UWKZUw0cVcazlkIV6ut0FwhH2AWozjLfx8uz1GcH0t5KfL75Jgh4ytPGf8w2g",
+	"cDLNryHGAShKmAWtbq0Z5KRhj5UwSRpDHDBf2CKK9Aks+QpJx4FmbhCzPqiLr7C0j960PSLIpiYWXMu+",
+	"qJdGEXZmqljzIjUrQKNQcioixolMEPvfMG4CYOjGh7bFJa1Q0EYMRGs86PRPRizujwaxf694MIpj9s2L",
+	"84toLOOeEbrAOe5HOefLpZCalWusFcDAJs/zDnRWbI8PTG8cnt+oY9lCAR93+sd2FPBYFsejQfwPyNu4",
+	"yUcky+osJ18lrIUbxUwqcGGqWSlkBMDv5kB/9fgYp519lbSJa1IzkfOlOWXwTmauBE8B2yOz5IFmxMV8",
+	"U84XrJwXanU1ZxNVzseyLLhEHiM9Mj9384Zb1E48AW+qKc/xKQuACtOWNIKSUxruCm2tQo8lWVQFQFyJ",
+	"FF63a7d/wpDSWlaH71pM7FQ9ojoi47G2MEwPFUhKpu2IFeKKF2kOnEn4tA+AOuw8bCd70RU2lkQCpR7a",
+	"8XvAgzXKKKRq9gqfxKTt7p2oFbRd6oBGdQObhaUrATjIgezybKZwiboWRboC2lNuOagnYgr8pySERR03",
+	"dc01S9Vats0GWWRai3REx8B8jAfb1reAUB1LhN2lX4fjgcWNfDaQMoMRnlF4NF1UZtN3u6o5rNy/V0mH",
+	"2O7pwUDpLLsWDIW2jlydC9l2QfEGma0kSo8XodX43YuLwB5Eah1vtB3rPayupcpz0P9GmkOTbbX6pGTG",
+	"hGMgf0i8vlLSyIpSsW+LLOWbcLR7WOr3tsJvMEMPMjE/HmxiPlT9ClwRLsCNQRe3Lw9/gV3xFis8PnfD",
+	"+N8GUmYbM6YQRrxB94KXS3ewzDFz8LEedHGx6l0FHc8piBqqLAu4NRU5ARkFCoVsjmuki54IIb28T9lG",
+	"lF125ussxtLfFBuZeEO4BgdREcz3inT+kWfOhnf/LGfvTxbexK0S+AH3Oi7RDUya1X1rUywBpML70H5u",
+	"DN3/NXb0l538gIH6+23ju0Xp7YLvj/DkDkMmGUAtgSvNATeRLURxJRjchbXefvsNezp49gRcaXQN+QR4",
+	"WjJEfYns54jvVANv8l4T5QzpHjfgNCFpN+IzcbK4x3KtVgQPBf62DyWxny++iViCxnbCfnpjXFypWGIZ",
+	"582DmVgsyw0ROkfhI8YyIVPc8r/YzEWIcIUuSYImfNLu2qAW5CBXRZ5YDWpvO6JX80WKw36/6weFVxKu",
+	"FC8ETnpKszPZ0B8tbgNd1QnLtHGrFupapO1T2/TIRAZVlP5nhQAcqQwc5lw4aEPiZYRgBvZfajfVcO8W",
+	"cWU/0pbJp8AcDrAnQt4Zh2WRmyozlyz4+0s7q23LG8xW8p1UazmWtI3CiTk3O4pDXZkXnDAnHdiIQDaY",
+	"nFa/h8+IbTMl6wQCknwDfvMZ+KXc8t75WKQqglhkRHkXIinH+5mDtiqNc+tjP2FwhZx7KdZk8YFDi46w",
+	"VOsgqkC8HHI6VwWwqO+KJnTHkjbYiBlXJUEvs8GUcz+D1AIs8wpIMsuIifd8WuYbpOZzyfda1AGupz34",
+	"GK9OWKq2gg0WzKwaO9UO8wmhzbICQyUUms0KRoqwy7YjF2O5FbqAQAfEh5QUQLtEJcCYyIffZJqYTFMk",
+	"f8aZBFs2p0gNIpXb9g8KBUA9omSZXy7aAi4WSKEitIPRc6b9Wg1jw/YKbmAXklOMi8vShiahUIRTvBbu",
+	"iSeP9mEA0gZ7ZCzDGE1lqim+CC0xIGEQZAXB5EMrHkNvWCVmWR5VBJH6+raidpnaJhrBbjO3tY4CVpNA",
+	"54peAYf0gr+zBOEc0IPxlJGqgAm07dhSmRW8qhDJbjkOEUt8RipxFeW7EOjuG+ghPLKmLNzgYxiR6cX6",
+	"6GBrq448Fh3dJMoaYGVoLWvgbFkBFfPPRoOYvRZr9j+qeFcJrDYEoQYxexaEbYJAzNlCFNmUP34t1pfm",
+	"TjBOMwk5L0W9ocls9p/f/gh7wMh9rFoiwU/a5wadCQp976BTxMaWutp83v9YjTf9vfOjuOLTjSVKtAuJ",
+	"qO6HBJQ61/27xJQeFlhuz5jc3tnz2g74s6TPewOPCPQ5pM+3jsuOFLpnzLtDCv1Tu3VGvhLL61/Ow/s3",
+	"DCxadMKHCydCEurGai6IjSRUOBmaHc7gdbWqgWFb2jQxJfPBWpvNoEtEU+IspcxwBzPDHbgGfA1obp4Q",
+	"z71I21hkKI2712VnlIHxm96n0DB7lpXWZ5yRCs1mZCinYKFvGRmvxXsX4Lkw97itzux7V3obhlMVDGVn",
+	"gZaZw11cM0FhWe/WwrJPV7YFadRaHROplP8DGWoj0srprkqnj1HDLYa33mJ42y2Ob73FcXiL/SuRjE1l",
+	"FvhGiqxqNFDD/oay6y9Rs08q334qxHUm1o4iKsiA/2EhtGYpCRIH6q7vFZxrrLQ6L9Wy6iWNthI1xrPc",
+	"iDLMzvBCkLtGuClSWXwELM0xnuhYYn8cBr1JBHbZT+Tu8S1RWvPhtiWlufTTZHc+td3756kaRcelWhPw",
+	"2ZaIfhb2bW2bfpHDn1YOm9l9WDMTRc8DSdC3AivpG+QZlHA1pPi89YpR3lDYUt0R9g2BLcm1vTHQsagS",
+	"2epbUlH3cpe9tYGyelUjxQXp+lvlK9znL5I+tyb3l2P7QIAHZno/9bkVWhNNxF5lJvhzNlXqXSa67Bfk",
+	"l8NSWful619erHQJcABIG5P8vfPN+dtvO4CTmhjHkOoRLeCWzkrh2OKyK2kOuCi0kkytSgQfUCss3c4I",
+	"BysNBmcHdWaBcjBFUJrHEdE6lU5a1FFzN0za4Bs468kiZrVsuTiXUELagCtwnl3JN6sGIqZhg+2XXUmR",
+	"4tv4EQcth927beVPBWRbwa01g4UZogRYyvV8oniRBvvOf/brroKMX+aqYevAEgjj5UeupdBsDlwtqtUI",
+	"pqgQUqxFioXktF3MgoxlC6tZl0CGuxb5taBichT5dqkz2e6y10KkAINW3YojRMLINFtDxxaH/pSxzAUv",
+	"pIakzDDuuf1X2+/N5SN0ru4t0F23+60CHZ/4xv6+0oi+z5UH85jYd9wVpMSvI1jb6jJ+DoTUNLxvYGDb",
+	"qM2QxAMbofQ7377TzhPQbLC8eG/tgIBkoWUBoaExA8CT0kUmSVy1QtCXNvVPbI1jhJE1TK8jkRSX7Puy",
+	"XL6R+SZi53whzrNSfH1eFtm0tKvg2Rcu6UYJa52byRGO0Qsl+JQvxFgqc8AufjxvQ9M1WT14fnG0eB7w",
+	"bMLpi9yBnWyCgnj7MOS5xtM6ls3HlfKoDlUaEAAwQOjLyPHsAyMRBSVJCWC2ErWQQ9AIRS5m1Ixs45Il",
+	"Z7TJOFJyUeIr08zsPvP8qa2dILD3sWzRqvlFwoYpL9fombxkBMsB8BEo7wLVGAjHR3osk6kuZpcwr9BJ",
+	"ZYZXkVY0ushsm6y0GFwDBhd24MLOItPQJpGEiF2qGEuLtmp2ILR2IZI2PF2for1q5j/5/s2bH375/sWL",
+	"Hy/Pnr96+fry4s0PL14neA21fllMRysHx/JbnuUCOQ07mdSIKxTCCrFpnkH5R5oWQmtsBM4k7h+L6dms",
+	"Y1/Ke1X9e1nokpQVfEI+maZidjXPfnuXL6RaXv6z0OXqev1+86E/GB4/eVr/wUGZRRj/g1JV/Tn1xLk9",
+	"LXV7SIuyBmd4LsqOFda/71Y3VgBUAu/1PugvwIYPRbe6bUGCStvLgLQuCaqADlECHICkZGRsjU/AyWRP",
+	"uAcpLKvaiaEgXRUEOqhKOGNGEgPEvfFAMpVW+/Mh6Ep1OFnprdWsYInHJEq67L+NrNHNrK5jiSoP+rhs",
+	"BHcHHgK+1TnNyMPy+tcg/2mmbOByF6z/73vxSbubUaq/DuDkqgPqAE5aX/bXG/XbLP9NKf40P6gdPZy9",
+	"mzJBfFpm1xZa9d8SX7t+fBBBMAw01A7nrnADfl3HKq1d/RihnyFM2Gg4v4IqNA6JDntiq0OMbsbO/paM",
+	"tATOckKHeSxbtuo46Q/nSeS6wpPek2fz5JQlsU6sfWR7Fdtk99geeItzWK7VWCb0accMj5erQiSW2SBy",
+	"9Yg4ZEuwGVG1VTln16LIZptTtIHXvEi1b6yUYj2W0FhqtmjYBO+f9P9+uQClidrU2br+mRUkVuzfzsBk",
+	"zkpjcr7LUmtWdhmWP7GNWhWsEFORXUNDkKrf0lVuChZKShynXmfldI7kpkKPZXXq6FJXN9kCEMqcZwuR",
+	"st+Maex7XJ1IBvi6K4VBG3xTbpth2xhNcgy8CurO8c3ZDMesyHSVBNkV66TL3sLNjehHkewUQUX4Yyez",
+	"3SSzQEjY7dgQ2YW9XZE996lmDPhWju4m+XBAgRF6b4DvfdQHjPvSHKW9hHxVrdRJZY5GR+u5FtPL5dl5",
+	"L41/7L9blMP1s3eTzZt/Xv33f/10tnnz6sOrF/P5pv99/GaRHk8uhl/fcbpugef2B+EmlG7wNb7gcv9Z",
+	"KrDwiGDlNYmqqrr5dJqw5DeYtr/MqeR8my46zVLo5vfAdck6k6laJ8wpNajdhSiMFVn9IQZF21DYOzaz",
+	"UmwA+gT73SMjMQPELuqC9yFPSxltC7dxz38QhdIj/y0AHgJMHhbuR1AlnFHFQgq1/xbJMIcmWnslZPRE",
+	"ylrL4xh+sjw5gUKcRZbnGUnvyMf0K3gNDqND2hsieMFKWLXlqvbxGy1k2UZFBVOI05FpvDnhtmSSLQt1",
+	"VQitTwNcBM146psfADcZlVugZmzRG7ykLscymKENpCIsQ6jxXRTjy6XgRZed5VrVYR79HvAk8AT6yBAS",
+	"cSzRpTGDESkF1ypwiZc5ATD34iiOY2jwwtiM+OeK53aW4FdsIbgEZQcwMJSiMQPqsnOjLHWZTT0XPbKj",
+	"rBXQgUesgpXjGMHhVZrh3r4T5TmchT0q8Ga8gEpz6mCz0DXm7tD05LZtK+kZqy45iRdJ+9Rbd8bY21Wu",
+	"h6eouV4PqzCc5sP/fnJwNRo9Urj5kpB+LzYCjqeI9mzP1tGo13v2NDoyW0wKrS+Xx/HlwlzQ7YefnpzA",
+	"p0+6z7DqJDOX9nvRERy5bfDbZ65Mz4/BDSCuDCBueDoWu2w9Hj92z493Pv6k4fFPjo+bBwBfNExAr2EE",
+	"w+7g1gF4iwSSAVsniMC6CfL3crK5xN/AOlNx1tFo8NSOtterrRhebYWJ2TcjGtUG/nMSuUyt+flxP/4Y",
+	"2Z05Ohos9rdlLrh+hwdrV3rGneUv1GsP2PGeIUe0m2yrW9lkQ3+F6J6A1r4HuCdZEQFi/A1kbNTWCSBn",
+	"CxGxOSa0U7ZURdluJgJBXbM2DnepLDJVjd0jI9IPUKG92EPn+MQHPvqRZtOsmK6ykk0Kwd+JwmG7uQca",
+	"J57A5hRkXF8AqnGARwTP9JhS5gJ6f1C3EzHPoOs4VzxlE56b81gE4zYecuUtjN5MxSN9Smm5Dpjv8Jg5",
+	"1wyd7jM7fUDTxQtMaVWYDzRi7ePAsZiTXnMsW6CHfefpslATccnLpG2HY6coYjozHnpWslRMs1Ron4ur",
+	"LcuVithkVY5lksnLGRTVmwdQs6D50yM6Q+PnjGf5qhA6Ia0PURIfM4VpNy+/gw+Vdtmn4yf1ym0YHdnB",
+	"gfRzL0TaZRdMu5HUw9Gg9w9bbGkntrGUEX4G09uo7/rwNYaizPtjfreAI+VqH2uUDKPhcHAUHdGcH43i",
+	"qsoaGKXt3yyuvFn/9jc7Ptk95F5/NByGQ57mCiGqtgYdFGxuD/jX6MhsdlcKm/Y6T2bHovM0HU47J5MB",
+	"7/RPes/ip7Mn4jgdHqJ6zChuCrQG+5kO8MSKqX+jqGuFd4JmAkUtFBGm99MMwPuxQy+YtdENkqUO3AzQ",
+	"9fwKemq47W5WrgcfqyzNDyJC2nPKZCxdFBLapmdZXoLvZMQReSPwt4VAJtCDPbGRx9L5bjA+lNfVK6EG",
+	"4GLun00ukZGPIdZoxBKC3Kb/IZZ/hGgPEUuyVCyWqhRyugGetYglOZ+IPInGMjEva3ySSzUDxmkbEpuV",
+	"orCvaNkrIFRpZPBikkkxstB7mWZ5pkuRjiVIfGAOAIxDm2mXAuAwZHfrARm55BpoJ5ueJt7T1xginZqd",
+	"OV1BoqOg4lRw2MwQ7IgAj/KUcfwFqnKp8Dvq1coka209S6pyLAOKydpo2xUgCEBOpSVhkheF7eqCkZQI",
+	"EWBZDV5KZoRvNl3lvKiRGPxf/NHXxuZO4GpNsB88HctclGb1Q2oGgpQ0u8fGC2ZYuWCc2SulAI1jlkme",
+	"e1ojvULOhmEcM1WwYTyMoKLCWUA8z9UawAr8LTN51e6a7aLLS+dOpBaPAT4WRjIkTPMNW883EbzbWN7C",
+	"0ID7gj7FmMpN9Auk4jlMCUzCWCJnrrIcCDbSb3bULHu/izr3AuTKLb76G8hdIAsGiTNaxx2+N3lRh/o2",
+	"K92Euv7GZk7CIm+QIpkOapN3jMQLhspwZqpYgKZereCbuvO/exQ4D/b52+D+vsaUiEI894cjBGFznrZ3",
+	"DdkLr086Ykc5gWLZGIxmKJGxSqH8MisJpwMgdrU5FFKVu0ZpiQz2XGHz69ccqXBu2F4WpJOX5vE2n064",
+	"mIhoNBgMTnbOXUU+NU9fyksBvar7z2FlaC6Tdfio8NJPOyyUfT+//ZHoCKyzBg7B+5K1ktDgDRt+rGgl",
+	"38foAi1kOZawP3gJfmXEOMXizCP8btLkSVrMmozgvZX5HZVpiPelgFJgCs2CEhzLTONVEZtyTeixeb5r",
+	"7lZFvosToR8Pn0EvlSNJOPRUuEX1kxYYB1TW6U/zzgWuWRQ7B3x8fMfx4g7kBYSVcKBgskRsXWRlKSRQ",
+	"No8gPZWwFtozX5eCL0ZLvlmYs5i0TwOjbiydxAcluVCFRc/BmQkKGnmeOzadFhQ7Au9YYbk/dTsgtQaT",
+	"AUmnWTJKXOSccJiMCbDMM8tD5HJqAVe13CD+DMdX9N8b82xEqjbymDMj16iznm8wjj5VMgUkaij5ZP5V",
+	"1czFGgqOiFvGroEcylQtFryjhfk1kprosovzmjBYAEscjohkmAtEfib/QAukDToYmuHVbCyTH82r6IS1",
+	"hv1+lc8bJs5vMsIFh/8N+v7GoGud8/2/R5W1NY6EeL/Mwfujup4mahQziMrmzEqx0LVdOuidVHZpf2uX",
+	"Qk/jS7x04L/mRcEhSqfLDYTVjXA7uuEIWlub9jcsI7YeOrcJsay1EMxZ5kl75FQroulAEihIUxndkWb2",
+	"WHP/HCPDcBGNglmVU7XYzcfiHYH76eFmTpvAnPq8+GxGe/PZnCGYoD0VeMLJnfsGrsS0kgLem1OWKsSp",
+	"XWU5LJFIM5BFi8+TEieIakVBpzMgCYyPRmzY29nh3IcqOch9dHu9Z64gglqU+52TOO11norhsPOM9/qd",
+	"J5Pj6TAdiP6sF8Nvq+rEJWGse3E0OnL2PbpgIjUeDHutSob9bfTzwEk5Ghkfp6lBuanZmX4SNDzfv8V5",
+	"u+u62gluky+Ybdlufd7V4Gzv0e1jALHa5FwL9D22qffHsJK6lpuqrPUhXe39+CJ+atZ8EHfjeFhf80Gn",
+	"1+eTztNpKjrPZnGvg1Xoz074ZJrut+bBJ5VlBaraz2pZq830oQ+2d5t+sBdsum3fDeGf3o17/TsQI9Fc",
+	"kfgZHb367WzzOovfvzqPN6++/a/16w+q9+ZCfXj1zXD96vlbPnt+9v7NL9/O33z3Px8Oy+jdzqjUEMf7",
+	"wq10e+0rhTUODrfuRPlwFHTG9Pj+4uInZ1Wgc2PrizLyjXjJEoIlhc6eJBUQuQlgl4yHq5lWSgLk51Jp",
+	"nU1yatmShAibaQwVnlJYT/Aiz0TRdXdHe9jevRBssSpXPM83PlIIoblzgdCYyUsvaTo/iI3rjioVoERS",
+	"iY8PcUDTleYzEQKqUt0jWVhAVEzOlPbeVasf94Ahh/yOaggZ7F7yAeADAKgtRLkqZEBRhdEtZFECmcD6",
+	"cbzFJeVequy8JTJTh5mJKK2Q5QTPomFEhD5rh8RZms1mAuqTYVTYlNXvd9kPYoNWDeye1Ma4Me4OE/0f",
+	"/8GIe5GSiBQYMt/9EpDLhj1rCETcst602WO2WmitIiZyLczj21Glli2rRnVsVa7nmq0XHGF8KvnpZwos",
+	"Avnk49+NufXRmNXubDBdqoI2u2XVCglvgXRa4tcFl5pPkVQndBUhfiSFAxHGSHGfGm+Ne0jTlIyobDlL",
+	"cTcHEQnHunsjn+4tLLlRADBrL3ykjTcAREVz7jPQniaXjkG0lepu0R+4DcALgVxPeyxtVRzDIHVE7A3E",
+	"n+/yEEF6Ak+vHdSlWYnklAX0Z4znWtl74CtQLWlYO36BOwpu5j+l+e28TBNLHo6d1oji7DiV4CiPZcsi",
+	"cUchArcF3nbyxguziAUA3ISIbZMpcKlz2YzrTtnTS/8hS2D1MnkFeZh2BV7XLmhAwFSlfU4gb0XUFo7O",
+	"9oq7Vk1Ha+tK6SYbkiGn9ZSDX5Kvg5TDAhsaudwQ9jEc8A4I/PpOxO0AqTSX5/dcw7CLR74f03ioIhcl",
+	"hnNsWBhSLWPJApyRQBJguaDDdU6NXO+ws2CaYW225hkqExQuuJvWR9o6wOhNk98dxqvx9rK2Sq7OgaQK",
+	"FO9hq7DlpA5e3dU4QK0FNFdhQAhapMyrBl679MfTxX4FblkQAFsk2u432JBLutHaTFym5gFchhF4bnnM",
+	"KJ0DQSeLYE8VngU2hFn0CO0ESzXCgBxfZgVw9fyseIjqOb8WoOnNy9nqW7dlojCB5vji4HCStIAHeOFG",
+	"BaphB24Vun2JtSuXSLQ9CumHKzR6MwssjzNkB3ECIoSEvwW5sTseNCHkflRhm7bD/YKlMjr7YIEcq/yK",
+	"/qAs+Ia4/KZCwBoN+uxV9p8UHZMkc9rw5G17Za0KcxBo19Geu8XIIPB7q4Ni0gjM/5LmKaqQjLDWDZYF",
+	"abbqbJ2GxoN5QMVSor0a2BMX9MlE5Epeub4cNxozT1CIZA9SCyL+5s6uhtz1nWcFlVGZ7QrtNFuzR4N2",
+	"ovQRtGiD7OLGS4YqbHN3ncmrnKTOI5QRZpywdma+nGlgbgfxOLzlLq434+4cHYrtF4z+B7E5wujOXVvG",
+	"ebnFvMbRuGaUeGnAu/bhnjqu9R64dE0Bj7BL5ja/FB7esV6v8XOsUK+RyF0or89JrDe/TiavVTYV5oV6",
+	"/fgpRDPoljeOZDo3Nk4nVdLcuK5i9rkUM/J7vDT+/gid4pzXqP0sMQR8FVlTsgJe7oP8uyDMF5mkVYUZ",
+	"oMccDeIK999PP18c7YyPHG+FR/DianwE0eir8PS3z4AdIEK8Q6K1ttps29L33PI37+KIjY/EtRFOENZa",
+	"8izFqNaBFIE4rCMbRPt4UNzjQaETnE90KwICGcg2ZkNl2rdcBNUK7teHvfebwj2yKehDKgxBTKw1s6VA",
+	"QF1tq8UtX9qXyHh0E5qbtk224K0poFnVfV32mpggpFhjm41961oHXIOK3I6gnOVrvjFekFGdp2zBQYn7",
+	"epyCrsQ2oO337x7Vd0o48UKuFhDoKVbi6NeoESHicMLIP+tOurARmMqqnZLB5BzR0EVxBdyQ/OWpgB+D",
+	"u+D8gb80deWObbEs1CQXi0bmD2JF6jSI6Nt8glBMp6LkmdEIgTeOQQkC0kEm8ZET8JAPQPsJvgrKcRZC",
+	"a35ltj52hUtFA7HRPBzMqWOMIrlSCwlZqf5rdIStdlC27AtRfXx+2O8bBVdCwvclDZhewmdHV4UcueDS",
+	"iOZ0RCRWDktmv93/E169G7USJzDTbC3yvDNTxcK4/qvSzSeCcc1mVOdPRO3GBMa6TSC8x0k2LtRY2ojd",
+	"rtU0Dt6Wc8f4QqF3v2gTuJMeywZ3hnuvHkBGyaaphiC7n0Fo/dzRVFjf47AQexWqEssaJ5bx7ra4O4ii",
+	"rBQLcGuqxZHGJ1zlaWRjkikv+YQbpaJWRq4V2bLLoGABVtmRp2HEjvxZY3IZ91nIMifd6RtNrMtIsRKg",
+	"YVtC0ZxYwGPttqPQhIBuF4rhJ7+PYQaMxdXtdj9inOb3MR5k8ymdiI9Jl51JfEtfZGNjk9uFy/WqbC0W",
+	"XGI7J3rfO4P9YDCSiwcB/havWB9jadUvDMZH5XlJmgUi2UXNI+6yN7ZZ1MUlKCTRgcv+uVIljzCOCcUn",
+	"Ni7hohLGT7BHYNg/sVMDMwrhtxduI2SazUXuYvC23GZrdyBk4db0sVbPXNo/PmbG5+BT43K2xyDvUDCQ",
+	"0YRzBm1F5rnmnWhQFnpDOyGia/OKRBYtrD0fS4ySdkNfIul2u22PmplYgZswK0cw0AOv3EpqR+c/6D8D",
+	"M/lncizhZyF0MVFDqslvYkrwchyqnuklgGTRikazvTlEo+jbU5eJwjiHOTJUoCXN9ACiixn3O7Hpsou1",
+	"omXdCsOMquE1rMzC/eM42tyem7EsRZi+nLIfOKhwDTvvxKZTCKB1DN5FUwaA9i0i5TuUv4ppHQUy1lqZ",
+	"tskAFg9WE8sfXYzMCAIb37URsa1pjmC0LSVdNA82YhsuNfoEpRYR8WfyKqKiMlVAE7ktTOtFcRzj3hj2",
+	"BrUHY/hMu+CZKiKWzcYSio2KiACAzFbswNtAJVH71EvSR5oibdiysMgIExGhXPwm9p5Aps3xAHFZzoVE",
+	"WEaa6/WNuS0sxAtjbHLrnGIA0ZFcjqWRkXSNk52RA628xVz1R8o32jtRHyT9wgQWic0CJDmGU+CUddkZ",
+	"/kFEerZCD/vvfTEXz3Mr+61hDSFbCPnXysH9+FwwDscX1v+ZhVUzs96YF7mCWu2xbMGrwjbYisO2w7Cv",
+	"FwcoiZZca8s2OgHtaASu9hK3D6ka2VGrslMq1YHdFBwwPMF4yCcCoDSganyqpM5SUYiUlEBDPDoyxlRl",
+	"YvR2lbyZlRlkwODgqQJHeFNcUf8nWBH3gOOh/qr/vSH0Z6NEveNFU70O/rwz7Lt43cHxvaj56YMDnj64",
+	"19OrD8HrZ+WydjU6B4+Hw0NA22CFHpKDz9XtFS4EgUECs7QY/g3gD3au8s56vhPkt+sOsaSoWs83nA5E",
+	"5+mk3+ucpMeiM5jF0z5/Onkmhr1998o+lV74+R1KvWpvMjwO3uTB6voqT3H1XD48clCBX2XyD46b/77/",
+	"Lhjctgv6o16/Gx/H9V0w7BynT0Tn6exZ3DnhvUmnPx2kQ3E8exI/7e17Zv+lu+Bp8CYPtwvCp9x7F4ST",
+	"f4ddQDN7QMwF+08aIi74hY+3LBDmDkCLJlrlq1IwMzajwGCM7Oe3P+6MqFSN+f5DBFgOltUojZviLG/2",
+	"cYL/2uHCPyN8iYvfIKQUOBc+i0yxE2Pw3z+sg+g5u+M63yBTdRQ+NaKsluvmTjFQYuF0ErT2K1VtjNCs",
+	"sL3aeDlg2GNW1zfPQBsX4F9Z39NaH+0uu6gU1gRgPmB7ZhLr6yA8KGYl1GraAhbjcqNf6FC+1iJgdqs2",
+	"RS/4xkiIne93eng7+FgG/eDkVVUqmxL3fhXCOVbO1UpDYZ6FAoioOIi+wIaorCyh1MMGoah8By4Cz4Du",
+	"SdWpWEyzWoazOHIppZLxUi2yKVUEYk2V78EjwiZWrCTWiKjClYpMgjllbyFQZV1AIjZA5vM1BT7MSjV4",
+	"DPAr2/N890oCcmGqIf9fgkcDl6iQ4P8GtRFBNWiYAAg6fp01cdyJjQ3xdNpPO8/EYNYZxse9J/2ng2fD",
+	"k+Ojjx9DlKlwFC987aQlmy8V5scjN9WQCVioQprLKyTkYftsVfmGENLVftZqeUO/oZ/DDfVjkB9rGvc2",
+	"Pz5FKj1FkhvsHdoKDsgy4Fb5FqAmHsRfCfHFDhzVW1C9TYrZ8dpavKdQFn2BBXsoomcUgUHZ8sJqEE5o",
+	"JffXqOjW7taomHnfoVERSmNP9cnq2nMsW9Jhlozong56oh01ZGSqcBWQLFNSjCj2GCSlqWJ3LNOVwLaI",
+	"auQ4S6OtnmxUW4jKAVGkXWrYhgK6vvY+LTaXxUoiQA3V7DFP55OGeR/NN8Ed3QtrnDAcrVOHY0ncZlMO",
+	"czfLigWRYKwsMUGoi129w5118U7FSqAvkFjJAHfsRs06lm6emlQrfkmqFdpqAcYK5tSWewQhVivCEY8E",
+	"CuC3WGNurln1TRmQLWLAOr41HAB34xrXButWjP9WKLVgM1VUEXBZy6WqbAGzZLnQYMpxacYBtLy2PBKG",
+	"IBXejZfY71BWCmUTGFwHg/AiTZq4IM0T729tpMWmU6xkVV9+Q8BvItyXFpWBIyYgvHql0gA3v42M3dwn",
+	"CfKn0dK5sE8lLJ6HtXKWWzWAF2b1KHVUzsUifMqt77S3rsXleyALYPfCnrG02JiTGr4VbU9CIPURznjX",
+	"FJ3R/Oxzk16vf/C07GGC1OUloUbvkNBfjJMHoxmFc1JT2g9hoRiVfxPxKPn8Ff2U6d3u8MhI4NmqgFyV",
+	"1ffUSlOtV0NmDwnwbWjsJoj0GTwGc1UBA7sqQGE4B7+VuPaOJCKTCXqY6I7tsSQu00mNut3nhk+67HkQ",
+	"P3C8xjOxNkoPJGWIgM5ax7ERl09ittBsshlLWvV2yJhhTCNCPPcGR9gImAsOKGKufRCMCEAFR9PUXIFI",
+	"buFgWanUTU7yvRFCP23K5e6c8J9/guYhIRbCjgPnkjv386D4+7A36j/txid3ib8fUt16U1FrBI05wUn/",
+	"q9FSx3voi2+UnOXZtPx8vF+U6nfSIjuYht8GreDYaVSpTj/zohu7zRvkNygUL8HNtZbkYCyhNMR6Ip7b",
+	"oBVwZb59cfHi9cXLN6+TiD0FSgQ2MVqUZDQ2IGalGwn4KRKgiITDFcughgsP88ixXEj05MyQhvGwkUjh",
+	"3jIYrUyArt+jFP05ISAEAPd7XWV//S+rfb9JOnwhqf+kh/s7Ud7pZDs0jYPa/czivnwOSdKlrQuuMcip",
+	"a2CQuyVHBB6oNEYX2EENveusFSROAP/NZYTqISisK+VQ9YVYEorYjAEv2Vqmc75cChRX8rQ6RMx0PNJ+",
+	"IBMxVa5FlsbZBZvMIbi6puPmhBRRIiMCmoURA5Bn6PGgt1QzIPWJiAVGqvUp9ASYqyZio2zPkCiuAbaa",
+	"xgxo+rDRjUAcPDneln2ZZnw6FctSpEYW11fAA/t7GBTH9AOV8BiYqRH8RNROmmPZc1IzlBK2MBugy16p",
+	"a3Re4GFUk6YBpgQ44cYSQNRt66zKU2sSy9CVgAeBPwHTvv044yEASlxo10OJ8GGGPdvHroduKNo0xNNT",
+	"N9kjQiQgw74p6GTv4LTHv6Bf9mazc0cr54WQjuEHtKIEvp6gL4aq0eLFYXEbOwMP2mX4x6s6I4/M5nby",
+	"44sh/CeO0mjfXHNnQ3orHPPYO5E3UsqkltjGysYAc8RIphmvBdRR/zkaNF4IVrF5AYyAEvwEgh/a2Eas",
+	"LrnWIiVwz0rNAsK7tEdoJiMs7w4r2WKYn9n3/NTwj4AIaJnJgHjq2TA62o3CeBwP2LkorrOpYD9Lfs2z",
+	"3Gw0M3Dqy6d0eDDSSwqNrJa6LARfsFXlQvez3QGQUrwvHy9znkng/C+0KL9elbPOs6Po6DmSipyvZMT6",
+	"ffZaXTMjpZmVz+y7VxeI2gqUfTvleDeOg0pOCngcx4MAPxEZzcLJ6sVx3PPzJZVv+A34ZnsxYmljoGV7",
+	"om4ZWq8bnwwqJGNAw1UZyOBpeGO9mhoR0LAGv4+PFDRqgZbYb/a3ttRtk94b7DfpvUF3OIi3Jr0fxwdU",
+	"89HRuJEo26Fe0YJA6AZheiBMj1TmXzyrT41TyC0WU10A63+pu7WtN4Jqgzt7cLc0dPIwRuNDN2TaII4X",
+	"FQV4JAPnOIUOIGL5bBvvAQcNuB0hoiF131i0RofDCI23jqNsmU3fQdBpteyO5c8asui2tquSAm3dwGHS",
+	"ZreRc4DXVqqxhG5i7n9AtgoCnhD2lEOGs3TbYPzZxrUiTMlbsC6HpBhRr9pULTcjBDN7WWqWwVSsJBZC",
+	"pOCNVDhJPDu6A6CwDOmea9zzdzt0d0ASasaroGtaDhMJPIvAx6bOP+8LpwA07+YGkxqMpSJdoQCGKhPb",
+	"3bTOoFpgqq5kpiskwKcIXgRlG1T1SfMM5Rh+phE7g+Gt0kItafUgo7aSuVmZDKKJ0FZp3wQtJACvsv5+",
+	"OLsjpNowDrXbmmWI2KCK7CqTgOHpXGKay5Av3h6AzlkZ9vWW4SYICHmhSYtWMSMDzh8LgVhV8GaZj7k+",
+	"avDBEfSM9gXie2nw912v24hlgf045yn62INA0Ti6qcwFR9mQtSAyUHlNepB7QyjKSYa2UqPBcgzYdTx5",
+	"ELV8AtyZnRPE6kdcQBuIUVJoh3iGsEKTVXolSpfMmxVCz30c1/WwyijsSNwgmCqR91b6fYFsoTKQlUwh",
+	"jqwrQEZBHIrSPDgGX10DY0iCPFDSDbgCzSMWWCJRYNABi1XqwzFyL8iVmh0YFE519qI7guVHST+x1UNI",
+	"luxWF+H0wt0ZzAGWZE+N3ZH6dlPs/J2oVRlQdmCtlg1/7cgkR2FAChSMD98kCGJnzgMVU625xX31yQIL",
+	"PMuxNzIt+BpC9stVsVQawXAt4wWbhEfOZYQxYIMMLQl2nCTUMl7OhWN7DoN9mYQarJxvgvAW1Xi5LGU5",
+	"8rLf7T5SLRhVC7EKx5LACi0fZ5A43ggqzILp/OqrFykRueBtu199xUJMDY9JwLH3FLtGkdva0qs1gIiO",
+	"pUMRbQAHrXBaethKKhbEBmpUDjCqqaiIJ7WWY0lBtYz2Ea1Ey42geiU2lkJZWTI+Gh+ZrxcUWLaPb0ce",
+	"JgJK/gPFdOp3ow9zZmkU+MPGtqhWLRrVVSG88HvH9StYcDcEQpR8YY8STEK7y9ACIV65iiVhxg81DWsO",
+	"UKdcItTrEjtYuuxnBKuhxiYEJKFuIoi4OTBK7AGGwj04ag4Hkv1i2eNh8SOLesKS3z8mUSVm7Q8Dpezo",
+	"uG4ZJ5VqQTA7spJJaGuH2rtM7gNyWQblglEolG8q2GP+FT3W5Q1FfPeLpepOVsPsO0dyJFsoSRMVBECN",
+	"vyDSrMQQ4/aFFvaCtsAjjATyNC3QtXWB1IM81793ztWqgO40520Y16Ka7YcMf4VO6rr/+HAsOFtM5uK0",
+	"Hz9dycm/O2tHLZzQ64+Gcff4uPeg3Z7bhSZ36fSsD/dQQo9PW2kSeJp4VlHo7XI3pVr/RSPxe0KkfRIY",
+	"L6sgdth0Uc2iq9R5nGJej8ILlh+B4guE5G15T33pu3lqg5VGZoYlvPxsCjqJ/BOBxAN/9V6JA0B/25kr",
+	"uNgiE9BBtD+Etc4kgQRDHLE12ZT094itlktRIPUfWW3GByvG0nzUbuIoHtXJiOkA7kk1PJY13qo9qIab",
+	"8ww4O7eQpe6g+8LZ+gz5vqK9+b7eAI/X50nW1ajQe/2L3tCrpOpkHEVHbsPCLWpKZmqDGd3tykZCUUaA",
+	"RMsBaT/bodYqgzFr0zjkuKpFa233cJoAvFdHCHgEMTpN+SbwgwMCQiBWq74kDXaS5Tn2flbfmj7v7ijm",
+	"RLIsS607z5bLppvYL264i582+mQ3l1PvCVYB/+MQtBk4qnuQK8GprImrL60ID0vNZKWo01L4wS41Bd/W",
+	"yPBD3pqbOg6ew+c6YNgIy/WzkryuNdcUDq0gAVQYk82PHQJArqQYeRQAr4ExJgnBMNSJlsahRgkE0Uaz",
+	"40L+BwyQcQfYSiVA8Lss4EaGeM2WhsJ3vaCuq3sWt9CpvLWyBZ728bBjucvis/UD8Ppfko2f9OTh5gi6",
+	"8g46fDeXaV9UDldW6gq/iXZkL+gYNZU5/3n37Je9+mAlx3fZqHdMg3ty+l+jo+WqCa4mpLZD2nxV+KBy",
+	"ZdMzZAFzl2O42beoAwMalkQhb7FD3+9bbNEsyMJMfakvMU5ZhQDotb04DtBrIQ5/lnSSfxgPmSed5EMS",
+	"sTS7ymhcSTdhyWXCkk4S+WySZfHDZDZWEMNFp+QII3iMFh0tpM7K7Fp0He0RYr54RMy4ym8E/egINsDL",
+	"scQfIWom+kQtCM7Cfzr1EO3SuGlAIP8ihPZ8pD2q6BYCMIK8Wr+9FeJxARc+BgvAWE3Yz29/jIz7Ny0E",
+	"AM7yXEORdcGvFsJidFI7tUNKWvDNWBaCT+cjliu1hJA+sOoU2TUU7GIMVthO/xngelPC2NdbY9Y/dKqv",
+	"Co7TZmx4MDAWbaSDU7CXeM4S4IiL2Epm/1xVqqhoYzYxkNsDRbsHgHo9n59nZEKWLo7Tsp5n0znBhkLB",
+	"A3obNndUoje5zqbBZiCII2MmITh1BRL91NpUZAYh/7NssIKom18rqmw4s8mIgCIuoC8QOnR+WFaOGujS",
+	"nF0GPOCuuGks4Usz2G319NMqUE93xBb9yzpxh+nQB63G/sOUf1VQH92JZuSPHTypny9wfZ8drBBSdHhD",
+	"4572O9xdTFeFeT0ocV5mPwjz56/G8EGdtCukGVDDwu9QTsHfGqvqUjVdkc4sWfJYLYXky6y74Ys8Ya0E",
+	"uYUReQcuAmpLOZagikePH+dqynOjaEfP4mdx0u46mfQYDDN65d+3sSg7ajZzaskn0T3G0GTjjJCuj1ha",
+	"KpP3nTTTy5xvXuPniNiyHT59a+auAHuJLIHIcT2jDK/Dlk0LJZl4vzTGgLEEAVgdaq4+KCmCodihNg3H",
+	"VUw2DMn8xCjnUocMi0a/aaOT7ZxUIhnc8wDXSTQCBPe2rbQcy5AEOEAvh+qMIPKBhLkpsyS4HbQmK5BF",
+	"4ezbONDW9OMX2y8LlSjmRECIHO1ZMBjR1kHFrQrIB1jqBrMbwNioLz7eo+HxP+IX248/82ba2U8vgTYx",
+	"oigPnDcckHi/zIpN8CDzu4bH2Fs07TNVgq6wYXgtpoUgqC6dXUntNvMjRxOsw82UXclMXnXwusYthb9g",
+	"9hdNqQJFFlcaPg1wra6orh4LKLzhTNBJcxEuM1+lkM7Yen/zOcvVVcPD39iVNKtnbrsyVmIJFZ7UXxL0",
+	"aJ89f/Xy9eXFmx9evE7CB6eLTDY82N684blmWjqZZBqPq7YLsBYTlnI9nyhepCi+UqrZSx6vssfhY93v",
+	"Gh79PLgHPqFhEN8LnpfzCJiEMym0jtjCnKyphScLRG2XvVbh7GQqnHpnyeqd04Bj+PXj/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

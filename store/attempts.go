@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,13 @@ type AttemptResult struct {
 	Status model.TaskStatus
 	// NextAttemptAt is set when Status is retrying.
 	NextAttemptAt *time.Time
+	// Callback, when set, is the callback task the outcome makes (a
+	// delivered or dead task with a callback URL for it): inserted, due at
+	// its RunAt, by the statement that records the attempt, and only if
+	// that statement records it. Its ID, URL, Headers, Body and RunAt are
+	// used; its tenant, timeout and retry policy are the source task's, and
+	// CallbackOf is the source.
+	Callback *model.Task
 }
 
 // Like ClaimTasks, it reads the rows by id alone, checks the claim on what it
@@ -34,29 +42,79 @@ type AttemptResult struct {
 // (EncodeResponseHeaders' JSON) and are cast row by row: a text[] parameter
 // is sent alike in every pgx query mode, the simple protocol a pooler may
 // ask for included.
-const queryRecordAttempts = `-- name: RecordAttempts
-WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[])
-		AS i(task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
-			next_attempt_at, claim_token, response_headers)
-), claimed AS MATERIALIZED (
+//
+// The statement comes in two forms, built from the same parts: the plain one
+// for a batch in which no outcome makes a callback task, which is nearly
+// every batch, and one with five more arrays and a CTE that inserts the
+// callback tasks of the outcomes it records. So a callback task exists
+// exactly when the outcome that made it was recorded, in the same commit,
+// and a batch without callbacks pays nothing for them.
+const (
+	recordInputArrays = `$1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
+		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[]`
+	recordInputColumns = `task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
+			next_attempt_at, claim_token, response_headers`
+	recordClaimed = `claimed AS MATERIALIZED (
 	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
-), task AS (
-	UPDATE tasks t SET status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
-		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-	FROM claimed c JOIN input i ON i.task_id = c.id
-	WHERE t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt
-	RETURNING t.id
-), recorded AS (
+)`
+	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
+		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()`
+	recordClaimHeld   = `t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
+	recordAttemptRows = `recorded AS (
 	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body,
 		response_headers)
 	SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body,
 		i.response_headers::jsonb
 	FROM input i JOIN task ON task.id = i.task_id
 	ON CONFLICT (task_id, attempt) DO NOTHING
+)`
 )
+
+const queryRecordAttempts = `-- name: RecordAttempts
+WITH input AS (
+	SELECT * FROM unnest(` + recordInputArrays + `)
+		AS i(` + recordInputColumns + `)
+), ` + recordClaimed + `, task AS (
+	UPDATE tasks t SET ` + recordOutcome + `
+	FROM claimed c JOIN input i ON i.task_id = c.id
+	WHERE ` + recordClaimHeld + `
+	RETURNING t.id
+), ` + recordAttemptRows + `
 SELECT id FROM task`
+
+// The callback task takes the source's tenant, timeout and retry policy from
+// the row the update returns, so they are the source's as recorded. It is
+// due at once: pg_notify tells every dispatcher on commit, as InsertTask's
+// statement does for a task due soon. The final SELECT reads the
+// callbacks CTE so that its notifications are made whatever the planner
+// does with an unread CTE; its rows carry the source's id in the second
+// column.
+const queryRecordAttemptsWithCallbacks = `-- name: RecordAttemptsWithCallbacks
+WITH input AS (
+	SELECT * FROM unnest(` + recordInputArrays + `,
+		$13::uuid[], $14::text[], $15::text[], $16::bytea[], $17::timestamptz[])
+		AS i(` + recordInputColumns + `,
+			callback_id, callback_url, callback_headers, callback_body, callback_at)
+), ` + recordClaimed + `, task AS (
+	UPDATE tasks t SET ` + recordOutcome + `,
+		callback_task_id = coalesce(i.callback_id, t.callback_task_id)
+	FROM claimed c JOIN input i ON i.task_id = c.id
+	WHERE ` + recordClaimHeld + `
+	RETURNING t.id, t.tenant_id, t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms
+), ` + recordAttemptRows + `, callbacks AS (
+	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, callback_of)
+	SELECT i.callback_id, task.tenant_id, 'scheduled', i.callback_url, 'POST', i.callback_headers::jsonb,
+		i.callback_body, i.callback_at, i.callback_at,
+		task.timeout_ms, task.max_attempts, task.min_backoff_ms, task.max_backoff_ms, task.id
+	FROM input i JOIN task ON task.id = i.task_id
+	WHERE i.callback_id IS NOT NULL
+	RETURNING id, callback_of, pg_notify('` + DueNotifyChannel + `',
+		id::text || ' ' || (extract(epoch FROM next_attempt_at) * 1000000)::bigint::text) AS notified
+)
+SELECT id, NULL::uuid FROM task
+UNION ALL
+SELECT id, callback_of FROM callbacks`
 
 // ErrClaimLost is returned when an attempt is recorded by a sender that no
 // longer owns the task (its lease expired and another node took over).
@@ -65,9 +123,11 @@ var ErrClaimLost = errors.New("claim lost")
 // RecordAttempts stores attempts and moves their tasks on, all in one
 // statement and one commit, each only while its claim still holds, so a
 // sender whose lease expired cannot overwrite the outcome of the node that
-// took over. It returns, in input order, nil for each attempt recorded and
-// ErrClaimLost for each whose claim was gone; err is for the statement as a
-// whole, in which case nothing was recorded.
+// took over. The callback task of a result that carries one is inserted by
+// the same statement, and only if its attempt is recorded; the source's
+// callback_task_id names it. It returns, in input order, nil for each
+// attempt recorded and ErrClaimLost for each whose claim was gone; err is
+// for the statement as a whole, in which case nothing was recorded.
 func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]error, error) {
 	n := len(results)
 	var (
@@ -83,6 +143,7 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 		nextAttempts = make([]*time.Time, n)
 		tokens       = make([]uuid.UUID, n)
 		headers      = make([]*string, n)
+		callbacks    = 0
 	)
 	for i, r := range results {
 		taskIDs[i], attempts[i], startedAt[i] = r.TaskID, int32(r.Attempt.Attempt), r.StartedAt
@@ -90,19 +151,45 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 		statusCodes[i], errs[i], outcomes[i], bodies[i] = r.StatusCode, r.Error, r.Outcome, r.ResponseBody
 		statuses[i], nextAttempts[i], tokens[i] = string(r.Status), r.NextAttemptAt, r.ClaimToken
 		headers[i] = r.ResponseHeaders
+		if r.Callback != nil {
+			callbacks++
+		}
 	}
-	rows, err := db.pool.Query(ctx, queryRecordAttempts, taskIDs, attempts, startedAt, durations, statusCodes, errs,
-		outcomes, bodies, statuses, nextAttempts, tokens, headers)
+	args := []any{taskIDs, attempts, startedAt, durations, statusCodes, errs, outcomes, bodies, statuses,
+		nextAttempts, tokens, headers}
+	query := queryRecordAttempts
+	if callbacks > 0 {
+		query = queryRecordAttemptsWithCallbacks
+		cb, err := callbackArgs(results)
+		if err != nil {
+			return nil, fmt.Errorf("record %d attempts: %w", n, err)
+		}
+		args = append(args, cb...)
+	}
+	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
-	recorded, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	// The recorded tasks' ids; with callbacks, the callback tasks' rows
+	// follow, naming their source, and need nothing more.
+	done := make(map[uuid.UUID]bool, n)
+	var (
+		id     uuid.UUID
+		source *uuid.UUID
+	)
+	scan := []any{&id}
+	if callbacks > 0 {
+		scan = append(scan, &source)
+	}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
+		if source == nil {
+			done[id] = true
+		}
+		source = nil
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("record %d attempts: %w", n, err)
-	}
-	done := make(map[uuid.UUID]bool, len(recorded))
-	for _, id := range recorded {
-		done[id] = true
 	}
 	out := make([]error, n)
 	for i, r := range results {
@@ -111,6 +198,37 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 		}
 	}
 	return out, nil
+}
+
+// callbackArgs are the arrays of queryRecordAttemptsWithCallbacks that
+// describe the callback tasks, one element per result: NULL id for a result
+// without one.
+func callbackArgs(results []AttemptResult) ([]any, error) {
+	n := len(results)
+	var (
+		ids     = make([]*uuid.UUID, n)
+		urls    = make([]*string, n)
+		headers = make([]*string, n)
+		bodies  = make([][]byte, n)
+		ats     = make([]*time.Time, n)
+	)
+	for i, r := range results {
+		cb := r.Callback
+		if cb == nil {
+			continue
+		}
+		h, err := json.Marshal(cb.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("encode headers of callback task %s: %w", cb.ID, err)
+		}
+		text := string(h)
+		body := cb.Body
+		if body == nil {
+			body = []byte{}
+		}
+		ids[i], urls[i], headers[i], bodies[i], ats[i] = &cb.ID, &cb.URL, &text, body, &cb.RunAt
+	}
+	return []any{ids, urls, headers, bodies, ats}, nil
 }
 
 // RecordAttempt records a single attempt; see RecordAttempts.

@@ -33,17 +33,18 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[], $15::text[], $16::uuid[], $17::text[], $18::text[])
+		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::uuid[], $20::text[], $21::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
-			max_backoff_ms, idempotency_key, request_hash, notify, labels, publish_id, topic, endpoint_name)
+			max_backoff_ms, idempotency_key, request_hash, notify, labels, callback, failure_callback, ordering_key,
+			publish_id, topic, endpoint_name)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		publish_id, topic, endpoint_name)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
-		publish_id, topic, endpoint_name
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -73,20 +74,15 @@ func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore
 	return insertTasks(ctx, db.pool, tasks, notifyBefore)
 }
 
-// querier is what both a pool and a transaction offer: statements that take
-// part in a caller's transaction accept either.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // tenantKey is an idempotency key with the tenant it belongs to.
 type tenantKey struct {
 	tenant uuid.UUID
 	key    string
 }
 
-// insertTasks is InsertTasks on q, a pool or a caller's transaction.
-func insertTasks(ctx context.Context, q querier, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
+// insertTasks is InsertTasks through q: the pool, or a caller's transaction
+// (TxStore, or InsertPublishes's own).
+func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
 	var (
 		results = make([]model.InsertResult, len(tasks))
 		// dupOf maps a task to the earlier task of this call holding its key.
@@ -111,6 +107,9 @@ func insertTasks(ctx context.Context, q querier, tasks []*model.Task, notifyBefo
 		hashes    = make([][]byte, 0, n)
 		notify    = make([]*string, 0, n)
 		labels    = make([]*string, 0, n)
+		callbacks = make([]*string, 0, n)
+		failures  = make([]*string, 0, n)
+		orderKeys = make([]*string, 0, n)
 		publishes = make([]*[16]byte, 0, n)
 		topics    = make([]*string, 0, n)
 		endpoints = make([]*string, 0, n)
@@ -164,6 +163,9 @@ func insertTasks(ctx context.Context, q querier, tasks []*model.Task, notifyBefo
 		hashes = append(hashes, t.RequestHash)
 		notify = append(notify, payload)
 		labels = append(labels, labelsJSON)
+		callbacks = append(callbacks, t.Callback)
+		failures = append(failures, t.FailureCallback)
+		orderKeys = append(orderKeys, t.OrderingKey)
 		var publishID *[16]byte
 		if t.PublishID != nil {
 			id := [16]byte(*t.PublishID)
@@ -180,7 +182,8 @@ func insertTasks(ctx context.Context, q querier, tasks []*model.Task, notifyBefo
 	type stamps struct{ created, updated time.Time }
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
-		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, publishes, topics, endpoints)
+		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys,
+		publishes, topics, endpoints)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

@@ -66,13 +66,18 @@ func (db *DB) CountSchedules(ctx context.Context, tenantID uuid.UUID, upTo int) 
 // scan over those tasks: proportional to the count, so bounded by the quota
 // when one is checked.
 func (db *DB) CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error) {
+	return countPendingTasks(ctx, db.pool, tenantID, upTo)
+}
+
+// countPendingTasks is CountPendingTasks through q.
+func countPendingTasks(ctx context.Context, q Querier, tenantID uuid.UUID, upTo int) (int, error) {
 	var limit *int64
 	if upTo > 0 {
 		n := int64(upTo)
 		limit = &n
 	}
 	var n int
-	if err := db.pool.QueryRow(ctx, queryCountPendingTasks, tenantID, limit).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, queryCountPendingTasks, tenantID, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count pending tasks of tenant %s: %w", tenantID, err)
 	}
 	return n, nil
@@ -85,8 +90,13 @@ SELECT EXISTS (SELECT 1 FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2
 // this Idempotency-Key: a repeat of that request creates nothing, so no
 // quota stands in its way.
 func (db *DB) HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error) {
+	return hasIdempotencyKey(ctx, db.pool, tenantID, key)
+}
+
+// hasIdempotencyKey is HasIdempotencyKey through q.
+func hasIdempotencyKey(ctx context.Context, q Querier, tenantID uuid.UUID, key string) (bool, error) {
 	var ok bool
-	if err := db.pool.QueryRow(ctx, queryHasIdempotencyKey, tenantID, key).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, queryHasIdempotencyKey, tenantID, key).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look up idempotency key of tenant %s: %w", tenantID, err)
 	}
 	return ok, nil

@@ -72,9 +72,11 @@ WITH input AS (
 	WHERE room.left_ IS NULL OR r.nth <= room.left_
 ), inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, schedule_id, occurrence_at, labels)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, schedule_id, occurrence_at, labels,
+		callback, failure_callback, ordering_key)
 	SELECT a.id, s.tenant_id, 'scheduled', s.url, s.method, s.headers, s.body, a.at, a.at,
-		s.timeout_ms, s.max_attempts, s.min_backoff_ms, s.max_backoff_ms, s.id, a.at, s.labels
+		s.timeout_ms, s.max_attempts, s.min_backoff_ms, s.max_backoff_ms, s.id, a.at, s.labels,
+		s.callback, s.failure_callback, s.ordering_key
 	FROM admitted a JOIN schedules s ON s.id = a.schedule_id
 	ON CONFLICT (schedule_id, occurrence_at) WHERE schedule_id IS NOT NULL DO NOTHING
 	RETURNING id, run_at, schedule_id
@@ -146,7 +148,7 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 			pl := plan(s)
 			ids[i], nexts[i], index[s.ID] = s.ID, roundUpToMicroPtr(pl.Next), i
 			for _, at := range pl.Occurrences {
-				id, err := newTaskIDIn(model.PartitionOf(s.ID))
+				id, err := model.NewTaskIDIn(model.PartitionOf(s.ID))
 				if err != nil {
 					return err
 				}
@@ -204,15 +206,4 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 		return Materialized{}, fmt.Errorf("materialize schedules: %w", err)
 	}
 	return done, nil
-}
-
-// newTaskIDIn returns a UUIDv7 whose last byte, and so whose partition, is
-// partition; the other random bits stay random.
-func newTaskIDIn(partition int16) (uuid.UUID, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("new task id: %w", err)
-	}
-	id[15] = byte(partition)
-	return id, nil
 }

@@ -193,7 +193,7 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 }
 
 // withPublishTasks reads the tasks of pubs into them, as they are now.
-func withPublishTasks(ctx context.Context, q querier, pubs []*model.Publish) error {
+func withPublishTasks(ctx context.Context, q Querier, pubs []*model.Publish) error {
 	if len(pubs) == 0 {
 		return nil
 	}

@@ -23,6 +23,7 @@ const DueNotifyChannel = "hookwheel_due"
 const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
+	callback, failure_callback, callback_of, callback_task_id, ordering_key,
 	publish_id, topic, endpoint_name`
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
@@ -45,6 +46,7 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
+		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
 		&t.PublishID, &t.Topic, &t.EndpointName}, extra...)...)
 	if err != nil {
 		return err
@@ -61,8 +63,10 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
-		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels)
-	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16)
+		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name)
+	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
+		$20, $21, $22)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING created_at, updated_at
 )
@@ -80,6 +84,12 @@ SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key =
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
+	return insertTask(ctx, db.pool, t, notifyDue)
+}
+
+// insertTask is InsertTask through q: the pool, or a caller's transaction
+// (TxStore).
+func insertTask(ctx context.Context, q Querier, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
 	t.Status = model.StatusScheduled
 	if t.Body == nil {
 		t.Body = []byte{}
@@ -90,10 +100,11 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 	next := t.RunAt
 	t.NextAttemptAt = &next
 	var ignored *string
-	err = db.pool.QueryRow(ctx, queryInsertTask,
+	err = q.QueryRow(ctx, queryInsertTask,
 		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
+		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName,
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil
@@ -101,7 +112,7 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 	if !errors.Is(err, pgx.ErrNoRows) || t.IdempotencyKey == nil {
 		return nil, false, fmt.Errorf("insert task %s: %w", t.ID, err)
 	}
-	existing, err = scanTask(db.pool.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
+	existing, err = scanTask(q.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
 	if err != nil {
 		return nil, false, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, err)
 	}
@@ -142,8 +153,9 @@ WHERE tenant_id = $1
 	AND ($8::text IS NULL OR (left(url, ` + urlIndexChars + `) LIKE $9 AND url LIKE $8))
 	AND ($10::text IS NULL OR idempotency_key = $10)
 	AND ($11::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $11::jsonb)))
-	AND ($12::uuid IS NULL OR publish_id = $12)
-	AND ($13::text IS NULL OR topic = $13)
+	AND ($12::uuid IS NULL OR callback_of = $12)
+	AND ($13::uuid IS NULL OR publish_id = $13)
+	AND ($14::text IS NULL OR topic = $14)
 ORDER BY id DESC
 LIMIT $4`
 
@@ -202,7 +214,7 @@ func likePrefix(prefix *string, chars int) *string {
 func listTasksArgs(tenantID uuid.UUID, f model.TaskFilter) []any {
 	return []any{tenantID, f.Status, f.Before, f.Limit, f.ScheduleID, f.CreatedAfter, f.CreatedBefore,
 		likePrefix(f.URLPrefix, 0), likePrefix(f.URLPrefix, urlIndexCharCount), f.IdempotencyKey, labelsArg(f.Labels),
-		f.PublishID, f.Topic}
+		f.CallbackOf, f.PublishID, f.Topic}
 }
 
 // ListTasks returns up to f.Limit tasks, newest first.
@@ -382,7 +394,9 @@ WITH replayed AS (
 	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now(),
 		url = coalesce($5::text, url), method = coalesce($6::text, method),
 		headers = coalesce($7::jsonb, headers), body = coalesce($8::bytea, body),
-		labels = CASE WHEN $9::jsonb IS NULL THEN labels ELSE nullif($9::jsonb, '{}'::jsonb) END
+		labels = CASE WHEN $9::jsonb IS NULL THEN labels ELSE nullif($9::jsonb, '{}'::jsonb) END,
+		callback = CASE WHEN $10::text IS NULL THEN callback ELSE nullif($10, '') END,
+		failure_callback = CASE WHEN $11::text IS NULL THEN failure_callback ELSE nullif($11, '') END
 	WHERE tenant_id = $1 AND id = $2 AND status IN ('dead', 'delivered')
 	RETURNING ` + taskColumns + `
 )
@@ -412,7 +426,7 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 	at = ceilMicro(at)
 	// Untyped nils, so that what the edit leaves out is NULL and not a JSON
 	// null or an empty body.
-	var url, method, headers, body, labels any
+	var url, method, headers, body, labels, callback, failureCallback any
 	if edit != nil {
 		if edit.URL != nil {
 			url = *edit.URL
@@ -429,9 +443,16 @@ func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Ti
 		if edit.Labels != nil {
 			labels = edit.Labels // empty clears them: stored as NULL
 		}
+		if edit.Callback != nil {
+			callback = *edit.Callback // empty removes it: stored as NULL
+		}
+		if edit.FailureCallback != nil {
+			failureCallback = *edit.FailureCallback
+		}
 	}
 	var ignored *string
-	row := db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro()), url, method, headers, body, labels)
+	row := db.pool.QueryRow(ctx, queryReplayTask, tenantID, id, at, fmt.Sprint(at.UnixMicro()), url, method, headers, body, labels,
+		callback, failureCallback)
 	t, err := scanTask(row, &ignored)
 	if err == nil {
 		return t, nil

@@ -394,3 +394,62 @@ func countPublishes(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	return countRows(t, pool, `SELECT count(*) FROM publishes`)
 }
+
+// TestEveryInsertStoresEveryColumn: each way a task is inserted (one task,
+// a batch, a publish's tasks) stores what every feature adds to a task (its
+// labels, ordering key, callbacks, and publish, topic and endpoint), reads
+// back whole, and a claim carries those the send needs (the callbacks, the
+// publish and topic) and leaves out the rest.
+func TestEveryInsertStoresEveryColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool)
+
+	// full gives task every optional column, as a publish's task to
+	// endpoint name of topic.
+	full := func(task *model.Task, pub *model.Publish, name string) *model.Task {
+		task.Labels = map[string]string{"team": "payments"}
+		task.OrderingKey = ptr("order-" + task.ID.String())
+		task.Callback, task.FailureCallback = ptr("https://receiver.example/done"), ptr("https://receiver.example/failed")
+		task.PublishID, task.Topic, task.EndpointName = &pub.ID, &pub.Topic, ptr(name)
+		return task
+	}
+	one := full(newTask(tenant.ID, now), &model.Publish{ID: uuid.Must(uuid.NewV7()), Topic: "one"}, "single")
+	_, created, err := db.InsertTask(ctx, one, false)
+	require.NoError(t, err)
+	require.True(t, created)
+	batched := full(newTask(tenant.ID, now), &model.Publish{ID: uuid.Must(uuid.NewV7()), Topic: "batch"}, "batched")
+	_, err = db.InsertTasks(ctx, []*model.Task{batched}, now)
+	require.NoError(t, err)
+	pub := newPublish(tenant.ID, "orders", now, "https://a.example/hook")
+	published := full(pub.Tasks[0], pub, "billing")
+	_, _, err = db.InsertPublishes(ctx, []*model.Publish{pub}, nil, now)
+	require.NoError(t, err)
+
+	registerNode(t, pool, testNode, time.Hour)
+	for _, want := range []*model.Task{one, batched, published} {
+		got, err := db.GetTask(ctx, tenant.ID, want.ID)
+		require.NoError(t, err)
+		require.Equal(t, want.Labels, got.Labels)
+		require.Equal(t, want.OrderingKey, got.OrderingKey)
+		require.Equal(t, want.Callback, got.Callback)
+		require.Equal(t, want.FailureCallback, got.FailureCallback)
+		require.Equal(t, want.PublishID, got.PublishID)
+		require.Equal(t, want.Topic, got.Topic)
+		require.Equal(t, want.EndpointName, got.EndpointName)
+
+		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{want.ID}, dbNow(t, pool).Add(time.Second), 30*time.Second)
+		require.NoError(t, err)
+		require.Len(t, claims, 1, "its own ordering key blocks nothing")
+		c := claims[0]
+		require.Equal(t, want.Callback, c.Callback)
+		require.Equal(t, want.FailureCallback, c.FailureCallback)
+		require.Equal(t, want.PublishID, c.PublishID, "sent as Hookwheel-Publish-Id")
+		require.Equal(t, want.Topic, c.Topic, "sent as Hookwheel-Topic")
+		require.Nil(t, c.Labels, "never sent")
+		require.Nil(t, c.OrderingKey, "never sent")
+		require.Nil(t, c.EndpointName, "never sent")
+	}
+}

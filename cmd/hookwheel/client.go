@@ -30,15 +30,15 @@ import (
 const tasksUsage = `want one of:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
-                         [--label key=value]... [--idempotency-key KEY]
+                         [--label key=value]... [--callback URL] [--failure-callback URL] [--idempotency-key KEY]
   hookwheel tasks get ID
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--label key=value]...
-                       [--publish PUBLISH_ID] [--topic NAME] [--limit 20 | --all]
+                       [--publish PUBLISH_ID] [--topic NAME] [--callback-of ID] [--limit 20 | --all]
   hookwheel tasks cancel ID
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks attempts ID
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT | --body-file FILE]
-                         [--label key=value]...
+                         [--label key=value]... [--callback URL] [--failure-callback URL] ('' removes one)
   hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish PUBLISH_ID] [--topic NAME] [--label key=value]...
                              [--dry-run]
 Each takes --json to print the API's JSON instead of a table.`
@@ -47,10 +47,11 @@ const schedulesUsage = `want one of:
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused]
                              [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                              [--timeout 30s] [--max-attempts 10] [--label key=value]...
+                             [--callback URL] [--failure-callback URL]
   hookwheel schedules update ID [--cron EXPR] [--timezone ZONE] [--url URL] [--method M]
                              [--header 'Name: value']... [--remove-header NAME]... [--body TEXT | --body-file FILE]
                              [--timeout 30s] [--max-attempts 10] [--label key=value]... [--remove-label KEY]...
-                             [--paused=true|false] [--reset FIELD]...
+                             [--callback URL] [--failure-callback URL] [--paused=true|false] [--reset FIELD]...
   hookwheel schedules list [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
@@ -298,20 +299,30 @@ func (l labelFlags) orNil() map[string]string {
 // create, tasks replay and schedules create.
 type requestFlags struct {
 	url, method, body, bodyFile string
+	callback, failureCallback   string
 	headers                     headerFlags
 	labels                      labelFlags
 	timeout                     time.Duration
 	maxAttempts                 int
+	// orderingKey is a flag of tasks create and schedules create and
+	// update only: a replay keeps the task's.
+	orderingKey string
 }
 
 func (c *command) requestFlags(retry bool) *requestFlags {
 	r := &requestFlags{headers: headerFlags{}, labels: labelFlags{}}
+	if retry {
+		c.fs.StringVar(&r.orderingKey, "ordering-key", "",
+			"deliver the tasks with this key one at a time, in due order (each waits for the one before it)")
+	}
 	c.fs.StringVar(&r.url, "url", "", "the URL to call")
 	c.fs.StringVar(&r.method, "method", "", "the HTTP method (default POST)")
 	c.fs.Var(r.headers, "header", "a header to send, 'Name: value' (repeatable)")
 	c.fs.StringVar(&r.body, "body", "", "the request body")
 	c.fs.StringVar(&r.bodyFile, "body-file", "", "read the request body from this file (- for standard input)")
 	c.fs.Var(r.labels, "label", "a label to find the task by, key=value (repeatable)")
+	c.fs.StringVar(&r.callback, "callback", "", "a URL told of the task's delivery (a signed POST)")
+	c.fs.StringVar(&r.failureCallback, "failure-callback", "", "a URL told of the task's death (a signed POST)")
 	if retry {
 		c.fs.DurationVar(&r.timeout, "timeout", 0, "how long one attempt may take (default the server's, 30s)")
 		c.fs.IntVar(&r.maxAttempts, "max-attempts", 0, "attempts in all, the first included (default the tenant's, 10)")
@@ -482,7 +493,7 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 	task, err := client.CreateTask(ctx, hookwheel.TaskRequest{
 		URL: req.url, Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
 		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
-		Labels: req.labels.orNil(),
+		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, Callback: req.callback, FailureCallback: req.failureCallback,
 	})
 	if err != nil {
 		return err
@@ -499,6 +510,7 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	topic := c.fs.String("topic", "", "only the tasks published to this topic")
 	labels := labelFlags{}
 	c.fs.Var(labels, "label", "only tasks carrying this label, key=value (repeatable: every one)")
+	callbackOf := c.fs.String("callback-of", "", "only the callback tasks that report on this task (its id)")
 	limit := c.fs.Int("limit", 20, "show at most this many tasks, newest first")
 	all := c.fs.Bool("all", false, "show every task, however many")
 	if err := c.parse(args, con); err != nil {
@@ -525,6 +537,13 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 			return c.usageError("--publish %q is not a publish id", *publish)
 		}
 		filter.PublishID = id
+	}
+	if *callbackOf != "" {
+		id, err := uuid.Parse(*callbackOf)
+		if err != nil {
+			return c.usageError("--callback-of %q is not a task id", *callbackOf)
+		}
+		filter.CallbackOf = id
 	}
 	if *limit < 1 {
 		return c.usageError("--limit must be at least 1")
@@ -588,13 +607,21 @@ func tasksReplay(ctx context.Context, c *command, args []string, con console) er
 		return err
 	}
 	var edit *hookwheel.ReplayEdit
-	if req.url != "" || req.method != "" || len(req.headers) > 0 || len(req.labels) > 0 || bodySet {
+	// A callback flag given empty removes that callback.
+	callbackSet, failureSet := flagSet(c.fs, "callback"), flagSet(c.fs, "failure-callback")
+	if req.url != "" || req.method != "" || len(req.headers) > 0 || len(req.labels) > 0 || bodySet || callbackSet || failureSet {
 		edit = &hookwheel.ReplayEdit{URL: req.url, Method: strings.ToUpper(req.method), Labels: req.labels.orNil()}
 		if len(req.headers) > 0 {
 			edit.Headers = req.headers
 		}
 		if bodySet {
 			edit.Body = &body
+		}
+		if callbackSet {
+			edit.Callback = &req.callback
+		}
+		if failureSet {
+			edit.FailureCallback = &req.failureCallback
 		}
 	}
 	client, err := newClient(con)
@@ -765,6 +792,7 @@ func schedulesCreate(ctx context.Context, c *command, args []string, con console
 	s, err := client.CreateSchedule(ctx, hookwheel.ScheduleRequest{
 		Cron: *cron, Timezone: *zone, Paused: *paused, URL: req.url, Method: strings.ToUpper(req.method),
 		Headers: req.headers, Body: body, Timeout: req.timeout, MaxAttempts: req.maxAttempts, Labels: req.labels.orNil(),
+		OrderingKey: req.orderingKey, Callback: req.callback, FailureCallback: req.failureCallback,
 	})
 	if err != nil {
 		return err
@@ -796,7 +824,7 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	var removeHeaders, removeLabels, reset nameFlags
 	c.fs.Var(&removeHeaders, "remove-header", "a header to stop sending (repeatable)")
 	c.fs.Var(&removeLabels, "remove-label", "a label to remove, by key (repeatable)")
-	c.fs.Var(&reset, "reset", "a field back to its default: timezone, method, headers, body, timeout, labels, retry... (repeatable)")
+	c.fs.Var(&reset, "reset", "a field back to its default: timezone, method, headers, body, timeout, labels, callback, retry... (repeatable)")
 	if err := c.parse(args, con, "ID"); err != nil {
 		return err
 	}
@@ -815,6 +843,7 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	}
 	u.Cron, u.Timezone, u.URL = str("cron", *cron), str("timezone", *zone), str("url", req.url)
 	u.Method = str("method", strings.ToUpper(req.method))
+	u.Callback, u.FailureCallback = str("callback", req.callback), str("failure-callback", req.failureCallback)
 	if flagSet(c.fs, "paused") {
 		u.Paused, given = paused, true
 	}
@@ -830,6 +859,9 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	}
 	if flagSet(c.fs, "max-attempts") {
 		u.MaxAttempts, given = &req.maxAttempts, true
+	}
+	if flagSet(c.fs, "ordering-key") {
+		u.OrderingKey, given = &req.orderingKey, true
 	}
 	u.Headers = mergeNames(req.headers, removeHeaders)
 	u.Labels = mergeNames(req.labels, removeLabels)

@@ -273,6 +273,31 @@ func TestClientCommands(t *testing.T) {
 		require.Contains(t, r.stderr, "labels.Team")
 	})
 
+	t.Run("callbacks", func(t *testing.T) {
+		t.Parallel()
+		out := w.ok(t, "tasks", "create", "--url", rcv+"/paid", "--in", "1h", "--callback", rcv+"/paid-done",
+			"--failure-callback", rcv+"/paid-failed")
+		require.Regexp(t, `Callback:\s+on delivery, POST `+rcv+`/paid-done`, out)
+		require.Regexp(t, `Failure callback:\s+on death, POST `+rcv+`/paid-failed`, out)
+
+		task := w.task(t, "tasks", "create", "--url", rcv+"/charge", "--callback", rcv+"/charge-done")
+		require.Equal(t, rcv+"/charge-done", *task.Callback)
+		w.waitTask(t, task.ID, hookwheel.StatusDelivered)
+		delivered := w.task(t, "tasks", "get", "--json", task.ID.String())
+		require.NotNil(t, delivered.CallbackTaskID, "the delivery made its callback task")
+		var listed []hookwheel.Task
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--callback-of", task.ID.String(), "--json")), &listed))
+		require.Len(t, listed, 1)
+		require.Equal(t, *delivered.CallbackTaskID, listed[0].ID)
+		require.Regexp(t, `Reports on:\s+`+task.ID.String(), w.ok(t, "tasks", "get", listed[0].ID.String()))
+
+		r := w.run(t, "", []string{"tasks", "create", "--url", rcv + "/x", "--callback", "/relative"})
+		require.Equal(t, exitRefused, r.code, r.stderr)
+		require.Contains(t, r.stderr, "callback")
+		r = w.run(t, "", []string{"tasks", "list", "--callback-of", "nope"})
+		require.Equal(t, exitUsage, r.code, r.stderr)
+	})
+
 	t.Run("delivery, attempts, replay and edited replay", func(t *testing.T) {
 		t.Parallel()
 		path := "/deliver/" + uuid.NewString()

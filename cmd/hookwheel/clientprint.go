@@ -55,8 +55,12 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 		row("  body", oneLine(t.Body, 200))
 	}
 	row("Due", when(t.RunAt, now))
-	if t.NextAttemptAt != nil && !t.NextAttemptAt.Equal(t.RunAt) {
+	waiting := t.Status == hookwheel.StatusScheduled || t.Status == hookwheel.StatusRetrying
+	switch {
+	case t.NextAttemptAt != nil && !t.NextAttemptAt.Equal(t.RunAt):
 		row("Next attempt", when(*t.NextAttemptAt, now))
+	case t.NextAttemptAt == nil && waiting && t.OrderingKey != nil:
+		row("Next attempt", "once the task before it in its ordering key is finished")
 	}
 	row("Attempts", fmt.Sprintf("%d made, %d allowed; each may take %s", t.Attempts, t.MaxAttempts, t.Timeout))
 	if last := lastResult(t, 120); last != "-" {
@@ -68,6 +72,9 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	if t.ScheduleID != nil {
 		row("Schedule", t.ScheduleID.String())
 	}
+	if t.OrderingKey != nil {
+		row("Ordering key", *t.OrderingKey)
+	}
 	if t.PublishID != nil && t.Topic != nil {
 		endpoint := ""
 		if t.EndpointName != nil {
@@ -77,6 +84,18 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.Labels)) {
 		row("Label", key+"="+t.Labels[key])
+	}
+	if t.Callback != nil {
+		row("Callback", "on delivery, POST "+*t.Callback)
+	}
+	if t.FailureCallback != nil {
+		row("Failure callback", "on death, POST "+*t.FailureCallback)
+	}
+	if t.CallbackTaskID != nil {
+		row("Callback task", t.CallbackTaskID.String())
+	}
+	if t.CallbackOf != nil {
+		row("Reports on", t.CallbackOf.String())
 	}
 	row("Created", when(t.CreatedAt, now))
 	return tw.Flush()

@@ -55,6 +55,20 @@ func TestClientTopics(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--topic", name, "--status", "delivered", "--json")), &listed))
 	require.Len(t, listed, 2)
 
+	// The request flags of tasks create reach every task of a publish.
+	var later hookwheel.Publish
+	require.NoError(t, json.Unmarshal([]byte(w.ok(t, "topics", "publish", name, "--in", "1h", "--ordering-key", name+"-key",
+		"--callback", rcv+"/done", "--failure-callback", rcv+"/failed", "--json")), &later))
+	require.Len(t, later.Tasks, 2)
+	for _, task := range later.Tasks {
+		require.NotNil(t, task.OrderingKey)
+		require.Equal(t, name+"-key", *task.OrderingKey)
+		require.NotNil(t, task.Callback)
+		require.Equal(t, rcv+"/done", *task.Callback)
+		require.NotNil(t, task.FailureCallback)
+		require.Equal(t, rcv+"/failed", *task.FailureCallback)
+	}
+
 	// A batch line may publish too.
 	r := w.run(t, `{"topic": "`+name+`", "delay": "1h"}`+"\n"+`{"topic": "no-such-topic"}`+"\n", []string{"batch", "-"})
 	require.Equal(t, exitRefused, r.code, r.stderr)

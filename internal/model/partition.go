@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -14,6 +15,19 @@ const Partitions = 256
 // PartitionOf is the partition of a task, as the tasks.partition column
 // computes it.
 func PartitionOf(id uuid.UUID) int16 { return int16(id[15]) }
+
+// NewTaskIDIn returns a UUIDv7 whose last byte, and so whose partition, is
+// partition; the other random bits stay random. A task made from another
+// (a schedule's occurrence, a task's callback) is put in its maker's
+// partition, so the node that makes it owns it.
+func NewTaskIDIn(partition int16) (uuid.UUID, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("new task id: %w", err)
+	}
+	id[15] = byte(partition)
+	return id, nil
+}
 
 // FairShare is how many partitions a node should hold: an even split, the
 // remainder going one each to the first nodes in id order, so that every

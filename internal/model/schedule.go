@@ -26,6 +26,12 @@ type Schedule struct {
 	MaxBackoff  time.Duration
 	// Labels are copied to every occurrence's task; nil when none.
 	Labels map[string]string
+	// OrderingKey is copied to every occurrence's task: occurrences of one
+	// schedule then never overlap, whatever their receiver's speed.
+	OrderingKey *string
+	// Callback and FailureCallback are copied to every occurrence's task;
+	// nil when none.
+	Callback, FailureCallback *string
 	// NextRunAt is the next occurrence not yet materialised as a task; nil
 	// while paused, or once the schedule has no occurrence left.
 	NextRunAt *time.Time

@@ -49,6 +49,18 @@ type Task struct {
 	// Labels are the task's own key-value pairs, which lists filter on;
 	// nil (or empty) when it has none.
 	Labels map[string]string
+	// OrderingKey, when set, delivers the task only after every task of its
+	// tenant with the same key ordered before it (by RunAt, then creation)
+	// is delivered, dead or canceled, and never while another is in flight.
+	OrderingKey *string
+	// Callback is the URL told of the task's delivery, FailureCallback the
+	// one told of its death; nil when none. A callback task has neither.
+	Callback, FailureCallback *string
+	// CallbackOf, on a callback task, is the task whose outcome it reports.
+	CallbackOf *uuid.UUID
+	// CallbackTaskID is the latest callback task the task's outcome made;
+	// nil before one was made.
+	CallbackTaskID *uuid.UUID
 	// PublishID is the publish to a topic this task is one endpoint's
 	// delivery of, if any; Topic is that topic's name, and EndpointName the
 	// endpoint's, when it has one.
@@ -77,6 +89,8 @@ type TaskFilter struct {
 	// Labels keeps the tasks carrying every one of these pairs (and maybe
 	// others); nil or empty sets no condition.
 	Labels map[string]string
+	// CallbackOf keeps the callback tasks that report on this task.
+	CallbackOf *uuid.UUID
 	// Before, when set, continues a listing after the task with this id.
 	Before *uuid.UUID
 	Limit  int
@@ -116,13 +130,22 @@ type ReplayFilter struct {
 
 // TaskEdit is what a replay changes in a task before sending it again,
 // already validated as at creation. Each field left nil keeps the task's
-// own; an empty (non-nil) Headers, Body or Labels replaces them with none.
+// own; an empty (non-nil) Headers, Body or Labels replaces them with none,
+// and an empty Callback or FailureCallback removes it.
 type TaskEdit struct {
 	URL     *string
 	Method  *string
 	Headers map[string]string
 	Body    []byte
 	Labels  map[string]string
+
+	Callback, FailureCallback *string
+}
+
+// SetsCallbacks reports whether the edit gives the task a callback URL
+// (not only removes one).
+func (e *TaskEdit) SetsCallbacks() bool {
+	return e != nil && (e.Callback != nil && *e.Callback != "" || e.FailureCallback != nil && *e.FailureCallback != "")
 }
 
 // Attempt is the record of one delivery attempt.

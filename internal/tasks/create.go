@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,16 +31,46 @@ type Created struct {
 // A task due within the look-ahead window is announced on commit by the
 // store and told to the local dispatcher (see announcement).
 func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Task) (Created, error) {
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	res, err := CreateWith(ctx, s.store, tenant, t, notifyBefore)
+	if err != nil || res.Replayed {
+		return res, err
+	}
+	a := s.committed(notifyBefore)
+	a.task(t.ID, t.RunAt)
+	a.send(ctx)
+	return res, nil
+}
+
+// Creator is what creating tasks needs of the store: *store.DB is one, and
+// so is a store.TxStore, which runs the statements in a caller's
+// transaction.
+type Creator interface {
+	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
+	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
+	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
+	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
+}
+
+// CreateWith is Create through st, without telling anyone of the task but
+// by the notification st's insert sends on commit when the task falls due
+// before notifyBefore. The Service calls it and then announces; a program
+// inserting tasks in its own transaction calls it with st bound to that
+// transaction, and decides notifyBefore for a commit that may come long
+// after (see package txenqueue).
+func CreateWith(ctx context.Context, st Creator, tenant *model.Tenant, t *model.Task, notifyBefore time.Time) (Created, error) {
+	if t.Topic != nil {
+		return Created{}, fmt.Errorf("create task: it names topic %q: publish it instead", *t.Topic)
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Created{}, fmt.Errorf("create task id: %w", err)
 	}
 	t.ID, t.TenantID = id, tenant.ID
-	if err := s.checkQuota(ctx, tenant, 1, t.IdempotencyKey); err != nil {
+	if err := checkQuota(ctx, st, tenant, 1, t.IdempotencyKey); err != nil {
 		return Created{}, err
 	}
-	notifyBefore := s.dueSoonBefore(s.clock.Now())
-	existing, created, err := s.store.InsertTask(ctx, t, t.RunAt.Before(notifyBefore))
+	existing, created, err := st.InsertTask(ctx, t, t.RunAt.Before(notifyBefore))
 	if err != nil {
 		return Created{}, fmt.Errorf("create task: %w", err)
 	}
@@ -49,9 +80,6 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 		}
 		return Created{Task: existing, Replayed: true}, nil
 	}
-	a := s.committed(notifyBefore)
-	a.task(t.ID, t.RunAt)
-	a.send(ctx)
 	return Created{Task: t}, nil
 }
 
@@ -86,8 +114,60 @@ type BatchResult struct {
 // The error is for the batch as a whole, which the store takes all or
 // nothing in one transaction: none of the tasks is then stored.
 func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks []*model.Task) ([]BatchResult, error) {
+	notifyBefore := s.dueSoonBefore(s.clock.Now())
+	pub := &publishing{store: s.store, budget: s.batchFanoutBudget()}
+	results, err := createBatch(ctx, s.store, pub, tenant, tasks, notifyBefore)
+	if err != nil {
+		return nil, err
+	}
+	a := s.committed(notifyBefore)
+	for _, res := range results {
+		switch {
+		case res.Err != nil || res.Replayed:
+		case res.Publish != nil:
+			for _, t := range res.Publish.Tasks {
+				a.task(t.ID, t.RunAt)
+			}
+		default:
+			a.task(res.Task.ID, res.Task.RunAt)
+		}
+	}
+	a.send(ctx)
+	return results, nil
+}
+
+// CreateBatchWith is CreateBatch through st, without telling anyone of the
+// tasks but by the notification st's insert sends on commit for those due
+// before notifyBefore (as CreateWith). It does not publish to topics: a
+// task with its Topic set fails the whole call.
+func CreateBatchWith(ctx context.Context, st Creator, tenant *model.Tenant, tasks []*model.Task, notifyBefore time.Time) ([]BatchResult, error) {
+	return createBatch(ctx, st, nil, tenant, tasks, notifyBefore)
+}
+
+// Publisher is what publishing to topics needs of the store besides what
+// creating tasks does: *store.DB is one.
+type Publisher interface {
+	Creator
+	GetTopics(ctx context.Context, tenantID uuid.UUID, names []string) (map[string]*model.Topic, error)
+	InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task, notifyBefore time.Time) ([]model.PublishResult, []model.InsertResult, error)
+}
+
+// publishing is how a batch publishes its tasks that name a topic: through
+// store, within budget.
+type publishing struct {
+	store  Publisher
+	budget *fanoutBudget
+}
+
+// createBatch is CreateBatch and CreateBatchWith: the tasks stored through
+// st, and the publishes among them through pub, which is nil where the
+// caller cannot publish (and a task naming a topic then fails the call).
+// It announces nothing but through the store's notifications on commit.
+func createBatch(ctx context.Context, st Creator, pub *publishing, tenant *model.Tenant, tasks []*model.Task,
+	notifyBefore time.Time,
+) ([]BatchResult, error) {
 	results := make([]BatchResult, len(tasks))
-	topics, err := s.batchTopics(ctx, tenant.ID, tasks)
+	topics, err := batchTopics(ctx, pub, tenant.ID, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +175,6 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 	// endpoints for a publish (pubs[i]), or 0 once refused.
 	weights := make([]int, len(tasks))
 	pubs := make([]*model.Publish, len(tasks))
-	budget := s.batchFanoutBudget()
 	total := 0
 	for i, t := range tasks {
 		if t.Topic == nil {
@@ -117,19 +196,19 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 			results[i].Err = ErrTopicEmpty
 			continue
 		}
-		if err := budget.take(topic, t); err != nil {
+		if err := pub.budget.take(topic, t); err != nil {
 			results[i].Err = err
 			continue
 		}
-		pub, err := newPublish(tenant, t, topic)
+		p, err := newPublish(tenant, t, topic)
 		if err != nil {
 			return nil, err
 		}
-		pubs[i], weights[i] = pub, len(pub.Tasks)
+		pubs[i], weights[i] = p, len(p.Tasks)
 		total += weights[i]
 	}
 	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && total > 0 {
-		current, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
+		current, err := st.CountPendingTasks(ctx, tenant.ID, quota)
 		if err != nil {
 			return nil, fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 		}
@@ -167,22 +246,19 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 			plain, plainAt = append(plain, tasks[i]), append(plainAt, i)
 		}
 	}
-	notifyBefore := s.dueSoonBefore(s.clock.Now())
 	if len(publishes) == 0 {
-		taskResults, err = s.store.InsertTasks(ctx, plain, notifyBefore)
+		taskResults, err = st.InsertTasks(ctx, plain, notifyBefore)
 	} else {
-		publishResults, taskResults, err = s.store.InsertPublishes(ctx, publishes, plain, notifyBefore)
+		publishResults, taskResults, err = pub.store.InsertPublishes(ctx, publishes, plain, notifyBefore)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create %d tasks and %d publishes: %w", len(plain), len(publishes), err)
 	}
-	a := s.committed(notifyBefore)
 	for k, res := range taskResults {
 		i, t := plainAt[k], plain[k]
 		switch {
 		case res.Created:
 			results[i].Task = t
-			a.task(t.ID, t.RunAt)
 		case bytes.Equal(res.Existing.RequestHash, t.RequestHash):
 			results[i].Task, results[i].Replayed = res.Existing, true
 		default:
@@ -194,22 +270,19 @@ func (s *Service) CreateBatch(ctx context.Context, tenant *model.Tenant, tasks [
 		switch {
 		case res.Created:
 			results[i].Publish = p
-			for _, t := range p.Tasks {
-				a.task(t.ID, t.RunAt)
-			}
 		case bytes.Equal(res.Existing.RequestHash, p.RequestHash):
 			results[i].Publish, results[i].Replayed = res.Existing, true
 		default:
 			results[i].Publish, results[i].Err = res.Existing, ErrKeyReused
 		}
 	}
-	a.send(ctx)
 	return results, nil
 }
 
 // batchTopics reads the topics the tasks of a batch are published to, by
-// name, in one query; names the tenant has no topic of are left out.
-func (s *Service) batchTopics(ctx context.Context, tenantID uuid.UUID, tasks []*model.Task) (map[string]*model.Topic, error) {
+// name, in one query through pub; names the tenant has no topic of are left
+// out. Without pub, a task naming a topic is an error.
+func batchTopics(ctx context.Context, pub *publishing, tenantID uuid.UUID, tasks []*model.Task) (map[string]*model.Topic, error) {
 	var names []string
 	seen := map[string]bool{}
 	for _, t := range tasks {
@@ -221,7 +294,10 @@ func (s *Service) batchTopics(ctx context.Context, tenantID uuid.UUID, tasks []*
 	if len(names) == 0 {
 		return nil, nil
 	}
-	topics, err := s.store.GetTopics(ctx, tenantID, names)
+	if pub == nil {
+		return nil, fmt.Errorf("create tasks: publishing to topic %q is not possible here", names[0])
+	}
+	topics, err := pub.store.GetTopics(ctx, tenantID, names)
 	if err != nil {
 		return nil, fmt.Errorf("read the topics of a batch: %w", err)
 	}
@@ -238,20 +314,20 @@ func (s *Service) batchTopics(ctx context.Context, tenantID uuid.UUID, tasks []*
 // 0.35 µs per pending task, so at most a few milliseconds for a quota of
 // 10,000). It checks, it does not reserve: concurrent requests of one tenant
 // may each pass and together overshoot the quota by what they add.
-func (s *Service) checkQuota(ctx context.Context, tenant *model.Tenant, n int, key *string) error {
-	return s.checkQuotaKeyed(ctx, tenant, n, key, s.store.HasIdempotencyKey)
+func checkQuota(ctx context.Context, st Creator, tenant *model.Tenant, n int, key *string) error {
+	return checkQuotaKeyed(ctx, st, tenant, n, key, st.HasIdempotencyKey)
 }
 
 // checkQuotaKeyed is checkQuota for a request whose key, when set, is one
 // held tells whether the tenant used: a task's, or a publish's.
-func (s *Service) checkQuotaKeyed(ctx context.Context, tenant *model.Tenant, n int, key *string,
+func checkQuotaKeyed(ctx context.Context, st Creator, tenant *model.Tenant, n int, key *string,
 	held func(ctx context.Context, tenantID uuid.UUID, key string) (bool, error),
 ) error {
 	quota := tenant.Limits.MaxPendingTasks
 	if quota <= 0 || n <= 0 {
 		return nil
 	}
-	pending, err := s.store.CountPendingTasks(ctx, tenant.ID, quota)
+	pending, err := st.CountPendingTasks(ctx, tenant.ID, quota)
 	if err != nil {
 		return fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 	}

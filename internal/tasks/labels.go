@@ -42,7 +42,7 @@ func CheckLabels(field string, labels map[string]string) []LabelError {
 			errs = append(errs, LabelError{field + "." + key, msg})
 			continue
 		}
-		if msg := labelValueProblem(labels[key]); msg != "" {
+		if msg := labelValueProblem(labels[key], MaxLabelValueLen); msg != "" {
 			errs = append(errs, LabelError{field + "." + key, msg})
 		}
 	}
@@ -72,8 +72,8 @@ func ParseLabelFilter(field string, conditions []string) (map[string]string, []L
 			errs = append(errs, LabelError{field, fmt.Sprintf("%q must be key:value, such as team:payments", c)})
 		case labelKeyProblem(key) != "":
 			errs = append(errs, LabelError{field, fmt.Sprintf("%q: the key %s", c, labelKeyProblem(key))})
-		case labelValueProblem(value) != "":
-			errs = append(errs, LabelError{field, fmt.Sprintf("%q: the value %s", c, labelValueProblem(value))})
+		case labelValueProblem(value, MaxLabelValueLen) != "":
+			errs = append(errs, LabelError{field, fmt.Sprintf("%q: the value %s", c, labelValueProblem(value, MaxLabelValueLen))})
 		default:
 			if _, dup := want[key]; dup {
 				errs = append(errs, LabelError{field, fmt.Sprintf("names the key %q more than once; a task has one value per key", key)})
@@ -104,15 +104,28 @@ func labelKeyProblem(key string) string {
 	return ""
 }
 
+// MaxOrderingKeyLen is the longest ordering key, in characters.
+const MaxOrderingKeyLen = 255
+
+// OrderingKeyProblem says what is wrong with an ordering key, or "" when
+// nothing: 1 to MaxOrderingKeyLen characters of UTF-8 without control
+// characters, compared byte for byte (nothing is trimmed or folded).
+func OrderingKeyProblem(key string) string {
+	if key == "" {
+		return "must not be empty: leave it out for a task without an ordering key"
+	}
+	return labelValueProblem(key, MaxOrderingKeyLen)
+}
+
 // labelValueProblem says what is wrong with a label value, or "" when
 // nothing. Control characters are refused so that a label reads the same
 // in a terminal, a log line and the dashboard; NUL could not be stored.
-func labelValueProblem(value string) string {
+func labelValueProblem(value string, maxLen int) string {
 	switch {
 	case !utf8.ValidString(value):
 		return "must be valid UTF-8"
-	case utf8.RuneCountInString(value) > MaxLabelValueLen:
-		return fmt.Sprintf("must be at most %d characters", MaxLabelValueLen)
+	case utf8.RuneCountInString(value) > maxLen:
+		return fmt.Sprintf("must be at most %d characters", maxLen)
 	case strings.IndexFunc(value, unicode.IsControl) >= 0:
 		return "must not contain control characters"
 	}

@@ -97,12 +97,25 @@ func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at tim
 // commit: it is due at once.
 //
 // A replayed task is pending again, so it needs room in the tenant's
-// max_pending_tasks, as a created one does: a *QuotaError otherwise.
+// max_pending_tasks, as a created one does: a *QuotaError otherwise. An
+// edit that gives a callback task a callback URL is refused with
+// ErrCallbackOfCallback.
 func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID, edit *model.TaskEdit) (*model.Task, error) {
-	if err := s.checkQuota(ctx, tenant, 1, nil); err != nil {
+	tenantID := tenant.ID
+	if edit.SetsCallbacks() {
+		// What the task is does not change (callback_of is set at its
+		// insert and never after), so reading it first decides for good.
+		t, err := s.store.GetTask(ctx, tenantID, id)
+		if err != nil {
+			return nil, fmt.Errorf("replay task %s: %w", id, err)
+		}
+		if t.CallbackOf != nil {
+			return nil, ErrCallbackOfCallback
+		}
+	}
+	if err := checkQuota(ctx, s.store, tenant, 1, nil); err != nil {
 		return nil, err
 	}
-	tenantID := tenant.ID
 	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()), edit)
 	if err != nil {
 		return nil, changeError("replay", id, t, err)

@@ -132,7 +132,7 @@ func (s *Service) NextRuns(ctx context.Context, tenantID, id uuid.UUID, n int) (
 // UpdateSchedule changes a schedule in place. edit gets the schedule as it
 // is now, under its row lock (so it sees what a materialiser committed
 // last), and returns the schedule as the caller wants it, validated: its
-// cron, timezone, paused, request, retry policy and labels are taken, the
+// cron, timezone, paused, request, retry policy, labels and ordering key are taken, the
 // rest is decided here. An error of edit is returned wrapped, and nothing
 // changes.
 //
@@ -164,7 +164,8 @@ func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, ed
 		after.Cron, after.Timezone, after.Paused = want.Cron, want.Timezone, want.Paused
 		after.URL, after.Method, after.Headers, after.Body = want.URL, want.Method, want.Headers, want.Body
 		after.Timeout, after.MaxAttempts, after.MinBackoff, after.MaxBackoff = want.Timeout, want.MaxAttempts, want.MinBackoff, want.MaxBackoff
-		after.Labels = want.Labels
+		after.Labels, after.OrderingKey = want.Labels, want.OrderingKey
+		after.Callback, after.FailureCallback = want.Callback, want.FailureCallback
 		switch {
 		case after.Paused:
 			after.NextRunAt = nil
@@ -197,5 +198,9 @@ func sameSchedule(a, b *model.Schedule) bool {
 	return sameNext && a.Cron == b.Cron && a.Timezone == b.Timezone && a.Paused == b.Paused &&
 		a.URL == b.URL && a.Method == b.Method && maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Body, b.Body) &&
 		a.Timeout == b.Timeout && a.MaxAttempts == b.MaxAttempts && a.MinBackoff == b.MinBackoff &&
-		a.MaxBackoff == b.MaxBackoff && maps.Equal(a.Labels, b.Labels)
+		a.MaxBackoff == b.MaxBackoff && maps.Equal(a.Labels, b.Labels) && equalText(a.OrderingKey, b.OrderingKey) &&
+		equalText(a.Callback, b.Callback) && equalText(a.FailureCallback, b.FailureCallback)
 }
+
+// equalText reports whether two optional texts are both absent or equal.
+func equalText(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

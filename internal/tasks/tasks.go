@@ -1,9 +1,11 @@
 // Package tasks is the task lifecycle: what creating, canceling, rescheduling
 // and replaying a task, and creating, pausing, resuming and deleting a
 // schedule, mean beyond the row they change — the pending-task quota, the
-// idempotency of creation, and which dispatcher has to hear of the change.
-// It exists so that these rules live in one place, below the HTTP API and
-// above the store, whatever calls them.
+// idempotency of creation, and which dispatcher has to hear of the change —
+// and the rules a task must keep to be stored at all (Rules). It exists so
+// that these rules live in one place, below the HTTP API and above the
+// store, whatever calls them: the API, or a program creating tasks in its
+// own transaction (CreateWith, sdk/txenqueue).
 //
 // A task stored to fall due within the dispatchers' look-ahead window is past
 // their loaders' read, so it is announced twice: the store notifies every
@@ -236,6 +238,11 @@ func (a *announcement) send(ctx context.Context) {
 // ErrKeyReused refuses a create whose idempotency key the tenant already used
 // for a different request.
 var ErrKeyReused = errors.New("idempotency key already used by a different request")
+
+// ErrCallbackOfCallback refuses an edit that gives a callback task callback
+// URLs of its own: a callback's outcome is reported to no one, so that
+// callbacks never report on each other.
+var ErrCallbackOfCallback = errors.New("a callback task cannot have callbacks of its own")
 
 // ConflictError is a change the task's current status does not allow. It
 // matches model.ErrConflict.

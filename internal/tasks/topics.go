@@ -55,6 +55,16 @@ func ValidTopicName(name string) bool {
 	return true
 }
 
+// TopicNameProblem says what is wrong with name as the name of a topic (or
+// of a topic's endpoint), or "" when nothing is.
+func TopicNameProblem(name string) string {
+	if ValidTopicName(name) {
+		return ""
+	}
+	return fmt.Sprintf("must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or a digit",
+		MaxTopicNameLen)
+}
+
 var (
 	// ErrNoSuchTopic refuses a publish to a topic the tenant does not have.
 	ErrNoSuchTopic = errors.New("no such topic")
@@ -127,7 +137,7 @@ func (s *Service) Publish(ctx context.Context, tenant *model.Tenant, template *m
 	if err != nil {
 		return Published{}, err
 	}
-	if err := s.checkQuotaKeyed(ctx, tenant, len(pub.Tasks), pub.IdempotencyKey, s.store.HasPublishKey); err != nil {
+	if err := checkQuotaKeyed(ctx, s.store, tenant, len(pub.Tasks), pub.IdempotencyKey, s.store.HasPublishKey); err != nil {
 		return Published{}, err
 	}
 	notifyBefore := s.dueSoonBefore(s.clock.Now())

@@ -138,6 +138,39 @@ func TestCreateTaskSendsTheRequestWithAnIdempotencyKey(t *testing.T) {
 	require.JSONEq(t, `{"url":"https://example.com/hook","delay":"1m30s"}`, string(got[1].body))
 }
 
+// TestCreateTaskSendsEveryField: every field of a TaskRequest reaches
+// POST /v1/tasks, as its JSON form (a batch line) spells it, but for the
+// idempotency key, which travels as the Idempotency-Key header.
+func TestCreateTaskSendsEveryField(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeJSON(w, http.StatusCreated, taskJSON(uuid.New(), "https://example.com/hook"))
+	})
+	req := hookwheel.TaskRequest{
+		URL: "https://example.com/hook", Method: "PATCH", Headers: map[string]string{"X-A": "b"}, Body: "{}",
+		RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Timeout: 10 * time.Second,
+		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute, Labels: map[string]string{"team": "a"},
+		OrderingKey: "order-42", Callback: "https://example.com/done", FailureCallback: "https://example.com/failed",
+		IdempotencyKey: "mine",
+	}
+	_, err := f.client(t).CreateTask(context.Background(), req)
+	require.NoError(t, err)
+
+	var want map[string]any
+	line, err := json.Marshal(req)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(line, &want))
+	require.Equal(t, "mine", want["idempotency_key"])
+	delete(want, "idempotency_key")
+	got := f.got()
+	require.Len(t, got, 1)
+	require.Equal(t, "mine", got[0].header.Get("Idempotency-Key"))
+	var sent map[string]any
+	require.NoError(t, json.Unmarshal(got[0].body, &sent))
+	require.Equal(t, want, sent)
+	require.Contains(t, sent, "ordering_key")
+}
+
 func TestRetries(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()

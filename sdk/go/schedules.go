@@ -42,6 +42,13 @@ type ScheduleRequest struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Labels are carried by every occurrence's task, as TaskRequest.Labels.
 	Labels map[string]string
+	// OrderingKey is carried by every occurrence's task, as
+	// TaskRequest.OrderingKey: an occurrence then never overlaps the one
+	// before it.
+	OrderingKey string
+	// Callback and FailureCallback are carried by every occurrence's task,
+	// as TaskRequest's.
+	Callback, FailureCallback string
 }
 
 // CreateSchedule creates a schedule. It is not retried after a 503 or a
@@ -55,11 +62,20 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	if req.Timezone != "" {
 		body.Timezone = &req.Timezone
 	}
+	if req.OrderingKey != "" {
+		body.OrderingKey = &req.OrderingKey
+	}
 	if req.Method != "" {
 		body.Method = ptr(apiclient.HTTPMethod(req.Method))
 	}
 	if req.Paused {
 		body.Paused = &req.Paused
+	}
+	if req.Callback != "" {
+		body.Callback = &req.Callback
+	}
+	if req.FailureCallback != "" {
+		body.FailureCallback = &req.FailureCallback
 	}
 	resp, err := c.api.CreateScheduleWithResponse(ctx, body)
 	if err != nil {

@@ -37,10 +37,16 @@ type ScheduleUpdate struct {
 	// Labels are merged into the schedule's by key: a nil value removes
 	// that label, the others are set.
 	Labels map[string]*string
+	// OrderingKey sets the ordering key of the occurrences made from now on.
+	OrderingKey *string
+	// Callback and FailureCallback are the new callback URLs of the
+	// occurrences made from now on; Reset removes them.
+	Callback, FailureCallback *string
 
 	// Reset names the fields to set back to their defaults: "timezone"
-	// (UTC), "method" (POST), "headers" and "labels" (none), "body"
+	// (UTC), "method" (POST), "headers", "labels" and "ordering_key" (none), "body"
 	// (empty), "timeout" (the server's default), "paused" (running),
+	// "callback" and "failure_callback" (none),
 	// "retry" (the tenant's policy) or one of its fields,
 	// "retry.max_attempts", "retry.min_backoff", "retry.max_backoff".
 	// A field both set and reset is an error.
@@ -48,7 +54,7 @@ type ScheduleUpdate struct {
 }
 
 // resettable are the names ScheduleUpdate.Reset takes.
-var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels",
+var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels", "ordering_key", "callback", "failure_callback",
 	"retry", "retry.max_attempts", "retry.min_backoff", "retry.max_backoff"}
 
 // patch is the merge patch u stands for.
@@ -82,6 +88,15 @@ func (u ScheduleUpdate) patch() (map[string]any, error) {
 	}
 	if u.Labels != nil {
 		set(p, "labels", u.Labels)
+	}
+	if u.OrderingKey != nil {
+		set(p, "ordering_key", *u.OrderingKey)
+	}
+	if u.Callback != nil {
+		set(p, "callback", *u.Callback)
+	}
+	if u.FailureCallback != nil {
+		set(p, "failure_callback", *u.FailureCallback)
 	}
 	if u.MaxAttempts != nil {
 		set(retry, "max_attempts", *u.MaxAttempts)

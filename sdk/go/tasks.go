@@ -34,6 +34,12 @@ type (
 	RetryPolicy = apiclient.RetryPolicy
 	// ReplayResult says how many dead tasks ReplayDead matched and replayed.
 	ReplayResult = apiclient.ReplayResult
+	// CallbackPayload is the body of a callback webhook: what the final
+	// attempt of a task got (webhook.DecodeCallback reads one). A callback
+	// task's Report is its own, decoded.
+	CallbackPayload = apiclient.CallbackPayload
+	// CallbackResponse is the response a CallbackPayload reports.
+	CallbackResponse = apiclient.CallbackResponse
 )
 
 // Task statuses.
@@ -60,9 +66,10 @@ const MaxBatch = 1000
 // is required; every zero field takes the server's default.
 //
 // Its JSON form is the API's (url, topic, method, headers, body, run_at,
-// delay, timeout, retry, labels, idempotency_key), durations as Go durations
-// ("30s"): the lines `hookwheel batch` reads. Unknown fields are refused, as
-// the API refuses them.
+// delay, timeout, retry, labels, ordering_key, callback, failure_callback,
+// idempotency_key), durations as Go durations ("30s"): the lines
+// `hookwheel batch` reads. Unknown fields are refused, as the API refuses
+// them.
 type TaskRequest struct {
 	// URL is the absolute http or https URL to call.
 	URL string
@@ -95,6 +102,16 @@ type TaskRequest struct {
 	// 1 to 63 characters of a-z, 0-9 and . _ / -, starting with a letter or
 	// a digit; values of at most 255 characters.
 	Labels map[string]string
+	// OrderingKey, when set, delivers the tenant's tasks with the same key
+	// one at a time, in RunAt order and then creation order: a task waits
+	// until the one before it is delivered, dead or canceled. 1 to 255
+	// characters; any number of keys.
+	OrderingKey string
+	// Callback, when set, is told of the task's delivery, and
+	// FailureCallback of its death: a signed POST whose body is a
+	// CallbackPayload, sent as a task of its own with this task's timeout
+	// and retry policy. Both are held to the rules of URL.
+	Callback, FailureCallback string
 	// IdempotencyKey makes the create safe to repeat: a repeat with the
 	// same key and request returns the task the first created. Empty:
 	// CreateTask and CreateTasks use a random key, so that their own
@@ -106,6 +123,15 @@ type TaskRequest struct {
 // apiTask is r as the API's batch item, with key as its idempotency key.
 func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
 	t := apiclient.BatchTaskRequest{URL: r.URL, Topic: r.Topic, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
+	if r.OrderingKey != "" {
+		t.OrderingKey = &r.OrderingKey
+	}
+	if r.Callback != "" {
+		t.Callback = &r.Callback
+	}
+	if r.FailureCallback != "" {
+		t.FailureCallback = &r.FailureCallback
+	}
 	if r.Method != "" {
 		t.Method = ptr(apiclient.HTTPMethod(r.Method))
 	}
@@ -135,6 +161,9 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	out := TaskRequest{URL: t.URL, Topic: t.Topic, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
+	if t.OrderingKey != nil {
+		out.OrderingKey = *t.OrderingKey
+	}
 	if t.Method != nil {
 		out.Method = string(*t.Method)
 	}
@@ -143,6 +172,12 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 	}
 	if t.IdempotencyKey != nil {
 		out.IdempotencyKey = *t.IdempotencyKey
+	}
+	if t.Callback != nil {
+		out.Callback = *t.Callback
+	}
+	if t.FailureCallback != nil {
+		out.FailureCallback = *t.FailureCallback
 	}
 	var err error
 	for _, d := range []struct {
@@ -198,6 +233,7 @@ func (c *Client) createTask(ctx context.Context, op string, req TaskRequest) (*a
 	body := apiclient.TaskRequest{
 		URL: item.URL, Topic: item.Topic, Method: item.Method, Headers: item.Headers, Body: item.Body,
 		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
+		OrderingKey: item.OrderingKey, Callback: item.Callback, FailureCallback: item.FailureCallback,
 	}
 	// Safe to retry: the key makes the server store a repeat once.
 	resp, err := c.api.CreateTaskWithResponse(repeatable(ctx), &apiclient.CreateTaskParams{IdempotencyKey: &key}, body)
@@ -236,6 +272,9 @@ type TaskFilter struct {
 	// Labels: only tasks carrying every one of these labels (and maybe
 	// others).
 	Labels map[string]string
+	// CallbackOf: only the callback tasks that report on this task
+	// (uuid.Nil any).
+	CallbackOf uuid.UUID
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound when the
 	// tasks were created; zero is unbounded.
 	CreatedAfter, CreatedBefore time.Time
@@ -267,6 +306,9 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) iter.Seq2[Task, er
 		params.IdempotencyKey = &f.IdempotencyKey
 	}
 	params.Label = labelConditions(f.Labels)
+	if f.CallbackOf != uuid.Nil {
+		params.CallbackOf = &f.CallbackOf
+	}
 	if !f.CreatedAfter.IsZero() {
 		params.CreatedAfter = &f.CreatedAfter
 	}
@@ -365,6 +407,9 @@ type ReplayEdit struct {
 	// Labels, when not nil, replace all of the task's labels; an empty,
 	// non-nil map removes them.
 	Labels map[string]string
+	// Callback and FailureCallback, when not nil, replace the task's; a
+	// pointer to "" removes it.
+	Callback, FailureCallback *string
 }
 
 // ReplayTask sends a dead or delivered task again, due now, after applying
@@ -378,7 +423,8 @@ func (c *Client) ReplayTask(ctx context.Context, id uuid.UUID, edit *ReplayEdit)
 	// Without an edit the body is {}, which replays the task as it is.
 	var body apiclient.ReplayRequest
 	if edit != nil {
-		body = apiclient.ReplayRequest{Headers: edit.Headers, Body: edit.Body}
+		body = apiclient.ReplayRequest{Headers: edit.Headers, Body: edit.Body,
+			Callback: edit.Callback, FailureCallback: edit.FailureCallback}
 		if edit.URL != "" {
 			body.URL = &edit.URL
 		}

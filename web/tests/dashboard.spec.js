@@ -167,6 +167,25 @@ test('watches a task go delivered, and a failing one collect its attempts', asyn
   await shoot(page, 'tasks');
 });
 
+test('shows a task waiting for the one before it in its ordering key', async ({ page, request }) => {
+  await signIn(page);
+  // The first holds the key while it waits an hour for its retry; the second waits behind it.
+  const first = await createTask(request, tenantKey, { url: `${receiver}/fail`, ordering_key: 'order-7',
+    retry: { max_attempts: 5, min_backoff: '1h', max_backoff: '1h' } });
+  const second = await createTask(request, tenantKey, { url: `${receiver}/ok`, ordering_key: 'order-7' });
+  await waitStatus(request, tenantKey, first.id, 'retrying');
+  await expect.poll(async () => (await call(request, tenantKey, 'GET', `/v1/tasks/${second.id}`)).next_attempt_at,
+    { timeout: 30_000 }).toBeNull();
+  await page.goto(`/ui/tasks/${second.id}`);
+  await expect(page.locator('.statusline .badge')).toHaveText('scheduled');
+  await expect(page.locator('dl.fields')).toContainText('once the task before it in its ordering key is finished');
+  await expect(page.locator('dl.fields')).toContainText('order-7');
+  await shoot(page, 'task-ordering-waiting');
+  // Canceling the first releases the second, which the page sees delivered.
+  await call(request, tenantKey, 'DELETE', `/v1/tasks/${first.id}`);
+  await expect(page.locator('.statusline .badge')).toHaveText('delivered', { timeout: 30_000 });
+});
+
 test('replays a dead task from its page, as it was and edited', async ({ page, request }) => {
   await signIn(page);
   const flaky = await createTask(request, tenantKey, { url: `${receiver}/flaky/1`, retry: { max_attempts: 1 } });

@@ -22,6 +22,8 @@ import (
 type task struct {
 	seq int
 	due time.Time
+	// orderingKey is set by the ordering scenario only (hookwheel alone).
+	orderingKey string
 }
 
 // system is one scheduler under test: hookwheel, River or Asynq.
@@ -242,6 +244,9 @@ func (h *hookwheelSystem) postBatch(ctx context.Context, c *openapi.ClientWithRe
 	for i, t := range tasks {
 		due := t.due
 		items[i] = openapi.BatchTaskRequest{URL: url, Body: makeBody(run, t.seq, t.due), RunAt: &due, Headers: jsonHeaders}
+		if t.orderingKey != "" {
+			items[i].OrderingKey = &t.orderingKey
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		resp, err := c.CreateTasksBatchWithResponse(ctx, openapi.BatchRequest{Tasks: items})

@@ -57,6 +57,8 @@ type options struct {
 	nodesGap        time.Duration
 	nodesIdle       time.Duration
 
+	orderingKeys        int
+	orderingPerKey      int
 	systems             string
 	peerRate            int
 	peerDuration        time.Duration
@@ -74,6 +76,7 @@ commands:
   ingest      POST /v1/tasks and /v1/tasks/batch: requests and tasks per second, latency
   backlog     lateness at -backlog-rate with each -backlog size pending a month ahead; RSS
   failover    two nodes; SIGKILL one; time until its tasks fire on the other
+  ordering    -ordering-keys keys x -ordering-per-key tasks due at once; deliveries per second and the order check
   nodes       each of -nodes nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
   peers       hookwheel vs River vs Asynq (what make bench-peers runs)
   cleanup     drop hwbench_* databases and Redis keys left by an interrupted run
@@ -107,6 +110,8 @@ func main() {
 	fs.IntVar(&o.failoverRate, "failover-rate", 500, "failover: tasks falling due per second")
 	fs.DurationVar(&o.failoverDur, "failover-duration", 12*time.Second, "failover: how long they fall due")
 	fs.DurationVar(&o.failoverKill, "failover-kill-after", 4*time.Second, "failover: SIGKILL a node this long after the first due time")
+	fs.IntVar(&o.orderingKeys, "ordering-keys", 10_000, "ordering: number of ordering keys")
+	fs.IntVar(&o.orderingPerKey, "ordering-per-key", 10, "ordering: tasks per key")
 	fs.StringVar(&o.nodeSizes, "nodes", "5,10", "nodes: cluster sizes, comma-separated (at least 2)")
 	fs.IntVar(&o.nodesRate, "nodes-rate", 500, "nodes: tasks falling due per second")
 	fs.DurationVar(&o.nodesGap, "nodes-event-gap", 8*time.Second, "nodes: time from the first due time to the join, between the join, leave and kill, and after the kill")
@@ -148,13 +153,14 @@ func envOr(name, fallback string) string {
 
 func run(ctx context.Context, cmd string, o options) error {
 	scenarios := map[string][]string{
-		"suite":      {"precision", "throughput", "ingest", "backlog", "failover"},
+		"suite":      {"precision", "throughput", "ordering", "ingest", "backlog", "failover"},
 		"precision":  {"precision"},
 		"throughput": {"throughput"},
 		"ingest":     {"ingest"},
 		"backlog":    {"backlog"},
 		"failover":   {"failover"},
 		"nodes":      {"nodes"},
+		"ordering":   {"ordering"},
 	}
 	if cmd == "cleanup" {
 		return cleanupLeftovers(ctx, o)
@@ -289,6 +295,25 @@ func runHookwheel(ctx context.Context, o options, svc *services, recv *receiver,
 				return err
 			}
 			rep.printf("## End-to-end throughput\n\n")
+			rep.throughputTable([]*lateResult{r})
+		case "ordering":
+			h, err := startHookwheel(ctx, svc, hwOptions(o), "ordering")
+			if err != nil {
+				return err
+			}
+			r, err := ordering(ctx, h, recv, o.orderingKeys, o.orderingPerKey)
+			rep.settings["hookwheel"] = h.Settings()
+			h.Close()
+			if err != nil {
+				return err
+			}
+			if err := rep.writeJSON("ordering", r); err != nil {
+				return err
+			}
+			rep.printf("## Ordering keys\n\n")
+			rep.printf("%d keys of %d tasks each, all due at one instant (a key's tasks a microsecond apart, so their order is their due order). ", r.Keys, r.Tasks/max(1, r.Keys))
+			rep.printf("A key's task may go only once the one before it is recorded delivered, so a key delivers one task per round trip; the keys go in parallel. ")
+			rep.printf("Order violations: a key's task arriving no later than the one before it, or missing: **%d**.\n\n", r.OrderViolations)
 			rep.throughputTable([]*lateResult{r})
 		case "ingest":
 			h, err := startHookwheel(ctx, svc, hwOptions(o), "ingest")

@@ -95,6 +95,12 @@ type lateResult struct {
 	LeadS         float64 `json:"lead_s"`
 	InsertOverran bool    `json:"insert_overran_first_due"`
 
+	// Keys and OrderViolations are the ordering scenario's: each time a
+	// key's task arrived no later than the one before it in its order (or
+	// either never arrived).
+	Keys            int `json:"ordering_keys,omitempty"`
+	OrderViolations int `json:"order_violations"`
+
 	AttemptsRecorded      int64   `json:"attempts_recorded,omitempty"`
 	AttemptsRecordedLagMs float64 `json:"attempts_recorded_after_last_delivery_ms,omitempty"`
 	// WALBytesPerTask is the Postgres WAL written from before the tasks were
@@ -132,6 +138,10 @@ type lateSpec struct {
 	during func(first time.Time)
 	// afterInsert, if set, runs right after insertion (RSS sampling...).
 	rssPID int
+	// keys, when set, gives task i the ordering key i mod keys and a due
+	// time i/keys microseconds after the first: each key's tasks are then
+	// ordered by due time whatever order they are stored in.
+	keys int
 }
 
 var runCounter atomic.Int64
@@ -196,6 +206,10 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 			due = first.Add(time.Duration(int64(i) * int64(spec.spread) / int64(spec.tasks))).Truncate(time.Microsecond)
 		}
 		tasks[i] = task{seq: i, due: due}
+		if spec.keys > 0 {
+			tasks[i].due = due.Add(time.Duration(i/spec.keys) * time.Microsecond)
+			tasks[i].orderingKey = fmt.Sprintf("%s-key-%d", spec.scenario, i%spec.keys)
+		}
 		dues[i] = due.UnixNano()
 	}
 	runID := fmt.Sprintf("%s-%s-%d", spec.scenario, sys.Name(), runCounter.Add(1))
@@ -370,6 +384,29 @@ func throughput(ctx context.Context, sys system, recv *receiver, n int) (*lateRe
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return res, nil
+}
+
+// ordering stores keys x perKey tasks due at one instant, perKey per
+// ordering key, and measures deliveries per second and whether each key's
+// tasks arrived one after the other in their order.
+func ordering(ctx context.Context, sys system, recv *receiver, keys, perKey int) (*lateResult, error) {
+	res, err := runLateness(ctx, sys, recv, lateSpec{scenario: "ordering",
+		label: fmt.Sprintf("%d keys x %d tasks due at once", keys, perKey), tasks: keys * perKey, keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	res.Keys = keys
+	res.rs.mu.Lock()
+	defer res.rs.mu.Unlock()
+	for k := range keys {
+		for i := k + keys; i < len(res.rs.arrivals); i += keys {
+			prev, cur := res.rs.arrivals[i-keys], res.rs.arrivals[i]
+			if prev == 0 || cur == 0 || cur <= prev {
+				res.OrderViolations++
+			}
 		}
 	}
 	return res, nil

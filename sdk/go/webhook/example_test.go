@@ -30,3 +30,32 @@ func ExampleVerify() {
 	})
 	log.Fatal(http.ListenAndServe("127.0.0.1:9000", nil))
 }
+
+// A callback receiver verifies the callback as any webhook, then reads what
+// became of the task it reports on.
+func ExampleDecodeCallback() {
+	secrets := []string{os.Getenv("HOOKWHEEL_SIGNING_SECRET")}
+	http.HandleFunc("/hooks/charge-done", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "cannot read the body", http.StatusBadRequest)
+			return
+		}
+		if err := webhook.Verify(secrets, r.Header, body); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		cb, err := webhook.DecodeCallback(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if cb.Status == webhook.CallbackDead {
+			log.Printf("task %s died after attempt %d: %v", cb.TaskID, cb.Attempt, *cb.Error)
+		} else {
+			log.Printf("task %s delivered; the receiver answered %d: %s", cb.TaskID, *cb.Response.StatusCode, cb.Response.Body)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:9000", nil))
+}

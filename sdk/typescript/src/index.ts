@@ -12,7 +12,13 @@ export type {
   TaskInput,
 } from "./client.js";
 export { HookwheelError, parseRetryAfter } from "./errors.js";
-export { verifyWebhook, verifyWebhookSignature, WebhookVerificationError } from "./webhook.js";
+export {
+  callbackResponseBody,
+  verifyCallback,
+  verifyWebhook,
+  verifyWebhookSignature,
+  WebhookVerificationError,
+} from "./webhook.js";
 export type { VerifiedWebhook, VerifyOptions, WebhookBody, WebhookFailure, WebhookHeaders } from "./webhook.js";
 export type * from "./types.js";
 export type { components, operations, paths } from "./schema.js";

@@ -103,7 +103,7 @@ export interface paths {
          *     The last page has no `next_cursor`.
          *
          *     The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-         *     `created_after` and `created_before` combine: a task is listed
+         *     `callback_of`, `created_after` and `created_before` combine: a task is listed
          *     when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
          *     consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
          *     later than `created_after`) answers 422.
@@ -135,12 +135,17 @@ export interface paths {
          *     the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
          *     and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
          *     the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-         *     (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-         *     each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-         *     `GET /v1/tasks?publish_id=` lists them like any tasks.
+         *     (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+         *     `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+         *     publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+         *     tasks.
          *
          *     - The topic's endpoints are read when the publish is made: changing or deleting the topic later
          *       changes none of the tasks already made.
+         *     - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+         *     - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+         *       delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+         *       an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
          *     - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
          *     - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
          *       answers 429 and stores nothing.
@@ -486,9 +491,11 @@ export interface paths {
          *     the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
          *     or dead sends the webhook yet again.
          *
-         *     **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-         *     `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-         *     whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+         *     **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+         *     `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+         *     before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+         *     at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+         *     given callbacks (422 naming the field). Use it
          *     when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
          *     and change nothing. Without a body, or with `{}`, the task is replayed as it is.
          *
@@ -1377,6 +1384,13 @@ export interface components {
             body?: string;
             /** @description The new labels, replacing all of the task's own; `{}` removes them. */
             labels?: components["schemas"]["Labels"];
+            /**
+             * @description The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+             *     given one (422).
+             */
+            callback?: string;
+            /** @description The new `failure_callback`, as `callback`; `""` removes it. */
+            failure_callback?: string;
         };
         /** @description Conditions a dead task must all meet to be replayed; none replays every dead task. */
         ReplayFilter: {
@@ -1518,6 +1532,21 @@ export interface components {
             /** @description Labels every occurrence's task carries, by the rules of a task's. */
             labels?: components["schemas"]["Labels"];
             /**
+             * @description The ordering key every occurrence's task carries: an occurrence is then never sent while the
+             *     one before it is still being sent or retried.
+             */
+            ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description The `callback` every occurrence's task carries, by the rules of a task's.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The `failure_callback` every occurrence's task carries, by the rules of a task's.
+             */
+            failure_callback?: string;
+            /**
              * @description Create the schedule paused.
              * @default false
              */
@@ -1573,6 +1602,12 @@ export interface components {
             labels?: {
                 [key: string]: string | null;
             } | null;
+            /** @description The ordering key of the occurrences made from now on; `null` removes it. */
+            ordering_key?: string | null;
+            /** @description The new `callback` of the occurrences made from now on; `null` removes it. */
+            callback?: string | null;
+            /** @description The new `failure_callback` of the occurrences made from now on; `null` removes it. */
+            failure_callback?: string | null;
             /** @description `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do. */
             paused?: boolean | null;
         };
@@ -1614,6 +1649,18 @@ export interface components {
             retry: components["schemas"]["RetryPolicy"];
             /** @description The labels every occurrence's task carries; absent when none. */
             labels?: components["schemas"]["Labels"];
+            /** @description The ordering key every occurrence's task carries; absent when none. */
+            ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description The `callback` every occurrence's task carries; absent when none.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The `failure_callback` every occurrence's task carries; absent when none.
+             */
+            failure_callback?: string;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1877,6 +1924,20 @@ export interface components {
             [key: string]: string;
         };
         /**
+         * @description Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+         *     order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+         *     `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+         *     that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+         *     keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+         *     sent again (same `webhook-id`) before the next one goes.
+         *
+         *     A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+         *     stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+         *     1 to 255 characters of any text but control characters, compared byte for byte.
+         * @example order-1042
+         */
+        OrderingKey: string;
+        /**
          * @description A webhook to schedule: to `url`, or to every endpoint of `topic`. Exactly one of the two is
          *     required; every other field is optional.
          */
@@ -1937,6 +1998,31 @@ export interface components {
             retry?: components["schemas"]["RetryPolicy"];
             /** @description The task's labels, to find it by; none when absent. */
             labels?: components["schemas"]["Labels"];
+            ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+             *     `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+             *     number, and the response: its status, its headers as an attempt keeps them, and the first
+             *     64 KiB of its body, base64). The report is a task of its own, created in the same commit
+             *     that records the delivery: signed like every webhook, with this task's timeout and retry
+             *     policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+             *     and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+             *     or `https`, at most 4096 characters, the server's target rules), with 422 naming
+             *     `callback` otherwise. A callback task has no callbacks of its own.
+             * @example https://example.com/hooks/order-timeout-done
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+             *     `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+             *     there, with `status` `dead` and the last attempt's response, or, when that attempt got
+             *     none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+             *     `callback`.
+             * @example https://example.com/hooks/order-timeout-failed
+             */
+            failure_callback?: string;
         };
         /** @description A scheduled webhook and its delivery state. */
         Task: {
@@ -1997,7 +2083,7 @@ export interface components {
              * Format: date-time
              * @description When the next attempt is due: `run_at` before the first attempt, the retry time while
              *     `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
-             *     the task is finished.
+             *     the task is finished, and while a task with an `ordering_key` waits for the task before it.
              */
             next_attempt_at: string | null;
             /** @description The HTTP status of the latest attempt's response; null before any response. */
@@ -2008,6 +2094,38 @@ export interface components {
             idempotency_key: string | null;
             /** @description The task's labels (a schedule's occurrence carries the schedule's); absent when it has none. */
             labels?: components["schemas"]["Labels"];
+            /** @description The task's ordering key; absent when it has none. */
+            ordering_key?: components["schemas"]["OrderingKey"];
+            /**
+             * Format: uri
+             * @description The URL told of the task's delivery (see `TaskRequest`); absent when none.
+             */
+            callback?: string;
+            /**
+             * Format: uri
+             * @description The URL told of the task's death (see `TaskRequest`); absent when none.
+             */
+            failure_callback?: string;
+            /**
+             * Format: uuid
+             * @description On a callback task, the task whose outcome it reports; absent on any other task. Its body
+             *     is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+             *     timeout and retry policy of that task and no callbacks of its own.
+             */
+            callback_of?: string;
+            /**
+             * Format: uuid
+             * @description The latest callback task this task's outcome made, created in the same commit that
+             *     recorded the outcome; absent before one was made. A task replayed and finished again
+             *     makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+             */
+            callback_task_id?: string;
+            /**
+             * @description On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+             *     read it without parsing. Absent on any other task, and on a callback task whose body an
+             *     edit-and-replay replaced with something else.
+             */
+            report?: components["schemas"]["CallbackPayload"];
             /** @description The topic this task was published to, if any (absent otherwise); it may since have been deleted. */
             topic?: string | null;
             /**
@@ -2121,6 +2239,71 @@ export interface components {
             data: components["schemas"]["Task"][];
             /** @description Pass it as `cursor` to read the next page. Absent on the last page. */
             next_cursor?: string | null;
+        };
+        /**
+         * @description The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+         *     `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+         *     webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+         *     its `webhook-id` is the callback task's id, not the reported task's), with
+         *     `Content-Type: application/json`, retried with the reported task's retry policy until the
+         *     callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+         * @example {
+         *       "task_id": "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41",
+         *       "status": "delivered",
+         *       "attempt": 1,
+         *       "error": null,
+         *       "response": {
+         *         "status_code": 200,
+         *         "headers": {
+         *           "Content-Type": "application/json"
+         *         },
+         *         "body": "eyJvayI6IHRydWV9",
+         *         "body_truncated": false
+         *       }
+         *     }
+         */
+        CallbackPayload: {
+            /**
+             * Format: uuid
+             * @description The task whose outcome this reports.
+             */
+            task_id: string;
+            /**
+             * @description The task's final status.
+             * @enum {string}
+             */
+            status: "delivered" | "dead";
+            /** @description The number of the final attempt, as its `Hookwheel-Attempt` header said. */
+            attempt: number;
+            /**
+             * @description Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+             *     as the attempt's `error`; null on delivery.
+             */
+            error: string | null;
+            response: components["schemas"]["CallbackResponse"];
+        };
+        /**
+         * @description The response to the final attempt. When none came (a timeout, a connection error),
+         *     `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+         *     happened.
+         */
+        CallbackResponse: {
+            /** @description The HTTP status of the response; null when no response came. */
+            status_code: number | null;
+            /**
+             * @description The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+             *     never a header that may carry a credential).
+             */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * Format: byte
+             * @description The first 64 KiB of the response body, base64 (standard alphabet, padded).
+             */
+            body: string;
+            /** @description True when the response body was longer than the 64 KiB carried. */
+            body_truncated: boolean;
         };
         /**
          * @description What an attempt led to:
@@ -2653,6 +2836,11 @@ export interface operations {
                  *     ]
                  */
                 label?: string[];
+                /**
+                 * @description Only the callback tasks that report on this task (see `callback`): one per time it was
+                 *     delivered or died with a callback URL for that outcome.
+                 */
+                callback_of?: string;
                 /** @description The largest number of tasks in the page. */
                 limit?: number;
                 /**

@@ -38,6 +38,8 @@ export type PublishStatusCounts = Schemas["PublishStatusCounts"];
 export type TaskOrPublish = Schemas["TaskOrPublish"];
 export type Problem = Schemas["Problem"];
 export type FieldError = Schemas["FieldError"];
+export type CallbackPayload = Schemas["CallbackPayload"];
+export type CallbackResponse = Schemas["CallbackResponse"];
 
 /** The filters of `GET /v1/tasks`, without the paging parameters. */
 export type TaskFilter = Omit<NonNullable<operations["listTasks"]["parameters"]["query"]>, "cursor" | "limit">;

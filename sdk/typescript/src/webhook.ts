@@ -12,6 +12,17 @@
 //     (the first), with iss "hookwheel", sub the task's URL, jti the
 //     webhook-id, iat, exp and body, the unpadded base64url SHA-256 of the body.
 
+import type { components } from "./schema.js";
+
+/**
+ * The body of a callback webhook: what the final attempt of a task got, sent to
+ * the task's `callback` once it is delivered and to its `failure_callback` once
+ * it is dead (`CallbackPayload` in the API reference). `response.body` is the
+ * first 64 KiB of the receiver's answer in base64: `callbackResponseBody`
+ * decodes it.
+ */
+export type CallbackPayload = components["schemas"]["CallbackPayload"];
+
 /** Why a webhook was refused; `WebhookVerificationError.reason`. */
 export type WebhookFailure =
   | "missing_header"
@@ -28,7 +39,8 @@ export type WebhookFailure =
   | "jwt_expired"
   | "jwt_body"
   | "jwt_subject"
-  | "invalid_json";
+  | "invalid_json"
+  | "invalid_callback";
 
 /** A webhook that failed verification; `reason` says which check, `message` says it for a person. */
 export class WebhookVerificationError extends Error {
@@ -118,6 +130,54 @@ export async function verifyWebhook<T = unknown>(
   } catch {
     throw new WebhookVerificationError("invalid_json", "the webhook's signature is valid but its body is not JSON");
   }
+}
+
+/**
+ * Verifies a callback webhook (see `callback` on a task) as verifyWebhook does
+ * any webhook, and returns its payload. A body that verifies but is not a
+ * callback's (no `task_id`, a `status` other than delivered or dead, no
+ * attempt number, no `response`) is refused with reason `invalid_callback`.
+ * Fields it does not know are kept, so that a receiver keeps working when
+ * hookwheel adds some. The callback's webhook-id is the callback task's own
+ * id, not the id of the task it reports on (`task_id`).
+ */
+export async function verifyCallback(
+  secrets: string | readonly string[],
+  headers: WebhookHeaders,
+  body: WebhookBody,
+  options: VerifyOptions = {},
+): Promise<CallbackPayload> {
+  const payload = await verifyWebhook<unknown>(secrets, headers, body, options);
+  if (!isCallbackPayload(payload)) {
+    throw new WebhookVerificationError(
+      "invalid_callback",
+      "the webhook's signature is valid but its body is not a callback's (task_id, status, attempt, response)",
+    );
+  }
+  return payload;
+}
+
+/** The bytes of the response a callback reports (its first 64 KiB: `body_truncated` says whether there was more). */
+export function callbackResponseBody(payload: CallbackPayload): Uint8Array {
+  if (payload.response.body === "") return new Uint8Array(0);
+  const bytes = decodeBase64(payload.response.body);
+  if (bytes === undefined) throw new TypeError("callbackResponseBody: response.body is not standard base64");
+  return bytes;
+}
+
+function isCallbackPayload(v: unknown): v is CallbackPayload {
+  if (typeof v !== "object" || v === null) return false;
+  const p = v as Record<string, unknown>;
+  const r = p["response"];
+  return (
+    typeof p["task_id"] === "string" &&
+    (p["status"] === "delivered" || p["status"] === "dead") &&
+    typeof p["attempt"] === "number" &&
+    p["attempt"] >= 1 &&
+    typeof r === "object" &&
+    r !== null &&
+    typeof (r as Record<string, unknown>)["body"] === "string"
+  );
 }
 
 /**

@@ -6,7 +6,13 @@ import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 
-import { verifyWebhook, verifyWebhookSignature, WebhookVerificationError } from "../dist/index.js";
+import {
+  callbackResponseBody,
+  verifyCallback,
+  verifyWebhook,
+  verifyWebhookSignature,
+  WebhookVerificationError,
+} from "../dist/index.js";
 
 const newSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
 const keyOf = (secret) => Buffer.from(secret.slice("whsec_".length), "base64");
@@ -292,6 +298,51 @@ describe("verifyWebhook", () => {
     const old = sign([secret], { at: 1_000_000_000 });
     for (const options of [{ toleranceSeconds: NaN }, { toleranceSeconds: Infinity }, { toleranceSeconds: -1 }, { now: new Date("nonsense") }, { now: NaN }]) {
       await assert.rejects(verifyWebhook(secret, old, '{"hello":"world"}', options), TypeError, JSON.stringify(String(Object.values(options)[0])));
+    }
+  });
+});
+
+describe("verifyCallback", () => {
+  const delivered = JSON.stringify({
+    task_id: "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41",
+    status: "delivered",
+    attempt: 2,
+    error: null,
+    response: { status_code: 200, headers: { "Content-Type": "text/plain" }, body: "/wBvaw==", body_truncated: false },
+    added_later: true,
+  });
+
+  it("returns the payload of a signed callback, and the response's bytes", async () => {
+    const secret = newSecret();
+    const payload = await verifyCallback(secret, sign([secret], { body: delivered }), delivered);
+    assert.equal(payload.task_id, "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41");
+    assert.equal(payload.status, "delivered");
+    assert.equal(payload.attempt, 2);
+    assert.equal(payload.response.status_code, 200);
+    assert.equal(payload.added_later, true, "fields it does not know are kept");
+    assert.deepEqual([...callbackResponseBody(payload)], [0xff, 0, 0x6f, 0x6b]);
+  });
+
+  it("reads a callback of a death with no response", async () => {
+    const secret = newSecret();
+    const body = JSON.stringify({
+      task_id: "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41",
+      status: "dead",
+      attempt: 10,
+      error: "no response within the 30s timeout",
+      response: { status_code: null, headers: {}, body: "", body_truncated: false },
+    });
+    const payload = await verifyCallback(secret, sign([secret], { body }), body);
+    assert.equal(payload.status, "dead");
+    assert.equal(payload.response.status_code, null);
+    assert.equal(callbackResponseBody(payload).length, 0);
+  });
+
+  it("refuses a forged callback, and a signed body that is not a callback", async () => {
+    const secret = newSecret();
+    await refused(verifyCallback(newSecret(), sign([secret], { body: delivered }), delivered), "no_matching_signature");
+    for (const body of ['{"hello":"world"}', '{"task_id":"x","status":"retrying","attempt":1,"response":{"body":""}}']) {
+      await refused(verifyCallback(secret, sign([secret], { body }), body), "invalid_callback");
     }
   });
 });

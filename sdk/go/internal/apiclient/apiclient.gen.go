@@ -39,6 +39,24 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for CallbackPayloadStatus.
+const (
+	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
+	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+)
+
+// Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
+func (e CallbackPayloadStatus) Valid() bool {
+	switch e {
+	case CallbackPayloadStatusDead:
+		return true
+	case CallbackPayloadStatusDelivered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CancelFilterStatus.
 const (
 	CancelFilterStatusRetrying  CancelFilterStatus = "retrying"
@@ -349,10 +367,32 @@ type BatchTaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -368,6 +408,20 @@ type BatchTaskRequest struct {
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -396,6 +450,55 @@ type BatchTaskRequest struct {
 	//
 	// Example: https://example.com/hooks/order-timeout
 	URL string `json:"url,omitempty"`
+}
+
+// CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
+// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
+// its `webhook-id` is the callback task's id, not the reported task's), with
+// `Content-Type: application/json`, retried with the reported task's retry policy until the
+// callback URL answers 2xx. Fields may be added; a receiver should ignore those it does not know.
+//
+// Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
+type CallbackPayload struct {
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	Attempt int `json:"attempt"`
+
+	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
+	// as the attempt's `error`; null on delivery.
+	Error *string `json:"error"`
+
+	// Response The response to the final attempt. When none came (a timeout, a connection error),
+	// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+	// happened.
+	Response CallbackResponse `json:"response"`
+
+	// Status The task's final status.
+	Status CallbackPayloadStatus `json:"status"`
+
+	// TaskID The task whose outcome this reports.
+	TaskID openapi_types.UUID `json:"task_id"`
+}
+
+// CallbackPayloadStatus The task's final status.
+type CallbackPayloadStatus string
+
+// CallbackResponse The response to the final attempt. When none came (a timeout, a connection error),
+// `status_code` is null, `headers` is `{}` and `body` is empty; the payload's `error` says what
+// happened.
+type CallbackResponse struct {
+	// Body The first 64 KiB of the response body, base64 (standard alphabet, padded).
+	Body []byte `json:"body"`
+
+	// BodyTruncated True when the response body was longer than the 64 KiB carried.
+	BodyTruncated bool `json:"body_truncated"`
+
+	// Headers The response's headers as the attempt keeps them (`Attempt.response_headers`: bounded, and
+	// never a header that may carry a credential).
+	Headers map[string]string `json:"headers"`
+
+	// StatusCode The HTTP status of the response; null when no response came.
+	StatusCode *int `json:"status_code"`
 }
 
 // Caller defines model for Caller.
@@ -491,6 +594,20 @@ type MinuteStats struct {
 	// Start The minute's first instant.
 	Start time.Time `json:"start"`
 }
+
+// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+// sent again (same `webhook-id`) before the next one goes.
+//
+// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+// 1 to 255 characters of any text but control characters, compared byte for byte.
+//
+// Example: order-1042
+type OrderingKey = string
 
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
@@ -601,6 +718,13 @@ type ReplayRequest struct {
 	// Body The new body, sent byte for byte.
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback`, checked as at creation; `""` removes it. A callback task cannot be
+	// given one (422).
+	Callback *string `json:"callback,omitempty"`
+
+	// FailureCallback The new `failure_callback`, as `callback`; `""` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
 	// Headers The new headers, replacing all of the task's own.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -652,11 +776,17 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Body      string             `json:"body,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	Cron      string             `json:"cron"`
-	Headers   map[string]string  `json:"headers,omitempty"`
-	ID        openapi_types.UUID `json:"id"`
+	Body string `json:"body,omitempty"`
+
+	// Callback The `callback` every occurrence's task carries; absent when none.
+	Callback  *string   `json:"callback,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
+	FailureCallback *string            `json:"failure_callback,omitempty"`
+	Headers         map[string]string  `json:"headers,omitempty"`
+	ID              openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -672,7 +802,10 @@ type Schedule struct {
 
 	// NextRunAt The next occurrence (null while paused).
 	NextRunAt *time.Time `json:"next_run_at"`
-	Paused    bool       `json:"paused"`
+
+	// OrderingKey The ordering key every occurrence's task carries; absent when none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
+	Paused      bool         `json:"paused"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -699,15 +832,25 @@ type ScheduleList struct {
 type ScheduleRequest struct {
 	Body string `json:"body,omitempty"`
 
+	// Callback The `callback` every occurrence's task carries, by the rules of a task's.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron 5 fields, 6 with seconds first, a descriptor such as `@hourly`, or `@every <duration>`.
 	//
 	// Example: 0 9 * * *
-	Cron    string            `json:"cron"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Cron string `json:"cron"`
+
+	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
+	FailureCallback *string           `json:"failure_callback,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey The ordering key every occurrence's task carries: an occurrence is then never sent while the
+	// one before it is still being sent or retried.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Paused Create the schedule paused.
 	Paused *bool `json:"paused,omitempty"`
@@ -732,10 +875,16 @@ type ScheduleUpdateRequest struct {
 	// Body The new body (`null` is empty).
 	Body *string `json:"body,omitempty"`
 
+	// Callback The new `callback` of the occurrences made from now on; `null` removes it.
+	Callback *string `json:"callback,omitempty"`
+
 	// Cron The new recurrence; `next_run_at` is recomputed from now.
 	//
 	// Example: 0 9 * * *
 	Cron *string `json:"cron,omitempty"`
+
+	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -749,6 +898,9 @@ type ScheduleUpdateRequest struct {
 	//
 	// Example: PUT
 	Method *string `json:"method,omitempty"`
+
+	// OrderingKey The ordering key of the occurrences made from now on; `null` removes it.
+	OrderingKey *string `json:"ordering_key,omitempty"`
 
 	// Paused `true` pauses the schedule, `false` (or `null`) resumes it, as the pause and resume calls do.
 	Paused *bool `json:"paused,omitempty"`
@@ -873,11 +1025,27 @@ type Task struct {
 	// Body The request body, sent byte for byte; absent when empty.
 	Body string `json:"body,omitempty"`
 
+	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
+	Callback *string `json:"callback,omitempty"`
+
+	// CallbackOf On a callback task, the task whose outcome it reports; absent on any other task. Its body
+	// is a `CallbackPayload`, it is sent with `Content-Type: application/json`, and it has the
+	// timeout and retry policy of that task and no callbacks of its own.
+	CallbackOf *openapi_types.UUID `json:"callback_of,omitempty"`
+
+	// CallbackTaskID The latest callback task this task's outcome made, created in the same commit that
+	// recorded the outcome; absent before one was made. A task replayed and finished again
+	// makes another: `GET /v1/tasks?callback_of=<id>` lists them all.
+	CallbackTaskID *openapi_types.UUID `json:"callback_task_id,omitempty"`
+
 	// CreatedAt When the task was created.
 	CreatedAt time.Time `json:"created_at"`
 
 	// EndpointName The name of the topic's endpoint this task delivers to, when the endpoint had one.
 	EndpointName *string `json:"endpoint_name,omitempty"`
+
+	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -906,11 +1074,19 @@ type Task struct {
 
 	// NextAttemptAt When the next attempt is due: `run_at` before the first attempt, the retry time while
 	// `retrying`, the time of the replay after a replay. No attempt is made before it. Null once
-	// the task is finished.
+	// the task is finished, and while a task with an `ordering_key` waits for the task before it.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+
+	// OrderingKey The task's ordering key; absent when it has none.
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
 	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
+
+	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
+	// read it without parsing. Absent on any other task, and on a callback task whose body an
+	// edit-and-replay replaced with something else.
+	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
 	Retry RetryPolicy `json:"retry"`
@@ -972,10 +1148,32 @@ type TaskRequest struct {
 	// Example: {"order": 42}
 	Body string `json:"body,omitempty"`
 
+	// Callback A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
+	// `POST` there whose JSON body is a `CallbackPayload` (the task id, `status`, the attempt
+	// number, and the response: its status, its headers as an attempt keeps them, and the first
+	// 64 KiB of its body, base64). The report is a task of its own, created in the same commit
+	// that records the delivery: signed like every webhook, with this task's timeout and retry
+	// policy, its `callback_of` naming this task (and this task's `callback_task_id` naming it),
+	// and listed by `GET /v1/tasks?callback_of=<id>`. Held to the rules of `url` (absolute `http`
+	// or `https`, at most 4096 characters, the server's target rules), with 422 naming
+	// `callback` otherwise. A callback task has no callbacks of its own.
+	//
+	// Example: https://example.com/hooks/order-timeout-done
+	Callback *string `json:"callback,omitempty"`
+
 	// Delay How long after now to send the webhook, a Go duration such as `30s` or `1h30m`. Exclusive with `run_at`.
 	//
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
+
+	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
+	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
+	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
+	// `callback`.
+	//
+	// Example: https://example.com/hooks/order-timeout-failed
+	FailureCallback *string `json:"failure_callback,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -988,6 +1186,20 @@ type TaskRequest struct {
 
 	// Method The HTTP method of the webhook. Default `POST`.
 	Method *HTTPMethod `json:"method,omitempty"`
+
+	// OrderingKey Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
+	// order: a task is not sent until every task of its key before it is `delivered`, `dead` or
+	// `canceled`, and never while another task of its key is being sent or waits for a retry. A task
+	// that goes `dead` releases the next one, like one delivered. There is no limit on the number of
+	// keys, and keys hold across nodes and crashes: a node that dies mid-send only makes its task be
+	// sent again (same `webhook-id`) before the next one goes.
+	//
+	// A task waiting for the one before it shows `next_attempt_at: null` while `scheduled`. A task
+	// stored with a `run_at` earlier than a task of its key already being sent waits for that task.
+	// 1 to 255 characters of any text but control characters, compared byte for byte.
+	//
+	// Example: order-1042
+	OrderingKey *OrderingKey `json:"ordering_key,omitempty"`
 
 	// Retry How failed attempts are retried. Each missing field takes its default. The wait before a retry
 	// grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -1288,6 +1500,10 @@ type ListTasksParams struct {
 	// comma-separated list. `key:` asks for the empty value. Each condition follows the rules of
 	// `Labels` (422 otherwise), a key at most once, at most 32 conditions.
 	Label []string `form:"label,omitempty" json:"label,omitempty"`
+
+	// CallbackOf Only the callback tasks that report on this task (see `callback`): one per time it was
+	// delivered or died with a callback URL for that outcome.
+	CallbackOf *openapi_types.UUID `form:"callback_of,omitempty" json:"callback_of,omitempty"`
 
 	// Limit The largest number of tasks in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1849,7 +2065,7 @@ type ClientInterface interface {
 	// The last page has no `next_cursor`.
 	//
 	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-	// `created_after` and `created_before` combine: a task is listed
+	// `callback_of`, `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -1882,12 +2098,17 @@ type ClientInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -1923,12 +2144,17 @@ type ClientInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -2181,9 +2407,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2225,9 +2453,11 @@ type ClientInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -2907,7 +3137,7 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // The last page has no `next_cursor`.
 //
 // The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-// `created_after` and `created_before` combine: a task is listed
+// `callback_of`, `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -2950,12 +3180,17 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -3001,12 +3236,17 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -3379,9 +3619,11 @@ func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -3433,9 +3675,11 @@ func (c *Client) ReplayTaskWithBody(ctx context.Context, id TaskID, contentType 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -4476,6 +4720,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.CallbackOf != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "callback_of", *params.CallbackOf, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -5498,7 +5754,7 @@ type ClientWithResponsesInterface interface {
 	// The last page has no `next_cursor`.
 	//
 	// The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-	// `created_after` and `created_before` combine: a task is listed
+	// `callback_of`, `created_after` and `created_before` combine: a task is listed
 	// when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 	// consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 	// later than `created_after`) answers 422.
@@ -5533,12 +5789,17 @@ type ClientWithResponsesInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -5574,12 +5835,17 @@ type ClientWithResponsesInterface interface {
 	// the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-	// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-	// `GET /v1/tasks?publish_id=` lists them like any tasks.
+	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+	// tasks.
 	//
 	// - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 	//   changes none of the tasks already made.
+	// - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+	// - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+	//   delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+	//   an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 	// - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 	// - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 	//   answers 429 and stores nothing.
@@ -5838,9 +6104,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -5882,9 +6150,11 @@ type ClientWithResponsesInterface interface {
 	// the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 	// or dead sends the webhook yet again.
 	//
-	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-	// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-	// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+	// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+	// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+	// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+	// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+	// given callbacks (422 naming the field). Use it
 	// when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 	// and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 	//
@@ -9474,7 +9744,7 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // The last page has no `next_cursor`.
 //
 // The filters `status`, `schedule_id`, `publish_id`, `topic`, `url`, `idempotency_key`, `label`,
-// `created_after` and `created_before` combine: a task is listed
+// `callback_of`, `created_after` and `created_before` combine: a task is listed
 // when it matches every one given. `created_after` is inclusive and `created_before` exclusive, so
 // consecutive ranges never list a task twice; a range that no task can be in (`created_before` not
 // later than `created_after`) answers 422.
@@ -9515,12 +9785,17 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -9562,12 +9837,17 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // the endpoint's URL: it has its own attempts, retries, circuit breaker (breakers are per target)
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
-// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`) applies to
-// each task. `GET /v1/publishes/{id}` reads the publish again, with its tasks counted by status;
-// `GET /v1/tasks?publish_id=` lists them like any tasks.
+// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
+// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
+// tasks.
 //
 //   - The topic's endpoints are read when the publish is made: changing or deleting the topic later
 //     changes none of the tasks already made.
+//   - A `callback` or `failure_callback` is told of each task's outcome: one report per endpoint.
+//   - An `ordering_key` is the tenant's, as for any task: the publish's tasks share it, so they are
+//     delivered one endpoint after the other, in endpoint order, after the key's earlier tasks, and
+//     an endpoint that keeps failing holds back the later ones until its task is delivered or dead.
 //   - A topic the tenant does not have, or one without endpoints, answers 422 on the field `topic`.
 //   - Each task counts against the tenant's `max_pending_tasks`: a publish that does not fit whole
 //     answers 429 and stores nothing.
@@ -9898,9 +10178,11 @@ func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, 
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
@@ -9948,9 +10230,11 @@ func (c *ClientWithResponses) ReplayTaskWithBodyWithResponse(ctx context.Context
 // the task is in. Replaying a task is not idempotent: a second replay once the first is delivered
 // or dead sends the webhook yet again.
 //
-// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers` and
-// `body`: each field given replaces the task's own before it is replayed (`headers` replaces the
-// whole set), validated as at creation; the task keeps its id, attempts and idempotency key. Use it
+// **Edit and replay.** The request may carry a body with any of `url`, `method`, `headers`,
+// `body`, `labels`, `callback` and `failure_callback`: each field given replaces the task's own
+// before it is replayed (`headers` replaces the whole set, `""` removes a callback), validated as
+// at creation; the task keeps its id, attempts and idempotency key. A callback task cannot be
+// given callbacks (422 naming the field). Use it
 // when the receiver moved or wanted another payload. Unknown fields, or invalid values, answer 422
 // and change nothing. Without a body, or with `{}`, the task is replayed as it is.
 //
