@@ -335,7 +335,11 @@ func (h *hookwheelSystem) postOne(ctx context.Context, c *openapi.ClientWithResp
 		if resp.JSON201 == nil {
 			return uuid.Nil, fmt.Errorf("POST /v1/tasks: %s %.300s", resp.Status(), resp.Body)
 		}
-		return resp.JSON201.ID, nil
+		created, err := resp.JSON201.AsTask()
+		if err != nil {
+			return uuid.Nil, fmt.Errorf("POST /v1/tasks: read the task: %w", err)
+		}
+		return created.ID, nil
 	}
 }
 
