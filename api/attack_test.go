@@ -92,7 +92,8 @@ const unknownKeyID = "aaaaaaaaaaaaa"
 
 // nowhere fills any path with ids (and names) that name nothing.
 func nowhere() map[string]string {
-	return map[string]string{"id": uuid.Must(uuid.NewV7()).String(), "key_id": unknownKeyID, "name": "no-such-topic"}
+	return map[string]string{"id": uuid.Must(uuid.NewV7()).String(), "key_id": unknownKeyID, "name": "no-such-topic",
+		"key": "no-such-flow-key"}
 }
 
 // call sends an operation's request, with body when the operation takes one.
@@ -157,6 +158,7 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	require.NoError(t, json.Unmarshal(idempotent.Body, &aIdempotent))
 	topic := h.putTopic(a, "orders", `{"endpoints": [{"url": "https://example.com/a-topic"}]}`)
 	publish := h.publish(a, `{"topic": "orders", "delay": "1h"}`, "")
+	flow := h.putFlowLimit(a, "customer-1", `{"rate": 10, "parallelism": 2}`)
 
 	// An edit and replay of A's dead task would send it where B likes.
 	const stealingEdit = `{"url": "https://thief.example/", "headers": {"X-Stolen": "1"}, "body": "b's"}`
@@ -179,17 +181,21 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		"getTopic":          {params: map[string]string{"name": topic.Name}},
 		"deleteTopic":       {params: map[string]string{"name": topic.Name}},
 		"getPublish":        {params: map[string]string{"id": publish.ID.String()}},
+		"getFlowLimit":      {params: map[string]string{"key": flow.Key}},
+		"deleteFlowLimit":   {params: map[string]string{"key": flow.Key}},
 	}
 	aPaths := []string{"/v1/tasks/" + task.ID.String(), "/v1/tasks/" + dead.ID.String(), "/v1/tasks/" + dead.ID.String() + "/attempts",
 		"/v1/schedules/" + active.ID.String(), "/v1/schedules/" + paused.ID.String(), "/v1/topics/orders",
-		"/v1/publishes/" + publish.ID.String(), "/v1/tasks?publish_id=" + publish.ID.String()}
+		"/v1/publishes/" + publish.ID.String(), "/v1/tasks?publish_id=" + publish.ID.String(), "/v1/flow-keys/customer-1",
+		"/v1/flow-keys"}
 	before := h.snapshot(a, aPaths...)
 	announced := len(h.Sched.scheduledFor(dead.ID))
 
 	for _, op := range operationsSecuredBy(t, "apiKey") {
-		if !strings.Contains(op.Path, "{") || op.ID == "putTopic" {
-			// A topic's name is the tenant's own: B putting A's topic's
-			// name makes B's topic ("A's topic name" below).
+		if !strings.Contains(op.Path, "{") || op.ID == "putTopic" || op.ID == "putFlowLimit" {
+			// A topic's name and a flow key are the tenant's own: B
+			// putting A's makes B's ("A's topic name" and "A's flow key"
+			// below).
 			continue
 		}
 		tc, ok := ids[op.ID]
@@ -264,6 +270,16 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		own := h.publish(b, `{"topic": "orders", "delay": "1h"}`, "")
 		require.Len(t, own.Tasks, 1)
 		require.Equal(t, "https://example.com/b-topic", own.Tasks[0].URL)
+	})
+
+	t.Run("A's flow key", func(t *testing.T) {
+		// B's limits of the same key are B's: created, not replacing A's.
+		resp := h.do(http.MethodPut, "/v1/flow-keys/customer-1", b.APIKey, strings.NewReader(`{"rate": 1}`), nil)
+		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		var list openapi.FlowLimitList
+		require.NoError(t, json.Unmarshal([]byte(h.get("/v1/flow-keys", b.APIKey)), &list))
+		require.Len(t, list.Data, 1)
+		require.Equal(t, 1, list.Data[0].Rate, "B's own limits")
 	})
 
 	require.Equal(t, before, h.snapshot(a, aPaths...), "B changed A's data")
@@ -412,9 +428,10 @@ func TestAttackMissingScope(t *testing.T) {
 		"createSchedule":   `{"cron": "@hourly", "url": "https://example.com/x"}`,
 		// A key hands on only scopes it holds; keys:manage is the one
 		// the key letting this call through holds.
-		"createKey":   `{"scopes": ["keys:manage"]}`,
-		"replayTasks": `{"dry_run": true}`,
-		"putTopic":    `{"endpoints": [{"url": "https://example.com/x"}]}`,
+		"createKey":    `{"scopes": ["keys:manage"]}`,
+		"replayTasks":  `{"dry_run": true}`,
+		"putTopic":     `{"endpoints": [{"url": "https://example.com/x"}]}`,
+		"putFlowLimit": `{"rate": 10}`,
 	}
 	ops := operationsSecuredBy(t, "apiKey")
 
@@ -483,6 +500,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"updateSchedule":      {map[string]string{"id": sched.ID.String()}, tn.APIKey, singleLimit, `{"cron": 42}`, "cron"},
 		"replayTasks":         {nil, tn.APIKey, singleLimit, `{"dry_run": "yes"}`, "dry_run"},
 		"putTopic":            {map[string]string{"name": "orders"}, tn.APIKey, singleLimit, `{"endpoints": 42}`, "endpoints"},
+		"putFlowLimit":        {map[string]string{"key": "customer-1"}, tn.APIKey, singleLimit, `{"rate": "ten"}`, "rate"},
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 	}
 	// Five times the depth encoding/json follows, and within the limit.

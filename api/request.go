@@ -104,6 +104,7 @@ type taskRequest struct {
 	// OrderingKey is read as a pointer so that "" is refused, not taken
 	// for none.
 	OrderingKey     *string `json:"ordering_key,omitempty"`
+	FlowKey         *string `json:"flow_key,omitempty"`
 	Callback        *string `json:"callback,omitempty"`
 	FailureCallback *string `json:"failure_callback,omitempty"`
 }
@@ -271,6 +272,7 @@ func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.T
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
 	t.Labels = checkLabels(&fe, req.Labels)
 	t.OrderingKey = tasks.CheckOrderingKey(&fe, req.OrderingKey)
+	t.FlowKey = tasks.CheckFlowKey(&fe, req.FlowKey)
 	t.Callback = s.checkCallback(&fe, "callback", req.Callback, tenant)
 	t.FailureCallback = s.checkCallback(&fe, "failure_callback", req.FailureCallback, tenant)
 

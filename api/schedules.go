@@ -43,6 +43,7 @@ type scheduleRequest struct {
 	Paused   *bool             `json:"paused,omitempty"`
 	// OrderingKey: see taskRequest.
 	OrderingKey     *string `json:"ordering_key,omitempty"`
+	FlowKey         *string `json:"flow_key,omitempty"`
 	Callback        *string `json:"callback,omitempty"`
 	FailureCallback *string `json:"failure_callback,omitempty"`
 	// RunAt and Delay are read only to say why they do not belong here,
@@ -94,7 +95,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 
 	task, err := s.validateTask(&taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
-		Labels: req.Labels, OrderingKey: req.OrderingKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
+		Labels: req.Labels, OrderingKey: req.OrderingKey, FlowKey: req.FlowKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
 	}, tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
@@ -129,6 +130,7 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		MaxBackoff:  task.MaxBackoff,
 		Labels:      task.Labels,
 		OrderingKey: task.OrderingKey,
+		FlowKey:     task.FlowKey,
 		NextRunAt:   next,
 
 		Callback:        task.Callback,
@@ -305,6 +307,7 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		UpdatedAt:   sc.UpdatedAt,
 		Labels:      sc.Labels,
 		OrderingKey: sc.OrderingKey,
+		FlowKey:     sc.FlowKey,
 
 		Callback:        sc.Callback,
 		FailureCallback: sc.FailureCallback,

@@ -398,6 +398,7 @@ func taskJSON(t *model.Task) openapi.Task {
 		ScheduleID:      t.ScheduleID,
 		Labels:          t.Labels,
 		OrderingKey:     t.OrderingKey,
+		FlowKey:         t.FlowKey,
 		Callback:        t.Callback,
 		FailureCallback: t.FailureCallback,
 		CallbackOf:      t.CallbackOf,

@@ -15,22 +15,49 @@ import (
 // here, per (tenant, host), in due order, without holding a sender.
 
 // admit decides, at the instant c is about to be sent, what only that
-// instant can: a concurrency slot, and a new rate slot if c is too late for
-// the one it was given when claimed. When c may be sent, release must be
-// called once the send is over. When it may not, c has been deferred or
-// waits for a concurrency slot: the caller is done with it.
+// instant can, under its flow key's limits and then its target's: a
+// concurrency slot, and a new rate slot if c is too late for the one it was
+// given when claimed (a flow key's rate is only decided here). When c may be
+// sent, release must be called once the send is over. When it may not, c
+// has been deferred or waits for a concurrency slot: the caller is done
+// with it.
+//
+// Where both bind, a send the target's limits hold back gives its key's
+// concurrency slot back but has spent the key's rate slot: the key's rate
+// is then an upper bound, never exceeded.
 func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
 	noop := func() {}
 	if l.cfg.Limiter == nil {
 		return noop, true
 	}
-	limit := l.limitFor(c)
+	releaseFlow := noop
+	if flow := flowLimitFor(c); flow.Limited() {
+		if releaseFlow, ok = l.admitUnder(c, flow); !ok {
+			// Waiting for its key, c no longer tries its target's slots:
+			// the next in line there may.
+			l.passHead(gateKey{}.of(l.limitFor(c)), c.ID)
+			return nil, false
+		}
+	}
+	releaseTarget, ok := l.admitUnder(c, l.limitFor(c))
+	if !ok {
+		releaseFlow()
+		return nil, false
+	}
+	return func() { releaseTarget(); releaseFlow() }, true
+}
+
+// admitUnder is admit under one limit: a target's (limit.Host), whose rate
+// may have been decided when c was claimed, or a flow key's (limit.Flow).
+func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLimit) (release func(), ok bool) {
+	noop := func() {}
 	now := l.cfg.Clock.Now()
 	// The slot it was given when claimed, if any: forgotten as c is sent or
 	// leaves, kept while it waits here for a concurrency slot.
+	sk := slotKey{c.ID, limit.Flow != ""}
 	l.mu.Lock()
-	slot, decided := l.slots[c.ID]
-	delete(l.slots, c.ID)
+	slot, decided := l.slots[sk]
+	delete(l.slots, sk)
 	l.mu.Unlock()
 	if limit.Rate > 0 && decided && now.Sub(slot) < store.DispatchGrace(limit.Rate) {
 		limit.Rate = 0 // the slot it was given when claimed still holds
@@ -38,23 +65,23 @@ func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
 	if !limit.Limited() {
 		return noop, true
 	}
-	key := gateKey{c.TenantID, limit.Host}
+	key := gateKey{}.of(limit)
 	park := func(front bool) {
 		l.mu.Lock()
 		outcome, ahead := l.parkLocked(key, c, front, limit.Concurrency)
 		if outcome == parkWaiting && decided {
-			l.slots[c.ID] = slot
+			l.slots[sk] = slot
 		}
 		l.mu.Unlock()
 		switch outcome {
 		case parkStopped:
-			l.giveBack(c, time.Time{})
+			l.giveBack(key, c, time.Time{})
 		case parkCrowded:
 			// As many wait here already as make sense: back to the queue
 			// until this one's turn is likely to come.
 			perSlot := max(l.cfg.SendTime(targetKey(c.URL)), time.Millisecond)
 			wait := time.Duration(float64(ahead+1) / float64(limit.Concurrency) * float64(perSlot))
-			l.giveBack(c, l.cfg.Clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
+			l.giveBack(key, c, l.cfg.Clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
 		}
 	}
 
@@ -106,15 +133,40 @@ func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
 		if head {
 			l.kickGate(key)
 		}
-		l.cfg.Metrics.deferrals.WithLabelValues("rate_limit").Inc()
+		l.cfg.Metrics.deferrals.WithLabelValues(key.reason(true)).Inc()
 		at := now.Add(admission.Wait)
-		if admission.Wait > holdWithin || !l.holdUntil(c, at) {
+		if admission.Wait > holdWithin || !l.holdUntil(c, sk, at) {
 			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return at })
 		}
 		return nil, false
 	default: // store.DispatchBusy
 		park(head)
 		return nil, false
+	}
+}
+
+// reason is the deferral metric's reason for a wait under k's rate (or, when
+// !rate, its concurrency).
+func (k gateKey) reason(rate bool) string {
+	switch {
+	case k.flow != "" && rate:
+		return "flow_rate"
+	case k.flow != "":
+		return "flow_parallelism"
+	case rate:
+		return "rate_limit"
+	}
+	return "concurrency"
+}
+
+// passHead lets the next claim in line at key try for a slot, when the one
+// handed back to try (id) will not ask.
+func (l *dispatchLimits) passHead(key gateKey, id uuid.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.gates[key]; g != nil && g.head == id {
+		g.head, g.kick = uuid.Nil, true
+		l.signal()
 	}
 }
 
@@ -186,10 +238,10 @@ func (l *dispatchLimits) signal() {
 	}
 }
 
-// giveBack hands an unsent claim back to the queue, due at notBefore (zero:
-// as it was).
-func (l *dispatchLimits) giveBack(c *model.ClaimedTask, notBefore time.Time) {
-	l.cfg.Metrics.deferrals.WithLabelValues("concurrency").Inc()
+// giveBack hands an unsent claim that found key's concurrency slots taken
+// back to the queue, due at notBefore (zero: as it was).
+func (l *dispatchLimits) giveBack(key gateKey, c *model.ClaimedTask, notBefore time.Time) {
+	l.cfg.Metrics.deferrals.WithLabelValues(key.reason(false)).Inc()
 	l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return notBefore })
 }
 
@@ -216,7 +268,6 @@ func (l *dispatchLimits) run(ctx context.Context) {
 		}
 		heads, expired, more := l.next(tick)
 		if len(expired) > 0 {
-			l.cfg.Metrics.deferrals.WithLabelValues("concurrency").Add(float64(len(expired)))
 			l.cfg.Defer(expired, asDue)
 		}
 		if more && !armed {
@@ -248,6 +299,7 @@ func (l *dispatchLimits) next(tick bool) (heads, expired []*model.ClaimedTask, m
 		kept := g.queue[:0]
 		for _, c := range g.queue {
 			if now.Sub(c.ClaimedAt) > maxWait {
+				l.cfg.Metrics.deferrals.WithLabelValues(key.reason(false)).Inc()
 				expired = append(expired, c)
 				l.waiting--
 				continue
@@ -291,18 +343,19 @@ func (l *dispatchLimits) stop() {
 	}
 }
 
-// holdUntil holds c in memory until its rate slot at, which it keeps: it
-// reports false when the dispatcher is stopping and c must be given back.
-func (l *dispatchLimits) holdUntil(c *model.ClaimedTask, at time.Time) bool {
+// holdUntil holds c in memory until its rate slot at (under the limit sk
+// names), which it keeps: it reports false when the dispatcher is stopping
+// and c must be given back.
+func (l *dispatchLimits) holdUntil(c *model.ClaimedTask, sk slotKey, at time.Time) bool {
 	// The slot is known before the hold can release c to a sender.
 	l.mu.Lock()
-	l.slots[c.ID] = at
+	l.slots[sk] = at
 	l.mu.Unlock()
 	if l.cfg.HoldUntil(c, at) {
 		return true
 	}
 	l.mu.Lock()
-	delete(l.slots, c.ID)
+	delete(l.slots, sk)
 	l.mu.Unlock()
 	return false
 }

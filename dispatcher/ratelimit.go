@@ -77,10 +77,16 @@ const (
 	headTransit = time.Second
 )
 
-// gateKey names the limits of one tenant's webhooks to one host.
+// gateKey names the limits of one tenant's webhooks to one host, or of one
+// of its flow keys.
 type gateKey struct {
 	tenant uuid.UUID
 	host   string
+	flow   string
+}
+
+func (k gateKey) of(l store.DispatchLimit) gateKey {
+	return gateKey{tenant: l.TenantID, host: l.Host, flow: l.Flow}
 }
 
 // gate holds the claims waiting for a concurrency slot of one (tenant, host),
@@ -141,6 +147,13 @@ type limitsConfig struct {
 	MaxWaitingPerTarget int
 }
 
+// slotKey names the rate slot a claim holds under its host's limit, or under
+// its flow key's.
+type slotKey struct {
+	id   uuid.UUID
+	flow bool
+}
+
 // dispatchLimits enforces tenants' dispatch limits on this node's sends.
 type dispatchLimits struct {
 	cfg limitsConfig
@@ -153,8 +166,9 @@ type dispatchLimits struct {
 	waiting int
 	stopped bool
 	// slots holds, for each claim whose rate was decided when it was
-	// claimed, the instant its slot is for, until it is sent.
-	slots  map[uuid.UUID]time.Time
+	// claimed (under its host's limit and, apart, its flow key's), the
+	// instant its slot is for, until it is sent.
+	slots  map[slotKey]time.Time
 	pruned time.Time
 }
 
@@ -164,7 +178,7 @@ func newDispatchLimits(cfg limitsConfig) *dispatchLimits {
 		wake:    make(chan struct{}, 1),
 		tenants: make(map[uuid.UUID]*cachedLimits),
 		gates:   make(map[gateKey]*gate),
-		slots:   make(map[uuid.UUID]time.Time),
+		slots:   make(map[slotKey]time.Time),
 	}
 }
 
@@ -185,8 +199,18 @@ func hostKey(raw string) string {
 	return key
 }
 
-// limitFor returns what limits c's send: the tenant's limits for the host
-// of its URL.
+// flowLimitFor returns what limits c's send as a task of its flow key (the
+// limits the claim read with it); unlimited for a task without a key.
+func flowLimitFor(c *model.ClaimedTask) store.DispatchLimit {
+	if !c.Flow.Limited() {
+		return store.DispatchLimit{}
+	}
+	return store.DispatchLimit{TenantID: c.TenantID, Flow: c.Flow.Key, Rate: c.Flow.PerSecond(), Concurrency: c.Flow.Parallelism,
+		Period: c.Flow.Period}
+}
+
+// limitFor returns what limits c's send to its target: the tenant's limits
+// for the host of its URL.
 func (l *dispatchLimits) limitFor(c *model.ClaimedTask) store.DispatchLimit {
 	limits := l.tenantLimits(c.TenantID)
 	if limits.DispatchRate == 0 && limits.DispatchConcurrency == 0 && len(limits.Targets) == 0 {
@@ -213,14 +237,24 @@ func (l *dispatchLimits) failed(n int, err error) {
 	l.cfg.Logger.Warn("dispatch limits unavailable; sending unchecked for a while", "tasks", n, "err", err, "retry_in", l.cfg.Down.Skip())
 }
 
-// rateLimitClaims decides the dispatch rate of freshly claimed tasks, for
+// rateLimitClaims decides the dispatch rates of freshly claimed tasks, for
 // the instant each falls due, and returns those to send: at their due time,
 // or held a little later for their slot (NextAttemptAt moved there). The
-// others are given back to the queue, due at their slots.
+// others are given back to the queue, due at their slots. A task's flow key
+// is asked first, for the instant it is due; its host then for the instant
+// its key gave it, so that a task its key sends far off takes no slot of
+// its host.
 func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.ClaimedTask {
 	if l.cfg.Limiter == nil || len(claims) == 0 {
 		return claims
 	}
+	claims = l.decideRates(claims, flowLimitFor)
+	return l.decideRates(claims, l.limitFor)
+}
+
+// decideRates is rateLimitClaims under one kind of limit: each claim's
+// limit by limitOf, its rate only (concurrency is decided when sending).
+func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*model.ClaimedTask) store.DispatchLimit) []*model.ClaimedTask {
 	type pending struct {
 		c     *model.ClaimedTask
 		limit store.DispatchLimit
@@ -230,7 +264,7 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 	var limited []pending
 	keep := claims[:0:0]
 	for _, c := range claims {
-		limit := l.limitFor(c)
+		limit := limitOf(c)
 		if limit.Rate <= 0 {
 			keep = append(keep, c)
 			continue
@@ -271,9 +305,10 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 	l.forgetSlotsLocked(now)
 	for i, p := range limited {
 		a := admissions[i]
+		key := slotKey{p.c.ID, p.limit.Flow != ""}
 		switch {
 		case a.Outcome != store.DispatchLater:
-			l.slots[p.c.ID] = p.meant
+			l.slots[key] = p.meant
 			keep = append(keep, p.c)
 			continue
 		case a.Wait <= holdWithin:
@@ -281,13 +316,13 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 			// Postgres comes back due then too).
 			at := p.meant.Add(a.Wait)
 			p.c.NextAttemptAt = &at
-			l.slots[p.c.ID] = at
+			l.slots[key] = at
 			keep = append(keep, p.c)
 		default:
 			deferred = append(deferred, p.c)
 			until = append(until, p.meant.Add(a.Wait))
 		}
-		l.cfg.Metrics.deferrals.WithLabelValues("rate_limit").Inc()
+		l.cfg.Metrics.deferrals.WithLabelValues(gateKey{}.of(p.limit).reason(true)).Inc()
 	}
 	l.mu.Unlock()
 	if len(deferred) > 0 {

@@ -152,6 +152,8 @@ func (e HealthStatus) Valid() bool {
 const (
 	ScopeAsterisk       Scope = "*"
 	ScopeAuditRead      Scope = "audit:read"
+	ScopeFlowKeysRead   Scope = "flow-keys:read"
+	ScopeFlowKeysWrite  Scope = "flow-keys:write"
 	ScopeKeysManage     Scope = "keys:manage"
 	ScopeSchedulesRead  Scope = "schedules:read"
 	ScopeSchedulesWrite Scope = "schedules:write"
@@ -168,6 +170,10 @@ func (e Scope) Valid() bool {
 	case ScopeAsterisk:
 		return true
 	case ScopeAuditRead:
+		return true
+	case ScopeFlowKeysRead:
+		return true
+	case ScopeFlowKeysWrite:
 		return true
 	case ScopeKeysManage:
 		return true
@@ -458,6 +464,17 @@ type BatchTaskRequest struct {
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
 
+	// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+	// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+	// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+	// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+	// the number of keys: a key costs nothing until used (one per customer is the intended use).
+	// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+	// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+	//
+	// Example: customer-1042
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
+
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
 	//
@@ -665,6 +682,73 @@ type FireTime struct {
 // FireTimeList defines model for FireTimeList.
 type FireTimeList struct {
 	Data []FireTime `json:"data"`
+}
+
+// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+// the number of keys: a key costs nothing until used (one per customer is the intended use).
+// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+//
+// Example: customer-1042
+type FlowKey = string
+
+// FlowLimit The limits of one of the tenant's flow keys.
+//
+// Example: {"created_at":"2026-11-20T16:30:00Z","key":"customer-1042","parallelism":5,"period":"1s","rate":100,"updated_at":"2026-11-20T16:30:00Z"}
+type FlowLimit struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Key A flow key, or `*` for the limits of every key that has none of its own.
+	//
+	// Example: customer-1042
+	Key FlowLimitKey `json:"key"`
+
+	// Parallelism At most this many sends in flight at once; 0 when not limited.
+	Parallelism int `json:"parallelism"`
+
+	// Period The period of `rate`, a Go duration.
+	Period string `json:"period"`
+
+	// Rate At most this many sends per `period`; 0 when the rate is not limited.
+	Rate      int       `json:"rate"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FlowLimitKey A flow key, or `*` for the limits of every key that has none of its own.
+//
+// Example: customer-1042
+type FlowLimitKey = string
+
+// FlowLimitList A page of flow limits, in key order.
+type FlowLimitList struct {
+	// Data The flow limits of this page; empty, never null, when there are none.
+	Data []FlowLimit `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// FlowLimitRequest The limits of a flow key. At least one of `rate` and `parallelism` is required; 0 or absent
+// leaves that side unlimited.
+type FlowLimitRequest struct {
+	// Parallelism At most this many of the key's webhooks in flight at once, across every node.
+	//
+	// Example: 5
+	Parallelism *int `json:"parallelism,omitempty"`
+
+	// Period The period of `rate`, a Go duration from `1s` to `24h` (`1s`, `1m`, `1h`).
+	//
+	// Example: 1s
+	Period *string `json:"period,omitempty"`
+
+	// Rate At most this many sends per `period`, spaced evenly: a rate of 100 per `1s` sends one every
+	// 10 ms, never 100 at once.
+	//
+	// Example: 100
+	Rate *int `json:"rate,omitempty"`
 }
 
 // HTTPMethod The HTTP method of a webhook request.
@@ -998,9 +1082,12 @@ type Schedule struct {
 	Cron      string    `json:"cron"`
 
 	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
-	FailureCallback *string            `json:"failure_callback,omitempty"`
-	Headers         map[string]string  `json:"headers,omitempty"`
-	ID              openapi_types.UUID `json:"id"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key every occurrence's task carries; absent when none.
+	FlowKey *FlowKey           `json:"flow_key,omitempty"`
+	Headers map[string]string  `json:"headers,omitempty"`
+	ID      openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -1055,8 +1142,11 @@ type ScheduleRequest struct {
 	Cron string `json:"cron"`
 
 	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
-	FailureCallback *string           `json:"failure_callback,omitempty"`
-	Headers         map[string]string `json:"headers,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key every occurrence's task carries.
+	FlowKey *FlowKey          `json:"flow_key,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
@@ -1099,6 +1189,9 @@ type ScheduleUpdateRequest struct {
 
 	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
 	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key of the occurrences made from now on; `null` removes it.
+	FlowKey *string `json:"flow_key,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -1290,6 +1383,9 @@ type Task struct {
 	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
 	FailureCallback *string `json:"failure_callback,omitempty"`
 
+	// FlowKey The task's flow key; absent when it has none.
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
+
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -1417,6 +1513,17 @@ type TaskRequest struct {
 	//
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+	// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+	// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+	// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+	// the number of keys: a key costs nothing until used (one per customer is the intended use).
+	// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+	// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+	//
+	// Example: customer-1042
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1834,6 +1941,15 @@ type ListTenantAuditParams struct {
 	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListFlowLimitsParams defines parameters for ListFlowLimits.
+type ListFlowLimitsParams struct {
+	// Limit The largest number of flow limits in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Limit The largest number of schedules in the page.
@@ -1933,6 +2049,9 @@ type UpdateTenantJSONRequestBody = TenantUpdateRequest
 
 // CreateTenantKeyJSONRequestBody defines body for CreateTenantKey for application/json ContentType.
 type CreateTenantKeyJSONRequestBody = APIKeyRequest
+
+// PutFlowLimitJSONRequestBody defines body for PutFlowLimit for application/json ContentType.
+type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
@@ -2281,6 +2400,73 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 	ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListFlowLimits List flow limits
+	//
+	// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+	// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+	// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+	// listed: they have nothing stored.
+	//
+	// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+	ListFlowLimits(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteFlowLimit Lift a flow key's limits
+	//
+	// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+	// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+	//
+	// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+	DeleteFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetFlowLimit Get a flow key's limits
+	//
+	// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+	//
+	// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+	GetFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFlowLimitWithBody Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithBody(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFlowLimit Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimit(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys List the caller's API keys
 	//
@@ -3502,6 +3688,123 @@ func (c *Client) RevokeTenantKey(ctx context.Context, id TenantID, keyID KeyID, 
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 func (c *Client) ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTenantAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListFlowLimits List flow limits
+//
+// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+// listed: they have nothing stored.
+//
+// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+func (c *Client) ListFlowLimits(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFlowLimitsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteFlowLimit Lift a flow key's limits
+//
+// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+//
+// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+func (c *Client) DeleteFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteFlowLimitRequest(c.Server, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetFlowLimit Get a flow key's limits
+//
+// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+//
+// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+func (c *Client) GetFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFlowLimitRequest(c.Server, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFlowLimitWithBody Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *Client) PutFlowLimitWithBody(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFlowLimitRequestWithBody(c.Server, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFlowLimit Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *Client) PutFlowLimit(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFlowLimitRequest(c.Server, key, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5483,6 +5786,187 @@ func NewListTenantAuditRequest(server string, params *ListTenantAuditParams) (*h
 	return req, nil
 }
 
+// NewListFlowLimitsRequest constructs an http.Request for the ListFlowLimits method
+func NewListFlowLimitsRequest(server string, params *ListFlowLimitsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteFlowLimitRequest constructs an http.Request for the DeleteFlowLimit method
+func NewDeleteFlowLimitRequest(server string, key FlowLimitKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetFlowLimitRequest constructs an http.Request for the GetFlowLimit method
+func NewGetFlowLimitRequest(server string, key FlowLimitKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutFlowLimitRequest calls the generic PutFlowLimit builder with application/json body
+func NewPutFlowLimitRequest(server string, key FlowLimitKey, body PutFlowLimitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutFlowLimitRequestWithBody(server, key, "application/json", bodyReader)
+}
+
+// NewPutFlowLimitRequestWithBody constructs an http.Request for the PutFlowLimit method, with any body, and a specified content type
+func NewPutFlowLimitRequestWithBody(server string, key FlowLimitKey, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListKeysRequest constructs an http.Request for the ListKeys method
 func NewListKeysRequest(server string) (*http.Request, error) {
 	var err error
@@ -7253,6 +7737,79 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 	ListTenantAuditWithResponse(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*ListTenantAuditResponse, error)
+
+	// ListFlowLimitsWithResponse List flow limits
+	//
+	// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+	// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+	// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+	// listed: they have nothing stored.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+	ListFlowLimitsWithResponse(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*ListFlowLimitsResponse, error)
+
+	// DeleteFlowLimitWithResponse Lift a flow key's limits
+	//
+	// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+	// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+	DeleteFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*DeleteFlowLimitResponse, error)
+
+	// GetFlowLimitWithResponse Get a flow key's limits
+	//
+	// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+	GetFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*GetFlowLimitResponse, error)
+
+	// PutFlowLimitWithBodyWithResponse Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithBodyWithResponse(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error)
+
+	// PutFlowLimitWithResponse Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error)
 
 	// ListKeysWithResponse List the caller's API keys
 	//
@@ -9157,6 +9714,380 @@ func (r ListTenantAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListTenantAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListFlowLimitsResponse429Headers the declared response headers of an HTTP 429 response for ListFlowLimits
+type ListFlowLimitsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListFlowLimitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimitList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFlowLimitsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFlowLimitsResponse) GetJSON200() *FlowLimitList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFlowLimitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFlowLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFlowLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFlowLimitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for DeleteFlowLimit
+type DeleteFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteFlowLimitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for GetFlowLimit
+type GetFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFlowLimitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for PutFlowLimit
+type PutFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type PutFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutFlowLimitResponse) GetJSON201() *FlowLimit {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutFlowLimitResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12548,6 +13479,109 @@ func (c *ClientWithResponses) ListTenantAuditWithResponse(ctx context.Context, p
 	return ParseListTenantAuditResponse(rsp)
 }
 
+// ListFlowLimitsWithResponse List flow limits
+//
+// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+// listed: they have nothing stored.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+func (c *ClientWithResponses) ListFlowLimitsWithResponse(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*ListFlowLimitsResponse, error) {
+	rsp, err := c.ListFlowLimits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFlowLimitsResponse(rsp)
+}
+
+// DeleteFlowLimitWithResponse Lift a flow key's limits
+//
+// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+func (c *ClientWithResponses) DeleteFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*DeleteFlowLimitResponse, error) {
+	rsp, err := c.DeleteFlowLimit(ctx, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteFlowLimitResponse(rsp)
+}
+
+// GetFlowLimitWithResponse Get a flow key's limits
+//
+// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+func (c *ClientWithResponses) GetFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*GetFlowLimitResponse, error) {
+	rsp, err := c.GetFlowLimit(ctx, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFlowLimitResponse(rsp)
+}
+
+// PutFlowLimitWithBodyWithResponse Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *ClientWithResponses) PutFlowLimitWithBodyWithResponse(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error) {
+	rsp, err := c.PutFlowLimitWithBody(ctx, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFlowLimitResponse(rsp)
+}
+
+// PutFlowLimitWithResponse Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *ClientWithResponses) PutFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error) {
+	rsp, err := c.PutFlowLimit(ctx, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFlowLimitResponse(rsp)
+}
+
 // ListKeysWithResponse List the caller's API keys
 //
 // Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
@@ -14527,6 +15561,344 @@ func ParseListTenantAuditResponse(rsp *http.Response) (*ListTenantAuditResponse,
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListTenantAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListFlowLimitsResponse parses an HTTP response from a ListFlowLimitsWithResponse call
+func ParseListFlowLimitsResponse(rsp *http.Response) (*ListFlowLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFlowLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimitList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListFlowLimitsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteFlowLimitResponse parses an HTTP response from a DeleteFlowLimitWithResponse call
+func ParseDeleteFlowLimitResponse(rsp *http.Response) (*DeleteFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteFlowLimitResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetFlowLimitResponse parses an HTTP response from a GetFlowLimitWithResponse call
+func ParseGetFlowLimitResponse(rsp *http.Response) (*GetFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetFlowLimitResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutFlowLimitResponse parses an HTTP response from a PutFlowLimitWithResponse call
+func ParsePutFlowLimitResponse(rsp *http.Response) (*PutFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutFlowLimitResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -17355,6 +18727,18 @@ type ServerInterface interface {
 	// ListTenantAudit The caller's audit log
 	// (GET /v1/audit)
 	ListTenantAudit(ctx echo.Context, params ListTenantAuditParams) error
+	// ListFlowLimits List flow limits
+	// (GET /v1/flow-keys)
+	ListFlowLimits(ctx echo.Context, params ListFlowLimitsParams) error
+	// DeleteFlowLimit Lift a flow key's limits
+	// (DELETE /v1/flow-keys/{key})
+	DeleteFlowLimit(ctx echo.Context, key FlowLimitKey) error
+	// GetFlowLimit Get a flow key's limits
+	// (GET /v1/flow-keys/{key})
+	GetFlowLimit(ctx echo.Context, key FlowLimitKey) error
+	// PutFlowLimit Set a flow key's limits
+	// (PUT /v1/flow-keys/{key})
+	PutFlowLimit(ctx echo.Context, key FlowLimitKey) error
 	// ListKeys List the caller's API keys
 	// (GET /v1/keys)
 	ListKeys(ctx echo.Context) error
@@ -17697,6 +19081,79 @@ func (w *ServerInterfaceWrapper) ListTenantAudit(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListTenantAudit(ctx, params)
+	return err
+}
+
+// ListFlowLimits converts echo context to params.
+func (w *ServerInterfaceWrapper) ListFlowLimits(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListFlowLimitsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListFlowLimits(ctx, params)
+	return err
+}
+
+// DeleteFlowLimit converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteFlowLimit(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "key" -------------
+	var key FlowLimitKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteFlowLimit(ctx, key)
+	return err
+}
+
+// GetFlowLimit converts echo context to params.
+func (w *ServerInterfaceWrapper) GetFlowLimit(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "key" -------------
+	var key FlowLimitKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetFlowLimit(ctx, key)
+	return err
+}
+
+// PutFlowLimit converts echo context to params.
+func (w *ServerInterfaceWrapper) PutFlowLimit(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "key" -------------
+	var key FlowLimitKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", ctx.Param("key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutFlowLimit(ctx, key)
 	return err
 }
 
@@ -18363,6 +19820,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules/:id/pause", wrapper.PauseSchedule, options.OperationMiddlewares["pauseSchedule"]...)
 	router.POST(options.BaseURL+"/v1/schedules/:id/resume", wrapper.ResumeSchedule, options.OperationMiddlewares["resumeSchedule"]...)
 	router.GET(options.BaseURL+"/v1/schedules/:id/next", wrapper.NextScheduleTimes, options.OperationMiddlewares["nextScheduleTimes"]...)
+	router.GET(options.BaseURL+"/v1/flow-keys", wrapper.ListFlowLimits, options.OperationMiddlewares["listFlowLimits"]...)
+	router.DELETE(options.BaseURL+"/v1/flow-keys/:key", wrapper.DeleteFlowLimit, options.OperationMiddlewares["deleteFlowLimit"]...)
+	router.GET(options.BaseURL+"/v1/flow-keys/:key", wrapper.GetFlowLimit, options.OperationMiddlewares["getFlowLimit"]...)
+	router.PUT(options.BaseURL+"/v1/flow-keys/:key", wrapper.PutFlowLimit, options.OperationMiddlewares["putFlowLimit"]...)
 	router.GET(options.BaseURL+"/v1/topics", wrapper.ListTopics, options.OperationMiddlewares["listTopics"]...)
 	router.DELETE(options.BaseURL+"/v1/topics/:name", wrapper.DeleteTopic, options.OperationMiddlewares["deleteTopic"]...)
 	router.GET(options.BaseURL+"/v1/topics/:name", wrapper.GetTopic, options.OperationMiddlewares["getTopic"]...)
@@ -18388,631 +19849,660 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P2Ld+M2ki+O/ys42ntO21lITVKSZclnzu96Op1JT/q1bvdmJ1H/TIiEJMYUqBCUZSXT//v3oAoAQYp6",
-	"2O1kkr1z9+6mLb6AQqFQz0/92oqyxTITXBSyNfq1xe/ZYply+Pfl+1ff8c3rRBbqL7laLFi+aY1al6Tg",
-	"gonimSTTJJcFueUbShiJ+TLNNuovwkRMGMn5XXbLY5IJ3qKtO5auuHpTzArWGv34ayvKOSt4fMOK1qgV",
-	"eMFZ2/fbvnftn416/ZHn/dCi9p6J+vIt34yKZbqcFoO7nuTzoEVbSdwatZY/d+9uB4vgft0TrEVbKZPF",
-	"zUrW3x34174/6p+PevBuwRa8NWpFSYu29Fi37w9GnqfHIqNsqUjzY6tg8laO1nlS8Nanz3THVLzg2jsf",
-	"Bd6xU+H3yyTn0r5kYF7ilWOA6a5++iXms/tYRNNusGe6wbU3HPWHo/65M11cpobp5JzFLfqgufmNyxSl",
-	"iRlpfYq7R+o7k9QjrYzxq9anz58+f6aaLa9wveqcaVjulm9clvvfwmmfaev9apImcl6f+BJ/JkVGGCmy",
-	"ZRKRbEqKdUa4iJdZovb3IYIgv3TVIDo9P7Ds5vlDxs6n/bbH/El7EAVx+5x3p+2e1/fPgkH3vDfsw718",
-	"scwKLqLNjaL/qJXlMc/bvaC9ZIliLVmwYiVvomylxU3ERMRTtYwebcWK//AfaXLHc/NzIpesiOaJmMHf",
-	"OS/yjflDRnMer+ANwWfkXXx9axRoVgZRw4qCL5bqox5tTbJYje7XMQ5w3BqRXkDJuMXvuCjUn+OWGvG4",
-	"9dnhi0OkMnS+0Ys9SdJUDZO25pzFPIcJv8hEwUXRvt4s1T1suUyTiBVJJp7/JDPR+nw0yZnXRHKxSlPN",
-	"lDzPs7zyiyV/zM3vC3Z/U9LG92hrwYt5pobw/t2Ha8W6/L4wtxykgebCm4ewDaynok3DWNj9zYRFt9l0",
-	"2hq1/HmLthaJcH+SimL5ShwcGc69NXI4hraKZMGzlXqy66ntAfvG8K36YbWMj1r7VZ62Rq15USzl6Plz",
-	"vfIdfZh2omzxfJ5lt/K5frGSqv8CjpTzZLn8LVnS/zdL/kFZ0iz9Hp78tPUx57j5wIsi3T5uzaljJbY6",
-	"fzLB7aFDSTHnJCvmPLe/ESvB/4QHkr/vQPIrB5J33IHk//tAgt0feN6jNj++70+wzUsuepJtPjz/4pMn",
-	"+H/t5GnlPOJqEQgTcg0Cq+91yQee3yURJx8Fu2NJyiYpbzWxaN/rPtX5NOgMvf6f5Hxy5PWX8m234wfe",
-	"Ex5PH7S4rR5M33N+G7ONJKwgw5HnkUSQ9yxPKiZQyfk5X2a55vWYJelmD7N7MBWvtOkzodaNDMlX5Cvi",
-	"t/tfxOJee8DP4vYg6k/arMe67UkQ+bHHh9NzNjAsub12nrLF7Zga2XH7oW7loSVTRmxrNGWp5E/BYfI2",
-	"WS55fJNF0SrPuYg4qrpbHJQs+C+ZUNR5ucqzJX9uVqqRlWr0r7LRNvfAcrZxgZFhuJRJJt4tec4KJRJc",
-	"vvmQzASPFbesk2IOqguLF4kgRXbLRUVdkfn0Bn8dtf4xGRT/FYjvb4evF1c9+T93fvTD8mz+97g7/Rs7",
-	"5x8zL/luc/3z23X/ZYOXxzpA/HJaeaZYupWZUTojvwbf295xM0Eu37/a8oG4Q+7+HPxPNvzb7X/7Cy8a",
-	"XLPe5O/LH/Lz1ffi5ea1PIu/nf5X8t39i/7du9mRQwaJ+3s5ixrcWlvOIktF9FYqVrOkc/Yc99r+JIja",
-	"g7jL2+fTntfus7PJIDqPh9yblu9n0YK3PquFuGby9mtQDavKsFIXScqLgueU5HyqRk4mG5IUkphzx12Q",
-	"gyqgv/fIPVck8LyO75/XFeOgPfRivz3gvV77nPlB+2zSj3pxlwdT33v0SdnzeuRtVpBvspWIG8/Hntf7",
-	"AhXuNzvVSrdaqYqxJi1sz+EF7+gEXX9b6rBl0lmyvBA8B8mz5pPq0WV5xloRNXc6k7eOCcUKYBn0rWs6",
-	"PIhvgoeoao8/rIJ2L+ry9mAS+O1h3Oft7tSLAjaYnPOev9/8MoT/PSyD34atXHf1URr+Lt4yL+p4Q/+Y",
-	"Ew1paN5ueOtDaXY28NaaJUUiZmSa5cBa6ulmjvL+3+CoJ/E0uSzwOzLZPm/R45xDRzFZg9phAoGodaTJ",
-	"IjkiyFDTBR5yEusvKIZdJjeTVS4LLRzU3zkruKK4EzLQv/X1Kiy5iBMxu9FeGN+D/0dbBctn3L7YleUQ",
-	"rjQvizKhVdkNmM71r4By4GoLwBZcKHZvjVqDwJs/AafAYqAhVFsLCPqg4vqgsE9NpY65jPJkqUf9TnEC",
-	"AWeApCBA+B3PN0Rqk7mYs4JMszTN1lIpzIuOY/6jq2vL/fQIn8W2H+ExBqR+ywFjFcKCXSQHkNsVaCya",
-	"cyXV8ix9m30oshxD2hWaXaZrZXyGImtLdUc4AlMi53KZCcnJPEtjSRiJch4r9mApkfNsLUgm0g3JRMQp",
-	"Wc+TaE5ERiL1RbJgG3LL+bIzFi+B/uhSta+MWJ4nXJKkIEWWdYDPfl4loGwU+YqjY3LBIMYvVgulJJvh",
-	"tZRpjQJaFrmiLsx6yXK24IWe+OUqTooXq1yizVSd8PWckxBkZQR3hBB7nHOyzPldkq0kWbIZV6NK1O0/",
-	"r3i+caKi+FZ3iPXhUPz+ayUAGuhdkEUmC1LME0kWTGwIFwWQ4yTmU7ZKC9L3Tnd9HqRK5ev6ISs4koUi",
-	"WB+0kETgX76lWSIKPuNoo70qD6jv0B6qjvQNu+WwTUjE0pRINuWkyNAh3iGKjKj1qcXjUgtWBikVuHXx",
-	"YSXALiDBYslZYY3VsZBswW0ChroTflAnuvrGKhcSNyxqBeoxPFZI4HnwTGhnULSv+DJlGx6PiOKg8IKw",
-	"sah9kVQ+yEicTKc856LAbyqpSnpB0CHf8Y0kLOdkyXN9auB81bOJJCyVGZFcFGPBcI6hQ8v2d3wTEtyG",
-	"irVQBGk926jInbEYi0vzwjlPrfEFs1Wii0mSZmJGWElGde8tXxYj2Hflz3OmNHCRyLnSyEWsXqSmr+U5",
-	"XF8yqUy8k/Dbd++++/7bly9f31y9vH759vrVu7chJQMCPqjJhmiGoiTL8Qsmfya0LwxP6Vi4g4p5ygv9",
-	"7aIk1DTnnLAZSwQyAPJJzldSKXhq+8+5sMzCiOBreKXlfqRiyf41Mlc2woLdv+ZiVsxbo6DfB+43f/u0",
-	"YZN+xzevvm4WD7d880xivCgiSYxxIXXSkgkv1pwLEs7XN2HJuDzKFD/eWFlyyzd2EktWzMsp3PLNDYRz",
-	"dss8ZyZnvaah6zjXruGbQJcZeZjEdmBoIKt9XDh3momEpYMXnjAMKXdM5sBEplm+gONqtYI7t2diTIFd",
-	"UzH6I0ni32oIyiLZ9Xnk79/u07C1dn4c9dXf8PNKCXsLL2v8vrr8TBL1uR1DgP/sG8T/ybnSBf/jeZm5",
-	"9xyvyufl5+EIN+oBnOB/ZfEVigvQBNEyQ523tMqWeTZJ+eI/wTqr5QMuWKoIwOO2ueqqnyDw4XBJJBFZ",
-	"Qf7+4d3bStofL1iidDa1K+DuxUqq7U8Y3EuyyU88KoAqsmAiUtR4fuc/R3W9tIB6oLMnBTj33phBme/p",
-	"NVnlYqROh/Wc83SkpzWqTQGIdBxl3+Mb8JHthTWCGBQQ/Q1K5Cqaq8OGNVOHEkaslmWkyTpXJ5SaBRwX",
-	"cObiu9NEcPWTPgfhbd9eX78nERPqlUuWS95RtuSLTEzTJHrsQousaGMgHCJhTR4FluacxRs4spsXWd11",
-	"jFmvzzr0m1ygCmxNXJCiJvyEYlPNVjGNjdQ388vzI10KJVMNS6ZS8stQtfqpvdxVo9tTcpfMVnnEDfMk",
-	"gjDQ3LT9xYz5lUhY/2+yfJLEMRePZIBEyNV0mkSJUgPBq15nAqWNKCUwWxV4XKubSsVWcB7LHZs/kc49",
-	"TqyiVCrHbtbjuIUvv4B7KpmvoIRVclcPSo5uucivnEniJw6tbwNZnm6NDRUSSe5YmsRksipIyqJbWSFw",
-	"lXon4faYwlMQHOtslcZklqvzjunHk4LEGUceUkYoMMvbrECP/uOFxdQ8X7LI2wyln9W9Yeg2FLNDYKiB",
-	"TXV44Wl2da9c8LfOyw/uY7zxaZbX0MJsY1ifRIkWZY1IyNkVaNBr00ity3u2STMWX2fZa5bP+COXp8iy",
-	"dmqe3zqvszuOFokxgptPa3MCwTP8PgLeA65MfimfPbT5fGfzaU2EFFlGcHgH1qScx9Mf2jAtxZ1mMED/",
-	"6yx7w8RGj1Q+kv45K3gbKFT3zb8ztLfWoBIB4EvcKTi1/rpgG7Jgt5z4nodP6UGCeY2mE1WnBPhIpVIt",
-	"VkvFZoHnXeB5qq76RB6xbIF7MGYZOljMBw8tW2X6T7NyQDcGhELWU7vp51VWMHISGkdwSEm45fI1Pxr1",
-	"QoanF+gXGIsJK6I5LTeE5Y2NtqOzWP3IYkgqyUTEL0iWo0dUEUSvjJLNlEzzbEEYidIEPRpxnHOpXS/L",
-	"nCulicck8EgiUNZr4S9B4yszDiSciWqlPCLH4iRUu0DRv81Wxbw9ZUm6yrma14RPs5y7jgJ+xwVJM6iG",
-	"WC1PO+QKlp1NC8N2yQIfCOFK+1JdsV6WWXLHwUR1nJ/OfdvmzbfZGlkD2Q+k2pqBlMOhoQ4Hrov9/knr",
-	"Y/MafGyKHz4KNf0sT37h8aM1HCB8W2ct1FUbWCl7VKqvcVGo9/KdMtI5vx0LYCVuRbYWtKyFyglmUxyl",
-	"rvjl1qtM+sCuW7n3Pp28nHCWg6PjlguYZyJlImbUnbAzTz13EKYfBb9f8qjg8UuMzD1y1QqeC5bWl0xv",
-	"BCXnLDFIUkieThvXq7xJPYlZy3Mm4pS7e/9CndFKxZxw2Eqz2TGL1net01d6wBAu4TnBsORBNVPP8mlW",
-	"7lKYaAF8vbRK+16XrOdcaH8bDFAbPTln0RxcVTEr2IRpu/KjWOZZxKVU9s1LUSTF5pErCbuP4QjdtXyl",
-	"BeI04elOC6KUzmp1ksojI7LKU6o96pUQG23B/DEmBTfDCqSQMSclUypSy7okBGETmaWrgpN5USzB7i6K",
-	"pSQfr15DRMq8ofFLDS8sSMqZLIgPkaiDh27gMhFOUE/6EPs4pP1N/BtrnqZt7XNRNoqm/wVm+k+neOLq",
-	"5QCff5rIAtPTQlyCsNMqR+bUmqp/LfNsyfMiQT5xA5aO/y1WaoXOYqg54arpZfVT6vt5pp3jMUkKSkKT",
-	"Yqd0gyhNQrXQ4S3fjMYrz+tGINFj+DcPO01fc3PjdoxQrFLtScGjbusdSfzUTvPGoVbz6bZJo0WBmrO6",
-	"tXLuxUqfYWmq1Mcoy2Me6yjMlK/NkU/htFyCGElTNYTHkUNo/+nWBbd08rG0NkmCv7aSgi/koX3xAc18",
-	"+yKW52zTQueqUWB+RL+x9tzqD1TyZSpMWYZbtcfTFrW+wJtAkKbpuymIqn2j09tGyaPqvlF68G1TBFKz",
-	"FQXO2eZx/ZPkUc4Lw/bkQxmdnvOcdxpd3y49zOe3p/rJTtYUllcHjsXhRy6Onf7+1YF37qa64xVncZwo",
-	"QrH0vTMqnRNdHWh13+/ZSrLIlpKss/xWicWTq29ekG63OwT7TN0zXRWrnJ92yLtFUhRKhxJqZ+3cPju3",
-	"S+3YJymbKA1Hxxxh0c3Rb058m8GxkpA8oD7qhMogmWbPDmoKLqlrdu7gfpIXJMOpgfa7WBYbarJIwC11",
-	"En4VYnj+y3bk9vrq5Mmtob4T3DidNyZ+rLRHZmOlte2060VqzuZ5sVpMeE6J31YKU3xRBrUNycNvzWnd",
-	"1kMz9lantT+3gLbiVQ6H+s1CNhtfENkunPEUWXYLXLZI0jTRMrrCVokoznrul72mL3OjsdeZfFP5HKrS",
-	"btBD8EKxPeqdYNoKsrKGgE49uFCKlqJRJtSjSrvskMuxqKS2gOnoUA8s0RFsrZBItpFEZuQkPLq6ZyzA",
-	"2dz4wguCGnCRJzxGvtzaAtmqiDLcdXvlE5Lmnb7bicjdYJZlEzthBkiPfJf81cSELC3UU9Qq7TknayZJ",
-	"JnjjIO23HBO+WcA1HLWNQQh43TOpeVZSMtkoiyETScRSCGpSm5XCY33bM3Bor7gkP2WJ4DH6+ZW+dTEW",
-	"eu1hRiJz85kWnJxsMZDOSEQPt8gENxF1PSKgxy1fFh3y12wlYh6PCJgyMAKlvUYrtTFI3w/GAnw7FDMm",
-	"mM4h6gb2XUqrssugJoc/6ckoxVZ9idb8J0zEY1Fn1RBXVX8LpO+CpSlXP0nMGwDHo1K6ck7iPFsueYwP",
-	"dci3ekBKUo/Fgm1wTzj5YzgcODd0NgsTG7KeZ5LDyIky0VgiJMgDdS1iklMSKhVPLYXE4pKQjkVYvlZd",
-	"AWsfb1E6gfrXkkm5zvLY/hv+dcs3cFsyE0ydaKhKR1l2m/CQnMhsLMJL7ZYASabufqEvQ+7RB1607Q8L",
-	"Jc7AbpWnFJzOy6JKatpEZ6MKR3NFXzHjkoTfr9ftS0eX1Z97n2f3m+qFzliErzO0X/VdJoW5/PmW8yUq",
-	"Q8WcJzlEKxXnzxX/qGeWrJhjyh+kmtGxmOZstoCDQMTqrM0TMc1gzXK+yO445CNo+/iYvGla9cW1ul6r",
-	"6fyTBcuLQ+q+kd/65uP1jkpGdZMkg+C0TjCrSTIr9R+68x1J5ybeVZRPWzLhzL96gJYS/NNutcEoqNWJ",
-	"YfrlQ5QHo9Lu1BwkJVkaq80PG/7C6Ei4nyFX3XXwVgpDjlabjC70eGW5epg1MBQrwG+iKYJ+tdFYtEmo",
-	"D/ZwRBgJ7u8dNnBT3kKbB6A2Yhuy4/INPAT/Uie38fVd2JCZ+V4iy7wBfFzdCk9PE8HS8snaN1kMN2lG",
-	"dZM0tBKAh1pNHRkLsksjwcSN7THjyScyh0TTAvOlMSNXk8lmidOWerIhP1fnw74UOpe8pq1GxrFWXaFQ",
-	"Rxe1LQrSHX+Bz91EcyZmld8x4768MBbmCubM36CC3/CkTWx0r93yjftx9ac26eHV6uhIxOwGT5pOnhVw",
-	"J5wj+Jvs5PyWbxSDNEkkFhVNmmrp5CEnGF25fP/q1Dh8ThQ7lB7hKFssmIhPH+wIeoiLyjgzdylk6Lto",
-	"2F+amB3ylmMYTNOq1bBh0at0IGfNVEXeNN99wJ3S5AbBRaCGC+1kgUKNggVTu7/cG1BuiS0hp0t5oh0J",
-	"7O+ZlMpmCU3+urGa1VOQvO6aKaiuyeKwH2SnMP0rK6K543ioTlsXqBw5b3jXNZO35n2fwYh/hc/6ns5b",
-	"N38fkP/47T1jRjn4hWtl3rVKv+BEcl/SaOKroTyTSnZD9nWo5gZKK6bkKnEg4CZtk0B6ZohbHzSPcPs0",
-	"t9bwUd50i+9w8Al9G8wd8+4bdIZ8xcuQjZ6dUxQHPpc5izFiZeqP1RxjVHFTwlmeJlA5ArzisPAky1LO",
-	"oCZP0elgqqm6p9HrssWPR7szq0xcZ7Ct6r9tlSqRO6hCjQumlu7uFBUwIhMxS7l1Xtez37e3eoNv8685",
-	"Z7cYH69FMtSuiVZFcsdvTODesbwdf4t7tTrBbzBaadRGAsBCGFkBmweq0wqyTkScrZs0ZdpKxM00TWbz",
-	"hh3zgeuwPaaawAGvXr3MsxnkL4DoA9Uo5s1vByG7zLMJ32FzJCkn2ZIL7cRQFjzcTtZJmpIJJykvSDHP",
-	"s9Vs/vgAgvrCIbNngguFkQ584PEfzHnERXETpSxpcs+9gN9RtYTQqlKNHSK7hKXoMQT/RkHRe7HmyWye",
-	"iBmZs3SqUzimyR0fi0UiVgWXWEszWckEkqqwnhHLXyrlKW9eXl+9evHh5vrd+5vry6u/vbz+EJ6SObvj",
-	"ZKF03UgSZZxyY68l+Vhka3FRonhJIufKbg3xI38Zt+DncSusUi9bIYiOJhX6Rltaspt8qnoZ1+PZGpJh",
-	"3eK2KM0khOsVydpqfVvIF43aNE6mYUtsmfZZrhalM+uQsKF8dtTrdZu1Q9SymrzmeEE7azDFea2mW9uI",
-	"Lo8YygDv+h4xXNBIGl38vYMrFSfiN50acaVWipjINCuQEZqHcYQtrglrFshZfkfO0Wbh6Aqrchr1zVaS",
-	"tlFFwF3+BNqlEexNquVOD4gpEVZmvFo3zNbWzmncVSJJycePr74mJyxNyS88z+SpojImRrfBz4RyAUtC",
-	"50yC57Oy3XbWo7hrAcOku9WpFyxNJyy61YmnzTOCSg3MHZ3qkLB6ZkTWUFcI7gllbG/5RcgsKzrkg+Vs",
-	"5PVncixC85Kw1G2cKjj0CFD1VFJItOpXOb+pPZUUeD+L4axnY2HqA7WLOFuLEZGIlJMmt7xWRXhyx/Nk",
-	"ChJTg+hsyIeCiZjlMfleQ3qQNJnkLN9cjAWMRT/cTuIQEkh1/rsalp4ehO1FVmjvl5Ifess9k6cUPjUW",
-	"oevvG5G6uy+kxhNR5sjXXqWTOpdZmkQbshJFkmJFqB3Ox6vXmvMkCe7vO+QbTNBYsA3kp8QxhKwsUg2R",
-	"c8ggT2YCHU9KPLkJ5LcChbHjtrRhMt9GjQwGR2k1aHwJvvn7Hdu8Onv17dUm/v6/hy1Enrgp8pWIMAqu",
-	"464Pw5OoI4d83oXPweTtzfHgE58fFBLE4844PSs7ArgTmGdnMJBIhhVq+yOCB+Jy1X2oE91ODvm5tJ9V",
-	"/TPKhOBgxKMb9pTa4lz91mfS2EkX4KZUcst4RjvH6U0lX+wTvkY0WevTWdVdRYYATw+5d3Cj62dz+QCg",
-	"gJp1As0gO6sY8cjWnmQ8FnFbyocLZ/M1Oy/q+LFN2qAl1z7x7Vrou6N4RghXuKRDvkd3vDB++IMMETr7",
-	"DWQguqtDvWnhp/DXzzqYonY4/AQe7gudzwTHTclLGNBdQ7BrzpZWNa/uv0MB1LN9EdQJk/ysR06kEfAs",
-	"Xc7ZhBeULEESnlZWcLIpGt14dYG1316vjAEilWkmZljJh3foMSOYQ9xsm/9WwVxS3doQ5UJED3ISagHV",
-	"qYeUwxGZYJyVYuBTaLekW6NYBixdyIvTRp/ll8WUQAY1RpT2SKNdqqs7lJLsGh9pa+137cgmV4B2XhyZ",
-	"2WSBd+rekKO8uzty6Xbmr23Poy6oTAlXc36XmrWIePpNkjaWCbzIBDKtPoEgP1ZpvvMsVfqHSZPVGu6O",
-	"bFBTgvDAhFCIoR3/nAvNuu1exPivtp6MlbTdhgHPe0HCv728JjbXNzzihCjBpG+OXOzySLQRJQcsysK4",
-	"Np52BlLoSE9dWWj+ie4njSYJZtmjKbmXLo0+RWSq0tdb4wuL2v3roV1tb21iXVCJXzarVeBPdlPN0bRx",
-	"/KjVMen88OYDiqfaSkF7asmKubHpK0VpJyaZKtxOM0c/NZiQ6qiG0dhq8opi3pyjvsUCNmm9MbKbSF2a",
-	"DiYIpgqWX2hIcz+k8SCBys82L0jOr5NFQ7QhzSKsA9kmb4k4a2hqdsEzhL4jv2SCUzMRtXmnEmNox8mF",
-	"VREdK0Rqc8ZR4xv2zfcJ/BWWdI8Or6ij9o0GxNt5FCNiHnKfMaWdPWHk0N9eXreoQdV7/xH+7+X1i29b",
-	"tPX1y9cvr182CqVvOUuLeVNu6xyubHTZSsNJMefR7RMoSasUXBjghY35kosYIgrwekh/g713Ei4zWcyw",
-	"FC/MeZxAaaEu9VNWUQhwCb+ENYPZPKbofgsiOk70H593akdNAe5bTDpwvkTCmM9yFvNYO0iYOwGn5Ged",
-	"5bfSFvOfXKkhnJJEjsVKgLNa6UzuWsJIzcvVupViAC7t3wJ6Dk0M95pNeLp30Q6EZOqL+B3ftDHzb8mS",
-	"3CqMtuA2Wwtd6gePARQJWHYnYcHZAmpCVrLIFhzqQ7i4Czudzin4oqaJ0neTAisaR7Vz7P8Hydd/UW8Z",
-	"LdlmobZmCIUw0jka4SZllsuM6py0dx+ux6Ksd8dYYEjwvxphjyChnJw/TKUyviG9DxEQq8xrhK/JDrEY",
-	"Wb6ax1mXRHOWs6jgSKE0W/O8HTHJScjCdvhLSEmczJSghCF2QkBlCp+HJGyHdCwgyyoxJwPTEMiYAwMP",
-	"OuRky2XndjXhueAFl50ke642kNosrMzR9KBUud8fi3JkVFfZ3hdQdBQhBJ8z9A65FJsCoiQ8ldxij6kd",
-	"mujMaKDAWJyEmhQ2tUPndZyOiMjwHYlEQoDnMU8WC8xe15mZtW1smKQEflTzBWgfXHodkneZuRs07IA3",
-	"4Mj/UDCMFDR6nHZEDWPe5LK1MRXEaUQn0DTLySzLYkx9KV2tLD5tDiHELnLxvg9AAhOPK7ar856UFVxw",
-	"KW+Wfa8xj/0NjxNlC6tDGoqoUXKZb6j1IPEKnBfGrN7gr2oHGANQizLz2B7brwxLlUMbDhuHNhwWc7Lk",
-	"eaTM15QbWSLZgn/Jd7Xr7ciVUxsw5dPCZJcpQkTZgu8MiuU7HJQYMbIdHLEc8WgVaFuk50XpsJItWvGw",
-	"mSlu+dpKvn+r7f1HlNhAXAUb+ChFGUDYVyLlEsAw55zlxYQzddFUnh+n5NknH1R7+ECrvMFznMXglFEy",
-	"G3QLiDpi1a3GLdu2U5X8BZt6B3idva5dlkpF5044EQBJlUESYfFmJal0m6/q8a9qmvEjGKhSPufm7FYW",
-	"oVJrWZn1LpZ6AjUaOLNhzvtobqEQHMLjga9ObLlME7Xjiqx5165EthY8vtn3hffNKyoyorads6hENEfM",
-	"m2yAyqQax9FM5+JKaZzH+w7K5Khf/4hau1KmjWUNDukjdfY4YSkpoiXxvY76n8HorDsYjozXfOS6z3V3",
-	"iAYlv+6uQIo01FHWp66pSjDbUuqMJlTxq7EeBjVEZSBxL7mg7h9AoBMxa8S01W0NZFW11kkFWzixmQAn",
-	"AcYVoBolRORzRfMYSrdiB8M0ycRYwIWR0c31PEDlxUAnBnLhoo71qi/pjHmMCzup5VTnfJMsh9gz+oNC",
-	"VMBRnV5DnpLFZKq9OJFkwpWOaBJ11gz6NZRJ30rHVk+NBVB+lnGTaE5yDltVltml4IuAgHRWViXyGFJ6",
-	"cg35ZoBu9JFnootjccs3EkcO8DFqzxMW5ZlEyY4qe5QzOedyZGBs0ORJuCSLJG5DqgekGSwAndgi5k74",
-	"WGD1ojo5yQmsoRvyPnWrEsxcYLYai3er+QCkEQnurI2cZ2upwaNLoP0RaFShXojQejHDkrIAXR0bm8My",
-	"kclvhJgK21o7g1voLGC5ehYauTMWvrZBasbRASOEKm1syXJIvCw4vFX9o+osQ3R93+sFDVmGezF2qdnm",
-	"DfqiMPgeTJKrb16QYa8/IMuqVGgoTrGZ6A0+P8hDcrx+OsQJ3h0NfUTmqwUT1fntR+hoBFHQyBxN2kv1",
-	"afxsiXGBk5ZHl8E4Lt6GU72E5dh2OX28eqUFKUSwpglHxEXX32hhz4HqVR9/nrRzDujYEd/vvN8f9Yp0",
-	"5pWlN4KFbGtpCB+yPRE5z3JlqgHmikVXTgR48ZyhlwtawX0hGvilKYiwWT6AdFsfvSAhm2SrYjRJmXCy",
-	"gYwURMt8kYESxaNkmkRl7NSJ8ttxO297wFLUA14bRIYEcjrheb1zmnQip0f3dhBhO0Q0clxCSUEWLOYU",
-	"U2PdrqmFwQ8mcxZTc1qb9CjAJocUISXx1VnTRj8M9N83CVB7Qmr7bCwz5DWTMLrjrahd+RMlnvYFzsRF",
-	"xna7GTBZQdA+Kmx2RKJ4E778LLnjTuc3/dVqVFlAyfVRuS1bvWWPSP//AM+8wEdq7WN3WhlIM3edmjno",
-	"cEaRrTupfumVWRiLWWFwrC1zwpFmkuw36JnM1hc6bUwnPrvY+RrefiwAIIhPC5Ktji9mxOKDbflto5jH",
-	"gmQ32KH4jhp8S52lKktTX2u6p4imaaF3Ly0G9fARq1SfIFFlkaQpVHufAr0TgTupFIS7g6S17WBwleF6",
-	"5yAgRLOr8euy/Z00yargzy694s9/TeLP1qctod7AumUOfXOnCxKHXyrOh9/lNnBufpvpo2iLSwXBTOTD",
-	"by/bQe94dSXRGu2Fgy+Vbn+vQ2/FsvStMuG9uIo1j56TNuBSi7q9YLey6Oj+6Dr2EzkiMYShFw90d5sf",
-	"suAcMocnnJgCqQsUyCY2wnVltn70X54+Euebm3wlKh1ldEprfeorfb4vNKHLWZSROZymDmUsmpPD0jKC",
-	"dpQrRkfcduVw2MMYPov01aAbxZxLHVCR5ETpHAu2mfASsQFyoc2aEoy4hMqgLJrSPihZ50lRcAFZEUL3",
-	"AhiR8NcxxFJMI2oMp4xbnzGxsCnK1oGgl80iwjGO1Esh6VC/Gmr80Mi0kSI7TjWenKHxr/RLsyxjUeOx",
-	"C/WdO24fU4cYbEFlsgP8kiWB3oGuO8unrfv2LGurdWzL22TZzpbo9GrDqaqYVCkXf8ZUpD9QPpHuFfbr",
-	"bhZHH+rHq9cIgiEda1cZ+3vo5lrvXu/8cIucHVLRKZVssMOLTBd+G8cJ09LgwoDwQUKSskU1A+nGCcuU",
-	"RU7PqGc7jIDdubSCr3XKLPhKtpwa28JSZyHvfl1Z7kHRxahsFkBVNh6/CxKOW+NWqMFRAJiMXFYrK8r2",
-	"DGOBirva6ye9IDitrUvPG541DLReRrJnwFsVJxRrxc2fTeM9agxPk8urxmgRmXDNAWk5TW3CQ2Xtt1jw",
-	"yU4NMxp84cHBXGBmuKEaHmufyy6c+0fhpCft2uJmPB+vXu/itbqPpvWgTducjgjHRZOqZvV653jXN+tk",
-	"/FTn7jWplbuqwu1bIRBeKkcelJGRON+QfCWOiAKZcTsfa9bjzGGwU2oZwqOT3/HwgyOebcImR2TKNg5M",
-	"cGvU8r1FI66Z7pR6dKixYQZFvvkadTK5q07Cqadi9bjGjBdOAsIMY26CUy2IJ1oij7bSjcbCdCRco1+r",
-	"IJLrGACkrVggkmeSnPieAxHkQ222Pz/dpl21lahDQr/RmKj0Ga0QfN6YF+r2IK3cLg86z+q4yM6rquP4",
-	"dGiZPkKvzgY8JmXzItnxHKieeob2muwXRunLOQQQZIXg+qbDBLZNIf16U8hDRQZb1K/7Sv+WEYNURS0q",
-	"nX92Pj/K6VRbq0Mv17m6nrc4xqe1cyu9h23SLJmmNcwCBD0DV2WHwOJpGHm9iIUNQpnVgNp2t5WAtprH",
-	"YpZna4mJQqEz85AU2ZrlscR2D+ZXHfT8SdkZ+QVhzY0PQGb2giGEB/tet6wjye54nicx+iVPsKGGUjrm",
-	"2So/YlPuqxK01EkEgQ4SJc5XBnnnUbqKFcH0biC+V/F0+94h195erlODgVokWRhCI7x0sc4cCcRc/inH",
-	"Evrzal7rcXJkewiVdhFOL9Qi3+z5uKx/XB53CJg+idvnt1GHqy853ljbr1I65c7aorbxI32+GP93HSSv",
-	"XvTdpK3QR0KmI17YI7Xkhprs32Rqj9GXHwuL9aRKsfaTPIoox3IdoLuXulHTIAq1wZ1w5YIVPE9Ymkit",
-	"F1vH2eNgULDR/m2yXO6IKDUPQz9BTiTnJDTPlzfI8JSSBILvjx/bY4wKyErYR1JMeihncqJjRUnKyZKt",
-	"ZL2Q9GEoNjrrxsSwjuNDN1enmRnNeyEh4hEsCdlvkL5U7jfHB2kb3O8bpas2fKathjVvcNiUFyEDaMFi",
-	"4xOa8EiNyFH5IFbJCqy03+4EVWrvY+FmFU+g5tnpaUCYEjoWDgcsmtMOubRM61YbOeNaLcdCcXp+UalA",
-	"wlygzAkzKhZqBOVuiuhDKXazmEsW/JdMNPdNcPvcH3skaIP6iMRNODycEVj2qG4gaputwPYqp1OiXVZC",
-	"bs6gmxnk055D/QkyP61+cBhM8JEggB8OmdGXJOdqvlBcoYs6iIUfMB1WlssUEsHrW3m3n+9frdhADiZk",
-	"Ca1SLkuMmGeyQQs47EYz2kt1SH2bMXSmW93rHa2huBkx92e5Ba0P/6/S5tMNllOF/xcngnUiRvl0QEBL",
-	"rdMjQ/KV+p8W/f20qCem45OoV0+mN70+SmfaT4JjGbtUDo4btKsmwMB1eA8rHP8gZzfEvKrHEyTWuiVj",
-	"oKkAUFA1LTOROr+gmulqDPeqDnAguglCvXoK4rPNMczH6A/HnozlQn28ftGqj/TV5dvLskAYI5h5Jgi/",
-	"X+aIj08g/5HFJKmlPL5cqW3y/D3LE7nnND3oaXbPDTwuQbjtOz3QMbbnDIES8wXPZ4ruBeZaMbsWI21q",
-	"w1mCmF6wYDrDzGyZDrlERdDigoyFU1YNtXuucw3CvBbqyzg9nfdDrAZiSaGaogaIWeVpqJNHxgJwCRVj",
-	"nj4mZEVO9GgM3MzpUR60hwSwTEjD0UpQ+wOXlMjWBIJZhih7g0OHB9Z4yplBoaLAoS9p6KhdIbKs2kKr",
-	"gsd2ZE9+ejVHyn5XCh1xfh18R70eMZ8BEKXmY4fjDWyOrSaJmOTtREguZFIkdxxqWg2gF+auWIYcC9P3",
-	"wfxmsuPX8yzlJkfBEAQFfdkpaMcsGg/h35wQ2rcx0Ti7u45jfZ8iCmZGIE3Gotylj6AJvOookiz2IBko",
-	"3sXrFIL8IcXMNfjvR/zP5fWLbzGChYAFoStf1M2n1S2FIAcPNvIPHPlPsp0a6gwOjtM97as9BfIVD/FA",
-	"lxXWoEocpJKH5MTm2pxCudECBmUhmeFZnbCgLkKgX5I427OuTfrC0Rxbie1VI3YX0C1C/VLZsmgNwHOj",
-	"sSi5swxrLyia9pigkDUGn5rmcyDO9CWRpYcGix4R/XH0ruZdteR52/Yjw5vdfePoBsedzlVlrumLNSXO",
-	"+Vj48foFFPg9+HisaXcHR3mstteg02XLPa1VTI/pBduo7UHCr0Ld6tv00qMWdETtJ2wt2EHgeznKoQIN",
-	"G1ThL+s8KXhIImx7jiWqWH+X5GVQ6kSnXEHuoc0mA5K6r6GgGkO2x1iY7DP306e0LOWSo69Cuycl1dj7",
-	"8Cv+yxmIyTKXdCzCW76RowUTbMZD2zfdtqcqL+lmIrpBhoReV3FSaCJUtidcIGk2c1FOvjJp3PCE/QOm",
-	"2irz4ezl8gdzi56ReRz/MhedaaiHK4Nv0VY51kZgnA9ojjQgYcl8egMtu5rx3U1Jxf+0X3y4+qZ9Dc29",
-	"0D2CXBRBrq06UsraTW37YCuvI5rg7qgiMe+BtG9dop9zwdfYpsBm15leZMdXmTwIUC/P0gpSuAW0M11i",
-	"mvHRLAxfAxgoepw1tnAirNPcljzqN2+bMf8qFD8gAnXZpbKIjfZmMhOvxE478+U9i4rUzQ+G6LHTo66h",
-	"rWasjqAd7HptIYqeSeJg2F9+/ebV25vrd9+9fLujEc+u3reXZqW02HhQE9wjBThKnQ/w6BO1s0b4++Zg",
-	"y8GNx4hcLXkuecxjLQt1R1otIHV9k2FVA7Zfj8h+cT/ry1Q3Ogxvk9jahQ4I8oeyceDfv782PWpxwMlM",
-	"yM5xMBLVrsuadp8OLZXTefnLV2yWs4jfKDF3oKwu53dJtpLmjIKFMevy0Bq77YztSjetBs19PZc8ugnJ",
-	"fxo43GxKugHJmYizBWT4yke0fkYM4+q3a6tSpc/BtXmKWE5lWz4aEa/ymitoT/a45tFAgQNtfLe4A/pO",
-	"asrW8mHIifGwhUFvHpaJY6F/dj4Pa6Zp0JsfJ82ud7TFuDTdIFiJeQ/KoT4IOeZIabgCRJ1X103TiN24",
-	"VrsO12dSl4vVumLIRESchPCf8Mgw6u7+OtcI6I0GnU5Whs+Y3sYaut30jtGwQ+ruUb3fcQVMveed07Ho",
-	"BX2qU8tI//5eN7HV9AF9KxHE75N9rZof1NHnMP22y8ZwNLvwu2Rxs5J7kjvs13SWB8Qjigw7IuI8lYlF",
-	"3UE8oNP5H6O9EHDbTrluQJUmfMYEskgiZrVUYExt09SprAh29ymbumCramU37zuSG6uP+S7sevWhZ5JE",
-	"SR6tksKwM8XWPqCMa0gVs58hdQI7cHQIklnjqihqhxTjAfbFkExhAY9iPuV5jvU6YWUJQ1vcJnV6RgU8",
-	"7Y/ay2dnR53KDoge0V7nMR11mpvkOEnXTkMd5NzaRv60U/K/hvafzTAGioxqqXV1KCLUyAsomtXWj5PP",
-	"6zI/JR5ZcCbACFRPNcH7m/feRJnQvs5NxSO2t7L3Jtfc33C7wd77vGfaX6xw6JPzf2+zoGvdInALXMRU",
-	"Dls0YAZeB1m2TAbGfagaUOZK11svaw+4zMiU5dRWA5ucaXJiiuXK1jUQnyQJ+hz3c9TuOKML1N1UHldN",
-	"nYMI5LY0earcm49Xr0mRpXGtyMrSClMrnf6KALn6mOxiPYybbNokF5yWUDAGWnZzqnZLSQrTK8XtrAqY",
-	"BxZ0q0NeKWUrizdjkUjCSFhrURVSk6tg8W8Pt1JCfoStgaeWdktjAMKJDAApNSIUgoNldnLS6Sp1VP2s",
-	"pdvetjJaa6pWOurzAavmNPkQ4UNbVRbmHDv9LxZJASMfi5xHWR7r6jL9rKW3zvbQmCYI7KLhtWwVGbqR",
-	"E4EFt4DVMBaIE6bh0baQjx0O+Qs6Umzf5BIAeUF0k83DhDsGoEYDjUlDkeP1JONbvtkDyanh9RuBT+zi",
-	"mL0mQd21TV/sjXMWGw3uoIJ5XMR9555nxfzpNvzT1KiaaLnG2Nm1bttDhKLGPe2td7RmStSrrMfJbdNW",
-	"Nnzl7inyOwAL7Z70IxGGnrREoRKlhz5hZcDUSSIz0EzVkGqNt7R4fVQFw4GuZlpCVtuauRRMChInMRzz",
-	"6iLa2K6IO76Q4RG9iKrDw97TbnMiU8EmNvbKMa2J6OOqyViaZms8H/ZUlV1om9PoSdQBmRwL8w6IjOrO",
-	"g0qZysRhPKlH11yUSJD7kJ/5fckICVido7LWeKuOzPbfK2x5L4SJIQdyLEKDbBNqnSUppb6ecpVMHfI2",
-	"cz8PWqjNoOyQt9gQL1IqhgOzbg5TVEQ00qiWCRp0KHSTQsIKQCU30JzmM3+46hKjqDhZK3uEwwFoExcq",
-	"rjxpEwn8a45WV8/NpuTE6iMGKQRxp3YUEWlZf0SrQqWtHk+pejfVJlyTbW0ZuqiWuvEI61ewbV7MlSiK",
-	"KYFjjRVam9JxchIzOZ9kLI+V2sdi08hUqbZLlstEzGwO55amjcyYbQ1IK+2QTsnEWPA4KdpMxG29I3St",
-	"tYZhlZna8KYDQ6eSnHMc0SppvfvYy1XUqRu/Nn7waQKNNRLRqUIG7JAlxlhFMaIMD6jmKTOlNa7sAxxw",
-	"VcCchtimSYauMHY1ZTubfhHPlpCih8D0EI9ub0qPDU4ghDPKvQXbgIenXp9brcj15F6IoIZVhgSTkjDq",
-	"8HZxfwxVyImxHRUrrxPJTy8QQnOjQwOQQzzhXBjEwaPO/2rB1D6jA1pwIzjPA6yOnWgloNNX+VFiy+Qq",
-	"SRv8lc+hQ/FzBBcua6selHJebUBaq9eydVy7y7RcqIdat7GtYq/6Qd+gdVVUwm31e5dfyvjv6r6pJZvh",
-	"kY5YloKvla4G2kGDA1K7+5pFkAOzxWb8At07VAsMbIHqoNciHCYqw1+Eb1mrO6s3BZAWMhXvCUmRYb2C",
-	"1ZfUcN1zwLaRhwtHYUAcFSpVM3iX7wTCvUTbFBMrDRIi+tPQjQMSICSMhPod4IrPBD8GTAypdxTiauvz",
-	"Jz3aPRUUZjcWmVs2kZlyBaWZmfK7EhF1aibRITtyYzAPHIlpkLzwTN7C83pIAcQhx2SHvEQgvNzoZeiN",
-	"Fxk80iHXCOWebkaEafeb20EA4bg/Xn/TPoe5Y6MJJshKLJmaC5GrPM9mrOCEy4gtOTkJx+NVfO55wJHw",
-	"x3Q6DU/pWFj0PRdwD6uOWFqg65uLCCJqiWDqiGcFI5tslUueTskJJi9QItmmFuf+dYxa7rg1Ir3g82/i",
-	"fL3UbhhS8C2IK6OVjsAMcOFEYdKMBPf3tASgMYCoOpFsLDAHXcsQ1MTK9vvNDlG3pVNMie7OrE0a/fWx",
-	"QNuOWtXRmKKobuIzFP7tNAd2hl/2Bi7fAWJ0LMq2y4n23Zpuy6dYuoqaLQ7fRefP1mKfQ1OzIDo0TeKw",
-	"Ie/Orv7URfLDRdly946FUSNB13bcl2HZO8woIic43fJ1Yd2xax9KCmiYLmLQ02s5jgddpR3yLUTPsmo1",
-	"BUgc0HqydFVwDFyGY5HlOobp5H70vOFZpTdB4WbU6XAzvPlU06lslwadMWwNj1GutlH40JLb6RZ/sMLS",
-	"jrGC/MG1qxY+bIfSira7yNYgxLlmWssm1WwaWw3c9STWfPjzrrcASR6lK5nc6fRY422ozrXbrO8e9uru",
-	"FyasmNeAB+E+S/OauHGcDmOhu4+cqPvguK860DA/o4Q6Uvo2dIbXQK6wEfUu01JplnEJno3ctFI1wsa0",
-	"OjGSwf2e4xFT37RaEitHNMuUhILc/QPd5wlDp1q1B735rO4m3yEf1OBxBzHpMvbjOBQp9nvVV9fYWYvj",
-	"Mt5VcWIDPrt5teIjF9wsW4vSE/5VSN3cy69ClFTbvmsLLIkBZYu6adCwYi5q/ZHcAJzSXWsRuN+2aHzL",
-	"k217dSrNeLLRkNHYVhCUn39dmTg93FPX7eZZQl7BBuw0OfGOdt09rsx6vxtlW66Sk6tvXpButzs87ZC3",
-	"YBsZP8qWJEVcyAv8S/BESRadV1Q3hpkkMssAKnqZSZlMUgxcJgvb8XmpZI5Ra2vVPIEXnLV9vx0E1743",
-	"8tT//+Foy/1J3CMUvelGomFqlSmeqSpkviSANIdO5KZ8+DeX/3Nz/erNy3cfr0Ny0l8oPcPWVJHLUmtD",
-	"BWolIIoM3AVtNqFbGBQFJbJE5qtk3xun2knXk6cYU+eyvomO9/d8OST0+xLbukSArrb3hZ6WGrpHLcnH",
-	"q9cj+AeciW5fDKvDKhkIKYqoW1vDc4tXlRL2ELmx091T0+NIqcYZTUAdVh3yOsuWoHRhN8jkTtlWLI5z",
-	"LiU3mIrQUk4X1rjsgmEg0zu4Phdto/4W3qVjCfR5h/9gRx9cnRjZnJbGBTiGea7zJ60UTUScrSnJ0rji",
-	"9DnKHeO25W3uf2m7f9xARtuu7I4cIBYjxPtXJsDNZKM9XhAlhvJovMx/XrEUUy61ILN4nbCRF9opvKOL",
-	"S/ni/e1FGpr2bTcTUTKUohwi25Pd32pkd/uQA00+Dvbt2N9640APjX9FAwzkwcOQu7Wx6MeoZfztJW7k",
-	"wU97tlUTW3yPvkobikiwbVSaTPloLNpuG75RJZ8V7GZjCcGdDsnCUaWPinRaqcCtNuxauc/pd2zaMGJo",
-	"Ru2CerdA81Hb4rHyqllWoKuljLiTb5RtQ8siREx2Mq9h6g11y2WPpYQphUW+gfZoJ64PRd08FsTVtUGn",
-	"GkGtTxV0VmSi7Q7zdP84befKkW3dY+LCxhLUL3BzqZ+QscuT/XpHcaQtuDM5oJIXimvkoT5kT9psObVZ",
-	"zHvVDRipznjeXXIJdMI+Vnvrd6B1hE321/lzun9TQzNS6qznaVn6PBYV3ORbvjQFAgA87uQSQNccrV66",
-	"6TCOQoT4BBvUdCDDWOt11FUnr15ev3x7/erd25CcDEjMNrZWV/Ki5mAdBN78uNj5sbaGBWW3ifw3oL3c",
-	"REnc1CDyfVUXIjkTM9OX0dJf2w8S1PEczjWWFvNsNZuX7comaQbtAZSq7briNfFOmCCgswiWgl6VlO0e",
-	"XYB37YfWLnZNuVnOhA491ttqbyGpNZekuR2yK+E3E03TTO6yZ6P8h6FiteOegIeedJFpj+z2fm1Ol7zE",
-	"dqBtZcuAMITcSZu6Am+ttWiMYE6VPire4TYqlVT15orn6mSbKlKJ4Ot0Y53OODynNTKk00fZcmM8bLpu",
-	"uCF3fVfJcaUi5DFlxzoTQVbLMEdu1ABx7OEaG4s5k7qbYk2nX9/cdn/qzfuzs5vh9JwP4rOoP+mx7jA4",
-	"9wfe2bTPe3E3CiY+8x6fh1tirz44E3dnPqc25+KjUjR3p/HaZVC3NDLhg0tor8sSZdDJoU65KhKM7BkR",
-	"W287zXRKnYZKaqi+HQtdfnvFI45ZxXc8T6Yb+ARUSesmRUlBTj4UTMQsj8n3+mM1MY0ffjP97r+G+fnf",
-	"vvvHz/n1+qeP778+f/X6/Q+vsuA1e80+rB/Upd8w/P5S392bcldl0WVJuVzJdRRrcCD+vMoKJjvkldKV",
-	"AI4JfdMWF6qp7YN5XqqtgThSJ9B0pmz/lSZTJyf99IJ4AFhUq2M6rZcsodfAdAbR4SnQBsHPhTm/+vOJ",
-	"W+pErrR+J3XzMHvJovCtig4IC3x8LBDi1WZglpzM77FY4KJeh2WqSStYxs1ya7LKGw+B969MJLlMJGWF",
-	"DmVOsjuMMKhVKl2T5heSZysR85jESmydlJ0mTjtjAY230Pmgvq/uDy/KVhfU8zz1v4drc8zTBwa/hBwu",
-	"RQFyIleyYIng8SkFD3a10BHAT9Sy4q9KR7IDG4tyZOSdejQpsJoXp+L2ktgxdFN5RndWt9XEqtFbrMlk",
-	"F6DIMINP2BJlKGu01YT6KHOmqCYzFicLdv/CfLP42lScQQK3WQAzSWwsmeFUsTmDrl5Ms4LaDGu1FURW",
-	"jAXYnqbBUlnF+cCKvR0kcBbxcXMnJy/SbBXjrJ6NxYLdl9N/z/MP8HITCYVNIbXvcGQi89B4GvIdJxvi",
-	"P1dDbuaPKunqRbA2GWeac66pqf3W4F/Tyj1PU2Xx0rGokZo0UPoC6GG/ohZqgfnP0Adfky6xAGVj4Zjz",
-	"iNBmLXGUdZCarIPidYPbIKursR9k9i309QawtkxXQ5eFsid2eJSYkSmp7Ritp2Y7QFxaN/TCk3idrdJ4",
-	"LPh9xDmEfnSaSdNutfY15t1yhsdBQzDMwhmOBUuVjmuVxw4xcKzyWQWdT/v6skw7n+3gSDk2pd8hvjlG",
-	"4czy6r7dNlH0ZFdvBDxyNO481CDkHfIC+53pzZlzcAbHI2JFTtkEDS0jxa5ynmUFhsowFxnto1jx7Ywr",
-	"g+jwllbrbdGwdqy1vU5OEFlQUacs2nRWFtT3RMdVgKUrSzkWlbW80GmeDsCt2nELdqvOpGxx3Oh3Bnle",
-	"6yY5LqxdqO8Om3ypiq6A1Z7llEx4mq1x92cxfybHYmcYpxYu8kvv76mt0WPy1njgXLoEF2PhtE+yCS+J",
-	"JNGqMEX8uuezNn1K4GelwaizXgkRyJ2tYsGNhX0H+he2oz87sh9QVO8Nfh8uqC7dMzU3AOSxO2eBbdWU",
-	"TUtvJKoaCDTcdAKHVJlnKN3nINLBfMXmn04qBrQTtMgFACugJBPkNZ0onaazZHkheN6JskVISRh43Y7X",
-	"8f1uZxCeXuBr8Tipg8bC4NDYSwQuhLpFrTnmBDJhJ4fqI0bzoMpeF5oYDtSYzF6p4db0Ym2YMyRah1y6",
-	"Khj8Jhsq7z4fUOr/O+Hr7aDN45xwB46Nautrka2POjWoFbAc8zKPQF2w7pXqiPYZOF+OIQAv+rBaLFi+",
-	"OSIb+KkydyufPT5ciz7gz7Q+Z708+9fw8LJhDMqsHMaifE8x6sl2YMz0gLVN+rzDPc+r49ymzCdLmwOI",
-	"6+gVQEd32br3wlh3KZ8WsGdlAYeDdUFum2eP2zTHOaj5Tv90AwLoXufzWFS8z1iBqFck9GVITsJB4M0R",
-	"MbfrgU/51KIUb6HmVjzTlSOydE2DW8zkIVi7eLnKZ5CvoDPdJWb/6Flphc0MeyxAKZPzLC+4wIRNrTzI",
-	"0syCpFslWCChRB2c79TvupaEOtGyntczYY6x2FYdE4naPpTQ/15edN0z80hf+pXrQdGOdO25LhMtdDwn",
-	"RWzdHz+5nhR1JMY506kGpyPy4tXXVxK1kX0+eJ3QgMmN5XJfX1797eX1zeXr1+++v1Gv+hC6qQxjofjJ",
-	"td/VKQkDtqxhV98oOoZXBNbAxWXiPuQuqctwigoA0tZAPYB5CwSBvu5KB8wtZSBpZmraWVjB7mbDdAKv",
-	"43W85/5ZY1tEdv8Kn4JmojvYoAwLbAvs5jqqS3B0IpB1Ni0LEz5evZbaDjFrora3W151KDy3y/sLWTiP",
-	"cv5W3tjcA91+IIFiWF1zY8rmC/S4dfZhPOwonC7hhatWuC0fRfNB9/9S7HR8HY8a8Ev9/sYjXLurj0yE",
-	"OrYyzS4Elqdp5ocGLliweezKNIVaqqvlknd3adinXXxriXMIQHE71efj1WuDRf1MOqsFbpqyaO6ouJUo",
-	"O+erOyhZieTnFTduVEtUqr33NlHPaXOgB6Kev8DsGXQVIEC/joHZbWiAFHTBVgWHpJaONUkAXrEaJvO3",
-	"w2RLdV7naj7//x8v2z+w9i9ee/ip/Gfnpv3pq//zBWUw+8oWKZk3FSzY9g+QNHcBdU+WYRzCwbmgtjFg",
-	"0BmklO2UNE2Lzo7UNPnwvOyGrjs7ufVgZSGAfIMcQdSYXHfsOLq2ELHPf9viQjgv/tzVhVYkNkWQnI04",
-	"Ir42FJxKGHAKXIbt8AdlnLOwHf4SUhInMxNqCjshCW9CErZDqtT0HOxLhGcYi5SrbYZ5QPBQh7xQZrw1",
-	"4quca/nyN9m8hhjH4tDuIla5JxUBnLs0oloEFNDoBHPWhNj34COcglRc8kxtZBtDskhpDr36jv32YKl1",
-	"/PHvhkCO1QUuQHJNeDnux2kGNTVwbzZIOaNGoHfJo1WeFBtEvCyR1q8fD7RObeZ9eLkq5lme/ALG3oj8",
-	"lbOc57pFIkC529SF73MwNdVvUoeH0P6RyAtRmsBLde4O+NmwuNT0dSBxhrl8+hZQW3WHCx6TwDNPjIUD",
-	"NG+hdD0iS29xWGRZe8HEps1WxbxtUDHLNkM5N1EkZfSph6myDQQisOItEISDGXV0z4cFnNBAhHJzqtNK",
-	"Ryi/w7QQvOMbczQdmwDSok+IYQ8GVs6LVS7A4R5xqElEnQ29CGjO4S/Kbu2Mhds2Yt/as2WiBmRX/yW2",
-	"j+PaK4A+T4SNypacMOhkIjiP1bKPRXjftjktbbglJCchE5twpC00ZI1bvoHOWupp44O18R2vS8JEyNV0",
-	"mkSKt/SLID5UZbYTJsir93dnEFaYbCDQ8vysd1phMTkWJYshQzay1j4OUjITDm5YHQTTlUcxj+6D8QLa",
-	"buyADDWYL4Dv7LbpoGD3qeWV0LdBLQhmtdkV0eCGiOVne8uc4FzGAkQG8vqpxlLTUK6J1B8xKcJgU1Ab",
-	"ItpqHfJMkhcfrr7Bl0GNmlrwag8SzIRFmNNbvlETUmsnzYBsE41nErehrkRBkasIgmMyOSqjlmWnGz2M",
-	"ksR6X37+DPjZ02ybumV+FRSDSJ5O2/NMgtNnsUqLpK33IVRsmQol48bMO+Qf2QoiP9gEETML0GQplBKB",
-	"+SFQgQPZJhpaCqqgEMMEu2DBImlUEEF1fY404D5Et28iK1EkKbDXKopgT2X5WLjFPsaXR3WWEu4pnSRB",
-	"dTk0FldXgfHGYiz+4z+I2vpKvmIpn/rxukyakOQEHkL0n5VQR2b4/M5/HkKYc1ngX8BSz8NT4KSqD9Kw",
-	"H7gScUeMBfDLaJfYeUAS3SVZJFICbv6CpcpAQE/zXXaLdvFK3IpsLUCA6SogJU58CLbhPA0YUAl96TT4",
-	"YgUbbf+s6/BJ+cIeNUGHsYBydSbUDbDKFp6W3ycS6f5O87whskPFTqfjEvLQAe4SVh9g5FI/NRag42oY",
-	"JwgnqfHcsTyBJM65hr1HiaBWKk6kuhIb5niZ51ku1R8oZHr398BRfSedHV7DBAnditBlnk1SvvhPwGbV",
-	"bTuvvnlBhr3+4NRUKG2W6uwKi6RIeUjHwhYaYySPFyxRpiVIaVYWCEuUWmmi1Y1sOtUg49oTnwhdJCzD",
-	"DvkrdHVdrvRCa2AKpqZgyt4xoYM5mWmKdSAvrZZfwKoZBibN/0QnYp0aul1Z2mCZbUnBskpaz8WExqn1",
-	"HCgB6tTatt+B7JIjIjIpkukUSHWFGSF5G6s41cV2rn9TRDVv+KB1Rnuf9sC3ZR6RZ8q+fHZBpjlb8DYT",
-	"EZeFGhP+bmqHX7BozmFIeZbChyA1FaoxkP8hEYYVDPX+PJvlbCGNYatMRImCSJd/6o0kn40FPCVMjxpH",
-	"1ZPZgtv3K8psyElVo6GuPkOr6g78NBZhDr08Ku09wlOj2EPgY7IBbLQI0oKxooxtsExSbQhMEBIZefHu",
-	"6oNZzRFh6mQYC+MeMAIiy5NZIkwxtUZrk2YaHRLGWSSfGzW+s4hDY43kfJnJpMjyDZFMqSPzDbiaDEN9",
-	"bYDwZisGDmoOPHXpAko5qGYOSKJx0+g6HgrUZhporeG+ekoQZB0YksHL1dKAxQgJKWU5gtzIgi8gF2kl",
-	"N51yzIlT46a00xF8HxNgEdKLazBFwCOwRbY2zwlU2hMIC6D5bc/VKGdyboi4SOI41Qti3nJqIu+QNxTz",
-	"eIVCyi53BURWKck7SuU7SG+3kEerEOpklpDTGyc5j3RYDXK7dEZwh7x1W4hIapI3JLYQIbaDCNTrutLV",
-	"FIFC+e6FA++nK/gSDehg4RE0jmSUKbXcIDbYdKpaWk1dgCkCgOITs4IjAr1tbOJ11cfmmchWuRJXGKrN",
-	"oGXAKkeTCsJpuJQIvqI4ymlfCUe2XXrsV2VgOxPjWDQsrbambTGjJm4KqXDqjvmmZ7GrGAuwcyBrAnXU",
-	"DaRnnI4O0QtXw0HYUbNB9Am7Sy+QSGpYzkgwNAyn/hwAGq/nXCI4FNP7DfL6zSqPhQHkKfVTpjgpE9rl",
-	"vAXRY58texZTMsH0XIqWl7njRl8PdZRzqwROneC6Ms+FNEVqqI3MYqeGFKwIdYmgx0yO7Fm80Ed7FQ4H",
-	"1+svuiAK9iMHWEodNjUJX+/ffXAeA3DP51gbFxo5eO2AEGgdF85Wl0S6IU4p00wLYO3N1shHIka9pIKh",
-	"RckyXcHD5eE9Ul/4p1naf2pO+udY/LPdbsP/qssVOfJPUoFrsqJNqTCuEk6qjyqpIAu2WKo3fBTJvcnw",
-	"NkI2sYmhEAXSyC3Vl8iy39o/SXjnU9ScdTXCt28uX7Q/fHsZ9M/Ubhu38Go5eNStO9Wf7cAqVwFCDH7Q",
-	"r+FuphVCOQG0KTYd2yqrqrbyJCe6ksIdr37tqW0qvFUTQeSSR8lUK55KvUkElxckXqHcMG8HVQD8nlIt",
-	"AUsx5bct+ZLlEEZzSjCQolsnwT+NFXsI+psCUqrLBBcHmaAUXpf4u/qe31Z0iO2tGgy6/oRJUo3bl4XL",
-	"fZWD32B2aCgOJjLDXVuvc1mIkb9/f01Ovv0Q9M9qy4vwQUBfo9QnUoYktFJMKWZyNcEcSth/4U9FErpg",
-	"Im0ANEtgiCG/X2oRocFxy0KaVZ6SD99etjXnwgW1f/+JB7M9VaCgRh0m5UmiAZg3DdyTJpOc5Ruo6LXn",
-	"iZowpEJA2FmZJ67noEVbdzzHPq0tv+N1PIBsWXLBlklr1Op2vE63BZ7/OThpn885S4v5L9AhrrHvmtZz",
-	"A8/TyNHYKC6LIH1ZknwloHcgeVWQaM6jW9BJY77kIlbs2bFtTpNMvIoRUQg+SVtWk1DfDTwPwv5oHWCp",
-	"SA3Hx01y+NVCzbayW1Nrv2AHkb/h4+iGaQB+LufFUgirfKatHg6s6a12As//ymITD3H94a3Rj59oS5rM",
-	"ttZrtTm5xIL6mWyNfiyJI1uf1KPPF0rjiOTOJak4z/XNRs98nwMgMlcHBb9Xdj0o70r8YIyyNMGJa4FX",
-	"84JfXl+9evHh5vLrr69CvFtXKxkXnnFpKk1BVyWV/gbbtbG67G/0tA4uuxr482XKkuqCt/6DfPvy9ftS",
-	"DbFYrzdFVrC0VOptDtlkYzqQjIwurJP9AAOUJWlnLP6DXP/j/cvdr8X8v3wsdt3xq/7GX8aAtzZufSbB",
-	"UXcjFqC63T/qfj0F9YR/3gvU0GsUwf+rjsRckmv8j8lVTZxOcQhKiPE1zhupUHnVjK1m3B1j5arf7wZj",
-	"0XK3YD3IurXbNDfoDdY7vMHeZsU3SoXcu70c9l9Ydtu50bRc7GzYIt27294tuQAfVBatFlyUhT+X71/R",
-	"qpamgSlTjn3q2DKpfCbc3hd/44V+/8Mkohm1IxGNX/mR50JFiDaHdDGEvpXJYgjU7XiWSLrhojmqaiHD",
-	"RvFbp/OTi99rNSLz9n2sAYmbx56Kttk4iNWICRJn4F0Bu/rkfSaLmVLdIG+PRXM2Sfmp1sP6XhfNc6mx",
-	"bsdCcOicbDLlR27MyVY7OlWqGgqVt8EwhDMYE5KwcgflsxnEWGAipSySNIWGr4qSJM5Wk5RjA0EJcP8A",
-	"rmuHq4eo0/+d2WKGqz5C8EQekZjPchbz2ITkSm0AwRhXqYFlCVFlUPpVdotODuer2j4GuxZyOnk6NbCA",
-	"GNyz+AgWmYpieq9OCrLnZJrNTi9cuFbdMVXd1Pe6Y2EQbrV7mKCPV27v1ytkjS/VXnDikK+vlwY1GfXe",
-	"OHHUmqfVcmD0j9tXtNX3unsm6TrWHzxZZ9UxOVNRvzVqMYd5sKi5vK8kTt/rltrwW+3g3JRiZ5WLkRWG",
-	"Iz3QkciKNt54NGHfZsUVPrFNWvtdsAhrfKTBlA2/GydNUtkd2tPR2SvDrgC074AOaWM2bBUjNlijHEPH",
-	"P7qEEAQWvd8kysQ0mZn0eqgQdDzgOotZ7Z1EyIKlKdz3TJITjWM7FqELMo3dpHN+yzdYPFjC4F+QEL+q",
-	"gYzzPFtLHcKE8kWL4FHdhq8TWVzC5JQ5k7MFLwDo9MdtiLZ0U0Nn4QJ8ejaM+/OKY38AjOLa8VRUmoPN",
-	"LJs5pxzbcxguFE20jr37BabGff70peIG8/9+/LXFIk0XTVg8SG50P4kWVTdkudqeOhAIPRa2MCwDg2Fp",
-	"dqpbOuLU+AO0Slk1j1lo29W5UC/jeZ81KEfL84eMnU/P2n4UxO0B707b56w3afejs3jAz6dD5k3UGtiV",
-	"Mo9wr+1Pgqg9iLu8fT7tee0+O5sMovN4yL0p0N1SQPNlB/iyMvcoTZqn7W9P+5ZvcAC3QYuad7ZGXTM6",
-	"2RoFtWn128P4PGoPJmesfd4f9tqsOwkiP/b4cHpenZZYpWll0HrZtDdn/5i94No7H/n93WMululyWgzu",
-	"epLPg3IHaHSSKtAGPiHlTbDeZD9N05+yjA3SVnVuSH+1ZD21ZP1J+ywaxOd8OGXexH/Ukn06WjrrDSZ3",
-	"Kph24z/u/Ot5/uFHPgqmcwc4dBfrBcExD2nXgzrYXopCyf3PDnzv4ef5/ZJHBY8hLl4/QKrZeD9++lzT",
-	"ijmBc0JpSc6pAs/UDxTduXu/e6LW5rtsfagrZk9kU2fs04be/RAAQOxp7RcbiyLrkL/qYZR1YhMMS271",
-	"NNZwgTydXmw1LS7bgukW42wszJirrcbJE3QaL6HVmo8zM6fWkwn7SL0jWhXJHb+xPblHfadB98gPKv38",
-	"va2W93Xw4v7I83/Q3dB1VUj9lt6oC7fkPOKiuEGrojXq+Z0+ZpVyCWLRs03jW7rFuumkbpPva6XNo16v",
-	"23Ilq9Ma3VNysnnGnjtjrzLh7tYwg/NBJ6gMtOs7I7Wt4bfGWuvk7o7Tr4zzk+nJrSVg7LfPpn3eHsS9",
-	"qD2cdFk7GPrn3mB6xvtx73jtVDPQPgloti8FR7nuAP9Y0fb7iKcXVWFSlirohuF7xZW6Rx7Qfxu7oM+Z",
-	"yYxaJhBU1thXusBpzlleTDgrrAmuuDRBaAvU9VPOJIcUBWhXg3b4vAaEG/TP3CdFRtLkTlekYpebE4sX",
-	"WLBbjrX4FmsJorN6IFlOinV2AS0KIBSDAGGFsjQQPekXnmcaVKrIMsBpAvpgIB8d+afNsukt0PHJBBNS",
-	"VTZKD2/k+Z0z/1xJEDu7XXd6HR/vdBSKA9tpO1uz7Y18NCP0OrRGP3o0oD16Rs+p71E/oH6P+mfUP6eB",
-	"R4OABj0anNHgnHY92g1ot0e7Z7R7Tnse7QW016O9M9o7p32P9gPa79H+Ge2f0zOPngX0rEfPzujZOR14",
-	"dBDQQY8OzujgnJ579Dyg5z16fkbPz+nQo8OADnt0eEaHahge9b2A+l6P+t4Z9b1z6quxqcGp0anh+efU",
-	"D9R4A+oHPeoHZ9QPzqnf9ajfDajf7VG/e0b97jn1ex71e2piPer3zqjfO6d+36N+P6B+v0f9/hn1++fU",
-	"P/OofxZQ/0xR4Iz6Z+fUH3jUHwTUH/SoPzij/uCc+uce9c8D6p/3qH+uSHVO/aFH/WFA/WGP+sMz6g8V",
-	"/TwaeAENvB4NvDMaeOc08D0a+AEN/B4N/DMaKDoDoQMaKFIrWgfnNOh6NOgGNOj2aNA9o0H3nAY9jwY9",
-	"tSI9GvTOaNA7p0Hfo0E/oEG/9wkkd15sHVX+ddAFfb73A5gFB1lyoO48iiUDvNNlyaDtRb5SiwOlFncn",
-	"7V7Uj8/4YHruDf0mlvS3WdKnXdqnAzqkvk/9LvX71B9Qf0gDnwZdGvRpMKDBkHZ92u3Sbp92B7Q7pD2f",
-	"9rq016e9Ae0Nad+n/S7t92l/QPtDeubTsy4969OzAT0b0oFPB1066NPBgA6G9Nyn51163qfnA3o+pEOf",
-	"Drt02KfDAR0Oqe/51Pe61Pf61PcG1PfU0Hzqq8Gp0anh+UPqBz71gy71gz71gwH1gyH1u2oOXep3+9Tv",
-	"DqjfHVK/51O/16V+r0/93oD6vSH1+z71+2qyfer3B9TvD6l/5lP/rEv9sz71zwbUPxtSf+BTf9Cl/kBR",
-	"ZUD9wZD65z71z7vUP+9T/3xA/fMh9Yc+9Ydd6g/71B8q8g1p4Pk08Lo08Po08AY08BRNfRr4XRr4fRr4",
-	"AxooOitCK0orUitaB0MadBXxuzTo9mnQHdCgO6RBz6dBr0uDXp8GvQENekMa9H0a9NUq9Q+zZP8HMPnd",
-	"1Q/6Z7S1EtlaKV3uBe8BzquY79MN4Cz4o2sDX1cPa9l0/sKJma3FIeXAqmd71QOL7ubg+FPwTUGSpVIB",
-	"IGnOUREsFkf9yFcXrfEwFhZ5zEFGow4sGjjEXWTz0208Eup53siiQgKSj3oleFQAm7UBxd/pWIxem7Ac",
-	"+y3f4DcchMoOuQKUMsyFZWlqPP6mLFPywngEQ6emMzRqzjLnd0m2wvLSrSLOi2rVZqWT+7Yqcq1X7YDf",
-	"z21/UDYq10teNm3BItEmNyBC2ruby3K4cWMh2Etfl1bubEuujpcm4HszAgzF63Zph+nXIe+W7OfVzoHr",
-	"elp35JVC0KC37b18Ogeji9uwyxN1vPeHPolbse7YcvBqoLi5BDqpNr339Wt1jqhpnrBIhPsTQODUMIf8",
-	"fjcAe7SRGsNrvzfygpHv16nht3u9adAeMG/SHkbduB1wf+qx4eQ8GsQuNco5zdJswu+rszIILzvm1d+a",
-	"lrfYmld/JyT6j1WEkU9bs0cT163tbr356XLzNvHu33zw1u/++7/u336drd/8lN2/+e/l+ZuvX/b/8f3L",
-	"3g/XL4u3X18t3syOt3kd7KuGY82pk8eN/7u6/n6fE/E1ZLhaoVg/8SjE3LYPNwQpl+XJoctIpjmX87I4",
-	"SsRlqVklKbKsRIBiqApgeCLGAkz0sqvUDvRwUoKHY5gJCxTUu+CnGUsExKNvOV9CtRmb8k4lvGSQdGE+",
-	"pN0GGIS3l29ehmSZJ/ocw4TAv39493b7UHnhlGe0rN/nr7rb7fEi0JUxD+TfKjz+52r1tS4qr8ln/2GD",
-	"s3jxrfn6ZvXTLzGf3ccimnaDG76cduN5Fv8SZ1Eig5/mRTpb3M94LAbdVb9/XwVZeRKhvi/OYOHDu7+w",
-	"3v23wdc/fJR/n31IX//nP4aXt9NV//n3U3n/n6y3+tvbLBFnL5P85V8eR/B4lyrcgCqvW8nq+ooSS0VW",
-	"QfuLclN0WpUGjJVipV2j1Pc/h5v1vW+zD2rL4Fh/t7CF3z38kO4BfJ1lr9Ux8aXhjl4wPPzsdZa9YWJz",
-	"Zbyzv58fEgWMkZdHGhdQK7A3WLKrYQ15VfZ/QEuilpUOtTxYWQWi1wK9bSWYObLtsToeamDRbuwoc5+F",
-	"ZXzgjty/FX/fkN3DEhJ/Lwa8UjbTHvbbMogOZBgg3V99rX0NRdTQNf/F3LS3casjLIuiqQr2X1kutdEV",
-	"Vo61O+OFTZTDEgXsinqS5ViYjkJU2fAaAf10hOE8xKDFoobmhgsGddhCy8Ij1Hl8LLR92gQA6TastV0n",
-	"fc+pXvchncyfWxxk09pWTx5re8cCc+osVi5U6hjY4xp4N6ozZTEa0mWtjEJzh1LHoLYotHq9pvP8KEhN",
-	"HReFwv4tcEI9nLEon8oyug/XcluuINTjl6lNNcxRh9fLJEdKmK54xvYXEjCKiY4KQgi5RVtQ+vSgNJRa",
-	"H4D+XhOyiiZdDUrCrmlsrxBsf+XzZ5BzGoCyDRiP1am/ht4ujd2kEMUSXE+6CxU+70z/GHvts4H2bDMR",
-	"tyvgreUwvuGKym4uve3d5W4ZcIcZUAha50KIzGsAVneUDzNVXbMUEmI+P/RwqeLnHqVf/3nOxtJ3J6Dz",
-	"iml490c+Mf/4WTF48tnz1jn2HqL5PVfK2wEHs7GhK0WIJVYIdIfBKHS1ZUE1kXKfs/Q7vpFfrv2Zqezl",
-	"8Mv3r77jG+2POTpxy32okdPVt/+tA2pnD9sCsZFPrg7u9xmV4E3VTnu0LGhELKWRAa5AfSsRuqGPafcH",
-	"YA3QPyEfC8vxaWpCEUrHLF09YAlZR49+x6uvQwSysW4eq8ZE2WKhtk+aNAUTXlRhOb5Ih8l5pBS/TfUM",
-	"vbSYYQbyWRGF7qIBOBMgbGUPSu0osa///NBN9bv5lBa9+9uADfLi576Y3Nze/TQIIr66Ww/6fJqf8bjo",
-	"yc160l/fzgexkLt8ShhG75o0W3PPZFPNSAZfU+WLpVPJ0koRSvGg2hRftT49kHAHPEQAhGcP3i0XkDbR",
-	"E4Edx275Jvxzu4P+9x3wbxJRaFQ/dz8++HR//iumU39GeZnypq5iVyDapKnSv3DbhCGYu0VYSwTpu/3z",
-	"6uVH6kVVofVFp7oWukce7Ff67oeKoV3byIh8cJf++3hH8jYc8E96vh8uPvmOb0ARMJy/t4rI+ogymx8A",
-	"YOVmCnuLiapK7Mg94mNEudEsQmvuT4m4GabAsYbXGJVjqjpVQ6iXCEkixyI0DwBIV5pgvsUt34y2Uf7C",
-	"ffr1jkKkP1U9UDUI09HEdQpMFF3q9SK7UuCq5SaznEXqZA56c28Bvbp2VJYky19+GUxve7/kSTdvbVXN",
-	"eMyftAdRELfPeXfa7nl9/ywYdM97w/4XFwMpAbRdVHNwzhgDa6iGqqcTDszdDoVsGU4lHldqMjFfpllV",
-	"jwG3yijHDvn4xzpPCg7ywJ160O5OemrqfTX1M6898M+DYZf1Jv3o7HF1OPtC+m/S/1q/+zrbvPk6W7/5",
-	"xg3pv2r9yet3vCMCYd9k+SSJYy7+nCGwSimQkt/g+22sCQJJ94m2trCTWyO8iMxpdKaHuz+qx8fD3SDk",
-	"EsF8x8Lo4HI7SqZR+rATptM6ZlvA/69ynfxO7P8vZeHXBnzV8nGDjwT+3MHF6tpowQTDgPYhTwhiHtbd",
-	"IXUuLjKtrpBMFBnUamQYB2MAUpBEOgQGEHYahzopEK0ccw+a0mxIJctG8z5AUGBXKritfBtUlBgkBXLS",
-	"87oI2bhOJD+lzhbDShSGndeYgEZlGZcONvGCbeB1bgcDsgJpNhagxCVlGyD7wWAI+lUb4jlt7EfL45BM",
-	"+CYTGonMKGXwiYUy0hZZzk875NrSEKy2ESDwM425IvhaiQVK8NCEVtnQVQvlB745jUm22xP0pT4gfVw3",
-	"eIB04u3GrIduE4sI2AbB0LiFNpzlrgvoGE3iUQrDH9aV9JTpSUGjK6lJrzuGzk+prf3bGfVvleyI88yk",
-	"HYkGV8DRx5ijjT3IXZUJ3qyXPUPvPAL0mEtwQpl+2oina707pl2GTzKhkWurhd4Osm2JQ4mHK1zfco0R",
-	"GCQiaTofKsH0TTxglxPtf6X77PfZTg/3Bv9L95Bxq33RHnqoe6fmQyvzUnZmAtaRvUBL0g05oPFIs4sN",
-	"8IZ07xVXgbIVx2OxWEVzW0uCCS5tgH/FxBoE41opDfJ1CZFVlN02SjA3UxvkdFUaCysTQpNjE17geQRY",
-	"Y7yg1VdupdGGV6zg4Aprw//VyF+QvXMKTQXs9Su+YImA6igAY3WvSK6eNNix2KEE4NFWaYovA2jPO5ZA",
-	"SzicxGljyuRr0377y/xsf/xspK2W51i68sDyC9uGfW+mimkD/yX26B/IQeJs1ZVkMxeMQK/7LkeJ2Ngz",
-	"GbOGdkOpVLa6dXUbe7MsyGOSQNtP2HYn4PRGu89adZtT0/gCNq1ueaSLOV5WG16BtRJhIH6kJIPpKoTw",
-	"gnCLbtGwktjKunEbvQBaffE2usWWZg/W852Q8aPV+5TJ4mYlGyLV3nDUH4765z883gjQMcfRr48unzhe",
-	"ldBrsT+XTHHLl2kT/9oN+v08A58eMw1sjznn3f1o+y7uz9y/NA0acddNNqTWJCDELltkouQtSQq+sN2F",
-	"smUShWWPB3CVqLfoqmKej4Xpt6jTmKEdEiKErm2fyHojTWwc2YgzsoB84ETA26D5UrGSGp3T9FRgQr0g",
-	"EQxwmuTtqNYsASPeJjMzBO+V7tJkU6UhQ1e3YFBzAefUMmUbcNqaBBdysq+hArYqujIZorZDvs7ndvJL",
-	"nVdekFBTHZQCnOAN6iohOqqwRR4kaSvhtyyoRjSHJ/HeUOOlgEcJi4bVwtS7UxiiJrLsy49p08gSiVQ0",
-	"gAuAtFJDyG6UlO/x2S+3SGxb9YM2if7kB14U6YOMEjPWXTDqmgympEV3MP9jewj+ZCbN33hBmKV0kZmu",
-	"1o7Ew87Ou2Secyw92LTR6++aN8apKY+odYJOi/r2avSGEowutpdslgjwHQNmr+2Bvx2g+WA//ChAADuQ",
-	"L4QE6P8bEWBXisEEXOmtX8etnC+zvBi3RmTcilmSbsatz/vct8NSNYtyIJNHhuQr8hXx2/2aB9PpSwft",
-	"NmtjqyUTeO0BP4vbg6g/abMe67ZLAE42MEof9idxdT5PqZp2TNi9pzVqqdOspcPj2w91Kw8tmdIlbXfs",
-	"L0ce0DjfN1mkTT0NcqcbebVGrS7kXPx/7H17c9tGlu9X6dL+YTIXpMGHbIuq1B1t7CS+ie2spWxmZ5kS",
-	"mkRTRAx2c9CgaDrl736rzzn9AAhKpGRNnIz/cckkATT6cd7n9zP//6CkmZ0Xq0ItxeOfeJGZb1bQHXHz",
-	"/AMRfxPUHXHhw3J2cIEPwey0x/f2Dn53Uj/79P8fn//UgVC06sB/tkMjuB94rXALcoDLZCHUnGO3gips",
-	"CxvASxvMdRsU6PDNiQaWwcTuzKRLfFnBLy3/GUeLr4UmtH0wgEZr4f3ibb41u8E6L9MEYs+AzI9ja0ds",
-	"wUtRZDzPgMtoDobrDPB8Ri61CTjU5ulLIKSjG0bhMM0F7WgsHfdyYEGqGUErQTcfvjYSGx9bXtDWIpOr",
-	"EvnqWMo3HTXrLJQs5wz/pY/WQpgxP7GXwWRQuGssSYNyx6WvCtZK/rYRvMiBh/JvcDP629yL/oSzC3+Z",
-	"5+ebpA2FcH/DZcNauO/UWKZUw0cVcazlkIV6ut0FwhH2AWozjLfx8uz1GcH0t5KfL75Jgh4ytPGf8w2g",
-	"cDLNryHGAShKmAWtbq0Z5KRhj5UwSRpDHDBf2CKK9Aks+QpJx4FmbhCzPqiLr7C0j960PSLIpiYWXMu+",
-	"qJdGEXZmqljzIjUrQKNQcioixolMEPvfMG4CYOjGh7bFJa1Q0EYMRGs86PRPRizujwaxf694MIpj9s2L",
-	"84toLOOeEbrAOe5HOefLpZCalWusFcDAJs/zDnRWbI8PTG8cnt+oY9lCAR93+sd2FPBYFsejQfwPyNu4",
-	"yUcky+osJ18lrIUbxUwqcGGqWSlkBMDv5kB/9fgYp519lbSJa1IzkfOlOWXwTmauBE8B2yOz5IFmxMV8",
-	"U84XrJwXanU1ZxNVzseyLLhEHiM9Mj9384Zb1E48AW+qKc/xKQuACtOWNIKSUxruCm2tQo8lWVQFQFyJ",
-	"FF63a7d/wpDSWlaH71pM7FQ9ojoi47G2MEwPFUhKpu2IFeKKF2kOnEn4tA+AOuw8bCd70RU2lkQCpR7a",
-	"8XvAgzXKKKRq9gqfxKTt7p2oFbRd6oBGdQObhaUrATjIgezybKZwiboWRboC2lNuOagnYgr8pySERR03",
-	"dc01S9Vats0GWWRai3REx8B8jAfb1reAUB1LhN2lX4fjgcWNfDaQMoMRnlF4NF1UZtN3u6o5rNy/V0mH",
-	"2O7pwUDpLLsWDIW2jlydC9l2QfEGma0kSo8XodX43YuLwB5Eah1vtB3rPayupcpz0P9GmkOTbbX6pGTG",
-	"hGMgf0i8vlLSyIpSsW+LLOWbcLR7WOr3tsJvMEMPMjE/HmxiPlT9ClwRLsCNQRe3Lw9/gV3xFis8PnfD",
-	"+N8GUmYbM6YQRrxB94KXS3ewzDFz8LEedHGx6l0FHc8piBqqLAu4NRU5ARkFCoVsjmuki54IIb28T9lG",
-	"lF125ussxtLfFBuZeEO4BgdREcz3inT+kWfOhnf/LGfvTxbexK0S+AH3Oi7RDUya1X1rUywBpML70H5u",
-	"DN3/NXb0l538gIH6+23ju0Xp7YLvj/DkDkMmGUAtgSvNATeRLURxJRjchbXefvsNezp49gRcaXQN+QR4",
-	"WjJEfYns54jvVANv8l4T5QzpHjfgNCFpN+IzcbK4x3KtVgQPBf62DyWxny++iViCxnbCfnpjXFypWGIZ",
-	"582DmVgsyw0ROkfhI8YyIVPc8r/YzEWIcIUuSYImfNLu2qAW5CBXRZ5YDWpvO6JX80WKw36/6weFVxKu",
-	"FC8ETnpKszPZ0B8tbgNd1QnLtHGrFupapO1T2/TIRAZVlP5nhQAcqQwc5lw4aEPiZYRgBvZfajfVcO8W",
-	"cWU/0pbJp8AcDrAnQt4Zh2WRmyozlyz4+0s7q23LG8xW8p1UazmWtI3CiTk3O4pDXZkXnDAnHdiIQDaY",
-	"nFa/h8+IbTMl6wQCknwDfvMZ+KXc8t75WKQqglhkRHkXIinH+5mDtiqNc+tjP2FwhZx7KdZk8YFDi46w",
-	"VOsgqkC8HHI6VwWwqO+KJnTHkjbYiBlXJUEvs8GUcz+D1AIs8wpIMsuIifd8WuYbpOZzyfda1AGupz34",
-	"GK9OWKq2gg0WzKwaO9UO8wmhzbICQyUUms0KRoqwy7YjF2O5FbqAQAfEh5QUQLtEJcCYyIffZJqYTFMk",
-	"f8aZBFs2p0gNIpXb9g8KBUA9omSZXy7aAi4WSKEitIPRc6b9Wg1jw/YKbmAXklOMi8vShiahUIRTvBbu",
-	"iSeP9mEA0gZ7ZCzDGE1lqim+CC0xIGEQZAXB5EMrHkNvWCVmWR5VBJH6+raidpnaJhrBbjO3tY4CVpNA",
-	"54peAYf0gr+zBOEc0IPxlJGqgAm07dhSmRW8qhDJbjkOEUt8RipxFeW7EOjuG+ghPLKmLNzgYxiR6cX6",
-	"6GBrq448Fh3dJMoaYGVoLWvgbFkBFfPPRoOYvRZr9j+qeFcJrDYEoQYxexaEbYJAzNlCFNmUP34t1pfm",
-	"TjBOMwk5L0W9ocls9p/f/gh7wMh9rFoiwU/a5wadCQp976BTxMaWutp83v9YjTf9vfOjuOLTjSVKtAuJ",
-	"qO6HBJQ61/27xJQeFlhuz5jc3tnz2g74s6TPewOPCPQ5pM+3jsuOFLpnzLtDCv1Tu3VGvhLL61/Ow/s3",
-	"DCxadMKHCydCEurGai6IjSRUOBmaHc7gdbWqgWFb2jQxJfPBWpvNoEtEU+IspcxwBzPDHbgGfA1obp4Q",
-	"z71I21hkKI2712VnlIHxm96n0DB7lpXWZ5yRCs1mZCinYKFvGRmvxXsX4Lkw97itzux7V3obhlMVDGVn",
-	"gZaZw11cM0FhWe/WwrJPV7YFadRaHROplP8DGWoj0srprkqnj1HDLYa33mJ42y2Ob73FcXiL/SuRjE1l",
-	"FvhGiqxqNFDD/oay6y9Rs08q334qxHUm1o4iKsiA/2EhtGYpCRIH6q7vFZxrrLQ6L9Wy6iWNthI1xrPc",
-	"iDLMzvBCkLtGuClSWXwELM0xnuhYYn8cBr1JBHbZT+Tu8S1RWvPhtiWlufTTZHc+td3756kaRcelWhPw",
-	"2ZaIfhb2bW2bfpHDn1YOm9l9WDMTRc8DSdC3AivpG+QZlHA1pPi89YpR3lDYUt0R9g2BLcm1vTHQsagS",
-	"2epbUlH3cpe9tYGyelUjxQXp+lvlK9znL5I+tyb3l2P7QIAHZno/9bkVWhNNxF5lJvhzNlXqXSa67Bfk",
-	"l8NSWful619erHQJcABIG5P8vfPN+dtvO4CTmhjHkOoRLeCWzkrh2OKyK2kOuCi0kkytSgQfUCss3c4I",
-	"BysNBmcHdWaBcjBFUJrHEdE6lU5a1FFzN0za4Bs468kiZrVsuTiXUELagCtwnl3JN6sGIqZhg+2XXUmR",
-	"4tv4EQcth927beVPBWRbwa01g4UZogRYyvV8oniRBvvOf/brroKMX+aqYevAEgjj5UeupdBsDlwtqtUI",
-	"pqgQUqxFioXktF3MgoxlC6tZl0CGuxb5taBichT5dqkz2e6y10KkAINW3YojRMLINFtDxxaH/pSxzAUv",
-	"pIakzDDuuf1X2+/N5SN0ru4t0F23+60CHZ/4xv6+0oi+z5UH85jYd9wVpMSvI1jb6jJ+DoTUNLxvYGDb",
-	"qM2QxAMbofQ7377TzhPQbLC8eG/tgIBkoWUBoaExA8CT0kUmSVy1QtCXNvVPbI1jhJE1TK8jkRSX7Puy",
-	"XL6R+SZi53whzrNSfH1eFtm0tKvg2Rcu6UYJa52byRGO0Qsl+JQvxFgqc8AufjxvQ9M1WT14fnG0eB7w",
-	"bMLpi9yBnWyCgnj7MOS5xtM6ls3HlfKoDlUaEAAwQOjLyPHsAyMRBSVJCWC2ErWQQ9AIRS5m1Ixs45Il",
-	"Z7TJOFJyUeIr08zsPvP8qa2dILD3sWzRqvlFwoYpL9fombxkBMsB8BEo7wLVGAjHR3osk6kuZpcwr9BJ",
-	"ZYZXkVY0ushsm6y0GFwDBhd24MLOItPQJpGEiF2qGEuLtmp2ILR2IZI2PF2for1q5j/5/s2bH375/sWL",
-	"Hy/Pnr96+fry4s0PL14neA21fllMRysHx/JbnuUCOQ07mdSIKxTCCrFpnkH5R5oWQmtsBM4k7h+L6dms",
-	"Y1/Ke1X9e1nokpQVfEI+maZidjXPfnuXL6RaXv6z0OXqev1+86E/GB4/eVr/wUGZRRj/g1JV/Tn1xLk9",
-	"LXV7SIuyBmd4LsqOFda/71Y3VgBUAu/1PugvwIYPRbe6bUGCStvLgLQuCaqADlECHICkZGRsjU/AyWRP",
-	"uAcpLKvaiaEgXRUEOqhKOGNGEgPEvfFAMpVW+/Mh6Ep1OFnprdWsYInHJEq67L+NrNHNrK5jiSoP+rhs",
-	"BHcHHgK+1TnNyMPy+tcg/2mmbOByF6z/73vxSbubUaq/DuDkqgPqAE5aX/bXG/XbLP9NKf40P6gdPZy9",
-	"mzJBfFpm1xZa9d8SX7t+fBBBMAw01A7nrnADfl3HKq1d/RihnyFM2Gg4v4IqNA6JDntiq0OMbsbO/paM",
-	"tATOckKHeSxbtuo46Q/nSeS6wpPek2fz5JQlsU6sfWR7Fdtk99geeItzWK7VWCb0accMj5erQiSW2SBy",
-	"9Yg4ZEuwGVG1VTln16LIZptTtIHXvEi1b6yUYj2W0FhqtmjYBO+f9P9+uQClidrU2br+mRUkVuzfzsBk",
-	"zkpjcr7LUmtWdhmWP7GNWhWsEFORXUNDkKrf0lVuChZKShynXmfldI7kpkKPZXXq6FJXN9kCEMqcZwuR",
-	"st+Maex7XJ1IBvi6K4VBG3xTbpth2xhNcgy8CurO8c3ZDMesyHSVBNkV66TL3sLNjehHkewUQUX4Yyez",
-	"3SSzQEjY7dgQ2YW9XZE996lmDPhWju4m+XBAgRF6b4DvfdQHjPvSHKW9hHxVrdRJZY5GR+u5FtPL5dl5",
-	"L41/7L9blMP1s3eTzZt/Xv33f/10tnnz6sOrF/P5pv99/GaRHk8uhl/fcbpugef2B+EmlG7wNb7gcv9Z",
-	"KrDwiGDlNYmqqrr5dJqw5DeYtr/MqeR8my46zVLo5vfAdck6k6laJ8wpNajdhSiMFVn9IQZF21DYOzaz",
-	"UmwA+gT73SMjMQPELuqC9yFPSxltC7dxz38QhdIj/y0AHgJMHhbuR1AlnFHFQgq1/xbJMIcmWnslZPRE",
-	"ylrL4xh+sjw5gUKcRZbnGUnvyMf0K3gNDqND2hsieMFKWLXlqvbxGy1k2UZFBVOI05FpvDnhtmSSLQt1",
-	"VQitTwNcBM146psfADcZlVugZmzRG7ykLscymKENpCIsQ6jxXRTjy6XgRZed5VrVYR79HvAk8AT6yBAS",
-	"cSzRpTGDESkF1ypwiZc5ATD34iiOY2jwwtiM+OeK53aW4FdsIbgEZQcwMJSiMQPqsnOjLHWZTT0XPbKj",
-	"rBXQgUesgpXjGMHhVZrh3r4T5TmchT0q8Ga8gEpz6mCz0DXm7tD05LZtK+kZqy45iRdJ+9Rbd8bY21Wu",
-	"h6eouV4PqzCc5sP/fnJwNRo9Urj5kpB+LzYCjqeI9mzP1tGo13v2NDoyW0wKrS+Xx/HlwlzQ7YefnpzA",
-	"p0+6z7DqJDOX9nvRERy5bfDbZ65Mz4/BDSCuDCBueDoWu2w9Hj92z493Pv6k4fFPjo+bBwBfNExAr2EE",
-	"w+7g1gF4iwSSAVsniMC6CfL3crK5xN/AOlNx1tFo8NSOtterrRhebYWJ2TcjGtUG/nMSuUyt+flxP/4Y",
-	"2Z05Ohos9rdlLrh+hwdrV3rGneUv1GsP2PGeIUe0m2yrW9lkQ3+F6J6A1r4HuCdZEQFi/A1kbNTWCSBn",
-	"CxGxOSa0U7ZURdluJgJBXbM2DnepLDJVjd0jI9IPUKG92EPn+MQHPvqRZtOsmK6ykk0Kwd+JwmG7uQca",
-	"J57A5hRkXF8AqnGARwTP9JhS5gJ6f1C3EzHPoOs4VzxlE56b81gE4zYecuUtjN5MxSN9Smm5Dpjv8Jg5",
-	"1wyd7jM7fUDTxQtMaVWYDzRi7ePAsZiTXnMsW6CHfefpslATccnLpG2HY6coYjozHnpWslRMs1Ron4ur",
-	"LcuVithkVY5lksnLGRTVmwdQs6D50yM6Q+PnjGf5qhA6Ia0PURIfM4VpNy+/gw+Vdtmn4yf1ym0YHdnB",
-	"gfRzL0TaZRdMu5HUw9Gg9w9bbGkntrGUEX4G09uo7/rwNYaizPtjfreAI+VqH2uUDKPhcHAUHdGcH43i",
-	"qsoaGKXt3yyuvFn/9jc7Ptk95F5/NByGQ57mCiGqtgYdFGxuD/jX6MhsdlcKm/Y6T2bHovM0HU47J5MB",
-	"7/RPes/ip7Mn4jgdHqJ6zChuCrQG+5kO8MSKqX+jqGuFd4JmAkUtFBGm99MMwPuxQy+YtdENkqUO3AzQ",
-	"9fwKemq47W5WrgcfqyzNDyJC2nPKZCxdFBLapmdZXoLvZMQReSPwt4VAJtCDPbGRx9L5bjA+lNfVK6EG",
-	"4GLun00ukZGPIdZoxBKC3Kb/IZZ/hGgPEUuyVCyWqhRyugGetYglOZ+IPInGMjEva3ySSzUDxmkbEpuV",
-	"orCvaNkrIFRpZPBikkkxstB7mWZ5pkuRjiVIfGAOAIxDm2mXAuAwZHfrARm55BpoJ5ueJt7T1xginZqd",
-	"OV1BoqOg4lRw2MwQ7IgAj/KUcfwFqnKp8Dvq1coka209S6pyLAOKydpo2xUgCEBOpSVhkheF7eqCkZQI",
-	"EWBZDV5KZoRvNl3lvKiRGPxf/NHXxuZO4GpNsB88HctclGb1Q2oGgpQ0u8fGC2ZYuWCc2SulAI1jlkme",
-	"e1ojvULOhmEcM1WwYTyMoKLCWUA8z9UawAr8LTN51e6a7aLLS+dOpBaPAT4WRjIkTPMNW883EbzbWN7C",
-	"0ID7gj7FmMpN9Auk4jlMCUzCWCJnrrIcCDbSb3bULHu/izr3AuTKLb76G8hdIAsGiTNaxx2+N3lRh/o2",
-	"K92Euv7GZk7CIm+QIpkOapN3jMQLhspwZqpYgKZereCbuvO/exQ4D/b52+D+vsaUiEI894cjBGFznrZ3",
-	"DdkLr086Ykc5gWLZGIxmKJGxSqH8MisJpwMgdrU5FFKVu0ZpiQz2XGHz69ccqXBu2F4WpJOX5vE2n064",
-	"mIhoNBgMTnbOXUU+NU9fyksBvar7z2FlaC6Tdfio8NJPOyyUfT+//ZHoCKyzBg7B+5K1ktDgDRt+rGgl",
-	"38foAi1kOZawP3gJfmXEOMXizCP8btLkSVrMmozgvZX5HZVpiPelgFJgCs2CEhzLTONVEZtyTeixeb5r",
-	"7lZFvosToR8Pn0EvlSNJOPRUuEX1kxYYB1TW6U/zzgWuWRQ7B3x8fMfx4g7kBYSVcKBgskRsXWRlKSRQ",
-	"No8gPZWwFtozX5eCL0ZLvlmYs5i0TwOjbiydxAcluVCFRc/BmQkKGnmeOzadFhQ7Au9YYbk/dTsgtQaT",
-	"AUmnWTJKXOSccJiMCbDMM8tD5HJqAVe13CD+DMdX9N8b82xEqjbymDMj16iznm8wjj5VMgUkaij5ZP5V",
-	"1czFGgqOiFvGroEcylQtFryjhfk1kprosovzmjBYAEscjohkmAtEfib/QAukDToYmuHVbCyTH82r6IS1",
-	"hv1+lc8bJs5vMsIFh/8N+v7GoGud8/2/R5W1NY6EeL/Mwfujup4mahQziMrmzEqx0LVdOuidVHZpf2uX",
-	"Qk/jS7x04L/mRcEhSqfLDYTVjXA7uuEIWlub9jcsI7YeOrcJsay1EMxZ5kl75FQroulAEihIUxndkWb2",
-	"WHP/HCPDcBGNglmVU7XYzcfiHYH76eFmTpvAnPq8+GxGe/PZnCGYoD0VeMLJnfsGrsS0kgLem1OWKsSp",
-	"XWU5LJFIM5BFi8+TEieIakVBpzMgCYyPRmzY29nh3IcqOch9dHu9Z64gglqU+52TOO11norhsPOM9/qd",
-	"J5Pj6TAdiP6sF8Nvq+rEJWGse3E0OnL2PbpgIjUeDHutSob9bfTzwEk5Ghkfp6lBuanZmX4SNDzfv8V5",
-	"u+u62gluky+Ybdlufd7V4Gzv0e1jALHa5FwL9D22qffHsJK6lpuqrPUhXe39+CJ+atZ8EHfjeFhf80Gn",
-	"1+eTztNpKjrPZnGvg1Xoz074ZJrut+bBJ5VlBaraz2pZq830oQ+2d5t+sBdsum3fDeGf3o17/TsQI9Fc",
-	"kfgZHb367WzzOovfvzqPN6++/a/16w+q9+ZCfXj1zXD96vlbPnt+9v7NL9/O33z3Px8Oy+jdzqjUEMf7",
-	"wq10e+0rhTUODrfuRPlwFHTG9Pj+4uInZ1Wgc2PrizLyjXjJEoIlhc6eJBUQuQlgl4yHq5lWSgLk51Jp",
-	"nU1yatmShAibaQwVnlJYT/Aiz0TRdXdHe9jevRBssSpXPM83PlIIoblzgdCYyUsvaTo/iI3rjioVoERS",
-	"iY8PcUDTleYzEQKqUt0jWVhAVEzOlPbeVasf94Ahh/yOaggZ7F7yAeADAKgtRLkqZEBRhdEtZFECmcD6",
-	"cbzFJeVequy8JTJTh5mJKK2Q5QTPomFEhD5rh8RZms1mAuqTYVTYlNXvd9kPYoNWDeye1Ma4Me4OE/0f",
-	"/8GIe5GSiBQYMt/9EpDLhj1rCETcst602WO2WmitIiZyLczj21Glli2rRnVsVa7nmq0XHGF8KvnpZwos",
-	"Avnk49+NufXRmNXubDBdqoI2u2XVCglvgXRa4tcFl5pPkVQndBUhfiSFAxHGSHGfGm+Ne0jTlIyobDlL",
-	"cTcHEQnHunsjn+4tLLlRADBrL3ykjTcAREVz7jPQniaXjkG0lepu0R+4DcALgVxPeyxtVRzDIHVE7A3E",
-	"n+/yEEF6Ak+vHdSlWYnklAX0Z4znWtl74CtQLWlYO36BOwpu5j+l+e28TBNLHo6d1oji7DiV4CiPZcsi",
-	"cUchArcF3nbyxguziAUA3ISIbZMpcKlz2YzrTtnTS/8hS2D1MnkFeZh2BV7XLmhAwFSlfU4gb0XUFo7O",
-	"9oq7Vk1Ha+tK6SYbkiGn9ZSDX5Kvg5TDAhsaudwQ9jEc8A4I/PpOxO0AqTSX5/dcw7CLR74f03ioIhcl",
-	"hnNsWBhSLWPJApyRQBJguaDDdU6NXO+ws2CaYW225hkqExQuuJvWR9o6wOhNk98dxqvx9rK2Sq7OgaQK",
-	"FO9hq7DlpA5e3dU4QK0FNFdhQAhapMyrBl679MfTxX4FblkQAFsk2u432JBLutHaTFym5gFchhF4bnnM",
-	"KJ0DQSeLYE8VngU2hFn0CO0ESzXCgBxfZgVw9fyseIjqOb8WoOnNy9nqW7dlojCB5vji4HCStIAHeOFG",
-	"BaphB24Vun2JtSuXSLQ9CumHKzR6MwssjzNkB3ECIoSEvwW5sTseNCHkflRhm7bD/YKlMjr7YIEcq/yK",
-	"/qAs+Ia4/KZCwBoN+uxV9p8UHZMkc9rw5G17Za0KcxBo19Geu8XIIPB7q4Ni0gjM/5LmKaqQjLDWDZYF",
-	"abbqbJ2GxoN5QMVSor0a2BMX9MlE5Epeub4cNxozT1CIZA9SCyL+5s6uhtz1nWcFlVGZ7QrtNFuzR4N2",
-	"ovQRtGiD7OLGS4YqbHN3ncmrnKTOI5QRZpywdma+nGlgbgfxOLzlLq434+4cHYrtF4z+B7E5wujOXVvG",
-	"ebnFvMbRuGaUeGnAu/bhnjqu9R64dE0Bj7BL5ja/FB7esV6v8XOsUK+RyF0or89JrDe/TiavVTYV5oV6",
-	"/fgpRDPoljeOZDo3Nk4nVdLcuK5i9rkUM/J7vDT+/gid4pzXqP0sMQR8FVlTsgJe7oP8uyDMF5mkVYUZ",
-	"oMccDeIK999PP18c7YyPHG+FR/DianwE0eir8PS3z4AdIEK8Q6K1ttps29L33PI37+KIjY/EtRFOENZa",
-	"8izFqNaBFIE4rCMbRPt4UNzjQaETnE90KwICGcg2ZkNl2rdcBNUK7teHvfebwj2yKehDKgxBTKw1s6VA",
-	"QF1tq8UtX9qXyHh0E5qbtk224K0poFnVfV32mpggpFhjm41961oHXIOK3I6gnOVrvjFekFGdp2zBQYn7",
-	"epyCrsQ2oO337x7Vd0o48UKuFhDoKVbi6NeoESHicMLIP+tOurARmMqqnZLB5BzR0EVxBdyQ/OWpgB+D",
-	"u+D8gb80deWObbEs1CQXi0bmD2JF6jSI6Nt8glBMp6LkmdEIgTeOQQkC0kEm8ZET8JAPQPsJvgrKcRZC",
-	"a35ltj52hUtFA7HRPBzMqWOMIrlSCwlZqf5rdIStdlC27AtRfXx+2O8bBVdCwvclDZhewmdHV4UcueDS",
-	"iOZ0RCRWDktmv93/E169G7USJzDTbC3yvDNTxcK4/qvSzSeCcc1mVOdPRO3GBMa6TSC8x0k2LtRY2ojd",
-	"rtU0Dt6Wc8f4QqF3v2gTuJMeywZ3hnuvHkBGyaaphiC7n0Fo/dzRVFjf47AQexWqEssaJ5bx7ra4O4ii",
-	"rBQLcGuqxZHGJ1zlaWRjkikv+YQbpaJWRq4V2bLLoGABVtmRp2HEjvxZY3IZ91nIMifd6RtNrMtIsRKg",
-	"YVtC0ZxYwGPttqPQhIBuF4rhJ7+PYQaMxdXtdj9inOb3MR5k8ymdiI9Jl51JfEtfZGNjk9uFy/WqbC0W",
-	"XGI7J3rfO4P9YDCSiwcB/havWB9jadUvDMZH5XlJmgUi2UXNI+6yN7ZZ1MUlKCTRgcv+uVIljzCOCcUn",
-	"Ni7hohLGT7BHYNg/sVMDMwrhtxduI2SazUXuYvC23GZrdyBk4db0sVbPXNo/PmbG5+BT43K2xyDvUDCQ",
-	"0YRzBm1F5rnmnWhQFnpDOyGia/OKRBYtrD0fS4ySdkNfIul2u22PmplYgZswK0cw0AOv3EpqR+c/6D8D",
-	"M/lncizhZyF0MVFDqslvYkrwchyqnuklgGTRikazvTlEo+jbU5eJwjiHOTJUoCXN9ACiixn3O7Hpsou1",
-	"omXdCsOMquE1rMzC/eM42tyem7EsRZi+nLIfOKhwDTvvxKZTCKB1DN5FUwaA9i0i5TuUv4ppHQUy1lqZ",
-	"tskAFg9WE8sfXYzMCAIb37URsa1pjmC0LSVdNA82YhsuNfoEpRYR8WfyKqKiMlVAE7ktTOtFcRzj3hj2",
-	"BrUHY/hMu+CZKiKWzcYSio2KiACAzFbswNtAJVH71EvSR5oibdiysMgIExGhXPwm9p5Aps3xAHFZzoVE",
-	"WEaa6/WNuS0sxAtjbHLrnGIA0ZFcjqWRkXSNk52RA628xVz1R8o32jtRHyT9wgQWic0CJDmGU+CUddkZ",
-	"/kFEerZCD/vvfTEXz3Mr+61hDSFbCPnXysH9+FwwDscX1v+ZhVUzs96YF7mCWu2xbMGrwjbYisO2w7Cv",
-	"FwcoiZZca8s2OgHtaASu9hK3D6ka2VGrslMq1YHdFBwwPMF4yCcCoDSganyqpM5SUYiUlEBDPDoyxlRl",
-	"YvR2lbyZlRlkwODgqQJHeFNcUf8nWBH3gOOh/qr/vSH0Z6NEveNFU70O/rwz7Lt43cHxvaj56YMDnj64",
-	"19OrD8HrZ+WydjU6B4+Hw0NA22CFHpKDz9XtFS4EgUECs7QY/g3gD3au8s56vhPkt+sOsaSoWs83nA5E",
-	"5+mk3+ucpMeiM5jF0z5/Onkmhr1998o+lV74+R1KvWpvMjwO3uTB6voqT3H1XD48clCBX2XyD46b/77/",
-	"Lhjctgv6o16/Gx/H9V0w7BynT0Tn6exZ3DnhvUmnPx2kQ3E8exI/7e17Zv+lu+Bp8CYPtwvCp9x7F4ST",
-	"f4ddQDN7QMwF+08aIi74hY+3LBDmDkCLJlrlq1IwMzajwGCM7Oe3P+6MqFSN+f5DBFgOltUojZviLG/2",
-	"cYL/2uHCPyN8iYvfIKQUOBc+i0yxE2Pw3z+sg+g5u+M63yBTdRQ+NaKsluvmTjFQYuF0ErT2K1VtjNCs",
-	"sL3aeDlg2GNW1zfPQBsX4F9Z39NaH+0uu6gU1gRgPmB7ZhLr6yA8KGYl1GraAhbjcqNf6FC+1iJgdqs2",
-	"RS/4xkiIne93eng7+FgG/eDkVVUqmxL3fhXCOVbO1UpDYZ6FAoioOIi+wIaorCyh1MMGoah8By4Cz4Du",
-	"SdWpWEyzWoazOHIppZLxUi2yKVUEYk2V78EjwiZWrCTWiKjClYpMgjllbyFQZV1AIjZA5vM1BT7MSjV4",
-	"DPAr2/N890oCcmGqIf9fgkcDl6iQ4P8GtRFBNWiYAAg6fp01cdyJjQ3xdNpPO8/EYNYZxse9J/2ng2fD",
-	"k+Ojjx9DlKlwFC987aQlmy8V5scjN9WQCVioQprLKyTkYftsVfmGENLVftZqeUO/oZ/DDfVjkB9rGvc2",
-	"Pz5FKj1FkhvsHdoKDsgy4Fb5FqAmHsRfCfHFDhzVW1C9TYrZ8dpavKdQFn2BBXsoomcUgUHZ8sJqEE5o",
-	"JffXqOjW7taomHnfoVERSmNP9cnq2nMsW9Jhlozong56oh01ZGSqcBWQLFNSjCj2GCSlqWJ3LNOVwLaI",
-	"auQ4S6OtnmxUW4jKAVGkXWrYhgK6vvY+LTaXxUoiQA3V7DFP55OGeR/NN8Ed3QtrnDAcrVOHY0ncZlMO",
-	"czfLigWRYKwsMUGoi129w5118U7FSqAvkFjJAHfsRs06lm6emlQrfkmqFdpqAcYK5tSWewQhVivCEY8E",
-	"CuC3WGNurln1TRmQLWLAOr41HAB34xrXButWjP9WKLVgM1VUEXBZy6WqbAGzZLnQYMpxacYBtLy2PBKG",
-	"IBXejZfY71BWCmUTGFwHg/AiTZq4IM0T729tpMWmU6xkVV9+Q8BvItyXFpWBIyYgvHql0gA3v42M3dwn",
-	"CfKn0dK5sE8lLJ6HtXKWWzWAF2b1KHVUzsUifMqt77S3rsXleyALYPfCnrG02JiTGr4VbU9CIPURznjX",
-	"FJ3R/Oxzk16vf/C07GGC1OUloUbvkNBfjJMHoxmFc1JT2g9hoRiVfxPxKPn8Ff2U6d3u8MhI4NmqgFyV",
-	"1ffUSlOtV0NmDwnwbWjsJoj0GTwGc1UBA7sqQGE4B7+VuPaOJCKTCXqY6I7tsSQu00mNut3nhk+67HkQ",
-	"P3C8xjOxNkoPJGWIgM5ax7ERl09ittBsshlLWvV2yJhhTCNCPPcGR9gImAsOKGKufRCMCEAFR9PUXIFI",
-	"buFgWanUTU7yvRFCP23K5e6c8J9/guYhIRbCjgPnkjv386D4+7A36j/txid3ib8fUt16U1FrBI05wUn/",
-	"q9FSx3voi2+UnOXZtPx8vF+U6nfSIjuYht8GreDYaVSpTj/zohu7zRvkNygUL8HNtZbkYCyhNMR6Ip7b",
-	"oBVwZb59cfHi9cXLN6+TiD0FSgQ2MVqUZDQ2IGalGwn4KRKgiITDFcughgsP88ixXEj05MyQhvGwkUjh",
-	"3jIYrUyArt+jFP05ISAEAPd7XWV//S+rfb9JOnwhqf+kh/s7Ud7pZDs0jYPa/czivnwOSdKlrQuuMcip",
-	"a2CQuyVHBB6oNEYX2EENveusFSROAP/NZYTqISisK+VQ9YVYEorYjAEv2Vqmc75cChRX8rQ6RMx0PNJ+",
-	"IBMxVa5FlsbZBZvMIbi6puPmhBRRIiMCmoURA5Bn6PGgt1QzIPWJiAVGqvUp9ASYqyZio2zPkCiuAbaa",
-	"xgxo+rDRjUAcPDneln2ZZnw6FctSpEYW11fAA/t7GBTH9AOV8BiYqRH8RNROmmPZc1IzlBK2MBugy16p",
-	"a3Re4GFUk6YBpgQ44cYSQNRt66zKU2sSy9CVgAeBPwHTvv044yEASlxo10OJ8GGGPdvHroduKNo0xNNT",
-	"N9kjQiQgw74p6GTv4LTHv6Bf9mazc0cr54WQjuEHtKIEvp6gL4aq0eLFYXEbOwMP2mX4x6s6I4/M5nby",
-	"44sh/CeO0mjfXHNnQ3orHPPYO5E3UsqkltjGysYAc8RIphmvBdRR/zkaNF4IVrF5AYyAEvwEgh/a2Eas",
-	"LrnWIiVwz0rNAsK7tEdoJiMs7w4r2WKYn9n3/NTwj4AIaJnJgHjq2TA62o3CeBwP2LkorrOpYD9Lfs2z",
-	"3Gw0M3Dqy6d0eDDSSwqNrJa6LARfsFXlQvez3QGQUrwvHy9znkng/C+0KL9elbPOs6Po6DmSipyvZMT6",
-	"ffZaXTMjpZmVz+y7VxeI2gqUfTvleDeOg0pOCngcx4MAPxEZzcLJ6sVx3PPzJZVv+A34ZnsxYmljoGV7",
-	"om4ZWq8bnwwqJGNAw1UZyOBpeGO9mhoR0LAGv4+PFDRqgZbYb/a3ttRtk94b7DfpvUF3OIi3Jr0fxwdU",
-	"89HRuJEo26Fe0YJA6AZheiBMj1TmXzyrT41TyC0WU10A63+pu7WtN4Jqgzt7cLc0dPIwRuNDN2TaII4X",
-	"FQV4JAPnOIUOIGL5bBvvAQcNuB0hoiF131i0RofDCI23jqNsmU3fQdBpteyO5c8asui2tquSAm3dwGHS",
-	"ZreRc4DXVqqxhG5i7n9AtgoCnhD2lEOGs3TbYPzZxrUiTMlbsC6HpBhRr9pULTcjBDN7WWqWwVSsJBZC",
-	"pOCNVDhJPDu6A6CwDOmea9zzdzt0d0ASasaroGtaDhMJPIvAx6bOP+8LpwA07+YGkxqMpSJdoQCGKhPb",
-	"3bTOoFpgqq5kpiskwKcIXgRlG1T1SfMM5Rh+phE7g+Gt0kItafUgo7aSuVmZDKKJ0FZp3wQtJACvsv5+",
-	"OLsjpNowDrXbmmWI2KCK7CqTgOHpXGKay5Av3h6AzlkZ9vWW4SYICHmhSYtWMSMDzh8LgVhV8GaZj7k+",
-	"avDBEfSM9gXie2nw912v24hlgf045yn62INA0Ti6qcwFR9mQtSAyUHlNepB7QyjKSYa2UqPBcgzYdTx5",
-	"ELV8AtyZnRPE6kdcQBuIUVJoh3iGsEKTVXolSpfMmxVCz30c1/WwyijsSNwgmCqR91b6fYFsoTKQlUwh",
-	"jqwrQEZBHIrSPDgGX10DY0iCPFDSDbgCzSMWWCJRYNABi1XqwzFyL8iVmh0YFE519qI7guVHST+x1UNI",
-	"luxWF+H0wt0ZzAGWZE+N3ZH6dlPs/J2oVRlQdmCtlg1/7cgkR2FAChSMD98kCGJnzgMVU625xX31yQIL",
-	"PMuxNzIt+BpC9stVsVQawXAt4wWbhEfOZYQxYIMMLQl2nCTUMl7OhWN7DoN9mYQarJxvgvAW1Xi5LGU5",
-	"8rLf7T5SLRhVC7EKx5LACi0fZ5A43ggqzILp/OqrFykRueBtu199xUJMDY9JwLH3FLtGkdva0qs1gIiO",
-	"pUMRbQAHrXBaethKKhbEBmpUDjCqqaiIJ7WWY0lBtYz2Ea1Ey42geiU2lkJZWTI+Gh+ZrxcUWLaPb0ce",
-	"JgJK/gPFdOp3ow9zZmkU+MPGtqhWLRrVVSG88HvH9StYcDcEQpR8YY8STEK7y9ACIV65iiVhxg81DWsO",
-	"UKdcItTrEjtYuuxnBKuhxiYEJKFuIoi4OTBK7AGGwj04ag4Hkv1i2eNh8SOLesKS3z8mUSVm7Q8Dpezo",
-	"uG4ZJ5VqQTA7spJJaGuH2rtM7gNyWQblglEolG8q2GP+FT3W5Q1FfPeLpepOVsPsO0dyJFsoSRMVBECN",
-	"vyDSrMQQ4/aFFvaCtsAjjATyNC3QtXWB1IM81793ztWqgO40520Y16Ka7YcMf4VO6rr/+HAsOFtM5uK0",
-	"Hz9dycm/O2tHLZzQ64+Gcff4uPeg3Z7bhSZ36fSsD/dQQo9PW2kSeJp4VlHo7XI3pVr/RSPxe0KkfRIY",
-	"L6sgdth0Uc2iq9R5nGJej8ILlh+B4guE5G15T33pu3lqg5VGZoYlvPxsCjqJ/BOBxAN/9V6JA0B/25kr",
-	"uNgiE9BBtD+Etc4kgQRDHLE12ZT094itlktRIPUfWW3GByvG0nzUbuIoHtXJiOkA7kk1PJY13qo9qIab",
-	"8ww4O7eQpe6g+8LZ+gz5vqK9+b7eAI/X50nW1ajQe/2L3tCrpOpkHEVHbsPCLWpKZmqDGd3tykZCUUaA",
-	"RMsBaT/bodYqgzFr0zjkuKpFa233cJoAvFdHCHgEMTpN+SbwgwMCQiBWq74kDXaS5Tn2flbfmj7v7ijm",
-	"RLIsS607z5bLppvYL264i582+mQ3l1PvCVYB/+MQtBk4qnuQK8GprImrL60ID0vNZKWo01L4wS41Bd/W",
-	"yPBD3pqbOg6ew+c6YNgIy/WzkryuNdcUDq0gAVQYk82PHQJArqQYeRQAr4ExJgnBMNSJlsahRgkE0Uaz",
-	"40L+BwyQcQfYSiVA8Lss4EaGeM2WhsJ3vaCuq3sWt9CpvLWyBZ728bBjucvis/UD8Ppfko2f9OTh5gi6",
-	"8g46fDeXaV9UDldW6gq/iXZkL+gYNZU5/3n37Je9+mAlx3fZqHdMg3ty+l+jo+WqCa4mpLZD2nxV+KBy",
-	"ZdMzZAFzl2O42beoAwMalkQhb7FD3+9bbNEsyMJMfakvMU5ZhQDotb04DtBrIQ5/lnSSfxgPmSed5EMS",
-	"sTS7ymhcSTdhyWXCkk4S+WySZfHDZDZWEMNFp+QII3iMFh0tpM7K7Fp0He0RYr54RMy4ym8E/egINsDL",
-	"scQfIWom+kQtCM7Cfzr1EO3SuGlAIP8ihPZ8pD2q6BYCMIK8Wr+9FeJxARc+BgvAWE3Yz29/jIz7Ny0E",
-	"AM7yXEORdcGvFsJidFI7tUNKWvDNWBaCT+cjliu1hJA+sOoU2TUU7GIMVthO/xngelPC2NdbY9Y/dKqv",
-	"Co7TZmx4MDAWbaSDU7CXeM4S4IiL2Epm/1xVqqhoYzYxkNsDRbsHgHo9n59nZEKWLo7Tsp5n0znBhkLB",
-	"A3obNndUoje5zqbBZiCII2MmITh1BRL91NpUZAYh/7NssIKom18rqmw4s8mIgCIuoC8QOnR+WFaOGujS",
-	"nF0GPOCuuGks4Usz2G319NMqUE93xBb9yzpxh+nQB63G/sOUf1VQH92JZuSPHTypny9wfZ8drBBSdHhD",
-	"4572O9xdTFeFeT0ocV5mPwjz56/G8EGdtCukGVDDwu9QTsHfGqvqUjVdkc4sWfJYLYXky6y74Ys8Ya0E",
-	"uYUReQcuAmpLOZagikePH+dqynOjaEfP4mdx0u46mfQYDDN65d+3sSg7ajZzaskn0T3G0GTjjJCuj1ha",
-	"KpP3nTTTy5xvXuPniNiyHT59a+auAHuJLIHIcT2jDK/Dlk0LJZl4vzTGgLEEAVgdaq4+KCmCodihNg3H",
-	"VUw2DMn8xCjnUocMi0a/aaOT7ZxUIhnc8wDXSTQCBPe2rbQcy5AEOEAvh+qMIPKBhLkpsyS4HbQmK5BF",
-	"4ezbONDW9OMX2y8LlSjmRECIHO1ZMBjR1kHFrQrIB1jqBrMbwNioLz7eo+HxP+IX248/82ba2U8vgTYx",
-	"oigPnDcckHi/zIpN8CDzu4bH2Fs07TNVgq6wYXgtpoUgqC6dXUntNvMjRxOsw82UXclMXnXwusYthb9g",
-	"9hdNqQJFFlcaPg1wra6orh4LKLzhTNBJcxEuM1+lkM7Yen/zOcvVVcPD39iVNKtnbrsyVmIJFZ7UXxL0",
-	"aJ89f/Xy9eXFmx9evE7CB6eLTDY82N684blmWjqZZBqPq7YLsBYTlnI9nyhepCi+UqrZSx6vssfhY93v",
-	"Gh79PLgHPqFhEN8LnpfzCJiEMym0jtjCnKyphScLRG2XvVbh7GQqnHpnyeqd04Bj+PXj/w8AAP//",
+	"7P0Ld+M2kjcOfxUc7Z7TdgZSk5Rk2fKZ866n05n0pG/rdm92EvVrQiRkMaYAhaAsK5n+7v+DKgAEJepi",
+	"t5PJ7DPPPrtpizegUCjU9Ve/thI5m0vBRalaw19b/J7N5jmHf1+8f/UdX73OVKn/UovZjBWr1rB1QUou",
+	"mCifKTLJClWSW76ihJGUz3O50n8RJlLCSMHv5C1PiRS8RVt3LF9w/aaUlaw1/PHXVlJwVvL0mpWtYSsK",
+	"opN2GLbD4Co8Gfb6wyD4oUXdPWP95Vu+GpbzfD4pB3c9xadRi7aytDVszX/u3t0OZtH9sidYi7Zypsrr",
+	"hVp/dxReheGwfzrswbsFm/HWsJVkLdoyY928PxoGgRmLSuRck+bHVsnUrRoui6zkrU+f6ZapBNFVcDqM",
+	"gkOnwu/nWcGVe8nAviSoxgDTXfz0S8pv7lORTLrRjulGV8HZsH827J9608VlaphOwVnaog+aW9i4TEme",
+	"2ZGuT3H7SENvkmaktTF+1fr0+dPnz9Sw5SWu1zpnWpa75Suf5f6vcNpn2nq/GOeZmq5PfI4/k1ISRko5",
+	"zxIiJ6RcSsJFOpeZ3t/7CIL80tWD6PTCyLFbEJ4xdjrptwMWjtuDJErbp7w7afeCfngSDbqnvbM+3Mtn",
+	"c1lykayuNf2HLVmkvGj3ovacZZq1VMnKhbpO5MKIm4SJhOd6GQPaSjX/4T/y7I4X9udMzVmZTDNxA38X",
+	"vCxW9g+VTHm6gDdEn5F38fWtYWRYGUQNK0s+m+uPBrQ1lqke3a8jHOCoNSS9iJJRi99xUeo/Ry094lHr",
+	"s8cX+0hl6XxtFnuc5bkeJm1NOUt5ARN+IUXJRdm+Ws31PWw+z7OElZkUz39SUrQ+H0xyFjSRXCzy3DAl",
+	"LwpZ1H5x5E+5/X3G7q8r2oQBbc14OZV6CO/ffbjSrMvvS3vLXhoYLrx+CNvAemraNIyF3V+PWXIrJ5PW",
+	"sBVOW7Q1y4T/k9IUKxZi78hw7q2hxzG0VWYzLhf6yW6gtwfsG8u3+ofFPD1o7RdF3hq2pmU5V8Pnz83K",
+	"d8xh2knk7PlUylv13LxYS9V/AkeqaTaf/5YsGf6bJf+gLGmXfgdPftr4mHfcfOBlmW8et/bUcRJbnz9S",
+	"cHfoUFJOOZHllBfuN+Ik+L/ggRTuOpDC2oEUHHYghf8+kGD3R0HwqM2P7/sX2OYVFz3JNj87/eKTJ/p/",
+	"7eRpFTzhehEIE2oJAqsfdMkHXtxlCScfBbtjWc7GOW81sWg/6D7V+TTonAX9f5HzyZPXX8q33U4YBU94",
+	"PH0w4rZ+MH3P+W3KVoqwkpwNg4BkgrxnRVYzgSrOL/hcFobXU5blqx3MHsBUgsqml0KvGzkjX5GvSNju",
+	"fxGLB+0BP0nbg6Q/brMe67bHURKmAT+bnLKBZcnNtQu0Le7G1MiOmw91aw/NmTZiW8MJyxV/Cg5Tt9l8",
+	"ztNrmSSLouAi4ajqbnBQNuO/SKGp83JRyDl/bleqkZXW6F9no03ugeVs4wIjw3ClMinezXnBSi0SfL75",
+	"kN0InmpuWWblFFQXls4yQUp5y0VNXVHF5Bp/Hbb+Ph6U/x2J72/PXs8ue+p/78Lkh/nJ9G9pd/JXdso/",
+	"yiD7bnX189tl/2WDl8c5QMJqWoXULN2SdpTeyK/A97Zz3EyQi/evNnwg/pC7P0f/K8/+evs/4SxIBles",
+	"N/7b/IfidPG9eLl6rU7Sbyf/nX13/6J/9+7mwCGDxP29nEUNbq0NZ5GjInorNas50nl7jgftcBwl7UHa",
+	"5e3TSS9o99nJeJCcpmc8mFTvZ8mMtz7rhbhi6vZrUA3ryrBWF0nOy5IXlBR8okdOxiuSlYrYc8dfkL0q",
+	"YLjzyD3VJAiCThierivGUfssSMP2gPd67VMWRu2TcT/ppV0eTcLg0SdlL+iRt7Ik38iFSBvPx17Q+wIV",
+	"7jc71Sq3WqWKsSYtbMfhBe/oRN1wU+qwedaZs6IUvADJs+Tj+tHleMZZEWvudKZuPROKlcAy6Fs3dHgQ",
+	"30QPUdUef1hF7V7S5e3BOArbZ2mft7uTIInYYHzKe+Fu88sS/vewDH4btvLd1Qdp+Nt4y76oE5yFh5xo",
+	"SEP7dstbHyqzs4G3liwrM3FDJrIA1tJPN3NU8P8GRz2Jp8lngd+RyXZ5ix7nHDqIyRrUDhsIRK0jz2bZ",
+	"AUGGNV3gISex+YJm2Hl2PV4UqjTCQf9dsJJrinshA/Nb36zCnIs0EzfXxgsTBvD/aKtkxQ13L/ZlOYQr",
+	"7csSKYwquwLTef0roBz42gKwBRea3VvD1iAKpk/AKbAYaAitrQUEfVBxfVDYZ02lTrlKimxuRv1OcwIB",
+	"Z4CiIED4HS9WRBmTuZyykkxknsul0grzrOOZ/+jq2nA/PcJnselHeIwBad6yx1iFsGAXyQHk9gUaS6Zc",
+	"S7VC5m/lh1IWGNKu0ewiX2rjMxayrfQd8RBMiYKruRSKk6nMU0UYSQqeavZgOVFTuRREinxFpEg4Jctp",
+	"lkyJkCTRXyQztiK3nM87I/ES6I8uVffKhBVFxhXJSlJK2QE++3mRgbJRFguOjskZgxi/WMy0kmyH19Km",
+	"NQpoVRaaujDrOSvYjJdm4heLNCtfLAqFNlN9wldTTmKQlQncEUPsccrJvOB3mVwoMmc3XI8q07f/vODF",
+	"youK4lv9Ia4Ph+L3X2sB0EDvksykKkk5zRSZMbEiXJRAjqOUT9giL0k/ON72eZAqta+bh5zgyGaaYH3Q",
+	"QjKBf4WOZpko+Q1HG+2bXC5hkN+hNbRJpkkul5gwIQsSfxXDltKksiOVE7PDbvkKdrNclEa26mvwn6Vw",
+	"k5mzclrNBU2+7Uv/nwXXcuQ/nldZH8/xqnpeG7uezKvqtG2czht2y2HPk4TlOVFswkkp0bvfITBZUGH1",
+	"cLgypwSDeaEcwoe1ND6HbJE5Z6WzvEdCsRl32ST6TvhBqyf6G4tCKJQ+qOLox/CMJFEQwDOxm0HZvuTz",
+	"nK14OiSaJvE5YSOx9kVS+yAjaTaZ8IKLEr+pjwjSi6IO+Y6vFGEFJ3NemCMQ56ufzRRhuZJEcVGOBMM5",
+	"xh4t29/xVUxQplSrbYwGq+93RmIkLuwLpzx3liTMVjMNUySX4oawioz63ls+L4cgRKqfp0ybEyJTU21e",
+	"iFS/SE/fHE5wfc6UtleP4m/fvfvu+29fvnx9ffny6uXbq1fv3saUDAg41MYry6jAwPAFmwwUuxfGx3Qk",
+	"/EGlPOel+XZZEWpScE7YDcsEMgDyScEXSmurWpZNuXDMwojgS3il436kYsX/a2Su7eoZu3/NxU05bQ2j",
+	"fh+2sv07pA0S5zu+evV18ya+5atnCoNfCclSDHJptYGMebnkXJB4uryOK8blidT8eO0E4y1fbd/C1xCb",
+	"2r6LvZmc9JqGboJ224Zvo3Z25HGWuoGhta/3cendaScSV97q2Eoj0Ka2TGbPRCaymMHZu1jAnZszsXbN",
+	"tqlYZZhk6W81BG1ebfs88vdv92nYWls/jsr3b/h5rVG+hZc1fl9ffqaI/tyWIcB/HnsgVZ8HfcTqOqCO",
+	"/IWllyguQK1FMxMV+MrEnBdynPPZn8DUXEtunLFcE4CnbXvV16VB4MPhkikiZEn+9uHd21oOIy9ZphVQ",
+	"vSvg7tlC6e1PGNxL5PgnnpRAFVUykWhqPL8Ln6PtUZlzPTBAshI8lW/soOz3zJosCjHUp8Nyynk+NNMa",
+	"rk0BiHQYZd/jG/CRzYW1ghi0KfMNStQimerDhjVThxJGnMpopcmy0CeUngUcF3Dm4rvzTHD9kzkH4W3f",
+	"Xl29JwkT+pVzVije0YbxCykmeZY8dqGFLNsY1YewXpN7hOUFZ+kKjuzmRdZ3HeKjMGcdOoHOUZ939jpI",
+	"URtLQ7GpZ6uZxqUdNPPL8wP9IxVTnVVMpeWXpWr9Uzu5a41uT8ldSi6KhFvmyQRhoLkZY5JZWzJTsP7f",
+	"yGKcpSkXj2SATKjFZJIlmVYDIUSwzgS+pg3Htb6pUmwF56nasvkz5d3jBV4qpXLkp3COWvjyc7inlsYL",
+	"SlgtEXev5OhWi/zKmyR+Yt/6NpDl6dbYUiFT5I7lWUrG2ohhya2qEbhOvaN4c0zxMQiOpVzkKbkp9HnH",
+	"zONZSVLJkYe0RQ3M8laWGJ54vLCY2OcrFnkrUfo53RuG7uJKWwSGHtjExEqeZlf3qgV/67187z7GG59m",
+	"eS0t7DaG9cm0aNHWiIIEZIHeCWMa6XV5z1a5ZOmVlK9ZccMfuTyllO3cPr9xXss7jhaJteibT2t7AsEz",
+	"/D4B3gOuzH6pnt23+UJv8xlNhJRSEhzenjWp5vH0hzZMS3OnHQzQ/0rKN0yszEjVI+lfsJK3gULrgYZ3",
+	"lvbOGtQiAByjWwWn0V9nbEVm7JaTMAjwKTNIMK/RdKL6lACHLzhBFnPNZlEQnON5qq+GRB2wbJF/MEqJ",
+	"3iL7wX3LVpv+06wc0I0BoZD19G76eSFLRo5i69WOKYk3/Nf2R6teqPj4HP0CIzFmZTKl1YZwvLEydrRM",
+	"9Y8shQwZKRJ+TmSB7l1NELMyWjZTMinkjDCS5Bl6NNK04Mq4XuYF10oTT0kUkEygrDfCX4HGV6VPKDgT",
+	"9UoFRI3EUax3gaZ/my3KaXvCsnxRcD2vMZ/IgvuOAn7HBckllHYs5scdcgnLzialZbtshg/EcKV9oa84",
+	"L8tNdsfBRPU8ud59m+bNt3KJrIHsB1JtyUDK4dBQhwPXxW5nq3MYBg0OQ80PH4WeviyyX3j6aA0HCN82",
+	"KRjrqg2slDsq9de4KPV7+VYZ6Z3fngWwELdCLgWtCrsKgqkhB6krYbX1apPes+sW/r1PJy/HnBXg6Ljl",
+	"AuaZKZWJG+pP2JunmTsI04+C3895UvL0JYYZH7lqJS8Ey9eXzGwELeccMUhWKp5PGterukk/iSnYUybS",
+	"nPt7/1yf0VrFHHPYSjc3hyxa37dOX5kBQ+yHFwRjrHvVTDPLp1m5C2FDH/D1yirtB12ynHJh/G0wQGP0",
+	"FJwlU3BVpaxkY2bsyo9iXsiEK6Xtm5eizMrVI1cSdh/DEfpr+coIxEnG860WRCWd9epktUeGZFHk1HjU",
+	"a/FC2oL5Y4ANboYVyCH9TymmVaSWc0kIwsZK5ouSk2lZzsHuLsu5Ih8vX0N4zb6h8UsNLyxJzpkqSQhh",
+	"tb2HbuQzEU7QTHof+3ik/U38G0ue523jc9E2iqH/OZYtTCZ44prlAJ9/nqkSc+1iXIK406pG5hXO6n/N",
+	"CznnRZkhn/jRV8//lmq1wqRkrDnh6rly66fU91NpnOMpyUpKYpsvqHWDJM9iiDHd8tVwtAiCbgISPYV/",
+	"87jT9DU/0W/LCMUiN54UPOo23pGlT+00bxxqPTlwkzRGFOg561tr516q9RmW51p9TGSR8tREYSZ8aY98",
+	"CqflHMRInushPI4cwvhPNy74daCPpbXNePy1lZV8pvbtiw9o5rsXsaJgGOurFJgf0W9sPLfmA7XknxpT",
+	"VrFj4/F0Fbov8CYQpHn+bgKiatfozLbR8qi+b7QefLstoAqxVM05mzxuflI8KXhp2Z58qELtU17wTqPr",
+	"26eH/fzmVD+5ydoq+frAsdL9wMVx09+9OvDO7VT3vOIsTTNNKJa/90ZlErzrA63v+x1bSZVyrshSFrda",
+	"LB5dfvOCdLvdM7DP9D2TRbko+HGHvJtlZal1KKF31tbts3W7rB37JGdjreGYmCMsuj367Ynv0lEWCjIh",
+	"9Ee9UBlkBu3YQU3BJX3NzR3cT+qcSJwaaL+zebmiNiUG3FJH8Vcx5hp82Y7cXF+TCbox1HeCW6fzysaP",
+	"tfbIXKx0bTtte5Ges31eLGZjXlAStrXClJ5XQW1L8vhbe1q3zdCsvdVp7U6UoK10UcChfj1TzcYXRLZL",
+	"bzyllLfAZbMszzMjo2tslYnypOd/OWj6Mrca+zqTr2qfQ1XaD3oIXmq2R70TTFtBFs4QMKkH51rR0jSS",
+	"Qj+qtcsOuRiJWp4OmI4e9cASHcLWioliK0WUJEfxwaVKIwHO5sYXnhPUgMsi4yny5cYWkIsykbjrdson",
+	"JM07c7cXkbvGlNHGdBfIAOmR77K/2JiQo4V+ijqlveBkyRSRgjcO0n3LM+GbBVzDUdsYhIDXPVOGZxUl",
+	"45W2GKTIEpZDUJO6rBSemtuegUN7wRX5SWaCp+jn1/rW+UiYtYcZCeknZ804OdpgIJNeiR5uIQW3EXUz",
+	"IqDHLZ+XHfIXuRApT4cETBkYgdZek4XeGKQfRiMBvh2KGRPMJER1I/curVW5ZdCTw5/MZLRiq79E1/wn",
+	"TKQjsc6qMa6q+RZI3xnLc65/Upg3AI5HrXQVnKSFnM95ig91yLdmQFpSj8SMrXBPeMlwOBw4N0w2CxMr",
+	"spxKxWHkRJtoLBMK5IG+ljDFKYm1iqeXQmGlTExHIq5eq6+AtY+3aJ1A/2vOlFrKInX/hn/d8hXclt0I",
+	"pk80VKUTKW8zHpMjJUcivjBuCZBk+u4X5jLkHn3gZdv9MNPiDOxWdUzB6Twv66SmTXS2qnAy1fQVN1yR",
+	"+Pvlsn3h6bLmc+8Leb+qX+iMRPxaov1q7rL52NXPt5zPURkqpzwrIFqpOX+q+Uc/M2flFPMXIW+OjsSk",
+	"YDczOAhEqs/aIhMTCWtW8Jm845CPYOzjQ5LAad0X1+oGrabzT5WsKPep+1Z+m5sP1ztq6eFNkgyC0ybB",
+	"bE2SOan/0J3vSTo/i7CmfLr6D2/+9QO0kuCftqsNVkGtTwxzSR+iPFiVdqvmoCiReao3P2z4c6sj4X6G",
+	"xHvfwVurcjlYbbK60OOV5fph1sBQrAS/iaEI+tWGI9EmsTnY4yFhJLq/99jAT3mLXR6A3ohtyI4rVvAQ",
+	"/Euf3NbXd+5CZvZ7maryBvBxfSs8PckEy6sn177JUrjJMKqfpGGUADzU1tSRkSDbNBJM3NgcM558Qnok",
+	"mpSY/I3pxYZMLuWdtvSTDcnGJrn3pTCJ8WvaamIda/UVik100diiIN3xF/jcdTJl4qb2OybRVhdGwl7B",
+	"AoBrVPAbnnSJjf61W77yP67/NCY9vFofHZm4ucaTplPIEu6EcwR/U52C3/KVZpAmicSSsklTrZw85Aij",
+	"KxfvXx1bh8+RZofKI5zI2YyJ9PjBjqCHuKisM3ObQoa+i4b9ZYjZIW85hsEMrVoNGxa9Snty1myJ53Xz",
+	"3XvcKU1uEFwEarnQTRYo1ChYME/9y70B1ZbYEHKmLinZko3/nimlbZbYJuNbq1k/BZn4vpmC6poq9/tB",
+	"tgrTv7AymXqOh/q0TbXNgfOGd10xdWvf9xmM+Ff4bBiYJHz79x75j9/eMWaUg1+4VvZdi/wLTiT/JY0m",
+	"vh7KM6VlN2Rfx3puoLRiSq4WBwJuMjYJpGfGuPVB84g3T3NnDR/kTXdgFXufMLfB3DHvvkFnKBa8CtmY",
+	"2XkVfuBzmbIUI1a2mFrPMUUVNyecFXkGZTDAKx4Lj6XMOYMCQ02nvamm+p5Gr8sGPx7szqwz8TqDbZQy",
+	"bqpUmdpCFWpdMGvp7l5RASMqEzc5d87r9ez3za3e4Nv8S8HZLcbH1yIZetckizK749c2cO9Z3p6/xb9a",
+	"n+A3GK20aiMBlCSMrIDNA6V2JVlmIpXLJk2ZtjJxPcmzm2nDjvnATdgeU03ggNevnhfyBvIXQPSBapTy",
+	"5reDkJ0Xcsy32BxZzomcc2GcGNqCh9vJMstzMuYk5yUpp4Vc3EwfH0DQX9hn9oxxoTDSgQ88/oMFT7go",
+	"r5OcZU3uuRfwO6qWEFrVqrFHZJ+wFD2G4N8oKXovljy7mWbihkxZPjEpHJPsjo/ELBOLkiuspRkvVAZJ",
+	"VVicieUvtfKUNy+vLl+9+HB99e799dXF5V9fXn2Ij8mU3XEy07puoog2Trm117JiJORSnFeQZIqoqbZb",
+	"Y/zIn0ct+HnUiuvUkwtEBDKkQt9oy0h2m0+1XpP2eLaGZFi/Ui/JpYJwvSZZW69vC/miUZvGyTRsiQ3T",
+	"XhZ6UTo3HRI31AIPe71us3aIWlaT1xwvGGcNpjgv9XTXNqLPI5YywLthQCwXNJLGVLJv4UrNifhNr+Bd",
+	"q5UiJSqXJTJC8zAOsMUNYe0CecvvyTnaLBx9YVVNY32zVaRtVBFwlz+BdmkFe5NqudUDYuudtRmv1w2z",
+	"tY1zGneVyHLy8eOrr8kRy3PyCy+kOtZUxsToNviZUC5gfeuUKfB81rbb1noUfy1gmHS7OvWC5fmYJbcm",
+	"8bR5RlCpgbmjExMS1s8MyRLqCsE9oY3tDb8IuZFlh3xwnI28/kyNRGxfEle6jVcFhx4Bqp/KSoVW/aLg",
+	"12tPZSXez1I469lI2PrAqgR0SBTC/uTZLV+rIjy640U2AYlpEIFW5EPJRMqKlHxv8ElIno0LVqzORwLG",
+	"Yh5uZ2kMCaQm/10Py0wPwvZClsb7peWH2XLP1DGFT41E7Pv7hmTd3RdT64mocuTXXmWSOucyz5IVWYgy",
+	"y7Ei1A3n4+Vrw3mKRPf3HfINJmjM2AryU9IUQlYOdoeoKWSQZzcCHU9aPPkJ5LcChbHntnRhstBFjSyg",
+	"SGU1GLAMvvrbHVu9Onn17eUq/f5/zloIo3FdFguRYBTcxF0fBo6xDoPyeRvYCFO314cjaXx+UEgQjzvr",
+	"9KztCOBOYJ6twUCiGFao7Y4I7onL1fehSXQ72ufnMn5W/c9ECsHBiEc37DF1xbnmrc+UtZPOwU2p5Zb1",
+	"jHYO05sqvtglfK1octant6rbigwBax9y7+BG38/m8wHgGjXrBIZBtlYx4pFtPMl4LOK2VA8XzvZrbl7U",
+	"82PbtEFHrl3i27fQt0fxrBCucUmHfI/ueGH98HsZIvb2G8hAdFfHZtPCT/Gvn00wRe9w+Ak83OcmnwmO",
+	"m4qXMKC7hGDXlM2dal7ff/sCqCe7IqhjpvhJjxwpK+BZPp+yMS8pmYMkPK6t4HhVNrrx1gXWbnu9NgaI",
+	"VOZS3GAlH95hxozIFGmzbf5bBXNJfWtDlAvhSchRbARUZz2kHA/JGOOsFAOfwrgl/RrFKmDp43ccN/os",
+	"vyymBDKoMaK0QxptU139oVRkN2BPG2u/bUc2uQKM8+LAzCaHIrTuDTnIu7sll25r/trmPNYFlS3has7v",
+	"0rMWCc+/yfLGMoEXUiDTmhMI8mO15juVudY/bJqs0XC3ZIPaEoQHJoRCDO3w53yc2U33IsZ/jfVkraTN",
+	"nhJ43gsS//XlFXG5vvEBJ0SFjH194GJXR6KLKHnIVw6TtvG0s/hIB3rqqkLzT3Q3aQxJMMseTcmddGn0",
+	"KSJTVb7eNb5wEOS/7tvV7tYm1gWV+GWzWgX+ZD/VHE0bz49aH5PJD28+oHhurBS0p+asnFqbvlaUdmST",
+	"qeLNNHP0U4MJqY9qGI2rJq8p5s056hss4JLWGyO7mTKl6WCCYKpg9YWGNPd9Gg8SqPps84IU/CqbNUQb",
+	"cplgHcgmeSv4XEtTuwueIY4f+UUKTu1E9OadKIyhHSYXFmVyqBBZmzOOGt+wa75P4K9wpHt0eOWbXC4b",
+	"UYy+BTCuyoQHb5GyGiUU5mEaTKEPwDxTM6/OkSheVgXBt3w1Ekfx+48oAya5XLZv+Uo9//WWrz6bUmae",
+	"K+7hqN3yFWl65Ct9O0sKqZS5E5xU5GIkQF2H2j693phWbwCiliwrMS0qXXACOGdD6Mw14UXBcjTeq7QG",
+	"yNfKSqLmMGeTg4buADSjVIdc7EaiwvQAi15lLgtZTjNxA57cwlT62/pGgdBAlVWp5zu0wFBSVY8b0x9C",
+	"P0fgXecFSRaqlDM9eVw1LRu1zqZvO+6MBBo04N6bSqWtOuu3MoOjJENVywbSYRGZWFHwVay0hFryPO+Q",
+	"EKpM+32STFnBklIrlpo88UXcjn+IKYlZ3I5/iSlJsxs9bTALOjEA/cTtmMTDmMT/FZP4TzGJ/xzXpYyd",
+	"SDsMelFDhKaOTzTXS1Zohv3//3jR/oG1fwnaZ53r4X/96c/tT3/6z6ad7QC9miVLtZIm9bBWvmtxytSa",
+	"V6QZBNSHzDNQ0Bvz83ZQa9inrTkvMsDaDCFHpEJvPACVjz5BZc0BimsdEm1tCvtR6FCSZIKg37eqtQ2s",
+	"Xm82TM088pwilkSNIE5wTa9bbGqEGfmrJDYxrDmJ1sQVDhu43m0xfiZ2Y3ZC0Xhbdo7fX8lHHTEGzw69",
+	"7YYa9WVYq0zxvrjtFNiOz3exHZ2v2iyV2AaV33qw17D5nmCbH41GX/2jYa8f797szYl+F5D3oQcJU3SS",
+	"UMBM4KB4SK6f95LKWoDEkoZsPy/DGxJ7jTV02MHvZNijsmCyspYIA+iELK0nw3TIxUYyjMOrfFjK0E7t",
+	"A6ZxaHnOLnHNHJt2yIVnYlayAA8ib5uAm8qOVO9lfWiPEaIw5+yOGwNWZSknC+Ft6jpHPFAAVmB3z5SN",
+	"TTQIxCZFx99DfQ+FMzSYvburPHzBabA88Zh5sBxF+IM4VMA9cdSbxuRI/0lJHM7g/06xrqLa8qF6WuFL",
+	"iZqzBIsURb4aWsAIOQHMDLhVDxCfhPZbmpAjEQZkpuxm1LcagteGGwbBBn33ELjJqP326ur9GwOfvdXX",
+	"hfjayMQ2VuUZndbQ/+vLqxa1GNzvP8L/vbh68W2Ltr5++frl1ctGq/9bzvJy2iT7pnBlZerCG1wxU57c",
+	"PoEX0uK3smRKUq6VakjZgddDfQkYt0fxXKryBrEu4oKnGWB3GCwNLYZiwCP7JV7Tvexjmu634ANJM/PH",
+	"563ux6YM0lvM6vW+ROKU3xQs5amJQDJ/Al5N/VIWt8pZA0eXegjHJFMjsRCQDaKlpb+WMFL7cr1u1T6B",
+	"S7slqplDk0x9zcY837loe3Ke1hfxO75qY2nNnGWF2lCJtbGDWBrwGGD9gS12FJecgSywh73+Nxd3cafT",
+	"OYZg7yQTqbarEDJkuOYo+v9BdeOf9VuGc7aa6SMwhkpz5fme4Kacp0RJaoo+3n24GokKUAqT7WKC/zV4",
+	"3AQJ5RXVYK2CDb6afYiIs1XhEHzNmX+ZQmvopFs3hkgul7xoJ0zx3dbQc7CI6EhAGUNmXS/MNEwxVqR+",
+	"0CMnm887t4sxLwQvuepk8rneQHqzsKoIKjBW2khUI6MGxua+hKr+BAG7vaF3yIVYoZEJBrkF99U7NDOl",
+	"h0ABbdAbUrjcaZM4fTx0hmqmkBAQ2i+y2QzLQ03p07oJZZikgonX8wXsTFx6k/PqM3M3atgBbyBT5kPJ",
+	"MBWnMaS7JS0v5U05ES5pCVHdMcqqVeAbKVPMLa9yGVh63Kz1p36fk10fgAoBnm6zHnJWcsGVup73g8ZC",
+	"0Tc8zZhALxgc0yi57Df0eoAfpJROB13hr3oH2AiLEWX2sR1aX5X3VQ3t7KxxaGdn5VQfzAkXJaQJThzC",
+	"9Jd818S2D1w5vQFzPilt+YYmRCJnfGvWWbHFVYApWa7fO+J9HOxj3BTpRVlFhFErq0LYdoobweyK79+a",
+	"gNojatghcQnbfWrLAFo2LUTO0VaYclaUY870RQvtdJgzwT35IBfEA8NeDakZMoWop5bZoFuAqxJhbQww",
+	"8GYgSMtfCFptcSy46yYnQBsY3MvXg/YFlDCVIDpKzZjb5Kt1q61ex/cIBqrhU/hFcbVFqIGZ1Ga9jaWe",
+	"wE8NnNkw5100d1hjHuHxwNcntprnmd5xpdziYhFyKXh6vesL75tXFFyyd9xbVCKaU1KbzNzapBrH0Uzn",
+	"8lJrnIcH56rqg1//iFq7VqZt6AoyPg7U2dOM5aRM5iQMOvp/BsOT7uBsaNNShn5+iukl16Dkr8cDkSIN",
+	"QCXrUzdUJVjOZNwKRsWvJ1MxKNKvMvV2kguAtaBlTCZuGn1spgmaqqvWJmt3oxGDtmVZaTK5wF0VY5+k",
+	"GH1WtkLaNAnIpBgJF/WwqoqeB6i8GE5AJwMGUSY2hGJLUjHx0qvdpKaoksgCkjsx4BqjAo7q9BIKARzo",
+	"6dqLM0XGXOuINhMeYjQmM9n0ykAc6pEAyt9Ibis5ScFhq6rKYwXBPsj4lBXsB0+bIy2kFmgZiVu+Ujhy",
+	"wGfUe966XrQQQJU9KZiacojIVGm+acYVmWVpG3KpIY93Bu0/XEuKMR8JhAfRJyc5gjX0c0qP/bJfOxeY",
+	"rWl2sdGqDII0gntro6ZyqUyrmaot1xA0qtgsROzSBOKKstDoJrU2h2MiW0AESUtsY+0sMLi3gNXqud4j",
+	"nZFojhTtM0Ko1sbmrIDKphKjgvofdW8S9uI6yHu8Ie+s8NzUF4UF0GOKXH7zgpz1+gMyr0uFBo+wK/Vs",
+	"CKpDor8XVjc5hODdMdiiZLqYsTUH+W4IvEaUMgN916S91J/Gz1Ygcjhpdbj7ucqhaDjVK9y7TZfTx8tX",
+	"RpBCitgk4whp7gf0XZMkoHo9iabI2gWH9jMJ350dszutLFl3piIa36aWhvh8mxNRU1loUw1ADZ1HNxPg",
+	"xfOGXi1oDViRGGTFpiyd1fwBpNv46DmJ2VguyuE4Z8JLt7dSEC3zmQQliifZJEuq5EQvjdaN23vbA5Zi",
+	"PaNshdDrQE4v/9XsnCad6H1VVLmZpbOZgzX0XEJZSWYs5ZTY6LjtvIb3QEe4KUupPa1t/QE0/4EcfC3x",
+	"9VnTRj8M18LdD2TtirNusbHskJdMwegOt6K2JShXDWvOcSZ+6xm/9xlTtRY1B+WlHVCJ2dTA6Sa7416f",
+	"aPPVetqmAEyjg5LHXYLmwhRWHVBf+wGeeYGP2CRveMMOKwNp5q9TMwftT9l3hd31L72yC+NA4WyjGMec",
+	"cKTZKtaViQouz01dhqks9JtTmf5RIwEInHxSErk4HC0Eq3s35bdLEzy0C02DHYrvWItCr7NUbWnW15ru",
+	"qFJvWujtS4tZc/iIU6qPkKiqzPIc4JSOgd6ZwJ1UCcLtWYhr28E2LoHrnb2Ia82uxq+rZtnKVoOBP7vy",
+	"ij//NUs/O582BrecW2bfN7e6IHH4leK8/10mfaix7PCqMlw8tBgX4dz/dpfHuu3VtUpGtBf2vlT53YD3",
+	"vRVxnzZwePbE/2oePS8v16eWNzu6WaZCd6evYsO+AzKvGXrxQHd3CdgzzqE0b8yJRSA4R4FsYyPcQB+Z",
+	"R//p+dlpsbouFqIWs25MBgAxAHJ1ZghdzaKKzOE0TShj1lx9kVcRtINcMSbiti1J2h3G8Fmkb5VapkxA",
+	"RZEjrXPM2GrMK0g0KDa0a0ow4hJrg7JsyqumZFlkZckFpB0L02xrSOJfRxBLGbWGZOTCKaPWZ6zcaYqy",
+	"dSDoVeVQwD1D/VLIZDGvhnQgNDJdpMiNU4+nYGj8a/3SLstIrPHYOYFcC/eYPsRgC2qTHfBNHQnMDvTd",
+	"WSFt3bdvZFuvY1vdZvO2nKPTqw2nqmZSrVz8K+b6/4ES9k1n4V+3szj6UD9evkaUOeVZu9rY30E333oP",
+	"eqf7e1BukYpeFlGDHV5Kg6xkHSfMSINzi3INGf/aFjUMZDqTzXOW8FoudKMRsL1YTfClqUkDX8mGU2NT",
+	"WJoyv+2vq+qpKboYtc0CbUusx++cxKPWqBUb9EFA/iUX9dLlqv/ZSKDirvf6US+KjtfWpRecnTQMdL1O",
+	"e8eAN0q6Keag2T+bxnvQGJ6mWE6P0UGe4ppDK5M8dwkPtbXfYMEnOzXsaPCFewdzjqWXlmp4rH2uevbv",
+	"HoWXnrRti9vxfLx8vY3X1n00rQdt2uZ6HzgumlQ1p9d7x7u52VS75qY4pkmt3Aa75N4KgfBKOQoAp4Gk",
+	"xYoUC3FAFMiO2/tYsx5nD4OtUssSHp38nocfHPFsFTc5InO28vpwtIatMJg1pt3B2x4QamyYQVmsvkad",
+	"TG0rRPYAC9h6XOOGl14Cwg3G3ASnRhCPjUQebqQbjYStq1iiXwsLTuBZSFtxSH/PFDkKAw+DM4QSlnB6",
+	"vEm7WumUT8Kw0ZjQt2vBJSeTNYJPGwuvMrHldrXXebbeeMR7VX0cn/Yt00fIA28APNU2L5Idz4H6qWdp",
+	"b8h+bpW+gkMAQdUIbm7aT2A/ubLuVNlXxbtB/XVfqZepSh3sc3hyOj3I6bS2VvteborhgmCmDsuNbl6j",
+	"97BNmiXTZA0UDFGFwVXZIbB4pk+TWcTSBaHsagB4lN+ry1jNI3FTyKUy+bzezGNSyiUrUoX91OyvJuj5",
+	"k7YzinPCmjuLgczsRWcQHuwH3apQW97xoshS9EseYcc6rXRM5aI4YFPuguFw1MkEgRZtFZCuhMLOJF+k",
+	"mmBmN5AwWMv43efa28l1kI0uBQB8G0Jj/5ZyKT0JVC9HcWOJw+laIdRBcmRzCLV+bI4AsNY7Pq7i/bna",
+	"TZxrG5Fvnt9WHa6/5HBjbbdK6eEJGYvaxY/M+WL93+so1OuoSk3aCn1kTyIE5H2kltwAevSbTG2Sy6X1",
+	"6B+mqtoi0WZd1VZdPGa0j1TfHwuD+6Q6unHbPGqNDt0E0M2pUtWaBlFqeeNFT2es5EXG8kwZNd358R4H",
+	"ewhD0KOcbwlwNQ/DPEGOFOckts9XN6j4GCpOmVg9fmyPsXEgSWIXSTEHo5rJkQldZTknc7ZQ68AxD0Ot",
+	"NElAD9uAfupQMzPa937BRsS5efvNc4kiVPkeOvtazGfaaljzBv9RdRESkmYstS6qMU/0iPyy8iWanYCs",
+	"tdn5tTImRsJPch4DxpHXw4wwLXQc/CUYWMcdcuGY1kcX8Ma1mI+E5vTivIY4gKlJ0ot6ahZqbMLTlGAA",
+	"0EvNYi6b8V+kaO6T9vAiUmffH5BHCmeZNwLHHvUNRF1zRdhe1XQqdPttdajNDPJph47xBImoTl3ZXzb5",
+	"yJLGD/us+gtScD1fqPUwNSbEwY3ZjopQcV/Kja283e34z9azICUUkpYWOVcVJuQz1aCU7PfqWWWqPqS+",
+	"S2A6wd1md7RpvcOIvV8WrklV/F/auMhXWN0V/xdOBMtWrC7sgf5XSnBAzshX+n9a9PdT6p6Yjv8sbe/p",
+	"dLsnU9peH6Sw7ab/obuq0kwOG7Svo8DAbXkuVHv+QRQHiP/Vz0ZIMvbL50BNAlTSeopqpkyuRT3r1zox",
+	"6grInkgvnCj1IxifbY7nPkZ5OfRYrhbq49WLjULqVxdvLyo0IozmFlIQfj8vsBkXFqCzlGRr6Z8vF3qb",
+	"PH/PikztOMr3et39QwvPapCsu44udBLuOMAAz2rGixtN9xLzzphbi6FxO8BBhgDCsGAm285uGYcv4EAI",
+	"R8LDcII6Rt/RCCFvhytsHcDe+yFuBXG1WE/RVPsvijw2iTQjASDomjGPHxO+I0dmNBbb8vggb+JDgnk2",
+	"vOOpRKh6gntOyCWBwJ4lys5A2f6BNR6xdlCopXAAZok9nc9gJugttCh56kb25Ednc9Twd6WQf3juOAqf",
+	"ZEgNeevr43sE2NEBJ/BeKqxXlxY3gNtvdqK3Zy3KqKsNSpji7UwoLlRWZnccKpQt/jFmIrktNRK2TZ79",
+	"zdY6LKcy5zbjxNIPj6qqseqWWTSqEb85IYxraGzakmxTKMx9miiY54I0GYlKzjyCJvCqg0gy24FLoXcf",
+	"XqeQshFTzEOE/37E/1xcvfgW45EIPxH7ElLfvAYAgpAVD/aR7FFafq/d11AxWukr9RZsxYLHqJKoGmtQ",
+	"LdByxWNy5DKnjqF4bAaDch1s4FmTfqIvQtqGIqncsa5NGs/BHFuL1Nbjr+fQXE//UtuyaEzBc8ORqLiz",
+	"SlKYUfSMYLqJbAwlNs1nT9TwS+KEDw39PSKW52mOzbtqzou2a9+MN/v7xtNuDtMv6upo0xfX1FDvY/HH",
+	"qxdQrvngA35NP907ykP11QatVM53dKK8eP8KpMCMrfT2AHSyTPmtx6mDkNH7CTuxd7BPmBoWUE+I/Xzx",
+	"l2WRlTwmCSBJmoJjrKbMiirEeGQS6CCT1OUGAkn911BQ7iF3ZyRsLqH/6WNaFeap4Vex25OKmlZl8Cv+",
+	"yxuIrRlQdCRiQIqcMcFueGwJolw33+qS6b1o+gkqaA2cZqUhQm17wgWSyxsfs+Yrm5QPT7g/YKqtKrvR",
+	"Xa5+sLeYGdnH8S970aF82uvVD/YWb6b6/bX5tWirmk4jEtIHtLkasIVVMbmGJsjNHbNsDc3/tl98uPym",
+	"fQXtktEBhYyWQHK1PnWqYl1j4GFz5MY0v4OgGex7IM/fYDIUXPAlNn5z6ZS2u/PhZUUPgigvZF7rveQg",
+	"wi1caDPitAM2b2ivYKBisVtLJlxYwtW4mjdv2mr/LFx0IAL12aW2iI1GdXYjXomtxvTLe5aU+aqGNbqU",
+	"ftfvzdlDe9Nt7HrlMKmeKeJ1Bbv4+s2rt9dX7757+XZLa9N51qxwXdiVMpKFkni6vN7smGp+wk25vYnq",
+	"5y1EysTNB3i0YXs+JhiPDcWaw1l7Nx4jajHnheIpT424hLa/yspQU9BmWdW2L1sPwT8oNtiUln6Rm9bx",
+	"8W2WOuPXayvzoWrF/rfvr4y6aQac3QjVOQw3pBalsbT7tG+p0BOXPs2K3RQs4ddazO2poyz4XSYXyh5j",
+	"sDB2XR5aVLmZol/rT9yg3C+niifXMfmTbTAiJ6QbkYKJVM4gpVt1yIcpQECLXJuoBT9wEda+vbYqdfrs",
+	"XZuniJbVtuWjMcZrr7mEhs+H4n3WBw8UaE6Qy6VBJ9vgDujkbyi7DmJ5ZN2IAGBZZQrG4cnpBnxl1Jse",
+	"Js2utjQavLAA3KzqIgb6o8VMx6Q4g0+Bfbz0dQv8uR3IbNvhWodtrxr8qUwknMTwn/jAQPX2jqVX2CIJ",
+	"bT6TnQ6fwaxF1wzLduM0OFP6bkDT4OVSFrcOeKHqRtQLTulI9KI+NbmEpH9/T7FtpqEP6FuZIGHfhgIP",
+	"nM6OHqn76bdZJ4ij2QbYpsrrhdqRPuO+ZvJoIOhSSuwxj/PUVhj1B3G4pPuDNGwFbtsq1y2K1pjfMIEs",
+	"kombtdxvzGU01KmtCPZLrdpkjoSt+Nt1JDeWm/Nt3cD0h54pkmRFsshKy84Um6WCMm4wdOx+huQU7GnY",
+	"IUhmA6SjqR1TDHq4F0O6ikO4wuYEWKAV15YwdtWMyiTA1NDy/qjdUbf2KK3tgOQRDUsf06O0ue2ol2Xv",
+	"tShFzl3byJ+2Sn5AtFbNuBXNvRfOoUraWD9eArfP/JQEZMaZULuAqO17rxMpjDt0VXOa7SzlvrZYzA23",
+	"W7DFzzum/cUKhzk5/++2X70yTdc30GRsqbiDf2bgdXAV+StAJHiwGlAlx7v3OBcWuCuUJBNWUFf+bZPk",
+	"yZGtjqyagUIQlmToltzNUduDqX7ro6Z6yHpyIoRZN6XJU2U3fbx8TUqZp2tVdY5WmLzqdawHjN3HpJOb",
+	"YVzLSZNc8Jrswhho1R+33n8yK233STcO4OMVqVDWOuSVVrZkuhqJTBFG4rWmvzG1CRkO8Hh/c1rkR9ga",
+	"eGoZzzXGKLzgAZDSQIAhGpx0k1Nr7SD2enAc3XY26jRaU7201ZwPWCZpyIeQLsaqco2j2IyTRM5mWQkj",
+	"H4mCJ7JITTmhedbR26S0GBAbRPIxeGqubBA9zZnACmsA5xgJBIYzeHgbUNceh/wZHSnWr+IhXs8Iy/PD",
+	"CHcIIpFBllOWIofrSdb9fL0Dg9U0LGtEunGLY/eaAnXXtVJxN05ZajW4/dH6g9IKtu55Vk6fbsM/ddqd",
+	"bXZrUg7qg8pK78h6sopoG803iE7bmGaTPlBC21gjvbPTbqZf5dxdftdtW1Rmu8x4cCy/MYzV9kk/Es/q",
+	"SStQalkE0Pa5Cuh6aXoWCKwe8j3ewUMPLFDZ06TaiOd6l2qfgllJ0iwFHUNfRAPfl6+H16k8orVsfXgQ",
+	"C6/1mrX1kmLlrhzSaZY+rnaR5blc4uG0o4bx3Bi8VkmjHqTpSNh3QOTWNJLXmpwU+9HLHl1SU+GO7sIZ",
+	"5/cVI2Rg8g6ryvaNqkXXj690xeQQxoYs05GILY5SbBSmrDpyzJTrZOqQt9L/PKjALke1Q95if/OEYy8+",
+	"i5RrT3LUggyurZEJBuIq9pNW4hocKrdAsPYzf7jiIasleVk1uw+YXUA6PjBhdcxnpgGPOdd9JVtOyJFT",
+	"hiwuDaKcbakRM7L+gM7zWlU+nFJrenIjis6mqr4ETE6nmA+xPAm7oKdci6IUGkqCVoyqnInjk5Sp6Viy",
+	"ItU6JwMF27p25qxQ0CryYouaj8woNwZkLAZIWGViJHialW0m0rbZEaay34D+Kqk3vO330aklDx1GtFri",
+	"9C728q0E6gfPrRN+kkEbl0x06gAVW2SJtZRRjGirB4q1qlx0g2L8AO9fHZ6pIbBq081rjF1PipeTL+LZ",
+	"CsB2H3Qjoh/uTDlykREEDEe5N2MrcC81dEb0UUPUTkCqhlWGBJiKMPrw9lGmLFXIkTVcNSsvM8WPzxGw",
+	"dWXiEpClPeZcWHzLg87/ej3cLosHOtkhFNQDTJ6t2DhgUNT5EeaHrQkqkjY4S59D57fnCGVdlc49KKkf",
+	"I4cWT3etHM+V6W2vwvOBRdaaR2/U8q0f9A1aV00l3FS/tznF9rVnNMipgi+1rgbawUMaM66Buv0WLRm3",
+	"oan+63Rj1DN4V2yFXb5AwxgTPy3uJjrz0IcEEiAmjMTmHRAHkIIfAl2H1DsI37f1+ZMZ7Y4aFbsbS+kX",
+	"pkhbEKI1M1tdWeHvTuwkOmRLYg7mqduGkaZeCs7kDfS4h5SY7POKdshLhF20/SlNKEBIeKRDrrBxAHZB",
+	"RN+f368Cwd8/Xn3TPoW5Y1sTJshCzJmeC1GLopA3rOSEq4TNOTmKR6NFehoE2OFR/zGZTOJjOhIO69GH",
+	"d8S6LpaX6HfnIoFwXiaYPuJZychKLgrF8wk5wswJShRbrQXZfx2hljtqDUkv+vybeH4vjA+IlHwDUM1q",
+	"pUMwA3zwWpg0I9H9Pa3gjiz8rsliGwnMkTcyBDUxqJYCdazZG+s3EEspiVGaGpPGfH0k0LajTnW0piiq",
+	"m/gMhX9bvw1igNrhuyqrWfUOEKMjcdIj32V/sa5ZZEFcoWOsTEbNFofv94KQS7HLm2pYEL2pNrHZktek",
+	"/UHLDtxGZsdSHzcSF2XD1zwSVo0EXdvzncZVpzqriBzhdKvXxeteZfdQVmr2hv5gmSrXEiz3+mk75FsI",
+	"3cl6tQdIHNB6ZL4oOUZN45GQhQmgeoknveDspNYJo/TT+UysG958bOhUNeeDPiyuSsoqV5uYj2jJbfXJ",
+	"P1hhaacIEPDg0mQHVrdFaUXbXcglCHFumNaxST2VxxV7dwOFNSnhtBvMQJIn+UJldyY313ob6nPtNuu7",
+	"+13Ku4UJK6drMJdwn6P5mrjxnA4jYXrdHOn74LivO9AwOaQC1tL69iQTLDewwbARzS4zUulGcgWejYIb",
+	"7rHCxjbWsZLB/57nEdPfdFoSq0Z0I7WEgtoCL32H+c2aQCE81j+CUy32dMbqszHcFXfIBz143EFM+Yz9",
+	"OA5Fin1p+fxB3vun8L5/ayR4FZ+r+b2hgYB9tWY9H31PLkXlPP8qpn6u6FcxCrdNd7dDPsUAuIOFtXBt",
+	"KRdrDbz8gKFWd9cihr9tJf+G89s1k9XK9HhlMM2x7yXoS/+82n26v+mz3262wmSDPdtp8vsd7O17XO37",
+	"bs/LpigmR5ffvCDdbvfsuEPegjllXS8bwheBS8/xL8EzLYxMHtS6/cwUUVIClvlcKpWNcwy0ZjNulY25",
+	"FlNWE14rUIqC6KQdhu0ougqDYaD//w8HG/tP4lGh6IC3QhBTwWw9UF2HCxUBKET0Ozfl77+5+N/rq1dv",
+	"Xr77eBWTo/5MqyauTIxcVIoe6lwLAVFv4C7oAwvt7KDOKVMVdGStWsD64Y66gTrGHACu1jfR4S6iL8cs",
+	"f1+Br1cQ5fX+09B01YA56SX5ePl6CP+AY9Rv3OLUXi0DIaUS1XFnq27wqtbbHiI3tnqI1lQ/Uml+VnnQ",
+	"51uHvJZyDnoativN7rQ5xtK04EpxC/oJPQ9NIZDPLhg5ss2t1+dizNrfwiF1KIE+b3E5bGnUbBI5m9Po",
+	"uABfMi9MvqeToplI5ZISmac1P9FBHhy/b3Rzg1bXnuYaMvC2ZaMUgAGaYEMKbTVcj1fGSQaBZaj4xsv8",
+	"5wXLMUXUCDIHKAsbeWb8yFvaDFUv3t3/pqGr5Ga3Gy1DKcohsjnZ3b1wtve32dOFZm9jmd29YfY0efln",
+	"dGhBHtyPCb02FvMYdYy/ucSNPPhpx7ZqYovv0b3pohcZ9jXLswkfjkTb7xM5rOXfgqltjSe40yNZPKw1",
+	"+lFerx+41UVqa/d5Dbltn1CM5uhdsN7O0n7U9SCtvepGluidqYL05BttDtGqaBKTs+xrmH7DurGzw7jC",
+	"FMiyWEH/viPf7aJvHgni69qgUw2hNqmOiiykaPvDPN49Ttdadeh6S9lQsjUezQv83O8nZOzqZL/aUszp",
+	"CgRtzqripeYata9R3pN2A89d1vVOdQNGajK0t5eIAp2w0drOeiPobeKKE0y+n2kw1tAtl3rreVxVc49E",
+	"Ddj7ls9tQQMg43vpB9DWyaiXfgaNpxAh5MIKNR3IiDZ6HfXVycuXVy/fXr169zYmRwOSspWrLVa8XPPJ",
+	"DqJgeli4/VBbw3UNcIUH16C9XCdZ2tTB9H1dFyIFEze2caijv7EfFKjjBZxrLC+ncnEzrfrpjXMJ/Su0",
+	"qu177w3xjpggoLMIloNelVX9SP0OBMZ1bbzyhnI3BRMmWrne930D3q65hM5v4V6L2NkAnGFynz0b5T8M",
+	"Faszd8RIzKRLaZy4m/u1Ob3zAvvVtrUtA8IQcj1dtgu8da2HaAJzqjX6Cfb3+aml1jdXaNcn21RBSwRf",
+	"5ivnp8bheb27If0/kfOVdcqZOueGXPttJdK1CpbHlEmb5AVVLxsd+oEGbLQA19hITJky7T7XdPrl9W33",
+	"p960f3NyfTY55YP0JOmPe6x7Fp2Gg+Bk0ue9tJtE45AFj88brtB4H5w5vDUF1Jhz6UFZndvTjt0y6Fsa",
+	"mfDBJb9XVUk16ORQV10XCVb2DImrD55Ik4Vn0J8aqoVHwpQLX/KEYxb0HS+yyQo+AVXdpotWVpKjDyUT",
+	"KStS8r352JqYxg+/mXz332fF6V+/+/vPxdXyp4/vvz599fr9D69k9Jq9Zh+Wh+UTGBlkGX53afL2Tbmt",
+	"Euqiolyh5TqKNTgQf17IkqkOeaV1JUCYQne2g7pq6ktin1d6ayA01hF0Rar60+XZxMuhPz4nAWAwrdVd",
+	"Ha+XWKHXwLauMREt0AbBz4VpwubzmV+aRS6NfqdMdzt3yUEjLsoOCAt8fCQQ9NclbVaczO+xuOF8vW7M",
+	"Vr/W0K2b5dZ4UTQeAu9f2eBzlXvKShP9HMs7DEroVapck/YXUsiFSHlKUi22jqpWKMedkYDOcOh80N/X",
+	"98fnVS8WGgSB/t/9tUT26T2Dn0Pal6YAOVILVbJM8PSYgge7XpgJYC16WfFXrSO5gY1ENTLyTj+alVh9",
+	"jFPxm51sGbqtlKNbq/HWxKrVW5zJ5BaglJj0J1xJNZRhuupHc5R5U9STGYmjGbt/Yb9Zfm0r5CDn2y6A",
+	"nSR2PpU4VeweYqotc1lSl5Stt4KQ5UiA7Wk7gFVVpw+sMNxCAm8RHzd3cvQil4sUZ/VsJGbsvpr+e158",
+	"gJfb4ClsCmV8h0MbzIfO6JAiOV6R8LkecjN/1Em3XrTr8ncmBeeGmsZvDf41o9zzPNcWLx2JNVKTBkqf",
+	"Az3cV/RCzTBlmgFoCZIuc5hrI+GZ8wg65yxxlHWQzWzi6OsGt8Xa12Pfy+wbePwN+HPSVG9Xhb1HbniU",
+	"2JFpqe0Zrcd2O0Ao23Scw5N4KRd5OhL8PuEcQj8mM6Vptzr7GlN1OcPjoCEY5hAaR4LlWsd1ymOHWIxc",
+	"9awGOGh8fVIa57MbHKnGpvU7RLzHKJxdXtNY3uWWHm3rloFHjulEAGULRYe8wIZ8ZnMWHJzB6ZA4kVN1",
+	"6UPLSLOrmkpZYqgM05fRPko1395wbRDt39J6vR3A15a1dtfJEYIlaupURabeyoL6npm4CrB0bSlHoraW",
+	"5yYz1EMd1jtuxm71mSRnh41+a5Dnteni5CP1xebuuMmXqukK6P2yoGTMc7nE3S9T/kyNxNYwzlq4KKy8",
+	"v8euppCpW+uB8+kSnY+E19/L5chkiiSL0oIOmKbkxvSp0Li1BqPPei1EIN22Dm83Eu4d6F/YjP5sSZhA",
+	"Ub0z+L2/ALxyz6y5ASD13TsLXC8xOam8kahqIPpz0wkcU22eoXSfgkgH8xW703rZG9Dv0iEtAAyClkyQ",
+	"CnWkdZrOnBWl4EUnkbOYkjgKup2gE4bdziA+PsfX4nGyjoMLg0NjLxO4EPoWveaYRsiEmxyqjxjNA1QA",
+	"U5tiOdAAZQeVhrumFxvDnCHROuTCV8HgN9VQrPd5j1L/PxlfbgZtHueE23Ns1HuzC7k86NSgTsByTOU8",
+	"ACXCuVfqI9pl4Hw55gG86MNiNmPF6oAE4qdK9q199vBwLfqAP9P1OZvl2b2G+5cNY1B25TAWFQaaUY82",
+	"A2O2SbHrIhnsb8pfH+cmZT452uyBwUevADq6q97S59a6y/mkhD2rSjgcnAty0zx73KY5zEHNt/qnG0BN",
+	"dzqfR6LmfcaiRbMicahichQPomCKIMDdAHzKxw54eQMIuOaZrh2RlWsa3GI2D8HZxfNFcQP5CiY5XmH2",
+	"j5mVUdjssEcClDI1lUXJBeZ4GuVBVWYW5OlqwQIJJfrgfKd/N+Un1IuW9YKeDXOMxKbqmCnU9qHk//fy",
+	"opumrgf60i99D4pxpBvPdZVoYeI5OcIF//jJ96ToIzEtmEk1OB6SF6++vlSojezywZuEBsyHrJb76uLy",
+	"ry+vri9ev373/bV+1YfYT2UYCc1Pvv2uT0kYsGMNt/pW0bG8IrBsLq1y/SF3SV+GU1QANrgBFgIYXyAI",
+	"ERI7eRaOMpA0M7E9Rpxg97NhOlHQCTrB8/CksW8nu3+FT0G32y1sUIUFNgV2c+nVBTg6EZtbTqpaho+X",
+	"r5WxQ+ya6O3tV2TtC89t8/5CFs6jnL+1NzY36XcfyKB+1pTp2Er7Ej1unV2YFFtqrSvE5LoV7ipO0Xww",
+	"HeE0Ox1e+qMH/NK8v/EIN+7qAxOhDi1mcwuBFW2G+aGrDtZ4HroyTaGW+mr55N1eTfZpG9864uwDfNxM",
+	"9fl4+drCaz9T3mqBm6aqszsobiVccQ7sGkoWIvt5wa0b1RGVGu+9S9TzOjeYgejnzzF7Bl0F2HPAxMDc",
+	"NrTYC6bGq4abspaONc4ADrIeJgs3w2SNXUA++Q1B2p+++s8vqJzZVelIybSpxsF1tICkuXMolXIM4xEO",
+	"zgW9jQEzzyK7bKakGVp0tqSmqYencje0QtrKrXuLEQG3HOQIotwUpgnJweWICOf+29Yjwnnxr12Q6ERi",
+	"UwTJ24hDEhpDwSueAafARdyOf9DGOYvb8S8xJWl2Y0NNcScm8XVM4nZMtZpegH2JiA4jkXO9zTAPCB7q",
+	"kBfajHdGfJ1zHV/+JpvXEuNQ3NxtxKr2pCaAd5dBgEuAAgbQYMqaEAYffIRTkIpzLvVGdjEkh+zm0avv",
+	"2W8PllqHH/9+CORQXeAcJNeYV+N+nGawpgbuzAapZtQITK94siiycoUInRUy/NXjgeGpy7yPLxblVBbZ",
+	"L2DsDclfOCt4YZpmAvS8S134vgBTU/+mTHgI7R+FvJDkGbzU5O6Anw3rUW2rCpJKzOUzt4Daapp28JRE",
+	"gX1iJDxgfAf9GxBVeYvjUsr2jIlVmy3KaduieFadkwpuo0ja6NMPU20bCESMxVsgCAcz6pg2FjM4oYEI",
+	"1ebUp5WJUH6HaSF4xzf2aDo0AaRFnxBzHwysgpeLQoDDPeFQxog6G3oR0JzDX7Td2hkJv83FrrVn80wP",
+	"yK3+S+zpx41XAH2eiDQl55wwaM4iOE/1so9EfN92OS1tuCUmRzETq3hoLDRkjVu+gmZh+mnrg3XxnaBL",
+	"4kyoxWSSJZq3zIsgPlRntiMmyKv3dycQVhivINDy/KR3XGMxNRIViyFDNrLWLg7SMhMOblgdBP9VBzGP",
+	"6dvxAtqEbIE4tTAxgEfttxWhYPfp5VXQZ0IvCGa1uRUxYIyIPeja5RzhXEYCRAby+rGBXzPQs5kyH7Ep",
+	"wmBTUBci2mh18kyRFx8uv8GXQY2aXvB6zxTMhEVY1lu+0hPSa6fsgFzTj2cKt6GpREGRqwmCY7I5KsOW",
+	"Y6drM4yKxGZffv4MeN8TuUndKr8KikEUzyftqVTg9Jkt8jJrm30IFVu2Qsm6MYsO+btcQOQHO1NiZgGa",
+	"LKVWIjA/BCpwINvEoFFBFRTCnmBjL1gkAyQiqKnPURYPiJiOVGQhyiwH9lokCewpWYyEX+xjfXnUZCnh",
+	"njJJEtRUUGM9dh1LbyRG4j/+g+itr+UrlvLpH6+qpAlFjuAhBAxaCH1kxs/vwucxhDnnJf4FLPU8PgZO",
+	"qvsgLfuBKxF3xEgAvwy3iZ0HJNFdkFmmFOD8z1iuDQT0NN/JW7SLF+JWyKUAAWaqgLQ4CSHYhvO0+EEV",
+	"VKfXs4yVbLj5syndJ9ULe9QGHUYCKtyZ0DfAKjs4XX6fKaT7O8PzlsgeFTudjk/IfQe4T1hzgJEL89RI",
+	"gI5rkJ8gnKTHc8eKDJI4pwamHyWCXqk0U/pKapnjZVHIQuk/UMj07u+Bo/peOju8hgkS+xWh80KOcz77",
+	"E2DJml6ql9+8IGe9/uDYViit5vrsisuszHlMR8LVJmMkj5cs06YlSGlW1RQrlFp5ZtQNOZkYUHTjic+E",
+	"qStWcYf8BVrtzhdmoQ2WBdNTsJXymNDBvMw0zTqQl7aWX8DqGQY2zf/IJGIdW7pdOtpgmW1Fwaqw2szF",
+	"hsap8xxoAerV2rbfgexSQyKkEtlkAqS6xIyQoo1VnPpiuzC/aaLaN3wwOqO7z3jg26pIyDNtXz47J5OC",
+	"zXibiYSrUo8Jf7e1wy9YMuUwpELm8CFITYVqDOR/SIRhJUO9v5A3BZspa9hqE1GhIDLln2YjqWcjAU8J",
+	"21PHU/WUnHH3fk2ZFTmqazTU12doXd2Bn0YiLqD3SK0dSXxsFXsIfIxXAKeWQFowVpSxFZZJ6g2BCUJC",
+	"khfvLj/Y1RwSpk+GkbDuASsgZJHdZMIWUxuAN2Wn0SFxKhP13KrxnVkaW2uk4HOpslIWK6KYVkemK3A1",
+	"WYb62mLn3SwYOKg58NSFj0HlAaF5uIrWTWPqeChQmxlstob71lOCIOvAkgxerpcGLEZISKnKEdRKlXwG",
+	"uUgLtepUY868GjetnQ7h+5gAiyhg3OAvAoSBK7J1eU6g0h5BWADNb3euJgVTU0vEWZamuVkQ+5ZjG3mH",
+	"vKGUpwsUUm65a7izWkneUirfQXr7hTxGhdAns4Kc3jQreGLCapDbZTKCO+St3/JEUZu8obDlCXEdT6Be",
+	"15eutggUynfPPURAU8GXGQwIh6hgoCcTqdVyC/Lg0qnW0mrWBZgmACg+KSs5Iua7RixBV39sKoVcFFpc",
+	"YahWQouDRYEmFYTTcCkRr0VzlNeRE45st/TYX8sifWbWsWhZWm9N1xJHT9wWUuHUPfPNzGJbMRbA7UDW",
+	"BOqoK0jPOB7uoxeuhgfKo2eDgBVul54jkfSwvJFgaBhO/SlgOl5NuUI8KWb2G+T121UeCYvhU+mnTHOS",
+	"FMblvIHq456t2jBTMsb0XIqWl73j2lyPTZRzowROn+CmMs9HQUVq6I3MUq+GFKwIfYmgx0wN3Vk8M0d7",
+	"HUEH1+vPpiAK9iMHJEsTNrUJX+/fffAeAzzQ51gbF1s5eOWBEBgdF85Wn0SmgU8l02xXY+PNNmBJIkW9",
+	"pAa7Rck8X8DD1eE91F/4h13afxhO+sdI/KPdbsP/6ss1OfIPUkN4cqJNqzC+Ek7qj2qpoEo2m+s3fBTZ",
+	"vc3wtkI2c4mhEAUyYC/1l6iqP9w/SHwXUtScTTXCt28uXrQ/fHsR9U/0bhu18Go1eNStO/Wf3cBqVwF1",
+	"DH4wr+F+phWiPwEaKjZJ2yirqncnJUemksIfr3ntseuTvFETQdScJ9nEKJ5avckEV+ckXaDcsG8HVQD8",
+	"nkovAcsx5bet+JwVEEbzSjCQohsnwT+sFbsPLZwCuKrPBOd7maASXhf4u/5e2NZ0SN2tBj96/QmbpJq2",
+	"L0qf+2oHv8XsMFAcTEjLXRuv81mIkb99f0WOvv0Q9U/WlhcRh4C+VqnPlIpJ7KSYVszUYow5lLD/4p/K",
+	"LPbBRNqAgZbBEGN+PzciwuDpVoU0iyInH769aBvOhQt6//4DD2Z3qkBBjT5MqpPEYDavGrgnz8YFK1ZQ",
+	"0evOEz1hSIWAsLM2T3zPQYu27niBfWVbYSfoBADZMueCzbPWsNXtBJ1uCzz/U3DSPp9ylpfTX6CjXWOf",
+	"OKPnRkFgwKaxsZ1MIH1ZkWIhoNcheVWSZMqTW9BJUz7nItXs2XFtWTMpXqWIKASfpC2nSejvRkEAYX+0",
+	"DrBUZA3Hx09y+NWh07bkra21n7G9YOHwcXTDNGBFV/NiOYRVPtNWDwfW9FY3ged/YamNh/j+8Nbwx0+0",
+	"pWxmW+u13pxcYUH9jWoNf6yIo1qf9KPPZ1rjSNTWJak5z83NVs98XwCGMtcHBb/Xdj0o71r8YIyyMsGJ",
+	"b4HX84JfXl2+evHh+uLrry9jvNtUK1kXnnVpak3BVCVV/gbXZbK+7G/MtPYuux7483nOsvqCt/6DfPvy",
+	"9ftKDXHwsNelLFleKfUuh2y8sh1ThlYXNsl+ABvKsrwzEv9Brv7+/uX212L+XzES2+741XzjzyOAaBu1",
+	"PpPooLsRPlDfHh50v5mCfiI87UV66GsUwf+rj8RCkSv8j81VzbzOdohjiPE1zhupUHvVDVvccH+Mtath",
+	"vxuNRMvfgutB1o3dZrjBbLDe/g32VpbfaBVy5/by2H/m2G3rRjNysbNis3znbns35wJ8UDJZzLioCn8u",
+	"3r+idS3NYFnmHPvqsXlW+0y8uS/+ykvz/odJRDtqTyJav/Ijz4WaEG0O6WIIfSOTxRKo2wkckUyDSHtU",
+	"rYUMG8XvOp2fXPxe6RHZt+9iDUjcPPRUdM3RQawmTJBUgncF7Oqj91KVN1p1g7w9lkzZOOfHRg/rB100",
+	"z5WBxx0JwaHTs82UH/oxJ1ft6FWpGvRU3gbDEM5gTEjCyh2Uz3YQI4GJlKrM8hwa1GpKklQuxjnHhocK",
+	"OgQAHq8brhmiSf/3ZosZruYIwRN5SFJ+U7CUpzYkV2kDiN+4yC0sS4wqg9av5C06ObyvGvsY7FrI6eT5",
+	"xMICYnDP4SM4ZCqK6b0mKcidk7m8OT73EV5Nh1d9Uz/ojoQFxTXuYYI+XrW5Xy+RNb5Ue8GJQ76+WRrU",
+	"ZPR708xTa55Wy4HRP25f0VY/6O6YpO9Yf/BkvVXH5ExN/dawxTzmwaLm6r6KOP2gW2nDb42Dc1WJnUUh",
+	"hk4YDs1Ah0KWbbzxYMK+leUlPrFJWvddsAjX+MjgL1t+t06arLY7jKejs1OGXQJo3x4d0sVs2CJFbLBG",
+	"OYaOf3QJIW4ser9JIsUku7Hp9VAh6HnATRaz3juZUCXLc7jvmSJHBvp2JGIflxq7Xxf8lq+weLBCzj8n",
+	"MX7VYB8XhVwqE8KE8kWH4FHfhq8zVV7A5LQ5U7AZLwHo9MdNiLZ8tYbOwgX49FwY9+cFx5YCGMV146mp",
+	"NHubbzZzTjW25zBcKJpoHXr3C0yN+/zpS8UN5v/9+GuLJYYuhrB4kFybFhQtqm+Qhd6eJhAIbRk2MCwj",
+	"i2Fpd6pfOuLV+AO0SlU1j1lom9W5UC8TBJ8NKEcrCM8YO52ctMMkStsD3p20T1lv3O4nJ+mAn07OWDDW",
+	"a+BWyj7Cg3Y4jpL2IO3y9umkF7T77GQ8SE7TMx5MgO6OAoYvO8CXtbknedY87XBz2rd8hQO4jVrUvrM1",
+	"7NrRqdYwWptWv32WnibtwfiEtU/7Z702646jJEwDfjY5rU9LLPK8NmizbMabs3vMQXQVnA7D/vYxl/N8",
+	"PikHdz3Fp1G1Aww6SR1oA59Q6jparuRPk/wnKdkgb9XnhvTXS9bTS9Yft0+SQXrKzyYsGIePWrJPB0tn",
+	"s8HUVgXTbfzHnX+9INz/yEfBTO4Ah4ZkvSg65CHjetAH20tRarn/2YPv3f88v5/zpOQpxMXXD5B6Nt6P",
+	"nz6vacWcwDmhtSTvVIFn1g8U02l8t3tirS151S3RVMweqaZO3sfYZcAFVqAsa8os9rTxi41EKTvkL2YY",
+	"VZ3YGMOSGz2YDVwgzyfnG02Wq05ipiU6Gwk75nprdPIEndEraLXm48zOqfVkwj7R70gWZXbHr10P8WHf",
+	"ayg+DCO///gw2GjRvw5e3B8G4Q+me7upClm/pTfswi0FT7gor9GqaA17YaePWaVcgVgMXJP7lmkJbzu/",
+	"u+T7tdLmYa/XbfmS1WvlHmg52TzjwJ9xUJtwd2OY0emgE9UG2g29kbpW9htjXes8748zrI3zk+0hbiRg",
+	"GrZPJn3eHqS9pH027rJ2dBaeBoPJCe+nvcO1U8NAuySg3b4UHOWmY/1jRdvvI55e1IVJVapgGpzvFFf6",
+	"HrVH/23s2j5lNjNqnkFQ2WBfmQKnKWdFOeasdCa45tIMoS1Q1885UxxSFKDDDdrh0zUg3Kh/4j8pJMmz",
+	"O1ORio1xjhxeYMluOdbiO6wliM6agciClEt5Dl0NIBSDAGGltjQQPekXXkgDKlVKCThNQB8M5KMj/7hZ",
+	"Nr0FOj6ZYEKqqkbpEQyDsHMSnmoJ4ma37c6gE+KdnkKxZzttZmu2g2GIZoRZh9bwx4BGtEdP6CkNAxpG",
+	"NOzR8ISGpzQKaBTRqEejExqd0m5AuxHt9mj3hHZPaS+gvYj2erR3QnuntB/QfkT7Pdo/of1TehLQk4ie",
+	"9OjJCT05pYOADiI66NHBCR2c0tOAnkb0tEdPT+jpKT0L6FlEz3r07ISe6WEENAwiGgY9GgYnNAxOaajH",
+	"pgenR6eHF57SMNLjjWgY9WgYndAwOqVhN6BhN6Jht0fD7gkNu6c07AU07OmJ9WjYO6Fh75SG/YCG/YiG",
+	"/R4N+yc07J/S8CSg4UlEwxNNgRManpzScBDQcBDRcNCj4eCEhoNTGp4GNDyNaHjao+GpJtUpDc8CGp5F",
+	"NDzr0fDshIZnmn4BjYKIRkGPRsEJjYJTGoUBjcKIRmGPRuEJjTSdgdARjTSpNa2jUxp1Axp1Ixp1ezTq",
+	"ntCoe0qjXkCjnl6RHo16JzTqndKoH9CoH9Go3/sEkrsoN46q8Crqgj7f+wHMgr0sOdB3HsSSEd7ps2TU",
+	"DpJQq8WRVou743Yv6acnfDA5Dc7CJpYMN1kypF3apwN6RsOQhl0a9mk4oOEZjUIadWnUp9GARme0G9Ju",
+	"l3b7tDug3TPaC2mvS3t92hvQ3hnth7Tfpf0+7Q9o/4yehPSkS0/69GRAT87oIKSDLh306WBAB2f0NKSn",
+	"XXrap6cDenpGz0J61qVnfXo2oGdnNAxCGgZdGgZ9GgYDGgZ6aCEN9eD06PTwwjMaRiENoy4Noz4NowEN",
+	"ozMadvUcujTs9mnYHdCwe0bDXkjDXpeGvT4NewMa9s5o2A9p2NeT7dOwP6Bh/4yGJyENT7o0POnT8GRA",
+	"w5MzGg5CGg66NBxoqgxoODij4WlIw9MuDU/7NDwd0PD0jIZnIQ3PujQ869PwTJPvjEZBSKOgS6OgT6Ng",
+	"QKNA0zSkUdilUdinUTigkaazJrSmtCa1pnV0RqOuJn6XRt0+jboDGnXPaNQLadTr0qjXp1FvQKPeGY36",
+	"IY36epX6+1my/wOY/P7qR/0T2loIudRKl38heIDzKuW7dAM4C/7o2sDX9cNaNZ2/cGLKpdinHDj1bKd6",
+	"4NDdPBx/Cr4pSLLUKgAkzXkqgsPiWD/y9UVnPIyEQx7zkNGoB4sGDnEf2fx4E4+EBkEwdKiQgOSjXwke",
+	"FcBmbUDx95oco9cmrsZ+y1f4DQ+hskMuAaUMc2FZnluPvy3LVLy0HsHYq+mMrZozL/hdJhdYXrpRxHle",
+	"r9qsNX/fVEWuzKrt8fv57Q+q3uZmyaumLVgk2uQGREh7f3M5DrduLAR76ZvSyq2dzPXx0gR8b0eAoXjT",
+	"YW0//Trk3Zz9vNg6cFNP64+8Vgga9Ta9l0/nYPRxG7Z5og73/tAncSuuO7Y8vBoobq6ATup98kPzWpMj",
+	"apsnzDLh/wQQOGuYQ2G/G4E92kiNs6uwNwyiYRiuUyNs93qTqD1gwbh9lnTTdsTDScDOxqfJIPWpUc3p",
+	"Jpdjfl+flUV42TKv/sa0gtnGvPpbIdF/rCOMfNqYPZq4fm13681PF6u3WXD/5kOwfPc//33/9mu5fPOT",
+	"vH/zP/PTN1+/7P/9+5e9H65elm+/vpy9uTnc5vWwrxqONa9OHjf+7+r6+31OxNeQ4eqE4vqJRyHmtnm4",
+	"IUi5qk4OU0YyKbiaVsVRIq1KzWpJkVUlAhRD1QDDMzESYKJXXaW2oIeTCjwcw0xYoKDfBT/dsExAPPqW",
+	"8zlUm7EJ79TCSxZJF+ZD2m2AQXh78eZlTOZFZs4xTAj824d3bzcPlRdeeUbL+X3+YhrkHi4CfRnzQP6t",
+	"w+N/rldfm6LyNfkcPmxwDi++NV1eL376JeU396lIJt3oms8n3XQq019SmWQq+mla5jez+xueikF30e/f",
+	"10FWnkSo74ozOPjw7i+sd/9t9PUPH9Xfbj7kr//097OL28mi//z7ibr/E+st/vpWZuLkZVa8/PPjCJ5u",
+	"U4UbUOVN91lTX1Fhqag6aH9ZbYpOq9aAsVastG2U5v7ncLO59638oLcMjvV3C1uE3f0PmbbBV1K+1sfE",
+	"l4Y7etHZ/mevpHzDxOrSemd/Pz8kChgrLw80LqBWYGewZFvDGvKq6v+AlsRaVjrU8mBlFYheB/S2kWDm",
+	"ybbH6niogSXbsaPsfQ6W8YE7cvdW/H1Ddg9LSPy9GPBS20w72G/DINqTYYB0f/W18TWUSUOj/RdT297G",
+	"r45wLIqmKth/VbnUylRYedbuDS9dohyWKGBX1CNZYGE6ClFtwxsE9OMhhvMQgxaLGpobLljUYQctC49Q",
+	"7/GRMPZpEwCk37DWdZ0MA696PYR0snDqcJBta1szeaztHQnMqXNYuVCpY2GP18C7UZ2pitGQLkttFNo7",
+	"tDoGtUWx0+sNnacHQWqauCgU9m+AE5rhjET1lJR0F67lplxBqMcvU5vWMEc9Xq+SHClhpuIZ218owCgm",
+	"JioIIeQWbUHp04PSUNb6APR3mpB1NOl6UBJ2TWN7hWjzK58/g5wzAJRtwHisT/019HZp7CaFKJbgejJd",
+	"qPB5b/qH2GufLbRnm4m0XQNvrYbxDddU9nPpXe8uf8uAO8yCQtB1LoTIvAFg9Uf5MFPVN0shIebzQw+X",
+	"On7uQfr1v87ZWPnuBHResQ3v/sgn5h8/KwZPPnfeesfeQzS/51p52+NgtjZ0rQixwgqB7jAYha63LKgn",
+	"Uu5yln7HV+rLtT87lZ0cfvH+1Xd8ZfwxBydu+Q81crr+9r91QOPsYRsgNurJ1cHdPqMKvKneaY9WBY2I",
+	"pTS0wBWob2XCNPSx7f4ArAH6JxQj4Tg+z20oQuuYlasHLCHn6DHvePV1jEA2zs3j1JhEzmZ6++RZUzDh",
+	"RR2W44t0mIInWvFb1c/QC4cZZiGfNVHoNhqAMwHCVu6gNI4S9/rPD91Uv5tPada7v43YoCh/7ovx9e3d",
+	"T4Mo4Yu75aDPJ8UJT8ueWi3H/eXtdJAKtc2nhGH0rk2ztfeMV/WMZPA11b5YOZUcrTShNA/qTfFV69MD",
+	"CbfHQwRAeO7g3XABGRM9E9hx7Jav4n9td9D/vQP+TSZKg+rn78cHn+7Pf8V06s8oL3Pe1FXsEkSbslX6",
+	"536bMARzdwhrmSB9v3/eevmRflFdaH3RqW6E7oEH+6W5+6FiaNs2siIf3KX/Pt6RvA0H/JOe7/uLT77j",
+	"K1AELOfvrCJyPiLp8gMArNxOYWcxUV2JHfpHfIooN4ZF6Jr7UyFuhi1wXMNrTKox1Z2qMdRLxCRTIxHb",
+	"BwCkK88w3+KWr4abKH/xLv16SyHSv1Q9UD0I0zHE9QpMNF3W60W2pcDVy01uCpbokznqTYMZ9OraUlmS",
+	"zX/5ZTC57f1SZN2itVE1E7Bw3B4kUdo+5d1Juxf0w5No0D3tnfW/uBhIC6DNopq9c8YYWEM11Ho64cDe",
+	"7VHIleHU4nGVJpPyeS7regy4VYYFdsjHP5ZFVnKQB/7Uo3Z33NNT7+upnwTtQXganXVZb9xPTh5Xh7Mr",
+	"pP8m/+/lu6/l6s3XcvnmGz+k/6r1L16/ExwQCPtGFuMsTbn41wyB1UqBtPwG329jTRBIuk+0tYGd3Bri",
+	"RWROqzNNcrls7/SBQJ4WVrN7/bwVtzl2Bsf4CJB3vjLVOM4VaToClseAng5eFEBPPxqvSj4S8MdxU7be",
+	"0DTerKe0kQdntCHUIkaH1zPY6k92yHf6bDMYyOoW2wW4KiFDA3x9VkCEwaD1jUSeqZKnQwwTQJNEg9+G",
+	"2RRp8+H0TS6Xr10buYcny+nFcw2lvyhhrv/vfDnwDBwkBt2y7c9q8laovgH+LSJ/KxEJHjiP7p5wrITd",
+	"FgHpbtgiJMGU3GlHfm3axVWY5R4SiAVhwrxdVQUVUTzh/VV40OsCbxxmWTES2OE9Z9mMSAHgYzcSUN2/",
+	"ikk2sc2DeQkoqhzSl/WlquOnofOmSMKxO+5u/R5baJsmYdrpGer90XfLw50v/+QtMtHHLGwSn0kft1VQ",
+	"v/1Mt6sP+A19YOJ3zgGGDFSDrHTZ5OSoykeAfnuOr6lmbK1ENCbP/DEY1qfjv9n1Sdn1r/wJuRUF+0Nd",
+	"AW75wVX2ibbmTb3AP7gsG0hEEynRr8hznmdq5sKH2KEY4Wb0uMD5DOXstwBHvtZcyeKGTlnaGYkK2Sqs",
+	"kK3MZaxORV3DR74yiSuu0Z89bOBccJlB+ORIOCyA/4+9d21u28jSx79KF/eFySxI8ybbomrqv9rEmfif",
+	"+LKWstmdRUpoEk0JY7CbgwZFMyl/91/1OacvAEGJ1GViZ/wm5Ygk0Gh0nz6X5zyP+UbQaiuFbZBRa0ng",
+	"H2CTIXixPav4khdlRDyfWpC7qgEqE8QSVypPGZ8VSusg1zohCl6aqw/UWQt8q2mgIbsURaZS9pSRfjfc",
+	"E0nnrWJTEsx9AlfJJMOu8oDVGklWoWcXSYi5ddXSFSk9OWHvWFqmgIAlnLV9/esC2QZ4TtyASdCog1cG",
+	"iBLx+YSgnysRS5IlNSd7TZbUcmohGzo8HacMNHUVY5kPPYepQj32uQma0pXoxdJ5AltuSVsVjv0dUnCM",
+	"y03HEol5g+x8kcj8U2iN/gZ6GubVeqVJL7r+RLvebXc/0qAJ04EdNs3Mi9NsLfI8YlNVXsH6sHKryKRN",
+	"V0SVBey9hprlgm9womZK++0SrFfYjTpXJTKn+TmADzJt1g1bLU0kCyzYqKK3fda8W9XOmjvi0IOFCfgZ",
+	"XMzYqRK1HAJq77SMG9SD42ce4Wys2SJjiveraz7aWLRAEB5aUCk+99P7Xwb47RyAM/Hw7iqFdofDf6rl",
+	"k8NhQOwUHyKWtgatt1HipFKBwVwgnbydQ/pTQYf+SbmNPz4/UYZ53AaM0E1LGVbxgkuO+/o2JBBqftTh",
+	"QPVVXCoq1zElSwVehUIcOAeSzmxGEHBwVUiHLStRrc97lPU2M1bpMqO1DxSsqMoOX/NXg1PdMomy9rg/",
+	"QsmSdaZFJwq2GDKxgIgMyLxkqJUVaHMZrwB9TK/gyVZg12IJRczMy2C7Gw6PwQvvAp65Kz7OgOs1YVOx",
+	"UZKY+K3bArdYZBLlZjo9du7mEFALE1Cg5MQ5LMXamIWIYdGIZUDAC6B5KCnDlfOUqd1IqPtioKhc1YCA",
+	"osbzjX0f2OtOCnBWwcPCojaCFyEEap9K2p0KZp8tlOoh2/OGjVCqprrmPvP8kNXKr2Csr/n2Pc4z23Yn",
+	"G6Awex9jgTd2EFyLorxGWAsY+Xb4EZxQ5JV1UE/KoZusXOyAKUnKTVWiw0DZyeuw4OEKn29BwxgMEpVk",
+	"ght5MUmLh90FIvtTwse+Zjgb9pCFld1rDx2a06xhyHxf1s48fp3ZHrwkqpiD8G4zxAz4thvyPo5xL5aL",
+	"1ezK1YYxx9aFzBw2liEZ/cp4kD95ivjSq816MQObcgtUxWPpbEJie8ySEzyPgGtflFH1kltt5Ml7XgrI",
+	"K3Thv8R8D91rHRDVdJ+/FwueSWAHAkhE+IkW5pdWOwkVekEeYJXneDHI8V3zLAdWf3iI5qqHww3cD2f2",
+	"+XfjRa36PYC65UD6EfOU/52J9c2dWvUKzp3ohD8fgFCwVVeaX4ZknPTedwGF5Madydg1t5tKuLLVHdTT",
+	"xpsevcM1W3A6J7HUR3Gfi+o2HSv8CpuWJL+JzORlVfAdopUZNqJMjGWwqtoorwFfIYnSlQZ5nbJxG30L",
+	"c3XvbfQBJf0P9vODlok7u/c51+XFSjd0avSPJ0fHk6MXf7t7EECY+8nvd6YP2d+VoHdxcy+lWS338yb+",
+	"2A36y5WCnB5umz3P+XA/LlfTPNNX4hbmilNGX8RdN92wmkhmgirzbArlmawUC6eurZbZLJkE1UqQ8U2F",
+	"Q/zFUsh0qTJztqPGqKZcpVTryGLR4Dog54DfteW0Bp7dhS3QmauB+Hi50qROYzVFuTQXyCQHnnL9YVIT",
+	"C8WOD9uZnED2ilTKHVUAFAhJgtQ8CySnljnfQNLWVjdZ+yZBUZTqfm87pAmqoi2fQdBfHVzyhCU06+AU",
+	"4ANeoK+SYKKqhJIwkBQY47cE9CQoVZlf4ncT4guGjBLiAM2Lqauz2knNtAXSREQbgEsi02YOEGFTKlVX",
+	"iGu0lO/wt/ePSOwCvj0moVueibLMDwpK7Fh3yQjSNFhKF3gzX0EbjwDasDNdKsbRHgQWD/5/p80LjqWD",
+	"Qxt6/2F4Y5Oaeg+uH+N22K9XqzcRQzBqd8kvM8kRofZB2BXUVKA5cze+E8bXDeQrwvexGDGnkEpv/R63",
+	"CrFURRm3JixupTzLN3Hr003p22Pvms0KmKY+O2bfsG/YoHtUy2DiuLrn+BhbY6s10/S7z8WztPt8djTt",
+	"8jEfdb0ADX9unT7U5w19vr5xNd2YUL26NWmZ06xF7SHbPxpVfrTkxpdsTeY81+IhmDdJ5+5CzSjUI5EH",
+	"ErJvTVoj6Dky//+bkmZ2Xq4KtRRP3/EiM5+sgB3k5vlfFXmz1MNToGZ5Cq+ziy/4EM0au31vx3q7nfrZ",
+	"Y7v/+PqnDoyiPQ7833acCO4L/lS4hTnTVbJQasGpuwMLgaXN5KVN5roFal5nYnZ0AkUJuzKTHunFB9+0",
+	"+v8cPb42utD2xiCapoWPi0kKvkGAu/sqTSD3jMAUGFsnYgteiiLjeQZa3lfguM6pQ8aWNkGHzdx9KQrU",
+	"7jEXjMJhmh90oliur3hpQ+zglEFqcWCzwscu+Qeh2RFxZ7H2IpOrUrArtSpYyjddNe8ulCyvGP6X/rQW",
+	"woz5mf0ZTAalu2JJJyhn9nWpgrWT/9gIXuSbJGLJf8DF6N/mWvRP2LvwL3P/fJN0oBH0P/C1YS/oX1Us",
+	"U+phpY5Q1naAwYHu9EBwl/0G2AwTbbw6fXNKMpXt5Ofzb5OAQwl9/O/4BvGCml9DjgNYxLEKWl1ac6hJ",
+	"wxorYZI0pjhgvpAiDeVDEc5swiUz16M+G8Jx8Q22ttKTdibUBIUXB/IM1DrJ4G3jGl6ag7A7V8WaF6l5",
+	"AzQKJWciYrzEKgbyP2HeBMQATQxtwSXt0NBGDExrf9QdHk9YfzgZ9f1z9UeTfp99+/LsPIplf2CMbuek",
+	"MsorvlwKqVm5RqwAJjZ5nncBpbc9PnC9cXh+ocayjQa+3x0e2VHAbVm/Pxn1/wZ1Gzf5CKOtznLyTcLa",
+	"uFDMpC5UYfZzKWQEwodmQ3/z9AinnX2TdNhc5blaayZyvjS7DJ7JzJXgKSAGsxL44DCYLK425dWClVeF",
+	"Wl1eAVgxlmXBJep464n5ups3XKJ24kl4Rs14jndZAFW+dgBPLE5phEAuudYCEblI3bdEtIJ5tp5d/gkr",
+	"VlJDRSocvqNYsVP1hHBEJmJtW8gpbs1OxApxyYsUcJ10t99AdctF2M72YihsPIkEoB7a6dvCjTXaKNg+",
+	"b/2BT2ayAlEd9Zm2OTpAKVvAKuiABbZrgd/gEn+irkWRroRZ3rykhOFUzIxJt0ZY1HWD1lyzVK1lxyyQ",
+	"Raa1SCe0DcyfcWNbfAsY1Vii7BR9OxwPvNzIVwOpMhjhHoVb04/KbPZhF5rD2v17QTrENqcNJkrn2bVg",
+	"aLR15HAu5NsF4A1yW8mUHi1Cr/GvL88DfxClpb3TdqT38LqWKs/h/DfWHEjmquiTkhkXjoH9IfP6Wklj",
+	"K0rFvi+ylG/C0e7hqd/bC7/BDT3Ixfx0sIv5WPgV+EX4Am5Murh1efgD7Mq3WOPxFVn7uYI3WCGMeYOG",
+	"ZW+X7uCZV9G11VNj377JCv5sxuVM5ETkHRwo5HNgpzWbCiG9vU/ZRpQ9dupxFrH0F0UiH653NUBWDPO9",
+	"Mp1/5J6z6d0vZe99YelNXCpBHHCv7XJD72Rt3doSS0Ap+jH0nxtT93+OFf11JT9iov5+y/huWXr7wvdn",
+	"OHebIZMMGogglOagG8IWorgUDLvN2u+//5Y9H714BqE0hoZ8CjrFGbIeR/bvyG9eIy/3URPVDOkaN/CU",
+	"B631jJPHHcu1WhE9OsTbPpXEfj7/NmIJOtsJe/fWhLhSsYS81cTcmInFstywxPi9VWaVWCbkilv9Y1u5",
+	"CBneMSRJ0IVPOj2b1IIa5KrIE3uC2stO6NE8SHE8HPb8oPCXxKvOC4GTntLsTDf0jza3ia7qhGXahFUL",
+	"dS3SzonrOBQZoCj91woBXakZBMy5cNIeZmozjckM5B/Tbqrh2gDK+vn9T0CjAG2IBdZwzARi3RmHZdtk",
+	"KzOXLPjHCzur1G7AJVvJD1KtZSxpGYUTc2ZWFAdcmTecMCddWIj/boxoclL9HP6GpWcUWYslJiT5BuLm",
+	"U4hLue0T9blIVQS5yIjqLpjPp+uZjbayTDQNyRUK7qVYk8cHAS0GwlKtg6wC6dLK2ZUqsPV2RzahF0ta",
+	"YBNmQpUEo8wGV859DUoL8JpXCyjRR0x85LMy30CGxhffa1kH+D2twaf464SlaivZYMn8q7lT7TjPkdo/",
+	"KzBVQqnZrGB0EPbYdubCtucGqQtIdEB+SEkB7cIEAcZCPnwn01jQN+5Ydi1oJsGXzSlTg0p9tv2DUgGA",
+	"R5Qs86+LloDLBVKqiOiKIHKm9VpNY8PyCi5gXySnHBeXpU1NAlDENRaba+LO2+5XhjUSyzBHU5lqyi9C",
+	"SwxYGNsAbbZ76MVj6g1RYngX0DnApt/qsqJ2mdoimsBqM5e1gQKiSaBzRa8W5pMFJ2bPBeOgnoW7jI4K",
+	"mEBLR2hZm6j/udx2wNZcRyzxFanEIcp3KTDcN9FDfPxNVbjRpzAjM+jr1sHeVp15P2rdZMoaaJXpXdbE",
+	"CbICEPMvJqM+eyPW7H9V8aGSWG1IQo367EWQtgkSMacLUWQz/vSNWF+YK8E4zSTkvBT1hiaz2H9+/xOs",
+	"AWP3EbVEhp9OnxvOTDjQ9046RSxuXYtCZ0qavw8/VfNN/9P9SVzy2YZ0EVw5FVUND0koda+Hd8kpPa6w",
+	"wp45ub2r57UV8KWUzwcjz4j9OZTPt7bLjhI6EYIe3amE/tBhnbGvaIbTP12E9y+YWLTqHI+XToQi1I1o",
+	"LsiNJAScDN0O5/A6rGrg2Ja2TEzFfGR9nEOXiKbCWUqV4S5WhrvwG4g1oLl5KhCILtIOggylCfd67JQq",
+	"MH7R+xIaVs+y0saMczpCszk5yil46FtOxhvx0SV4zs01bsOZ/eCgt2E6VcFQdgK0zBzu0loOgGWDW4Fl",
+	"DwfbgjJqDcdER8q/Q4XamLRytgvp9ClquMT41kuMb7vE0a2XOAovsT8SyfhU5gXfKBFfzQYik9EXQTj5",
+	"hWXN3hXiOhNrJ5EeVMD/sBRas5UEi2Nph+6enGtEWp2ValmNkiZbhRoTWW5EGVZneCEoXCPeFKksPwJC",
+	"c0wkGkvsj8OkN5nAHntH4R7fMqW1GK6Bv8n84EFy4Q/t9345qFEMXKqYgM8WIvpZ+Le1ZfrVDj+sHTaz",
+	"+7huJpqeR7Kg7wUi6RvsGUC4Gkp83nvFLG9obAl3hH1D4EtybS9MZOUMqiBtqah7ucfe20RZHdVIeUH6",
+	"/a32Fa7zJymfW5f767Z9JMIDM70PvW+F1iSTuhfMBL/OZkp9yESP/QLKeASVtR+6/uXFSpdAB4Cyycn/",
+	"dL89e/99F3SCEhMYEh7REm7prAQnB3ZcdinNBheFVpKpVXniVAWgCZF4sNJgcHZQp5YoB0sEpbkdgLOl",
+	"hU5a1R1zNSza4BM478kyZrUdd6gECGkDr8BZdinfrhqIlMcNvl92KUWKT+NHHLQc9u62lB9KyKmi22QG",
+	"CzNEBbCU66up4kUarDv/t193ATJ+uVINSwdegTBRfuRaCs3iwLdFWI1gigohxVqkCCSn5WJeSCzbiGZd",
+	"cl2yci3ya0FgcjT59lVnstNjb4RIUcSishQnyISRabaGji0O/SmxzAUvpIaizLg/cOuvtt6b4SO0r+5t",
+	"0F23+60GHe/41n6/0oi+zy8P1vG1z7grSYkfR/Buq6/x7p3oDydZRsP7Fga2rVoGRTzwEUq/8u0z7dwB",
+	"zQ7Ly4/WDwhERttWEA0aM4A8KV1kksxVu0r2i/0TW+OYYGYNy+tIS80l+6Esl29lvonYGV+Is6wUfzkr",
+	"i2xW2rcQsC/ThRLWPjOTIzxBNljwGV+IWALV8/lPZx1ouiavB/cvjhb3A+5N2H2R27DTTQCItzdbLQH9",
+	"Abs1ls3bleqoTlUNGAAwQehh5Lj3QZGbkpJ0CGC1Ek8hx6ARmlysqBnbxiVLTmmRcZSkp8JXpplZfeb+",
+	"M4udICbkWLbprfmXhA1T3q7RPXlJDKxIH4H2LjgaA+P4RMcymelifgHzCp1UZngVa0WjAxmLrLQcXCMG",
+	"P+zCD7uLTEObRBIydqkilpZt1axAaO1CJTm4uz5BfxXkL354+/bHX354+fKni9PvXr96c3H+9seXbxL8",
+	"DbV+WU5Hawdj+T3PcuMAZpeym0mNvEIhrRCb5RnAP9K0EFpjI3Amcf1YTs/mM/aVvBfq39tCV6Ss8BPy",
+	"6SwV88ur7O8f8oVUy4t/FLpcXa8/bn4bjsZHz57Xv3BQZRHG/6hS7V/mOXFmd0vdH9KirNEZnomya431",
+	"77uPG2sAKon3eh/0V2LDh41RbvIg4Ujby4G0IQkeAV2SxDyAScnY2JqeprPJtj2UsMD2aCeFznRVEOmg",
+	"KmGPGUsMEo+MZBMq/fmQdCUcTlZ6bzUrWOI5iZIe+29jazA/u8VXHUs88qCPy2Zwd/Ah4FOd0Yw8WDno",
+	"Brlqn27FmbKJy12yljcSOQ2O6hejUn+dwMmhA+oETlpfDNcb9fd5/nel+PP8oHb0cPZuqgTxWZldW2rV",
+	"f0l+7fr2QQbBMNFQ25y70g34cZ2rtPbrp0j9DGnCRsf5NaDQOBQ67I6tDjG6mTv7e3LSEtjLCW3mWLYt",
+	"6jgZjq+SyAugDJ69uEpOWNLXifWPbK9ih/we2wNveQ7LtYplQn/tmuHxclWIxCp7Rg6PiEN+oi0vCqKt",
+	"yit2LYpsvjlBH3jNi1T7xkop1jFILIA/HDbB+zv9/7+cw6GJp6nzdf09K0ys2L+dgcsM8jXJhyy1bmWP",
+	"IfyJbdSqYIWYiewaGoJU/ZIOuSlYaClxnHqdlbMrVgg+uxI6ltWpo5863GQbSChJxeXvxjX2Pa7OJAN9",
+	"3aXCpA0+KbfNsB3MJlmYKsBC7ZOzOY5ZkesqibKrr5Meew8XN6YfTbI7CCrGHzuZ7SKZB0bCLseGzC6s",
+	"7YrtuQ+aMdAbbt3N8uGAAif03gTf+xwfMO4Ls5X2MvLVY6UuqtyatNZXWswulqdng7T/0/DDohyvX3yY",
+	"bt7+4/K//+vd6ebt699ev7y62gx/6L9dpEfT8/Ff7jhdt9Bz+41wE0s3xBpfebm/FAQWbhFEXpOpqh43",
+	"D3cSlvwG1/YXK2Lm/FrnvaZZ6qS3kLguWWcyVeuEuUMNsLuQhbEmazjGpCjKBsdmVooNUJ9gv3tkLGbA",
+	"2EVd8D7lSRVqB9zGNf+bKJSe+E+B8BBo8hC4HwFKOCPEQgrYf8tkmEMTrf0lVPREytrLoz6qwB0fAxBn",
+	"keV5RtY78jn9Cl+D4+jwCmNAXrAS9thyqH38RAtZdgJ9Y5yOTOPFibclk2xZqMtCaH0S8CJoxlPf/AC8",
+	"yXi4BceM08wyD6nLWAYztIFSBAYmuTKxi2J8uRS86LHTXKs6zaNfA17llEgfGVIixhJDGjMYkVJyrUKX",
+	"eJETAfOgH/X7fWjwwtyM+MeK53aWUCZsIbjUTjeOSjRmQD12Zg5LXWYzHAbk3eakppbyDXByBFw5heN7",
+	"NI/STPf2V1GewV7YA4E35wUgzamDzVLXmKtD05Nbtu1kYLy65Li/SDon3rszzt4uuB7uoma8HqIw3MmH",
+	"//vg5Go0enj4ABIyHPSNgeMpsj3bvdWaDAYvnkcts8Sk0PpiedS/WJgf9IbhX4+P4a/Pei8QdZKZnw4H",
+	"UQu23Db57QsH0/NjcAPoVwbQb7g7gl22bo9/dvfv77z9ccPtnx0dNQ8APmiYgEHDCMa90a0D8B4JFAO2",
+	"dhCRdRPl78V0c4HfgfdM4KzWZPTcjnYwqL0x/LU1JmbdTGhUG/if48hVas3Xj4b9T5FdmZPWaLG/L3PO",
+	"9QfcWLvKM24vf9XVfsSO9wzOBj/Z9mxl0w39K2T3BLb2Pcg9yYsIGONvEGOjtk4gOVuICEQh8YxVRdlp",
+	"FgIhxVUTcJfKMlPV1D0yEv2AI3TQ99Q5vvCBt36i2SwrZqusZNNC8A+icNxu7oYmiCeyOQUV15fAahzw",
+	"EcE9PaeU+QE9Pxy3U3EFipgsVzxlU56b/VgE4zYRcuUpzLmZiif6hMpyXXDf4TZWvhXVTmH6QKaLF1jS",
+	"qigfaBI4hYEjmJMeM5ZtOId95+myUFNxwcukY4djpyhiOjMRelayVMyyVGhfi6u9lksVsemqjGWSyQuU",
+	"ZzU3oGZB80/P6AyNn3Oe5atCaBJXxSyJz5mifKzMN83Zx3NaZQ+WdgwOt3HUsoMD6+ceiE6XXTTtxlKP",
+	"J6PB3yzY0k5sI5QRvgbT23jeDeFjTEWZ58f6bgFbymEfa5IMk/F41IpaNOetSb96ZI3Moe2frF95suHt",
+	"T3Z0vHvIg+FkPA6HPMsVUlRtDToAbG4P+NeoZRa7g8Kmg+6z+ZHoPk/Hs+7xdMS7w+PBi/7z+TNxlI4P",
+	"OXrMKG5KtAbrmTbw1Jqpf6Gsa0V3gmYCTS2ACNP7nQyg+7HjXDDvRjdYljpxM1DX80voqeG2u1m5HnxE",
+	"WZovRMS05w6TWLosJLRNz7O8hNjJmCOKRuDflgKZSA/25EYmWWxz8MD40F5Xf+nUs+29KSQy9jHkGo1Y",
+	"QpTb9H/I5R8h20PEkiwVi6UqhZxtLlBuPMn5VORJFMvEPKyJSS7U3HzgUmLzUhT2Ea16BaQqjQ1eTDMp",
+	"JpZ6D4TAdSnSWFp9f+I4tJV2KYAOQ/a2bpBRSK5BdrLpbuIjfYwp0plZmbMVFDoKAqdCwGaGYEcEfJQn",
+	"jOM38CiXCj+jXq1MsvbWvaQqYxlITNZG26kQQQBzKr0SJnlR2K4uGEmJFAFW1eCVZMb4ZrNVzouaiMH/",
+	"h1/6i/G5E/i1JtoPnsYyF6V5+5MtIXlYPTZfMEfkgglmL5UCNo55JnnuZY1At51rNu73mSrYuD+OAFHh",
+	"PCCe52oNZAX+kpm87PTMctHlhQsnUsvHAH8WxjIkTPMNW19tIni2WN6i0IDrgv6KOZWb5BfoiOcwJTAJ",
+	"sUTNXGU1EGym36yoefZxl3TuOdiVW2L1t1C7QBUMMmf0HnfE3hRFHRrbrHQT6/pbWzkJQd5gRTIdYJN3",
+	"jMQbhspw5qpYwEm9WsEn9eB/9yhwHuz9t8n9PcaUhEK89ocTBGFXPO3sGrI3Xg86Yic5gWbZOIxmKJHx",
+	"SgF+mZXE0wEUu9psCqnKXaO0QgZ7vmHz7TccpXBuWF6WpJOX5va2nk68mMhoNBqNjnfOXcU+NU9fyksB",
+	"var7z2FlaK6Sdfio8KcPOyy0fT+//4nkCGywBgHBx5K1k9DhDRt+rGml2MecBVrIMpawPngJcWXEOOXi",
+	"zC38atIUSVrOmozovZX5HsE0xMdSABSYUrNwCMYy0/iriM24JvbYPN81d6si36WJMOyPX0AvlRNJOHRX",
+	"uJfqJy1wDgjW6Xfzzhdc8yh2Dvjo6I7jxRXIC0gr4UDBZYnYusjKUkiQbJ5AeSphbfRn/lIKvpgs+WZh",
+	"9mLSOQmculg6iw+H5EIVlj0HZyYANPI8d2o6bQA7gu5YYbU/dScQtQaXAUWnWTJJXOaceJiMC7DMM6tD",
+	"5GpqgVa13CD/DMdH9J8b92xCR23kOWcmrlFnfbXBPPpMyRSYqAHyyfyjqrnLNRQcGbeMXwM1lJlaLHhX",
+	"C/NtFDXRZQ/nNWHwAqxwODKSYS0Q9Zn8DS2RNpzB0Ayv5rFMfjKPohPWHg+HVT1vmDi/yIgXHP5vNPQX",
+	"hrPWBd//16q8WxNIiI/LHKI/wvU0SaOYQVQWZ1aKha6t0tHguLJKh1urFHoaX+FPR/5jXhQcsnS63EBa",
+	"3Ri31g1b0PratL7hNWLroQubkMtaC8GcZ550Ju5oRTYdKAIFZSpzdqSZ3dbc38fYMHyJ5oBZlTO12K3H",
+	"4gOB+53DzZo2gTv1eenZTPbWszlFMkG7K3CHUzj3LfwSy0oKdG9OWKqQp3aV5fCKRJqBLVp8npI4QVYr",
+	"CjqdgUkgbk3YeLCzw3kIKDmoffQGgxcOEEEtysPucT8ddJ+L8bj7gg+G3WfTo9k4HYnhfNCH71aPE1eE",
+	"seFFa9Jy/j2GYCI1EQx7o0qG/W309SBIaU1MjNPUoNzU7ExfCRqe79/ivN11Xe0Et8UXrLZstz7vanC2",
+	"1+gNMYFYbXKuJfqe2tL7U3iTulabqrzrQ7rah/3z/nPzzkf9Xr8/rr/zUXcw5NPu81kqui/m/UEXUegv",
+	"jvl0lu73zoO/VF4rSNV+Vq+12kwfxmB7t+kHa8GW2/ZdEP7uvf5geAdhJJorMj+T1uu/n27eZP2Pr8/6",
+	"m9ff/9f6zW9q8PZc/fb62/H69Xfv+fy7049vf/n+6u1f//e3wyp6tysqNeTxvmor3Y59pbTGwenWnSwf",
+	"ToLOuB4/nJ+/c14FBjcWX5RRbMRLlhAtKXT2JKmAzE1Au2QiXM20UhIoP5dK62yaU8uWJEbYTGOq8ITS",
+	"eoIXeSaKnrs6+sP26oVgi1W54nm+8ZlCSM2dCaTGTF55S9P9UWxcd1SpgCWSID4+xQFNV5rPRUioSrhH",
+	"8rBAqJiCKe2jq/awPwCFHIo7qilk8HspBoA/AEFtIcpVIQOJKsxuoYoS2AQ27Pe3tKTcQ5Xd9yRm6jgz",
+	"kaUVqpwQWTSMiNhn7ZA4S7P5XAA+GUaFTVnDYY/9KDbo1cDqSW2OG/PuMNH/9m+MtBepiEiJIfPZL4G4",
+	"bNizhkTEbRtNmzVm0UJrFTGRa2Fu34kqWLasmtWxqFyvNVsHHGF+Knn3MyUWQXzy6e/G3fpk3Gq3N5gu",
+	"VUGL3apqhYK3IDot8eOCS81nKKoThoqQP5LCkQhjpnhIjbcmPKRpSiYEW85SXM1BRsKp7t6op3uLSm4U",
+	"EMzaHz7RJhoAoaIr7ivQXiaXtkG0Vepu0z9wGUAUArWeTiwtKo5hkjoi9QbSz3d1iKA8gbvXDurCvInk",
+	"hAXyZ4znWtlr4CMQljTEjp/jioKL+b/S/HZfpYkVD8dOa2RxdppKsJVj2bZM3FHIwG2Jt5298cYsYgEB",
+	"NzFi22IK/NSFbCZ0p+rphf8jS+DtZfIS6jCdCr2ufaGBAFNV9jmBuhVJWzg520vuWjWdrK2D0k03ZENO",
+	"6iUH/0r+EpQcFtjQyOWGuI9hg3fB4NdXIi4HKKW5Or/XGoZVPPH9mCZCFbkoMZ1j08JQaoklC3hGAkuA",
+	"cEHH65wau95lp8E0w7vZmmdAJih84W5an2gbAGM0TXF3mK/Gy8vaW3I4B7IqAN7DVmGrSR08usM4ANYC",
+	"mqswIQQtUuZRg6hd+u3pcr8ClywYgC0RbfcdbMils9H6TFym5gZchhl4bnXMqJwDSSfLYE8IzwIbwix7",
+	"hHaGpZphQI0v8wbw7flZ8RTVV/xawElvHs6ib92SicICmtOLg81J1gJu4I0bAVTDDtwqdfsSsSsXKLQ9",
+	"CeWHKzJ6c0ssjzNkB3EMJoSMvyW5sSseTkKo/ajCNm2H6wWhMjr7zRI5VvUV/UZZ8A1p+c2EgHc0GrLX",
+	"2X9SdkySzenAnbf9lbUqzEagVUdr7hYng8jv7RnUpxOB+W/SPEUVkRHWvsGzoJOtOlsnofNgblDxlGit",
+	"Bv7EOf1lKnIlL11fjhuNmScAItmN1IaMv7myw5C7vvOsIBiVWa7QTrM1ezRoZ0qfQIs22C5uomRAYZur",
+	"60xe5mR1nqCNMOOEd2fmy7kG5nKQj8NL7tJ6M+FO61Buv2D0P4pNC7M7d20Z5+WW8hpH55pR4aWB79qn",
+	"e+q81nvw0jUlPMIumdviUrh510a9Js6xRr0mIneu/HlOZr35cTJ5rbKZMA80GPafQzaDLnnjSGZXxsfp",
+	"pkqaC9ePmH1+ihX5PR4av9/CoDjnNWk/KwwBH0XWlayQl/sk/y4K80Um6a3CDNBtWqN+Rfvv3c/nrZ35",
+	"kaOt9Aj+uJofQTb6Kj397TNgB4gU71Borb1ttu3pe235m1dxxOKWuDbGCdJaS56lmNU6UCIQh9WySbRP",
+	"B+U9HpU6wcVEtzIgkINsczYE077lR4BWcN8+7LnfFu6WTUkfOsKQxMR6M1sHCBxX28fiViztITKe3YTm",
+	"pmOLLXhpSmhWz74ee0NKEFKssc3GPnWtA67hiNzOoJzma74xUZA5Ok/YgsMh7vE4Bf0S24C2n7/Xqq+U",
+	"cOKFXC0g0VOsROvXqJEh4nDByC91JZ3bDEzlrZ2Qw+QC0TBEcQBuKP7yVMCXIVxw8cCfWrpyx7JYFmqa",
+	"i0Wj8gepInUbTPRtMUFoplNR8sycCEE0jkkJItJBJfGJM/BQD0D/CT4K4DgLoTW/NEsfu8KlooHYbB4O",
+	"5sQpRpFdqaWErFX/NWphqx3Alj0Q1efnx8OhOeBKKPi+ogHTQ/jq6KqQE5dcmtCcTkjEynHJ7Lf63+Gv",
+	"d7NW4gRmmq1FnnfnqliY0H9VuvlEMq75nHD+JNRuXGDEbYLgPU6yCaFiaTN2u96mCfC2gjvGFwqj+0WH",
+	"yJ10LBvCGe6jeiAZJZ+mmoLsfQap9TMnU2Fjj8NS7FWqSoQ1Tq3i3W15dzBFWSkWENZUwZEmJlzlaWRz",
+	"kikv+ZSbQ0WtjF0rsmWPAWAB3rITT8OMHcWzxuUy4bOQZU5np280sSEj5UpAhm0JoDmxgNvaZUepCQHd",
+	"LpTDT36PYQaMx9Xr9T5hnub3GDey+SvtiE9Jj51KfEoPsrG5yW3gch2VrcWCS2znxOh7Z7IfHEYK8SDB",
+	"3+YV7yOW9viFwfisPC/pZIFMdlGLiHvsrW0WdXkJSkl04Wf/WKmSR5jHBPCJzUu4rISJE+wWGA+P7dTA",
+	"jEL67aVbCJlmVyJ3OXgLt9laHUhZuDV9rD0wPx0eHTETc/CZCTk7Mdg7NAzkNOGcQVuRua95JhqUpd7Q",
+	"zojo2ryikEUbseexxCxpL4wlkl6v1/GsmYk1uAmzdgQTPfDI7aS2df6N/mdkJv9UxhK+FlIXkzSkmv5d",
+	"zIhejgPqmR4CRBataTTLm0M2ij49cZUozHOYLUMALWmmBxhdzLg/iE2Pna8VvdatNMykml5DZBauH6fR",
+	"5tbcnGUp0vTlVP3AQYXvsPtBbLqFAFnH4Fk0VQBo3SJTvmP5q7jWUWBjrZdpmwzg5cHbRPijy5EZQ2Dz",
+	"uzYjtjXNEYy2raTL5sFC7MBPzXmCVouE+DN5GRGoTBXQRG6BaYOo3+/j2hgPRrUbY/pMu+SZKiKWzWMJ",
+	"YKMiIgIgsxS78DSAJOqceEv6RFOmDVsWFhlxIiKVi1/EPhLItNkeYC7LKyGRlpHmen1jbQuBeGGOTW7t",
+	"U0wgOpHLWBobSb9xtjNypJW3uKt+S/lGe2fqg6JfWMAis1mAJcd0CuyyHjvFf5CQnkXoYf+9B3PxPLe2",
+	"3zrWkLKFlH8NDu7H55JxOL4Q/2derJqb9411kUvAaseyDY8Ky2ArD9sJ077eHKAlWnKtrdroFE5HY3C1",
+	"t7hDKNXIrlqV3VKpLqymYIPhDsZNPhVApQGo8ZmSOktFIVI6BBry0ZFxpioTo7dR8mZW5lABg42nChzh",
+	"TXlF/Z/gRdyDjof6q/7vhtSfzRINjhZNeB38enc8dPm6g/N7UfPdRwfcfXSvu1dvgr+fl8varzE4eDoe",
+	"H0LaBm/oMTX4HG6vcCkITBKYV4vp34D+YOdb3onnO0Z9u94YIUVVPN94NhLd59PhoHucHonuaN6fDfnz",
+	"6QsxHuy7VvZBeuHf7wD1qj3J+Ch4kkfD9VXu4vBcPj1yEMCvMvkH581/338VjG5bBcPJYNjrH/Xrq2Dc",
+	"PUqfie7z+Yt+95gPpt3hbJSOxdH8Wf/5YN89+09dBc+DJ3m8VRDe5d6rIJz8O6wCmtkDci7Yf9KQccEP",
+	"fL5lgTR3QFo01SpflYKZsZkDDMbIfn7/086MStWZHz5GguVgW43WuCnP8nafIPjPnS78EulLXP4GKaUg",
+	"uPBVZMqdGIf//mkdZM/Zndf5FpWqo/CuEVW1XDd3iokSS6eToLdfQbUxYrPC9moT5YBjj1Vd3zwDbVzA",
+	"f2VjT+t9dHrsvAKsCch8wPfMJOLrID0o5iVgNS2AxYTcGBc6lq+1CJTdqk3RC74xFmLn850c3g4ey6Af",
+	"nKKqCrIpcc9XEZxj5ZVaaQDmWSqAiMBB9AE2RGVlCVAPm4Qi+A78CCIDuiahUxFMs1qGszhxJaWS8VIt",
+	"shkhAhFT5XvwSLCJFSuJGBFVOKjINJhT9h4SVTYEJGEDVD5fU+LDvKmGiAG+ZXue744koBCmmvL/Jbg1",
+	"aIkKCfFvgI0I0KBhASDo+HXexFG3b3yI57Nh2n0hRvPuuH80eDZ8PnoxPj5qffoUskyFo3jpsZNWbL5U",
+	"WB+P3FRDJWChCml+XhEhD9tnq4dvSCFd7WetwhuGDf0cbqifgvpY07i39fEpU+klktxg79BWcECVAZfK",
+	"90A18SjxSsgvduCo3sPR23QwO11by/cU2qKvtGCPJfSMJjCALS/sCcKJreT+JyqGtbtPVKy87zhRkUpj",
+	"z+OT1U/PWLal4yyZ0DUd9UQnaqjIVOkqoFimpJhQ7jEoShNiN5bpSmBbRDVznKXRVk82HlvIygFZpF3H",
+	"sE0F9Dz2Pi02F8VKIkENYfaYl/NJw7qP5pvgiu6BNU4YjtYdh7EkbbMZh7mbZ8WCRDBWVpggPIsd3uHO",
+	"Z/HOg5VIX6CwkgHv2I0nayzdPDUdrfghHa3QVgs0VjCnFu4RpFitCUc+EgDAb6nG3IxZ9U0ZUC1ioDq+",
+	"NRwgd+Ma3w3iVkz8Vii1YHNVVBlwWduVqiyAWbJcaHDluDTjAFleC4+EIUiFV+Ml9juUFaBsAoPrYhJe",
+	"pEmTFqS54/29jbTYdIuVrJ6X3xLxmwjXpWVl4MgJCI9eQRrg4reZsZv7JMH+NHo65/auxMXzuF7OcgsD",
+	"eG7eHpWOyiuxCO9y6zPtfdbi63skD2D3iz1labExOzV8KlqexEDqM5z9XVN0SvOzz0UGg+HB07KHC1K3",
+	"l8QavcNCf3VOHk1mFPZJ7dB+DA/FHPk3CY9SzF85nzK9OxyeGAs8XxVQq7LnPbXSVPFqqOwhgb4Nnd0E",
+	"mT6D22CtKlBgVwUcGC7AbyeuvSOJyGWCHia6YieWpGU6rUm3+9rwcY99F+QPnK7xXKzNoQeWMmRAZ+2j",
+	"vjGXz/psodl0E0t6651QMcO4RsR47h2OsBEwFxxYxFz7IDgRwAqOrqn5BTK5hYNlpVI3Bcn3Zgh92JLL",
+	"3TXhP/8CzWNSLIQdBy4kd+HnQfn38WAyfN7rH98l/34IuvUmUGsEjTnBTv+zyVL39zgvvlVynmez8vOJ",
+	"ftGq3+kU2aE0/D5oBcdOowo6/dSbbuw2b7DfcKB4C25+a0UOYgnQEBuJeG2DdqCV+f7l+cs356/evkki",
+	"9hwkEdjUnKJko7EBMSvdSCBOkUBFJByvWAYYLtzME6dyITGSM0Ma98eNQgr3tsHoZQJ1/R5Q9O+IASEg",
+	"uN/rV/bb/zTs+03W4atI/YNu7r+K8k4727FpHNTuZ17uq++gSLq0uOCagpy6BgW5W2pEEIFK43SBH9TQ",
+	"u87aQeEE+N9cRaiegkJcKQfUF3JJKFIzBr5k65le8eVSoLmSJ9UhYqXjifYDmYqZci2yNM4e+GSOwdU1",
+	"HTcXpEgSGRnQLI0YkDxDjwc9pZqDqE9EKjBSrU+gJ8D8aio2yvYMieIaaKtpzMCmDwvdGMTRs6Nt25dp",
+	"xmczsSxFamxx/Q14Yn9Pg+KUfgAJj4mZmsBPRO2kOcKek5qjlLCFWQA99lpdY/ACNyNMmgaaEtCEiyWQ",
+	"qNvWWZWn1iWWYSgBN4J4AqZ9+3YmQgCWuNCvB4jwYY4928evh24oWjSk01N32SNiJCDHvinpZK/gTo9/",
+	"Qr/szW7njlbOcyGdwg+cihL0eoK+GEKj9ReH5W3sDDxql+Eff9QZe2QWt7MfXx3hLzhLo31zzZ0d6a10",
+	"zFMfRN4oKZNaYRtrGwPOEWOZ5ryWUMfzz8mg8UKwis8LZARU4CcS/NDHNmZ1ybUWKZF7VjALSO/SmaCb",
+	"jLS8O7xky2F+ap/zoekfgRHQKpOB8NSLcdTazcJ41B+xM1FcZzPBfpb8mme5WWhm4NSXT+XwYKQXlBpZ",
+	"LXVZCL5gq8oP3dd2J0BK8bF8usx5JkHzv9Ci/MuqnHdftKLWdygqcraSERsO2Rt1zYyVZtY+s7++PkfW",
+	"VpDs22nHe/1+gOSkhMdRfxTwJ6KiWThZg36/P/DzJZVv+A30Zgd95NLGRMv2RN0ytEGvfzyqiIyBDFdl",
+	"IKPn4YX1amZMQMM7+D1uKWjUglNiv9nfWlK3TfpgtN+kD0a98ai/NenDfv8ANB9tjRuFsh3rFb0QSN0g",
+	"TQ+k6VHK/Gtk9dA8hdxyMdUNsP6nhlvb50aANrhzBHdLQycPczQ+dUOuDfJ4ESjAMxm4wCkMAJHLZ9t5",
+	"DzRoIOwIGQ2p+8ayNToeRmi8dRply2z2AZJOq2Uvlj9rqKJbbFelBNq+QcOkw24T54CorVSxhG5i7r9A",
+	"vgoSnhD3lGOGs3Lb4PzZxrUiLMlbsi7HpBhRr9pMLTcTJDN7VWqWwVSsJAIhUohGKpokXh3dEVBYhXSv",
+	"Ne71ux27OzAJNfNV0G/ajhMJIosgxqbOPx8Lp0A07+YGixqMpSJdoQEGlIntblpngBaYqUuZ6YoI8AmS",
+	"FwFsg1CfNM8Ax/AzjdwZDC+VFmpJbw8qaiuZmzeTQTYR2irtk6CHBORVNt4PZ3eCUhsmoHZLswwZG1SR",
+	"XWYSODxdSExzGerF2w3QPS3Dvt4yXASBIC80adFbzMiB89tCIFcVPFnmc65PGmJwJD2jdYH8Xhrifdfr",
+	"NmFZ4D9e8RRj7FFw0Di5qcwlR9mYtSEzUHlMupF7QgDlJGOL1GjwHAN1HS8eRC2fQHdm5wS5+pEX0CZi",
+	"lBTaMZ4hrdB0lV6K0hXz5oXQVz6P63pYZRR2JG6QTJXEeyv9viC2UBnISqaQR9YVIqMgD0VlHhyDR9fA",
+	"GJKgDpT0Aq1Ac4sFQiQKTDogWKU+HGP3glqpWYEBcKq7l9wRvH609FOLHkKxZPd2kU4vXJ3BHCAke2b8",
+	"jtS3m2Ln71StykCyA7FaNv21o5IchQkpOGB8+iZBEjuzHwhMteaW99UXCyzxLMfeyLTga0jZL1fFUmkk",
+	"w7WKF2wabjlXEcaEDSq0JNhxklDLeHklnNpzmOzLJGCwcr4J0luE8XJVynLibb9bfXS0YFYt5CqMJZEV",
+	"Wj3OoHC8EQTMgun85puXKQm54GV733zDQk4Nz0nAsfcUu0ZR29rKqzWQiMbSsYg2kINWNC09bSWBBbGB",
+	"Gg8HGNVMVMyTWstYUlIto3VEb6LtRlD9JTaWAqwsiVtxy3y8oMSyvX0n8jQRAPkPDqYTvxp9mjNLoyAe",
+	"Nr5FFbVojq6K4IVfO65fwZK7IRGi5Au7lWASOj2GHgjpylU8CTN+wDSsOVCdcolUr0vsYOmxn5Gshhqb",
+	"kJCEuokg4+bIKLEHGIB7sNUcDyT7xarHw8uPLOsJS37/lESVnLXfDFSyo+265ZxU0ILgdmQlk9DWDti7",
+	"TO5DclkGcMEoNMo3AfaYf0TPdXkDiO9+uVTdzWqcfWcojmSBkjRRQQLUxAsizUpMMW7/0NJe0BJ4gplA",
+	"nqYFhrYukXpQ5Po/3TO1KqA7zUUbJrSoVvuhwl+Rk7oePj2cC86CyVye9tPDQU7+1VU7aumEwXAy7veO",
+	"jgaP2u25DTS5S6dnfbiHCno8LNIkiDRxr6LR2xVuSrX+k2bi96RIexAaL3tA7PDpoppHV8F5nGBdj9IL",
+	"Vh+B8gvE5G11Tz303dy1wUsjN8MKXn42gE4S/0Qi8SBevVfhANjfdtYKzrfEBHSQ7Q9prTNJJMGQR2xP",
+	"NyX9e8JWy6UoUPqPvDYTgxWxNH/qNGkUT+pixLQB95QajmVNt2oPqeHmOgPOzi1iqTvkvnC2PkO9r2hv",
+	"va+3oOP1eYp1NR7og+H5YOyPpOpktKKWW7BwidohM7PJjN42spFYlJEg0WpA2r/tONYqgzHvpnHI/eop",
+	"Wmu7h90E5L06QsIjyNFpqjdBHBwIEIKwWvUhabDTLM+x97P61PT33g4wJ4plWWndq2y5bLqI/eCGq/hp",
+	"o7/s1nIaPEMU8N8OYZuBrbqHuBLsypq5+tqK8LjSTNaKulMK/7DrmIJPa2L4oW7NTR0H38HfdaCwEcL1",
+	"s5KirjXXlA6tMAFUFJPNlx0DQK6kmHgWAH8CY04SkmF4JloZh5okEGQbzYoL9R8wQcYdYStBgOB7WaCN",
+	"DPmarRMKn/Wcuq7uCW6hXXkrsgXu9umwbbnL47P4AXj8r8XGB915uDiCrryDNt/NMO3zyubKSl3RN9FO",
+	"7AUDoyaY85e7Zr+u1UeDHN9lod6xDO7F6X+NWstVE11NKG2Hsvmq8EnlyqJnqALmfo7pZt+iDgpoCIlC",
+	"3WLHvj+03KJZUIWZeagvKU7ZAwHYawf9fsBeC3n406Sb/M1EyDzpJr8lEUuzy4zGlfQSllwkLOkmka8m",
+	"WRU/LGYjghh+dEKBMJLHaNHVQuqszK5Fz8keIeeLZ8TsV/WNoB8dyQZ4GUv8ErJmYkzUhuQs/E+3nqJd",
+	"mjANBORfhtSeT7RnFd1iAEaSVxu3t0M+LtDCx2QBOKsJ+/n9T5EJ/2aFAMJZnmsAWRf8ciEsRye1Uzum",
+	"pAXfxLIQfHY1YblSS0jpg6pOkV0DYBdzsMJ2+s+B15sKxh5vjVX/MKi+LDhOm/HhwcFYdFAOTsFa4jlL",
+	"QCMuYiuZ/WNVQVHRwmxSILcbilYPEPV6PT+vyIQqXRynZX2Vza6INhQADxht2NpRidHkOpsFi4Eojoyb",
+	"hOTUFUr0E+tTkRuE+s+ywQuibn6tCNlwaosRgURcIF8gdBj8sKycNMilOb8MdMAduCmW8KEZ7Pbx9G4V",
+	"HE935Bb90wZxh52hj4rG/sMO/6qhbt1JZuSPHTwdP1/p+j47WiGU6PCOxj39d7i6mK0K83gAcV5mPwrz",
+	"z1+N44Nn0q6UZiANC99DOwX/1oiqS9VsRWdmyZKnaikkX2a9DV/kCWsnqC2MzDvwI5C2lLGEo3jy9Gmu",
+	"Zjw3B+3kRf9FP+n0nE16Co4ZPfLv21yUXTWfu2PJF9E9x9B045yQns9YWimTj90008ucb97g35GxZTt9",
+	"+t7MXQH+EnkCkdN6Rhtepy2bFUoy8XFpnAHjCQKxOmCuflNSBEOxQ20ajkNMNgzJfMUczqUOFRbN+abN",
+	"mWznpJLJ4F4HuC6iETC4dyzSMpahCHDAXg7ojCDzgYK5KbMiuF30JiuUReHs2zzQ1vTjBw3zDy44+Fm8",
+	"4Hku8kwvYFAfxCZyag148PvUiUXlZZIl81ytQfthwuKWd1kdnAZxD0PzRhFRQ0K0s5Uu1QJq7HYC4lbk",
+	"ZE99nt9+UQdPam7a/SA2TQ/7vfnMHBWFykGJseG5AYFjLAGUBnAGwFFGHw8dFlVAHcROgtkF4GTVFz1e",
+	"o2EkP+EH27c/9e7p6btXMMiIsltgZ3BA4uMyKzbBjXY8sL1E0/tVJZyRtvygxawQRFGms0up3SZ+4uSR",
+	"w3k238nkZRd/17iV8BvMfqOpRKLI00zDuwGf1yX1EyBwxAcMRBl1JcLlzVcplHG2nt/8neXqsuHmb+2b",
+	"NG/PXHZlvOMSkK3UVxP0pp9+9/rVm4vztz++fJOEN04XmWy4sb14w33NtHQzyTSaKW1fwFpMWcr11VTx",
+	"IkWznRJWMXm6yp6Gt3Xfa7j1d8E18A4Ng/hB8Ly8ikBBOZNC64gtjEWZWVq24IjpsTcqnJ1MhVPvPHi9",
+	"cxpwDL9++n8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

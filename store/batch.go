@@ -33,18 +33,19 @@ const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
-		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::uuid[], $20::text[], $21::text[])
+		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::uuid[], $20::text[], $21::text[],
+		$22::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
 			max_backoff_ms, idempotency_key, request_hash, notify, labels, callback, failure_callback, ordering_key,
-			publish_id, topic, endpoint_name)
+			publish_id, topic, endpoint_name, flow_key)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key
 	FROM input
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -110,6 +111,7 @@ func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefo
 		callbacks = make([]*string, 0, n)
 		failures  = make([]*string, 0, n)
 		orderKeys = make([]*string, 0, n)
+		flowKeys  = make([]*string, 0, n)
 		publishes = make([]*[16]byte, 0, n)
 		topics    = make([]*string, 0, n)
 		endpoints = make([]*string, 0, n)
@@ -166,6 +168,7 @@ func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefo
 		callbacks = append(callbacks, t.Callback)
 		failures = append(failures, t.FailureCallback)
 		orderKeys = append(orderKeys, t.OrderingKey)
+		flowKeys = append(flowKeys, t.FlowKey)
 		var publishID *[16]byte
 		if t.PublishID != nil {
 			id := [16]byte(*t.PublishID)
@@ -183,7 +186,7 @@ func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefo
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
 		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys,
-		publishes, topics, endpoints)
+		publishes, topics, endpoints, flowKeys)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

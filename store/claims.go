@@ -29,7 +29,7 @@ import (
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
-		tenant_id AS due_tenant, ` + orderingBlocked + ` AS due_parked
+		tenant_id AS due_tenant, flow_key AS due_flow_key, ` + orderingBlocked + ` AS due_parked
 	FROM tasks t
 	WHERE id = ANY($1::uuid[])
 	ORDER BY id
@@ -44,16 +44,30 @@ SET status = CASE WHEN due.due_parked THEN t.status ELSE 'dispatching' END,
 		ELSE now() + (t.timeout_ms * interval '1 millisecond') + $4::interval END,
 	next_attempt_at = CASE WHEN due.due_parked THEN NULL ELSE t.next_attempt_at END,
 	updated_at = now()
-FROM due, (SELECT id AS signing_tenant, signing_secrets,
+FROM due
+	LEFT JOIN LATERAL (` + flowLimitOf + `) fl ON true,
+	(SELECT id AS signing_tenant, signing_secrets,
 		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
-	tn.target_allow_cidrs, due.due_parked`
+	tn.target_allow_cidrs, due.due_parked,
+	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0)`
+
+// flowLimitOf is the flow limit of a claimed task with a flow key: its
+// key's own, else its tenant's default ('*'); no row when neither exists.
+// LATERAL with LIMIT makes it one or two primary-key probes per keyed task,
+// and the outer-only IS NOT NULL test makes it none for a task without a key.
+const flowLimitOf = `SELECT f.rate AS flow_rate, f.period_ms AS flow_period_ms, f.parallelism AS flow_parallelism
+		FROM flow_limits f
+		WHERE due.due_flow_key IS NOT NULL AND f.tenant_id = due.due_tenant
+			AND f.key IN (due.due_flow_key COLLATE "C", '` + model.DefaultFlowKey + `')
+		ORDER BY f.key = '` + model.DefaultFlowKey + `'
+		LIMIT 1`
 
 // claimedColumns is taskColumns with the body left out (NULL) when it is
 // longer than $7 bytes, and the labels, the ordering key and the endpoint's
-// name always left out: they are never sent, and a claim carries only what
+// name always left out (the flow key stays: the sender's limits use it): they are never sent, and a claim carries only what
 // the send needs. The callback URLs stay: the sender decides at the outcome
 // whether a callback task is due. So do the publish and topic, which the
 // webhook's Hookwheel-Topic and Hookwheel-Publish-Id headers carry.
@@ -62,7 +76,7 @@ const claimedColumns = `id, tenant_id, status, url, method, headers,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, NULL::jsonb,
 	callback, failure_callback, callback_of, callback_task_id, NULL::text,
-	publish_id, topic, NULL::text`
+	publish_id, topic, NULL::text, flow_key`
 
 // ClaimBodyInline is the longest body a claim carries. A longer one is read
 // just before it is sent (TaskBody): claims wait in memory for their
@@ -149,8 +163,17 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 	return func(r pgx.CollectableRow) (claimRow, error) {
 		var c model.ClaimedTask
 		var maxTimeoutNs int64
-		var parked bool
-		err := scanTaskInto(r, &c.Task, &c.SigningSecrets, &c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked)
+		var (
+			parked                 bool
+			flowPeriodMs           int64
+			flowRate, flowParallel int32
+		)
+		err := scanTaskInto(r, &c.Task, &c.SigningSecrets, &c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked,
+			&flowRate, &flowPeriodMs, &flowParallel)
+		if c.FlowKey != nil && (flowRate > 0 || flowParallel > 0) {
+			c.Flow = model.FlowLimit{TenantID: c.TenantID, Key: *c.FlowKey, Rate: int(flowRate),
+				Period: time.Duration(flowPeriodMs) * time.Millisecond, Parallelism: int(flowParallel)}
+		}
 		c.TenantMaxTimeout = time.Duration(maxTimeoutNs)
 		c.Attempt = c.Attempts
 		c.ClaimToken = token

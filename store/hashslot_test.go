@@ -49,6 +49,7 @@ func (r *Redis) ScriptKeys(tenant, task uuid.UUID, host string) [][]string {
 		{r.attemptKey(task, 1), r.attemptKey(task, 2)},
 		{r.apiRateKey(tenant)},
 		r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: host}, task),
+		r.dispatchKeys(DispatchLimit{TenantID: tenant, Flow: "customer-1042"}, task),
 	}
 }
 
@@ -119,9 +120,24 @@ func TestScriptKeysShareASlot(t *testing.T) {
 					require.Equal(t, clusterSlot(keys[0]), clusterSlot(k), "dispatch keys %v", keys)
 				}
 			}
+			// The same script under a flow key; a key is free text within
+			// tasks.FlowKeyProblem's set, so the longest and oddest of it.
+			for _, flow := range flowKeys {
+				keys := r.dispatchKeys(DispatchLimit{TenantID: tenant, Flow: flow}, task)
+				require.Len(t, keys, 3)
+				for _, k := range keys[1:] {
+					require.Equal(t, clusterSlot(keys[0]), clusterSlot(k), "flow dispatch keys %v", keys)
+				}
+				require.NotEqual(t, r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: flow}, task)[0], keys[0],
+					"a flow key's limiter is apart from a host of the same name")
+			}
 		}
 	}
 }
+
+// flowKeys are flow keys the rules allow (tasks.FlowKeyProblem), odd ones
+// included.
+var flowKeys = []string{"a", "customer-1042", "user@example.com", "a:b=c+d", "..", strings.Repeat("k", 255)}
 
 func TestRedisKeyPrefixRefusesBraces(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 
 const scheduleColumns = `id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
 	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at, skipped_occurrences, last_skipped_at,
-	labels, callback, failure_callback, ordering_key`
+	labels, callback, failure_callback, ordering_key, flow_key`
 
 func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	var (
@@ -24,7 +24,7 @@ func scanSchedule(row pgx.Row) (*model.Schedule, error) {
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Cron, &s.Timezone, &s.Paused, &s.URL, &s.Method, &s.Headers, &s.Body,
 		&timeoutMs, &s.MaxAttempts, &minBackoffMs, &maxBackoffMs, &s.NextRunAt, &s.LastRunAt, &s.CreatedAt, &s.UpdatedAt,
-		&s.SkippedOccurrences, &s.LastSkippedAt, &s.Labels, &s.Callback, &s.FailureCallback, &s.OrderingKey)
+		&s.SkippedOccurrences, &s.LastSkippedAt, &s.Labels, &s.Callback, &s.FailureCallback, &s.OrderingKey, &s.FlowKey)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +60,9 @@ func roundUpToMicroPtr(t *time.Time) *time.Time {
 
 const queryInsertSchedule = `-- name: InsertSchedule
 INSERT INTO schedules (id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
-	min_backoff_ms, max_backoff_ms, next_run_at, created_at, updated_at, labels, callback, failure_callback, ordering_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19)
+	min_backoff_ms, max_backoff_ms, next_run_at, created_at, updated_at, labels, callback, failure_callback, ordering_key,
+	flow_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20)
 RETURNING created_at, updated_at`
 
 // InsertSchedule stores a new schedule. s.CreatedAt is stored as given (the
@@ -78,7 +79,7 @@ func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule) error {
 	err := db.pool.QueryRow(ctx, queryInsertSchedule,
 		s.ID, s.TenantID, s.Cron, s.Timezone, s.Paused, s.URL, s.Method, s.Headers, s.Body,
 		s.Timeout.Milliseconds(), s.MaxAttempts, s.MinBackoff.Milliseconds(), s.MaxBackoff.Milliseconds(),
-		s.NextRunAt, s.CreatedAt, labelsArg(s.Labels), s.Callback, s.FailureCallback, s.OrderingKey,
+		s.NextRunAt, s.CreatedAt, labelsArg(s.Labels), s.Callback, s.FailureCallback, s.OrderingKey, s.FlowKey,
 	).Scan(&s.CreatedAt, &s.UpdatedAt)
 	if err != nil {
 		return fmt.Errorf("insert schedule %s: %w", s.ID, err)
@@ -264,7 +265,7 @@ func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next f
 const queryUpdateSchedule = `-- name: UpdateSchedule
 UPDATE schedules SET cron = $2, timezone = $3, paused = $4, url = $5, method = $6, headers = $7, body = $8,
 	timeout_ms = $9, max_attempts = $10, min_backoff_ms = $11, max_backoff_ms = $12, next_run_at = $13,
-	labels = $14, callback = $15, failure_callback = $16, ordering_key = $17, updated_at = now()
+	labels = $14, callback = $15, failure_callback = $16, ordering_key = $17, flow_key = $18, updated_at = now()
 WHERE id = $1
 RETURNING ` + scheduleColumns
 
@@ -312,7 +313,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change
 		out, err = scanSchedule(tx.QueryRow(ctx, queryUpdateSchedule, id,
 			after.Cron, after.Timezone, after.Paused, after.URL, after.Method, after.Headers, after.Body,
 			after.Timeout.Milliseconds(), after.MaxAttempts, after.MinBackoff.Milliseconds(), after.MaxBackoff.Milliseconds(),
-			next, labelsArg(after.Labels), after.Callback, after.FailureCallback, after.OrderingKey))
+			next, labelsArg(after.Labels), after.Callback, after.FailureCallback, after.OrderingKey, after.FlowKey))
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, 
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
 	callback, failure_callback, callback_of, callback_task_id, ordering_key,
-	publish_id, topic, endpoint_name`
+	publish_id, topic, endpoint_name, flow_key`
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
 // after them go to extra, in order.
@@ -47,7 +47,7 @@ func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
 		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
-		&t.PublishID, &t.Topic, &t.EndpointName}, extra...)...)
+		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -64,9 +64,9 @@ const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
 	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
-		$20, $21, $22)
+		$20, $21, $22, $23)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING created_at, updated_at
 )
@@ -104,7 +104,7 @@ func insertTask(ctx context.Context, q Querier, t *model.Task, notifyDue bool) (
 		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
-		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName,
+		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey,
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil

@@ -1,9 +1,9 @@
 package main
 
-// The client commands (tasks, schedules, topics, batch) call a hookwheel server's API
-// as a tenant, through the Go SDK, the way a program would: they are for
-// people trying hookwheel out, operating it from a shell, or scripting it
-// (--json), without curl and jq.
+// The client commands (tasks, schedules, topics, flow-keys, batch) call a
+// hookwheel server's API as a tenant, through the Go SDK, the way a program
+// would: they are for people trying hookwheel out, operating it from a
+// shell, or scripting it (--json), without curl and jq.
 
 import (
 	"bufio"
@@ -30,7 +30,8 @@ import (
 const tasksUsage = `want one of:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
-                         [--label key=value]... [--callback URL] [--failure-callback URL] [--idempotency-key KEY]
+                         [--label key=value]... [--ordering-key KEY] [--flow-key KEY]
+                         [--callback URL] [--failure-callback URL] [--idempotency-key KEY]
   hookwheel tasks get ID
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--label key=value]...
                        [--publish PUBLISH_ID] [--topic NAME] [--callback-of ID] [--limit 20 | --all]
@@ -47,11 +48,12 @@ const schedulesUsage = `want one of:
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused]
                              [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                              [--timeout 30s] [--max-attempts 10] [--label key=value]...
-                             [--callback URL] [--failure-callback URL]
+                             [--ordering-key KEY] [--flow-key KEY] [--callback URL] [--failure-callback URL]
   hookwheel schedules update ID [--cron EXPR] [--timezone ZONE] [--url URL] [--method M]
                              [--header 'Name: value']... [--remove-header NAME]... [--body TEXT | --body-file FILE]
                              [--timeout 30s] [--max-attempts 10] [--label key=value]... [--remove-label KEY]...
-                             [--callback URL] [--failure-callback URL] [--paused=true|false] [--reset FIELD]...
+                             [--ordering-key KEY] [--flow-key KEY] [--callback URL] [--failure-callback URL]
+                             [--paused=true|false] [--reset FIELD]...
   hookwheel schedules list [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
@@ -140,8 +142,8 @@ type console struct {
 	now    func() time.Time
 }
 
-// runClient runs a client command: args[0] is tasks, schedules, topics or
-// batch.
+// runClient runs a client command: args[0] is tasks, schedules, topics,
+// flow-keys or batch.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -151,6 +153,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = schedulesCommand(ctx, args[1:], con)
 	case "topics":
 		err = topicsCommand(ctx, args[1:], con)
+	case "flow-keys":
+		err = flowKeysCommand(ctx, args[1:], con)
 	case "batch":
 		err = batchCommand(ctx, args[1:], con)
 	default:
@@ -304,9 +308,9 @@ type requestFlags struct {
 	labels                      labelFlags
 	timeout                     time.Duration
 	maxAttempts                 int
-	// orderingKey is a flag of tasks create and schedules create and
-	// update only: a replay keeps the task's.
-	orderingKey string
+	// orderingKey and flowKey are flags of tasks create, topics publish and
+	// schedules create and update only: a replay keeps the task's.
+	orderingKey, flowKey string
 }
 
 func (c *command) requestFlags(retry bool) *requestFlags {
@@ -314,6 +318,8 @@ func (c *command) requestFlags(retry bool) *requestFlags {
 	if retry {
 		c.fs.StringVar(&r.orderingKey, "ordering-key", "",
 			"deliver the tasks with this key one at a time, in due order (each waits for the one before it)")
+		c.fs.StringVar(&r.flowKey, "flow-key", "",
+			"hold the task to the rate and parallelism set for this key (hookwheel flow-keys put KEY)")
 	}
 	c.fs.StringVar(&r.url, "url", "", "the URL to call")
 	c.fs.StringVar(&r.method, "method", "", "the HTTP method (default POST)")
@@ -493,7 +499,8 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 	task, err := client.CreateTask(ctx, hookwheel.TaskRequest{
 		URL: req.url, Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
 		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
-		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, Callback: req.callback, FailureCallback: req.failureCallback,
+		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, FlowKey: req.flowKey,
+		Callback: req.callback, FailureCallback: req.failureCallback,
 	})
 	if err != nil {
 		return err
@@ -792,7 +799,7 @@ func schedulesCreate(ctx context.Context, c *command, args []string, con console
 	s, err := client.CreateSchedule(ctx, hookwheel.ScheduleRequest{
 		Cron: *cron, Timezone: *zone, Paused: *paused, URL: req.url, Method: strings.ToUpper(req.method),
 		Headers: req.headers, Body: body, Timeout: req.timeout, MaxAttempts: req.maxAttempts, Labels: req.labels.orNil(),
-		OrderingKey: req.orderingKey, Callback: req.callback, FailureCallback: req.failureCallback,
+		OrderingKey: req.orderingKey, FlowKey: req.flowKey, Callback: req.callback, FailureCallback: req.failureCallback,
 	})
 	if err != nil {
 		return err
@@ -824,7 +831,7 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	var removeHeaders, removeLabels, reset nameFlags
 	c.fs.Var(&removeHeaders, "remove-header", "a header to stop sending (repeatable)")
 	c.fs.Var(&removeLabels, "remove-label", "a label to remove, by key (repeatable)")
-	c.fs.Var(&reset, "reset", "a field back to its default: timezone, method, headers, body, timeout, labels, callback, retry... (repeatable)")
+	c.fs.Var(&reset, "reset", "a field back to its default: timezone, method, headers, body, timeout, labels, ordering_key, flow_key, callback, retry... (repeatable)")
 	if err := c.parse(args, con, "ID"); err != nil {
 		return err
 	}
@@ -860,8 +867,19 @@ func schedulesUpdate(ctx context.Context, c *command, args []string, con console
 	if flagSet(c.fs, "max-attempts") {
 		u.MaxAttempts, given = &req.maxAttempts, true
 	}
+	// The API refuses an empty key rather than take it for none: say what
+	// removes one instead.
 	if flagSet(c.fs, "ordering-key") {
+		if req.orderingKey == "" {
+			return c.usageError("--ordering-key '': --reset ordering_key removes the key")
+		}
 		u.OrderingKey, given = &req.orderingKey, true
+	}
+	if flagSet(c.fs, "flow-key") {
+		if req.flowKey == "" {
+			return c.usageError("--flow-key '': --reset flow_key removes the key")
+		}
+		u.FlowKey, given = &req.flowKey, true
 	}
 	u.Headers = mergeNames(req.headers, removeHeaders)
 	u.Labels = mergeNames(req.labels, removeLabels)

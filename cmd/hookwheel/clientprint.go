@@ -57,6 +57,11 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	row("Due", when(t.RunAt, now))
 	waiting := t.Status == hookwheel.StatusScheduled || t.Status == hookwheel.StatusRetrying
 	switch {
+	case t.NextAttemptAt != nil && t.NextAttemptAt.After(t.RunAt) && t.Status == hookwheel.StatusScheduled &&
+		t.Attempts == 0 && t.FlowKey != nil:
+		// Past its due time without an attempt: a deferral, which a person
+		// would otherwise take for a stuck task.
+		row("Next attempt", when(*t.NextAttemptAt, now)+", held back by its flow key's limits (or the target host's)")
 	case t.NextAttemptAt != nil && !t.NextAttemptAt.Equal(t.RunAt):
 		row("Next attempt", when(*t.NextAttemptAt, now))
 	case t.NextAttemptAt == nil && waiting && t.OrderingKey != nil:
@@ -74,6 +79,9 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	}
 	if t.OrderingKey != nil {
 		row("Ordering key", *t.OrderingKey)
+	}
+	if t.FlowKey != nil {
+		row("Flow key", *t.FlowKey)
 	}
 	if t.PublishID != nil && t.Topic != nil {
 		endpoint := ""
@@ -189,6 +197,12 @@ func (c *command) printSchedule(con console, headline string, s *hookwheel.Sched
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.Labels)) {
 		row("Label", key+"="+s.Labels[key])
+	}
+	if s.OrderingKey != nil {
+		row("Ordering key", *s.OrderingKey)
+	}
+	if s.FlowKey != nil {
+		row("Flow key", *s.FlowKey)
 	}
 	if s.SkippedOccurrences > 0 {
 		row("Skipped", fmt.Sprintf("%d occurrence(s), the tenant being at its max_pending_tasks", s.SkippedOccurrences))

@@ -16,8 +16,8 @@ const topicsUsage = `want one of:
   hookwheel topics list [--limit 20 | --all]
   hookwheel topics publish NAME [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                            [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
-                           [--label key=value]... [--ordering-key KEY] [--callback URL] [--failure-callback URL]
-                           [--idempotency-key KEY]
+                           [--label key=value]... [--ordering-key KEY] [--flow-key KEY] [--callback URL]
+                           [--failure-callback URL] [--idempotency-key KEY]
   hookwheel topics publish-status PUBLISH_ID
 A publish makes one task per endpoint; hookwheel tasks list --publish PUBLISH_ID lists them.
 Each takes --json to print the API's JSON instead of a table.`
@@ -163,7 +163,8 @@ func topicsPublish(ctx context.Context, c *command, args []string, con console) 
 	pub, err := client.Publish(ctx, hookwheel.TaskRequest{
 		Topic: c.args[0], Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
 		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
-		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, Callback: req.callback, FailureCallback: req.failureCallback,
+		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, FlowKey: req.flowKey,
+		Callback: req.callback, FailureCallback: req.failureCallback,
 	})
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@
 //	hookwheel keys create|list|revoke --tenant ID ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|batch ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|batch ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -54,7 +54,7 @@ Usage:
 Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API_KEY:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
-                         [--idempotency-key KEY]
+                         [--ordering-key KEY] [--flow-key KEY] [--idempotency-key KEY]
   hookwheel tasks get|cancel|attempts ID
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--limit 20 | --all]
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
@@ -69,6 +69,9 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel topics list [--limit 20 | --all]
   hookwheel topics publish NAME [--header 'Name: value']... [--body TEXT] [--at TIME | --in DURATION] ...
   hookwheel topics publish-status PUBLISH_ID
+  hookwheel flow-keys put KEY [--rate N [--period 1s]] [--parallelism N]
+  hookwheel flow-keys get|delete KEY
+  hookwheel flow-keys list [--limit 20 | --all]
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
@@ -137,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "batch":
+	case "tasks", "schedules", "topics", "flow-keys", "batch":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})

@@ -50,6 +50,8 @@ const (
 	ScopeSchedulesWrite Scope = "schedules:write"
 	ScopeTopicsRead     Scope = "topics:read"
 	ScopeTopicsWrite    Scope = "topics:write"
+	ScopeFlowKeysRead   Scope = "flow-keys:read"
+	ScopeFlowKeysWrite  Scope = "flow-keys:write"
 	ScopeKeysManage     Scope = "keys:manage"
 	ScopeSecretsManage  Scope = "secrets:manage"
 	ScopeAuditRead      Scope = "audit:read"
@@ -58,7 +60,7 @@ const (
 // Scopes lists every scope a key may be given, ScopeAll first.
 func Scopes() []Scope {
 	return []Scope{ScopeAll, ScopeTasksRead, ScopeTasksWrite, ScopeSchedulesRead, ScopeSchedulesWrite,
-		ScopeTopicsRead, ScopeTopicsWrite, ScopeKeysManage, ScopeSecretsManage, ScopeAuditRead}
+		ScopeTopicsRead, ScopeTopicsWrite, ScopeFlowKeysRead, ScopeFlowKeysWrite, ScopeKeysManage, ScopeSecretsManage, ScopeAuditRead}
 }
 
 // JoinScopes spells scopes for people: "tasks:read, keys:manage".

@@ -29,6 +29,8 @@ type Schedule struct {
 	// OrderingKey is copied to every occurrence's task: occurrences of one
 	// schedule then never overlap, whatever their receiver's speed.
 	OrderingKey *string
+	// FlowKey is copied to every occurrence's task.
+	FlowKey *string
 	// Callback and FailureCallback are copied to every occurrence's task;
 	// nil when none.
 	Callback, FailureCallback *string

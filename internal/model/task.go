@@ -53,6 +53,9 @@ type Task struct {
 	// tenant with the same key ordered before it (by RunAt, then creation)
 	// is delivered, dead or canceled, and never while another is in flight.
 	OrderingKey *string
+	// FlowKey, when set, holds the task's sends to the rate and parallelism
+	// its tenant set for the key (FlowLimit), across every node.
+	FlowKey *string
 	// Callback is the URL told of the task's delivery, FailureCallback the
 	// one told of its death; nil when none. A callback task has neither.
 	Callback, FailureCallback *string
@@ -185,6 +188,10 @@ type ClaimedTask struct {
 	// out (Body is nil while BodySize is not 0): it is read just before the
 	// send.
 	BodySize int
+	// Flow is what limits the sends of a task with a FlowKey: its key's own
+	// limits, else the tenant's default for keys ("*"); zero when neither
+	// exists (or the task has no key).
+	Flow FlowLimit
 }
 
 // BodyDeferred reports whether the claim left the body out, to be read

@@ -164,7 +164,7 @@ func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, ed
 		after.Cron, after.Timezone, after.Paused = want.Cron, want.Timezone, want.Paused
 		after.URL, after.Method, after.Headers, after.Body = want.URL, want.Method, want.Headers, want.Body
 		after.Timeout, after.MaxAttempts, after.MinBackoff, after.MaxBackoff = want.Timeout, want.MaxAttempts, want.MinBackoff, want.MaxBackoff
-		after.Labels, after.OrderingKey = want.Labels, want.OrderingKey
+		after.Labels, after.OrderingKey, after.FlowKey = want.Labels, want.OrderingKey, want.FlowKey
 		after.Callback, after.FailureCallback = want.Callback, want.FailureCallback
 		switch {
 		case after.Paused:
@@ -198,7 +198,7 @@ func sameSchedule(a, b *model.Schedule) bool {
 	return sameNext && a.Cron == b.Cron && a.Timezone == b.Timezone && a.Paused == b.Paused &&
 		a.URL == b.URL && a.Method == b.Method && maps.Equal(a.Headers, b.Headers) && bytes.Equal(a.Body, b.Body) &&
 		a.Timeout == b.Timeout && a.MaxAttempts == b.MaxAttempts && a.MinBackoff == b.MinBackoff &&
-		a.MaxBackoff == b.MaxBackoff && maps.Equal(a.Labels, b.Labels) && equalText(a.OrderingKey, b.OrderingKey) &&
+		a.MaxBackoff == b.MaxBackoff && maps.Equal(a.Labels, b.Labels) && equalText(a.OrderingKey, b.OrderingKey) && equalText(a.FlowKey, b.FlowKey) &&
 		equalText(a.Callback, b.Callback) && equalText(a.FailureCallback, b.FailureCallback)
 }
 

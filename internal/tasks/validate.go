@@ -104,8 +104,9 @@ type Request struct {
 	MinBackoff  *time.Duration
 	MaxBackoff  *time.Duration
 	Labels      map[string]string
-	// OrderingKey, Callback and FailureCallback: nil for none.
+	// OrderingKey, FlowKey, Callback and FailureCallback: nil for none.
 	OrderingKey               *string
+	FlowKey                   *string
 	Callback, FailureCallback *string
 	// IdempotencyKey, when set, makes the create idempotent.
 	IdempotencyKey *string
@@ -155,6 +156,7 @@ func (r Rules) Check(rep Reporter, req *Request, tenant *model.Tenant, now time.
 		t.Labels = req.Labels
 	}
 	t.OrderingKey = CheckOrderingKey(&fe, req.OrderingKey)
+	t.FlowKey = CheckFlowKey(&fe, req.FlowKey)
 	t.Callback = r.CheckCallback(&fe, "callback", req.Callback, tenant)
 	t.FailureCallback = r.CheckCallback(&fe, "failure_callback", req.FailureCallback, tenant)
 

@@ -150,7 +150,7 @@ func TestCreateTaskSendsEveryField(t *testing.T) {
 		URL: "https://example.com/hook", Method: "PATCH", Headers: map[string]string{"X-A": "b"}, Body: "{}",
 		RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Timeout: 10 * time.Second,
 		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute, Labels: map[string]string{"team": "a"},
-		OrderingKey: "order-42", Callback: "https://example.com/done", FailureCallback: "https://example.com/failed",
+		OrderingKey: "order-42", FlowKey: "customer-1042", Callback: "https://example.com/done", FailureCallback: "https://example.com/failed",
 		IdempotencyKey: "mine",
 	}
 	_, err := f.client(t).CreateTask(context.Background(), req)
@@ -169,6 +169,7 @@ func TestCreateTaskSendsEveryField(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got[0].body, &sent))
 	require.Equal(t, want, sent)
 	require.Contains(t, sent, "ordering_key")
+	require.Contains(t, sent, "flow_key")
 }
 
 func TestRetries(t *testing.T) {

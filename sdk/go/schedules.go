@@ -46,6 +46,9 @@ type ScheduleRequest struct {
 	// TaskRequest.OrderingKey: an occurrence then never overlaps the one
 	// before it.
 	OrderingKey string
+	// FlowKey is carried by every occurrence's task, as TaskRequest.FlowKey:
+	// the occurrences are held to the key's limits.
+	FlowKey string
 	// Callback and FailureCallback are carried by every occurrence's task,
 	// as TaskRequest's.
 	Callback, FailureCallback string
@@ -64,6 +67,9 @@ func (c *Client) CreateSchedule(ctx context.Context, req ScheduleRequest) (*Sche
 	}
 	if req.OrderingKey != "" {
 		body.OrderingKey = &req.OrderingKey
+	}
+	if req.FlowKey != "" {
+		body.FlowKey = &req.FlowKey
 	}
 	if req.Method != "" {
 		body.Method = ptr(apiclient.HTTPMethod(req.Method))

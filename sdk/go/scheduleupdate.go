@@ -39,14 +39,16 @@ type ScheduleUpdate struct {
 	Labels map[string]*string
 	// OrderingKey sets the ordering key of the occurrences made from now on.
 	OrderingKey *string
+	// FlowKey sets the flow key of the occurrences made from now on.
+	FlowKey *string
 	// Callback and FailureCallback are the new callback URLs of the
 	// occurrences made from now on; Reset removes them.
 	Callback, FailureCallback *string
 
 	// Reset names the fields to set back to their defaults: "timezone"
-	// (UTC), "method" (POST), "headers", "labels" and "ordering_key" (none), "body"
-	// (empty), "timeout" (the server's default), "paused" (running),
-	// "callback" and "failure_callback" (none),
+	// (UTC), "method" (POST), "headers", "labels", "ordering_key" and
+	// "flow_key" (none), "body" (empty), "timeout" (the server's default),
+	// "paused" (running), "callback" and "failure_callback" (none),
 	// "retry" (the tenant's policy) or one of its fields,
 	// "retry.max_attempts", "retry.min_backoff", "retry.max_backoff".
 	// A field both set and reset is an error.
@@ -54,7 +56,7 @@ type ScheduleUpdate struct {
 }
 
 // resettable are the names ScheduleUpdate.Reset takes.
-var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels", "ordering_key", "callback", "failure_callback",
+var resettable = []string{"timezone", "method", "headers", "body", "timeout", "paused", "labels", "ordering_key", "flow_key", "callback", "failure_callback",
 	"retry", "retry.max_attempts", "retry.min_backoff", "retry.max_backoff"}
 
 // patch is the merge patch u stands for.
@@ -91,6 +93,9 @@ func (u ScheduleUpdate) patch() (map[string]any, error) {
 	}
 	if u.OrderingKey != nil {
 		set(p, "ordering_key", *u.OrderingKey)
+	}
+	if u.FlowKey != nil {
+		set(p, "flow_key", *u.FlowKey)
 	}
 	if u.Callback != nil {
 		set(p, "callback", *u.Callback)

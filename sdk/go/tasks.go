@@ -66,10 +66,10 @@ const MaxBatch = 1000
 // is required; every zero field takes the server's default.
 //
 // Its JSON form is the API's (url, topic, method, headers, body, run_at,
-// delay, timeout, retry, labels, ordering_key, callback, failure_callback,
-// idempotency_key), durations as Go durations ("30s"): the lines
-// `hookwheel batch` reads. Unknown fields are refused, as the API refuses
-// them.
+// delay, timeout, retry, labels, ordering_key, flow_key, callback,
+// failure_callback, idempotency_key), durations as Go durations ("30s"):
+// the lines `hookwheel batch` reads. Unknown fields are refused, as the API
+// refuses them.
 type TaskRequest struct {
 	// URL is the absolute http or https URL to call.
 	URL string
@@ -107,6 +107,12 @@ type TaskRequest struct {
 	// until the one before it is delivered, dead or canceled. 1 to 255
 	// characters; any number of keys.
 	OrderingKey string
+	// FlowKey, when set, holds the task's sends to the rate and parallelism
+	// set for this key (PutFlowLimit), or else for DefaultFlowKey, across
+	// every node: a task over them waits, in due order, without spending an
+	// attempt. 1 to 255 characters of A-Z, a-z, 0-9 and . _ - : @ + =; any
+	// number of keys (one per customer, say).
+	FlowKey string
 	// Callback, when set, is told of the task's delivery, and
 	// FailureCallback of its death: a signed POST whose body is a
 	// CallbackPayload, sent as a task of its own with this task's timeout
@@ -125,6 +131,9 @@ func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
 	t := apiclient.BatchTaskRequest{URL: r.URL, Topic: r.Topic, Headers: r.Headers, Body: r.Body, Labels: r.Labels}
 	if r.OrderingKey != "" {
 		t.OrderingKey = &r.OrderingKey
+	}
+	if r.FlowKey != "" {
+		t.FlowKey = &r.FlowKey
 	}
 	if r.Callback != "" {
 		t.Callback = &r.Callback
@@ -163,6 +172,9 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 	out := TaskRequest{URL: t.URL, Topic: t.Topic, Headers: t.Headers, Body: t.Body, Labels: t.Labels}
 	if t.OrderingKey != nil {
 		out.OrderingKey = *t.OrderingKey
+	}
+	if t.FlowKey != nil {
+		out.FlowKey = *t.FlowKey
 	}
 	if t.Method != nil {
 		out.Method = string(*t.Method)
@@ -233,7 +245,7 @@ func (c *Client) createTask(ctx context.Context, op string, req TaskRequest) (*a
 	body := apiclient.TaskRequest{
 		URL: item.URL, Topic: item.Topic, Method: item.Method, Headers: item.Headers, Body: item.Body,
 		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
-		OrderingKey: item.OrderingKey, Callback: item.Callback, FailureCallback: item.FailureCallback,
+		OrderingKey: item.OrderingKey, FlowKey: item.FlowKey, Callback: item.Callback, FailureCallback: item.FailureCallback,
 	}
 	// Safe to retry: the key makes the server store a repeat once.
 	resp, err := c.api.CreateTaskWithResponse(repeatable(ctx), &apiclient.CreateTaskParams{IdempotencyKey: &key}, body)

@@ -189,6 +189,9 @@ type Task struct {
 	// OrderingKey, when set, delivers the tenant's tasks with the same key
 	// one at a time, in due order (the API's ordering_key).
 	OrderingKey string
+	// FlowKey, when set, holds the task's sends to the rate and
+	// parallelism the tenant set for the key (the API's flow_key).
+	FlowKey string
 	// Callback and FailureCallback, when set, are told of the task's
 	// delivery and of its death by a signed POST of their own (the API's
 	// callback and failure_callback).
@@ -220,9 +223,9 @@ type Inserted struct {
 	MinBackoff  time.Duration
 	MaxBackoff  time.Duration
 	Labels      map[string]string
-	// OrderingKey, Callback and FailureCallback are empty when the task
-	// has none.
-	OrderingKey, Callback, FailureCallback string
+	// OrderingKey, FlowKey, Callback and FailureCallback are empty when
+	// the task has none.
+	OrderingKey, FlowKey, Callback, FailureCallback string
 	// IdempotencyKey is empty for a task inserted without one.
 	IdempotencyKey string
 	// CreatedAt is Postgres's time of the inserting transaction's start.
@@ -414,6 +417,9 @@ func (c *Client) check(task *Task, tenant *model.Tenant, now time.Time) (*model.
 	if task.OrderingKey != "" {
 		req.OrderingKey = &task.OrderingKey
 	}
+	if task.FlowKey != "" {
+		req.FlowKey = &task.FlowKey
+	}
 	if task.Callback != "" {
 		req.Callback = &task.Callback
 	}
@@ -483,11 +489,12 @@ func requestHash(t *Task) []byte {
 		OrderingKey     string `json:"ordering_key,omitempty"`
 		Callback        string `json:"callback,omitempty"`
 		FailureCallback string `json:"failure_callback,omitempty"`
+		FlowKey         string `json:"flow_key,omitempty"`
 	}{
 		Form: "txenqueue.Task/1", URL: t.URL, Method: t.Method, Headers: t.Headers, Body: t.Body,
 		Delay: t.Delay, Timeout: t.Timeout, MaxAttempts: t.MaxAttempts, MinBackoff: t.MinBackoff,
 		MaxBackoff: t.MaxBackoff, Labels: t.Labels,
-		OrderingKey: t.OrderingKey, Callback: t.Callback, FailureCallback: t.FailureCallback,
+		OrderingKey: t.OrderingKey, Callback: t.Callback, FailureCallback: t.FailureCallback, FlowKey: t.FlowKey,
 	}
 	if !t.RunAt.IsZero() {
 		utc := t.RunAt.UTC()
@@ -512,7 +519,7 @@ func inserted(t *model.Task, replayed bool) *Inserted {
 	for _, f := range []struct {
 		from *string
 		to   *string
-	}{{t.OrderingKey, &out.OrderingKey}, {t.Callback, &out.Callback}, {t.FailureCallback, &out.FailureCallback}} {
+	}{{t.OrderingKey, &out.OrderingKey}, {t.FlowKey, &out.FlowKey}, {t.Callback, &out.Callback}, {t.FailureCallback, &out.FailureCallback}} {
 		if f.from != nil {
 			*f.to = *f.from
 		}

@@ -71,6 +71,8 @@ func TestValidationMatchesTheAPI(t *testing.T) {
 		{"ordering key and callbacks", txenqueue.Task{URL: hook, OrderingKey: "order-42",
 			Callback: "https://example.com/done", FailureCallback: "https://example.com/failed"}, nil},
 		{"ordering key too long", txenqueue.Task{URL: hook, OrderingKey: strings.Repeat("k", 256)}, []string{"ordering_key"}},
+		{"flow key", txenqueue.Task{URL: hook, FlowKey: "customer-1042"}, nil},
+		{"flow key with a space", txenqueue.Task{URL: hook, FlowKey: "customer 1042"}, []string{"flow_key"}},
 		{"callback to a private address", txenqueue.Task{URL: hook, Callback: "http://127.0.0.1/done"}, []string{"callback"}},
 		{"failure callback not http", txenqueue.Task{URL: hook, FailureCallback: "ftp://example.com/x"}, []string{"failure_callback"}},
 		{"run_at at the horizon", txenqueue.Task{URL: hook, RunAt: now.Add(tasks.DefaultMaxScheduleAhead)}, nil},
@@ -196,7 +198,8 @@ func postTask(t *testing.T, server *api.Server, apiKey string, task txenqueue.Ta
 	if task.Labels != nil {
 		m["labels"] = task.Labels
 	}
-	for name, v := range map[string]string{"ordering_key": task.OrderingKey, "callback": task.Callback, "failure_callback": task.FailureCallback} {
+	for name, v := range map[string]string{"ordering_key": task.OrderingKey, "flow_key": task.FlowKey, "callback": task.Callback,
+		"failure_callback": task.FailureCallback} {
 		if v != "" {
 			m[name] = v
 		}
@@ -254,6 +257,7 @@ func requireSameTask(t *testing.T, want *openapi.Task, got *txenqueue.Inserted) 
 	require.Equal(t, want.Body, string(got.Body))
 	require.Equal(t, map[string]string(want.Labels), orNil(got.Labels))
 	require.Equal(t, deref(want.OrderingKey), got.OrderingKey)
+	require.Equal(t, deref(want.FlowKey), got.FlowKey)
 	require.Equal(t, deref(want.Callback), got.Callback)
 	require.Equal(t, deref(want.FailureCallback), got.FailureCallback)
 	require.Equal(t, want.Timeout, formatDuration(got.Timeout))

@@ -17,6 +17,8 @@
 -- end of their lease, so the slots of a node that died mid-send come back
 -- when its leases run out.
 --
+-- The same script serves a tenant's flow keys, whose keys are tagged
+-- "{<tenant id>#<flow key>}" instead of "{<tenant id>/<host>}".
 -- KEYS[1]: the rate schedule: the next free slot, Unix microseconds,
 --          "<prefix>{<tenant id>/<host>}:dispatch_rate"
 -- KEYS[2]: this task's reserved slot, Unix microseconds,

@@ -662,6 +662,7 @@ async function taskPage([id]) {
         dt('Idempotency key', task.idempotency_key ? h('code', {}, task.idempotency_key) : '—'),
         dt('Schedule', task.schedule_id ? h('code', {}, task.schedule_id) : '—'),
         task.ordering_key ? dt('Ordering key', h('code', {}, task.ordering_key)) : null,
+        task.flow_key ? dt('Flow key', h('code', {}, task.flow_key)) : null,
         task.callback ? dt('Callback', h('code', { class: 'wrap' }, task.callback)) : null,
         task.failure_callback ? dt('Failure callback', h('code', { class: 'wrap' }, task.failure_callback)) : null,
         task.callback_task_id ? dt('Callback task', link(`/ui/tasks/${task.callback_task_id}`, h('code', {}, task.callback_task_id))) : null,
@@ -910,7 +911,7 @@ async function targetsPage() {
 // ---------------------------------------------------------------------------
 // Keys and secrets
 
-const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'topics:read', 'topics:write', 'keys:manage', 'secrets:manage', 'audit:read'];
+const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'topics:read', 'topics:write', 'flow-keys:read', 'flow-keys:write', 'keys:manage', 'secrets:manage', 'audit:read'];
 
 // secretOnce shows a credential that the API shows only once.
 function secretOnce(title, value, note) {

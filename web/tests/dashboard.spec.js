@@ -172,7 +172,8 @@ test('shows a task waiting for the one before it in its ordering key', async ({ 
   // The first holds the key while it waits an hour for its retry; the second waits behind it.
   const first = await createTask(request, tenantKey, { url: `${receiver}/fail`, ordering_key: 'order-7',
     retry: { max_attempts: 5, min_backoff: '1h', max_backoff: '1h' } });
-  const second = await createTask(request, tenantKey, { url: `${receiver}/ok`, ordering_key: 'order-7' });
+  // Its flow key has no limits: it shows, and holds nothing back.
+  const second = await createTask(request, tenantKey, { url: `${receiver}/ok`, ordering_key: 'order-7', flow_key: 'customer-7' });
   await waitStatus(request, tenantKey, first.id, 'retrying');
   await expect.poll(async () => (await call(request, tenantKey, 'GET', `/v1/tasks/${second.id}`)).next_attempt_at,
     { timeout: 30_000 }).toBeNull();
@@ -180,6 +181,8 @@ test('shows a task waiting for the one before it in its ordering key', async ({ 
   await expect(page.locator('.statusline .badge')).toHaveText('scheduled');
   await expect(page.locator('dl.fields')).toContainText('once the task before it in its ordering key is finished');
   await expect(page.locator('dl.fields')).toContainText('order-7');
+  await expect(page.locator('dl.fields')).toContainText('Flow key');
+  await expect(page.locator('dl.fields')).toContainText('customer-7');
   await shoot(page, 'task-ordering-waiting');
   // Canceling the first releases the second, which the page sees delivered.
   await call(request, tenantKey, 'DELETE', `/v1/tasks/${first.id}`);

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookwheel/hookwheel/openapi"
@@ -24,6 +25,8 @@ type task struct {
 	due time.Time
 	// orderingKey is set by the ordering scenario only (hookwheel alone).
 	orderingKey string
+	// flowKey is set by the flow scenario only (hookwheel alone).
+	flowKey string
 }
 
 // system is one scheduler under test: hookwheel, River or Asynq.
@@ -247,6 +250,9 @@ func (h *hookwheelSystem) postBatch(ctx context.Context, c *openapi.ClientWithRe
 		if t.orderingKey != "" {
 			items[i].OrderingKey = &t.orderingKey
 		}
+		if t.flowKey != "" {
+			items[i].FlowKey = &t.flowKey
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		resp, err := c.CreateTasksBatchWithResponse(ctx, openapi.BatchRequest{Tasks: items})
@@ -322,9 +328,14 @@ func (h *hookwheelSystem) scheduleSingle(ctx context.Context, run, url string, t
 
 func (h *hookwheelSystem) postOne(ctx context.Context, c *openapi.ClientWithResponses, run, url string, t task) (uuid.UUID, error) {
 	due := t.due
+	req := openapi.TaskRequest{URL: url, Body: makeBody(run, t.seq, t.due), RunAt: &due, Headers: jsonHeaders}
+	// Without its flow key a task would go unlimited, and the flow
+	// scenario would measure nothing if the batch route were missing.
+	if t.flowKey != "" {
+		req.FlowKey = &t.flowKey
+	}
 	for attempt := 0; ; attempt++ {
-		resp, err := c.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{},
-			openapi.TaskRequest{URL: url, Body: makeBody(run, t.seq, t.due), RunAt: &due, Headers: jsonHeaders})
+		resp, err := c.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{}, req)
 		if err != nil {
 			return uuid.Nil, fmt.Errorf("POST /v1/tasks: %w", err)
 		}
@@ -341,6 +352,48 @@ func (h *hookwheelSystem) postOne(ctx context.Context, c *openapi.ClientWithResp
 		}
 		return created.ID, nil
 	}
+}
+
+// putFlowLimit limits the tenant's tasks of flow key to rate sends per
+// period (PUT /v1/flow-keys/{key}), parallelism left unlimited.
+func (h *hookwheelSystem) putFlowLimit(ctx context.Context, key string, rate int, period time.Duration) error {
+	c, err := h.apiClient()
+	if err != nil {
+		return err
+	}
+	p := period.String()
+	resp, err := c.PutFlowLimitWithResponse(ctx, key, openapi.FlowLimitRequest{Rate: &rate, Period: &p})
+	if err != nil {
+		return fmt.Errorf("PUT /v1/flow-keys/%s: %w", key, err)
+	}
+	// 201: the key had no limits; 200: they were replaced.
+	if resp.JSON201 == nil && resp.JSON200 == nil {
+		return fmt.Errorf("PUT /v1/flow-keys/%s: %s %.300s", key, resp.Status(), resp.Body)
+	}
+	return nil
+}
+
+// sendStarts waits (up to 30 s) until at least want attempts are written
+// to Postgres, and returns when each began, in order (Unix ns, to the µs).
+func (h *hookwheelSystem) sendStarts(ctx context.Context, want int) ([]int64, error) {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got, err := h.attemptsRecorded(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if got >= int64(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("only %d of %d attempts recorded 30 s after the last delivery", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rows, err := h.pool.Query(ctx, "SELECT (extract(epoch FROM started_at) * 1e6)::bigint * 1000 FROM attempts ORDER BY started_at")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 // attemptsRecorded counts the attempts written to Postgres.

@@ -8,6 +8,7 @@
 //	hwbench ingest      API ingest: single and batch calls, closed and open loop
 //	hwbench backlog     lateness at -backlog-rate with -backlog rows pending far ahead, and RSS
 //	hwbench failover    two nodes, SIGKILL one, time until its tasks fire on the other
+//	hwbench flow        -flow-rate x -flow-seconds tasks of one rate-limited flow key due at once; how closely the rate holds
 //	hwbench nodes       N nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
 //	hwbench peers       hookwheel, River and Asynq: fire precision and throughput (make bench-peers)
 //	hwbench cleanup     drop databases and Redis keys left by an interrupted run
@@ -59,6 +60,8 @@ type options struct {
 
 	orderingKeys        int
 	orderingPerKey      int
+	flowRate            int
+	flowSeconds         int
 	systems             string
 	peerRate            int
 	peerDuration        time.Duration
@@ -77,6 +80,7 @@ commands:
   backlog     lateness at -backlog-rate with each -backlog size pending a month ahead; RSS
   failover    two nodes; SIGKILL one; time until its tasks fire on the other
   ordering    -ordering-keys keys x -ordering-per-key tasks due at once; deliveries per second and the order check
+  flow        -flow-rate x -flow-seconds tasks of one flow key limited to -flow-rate/s, due at once; how closely the rate holds
   nodes       each of -nodes nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
   peers       hookwheel vs River vs Asynq (what make bench-peers runs)
   cleanup     drop hwbench_* databases and Redis keys left by an interrupted run
@@ -112,6 +116,8 @@ func main() {
 	fs.DurationVar(&o.failoverKill, "failover-kill-after", 4*time.Second, "failover: SIGKILL a node this long after the first due time")
 	fs.IntVar(&o.orderingKeys, "ordering-keys", 10_000, "ordering: number of ordering keys")
 	fs.IntVar(&o.orderingPerKey, "ordering-per-key", 10, "ordering: tasks per key")
+	fs.IntVar(&o.flowRate, "flow-rate", 100, "flow: the flow key's limit, sends per second")
+	fs.IntVar(&o.flowSeconds, "flow-seconds", 30, "flow: seconds of tasks at that rate (flow-rate x flow-seconds tasks, due at once)")
 	fs.StringVar(&o.nodeSizes, "nodes", "5,10", "nodes: cluster sizes, comma-separated (at least 2)")
 	fs.IntVar(&o.nodesRate, "nodes-rate", 500, "nodes: tasks falling due per second")
 	fs.DurationVar(&o.nodesGap, "nodes-event-gap", 8*time.Second, "nodes: time from the first due time to the join, between the join, leave and kill, and after the kill")
@@ -153,7 +159,7 @@ func envOr(name, fallback string) string {
 
 func run(ctx context.Context, cmd string, o options) error {
 	scenarios := map[string][]string{
-		"suite":      {"precision", "throughput", "ordering", "ingest", "backlog", "failover"},
+		"suite":      {"precision", "throughput", "ordering", "flow", "ingest", "backlog", "failover"},
 		"precision":  {"precision"},
 		"throughput": {"throughput"},
 		"ingest":     {"ingest"},
@@ -161,6 +167,7 @@ func run(ctx context.Context, cmd string, o options) error {
 		"failover":   {"failover"},
 		"nodes":      {"nodes"},
 		"ordering":   {"ordering"},
+		"flow":       {"flow"},
 	}
 	if cmd == "cleanup" {
 		return cleanupLeftovers(ctx, o)
@@ -315,6 +322,34 @@ func runHookwheel(ctx context.Context, o options, svc *services, recv *receiver,
 			rep.printf("A key's task may go only once the one before it is recorded delivered, so a key delivers one task per round trip; the keys go in parallel. ")
 			rep.printf("Order violations: a key's task arriving no later than the one before it, or missing: **%d**.\n\n", r.OrderViolations)
 			rep.throughputTable([]*lateResult{r})
+		case "flow":
+			h, err := startHookwheel(ctx, svc, hwOptions(o), "flow")
+			if err != nil {
+				return err
+			}
+			r, err := flow(ctx, h, recv, o.flowRate, o.flowSeconds)
+			rep.settings["hookwheel"] = h.Settings()
+			h.Close()
+			// A run too broken to measure is still written: what arrived, and what did not.
+			if r != nil {
+				if werr := rep.writeJSON("flow", r); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			rep.printf("## Flow keys\n\n")
+			rep.printf("%d tasks under one flow key limited to %d per second, all due at one instant: hookwheel must hold them back and send them one every %.3g ms, ", r.Tasks, r.Rate, r.IntervalMs)
+			rep.printf("the slots decided in Redis as it sends. Measured from the arrival times at the receiver, in time order, and again from when hookwheel began each send (`attempts.started_at`), which leaves out the delivery's own delays. ")
+			rep.printf("Sends spaced exactly put %d arrivals in every 1-second window; an arrival held up on its way from the slot before can slip in, so the limit holds while no window has more than %d.\n\n", r.Rate, r.Rate+1)
+			if !r.WithinOneSlot {
+				rep.printf("**The limit was exceeded at the receiver: %d arrivals in the 1-second window starting %.3f s after the first arrival (at most %d allowed).**\n\n", r.MostInSecond, r.MostInSecondAtS, r.Rate+1)
+			}
+			if r.SendsMostInSecond > r.Rate+1 {
+				rep.printf("**The limit was exceeded by hookwheel itself: it began %d sends in the 1-second window starting %.3f s after its first send (at most %d allowed).**\n\n", r.SendsMostInSecond, r.SendsMostInSecondAtS, r.Rate+1)
+			}
+			rep.flowTable(r)
 		case "ingest":
 			h, err := startHookwheel(ctx, svc, hwOptions(o), "ingest")
 			if err != nil {

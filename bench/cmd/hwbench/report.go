@@ -244,6 +244,40 @@ func (r *reporter) throughputTable(runs []*lateResult) {
 	r.printf("\n")
 }
 
+// flowTable is the flow scenario's measures, each beside what a limit held
+// exactly would give.
+func (r *reporter) flowTable(x *flowResult) {
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	fewest := "— (run under 1 s)"
+	if x.FewestInSecond >= 0 {
+		fewest = fmt.Sprintf("%d (from +%.3f s)", x.FewestInSecond, x.FewestInSecondAtS)
+	}
+	r.printf("| measure | measured | limit held exactly |\n|---|---|---|\n")
+	r.printf("| mean rate: (arrivals − 1) / (last − first arrival) | %.2f /s (%.3f of the limit) | %d /s |\n", x.MeanRate, x.MeanRateRatio, x.Rate)
+	r.printf("| most arrivals in any 1 s window | %d (from +%.3f s) | %d, at most %d |\n", x.MostInSecond, x.MostInSecondAtS, x.Rate, x.Rate+1)
+	r.printf("| fewest arrivals in a 1 s window between the first and the last | %s | %d |\n", fewest, x.Rate)
+	r.printf("| gap between consecutive arrivals, ms: min / p1 / p50 / p99 / max | %s / %s / %s / %s / %s | %s |\n",
+		ms(x.Gaps.MinMs), ms(x.Gaps.P1Ms), ms(x.Gaps.P50Ms), ms(x.Gaps.P99Ms), ms(x.Gaps.MaxMs), ms(x.IntervalMs))
+	if x.Sends > 0 {
+		r.printf("| most sends in any 1 s window, by when hookwheel began each (`attempts.started_at`, %d attempts) | %d (from +%.3f s) | %d, at most %d |\n", x.Sends, x.SendsMostInSecond, x.SendsMostInSecondAtS, x.Rate, x.Rate+1)
+		r.printf("| gap between consecutive sends begun, ms: min / p1 / p50 / p99 / max | %s / %s / %s / %s / %s | %s |\n",
+			ms(x.SendGaps.MinMs), ms(x.SendGaps.P1Ms), ms(x.SendGaps.P50Ms), ms(x.SendGaps.P99Ms), ms(x.SendGaps.MaxMs), ms(x.IntervalMs))
+	}
+	r.printf("| i-th arrival after its slot (first arrival + i × %s ms), ms: min / p50 / p99 / max | %s / %s / %s / %s | 0 |\n",
+		ms(x.IntervalMs), ms(x.SlotLateness.MinMs), ms(x.SlotLateness.P50Ms), ms(x.SlotLateness.P99Ms), ms(x.SlotLateness.MaxMs))
+	r.printf("| tasks delivered once / missing / repeats | %d / %d / %d | %d / 0 / 0 |\n", x.Delivered, x.Missing, x.Duplicates, x.Tasks)
+	r.printf("| first arrival after the due instant, ms | %s | — |\n", ms(x.FirstAfterDueMs))
+	r.printf("| claims deferred for their flow-rate slot (`hookwheel_deferrals_total{reason=\"flow_rate\"}`) | %.0f | — |\n", x.FlowRateDeferrals)
+	if x.Run != nil {
+		// cpuCells makes two cells of a row; here they share one.
+		r.printf("| CPU s: harness / hookwheel / postgres / redis; ms per delivery | %s | — |\n", strings.Replace(cpuCells(x.Run.CPU), " | ", "; ", 1))
+		for _, n := range x.Run.Notes {
+			r.printf("\n%s\n", n)
+		}
+	}
+	r.printf("\n")
+}
+
 func cpuCells(u *cpuUse) string {
 	if u == nil {
 		return "— | —"

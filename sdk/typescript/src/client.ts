@@ -11,6 +11,8 @@ import type {
   CancelResult,
   Caller,
   FireTime,
+  FlowLimit,
+  FlowLimitRequest,
   Page,
   Publish,
   ReplayFilter,
@@ -156,6 +158,24 @@ export interface HookwheelClient {
     /** A publish with its tasks as they are now, counted by status (`GET /v1/publishes/{id}`). */
     getPublish(id: string): Promise<Publish>;
   };
+  flowKeys: {
+    /**
+     * Sets the rate and parallelism of the tasks whose `flow_key` is `key`,
+     * replacing what the key had (`PUT /v1/flow-keys/{key}`); the key `*` sets
+     * them for every key without limits of its own. A task over its key's
+     * limits waits without spending an attempt. Safe to repeat, so it is
+     * retried like a read.
+     */
+    put(key: string, limits: FlowLimitRequest): Promise<FlowLimit>;
+    /** The key's own limits (`GET /v1/flow-keys/{key}`); a 404 when it has none. */
+    get(key: string): Promise<FlowLimit>;
+    /** Every key's limits, in key order, page after page (`GET /v1/flow-keys`). */
+    list(options?: ListOptions): AsyncGenerator<FlowLimit, void, undefined>;
+    /** One page of `GET /v1/flow-keys`. */
+    listPage(options?: { limit?: number; cursor?: string }): Promise<Page<FlowLimit>>;
+    /** Lifts the key's limits and returns them as they were (`DELETE /v1/flow-keys/{key}`). */
+    delete(key: string): Promise<FlowLimit>;
+  };
   schedules: {
     /** Creates a recurring schedule (`POST /v1/schedules`). */
     create(schedule: ScheduleRequest): Promise<Schedule>;
@@ -299,7 +319,13 @@ export function createClient(options: ClientOptions): HookwheelClient {
     return send(true, () => raw.GET("/v1/topics", { params: { query } }));
   }
 
+  function listFlowLimitsPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<FlowLimit>> {
+    return send(true, () => raw.GET("/v1/flow-keys", { params: { query } }));
+  }
+
   const named = (v: string) => ({ params: { path: { name: v } } });
+
+  const keyed = (v: string) => ({ params: { path: { key: v } } });
 
   const id = (v: string) => ({ params: { path: { id: v } } });
 
@@ -374,6 +400,18 @@ export function createClient(options: ClientOptions): HookwheelClient {
         )) as Publish;
       },
       getPublish: (publishId) => send(true, () => raw.GET("/v1/publishes/{id}", id(publishId))),
+    },
+    flowKeys: {
+      // Setting the same limits twice leaves them as once does.
+      put: (key, limits) => send(true, () => raw.PUT("/v1/flow-keys/{key}", { ...keyed(key), body: limits })),
+      get: (key) => send(true, () => raw.GET("/v1/flow-keys/{key}", keyed(key))),
+      list(opts = {}) {
+        return paginate((cursor) =>
+          listFlowLimitsPage({ ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      listPage: listFlowLimitsPage,
+      delete: (key) => send(false, () => raw.DELETE("/v1/flow-keys/{key}", keyed(key))),
     },
     schedules: {
       create: (schedule) => send(false, () => raw.POST("/v1/schedules", { body: schedule })),

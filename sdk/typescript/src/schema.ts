@@ -767,6 +767,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/flow-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List flow limits
+         * @description The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+         *     order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+         *     page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+         *     listed: they have nothing stored.
+         */
+        get: operations["listFlowLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/flow-keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The flow key, or `*` for the default of every key without limits of its own. */
+                key: components["parameters"]["FlowLimitKey"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a flow key's limits
+         * @description The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+         */
+        get: operations["getFlowLimit"];
+        /**
+         * Set a flow key's limits
+         * @description Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+         *     Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+         *     of every key that has none of its own: each such key is limited apart, by these numbers.
+         *
+         *     The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+         *     and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+         *     spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+         *     tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+         *     Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+         *
+         *     When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+         *     the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+         *     an upper bound there.
+         */
+        put: operations["putFlowLimit"];
+        post?: never;
+        /**
+         * Lift a flow key's limits
+         * @description Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+         *     next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+         */
+        delete: operations["deleteFlowLimit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/topics": {
         parameters: {
             query?: never;
@@ -1123,7 +1190,7 @@ export interface components {
          *     `keys:manage` API keys, `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
          * @enum {string}
          */
-        Scope: "*" | "tasks:read" | "tasks:write" | "schedules:read" | "schedules:write" | "topics:read" | "topics:write" | "keys:manage" | "secrets:manage" | "audit:read";
+        Scope: "*" | "tasks:read" | "tasks:write" | "schedules:read" | "schedules:write" | "topics:read" | "topics:write" | "flow-keys:read" | "flow-keys:write" | "keys:manage" | "secrets:manage" | "audit:read";
         APIKeyRequest: {
             /** @description A label for the key, such as the service that uses it. */
             name?: string;
@@ -1536,6 +1603,8 @@ export interface components {
              *     one before it is still being sent or retried.
              */
             ordering_key?: components["schemas"]["OrderingKey"];
+            /** @description The flow key every occurrence's task carries. */
+            flow_key?: components["schemas"]["FlowKey"];
             /**
              * Format: uri
              * @description The `callback` every occurrence's task carries, by the rules of a task's.
@@ -1604,6 +1673,8 @@ export interface components {
             } | null;
             /** @description The ordering key of the occurrences made from now on; `null` removes it. */
             ordering_key?: string | null;
+            /** @description The flow key of the occurrences made from now on; `null` removes it. */
+            flow_key?: string | null;
             /** @description The new `callback` of the occurrences made from now on; `null` removes it. */
             callback?: string | null;
             /** @description The new `failure_callback` of the occurrences made from now on; `null` removes it. */
@@ -1651,6 +1722,8 @@ export interface components {
             labels?: components["schemas"]["Labels"];
             /** @description The ordering key every occurrence's task carries; absent when none. */
             ordering_key?: components["schemas"]["OrderingKey"];
+            /** @description The flow key every occurrence's task carries; absent when none. */
+            flow_key?: components["schemas"]["FlowKey"];
             /**
              * Format: uri
              * @description The `callback` every occurrence's task carries; absent when none.
@@ -1924,6 +1997,76 @@ export interface components {
             [key: string]: string;
         };
         /**
+         * @description Holds the task's sends to the rate and parallelism the tenant set for this key
+         *     (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+         *     task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+         *     its retries. A key without limits of its own or a default limits nothing. There is no limit on
+         *     the number of keys: a key costs nothing until used (one per customer is the intended use).
+         *     The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+         *     `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+         * @example customer-1042
+         */
+        FlowKey: string;
+        /**
+         * @description A flow key, or `*` for the limits of every key that has none of its own.
+         * @example customer-1042
+         */
+        FlowLimitKey: string;
+        /**
+         * @description The limits of a flow key. At least one of `rate` and `parallelism` is required; 0 or absent
+         *     leaves that side unlimited.
+         */
+        FlowLimitRequest: {
+            /**
+             * @description At most this many sends per `period`, spaced evenly: a rate of 100 per `1s` sends one every
+             *     10 ms, never 100 at once.
+             * @example 100
+             */
+            rate?: number;
+            /**
+             * @description The period of `rate`, a Go duration from `1s` to `24h` (`1s`, `1m`, `1h`).
+             * @default 1s
+             * @example 1s
+             */
+            period?: string;
+            /**
+             * @description At most this many of the key's webhooks in flight at once, across every node.
+             * @example 5
+             */
+            parallelism?: number;
+        };
+        /**
+         * @description The limits of one of the tenant's flow keys.
+         * @example {
+         *       "key": "customer-1042",
+         *       "rate": 100,
+         *       "period": "1s",
+         *       "parallelism": 5,
+         *       "created_at": "2026-11-20T16:30:00Z",
+         *       "updated_at": "2026-11-20T16:30:00Z"
+         *     }
+         */
+        FlowLimit: {
+            key: components["schemas"]["FlowLimitKey"];
+            /** @description At most this many sends per `period`; 0 when the rate is not limited. */
+            rate: number;
+            /** @description The period of `rate`, a Go duration. */
+            period: string;
+            /** @description At most this many sends in flight at once; 0 when not limited. */
+            parallelism: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** @description A page of flow limits, in key order. */
+        FlowLimitList: {
+            /** @description The flow limits of this page; empty, never null, when there are none. */
+            data: components["schemas"]["FlowLimit"][];
+            /** @description Pass it as `cursor` to read the next page. Absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /**
          * @description Delivers the tenant's tasks with the same key one at a time, in `run_at` order and then creation
          *     order: a task is not sent until every task of its key before it is `delivered`, `dead` or
          *     `canceled`, and never while another task of its key is being sent or waits for a retry. A task
@@ -1999,6 +2142,7 @@ export interface components {
             /** @description The task's labels, to find it by; none when absent. */
             labels?: components["schemas"]["Labels"];
             ordering_key?: components["schemas"]["OrderingKey"];
+            flow_key?: components["schemas"]["FlowKey"];
             /**
              * Format: uri
              * @description A URL to tell of the task's delivery: once an attempt gets a 2xx, hookwheel sends a signed
@@ -2096,6 +2240,8 @@ export interface components {
             labels?: components["schemas"]["Labels"];
             /** @description The task's ordering key; absent when it has none. */
             ordering_key?: components["schemas"]["OrderingKey"];
+            /** @description The task's flow key; absent when it has none. */
+            flow_key?: components["schemas"]["FlowKey"];
             /**
              * Format: uri
              * @description The URL told of the task's delivery (see `TaskRequest`); absent when none.
@@ -2548,6 +2694,8 @@ export interface components {
         TenantID: string;
         /** @description The task id. */
         TaskID: string;
+        /** @description The flow key, or `*` for the default of every key without limits of its own. */
+        FlowLimitKey: components["schemas"]["FlowLimitKey"];
         /** @description The topic's name. */
         TopicName: components["schemas"]["TopicName"];
         /** @description The publish id, the `id` of the answer to the publish and the `publish_id` of its tasks. */
@@ -4410,6 +4558,145 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["FireTimeList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listFlowLimits: {
+        parameters: {
+            query?: {
+                /** @description The largest number of flow limits in the page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page. Opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of flow limits, in key order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowLimitList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getFlowLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The flow key, or `*` for the default of every key without limits of its own. */
+                key: components["parameters"]["FlowLimitKey"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowLimit"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    putFlowLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The flow key, or `*` for the default of every key without limits of its own. */
+                key: components["parameters"]["FlowLimitKey"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "rate": 100,
+                 *       "period": "1s",
+                 *       "parallelism": 5
+                 *     }
+                 */
+                "application/json": components["schemas"]["FlowLimitRequest"];
+            };
+        };
+        responses: {
+            /** @description The key's limits were replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowLimit"];
+                };
+            };
+            /** @description The key's limits were set; it had none. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowLimit"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    deleteFlowLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The flow key, or `*` for the default of every key without limits of its own. */
+                key: components["parameters"]["FlowLimitKey"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted limits. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowLimit"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -173,6 +173,7 @@ describe("client", () => {
       (c) => c.tasks.replayDead({ url: "https://example.com/" }),
       (c) => c.schedules.create({ url: TASK.url, cron: "@hourly" }),
       (c) => c.schedules.delete(TASK.id),
+      (c) => c.flowKeys.delete("customer-1042"),
     ];
     for (const call of calls) {
       const { client, requests } = scripted([busy()]);
@@ -374,6 +375,42 @@ describe("client", () => {
         "GET /v1/topics?limit=1 ",
         "GET /v1/topics?limit=1&cursor=c1 ",
         "DELETE /v1/topics/orders ",
+      ],
+    );
+  });
+
+  it("manages flow keys, every character of a key in the path, and sends flow_key with a task", async () => {
+    const limit = { key: "acme:eu@x+1=y", rate: 100, period: "1s", parallelism: 5 };
+    const { client, requests } = scripted([
+      problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }),
+      json(201, limit),
+      json(200, { ...limit, key: "*" }),
+      json(200, limit),
+      json(200, { data: [limit], next_cursor: "c1" }),
+      json(200, { data: [] }),
+      json(200, limit),
+      json(201, { ...TASK, flow_key: "acme:eu@x+1=y" }),
+    ]);
+    assert.deepEqual(await client.flowKeys.put("acme:eu@x+1=y", { rate: 100, period: "1s", parallelism: 5 }), limit);
+    assert.equal((await client.flowKeys.put("*", { parallelism: 2 })).key, "*");
+    assert.deepEqual(await client.flowKeys.get("acme:eu@x+1=y"), limit);
+    const all = [];
+    for await (const l of client.flowKeys.list({ pageSize: 1 })) all.push(l.key);
+    assert.deepEqual(all, ["acme:eu@x+1=y"]);
+    assert.deepEqual(await client.flowKeys.delete("acme:eu@x+1=y"), limit);
+    const task = await client.tasks.create({ url: TASK.url, flow_key: "acme:eu@x+1=y" });
+    assert.equal(task.flow_key, "acme:eu@x+1=y");
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${decodeURIComponent(r.url.pathname)}${r.url.search} ${r.body}`),
+      [
+        `PUT /v1/flow-keys/acme:eu@x+1=y {"rate":100,"period":"1s","parallelism":5}`,
+        `PUT /v1/flow-keys/acme:eu@x+1=y {"rate":100,"period":"1s","parallelism":5}`,
+        `PUT /v1/flow-keys/* {"parallelism":2}`,
+        "GET /v1/flow-keys/acme:eu@x+1=y ",
+        "GET /v1/flow-keys?limit=1 ",
+        "GET /v1/flow-keys?limit=1&cursor=c1 ",
+        "DELETE /v1/flow-keys/acme:eu@x+1=y ",
+        `POST /v1/tasks {"url":"${TASK.url}","flow_key":"acme:eu@x+1=y"}`,
       ],
     );
   });

@@ -206,6 +206,55 @@ describe("live: topics", { skip: skipAPI }, () => {
   });
 });
 
+describe("live: flow keys", { skip: skipAPI }, () => {
+  it("puts a key's limits, replaces, lists, reads and deletes them, and tasks and schedules carry the key", async () => {
+    // Every character a key may hold, so that the path carries them all.
+    const prefix = `sdk-ts:${run}@eu+1=`;
+    const keys = [`${prefix}a`, `${prefix}b`];
+    const created = await hw.flowKeys.put(keys[0], { rate: 100, period: "1m", parallelism: 5 });
+    assert.equal(created.key, keys[0]);
+    assert.equal(created.rate, 100);
+    assert.equal(created.parallelism, 5);
+    const replaced = await hw.flowKeys.put(keys[0], { parallelism: 2 });
+    assert.deepEqual(
+      { rate: replaced.rate, period: replaced.period, parallelism: replaced.parallelism },
+      { rate: 0, period: "1s", parallelism: 2 },
+      "replaced whole: no rate, the default period",
+    );
+    assert.deepEqual(await hw.flowKeys.get(keys[0]), replaced);
+    await hw.flowKeys.put(keys[1], { rate: 10 });
+    const listed = [];
+    for await (const l of hw.flowKeys.list({ pageSize: 1 })) if (l.key.startsWith(prefix)) listed.push(l.key);
+    assert.deepEqual(listed, keys, "every page, in key order");
+
+    const invalid = await hw.flowKeys.put(keys[1], {}).catch((e) => e);
+    assert.ok(invalid instanceof HookwheelError, String(invalid));
+    assert.equal(invalid.status, 422);
+
+    const def = await hw.flowKeys.put("*", { parallelism: 1000 });
+    assert.equal(def.key, "*");
+    assert.equal((await hw.flowKeys.get("*")).parallelism, 1000);
+    await hw.flowKeys.delete("*");
+
+    const task = await hw.tasks.create({ url: at("flow"), delay: "1h", flow_key: keys[0] });
+    assert.equal(task.flow_key, keys[0]);
+    assert.equal((await hw.tasks.get(task.id)).flow_key, keys[0]);
+    await hw.tasks.cancel(task.id);
+    const schedule = await hw.schedules.create({ cron: "@daily", url: at("flow-daily"), paused: true, flow_key: keys[0] });
+    assert.equal(schedule.flow_key, keys[0]);
+    assert.equal((await hw.schedules.update(schedule.id, { flow_key: keys[1] })).flow_key, keys[1]);
+    assert.equal((await hw.schedules.update(schedule.id, { flow_key: null })).flow_key, undefined, "null removes it");
+    await hw.schedules.delete(schedule.id);
+
+    assert.deepEqual(await hw.flowKeys.delete(keys[0]), replaced);
+    await hw.flowKeys.delete(keys[1]);
+    const gone = await hw.flowKeys.get(keys[0]).catch((e) => e);
+    assert.ok(gone instanceof HookwheelError, String(gone));
+    assert.equal(gone.status, 404);
+    assert.equal((await hw.flowKeys.delete(keys[0]).catch((e) => e)).status, 404);
+  });
+});
+
 describe("live: schedules", { skip: skipAPI }, () => {
   it("creates, lists, pauses, resumes, previews and deletes a schedule", async () => {
     const created = await hw.schedules.create({

@@ -82,7 +82,7 @@ func TestSDKGo(t *testing.T) {
 
 	// Every live test ran: none skipped for want of the environment.
 	for _, name := range []string{"TestLiveTasks", "TestLiveBatch", "TestLiveSchedules", "TestLiveCallerAndErrors", "TestLiveWebhooks",
-		"TestLiveTopics", "TestLiveTopicWebhooks"} {
+		"TestLiveTopics", "TestLiveTopicWebhooks", "TestLiveFlowKeys", "TestLiveFlowKeyWebhooks"} {
 		require.Contains(t, out.String(), "--- PASS: "+name+" ", "sdk/go:\n%s", out.String())
 	}
 	require.NotContains(t, out.String(), "--- SKIP", "sdk/go:\n%s", out.String())

@@ -106,6 +106,8 @@ func (e HTTPMethod) Valid() bool {
 const (
 	ScopeAsterisk       Scope = "*"
 	ScopeAuditRead      Scope = "audit:read"
+	ScopeFlowKeysRead   Scope = "flow-keys:read"
+	ScopeFlowKeysWrite  Scope = "flow-keys:write"
 	ScopeKeysManage     Scope = "keys:manage"
 	ScopeSchedulesRead  Scope = "schedules:read"
 	ScopeSchedulesWrite Scope = "schedules:write"
@@ -122,6 +124,10 @@ func (e Scope) Valid() bool {
 	case ScopeAsterisk:
 		return true
 	case ScopeAuditRead:
+		return true
+	case ScopeFlowKeysRead:
+		return true
+	case ScopeFlowKeysWrite:
 		return true
 	case ScopeKeysManage:
 		return true
@@ -394,6 +400,17 @@ type BatchTaskRequest struct {
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
 
+	// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+	// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+	// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+	// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+	// the number of keys: a key costs nothing until used (one per customer is the intended use).
+	// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+	// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+	//
+	// Example: customer-1042
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
+
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
 	//
@@ -555,6 +572,73 @@ type FireTime struct {
 // FireTimeList defines model for FireTimeList.
 type FireTimeList struct {
 	Data []FireTime `json:"data"`
+}
+
+// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+// the number of keys: a key costs nothing until used (one per customer is the intended use).
+// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+//
+// Example: customer-1042
+type FlowKey = string
+
+// FlowLimit The limits of one of the tenant's flow keys.
+//
+// Example: {"created_at":"2026-11-20T16:30:00Z","key":"customer-1042","parallelism":5,"period":"1s","rate":100,"updated_at":"2026-11-20T16:30:00Z"}
+type FlowLimit struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Key A flow key, or `*` for the limits of every key that has none of its own.
+	//
+	// Example: customer-1042
+	Key FlowLimitKey `json:"key"`
+
+	// Parallelism At most this many sends in flight at once; 0 when not limited.
+	Parallelism int `json:"parallelism"`
+
+	// Period The period of `rate`, a Go duration.
+	Period string `json:"period"`
+
+	// Rate At most this many sends per `period`; 0 when the rate is not limited.
+	Rate      int       `json:"rate"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FlowLimitKey A flow key, or `*` for the limits of every key that has none of its own.
+//
+// Example: customer-1042
+type FlowLimitKey = string
+
+// FlowLimitList A page of flow limits, in key order.
+type FlowLimitList struct {
+	// Data The flow limits of this page; empty, never null, when there are none.
+	Data []FlowLimit `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// FlowLimitRequest The limits of a flow key. At least one of `rate` and `parallelism` is required; 0 or absent
+// leaves that side unlimited.
+type FlowLimitRequest struct {
+	// Parallelism At most this many of the key's webhooks in flight at once, across every node.
+	//
+	// Example: 5
+	Parallelism *int `json:"parallelism,omitempty"`
+
+	// Period The period of `rate`, a Go duration from `1s` to `24h` (`1s`, `1m`, `1h`).
+	//
+	// Example: 1s
+	Period *string `json:"period,omitempty"`
+
+	// Rate At most this many sends per `period`, spaced evenly: a rate of 100 per `1s` sends one every
+	// 10 ms, never 100 at once.
+	//
+	// Example: 100
+	Rate *int `json:"rate,omitempty"`
 }
 
 // HTTPMethod The HTTP method of a webhook request.
@@ -784,9 +868,12 @@ type Schedule struct {
 	Cron      string    `json:"cron"`
 
 	// FailureCallback The `failure_callback` every occurrence's task carries; absent when none.
-	FailureCallback *string            `json:"failure_callback,omitempty"`
-	Headers         map[string]string  `json:"headers,omitempty"`
-	ID              openapi_types.UUID `json:"id"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key every occurrence's task carries; absent when none.
+	FlowKey *FlowKey           `json:"flow_key,omitempty"`
+	Headers map[string]string  `json:"headers,omitempty"`
+	ID      openapi_types.UUID `json:"id"`
 
 	// Labels The labels every occurrence's task carries; absent when none.
 	Labels Labels `json:"labels,omitempty"`
@@ -841,8 +928,11 @@ type ScheduleRequest struct {
 	Cron string `json:"cron"`
 
 	// FailureCallback The `failure_callback` every occurrence's task carries, by the rules of a task's.
-	FailureCallback *string           `json:"failure_callback,omitempty"`
-	Headers         map[string]string `json:"headers,omitempty"`
+	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key every occurrence's task carries.
+	FlowKey *FlowKey          `json:"flow_key,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 
 	// Labels Labels every occurrence's task carries, by the rules of a task's.
 	Labels Labels      `json:"labels,omitempty"`
@@ -885,6 +975,9 @@ type ScheduleUpdateRequest struct {
 
 	// FailureCallback The new `failure_callback` of the occurrences made from now on; `null` removes it.
 	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey The flow key of the occurrences made from now on; `null` removes it.
+	FlowKey *string `json:"flow_key,omitempty"`
 
 	// Headers Merged into the schedule's headers by name (case-insensitive); a header set to `null` is
 	// removed. `null` for the whole object removes every header.
@@ -1047,6 +1140,9 @@ type Task struct {
 	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
 	FailureCallback *string `json:"failure_callback,omitempty"`
 
+	// FlowKey The task's flow key; absent when it has none.
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
+
 	// Headers The headers given when the task was created; absent when none were.
 	Headers map[string]string `json:"headers,omitempty"`
 
@@ -1174,6 +1270,17 @@ type TaskRequest struct {
 	//
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
+
+	// FlowKey Holds the task's sends to the rate and parallelism the tenant set for this key
+	// (`PUT /v1/flow-keys/{key}`), or else for every key (`PUT /v1/flow-keys/*`), across every node. A
+	// task over its key's limits waits, in due order: a deferral, not an attempt, so it spends none of
+	// its retries. A key without limits of its own or a default limits nothing. There is no limit on
+	// the number of keys: a key costs nothing until used (one per customer is the intended use).
+	// The target host's dispatch limits, if the operator set any, apply as well. 1 to 255 characters of
+	// `A`-`Z`, `a`-`z`, digits and `.` `_` `-` `:` `@` `+` `=`.
+	//
+	// Example: customer-1042
+	FlowKey *FlowKey `json:"flow_key,omitempty"`
 
 	// Headers Headers sent with every attempt, in addition to hookwheel's own `webhook-*`, `Hookwheel-*`
 	// and `Idempotency-Key` headers, which cannot be overridden.
@@ -1444,6 +1551,15 @@ type ListTenantAuditParams struct {
 	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListFlowLimitsParams defines parameters for ListFlowLimits.
+type ListFlowLimitsParams struct {
+	// Limit The largest number of flow limits in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
 	// Limit The largest number of schedules in the page.
@@ -1534,6 +1650,9 @@ type ListTopicsParams struct {
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// PutFlowLimitJSONRequestBody defines body for PutFlowLimit for application/json ContentType.
+type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
@@ -1715,6 +1834,73 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 	ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListFlowLimits List flow limits
+	//
+	// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+	// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+	// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+	// listed: they have nothing stored.
+	//
+	// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+	ListFlowLimits(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteFlowLimit Lift a flow key's limits
+	//
+	// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+	// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+	//
+	// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+	DeleteFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetFlowLimit Get a flow key's limits
+	//
+	// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+	//
+	// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+	GetFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFlowLimitWithBody Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithBody(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFlowLimit Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimit(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys List the caller's API keys
 	//
@@ -2548,6 +2734,123 @@ type ClientInterface interface {
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 func (c *Client) ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTenantAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListFlowLimits List flow limits
+//
+// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+// listed: they have nothing stored.
+//
+// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+func (c *Client) ListFlowLimits(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFlowLimitsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteFlowLimit Lift a flow key's limits
+//
+// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+//
+// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+func (c *Client) DeleteFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteFlowLimitRequest(c.Server, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetFlowLimit Get a flow key's limits
+//
+// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+//
+// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+func (c *Client) GetFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFlowLimitRequest(c.Server, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFlowLimitWithBody Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *Client) PutFlowLimitWithBody(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFlowLimitRequestWithBody(c.Server, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFlowLimit Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *Client) PutFlowLimit(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFlowLimitRequest(c.Server, key, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3882,6 +4185,187 @@ func NewListTenantAuditRequest(server string, params *ListTenantAuditParams) (*h
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListFlowLimitsRequest constructs an http.Request for the ListFlowLimits method
+func NewListFlowLimitsRequest(server string, params *ListFlowLimitsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteFlowLimitRequest constructs an http.Request for the DeleteFlowLimit method
+func NewDeleteFlowLimitRequest(server string, key FlowLimitKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetFlowLimitRequest constructs an http.Request for the GetFlowLimit method
+func NewGetFlowLimitRequest(server string, key FlowLimitKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutFlowLimitRequest calls the generic PutFlowLimit builder with application/json body
+func NewPutFlowLimitRequest(server string, key FlowLimitKey, body PutFlowLimitJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutFlowLimitRequestWithBody(server, key, "application/json", bodyReader)
+}
+
+// NewPutFlowLimitRequestWithBody constructs an http.Request for the PutFlowLimit method, with any body, and a specified content type
+func NewPutFlowLimitRequestWithBody(server string, key FlowLimitKey, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/flow-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5377,6 +5861,79 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 	ListTenantAuditWithResponse(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*ListTenantAuditResponse, error)
 
+	// ListFlowLimitsWithResponse List flow limits
+	//
+	// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+	// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+	// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+	// listed: they have nothing stored.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+	ListFlowLimitsWithResponse(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*ListFlowLimitsResponse, error)
+
+	// DeleteFlowLimitWithResponse Lift a flow key's limits
+	//
+	// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+	// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+	DeleteFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*DeleteFlowLimitResponse, error)
+
+	// GetFlowLimitWithResponse Get a flow key's limits
+	//
+	// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+	GetFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*GetFlowLimitResponse, error)
+
+	// PutFlowLimitWithBodyWithResponse Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithBodyWithResponse(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error)
+
+	// PutFlowLimitWithResponse Set a flow key's limits
+	//
+	// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+	// of every key that has none of its own: each such key is limited apart, by these numbers.
+	//
+	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+	//
+	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+	// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+	// an upper bound there.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+	PutFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error)
+
 	// ListKeysWithResponse List the caller's API keys
 	//
 	// Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
@@ -6326,6 +6883,380 @@ func (r ListTenantAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListTenantAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListFlowLimitsResponse429Headers the declared response headers of an HTTP 429 response for ListFlowLimits
+type ListFlowLimitsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListFlowLimitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimitList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFlowLimitsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListFlowLimitsResponse) GetJSON200() *FlowLimitList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListFlowLimitsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListFlowLimitsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFlowLimitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFlowLimitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFlowLimitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for DeleteFlowLimit
+type DeleteFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type DeleteFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteFlowLimitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for GetFlowLimit
+type GetFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFlowLimitResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutFlowLimitResponse429Headers the declared response headers of an HTTP 429 response for PutFlowLimit
+type PutFlowLimitResponse429Headers struct {
+	RetryAfter int
+}
+
+type PutFlowLimitResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FlowLimit
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *FlowLimit
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutFlowLimitResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutFlowLimitResponse) GetJSON200() *FlowLimit {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutFlowLimitResponse) GetJSON201() *FlowLimit {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutFlowLimitResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutFlowLimitResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutFlowLimitResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutFlowLimitResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutFlowLimitResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9229,6 +10160,109 @@ func (c *ClientWithResponses) ListTenantAuditWithResponse(ctx context.Context, p
 	return ParseListTenantAuditResponse(rsp)
 }
 
+// ListFlowLimitsWithResponse List flow limits
+//
+// The limits the tenant set, one per key (and `*`, the default, when set), in key order (byte
+// order), one page at a time: repeat the call with `cursor` set to the `next_cursor` of the previous
+// page. The last page has no `next_cursor`. Keys that tasks name without limits of their own are not
+// listed: they have nothing stored.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/flow-keys (the `ListFlowLimits` operationId).
+func (c *ClientWithResponses) ListFlowLimitsWithResponse(ctx context.Context, params *ListFlowLimitsParams, reqEditors ...RequestEditorFn) (*ListFlowLimitsResponse, error) {
+	rsp, err := c.ListFlowLimits(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFlowLimitsResponse(rsp)
+}
+
+// DeleteFlowLimitWithResponse Lift a flow key's limits
+//
+// Deletes the key's limits and answers them as they were. The key's tasks are unlimited from their
+// next claim on, or go by `*` if it is set. Deleting `*` lifts the default.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/flow-keys/{key} (the `DeleteFlowLimit` operationId).
+func (c *ClientWithResponses) DeleteFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*DeleteFlowLimitResponse, error) {
+	rsp, err := c.DeleteFlowLimit(ctx, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteFlowLimitResponse(rsp)
+}
+
+// GetFlowLimitWithResponse Get a flow key's limits
+//
+// The key's own limits; 404 when it has none (its tasks then go by `*`, if set).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/flow-keys/{key} (the `GetFlowLimit` operationId).
+func (c *ClientWithResponses) GetFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, reqEditors ...RequestEditorFn) (*GetFlowLimitResponse, error) {
+	rsp, err := c.GetFlowLimit(ctx, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFlowLimitResponse(rsp)
+}
+
+// PutFlowLimitWithBodyWithResponse Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *ClientWithResponses) PutFlowLimitWithBodyWithResponse(ctx context.Context, key FlowLimitKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error) {
+	rsp, err := c.PutFlowLimitWithBody(ctx, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFlowLimitResponse(rsp)
+}
+
+// PutFlowLimitWithResponse Set a flow key's limits
+//
+// Sets the rate and parallelism of the tasks whose `flow_key` is `key`, replacing what the key had.
+// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
+// of every key that has none of its own: each such key is limited apart, by these numbers.
+//
+// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
+// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
+// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
+// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
+//
+// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
+// the host's limit holds back may then cost the key one of its rate slots, so the key's rate is
+// an upper bound there.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/flow-keys/{key} (the `PutFlowLimit` operationId).
+func (c *ClientWithResponses) PutFlowLimitWithResponse(ctx context.Context, key FlowLimitKey, body PutFlowLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFlowLimitResponse, error) {
+	rsp, err := c.PutFlowLimit(ctx, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFlowLimitResponse(rsp)
+}
+
 // ListKeysWithResponse List the caller's API keys
 //
 // Every API key of the calling tenant, revoked and expired ones included, newest first. A key's
@@ -10425,6 +11459,344 @@ func ParseListTenantAuditResponse(rsp *http.Response) (*ListTenantAuditResponse,
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListTenantAuditResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListFlowLimitsResponse parses an HTTP response from a ListFlowLimitsWithResponse call
+func ParseListFlowLimitsResponse(rsp *http.Response) (*ListFlowLimitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFlowLimitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimitList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListFlowLimitsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteFlowLimitResponse parses an HTTP response from a DeleteFlowLimitWithResponse call
+func ParseDeleteFlowLimitResponse(rsp *http.Response) (*DeleteFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteFlowLimitResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetFlowLimitResponse parses an HTTP response from a GetFlowLimitWithResponse call
+func ParseGetFlowLimitResponse(rsp *http.Response) (*GetFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetFlowLimitResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutFlowLimitResponse parses an HTTP response from a PutFlowLimitWithResponse call
+func ParsePutFlowLimitResponse(rsp *http.Response) (*PutFlowLimitResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutFlowLimitResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest FlowLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutFlowLimitResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

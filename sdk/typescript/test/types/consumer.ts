@@ -2,7 +2,7 @@
 // against the published declarations (dist/*.d.ts through package.json's
 // exports), so that a type the API document changes breaks here first.
 import { createClient, HookwheelError, verifyWebhook, WebhookVerificationError } from "@hookwheel/sdk";
-import type { Attempt, Page, Publish, Schedule, Task, TaskStatus, Topic, WebhookFailure } from "@hookwheel/sdk";
+import type { Attempt, FlowLimit, Page, Publish, Schedule, Task, TaskStatus, Topic, WebhookFailure } from "@hookwheel/sdk";
 import { verifyWebhookSignature } from "@hookwheel/sdk/webhook";
 
 export async function usage(): Promise<void> {
@@ -48,7 +48,16 @@ export async function usage(): Promise<void> {
   for await (const t of hw.topics.list()) void t.endpoints;
   const publishedBatch: Publish | undefined = (await hw.tasks.batch([{ topic: "orders" }]))[0]?.publish;
 
-  const schedule: Schedule = await hw.schedules.create({ cron: "@hourly", url: "https://example.com/s" });
+  const limit: FlowLimit = await hw.flowKeys.put("customer-1042", { rate: 100, period: "1s", parallelism: 5 });
+  const period: string = (await hw.flowKeys.get("*")).period;
+  for await (const l of hw.flowKeys.list({ pageSize: 10 })) void l.rate;
+  await hw.flowKeys.delete("customer-1042");
+  // @ts-expect-error a rate is a number
+  await hw.flowKeys.put("customer-1042", { rate: "100" });
+  const keyed: string | undefined = (await hw.tasks.create({ url: "https://example.com/hook", flow_key: "customer-1042" })).flow_key;
+
+  const schedule: Schedule = await hw.schedules.create({ cron: "@hourly", url: "https://example.com/s", flow_key: "customer-1042" });
+  await hw.schedules.update(schedule.id, { flow_key: null });
   const times = await hw.schedules.next(schedule.id, 3);
   const utc: string | undefined = times[0]?.utc;
   const me = await hw.me();
@@ -85,5 +94,5 @@ export async function usage(): Promise<void> {
     }
   }
   void [status, code, next, attempts, first, matched, replayed, utc, tenant, dead, pending, order, plain, when];
-  void [topic, deliveries, dead2, publishedBatch];
+  void [topic, deliveries, dead2, publishedBatch, limit, period, keyed];
 }

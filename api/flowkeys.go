@@ -1,0 +1,166 @@
+package api
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
+	"github.com/hookwheel/hookwheel/openapi"
+)
+
+// Flow-control keys: the CRUD of a tenant's flow limits. What they limit is
+// the dispatcher's; the rules of keys and numbers are the task service's.
+
+// flowLimitRequest is the body of PUT /v1/flow-keys/{key} as sent.
+type flowLimitRequest struct {
+	Rate        *int    `json:"rate,omitempty"`
+	Period      *string `json:"period,omitempty"`
+	Parallelism *int    `json:"parallelism,omitempty"`
+}
+
+// PutFlowLimit sets the limits of one of the tenant's flow keys.
+func (s *Server) PutFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var req flowLimitRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	var fe fieldErrors
+	if msg := tasks.FlowLimitKeyProblem(key); msg != "" {
+		fe.add("key", "%s", msg)
+	}
+	limit := model.FlowLimit{Key: key, Period: tasks.DefaultFlowPeriod}
+	if req.Rate != nil {
+		limit.Rate = *req.Rate
+	}
+	if req.Parallelism != nil {
+		limit.Parallelism = *req.Parallelism
+	}
+	parsed := true
+	if req.Period != nil {
+		limit.Period, parsed = parseDuration(&fe, "period", *req.Period)
+	}
+	if parsed {
+		tasks.CheckFlowLimit(&fe, limit)
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	created, err := s.tasks.PutFlowLimit(c.Request().Context(), tenant.ID, &limit)
+	switch {
+	case err != nil:
+		return err
+	case created:
+		c.Response().Header().Set(echo.HeaderLocation, "/v1/flow-keys/"+url.PathEscape(limit.Key))
+		return c.JSON(http.StatusCreated, flowLimitJSON(&limit))
+	}
+	return c.JSON(http.StatusOK, flowLimitJSON(&limit))
+}
+
+// GetFlowLimit reads the limits of one of the tenant's flow keys.
+func (s *Server) GetFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	if err := checkFlowLimitKey(key); err != nil {
+		return err
+	}
+	l, err := s.tasks.GetFlowLimit(c.Request().Context(), tenant.ID, key)
+	if errors.Is(err, model.ErrNotFound) {
+		return notFound("limits of flow key " + key)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, flowLimitJSON(l))
+}
+
+// DeleteFlowLimit lifts the limits of one of the tenant's flow keys.
+func (s *Server) DeleteFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	if err := checkFlowLimitKey(key); err != nil {
+		return err
+	}
+	l, err := s.tasks.DeleteFlowLimit(c.Request().Context(), tenant.ID, key)
+	if errors.Is(err, model.ErrNotFound) {
+		return notFound("limits of flow key " + key)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, flowLimitJSON(l))
+}
+
+// ListFlowLimits pages through the tenant's flow limits in key order. The
+// cursor is the last key of the page, opaque to clients as other lists' are.
+func (s *Server) ListFlowLimits(c echo.Context, params openapi.ListFlowLimitsParams) error {
+	tenant, err := tenantOf(c)
+	if err != nil {
+		return err
+	}
+	var (
+		fe     fieldErrors
+		filter model.FlowLimitFilter
+	)
+	filter.Limit, _ = pageRequest(&fe, params.Limit, nil)
+	if params.Cursor != nil {
+		key, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(*params.Cursor))
+		if err != nil || tasks.FlowLimitKeyProblem(string(key)) != "" {
+			fe.add("cursor", "is not a cursor this API returned")
+		}
+		after := string(key)
+		filter.After = &after
+	}
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	page := filter.Limit
+	filter.Limit++ // one more tells whether another page follows
+	list, err := s.tasks.ListFlowLimits(c.Request().Context(), tenant.ID, filter)
+	if err != nil {
+		return err
+	}
+	out := openapi.FlowLimitList{Data: make([]openapi.FlowLimit, 0, min(len(list), page))}
+	for i, l := range list {
+		if i == page {
+			next := base64.RawURLEncoding.EncodeToString([]byte(list[page-1].Key))
+			out.NextCursor = &next
+			break
+		}
+		out.Data = append(out.Data, flowLimitJSON(l))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// checkFlowLimitKey refuses a path key no limits could be stored under.
+func checkFlowLimitKey(key string) error {
+	var fe fieldErrors
+	if msg := tasks.FlowLimitKeyProblem(key); msg != "" {
+		fe.add("key", "%s", msg)
+	}
+	return fe.problem()
+}
+
+func flowLimitJSON(l *model.FlowLimit) openapi.FlowLimit {
+	return openapi.FlowLimit{
+		Key:         l.Key,
+		Rate:        l.Rate,
+		Period:      formatDuration(l.Period),
+		Parallelism: l.Parallelism,
+		CreatedAt:   l.CreatedAt,
+		UpdatedAt:   l.UpdatedAt,
+	}
+}
