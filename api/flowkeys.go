@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,6 +49,9 @@ func (s *Server) PutFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
 	parsed := true
 	if req.Period != nil {
 		limit.Period, parsed = parseDuration(&fe, "period", *req.Period)
+		if limit.Rate == 0 {
+			fe.add("period", "is the period of a rate: give rate too, or leave period out")
+		}
 	}
 	if parsed {
 		tasks.CheckFlowLimit(&fe, limit)
@@ -56,7 +60,14 @@ func (s *Server) PutFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
 		return err
 	}
 	created, err := s.tasks.PutFlowLimit(c.Request().Context(), tenant.ID, &limit)
+	var quota *tasks.FlowLimitQuotaError
 	switch {
+	case errors.As(err, &quota):
+		s.apiLimits.refused.WithLabelValues("flow_keys").Inc()
+		c.Response().Header().Set("Retry-After", fmt.Sprint(ceilSeconds(scheduleQuotaRetryAfter)))
+		return newProblem(http.StatusTooManyRequests, "flow-key-quota-exceeded", "Flow key quota exceeded",
+			fmt.Sprintf("this tenant may set limits for at most %d keys and has that many; delete some, or set the "+
+				"default (\"*\") that every key without its own takes", quota.Limit))
 	case err != nil:
 		return err
 	case created:

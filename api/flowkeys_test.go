@@ -50,6 +50,8 @@ func TestFlowKeyField(t *testing.T) {
 		"not a string":  `42`,
 		"control":       `"a\tb"`,
 		"percent":       `"a%20b"`,
+		"dot":           `"."`,
+		"dots":          `"..."`,
 		"question mark": `"a?b"`,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -142,6 +144,8 @@ func TestFlowLimitsAPI(t *testing.T) {
 		{"period too short", "k", `{"rate": 1, "period": "999ms"}`, "period"},
 		{"period too long", "k", `{"rate": 1, "period": "25h"}`, "period"},
 		{"period not a duration", "k", `{"rate": 1, "period": "soon"}`, "period"},
+		{"period not whole milliseconds", "k", `{"rate": 1, "period": "1000500us"}`, "period"},
+		{"period without a rate", "k", `{"parallelism": 1, "period": "1m"}`, "period"},
 		{"negative parallelism", "k", `{"parallelism": -1}`, "parallelism"},
 		{"parallelism too high", "k", `{"parallelism": 100001}`, "parallelism"},
 		{"unknown field", "k", `{"rate": 1, "burst": 5}`, "burst"},

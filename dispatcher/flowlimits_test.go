@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -169,4 +170,65 @@ func TestFlowRateAtClaim(t *testing.T) {
 	}
 	require.Empty(t, b.deferred)
 	require.Empty(t, b.held)
+}
+
+// TestFlowWaitsBehindTargetFirst: a keyed claim that finds others waiting for
+// its target's slots queues behind them before it takes anything of its
+// key's, so the key's other tasks, to other hosts, keep its slots.
+func TestFlowWaitsBehindTargetFirst(t *testing.T) {
+	t.Parallel()
+	b := setupLimits(t, model.Limits{DispatchConcurrency: 1}, nil)
+	b.runWaker(t)
+	one := model.FlowLimit{Parallelism: 1}
+
+	releaseBusy, ok := b.limits.admit(b.claim("a.example"))
+	require.True(t, ok)
+	_, ok = b.limits.admit(b.claim("a.example"))
+	require.False(t, ok, "a plain claim waits for a.example")
+	_, ok = b.limits.admit(b.flowClaim("a.example", "k", one))
+	require.False(t, ok, "the keyed one queues behind it")
+	release, ok := b.limits.admit(b.flowClaim("b.example", "k", one))
+	require.True(t, ok, "the key's one slot was never taken by the claim queued at a.example")
+	release()
+	releaseBusy()
+}
+
+// TestFlowDeferAhead: a claim whose key's slot is further off than
+// flowDeferAhead goes back to the queue for that long, not until its slot;
+// coming back early it is told what is left and keeps its slot.
+func TestFlowDeferAhead(t *testing.T) {
+	t.Parallel()
+	b := setupLimits(t, model.Limits{}, nil)
+	now := b.clock.Now()
+	hourly := model.FlowLimit{Rate: 1, Period: time.Hour}
+	first, second := b.flowClaim("a.example", "k", hourly), b.flowClaim("a.example", "k", hourly)
+
+	kept := b.limits.rateLimitClaims([]*model.ClaimedTask{first, second})
+	require.Len(t, kept, 1)
+	if kept[0] == second { // due together, they are asked in id order
+		first, second = second, first
+	}
+	back := receive(t, b.deferred)
+	require.Equal(t, second.ID, back.id)
+	require.Equal(t, flowDeferAhead, back.at.Sub(now), "back within a minute, not in an hour")
+
+	// It comes back (claimed anew, the same attempt) a minute on: still
+	// 59 minutes early, it goes back again, its slot kept, not booked anew.
+	b.clock.Set(back.at)
+	again := *second
+	again.ClaimToken = uuid.New()
+	due := back.at
+	again.NextAttemptAt = &due
+	require.Empty(t, b.limits.rateLimitClaims([]*model.ClaimedTask{&again}))
+	back = receive(t, b.deferred)
+	require.Equal(t, flowDeferAhead, back.at.Sub(b.clock.Now()))
+	third := b.flowClaim("a.example", "k", hourly)
+	require.Empty(t, b.limits.rateLimitClaims([]*model.ClaimedTask{third}))
+	require.Equal(t, flowDeferAhead, receive(t, b.deferred).at.Sub(b.clock.Now()))
+
+	// At its slot it goes.
+	b.clock.Set(now.Add(time.Hour))
+	at := b.clock.Now()
+	again.NextAttemptAt = &at
+	require.Len(t, b.limits.rateLimitClaims([]*model.ClaimedTask{&again}), 1)
 }

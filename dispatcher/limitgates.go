@@ -17,60 +17,91 @@ import (
 // admit decides, at the instant c is about to be sent, what only that
 // instant can, under its flow key's limits and then its target's: a
 // concurrency slot, and a new rate slot if c is too late for the one it was
-// given when claimed (a flow key's rate is only decided here). When c may be
-// sent, release must be called once the send is over. When it may not, c
-// has been deferred or waits for a concurrency slot: the caller is done
-// with it.
+// given when claimed. When c may be sent, release must be called once the
+// send is over. When it may not, c has been deferred or waits for a
+// concurrency slot: the caller is done with it.
 //
-// Where both bind, a send the target's limits hold back gives its key's
-// concurrency slot back but has spent the key's rate slot: the key's rate
-// is then an upper bound, never exceeded.
+// Where both bind, c queues behind its target's waiting claims before it
+// takes anything of its key's; a send its target holds back gives its key's
+// concurrency slot back at once and keeps its key's rate slot, to use if it
+// comes back within that slot's grace.
 func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
-	noop := func() {}
 	if l.cfg.Limiter == nil {
-		return noop, true
+		return func() {}, true
 	}
-	releaseFlow := noop
-	if flow := flowLimitFor(c); flow.Limited() {
-		if releaseFlow, ok = l.admitUnder(c, flow); !ok {
-			// Waiting for its key, c no longer tries its target's slots:
-			// the next in line there may.
-			l.passHead(gateKey{}.of(l.limitFor(c)), c.ID)
-			return nil, false
-		}
+	target, flow := l.limitFor(c), flowLimitFor(c)
+	if !flow.Limited() || l.queuedBehind(c, target) {
+		release, _, ok = l.admitUnder(c, target)
+		return release, ok
 	}
-	releaseTarget, ok := l.admitUnder(c, l.limitFor(c))
+	releaseFlow, flowSlot, ok := l.admitUnder(c, flow)
+	if !ok {
+		// Waiting for its key, c no longer tries its target's slots: the
+		// next in line there may.
+		l.passHead(gateKey{}.of(target), c.ID)
+		return nil, false
+	}
+	// Kept before the target decides, since a claim it hands back may come
+	// round again at once; forgotten if c goes now.
+	keep := slotKey{c.ID, true}
+	if !flowSlot.IsZero() {
+		l.mu.Lock()
+		l.slots[keep] = flowSlot
+		l.mu.Unlock()
+	}
+	releaseTarget, _, ok := l.admitUnder(c, target)
 	if !ok {
 		releaseFlow()
 		return nil, false
 	}
+	l.mu.Lock()
+	delete(l.slots, keep)
+	l.mu.Unlock()
 	return func() { releaseTarget(); releaseFlow() }, true
 }
 
-// admitUnder is admit under one limit: a target's (limit.Host), whose rate
-// may have been decided when c was claimed, or a flow key's (limit.Flow).
-func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLimit) (release func(), ok bool) {
+// queuedBehind reports whether claims wait for the concurrency slots of c's
+// target already, c not first among them: c must queue behind them.
+func (l *dispatchLimits) queuedBehind(c *model.ClaimedTask, target store.DispatchLimit) bool {
+	if target.Concurrency <= 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gates[gateKey{}.of(target)]
+	return g != nil && g.head != c.ID && (len(g.queue) > 0 || g.head != uuid.Nil)
+}
+
+// admitUnder is admit under one limit: a target's (limit.Host) or a flow
+// key's (limit.Flow). slot is the rate slot c is sent on, zero when the
+// limit has no rate or c is not sent.
+func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLimit) (release func(), slot time.Time, ok bool) {
 	noop := func() {}
 	now := l.cfg.Clock.Now()
 	// The slot it was given when claimed, if any: forgotten as c is sent or
 	// leaves, kept while it waits here for a concurrency slot.
 	sk := slotKey{c.ID, limit.Flow != ""}
 	l.mu.Lock()
-	slot, decided := l.slots[sk]
+	decidedSlot, decided := l.slots[sk]
 	delete(l.slots, sk)
 	l.mu.Unlock()
-	if limit.Rate > 0 && decided && now.Sub(slot) < store.DispatchGrace(limit.Rate) {
+	sentOn := time.Time{}
+	switch {
+	case limit.Rate > 0 && decided && now.Sub(decidedSlot) < store.DispatchGrace(limit.Rate):
 		limit.Rate = 0 // the slot it was given when claimed still holds
+		sentOn = decidedSlot
+	case limit.Rate > 0:
+		sentOn = now
 	}
 	if !limit.Limited() {
-		return noop, true
+		return noop, sentOn, true
 	}
 	key := gateKey{}.of(limit)
 	park := func(front bool) {
 		l.mu.Lock()
 		outcome, ahead := l.parkLocked(key, c, front, limit.Concurrency)
 		if outcome == parkWaiting && decided {
-			l.slots[sk] = slot
+			l.slots[sk] = decidedSlot
 		}
 		l.mu.Unlock()
 		switch outcome {
@@ -99,25 +130,25 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 	if queued {
 		// Others wait for a slot already: queue behind them.
 		park(false)
-		return nil, false
+		return nil, time.Time{}, false
 	}
 
 	if l.skipping(1) {
 		if head {
 			l.kickGate(key)
 		}
-		return noop, true
+		return noop, time.Time{}, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
 	admission, err := l.cfg.Limiter.AdmitDispatch(ctx, store.DispatchRequest{
-		Limit: limit, TaskID: c.ID, Token: c.ClaimToken, Lease: c.Timeout + l.cfg.LeaseMargin, At: now})
+		Limit: limit, TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, Lease: c.Timeout + l.cfg.LeaseMargin, At: now})
 	if err != nil {
 		l.failed(1, err)
 		if head {
 			l.kickGate(key)
 		}
-		return noop, true
+		return noop, time.Time{}, true
 	}
 	switch admission.Outcome {
 	case store.DispatchNow:
@@ -126,9 +157,9 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 			l.kickGate(key)
 		}
 		if limit.Concurrency == 0 {
-			return noop, true
+			return noop, sentOn, true
 		}
-		return func() { l.release(key, limit, c) }, true
+		return func() { l.release(key, limit, c) }, sentOn, true
 	case store.DispatchLater:
 		if head {
 			l.kickGate(key)
@@ -136,12 +167,13 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 		l.cfg.Metrics.deferrals.WithLabelValues(key.reason(true)).Inc()
 		at := now.Add(admission.Wait)
 		if admission.Wait > holdWithin || !l.holdUntil(c, sk, at) {
-			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return at })
+			back := deferUntil(limit, now, at)
+			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return back })
 		}
-		return nil, false
+		return nil, time.Time{}, false
 	default: // store.DispatchBusy
 		park(head)
-		return nil, false
+		return nil, time.Time{}, false
 	}
 }
 
@@ -216,7 +248,7 @@ func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *mode
 	defer cancel()
 	if err := l.cfg.Limiter.ReleaseDispatch(ctx, limit, c.ID, c.ClaimToken); err != nil {
 		l.cfg.Logger.Warn("releasing a dispatch slot failed; it comes back when its lease ends",
-			"task", c.ID, "host", limit.Host, "err", err)
+			"task", c.ID, "host", limit.Host, "flow_key", limit.Flow, "err", err)
 	}
 	l.kickGate(key)
 }

@@ -176,7 +176,7 @@ func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
 		}, reads.dueQueue),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_dispatch_limit_waiting",
-			Help: "Claimed tasks waiting on this node for a concurrency slot of their tenant and host.",
+			Help: "Claimed tasks waiting on this node for a concurrency slot of their tenant and host, or of their flow key.",
 		}, reads.limitsWaiting),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_sends_in_flight",

@@ -288,7 +288,7 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 	})
 	reqs := make([]store.DispatchRequest, len(limited))
 	for i, p := range limited {
-		reqs[i] = store.DispatchRequest{Limit: p.limit, TaskID: p.c.ID, Token: p.c.ClaimToken, At: p.meant}
+		reqs[i] = store.DispatchRequest{Limit: p.limit, TaskID: p.c.ID, Attempt: p.c.Attempt, Token: p.c.ClaimToken, At: p.meant}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
@@ -320,7 +320,7 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 			keep = append(keep, p.c)
 		default:
 			deferred = append(deferred, p.c)
-			until = append(until, p.meant.Add(a.Wait))
+			until = append(until, deferUntil(p.limit, now, p.meant.Add(a.Wait)))
 		}
 		l.cfg.Metrics.deferrals.WithLabelValues(gateKey{}.of(p.limit).reason(true)).Inc()
 	}
@@ -329,6 +329,23 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 		l.cfg.Defer(deferred, func(i int) time.Time { return until[i] })
 	}
 	return keep
+}
+
+// flowDeferAhead is the furthest ahead a claim waiting for its flow key's
+// rate slot is given back to Postgres. Its slot stays reserved for it in
+// Redis, which answers how long is left each time it comes back; but should
+// the tenant change the key's rate (from one a day to a hundred a second,
+// say), it is seen within this long, instead of once the slots booked at
+// the old rate have passed.
+const flowDeferAhead = time.Minute
+
+// deferUntil is when a claim whose slot under limit is at goes back to the
+// queue for: at, but no further than flowDeferAhead for a flow key.
+func deferUntil(limit store.DispatchLimit, now, at time.Time) time.Time {
+	if limit.Flow != "" && at.Sub(now) > flowDeferAhead {
+		return now.Add(flowDeferAhead)
+	}
+	return at
 }
 
 // forgetSlotsLocked drops, now and then, the slots of claims that never

@@ -31,19 +31,28 @@ func scanFlowLimit(row pgx.Row, extra ...any) (*model.FlowLimit, error) {
 	return &l, nil
 }
 
-// xmax is 0 on a row version the statement inserted (see queryPutTopic).
+// A key that has limits is replaced whatever the quota; a new one is inserted
+// only while the tenant has fewer than $6, counted as the topics' quota is
+// (which checks and does not reserve). xmax is 0 on a row version the
+// statement inserted (see queryPutTopic).
 const queryPutFlowLimit = `-- name: PutFlowLimit
 INSERT INTO flow_limits (tenant_id, key, rate, period_ms, parallelism)
-VALUES ($1, $2, $3, $4, $5)
+SELECT $1, $2, $3, $4, $5
+WHERE EXISTS (SELECT 1 FROM flow_limits WHERE tenant_id = $1 AND key = $2)
+	OR (SELECT count(*) FROM (SELECT 1 FROM flow_limits WHERE tenant_id = $1 LIMIT $6) n) < $6
 ON CONFLICT (tenant_id, key) DO UPDATE
 	SET rate = excluded.rate, period_ms = excluded.period_ms, parallelism = excluded.parallelism, updated_at = now()
 RETURNING ` + flowLimitColumns + `, xmax = 0`
 
 // PutFlowLimit sets the limits of the tenant's flow key l.Key, replacing
-// any it had, and fills in l's times. created says whether it had none.
-func (db *DB) PutFlowLimit(ctx context.Context, l *model.FlowLimit) (created bool, err error) {
+// any it had, and fills in l's times. created says whether it had none. A
+// new key past the tenant's maxLimits fails with model.ErrFlowLimitQuota.
+func (db *DB) PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int) (created bool, err error) {
 	stored, err := scanFlowLimit(db.pool.QueryRow(ctx, queryPutFlowLimit, l.TenantID, l.Key, l.Rate,
-		l.Period.Milliseconds(), l.Parallelism), &created)
+		l.Period.Milliseconds(), l.Parallelism, maxLimits), &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, model.ErrFlowLimitQuota
+	}
 	if err != nil {
 		return false, fmt.Errorf("put flow limit %q: %w", l.Key, err)
 	}

@@ -19,7 +19,7 @@ func TestFlowLimits(t *testing.T) {
 	acme, other := createTenant(t, db), createTenant(t, db)
 
 	limit := &model.FlowLimit{TenantID: acme.ID, Key: "customer-1", Rate: 10, Period: time.Minute, Parallelism: 2}
-	created, err := db.PutFlowLimit(ctx, limit)
+	created, err := db.PutFlowLimit(ctx, limit, 5)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.False(t, limit.CreatedAt.IsZero())
@@ -35,7 +35,7 @@ func TestFlowLimits(t *testing.T) {
 
 	// The same key again replaces its limits whole.
 	replaced := &model.FlowLimit{TenantID: acme.ID, Key: "customer-1", Parallelism: 5, Period: time.Second}
-	created, err = db.PutFlowLimit(ctx, replaced)
+	created, err = db.PutFlowLimit(ctx, replaced, 5)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, limit.CreatedAt, replaced.CreatedAt)
@@ -43,12 +43,12 @@ func TestFlowLimits(t *testing.T) {
 	require.Equal(t, 5, replaced.Parallelism)
 
 	// A limit that limits nothing cannot be stored, whoever asks.
-	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "nothing", Period: time.Second})
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "nothing", Period: time.Second}, 5)
 	require.Error(t, err)
 
 	// Listing walks the keys in byte order, a page at a time.
 	for _, key := range []string{"b", "A", "*", "a"} {
-		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: key, Rate: 1, Period: time.Second})
+		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: key, Rate: 1, Period: time.Second}, 5)
 		require.NoError(t, err)
 	}
 	var keys []string
@@ -65,9 +65,18 @@ func TestFlowLimits(t *testing.T) {
 		after = &page[len(page)-1].Key
 	}
 	require.Equal(t, []string{"*", "A", "a", "b", "customer-1"}, keys)
+
+	// Five keys is the quota here: a sixth is refused, a replacement is not,
+	// and another tenant has its own.
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "f", Rate: 1, Period: time.Second}, 5)
+	require.ErrorIs(t, err, model.ErrFlowLimitQuota)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "a", Rate: 2, Period: time.Second}, 5)
+	require.NoError(t, err)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: other.ID, Key: "f", Rate: 1, Period: time.Second}, 5)
+	require.NoError(t, err)
 	theirs, err := db.ListFlowLimits(ctx, other.ID, model.FlowLimitFilter{Limit: 10})
 	require.NoError(t, err)
-	require.Empty(t, theirs)
+	require.Len(t, theirs, 1)
 
 	deleted, err := db.DeleteFlowLimit(ctx, acme.ID, "customer-1")
 	require.NoError(t, err)
@@ -87,7 +96,7 @@ func TestClaimReadsFlowLimits(t *testing.T) {
 	acme, other := createTenant(t, db), createTenant(t, db)
 	put := func(tenant uuid.UUID, key string, rate int, period time.Duration, parallelism int) {
 		t.Helper()
-		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: tenant, Key: key, Rate: rate, Period: period, Parallelism: parallelism})
+		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: tenant, Key: key, Rate: rate, Period: period, Parallelism: parallelism}, 10)
 		require.NoError(t, err)
 	}
 	put(acme.ID, "own", 10, time.Minute, 3)

@@ -207,7 +207,7 @@ func TestAdmitDispatchRate(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	base := prefix + "{" + limit.TenantID.String() + "/" + limit.Host + "}:"
 	scheduleKey := base + "dispatch_rate"
-	slotKey := func(id uuid.UUID) string { return base + "dispatch_slot:" + id.String() }
+	slotKey := func(id uuid.UUID) string { return base + "dispatch_slot:" + id.String() + ":0" }
 	t0 := time.Now().Truncate(time.Millisecond)
 	admit := func(task uuid.UUID, at time.Time) store.DispatchAdmission {
 		t.Helper()
@@ -354,7 +354,7 @@ func TestAdmitDispatchBothLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DispatchBusy, a.Outcome)
 	require.Equal(t, schedule, getMicros(t, raw, base+"dispatch_rate"), "busy: no rate slot taken")
-	require.Zero(t, raw.Exists(ctx, base+"dispatch_slot:"+second.String()).Val())
+	require.Zero(t, raw.Exists(ctx, base+"dispatch_slot:"+second.String()+":0").Val())
 
 	require.NoError(t, r.ReleaseDispatch(ctx, limit, first, first))
 	a, err = r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: second, Token: second, Lease: time.Minute})

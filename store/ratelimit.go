@@ -142,15 +142,32 @@ func dispatchSpacing(l DispatchLimit) float64 {
 	return max(interval, reach/most+0.001)
 }
 
-func (r *Redis) dispatchKeys(l DispatchLimit, taskID uuid.UUID) []string {
+// dispatchKeys are the keys of dispatch_admit.lua for a task's attempt
+// under l. The reserved slot is the attempt's, not the task's: a deferral
+// keeps the attempt and finds its slot again, a retry or a replay is a new
+// attempt and books its own, never sending on a slot its earlier attempt
+// left unused.
+//
+// A flow key's rate schedule and slots are named by their spacing too: a
+// tenant may change a key's rate from one a day to a hundred a second, and
+// the schedule booked at the old rate must not hold the new one back. (A
+// host's rate is per second at most, so its schedule runs out in seconds.)
+// The sends in flight are counted whatever the rate.
+func (r *Redis) dispatchKeys(l DispatchLimit, taskID uuid.UUID, attempt int) []string {
 	// '/' cannot occur in a host name, nor '#' in a host name or a flow key
 	// (tasks.FlowKeyProblem), so the tags are unambiguous; neither may hold
 	// a brace, which would cut the hash tag short.
 	base := r.prefix + "{" + l.TenantID.String() + "/" + l.Host + "}:"
+	rate := base
 	if l.Flow != "" {
 		base = r.prefix + "{" + l.TenantID.String() + "#" + l.Flow + "}:"
+		rate = base
+		if l.Rate > 0 {
+			rate = base + formatMicros(dispatchSpacing(l)) + ":"
+		}
 	}
-	return []string{base + "dispatch_rate", base + "dispatch_slot:" + taskID.String(), base + "inflight"}
+	return []string{rate + "dispatch_rate", rate + "dispatch_slot:" + taskID.String() + ":" + strconv.Itoa(attempt),
+		base + "inflight"}
 }
 
 func dispatchHolder(taskID, token uuid.UUID) string { return taskID.String() + ":" + token.String() }
@@ -168,6 +185,9 @@ func (l DispatchLimit) name() string {
 type DispatchRequest struct {
 	Limit  DispatchLimit
 	TaskID uuid.UUID
+	// Attempt is the attempt the task is claimed for: a slot reserved for
+	// it is its own.
+	Attempt int
 	// Token is the claim token: with TaskID it names the holder of a
 	// concurrency slot.
 	Token uuid.UUID
@@ -191,7 +211,7 @@ func (r *Redis) admitArgs(q DispatchRequest) (keys []string, args []any) {
 	if q.At.IsZero() {
 		q.At = time.Now()
 	}
-	return r.dispatchKeys(q.Limit, q.TaskID), []any{interval, max(q.Limit.Concurrency, 0), dispatchHolder(q.TaskID, q.Token),
+	return r.dispatchKeys(q.Limit, q.TaskID, q.Attempt), []any{interval, max(q.Limit.Concurrency, 0), dispatchHolder(q.TaskID, q.Token),
 		q.Lease.Microseconds(), DispatchGrace(q.Limit.Rate).Microseconds(), q.At.UnixMicro()}
 }
 
@@ -243,7 +263,7 @@ func (r *Redis) AdmitDispatches(ctx context.Context, reqs []DispatchRequest) ([]
 // ReleaseDispatch gives back the concurrency slot the task holds under token,
 // if any.
 func (r *Redis) ReleaseDispatch(ctx context.Context, l DispatchLimit, taskID, token uuid.UUID) error {
-	if err := r.client.ZRem(ctx, r.dispatchKeys(l, taskID)[2], dispatchHolder(taskID, token)).Err(); err != nil {
+	if err := r.client.ZRem(ctx, r.dispatchKeys(l, taskID, 0)[2], dispatchHolder(taskID, token)).Err(); err != nil {
 		return fmt.Errorf("release dispatch slot of task %s under %s: %w", taskID, l.name(), err)
 	}
 	return nil

@@ -30,7 +30,7 @@ func flowKeysCommand(ctx context.Context, args []string, con console) error {
 	switch sub {
 	case "put":
 		rate := c.fs.Int("rate", 0, "send at most this many of the key's tasks per --period, spaced evenly (default: no rate limit)")
-		period := c.fs.Duration("period", 0, "the period of --rate, 1ms to 24h (default 1s)")
+		period := c.fs.Duration("period", 0, "the period of --rate, 1s to 24h (default 1s)")
 		parallelism := c.fs.Int("parallelism", 0, "send at most this many of the key's tasks at once (default: no limit)")
 		if err := c.parseKey(args, con); err != nil {
 			return err
@@ -75,9 +75,9 @@ func flowKeysCommand(ctx context.Context, args []string, con console) error {
 		if err != nil {
 			return err
 		}
-		headline := "Deleted: the key's tasks are unlimited from their next send on, unless '*' sets limits."
+		headline := "Deleted: the key's tasks are unlimited from their next claim on, unless '*' sets limits."
 		if limit.Key == hookwheel.DefaultFlowKey {
-			headline = "Deleted: the keys without limits of their own are unlimited from their next send on."
+			headline = "Deleted: the keys without limits of their own are unlimited from their next claim on."
 		}
 		return c.printFlowLimit(con, headline, limit)
 	case "list":

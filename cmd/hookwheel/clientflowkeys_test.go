@@ -82,12 +82,12 @@ func TestClientFlowKeys(t *testing.T) {
 	second := w.task(t, "tasks", "create", "--url", rcv+"/slow", "--flow-key", slow)
 	w.waitTask(t, first.ID, hookwheel.StatusDelivered)
 	pollUntil(t, 30*time.Second, "task "+second.ID.String()+" held back", func() bool {
-		return strings.Contains(w.ok(t, "tasks", "get", second.ID.String()), "held back by its flow key's limits")
+		return strings.Contains(w.ok(t, "tasks", "get", second.ID.String()), "put off after its due time: its flow key's limits")
 	})
 	require.Equal(t, hookwheel.StatusScheduled, w.task(t, "tasks", "get", second.ID.String()).Status)
 
 	out = w.ok(t, "flow-keys", "delete", key)
-	require.Contains(t, out, "Deleted: the key's tasks are unlimited from their next send on")
+	require.Contains(t, out, "Deleted: the key's tasks are unlimited from their next claim on")
 	r := w.run(t, "", []string{"flow-keys", "get", key})
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 	r = w.run(t, "", []string{"flow-keys", "delete", key})

@@ -60,8 +60,9 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 	case t.NextAttemptAt != nil && t.NextAttemptAt.After(t.RunAt) && t.Status == hookwheel.StatusScheduled &&
 		t.Attempts == 0 && t.FlowKey != nil:
 		// Past its due time without an attempt: a deferral, which a person
-		// would otherwise take for a stuck task.
-		row("Next attempt", when(*t.NextAttemptAt, now)+", held back by its flow key's limits (or the target host's)")
+		// would otherwise take for a stuck task. Its key is the likeliest
+		// cause; a busy target or an open breaker defers too.
+		row("Next attempt", when(*t.NextAttemptAt, now)+", put off after its due time: its flow key's limits, most likely")
 	case t.NextAttemptAt != nil && !t.NextAttemptAt.Equal(t.RunAt):
 		row("Next attempt", when(*t.NextAttemptAt, now))
 	case t.NextAttemptAt == nil && waiting && t.OrderingKey != nil:

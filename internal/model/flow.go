@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,10 @@ func (l FlowLimit) PerSecond() float64 {
 	}
 	return float64(l.Rate) / l.Period.Seconds()
 }
+
+// ErrFlowLimitQuota refuses limits for a new key to a tenant that has as
+// many keys limited as it may.
+var ErrFlowLimitQuota = errors.New("flow limit quota reached")
 
 // FlowLimitFilter selects a page of a tenant's flow limits, in key order
 // (byte order).

@@ -2,7 +2,9 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,7 +23,11 @@ import (
 // The bounds of flow keys and their limits. Past them a number is a typo,
 // and the limiter's microsecond arithmetic stays exact.
 const (
-	MaxFlowKeyLen      = 255
+	MaxFlowKeyLen = 255
+	// MaxFlowLimits is the most keys a tenant may set limits for. Keys
+	// that tasks name are not counted: they cost nothing until limited,
+	// and "*" limits any number of them.
+	MaxFlowLimits      = 100_000
 	MaxFlowRate        = 1_000_000
 	MaxFlowParallelism = 100_000
 	// MinFlowPeriod is a second: the limiter forgives a send some 20 ms of
@@ -47,6 +53,11 @@ func FlowKeyProblem(key string) string {
 	}
 	if key == model.DefaultFlowKey {
 		return `"*" names the default limits of every key, not a key: name the task's own key`
+	}
+	if strings.Trim(key, ".") == "" {
+		// "." and ".." are path segments a URL resolves away: the key's
+		// limits could not be set by PUT /v1/flow-keys/{key}.
+		return "must hold a character other than '.'"
 	}
 	for i := 0; i < len(key); i++ {
 		if !flowKeyByte(key[i]) {
@@ -96,6 +107,8 @@ func CheckFlowLimit(rep Reporter, l model.FlowLimit) {
 		rep.Add("rate", "must be 0 (no rate limit) to %d", MaxFlowRate)
 	case l.Period < MinFlowPeriod || l.Period > MaxFlowPeriod:
 		rep.Add("period", "must be %s to %s", MinFlowPeriod, MaxFlowPeriod)
+	case l.Period%time.Millisecond != 0:
+		rep.Add("period", "must be whole milliseconds")
 	}
 	if l.Parallelism < 0 || l.Parallelism > MaxFlowParallelism {
 		rep.Add("parallelism", "must be 0 (no limit) to %d", MaxFlowParallelism)
@@ -105,6 +118,16 @@ func CheckFlowLimit(rep Reporter, l model.FlowLimit) {
 	}
 }
 
+// FlowLimitQuotaError refuses limits for a new key to a tenant that has
+// limits for MaxFlowLimits keys.
+type FlowLimitQuotaError struct {
+	Limit int
+}
+
+func (e *FlowLimitQuotaError) Error() string {
+	return fmt.Sprintf("flow limit quota of %d reached", e.Limit)
+}
+
 // PutFlowLimit sets the limits of one of the tenant's flow keys (or, for
 // model.DefaultFlowKey, of every key without its own), replacing any it
 // had, and fills in l's times. l must have passed CheckFlowLimit. created
@@ -112,7 +135,10 @@ func CheckFlowLimit(rep Reporter, l model.FlowLimit) {
 // the claims they take next.
 func (s *Service) PutFlowLimit(ctx context.Context, tenantID uuid.UUID, l *model.FlowLimit) (created bool, err error) {
 	l.TenantID = tenantID
-	created, err = s.store.PutFlowLimit(ctx, l)
+	created, err = s.store.PutFlowLimit(ctx, l, MaxFlowLimits)
+	if errors.Is(err, model.ErrFlowLimitQuota) {
+		return false, &FlowLimitQuotaError{Limit: MaxFlowLimits}
+	}
 	if err != nil {
 		return false, fmt.Errorf("put flow limit %q: %w", l.Key, err)
 	}

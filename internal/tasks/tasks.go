@@ -69,7 +69,7 @@ type Store interface {
 	GetPublish(ctx context.Context, tenantID, id uuid.UUID) (*model.Publish, error)
 	HasPublishKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
 
-	PutFlowLimit(ctx context.Context, l *model.FlowLimit) (created bool, err error)
+	PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int) (created bool, err error)
 	GetFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error)
 	ListFlowLimits(ctx context.Context, tenantID uuid.UUID, f model.FlowLimitFilter) ([]*model.FlowLimit, error)
 	DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error)

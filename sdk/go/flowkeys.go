@@ -26,7 +26,7 @@ type FlowLimitSpec struct {
 	// Rate is the most sends per Period, spaced evenly (100 per second is
 	// one every 10 ms, never 100 at once); 0 leaves the rate unlimited.
 	Rate int
-	// Period is the period of Rate, 1ms to 24h; zero is the server's
+	// Period is the period of Rate, 1s to 24h; zero is the server's
 	// default, a second.
 	Period time.Duration
 	// Parallelism is the most of the key's webhooks in flight at once,

@@ -18,11 +18,12 @@
 -- when its leases run out.
 --
 -- The same script serves a tenant's flow keys, whose keys are tagged
--- "{<tenant id>#<flow key>}" instead of "{<tenant id>/<host>}".
+-- "{<tenant id>#<flow key>}" instead of "{<tenant id>/<host>}", KEYS[1] and
+-- KEYS[2] with the spacing after the tag ("{...}:<spacing>:dispatch_rate").
 -- KEYS[1]: the rate schedule: the next free slot, Unix microseconds,
 --          "<prefix>{<tenant id>/<host>}:dispatch_rate"
--- KEYS[2]: this task's reserved slot, Unix microseconds,
---          "<prefix>{<tenant id>/<host>}:dispatch_slot:<task id>"
+-- KEYS[2]: this attempt's reserved slot, Unix microseconds,
+--          "<prefix>{<tenant id>/<host>}:dispatch_slot:<task id>:<attempt>"
 -- KEYS[3]: the sends in flight, holder -> lease end (Unix microseconds),
 --          "<prefix>{<tenant id>/<host>}:inflight"
 --          (the hash tag keeps the three on one Redis Cluster slot)

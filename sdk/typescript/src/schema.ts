@@ -136,7 +136,7 @@ export interface paths {
          *     and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
          *     the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
          *     (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-         *     `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+         *     `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
          *     publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
          *     tasks.
          *
@@ -811,10 +811,13 @@ export interface paths {
          *     Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
          *     of every key that has none of its own: each such key is limited apart, by these numbers.
          *
-         *     The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-         *     and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-         *     spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-         *     tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+         *     The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+         *     that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+         *     flight at once. A task over them waits, in due order, without spending an attempt
+         *     (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+         *     on: within a second or two for tasks about to fall due, and within a minute for those already
+         *     waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+         *     `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
          *     Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
          *
          *     When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -4588,6 +4591,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "key": "*",
+                     *           "rate": 10,
+                     *           "period": "1s",
+                     *           "parallelism": 2,
+                     *           "created_at": "2026-11-12T14:00:00Z",
+                     *           "updated_at": "2026-11-12T14:00:00Z"
+                     *         },
+                     *         {
+                     *           "key": "customer-1042",
+                     *           "rate": 100,
+                     *           "period": "1m",
+                     *           "parallelism": 0,
+                     *           "created_at": "2026-11-20T16:30:00Z",
+                     *           "updated_at": "2026-11-20T16:30:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["FlowLimitList"];
                 };
             };
@@ -4624,6 +4649,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             default: components["responses"]["UnexpectedError"];
         };
@@ -4703,6 +4729,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             default: components["responses"]["UnexpectedError"];
         };

@@ -1866,10 +1866,13 @@ type ClientInterface interface {
 	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 	// of every key that has none of its own: each such key is limited apart, by these numbers.
 	//
-	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+	// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+	// flight at once. A task over them waits, in due order, without spending an attempt
+	// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+	// on: within a second or two for tasks about to fall due, and within a minute for those already
+	// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+	// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 	//
 	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -1887,10 +1890,13 @@ type ClientInterface interface {
 	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 	// of every key that has none of its own: each such key is limited apart, by these numbers.
 	//
-	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+	// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+	// flight at once. A task over them waits, in due order, without spending an attempt
+	// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+	// on: within a second or two for tasks about to fall due, and within a minute for those already
+	// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+	// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 	//
 	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -2285,7 +2291,7 @@ type ClientInterface interface {
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 	// tasks.
 	//
@@ -2331,7 +2337,7 @@ type ClientInterface interface {
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 	// tasks.
 	//
@@ -2805,10 +2811,13 @@ func (c *Client) GetFlowLimit(ctx context.Context, key FlowLimitKey, reqEditors 
 // Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 // of every key that has none of its own: each such key is limited apart, by these numbers.
 //
-// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+// flight at once. A task over them waits, in due order, without spending an attempt
+// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+// on: within a second or two for tasks about to fall due, and within a minute for those already
+// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 // Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 //
 // When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -2836,10 +2845,13 @@ func (c *Client) PutFlowLimitWithBody(ctx context.Context, key FlowLimitKey, con
 // Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 // of every key that has none of its own: each such key is limited apart, by these numbers.
 //
-// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+// flight at once. A task over them waits, in due order, without spending an attempt
+// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+// on: within a second or two for tasks about to fall due, and within a minute for those already
+// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 // Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 //
 // When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -3484,7 +3496,7 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 // (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 // publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 // tasks.
 //
@@ -3540,7 +3552,7 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 // (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 // publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 // tasks.
 //
@@ -5898,10 +5910,13 @@ type ClientWithResponsesInterface interface {
 	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 	// of every key that has none of its own: each such key is limited apart, by these numbers.
 	//
-	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+	// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+	// flight at once. A task over them waits, in due order, without spending an attempt
+	// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+	// on: within a second or two for tasks about to fall due, and within a minute for those already
+	// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+	// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 	//
 	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -5919,10 +5934,13 @@ type ClientWithResponsesInterface interface {
 	// Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 	// of every key that has none of its own: each such key is limited apart, by these numbers.
 	//
-	// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-	// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-	// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-	// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+	// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+	// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+	// flight at once. A task over them waits, in due order, without spending an attempt
+	// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+	// on: within a second or two for tasks about to fall due, and within a minute for those already
+	// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+	// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 	// Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 	//
 	// When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -6347,7 +6365,7 @@ type ClientWithResponsesInterface interface {
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 	// tasks.
 	//
@@ -6393,7 +6411,7 @@ type ClientWithResponsesInterface interface {
 	// and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 	// the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 	// (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-	// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+	// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 	// publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 	// tasks.
 	//
@@ -6997,6 +7015,8 @@ type DeleteFlowLimitResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -7028,6 +7048,11 @@ func (r DeleteFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r DeleteFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeleteFlowLimitResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7087,6 +7112,8 @@ type GetFlowLimitResponse struct {
 	ApplicationProblemJSON403 *Forbidden
 	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
 	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -7118,6 +7145,11 @@ func (r GetFlowLimitResponse) GetApplicationProblemJSON403() *Forbidden {
 // GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetFlowLimitResponse) GetApplicationProblemJSON404() *NotFound {
 	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetFlowLimitResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
 }
 
 // GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -10215,10 +10247,13 @@ func (c *ClientWithResponses) GetFlowLimitWithResponse(ctx context.Context, key 
 // Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 // of every key that has none of its own: each such key is limited apart, by these numbers.
 //
-// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+// flight at once. A task over them waits, in due order, without spending an attempt
+// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+// on: within a second or two for tasks about to fall due, and within a minute for those already
+// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 // Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 //
 // When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -10242,10 +10277,13 @@ func (c *ClientWithResponses) PutFlowLimitWithBodyWithResponse(ctx context.Conte
 // Answers 201 when the key had no limits, 200 when they were replaced. The key `*` sets the limits
 // of every key that has none of its own: each such key is limited apart, by these numbers.
 //
-// The limits hold across every node: sends of the key are spaced at least `period / rate` apart,
-// and at most `parallelism` are in flight at once. A task over them waits, in due order, without
-// spending an attempt (`hookwheel_deferrals_total` counts the waits). A change applies to the
-// tasks claimed from then on, which is at most a second or two for tasks about to fall due.
+// The limits hold across every node: the key's sends get slots at least `period / rate` apart, so
+// that no window of `period` sees more than `rate` sends plus one, and at most `parallelism` are in
+// flight at once. A task over them waits, in due order, without spending an attempt
+// (`hookwheel_deferrals_total` counts the waits). A change applies to the tasks claimed from then
+// on: within a second or two for tasks about to fall due, and within a minute for those already
+// waiting for a slot. A tenant may set limits for up to 100,000 keys (429
+// `flow-key-quota-exceeded` beyond); the keys tasks name are not counted.
 // Deleting the key's limits (or never setting any) leaves its tasks unlimited, unless `*` is set.
 //
 // When the target host's dispatch limits (set by the operator) bind as well, both hold; a send
@@ -10820,7 +10858,7 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 // (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 // publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 // tasks.
 //
@@ -10872,7 +10910,7 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // and dead letter, and carries `topic`, `publish_id` and `endpoint_name`; its webhook also carries
 // the headers `Hookwheel-Topic` and `Hookwheel-Publish-Id`. Every other field of the request
 // (`method`, `headers`, `body`, `run_at` or `delay`, `timeout`, `retry`, `labels`, `callback`,
-// `failure_callback`, `ordering_key`) applies to each task. `GET /v1/publishes/{id}` reads the
+// `failure_callback`, `ordering_key`, `flow_key`) applies to each task. `GET /v1/publishes/{id}` reads the
 // publish again, with its tasks counted by status; `GET /v1/tasks?publish_id=` lists them like any
 // tasks.
 //
@@ -11602,6 +11640,13 @@ func ParseDeleteFlowLimitResponse(rsp *http.Response) (*DeleteFlowLimitResponse,
 		}
 		response.ApplicationProblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11682,6 +11727,13 @@ func ParseGetFlowLimitResponse(rsp *http.Response) (*GetFlowLimitResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests
