@@ -8,6 +8,7 @@
 //	hwbench ingest      API ingest: single and batch calls, closed and open loop
 //	hwbench backlog     lateness at -backlog-rate with -backlog rows pending far ahead, and RSS
 //	hwbench failover    two nodes, SIGKILL one, time until its tasks fire on the other
+//	hwbench ordering    -ordering-keys x -ordering-per-key tasks due at once; deliveries per second and the order check
 //	hwbench flow        -flow-rate x -flow-seconds tasks of one rate-limited flow key due at once; how closely the rate holds
 //	hwbench nodes       N nodes: idle cost per node; a node joins, one leaves, one is killed (make bench-nodes)
 //	hwbench peers       hookwheel, River and Asynq: fire precision and throughput (make bench-peers)
@@ -341,7 +342,7 @@ func runHookwheel(ctx context.Context, o options, svc *services, recv *receiver,
 			}
 			rep.printf("## Flow keys\n\n")
 			rep.printf("%d tasks under one flow key limited to %d per second, all due at one instant: hookwheel must hold them back and send them one every %.3g ms, ", r.Tasks, r.Rate, r.IntervalMs)
-			rep.printf("the slots decided in Redis as it sends. Measured from the arrival times at the receiver, in time order, and again from when hookwheel began each send (`attempts.started_at`), which leaves out the delivery's own delays. ")
+			rep.printf("the slots decided in Redis when the tasks are claimed (and again for a send later than its slot's grace), a little wider than the plain interval where that grace could crowd a window. Measured from the arrival times at the receiver, in time order, and again from when hookwheel began each send (`attempts.started_at`), which leaves out the delivery's own delays. ")
 			rep.printf("Sends spaced exactly put %d arrivals in every 1-second window; an arrival held up on its way from the slot before can slip in, so the limit holds while no window has more than %d.\n\n", r.Rate, r.Rate+1)
 			if !r.WithinOneSlot {
 				rep.printf("**The limit was exceeded at the receiver: %d arrivals in the 1-second window starting %.3f s after the first arrival (at most %d allowed).**\n\n", r.MostInSecond, r.MostInSecondAtS, r.Rate+1)

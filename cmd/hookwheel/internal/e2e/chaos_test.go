@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,10 +42,17 @@ const (
 	maxFailover = 10 * time.Second
 )
 
+// nodePoolMax caps each test node's Postgres pool. The tests' nodes share one
+// Postgres, whose max_connections may be Debian's 100: at a node's default of
+// 32, the three-node tests running side by side with the other packages'
+// tests would pass it, and connections refused look like lost tasks. Ten is
+// more than a node on two cores keeps busy.
+const nodePoolMax = 10
+
 // serveEnv is the environment of a test's hookwheel processes.
 func serveEnv(databaseURL, redisURL, redisPrefix string) []string {
 	return []string{
-		"DATABASE_URL=" + databaseURL,
+		"DATABASE_URL=" + withPoolMax(databaseURL, nodePoolMax),
 		"REDIS_URL=" + redisURL,
 		// Keys of this test's own in the shared Redis.
 		"HOOKWHEEL_REDIS_PREFIX=" + redisPrefix,
@@ -55,6 +63,20 @@ func serveEnv(databaseURL, redisURL, redisPrefix string) []string {
 		"HOOKWHEEL_LOG_LEVEL=info",
 		"HOOKWHEEL_LOG_FORMAT=text",
 	}
+}
+
+// withPoolMax adds pool_max_conns to a Postgres URL that has none.
+func withPoolMax(databaseURL string, n int) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return databaseURL
+	}
+	q := u.Query()
+	if q.Get("pool_max_conns") == "" {
+		q.Set("pool_max_conns", strconv.Itoa(n))
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // cluster is several serve processes on one database and Redis prefix, and
