@@ -353,7 +353,7 @@ func (s *Server) ListTenants(c echo.Context, params openapi.ListTenantsParams) e
 	if err != nil {
 		return err
 	}
-	data, next := paginate(list, page, func(t model.TenantSummary) uuid.UUID { return t.ID }, tenantSummaryJSON)
+	data, next := paginate(list, page, func(t model.TenantSummary) string { return encodeCursor(t.ID) }, tenantSummaryJSON)
 	return c.JSON(http.StatusOK, openapi.TenantList{Data: data, NextCursor: next})
 }
 

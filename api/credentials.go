@@ -271,7 +271,7 @@ func (s *Server) listAudit(c echo.Context, tenantID *uuid.UUID, limit *int, curs
 	if err != nil {
 		return err
 	}
-	data, next := paginate(entries, page, func(e model.AuditEntry) uuid.UUID { return e.ID }, auditJSON)
+	data, next := paginate(entries, page, func(e model.AuditEntry) string { return encodeCursor(e.ID) }, auditJSON)
 	return c.JSON(http.StatusOK, openapi.AuditList{Data: data, NextCursor: next})
 }
 

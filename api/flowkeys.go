@@ -1,12 +1,10 @@
 package api
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -127,14 +125,7 @@ func (s *Server) ListFlowLimits(c echo.Context, params openapi.ListFlowLimitsPar
 		filter model.FlowLimitFilter
 	)
 	filter.Limit, _ = pageRequest(&fe, params.Limit, nil)
-	if params.Cursor != nil {
-		key, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(*params.Cursor))
-		if err != nil || tasks.FlowLimitKeyProblem(string(key)) != "" {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		after := string(key)
-		filter.After = &after
-	}
+	filter.After = nameCursor(&fe, params.Cursor, func(key string) bool { return tasks.FlowLimitKeyProblem(key) == "" })
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -144,15 +135,8 @@ func (s *Server) ListFlowLimits(c echo.Context, params openapi.ListFlowLimitsPar
 	if err != nil {
 		return err
 	}
-	out := openapi.FlowLimitList{Data: make([]openapi.FlowLimit, 0, min(len(list), page))}
-	for i, l := range list {
-		if i == page {
-			next := base64.RawURLEncoding.EncodeToString([]byte(list[page-1].Key))
-			out.NextCursor = &next
-			break
-		}
-		out.Data = append(out.Data, flowLimitJSON(l))
-	}
+	var out openapi.FlowLimitList
+	out.Data, out.NextCursor = paginate(list, page, func(l *model.FlowLimit) string { return encodeNameCursor(l.Key) }, flowLimitJSON)
 	return c.JSON(http.StatusOK, out)
 }
 

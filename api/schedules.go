@@ -196,7 +196,7 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	if err != nil {
 		return err
 	}
-	data, next := paginate(schedules, page, func(sc *model.Schedule) uuid.UUID { return sc.ID }, scheduleJSON)
+	data, next := paginate(schedules, page, func(sc *model.Schedule) string { return encodeCursor(sc.ID) }, scheduleJSON)
 	return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
 }
 

@@ -141,7 +141,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	if err != nil {
 		return err
 	}
-	data, next := paginate(list, page, func(t *model.Task) uuid.UUID { return t.ID }, taskJSON)
+	data, next := paginate(list, page, func(t *model.Task) string { return encodeCursor(t.ID) }, taskJSON)
 	return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
 }
 
@@ -175,12 +175,12 @@ func pageRequest(fe *fieldErrors, limit *int, cursor *string) (size int, before 
 
 // paginate turns up to page+1 rows (the query asks for one more than the
 // page, to know whether another follows) into a page and the cursor of the
-// next one.
-func paginate[R, J any](rows []R, page int, id func(R) uuid.UUID, toJSON func(R) J) ([]J, *string) {
+// next one, which cursor makes of the page's last row.
+func paginate[R, J any](rows []R, page int, cursor func(R) string, toJSON func(R) J) ([]J, *string) {
 	data := make([]J, 0, min(len(rows), page))
 	for i, r := range rows {
 		if i == page {
-			next := encodeCursor(id(rows[page-1]))
+			next := cursor(rows[page-1])
 			return data, &next
 		}
 		data = append(data, toJSON(r))
@@ -190,6 +190,23 @@ func paginate[R, J any](rows []R, page int, id func(R) uuid.UUID, toJSON func(R)
 
 // Cursors are opaque to clients: the id of the last item of the page.
 func encodeCursor(id uuid.UUID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// A list in name order (topics, flow keys) pages by the last name instead.
+func encodeNameCursor(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
+
+// nameCursor reads a name cursor as given (nil: none) under "cursor"; valid
+// says whether a name could be one the list returned.
+func nameCursor(fe *fieldErrors, cursor *string, valid func(string) bool) *string {
+	if cursor == nil {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(*cursor))
+	if err != nil || !valid(string(b)) {
+		fe.add("cursor", "is not a cursor this API returned")
+	}
+	name := string(b)
+	return &name
+}
 
 func decodeCursor(s string) (uuid.UUID, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -318,14 +317,7 @@ func (s *Server) ListTopics(c echo.Context, params openapi.ListTopicsParams) err
 		filter model.TopicFilter
 	)
 	filter.Limit, _ = pageRequest(&fe, params.Limit, nil)
-	if params.Cursor != nil {
-		name, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(*params.Cursor))
-		if err != nil || !tasks.ValidTopicName(string(name)) {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		after := string(name)
-		filter.After = &after
-	}
+	filter.After = nameCursor(&fe, params.Cursor, tasks.ValidTopicName)
 	if err := fe.problem(); err != nil {
 		return err
 	}
@@ -335,14 +327,7 @@ func (s *Server) ListTopics(c echo.Context, params openapi.ListTopicsParams) err
 	if err != nil {
 		return err
 	}
-	out := openapi.TopicList{Data: make([]openapi.Topic, 0, min(len(list), page))}
-	for i, t := range list {
-		if i == page {
-			next := base64.RawURLEncoding.EncodeToString([]byte(list[page-1].Name))
-			out.NextCursor = &next
-			break
-		}
-		out.Data = append(out.Data, topicJSON(t))
-	}
+	var out openapi.TopicList
+	out.Data, out.NextCursor = paginate(list, page, func(t *model.Topic) string { return encodeNameCursor(t.Name) }, topicJSON)
 	return c.JSON(http.StatusOK, out)
 }

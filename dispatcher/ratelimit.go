@@ -261,13 +261,21 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 		meant time.Time
 	}
 	now := l.cfg.Clock.Now()
-	var limited []pending
-	keep := claims[:0:0]
-	for _, c := range claims {
+	var (
+		limited []pending
+		keep    []*model.ClaimedTask // the unlimited, once a claim is limited
+	)
+	for i, c := range claims {
 		limit := limitOf(c)
 		if limit.Rate <= 0 {
-			keep = append(keep, c)
+			if keep != nil {
+				keep = append(keep, c)
+			}
 			continue
+		}
+		if keep == nil {
+			// Most batches have no limited claim: they cost no copy.
+			keep = append(make([]*model.ClaimedTask, 0, len(claims)), claims[:i]...)
 		}
 		limit.Concurrency = 0 // decided when sending
 		meant := now

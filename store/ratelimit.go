@@ -150,9 +150,11 @@ func dispatchSpacing(l DispatchLimit) float64 {
 //
 // A flow key's rate schedule and slots are named by their spacing too: a
 // tenant may change a key's rate from one a day to a hundred a second, and
-// the schedule booked at the old rate must not hold the new one back. (A
-// host's rate is per second at most, so its schedule runs out in seconds.)
-// The sends in flight are counted whatever the rate.
+// the schedule booked at the old rate must not hold the new one back. A
+// host's schedule keeps its old name: an operator's change of a host's rate
+// still waits for the slots booked before it, which a slow rate (0.01 a
+// second, say) can stretch over hours. The sends in flight are counted
+// whatever the rate.
 func (r *Redis) dispatchKeys(l DispatchLimit, taskID uuid.UUID, attempt int) []string {
 	// '/' cannot occur in a host name, nor '#' in a host name or a flow key
 	// (tasks.FlowKeyProblem), so the tags are unambiguous; neither may hold

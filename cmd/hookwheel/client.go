@@ -566,7 +566,7 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	if err != nil {
 		return err
 	}
-	return printList(con, *c.asJSON, tasks, more, printTaskTable)
+	return printList(con, *c.asJSON, tasks, more, printTaskTable, cutNewest)
 }
 
 // take reads up to limit items of a listing (every one with all), and says
@@ -585,8 +585,16 @@ func take[T any](items iter.Seq2[T, error], limit int, all bool) (taken []T, mor
 	return taken, false, nil
 }
 
-// printList prints a listing as JSON or as a table, saying when it was cut.
-func printList[T any](con console, asJSON bool, items []T, more bool, table func(io.Writer, []T, time.Time) error) error {
+// The notes printList ends a cut listing with, by the listing's order.
+const (
+	cutNewest      = "the %d newest shown"
+	cutInNameOrder = "the first %d in name order shown"
+	cutInKeyOrder  = "the first %d in key order shown"
+)
+
+// printList prints a listing as JSON or as a table, saying when it was cut
+// (cut, one of the notes above, says what was shown).
+func printList[T any](con console, asJSON bool, items []T, more bool, table func(io.Writer, []T, time.Time) error, cut string) error {
 	if asJSON {
 		return printJSON(con.stdout, items)
 	}
@@ -596,7 +604,7 @@ func printList[T any](con console, asJSON bool, items []T, more bool, table func
 	if !more {
 		return nil
 	}
-	_, err := fmt.Fprintf(con.stdout, "\n(the %d newest shown; --limit N or --all for more)\n", len(items))
+	_, err := fmt.Fprintf(con.stdout, "\n("+cut+"; --limit N or --all for more)\n", len(items))
 	return err
 }
 
@@ -723,7 +731,7 @@ func schedulesCommand(ctx context.Context, args []string, con console) error {
 		if err != nil {
 			return err
 		}
-		return printList(con, *c.asJSON, schedules, more, printScheduleTable)
+		return printList(con, *c.asJSON, schedules, more, printScheduleTable, cutNewest)
 	case "get", "pause", "resume", "delete", "next":
 		count := 10
 		if sub == "next" {

@@ -101,16 +101,7 @@ func flowKeysCommand(ctx context.Context, args []string, con console) error {
 		if err != nil {
 			return err
 		}
-		if *c.asJSON {
-			return printJSON(con.stdout, limits)
-		}
-		if err := printFlowLimitTable(con.stdout, limits, con.now()); err != nil {
-			return err
-		}
-		if more {
-			_, err = fmt.Fprintf(con.stdout, "\n(the first %d in key order shown; --limit N or --all for more)\n", len(limits))
-		}
-		return err
+		return printList(con, *c.asJSON, limits, more, printFlowLimitTable, cutInKeyOrder)
 	case "help", "-h", "--help":
 		_, err := fmt.Fprintln(con.stdout, flowKeysUsage)
 		return err

@@ -111,7 +111,7 @@ func topicsCommand(ctx context.Context, args []string, con console) error {
 		if err != nil {
 			return err
 		}
-		return printList(con, *c.asJSON, topics, more, printTopicTable)
+		return printList(con, *c.asJSON, topics, more, printTopicTable, cutInNameOrder)
 	case "publish":
 		return topicsPublish(ctx, c, args, con)
 	case "publish-status":

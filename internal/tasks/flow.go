@@ -82,12 +82,7 @@ func flowKeyByte(c byte) bool {
 // CheckFlowKey checks a task's flow key as given (nil: none), under
 // "flow_key", and returns it.
 func CheckFlowKey(rep Reporter, key *string) *string {
-	if key != nil {
-		if msg := FlowKeyProblem(*key); msg != "" {
-			rep.Add("flow_key", "%s", msg)
-		}
-	}
-	return key
+	return checkKey(rep, "flow_key", key, FlowKeyProblem)
 }
 
 // FlowLimitKeyProblem says what is wrong with key as the key a tenant sets

@@ -282,9 +282,15 @@ func (r Rules) CheckCallback(rep Reporter, field string, raw *string, tenant *mo
 // CheckOrderingKey checks a task's ordering key as given (nil: none), under
 // "ordering_key", and returns it.
 func CheckOrderingKey(rep Reporter, key *string) *string {
+	return checkKey(rep, "ordering_key", key, OrderingKeyProblem)
+}
+
+// checkKey checks a key as given (nil: none) by problem, under field, and
+// returns it.
+func checkKey(rep Reporter, field string, key *string, problem func(string) string) *string {
 	if key != nil {
-		if msg := OrderingKeyProblem(*key); msg != "" {
-			rep.Add("ordering_key", "%s", msg)
+		if msg := problem(*key); msg != "" {
+			rep.Add(field, "%s", msg)
 		}
 	}
 	return key

@@ -67,29 +67,12 @@ func newFlowReceiver(t *testing.T, hold time.Duration) *flowReceiver {
 	return r
 }
 
-func (r *flowReceiver) distinct() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ids := map[string]bool{}
-	for _, h := range r.hits {
-		ids[h.id] = true
-	}
-	return len(ids)
-}
-
 func (r *flowReceiver) waitDistinct(n int, deadline time.Time) error {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for {
-		if r.distinct() >= n {
-			return nil
-		}
-		select {
-		case <-r.progress:
-		case <-timer.C:
-			return fmt.Errorf("%d of %d flow-keyed tasks arrived by the deadline", r.distinct(), n)
-		}
-	}
+	return waitDistinct(n, deadline, r.progress, func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return countDistinct(r.hits, func(h flowHit) string { return h.id })
+	})
 }
 
 // TestFlowKeysThreeNodesKilled: three nodes deliver, while a node is killed

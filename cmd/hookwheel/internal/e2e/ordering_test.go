@@ -82,27 +82,36 @@ func newOrderingReceiver(t *testing.T, hold time.Duration) *orderingReceiver {
 	return r
 }
 
-func (r *orderingReceiver) distinct() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *orderingReceiver) waitDistinct(n int, deadline time.Time) error {
+	return waitDistinct(n, deadline, r.progress, func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return countDistinct(r.hits, func(h orderedHit) string { return h.id })
+	})
+}
+
+// countDistinct counts the distinct webhook-ids among a receiver's hits.
+func countDistinct[H any](hits []H, id func(H) string) int {
 	ids := map[string]bool{}
-	for _, h := range r.hits {
-		ids[h.id] = true
+	for _, h := range hits {
+		ids[id(h)] = true
 	}
 	return len(ids)
 }
 
-func (r *orderingReceiver) waitDistinct(n int, deadline time.Time) error {
+// waitDistinct waits until distinct says n tasks have arrived, checking
+// again at every sign of progress from the receiver, until deadline.
+func waitDistinct(n int, deadline time.Time, progress <-chan struct{}, distinct func() int) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
-		if r.distinct() >= n {
+		if distinct() >= n {
 			return nil
 		}
 		select {
-		case <-r.progress:
+		case <-progress:
 		case <-timer.C:
-			return fmt.Errorf("%d of %d keyed tasks arrived by the deadline", r.distinct(), n)
+			return fmt.Errorf("%d of %d tasks arrived by the deadline", distinct(), n)
 		}
 	}
 }
