@@ -56,10 +56,14 @@ type Config struct {
 	// read only as they are sent. Defaults 256 MiB and 64 MiB.
 	SendBytes          int64
 	SendBytesPerTenant int64
-	// MaxWaitingPerTenant bounds a tenant's claims waiting for its share;
-	// beyond it the surplus is given back until the share is likely free.
-	// Default MaxClaimed/4: a tenant whose every send hangs leaves most of
-	// the claim budget to the others.
+	// MaxWaitingPerTenant is the least room a tenant has for claims
+	// waiting for its share (or parked with its targets); beyond its room
+	// the surplus is given back until the share is likely free. The room
+	// is the whole claim budget until the tenant has been sending for a
+	// second, then one to two seconds of the pace at which its sends
+	// finish, but at least this. Default MaxClaimed/4: a tenant whose every
+	// send hangs leaves most of the claim budget to the others, and a
+	// healthy one's burst waits in memory rather than being written back.
 	MaxWaitingPerTenant int
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// (the API refuses more than its own, equal, bound; tasks stored before
@@ -144,12 +148,15 @@ type Config struct {
 	StatsInterval time.Duration
 	// MaxPerTarget caps the concurrent sends to one target (scheme, host
 	// and port). Default SendersPerTenant/4. MaxWaitingPerTarget caps the claimed
-	// tasks of one target waiting for a send slot; beyond it the surplus of
-	// a slow target is given back until a slot is likely free. Default
-	// MaxClaimed: only the node's claim budget bounds it, because giving
-	// tasks back costs two writes each and, measured, turned a busy target
-	// into an overloaded database, cutting end-to-end throughput from 3.4k
-	// to 1.3k deliveries a second.
+	// tasks of one target waiting for a send slot. Default MaxClaimed:
+	// giving tasks back costs two writes each and, measured, turned a busy
+	// target into an overloaded database, cutting end-to-end throughput
+	// from 3.4k to 1.3k deliveries a second. A target's room is all of it
+	// until the target has been sending for a second, then one to two
+	// seconds of the pace at which its sends finish, but at least
+	// MaxPerTarget: a target that stops answering holds that many claims
+	// parked, not the claim budget, a second later (the surplus is given
+	// back until a slot is likely free), well before its breaker opens.
 	MaxPerTarget        int
 	MaxWaitingPerTarget int
 	// MaxClaimed caps the tasks claimed and not yet settled on this node.

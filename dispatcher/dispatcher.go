@@ -101,7 +101,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained:   func(p []int16) { d.loader.takeOver(p) },
-		Schedule: d.Schedule,
+		Schedule: d.Schedule, RecoverInterval: cfg.SweepInterval,
 	})
 	d.loader = newLoader(loaderConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
@@ -128,6 +128,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.holder = newHolder(holderConfig{Clock: cfg.Clock, Send: d.claimed, Stopping: d.stopping.Load})
 	d.targets = newTargets(targetsConfig{
 		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
+		Shed: func(claims []*model.ClaimedTask, wait time.Duration) { d.sender.shed(claims, wait) },
 		OnChange: func(key string, from, to gobreaker.State) {
 			d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
 		},
@@ -138,7 +139,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.shares = newShares(sharesConfig{
 		MaxTotal: cfg.Senders, MaxPerTenant: cfg.SendersPerTenant,
 		MaxBytes: cfg.SendBytes, MaxBytesPerTenant: cfg.SendBytesPerTenant,
-		MaxWaitingPerTenant: cfg.MaxWaitingPerTenant,
+		MaxWaitingPerTenant: cfg.MaxWaitingPerTenant, MaxWaitingDrained: cfg.MaxClaimed, Clock: cfg.Clock,
 	})
 	d.limits = newDispatchLimits(limitsConfig{
 		Limiter: limiter, Limits: cfg.DB,

@@ -48,6 +48,11 @@ type ownershipConfig struct {
 	Gained func(partitions []int16)
 	// Schedule arms the tasks recovered from dead owners.
 	Schedule func(id uuid.UUID, at time.Time)
+	// RecoverInterval is how often claims are checked for a lapsed lease
+	// (a send that hung) when membership did not change; a heartbeat that
+	// gains partitions or sees the number of live nodes change checks at
+	// once, for a dead node's claims (SweepInterval in a Dispatcher).
+	RecoverInterval time.Duration
 }
 
 // ownedSet is the partitions this node holds a lease on, as of one
@@ -113,7 +118,8 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 	t := o.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	// next is when t fires; began, when the last heartbeat began.
-	var lastOK, began time.Time
+	var lastOK, began, recovered time.Time
+	liveNodes := 0
 	next := o.cfg.Clock.Now()
 	for {
 		select {
@@ -133,9 +139,19 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 		switch {
 		case err == nil:
 			lastOK = now
-			o.set(m.Owned)
+			gained := o.set(m.Owned)
 			o.cfg.Metrics.liveNodes.Set(float64(m.LiveNodes))
-			o.recoverClaims(ctx)
+			// The scan for stale claims reads every claim in flight in our
+			// partitions, which at thousands of deliveries a second cost
+			// more than the heartbeat itself: it runs when a node may have
+			// died (partitions moved here, or the live nodes changed) and
+			// otherwise every RecoverInterval, for hung sends, whose leases
+			// last their timeout and LeaseMargin anyway.
+			if gained || m.LiveNodes != liveNodes || now.Sub(recovered) >= o.cfg.RecoverInterval {
+				recovered = now
+				o.recoverClaims(ctx)
+			}
+			liveNodes = m.LiveNodes
 		case ctx.Err() != nil:
 			return
 		default:
@@ -157,8 +173,9 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 }
 
 // set publishes the partitions this node owns and has the ones it just
-// gained loaded from the beginning of time.
-func (o *ownership) set(owned []int16) {
+// gained loaded from the beginning of time. It reports whether it gained
+// any.
+func (o *ownership) set(owned []int16) bool {
 	prev := o.owned.Load()
 	next := &ownedSet{list: slices.Clone(owned)}
 	var gained []int16
@@ -176,6 +193,7 @@ func (o *ownership) set(owned []int16) {
 	if len(gained) > 0 {
 		o.cfg.Gained(gained)
 	}
+	return len(gained) > 0
 }
 
 // partitions returns the partitions this node owns. The slice is shared:

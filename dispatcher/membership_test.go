@@ -254,3 +254,53 @@ func TestOwnershipNudge(t *testing.T) {
 	require.Equal(t, interval, third.Sub(second))
 	g.proceed <- struct{}{}
 }
+
+// TestOwnershipRecoversOnIntervalOrChange: the scan for stale claims runs
+// at the heartbeat that gains partitions, then not at every heartbeat but
+// once RecoverInterval has passed.
+func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t)
+	fake := clock.NewFake(time.Now())
+	tenant := createTenant(t, db, model.Limits{})
+	const heartbeat, recoverEvery = 300 * time.Millisecond, 5 * time.Second
+	m := testMetrics(t)
+	scheduled := make(chan dueAt, 16)
+	o := newOwnership(ownershipConfig{
+		Store: db, NodeID: uuid.New(), NodeName: "test", NodeTTL: time.Minute,
+		HeartbeatInterval: heartbeat, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: m,
+		Gained: func([]int16) {}, Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
+		RecoverInterval: recoverEvery,
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); o.Run(runCtx, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	receive(t, ready)
+	require.Len(t, o.partitions(), model.Partitions)
+
+	// A claim of a node that never registered: stale from the start.
+	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
+	claimNow(t, db, task.ID)
+	beat := func(d time.Duration) {
+		t.Helper()
+		waitCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+		defer stop()
+		require.NoError(t, fake.WaitForTimers(waitCtx, 1))
+		fake.Advance(d)
+		// The timer is armed again once the heartbeat, and any scan, ended.
+		require.NoError(t, fake.WaitForTimers(waitCtx, 1))
+	}
+	for range 3 {
+		beat(heartbeat)
+	}
+	require.Equal(t, model.StatusDispatching, taskOf(t, db, tenant, task.ID).Status,
+		"no scan at heartbeats that changed nothing")
+	require.Zero(t, counterValue(t, m.recovered))
+
+	beat(recoverEvery)
+	require.Equal(t, task.ID, receive(t, scheduled).id)
+	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, task.ID).Status)
+	require.Equal(t, 1.0, counterValue(t, m.recovered))
+}

@@ -237,6 +237,17 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 	}
 }
 
+// shed gives back claims their target no longer has room to keep parked
+// (targets.watch), to come back after wait.
+func (s *sender) shed(claims []*model.ClaimedTask, wait time.Duration) {
+	for _, c := range claims {
+		s.cfg.Shares.unpark(c)
+	}
+	s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Add(float64(len(claims)))
+	until := s.cfg.Clock.Now().Add(wait)
+	s.cfg.Defer(claims, func(int) time.Time { return until })
+}
+
 // takeOver decides what becomes of c, parked for target t and just handed
 // t's free slot: it is sent (returned) if it gets its tenant's share;
 // otherwise the slot goes on to the next parked claim, and c waits for its

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
@@ -30,10 +31,18 @@ type sharesConfig struct {
 	MaxPerTenant      int
 	MaxBytes          int64
 	MaxBytesPerTenant int64
-	// MaxWaitingPerTenant bounds the claims of one tenant waiting here: they
-	// hold the node's claim budget, and a tenant whose every send hangs
-	// must not use it all. Beyond it, the surplus is given back.
+	// MaxWaitingPerTenant is the least room a tenant has for claims waiting
+	// here or parked with its targets: they hold the node's claim budget,
+	// and a tenant whose every send hangs must not use it all. Its room is
+	// what its drain earns (drainRoom) up to MaxWaitingDrained, the node's
+	// claim budget; and all of that until its sending has run for
+	// drainMeasured, before which its pace is unknown. Beyond its room,
+	// the surplus is given back. A MaxWaitingDrained of zero (or not above
+	// MaxWaitingPerTenant) makes the room MaxWaitingPerTenant always.
 	MaxWaitingPerTenant int
+	MaxWaitingDrained   int
+	// Clock times the stalls and the drain meters. Default: the real clock.
+	Clock clock.Clock
 }
 
 // tenantShare is one tenant's use of the senders.
@@ -50,6 +59,12 @@ type tenantShare struct {
 	// sendTime is a moving average of how long the tenant's sends take, to
 	// tell a claim given back when a share is likely free.
 	sendTime time.Duration
+	// drained counts the tenant's sends finished lately, and busySince is
+	// when it last came to use the senders (a tenant with nothing sending,
+	// waiting or parked is forgotten): they size its waiting room
+	// (roomLocked).
+	drained   drainMeter
+	busySince time.Time
 	// queued is set while the tenant is in the round robin of waiters.
 	queued bool
 }
@@ -76,6 +91,9 @@ type shares struct {
 }
 
 func newShares(cfg sharesConfig) *shares {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
 	return &shares{cfg: cfg, byTenant: make(map[uuid.UUID]*tenantShare)}
 }
 
@@ -112,7 +130,7 @@ func (s *shares) takeLocked(t *tenantShare, c *model.ClaimedTask) {
 func (s *shares) tenantLocked(id uuid.UUID) *tenantShare {
 	t, ok := s.byTenant[id]
 	if !ok {
-		t = &tenantShare{id: id}
+		t = &tenantShare{id: id, busySince: s.cfg.Clock.Now()}
 		s.byTenant[id] = t
 	}
 	return t
@@ -131,7 +149,7 @@ func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
 		s.takeLocked(t, c)
 		return shareTaken, 0
 	}
-	if len(t.waiting)+t.parked < s.cfg.MaxWaitingPerTenant {
+	if len(t.waiting)+t.parked < s.roomLocked(t) {
 		t.waiting = append(t.waiting, c)
 		if !t.queued {
 			t.queued = true
@@ -142,6 +160,18 @@ func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
 	ahead := float64(len(t.waiting)+1) / float64(max(1, t.sending))
 	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
 	return shareFull, min(max(wait, time.Second), 30*time.Second)
+}
+
+// roomLocked is how many of t's claims may wait or be parked.
+func (s *shares) roomLocked(t *tenantShare) int {
+	if s.cfg.MaxWaitingDrained <= s.cfg.MaxWaitingPerTenant {
+		return s.cfg.MaxWaitingPerTenant
+	}
+	now := s.cfg.Clock.Now()
+	if now.Sub(t.busySince) < drainMeasured {
+		return s.cfg.MaxWaitingDrained
+	}
+	return drainRoom(s.cfg.MaxWaitingPerTenant, s.cfg.MaxWaitingDrained, t.drained.recent(now))
 }
 
 // release gives back c's share, its send having taken took (0: it was not
@@ -164,6 +194,7 @@ func (s *shares) release(c *model.ClaimedTask, took time.Duration) []*model.Clai
 		} else {
 			t.sendTime += (took - t.sendTime) / 8
 		}
+		t.drained.finished(s.cfg.Clock.Now())
 	}
 	admitted := s.turnLocked()
 	s.dropIdleLocked(t)
@@ -184,7 +215,7 @@ func (s *shares) mayPark(c *model.ClaimedTask) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.byTenant[c.TenantID]
-	return t == nil || len(t.waiting)+t.parked < s.cfg.MaxWaitingPerTenant
+	return t == nil || len(t.waiting)+t.parked < s.roomLocked(t)
 }
 
 // park gives back c's share as it parks with its target, and returns the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -119,9 +120,14 @@ type target struct {
 	// sendTime is a moving average of how long a send to the target takes,
 	// to tell a task that finds no room when a slot is likely free.
 	sendTime time.Duration
-	openedAt time.Time
-	deferred int
-	lastUsed time.Time
+	// drained counts the sends to the target finished lately, and
+	// busySince is when it last began to have sends in flight (zero while
+	// it has none): they size its room for parked claims (roomLocked).
+	drained   drainMeter
+	busySince time.Time
+	openedAt  time.Time
+	deferred  int
+	lastUsed  time.Time
 	// traffic counts the claims that reached the target, sent or not,
 	// decayed since trafficAt (targetlabels.go): the busiest targets keep a
 	// label of their own on the per-target series.
@@ -156,10 +162,17 @@ type pendingSend struct {
 type targetsConfig struct {
 	Breaker BreakerConfig
 	// MaxInflight and MaxWaiting bound a target's sends and the claims
-	// parked for it (Config.MaxPerTarget, MaxWaitingPerTarget).
+	// parked for it (Config.MaxPerTarget, MaxWaitingPerTarget): MaxWaiting
+	// until it has been sending for drainMeasured, then what its drain
+	// earns (drainRoom), at least MaxInflight.
 	MaxInflight int
 	MaxWaiting  int
 	Clock       clock.Clock
+	// Shed gives back claims parked beyond a target's room, which shrank
+	// since they parked (its sends began to hang), to come back after
+	// wait; their tenant's parked count is the callee's to lower. Nil
+	// leaves them parked until a slot or their age gives them back.
+	Shed func(claims []*model.ClaimedTask, wait time.Duration)
 	// OnChange, optional, hears of every breaker's changes of state.
 	OnChange func(key string, from, to gobreaker.State)
 }
@@ -332,11 +345,17 @@ func (ts *targets) Run(ctx context.Context) {
 // watchEvery is how often the targets are watched.
 const watchEvery = time.Second
 
-// watch reports stuck sends to their breakers, forgets idle targets and
-// tenants' uses of targets they have not used for IdleAfter.
+// watch reports stuck sends to their breakers, gives back the claims parked
+// beyond a target's room, forgets idle targets and tenants' uses of targets
+// they have not used for IdleAfter.
 func (ts *targets) watch() {
 	now := ts.cfg.Clock.Now()
 	var stuck []func(error)
+	type surplus struct {
+		claims []*model.ClaimedTask
+		wait   time.Duration
+	}
+	var shed []surplus
 	idle := map[string]*target{}
 	isIdle := func(t *target) bool {
 		return t.inflight == 0 && len(t.parked) == 0 && len(t.sends) == 0 && now.Sub(t.lastUsed) >= ts.cfg.Breaker.IdleAfter
@@ -352,6 +371,12 @@ func (ts *targets) watch() {
 				}
 			}
 		}
+		if room := ts.roomLocked(t, now); len(t.parked) > room && ts.cfg.Shed != nil {
+			// The newest go: the oldest keep their places in line.
+			shed = append(shed, surplus{claims: slices.Clone(t.parked[room:]), wait: ts.waitLocked(t, room+1)})
+			clear(t.parked[room:])
+			t.parked = t.parked[:room]
+		}
 		for tenant, u := range t.tenants {
 			if now.Sub(u.lastUsed) >= ts.cfg.Breaker.IdleAfter && !t.holdsLocked(tenant) {
 				ts.dropUseLocked(t, tenant)
@@ -366,6 +391,9 @@ func (ts *targets) watch() {
 	// state may move it from open to half-open; either change takes ts.mu.
 	for _, report := range stuck {
 		report(errTargetStuck)
+	}
+	for _, s := range shed {
+		ts.cfg.Shed(s.claims, s.wait)
 	}
 	for key, t := range idle {
 		if t.breaker.State() != gobreaker.StateClosed && now.Sub(t.lastUsed) < ts.cfg.Breaker.ForgetOpenAfter {
@@ -391,10 +419,6 @@ var errNotSent = errors.New("not sent")
 // answer.
 var errTargetStuck = errors.New("target did not answer in time")
 
-// parkAnyway is the wait for a send slot below which a task parks even
-// beyond the target's share of waiting room.
-const parkAnyway = time.Second
-
 type admission int
 
 const (
@@ -408,26 +432,41 @@ const (
 // claims waiting as it may), or, when too many already wait, says how long
 // until a slot is likely free.
 func (ts *targets) admit(t *target, c *model.ClaimedTask, mayPark bool) (admission, time.Duration) {
+	now := ts.cfg.Clock.Now()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	switch {
 	case t.inflight < ts.cfg.MaxInflight:
+		if t.busySince.IsZero() {
+			t.busySince = now
+		}
 		t.inflight++
 		return sendNow, 0
-	case mayPark && len(t.parked) < ts.cfg.MaxWaiting:
+	case mayPark && len(t.parked) < ts.roomLocked(t, now):
 		t.parked = append(t.parked, c)
 		return parked, 0
 	}
-	ahead := float64(len(t.parked)+1) / float64(ts.cfg.MaxInflight)
-	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
-	if wait < parkAnyway && mayPark {
-		// A fast target that is merely busy drains its queue within
-		// moments: giving tasks back would cost two writes each and slow
-		// everyone down. Only a slow target's surplus goes back.
-		t.parked = append(t.parked, c)
-		return parked, 0
+	return full, ts.waitLocked(t, len(t.parked)+1)
+}
+
+// roomLocked is how many claims may park for t: MaxWaiting while its pace
+// is unknown, then one to two seconds of it. A busy target that answers
+// drains its queue within moments, and giving its claims back would cost
+// two writes each; one whose sends hang keeps MaxInflight parked, not the
+// node's claim budget, from a second after it stops answering, well before
+// its breaker opens.
+func (ts *targets) roomLocked(t *target, now time.Time) int {
+	if t.busySince.IsZero() || now.Sub(t.busySince) < drainMeasured {
+		return ts.cfg.MaxWaiting
 	}
-	return full, min(wait, 30*time.Second)
+	return drainRoom(ts.cfg.MaxInflight, ts.cfg.MaxWaiting, t.drained.recent(now))
+}
+
+// waitLocked is how long until a slot is likely free for the claim ahead
+// claims back in t's line.
+func (ts *targets) waitLocked(t *target, ahead int) time.Duration {
+	wait := time.Duration(float64(ahead) / float64(ts.cfg.MaxInflight) * float64(max(t.sendTime, time.Millisecond)))
+	return min(wait, 30*time.Second)
 }
 
 // done records a send that took took, and gives its slot back or hands it
@@ -442,6 +481,7 @@ func (ts *targets) done(t *target, took time.Duration) (next *model.ClaimedTask)
 		} else {
 			t.sendTime += (took - t.sendTime) / 8
 		}
+		t.drained.finished(ts.cfg.Clock.Now())
 	}
 	if len(t.parked) > 0 {
 		next = t.parked[0]
@@ -450,6 +490,9 @@ func (ts *targets) done(t *target, took time.Duration) (next *model.ClaimedTask)
 		return next
 	}
 	t.inflight--
+	if t.inflight == 0 {
+		t.busySince = time.Time{}
+	}
 	return nil
 }
 

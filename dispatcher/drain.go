@@ -1,0 +1,62 @@
+package dispatcher
+
+import "time"
+
+// drainMeter counts the sends a tenant or a target finished lately: about
+// what it will finish in the next second, and so how many of its claims may
+// wait for it in memory without aging there. Waiting claims hold the node's
+// claim budget, and each one given back instead costs Postgres two writes
+// (the deferral and the claim again); a fixed bound either gives back the
+// surplus of a busy, healthy tenant at every burst (measured: a quarter of
+// the claims of one tenant's 100,000-task burst, each written twice more) or
+// lets one whose receivers hang fill the budget. A bound that follows the
+// drain does neither.
+//
+// Two half-second buckets, the current and the last: the count covers
+// between half a second and a second of finished sends.
+type drainMeter struct {
+	start     time.Time // when the current bucket began
+	cur, prev int
+}
+
+const drainBucket = 500 * time.Millisecond
+
+// roll moves the buckets on to now.
+func (m *drainMeter) roll(now time.Time) {
+	switch d := now.Sub(m.start); {
+	case d < drainBucket:
+	case d < 2*drainBucket:
+		m.prev, m.cur = m.cur, 0
+		m.start = m.start.Add(drainBucket)
+	default:
+		m.prev, m.cur = 0, 0
+		m.start = now
+	}
+}
+
+// finished counts one send finished at now.
+func (m *drainMeter) finished(now time.Time) {
+	m.roll(now)
+	m.cur++
+}
+
+// recent is the number of sends finished in about the last second.
+func (m *drainMeter) recent(now time.Time) int {
+	m.roll(now)
+	return m.prev + m.cur
+}
+
+// drainMeasured is how long a tenant or target must have been sending
+// before its meter tells its pace; until then its room is the whole
+// budget, so that the first burst of a new one waits in memory.
+const drainMeasured = time.Second
+
+// drainRoom is how many claims may wait for a tenant or target whose drain
+// meter reads recent: between one and two seconds of its pace (twice what
+// it finished in the last half to whole second), at least floor and at
+// most ceiling (the node's claim budget). A second or two is far inside
+// the age at which a waiting claim is given back (LeaseMargin/2), and a
+// receiver that hangs earns the floor within a second.
+func drainRoom(floor, ceiling, recent int) int {
+	return max(floor, min(2*recent, ceiling))
+}

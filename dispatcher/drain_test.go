@@ -1,0 +1,159 @@
+package dispatcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+func TestDrainMeter(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	var m drainMeter
+	m.start = start
+	for range 3 {
+		m.finished(start.Add(100 * time.Millisecond))
+	}
+	require.Equal(t, 3, m.recent(start.Add(400*time.Millisecond)))
+	m.finished(start.Add(600 * time.Millisecond))
+	require.Equal(t, 4, m.recent(start.Add(900*time.Millisecond)), "the last bucket still counts")
+	require.Equal(t, 1, m.recent(start.Add(1100*time.Millisecond)), "a bucket a second old does not")
+	require.Zero(t, m.recent(start.Add(3*time.Second)), "nothing finished lately")
+}
+
+func TestDrainRoom(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                   string
+		floor, ceiling, recent int
+		want                   int
+	}{
+		{"hanging: the floor", 32, 2048, 0, 32},
+		{"slow: the floor", 32, 2048, 10, 32},
+		{"two drains' worth", 32, 2048, 300, 600},
+		{"fast: the budget", 32, 2048, 5000, 2048},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, drainRoom(tc.floor, tc.ceiling, tc.recent))
+		})
+	}
+}
+
+// TestSharesRoomFollowsDrain: a tenant's first burst waits in memory up to
+// the claim budget; once it has sent for a second, it may keep waiting
+// what its sends finish in that time (twice over), and a tenant whose
+// sends finish nothing falls back to MaxWaitingPerTenant.
+func TestSharesRoomFollowsDrain(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	s := newShares(sharesConfig{
+		MaxTotal: 100, MaxPerTenant: 1, MaxBytes: 1 << 30, MaxBytesPerTenant: 1 << 30,
+		MaxWaitingPerTenant: 2, MaxWaitingDrained: 8, Clock: clk,
+	})
+	hanging, healthy := uuid.New(), uuid.New()
+
+	admitAll := func(tenant uuid.UUID, n int) (claims []*model.ClaimedTask, decisions []shareDecision) {
+		for range n {
+			c := shareClaim(tenant, 1)
+			d, _ := s.admit(c)
+			claims, decisions = append(claims, c), append(decisions, d)
+		}
+		return claims, decisions
+	}
+
+	// The first burst: one sending, the budget's 8 waiting, the rest back.
+	_, decisions := admitAll(hanging, 10)
+	require.Equal(t, []shareDecision{shareTaken, shareWaiting, shareWaiting, shareWaiting, shareWaiting,
+		shareWaiting, shareWaiting, shareWaiting, shareWaiting, shareFull}, decisions)
+
+	// A second on with nothing finished: the pace is known, and nil.
+	healthyClaims, _ := admitAll(healthy, 1)
+	clk.Advance(1100 * time.Millisecond)
+	_, decisions = admitAll(hanging, 1)
+	require.Equal(t, []shareDecision{shareFull}, decisions, "8 waiting, room 2")
+
+	// The healthy tenant's sends finish three in the last second: room 6.
+	sending := healthyClaims[0]
+	for range 3 {
+		clk.Advance(100 * time.Millisecond)
+		next, _ := admitAll(healthy, 1)
+		admitted := s.release(sending, 10*time.Millisecond)
+		require.Equal(t, next, admitted)
+		sending = next[0]
+	}
+	_, decisions = admitAll(healthy, 7)
+	require.Equal(t, []shareDecision{shareWaiting, shareWaiting, shareWaiting, shareWaiting, shareWaiting,
+		shareWaiting, shareFull}, decisions)
+}
+
+// TestTargetRoomShedsWhenHung: a target's claims park up to MaxWaiting
+// while its pace is unknown; when its sends stop finishing, a watch a
+// second later gives back the newest beyond MaxInflight, to the Shed
+// callback with a wait, and new claims find no room. A target that keeps
+// answering keeps the room its pace earns.
+func TestTargetRoomShedsWhenHung(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	var shed []*model.ClaimedTask
+	var shedWait time.Duration
+	ts := newTargets(targetsConfig{
+		Breaker:     BreakerConfig{ConsecutiveFailures: 1000, IdleAfter: time.Hour, ForgetOpenAfter: time.Hour},
+		MaxInflight: 2, MaxWaiting: 50, Clock: clk,
+		Shed: func(claims []*model.ClaimedTask, wait time.Duration) {
+			shed = append(shed, claims...)
+			shedWait = wait
+		},
+	})
+	tenant := uuid.New()
+	hung, answering := ts.get("http://hung:80", tenant), ts.get("http://answering:80", tenant)
+	admit := func(tg *target, n int) (claims []*model.ClaimedTask, decisions []admission) {
+		for range n {
+			c := &model.ClaimedTask{Task: model.Task{ID: uuid.New(), TenantID: tenant}}
+			d, _ := ts.admit(tg, c, true)
+			claims, decisions = append(claims, c), append(decisions, d)
+		}
+		return claims, decisions
+	}
+	all := func(d admission, n int) []admission {
+		var want []admission
+		for range n {
+			want = append(want, d)
+		}
+		return want
+	}
+
+	_, decisions := admit(hung, 2)
+	require.Equal(t, all(sendNow, 2), decisions)
+	hungParked, decisions := admit(hung, 50)
+	require.Equal(t, all(parked, 50), decisions, "its pace unknown, a burst parks up to MaxWaiting")
+
+	// The answering target always has a send in flight and finishes one
+	// every 50 ms, for a second.
+	_, decisions = admit(answering, 2)
+	require.Equal(t, all(sendNow, 2), decisions)
+	for range 22 {
+		clk.Advance(50 * time.Millisecond)
+		require.Nil(t, ts.done(answering, 50*time.Millisecond))
+		_, decisions = admit(answering, 1)
+		require.Equal(t, all(sendNow, 1), decisions)
+	}
+	_, decisions = admit(answering, 20)
+	require.Equal(t, all(parked, 20), decisions, "at least 10 finished in the last half second: room for 20")
+
+	ts.watch()
+	require.Equal(t, hungParked[2:], shed, "the newest beyond MaxInflight go back")
+	require.Positive(t, shedWait)
+	decision, wait := ts.admit(hung, &model.ClaimedTask{}, true)
+	require.Equal(t, full, decision)
+	require.Positive(t, wait)
+	parkedAt := map[string]int{}
+	for _, st := range ts.statuses() {
+		parkedAt[st.Target] = st.Parked
+	}
+	require.Equal(t, map[string]int{"http://hung:80": 2, "http://answering:80": 20}, parkedAt)
+}
