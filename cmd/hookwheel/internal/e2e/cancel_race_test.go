@@ -1,0 +1,134 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/openapi"
+)
+
+// TestCancelAndRescheduleRaceTheClaimUnderLoad: while thousands of tasks
+// fall due, tasks are canceled or moved an hour later from a second before
+// their due time to a third of a second after it, across the instant the
+// node claims them (50–60 ms before). Whatever the timing, an answer of 200
+// means the webhook is never sent, and a 409 (it is dispatching or done)
+// means it is sent, once.
+func TestCancelAndRescheduleRaceTheClaimUnderLoad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.startNode()
+	acme := e.createTenant(n, "acme")
+	recv := newReceiver(t)
+	ctx := context.Background()
+
+	const (
+		load   = 4000
+		racers = 200
+		spread = 2 * time.Second
+	)
+	start := time.Now().Add(3 * time.Second)
+	for sent := 0; sent < load; {
+		items := make([]openapi.BatchTaskRequest, min(1000, load-sent))
+		for i := range items {
+			at := start.Add(time.Duration(sent+i) * spread / load)
+			items[i] = openapi.BatchTaskRequest{URL: recv.URL + "/load", RunAt: &at}
+		}
+		resp, err := acme.client.CreateTasksBatchWithResponse(ctx, openapi.BatchRequest{Tasks: items})
+		require.NoError(t, err)
+		require.NotNil(t, resp.JSON200, "batch: %s", resp.Body)
+		sent += len(items)
+	}
+
+	type race struct {
+		task       openapi.Task
+		reschedule bool
+		ahead      time.Duration // how long before its due time it is acted on
+		status     int
+	}
+	races := make([]*race, racers)
+	for i := range races {
+		at := start.Add(time.Duration(i) * spread / racers)
+		races[i] = &race{
+			task:       acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/raced", RunAt: &at}),
+			reschedule: i%2 == 1,
+			ahead:      time.Second - time.Duration(rand.Int64N(int64(1300*time.Millisecond))),
+		}
+	}
+	var wg sync.WaitGroup
+	for _, r := range races {
+		wg.Go(func() {
+			time.Sleep(time.Until(r.task.RunAt.Add(-r.ahead)))
+			if r.reschedule {
+				resp, err := acme.client.RescheduleTaskWithResponse(ctx, r.task.ID, openapi.RescheduleRequest{Delay: ptr("1h")})
+				if err == nil {
+					r.status = resp.StatusCode()
+				}
+				return
+			}
+			resp, err := acme.client.CancelTaskWithResponse(ctx, r.task.ID)
+			if err == nil {
+				r.status = resp.StatusCode()
+			}
+		})
+	}
+	wg.Wait()
+
+	// Every task that may be sent is: the load, and the raced tasks refused.
+	expected := load
+	for _, r := range races {
+		require.Contains(t, []int{http.StatusOK, http.StatusConflict}, r.status,
+			"task %s acted on %s before due", r.task.ID, r.ahead)
+		if r.status == http.StatusConflict {
+			expected++
+		}
+	}
+	recv.waitFor(t, 60*time.Second, fmt.Sprintf("%d tasks", expected), func(ds []delivery) bool {
+		return len(distinctIDs(ds)) >= expected
+	})
+	// Every task due is sent by now. What a 200 answered stands: the task
+	// was never claimed (a claim counts the attempt) and is canceled, or
+	// waits at its new time.
+	for _, r := range races {
+		if r.status != http.StatusOK {
+			continue
+		}
+		got := acme.task(t, r.task.ID)
+		require.Zero(t, got.Attempts, "task %s answered 200 %s before due", r.task.ID, r.ahead)
+		if r.reschedule {
+			require.Equal(t, openapi.TaskStatusScheduled, got.Status)
+			require.True(t, got.RunAt.After(time.Now().Add(50*time.Minute)), "task %s runs at %s", r.task.ID, got.RunAt)
+		} else {
+			require.Equal(t, openapi.TaskStatusCanceled, got.Status)
+		}
+	}
+
+	sent := distinctIDs(recv.snapshot())
+	var accepted, refused int
+	for _, r := range races {
+		id := r.task.ID.String()
+		what := map[bool]string{false: "canceled", true: "rescheduled"}[r.reschedule]
+		switch r.status {
+		case http.StatusOK:
+			accepted++
+			require.Zero(t, sent[id], "task %s was %s %s before due (200) and still sent", id, what, r.ahead)
+		case http.StatusConflict:
+			refused++
+			require.Equal(t, 1, sent[id], "task %s: %s refused %s before due (409), so sent once", id, what, r.ahead)
+		}
+	}
+	for id, count := range sent {
+		require.Equal(t, 1, count, "task %s sent %d times", id, count)
+	}
+	require.Len(t, sent, expected)
+	// Both sides of the claim were reached, or the test proved nothing.
+	require.Positive(t, accepted, "no cancel or reschedule came before a claim")
+	require.Positive(t, refused, "no cancel or reschedule came after a claim")
+	t.Logf("%d raced: %d answered 200 and were never sent, %d answered 409 and were sent once", racers, accepted, refused)
+}
