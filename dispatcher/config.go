@@ -59,9 +59,9 @@ type Config struct {
 	// MaxWaitingPerTenant is the least room a tenant has for claims
 	// waiting for its share (or parked with its targets); beyond its room
 	// the surplus is given back until the share is likely free. The room
-	// is the whole claim budget until the tenant has been sending for a
+	// is half the claim budget until the tenant has been sending for a
 	// second, then one to two seconds of the pace at which its sends
-	// finish, but at least this. Default MaxClaimed/4: a tenant whose every
+	// finish (up to the whole budget), but at least this. Default MaxClaimed/4: a tenant whose every
 	// send hangs leaves most of the claim budget to the others, and a
 	// healthy one's burst waits in memory rather than being written back.
 	MaxWaitingPerTenant int

@@ -45,7 +45,7 @@ func TestDrainRoom(t *testing.T) {
 }
 
 // TestSharesRoomFollowsDrain: a tenant's first burst waits in memory up to
-// the claim budget; once it has sent for a second, it may keep waiting
+// half the claim budget; once it has sent for a second, it may keep waiting
 // what its sends finish in that time (twice over), and a tenant whose
 // sends finish nothing falls back to MaxWaitingPerTenant.
 func TestSharesRoomFollowsDrain(t *testing.T) {
@@ -55,7 +55,7 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 		MaxTotal: 100, MaxPerTenant: 1, MaxBytes: 1 << 30, MaxBytesPerTenant: 1 << 30,
 		MaxWaitingPerTenant: 2, MaxWaitingDrained: 8, Clock: clk,
 	})
-	hanging, healthy := uuid.New(), uuid.New()
+	bursting, hanging, healthy := uuid.New(), uuid.New(), uuid.New()
 
 	admitAll := func(tenant uuid.UUID, n int) (claims []*model.ClaimedTask, decisions []shareDecision) {
 		for range n {
@@ -66,16 +66,19 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 		return claims, decisions
 	}
 
-	// The first burst: one sending, the budget's 8 waiting, the rest back.
-	_, decisions := admitAll(hanging, 10)
+	// A first burst: one sending, half the budget waiting, the rest back.
+	_, decisions := admitAll(bursting, 6)
 	require.Equal(t, []shareDecision{shareTaken, shareWaiting, shareWaiting, shareWaiting, shareWaiting,
-		shareWaiting, shareWaiting, shareWaiting, shareWaiting, shareFull}, decisions)
+		shareFull}, decisions)
 
-	// A second on with nothing finished: the pace is known, and nil.
+	// A second on with nothing finished, the pace is known, and nil: the
+	// room is the floor.
+	_, decisions = admitAll(hanging, 3)
+	require.Equal(t, []shareDecision{shareTaken, shareWaiting, shareWaiting}, decisions)
 	healthyClaims, _ := admitAll(healthy, 1)
 	clk.Advance(1100 * time.Millisecond)
 	_, decisions = admitAll(hanging, 1)
-	require.Equal(t, []shareDecision{shareFull}, decisions, "8 waiting, room 2")
+	require.Equal(t, []shareDecision{shareFull}, decisions, "2 waiting, room 2")
 
 	// The healthy tenant's sends finish three in the last second: room 6.
 	sending := healthyClaims[0]

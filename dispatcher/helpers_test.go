@@ -20,7 +20,7 @@ import (
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testMetrics registers a fresh set of metrics for one test.
-func testMetrics(t *testing.T) *metrics {
+func testMetrics(t testing.TB) *metrics {
 	t.Helper()
 	m, err := newMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)

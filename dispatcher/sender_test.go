@@ -110,7 +110,7 @@ func (b *testBodies) SigningSecrets(context.Context, uuid.UUID) ([]model.Signing
 
 // setupSender runs senders that send to a real HTTP receiver, recording
 // every attempt at once as written.
-func setupSender(t *testing.T, opts senderOptions) *senderBundle {
+func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	t.Helper()
 	b := &senderBundle{
 		clock: clock.NewFake(time.Now()), metrics: testMetrics(t),

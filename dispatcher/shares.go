@@ -35,10 +35,12 @@ type sharesConfig struct {
 	// here or parked with its targets: they hold the node's claim budget,
 	// and a tenant whose every send hangs must not use it all. Its room is
 	// what its drain earns (drainRoom) up to MaxWaitingDrained, the node's
-	// claim budget; and all of that until its sending has run for
-	// drainMeasured, before which its pace is unknown. Beyond its room,
-	// the surplus is given back. A MaxWaitingDrained of zero (or not above
-	// MaxWaitingPerTenant) makes the room MaxWaitingPerTenant always.
+	// claim budget; and half of that until it has used the senders for
+	// drainMeasured, before which its pace is unknown (half, so that a new
+	// tenant whose receivers turn out to hang leaves the others half the
+	// budget meanwhile). Beyond its room, the surplus is given back. A
+	// MaxWaitingDrained of zero (or not above MaxWaitingPerTenant) makes
+	// the room MaxWaitingPerTenant always.
 	MaxWaitingPerTenant int
 	MaxWaitingDrained   int
 	// Clock times the stalls and the drain meters. Default: the real clock.
@@ -169,7 +171,7 @@ func (s *shares) roomLocked(t *tenantShare) int {
 	}
 	now := s.cfg.Clock.Now()
 	if now.Sub(t.busySince) < drainMeasured {
-		return s.cfg.MaxWaitingDrained
+		return max(s.cfg.MaxWaitingPerTenant, s.cfg.MaxWaitingDrained/2)
 	}
 	return drainRoom(s.cfg.MaxWaitingPerTenant, s.cfg.MaxWaitingDrained, t.drained.recent(now))
 }
