@@ -60,7 +60,7 @@ type Config struct {
 	// waiting for its share (or parked with its targets); beyond its room
 	// the surplus is given back until the share is likely free. The room
 	// is half the claim budget until the tenant has been sending for a
-	// second, then one to two seconds of the pace at which its sends
+	// second, then five to ten seconds of the pace at which its sends
 	// finish (up to the whole budget), but at least this. Default MaxClaimed/4: a tenant whose every
 	// send hangs leaves most of the claim budget to the others, and a
 	// healthy one's burst waits in memory rather than being written back.
@@ -152,7 +152,7 @@ type Config struct {
 	// giving tasks back costs two writes each and, measured, turned a busy
 	// target into an overloaded database, cutting end-to-end throughput
 	// from 3.4k to 1.3k deliveries a second. A target's room is all of it
-	// until the target has been sending for a second, then one to two
+	// until the target has been sending for a second, then five to ten
 	// seconds of the pace at which its sends finish, but at least
 	// MaxPerTarget: a target that stops answering holds that many claims
 	// parked, not the claim budget, a second later (the surplus is given

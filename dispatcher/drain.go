@@ -52,11 +52,19 @@ func (m *drainMeter) recent(now time.Time) int {
 const drainMeasured = time.Second
 
 // drainRoom is how many claims may wait for a tenant or target whose drain
-// meter reads recent: between one and two seconds of its pace (twice what
-// it finished in the last half to whole second), at least floor and at
-// most ceiling (the node's claim budget). A second or two is far inside
-// the age at which a waiting claim is given back (LeaseMargin/2), and a
-// receiver that hangs earns the floor within a second.
+// meter reads recent: five to ten seconds of its pace (drainHorizon times
+// what it finished in the last half to whole second), at least floor and
+// at most ceiling (the node's claim budget). Within the age at which a
+// waiting claim is given back (LeaseMargin/2, 15 s); and long enough that
+// a busy receiver's pace must fall far below the budget's worth before its
+// claims are given back: each one given back costs Postgres two writes,
+// which slows every send, which would shrink a shorter room further
+// (measured with a room of one to two seconds and a budget of 8,192: 43,000
+// claims of 100,000 given back, 1,770 deliveries a second). A receiver
+// that hangs earns the floor within a second all the same.
 func drainRoom(floor, ceiling, recent int) int {
-	return max(floor, min(2*recent, ceiling))
+	return max(floor, min(drainHorizon*recent, ceiling))
 }
+
+// drainHorizon turns a drain meter's count into a room: see drainRoom.
+const drainHorizon = 10

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -34,9 +35,9 @@ func TestDrainRoom(t *testing.T) {
 		want                   int
 	}{
 		{"hanging: the floor", 32, 2048, 0, 32},
-		{"slow: the floor", 32, 2048, 10, 32},
-		{"two drains' worth", 32, 2048, 300, 600},
-		{"fast: the budget", 32, 2048, 5000, 2048},
+		{"slow: the floor", 32, 2048, 3, 32},
+		{"ten drains' worth", 32, 2048, 100, 1000},
+		{"fast: the budget", 32, 2048, 500, 2048},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, drainRoom(tc.floor, tc.ceiling, tc.recent))
@@ -46,14 +47,14 @@ func TestDrainRoom(t *testing.T) {
 
 // TestSharesRoomFollowsDrain: a tenant's first burst waits in memory up to
 // half the claim budget; once it has sent for a second, it may keep waiting
-// what its sends finish in that time (twice over), and a tenant whose
+// what its sends finish in that time, ten times over, and a tenant whose
 // sends finish nothing falls back to MaxWaitingPerTenant.
 func TestSharesRoomFollowsDrain(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	s := newShares(sharesConfig{
 		MaxTotal: 100, MaxPerTenant: 1, MaxBytes: 1 << 30, MaxBytesPerTenant: 1 << 30,
-		MaxWaitingPerTenant: 2, MaxWaitingDrained: 8, Clock: clk,
+		MaxWaitingPerTenant: 2, MaxWaitingDrained: 40, Clock: clk,
 	})
 	bursting, hanging, healthy := uuid.New(), uuid.New(), uuid.New()
 
@@ -67,9 +68,10 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 	}
 
 	// A first burst: one sending, half the budget waiting, the rest back.
-	_, decisions := admitAll(bursting, 6)
-	require.Equal(t, []shareDecision{shareTaken, shareWaiting, shareWaiting, shareWaiting, shareWaiting,
-		shareFull}, decisions)
+	_, decisions := admitAll(bursting, 22)
+	require.Equal(t, shareTaken, decisions[0])
+	require.Equal(t, slices.Repeat([]shareDecision{shareWaiting}, 20), decisions[1:21])
+	require.Equal(t, shareFull, decisions[21])
 
 	// A second on with nothing finished, the pace is known, and nil: the
 	// room is the floor.
@@ -80,7 +82,7 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 	_, decisions = admitAll(hanging, 1)
 	require.Equal(t, []shareDecision{shareFull}, decisions, "2 waiting, room 2")
 
-	// The healthy tenant's sends finish three in the last second: room 6.
+	// The healthy tenant's sends finish three in the last second: room 30.
 	sending := healthyClaims[0]
 	for range 3 {
 		clk.Advance(100 * time.Millisecond)
@@ -89,9 +91,9 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 		require.Equal(t, next, admitted)
 		sending = next[0]
 	}
-	_, decisions = admitAll(healthy, 7)
-	require.Equal(t, []shareDecision{shareWaiting, shareWaiting, shareWaiting, shareWaiting, shareWaiting,
-		shareWaiting, shareFull}, decisions)
+	_, decisions = admitAll(healthy, 31)
+	require.Equal(t, slices.Repeat([]shareDecision{shareWaiting}, 30), decisions[:30])
+	require.Equal(t, shareFull, decisions[30])
 }
 
 // TestTargetRoomShedsWhenHung: a target's claims park up to MaxWaiting
@@ -146,7 +148,7 @@ func TestTargetRoomShedsWhenHung(t *testing.T) {
 		require.Equal(t, all(sendNow, 1), decisions)
 	}
 	_, decisions = admit(answering, 20)
-	require.Equal(t, all(parked, 20), decisions, "at least 10 finished in the last half second: room for 20")
+	require.Equal(t, all(parked, 20), decisions, "at least 10 finished in the last half second: room for MaxWaiting")
 
 	ts.watch()
 	require.Equal(t, hungParked[2:], shed, "the newest beyond MaxInflight go back")

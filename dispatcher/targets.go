@@ -450,7 +450,7 @@ func (ts *targets) admit(t *target, c *model.ClaimedTask, mayPark bool) (admissi
 }
 
 // roomLocked is how many claims may park for t: MaxWaiting while its pace
-// is unknown, then one to two seconds of it. A busy target that answers
+// is unknown, then five to ten seconds of it. A busy target that answers
 // drains its queue within moments, and giving its claims back would cost
 // two writes each; one whose sends hang keeps MaxInflight parked, not the
 // node's claim budget, from a second after it stops answering, well before
