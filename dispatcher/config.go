@@ -59,11 +59,13 @@ type Config struct {
 	// MaxWaitingPerTenant is the least room a tenant has for claims
 	// waiting for its share (or parked with its targets); beyond its room
 	// the surplus is given back until the share is likely free. The room
-	// is half the claim budget until the tenant has been sending for a
-	// second, then five to ten seconds of the pace at which its sends
-	// finish (up to the whole budget), but at least this. Default MaxClaimed/4: a tenant whose every
-	// send hangs leaves most of the claim budget to the others, and a
-	// healthy one's burst waits in memory rather than being written back.
+	// is half the claim budget until the tenant has had claims on the node
+	// for a second, then five to ten seconds of the pace at which its
+	// sends finish (up to the whole budget), but at least this; claims
+	// waiting beyond a room that shrank are given back every second.
+	// Default MaxClaimed/4: a tenant whose every send hangs leaves most of
+	// the claim budget to the others, and a healthy one's burst waits in
+	// memory rather than being written back.
 	MaxWaitingPerTenant int
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// (the API refuses more than its own, equal, bound; tasks stored before

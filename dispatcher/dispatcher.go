@@ -128,7 +128,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.holder = newHolder(holderConfig{Clock: cfg.Clock, Send: d.claimed, Stopping: d.stopping.Load})
 	d.targets = newTargets(targetsConfig{
 		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
-		Shed: func(claims []*model.ClaimedTask, wait time.Duration) { d.sender.shed(claims, wait) },
+		Shed: func(claims []*model.ClaimedTask, waits []time.Duration) { d.sender.shed(claims, waits) },
 		OnChange: func(key string, from, to gobreaker.State) {
 			d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
 		},
@@ -292,6 +292,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	go func() { defer close(statsDone); d.stats.Run(statsCtx) }()
 	targetsDone := make(chan struct{})
 	go func() { defer close(targetsDone); d.targets.Run(ctx) }()
+	sharesDone := make(chan struct{})
+	go func() { defer close(sharesDone); d.sender.watchShares(ctx) }()
 
 	<-ctx.Done()
 	d.stopping.Store(true)
@@ -328,6 +330,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	stopStats()
 	<-statsDone
 	<-targetsDone
+	<-sharesDone
 	d.recorder.close()
 	recorders.Wait()
 	// Everything we claimed is recorded or given back: free our partitions

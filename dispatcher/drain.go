@@ -46,9 +46,10 @@ func (m *drainMeter) recent(now time.Time) int {
 	return m.prev + m.cur
 }
 
-// drainMeasured is how long a tenant or target must have been sending
-// before its meter tells its pace; until then its room is the whole
-// budget, so that the first burst of a new one waits in memory.
+// drainMeasured is how long a tenant must have had claims on the node, or
+// a target sends in flight, before its meter tells its pace; until then
+// its room is half the claim budget (a tenant) or all of its tenant's room
+// (a target), so that the first burst of a new one waits in memory.
 const drainMeasured = time.Second
 
 // drainRoom is how many claims may wait for a tenant or target whose drain

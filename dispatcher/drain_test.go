@@ -82,6 +82,18 @@ func TestSharesRoomFollowsDrain(t *testing.T) {
 	_, decisions = admitAll(hanging, 1)
 	require.Equal(t, []shareDecision{shareFull}, decisions, "2 waiting, room 2")
 
+	// What the bursting tenant queued beyond its room now goes back, the
+	// newest first, each in its turn.
+	burst := slices.Clone(s.byTenant[bursting].waiting)
+	trimmed, waits := s.trim()
+	require.Equal(t, burst[2:], trimmed, "the floor of 2 stays waiting")
+	require.Len(t, waits, len(trimmed))
+	require.GreaterOrEqual(t, waits[0], time.Second)
+	require.True(t, slices.IsSorted(waits))
+	require.Len(t, s.byTenant[bursting].waiting, 2)
+	again, _ := s.trim()
+	require.Empty(t, again)
+
 	// The healthy tenant's sends finish three in the last second: room 30.
 	sending := healthyClaims[0]
 	for range 3 {
@@ -105,13 +117,13 @@ func TestTargetRoomShedsWhenHung(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())
 	var shed []*model.ClaimedTask
-	var shedWait time.Duration
+	var shedWaits []time.Duration
 	ts := newTargets(targetsConfig{
 		Breaker:     BreakerConfig{ConsecutiveFailures: 1000, IdleAfter: time.Hour, ForgetOpenAfter: time.Hour},
 		MaxInflight: 2, MaxWaiting: 50, Clock: clk,
-		Shed: func(claims []*model.ClaimedTask, wait time.Duration) {
+		Shed: func(claims []*model.ClaimedTask, waits []time.Duration) {
 			shed = append(shed, claims...)
-			shedWait = wait
+			shedWaits = append(shedWaits, waits...)
 		},
 	})
 	tenant := uuid.New()
@@ -134,6 +146,9 @@ func TestTargetRoomShedsWhenHung(t *testing.T) {
 
 	_, decisions := admit(hung, 2)
 	require.Equal(t, all(sendNow, 2), decisions)
+	for range 2 {
+		ts.sending(hung, tenant, func(error) {}) // never answered
+	}
 	hungParked, decisions := admit(hung, 50)
 	require.Equal(t, all(parked, 50), decisions, "its pace unknown, a burst parks up to MaxWaiting")
 
@@ -152,10 +167,15 @@ func TestTargetRoomShedsWhenHung(t *testing.T) {
 
 	ts.watch()
 	require.Equal(t, hungParked[2:], shed, "the newest beyond MaxInflight go back")
-	require.Positive(t, shedWait)
+	// Each comes back in its turn, at the pace of the oldest unanswered
+	// send (a second old), never within milliseconds.
+	require.Len(t, shedWaits, len(shed))
+	require.GreaterOrEqual(t, shedWaits[0], time.Second)
+	require.True(t, slices.IsSorted(shedWaits), "spread in line order: %v", shedWaits)
+	require.Greater(t, shedWaits[len(shedWaits)-1], shedWaits[0])
 	decision, wait := ts.admit(hung, &model.ClaimedTask{}, true)
 	require.Equal(t, full, decision)
-	require.Positive(t, wait)
+	require.GreaterOrEqual(t, wait, time.Second)
 	parkedAt := map[string]int{}
 	for _, st := range ts.statuses() {
 		parkedAt[st.Target] = st.Parked

@@ -50,8 +50,9 @@ type ownershipConfig struct {
 	Schedule func(id uuid.UUID, at time.Time)
 	// RecoverInterval is how often claims are checked for a lapsed lease
 	// (a send that hung) when membership did not change; a heartbeat that
-	// gains partitions or sees the number of live nodes change checks at
-	// once, for a dead node's claims (SweepInterval in a Dispatcher).
+	// gains partitions or sees the set of live nodes change checks at once,
+	// for a dead node's claims, and so does every heartbeat after a check
+	// that failed or found a full page (SweepInterval in a Dispatcher).
 	RecoverInterval time.Duration
 }
 
@@ -119,7 +120,10 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 	defer t.Stop()
 	// next is when t fires; began, when the last heartbeat began.
 	var lastOK, began, recovered time.Time
-	liveNodes := 0
+	// live are the live nodes at the last heartbeat; recoverPending is set
+	// while stale claims may be left to hand back.
+	var live []uuid.UUID
+	recoverPending := false
 	next := o.cfg.Clock.Now()
 	for {
 		select {
@@ -147,11 +151,11 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 			// died (partitions moved here, or the live nodes changed) and
 			// otherwise every RecoverInterval, for hung sends, whose leases
 			// last their timeout and LeaseMargin anyway.
-			if gained || m.LiveNodes != liveNodes || now.Sub(recovered) >= o.cfg.RecoverInterval {
+			if gained || recoverPending || !slices.Equal(live, m.Live) || now.Sub(recovered) >= o.cfg.RecoverInterval {
 				recovered = now
-				o.recoverClaims(ctx)
+				recoverPending = !o.recoverClaims(ctx)
 			}
-			liveNodes = m.LiveNodes
+			live = m.Live
 		case ctx.Err() != nil:
 			return
 		default:
@@ -208,11 +212,13 @@ func (o *ownership) ownsPartition(p int16) bool { return o.owned.Load().has[p] }
 
 // recoverClaims hands back the claims that dead or hung senders hold in our
 // partitions, frees their fire-once claims in Redis (the sender is gone;
-// the same attempt is sent again from here) and arms their timers.
-func (o *ownership) recoverClaims(ctx context.Context) {
+// the same attempt is sent again from here) and arms their timers. It
+// reports whether it is done: false when it failed or handed back a full
+// page, and more may be left.
+func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	owned := o.partitions()
 	if len(owned) == 0 {
-		return
+		return true
 	}
 	// Free the dead owners' fire-once claims before taking their tasks
 	// back: the other way round, a node dying between the two steps would
@@ -224,10 +230,10 @@ func (o *ownership) recoverClaims(ctx context.Context) {
 			o.cfg.Metrics.storeErrors.WithLabelValues("recover").Inc()
 			o.cfg.Logger.Error("listing stale claims failed", "err", err)
 		}
-		return
+		return false
 	}
 	if len(stale) == 0 {
-		return
+		return true
 	}
 	o.releaseFireOnce(ctx, stale)
 	recovered, err := o.cfg.Store.RecoverClaims(ctx, owned, loadPage)
@@ -236,10 +242,10 @@ func (o *ownership) recoverClaims(ctx context.Context) {
 			o.cfg.Metrics.storeErrors.WithLabelValues("recover").Inc()
 			o.cfg.Logger.Error("recovering claims failed", "err", err)
 		}
-		return
+		return false
 	}
 	if len(recovered) == 0 {
-		return
+		return true
 	}
 	o.cfg.Metrics.recovered.Add(float64(len(recovered)))
 	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
@@ -248,6 +254,7 @@ func (o *ownership) recoverClaims(ctx context.Context) {
 	for _, c := range recovered {
 		o.cfg.Schedule(c.ID, c.At)
 	}
+	return len(recovered) < loadPage
 }
 
 // releaseFireOnce frees the Redis fire-once claims of claims whose owner is

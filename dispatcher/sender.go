@@ -241,14 +241,36 @@ func (s *sender) sendThroughTarget(c *model.ClaimedTask) {
 }
 
 // shed gives back claims their target no longer has room to keep parked
-// (targets.watch), to come back after wait.
-func (s *sender) shed(claims []*model.ClaimedTask, wait time.Duration) {
+// (targets.watch), claims[i] to come back after waits[i].
+func (s *sender) shed(claims []*model.ClaimedTask, waits []time.Duration) {
 	for _, c := range claims {
 		s.cfg.Shares.unpark(c)
 	}
 	s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Add(float64(len(claims)))
-	until := s.cfg.Clock.Now().Add(wait)
-	s.cfg.Defer(claims, func(int) time.Time { return until })
+	now := s.cfg.Clock.Now()
+	s.cfg.Defer(claims, func(i int) time.Time { return now.Add(waits[i]) })
+}
+
+// watchShares gives back, every second until ctx ends, the claims waiting
+// beyond their tenant's room, which shrinks when its sends stop finishing
+// (shares.trim): they would hold the claim budget until their age gives
+// them back.
+func (s *sender) watchShares(ctx context.Context) {
+	tick := s.cfg.Clock.NewTimer(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		if claims, waits := s.cfg.Shares.trim(); len(claims) > 0 {
+			s.cfg.Metrics.deferrals.WithLabelValues("tenant_busy").Add(float64(len(claims)))
+			now := s.cfg.Clock.Now()
+			s.cfg.Defer(claims, func(i int) time.Time { return now.Add(waits[i]) })
+		}
+		tick.Reset(time.Second)
+	}
 }
 
 // takeOver decides what becomes of c, parked for target t and just handed

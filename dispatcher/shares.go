@@ -35,7 +35,7 @@ type sharesConfig struct {
 	// here or parked with its targets: they hold the node's claim budget,
 	// and a tenant whose every send hangs must not use it all. Its room is
 	// what its drain earns (drainRoom) up to MaxWaitingDrained, the node's
-	// claim budget; and half of that until it has used the senders for
+	// claim budget; and half of that until it has had claims here for
 	// drainMeasured, before which its pace is unknown (half, so that a new
 	// tenant whose receivers turn out to hang leaves the others half the
 	// budget meanwhile). Beyond its room, the surplus is given back. A
@@ -159,9 +159,37 @@ func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
 		}
 		return shareWaiting, 0
 	}
-	ahead := float64(len(t.waiting)+1) / float64(max(1, t.sending))
-	wait := time.Duration(ahead * float64(max(t.sendTime, time.Millisecond)))
-	return shareFull, min(max(wait, time.Second), 30*time.Second)
+	return shareFull, s.waitLocked(t, len(t.waiting)+1)
+}
+
+// waitLocked is how long until a share of t is likely free for the claim
+// ahead claims back in its line, between a second and 30 seconds.
+func (s *shares) waitLocked(t *tenantShare, ahead int) time.Duration {
+	wait := time.Duration(float64(ahead) / float64(max(1, t.sending)) * float64(max(t.sendTime, time.Millisecond)))
+	return min(max(wait, time.Second), 30*time.Second)
+}
+
+// trim takes out the claims waiting beyond their tenant's room, which
+// shrank since they came (its sends stopped finishing), the newest first
+// from the end of each line, claims[i] to come back after waits[i].
+func (s *shares) trim() (claims []*model.ClaimedTask, waits []time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.turns {
+		extra := min(len(t.waiting)+t.parked-s.roomLocked(t), len(t.waiting))
+		if extra <= 0 {
+			continue
+		}
+		keep := len(t.waiting) - extra
+		for i, c := range t.waiting[keep:] {
+			claims = append(claims, c)
+			waits = append(waits, s.waitLocked(t, keep+1+i))
+		}
+		clear(t.waiting[keep:])
+		// A tenant left with none waiting leaves the turns at its next turn.
+		t.waiting = t.waiting[:keep]
+	}
+	return claims, waits
 }
 
 // roomLocked is how many of t's claims may wait or be parked.

@@ -169,10 +169,10 @@ type targetsConfig struct {
 	MaxWaiting  int
 	Clock       clock.Clock
 	// Shed gives back claims parked beyond a target's room, which shrank
-	// since they parked (its sends began to hang), to come back after
-	// wait; their tenant's parked count is the callee's to lower. Nil
-	// leaves them parked until a slot or their age gives them back.
-	Shed func(claims []*model.ClaimedTask, wait time.Duration)
+	// since they parked (its sends began to hang), claims[i] to come back
+	// after waits[i]; their tenant's parked count is the callee's to lower.
+	// Nil leaves them parked until a slot or their age gives them back.
+	Shed func(claims []*model.ClaimedTask, waits []time.Duration)
 	// OnChange, optional, hears of every breaker's changes of state.
 	OnChange func(key string, from, to gobreaker.State)
 }
@@ -353,7 +353,7 @@ func (ts *targets) watch() {
 	var stuck []func(error)
 	type surplus struct {
 		claims []*model.ClaimedTask
-		wait   time.Duration
+		waits  []time.Duration
 	}
 	var shed []surplus
 	idle := map[string]*target{}
@@ -372,8 +372,13 @@ func (ts *targets) watch() {
 			}
 		}
 		if room := ts.roomLocked(t, now); len(t.parked) > room && ts.cfg.Shed != nil {
-			// The newest go: the oldest keep their places in line.
-			shed = append(shed, surplus{claims: slices.Clone(t.parked[room:]), wait: ts.waitLocked(t, room+1)})
+			// The newest go, each to come back in its turn: the oldest
+			// keep their places in line.
+			sp := surplus{claims: slices.Clone(t.parked[room:])}
+			for i := range sp.claims {
+				sp.waits = append(sp.waits, ts.waitLocked(t, room+1+i, now))
+			}
+			shed = append(shed, sp)
 			clear(t.parked[room:])
 			t.parked = t.parked[:room]
 		}
@@ -393,7 +398,7 @@ func (ts *targets) watch() {
 		report(errTargetStuck)
 	}
 	for _, s := range shed {
-		ts.cfg.Shed(s.claims, s.wait)
+		ts.cfg.Shed(s.claims, s.waits)
 	}
 	for key, t := range idle {
 		if t.breaker.State() != gobreaker.StateClosed && now.Sub(t.lastUsed) < ts.cfg.Breaker.ForgetOpenAfter {
@@ -446,7 +451,7 @@ func (ts *targets) admit(t *target, c *model.ClaimedTask, mayPark bool) (admissi
 		t.parked = append(t.parked, c)
 		return parked, 0
 	}
-	return full, ts.waitLocked(t, len(t.parked)+1)
+	return full, ts.waitLocked(t, len(t.parked)+1, now)
 }
 
 // roomLocked is how many claims may park for t: MaxWaiting while its pace
@@ -462,11 +467,18 @@ func (ts *targets) roomLocked(t *target, now time.Time) int {
 	return drainRoom(ts.cfg.MaxInflight, ts.cfg.MaxWaiting, t.drained.recent(now))
 }
 
-// waitLocked is how long until a slot is likely free for the claim ahead
-// claims back in t's line.
-func (ts *targets) waitLocked(t *target, ahead int) time.Duration {
-	wait := time.Duration(float64(ahead) / float64(ts.cfg.MaxInflight) * float64(max(t.sendTime, time.Millisecond)))
-	return min(wait, 30*time.Second)
+// waitLocked is how long until a slot of t is likely free for the claim
+// ahead claims back in its line: at the pace of its sends, or of its oldest
+// unanswered one if that is slower (a target that stopped answering has a
+// pace from before), between a second and 30 seconds, so that a claim given
+// back is not claimed again within milliseconds, two writes each time.
+func (ts *targets) waitLocked(t *target, ahead int, now time.Time) time.Duration {
+	per := max(t.sendTime, time.Millisecond)
+	for ps := range t.sends {
+		per = max(per, now.Sub(ps.started))
+	}
+	wait := time.Duration(float64(ahead) / float64(ts.cfg.MaxInflight) * float64(per))
+	return min(max(wait, time.Second), 30*time.Second)
 }
 
 // done records a send that took took, and gives its slot back or hands it

@@ -19,6 +19,8 @@ type Membership struct {
 	// LiveNodes counts the dispatcher nodes whose heartbeat has not expired,
 	// this one included.
 	LiveNodes int
+	// Live are their ids, in order.
+	Live []uuid.UUID
 	// Owned are the partitions this node holds a lease on, in order.
 	Owned []int16
 }
@@ -142,7 +144,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		if err != nil {
 			return fmt.Errorf("list live nodes: %w", err)
 		}
-		m.LiveNodes = len(live)
+		m.LiveNodes, m.Live = len(live), live
 		rows, err = tx.Query(ctx, queryRenewPartitions, nodeID, ttl)
 		if err != nil {
 			return fmt.Errorf("renew partitions: %w", err)
