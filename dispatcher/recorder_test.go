@@ -181,8 +181,12 @@ func TestRecorderFallsBackToRows(t *testing.T) {
 	done := make(chan error, 1)
 	b.recorder.record(result(c, model.StatusDelivered, 200, nil), func(err error) { done <- err })
 	// Backoffs of 50 ms then 100 ms, each waited out on the fake clock:
-	// the third failure is past the 120 ms deadline.
-	for range 2 {
+	// the third failure is past the 120 ms deadline. Each wait begins once
+	// the batch has failed: before that, the timer armed may be the
+	// gathering's (Delay), stopped again before the flush, and moving the
+	// clock then would leave the backoff's timer never to fire.
+	for i := range 2 {
+		require.Eventually(t, func() bool { return failing.batches.Load() > int32(i) }, 10*time.Second, time.Millisecond)
 		waitTimers(t, b.clock, 1)
 		b.clock.Advance(100 * time.Millisecond)
 	}
