@@ -74,13 +74,15 @@ func TestClientFlowKeys(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(w.ok(t, "schedules", "update", s.ID.String(), "--reset", "flow_key", "--json")), &reset))
 	require.Nil(t, reset.FlowKey)
 
-	// One send a minute: of two tasks due now, the second waits, and says
-	// why rather than look stuck.
+	// One send a minute: a task due now right after one was sent waits,
+	// and says why rather than look stuck. (The second is made once the
+	// first is sent: two made at once may be claimed by two claimers, and
+	// either may take the minute's slot.)
 	slow := key + "-slow"
 	w.ok(t, "flow-keys", "put", slow, "--rate", "1", "--period", "1m")
 	first := w.task(t, "tasks", "create", "--url", rcv+"/slow", "--flow-key", slow)
-	second := w.task(t, "tasks", "create", "--url", rcv+"/slow", "--flow-key", slow)
 	w.waitTask(t, first.ID, hookwheel.StatusDelivered)
+	second := w.task(t, "tasks", "create", "--url", rcv+"/slow", "--flow-key", slow)
 	pollUntil(t, 30*time.Second, "task "+second.ID.String()+" held back", func() bool {
 		return strings.Contains(w.ok(t, "tasks", "get", second.ID.String()), "put off after its due time: its flow key's limits")
 	})
