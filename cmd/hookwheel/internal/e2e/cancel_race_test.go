@@ -34,7 +34,10 @@ func TestCancelAndRescheduleRaceTheClaimUnderLoad(t *testing.T) {
 		racers = 200
 		spread = 2 * time.Second
 	)
-	start := time.Now().Add(3 * time.Second)
+	// Far enough ahead that making the 4,200 tasks on a loaded machine ends
+	// before the first falls due: a racer made after its due time is
+	// claimed before anyone can cancel it.
+	start := time.Now().Add(10 * time.Second)
 	for sent := 0; sent < load; {
 		items := make([]openapi.BatchTaskRequest, min(1000, load-sent))
 		for i := range items {
