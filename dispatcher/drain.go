@@ -69,3 +69,13 @@ func drainRoom(floor, ceiling, recent int) int {
 
 // drainHorizon turns a drain meter's count into a room: see drainRoom.
 const drainHorizon = 10
+
+// lineWait is how long until a slot is likely free for the claim ahead
+// claims back in a line served by slots sends at a time, each taking per:
+// between a second and 30 seconds, so that a claim given back is not
+// claimed again within milliseconds (two writes each time), nor held back
+// past what its lease would allow a waiting claim.
+func lineWait(ahead, slots int, per time.Duration) time.Duration {
+	wait := time.Duration(float64(ahead) / float64(max(1, slots)) * float64(max(per, time.Millisecond)))
+	return min(max(wait, time.Second), 30*time.Second)
+}

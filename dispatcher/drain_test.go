@@ -49,6 +49,26 @@ func TestDrainRoom(t *testing.T) {
 // half the claim budget; once it has sent for a second, it may keep waiting
 // what its sends finish in that time, ten times over, and a tenant whose
 // sends finish nothing falls back to MaxWaitingPerTenant.
+func TestLineWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		ahead, slots int
+		per          time.Duration
+		want         time.Duration
+	}{
+		{"a fast line: at least a second", 10, 32, 5 * time.Millisecond, time.Second},
+		{"the line's pace", 640, 32, 100 * time.Millisecond, 2 * time.Second},
+		{"no slots counts as one", 3, 0, time.Second, 3 * time.Second},
+		{"no pace yet counts as a millisecond", 4000, 1, 0, 4 * time.Second},
+		{"a hung line: at most 30 s", 64, 32, time.Minute, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, lineWait(tc.ahead, tc.slots, tc.per))
+		})
+	}
+}
+
 func TestSharesRoomFollowsDrain(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())

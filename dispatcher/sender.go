@@ -246,7 +246,13 @@ func (s *sender) shed(claims []*model.ClaimedTask, waits []time.Duration) {
 	for _, c := range claims {
 		s.cfg.Shares.unpark(c)
 	}
-	s.cfg.Metrics.deferrals.WithLabelValues("target_busy").Add(float64(len(claims)))
+	s.giveBack("target_busy", claims, waits)
+}
+
+// giveBack counts claims as deferred for reason and gives them back,
+// claims[i] to be claimed again no sooner than waits[i] from now.
+func (s *sender) giveBack(reason string, claims []*model.ClaimedTask, waits []time.Duration) {
+	s.cfg.Metrics.deferrals.WithLabelValues(reason).Add(float64(len(claims)))
 	now := s.cfg.Clock.Now()
 	s.cfg.Defer(claims, func(i int) time.Time { return now.Add(waits[i]) })
 }
@@ -265,9 +271,7 @@ func (s *sender) watchShares(ctx context.Context) {
 		case <-tick.C():
 		}
 		if claims, waits := s.cfg.Shares.trim(); len(claims) > 0 {
-			s.cfg.Metrics.deferrals.WithLabelValues("tenant_busy").Add(float64(len(claims)))
-			now := s.cfg.Clock.Now()
-			s.cfg.Defer(claims, func(i int) time.Time { return now.Add(waits[i]) })
+			s.giveBack("tenant_busy", claims, waits)
 		}
 		tick.Reset(time.Second)
 	}

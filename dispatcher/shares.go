@@ -159,14 +159,7 @@ func (s *shares) admit(c *model.ClaimedTask) (shareDecision, time.Duration) {
 		}
 		return shareWaiting, 0
 	}
-	return shareFull, s.waitLocked(t, len(t.waiting)+1)
-}
-
-// waitLocked is how long until a share of t is likely free for the claim
-// ahead claims back in its line, between a second and 30 seconds.
-func (s *shares) waitLocked(t *tenantShare, ahead int) time.Duration {
-	wait := time.Duration(float64(ahead) / float64(max(1, t.sending)) * float64(max(t.sendTime, time.Millisecond)))
-	return min(max(wait, time.Second), 30*time.Second)
+	return shareFull, lineWait(len(t.waiting)+1, t.sending, t.sendTime)
 }
 
 // trim takes out the claims waiting beyond their tenant's room, which
@@ -183,7 +176,7 @@ func (s *shares) trim() (claims []*model.ClaimedTask, waits []time.Duration) {
 		keep := len(t.waiting) - extra
 		for i, c := range t.waiting[keep:] {
 			claims = append(claims, c)
-			waits = append(waits, s.waitLocked(t, keep+1+i))
+			waits = append(waits, lineWait(keep+1+i, t.sending, t.sendTime))
 		}
 		clear(t.waiting[keep:])
 		// A tenant left with none waiting leaves the turns at its next turn.

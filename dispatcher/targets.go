@@ -375,8 +375,9 @@ func (ts *targets) watch() {
 			// The newest go, each to come back in its turn: the oldest
 			// keep their places in line.
 			sp := surplus{claims: slices.Clone(t.parked[room:])}
+			per := ts.paceLocked(t, now)
 			for i := range sp.claims {
-				sp.waits = append(sp.waits, ts.waitLocked(t, room+1+i, now))
+				sp.waits = append(sp.waits, lineWait(room+1+i, ts.cfg.MaxInflight, per))
 			}
 			shed = append(shed, sp)
 			clear(t.parked[room:])
@@ -451,7 +452,7 @@ func (ts *targets) admit(t *target, c *model.ClaimedTask, mayPark bool) (admissi
 		t.parked = append(t.parked, c)
 		return parked, 0
 	}
-	return full, ts.waitLocked(t, len(t.parked)+1, now)
+	return full, lineWait(len(t.parked)+1, ts.cfg.MaxInflight, ts.paceLocked(t, now))
 }
 
 // roomLocked is how many claims may park for t: MaxWaiting while its pace
@@ -467,18 +468,16 @@ func (ts *targets) roomLocked(t *target, now time.Time) int {
 	return drainRoom(ts.cfg.MaxInflight, ts.cfg.MaxWaiting, t.drained.recent(now))
 }
 
-// waitLocked is how long until a slot of t is likely free for the claim
-// ahead claims back in its line: at the pace of its sends, or of its oldest
-// unanswered one if that is slower (a target that stopped answering has a
-// pace from before), between a second and 30 seconds, so that a claim given
-// back is not claimed again within milliseconds, two writes each time.
-func (ts *targets) waitLocked(t *target, ahead int, now time.Time) time.Duration {
-	per := max(t.sendTime, time.Millisecond)
+// paceLocked is how long one send to t takes, as far as a claim waiting
+// for its slots can tell: its usual time, or the age of its oldest
+// unanswered send if that is longer (a target that stopped answering has a
+// pace from before it did).
+func (ts *targets) paceLocked(t *target, now time.Time) time.Duration {
+	per := t.sendTime
 	for ps := range t.sends {
 		per = max(per, now.Sub(ps.started))
 	}
-	wait := time.Duration(float64(ahead) / float64(ts.cfg.MaxInflight) * float64(per))
-	return min(max(wait, time.Second), 30*time.Second)
+	return per
 }
 
 // done records a send that took took, and gives its slot back or hands it
