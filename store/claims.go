@@ -160,6 +160,7 @@ type claimRow struct {
 }
 
 func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
+	var shared sharedJSON
 	return func(r pgx.CollectableRow) (claimRow, error) {
 		var c model.ClaimedTask
 		var maxTimeoutNs int64
@@ -168,8 +169,8 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 			flowPeriodMs           int64
 			flowRate, flowParallel int32
 		)
-		err := scanTaskInto(r, &c.Task, &c.SigningSecrets, &c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked,
-			&flowRate, &flowPeriodMs, &flowParallel)
+		err := scanTaskWith(r, &c.Task, sharedHeaders{&c.Headers, &shared}, sharedSecrets{&c.SigningSecrets, &shared},
+			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel)
 		if c.FlowKey != nil && (flowRate > 0 || flowParallel > 0) {
 			c.Flow = model.FlowLimit{TenantID: c.TenantID, Key: *c.FlowKey, Rate: int(flowRate),
 				Period: time.Duration(flowPeriodMs) * time.Millisecond, Parallelism: int(flowParallel)}

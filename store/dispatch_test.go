@@ -1371,3 +1371,39 @@ func TestClaimCarriesTenantMaxTimeout(t *testing.T) {
 		require.Equal(t, tc.want, claims[0].TenantMaxTimeout)
 	}
 }
+
+// TestClaimTasksHeadersPerRow: a claim decodes each distinct headers value
+// once and shares it between the rows that carry it; every row still gets
+// its own task's headers, whatever the order the rows come in.
+func TestClaimTasksHeadersPerRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool)
+
+	variants := []map[string]string{
+		{"Content-Type": "application/json"},
+		{},
+		{"Content-Type": "application/json", "X-Order": "42"},
+		{"X-Order": "42", "Content-Type": "application/json"}, // the same object, written in another order
+	}
+	want := map[uuid.UUID]map[string]string{}
+	var ids []uuid.UUID
+	for i := range 12 {
+		task := newTask(tenant.ID, now.Add(-time.Minute))
+		task.Headers = variants[i%len(variants)]
+		_, created, err := db.InsertTask(ctx, task, false)
+		require.NoError(t, err)
+		require.True(t, created)
+		want[task.ID] = task.Headers
+		ids = append(ids, task.ID)
+	}
+	claims, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now, 30*time.Second)
+	require.NoError(t, err)
+	require.Len(t, claims, len(ids))
+	for _, c := range claims {
+		require.Equal(t, want[c.ID], c.Headers, "task %s", c.ID)
+		require.Equal(t, tenant.SigningSecrets[0].ID, c.SigningSecrets[0].ID)
+	}
+}

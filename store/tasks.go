@@ -39,11 +39,17 @@ func scanTask(row pgx.Row, extra ...any) (*model.Task, error) {
 // scanTaskInto reads the taskColumns of row into t; columns the row has after
 // them go to extra, in order.
 func scanTaskInto(row pgx.Row, t *model.Task, extra ...any) error {
+	return scanTaskWith(row, t, &t.Headers, extra...)
+}
+
+// scanTaskWith is scanTaskInto with the headers column read into headers,
+// which sets t.Headers.
+func scanTaskWith(row pgx.Row, t *model.Task, headers any, extra ...any) error {
 	var (
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
 	)
-	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, &t.Headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
+	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
 		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
