@@ -12,11 +12,13 @@ const QueryListDue = queryListDue
 // Pool is the DB's connection pool, for tests that set up or inspect rows in SQL.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
-// QueryClaimTasks and QueryRecordAttempts are the exact SQL of ClaimTasks and
-// RecordAttempts, for EXPLAIN.
+// QueryClaimTasks, QueryLockOrderingKeys and QueryRecordAttempts are the
+// exact SQL of ClaimTasks (its two statements) and RecordAttempts, for
+// EXPLAIN.
 const (
-	QueryClaimTasks     = queryClaimTasks
-	QueryRecordAttempts = queryRecordAttempts
+	QueryClaimTasks       = queryClaimTasks
+	QueryLockOrderingKeys = queryLockOrderingKeys
+	QueryRecordAttempts   = queryRecordAttempts
 )
 
 // QueryPurgeFinished and QueryOldestFinished are the exact SQL of
