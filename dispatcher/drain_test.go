@@ -45,10 +45,8 @@ func TestDrainRoom(t *testing.T) {
 	}
 }
 
-// TestSharesRoomFollowsDrain: a tenant's first burst waits in memory up to
-// half the claim budget; once it has sent for a second, it may keep waiting
-// what its sends finish in that time, ten times over, and a tenant whose
-// sends finish nothing falls back to MaxWaitingPerTenant.
+// TestLineWait: a claim given back waits its turn at the line's pace, never
+// less than a second nor more than 30.
 func TestLineWait(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -69,6 +67,10 @@ func TestLineWait(t *testing.T) {
 	}
 }
 
+// TestSharesRoomFollowsDrain: a tenant's first burst waits in memory up to
+// half the claim budget; once it has sent for a second, it may keep waiting
+// what its sends finish in that time, ten times over, and a tenant whose
+// sends finish nothing falls back to MaxWaitingPerTenant.
 func TestSharesRoomFollowsDrain(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())

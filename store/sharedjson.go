@@ -11,7 +11,7 @@ import (
 // row to row: every task of a tenant carries the tenant's signing secrets,
 // and tasks made by one program mostly carry the same headers. JSON decoding
 // was half of a node's cost of reading a claimed row (5.6% of its CPU in a
-// 100,000-task burst); decoding each distinct value once and handing its
+// 200,000-task burst); decoding each distinct value once and handing its
 // rows the same result takes a quarter off the claiming process's CPU per
 // batch (BenchmarkClaimTasks: 8.5 to 6.5 µs and 42 to 32 allocations per
 // claimed task). The claimed rows never change their headers or secrets in
