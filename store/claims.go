@@ -160,7 +160,10 @@ type claimRow struct {
 }
 
 func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
-	var shared sharedJSON
+	var (
+		headers jsonMemo[map[string]string]
+		secrets jsonMemo[[]model.SigningSecret]
+	)
 	return func(r pgx.CollectableRow) (claimRow, error) {
 		var c model.ClaimedTask
 		var maxTimeoutNs int64
@@ -169,7 +172,7 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 			flowPeriodMs           int64
 			flowRate, flowParallel int32
 		)
-		err := scanTaskWith(r, &c.Task, sharedHeaders{&c.Headers, &shared}, sharedSecrets{&c.SigningSecrets, &shared},
+		err := scanTaskWith(r, &c.Task, headers.into(&c.Headers), secrets.into(&c.SigningSecrets),
 			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel)
 		if c.FlowKey != nil && (flowRate > 0 || flowParallel > 0) {
 			c.Flow = model.FlowLimit{TenantID: c.TenantID, Key: *c.FlowKey, Rate: int(flowRate),
