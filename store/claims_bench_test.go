@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"syscall"
 	"testing"
 	"time"
@@ -12,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // BenchmarkClaimTasks claims due tasks of one tenant a batch at a time, as
@@ -25,20 +21,9 @@ import (
 func BenchmarkClaimTasks(b *testing.B) {
 	const claimBenchBatch = 100
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Config{DatabaseURL: testenv.DatabaseURL(b), MaxConns: 4})
-	require.NoError(b, err)
-	b.Cleanup(db.Close)
-	secret := make([]byte, 32)
-	_, err = rand.Read(secret)
-	require.NoError(b, err)
-	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "bench",
-		SigningSecrets: []model.SigningSecret{{ID: "ss_bench", Value: "whsec_" + base64.StdEncoding.EncodeToString(secret), CreatedAt: time.Now()}}}
-	require.NoError(b, db.CreateTenant(ctx, tenant, &model.APIKey{ID: "benchkey", SecretHash: []byte("hash"), Scopes: []model.Scope{model.ScopeAll}},
-		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
-	partitions := make([]int16, model.Partitions)
-	for i := range partitions {
-		partitions[i] = int16(i)
-	}
+	db, _ := openDB(b)
+	tenant := createTenant(b, db)
+	partitions := allPartitions()
 	node := uuid.New()
 	due := time.Now().Add(-time.Minute)
 	b.ReportAllocs()
@@ -48,9 +33,8 @@ func BenchmarkClaimTasks(b *testing.B) {
 		tasks := make([]*model.Task, claimBenchBatch)
 		ids := make([]uuid.UUID, claimBenchBatch)
 		for i := range tasks {
-			tasks[i] = &model.Task{ID: uuid.Must(uuid.NewV7()), TenantID: tenant.ID, URL: "https://receiver.example/hooks/order",
-				Method: "POST", Headers: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"order": 42}`),
-				RunAt: due, Timeout: 10 * time.Second, MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: time.Hour}
+			tasks[i] = newTask(tenant.ID, due)
+			tasks[i].Headers = map[string]string{"Content-Type": "application/json"}
 			ids[i] = tasks[i].ID
 		}
 		_, err := db.InsertTasks(ctx, tasks, time.Time{})

@@ -297,6 +297,12 @@ func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, partitions
 	err := pool.QueryRow(context.Background(), "EXPLAIN ("+options+") "+store.QueryListDue,
 		after.At, after.ID, until, limit, partitions).Scan(&out)
 	require.NoError(t, err)
+	return topPlan(t, out)
+}
+
+// topPlan is the top plan node of EXPLAIN (FORMAT JSON) output.
+func topPlan(t testing.TB, out []byte) map[string]any {
+	t.Helper()
 	var doc []map[string]any
 	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
 	require.Len(t, doc, 1)

@@ -28,7 +28,7 @@ const testMaxConns = 12
 
 // openDB gives the test its own freshly migrated database and returns the
 // store on it and a pool for raw SQL (the same pool).
-func openDB(t *testing.T) (*store.DB, *pgxpool.Pool) {
+func openDB(t testing.TB) (*store.DB, *pgxpool.Pool) {
 	t.Helper()
 	db, err := store.Open(context.Background(), store.Config{DatabaseURL: testenv.DatabaseURL(t), MaxConns: testMaxConns})
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func emptyDatabaseURL(t *testing.T) string {
 	return u.String()
 }
 
-func randomHex(t *testing.T, n int) string {
+func randomHex(t testing.TB, n int) string {
 	t.Helper()
 	b := make([]byte, n)
 	_, err := rand.Read(b)
@@ -74,14 +74,14 @@ func randomHex(t *testing.T, n int) string {
 }
 
 // createTenant stores a tenant with a random signing secret and one API key.
-func createTenant(t *testing.T, db *store.DB) *model.Tenant {
+func createTenant(t testing.TB, db *store.DB) *model.Tenant {
 	t.Helper()
 	tenant, _ := createTenantWithKey(t, db)
 	return tenant
 }
 
 // createTenantWithKey is createTenant, also returning the key's public id.
-func createTenantWithKey(t *testing.T, db *store.DB) (*model.Tenant, string) {
+func createTenantWithKey(t testing.TB, db *store.DB) (*model.Tenant, string) {
 	t.Helper()
 	secret := make([]byte, 32)
 	_, err := rand.Read(secret)

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -140,9 +139,7 @@ func explainCustom(t *testing.T, pool *pgxpool.Pool, query string, args []any) m
 	err := pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+query,
 		append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&out)
 	require.NoError(t, err)
-	var doc []map[string]any
-	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
-	return doc[0]["Plan"].(map[string]any)
+	return topPlan(t, out)
 }
 
 // TestListTasksByURLReadsMatchesOnly backs migration 00013: a page of the
@@ -282,9 +279,7 @@ func TestListTenantsCountIsBounded(t *testing.T) {
 	exec(t, pool, `ANALYZE tenants`)
 
 	out := explainGenericPlan(t, pool, store.QueryListTenants, []any{uuid.Nil, 3, 100})
-	var doc []map[string]any
-	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
-	plan := doc[0]["Plan"].(map[string]any)
+	plan := topPlan(t, out)
 	var facts planFacts
 	walkPlan(plan, &facts)
 	require.Equal(t, 3.0, plan["Actual Rows"])

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -93,9 +92,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 				return explainGenericPlan(t, pool, query, args)
 			}
 			out := explainGeneric(t, c.prepare, c.args)
-			var doc []map[string]any
-			require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
-			plan := doc[0]["Plan"].(map[string]any)
+			plan := topPlan(t, out)
 			var facts planFacts
 			walkPlan(plan, &facts)
 			require.NotContains(t, facts.indexNames, "tasks_due", "plan nodes: %v", facts.nodeTypes)
@@ -171,9 +168,7 @@ func TestLockOrderingKeysSkipsUnkeyedTasks(t *testing.T) {
 	require.NoError(t, err)
 
 	out := explainGenericPlan(t, pool, store.QueryLockOrderingKeys, []any{batch})
-	var doc []map[string]any
-	require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
-	plan := doc[0]["Plan"].(map[string]any)
+	plan := topPlan(t, out)
 	var facts planFacts
 	walkPlan(plan, &facts)
 	require.Contains(t, facts.indexNames, "tasks_keyed", "plan nodes: %v", facts.nodeTypes)

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -372,9 +371,7 @@ func TestPurgeCostIgnoresTableSize(t *testing.T) {
 			} else {
 				out = explainAnalyze(t, pool, c.query)
 			}
-			var doc []map[string]any
-			require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
-			plan := doc[0]["Plan"].(map[string]any)
+			plan := topPlan(t, out)
 			var facts planFacts
 			walkPlan(plan, &facts)
 			require.Contains(t, facts.indexNames, "tasks_finished", "plan nodes: %v", facts.nodeTypes)
