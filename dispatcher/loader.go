@@ -236,17 +236,7 @@ func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCur
 // wheel (written by hand, or announced while a node was failing over).
 // Claims whose owner died are recovered on every heartbeat (membership.go).
 func (l *loader) runSweeper(ctx context.Context) {
-	t := l.cfg.Clock.NewTimer(l.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		l.sweep(ctx)
-		t.Reset(l.cfg.SweepInterval)
-	}
+	clock.Every(ctx, l.cfg.Clock, l.cfg.SweepInterval, func() { l.sweep(ctx) })
 }
 
 func (l *loader) sweep(ctx context.Context) {

@@ -262,19 +262,11 @@ func (s *sender) giveBack(reason string, claims []*model.ClaimedTask, waits []ti
 // (shares.trim): they would hold the claim budget until their age gives
 // them back.
 func (s *sender) watchShares(ctx context.Context) {
-	tick := s.cfg.Clock.NewTimer(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
+	clock.Every(ctx, s.cfg.Clock, watchEvery, func() {
 		if claims, waits := s.cfg.Shares.trim(); len(claims) > 0 {
 			s.giveBack("tenant_busy", claims, waits)
 		}
-		tick.Reset(time.Second)
-	}
+	})
 }
 
 // takeOver decides what becomes of c, parked for target t and just handed

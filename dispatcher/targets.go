@@ -328,21 +328,9 @@ func (ts *targets) sending(t *target, tenant uuid.UUID, report func(error)) (ans
 
 // Run watches the targets until ctx ends: every second it tells the
 // breakers of sends stuck past StuckAfter, and forgets idle targets.
-func (ts *targets) Run(ctx context.Context) {
-	tick := ts.cfg.Clock.NewTimer(watchEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
-		ts.watch()
-		tick.Reset(watchEvery)
-	}
-}
+func (ts *targets) Run(ctx context.Context) { clock.Every(ctx, ts.cfg.Clock, watchEvery, ts.watch) }
 
-// watchEvery is how often the targets are watched.
+// watchEvery is how often the targets, and the tenants' shares, are watched.
 const watchEvery = time.Second
 
 // watch reports stuck sends to their breakers, gives back the claims parked

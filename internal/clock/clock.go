@@ -32,6 +32,23 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// Every calls fn every interval, as told by c, until ctx ends: the first time
+// an interval from now, each next one an interval after the last call
+// returned, so that a slow call never piles calls up.
+func Every(ctx context.Context, c Clock, interval time.Duration, fn func()) {
+	t := c.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		fn()
+		t.Reset(interval)
+	}
+}
+
 // Real returns the Clock of the operating system. Its Now keeps the monotonic
 // clock reading, so durations measured between two readings are immune to
 // wall-clock steps; callers should not strip it (for example with UTC) before

@@ -183,3 +183,40 @@ func TestClockFakeZeroValue(t *testing.T) {
 	_, ok := received(timer.C())
 	require.True(t, ok)
 }
+
+// TestEvery: the call comes an interval after the start and after each call,
+// never before, and none comes once ctx ends.
+func TestEvery(t *testing.T) {
+	t.Parallel()
+	f := clock.NewFake(start)
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := make(chan time.Time)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		clock.Every(ctx, f, time.Second, func() { calls <- f.Now() })
+	}()
+
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, f.WaitForTimers(t.Context(), 1))
+		f.Advance(999 * time.Millisecond)
+		select {
+		case at := <-calls:
+			t.Fatalf("called at %s, before the interval", at)
+		default:
+		}
+		f.Advance(time.Millisecond)
+		select {
+		case at := <-calls:
+			require.Equal(t, start.Add(time.Duration(i)*time.Second), at)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d did not come", i)
+		}
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return once ctx ended")
+	}
+}
