@@ -82,7 +82,7 @@ type Config struct {
 	// ClaimAhead is how long before its due time a task is claimed, so that
 	// the claim's round trips are done when the instant comes and only the
 	// send is left. A task can no longer be canceled that close to its due
-	// time. Default 50ms.
+	// time. Default 50ms; with ClaimGroup at most store.MaxClaimAhead (10s).
 	ClaimAhead time.Duration
 	// ClaimGroup rounds claim times down to its multiples, so that the
 	// tasks falling due within one ClaimGroup are claimed together, in one
@@ -103,8 +103,9 @@ type Config struct {
 	// LoadInterval is how often the loader extends the window. Default 1s;
 	// it must be well below Lookahead.
 	LoadInterval time.Duration
-	// SweepInterval is how often overdue tasks that are in no wheel and
-	// claims whose lease expired are gathered up. Default 5s.
+	// SweepInterval is how often overdue tasks that are in no wheel are
+	// gathered up, and claims whose lease expired, unless LeaseMargin/2 is
+	// longer. Default 5s.
 	SweepInterval time.Duration
 	// Retention is how long a finished task (delivered, dead or canceled)
 	// and its attempts are kept after it finished, for tenants without a
@@ -236,6 +237,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ClaimGroup <= 0 {
 		c.ClaimGroup = 10 * time.Millisecond
+	}
+	if c.ClaimAhead+c.ClaimGroup > store.MaxClaimAhead {
+		// The stale-claim scan looks that far ahead for claims (store.ClaimTasks).
+		return fmt.Errorf("dispatcher: ClaimAhead %s plus ClaimGroup %s must not exceed %s",
+			c.ClaimAhead, c.ClaimGroup, store.MaxClaimAhead)
 	}
 	if c.ClaimLinger <= 0 {
 		c.ClaimLinger = time.Millisecond

@@ -100,8 +100,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		Store: cfg.DB, FireOnce: releaser, NodeID: d.nodeID, NodeName: cfg.NodeName,
 		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Gained:   func(p []int16) { d.loader.takeOver(p) },
-		Schedule: d.Schedule, RecoverInterval: cfg.SweepInterval,
+		Gained: func(p []int16) { d.loader.takeOver(p) },
+		// A lease outlasts its send by LeaseMargin, so looking for lapsed
+		// ones more often than every half of it finds nothing sooner; and
+		// the look reads every claim and every task due (store.StaleClaims).
+		Schedule: d.Schedule, RecoverInterval: max(cfg.SweepInterval, cfg.LeaseMargin/2),
 	})
 	d.loader = newLoader(loaderConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,

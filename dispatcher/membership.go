@@ -52,7 +52,8 @@ type ownershipConfig struct {
 	// (a send that hung) when membership did not change; a heartbeat that
 	// gains partitions or sees the set of live nodes change checks at once,
 	// for a dead node's claims, and so does every heartbeat after a check
-	// that failed or found a full page (SweepInterval in a Dispatcher).
+	// that failed or found a full page (in a Dispatcher SweepInterval or
+	// LeaseMargin/2, whichever is longer).
 	RecoverInterval time.Duration
 }
 

@@ -33,7 +33,7 @@ type AttemptResult struct {
 
 // Like ClaimTasks, it reads the rows by id alone, checks the claim on what it
 // read and updates by ctid: with the status predicate on the scanned table,
-// the generic plan read every dispatching task through tasks_leased to join
+// the generic plan read every dispatching task through an index to join
 // the batch (MATERIALIZED keeps the predicate out of the CTE's scan, which a
 // lock did in ClaimTasks). It takes no lock first: a row changed since the statement's
 // snapshot has a new ctid, so the update's recheck drops it, and the only
@@ -55,11 +55,11 @@ const (
 	recordInputColumns = `task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
 			next_attempt_at, claim_token, response_headers`
 	recordClaimed = `claimed AS MATERIALIZED (
-	SELECT ctid, id, status, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
+	SELECT ctid, id, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
 )`
 	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()`
-	recordClaimHeld   = `t.ctid = c.ctid AND c.status = 'dispatching' AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
+	recordClaimHeld   = `t.ctid = c.ctid AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
 	recordAttemptRows = `recorded AS (
 	INSERT INTO attempts (task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body,
 		response_headers)

@@ -29,6 +29,7 @@ import (
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
+		claim_token AS due_claim, ordering_key IS NOT NULL AS due_keyed,
 		tenant_id AS due_tenant, flow_key AS due_flow_key, ` + orderingBlocked + ` AS due_parked
 	FROM tasks t
 	WHERE id = ANY($1::uuid[])
@@ -36,20 +37,21 @@ WITH due AS (
 	FOR UPDATE
 )
 UPDATE tasks t
-SET status = CASE WHEN due.due_parked THEN t.status ELSE 'dispatching' END,
+SET status = CASE WHEN due.due_keyed AND NOT due.due_parked THEN 'dispatching' ELSE t.status END,
 	attempts = CASE WHEN due.due_parked THEN t.attempts ELSE t.attempts + 1 END,
 	claim_token = CASE WHEN due.due_parked THEN NULL ELSE $3::uuid END,
 	claimed_by = CASE WHEN due.due_parked THEN NULL ELSE $5::uuid END,
 	lease_expires_at = CASE WHEN due.due_parked THEN NULL
 		ELSE now() + (t.timeout_ms * interval '1 millisecond') + $4::interval END,
 	next_attempt_at = CASE WHEN due.due_parked THEN NULL ELSE t.next_attempt_at END,
-	updated_at = now()
+	updated_at = CASE WHEN due.due_keyed THEN now() ELSE t.updated_at END
 FROM due
 	LEFT JOIN LATERAL (` + flowLimitOf + `) fl ON true,
 	(SELECT id AS signing_tenant, signing_secrets,
 		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
-	AND due.due_status IN ('scheduled', 'retrying') AND due.due_at <= $2 AND due.due_partition = ANY($6)
+	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL
+	AND due.due_at <= $2 AND due.due_partition = ANY($6)
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
 	tn.target_allow_cidrs, due.due_parked,
 	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0)`
@@ -76,7 +78,7 @@ const claimedColumns = `id, tenant_id, status, url, method, headers,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, NULL::jsonb,
 	callback, failure_callback, callback_of, callback_task_id, NULL::text,
-	publish_id, topic, NULL::text, flow_key`
+	publish_id, topic, NULL::text, flow_key, claim_token`
 
 // ClaimBodyInline is the longest body a claim carries. A longer one is read
 // just before it is sent (TaskBody): claims wait in memory for their
@@ -87,9 +89,18 @@ const ClaimBodyInline = 16 << 10
 
 // ClaimTasks moves the given tasks from waiting to dispatching for node in one
 // statement, provided they still wait, are due at now and belong to one of
-// the node's partitions. The status check is
+// the node's partitions. The check of status and claim token is
 // the compare-and-set that lets only one node own an attempt: a task already
 // claimed, canceled or rescheduled later is silently left out of the result.
+//
+// A task is dispatching while it holds a claim token (claimed). A task
+// without an ordering key keeps its stored status, due time and updated_at
+// through the claim, so that the claim changes no indexed column and
+// Postgres writes it without index entries (migration 00026): a waiting
+// status with a token reads as dispatching (scanTaskWith, and every
+// statement that tells waiting from dispatching asks for claim_token IS
+// NULL). A keyed task's claim also sets status 'dispatching', which its
+// ordering key's index (tasks_ordering_key_started) must see.
 // The lease covers the attempt's timeout plus leaseMargin; a claim that
 // outlives it is handed back by RecoverClaims.
 //
@@ -185,14 +196,32 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 	}
 }
 
-// staleClaim selects the dispatching tasks of partitions $2 whose owner is
+// staleClaim selects the claimed tasks of partitions $2 whose owner is
 // gone: the lease ran out, or the claiming node stopped heartbeating. A
 // claim without a node (written by an older hookwheel) waits for its lease.
 // StaleClaims and RecoverClaims must agree on it, so it is written once.
-const staleClaim = `status = 'dispatching' AND partition = ANY($2)
+//
+// Keyed claims are found through tasks_dispatching; the others are among
+// the waiting tasks due by now()+claimReach, read through tasks_due. A claim
+// is made at most ClaimAhead+ClaimGroup before its task is due by the
+// claiming node's clock (the dispatcher keeps those under MaxClaimAhead), so
+// claimReach only leaves room for clocks that disagree; a claim further
+// ahead than that is still found, once its task comes within reach. So the
+// scan costs what is due or in flight, not what waits further ahead.
+const staleClaim = `claim_token IS NOT NULL AND partition = ANY($2)
+	AND (status = 'dispatching'
+		OR (status IN ('scheduled', 'retrying') AND next_attempt_at <= now() + interval '` + claimReach + `'))
 	AND (lease_expires_at < now()
 		OR (claimed_by IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = tasks.claimed_by AND n.expires_at > now())))`
+
+// MaxClaimAhead bounds how long before its due time a task may be claimed;
+// claimReach is the stale-claim scan's reach past now(), MaxClaimAhead with
+// room for clocks that disagree.
+const (
+	MaxClaimAhead = 10 * time.Second
+	claimReach    = "1 minute"
+)
 
 const queryRecoverClaims = `-- name: RecoverClaims
 WITH stale AS (
@@ -274,7 +303,7 @@ UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retr
 	attempts = t.attempts - 1, next_attempt_at = greatest(t.next_attempt_at, d.not_before),
 	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
-WHERE t.id = d.id AND t.status = 'dispatching' AND t.claim_token = d.token`
+WHERE t.id = d.id AND t.claim_token = d.token`
 
 // DeferClaims hands claimed tasks back unsent, as if never claimed, each to
 // wait until its own NotBefore (or its due time, if later; a zero NotBefore
@@ -308,7 +337,7 @@ func (db *DB) DeferClaims(ctx context.Context, claims []DeferredClaim) error {
 }
 
 const queryClaimedBody = `-- name: ClaimedBody
-SELECT body FROM tasks WHERE id = $1 AND claim_token = $2 AND status = 'dispatching'`
+SELECT body FROM tasks WHERE id = $1 AND claim_token = $2`
 
 // ClaimedBody reads the body a claim left out (see ClaimBodyInline). It
 // fails with model.ErrNotFound when the claim is no longer held under token.

@@ -199,8 +199,12 @@ func TestListDuePartitions(t *testing.T) {
 		task := insertTaskIn(t, db, tenant.ID, at, p)
 		all = append(all, store.DueTask{ID: task.ID, At: task.RunAt})
 	}
-	// Waiting no more: never listed, whatever the partition.
-	exec(t, pool, `UPDATE tasks SET status = 'dispatching' WHERE id = ANY($1)`, dueIDs(all[:100]))
+	// Waiting no more: never listed, whatever the partition. Claimed as
+	// keyed tasks are (status dispatching) and as the others are (a claim
+	// token on a waiting row).
+	exec(t, pool, `UPDATE tasks SET status = 'dispatching', claim_token = gen_random_uuid() WHERE id = ANY($1)`,
+		dueIDs(all[:50]))
+	exec(t, pool, `UPDATE tasks SET claim_token = gen_random_uuid() WHERE id = ANY($1)`, dueIDs(all[50:100]))
 	waiting := all[100:]
 	sortDue(waiting)
 
@@ -459,9 +463,15 @@ func TestClaimTasks(t *testing.T) {
 		notClaimed[id] = readTaskRow(t, pool, id)
 	}
 
+	before := map[uuid.UUID]taskRow{}
+	for _, id := range ids[:4] {
+		before[id] = readTaskRow(t, pool, id)
+	}
 	node := uuid.New()
+	claimStart := dbNow(t, pool)
 	claims, err := db.ClaimTasks(ctx, node, allPartitions(), ids, now, 30*time.Second)
 	require.NoError(t, err)
+	claimEnd := dbNow(t, pool)
 	byID := map[uuid.UUID]*model.ClaimedTask{}
 	for _, c := range claims {
 		byID[c.ID] = c
@@ -492,8 +502,11 @@ func TestClaimTasks(t *testing.T) {
 		require.Equal(t, &token, row.ClaimToken)
 		require.Equal(t, &node, row.ClaimedBy)
 		require.NotNil(t, row.LeaseExpiresAt)
-		// lease = the statement's now() + timeout (10s) + margin (30s); updated_at is that same now().
-		require.Equal(t, 40*time.Second, row.LeaseExpiresAt.Sub(row.UpdatedAt))
+		// lease = the statement's now() + timeout (10s) + margin (30s).
+		require.WithinRange(t, *row.LeaseExpiresAt, claimStart.Add(40*time.Second), claimEnd.Add(40*time.Second))
+		// An unkeyed claim changes no indexed column (migration 00026).
+		require.Equal(t, before[id].UpdatedAt, row.UpdatedAt, "updated_at is left as it was")
+		require.Equal(t, before[id].NextAttemptAt, row.NextAttemptAt, "next_attempt_at is left as it was")
 	}
 	require.Equal(t, otherTenants.ID, byID[otherTenants.ID].ID)
 	require.Equal(t, other.ID, byID[otherTenants.ID].TenantID)
@@ -637,7 +650,7 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 			}
 			require.Len(t, owner, n, "every task claimed by someone")
 			require.Equal(t, n, countRows(t, pool,
-				`SELECT count(*) FROM tasks WHERE id = ANY($1) AND status = 'dispatching' AND attempts = 1`, ids))
+				`SELECT count(*) FROM tasks WHERE id = ANY($1) AND claim_token IS NOT NULL AND attempts = 1`, ids))
 			for i, claims := range claimed {
 				require.Equal(t, len(claims), countRows(t, pool,
 					`SELECT count(*) FROM tasks WHERE id = ANY($1) AND claimed_by = $2`, ids, nodes[i]),
@@ -1179,7 +1192,7 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 	for _, step := range steps {
 		// Sequential: each step starts from where the last left off.
 		t.Run(step.name, func(t *testing.T) {
-			stillClaimed := countRows(t, pool, `SELECT count(*) FROM tasks WHERE status = 'dispatching'`)
+			stillClaimed := countRows(t, pool, `SELECT count(*) FROM tasks WHERE claim_token IS NOT NULL`)
 			from := dbNow(t, pool)
 			got, err := db.RecoverClaims(ctx, step.partitions, step.limit)
 			require.NoError(t, err)
@@ -1195,7 +1208,7 @@ func TestRecoverClaimsPartitions(t *testing.T) {
 				requireRecovered(t, pool, r, step.want[slices.Index(want, r.ID)], from, to)
 				require.Contains(t, step.partitions, model.PartitionOf(got[i].ID))
 			}
-			require.Equal(t, stillClaimed-len(want), countRows(t, pool, `SELECT count(*) FROM tasks WHERE status = 'dispatching'`),
+			require.Equal(t, stillClaimed-len(want), countRows(t, pool, `SELECT count(*) FROM tasks WHERE claim_token IS NOT NULL`),
 				"nothing else recovered")
 		})
 	}

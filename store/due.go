@@ -33,7 +33,7 @@ type DueCursor struct {
 
 const queryListDue = `-- name: ListDue
 SELECT id, next_attempt_at FROM tasks
-WHERE status IN ('scheduled', 'retrying')
+WHERE status IN ('scheduled', 'retrying') AND claim_token IS NULL
 	AND partition = ANY($5)
 	AND (next_attempt_at, id) > ($1, $2)
 	AND next_attempt_at <= $3
@@ -60,9 +60,9 @@ func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, 
 // the reason given at ClaimTasks: tasks_due would match them too.
 const queryWaitingAfter = `-- name: WaitingAfter
 SELECT id, next_attempt_at FROM (
-	SELECT id, status, next_attempt_at FROM tasks WHERE id = ANY($1::uuid[]) OFFSET 0
+	SELECT id, status, claim_token, next_attempt_at FROM tasks WHERE id = ANY($1::uuid[]) OFFSET 0
 ) t
-WHERE status IN ('scheduled', 'retrying') AND next_attempt_at > $2`
+WHERE status IN ('scheduled', 'retrying') AND claim_token IS NULL AND next_attempt_at > $2`
 
 // WaitingAfter returns those of the given tasks that still wait for an
 // attempt due after the given time: the tasks a claim left out because they

@@ -6,4 +6,5 @@ const (
 	QueryTaskStatsBetween   = queryTaskStatsBetween
 	QueryPurgeTaskStats     = queryPurgeTaskStats
 	QueryCountTasksByStatus = queryCountTasksByStatus
+	CountDueAtMost          = countDueAtMost
 )

@@ -166,11 +166,15 @@ type taskRow struct {
 	UpdatedAt      time.Time
 }
 
+// statusAsRead is a task row's status as the store reads it: a claimed task
+// is dispatching whatever status it keeps (ClaimTasks).
+const statusAsRead = `CASE WHEN claim_token IS NULL THEN status ELSE 'dispatching' END`
+
 func readTaskRow(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) taskRow {
 	t.Helper()
 	var r taskRow
 	err := pool.QueryRow(context.Background(),
-		`SELECT status, attempts, next_attempt_at, claim_token, claimed_by, lease_expires_at, updated_at FROM tasks WHERE id = $1`, id).
+		`SELECT `+statusAsRead+`, attempts, next_attempt_at, claim_token, claimed_by, lease_expires_at, updated_at FROM tasks WHERE id = $1`, id).
 		Scan(&r.Status, &r.Attempts, &r.NextAttemptAt, &r.ClaimToken, &r.ClaimedBy, &r.LeaseExpiresAt, &r.UpdatedAt)
 	require.NoError(t, err)
 	return r

@@ -19,7 +19,7 @@ import (
 // recording cost the same with thousands of tasks due or in flight as with
 // none: Postgres runs them from a cached generic plan after five executions,
 // and such a plan once walked tasks_due through every due task (35 ms a claim
-// with 7,000 due) and tasks_leased through every dispatching one. The
+// with 7,000 due) and the index of dispatching tasks through every one. The
 // statements are prepared and explained here under force_generic_plan, the
 // plan a busy node ends up with, over 20,000 due and 5,000 dispatching tasks.
 func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
@@ -42,16 +42,18 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 		FROM (SELECT now() - g * interval '1 millisecond' AS at FROM generate_series(1, $2::int) AS g) s`,
 		tenant.ID, dueNow+inFlight)
 	token := uuid.New()
-	exec(t, pool, `UPDATE tasks SET status = 'dispatching', attempts = 1, claim_token = $1,
-		lease_expires_at = now() + interval '1 minute'
+	// In flight: claimed as tasks with an ordering key are (status
+	// dispatching) and as the others are (a token on a waiting row).
+	exec(t, pool, `UPDATE tasks SET status = CASE WHEN random() < 0.5 THEN 'dispatching' ELSE status END,
+		attempts = 1, claim_token = $1, lease_expires_at = now() + interval '1 minute'
 		WHERE id IN (SELECT id FROM tasks ORDER BY id LIMIT $2)`, token, inFlight)
 
 	var waiting, dispatching []uuid.UUID
-	rows, err := pool.Query(ctx, `SELECT id FROM tasks WHERE status = 'scheduled' ORDER BY random() LIMIT 10`)
+	rows, err := pool.Query(ctx, `SELECT id FROM tasks WHERE claim_token IS NULL ORDER BY random() LIMIT 10`)
 	require.NoError(t, err)
 	waiting, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	require.NoError(t, err)
-	rows, err = pool.Query(ctx, `SELECT id FROM tasks WHERE status = 'dispatching' ORDER BY random() LIMIT 10`)
+	rows, err = pool.Query(ctx, `SELECT id FROM tasks WHERE claim_token IS NOT NULL ORDER BY random() LIMIT 10`)
 	require.NoError(t, err)
 	dispatching, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	require.NoError(t, err)
@@ -96,7 +98,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			var facts planFacts
 			walkPlan(plan, &facts)
 			require.NotContains(t, facts.indexNames, "tasks_due", "plan nodes: %v", facts.nodeTypes)
-			require.NotContains(t, facts.indexNames, "tasks_leased", "plan nodes: %v", facts.nodeTypes)
+			require.NotContains(t, facts.indexNames, "tasks_dispatching", "plan nodes: %v", facts.nodeTypes)
 			require.NotContains(t, facts.seqScans, "tasks", "plan nodes: %v", facts.nodeTypes)
 			require.Equal(t, c.wantRows, plan["Actual Rows"], "plan nodes: %v", facts.nodeTypes)
 			blocks := sharedBlocks(plan)
@@ -178,4 +180,63 @@ func TestLockOrderingKeysSkipsUnkeyedTasks(t *testing.T) {
 	// Two pages a probe (the index's metapage and its only page) and no heap
 	// page; through the primary key the same batch read 289.
 	require.Less(t, blocks, 250)
+}
+
+// TestClaimChangesNoIndex backs migration 00026: the claim of tasks without
+// an ordering key changes no indexed column, so Postgres writes each claimed
+// row version beside the old one without an index entry (a heap-only
+// update); a keyed task's claim sets status 'dispatching', which indexes
+// must see. The claim statement runs in a transaction of the test's own, whose
+// counts pg_stat_get_xact_* report.
+func TestClaimChangesNoIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+
+	const n = 50
+	var unkeyed []uuid.UUID
+	for range n {
+		unkeyed = append(unkeyed, insertDueTask(t, db, pool, tenant.ID).ID)
+	}
+	keyedTask := newTask(tenant.ID, dbNow(t, pool).Add(-time.Minute))
+	key := "order-42"
+	keyedTask.OrderingKey = &key
+	_, created, err := db.InsertTask(ctx, keyedTask, false)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	claim := func(t *testing.T, ids []uuid.UUID) (claimed, updated, heapOnly int) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The backend's counts not yet reported include its earlier
+		// transactions': the claim's are the difference.
+		const counts = `SELECT pg_stat_get_xact_tuples_updated('tasks'::regclass),
+			pg_stat_get_xact_tuples_hot_updated('tasks'::regclass)`
+		var updatedBefore, heapOnlyBefore int
+		require.NoError(t, tx.QueryRow(ctx, counts).Scan(&updatedBefore, &heapOnlyBefore))
+		rows, err := tx.Query(ctx, store.QueryClaimTasks, ids, dbNow(t, pool), uuid.New(), 30*time.Second, uuid.New(),
+			allPartitions(), store.ClaimBodyInline)
+		require.NoError(t, err)
+		for rows.Next() {
+			claimed++
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, tx.QueryRow(ctx, counts).Scan(&updated, &heapOnly))
+		return claimed, updated - updatedBefore, heapOnly - heapOnlyBefore
+	}
+
+	t.Run("without a key", func(t *testing.T) {
+		claimed, updated, heapOnly := claim(t, unkeyed)
+		require.Equal(t, n, claimed)
+		require.Equal(t, n, updated)
+		require.Equal(t, n, heapOnly, "every claim without a key is heap-only")
+	})
+	t.Run("with a key", func(t *testing.T) {
+		claimed, updated, heapOnly := claim(t, []uuid.UUID{keyedTask.ID})
+		require.Equal(t, 1, claimed)
+		require.Equal(t, 1, updated)
+		require.Zero(t, heapOnly, "a keyed claim changes status, an indexed column")
+	})
 }

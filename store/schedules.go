@@ -137,7 +137,7 @@ RETURNING ` + scheduleColumns
 // lock was awaited (one statement would read with a snapshot from before).
 const queryCancelOccurrences = `-- name: CancelOccurrences
 UPDATE tasks SET status = 'canceled', next_attempt_at = NULL, updated_at = now()
-WHERE schedule_id = $1 AND status IN ('scheduled', 'retrying')
+WHERE schedule_id = $1 AND status IN ('scheduled', 'retrying') AND claim_token IS NULL
 RETURNING id`
 
 // PauseSchedule stops a schedule: no occurrence is materialised until it is

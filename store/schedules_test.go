@@ -83,7 +83,7 @@ type schedOccurrence struct {
 func schedOccurrences(t *testing.T, pool *pgxpool.Pool, scheduleID uuid.UUID) []schedOccurrence {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		`SELECT id, status, run_at, occurrence_at FROM tasks WHERE schedule_id = $1 ORDER BY occurrence_at`, scheduleID)
+		`SELECT id, `+statusAsRead+`, run_at, occurrence_at FROM tasks WHERE schedule_id = $1 ORDER BY occurrence_at`, scheduleID)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []schedOccurrence
@@ -380,7 +380,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	occ := schedOccurrences(t, pool, s.ID)
 	// One is being sent, one was delivered, one waits for a retry.
 	exec(t, pool, `UPDATE tasks SET status = 'delivered', next_attempt_at = NULL, attempts = 1 WHERE id = $1`, occ[0].ID)
-	exec(t, pool, `UPDATE tasks SET status = 'dispatching', attempts = 1 WHERE id = $1`, occ[1].ID)
+	exec(t, pool, `UPDATE tasks SET claim_token = gen_random_uuid(), attempts = 1 WHERE id = $1`, occ[1].ID)
 	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 1 WHERE id = $1`, occ[2].ID)
 
 	paused, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID)

@@ -132,21 +132,49 @@ func (db *DB) PurgeTaskStats(ctx context.Context, before time.Time, limit int) (
 }
 
 // One bounded probe of tasks_tenant_status_recent (tenant_id, status, id)
-// per status: each reads at most $2 index entries, so the statement costs
-// the same for a tenant with millions of tasks as for one with $2 of each.
-// count(*) over all of a tenant's tasks would read them all.
+// per status: each reads at most $2 index entries (plus the tenant's claimed
+// tasks of that status), so the statement costs the same for a tenant with
+// millions of tasks as for one with $2 of each. count(*) over all of a
+// tenant's tasks would read them all.
+//
+// A claimed task without an ordering key keeps its waiting status
+// (ClaimTasks), so the claimed tasks are counted apart and moved from their
+// stored status to dispatching. They are found as the stale-claim scan finds
+// them, among the tasks due by now()+claimReach (tasks_due, one range per
+// partition $3), reading at most $4 of those, a buffer each: all of them
+// unless a backlog of more than $4 tasks is due at once, when the in-flight
+// count can come out short.
 const queryCountTasksByStatus = `-- name: CountTasksByStatus
-SELECT s.status, (
-	SELECT count(*) FROM (
-		SELECT 1 FROM tasks t WHERE t.tenant_id = $1 AND t.status = s.status LIMIT $2
-	) n
+WITH claimed AS MATERIALIZED (
+	SELECT due.status, count(*) AS n FROM (
+		SELECT status, tenant_id, claim_token FROM tasks
+		WHERE status IN ('scheduled', 'retrying') AND partition = ANY($3)
+			AND next_attempt_at <= now() + interval '` + claimReach + `'
+		LIMIT $4
+	) due
+	WHERE due.tenant_id = $1 AND due.claim_token IS NOT NULL
+	GROUP BY due.status
+), stored AS (
+	SELECT s.status, coalesce(c.n, 0) AS claimed, (
+		SELECT count(*) FROM (
+			SELECT 1 FROM tasks t WHERE t.tenant_id = $1 AND t.status = s.status LIMIT $2 + coalesce(c.n, 0)
+		) n
+	) AS n
+	FROM unnest('{scheduled,dispatching,retrying,delivered,dead,canceled}'::text[]) AS s(status)
+		LEFT JOIN claimed c ON c.status = s.status
 )
-FROM unnest('{scheduled,dispatching,retrying,delivered,dead,canceled}'::text[]) AS s(status)`
+SELECT status, CASE WHEN status = 'dispatching' THEN least(n + (SELECT coalesce(sum(n), 0) FROM claimed), $2)
+	ELSE n - claimed END
+FROM stored`
+
+// countDueAtMost is how many due tasks CountTasksByStatus reads looking for
+// claimed ones.
+const countDueAtMost = 10_000
 
 // CountTasksByStatus counts a tenant's tasks in each status, up to upTo
 // each: a count of upTo means at least that many.
 func (db *DB) CountTasksByStatus(ctx context.Context, tenantID uuid.UUID, upTo int) (map[model.TaskStatus]int, error) {
-	rows, err := db.pool.Query(ctx, queryCountTasksByStatus, tenantID, upTo)
+	rows, err := db.pool.Query(ctx, queryCountTasksByStatus, tenantID, upTo, everyPartition(), countDueAtMost)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks of tenant %s by status: %w", tenantID, err)
 	}
@@ -162,4 +190,14 @@ func (db *DB) CountTasksByStatus(ctx context.Context, tenantID uuid.UUID, upTo i
 		return nil, fmt.Errorf("count tasks of tenant %s by status: %w", tenantID, err)
 	}
 	return out, nil
+}
+
+// everyPartition lists every partition, for a statement that reads one range
+// of a partition-led index (tasks_due) in each.
+func everyPartition() []int16 {
+	all := make([]int16, model.Partitions)
+	for i := range all {
+		all[i] = int16(i)
+	}
+	return all
 }

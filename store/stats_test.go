@@ -120,11 +120,15 @@ func TestCountTasksByStatus(t *testing.T) {
 	taskAt(t, db, pool, acme.ID, model.StatusRetrying, past, 1)
 	insertTask(t, db, acme.ID, time.Now().Add(time.Hour))
 	taskAt(t, db, pool, other.ID, model.StatusDead, past, 1)
+	// Claimed, so dispatching though it keeps its stored status; the other
+	// tenant's claim is not acme's.
+	claimOne(t, db, pool, insertTask(t, db, acme.ID, past).ID)
+	claimOne(t, db, pool, insertTask(t, db, other.ID, past).ID)
 
 	got, err := db.CountTasksByStatus(ctx, acme.ID, 3)
 	require.NoError(t, err)
 	require.Equal(t, map[model.TaskStatus]int{
-		model.StatusScheduled: 1, model.StatusDispatching: 0, model.StatusRetrying: 1,
+		model.StatusScheduled: 1, model.StatusDispatching: 1, model.StatusRetrying: 1,
 		model.StatusDelivered: 3, model.StatusDead: 1, model.StatusCanceled: 0,
 	}, got)
 }
@@ -186,11 +190,14 @@ func TestStatsStatementsStayBounded(t *testing.T) {
 		maxBlocks int
 	}{
 		{
-			name: "CountTasksByStatus", query: store.QueryCountTasksByStatus, args: []any{tenant.ID, limit},
+			name: "CountTasksByStatus", query: store.QueryCountTasksByStatus,
+			args:      []any{tenant.ID, limit, allPartitions(), store.CountDueAtMost},
 			wantIndex: "tasks_tenant_status_recent", wantRows: 6,
 			// Six descents, then 52,000 index entries at about a hundred a
-			// page.
-			maxBlocks: 800,
+			// page; and the search for claimed tasks among the due ones
+			// (here 40,000 waiting tasks are due), a heap page for each of
+			// the CountDueAtMost it reads at most.
+			maxBlocks: 800 + store.CountDueAtMost*11/10,
 		},
 		{
 			name: "TaskStatsBetween", query: store.QueryTaskStatsBetween,

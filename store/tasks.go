@@ -24,7 +24,7 @@ const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, 
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
 	callback, failure_callback, callback_of, callback_task_id, ordering_key,
-	publish_id, topic, endpoint_name, flow_key`
+	publish_id, topic, endpoint_name, flow_key, claim_token`
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
 // after them go to extra, in order.
@@ -48,14 +48,19 @@ func scanTaskWith(row pgx.Row, t *model.Task, headers any, extra ...any) error {
 	var (
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
+		claim                      *uuid.UUID
 	)
 	err := row.Scan(append([]any{&t.ID, &t.TenantID, &t.Status, &t.URL, &t.Method, headers, &t.Body, &t.RunAt, &t.NextAttemptAt,
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
 		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
-		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey}, extra...)...)
+		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey, &claim}, extra...)...)
 	if err != nil {
 		return err
+	}
+	// A claimed task is dispatching whatever status it keeps (ClaimTasks).
+	if claim != nil {
+		t.Status = model.StatusDispatching
 	}
 	t.Timeout = time.Duration(timeoutMs) * time.Millisecond
 	t.MinBackoff = time.Duration(minBackoffMs) * time.Millisecond
@@ -151,7 +156,7 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 const queryListTasks = `-- name: ListTasks
 SELECT ` + taskColumns + ` FROM tasks
 WHERE tenant_id = $1
-	AND ($2::text IS NULL OR status = $2)
+	AND ($2::text IS NULL OR ` + statusIs + `)
 	AND ($3::uuid IS NULL OR id < $3)
 	AND ($5::uuid IS NULL OR schedule_id = $5)
 	AND ($6::timestamptz IS NULL OR created_at >= $6)
@@ -164,6 +169,15 @@ WHERE tenant_id = $1
 	AND ($14::text IS NULL OR topic = $14)
 ORDER BY id DESC
 LIMIT $4`
+
+// statusIs matches the tasks whose status, as they are read, is $2: a
+// claimed task is dispatching whatever status it keeps (ClaimTasks). Each
+// ListTasks call is planned for its values, so the CASE folds to its one
+// branch and a waiting or finished status still reads its range of
+// tasks_tenant_status_recent.
+const statusIs = `CASE WHEN $2 = 'dispatching'
+		THEN status = 'dispatching' OR (status IN ('scheduled', 'retrying') AND claim_token IS NOT NULL)
+		ELSE status = $2 AND claim_token IS NULL END`
 
 // A task of tenant $1 carries every label of a JSON object when
 // labelsIndexed @> (tenantLabels || object): labelsIndexed is the very
@@ -246,7 +260,7 @@ func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFil
 
 const queryCancelTask = `-- name: CancelTask
 UPDATE tasks SET status = 'canceled', next_attempt_at = NULL, updated_at = now()
-WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying')
+WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying') AND claim_token IS NULL
 RETURNING ` + taskColumns
 
 // CancelTask cancels a task that still waits for an attempt. A task that is
@@ -271,7 +285,7 @@ WITH moved AS (
 	UPDATE tasks SET next_attempt_at = $3,
 		run_at = CASE WHEN status = 'scheduled' THEN $3 ELSE run_at END,
 		updated_at = now()
-	WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying')
+	WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying') AND claim_token IS NULL
 	RETURNING ` + taskColumns + `
 )
 SELECT ` + taskColumns + `,
@@ -318,7 +332,7 @@ const cancelChunk = 1000
 const queryCancelTasksChunk = `-- name: CancelTasksChunk
 WITH victims AS (
 	SELECT id FROM tasks
-	WHERE tenant_id = $1 AND status = $2 AND id > $3
+	WHERE tenant_id = $1 AND status = $2 AND claim_token IS NULL AND id > $3
 		AND ($4::uuid IS NULL OR schedule_id = $4)
 		AND ($5::timestamptz IS NULL OR created_at >= $5)
 		AND ($6::timestamptz IS NULL OR created_at < $6)

@@ -449,7 +449,7 @@ func TestStaleTimerRearmsAtNewTime(t *testing.T) {
 	var movedTo time.Time
 	require.NoError(t, conn.QueryRow(context.Background(), `
 		UPDATE tasks SET run_at = run_at + interval '1500 ms', next_attempt_at = next_attempt_at + interval '1500 ms'
-		WHERE id = $1 AND status = 'scheduled' RETURNING next_attempt_at`, task.ID).Scan(&movedTo))
+		WHERE id = $1 AND status = 'scheduled' AND claim_token IS NULL RETURNING next_attempt_at`, task.ID).Scan(&movedTo))
 
 	ds := recv.waitFor(t, 10*time.Second, "the moved task", func(ds []delivery) bool { return len(ds) == 2 })
 	moved := ds[1]
