@@ -104,7 +104,7 @@ type Config struct {
 	// it must be well below Lookahead.
 	LoadInterval time.Duration
 	// SweepInterval is how often overdue tasks that are in no wheel are
-	// gathered up, and claims whose lease expired, unless LeaseMargin/2 is
+	// gathered up, and claims whose lease expired, unless LeaseMargin is
 	// longer. Default 5s.
 	SweepInterval time.Duration
 	// Retention is how long a finished task (delivered, dead or canceled)

@@ -101,10 +101,11 @@ func New(cfg Config) (*Dispatcher, error) {
 		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained: func(p []int16) { d.loader.takeOver(p) },
-		// A lease outlasts its send by LeaseMargin, so looking for lapsed
-		// ones more often than every half of it finds nothing sooner; and
-		// the look reads every claim and every task due (store.StaleClaims).
-		Schedule: d.Schedule, RecoverInterval: max(cfg.SweepInterval, cfg.LeaseMargin/2),
+		// A lease outlasts its send by LeaseMargin, which a look for lapsed
+		// ones as often bounds the wait of a hung send's task by; and the
+		// look reads every task due (store.StaleClaims): 600 ms for a backlog
+		// of 400,000.
+		Schedule: d.Schedule, RecoverInterval: max(cfg.SweepInterval, cfg.LeaseMargin),
 	})
 	d.loader = newLoader(loaderConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,

@@ -53,7 +53,7 @@ type ownershipConfig struct {
 	// gains partitions or sees the set of live nodes change checks at once,
 	// for a dead node's claims, and so does every heartbeat after a check
 	// that failed or found a full page (in a Dispatcher SweepInterval or
-	// LeaseMargin/2, whichever is longer).
+	// LeaseMargin, whichever is longer).
 	RecoverInterval time.Duration
 }
 

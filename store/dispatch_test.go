@@ -199,13 +199,13 @@ func TestListDuePartitions(t *testing.T) {
 		task := insertTaskIn(t, db, tenant.ID, at, p)
 		all = append(all, store.DueTask{ID: task.ID, At: task.RunAt})
 	}
-	// Waiting no more: never listed, whatever the partition. Claimed as
-	// keyed tasks are (status dispatching) and as the others are (a claim
-	// token on a waiting row).
+	// Claimed as keyed tasks are (status dispatching): never listed, whatever
+	// the partition. Claimed as the others are (a claim token on a waiting
+	// row): listed, for the claim to pass over.
 	exec(t, pool, `UPDATE tasks SET status = 'dispatching', claim_token = gen_random_uuid() WHERE id = ANY($1)`,
 		dueIDs(all[:50]))
 	exec(t, pool, `UPDATE tasks SET claim_token = gen_random_uuid() WHERE id = ANY($1)`, dueIDs(all[50:100]))
-	waiting := all[100:]
+	waiting := all[50:]
 	sortDue(waiting)
 
 	var evens []int16

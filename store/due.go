@@ -33,7 +33,7 @@ type DueCursor struct {
 
 const queryListDue = `-- name: ListDue
 SELECT id, next_attempt_at FROM tasks
-WHERE status IN ('scheduled', 'retrying') AND claim_token IS NULL
+WHERE status IN ('scheduled', 'retrying')
 	AND partition = ANY($5)
 	AND (next_attempt_at, id) > ($1, $2)
 	AND next_attempt_at <= $3
@@ -44,6 +44,13 @@ LIMIT $4`
 // after the cursor and no later than until, in due order. It walks the
 // tasks_due partial index, one range per partition, so its cost depends on
 // how many tasks fall due in the window, not on how many wait further ahead.
+//
+// The tasks claimed without an ordering key keep their waiting status
+// (ClaimTasks), and come too: a claim passes them over, as it does a task
+// another node claimed first. Asking for claim_token IS NULL here would
+// read each task's row besides its index entry, and make the scan through
+// a backlog of 100,000 due tasks take four times as long (130 ms against
+// 32).
 func (db *DB) ListDue(ctx context.Context, partitions []int16, after DueCursor, until time.Time, limit int) ([]DueTask, error) {
 	rows, err := db.pool.Query(ctx, queryListDue, after.At, after.ID, until, limit, partitions)
 	if err != nil {
