@@ -13,7 +13,18 @@ import (
 	"github.com/hookwheel/hookwheel/store"
 )
 
-const loadPage = 5000
+// loadPage bounds the rows of one statement that hands tasks back or lists
+// overdue ones; duePage, those of one page of a load. ListDue cannot stop
+// at a page's end: it reads every task due in the rest of the window
+// across the partitions, and sorts them, to return the page's first ones.
+// So a window holding a backlog of n tasks costs n²/(2·duePage) rows read:
+// with pages of 5,000, loading 400,000 tasks due at once took as much of
+// Postgres as recording their outcomes. A page of 50,000 due tasks is 2 MB
+// on the node.
+const (
+	loadPage = 5000
+	duePage  = 50_000
+)
 
 // loaderStore is what the loader needs of Postgres.
 type loaderStore interface {
@@ -176,7 +187,7 @@ func (l *loader) catchUp(ctx context.Context, partitions []int16) {
 	}
 	var cursor store.DueCursor
 	for {
-		due, err := l.cfg.Store.ListDue(ctx, partitions, cursor, until, loadPage)
+		due, err := l.cfg.Store.ListDue(ctx, partitions, cursor, until, duePage)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.cfg.Metrics.storeErrors.WithLabelValues("load").Inc()
@@ -189,7 +200,7 @@ func (l *loader) catchUp(ctx context.Context, partitions []int16) {
 			l.cfg.Arm(t.ID, t.At)
 		}
 		l.cfg.Metrics.loaded.Add(float64(len(due)))
-		if len(due) < loadPage {
+		if len(due) < duePage {
 			return
 		}
 		last := due[len(due)-1]
@@ -209,7 +220,7 @@ func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCur
 	started := l.cfg.Clock.Now()
 	loaded := 0
 	for {
-		due, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), cursor, until, loadPage)
+		due, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), cursor, until, duePage)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.cfg.Metrics.storeErrors.WithLabelValues("load").Inc()
@@ -221,7 +232,7 @@ func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCur
 			l.cfg.Arm(t.ID, t.At)
 		}
 		loaded += len(due)
-		if len(due) < loadPage {
+		if len(due) < duePage {
 			break
 		}
 		last := due[len(due)-1]
