@@ -214,8 +214,12 @@ func (o *ownership) ownsPartition(p int16) bool { return o.owned.Load().has[p] }
 // recoverClaims hands back the claims that dead or hung senders hold in our
 // partitions, frees their fire-once claims in Redis (the sender is gone;
 // the same attempt is sent again from here) and arms their timers. It
-// reports whether it is done: false when it failed or handed back a full
-// page, and more may be left.
+// reports whether it is done: false when it failed, handed back a full
+// page, or handed back fewer claims than it listed. RecoverClaims passes
+// over a row another statement holds, and one often does: the loader lists
+// a dead node's claimed tasks among the due ones (store.ListDue), and a
+// claimer locks them before passing them over. Looked for again at the next
+// heartbeat, they are not left to wait for the next RecoverInterval.
 func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	owned := o.partitions()
 	if len(owned) == 0 {
@@ -246,7 +250,7 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 		return false
 	}
 	if len(recovered) == 0 {
-		return true
+		return false
 	}
 	o.cfg.Metrics.recovered.Add(float64(len(recovered)))
 	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
@@ -255,7 +259,7 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	for _, c := range recovered {
 		o.cfg.Schedule(c.ID, c.At)
 	}
-	return len(recovered) < loadPage
+	return len(recovered) < loadPage && len(recovered) >= len(stale)
 }
 
 // releaseFireOnce frees the Redis fire-once claims of claims whose owner is

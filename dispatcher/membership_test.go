@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
@@ -300,6 +301,59 @@ func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	require.Zero(t, counterValue(t, m.recovered))
 
 	beat(recoverEvery)
+	require.Equal(t, task.ID, receive(t, scheduled).id)
+	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, task.ID).Status)
+	require.Equal(t, 1.0, counterValue(t, m.recovered))
+}
+
+// TestOwnershipRetriesStaleClaimsItCouldNotLock: a stale claim whose row
+// another transaction holds while claims are handed back (a claimer locking
+// the due tasks it was handed, say) is handed back at the next heartbeat,
+// not a RecoverInterval later.
+func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testenv.DatabaseURL(t)
+	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	fake := clock.NewFake(time.Now())
+	tenant := createTenant(t, db, model.Limits{})
+	const heartbeat, recoverEvery = 300 * time.Millisecond, time.Hour
+	m := testMetrics(t)
+	scheduled := make(chan dueAt, 16)
+
+	// A claim of a node that never registered: stale from the start, and
+	// its row held by another transaction when the first heartbeat looks.
+	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
+	claimNow(t, db, task.ID)
+	holder, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, task.ID)
+	require.NoError(t, err)
+
+	o := newOwnership(ownershipConfig{
+		Store: db, NodeID: uuid.New(), NodeName: "test", NodeTTL: time.Minute,
+		HeartbeatInterval: heartbeat, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: m,
+		Gained: func([]int16) {}, Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
+		RecoverInterval: recoverEvery,
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); o.Run(runCtx, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	receive(t, ready)
+	require.Len(t, o.partitions(), model.Partitions)
+	require.Equal(t, model.StatusDispatching, taskOf(t, db, tenant, task.ID).Status, "passed over while held")
+
+	require.NoError(t, tx.Rollback(ctx))
+	waitCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	require.NoError(t, fake.WaitForTimers(waitCtx, 1))
+	fake.Advance(heartbeat)
 	require.Equal(t, task.ID, receive(t, scheduled).id)
 	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, task.ID).Status)
 	require.Equal(t, 1.0, counterValue(t, m.recovered))
