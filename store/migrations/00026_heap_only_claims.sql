@@ -29,6 +29,10 @@ CREATE INDEX CONCURRENTLY tasks_dispatching ON tasks (partition) WHERE status = 
 DROP INDEX CONCURRENTLY IF EXISTS tasks_leased;
 
 -- +goose Down
+-- An older hookwheel reads a waiting status as unclaimed: give the tasks
+-- claimed meanwhile the status it claimed with.
+UPDATE tasks SET status = 'dispatching', updated_at = now()
+WHERE claim_token IS NOT NULL AND status IN ('scheduled', 'retrying');
 CREATE INDEX CONCURRENTLY IF NOT EXISTS tasks_leased ON tasks (partition, lease_expires_at) WHERE status = 'dispatching';
 DROP INDEX CONCURRENTLY IF EXISTS tasks_dispatching;
 ALTER TABLE tasks RESET (fillfactor);
