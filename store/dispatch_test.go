@@ -507,6 +507,9 @@ func TestClaimTasks(t *testing.T) {
 		// An unkeyed claim changes no indexed column (migration 00026).
 		require.Equal(t, before[id].UpdatedAt, row.UpdatedAt, "updated_at is left as it was")
 		require.Equal(t, before[id].NextAttemptAt, row.NextAttemptAt, "next_attempt_at is left as it was")
+		var stored string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM tasks WHERE id = $1`, id).Scan(&stored))
+		require.Contains(t, []string{"scheduled", "retrying"}, stored, "an unkeyed claim keeps its stored status")
 	}
 	require.Equal(t, otherTenants.ID, byID[otherTenants.ID].ID)
 	require.Equal(t, other.ID, byID[otherTenants.ID].TenantID)
@@ -1424,5 +1427,47 @@ func TestClaimTasksHeadersPerRow(t *testing.T) {
 	for _, c := range claims {
 		require.Equal(t, want[c.ID], c.Headers, "task %s", c.ID)
 		require.Equal(t, tenant.SigningSecrets[0].ID, c.SigningSecrets[0].ID)
+	}
+}
+
+// TestOlderNodesCannotTakeTokenClaims backs migration 00026's trigger: while
+// nodes of the version before share the database (a rolling upgrade), their
+// statements read a claim token on a waiting row as no claim. Their claim,
+// cancel and reschedule of such a task change nothing; of a task without a
+// claim they still do.
+func TestOlderNodesCannotTakeTokenClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	claimed := insertDueTask(t, db, pool, tenant.ID)
+	claimOne(t, db, pool, claimed.ID)
+	free := insertDueTask(t, db, pool, tenant.ID)
+
+	// The statements of the version before (28d2c9f), reduced to what decides.
+	older := []struct{ name, query string }{
+		{"claim", `UPDATE tasks SET status = 'dispatching', attempts = attempts + 1, claim_token = gen_random_uuid(),
+			claimed_by = gen_random_uuid(), lease_expires_at = now() + interval '40 seconds', updated_at = now()
+			WHERE id = $1 AND status IN ('scheduled', 'retrying')`},
+		{"reschedule", `UPDATE tasks SET next_attempt_at = now() + interval '1 hour', updated_at = now()
+			WHERE id = $1 AND status IN ('scheduled', 'retrying')`},
+		{"cancel", `UPDATE tasks SET status = 'canceled', next_attempt_at = NULL, updated_at = now()
+			WHERE id = $1 AND status IN ('scheduled', 'retrying')`},
+	}
+	for _, st := range older {
+		t.Run(st.name, func(t *testing.T) {
+			before := readTaskRow(t, pool, claimed.ID)
+			tag, err := pool.Exec(ctx, st.query, claimed.ID)
+			require.NoError(t, err)
+			require.Zero(t, tag.RowsAffected(), "a task claimed by its token is left alone")
+			require.Equal(t, before, readTaskRow(t, pool, claimed.ID))
+
+			if st.name == "claim" {
+				return // the unclaimed task is rescheduled and canceled below
+			}
+			tag, err = pool.Exec(ctx, st.query, free.ID)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, tag.RowsAffected(), "a task without a claim still changes")
+		})
 	}
 }

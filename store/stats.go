@@ -141,9 +141,9 @@ func (db *DB) PurgeTaskStats(ctx context.Context, before time.Time, limit int) (
 // (ClaimTasks), so the claimed tasks are counted apart and moved from their
 // stored status to dispatching. They are found as the stale-claim scan finds
 // them, among the tasks due by now()+claimReach (tasks_due, one range per
-// partition $3), reading at most $4 of those, a buffer each: all of them
-// unless a backlog of more than $4 tasks is due at once, when the in-flight
-// count can come out short.
+// partition $3), reading at most $4 of those, a buffer each, in partition
+// order: all of them unless a backlog of more than $4 tasks is due at once,
+// when a claimed task it misses is counted under its stored status.
 const queryCountTasksByStatus = `-- name: CountTasksByStatus
 WITH claimed AS MATERIALIZED (
 	SELECT due.status, count(*) AS n FROM (

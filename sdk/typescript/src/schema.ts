@@ -1503,7 +1503,7 @@ export interface components {
             window: string;
             /** @description One entry per minute of the window, oldest first. */
             minutes: components["schemas"]["MinuteStats"][];
-            /** @description How many of the tenant's tasks are in each status now, up to status_count_limit. Tasks being sent are looked for among the first 10,000 tasks due across all tenants, so behind a larger backlog `dispatching` can come out short. */
+            /** @description How many of the tenant's tasks are in each status now, up to status_count_limit. Tasks being sent are looked for among 10,000 of the tasks due across all tenants, so behind a larger backlog some can be counted as `scheduled` or `retrying` instead of `dispatching`. */
             tasks_by_status: {
                 scheduled: number;
                 dispatching: number;
@@ -2209,7 +2209,7 @@ export interface components {
             created_at: string;
             /**
              * Format: date-time
-             * @description When the task last changed: made, moved, canceled, replayed or an attempt recorded. Becoming `dispatching` changes it only for a task with an ordering key.
+             * @description When the task last changed: made, moved, canceled, replayed, handed back unsent, or an attempt recorded. Becoming `dispatching` changes it only for a task with an ordering key.
              */
             updated_at: string;
             /** @description The number of delivery attempts made so far, replays included (a replay does not reset it). */

@@ -1211,7 +1211,7 @@ type Task struct {
 	// Topic The topic this task was published to, if any (absent otherwise); it may since have been deleted.
 	Topic *string `json:"topic,omitempty"`
 
-	// UpdatedAt When the task last changed: made, moved, canceled, replayed or an attempt recorded. Becoming `dispatching` changes it only for a task with an ordering key.
+	// UpdatedAt When the task last changed: made, moved, canceled, replayed, handed back unsent, or an attempt recorded. Becoming `dispatching` changes it only for a task with an ordering key.
 	UpdatedAt time.Time `json:"updated_at"`
 
 	// URL The URL the webhook is sent to.
@@ -1345,7 +1345,7 @@ type TaskStats struct {
 	// StatusCountLimit The largest count tasks_by_status gives; a count equal to it means at least that many.
 	StatusCountLimit int `json:"status_count_limit"`
 
-	// TasksByStatus How many of the tenant's tasks are in each status now, up to status_count_limit. Tasks being sent are looked for among the first 10,000 tasks due across all tenants, so behind a larger backlog `dispatching` can come out short.
+	// TasksByStatus How many of the tenant's tasks are in each status now, up to status_count_limit. Tasks being sent are looked for among 10,000 of the tasks due across all tenants, so behind a larger backlog some can be counted as `scheduled` or `retrying` instead of `dispatching`.
 	TasksByStatus struct {
 		Canceled    int `json:"canceled"`
 		Dead        int `json:"dead"`
