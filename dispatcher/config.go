@@ -239,7 +239,7 @@ func (c *Config) setDefaults() error {
 		c.ClaimGroup = 10 * time.Millisecond
 	}
 	if c.ClaimAhead+c.ClaimGroup > store.MaxClaimAhead {
-		// The stale-claim scan looks that far ahead for claims (store.ClaimTasks).
+		// The stale-claim scan looks that far ahead for claims (store.StaleClaims).
 		return fmt.Errorf("dispatcher: ClaimAhead %s plus ClaimGroup %s must not exceed %s",
 			c.ClaimAhead, c.ClaimGroup, store.MaxClaimAhead)
 	}

@@ -266,20 +266,7 @@ func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	fake := clock.NewFake(time.Now())
 	tenant := createTenant(t, db, model.Limits{})
 	const heartbeat, recoverEvery = 300 * time.Millisecond, 5 * time.Second
-	m := testMetrics(t)
-	scheduled := make(chan dueAt, 16)
-	o := newOwnership(ownershipConfig{
-		Store: db, NodeID: uuid.New(), NodeName: "test", NodeTTL: time.Minute,
-		HeartbeatInterval: heartbeat, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: m,
-		Gained: func([]int16) {}, Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
-		RecoverInterval: recoverEvery,
-	})
-	runCtx, cancel := context.WithCancel(ctx)
-	ready, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); o.Run(runCtx, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
-	receive(t, ready)
-	require.Len(t, o.partitions(), model.Partitions)
+	m, scheduled := startRecovering(t, db, fake, heartbeat, recoverEvery)
 
 	// A claim of a node that never registered: stale from the start.
 	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
@@ -320,8 +307,6 @@ func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
 	fake := clock.NewFake(time.Now())
 	tenant := createTenant(t, db, model.Limits{})
 	const heartbeat, recoverEvery = 300 * time.Millisecond, time.Hour
-	m := testMetrics(t)
-	scheduled := make(chan dueAt, 16)
 
 	// A claim of a node that never registered: stale from the start, and
 	// its row held by another transaction when the first heartbeat looks.
@@ -335,18 +320,7 @@ func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
 	_, err = tx.Exec(ctx, `SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE`, task.ID)
 	require.NoError(t, err)
 
-	o := newOwnership(ownershipConfig{
-		Store: db, NodeID: uuid.New(), NodeName: "test", NodeTTL: time.Minute,
-		HeartbeatInterval: heartbeat, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: m,
-		Gained: func([]int16) {}, Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
-		RecoverInterval: recoverEvery,
-	})
-	runCtx, cancel := context.WithCancel(ctx)
-	ready, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); o.Run(runCtx, ready) }()
-	t.Cleanup(func() { cancel(); <-done })
-	receive(t, ready)
-	require.Len(t, o.partitions(), model.Partitions)
+	m, scheduled := startRecovering(t, db, fake, heartbeat, recoverEvery)
 	require.Equal(t, model.StatusDispatching, taskOf(t, db, tenant, task.ID).Status, "passed over while held")
 
 	require.NoError(t, tx.Rollback(ctx))
@@ -357,4 +331,27 @@ func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
 	require.Equal(t, task.ID, receive(t, scheduled).id)
 	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, task.ID).Status)
 	require.Equal(t, 1.0, counterValue(t, m.recovered))
+}
+
+// startRecovering runs, until the test ends, an ownership of db's partitions
+// on fake that heartbeats every heartbeat and looks for lapsed leases every
+// recoverEvery. It returns once the first heartbeat has taken every
+// partition, with the ownership's metrics and the tasks it schedules.
+func startRecovering(t *testing.T, db *store.DB, fake *clock.Fake, heartbeat, recoverEvery time.Duration) (*metrics, <-chan dueAt) {
+	t.Helper()
+	m := testMetrics(t)
+	scheduled := make(chan dueAt, 16)
+	o := newOwnership(ownershipConfig{
+		Store: db, NodeID: uuid.New(), NodeName: "test", NodeTTL: time.Minute,
+		HeartbeatInterval: heartbeat, NudgeGap: heartbeatNudgeGap, Clock: fake, Logger: quietLogger(), Metrics: m,
+		Gained: func([]int16) {}, Schedule: func(id uuid.UUID, at time.Time) { scheduled <- dueAt{id, at} },
+		RecoverInterval: recoverEvery,
+	})
+	runCtx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); o.Run(runCtx, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	receive(t, ready)
+	require.Len(t, o.partitions(), model.Partitions)
+	return m, scheduled
 }

@@ -9,6 +9,9 @@ import "github.com/jackc/pgx/v5/pgxpool"
 // QueryListDue is the exact SQL that ListDue runs, for EXPLAIN.
 const QueryListDue = queryListDue
 
+// EveryPartition lists every partition.
+func EveryPartition() []int16 { return everyPartition() }
+
 // Pool is the DB's connection pool, for tests that set up or inspect rows in SQL.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 

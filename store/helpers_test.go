@@ -194,13 +194,7 @@ func exec(t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
 }
 
 // allPartitions is every partition, for calls that do not care which.
-func allPartitions() []int16 {
-	ps := make([]int16, model.Partitions)
-	for i := range ps {
-		ps[i] = int16(i)
-	}
-	return ps
-}
+func allPartitions() []int16 { return store.EveryPartition() }
 
 // testNode is the dispatcher node that claimOne claims for. claimOne keeps it
 // registered and live for an hour, so RecoverClaims leaves its claims alone
