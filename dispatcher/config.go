@@ -103,9 +103,8 @@ type Config struct {
 	// LoadInterval is how often the loader extends the window. Default 1s;
 	// it must be well below Lookahead.
 	LoadInterval time.Duration
-	// SweepInterval is how often overdue tasks that are in no wheel are
-	// gathered up, and claims whose lease expired, unless LeaseMargin is
-	// longer. Default 5s.
+	// SweepInterval is how often overdue tasks that are in no wheel and
+	// claims whose lease expired are gathered up. Default 5s.
 	SweepInterval time.Duration
 	// Retention is how long a finished task (delivered, dead or canceled)
 	// and its attempts are kept after it finished, for tenants without a

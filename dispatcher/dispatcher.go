@@ -101,11 +101,12 @@ func New(cfg Config) (*Dispatcher, error) {
 		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained: func(p []int16) { d.loader.takeOver(p) },
-		// A lease outlasts its send by LeaseMargin, which a look for lapsed
-		// ones as often bounds the wait of a hung send's task by; and the
-		// look reads every task due (store.StaleClaims): 600 ms for a backlog
-		// of 400,000.
-		Schedule: d.Schedule, RecoverInterval: max(cfg.SweepInterval, cfg.LeaseMargin),
+		// The look reads every task due (store.StaleClaims): 600 ms for a
+		// backlog of 400,000. Every LeaseMargin was cheaper, but it is also
+		// the net under a dead node's claims that a look at a membership
+		// change missed, and TestThreeNodesKilled met such a claim 10 and 31
+		// seconds late with it.
+		Schedule: d.Schedule, RecoverInterval: cfg.SweepInterval,
 	})
 	d.loader = newLoader(loaderConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,

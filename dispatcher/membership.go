@@ -52,8 +52,7 @@ type ownershipConfig struct {
 	// (a send that hung) when membership did not change; a heartbeat that
 	// gains partitions or sees the set of live nodes change checks at once,
 	// for a dead node's claims, and so does every heartbeat after a check
-	// that failed or found a full page (in a Dispatcher SweepInterval or
-	// LeaseMargin, whichever is longer).
+	// that failed or found a full page (SweepInterval in a Dispatcher).
 	RecoverInterval time.Duration
 }
 
