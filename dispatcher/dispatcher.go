@@ -134,8 +134,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.targets = newTargets(targetsConfig{
 		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
 		Shed: func(claims []*model.ClaimedTask, waits []time.Duration) { d.sender.shed(claims, waits) },
-		OnChange: func(key string, from, to gobreaker.State) {
-			d.logger.Warn("circuit breaker changed state", "target", key, "from", from.String(), "to", to.String())
+		OnChange: func(tenant uuid.UUID, key string, from, to gobreaker.State) {
+			d.logger.Warn("circuit breaker changed state", "tenant", tenant, "target", key, "from", from.String(), "to", to.String())
 		},
 	})
 	if err := cfg.Registerer.Register(newTargetCollector(d.targets, cfg.MetricsTopTargets)); err != nil {

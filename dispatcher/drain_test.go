@@ -169,7 +169,7 @@ func TestTargetRoomShedsWhenHung(t *testing.T) {
 	_, decisions := admit(hung, 2)
 	require.Equal(t, all(sendNow, 2), decisions)
 	for range 2 {
-		ts.sending(hung, tenant, func(error) {}) // never answered
+		ts.sending(hung, func(error) {}) // never answered
 	}
 	hungParked, decisions := admit(hung, 50)
 	require.Equal(t, all(parked, 50), decisions, "its pace unknown, a burst parks up to MaxWaiting")

@@ -110,7 +110,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 		case parkCrowded:
 			// As many wait here already as make sense: back to the queue
 			// until this one's turn is likely to come.
-			perSlot := max(l.cfg.SendTime(targetKey(c.URL)), time.Millisecond)
+			perSlot := max(l.cfg.SendTime(c.TenantID, targetKey(c.URL)), time.Millisecond)
 			wait := time.Duration(float64(ahead+1) / float64(limit.Concurrency) * float64(perSlot))
 			l.giveBack(key, c, l.cfg.Clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
 		}

@@ -59,7 +59,7 @@ func setupLimits(t *testing.T, tenantLimits model.Limits, limiter dispatchLimite
 			return true
 		},
 		Send:                b.sent,
-		SendTime:            func(string) time.Duration { return 10 * time.Millisecond },
+		SendTime:            func(uuid.UUID, string) time.Duration { return 10 * time.Millisecond },
 		LeaseMargin:         30 * time.Second,
 		MaxWaitingPerTarget: 100,
 	})

@@ -192,7 +192,7 @@ func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
 		}, reads.shareWaiting),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_targets",
-			Help: "Targets (scheme, host and port) whose breaker and send slots this node keeps.",
+			Help: "Tenants' targets (scheme, host and port) whose breaker and send slots this node keeps: one per tenant and target.",
 		}, reads.targets),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookwheel_retention_oldest_finished_age_seconds",

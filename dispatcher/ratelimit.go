@@ -140,9 +140,9 @@ type limitsConfig struct {
 	// Send hands claims that waited for a concurrency slot back to the
 	// senders.
 	Send chan<- *model.ClaimedTask
-	// SendTime is the moving average of a send to a target (targetKey), to
+	// SendTime is the moving average of a tenant's send to a target (targetKey), to
 	// tell a claim that finds no room to wait when a slot is likely free.
-	SendTime            func(target string) time.Duration
+	SendTime            func(tenant uuid.UUID, target string) time.Duration
 	LeaseMargin         time.Duration
 	MaxWaitingPerTarget int
 }

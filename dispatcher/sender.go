@@ -336,7 +336,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		report(errNotSent)
 		return false
 	}
-	finish := s.cfg.Targets.sending(t, c.TenantID, report)
+	finish := s.cfg.Targets.sending(t, report)
 	outcome, interrupted := s.attempt(c, keys)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)

@@ -125,9 +125,9 @@ func (l *targetLabels) choose(all []targetTraffic) map[string]struct{} {
 }
 
 // targetCollector makes the per-target series when scraped:
-// hookwheel_breaker_state for the labelled targets and for "other", and
-// hookwheel_breakers, the count of targets by breaker state, which no
-// folding changes.
+// hookwheel_breaker_state for the labelled targets and for "other", each
+// the most open of its tenants' breakers, and hookwheel_breakers, the count
+// of the tenants' breakers by state, which no folding changes.
 type targetCollector struct {
 	targets      *targets
 	labels       *targetLabels
@@ -140,10 +140,10 @@ func newTargetCollector(ts *targets, top int) *targetCollector {
 		targets: ts,
 		labels:  newTargetLabels(top),
 		breakerState: prometheus.NewDesc("hookwheel_breaker_state",
-			"Circuit breaker state per target (scheme://host:port): 0 closed, 1 half-open, 2 open. Only the busiest targets by recent claims (HOOKWHEEL_METRICS_TOP_TARGETS) have a series of their own; target=\"other\" is the most open state among the rest.",
+			"Circuit breaker state per target (scheme://host:port), the most open of its tenants' breakers (each tenant has its own): 0 closed, 1 half-open, 2 open. Only the busiest targets by recent claims (HOOKWHEEL_METRICS_TOP_TARGETS) have a series of their own; target=\"other\" is the most open state among the rest.",
 			[]string{"target"}, nil),
 		breakers: prometheus.NewDesc("hookwheel_breakers",
-			"Targets this node keeps, by the state of their circuit breaker: closed, half-open or open.",
+			"Circuit breakers this node keeps, one per tenant and target, by state: closed, half-open or open.",
 			[]string{"state"}, nil),
 	}
 }
@@ -154,16 +154,21 @@ func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.targets.snapshot()
+	all := c.targets.snapshot()
+	byState := map[gobreaker.State]int{gobreaker.StateClosed: 0, gobreaker.StateHalfOpen: 0, gobreaker.StateOpen: 0}
+	for _, s := range all {
+		byState[s.state]++
+	}
+	// One series per host, never per tenant: the tenants' breakers of a
+	// host fold into its most open state.
+	snap := byHost(all)
 	traffic := make([]targetTraffic, len(snap))
 	for i, s := range snap {
 		traffic[i] = targetTraffic{key: s.key, traffic: s.traffic}
 	}
 	labelled := c.labels.choose(traffic)
-	byState := map[gobreaker.State]int{gobreaker.StateClosed: 0, gobreaker.StateHalfOpen: 0, gobreaker.StateOpen: 0}
 	folded, other := false, gobreaker.StateClosed
 	for _, s := range snap {
-		byState[s.state]++
 		if _, ok := labelled[s.key]; ok {
 			// A key that is no valid label value (not UTF-8) is folded
 			// with the rest rather than failing the scrape.

@@ -151,10 +151,13 @@ func TestTargetSeriesWithFewTargets(t *testing.T) {
 	require.Equal(t, map[string]float64{"http://a:80": 0, "http://b:80": 0}, scrapeTargets(t, reg)["hookwheel_breaker_state"])
 }
 
-// TestTenantTargets: a tenant sees the targets its claims reached, with its
-// own sends only; the breaker, shared, it sees as it is. Its use of a target
-// is forgotten IdleAfter after its last claim there, unless a send or claim
-// of its own is still there.
+// TestTenantTargets: each tenant has a breaker and send slots of its own at
+// a target, and sees its own: one tenant's failures, stuck sends and full
+// slots at a host never defer nor park another tenant's claims there. A
+// tenant's target is forgotten IdleAfter after its last claim there, unless
+// a send or claim of its own is still there. Before, the target was one for
+// every tenant: acme's failures opened globex's breaker, and globex's hung
+// send took the slot acme's claim needed.
 func TestTenantTargets(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1_700_000_000, 0)
@@ -165,29 +168,36 @@ func TestTenantTargets(t *testing.T) {
 	})
 	const shared, acmeOnly, globexOnly = "https://shared.example:443", "https://acme.example:443", "https://globex.example:443"
 	acme, globex := uuid.New(), uuid.New()
-
-	// acme: one send to the shared target, failed; a claim to its own.
-	tg := ts.get(shared, acme)
-	decision, _ := ts.admit(tg, &model.ClaimedTask{Task: model.Task{TenantID: acme}}, true)
-	require.Equal(t, sendNow, decision)
-	report, err := tg.breaker.Allow()
-	require.NoError(t, err)
-	ts.sending(tg, acme, report)(errTargetFailed)
-	require.Nil(t, ts.done(tg, time.Millisecond))
-	ts.get(acmeOnly, acme)
+	claim := func(tenant uuid.UUID) *model.ClaimedTask {
+		return &model.ClaimedTask{Task: model.Task{ID: uuid.New(), TenantID: tenant}}
+	}
+	send := func(tg *target) func(error) {
+		t.Helper()
+		report, err := tg.breaker.Allow()
+		require.NoError(t, err)
+		return ts.sending(tg, report)
+	}
 
 	// globex: a send to the shared target waiting for its answer, and a
 	// claim waiting for the slot it holds.
-	ts.get(shared, globex)
-	decision, _ = ts.admit(tg, &model.ClaimedTask{Task: model.Task{TenantID: globex}}, true)
+	gs := ts.get(shared, globex)
+	decision, _ := ts.admit(gs, claim(globex), true)
 	require.Equal(t, sendNow, decision)
-	report, err = tg.breaker.Allow()
-	require.NoError(t, err)
-	ts.sending(tg, globex, report)
+	send(gs)
 	ts.get(shared, globex)
-	decision, _ = ts.admit(tg, &model.ClaimedTask{Task: model.Task{TenantID: globex}}, true)
+	decision, _ = ts.admit(gs, claim(globex), true)
 	require.Equal(t, parked, decision)
 	ts.get(globexOnly, globex)
+
+	// acme: its slot at the shared target is its own, free whatever globex
+	// holds there; its send there fails; a claim to its own target.
+	as := ts.get(shared, acme)
+	require.NotSame(t, gs, as)
+	decision, _ = ts.admit(as, claim(acme), true)
+	require.Equal(t, sendNow, decision, "another tenant's send does not take this tenant's slot")
+	send(as)(errTargetFailed)
+	require.Nil(t, ts.done(as, time.Millisecond))
+	ts.get(acmeOnly, acme)
 
 	require.Equal(t, []TenantTarget{
 		{Target: acmeOnly, State: "closed", Since: start, LastUsed: start},
@@ -199,18 +209,54 @@ func TestTenantTargets(t *testing.T) {
 	}, ts.tenantTargets(globex))
 	require.Empty(t, ts.tenantTargets(uuid.New()), "a tenant that sent nothing here sees nothing")
 	statuses := ts.statuses()
-	require.Len(t, statuses, 3)
+	require.Len(t, statuses, 3, "the operator's view has a row per host, the tenants folded")
 	require.Equal(t, shared, statuses[2].Target)
 	require.Equal(t, 2, statuses[2].Tenants)
+	require.Equal(t, 1, statuses[2].InFlight)
+	require.Equal(t, 1, statuses[2].Parked)
 	require.InDelta(t, 3, statuses[2].RecentClaims, 1e-9)
+	require.Equal(t, 4, ts.count(), "one per tenant and target")
 
-	// A minute on, globex's send is stuck: a failure of its own, the
-	// second in a row of the shared target, whose breaker opens for both.
+	// A minute on, globex's send is stuck: a failure of globex's breaker
+	// alone. acme's targets, idle, are forgotten.
 	clk.Advance(time.Minute)
 	ts.watch()
 	require.Empty(t, ts.tenantTargets(acme))
 	require.Equal(t, []TenantTarget{
-		{Target: shared, State: "open", NextProbeAt: start.Add(time.Minute + time.Hour),
-			InFlight: 1, Waiting: 1, Attempts: 1, Failures: 1, Since: start, LastUsed: start},
+		{Target: shared, State: "closed", InFlight: 1, Waiting: 1, Attempts: 1, Failures: 1, Since: start, LastUsed: start},
 	}, ts.tenantTargets(globex))
+
+	// acme fails twice at the shared target: its breaker opens, globex's
+	// does not, and globex's claims there are still admitted by it.
+	now := clk.Now()
+	as = ts.get(shared, acme)
+	for range 2 {
+		decision, _ = ts.admit(as, claim(acme), true)
+		require.Equal(t, sendNow, decision)
+		send(as)(errTargetFailed)
+		require.Nil(t, ts.done(as, time.Millisecond))
+	}
+	require.Equal(t, []TenantTarget{
+		{Target: shared, State: "open", NextProbeAt: now.Add(time.Hour), Attempts: 2, Failures: 2, Since: now, LastUsed: now},
+	}, ts.tenantTargets(acme))
+	_, err := gs.breaker.Allow()
+	require.NoError(t, err, "another tenant's failures leave this tenant's breaker closed")
+	require.Equal(t, "open", ts.statuses()[0].State, "the operator's row shows the most open of its tenants' breakers")
+}
+
+// TestTargetKeyHostCase: a host name is one target whatever its case, and a
+// missing port is the scheme's default. Before, "EXAMPLE.com" and
+// "example.com" had a breaker and slots each.
+func TestTargetKeyHostCase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"https://EXAMPLE.com/hook", "https://example.com:443"},
+		{"https://example.com:443/other", "https://example.com:443"},
+		{"HTTPS://Example.COM/x", "https://example.com:443"},
+		{"http://Hooks.Example.com:8080/", "http://hooks.example.com:8080"},
+		{"http://example.com", "http://example.com:80"},
+		{"http://[2001:DB8::1]:9000/", "http://2001:db8::1:9000"},
+	} {
+		require.Equal(t, tc.want, targetKey(tc.url), tc.url)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,12 +17,21 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// A target is where webhooks go: a URL's scheme, host and port. Each target
-// has its own circuit breaker and its own share of the senders, so that a
-// dead or slow receiver neither gets hammered nor holds up anyone else's
-// webhooks.
+// A target is where webhooks go: a URL's scheme, host (compared without
+// regard to case) and port. Its state on a node is kept per tenant and
+// target: each tenant sending to a host has a circuit breaker of its own
+// there, its own stuck-send detection, its own MaxPerTarget send slots and
+// claims parked for them, so that a dead or slow receiver neither gets
+// hammered nor holds up anyone else's webhooks, and one tenant's failures or
+// hanging sends to a host (which many tenants share: Slack, Zapier, their
+// customers' endpoints) never defer nor slow another tenant's webhooks
+// there. No state is shared by the tenants of a host: what bounds the sum
+// of their sends to it is each tenant's share of the senders (shares.go) and
+// the node's Senders, not a host-wide breaker or cap, which one tenant alone
+// could trip or fill for all. Only the metrics fold the tenants' breakers of
+// a host into one series per host (targetlabels.go), without a tenant label.
 
-// BreakerConfig tunes the per-target circuit breakers. Zero fields take the
+// BreakerConfig tunes the circuit breakers, one per tenant and target. Zero fields take the
 // defaults.
 type BreakerConfig struct {
 	// ConsecutiveFailures trips the breaker. Default 5.
@@ -95,7 +105,10 @@ func (c *BreakerConfig) setDefaults() {
 // the target is unwell (network error, timeout, 408/425/429/5xx).
 var errTargetFailed = errors.New("target failed")
 
-// targetKey is the scheme, host and port of a URL: "https://example.com:443".
+// targetKey is the scheme, host and port of a URL:
+// "https://example.com:443". Host names are case-insensitive (RFC 4343), so
+// the host is lowercased: "EXAMPLE.com" and "example.com" are one target; a
+// missing port is the scheme's default.
 func targetKey(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -105,11 +118,20 @@ func targetKey(raw string) string {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	return u.Scheme + "://" + u.Hostname() + ":" + port
+	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
+// targetID names one tenant's state at one target.
+type targetID struct {
+	tenant uuid.UUID
+	key    string
+}
+
+// target is one tenant's state at one target: its breaker, its send slots
+// and the claims parked for them, its sends waiting for an answer.
 type target struct {
 	key     string
+	tenant  uuid.UUID
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 
 	// Guarded by targets.mu.
@@ -133,17 +155,11 @@ type target struct {
 	// label of their own on the per-target series.
 	traffic   float64
 	trafficAt time.Time
-	// tenants are the tenants whose claims reached the target in the last
-	// IdleAfter, for their view of it (GET /v1/targets). The target is
-	// shared; each tenant sees only its own use of it.
-	tenants map[uuid.UUID]*tenantUse
-}
-
-// tenantUse is one tenant's use of a target, counted since it began.
-type tenantUse struct {
-	since, lastUsed time.Time
-	// attempts are the tenant's sends to the target, failures those the
-	// target failed as its breaker counts them.
+	// since is when the target was made (the tenant's first claim to it
+	// after it was last forgotten); attempts are the tenant's sends to it
+	// since, failures those its breaker counted as the target's failures.
+	// For the tenant's view of it (GET /v1/targets).
+	since              time.Time
 	attempts, failures uint64
 }
 
@@ -151,7 +167,6 @@ type tenantUse struct {
 // been told of it.
 type pendingSend struct {
 	started time.Time
-	tenant  uuid.UUID
 	report  func(error)
 	// reported is set once the breaker was told: early, as stuck, or at
 	// the answer.
@@ -161,8 +176,9 @@ type pendingSend struct {
 // targetsConfig configures newTargets.
 type targetsConfig struct {
 	Breaker BreakerConfig
-	// MaxInflight and MaxWaiting bound a target's sends and the claims
-	// parked for it (Config.MaxPerTarget, MaxWaitingPerTarget): MaxWaiting
+	// MaxInflight and MaxWaiting bound a tenant's sends to a target and its
+	// claims parked for them (Config.MaxPerTarget, MaxWaitingPerTarget):
+	// MaxWaiting
 	// until it has been sending for drainMeasured, then what its drain
 	// earns (drainRoom), at least MaxInflight.
 	MaxInflight int
@@ -174,50 +190,39 @@ type targetsConfig struct {
 	// Nil leaves them parked until a slot or their age gives them back.
 	Shed func(claims []*model.ClaimedTask, waits []time.Duration)
 	// OnChange, optional, hears of every breaker's changes of state.
-	OnChange func(key string, from, to gobreaker.State)
+	OnChange func(tenant uuid.UUID, key string, from, to gobreaker.State)
 }
 
-// targets holds the state of every target this node sends to.
+// targets holds the state of every tenant at every target this node sends
+// to. Each entry is made by a claim of its tenant and forgotten once idle,
+// so the entries are bounded by the claims of the last IdleAfter (or
+// ForgetOpenAfter, for open breakers), whatever hosts tenants choose.
 type targets struct {
 	cfg targetsConfig
 
-	mu    sync.Mutex
-	byKey map[string]*target
-	// byTenant indexes the targets by the tenants in their tenants, so a
-	// tenant's view reads its own targets, not every target of the node.
+	mu   sync.Mutex
+	byID map[targetID]*target
+	// byTenant indexes the targets by tenant, so a tenant's view reads its
+	// own targets, not every target of the node.
 	byTenant map[uuid.UUID]map[*target]struct{}
 }
 
 func newTargets(cfg targetsConfig) *targets {
 	cfg.Breaker.setDefaults()
-	return &targets{cfg: cfg, byKey: map[string]*target{}, byTenant: map[uuid.UUID]map[*target]struct{}{}}
+	return &targets{cfg: cfg, byID: map[targetID]*target{}, byTenant: map[uuid.UUID]map[*target]struct{}{}}
 }
 
-// get returns the target with this key, made if new, for a claim of tenant
-// that reached it: the claim counts in its traffic and in the tenant's use.
+// get returns tenant's target with this key, made if new, for a claim of
+// the tenant that reached it: the claim counts in its traffic.
 func (ts *targets) get(key string, tenant uuid.UUID) *target {
 	now := ts.cfg.Clock.Now()
+	id := targetID{tenant: tenant, key: key}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	t, ok := ts.byKey[key]
+	t, ok := ts.byID[id]
 	if !ok {
-		t = ts.newTarget(key)
-		ts.byKey[key] = t
-	}
-	t.lastUsed = now
-	t.traffic = decayed(t.traffic, t.trafficAt, now) + 1
-	t.trafficAt = now
-	ts.useLocked(t, tenant, now)
-	return t
-}
-
-// useLocked returns tenant's use of t, begun now if it had none, and marks
-// it used now.
-func (ts *targets) useLocked(t *target, tenant uuid.UUID, now time.Time) *tenantUse {
-	u, ok := t.tenants[tenant]
-	if !ok {
-		u = &tenantUse{since: now}
-		t.tenants[tenant] = u
+		t = ts.newTarget(id, now)
+		ts.byID[id] = t
 		mine := ts.byTenant[tenant]
 		if mine == nil {
 			mine = map[*target]struct{}{}
@@ -225,43 +230,29 @@ func (ts *targets) useLocked(t *target, tenant uuid.UUID, now time.Time) *tenant
 		}
 		mine[t] = struct{}{}
 	}
-	u.lastUsed = now
-	return u
+	t.lastUsed = now
+	t.traffic = decayed(t.traffic, t.trafficAt, now) + 1
+	t.trafficAt = now
+	return t
 }
 
-// dropUseLocked forgets tenant's use of t.
-func (ts *targets) dropUseLocked(t *target, tenant uuid.UUID) {
-	delete(t.tenants, tenant)
-	if mine := ts.byTenant[tenant]; mine != nil {
+// forgetLocked drops t.
+func (ts *targets) forgetLocked(t *target) {
+	delete(ts.byID, targetID{tenant: t.tenant, key: t.key})
+	if mine := ts.byTenant[t.tenant]; mine != nil {
 		delete(mine, t)
 		if len(mine) == 0 {
-			delete(ts.byTenant, tenant)
+			delete(ts.byTenant, t.tenant)
 		}
 	}
 }
 
-// holdsLocked reports whether t has a send of tenant in flight or a claim of
-// its waiting for a slot: its use is not forgotten while it lasts.
-func (t *target) holdsLocked(tenant uuid.UUID) bool {
-	for ps := range t.sends {
-		if ps.tenant == tenant {
-			return true
-		}
-	}
-	for _, c := range t.parked {
-		if c.TenantID == tenant {
-			return true
-		}
-	}
-	return false
-}
-
-// newTarget makes the target with this key and its breaker.
-func (ts *targets) newTarget(key string) *target {
-	t := &target{key: key, sends: map[*pendingSend]struct{}{}, tenants: map[uuid.UUID]*tenantUse{}}
+// newTarget makes tenant's target with this key and its breaker.
+func (ts *targets) newTarget(id targetID, now time.Time) *target {
+	t := &target{key: id.key, tenant: id.tenant, since: now, sends: map[*pendingSend]struct{}{}}
 	cfg := ts.cfg.Breaker
 	t.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:         key,
+		Name:         id.key,
 		MaxRequests:  1,
 		Interval:     cfg.Window,
 		BucketPeriod: cfg.Window / 10,
@@ -282,29 +273,29 @@ func (ts *targets) newTarget(key string) *target {
 			}
 			ts.mu.Unlock()
 			if ts.cfg.OnChange != nil {
-				ts.cfg.OnChange(name, from, to)
+				ts.cfg.OnChange(t.tenant, name, from, to)
 			}
 		},
 	})
 	return t
 }
 
-// count is the number of targets kept.
+// count is the number of targets kept, one per tenant and target.
 func (ts *targets) count() int {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return len(ts.byKey)
+	return len(ts.byID)
 }
 
-// sending registers a send of tenant to t that its breaker let through
-// (report is the breaker's), and returns what tells the breaker of its
-// answer.
-func (ts *targets) sending(t *target, tenant uuid.UUID, report func(error)) (answered func(error)) {
+// sending registers a send to t that its breaker let through (report is
+// the breaker's), and returns what tells the breaker of its answer.
+func (ts *targets) sending(t *target, report func(error)) (answered func(error)) {
 	now := ts.cfg.Clock.Now()
-	ps := &pendingSend{started: now, tenant: tenant, report: report}
+	ps := &pendingSend{started: now, report: report}
 	ts.mu.Lock()
 	t.sends[ps] = struct{}{}
-	ts.useLocked(t, tenant, now).attempts++
+	t.attempts++
+	t.lastUsed = now
 	ts.mu.Unlock()
 	return func(err error) {
 		now := ts.cfg.Clock.Now()
@@ -313,11 +304,8 @@ func (ts *targets) sending(t *target, tenant uuid.UUID, report func(error)) (ans
 		told := ps.reported
 		ps.reported = true
 		t.lastUsed = now
-		if u := t.tenants[tenant]; u != nil {
-			u.lastUsed = now
-			if !told && errors.Is(err, errTargetFailed) {
-				u.failures++
-			}
+		if !told && errors.Is(err, errTargetFailed) {
+			t.failures++
 		}
 		ts.mu.Unlock()
 		if !told {
@@ -334,8 +322,7 @@ func (ts *targets) Run(ctx context.Context) { clock.Every(ctx, ts.cfg.Clock, wat
 const watchEvery = time.Second
 
 // watch reports stuck sends to their breakers, gives back the claims parked
-// beyond a target's room, forgets idle targets and tenants' uses of targets
-// they have not used for IdleAfter.
+// beyond a target's room, and forgets idle targets.
 func (ts *targets) watch() {
 	now := ts.cfg.Clock.Now()
 	var stuck []func(error)
@@ -344,19 +331,17 @@ func (ts *targets) watch() {
 		waits  []time.Duration
 	}
 	var shed []surplus
-	idle := map[string]*target{}
+	var idle []*target
 	isIdle := func(t *target) bool {
 		return t.inflight == 0 && len(t.parked) == 0 && len(t.sends) == 0 && now.Sub(t.lastUsed) >= ts.cfg.Breaker.IdleAfter
 	}
 	ts.mu.Lock()
-	for key, t := range ts.byKey {
+	for _, t := range ts.byID {
 		for ps := range t.sends {
 			if !ps.reported && now.Sub(ps.started) >= ts.cfg.Breaker.StuckAfter {
 				ps.reported = true
 				stuck = append(stuck, ps.report)
-				if u := t.tenants[ps.tenant]; u != nil {
-					u.failures++
-				}
+				t.failures++
 			}
 		}
 		if room := ts.roomLocked(t, now); len(t.parked) > room && ts.cfg.Shed != nil {
@@ -371,13 +356,8 @@ func (ts *targets) watch() {
 			clear(t.parked[room:])
 			t.parked = t.parked[:room]
 		}
-		for tenant, u := range t.tenants {
-			if now.Sub(u.lastUsed) >= ts.cfg.Breaker.IdleAfter && !t.holdsLocked(tenant) {
-				ts.dropUseLocked(t, tenant)
-			}
-		}
 		if isIdle(t) {
-			idle[key] = t
+			idle = append(idle, t)
 		}
 	}
 	ts.mu.Unlock()
@@ -389,16 +369,13 @@ func (ts *targets) watch() {
 	for _, s := range shed {
 		ts.cfg.Shed(s.claims, s.waits)
 	}
-	for key, t := range idle {
+	for _, t := range idle {
 		if t.breaker.State() != gobreaker.StateClosed && now.Sub(t.lastUsed) < ts.cfg.Breaker.ForgetOpenAfter {
 			continue
 		}
 		ts.mu.Lock()
-		if ts.byKey[key] == t && isIdle(t) {
-			delete(ts.byKey, key)
-			for tenant := range t.tenants {
-				ts.dropUseLocked(t, tenant)
-			}
+		if ts.byID[targetID{tenant: t.tenant, key: t.key}] == t && isIdle(t) {
+			ts.forgetLocked(t)
 		}
 		ts.mu.Unlock()
 	}
@@ -495,14 +472,14 @@ func (ts *targets) done(t *target, took time.Duration) (next *model.ClaimedTask)
 	return nil
 }
 
-// sendTimeOf is the moving average of how long a send to the target with
-// this key takes; 0 before the first. The dispatch limits use it to tell a
-// task that finds no room to wait for a concurrency slot when one is likely
-// free.
-func (ts *targets) sendTimeOf(key string) time.Duration {
+// sendTimeOf is the moving average of how long a send of tenant to the
+// target with this key takes; 0 before the first. The dispatch limits use it
+// to tell a task that finds no room to wait for a concurrency slot when one
+// is likely free.
+func (ts *targets) sendTimeOf(tenant uuid.UUID, key string) time.Duration {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if t, ok := ts.byKey[key]; ok {
+	if t, ok := ts.byID[targetID{tenant: tenant, key: key}]; ok {
 		return t.sendTime
 	}
 	return 0
@@ -523,13 +500,22 @@ func (ts *targets) deferUntil(t *target, now time.Time) time.Time {
 	return at
 }
 
-// BreakerStatus is one target's breaker as this node sees it.
+// BreakerStatus is one target's breakers as this node sees them: the
+// breakers of the tenants sending to it, folded. Each tenant's breaker
+// decides for that tenant's tasks alone; the folded row is the operator's
+// view of the host.
 type BreakerStatus struct {
-	Target   string
-	State    string
-	Counts   gobreaker.Counts
+	Target string
+	// State is the most open of the tenants' breakers: "open" when one
+	// tenant's breaker is open, even if the others are closed.
+	State string
+	// Counts sums the tenants' breakers' counts, but for the consecutive
+	// ones, the highest of them.
+	Counts gobreaker.Counts
+	// OpenedAt is the latest opening among the tenants' breakers.
 	OpenedAt time.Time
-	// NextProbeAt is set while the breaker is open.
+	// NextProbeAt is set while a tenant's breaker is open: the earliest
+	// probe among the open ones.
 	NextProbeAt time.Time
 	InFlight    int
 	Parked      int
@@ -537,29 +523,31 @@ type BreakerStatus struct {
 	// weighing half after five minutes: the busiest targets by it have a
 	// series of their own in the metrics.
 	RecentClaims float64
-	// Tenants is how many tenants sent claims to the target in the last
-	// IdleAfter.
+	// Tenants is how many tenants this node keeps state for at the target:
+	// those that sent claims to it in the last IdleAfter (or whose breaker
+	// there is still open).
 	Tenants int
 }
 
-// targetSnapshot is one target's state at one instant, for the statuses
-// and the metrics.
+// targetSnapshot is one tenant's target at one instant, or, folded by
+// host, every tenant's at that target, for the statuses and the metrics.
 type targetSnapshot struct {
-	key      string
-	state    gobreaker.State
-	counts   gobreaker.Counts
-	openedAt time.Time
-	inflight int
-	parked   int
-	traffic  float64
-	tenants  int
+	key       string
+	state     gobreaker.State
+	counts    gobreaker.Counts
+	openedAt  time.Time
+	nextProbe time.Time
+	inflight  int
+	parked    int
+	traffic   float64
+	tenants   int
 }
 
-// snapshot reads every target, in no particular order.
+// snapshot reads every tenant's every target, in no particular order.
 func (ts *targets) snapshot() []targetSnapshot {
 	ts.mu.Lock()
-	list := make([]*target, 0, len(ts.byKey))
-	for _, t := range ts.byKey {
+	list := make([]*target, 0, len(ts.byID))
+	for _, t := range ts.byID {
 		list = append(list, t)
 	}
 	ts.mu.Unlock()
@@ -570,54 +558,87 @@ func (ts *targets) snapshot() []targetSnapshot {
 		// half-open, and the change takes ts.mu.
 		state, counts := t.breaker.State(), t.breaker.Counts()
 		ts.mu.Lock()
-		out = append(out, targetSnapshot{
+		s := targetSnapshot{
 			key: t.key, state: state, counts: counts, openedAt: t.openedAt,
 			inflight: t.inflight, parked: len(t.parked),
-			traffic: decayed(t.traffic, t.trafficAt, now), tenants: len(t.tenants),
-		})
+			traffic: decayed(t.traffic, t.trafficAt, now), tenants: 1,
+		}
+		if state == gobreaker.StateOpen {
+			s.nextProbe = t.openedAt.Add(ts.cfg.Breaker.Cooldown)
+		}
 		ts.mu.Unlock()
+		out = append(out, s)
+	}
+	return out
+}
+
+// byHost folds the tenants' targets of a snapshot into one per target key,
+// in no particular order: the most open state, the counts summed (the
+// consecutive ones, the highest), the latest opening and the earliest probe.
+func byHost(snap []targetSnapshot) []targetSnapshot {
+	at := make(map[string]int, len(snap))
+	var out []targetSnapshot
+	for _, s := range snap {
+		i, ok := at[s.key]
+		if !ok {
+			at[s.key] = len(out)
+			out = append(out, s)
+			continue
+		}
+		f := &out[i]
+		f.state = max(f.state, s.state)
+		f.counts.Requests += s.counts.Requests
+		f.counts.TotalSuccesses += s.counts.TotalSuccesses
+		f.counts.TotalFailures += s.counts.TotalFailures
+		f.counts.ConsecutiveSuccesses = max(f.counts.ConsecutiveSuccesses, s.counts.ConsecutiveSuccesses)
+		f.counts.ConsecutiveFailures = max(f.counts.ConsecutiveFailures, s.counts.ConsecutiveFailures)
+		if s.openedAt.After(f.openedAt) {
+			f.openedAt = s.openedAt
+		}
+		if !s.nextProbe.IsZero() && (f.nextProbe.IsZero() || s.nextProbe.Before(f.nextProbe)) {
+			f.nextProbe = s.nextProbe
+		}
+		f.inflight += s.inflight
+		f.parked += s.parked
+		f.traffic += s.traffic
+		f.tenants += s.tenants
 	}
 	return out
 }
 
 func (ts *targets) statuses() []BreakerStatus {
-	snap := ts.snapshot()
+	snap := byHost(ts.snapshot())
 	out := make([]BreakerStatus, 0, len(snap))
 	for _, t := range snap {
-		s := BreakerStatus{Target: t.key, State: t.state.String(), Counts: t.counts, OpenedAt: t.openedAt,
-			InFlight: t.inflight, Parked: t.parked, RecentClaims: t.traffic, Tenants: t.tenants}
-		if t.state == gobreaker.StateOpen {
-			s.NextProbeAt = t.openedAt.Add(ts.cfg.Breaker.Cooldown)
-		}
-		out = append(out, s)
+		out = append(out, BreakerStatus{Target: t.key, State: t.state.String(), Counts: t.counts, OpenedAt: t.openedAt,
+			NextProbeAt: t.nextProbe, InFlight: t.inflight, Parked: t.parked, RecentClaims: t.traffic, Tenants: t.tenants})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Target < out[j].Target })
 	return out
 }
 
-// TenantTarget is a target as one tenant sees it on this node: the target's
-// breaker, which every tenant sending to it shares (its state decides when
-// the tenant's tasks go), and the tenant's own sends, never the others'.
+// TenantTarget is a target as one tenant sees it on this node: the
+// tenant's own breaker there (its state decides when the tenant's tasks
+// go; other tenants' failures never move it) and the tenant's own sends.
 type TenantTarget struct {
 	Target string
 	State  string
 	// NextProbeAt is set while the breaker is open.
 	NextProbeAt time.Time
 	// InFlight are the tenant's sends to the target waiting for their
-	// answer; Waiting its claims waiting for a send slot of the target.
+	// answer; Waiting its claims waiting for one of its send slots there.
 	InFlight, Waiting int
 	// Attempts are the tenant's sends to the target since Since, Failures
 	// those the target failed (network errors, timeouts, 408, 425, 429,
 	// 5xx, or no answer within the breaker's StuckAfter).
 	Attempts, Failures uint64
 	// Since is when this node began counting them: the tenant's first
-	// claim to the target after IdleAfter without one. LastUsed is the
-	// tenant's latest claim or answer there.
+	// claim to the target after it was forgotten (IdleAfter without one).
+	// LastUsed is the tenant's latest claim or answer there.
 	Since, LastUsed time.Time
 }
 
-// tenantTargets reads the targets tenant's claims reached in the last
-// IdleAfter, by target.
+// tenantTargets reads the targets this node keeps for tenant, by target.
 func (ts *targets) tenantTargets(tenant uuid.UUID) []TenantTarget {
 	type entry struct {
 		t   *target
@@ -626,20 +647,8 @@ func (ts *targets) tenantTargets(tenant uuid.UUID) []TenantTarget {
 	ts.mu.Lock()
 	list := make([]entry, 0, len(ts.byTenant[tenant]))
 	for t := range ts.byTenant[tenant] {
-		u := t.tenants[tenant]
-		e := entry{t: t, out: TenantTarget{Target: t.key, Attempts: u.attempts, Failures: u.failures,
-			Since: u.since, LastUsed: u.lastUsed}}
-		for ps := range t.sends {
-			if ps.tenant == tenant {
-				e.out.InFlight++
-			}
-		}
-		for _, c := range t.parked {
-			if c.TenantID == tenant {
-				e.out.Waiting++
-			}
-		}
-		list = append(list, e)
+		list = append(list, entry{t: t, out: TenantTarget{Target: t.key, Attempts: t.attempts, Failures: t.failures,
+			Since: t.since, LastUsed: t.lastUsed, InFlight: len(t.sends), Waiting: len(t.parked)}})
 	}
 	ts.mu.Unlock()
 	out := make([]TenantTarget, 0, len(list))

@@ -174,9 +174,17 @@ type blockedError struct {
 	subject string // "target address 10.0.0.1", "target host localhost"
 	why     string // "private 10.0.0.0/8"
 	hint    string // how to allow it, if it can be
+	// resolved marks a refusal of an address dialled after DNS (Control):
+	// its message names the kind of range, never the address nor the
+	// range's prefix, which would let a tenant map the operator's
+	// internal DNS through its attempts' errors.
+	resolved bool
 }
 
 func (e *blockedError) Error() string {
+	if e.resolved {
+		return "target host resolves to a blocked address range (" + e.why + ")" + e.hint
+	}
 	return e.subject + " is blocked (" + e.why + ")" + e.hint
 }
 
@@ -201,8 +209,15 @@ func (g *Guard) CheckAddr(ip netip.Addr) error {
 	return &blockedError{subject: "target address " + ip.String(), why: why, hint: allowHint}
 }
 
-// check reports whether ip is allowed, and if not, why.
+// check reports whether ip is allowed, and if not, why: the range and its
+// prefix, and the address an address carries.
 func (g *Guard) check(ip netip.Addr) (why string, ok bool) {
+	return g.checkAs(ip, true)
+}
+
+// checkAs is check; unless named, why gives the kind of range alone, with
+// no prefix nor address in it.
+func (g *Guard) checkAs(ip netip.Addr, named bool) (why string, ok bool) {
 	for _, p := range g.allow {
 		if p.Contains(ip) {
 			return "", true
@@ -213,12 +228,18 @@ func (g *Guard) check(ip netip.Addr) (why string, ok bool) {
 		return "", true
 	}
 	if r.embedded == nil {
+		if !named {
+			return r.name, false
+		}
 		return r.name + " " + r.prefix.String(), false
 	}
 	inner := r.embedded(ip)
-	innerWhy, ok := g.check(inner)
+	innerWhy, ok := g.checkAs(inner, named)
 	if ok {
 		return "", true
+	}
+	if !named {
+		return fmt.Sprintf("%s, carrying an address that is %s", r.name, innerWhy), false
 	}
 	return fmt.Sprintf("%s %s carrying %s, %s", r.name, r.prefix, inner, innerWhy), false
 }
@@ -240,18 +261,28 @@ func (g *Guard) match(ip netip.Addr) (blockedRange, bool) {
 // that makes it the check that counts, since a host name checked earlier
 // may resolve differently now (DNS rebinding). An address it cannot parse
 // is refused: the guard fails closed.
+//
+// Its refusal names the kind of range refused, not the address: the address
+// is what a host name resolved to, and it ends in the attempt's error, which
+// the tenant reads. (A URL whose host is an address names it anyway; the
+// net.OpError around the refusal carries the address dialled, which the
+// sender replaces with the URL's host when that is a name.)
 func (g *Guard) Control(network, address string, _ syscall.RawConn) error {
 	if g.allowPrivate {
 		return nil
 	}
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return &blockedError{
-			subject: fmt.Sprintf("dialled address %q (%s)", address, network),
-			why:     "cannot be checked: " + err.Error(),
-		}
+		return &blockedError{resolved: true, why: "a " + network + " address that cannot be checked"}
 	}
-	return g.CheckAddr(ap.Addr())
+	ip := ap.Addr().WithZone("")
+	if !ip.IsValid() {
+		return &blockedError{resolved: true, why: "no valid address"}
+	}
+	if why, ok := g.checkAs(ip, false); !ok {
+		return &blockedError{resolved: true, why: why, hint: allowHint}
+	}
+	return nil
 }
 
 // CheckURL refuses, when a task is created, a URL that plainly targets a

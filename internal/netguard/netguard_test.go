@@ -369,6 +369,40 @@ func TestControl(t *testing.T) {
 	}
 }
 
+// TestControlMessage: a refusal at dial time says what kind of range was
+// refused and never names the address dialled, which is what a host name
+// resolved to: the message reaches the tenant in its attempt's error, and
+// would map the operator's internal DNS. Before, it read "target address
+// 10.96.0.1 is blocked (private 10.0.0.0/8)".
+func TestControlMessage(t *testing.T) {
+	t.Parallel()
+	g := New(Config{})
+	hint := "; an operator may grant the range to this tenant (target_allow_cidrs) or to all (HOOKWHEEL_TARGET_ALLOW_CIDRS)"
+	tests := []struct {
+		network, address, want string
+		// secret are parts of the address that the message must not hold.
+		secret []string
+	}{
+		{"tcp", "10.96.0.1:443", "target host resolves to a blocked address range (private)" + hint, []string{"10.96.0.1", "10.0.0.0"}},
+		{"tcp4", "169.254.169.254:80", "target host resolves to a blocked address range (link-local / cloud metadata)" + hint, []string{"169.254"}},
+		{"tcp6", "[fd12:3456::7]:443", "target host resolves to a blocked address range (unique local)" + hint, []string{"fd12", "fc00"}},
+		{"tcp6", "[::ffff:10.1.2.3]:443", "target host resolves to a blocked address range (IPv4-mapped, carrying an address that is private)" + hint, []string{"10.1.2.3", "10.0.0.0", "ffff"}},
+		{"tcp6", "[64:ff9b::a9fe:a9fe]:80", "target host resolves to a blocked address range (NAT64, carrying an address that is link-local / cloud metadata)" + hint, []string{"169.254", "a9fe"}},
+		{"tcp", "10.9.8.7", "target host resolves to a blocked address range (a tcp address that cannot be checked)", []string{"10.9.8.7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.address, func(t *testing.T) {
+			t.Parallel()
+			err := g.Control(tt.network, tt.address, nil)
+			require.ErrorIs(t, err, ErrBlocked)
+			require.EqualError(t, err, tt.want)
+			for _, s := range tt.secret {
+				require.NotContains(t, err.Error(), s)
+			}
+		})
+	}
+}
+
 // TestDial dials a real server on 127.0.0.1 through an http.Client whose
 // transport uses DialContext.
 func TestDial(t *testing.T) {
@@ -404,7 +438,7 @@ func TestDial(t *testing.T) {
 			require.ErrorAs(t, err, &urlErr)
 			var opErr *net.OpError
 			require.ErrorAs(t, err, &opErr)
-			require.Contains(t, err.Error(), "target address 127.0.0.1 is blocked (loopback 127.0.0.0/8)")
+			require.Contains(t, err.Error(), "target host resolves to a blocked address range (loopback)")
 			require.Zero(t, hits.Load())
 		})
 	}
@@ -449,7 +483,7 @@ func TestDialRedirect(t *testing.T) {
 
 	_, err = client.Get(first.URL)
 	require.ErrorIs(t, err, ErrBlocked)
-	require.Contains(t, err.Error(), "target address 127.0.0.1 is blocked")
+	require.Contains(t, err.Error(), "target host resolves to a blocked address range (loopback)")
 	require.EqualValues(t, 1, firstHits.Load())
 	require.Zero(t, targetHits.Load())
 }
