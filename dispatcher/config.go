@@ -39,7 +39,9 @@ type Config struct {
 	// keyring, which opens only plaintext secrets.
 	Keyring *keyring.Keyring
 	// HTTPClient sends the webhooks. Default: a pooled client that dials
-	// through Guard, never uses a proxy and never follows redirects.
+	// through Guard, never uses a proxy, never follows redirects, and reads
+	// at most MaxResponseHeader of an answer's headers (newHTTPClient); a
+	// client given here should bound them likewise.
 	HTTPClient *http.Client
 	// Senders is the most webhook sends in flight on this node at once,
 	// across tenants. Default 1024. Each send is a goroutine and a
@@ -173,7 +175,8 @@ type Config struct {
 	// hosts cannot grow the node's series (targetlabels.go). Default 100.
 	MetricsTopTargets int
 	// MaxResponseBody is how much of a receiver's response body an attempt
-	// records. Default 4 KiB.
+	// records, at most ResponseBodyReadMax (64 KiB): no more is read of an
+	// answer (the rest costs its connection). Default 4 KiB.
 	MaxResponseBody int
 	// Rand returns a uniform number in [0, 1) for retry jitter. Default math/rand/v2.
 	Rand func() float64
@@ -204,9 +207,6 @@ func (c *Config) setDefaults() error {
 	if c.Guard == nil {
 		c.Guard = netguard.New(netguard.Config{})
 	}
-	if c.HTTPClient == nil {
-		c.HTTPClient = newHTTPClient(c.Guard)
-	}
 	if c.Senders <= 0 {
 		c.Senders = 1024
 	}
@@ -221,6 +221,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxTimeout <= 0 {
 		c.MaxTimeout = 5 * time.Minute
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = newHTTPClient(c.Guard, c.MaxTimeout)
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second
@@ -314,6 +317,7 @@ func (c *Config) setDefaults() error {
 	if c.MaxResponseBody <= 0 {
 		c.MaxResponseBody = 4 << 10
 	}
+	c.MaxResponseBody = min(c.MaxResponseBody, ResponseBodyReadMax)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
@@ -323,21 +327,45 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
+// MaxResponseHeader bounds the headers of a receiver's answer that a send
+// reads: net/http's default is 10 MiB an answer, which a tenant's receivers
+// answering every one of its sends in flight with megabytes of headers
+// would turn into gigabytes on one node. An answer beyond it is a failed
+// attempt (errResponseHeadersTooLarge); 64 KiB is far above what any
+// receiver sends (an attempt stores 4 KiB of them).
+const MaxResponseHeader = 64 << 10
+
+// ResponseBodyReadMax bounds what a send reads of an answer's body: what
+// the attempt keeps (MaxResponseBody, or CallbackBodyMax for a task with a
+// callback, and one byte more to tell a longer body) and what is read past
+// it and discarded so the connection can be reused, together. A longer
+// body is not read: its connection is closed instead.
+const ResponseBodyReadMax = 64 << 10
+
 // newHTTPClient returns the client webhooks go out through: connections are
 // pooled per target, every dial is checked by the guard, no proxy from the
 // environment is used (the guard would check the proxy's address, not the
-// target's), and redirects are never followed (a redirect is the receiver's
-// answer, recorded and final).
-func newHTTPClient(guard *netguard.Guard) *http.Client {
+// target's), redirects are never followed (a redirect is the receiver's
+// answer, recorded and final), and an answer's headers are read up to
+// MaxResponseHeader.
+//
+// Its ResponseHeaderTimeout is maxTimeout, the longest timeout an attempt
+// may have: each attempt's own timeout, a deadline on its request's
+// context, ends it sooner, and this one must never cut an attempt short of
+// the timeout its task was allowed. It is the bound for a request that
+// would somehow go out without a deadline.
+func newHTTPClient(guard *netguard.Guard, maxTimeout time.Duration) *http.Client {
 	transport := &http.Transport{
-		DialContext:           guard.DialContext(),
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
+		DialContext:            guard.DialContext(),
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		ResponseHeaderTimeout:  maxTimeout,
+		MaxResponseHeaderBytes: MaxResponseHeader,
+		DisableCompression:     true,
 	}
 	return &http.Client{
 		Transport: transport,

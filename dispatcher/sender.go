@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -561,18 +563,27 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
-		return 0, nil, nil, describeSendError(err, timeout)
+		return 0, nil, nil, describeSendError(err, timeout, c.URL)
 	}
 	defer resp.Body.Close()
 	limit := s.cfg.MaxResponseBody
 	if wantsResponseBody(c) {
 		limit = max(limit, CallbackBodyMax+1)
 	}
-	body := s.readResponseBody(resp.Body, limit)
-	// Drain a little more so the connection can be reused; a receiver that
-	// streams megabytes back loses its connection instead.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, resp.Header, body, nil
+	return resp.StatusCode, resp.Header, s.readAnswer(resp.Body, limit), nil
+}
+
+// readAnswer reads the first limit bytes of an answer's body, which it
+// returns, then discards what else comes within ResponseBodyReadMax so the
+// connection can be reused: a receiver that streams more back loses its
+// connection (closing a body not read to its end closes it) rather than
+// making the node read it.
+func (s *sender) readAnswer(r io.Reader, limit int) []byte {
+	body := s.readResponseBody(r, limit)
+	if rest := ResponseBodyReadMax - len(body); rest > 0 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r, int64(rest)))
+	}
+	return body
 }
 
 // readResponseBody reads up to limit bytes of an answer's body into a
@@ -597,11 +608,96 @@ func (s *sender) readResponseBody(r io.Reader, limit int) []byte {
 	return bytes.Clone(buf.Bytes())
 }
 
-func describeSendError(err error, timeout time.Duration) error {
+// errResponseHeadersTooLarge is the error of an attempt whose answer's
+// headers went past MaxResponseHeader.
+var errResponseHeadersTooLarge = fmt.Errorf("the receiver's response headers exceed %d KiB; the answer was not read", MaxResponseHeader>>10)
+
+// describeSendError is what an attempt records of a send that got no
+// answer, err, to rawURL: the tenant reads it. It names the URL's host, never
+// an address the host resolved to (net.OpError carries the address dialled),
+// nor the node's own address or its DNS server's: those tell a tenant the
+// operator's internal network. An address the tenant wrote in the URL stays.
+func describeSendError(err error, timeout time.Duration, rawURL string) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("no response within the %s timeout", timeout)
 	}
-	return err
+	if headersTooLarge(err) {
+		return errResponseHeadersTooLarge
+	}
+	msg := err.Error()
+	var hostPort string
+	if u, perr := url.Parse(rawURL); perr == nil && u.Hostname() != "" {
+		if _, literal := netip.ParseAddr(u.Hostname()); literal != nil {
+			port := u.Port()
+			if port == "" {
+				port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+			}
+			hostPort = net.JoinHostPort(u.Hostname(), port)
+		}
+	}
+	changed := false
+	replace := func(old, new string) {
+		if old != "" && old != new && strings.Contains(msg, old) {
+			msg, changed = strings.ReplaceAll(msg, old, new), true
+		}
+	}
+	eachError(err, func(e error) {
+		switch e := e.(type) {
+		case *net.OpError:
+			if e.Source != nil && e.Addr != nil {
+				replace(e.Source.String()+"->", "")
+			} else if e.Source != nil {
+				replace(e.Source.String(), "")
+			}
+			if e.Addr != nil && hostPort != "" {
+				replace(e.Addr.String(), hostPort)
+			}
+		case *net.DNSError:
+			if e.Server != "" {
+				replace(" on "+e.Server, "")
+			}
+		}
+	})
+	if !changed {
+		return err
+	}
+	// Wrapped, so that errors.Is still sees what failed (a refused address
+	// is ErrBlocked, and final).
+	return sanitizedError{msg: msg, err: err}
+}
+
+// sanitizedError is a send's error with another message.
+type sanitizedError struct {
+	msg string
+	err error
+}
+
+func (e sanitizedError) Error() string { return e.msg }
+func (e sanitizedError) Unwrap() error { return e.err }
+
+// eachError calls f with err and every error it wraps.
+func eachError(err error, f func(error)) {
+	if err == nil {
+		return
+	}
+	f(err)
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		eachError(u.Unwrap(), f)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			eachError(e, f)
+		}
+	}
+}
+
+// headersTooLarge reports whether err is net/http refusing an answer whose
+// headers exceed the transport's MaxResponseHeaderBytes (over HTTP/1 and
+// HTTP/2): it has no sentinel error for it.
+func headersTooLarge(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "server response headers exceeded") ||
+		strings.Contains(msg, "response header list larger than advertised limit")
 }
 
 // validUTF8 keeps a response body storable as text.

@@ -43,6 +43,9 @@ type received struct {
 }
 
 type senderBundle struct {
+	// tenant is the tenant of every claim: a target's breaker and slots
+	// are its tenant's.
+	tenant   uuid.UUID
 	clock    *clock.Fake
 	metrics  *metrics
 	targets  *targets
@@ -113,7 +116,7 @@ func (b *testBodies) SigningSecrets(context.Context, uuid.UUID) ([]model.Signing
 func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	t.Helper()
 	b := &senderBundle{
-		clock: clock.NewFake(time.Now()), metrics: testMetrics(t),
+		tenant: uuid.New(), clock: clock.NewFake(time.Now()), metrics: testMetrics(t),
 		requests: make(chan received, 16), claimed: make(chan *model.ClaimedTask, 16),
 		records: make(chan store.AttemptResult, 16), settled: make(chan uuid.UUID, 16),
 		scheduled: make(chan dueAt, 16), deferred: make(chan dueAt, 16),
@@ -169,7 +172,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	sends, cancelSends := context.WithCancel(context.Background())
 	b.cancelSends = cancelSends
 	t.Cleanup(cancelSends)
-	b.transports = newTransports(newHTTPClient(guard), guard, b.metrics.transportRetries)
+	b.transports = newTransports(newHTTPClient(guard, maxTimeout), guard, b.metrics.transportRetries, maxTimeout)
 	bodies := opts.bodies
 	if bodies == nil {
 		bodies = &testBodies{secrets: testSigningSecrets()}
@@ -215,7 +218,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 func (b *senderBundle) claim() *model.ClaimedTask {
 	now := b.clock.Now()
 	return &model.ClaimedTask{
-		Task: model.Task{ID: uuid.New(), TenantID: uuid.New(), URL: b.receiver.URL + "/hook", Method: "POST",
+		Task: model.Task{ID: uuid.New(), TenantID: b.tenant, URL: b.receiver.URL + "/hook", Method: "POST",
 			Body: []byte(`{"order":42}`), RunAt: now, NextAttemptAt: &now, Timeout: 5 * time.Second,
 			MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute},
 		Attempt: 1, ClaimToken: uuid.New(), ClaimedAt: now, SigningSecrets: testSigningSecrets(),
@@ -754,4 +757,137 @@ func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
 	bodies.mu.Lock()
 	defer bodies.mu.Unlock()
 	require.Equal(t, 1, bodies.reads)
+}
+
+// TestSenderErrorNamesNoResolvedAddress: an attempt's error names the host
+// the tenant wrote, never the address it resolved to (the tenant could map
+// the operator's internal DNS with it), whether the guard refused the
+// address or the dial failed; an address written in the URL stays named.
+// Before, they read "dial tcp 127.0.0.1:1: connect: connection refused" and
+// "target address 127.0.0.1 is blocked (loopback 127.0.0.0/8)".
+func TestSenderErrorNamesNoResolvedAddress(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		guard *netguard.Guard
+		url   string
+		want  string
+		// named must appear in the error; secret must not. {port} is the
+		// test receiver's port.
+		named, secret []string
+	}{
+		{name: "refused by the guard", guard: netguard.New(netguard.Config{}), url: "http://localhost:{port}/hook",
+			want: "target host resolves to a blocked address range (loopback)", named: []string{"localhost:{port}"}, secret: []string{"127.0.0.1", "127.0.0.0"}},
+		{name: "connection refused", url: "http://localhost:1/hook",
+			want: "connection refused", named: []string{"localhost:1"}, secret: []string{"127.0.0.1"}},
+		{name: "an address the tenant wrote", url: "http://127.0.0.1:1/hook",
+			want: "connection refused", named: []string{"127.0.0.1:1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupSender(t, senderOptions{guard: tc.guard})
+			port := b.receiver.URL[strings.LastIndex(b.receiver.URL, ":")+1:]
+			c := b.claim()
+			c.URL = strings.ReplaceAll(tc.url, "{port}", port)
+			b.claimed <- c
+			r := receive(t, b.records)
+			require.NotNil(t, r.Error)
+			t.Log(*r.Error)
+			require.Contains(t, *r.Error, tc.want)
+			for _, s := range tc.named {
+				require.Contains(t, *r.Error, strings.ReplaceAll(s, "{port}", port))
+			}
+			for _, s := range tc.secret {
+				require.NotContains(t, *r.Error, s)
+			}
+		})
+	}
+}
+
+// TestSenderResponseHeadersBounded: an answer whose headers exceed 64 KiB
+// is not read: the attempt fails and says why. Before, net/http read up to
+// 10 MiB of them per answer, and the attempt was delivered.
+func TestSenderResponseHeadersBounded(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{})
+	h := http.Header{}
+	for i := range 100 {
+		h.Set(fmt.Sprintf("X-Big-%d", i), strings.Repeat("h", 1<<10))
+	}
+	b.header.Store(&h)
+	b.claimed <- b.claim()
+	r := receive(t, b.records)
+	require.Equal(t, model.StatusRetrying, r.Status)
+	require.Equal(t, "retry", r.Outcome)
+	require.NotNil(t, r.Error)
+	require.Equal(t, "the receiver's response headers exceed 64 KiB; the answer was not read", *r.Error)
+	require.Nil(t, r.StatusCode)
+}
+
+// countingTransport counts the bytes read of the answers' bodies.
+type countingTransport struct {
+	inner http.RoundTripper
+	read  *atomic.Int64
+}
+
+func (ct countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := ct.inner.RoundTrip(req)
+	if err == nil {
+		resp.Body = countingBody{ReadCloser: resp.Body, read: ct.read}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	read *atomic.Int64
+}
+
+func (cb countingBody) Read(p []byte) (int, error) {
+	n, err := cb.ReadCloser.Read(p)
+	cb.read.Add(int64(n))
+	return n, err
+}
+
+// TestSenderReadsAnswerWithinBound: of a receiver's 8 MB answer, a send
+// reads at most 64 KiB (and one byte, for a task with a callback, to tell
+// a longer body), whether it keeps 4 KiB or the callback's 64 KiB. Before,
+// it drained 64 KiB more past what it kept.
+func TestSenderReadsAnswerWithinBound(t *testing.T) {
+	t.Parallel()
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		chunk := []byte(strings.Repeat("b", 64<<10))
+		for range 128 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(big.Close)
+	for _, callback := range []bool{false, true} {
+		t.Run(fmt.Sprintf("callback=%t", callback), func(t *testing.T) {
+			t.Parallel()
+			b := setupSender(t, senderOptions{})
+			var read atomic.Int64
+			client := b.transports.base.HTTPClient
+			client.Transport = countingTransport{inner: client.Transport, read: &read}
+			c := b.claim()
+			c.URL = big.URL + "/hook"
+			if callback {
+				c.Callback = ptr(big.URL + "/callback")
+			}
+			b.claimed <- c
+			r := receive(t, b.records)
+			require.Equal(t, model.StatusDelivered, r.Status)
+			require.NotNil(t, r.ResponseBody)
+			require.Len(t, *r.ResponseBody, 4<<10, "the attempt keeps MaxResponseBody")
+			if callback {
+				require.NotNil(t, r.Callback)
+			}
+			require.LessOrEqual(t, read.Load(), int64(ResponseBodyReadMax+1))
+			t.Logf("read %d bytes of an 8 MiB answer", read.Load())
+		})
+	}
 }

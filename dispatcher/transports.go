@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,17 +27,24 @@ type transports struct {
 	base    *retryablehttp.Client
 	guard   *netguard.Guard
 	retries prometheus.Counter
+	// maxTimeout is the grants' clients' ResponseHeaderTimeout
+	// (newHTTPClient).
+	maxTimeout time.Duration
 
 	mu       sync.Mutex
 	byGrants map[string]*retryablehttp.Client
 }
 
-func newTransports(base *http.Client, guard *netguard.Guard, retries prometheus.Counter) *transports {
+// newTransports sends through base, and the claims of tenants granted
+// private ranges through clients made as newHTTPClient makes them (the same
+// bounds on answers), with maxTimeout the longest timeout of an attempt.
+func newTransports(base *http.Client, guard *netguard.Guard, retries prometheus.Counter, maxTimeout time.Duration) *transports {
 	return &transports{
-		base:     newTransport(base, retries),
-		guard:    guard,
-		retries:  retries,
-		byGrants: map[string]*retryablehttp.Client{},
+		base:       newTransport(base, retries),
+		guard:      guard,
+		retries:    retries,
+		maxTimeout: maxTimeout,
+		byGrants:   map[string]*retryablehttp.Client{},
 	}
 }
 
@@ -50,7 +58,7 @@ func (ts *transports) forClaim(c *model.ClaimedTask) *retryablehttp.Client {
 	defer ts.mu.Unlock()
 	client, ok := ts.byGrants[key]
 	if !ok {
-		client = newTransport(newHTTPClient(ts.guard.Allowing(c.TargetAllowCIDRs)), ts.retries)
+		client = newTransport(newHTTPClient(ts.guard.Allowing(c.TargetAllowCIDRs), ts.maxTimeout), ts.retries)
 		ts.byGrants[key] = client
 	}
 	return client
