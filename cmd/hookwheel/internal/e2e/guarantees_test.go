@@ -240,7 +240,8 @@ func TestSSRFGuard(t *testing.T) {
 	require.True(t, created)
 	dead := acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
 	require.Equal(t, 1, dead.Attempts, "a blocked address is final: no retry")
-	require.Contains(t, *dead.LastError, "blocked")
+	require.Contains(t, *dead.LastError, "target host resolves to a blocked address range (loopback)")
+	require.NotContains(t, *dead.LastError, "127.0.0.1", "the error names the host, not what it resolved to")
 	require.Empty(t, local.snapshot(), "nothing may reach the blocked address")
 
 	// A redirect is the receiver's answer: recorded, final, not followed.
