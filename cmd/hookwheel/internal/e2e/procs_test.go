@@ -43,8 +43,13 @@ var (
 )
 
 // hookwheelBinary builds cmd/hookwheel once per test binary and returns its path.
+// HOOKWHEEL_E2E_BINARY names another build to run instead (an older one, to
+// see a test fail on the behaviour it guards against).
 func hookwheelBinary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("HOOKWHEEL_E2E_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		builtDir, buildErr = os.MkdirTemp("", "hookwheel-e2e-")
 		if buildErr != nil {
