@@ -194,6 +194,7 @@ type environment struct {
 	senders     int
 	perTenant   int
 	maxBody     int
+	listBodies  int
 	maxTimeout  time.Duration
 	shutdown    time.Duration
 	http        api.ServerLimits
@@ -243,6 +244,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
+		return e, err
+	}
+	if e.listBodies, err = intEnv(getenv, "HOOKWHEEL_LIST_BODY_BYTES"); err != nil {
 		return e, err
 	}
 	if e.topTargets, err = intEnv(getenv, "HOOKWHEEL_METRICS_TOP_TARGETS"); err != nil {
@@ -382,7 +386,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			MetricsTopTargets: env.topTargets,
 		},
-		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
+		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
+			ListBodyBytes: int64(env.listBodies)},
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,
