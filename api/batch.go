@@ -157,10 +157,10 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 				results[i].Replayed = &replayed
 			}
 		case res.Replayed:
-			out, replayed := taskJSON(res.Task), true
+			out, replayed := taskWithoutBodyJSON(res.Task), true
 			results[i].Task, results[i].Replayed = &out, &replayed
 		default:
-			out := taskJSON(res.Task)
+			out := taskWithoutBodyJSON(res.Task)
 			results[i].Task = &out
 		}
 	}

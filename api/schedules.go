@@ -190,14 +190,27 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	page := filter.Limit
-	filter.Limit++ // one more tells whether another page follows
-	schedules, err := s.tasks.ListSchedules(c.Request().Context(), tenant.ID, filter)
+	withBodies, err := includeBody(params.Include)
 	if err != nil {
 		return err
 	}
-	data, next := paginate(schedules, page, func(sc *model.Schedule) string { return encodeCursor(sc.ID) }, scheduleJSON)
-	return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
+	page := filter.Limit
+	filter.Limit++ // one more tells whether another page follows
+	cursor := func(sc *model.Schedule) string { return encodeCursor(sc.ID) }
+	if !withBodies {
+		schedules, err := s.tasks.ListSchedules(c.Request().Context(), tenant.ID, filter)
+		if err != nil {
+			return err
+		}
+		data, next := paginate(schedules, page, cursor, scheduleWithoutBodyJSON)
+		return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
+	}
+	schedules, cut, err := s.tasks.ListSchedulesWithBodies(c.Request().Context(), tenant.ID, filter, s.cfg.Limits.ListBodyBytes)
+	if err != nil {
+		return err
+	}
+	schedules, next := pageOf(schedules, page, cut, cursor)
+	return writeList(c, schedules, scheduleJSON, next)
 }
 
 // GetSchedule reads one schedule.
@@ -287,7 +300,16 @@ func scheduleError(err error, id uuid.UUID) error {
 	return err
 }
 
+// scheduleJSON is a schedule as answered, with its body.
 func scheduleJSON(sc *model.Schedule) openapi.Schedule {
+	out := scheduleWithoutBodyJSON(sc)
+	out.Body = string(sc.Body)
+	return out
+}
+
+// scheduleWithoutBodyJSON is a schedule as a list answers it unless asked
+// for bodies.
+func scheduleWithoutBodyJSON(sc *model.Schedule) openapi.Schedule {
 	maxAttempts := sc.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(sc.MinBackoff), formatDuration(sc.MaxBackoff)
 	return openapi.Schedule{
@@ -300,7 +322,6 @@ func scheduleJSON(sc *model.Schedule) openapi.Schedule {
 		URL:         sc.URL,
 		Method:      openapi.HTTPMethod(sc.Method),
 		Headers:     sc.Headers,
-		Body:        string(sc.Body),
 		Timeout:     formatDuration(sc.Timeout),
 		Retry:       openapi.RetryPolicy{MaxAttempts: &maxAttempts, MinBackoff: &minBackoff, MaxBackoff: &maxBackoff},
 		CreatedAt:   sc.CreatedAt,

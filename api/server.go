@@ -114,7 +114,16 @@ type Limits struct {
 	// node reads at once, a tenant's at most half of it; a call beyond it
 	// gets 429. Default 64 MiB, and at least twice the largest batch.
 	BatchBytesInFlight int64
+	// ListBodyBytes bounds the bodies one list answer carries when asked
+	// for them (include=body): a page whose bodies would pass it is cut
+	// short, with its cursor, though it always holds one item. It bounds
+	// what one list call holds in memory, whatever a tenant stored. Default
+	// DefaultListBodyBytes (8 MiB).
+	ListBodyBytes int64
 }
+
+// DefaultListBodyBytes is the default of Limits.ListBodyBytes.
+const DefaultListBodyBytes = 8 << 20
 
 func (c *Config) setDefaults() error {
 	if c.Tasks == nil || c.Tenants == nil {
@@ -141,6 +150,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Limits.MaxTimeout <= 0 {
 		c.Limits.MaxTimeout = tasks.DefaultMaxTimeout
+	}
+	if c.Limits.ListBodyBytes <= 0 {
+		c.Limits.ListBodyBytes = DefaultListBodyBytes
 	}
 	if c.Limits.BatchBytesInFlight <= 0 {
 		c.Limits.BatchBytesInFlight = max(64<<20, 2*batchBodyLimit(c.Limits.MaxBody))

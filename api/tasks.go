@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -135,14 +136,97 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	page := filter.Limit
-	filter.Limit++ // one more tells whether another page follows
-	list, err := s.tasks.List(c.Request().Context(), tenant.ID, filter)
+	withBodies, err := includeBody(params.Include)
 	if err != nil {
 		return err
 	}
-	data, next := paginate(list, page, func(t *model.Task) string { return encodeCursor(t.ID) }, taskJSON)
-	return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
+	page := filter.Limit
+	filter.Limit++ // one more tells whether another page follows
+	cursor := func(t *model.Task) string { return encodeCursor(t.ID) }
+	if !withBodies {
+		list, err := s.tasks.List(c.Request().Context(), tenant.ID, filter)
+		if err != nil {
+			return err
+		}
+		data, next := paginate(list, page, cursor, taskWithoutBodyJSON)
+		return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
+	}
+	list, cut, err := s.tasks.ListWithBodies(c.Request().Context(), tenant.ID, filter, s.cfg.Limits.ListBodyBytes)
+	if err != nil {
+		return err
+	}
+	list, next := pageOf(list, page, cut, cursor)
+	return writeList(c, list, taskJSON, next)
+}
+
+// includeBody reads a list call's include parameter: whether it asks for
+// the items' bodies. A value other than "body" is refused with 400, rather
+// than ignored, so that a client misspelling it does not take a list without
+// bodies for one with empty bodies.
+func includeBody[I interface {
+	~string
+	Valid() bool
+}](include *I) (bool, error) {
+	if include == nil {
+		return false, nil
+	}
+	if !(*include).Valid() {
+		return false, &problem{status: http.StatusBadRequest, slug: "bad-request", title: "Bad request",
+			detail: fmt.Sprintf("include=%q is not something a list can include; the one value is body", string(*include)),
+			fields: fieldErrors{{Field: "include", Message: `must be "body", or left out for a list without bodies`}}}
+	}
+	return true, nil
+}
+
+// pageOf is paginate's page and cursor for a list read with a bound on its
+// bodies: cut says the bound ended the list early, and the next page starts
+// after its last row.
+func pageOf[R any](rows []R, page int, cut bool, cursor func(R) string) ([]R, *string) {
+	switch {
+	case cut && len(rows) > 0:
+		next := cursor(rows[len(rows)-1])
+		return rows, &next
+	case len(rows) > page:
+		next := cursor(rows[page-1])
+		return rows[:page], &next
+	}
+	return rows, nil
+}
+
+// writeList answers 200 with a page of a list, {"data": [...], "next_cursor":
+// ...}, as c.JSON would, but item by item: a page with bodies is never held
+// whole as JSON, which can take several times the bytes of its bodies (the
+// encoder writes "<" as "\u003c", six bytes). Each row is let go once written.
+func writeList[R any, J any](c echo.Context, rows []R, toJSON func(R) J, next *string) error {
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	if _, err := io.WriteString(w, `{"data":[`); err != nil {
+		return nil // the client has gone: nothing more can reach it
+	}
+	for i := range rows {
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return nil
+			}
+		}
+		if err := enc.Encode(toJSON(rows[i])); err != nil {
+			return nil
+		}
+		var none R
+		rows[i] = none
+	}
+	tail := "]}\n"
+	if next != nil {
+		cursor, err := json.Marshal(*next)
+		if err != nil {
+			return fmt.Errorf("encode cursor: %w", err)
+		}
+		tail = `],"next_cursor":` + string(cursor) + "}\n"
+	}
+	_, _ = io.WriteString(w, tail)
+	return nil
 }
 
 // checkCreatedRange refuses a creation-time range that no task can be in,
@@ -391,7 +475,17 @@ func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// taskJSON is a task as answered, with its body.
 func taskJSON(t *model.Task) openapi.Task {
+	out := taskWithoutBodyJSON(t)
+	out.Body = string(t.Body)
+	out.Report = callbackReport(t)
+	return out
+}
+
+// taskWithoutBodyJSON is a task as lists, publishes and batches answer it:
+// without its body, nor the callback report that is its body decoded.
+func taskWithoutBodyJSON(t *model.Task) openapi.Task {
 	maxAttempts := t.MaxAttempts
 	minBackoff, maxBackoff := formatDuration(t.MinBackoff), formatDuration(t.MaxBackoff)
 	return openapi.Task{
@@ -400,7 +494,6 @@ func taskJSON(t *model.Task) openapi.Task {
 		URL:             t.URL,
 		Method:          openapi.HTTPMethod(t.Method),
 		Headers:         t.Headers,
-		Body:            string(t.Body),
 		RunAt:           t.RunAt,
 		CreatedAt:       t.CreatedAt,
 		UpdatedAt:       t.UpdatedAt,
@@ -420,7 +513,6 @@ func taskJSON(t *model.Task) openapi.Task {
 		FailureCallback: t.FailureCallback,
 		CallbackOf:      t.CallbackOf,
 		CallbackTaskID:  t.CallbackTaskID,
-		Report:          callbackReport(t),
 		Topic:           t.Topic,
 		PublishID:       t.PublishID,
 		EndpointName:    t.EndpointName,

@@ -105,7 +105,7 @@ func publishJSON(p *model.Publish) openapi.Publish {
 		Tasks: make([]openapi.Task, len(p.Tasks)),
 	}
 	for i, t := range p.Tasks {
-		out.Tasks[i] = taskJSON(t)
+		out.Tasks[i] = taskWithoutBodyJSON(t)
 	}
 	return out
 }

@@ -224,7 +224,8 @@ func TestPublish(t *testing.T) {
 		// Every field of the request applies to each task.
 		require.Equal(t, openapi.HTTPMethod("PUT"), task.Method)
 		require.Equal(t, map[string]string{"Content-Type": "application/json"}, task.Headers)
-		require.Equal(t, `{"order": 42}`, task.Body)
+		require.Empty(t, task.Body, "a publish's tasks come without their bodies")
+		require.Equal(t, `{"order": 42}`, h.getTask(acme, task.ID).Body)
 		require.True(t, task.RunAt.Equal(wantRunAt), "run_at %s", task.RunAt)
 		require.Equal(t, "5s", task.Timeout)
 		require.Equal(t, 3, task.MaxAttempts)

@@ -265,6 +265,51 @@ func (e TaskStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListInclude.
+const (
+	ListIncludeBody ListInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListInclude enum.
+func (e ListInclude) Valid() bool {
+	switch e {
+	case ListIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSchedulesParamsInclude.
+const (
+	ListSchedulesParamsIncludeBody ListSchedulesParamsInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListSchedulesParamsInclude enum.
+func (e ListSchedulesParamsInclude) Valid() bool {
+	switch e {
+	case ListSchedulesParamsIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListTasksParamsInclude.
+const (
+	ListTasksParamsIncludeBody ListTasksParamsInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListTasksParamsInclude enum.
+func (e ListTasksParamsInclude) Valid() bool {
+	switch e {
+	case ListTasksParamsIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -412,7 +457,8 @@ type BatchResponse struct {
 	Data []BatchResult `json:"data"`
 }
 
-// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`.
+// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`. The tasks come without
+// their bodies, which the batch carried: read a task (`GET /v1/tasks/{id}`) for its body.
 type BatchResult struct {
 	// Error An error, as RFC 9457 problem details.
 	Error *Problem `json:"error,omitempty"`
@@ -930,8 +976,9 @@ type Publish struct {
 	// TaskCount How many tasks the publish made, one per endpoint.
 	TaskCount int `json:"task_count"`
 
-	// Tasks Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
-	// are left out.
+	// Tasks Its tasks, in the topic's endpoint order, as they are now, without their bodies (the
+	// publish's body, or what an edited replay made of it: read a task for its body); those that
+	// retention has deleted are left out.
 	Tasks []Task `json:"tasks"`
 
 	// Topic A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
@@ -1074,6 +1121,8 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
+	// Body The body of every occurrence; absent when empty, and in lists unless asked
+	// (`GET /v1/schedules?include=body`).
 	Body string `json:"body,omitempty"`
 
 	// Callback The `callback` every occurrence's task carries; absent when none.
@@ -1125,8 +1174,11 @@ type Schedule struct {
 
 // ScheduleList defines model for ScheduleList.
 type ScheduleList struct {
-	Data       []Schedule `json:"data"`
-	NextCursor *string    `json:"next_cursor,omitempty"`
+	Data []Schedule `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+	// short by its bound on bodies (`include=body`) has fewer schedules than `limit` and a `next_cursor`.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // ScheduleRequest A recurring webhook. The task fields apply to every occurrence.
@@ -1358,7 +1410,9 @@ type Task struct {
 	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
 	Attempts int `json:"attempts"`
 
-	// Body The request body, sent byte for byte; absent when empty.
+	// Body The request body, sent byte for byte; absent when empty. Lists give it only when asked
+	// (`GET /v1/tasks?include=body`), and the tasks of a publish or of a batch's answer never carry
+	// it: read the task (`GET /v1/tasks/{id}`) for its body.
 	Body string `json:"body,omitempty"`
 
 	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
@@ -1422,9 +1476,9 @@ type Task struct {
 	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
 	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
 
-	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
-	// read it without parsing. Absent on any other task, and on a callback task whose body an
-	// edit-and-replay replaced with something else.
+	// Report On a callback task, what it reports: its `body` decoded, so that clients read it without
+	// parsing. Absent on any other task, on a callback task whose body an edit-and-replay replaced
+	// with something else, and wherever the body is (a list without `include=body`).
 	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
@@ -1468,7 +1522,8 @@ type TaskList struct {
 	// Data The tasks of this page; empty, never null, when there are none.
 	Data []Task `json:"data"`
 
-	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+	// short by its bound on bodies (`include=body`) has fewer tasks than `limit` and a `next_cursor`.
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
@@ -1872,6 +1927,9 @@ type IdempotencyKey = string
 // KeyID defines model for KeyID.
 type KeyID = string
 
+// ListInclude defines model for ListInclude.
+type ListInclude string
+
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
 
@@ -1952,12 +2010,20 @@ type ListFlowLimitsParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
+	// Include `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+	// page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+	// items come without their bodies. Any other value answers 400.
+	Include *ListSchedulesParamsInclude `form:"include,omitempty" json:"include,omitempty"`
+
 	// Limit The largest number of schedules in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListSchedulesParamsInclude defines parameters for ListSchedules.
+type ListSchedulesParamsInclude string
 
 // NextScheduleTimesParams defines parameters for NextScheduleTimes.
 type NextScheduleTimesParams struct {
@@ -1973,6 +2039,11 @@ type GetStatsParams struct {
 
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
+	// Include `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+	// page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+	// items come without their bodies. Any other value answers 400.
+	Include *ListTasksParamsInclude `form:"include,omitempty" json:"include,omitempty"`
+
 	// Status Only tasks in this status.
 	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
 
@@ -2018,6 +2089,9 @@ type ListTasksParams struct {
 	// Cursors are opaque; do not build or edit them.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListTasksParamsInclude defines parameters for ListTasks.
+type ListTasksParamsInclude string
 
 // CreateTaskParams defines parameters for CreateTask.
 type CreateTaskParams struct {
@@ -2551,7 +2625,10 @@ type ClientInterface interface {
 
 	// ListSchedules List schedules
 	//
-	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+	// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+	// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+	// would pass it is cut short, with a `next_cursor` to continue from.
 	//
 	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 	ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2887,6 +2964,12 @@ type ClientInterface interface {
 	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 	// again once the receiver is fixed.
+	//
+	// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+	// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+	// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+	// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+	// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3974,7 +4057,10 @@ func (c *Client) GetPublish(ctx context.Context, id PublishID, reqEditors ...Req
 
 // ListSchedules List schedules
 //
-// The tenant's schedules, newest first, cursor-paginated like tasks.
+// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+// would pass it is cut short, with a `next_cursor` to continue from.
 //
 // Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4510,6 +4596,12 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 // /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 // again once the receiver is fixed.
+//
+// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6196,6 +6288,18 @@ func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
+		if params.Include != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include", *params.Include, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -6798,6 +6902,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		// styled parameters, preserving literal commas as delimiters
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
+
+		if params.Include != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include", *params.Include, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
 
 		if params.Status != nil {
 
@@ -7916,7 +8032,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListSchedulesWithResponse List schedules
 	//
-	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+	// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+	// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+	// would pass it is cut short, with a `next_cursor` to continue from.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8274,6 +8393,12 @@ type ClientWithResponsesInterface interface {
 	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 	// again once the receiver is fixed.
+	//
+	// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+	// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+	// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+	// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+	// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13749,7 +13874,10 @@ func (c *ClientWithResponses) GetPublishWithResponse(ctx context.Context, id Pub
 
 // ListSchedulesWithResponse List schedules
 //
-// The tenant's schedules, newest first, cursor-paginated like tasks.
+// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+// would pass it is cut short, with a `next_cursor` to continue from.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14227,6 +14355,12 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 // /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 // again once the receiver is fixed.
+//
+// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -19283,6 +19417,13 @@ func (w *ServerInterfaceWrapper) ListSchedules(ctx echo.Context) error {
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListSchedulesParams
+	// ------------- Optional query parameter "include" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "include", ctx.QueryParams(), &params.Include, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter include: %s", err))
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -19494,6 +19635,13 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListTasksParams
+	// ------------- Optional query parameter "include" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "include", ctx.QueryParams(), &params.Include, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter include: %s", err))
+	}
+
 	// ------------- Optional query parameter "status" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -19901,665 +20049,674 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P2Ld+M2ki+O/ys42ntO2xlITVKSZctnzm+dTmfSk36t273ZSdQ/EyIhizEFKARlWcn0//49qAJAUKIe",
-	"djuZyb179+6mLb6AQqFQz0/91krkbC4FF6VqDX9r8Xs2m+cc/n3x/tX3fPU6U6X+Sy1mM1asWsPWBSm5",
-	"YKJ8psgkK1RJbvmKEkZSPs/lSv9FmEgJIwW/k7c8JVLwFm3dsXzB9ZtSVrLW8KffWknBWcnTa1a2hq0o",
-	"iE7aYdgOg6vwZNjrD4PgxxZ194z1l2/5aljO8/mkHNz1FJ9GLdrK0tawNf+le3c7mEX3y55gLdrKmSqv",
-	"F2r93VF4FYbD/umwB+8WbMZbw1aStWjLjHXz/mgYBGYsKpFzTZqfWiVTt2q4LLKStz59plumEkRXwekw",
-	"Cg6dCr+fZwVX7iUD+5KgGgNMd/Hzrym/uU9FMulGO6YbXQVnw/7ZsH/qTReXqWE6BWdpiz5obmHjMiV5",
-	"Zke6PsXtIw29SZqR1sb4VevT50+fP1PDlpe4XuucaVnulq98lvu/hdM+09a3uVy+zmbZxqZMFqqUM148",
-	"U7ghwyAgjCieSL0ZRUr6hJVEioTvpUwElOna0WhiDlv2/e0w6GlyzFnB8pznmZq1hn3amvMik5pEodKz",
-	"ZCVvDcMgoK3FPN3zCT2v94txnqnp+qzm+DMpJWGklPMsIXJCyqUkXKRzmWm5tXc6sA/gW51eGLltFIRn",
-	"jJ1O+u2AheP2IInS9invTtq9oB+eRIPuae+sD/fy2VyWXCSraySFLFJetHtRe84yvWVUycqFuk7kwojR",
-	"hImE55o9A9pK9b7Cf+TZHS/sz5maszKZZuIG/i54WazsHyqZ8nQBb4g+457E17eGkdmiIEJZWfLZXH80",
-	"oK2xTPXofhvhAEetIelFlIxa/I6LUv85aukRj1qfPX7fRypL52vDxOMsz/UwaWvKWcoLmPALKUouyvbV",
-	"aq7vYfN5niWszKR4/rOSovX5YJKzoInkYpHnZrPxopBF7RdH/pTb32fs/rqiTRjQ1oyXU2DP9+8+XOkt",
-	"ye9Le8teGhguvH4I28B6ato0jIXdX49ZcisnE71fpi3ammXC/0lpihULsXdkOPfW0OMY2iqzGZcL/WQ3",
-	"0NsD9o3lW/1D85bcfPuiyFvD1rQs52r4/LlZ+Y5REjqJnD2fSnmrnpsX69PiX8CRaprN578nS4b/y5L/",
-	"pixpl34HT37a+Jh33HzgZZlvqhH21HESW58/UnB36FBSTjmR5ZQX7jfiJPif8EAKdx1IYe1ACg47kML/",
-	"PZBg90dB8KjNj+/7E2zzioueZJufnX7xyRP9v3bytAqecL0IhAm1BIHVD7rkAy/usoSTj4LdsSxn45y3",
-	"mli0H3Sf6nwadM6C/p/kfPLk9ZfybbcTRsETHk8fjLitH0w/cH6bspXShtzZMAhIJsh7VmQ1E6ji/ILP",
-	"ZWF4PWVZvtrB7AFMJah8FVLodSNn5CvyFQnb/S9i8aA94Cdpe5D0x23WY932OErCNOBnk1M2sCy5uXbB",
-	"VXBajamRHTcf6tYemjNtnLeGE5Yr/hQcpm6z+Zyn1zJJFkXBRcJR1d3goGzGf5VCU+flopBz/tyuVCMr",
-	"rdG/zkab3APL2cYFRobhSmVSvJvzgpVaJPh88yG7ETzV3LLMyimoLiydZYKU8paLmrqiisk1/jps/WM8",
-	"KP8rEj/cnr2eXfbU/9yFyY/zk+nf0+7kb+yUf5RB9v3q6pe3y/7LBu+Vc+yE1bQKqVm6Je0ovZFfgU9x",
-	"57iZIBfvX234dvwhd3+J/kee/e32v8NZkAyuWG/89/mPxeniB/Fy9VqdpN9N/iv7/v5F/+7dzYFDBon7",
-	"RznBGtx1G04wR0X0wmpWc6Tz9hwP2uE4StqDtMvbp5Ne0O6zk/EgOU3PeDCp3s+SGW991gtxxdTtN6Aa",
-	"1pVhrS6SnJclLygp+ESPnIxXJCsVseeOvyB7VcBw55F7qkkQBJ0wPF1XjKP2WZCG7QHv9dqnLIzaJ+N+",
-	"0ku7PJqEwaNPyl7QI29lSb6VC5E2no+9oPcFKtzvdqpV7sJKFWNNWtiOwwve0Ym64abUYfOsM2dFKXgB",
-	"kmfJx/Wjy/GMsyLWwgRM3XomFCuBZTBmYOjwIL6JHqKqPf6witq9pMvbg3EUts/SPm93J0ESscH4lPfC",
-	"3eaXJfwfYRn8Pmzlu+EP0vC38ZZ9USc4Cw850ZCG9u2Wtz5UZmcDby1ZVmbihkxkAayln27mqOD/DY56",
-	"Ek+TzwJ/IJPt8hY9zjl0EJM1qB02wIlaR57NsgOCDGu6wENOYvMFzbDz7Hq8KFRphIP+24ukWA+N+a1v",
-	"VmHORZqJm2vjhQkD+H+0VbLihrsX+7IcwrD2ZYkURpVdgem8/hVQDnxtAdiCC83urWFrEAXTJ+AUWAw0",
-	"hNbWAoI+qLg+KOyzplKnXCVFNjejfqc5gYAzQFEQIPyOFyuijMlcTllJJjLP5VJphXnW8cx/dHVtuJ8e",
-	"4bPY9CM8xoA0b9ljrNYjbp/rAo0lU66lWiHzt/JDKQsM1ddodpEvtfEZC9lW+o54CKZEwdVcCsXJVOap",
-	"IowkBU81e7CcqKlcCiJFvoLIIyXLaZZMiZAk0V8kM7Yit5zPOyPxEuiPLlX3yoQVRcYVyUpSStkBPvtl",
-	"kYGyURYLjo7JGYPcBbGYaSXZDq+lTWsU0KosNHVh1nNWsBkvzcQvFmlWvlgUCm2m+oSvppzEICsTuCOG",
-	"2OOUk3nB7zK5UGTObrgeVaZv/2XBi5UX7cW3+kNcHw7F77t47hq9SzKTqiTlNFNkxsSKcFECOY5SPmGL",
-	"vCT94Hjb50Gq1L5uHnKCI5tpgvVBC8kE/hU6mmWi5DccbTQXdP4eraFNMk1yucS4syxI/FUMW0qTyo5U",
-	"TswOu+Ur2M1yURrZqq/Bf5bCTWbOymk1FzT5ti/9/ym4liP/8bzKZnmOV9Xz2tj1ZF5Vp23jdN6wWw57",
-	"niQsz4liE05Kid79DoHJggqrh8OVOSUYzAvlED6spfE5ZMHMOSud5T0Sis24y5LRd8IPWj3R31gUQqH0",
-	"QRVHP4ZnJImCAJ6J3QzK9iWf52zF0yHRNInPCRuJtS+S2gcZSbPJhBdclPhNfUSQXhR1yPd8pQgrOJnz",
-	"whyBOF/9bKYIy5UkiotyJBjOMfZo2f6er2KCMqVabWM0WH2/MxIjcWFfOOW5syRhtpppmCK5FDeEVWTU",
-	"997yeTkEIVL9PGXanBCZmnJMcchKpadvDie4PmdK26tH8Xfv3n3/w3cvX76+vnx59fLt1at3b2NKBgQc",
-	"auOVZVRgYPiCTXKK3QvjYzoS/qBSnvPSfLusCDUpOCfshmUCGQD5pOALpbVVLcumXDhmYUTwJbzScT9S",
-	"seL/NTLXdvWM3b/m4qactoZRvw9b2f4d0gaJ8z1fvfqmeRPf8tUzhcGvhGQpBrm02kDGvFxyLkg8XV7H",
-	"FeNickl87QTjLV9t38LXEJvavou9mZz0moZugnbbhm+jdnbkcZa6gaG1r/dx6d1pJxJX3urYSiPQprZM",
-	"Zs9EJrKYwdm7WMCdmzOxds22qVhlmGTp7zUEbV5t+zzy9+/3adhaWz+Oyvfv+HmtUb6FlzV+X19+poj+",
-	"3JYhwH8eeyBVnwd9xOo6oI58zdJLFBeg1qKZiQp8ZWLOCznO+ewvYGquJW3OWK4JwNO2verr0iDw4XDJ",
-	"FBGyJH//8O5tLTeTlyzTCqjeFXD3bKH09icM7iVy/DNPSqCKKplINDWe34XP0faozLkeGCBZCZ7KN3ZQ",
-	"9ntmTRaFGOrTYTnlPB+aaQ3XpgBEOoyy7/EN+MjmwlpBDNqU+QYlapFM9WHDmqlDCSNOZbTSZFnoE0rP",
-	"Ao4LOHPx3XkmuP7JnIPwtu+urt6ThAn9yjkrFO9ow/iFFJM8Sx670EKWbYzqQ1ivyT3C8oKzdAVHdvMi",
-	"67sO8VGYsw6dQOeozzt7HaSojaWh2NSz1Uzj0g6a+eX5gf6RiqnOKqbS8stStf6pndy1Rren5C4lF0XC",
-	"LfNkgjDQ3IwxyawtmSlY/29lMc7SlItHMkAm1GIyyZJMq4EQIlhnAl/ThuNa31QptoLzVG3Z/Jny7vEC",
-	"L5VSOfJTU0ctfPk53FNLTwYlrJZgvFdydKtFfuVNEj+xb30byPJ0a2ypkClyx/IsJWNtxLDkVtUIXKfe",
-	"Ubw5pvgYBMdSLvKU3BT6vGPm8awkqeTIQ9qiBmZ5K0sMTzxeWEzs8xWLvJUo/ZzuDUN3caUtAkMPbGJi",
-	"JU+zq3vVgr/1Xr53H+ONT7O8lhZ2G8P6ZFq0aGtEQQKyQO+EMY30urxnq1yy9ErK16y44Y9cnlLKdm6f",
-	"3ziv5R1Hi8Ra9M2ntT2B4Bl+nwDvAVdmv1bP7tt8obf5jCZCSikJDm/PmlTzePpDG6aludMOBuh/JeUb",
-	"JlZmpOqR9C9YydtAofVAwztLe2cNahEAjtGtgtPorzO2IjN2yyERH54ygwTzGk0nqk8JcPiCE2Qx12wW",
-	"BcE5nqf6akjUAcsW+QejlOgtsh/ct2y16T/NygHdGBAKWU/vpl8WsmTkKLZe7ZiSeMN/bX+06oWKj8/R",
-	"LzASY1YmU1ptCMcbK2NHy1T/yFJlSx3OiSzQvasJYlZGy2ZKJoWcEUaSPEOPRpoWXBnXy7zgWmniKYkC",
-	"kgmU9Ub4K9D4qvQJBWeiXqmAqJE4ivUu0PRvs0U5bU9Yli8Kruc15hNZcN9RwO+4ILmEkpXF/LhDLmHZ",
-	"2aS0bJfN8IEYrrQv9BXnZbnJ7jiYqJ4n17tv07z5Ti6RNZD9QKotGUg5HBrqcOC62O1sdQ7DoMFhqPnh",
-	"o9DTl0X2K08freEA4dsmBWNdtYGVckel/hoXpX4v3yojvfPbswAW4lbIpaBVwVpBMDXkIHUlrLZebdJ7",
-	"dt3Cv/fp5OWYswIcHbdcwDwzpTJxQ/0Je/M0cwdh+lHw+zlPSp6+xDDjI1et5IVg+fqSmY2g5ZwjBslK",
-	"xfNJ43pVN+knMQV7ykSac3/vn+szWquYYw5b6ebmkEXr+9bpKzNgiP3wgmCMda+aaWb5NCt3IWzoA75e",
-	"WaX9oEuWUy6Mvw0GaIyegrNkCq6qlJVszIxd+VHMC5lwpbR981KUWbl65ErC7mM4Qn8tXxmBOMl4vtWC",
-	"qKSzXp2s9siQLIqcGo96LV5IWzB/DLDBzbACOaT/KcW0itRyLglB2FjJfFFyMi3LOdjdZTlX5OPlawiv",
-	"2Tc0fqnhhSXJOVMlCSGstvfQjXwmwgmaSe9jH4+0v4t/Y8nzvG18LtpGMfQ/x7KFyQRPXLMc4PPPM1Vi",
-	"rl2MSxB3WtXIvIJg/a95Iee8KDPkEz/66vnfUq1WmJSMNSdcPVdu/ZT6YSqNczwlWUlJbPMFtW6Q5FkM",
-	"MaZbvhqOFkHQTUCip/BvHneavuYn+m0ZoVjkxpOCR93GO7L0qZ3mjUOtJwduksaIAj1nfWvt3Eu1PsPy",
-	"XKuPiSxSnpoozIQv7ZFP4bScgxjJcz2Ex5FDGP/pxgW/vvWxtLYZj7+1spLP1L598QHNfPciVhQMY32V",
-	"AvMT+o2N59Z8oJb8U2PKKnZsPJ6u8vgF3gSCNM/fTUBU7Rqd2TZaHtX3jdaDb7cFVCGWqjlnk8fNT4on",
-	"BS8t25MPVah9ygveaXR9+/Swn9+c6ic3WVv9Xx84VvAfuDhu+rtXB965neqeV5ylaaYJxfL33qhMgnd9",
-	"oPV9v2MrqVLOFVnK4laLxaPLb1+Qbrd7BvaZvmeyKBcFP+6Qd7OsLLUOJfTO2rp9tm6XtWOf5GysNRwT",
-	"c4RFt0e/PfFdOspCQSaE/qgXKoPMoB07qCm4pK+5uYP7SZ0TiVMD7Xc2L1fUpsSAW+oo/irGXIMv25Gb",
-	"62syQTeG+k5w63Re2fix1h6Zi5WubadtL9Jzts+LxWzMC0rCtlaY0vMqqG1JHn9nT+u2GZq1tzqt3YkS",
-	"tJUuCjjUr2eq2fiCyHbpjaeU8ha4bJbleWZkdI2tMlGe9PwvB01f5lZjX2fyVe1zqEr7QQ/BS832qHeC",
-	"aSvIwhkCJvXgXCtamkZS6Ee1dtkhFyNRy9MB09GjHliiQ9haMVFspYiS5Cg+uFRpJMDZ3PjCc4IacFlk",
-	"PEW+3NgCclEmEnfdTvmEpHln7vYicteYMtqY7gIZID3yffa1jQk5WuinqFPaC06WTBEpeOMg3bc8E75Z",
-	"wDUctY1BCHjdM2V4VlEyXmmLQYosYTkENanLSuGpue0ZOLQXXJGfZSZ4in5+rW+dj4RZe5iRkH5y1oyT",
-	"ow0GMumV6OEWUnAbUTcjAnrc8nnZIV/LhUh5OiRgysAItPaaLPTGIP0wGgnw7VDMmGAmIaobuXdprcot",
-	"g54c/mQmoxVb/SW65j9hIh2JdVaNcVXNt0D6zliec/2TwrwBcDxqpavgJC3kfM5TfKhDvjMD0pJ6JGZs",
-	"hXvCS4bD4cC5YbJZmFiR5VQqDiMn2kRjmVAgD/S1hClOSaxVPL0UCitlYjoScfVafQWsfbxF6wT6X3Om",
-	"1FIWqfs3/OuWr+C27EYwfaKhKp1IeZvxmBwpORLxhXFLgCTTd78wlyH36AMv2+6HmRZnYLeqYwpO53lZ",
-	"JzVtorNVhZOppq+44YrEPyyX7QtPlzWfe1/I+1X9Qmck4tcS7Vdzl83Hrn6+5XyOylA55VkB0UrN+VPN",
-	"P/qZOSunmL8IeXN0JCYFu5nBQSBSfdYWmZhIWLOCz+Qdh3wEYx8fkgRO6764VjdoNZ1/qmRFuU/dt/Lb",
-	"3Hy43lFLD2+SZBCcNglma5LMSf2H7nxP0vlZhDXl09V/ePOvH6CVBP+0XW2wCmp9YphL+hDlwaq0WzUH",
-	"RYnMU735YcOfWx0J9zMk3vsO3lqVy8Fqk9WFHq8s1w+zBoZiJfhNDEXQrzYciTaJzcEeDwkj0f29xwZ+",
-	"ylvs8gD0RmxDdlyxgofgX/rktr6+cxcys9/LVJU3gI/rW+HpSSZYXj259k2Wwk2GUf0kDaME4KG2po6M",
-	"BNmmkWDixuaY8eQT0iPRpMTkb0wvNmRyKe+0pZ9sSDY2yb0vhUmMX9NWE+tYq69QbKKLxhYF6Y6/wOeu",
-	"kykTN7XfMYm2ujAS9goWAFyjgt/wpEts9K/d8pX/cf2nMenh1froyMTNNZ40nUKWcCecI/ib6hT8lq80",
-	"gzRJJJaUTZpq5eQhRxhduXj/6tg6fI40O1Qe4UTOZkykxw92BD3ERWWdmdsUMvRdNOwvQ8wOecsxDGZo",
-	"1WrYsOhV2pOzZks8r5vv3uNOaXKD4CJQy4VuskChRsGCeepf7g2otsSGkDN1ScmWbPz3TClts8Q2Gd9a",
-	"zfopyMT3zRRU11S53w+yVZh+zcpk6jke6tM21TYHzhvedcXUrX3fZzDiX+GzYWCS8O3fe+Q/fnvHmFEO",
-	"fuFa2Xct8i84kfyXNJr4eijPlJbdkH0d67mB0oopuVocCLjJ2CSQnhnj1gfNI948zZ01fJA33YFV7H3C",
-	"3AZzx7z7Bp2hWPAqZGNm51X4gc9lylKMWNliaj3HFFXcnHBW5BmUwQCveCw8ljLnDAoMNZ32pprqexq9",
-	"Lhv8eLA7s87E6wy2Ucq4qVJlagtVqHXBrKW7e0UFjKhM3OTcOa/Xs983t3qDb/PrgrNbjI+vRTL0rkkW",
-	"ZXbHr23g3rO8PX+Lf7U+wW8xWmnVRgIoSRhZAZsHSu1KssxEKpdNmjJtZeJ6kmc304Yd84GbsD2mmsAB",
-	"r189L+QN5C+A6APVKOXNbwchOy/kmG+xObKcEznnwjgxtAUPt5NlludkzEnOS1JOC7m4mT4+gKC/sM/s",
-	"GeNCYaQDH3j8BwuecFFeJznLmtxzL+B3VC0htKpVY4/IPmEpegzBv1FS9F4seXYzzcQNmbJ8YlI4Jtkd",
-	"H4lZJhYlV1hLM16oDJKqsDgTy19q5SlvXl5dvnrx4frq3fvrq4vLv728+hAfkym742Smdd1EEW2ccmuv",
-	"ZcVIyKU4ryDJFFFTbbfG+JG/jlrw86gV16knF4gIZEiFvtGWkew2n2q9Ju3xbA3JsH6lXpJLBeF6TbK2",
-	"Xt8W8kWjNo2TadgSG6a9LPSidG46JG6oBR72et1m7RC1rCavOV4wzhpMcV7q6a5tRJ9HLGWAd8OAWC5o",
-	"JI2pZN/ClZoT8ZtewbtWK0VKVC5LZITmYRxgixvC2gXylt+Tc7RZOPrCqprG+marSNuoIuAufwLt0gr2",
-	"JtVyqwfE1jtrM16vG2ZrG+c07iqR5eTjx1ffkCOW5+RXXkh1rKmMidFt8DOhXMD61ilT4Pmsbbet9Sj+",
-	"WsAw6XZ16gXL8zFLbk3iafOMoFIDc0cnJiSsnxmSJdQVgntCG9sbfhFyI8sO+eA4G3n9mRqJ2L4krnQb",
-	"rwoOPQJUP5WVCq36RcGv157KSryfpXDWs5Gw9YFVCeiQKIT9ybNbvlZFeHTHi2wCEtMgAq3Ih5KJlBUp",
-	"+cHgk5A8GxesWJ2PBIzFPNzO0hgSSE3+ux6WmR6E7YUsjfdLyw+z5Z6pYwqfGonY9/cNybq7L6bWE1Hl",
-	"yK+9yiR1zmWeJSuyEGWWY0WoG87Hy9eG8xSJ7u875FtM0JixFeSnpCmErBzsDlFTyCDPbgQ6nrR48hPI",
-	"bwUKY89t6cJkoYsaWUCRymowYBl89fc7tnp18uq7y1X6w3+ftRBG47osFiLBKLiJuz4MHGMdBuXzNrAR",
-	"pm6vD0fS+PygkCAed9bpWdsRwJ3APFuDgUQxrFDbHRHcE5er70OT6Ha0z89l/Kz6n4kUgoMRj27YY+qK",
-	"c81bnylrJ52Dm1LLLesZ7RymN1V8sUv4WtHkrE9vVbcVGUIPAci9gxt9P5vPB4Br1KwTGAbZWsWIR7bx",
-	"JOOxiNtSPVw426+5eVHPj23TBh25dolv30LfHsWzQrjGJR3yA7rjhfXD72WI2NtvIAPRXR2bTQs/xb99",
-	"NsEUvcPhJ/Bwn5t8JjhuKl7CgO4Sgl1TNneqeX3/7QugnuyKoI6Z4ic9cqSsgGf5fMrGvKRkDpLwuLaC",
-	"41XZ6MZbF1i77fXaGCBSmUtxg5V8eIcZMyJTpM22+e8VzCX1rQ1RLoQnIUexEVCd9ZByPCRjjLNSDHwK",
-	"45b0axSrgKWP33Hc6LP8spgSyKDGiNIOabRNdfWHUpHdgD1trP22HdnkCjDOiwMzmxyK0Lo35CDv7pZc",
-	"uq35a5vzWBdUtoSrOb9Lz1okPP82yxvLBF5IgUxrTiDIj9Wa71TmWv+wabJGw92SDWpLEB6YEAoxtMOf",
-	"83FmN92LGP811pO1kjZ7SuB5L0j8t5dXxOX6xgecEBUy9vWBi10diS6i5CFfOUzaxtPO4iMd6KmrCs0/",
-	"0d2kMSTBLHs0JXfSpdGniExV+XrX+MJBkP+2b1e7W5tYF1Til81qFfiT/VRzNG08P2p9TCY/vPmA4rmx",
-	"UtCemrNyam36WlHakU2mijfTzNFPDSakPqphNK6avKaYN+eob7CAS1pvjOxmypSmgwmCqYLVFxrS3Pdp",
-	"PEig6rPNC1Lwq2zWEG3IZYJ1IJvkreBzLU3tLniGOH7kVyk4tRPRm3eiMIZ2mFxYlMmhQmRtzjhqfMOu",
-	"+T6Bv8KR7tHhlW9zuWxEMfoOwLgqEx68RcpqlFCYh2kwrouPV+dIFC+rguBbvhqJo/j9R5QBk1wu27d8",
-	"pZ7/dstXn00pM88V93DUbvmKND3ylb6dJYVUytwJTipyMRKgrkNtn15vTKs3AFFLlpWYFpUuOAGcsyF0",
-	"HJvwomA5Gu9VWgPka2UlUXOYs8lBQ3cAmlGqQy52I1FheoBFrzKXhSynmbgBT25hKv1tfaNAaKDKqtTz",
-	"HVpgKKmqx43pD6GfI/Cu88K1b7IuCi0btc6mbzvujAQaNODem0qlrTrrtzKDoyRDVcsG0mERmVhR8FWs",
-	"tIRa8jzvkBCqTPt9kkxZwZJSK5aaPPFF3I5/jCmJWdyOf40pSbMbPW0wCzoxAP3E7ZjEw5jE/xmT+C8x",
-	"if8a16XMep+o3fhEc71khWbY//9PF+0fWfvXoH3WuR7+51/+2v70l//TtLNrHbA2JUu1kib1sFa+a3HK",
-	"1JpX5N+jDxZ9gsqaAxTXOiTa2hT2o9ChJMkEQb9vVWsbWL3ebJiaeeQ5RSyJGkGc4Jpet9jUCDPyN0ls",
-	"YlhzEq2JKxw2cL3bYvxM7MbshKLxtuwcv7+SjzpiDJ4detsNNerLsFaZ4n1x2ymwHZ/vYjs6X7VZKrEN",
-	"Kr/1YK9h8z3BNj8ajb76Z8NeP9692ZsT/S4g70MPEqboJKGAmcBB8ZBcP+8llbUAiSUN2X5ehjck9hpr",
-	"6LCD38mwR2XBZGUtEQbQCVlaT4bpkIuNZBiHV/mwlKGd2gdM49DynF3imjk27ZALz8SsZAEeRN42ATeV",
-	"Haney/rQHiNEYc7ZHTcGrMpSThbC29R1jnigAKzA7p4pG5toEIhNio6/h/oeCmdoMHt3V3n4gtNgeeIx",
-	"82A5ivAHcaiAe+KoN43Jkf6Tkjicwf+dYl1FteVD9bTClxI1ZwkWKYp8NbSAEXICmBlwqx4gPgnttzQh",
-	"RyIMyEzZzQh9LpHgteGGQbBB3z0EbjJqv7u6ev/GwGdv9XUhvjYysY1VeUanNfT/9vKqRS0G9/uP8H8v",
-	"rl5816Ktb16+fnn1stHq/46zvJw2yb4pXFmZuvAGV8yUJ7dP4IW0+K0smZKUa6UaUnbg9VBfAsbtUTyX",
-	"qrxBrIu44GkG2B0GS0OLoRjwyH6N13Qv+5im+y34QNLM/PF5q/uxKYP0FrN6vS+ROOU3BUt5aiKQzJ+A",
-	"V1O/lMWtctbA0aUewjHJ1EgsBGSDaGnpryWM1L5cr1u1T+DSbolq5tAkU1+zMc93LtqenKf1Rfyer9pY",
-	"WjNnWaE2VGJt7CCWBjwGWH9gix3FJWcgC+xhr//NxV3c6XSOIdg7yUSq7SqEDBmuOYr+f1Dd+Ff9luGc",
-	"rWb6CIyh0lx5vie4KecpUZKaoo93H65GogKUwmS7mOB/DR43QUJ5RTVYq2CDr2YfIuJsVTgEX3PmX6bQ",
-	"Gjrp1o0hksslL9oJU3y3NfQcLCI6ElDGkFnXCzMNU4wVqR/0yMnm887tYswLwUuuOpl8rjeQ3iysKoIK",
-	"jJU2EtXIqIGxuS+hqj9BwG5v6B1yIVZoZIJBbsF99Q7NTOkhUEAb9IYULnfaJE4fD52hmikkBIT2i2w2",
-	"w/JQU/q0bkIZJqlg4vV8ATsTl97kvPrM3I0adsAbyJT5UDJMxWkM6W5Jy0t5U06ES1pCVHeMsmoV+EbK",
-	"FHPLq1wGlh43a/2p3+dk1wegQoCn26yHnJVccKWu5/2gsVD0DU8zJtALBsc0Si77Db0e4AcppdNBV/ir",
-	"3gE2wmJEmX1sh9ZX5X1VQzs7axza2Vk51QdzwkUJaYIThzD9Jd81se0DV05vwJxPSlu+oQmRyBnfmnVW",
-	"bHEVYEqW62OPeB8H+xg3RXpRVhFh1MqqELad4kYwu+L7tyag9ogadkhcwnaf2jKAlk0LkXO0FaacFeWY",
-	"M33RQjsd5kxwTz7IBfHAsFdDaoZMIeqpZTboFuCqRFgbAwy8GQjS8heCVlscC+66yQnQBgb38vWgfQEl",
-	"TCWIjlIz5jb5at1qq9fxPYKBavgUflFcbRFqYCa1WW9jqSfwUwNnNsx5F80d1phHeDzw9Ymt5nmmd1wp",
-	"t7hYhFwKnl7v+sL75hUFl+wd9xaViOaU1CYztzapxnE007m81Brn4cG5qvrgt39HrV0r0zZ0BRkfB+rs",
-	"acZyUiZzEgYd/T+D4Ul3cDa0aSlDPz/F9JJrUPLX44FIkQagkvWpG6oSLGcybgWj4teTqRgU6VeZejvJ",
-	"BcBa0DImEzeNPjbTBE3VVWuTtbvRiEHbsqw0mVzgroqxT1KMPitbIW2aBGRSjISLelhVRc8DVF4MJ6CT",
-	"AYMoExtCsSWpmHjp1W5SU1RJZAHJnRhwjVEBR3V6CYUADvR07cWZImOudUSbCQ8xGpOZbHplIA71SADl",
-	"byS3lZyk4LBVVeWxgmAfZHzKCvaDp82RFlILtIzELV8pHDngM+o9b10vWgigyp4UTE05RGSqNN8044rM",
-	"srQNudSQxzuD9h+uJcWYjwTCg+iTkxzBGvo5pcd+2a+dC8zWNLvYaFUGQRrBvbVRU7lUptVM1ZZrCBpV",
-	"bBYidmkCcUVZaHSTWpvDMZEtIIKkJbaxdhYY3FvAavVc75HOSDRHivYZIVRrY3NWQGVTiVFB/Y+6Nwl7",
-	"cR3kPd6Qd1Z4buqLwgLoMUUuv31Bznr9AZnXpUKDR9iVejYE1SHR3wurmxxC8O4YbFEyXczYmoN8NwRe",
-	"I0qZgb5r0l7qT+NnKxA5nLQ63P1c5VA0nOoV7t2my+nj5SsjSCFFbJJxhDT3A/quSRJQvZ5EU2TtgkP7",
-	"mYTvzo7ZnVaWrDtTEY1vU0tDfL7NiaipLLSpBqCGzqObCfDieUOvFrQGrEgMsmJTls5q/gDSbXz0nMRs",
-	"LBflcJwz4aXbWymIlvlMghLFk2ySJVVyopdG68btve0BS7GeUbZC6HUgp5f/anZOk070viqq3MzS2czB",
-	"GnouoawkM5ZySmx03HZew3ugI9yUpdSe1rb+AJr/QA6+lvj6rGmjH4Zr4e4HsnbFWbfYWHbIS6ZgdIdb",
-	"UdsSlKuGNec4E7/1jN/7jKlai5qD8tIOqMRsauB0k91xr0+0+Wo9bVMAptFByeMuQXNhCqsOqK/9AM+8",
-	"wEdskje8YYeVgTTz16mZg/an7LvC7vqXXtmFcaBwtlGMY0440mwV68pEBZfnpi7DVBb6zalM/6iRAARO",
-	"PimJXByOFoLVvZvy26UJHtqFpsEOxXesRaHXWaq2NOtrTXdUqTct9Palxaw5fMQp1UdIVFVmeQ5wSsdA",
-	"70zgTqoE4fYsxLXtYBuXwPXOXsS1ZlfjN1WzbGWrwcCfXXnFn/+WpZ+dTxuDW84ts++bW12QOPxKcd7/",
-	"LpM+1Fh2eFUZLh5ajItw7n+7y2Pd9upaJSPaC3tfqvxuwPveirhPGzg8e+J/NY+el5frU8ubHd0sU6G7",
-	"01exYd8BmdcMvXigu7sE7BnnUJo35sQiEJyjQLaxEW6gj8yj//L87LRYXRcLUYtZNyYDgBgAuTozhK5m",
-	"UUXmcJomlDFrrr7IqwjaQa4YE3HbliTtDmP4LNK3Si1TJqCiyJHWOWZsNeYVJBoUG9o1JRhxibVBWTbl",
-	"VVOyLLKy5ALSjoVptjUk8W8jiKWMWkMycuGUUeszVu40Rdk6EPSqcijgnqF+KWSymFdDOhAamS5S5Map",
-	"x1MwNP61fmmXZSTWeOycQK6Fe0wfYrAFtckO+KaOBGYH+u6skLbu2zeyrdexrW6zeVvO0enVhlNVM6lW",
-	"Lv6Muf7/Rgn7prPwb9tZHH2oHy9fI8qc8qxdbezvoJtvvQe90/09KLdIRS+LqMEOL6VBVrKOE2akwblF",
-	"uYaMf22LGgYyncnmOUt4LRe60QjYXqwm+NLUpIGvZMOpsSksTZnf9tdV9dQUXYzaZoG2Jdbjd07iUWvU",
-	"ig36ICD/kot66XLV/2wkUHHXe/2oF0XHa+vSC85OGga6Xqe9Y8AbJd0Uc9Dsn03jPWgMT1Msp8foIE9x",
-	"zaGVSZ67hIfa2m+w4JOdGnY0+MK9gznH0ktLNTzWPlc9+3ePwktP2rbF7Xg+Xr7exmvrPprWgzZtc70P",
-	"HBdNqprT673j3dxsql1zUxzTpFZug11yb4VAeKUcBYDTQNJiRYqFOCAKZMftfaxZj7OHwVapZQmPTn7P",
-	"ww+OeLaKmxyROVt5fThaw1YYzBrT7uBtDwg1NsygLFbfoE6mthUie4AFbD2uccNLLwHhBmNuglMjiMdG",
-	"Ig830o1GwtZVLNGvhQUn8CykrTikv2eKHIWBh8EZQglLOD3epF2tdMonYdhoTOjbteCSk8kawaeNhVeZ",
-	"2HK72us8W2884r2qPo5P+5bpI+SBNwCeapsXyY7nQP3Us7Q3ZD+3Sl/BIYCgagQ3N+0nsJ9cWXeq7Kvi",
-	"3aD+uq/Uy1SlDvY5PDmdHuR0WlurfS83xXBBMFOH5UY3r9F72CbNkmmyBgqGqMLgquwQWDzTp8ksYumC",
-	"UHY1ADzK79VlrOaRuCnkUpl8Xm/mMSnlkhWpwn5q9lcT9PxZ2xnFOWHNncVAZvaiMwgP9oNuVagt73hR",
-	"ZCn6JY+wY51WOqZyURywKXfBcDjqZIJAi7YKSFdCYWeSL1JNMLMbSBisZfzuc+3t5DrIRpcCAL4NobF/",
-	"S7mUngSql6O4scThdK0Q6iA5sjmEWj82RwBY6x0fV/H+XO0mzrWNyDfPb6sO119yuLG2W6X08ISMRe3i",
-	"R+Z8sf7vdRTqdVSlJm2FPrInEQLyPlJLbgA9+l2mNsnl0nr0D1NVbZFos65qqy4eM9pHqu+PhcF9Uh3d",
-	"uG0etUaHbgLo5lSpak2DKLW88aKnM1byImN5poya7vx4j4M9hCHoUc63BLiah2GeIEeKcxLb56sbVHwM",
-	"FadMrB4/tsfYOJAksYukmINRzeTIhK6ynJM5W6h14JiHoVaaJKCHbUA/daiZGe17v2Aj4ty8/ea5RBGq",
-	"fA+dfS3mM201rHmD/6i6CAlJM5ZaF9WYJ3pEfln5Es1OQNba7PxaGRMj4Sc5jwHjyOthRpgWOg7+Egys",
-	"4w65cEzrowt441rMR0JzenFeQxzA1CTpRT01CzU24WlKMADopWYxl834r1I090l7eBGps+8PyCOFs8wb",
-	"gWOP+gairrkibK9qOhW6/bY61GYG+bRDx3iCRFSnruwvm3xkSeOHfVb9BSm4ni/UepgaE+LgxmxHRai4",
-	"L+XGVt7udvxX61mQEgpJS4ucqwoT8plqUEr2e/WsMlUfUt8lMJ3gbrM72rTeYcTeLwvXpCr+T21c5Cus",
-	"7or/EyeCZStWF/ZA/yslOCBn5Cv9Py36xyl1T0zHf5W293S63ZMpba8PUth20//QXVVpJocN2tdRYOC2",
-	"PBeqPf9NFAeI/9XPRkgy9svnQE0CVNJ6imqmTK5FPevXOjHqCsieSC+cKPUjGJ9tjuc+Rnk59FiuFurj",
-	"1YuNQupXF28vKjQijOYWUhB+Py+wGRcWoLOUZGvpny8Xeps8f8+KTO04yvd63f1DC89qkKy7ji50Eu44",
-	"wADPasaLG033EvPOmFuLoXE7wEGGAMKwYCbbzm4Zhy/gQAhHwsNwgjpG39EIIW+HK2wdwN77IW4FcbVY",
-	"T9FU+y+KPDaJNCMBIOiaMY8fE74jR2Y0Ftvy+CBv4kOCeTa846lEqHqCe07IJYHAniXKzkDZ/oE1HrF2",
-	"UKilcABmiT2dz2Am6C20KHnqRvbkR2dz1PAPpZB/eO44Cp9kSA156+vjewTY0QEn8F4qrFeXFjeA2292",
-	"ordnLcqoqw1KmOLtTCguVFZmdxwqlC3+MWYiuS01ErZNnv3N1jospzLnNuPE0g+Pqqqx6pZZNKoRvzsh",
-	"jGtobNqSbFMozH2aKJjngjQZiUrOPIIm8KqDSDLbgUuhdx9ep5CyEVPMQ4T/fsT/XFy9+A7jkQg/EfsS",
-	"Ut+8BgCCkBUP9pHsUVr+qN3XUDFa6Sv1FmzFgseokqgaa1At0HLFY3LkMqeOoXhsBoNyHWzgWZN+oi9C",
-	"2oYiqdyxrk0az8EcW4vU1uOv59BcT/9S27JoTMFzw5GouLNKUphR9IxguolsDCU2zWdP1PBL4oQPDf09",
-	"IpbnaY7Nu2rOi7Zr34w3+/vG024O0y/q6mjTF9fUUO9j8cerF1Cu+eADfk0/3TvKQ/XVBq1Uznd0orx4",
-	"/wqkwIyt9PYAdLJM+a3HqYOQ0fsJO7F3sE+YGhZQT4j9fPGXZZGVPCYJIEmagmOspsyKKsR4ZBLoIJPU",
-	"5QYCSf3XUFDuIXdnJGwuof/pY1oV5qnhV7Hbk4qaVmXwK/7LG4itGVB0JGJAipwxwW54bAmiXDff6pLp",
-	"vWj6CSpoDZxmpSFCbXvCBZLLGx+z5iublA9PuD9gqq0qu9Fdrn6wt5gZ2cfxL3vRoXza69UP9hZvpvr9",
-	"tfm1aKuaTiMS0ge0uRqwhVUxuYYmyM0ds2wNzf+0X3y4/LZ9Be2S0QGFjJZAcrU+dapiXWPgYXPkxjS/",
-	"g6AZ7Hsgz99gMhRc8CU2fnPplLa78+FlRQ+CKC9kXuu95CDCLVxoM+K0AzZvaK9goGKxW0smXFjC1bia",
-	"N2/aav8qXHQgAvXZpbaIjUZ1diNeia3G9Mt7lpT5qoY1upR+1+/N2UN7023seuUwqZ4p4nUFu/jmzau3",
-	"11fvvn/5dktr03nWrHBd2JUykoWSeLq83uyYan7CTbm9iernLUTKxM0HeLRhez4mGI8NxZrDWXs3HiNq",
-	"MeeF4ilPjbiEtr/KylBT0GZZ1bYvWw/BPyg22JSWfpGb1vHxbZY649drK/OhasX+9x+ujLppBpzdCNU5",
-	"DDekFqWxtPu0b6nQE5c+zYrdFCzh11rM7amjLPhdJhfKHmOwMHZdHlpUuZmiX+tP3KDcL6eKJ9cx+Ytt",
-	"MCInpBuRgolUziClW3XIhylAQItcm6gFP3AR1r69tip1+uxdm6eIltW25aMxxmuvuYSGz4fifdYHDxRo",
-	"TpDLpUEn2+AO6ORvKLsOYnlk3YgAYFllCsbhyekGfGXUmx4mza62NBq8sADcrOoiBvqjxUzHpDiDT4F9",
-	"vPR1C/y5Hchs2+Fah22vGvypTCScxPCf+MBA9faOpVfYIgltPpOdDp/BrEXXDMt24zQ4U/puQNPg5VIW",
-	"tw54oepG1AtO6Uj0oj41uYSkf39PsW2moQ/oW5kgYd+GAg+czo4eqfvpt1kniKPZBtimyuuF2pE+475m",
-	"8mgg6FJK7DGP89RWGPUHcbik+zdp2ArctlWuWxStMb9hAlkkEzdrud+Yy2ioU1sR7JdatckcCVvxt+tI",
-	"biw359u6gekPPVMkyYpkkZWWnSk2SwVl3GDo2P0MySnY07BDkMwGSEdTO6YY9HAvhnQVh3CFzQmwQCuu",
-	"LWHsqhmVSYCpoeX9u3ZH3dqjtLYDkkc0LH1Mj9LmtqNelr3XohQ5d20jf9oq+QHRWjXjVjT3XjiHKmlj",
-	"/XgJ3D7zUxKQGWdC7QKitu+9TqQw7tBVzWm2s5T72mIxN9xuwRY/75j2Fysc5uT8v7f96pVpur6BJmNL",
-	"xR38MwOvg6vIXwEiwYPVgCo53r3HubDAXaEkmbCCuvJvmyRPjmx1ZNUMFIKwJEO35G6O2h5M9VsfNdVD",
-	"1pMTIcy6KU2eKrvp4+VrUso8Xauqc7TC5FWvYz1g7D4mndwM41pOmuSC12QXxkCr/rj1/pNZabtPunEA",
-	"H69IhbLWIa+0siXT1UhkijASrzX9jalNyHCAx/ub0yI/wtbAU8t4rjFG4QUPgJQGAgzR4KSbnFprB7HX",
-	"g+PotrNRp9Ga6qWt5nzAMklDPoR0MVaVaxzFZpwkcjbLShj5SBQ8kUVqygnNs47eJqXFgNggko/BU3Nl",
-	"g+hpzgRWWAM4x0ggMJzBw9uAuvY45K/oSLF+FQ/xekZYnh9GuEMQiQyynLIUOVxPsu7n6x0YrKZhWSPS",
-	"jVscu9cUqLuulYq7ccpSq8Htj9YflFawdc+zcvp0G/6p0+5ss1uTclAfVFZ6R9aTVUTbaL5BdNrGNJv0",
-	"gRLaxhrpnZ12M/0q5+7yu27bojLbZcaDY/mdYay2T/qReFZPWoFSyyKAts9VQNdL07NAYPWQ7/EOHnpg",
-	"gcqeJtVGPNe7VPsUzEqSZinoGPoiGvi+fD28TuURrWXrw4NYeK3XrK2XFCt35ZBOs/RxtYssz+USD6cd",
-	"NYznxuC1Shr1IE1Hwr4DIremkbzW5KTYj1726JKaCnd0F844v68YIQOTd1hVtm9ULbp+fKUrJocwNmSZ",
-	"jkRscZRiozBl1ZFjplwnU4e8lf7nQQV2Oaod8hb7mycce/FZpFx7kqMWZHBtjUwwEFexn7QS1+BQuQWC",
-	"tZ/5tyseslqSl1Wz+4DZBaTjAxNWx3xmGvCYc91XsuWEHDllyOLSIMrZlhoxI+sP6DyvVeXDKbWmJzei",
-	"6Gyq6kvA5HSK+RDLk7ALesq1KEqhoSRoxajKmTg+SZmajiUrUq1zMlCwrWtnzgoFrSIvtqj5yIxyY0DG",
-	"YoCEVSZGgqdZ2WYibZsdYSr7DeivknrD234fnVry0GFEqyVO72Iv30qgfvDcOuEnGbRxyUSnDlCxRZZY",
-	"SxnFiLZ6oFirykU3KMYP8P7V4ZkaAqs23bzG2PWkeDn5Ip6tAGz3QTci+uHOlCMXGUHAcJR7M7YC91JD",
-	"Z0QfNUTtBKRqWGVIgKkIow9vH2XKUoUcWcNVs/IyU/z4HAFbVyYuAVnaY86Fxbc86Pyv18Ptsnigkx1C",
-	"QaVDYxNCliV18I3UmXKUTBn0UYUNtgAsb+OXdxS19mKHfM0TCY1yYg/wLzYfM9GdfGXcmbUDxBe+D+hS",
-	"vA2wB6yc+iYBomO/hGqdGzy4z6Ed3XPE167q+R5UaYDhTAvyu1Yj6GoHt5cG+mgnax2tNwoM17WPBlWw",
-	"pqdu2gTbPHX7ekYaOFfBl1qBBJXlId0i15Dmfo8+kdsgXv88LSL1DN4VW7GgL9Bax2xUCwaKHkZ0bIFY",
-	"igkjsXkHBCek4Ifg6SH1DgIdbn3+ZEa7o3DG7sZS+tUy0lapaHXRlnxWoMATO4kO2ZIthMnztoulKeIC",
-	"RWED0u4hdS/7XLUd8hKxIG3TTBOfEBIe6ZAr7GaArRnRIek30UBE+o9X37ZPYe7Ya4UJshBzpudC1KIo",
-	"5A0rOeEqYXNOjuLRaJGeBgG2ndR/TCaT+JiOhAOg9DEnsdiM5SUGA7hIIMaYCab1DlYyspKLQvF8Qo4w",
-	"nYMSxVZrkf/fRqh6j1pD0os+/y7u6AvjmCIl30B5s6ryEGwT/+SBSTMS3d/TCoPJYgKb1LqRwMR9I0NQ",
-	"PYQSLtARm13EflezlJIYpamxs8zXRwINTur0WWsfow6Mz1D4t3UmITCpHb4r/ZpV7wAxOhInPfJ99rX1",
-	"FyML4godY7k0qts4fL9BhVyKXS5ew4J4ZNtsa0tek4sIfURwG5kdS30wS1yUDQf4SFjdFgwAz6EbV+3z",
-	"rHZ0hNOtXhevu7rdQ1mp2RualmWqXMv63Os87pDvIJ4o6yUoIHFAFZP5ouQYyo1HQhYmqutlw/SCs5Na",
-	"e47SzzE0AXh487GhU9UxEJrDuNItq/FtAlGiebk1UPBghaWdImrBg+ulHYLeFk0aHQpCLkGIc8O0jk3q",
-	"+UWuAr0bKCyUCafdYAaSPMkXKrszCcPWBVKfa7dZCd/v594tTFg5XcPehPsczdfEjecJGQnTgOdI3wfH",
-	"fd2rh5pxhfaljYBJJlhusIxhI5pdZqTSjeQK3C0FN9xjhY3t9mMlg/89z02nv+m0JFaN6EZqCQUFD15O",
-	"EfM7SIFCeKx/BE9f7OmM1WdjuCvukA968LiDmPIZ+3EcihT70pr+g0IKTxES+M5I8CpoWHPGQ1cD+2rN",
-	"ej4koFyKyqP/VUz9BNavYhRumz54B8eKUXmHVWsx5FIu1rqK+VFMre6uhTF/X3iBDY+863CrlenxygCt",
-	"YzNO0Jf+dYACdH8nar8HbgUUB3u20+SMPNgF+biC/N3uoE1RTI4uv31But3u2XGHvAVzyvqDNoQvoqme",
-	"41+CZ1oYmeSsdfuZKaKkBID1uVQqG+cY/c1m3Cobcy2mrCa8VjUVBdFJOwzbUXQVBsNA//8fDzb2n8TN",
-	"QzEqYIUg5qfZIqW6DhcqAviM6AxvKip4c/E/11ev3rx89/EqJkf9mVZNXO0auagUPdS5FgJC8cBd0JwW",
-	"euxB8VWmKjzLWgmDdQ4edQN1jIkJXK1vosP9Vl8OpP6+QoSvcNPrTbGhE6xBmNJL8vHy9RD+Aceo303G",
-	"qb1aBkKeJ6rjzlbd4FWttz1Ebmz1EK2pfqTS/KzyoM+3Dnkt5Rz0NOyhmt1pc4ylacGV4haJFBoxmuok",
-	"n10wnGU7bq/PxZi1v4dD6lACfd7ictjSPdpklzbn9nEBDm5emCRUJ0UzkcolJTJPa36igzw4fjPr5q6x",
-	"rmfONaQFbkuRKQCYNMEuGdpquB6vjJMMot1Qho6X+S8LlmPeqhFkDuUWNvLMOLe39D6qXry7KU9Dq8vN",
-	"FjxahlKUQ2Rzsh1yZbDiHKgMtEKS8ta06GYzLRjDgAZB4GvCmG5rujyyPDcjURCqGfOpPrYZkq0A328u",
-	"byBaovUQrYTAKBBi0WutWBVFg+PXEwQ1j/DuxkLbmwXtaemzt0vP7kY7ezrm/Cva3eDe2Q+wvTYW8xh1",
-	"G3aTNRv3zqcd4qCJnX9At6wLBWXYJC7PJnw4Em2fM4a1ZGZwEVijD+702WNY65qkvMZJcKvjr9p9Xndz",
-	"23Q1M1xebvQGtR91DV1rr7qRJXqVqowH8q0242hVgYrhEfsapt+wbqTtMAoxn7QsVtAM8ch3F+mbR4L4",
-	"NgLogkMo9KpDTAsp2v4wj3eP0/WpHbpIj43LW6PXvMBPpH9Cxq40kqstlbGu2tImACteaq5R+7oOPmlr",
-	"9dylsO9Uk2CkJt19e70t0Am71u0s3oJGMa7SwyRPmm5tDa2Hqbeex1Vp/EjUUNJv+dxWh0CbAS+XA3pk",
-	"GbXYT0fyFDnEr1ihhgbp5UYfpb4afPny6uXbq1fv3sbkaEBStnKF2oqXa77kQRRMD8tdONRGci0YXBXH",
-	"NWhd10mWNrWDfV/X4UiBsck6/Y3do8CMKOA8Znk5lYubadWccJxLaAaiTQQ/6mCId8QEAV1LsBz0waxq",
-	"7uq3czAudxNNMJS7KZgwod/1JvobWIHN9Yh+P/xapNEGDg2T++zZKP9hqFjquiO2YyZdSuN83tyvzbmy",
-	"F9j8t61tMBCGkDjrUofgrWsNWROYU61rUrC/aVKtTqG53L0+2aZyZCL4Ml85/zoOz2uEDuHtRM5X1plo",
-	"isYbChe21ZvXyoEeU3NuMkFUvQZ36AdIsGsFXGMjMWXK9E5ds0WW17fdn3vT/s3J9dnklA/Sk6Q/7rHu",
-	"WXQaDoKTSZ/30m4SjUMWPD4Ju4I2fnAa9tZ8WmOGpgelyG7P4XbLoG9pZMIH109fVfXpYEtAkXpdJFjZ",
-	"MySu2HoiTUqjgdJqKL0eCVN7fckTjinld7zIJiv4BJTIm5ZkWUmOPpRMpKxIyQ/mY2tiGj/8ZvL9f50V",
-	"p3/7/h+/FFfLnz++/+b01ev3P76S0Wv2mn1YHpYHYWSQZfjddd7bN+W2srKLinKFluso1uBA/GUhS6Y6",
-	"5JXWlQCuC93wDjesqcmLfV7prYE4Y0fQYqpq9pdnE68g4ficBABotVbEdrxer4beDtsHyETiQBsE/xzm",
-	"XJvPZ36dG7k0+p0yrQLdJYczuSg7ICzw8ZFABGWXAVtxMr/HSpHz9SI8W0pcgwpvllvjRdF4CLx/ZYPm",
-	"VSIvK03UdizvMJiiV6lyqdpfSCEXkGiUarF1VPWVOe6MBLTZQ6eJ/r6+Pz6vGtto41b/7/7CLPv0nsHP",
-	"IYdOU4AcqYUqWSZ4ekzB816vcgXkG72s+KvWkdzARqIaGXmnH81KLOXGqfidY7YM3ZYd0q2ljWti1eot",
-	"zmRyC1BKzKAUrj4dalpdKak5yrwp6smMxNGM3b+w3yy/seWGkEBvF8BOEr0REqeKrVhM6WouS+oy3PVW",
-	"ELIcCc+J4JfwPrBccwsJvEV83NzJ0YtcLlKc1bORmLH7avrvefEBXm6DvrAplPF5Dm0SArSZh3zT8YqE",
-	"z/WQm/mjTrr1CmiXdzQpODfUNP528Asa5Z7nubZ46UiskZo0UPoc6OG+ohdqhvnnDBBgkHSZA7AbCd/R",
-	"c1Tz9KCsg9RwE/9fN7ht4wI99r3MvtHcoAHMT5pS+KpK+sgNjxI7Mi21PaP12G4HCMGb9n14Ei/lIk9H",
-	"gt8nnEPIymTUNO1WZ19j3jNneBw0BPEc3OVIsFzruE557BALOKye1dAbjY9SSuM0d4Mj1di0foftAzB6",
-	"aJfXdOl3ibpH21qP4JFj2jpADUjRIS+wu6HZnAUHJ3Y6JE7kVC0P0TLS7KqmUpYY4sNccLSPUs23N1wb",
-	"RPu3tF5vh5a2Za3ddXKEyJOaOlXFrreyoL5nJh4ELF1bypGoreW5SbP1IJz1jpuxW30mydlho98anHpt",
-	"WmL5sIexuTtu8gFrukIrBFlQMua5XOLulyl/pkZia/hpLcwVVl7rY1egydSt9cD5dInOR8JrluZyezJF",
-	"kkVpERxMh3dj+lTQ5lqD0We9FiKQu1zHChwJ9w70L2xGrbYkeqCo3hm0319NX7ln1twAUEfgnQWuMZvv",
-	"rEZVA6G0m07gmGrzDKX7FEQ6mK/Y6tfLOoHmoQ62AjAltGSCFK4jrdN05qwoBS86iZzFlMRR0O0EnTDs",
-	"dgbx8Tm+Fo+TdVBhGBwae5nAhdC36DXH9Ecm3ORQfcQoJEAsmEIfy4EGdTyoNNw1vdgY5gyJ1iEXvgoG",
-	"v6mGysfPe5T6/874cjPY9Dgn3J5jo97oXsjlQacGdQKWYwrqAZAbzr1SH9EuA+fLASTgRR8WsxkrVgck",
-	"Pj9VknLts4eHmdEH/Jmuz9ksz+413L9sGDuzK4cxtDDQjHq0GdCzHZ9dS84g2LvE9XFuUuaTo82engLo",
-	"FUBHd9Wo+9xadzmflLBnVQmHg3NBbppnj9s0hzmo+Vb/dANC7E7n80jUvM9YAWpWJA5VTI7iQRRMEVG5",
-	"G4BP+dihWG+gKtc807UjsnJNg1vM5k84u3i+KG4gz8Ik9SvMWjKzMgqbHfZIgFKmprIoucDcVKM8qMrM",
-	"gvxiLVggEUYfnO/076aWh3rRsl7Qs2GOkdhUHTOF2j7gJ/xRXnTTIfdAX/ql70ExjnTjua4SREw8J0fs",
-	"5Z8++Z4UfSSmBTMpEsdD8uLVN5cKtZFdPniTiIF5nNVyX11c/u3l1fXF69fvfrjWr/oQ+ykYI6H5ybff",
-	"9SkJA3as4VbfKjqWVwTWIKZVjQLkXOnLcIoKAFo3KE2AiQwEIUJiW9TCUQaSfSa2YYsT7H4WTycKOkEn",
-	"eB6eNDZBZfev8CloHbyFDaqwwKbAbq5juwBHJwKdy0lVg/Hx8rUydohdE729/fK2feG5bd5fyB56lPO3",
-	"9sZGeOzqAxkUI5vyIgtbUKLHrbML4GNL4XoFP123wl35LpoPpr2eZqfDS5b0gF+a9zce4cZdfWAC16GV",
-	"gW4hsDzQMD+0KMKC2UNXpinUUl8tn7zbq+A+beNbR5x96JmbKUofL19brPJnylstcNNU9YEHxa2EKyqC",
-	"XUPJQmS/LLh1ozqiUuO9dwmGXhsMMxD9/Dlm/aCrABs4mBiY24YWyMLUptVAaNbSyMYZYGvWw2ThZpis",
-	"saXKJ7+7SvvTV//nCyp+dlVoUjJtqs1w7UEg2e8cSrwcw3iEg3NBb2MAILQwOZupdIYWnS0pderhKegN",
-	"faW2cuveIkoAgQc5gpBBhenocnAZJWLj/751lHBe/LkLKZ1IbIogeRtxSEJjKHhFP+AUuIjb8Y/aOGdx",
-	"O/41piTNbmyoKe7EJL6OSdyOqVbTC7Avsbp5JHKutxnmAcFDHfJCm/HOiK9zruPL32XzWmIcCkK8jVjV",
-	"ntQE8O4y1eMJUMCgQ0xZE1zjg49wClJxzqXeyC6G5GDyPHr1PfvtwVLr8OPfD4Ecqgucg+Qa82rcj9MM",
-	"1tTAndkg1YwaUf4VTxZFVq4Q7rSC2b96PMo+dRUD8cWinMoi+xWMvSH5mrOCF6YDKeD4u9SFHwowNfVv",
-	"yoSH0P5RyAtJnsFLTe4O+Nmwjtb2/SCpxFw+cwuoraYDCk9JFNgnRsLrMuBwlAOiKm9xXErZnjGxarNF",
-	"OW1bSNSqDVXBbRRJG336YaptA4Hwu3gLBOFgRh3TE2QGJzQQodqc+rQyEcrvMS0E7/jWHk2HJoC06BM2",
-	"MAADq+DlohDgcE84lF+izoZeBDTn8Bdtt3ZGwu8Zsmvt2TzTA3Kr/xIbJHLjFUCfJ8J2yTknDDrdCM5T",
-	"vewjEd+3XU5LG26JyVHMxCoeGgsNWeOWr6Dzmn7a+mBdfCfokjgTajGZZInmLfMiiA/Vme2ICfLq/d0J",
-	"hBXGKwi0PD/pHddYTI1ExWLIkI2stYuDtMyEgxtWB5GU1UHMY5qgvICeK1vwYi3mDoB7+z1aKNh9enkV",
-	"NO3QC4JZbW5FDLIlAjm63kNHOJeRAJGBvH5ssOwMjm+mzEdsijDYFNSFiDb6xjxT5MWHy2/xZVBbpxe8",
-	"3oAGM2ER4/aWr/SE9NopOyDXQeWZwm1oKmhQ5GqC4Jhsjsqw5djp2gyjIrHZl58/A3j6RG5St8qvgiIW",
-	"xfNJeyoVOH1mi7zM2mYfQqWZrayybsyiQ/4hFxD5wTafmFmAJkuplQjMD4HKIcg2MdBeUL2FGDLYJQ0W",
-	"yQCgCGrqipQFVyKmvRdZiDLLgb0WSQJ7ShYj4RcpWV8eNVlKuKdMkgQ1ld9YR14HJhyJkfiP/yB662v5",
-	"iiWI+serKmlCkSN4CNGXFkIfmfHzu/B5DGHOeYl/AUs9j4+Bk+o+SMt+4ErEHTESwC/DbWLnAUl0F2SW",
-	"KQVNE2Ys1wYCeprvoLRCFmQhboVcChBgpnpJi5MQgm04TwvGVOGeeg3gWMmGmz8byAFSvbBHbdBhJKAy",
-	"nwl9A6yywybm95lCur8zPG+J7FGx0+n4hNx3gPuENQcYuTBPjQTouAZGC8JJejx3rMggiXNqeh6gRNAr",
-	"lWZKX0ktc7wsClko/QcKmd79PXBU30tnh9cwQWK/knVeyHHOZ38BYF7TmPby2xfkrNcfHNvKqtVcn11x",
-	"mZU5j+lIuJpqjOTxkmXatAQpzapaaIVSK8+MuiEnE4MwbzzxmTD10CrukK+hb/F8YRbaYHAwPQVb4Y8J",
-	"HczLTNOsA3lpa/kFrJ5hYNP8j0wi1rGl26WjDZYHVxSsCsLNXGxonDrPgRagXo1w+x3ILjUkQiqRTSZA",
-	"qkvMCCnaWH2qL7YL85smqn3DB6MzuvuMB76tioQ80/bls3MyKdiMt5lIuCr1mPB3W/P8giVTDkMqZA4f",
-	"gtRUqMZA/odEGFYy1PsLeVOwmbKGrTYRFQoiU7Zqy5iejQQ8JWyDIk/Vgyom+35NmRU5qms01NdnaF3d",
-	"gZ9GIi6gkUutt0t8bBV7CHyMV4BNl0BaMFbCsRWWd+oNgQlCQpIX7y4/2NUcEqZPhpGw7gErIGSR3WTC",
-	"FoEbtDxlp9EhcSoT9dyq8Z1ZGltrpOBzqbJSFiuimFZHpitwNVmG+sYCEd4sGDioOfDUhY+d5aHKeSCV",
-	"1k1j6ngoUJsZoLuG+9ZTgiDrwJIMXq6XBixGSEipyhHUSpV8BrlIC7XqVGPOvNo8rZ0O4fuYAIuQatyA",
-	"WQL0gisOdnlOoNIeQVgAzW93riYFU1NLxFmWprlZEPuWYxt5h7yhlKcLFFJuuWsgvlpJ3lLi30F6+4U8",
-	"RoXQJ7OCnN40K3hiwmqQ22Uygjvkrd8/RlGbvKGwfwxx7WOgztiXrrZ4FcqOzz14RVN5mBnsCocEYXA8",
-	"E6nVcgtO4dKp1tJq1gWYJgAoPikrObYfcF1tgq7+2FQKuSi0uMJQrYR+EYsCTSoIp+FSIs6M5iivvSkc",
-	"2W7psVmZhU3NrGPRsrTemq6/kJ64LaTCqXvmm5nFtmIsgAmCrAnUUVeQnnE83EcvXA0PTEjPBoE23C49",
-	"RyLpYXkjsVh6Wi4AQObVlCvEwWJmv0Fev13lkbDYQ5V+yjQnSWFczhtoRO7Zqqc1JWNMz6Voedk7rs31",
-	"2EQ5N0rg9AluKvN8SFmkht7ILPVqX8GK0JcIeszU0J3FM3O015F/cL3+agqiYD9ygAU1YVOb8PX+3Qfv",
-	"MQBXfY61cbGVg1ceeILRceFs9UlkuiFVMs22iDbebAPyJFLUS2pwYZTM8wU8XB3eQ/2Ff9ql/afhpH+O",
-	"xD/b7Tb8r75ckyP/JDVkKifatArjK+Gk/qiWCqpks7l+w0eR3dsMbytkM5cYClEgA1JTf4mqmu39k8R3",
-	"IUXN2VQjfPfm4kX7w3cXUf9E77ZRC69Wg0fdulP/2Q2sdhXQ0uAH8xruZ1ohahVAy2LHuY2yqnqrV3Jk",
-	"Kin88ZrXHrum0xs1EUTNeZJNjOKp1ZtMcHVO0gXKDft2UAXA76n0ErAcU37bis9ZAWE0rwQDKbpxEvzT",
-	"WrH7oNcpINX6THC+lwkq4XWBv+vvhW1Nh9TdasC415+wSapp+6L0ua928FusEQMhwoS03LXxOp+FGPn7",
-	"D1fk6LsPUf9kbXkRKQnoa5X6TKmYxE6KacVMLcaYQwn7L/65zGIfBKUN2G0ZDDHm93MjIgw4cVVIsyhy",
-	"8uG7i7bhXLig9+8/8WB2pwoU1OjDpDpJDH7pqoF78mxcsGIFFb3uPNEThlQICDtr88T3HLRo644X2KS3",
-	"FXaCTgBQM3Mu2DxrDVvdTtDptsDzPwUn7fMpZ3k5/RXaAzY23TN6bhQEBrkbuwTKBNKXFSkWAhpHklcl",
-	"SaY8uQWdNOVzLlLNnh3X4zaT4lWKSEjwSdpymoT+bhQEEPZH6wBLRdbwh/wkh98c1G9L3tpa+xnbi7wO",
-	"H0c3TAPwdjUvlkNY5TNt9XBgTW91E3j+NUttPMT3h7eGP32iLWUz21qv9ebkCgvqb1Rr+FNFHNX6pB99",
-	"PtMaR6K2LknNeW5utnrm+wIAqbk+KPi9tutBedfiB2OUlQlOfAu8nhf88ury1YsP1xfffHMZ492mWsm6",
-	"8KxLU2sKpiqp8je4lp31ZX9jprV32fXAn89zltUXvPUf5LuXr99XaoiDtb0uZcnySql3OWTjlW0/M7S6",
-	"sEn2A7hTluWdkfgPcvWP9y+3vxbz/4qR2HbHb+Ybfx0BtNyo9ZlEB92NsIf69vCg+80U9BPhaS/SQ1+j",
-	"CP5ffSQWilzhf2yuaua1CUT8RYyvcd5IhdqrbtjihvtjrF0N+91oJFr+FlwPsm7sNsMNZoP19m+wt7L8",
-	"VquQO7eXx/4zx25bN5qRi50Vm+U7d9u7ORfgg5LJYsZFVfhz8f4VrWtpBoMz59ikkM2z2mfizX3xN16a",
-	"9z9MItpRexLR+pUfeS7UhGhzSBdD6BuZLJZA3U7giGS6bdqjai1k2Ch+1+n85OL3So/Ivn0Xa0Di5qGn",
-	"ous0D2I1YYKkErwrYFcfvZeqvNGqG+TtsWTKxjk/NnpYP+iiea4MrO9ICA5ts22m/NCPOblqR69K1aC+",
-	"8jYYhnAGY0ISVu6gfLaDGAlMpFRllufQ7VdTkqRyMc45do9EDB/AEXbDNUM06f/ebDHD1RwheCIPScpv",
-	"Cpby1IbkKm0AcScXuYVliVFl0PqVvEUnh/dVYx+DXQs5nTyfWDhDDO45fASHqEUxvdckBblzMpc3x+c+",
-	"Mq1pl6tv6gfdkbBgvsY9TNDHqzb36yWyxpdqLzhxyNc3S4OajH5vmnlqzdNqOTD6x+0r2uoH3R2T9B3r",
-	"D56st+qYnKmp3xq2mMc8WNRc3VcRpx90K234rXFwriqxsyjE0AnDoRnoUMiyjTceTNi3srzEJzZJ674L",
-	"FuEaHxncaMvv1kmT1XaH8XR0dsqwSwAb3KNDupgNW6SIadYox9Dxjy4hxLtF7zdJpJhkNza9HioEPQ+4",
-	"yWLWeycTqmR5Dvc9U+TIQPaOROzjaWMr8YLf8hUWD1aI/+ckxq8azOaikEtlQphQvugQPOrb8HWmyguY",
-	"nDZnCjbjJQC0/rQJLZev1tBZuACfngvj/rLg2AoBo7huPDWVZm8n02bOqcb2HIYLRROtQ+9+galxnz99",
-	"qbjB/L+ffmuxxNDFEBYPkmvTz6NF9Q2y0NvTBAKhncQG9mZksTftTvVLR7waf4BWqarmMQttszoX6mWC",
-	"4LMB5WgF4Rljp5OTdphEaXvAu5P2KeuN2/3kJB3w08kZC8Z6DdxK2Ud40A7HUdIepF3ePp30gnafnYwH",
-	"yWl6xoMJ0N1RwPBlB/iyNvckz5qnHW5O+5avcAC3UYvad7aGXTs61RpGa9Pqt8/S06Q9GJ+w9mn/rNdm",
-	"3XGUhGnAzyan9WmJRZ7XBm2WzXhzdo85iK6C02HY3z7mcp7PJ+Xgrqf4NKp2gEEnqQNt4BNKXUfLlfx5",
-	"kv8sJRvkrfrckP56yXp6yfrj9kkySE/52YQF4/BRS/bpYOlsNpjaqmC6jf+4868XhPsf+SiYyR3g0N2t",
-	"F0WHPGRcD/pgeylKLfc/e7DD+5/n93OelDyFuPj6AVLPxvvp0+c1rZgTOCe0luSdKvDM+oFi2rbvdk+s",
-	"9XivWk+aitkj1dQW/Ri7I7jACpRlTZnFzDZ+sZEoZYd8bYZR1YmNMSy50dDawAXyfHK+0bG6astm+suz",
-	"kbBjrveZJ0/QZr6CVms+zuycWk8m7BP9jmRRZnf82jVkH/a97uzDMPKbuQ8Dk5NtZ7EJutwfBuGPphW+",
-	"qQpZv6U37MItBU+4KK/RqmgNe2Gnj1mlXIFYDGw/+WHL9Ne3bfRd8v1aafOw1+u2fMnq9cUPtJxsnnHg",
-	"zzioTbi7MczodNCJagPtht5Ik1wqELwbY11r4++PM6yN85NtyG4kYBq2TyZ93h6kvaR9Nu6ydnQWngaD",
-	"yQnvp73DtVPDQLskoN2+FBzlpv3/Y0XbHyOeXtSFSVWqYLrF7xRX+h61R/9tbIE/ZTYzap5BUNlgX5kC",
-	"pylnRTnmrHQmuObSDKEtUNfPOVMcUhSgMw/a4dM1AN+of+I/KSTJsztTkYoNfY4cXmDJbjnW4jusJYjO",
-	"moHIgpRLeQ7dGCAUgwBhpbY0ED3pV15IAypVSgk4TUAfDOSjI/+4WTa9BTo+mWBCqqpG6REMg7BzEp5q",
-	"CeJmt+3OoBPinZ5CsWc7bWZrtoNhiGaEWYfW8KeARrRHT+gpDQMaRjTs0fCEhqc0CmgU0ahHoxMandJu",
-	"QLsR7fZo94R2T2kvoL2I9nq0d0J7p7Qf0H5E+z3aP6H9U3oS0JOInvToyQk9OaWDgA4iOujRwQkdnNLT",
-	"gJ5G9LRHT0/o6Sk9C+hZRM969OyEnulhBDQMIhoGPRoGJzQMTmmox6YHp0enhxee0jDS441oGPVoGJ3Q",
-	"MDqlYTegYTeiYbdHw+4JDbunNOwFNOzpifVo2DuhYe+Uhv2Ahv2Ihv0eDfsnNOyf0vAkoOFJRMMTTYET",
-	"Gp6c0nAQ0HAQ0XDQo+HghIaDUxqeBjQ8jWh42qPhqSbVKQ3PAhqeRTQ869Hw7ISGZ5p+AY2CiEZBj0bB",
-	"CY2CUxqFAY3CiEZhj0bhCY00nYHQEY00qTWto1MadQMadSMadXs06p7QqHtKo15Ao55ekR6Neic06p3S",
-	"qB/QqB/RqN/7BJK7KDeOqvAq6oI+3/sRzIK9LDnQdx7EkhHe6bNk1A6SUKvFkVaLu+N2L+mnJ3wwOQ3O",
-	"wiaWDDdZMqRd2qcDekbDkIZdGvZpOKDhGY1CGnVp1KfRgEZntBvSbpd2+7Q7oN0z2gtpr0t7fdob0N4Z",
-	"7Ye036X9Pu0PaP+MnoT0pEtP+vRkQE/O6CCkgy4d9OlgQAdn9DSkp1162qenA3p6Rs9CetalZ316NqBn",
-	"ZzQMQhoGXRoGfRoGAxoGemghDfXg9Oj08MIzGkYhDaMuDaM+DaMBDaMzGnb1HLo07PZp2B3QsHtGw15I",
-	"w16Xhr0+DXsDGvbOaNgPadjXk+3TsD+gYf+MhichDU+6NDzp0/BkQMOTMxoOQhoOujQcaKoMaDg4o+Fp",
-	"SMPTLg1P+zQ8HdDw9IyGZyENz7o0POvT8EyT74xGQUijoEujoE+jYECjQNM0pFHYpVHYp1E4oJGmsya0",
-	"prQmtaZ1dEajriZ+l0bdPo26Axp1z2jUC2nU69Ko16dRb0Cj3hmN+iGN+nqV+vtZsv8jmPz+6kf9E9pa",
-	"CLnUSpd/IXiA8yrlu3QDOAv+3bWBb+qHtWo6f+HElEuxTzlw6tlO9cChu3n9Byj4piDJUqsAkDTnqQgO",
-	"i2P9yNcXnfEwEg55zENGoz4AvizqyObHm3gkNAiCoUOFBCSfDCD7gyAAbNaG7gNex2j02sTV2G/5Cr/h",
-	"IVR2yCWglGEuLMtz6/G3ZZmKl9YjGHs1nbFVc+YFv8vkAstLN4o4z+tVm7VO+puqyJVZtT1+P79tQ9Uo",
-	"3ix51WwGi0Sb3IAIae9vLsfh1o2FYC99U1q5tS28Pl6agO/tCDAUbzrD7adfh7ybs18WWwdu6mn9kdcK",
-	"QaPepvfy6RyMPm7DNk/U4d4f+iRuxXXHlodXA8XNFdBJrV3uMDSvNTmitnnCLBP+TwCBs4Y5FPa7Edij",
-	"jdQ4uwp7wyAahuE6NcJ2rzeJ2gMWjNtnSTdtRzycBOxsfJoMUp8a1Zxucjnm9/VZWYSXLfPqb0wrmG3M",
-	"q78VEv2nOsLIp43Zo4nr13a33vx8sXqbBfdvPgTLd//9X/dvv5HLNz/L+zf/PT99883L/j9+eNn78epl",
-	"+faby9mbm8NtXg/7quFY8+rkceP/oa6/P+ZEfA0Zrk4orp94FGJum4cbgpSr6uQwZSSTgqtpVRwl0qrU",
-	"rJYUWVUiQDFUDTA8EyMBJnrVDWsLejipwMMxzIQFCvpd8NMNywTEo285n0O1GZvwTi28ZJF0YT6k3QYY",
-	"hLcXb17GZF5k5hzDhMC/f3j3dvNQeeGVZ7Sc3+dr09j3cBHoy5gH8m8dHv9zvfraFJWvyefwYYNzePGt",
-	"6fJ68fOvKb+5T0Uy6UbXfD7pplOZ/prKJFPRz9Myv5nd3/BUDLqLfv++DrLyJEJ9V5zBwYd3f2W9+++i",
-	"b378qP5+8yF//Zd/nF3cThb95z9M1P1fWG/xt7cyEycvs+LlXx9H8HSbKtyAKm+65pr6igpLRdVB+8tq",
-	"U3RatcaRtWKlbaM09z+Hm829b+UHvWVwrH9Y2CLs7n/ItDu+kvK1Pia+NNzRi872P3sl5RsmVpfWO/vH",
-	"+SFRwFh5eaBxAbUCO4Ml2xrWkFdV/we0JNay0qGWByurQPQ6oLeNBDNPtj1Wx0MNLNmOHWXvc7CMD9yR",
-	"u7fiHxuye1hC4h/FgJfaZtrBfhsG0Z4MA6T7q2+Mr6FMpg1awtS2t/GrIxyLoqkK9l9VLrUyFVaetXvD",
-	"S5cohyUK2M31SBZYmI5CVNvwBgH9eIjhPMSgxaKG5oYLFnXYQcvCI9R7fCSMfdoEAOk32nXdMsPAq14P",
-	"IZ0snDocZNuS10wea3tHAnPqHFYuVOpY2OM18G5UZ6piNKTLUhuF9g6tjkFtUez0ekPn6UGQmiYuCoX9",
-	"G+CEZjgjUT0lJd2Fa7kpVxDq8cvUpjXMUY/XqyRHSpipeMb2FwowiomJCkIIuUVbUPr0oDSUtT4A/Z0m",
-	"ZB1Nuh6UhF3T2F4h2vzK588g5wwAZRswHutTfw29XRq7SSGKJbieTBcqfN6b/iH22mcL7dlmIm3XwFur",
-	"YXzLNZX9XHrXu8vfMuAOs6AQdJ0LITJvAFj9UT7MVPXNUkiI+fzQw6WOn3uQfv3nORsr352Aziu24d2/",
-	"84n5758VgyefO2+9Y+8hmt9zrbztcTBbG7pWhFhhhUB3GIxC11sW1BMpdzlLv+cr9eXan53KTg6/eP/q",
-	"e74y/piDE7f8hxo5XX/7f3VA4+xhGyA26snVwd0+owq8qd5pj1YFjYilNLTAFahvZcI09LHt/gCsAfon",
-	"FCPhOD7PbShC65iVqwcsIefoMe949U2MQDbOzePUmETOZnr75FlTMOFFHZbji3SYgida8VvVz9ALhxlm",
-	"IZ81Ueg2GoAzAcJW7qA0jhL3+s8P3VR/mE9p1ru/jdigKH/pi/H17d3Pgyjhi7vloM8nxQlPy55aLcf9",
-	"5e10kAq1zaeEYfSuTbO194xX9Yxk8DXVvlg5lRytNKE0D+pN8VXr0wMJt8dDBEB47uDdcAEZEz0T2HHs",
-	"lq/iP7c76P++A/5NJkqD6ufvxwef7s9/w3Tqzygvc97UVewSRJuyVfrnfpswBHN3CGuZIH2/f956+ZF+",
-	"UV1ofdGpboTugQf7pbn7oWJo2zayIh/cpf97vCN5Gw74Jz3f9xeffM9XoAhYzt9ZReR8RNLlBwBYuZ3C",
-	"zmKiuhI79I/4FFFuDIvQNfenQtwMW+C4hteYVGOqO1VjqJeISaZGIrYPAEhXnmG+xS1fDTdR/uJd+vWW",
-	"QqQ/VT1QPQjTMcT1Ckw0XdbrRbalwNXLTW4KluiTOepNgxn06tpSWZLNf/11MLnt/Vpk3aK1UTUTsHDc",
-	"HiRR2j7l3Um7F/TDk2jQPe2d9b+4GEgLoM2imr1zxhhYQzXUejrhwN7tUciV4dTicZUmk/J5Lut6DLhV",
-	"hgV2yMc/lkVWcpAH/tSjdnfc01Pv66mfBO1BeBqddVlv3E9OHleHsyuk/yb/r+W7b+TqzTdy+eZbP6T/",
-	"qvUnr98JDgiEfSuLcZamXPw5Q2C1UiAtv8H321gTBJLuE21tYCe3hngRmdPqTJNcLts7fSCQp4XV7F4/",
-	"b8Vtjp3BMT4C5J2vTDWOc0WajoDlMaCngxcF0NOPxquSjwT8cdyUrTc0jTfrKW3kwRltCLWI0eH1DLb6",
-	"kx3yvT7bDAayusV2Aa5KyNAAX58VEGEwaH0jkWeq5OkQwwTQJNHgt2E2Rdp8OH2by+Vr10bu4clyevFc",
-	"Q+kvSpjr/2++3IPy5cIIMsS8g6I1bH1lVjHPeZ6pGYQX5rzIZIpZaLRloxv1pj3Nb92anRYFV+FJZYLj",
-	"t5OFKuWMF+0w6EXr4/j/2HvX7rZtLX38q2BpXkTqUIpuTmJ5nfUfT5u2+be5TOxOZ86wy4REyOYJBegQ",
-	"lBW1K9/9t7D3xoUUZUu+tGlP3nSllkSCILCxL89+nn44jkUwjl0DqdzigAZPt6Bvx3sFa7dqGr4cHo91",
-	"eEBuMpj34Njwx8COo8N9YcfxAUH2jRH2NySk59ncA44US0+FiGbty61ouPH7vnAa6ONTKjErYona9znP",
-	"FkxJoGW7VMB3/1XCsrmVVRYl8MsKAHabj7wWKs3ztrHGsbvVff+g3m7XW6N6f89Ph+/CXW4aaRXSC/jc",
-	"N9zvmdn6w3fo3Pg/sEfDPXK3nYqBx6dot1+H9zCeDN7nBPjhwGfLSgfzZ20PFAEhRLetIrOvjHfXiGr6",
-	"y+yX8FV82S2fzW75TjzgZsFj7dAUkVs6kEL9JWotmzTizxz6CgCKMmWBe+bKyqhcjTREZlxQlACagw9A",
-	"U18T3bJ8slc87cXSM54NPOMZfYxdy+hphYxoBGhyApD2qIVT0SHG8JexdBwR5htBC7YUtnFKrSWBwoBl",
-	"iGDn9qTmS16UEfG/akFhjAYIVRBjXqk8ZXxWKK2DHPwkFIEBkuZLUTKdqzJon0rQyWVPGam64x21iiWM",
-	"Vyq2zmSq1qD2hl9OUL7DE8Yn+Fu8CTA6KymIQ5O0wJLg7SXgj2QylkhYEBCmI38vtIMjvzW3vm66IhGx",
-	"aIuDIuCfj2Xbl1YvkMiC50Q7mQQ9YHhlQL8RVVSIJ3NLCzyjUPA2lkpOXKs6lTSoTR3rxuhwTRUK/M9N",
-	"FJ6uaDbc7xaZXJVWztKsXgdes+1zWL4xbysQT0H2fhdXm+84CW9Qm4dMc3s8PI5lYvdpF4BmXfFxBiR8",
-	"CZuKjZJpx4kE6TB0t2T61JLXi6Vz/La80LYqnAwC5KIZl5uOZdTzB6BzPSPzT6E1upfoWJq17CVXkUvl",
-	"SmlAQRLOzN2PxJjCvHiHTTOzzjRbizyP2FSVV7AhrO4wUsrTFVFuBEkIoHhvZhTO55nS3j4EGxTMD2wa",
-	"aNnwcwAfZDqWXLLVcikKpINHOcnts/3dqna237EhoxKkHu0KlvuHH+SPCiT7fHyRmv02x9dBGIHP8nG0",
-	"QEwsHlxSfO4O179MH4bzu87EwwcplE84HI1XrWYejspjp/gQsbSQEL3dtEGiMZhBCJTMt1O6fykk3++U",
-	"UPvjk2JlWFZpgOzdtJRhFS+45LivbwPmoQRPHZ1XX8Wlouo5U7JU4JMpbMvgwJmbzagjAxRVSBYxK1E8",
-	"0zvy9a5PVmn6pLUPjMiXBQd95twCA5n1LSyxL2uP+yNUEFpnWnSiYIshMRJoOoETnaF0Xc3bQ9feC+qy",
-	"Fdi1WILflnlVenfD4TEEPzu8vpOK8wS3WGQS1Z86PXbu5hBARBMQhOVEAS7FGh17rOGyDPiwoYcFEB5w",
-	"5Txlajcw8b6QRKoeNwASiQdiY98HUk+QIKMV1LEoxY3gRYhI3Kewfaf69WeLbHzIbtlhI7KxCWawzzw/",
-	"JHjgCzbyS5Fnj/PMdsHKBmTa3sdY4I0dhJ6kWLMRZYbhfPgRnFDklXVQ3s2BDa1684ApSUJqVd7RQGjN",
-	"yyLh4QqfbyE1GQwShZ2CG3ltVwtP34Xp/EuiOT/XpPQfuocsyvNee+jQVHIN0unbJHdWb+pCE+AlEYAF",
-	"dLCbEZ9Af9+QfXIEmLFcrGZXDqqBickuZDOxzxO1IVbGg/zRKzaUXvzZa4vYNGUg8h9LZxMS2/KZnOB5",
-	"BNIXooyql9xidUje81JAXqEL/yUhCmgm7YDGrfv8vVjwTAJZFyCUwk+0ML+0UmYomA1qHas8x4uB0tQ1",
-	"z3IQ2YCHaK51ORjP/VAnn39zbNSq3wOYlA5kAzJP+d+ZWN/cOFkvut2J3fvzwesFW3Wl+WXIjUvvfRdu",
-	"T27cmYxNrLuZvStb3SGvbbzpwXRcswWncxILvBT3uahu07E6zLBpbfEFuYUwFwP62nBhE63MsC9sYiyD",
-	"FblHtRv4CikGrzSoXZWN2+hrmKt7byMIDX473M8POpju7N7nXJcXK93QONU/nhwdT45e/P3uQQC1wEx+",
-	"uzObz/6uBL2Lm1ubzWq5nzfxx27Qn68U5PRw2+x5zof7cbma5pm+ErcQyZwy+iLuuumG1TRrE6hAcTaF",
-	"IlFWioUTu1fLbJZMgkoeqGqnwgFwYylkulSZOdtR8ldTrlKqdWShoXAdUFfB79oSZAPt9YKqmnC1WKKM",
-	"D4lFWYlfLs0FMslBNkB/mNS0e7EByxIFJJC9wkKaZ+6AqiopAptngeTUMucbSNraojJr36Tvi8r57y1h",
-	"AYGbtKUXCegOgkuesIRmHZwCfMAL9FUSTFRhLRM4Q4zxWwKYGYTjzC/xuwnRd0NGCWG55sXUxZLtpGba",
-	"Qq8iYvHAJZFpMweIySqVqgs2NlrKd/jb+0ckdgHfHpPQLc9EWeYHBSV2rLtUPWkaLMMSvJm/Hs7mM8DK",
-	"2JkuFeNoDwKLB/+/0+YFx9LBoQ29/zC8sUlNvQf1lnE77Ner1ZuIITa8u+SXmeSIafwg7ApqKtCcuRvf",
-	"CXLvBvIFcP9YgPsppNJbv8WtQixVUcatCYtbKc/yTdz6dFP69ti7ZrMCpqnPjtlX7Cs26B7VMpg4ru45",
-	"PsbW2Gq9bf3uc/Es7T6fHU27fMxHXa8HxZ9bpw/lsqsw+v4LPyYUk29NWuY0a1G31vaPRpUfLbnxJVuT",
-	"Oc+1eAgiXJKdvFAzCvVIc6XMFkKtzEhG0AJo/v9XJc3svFwVaimevuNFZj5pbBmozf+qyJuVV54CU9JT",
-	"eJ1dfMGHdBjY7Xt7g4HbqZ99Q8EfX//UgVG0x4H/244TwX3Bnwq3ENm6ShYqnwDEzpGCWBZbXtpkrlug",
-	"gNczOzqBooRdmUkvluCSBt+ciplaIGuu8fja6ELbG4OGoRY+LkaL0KSH332VJpB7RmAKjK0TsQUvRZHx",
-	"PANp/StwXOfUsGZLmyCLaO6+FAVKaZkLRuEwzQ86USzXV7y0IXZwyiDTP5DL4WOX/IPQ7Iio7FibMHdX",
-	"alWwlG+6at5dKFleMfwv/WkthBnzM/szmAxKd8WSTlDO7OtSBWsn/7ERvMg3ScSS/4CL0b/NteifsHfh",
-	"X+b++SbpQF/2f+Brw9bs71QsU2oppwZt1nZIzYHu9ED/mv0K2AwTbbw6fXNKqrHt5Kfzr5OA0gx9/G/4",
-	"BjGWml9DjgNI/QlcWFlac6hJwxorYZI0pjhgvpCxENV8EcRuwiUz16M+G8Jx8RV2mtOTdibUk4gXBy4b",
-	"lB7K4G3jGl6ag7A7V8WaF6l5AzQKJWciYrzEKgbSsWHeBLQ5TQxtwSXt0NBGDExrf9QdHk9YfzgZ9f1z",
-	"9UeTfp99/fLsPIplf2CMbuekMsorvlwKqVm5RqwAJjZ5nncBK7g9PnC9cXh+ocayjQa+3x0e2VHAbVm/",
-	"Pxn1/w51Gzf5iF6uznLyVcLauFDMpALSVs1LISPQITUb+qunRzjt7Kukw+Yqz9VaM5Hzpdll8ExmrgRP",
-	"AbeYlUDPiMFkcbUprxasvCrU6vIKIJOxLAsuUVZfT8zX3bzhErUTTzpQasZzvMsClCu01TCm4pRGIOaS",
-	"ay0QCI1MmktEK5hn69nln7BiJTVUpMLhO8YjO1VPCEdkItY2pukBgaRk2olYIS55kQK6lO72K4jguQjb",
-	"2V4MhY0nkQDUQzu5abixRhsF2+etP/DJTFYAvqM+0zZHB+BwC/cFWb7AdnmsNPxEXYsiXQmLsQZrNhUz",
-	"wN+SERZ1Ga811yxVa9kxC2SRaS3SCW0D82fc2BbfAkY1lqgCR98OxwMvN/LVQKoMRrhH4db0ozKbfdiF",
-	"5rB2/16QDrFNMYWJ0nl2LQgorSOHcyHfLgBvkNtKpvRoEXqN3708D/xBVHr3TtuR3sPrWqo8h/PfWHPg",
-	"fKyiT0pmXDgG9ofM62slja0oFfu2yFK+CUe7h6d+by/8Bjf0IBfz08Eu5mPhV+AX4Qu4Meni1uXhD7Ar",
-	"32KNxxdk7ecK3mCFMOYN+AO8XbqDZ15F11ZPjX2bdSv4sxmXM5ETr35woJDPgcQHbCqE9PY+ZRtR9tip",
-	"x1nE0l8UebW43tV1WzHM98p0/pF7zqZ3/yx770+W3sSlEsQB99ouN3TM1tatLbEEDL8fQ/+5MXX/11jR",
-	"X1byIybq77eM75alty98f8EBtxkyyaAHCUJpDjI+bCGKS8Gw5639/tuv2fPRi2cQSmNoyKcgG54hCXlk",
-	"/45yAzUtAR81Uc2QrnGDbEDA58A4edyxXKsVqRVAvO1TSeyn868jlqCznbB3b02IKxVLyFtNzI2ZWCzL",
-	"DUuM31slOoplQq64lSO3lYtQcAFDkgRd+KTTs0ktqEGuijyxJ6i97IQezYMUx8Nhzw8Kf0kyB7wQOOkp",
-	"zc50Q/9oc5voqk5Ypk1YtVDXIu2cuL5HkQGK0n+tENAMnEHAnAuntGOmNtOYzEA6QO2mGq4NoKyf3v8I",
-	"3B3QDFlgDcdMINadcVi2O7kyc8mCf7yws0rtBlyylfwg1VrGkpZRODFnZkVxwJV5wwlz0oWF+O/GiCYn",
-	"1c/hb1h6Rs3DWGJCkm8gbj6FuJTb3lqfi1RFkIuMqO6C+Xy6ntloK0sM1ZBcoeBeijV5fBDQYiAs1TrI",
-	"KpBMtJxdqUJAjLsjm9CLJS2wCTOhSoJRZoMr574GpQV4zasFlOgjJj7yWZlvIEPji++1rAP8ntbgU/x1",
-	"wlK1lWyw2hrV3Kl2EgSotJEVmCqh1GxWMDoIe2w7cxHLrdQFJDogP6SkgBZrggBjIR++k2ks6Bt3LLsW",
-	"NJPgy+aUqUHhTNv+QakAwCNKlvnXRUvA5QIpVUTsYRA503qtprFheQUXsC+SU46Ly9KmJgEo4tqyzTVx",
-	"5233eMMaiWWYo6lMNeUXoSUGLIxtGjfbPfTiMfWGKDG8C8iOYOtxdVlRu0xtEU1gtZnL2kAB0STQuaJX",
-	"C/PJghPR7oJxELPDXUZHBUygZQe1JGrUhV1uO2BrriOW+IpU4hDluwRR7pvoIXmMpirc6FOYkRn0detg",
-	"b6suhBG1bjJlDSzn9C5rWiFZAYj5F5NRn70Ra/a/qvhQSaw2JKFGffYiSNsEiZjThSiyGX/6RqwvzJVg",
-	"nGYScl6KekOTWew/vf8R1oCx+4haIsNPp88NZyYc6HsnnSIWt65FoTMlzd+Hn6r5pv/p/igu+WxDMiWu",
-	"nIoio4cklLrXw7vklB5X52TPnNze1fPaCvizlM8HI8+O9zmUz7e2yy7WPeTnPbpTCf2hwzpjX9EMp3+5",
-	"CO9fMLFoxXIeL50IRagb0VyQG0kIOBm6Hc7hdVjVwLEtbZmYivlIwjqHLhFNhbOUKsNdrAx34TcQa0Bz",
-	"81QgEF2kHQQZShPu9dgpVWD8ovclNKyeZaWNGed0hGZzcpRT8NC3nIw34qNL8Jyba9yGM/veQW/DdKqC",
-	"oewEaJk53CV9HgDLBrcCyx4OtgVl1BqOiY6Uf4cKtTFp5WwX0ulT1HCJ8a2XGN92iaNbL3EUXuIArtOs",
-	"gBd8E5dCLRuI7E9/CpbTP1nW7F0hrjOxpvDsYxlUwP+wFFqzlQSLY8mP7p6ca0RanZVqWY2SJluFGhNZ",
-	"bkQZVmd4IShcI94UqSw/AkJzTCQaS+yPw6Q3mcAee0fhHt8ypbUYroFFyvzgQXLhD+33/nlQoxi4VDEB",
-	"ny1E9LPwb2vL9Isdflg7bGb3cd1MND2PZEHfC0TSN9gzgHA1lPi894pZ3tDYEu4I+4bAl+TaXtiSE0IV",
-	"pC0VdS/32HubKKujGikvSL+/1b7Cdf4i5XPrcn/Zto9EeGCm96H3rdCaVIv3gpng19lMqQ+Z6LGfQaiS",
-	"oLL2Q9e/vFjpEugAUMU8+Z/u12fvv+2CbFcScL5awi2dleDkwI7LLqXZ4KLQSjK1Kk8cDSs0IRIPVhoM",
-	"zg7q1BLlYImgNLcDcLa00EkrggWkrlC0wSdw3pNlzGpbuDiXACFt4BU4yy7l21UDffa4wffLLqVI8Wn8",
-	"iIOWw97dlvJD6apVZNTMYGGGqACWcn01VbxIg3Xn//bLLkDGz1eqYenAKxAmyo9cS6FZHPi2CKsRTFEh",
-	"pFiLFIHktFzMC4llG9GsS65LVq5Ffi0ITI4m377qTHZ67I0QKWrKVJbiBJkwMs3W0LHFoT8llrnghdRQ",
-	"lBn3B2791dZ7M3yE9tW9Dbrrdr/VoOMd39rvVxrR9/nlwbLa9hl3JSnx4wjebfU13r0T/eEUBGl4X8PA",
-	"tkUEoYgHPkLpV759pp07oNlhefnR+gGB5m/b6hNCYwaQJ6WLTJK5alcph7F/YmscE8ysYXkd2cC5ZN+X",
-	"5fKtzDcRO+MLcZaV4m9nZZHNSvsWAsZqulDC2mdmcoTnJQcLPuMLEUugxz7/8awDTdfk9eD+xdHifsC9",
-	"Cbsvcht2ugkA8fZmyCGNuzWWzduV6qhO5BAYADBB6GHkuPdBIJ+SknQIYLUSTyHHoBGaXKyoGdvGJUtO",
-	"aZHBPkxs4SvTzKw+c/+ZxU4QH3Ms2/TW/EvChilv1+ievLSc6EAfgfYuOBoD4/hExzKZ6WJ+AfMKnVRm",
-	"eBVrRaMD7ZSstBxcIwY/7MIPu4tMQ5tEEjJ2qSKWlm3VrEBo7UJhR7i7PkF/FTRXvn/79oefv3/58seL",
-	"029ev3pzcf72h5dvEvwNtX5ZTkdrB2P5Lc9y4wBml7KbSY28QiGtEJvlGcA/0rQQWmMjcCZx/VhOz+Yz",
-	"9pW8F+rf20JXpKzwE/LpLBXzy6vsHx/yhVTLi38Wulxdrz9ufh2OxkfPnte/cFBlEcb/qITXf85z4szu",
-	"lro/pEVZozM8E2XXGuvfdh831gBUEu/1PugvxIYPG6Pc5EHCkbaXA2lDEjwCuqRQewCTkrGxNXlbZ5Nt",
-	"eyhhge3RToK56aog0kFVwh4zlhgUVxnpVVT68yHpSjicrPTealawxHMSJT3238bWYH52i686lnjkQR+X",
-	"zeDu4EPApzqjGXlc2byaAi3NlE1c7lKZvZHIaXBUvxiV+usETg4dUCdw0vpiuN6of8zzfyjFn+cHtaOH",
-	"s3dTJYjPyuzaUqv+S/Jr17cPMgiGiYba5tyVbsCP61yltV8/RepnSBM2Os6vAYXGodBhd2x1iNHN3Nnf",
-	"kpOWwF5OaDPHsm1Rx8lwfJVEXjVm8OzFVXLCkr5OrH9kexU75PfYHnjLc1iuVSwT+mvXDI+Xq0IkVmg3",
-	"cnhEHPITbXlREG1VXrFrUWTzzQn6wGtepNo3VkqxjkFiAfzhsAne3+n///kcDk08TZ2v6+9ZYWLF/u0M",
-	"XGZQDUo+ZKl1K3sM4U9so1YFK8RMZNfQEKTql3TITcFCS4nj1OusnF2xQvDZldCxrE5dXc6mDSSUJH3z",
-	"D+Ma+x5XZ5KBvu5SYdIGn5TbZtgOZpMsTBVgofbJ2RzHrMh1lUTZ1ddJj72HixvTjybZHQQV44+dzHaR",
-	"zAMjYZdjQ2YX1nbF9twHzRjIf7fuZvlwQIETem+C732ODxj3hdlKexn56rFS1zhvTVrrKy1mF8vTs0Ha",
-	"/3H4YVGO1y8+TDdv/3n53//17nTz9vWvr19eXW2G3/ffLtKj6fn4b3ecrlvouf1GuImlG2KNL7zcfxYE",
-	"Fm4RRF6TqaoeNw93Epb8Btf2Z6sd5/xa572mWerkypC4LkG9tIS5Qw2wu5CFsSZrOMakKKp4x2ZWig1Q",
-	"n2C/e2QsZsDYRV3wPuVJFWoH3MY1/6solJ74T4HwEGjyELgfAUo4I8RCCth/y2SYQxOt/SVU9ETK2suj",
-	"PorvHR8DEGeR5XlG1jvyOf0KX4Pj6HCybEhesBL22HKoffxEC1l2ArlxnI5M48WJtyWTbFmoy0JofRLw",
-	"ImjGU9/8ALzJeLgFx4xT7jIPqctYBjO0gVIEBia5MrGLYny5FLzosdNcqzrNo18DXlqXSB8ZUiLGEkMa",
-	"FFCj5FqFLvEiJwLmAai2QYMX5mbEP1c8t7OEYmULwaUX7KMSjRlQj52Zw1KX2QyHAXm3OWnRpXwDnBwB",
-	"V07h+B7NozTTvX0nyjPYC3sg8Oa8AKQ5dbBZ6hpzdWh6csu2nQyMV5cc9xdJ58R7d8bZ2wXXw13UjNdD",
-	"FIY7+fB/H5xcjUYPDx9AQoaDvjFwPEW2Z7u3WpPB4MXzqGWWmBRaXyyP+hcL84PeMPzr8TH89VnvBaJO",
-	"MvPT4SBqwZbbJr994WB6fgxuAP3KAPoNd0ewy9bt8c/u/v2dtz9uuP2zo6PmAcAHDRMwaBjBuDe6dQDe",
-	"I4FiwNYOIrJuovy9mG4u8Dvwngmc1ZqMntvRDga1N4a/tsbErJsJjWoD/3McuUqt+frRsP8psitz0hot",
-	"9vdlzrn+gBtrV3nG7eUvYu6P2PGewdngJ9uerWy6oX+F7J7A1r4HuSd5EQFj/A1ibNTWCSRnCxGBNCWe",
-	"saooO81CICR0awLuUllmqpq6R0aiH3CEDvqeOscXPvDWTzSbZcVslZVsWgj+QRSO283d0ATxRDanoOL6",
-	"EliNAz4iuKfnlDI/oOeH43YqrkCXk+WKp2zKc7Mfi2DcJkKuPIU5N1PxRJ9QWa4L7jvcxqrmokIsTB/I",
-	"dPECS1oV5QNNqrAwcARz0mPGsg3nsO88XRZqKi54mXTscOwURUxnJkLPSpaKWZYK7WtxtddyqSI2XZWx",
-	"TDJ5gZK25gbULGj+6RmdofFzzrN8VQhNgrSYJfE5U5h28/DN2cdzWmUPlnYMDrdx1LKDA+vnHohOl100",
-	"7cZSjyejwd8t2NJObCOUEb4G09t43g3hY0xFmefH+m4BW8phH2uSDJPxeNSKWjTnrUm/emSNzKHtn6xf",
-	"ebLh7U92dLx7yIPhZDwOhzzLFVJUbQ06AGxuD/iXqGUWu4PCpoPus/mR6D5Px7Pu8XTEu8PjwYv+8/kz",
-	"cZSODzl6zChuSrQG65k28NSaqX+hrGtFd4JmAk0tgAjT+50MoPux41ww70Y3WJY6cTNQ1/NL6KnhtrtZ",
-	"uR58RFmaL0TEtOcOk1i6LCS0Tc+zvITYyZgjikbg35YCmUgP9uRGJjVyc/DA+NBeV3/pRMvtvSkkMvYx",
-	"5BqNWEKU2/R/yOUfIdtDxJIsFYulKoWcbS5Q5T3J+VTkSRTLxDysiUku1Nx84FJi81IU9hGtegWkKo0N",
-	"XkwzKSaWeg/013Up0liCxQflAOA4tJV2KYAOQ/a2bpBRSK5BdrLpbuIjfYwp0plZmbMVFDoKAqdCwGaG",
-	"YEcEfJQnjOM3mBVmh8+oVyuTrL11L6nKWAYSk7XRdipEEMCcSq+ESV4UtqsLRlIiRYBVNXglmTG+2WyV",
-	"86ImYvD/4Zf+ZnzuBH6tifaDp7HMRWne/mRLvx9Wj80XzBG5YILZS6WAjWOeSZ57WSOQy+eajft9pgo2",
-	"7o8jQFQ4D4jnuVoDWYG/ZCYvOz2zXHR54cKJ1PIxwJ+FsQwJ03zD1lebCJ4tlrcoNOC6oL9iTuUm+QU6",
-	"4jlMCUxCLFEzV1kNBJvpNytqnn3cJZ17Dnblllj9LdQuUAWDzBm9xx2xN0VRh8Y2K93Euv7WVk5CkDdY",
-	"kUwH2OQdI/GGoTKcuSoWcFKvVvBJPfjfPQqcB3v/bXJ/jzEloRCv/eEEQdgVTzu7huyN14OO2ElOoFk2",
-	"DqMZSmS8UoBfZiXxdADFrjabQqpy1yitkMGeb9h8+w1HKZwblpcl6eSlub2tpxMvJjIajUaj451zV7FP",
-	"zdOX8lJAr+r+c1gZmqtkHT4q/OnDDgtt30/vfyQ5AhusQUDwsWTtJHR4w4Yfa1op9jFngRayjCWsD15C",
-	"XBkxTrk4cwu/mjRFkpazJiN6b2W+RzAN8bEUAAWm1CwcgrHMNP4qYjOuiT02z3fN3arId2kiDPvjF9BL",
-	"5UQSDt0V7qX6SQucA4J1+t288wXXPIqdAz46uuN4cQXyAtJKOFBwWSK2LrKyFBIkmydQnkpYG/2Zv5WC",
-	"LyZLvlmYvZh0TgKnLpbO4sMhuVCFZc/BmQkAjTzPnZpOG8COoDtWWO1P3QlErcFlQNFplkwSlzknHibj",
-	"AizzzOoQuZpaoFUtN8g/w/ER/efGPZvQURt5zpmJa9RZX20wjz5TMgUmaoB8Mv+oau5yDQVHxi3j10AN",
-	"ZaYWC97VwnwbRU102cN5TRi8ACscjoxkWAtEfSZ/Q0ukDWcwNMOreSyTH82j6IS1x8NhVc8bJs4vMuIF",
-	"h/8bDf2F4ax1wff/tSrv1gQS4uMyh+iPcD1N0ihmEJXFmZVioWurdDQ4rqzS4dYqhZ7GV/jTkf+YFwWH",
-	"LJ0uN5BWN8atdcMWtL42rW94jdh66MIm5LLWQjDnmSediTtakU0HikBBmcqcHWlmtzX39zE2DF+iOWBW",
-	"5Uwtduux+EDgfudws6ZN4E59Xno2k731bE6RTNDuCtzhFM59Db/EspIC3ZsTlirkqV1lObwikWZgixaf",
-	"pyROkNWKgk5nYBKIWxM2HuzscB4CSg5qH73B4IUDRFCL8rB73E8H3ediPO6+4INh99n0aDZOR2I4H/Th",
-	"u9XjxBVhbHjRmrScf48hmEhNBMPeqJJhfxt9PQhSWhMT4zQ1KDc1O9NXgobn+7c4b3ddVzvBbfEFqy3b",
-	"rc+7GpztNXpDTCBWm5xrib6ntvT+FN6krtWmKu/6kK72Yf+8/9y881G/1++P6+981B0M+bT7fJaK7ot5",
-	"f9BFFPqLYz6dpfu98+AvldcKUrWf1WutNtOHMdjebfrBWrDltn0XhL97rz8Y3kEYieaKzM+k9fofp5s3",
-	"Wf/j67P+5vW3/7V+86savD1Xv77+erx+/c17Pv/m9OPbn7+9evvd//56WEXvdkWlhjzeF22l27GvlNY4",
-	"ON26k+XDSdAZ1+P78/N3zqvA4MbiizKKjXjJEqIlhc6eJBWQuQlol0yEq5lWSgLl51JpnU1zatmSxAib",
-	"aUwVnlBaT/Aiz0TRc1dHf9hevRBssSpXPM83PlMIqbkzgdSYyStvabo/iI3rjioVsEQSxMenOKDpSvO5",
-	"CAlVCfdIHhYIFVMwpX101R72B6CQQ3FHNYUMfi/FAPAHIKgtRLkqZCBRhdktVFECm8CG/f6WlpR7qLL7",
-	"nsRMHWcmsrRClRMii4YREfusHRJnaTafC8Anw6iwKWs47LEfxAa9Glg9qc1xY94dJvrf/o2R9iIVESkx",
-	"ZD77ORCXDXvWkIi4baNps8YsWmitIiZyLcztO1EFy5ZVszoWleu1ZuuAI8xPJe9+osQiiE8+/c24W5+M",
-	"W+32BtOlKmixW1WtUPAWRKclflxwqfkMRXXCUBHyR1I4EmHMFA+p8daEhzRNyYRgy1mKqznISDjV3Rv1",
-	"dG9RyY0Cgln7wyfaRAMgVHTFfQXay+TSNoi2St1t+gcuA4hCoNbTiaVFxTFMUkek3kD6+a4OEZQncPfa",
-	"QV2YN5GcsED+jPFcK3sNfATCkobY8XNcUXAx/1ea3+6rNLHi4dhpjSzOTlMJtnIs25aJOwoZuC3xtrM3",
-	"3phFLCDgJkZsW0yBn7qQzYTuVD298H9kCby9TF7aOsw8V2v4d6dCtWtfbiDGVJWATqCGRTIXTtr2kru2",
-	"TSdx62B10w3Zk5N6+cG/nr8F5YcFNjdyuSEeZNjsXTD+9VWJSwPKaq7m73WHYUVPfG+miVZFLkpM7dgU",
-	"MZRdYskCzpHAKiB00HE8p8bGd9lpMOXwnrbmHFAKCl++m9Yn2gbDGFlTDB7mrvHysvbGHOaBLAwA+bBt",
-	"2OpTB4/u8A6Au4BGK0wOQbuUedQggpd+q7o8sMDlC8ZgS1DbfQebc+mctP4Tl6m5AZdhNp5bTTMq7UAC",
-	"yrLZE9qzwOYwyyShnZGpZhtQ78u8AXx7flY8XfUVvxZw6puHs0hct2SisJjmtONgo5LlgBt4Q0dg1bAb",
-	"t0rjvkQcywWKbk9CKeKKpN7ckszjDNlBHIM5oYPAEt7YFQ+nItSBVGEbuMP1grAZnf1qSR2rWot+oyz4",
-	"hnT9ZkLAOxoN2evsPylTJsn+dODO277LWhVmI9CqozV3i8NBRPj2POrT6cD8N2meoorgCGvf4GXQKVed",
-	"rZPQkTA3qHhNtFYD3+Kc/jIVuZKXrkfHjcbME4CS7EZqQ/bfXNnhyV0PelYQpMosV2it2Zo9GrQzpU+g",
-	"XRtsFzcRMyCyzdV1Ji9zsjpP0EaYccK7M/Pl3ARzOcjN4SV36b6Z0Kd1KM9fMPofxKaFmZ67to/zckuF",
-	"jaOjzagI08B97VM/dY7rPTjqmpIfYcfMbTEq3LxrI2AT81ijXhOUO1f+bCez3vw4mbxW2UyYBxoM+88h",
-	"s0GXvHEksyvj73RTJc2F60fMPj/F6vweD43fb2GAnPOazJ8ViYCPIutWVojMfcJ/F535IpP0VmEG6Dat",
-	"Ub+iA/jup/PWzlzJ0VaqBH9czZUgM32Vqv72GbADRLp3KLrW3jbb9vq9zvzNqzhicUtcG+MEKa4lz1LM",
-	"cB0oF4jDatmE2qeDciCPSqPg4qNb2RDIWbb5G4Js3/IjQC64bx/23G8Ld8umBBAdYUhoYr2ZrQMEjqvt",
-	"Y3ErrvZwGc90QnPTsYUXvDQlN6tnX4+9IVUIKdbYcmOfutYN13BEbmdTTvM135iIyBydJ2zB4RD32JyC",
-	"foktQdvP32vVV0o48UKuFpD0KVai9UvUyBZxuHjkn3UlndtsTOWtnZDD5ILSMERxYG4oBPNUwJchXHDx",
-	"wF9axnLHslgWapqLRaMKCCkkdRtM9G0xQWimU1HyzJwIQWSOCQoi1UFV8Ykz8FAbQP8JPgqgOQuhNb80",
-	"Sx87xKWigdjMHg7mxKlHkV2ppYesVf8lamHbHUCYPSjV5+rHw6E54Eoo/r6iAdND+ErpqpATl2ia0JxO",
-	"SNDK8crst/rf4a93M1jiBGaarUWed+eqWJjQf1W6+URirvmcMP8k2m5cYMRwgvg9TrIJoWJps3e73qYJ",
-	"8LaCO8YXCqP7RYeInnQsG8IZ7qN6IBwln6aajux9Bmn2MydZYWOPw9LtVdpKhDhOrfrdbTl4MEVZKRYQ",
-	"1lSBkiYmXOVpZPOTKS/5lJtDRa2MXSuyZY8BeAHeshNSw+wdxbPG5TLhs5BlTmenbzqxISPlSkCSbQkA",
-	"OrGA29plR6kJAZ0vlM9PfothBozH1ev1PmGe5rcYN7L5K+2IT0mPnUp8Sg+4sXnKbRBzHaGtxYJLbO3E",
-	"6Htn4h8cRgrxINnf5hXvI5b2+IXB+Aw9L+lkgax2UYuIe+ytbRx1eQlKSXThZ/9cqZJHmNMEIIrNS7is",
-	"hIkT7BYYD4/t1MCMQvrtpVsImWZXInf5eAu92VodSF+4NX2sPTA/HR4dMRNz8JkJOTsx2Ds0DOQ04ZxB",
-	"i5G5r3kmGpSl4dDOiOjavKKoRRtx6LHEjGkvjCWSXq/X8QyaiTW4CbN2BBM98MjtpLZ1/o3+Z2Qm/1TG",
-	"Er4W0hiTTKSa/kPMiGqOAwKaHgIEF61pNMubQzaKPj1xVSnMc5gtQ2AtaaYH2F3MuD+ITY+drxW91q00",
-	"zKSaXkOUFq4fp9fm1tycZSlS9uVUCcFBhe+w+0FsuoUAicfgWTRVA2jdImu+Y/yruNZRYGOtl2kbDuDl",
-	"wdtEKKTLkRlDYPO7NiO2Nc0RjLatpMvmwULswE/NeYJWi0T5M3kZEcBMFdBQbkFqg6jf7+PaGA9GtRtj",
-	"+ky75JkqIpbNYwnAoyIiMiCzFLvwNIAq6px4S/pEU6YN2xcWGfEjIq2LX8Q+Esi02R5gLssrIZGikeZ6",
-	"fWOdC0F5YY5Nbu1TTCA6wctYGhtJv3G2M3IElre4q35L+aZ7Z+qDAmBYzCKzWYAlx3QK7LIeO8V/kKie",
-	"RethL74HdvE8t7bfOtaQsoWUfw0a7sfnknE4vhALaF6smpv3jXWRS8Btx7INjwrLYCsP2wnTvt4coCVa",
-	"cq2t8ugUTkdjcLW3uEMo28iuWpXdUqkurKZgg+EOxk0+FUCrAQjymZI6S0UhUjoEGvLRkXGmKhOjtxHz",
-	"ZlbmUA2DjacKHOFNeUX9n+BF3IOah3qt/u+G1J/NEg2OFk3YHfx6dzx0+bqD83tR891HB9x9dK+7V2+C",
-	"v5+Xy9qvMTh4Oh4fQuAGb+gx9fgchq9wKQhMEphXi+nfgAph51veie07Rq273hjhRVVs33g2Et3n0+Gg",
-	"e5weie5o3p8N+fPpCzEe7LtW9kF94d/vAPuqPcn4KHiSR8P4Ve7isF0+PXIQ2K8y+QfnzX/bfxWMblsF",
-	"w8lg2Osf9eurYNw9Sp+J7vP5i373mA+m3eFslI7F0fxZ//lg3z37u66C58GTPN4qCO9y71UQTv4dVgHN",
-	"7AE5F+xFaci44Ac+37JAyjsgMJpqla9KwczYzAEGY2Q/vf9xZ0al6swPHyPBcrCtRmvclGd5u08Q/NdO",
-	"F/4ZqUxc/gbppSC48FVkyp0Yh//+aR1k0tmd1/kaVauj8K4RVbVcZ3eKiRJLrZOgt19BuDFitsJWaxPl",
-	"gGOPVV3fSAMtXcCFZWNP6310euy8AqwJiH3A98wkYu0gPSjmJeA2LYDFhNwYFzrGr7UIVN6qDdILvjEW",
-	"YufznRzeGh7LoDecoqoKsilxz1cRn2PllVppAOlZWoCIwEH0ATZHZWUJUA+bhCL4DvwIIgO6JiFVEUyz",
-	"WoazOHElpZLxUi2yGaEDEVPl+/FIvIkVK4kYEVU4qMg0mFP2HhJVNgQkkQNUQV9T4sO8qYaIAb5l+5/v",
-	"jiSgEKaa8v85uDXoigoJ8W+AjQiQoWEBIOj+dd7EUbdvfIjns2HafSFG8+64fzR4Nnw+ejE+Pmp9+hQy",
-	"ToWjeOlxlFZ4vlRYH4/cVEMlYKEKaX5eESQPW2mrh29IJ13tba3CG4YNvR1uqJ+C+ljTuLe18ilT6eWS",
-	"3GDv0GJwQJUBl8q3QDvxKPFKyDV24Kjew9HbdDA7jVvL/RTaoi8UYY8l+owmMIAwL+wJwom55P4nKoa1",
-	"u09UrLzvOFGRVmPP45PVT89YtqXjL5nQNR0NRSdqqMhUqSugWKakmFDuMShKE2I3lulKYItENXOcpdFW",
-	"fzYeW8jQAVmkXcewTQX0PA4/LTYXxUoiWQ1h9piX9knDuo/mm+CK7oE1ThiO1h2HsSSdsxmHuZtnxYIE",
-	"MVZWpCA8ix3e4c5n8c6DlQhgoLCSAQfZjSdrLN08NR2t+CEdrdBiC5RWMKcW7hGkWK0JR24SAMNvKcjc",
-	"jFn1DRpQLWKgQL41HCB64xrfDeJWTPxWKLVgc1VU2XBZ25WqLIBZslxocOW4NOMAiV4Lj4QhSIVX4yX2",
-	"PpQVoGwCg+tiEl6kSZMupLnj/b2NtNh0i5WsnpdfEwmcCNelZWjgyA8Ij15BGuDit5mxm3smwf40ejrn",
-	"9q7Ey/O4Xs5yCwN4bt4elY7KK7EI73LrM+191uLreyQPYPeLPWVpsTE7NXwqWp7ERuoznP1dU3RK87PP",
-	"RQaD4cHTsocLUreXxCC9w0J/cU4eTXIU9knt0H4MD8Uc+TeJkFLMXzmfMr07HJ4YCzxfFVCrsuc9tdJU",
-	"8Wqo8iGByg2d3QRZP4PbYK0qUGNXBRwYLsBvJ669I4nIZYJ+JrpiJ5akazqtybj72vBxj30T5A+cxvFc",
-	"rM2hB5YyZENn7aO+MZfP+myh2XQTS3rrnVA9w7hGxH7uHY6wKTAXHBjFXCshOBHAEI6uqfkFsrqFg2Wl",
-	"UjcFyfdmC33Yksvd9eE//wLNY9IthB0HLiR34edB+ffxYDJ83usf3yX/fgi69SZQawSNOcFO/6tJVPf3",
-	"OC++VnKeZ7Py84l+0arf6RTZoTr8PmgLx06jCjr91Jtu7DxvsN9woHgLbn5rBQ9iCdAQG4l4nYN2oJv5",
-	"/uX5yzfnr96+SSL2HOQR2NScomSjsQExK91IIE6RQEskHMdYBhgu3MwTp3ghMZIzQxr3x42iCve2wehl",
-	"Ao39HlD0b4gNISC73+tX9tu/G/b9JuvwRbD+QTf3d6K80852zBoHtfuZl/vqGyiSLi0uuKYmp65BTe6W",
-	"GhFEoNI4XeAHNfSxs3ZQOAEuOFcRqqegEFfKAfWFvBKKlI2BO9l6pld8uRRoruRJdYhY6Xii/UCmYqZc",
-	"iyyNswc+mWNzdU3HzQUpkkdGNjRLKQaEz9DjQU+p5iDwE5EijFTrE+gJML+aio2yPUOiuAYKaxozMOvD",
-	"QjcGcfTsaNv2ZZrx2UwsS5EaW1x/A57k31OiONUfQMJjYqYm9hNRO2mOsOek5iglbGEWQI+9VtcYvMDN",
-	"CJOmgbIE9OFiCYTqtnVW5al1iWUYSsCNIJ6Aad++nYkQgDEu9OsBInyYY8/28euhG4oWDWn21F32iBgJ",
-	"yLFvSjrZK7jT43fol73Z7dzRynkupFP7gVNRgnZP0BdDaLT+4rC8jZ2BR+0y/OOPOmOPzOJ29uOLI/wn",
-	"ztJo31xzZ0d6Kx3z1AeRN8rLpFbkxtrGgHPEWKY5ryXU8fxzkmi8EKzi8wIZARX4iRA/9LGNWV1yrUVK",
-	"RJ8VzALSu3Qm6CYjRe8OL9nymZ/a53xoKkhgB7QqZSBC9WIctXYzMh71R+xMFNfZTLCfJL/mWW4Wmhk4",
-	"9eVTOTwY6QWlRlZLXRaCL9iq8kP3td0JkFJ8LJ8uc55J0P8vtCj/tirn3RetqPUNCoycrWTEhkP2Rl0z",
-	"Y6WZtc/su9fnyOAK8n077Xiv3w+QnJTwOOqPAi5FVDcLJ2vQ7/cHfr6k8g2/gfbsoI+82pho2Z6oW4Y2",
-	"6PWPRxXBMZDkqgxk9Dy8sF7NjAloeAe/xS0FjVpwSuw3+1tL6rZJH4z2m/TBqDce9bcmfdjvH4Dmo61x",
-	"o2i2Y8CiFwKpG6TpgTQ9ypp/iawemrOQWy6mugHWv2u4tX1uBGiDO0dwtzR08jBH41M35NogjxeBAjyT",
-	"gQucwgAQuXy2nfdAjwbCjpDdkLpvLHOj42SExlunV7bMZh8g6bRa9mL5k4YqusV2VUqg7Rv0TDrsNqEO",
-	"iNpKFUvoJub+C+SrIOEJcU85ljgrvQ3On21cK8KSvCXrcqyKEfWqzdRyM0Eys1elZhlMxUoiECKFaKSi",
-	"T+KV0h0BhVVL97rjXsvbMb0Dk1AzXwX9pu04kSCyCGJs6vzzsXAKpPNubrCowVgq0hUaYECZ2O6mdQZo",
-	"gZm6lJmuCAKfIHkRwDYI9UnzDHAMP9PIncHwUmmhlvT2oKK2krl5MxlkE6Gt0j4JekhAXmXj/XB2Jyi7",
-	"YQJqtzTLkLFBFdllJoHP04XENJehdrzdAN3TMuzrLcNFEIjzQpMWvcWMHDi/LQRyVcGTZT7n+qQhBkfS",
-	"M1oXyO+lId53vW4TlgX+4xVPMcYeBQeNk57KXHKUjVkbMgOVx6QbuScEUE4ytkiNBs8xUNrxQkLU8gl0",
-	"Z3ZOkLcfeQFtIkZJoR3jGdIKTVfppShdMW9eCH3l87iuh1VGYUfiBolVSci30u8LwguVgaxkCnlkXSEy",
-	"CvJQVObBMXh0DYwhCepASS/QDTS3WCBEosCkA4JV6sMxdi+olZoVGACnuntJH8HrR0s/teghFE52bxfp",
-	"9MLVGcwBQrJnxu9Ifbspdv5O1aoM5DsQq2XTXzsqyVGYkIIDxqdvEiSxM/uBwFRrbjlgfbHAktBy7I1M",
-	"C76GlP1yVSyVRmJcq37BpuGWcxVhTNigWkuCHScJtYyXV8IpP4fJvkwCBivnmyC9RRgvV6UsJ972u9VH",
-	"Rwtm1UKuwlgSWaHV5gwKxxtBwCyYzq++epmSqAtetvfVVyzk1PCcBBx7T7FrFHWurdRaA6FoLB2jaANR",
-	"aEXf0tNWElgQG6jxcIBRzUTFPKm1jCUl1TJaR/Qm2m4E1V9iYynAypK4FbfMxwtKLNvbdyJPEwGQ/+Bg",
-	"OvGr0ac5szQK4mHjW1RRi+boqohf+LXj+hUsuRsSIUq+sFsJJqHTY+iBkMZcxZMw4wdMw5oD1SmXSPu6",
-	"xA6WHvsJyWqosQkJSaibCDJujowSe4ABuAdbzfFAsp+tkjy8/MiynrDkt09JVMlZ+81AJTvarlvOSQUt",
-	"CG5HVjIJbe2AvcvkPiSXZQAXjEKjfBNgj/lH9FyXN4D47pdL1d2sxtl3hkJJFihJExUkQE28INKsxBTj",
-	"9g8t7QUtgSeYCeRpWmBo6xKpB0Wu/9M9U6sCutNctGFCi2q1Hyr8FWmp6+HTw7ngLJjM5Wk/PRzk5F9d",
-	"waOWThgMJ+N+7+ho8KjdnttAk7t0etaHe6i4x8MiTYJIE/cqGr1d4aZU679oJn5PirQHofGyB8QOny6q",
-	"eXQVnMcJ1vUovWC1Eii/QEzeVgPVQ9/NXRu8NHIzrPjlZwPoJCFQJBIP4tV7FQ6A/W1nreB8S1hAB9n+",
-	"kNY6k0QSDHnE9nRT0r8nbLVcigJlAMlrMzFYEUvzp06TXvGkLkxMG3BP2eFY1jSs9pAdbq4z4OzcIpy6",
-	"Q/oLZ+sz1P6K9tb+eguaXp+ncFfjgT4Yng/G/kiqTkYrarkFC5eoHTIzm8zobSMbiUUZCRKtHqT9245j",
-	"rTIY824ah9yvnqK1tnvYTUDeqyMkPIIcnaZ6E8TBgRghiKxVH5IGO83yHHs/q09Nf+/tAHOicJaV2b3K",
-	"lsumi9gPbriKnzb6y25dp8EzRAH//RC2Gdiqewgtwa6smasvrQiPK9Nkrag7pfAPu44p+LQmjB9q2NzU",
-	"cfAN/F0HChshXD8rKepac03p0AoTQEU92XzZMQDkSoqJZwHwJzDmJCEZhmeilXGoyQNBttGsuFD/ARNk",
-	"3BG2EgQIvpcFOsmQr9k6ofBZz6nr6p7gFtqVtyJb4G6fDtuWuzw+ix+Ax/9SbHzQnYeLI+jKO2jz3QzT",
-	"Pq9srqzUFX0T7cReMDBqgjn/edfsl7X6aJDjuyzUO5bBvVD9L1FruWqiqwll7lBCXxU+qVxZ9AwVwdzP",
-	"Md3sW9RBDQ0hUahh7Nj3h5ZbNAuqMDMP9SXFKXsgAHvtoN8P2GshD3+adJO/mwiZJ93k1yRiaXaZ0biS",
-	"XsKSi4Ql3STy1SSr6IfFbEQQw49OKBBG8hgtulpInZXZteg52SPkfPGMmP2qvhH0oyPZAC9jiV9C1kyM",
-	"idqQnIX/6dZTtEsTpoGY/MuQ2vOJ9qyiWwzASPJq4/Z2yMcFuviYLABnNWE/vf8xMuHfrBBAOMtzDSDr",
-	"gl8uhOXopHZqx5S04JtYFoLPriYsV2oJKX1Q1SmyawDsYg5W2E7/OfB6U8HY462x6h8G1ZcFx2kzPjw4",
-	"GIsOSsMpWEs8ZwnoxUVsJbN/riooKlqYTWrkdkPR6gGiXq/t5xWZUKWL47Ssr7LZFdGGAuABow1bOyox",
-	"mlxns2AxEMWRcZOQnLpCiX5ifSpyg1ALWjZ4QdTNrxUhG05tMSKQiAvkC4QOgx+WlZMGuTTnl4EmuAM3",
-	"xRI+NIPdPp7erYLj6Y7con/ZIO6wM/RR0dh/2OFfNdStO8mM/LGDp+PnC13fZ0crhBId3tG4p/8OVxez",
-	"VWEeDyDOy+wHYf75i3F88EzaldIMZGLhe2in4N8aUXWpmq3ozCxZ8lQtheTLrLfhizxh7QR1hpF5B34E",
-	"0pYylnAUT54+zdWM5+agnbzov+gnnZ6zSU/BMaNH/m2bi7Kr5nN3LPkiuucYmm6cE9LzGUsrZfKxm2Z6",
-	"mfPNG/w7MrZsp0/fm7krwF8iTyByus9ow+u0ZbNCSSY+Lo0zYDxBIFYHzNWvSopgKHaoTcNxiMmGIZmv",
-	"mMO51KHCojnftDmT7ZxUMhncawLXRTQCBveORVrGMhQEDtjLAZ0RZD5QPDdlVhC3i95khbIonH2bB9qa",
-	"fvygYf7BBQc/ixc8z0We6QUM6oPYRE6tAQ9+nzqxqLxMBlqzExa3vMvq4DSIexiaN4qIGhKina10qRZQ",
-	"Y7cTELciJ3vq8/z2izp4UnPT7gexaXrYb81n5qgoVA5KjA3PDQgcYwmgNIAzAI4y+njosKgC6iB2Eswu",
-	"ACervujxGg0j+RE/2L79qXdPT9+9gkFGlN0CO4MDEh+XWbEJbrTjge0lmt6vKuGMtOUHLWaFIIoynV1K",
-	"7TbxEyeVHM6z+U4mL7v4u8athN9g9htNJRJFnmYa3g34vC6pnwCBIz5gIMqoKxEub75KoYyz9fzm7yxX",
-	"lw03f2vfpHl75rIr4x2XgGylvpqgN/30m9ev3lycv/3h5ZskvHG6yGTDje3FG+5rpqWbSabRTGn7AtZi",
-	"ylKur6aKFyma7ZSwisnTVfY0vK37XsOtvwmugXdoGMT3guflVQQKypkUWkdsYSzKzNKyBUdMj71R4exk",
-	"Kpx658HrndOAY/jl0/8LAAD//w==",
+	"7L0Ldxs3ki/+VXC49xxLGZDubpJ6UGfOXcVxJp44tleWN7sZ+q8Gu0GxoybANJqmmIy/+/+gCkCjm82H",
+	"ZCUzs3fv3t1Y7BdQKBTq+avfOomcL6TgolSd0W8dfs/mi5zDvy/fvfqer19nqtR/qeV8zop1Z9S5JCUX",
+	"TJTPFJlmhSrJHV9TwkjKF7lc678IEylhpOCf5B1PiRS8QzufWL7k+k0pK1ln9LffOknBWcnTG1Z2Rp0o",
+	"iE66YdgNg+vwZDQYjoLgpw5190z0l+/4elQu8sW0PP00UHwWdWgnSzujzuKX/qe703l0vxoI1qGdnKny",
+	"Zqma747C6zAcDc9GA3i3YHPeGXWSrEM7Zqyb90ejIDBjUYlcaNL8rVMydadGqyIreefjZ7plKkF0HZyN",
+	"ouDQqfD7RVZw5V5yal8SVGOA6S5//jXlt/epSKb9aMd0o+vgfDQ8Hw3PvOniMrVMp+As7dAHzS1sXaYk",
+	"z+xIm1PcPtLQm6QZaW2MX3U+fv74+TM1bHmF69XkTMtyd3zts9z/FE77TDvf5nL1OptnG5syWapSznnx",
+	"TOGGDIOAMKJ4IvVmFCkZElYSKRK+lzIRUKZvR6OJOerY93fDYKDJsWAFy3OeZ2reGQ1pZ8GLTGoShUrP",
+	"kpW8MwqDgHaWi3TPJ/S83i0neaZmzVkt8GdSSsJIKRdZQuSUlCtJuEgXMtNya+90YB/At3qDMHLbKAjP",
+	"GTubDrsBCyfd0yRKu2e8P+0OgmF4Ep32zwbnQ7iXzxey5CJZ3yApZJHyojuIuguW6S2jSlYu1U0il0aM",
+	"JkwkPNfsGdBOqvcV/iPPPvHC/pypBSuTWSZu4e+Cl8Xa/qGSGU+X8IboM+5JfH1nFJktCiKUlSWfL/RH",
+	"A9qZyFSP7rcxDnDcGZFBRMm4wz9xUeo/xx094nHns8fv+0hl6XxjmHiS5bkeJu3MOEt5ARN+IUXJRdm9",
+	"Xi/0PWyxyLOElZkUz39WUnQ+H0xyFrSRXCzz3Gw2XhSyqP3iyJ9y+/uc3d9UtAkD2pnzcgbs+e7t+2u9",
+	"Jfl9aW/ZSwPDhTcPYRtYT02blrGw+5sJS+7kdKr3y6xDO/NM+D8pTbFiKfaODOfeGXkcQztlNudyqZ/s",
+	"B3p7wL6xfKt/aN+Sm29fFnln1JmV5UKNnj83K98zSkIvkfPnMynv1HPzYn1a/AM4Us2yxeL3ZMnwf1ny",
+	"n5Ql7dLv4MmPGx/zjpv3vCzzTTXCnjpOYuvzRwruDh1Kyhknspzxwv1GnAT/FzyQwl0HUlg7kILDDqTw",
+	"fw8k2P1REDxq8+P7/gW2ecVFT7LNz8+++OSJ/l87eToFT7heBMKEWoHAGgZ98p4Xn7KEkw+CfWJZziY5",
+	"77Sx6DDoP9X5dNo7D4b/IueTJ6+/lG/7vTAKnvB4em/Ebf1g+pHzu5StlTbkzkdBQDJB3rEiq5lAFecX",
+	"fCELw+spy/L1DmYPYCpB5auQQq8bOSdfka9I2B1+EYsH3VN+knZPk+Gkywas351ESZgG/Hx6xk4tS26u",
+	"XXAdnFVjamXHzYf6tYcWTBvnndGU5Yo/BYepu2yx4OmNTJJlUXCRcFR1Nzgom/NfpdDUebks5II/tyvV",
+	"ykoN+tfZaJN7YDm7uMDIMFypTIq3C16wUosEn2/eZ7eCp5pbVlk5A9WFpfNMkFLecVFTV1QxvcFfR53/",
+	"npyW/xGJH+/OX8+vBuq/PoXJT4uT2V/T/vQv7Ix/kEH2/fr6lzer4csW75Vz7ITVtAqpWboj7Si9kV+D",
+	"T3HnuJkgl+9ebfh2/CH3f4n+S57/5e4/w3mQnF6zweSvi5+Ks+WP4uX6tTpJv5v+R/b9/Yvhp7e3Bw4Z",
+	"JO4f5QRrcddtOMEcFdELq1nNkc7bczzohpMo6Z6mfd49mw6C7pCdTE6Ts/ScB9Pq/SyZ885nvRDXTN19",
+	"A6phXRnW6iLJeVnygpKCT/XIyWRNslIRe+74C7JXBQx3HrlnmgRB0AvDs6ZiHHXPgzTsnvLBoHvGwqh7",
+	"Mhkmg7TPo2kYPPqkHAQD8kaW5Fu5FGnr+TgIBl+gwv1up1rlLqxUMdamhe04vOAdvagfbkodtsh6C1aU",
+	"ghcgeVZ8Uj+6HM84K6IRJmDqzjOhWAksgzEDQ4cH8U30EFXt8YdV1B0kfd49nURh9zwd8m5/GiQRO52c",
+	"8UG42/yyhP8jLIPfh618N/xBGv423rIv6gXn4SEnGtLQvt3y1vvK7GzhrRXLykzckqksgLX00+0cFfy/",
+	"wVFP4mnyWeAPZLJd3qLHOYcOYrIWtcMGOFHryLN5dkCQoaELPOQkNl/QDLvIbibLQpVGOOi/vUiK9dCY",
+	"34ZmFRZcpJm4vTFemDCA/0c7JStuuXuxL8shDGtflkhhVNk1mM7Nr4By4GsLwBZcaHbvjDqnUTB7Ak6B",
+	"xUBDqLEWEPRBxfVBYZ+GSp1ylRTZwoz6reYEAs4ARUGA8E+8WBNlTOZyxkoylXkuV0orzPOeZ/6jq2vD",
+	"/fQIn8WmH+ExBqR5yx5jtR5x+1wXaCyZcS3VCpm/ke9LWWCovkazy3yljc9YyK7Sd8QjMCUKrhZSKE5m",
+	"Mk8VYSQpeKrZg+VEzeRKECnyNUQeKVnNsmRGhCSJ/iKZszW543zRG4uXQH90qbpXJqwoMq5IVpJSyh7w",
+	"2S/LDJSNslhydEzOGeQuiOVcK8l2eB1tWqOAVmWhqQuzXrCCzXlpJn65TLPyxbJQaDPVJ3w94yQGWZnA",
+	"HTHEHmecLAr+KZNLRRbslutRZfr2X5a8WHvRXnyrP8TmcCh+38VzG/QuyVyqkpSzTJE5E2vCRQnkOEr5",
+	"lC3zkgyD422fB6lS+7p5yAmObK4JNgQtJBP4V+holomS33K00VzQ+Xu0hjbJNM3lCuPOsiDxVzFsKU0q",
+	"O1I5NTvsjq9hN8tlaWSrvgb/WQk3mQUrZ9Vc0OTbvvT/p+Bajvzb8yqb5TleVc9rY9eTeVWdtq3T+YHd",
+	"cdjzJGF5ThSbclJK9O73CEwWVFg9HK7MKcFgXiiH8GEtjS8gC2bBWeks77FQbM5dloy+E37Q6on+xrIQ",
+	"CqUPqjj6MTwjSRQE8EzsZlB2r/giZ2uejoimSXxB2Fg0vkhqH2QkzaZTXnBR4jf1EUEGUdQj3/O1Iqzg",
+	"ZMELcwTifPWzmSIsV5IoLsqxYDjH2KNl93u+jgnKlGq1jdFg9f3eWIzFpX3hjOfOkoTZaqZhiuRS3BJW",
+	"kVHfe8cX5QiESPXzjGlzQmRqxjHFISuVnr45nOD6giltrx7F3719+/2P3718+frm6uX1yzfXr96+iSk5",
+	"JeBQm6wtowIDwxdsklPsXhgf07HwB5XynJfm22VFqGnBOWG3LBPIAMgnBV8qra1qWTbjwjELI4Kv4JWO",
+	"+5GKFf83yFzb1XN2/5qL23LWGUXDIWxl+3dIWyTO93z96pv2TXzH188UBr8SkqUY5NJqA5nwcsW5IPFs",
+	"dRNXjIvJJfGNE4x3fL19C99AbGr7LvZmcjJoG/rrTJWvRJIv05bTKdbcHJM8U6UinCUzkpV8jrtAM5i+",
+	"TOHPTJiJ3fJn+velSIkU+gaQrWfkh+xrjyOOR3pT6bvJaiYVtzeu5DJPgb/0kmaKJMtSH3hFCQRKpCgz",
+	"seTKGr61k6RHfjQyENlhLPRoFUnknDvxWM54VpjP9cilsMcj6D3GgaHIIAi2nQGZIVbbMQn20Mc2MpvY",
+	"6DYuscFRyyBxlrr1xzFpcVl6d1p+iaugQGyFPiitW3hmD79MZTEHFWe5hDs3Z2LNx21TsTYHydLfawja",
+	"it32eRQjv9+nQYJt/TjaOL/j57Xi/gZe1vp9ffmZIvpzW4YA/3nsuV99HtQ+q1KC1vc1S69QKoP1gNY8",
+	"2kmVJb8o5CTn8z+BRd/IjZ2zXBOAp1171TdZ4FyFMzxTRMiS/PX92ze1FFheskzr+XpXwN3zpdJSljC4",
+	"l8jJzzwpgSqqZCLR1Hj+KXyOJl5lNQ/AzstKcAj/YAdlv2fWZFmIkT6EVzPO85GZ1qgxBSDSYZR9h2/A",
+	"RzYX1p53oLSab1CilslMn+msnTqUMOI0cytNVoVWBPQs4FQG1QbfnWeC65+MugFv++76+h1JmNCvXLBC",
+	"8V7nM+28kGKaZ8ljF1rIsovJExA9bfNCsbzgLF2DZtS+yPquQ1xBRqVAX9sFmk3OLQJS1IYsUWzq2Wqm",
+	"cdkd7fzy/EA3VMVU5xVTafllqVr/1E7uatDtKblLyWWRcMs8mSAMFGRjszNrsmcK1v9bWUyyNOXikQyQ",
+	"CbWcTrMk09o2RGKaTOAbNKAV6Zsq+0Fwnqotm18rDe4eL75V6e5jPwN43MGXX8A9tSxw0HVredx7JUe/",
+	"WuRX3iTxE/vWt4UsT7fGlgqZ0qpOlpKJthVZcqdqBK5T7yjeHFN8DIIDNbXbQp93zDyelSSVHHloJvMU",
+	"mOWNLDEK9HhhMbXPVyzyRqL0cyYODN2F77YIDD2wqQlJPc2uHlQL/sZ7+d59jDc+zfJaWthtDOuTadGi",
+	"jT4Fed4CtVxjgep1ecfWuWTptZSvWXHLH7k8pZTd3D6/cV7LTxwNP+s4aT+t7QkEz/D7BHgPuDL7tXp2",
+	"3+YLvc1nNBFSSklweHvWpJrH0x/aMC3NnXYwQP9rKX9gYm1Gqh5J/4KVvAsUasZz3lraO6NbiwDwP28V",
+	"nEZ/nbM1mbM7DvUO8JQZJHgx0EKl+pQAvzr4mpYLzWZREFzgeaqvhkQdsGyRfzBKiU45+8F9y1ab/tOs",
+	"HNCNAaGQ9fRu+mUpS0aOYhs8iCmJN8IE9kerXqj4+ALdL2MxYWUyo9WGcLyxNu4KmeofWapsRckFkQV6",
+	"0TVBzMpo2UzJtJBzwkiSZ+g4StOCK+PhWhRcK008JVFAMoGy3gh/BRpflaWirOkeBkSNxVGsd4Gmf5ct",
+	"y1l3yrJ8WXA9rwmfyoL7/hj+iQuSS6gMWi6Oe+QKlp1NS8t22RwfiOFK91Jfcc6s2+wTBxPVc5h7922a",
+	"N9/JFbIGsh9ItRUDKYdDQx0OPES7fdrOLxu0+GU1P3wQevqyyH7l6aM1HCB812S6NFUbWCl3VOqvcVHq",
+	"9/KtMtI7vz0LYCnuhFwJWtUFFgQzcA5SV8Jq69UmvWfXLf17n05eTjgrwNFxxwXMM1MqE7fUn7A3TzN3",
+	"EKYfBL9f8KTk6UuM5j5y1UpeCJY3l8xsBC3nHDFIViqeT1vXq7pJP4mZ7jMm0pz7e/9Cn9FaxZxw2Eq3",
+	"t4cs2tC3Tl+ZAUOIjRcEQ9l71Uwzy6dZucqFBl+vrNJh0CerGRfGrQkDNEZPYXyJiqSsZBNm7MoPYlHI",
+	"hCul7ZuXoszK9SNXEnYfwxH6a/nKCMRpxvOtFkQlnfXqZLVHRmRZ5NQELmphWdqB+WMcE26GFcghy1Ip",
+	"plWkjnNJCMImSubLkpNZWS7A7i7LhSIfrl5DFNO+ofVLLS8sSc6ZKkkI0cu9h27kMxFO0Ex6H/t4pP1d",
+	"/Bsrnudd43PRNoqh/wVWh0yneOKa5YDQSp6pElMaY1yCuNepRubVXet/LQq54EWZIZ/4QW7P/5ZqtcJk",
+	"vjSccPWUxOYp9eNMmhhESrKSktimZWrdIMmzGEJ5d3w9Gi+DoJ+ARE/h3zzutX3Nz6fcMkKxzI0nBY+6",
+	"jXdk6VPHJlqHWs/B3CSNEQV6zvrW2rmXan2G5blWHxNZpDw1wa4pX9kjn8JpuQAxkud6CI8jhzD+040L",
+	"fhnxY2ltE0t/60DwYd++eI9mvnsRKwqGIdVKgfkb+o2N59Z8oJZjVWPKKv5gPJ6uwPsF3gSCNM/fTkFU",
+	"7Rqd2TZaHtX3jdaD77bFrSFkrTlnk8fNT4onBS8t25P3VUbDjBe81+r69ulhP7851Y9ushZkoT5wBEo4",
+	"cHHc9HevDrxzO9U9rzhL00wTiuXvvFGZPPr6QOv7fsdWUqVcKLKSxZ0Wi0dX374g/X7/HOwzfc90WS4L",
+	"ftwjb+dZWWodSuidtXX7bN0ujWOf5GyiNRwT2oVFt0e/PfFd1s9SQcKJ/qgXkYQErB07qC24pK+5uYP7",
+	"SV0QiVMD7Xe+KNfUZh6BW+oo/irGlI4v25Gb62sSbjeG+lZw63Re2zC91h6ZC0k3ttO2F+k52+fFcj7h",
+	"BSVhVytM6UWVO2BJHn9nT+uuGZq1t3qd3fkotJMuCzjUb+aq3fiCBILSG08p5R1w2TzL88zI6BpbZaI8",
+	"GfhfDtq+zK3G3mTyde1zqEr7QQ/BS832qHeCaSvI0hkCJsPjQitamkZS6Ee1dtkjl2NRS4cC09GjHlii",
+	"I9haMVFsrYiS5Cg+uCJsLMDZ3PrCC4IacFlkPEW+3NgCclkmEnfdTvmEpHlr7vYicjeYmduaVQSJNgPy",
+	"ffa1jQk5Wph4vhEvBScrpogUvHWQ7lueCd8u4FqO2tYgBLzumTI8qyiZrLXFIEWWsByCmtQl//DU3PZM",
+	"YexekZ9lJniKfn6tb12MhVl7mJGQfg7cnJOjDQYyWazo4RZScBtRNyMCetzxRdkjX8ulSHk6wrQIzB4w",
+	"+QqlJMMwGgvw7VBMTGEm76wfuXdprcotg54c/mQmoxVb/SXa8J8wkY5Fk1VjXFXzLZC+c5bnXP+kMG8A",
+	"HI9a6So4SQu5WPAUH+qR78yAtKQeizlb457wcg5xOHBumKQhJtYmc0OPHBIzWCYUyAN9LWGKUxJrFU8v",
+	"hcKCpJiORVy9Vl8Bax9v0TqB/teCKbWSRer+Df+642u4LbsVTJ9oqEonUt5lPCZHSo5FfGncEiDJ9N0v",
+	"zGVI8XrPy677Ya7FGdit6piC03lR1klN2+hsVeFkpukrbrki8Y+rVffS02XN594V8n5dv9Abi/i1RPvV",
+	"3GXT3quf7zhfoDKEuSqw2zklM80/+pkFK2eYJgqpKXQspgW7ncNBIFJ91haZmEpYs4LP5ScO+QjGPj4k",
+	"157WfXGdftBpO/9UyYpyn7pv5be5+XC9o5aF3ybJIDht8vgaksxJ/YfufE/S+cmaNeXTldl4868foJUE",
+	"/7hdbbAKan1imLL7EOXBqrRbNQdFicxTvflhw19YHQn3M9Q3+A7eWjHRwWqT1YUeryzXD7MWhmIl+E0M",
+	"RdCvNhqLLonNwR6PCCPR/b3HBn5mYezyAPRG7EISYrGGh+Bf+uS2vr4LFzKz38tUlTeAj+tb4elpJlhe",
+	"Pdn4JkvhJsOofpKGUQLwUGuoI2NBtmkkmLixOWY8+YT0SDQtMcce09MMmVxlAe3oJ1sS1kwO9Uth6g8a",
+	"2mpiHWuNbEETXTS2KEh3/AU+d5PMmLit/Y65ytWFsbBXsM7iBhX8lidd/qh/7Y6v/Y/rP41JD6/WR0cm",
+	"bm/wpOkVsoQ74RzB31Sv4Hd8rRmkTSKxpGzTVCsnDznC6Mrlu1fH1uFzpNmh8ggncj5nIj1+sCPoIS4q",
+	"68zcppCh76Jlfxli9sgbjmEwQ6tOy4ZFr9KenDVbSXvTfvced0qbGwQXgVoudJMFCrUKFiwH+HJvQLUl",
+	"NoScKf9KthQ9vGNKaZsltjUP1mrWT0HSrG+moLqmyv1+kK3C9GtWJjPP8VCftilqOnDe8K5rpu7s+z6D",
+	"Ef8Knw0DU+tg/94j//HbO8aMcvAL18q+a5l/wYnkv6TVxNdDeaa07IYk91jPDZRWTMnV4kB4GdMxpGfG",
+	"uPVB84ixFsAknnlpypAS7/KUbYkPZDbqQZkannQEIWOjGZCj+C8vr0mVzPJbln6Oj10lpzbuNrUHZ30f",
+	"5L13GCR7nzC3Aa2xnKJFRymWvAoRGWp6hZvg45mxFCNktkZe0zRFlTonnBV5BtVNwJvelplImXMGdaOa",
+	"HHtTW/U9rV6eDf4/2H1a3zRNht6oUN1U4TK1hSrUunwaVQxerQgjKhO3OXfO8mZRw6ZoafGlfl1wdofx",
+	"+EbkRO/SZFlmn/iNTRTwLH3Pv+NfrU/wW4yOWjWVAPgVRnLAxoIKypKsMpHKVZtmTjuZuJnm2e2sZYe+",
+	"5yZNAFNbQKHQr14U8hbyJUDUgiqW8va3g1BfFHLCt9g4Wc6JXHBhnCZScAK3k1WW52TCSc5LUs4Kubyd",
+	"PT5gob+wz8ya4EJhZAUfePwHC55wUd4kOcva3IEv4HdUZSGUq1Vxj8g+YSl6KMGfUlL0lqx4djvLxC2Z",
+	"sXxqUkam2Sc+FvNMLEuuUCxOliqDJC6sucWqplrV0Q8vr69evXh/c/323c315dVfXl6/j4/JjH3iZK51",
+	"60QRbQxzax9mxVjIlbiokOYUUTNtJ8f4kT+PO/DzuBPXqSeXCPRkSIW+2I45SWz+VrPU8PFsDcm3fmVJ",
+	"kksF6QGaZF29vh3ki1btHSfTsiU2XAmy0IvSu+2RuKXEezQY9Nu1UdTq2rz0eME4h/BkW+npNjaizyOW",
+	"MsC7YUAsF7SSxgAUbOFKzYn4TQ/HQKuxIiUqlyUyQvswDrD9DWHtAnnL78k52i4cfWFVTaO52SrStqok",
+	"uMufQJu1gr1Nld3qcbFl7LzAdcPscOMMx10lspx8+PDqG3LE8pz8ygupjjWVMRG7C34tlAuo08yYAk9r",
+	"bbttrX/x1wKGSberby9Ynk9YcmcSXdtnBJUhmKs6NSFo/cyIrKBcFNwh2rjf8MOQW1n2yHvH2cjrz9RY",
+	"xPYlcaXbeMWN6IGg+imoYDP8cdN4CsvfUs5SOOvZWNiyz6qyd0QUojnl2R1vFIcefeJFNgWJaYCe1uR9",
+	"yUTKipT8aGBnSJ5NClasL8YCxmIe7mZpDAmrJt9eD8tMD9IEhCyNt03LD7PlnqljLAUci9j3L45I070Y",
+	"U+v5qHLyG68ySaQLmWfJmixFmeVY0eeG8+HqtavWi+7ve+RbTAiZszXkw6QphMgcmhJRM8hYz24FOrq0",
+	"ePIT1u8ECmPPTerCcqGLUlmcmMpKMRgofP3XT2z96uTVd1fr9Mf/PO8gOspNWSxFglF3E+d9GOZJE93m",
+	"8zYMGabubg4HSPn8oBAkHnfWyVrbEcCdwDxbg49EMayI2x2B3BMHrO9Dk1h3tM+vZvy6+p+JFIKD0wDd",
+	"vsfU1Vybtz5T1i67ALeollvWE9s7TG+q+GKX8LWiyVm73qpuK2qE1hCQ6wc3+n49nw8ArqpdJzAMsrVq",
+	"Eo9s47nGYxG3pXq4cLZfc/Oint/cpik6cu0S375HYHvU0ArhGpf0yI/o/hfW77+XIWJvv4EMRPd4bDYt",
+	"/BT/9tkEb7A8OlPoUb8w+VNw3FS8hAHkFQTXZmzhVPP6/tsXsD3ZFbGdMMVPBuRIWQHP8sWMTXhJyQIk",
+	"4XFtBSfrstVt2BRYu+312hggMppLcYuVg3iHGbNxVrTb5r9X8JjUtzZE1RB1hhzFRkD1miHseISl6yA7",
+	"RDoWwrhB/ZrIKkDqw7Ict/pIvyyGBTKoNYK1QxptU139oVRkNxheG2u/bUe2uQKM8+LATCoHDtX0hhzk",
+	"Td6Su7c1X25zHk1BZUvG2vPJ9KxFwvNvs7y1LOGFFMi05gSCfFyt+c5krvUPm5ZrNNwt2ae25OGBCagQ",
+	"szv8OR8+eNOdifFmYz1ZK2mzVQie94LUfY3xASdEBXh+c+BiV0eii2B5gGYOarj1tLOwVwd66qrC9o90",
+	"N2kMSTCrH03JnXRp9SkiU1W+5QZfOGT53/btandrG+uCSvyyXa0C/7Wf2o6mjedHrY/J5KO3H1A8N1YK",
+	"2lMLVs6sTV8rgjuyyVvxZlo7+sXBhNRHNYzGVa/XFPP2nPgNFnBJ8q2R5EyZUngDZlL/Qkta/T6NBwlU",
+	"fbZ9QQp+nc1bohu5TLDuZJO8FSqypandBc8QnpH8KgWnFSqLnE4VxuwOkwvLMjlUiDTmjKPGN+ya7xP4",
+	"KxzpHh3O+TaXq1Zwqu8AY60y4cFbpKxGCYWAmHbjmjN5dZVE8bIqQL7j67E4it99QBkwzeWqe8fX6vlv",
+	"d3z92ZRO81xxDx7vjq9J2yNf6dtZUkilzJ3gpCKXYwHqOtQS6vXGNH6D+7ViWYlpWOmSE4CvG0EjuSkv",
+	"Cpaj8V6lUUB+WFYStYA5m5w3dAegGaV65HI3wBimI1hQMnNZyHKWiVvw5BYGWcDWUwpEfKqsSj3fkcX7",
+	"kqp63Jj+EPo5Au86L1xXLuui0LJR62z6tuPeWKBBA+69mVTaqrN+KzM4SjJUtWzgHhaRiTUFX8VaS6gV",
+	"z/MeCaGqdTgkyYwVLCm1YqnJE1/G3finmJKYxd3415iSNLvV0wazoBcDflPcjUk8ikn87zGJ/xST+M9x",
+	"Xco023/thp1a6CUrNMP+f3+77P7Eur8G3fPezejf//Tn7sc//Z+2nV1rbLYpWaqVNKmOtXJhCz+nGl6R",
+	"f472ZvQJKnkOUFzrSHeNKewHF0RJkgmCft+qtjewer3ZMDXzyHOKWBK1gkbBNb1usalJZuQvkthEtPak",
+	"XRNXOGzgerfF+JnYjdkJReNt2Tl+fyUfdcQYmEL0thtq1JehUQnjfXHbKbAddvFyO+hitVkqsQ0qv/Vg",
+	"NyAXn2CbH43HX/29Za8f797s7YmFl5BnogcJU3SSUMBM4KB4SG6h95LKWoBElpbsQi+jHBKJjTV02MHv",
+	"ZNijsm6yspZ4A6CTLK0n3/TI5UbyjYMhfViK0k7tA6ZxaDnQLnHNHJv2yKVnYlayAA8ib5uAm8qOVO9l",
+	"fWhPEHky5+wTNwasylJOlsLb1HWOeKAArDAMnykbm2gRiG2Kjr+Hhh64amigmHdXlfiC00C04jHzYDmK",
+	"cAtxqIB74mgwi8mR/pOSOJzD/51hHUe15UP1tMKXErVgCRZFinw9sgAVcgoYHXCrHiA+CV3VNCHHIgzI",
+	"XNnNCO1LkeC14YZBsEHfPQRuM2q/u75+94NBRd/q60LYdGRiG6vyjE5r6P/l5XWHWmj1dx/g/15ev/iu",
+	"QzvfvHz98vplq9X/HWd5OWuTfTO4sjZ16C2umBlP7p7AC2lheVkyIynXSjWk7MDroZ4FjNujeCFVeYvY",
+	"GnHB0wywQgx2hxZDMeCf/Ro3dC/7mKb7HfhA0sz88Xmr+7EtY/UOs4i9L5E45bcFS3lqIpDMn4BXw7+S",
+	"xZ1y1sDRlR7CMcnUWCwFZINoaemvJYzUvlyvW7VP4NJuiWrm0CZTX7MJz3cu2p6cp+Yifs/XXSzlWbCs",
+	"UBsqsTZ2ELsDHgNsQZN6V3IGssAe9vrfXHyKe73eMQR7p5lItV2FECWjhqPo/0I15Z/1W0YLtp7rI9AC",
+	"r1a+J7gp5ylRkpoik7fvr8eiyvnDZLuY4H8NzDpBQnlFPFgbYYOvZh8ikHBVqARfc+ZfptAaOunXjSGS",
+	"yxUvuglTfLc19BwsIjoWUDaRWdcLM31wjBWpH/TIyRaL3t1ywgvBS656mXyuN5DeLKwqugqMlTYW1cio",
+	"gc25LwFFIEEcdm/oAP6KRiYY5BazWe/QzJQ6AgW0QW9I4XK1TaL28cgZqplCQkBov8jmcyxHNaVWTRPK",
+	"MEmF/q/nC1iduPQmx9Zn5n7UsgN+gEyZ9yXDVJzWkO6WtLyUt+VEuKQlBOvHKKtWgW+lTDGXvcplYOlx",
+	"u9af+u1rdn0AKhJ4us16yFnJBVfqZjEMWgtTf+BpxgR6weCYRsllv6HXA/wgpXQ66Bp/1TvARliMKLOP",
+	"7dD6qryvamjn561DOz8vZ/pgTrgoIU1w6oDDv+S7JrZ94MrpDZjzaWnLRTQhEjnnW7POii2uAkzJemZb",
+	"DSG+yME+xk2RXpRVRBi1siqEbae4Ecyu+P6NCag9omYeEpewi6u2DKAT11LkHG2FGWdFOeFMX7RQUoc5",
+	"E9yTD3JBPDDs1ZKaIVOIemqZDboFuCoRRscAEW8GgrT8haDVFseCu25yArSBwb18PehKQQlTCaKx1Iy5",
+	"Tb5qWm31usFHMFAND8MvwqstQg08pTbrbSz1BH5q4MyWOe+iucM28wiPB74+sdUiz/SOK+UWF4uQK8HT",
+	"m11feNe+ouCS/cS9RSWiPSW1zcytTap1HO10Lq+0xnl4cK6qPvjtn1Fr18q0DV1BxseBOnuasZyUyYKE",
+	"QU//z+nopH96PrJpKSM/P8W0CGxR8pvxQKRICzBKc+qGqgTLp4xbwaj49WQqZkH+bXrCLnIBkBd0AsrE",
+	"bauPzfS2U3XV2mTtbvTX0LYsK00mF7irYmx/FaPPylZkm94PmRRj4aIeVlXR8wCVF8MJ6GTAIMrUhlBs",
+	"CSwmXnq1otQUcRJZQHInBlxjVMBRnV5BIYADWW28OFNkwrWOaDPhIUZjMpNNCxTEvR4LoPyt5LZylBQc",
+	"tqqqPFYQ7IOMT1nBjPC0PdJCaoGWsbjja4UjBzxIveet60ULAVTZk4KpGYeITJXmC/0Z5lnahVxqyOOd",
+	"Q1cX12lkwscC4Uj0yUmOYA39nNJjv8zYzgVma3qYbHSggyCN4N7aqJlc2b4PVbe1EWhUsVmI2KUJxBVl",
+	"oX9Ram0Ox0S2gAiSltjG2lkgcm8Bq9VzLWV6Y9EeKdpnhFCtjS1YAZVNJUYF9T/q3iRssXaQ93hD3lnh",
+	"uakvCgvYxxS5+vYFOR8MT8miLhVaPMKutLQlqA6J/l5Y3eQQgnfHYJmS2XLOGg7y3ZB7rahoBmqvTXup",
+	"P42frUDrcNLqcPdzlUPRcqpXOHubLqcPV6+MIIUUsWnGEULdD+i73ldA9XoSTZF1Cw5dhRK+Oztmd1pZ",
+	"0nSmIvrfppaGeICbE8H+KwZE0Xl0MwFePG/o1YLWgByJQXJsy9JZLx5Auo2PXpCYTeSyHE1yJrx0eysF",
+	"0TKfS1CieJJNs6RKTvTSaN24vbc9YCmaGWVrhHoHcnr5r2bntOlE76qiys0snc0crJHnEspKMmcpp8RG",
+	"x21DPbwHGv3NWErtaW3rD6CnE+Tga4mvz5ou+mE4NO7xAlm74qxbbCw75BVTMLrDrahtCcpVg5wLnInf",
+	"6sZvacdUrSXOQXlpB1RitvXlus0+ca/9t/lqPW1TAIbSQcnjLkFzaQqrDqivfQ/PvMBHbJI3vGGHlYE0",
+	"89epnYP2p+y7QvL6l17ZhXEgdLYxjWNOONJsFevaRAVXtLVNE7idxsIM9pltO6UVKYMJwtOs5KlxesJs",
+	"kD/q9dF+IfTxhSkBQdCjen8z14Ks4Og9kcvDgVCwkHjzqHAZiYc22GkxefEdjYB3k3trXNBkK7qjAL+N",
+	"p7ZzESbouTVBpjpCoqoyy3NAijoGImYCN20lc7cnPDZ2nu3JAtd7e8Hk2r2a31Tt1l0xPbjOG9Xyzn2O",
+	"cTTnAdr3za3eThx+paPvf5fJVGqtcLyubCQPCMcFU/e/3aXMbnt1rWgSTZO9L1V+P+l9b8V9vQExtCfU",
+	"WHMeeinAPrW82dHNihi6O1MWWz4ekOTN0GEI8sTles85hyrACScW7OACZb8Nw3CD6mQe/YengqfF+qZY",
+	"ilp4vDXvAMQAiPC5IXQ1iyoIiNM0UZN5e6FHXgXrDvL6mODetnxsd+7DZ5G+VRabMrEbRY60ejNn6wmv",
+	"0N6grtGuKcHgTqxt17IthZuSVZGVJReQ4SxMH7ERiX8bQ9hm3BmRsYvcjDufsUioLaDXg/hala4B94zg",
+	"BJsvyrV5NWQeoT3rglJunHo8BUM/g1Zl7bKMRYPHLgikdbjH9CEGW1BIA93qSGB2oO85C2nnvnsru3od",
+	"u+ouW3TlAv1rXTjANZNqPeZfsazgn6g2wPSm/m07i6O79sPVawTQU55hXfL7cgfdfEdBMDjb38V0i1T0",
+	"EpZaTP5SGtAo66NhRhpcWABvKC7QZq9hINN0bZGzhNfSrlvtje11cYKvjCYIbpkN/8mmsDQVhdtfV5Vu",
+	"U/RmaiUQOrJY5+IFicedcSc2wIoAakwu61XSVWu3sUAbQe/1o0EUHTfWZRCcn7QMtFkSvmPAG9XjFNPd",
+	"7J9t4z1oDE9Tl6fH6NBccc2hS0ueu9yK2tpvsOCTnRp2NPjCvYO5wCpPSzU81qCoxOY37RqFlwm1bYvb",
+	"8Xy4er2N15ruoM6DNm17aREcF22qmtPrvePd3GwKa3NTh9OmVm5DeHJvhZh7pRwFAAlB0mJNiqU4IOBk",
+	"x+19rF2Ps4fBVqllCY/xBC+YAD5/to7bfJ45W3stRjqjThjMWzP84G0PiGq2zKAs1t+gTqa21Tx72Ais",
+	"GUK55aWX63CL4T3BqRHEEyORRxuZTWNhSzhW6ELD2hZ4FjJkHIjhM0WOwsCDFw2hWiacHW/Srlal5ZMw",
+	"bDUm9O1acMnptEHwWWuNVya23K72+umaPVW8V9XH8XHfMn2AlPMWLFdt8yLZ8Ryon3qW9obsF1bpKzjE",
+	"KlSN4Oam/QT28zjr/pt9BcMb1G+6Zb2kWOoQrcOTs9lB/q3GWu17uam7C4K5OiwNu32N3sE2aZdM0wb+",
+	"GAImg1e0R2DxTAsqs4ili3fZ1QCcKr8NmbGax+K2kCtlUoe9mceklCtWpApbxdlfTXz1Z21nFBeEtTdN",
+	"A5k5iM4hEjkM+lVNuPzEiyJL0QV6hM34tNIxk8vigE25C/HDUScTBLrPVRjBEmpIoR162iNmN5AwaCQX",
+	"7/Mi7uQ6SHyXArDLDaGxNU25kp4Eqle+uLHE4axRc3WQHNkcQq3VnCMArPWOj6t4f1p4G+faHuub5/d2",
+	"ddiCGBlT2MWY6lDYpjhDq+CZMPmlJvuJqTuejkWFIun6GP5fs8h/BryLlpYFhxuLu1VaDzqpOQ1zvllX",
+	"fxPguwkg1aYt0Ue2e0Ks40dq6S34Tr/L1Ka5XNngxWGqsq2HbdeVbYHJY0b7SPPhsQjDT2ojGLfRo9bo",
+	"0E0AjbIqVbFtEKWWd16geM5KXmQsz5QxE5wf8XEIjzAEPcrFllhe+zDME+RIcU5i+3x1g4qPobiWifXj",
+	"x/YYGwvyQXaRFNNNqpkcmShdlnOyYEvVxMh5GECnyXd62Ab0s6TamdG+9ws2Is7N22+eSxZR4PfQ2dei",
+	"PtNOy5q3+K+qi5B7BRE5NE8mPNEj8ivoV2j2AojYZlPdypgZCz+fewJwTl57OMK00HFIn2DgHffIpWNa",
+	"H0jBG9dyMRaa04uLGrgCZmFJL8CrWai1v1FbLgWgTLWLuWzOf5WivQXdw+tlnX/hgJRZOMu8ETj2qG8g",
+	"6vpWwvaqplM1DthWctvOIB936DhPkHPr1KU/vkIUVSnbraXgI0AtueUkWZZjgZkzgFurEFlKv8BGteO6",
+	"WgWh5ylf8cLxoEIffwzZfFjTyUzumxnuF2DEv9/nKbkkBddrCKU6pkTI4ZW7BpwAmFDKDfG03ZX7j9Yd",
+	"IaMXcs6AxA7S85lqUbT2e0qtglgf0tDln52gBLFSynRqYsTeLwvX0yz+d22w5Wsszov/HSeCVUfWvvB6",
+	"RFSGRUDOyVf6fzr0j1NUn5iO/ygN9un01SdTRF8fpITupv+hu6rStg4btK93wcBtdTUU6/6TKEMQU62f",
+	"95Aj7lc/guoHmUX1DONMmfyVetK2dQzVlao90XM4JetqBT7bHiN/jEJ2qKpRLdSH6xcbdfCvLt9cVmBS",
+	"GCEvpCD8flFg7zbED2ApyRrZuy+Xeps8f8eKTO1QT/ZGMvxDC/UPkKy7ji50vO44wACObM6LW033EtMG",
+	"mVuLkXHlwEGG+M+wYCZZ0m4Zd/g7DMmx8CC4oAzVd95CGoGDhbZOde/9EAuEWGWsp2jAGpZFHpvkpLEA",
+	"DHvNmMePCYmSIzMaC016fJCH9iEBUhsy89Q8VKfB5SnkikCw1BJlZ/Bx/8Baj1g7KNRS0NcVe3qsgbzQ",
+	"W2hZ8tSN7MmPzvZI7B9KIf/w3HEUPsmQWsoOmuN7BFbVASfwXio0i4OLW2i7YHait2ctSKwr7UqY4t1M",
+	"KC5UVmafOBSYW/hqzO5yW2osbFdF+5stVVnNZM5tFo+lHx5VVR/eLbNoVSN+d0IYd9fEdJXZplCY+zRR",
+	"MHcIaTIWlZx5BE3gVQeRZL4DVkTvPrxOIQ0mppjbCf/9gP+5vH7xHcZ4ET0k9iWkvrmB34KIIw/2++xR",
+	"Wv6o3ddS8FvpK/WOfcWSx6iSqBprUC3QcsVjcuSy0Y6h9m8Og3INiOBZk9KjL0IqjCKp3LGubRrPwRxb",
+	"i37XY9oX0ItR/1LbsmhMwXOjsai4s0r8mFP09mAKj2wNz7bNZ08k9ktirw8Npz4iPuppju27asGLruv2",
+	"jTf7+8bTbg7TL+rqaNsXG2qo97H4w/ULqLZ98AHf0E/3jvJQfbVFK5WLHY1LL9+9AikwZ2u9PQBcLlN+",
+	"p3rqEID0fsLG/T1sK6dGBZSDYvtn/GVVZCWPSQJAoKZeHIths6IK2x6ZpETIznX5lkBS/zUUlHvIh3Kl",
+	"FrVPH9OqrlKNvoorJxU1ne3gV/yXNxBb8qHoWMQA9Dlngt3y2BJEuebP1SXTqtO0n1TQSTrNSkOE2vaE",
+	"CySXtz7k0Fe20AGecH/AVDtVxqi7XP1gbzEzso/jX/aiA2m116sf7C3eTPX7a/Pr0E41nVYgq/doc7VA",
+	"Q6tiegM9s9sbnllv5n91X7y/+rZ7Dd210QGFjJZAwro+dapaa2PgYS/t1tTJg5A17HugdsIElQsu+Ar7",
+	"9lVxZdMM/PCqsAchzBcyr7XOcgjvFu21HTDc4dK3dMcwSL/YbCcTLtTiSpTNmzdttX8UrD0QgfrsUlvE",
+	"VqM6uxWvxFZj+uU9S8p8XYOKXUm/Sfzm7KEb7jZ2vXaQYs8U8Zq6XX7zw6s3N9dvv3/5Zksn3EXWrnBd",
+	"2pUykoWSeLa62Wywa37CTbm95+7nLUTKxO17eLRlez4mwQD7wbWH6PZuPEbUcsELxVOeGnEJXaKVlaGm",
+	"HtGyqu0+10wreFC8sy3V/zJXqDjFd1nqjF+vK9D7qnP/X3+8NuqmGXB2K1TvMNiXWuTJ0u7jvqVCT1z6",
+	"NCt2W7CE32gxt6cMtuCfMrlU9hiDhbHr8tCa2M2yh1o76xblfjVTPLmJyZ9sfxg5Jf2IFEykcg5p8qpH",
+	"3s8AwVvk2kQt+IGL0Ph2Y1Xq9Nm7Nk8RAaxty0dDxNdecwX9wQ+Fa60PHijQnnSYSwMut8Edd5w77mhi",
+	"kB5ZNyLgj1bZl3F4craBPhoNZodJs+stfSIvLX46q5rAgf5oIe8x0dAEQ7ENm75ucVu349BtO1zrqPtV",
+	"f0aViYSTGP4THxh8395w9ho7XKHNZzL+4TOYCep6mdlmqgYmTN8NYCi8XMnizuFmVM2kBsEZHYtBNKQm",
+	"P5MM7+8pdj019AF9KxMkHNpQ4IHT2dHidj/9NmsvcTTb8PZUebNUO1KC3NdMbhAEXUoJUzXz1FYY9Qdx",
+	"uKT7J+m3C9y2Va5bELQJv2UCWSQTt418eswPNdSprQi2u626nI6FraLcdSS3ogXwbc3c9IeeKZJkRbLM",
+	"SsvOFHvdgjJuIJDsfoaEG2xJ2SNIZoODpKkdUwx6uBdDCo4DKMPeElj0FteWMHYVosok9dTADv9Zm9tu",
+	"bTFb2wHJI/rNPqbFbHvXWK9yweswi5zb2Mgft0p+ACRX7bAj7a0zLqDy3Fg/XlK8z/yUBGTOmVC7cMTt",
+	"e28SKYw7dF1zmu0sj7+xUNott1uszM87pv3FCoc5Of/nds+9Nj3zN8CAbPm9Q++GXPLSoRysAeXhwWpA",
+	"VXDg3uNcWOCuUJJMWUFdSb0tPCBHtuK06uUKQViSoVtyN0dtD6b6navaakxbEut75DVk1EPVFShI+dpA",
+	"0jaT6xH1uZ4BRq3brCqXdhAbgNat/55oFnqm7GmLGQ1QCD8WDvHE4fQ2PggoF/FxDQrl90vn/3D1mpQy",
+	"TxvllW6BMYtYc5rRsgHX+TF5/WYYN3LaJsy8xs4wBlrRp97zNCttx1M3Dth8a1Ih+/XIK0O4scgUYSRu",
+	"NJqOqc0icSDb+xsi4yaC/YxHrXG3Y2DFi3gAKQ3sHCIQSjc51WhBstft5Oi2szmsUfXqNc7mUMN6WUM+",
+	"hBEypqBrVsbmnCRyPs9KB7aTyCI1daXmWUdvk4djgJMQPcpg+Ln6UXSPZwJL7QGlZSwQjNBgMG7Aq3sc",
+	"8mf0/lhnkIeyPicszw8j3CEoWAbNUFmKHK7cWZ/5zQ7cX9MkrxVdyS2O3WsKdHTXvsfdOGOpVTv3pxgc",
+	"lAuxdc+zcvZ0G/6pcwVtg2WTJ1EfVFZ65+yTlcbbFASDIraNaTbpA7XUrcXyO7s7Z/pVzkfnd3q31YW2",
+	"dszD5fmdodO2T/qRGGpPWgpUS32AVuNVFNrLLbTgc/U49fEOHnpgpdCexuhGPNc7o/sUzEqSZikoRvoi",
+	"eiV8+Xp4wdAj2hnXhwcB/Fp/Y1s4K9buyiHdjenjilhZnssVHk47ilkvjJVuNUvqweiOhX0HhJsRuxTU",
+	"Tyn2I+Y9urapwrrdhW3P7ytGyMBOH1UQBxvlq64HZOlQBSD2DqmxYxFbQK3YKExZdeSYKdfJ1CNvpP95",
+	"0NtdYm2PvMGe+gnH/o8Wndme5KgFGSxlIxMM1lnsZ9rENQhebsGH7Wf+6aq4rJbkpQLtPmB2ISr5YJjV",
+	"MZ+Zpk/mXPeVbDn1jAALUGQNgdZiPSPr99ILVeXDKdXQk1vhlDZVdcB4rBTzEdaJYef9lGtRlEITU9CK",
+	"kzzTnzSJyqV1P43FghUK2pFeblHrKVbX15VctA4go9agTHaZSLuG+Q2aQ4oePKKk3ty2n4xlZl5wRFQ3",
+	"78ngJNEqp/ONxc3yaj8v6jDS1nLCdzGhb0tQPy/AxhemGTQYykSvjmeyReJYJwAKG20bQW1dlWZv8LUf",
+	"4Niso3m1xIxtJn2N/ev5/nL6RZxdQSvvQ/pEsMyd2VQu6INQ9igd52wNnrOWnp0+yIzaiV/WssqQ21MR",
+	"Rh/xPiiZpQo5suat3gCrTPHjC4QSXpuQCySgTzgXFg31IC2hXr64yy6CCjpEDktHxnKEBFLq0D6pM/go",
+	"mTHo8Atbcwko8ybk4Chqrcoe+ZonElo4xR4+ZGw+ppxfBj21tWPGF9EP6J+9Dd8JbKH6JgGiYyePap1b",
+	"nNPPoVHic0R+r8ovH1REgZFaCz/dKOl0pZ7bKzl9cJxGr/WNetCmjtKiMNa02U3LYZsTcl83UwM0LPhK",
+	"q5mg2Dykj2kDmPD36GC6DRH4X7I01YJH7y9LfaLGqZp6b4utCOmX6E/AJF+LW4uOW3S9gUiM9QDNO2Bw",
+	"UvBDoB9x5Q6C4u58/mhGu6MeyUqCUvpFSNIW/2iF1lbSVlDZUzuJHtmShIU1Cba3q6mNA9VmA33xIeVE",
+	"+zzgPfISYUttK1kT9hESHcvkGnt8YMNSdJn6rWWwT8OH62+7ZzB37EDEBFmKBdNzIWpZFPKWlZxwlbAF",
+	"J0fxeLxMz4IAm7HqP6bTaXxMx8JhpfrwqFjDx/ISYyxcJBC6zQTTOg8rGVnLZaF4PiVHmCVDiWLrRkLF",
+	"b2M0DsadERlEn38Xh/mlcZ2Rkm8AElplfgTWk3/qwaQZie7vaQUXZuGrTcbiWGA9hJFfqNRCZZzVSFuc",
+	"2H6vv5SSGCW5sQTN18cCTeIqbmEteNTS8RkK/7buLsTQtcN3FXXz6h0gwsfiZEC+z762Hm1kQVyhY6xC",
+	"R4MAh++3bZErscsJbVgQ1QWbxG7Ja1I8obsObiOzY6mPu4qLsuGiHwurV4OJ4rmc46qppNXMjnC61evi",
+	"pjPePZSVmr2hlV+mykYy7V73do98B2FaWa/sAYkDaqDMlyXHCHk8FrIwwXIvyWgQnJ/UmtaUfuqmyWuA",
+	"Nx8bOlV9NKFlkquIs9rmJmYqGsBbQxkPVpa6KQJcPLgM3YE9btHi0eUh5AqEODdM69iknrblCvv7gcL6",
+	"o3DWD+YgyZN8qbJPJg/bOmnqc+23GwD7PfG7hQkrZw2YWLjP0bwhbjxfzViYtlRH+j5QNep+R9TKK2A6",
+	"bYBMM8FyA7sNG9HsMiOVbiVX4BAquOEeK2xsDywrGfzveY5E/U2nobFqRLdSSyioI/FStZjfVw2U0WP9",
+	"I/giY09frT4bw11xj7zXg8cdxJTP2I/jUKTYl0IlHBT0eIqgxXdGgldhzVq4AHp92Fdr1vPRK+VKVDGH",
+	"r2Lq5wV/FaNw24wSOORgTHZwsMoW7jDlotFrz4+zalW7EWj9fVEbNmIGru+zVuQna9MTAPMBQF/6x+E0",
+	"0P392f3O0BWmIezZXpu79GAn6eNwDna7ojZFMTm6+vYF6ff758c98gZMOeuL2hC+CPx7gX8JnmlhZHLe",
+	"mrY7U0RJCb0AFlKpbJJjfDqbc6tsLLSYsppwoxgtCqKTbhh2o+g6DEaB/v8/HexoeBIXE8W4hRWCmPZn",
+	"a7/qOlyoCECJoru+rVbjh8v/url+9cPLtx+uY3I0nGvVxJUEkstK0UOdaykgWQC4C1o2Q+dJqGnLVAW9",
+	"WqsMsY7Jo36gjjF1gqvmJjrcZ/blmP/vquYFFcR/vVU89Ec2YGR6ST5cvR7BP+AY9XssObVXy0BI6EF1",
+	"3NmqG7yq9baHyI2t3qmG6kcqzc8qD/p865HXUi5AT8POwtknbY6xNC24UtyC5kJ7UlP05bMLBtxsH/rm",
+	"XIxZ+3s4ww4l0OctLoctPdVN0m57yiQX4FznhcntdVI0E6lcUSLztOajOsh75Ld4b++l7No73YBDZlsS",
+	"TwEYugk2dNFWw81kbRx0EI+H6n68zH9ZshzTgY0gc4DMsJHnxrG+pSNY9eLd/aNaGsBudovCvmAIabw5",
+	"2R65NrCCDqsHunZJeWca17O5FoxhQIMg8DVhzGI2vU9ZnpuRKAgmTfgsA68WkK0Av3MubyHGo/UQrYTA",
+	"KBCN02s4WtWag9PZEwQ1b/TuHljb+1rt6T61t6HU7p5Qe5o7/SM6M+He2Y8F3xiLeYy6DbvJmq175+MO",
+	"cdDGzj+iS9iFoTJsnZhnUz4ai67PGaNajji4CKzRB3f67DGqNfhSXo8vuNXxV+0+r+e/bUWcGS4vNzrm",
+	"2o+6Nse1V93KEr1KVU4G+VabcbQq7MXQjH0N029oGmk7jEJM0y2LNbQIPfLdRfrmsSC+jQC64Ajq5+po",
+	"6EKKrj/M493jdN2bRy7KZDMHrNFrXuDXJzwhY1cayfWWgmNXxGrzqhUvNdeofb04H1JMuB9T2VUG7FST",
+	"YKSmimB7GTPQCfsr7qyJg55GroDGpHeaxoItDbmpt57HFeLAWNQA/e/4whbdQEcML9sE2rkZtdhPmPIU",
+	"OYQFWaOGBln7Rh+lvhp89fL65ZvrV2/fxOTolKRs7erfFS8bvuTTKJgdll1xqI3kuoW44pgb0Lpukixt",
+	"a5L8rq7DkQLjonX6G7tHgRlRwHnM8nIml7ezqmXnJJfQt0abCH7UwRDviAkCupZgOeiDWdXy2O88Ylzu",
+	"JppgKHdbMGHCzk5P2gbB2F7mWZXLN6KcNmhpmNxnz1b5D0PFCuIdsR0z6VIa5/Pmfm3P5r3ElthdbYOB",
+	"MITUXpfcBG9ttClOYE61Bl/B/v5etfKPdhSB+mTbqryJ4Kt87fzrODxagUlAvDGRi7V1Jppa/JZ6kG1l",
+	"/LUqq8eU8pssFFUvbR75ARJssALX2FjMmDIdhRu2yOrmrv/zYDa8Pbk5n57x0/QkGU4GrH8enYWnwcl0",
+	"yAdpP4kmIQsenyZeoWA/OFF8a8avMUPTg5J4t2eZu2XQt7Qy4YPL0q+rsn+wJaD2vy4SrOwZEVfDPpUm",
+	"6dIglLVUtI+FKWm/4gnHpPdPvMima/gEIA+Y7nlZSY7el0ykrEjJj+ZjDTGNH/5h+v1/nBdnf/n+v38p",
+	"rlc/f3j3zdmr1+9+eiWj1+w1e786LAfDyCDL8LvL57dvym3VepcV5Qot11GswYH4y1KWTPXIK60rAQoa",
+	"uuEdHFtbPyL7vNJbA+HbjqAbWtWXMs+mXsnE8QUJACesURt43CwDpCZXAD9lInGgDYJ/DrPCzeczv3yQ",
+	"XBn9Tpmulu6Sg+9clj0QFvj4WCAwtcvRrTiZ32Mty0WzttFWaNdQ5dvl1mRZtB4C717ZoHmVasxKE7Wd",
+	"yE8YTNGrVLlU7S+kkEtIckq12DqqWiAd98YCOkKi00R/X98fX1Q9mLRxq/93f72bfXrP4BeQv6cpQI7U",
+	"UpUsEzw9puB5rxcPA6CQXlb8VetIbmBjUY2MvNWPZiVWyONU/CZHW4Zuqznp1orRhli1eoszmdwClBJz",
+	"PoUr+4dSYVeha44yb4p6MmNxNGf3L+w3y29sFSek+NsFsJNEb4TEqWLXIFMRnMuSuhx8vRWELMfCcyL4",
+	"ldEPrILdQgJvER83d3L0IpfLFGf1bCzm7L6a/jtevIeX26AvbAplfJ4jm4RQcKIWLEHRHT7XQ27njzrp",
+	"moXlLudpWnBuqGn87eAXNMo9z3Nt8dKxaJCatFD6AujhvqIXao4Z8gyAdZB0mcMFHAvf0XNU8/SgrIPk",
+	"dRP/bxrctseFHvteZt/og9GCkSgNwkBVfH7khkeJHZmW2p7Remy3A4TgTadJPIlXcpmnY8HvE84hZGUy",
+	"atp2q7OvMTObMzwOWoJ4DkV0LFiudVynPPaIxXFWz2qgmMZHKaVxmrvBkWpsWr/DThMYPbTLK9EB45KE",
+	"j7Z1qcEjx3QAgSqVokdeYCNOszkLDk7sdEScyKm6c6JlpNlVzaQsMcSH2epoH6Wab2+5Noj2b2m93g6E",
+	"bstaV10hjhDQU1OnKoT2VhbU98zEg4Cla0s5FrW1vDApvh4ytt5xc3anzyQ5P2z0W4NTr033Nh9NMjZ3",
+	"x20+YE1X6DAhC0omPJcr3P0y5c/UWGwNPzXCXGHltT52JaRM3VkPnE+X6GIsvL5+LrcnUyRZlhYYAyWU",
+	"NX0qxHitweizXgsRyJuuQzCOhXsH+hc2o1ZbEj1QVO8M2u8HKajcMw03AGRzemeB6yHoO6tR1UCE8rYT",
+	"OKbaPEPpPgORDuYrdqX2sk6gz61DAwGoDi2ZIIXrSOs0vQUrSsGLXiLnMSVxFPR7QS8M+73T+PgCX4vH",
+	"SROrGQaHxl4mcCH0LXrNMf2RCTc5VB8xCgnIFaYUyXKgAXMPKg23oRcbw5wh0Xrk0lfB4DfVUpv5eY9S",
+	"/58ZX20Gmx7nhNtzbFzXTgwhVwedGtQJWI4pqAcgmTj3Sn1EuwycL8flgBe9X87nrFgfkHT9VEnKtc8e",
+	"HmZGH/Bn2pyzWZ7da7h/2TB2ZlcOY2hhoBn1aDOgZ5uTu+6xQbB3ievj3KTMR0ebPa0a0CuAju6qp/yF",
+	"te5yPi1hz6oSDgfngtw0zx63aQ5zUPOt/ukW4N2dzuexqHmfsUbVrEgcqpgcxadRMEOg6n4APuVjBw6+",
+	"AVZd80zXjsjKNQ1uMZs/4ezixbK4hTwLU1CgMGvJzMoobHbYYwFKGdQOcIG5qUZ5UJWZBfnFWrBAIow+",
+	"ON/q300dEfWiZYNgYMMcY7GpOmYKtX1AePijvOimmfOBvvQr34NiHOnGc10liJh4To6Q1n/76HtS9JGY",
+	"FsykSByPyItX31wp1EZ2+eBNIgbmcVbLfX159ZeX1zeXr1+//fFGv+p97KdgjIXmJ99+16ckDNixhlt9",
+	"q+hYXhFYNZlWNQqQc6UvwykqAL/egF8B1DQQhAiJHXwLRxlI9pnaPjhOsPtZPL0o6AW94Hl40tqvl92/",
+	"wqegy/UWNqjCApsCu72G7hIcnYgfL6dVDcaHq9fK2CF2TfT29kvr9oXntnl/IXvoUc7f2htbUcerD2RQ",
+	"Lm1KmyywQoket94uCJItpfUVqnfdCncFxmg+mE6Mmp0OL5fSA35p3t96hBt39YEJXIdWJbqFwNJEw/zQ",
+	"+QnrfA9dmbZQS321fPJur8D7uI1vHXH2gZJupih9uHptIeCfKW+1wE1T1SYeFLcSrqgIdg0lS5H9suTW",
+	"jeqISo333iUYet1FzED08xeY9YOuAuyLYWJgbhtaqA1TF1eDyWmkkU0ygCyth8nCzTBZa6eaj37Tmu7H",
+	"r/7PF1T87KoOpWTWVpvhuq5Ast8FlHg5hvEIB+eC3saA62iBfDZT6QwteltS6tTDU9Bb2nVt5da9BZyA",
+	"rQ9yBEGNCtMo5+ASTmw58PvWcMJ58ccXcT5lIaUTiW0RJG8jjkhoDAWv6AecApdxN/5JG+cs7sa/xpSk",
+	"2a0NNcW9mMQ3MYm7MdVqegH2JVZWj0XO9TbDPCB4qEdeaDPeGfF1znV8+btsXkuMQ7GdtxGr2pOaAN5d",
+	"pnI9AQoY/IoZa0PBfPARTkEqLrjUG9nFkBB9sE6voWe/PVhqHX78+yGQQ3WBC5BcE16N+3GaQUMN3JkN",
+	"Us2otXmC4smyyMo1oshW3QuuH9+8gLqKgfhyWc5kkf0Kxt6IfM1ZwQvT2BXaI7jUhR8LMDX1b8qEh9D+",
+	"UcgLiHDicnfAz4Z1tLadCkkl5vKZW0BtNY1leEqiwD4xFl7zBgdPHRBVeYvjUsrunIl1ly3LWdcizVbd",
+	"vQpuo0ja6NMPU20bCIOJArdAEA5m1DOtVuZwQgMRqs2pTysTofwe00Lwjm/t0XRoAkiHPmFfCDCwCl4u",
+	"CwEO94RD+SXqbOhFQHMOf9F2a28s/FYsu9aeLTI9ILf6L7HvJDdeAfR5IrCYXHDCoIGQ4DzVyz4W8X3X",
+	"5bR04ZaYHMVMrOORsdCQNe74Ghra6aetD9bFd4I+iTOhltNplmjeMi+C+FCd2Y6YIK/efTqBsIKBDnh+",
+	"MjiusZgai4rFkCFbWWsXB2mZCQc3rA4CVKuDmMf0lnkBrWy2wPAyNZtIVqSAme63vqFg9+nlVdALRS8I",
+	"ZrW5FTHYmwg16Vo6HeFcxgJEBvL6sUHbM/DImTIfsSnCYFNQFyLaaMfzTJEX76++xZdBbZ1e8HpfH8yE",
+	"RejgO77WE9Jrp+yAXGOaZwq3oamgQZGrCYJjsjkqo45jpxszjIrEZl9+/gyY9FO5Sd0qvwqKWBTPp92Z",
+	"VOD0mS/zMuuafQiVZrayyroxix75b7mEyA92T8XMAjRZSq1EYH4IVA5BtokBH4PqLcSvweZzsEgGfEVQ",
+	"U1ekLB4UMV3TyFKUWQ7stUwS2FOyGAu/SMn68qjJUsI9ZZIkqKn8xjryOnTiWIzFv/0b0Vtfy1csQdQ/",
+	"XldJE4ocwUOIGbUU+siMn38Kn8cQ5lyU+Bew1PP4GDip7oO07AeuRNwRYwH8Mtomdh6QRHdJ5plS0Iti",
+	"znJtIKCn+ROUVsiCLMWdkCsBAsxUL2lxEkKwDedpgaAqZFavrx4r2WjzZwM5QKoXDqgNOowFVOYzoW+A",
+	"VXaQz/w+U0j3t4bnLZE9KvZ6PZ+Q+w5wn7DmACOX5qmxAB2Xp06gwng+sSKDJM6ZaSWBEkGvVJopfSW1",
+	"zPGyKGSh9B8oZAb398BRQy+dHV7DBIn9StZFISc5n/8JoINNv9+rb1+Q88Hw9NhWVq0X+uyKy6zMeUzH",
+	"wtVUYySPlyzTpiVIaVbVQiuUWoBPBgJkOjXA/cYTnwlTD63iHvka2kEvlmahDQYH01OwFf6Y0MG8zDTN",
+	"OpCX1sgvYPUMA5vmf2QSsY4t3a4cbbA8uKJgVRBu5mJD49R5DrQA9WqEu29BdqkREVKJbDoFUl1hRkjR",
+	"xepTfbFbmN80Ue0b3hud0d1nPPBdVSTkmbYvn12QacHmvMtEwlWpx4S/25rnFyyZcRhSIXP4EKSmQjUG",
+	"8j8kwrCSod5fyNuCzZU1bLWJqFAQmbJVW8b0bCzgKWH7PnmqHlQx2fcDdDg5qms01NdnaF3dgZ/GIi6g",
+	"P06tZU58bBV7CHxM1oCol0BaMFbCsTWWd+oNgQlCQpIXb6/e29UcEaZPhrGw7gErIGSR3WbCFoEbgD8L",
+	"g656JE5lop5bNb43T2NrjRR8IVVWymJNFNPqyGwNribLUN9YqMTbJQMHNQeeuvRxuzxEOw9G07ppTB0P",
+	"BWozA7LXcl8zJQiyDizJ4OV6acBihISUqhxBrVXJ55CLtFTrXjXmzKvN09rpCL6PCbAI58YN3CZAL7ji",
+	"YJfnBCrtEYQF0Px252pSMDWzRJxnaZqbBbFvObaRd8gbSnm6RCHllrsGM6yV5C0l/j2kt1/IY1QIfTIr",
+	"yOlNs4InJqwGuV0mI7hH3vhteRS1yRsK2/IQ15UH6ox96WqLV6Hs+MIDhDSVh5nBrqjB8pMJT6RWyy04",
+	"hUunaqTVNAWYJgAoPikrOXZ1cM2Cgr7+2EwKuSy0uMJQrYQ2HMsCTSoIp+FSIs6M5iivaywc2W7psQec",
+	"BXbNrGPRsrTemq5tk564LaTCqXvmm5nFtmIsgAmCrAnUUdeQnnE82kcvXA0PTEjPBoE23C69QCLpYXkj",
+	"sTh+Wi4ApOf1jCvEwWJmv0Fev13lsbDYQ5V+yjQnSWFczhtoRO7ZqlU4RZA0vThgedk7bsz12EQ5N0rg",
+	"ADoNK/N80Fukht7ILPVqX8GK0JcIeszUyJ3Fc3O015F/cL3+bAqiYD9ywHIzYVOb8PXu7ftmH4jnWBsX",
+	"Wzl47YEnGB0XzlafRKbJVCXTbOdt4802IE8iRb2kBhdGySJfwsPV4T3SX/i7Xdq/G076+1j8vdvtwv/q",
+	"yzU58ndSQ6Zyok2rML4STuqPaqmgSjZf6Dd8ENm9zfC2QjZziaEQBTIgNfWXqKqH4d9J/CmkqDmbaoTv",
+	"frh80X3/3WU0PNG7bdzBq9XgUbfu1X92A6tdBbQ0+MG8hvuZVohaBeC32Mhvo6yq3kGXHJlKCn+85rXH",
+	"rpf3Rk0EUQueZFOjeGr1JhNcXZB0iXLDvh1UAfB7Kr0ELMeU367iC1ZAGM0rwUCKbpwEf7dW7D5weAr4",
+	"uj4TXOxlgkp4XeLv+nthV9MhdbcauPDmEzZJNe1elj731Q5+izViIESYkJa7Nl7nsxAjf/3xmhx99z4a",
+	"njSWF5GSgL5Wqc+UiknspJhWzNRygjmUsP/in8ss9kFQuoDdlsEQY36/MCLCwCdXhTTLIifvv7vsGs51",
+	"aMV/x4PZnSpQUKMPk+okMdip6xbuybNJwYo1VPS680RPGFIhIOyszRPfc9ChnU+8wN7HnbAX9AKAmllw",
+	"wRZZZ9Tp94JevwOe/xk4aZ/POMvL2a/QdbG1l6HRc6MgMNji2HxRJpC+rEixFNCPk7wqSTLjyR3opClf",
+	"cJFq9uy51sGZFK9SREKCT9KO0yT0d6MggLA/WgdYKtLAH/KTHH5zMMMdeWdr7edsLzY8fBzdMC3Q4NW8",
+	"WA5hlc+0M8CBtb3VTeD51yy18RDfH94Z/e0j7Sib2dZ5rTcnV1hQf6s6o79VxFGdj/rR53OtcSRq65LU",
+	"nOfmZqtnvisARpvrg4Lfa7selHctfjBGWZngxLfA63nBL6+vXr14f3P5zTdXMd5tqpWsC8+6NLWmYKqS",
+	"Kn+D64RaX/YfzLT2Lrse+PNFzrL6gnf+jXz38vW7Sg1xkLo3pSxZXin1LodssrYNckZWFzbJfgB3yrK8",
+	"Nxb/Rq7/+93L7a/F/L9iLLbd8Zv5xp/HAC037nwm0UF3I+yhvj086H4zBf1EeDaI9NAbFMH/q4/EQpFr",
+	"/I/NVc287ouIv4jxNc5bqVB71S1b3nJ/jLWr4bAfjUXH34LNIOvGbjPcYDbYYP8GeyPLb7UKuXN7eew/",
+	"d+y2daMZudhbs3m+c7e9XXABPiiZLOdcVIU/l+9e0bqWZjA4c469H9kiq30m3twXf+Glef/DJKIdtScR",
+	"rV/5kedCTYi2h3QxhL6RyWIJ1O8Fjkimiak9qhohw1bx26Tzk4vfaz0i+/ZdrAGJm4eeiq6Bf4HN5ARJ",
+	"JXhXwK4+eidVeatVN8jbY8mMTXJ+bPSwYdBH81wZWN+xEBy6kdtM+ZEfc3LVjl6VqkF95V0wDOEMxoQk",
+	"rNxB+WwHMRaYSKnKLM+hiTJ0fEjlcpJzbMqJGD6AI+yGa4Zo0v+92WKGqzlC8EQekZTfFizlqQ3JVdoA",
+	"4k4ucwvLEqPKoPUreYdODu+rxj4GuxZyOnk+tXCGGNxz+AgOUYtieq9JCnLnZC5vjy98ZFrThVjfNAz6",
+	"Y2HBfI17mKCPV23u1ytkjS/VXnDikK9vlgY1Gf3eNPPUmqfVcmD0j9tXtDMM+jsm6TvWHzxZb9UxOVNT",
+	"vzPqMI95sKi5uq8izjDoV9rwG+PgXFdiZ1mIkROGIzPQkZBlF288mLBvZHmFT2yS1n0XLMIGHxncaMvv",
+	"1kmT1XaH8XT0dsqwKwAb3KNDupgNW6aIadYqx9Dxjy4hxLtF7zdJpJhmtza9HioEPQ+4yWLWeycTqmR5",
+	"Dvc9U+TIQPaORezjaWOH9oLf8TUWD1bdBi5IjF81mM1FIVfKhDChfNEheNS34etMlZcwOW3OFGzOSwBo",
+	"/dsmtBxA+PvoLFyAT8+FcX9ZcmzDgFFcN56aSrO3QWw751Rjew7DhaKJzqF3v8DUuM8fv1TcYP7f337r",
+	"sMTQxRAWD5Ib00ukQ/UNstDb0wQCoZXFBvZmZLE37U71S0e8Gn+AVqmq5jELbbM6F+plguCzAeXoBOE5",
+	"Y2fTk26YRGn3lPen3TM2mHSHyUl6ys+m5yyY6DVwK2Uf4UE3nERJ9zTt8+7ZdBB0h+xkcpqcpec8mALd",
+	"HQUMX/aAL2tzT/Ksfdrh5rTv+BoHcBd1qH1nZ9S3o1OdUdSY1rB7np4l3dPJCeueDc8HXdafREmYBvx8",
+	"elaflljmeW3QZtmMN2f3mIPoOjgbhcPtYy4X+WJann4aKD6Lqh1g0EnqQBv4hFI30Wotf57mP0vJTvNO",
+	"fW5If71kA71kw0n3JDlNz/j5lAWT8FFL9vFg6Ww2mNqqYLqN/7jzbxCE+x/5IJjJHeDQf24QRYc8ZFwP",
+	"+mB7KUot9z97sMP7n+f3C56UPIW4ePMAqWfj/e3j54ZWzAmcE1pL8k4VeKZ5oJhu+LvdE43W+VVzTFMx",
+	"e6Taus0fY3cEF1iBsqwZs5jZxi82FqXska/NMKo6sQmGJTf6hBu4QJ5PLzYagVeN40zbfjYWdsz19v3k",
+	"Cbr3V9Bq7ceZnVPnyYR9ot+RLMvsE79xfe5HQ6/p/SiM/B75o8DkZNtZbIIuD0dB+BOOX5iqkOYtg1Ef",
+	"bil4wkV5g1ZFZzQIe0PMKuUKxGJg2/TDaQPJUtgYvkq+b5Q2jwaDfseXrFVT/1Gg5WT7jAN/xkFtwv2N",
+	"YUZnp72oNtB+6I00yaUCwbsxVq9AoDnOsDbOj7bPvZGAadg9mQ559zQdJN3zSZ91o/PwLDidnvBhOjhc",
+	"OzUMtEsC2u1LwVEOM+g9WrT9MeLpRV2YVKUKpgn/TnGl71F79N+mxMD6dGYzoxYZBJUN9pUpcJpxVpQT",
+	"zkpngmsuzRDaAnX9nDPFIUUBOvOgHT5rAPhGwxP/SSFJnn0yFanY0OfI4QWW7I5jLb7DWoLorBmILEi5",
+	"khfQjQFCMQgQVmpLA9GTfuWFNKBSpZSA0wT0wUA+OvKP22XTG6DjkwkmpKpqlR7BKAh7J+GZliBudtvu",
+	"DHoh3ukpFHu202a2ZjcYhWhGmHXojP4W0IgO6Ak9o2FAw4iGAxqe0PCMRgGNIhoNaHRCozPaD2g/ov0B",
+	"7Z/Q/hkdBHQQ0cGADk7o4IwOAzqM6HBAhyd0eEZPAnoS0ZMBPTmhJ2f0NKCnET0d0NMTenpGzwJ6FtGz",
+	"AT07oWdn9Dyg5xE9H9DzE3quhxHQMIhoGAxoGJzQMDijoR6bHpwenR5eeEbDSI83omE0oGF0QsPojIb9",
+	"gIb9iIb9AQ37JzTsn9FwENBwoCc2oOHghIaDMxoOAxoOIxoOBzQcntBweEbDk4CGJxENTzQFTmh4ckbD",
+	"04CGpxENTwc0PD2h4ekZDc8CGp5FNDwb0PBMk+qMhucBDc8jGp4PaHh+QsNzTb+ARkFEo2BAo+CERsEZ",
+	"jcKARmFEo3BAo/CERprOQOiIRprUmtbRGY36AY36EY36Axr1T2jUP6PRIKDRQK/IgEaDExoNzmg0DGg0",
+	"jGg0HHwEyV2UG0dVeB31QZ8f/ARmwV6WPNV3HsSSEd7ps2TUDZJQq8WRVov7k+4gGaYn/HR6FpyHbSwZ",
+	"brJkSPt0SE/pOQ1DGvZpOKThKQ3PaRTSqE+jIY1OaXRO+yHt92l/SPuntH9OByEd9OlgSAendHBOhyEd",
+	"9ulwSIendHhOT0J60qcnQ3pySk/O6WlIT/v0dEhPT+npOT0L6Vmfng3p2Sk9O6fnIT3v0/MhPT+l5+c0",
+	"DEIaBn0aBkMaBqc0DPTQQhrqwenR6eGF5zSMQhpGfRpGQxpGpzSMzmnY13Po07A/pGH/lIb9cxoOQhoO",
+	"+jQcDGk4OKXh4JyGw5CGQz3ZIQ2HpzQcntPwJKThSZ+GJ0ManpzS8OSchqchDU/7NDzVVDml4ek5Dc9C",
+	"Gp71aXg2pOHZKQ3Pzml4HtLwvE/D8yENzzX5zmkUhDQK+jQKhjQKTmkUaJqGNAr7NAqHNApPaaTprAmt",
+	"Ka1JrWkdndOor4nfp1F/SKP+KY365zQahDQa9Gk0GNJocEqjwTmNhiGNhnqVhvtZcvgTmPz+6kfDE9pZ",
+	"CrnSSpd/IXiA8yrlu3QDOAv+2bWBb+qHtWo7f+HElCuxTzlw6tlO9cChu3n9Byj4piDJUqsAkDTnqQgO",
+	"i6N55OuLzngYC4c85iGjUR8AXxZ1ZPPjTTwSGgTByKFCApJPBpD9QRAANmtL9wGvpzV6beJq7Hd8jd/w",
+	"ECp75ApQyjAXluW59fjbskzFS+sRrHWytGrOouCfMrnE8tKNIs6LetVmrdf/pipybVZtj9/Pb9tQtbI3",
+	"S141m8Ei0TY3IELa+5vLcbh1YyHYy9CUVm5tXK+PlzbgezsCDMWbznD76dcjbxfsl+XWgZt6Wn/ktULQ",
+	"aLDpvXw6B6OP27DNE3W494c+iVux6djy8GqguLkCOqm16h2F5rUmR9Q2T5hnwv8JIHAamEPhsB+BPdpK",
+	"jfPrcDAKolEYNqkRdgeDadQ9ZcGke570027Ew2nAzidnyWnqU6Oa020uJ/y+PiuL8LJlXsONaQXzjXkN",
+	"t0Ki/62OMPJxY/Zo4vq13Z0ffr5cv8mC+x/eB6u3//kf92++kasffpb3P/zn4uyHb14O//vHl4Ofrl+W",
+	"b765mv9we7jN62FftRxrXp08bvw/1PX3x5yIryHD1QnF5olHIea2ebghSLmqTg5TRjItuJpVxVEirUrN",
+	"akmRVSUCFEPVAMMzMRZgolfdsLagh5MKPBzDTFigoN8FP92yTEA8+o7zBVSbsSnv1cJLFkkX5kO6XYBB",
+	"eHP5w8uYLIrMnGOYEPjX92/fbB4qL7zyjI7z+3xtGvseLgJ9GfNA/q3D43+uV1+bovKGfA4fNjiHF9+Z",
+	"rW6WP/+a8tv7VCTTfnTDF9N+OpPpr6lMMhX9PCvz2/n9LU/FaX85HN7XQVaeRKjvijM4+PD+r2xw/130",
+	"zU8f1F9v3+ev//Tf55d30+Xw+Y9Tdf8nNlj+5Y3MxMnLrHj558cRPN2mCregypuuuaa+osJSUXXQ/rLa",
+	"FL1OrXFkrVhp2yjN/c/hZnPvG/lebxkc6x8Wtgj7+x8y7Y6vpXytj4kvDXcMovP9z15L+QMT6yvrnf3j",
+	"/JAoYKy8PNC4gFqBncGSbQ1ryKuq/wNaEo2sdKjlwcoqEL0O6G0jwcyTbY/V8VADS7ZjR9n7HCzjA3fk",
+	"7q34x4bsHpaQ+Ecx4JW2mXaw34ZBtCfDAOn+6hvjayiTWYuWMLPtbfzqCMeiaKqC/VeVS61NhZVn7d7y",
+	"0iXKYYkCdnM9kgUWpqMQ1Ta8QUA/HmE4DzFosaihveGCRR120LLwCPUeHwtjn7YBQPqNdl23zDDwqtdD",
+	"SCcLZw4H2bbkNZPH2t6xwJw6h5ULlToW9rgB3o3qTFWMhnRZaaPQ3qHVMagtip1eb+g8OwhS08RFobB/",
+	"A5zQDGcsqqekpLtwLTflCkI9fpna1MAc9Xi9SnKkhJmKZ2x/oQCjmJioIISQO7QDpU8PSkNp9AEY7jQh",
+	"62jS9aAk7JrW9grR5lc+fwY5ZwAou4DxWJ/6a+jt0tpNClEswfVkulDh8970D7HXPltozy4TabcG3loN",
+	"41uuqezn0rveXf6WAXeYBYWgTS6EyLwBYPVH+TBT1TdLISHm80MPlzp+7kH69b/O2Vj57gR0XrEN7/6Z",
+	"T8x//qwYPPnceesdew/R/J5r5W2Pg9na0LUixAorBLrDYBS63rKgnki5y1n6PV+rL9f+7FR2cvjlu1ff",
+	"87XxxxycuOU/1Mrp+tv/qwMaZw/bALFRT64O7vYZVeBN9U57tCpoRCylkQWuQH0rE6ahj233B2AN0D+h",
+	"GAvH8XluQxFax6xcPWAJOUePecerb2IEsnFuHqfGJHI+19snz9qCCS/qsBxfpMMUPNGK37p+hl46zDAL",
+	"+ayJQrfRAJwJELZyB6VxlLjXf37opvrDfErzwf1dxE6L8pehmNzcffr5NEr48tPqdMinxQlPy4FarybD",
+	"1d3sNBVqm08Jw+h9m2Zr75ms6xnJ4GuqfbFyKjlaaUJpHtSb4qvOxwcSbo+HCIDw3MG74QIyJnomsOPY",
+	"HV/H/9ruoP95B/wPmSgNqp+/Hx98uj//DdOpP6O8zHlbV7ErEG3KVulf+G3CEMzdIaxlggz9/nnN8iP9",
+	"orrQ+qJT3QjdAw/2K3P3Q8XQtm1kRT64S//3eEfythzwT3q+7y8++Z6vQRGwnL+zisj5iKTLDwCwcjuF",
+	"ncVEdSV25B/xKaLcGBahDfenQtwMW+DYwGtMqjHVnaox1EvEJFNjEdsHAKQrzzDf4o6vR5sof/Eu/XpL",
+	"IdK/VD1QPQjTM8T1Ckw0XZr1IttS4OrlJrcFS/TJHA1mwRx6dW2pLMkWv/56Or0b/Fpk/aKzUTUTsHDS",
+	"PU2itHvG+9PuIBiGJ9Fp/2xwPvziYiAtgDaLavbOGWNgLdVQzXTCU3u3RyFXhlOLx1WaTMoXuazrMeBW",
+	"GRXYIR//WBVZyUEe+FOPuv3J4P9n712727a19PGvgqV5EalDKbo5seXV9R9Pk57m3ybpJO505gy7TEiE",
+	"bJ5QgA5BRVG78t1/C3tvXEhRtuRLm+TkTVdqSSQIAhv78uznMY9+ZB79Sb/7dHA8PBnx8fRo9uR2fTjX",
+	"lfRf5v+1fv1MbV4+U+uX34cl/Retz7x/p79HIex7VUyzNBXy8yyBVVqBjP2G3G9jTxBYut+i1hZ3cmuC",
+	"H+LitD7TPFfr7rU5EMBpYTd7oOethcXYEY9xG5h3vqFuHJeKJEXAsgPs6ZBFAfb09nRTiljC/3Sa0HoT",
+	"Et6sQtrYwYg2pFrE6nAdwVb9ZY/9aM424kDW71AuwHUJ0Rzg5bMCKgzE1hfLPNOlSCdYJgCRROJvQzRF",
+	"2nw4fZ+r9U9ORu5wsJx5eU5Q+k6AuaOveLmD8HKDISDEgoOiNWl9Q28xz0We6QWUF5aiyFSKKLSoZasb",
+	"VdGe5qvuRKcN++eDJz4Ex3vPVrpUC1F0B/3xsD6OfjiORTCOXQOp3OKABk+3oG/GewVrt2oavh4eD3V4",
+	"QG4ymPfg2PDHwI6jw31hx/EBQfa1EfYzEtLzbO4BR4qlp0JEs/blVjTc+H1fOA308SmVmBWxRO37nGcL",
+	"piTQsl0q4Lv/JmHZ3MoqixL4ZQUAu81HXguV5nnbWOPY3eq+e1Bvt+uNUb2/58fDd+EuN420CukFfOob",
+	"7s/MbP3lO3Ru/B/Yo+Eeud1OxcDjY7Tbr8N7GE8G73MK/HDgs2Wlg/mztgeKgBCi21aR2VfGu2tENX0x",
+	"+yV8FV93yyezW/4m7nGz4LF2aIrILR1Iof4WtZZNGvFvHfoKAIoyZYF75srKqFyNNERmXFCUAJqDd0BT",
+	"XxPdsnyyVzztxdIzng084xl9jF3L6GmFjGgEaHICkPaohVPRIcbwl7F0HBHmG0ELthS2cUqtJYHCgGWI",
+	"YOf2pOZLXpQR8b9qQWGMBghVEGNeqTxlfFYorYMc/CQUgQGS5ktRMp2rMmifStDJZY8ZqbrjHbWKJYxX",
+	"KrbOZKrWoPaGX05QvsMTxif4W7wJMDorKYhDk7TAkuDtJeCPZDKWSFgQEKYjfy+0gyO/Nbe+broiEbFo",
+	"i4Mi4J+PZduXVi+QyILnRDuZBD1geGVAvxFVVIgnc0sLPKNQ8DaWSk5cqzqVNKhNHevG6HBNFQr8z00U",
+	"nq5oNtzvFplclVbO0qxeB16z7XNYvjFvKxBPQfZ+F1eb7zgJb1Cbh0xzezw8iWVi92kXgGZd8WEGJHwJ",
+	"m4qNkmnHiQTpMHS3ZPrUkteLpXP8trzQtiqcDALkohmXm45l1PMHoHM9I/NPoTW6l+hYmrXsJVeRS+VK",
+	"aUBBEs7M3Y/EmMK8eIdNM7PONFuLPI/YVJVXsCGs7jBSytMVUW4ESQigeG9mFM7nmdLePgQbFMwPbBpo",
+	"2fBzAB9kOpZcstVyKQqkg0c5ye2z/edV7Wy/ZUNGJUg92hUs9w8/yB8USPbp+CI1+22Or4MwAp/k42iB",
+	"mFg8uKT41B2uf5k+DOd3vRX3H6RQPuFwNF61mnk4Ko+d4UPE0kJC9HbTBonGYAYhUDLfTul+UUi+Pymh",
+	"9tcnxcqwrNIA2btuKcMqXnDJcV/fBMxDCZ46Oq++iktF1XOmZKnAJ1PYlsGBMzebUUcGKKqQLGJWonim",
+	"d+TrXZ+s0vRJax8YkS8LDvrMuQUGMutbWGJf1h73R6ggtM606ETBFkNiJNB0Aic6Q+m6mreHrr0X1GUr",
+	"sGuxBL8t86r07obDEwh+dnh9pxXnCW6xyCSqP3V67NzNIYCIJiAIy4kCXIo1OvZYw2UZ8GFDDwsgPODK",
+	"ecrUbmDiXSGJVD1uACQSD8TGvg+kniBBRiuoY1GKG8GLEJG4T2H7VvXrTxbZeJ/dssNGZGMTzGCfeb5P",
+	"8MBXbOTXIs8e55ntgpUNyLS9j7HAGzsIPUmxZiPKDMP58CM4ocgr66C8mwMbWvXmAVOShNSqvKOB0JqX",
+	"RcLDFT7fQmoyGCQKOwU38tquFp6+C9P5RaI5P9Wk9F+6hyzK80576NBUcg3S6dskd1Zv6kIT4CURgAV0",
+	"sJsRn0B/35B9cgSYsVysZlcOqoGJyS5kM7HPE7UhVsaD/MkrNpRe/Nlri9g0ZSDyH0tnExLb8pmc4nkE",
+	"0heijKqX3GJ1SN7wUkBeoQv/JSEKaCbtgMat+/yNWPBMAlkXIJTCT7Qwv7RSZiiYDWodqzzHi4HS1Hue",
+	"5SCyAQ/RXOtyMJ67oU4+/ebYqFW/BzApHcgGZJ7yvzOxvr5xsl50uxW796eD1wu26krzy5Abl977Ltye",
+	"3LgzGZtYdzN7V7a6Q17beNOD6bhmC07nJBZ4Ke5zUd2mY3WYYdPa4gtyC2EuBvS14cImWplhX9jEWAYr",
+	"co9qN/AVUgxeaVC7Khu30XcwV3feRhAa/HG4nx90MN3avc+5Li9WuqFxqn8yOTqZHB3//fZBALXATP64",
+	"NZvP/q4EvYvrW5vNarmbN/HXbtBfrxTk9HDb7HnOh/txuZrmmb4SNxDJnDH6Iu666YbVNGsTqEBxNoUi",
+	"UVaKhRO7V8tslkyCSh6oaqfCAXBjKWS6VJk521HyV1OuUqp1ZKGhcB1QV8Hv2hJkA+31gqqacLVYoowP",
+	"iUVZiV8uzQUyyUE2QL+b1LR7sQHLEgUkkL3CQppn7oCqKikCm2eB5NQy5xtI2tqiMmtfp++LyvlvLGEB",
+	"gZu0pRcJ6A6CS56yhGYdnAJ8wAv0VRJMVGEtEzhDjPFbApgZhOPML/G7CdF3Q0YJYbnmxdTFku2kZtpC",
+	"ryJi8cAlkWkzB4jJKpWqCzY2Wsqf8bd3j0jsAr45JqFbvhVlmR8UlNix7lL1pGmwDEvwZr48nM0ngJWx",
+	"M10qxtEeBBYP/n+nzQuOpYNDG3r/YXhjk5p6D+ot43bYr1erNxFDbHh3yS8zyRHT+I7MJAUnlCwFvMtM",
+	"eUA/ZBWygk1VakIKW8ynhMS3qCEM5paS9IuAldeNB0xRwni+NnYAbRyPpf38kQal4Y6HTGzdgRoSoIxv",
+	"k+PH7GX2n8Zs4OAmYBwRGoR/ieVarfIUmH9sWWoFtIyF6/GvIe+NN6ZkmckVNuA316/euvdy6Es2v36B",
+	"j9babhBobmBw0/i1feFPp/s98X7srIBZ6LMT9g37hg26R7V0L962e46j3Lp1rRGw330qnqTdp7OjaZeP",
+	"+ajrxbP4U+sho7Z4teegf+zHhMr7rUnLHP0tam3b/tGo8qMlN453azLnuRb3wRpMGp0XakZxMQnUlNlC",
+	"qJUZyQj6Jc3//66kmZ3nq0ItxeOfeZGZTxr7K2rzvyryZpmax0Ar9TjlWb7pFmKpivKQdgy7mW/uxnAb",
+	"8ZPvvvjri8U6MJH27PR/23F8ui/4I/QG1l9X9kOZGMAjOgYVS/nLS5v5dgsUwI1mRydQwbErM+nFEvz3",
+	"4JtTYQ5EoBg27nEbzyd7YxB81MInEdAiVNT+6avdF2kCiXpE8cDYOhFb8FIUGc8zLVLGr8DLn1N3nz3q",
+	"QEPS3H0pCtQdMxeMwmGaH3SiWK6veGnzEcEhgrIIwMSHj13yd0KzI+L9Y20CKF6pVcFSvumqeXehZHnF",
+	"8L/0p7UQZsxP7M9gMig3GEtyNzizr0sVrJ38x0bwIt8kEUv+Ay5G/zbXon/C3oV/mfvnm6QDTez/ga8N",
+	"+9j/pmKZUv89dbOztoO1DnSnB2Lh7HcAspjQ7MXZqzOS2G0nv5x/lwT8bxgQPeMbBKRq/h4SQqCAQEjM",
+	"ytKaQwEf1lgJk6QxHwTzhfSOKH2MiH8TW5q5HvXZEI6Lb7Atn560M6EGTrw4EP+gTlMGbxvX8NKcc925",
+	"Kta8SM0boFEoORMR4+icEXcdJplAyFSWHonTDg1txMC09kfd4cmE9YeTUd8/V3806ffZd8/fnkex7A+M",
+	"0e2cVkZ5xZdLITUr1wiswCwwz/MuACu3xwdxCg7PL9RYttHA97vDIzsKuC3r9yej/t+hyOUmH/256iwn",
+	"3ySsjQvFTCrAktW8FDIC0Vazob95fITTzr5JOmyu8lytNRM5X5pdBs9k5krwFECeWQlclhh5F1eb8mrB",
+	"yqtCrS6vAF8ay7LgUqMyx8R83c0bLlE78SSapWY8x7ssQOZDW8Fncms1olaNYyoQNY60o0uEdphn69nl",
+	"n7BiJTWU78LhO3qowIsGN8aE922saQBcS8m0E7FCXPIiBe+d7vY7KAbucNYfG08iAVyMdtrccGONNgq2",
+	"z2t/4JOZrKChR32mbUITIguLjQYNw8B2eWA5/ES9F0W6EhaQDtZsKmYAViYjLOqaZ2uuWarWsmMWyCLT",
+	"WqQT2gbmz7ixLRgIjGosUTKPvh2OB15u5EunVEaNcI/CrelHZTZ7twv6Yu3+nfAvYpuPC7PK8+y9IFS5",
+	"jhwoiHy7AOlCbiuZ0qNF6DX+7fl54A+iLL532o70Hl7XUuU5nP/GmgNBZhWqUzLjwjGwP2ReXyppbEWp",
+	"2PdFlvJNONopzFDrj7iFjlzcmrC4BUYzbn28Hy/8Gjf0IBfz48Eu5kOBfeAX4Qu4NkPl1uXhD7ArOWWN",
+	"x1cY8qeKdGGFMOYNyBa8XbqFZ16FIldPjX07mytgvRmXM5GTCEFwoJDPgSwRbCqE9PY+ZRtR9tiZB6X4",
+	"bBLl9ddc72pRrhjmO6WF/8o9Z3Phn8ve+8xywbhUgjjgTtvlmvbi2rq19aiADvlD6D831jm+jBX9dSU/",
+	"YFXjbsv4diUN+8L3V2dwmyGTDBq2IJTmoHnEFqK4FAwbBNtvvv+OPR0dP4FQGkNDPgWN9QwZ2yP7d9Rm",
+	"qAkv+KiJCqx0jWs0FgLyC8bJ47YlBug6MPG2TyWxX86/i1iCznbCfn5tQlypWELeamJuzMRiWW5YAmWO",
+	"CitULBNyxa12uy3zhOoUGJIk6MInnZ5NakHBdlXkiT1B7WUn9Gge0TkeDnt+UPhL0oTghcBJT2l2phv6",
+	"R5vbRFd1wjJtwqqFei/SzqlrEhUZQE791woBndMZBMy5cLJEZmozjckM5E7Ubqrh2oBg++XNT0B0Ap2j",
+	"BRa8zARikR6HZVu5KzOXLPiHCzurVG7ikq3kO6nWMpa0jMKJeWtWFAcQnjecMCddWIj/boxoclr9HP6G",
+	"dXoUiIwlJiT5BuLmM4hLuW1E9rlIVQS5yIjKKpjPp+uZjbayLFoNyRUK7qVYk8cHAS0GwlKtg6wCaWrL",
+	"2ZUqBMS4O7IJvVjSApswE6okGGU2uHLua1BagNe8WgCeIWLiA5+V+QYyNB6pUMs6wO9pDT7GXycsVVvJ",
+	"BitEUs2daqfXgLIkWYGpEkrNZgWjg7DHtjMXsdxKXUCiA/JDSgroRye8NKIe4DuZRvSDccey94JmEnzZ",
+	"nDI1qDJqe2UoFQDgTcky/7poCbhcIKWKiGoNImdar9U0Niyv4AL2RXLKcXFZ2tQkoGpcD7u5Ju687YZ4",
+	"WCOxDHM0lamm/CL0D4GFsR32ZruHXjym3hBSh3cBjRbs064uK+otqi2iCaw2c1kbKCD0Btp89GphPllw",
+	"YiVeMA7Kf7jL6KiACbRUqpZxjlrWy20HbM11xBJfkUoc/H6XesxdEz2kJdJUhRt9DDMyg75uHext1VVD",
+	"otZ1pqyBEp7eZU1YJSugveB4MuqzV2LN/lcV7yqJ1YYk1KjPjoO0TZCIOVuIIpvxx6/E+sJcCcZpJiHn",
+	"pah3f5nF/subn2ANGLuPEC8y/HT6XHNmwoG+d9IpYnHrvSh0pqT5+/BjNd/0P92fxCWfbUjTxZVTUZH1",
+	"kIRS9/3wNjmlhxWF2TMnt3f1vLYCPpfy+WDkqQQ/hfL51nbZRVGIZMZHtyqh33dYZ+wrmuH0i4vw/gUT",
+	"i1ZZ6OHSiVCEuhb6BrmRhFCmodvhHF4H7A0c29KWiamYj4y1c2ip0VQ4S6ky3MXKcBd+A7EGdIJPBaL2",
+	"RdpBRKY04V6PnVEFxi96X0LD6llW2phxTkdoNidHOQUPfcvJeCU+uATPubnGTTy4PziccphOVTCUnfgr",
+	"M4e7dOID3NjgRtzY/aGyoIxawzHRkfLvUKE2Jq2c7UI6fYwaLjG+8RLjmy5xdOMljsJLHEAMmxXwgq8j",
+	"nqhlA5Eq67OghP3MsmY/F+J9JtYUnn0ogwr4X5ZCa7aSYHEsU9Ttk3ONSKu3pVpWo6TJVqHGRJYbUYbV",
+	"GV4ICteIZEYqSyaB0BwTicYSmwkx6U0msMd+pnCPb5nSWgzXQLllfnAvufD79ns/H9QoBi5VTMAnCxH9",
+	"JPzb2jL9aofv1w6b2X1YNxNNzwNZ0DcCgfIN9gwgXA0lPu+9YpY3NLaEO8ImK/AlubYXtkyOUAVpS0Wt",
+	"3j32xibK6qhGygvS72+0r3CdL6R8bl3ur9v2gdghzPTe974VWpPE814wE/w6myn1LhM99it2/CBU1n7o",
+	"mr0XK10CdwJKvif/0/3u7Zvvu6BxlgQEuZadTGclODmw47JLaTa4KLSSTK3KU8dZCx2bRBqWBoOzgzqz",
+	"rEJYIijN7QCcLS100iqGAQMuFG3wCZz3ZOnF2hYuziVASBtIGN5ml/L1qoFrfNzg+2WXUqT4NH7EQX9m",
+	"73ZL+b5E6Cqac2awMENUAEu5vpoqXqTBuvN/+20XIOPXK9WwdOAVCBPlR67/0iwOfFuE1QimqBBSrEWK",
+	"QHJaLuaFxLKNaNYl1yUr1yJ/LwhMjibfvupMdnrslRApCvBUluIEaUMyzdbQkIW9cbHMBS+khqLMuD9w",
+	"66+23pvhI7Sv7mzQHTXAjQYd7/jafr/Stb/PLw/WILfPuCtJiR9H8G6rr/H2bfv3J7dIw/sOBratuAhF",
+	"PPARSr/y7TPt3AHNDsvzD9YPCASS21bMERozgGkqXWSSzFW7ys+M/RNb45hgZg3L60idziX7oSyXr2W+",
+	"idhbvhBvs1J8+7Yssllp30JA700XSlj7rZkc4UncwYLP+ELEErjEz39624F2UfJ6cP/iaHE/4N6E3Re5",
+	"DTvdBIB4ezMk3MbdGsvm7Up1VKcICb2mmCD0MHLc++/EsrRJSToEsFqJp5CjGwlNLlbUjG3jkiVntMhg",
+	"Hya28JVpZlafuf/MYieIvDqWbXpr/iVhw5S3a3RPXloCeeDaQHsXHI2BcXykY5nMdDG/gHmFTiozvIq1",
+	"otGB0ExWWsKyEYMfduGH3UWmoU0iCenNVBFLS01rViC0dqEKJtxdn6K/CgI1P7x+/eOvPzx//tPF2bOX",
+	"L15dnL/+8fmrBH9DrV+WANPawVh+z7PcOIDZpexmUiMJU8jBxGZ5BvCPNC2E1tg1nUlcP5YAtfmMfSHv",
+	"hPr3ttAVKStkjnw6S8X88ir7x7t8IdXy4p+FLlfv1x82vw9H46MnT+tfOKiyCON/UHbwz/OceGt3S90f",
+	"0qKscT++FWXXGus/dh831gBUEu/1NuevLJD3G6Nc50HCkbaXA2lDEjwCuiTnewDtlLGxNS1gZ5Nteyhh",
+	"ge3RTurC6aoghkZVwh4zlhjkaRmJe1Ta7yHpSjicrPTealawxBM4JT3238bWYH52i9w7lnjkQR+XzeDu",
+	"YEfAp3pLM/KwTfo1uV6aKZu43CXJey3r1eCofjEq9dfZrhw6oM52pfXFcL1R/5jn/1CKP80PakcPZ++6",
+	"ShCfldl7y0P7L0lGXt8+SLcYJhpqm3NXugE/rhO71n79GHmyIU3Y6Di/BBQah0KH3bHVIUbXE41/T05a",
+	"Ans5oc0cy7ZFHSfD8VUSeYmdwZPjq+SUJX2dWP/I9ip2yO+xPfCWFLJcq1gm9NeuGR4vV4VIrCpx5PCI",
+	"OORH2pLIINqqvGLvRZHNN6foA695kWrfWCnFOgY9CvCHwyZ4f6f//9dzODTxNHW+rr9nhbYW+7czcJlB",
+	"Yil5l6XWrewxhD+xjVoVrBAzkb2HhiBVv6RDbgoWWkocp15n5eyKFYLProSOZXXq6to/bWDsJJ2gfxjX",
+	"2Pe4OpMMXH+XCpM2+KTcNsN2MJtkYaoAC7VPzuY4ZkWuqyQ+nL5OeuwNXNyYfjTJ7iCoGH/sZLaLZB4Y",
+	"CbscGzK7sLYrtucuaMZAK711O8uHAwqc0Duzoe9zfMC4L8xW2svIV4+VuiB8a9JaX2kxu1ievR2k/Z+G",
+	"7xbleH38brp5/c/L//6vn882r1/+/vL51dVm+EP/9SI9mp6Pv73ldN3AZe43wnWU5hBrfCUx/1wQWLhF",
+	"EHlNpqp63NzfSVjya1zbX63QnvNrnfeaZqnTdkOWvwTF5RLmDjXA7kIWxpqs4RiToih5HptZKTZAfYL9",
+	"7pGxmAG9GXXB+5QnVagdcBvX/O+iUHriPwV2SOAUROB+BCjhjBALKWD/Le1jDk209pdQ0RMpay+P+qhU",
+	"eHICQJxFlucZWe/I5/QrfA2Oo8Np2CF5wUrYY8uh9vETLWTZCbTZcToyjRcn3pZMsmWhLguh9WnAi6AZ",
+	"T33zA5BM4+EWHDNO5sw8pC5jGczQBkoRGJjkysQuivHlUvCix85yreqcmH4NeB1iYshkyB8ZSwxpUG2O",
+	"kmsVbsmLnNiqByBxBw1emJsR/1zx3M4SKrstBJde3ZBKNGZAPfbWHJa6zGY4DMi7zUm4L+Ub4OQIuHIK",
+	"R45pHgXZFZty5bAX9kDgzXkBSHPqYLPUNebq0PTklm07GRivLjnpL5LOqffujLO3C66Hu6gZr4coDHfy",
+	"4f/eO3cajR4ePoCEDAd9Y+B4itTYdm+1JoPB8dOoZZaYFFpfLI/6Fwvzg94w/OvJCfz1Se8YUSeZ+elw",
+	"ELVgy20zBR87mJ4fgxtAvzKAfsPdEeyydXv8s7t/f+ftTxpu/+ToqHkA8EHDBAwaRjDujW4cgPdIoBiw",
+	"tYOI2Zz4kS+mmwv8DrxnAme1JqOndrSDQe2N4a+tMTHrZkKj2sD/nESuUmu+fjTsf4zsypy0Rov9fZlz",
+	"rt/hxtpVnnF7+avy/QN2vGdwNvjJtmcrm27oXyEVKlDb78GESl5EQK9/jXIdtXUCydlCRKDjiWesKspO",
+	"s2oKqQKbgLtUlpmqJoWSkUIKHKGDvqfO8YUPvPUjzWZZMVtlJZsWgr8TheN2czc0QTyRzSmouD4HCuiA",
+	"jwju6TmlzA/o+eG4nYorEDFlueIpm/Lc7MciGLeJkCtPYc7NVDzSp1SW64L7DrexEsMopwvTB5pmvMCS",
+	"VkUmQpOELgwcwZz0mLFswznsO0+XhZqKC14mHTscO0UR05mJ0LOSpWKWpUL7WlzttVyqiE1XZSyTTF6g",
+	"/q+5ATULmn96+mto/JzzLF8VQpN6L2ZJfM4Upt08fHP28ZxW2b2lHYPDbRy17ODA+rkHotNlF6e9sdTj",
+	"yWjwdwu2tBPbCGWEr8H0Np53Q/gYU1Hm+bG+W8CWctjHmn7FZDwetaIWzXlr0q8eWSNzaPsn61eebHjz",
+	"kx2d7B7yYDgZj8Mhz3KFFFVbgw4Am9sD/i1qmcXuoLDpoPtkfiS6T9PxrHsyHfHu8GRw3H86fyKO0vEh",
+	"R48ZxXWJ1mA90waeWjP1L5R1rYh00EygqQUQYXq3kwFEUnacC+bd6AbLUme5Bp5/fgk9Ndx2NyvXg48o",
+	"S/OFiJj23GESS5eFhLbpeZaXEDsZc0TRCPzbMhwT6cGe1Mck3W4OHqSx5gjrCX/pFN7tvSkkMvYx5BqN",
+	"WEL85PR/KHwQIdtDxJIsFYulKoWcbS5QEj/J+VTkSRTLxDysiUku1Nx84FJi81IU9hGt1AekKo0NXkwz",
+	"KSaWeg/E6nUp0liCxQeZBeA4tJV2KYAOQ/a2bpBRSK5Bo7PpbuIDfYwp0plZmbMVFDoKAqdCwGaGYEcE",
+	"fJSnjOM3mFWxh8+oVyuTrL11L6nKWAZ6nLXRdipEEMCcSq+ESV4UtqsLRlIiRYCVgHghmTG+2WyV86Km",
+	"+PD/4Ze+NT53Ar/WRPvB01jmojRvP9SxIEpJs3psvmCOyAUTzF4qBWwc80zy3GtA6RUKXIz7faYKNu6P",
+	"I0BUOA+I57laA1mBv2QmLzs9s1x0eeHCidTyMcCfhbEMCdN8w9ZXmwieLZY3yFnguqC/Yk7lOq0KOuI5",
+	"TAlMQixRYFhZwQib6Tcrap59EKnbPqTiH1DYszsw2PvBJbGs0tfDnSxzPWFLq1cNLNK1xPUAn4plRaIV",
+	"GYUROQgq85AFgWuFDPfsRoL7uTDOJDwHJEdkxaDdRH8fMTOFl1dQWMLHd4+CvLuWmbjHzmKJvPDm7m5P",
+	"0c3QfSywTiJVGch+GNsCvqx9Pnpt1ZFlepe7Z46O+6Xhfw3VLBSRoQOOdvaObAzF1YdGuyvdRLP/2tbS",
+	"Qtg/nCuZDtDqO0bij4rKcOaqWIDvtlrBJ/V00O5R4DzY+29rY3jUMenseOkcp6fDrnja2TVkf5zd64id",
+	"Ygse1GYBmqFEJk6BbZWVxNwCpMvamEmpyl2jtDoge75h8+1XHJWkrllelraVl+b2FmFBTKnIcTUajU52",
+	"zl3lxGqevpSXArqX95/DytBcbfPwUeFP73dYaP1+efMT6U/Y8B1CxA8laydhCBS2gNnDlqJh4x1oIctY",
+	"wvrgJWQaIsYpO2tu4VeTptyCZTHKiPBdme8RcEd8KAWAwylZD25RLDONv4rYjGviE87zXXO3KvJdIhjD",
+	"/vgYuuucKsahu8K9VD9pgbtIQF+/m3e+4JqPuXPAR0e3HC+uQF5AohEHCk5sxNZFVpZCguL5BAqWCWuj",
+	"h/ttKfhisuSbhdmLSec0cPPN2UTWH875hSosnxLOTABx5XnuxKjaAH8F2b7CSufqTqAJD04karazZJK4",
+	"WgoxcxmncJlnVsbLVVkDqXe5QUYijo/oPzcO+4Scr8izEE1c69b6aoOVlZmSKXCTAwiY+UdVc5d9Kjhy",
+	"sJlTGapqM7VY8K4W5tuoCaTLHs5r1SEijjqsDqO8mb+hpVYHrwzoEdQ8lslP5lF0wtrj4bAqhw8T5xcZ",
+	"McXD/42G/sJw1rp0zP+1Ku/WhJbiwzKHfAAhvZq0cMwgKoszK8VC11bpaHBSWaXDrVUKXa4v8Kcj/zEv",
+	"Cg55W11uoNBijFvrmi1ooy9a3/AasRnVBdLIbq6FYC5WSzoTd7QivxKUBYPCpTk70sxua+7vY2wYvkRz",
+	"wKxK4xbvNNo+NLzbOdwsYhS4U5+WgNFkbwGjM6SXtLsCdzgF+N/BL7HQqEDo6JSlCpmLV1kOr0ikGdii",
+	"xaepgRTkOaOdYJn+MRa9eoPBsUPCUG/6sHvSTwfdp2I87h7zwbD7ZHo0G6cjMZwP+vDd6qnhqm82rmxN",
+	"Wi6ww9hbpCZ0Za9UybCxkb4eRKetiQlumzrTm7rc6StBp/vde9u32+2rFAC26oZltu2e912d7fYavSFm",
+	"jqvd7bUM72OLuXgMZCC6VpTc+Ur75/2n5pWO+r1+f1x/paPuYMin3aezVHSP5/1BF7sLjk/4dJbu90qD",
+	"v1TeGug1f1JvrUqSEEZSe9MvBK/allH3fd/+7r3+YHgLwSuaKzIik9bLf5xtXmX9Dy/f9jcvv/+v9avf",
+	"1eD1ufr95Xfj9ctnb/j82dmH179+f/X6b//7+2GV2puVshrys181s27GNFMu4+A0+k72FqccaByIH87P",
+	"f3a+AYYoFjeWUYTDS5YQ3Sx0bCWpgIxcQKdl4lTNtFISqFyXSutsmlMrniSm3wzTZPKU0rWCF3kmip67",
+	"Onq19uqFYItVueJ5vvEZYEjpvRVIeZq88Jam+6PYuK63UgH7J0G3fKICmuk0n4uQKJfwrOQngVo3hUTa",
+	"x0jtYX8AykcUPVRLA+C9kicPfwDi4UKUq0IG0mOYtUR1LLAJbNjvb2mEuYcqu29I0ddxoSL7LlSvIT5o",
+	"GBGxCtshcZZm87kA3DmMCpvthsMe+1Fs0DeB1ZPa2gXWU2Ci/+3fGAmQUnGY0jvms18DheWwFxEJpts2",
+	"JjZrzKLA1ipiItfC3L4TVTCKWTU3Y9HWXnC5DiTDLFPy8y+UkwUF1sd/GKfpo3GO3d5gulQFLXarlhaq",
+	"PoPyusSPCy41n6FYUhjwQRZICkcOjRWAITVUmyCPpimZEBw9S3E1B3kFJz19raj0DVLRUUAcbH/4SBuf",
+	"HgSorrhHFnitaNoG0RaEoU3/wGUAsQTU8DqxtGhHhsWHiFQ5sF/A15eCshPuXjuoC/MmklMWyNoxnmtl",
+	"r4GPQBjhsCfgHFcUXMz/lea3+yJNrII+5sGRndtpZcFWjmXbMqxHIbO6JVR39sYbs4gFxOrEdG6LZPBT",
+	"F3iZAJyq4hf+jyyBt5fJS1tfm+dqDf/uVCiU7csNRLaqOugJ1CZJvsTpO19y147rdJ4dXHK6IXtyWi8r",
+	"+dfzbVBWWmDTKpcb4reGzd4F419flbg0oFzqsBxefBtW9MT33JqYU+SixASNTfRCOS2WLOCSCawCQkId",
+	"d3dqbHyXnQVTDu9pa86hfKDw5btpfaRtSIvxMUXSYQYaLy9rb8xhWcjCAEAT28GtSHvw6A7HAngaaKDD",
+	"FA+0wZlHDeJw6beqy+YKXL5gDLZU5d13sOmazknrP3GZmhtwGebUudWqo5IdVWQwsUAo3gKb/ixDiHZG",
+	"ppozQB038wbw7flZ8TTkV/y9gFMf1JWpNuOWTBQWSZ0mIGxUshxwA2/oCIQcdllX6fmXiE+6QOX5SajH",
+	"XZFKnFvxAJwhO4gTMCd0EFgiI7vi4VSEao4qbGN+uF4QDqWz3y1ZZ1VD02+UBd+QXuNMCHhHoyEU9do0",
+	"DWh/OnDnbd9lrQqzEWjV0Zq7weEggQN7HvXpdGD+mzRPUUVIhrWv8TLolKvO1mnoSJgbVLwmWquBb3FO",
+	"f5mKXMlL13vlRgPVPhXYsjbk8M2VXZ+A4xbICoLKmeUKLVNbs0eDdqb0EbThg+3iJiCGwqW5us7kZU5W",
+	"5xHaCDNOeHdmvpybYC4HGTa85C49PxP6HFxpDEb/o9i0MF9zW1oAXm6p63F0tBmVUho4zcHUxK0JG9e5",
+	"y/fgHmzKbYSdUDfFqHDzro2ATcxjjXpNKPBc+bOdzHrz42TyvcpmwjzQYNh/CjyMdMlrRzK7Mv5ON1XS",
+	"XLh+xOzzU0Rd7PHQ+P0WBsg5r8k3WvEP+MjJ0FcI6n3afhdN/SKT9FZhBug2rVG/ou/48y/nrZ25kqOt",
+	"VAn+uJorQcWBqgTBzTNgB4g0/lA6rb1ttu31U8Rx4yqOWNwS741xAkLOJc9S5OM8UAYSh9Wy+bKPB+VA",
+	"HpQew8VHN7JckLNs8zcExb/hR4A/cN8+7LlfF+6WTQkgOsKQqMZ6M1sHCBxX28fiVlztYVCewYbmpmPL",
+	"J3hpSm5Wz74ee0VqH1KssZXKPnWty7HhiNzOppwhACaBo/OULTgc4h5zVdAvsdVr+/l7rfpKCSdeyNUC",
+	"kj7FSrR+ixpZQA4XBf1cV5KFclXf2ik5TC4oDUMUB9KHci5PBXwZwgUXD3zR8qQ7lsWyUNNcLBrVXUj5",
+	"qttgom+KCUIznYqSZ+ZECCJzTFAQWRKqxU+cgYfaAPpP8FEAsFkIrfmlWfrY+S8VDcRm9nAwp04VjOxK",
+	"LT1krfpvUQvbKQGa7sHGPlc/Hg7NAVdCCfcFDZgewtc7V4WcuETThOZ0QkJlji9ov9X/M/56NzMpTmCm",
+	"2VrkeXeuioUJ/Velm08kXJvPqZeDxPiNC4zYXBNrJjjJJoSKpc3e7XqbJsDbCu4YXyiM7hcdIvDSsWwI",
+	"Z7iP6oFIlnyaajqy9wmk2d86KRIbexyWbq/SkSI6dGpVDW/KwYMpykqxgLCmCoBNEMkZ2fxkyks+5eZQ",
+	"UStj14ps2WMAQYC37ATyMHtH8axxuUz4LGSZ09npm4lsyEi5EpDaWwIMTizgtnbZUWpCQEcT5fOTP2KY",
+	"AeNx9Xq9j5in+SPGjWz+SjviY9JjZxKf0sNmbJ5yG5xeR95rseASW3Yx+t6Z+AeHkUI8SPa3ecX7iKU9",
+	"fmEwPkPPSzpZIKtd1CLiHnttG4JdXoJSEl342T9XquQR5jQBTmLzEi4rYeIEuwXGwxM7NTCjkH577hZC",
+	"ptmVyF0+3gJotlYH0lJuTR9rD8xPh0dHzMQcfGZCzk4M9g4NAzlNOGfQOmbua56JBmXpVbQzIro2rwgx",
+	"bmN/QSwxY9oLY4mk1+t1PDNqYg1uwqwdwUQPPHI7qW2df6P/GZnJP5OxhK+F9NQk/6mm/xAzohDkgGyn",
+	"hwAhTWsazfLmkI2iT09dVQrzHGbLEORKmukB1h4z7ndi02Pna0WvdSsNM6mm1xBrhevH6fC5NTdnWYpU",
+	"jDlVQnBQ4TvsvhObbiFAujN4Fk3VAFq3qIbgmBwrrnUU2FjrZVokPLw8eJsIaHQ5MmMIbH7XZsS2pjmC",
+	"0baVdNk8WIgd+Kk5T9BqZchInsnLiGBiqgCiAAs1G0T9fh/Xxngwqt0Y02faJc9UEbFsHkuADxURkTyZ",
+	"pdiFpwFsUOfUW9JHmjJt2JayyIj3Eul6/CL2kUCmzfYAc1leCYnUmzTX62vrXAitC3NscmufYgLRCZnG",
+	"0thI+o2znZEjJr3BXfVbypMpOFMfFADDYhaZzQIsOaZTYJf12Bn+g8QSLeYOORY8PIvnubX91rGGlC2k",
+	"/GsAbz8+l4zD8YWIvmqrQ6kuAX0dyzY8KiyDrTxsJ0z7enMQNDvQjobWCDC42lvcIZRtZFetym6pVBdW",
+	"U7DBcAfjJp8KoEsBHPhMSZ2lohApHQIN+ejIOFOVidHbuHczK3OohsHGUwWO8Lq8ov5P8CLuQLlEPXT/",
+	"d03qz2aJBkeLJuwOfr07Hrp83cH5vaj57qMD7j66092rN8Hfz8tl7dcYHDwejw8h5oM39JA6iw6JV7gU",
+	"BCYJzKvF9G9AcbHzLe+E7p2ghmFvjPCiKnRvPBuJ7tPpcNA9SY9EdzTvz4b86fRYjAf7rpV9UF/491vA",
+	"vmpPMj4KnuTBIHyVuzhsl0+PHITlq0z+wXnzP/ZfBaObVsFwMhj2+kf9+ioYd4/SJ6L7dH7c757wwbQ7",
+	"nI3SsTiaP+k/Hey7Z//UVfA0eJKHWwXhXe68CsLJv8UqoJk9IOeCHSUNGRf8wOdbFkhlCMRUU63yVSmY",
+	"GZs5wGCM7Jc3P+3MqFSd+eFDJFgOttVojZvyLK/3CYK/7HTh50hR4/I3SBsGwYWvIlPuxDj8d0/rIEPS",
+	"7rzOd6hGHoV3jaiq5Tr2U0yUWMqkBL39CsKNEWMZttCbKAcce6zq+nYYaMzyLbfAG4veR6fHzivAmoCw",
+	"CXzPTCLWDtKDYl4CbtMCWEzIjXGhY3Jbi0C9r9r4vuAbYyF2Pt/p4S3/sQx6/imqqiCbEvd8FVFB6EzW",
+	"ANKzdA8RgYPoA2xxysoSoB42CUXwHfgRRAZ0TUKqIphmtQxnceJKSiXjpVpkM0IHIqbKd9WRKBcrVhIx",
+	"ItTNDW0gwZyyN5CosiEgiVeguv2aEh/mTTVEDPAt2/R8eyQBhTDVlP+vwa1BL1ZIiH8DbESADA0LAEEP",
+	"r/Mmjrp940M8nQ3T7rEYzbvj/tHgyfDp6Hh8ctT6+DFkEgtH8dzjKIn+xdwUvhu5qYZKwEIV0vy8IjQf",
+	"NsRWD9+QJrzaoVqFNwwbWjfcUD8G9bGmcdshB2pumKn0MlhusLdoMTigyoBL5XugE3mQeCXkkDtwVG/g",
+	"6G06mJ12seX0Cm3RV+q3hxLzRhMYQJgX9gThxEhz9xMVw9rdJypW3necqEiXsufxyeqnZyzb0vHSTOia",
+	"jl6kEzVUZKqUJFAsA6oKzD0GRWlC7MYyXQlskahmjrM02uqyxmMLmVcgi7TrGLapgJ7H4afF5qJYSSQh",
+	"Iswe85JNaVj30cjYQVd0D6xxwnC07jiMJenXzTjM3TwrFiR0srLiE+FZ7PAOtz6Ldx6sROwDhRWgObn+",
+	"ZI2lm6emoxU/pKMVGmWBqgzm1MI9ghSrNeHIOQNg+C1loOsxq75BA6pFDJTlt4aDpCca3w3iVkz8Vii1",
+	"YHNVVFmOWduVqiyAWbJcaMfqglsgtfBIGIJUeDVeYu9DWQHKJjC4LibhRZo06X2aO97d20iLTbdYyep5",
+	"+R2R+4lwXVqeBY68j/DoFaQBLn6bGbu+JRLsT6Onc27vSnxLD+vlLLcwgOfm7VHpqLwSi/AuNz7T3mct",
+	"vr4H8gB2v9gzlhYbs1PDp6LlSSyzPsPZ3zVFZzQ/+1xkMBgePC17uCB1e0nM4Dss9Ffn5MGkZGGf1A7t",
+	"h/BQzJF/nbgsxfyV8ynTu8PhibHA81UBtSp73lMrTRWvhuotEij60NlNkM01uA3WqgKVfVXAgeEC/Hbi",
+	"2juSiFwm6GeiK3ZiSXq105o8v68Nn/TYsyB/4LSr52JtDj2wlCHLPWsf9Y25fNJnC82mm1jSW++EqijG",
+	"NSJWe+9whE2BueDAFOdaCcGJAOZ3dE3NL5CtLxwsK5W6Lki+Mwvs/ZZcbq/7/+kXaB6STSHsOHAhuQs/",
+	"D8q/jweT4dNe/+Q2+fdD0K3XgVojaMwJdvqXJj3e3+O8+E7JeZ7Nyk8n+kWrfqtTZIea9JugLRw7jSro",
+	"9DNvurHzvMF+w4HiLbj5rRWyiCVAQ2wk4vUr2oEe6pvn589fnb94/SqJ2FOQvWBTc4qSjcYGxKx0I4E4",
+	"RQK5kHBMYRlguHAzT5ySicRIzgxp3B83imXc2QajlwnyBHtA0Z8RG0IgYrDXr+y3/zTs+3XW4YuzBn/t",
+	"5v6bKG+1sx2zxkHtfublvngGRdKlxQXXVAIV0sfeUCOCCFQapwv8oIY+dtYOCifA6OYqQvUUFOJKOaC+",
+	"kFdCkWI1cGJbz/SKL5cCzZU8rQ4RKx2PtB/IVMyUa5GlcfbAJ3Msva7puLkgRbLXyGlmicGAyBt6POgp",
+	"1RyEmyJS+pFqfQo9AeZXU7FRtmdIFO+BmpzGDIoJsNCNQRw9Odq2fZlmfDYTy1KkxhbX34AXb/CUKE7N",
+	"CZDwmJipiThF1E6aI+w5qTlKCVuYBdBjL9V7DF7gZoRJ00BZArp/sQSifNs6q/LUusQyDCXgRhBPwLRv",
+	"385ECMD7Fvr1ABE+zLFn+/j10A1Fi4a0mOoue0SMBOTYNyWd7BXc6fEn9Mte73buaOU8F9KpOMGpKEGT",
+	"KeiLITRaf3FY3sbOwIN2Gf71R52xR2ZxO/vx1RH+jLM02jfX3NqR3krHPPZB5LWyQakVL7K2MeAcMZZp",
+	"zmsJdTz/nNQdLwSr+LxARkAFfhI6CH1sY1aXXGuREl1nA2V8Z4JuMhLt7vCSLYn5mX3O+yZ0BPI/qz4H",
+	"4mLH46i1m3DxqD9ib0XxPpsJ9ovk73mWm4VmBk59+VQOD0Z6QamR1VKXheALtqr80H1tdwKkFB/Kx8uc",
+	"Z/IUelm0KL9dlfPucStqPUPhmLcrGbHhkL1S75mx0szaZ/a3l+fIwwqyjDvteK/fD5CclPA46o8CqkRU",
+	"rQsna9Dv9wd+vqTyDb+BpvCgj+zYmGjZnqgbhjbo9U9GFSE5kFqrDGT0NLywXs2MCWh4B3/ELQWNWnBK",
+	"7Df7W0vqpkkfjPab9MGoNx71tyZ92O8fgOajrXGtGLpjwKIXAqkbpOmBND3K1X+NrO6bs9DpYNQNsP5T",
+	"w63tcyNAG9w6gruhoZOHORqfuiHXBnm8CBTgmQxc4BQGgMjls+28BzpDEHaE7IbUfWOZGx0nIzTeOh26",
+	"ZTZ7B0mn1bIXy180VNEttqtSAm1fo1PTYTcJsEDUVqpYQjcx918gXwUJT4h7yrHEWUl1cP5s41oRluQt",
+	"WZdjVYyoV22mlpsJkpm9KDXLYCpWEoEQKUQjFd0Zr4DvCCisCr7Xk/ca7Y6vHZiEmvkq6Ddtx4kEkUUQ",
+	"Y1Pnn4+FU6COd3ODRQ3GUpGu0AADysR2N60zQAvM1KXMdEXo+RTJiwC2QahPmmeAY/iZRu4MhpdKC7Wk",
+	"twcVNdLCySCbCG2V9knQQwLyKhvvh7M7QfEME1C7pVmGjA2qyC4zCXyeLiSmuQyY/lxI0T0rw77eMlwE",
+	"gegyNGnRW8zIgfPbQiBXFTxZ5nOujxpicCQ9o3WB/F4a4n3X6zZhWeA/XvEUY+xRcNA4SbHMJUfZmLUh",
+	"M1B5TLqRe0IA5SRji9Ro8BwDBSUvEEUtn0B3ZucE2feRF9AmYpQU2jGeIa3QdJVeitIV8+aF0Fc+j+t6",
+	"WGUUdiRukFiVBJor/b4gn1AZyEqmkEfWFSKjIA9FZR4cg0fXwBiSoA6U9AI9SHOLBUIkSDoIwSr14Ri7",
+	"F9RKzQoMgFPdvSSt4PWjpZ9a9BAKYru3i3R64eoM5gAh2TPjd6S+3RQ7f6ckQ0UUeIjVsumvHZXkKExI",
+	"wQHj0zcJktiZ/UBgqjW3HLC+WGBJaDn2RqYFX0PKfrkqlkojMa7VsGDTcMu5ijAmbFBzJcGOk4Raxssr",
+	"4RS9w2RfJgGDlfNNkN4ijJerUpYTb/vd6qOjBbNqIVdhLIms0GquBoXjjSBgFkznN988T0maBS/b++Yb",
+	"FnJqeE4Cjr2n2DWK+uVWQq+BUDSWjlG0gSi0olvqaSsJLIgN1Hg4wKhmomKe1FrGkpJqGa0jehNtN4Lq",
+	"L7GxFGBlSdyKW+bjBSWW7e07kaeJAMh/cDCd+tXo05xZGgXxsPEtqqhFc3RVJCz82nH9CpbcDYkQJV/Y",
+	"rQST0Okx9EBIO7DiSZjxA6ZhzYHq1MqfLbGDpcd+QbIaamxCQhLqJoKMmyOjxB5gAO7BVnM8kKDSZvYi",
+	"vvzIsp6w5I+PSVTJWfvNQCU72q5bzkkFLQhuR1YyCW3tgL3L5D4kl2UAF4xCo3wdYI/5R/Rcl9eA+O6W",
+	"S9XdrMbZ9xbljixQkiYqSICaeEGkWYkpxu0fWtoLWgKPMBPI07TA0NYlUg+KXP+n+1atCuhOc9GGCS2q",
+	"1X6o8FcEot4PHx/OBWfBZC5P+/H+ICeDZsjJ4FrIyRck0FFLJwyGk3G/d3Q0eNBuz22gyW06PevDPVS7",
+	"436RJkGkiXsVjd6ucFOq9Reaid+TIu1eaLzsAbHDp4tqHl0F53GKdT1KL1itBMovEJO31bb10Hdz1wYv",
+	"jdwMK2H5yQA6SeAVicSDePVOhQNgf9tZKzjfEhbQQbY/pLXOJJEEQx6xPd2U9O8JWy2XokAxP/LaTAxW",
+	"xNL8qdOkQz2pC07TBtxTTjqWNSWqPeSkm+sMODtbWba9BLxwtj5BBa9obwWv16DM9WnKbzUe6IPh+WDs",
+	"j6TqZLSilluwcInaITOzyYzeNrKRWJSRINGqOtq/7TjWKoMx76ZxyP3qKVpru4fdBOS9OkLCI8jRaao3",
+	"QRwcSAqCVFr1IWmw0yzPsfez+tT0994OMCfqYlmx3KtsuWy6iP3gmqv4aaO/7NZ1GjxBFPDfD2Gbga26",
+	"h9AS7MqaufraivCwMk3WirpTCv+w65iCT6nAUTmmSMPmuo6DZ/B3HShshHD9rKSoa801pUMrTAAVDWTz",
+	"ZccAkCspJp4FwJ/AmJOEZBieiVbGoSYPBNlGs+JC/QdMkHFH2EoQIPheFqgdQ75m64TCZz2nrqs7glto",
+	"V96IbIG7fTxsW+7y+Cx+AB7/a7HxXnceLo6gK++gzXc9TPu8srmyUlf0TbQTe8HAqAnm/Pmu2a9r9cEg",
+	"x7dZqLcsg3u5+d+i1nLVRFcTytyhEL4qfFK5sugZKoK5n2O62beogxoaQqJQidix7w8tt2gWVGFmHupL",
+	"ilP2QAD22kG/H7DXQh7+LOkmfzcRMk+6ye9JxNLsMqNxJb2EJRcJS7pJ5KtJVtEPi9mIIIYfnVIgjOQx",
+	"WnS1kDors/ei52SPkPPFM2L2q/pG0I+OZAO8jCV+CVkzMSZqQ3IW/qdbT9EuTZgGkvDPQ2rPR9qzim4x",
+	"ACPJq43b2yEfF6jbY7IAnNWE/fLmp8iEf7NCAOEszzWArAt+uRCWo5PaqR1T0oJvYlkIPruasFypJaT0",
+	"QVWnyN4DYBdzsMJ2+s+B15sKxh5vjVX/MKi+LDhOm/HhwcFYdFAaTsFa4jlLQC8uYiuZ/XNVQVHRwmzS",
+	"FLcbilYPEPV6bT+vyIQqXRynZX2Vza6INhQADxht2NpRidHkOpsFi4EojoybhOTUFUr0U+tTkRuEis6y",
+	"wQuibn6tCNlwZosRgURcIF8gdBj8sKycNMilOb8MlL0duCmW8KEZ7Pbx9PMqOJ5uyS36xQZxh52hD4rG",
+	"/ssO/6qhbt1KZuSvHTwdP1/p+j45WiGU6PCOxh39d7i6mK0K83gAcV5mPwrzz9+M44Nn0q6UZiATC99D",
+	"OwX/1oiqS9VsRWdmyZLHaikkX2a9DV/kCWsnqDOMzDvwI5C2lLGEo3jy+HGuZjw3B+3kuH/cTzo9Z5Me",
+	"g2NGj/zHNhdlV83n7ljyRXTPMTTdOCek5zOWVsrkQzfN9DLnm1f4d2Rs2U6fvjFzV4C/RJ5A5HSf0YbX",
+	"actmhZJMfFgaZ8B4gkCsDpir35UUwVDsUJuG4xCTDUMyXzGHc6lDhUVzvmlzJts5qWQyuNcErotoBAzu",
+	"HYu0jGUoCBywlwM6I8h8oHhuyqwgbhe9yQplUTj7Ng+0Nf34QcP8gwsOfhYveJ6LPNMLGNQ7sYmcWgMe",
+	"/D51YlF5mQy0ZicsbnmX1cFpEPcwNG8UETUkRDtb6VItoMZuJyBuRU721Of57Rd18KTmpt13YtP0sN+b",
+	"z8xRUagclBgbnhsQOMYSQGkAZwAcZfTx0GFRBdRB7CSYXQBOVn3R4zUaRvITfrB9+zPvnp79/AIGGVF2",
+	"C+wMDkh8WGbFJrjRjge2l2h6v6qEM9KWH7SYFYIoynR2KbXbxI+cVHI4z+Y7mbzs4u8atxJ+g9lvNJVI",
+	"FHmaaXg34PO6pH4CBI74gIEoo65EuLz5KoUyztbzm7+zXF023Py1fZPm7ZnLrox3XAKylfpqgt70s2cv",
+	"X7y6OH/94/NXSXjjdJHJhhvbizfc10xLN5NMo5nS9gWsxZSlXF9NFS9SNNspYRWTx6vscXhb972GWz8L",
+	"roF3aBjED4Ln5VUECsqZFFpHbGEsyszSsgVHTI+9UuHsZCqceufB653TgGP47eP/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

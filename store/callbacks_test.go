@@ -110,8 +110,9 @@ func TestRecordAttemptsInsertsCallbacks(t *testing.T) {
 			source, err := db.GetTask(ctx, tenant.ID, c.ID)
 			require.NoError(t, err)
 			require.Equal(t, tt.status, source.Status)
-			callbacks, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{CallbackOf: &c.ID, Limit: 10})
+			callbacks, cut, err := db.ListTasksWithBodies(ctx, tenant.ID, model.TaskFilter{CallbackOf: &c.ID, Limit: 10}, 1<<20)
 			require.NoError(t, err)
+			require.False(t, cut)
 			if tt.callback == "" {
 				require.Empty(t, callbacks)
 				require.Nil(t, source.CallbackTaskID)

@@ -333,3 +333,67 @@ func TestListNodes(t *testing.T) {
 		require.Empty(t, nodes)
 	})
 }
+
+// TestListTasksWithBodies: a list reads bodies only when asked, and then the
+// longest run of tasks from the page's first whose bodies fit the budget,
+// the first always; cut says the budget ended the page early. Without
+// bodies the list reads none.
+func TestListTasksWithBodies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t)
+	tenant := createTenant(t, db)
+
+	// Newest first: 300, 0, 300, 1000, 300 bytes.
+	sizes := []int{300, 1000, 300, 0, 300}
+	var tasks []*model.Task
+	for _, n := range sizes {
+		task := newTask(tenant.ID, time.Now().Add(time.Hour))
+		task.Body = []byte(strings.Repeat("b", n))
+		_, created, err := db.InsertTask(ctx, task, false)
+		require.NoError(t, err)
+		require.True(t, created)
+		tasks = append([]*model.Task{task}, tasks...)
+	}
+
+	plain, err := db.ListTasks(ctx, tenant.ID, model.TaskFilter{Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, taskIDs(tasks), taskIDs(plain))
+	for _, task := range plain {
+		require.Nil(t, task.Body, "no body unless asked")
+	}
+
+	for _, tt := range []struct {
+		name   string
+		limit  int
+		budget int64
+		want   int
+		cut    bool
+	}{
+		{"all fit", 10, 1900, 5, false},
+		{"all fit, limit first", 3, 1900, 3, false},
+		{"cut before the one that passes", 10, 1599, 3, true},
+		{"cut before the last", 10, 1899, 4, true},
+		{"the empty body fits at the bound", 10, 600, 3, true},
+		{"the first alone passes", 10, 100, 1, true},
+		{"a limit of one never cut", 1, 100, 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, cut, err := db.ListTasksWithBodies(ctx, tenant.ID, model.TaskFilter{Limit: tt.limit}, tt.budget)
+			require.NoError(t, err)
+			require.Equal(t, tt.cut, cut)
+			require.Equal(t, taskIDs(tasks[:tt.want]), taskIDs(got))
+			for i, task := range got {
+				require.Equal(t, string(tasks[i].Body), string(task.Body))
+			}
+		})
+	}
+
+	// The filters apply as ListTasks's do: another tenant's are not seen.
+	other := createTenant(t, db)
+	got, cut, err := db.ListTasksWithBodies(ctx, other.ID, model.TaskFilter{Limit: 10}, 1<<20)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.False(t, cut)
+}

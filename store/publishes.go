@@ -44,8 +44,10 @@ WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text
 
 // A publish's tasks got their UUIDv7 ids one after the other in endpoint
 // order, from one process's monotonic generator: id order is endpoint order.
+// Their bodies are not read: a publish's answer carries none (a publish may
+// store 32 MiB of them), and each task's own read gives its body.
 const queryListPublishTasks = `-- name: ListPublishTasks
-SELECT ` + taskColumns + ` FROM tasks WHERE publish_id = ANY($1::uuid[]) ORDER BY id`
+SELECT ` + taskColumnsWithoutBody + ` FROM tasks WHERE publish_id = ANY($1::uuid[]) ORDER BY id`
 
 // InsertPublishes stores publishes, each with its tasks (p.Tasks, which must
 // carry its id), and tasks besides, in one transaction: all of them, or none

@@ -12,19 +12,30 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-const scheduleColumns = `id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
+const scheduleColumns = scheduleColumnsHead + `body, ` + scheduleColumnsTail
+
+// scheduleColumnsWithoutBody are scheduleColumns with a NULL in the body's
+// place: what a list reads when its caller did not ask for bodies.
+const scheduleColumnsWithoutBody = scheduleColumnsHead + `NULL::bytea, ` + scheduleColumnsTail
+
+const (
+	scheduleColumnsHead = `id, tenant_id, cron, timezone, paused, url, method, headers, `
+	scheduleColumnsTail = `timeout_ms, max_attempts,
 	min_backoff_ms, max_backoff_ms, next_run_at, last_run_at, created_at, updated_at, skipped_occurrences, last_skipped_at,
 	labels, callback, failure_callback, ordering_key, flow_key`
+)
 
-func scanSchedule(row pgx.Row) (*model.Schedule, error) {
+// scanSchedule reads the scheduleColumns of row into a new schedule; columns
+// the row has after them go to extra, in order.
+func scanSchedule(row pgx.Row, extra ...any) (*model.Schedule, error) {
 	var (
 		s                          model.Schedule
 		timeoutMs                  int32
 		minBackoffMs, maxBackoffMs int64
 	)
-	err := row.Scan(&s.ID, &s.TenantID, &s.Cron, &s.Timezone, &s.Paused, &s.URL, &s.Method, &s.Headers, &s.Body,
+	err := row.Scan(append([]any{&s.ID, &s.TenantID, &s.Cron, &s.Timezone, &s.Paused, &s.URL, &s.Method, &s.Headers, &s.Body,
 		&timeoutMs, &s.MaxAttempts, &minBackoffMs, &maxBackoffMs, &s.NextRunAt, &s.LastRunAt, &s.CreatedAt, &s.UpdatedAt,
-		&s.SkippedOccurrences, &s.LastSkippedAt, &s.Labels, &s.Callback, &s.FailureCallback, &s.OrderingKey, &s.FlowKey)
+		&s.SkippedOccurrences, &s.LastSkippedAt, &s.Labels, &s.Callback, &s.FailureCallback, &s.OrderingKey, &s.FlowKey}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +115,31 @@ func (db *DB) GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.S
 }
 
 const queryListSchedules = `-- name: ListSchedules
-SELECT ` + scheduleColumns + ` FROM schedules
+SELECT ` + scheduleColumnsWithoutBody + ` FROM schedules
 WHERE tenant_id = $1 AND deleted_at IS NULL AND ($2::uuid IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3`
 
+// queryListSchedulesWithBodies is ListSchedules with the bodies, within a
+// budget of $4 bytes, chosen as queryListTasksWithBodies chooses its tasks.
+const queryListSchedulesWithBodies = `-- name: ListSchedulesWithBodies
+WITH page AS (
+	SELECT id AS page_id, coalesce(octet_length(body), 0) AS body_bytes FROM schedules
+	WHERE tenant_id = $1 AND deleted_at IS NULL AND ($2::uuid IS NULL OR id < $2)
+	ORDER BY id DESC
+	LIMIT $3
+), fitting AS (
+	SELECT page_id, count(*) OVER () AS page_rows,
+		row_number() OVER w AS n, sum(body_bytes) OVER w AS running
+	FROM page
+	WINDOW w AS (ORDER BY page_id DESC ROWS UNBOUNDED PRECEDING)
+)
+SELECT ` + scheduleColumns + `, page_rows FROM fitting JOIN schedules ON schedules.tenant_id = $1 AND schedules.id = fitting.page_id
+WHERE n = 1 OR running <= $4
+ORDER BY id DESC`
+
 // ListSchedules returns up to f.Limit of the tenant's schedules that are not
-// deleted, newest first (ids are UUIDv7).
+// deleted, newest first (ids are UUIDv7), without their bodies (Body nil).
 func (db *DB) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error) {
 	rows, err := db.pool.Query(ctx, queryListSchedules, tenantID, f.Before, f.Limit)
 	if err != nil {
@@ -121,6 +150,23 @@ func (db *DB) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.Sch
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	return schedules, nil
+}
+
+// ListSchedulesWithBodies is ListSchedules with each schedule's body, while
+// the bodies read stay within budget bytes, as ListTasksWithBodies: cut says
+// that the budget ended the list early; the caller continues after the last
+// schedule returned.
+func (db *DB) ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter, budget int64) (schedules []*model.Schedule, cut bool, err error) {
+	rows, err := db.pool.Query(ctx, queryListSchedulesWithBodies, tenantID, f.Before, f.Limit, budget)
+	if err != nil {
+		return nil, false, fmt.Errorf("list schedules with bodies: %w", err)
+	}
+	var pageRows int64
+	schedules, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Schedule, error) { return scanSchedule(r, &pageRows) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list schedules with bodies: %w", err)
+	}
+	return schedules, int64(len(schedules)) < pageRows, nil
 }
 
 const queryLockSchedule = `-- name: LockSchedule

@@ -21,11 +21,21 @@ import (
 // "<task id> <next attempt at, Unix microseconds>".
 const DueNotifyChannel = "hookwheel_due"
 
-const taskColumns = `id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
+const taskColumns = taskColumnsHead + `body, ` + taskColumnsTail
+
+// taskColumnsWithoutBody are taskColumns with a NULL in the body's place:
+// what a list reads when its caller did not ask for bodies, so that Postgres
+// neither reads nor sends them (a body may be a mebibyte, a page 500 tasks).
+const taskColumnsWithoutBody = taskColumnsHead + `NULL::bytea, ` + taskColumnsTail
+
+const (
+	taskColumnsHead = `id, tenant_id, status, url, method, headers, `
+	taskColumnsTail = `run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
 	callback, failure_callback, callback_of, callback_task_id, ordering_key,
 	publish_id, topic, endpoint_name, flow_key, claim_token`
+)
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
 // after them go to extra, in order.
@@ -157,8 +167,14 @@ func (db *DB) GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 // indexes (labelsMatch). A publish's tasks are found through tasks_publish,
 // a topic's through tasks_tenant_topic (migration 00021).
 const queryListTasks = `-- name: ListTasks
-SELECT ` + taskColumns + ` FROM tasks
-WHERE tenant_id = $1
+SELECT ` + taskColumnsWithoutBody + ` FROM tasks
+WHERE ` + listTasksWhere + `
+ORDER BY id DESC
+LIMIT $4`
+
+// listTasksWhere is the condition of a task listing, on the parameters
+// listTasksArgs gives.
+const listTasksWhere = `tenant_id = $1
 	AND ($2::text IS NULL OR ` + statusIs + `)
 	AND ($3::uuid IS NULL OR id < $3)
 	AND ($5::uuid IS NULL OR schedule_id = $5)
@@ -169,9 +185,30 @@ WHERE tenant_id = $1
 	AND ($11::jsonb IS NULL OR (labels IS NOT NULL AND ` + labelsIndexed + ` @> (` + tenantLabels + ` || $11::jsonb)))
 	AND ($12::uuid IS NULL OR callback_of = $12)
 	AND ($13::uuid IS NULL OR publish_id = $13)
-	AND ($14::text IS NULL OR topic = $14)
-ORDER BY id DESC
-LIMIT $4`
+	AND ($14::text IS NULL OR topic = $14)`
+
+// queryListTasksWithBodies is ListTasks with the bodies, within a budget of
+// $15 bytes. The page is first chosen as ListTasks chooses it, measuring each
+// body (octet_length reads a stored value's size from its header, not the
+// value); a running sum then keeps the longest run of tasks from the first
+// whose bodies fit in the budget, the first task always. Only those tasks'
+// bodies are read. page_rows says how many tasks the page had before the
+// budget cut it.
+const queryListTasksWithBodies = `-- name: ListTasksWithBodies
+WITH page AS (
+	SELECT id AS page_id, coalesce(octet_length(body), 0) AS body_bytes FROM tasks
+	WHERE ` + listTasksWhere + `
+	ORDER BY id DESC
+	LIMIT $4
+), fitting AS (
+	SELECT page_id, count(*) OVER () AS page_rows,
+		row_number() OVER w AS n, sum(body_bytes) OVER w AS running
+	FROM page
+	WINDOW w AS (ORDER BY page_id DESC ROWS UNBOUNDED PRECEDING)
+)
+SELECT ` + taskColumns + `, page_rows FROM fitting JOIN tasks ON tasks.tenant_id = $1 AND tasks.id = fitting.page_id
+WHERE n = 1 OR running <= $15
+ORDER BY id DESC`
 
 // statusIs matches the tasks whose status, as they are read, is $2: a
 // claimed task is dispatching whatever status it keeps (ClaimTasks). Each
@@ -240,7 +277,8 @@ func listTasksArgs(tenantID uuid.UUID, f model.TaskFilter) []any {
 		f.CallbackOf, f.PublishID, f.Topic}
 }
 
-// ListTasks returns up to f.Limit tasks, newest first.
+// ListTasks returns up to f.Limit tasks, newest first, without their bodies
+// (Body nil): ListTasksWithBodies reads them.
 //
 // Its plan is made for each call's values (an unnamed statement) rather
 // than cached: which index serves a page depends on them. A rare URL prefix
@@ -259,6 +297,28 @@ func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFil
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return tasks, nil
+}
+
+// ListTasksWithBodies is ListTasks with each task's body, while the bodies
+// read stay within budget bytes: the list stops before the first task whose
+// body would pass it, though it always holds the page's first task. cut says
+// that the budget ended the list before f.Limit tasks, or before the last
+// task that matched; the caller continues after the last task returned.
+//
+// The bodies are measured before any is read, so one call holds at most
+// budget bytes of bodies, plus one body when the first task's alone passes it.
+func (db *DB) ListTasksWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) (tasks []*model.Task, cut bool, err error) {
+	args := append([]any{pgx.QueryExecModeCacheDescribe}, listTasksArgs(tenantID, f)...)
+	rows, err := db.pool.Query(ctx, queryListTasksWithBodies, append(args, budget)...)
+	if err != nil {
+		return nil, false, fmt.Errorf("list tasks with bodies: %w", err)
+	}
+	var pageRows int64
+	tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Task, error) { return scanTask(r, &pageRows) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list tasks with bodies: %w", err)
+	}
+	return tasks, int64(len(tasks)) < pageRows, nil
 }
 
 const queryCancelTask = `-- name: CancelTask

@@ -34,7 +34,7 @@ const tasksUsage = `want one of:
                          [--callback URL] [--failure-callback URL] [--idempotency-key KEY]
   hookwheel tasks get ID
   hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--key IDEMPOTENCY_KEY] [--label key=value]...
-                       [--publish PUBLISH_ID] [--topic NAME] [--callback-of ID] [--limit 20 | --all]
+                       [--publish PUBLISH_ID] [--topic NAME] [--callback-of ID] [--include-body] [--limit 20 | --all]
   hookwheel tasks cancel ID
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks attempts ID
@@ -54,7 +54,7 @@ const schedulesUsage = `want one of:
                              [--timeout 30s] [--max-attempts 10] [--label key=value]... [--remove-label KEY]...
                              [--ordering-key KEY] [--flow-key KEY] [--callback URL] [--failure-callback URL]
                              [--paused=true|false] [--reset FIELD]...
-  hookwheel schedules list [--limit 20 | --all]
+  hookwheel schedules list [--include-body] [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
 Each takes --json to print the API's JSON instead of a table.`
@@ -520,11 +520,12 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	callbackOf := c.fs.String("callback-of", "", "only the callback tasks that report on this task (its id)")
 	limit := c.fs.Int("limit", 20, "show at most this many tasks, newest first")
 	all := c.fs.Bool("all", false, "show every task, however many")
+	includeBody := c.fs.Bool("include-body", false, "list each task with its body (seen with --json; \"tasks get\" shows one task's)")
 	if err := c.parse(args, con); err != nil {
 		return err
 	}
 	filter := hookwheel.TaskFilter{Status: hookwheel.TaskStatus(*status), URLPrefix: *prefix, IdempotencyKey: *key,
-		Topic: *topic, Labels: labels.orNil()}
+		Topic: *topic, Labels: labels.orNil(), IncludeBody: *includeBody}
 	switch filter.Status {
 	case "", hookwheel.StatusScheduled, hookwheel.StatusDispatching, hookwheel.StatusRetrying,
 		hookwheel.StatusDelivered, hookwheel.StatusDead, hookwheel.StatusCanceled:
@@ -713,6 +714,7 @@ func schedulesCommand(ctx context.Context, args []string, con console) error {
 	case "list":
 		limit := c.fs.Int("limit", 20, "show at most this many schedules, newest first")
 		all := c.fs.Bool("all", false, "show every schedule")
+		includeBody := c.fs.Bool("include-body", false, "list each schedule with its body (seen with --json; \"schedules get\" shows one schedule's)")
 		if err := c.parse(args, con); err != nil {
 			return err
 		}
@@ -723,7 +725,7 @@ func schedulesCommand(ctx context.Context, args []string, con console) error {
 		if err != nil {
 			return err
 		}
-		filter := hookwheel.ScheduleFilter{}
+		filter := hookwheel.ScheduleFilter{IncludeBody: *includeBody}
 		if !*all {
 			filter.PageSize = min(*limit, 500)
 		}

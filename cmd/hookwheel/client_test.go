@@ -229,7 +229,8 @@ func TestClientCommands(t *testing.T) {
 		prefix := rcv + "/list/" + uuid.NewString()
 		var ids []string
 		for i := range 3 {
-			ids = append(ids, w.task(t, "tasks", "create", "--url", fmt.Sprintf("%s/%d", prefix, i), "--in", "1h").ID.String())
+			ids = append(ids, w.task(t, "tasks", "create", "--url", fmt.Sprintf("%s/%d", prefix, i), "--in", "1h",
+				"--body", fmt.Sprintf(`{"n": %d}`, i)).ID.String())
 		}
 		out := w.ok(t, "tasks", "list", "--url", prefix, "--limit", "2")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -242,6 +243,13 @@ func TestClientCommands(t *testing.T) {
 		var listed []hookwheel.Task
 		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--url", prefix, "--all", "--json")), &listed))
 		require.Len(t, listed, 3)
+		for _, task := range listed {
+			require.Empty(t, task.Body, "no body unless asked")
+		}
+		listed = nil
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "list", "--url", prefix, "--include-body", "--json")), &listed))
+		require.Len(t, listed, 3)
+		require.Equal(t, `{"n": 2}`, listed[0].Body)
 
 		require.Equal(t, "No tasks.\n", w.ok(t, "tasks", "list", "--url", prefix, "--status", "dead"))
 		r := w.run(t, "", []string{"tasks", "list", "--status", "lost"})

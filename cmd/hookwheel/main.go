@@ -56,12 +56,12 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
                          [--ordering-key KEY] [--flow-key KEY] [--idempotency-key KEY]
   hookwheel tasks get|cancel|attempts ID
-  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--limit 20 | --all]
+  hookwheel tasks list [--status dead] [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--include-body] [--limit 20 | --all]
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT]
   hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish ID] [--topic NAME] [--dry-run]
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused] ...
-  hookwheel schedules list [--limit 20 | --all]
+  hookwheel schedules list [--include-body] [--limit 20 | --all]
   hookwheel schedules get|pause|resume|delete ID
   hookwheel schedules next ID [--count 10]
   hookwheel topics put NAME --endpoint [ENDPOINT_NAME=]URL... [--description TEXT]
@@ -194,6 +194,7 @@ type environment struct {
 	senders     int
 	perTenant   int
 	maxBody     int
+	listBodies  int
 	maxTimeout  time.Duration
 	shutdown    time.Duration
 	http        api.ServerLimits
@@ -243,6 +244,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.maxBody, err = intEnv(getenv, "HOOKWHEEL_MAX_BODY_BYTES"); err != nil {
+		return e, err
+	}
+	if e.listBodies, err = intEnv(getenv, "HOOKWHEEL_LIST_BODY_BYTES"); err != nil {
 		return e, err
 	}
 	if e.topTargets, err = intEnv(getenv, "HOOKWHEEL_METRICS_TOP_TARGETS"); err != nil {
@@ -382,7 +386,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			MetricsTopTargets: env.topTargets,
 		},
-		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
+		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
+			ListBodyBytes: int64(env.listBodies)},
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,

@@ -287,3 +287,32 @@ func TestCommands(t *testing.T) {
 		require.Contains(t, stderr, "Usage:", fmt.Sprint(args))
 	}
 }
+
+// TestListBodyBytesEnv: HOOKWHEEL_LIST_BODY_BYTES sets the bound on a list
+// answer's bodies (unset: the API's default); a bad value stops the node.
+func TestListBodyBytesEnv(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		value string
+		want  int
+		bad   bool
+	}{
+		{"", 0, false},
+		{"1048576", 1 << 20, false},
+		{"-1", 0, true},
+		{"8MiB", 0, true},
+	} {
+		e, err := loadEnv(func(k string) string {
+			if k == "HOOKWHEEL_LIST_BODY_BYTES" {
+				return tt.value
+			}
+			return ""
+		})
+		if tt.bad {
+			require.ErrorContains(t, err, "HOOKWHEEL_LIST_BODY_BYTES", "%q", tt.value)
+			continue
+		}
+		require.NoError(t, err, "%q", tt.value)
+		require.Equal(t, tt.want, e.listBodies, "%q", tt.value)
+	}
+}

@@ -21,13 +21,25 @@ func (s *Service) Get(ctx context.Context, tenantID, id uuid.UUID) (*model.Task,
 	return t, nil
 }
 
-// List reads a page of the tenant's tasks, newest first.
+// List reads a page of the tenant's tasks, newest first, without their
+// bodies.
 func (s *Service) List(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error) {
 	ts, err := s.store.ListTasks(ctx, tenantID, f)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of tenant %s: %w", tenantID, err)
 	}
 	return ts, nil
+}
+
+// ListWithBodies is List with each task's body, within budget bytes of
+// bodies: cut says that the budget ended the list early, and the next page
+// starts after its last task (the store's ListTasksWithBodies).
+func (s *Service) ListWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) (ts []*model.Task, cut bool, err error) {
+	ts, cut, err = s.store.ListTasksWithBodies(ctx, tenantID, f, budget)
+	if err != nil {
+		return nil, false, fmt.Errorf("list tasks of tenant %s: %w", tenantID, err)
+	}
+	return ts, cut, nil
 }
 
 // Attempts reads every delivery attempt of one of the tenant's tasks, in

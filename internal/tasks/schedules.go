@@ -62,6 +62,16 @@ func (s *Service) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model
 	return scs, nil
 }
 
+// ListSchedulesWithBodies is ListSchedules with each schedule's body, within
+// budget bytes of bodies: cut says that the budget ended the list early.
+func (s *Service) ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter, budget int64) (scs []*model.Schedule, cut bool, err error) {
+	scs, cut, err = s.store.ListSchedulesWithBodies(ctx, tenantID, f, budget)
+	if err != nil {
+		return nil, false, fmt.Errorf("list schedules of tenant %s: %w", tenantID, err)
+	}
+	return scs, cut, nil
+}
+
 // PauseSchedule stops a schedule and cancels its waiting occurrences.
 func (s *Service) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
 	sc, canceled, err := s.store.PauseSchedule(ctx, tenantID, id)

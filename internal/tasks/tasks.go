@@ -50,6 +50,7 @@ type Store interface {
 	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
 	GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error)
+	ListTasksWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) ([]*model.Task, bool, error)
 	ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error)
 	CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) ([]uuid.UUID, error)
@@ -77,6 +78,7 @@ type Store interface {
 	InsertSchedule(ctx context.Context, s *model.Schedule) error
 	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
 	ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error)
+	ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter, budget int64) ([]*model.Schedule, bool, error)
 	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
 	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error)

@@ -355,6 +355,61 @@ func TestListTasksWalksEveryPage(t *testing.T) {
 	require.Equal(t, 1, errs)
 }
 
+// TestListIncludeBody: IncludeBody asks for bodies (include=body), and a
+// page the server cut short at its bound on bodies (fewer tasks than asked,
+// with a cursor) is read on from its cursor like any other.
+func TestListIncludeBody(t *testing.T) {
+	t.Parallel()
+	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		q := r.URL.Query()
+		switch {
+		case r.URL.Path == "/v1/schedules":
+			writeJSON(w, http.StatusOK, map[string]any{"data": []any{}})
+		case q.Get("cursor") == "":
+			// Cut short: one task where 100 were asked for.
+			task := taskJSON(ids[0], "https://example.com/")
+			task["body"] = "<big>"
+			writeJSON(w, http.StatusOK, map[string]any{"data": []any{task}, "next_cursor": "c1"})
+		default:
+			var data []any
+			for _, id := range ids[1:] {
+				task := taskJSON(id, "https://example.com/")
+				task["body"] = "<b>"
+				data = append(data, task)
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"data": data})
+		}
+	})
+	c := f.client(t)
+	ctx := context.Background()
+
+	var got []string
+	for task, err := range c.ListTasks(ctx, hookwheel.TaskFilter{IncludeBody: true}) {
+		require.NoError(t, err)
+		got = append(got, task.Body)
+	}
+	require.Equal(t, []string{"<big>", "<b>", "<b>"}, got)
+	for range c.ListTasks(ctx, hookwheel.TaskFilter{}) {
+		break
+	}
+	for range c.ListSchedules(ctx, hookwheel.ScheduleFilter{IncludeBody: true}) {
+	}
+	for range c.ListSchedules(ctx, hookwheel.ScheduleFilter{}) {
+	}
+	var queries []string
+	for _, r := range f.got() {
+		queries = append(queries, r.path+"?"+mustQuery(t, r.query).Encode())
+	}
+	require.Equal(t, []string{
+		"/v1/tasks?include=body&limit=100",
+		"/v1/tasks?cursor=c1&include=body&limit=100",
+		"/v1/tasks?limit=100",
+		"/v1/schedules?include=body&limit=100",
+		"/v1/schedules?limit=100",
+	}, queries)
+}
+
 // TestListTasksStopsOnARepeatedCursor: a server answering a page with its own
 // cursor ends the walk with an error instead of an endless loop.
 func TestListTasksStopsOnARepeatedCursor(t *testing.T) {

@@ -292,6 +292,12 @@ type TaskFilter struct {
 	CreatedAfter, CreatedBefore time.Time
 	// PageSize is how many tasks each call fetches, 1 to 500; zero is 100.
 	PageSize int
+	// IncludeBody lists each task with its body. The server bounds the
+	// bodies of one page (8 MiB by default) and ends a page early rather
+	// than pass the bound, so a page may hold fewer than PageSize tasks;
+	// ListTasks reads on all the same. Without it tasks come without their
+	// bodies, which GetTask gives one task at a time.
+	IncludeBody bool
 }
 
 // ListTasks returns the tenant's tasks matching f, newest first, fetching
@@ -326,6 +332,9 @@ func (c *Client) ListTasks(ctx context.Context, f TaskFilter) iter.Seq2[Task, er
 	}
 	if !f.CreatedBefore.IsZero() {
 		params.CreatedBefore = &f.CreatedBefore
+	}
+	if f.IncludeBody {
+		params.Include = ptr(apiclient.ListTasksParamsIncludeBody)
 	}
 	return paginate(func(cursor *string) ([]Task, *string, error) {
 		params.Cursor = cursor

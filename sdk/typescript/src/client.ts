@@ -2,7 +2,7 @@ import createFetchClient from "openapi-fetch";
 import type { Client } from "openapi-fetch";
 
 import { HookwheelError } from "./errors.js";
-import type { paths } from "./schema.js";
+import type { operations, paths } from "./schema.js";
 import type {
   Attempt,
   BatchResult,
@@ -95,6 +95,9 @@ export interface ListOptions {
   pageSize?: number;
 }
 
+/** What a schedule list may include besides the schedules: `"body"`, their bodies. */
+export type ScheduleListOptions = Pick<NonNullable<operations["listSchedules"]["parameters"]["query"]>, "include">;
+
 export interface HookwheelClient {
   tasks: {
     /** Schedules a webhook (`POST /v1/tasks`). Always sent with an Idempotency-Key, so it is retried safely. */
@@ -104,6 +107,9 @@ export interface HookwheelClient {
     /**
      * Every task matching the filter, newest first, reading page after page
      * (`GET /v1/tasks`, following `next_cursor`) as the loop consumes them.
+     * Tasks come without their bodies unless `include: "body"` asks for them;
+     * the server then bounds the bodies of one page (8 MiB by default) and
+     * ends a page early rather than pass the bound.
      */
     list(filter?: TaskFilter & ListOptions): AsyncGenerator<Task, void, undefined>;
     /** One page of `GET /v1/tasks`; pass the previous page's `next_cursor` as `cursor`. */
@@ -181,10 +187,14 @@ export interface HookwheelClient {
     create(schedule: ScheduleRequest): Promise<Schedule>;
     /** The schedule with its next occurrence (`GET /v1/schedules/{id}`). */
     get(id: string): Promise<Schedule>;
-    /** Every schedule, newest first, page after page (`GET /v1/schedules`). */
-    list(options?: ListOptions): AsyncGenerator<Schedule, void, undefined>;
+    /**
+     * Every schedule, newest first, page after page (`GET /v1/schedules`),
+     * without their bodies unless `include: "body"` asks for them (within the
+     * server's bound on the bodies of one page, as for tasks).
+     */
+    list(options?: ListOptions & ScheduleListOptions): AsyncGenerator<Schedule, void, undefined>;
     /** One page of `GET /v1/schedules`. */
-    listPage(options?: { limit?: number; cursor?: string }): Promise<Page<Schedule>>;
+    listPage(options?: ScheduleListOptions & { limit?: number; cursor?: string }): Promise<Page<Schedule>>;
     /** Stops the schedule and cancels its pending occurrences (`POST /v1/schedules/{id}/pause`). */
     pause(id: string): Promise<Schedule>;
     /** Restarts a paused schedule from its next occurrence (`POST /v1/schedules/{id}/resume`). */
@@ -311,7 +321,9 @@ export function createClient(options: ClientOptions): HookwheelClient {
     return send(true, () => raw.GET("/v1/tasks", { params: { query } }));
   }
 
-  function listSchedulesPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<Schedule>> {
+  function listSchedulesPage(
+    query: ScheduleListOptions & { limit?: number; cursor?: string } = {},
+  ): Promise<Page<Schedule>> {
     return send(true, () => raw.GET("/v1/schedules", { params: { query } }));
   }
 
@@ -417,8 +429,9 @@ export function createClient(options: ClientOptions): HookwheelClient {
       create: (schedule) => send(false, () => raw.POST("/v1/schedules", { body: schedule })),
       get: (scheduleId) => send(true, () => raw.GET("/v1/schedules/{id}", id(scheduleId))),
       list(opts = {}) {
+        const { pageSize, ...query } = opts;
         return paginate((cursor) =>
-          listSchedulesPage({ ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+          listSchedulesPage({ ...query, ...(pageSize ? { limit: pageSize } : {}), ...(cursor ? { cursor } : {}) }),
         );
       },
       listPage: listSchedulesPage,

@@ -9,6 +9,7 @@ export type {
   ReplayDeadInput,
   RescheduleInput,
   RetryOptions,
+  ScheduleListOptions,
   TaskInput,
 } from "./client.js";
 export { HookwheelError, parseRetryAfter } from "./errors.js";

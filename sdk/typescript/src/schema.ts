@@ -113,6 +113,12 @@ export interface paths {
          *     the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
          *     /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
          *     again once the receiver is fixed.
+         *
+         *     The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+         *     always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+         *     operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+         *     than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+         *     page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
          */
         get: operations["listTasks"];
         put?: never;
@@ -604,7 +610,10 @@ export interface paths {
         };
         /**
          * List schedules
-         * @description The tenant's schedules, newest first, cursor-paginated like tasks.
+         * @description The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+         *     their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+         *     schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+         *     would pass it is cut short, with a `next_cursor` to continue from.
          */
         get: operations["listSchedules"];
         put?: never;
@@ -1412,7 +1421,10 @@ export interface components {
         BatchResponse: {
             data: components["schemas"]["BatchResult"][];
         };
-        /** @description One item's result, `task`, `publish` (an item with `topic`) or `error`. */
+        /**
+         * @description One item's result, `task`, `publish` (an item with `topic`) or `error`. The tasks come without
+         *     their bodies, which the batch carried: read a task (`GET /v1/tasks/{id}`) for its body.
+         */
         BatchResult: {
             task?: components["schemas"]["Task"];
             publish?: components["schemas"]["Publish"];
@@ -1718,6 +1730,10 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /**
+             * @description The body of every occurrence; absent when empty, and in lists unless asked
+             *     (`GET /v1/schedules?include=body`).
+             */
             body?: string;
             timeout: string;
             retry: components["schemas"]["RetryPolicy"];
@@ -1744,6 +1760,10 @@ export interface components {
         };
         ScheduleList: {
             data: components["schemas"]["Schedule"][];
+            /**
+             * @description Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+             *     short by its bound on bodies (`include=body`) has fewer schedules than `limit` and a `next_cursor`.
+             */
             next_cursor?: string;
         };
         FireTimeList: {
@@ -2195,7 +2215,11 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
-            /** @description The request body, sent byte for byte; absent when empty. */
+            /**
+             * @description The request body, sent byte for byte; absent when empty. Lists give it only when asked
+             *     (`GET /v1/tasks?include=body`), and the tasks of a publish or of a batch's answer never carry
+             *     it: read the task (`GET /v1/tasks/{id}`) for its body.
+             */
             body?: string;
             /**
              * Format: date-time
@@ -2270,9 +2294,9 @@ export interface components {
              */
             callback_task_id?: string;
             /**
-             * @description On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
-             *     read it without parsing. Absent on any other task, and on a callback task whose body an
-             *     edit-and-replay replaced with something else.
+             * @description On a callback task, what it reports: its `body` decoded, so that clients read it without
+             *     parsing. Absent on any other task, on a callback task whose body an edit-and-replay replaced
+             *     with something else, and wherever the body is (a list without `include=body`).
              */
             report?: components["schemas"]["CallbackPayload"];
             /** @description The topic this task was published to, if any (absent otherwise); it may since have been deleted. */
@@ -2309,8 +2333,9 @@ export interface components {
             task_count: number;
             status_counts: components["schemas"]["PublishStatusCounts"];
             /**
-             * @description Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
-             *     are left out.
+             * @description Its tasks, in the topic's endpoint order, as they are now, without their bodies (the
+             *     publish's body, or what an edited replay made of it: read a task for its body); those that
+             *     retention has deleted are left out.
              */
             tasks: components["schemas"]["Task"][];
         };
@@ -2386,7 +2411,10 @@ export interface components {
         TaskList: {
             /** @description The tasks of this page; empty, never null, when there are none. */
             data: components["schemas"]["Task"][];
-            /** @description Pass it as `cursor` to read the next page. Absent on the last page. */
+            /**
+             * @description Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+             *     short by its bound on bodies (`include=body`) has fewer tasks than `limit` and a `next_cursor`.
+             */
             next_cursor?: string | null;
         };
         /**
@@ -2685,6 +2713,12 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+         *     page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+         *     items come without their bodies. Any other value answers 400.
+         */
+        ListInclude: "body";
         /** @description The key's public id, the part between `hw_` and the second `_` of the key. */
         KeyID: string;
         /** @description At most this many entries (default 50). */
@@ -2955,6 +2989,12 @@ export interface operations {
     listTasks: {
         parameters: {
             query?: {
+                /**
+                 * @description `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+                 *     page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+                 *     items come without their bodies. Any other value answers 400.
+                 */
+                include?: components["parameters"]["ListInclude"];
                 /** @description Only tasks in this status. */
                 status?: components["schemas"]["TaskStatus"];
                 /** @description Only the occurrences of this schedule. */
@@ -3020,7 +3060,6 @@ export interface operations {
                      *           "status": "dead",
                      *           "url": "https://api.partner.com/webhooks/orders",
                      *           "method": "POST",
-                     *           "body": "{\"order\": 41}",
                      *           "run_at": "2026-11-22T09:00:00Z",
                      *           "created_at": "2026-11-22T08:59:00.118Z",
                      *           "updated_at": "2026-11-22T09:00:00.231Z",
@@ -3042,7 +3081,6 @@ export interface operations {
                      *           "status": "delivered",
                      *           "url": "https://example.com/hooks/daily-report",
                      *           "method": "POST",
-                     *           "body": "{\"report\": \"daily\"}",
                      *           "schedule_id": "019aa8f0-7e6d-7c5b-a4a3-b2c1d0e9f8a7",
                      *           "run_at": "2026-11-20T08:00:00Z",
                      *           "created_at": "2026-11-20T07:59:30.004Z",
@@ -4224,6 +4262,12 @@ export interface operations {
     listSchedules: {
         parameters: {
             query?: {
+                /**
+                 * @description `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+                 *     page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+                 *     items come without their bodies. Any other value answers 400.
+                 */
+                include?: components["parameters"]["ListInclude"];
                 /** @description The largest number of schedules in the page. */
                 limit?: number;
                 /** @description Where the page starts, the `next_cursor` of the previous page. Opaque. */
@@ -4257,7 +4301,6 @@ export interface operations {
                      *           "headers": {
                      *             "Content-Type": "application/json"
                      *           },
-                     *           "body": "{\"report\": \"daily\"}",
                      *           "timeout": "30s",
                      *           "retry": {
                      *             "max_attempts": 10,

@@ -247,6 +247,26 @@ describe("client", () => {
     );
   });
 
+  it("asks for bodies with include, and reads on from a page cut short", async () => {
+    const page = (ids, next) =>
+      json(200, { data: ids.map((id) => ({ ...TASK, id, body: "<b>" })), ...(next ? { next_cursor: next } : {}) });
+    const { client, requests } = scripted([
+      page(["a"], "c1"),
+      page(["b", "c"]),
+      json(200, { data: [{ id: "s1", body: "<s>" }] }),
+    ]);
+    const bodies = [];
+    for await (const task of client.tasks.list({ include: "body", pageSize: 100 })) bodies.push(task.body);
+    assert.deepEqual(bodies, ["<b>", "<b>", "<b>"]);
+    const schedules = [];
+    for await (const s of client.schedules.list({ include: "body" })) schedules.push(s.body);
+    assert.deepEqual(schedules, ["<s>"]);
+    assert.deepEqual(
+      requests.map((r) => `${r.url.pathname}?${new URLSearchParams([...r.url.searchParams].sort()).toString()}`),
+      ["/v1/tasks?include=body&limit=100", "/v1/tasks?cursor=c1&include=body&limit=100", "/v1/schedules?include=body"],
+    );
+  });
+
   it("sends labels on a task and filters by them, one label parameter each", async () => {
     const labelled = { ...TASK, labels: { team: "payments", note: "a:b,c" } };
     const { client, requests } = scripted([

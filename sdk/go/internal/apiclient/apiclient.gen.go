@@ -201,6 +201,51 @@ func (e TaskStatus) Valid() bool {
 	}
 }
 
+// Defines values for ListInclude.
+const (
+	ListIncludeBody ListInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListInclude enum.
+func (e ListInclude) Valid() bool {
+	switch e {
+	case ListIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListSchedulesParamsInclude.
+const (
+	ListSchedulesParamsIncludeBody ListSchedulesParamsInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListSchedulesParamsInclude enum.
+func (e ListSchedulesParamsInclude) Valid() bool {
+	switch e {
+	case ListSchedulesParamsIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListTasksParamsInclude.
+const (
+	ListTasksParamsIncludeBody ListTasksParamsInclude = "body"
+)
+
+// Valid indicates whether the value is a known member of the ListTasksParamsInclude enum.
+func (e ListTasksParamsInclude) Valid() bool {
+	switch e {
+	case ListTasksParamsIncludeBody:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -348,7 +393,8 @@ type BatchResponse struct {
 	Data []BatchResult `json:"data"`
 }
 
-// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`.
+// BatchResult One item's result, `task`, `publish` (an item with `topic`) or `error`. The tasks come without
+// their bodies, which the batch carried: read a task (`GET /v1/tasks/{id}`) for its body.
 type BatchResult struct {
 	// Error An error, as RFC 9457 problem details.
 	Error *Problem `json:"error,omitempty"`
@@ -740,8 +786,9 @@ type Publish struct {
 	// TaskCount How many tasks the publish made, one per endpoint.
 	TaskCount int `json:"task_count"`
 
-	// Tasks Its tasks, in the topic's endpoint order, as they are now; those that retention has deleted
-	// are left out.
+	// Tasks Its tasks, in the topic's endpoint order, as they are now, without their bodies (the
+	// publish's body, or what an edited replay made of it: read a task for its body); those that
+	// retention has deleted are left out.
 	Tasks []Task `json:"tasks"`
 
 	// Topic A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
@@ -860,6 +907,8 @@ type RetryPolicy struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
+	// Body The body of every occurrence; absent when empty, and in lists unless asked
+	// (`GET /v1/schedules?include=body`).
 	Body string `json:"body,omitempty"`
 
 	// Callback The `callback` every occurrence's task carries; absent when none.
@@ -911,8 +960,11 @@ type Schedule struct {
 
 // ScheduleList defines model for ScheduleList.
 type ScheduleList struct {
-	Data       []Schedule `json:"data"`
-	NextCursor *string    `json:"next_cursor,omitempty"`
+	Data []Schedule `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+	// short by its bound on bodies (`include=body`) has fewer schedules than `limit` and a `next_cursor`.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // ScheduleRequest A recurring webhook. The task fields apply to every occurrence.
@@ -1115,7 +1167,9 @@ type Task struct {
 	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
 	Attempts int `json:"attempts"`
 
-	// Body The request body, sent byte for byte; absent when empty.
+	// Body The request body, sent byte for byte; absent when empty. Lists give it only when asked
+	// (`GET /v1/tasks?include=body`), and the tasks of a publish or of a batch's answer never carry
+	// it: read the task (`GET /v1/tasks/{id}`) for its body.
 	Body string `json:"body,omitempty"`
 
 	// Callback The URL told of the task's delivery (see `TaskRequest`); absent when none.
@@ -1179,9 +1233,9 @@ type Task struct {
 	// PublishID The publish this task is one endpoint's delivery of (`GET /v1/publishes/{id}`), if any.
 	PublishID *openapi_types.UUID `json:"publish_id,omitempty"`
 
-	// Report On a callback task, what it reports: its `body` decoded, so that lists and the dashboard
-	// read it without parsing. Absent on any other task, and on a callback task whose body an
-	// edit-and-replay replaced with something else.
+	// Report On a callback task, what it reports: its `body` decoded, so that clients read it without
+	// parsing. Absent on any other task, on a callback task whose body an edit-and-replay replaced
+	// with something else, and wherever the body is (a list without `include=body`).
 	Report *CallbackPayload `json:"report,omitempty"`
 
 	// Retry The task's retry policy, with every default filled in.
@@ -1225,7 +1279,8 @@ type TaskList struct {
 	// Data The tasks of this page; empty, never null, when there are none.
 	Data []Task `json:"data"`
 
-	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page.
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page, and only there: a page cut
+	// short by its bound on bodies (`include=body`) has fewer tasks than `limit` and a `next_cursor`.
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
@@ -1503,6 +1558,9 @@ type IdempotencyKey = string
 // KeyID defines model for KeyID.
 type KeyID = string
 
+// ListInclude defines model for ListInclude.
+type ListInclude string
+
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
 
@@ -1562,12 +1620,20 @@ type ListFlowLimitsParams struct {
 
 // ListSchedulesParams defines parameters for ListSchedules.
 type ListSchedulesParams struct {
+	// Include `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+	// page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+	// items come without their bodies. Any other value answers 400.
+	Include *ListSchedulesParamsInclude `form:"include,omitempty" json:"include,omitempty"`
+
 	// Limit The largest number of schedules in the page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListSchedulesParamsInclude defines parameters for ListSchedules.
+type ListSchedulesParamsInclude string
 
 // NextScheduleTimesParams defines parameters for NextScheduleTimes.
 type NextScheduleTimesParams struct {
@@ -1583,6 +1649,11 @@ type GetStatsParams struct {
 
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
+	// Include `body` lists each item with its body, within the page's bound on bodies (8 MiB by default): a
+	// page whose bodies would pass it is cut short and continues at its `next_cursor`. Without it the
+	// items come without their bodies. Any other value answers 400.
+	Include *ListTasksParamsInclude `form:"include,omitempty" json:"include,omitempty"`
+
 	// Status Only tasks in this status.
 	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
 
@@ -1628,6 +1699,9 @@ type ListTasksParams struct {
 	// Cursors are opaque; do not build or edit them.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListTasksParamsInclude defines parameters for ListTasks.
+type ListTasksParamsInclude string
 
 // CreateTaskParams defines parameters for CreateTask.
 type CreateTaskParams struct {
@@ -1985,7 +2059,10 @@ type ClientInterface interface {
 
 	// ListSchedules List schedules
 	//
-	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+	// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+	// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+	// would pass it is cut short, with a `next_cursor` to continue from.
 	//
 	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 	ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2267,6 +2344,12 @@ type ClientInterface interface {
 	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 	// again once the receiver is fixed.
+	//
+	// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+	// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+	// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+	// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+	// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3020,7 +3103,10 @@ func (c *Client) GetPublish(ctx context.Context, id PublishID, reqEditors ...Req
 
 // ListSchedules List schedules
 //
-// The tenant's schedules, newest first, cursor-paginated like tasks.
+// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+// would pass it is cut short, with a `next_cursor` to continue from.
 //
 // Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3462,6 +3548,12 @@ func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn)
 // the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 // /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 // again once the receiver is fixed.
+//
+// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4599,6 +4691,18 @@ func NewListSchedulesRequest(server string, params *ListSchedulesParams) (*http.
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
 
+		if params.Include != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include", *params.Include, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -5107,6 +5211,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 		// styled parameters, preserving literal commas as delimiters
 		// per the OpenAPI spec (e.g. "color=blue,black,brown").
 		var rawQueryFragments []string
+
+		if params.Include != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include", *params.Include, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
 
 		if params.Status != nil {
 
@@ -6039,7 +6155,10 @@ type ClientWithResponsesInterface interface {
 
 	// ListSchedulesWithResponse List schedules
 	//
-	// The tenant's schedules, newest first, cursor-paginated like tasks.
+	// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+	// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+	// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+	// would pass it is cut short, with a `next_cursor` to continue from.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6339,6 +6458,12 @@ type ClientWithResponsesInterface interface {
 	// the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 	// /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 	// again once the receiver is fixed.
+	//
+	// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+	// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+	// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+	// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+	// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10430,7 +10555,10 @@ func (c *ClientWithResponses) GetPublishWithResponse(ctx context.Context, id Pub
 
 // ListSchedulesWithResponse List schedules
 //
-// The tenant's schedules, newest first, cursor-paginated like tasks.
+// The tenant's schedules, newest first, cursor-paginated like tasks. Like tasks, they come without
+// their bodies unless `include=body` asks for them (`GET /v1/schedules/{id}` always gives a
+// schedule's body), and with `include=body` a page holds at most 8 MiB of bodies: one whose bodies
+// would pass it is cut short, with a `next_cursor` to continue from.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10826,6 +10954,12 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 // the last allowed attempt failing). `last_status_code` and `last_error` say why, `GET
 // /v1/tasks/{id}/attempts` gives every attempt, and `POST /v1/tasks/{id}/replay` sends a dead task
 // again once the receiver is fixed.
+//
+// The tasks come without their bodies unless `include=body` asks for them (`GET /v1/tasks/{id}`
+// always gives a task's body). With `include=body`, one page holds at most 8 MiB of bodies (the
+// operator may set another bound): a page whose bodies would pass it is cut short, with fewer tasks
+// than `limit` and a `next_cursor` to continue from, though it always holds at least one task. A
+// page shorter than `limit` is therefore not the last one: only a page without `next_cursor` is.
 //
 // Returns a wrapper object for the known response body format(s).
 //
