@@ -180,7 +180,7 @@ func (s *Server) SignIn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.SetCookie(s.cfg.Sessions.Cookie(token, opened, c.Scheme() == "https"))
+	c.SetCookie(s.cfg.Sessions.Cookie(token, opened, s.proxies.secure(c.Request())))
 	return c.JSON(http.StatusOK, sessionJSON(&opened, caller))
 }
 
@@ -210,7 +210,7 @@ func (s *Server) GetSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.SetCookie(s.cfg.Sessions.Cookie(token, renewed, c.Scheme() == "https"))
+	c.SetCookie(s.cfg.Sessions.Cookie(token, renewed, s.proxies.secure(c.Request())))
 	return c.JSON(http.StatusOK, sessionJSON(&renewed, caller))
 }
 
@@ -224,7 +224,7 @@ func (s *Server) SignOut(c echo.Context) error {
 			}
 		}
 	}
-	c.SetCookie(session.ClearCookie(c.Scheme() == "https"))
+	c.SetCookie(session.ClearCookie(s.proxies.secure(c.Request())))
 	return c.NoContent(http.StatusNoContent)
 }
 
