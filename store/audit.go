@@ -36,8 +36,26 @@ func insertAudit(ctx context.Context, q execer, entry model.AuditEntry) error {
 	return nil
 }
 
+// insertAuditOf records entry when there is one.
+func insertAuditOf(ctx context.Context, q execer, entry *model.AuditEntry) error {
+	if entry == nil {
+		return nil
+	}
+	return insertAudit(ctx, q, *entry)
+}
+
+// recordAudit records the entry audit gives for outcome, when audit is not
+// nil and gives one.
+func recordAudit[T any](ctx context.Context, q execer, audit func(T) *model.AuditEntry, outcome T) error {
+	if audit == nil {
+		return nil
+	}
+	return insertAuditOf(ctx, q, audit(outcome))
+}
+
 // RecordAudit records an entry on its own, for changes made outside a store
-// transaction (hookwheel secrets rekey).
+// transaction (hookwheel secrets rekey, bulk cancels and replays, which
+// commit in chunks) and for sign-ins.
 func (db *DB) RecordAudit(ctx context.Context, entry model.AuditEntry) error {
 	return insertAudit(ctx, db.pool, entry)
 }
