@@ -72,3 +72,62 @@ func TestPurgeAudit(t *testing.T) {
 	}
 	require.Equal(t, kept, left())
 }
+
+// TestAuditWithItsChange: a configuration change and its audit entry commit
+// together or not at all: a change refused writes no entry, one that
+// changes nothing writes none, and an entry that cannot be written undoes
+// its change.
+func TestAuditWithItsChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := openDB(t)
+	acme := createTenant(t, db)
+	entry := func(action string) *model.AuditEntry {
+		return &model.AuditEntry{TenantID: &acme.ID, Actor: "key:test", Action: action}
+	}
+	actions := func() []string {
+		entries, err := db.ListAudit(ctx, model.AuditFilter{TenantID: &acme.ID, Limit: 100})
+		require.NoError(t, err)
+		var out []string
+		for i := len(entries) - 1; i >= 0; i-- {
+			out = append(out, entries[i].Action)
+		}
+		return out
+	}
+	byOutcome := func(created bool) *model.AuditEntry {
+		if created {
+			return entry("topic.created")
+		}
+		return entry("topic.updated")
+	}
+	base := actions()
+
+	_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "one"}, 1, byOutcome)
+	require.NoError(t, err)
+	_, err = db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "one"}, 1, byOutcome)
+	require.NoError(t, err)
+	_, err = db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "two"}, 1, byOutcome)
+	require.ErrorIs(t, err, model.ErrTopicQuota)
+	_, err = db.DeleteTopic(ctx, acme.ID, "two", entry("topic.deleted"))
+	require.ErrorIs(t, err, model.ErrNotFound)
+
+	s := schedNew(acme.ID, nil)
+	s.Paused = true
+	require.NoError(t, db.InsertSchedule(ctx, s, entry("schedule.created")))
+	_, _, err = db.PauseSchedule(ctx, acme.ID, s.ID, entry("schedule.paused"))
+	require.NoError(t, err, "already paused: no change")
+	require.Equal(t, append(base, "topic.created", "topic.updated", "schedule.created"), actions())
+
+	// Postgres refuses a NUL in text: the entry fails, and so does its change.
+	_, err = db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "one", Description: "changed"}, 1,
+		func(bool) *model.AuditEntry { return entry("topic.\x00") })
+	require.Error(t, err)
+	topic, err := db.GetTopic(ctx, acme.ID, "one")
+	require.NoError(t, err)
+	require.Empty(t, topic.Description, "the change went with its entry")
+	_, _, err = db.DeleteSchedule(ctx, acme.ID, s.ID, entry("schedule.\x00"))
+	require.Error(t, err)
+	_, err = db.GetSchedule(ctx, acme.ID, s.ID)
+	require.NoError(t, err, "not deleted")
+	require.Equal(t, append(base, "topic.created", "topic.updated", "schedule.created"), actions())
+}

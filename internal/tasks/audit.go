@@ -98,7 +98,7 @@ func filterDetail(status *model.TaskStatus, scheduleID, publishID *uuid.UUID, to
 		d["topic"] = *topic
 	}
 	if urlPrefix != nil {
-		d["url_prefix_origin"] = auditOrigin(*urlPrefix)
+		d["url_origin"] = auditOrigin(*urlPrefix)
 	}
 	if len(labels) > 0 {
 		d["labels"] = labels
