@@ -114,9 +114,12 @@ func (a *authThrottle) failed(ip string) {
 	now := a.clock.Now()
 	a.dropEnded(now)
 	if e, ok := a.clients[ip]; ok {
-		// dropEnded left it, so its window has not ended.
-		e.Value.(*authFailures).count++
-		return
+		if f := e.Value.(*authFailures); now.Before(f.ends) {
+			f.count++
+			return
+		}
+		// Ended, yet behind one that has not: the clock was set back.
+		a.drop(e)
 	}
 	if len(a.clients) >= a.limit.Clients {
 		a.drop(a.byStart.Front())
