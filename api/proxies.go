@@ -51,10 +51,11 @@ func (t trustedProxies) peerTrusted(r *http.Request) bool {
 }
 
 // secure reports whether the client reached hookwheel over HTTPS: the
-// connection's own TLS, or the X-Forwarded-Proto of a trusted proxy (the
-// client's end of it, the first of a list). Echo's Context.Scheme believes
-// the header from anyone, which would let a client on plain HTTP have a
-// session cookie marked Secure, or, behind an untrusted hop, decide it.
+// connection's own TLS, or the X-Forwarded-Proto of a trusted proxy. Of a
+// list, the last value counts: the one the trusted peer itself set, where
+// a proxy that appends would have kept a client's own claim before it.
+// Echo's Context.Scheme believes the header from anyone, which lets a
+// client decide whether its session cookie is marked Secure.
 func (t trustedProxies) secure(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
@@ -62,6 +63,13 @@ func (t trustedProxies) secure(r *http.Request) bool {
 	if !t.peerTrusted(r) {
 		return false
 	}
-	proto, _, _ := strings.Cut(r.Header.Get(echo.HeaderXForwardedProto), ",")
-	return strings.EqualFold(strings.TrimSpace(proto), "https")
+	values := r.Header.Values(echo.HeaderXForwardedProto)
+	if len(values) == 0 {
+		return false
+	}
+	last := values[len(values)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	return strings.EqualFold(strings.TrimSpace(last), "https")
 }

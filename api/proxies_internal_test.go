@@ -24,7 +24,8 @@ func TestTrustedProxiesSecure(t *testing.T) {
 		secure bool
 	}{
 		{"trusted proxy says https", "10.1.2.3:5000", false, "https", true},
-		{"trusted proxy says HTTPS, then http", "10.1.2.3:5000", false, "HTTPS, http", true},
+		{"trusted proxy says HTTPS after a client's http", "10.1.2.3:5000", false, "http, HTTPS", true},
+		{"trusted proxy says http after a client's https", "10.1.2.3:5000", false, "https, http", false},
 		{"trusted IPv6 proxy", "[2001:db8::1]:5000", false, "https", true},
 		{"trusted IPv4-mapped proxy", "[::ffff:10.1.2.3]:5000", false, "https", true},
 		{"trusted proxy says http", "10.1.2.3:5000", false, "http", false},
