@@ -109,6 +109,17 @@ func callerOf(c echo.Context) (*tenants.Caller, error) {
 	return caller, nil
 }
 
+// actorOf names the calling tenant's key in the audit log, for handlers of
+// tenant operations that change its configuration; a call made with a
+// dashboard session is its key's.
+func actorOf(c echo.Context) string {
+	caller, ok := authenticatedCaller(c)
+	if !ok {
+		return ""
+	}
+	return caller.Actor()
+}
+
 // tooManyAuthFailures refuses a call from an address that presented too
 // many invalid credentials, before its credential is looked at.
 func tooManyAuthFailures(c echo.Context, wait time.Duration) error {

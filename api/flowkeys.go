@@ -57,7 +57,7 @@ func (s *Server) PutFlowLimit(c echo.Context, key openapi.FlowLimitKey) error {
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	created, err := s.tasks.PutFlowLimit(c.Request().Context(), tenant.ID, &limit)
+	created, err := s.tasks.PutFlowLimit(c.Request().Context(), tenant.ID, &limit, actorOf(c))
 	var quota *tasks.FlowLimitQuotaError
 	switch {
 	case errors.As(err, &quota):
@@ -103,7 +103,7 @@ func (s *Server) DeleteFlowLimit(c echo.Context, key openapi.FlowLimitKey) error
 	if err := checkFlowLimitKey(key); err != nil {
 		return err
 	}
-	l, err := s.tasks.DeleteFlowLimit(c.Request().Context(), tenant.ID, key)
+	l, err := s.tasks.DeleteFlowLimit(c.Request().Context(), tenant.ID, key, actorOf(c))
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("limits of flow key " + key)
 	}

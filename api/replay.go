@@ -196,7 +196,7 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 		return err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant, filter, dryRun)
+	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant, filter, dryRun, actorOf(c))
 	var quota *tasks.QuotaError
 	switch {
 	case errors.As(err, &quota):

@@ -164,7 +164,7 @@ func (s *Server) CreateSchedule(c echo.Context) error {
 		return err
 	}
 	var quota *tasks.ScheduleQuotaError
-	if err := s.tasks.CreateSchedule(c.Request().Context(), tenant, sched); errors.As(err, &quota) {
+	if err := s.tasks.CreateSchedule(c.Request().Context(), tenant, sched, actorOf(c)); errors.As(err, &quota) {
 		s.apiLimits.refused.WithLabelValues("schedules").Inc()
 		c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(scheduleQuotaRetryAfter)))
 		return newProblem(http.StatusTooManyRequests, "schedule-quota-exceeded", "Schedule quota exceeded",
@@ -232,7 +232,7 @@ func (s *Server) DeleteSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.tasks.DeleteSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.DeleteSchedule(c.Request().Context(), tenant.ID, id, actorOf(c))
 	if err != nil {
 		return scheduleError(err, id)
 	}
@@ -245,7 +245,7 @@ func (s *Server) PauseSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.tasks.PauseSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.PauseSchedule(c.Request().Context(), tenant.ID, id, actorOf(c))
 	if err != nil {
 		return scheduleError(err, id)
 	}
@@ -259,7 +259,7 @@ func (s *Server) ResumeSchedule(c echo.Context, id openapi.ScheduleID) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.tasks.ResumeSchedule(c.Request().Context(), tenant.ID, id)
+	sc, err := s.tasks.ResumeSchedule(c.Request().Context(), tenant.ID, id, actorOf(c))
 	if err != nil {
 		return scheduleError(err, id)
 	}

@@ -45,7 +45,7 @@ func (s *Server) UpdateSchedule(c echo.Context, id openapi.ScheduleID) error {
 			return nil, err
 		}
 		return s.validateSchedule(&req, tenant, current.CreatedAt, s.clock.Now())
-	})
+	}, actorOf(c))
 	if err != nil {
 		return scheduleError(err, id)
 	}

@@ -94,8 +94,11 @@ type Config struct {
 	AuthFailures AuthFailureLimit
 	// TrustedProxies are the addresses of proxies in front of the API: a
 	// call from one of them is taken to come from the address its
-	// X-Forwarded-For names, for the throttle of failed authentications.
-	// Default none: the client is the connection's peer.
+	// X-Forwarded-For names (for the throttle of failed authentications
+	// and the audit log), and to have been reached over HTTPS when its
+	// X-Forwarded-Proto says so (for the session cookie's Secure flag).
+	// Default none: the client is the connection's peer, and HTTPS is the
+	// connection's own TLS.
 	TrustedProxies []netip.Prefix
 }
 
@@ -176,6 +179,8 @@ type Server struct {
 	// throttle counts failed authentications per client address, sign-ins
 	// included.
 	throttle *authThrottle
+	// proxies are Config.TrustedProxies: whose forwarding headers count.
+	proxies trustedProxies
 }
 
 var _ openapi.ServerInterface = (*Server)(nil)
@@ -194,18 +199,12 @@ func New(cfg Config) (*Server, error) {
 		clock:   cfg.Clock,
 		metrics: promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{Registry: cfg.Registerer}),
 		batches: newBatchGate(cfg.Limits.BatchBytesInFlight),
+		proxies: trustedProxies(cfg.TrustedProxies),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.writeProblem
-	e.IPExtractor = echo.ExtractIPDirect()
-	if len(cfg.TrustedProxies) > 0 {
-		trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
-		for _, p := range cfg.TrustedProxies {
-			trust = append(trust, echo.TrustIPRange(netipToIPNet(p)))
-		}
-		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
-	}
+	e.IPExtractor = s.proxies.ipExtractor()
 
 	requests := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hookwheel_http_request_duration_seconds",

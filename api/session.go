@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -155,7 +156,7 @@ func (s *Server) SignIn(c echo.Context) error {
 	var caller *tenants.Caller
 	if req.APIKey != nil {
 		var err error
-		caller, err = s.tenants.Authenticate(c.Request().Context(), *req.APIKey)
+		caller, err = s.tenants.SignIn(c.Request().Context(), *req.APIKey, ip)
 		if errors.Is(err, tenants.ErrUnauthenticated) {
 			s.throttle.failed(ip)
 			return unauthorized(c, "the API key is malformed, unknown, revoked or expired")
@@ -174,13 +175,16 @@ func (s *Server) SignIn(c echo.Context) error {
 			s.throttle.failed(ip)
 			return unauthorized(c, "wrong admin token")
 		}
+		if err := s.tenants.OperatorSignedIn(c.Request().Context(), ip); err != nil {
+			return err
+		}
 		opening = session.Session{Role: session.RoleOperator, AdminDigest: s.cfg.Sessions.AdminDigest(s.cfg.AdminToken)}
 	}
 	token, opened, err := s.cfg.Sessions.Open(opening)
 	if err != nil {
 		return err
 	}
-	c.SetCookie(s.cfg.Sessions.Cookie(token, opened, c.Scheme() == "https"))
+	c.SetCookie(s.cfg.Sessions.Cookie(token, opened, s.proxies.secure(c.Request())))
 	return c.JSON(http.StatusOK, sessionJSON(&opened, caller))
 }
 
@@ -210,21 +214,29 @@ func (s *Server) GetSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.SetCookie(s.cfg.Sessions.Cookie(token, renewed, c.Scheme() == "https"))
+	c.SetCookie(s.cfg.Sessions.Cookie(token, renewed, s.proxies.secure(c.Request())))
 	return c.JSON(http.StatusOK, sessionJSON(&renewed, caller))
 }
 
 // SignOut deletes the session cookie; a valid session must prove the call
-// is its own with the CSRF token.
+// is its own with the CSRF token, and its end is audited. The cookie goes
+// even if the record fails: a person who signs out must be signed out.
 func (s *Server) SignOut(c echo.Context) error {
 	if s.cfg.Sessions != nil && hasSessionCookie(c) {
 		if current, err := checkSession(c, s.cfg.Sessions); err == nil {
 			if err := checkCSRF(c, current); err != nil {
 				return err
 			}
+			var tenantID *uuid.UUID
+			if current.Role == session.RoleTenant {
+				tenantID = &current.TenantID
+			}
+			if err := s.tenants.SignedOut(c.Request().Context(), tenantID, current.KeyID, c.RealIP()); err != nil {
+				s.logger.Error("recording a sign-out failed", "err", err)
+			}
 		}
 	}
-	c.SetCookie(session.ClearCookie(c.Scheme() == "https"))
+	c.SetCookie(session.ClearCookie(s.proxies.secure(c.Request())))
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +271,57 @@ func TestSessionsOfRevokedKeysAreThrottled(t *testing.T) {
 	resp := h.as(s, true, http.MethodGet, "/v1/tasks", "")
 	require.Equal(t, "too-many-auth-failures", requireProblem(t, resp, http.StatusTooManyRequests).slug())
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+}
+
+// TestSessionCookieSecureFromTrustedProxyOnly: X-Forwarded-Proto marks the
+// session cookie Secure only when the connection comes from a trusted
+// proxy; from anyone else it is ignored, and the cookie follows the
+// connection itself (plain HTTP here). Sign-in, renewal and sign-out alike.
+func TestSessionCookieSecureFromTrustedProxyOnly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		proxies []netip.Prefix
+		secure  bool
+	}{
+		// The harness's client connects from loopback.
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, true},
+		{"untrusted peer", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, false},
+		{"no proxies", nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, func(c *api.Config) { c.TrustedProxies = tc.proxies })
+			tn := h.createTenant("acme")
+			https := map[string]string{"X-Forwarded-Proto": "https"}
+			resp := h.do(http.MethodPost, "/v1/session", "", strings.NewReader(`{"api_key":"`+tn.APIKey+`"}`), https)
+			require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+			cookie := sessionCookie(t, resp)
+			require.Equal(t, tc.secure, cookie.Secure, "sign-in")
+			var s openapi.Session
+			require.NoError(t, json.Unmarshal(resp.Body, &s))
+
+			headers := map[string]string{"X-Forwarded-Proto": "https", "Cookie": session.CookieName + "=" + cookie.Value}
+			renewed := h.do(http.MethodGet, "/v1/session", "", nil, headers)
+			require.Equal(t, http.StatusOK, renewed.Status, string(renewed.Body))
+			require.Equal(t, tc.secure, sessionCookie(t, renewed).Secure, "renewal")
+
+			headers[session.CSRFHeader] = s.CsrfToken
+			out := h.do(http.MethodDelete, "/v1/session", "", nil, headers)
+			require.Equal(t, http.StatusNoContent, out.Status, string(out.Body))
+			require.Equal(t, tc.secure, sessionCookie(t, out).Secure, "sign-out")
+		})
+	}
+}
+
+func sessionCookie(t *testing.T, resp response) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: resp.Header}).Cookies() {
+		if c.Name == session.CookieName {
+			return c
+		}
+	}
+	require.FailNow(t, "no session cookie", "%v", resp.Header)
+	return nil
 }

@@ -406,7 +406,7 @@ func (s *Server) CancelTasks(c echo.Context) error {
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	canceled, err := s.tasks.CancelMatching(c.Request().Context(), tenant.ID, filter)
+	canceled, err := s.tasks.CancelMatching(c.Request().Context(), tenant.ID, filter, actorOf(c))
 	if err != nil {
 		return err
 	}

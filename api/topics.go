@@ -154,7 +154,7 @@ func (s *Server) PutTopic(c echo.Context, name openapi.TopicName) error {
 	if err != nil {
 		return err
 	}
-	created, err := s.tasks.PutTopic(c.Request().Context(), tenant, topic)
+	created, err := s.tasks.PutTopic(c.Request().Context(), tenant, topic, actorOf(c))
 	var quota *tasks.TopicQuotaError
 	switch {
 	case errors.As(err, &quota):
@@ -295,7 +295,7 @@ func (s *Server) DeleteTopic(c echo.Context, name openapi.TopicName) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.tasks.DeleteTopic(c.Request().Context(), tenant.ID, name)
+	t, err := s.tasks.DeleteTopic(c.Request().Context(), tenant.ID, name, actorOf(c))
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("topic " + name)
 	}

@@ -114,13 +114,18 @@ type Config struct {
 	// them (tenants with a retention of their own are still purged). The
 	// node holding partition 0's lease purges; the others stand by.
 	Retention time.Duration
+	// AuditRetention is how long an audit entry is kept after it was
+	// recorded; the purger deletes older ones with the finished tasks.
+	// Default DefaultAuditRetention (400 days); KeepForever keeps them.
+	AuditRetention time.Duration
 	// RetentionInterval is how long the purger waits after a pass that
 	// found nothing more to purge; a pass that found more is followed by
 	// the next at once. Default 10s: finished tasks outlive their
 	// retention by about this much.
 	RetentionInterval time.Duration
 	// RetentionBatch caps the tasks one purge statement deletes (with their
-	// attempts), and so the rows it locks and the time it holds them.
+	// attempts), or the audit entries, and so the rows it locks and the
+	// time it holds them.
 	// Default 1000.
 	RetentionBatch int
 	// NodeName names this node in the nodes table. Default: the host name.
@@ -185,8 +190,13 @@ type Config struct {
 }
 
 // KeepForever as Config.Retention keeps finished tasks until their tenant
-// is given a retention of its own.
+// is given a retention of its own; as Config.AuditRetention, audit entries.
 const KeepForever time.Duration = -1
+
+// DefaultAuditRetention is how long audit entries are kept unless
+// Config.AuditRetention says otherwise: 400 days, over a year, so that a
+// yearly review finds the whole year.
+const DefaultAuditRetention = 400 * 24 * time.Hour
 
 func (c *Config) setDefaults() error {
 	if c.DB == nil {
@@ -265,6 +275,12 @@ func (c *Config) setDefaults() error {
 		c.Retention = 168 * time.Hour
 	case c.Retention < 0 && c.Retention != KeepForever:
 		return fmt.Errorf("dispatcher: Retention %s is negative; KeepForever keeps finished tasks", c.Retention)
+	}
+	switch {
+	case c.AuditRetention == 0:
+		c.AuditRetention = DefaultAuditRetention
+	case c.AuditRetention < 0 && c.AuditRetention != KeepForever:
+		return fmt.Errorf("dispatcher: AuditRetention %s is negative; KeepForever keeps audit entries", c.AuditRetention)
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = 10 * time.Second

@@ -193,9 +193,13 @@ func New(cfg Config) (*Dispatcher, error) {
 	if retention == KeepForever {
 		retention = 0
 	}
+	auditRetention := cfg.AuditRetention
+	if auditRetention == KeepForever {
+		auditRetention = 0
+	}
 	d.purger = newPurger(purgerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Retention: retention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
+		Retention: retention, AuditRetention: auditRetention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
 		// Any one partition would do: exactly one live node holds its
 		// lease, and during a handover two may both purge for a moment,
 		// which only deletes the same rows (each skips those the other

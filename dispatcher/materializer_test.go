@@ -132,7 +132,7 @@ func TestMaterialize(t *testing.T) {
 		URL: "https://receiver.example/tick", Method: "POST", Timeout: 10 * time.Second,
 		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute, NextRunAt: &next, CreatedAt: now,
 	}
-	require.NoError(t, db.InsertSchedule(ctx, s))
+	require.NoError(t, db.InsertSchedule(ctx, s, nil))
 
 	require.Equal(t, 1, d.materializer.pass(ctx))
 	tasks := scheduleTasks(t, db, tenant.ID, s.ID)

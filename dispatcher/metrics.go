@@ -34,7 +34,8 @@ type metrics struct {
 	// skippedOccurrences counts schedule occurrences not made tasks: their
 	// tenant was at its max_pending_tasks.
 	skippedOccurrences prometheus.Counter
-	// purged counts the rows retention deleted, by kind: tasks, attempts.
+	// purged counts the rows retention deleted, by kind: tasks, attempts,
+	// audit entries.
 	purged *prometheus.CounterVec
 }
 
@@ -141,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_retention_purged_total",
-			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention) and their attempts.",
+			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, and audit_entries (past HOOKWHEEL_AUDIT_RETENTION).",
 		}, []string{"kind"}),
 	}
 	collectors := []prometheus.Collector{
@@ -157,7 +158,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRetry, retry.OutcomeFail} {
 		m.attempts.WithLabelValues(string(o))
 	}
-	for _, kind := range []string{purgedTasks, purgedAttempts} {
+	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit} {
 		m.purged.WithLabelValues(kind)
 	}
 	return m, nil

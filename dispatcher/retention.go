@@ -14,12 +14,14 @@ import (
 const (
 	purgedTasks    = "tasks"
 	purgedAttempts = "attempts"
+	purgedAudit    = "audit_entries"
 )
 
 // purgerStore is what the purger needs of Postgres.
 type purgerStore interface {
 	PurgeFinished(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
+	PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // purgerConfig configures newPurger. Every field is required.
@@ -32,9 +34,11 @@ type purgerConfig struct {
 	// no retention of its own; 0 keeps them (tenants with their own are
 	// still purged).
 	Retention time.Duration
+	// AuditRetention is how long audit entries are kept; 0 keeps them.
+	AuditRetention time.Duration
 	// Interval is the wait after a pass that left nothing to purge.
 	Interval time.Duration
-	// Batch caps the tasks deleted by one statement.
+	// Batch caps the tasks, or the audit entries, deleted by one statement.
 	Batch int
 	// Leader says whether this node purges now: one node at a time does,
 	// the others only measure.
@@ -42,7 +46,8 @@ type purgerConfig struct {
 }
 
 // purger deletes finished tasks, with their attempts, once their tenant's
-// retention has passed, and measures the oldest finished task kept.
+// retention has passed, and audit entries older than AuditRetention; it
+// measures the oldest finished task kept.
 type purger struct {
 	cfg purgerConfig
 	// oldest is when the oldest finished task kept finished, in Unix
@@ -80,25 +85,57 @@ func (p *purger) Run(ctx context.Context) {
 	}
 }
 
-// pass deletes one batch; more says it was full, took how long it took.
+// pass deletes one batch of tasks and one of audit entries; more says either
+// was full, took how long it took.
 func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	start := p.cfg.Clock.Now()
+	more = p.purgeTasks(ctx, start)
+	if p.purgeAudit(ctx, start) {
+		more = true
+	}
+	return more, p.cfg.Clock.Now().Sub(start)
+}
+
+// purgeTasks deletes one batch of finished tasks; it says whether it was
+// full.
+func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
 	r, err := p.cfg.Store.PurgeFinished(ctx, store.PurgeParams{
-		Now: start, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch,
+		Now: now, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Metrics.storeErrors.WithLabelValues("purge").Inc()
 			p.cfg.Logger.Error("purging finished tasks failed; will retry", "err", err, "retry_in", p.cfg.Interval)
 		}
-		return false, 0
+		return false
 	}
 	p.cfg.Metrics.purged.WithLabelValues(purgedTasks).Add(float64(r.Tasks))
 	p.cfg.Metrics.purged.WithLabelValues(purgedAttempts).Add(float64(r.Attempts))
 	if r.Tasks > 0 {
 		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts)
 	}
-	return r.Tasks >= p.cfg.Batch, p.cfg.Clock.Now().Sub(start)
+	return r.Tasks >= p.cfg.Batch
+}
+
+// purgeAudit deletes one batch of audit entries past AuditRetention; it
+// says whether it was full.
+func (p *purger) purgeAudit(ctx context.Context, now time.Time) bool {
+	if p.cfg.AuditRetention <= 0 {
+		return false
+	}
+	n, err := p.cfg.Store.PurgeAudit(ctx, now.Add(-p.cfg.AuditRetention), p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Metrics.storeErrors.WithLabelValues("purge_audit").Inc()
+			p.cfg.Logger.Error("purging old audit entries failed; will retry", "err", err, "retry_in", p.cfg.Interval)
+		}
+		return false
+	}
+	p.cfg.Metrics.purged.WithLabelValues(purgedAudit).Add(float64(n))
+	if n > 0 {
+		p.cfg.Logger.Debug("purged old audit entries", "entries", n)
+	}
+	return n >= p.cfg.Batch
 }
 
 // measure reads when the oldest finished task kept finished. Every node

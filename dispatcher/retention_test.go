@@ -102,3 +102,53 @@ func TestPurger(t *testing.T) {
 	require.Len(t, attempts, 1, "the retrying task keeps its attempt")
 	require.Zero(t, p.oldestAge(), "no finished task is left")
 }
+
+// TestPurgerAuditRetention: once AuditRetention has passed, the leader
+// deletes audit entries, a batch after another while batches come back
+// full; entries younger than it stay, and finished tasks kept forever stay
+// too.
+func TestPurgerAuditRetention(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := testenv.DB(t)
+	const retention = 400 * 24 * time.Hour
+	tenant := createTenant(t, db, model.Limits{})
+	for range 4 {
+		_, err := db.SetTenantLimits(ctx, tenant, model.Limits{MaxSchedules: 5},
+			model.AuditEntry{TenantID: &tenant, Actor: model.ActorCLI, Action: "tenant.limits_changed"})
+		require.NoError(t, err)
+	}
+	claims := claimNow(t, db, insertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
+	_, err := db.RecordAttempts(ctx, []store.AttemptResult{result(claims[0], model.StatusDelivered, 200, nil)})
+	require.NoError(t, err)
+	entries := func() int {
+		got, err := db.ListAudit(ctx, model.AuditFilter{Limit: 100})
+		require.NoError(t, err)
+		return len(got)
+	}
+	require.Equal(t, 5, entries(), "the tenant's creation and four changes")
+
+	// A day short of the retention, nothing goes; past it, all five, in
+	// batches of two.
+	fake := clock.NewFake(time.Now().Add(retention - 24*time.Hour))
+	m := testMetrics(t)
+	const interval = time.Minute
+	p := newPurger(purgerConfig{
+		Store: db, Clock: fake, Logger: quietLogger(), Metrics: m,
+		AuditRetention: retention, Interval: interval, Batch: 2, Leader: func() bool { return true },
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	require.NoError(t, fake.WaitForTimers(ctx, 1))
+	require.Equal(t, 5, entries())
+	fake.Advance(48 * time.Hour)
+	require.NoError(t, fake.WaitForTimers(ctx, 1))
+	require.Zero(t, entries())
+	require.Equal(t, 5.0, counterValue(t, m.purged.WithLabelValues(purgedAudit)))
+	require.Zero(t, counterValue(t, m.purged.WithLabelValues(purgedTasks)), "finished tasks kept forever")
+	taskOf(t, db, tenant, claims[0].ID)
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,26 @@ func insertAudit(ctx context.Context, q execer, entry model.AuditEntry) error {
 	return nil
 }
 
+// insertAuditOf records entry when there is one.
+func insertAuditOf(ctx context.Context, q execer, entry *model.AuditEntry) error {
+	if entry == nil {
+		return nil
+	}
+	return insertAudit(ctx, q, *entry)
+}
+
+// recordAudit records the entry audit gives for outcome, when audit is not
+// nil and gives one.
+func recordAudit[T any](ctx context.Context, q execer, audit func(T) *model.AuditEntry, outcome T) error {
+	if audit == nil {
+		return nil
+	}
+	return insertAuditOf(ctx, q, audit(outcome))
+}
+
 // RecordAudit records an entry on its own, for changes made outside a store
-// transaction (hookwheel secrets rekey).
+// transaction (hookwheel secrets rekey, bulk cancels and replays, which
+// commit in chunks) and for sign-ins.
 func (db *DB) RecordAudit(ctx context.Context, entry model.AuditEntry) error {
 	return insertAudit(ctx, db.pool, entry)
 }
@@ -62,4 +81,36 @@ func (db *DB) ListAudit(ctx context.Context, f model.AuditFilter) ([]model.Audit
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
 	return entries, nil
+}
+
+// Audit entries are deleted oldest first by id, which is time order (UUIDv7):
+// the primary key's range below the cutoff's id bounds the scan, so a pass
+// with nothing to delete reads one index page, whatever the log's size. at
+// is checked too, for an entry whose id says otherwise.
+const queryPurgeAudit = `-- name: PurgeAudit
+DELETE FROM audit_log
+WHERE id = ANY (ARRAY(
+	SELECT id FROM audit_log WHERE id < $1 AND at < $2 ORDER BY id LIMIT $3
+))`
+
+// PurgeAudit deletes up to limit audit entries recorded before before,
+// oldest first, and says how many: a pass that deletes limit may have left
+// more behind.
+func (db *DB) PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := db.pool.Exec(ctx, queryPurgeAudit, uuidV7Floor(before), before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge audit entries before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// uuidV7Floor is the least id of t's millisecond in UUIDv7 order: every
+// UUIDv7 made at t or later sorts after it, every one made before t before.
+func uuidV7Floor(t time.Time) uuid.UUID {
+	var u uuid.UUID
+	ms := uint64(max(t.UnixMilli(), 0))
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	return u
 }

@@ -257,7 +257,7 @@ func TestCallbackURLsStored(t *testing.T) {
 		MinBackoff: time.Second, MaxBackoff: time.Minute, NextRunAt: ptr(now.Add(-time.Second)), CreatedAt: now,
 		Callback: ptr("https://receiver.example/tick-done"), FailureCallback: ptr("https://receiver.example/tick-failed"),
 	}
-	require.NoError(t, db.InsertSchedule(ctx, sched))
+	require.NoError(t, db.InsertSchedule(ctx, sched, nil))
 	stored, err := db.GetSchedule(ctx, tenant.ID, sched.ID)
 	require.NoError(t, err)
 	require.Equal(t, sched.Callback, stored.Callback)
@@ -279,7 +279,7 @@ func TestCallbackURLsStored(t *testing.T) {
 		changed := *s
 		changed.Callback, changed.FailureCallback = nil, ptr("https://receiver.example/tick-failed-v2")
 		return &changed, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Nil(t, updated.Callback)
 	require.Equal(t, ptr("https://receiver.example/tick-failed-v2"), updated.FailureCallback)

@@ -47,9 +47,18 @@ RETURNING ` + flowLimitColumns + `, xmax = 0`
 // PutFlowLimit sets the limits of the tenant's flow key l.Key, replacing
 // any it had, and fills in l's times. created says whether it had none. A
 // new key past the tenant's maxLimits fails with model.ErrFlowLimitQuota.
-func (db *DB) PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int) (created bool, err error) {
-	stored, err := scanFlowLimit(db.pool.QueryRow(ctx, queryPutFlowLimit, l.TenantID, l.Key, l.Rate,
-		l.Period.Milliseconds(), l.Parallelism, maxLimits), &created)
+// audit, when not nil, gives the entry recording the change, which is
+// written in the same transaction.
+func (db *DB) PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int, audit func(created bool) *model.AuditEntry) (created bool, err error) {
+	var stored *model.FlowLimit
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		stored, err = scanFlowLimit(tx.QueryRow(ctx, queryPutFlowLimit, l.TenantID, l.Key, l.Rate,
+			l.Period.Milliseconds(), l.Parallelism, maxLimits), &created)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, audit, created)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, model.ErrFlowLimitQuota
 	}
@@ -101,9 +110,16 @@ DELETE FROM flow_limits WHERE tenant_id = $1 AND key = $2
 RETURNING ` + flowLimitColumns
 
 // DeleteFlowLimit deletes the limits of one of a tenant's flow keys and
-// returns them as they were; ErrNotFound when it had none.
-func (db *DB) DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error) {
-	l, err := scanFlowLimit(db.pool.QueryRow(ctx, queryDeleteFlowLimit, tenantID, key))
+// returns them as they were; ErrNotFound when it had none. audit, when
+// given, is recorded in the same transaction.
+func (db *DB) DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string, audit *model.AuditEntry) (*model.FlowLimit, error) {
+	var l *model.FlowLimit
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) (err error) {
+		if l, err = scanFlowLimit(tx.QueryRow(ctx, queryDeleteFlowLimit, tenantID, key)); err != nil {
+			return err
+		}
+		return insertAuditOf(ctx, tx, audit)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.ErrNotFound
 	}

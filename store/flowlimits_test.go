@@ -19,7 +19,7 @@ func TestFlowLimits(t *testing.T) {
 	acme, other := createTenant(t, db), createTenant(t, db)
 
 	limit := &model.FlowLimit{TenantID: acme.ID, Key: "customer-1", Rate: 10, Period: time.Minute, Parallelism: 2}
-	created, err := db.PutFlowLimit(ctx, limit, 5)
+	created, err := db.PutFlowLimit(ctx, limit, 5, nil)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.False(t, limit.CreatedAt.IsZero())
@@ -35,7 +35,7 @@ func TestFlowLimits(t *testing.T) {
 
 	// The same key again replaces its limits whole.
 	replaced := &model.FlowLimit{TenantID: acme.ID, Key: "customer-1", Parallelism: 5, Period: time.Second}
-	created, err = db.PutFlowLimit(ctx, replaced, 5)
+	created, err = db.PutFlowLimit(ctx, replaced, 5, nil)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, limit.CreatedAt, replaced.CreatedAt)
@@ -43,12 +43,12 @@ func TestFlowLimits(t *testing.T) {
 	require.Equal(t, 5, replaced.Parallelism)
 
 	// A limit that limits nothing cannot be stored, whoever asks.
-	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "nothing", Period: time.Second}, 5)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "nothing", Period: time.Second}, 5, nil)
 	require.Error(t, err)
 
 	// Listing walks the keys in byte order, a page at a time.
 	for _, key := range []string{"b", "A", "*", "a"} {
-		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: key, Rate: 1, Period: time.Second}, 5)
+		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: key, Rate: 1, Period: time.Second}, 5, nil)
 		require.NoError(t, err)
 	}
 	var keys []string
@@ -68,20 +68,20 @@ func TestFlowLimits(t *testing.T) {
 
 	// Five keys is the quota here: a sixth is refused, a replacement is not,
 	// and another tenant has its own.
-	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "f", Rate: 1, Period: time.Second}, 5)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "f", Rate: 1, Period: time.Second}, 5, nil)
 	require.ErrorIs(t, err, model.ErrFlowLimitQuota)
-	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "a", Rate: 2, Period: time.Second}, 5)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: acme.ID, Key: "a", Rate: 2, Period: time.Second}, 5, nil)
 	require.NoError(t, err)
-	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: other.ID, Key: "f", Rate: 1, Period: time.Second}, 5)
+	_, err = db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: other.ID, Key: "f", Rate: 1, Period: time.Second}, 5, nil)
 	require.NoError(t, err)
 	theirs, err := db.ListFlowLimits(ctx, other.ID, model.FlowLimitFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, theirs, 1)
 
-	deleted, err := db.DeleteFlowLimit(ctx, acme.ID, "customer-1")
+	deleted, err := db.DeleteFlowLimit(ctx, acme.ID, "customer-1", nil)
 	require.NoError(t, err)
 	require.Equal(t, replaced, deleted)
-	_, err = db.DeleteFlowLimit(ctx, acme.ID, "customer-1")
+	_, err = db.DeleteFlowLimit(ctx, acme.ID, "customer-1", nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
 }
 
@@ -96,7 +96,7 @@ func TestClaimReadsFlowLimits(t *testing.T) {
 	acme, other := createTenant(t, db), createTenant(t, db)
 	put := func(tenant uuid.UUID, key string, rate int, period time.Duration, parallelism int) {
 		t.Helper()
-		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: tenant, Key: key, Rate: rate, Period: period, Parallelism: parallelism}, 10)
+		_, err := db.PutFlowLimit(ctx, &model.FlowLimit{TenantID: tenant, Key: key, Rate: rate, Period: period, Parallelism: parallelism}, 10, nil)
 		require.NoError(t, err)
 	}
 	put(acme.ID, "own", 10, time.Minute, 3)
@@ -135,7 +135,7 @@ func TestClaimReadsFlowLimits(t *testing.T) {
 	}
 
 	// Lifting the key's own limits leaves it to the default from the next claim on.
-	_, err := db.DeleteFlowLimit(ctx, acme.ID, "own")
+	_, err := db.DeleteFlowLimit(ctx, acme.ID, "own", nil)
 	require.NoError(t, err)
 	c := claimWithKey(acme.ID, ptr("own"))
 	require.Equal(t, model.FlowLimit{TenantID: acme.ID, Key: "own", Rate: 5, Period: time.Second}, c.Flow)
@@ -165,7 +165,7 @@ func TestFlowKeysOnEveryInsert(t *testing.T) {
 	sc := &model.Schedule{ID: uuid.Must(uuid.NewV7()), TenantID: tenant.ID, Cron: "* * * * *", Timezone: "UTC",
 		URL: "https://receiver.example/hooks", Method: "POST", Timeout: 10 * time.Second, MaxAttempts: 3,
 		MinBackoff: time.Second, MaxBackoff: time.Minute, FlowKey: ptr("schedule-key"), NextRunAt: &next, CreatedAt: now}
-	require.NoError(t, db.InsertSchedule(ctx, sc))
+	require.NoError(t, db.InsertSchedule(ctx, sc, nil))
 	got, err := db.GetSchedule(ctx, tenant.ID, sc.ID)
 	require.NoError(t, err)
 	require.Equal(t, sc.FlowKey, got.FlowKey)
@@ -186,7 +186,7 @@ func TestFlowKeysOnEveryInsert(t *testing.T) {
 		changed := *s
 		changed.FlowKey = ptr("another-key")
 		return &changed, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, ptr("another-key"), updated.FlowKey)
 }

@@ -203,7 +203,7 @@ func TestScheduleLabelsReachOccurrences(t *testing.T) {
 
 	labelled := schedNew(tenant.ID, &first)
 	labelled.Labels = map[string]string{"team": "payments", "kind": "report"}
-	require.NoError(t, db.InsertSchedule(ctx, labelled))
+	require.NoError(t, db.InsertSchedule(ctx, labelled, nil))
 	bare := schedInsert(t, db, tenant.ID, &first)
 
 	got, err := db.GetSchedule(ctx, tenant.ID, labelled.ID)

@@ -309,7 +309,7 @@ func TestScheduleOrderingKeyReachesOccurrences(t *testing.T) {
 
 	keyed := schedNew(tenant.ID, &first)
 	keyed.OrderingKey = ptr("nightly")
-	require.NoError(t, db.InsertSchedule(ctx, keyed))
+	require.NoError(t, db.InsertSchedule(ctx, keyed, nil))
 	got, err := db.GetSchedule(ctx, tenant.ID, keyed.ID)
 	require.NoError(t, err)
 	require.Equal(t, "nightly", *got.OrderingKey)

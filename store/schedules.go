@@ -78,8 +78,9 @@ RETURNING created_at, updated_at`
 
 // InsertSchedule stores a new schedule. s.CreatedAt is stored as given (the
 // API's clock, the anchor it computed NextRunAt from); s.NextRunAt must be
-// the first occurrence, or nil for a schedule created paused.
-func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule) error {
+// the first occurrence, or nil for a schedule created paused. audit, when
+// given, is recorded in the same transaction.
+func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule, audit *model.AuditEntry) error {
 	if s.Body == nil {
 		s.Body = []byte{}
 	}
@@ -87,11 +88,17 @@ func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule) error {
 		s.Headers = map[string]string{}
 	}
 	s.NextRunAt = roundUpToMicroPtr(s.NextRunAt)
-	err := db.pool.QueryRow(ctx, queryInsertSchedule,
-		s.ID, s.TenantID, s.Cron, s.Timezone, s.Paused, s.URL, s.Method, s.Headers, s.Body,
-		s.Timeout.Milliseconds(), s.MaxAttempts, s.MinBackoff.Milliseconds(), s.MaxBackoff.Milliseconds(),
-		s.NextRunAt, s.CreatedAt, labelsArg(s.Labels), s.Callback, s.FailureCallback, s.OrderingKey, s.FlowKey,
-	).Scan(&s.CreatedAt, &s.UpdatedAt)
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, queryInsertSchedule,
+			s.ID, s.TenantID, s.Cron, s.Timezone, s.Paused, s.URL, s.Method, s.Headers, s.Body,
+			s.Timeout.Milliseconds(), s.MaxAttempts, s.MinBackoff.Milliseconds(), s.MaxBackoff.Milliseconds(),
+			s.NextRunAt, s.CreatedAt, labelsArg(s.Labels), s.Callback, s.FailureCallback, s.OrderingKey, s.FlowKey,
+		).Scan(&s.CreatedAt, &s.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		return insertAuditOf(ctx, tx, audit)
+	})
 	if err != nil {
 		return fmt.Errorf("insert schedule %s: %w", s.ID, err)
 	}
@@ -190,10 +197,11 @@ RETURNING id`
 // resumed (NextRunAt becomes nil), and its occurrences that wait for an
 // attempt (scheduled or retrying) are canceled; their ids are returned. An
 // occurrence already being sent is left to finish. Pausing a paused schedule
-// changes nothing. Another tenant's, a deleted or an unknown id is
-// ErrNotFound.
-func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error) {
-	s, canceled, err := db.stopSchedule(ctx, tenantID, id, false)
+// changes nothing (and records no audit). Another tenant's, a deleted or an
+// unknown id is ErrNotFound. audit, when given, is recorded in the same
+// transaction as the change.
+func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID, audit *model.AuditEntry) (*model.Schedule, []uuid.UUID, error) {
+	s, canceled, err := db.stopSchedule(ctx, tenantID, id, false, audit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pause schedule %s: %w", id, err)
 	}
@@ -203,9 +211,10 @@ func (db *DB) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model
 // DeleteSchedule deletes a schedule (it is kept, marked deleted, so that its
 // tasks keep their schedule_id) and cancels its waiting occurrences, whose
 // ids are returned. It returns the schedule as it was before. Another
-// tenant's, a deleted or an unknown id is ErrNotFound.
-func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error) {
-	s, canceled, err := db.stopSchedule(ctx, tenantID, id, true)
+// tenant's, a deleted or an unknown id is ErrNotFound. audit, when given,
+// is recorded in the same transaction.
+func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID, audit *model.AuditEntry) (*model.Schedule, []uuid.UUID, error) {
+	s, canceled, err := db.stopSchedule(ctx, tenantID, id, true, audit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("delete schedule %s: %w", id, err)
 	}
@@ -217,7 +226,7 @@ func (db *DB) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*mode
 // materialiser working on the schedule to commit, so none of the occurrences
 // it adds escapes the cancel; after the commit, the materialiser skips the
 // schedule.
-func (db *DB) stopSchedule(ctx context.Context, tenantID, id uuid.UUID, del bool) (out *model.Schedule, canceled []uuid.UUID, err error) {
+func (db *DB) stopSchedule(ctx context.Context, tenantID, id uuid.UUID, del bool, audit *model.AuditEntry) (out *model.Schedule, canceled []uuid.UUID, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		before, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -246,7 +255,7 @@ func (db *DB) stopSchedule(ctx context.Context, tenantID, id uuid.UUID, del bool
 		if del {
 			out = before
 		}
-		return nil
+		return insertAuditOf(ctx, tx, audit)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -271,9 +280,10 @@ WHERE schedule_id = $1 AND status = 'canceled' AND attempts = 0 AND occurrence_a
 // occurrences it missed while paused are not made up for. Canceled,
 // never-attempted occurrences from then on (materialised ahead of time
 // before the pause) are removed so that they are materialised afresh.
-// Resuming a schedule that is not paused changes nothing. Another tenant's,
-// a deleted or an unknown id is ErrNotFound.
-func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error) {
+// Resuming a schedule that is not paused changes nothing (and records no
+// audit). Another tenant's, a deleted or an unknown id is ErrNotFound. audit,
+// when given, is recorded in the same transaction as the change.
+func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error), audit *model.AuditEntry) (*model.Schedule, error) {
 	var out *model.Schedule
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		s, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
@@ -300,7 +310,7 @@ func (db *DB) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next f
 				return err
 			}
 		}
-		return nil
+		return insertAuditOf(ctx, tx, audit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule %s: %w", id, err)
@@ -330,7 +340,12 @@ RETURNING ` + scheduleColumns
 // ResumeSchedule does. Other occurrences already materialised are left as
 // they are: they keep their time and the request they were made with.
 // Another tenant's, a deleted or an unknown id is ErrNotFound.
-func (db *DB) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change func(*model.Schedule) (*model.Schedule, error)) (out *model.Schedule, canceled []uuid.UUID, err error) {
+//
+// audit, when not nil, gives the entry recording a change from the
+// schedule as written, in the same transaction; a change that writes
+// nothing records nothing.
+func (db *DB) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change func(*model.Schedule) (*model.Schedule, error),
+	audit func(*model.Schedule) *model.AuditEntry) (out *model.Schedule, canceled []uuid.UUID, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		before, err := scanSchedule(tx.QueryRow(ctx, queryLockSchedule, tenantID, id))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -377,7 +392,7 @@ func (db *DB) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change
 				return err
 			}
 		}
-		return nil
+		return recordAudit(ctx, tx, audit, out)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("update schedule %s: %w", id, err)

@@ -45,7 +45,7 @@ func schedNew(tenantID uuid.UUID, next *time.Time) *model.Schedule {
 func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time) *model.Schedule {
 	t.Helper()
 	s := schedNew(tenantID, next)
-	require.NoError(t, db.InsertSchedule(context.Background(), s))
+	require.NoError(t, db.InsertSchedule(context.Background(), s, nil))
 	return s
 }
 
@@ -132,11 +132,11 @@ func TestScheduleCRUD(t *testing.T) {
 	// Another tenant's id is not found, everywhere.
 	_, err = db.GetSchedule(ctx, other.ID, s.ID)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, _, err = db.PauseSchedule(ctx, other.ID, s.ID)
+	_, _, err = db.PauseSchedule(ctx, other.ID, s.ID, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, err = db.ResumeSchedule(ctx, other.ID, paused.ID, func(*model.Schedule) (*time.Time, error) { return &next, nil })
+	_, err = db.ResumeSchedule(ctx, other.ID, paused.ID, func(*model.Schedule) (*time.Time, error) { return &next, nil }, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, _, err = db.DeleteSchedule(ctx, other.ID, s.ID)
+	_, _, err = db.DeleteSchedule(ctx, other.ID, s.ID, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = db.GetSchedule(ctx, tenant.ID, uuid.New())
 	require.ErrorIs(t, err, model.ErrNotFound)
@@ -152,16 +152,16 @@ func TestScheduleCRUD(t *testing.T) {
 	require.Equal(t, []uuid.UUID{s.ID}, schedIDs(page))
 
 	// Deleted: gone from reads and lists, answers as it was, once.
-	deleted, canceled, err := db.DeleteSchedule(ctx, tenant.ID, third.ID)
+	deleted, canceled, err := db.DeleteSchedule(ctx, tenant.ID, third.ID, nil)
 	require.NoError(t, err)
 	require.Empty(t, canceled)
 	require.Equal(t, third.ID, deleted.ID)
 	require.NotNil(t, deleted.NextRunAt, "the schedule as it was")
 	_, err = db.GetSchedule(ctx, tenant.ID, third.ID)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, _, err = db.DeleteSchedule(ctx, tenant.ID, third.ID)
+	_, _, err = db.DeleteSchedule(ctx, tenant.ID, third.ID, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, _, err = db.PauseSchedule(ctx, tenant.ID, third.ID)
+	_, _, err = db.PauseSchedule(ctx, tenant.ID, third.ID, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
 	page, err = db.ListSchedules(ctx, tenant.ID, model.ScheduleFilter{Limit: 10})
 	require.NoError(t, err)
@@ -383,7 +383,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	exec(t, pool, `UPDATE tasks SET claim_token = gen_random_uuid(), attempts = 1 WHERE id = $1`, occ[1].ID)
 	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 1 WHERE id = $1`, occ[2].ID)
 
-	paused, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID)
+	paused, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID, nil)
 	require.NoError(t, err)
 	require.True(t, paused.Paused)
 	require.Nil(t, paused.NextRunAt)
@@ -398,7 +398,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	require.Equal(t, []string{"delivered", "dispatching", "canceled", "canceled", "canceled", "canceled"}, statuses())
 
 	// Pausing again changes nothing; a paused schedule is not materialised.
-	again, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID)
+	again, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID, nil)
 	require.NoError(t, err)
 	require.Empty(t, canceled)
 	require.Equal(t, paused.UpdatedAt, again.UpdatedAt)
@@ -411,7 +411,7 @@ func TestPauseResumeSchedule(t *testing.T) {
 	resumed, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(sc *model.Schedule) (*time.Time, error) {
 		require.True(t, sc.Paused)
 		return &resumeAt, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.False(t, resumed.Paused)
 	require.True(t, resumeAt.Equal(*resumed.NextRunAt))
@@ -424,12 +424,12 @@ func TestPauseResumeSchedule(t *testing.T) {
 	require.NoError(t, err)
 	same, err := db.ResumeSchedule(ctx, tenant.ID, s.ID, func(*model.Schedule) (*time.Time, error) {
 		return nil, fmt.Errorf("not called")
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, resumed.UpdatedAt, same.UpdatedAt)
 
 	// Delete cancels what waits and stops materialisation.
-	deleted, canceled, err := db.DeleteSchedule(ctx, tenant.ID, s.ID)
+	deleted, canceled, err := db.DeleteSchedule(ctx, tenant.ID, s.ID, nil)
 	require.NoError(t, err)
 	require.False(t, deleted.Paused)
 	require.Len(t, canceled, 3)
@@ -459,7 +459,7 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 	}
 	paused := make(chan pauseResult, 1)
 	go func() {
-		_, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID)
+		_, canceled, err := db.PauseSchedule(ctx, tenant.ID, s.ID, nil)
 		paused <- pauseResult{canceled, err}
 	}()
 	waitBlockedOnSchedule(t, pool, "pause", paused)

@@ -34,7 +34,7 @@ func TestUpdateSchedule(t *testing.T) {
 		after.MaxAttempts, after.MinBackoff, after.MaxBackoff = 2, time.Second, time.Hour
 		after.Labels, after.NextRunAt = map[string]string{"team": "a"}, &later
 		return &after, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Empty(t, canceled)
 	stored, err := db.GetSchedule(ctx, tenant.ID, s.ID)
@@ -50,20 +50,20 @@ func TestUpdateSchedule(t *testing.T) {
 	require.True(t, later.Equal(*stored.NextRunAt))
 	require.True(t, stored.UpdatedAt.After(s.UpdatedAt) || stored.UpdatedAt.Equal(s.UpdatedAt))
 
-	same, _, err := db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { return cur, nil })
+	same, _, err := db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { return cur, nil }, nil)
 	require.NoError(t, err)
 	require.Equal(t, stored, same, "returning the schedule given writes nothing")
 
 	refused := errors.New("refused")
-	_, _, err = db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { return nil, refused })
+	_, _, err = db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { return nil, refused }, nil)
 	require.ErrorIs(t, err, refused)
 
 	asked := false
-	_, _, err = db.UpdateSchedule(ctx, other.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { asked = true; return cur, nil })
+	_, _, err = db.UpdateSchedule(ctx, other.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { asked = true; return cur, nil }, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, _, err = db.DeleteSchedule(ctx, tenant.ID, s.ID)
+	_, _, err = db.DeleteSchedule(ctx, tenant.ID, s.ID, nil)
 	require.NoError(t, err)
-	_, _, err = db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { asked = true; return cur, nil })
+	_, _, err = db.UpdateSchedule(ctx, tenant.ID, s.ID, func(cur *model.Schedule) (*model.Schedule, error) { asked = true; return cur, nil }, nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
 	require.False(t, asked)
 }
@@ -105,7 +105,7 @@ func TestUpdateWaitsForMaterializer(t *testing.T) {
 						after.Paused, after.NextRunAt = true, nil
 					}
 					return &after, nil
-				})
+				}, nil)
 				updated <- result{seen, canceled, err}
 			}()
 			waitBlockedOnSchedule(t, pool, "update", updated)

@@ -42,12 +42,21 @@ RETURNING ` + topicColumns + `, xmax = 0`
 
 // PutTopic creates the tenant's topic t.Name, or replaces its description
 // and endpoints, and fills in t's times. created says which. A new topic
-// past the tenant's maxTopics fails with model.ErrTopicQuota.
-func (db *DB) PutTopic(ctx context.Context, t *model.Topic, maxTopics int) (created bool, err error) {
+// past the tenant's maxTopics fails with model.ErrTopicQuota. audit, when
+// not nil, gives the entry recording the change, which is written in the
+// same transaction.
+func (db *DB) PutTopic(ctx context.Context, t *model.Topic, maxTopics int, audit func(created bool) *model.AuditEntry) (created bool, err error) {
 	if t.Endpoints == nil {
 		t.Endpoints = []model.TopicEndpoint{}
 	}
-	stored, err := scanTopic(db.pool.QueryRow(ctx, queryPutTopic, t.TenantID, t.Name, t.Description, t.Endpoints, maxTopics), &created)
+	var stored *model.Topic
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		stored, err = scanTopic(tx.QueryRow(ctx, queryPutTopic, t.TenantID, t.Name, t.Description, t.Endpoints, maxTopics), &created)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, audit, created)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, model.ErrTopicQuota
 	}
@@ -120,9 +129,15 @@ RETURNING ` + topicColumns
 
 // DeleteTopic deletes one of a tenant's topics and returns it as it was;
 // ErrNotFound when it has none of that name. The tasks published to it are
-// left as they are.
-func (db *DB) DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error) {
-	t, err := scanTopic(db.pool.QueryRow(ctx, queryDeleteTopic, tenantID, name))
+// left as they are. audit, when given, is recorded in the same transaction.
+func (db *DB) DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string, audit *model.AuditEntry) (*model.Topic, error) {
+	var t *model.Topic
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) (err error) {
+		if t, err = scanTopic(tx.QueryRow(ctx, queryDeleteTopic, tenantID, name)); err != nil {
+			return err
+		}
+		return insertAuditOf(ctx, tx, audit)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.ErrNotFound
 	}

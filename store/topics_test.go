@@ -24,7 +24,7 @@ func TestTopics(t *testing.T) {
 		{URL: "https://billing.example/hooks", Name: "billing"},
 		{URL: "https://shipping.example/hooks"},
 	}}
-	created, err := db.PutTopic(ctx, orders, 10)
+	created, err := db.PutTopic(ctx, orders, 10, nil)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.False(t, orders.CreatedAt.IsZero())
@@ -40,7 +40,7 @@ func TestTopics(t *testing.T) {
 
 	// The same name again replaces the endpoints and description whole.
 	replaced := &model.Topic{TenantID: acme.ID, Name: "orders", Endpoints: []model.TopicEndpoint{{URL: "https://audit.example/hooks"}}}
-	created, err = db.PutTopic(ctx, replaced, 10)
+	created, err = db.PutTopic(ctx, replaced, 10, nil)
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, orders.CreatedAt, replaced.CreatedAt)
@@ -52,7 +52,7 @@ func TestTopics(t *testing.T) {
 
 	// Another tenant's topic of the same name is its own.
 	theirs := &model.Topic{TenantID: other.ID, Name: "orders"}
-	created, err = db.PutTopic(ctx, theirs, 10)
+	created, err = db.PutTopic(ctx, theirs, 10, nil)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, []model.TopicEndpoint{}, theirs.Endpoints, "no endpoints is an empty list")
@@ -60,7 +60,7 @@ func TestTopics(t *testing.T) {
 	// Listing is in byte order, whatever the database's collation, a page
 	// at a time.
 	for _, name := range []string{"a.b", "B", "a", "a-b", "Z9"} {
-		_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: name}, 10)
+		_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: name}, 10, nil)
 		require.NoError(t, err)
 	}
 	var names []string
@@ -83,12 +83,12 @@ func TestTopics(t *testing.T) {
 	require.Len(t, byName, 2)
 	require.Equal(t, "https://audit.example/hooks", byName["orders"].Endpoints[0].URL)
 
-	deleted, err := db.DeleteTopic(ctx, acme.ID, "orders")
+	deleted, err := db.DeleteTopic(ctx, acme.ID, "orders", nil)
 	require.NoError(t, err)
 	require.Equal(t, replaced, deleted)
 	_, err = db.GetTopic(ctx, acme.ID, "orders")
 	require.ErrorIs(t, err, model.ErrNotFound)
-	_, err = db.DeleteTopic(ctx, acme.ID, "orders")
+	_, err = db.DeleteTopic(ctx, acme.ID, "orders", nil)
 	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = db.GetTopic(ctx, other.ID, "orders")
 	require.NoError(t, err, "deleting a tenant's topic leaves another's of the same name")
@@ -101,26 +101,26 @@ func TestTopicQuota(t *testing.T) {
 	acme, other := createTenant(t, db), createTenant(t, db)
 
 	for _, name := range []string{"one", "two"} {
-		_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: name}, 2)
+		_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: name}, 2, nil)
 		require.NoError(t, err)
 	}
-	_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "three"}, 2)
+	_, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "three"}, 2, nil)
 	require.ErrorIs(t, err, model.ErrTopicQuota)
 	_, err = db.GetTopic(ctx, acme.ID, "three")
 	require.ErrorIs(t, err, model.ErrNotFound, "a refused topic is not stored")
 
 	// Replacing a topic the tenant has adds none: the quota does not stop it.
 	created, err := db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "two",
-		Endpoints: []model.TopicEndpoint{{URL: "https://a.example/"}}}, 2)
+		Endpoints: []model.TopicEndpoint{{URL: "https://a.example/"}}}, 2, nil)
 	require.NoError(t, err)
 	require.False(t, created)
 	// Another tenant's topics count for it alone.
-	_, err = db.PutTopic(ctx, &model.Topic{TenantID: other.ID, Name: "three"}, 2)
+	_, err = db.PutTopic(ctx, &model.Topic{TenantID: other.ID, Name: "three"}, 2, nil)
 	require.NoError(t, err)
 	// Once one is deleted there is room again.
-	_, err = db.DeleteTopic(ctx, acme.ID, "one")
+	_, err = db.DeleteTopic(ctx, acme.ID, "one", nil)
 	require.NoError(t, err)
-	_, err = db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "three"}, 2)
+	_, err = db.PutTopic(ctx, &model.Topic{TenantID: acme.ID, Name: "three"}, 2, nil)
 	require.NoError(t, err)
 }
 

@@ -145,22 +145,34 @@ func KeyID(apiKey string) (string, bool) {
 // ErrUnauthenticated. A key found valid is remembered for KeyCacheTTL; its
 // expiry is checked on every call.
 func (s *Service) Authenticate(ctx context.Context, apiKey string) (*Caller, error) {
+	caller, _, _, err := s.authenticate(ctx, apiKey)
+	return caller, err
+}
+
+// authenticate is Authenticate; when it refuses a key whose id names a key,
+// refused is that key and its tenant, and why says why.
+func (s *Service) authenticate(ctx context.Context, apiKey string) (caller, refused *Caller, why string, err error) {
 	keyID, secret, ok := parseAPIKey(apiKey)
 	if !ok || s.unknown.known(keyID) {
-		return nil, ErrUnauthenticated
+		return nil, nil, "", ErrUnauthenticated
 	}
-	caller, err := s.lookupKey(ctx, keyID)
+	found, err := s.lookupKey(ctx, keyID)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	now := s.clock.Now()
-	if subtle.ConstantTimeCompare(caller.Key.SecretHash, hashSecret(secret)) != 1 || !caller.Key.Usable(now) {
-		return nil, ErrUnauthenticated
+	switch {
+	case subtle.ConstantTimeCompare(found.Key.SecretHash, hashSecret(secret)) != 1:
+		return nil, found, "wrong secret", ErrUnauthenticated
+	case found.Key.RevokedAt != nil:
+		return nil, found, "revoked", ErrUnauthenticated
+	case !found.Key.Usable(now):
+		return nil, found, "expired", ErrUnauthenticated
 	}
 	if s.usage != nil {
 		s.usage.Used(keyID, now)
 	}
-	return caller, nil
+	return found, nil, "", nil
 }
 
 // lookupKey reads a key and its tenant, from the cache when it holds them:

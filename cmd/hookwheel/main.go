@@ -116,6 +116,7 @@ Environment:
                           HOOKWHEEL_METRICS_ADDR's (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
   HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
+  HOOKWHEEL_AUDIT_RETENTION  how long audit entries are kept (default 9600h, 400 days; 0 keeps them)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
@@ -205,6 +206,9 @@ type environment struct {
 	pprofAddr   string
 	metricsAddr string
 	topTargets  int
+
+	// auditRetention is HOOKWHEEL_AUDIT_RETENTION, as retention.
+	auditRetention time.Duration
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -292,6 +296,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.retention, err = retentionEnv(getenv("HOOKWHEEL_RETENTION")); err != nil {
 		return e, err
 	}
+	if e.auditRetention, err = auditRetentionEnv(getenv("HOOKWHEEL_AUDIT_RETENTION")); err != nil {
+		return e, err
+	}
 	return e, nil
 }
 
@@ -300,13 +307,27 @@ func loadEnv(getenv func(string) string) (environment, error) {
 // own) forever. Anything under a second is refused rather than rounded: the
 // purger works in passes seconds apart.
 func retentionEnv(v string) (time.Duration, error) {
+	return keepEnv("HOOKWHEEL_RETENTION", v, "168h", "finished tasks")
+}
+
+// auditRetentionEnv reads HOOKWHEEL_AUDIT_RETENTION as retentionEnv reads
+// HOOKWHEEL_RETENTION: unset is the dispatcher's default (400 days), 0
+// keeps audit entries forever.
+func auditRetentionEnv(v string) (time.Duration, error) {
+	return keepEnv("HOOKWHEEL_AUDIT_RETENTION", v, "9600h", "audit entries")
+}
+
+// keepEnv reads the retention name of kept rows: unset is 0 (the
+// dispatcher's default), 0 is dispatcher.KeepForever, anything else a
+// duration of at least a second such as example.
+func keepEnv(name, v, example, kept string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(v)
 	switch {
 	case err != nil || d < 0 || (d > 0 && d < time.Second):
-		return 0, fmt.Errorf("HOOKWHEEL_RETENTION: want a duration of at least 1s such as 168h, or 0 to keep finished tasks, got %q", v)
+		return 0, fmt.Errorf("%s: want a duration of at least 1s such as %s, or 0 to keep %s, got %q", name, example, kept, v)
 	case d == 0:
 		return dispatcher.KeepForever, nil
 	}
@@ -384,6 +405,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Dispatcher: dispatcher.Config{
 			Senders: env.senders, SendersPerTenant: env.perTenant,
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
+			AuditRetention:    env.auditRetention,
 			MetricsTopTargets: env.topTargets,
 		},
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,

@@ -127,10 +127,16 @@ func (e *FlowLimitQuotaError) Error() string {
 // model.DefaultFlowKey, of every key without its own), replacing any it
 // had, and fills in l's times. l must have passed CheckFlowLimit. created
 // says whether the key had no limits before. Dispatchers apply a change to
-// the claims they take next.
-func (s *Service) PutFlowLimit(ctx context.Context, tenantID uuid.UUID, l *model.FlowLimit) (created bool, err error) {
+// the claims they take next. The change is audited as actor's.
+func (s *Service) PutFlowLimit(ctx context.Context, tenantID uuid.UUID, l *model.FlowLimit, actor string) (created bool, err error) {
 	l.TenantID = tenantID
-	created, err = s.store.PutFlowLimit(ctx, l, MaxFlowLimits)
+	created, err = s.store.PutFlowLimit(ctx, l, MaxFlowLimits, func(created bool) *model.AuditEntry {
+		action := AuditFlowLimitUpdated
+		if created {
+			action = AuditFlowLimitCreated
+		}
+		return auditEntry(tenantID, actor, action, flowLimitDetail(l))
+	})
 	if errors.Is(err, model.ErrFlowLimitQuota) {
 		return false, &FlowLimitQuotaError{Limit: MaxFlowLimits}
 	}
@@ -161,9 +167,11 @@ func (s *Service) ListFlowLimits(ctx context.Context, tenantID uuid.UUID, f mode
 
 // DeleteFlowLimit lifts the limits of one of the tenant's flow keys and
 // returns them as they were: model.ErrNotFound when it had none. The key's
-// tasks then go by the default ("*"), if the tenant set one.
-func (s *Service) DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error) {
-	l, err := s.store.DeleteFlowLimit(ctx, tenantID, key)
+// tasks then go by the default ("*"), if the tenant set one. The change is
+// audited as actor's.
+func (s *Service) DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string, actor string) (*model.FlowLimit, error) {
+	l, err := s.store.DeleteFlowLimit(ctx, tenantID, key,
+		auditEntry(tenantID, actor, AuditFlowLimitDeleted, map[string]any{"flow_key": key}))
 	if err != nil {
 		return nil, fmt.Errorf("delete flow limit %q: %w", key, err)
 	}

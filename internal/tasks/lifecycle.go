@@ -67,16 +67,37 @@ func (s *Service) Cancel(ctx context.Context, tenantID, id uuid.UUID) (*model.Ta
 
 // CancelMatching cancels every waiting task of the tenant that matches f and
 // says how many. It is not atomic (the store cancels in chunks): on an error
-// the tasks canceled before it stay canceled, and n counts them.
-func (s *Service) CancelMatching(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) (n int, err error) {
+// the tasks canceled before it stay canceled, and n counts them. One that
+// cancels any task is audited as actor's once over, with f and n.
+func (s *Service) CancelMatching(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter, actor string) (n int, err error) {
 	canceled, err := s.store.CancelTasks(ctx, tenantID, f)
 	for _, id := range canceled {
 		s.announce.Cancel(id)
 	}
 	if err != nil {
-		return len(canceled), fmt.Errorf("cancel tasks of tenant %s: %w", tenantID, err)
+		err = fmt.Errorf("cancel tasks of tenant %s: %w", tenantID, err)
 	}
-	return len(canceled), nil
+	if len(canceled) > 0 {
+		detail := map[string]any{"canceled": len(canceled),
+			"filter": filterDetail(f.Status, f.ScheduleID, f.PublishID, f.Topic, nil, nil, f.CreatedAfter, f.CreatedBefore)}
+		err = s.auditBulk(ctx, tenantID, actor, AuditTasksCanceled, detail, err)
+	}
+	return len(canceled), err
+}
+
+// auditBulk records a bulk change that took tasks, once it is over: with
+// the request's context gone too, since the tasks it took stay taken. err
+// is the change's own, which wins over the record's; an incomplete change
+// says so.
+func (s *Service) auditBulk(ctx context.Context, tenantID uuid.UUID, actor, action string, detail map[string]any, err error) error {
+	if err != nil {
+		detail["incomplete"] = true
+	}
+	auditErr := s.store.RecordAudit(context.WithoutCancel(ctx), *auditEntry(tenantID, actor, action, detail))
+	if err != nil {
+		return err
+	}
+	return auditErr
 }
 
 // Reschedule moves a waiting task's next attempt to at (and a scheduled
@@ -146,7 +167,10 @@ func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID
 // Replayed tasks are pending again: with max_pending_tasks set, it replays
 // only as many as the quota has room for, oldest first, and matched says how
 // many there were; with no room at all it gives a *QuotaError.
-func (s *Service) ReplayMatching(ctx context.Context, tenant *model.Tenant, f model.ReplayFilter, dryRun bool) (matched, replayed int, err error) {
+//
+// A replay (not a dry run) that replays any task is audited as actor's once
+// over, with f and the counts.
+func (s *Service) ReplayMatching(ctx context.Context, tenant *model.Tenant, f model.ReplayFilter, dryRun bool, actor string) (matched, replayed int, err error) {
 	if dryRun {
 		return s.countDead(ctx, tenant.ID, f)
 	}
@@ -168,6 +192,11 @@ func (s *Service) ReplayMatching(ctx context.Context, tenant *model.Tenant, f mo
 		s.announce.Schedule(id, at)
 	}
 	matched = max(matched, len(ids))
+	if len(ids) > 0 {
+		detail := map[string]any{"matched": matched, "replayed": len(ids),
+			"filter": filterDetail(nil, f.ScheduleID, f.PublishID, f.Topic, f.URLPrefix, f.Labels, f.CreatedAfter, f.CreatedBefore)}
+		err = s.auditBulk(ctx, tenant.ID, actor, AuditTasksReplayed, detail, err)
+	}
 	return matched, len(ids), err
 }
 

@@ -85,12 +85,12 @@ func TestCancelMatching(t *testing.T) {
 	b.exec(t, `UPDATE tasks SET status = 'dispatching' WHERE id = $1`, dispatching.ID)
 
 	status := model.StatusRetrying
-	n, err := svc.CancelMatching(t.Context(), b.tenant.ID, model.CancelFilter{Status: &status})
+	n, err := svc.CancelMatching(t.Context(), b.tenant.ID, model.CancelFilter{Status: &status}, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, []uuid.UUID{retrying.ID}, b.announcer.canceledIDs())
 
-	n, err = svc.CancelMatching(t.Context(), b.tenant.ID, model.CancelFilter{})
+	n, err = svc.CancelMatching(t.Context(), b.tenant.ID, model.CancelFilter{}, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, []uuid.UUID{retrying.ID, scheduledTask.ID}, b.announcer.canceledIDs())

@@ -61,18 +61,18 @@ func TestReplayMatching(t *testing.T) {
 	b.exec(t, `UPDATE tasks SET status = 'dead', url = 'https://elsewhere.example/', next_attempt_at = NULL WHERE id = $1`, elsewhere.ID)
 	filter := model.ReplayFilter{URLPrefix: ptr("https://example.com/")}
 
-	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, filter, true)
+	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, filter, true, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 4, matched)
 	require.Zero(t, replayed)
 	require.Empty(t, b.announcer.scheduledCalls(), "a dry run announces nothing")
-	matched, _, err = svc.ReplayMatching(t.Context(), b.tenant, filter, true)
+	matched, _, err = svc.ReplayMatching(t.Context(), b.tenant, filter, true, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 4, matched, "a dry run changes nothing")
 
 	b.clock.Advance(1500 * time.Nanosecond)
 	due := b.clock.Now().Truncate(time.Microsecond).Add(time.Microsecond)
-	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 4, matched)
 	require.Equal(t, 4, replayed)
@@ -90,7 +90,7 @@ func TestReplayMatching(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, model.StatusDead, got.Status, "outside the filter")
 
-	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, filter, false, "key:test")
 	require.NoError(t, err)
 	require.Zero(t, matched)
 	require.Zero(t, replayed)
@@ -111,7 +111,7 @@ func TestReplayHoldsThePendingQuota(t *testing.T) {
 	waiting := b.create(t, svc, time.Hour)
 	b.tenant.Limits.MaxPendingTasks = 3
 
-	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false)
+	matched, replayed, err := svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false, "key:test")
 	require.NoError(t, err)
 	require.Equal(t, 5, matched)
 	require.Equal(t, 2, replayed, "room for two beside the waiting task")
@@ -119,7 +119,7 @@ func TestReplayHoldsThePendingQuota(t *testing.T) {
 	_, err = svc.Replay(t.Context(), b.tenant, dead[4], nil)
 	var quota *tasks.QuotaError
 	require.ErrorAs(t, err, &quota)
-	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false)
+	matched, replayed, err = svc.ReplayMatching(t.Context(), b.tenant, model.ReplayFilter{}, false, "key:test")
 	require.ErrorAs(t, err, &quota)
 	require.Equal(t, 3, matched)
 	require.Zero(t, replayed)

@@ -19,8 +19,9 @@ import (
 // for the occurrences already materialised.
 
 // CreateSchedule stores a schedule of the tenant, giving it its id and
-// tenant. sc.NextRunAt is its first occurrence (nil when paused).
-func (s *Service) CreateSchedule(ctx context.Context, tenant *model.Tenant, sc *model.Schedule) error {
+// tenant. sc.NextRunAt is its first occurrence (nil when paused). The
+// creation is audited as actor's.
+func (s *Service) CreateSchedule(ctx context.Context, tenant *model.Tenant, sc *model.Schedule, actor string) error {
 	if quota := tenant.Limits.MaxSchedules; quota > 0 {
 		// Checked, not reserved, as max_pending_tasks is: concurrent
 		// creations may overshoot it by what they add together.
@@ -37,7 +38,7 @@ func (s *Service) CreateSchedule(ctx context.Context, tenant *model.Tenant, sc *
 		return fmt.Errorf("create schedule id: %w", err)
 	}
 	sc.ID, sc.TenantID = id, tenant.ID
-	if err := s.store.InsertSchedule(ctx, sc); err != nil {
+	if err := s.store.InsertSchedule(ctx, sc, auditEntry(tenant.ID, actor, AuditScheduleCreated, scheduleDetail(sc))); err != nil {
 		return fmt.Errorf("create schedule: %w", err)
 	}
 	return nil
@@ -72,9 +73,11 @@ func (s *Service) ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUI
 	return scs, cut, nil
 }
 
-// PauseSchedule stops a schedule and cancels its waiting occurrences.
-func (s *Service) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
-	sc, canceled, err := s.store.PauseSchedule(ctx, tenantID, id)
+// PauseSchedule stops a schedule and cancels its waiting occurrences; a
+// pause that changes something is audited as actor's.
+func (s *Service) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID, actor string) (*model.Schedule, error) {
+	sc, canceled, err := s.store.PauseSchedule(ctx, tenantID, id,
+		auditEntry(tenantID, actor, AuditSchedulePaused, map[string]any{"schedule_id": id}))
 	if err != nil {
 		return nil, fmt.Errorf("pause schedule %s: %w", id, err)
 	}
@@ -82,9 +85,11 @@ func (s *Service) PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*m
 	return sc, nil
 }
 
-// DeleteSchedule deletes a schedule and cancels its waiting occurrences.
-func (s *Service) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
-	sc, canceled, err := s.store.DeleteSchedule(ctx, tenantID, id)
+// DeleteSchedule deletes a schedule and cancels its waiting occurrences,
+// audited as actor's.
+func (s *Service) DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID, actor string) (*model.Schedule, error) {
+	sc, canceled, err := s.store.DeleteSchedule(ctx, tenantID, id,
+		auditEntry(tenantID, actor, AuditScheduleDeleted, map[string]any{"schedule_id": id}))
 	if err != nil {
 		return nil, fmt.Errorf("delete schedule %s: %w", id, err)
 	}
@@ -101,8 +106,9 @@ func (s *Service) forget(canceled []uuid.UUID) {
 }
 
 // ResumeSchedule restarts a paused schedule from its first occurrence after
-// now: what it missed while paused is not sent.
-func (s *Service) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error) {
+// now: what it missed while paused is not sent. A resume that changes
+// something is audited as actor's.
+func (s *Service) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, actor string) (*model.Schedule, error) {
 	now := s.clock.Now()
 	sc, err := s.store.ResumeSchedule(ctx, tenantID, id, func(sc *model.Schedule) (*time.Time, error) {
 		sch, err := schedule.Parse(sc.Cron, sc.Timezone, sc.CreatedAt)
@@ -114,7 +120,7 @@ func (s *Service) ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID) (*
 			return nil, nil
 		}
 		return &next, nil
-	})
+	}, auditEntry(tenantID, actor, AuditScheduleResumed, map[string]any{"schedule_id": id}))
 	if err != nil {
 		return nil, fmt.Errorf("resume schedule %s: %w", id, err)
 	}
@@ -162,8 +168,10 @@ func (s *Service) NextRuns(ctx context.Context, tenantID, id uuid.UUID, n int) (
 // unique (schedule, occurrence) index keeps a second from being made.
 //
 // A change that leaves the schedule as it was writes nothing (UpdatedAt is
-// kept). Another tenant's, a deleted or an unknown id is model.ErrNotFound.
-func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, edit func(*model.Schedule) (*model.Schedule, error)) (*model.Schedule, error) {
+// kept, nothing audited). Another tenant's, a deleted or an unknown id is
+// model.ErrNotFound. A change is audited as actor's, with the schedule as
+// written.
+func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, edit func(*model.Schedule) (*model.Schedule, error), actor string) (*model.Schedule, error) {
 	now := s.clock.Now()
 	sc, canceled, err := s.store.UpdateSchedule(ctx, tenantID, id, func(before *model.Schedule) (*model.Schedule, error) {
 		want, err := edit(before)
@@ -193,6 +201,8 @@ func (s *Service) UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, ed
 			return before, nil
 		}
 		return &after, nil
+	}, func(written *model.Schedule) *model.AuditEntry {
+		return auditEntry(tenantID, actor, AuditScheduleUpdated, scheduleDetail(written))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("update schedule %s: %w", id, err)

@@ -24,7 +24,7 @@ func (b *testBundle) createSchedule(t *testing.T, svc *tasks.Service) *model.Sch
 		MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute,
 		NextRunAt: &next, CreatedAt: b.clock.Now(),
 	}
-	require.NoError(t, svc.CreateSchedule(t.Context(), b.tenant, sc))
+	require.NoError(t, svc.CreateSchedule(t.Context(), b.tenant, sc, "key:test"))
 	require.NotEqual(t, uuid.Nil, sc.ID)
 	require.Equal(t, b.tenant.ID, sc.TenantID)
 	return sc
@@ -59,7 +59,7 @@ func (b *testBundle) materialize(t *testing.T) (first, second store.DueTask) {
 // finish.
 func TestStopSchedule(t *testing.T) {
 	t.Parallel()
-	for name, stop := range map[string]func(*tasks.Service, context.Context, uuid.UUID, uuid.UUID) (*model.Schedule, error){
+	for name, stop := range map[string]func(*tasks.Service, context.Context, uuid.UUID, uuid.UUID, string) (*model.Schedule, error){
 		"pause":  (*tasks.Service).PauseSchedule,
 		"delete": (*tasks.Service).DeleteSchedule,
 	} {
@@ -70,7 +70,7 @@ func TestStopSchedule(t *testing.T) {
 			first, second := b.materialize(t)
 			b.exec(t, `UPDATE tasks SET status = 'dispatching', attempts = 1 WHERE id = $1`, first.ID)
 
-			got, err := stop(svc, t.Context(), b.tenant.ID, sc.ID)
+			got, err := stop(svc, t.Context(), b.tenant.ID, sc.ID, "key:test")
 			require.NoError(t, err)
 			require.Equal(t, sc.ID, got.ID)
 			require.Equal(t, []uuid.UUID{second.ID}, b.announcer.canceledIDs())
@@ -80,7 +80,7 @@ func TestStopSchedule(t *testing.T) {
 				require.Equal(t, want, task.Status)
 			}
 
-			_, err = stop(svc, t.Context(), b.tenant.ID, uuid.New())
+			_, err = stop(svc, t.Context(), b.tenant.ID, uuid.New(), "key:test")
 			require.ErrorIs(t, err, model.ErrNotFound)
 		})
 	}
@@ -92,12 +92,12 @@ func TestResumeSchedule(t *testing.T) {
 	t.Parallel()
 	svc, b := setup(t, setupConfig{})
 	sc := b.createSchedule(t, svc)
-	_, err := svc.PauseSchedule(t.Context(), b.tenant.ID, sc.ID)
+	_, err := svc.PauseSchedule(t.Context(), b.tenant.ID, sc.ID, "key:test")
 	require.NoError(t, err)
 
 	created := sc.CreatedAt.UTC()
 	b.clock.Advance(time.Minute + 5*time.Second)
-	got, err := svc.ResumeSchedule(t.Context(), b.tenant.ID, sc.ID)
+	got, err := svc.ResumeSchedule(t.Context(), b.tenant.ID, sc.ID, "key:test")
 	require.NoError(t, err)
 	require.False(t, got.Paused)
 	require.Equal(t, created.Add(70*time.Second), got.NextRunAt.UTC())
@@ -108,7 +108,7 @@ func TestResumeSchedule(t *testing.T) {
 		created.Add(70 * time.Second), created.Add(80 * time.Second), created.Add(90 * time.Second),
 	}, runs, "in the schedule's zone, UTC")
 
-	_, err = svc.ResumeSchedule(t.Context(), b.tenant.ID, uuid.New())
+	_, err = svc.ResumeSchedule(t.Context(), b.tenant.ID, uuid.New(), "key:test")
 	require.ErrorIs(t, err, model.ErrNotFound)
 	_, err = svc.NextRuns(t.Context(), b.tenant.ID, uuid.New(), 3)
 	require.ErrorIs(t, err, model.ErrNotFound)

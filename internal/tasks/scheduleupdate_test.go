@@ -29,29 +29,29 @@ func TestUpdateSchedule(t *testing.T) {
 	}
 
 	// The request alone: the next occurrence stays.
-	got, err := svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.URL = "https://example.com/v2" }))
+	got, err := svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.URL = "https://example.com/v2" }), "key:test")
 	require.NoError(t, err)
 	require.Equal(t, "https://example.com/v2", got.URL)
 	require.Equal(t, created.Add(10*time.Second), got.NextRunAt.UTC())
 
 	// A new recurrence: from now, @every anchored at the creation.
 	b.clock.Advance(25 * time.Second)
-	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Cron = "@every 20s" }))
+	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Cron = "@every 20s" }), "key:test")
 	require.NoError(t, err)
 	require.Equal(t, created.Add(40*time.Second), got.NextRunAt.UTC())
 
 	// Nothing changed: nothing written.
-	same, err := svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(*model.Schedule) {}))
+	same, err := svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(*model.Schedule) {}), "key:test")
 	require.NoError(t, err)
 	require.Equal(t, got.UpdatedAt, same.UpdatedAt)
 
 	refused := errors.New("refused")
-	_, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, func(*model.Schedule) (*model.Schedule, error) { return nil, refused })
+	_, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, func(*model.Schedule) (*model.Schedule, error) { return nil, refused }, "key:test")
 	require.ErrorIs(t, err, refused)
 
 	// Paused: its waiting occurrences are canceled, and their timers dropped.
 	first, second := b.materialize(t)
-	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Paused = true }))
+	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Paused = true }), "key:test")
 	require.NoError(t, err)
 	require.True(t, got.Paused)
 	require.Nil(t, got.NextRunAt)
@@ -59,11 +59,11 @@ func TestUpdateSchedule(t *testing.T) {
 
 	// Unpaused: from the first occurrence after now.
 	b.clock.Advance(time.Minute)
-	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Paused = false }))
+	got, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, sc.ID, edit(func(s *model.Schedule) { s.Paused = false }), "key:test")
 	require.NoError(t, err)
 	require.False(t, got.Paused)
 	require.Equal(t, created.Add(100*time.Second), got.NextRunAt.UTC())
 
-	_, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, uuid.New(), edit(func(*model.Schedule) {}))
+	_, err = svc.UpdateSchedule(t.Context(), b.tenant.ID, uuid.New(), edit(func(*model.Schedule) {}), "key:test")
 	require.ErrorIs(t, err, model.ErrNotFound)
 }

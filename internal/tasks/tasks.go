@@ -41,7 +41,9 @@ type Announcer interface {
 }
 
 // Store is where tasks and schedules live: the store methods the Service
-// calls. *store.DB is one.
+// calls. *store.DB is one. A change to a tenant's configuration (topics,
+// flow limits, schedules) takes the audit entry that records it, to be
+// written in the same transaction.
 type Store interface {
 	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
 	CountSchedules(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
@@ -61,28 +63,33 @@ type Store interface {
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 	ListNodes(ctx context.Context) ([]model.Node, error)
 
-	PutTopic(ctx context.Context, t *model.Topic, maxTopics int) (created bool, err error)
+	PutTopic(ctx context.Context, t *model.Topic, maxTopics int, audit func(created bool) *model.AuditEntry) (created bool, err error)
 	GetTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error)
 	GetTopics(ctx context.Context, tenantID uuid.UUID, names []string) (map[string]*model.Topic, error)
 	ListTopics(ctx context.Context, tenantID uuid.UUID, f model.TopicFilter) ([]*model.Topic, error)
-	DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error)
+	DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string, audit *model.AuditEntry) (*model.Topic, error)
 	InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task, notifyBefore time.Time) ([]model.PublishResult, []model.InsertResult, error)
 	GetPublish(ctx context.Context, tenantID, id uuid.UUID) (*model.Publish, error)
 	HasPublishKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
 
-	PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int) (created bool, err error)
+	PutFlowLimit(ctx context.Context, l *model.FlowLimit, maxLimits int, audit func(created bool) *model.AuditEntry) (created bool, err error)
 	GetFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error)
 	ListFlowLimits(ctx context.Context, tenantID uuid.UUID, f model.FlowLimitFilter) ([]*model.FlowLimit, error)
-	DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string) (*model.FlowLimit, error)
+	DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string, audit *model.AuditEntry) (*model.FlowLimit, error)
 
-	InsertSchedule(ctx context.Context, s *model.Schedule) error
+	InsertSchedule(ctx context.Context, s *model.Schedule, audit *model.AuditEntry) error
 	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
 	ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error)
 	ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter, budget int64) ([]*model.Schedule, bool, error)
-	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
-	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, []uuid.UUID, error)
-	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error)) (*model.Schedule, error)
-	UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change func(*model.Schedule) (*model.Schedule, error)) (*model.Schedule, []uuid.UUID, error)
+	PauseSchedule(ctx context.Context, tenantID, id uuid.UUID, audit *model.AuditEntry) (*model.Schedule, []uuid.UUID, error)
+	DeleteSchedule(ctx context.Context, tenantID, id uuid.UUID, audit *model.AuditEntry) (*model.Schedule, []uuid.UUID, error)
+	ResumeSchedule(ctx context.Context, tenantID, id uuid.UUID, next func(*model.Schedule) (*time.Time, error), audit *model.AuditEntry) (*model.Schedule, error)
+	UpdateSchedule(ctx context.Context, tenantID, id uuid.UUID, change func(*model.Schedule) (*model.Schedule, error),
+		audit func(*model.Schedule) *model.AuditEntry) (*model.Schedule, []uuid.UUID, error)
+
+	// RecordAudit records an audit entry on its own: for the bulk changes,
+	// which commit in chunks.
+	RecordAudit(ctx context.Context, entry model.AuditEntry) error
 
 	StatsStore
 }

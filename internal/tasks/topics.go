@@ -247,10 +247,16 @@ func (s *Service) GetPublish(ctx context.Context, tenantID, id uuid.UUID) (*mode
 
 // PutTopic creates the tenant's topic t.Name or replaces its description and
 // endpoints, already valid, and says which. A new topic past MaxTopics is a
-// *TopicQuotaError.
-func (s *Service) PutTopic(ctx context.Context, tenant *model.Tenant, t *model.Topic) (created bool, err error) {
+// *TopicQuotaError. The change is audited as actor's.
+func (s *Service) PutTopic(ctx context.Context, tenant *model.Tenant, t *model.Topic, actor string) (created bool, err error) {
 	t.TenantID = tenant.ID
-	created, err = s.store.PutTopic(ctx, t, MaxTopics)
+	created, err = s.store.PutTopic(ctx, t, MaxTopics, func(created bool) *model.AuditEntry {
+		action := AuditTopicUpdated
+		if created {
+			action = AuditTopicCreated
+		}
+		return auditEntry(tenant.ID, actor, action, topicDetail(t))
+	})
 	if errors.Is(err, model.ErrTopicQuota) {
 		return false, &TopicQuotaError{Limit: MaxTopics}
 	}
@@ -281,9 +287,9 @@ func (s *Service) ListTopics(ctx context.Context, tenantID uuid.UUID, f model.To
 
 // DeleteTopic deletes one of the tenant's topics and returns it as it was:
 // model.ErrNotFound when it has none of that name. The tasks published to
-// it are left as they are.
-func (s *Service) DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string) (*model.Topic, error) {
-	t, err := s.store.DeleteTopic(ctx, tenantID, name)
+// it are left as they are. The change is audited as actor's.
+func (s *Service) DeleteTopic(ctx context.Context, tenantID uuid.UUID, name string, actor string) (*model.Topic, error) {
+	t, err := s.store.DeleteTopic(ctx, tenantID, name, auditEntry(tenantID, actor, AuditTopicDeleted, map[string]any{"topic": name}))
 	if err != nil {
 		return nil, fmt.Errorf("delete topic %q: %w", name, err)
 	}

@@ -22,7 +22,7 @@ func TestBatchPublishesThroughTheSharedPath(t *testing.T) {
 	svc, b := setup(t, setupConfig{})
 	ctx := t.Context()
 	_, err := svc.PutTopic(ctx, b.tenant, &model.Topic{Name: "orders", Endpoints: []model.TopicEndpoint{
-		{URL: "https://billing.example/hook", Name: "billing"}, {URL: "https://shipping.example/hook"}}})
+		{URL: "https://billing.example/hook", Name: "billing"}, {URL: "https://shipping.example/hook"}}}, "key:test")
 	require.NoError(t, err)
 	topic := "orders"
 	published := func() *model.Task {

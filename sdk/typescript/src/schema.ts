@@ -320,7 +320,8 @@ export interface paths {
          * Sign in to the dashboard
          * @description Exchanges an API key (a tenant) or the admin token (the operator) for a dashboard session: the
          *     answer sets an HttpOnly, SameSite=Strict cookie `hookwheel_session` (Secure when the call came
-         *     over TLS) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
+         *     over TLS: the connection's own, or one a proxy listed in `HOOKWHEEL_TRUSTED_PROXIES` reports in
+         *     `X-Forwarded-Proto`) holding a signed token valid for an hour, renewed by `GET /v1/session` up to twelve
          *     hours after signing in. The credential is checked once and never kept in the cookie.
          *
          *     A call made with the cookie instead of an `Authorization` header is authenticated as the key
@@ -328,13 +329,18 @@ export interface paths {
          *     `csrf_token` in an `X-CSRF-Token` header, or it gets 403 `csrf-token-mismatch`. A revoked or
          *     expired key ends its sessions; changing `HOOKWHEEL_ADMIN_TOKEN` ends every operator session.
          *     Failed sign-ins count against the client address like invalid API keys.
+         *
+         *     Sign-ins are in the audit log with the client's address (`session.signed_in`), and so are
+         *     refused ones with a key that exists (`session.sign_in_failed`, with why: `wrong secret`,
+         *     `revoked` or `expired`), in that key's tenant's log.
          */
         post: operations["signIn"];
         /**
          * Sign out of the dashboard
          * @description Deletes the session cookie. With a valid session the call must carry its `X-CSRF-Token`, so
-         *     that another site cannot sign a person out; without one it only deletes the cookie. A copy of
-         *     the token taken before signing out stays valid until it expires (at most an hour).
+         *     that another site cannot sign a person out; without one it only deletes the cookie. The end of
+         *     a valid session is in the audit log (`session.signed_out`). A copy of the token taken before
+         *     signing out stays valid until it expires (at most an hour).
          */
         delete: operations["signOut"];
         options?: never;
@@ -1105,8 +1111,10 @@ export interface paths {
         /**
          * The caller's audit log
          * @description Changes to the calling tenant's configuration and credentials, newest first: keys created and
-         *     revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
-         *     `operator`, `cli` or `key:<key id>`.
+         *     revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
+         *     and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
+         *     `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+         *     Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
          */
         get: operations["listTenantAudit"];
         put?: never;
@@ -1180,7 +1188,8 @@ export interface paths {
         /**
          * The audit log
          * @description Every change to tenants' configuration and credentials and to the installation's (such as
-         *     `hookwheel secrets rekey`), newest first; `tenant_id` narrows it to one tenant.
+         *     `hookwheel secrets rekey`), and every dashboard sign-in, newest first; `tenant_id` narrows it
+         *     to one tenant. Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
          */
         get: operations["listAudit"];
         put?: never;
@@ -1304,15 +1313,26 @@ export interface components {
             id: string;
             /** Format: uuid */
             tenant_id?: string | null;
-            /** @description `operator` (admin API), `cli` (the hookwheel command) or `key:<key id>`. */
+            /**
+             * @description `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
+             *     `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+             */
             actor: string;
             /**
              * @description `tenant.created`, `tenant.retry_changed`, `tenant.limits_changed`,
              *     `tenant.target_grants_changed`, `tenant.retention_changed`, `key.created`, `key.revoked`,
-             *     `signing_secret.rotated` or `secrets.rekeyed`.
+             *     `signing_secret.rotated`, `secrets.rekeyed`; `topic.created`, `topic.updated`,
+             *     `topic.deleted`; `flow_limit.created`, `flow_limit.updated`, `flow_limit.deleted`;
+             *     `schedule.created`, `schedule.updated`, `schedule.paused`, `schedule.resumed`,
+             *     `schedule.deleted`; `tasks.canceled` and `tasks.replayed` (a bulk cancel or replay that took
+             *     any task: its `filter` and how many); `session.signed_in`, `session.sign_in_failed`,
+             *     `session.signed_out` (with the client's `ip`).
              */
             action: string;
-            /** @description What changed. Never a secret. */
+            /**
+             * @description What changed. Never a secret: a webhook URL appears by its origin only (`target`,
+             *     `url_origin`), headers and bodies not at all.
+             */
             detail: {
                 [key: string]: unknown;
             };

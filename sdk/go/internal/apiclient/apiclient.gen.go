@@ -362,14 +362,21 @@ type AttemptOutcome string
 type AuditEntry struct {
 	// Action `tenant.created`, `tenant.retry_changed`, `tenant.limits_changed`,
 	// `tenant.target_grants_changed`, `tenant.retention_changed`, `key.created`, `key.revoked`,
-	// `signing_secret.rotated` or `secrets.rekeyed`.
+	// `signing_secret.rotated`, `secrets.rekeyed`; `topic.created`, `topic.updated`,
+	// `topic.deleted`; `flow_limit.created`, `flow_limit.updated`, `flow_limit.deleted`;
+	// `schedule.created`, `schedule.updated`, `schedule.paused`, `schedule.resumed`,
+	// `schedule.deleted`; `tasks.canceled` and `tasks.replayed` (a bulk cancel or replay that took
+	// any task: its `filter` and how many); `session.signed_in`, `session.sign_in_failed`,
+	// `session.signed_out` (with the client's `ip`).
 	Action string `json:"action"`
 
-	// Actor `operator` (admin API), `cli` (the hookwheel command) or `key:<key id>`.
+	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
+	// `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
 	Actor string    `json:"actor"`
 	At    time.Time `json:"at"`
 
-	// Detail What changed. Never a secret.
+	// Detail What changed. Never a secret: a webhook URL appears by its origin only (`target`,
+	// `url_origin`), headers and bodies not at all.
 	Detail   map[string]interface{} `json:"detail"`
 	ID       openapi_types.UUID     `json:"id"`
 	TenantID *openapi_types.UUID    `json:"tenant_id,omitempty"`
@@ -1903,8 +1910,10 @@ type ClientInterface interface {
 	// ListTenantAudit The caller's audit log
 	//
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
-	// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
-	// `operator`, `cli` or `key:<key id>`.
+	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
+	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
+	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 	ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2817,8 +2826,10 @@ type ClientInterface interface {
 // ListTenantAudit The caller's audit log
 //
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
-// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
-// `operator`, `cli` or `key:<key id>`.
+// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
+// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
+// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
 func (c *Client) ListTenantAudit(ctx context.Context, params *ListTenantAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5981,8 +5992,10 @@ type ClientWithResponsesInterface interface {
 	// ListTenantAuditWithResponse The caller's audit log
 	//
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
-	// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
-	// `operator`, `cli` or `key:<key id>`.
+	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
+	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
+	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10303,8 +10316,10 @@ func (r PutTopicResponse) ContentType() string {
 // ListTenantAuditWithResponse The caller's audit log
 //
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
-// revoked, signing secrets rotated, and the operator's changes to its settings. `actor` is
-// `operator`, `cli` or `key:<key id>`.
+// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
+// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
+// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Returns a wrapper object for the known response body format(s).
 //
