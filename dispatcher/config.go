@@ -71,6 +71,12 @@ type Config struct {
 	// (the API refuses more than its own, equal, bound; tasks stored before
 	// it was lowered are cut to it). Default 5m.
 	MaxTimeout time.Duration
+	// DefaultLimits are the node's limits for tenants that set none of
+	// their own, field by field (model.Limits.Resolve): the dispatch rate
+	// and concurrency per target host and the per-attempt max_timeout.
+	// Default none: a tenant is limited only by what it sets. The binary
+	// sets model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
+	DefaultLimits model.Limits
 	// ShutdownTimeout bounds how long Run waits for the sends in flight
 	// once its context ends; then they are cut off, recorded as
 	// interrupted and due again at once. Default 30s.

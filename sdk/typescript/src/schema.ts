@@ -944,8 +944,9 @@ export interface paths {
         };
         /**
          * The caller's limits and usage
-         * @description The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-         *     much of the pending-task quota is in use. Like every tenant call, this one counts against the
+         * @description The rate limits and quotas that apply to the calling tenant (its own where the operator set
+         *     them, else the node's defaults; an absent field is unlimited), and how much of the
+         *     pending-task quota is in use. Like every tenant call, this one counts against the
          *     tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
          *     `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
          */
@@ -1324,10 +1325,20 @@ export interface components {
             name: string;
         };
         /**
-         * @description A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-         *     whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-         *     that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-         *     apply from the tenant's next call; dispatch limits within a few seconds.
+         * @description A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+         *     listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+         *     never given limits has the node's defaults, not none. The object reads two ways:
+         *
+         *     - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+         *       field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+         *       PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+         *       node's defaults for all.
+         *     - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+         *       field by field, else the node's default. An absent field is unlimited.
+         *
+         *     Defaults are applied when the tenant is read, never copied into it: changing a node default
+         *     changes every tenant that does not set that field. API limits apply from the tenant's next
+         *     call (within 2 s on other nodes); dispatch limits within a few seconds.
          */
         TenantLimits: {
             /**
@@ -1768,6 +1779,11 @@ export interface components {
             retry: components["schemas"]["RetryDefaults"];
             limits: components["schemas"]["TenantLimits"];
             /**
+             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
+             *     is unlimited. A field present here and absent from `limits` comes from the node default.
+             */
+            effective_limits: components["schemas"]["TenantLimits"];
+            /**
              * @description Private address ranges this tenant's webhooks may reach although they are blocked to
              *     every other tenant (an internal service of the tenant's own, say). Empty unless granted.
              */
@@ -1796,6 +1812,11 @@ export interface components {
         TenantUpdateRequest: {
             retry?: components["schemas"]["RetryDefaultsUpdate"];
             limits?: components["schemas"]["TenantLimits"];
+            /**
+             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
+             *     is unlimited. A field present here and absent from `limits` comes from the node default.
+             */
+            effective_limits?: components["schemas"]["TenantLimits"];
             /**
              * @description Replaces the ranges granted to this tenant alone (`[]` or `null` withdraws them): CIDRs
              *     its webhooks may reach although private, as `HOOKWHEEL_TARGET_ALLOW_CIDRS` allows them
@@ -2764,6 +2785,15 @@ export interface operations {
                      *             "api_burst": 200,
                      *             "max_pending_tasks": 1000000
                      *           },
+                     *           "effective_limits": {
+                     *             "api_rate": 100,
+                     *             "api_burst": 200,
+                     *             "max_pending_tasks": 1000000,
+                     *             "max_schedules": 10,
+                     *             "max_timeout": "30s",
+                     *             "dispatch_rate": 10,
+                     *             "dispatch_concurrency": 10
+                     *           },
                      *           "retention": null,
                      *           "waiting_tasks": 1532
                      *         },
@@ -2777,6 +2807,15 @@ export interface operations {
                      *             "max_backoff": "10m"
                      *           },
                      *           "limits": {},
+                     *           "effective_limits": {
+                     *             "api_rate": 10,
+                     *             "api_burst": 20,
+                     *             "max_pending_tasks": 1000,
+                     *             "max_schedules": 10,
+                     *             "max_timeout": "30s",
+                     *             "dispatch_rate": 10,
+                     *             "dispatch_concurrency": 10
+                     *           },
                      *           "target_allow_cidrs": [
                      *             "10.20.0.0/16"
                      *           ],

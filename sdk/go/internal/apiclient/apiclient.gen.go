@@ -1369,10 +1369,20 @@ type TaskStats struct {
 //   - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
-// TenantLimits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-// apply from the tenant's next call; dispatch limits within a few seconds.
+// TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+// never given limits has the node's defaults, not none. The object reads two ways:
+//
+//   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+//     node's defaults for all.
+//   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+//     field by field, else the node's default. An absent field is unlimited.
+//
+// Defaults are applied when the tenant is read, never copied into it: changing a node default
+// changes every tenant that does not set that field. API limits apply from the tenant's next
+// call (within 2 s on other nodes); dispatch limits within a few seconds.
 type TenantLimits struct {
 	// APIBurst API requests allowed at once above the rate. Default the rate rounded down (at least 1).
 	// Only with `api_rate`; at most 1,000,000.
@@ -1422,10 +1432,20 @@ type TenantLimits struct {
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
-	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-	// apply from the tenant's next call; dispatch limits within a few seconds.
+	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+	// never given limits has the node's defaults, not none. The object reads two ways:
+	//
+	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+	//   node's defaults for all.
+	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+	//   field by field, else the node's default. An absent field is unlimited.
+	//
+	// Defaults are applied when the tenant is read, never copied into it: changing a node default
+	// changes every tenant that does not set that field. API limits apply from the tenant's next
+	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
@@ -1953,8 +1973,9 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
@@ -2958,8 +2979,9 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+// them, else the node's defaults; an absent field is unlimited), and how much of the
+// pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
@@ -6001,8 +6023,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
@@ -10374,8 +10397,9 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+// them, else the node's defaults; an absent field is unlimited), and how much of the
+// pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
