@@ -127,6 +127,13 @@ type Config struct {
 	// attempts), and so the rows it locks and the time it holds them.
 	// Default 1000.
 	RetentionBatch int
+	// IdempotencyWindow is how long after its creation an idempotency key
+	// stays taken once retention purged its task (or publish): a repeat
+	// inside it answers the purged task and sends nothing. The purger
+	// writes the key aside as it deletes the row, and forgets it when the
+	// window has passed, in batches of RetentionBatch. Default 24h;
+	// ForgetKeys remembers none.
+	IdempotencyWindow time.Duration
 	// NodeName names this node in the nodes table. Default: the host name.
 	NodeName string
 	// NodeTTL is how long this node's registration and partition leases
@@ -190,6 +197,10 @@ type Config struct {
 // KeepForever as Config.Retention keeps finished tasks until their tenant
 // is given a retention of its own.
 const KeepForever time.Duration = -1
+
+// ForgetKeys as Config.IdempotencyWindow remembers no purged task's key: a
+// repeat after the purge creates a new task.
+const ForgetKeys time.Duration = -1
 
 func (c *Config) setDefaults() error {
 	if c.DB == nil {
@@ -271,6 +282,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = 10 * time.Second
+	}
+	switch {
+	case c.IdempotencyWindow == 0:
+		c.IdempotencyWindow = 24 * time.Hour
+	case c.IdempotencyWindow < 0 && c.IdempotencyWindow != ForgetKeys:
+		return fmt.Errorf("dispatcher: IdempotencyWindow %s is negative; ForgetKeys remembers none", c.IdempotencyWindow)
 	}
 	if c.RetentionBatch <= 0 {
 		c.RetentionBatch = 1000

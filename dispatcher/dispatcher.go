@@ -197,6 +197,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.purger = newPurger(purgerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Retention: retention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
+		IdempotencyWindow: max(0, cfg.IdempotencyWindow),
 		// Any one partition would do: exactly one live node holds its
 		// lease, and during a handover two may both purge for a moment,
 		// which only deletes the same rows (each skips those the other

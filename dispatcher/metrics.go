@@ -141,7 +141,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_retention_purged_total",
-			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention) and their attempts.",
+			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
 		}, []string{"kind"}),
 	}
 	collectors := []prometheus.Collector{

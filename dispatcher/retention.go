@@ -14,12 +14,16 @@ import (
 const (
 	purgedTasks    = "tasks"
 	purgedAttempts = "attempts"
+	// purgedKeys are remembered idempotency keys forgotten once their
+	// window passed.
+	purgedKeys = "idempotency_keys"
 )
 
 // purgerStore is what the purger needs of Postgres.
 type purgerStore interface {
 	PurgeFinished(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
+	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
 }
 
 // purgerConfig configures newPurger. Every field is required.
@@ -34,8 +38,12 @@ type purgerConfig struct {
 	Retention time.Duration
 	// Interval is the wait after a pass that left nothing to purge.
 	Interval time.Duration
-	// Batch caps the tasks deleted by one statement.
+	// Batch caps the tasks deleted by one statement, and the remembered
+	// idempotency keys forgotten by another.
 	Batch int
+	// IdempotencyWindow is how long after their creation the keys of
+	// purged tasks and publishes are remembered; 0 remembers none.
+	IdempotencyWindow time.Duration
 	// Leader says whether this node purges now: one node at a time does,
 	// the others only measure.
 	Leader func() bool
@@ -84,7 +92,7 @@ func (p *purger) Run(ctx context.Context) {
 func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	start := p.cfg.Clock.Now()
 	r, err := p.cfg.Store.PurgeFinished(ctx, store.PurgeParams{
-		Now: start, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch,
+		Now: start, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch, IdempotencyWindow: p.cfg.IdempotencyWindow,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -96,9 +104,20 @@ func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	p.cfg.Metrics.purged.WithLabelValues(purgedTasks).Add(float64(r.Tasks))
 	p.cfg.Metrics.purged.WithLabelValues(purgedAttempts).Add(float64(r.Attempts))
 	if r.Tasks > 0 {
-		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts)
+		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts, "keys_remembered", r.Remembered)
 	}
-	return r.Tasks >= p.cfg.Batch, p.cfg.Clock.Now().Sub(start)
+	// Keys whose window has passed are forgotten by the same passes, in
+	// batches as bounded.
+	expired, err := p.cfg.Store.ExpireIdempotencyKeys(ctx, start.Add(-p.cfg.IdempotencyWindow), p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Metrics.storeErrors.WithLabelValues("purge").Inc()
+			p.cfg.Logger.Error("forgetting expired idempotency keys failed; will retry", "err", err, "retry_in", p.cfg.Interval)
+		}
+		expired = 0
+	}
+	p.cfg.Metrics.purged.WithLabelValues(purgedKeys).Add(float64(expired))
+	return r.Tasks >= p.cfg.Batch || expired >= p.cfg.Batch, p.cfg.Clock.Now().Sub(start)
 }
 
 // measure reads when the oldest finished task kept finished. Every node

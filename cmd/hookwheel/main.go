@@ -116,6 +116,8 @@ Environment:
                           HOOKWHEEL_METRICS_ADDR's (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
   HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
+  HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
+                          even once retention purged the task (default 24h; 0: until the purge)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
@@ -208,6 +210,8 @@ type environment struct {
 	pprofAddr   string
 	metricsAddr string
 	topTargets  int
+	// idempotencyWindow: HOOKWHEEL_IDEMPOTENCY_WINDOW (see dispatcher.Config).
+	idempotencyWindow time.Duration
 	// defaultLimits: HOOKWHEEL_DEFAULT_* over model.DefaultNodeLimits.
 	defaultLimits model.Limits
 }
@@ -293,6 +297,17 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	}
 	if e.retention, err = retentionEnv(getenv("HOOKWHEEL_RETENTION")); err != nil {
 		return e, err
+	}
+	if v := getenv("HOOKWHEEL_IDEMPOTENCY_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case v == "0" || (err == nil && d == 0):
+			e.idempotencyWindow = dispatcher.ForgetKeys
+		case err != nil || d < time.Second:
+			return e, fmt.Errorf("HOOKWHEEL_IDEMPOTENCY_WINDOW: want a duration of at least 1s such as 24h, or 0 to forget a key when its task is purged, got %q", v)
+		default:
+			e.idempotencyWindow = d
+		}
 	}
 	if e.defaultLimits, err = defaultLimitsEnv(getenv); err != nil {
 		return e, err
@@ -449,7 +464,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Dispatcher: dispatcher.Config{
 			Senders: env.senders, SendersPerTenant: env.perTenant,
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
-			MetricsTopTargets: env.topTargets,
+			MetricsTopTargets: env.topTargets, IdempotencyWindow: env.idempotencyWindow,
 		},
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		DefaultLimits:   env.defaultLimits,
