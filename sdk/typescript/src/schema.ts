@@ -124,7 +124,9 @@ export interface paths {
          *     Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
          *     key creates the task (201); a repeat with the same key and the same body returns the same task
          *     with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-         *     same key and a different body gets 422. Keys are scoped to the tenant.
+         *     same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+         *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+         *     task (see the `Idempotency-Key` parameter).
          *
          *     ## Publishing to a topic
          *
@@ -1828,8 +1830,9 @@ export interface components {
              * @description How long the tenant's finished tasks and their attempts are kept after they finished,
              *     as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
              *     `HOOKWHEEL_RETENTION`. It applies from the purger's next pass, to tasks already finished
-             *     too: shortening it deletes at once those now past it. Once deleted, a task is 404 and its
-             *     `Idempotency-Key` is free again.
+             *     too: shortening it deletes at once those now past it. Once deleted, a task is 404; its
+             *     `Idempotency-Key` stays taken until `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's
+             *     creation has passed.
              * @example 720h
              */
             retention?: string | null;
@@ -2730,9 +2733,13 @@ export interface components {
          *     repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
          *     as the `Idempotency-Key` header of every webhook attempt.
          *
-         *     A key is held by its task for as long as the task is kept: once the task has finished and its
-         *     retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-         *     the task is deleted and the key is free again; a request reusing it then creates a new task.
+         *     A key is held by its task for as long as the task is kept, and at least
+         *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+         *     (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+         *     window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+         *     `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+         *     them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+         *     again: a request reusing it creates a new task. Publishes' keys are kept the same way.
          */
         IdempotencyKey: string;
     };
@@ -3123,9 +3130,13 @@ export interface operations {
                  *     repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
                  *     as the `Idempotency-Key` header of every webhook attempt.
                  *
-                 *     A key is held by its task for as long as the task is kept: once the task has finished and its
-                 *     retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-                 *     the task is deleted and the key is free again; a request reusing it then creates a new task.
+                 *     A key is held by its task for as long as the task is kept, and at least
+                 *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+                 *     (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+                 *     window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+                 *     `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+                 *     them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+                 *     again: a request reusing it creates a new task. Publishes' keys are kept the same way.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -3140,7 +3151,9 @@ export interface operations {
         responses: {
             /**
              * @description A repeat of an earlier request with the same `Idempotency-Key` and the same body: the task
-             *     (or the publish) that request created, as it is now. Nothing new was scheduled.
+             *     (or the publish) that request created, as it is now, or as it was when retention deleted it
+             *     (without its body and headers, a publish without its tasks) inside
+             *     `HOOKWHEEL_IDEMPOTENCY_WINDOW`. Nothing new was scheduled.
              */
             200: {
                 headers: {

@@ -1656,9 +1656,13 @@ type CreateTaskParams struct {
 	// repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
 	// as the `Idempotency-Key` header of every webhook attempt.
 	//
-	// A key is held by its task for as long as the task is kept: once the task has finished and its
-	// retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-	// the task is deleted and the key is free again; a request reusing it then creates a new task.
+	// A key is held by its task for as long as the task is kept, and at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+	// (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+	// window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+	// `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+	// them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+	// again: a request reusing it creates a new task. Publishes' keys are kept the same way.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -2300,7 +2304,9 @@ type ClientInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -2346,7 +2352,9 @@ type ClientInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -3506,7 +3514,9 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -3562,7 +3572,9 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -6376,7 +6388,9 @@ type ClientWithResponsesInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -6422,7 +6436,9 @@ type ClientWithResponsesInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -10870,7 +10886,9 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -10922,7 +10940,9 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
