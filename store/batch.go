@@ -47,7 +47,7 @@ inserted AS (
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
 		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key
 	FROM input
-	WHERE idempotency_key IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_keys ik
+	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
 		WHERE ik.tenant_id = input.tenant_id AND ik.kind = 'task' AND ik.key = input.idempotency_key)
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING

@@ -31,7 +31,7 @@ INSERT INTO publishes (id, tenant_id, topic, idempotency_key, request_hash, task
 SELECT id, tenant_id, topic, idempotency_key, request_hash, task_count
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::integer[])
 	AS i(id, tenant_id, topic, idempotency_key, request_hash, task_count)
-WHERE idempotency_key IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_keys ik
+WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
 	WHERE ik.tenant_id = i.tenant_id AND ik.kind = 'publish' AND ik.key = i.idempotency_key)
 ORDER BY tenant_id, idempotency_key
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
