@@ -258,7 +258,8 @@ func tenantJSON(t *model.Tenant) openapi.Tenant {
 			MinBackoff:  formatDuration(p.MinBackoff),
 			MaxBackoff:  formatDuration(p.MaxBackoff),
 		},
-		Limits:           limitsJSON(t.Limits),
+		Limits:           overridesJSON(t.LimitOverrides),
+		EffectiveLimits:  limitsJSON(t.Limits),
 		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
 		Retention:        formatOptionalDuration(t.Retention),
 	}
@@ -365,6 +366,7 @@ func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
 		CreatedAt:        j.CreatedAt,
 		Retry:            j.Retry,
 		Limits:           j.Limits,
+		EffectiveLimits:  j.EffectiveLimits,
 		TargetAllowCidrs: j.TargetAllowCidrs,
 		Retention:        j.Retention,
 		WaitingTasks:     t.WaitingTasks,

@@ -110,6 +110,13 @@ type harness struct {
 // the api.Config before the server is built.
 func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 	t.Helper()
+	return newHarnessDefaults(t, model.Limits{}, opts...)
+}
+
+// newHarnessDefaults is newHarness on a node whose tenants without limits
+// of their own get defaults.
+func newHarnessDefaults(t *testing.T, defaults model.Limits, opts ...func(*api.Config)) *harness {
+	t.Helper()
 	dbURL := testenv.DatabaseURL(t)
 	db, err := store.Open(context.Background(), store.Config{DatabaseURL: dbURL})
 	require.NoError(t, err)
@@ -119,7 +126,7 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 		t:       t,
 		dbURL:   dbURL,
 		DB:      db,
-		Tenants: tenants.New(tenants.Config{Store: db, KeyCacheTTL: -1}),
+		Tenants: tenants.New(tenants.Config{Store: db, KeyCacheTTL: -1, DefaultLimits: defaults}),
 		Sched:   &fakeScheduler{},
 		// Whole seconds: Postgres keeps microseconds, so times round-trip exactly.
 		Clock: clock.NewFake(time.Now().UTC().Truncate(time.Second)),

@@ -574,11 +574,14 @@ func FuzzDuration(f *testing.F) {
 
 		var fe fieldErrors
 		maxTimeout := (&limitsUpdate{given: true, req: limitsRequest{MaxTimeout: &text}}).validate(&fe, limits.MaxTimeout).MaxTimeout
-		if len(fe) == 0 {
+		switch {
+		case len(fe) == 0 && maxTimeout == model.Unlimited:
+			require.Zero(t, parsed, "only 0 lifts the limit: %q", text)
+		case len(fe) == 0:
 			require.GreaterOrEqual(t, maxTimeout, time.Second)
 			require.LessOrEqual(t, maxTimeout, limits.MaxTimeout)
 			require.Equal(t, parsed, maxTimeout)
-		} else {
+		default:
 			require.Equal(t, "limits.max_timeout", fe[0].Field)
 		}
 

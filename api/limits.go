@@ -214,6 +214,36 @@ func limitsJSON(l model.Limits) openapi.TenantLimits {
 	return out
 }
 
+// overridesJSON shows a tenant's own limits as the admin API takes them: a
+// field it does not set is absent (the node's default applies), one it sets
+// to model.Unlimited is 0.
+func overridesJSON(l model.Limits) openapi.TenantLimits {
+	out := limitsJSON(l.Resolve())
+	if l.APIRate < 0 {
+		out.APIRate = new(float32)
+	}
+	if l.APIBurst < 0 {
+		out.APIBurst = new(int)
+	}
+	if l.MaxPendingTasks < 0 {
+		out.MaxPendingTasks = new(int)
+	}
+	if l.MaxSchedules < 0 {
+		out.MaxSchedules = new(int)
+	}
+	if l.MaxTimeout < 0 {
+		zero := "0s"
+		out.MaxTimeout = &zero
+	}
+	if l.DispatchRate < 0 {
+		out.DispatchRate = new(float32)
+	}
+	if l.DispatchConcurrency < 0 {
+		out.DispatchConcurrency = new(int)
+	}
+	return out
+}
+
 func positiveFloat32(f float64) *float32 {
 	if f <= 0 {
 		return nil
@@ -238,8 +268,9 @@ func positiveInt(n int) *int {
 }
 
 // limitsUpdate is the "limits" member of PATCH /v1/admin/tenants/{id}: absent
-// keeps the tenant's limits, null or {} lifts them all, an object replaces
-// them as a whole.
+// keeps the tenant's limits, null or {} gives it the node's defaults for all,
+// an object replaces them as a whole. In the object, a field left out takes
+// the node's default and 0 lifts the limit (model.Unlimited).
 type limitsUpdate struct {
 	given bool
 	req   limitsRequest
@@ -279,16 +310,21 @@ func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) m
 	var l model.Limits
 	l.APIRate = limitRate(fe, "limits.api_rate", r.APIRate)
 	l.APIBurst = limitInt(fe, "limits.api_burst", r.APIBurst, maxLimitBurst)
-	if l.APIBurst > 0 && l.APIRate == 0 {
-		fe.add("limits.api_burst", "applies only with an api_rate")
+	if l.APIBurst > 0 && l.APIRate < 0 {
+		fe.add("limits.api_burst", "applies only with an api_rate (this one lifts it)")
 	}
 	l.MaxPendingTasks = limitInt(fe, "limits.max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
 	l.MaxSchedules = limitInt(fe, "limits.max_schedules", r.MaxSchedules, maxLimitSchedules)
 	if r.MaxTimeout != nil {
-		if d, ok := parseDuration(fe, "limits.max_timeout", *r.MaxTimeout); ok {
-			if d < minTimeout || d > nodeMaxTimeout {
-				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT)", minTimeout, nodeMaxTimeout)
-			} else {
+		if *r.MaxTimeout == "0" {
+			l.MaxTimeout = model.Unlimited
+		} else if d, ok := parseDuration(fe, "limits.max_timeout", *r.MaxTimeout); ok {
+			switch {
+			case d == 0:
+				l.MaxTimeout = model.Unlimited
+			case d < minTimeout || d > nodeMaxTimeout:
+				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT), or 0s for the node's", minTimeout, nodeMaxTimeout)
+			default:
 				l.MaxTimeout = d
 			}
 		}
@@ -323,11 +359,12 @@ func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) m
 		}
 		var o model.TargetLimits
 		if t.DispatchRate != nil {
-			rate := limitRate(fe, field+".dispatch_rate", t.DispatchRate)
+			// A host's 0 is stored as 0: it lifts the tenant's limit there.
+			rate := max(0, limitRate(fe, field+".dispatch_rate", t.DispatchRate))
 			o.DispatchRate = &rate
 		}
 		if t.DispatchConcurrency != nil {
-			n := limitInt(fe, field+".dispatch_concurrency", t.DispatchConcurrency, maxLimitConcurrency)
+			n := max(0, limitInt(fe, field+".dispatch_concurrency", t.DispatchConcurrency, maxLimitConcurrency))
 			o.DispatchConcurrency = &n
 		}
 		if l.Targets == nil {
@@ -338,10 +375,14 @@ func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) m
 	return l
 }
 
+// limitRate and limitInt read one of a tenant's own limits: absent is 0
+// (the node's default applies), 0 is model.Unlimited.
 func limitRate(fe *fieldErrors, field string, v *float64) float64 {
 	switch {
 	case v == nil:
 		return 0
+	case *v == 0:
+		return model.Unlimited
 	case *v < 0:
 		fe.add(field, "must be at least 0 (0 means unlimited)")
 	case *v > maxLimitRate:
@@ -356,6 +397,8 @@ func limitInt(fe *fieldErrors, field string, v *int, most int) int {
 	switch {
 	case v == nil:
 		return 0
+	case *v == 0:
+		return model.Unlimited
 	case *v < 0:
 		fe.add(field, "must be at least 0 (0 means unlimited)")
 	case *v > most:

@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // patchLimits sets a tenant's limits through the admin API and returns the
@@ -33,7 +36,8 @@ func TestTenantLimitsAdmin(t *testing.T) {
 
 	resp := h.do(http.MethodGet, path, adminToken, nil, nil)
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
-	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["limits"]), "unlimited by default")
+	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["limits"]), "no limits of its own")
+	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["effective_limits"]), "a node without defaults limits nothing")
 
 	full := `{"api_rate":0.5,"api_burst":3,"max_pending_tasks":100,"max_schedules":7,"dispatch_rate":20,"dispatch_concurrency":4,
 		"targets":{"API.Partner.com":{"dispatch_rate":2},"slow.example":{"dispatch_concurrency":1},"fast.example":{"dispatch_rate":0}}}`
@@ -66,9 +70,9 @@ func TestTenantLimitsAdmin(t *testing.T) {
 	require.Equal(t, "10s", h.createTask(acme, `{"url":"https://example.com/c"}`).Timeout, "the 30s default is cut to it")
 	require.Equal(t, "30s", h.createTask(h.createTenant("third"), `{"url":"https://example.com/c"}`).Timeout)
 
-	// Replaced as a whole; zeros are unlimited and not shown.
-	require.JSONEq(t, `{"max_pending_tasks":5}`, h.patchLimits(acme, `{"limits":{"max_pending_tasks":5,"dispatch_rate":0}}`))
-	// {} and null lift every limit.
+	// Replaced as a whole; a 0 is the tenant's own "unlimited", and shown.
+	require.JSONEq(t, `{"max_pending_tasks":5,"dispatch_rate":0}`, h.patchLimits(acme, `{"limits":{"max_pending_tasks":5,"dispatch_rate":0}}`))
+	// {} and null leave every limit to the node's defaults (none here).
 	require.JSONEq(t, `{}`, h.patchLimits(acme, `{"limits":{}}`))
 	h.patchLimits(acme, `{"limits":{"max_pending_tasks":5}}`)
 	require.JSONEq(t, `{}`, h.patchLimits(acme, `{"limits":null}`))
@@ -82,6 +86,64 @@ func TestTenantLimitsAdmin(t *testing.T) {
 	requireProblem(t, h.do(http.MethodGet, "/v1/limits", "", nil, nil), http.StatusUnauthorized)
 	requireProblem(t, h.do(http.MethodPatch, "/v1/admin/tenants/"+uuid.NewString(), adminToken,
 		strings.NewReader(`{"limits":{"api_rate":1}}`), nil), http.StatusNotFound)
+}
+
+// TestTenantLimitsDefaults: a tenant that sets no limit has the node's
+// defaults, field by field under its own; an explicit 0 lifts one; the
+// defaults are applied when the tenant is read, so changing them changes
+// every tenant without an override.
+func TestTenantLimitsDefaults(t *testing.T) {
+	t.Parallel()
+	defaults := model.Limits{APIRate: 1000, APIBurst: 2000, MaxPendingTasks: 2, MaxSchedules: 1, MaxTimeout: 20 * time.Second,
+		DispatchRate: 10, DispatchConcurrency: 4}
+	h := newHarnessDefaults(t, defaults)
+	acme := h.createTenant("acme")
+	path := "/v1/admin/tenants/" + acme.ID.String()
+	effective := `{"api_rate":1000,"api_burst":2000,"max_pending_tasks":2,"max_schedules":1,"max_timeout":"20s",
+		"dispatch_rate":10,"dispatch_concurrency":4}`
+
+	resp := h.do(http.MethodGet, path, adminToken, nil, nil)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["limits"]), "no limits of its own")
+	require.JSONEq(t, effective, string(rawKeys(t, resp.Body)["effective_limits"]), "the node's defaults")
+	view := h.do(http.MethodGet, "/v1/limits", acme.APIKey, nil, nil)
+	require.JSONEq(t, `{"limits":`+effective+`,"pending_tasks":0}`, string(view.Body))
+
+	// The defaults are enforced on a tenant that never had limits.
+	h.createTask(acme, `{"url":"https://example.com/a","delay":"1h"}`)
+	h.createTask(acme, `{"url":"https://example.com/b","delay":"1h"}`)
+	p := requireProblem(t, h.postTask(acme, `{"url":"https://example.com/c","delay":"1h"}`, ""), http.StatusTooManyRequests)
+	require.Contains(t, p.Type, "quota-exceeded")
+	requireFieldProblem(t, h.postTask(acme, `{"url":"https://example.com/c","timeout":"21s"}`, ""), "timeout")
+	require.Equal(t, "20s", h.createTenantTaskTimeout(h.createTenant("timeouts")), "the default timeout is cut to the default max_timeout")
+
+	// An override replaces its field alone; 0 lifts the limit for this tenant.
+	resp = h.do(http.MethodPatch, path, adminToken, strings.NewReader(`{"limits":{"max_pending_tasks":0,"max_schedules":5}}`), nil)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.JSONEq(t, `{"max_pending_tasks":0,"max_schedules":5}`, string(rawKeys(t, resp.Body)["limits"]))
+	require.JSONEq(t, `{"api_rate":1000,"api_burst":2000,"max_schedules":5,"max_timeout":"20s","dispatch_rate":10,"dispatch_concurrency":4}`,
+		string(rawKeys(t, resp.Body)["effective_limits"]))
+	h.createTask(acme, `{"url":"https://example.com/c","delay":"1h"}`)
+
+	// Read time, not creation time: other defaults reach the tenant's
+	// unset fields at once, never its own.
+	other := tenants.New(tenants.Config{Store: h.DB, DefaultLimits: model.Limits{MaxPendingTasks: 50, MaxSchedules: 9, DispatchRate: 3}})
+	got, err := other.Get(t.Context(), acme.ID)
+	require.NoError(t, err)
+	require.Equal(t, model.Limits{MaxSchedules: 5, DispatchRate: 3}, got.Limits)
+
+	// {} gives every limit back to the defaults.
+	resp = h.do(http.MethodPatch, path, adminToken, strings.NewReader(`{"limits":{}}`), nil)
+	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
+	require.JSONEq(t, effective, string(rawKeys(t, resp.Body)["effective_limits"]))
+	requireProblem(t, h.postTask(acme, `{"url":"https://example.com/d","delay":"1h"}`, ""), http.StatusTooManyRequests)
+}
+
+// createTenantTaskTimeout creates a task without a timeout for tn and
+// returns the timeout it got.
+func (h *harness) createTenantTaskTimeout(tn tenant) string {
+	h.t.Helper()
+	return h.createTask(tn, `{"url":"https://example.com/t"}`).Timeout
 }
 
 func TestTenantLimitsValidation(t *testing.T) {
@@ -98,7 +160,7 @@ func TestTenantLimitsValidation(t *testing.T) {
 		{`{"api_rate":-1}`, "limits.api_rate"},
 		{`{"api_rate":1e9}`, "limits.api_rate"},
 		{`{"api_rate":"fast"}`, "limits.api_rate"},
-		{`{"api_burst":5}`, "limits.api_burst"},
+		{`{"api_rate":0,"api_burst":5}`, "limits.api_burst"},
 		{`{"api_rate":1,"api_burst":-1}`, "limits.api_burst"},
 		{`{"api_rate":1,"api_burst":1.5}`, "limits.api_burst"},
 		{`{"max_pending_tasks":-3}`, "limits.max_pending_tasks"},

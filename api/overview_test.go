@@ -87,7 +87,8 @@ func TestListTenants(t *testing.T) {
 		one, err := admin.GetTenantWithResponse(ctx, got.ID)
 		require.NoError(t, err)
 		require.Equal(t, *one.JSON200, openapi.Tenant{ID: got.ID, Name: got.Name, CreatedAt: got.CreatedAt, Retry: got.Retry,
-			Limits: got.Limits, TargetAllowCidrs: got.TargetAllowCidrs, Retention: got.Retention}, "the settings GET shows")
+			Limits: got.Limits, EffectiveLimits: got.EffectiveLimits, TargetAllowCidrs: got.TargetAllowCidrs, Retention: got.Retention},
+			"the settings GET shows")
 	}
 	require.Equal(t, 3, *resp.JSON200.Data[3].Limits.MaxPendingTasks)
 

@@ -73,6 +73,12 @@ type Config struct {
 	// (the API refuses more than its own, equal, bound; tasks stored before
 	// it was lowered are cut to it). Default 5m.
 	MaxTimeout time.Duration
+	// DefaultLimits are the node's limits for tenants that set none of
+	// their own, field by field (model.Limits.Resolve): the dispatch rate
+	// and concurrency per target host and the per-attempt max_timeout.
+	// Default none: a tenant is limited only by what it sets. The binary
+	// sets model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
+	DefaultLimits model.Limits
 	// ShutdownTimeout bounds how long Run waits for the sends in flight
 	// once its context ends; then they are cut off, recorded as
 	// interrupted and due again at once. Default 30s.
@@ -128,6 +134,13 @@ type Config struct {
 	// time it holds them.
 	// Default 1000.
 	RetentionBatch int
+	// IdempotencyWindow is how long after its creation an idempotency key
+	// stays taken once retention purged its task (or publish): a repeat
+	// inside it answers the purged task and sends nothing. The purger
+	// writes the key aside as it deletes the row, and forgets it when the
+	// window has passed, in batches of RetentionBatch. Default 24h;
+	// ForgetKeys remembers none.
+	IdempotencyWindow time.Duration
 	// NodeName names this node in the nodes table. Default: the host name.
 	NodeName string
 	// NodeTTL is how long this node's registration and partition leases
@@ -197,6 +210,10 @@ const KeepForever time.Duration = -1
 // Config.AuditRetention says otherwise: 400 days, over a year, so that a
 // yearly review finds the whole year.
 const DefaultAuditRetention = 400 * 24 * time.Hour
+
+// ForgetKeys as Config.IdempotencyWindow remembers no purged task's key: a
+// repeat after the purge creates a new task.
+const ForgetKeys time.Duration = -1
 
 func (c *Config) setDefaults() error {
 	if c.DB == nil {
@@ -284,6 +301,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = 10 * time.Second
+	}
+	switch {
+	case c.IdempotencyWindow == 0:
+		c.IdempotencyWindow = 24 * time.Hour
+	case c.IdempotencyWindow < 0 && c.IdempotencyWindow != ForgetKeys:
+		return fmt.Errorf("dispatcher: IdempotencyWindow %s is negative; ForgetKeys remembers none", c.IdempotencyWindow)
 	}
 	if c.RetentionBatch <= 0 {
 		c.RetentionBatch = 1000

@@ -147,7 +147,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		MaxWaitingPerTenant: cfg.MaxWaitingPerTenant, MaxWaitingDrained: cfg.MaxClaimed, Clock: cfg.Clock,
 	})
 	d.limits = newDispatchLimits(limitsConfig{
-		Limiter: limiter, Limits: cfg.DB,
+		Limiter: limiter, Limits: cfg.DB, Defaults: cfg.DefaultLimits,
 		// Its own window: the limiter failing says nothing of the
 		// fire-once keys, and the other way round.
 		Down:  failopen.New(failopen.Config{Clock: cfg.Clock}),
@@ -186,7 +186,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load,
-		MaxTimeout: cfg.MaxTimeout, LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
+		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
+		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
 		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
 	})
 	retention := cfg.Retention
@@ -200,6 +201,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.purger = newPurger(purgerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Retention: retention, AuditRetention: auditRetention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
+		IdempotencyWindow: max(0, cfg.IdempotencyWindow),
 		// Any one partition would do: exactly one live node holds its
 		// lease, and during a handover two may both purge for a moment,
 		// which only deletes the same rows (each skips those the other

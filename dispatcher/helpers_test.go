@@ -65,7 +65,7 @@ func createTenant(t *testing.T, db *store.DB, limits model.Limits) uuid.UUID {
 	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8], SigningSecrets: testSigningSecrets()}
 	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h"), Scopes: []model.Scope{model.ScopeAll}},
 		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
-	if !limits.Unlimited() {
+	if !limits.Unset() {
 		_, err := db.SetTenantLimits(ctx, tenant.ID, limits, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 		require.NoError(t, err)
 	}

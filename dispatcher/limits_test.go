@@ -34,6 +34,13 @@ type limitsBundle struct {
 // nil).
 func setupLimits(t *testing.T, tenantLimits model.Limits, limiter dispatchLimiter) *limitsBundle {
 	t.Helper()
+	return setupLimitsDefaults(t, tenantLimits, model.Limits{}, limiter)
+}
+
+// setupLimitsDefaults is setupLimits on a node whose default limits are
+// defaults.
+func setupLimitsDefaults(t *testing.T, tenantLimits, defaults model.Limits, limiter dispatchLimiter) *limitsBundle {
+	t.Helper()
 	db := testenv.DB(t)
 	if limiter == nil {
 		limiter = testenv.Redis(t)
@@ -44,7 +51,7 @@ func setupLimits(t *testing.T, tenantLimits model.Limits, limiter dispatchLimite
 	}
 	b.tenant = createTenant(t, db, tenantLimits)
 	b.limits = newDispatchLimits(limitsConfig{
-		Limiter: limiter, Limits: db, Down: failopen.New(failopen.Config{Clock: b.clock}),
+		Limiter: limiter, Limits: db, Defaults: defaults, Down: failopen.New(failopen.Config{Clock: b.clock}),
 		Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
 		Defer: func(claims []*model.ClaimedTask, until func(int) time.Time) {
 			for i, c := range claims {
@@ -257,4 +264,34 @@ func TestLimitsConcurrency(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, late.ID, receive(t, b.deferred).id)
 	require.Equal(t, 1.0, counterValue(t, b.metrics.deferrals.WithLabelValues("concurrency")))
+}
+
+// TestLimitsNodeDefaults: a tenant that set no dispatch limit of its own is
+// held to the node's default; one that lifted it (model.Unlimited) is not.
+func TestLimitsNodeDefaults(t *testing.T) {
+	t.Parallel()
+	defaults := model.Limits{DispatchConcurrency: 1}
+	tests := []struct {
+		name       string
+		own        model.Limits
+		secondSent bool
+	}{
+		{"no limits of its own: the default", model.Limits{}, false},
+		{"its own lifts the default", model.Limits{DispatchConcurrency: model.Unlimited}, true},
+		{"its own replaces the default", model.Limits{DispatchConcurrency: 2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupLimitsDefaults(t, tt.own, defaults, nil)
+			release, ok := b.limits.admit(b.claim("a.example"))
+			require.True(t, ok)
+			defer release()
+			second, ok := b.limits.admit(b.claim("a.example"))
+			require.Equal(t, tt.secondSent, ok)
+			if ok {
+				second()
+			}
+		})
+	}
 }

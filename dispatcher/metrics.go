@@ -142,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_retention_purged_total",
-			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, and audit_entries (past HOOKWHEEL_AUDIT_RETENTION).",
+			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
 		}, []string{"kind"}),
 	}
 	collectors := []prometheus.Collector{

@@ -127,6 +127,8 @@ type limitsConfig struct {
 	// Limiter decides the limits. Nil (no Redis): nothing is limited.
 	Limiter dispatchLimiter
 	Limits  limitsReader
+	// Defaults are the node's limits, under each tenant's own. Optional.
+	Defaults model.Limits
 	// Down skips the limiter for a while after it failed.
 	Down    *failopen.Window
 	Clock   clock.Clock
@@ -406,7 +408,7 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 	defer l.mu.Unlock()
 	switch {
 	case err == nil, errors.Is(err, model.ErrNotFound):
-		e.limits, e.fetchedAt = limits, now
+		e.limits, e.fetchedAt = limits.Resolve(l.cfg.Defaults), now
 	default:
 		// Keep what we had; try again in a second.
 		e.fetchedAt = now.Add(time.Second - limitsTTL)

@@ -15,6 +15,9 @@ const (
 	purgedTasks    = "tasks"
 	purgedAttempts = "attempts"
 	purgedAudit    = "audit_entries"
+	// purgedKeys are remembered idempotency keys forgotten once their
+	// window passed.
+	purgedKeys = "idempotency_keys"
 )
 
 // purgerStore is what the purger needs of Postgres.
@@ -22,6 +25,7 @@ type purgerStore interface {
 	PurgeFinished(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
 	PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error)
+	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
 }
 
 // purgerConfig configures newPurger. Every field is required.
@@ -38,8 +42,12 @@ type purgerConfig struct {
 	AuditRetention time.Duration
 	// Interval is the wait after a pass that left nothing to purge.
 	Interval time.Duration
-	// Batch caps the tasks, or the audit entries, deleted by one statement.
+	// Batch caps the tasks, the audit entries or the remembered idempotency
+	// keys deleted by one statement.
 	Batch int
+	// IdempotencyWindow is how long after their creation the keys of
+	// purged tasks and publishes are remembered; 0 remembers none.
+	IdempotencyWindow time.Duration
 	// Leader says whether this node purges now: one node at a time does,
 	// the others only measure.
 	Leader func() bool
@@ -85,11 +93,14 @@ func (p *purger) Run(ctx context.Context) {
 	}
 }
 
-// pass deletes one batch of tasks and one of audit entries; more says either
-// was full, took how long it took.
+// pass deletes one batch of tasks, one of expired idempotency keys and one of
+// audit entries; more says any was full, took how long it took.
 func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	start := p.cfg.Clock.Now()
 	more = p.purgeTasks(ctx, start)
+	if p.expireKeys(ctx, start) {
+		more = true
+	}
 	if p.purgeAudit(ctx, start) {
 		more = true
 	}
@@ -100,7 +111,7 @@ func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 // full.
 func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
 	r, err := p.cfg.Store.PurgeFinished(ctx, store.PurgeParams{
-		Now: now, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch,
+		Now: now, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch, IdempotencyWindow: p.cfg.IdempotencyWindow,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -112,9 +123,24 @@ func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
 	p.cfg.Metrics.purged.WithLabelValues(purgedTasks).Add(float64(r.Tasks))
 	p.cfg.Metrics.purged.WithLabelValues(purgedAttempts).Add(float64(r.Attempts))
 	if r.Tasks > 0 {
-		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts)
+		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts, "keys_remembered", r.Remembered)
 	}
 	return r.Tasks >= p.cfg.Batch
+}
+
+// expireKeys forgets one batch of remembered idempotency keys whose window
+// has passed; it says whether it was full.
+func (p *purger) expireKeys(ctx context.Context, now time.Time) bool {
+	expired, err := p.cfg.Store.ExpireIdempotencyKeys(ctx, now.Add(-p.cfg.IdempotencyWindow), p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Metrics.storeErrors.WithLabelValues("purge").Inc()
+			p.cfg.Logger.Error("forgetting expired idempotency keys failed; will retry", "err", err, "retry_in", p.cfg.Interval)
+		}
+		return false
+	}
+	p.cfg.Metrics.purged.WithLabelValues(purgedKeys).Add(float64(expired))
+	return expired >= p.cfg.Batch
 }
 
 // purgeAudit deletes one batch of audit entries past AuditRetention; it

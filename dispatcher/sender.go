@@ -81,11 +81,14 @@ type senderConfig struct {
 	Stopping func() bool
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// when it was created.
-	MaxTimeout      time.Duration
-	LeaseMargin     time.Duration
-	UserAgent       string
-	MaxResponseBody int
-	Rand            func() float64
+	MaxTimeout time.Duration
+	// DefaultMaxTimeout is the node's max_timeout for tenants without one
+	// of their own; 0 sets none.
+	DefaultMaxTimeout time.Duration
+	LeaseMargin       time.Duration
+	UserAgent         string
+	MaxResponseBody   int
+	Rand              func() float64
 }
 
 // sender signs and sends claimed tasks, one attempt each, through their
@@ -402,8 +405,9 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 	s.cfg.Metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())
 
 	timeout := min(c.Timeout, s.cfg.MaxTimeout)
-	if c.TenantMaxTimeout > 0 {
-		timeout = min(timeout, c.TenantMaxTimeout)
+	tenantMax := model.Limits{MaxTimeout: c.TenantMaxTimeout}.Resolve(model.Limits{MaxTimeout: s.cfg.DefaultMaxTimeout}).MaxTimeout
+	if tenantMax > 0 {
+		timeout = min(timeout, tenantMax)
 	}
 	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)

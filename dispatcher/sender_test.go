@@ -81,7 +81,9 @@ type senderOptions struct {
 	maxWaiting   int
 	maxPerTarget int
 	maxTimeout   time.Duration
-	breaker      BreakerConfig
+	// defaultMaxTimeout is the node's max_timeout for tenants without one.
+	defaultMaxTimeout time.Duration
+	breaker           BreakerConfig
 	// guard defaults to one that lets the test receiver on loopback through.
 	guard *netguard.Guard
 	hold  bool
@@ -203,6 +205,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		Stopping: b.stopping.Load, LeaseMargin: 30 * time.Second, UserAgent: "hookwheel-test",
 		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
+		DefaultMaxTimeout: opts.defaultMaxTimeout,
 	})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -589,18 +592,21 @@ func TestSenderInterrupted(t *testing.T) {
 func TestSenderMaxTimeout(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name             string
-		nodeMax, tenants time.Duration
-		want             string
+		name                   string
+		nodeMax, tenants, dflt time.Duration
+		want                   string
 	}{
-		{"the node's", 100 * time.Millisecond, 0, "100ms"},
-		{"the tenant's, lower", time.Hour, 150 * time.Millisecond, "150ms"},
-		{"the node's, lower than the tenant's", 100 * time.Millisecond, time.Minute, "100ms"},
+		{"the node's", 100 * time.Millisecond, 0, 0, "100ms"},
+		{"the tenant's, lower", time.Hour, 150 * time.Millisecond, 0, "150ms"},
+		{"the node's, lower than the tenant's", 100 * time.Millisecond, time.Minute, 0, "100ms"},
+		{"the node's default for a tenant without its own", time.Hour, 0, 120 * time.Millisecond, "120ms"},
+		{"the tenant's over the default", time.Hour, 150 * time.Millisecond, 120 * time.Millisecond, "150ms"},
+		{"the tenant's lifting the default", 100 * time.Millisecond, model.Unlimited, 50 * time.Millisecond, "100ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setupSender(t, senderOptions{hold: true, maxTimeout: tc.nodeMax})
+			b := setupSender(t, senderOptions{hold: true, maxTimeout: tc.nodeMax, defaultMaxTimeout: tc.dflt})
 			t.Cleanup(func() { close(b.hold) })
 			c := b.claim()
 			c.Timeout = 2 * time.Hour

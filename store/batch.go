@@ -47,6 +47,8 @@ inserted AS (
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
 		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key
 	FROM input
+	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
+		WHERE ik.tenant_id = input.tenant_id AND ik.kind = 'task' AND ik.key = input.idempotency_key)
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING id, created_at, updated_at
@@ -61,7 +63,10 @@ FROM inserted ins JOIN input i ON i.id = ins.id`
 const queryGetTasksByIdempotencyKeys = `-- name: GetTasksByIdempotencyKeys
 SELECT ` + taskColumns + ` FROM tasks
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-	AND idempotency_key IS NOT NULL`
+	AND idempotency_key IS NOT NULL
+UNION ALL
+SELECT ` + taskColumns + ` FROM (` + rememberedTasks + `
+	WHERE kind = 'task' AND (tenant_id, key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))) r`
 
 // InsertTasks stores new scheduled tasks, like InsertTask, in one statement
 // and one round trip; a second one reads the tasks whose idempotency key was

@@ -84,7 +84,8 @@ func countPendingTasks(ctx context.Context, q Querier, tenantID uuid.UUID, upTo 
 }
 
 const queryHasIdempotencyKey = `-- name: HasIdempotencyKey
-SELECT EXISTS (SELECT 1 FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL)`
+SELECT EXISTS (SELECT 1 FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL)
+	OR EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $1 AND kind = 'task' AND key = $2)`
 
 // HasIdempotencyKey reports whether the tenant already created a task with
 // this Idempotency-Key: a repeat of that request creates nothing, so no

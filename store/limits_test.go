@@ -30,7 +30,7 @@ func TestTenantLimits(t *testing.T) {
 
 	got, err := db.GetTenant(ctx, tenant.ID)
 	require.NoError(t, err)
-	require.True(t, got.Limits.Unlimited(), "a new tenant is unlimited")
+	require.True(t, got.Limits.Unset(), "a new tenant is unlimited")
 
 	limits := model.Limits{
 		APIRate: 2.5, APIBurst: 5, MaxPendingTasks: 100, DispatchRate: 20, DispatchConcurrency: 4,

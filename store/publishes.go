@@ -31,6 +31,8 @@ INSERT INTO publishes (id, tenant_id, topic, idempotency_key, request_hash, task
 SELECT id, tenant_id, topic, idempotency_key, request_hash, task_count
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::bytea[], $6::integer[])
 	AS i(id, tenant_id, topic, idempotency_key, request_hash, task_count)
+WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
+	WHERE ik.tenant_id = i.tenant_id AND ik.kind = 'publish' AND ik.key = i.idempotency_key)
 ORDER BY tenant_id, idempotency_key
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, created_at`
@@ -40,7 +42,10 @@ RETURNING id, created_at`
 const queryGetPublishesByIdempotencyKeys = `-- name: GetPublishesByIdempotencyKeys
 SELECT ` + publishColumns + ` FROM publishes
 WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
-	AND idempotency_key IS NOT NULL`
+	AND idempotency_key IS NOT NULL
+UNION ALL
+SELECT ` + publishColumns + ` FROM (SELECT (jsonb_populate_record(NULL::publishes, snapshot)).* FROM idempotency_keys
+	WHERE kind = 'publish' AND (tenant_id, key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))) r`
 
 // A publish's tasks got their UUIDv7 ids one after the other in endpoint
 // order, from one process's monotonic generator: id order is endpoint order.
@@ -241,7 +246,8 @@ func (db *DB) GetPublish(ctx context.Context, tenantID, id uuid.UUID) (*model.Pu
 }
 
 const queryHasPublishKey = `-- name: HasPublishKey
-SELECT EXISTS (SELECT 1 FROM publishes WHERE tenant_id = $1 AND idempotency_key = $2)`
+SELECT EXISTS (SELECT 1 FROM publishes WHERE tenant_id = $1 AND idempotency_key = $2)
+	OR EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $1 AND kind = 'publish' AND key = $2)`
 
 // HasPublishKey reports whether the tenant already made a publish with this
 // idempotency key.

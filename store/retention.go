@@ -25,6 +25,10 @@ type PurgeParams struct {
 	DefaultRetention time.Duration
 	// Limit caps the tasks of one pass (one statement).
 	Limit int
+	// IdempotencyWindow is how long after its creation a purged task's (or
+	// publish's) idempotency key is remembered: a repeat inside it answers
+	// the purged one and creates nothing. 0 remembers none.
+	IdempotencyWindow time.Duration
 }
 
 // PurgeResult is what one PurgeFinished pass deleted.
@@ -33,6 +37,9 @@ type PurgeResult struct {
 	Attempts int
 	// Publishes counts the publishes deleted with the last of their tasks.
 	Publishes int
+	// Remembered counts the idempotency keys of the deleted tasks and
+	// publishes kept in idempotency_keys.
+	Remembered int
 }
 
 // One lateral probe of tasks_finished per tenant with a retention (its own or
@@ -62,14 +69,22 @@ WITH doomed AS (
 ), purged AS (
 	DELETE FROM tasks
 	WHERE id = ANY (ARRAY(SELECT id FROM doomed)) AND status IN ` + finishedStatuses + `
-	RETURNING id, publish_id
+	RETURNING id, publish_id, tenant_id, idempotency_key, created_at,
+		CASE WHEN idempotency_key IS NOT NULL THEN to_jsonb(tasks.*) - 'body' - 'headers' END AS snapshot
 ), purged_attempts AS (
 	DELETE FROM attempts
 	WHERE task_id = ANY (ARRAY(SELECT id FROM purged))
 	RETURNING 1
+), remembered AS (
+	INSERT INTO idempotency_keys (tenant_id, kind, key, created_at, snapshot)
+	SELECT tenant_id, 'task', idempotency_key, created_at, snapshot FROM purged
+	WHERE idempotency_key IS NOT NULL AND $4::bigint > 0
+		AND created_at > $1::timestamptz - $4::bigint * interval '1 millisecond'
+	ON CONFLICT DO NOTHING
+	RETURNING 1
 )
 SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM purged_attempts),
-	ARRAY(SELECT DISTINCT publish_id FROM purged WHERE publish_id IS NOT NULL)`
+	ARRAY(SELECT DISTINCT publish_id FROM purged WHERE publish_id IS NOT NULL), (SELECT count(*) FROM remembered)`
 
 // A publish goes with the last of its tasks. Whether any is left must be
 // read by a statement that sees the deletes of every other purger that
@@ -82,8 +97,19 @@ const (
 	queryLockPublishes = `-- name: LockPublishes
 SELECT id FROM publishes WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 	queryPurgePublishes = `-- name: PurgePublishes
-DELETE FROM publishes p
-WHERE p.id = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.publish_id = p.id)`
+WITH purged AS (
+	DELETE FROM publishes p
+	WHERE p.id = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.publish_id = p.id)
+	RETURNING p.tenant_id, p.idempotency_key, p.created_at, to_jsonb(p.*) AS snapshot
+), remembered AS (
+	INSERT INTO idempotency_keys (tenant_id, kind, key, created_at, snapshot)
+	SELECT tenant_id, 'publish', idempotency_key, created_at, snapshot FROM purged
+	WHERE idempotency_key IS NOT NULL AND $3::bigint > 0
+		AND created_at > $2::timestamptz - $3::bigint * interval '1 millisecond'
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM remembered)`
 )
 
 // PurgeFinished deletes up to p.Limit finished tasks (delivered, dead or
@@ -108,7 +134,9 @@ func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, er
 	var r PurgeResult
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var publishes []uuid.UUID
-		if err := tx.QueryRow(ctx, queryPurgeFinished, p.Now, defaultMs, p.Limit).Scan(&r.Tasks, &r.Attempts, &publishes); err != nil {
+		windowMs := p.IdempotencyWindow.Milliseconds()
+		if err := tx.QueryRow(ctx, queryPurgeFinished, p.Now, defaultMs, p.Limit, windowMs).Scan(&r.Tasks, &r.Attempts,
+			&publishes, &r.Remembered); err != nil {
 			return err
 		}
 		if len(publishes) == 0 {
@@ -117,17 +145,37 @@ func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, er
 		if _, err := tx.Exec(ctx, queryLockPublishes, publishes); err != nil {
 			return fmt.Errorf("lock %d publishes: %w", len(publishes), err)
 		}
-		tag, err := tx.Exec(ctx, queryPurgePublishes, publishes)
-		if err != nil {
+		var remembered int
+		if err := tx.QueryRow(ctx, queryPurgePublishes, publishes, p.Now, windowMs).Scan(&r.Publishes, &remembered); err != nil {
 			return fmt.Errorf("purge publishes: %w", err)
 		}
-		r.Publishes = int(tag.RowsAffected())
+		r.Remembered += remembered
 		return nil
 	})
 	if err != nil {
 		return PurgeResult{}, fmt.Errorf("purge finished tasks: %w", err)
 	}
 	return r, nil
+}
+
+// The oldest first through idempotency_keys_created_at, a bounded batch per
+// statement.
+const queryExpireIdempotencyKeys = `-- name: ExpireIdempotencyKeys
+DELETE FROM idempotency_keys
+WHERE (tenant_id, kind, key) IN (
+	SELECT tenant_id, kind, key FROM idempotency_keys WHERE created_at <= $1 ORDER BY created_at LIMIT $2
+)`
+
+// ExpireIdempotencyKeys forgets up to limit remembered idempotency keys of
+// tasks and publishes created at or before createdBefore (the purge's now
+// less the window): a repeat of one of them creates a new task again. A
+// pass that forgets limit keys may have left more: call it again.
+func (db *DB) ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error) {
+	tag, err := db.pool.Exec(ctx, queryExpireIdempotencyKeys, createdBefore, limit)
+	if err != nil {
+		return 0, fmt.Errorf("expire idempotency keys: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // A probe of tasks_finished per tenant, as in PurgeFinished: min() over the

@@ -360,7 +360,7 @@ func TestPurgeCostIgnoresTableSize(t *testing.T) {
 		args     []any
 		wantRows float64
 	}{
-		{"PurgeFinished", store.QueryPurgeFinished, []any{now, time.Hour.Milliseconds(), 1000}, 1},
+		{"PurgeFinished", store.QueryPurgeFinished, []any{now, time.Hour.Milliseconds(), 1000, (24 * time.Hour).Milliseconds()}, 1},
 		{"OldestFinished", store.QueryOldestFinished, nil, 1},
 	}
 	for _, c := range cases {

@@ -89,8 +89,9 @@ WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
 		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
-	VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
-		$20, $21, $22, $23)
+	SELECT $1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
+		$20, $21, $22, $23
+	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $2 AND kind = 'task' AND key = $12)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING created_at, updated_at
 )
@@ -98,13 +99,26 @@ SELECT created_at, updated_at,
 	CASE WHEN $14::boolean THEN pg_notify('` + DueNotifyChannel + `', $1::text || ' ' || $15::text) END
 FROM inserted`
 
+// The task holding a key, or the one retention purged while the key was
+// still remembered (rememberedTasks).
 const queryGetTaskByIdempotencyKey = `-- name: GetTaskByIdempotencyKey
-SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL`
+SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND idempotency_key = $2 AND idempotency_key IS NOT NULL
+UNION ALL
+SELECT ` + taskColumns + ` FROM (` + rememberedTasks + ` WHERE tenant_id = $1 AND kind = 'task' AND key = $2) r
+LIMIT 1`
+
+// rememberedTasks reads idempotency_keys' snapshots back as rows of tasks
+// (without body and headers), for a WHERE on idempotency_keys' columns to
+// follow: a repeat of a purged task's key answers that task.
+const rememberedTasks = `SELECT (jsonb_populate_record(NULL::tasks, snapshot)).* FROM idempotency_keys`
 
 // InsertTask stores a new scheduled task. When the task carries an
 // idempotency key that the tenant already used, nothing is written and the
 // existing task is returned with created false: the unique constraint, not a
 // read-then-write, decides, so concurrent duplicates create exactly one task.
+// A key whose task retention purged is still used while idempotency_keys
+// remembers it: the task returned is then the purged one, as it was when
+// purged, without body or headers.
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {

@@ -25,13 +25,14 @@ type tenantRow struct {
 
 func (r *tenantRow) targets() []any {
 	t := &r.t
-	return []any{&t.ID, &t.Name, &t.SigningSecrets, &t.CreatedAt, &t.Retry.MaxAttempts, &r.minB, &r.maxB, &t.Limits,
+	return []any{&t.ID, &t.Name, &t.SigningSecrets, &t.CreatedAt, &t.Retry.MaxAttempts, &r.minB, &r.maxB, &t.LimitOverrides,
 		&t.TargetAllowCIDRs, &r.retention}
 }
 
 func (r *tenantRow) tenant() *model.Tenant {
 	r.t.Retry.MinBackoff, r.t.Retry.MaxBackoff = millisToDuration(r.minB), millisToDuration(r.maxB)
 	r.t.Retention = millisToDuration(r.retention)
+	r.t.Limits = r.t.LimitOverrides.Resolve()
 	return &r.t
 }
 

@@ -101,7 +101,7 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		minB, maxB *int64
 	)
 	err := s.q.QueryRow(ctx, queryGetTenantSettings, id).Scan(&t.ID, &t.Retry.MaxAttempts, &minB, &maxB,
-		&t.Limits, &t.TargetAllowCIDRs)
+		&t.LimitOverrides, &t.TargetAllowCIDRs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.ErrNotFound
 	}
@@ -109,5 +109,6 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		return nil, fmt.Errorf("get settings of tenant %s: %w", id, err)
 	}
 	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
+	t.Limits = t.LimitOverrides.Resolve()
 	return &t, nil
 }

@@ -190,7 +190,7 @@ func (s *Service) lookupKey(ctx context.Context, keyID string) (*Caller, error) 
 	if err != nil {
 		return nil, fmt.Errorf("authenticate key %s: %w", keyID, err)
 	}
-	caller := &Caller{Tenant: tenant, Key: stored}
+	caller := &Caller{Tenant: s.resolve(tenant), Key: stored}
 	if stored.RevokedAt == nil {
 		s.keys.put(keyID, caller, lookup)
 	}

@@ -76,6 +76,14 @@ type Config struct {
 	Usage *UsageRecorder
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// DefaultLimits are the node's limits for a tenant that sets none of its
+	// own, field by field: every tenant the Service returns carries in
+	// Limits its own limits resolved over these (model.Limits.Resolve).
+	// They are applied when a tenant is read, never written into it, so a
+	// changed default reaches every tenant without an override. Default
+	// none: a tenant is limited only by what it sets. The binary sets
+	// model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
+	DefaultLimits model.Limits
 }
 
 // Service creates tenants, authenticates their keys and manages their
@@ -87,6 +95,8 @@ type Service struct {
 	usage   *UsageRecorder
 	unknown *unknownKeys
 	keys    *keyCache
+	// defaults are Config.DefaultLimits.
+	defaults model.Limits
 }
 
 // New returns a Service.
@@ -110,13 +120,26 @@ func New(cfg Config) *Service {
 		cfg.Clock = clock.Real()
 	}
 	return &Service{
-		store:   cfg.Store,
-		clock:   cfg.Clock,
-		keyring: cfg.Keyring,
-		usage:   cfg.Usage,
-		unknown: newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock),
-		keys:    newKeyCache(cfg.KeyCacheSize, cfg.KeyCacheTTL, cfg.Clock),
+		store:    cfg.Store,
+		clock:    cfg.Clock,
+		keyring:  cfg.Keyring,
+		usage:    cfg.Usage,
+		unknown:  newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock),
+		keys:     newKeyCache(cfg.KeyCacheSize, cfg.KeyCacheTTL, cfg.Clock),
+		defaults: cfg.DefaultLimits,
 	}
+}
+
+// DefaultLimits are the node's limits for tenants without their own.
+func (s *Service) DefaultLimits() model.Limits { return s.defaults }
+
+// resolve sets t.Limits to the limits that apply to t: its own over the
+// node's defaults. Every tenant leaving the Service goes through it.
+func (s *Service) resolve(t *model.Tenant) *model.Tenant {
+	if t != nil {
+		t.Limits = t.LimitOverrides.Resolve(s.defaults)
+	}
+	return t
 }
 
 // Created is a new tenant with the credentials shown to its owner once.
@@ -151,12 +174,14 @@ func (s *Service) Create(ctx context.Context, name string, actor string) (*Creat
 	// Key ids are random, so one tried before it existed is all but
 	// impossible; a new key must work at once all the same.
 	s.unknown.forget(stored.ID)
+	s.resolve(&t)
 	return &Created{Tenant: t, APIKey: apiKey, SigningSecret: plain}, nil
 }
 
 // Get reads a tenant.
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (*model.Tenant, error) {
-	return s.store.GetTenant(ctx, id)
+	t, err := s.store.GetTenant(ctx, id)
+	return s.resolve(t), err
 }
 
 // WaitingCountLimit is where List stops counting a tenant's waiting tasks:
@@ -168,7 +193,11 @@ const WaitingCountLimit = 10_000
 // after when it is given, each with its waiting tasks (scheduled, retrying
 // or dispatching) counted up to WaitingCountLimit.
 func (s *Service) List(ctx context.Context, after *uuid.UUID, limit int) ([]model.TenantSummary, error) {
-	return s.store.ListTenants(ctx, after, limit, WaitingCountLimit)
+	list, err := s.store.ListTenants(ctx, after, limit, WaitingCountLimit)
+	for i := range list {
+		s.resolve(&list[i].Tenant)
+	}
+	return list, err
 }
 
 // SetRetryDefaults replaces the retry policy defaults of a tenant's new tasks.
@@ -178,7 +207,8 @@ func (s *Service) SetRetryDefaults(ctx context.Context, id uuid.UUID, r model.Re
 	return s.changed(s.store.SetTenantRetry(ctx, id, r, s.audit(id, actor, "tenant.retry_changed", detail)))
 }
 
-// SetLimits replaces a tenant's rate limits and quotas as a whole. API limits
+// SetLimits replaces a tenant's own rate limits and quotas as a whole: a
+// zero field takes the node's default, model.Unlimited lifts it. API limits
 // apply on this node from the tenant's next call, on others within
 // KeyCacheTTL (they are read with its key); dispatch limits within the
 // dispatchers' cache time of a few seconds.
@@ -212,7 +242,7 @@ func (s *Service) changed(t *model.Tenant, err error) (*model.Tenant, error) {
 	if t != nil {
 		s.keys.forgetTenant(t.ID)
 	}
-	return t, err
+	return s.resolve(t), err
 }
 
 func (s *Service) audit(tenantID uuid.UUID, actor, action string, detail map[string]any) model.AuditEntry {

@@ -117,9 +117,15 @@ Environment:
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
   HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
   HOOKWHEEL_AUDIT_RETENTION  how long audit entries are kept (default 9600h, 400 days; 0 keeps them)
+  HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
+                          even once retention purged the task (default 24h; 0: until the purge)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
+  HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
+  HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY
+                          limits of tenants without their own (default 10/s, 20, 1000, 10, 30s,
+                          10/s per target host, 10 per target host; 0 lifts one)
   See README.md for the rest.
 `
 
@@ -209,6 +215,10 @@ type environment struct {
 
 	// auditRetention is HOOKWHEEL_AUDIT_RETENTION, as retention.
 	auditRetention time.Duration
+	// idempotencyWindow: HOOKWHEEL_IDEMPOTENCY_WINDOW (see dispatcher.Config).
+	idempotencyWindow time.Duration
+	// defaultLimits: HOOKWHEEL_DEFAULT_* over model.DefaultNodeLimits.
+	defaultLimits model.Limits
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -299,7 +309,81 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.auditRetention, err = auditRetentionEnv(getenv("HOOKWHEEL_AUDIT_RETENTION")); err != nil {
 		return e, err
 	}
+	if v := getenv("HOOKWHEEL_IDEMPOTENCY_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case v == "0" || (err == nil && d == 0):
+			e.idempotencyWindow = dispatcher.ForgetKeys
+		case err != nil || d < time.Second:
+			return e, fmt.Errorf("HOOKWHEEL_IDEMPOTENCY_WINDOW: want a duration of at least 1s such as 24h, or 0 to forget a key when its task is purged, got %q", v)
+		default:
+			e.idempotencyWindow = d
+		}
+	}
+	if e.defaultLimits, err = defaultLimitsEnv(getenv); err != nil {
+		return e, err
+	}
 	return e, nil
+}
+
+// defaultLimitsEnv reads the node's default tenant limits: each
+// HOOKWHEEL_DEFAULT_<FIELD> replaces model.DefaultNodeLimits' value of that
+// field, and 0 (or "unlimited") lifts it for every tenant without its own.
+func defaultLimitsEnv(getenv func(string) string) (model.Limits, error) {
+	l := model.DefaultNodeLimits()
+	num := func(name string, most float64, whole bool, set func(float64)) error {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return nil
+		}
+		if strings.EqualFold(v, "unlimited") {
+			set(model.Unlimited)
+			return nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > most || (whole && f != float64(int64(f))) {
+			kind := "number"
+			if whole {
+				kind = "whole number"
+			}
+			return fmt.Errorf("%s: want a %s from 0 to %g (0 or unlimited: no limit), got %q", name, kind, most, v)
+		}
+		if f == 0 {
+			f = model.Unlimited
+		}
+		set(f)
+		return nil
+	}
+	for _, f := range []struct {
+		name  string
+		most  float64
+		whole bool
+		set   func(float64)
+	}{
+		{"HOOKWHEEL_DEFAULT_API_RATE", 1_000_000, false, func(f float64) { l.APIRate = f }},
+		{"HOOKWHEEL_DEFAULT_API_BURST", 1_000_000, true, func(f float64) { l.APIBurst = int(f) }},
+		{"HOOKWHEEL_DEFAULT_MAX_PENDING_TASKS", 1_000_000_000, true, func(f float64) { l.MaxPendingTasks = int(f) }},
+		{"HOOKWHEEL_DEFAULT_MAX_SCHEDULES", 1_000_000, true, func(f float64) { l.MaxSchedules = int(f) }},
+		{"HOOKWHEEL_DEFAULT_DISPATCH_RATE", 1_000_000, false, func(f float64) { l.DispatchRate = f }},
+		{"HOOKWHEEL_DEFAULT_DISPATCH_CONCURRENCY", 100_000, true, func(f float64) { l.DispatchConcurrency = int(f) }},
+	} {
+		if err := num(f.name, f.most, f.whole, f.set); err != nil {
+			return l, err
+		}
+	}
+	if v := strings.TrimSpace(getenv("HOOKWHEEL_DEFAULT_MAX_TIMEOUT")); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case strings.EqualFold(v, "unlimited") || v == "0":
+			l.MaxTimeout = model.Unlimited
+		case err != nil || d < time.Second:
+			return l, fmt.Errorf("HOOKWHEEL_DEFAULT_MAX_TIMEOUT: want a duration of at least 1s such as 30s (0 or unlimited: the node's HOOKWHEEL_MAX_TIMEOUT), got %q", v)
+		default:
+			l.MaxTimeout = d
+		}
+	}
+	// Resolved: a negative field (no limit) is 0 from here on.
+	return l.Resolve(), nil
 }
 
 // retentionEnv reads HOOKWHEEL_RETENTION: unset is the dispatcher's default
@@ -406,10 +490,11 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			Senders: env.senders, SendersPerTenant: env.perTenant,
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			AuditRetention:    env.auditRetention,
-			MetricsTopTargets: env.topTargets,
+			MetricsTopTargets: env.topTargets, IdempotencyWindow: env.idempotencyWindow,
 		},
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
 			ListBodyBytes: int64(env.listBodies)},
+		DefaultLimits:   env.defaultLimits,
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,

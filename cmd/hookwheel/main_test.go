@@ -142,6 +142,10 @@ func TestServeStopRestart(t *testing.T) {
 		"HOOKWHEEL_ADMIN_TOKEN=admin-token",
 		"HOOKWHEEL_LOG_LEVEL=warn",
 		"HOOKWHEEL_ALLOW_PRIVATE_TARGETS=true",
+		// 100 creates at once, past the default API rate (10/s) and
+		// dispatch rate per host (10/s): this test is about stopping.
+		"HOOKWHEEL_DEFAULT_API_RATE=0",
+		"HOOKWHEEL_DEFAULT_DISPATCH_RATE=0",
 	}
 
 	var (

@@ -6,8 +6,21 @@ import (
 	"time"
 )
 
-// Limits are a tenant's rate limits and quotas, stored as the admin API
-// shows them. A zero field means unlimited.
+// Limits are a tenant's rate limits and quotas. One type serves two
+// readings:
+//
+//   - As set (a tenant's own limits as stored, the node's defaults, and a
+//     plan's once plans exist), a zero field is not set: it takes the next
+//     layer's value. A negative one (Unlimited) lifts the limit, whatever
+//     the layers below say.
+//   - Resolved (Resolve), as enforced, a zero field is unlimited: every
+//     enforcement point reads resolved limits, and a negative value never
+//     survives resolution.
+//
+// The effective limits of a tenant are, field by field, its own, else its
+// plan's, else the node's defaults: tenant.Resolve(plan, nodeDefaults). They
+// are computed when the tenant is read, not written when it is created, so
+// that a changed node default reaches every tenant without an override.
 type Limits struct {
 	// APIRate is the tenant's sustained API requests per second.
 	APIRate float64 `json:"api_rate,omitempty"`
@@ -38,9 +51,88 @@ type TargetLimits struct {
 	DispatchConcurrency *int     `json:"dispatch_concurrency,omitempty"`
 }
 
-// Unlimited reports whether the limits limit nothing.
-func (l Limits) Unlimited() bool {
-	return l.APIRate == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.MaxTimeout == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
+// Unlimited, set as a field's value, lifts that limit over every layer
+// below it: the operator's explicit "no limit" for a tenant, where 0 would
+// take the node's default. The admin API spells it 0.
+const Unlimited = -1
+
+// Unset reports whether the limits set nothing: as a tenant's own, it takes
+// every limit from the layers below; resolved, it limits nothing.
+func (l Limits) Unset() bool {
+	return l.APIRate == 0 && l.APIBurst == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.MaxTimeout == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
+}
+
+// Over returns l with each field it does not set taken from base: the
+// layering of a tenant's own limits over its plan's over the node's
+// defaults. Per-host overrides go as a whole: the tenant's map if it has
+// one, else base's. Negative fields (Unlimited) stay: Resolve lifts them.
+func (l Limits) Over(base Limits) Limits {
+	out := l
+	if out.APIRate == 0 {
+		out.APIRate = base.APIRate
+	}
+	if out.APIBurst == 0 {
+		out.APIBurst = base.APIBurst
+	}
+	if out.MaxPendingTasks == 0 {
+		out.MaxPendingTasks = base.MaxPendingTasks
+	}
+	if out.MaxSchedules == 0 {
+		out.MaxSchedules = base.MaxSchedules
+	}
+	if out.MaxTimeout == 0 {
+		out.MaxTimeout = base.MaxTimeout
+	}
+	if out.DispatchRate == 0 {
+		out.DispatchRate = base.DispatchRate
+	}
+	if out.DispatchConcurrency == 0 {
+		out.DispatchConcurrency = base.DispatchConcurrency
+	}
+	if out.Targets == nil {
+		out.Targets = base.Targets
+	}
+	return out
+}
+
+// Resolve layers l over each of layers in turn (l.Over(layers[0]).Over(
+// layers[1])...) and returns the limits to enforce, where 0 is unlimited:
+// a field no layer sets, or one set to Unlimited, ends up 0. An API burst
+// without an API rate is dropped: it limits nothing alone.
+func (l Limits) Resolve(layers ...Limits) Limits {
+	out := l
+	for _, base := range layers {
+		out = out.Over(base)
+	}
+	out.APIRate = max(0, out.APIRate)
+	out.APIBurst = max(0, out.APIBurst)
+	out.MaxPendingTasks = max(0, out.MaxPendingTasks)
+	out.MaxSchedules = max(0, out.MaxSchedules)
+	out.MaxTimeout = max(0, out.MaxTimeout)
+	out.DispatchRate = max(0, out.DispatchRate)
+	out.DispatchConcurrency = max(0, out.DispatchConcurrency)
+	if out.APIRate == 0 {
+		out.APIBurst = 0
+	}
+	return out
+}
+
+// DefaultNodeLimits are the node's defaults for tenants that set no limit of
+// their own, as a hosted free tier would grant (HOOKWHEEL_DEFAULT_* changes
+// each): 10 API requests a second in bursts of 20; 1,000 pending tasks;
+// 10 schedules; attempts of at most 30 s; and, to any one target host,
+// 10 webhooks a second with 10 in flight. docs/security.md ("Tenant limits
+// and their defaults") says why each.
+func DefaultNodeLimits() Limits {
+	return Limits{
+		APIRate:             10,
+		APIBurst:            20,
+		MaxPendingTasks:     1000,
+		MaxSchedules:        10,
+		MaxTimeout:          30 * time.Second,
+		DispatchRate:        10,
+		DispatchConcurrency: 10,
+	}
 }
 
 // EffectiveAPIBurst is the burst the API limiter applies: APIBurst, or else

@@ -3,6 +3,7 @@ package model
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -76,3 +77,35 @@ func TestHostKey(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestLimitsResolve(t *testing.T) {
+	t.Parallel()
+	node := Limits{APIRate: 10, APIBurst: 20, MaxPendingTasks: 1000, MaxSchedules: 10, MaxTimeout: 30 * time.Second,
+		DispatchRate: 10, DispatchConcurrency: 10}
+	plan := Limits{MaxPendingTasks: 50_000, DispatchRate: 100}
+	tests := []struct {
+		name   string
+		own    Limits
+		layers []Limits
+		want   Limits
+	}{
+		{"nothing set, no layers: unlimited", Limits{}, nil, Limits{}},
+		{"nothing set: the node's", Limits{}, []Limits{node}, node},
+		{"own fields win, field by field", Limits{MaxSchedules: 3, APIRate: 1}, []Limits{node},
+			Limits{APIRate: 1, APIBurst: 20, MaxPendingTasks: 1000, MaxSchedules: 3, MaxTimeout: 30 * time.Second, DispatchRate: 10, DispatchConcurrency: 10}},
+		{"Unlimited lifts over every layer", Limits{MaxPendingTasks: Unlimited, MaxTimeout: Unlimited}, []Limits{plan, node},
+			Limits{APIRate: 10, APIBurst: 20, MaxSchedules: 10, DispatchRate: 100, DispatchConcurrency: 10}},
+		{"a plan between the tenant and the node", Limits{MaxSchedules: 2}, []Limits{plan, node},
+			Limits{APIRate: 10, APIBurst: 20, MaxPendingTasks: 50_000, MaxSchedules: 2, MaxTimeout: 30 * time.Second, DispatchRate: 100, DispatchConcurrency: 10}},
+		{"no rate drops the burst", Limits{APIRate: Unlimited}, []Limits{node},
+			Limits{MaxPendingTasks: 1000, MaxSchedules: 10, MaxTimeout: 30 * time.Second, DispatchRate: 10, DispatchConcurrency: 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := tt.own.Resolve(tt.layers...)
+			require.Equal(t, tt.want, got)
+			require.Equal(t, got, got.Resolve(), "resolving twice changes nothing")
+		})
+	}
+}

@@ -18,8 +18,14 @@ type Tenant struct {
 	CreatedAt      time.Time
 	// Retry holds the tenant's defaults for its tasks' retry policy.
 	Retry RetryDefaults
-	// Limits are the tenant's rate limits and quotas.
+	// Limits are the tenant's effective rate limits and quotas, resolved
+	// (a zero field is unlimited): what every enforcement point reads. The
+	// store resolves LimitOverrides alone; tenants.Service, which knows the
+	// node's defaults, resolves them over those.
 	Limits Limits
+	// LimitOverrides are the tenant's own limits as the operator set them:
+	// a zero field takes the node's default, model.Unlimited lifts it.
+	LimitOverrides Limits
 	// TargetAllowCIDRs are private ranges this tenant's webhooks may reach,
 	// granted by the operator to this tenant alone.
 	TargetAllowCIDRs []netip.Prefix

@@ -200,6 +200,38 @@ func TestQuota(t *testing.T) {
 	require.Equal(t, 3, pending)
 }
 
+// TestQuotaDefault: a tenant without a max_pending_tasks of its own is held
+// to the nodes' default, as the Client is told it (1,000 unless told);
+// a negative default sets none.
+func TestQuotaDefault(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	hook := "http://127.0.0.1:9/hook"
+	tests := []struct {
+		name     string
+		defaults int
+		refused  bool
+	}{
+		{"the nodes' default", 2, true},
+		{"no default", -1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := e.client(func(cfg *txenqueue.Config) { cfg.DefaultMaxPendingTasks = tt.defaults })
+			tx, err := e.app.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			results, err := c.InsertMany(ctx, tx, []txenqueue.Task{{URL: hook}, {URL: hook}, {URL: hook}})
+			require.NoError(t, err)
+			require.NoError(t, results[0].Err)
+			require.NoError(t, results[1].Err)
+			var quota *txenqueue.QuotaError
+			require.Equal(t, tt.refused, errors.As(results[2].Err, &quota), "%v", results[2].Err)
+		})
+	}
+}
+
 // TestInsertMany: one call inserts the valid tasks and reports each
 // invalid, repeated or reused one in its place; the batch commits and rolls
 // back with the transaction like a single insert.

@@ -90,6 +90,14 @@ type Config struct {
 	// itself (target_allow_cidrs) are read from the database. Default none.
 	TargetAllowCIDRs []netip.Prefix
 
+	// DefaultMaxPendingTasks and DefaultMaxTimeout are the nodes' limits for
+	// a tenant without a max_pending_tasks or max_timeout of its own
+	// (HOOKWHEEL_DEFAULT_MAX_PENDING_TASKS, HOOKWHEEL_DEFAULT_MAX_TIMEOUT).
+	// Default 1,000 and 30s, as the nodes'; a negative value sets no limit
+	// (as 0 does in the nodes' environment).
+	DefaultMaxPendingTasks int
+	DefaultMaxTimeout      time.Duration
+
 	// CommitWithin is how long after an Insert its transaction is expected
 	// to commit, at most. Tasks due before the Insert plus the dispatchers'
 	// 30 s look-ahead plus CommitWithin are announced to the dispatchers
@@ -118,8 +126,10 @@ const DefaultCommitWithin = 5 * time.Minute
 // Client inserts the tasks of one tenant. It holds no connection and is
 // safe for concurrent use.
 type Client struct {
-	tenantID     uuid.UUID
-	rules        tasks.Rules
+	tenantID uuid.UUID
+	rules    tasks.Rules
+	// defaults are the nodes' limits under the tenant's own.
+	defaults     model.Limits
 	commitWithin time.Duration
 	now          func() time.Time
 }
@@ -141,6 +151,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.CommitWithin == 0 {
 		cfg.CommitWithin = DefaultCommitWithin
 	}
+	nodeDefaults := model.DefaultNodeLimits()
+	defaults := model.Limits{MaxPendingTasks: cfg.DefaultMaxPendingTasks, MaxTimeout: cfg.DefaultMaxTimeout}.
+		Over(model.Limits{MaxPendingTasks: nodeDefaults.MaxPendingTasks, MaxTimeout: nodeDefaults.MaxTimeout}).Resolve()
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -151,6 +164,7 @@ func New(cfg Config) (*Client, error) {
 			DefaultTimeout: tasks.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 			Guard: netguard.New(netguard.Config{AllowPrivate: cfg.AllowPrivateTargets, AllowCIDRs: cfg.TargetAllowCIDRs}),
 		},
+		defaults:     defaults,
 		commitWithin: cfg.CommitWithin,
 		now:          cfg.Now,
 	}, nil
@@ -407,6 +421,7 @@ func (c *Client) tenant(ctx context.Context, st store.TxStore) (*model.Tenant, e
 	case err != nil:
 		return nil, fmt.Errorf("txenqueue: %w", err)
 	}
+	tenant.Limits = tenant.LimitOverrides.Resolve(c.defaults)
 	return tenant, nil
 }
 

@@ -992,11 +992,13 @@ async function secretsPage() {
 async function tenantsPage(_, params) {
   const show = pageShow();
   const list = await api('GET', `/v1/admin/tenants${query({ cursor: params.get('cursor'), limit: 100 })}`);
+  // What applies: the tenant's own limits, else the node's defaults.
+  const limitsOf = (t) => t.effective_limits || t.limits;
   show(h('h1', {}, 'Tenants'), table(['Tenant', 'Id', 'Created', 'Waiting tasks', 'Dispatch rate', 'Concurrency', 'Max waiting', 'Retention'], list.data.map((t) => [
     h('strong', {}, t.name), h('code', {}, t.id), timeCell(t.created_at), fmtNum(t.waiting_tasks),
-    t.limits.dispatch_rate ? `${fmtNum(t.limits.dispatch_rate, 2)}/s` : 'unlimited',
-    t.limits.dispatch_concurrency ? fmtNum(t.limits.dispatch_concurrency) : 'unlimited',
-    t.limits.max_pending_tasks ? fmtNum(t.limits.max_pending_tasks) : 'unlimited',
+    limitsOf(t).dispatch_rate ? `${fmtNum(limitsOf(t).dispatch_rate, 2)}/s` : 'unlimited',
+    limitsOf(t).dispatch_concurrency ? fmtNum(limitsOf(t).dispatch_concurrency) : 'unlimited',
+    limitsOf(t).max_pending_tasks ? fmtNum(limitsOf(t).max_pending_tasks) : 'unlimited',
     t.retention || 'server default',
   ]), 'Tenants', 'No tenants yet.', [1, 2, 4, 5, 7]), list.next_cursor ? h('div', { class: 'pager' }, link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page →')) : null);
 }

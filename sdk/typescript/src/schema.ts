@@ -130,7 +130,9 @@ export interface paths {
          *     Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
          *     key creates the task (201); a repeat with the same key and the same body returns the same task
          *     with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-         *     same key and a different body gets 422. Keys are scoped to the tenant.
+         *     same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+         *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+         *     task (see the `Idempotency-Key` parameter).
          *
          *     ## Publishing to a topic
          *
@@ -959,8 +961,9 @@ export interface paths {
         };
         /**
          * The caller's limits and usage
-         * @description The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-         *     much of the pending-task quota is in use. Like every tenant call, this one counts against the
+         * @description The rate limits and quotas that apply to the calling tenant (its own where the operator set
+         *     them, else the node's defaults; an absent field is unlimited), and how much of the
+         *     pending-task quota is in use. Like every tenant call, this one counts against the
          *     tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
          *     `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
          */
@@ -1353,10 +1356,20 @@ export interface components {
             name: string;
         };
         /**
-         * @description A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-         *     whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-         *     that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-         *     apply from the tenant's next call; dispatch limits within a few seconds.
+         * @description A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+         *     listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+         *     never given limits has the node's defaults, not none. The object reads two ways:
+         *
+         *     - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+         *       field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+         *       PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+         *       node's defaults for all.
+         *     - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+         *       field by field, else the node's default. An absent field is unlimited.
+         *
+         *     Defaults are applied when the tenant is read, never copied into it: changing a node default
+         *     changes every tenant that does not set that field. API limits apply from the tenant's next
+         *     call (within 2 s on other nodes); dispatch limits within a few seconds.
          */
         TenantLimits: {
             /**
@@ -1808,6 +1821,11 @@ export interface components {
             retry: components["schemas"]["RetryDefaults"];
             limits: components["schemas"]["TenantLimits"];
             /**
+             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
+             *     is unlimited. A field present here and absent from `limits` comes from the node default.
+             */
+            effective_limits: components["schemas"]["TenantLimits"];
+            /**
              * @description Private address ranges this tenant's webhooks may reach although they are blocked to
              *     every other tenant (an internal service of the tenant's own, say). Empty unless granted.
              */
@@ -1837,6 +1855,11 @@ export interface components {
             retry?: components["schemas"]["RetryDefaultsUpdate"];
             limits?: components["schemas"]["TenantLimits"];
             /**
+             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
+             *     is unlimited. A field present here and absent from `limits` comes from the node default.
+             */
+            effective_limits?: components["schemas"]["TenantLimits"];
+            /**
              * @description Replaces the ranges granted to this tenant alone (`[]` or `null` withdraws them): CIDRs
              *     its webhooks may reach although private, as `HOOKWHEEL_TARGET_ALLOW_CIDRS` allows them
              *     for every tenant. A grant applies to tasks created from then on and to every send from
@@ -1847,8 +1870,9 @@ export interface components {
              * @description How long the tenant's finished tasks and their attempts are kept after they finished,
              *     as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
              *     `HOOKWHEEL_RETENTION`. It applies from the purger's next pass, to tasks already finished
-             *     too: shortening it deletes at once those now past it. Once deleted, a task is 404 and its
-             *     `Idempotency-Key` is free again.
+             *     too: shortening it deletes at once those now past it. Once deleted, a task is 404; its
+             *     `Idempotency-Key` stays taken until `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's
+             *     creation has passed.
              * @example 720h
              */
             retention?: string | null;
@@ -2763,9 +2787,13 @@ export interface components {
          *     repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
          *     as the `Idempotency-Key` header of every webhook attempt.
          *
-         *     A key is held by its task for as long as the task is kept: once the task has finished and its
-         *     retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-         *     the task is deleted and the key is free again; a request reusing it then creates a new task.
+         *     A key is held by its task for as long as the task is kept, and at least
+         *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+         *     (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+         *     window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+         *     `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+         *     them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+         *     again: a request reusing it creates a new task. Publishes' keys are kept the same way.
          */
         IdempotencyKey: string;
     };
@@ -2818,6 +2846,15 @@ export interface operations {
                      *             "api_burst": 200,
                      *             "max_pending_tasks": 1000000
                      *           },
+                     *           "effective_limits": {
+                     *             "api_rate": 100,
+                     *             "api_burst": 200,
+                     *             "max_pending_tasks": 1000000,
+                     *             "max_schedules": 10,
+                     *             "max_timeout": "30s",
+                     *             "dispatch_rate": 10,
+                     *             "dispatch_concurrency": 10
+                     *           },
                      *           "retention": null,
                      *           "waiting_tasks": 1532
                      *         },
@@ -2831,6 +2868,15 @@ export interface operations {
                      *             "max_backoff": "10m"
                      *           },
                      *           "limits": {},
+                     *           "effective_limits": {
+                     *             "api_rate": 10,
+                     *             "api_burst": 20,
+                     *             "max_pending_tasks": 1000,
+                     *             "max_schedules": 10,
+                     *             "max_timeout": "30s",
+                     *             "dispatch_rate": 10,
+                     *             "dispatch_concurrency": 10
+                     *           },
                      *           "target_allow_cidrs": [
                      *             "10.20.0.0/16"
                      *           ],
@@ -3142,9 +3188,13 @@ export interface operations {
                  *     repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
                  *     as the `Idempotency-Key` header of every webhook attempt.
                  *
-                 *     A key is held by its task for as long as the task is kept: once the task has finished and its
-                 *     retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-                 *     the task is deleted and the key is free again; a request reusing it then creates a new task.
+                 *     A key is held by its task for as long as the task is kept, and at least
+                 *     `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+                 *     (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+                 *     window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+                 *     `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+                 *     them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+                 *     again: a request reusing it creates a new task. Publishes' keys are kept the same way.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -3159,7 +3209,9 @@ export interface operations {
         responses: {
             /**
              * @description A repeat of an earlier request with the same `Idempotency-Key` and the same body: the task
-             *     (or the publish) that request created, as it is now. Nothing new was scheduled.
+             *     (or the publish) that request created, as it is now, or as it was when retention deleted it
+             *     (without its body and headers, a publish without its tasks) inside
+             *     `HOOKWHEEL_IDEMPOTENCY_WINDOW`. Nothing new was scheduled.
              */
             200: {
                 headers: {

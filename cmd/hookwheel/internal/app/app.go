@@ -25,6 +25,7 @@ import (
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/keyring"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/internal/tasks"
@@ -81,6 +82,12 @@ type Config struct {
 	Dispatcher dispatcher.Config
 	// Limits bound task requests.
 	Limits api.Limits
+	// DefaultLimits are the node's limits for tenants that set none of
+	// their own, field by field (see model.Limits): API rate, pending tasks,
+	// schedules, max_timeout, dispatch rate and concurrency. Default none
+	// (zero): a tenant is limited only by what it sets. The binary sets
+	// model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
+	DefaultLimits model.Limits
 	// HTTP bounds the HTTP server's connections and requests.
 	HTTP api.ServerLimits
 	// TrustedProxies are the proxies in front of the API, whose
@@ -178,7 +185,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.cfg.Keyring = cfg.Keyring
 	}
 	n.usage = tenants.NewUsageRecorder(tenants.UsageConfig{Store: n.db, Logger: cfg.Logger})
-	n.tenants = tenants.New(tenants.Config{Store: n.db, Keyring: cfg.Keyring, Usage: n.usage, KeyCacheTTL: cfg.KeyCacheTTL})
+	n.tenants = tenants.New(tenants.Config{Store: n.db, Keyring: cfg.Keyring, Usage: n.usage, KeyCacheTTL: cfg.KeyCacheTTL,
+		DefaultLimits: cfg.DefaultLimits})
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -224,6 +232,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
 		dcfg.Keyring = cfg.Keyring
+		dcfg.DefaultLimits = cfg.DefaultLimits
 		n.dispatcher, err = dispatcher.New(dcfg)
 		if err != nil {
 			return nil, err

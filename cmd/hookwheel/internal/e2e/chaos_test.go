@@ -62,6 +62,15 @@ func serveEnv(databaseURL, redisURL, redisPrefix string) []string {
 		"HOOKWHEEL_SENDERS=" + strconv.Itoa(chaosSenders),
 		"HOOKWHEEL_LOG_LEVEL=info",
 		"HOOKWHEEL_LOG_FORMAT=text",
+		// These tests measure what a node does with many tasks, large
+		// bodies and long timeouts, far past a free tier's default limits;
+		// TestNodeDefaultLimits checks those. A later entry wins.
+		"HOOKWHEEL_DEFAULT_API_RATE=0",
+		"HOOKWHEEL_DEFAULT_MAX_PENDING_TASKS=0",
+		"HOOKWHEEL_DEFAULT_MAX_SCHEDULES=0",
+		"HOOKWHEEL_DEFAULT_MAX_TIMEOUT=0",
+		"HOOKWHEEL_DEFAULT_DISPATCH_RATE=0",
+		"HOOKWHEEL_DEFAULT_DISPATCH_CONCURRENCY=0",
 	}
 }
 

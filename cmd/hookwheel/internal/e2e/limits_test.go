@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
 )
 
@@ -325,4 +326,83 @@ func TestAPILimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, view.StatusCode(), string(view.Body))
 	require.Equal(t, 1, view.JSON200.PendingTasks)
+}
+
+// TestNodeDefaultLimits: a tenant created without limits, on a node whose
+// defaults are small, is refused past them: the fourth pending task, the
+// second schedule, and API calls past the default rate. Before node
+// defaults, a new tenant was unlimited and every one of these passed.
+func TestNodeDefaultLimits(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+		"HOOKWHEEL_DEFAULT_MAX_PENDING_TASKS=3",
+		"HOOKWHEEL_DEFAULT_MAX_SCHEDULES=1",
+		"HOOKWHEEL_DEFAULT_API_RATE=1",
+		"HOOKWHEEL_DEFAULT_API_BURST=10"))
+	ctx := context.Background()
+	call := func(apiKey, method, path string, body any) (int, []byte) {
+		t.Helper()
+		status, out, err := apiCall(ctx, method, node.base+path, apiKey, body, nil)
+		require.NoError(t, err)
+		return status, out
+	}
+	problemType := func(body []byte) string {
+		var p struct {
+			Type string `json:"type"`
+		}
+		require.NoError(t, json.Unmarshal(body, &p), string(body))
+		return p.Type
+	}
+
+	// The operator sees the defaults as the new tenant's effective limits.
+	status, out := call(chaosAdminToken, http.MethodPost, "/v1/admin/tenants", map[string]string{"name": "fresh"})
+	require.Equal(t, http.StatusCreated, status, string(out))
+	var created struct {
+		ID     string `json:"id"`
+		APIKey string `json:"api_key"`
+	}
+	require.NoError(t, json.Unmarshal(out, &created))
+	status, out = call(chaosAdminToken, http.MethodGet, "/v1/admin/tenants/"+created.ID, nil)
+	require.Equal(t, http.StatusOK, status, string(out))
+	var shown struct {
+		Limits          map[string]any `json:"limits"`
+		EffectiveLimits map[string]any `json:"effective_limits"`
+	}
+	require.NoError(t, json.Unmarshal(out, &shown))
+	require.Empty(t, shown.Limits, "no limits of its own")
+	require.EqualValues(t, 3, shown.EffectiveLimits["max_pending_tasks"])
+	require.EqualValues(t, 1, shown.EffectiveLimits["max_schedules"])
+	require.EqualValues(t, 1, shown.EffectiveLimits["api_rate"])
+
+	// Pending tasks: three pass, the fourth gets the quota's 429.
+	task := map[string]any{"url": "https://example.com/later", "delay": "1h"}
+	for i := range 3 {
+		status, out = call(created.APIKey, http.MethodPost, "/v1/tasks", task)
+		require.Equal(t, http.StatusCreated, status, "task %d: %s", i+1, out)
+	}
+	status, out = call(created.APIKey, http.MethodPost, "/v1/tasks", task)
+	require.Equal(t, http.StatusTooManyRequests, status, "the fourth pending task: %s", out)
+	require.Contains(t, problemType(out), "quota-exceeded")
+
+	// Schedules: one passes, the second is refused.
+	schedule := map[string]any{"cron": "0 9 * * *", "url": "https://example.com/daily"}
+	status, out = call(created.APIKey, http.MethodPost, "/v1/schedules", schedule)
+	require.Equal(t, http.StatusCreated, status, string(out))
+	status, out = call(created.APIKey, http.MethodPost, "/v1/schedules", schedule)
+	require.Equal(t, http.StatusTooManyRequests, status, "the second schedule: %s", out)
+
+	// API rate: 1/s in bursts of 10. Forty calls at once cannot all pass
+	// unless they take 30 s; the first refusal says why.
+	refused := 0
+	for range 40 {
+		status, out = call(created.APIKey, http.MethodGet, "/v1/limits", nil)
+		if status == http.StatusTooManyRequests {
+			require.Contains(t, problemType(out), "rate-limited")
+			refused++
+			continue
+		}
+		require.Equal(t, http.StatusOK, status, string(out))
+	}
+	require.Positive(t, refused, "calls past the default API rate are refused")
 }

@@ -128,13 +128,15 @@ func TestRetention(t *testing.T) {
 		t.Logf("waiting for the %s task to be purged", what)
 		acme.waitGone(t, id, purgedWithin)
 	}
-	// The key held by the purged task is free again: the same request
-	// creates a new task.
+	// The key held by the purged task is still taken, for the idempotency
+	// window (24h by default): the same request answers the purged task and
+	// creates nothing (TestPurgedKeyRemembered follows it to the window's
+	// end).
 	again, err := acme.client.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{IdempotencyKey: ptr("order-42")},
 		openapi.TaskRequest{URL: rcv.URL + "/ok"})
 	require.NoError(t, err)
-	require.Equal(t, http.StatusCreated, again.StatusCode(), string(again.Body))
-	require.NotEqual(t, finished["keyed"], taskOf(t, again.JSON201).ID)
+	require.Equal(t, http.StatusOK, again.StatusCode(), string(again.Body))
+	require.Equal(t, finished["keyed"], taskOf(t, again.JSON200).ID)
 
 	// The schedule: its first occurrence is purged, and three more fire
 	// after that.
@@ -187,4 +189,112 @@ func scheduledAt(t *testing.T, d delivery) time.Time {
 	at, err := time.Parse(time.RFC3339Nano, d.header.Get("Hookwheel-Scheduled-At"))
 	require.NoError(t, err)
 	return at
+}
+
+// TestPurgedKeyRemembered: tasks created with an idempotency key (alone, as
+// a batch item, and as a publish to a topic), delivered, then purged by
+// retention: inside HOOKWHEEL_IDEMPOTENCY_WINDOW a repeat of each answers
+// the purged task or publish (200, replayed) and makes no task, so no second
+// webhook; once the window has passed, the repeat creates a new task, which
+// is delivered. Before, the repeat after the purge created a new task at
+// once, and its receiver got the webhook twice.
+func TestPurgedKeyRemembered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const (
+		retention = time.Second
+		window    = 8 * time.Second
+	)
+	e := newEnv(t)
+	n := e.startNode(func(c *app.Config) {
+		c.Dispatcher.RetentionInterval = 100 * time.Millisecond
+		c.Dispatcher.IdempotencyWindow = window
+	})
+	acme := e.createTenant(n, "acme")
+	admin := clientFor(t, n.base, "admin-token")
+	patched, err := admin.UpdateTenantWithResponse(ctx, acme.id, openapi.TenantUpdateRequest{Retention: ptr(retention.String())})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, patched.StatusCode(), string(patched.Body))
+	rcv := newReceiver(t)
+	put, err := acme.client.PutTopicWithResponse(ctx, "orders", openapi.TopicRequest{Endpoints: []openapi.TopicEndpoint{
+		{URL: rcv.URL + "/published"}}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, put.StatusCode(), string(put.Body))
+
+	createdAt := time.Now()
+	single := func() *openapi.CreateTaskResponse {
+		resp, err := acme.client.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{IdempotencyKey: ptr("single")},
+			openapi.TaskRequest{URL: rcv.URL + "/single"})
+		require.NoError(t, err)
+		return resp
+	}
+	batch := func() *openapi.CreateTasksBatchResponse {
+		resp, err := acme.client.CreateTasksBatchWithResponse(ctx, openapi.BatchRequest{Tasks: []openapi.BatchTaskRequest{
+			{URL: rcv.URL + "/batch", IdempotencyKey: ptr("batch-item")}}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), string(resp.Body))
+		return resp
+	}
+	publish := func() *openapi.CreateTaskResponse {
+		resp, err := acme.client.CreateTaskWithResponse(ctx, &openapi.CreateTaskParams{IdempotencyKey: ptr("published")},
+			openapi.TaskRequest{Topic: "orders"})
+		require.NoError(t, err)
+		return resp
+	}
+	first := single()
+	require.Equal(t, http.StatusCreated, first.StatusCode(), string(first.Body))
+	singleID := taskOf(t, first.JSON201).ID
+	firstBatch := batch()
+	require.NotNil(t, firstBatch.JSON200.Data[0].Task, string(firstBatch.Body))
+	batchID := firstBatch.JSON200.Data[0].Task.ID
+	firstPublish := publish()
+	require.Equal(t, http.StatusCreated, firstPublish.StatusCode(), string(firstPublish.Body))
+	pub, err := firstPublish.JSON201.AsPublish()
+	require.NoError(t, err)
+	require.Len(t, pub.Tasks, 1)
+
+	ids := []uuid.UUID{singleID, batchID, pub.Tasks[0].ID}
+	for _, id := range ids {
+		acme.waitStatus(t, id, openapi.TaskStatusDelivered, 10*time.Second)
+	}
+	for _, id := range ids {
+		acme.waitGone(t, id, retention+5*time.Second)
+	}
+	require.Less(t, time.Since(createdAt), window, "the purge came within the window; a slower machine needs a longer one")
+
+	// Inside the window: each repeat answers what it first made, and makes
+	// nothing.
+	again := single()
+	require.Equal(t, http.StatusOK, again.StatusCode(), string(again.Body))
+	require.Equal(t, "true", again.HTTPResponse.Header.Get("Idempotent-Replayed"))
+	replayed := taskOf(t, again.JSON200)
+	require.Equal(t, singleID, replayed.ID)
+	require.Equal(t, openapi.TaskStatusDelivered, replayed.Status, "as it was when purged")
+	againBatch := batch()
+	require.NotNil(t, againBatch.JSON200.Data[0].Task, string(againBatch.Body))
+	require.Equal(t, batchID, againBatch.JSON200.Data[0].Task.ID)
+	require.True(t, *againBatch.JSON200.Data[0].Replayed)
+	againPublish := publish()
+	require.Equal(t, http.StatusOK, againPublish.StatusCode(), string(againPublish.Body))
+	againPub, err := againPublish.JSON200.AsPublish()
+	require.NoError(t, err)
+	require.Equal(t, pub.ID, againPub.ID)
+	list, err := acme.client.ListTasksWithResponse(ctx, &openapi.ListTasksParams{})
+	require.NoError(t, err)
+	require.Empty(t, list.JSON200.Data, "no task made, so no webhook to come")
+	require.Len(t, rcv.snapshot(), 3, "one webhook per key")
+
+	// Past the window the purger forgets the key: the repeat creates a new
+	// task, and its webhook goes out.
+	deadline := createdAt.Add(window + 10*time.Second)
+	var fresh *openapi.CreateTaskResponse
+	for fresh = single(); fresh.StatusCode() == http.StatusOK; fresh = single() {
+		require.True(t, time.Now().Before(deadline), "the key is still taken %s after its task's creation", time.Since(createdAt))
+		time.Sleep(100 * time.Millisecond) // polling the API: the purger's pass gives no signal
+	}
+	require.Equal(t, http.StatusCreated, fresh.StatusCode(), string(fresh.Body))
+	require.GreaterOrEqual(t, time.Since(createdAt), window, "remembered for the whole window")
+	require.NotEqual(t, singleID, taskOf(t, fresh.JSON201).ID)
+	rcv.waitFor(t, 10*time.Second, "the new task's webhook", func(ds []delivery) bool { return len(ds) == 4 })
+	require.Positive(t, metric(t, n, "hookwheel_retention_purged_total", `kind="idempotency_keys"`))
 }

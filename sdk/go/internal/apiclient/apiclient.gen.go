@@ -1431,10 +1431,20 @@ type TaskStats struct {
 //   - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
-// TenantLimits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-// apply from the tenant's next call; dispatch limits within a few seconds.
+// TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+// never given limits has the node's defaults, not none. The object reads two ways:
+//
+//   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+//     node's defaults for all.
+//   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+//     field by field, else the node's default. An absent field is unlimited.
+//
+// Defaults are applied when the tenant is read, never copied into it: changing a node default
+// changes every tenant that does not set that field. API limits apply from the tenant's next
+// call (within 2 s on other nodes); dispatch limits within a few seconds.
 type TenantLimits struct {
 	// APIBurst API requests allowed at once above the rate. Default the rate rounded down (at least 1).
 	// Only with `api_rate`; at most 1,000,000.
@@ -1484,10 +1494,20 @@ type TenantLimits struct {
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
-	// Limits A tenant's rate limits and quotas. In a PATCH, the object replaces the tenant's limits as a
-	// whole (`{}` or `null` lifts them all); 0 (or an absent field) means unlimited, and a tenant
-	// that was never given limits is unlimited. Responses leave unlimited fields out. API limits
-	// apply from the tenant's next call; dispatch limits within a few seconds.
+	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+	// never given limits has the node's defaults, not none. The object reads two ways:
+	//
+	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+	//   node's defaults for all.
+	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+	//   field by field, else the node's default. An absent field is unlimited.
+	//
+	// Defaults are applied when the tenant is read, never copied into it: changing a node default
+	// changes every tenant that does not set that field. API limits apply from the tenant's next
+	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
@@ -1717,9 +1737,13 @@ type CreateTaskParams struct {
 	// repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
 	// as the `Idempotency-Key` header of every webhook attempt.
 	//
-	// A key is held by its task for as long as the task is kept: once the task has finished and its
-	// retention has passed (`HOOKWHEEL_RETENTION`, 7 days by default, or the tenant's `retention`),
-	// the task is deleted and the key is free again; a request reusing it then creates a new task.
+	// A key is held by its task for as long as the task is kept, and at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h by default) after the task was created, even if retention
+	// (`HOOKWHEEL_RETENTION`, or the tenant's `retention`) deleted the task sooner: a repeat inside the
+	// window answers 200 with `Idempotent-Replayed: true` and the task as it was when deleted (its
+	// `id`, `status`, `attempts` and settings; `body` empty and `headers` `{}`, since retention deleted
+	// them), and sends nothing. Once the task is deleted and the window has passed, the key is free
+	// again: a request reusing it creates a new task. Publishes' keys are kept the same way.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -2036,8 +2060,9 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
@@ -2371,7 +2396,9 @@ type ClientInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -2417,7 +2444,9 @@ type ClientInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -3052,8 +3081,9 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+// them, else the node's defaults; an absent field is unlimited), and how much of the
+// pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
@@ -3587,7 +3617,9 @@ func (c *Client) ListTasks(ctx context.Context, params *ListTasksParams, reqEdit
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -3643,7 +3675,9 @@ func (c *Client) CreateTaskWithBody(ctx context.Context, params *CreateTaskParam
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -6130,8 +6164,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-	// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 	//
@@ -6491,7 +6526,9 @@ type ClientWithResponsesInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -6537,7 +6574,9 @@ type ClientWithResponsesInterface interface {
 	// Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 	// key creates the task (201); a repeat with the same key and the same body returns the same task
 	// with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-	// same key and a different body gets 422. Keys are scoped to the tenant.
+	// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+	// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+	// task (see the `Idempotency-Key` parameter).
 	//
 	// ## Publishing to a topic
 	//
@@ -10514,8 +10553,9 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant, as set by the operator, and how
-// much of the pending-task quota is in use. Like every tenant call, this one counts against the
+// The rate limits and quotas that apply to the calling tenant (its own where the operator set
+// them, else the node's defaults; an absent field is unlimited), and how much of the
+// pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
 //
@@ -10995,7 +11035,9 @@ func (c *ClientWithResponses) ListTasksWithResponse(ctx context.Context, params 
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
@@ -11047,7 +11089,9 @@ func (c *ClientWithResponses) CreateTaskWithBodyWithResponse(ctx context.Context
 // Send an `Idempotency-Key` header to make retries of this call safe: the first request with a
 // key creates the task (201); a repeat with the same key and the same body returns the same task
 // with status 200 and the header `Idempotent-Replayed: true`, creating nothing; a repeat with the
-// same key and a different body gets 422. Keys are scoped to the tenant.
+// same key and a different body gets 422. Keys are scoped to the tenant, and stay taken at least
+// `HOOKWHEEL_IDEMPOTENCY_WINDOW` (24h) after the task's creation, even once retention deleted the
+// task (see the `Idempotency-Key` parameter).
 //
 // ## Publishing to a topic
 //
