@@ -118,20 +118,21 @@ func (l Limits) Resolve(layers ...Limits) Limits {
 }
 
 // DefaultNodeLimits are the node's defaults for tenants that set no limit of
-// their own, as a hosted free tier would grant (HOOKWHEEL_DEFAULT_* changes
-// each): 10 API requests a second in bursts of 20; 1,000 pending tasks;
-// 10 schedules; attempts of at most 30 s; and, to any one target host,
-// 10 webhooks a second with 10 in flight. docs/security.md ("Tenant limits
-// and their defaults") says why each.
+// their own (HOOKWHEEL_DEFAULT_* changes each): bounds that keep one
+// stranger from filling a node or Postgres, yet leave a real application's
+// first month of traffic on time: 50 API requests a second in bursts of
+// 100; 10,000 pending tasks; 100 schedules; attempts of at most 30 s; and,
+// to any one target host, 100 webhooks a second with 20 in flight.
+// docs/security.md ("Tenant limits and their defaults") says why each.
 func DefaultNodeLimits() Limits {
 	return Limits{
-		APIRate:             10,
-		APIBurst:            20,
-		MaxPendingTasks:     1000,
-		MaxSchedules:        10,
+		APIRate:             50,
+		APIBurst:            100,
+		MaxPendingTasks:     10_000,
+		MaxSchedules:        100,
 		MaxTimeout:          30 * time.Second,
-		DispatchRate:        10,
-		DispatchConcurrency: 10,
+		DispatchRate:        100,
+		DispatchConcurrency: 20,
 	}
 }
 

@@ -249,6 +249,13 @@ func (s *services) startNode(ctx context.Context, name string, cfg nodeConfig) (
 		"HOOKWHEEL_LOG_LEVEL=warn",
 		"HOOKWHEEL_LOG_FORMAT=text",
 	)
+	// The benchmark's one tenant measures the engine, not the limits a node
+	// puts on a stranger: no node default applies to it (an older build
+	// ignores these).
+	for _, limit := range []string{"API_RATE", "API_BURST", "MAX_PENDING_TASKS", "MAX_SCHEDULES",
+		"MAX_TIMEOUT", "DISPATCH_RATE", "DISPATCH_CONCURRENCY"} {
+		env = append(env, "HOOKWHEEL_DEFAULT_"+limit+"=unlimited")
+	}
 	if cfg.senders > 0 {
 		env = append(env, "HOOKWHEEL_SENDERS="+strconv.Itoa(cfg.senders))
 	}
