@@ -6,7 +6,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// batchGate bounds the memory that batch calls hold at once. A batch call
+// batchGate bounds the memory that batch calls (and, as a second gate, lists
+// with bodies) hold at once. A batch call
 // holds its body, the items decoded from it and their tasks, several times
 // its size, until it answers; eight concurrent calls of 31 MiB took a node
 // from 34 to 715 MB. So each call reserves its body's size (its

@@ -72,7 +72,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), batch_bytes (the batch bytes a node reads at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",

@@ -2,10 +2,13 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -140,4 +143,67 @@ func TestListBodies(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestListBodiesInFlightBounded: lists with bodies reserve their bound of a
+// node's budget while they answer, a tenant at most half of it, so that
+// clients that ask for long pages and never read them cannot add up the
+// per-answer bound: the tenant's next list with bodies gets 429 lists-busy
+// while its first is stuck, another tenant's is still answered, and lists
+// without bodies are never held back.
+func TestListBodiesInFlightBounded(t *testing.T) {
+	t.Parallel()
+	const bound = 4 << 20
+	h := newHarness(t, func(c *api.Config) {
+		c.Limits.ListBodyBytes = bound
+		c.Limits.ListBytesInFlight = 2 * bound
+	})
+	acme, globex := h.createTenant("acme"), h.createTenant("globex")
+	body := strings.Repeat("<", 600_000) // 3.6 MB once escaped, in the request too
+	for range 6 {
+		h.createTask(acme, taskBody(t, map[string]any{"url": "https://example.com/t", "delay": "1h", "body": body}))
+	}
+	h.createTask(globex, taskBody(t, map[string]any{"url": "https://example.com/t", "delay": "1h", "body": "hi"}))
+
+	// A client that asks for a page of 21.6 MB and reads none of it: its
+	// answer fills the socket's buffers and holds its reservation.
+	u, err := url.Parse(h.URL)
+	require.NoError(t, err)
+	stuck, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	defer stuck.Close()
+	_, err = fmt.Fprintf(stuck, "GET /v1/tasks?include=body&limit=500 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", u.Host, acme.APIKey)
+	require.NoError(t, err)
+
+	refused := func() response {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp := h.do(http.MethodGet, "/v1/tasks?include=body&limit=1", acme.APIKey, nil, nil)
+			if resp.Status == http.StatusTooManyRequests || time.Now().After(deadline) {
+				return resp
+			}
+			require.Equal(t, http.StatusOK, resp.Status, "body: %.300s", resp.Body)
+		}
+	}()
+	require.Equal(t, http.StatusTooManyRequests, refused.Status, "the stuck list holds the tenant's half")
+	require.Equal(t, "application/problem+json", refused.Header.Get("Content-Type"))
+	require.Equal(t, "1", refused.Header.Get("Retry-After"))
+	require.Contains(t, string(refused.Body), "lists-busy")
+
+	other := h.do(http.MethodGet, "/v1/tasks?include=body", globex.APIKey, nil, nil)
+	require.Equal(t, http.StatusOK, other.Status, "another tenant's list is answered: %.300s", other.Body)
+	plain := h.do(http.MethodGet, "/v1/tasks?limit=500", acme.APIKey, nil, nil)
+	require.Equal(t, http.StatusOK, plain.Status, "a list without bodies reserves nothing")
+
+	// Once the stuck client goes, its reservation is given back.
+	require.NoError(t, stuck.Close())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := h.do(http.MethodGet, "/v1/tasks?include=body&limit=1", acme.APIKey, nil, nil)
+		if resp.Status == http.StatusOK {
+			break
+		}
+		require.Equal(t, http.StatusTooManyRequests, resp.Status)
+		require.True(t, time.Now().Before(deadline), "the reservation was never given back")
+	}
 }

@@ -205,6 +205,11 @@ func (s *Server) ListSchedules(c echo.Context, params openapi.ListSchedulesParam
 		data, next := paginate(schedules, page, cursor, scheduleWithoutBodyJSON)
 		return c.JSON(http.StatusOK, openapi.ScheduleList{Data: data, NextCursor: next})
 	}
+	release, err := s.takeListBodies(c, tenant.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	schedules, cut, err := s.tasks.ListSchedulesWithBodies(c.Request().Context(), tenant.ID, filter, s.cfg.Limits.ListBodyBytes)
 	if err != nil {
 		return err

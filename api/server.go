@@ -123,6 +123,13 @@ type Limits struct {
 	// what one list call holds in memory, whatever a tenant stored. Default
 	// DefaultListBodyBytes (8 MiB).
 	ListBodyBytes int64
+	// ListBytesInFlight bounds the bodies that the lists with bodies a node
+	// answers at once may hold, a tenant's at most half of it: each such
+	// call reserves ListBodyBytes while it runs, and one beyond the bound
+	// gets 429, so that many slow readers of long pages cannot add up what
+	// ListBodyBytes bounds per call. Default 64 MiB, and at least twice
+	// ListBodyBytes.
+	ListBytesInFlight int64
 }
 
 // DefaultListBodyBytes is the default of Limits.ListBodyBytes.
@@ -157,6 +164,9 @@ func (c *Config) setDefaults() error {
 	if c.Limits.ListBodyBytes <= 0 {
 		c.Limits.ListBodyBytes = DefaultListBodyBytes
 	}
+	if c.Limits.ListBytesInFlight <= 0 {
+		c.Limits.ListBytesInFlight = max(64<<20, 2*c.Limits.ListBodyBytes)
+	}
 	if c.Limits.BatchBytesInFlight <= 0 {
 		c.Limits.BatchBytesInFlight = max(64<<20, 2*batchBodyLimit(c.Limits.MaxBody))
 	}
@@ -176,6 +186,7 @@ type Server struct {
 	apiLimits *apiLimits
 	// batches bounds the memory batch calls hold.
 	batches *batchGate
+	lists   *batchGate // the bodies of list answers that carry them
 	// throttle counts failed authentications per client address, sign-ins
 	// included.
 	throttle *authThrottle
@@ -199,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		clock:   cfg.Clock,
 		metrics: promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{Registry: cfg.Registerer}),
 		batches: newBatchGate(cfg.Limits.BatchBytesInFlight),
+		lists:   newBatchGate(cfg.Limits.ListBytesInFlight),
 		proxies: trustedProxies(cfg.TrustedProxies),
 	}
 	e := echo.New()

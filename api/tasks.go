@@ -151,12 +151,31 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 		data, next := paginate(list, page, cursor, taskWithoutBodyJSON)
 		return c.JSON(http.StatusOK, openapi.TaskList{Data: data, NextCursor: next})
 	}
+	release, err := s.takeListBodies(c, tenant.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	list, cut, err := s.tasks.ListWithBodies(c.Request().Context(), tenant.ID, filter, s.cfg.Limits.ListBodyBytes)
 	if err != nil {
 		return err
 	}
 	list, next := pageOf(list, page, cut, cursor)
 	return writeList(c, list, taskJSON, next)
+}
+
+// takeListBodies reserves room for one list answer's bodies of the node's
+// budget, or refuses the call with 429: the memory of lists with bodies is
+// bounded across calls, not only per call.
+func (s *Server) takeListBodies(c echo.Context, tenant uuid.UUID) (release func(), err error) {
+	release, ok := s.lists.take(tenant, s.cfg.Limits.ListBodyBytes)
+	if !ok {
+		s.apiLimits.refused.WithLabelValues("list_bytes").Inc()
+		c.Response().Header().Set("Retry-After", "1")
+		return nil, newProblem(http.StatusTooManyRequests, "lists-busy", "Too many lists with bodies in progress",
+			"this node is answering as many lists with bodies as it holds at once; try again in a moment, or list without include=body")
+	}
+	return release, nil
 }
 
 // includeBody reads a list call's include parameter: whether it asks for
