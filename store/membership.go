@@ -130,9 +130,12 @@ DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
 // partitions announce it on MembershipNotifyChannel on commit, so that the
 // other nodes move partitions at once rather than at their next heartbeat.
 // Acquiring announces nothing: it frees nothing and changes no share.
+//
+// It goes through a connection of its own, never queued behind the pool's
+// statements.
 func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
 	var m Membership
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db.membership, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
@@ -198,7 +201,7 @@ WHERE EXISTS (SELECT 1 FROM released) OR EXISTS (SELECT 1 FROM gone)`
 // announces it on MembershipNotifyChannel so that they take the partitions
 // now rather than at their next heartbeat. Leaving again announces nothing.
 func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
-	if _, err := db.pool.Exec(ctx, queryLeaveNode, nodeID); err != nil {
+	if _, err := db.membership.Exec(ctx, queryLeaveNode, nodeID); err != nil {
 		return fmt.Errorf("leave node %s: %w", nodeID, err)
 	}
 	if _, err := db.pool.Exec(ctx, queryForgetDeadNodes); err != nil {

@@ -196,6 +196,10 @@ type environment struct {
 	maxBody     int
 	maxTimeout  time.Duration
 	shutdown    time.Duration
+	// nodeTTL and heartbeat: HOOKWHEEL_NODE_TTL and
+	// HOOKWHEEL_HEARTBEAT_INTERVAL (0: the dispatcher's defaults).
+	nodeTTL     time.Duration
+	heartbeat   time.Duration
 	http        api.ServerLimits
 	proxies     []netip.Prefix
 	maxAhead    time.Duration
@@ -252,6 +256,12 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.shutdown, err = durationEnv(getenv, "HOOKWHEEL_SHUTDOWN_TIMEOUT", 0); err != nil {
+		return e, err
+	}
+	if e.nodeTTL, err = durationEnv(getenv, "HOOKWHEEL_NODE_TTL", 0); err != nil {
+		return e, err
+	}
+	if e.heartbeat, err = durationEnv(getenv, "HOOKWHEEL_HEARTBEAT_INTERVAL", 0); err != nil {
 		return e, err
 	}
 	for _, d := range []struct {
@@ -381,6 +391,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			Senders: env.senders, SendersPerTenant: env.perTenant,
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			MetricsTopTargets: env.topTargets,
+			NodeTTL:           env.nodeTTL, HeartbeatInterval: env.heartbeat,
 		},
 		Limits:          api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout},
 		ShutdownTimeout: env.shutdown,

@@ -42,9 +42,14 @@ var (
 	buildErr  error
 )
 
-// hookwheelBinary builds cmd/hookwheel once per test binary and returns its path.
+// hookwheelBinary builds cmd/hookwheel once per test binary and returns its
+// path; HOOKWHEEL_E2E_BINARY names a binary to run instead (another build
+// of hookwheel, to check that a test fails on it).
 func hookwheelBinary(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("HOOKWHEEL_E2E_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		builtDir, buildErr = os.MkdirTemp("", "hookwheel-e2e-")
 		if buildErr != nil {
@@ -247,6 +252,19 @@ func (n *serveNode) Kill() (time.Time, error) {
 	case <-time.After(10 * time.Second):
 		return at, fmt.Errorf("%s (pid %d) still running 10s after SIGKILL", n.name, p.pid)
 	}
+}
+
+// Signal sends sig to the running process, and returns the instant.
+func (n *serveNode) Signal(sig syscall.Signal) (time.Time, error) {
+	p := n.current()
+	if p == nil {
+		return time.Time{}, fmt.Errorf("%s is not running", n.name)
+	}
+	at := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return at, fmt.Errorf("signal %s to %s: %w", sig, n.name, err)
+	}
+	return at, nil
 }
 
 // Restart starts a new process on the same address and environment, and
