@@ -185,8 +185,9 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 			<-recovering
 		}
 	}()
-	// next is when t fires; began, when the last heartbeat began.
-	var lastOK, began, recovered time.Time
+	// next is when t fires; began, when the last heartbeat began;
+	// lastBegan, when the last successful one began.
+	var lastOK, began, lastBegan, recovered time.Time
 	// live are the live nodes at the last heartbeat.
 	var live []uuid.UUID
 	next := o.cfg.Clock.Now()
@@ -211,12 +212,16 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 		now := o.cfg.Clock.Now()
 		switch {
 		case err == nil:
-			if !lastOK.IsZero() && now.Sub(lastOK) > o.cfg.NodeTTL/2 {
-				o.cfg.Logger.Warn("heartbeat late: this node's lease nears its end between heartbeats",
-					"since_last", now.Sub(lastOK), "node_ttl", o.cfg.NodeTTL)
+			if !lastBegan.IsZero() {
+				renewal := now.Sub(lastBegan)
+				o.cfg.Metrics.leaseRenewal.Observe(renewal.Seconds())
+				if renewal > o.cfg.NodeTTL/2 {
+					o.cfg.Logger.Warn("heartbeat late: a renewal took over half the node TTL",
+						"renewal", renewal, "node_ttl", o.cfg.NodeTTL)
+				}
 			}
 			o.renewed(began, now)
-			lastOK = now
+			lastOK, lastBegan = now, began
 			gained := o.set(m.Owned)
 			o.cfg.Metrics.liveNodes.Set(float64(m.LiveNodes))
 			// The scan for stale claims reads every claim in flight in our

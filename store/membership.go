@@ -135,7 +135,14 @@ DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
 // statements.
 func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
 	var m Membership
-	err := pgx.BeginFunc(ctx, db.membership, func(tx pgx.Tx) error {
+	// A node frozen (SIGSTOP, a long pause) between two statements of this
+	// transaction would hold its partitions' row locks, which the other
+	// nodes' takeover passes over, for as long as it stays frozen: the
+	// session is ended instead once it idles in the transaction for a
+	// third of ttl, and the locks with it.
+	begin := pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d",
+		max(ttl/3, time.Millisecond).Milliseconds())}
+	err := pgx.BeginTxFunc(ctx, db.membership, begin, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
