@@ -19,6 +19,7 @@ type membershipStore interface {
 	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error)
 	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
 	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 }
 
 // fireOnceReleaser frees Redis fire-once claims.
@@ -364,8 +365,17 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
 	// Claims that went stale since the listing above.
 	o.releaseFireOnce(ctx, recovered)
+	due := make(map[uuid.UUID]time.Time, len(recovered))
 	for _, c := range recovered {
 		o.cfg.Schedule(c.ID, c.At)
+		due[c.ID] = c.At
+	}
+	// Announced too: a partition may have moved on between the scan and
+	// here (a node joined, and this one handed partitions over), and its
+	// new owner may have loaded it while these tasks were still claimed,
+	// passing over them; unannounced they waited for its sweep, 5 to 10 s.
+	if err := o.cfg.Store.AnnounceDue(ctx, due); err != nil && ctx.Err() == nil {
+		o.cfg.Logger.Warn("announcing recovered tasks failed; a partition's new owner finds them at its sweep", "tasks", len(due), "err", err)
 	}
 	return len(recovered) < loadPage && len(recovered) >= len(stale)
 }
