@@ -40,7 +40,8 @@ type claimerConfig struct {
 	// LeaseEpoch and LeaseValid read this node's own lease (ownership): a
 	// node that cannot prove it holds its lease claims nothing, and every
 	// claim carries the epoch it was taken under, for the sender's fence.
-	// LeaseRetry is when the tasks fired meanwhile are tried again.
+	// LeaseRetry is when the tasks fired meanwhile are tried again, and
+	// those of a claim statement that failed.
 	LeaseEpoch func() uint64
 	LeaseValid func(epoch uint64, now time.Time) bool
 	LeaseRetry time.Duration
@@ -223,11 +224,18 @@ func (cl *claimer) claim(ctx context.Context, ids []uuid.UUID) {
 	if err != nil {
 		cl.cfg.Metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {
-			cl.cfg.Logger.Error("claiming due tasks failed; they stay queued in Postgres", "tasks", len(ids), "err", err)
+			cl.cfg.Logger.Error("claiming due tasks failed; trying again shortly", "tasks", len(ids), "retry_in", cl.cfg.LeaseRetry, "err", err)
 		}
-		// The tasks still wait in Postgres; hand them to the sweep.
+		// The tasks still wait in Postgres (a deadlock with a statement
+		// locking the same rows in another order, a connection lost): armed
+		// again a moment later rather than left to the sweep, which finds
+		// them only once overdue by SweepInterval. Should the claim have
+		// committed after all, the next one passes over them.
 		for _, id := range ids {
 			cl.cfg.Budget.settle(id)
+			if ctx.Err() == nil {
+				cl.cfg.Schedule(id, now.Add(cl.cfg.LeaseRetry))
+			}
 		}
 		return
 	}

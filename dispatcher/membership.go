@@ -365,15 +365,22 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
 	// Claims that went stale since the listing above.
 	o.releaseFireOnce(ctx, recovered)
-	due := make(map[uuid.UUID]time.Time, len(recovered))
+	var due map[uuid.UUID]time.Time
 	for _, c := range recovered {
 		o.cfg.Schedule(c.ID, c.At)
-		due[c.ID] = c.At
+		if !o.owns(c.ID) {
+			if due == nil {
+				due = make(map[uuid.UUID]time.Time)
+			}
+			due[c.ID] = c.At
+		}
 	}
-	// Announced too: a partition may have moved on between the scan and
-	// here (a node joined, and this one handed partitions over), and its
-	// new owner may have loaded it while these tasks were still claimed,
-	// passing over them; unannounced they waited for its sweep, 5 to 10 s.
+	// A partition may have moved on between the scan and here (a node
+	// joined, and this one handed partitions over), and its new owner may
+	// have loaded it while these tasks were still claimed, passing over
+	// them: they are announced, for it to arm them, which unannounced
+	// waited for its sweep, 5 to 10 s. (Not those armed here: a second
+	// timer makes a second claim, which waits on the first's row.)
 	if err := o.cfg.Store.AnnounceDue(ctx, due); err != nil && ctx.Err() == nil {
 		o.cfg.Logger.Warn("announcing recovered tasks failed; a partition's new owner finds them at its sweep", "tasks", len(due), "err", err)
 	}
