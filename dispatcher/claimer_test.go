@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,8 +34,10 @@ type claimerBundle struct {
 	held      chan *model.ClaimedTask
 	scheduled chan dueAt
 	deferred  chan []*model.ClaimedTask
-	// leaseLapsed makes the node's own lease invalid.
+	// leaseLapsed makes the node's own lease invalid; claimFails, every
+	// claim statement fail.
 	leaseLapsed atomic.Bool
+	claimFails  atomic.Bool
 	// stop cancels Run and waits for it.
 	stop func()
 }
@@ -53,7 +56,7 @@ func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *c
 	b.tenant = createTenant(t, db, model.Limits{})
 	pass := func(_ context.Context, c []*model.ClaimedTask) []*model.ClaimedTask { return c }
 	b.claimer = newClaimer(claimerConfig{
-		Store: db, NodeID: uuid.New(), Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
+		Store: faultyClaims{DB: db, fail: &b.claimFails}, NodeID: uuid.New(), Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
 		Claimers: 2, ClaimBatch: 128, ClaimAhead: 50 * time.Millisecond, ClaimGroup: 10 * time.Millisecond,
 		ClaimLinger: time.Millisecond, LeaseMargin: 30 * time.Second, Budget: b.budget,
 		Partitions: allPartitions,
@@ -83,6 +86,20 @@ func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *c
 		}
 	})
 	return b
+}
+
+// faultyClaims fails every claim statement while fail is set, as a
+// deadlock or a lost connection would.
+type faultyClaims struct {
+	*store.DB
+	fail *atomic.Bool
+}
+
+func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*model.ClaimedTask, error) {
+	if f.fail.Load() {
+		return nil, errors.New("ERROR: deadlock detected (SQLSTATE 40P01)")
+	}
+	return f.DB.ClaimTasks(ctx, node, partitions, ids, now, leaseMargin)
 }
 
 // fire fires a task's claim timer as the wheel does: ClaimAhead before it
@@ -203,7 +220,8 @@ func TestClaimerSettlesWhatItCannotClaim(t *testing.T) {
 }
 
 // TestClaimerFenced: a node that cannot prove its own lease claims
-// nothing and tries the fired tasks again a LeaseRetry later; a node whose
+// nothing and tries the fired tasks again a LeaseRetry later, as it does
+// when the claim statement fails (not left to the sweep); a node whose
 // view of its partitions is stale claims nothing in a partition another
 // node holds a lease on.
 func TestClaimerFenced(t *testing.T) {
@@ -214,6 +232,7 @@ func TestClaimerFenced(t *testing.T) {
 		rearms bool
 	}{
 		{name: "own lease lapsed", rearms: true, fence: func(_ *testing.T, b *claimerBundle) { b.leaseLapsed.Store(true) }},
+		{name: "claim statement failed", rearms: true, fence: func(_ *testing.T, b *claimerBundle) { b.claimFails.Store(true) }},
 		{name: "partition leased by another node", fence: func(t *testing.T, b *claimerBundle) {
 			m, err := b.db.Heartbeat(context.Background(), uuid.New(), "other", time.Minute)
 			require.NoError(t, err)
