@@ -993,9 +993,13 @@ func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim
 	require.False(t, got.At.After(to), "%s after %s", got.At, to)
 }
 
-// claimFor claims one due task for node and requires that the claim succeeded.
+// claimFor claims one due task for node, which first takes the lease of the
+// task's partition (no node claims in a partition another leases), and
+// requires that the claim succeeded.
 func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id uuid.UUID) *model.ClaimedTask {
 	t.Helper()
+	exec(t, pool, `UPDATE partitions SET owner = $1, lease_expires_at = now() + interval '1 hour'
+		WHERE id = get_byte(uuid_send($2::uuid), 15)`, node, id)
 	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
