@@ -142,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		leaseRenewal: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookwheel_lease_renewal_seconds",
 			Help:    "For each successful heartbeat, the time from the start of the one before to its end: a node whose renewals reach HOOKWHEEL_NODE_TTL loses its partitions.",
-			Buckets: []float64{.25, .5, .6, .75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10},
+			Buckets: []float64{.1, .2, .3, .4, .5, .6, .75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10},
 		}),
 		limitUnchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_dispatch_limit_unchecked_total",
