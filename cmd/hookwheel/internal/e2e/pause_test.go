@@ -121,7 +121,7 @@ func TestThreeNodesPaused(t *testing.T) {
 			n+1, p.node, p.at.Sub(t0).Seconds(), p.resumedAt.Sub(p.at).Round(time.Millisecond), around)
 	}
 	for _, task := range tasks {
-		if h, ok := first[task.id]; ok && h.lateness() > 3*time.Second {
+		if h, ok := first[task.id]; ok && h.lateness() > maxFailover/2 {
 			t.Logf("task %s due at t0%+.3fs arrived %s late", task.id, task.runAt.Sub(t0).Seconds(), h.lateness().Round(time.Millisecond))
 		}
 	}
