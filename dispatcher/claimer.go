@@ -37,6 +37,14 @@ type claimerConfig struct {
 	Budget      *claimBudget
 	// Partitions are those this node owns: only their tasks are claimed.
 	Partitions func() []int16
+	// LeaseEpoch and LeaseValid read this node's own lease (ownership): a
+	// node that cannot prove it holds its lease claims nothing, and every
+	// claim carries the epoch it was taken under, for the sender's fence.
+	// LeaseRetry is when the tasks fired meanwhile are tried again, and
+	// those of a claim statement that failed.
+	LeaseEpoch func() uint64
+	LeaseValid func(epoch uint64, now time.Time) bool
+	LeaseRetry time.Duration
 	// Schedule re-arms the fired tasks that turn out to be due later.
 	Schedule func(id uuid.UUID, at time.Time)
 	// FireOnce takes the Redis fire-once claims of what was claimed, and
@@ -197,16 +205,37 @@ func (cl *claimer) claim(ctx context.Context, ids []uuid.UUID) {
 	// runs out. Let it finish, then give back what will not be sent.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// Read before the statement goes out: the lease Postgres gives the
+	// claims starts later than now, and the epoch is the one the claims
+	// were certainly taken under if it still holds when they are sent.
 	now := cl.cfg.Clock.Now()
+	epoch := cl.cfg.LeaseEpoch()
+	if !cl.cfg.LeaseValid(epoch, now) {
+		// Our heartbeat is late: our partitions may be another node's by
+		// now. Try again once it may have renewed them; should they have
+		// moved, the task is no longer ours to arm.
+		for _, id := range ids {
+			cl.cfg.Budget.settle(id)
+			cl.cfg.Schedule(id, now.Add(cl.cfg.LeaseRetry))
+		}
+		return
+	}
 	claims, err := cl.cfg.Store.ClaimTasks(claimCtx, cl.cfg.NodeID, cl.cfg.Partitions(), ids, now.Add(cl.horizon()), cl.cfg.LeaseMargin)
 	if err != nil {
 		cl.cfg.Metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {
-			cl.cfg.Logger.Error("claiming due tasks failed; they stay queued in Postgres", "tasks", len(ids), "err", err)
+			cl.cfg.Logger.Error("claiming due tasks failed; trying again shortly", "tasks", len(ids), "retry_in", cl.cfg.LeaseRetry, "err", err)
 		}
-		// The tasks still wait in Postgres; hand them to the sweep.
+		// The tasks still wait in Postgres (a deadlock with a statement
+		// locking the same rows in another order, a connection lost): armed
+		// again a moment later rather than left to the sweep, which finds
+		// them only once overdue by SweepInterval. Should the claim have
+		// committed after all, the next one passes over them.
 		for _, id := range ids {
 			cl.cfg.Budget.settle(id)
+			if ctx.Err() == nil {
+				cl.cfg.Schedule(id, now.Add(cl.cfg.LeaseRetry))
+			}
 		}
 		return
 	}
@@ -214,6 +243,7 @@ func (cl *claimer) claim(ctx context.Context, ids []uuid.UUID) {
 	cl.cfg.Metrics.claimBatch.Observe(float64(len(claims)))
 	for _, c := range claims {
 		c.ClaimedAt = now
+		c.LeaseEpoch = epoch
 	}
 	claims = cl.cfg.FireOnce(claimCtx, claims)
 	claims = cl.cfg.RateLimit(claims)

@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,10 @@ type claimerBundle struct {
 	held      chan *model.ClaimedTask
 	scheduled chan dueAt
 	deferred  chan []*model.ClaimedTask
+	// leaseLapsed makes the node's own lease invalid; claimFails, every
+	// claim statement fail.
+	leaseLapsed atomic.Bool
+	claimFails  atomic.Bool
 	// stop cancels Run and waits for it.
 	stop func()
 }
@@ -50,10 +56,13 @@ func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *c
 	b.tenant = createTenant(t, db, model.Limits{})
 	pass := func(_ context.Context, c []*model.ClaimedTask) []*model.ClaimedTask { return c }
 	b.claimer = newClaimer(claimerConfig{
-		Store: db, NodeID: uuid.New(), Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
+		Store: faultyClaims{DB: db, fail: &b.claimFails}, NodeID: uuid.New(), Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
 		Claimers: 2, ClaimBatch: 128, ClaimAhead: 50 * time.Millisecond, ClaimGroup: 10 * time.Millisecond,
 		ClaimLinger: time.Millisecond, LeaseMargin: 30 * time.Second, Budget: b.budget,
 		Partitions: allPartitions,
+		LeaseEpoch: func() uint64 { return 1 },
+		LeaseValid: func(uint64, time.Time) bool { return !b.leaseLapsed.Load() },
+		LeaseRetry: 300 * time.Millisecond,
 		Schedule:   func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		FireOnce:   pass,
 		RateLimit:  func(c []*model.ClaimedTask) []*model.ClaimedTask { return pass(nil, c) },
@@ -77,6 +86,20 @@ func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *c
 		}
 	})
 	return b
+}
+
+// faultyClaims fails every claim statement while fail is set, as a
+// deadlock or a lost connection would.
+type faultyClaims struct {
+	*store.DB
+	fail *atomic.Bool
+}
+
+func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*model.ClaimedTask, error) {
+	if f.fail.Load() {
+		return nil, errors.New("ERROR: deadlock detected (SQLSTATE 40P01)")
+	}
+	return f.DB.ClaimTasks(ctx, node, partitions, ids, now, leaseMargin)
 }
 
 // fire fires a task's claim timer as the wheel does: ClaimAhead before it
@@ -122,6 +145,7 @@ func TestClaimerHandsOnClaims(t *testing.T) {
 			require.Equal(t, task.ID, c.ID)
 			require.Equal(t, 1, c.Attempt)
 			require.True(t, claimedAt.Equal(c.ClaimedAt))
+			require.Equal(t, uint64(1), c.LeaseEpoch, "the claim carries the lease epoch it was taken under")
 			require.Equal(t, model.StatusDispatching, taskOf(t, b.db, b.tenant, task.ID).Status)
 			require.True(t, b.budget.inFlight(task.ID))
 			// Its unit, and the one the idle claimer took to wait for work.
@@ -189,6 +213,46 @@ func TestClaimerSettlesWhatItCannotClaim(t *testing.T) {
 			require.Eventually(t, func() bool { return !b.budget.inFlight(task.ID) }, 10*time.Second, time.Millisecond)
 			// Only the unit the idle claimer took to wait for work.
 			require.Eventually(t, func() bool { return len(b.budget.units) == 1 }, 10*time.Second, time.Millisecond)
+			require.Empty(t, b.sent)
+			require.Empty(t, b.held)
+		})
+	}
+}
+
+// TestClaimerFenced: a node that cannot prove its own lease claims
+// nothing and tries the fired tasks again a LeaseRetry later, as it does
+// when the claim statement fails (not left to the sweep); a node whose
+// view of its partitions is stale claims nothing in a partition another
+// node holds a lease on.
+func TestClaimerFenced(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		fence  func(t *testing.T, b *claimerBundle)
+		rearms bool
+	}{
+		{name: "own lease lapsed", rearms: true, fence: func(_ *testing.T, b *claimerBundle) { b.leaseLapsed.Store(true) }},
+		{name: "claim statement failed", rearms: true, fence: func(_ *testing.T, b *claimerBundle) { b.claimFails.Store(true) }},
+		{name: "partition leased by another node", fence: func(t *testing.T, b *claimerBundle) {
+			m, err := b.db.Heartbeat(context.Background(), uuid.New(), "other", time.Minute)
+			require.NoError(t, err)
+			require.Len(t, m.Owned, model.Partitions, "a lone node takes every partition")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupClaimer(t, 16, make(chan *model.ClaimedTask, 16))
+			tc.fence(t, b)
+			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
+			b.fire(task)
+			if tc.rearms {
+				got := receive(t, b.scheduled)
+				require.Equal(t, task.ID, got.id)
+				require.True(t, b.clock.Now().Add(300*time.Millisecond).Equal(got.at))
+			}
+			require.Eventually(t, func() bool { return !b.budget.inFlight(task.ID) }, 10*time.Second, time.Millisecond)
+			require.Equal(t, model.StatusScheduled, taskOf(t, b.db, b.tenant, task.ID).Status, "not claimed")
 			require.Empty(t, b.sent)
 			require.Empty(t, b.held)
 		})

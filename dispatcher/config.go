@@ -145,9 +145,15 @@ type Config struct {
 	NodeName string
 	// NodeTTL is how long this node's registration and partition leases
 	// last without a heartbeat: when a node dies, its partitions and the
-	// tasks it was sending move to the survivors after about this long.
-	// Default 1.5s. HeartbeatInterval is how often they are renewed
-	// (default NodeTTL/5).
+	// tasks it was sending move to the survivors after about this long, and
+	// a node that cannot renew them within it stops claiming and sending
+	// until it has (fence.go). Default 3s: on a 2-core machine running
+	// three nodes under `stress-ng --cpu 2`, a renewal (from one
+	// heartbeat's start to the next one's end) took at most 0.75 s at a 300
+	// ms interval, and at most 1.02 s in the SIGKILL chaos test on a
+	// machine loaded by other work; 1.5 s left too little room above that.
+	// HeartbeatInterval is how often they are renewed (default NodeTTL/5),
+	// on a connection of the node's own.
 	NodeTTL           time.Duration
 	HeartbeatInterval time.Duration
 	// LeaseMargin is added to a task's timeout to form the lease of its
@@ -315,7 +321,7 @@ func (c *Config) setDefaults() error {
 		c.NodeName, _ = os.Hostname()
 	}
 	if c.NodeTTL <= 0 {
-		c.NodeTTL = 1500 * time.Millisecond
+		c.NodeTTL = 3 * time.Second
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = c.NodeTTL / 5

@@ -99,13 +99,13 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.ownership = newOwnership(ownershipConfig{
 		Store: cfg.DB, FireOnce: releaser, NodeID: d.nodeID, NodeName: cfg.NodeName,
 		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
-		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		FenceMargin: fenceMarginOf(cfg.NodeTTL),
+		Clock:       cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained: func(p []int16) { d.loader.takeOver(p) },
 		// The look reads every task due (store.StaleClaims): 600 ms for a
-		// backlog of 400,000. Every LeaseMargin was cheaper, but it is also
-		// the net under a dead node's claims that a look at a membership
-		// change missed, and TestThreeNodesKilled met such a claim 10 and 31
-		// seconds late with it.
+		// backlog of 400,000, on a goroutine of its own. It finds hung
+		// sends, whose leases lapsed, and is the net under any dead node's
+		// claim a look at a membership change did not see.
 		Schedule: d.Schedule, RecoverInterval: cfg.SweepInterval,
 	})
 	d.loader = newLoader(loaderConfig{
@@ -164,6 +164,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		Claimers: cfg.Claimers, ClaimBatch: cfg.ClaimBatch, ClaimAhead: cfg.ClaimAhead,
 		ClaimGroup: cfg.ClaimGroup, ClaimLinger: cfg.ClaimLinger, LeaseMargin: cfg.LeaseMargin,
 		Budget: d.budget, Partitions: d.ownership.partitions, Schedule: d.Schedule,
+		LeaseEpoch: d.ownership.leaseEpoch, LeaseValid: d.ownership.leaseValid, LeaseRetry: cfg.HeartbeatInterval,
 		FireOnce: fireOnce.claim, RateLimit: d.limits.rateLimitClaims,
 		Hold: d.holder.hold, Send: d.claimed, Defer: d.deferrer.Defer,
 	})
@@ -185,7 +186,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
 		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Schedule: d.Schedule, Stopping: d.stopping.Load,
+		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
 		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
 		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,

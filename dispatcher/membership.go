@@ -19,6 +19,7 @@ type membershipStore interface {
 	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error)
 	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
 	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 }
 
 // fireOnceReleaser frees Redis fire-once claims.
@@ -36,6 +37,11 @@ type ownershipConfig struct {
 	NodeName          string
 	NodeTTL           time.Duration
 	HeartbeatInterval time.Duration
+	// FenceMargin is how long before its lease runs out, by this node's
+	// monotonic clock, the node stops acting on it (leaseValid): room for a
+	// clock that runs a little slower than Postgres's, and for the moment
+	// between the check and the request leaving.
+	FenceMargin time.Duration
 	// NudgeGap is the least time between the start of one heartbeat and
 	// that of an early one another node's membership change asks for
 	// (heartbeatNudgeGap in a Dispatcher).
@@ -70,9 +76,58 @@ type ownedSet struct {
 type ownership struct {
 	cfg   ownershipConfig
 	owned atomic.Pointer[ownedSet]
+	lease atomic.Pointer[nodeLease]
 	// nudged asks for a heartbeat now. One slot: a burst of asks, or asks
 	// made while a heartbeat runs, make one heartbeat after the current one.
 	nudged chan struct{}
+	// recoverAsked asks the recovery goroutine for a look at stale claims;
+	// recoverPending is set while one may be left to hand back.
+	recoverAsked   chan struct{}
+	recoverPending atomic.Bool
+}
+
+// nodeLease is what this node can prove of its own registration and
+// partition leases, by its monotonic clock. Postgres set them to expire at
+// its now() plus NodeTTL, now() being the heartbeat transaction's start,
+// which came after the instant the heartbeat began here: so they hold at
+// least until began plus NodeTTL. Until then no other node can take our
+// partitions or see us dead and hand our claims back.
+type nodeLease struct {
+	// epoch changes whenever a heartbeat succeeds after the lease before it
+	// may have run out (and at the first): what was claimed under an older
+	// epoch may have been handed back and sent by another node meanwhile,
+	// even though the node holds a lease again.
+	epoch uint64
+	// until is when the lease runs out (the zero time: none held).
+	until time.Time
+}
+
+// renewed records a heartbeat that began at began and succeeded at now. Our
+// registration stayed unbroken only if the previous lease still held when
+// the heartbeat's transaction started; all we know is that it started
+// before now, so the epoch changes unless now is within the previous lease.
+func (o *ownership) renewed(began, now time.Time) {
+	prev := o.lease.Load()
+	next := &nodeLease{epoch: prev.epoch, until: began.Add(o.cfg.NodeTTL)}
+	if prev.until.IsZero() || !now.Before(prev.until) {
+		next.epoch++
+		if !prev.until.IsZero() {
+			o.cfg.Logger.Warn("this node's lease ran out before its heartbeat renewed it: claims taken before are given back unsent",
+				"late_by", now.Sub(prev.until))
+		}
+	}
+	o.lease.Store(next)
+}
+
+// leaseEpoch is the epoch a claim taken now is taken under.
+func (o *ownership) leaseEpoch() uint64 { return o.lease.Load().epoch }
+
+// leaseValid reports whether this node may still act, at now, on what it
+// took under epoch: the epoch is still current and the lease holds for
+// FenceMargin more.
+func (o *ownership) leaseValid(epoch uint64, now time.Time) bool {
+	l := o.lease.Load()
+	return l.epoch == epoch && !l.until.IsZero() && now.Before(l.until.Add(-o.cfg.FenceMargin))
 }
 
 // heartbeatNudgeGap bounds how often membership changes of other nodes make
@@ -82,8 +137,9 @@ type ownership struct {
 const heartbeatNudgeGap = 10 * time.Millisecond
 
 func newOwnership(cfg ownershipConfig) *ownership {
-	o := &ownership{cfg: cfg, nudged: make(chan struct{}, 1)}
+	o := &ownership{cfg: cfg, nudged: make(chan struct{}, 1), recoverAsked: make(chan struct{}, 1)}
 	o.owned.Store(&ownedSet{})
+	o.lease.Store(&nodeLease{})
 	return o
 }
 
@@ -109,21 +165,32 @@ func (o *ownership) nudge() {
 
 // Run heartbeats every HeartbeatInterval until ctx ends: it learns which
 // partitions it owns, has newly gained partitions loaded from the start, and
-// hands back the claims of nodes that died in its partitions, so their
+// has the claims of nodes that died in its partitions handed back, so their
 // tasks move here within about NodeTTL of the death. A nudge brings the
 // next heartbeat forward to NudgeGap after the last one began, so that
 // partitions move on a join or a clean leave as soon as the other nodes
 // announce it; the timer then runs from that heartbeat. ready is closed
 // after the first heartbeat, successful or not.
+//
+// The heartbeat runs on this goroutine alone and the look for stale claims
+// on another (after the first, which runs before ready): that look reads
+// every claim in flight, and waiting for it made heartbeats late enough
+// under load for the node to lose its partitions.
 func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 	t := o.cfg.Clock.NewTimer(0)
 	defer t.Stop()
-	// next is when t fires; began, when the last heartbeat began.
-	var lastOK, began, recovered time.Time
-	// live are the live nodes at the last heartbeat; recoverPending is set
-	// while stale claims may be left to hand back.
+	recovering := make(chan struct{})
+	started := false
+	defer func() {
+		if started {
+			<-recovering
+		}
+	}()
+	// next is when t fires; began, when the last heartbeat began;
+	// lastBegan, when the last successful one began.
+	var lastOK, began, lastBegan, recovered time.Time
+	// live are the live nodes at the last heartbeat.
 	var live []uuid.UUID
-	recoverPending := false
 	next := o.cfg.Clock.Now()
 	for {
 		select {
@@ -138,11 +205,24 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 		case <-t.C():
 		}
 		began = o.cfg.Clock.Now()
-		m, err := o.cfg.Store.Heartbeat(ctx, o.cfg.NodeID, o.cfg.NodeName, o.cfg.NodeTTL)
+		// Past NodeTTL the lease it would renew is gone anyway, and a
+		// heartbeat stuck on a dead connection must not stop the next.
+		hbCtx, cancel := context.WithTimeout(ctx, o.cfg.NodeTTL)
+		m, err := o.cfg.Store.Heartbeat(hbCtx, o.cfg.NodeID, o.cfg.NodeName, o.cfg.NodeTTL)
+		cancel()
 		now := o.cfg.Clock.Now()
 		switch {
 		case err == nil:
-			lastOK = now
+			if !lastBegan.IsZero() {
+				renewal := now.Sub(lastBegan)
+				o.cfg.Metrics.leaseRenewal.Observe(renewal.Seconds())
+				if renewal > o.cfg.NodeTTL/2 {
+					o.cfg.Logger.Warn("heartbeat late: a renewal took over half the node TTL",
+						"renewal", renewal, "node_ttl", o.cfg.NodeTTL)
+				}
+			}
+			o.renewed(began, now)
+			lastOK, lastBegan = now, began
 			gained := o.set(m.Owned)
 			o.cfg.Metrics.liveNodes.Set(float64(m.LiveNodes))
 			// The scan for stale claims reads every claim in flight in our
@@ -151,9 +231,18 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 			// died (partitions moved here, or the live nodes changed) and
 			// otherwise every RecoverInterval, for hung sends, whose leases
 			// last their timeout and LeaseMargin anyway.
-			if gained || recoverPending || !slices.Equal(live, m.Live) || now.Sub(recovered) >= o.cfg.RecoverInterval {
+			if gained || o.recoverPending.Load() || !slices.Equal(live, m.Live) || now.Sub(recovered) >= o.cfg.RecoverInterval {
 				recovered = now
-				recoverPending = !o.recoverClaims(ctx)
+				switch {
+				case !started:
+					// Before ready: the loader's first pass then sees what
+					// this hands back.
+					o.recoverPending.Store(!o.recoverClaims(ctx))
+					started = true
+					go func() { defer close(recovering); o.recoverLoop(ctx) }()
+				default:
+					o.askRecover()
+				}
 			}
 			live = m.Live
 		case ctx.Err() != nil:
@@ -173,6 +262,27 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 		}
 		next = o.cfg.Clock.Now().Add(o.cfg.HeartbeatInterval)
 		t.Reset(o.cfg.HeartbeatInterval)
+	}
+}
+
+// askRecover asks the recovery goroutine for a look; it never blocks.
+func (o *ownership) askRecover() {
+	select {
+	case o.recoverAsked <- struct{}{}:
+	default:
+	}
+}
+
+// recoverLoop looks for stale claims whenever a heartbeat asks, until ctx
+// ends.
+func (o *ownership) recoverLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.recoverAsked:
+			o.recoverPending.Store(!o.recoverClaims(ctx))
+		}
 	}
 }
 
@@ -255,8 +365,24 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	o.cfg.Logger.Warn("recovered tasks whose sender died or hung mid-attempt", "tasks", len(recovered))
 	// Claims that went stale since the listing above.
 	o.releaseFireOnce(ctx, recovered)
+	var due map[uuid.UUID]time.Time
 	for _, c := range recovered {
 		o.cfg.Schedule(c.ID, c.At)
+		if !o.owns(c.ID) {
+			if due == nil {
+				due = make(map[uuid.UUID]time.Time)
+			}
+			due[c.ID] = c.At
+		}
+	}
+	// A partition may have moved on between the scan and here (a node
+	// joined, and this one handed partitions over), and its new owner may
+	// have loaded it while these tasks were still claimed, passing over
+	// them: they are announced, for it to arm them, which unannounced
+	// waited for its sweep, 5 to 10 s. (Not those armed here: a second
+	// timer makes a second claim, which waits on the first's row.)
+	if err := o.cfg.Store.AnnounceDue(ctx, due); err != nil && ctx.Err() == nil {
+		o.cfg.Logger.Warn("announcing recovered tasks failed; a partition's new owner finds them at its sweep", "tasks", len(due), "err", err)
 	}
 	return len(recovered) < loadPage && len(recovered) >= len(stale)
 }

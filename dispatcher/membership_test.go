@@ -262,15 +262,26 @@ func TestOwnershipNudge(t *testing.T) {
 func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t)
+	dbURL := testenv.DatabaseURL(t)
+	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
 	fake := clock.NewFake(time.Now())
 	tenant := createTenant(t, db, model.Limits{})
 	const heartbeat, recoverEvery = 300 * time.Millisecond, 5 * time.Second
 	m, scheduled := startRecovering(t, db, fake, heartbeat, recoverEvery)
 
-	// A claim of a node that never registered: stale from the start.
+	// A claim of a node that is not registered, in a partition this node
+	// holds: stale from the start. No claim can be made so any more (a
+	// claim in a partition another node leases is refused), so it is
+	// written as one would have been before the partition moved here.
 	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
-	claimNow(t, db, task.ID)
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	_, err = conn.Exec(ctx, `UPDATE tasks SET attempts = attempts + 1, claim_token = gen_random_uuid(),
+		claimed_by = gen_random_uuid(), lease_expires_at = now() + interval '1 minute' WHERE id = $1`, task.ID)
+	require.NoError(t, err)
 	beat := func(d time.Duration) {
 		t.Helper()
 		waitCtx, stop := context.WithTimeout(ctx, 10*time.Second)

@@ -28,6 +28,10 @@ type metrics struct {
 	deferrals        *prometheus.CounterVec
 	transportRetries prometheus.Counter
 	ownedPartitions  prometheus.Gauge
+	// leaseRenewal is, for each successful heartbeat, the time from the
+	// start of the one before to its end: how much of NodeTTL a renewal
+	// took. At NodeTTL the node's lease lapsed before it was renewed.
+	leaseRenewal prometheus.Histogram
 	// limitUnchecked counts sends of limited tenants that went ahead
 	// without a limiter decision.
 	limitUnchecked prometheus.Counter
@@ -136,6 +140,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_owned_partitions",
 			Help: "Task partitions (of 256) this node holds a lease on.",
 		}),
+		leaseRenewal: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookwheel_lease_renewal_seconds",
+			Help:    "For each successful heartbeat, the time from the start of the one before to its end: a node whose renewals reach HOOKWHEEL_NODE_TTL loses its partitions.",
+			Buckets: []float64{.1, .2, .3, .4, .5, .6, .75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10},
+		}),
 		limitUnchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_dispatch_limit_unchecked_total",
 			Help: "Sends of tenants with dispatch limits that went ahead without a limiter decision because Redis (or reading the limits) failed.",
@@ -147,7 +156,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
-		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries,
+		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries, m.leaseRenewal,
 		m.limitUnchecked, m.skippedOccurrences, m.purged,
 	}
 	for _, c := range collectors {

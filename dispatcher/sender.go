@@ -79,6 +79,9 @@ type senderConfig struct {
 	// Stopping reports that the dispatcher is stopping: claims waiting for a
 	// share or a target are given back rather than sent.
 	Stopping func() bool
+	// Fence reports whether a claim may still be sent at now (fence.go);
+	// one that may not is given back unsent, just before its request.
+	Fence func(c *model.ClaimedTask, now time.Time) bool
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// when it was created.
 	MaxTimeout time.Duration
@@ -339,6 +342,15 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 	keys, ok := s.signingKeys(c)
 	if !ok {
 		report(errNotSent)
+		return false
+	}
+	if !s.cfg.Fence(c, s.cfg.Clock.Now()) {
+		// Whatever it waited for, this node can no longer prove its claim:
+		// another may be sending it. Given back (a no-op if it was handed
+		// back already), never sent.
+		report(errNotSent)
+		s.cfg.Metrics.deferrals.WithLabelValues("lease_lapsed").Inc()
+		s.deferOne(c, time.Time{})
 		return false
 	}
 	finish := s.cfg.Targets.sending(t, report)

@@ -68,6 +68,8 @@ type senderBundle struct {
 	scheduled chan dueAt
 	deferred  chan dueAt
 	stopping  atomic.Bool
+	// fenced makes the fence refuse every claim (fence.go).
+	fenced atomic.Bool
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
 	cancelSends context.CancelFunc
 	transports  *transports
@@ -204,6 +206,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Metrics:  b.metrics,
 		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		Stopping: b.stopping.Load, LeaseMargin: 30 * time.Second, UserAgent: "hookwheel-test",
+		Fence:           func(*model.ClaimedTask, time.Time) bool { return !b.fenced.Load() },
 		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
 		DefaultMaxTimeout: opts.defaultMaxTimeout,
 	})
@@ -286,6 +289,29 @@ func TestSenderDelivers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSenderFence: a claim the fence refuses at the moment of sending is
+// given back unsent, due as it was, with no attempt recorded; once the
+// fence lets claims through again they are sent.
+func TestSenderFence(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{})
+	b.fenced.Store(true)
+	c := b.claim()
+	b.claimed <- c
+	back := receive(t, b.deferred)
+	require.Equal(t, c.ID, back.id)
+	require.True(t, back.at.IsZero(), "given back due as it was")
+	require.Empty(t, b.requests, "nothing sent")
+	require.Empty(t, b.records, "no attempt recorded")
+
+	b.fenced.Store(false)
+	next := b.claim()
+	b.claimed <- next
+	require.Equal(t, next.ID.String(), receive(t, b.requests).header.Get("Webhook-Id"))
+	require.Equal(t, next.ID, receive(t, b.records).TaskID)
+	require.Empty(t, b.deferred)
 }
 
 // TestSenderBlockedTarget: a target the guard refuses fails for good, with

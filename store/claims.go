@@ -52,6 +52,8 @@ FROM due
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL
 	AND due.due_at <= $2 AND due.due_partition = ANY($6)
+	AND NOT EXISTS (SELECT 1 FROM partitions p
+		WHERE p.id = due.due_partition AND p.owner <> $5 AND p.lease_expires_at > now())
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
 	tn.target_allow_cidrs, due.due_parked,
 	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0)`
@@ -89,7 +91,12 @@ const ClaimBodyInline = 16 << 10
 
 // ClaimTasks moves the given tasks from waiting to dispatching for node in one
 // statement, provided they still wait, are due at now and belong to one of
-// the node's partitions. The check of status and claim token is
+// the given partitions, and no other node holds an unexpired lease on their
+// partition: a node whose view of its partitions is stale (it was paused,
+// or its heartbeat was late) claims nothing another node has taken over.
+// (The dispatcher claims nothing at all once it cannot prove its own lease
+// by its clock, so a lease that lapsed with no one taking it over is not
+// claimed under either.) The check of status and claim token is
 // the compare-and-set that lets only one node own an attempt: a task already
 // claimed, canceled or rescheduled later is silently left out of the result.
 //
@@ -298,12 +305,29 @@ type DeferredClaim struct {
 	NotBefore time.Time
 }
 
+// A task handed back in a partition its claimer no longer holds (it moved
+// in a rebalance, or to a node that took over from this one while it was
+// paused) is in no wheel: the partition's owner loaded it while it was
+// claimed and passed over it, and its claimer does not arm what it does not
+// own. So it is announced on DueNotifyChannel, for the owner to arm; found
+// otherwise only by the owner's sweep, it was 5 to 10 s late. The claimer
+// is read as it was (d.holder): the update clears it.
 const queryDeferClaims = `-- name: DeferClaims
-UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
-	attempts = t.attempts - 1, next_attempt_at = greatest(t.next_attempt_at, d.not_before),
-	claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
-WHERE t.id = d.id AND t.claim_token = d.token`
+WITH deferred AS (
+	UPDATE tasks t SET status = CASE WHEN t.attempts > t.attempt_base + 1 THEN 'retrying' ELSE 'scheduled' END,
+		attempts = t.attempts - 1, next_attempt_at = greatest(t.next_attempt_at, d.not_before),
+		claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
+	FROM (SELECT d.id, d.token, d.not_before, o.claimed_by AS holder
+		FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
+		JOIN tasks o ON o.id = d.id) d
+	WHERE t.id = d.id AND t.claim_token = d.token
+	RETURNING t.id, t.partition, t.next_attempt_at, d.holder
+)
+SELECT pg_notify('` + DueNotifyChannel + `',
+	deferred.id::text || ' ' || (extract(epoch FROM deferred.next_attempt_at) * 1000000)::bigint::text)
+FROM deferred
+WHERE NOT EXISTS (SELECT 1 FROM partitions p
+	WHERE p.id = deferred.partition AND p.owner = deferred.holder AND p.lease_expires_at > now())`
 
 // DeferClaims hands claimed tasks back unsent, as if never claimed, each to
 // wait until its own NotBefore (or its due time, if later; a zero NotBefore
@@ -311,7 +335,9 @@ WHERE t.id = d.id AND t.claim_token = d.token`
 // that it must not send yet. One statement for them all: a rate limit
 // defers hundreds of tasks at once, each to a slot of its own, and a commit
 // apiece would take longer than the first slots are away. No attempt is
-// spent; claims no longer held under their token are left alone.
+// spent; claims no longer held under their token are left alone. A task
+// handed back in a partition its claimer no longer holds is announced, for
+// its owner to arm.
 //
 // Like the claim, it commits without waiting for the WAL flush: it gives a
 // lease back and promises no one anything, and a deferral Postgres forgets

@@ -993,9 +993,13 @@ func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim
 	require.False(t, got.At.After(to), "%s after %s", got.At, to)
 }
 
-// claimFor claims one due task for node and requires that the claim succeeded.
+// claimFor claims one due task for node, which first takes the lease of the
+// task's partition (no node claims in a partition another leases), and
+// requires that the claim succeeded.
 func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id uuid.UUID) *model.ClaimedTask {
 	t.Helper()
+	exec(t, pool, `UPDATE partitions SET owner = $1, lease_expires_at = now() + interval '1 hour'
+		WHERE id = get_byte(uuid_send($2::uuid), 15)`, node, id)
 	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
@@ -1468,6 +1472,90 @@ func TestOlderNodesCannotTakeTokenClaims(t *testing.T) {
 			tag, err = pool.Exec(ctx, st.query, free.ID)
 			require.NoError(t, err)
 			require.EqualValues(t, 1, tag.RowsAffected(), "a task without a claim still changes")
+		})
+	}
+}
+
+// TestClaimTasksFencedByPartitionLease: a node whose view of its partitions
+// is stale claims nothing in a partition another node holds a live lease
+// on; the owner claims it, and so may anyone once that lease has expired.
+func TestClaimTasksFencedByPartitionLease(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// lease is the other node's lease on the task's partition, from now.
+		lease   string
+		claimer string // "stale" or "owner"
+		claimed bool
+	}{
+		{name: "stale node, live lease", lease: "1 minute", claimer: "stale", claimed: false},
+		{name: "owner, live lease", lease: "1 minute", claimer: "owner", claimed: true},
+		{name: "stale node, lease expired", lease: "-1 second", claimer: "stale", claimed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, pool := openDB(t)
+			tenant := createTenant(t, db)
+			now := dbNow(t, pool)
+			task := insertTask(t, db, tenant.ID, now.Add(-time.Second))
+			owner, stale := uuid.New(), uuid.New()
+			exec(t, pool, `UPDATE partitions SET owner = $1, lease_expires_at = now() + $2::interval
+				WHERE id = get_byte(uuid_send($3::uuid), 15)`, owner, tc.lease, task.ID)
+			node := stale
+			if tc.claimer == "owner" {
+				node = owner
+			}
+			claims, err := db.ClaimTasks(ctx, node, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, tc.claimed, len(claims) == 1)
+		})
+	}
+}
+
+// TestDeferClaimsAnnouncesMovedTasks: a claim handed back in a partition its
+// claimer still holds is armed by the claimer itself and announces nothing;
+// one handed back after its partition moved to another node is announced,
+// with its due time, for that node to arm.
+func TestDeferClaimsAnnouncesMovedTasks(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		moved    bool
+		announce bool
+	}{
+		{name: "partition still the claimer's", moved: false, announce: false},
+		{name: "partition moved to another node", moved: true, announce: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, pool := openDB(t)
+			listener := listenDue(t, db, pool)
+			tenant := createTenant(t, db)
+			now := dbNow(t, pool)
+			task := insertTask(t, db, tenant.ID, now.Add(-time.Second))
+			setOwner := `UPDATE partitions SET owner = $1, lease_expires_at = now() + interval '1 minute'
+				WHERE id = get_byte(uuid_send($2::uuid), 15)`
+			exec(t, pool, setOwner, testNode, task.ID)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			require.NoError(t, err)
+			require.Len(t, claims, 1)
+			listener.drain(t) // the task's creation
+			if tc.moved {
+				exec(t, pool, setOwner, uuid.New(), task.ID)
+			}
+			notBefore := µs(now.Add(time.Minute))
+			require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{{ID: task.ID, Token: claims[0].ClaimToken, NotBefore: notBefore}}))
+			got := listener.drain(t)
+			if !tc.announce {
+				require.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			require.True(t, notBefore.Equal(got[task.ID]), "announced due at %s, want %s", got[task.ID], notBefore)
 		})
 	}
 }

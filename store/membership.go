@@ -130,9 +130,19 @@ DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
 // partitions announce it on MembershipNotifyChannel on commit, so that the
 // other nodes move partitions at once rather than at their next heartbeat.
 // Acquiring announces nothing: it frees nothing and changes no share.
+//
+// It goes through a connection of its own, never queued behind the pool's
+// statements.
 func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
 	var m Membership
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	// A node frozen (SIGSTOP, a long pause) between two statements of this
+	// transaction would hold its partitions' row locks, which the other
+	// nodes' takeover passes over, for as long as it stays frozen: the
+	// session is ended instead once it idles in the transaction for a
+	// third of ttl, and the locks with it.
+	begin := pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d",
+		max(ttl/3, time.Millisecond).Milliseconds())}
+	err := pgx.BeginTxFunc(ctx, db.membership, begin, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
@@ -198,7 +208,7 @@ WHERE EXISTS (SELECT 1 FROM released) OR EXISTS (SELECT 1 FROM gone)`
 // announces it on MembershipNotifyChannel so that they take the partitions
 // now rather than at their next heartbeat. Leaving again announces nothing.
 func (db *DB) LeaveNode(ctx context.Context, nodeID uuid.UUID) error {
-	if _, err := db.pool.Exec(ctx, queryLeaveNode, nodeID); err != nil {
+	if _, err := db.membership.Exec(ctx, queryLeaveNode, nodeID); err != nil {
 		return fmt.Errorf("leave node %s: %w", nodeID, err)
 	}
 	if _, err := db.pool.Exec(ctx, queryForgetDeadNodes); err != nil {

@@ -93,6 +93,11 @@ type DB struct {
 	// pool itself when DatabaseURL is direct and no DirectURL was given;
 	// nil when neither gives sessions.
 	session *pgxpool.Pool
+	// membership is the heartbeat's connection, a pool of one: the
+	// heartbeat renews this node's leases and must not queue behind the
+	// claims and outcomes that fill the main pool under load, or the node
+	// loses its partitions because it is busy.
+	membership *pgxpool.Pool
 	// pooled: DatabaseURL goes through a transaction pooler.
 	pooled bool
 	logger *slog.Logger
@@ -189,9 +194,17 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 			return nil, fmt.Errorf("open direct postgres pool: %w", err)
 		}
 	}
+	mcfg := pcfg.Copy()
+	mcfg.MaxConns, mcfg.MinConns = 1, 0
 	if db.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	// Connects at the first heartbeat: a node that runs no dispatcher
+	// never opens it.
+	if db.membership, err = pgxpool.NewWithConfig(ctx, mcfg); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open postgres heartbeat connection: %w", err)
 	}
 	if db.session == nil && !pooled {
 		db.session = db.pool
@@ -265,6 +278,9 @@ func (db *DB) Close() {
 	}
 	if db.pool != nil {
 		db.pool.Close()
+	}
+	if db.membership != nil {
+		db.membership.Close()
 	}
 }
 

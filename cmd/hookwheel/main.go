@@ -204,6 +204,10 @@ type environment struct {
 	listBodies  int
 	maxTimeout  time.Duration
 	shutdown    time.Duration
+	// nodeTTL and heartbeat: HOOKWHEEL_NODE_TTL and
+	// HOOKWHEEL_HEARTBEAT_INTERVAL (0: the dispatcher's defaults).
+	nodeTTL     time.Duration
+	heartbeat   time.Duration
 	http        api.ServerLimits
 	proxies     []netip.Prefix
 	maxAhead    time.Duration
@@ -270,6 +274,12 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.shutdown, err = durationEnv(getenv, "HOOKWHEEL_SHUTDOWN_TIMEOUT", 0); err != nil {
+		return e, err
+	}
+	if e.nodeTTL, err = durationEnv(getenv, "HOOKWHEEL_NODE_TTL", 0); err != nil {
+		return e, err
+	}
+	if e.heartbeat, err = durationEnv(getenv, "HOOKWHEEL_HEARTBEAT_INTERVAL", 0); err != nil {
 		return e, err
 	}
 	for _, d := range []struct {
@@ -491,6 +501,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			AuditRetention:    env.auditRetention,
 			MetricsTopTargets: env.topTargets, IdempotencyWindow: env.idempotencyWindow,
+			NodeTTL: env.nodeTTL, HeartbeatInterval: env.heartbeat,
 		},
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
 			ListBodyBytes: int64(env.listBodies)},

@@ -174,8 +174,15 @@ type ClaimedTask struct {
 	Attempt int
 	// ClaimToken proves ownership when the attempt is recorded.
 	ClaimToken uuid.UUID
-	// ClaimedAt is when the claimer took it, by the dispatcher's clock.
+	// ClaimedAt is when the claimer took it, by the dispatcher's clock: read
+	// before the claim statement was sent, so the lease Postgres set (its
+	// own now() plus the timeout and margin) runs out no sooner than
+	// ClaimedAt plus the same.
 	ClaimedAt time.Time
+	// LeaseEpoch is the node's lease epoch when the claim was taken: it
+	// changes whenever the node's registration may have lapsed, after which
+	// other nodes may have handed the claim back and sent it themselves.
+	LeaseEpoch uint64
 	// SigningSecrets are the tenant's, as stored (see Tenant.SigningSecrets).
 	SigningSecrets []SigningSecret
 	// TenantMaxTimeout is the tenant's max_timeout (0: none): the attempt's

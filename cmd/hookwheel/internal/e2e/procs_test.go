@@ -255,6 +255,19 @@ func (n *serveNode) Kill() (time.Time, error) {
 	}
 }
 
+// Signal sends sig to the running process, and returns the instant.
+func (n *serveNode) Signal(sig syscall.Signal) (time.Time, error) {
+	p := n.current()
+	if p == nil {
+		return time.Time{}, fmt.Errorf("%s is not running", n.name)
+	}
+	at := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return at, fmt.Errorf("signal %s to %s: %w", sig, n.name, err)
+	}
+	return at, nil
+}
+
 // Restart starts a new process on the same address and environment, and
 // waits until it is ready.
 func (n *serveNode) Restart() error {
