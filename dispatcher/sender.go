@@ -354,15 +354,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		return false
 	}
 	finish := s.cfg.Targets.sending(t, report)
-	outcome, interrupted, fenced := s.attempt(c, keys)
-	if fenced {
-		// The lease lapsed between the check above and the request
-		// leaving (a freeze while connecting, say): nothing was written.
-		finish(errNotSent)
-		s.cfg.Metrics.deferrals.WithLabelValues("lease_lapsed").Inc()
-		s.deferOne(c, time.Time{})
-		return false
-	}
+	outcome, interrupted := s.attempt(c, keys)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)
 	} else if interrupted {
@@ -411,7 +403,7 @@ func (s *sender) loadBody(c *model.ClaimedTask) bool {
 // again at once, for whichever node owns it next. outcome is what the
 // answer says of the target (retry for a failure worth retrying, even on
 // the last attempt), for its breaker; the recorded attempt may say fail.
-func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.Outcome, interrupted, fenced bool) {
+func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
@@ -430,9 +422,6 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		timeout = min(timeout, tenantMax)
 	}
 	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
-	if errors.Is(sendErr, errLeaseLapsed) {
-		return retry.OutcomeRetry, false, true
-	}
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
 	outcome = retry.Classify(statusCode, header, sendErr)
@@ -528,7 +517,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 			s.cfg.Logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
 		}
 	})
-	return outcome, interrupted, false
+	return outcome, interrupted
 }
 
 // errInterrupted is the error of an attempt cut off by the dispatcher's
@@ -549,14 +538,8 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	var reqBody any
 	if len(c.Body) > 0 {
 		// An empty body is passed as none: an empty reader of unknown length
-		// would go out chunked instead of with Content-Length: 0. A body is
-		// read as the request is written, so it checks the fence there: the
-		// last moment before anything leaves.
-		reqBody = retryablehttp.ReaderFunc(func() (io.Reader, error) {
-			return &fencedBody{Reader: bytes.NewReader(c.Body), mayStillSend: func() bool {
-				return s.cfg.Fence(c, s.cfg.Clock.Now())
-			}}, nil
-		})
+		// would go out chunked instead of with Content-Length: 0.
+		reqBody = c.Body
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, reqBody)
 	if err != nil {
@@ -596,9 +579,6 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
-		if errors.Is(err, errLeaseLapsed) {
-			return 0, nil, nil, errLeaseLapsed
-		}
 		return 0, nil, nil, describeSendError(err, timeout, c.URL)
 	}
 	defer resp.Body.Close()
@@ -856,33 +836,4 @@ func (s *sender) unreadableSecret(c *model.ClaimedTask, now time.Time, args ...a
 		"HOOKWHEEL_ENCRYPTION_KEY; the claim is given back without spending an attempt",
 		append([]any{"task", c.ID, "tenant", c.TenantID}, args...)...)
 	s.deferOne(c, now.Add(secretUnreadableRetry))
-}
-
-// errLeaseLapsed: the claim's lease could no longer be proven when its
-// request was about to be written, so none was.
-var errLeaseLapsed = errors.New("the claim's lease lapsed before the request was written")
-
-// fencedBody is a webhook's body that checks the fence (fence.go) at its
-// first read, which the HTTP/1.1 transport makes after it has a connection
-// and before it flushes the request: a node frozen while connecting (a dial
-// and a TLS handshake can take long) and woken after its lease lapsed
-// writes nothing, rather than a request that another node may be sending
-// too. The headers wait in the connection's buffer until the body is
-// written, and a failed read closes the connection unflushed. A request
-// without a body is checked only before it is built. Its Len lets
-// go-retryablehttp send Content-Length, not a chunked body.
-type fencedBody struct {
-	*bytes.Reader
-	mayStillSend func() bool
-	checked      bool
-}
-
-func (b *fencedBody) Read(p []byte) (int, error) {
-	if !b.checked {
-		b.checked = true
-		if !b.mayStillSend() {
-			return 0, errLeaseLapsed
-		}
-	}
-	return b.Reader.Read(p)
 }
