@@ -182,26 +182,34 @@ func TestLargeBodiesToHangingTargets(t *testing.T) {
 	}
 	body := strings.Repeat("x", 1_000_000)
 	const tasks = 300
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				resp, err := client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
-					openapi.TaskRequest{URL: targets[i%len(targets)].URL + "/hang", Body: body, Timeout: ptr("5m")})
-				if !assertCreated(t, resp, err) {
-					return
-				}
-			}
-		}()
-	}
-	for i := range tasks {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	// Created an hour ahead, then all made due at once: storing 300 MB
+	// takes long on a loaded machine, and tasks sent while the rest were
+	// still being created would hang past the targets' StuckAfter (15 s)
+	// and trip their breakers, which rightly defer the tasks not yet sent.
+	ids := make([]openapi.TaskID, tasks)
+	inParallel(t, tasks, func(i int) bool {
+		resp, err := client.CreateTaskWithResponse(context.Background(), &openapi.CreateTaskParams{},
+			openapi.TaskRequest{URL: targets[i%len(targets)].URL + "/hang", Body: body, Timeout: ptr("5m"), Delay: ptr("1h")})
+		if !assertCreated(t, resp, err) {
+			return false
+		}
+		task, err := resp.JSON201.AsTask()
+		if err != nil {
+			t.Errorf("read created task: %v", err)
+			return false
+		}
+		ids[i] = task.ID
+		return true
+	})
+	now := time.Now()
+	inParallel(t, tasks, func(i int) bool {
+		resp, err := client.RescheduleTaskWithResponse(context.Background(), ids[i], openapi.RescheduleRequest{RunAt: &now})
+		if err != nil || resp.StatusCode() != http.StatusOK {
+			t.Errorf("reschedule task %s: %v %v", ids[i], err, resp)
+			return false
+		}
+		return true
+	})
 
 	// Every task is claimed: a share's worth sending, the rest waiting for
 	// the tenant's share.
@@ -476,4 +484,28 @@ func peakRSS(t *testing.T, pid int) float64 {
 	}
 	t.Fatal("no VmHWM in /proc/<pid>/status")
 	return 0
+}
+
+// inParallel runs do(0) to do(n-1) on four goroutines, and stops handing out
+// work once one returns false.
+func inParallel(t *testing.T, n int, do func(i int) bool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if !do(i) {
+					return
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 }
