@@ -143,6 +143,15 @@ type Config struct {
 	IdempotencyWindow time.Duration
 	// NodeName names this node in the nodes table. Default: the host name.
 	NodeName string
+	// SucceedNamesakes makes the node, as it starts, end the leases of the
+	// live nodes registered under NodeName whose heartbeat connection
+	// Postgres has seen close (store.SucceedDeadNamesakes), so that a node
+	// restarted in place takes its predecessor's partitions and claims in
+	// the moment it starts rather than after NodeTTL. Set it only when no
+	// two running processes can hold NodeName: the node binary names a node
+	// after its host and the address it bound, which one process at a time
+	// can hold. Default false.
+	SucceedNamesakes bool
 	// NodeTTL is how long this node's registration and partition leases
 	// last without a heartbeat: when a node dies, its partitions and the
 	// tasks it was sending move to the survivors after about this long, and

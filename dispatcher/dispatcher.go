@@ -98,7 +98,7 @@ func New(cfg Config) (*Dispatcher, error) {
 
 	d.ownership = newOwnership(ownershipConfig{
 		Store: cfg.DB, FireOnce: releaser, NodeID: d.nodeID, NodeName: cfg.NodeName,
-		NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
+		SucceedNamesakes: cfg.SucceedNamesakes, NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		FenceMargin: fenceMarginOf(cfg.NodeTTL),
 		Clock:       cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Gained: func(p []int16) { d.loader.takeOver(p) },

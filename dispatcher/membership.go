@@ -19,6 +19,7 @@ type membershipStore interface {
 	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error)
 	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
 	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+	SucceedDeadNamesakes(ctx context.Context, nodeID uuid.UUID, name string) ([]uuid.UUID, error)
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 }
 
@@ -32,9 +33,12 @@ type fireOnceReleaser interface {
 type ownershipConfig struct {
 	Store membershipStore
 	// FireOnce frees the dead owners' Redis claims. Nil without Redis.
-	FireOnce          fireOnceReleaser
-	NodeID            uuid.UUID
-	NodeName          string
+	FireOnce fireOnceReleaser
+	NodeID   uuid.UUID
+	NodeName string
+	// SucceedNamesakes: at start, end the leases of dead nodes registered
+	// under NodeName (Config.SucceedNamesakes).
+	SucceedNamesakes  bool
 	NodeTTL           time.Duration
 	HeartbeatInterval time.Duration
 	// FenceMargin is how long before its lease runs out, by this node's
@@ -191,6 +195,9 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 	var lastOK, began, lastBegan, recovered time.Time
 	// live are the live nodes at the last heartbeat.
 	var live []uuid.UUID
+	if o.cfg.SucceedNamesakes {
+		o.succeedNamesakes(ctx)
+	}
 	next := o.cfg.Clock.Now()
 	for {
 		select {
@@ -262,6 +269,22 @@ func (o *ownership) Run(ctx context.Context, ready chan<- struct{}) {
 		}
 		next = o.cfg.Clock.Now().Add(o.cfg.HeartbeatInterval)
 		t.Reset(o.cfg.HeartbeatInterval)
+	}
+}
+
+// succeedNamesakes ends the leases of this node's dead predecessors under
+// its name, so that its first heartbeat takes their partitions and hands
+// their claims back. Failing costs only time: their leases run out anyway.
+func (o *ownership) succeedNamesakes(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.NodeTTL)
+	defer cancel()
+	dead, err := o.cfg.Store.SucceedDeadNamesakes(ctx, o.cfg.NodeID, o.cfg.NodeName)
+	switch {
+	case err != nil:
+		o.cfg.Metrics.storeErrors.WithLabelValues("heartbeat").Inc()
+		o.cfg.Logger.Warn("ending a dead predecessor's leases failed; its partitions move when they run out", "err", err)
+	case len(dead) > 0:
+		o.cfg.Logger.Info("took the place of a predecessor that died", "name", o.cfg.NodeName, "nodes", dead)
 	}
 }
 

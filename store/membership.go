@@ -79,8 +79,8 @@ const (
 WITH prev AS (
 	SELECT expires_at FROM nodes WHERE id = $1
 ), registered AS (
-	INSERT INTO nodes (id, name, expires_at) VALUES ($1, $2, now() + $3::interval)
-	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval
+	INSERT INTO nodes (id, name, expires_at, backend_pid) VALUES ($1, $2, now() + $3::interval, $4)
+	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval, backend_pid = $4
 	RETURNING id
 )
 SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipJoined) + `')
@@ -143,7 +143,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 	begin := pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d",
 		max(ttl/3, time.Millisecond).Milliseconds())}
 	err := pgx.BeginTxFunc(ctx, db.membership, begin, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl); err != nil {
+		if _, err := tx.Exec(ctx, queryHeartbeat, nodeID, name, ttl, db.heartbeatBackend(tx)); err != nil {
 			return fmt.Errorf("register node: %w", err)
 		}
 		rows, err := tx.Query(ctx, queryLiveNodes)
@@ -190,6 +190,56 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 	}
 	slices.Sort(m.Owned)
 	return m, nil
+}
+
+// heartbeatBackend is the server process of the heartbeat's connection, for
+// SucceedDeadNamesakes to tell whether it still runs; nil behind a
+// transaction pooler, where the process the client sees is the pooler's.
+func (db *DB) heartbeatBackend(tx pgx.Tx) any {
+	if db.pooled {
+		return nil
+	}
+	return int32(tx.Conn().PgConn().PID())
+}
+
+// A namesake is dead when the server process of its heartbeat connection is
+// gone: Postgres ends a backend as soon as its client's socket closes, which
+// the kernel does when the client process dies, however it died. A frozen
+// process keeps its socket, and so its lease. The leases are ended the way
+// LeaveNode ends them, and announced the same way, so that the other nodes
+// take their share of the partitions at once.
+const querySucceedDeadNamesakes = `-- name: SucceedDeadNamesakes
+WITH dead AS (
+	UPDATE nodes n SET expires_at = now()
+	WHERE n.name = $2 AND n.id <> $1 AND n.expires_at > now() AND n.backend_pid IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = n.backend_pid)
+	RETURNING n.id
+), released AS (
+	UPDATE partitions p SET owner = NULL, lease_expires_at = NULL
+	FROM dead WHERE p.owner = dead.id
+	RETURNING p.id
+)
+SELECT dead.id FROM dead
+CROSS JOIN LATERAL (SELECT pg_notify('` + MembershipNotifyChannel + `', dead.id::text || ' ` + string(MembershipLeft) + `')) AS announced`
+
+// SucceedDeadNamesakes ends at once the registration and partition leases
+// of the live nodes registered under name whose heartbeat connection is
+// gone, and returns their ids; their claims are then a dead node's, for
+// RecoverClaims to hand back. It is for a node restarted in place: a name
+// that only one process at a time can hold (the host's name and the address
+// it listens on) lets it prove that its predecessor died, rather than wait
+// out the predecessor's lease. Nodes registered through a transaction
+// pooler are never succeeded this way.
+func (db *DB) SucceedDeadNamesakes(ctx context.Context, nodeID uuid.UUID, name string) ([]uuid.UUID, error) {
+	rows, err := db.membership.Query(ctx, querySucceedDeadNamesakes, nodeID, name)
+	if err != nil {
+		return nil, fmt.Errorf("succeed dead nodes named %q: %w", name, err)
+	}
+	dead, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("succeed dead nodes named %q: %w", name, err)
+	}
+	return dead, nil
 }
 
 const queryLeaveNode = `-- name: LeaveNode

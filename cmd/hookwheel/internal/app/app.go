@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -220,8 +221,21 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.
 	taskCfg := tasks.Config{Store: n.db, Lookahead: cfg.Dispatcher.Lookahead, Logger: cfg.Logger}
+	// Bound before the dispatcher is made: the address is half of the node's
+	// name, which only this process can hold while it listens there.
+	if n.listener, err = api.Listen(cfg.Addr, cfg.HTTP); err != nil {
+		return nil, err
+	}
 	if !cfg.DisableDispatcher {
 		dcfg := cfg.Dispatcher
+		if dcfg.NodeName == "" {
+			// A node restarted in place (a container restarted in its pod,
+			// a service restarted on its host) binds the same address under
+			// the same host name: it may take its dead predecessor's place
+			// at once.
+			host, _ := os.Hostname()
+			dcfg.NodeName, dcfg.SucceedNamesakes = host+"/"+n.listener.Addr().String(), true
+		}
 		if dcfg.ShutdownTimeout <= 0 {
 			dcfg.ShutdownTimeout = cfg.ShutdownTimeout
 		}
@@ -254,9 +268,6 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		h = withDashboard(handler, web.New(), web.Docs())
 	}
 	if n.ops, err = listenOps(cfg, registry); err != nil {
-		return nil, err
-	}
-	if n.listener, err = api.Listen(cfg.Addr, cfg.HTTP); err != nil {
 		return nil, err
 	}
 	n.server = api.NewHTTPServer(h, cfg.HTTP, cfg.Logger)

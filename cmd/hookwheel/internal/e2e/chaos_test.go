@@ -35,11 +35,17 @@ const (
 	// killSlack: a request the killed node had fully written may reach the
 	// receiver's handler a moment after the kill.
 	killSlack = 500 * time.Millisecond
-	// maxFailover bounds how late any task may arrive in the kill test:
-	// the target is a killed node's tasks moving to the survivors within
-	// about 2 s; the bound leaves room for a loaded machine and still fails
-	// when they wait for their claims' leases to expire (a minute).
+	// maxFailover bounds how late any task may arrive in the kill test. A
+	// killed node's tasks move when it is back (it takes its dead
+	// predecessor's place as it starts: a second and its start-up), or,
+	// when it stays down, once its lease runs out (nodeTTL and a heartbeat:
+	// about 3.6 s). A task can go through two failovers in a row when the
+	// node that took it over is killed before sending it. The bound leaves
+	// room for that on a loaded machine and still fails when tasks wait for
+	// their claims' leases to expire (a minute).
 	maxFailover = 10 * time.Second
+	// nodeTTL is the nodes' lease (HOOKWHEEL_NODE_TTL's default).
+	nodeTTL = 3 * time.Second
 )
 
 // nodePoolMax caps each test node's Postgres pool. The tests' nodes share one
@@ -224,10 +230,11 @@ type chaosKill struct {
 }
 
 // TestThreeNodesKilled: three processes share 20,000 tasks falling due over
-// 30 s while one of them is killed with SIGKILL every 3 to 5 s and restarted
-// a second later. Every task arrives; a task arrives twice only when it was
-// in flight on the killed node, and then with the same webhook-id and
-// Idempotency-Key.
+// 30 s while one of them is killed with SIGKILL every 3 to 5 s and restarted,
+// in turn a second later (it takes its own place back as it starts) and
+// after its lease has run out (the survivors take over first). Every task
+// arrives; a task arrives twice only when it was in flight on the killed
+// node, and then with the same webhook-id and Idempotency-Key.
 //
 // Not parallel: three busy processes, Postgres and the receiver already
 // fill a 2-core machine, and the lateness it logs means more on a quiet one.
@@ -248,7 +255,8 @@ func TestThreeNodesKilled(t *testing.T) {
 	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/killed", tasks)
 
 	// The killer: from t0 to the end of the window, every 3 to 5 s, SIGKILL
-	// a random node and restart it (same address and environment) after 1 s.
+	// a random node and restart it (same address and environment) after 1 s,
+	// or every other kill after its lease has run out.
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("killer seed %d", seed)
 	var kills []chaosKill
@@ -266,8 +274,12 @@ func TestThreeNodesKilled(t *testing.T) {
 				t.Errorf("killer: %v", err)
 				return
 			}
+			down := time.Second
+			if len(kills)%2 == 1 {
+				down = nodeTTL + time.Second
+			}
 			kills = append(kills, chaosKill{node: i, at: at})
-			<-time.After(time.Second) // the node stays down a second
+			<-time.After(down) // the node stays down
 			if err := c.nodes[i].Restart(); err != nil {
 				t.Errorf("killer: restart %s: %v\n%s", c.nodes[i].name, err, c.nodes[i].logs.tail(50))
 				return
