@@ -9,7 +9,7 @@
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
 //	hookwheel tasks|schedules|topics|flow-keys|batch ...   (a client of the API, on the Go SDK)
 //
-// Configuration comes from the environment; see README.md.
+// Configuration comes from the environment; see docs/operations.md.
 package main
 
 import (
@@ -91,14 +91,14 @@ Environment:
   HOOKWHEEL_API_KEY       client commands: the tenant's API key, hw_<key id>_<secret>
   HOOKWHEEL_ADDR          HTTP listen address (default :8080)
   DATABASE_URL            Postgres (default postgres://localhost:5432/hookwheel?sslmode=disable); may go
-                          through PgBouncer in transaction mode (see README, Behind PgBouncer)
+                          through PgBouncer in transaction mode (see docs/operations.md, Behind PgBouncer)
   HOOKWHEEL_DATABASE_DIRECT_URL  Postgres without a transaction pooler, for LISTEN and migrations
                           (default DATABASE_URL; required when DATABASE_URL goes through one)
   HOOKWHEEL_DATABASE_POOLER  auto, none or transaction (alias pgbouncer): whether DATABASE_URL goes
                           through a transaction pooler (default auto: detected at start)
   REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
                           ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
-                          (see README, Redis: one server, Cluster or Sentinel)
+                          (see docs/operations.md, Redis: one server, Cluster or Sentinel)
   HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)
@@ -124,9 +124,9 @@ Environment:
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
   HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY
-                          limits of tenants without their own (default 10/s, 20, 1000, 10, 30s,
-                          10/s per target host, 10 per target host; 0 lifts one)
-  See README.md for the rest.
+                          limits of tenants without their own (default 50/s, 100, 10000, 100, 30s,
+                          100/s per target host, 20 per target host; 0 lifts one)
+  See docs/operations.md for the rest.
 `
 
 func main() {
