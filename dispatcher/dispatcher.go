@@ -181,7 +181,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	})
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = newSender(senderConfig{
-		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
+		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB, Secrets: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries, cfg.MaxTimeout),
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
 		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,

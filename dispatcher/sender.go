@@ -25,6 +25,11 @@ type limitsGate interface {
 // bodyStore reads the bodies that claims leave out.
 type bodyStore interface {
 	ClaimedBody(ctx context.Context, id, token uuid.UUID) ([]byte, error)
+}
+
+// secretStore reads a tenant's signing secrets as they are now, for a claim
+// whose copy may be stale (signingkeys.go).
+type secretStore interface {
 	SigningSecrets(ctx context.Context, tenantID uuid.UUID) ([]model.SigningSecret, error)
 }
 
@@ -40,6 +45,7 @@ type senderConfig struct {
 	Targets *targets
 	Limits  limitsGate
 	Bodies  bodyStore
+	Secrets secretStore
 	// Transports send webhooks, redialling connections that failed before
 	// the request left.
 	Transports *transports

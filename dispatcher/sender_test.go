@@ -89,26 +89,29 @@ type senderOptions struct {
 	// guard defaults to one that lets the test receiver on loopback through.
 	guard *netguard.Guard
 	hold  bool
-	// bodies defaults to one that knows the tenants' signing secrets to be
-	// testSigningSecrets and no long body.
-	bodies bodyStore
+	// secrets defaults to one that knows the tenants' signing secrets to be
+	// testSigningSecrets.
+	secrets secretStore
 	// keyring defaults to the empty keyring (plaintext secrets).
 	keyring *keyring.Keyring
 }
 
-// testBodies is a bodyStore that holds no long body and one list of signing
-// secrets for every tenant.
-type testBodies struct {
+// testBodies is a bodyStore that holds no long body.
+type testBodies struct{}
+
+func (testBodies) ClaimedBody(context.Context, uuid.UUID, uuid.UUID) ([]byte, error) {
+	return nil, model.ErrNotFound
+}
+
+// testSecrets is a secretStore that holds one list of signing secrets for
+// every tenant.
+type testSecrets struct {
 	mu      sync.Mutex
 	secrets []model.SigningSecret
 	reads   int
 }
 
-func (b *testBodies) ClaimedBody(context.Context, uuid.UUID, uuid.UUID) ([]byte, error) {
-	return nil, model.ErrNotFound
-}
-
-func (b *testBodies) SigningSecrets(context.Context, uuid.UUID) ([]model.SigningSecret, error) {
+func (b *testSecrets) SigningSecrets(context.Context, uuid.UUID) ([]model.SigningSecret, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reads++
@@ -177,9 +180,9 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	b.cancelSends = cancelSends
 	t.Cleanup(cancelSends)
 	b.transports = newTransports(newHTTPClient(guard, maxTimeout), guard, b.metrics.transportRetries, maxTimeout)
-	bodies := opts.bodies
-	if bodies == nil {
-		bodies = &testBodies{secrets: testSigningSecrets()}
+	secrets := opts.secrets
+	if secrets == nil {
+		secrets = &testSecrets{secrets: testSigningSecrets()}
 	}
 	keys := opts.keyring
 	if keys == nil {
@@ -188,7 +191,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	b.stats = newStatsRecorder(statsConfig{Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics})
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
-		Transports: b.transports, Bodies: bodies, Keyring: keys,
+		Transports: b.transports, Bodies: testBodies{}, Secrets: secrets, Keyring: keys,
 		Signer: signing.NewSigner(signing.SignerConfig{}),
 		Record: func(r store.AttemptResult, then func(error)) {
 			b.records <- r
@@ -768,8 +771,8 @@ func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
 	t.Parallel()
 	rotated := append([]model.SigningSecret{{ID: "ss_new", Value: "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32)))}},
 		testSigningSecrets()...)
-	bodies := &testBodies{secrets: rotated}
-	b := setupSender(t, senderOptions{bodies: bodies})
+	secrets := &testSecrets{secrets: rotated}
+	b := setupSender(t, senderOptions{secrets: secrets})
 
 	fresh := b.claim()
 	b.claimed <- fresh
@@ -786,9 +789,9 @@ func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
 	token, _, err := jwt.NewParser().ParseUnverified(req.header.Get("Hookwheel-Signature"), jwt.MapClaims{})
 	require.NoError(t, err)
 	require.Equal(t, "ss_new", token.Header["kid"])
-	bodies.mu.Lock()
-	defer bodies.mu.Unlock()
-	require.Equal(t, 1, bodies.reads)
+	secrets.mu.Lock()
+	defer secrets.mu.Unlock()
+	require.Equal(t, 1, secrets.reads)
 }
 
 // TestSenderErrorNamesNoResolvedAddress: an attempt's error names the host

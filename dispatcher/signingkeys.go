@@ -53,7 +53,7 @@ func (s *sender) signingKeys(c *model.ClaimedTask) (signingKeys, bool) {
 	if now.Sub(c.ClaimedAt) > secretsFreshFor {
 		ctx, cancel := context.WithTimeout(s.cfg.Sends, bodyReadTimeout)
 		defer cancel()
-		fresh, err := s.cfg.Bodies.SigningSecrets(ctx, c.TenantID)
+		fresh, err := s.cfg.Secrets.SigningSecrets(ctx, c.TenantID)
 		if err != nil {
 			s.cfg.Metrics.storeErrors.WithLabelValues("secrets").Inc()
 			s.cfg.Logger.Error("reading a tenant's signing secrets failed; giving the claim back", "task", c.ID, "err", err)
