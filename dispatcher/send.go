@@ -20,7 +20,7 @@ import (
 // it wait; see ratelimit.go) and its target's circuit breaker: an open
 // breaker defers the task to the breaker's next probe. Neither costs an
 // attempt. A send still unanswered after the breaker's StuckAfter counts as
-// a failure of the target from then on (targets.go). It reports whether c
+// a failure of the target from then on (targetwatch.go). It reports whether c
 // was sent.
 func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 	release, ok := s.cfg.Limits.admit(c)

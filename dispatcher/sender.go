@@ -90,7 +90,7 @@ type senderConfig struct {
 // breaker, and hands the attempts to the recorders.
 //
 // Each send runs on a goroutine of its own, started when the claim gets its
-// tenant's share (shares.go) and its target's slot (targets.go); a claim
+// tenant's share (shares.go) and its target's slot (targetslots.go); a claim
 // that finds either full waits there without holding a goroutine, and
 // whoever finishes a send hands the freed share or slot on. So the
 // goroutines are bounded by the shares, and one tenant's receivers that
