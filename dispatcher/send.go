@@ -17,7 +17,7 @@ import (
 
 // attemptThrough sends c through its tenant's dispatch limits for the host
 // (a rate limit defers the task to its slot, a full concurrency limit makes
-// it wait; see ratelimit.go) and its target's circuit breaker: an open
+// it wait; see dispatchlimits.go) and its target's circuit breaker: an open
 // breaker defers the task to the breaker's next probe. Neither costs an
 // attempt. A send still unanswered after the breaker's StuckAfter counts as
 // a failure of the target from then on (targetwatch.go). It reports whether c

@@ -17,7 +17,7 @@ import (
 )
 
 // limitsGate decides, at the instant of sending, whether the tenant's
-// dispatch limits let a claim go (ratelimit.go).
+// dispatch limits let a claim go (dispatchlimits.go).
 type limitsGate interface {
 	admit(c *model.ClaimedTask) (release func(), ok bool)
 }
