@@ -8,10 +8,11 @@
 // Each stage is a part of its own, with its inputs and outputs explicit:
 // ownership (membership.go), the listener that hears what other nodes
 // announce, loader, materializer, claimer (with fireOnce, holder and
-// claimBudget), dispatchLimits (ratelimit.go, limitgates.go), sender (with
-// targets), recorder, the statsRecorder that counts what the attempts did
-// for GET /v1/stats, the deferrer through which every part gives claims
-// back, and the purger (retention.go) that deletes finished tasks.
+// claimBudget), dispatchLimits (dispatchlimits.go, rateslots.go,
+// concurrencygates.go), sender (with targets), recorder, the statsRecorder
+// that counts what the attempts did for GET /v1/stats, the deferrer through
+// which every part gives claims back, and the purger (retention.go) that
+// deletes finished tasks.
 // Dispatcher only builds and connects them, and stops them in order.
 package dispatcher
 
@@ -181,7 +182,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	})
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = newSender(senderConfig{
-		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB,
+		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB, Secrets: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries, cfg.MaxTimeout),
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
 		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,

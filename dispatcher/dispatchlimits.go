@@ -1,12 +1,10 @@
 package dispatcher
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/url"
-	"slices"
 	"sync"
 	"time"
 
@@ -61,20 +59,6 @@ const (
 	limitsTTL = 5 * time.Second
 	// limitsTimeout bounds a limiter round trip and a limits read.
 	limitsTimeout = 500 * time.Millisecond
-	// waitPoll is how often the first task waiting for a concurrency slot
-	// tries again when no send on this node will wake it.
-	waitPoll = 50 * time.Millisecond
-	// holdWithin: a task whose rate slot is this close waits for it in
-	// memory, held like a claim taken ahead of its due time, rather than
-	// going back to Postgres and being claimed again, two round trips that
-	// would eat into a short wait (and, on a loaded database, make it miss
-	// its slot). It keeps the task dispatching (not cancelable) for up to
-	// this long, well within its lease.
-	holdWithin = time.Second
-	// headTransit is how long the first in line may take from being handed
-	// to a sender to asking the limiter before the next one is let through
-	// instead (it may wait for a slot of its target on this node meanwhile).
-	headTransit = time.Second
 )
 
 // gateKey names the limits of one tenant's webhooks to one host, or of one
@@ -89,16 +73,18 @@ func (k gateKey) of(l store.DispatchLimit) gateKey {
 	return gateKey{tenant: l.TenantID, host: l.Host, flow: l.Flow}
 }
 
-// gate holds the claims waiting for a concurrency slot of one (tenant, host),
-// first in line first.
-type gate struct {
-	queue []*model.ClaimedTask
-	// head is the claim handed back to the senders to try again, and when;
-	// until it has asked, the others keep waiting behind it.
-	head      uuid.UUID
-	headSince time.Time
-	// kick asks the waker to hand the first in line to a sender.
-	kick bool
+// reason is the deferral metric's reason for a wait under k's rate (or, when
+// !rate, its concurrency).
+func (k gateKey) reason(rate bool) string {
+	switch {
+	case k.flow != "" && rate:
+		return "flow_rate"
+	case k.flow != "":
+		return "flow_parallelism"
+	case rate:
+		return "rate_limit"
+	}
+	return "concurrency"
 }
 
 type cachedLimits struct {
@@ -149,13 +135,6 @@ type limitsConfig struct {
 	MaxWaitingPerTarget int
 }
 
-// slotKey names the rate slot a claim holds under its host's limit, or under
-// its flow key's.
-type slotKey struct {
-	id   uuid.UUID
-	flow bool
-}
-
 // dispatchLimits enforces tenants' dispatch limits on this node's sends.
 type dispatchLimits struct {
 	cfg limitsConfig
@@ -182,13 +161,6 @@ func newDispatchLimits(cfg limitsConfig) *dispatchLimits {
 		gates:   make(map[gateKey]*gate),
 		slots:   make(map[slotKey]time.Time),
 	}
-}
-
-// waitingCount is how many claims wait for a concurrency slot.
-func (l *dispatchLimits) waitingCount() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return float64(l.waiting)
 }
 
 // hostKey is the host of a webhook URL as per-host limits name it.
@@ -239,140 +211,6 @@ func (l *dispatchLimits) failed(n int, err error) {
 	l.cfg.Logger.Warn("dispatch limits unavailable; sending unchecked for a while", "tasks", n, "err", err, "retry_in", l.cfg.Down.Skip())
 }
 
-// rateLimitClaims decides the dispatch rates of freshly claimed tasks, for
-// the instant each falls due, and returns those to send: at their due time,
-// or held a little later for their slot (NextAttemptAt moved there). The
-// others are given back to the queue, due at their slots. A task's flow key
-// is asked first, for the instant it is due; its host then for the instant
-// its key gave it, so that a task its key sends far off takes no slot of
-// its host.
-func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.ClaimedTask {
-	if l.cfg.Limiter == nil || len(claims) == 0 {
-		return claims
-	}
-	claims = l.decideRates(claims, flowLimitFor)
-	return l.decideRates(claims, l.limitFor)
-}
-
-// decideRates is rateLimitClaims under one kind of limit: each claim's
-// limit by limitOf, its rate only (concurrency is decided when sending).
-func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*model.ClaimedTask) store.DispatchLimit) []*model.ClaimedTask {
-	type pending struct {
-		c     *model.ClaimedTask
-		limit store.DispatchLimit
-		meant time.Time
-	}
-	now := l.cfg.Clock.Now()
-	var (
-		limited []pending
-		keep    []*model.ClaimedTask // the unlimited, once a claim is limited
-	)
-	for i, c := range claims {
-		limit := limitOf(c)
-		if limit.Rate <= 0 {
-			if keep != nil {
-				keep = append(keep, c)
-			}
-			continue
-		}
-		if keep == nil {
-			// Most batches have no limited claim: they cost no copy.
-			keep = append(make([]*model.ClaimedTask, 0, len(claims)), claims[:i]...)
-		}
-		limit.Concurrency = 0 // decided when sending
-		meant := now
-		if c.NextAttemptAt != nil && c.NextAttemptAt.After(now) {
-			meant = *c.NextAttemptAt
-		}
-		limited = append(limited, pending{c, limit, meant})
-	}
-	if len(limited) == 0 || l.skipping(len(limited)) {
-		return claims
-	}
-	// Asked in due order, they get their slots in due order.
-	slices.SortFunc(limited, func(a, b pending) int {
-		if n := a.meant.Compare(b.meant); n != 0 {
-			return n
-		}
-		return bytes.Compare(a.c.ID[:], b.c.ID[:])
-	})
-	reqs := make([]store.DispatchRequest, len(limited))
-	for i, p := range limited {
-		reqs[i] = store.DispatchRequest{Limit: p.limit, TaskID: p.c.ID, Attempt: p.c.Attempt, Token: p.c.ClaimToken, At: p.meant}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
-	defer cancel()
-	admissions, err := l.cfg.Limiter.AdmitDispatches(ctx, reqs)
-	if err != nil {
-		l.failed(len(limited), err)
-		return claims
-	}
-	var (
-		deferred []*model.ClaimedTask
-		until    []time.Time
-	)
-	l.mu.Lock()
-	l.forgetSlotsLocked(now)
-	for i, p := range limited {
-		a := admissions[i]
-		key := slotKey{p.c.ID, p.limit.Flow != ""}
-		switch {
-		case a.Outcome != store.DispatchLater:
-			l.slots[key] = p.meant
-			keep = append(keep, p.c)
-			continue
-		case a.Wait <= holdWithin:
-			// Held until its slot, as if due then (a deferral given back to
-			// Postgres comes back due then too).
-			at := p.meant.Add(a.Wait)
-			p.c.NextAttemptAt = &at
-			l.slots[key] = at
-			keep = append(keep, p.c)
-		default:
-			deferred = append(deferred, p.c)
-			until = append(until, deferUntil(p.limit, now, p.meant.Add(a.Wait)))
-		}
-		l.cfg.Metrics.deferrals.WithLabelValues(gateKey{}.of(p.limit).reason(true)).Inc()
-	}
-	l.mu.Unlock()
-	if len(deferred) > 0 {
-		l.cfg.Defer(deferred, func(i int) time.Time { return until[i] })
-	}
-	return keep
-}
-
-// flowDeferAhead is the furthest ahead a claim waiting for its flow key's
-// rate slot is given back to Postgres. Its slot stays reserved for it in
-// Redis, which answers how long is left each time it comes back; but should
-// the tenant change the key's rate (from one a day to a hundred a second,
-// say), it is seen within this long, instead of once the slots booked at
-// the old rate have passed.
-const flowDeferAhead = time.Minute
-
-// deferUntil is when a claim whose slot under limit is at goes back to the
-// queue for: at, but no further than flowDeferAhead for a flow key.
-func deferUntil(limit store.DispatchLimit, now, at time.Time) time.Time {
-	if limit.Flow != "" && at.Sub(now) > flowDeferAhead {
-		return now.Add(flowDeferAhead)
-	}
-	return at
-}
-
-// forgetSlotsLocked drops, now and then, the slots of claims that never
-// reached a sender (given back unsent): past their lease, no claim can still
-// use them. Sent claims drop theirs as they go.
-func (l *dispatchLimits) forgetSlotsLocked(now time.Time) {
-	if now.Sub(l.pruned) < l.cfg.LeaseMargin {
-		return
-	}
-	l.pruned = now
-	for id, at := range l.slots {
-		if now.Sub(at) > l.cfg.LeaseMargin {
-			delete(l.slots, id)
-		}
-	}
-}
-
 // tenantLimits returns a tenant's limits, read from Postgres at most every
 // limitsTTL. One caller reads while the others use what was read before (or,
 // the first time, wait for it). A tenant whose limits cannot be read is
@@ -421,4 +259,167 @@ func (l *dispatchLimits) tenantLimits(id uuid.UUID) model.Limits {
 		close(e.ready)
 	}
 	return e.limits
+}
+
+// admit decides, at the instant c is about to be sent, what only that
+// instant can, under its flow key's limits and then its target's: a
+// concurrency slot, and a new rate slot if c is too late for the one it was
+// given when claimed. When c may be sent, release must be called once the
+// send is over. When it may not, c has been deferred or waits for a
+// concurrency slot: the caller is done with it.
+//
+// Where both bind, c queues behind its target's waiting claims before it
+// takes anything of its key's; a send its target holds back gives its key's
+// concurrency slot back at once and keeps its key's rate slot, to use if it
+// comes back within that slot's grace.
+func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
+	if l.cfg.Limiter == nil {
+		return func() {}, true
+	}
+	target, flow := l.limitFor(c), flowLimitFor(c)
+	if !flow.Limited() || l.queuedBehind(c, target) {
+		release, _, ok = l.admitUnder(c, target)
+		return release, ok
+	}
+	releaseFlow, flowSlot, ok := l.admitUnder(c, flow)
+	if !ok {
+		// Waiting for its key, c no longer tries its target's slots: the
+		// next in line there may.
+		l.passHead(gateKey{}.of(target), c.ID)
+		return nil, false
+	}
+	// Kept before the target decides, since a claim it hands back may come
+	// round again at once; forgotten if c goes now.
+	keep := slotKey{c.ID, true}
+	if !flowSlot.IsZero() {
+		l.mu.Lock()
+		l.slots[keep] = flowSlot
+		l.mu.Unlock()
+	}
+	releaseTarget, _, ok := l.admitUnder(c, target)
+	if !ok {
+		releaseFlow()
+		return nil, false
+	}
+	l.mu.Lock()
+	delete(l.slots, keep)
+	l.mu.Unlock()
+	return func() { releaseTarget(); releaseFlow() }, true
+}
+
+// queuedBehind reports whether claims wait for the concurrency slots of c's
+// target already, c not first among them: c must queue behind them.
+func (l *dispatchLimits) queuedBehind(c *model.ClaimedTask, target store.DispatchLimit) bool {
+	if target.Concurrency <= 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gates[gateKey{}.of(target)]
+	return g != nil && g.head != c.ID && (len(g.queue) > 0 || g.head != uuid.Nil)
+}
+
+// admitUnder is admit under one limit: a target's (limit.Host) or a flow
+// key's (limit.Flow). slot is the rate slot c is sent on, zero when the
+// limit has no rate or c is not sent.
+func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLimit) (release func(), slot time.Time, ok bool) {
+	noop := func() {}
+	now := l.cfg.Clock.Now()
+	// The slot it was given when claimed, if any: forgotten as c is sent or
+	// leaves, kept while it waits here for a concurrency slot.
+	sk := slotKey{c.ID, limit.Flow != ""}
+	l.mu.Lock()
+	decidedSlot, decided := l.slots[sk]
+	delete(l.slots, sk)
+	l.mu.Unlock()
+	sentOn := time.Time{}
+	switch {
+	case limit.Rate > 0 && decided && now.Sub(decidedSlot) < store.DispatchGrace(limit.Rate):
+		limit.Rate = 0 // the slot it was given when claimed still holds
+		sentOn = decidedSlot
+	case limit.Rate > 0:
+		sentOn = now
+	}
+	if !limit.Limited() {
+		return noop, sentOn, true
+	}
+	key := gateKey{}.of(limit)
+	park := func(front bool) {
+		l.mu.Lock()
+		outcome, ahead := l.parkLocked(key, c, front, limit.Concurrency)
+		if outcome == parkWaiting && decided {
+			l.slots[sk] = decidedSlot
+		}
+		l.mu.Unlock()
+		switch outcome {
+		case parkStopped:
+			l.giveBack(key, c, time.Time{})
+		case parkCrowded:
+			// As many wait here already as make sense: back to the queue
+			// until this one's turn is likely to come.
+			perSlot := max(l.cfg.SendTime(c.TenantID, targetKey(c.URL)), time.Millisecond)
+			wait := time.Duration(float64(ahead+1) / float64(limit.Concurrency) * float64(perSlot))
+			l.giveBack(key, c, l.cfg.Clock.Now().Add(min(max(wait, time.Second), 30*time.Second)))
+		}
+	}
+
+	head, queued := false, false
+	l.mu.Lock()
+	if g := l.gates[key]; g != nil {
+		switch {
+		case g.head == c.ID:
+			head, g.head = true, uuid.Nil
+		case limit.Concurrency > 0 && (len(g.queue) > 0 || g.head != uuid.Nil):
+			queued = true
+		}
+	}
+	l.mu.Unlock()
+	if queued {
+		// Others wait for a slot already: queue behind them.
+		park(false)
+		return nil, time.Time{}, false
+	}
+
+	if l.skipping(1) {
+		if head {
+			l.kickGate(key)
+		}
+		return noop, time.Time{}, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
+	defer cancel()
+	admission, err := l.cfg.Limiter.AdmitDispatch(ctx, store.DispatchRequest{
+		Limit: limit, TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, Lease: c.Timeout + l.cfg.LeaseMargin, At: now})
+	if err != nil {
+		l.failed(1, err)
+		if head {
+			l.kickGate(key)
+		}
+		return noop, time.Time{}, true
+	}
+	switch admission.Outcome {
+	case store.DispatchNow:
+		if head {
+			// A slot was free; the next in line may find one too.
+			l.kickGate(key)
+		}
+		if limit.Concurrency == 0 {
+			return noop, sentOn, true
+		}
+		return func() { l.release(key, limit, c) }, sentOn, true
+	case store.DispatchLater:
+		if head {
+			l.kickGate(key)
+		}
+		l.cfg.Metrics.deferrals.WithLabelValues(key.reason(true)).Inc()
+		at := now.Add(admission.Wait)
+		if admission.Wait > holdWithin || !l.holdUntil(c, sk, at) {
+			back := deferUntil(limit, now, at)
+			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return back })
+		}
+		return nil, time.Time{}, false
+	default: // store.DispatchBusy
+		park(head)
+		return nil, time.Time{}, false
+	}
 }

@@ -1,0 +1,76 @@
+package dispatcher
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/internal/keyring"
+	"github.com/hookwheel/hookwheel/internal/model"
+)
+
+// TestSenderSecretUnreadable: a claim whose signing secret this node's
+// keyring cannot open is given back without an attempt, a request or a
+// failure of its target.
+func TestSenderSecretUnreadable(t *testing.T) {
+	t.Parallel()
+	sealer, err := keyring.Parse("k1:" + base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	require.NoError(t, err)
+	other, err := keyring.Parse("k2:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 32))))
+	require.NoError(t, err)
+	b := setupSender(t, senderOptions{keyring: other, breaker: BreakerConfig{ConsecutiveFailures: 1}})
+
+	c := b.claim()
+	secret := testSigningSecrets()[0]
+	secret.Value, err = sealer.Seal(secret.Value, secret.SealContext(c.TenantID))
+	require.NoError(t, err)
+	c.SigningSecrets = []model.SigningSecret{secret}
+	b.claimed <- c
+	d := receive(t, b.deferred)
+	require.Equal(t, c.ID, d.id)
+	require.Equal(t, b.clock.Now().Add(secretUnreadableRetry), d.at)
+	require.Equal(t, 1.0, testutil.ToFloat64(b.metrics.deferrals.WithLabelValues("secret_unreadable")))
+
+	// Nothing was sent or recorded, and the target's breaker is still
+	// closed: the next claim to it goes out.
+	ok := b.claim()
+	b.claimed <- ok
+	receive(t, b.requests)
+	require.Equal(t, model.StatusDelivered, receive(t, b.records).Status)
+	require.Empty(t, b.records)
+}
+
+// TestSenderRereadsSecretsOfOldClaims: a claim that waited longer than
+// secretsFreshFor is signed with its tenant's secrets as they are now, so a
+// rotation meanwhile reaches it.
+func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
+	t.Parallel()
+	rotated := append([]model.SigningSecret{{ID: "ss_new", Value: "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32)))}},
+		testSigningSecrets()...)
+	secrets := &testSecrets{secrets: rotated}
+	b := setupSender(t, senderOptions{secrets: secrets})
+
+	fresh := b.claim()
+	b.claimed <- fresh
+	req := receive(t, b.requests)
+	receive(t, b.records)
+	require.Len(t, strings.Fields(req.header.Get("webhook-signature")), 1, "a fresh claim signs with the secrets it was taken with")
+
+	old := b.claim()
+	b.clock.Advance(secretsFreshFor + time.Millisecond)
+	b.claimed <- old
+	req = receive(t, b.requests)
+	receive(t, b.records)
+	require.Len(t, strings.Fields(req.header.Get("webhook-signature")), 2, "an old claim signs with the rotated secrets, both")
+	token, _, err := jwt.NewParser().ParseUnverified(req.header.Get("Hookwheel-Signature"), jwt.MapClaims{})
+	require.NoError(t, err)
+	require.Equal(t, "ss_new", token.Header["kid"])
+	secrets.mu.Lock()
+	defer secrets.mu.Unlock()
+	require.Equal(t, 1, secrets.reads)
+}
