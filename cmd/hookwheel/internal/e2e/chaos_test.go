@@ -193,7 +193,10 @@ func firstLateness(first map[string]hit) latencies {
 }
 
 // TestThreeNodesNoKills: three processes share 5,000 tasks falling due over
-// 10 s; every task arrives exactly once.
+// 10 s; every task arrives exactly once. It runs beside the package's other
+// tests, whose load can slow the creations past the first due times: those
+// tasks are then stored already due, which changes nothing of what it
+// checks, so it only says so.
 func TestThreeNodesNoKills(t *testing.T) {
 	t.Parallel()
 	const (
@@ -206,9 +209,16 @@ func TestThreeNodesNoKills(t *testing.T) {
 	t0 := time.Now().Add(creationLead(t, c.bases, count, 8*time.Second)).Truncate(time.Millisecond)
 	end := t0.Add(spread)
 	tasks := planTasks(count, t0, spread)
-	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/nokills", tasks)
+	started := time.Now()
+	createTasks(t, c.bases, c.apiKey, rcv.URL+"/nokills", tasks, 16)
+	t.Logf("created %d tasks through %d nodes in %s, %s before the first falls due",
+		count, len(c.bases), time.Since(started).Round(time.Millisecond), time.Until(t0).Round(time.Millisecond))
 
-	require.NoError(t, rcv.waitDistinct(count, end.Add(30*time.Second)))
+	deadline := end.Add(30 * time.Second)
+	if late := time.Now().Add(30 * time.Second); late.After(deadline) {
+		deadline = late
+	}
+	require.NoError(t, rcv.waitDistinct(count, deadline))
 	t.Logf("every task arrived %s after the last fell due", time.Since(tasks[len(tasks)-1].runAt).Round(time.Millisecond))
 	require.NoError(t, waitTasksInStatus(c.bases[1], c.apiKey, "delivered", count, time.Now().Add(30*time.Second)))
 	extra := rcv.settle(time.Second)
