@@ -23,6 +23,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -248,4 +249,58 @@ func permanentTransportError(err error) bool {
 		invalid x509.CertificateInvalidError
 	)
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
+// paginate walks the pages fetch returns, from the first (nil cursor) to the
+// one without a next cursor. A page that hands back the cursor it was read
+// with ends the walk with an error rather than reading it for ever.
+func paginate[T any](fetch func(cursor *string) ([]T, *string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var cursor *string
+		for {
+			items, next, err := fetch(cursor)
+			if err != nil {
+				var zero T
+				yield(zero, err)
+				return
+			}
+			for _, item := range items {
+				if !yield(item, nil) {
+					return
+				}
+			}
+			if next == nil || *next == "" {
+				return
+			}
+			if cursor != nil && *next == *cursor {
+				var zero T
+				yield(zero, fmt.Errorf("hookwheel: the server answered cursor %q with itself", *next))
+				return
+			}
+			cursor = next
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// durationOrNil is d as the API spells durations, nil for zero.
+func durationOrNil(d time.Duration) *string {
+	if d == 0 {
+		return nil
+	}
+	return ptr(d.String())
+}
+
+// apiRetry is the API's retry policy of the given fields, nil when none is
+// set.
+func apiRetry(maxAttempts int, minBackoff, maxBackoff time.Duration) *apiclient.RetryPolicy {
+	if maxAttempts == 0 && minBackoff == 0 && maxBackoff == 0 {
+		return nil
+	}
+	p := &apiclient.RetryPolicy{MinBackoff: durationOrNil(minBackoff), MaxBackoff: durationOrNil(maxBackoff)}
+	if maxAttempts != 0 {
+		p.MaxAttempts = &maxAttempts
+	}
+	return p
 }

@@ -439,3 +439,17 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// idKeeper is a hookwheelSystem that keeps the ids of what it schedules.
+type idKeeper struct {
+	*hookwheelSystem
+	ids *[]uuid.UUID
+}
+
+func (k *idKeeper) Schedule(ctx context.Context, run, url string, tasks []task) ([]uuid.UUID, error) {
+	ids, err := k.hookwheelSystem.Schedule(ctx, run, url, tasks)
+	if run != "calibrate" {
+		*k.ids = ids
+	}
+	return ids, err
+}

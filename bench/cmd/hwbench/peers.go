@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +88,135 @@ func (p *signedPoster) post(ctx context.Context, a webhookArgs) error {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("receiver answered %s", resp.Status)
+	}
+	return nil
+}
+
+// runPeers runs hookwheel, River and Asynq one after the other on the same
+// Postgres, Redis and receiver, and ends with the comparison lines.
+func runPeers(ctx context.Context, o options, svc *services, recv *receiver, rep *reporter) error {
+	type peerRuns struct {
+		Precision  []*lateResult `json:"fire_precision"`
+		Throughput []*lateResult `json:"throughput"`
+		Errors     []string      `json:"errors,omitempty"`
+	}
+	var all peerRuns
+	prec := map[string]*lateResult{}
+	thr := map[string]*lateResult{}
+	var failed []string
+	for _, name := range strings.Split(o.systems, ",") {
+		name = strings.TrimSpace(name)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var (
+			sys system
+			err error
+		)
+		switch name {
+		case "hookwheel":
+			sys, err = startHookwheel(ctx, svc, hwOptions(o), "peers")
+		case "river":
+			sys, err = startRiver(ctx, svc, o.river)
+		case "asynq":
+			sys, err = startAsynq(ctx, svc, o.asynq)
+		default:
+			return fmt.Errorf("-systems: unknown system %q", name)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+			logf("%s: %v", name, err)
+			continue
+		}
+		err = func() error {
+			defer sys.Close()
+			p, err := runLateness(ctx, sys, recv, lateSpec{
+				scenario: "fire_precision", label: fmt.Sprintf("%d/s", o.peerRate),
+				tasks: int(float64(o.peerRate) * o.peerDuration.Seconds()), spread: o.peerDuration,
+			})
+			if err != nil {
+				return err
+			}
+			prec[name] = p
+			all.Precision = append(all.Precision, p)
+			pause(ctx)
+			t, err := throughput(ctx, sys, recv, o.peerThroughputTasks)
+			if err != nil {
+				return err
+			}
+			thr[name] = t
+			all.Throughput = append(all.Throughput, t)
+			rep.settings[name] = sys.Settings()
+			return nil
+		}()
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
+			logf("%s: %v", name, err)
+		}
+		pause(ctx)
+	}
+	all.Errors = failed
+	if err := rep.writeJSON("peers", all); err != nil {
+		return err
+	}
+
+	rep.printf("hookwheel, River and Asynq in turn, on the same Postgres, Redis and receiver (in the harness process). ")
+	rep.printf("Each delivers the same Standard-Webhooks-signed POST. Lateness is arrival minus the intended due time; ")
+	rep.printf("an early arrival counts as 0 ms late and is counted in *early*.\n\n")
+	rep.printf("## Results\n\n")
+	rep.latenessTable(fmt.Sprintf("Fire precision: %d tasks/s falling due evenly for %s", o.peerRate, o.peerDuration), all.Precision)
+	rep.throughputTable(all.Throughput)
+
+	var lines []string
+	hwT, hwP := thr["hookwheel"], prec["hookwheel"]
+	for _, peer := range []string{"river", "asynq"} {
+		if !strings.Contains(o.systems, peer) {
+			continue
+		}
+		pt, pp := thr[peer], prec[peer]
+		if hwT != nil && pt != nil {
+			lines = append(lines, fmt.Sprintf("peer=%s metric=throughput hookwheel=%.0f peer_value=%.0f ratio=%.2f",
+				peer, hwT.AchievedRate, pt.AchievedRate, hwT.AchievedRate/pt.AchievedRate))
+		}
+		if hwP != nil && pp != nil {
+			lines = append(lines, fmt.Sprintf("peer=%s metric=p99_lateness_ms hookwheel=%.2f peer_value=%.2f ratio=%.2f",
+				peer, hwP.Lateness.P99Ms, pp.Lateness.P99Ms, pp.Lateness.P99Ms/hwP.Lateness.P99Ms))
+		}
+	}
+	rep.printf("## Comparison\n\nA ratio above 1 means hookwheel is ahead (throughput: hookwheel/peer; lateness: peer/hookwheel).\n\n```\n%s\n```\n\n", strings.Join(lines, "\n"))
+	for _, name := range []string{"river", "asynq"} {
+		if p := prec[name]; p != nil && p.Early > 0 {
+			rep.printf("%s delivered %d of %d tasks early (up to %.0f ms before their due time); they count as 0 ms late above.\n\n", name, p.Early, p.Tasks, p.EarlyMaxMs)
+		}
+	}
+	rep.settingsTable()
+	var series []plotSeries
+	for _, name := range []string{"hookwheel", "river", "asynq"} {
+		if p := prec[name]; p != nil {
+			series = append(series, plotSeries{name: name, hist: p.hist, early: p.Early})
+		}
+	}
+	if err := rep.plotLateness("peers-lateness", fmt.Sprintf("%d tasks/s due", o.peerRate), series); err != nil {
+		return err
+	}
+	rep.printf("![lateness at %d/s](%s)\n", o.peerRate, filepath.Base(rep.path("peers-lateness.png")))
+	if err := rep.writeMarkdown("peers", "hookwheel vs River vs Asynq"); err != nil {
+		return err
+	}
+
+	for _, name := range []string{"river", "asynq"} {
+		if p := prec[name]; p != nil && p.Early > 0 {
+			fmt.Printf("note: %s delivered %d of %d tasks early (up to %.0f ms before due); early arrivals count as 0 ms lateness\n", name, p.Early, p.Tasks, p.EarlyMaxMs)
+		}
+	}
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("some systems failed: %s", strings.Join(failed, "; "))
 	}
 	return nil
 }

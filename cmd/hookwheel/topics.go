@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"time"
 
@@ -91,27 +93,15 @@ func topicsCommand(ctx context.Context, args []string, con console) error {
 		}
 		return c.printTopic(con, "Deleted; the tasks already published to it are still sent.", topic)
 	case "list":
-		limit := c.fs.Int("limit", 20, "show at most this many topics, in name order")
-		all := c.fs.Bool("all", false, "show every topic")
+		shown := c.listFlags("show at most this many topics, in name order", "show every topic")
 		if err := c.parse(args, con); err != nil {
 			return err
 		}
-		if *limit < 1 {
-			return c.usageError("--limit must be at least 1")
+		// --all fetches full pages.
+		fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.Topic, error] {
+			return client.ListTopics(ctx, cmp.Or(pageSize, maxPageSize))
 		}
-		client, err := newClient(con)
-		if err != nil {
-			return err
-		}
-		pageSize := 500
-		if !*all {
-			pageSize = min(*limit, 500)
-		}
-		topics, more, err := take(client.ListTopics(ctx, pageSize), *limit, *all)
-		if err != nil {
-			return err
-		}
-		return printList(con, *c.asJSON, topics, more, printTopicTable, cutInNameOrder)
+		return list(c, con, shown, fetch, printTopicTable, cutInNameOrder)
 	case "publish":
 		return topicsPublish(ctx, c, args, con)
 	case "publish-status":

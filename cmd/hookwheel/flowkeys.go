@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"strconv"
 	"time"
 
@@ -81,27 +83,15 @@ func flowKeysCommand(ctx context.Context, args []string, con console) error {
 		}
 		return c.printFlowLimit(con, headline, limit)
 	case "list":
-		limit := c.fs.Int("limit", 20, "show at most this many keys, in key order")
-		all := c.fs.Bool("all", false, "show every key")
+		shown := c.listFlags("show at most this many keys, in key order", "show every key")
 		if err := c.parse(args, con); err != nil {
 			return err
 		}
-		if *limit < 1 {
-			return c.usageError("--limit must be at least 1")
+		// --all fetches full pages.
+		fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.FlowLimit, error] {
+			return client.ListFlowLimits(ctx, cmp.Or(pageSize, maxPageSize))
 		}
-		client, err := newClient(con)
-		if err != nil {
-			return err
-		}
-		pageSize := 500
-		if !*all {
-			pageSize = min(*limit, 500)
-		}
-		limits, more, err := take(client.ListFlowLimits(ctx, pageSize), *limit, *all)
-		if err != nil {
-			return err
-		}
-		return printList(con, *c.asJSON, limits, more, printFlowLimitTable, cutInKeyOrder)
+		return list(c, con, shown, fetch, printFlowLimitTable, cutInKeyOrder)
 	case "help", "-h", "--help":
 		_, err := fmt.Fprintln(con.stdout, flowKeysUsage)
 		return err

@@ -1,0 +1,199 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// apiClient makes the tests' API calls; it keeps enough connections per
+// node for the concurrent task creators.
+var apiClient = &http.Client{
+	Timeout: 30 * time.Second,
+	Transport: &http.Transport{
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     30 * time.Second,
+	},
+}
+
+// apiCall sends a JSON request and returns the status and body.
+func apiCall(ctx context.Context, method, url, token string, body any, header map[string]string) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// createTenantVia creates a tenant through the admin API of base and
+// returns its API key.
+func createTenantVia(t testing.TB, base, adminToken, name string) string {
+	t.Helper()
+	status, body, err := apiCall(context.Background(), http.MethodPost, base+"/v1/admin/tenants", adminToken, map[string]string{"name": name}, nil)
+	if err != nil || status != http.StatusCreated {
+		t.Fatalf("create tenant: %d %v %s", status, err, body)
+	}
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal(body, &created); err != nil || created.APIKey == "" {
+		t.Fatalf("create tenant: %v %s", err, body)
+	}
+	return created.APIKey
+}
+
+// plannedTask is a task a test creates, and what its webhooks must carry.
+type plannedTask struct {
+	runAt   time.Time
+	idemKey string // given at creation; empty: none
+	// Filled in at creation.
+	id          string
+	expectedKey string // Idempotency-Key of its webhooks
+}
+
+// createTasks creates the tasks with POST /v1/tasks, spread round-robin over
+// the nodes' APIs by clients concurrent callers, and fills in their ids. It
+// fails the test on any answer but 201.
+func createTasks(t testing.TB, bases []string, apiKey, url string, tasks []plannedTask, clients int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		next   atomic.Int64
+		mu     sync.Mutex
+		failed error
+	)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tasks) || ctx.Err() != nil {
+					return
+				}
+				task := &tasks[i]
+				var header map[string]string
+				if task.idemKey != "" {
+					header = map[string]string{"Idempotency-Key": task.idemKey}
+				}
+				req := map[string]any{"url": url, "body": `{"n":` + strconv.Itoa(i) + `}`, "run_at": task.runAt.Format(time.RFC3339Nano)}
+				status, body, err := apiCall(ctx, http.MethodPost, bases[i%len(bases)]+"/v1/tasks", apiKey, req, header)
+				var created struct {
+					ID             string  `json:"id"`
+					IdempotencyKey *string `json:"idempotency_key"`
+				}
+				if err == nil && status != http.StatusCreated {
+					err = fmt.Errorf("status %d: %s", status, body)
+				}
+				if err == nil {
+					err = json.Unmarshal(body, &created)
+				}
+				if err == nil && created.ID == "" {
+					err = fmt.Errorf("no id in %s", body)
+				}
+				if err != nil {
+					mu.Lock()
+					if failed == nil {
+						failed = fmt.Errorf("create task %d via %s: %w", i, bases[i%len(bases)], err)
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				task.id = created.ID
+				task.expectedKey = task.idemKey
+				if task.expectedKey == "" {
+					task.expectedKey = created.ID
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+}
+
+// countTasks counts the tenant's tasks in status through GET /v1/tasks.
+func countTasks(ctx context.Context, base, apiKey, status string) (int, error) {
+	count := 0
+	cursor := ""
+	for {
+		url := base + "/v1/tasks?limit=500&status=" + status
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		code, body, err := apiCall(ctx, http.MethodGet, url, apiKey, nil, nil)
+		if err != nil {
+			return 0, err
+		}
+		if code != http.StatusOK {
+			return 0, fmt.Errorf("list tasks: %d %s", code, body)
+		}
+		var page struct {
+			Data       []json.RawMessage `json:"data"`
+			NextCursor *string           `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return 0, err
+		}
+		count += len(page.Data)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return count, nil
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// waitTasksInStatus polls until want of the tenant's tasks are in status.
+func waitTasksInStatus(base, apiKey, status string, want int, deadline time.Time) error {
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		got, err := countTasks(ctx, base, apiKey, status)
+		cancel()
+		if err == nil && got == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%d of %d tasks %s by the deadline", got, want, status)
+		}
+		<-poll.C
+	}
+}
