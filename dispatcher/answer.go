@@ -117,6 +117,15 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		}
 		result.Callback = cb
 	}
+	if result.Status == model.StatusDelivered && result.Callback == nil {
+		// Written before the recorder has it: should this node stop before
+		// the attempt is committed, the node that recovers the claim records
+		// it from here rather than sending it again. A delivery that makes a
+		// callback is sent again instead, since the callback carries the
+		// answer's body, which the journal does not keep.
+		s.cfg.Journal.mark(store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
+			StatusCode: statusCode, StartedAt: started, Duration: duration})
+	}
 	s.cfg.Metrics.attempts.WithLabelValues(result.Outcome).Inc()
 	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
 	s.cfg.Stats(c.TenantID, started, result.Status, lateness)

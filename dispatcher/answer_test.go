@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -277,6 +279,45 @@ func TestSenderReadsAnswerWithinBound(t *testing.T) {
 			}
 			require.LessOrEqual(t, read.Load(), int64(ResponseBodyReadMax+1))
 			t.Logf("read %d bytes of an 8 MiB answer", read.Load())
+		})
+	}
+}
+
+// TestSenderJournalsDeliveries: a delivery's answer is in the journal,
+// under its claim's token, before the recorder has the attempt, so that a
+// node stopping in between leaves it for the recovery to record; a failed
+// attempt is not journaled (it is sent again, as a retry would be).
+func TestSenderJournalsDeliveries(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		status   int
+		journals bool
+	}{
+		{"delivered", http.StatusNoContent, true},
+		{"failed", http.StatusServiceUnavailable, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			redis := testenv.Redis(t)
+			b := setupSender(t, senderOptions{senders: 1, journal: redis})
+			b.status.Store(int32(tt.status))
+			c := b.claim()
+			b.claimed <- c
+			receive(t, b.requests)
+			r := receive(t, b.records)
+			require.Equal(t, tt.status, *r.StatusCode)
+
+			answers, err := redis.AnsweredAttempts(context.Background(),
+				[]store.AttemptClaim{{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}})
+			require.NoError(t, err)
+			if !tt.journals {
+				require.Empty(t, answers)
+				return
+			}
+			require.Len(t, answers, 1, "journaled before the recorder had it")
+			require.Equal(t, tt.status, answers[0].StatusCode)
+			require.Equal(t, r.StartedAt.UnixMicro(), answers[0].StartedAt.UnixMicro())
 		})
 	}
 }

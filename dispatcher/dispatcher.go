@@ -93,12 +93,15 @@ func New(cfg Config) (*Dispatcher, error) {
 		limiter       dispatchLimiter
 		redisFailOpen = failopen.New(failopen.Config{Clock: cfg.Clock})
 	)
+	var journal *answerJournal
 	if cfg.Redis != nil {
 		fireOnceKeys, releaser, limiter = cfg.Redis, cfg.Redis, cfg.Redis
+		journal = newAnswerJournal(answerJournalConfig{Store: cfg.Redis, Down: redisFailOpen,
+			TTL: 4 * cfg.NodeTTL, Logger: cfg.Logger, Metrics: m})
 	}
 
 	d.ownership = newOwnership(ownershipConfig{
-		Store: cfg.DB, FireOnce: releaser, NodeID: d.nodeID, NodeName: cfg.NodeName,
+		Store: cfg.DB, FireOnce: releaser, Journal: journal, NodeID: d.nodeID, NodeName: cfg.NodeName,
 		SucceedNamesakes: cfg.SucceedNamesakes, NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
 		FenceMargin: fenceMarginOf(cfg.NodeTTL),
 		Clock:       cfg.Clock, Logger: cfg.Logger, Metrics: m,
@@ -185,7 +188,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB, Secrets: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries, cfg.MaxTimeout),
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
-		Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
+		Journal: journal, Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,

@@ -20,6 +20,7 @@ type membershipStore interface {
 	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
 	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
 	SucceedDeadNamesakes(ctx context.Context, nodeID uuid.UUID, name string) ([]uuid.UUID, error)
+	RecordAttempts(ctx context.Context, results []store.AttemptResult) ([]error, error)
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 }
 
@@ -34,6 +35,9 @@ type ownershipConfig struct {
 	Store membershipStore
 	// FireOnce frees the dead owners' Redis claims. Nil without Redis.
 	FireOnce fireOnceReleaser
+	// Journal has the answers the dead owners' receivers gave: those claims
+	// are recorded delivered rather than sent again. Nil without Redis.
+	Journal  *answerJournal
 	NodeID   uuid.UUID
 	NodeName string
 	// SucceedNamesakes: at start, end the leases of dead nodes registered
@@ -372,6 +376,7 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	if len(stale) == 0 {
 		return true
 	}
+	answered := o.recordAnswered(ctx, stale)
 	o.releaseFireOnce(ctx, stale)
 	recovered, err := o.cfg.Store.RecoverClaims(ctx, owned, loadPage)
 	if err != nil {
@@ -407,7 +412,38 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 	if err := o.cfg.Store.AnnounceDue(ctx, due); err != nil && ctx.Err() == nil {
 		o.cfg.Logger.Warn("announcing recovered tasks failed; a partition's new owner finds them at its sweep", "tasks", len(due), "err", err)
 	}
-	return len(recovered) < loadPage && len(recovered) >= len(stale)
+	return len(recovered) < loadPage && len(recovered) >= len(stale)-answered
+}
+
+// recordAnswered records delivered the stale claims whose receivers had
+// answered 2xx before their sender stopped (the journal kept the answer),
+// so that they are not sent again, and returns how many it recorded. The
+// claim token fences each write: a claim its owner recorded meanwhile, or
+// that another recovery took, is left as it is.
+func (o *ownership) recordAnswered(ctx context.Context, stale []store.RecoveredClaim) int {
+	results := o.cfg.Journal.answered(ctx, stale)
+	if len(results) == 0 {
+		return 0
+	}
+	errs, err := o.cfg.Store.RecordAttempts(ctx, results)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.cfg.Metrics.storeErrors.WithLabelValues("recover").Inc()
+			o.cfg.Logger.Error("recording the answered claims of a stopped sender failed; they are sent again", "tasks", len(results), "err", err)
+		}
+		return 0
+	}
+	recorded := 0
+	for _, err := range errs {
+		if err == nil {
+			recorded++
+		}
+	}
+	if recorded > 0 {
+		o.cfg.Metrics.recoveredAnswered.Add(float64(recorded))
+		o.cfg.Logger.Warn("recorded delivered the claims of a stopped sender whose receivers had answered; not sent again", "tasks", recorded)
+	}
+	return recorded
 }
 
 // releaseFireOnce frees the Redis fire-once claims of claims whose owner is

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
@@ -18,14 +19,31 @@ import (
 
 // TestOwnership runs one heartbeat of a lone node: it comes to own every
 // partition, has them all loaded as gained, and recovers the claims a dead
-// node left in them, freeing their fire-once keys in Redis.
+// node left in them, freeing their fire-once keys in Redis; a claim whose
+// receiver had answered (the answer journal has it, under that claim's
+// token) is recorded delivered instead, and not sent again.
 func TestOwnership(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, redis := testenv.DB(t), testenv.Redis(t)
 	tenant := createTenant(t, db, model.Limits{})
 	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
-	dead := claimNow(t, db, task.ID)[0] // claimed by a node that never registered
+	answered := insertTask(t, db, tenant, "https://receiver.example/answered", time.Now().Add(-time.Second))
+	otherToken := insertTask(t, db, tenant, "https://receiver.example/other-token", time.Now().Add(-time.Second))
+	claims := claimNow(t, db, task.ID, answered.ID, otherToken.ID) // by a node that never registered
+	var dead *model.ClaimedTask
+	for _, c := range claims {
+		switch c.ID {
+		case task.ID:
+			dead = c
+		case answered.ID:
+			require.NoError(t, redis.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
+				StatusCode: 204, StartedAt: time.Now().Add(-time.Second), Duration: 3 * time.Millisecond}, time.Minute))
+		case otherToken.ID:
+			require.NoError(t, redis.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: uuid.New(),
+				StatusCode: 200, StartedAt: time.Now()}, time.Minute))
+		}
+	}
 	key := store.AttemptClaim{TaskID: dead.ID, Attempt: dead.Attempt, Token: dead.ClaimToken, TTL: time.Minute}
 	held, err := redis.ClaimAttempts(ctx, []store.AttemptClaim{key})
 	require.NoError(t, err)
@@ -36,6 +54,8 @@ func TestOwnership(t *testing.T) {
 	scheduled := make(chan dueAt, 16)
 	o := newOwnership(ownershipConfig{
 		Store: db, FireOnce: redis, NodeID: uuid.New(), NodeName: "test", NodeTTL: 1500 * time.Millisecond,
+		Journal: newAnswerJournal(answerJournalConfig{Store: redis, Down: failopen.New(failopen.Config{}), TTL: time.Minute,
+			Logger: quietLogger(), Metrics: m}),
 		HeartbeatInterval: 300 * time.Millisecond, NudgeGap: heartbeatNudgeGap, Clock: clock.NewFake(time.Now()),
 		Logger: quietLogger(), Metrics: m,
 		Gained:   func(p []int16) { gained <- p },
@@ -56,9 +76,20 @@ func TestOwnership(t *testing.T) {
 	require.Equal(t, float64(model.Partitions), counterValue(t, m.ownedPartitions))
 	require.Equal(t, 1.0, counterValue(t, m.liveNodes))
 
-	require.Equal(t, task.ID, receive(t, scheduled).id)
+	handedBack := []uuid.UUID{receive(t, scheduled).id, receive(t, scheduled).id}
+	require.ElementsMatch(t, []uuid.UUID{task.ID, otherToken.ID}, handedBack,
+		"handed back: the unanswered claim, and the one whose answer was another claim's")
 	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, task.ID).Status)
-	require.Equal(t, 1.0, counterValue(t, m.recovered))
+	require.Equal(t, model.StatusScheduled, taskOf(t, db, tenant, otherToken.ID).Status)
+	require.Equal(t, 2.0, counterValue(t, m.recovered))
+	require.Equal(t, model.StatusDelivered, taskOf(t, db, tenant, answered.ID).Status)
+	require.Equal(t, 1.0, counterValue(t, m.recoveredAnswered))
+	attempts, err := db.ListAttempts(ctx, tenant, answered.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, 204, *attempts[0].StatusCode)
+	require.Equal(t, "success", attempts[0].Outcome)
+	require.Empty(t, scheduled, "the answered claim is not sent again")
 	key.Token = uuid.New()
 	held, err = redis.ClaimAttempts(ctx, []store.AttemptClaim{key})
 	require.NoError(t, err)

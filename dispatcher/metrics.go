@@ -11,23 +11,24 @@ import (
 // metrics are the dispatcher's Prometheus metrics, shared by its parts: each
 // part is given the struct and touches only its own series.
 type metrics struct {
-	lateness         *prometheus.HistogramVec
-	attempts         *prometheus.CounterVec
-	attemptDuration  prometheus.Histogram
-	claimBatch       prometheus.Histogram
-	recordBatch      prometheus.Histogram
-	storeErrors      *prometheus.CounterVec
-	redisErrors      prometheus.Counter
-	redisDegraded    prometheus.Gauge
-	claimConflicts   prometheus.Counter
-	loaded           prometheus.Counter
-	loadDuration     prometheus.Histogram
-	recovered        prometheus.Counter
-	swept            prometheus.Counter
-	liveNodes        prometheus.Gauge
-	deferrals        *prometheus.CounterVec
-	transportRetries prometheus.Counter
-	ownedPartitions  prometheus.Gauge
+	lateness          *prometheus.HistogramVec
+	attempts          *prometheus.CounterVec
+	attemptDuration   prometheus.Histogram
+	claimBatch        prometheus.Histogram
+	recordBatch       prometheus.Histogram
+	storeErrors       *prometheus.CounterVec
+	redisErrors       prometheus.Counter
+	redisDegraded     prometheus.Gauge
+	claimConflicts    prometheus.Counter
+	loaded            prometheus.Counter
+	loadDuration      prometheus.Histogram
+	recovered         prometheus.Counter
+	recoveredAnswered prometheus.Counter
+	swept             prometheus.Counter
+	liveNodes         prometheus.Gauge
+	deferrals         *prometheus.CounterVec
+	transportRetries  prometheus.Counter
+	ownedPartitions   prometheus.Gauge
 	// leaseRenewal is, for each successful heartbeat, the time from the
 	// start of the one before to its end: how much of NodeTTL a renewal
 	// took. At NodeTTL the node's lease lapsed before it was renewed.
@@ -120,6 +121,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_recovered_claims_total",
 			Help: "Tasks handed back to the queue because their sender's lease expired mid-attempt.",
 		}),
+		recoveredAnswered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookwheel_recovered_answered_total",
+			Help: "Claims of a stopped sender recorded delivered from the answer journal instead of being sent again.",
+		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_swept_tasks_total",
 			Help: "Overdue tasks found in no wheel by the sweep.",
@@ -156,7 +161,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
-		m.loaded, m.loadDuration, m.recovered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries, m.leaseRenewal,
+		m.loaded, m.loadDuration, m.recovered, m.recoveredAnswered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries, m.leaseRenewal,
 		m.limitUnchecked, m.skippedOccurrences, m.purged,
 	}
 	for _, c := range collectors {

@@ -52,6 +52,8 @@ type senderConfig struct {
 	Signer     *signing.Signer
 	// Keyring opens the signing secrets.
 	Keyring *keyring.Keyring
+	// Journal keeps each delivery's answer until it is recorded (nil: none).
+	Journal *answerJournal
 	// Record hands a finished attempt to the recorders.
 	Record func(r store.AttemptResult, then func(err error))
 	// Stats counts a finished attempt in its tenant's statistics: the

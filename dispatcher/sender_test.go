@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
+	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
@@ -88,6 +89,8 @@ type senderOptions struct {
 	secrets secretStore
 	// keyring defaults to the empty keyring (plaintext secrets).
 	keyring *keyring.Keyring
+	// journal, when set, keeps the deliveries' answers (journal.go).
+	journal answerStore
 }
 
 // testBodies is a bodyStore that holds no long body.
@@ -183,10 +186,15 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		keys = &keyring.Keyring{}
 	}
 	b.stats = newStatsRecorder(statsConfig{Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics})
+	var journal *answerJournal
+	if opts.journal != nil {
+		journal = newAnswerJournal(answerJournalConfig{Store: opts.journal, Down: failopen.New(failopen.Config{}),
+			TTL: time.Minute, Logger: quietLogger(), Metrics: b.metrics})
+	}
 	s := newSender(senderConfig{
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
 		Transports: b.transports, Bodies: testBodies{}, Secrets: secrets, Keyring: keys,
-		Signer: signing.NewSigner(signing.SignerConfig{}),
+		Signer: signing.NewSigner(signing.SignerConfig{}), Journal: journal,
 		Record: func(r store.AttemptResult, then func(error)) {
 			b.records <- r
 			then(nil)

@@ -1,0 +1,103 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hookwheel/hookwheel/internal/failopen"
+	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/retry"
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// answerStore is what the answer journal needs of Redis.
+type answerStore interface {
+	MarkAnswered(ctx context.Context, a store.AnsweredAttempt, ttl time.Duration) error
+	AnsweredAttempts(ctx context.Context, claims []store.AttemptClaim) ([]store.AnsweredAttempt, error)
+}
+
+// answerJournalConfig configures newAnswerJournal. Every field is required.
+type answerJournalConfig struct {
+	Store answerStore
+	// Down skips Redis for a while after it failed, as the fire-once
+	// claims do.
+	Down *failopen.Window
+	// TTL is how long a mark is kept: past the lease of a node that froze
+	// or died after the answer, and the heartbeat at which another node
+	// recovers its claims (four node TTLs in a Dispatcher).
+	TTL     time.Duration
+	Logger  *slog.Logger
+	Metrics *metrics
+}
+
+// answerJournal keeps each delivery's answer in Redis from the moment the
+// sender has it until the attempt is surely recorded or recovered, so that
+// a node frozen or killed between a receiver's 2xx and the recorder's
+// commit does not have that webhook sent again by the node that recovers
+// its claims (store/answers.go). A nil journal (no Redis) keeps nothing.
+type answerJournal struct {
+	cfg answerJournalConfig
+}
+
+func newAnswerJournal(cfg answerJournalConfig) *answerJournal {
+	return &answerJournal{cfg: cfg}
+}
+
+// markTimeout bounds a mark's wait for Redis: the sender holds its share
+// meanwhile, and a mark that did not make it costs only a duplicate should
+// the node stop before the attempt is recorded.
+const markTimeout = 250 * time.Millisecond
+
+// mark writes a delivery's answer. It never fails the send.
+func (j *answerJournal) mark(a store.AnsweredAttempt) {
+	if j == nil || j.cfg.Down.Skipping() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+	defer cancel()
+	if err := j.cfg.Store.MarkAnswered(ctx, a, j.cfg.TTL); err != nil {
+		j.cfg.Metrics.redisErrors.Inc()
+		j.cfg.Down.Failed()
+		j.cfg.Logger.Warn("writing an answer to the journal in Redis failed; answers go unjournaled for a while",
+			"task", a.TaskID, "err", err, "retry_in", j.cfg.Down.Skip())
+	}
+}
+
+// answered returns, as attempts to record delivered, the journal's answers
+// to these stale claims. Without the journal (or Redis) it returns none and
+// the claims are sent again.
+func (j *answerJournal) answered(ctx context.Context, claims []store.RecoveredClaim) []store.AttemptResult {
+	if j == nil || len(claims) == 0 || j.cfg.Down.Skipping() {
+		return nil
+	}
+	keys := make([]store.AttemptClaim, len(claims))
+	for i, c := range claims {
+		keys[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
+	}
+	answers, err := j.cfg.Store.AnsweredAttempts(ctx, keys)
+	if err != nil {
+		if ctx.Err() == nil {
+			j.cfg.Metrics.redisErrors.Inc()
+			j.cfg.Logger.Warn("reading the answer journal failed; the recovered claims are sent again", "err", err)
+		}
+		return nil
+	}
+	results := make([]store.AttemptResult, len(answers))
+	for i, a := range answers {
+		status := a.StatusCode
+		results[i] = store.AttemptResult{
+			Attempt: model.Attempt{
+				TaskID:     a.TaskID,
+				Attempt:    a.Attempt,
+				StartedAt:  a.StartedAt,
+				Duration:   a.Duration,
+				StatusCode: &status,
+				Outcome:    string(retry.OutcomeSuccess),
+			},
+			ClaimToken: a.Token,
+			Status:     model.StatusDelivered,
+		}
+	}
+	return results
+}

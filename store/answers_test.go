@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookwheel/hookwheel/store"
+)
+
+// TestAnswerJournal: an answer marked under a claim's token is read back
+// for that claim only: not for the same attempt claimed again under another
+// token, not for another attempt, and not once its TTL has run out; and it
+// leaves the attempt's fire-once key alone.
+func TestAnswerJournal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, prefix, raw := openRedis(t)
+	task, other := uuid.New(), uuid.New()
+	token, reclaimed := uuid.New(), uuid.New()
+	started := time.Date(2026, 11, 28, 9, 0, 0, 123456000, time.UTC)
+	answer := store.AnsweredAttempt{TaskID: task, Attempt: 2, Token: token, StatusCode: 204,
+		StartedAt: started, Duration: 1234567 * time.Microsecond}
+
+	held, err := r.ClaimAttempt(ctx, task, 2, token, time.Minute)
+	require.NoError(t, err)
+	require.True(t, held)
+	require.NoError(t, r.MarkAnswered(ctx, answer, time.Minute))
+	require.NoError(t, r.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
+		StatusCode: 200, StartedAt: started}, 50*time.Millisecond))
+
+	got, err := r.AnsweredAttempts(ctx, []store.AttemptClaim{
+		{TaskID: task, Attempt: 1, Token: token},     // another attempt
+		{TaskID: task, Attempt: 2, Token: reclaimed}, // claimed again since
+		{TaskID: uuid.New(), Attempt: 1, Token: token},
+		{TaskID: task, Attempt: 2, Token: token},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []store.AnsweredAttempt{answer}, got)
+
+	held, err = r.ClaimAttempt(ctx, task, 2, reclaimed, time.Minute)
+	require.NoError(t, err)
+	require.False(t, held, "the mark leaves the fire-once claim as it was")
+	require.Len(t, keysUnder(t, raw, prefix), 3, "the fire-once key and two marks")
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err = r.AnsweredAttempts(ctx, []store.AttemptClaim{{TaskID: other, Attempt: 1, Token: token}})
+		require.NoError(t, err)
+		if len(got) == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the mark outlived its TTL")
+		time.Sleep(10 * time.Millisecond) // polling until a deadline, not waiting a fixed time
+	}
+
+	got, err = r.AnsweredAttempts(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
