@@ -6,11 +6,13 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -474,6 +476,31 @@ func TestPostgresAndRedisRestart(t *testing.T) {
 
 // logMissing shows, for the tasks that never arrived, what Postgres says of
 // them: the state the next person needs to find out why.
+// logDeferrals logs what each node counted of claims given back and of its
+// breakers, to tell why tasks are late or missing.
+func logDeferrals(t *testing.T, bases []string) {
+	t.Helper()
+	for i, base := range bases {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Logf("node%d: metrics: %v", i, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Logf("node%d: metrics: %v", i, err)
+			continue
+		}
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "hookwheel_deferrals_total") || strings.HasPrefix(line, "hookwheel_breakers") ||
+				strings.HasPrefix(line, "hookwheel_recovered") {
+				t.Logf("node%d: %s", i, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
 func logMissing(t *testing.T, dbURL string, tasks []plannedTask, hits []hit) {
 	t.Helper()
 	seen := map[string]bool{}

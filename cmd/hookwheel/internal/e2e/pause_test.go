@@ -101,6 +101,7 @@ func TestThreeNodesPaused(t *testing.T) {
 	deadline := end.Add(drain)
 	if err := rcv.waitDistinct(count, deadline); err != nil {
 		logMissing(t, c.dbURL, tasks, rcv.snapshot())
+		logDeferrals(t, c.bases)
 		require.NoError(t, err)
 	}
 	t.Logf("every task arrived %s after the last fell due", time.Since(tasks[len(tasks)-1].runAt).Round(time.Millisecond))
