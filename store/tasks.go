@@ -202,24 +202,14 @@ const listTasksWhere = `tenant_id = $1
 	AND ($14::text IS NULL OR topic = $14)`
 
 // queryListTasksWithBodies is ListTasks with the bodies, within a budget of
-// $15 bytes. The page is first chosen as ListTasks chooses it, measuring each
-// body (octet_length reads a stored value's size from its header, not the
-// value); a running sum then keeps the longest run of tasks from the first
-// whose bodies fit in the budget, the first task always. Only those tasks'
-// bodies are read. page_rows says how many tasks the page had before the
-// budget cut it.
+// $15 bytes, read in two steps as listbodies.go tells.
 const queryListTasksWithBodies = `-- name: ListTasksWithBodies
 WITH page AS (
-	SELECT id AS page_id, coalesce(octet_length(body), 0) AS body_bytes FROM tasks
+	SELECT ` + pageBodyBytes + ` FROM tasks
 	WHERE ` + listTasksWhere + `
 	ORDER BY id DESC
 	LIMIT $4
-), fitting AS (
-	SELECT page_id, count(*) OVER () AS page_rows,
-		row_number() OVER w AS n, sum(body_bytes) OVER w AS running
-	FROM page
-	WINDOW w AS (ORDER BY page_id DESC ROWS UNBOUNDED PRECEDING)
-)
+), ` + fittingPage + `
 SELECT ` + taskColumns + `, page_rows FROM fitting JOIN tasks ON tasks.tenant_id = $1 AND tasks.id = fitting.page_id
 WHERE n = 1 OR running <= $15
 ORDER BY id DESC`
@@ -323,16 +313,11 @@ func (db *DB) ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFil
 // budget bytes of bodies, plus one body when the first task's alone passes it.
 func (db *DB) ListTasksWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) (tasks []*model.Task, cut bool, err error) {
 	args := append([]any{pgx.QueryExecModeCacheDescribe}, listTasksArgs(tenantID, f)...)
-	rows, err := db.pool.Query(ctx, queryListTasksWithBodies, append(args, budget)...)
+	tasks, cut, err = listWithinBudget(ctx, db.pool, queryListTasksWithBodies, append(args, budget), scanTask)
 	if err != nil {
 		return nil, false, fmt.Errorf("list tasks with bodies: %w", err)
 	}
-	var pageRows int64
-	tasks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Task, error) { return scanTask(r, &pageRows) })
-	if err != nil {
-		return nil, false, fmt.Errorf("list tasks with bodies: %w", err)
-	}
-	return tasks, int64(len(tasks)) < pageRows, nil
+	return tasks, cut, nil
 }
 
 const queryCancelTask = `-- name: CancelTask
