@@ -53,7 +53,8 @@ func collectSchedules(rows pgx.Rows) ([]*model.Schedule, error) {
 }
 
 // roundUpToMicro rounds up to the microsecond Postgres keeps, so that a stored
-// occurrence is never earlier than the one computed.
+// instant (a schedule's occurrence, a task's due time) is never earlier than
+// the one computed or asked.
 func roundUpToMicro(t time.Time) time.Time {
 	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
 		return r.Add(time.Microsecond)
