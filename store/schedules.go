@@ -53,7 +53,8 @@ func collectSchedules(rows pgx.Rows) ([]*model.Schedule, error) {
 }
 
 // roundUpToMicro rounds up to the microsecond Postgres keeps, so that a stored
-// occurrence is never earlier than the one computed.
+// instant (a schedule's occurrence, a task's due time) is never earlier than
+// the one computed or asked.
 func roundUpToMicro(t time.Time) time.Time {
 	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
 		return r.Add(time.Microsecond)
@@ -128,19 +129,14 @@ ORDER BY id DESC
 LIMIT $3`
 
 // queryListSchedulesWithBodies is ListSchedules with the bodies, within a
-// budget of $4 bytes, chosen as queryListTasksWithBodies chooses its tasks.
+// budget of $4 bytes, read in two steps as listbodies.go tells.
 const queryListSchedulesWithBodies = `-- name: ListSchedulesWithBodies
 WITH page AS (
-	SELECT id AS page_id, coalesce(octet_length(body), 0) AS body_bytes FROM schedules
+	SELECT ` + pageBodyBytes + ` FROM schedules
 	WHERE tenant_id = $1 AND deleted_at IS NULL AND ($2::uuid IS NULL OR id < $2)
 	ORDER BY id DESC
 	LIMIT $3
-), fitting AS (
-	SELECT page_id, count(*) OVER () AS page_rows,
-		row_number() OVER w AS n, sum(body_bytes) OVER w AS running
-	FROM page
-	WINDOW w AS (ORDER BY page_id DESC ROWS UNBOUNDED PRECEDING)
-)
+), ` + fittingPage + `
 SELECT ` + scheduleColumns + `, page_rows FROM fitting JOIN schedules ON schedules.tenant_id = $1 AND schedules.id = fitting.page_id
 WHERE n = 1 OR running <= $4
 ORDER BY id DESC`
@@ -164,16 +160,12 @@ func (db *DB) ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.Sch
 // that the budget ended the list early; the caller continues after the last
 // schedule returned.
 func (db *DB) ListSchedulesWithBodies(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter, budget int64) (schedules []*model.Schedule, cut bool, err error) {
-	rows, err := db.pool.Query(ctx, queryListSchedulesWithBodies, tenantID, f.Before, f.Limit, budget)
+	schedules, cut, err = listWithinBudget(ctx, db.pool, queryListSchedulesWithBodies,
+		[]any{tenantID, f.Before, f.Limit, budget}, scanSchedule)
 	if err != nil {
 		return nil, false, fmt.Errorf("list schedules with bodies: %w", err)
 	}
-	var pageRows int64
-	schedules, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Schedule, error) { return scanSchedule(r, &pageRows) })
-	if err != nil {
-		return nil, false, fmt.Errorf("list schedules with bodies: %w", err)
-	}
-	return schedules, int64(len(schedules)) < pageRows, nil
+	return schedules, cut, nil
 }
 
 const queryLockSchedule = `-- name: LockSchedule

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"net/netip"
 	"strings"
 	"time"
@@ -68,27 +69,13 @@ func (l Limits) Unset() bool {
 // one, else base's. Negative fields (Unlimited) stay: Resolve lifts them.
 func (l Limits) Over(base Limits) Limits {
 	out := l
-	if out.APIRate == 0 {
-		out.APIRate = base.APIRate
-	}
-	if out.APIBurst == 0 {
-		out.APIBurst = base.APIBurst
-	}
-	if out.MaxPendingTasks == 0 {
-		out.MaxPendingTasks = base.MaxPendingTasks
-	}
-	if out.MaxSchedules == 0 {
-		out.MaxSchedules = base.MaxSchedules
-	}
-	if out.MaxTimeout == 0 {
-		out.MaxTimeout = base.MaxTimeout
-	}
-	if out.DispatchRate == 0 {
-		out.DispatchRate = base.DispatchRate
-	}
-	if out.DispatchConcurrency == 0 {
-		out.DispatchConcurrency = base.DispatchConcurrency
-	}
+	out.APIRate = cmp.Or(l.APIRate, base.APIRate)
+	out.APIBurst = cmp.Or(l.APIBurst, base.APIBurst)
+	out.MaxPendingTasks = cmp.Or(l.MaxPendingTasks, base.MaxPendingTasks)
+	out.MaxSchedules = cmp.Or(l.MaxSchedules, base.MaxSchedules)
+	out.MaxTimeout = cmp.Or(l.MaxTimeout, base.MaxTimeout)
+	out.DispatchRate = cmp.Or(l.DispatchRate, base.DispatchRate)
+	out.DispatchConcurrency = cmp.Or(l.DispatchConcurrency, base.DispatchConcurrency)
 	if out.Targets == nil {
 		out.Targets = base.Targets
 	}
