@@ -96,7 +96,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	var journal *answerJournal
 	if cfg.Redis != nil {
 		fireOnceKeys, releaser, limiter = cfg.Redis, cfg.Redis, cfg.Redis
-		journal = newAnswerJournal(answerJournalConfig{Store: cfg.Redis, Down: redisFailOpen,
+		journal = newAnswerJournal(answerJournalConfig{Store: cfg.Redis, Clock: cfg.Clock,
 			TTL: 4 * cfg.NodeTTL, Logger: cfg.Logger, Metrics: m})
 	}
 

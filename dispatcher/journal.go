@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
@@ -17,12 +18,13 @@ type answerStore interface {
 	AnsweredAttempts(ctx context.Context, claims []store.AttemptClaim) ([]store.AnsweredAttempt, error)
 }
 
-// answerJournalConfig configures newAnswerJournal. Every field is required.
+// answerJournalConfig configures newAnswerJournal. Every field is required
+// unless it says otherwise.
 type answerJournalConfig struct {
 	Store answerStore
-	// Down skips Redis for a while after it failed, as the fire-once
-	// claims do.
-	Down *failopen.Window
+	// Clock times the journal's own fail-open window. Default: the real
+	// clock.
+	Clock clock.Clock
 	// TTL is how long a mark is kept: past the lease of a node that froze
 	// or died after the answer, and the heartbeat at which another node
 	// recovers its claims (four node TTLs in a Dispatcher).
@@ -38,39 +40,48 @@ type answerJournalConfig struct {
 // its claims (store/answers.go). A nil journal (no Redis) keeps nothing.
 type answerJournal struct {
 	cfg answerJournalConfig
+	// down skips marks for a while after one failed. It is the journal's
+	// own, not the fire-once claims' window: a mark that timed out because
+	// this node was frozen in the middle of it says nothing of Redis, and
+	// must not make the node claim without Redis for a while.
+	down *failopen.Window
 }
 
 func newAnswerJournal(cfg answerJournalConfig) *answerJournal {
-	return &answerJournal{cfg: cfg}
+	return &answerJournal{cfg: cfg, down: failopen.New(failopen.Config{Clock: cfg.Clock})}
 }
 
 // markTimeout bounds a mark's wait for Redis: the sender holds its share
 // meanwhile, and a mark that did not make it costs only a duplicate should
-// the node stop before the attempt is recorded.
-const markTimeout = 250 * time.Millisecond
+// the node stop before the attempt is recorded. Generous, since a mark that
+// gives up turns the journal off for a while.
+const markTimeout = time.Second
 
 // mark writes a delivery's answer. It never fails the send.
 func (j *answerJournal) mark(a store.AnsweredAttempt) {
-	if j == nil || j.cfg.Down.Skipping() {
+	if j == nil || j.down.Skipping() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	if err := j.cfg.Store.MarkAnswered(ctx, a, j.cfg.TTL); err != nil {
 		j.cfg.Metrics.redisErrors.Inc()
-		j.cfg.Down.Failed()
+		j.down.Failed()
 		j.cfg.Logger.Warn("writing an answer to the journal in Redis failed; answers go unjournaled for a while",
-			"task", a.TaskID, "err", err, "retry_in", j.cfg.Down.Skip())
+			"task", a.TaskID, "err", err, "retry_in", j.down.Skip())
 	}
 }
 
 // answered returns, as attempts to record delivered, the journal's answers
 // to these stale claims. Without the journal (or Redis) it returns none and
-// the claims are sent again.
+// the claims are sent again. It asks Redis even while marks are skipped:
+// recoveries are rare, and the marks written before the skip are there.
 func (j *answerJournal) answered(ctx context.Context, claims []store.RecoveredClaim) []store.AttemptResult {
-	if j == nil || len(claims) == 0 || j.cfg.Down.Skipping() {
+	if j == nil || len(claims) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 5*markTimeout)
+	defer cancel()
 	keys := make([]store.AttemptClaim, len(claims))
 	for i, c := range claims {
 		keys[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}

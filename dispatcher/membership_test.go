@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
@@ -54,7 +53,7 @@ func TestOwnership(t *testing.T) {
 	scheduled := make(chan dueAt, 16)
 	o := newOwnership(ownershipConfig{
 		Store: db, FireOnce: redis, NodeID: uuid.New(), NodeName: "test", NodeTTL: 1500 * time.Millisecond,
-		Journal: newAnswerJournal(answerJournalConfig{Store: redis, Down: failopen.New(failopen.Config{}), TTL: time.Minute,
+		Journal: newAnswerJournal(answerJournalConfig{Store: redis, TTL: time.Minute,
 			Logger: quietLogger(), Metrics: m}),
 		HeartbeatInterval: 300 * time.Millisecond, NudgeGap: heartbeatNudgeGap, Clock: clock.NewFake(time.Now()),
 		Logger: quietLogger(), Metrics: m,

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
@@ -188,7 +187,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	b.stats = newStatsRecorder(statsConfig{Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics})
 	var journal *answerJournal
 	if opts.journal != nil {
-		journal = newAnswerJournal(answerJournalConfig{Store: opts.journal, Down: failopen.New(failopen.Config{}),
+		journal = newAnswerJournal(answerJournalConfig{Store: opts.journal,
 			TTL: time.Minute, Logger: quietLogger(), Metrics: b.metrics})
 	}
 	s := newSender(senderConfig{
