@@ -13,24 +13,22 @@
 // that counts what the attempts did for GET /v1/stats, the deferrer through
 // which every part gives claims back, and the purger (retention.go) that
 // deletes finished tasks.
-// Dispatcher only builds and connects them, and stops them in order.
+// Dispatcher only builds and connects them, and lists the order in which
+// they start and stop (stages, run by internal/lifecycle).
 package dispatcher
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/dispatcher/wheel"
-	"github.com/hookwheel/hookwheel/internal/failopen"
+	"github.com/hookwheel/hookwheel/internal/lifecycle"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/signing"
 )
 
 // Dispatcher fires due tasks. Create it with New, run it with Run.
@@ -86,143 +84,28 @@ func New(cfg Config) (*Dispatcher, error) {
 		claimed: make(chan *model.ClaimedTask, cfg.SendersPerTenant),
 		budget:  newClaimBudget(cfg.MaxClaimed),
 	}
-	// Optional Redis, as interfaces that are nil without it.
-	var (
-		fireOnceKeys  fireOnceStore
-		releaser      fireOnceReleaser
-		limiter       dispatchLimiter
-		redisFailOpen = failopen.New(failopen.Config{Clock: cfg.Clock})
-	)
-	var journal *answerJournal
-	if cfg.Redis != nil {
-		fireOnceKeys, releaser, limiter = cfg.Redis, cfg.Redis, cfg.Redis
-		journal = newAnswerJournal(answerJournalConfig{Store: cfg.Redis, Clock: cfg.Clock,
-			TTL: 4 * cfg.NodeTTL, Logger: cfg.Logger, Metrics: m})
-	}
-
-	d.ownership = newOwnership(ownershipConfig{
-		Store: cfg.DB, FireOnce: releaser, Journal: journal, NodeID: d.nodeID, NodeName: cfg.NodeName,
-		SucceedNamesakes: cfg.SucceedNamesakes, NodeTTL: cfg.NodeTTL, HeartbeatInterval: cfg.HeartbeatInterval, NudgeGap: heartbeatNudgeGap,
-		FenceMargin: fenceMarginOf(cfg.NodeTTL),
-		Clock:       cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Gained: func(p []int16) { d.loader.takeOver(p) },
-		// The look reads every task due (store.StaleClaims): 600 ms for a
-		// backlog of 400,000, on a goroutine of its own. It finds hung
-		// sends, whose leases lapsed, and is the net under any dead node's
-		// claim a look at a membership change did not see.
-		Schedule: d.Schedule, RecoverInterval: cfg.SweepInterval,
-	})
-	d.loader = newLoader(loaderConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Lookahead: cfg.Lookahead, LoadInterval: cfg.LoadInterval, SweepInterval: cfg.SweepInterval,
-		Partitions: d.ownership.partitions,
-		Arm:        d.arm,
-		Pending:    func(id uuid.UUID) bool { return d.budget.inFlight(id) || d.timers.Contains(id) },
-	})
-	d.listener = newListener(listenerConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Due: d.Schedule, Membership: d.ownership.heard,
-		// Announcements made while not listening are lost: read the window
-		// again, and heartbeat in case partitions were freed meanwhile.
-		Listening: func() { d.loader.askRescan(); d.ownership.nudge() },
-	})
-	d.materializer = newMaterializer(materializerConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Lookahead: cfg.Lookahead, Partitions: d.ownership.partitions, Schedule: d.Schedule,
-	})
-	d.deferrer = newDeferrer(deferrerConfig{
-		Store: cfg.DB, FireOnce: releaser, Logger: cfg.Logger, Metrics: m,
-		Settle: d.budget.settle, Schedule: d.Schedule, Stopping: d.stopping.Load,
-	})
+	redis := newOptionalRedis(cfg, m)
+	// Each part is built after the parts whose functions it takes (parts.go).
+	d.ownership = d.buildOwnership(m, redis)
+	d.loader = d.buildLoader(m)
+	d.listener = d.buildListener(m)
+	d.materializer = d.buildMaterializer(m)
+	d.deferrer = d.buildDeferrer(m, redis)
 	d.holder = newHolder(holderConfig{Clock: cfg.Clock, Send: d.claimed, Stopping: d.stopping.Load})
-	d.targets = newTargets(targetsConfig{
-		Breaker: cfg.Breaker, MaxInflight: cfg.MaxPerTarget, MaxWaiting: cfg.MaxWaitingPerTarget, Clock: cfg.Clock,
-		Shed: func(claims []*model.ClaimedTask, waits []time.Duration) { d.sender.shed(claims, waits) },
-		OnChange: func(tenant uuid.UUID, key string, from, to gobreaker.State) {
-			d.logger.Warn("circuit breaker changed state", "tenant", tenant, "target", key, "from", from.String(), "to", to.String())
-		},
-	})
+	d.targets = d.buildTargets()
 	if err := cfg.Registerer.Register(newTargetCollector(d.targets, cfg.MetricsTopTargets)); err != nil {
 		return nil, fmt.Errorf("dispatcher: register target metrics: %w", err)
 	}
-	d.shares = newShares(sharesConfig{
-		MaxTotal: cfg.Senders, MaxPerTenant: cfg.SendersPerTenant,
-		MaxBytes: cfg.SendBytes, MaxBytesPerTenant: cfg.SendBytesPerTenant,
-		MaxWaitingPerTenant: cfg.MaxWaitingPerTenant, MaxWaitingDrained: cfg.MaxClaimed, Clock: cfg.Clock,
-	})
-	d.limits = newDispatchLimits(limitsConfig{
-		Limiter: limiter, Limits: cfg.DB, Defaults: cfg.DefaultLimits,
-		// Its own window: the limiter failing says nothing of the
-		// fire-once keys, and the other way round.
-		Down:  failopen.New(failopen.Config{Clock: cfg.Clock}),
-		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Defer: d.deferrer.Defer, HoldUntil: d.holder.holdUntil, Send: d.claimed,
-		SendTime: d.targets.sendTimeOf, LeaseMargin: cfg.LeaseMargin, MaxWaitingPerTarget: cfg.MaxWaitingPerTarget,
-	})
-	fireOnce := newFireOnce(fireOnceConfig{
-		Redis: fireOnceKeys, Down: redisFailOpen, LeaseMargin: cfg.LeaseMargin,
-		Logger: cfg.Logger, Metrics: m, Defer: d.deferrer.Defer, Clock: cfg.Clock,
-	})
-	d.claimer = newClaimer(claimerConfig{
-		Store: cfg.DB, NodeID: d.nodeID, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Claimers: cfg.Claimers, ClaimBatch: cfg.ClaimBatch, ClaimAhead: cfg.ClaimAhead,
-		ClaimGroup: cfg.ClaimGroup, ClaimLinger: cfg.ClaimLinger, LeaseMargin: cfg.LeaseMargin,
-		Budget: d.budget, Partitions: d.ownership.partitions, Schedule: d.Schedule,
-		LeaseEpoch: d.ownership.leaseEpoch, LeaseValid: d.ownership.leaseValid, LeaseRetry: cfg.HeartbeatInterval,
-		FireOnce: fireOnce.claim, RateLimit: d.limits.rateLimitClaims,
-		Hold: d.holder.hold, Send: d.claimed, Defer: d.deferrer.Defer,
-	})
+	d.shares = d.buildShares()
+	d.limits = d.buildLimits(m, redis)
+	d.claimer = d.buildClaimer(m, redis)
 	d.timers = wheel.NewTimers(wheel.TimersConfig{Clock: cfg.Clock, Fire: d.claimer.fire})
-	d.recorder = newRecorder(recorderConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Queue: cfg.Senders, Batch: cfg.RecordBatch, Delay: cfg.RecordDelay, GiveUpAfter: cfg.LeaseMargin,
-	})
-	d.stats = newStatsRecorder(statsConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Interval: cfg.StatsInterval, Keep: statsKeep,
-		// As the purger's: one live node holds partition 0's lease.
-		Leader: func() bool { return d.ownership.ownsPartition(0) },
-	})
+	d.recorder = d.buildRecorder(m)
+	d.stats = d.buildStats(m)
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
-	d.sender = newSender(senderConfig{
-		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB, Secrets: cfg.DB,
-		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries, cfg.MaxTimeout),
-		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
-		Journal: journal, Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
-		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend,
-		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
-		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
-		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
-	})
-	retention := cfg.Retention
-	if retention == KeepForever {
-		retention = 0
-	}
-	auditRetention := cfg.AuditRetention
-	if auditRetention == KeepForever {
-		auditRetention = 0
-	}
-	d.purger = newPurger(purgerConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Retention: retention, AuditRetention: auditRetention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
-		IdempotencyWindow: max(0, cfg.IdempotencyWindow),
-		// Any one partition would do: exactly one live node holds its
-		// lease, and during a handover two may both purge for a moment,
-		// which only deletes the same rows (each skips those the other
-		// has locked).
-		Leader: func() bool { return d.ownership.ownsPartition(0) },
-	})
-	if err := registerGauges(cfg.Registerer, gaugeReads{
-		wheelTimers:    func() float64 { return float64(d.timers.Len()) },
-		dueQueue:       func() float64 { return float64(d.claimer.queued()) },
-		limitsWaiting:  d.limits.waitingCount,
-		sending:        func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
-		sendingBytes:   func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
-		shareWaiting:   func() float64 { _, _, w := d.shares.totals(); return float64(w) },
-		targets:        func() float64 { return float64(d.targets.count()) },
-		oldestFinished: d.purger.oldestAge,
-	}); err != nil {
+	d.sender = d.buildSender(m, redis)
+	d.purger = d.buildPurger(m)
+	if err := registerGauges(cfg.Registerer, d.gaugeReads()); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
 	return d, nil
@@ -256,108 +139,92 @@ func (d *Dispatcher) Cancel(id uuid.UUID) {
 // Run dispatches until ctx is done, then stops taking work, finishes the
 // sends in flight and returns.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	var (
-		feeders   sync.WaitGroup
-		claimers  sync.WaitGroup
-		senders   sync.WaitGroup
-		recorders sync.WaitGroup
-		wheelDone = make(chan struct{})
-	)
-	// Know our partitions before loading anything.
-	ready := make(chan struct{})
-	feeders.Add(1)
-	go func() { defer feeders.Done(); d.ownership.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case <-ctx.Done():
-	}
-	feeders.Add(4)
-	go func() { defer feeders.Done(); d.listener.Run(ctx) }()
-	go func() { defer feeders.Done(); d.loader.Run(ctx) }()
-	go func() { defer feeders.Done(); d.materializer.Run(ctx) }()
-	go func() { defer feeders.Done(); d.purger.Run(ctx) }()
-	go func() {
-		defer close(wheelDone)
-		if err := d.timers.Run(ctx); err != nil {
-			d.logger.Error("timing wheel stopped", "err", err)
-		}
-	}()
-	sendWheelDone := make(chan struct{})
-	go func() {
-		defer close(sendWheelDone)
-		if err := d.holder.Run(ctx); err != nil {
-			d.logger.Error("send wheel stopped", "err", err)
-		}
-	}()
-	for range d.cfg.Claimers {
-		claimers.Add(1)
-		go func() { defer claimers.Done(); d.claimer.Run(ctx) }()
-	}
-	limitsDone := make(chan struct{})
-	go func() { defer close(limitsDone); d.limits.run(ctx) }()
-	for range d.cfg.Recorders {
-		recorders.Add(1)
-		go func() { defer recorders.Done(); d.recorder.Run() }()
-	}
-	senders.Add(1)
-	go func() { defer senders.Done(); d.sender.Run() }()
-	// The statistics outlive ctx until the last attempt is counted.
-	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopStats()
-	statsDone := make(chan struct{})
-	go func() { defer close(statsDone); d.stats.Run(statsCtx) }()
-	targetsDone := make(chan struct{})
-	go func() { defer close(targetsDone); d.targets.Run(ctx) }()
-	sharesDone := make(chan struct{})
-	go func() { defer close(sharesDone); d.sender.watchShares(ctx) }()
-
-	<-ctx.Done()
-	d.stopping.Store(true)
-	d.logger.Info("dispatcher stopping: finishing sends in flight", "at_most", d.cfg.ShutdownTimeout)
-	// Sends still waiting for their answer when the bound passes are cut
-	// off and recorded as interrupted, due again at once.
-	bound := d.cfg.Clock.NewTimer(d.cfg.ShutdownTimeout)
-	defer bound.Stop()
-	sendersDone := make(chan struct{})
-	go func() {
-		select {
-		case <-bound.C():
-			d.logger.Warn("shutdown timeout reached: interrupting the sends still in flight")
-			d.cancelSends()
-		case <-sendersDone:
-		}
-	}()
 	defer d.cancelSends()
-	feeders.Wait()
-	// The wheel may be blocked handing a fired task to a claimer that has
-	// quit; what it holds is still waiting in Postgres, so drop it.
-	d.claimer.dropFired(wheelDone)
-	claimers.Wait()
-	<-sendWheelDone
-	// Claims still waiting for their instant are given back unsent, due as
-	// they were: the next dispatcher sends them.
-	d.deferrer.Defer(d.holder.takeAll(), asDue)
-	// Claims waiting for a concurrency slot are given back too; the waker
-	// hands claims to the senders, so it must be done before they stop.
-	<-limitsDone
-	close(d.claimed)
-	senders.Wait()
-	close(sendersDone)
-	stopStats()
-	<-statsDone
-	<-targetsDone
-	<-sharesDone
-	d.recorder.close()
-	recorders.Wait()
-	// Everything we claimed is recorded or given back: free our partitions
-	// for the other nodes now rather than when the leases run out.
-	leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := d.cfg.DB.LeaveNode(leaveCtx, d.nodeID); err != nil {
-		d.logger.Warn("leaving the cluster failed; our partitions move when their leases expire", "err", err)
-	}
+	lifecycle.Run(ctx, d.stages(ctx))
 	d.logger.Info("dispatcher stopped")
 	return nil
+}
+
+// stages is the order in which Run starts the parts and, in reverse, stops
+// them once ctx has ended: a part is started after the parts it hands work
+// to and stopped before them, so nothing is handed to a part that has
+// returned. Most parts return as ctx ends and are only waited for, in this
+// order; those that drain an input are stopped by closing it.
+func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
+	var (
+		partitionsKnown = make(chan struct{})
+		wheelDone       = make(chan struct{})
+		sendersDone     = make(chan struct{})
+	)
+	// The statistics outlive ctx until the last attempt is counted.
+	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
+	return []lifecycle.Stage{
+		// Stopped last: everything we claimed is recorded or given back,
+		// so our partitions are freed for the other nodes now rather than
+		// when their leases run out.
+		{Stop: d.leaveCluster},
+		// The recorders write every attempt the senders made: their queue
+		// is closed once nothing that records can still be running.
+		{Parts: lifecycle.Times(d.cfg.Recorders, func(context.Context) { d.recorder.Run() }), Stop: d.recorder.close},
+		// The targets' watch and the shares' trim give stuck and parked
+		// claims back while the senders run.
+		{Parts: []lifecycle.Part{d.targets.Run, d.sender.watchShares}},
+		// The statistics count the senders' attempts: they stop, writing
+		// what they hold, once the senders have returned.
+		{Parts: []lifecycle.Part{func(context.Context) { d.stats.Run(statsCtx) }}, Stop: stopStats},
+		// The senders send until their channel is closed, once the claimers,
+		// the holder and the limits' waker no longer write to it; then the
+		// shutdown bound has nothing left to cut off.
+		{
+			Parts:   []lifecycle.Part{func(context.Context) { d.sender.Run() }},
+			Stop:    func() { close(d.claimed) },
+			Stopped: func() { close(sendersDone) },
+		},
+		// The limits' waker hands claims that waited for a concurrency slot
+		// to the senders; those still waiting are given back as it stops.
+		{Parts: []lifecycle.Part{d.limits.run}},
+		// The send wheel hands held claims to the senders at their instant;
+		// those still held when it has stopped are given back unsent, due as
+		// they were: the next dispatcher sends them.
+		{
+			Parts:   []lifecycle.Part{d.runSendWheel},
+			Stopped: func() { d.deferrer.Defer(d.holder.takeAll(), asDue) },
+		},
+		// The claimers hand claims to the holder, the limits and the senders.
+		{Parts: lifecycle.Times(d.cfg.Claimers, d.claimer.Run)},
+		// The timing wheel fires into the claimers. It may be blocked handing
+		// a fired task to a claimer that has quit; what it holds is still
+		// waiting in Postgres, so it is dropped until the wheel has returned.
+		{
+			Parts: []lifecycle.Part{func(ctx context.Context) { defer close(wheelDone); d.runTimingWheel(ctx) }},
+			Stop:  func() { d.claimer.dropFired(wheelDone) },
+		},
+		// Ownership tells the parts before and after it which partitions are
+		// ours: know them before loading anything.
+		{Parts: []lifecycle.Part{func(ctx context.Context) { d.ownership.Run(ctx, partitionsKnown) }}, Ready: partitionsKnown},
+		// The feeders arm the wheel and announce tasks; the purger, beside
+		// them, only deletes.
+		{Parts: []lifecycle.Part{d.listener.Run, d.loader.Run, d.materializer.Run, d.purger.Run}},
+		// Stopped first, as ctx ends: nothing more is held or parked, and
+		// the sends in flight have ShutdownTimeout to finish.
+		{Stop: func() {
+			d.stopping.Store(true)
+			d.logger.Info("dispatcher stopping: finishing sends in flight", "at_most", d.cfg.ShutdownTimeout)
+			d.boundSends(sendersDone)
+		}},
+	}
+}
+
+func (d *Dispatcher) runTimingWheel(ctx context.Context) {
+	if err := d.timers.Run(ctx); err != nil {
+		d.logger.Error("timing wheel stopped", "err", err)
+	}
+}
+
+func (d *Dispatcher) runSendWheel(ctx context.Context) {
+	if err := d.holder.Run(ctx); err != nil {
+		d.logger.Error("send wheel stopped", "err", err)
+	}
 }
 
 // Breakers reports the circuit breaker of every target this node has sent to.
