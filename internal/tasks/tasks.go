@@ -5,7 +5,7 @@
 // and the rules a task must keep to be stored at all (Rules). It exists so
 // that these rules live in one place, below the HTTP API and above the
 // store, whatever calls them: the API, or a program creating tasks in its
-// own transaction (CreateWith, sdk/txenqueue).
+// own transaction (CreateWith, package txenqueue).
 //
 // A task stored to fall due within the dispatchers' look-ahead window is past
 // their loaders' read, so it is announced twice: the store notifies every

@@ -18,9 +18,9 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/testenv"
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/tenants"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // env is one test's world: a database of its own, seen both as hookwheel
