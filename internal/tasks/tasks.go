@@ -305,12 +305,3 @@ func (e *QuotaError) Error() string {
 // tasks finish, which nothing here can predict; a second is what a client
 // ingesting as fast as it may should wait.
 const QuotaRetryAfter = time.Second
-
-// ceilMicro rounds up to the microsecond Postgres keeps, so that "never
-// before" stays true.
-func ceilMicro(t time.Time) time.Time {
-	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
-		return r.Add(time.Microsecond)
-	}
-	return t
-}
