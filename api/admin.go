@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -140,7 +141,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 		patchDuration(&fe, "retry.min_backoff", r.MinBackoff, &defaults.MinBackoff)
 		patchDuration(&fe, "retry.max_backoff", r.MaxBackoff, &defaults.MaxBackoff)
 		if len(fe) == 0 {
-			addPolicyErrors(&fe, tenantPolicy(defaults))
+			tasks.AddPolicyErrors(&fe, tasks.TenantPolicy(defaults))
 		}
 		if err := fe.problem(); err != nil {
 			return err
@@ -248,7 +249,7 @@ func patchDuration(fe *fieldErrors, field string, raw json.RawMessage, dst **tim
 }
 
 func tenantJSON(t *model.Tenant) openapi.Tenant {
-	p := tenantPolicy(t.Retry)
+	p := tasks.TenantPolicy(t.Retry)
 	return openapi.Tenant{
 		ID:        t.ID,
 		Name:      t.Name,

@@ -29,9 +29,9 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/internal/tasks"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -117,7 +117,7 @@ func newHarness(t *testing.T, opts ...func(*api.Config)) *harness {
 // of their own get defaults.
 func newHarnessDefaults(t *testing.T, defaults model.Limits, opts ...func(*api.Config)) *harness {
 	t.Helper()
-	dbURL := testenv.DatabaseURL(t)
+	dbURL := storetest.DatabaseURL(t)
 	db, err := store.Open(context.Background(), store.Config{DatabaseURL: dbURL})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
@@ -133,7 +133,7 @@ func newHarnessDefaults(t *testing.T, defaults model.Limits, opts ...func(*api.C
 	}
 	taskService, err := tasks.New(tasks.Config{Store: db, Announcer: h.Sched, Clock: h.Clock})
 	require.NoError(t, err)
-	redis := testenv.Redis(t)
+	redis := storetest.Redis(t)
 	sessions, err := session.New(session.Config{Key: session.RandomKey(), Clock: h.Clock})
 	require.NoError(t, err)
 	cfg := api.Config{

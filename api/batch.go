@@ -200,20 +200,12 @@ func (s *Server) batchItemTask(raw json.RawMessage, tenant *model.Tenant, now ti
 	if err := decodeItem(raw, &req); err != nil {
 		return nil, err
 	}
-	var fe fieldErrors
-	checkIdempotencyKey(&fe, "idempotency_key", req.IdempotencyKey)
-	task, err := s.validateTask(&req.taskRequest, tenant, now)
+	checked := req.request()
+	checked.IdempotencyKey = req.IdempotencyKey
+	task, err := s.checkTask(checked, tenant, now)
 	if err != nil {
-		var p *problem
-		if !errors.As(err, &p) {
-			return nil, err
-		}
-		return nil, append(fe, p.fields...).problem()
-	}
-	if err := fe.problem(); err != nil {
 		return nil, err
 	}
-	task.IdempotencyKey = req.IdempotencyKey
 	if task.IdempotencyKey != nil {
 		// The hash of the task request alone, as for a single call: an item
 		// repeating a single call made with the same key is its replay.

@@ -108,7 +108,7 @@ func requireProblemFields(t *testing.T, p openapi.Problem, status int) {
 }
 
 // taskSeeds are bodies of POST /v1/tasks: what clients send, and the edges
-// of every rule of validateTask.
+// of every rule of the task check (tasks.Rules.Check).
 func taskSeeds() []string {
 	return []string{
 		`{"url":"https://example.com/hook"}`,
@@ -236,7 +236,7 @@ func requireSameTask(t *testing.T, want, got *model.Task) {
 }
 
 // requireValidTask checks a task the API accepted against the contract's
-// rules, stated here independently of validateTask.
+// rules, stated here independently of tasks.Rules.Check.
 func requireValidTask(t *testing.T, s *Server, tenant *model.Tenant, task *model.Task) {
 	t.Helper()
 	limits, now := s.cfg.Limits, s.clock.Now()
@@ -381,7 +381,7 @@ func FuzzCreateSchedule(f *testing.F) {
 			require.True(t, sched.NextRunAt.Equal(parsed.Next(now)))
 		}
 		requireValidTask(t, s, tenant, &model.Task{
-			URL: sched.URL, Method: sched.Method, Headers: sched.Headers, Body: sched.Body, RunAt: ceilMicro(now),
+			URL: sched.URL, Method: sched.Method, Headers: sched.Headers, Body: sched.Body, RunAt: model.RoundUpToMicro(now),
 			Timeout: sched.Timeout, MaxAttempts: sched.MaxAttempts, MinBackoff: sched.MinBackoff, MaxBackoff: sched.MaxBackoff,
 		})
 

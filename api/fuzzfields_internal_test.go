@@ -97,7 +97,7 @@ func FuzzDuration(f *testing.F) {
 			}
 			require.NoError(t, parseErr, "%s accepted %q, which is no Go duration", field.name, text)
 			if field.name == "delay" {
-				require.True(t, task.RunAt.Equal(ceilMicro(now.Add(parsed))))
+				require.True(t, task.RunAt.Equal(model.RoundUpToMicro(now.Add(parsed))))
 				continue
 			}
 			require.Equal(t, parsed, d)
@@ -202,7 +202,7 @@ func FuzzTaskTarget(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, rawURL, name, value string) {
 		now := s.clock.Now()
-		task, err := s.validateTask(&taskRequest{URL: &rawURL}, tenant, now)
+		task, err := s.checkTask((&taskRequest{URL: &rawURL}).request(), tenant, now)
 		if err != nil {
 			requireRefusedBy(t, err, "url")
 		} else {
@@ -211,7 +211,7 @@ func FuzzTaskTarget(f *testing.F) {
 		}
 
 		target := goodURL
-		task, err = s.validateTask(&taskRequest{URL: &target, Headers: map[string]string{name: value}}, tenant, now)
+		task, err = s.checkTask((&taskRequest{URL: &target, Headers: map[string]string{name: value}}).request(), tenant, now)
 		if err != nil {
 			requireRefusedBy(t, err, "headers."+name, "headers")
 			return

@@ -322,8 +322,8 @@ func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) m
 			switch {
 			case d == 0:
 				l.MaxTimeout = model.Unlimited
-			case d < minTimeout || d > nodeMaxTimeout:
-				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT), or 0s for the node's", minTimeout, nodeMaxTimeout)
+			case d < tasks.MinTimeout || d > nodeMaxTimeout:
+				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT), or 0s for the node's", tasks.MinTimeout, nodeMaxTimeout)
 			default:
 				l.MaxTimeout = d
 			}

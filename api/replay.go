@@ -98,22 +98,24 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 	}
 	edit := &model.TaskEdit{}
 	if req.URL != nil {
-		if u := s.checkURL(&fe, "url", *req.URL, tenant); u != "" {
+		if u := s.rules().CheckURL(&fe, "url", *req.URL, tenant); u != "" {
 			edit.URL = &u
 		}
 	}
 	if req.Method != nil {
-		m := checkMethod(&fe, *req.Method)
+		m := tasks.CheckMethod(&fe, *req.Method)
 		edit.Method = &m
 	}
 	if req.Headers != nil {
-		edit.Headers = checkHeaders(&fe, req.Headers)
+		edit.Headers = tasks.CheckHeaders(&fe, req.Headers)
 	}
 	if req.Body != nil {
-		edit.Body = s.checkBody(&fe, req.Body)
+		if body, ok := req.Body.bytes(&fe); ok {
+			edit.Body = s.rules().CheckBody(&fe, body)
+		}
 	}
 	if req.Labels != nil {
-		// Not checkLabels: an empty object is kept, to clear the labels.
+		// Kept even when empty: an empty object clears the labels.
 		addLabelErrors(&fe, tasks.CheckLabels("labels", req.Labels))
 		edit.Labels = req.Labels
 	}
@@ -128,7 +130,7 @@ func (s *Server) decodeReplayEdit(c echo.Context, tenant *model.Tenant) (*model.
 		case *cb.given == "":
 			*cb.edit = cb.given
 		default:
-			*cb.edit = s.checkCallback(&fe, cb.field, cb.given, tenant)
+			*cb.edit = s.rules().CheckCallback(&fe, cb.field, cb.given, tenant)
 		}
 	}
 	if err := fe.problem(); err != nil {

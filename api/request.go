@@ -18,7 +18,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 )
 
@@ -211,10 +210,6 @@ func decodeNested(field string, b []byte, dst any) error {
 	return err
 }
 
-// minTimeout is the shortest per-attempt timeout, which a tenant's
-// max_timeout may not go below either.
-const minTimeout = tasks.MinTimeout
-
 // rules are the node's bounds on the tasks it accepts, for the checks of
 // package tasks, which every caller creating tasks shares.
 func (s *Server) rules() tasks.Rules {
@@ -226,70 +221,44 @@ func (s *Server) rules() tasks.Rules {
 // Add reports a field to the checks of package tasks (tasks.Reporter).
 func (fe *fieldErrors) Add(field, format string, args ...any) { fe.add(field, format, args...) }
 
-// validateTask turns a request into a task to store, or field errors.
-func (s *Server) validateTask(req *taskRequest, tenant *model.Tenant, now time.Time) (*model.Task, error) {
+// checkTask turns a create request into a task to store, or the problem of
+// its fields, by the one check of package tasks.
+func (s *Server) checkTask(req *tasks.Request, tenant *model.Tenant, now time.Time) (*model.Task, error) {
 	var fe fieldErrors
-	t := &model.Task{}
-
-	t.URL, t.Topic = s.rules().CheckTarget(&fe, req.URL, req.Topic, tenant)
-	t.Method = http.MethodPost
-	if req.Method != nil {
-		t.Method = checkMethod(&fe, *req.Method)
+	task := s.rules().Check(&fe, req, tenant, now)
+	if task == nil {
+		return nil, fe.problem()
 	}
-	t.Headers = checkHeaders(&fe, req.Headers)
-	if req.Body != nil {
-		t.Body = s.checkBody(&fe, req.Body)
-	}
-
-	t.RunAt = s.dueTime(&fe, req.RunAt, req.Delay, now)
-
-	var timeout *time.Duration
-	if req.Timeout != nil {
-		if d, ok := parseDuration(&fe, "timeout", *req.Timeout); ok {
-			timeout = &d
-		}
-	}
-	t.Timeout = s.rules().CheckTimeout(&fe, timeout, tenant)
-
-	policy := tenantPolicy(tenant.Retry)
-	if r := req.Retry; r != nil {
-		if r.MaxAttempts != nil {
-			policy.MaxAttempts = *r.MaxAttempts
-		}
-		parsed := true
-		if r.MinBackoff != nil {
-			d, ok := parseDuration(&fe, "retry.min_backoff", *r.MinBackoff)
-			policy.MinBackoff, parsed = d, parsed && ok
-		}
-		if r.MaxBackoff != nil {
-			d, ok := parseDuration(&fe, "retry.max_backoff", *r.MaxBackoff)
-			policy.MaxBackoff, parsed = d, parsed && ok
-		}
-		if parsed {
-			addPolicyErrors(&fe, policy)
-		}
-	}
-	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
-	t.Labels = checkLabels(&fe, req.Labels)
-	t.OrderingKey = tasks.CheckOrderingKey(&fe, req.OrderingKey)
-	t.FlowKey = tasks.CheckFlowKey(&fe, req.FlowKey)
-	t.Callback = s.checkCallback(&fe, "callback", req.Callback, tenant)
-	t.FailureCallback = s.checkCallback(&fe, "failure_callback", req.FailureCallback, tenant)
-
-	if err := fe.problem(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return task, nil
 }
 
-// checkLabels checks a task's labels as given, each under
-// "labels.<key>", by the rules of tasks.CheckLabels; nil for none.
-func checkLabels(fe *fieldErrors, labels map[string]string) map[string]string {
-	addLabelErrors(fe, tasks.CheckLabels("labels", labels))
-	if len(labels) == 0 {
-		return nil
+// request is the request as package tasks takes it: field for field, the
+// times and durations parsed, and those that do not parse (or a body JSON
+// did not carry byte for byte) noted as unreadable, for the check to report
+// in their place.
+func (req *taskRequest) request() *tasks.Request {
+	out := &tasks.Request{
+		URL: req.URL, Topic: req.Topic, Method: req.Method, Headers: req.Headers, Labels: req.Labels,
+		OrderingKey: req.OrderingKey, FlowKey: req.FlowKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
 	}
-	return labels
+	unreadable := &out.Unreadable
+	if req.Body != nil {
+		out.Body, _ = req.Body.bytes(unreadable)
+	}
+	out.RunAt, out.Delay = parseDue(unreadable, req.RunAt, req.Delay)
+	if req.Timeout != nil {
+		out.Timeout = parseDurationPtr(unreadable, "timeout", *req.Timeout)
+	}
+	if r := req.Retry; r != nil {
+		out.Retry = &tasks.RetryRequest{MaxAttempts: r.MaxAttempts}
+		if r.MinBackoff != nil {
+			out.Retry.MinBackoff = parseDurationPtr(unreadable, "retry.min_backoff", *r.MinBackoff)
+		}
+		if r.MaxBackoff != nil {
+			out.Retry.MaxBackoff = parseDurationPtr(unreadable, "retry.max_backoff", *r.MaxBackoff)
+		}
+	}
+	return out
 }
 
 // addLabelErrors reports the problems of labels or of a label filter.
@@ -297,24 +266,6 @@ func addLabelErrors(fe *fieldErrors, errs []tasks.LabelError) {
 	for _, e := range errs {
 		fe.add(e.Field, "%s", e.Message)
 	}
-}
-
-// checkURL checks a URL a webhook is sent to as given (not empty), a task's
-// url or one of its callbacks, by the rules of tasks.Rules.CheckURL.
-func (s *Server) checkURL(fe *fieldErrors, field, raw string, tenant *model.Tenant) string {
-	return s.rules().CheckURL(fe, field, raw, tenant)
-}
-
-// checkCallback checks a task's callback or failure_callback as given at
-// creation (nil: none), by the rules of tasks.Rules.CheckCallback.
-func (s *Server) checkCallback(fe *fieldErrors, field string, raw *string, tenant *model.Tenant) *string {
-	return s.rules().CheckCallback(fe, field, raw, tenant)
-}
-
-// checkIdempotencyKey checks an idempotency key as given (nil: none),
-// under field.
-func checkIdempotencyKey(fe *fieldErrors, field string, key *string) {
-	tasks.CheckText(fe, field, key, maxIdempotencyKey)
 }
 
 // maxURLPrefix bounds the URL prefix a list or a bulk replay filters on.
@@ -326,69 +277,55 @@ func checkURLPrefix(fe *fieldErrors, field string, prefix *string) {
 	tasks.CheckText(fe, field, prefix, maxURLPrefix)
 }
 
-// checkMethod checks a task's method as given, under "method".
-func checkMethod(fe *fieldErrors, method string) string { return tasks.CheckMethod(fe, method) }
-
-// checkHeaders checks a task's headers as given, each under
-// "headers.<name>", and returns them by canonical name.
-func checkHeaders(fe *fieldErrors, headers map[string]string) map[string]string {
-	return tasks.CheckHeaders(fe, headers)
-}
-
-// checkBody checks a task's body as given, under "body", and returns its
-// bytes (empty, not nil, for an empty body). A body that JSON did not carry
-// byte for byte is refused here; the rest is tasks.Rules.CheckBody.
-func (s *Server) checkBody(fe *fieldErrors, b *bodyText) []byte {
+// bytes returns the body's bytes, or reports under "body" that JSON did not
+// carry them byte for byte, which the checks of package tasks cannot see.
+func (b *bodyText) bytes(rep tasks.Reporter) ([]byte, bool) {
 	if b.altered {
-		fe.add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
-		return []byte(b.text)
+		rep.Add("body", "is not valid UTF-8 (or holds an unpaired \\u surrogate escape), so it cannot be sent byte for byte; send text, or encode binary data (base64) yourself")
+		return nil, false
 	}
-	return s.rules().CheckBody(fe, []byte(b.text))
+	return []byte(b.text), true
 }
 
-// dueTime resolves run_at or delay (at most one given), as sent, to the
-// instant a task falls due, for creation and rescheduling alike, by the
-// rules of tasks.Rules.DueTime. Errors go to fe.
-func (s *Server) dueTime(fe *fieldErrors, runAt, delay *string, now time.Time) time.Time {
+// parseDue reads run_at and delay as sent (nil: not given), reporting
+// under its name each that does not parse.
+func parseDue(rep tasks.Reporter, runAt, delay *string) (*time.Time, *time.Duration) {
 	var (
 		at    *time.Time
 		after *time.Duration
 	)
-	switch {
-	case runAt != nil && delay != nil:
-		at, after = &now, new(time.Duration) // refused as a pair, whatever they hold
-	case runAt != nil:
-		t, err := time.Parse(time.RFC3339Nano, *runAt)
-		if err != nil {
-			fe.add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
-			break
+	if runAt != nil {
+		if t, err := time.Parse(time.RFC3339Nano, *runAt); err != nil {
+			rep.Add("run_at", "must be an RFC 3339 time such as 2026-11-22T10:00:00Z")
+		} else {
+			at = &t
 		}
-		at = &t
-	case delay != nil:
-		d, err := time.ParseDuration(*delay)
-		if err != nil {
-			fe.add("delay", "must be a duration such as 30s, 15m or 2h")
-			break
-		}
-		after = &d
 	}
-	return s.rules().DueTime(fe, at, after, now)
+	if delay != nil {
+		if d, err := time.ParseDuration(*delay); err != nil {
+			rep.Add("delay", "must be a duration such as 30s, 15m or 2h")
+		} else {
+			after = &d
+		}
+	}
+	return at, after
 }
 
-func parseDuration(fe *fieldErrors, field, s string) (time.Duration, bool) {
+func parseDuration(rep tasks.Reporter, field, s string) (time.Duration, bool) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		fe.add(field, "must be a duration such as 500ms, 30s or 1h")
+		rep.Add(field, "must be a duration such as 500ms, 30s or 1h")
 		return 0, false
 	}
 	return d, true
 }
 
-func ceilMicro(t time.Time) time.Time {
-	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
-		return r.Add(time.Microsecond)
+// parseDurationPtr is parseDuration for a field whose absence is nil.
+func parseDurationPtr(rep tasks.Reporter, field, s string) *time.Duration {
+	if d, ok := parseDuration(rep, field, s); ok {
+		return &d
 	}
-	return t
+	return nil
 }
 
 // requestHash fingerprints what a create request asks for, so that a repeat
@@ -400,11 +337,3 @@ func requestHash(req *taskRequest) []byte {
 	sum := sha256.Sum256(normalized)
 	return sum[:]
 }
-
-// tenantPolicy is the retry policy a tenant's task gets when it gives none
-// (tasks.TenantPolicy).
-func tenantPolicy(d model.RetryDefaults) retry.Policy { return tasks.TenantPolicy(d) }
-
-// addPolicyErrors reports each invalid field of a retry policy under
-// "retry.<field>".
-func addPolicyErrors(fe *fieldErrors, p retry.Policy) { tasks.AddPolicyErrors(fe, p) }

@@ -53,7 +53,7 @@ type scheduleRequest struct {
 }
 
 // validateSchedule turns a request into a schedule to store, or field
-// errors: the task fields exactly as validateTask checks them (the tenant's
+// errors: the task fields exactly as a task's are checked (checkTask) (the tenant's
 // retry defaults included), plus cron and timezone. anchor is the anchor of
 // an @every schedule (its creation), now the instant its first occurrence
 // follows.
@@ -93,10 +93,11 @@ func (s *Server) validateSchedule(req *scheduleRequest, tenant *model.Tenant, an
 		fe.add("delay", notHere)
 	}
 
-	task, err := s.validateTask(&taskRequest{
+	taskReq := &taskRequest{
 		URL: req.URL, Method: req.Method, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout, Retry: req.Retry,
 		Labels: req.Labels, OrderingKey: req.OrderingKey, FlowKey: req.FlowKey, Callback: req.Callback, FailureCallback: req.FailureCallback,
-	}, tenant, now)
+	}
+	task, err := s.checkTask(taskReq.request(), tenant, now)
 	var p *problem
 	if errors.As(err, &p) {
 		fe = append(fe, p.fields...)

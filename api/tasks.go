@@ -19,9 +19,8 @@ import (
 )
 
 const (
-	defaultListLimit  = 50
-	maxListLimit      = 500
-	maxIdempotencyKey = tasks.MaxIdempotencyKey
+	defaultListLimit = 50
+	maxListLimit     = 500
 )
 
 // CreateTask schedules one webhook.
@@ -63,20 +62,12 @@ func (s *Server) decodeTask(c echo.Context, tenant *model.Tenant, idempotencyKey
 	if err := decodeJSON(c, &req); err != nil {
 		return nil, err
 	}
-	var fe fieldErrors
-	checkIdempotencyKey(&fe, "Idempotency-Key", idempotencyKey)
-	task, err := s.validateTask(&req, tenant, s.clock.Now())
-	var p *problem
-	switch {
-	case errors.As(err, &p):
-		return nil, append(fe, p.fields...).problem()
-	case err != nil:
+	checked := req.request()
+	checked.IdempotencyKey, checked.IdempotencyKeyField = idempotencyKey, "Idempotency-Key"
+	task, err := s.checkTask(checked, tenant, s.clock.Now())
+	if err != nil {
 		return nil, err
 	}
-	if err := fe.problem(); err != nil {
-		return nil, err
-	}
-	task.IdempotencyKey = idempotencyKey
 	if task.IdempotencyKey != nil {
 		task.RequestHash = requestHash(&req)
 	}
@@ -127,7 +118,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	checkCreatedRange(&fe, params.CreatedAfter, params.CreatedBefore)
 	checkURLPrefix(&fe, "url", params.URL)
 	filter.URLPrefix = params.URL
-	checkIdempotencyKey(&fe, "idempotency_key", params.IdempotencyKey)
+	tasks.CheckIdempotencyKey(&fe, "idempotency_key", params.IdempotencyKey)
 	filter.IdempotencyKey = params.IdempotencyKey
 	labels, labelErrs := tasks.ParseLabelFilter("label", params.Label)
 	addLabelErrors(&fe, labelErrs)
@@ -361,7 +352,9 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	if req.RunAt == nil && req.Delay == nil {
 		fe.add("run_at", "or delay is required")
 	}
-	at := s.dueTime(&fe, req.RunAt, req.Delay, now)
+	due := &tasks.Request{}
+	due.RunAt, due.Delay = parseDue(&due.Unreadable, req.RunAt, req.Delay)
+	at := s.rules().Due(&fe, due, now)
 	if err := fe.problem(); err != nil {
 		return err
 	}

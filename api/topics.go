@@ -219,7 +219,7 @@ func (s *Server) checkEndpoints(fe *fieldErrors, raw []json.RawMessage, tenant *
 		if req.URL == nil || *req.URL == "" {
 			fe.add(field+".url", "is required")
 		} else {
-			ep.URL = s.checkURL(fe, field+".url", *req.URL, tenant)
+			ep.URL = s.rules().CheckURL(fe, field+".url", *req.URL, tenant)
 			if first, dup := urls[ep.URL]; dup && ep.URL != "" {
 				fe.add(field+".url", "is the URL of endpoints[%d] too; a topic sends to each URL once", first)
 			} else if ep.URL != "" {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestSenderBlockedTarget: a target the guard refuses fails for good, with
@@ -299,7 +299,7 @@ func TestSenderJournalsDeliveries(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			redis := testenv.Redis(t)
+			redis := storetest.Redis(t)
 			b := setupSender(t, senderOptions{senders: 1, journal: redis})
 			b.status.Store(int32(tt.status))
 			c := b.claim()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // dueAt is a task armed (or deferred) for an instant.
@@ -47,7 +47,7 @@ type claimerBundle struct {
 // maxClaimed sizes the budget; send is the senders' channel.
 func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *claimerBundle {
 	t.Helper()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	b := &claimerBundle{
 		db: db, clock: clock.NewFake(time.Now()), metrics: testMetrics(t), budget: newClaimBudget(maxClaimed),
 		sent: send, held: make(chan *model.ClaimedTask, 16), scheduled: make(chan dueAt, 16),

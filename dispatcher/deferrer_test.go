@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 type deferrerBundle struct {
@@ -26,7 +26,7 @@ type deferrerBundle struct {
 
 func setupDeferrer(t *testing.T) *deferrerBundle {
 	t.Helper()
-	b := &deferrerBundle{db: testenv.DB(t), redis: testenv.Redis(t), settled: make(chan uuid.UUID, 16), scheduled: make(chan dueAt, 16)}
+	b := &deferrerBundle{db: storetest.DB(t), redis: storetest.Redis(t), settled: make(chan uuid.UUID, 16), scheduled: make(chan dueAt, 16)}
 	b.tenant = createTenant(t, b.db, model.Limits{})
 	b.deferrer = newDeferrer(deferrerConfig{
 		Store: b.db, FireOnce: b.redis, Logger: quietLogger(), Metrics: testMetrics(t),

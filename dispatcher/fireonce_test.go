@@ -13,8 +13,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 type fireOnceBundle struct {
@@ -48,7 +48,7 @@ func testClaim() *model.ClaimedTask {
 // deferred until the first's Redis claim lapses.
 func TestFireOnceOneSenderPerAttempt(t *testing.T) {
 	t.Parallel()
-	redis := testenv.Redis(t)
+	redis := storetest.Redis(t)
 	first, second := setupFireOnce(t, redis), setupFireOnce(t, redis)
 	c := testClaim()
 	again := *c

@@ -13,8 +13,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 type limitsBundle struct {
@@ -41,9 +41,9 @@ func setupLimits(t *testing.T, tenantLimits model.Limits, limiter dispatchLimite
 // defaults.
 func setupLimitsDefaults(t *testing.T, tenantLimits, defaults model.Limits, limiter dispatchLimiter) *limitsBundle {
 	t.Helper()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	if limiter == nil {
-		limiter = testenv.Redis(t)
+		limiter = storetest.Redis(t)
 	}
 	b := &limitsBundle{
 		clock: clock.NewFake(time.Now()), metrics: testMetrics(t),

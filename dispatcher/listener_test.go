@@ -10,8 +10,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestListener: tasks other nodes store with a NOTIFY are announced, and
@@ -20,7 +20,7 @@ import (
 func TestListener(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	tenant := createTenant(t, db, model.Limits{})
 	fake := clock.NewFake(time.Now())
 	announced := make(chan dueAt, 16)

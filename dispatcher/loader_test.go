@@ -11,8 +11,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 type loaderBundle struct {
@@ -32,7 +32,7 @@ type loaderBundle struct {
 // with a 30s window.
 func setupLoader(t *testing.T) *loaderBundle {
 	t.Helper()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	b := &loaderBundle{
 		db: db, clock: clock.NewFake(time.Now()), armed: make(chan dueAt, 64),
 		partitions: allPartitions(), pending: map[uuid.UUID]bool{},

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 func mustUTC(t *testing.T, s string) time.Time {
@@ -111,7 +111,7 @@ func TestPlan(t *testing.T) {
 func TestMaterialize(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	now := time.Now().UTC().Truncate(2 * time.Second) // an even second, a tick of */2
 	fake := clock.NewFake(now)
 	d, err := New(Config{DB: db, Clock: fake, Lookahead: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestOwnership runs one heartbeat of a lone node: it comes to own every
@@ -24,7 +24,7 @@ import (
 func TestOwnership(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, redis := testenv.DB(t), testenv.Redis(t)
+	db, redis := storetest.DB(t), storetest.Redis(t)
 	tenant := createTenant(t, db, model.Limits{})
 	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
 	answered := insertTask(t, db, tenant, "https://receiver.example/answered", time.Now().Add(-time.Second))
@@ -180,7 +180,7 @@ func requireSplit(t *testing.T, db *store.DB, nodes ...*clusterNode) {
 // announcements alone: the clock never reaches a heartbeat's timer.
 func TestOwnershipMovesOnMembershipChanges(t *testing.T) {
 	t.Parallel()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	fake := clock.NewFake(time.Now())
 
 	a := startClusterNode(t, db, fake)
@@ -237,7 +237,7 @@ func (g *gatedHeartbeats) Heartbeat(ctx context.Context, nodeID uuid.UUID, name 
 func TestOwnershipNudge(t *testing.T) {
 	t.Parallel()
 	fake := clock.NewFake(time.Now())
-	g := &gatedHeartbeats{DB: testenv.DB(t), clock: fake, began: make(chan time.Time, 4), proceed: make(chan struct{})}
+	g := &gatedHeartbeats{DB: storetest.DB(t), clock: fake, began: make(chan time.Time, 4), proceed: make(chan struct{})}
 	const interval = time.Hour
 	o := newOwnership(ownershipConfig{
 		Store: g, NodeID: uuid.New(), NodeName: "test", NodeTTL: 2 * interval,
@@ -292,7 +292,7 @@ func TestOwnershipNudge(t *testing.T) {
 func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testenv.DatabaseURL(t)
+	dbURL := storetest.DatabaseURL(t)
 	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
@@ -341,7 +341,7 @@ func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testenv.DatabaseURL(t)
+	dbURL := storetest.DatabaseURL(t)
 	db, err := store.Open(ctx, store.Config{DatabaseURL: dbURL, Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)

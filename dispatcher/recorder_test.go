@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 type recorderBundle struct {
@@ -30,7 +30,7 @@ type recorderBundle struct {
 // closed when the test ends. Store, when set, stands in for Postgres.
 func setupRecorder(t *testing.T, cfg recorderConfig) *recorderBundle {
 	t.Helper()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	b := &recorderBundle{db: db, clock: clock.NewFake(time.Now()), metrics: testMetrics(t), done: make(chan struct{})}
 	b.tenant = createTenant(t, db, model.Limits{})
 	if cfg.Store == nil {
@@ -170,7 +170,7 @@ func (f *failingBatches) RecordAttempts(context.Context, []store.AttemptResult) 
 // sink the others.
 func TestRecorderFallsBackToRows(t *testing.T) {
 	t.Parallel()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	failing := &failingBatches{DB: db}
 	b := setupRecorder(t, recorderConfig{Store: failing, Batch: 1, Delay: time.Hour, GiveUpAfter: 120 * time.Millisecond})
 	b.db = db

@@ -11,8 +11,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestPurger drives the purger alone, against Postgres, on a fake clock set
@@ -24,7 +24,7 @@ func TestPurger(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	tenant := createTenant(t, db, model.Limits{})
 	start := time.Now()
 	const target = "https://receiver.example/hook"
@@ -111,7 +111,7 @@ func TestPurgerAuditRetention(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	const retention = 400 * 24 * time.Hour
 	tenant := createTenant(t, db, model.Limits{})
 	for range 4 {

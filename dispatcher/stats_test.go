@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // pendingFor is what r holds, not yet written, of tenant's minute at at.
@@ -89,7 +89,7 @@ func (b *statsBundle) minute(t *testing.T, tenant uuid.UUID, start time.Time) *m
 
 func setupStats(t *testing.T) *statsBundle {
 	t.Helper()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	start := time.Date(2026, 11, 24, 10, 0, 10, 0, time.UTC)
 	return &statsBundle{db: db, clock: clock.NewFake(start), store: &failingStats{statsStore: db}}
 }

@@ -2,7 +2,7 @@ package store
 
 import "github.com/jackc/pgx/v5/pgxpool"
 
-// The tests live in package store_test: they need internal/testenv, which
+// The tests live in package store_test: they need storetest, which
 // imports this package, so an in-package test would be an import cycle. This
 // file lends them what they need of the package's insides.
 

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // testMaxConns caps each test's pool: tests run in parallel against one
@@ -30,26 +30,26 @@ const testMaxConns = 12
 // store on it and a pool for raw SQL (the same pool).
 func openDB(t testing.TB) (*store.DB, *pgxpool.Pool) {
 	t.Helper()
-	db, err := store.Open(context.Background(), store.Config{DatabaseURL: testenv.DatabaseURL(t), MaxConns: testMaxConns})
+	db, err := store.Open(context.Background(), store.Config{DatabaseURL: storetest.DatabaseURL(t), MaxConns: testMaxConns})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	return db, db.Pool()
 }
 
-// emptyDatabaseURL creates a database with no schema at all (testenv's are
-// already migrated), dropped when the test ends. Its name follows testenv's
-// pattern so that testenv sweeps it up if this test binary dies.
+// emptyDatabaseURL creates a database with no schema at all (storetest's are
+// already migrated), dropped when the test ends. Its name follows storetest's
+// pattern so that storetest sweeps it up if this test binary dies.
 func emptyDatabaseURL(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, testenv.AdminDatabaseURL())
+	admin, err := pgx.Connect(ctx, storetest.AdminDatabaseURL())
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	name := fmt.Sprintf("hwtest_%d_%s", time.Now().Unix(), randomHex(t, 6))
 	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		admin, err := pgx.Connect(ctx, testenv.AdminDatabaseURL())
+		admin, err := pgx.Connect(ctx, storetest.AdminDatabaseURL())
 		if err != nil {
 			t.Logf("drop %s: %v", name, err)
 			return
@@ -59,7 +59,7 @@ func emptyDatabaseURL(t *testing.T) string {
 			t.Logf("drop %s: %v", name, err)
 		}
 	})
-	u, err := url.Parse(testenv.AdminDatabaseURL())
+	u, err := url.Parse(storetest.AdminDatabaseURL())
 	require.NoError(t, err)
 	u.Path = "/" + name
 	return u.String()

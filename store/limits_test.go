@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -452,7 +452,7 @@ func TestDeferClaimsEachAtItsTime(t *testing.T) {
 // back, two round trips), or one pipelined round trip per batch of claims.
 func BenchmarkRateLimiter(b *testing.B) {
 	ctx := context.Background()
-	r, err := store.OpenRedis(store.RedisConfig{URL: testenv.RedisURL(), KeyPrefix: testenv.RedisPrefix(b)})
+	r, err := store.OpenRedis(store.RedisConfig{URL: storetest.RedisURL(), KeyPrefix: storetest.RedisPrefix(b)})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = r.Close() })
 	require.NoError(b, r.Ping(ctx))

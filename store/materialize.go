@@ -152,7 +152,7 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 				if err != nil {
 					return err
 				}
-				occSchedules, occIDs, occAts = append(occSchedules, s.ID), append(occIDs, id), append(occAts, roundUpToMicro(at))
+				occSchedules, occIDs, occAts = append(occSchedules, s.ID), append(occIDs, id), append(occAts, model.RoundUpToMicro(at))
 			}
 		}
 		lasts, skipped, lastSkipped := make([]*time.Time, len(due)), make([]int64, len(due)), make([]*time.Time, len(due))

@@ -73,7 +73,7 @@ func wantMigrations(t *testing.T) map[int64]int {
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, _ := openDB(t) // testenv already migrated it once
+	db, _ := openDB(t) // storetest already migrated it once
 
 	tenant := createTenant(t, db)
 	task := insertTask(t, db, tenant.ID, time.Now().Add(time.Hour))

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // openPooled opens a store whose DatabaseURL is pooled and whose DirectURL
@@ -23,7 +23,7 @@ import (
 func openPooled(t *testing.T, pooled, direct string, pooler store.Pooler) *store.DB {
 	t.Helper()
 	db, err := store.Open(context.Background(), store.Config{
-		DatabaseURL: pooled, DirectURL: direct, Pooler: pooler, MaxConns: 3 * testenv.PgBouncerPoolSize,
+		DatabaseURL: pooled, DirectURL: direct, Pooler: pooler, MaxConns: 3 * storetest.PgBouncerPoolSize,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -37,8 +37,8 @@ func openPooled(t *testing.T, pooled, direct string, pooler store.Pooler) *store
 func TestPooledDetection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	direct := testenv.DatabaseURL(t)
-	pooled := testenv.PrivatePgBouncer(t, direct)
+	direct := storetest.DatabaseURL(t)
+	pooled := storetest.PrivatePgBouncer(t, direct)
 
 	require.False(t, openPooled(t, direct, "", store.PoolerAuto).Pooled(), "Postgres itself")
 	require.NoError(t, openPooled(t, direct, "", store.PoolerAuto).CheckSession())
@@ -81,7 +81,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	direct := emptyDatabaseURL(t)
-	pooled := testenv.PrivatePgBouncer(t, direct)
+	pooled := storetest.PrivatePgBouncer(t, direct)
 
 	// Two nodes migrating at once: the lock is held on sessions.
 	dbs := []*store.DB{openPooled(t, pooled, direct, ""), openPooled(t, pooled, direct, "")}
@@ -111,7 +111,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	// in batch (announced on commit), listed due, claimed (a pipelined
 	// transaction with SET LOCAL), recorded, listed by cursor, canceled,
 	// replayed and purged.
-	const workers, rounds = 3 * testenv.PgBouncerPoolSize, 5
+	const workers, rounds = 3 * storetest.PgBouncerPoolSize, 5
 	var mu sync.Mutex
 	announced := map[uuid.UUID]bool{}
 	for w := range workers {

@@ -16,12 +16,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // The store on a Redis Cluster and behind Sentinel, each a deployment of the
-// test's own (testenv.PrivateRedisCluster, testenv.PrivateRedisSentinel).
+// test's own (storetest.PrivateRedisCluster, storetest.PrivateRedisSentinel).
 
 // clusterMasters is the set of masters that serve the keys.
 func clusterMasters(t *testing.T, cc *redis.ClusterClient, keys []string) []string {
@@ -104,7 +104,7 @@ func requireClaimCycle(t *testing.T, r *store.Redis, n int) {
 func TestRedisCluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cluster := testenv.PrivateRedisCluster(t)
+	cluster := storetest.PrivateRedisCluster(t)
 	prefix := "hookwheel:"
 	r, err := store.OpenRedis(store.RedisConfig{URL: cluster.URL(), KeyPrefix: prefix})
 	require.NoError(t, err)
@@ -360,7 +360,7 @@ func requireScriptsKnown(t *testing.T, addr string, known bool, names ...string)
 func TestRedisSentinel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sentinel := testenv.PrivateRedisSentinel(t)
+	sentinel := storetest.PrivateRedisSentinel(t)
 	prefix := "hookwheel:"
 	r, err := store.OpenRedis(store.RedisConfig{URL: sentinel.URL(), KeyPrefix: prefix})
 	require.NoError(t, err)

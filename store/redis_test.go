@@ -11,20 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
-// openRedis is testenv.Redis, but also returns the key prefix and a plain
+// openRedis is storetest.Redis, but also returns the key prefix and a plain
 // client to look at the keys the store writes.
 func openRedis(t *testing.T) (*store.Redis, string, *redis.Client) {
 	t.Helper()
-	prefix := testenv.RedisPrefix(t)
-	r, err := store.OpenRedis(store.RedisConfig{URL: testenv.RedisURL(), KeyPrefix: prefix})
+	prefix := storetest.RedisPrefix(t)
+	r, err := store.OpenRedis(store.RedisConfig{URL: storetest.RedisURL(), KeyPrefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	require.NoError(t, r.Ping(context.Background()))
-	opts, err := redis.ParseURL(testenv.RedisURL())
+	opts, err := redis.ParseURL(storetest.RedisURL())
 	require.NoError(t, err)
 	raw := redis.NewClient(opts)
 	t.Cleanup(func() { _ = raw.Close() })

@@ -46,7 +46,7 @@ FROM replayed`
 // other status gives ErrConflict (with the task as it is, unedited); another
 // tenant's or an unknown id gives ErrNotFound.
 func (db *DB) ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, edit *model.TaskEdit) (*model.Task, error) {
-	at = roundUpToMicro(at)
+	at = model.RoundUpToMicro(at)
 	// Untyped nils, so that what the edit leaves out is NULL and not a JSON
 	// null or an empty body.
 	var url, method, headers, body, labels, callback, failureCallback any
@@ -148,7 +148,7 @@ func (db *DB) CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.Re
 // it runs may or may not be replayed, and on an error the ids replayed so
 // far are returned with it.
 func (db *DB) ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error) {
-	at = roundUpToMicro(at)
+	at = model.RoundUpToMicro(at)
 	micros := fmt.Sprint(at.UnixMicro())
 	pattern, labels := likePrefix(f.URLPrefix, 0), labelsArg(f.Labels)
 	replayed, err := inChunks(f.Most, replayChunk, func(after uuid.UUID, limit int) ([]uuid.UUID, error) {

@@ -52,21 +52,12 @@ func collectSchedules(rows pgx.Rows) ([]*model.Schedule, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Schedule, error) { return scanSchedule(r) })
 }
 
-// roundUpToMicro rounds up to the microsecond Postgres keeps, so that a stored
-// instant (a schedule's occurrence, a task's due time) is never earlier than
-// the one computed or asked.
-func roundUpToMicro(t time.Time) time.Time {
-	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
-		return r.Add(time.Microsecond)
-	}
-	return t
-}
-
+// roundUpToMicroPtr is model.RoundUpToMicro for an instant that may be absent.
 func roundUpToMicroPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	r := roundUpToMicro(*t)
+	r := model.RoundUpToMicro(*t)
 	return &r
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestSucceedDeadNamesakes: a node restarted in place ends at once the
@@ -21,7 +21,7 @@ import (
 func TestSucceedDeadNamesakes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.DatabaseURL(t)
+	url := storetest.DatabaseURL(t)
 	open := func() *store.DB {
 		db, err := store.Open(ctx, store.Config{DatabaseURL: url, MaxConns: 2})
 		require.NoError(t, err)

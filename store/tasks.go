@@ -217,7 +217,7 @@ FROM moved`
 // ErrConflict (with the task as it is); another tenant's or an unknown id
 // gives ErrNotFound.
 func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error) {
-	at = roundUpToMicro(at)
+	at = model.RoundUpToMicro(at)
 	var ignored *string
 	row := db.pool.QueryRow(ctx, queryRescheduleTask, tenantID, id, at, notifyDue, strconv.FormatInt(at.UnixMicro(), 10))
 	t, err := scanTask(row, &ignored)

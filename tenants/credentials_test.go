@@ -15,8 +15,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -24,7 +24,7 @@ func TestCreateKeyRefusals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now())
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t), Clock: clk})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t), Clock: clk})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	past, longName := clk.Now().Add(-time.Second), string(make([]rune, tenants.MaxKeyNameLength+1))
@@ -73,7 +73,7 @@ func TestCreateKeyRefusals(t *testing.T) {
 func TestKeyCacheAcrossNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := &countingStore{DB: testenv.DB(t)}
+	db := &countingStore{DB: storetest.DB(t)}
 	clk := clock.NewFake(time.Now())
 	a := tenants.New(tenants.Config{Store: db, Clock: clk, KeyCacheTTL: 2 * time.Second})
 	b := tenants.New(tenants.Config{Store: db, Clock: clk, KeyCacheTTL: 2 * time.Second})
@@ -123,7 +123,7 @@ func (c *touchCounter) TouchAPIKeys(ctx context.Context, lastUsed map[string]tim
 func TestLastUsedRecordedInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := &touchCounter{DB: testenv.DB(t)}
+	db := &touchCounter{DB: storetest.DB(t)}
 	usage := tenants.NewUsageRecorder(tenants.UsageConfig{Store: db})
 	svc := tenants.New(tenants.Config{Store: db, Usage: usage})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
@@ -155,7 +155,7 @@ func TestRotateSigningSecret(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t), Clock: clk})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t), Clock: clk})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	first := acme.Tenant.SigningSecrets[0].ID
@@ -228,7 +228,7 @@ func encryptionKey(t *testing.T) string {
 func TestRekey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	k1, err := keyring.Parse("k1:" + encryptionKey(t))
 	require.NoError(t, err)
 
@@ -274,7 +274,7 @@ func TestRekey(t *testing.T) {
 func TestSharedSecretsFollowTheKeyring(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t)
+	db := storetest.DB(t)
 	k1Text, k2Text := "k1:"+encryptionKey(t), "k2:"+encryptionKey(t)
 	ring := func(spec string) *keyring.Keyring {
 		k, err := keyring.Parse(spec)
@@ -312,7 +312,7 @@ func TestSharedSecretsFollowTheKeyring(t *testing.T) {
 // before the key cache), "cached" within the key cache's TTL.
 func BenchmarkAuthenticate(b *testing.B) {
 	ctx := context.Background()
-	db := testenv.DB(b)
+	db := storetest.DB(b)
 	for _, bc := range []struct {
 		name string
 		ttl  time.Duration
@@ -355,7 +355,7 @@ func (h *hookStore) GetAPIKey(ctx context.Context, id string) (*model.APIKey, *m
 func TestKeyCacheLookupRaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := &hookStore{DB: testenv.DB(t)}
+	db := &hookStore{DB: storetest.DB(t)}
 	clk := clock.NewFake(time.Now())
 	svc := tenants.New(tenants.Config{Store: db, Clock: clk, KeyCacheTTL: 2 * time.Second})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
@@ -389,7 +389,7 @@ func TestKeyCacheLookupRaces(t *testing.T) {
 func TestKeysBoundedByTheirCreator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t)})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	fullID, _ := tenants.KeyID(acme.APIKey)
@@ -430,7 +430,7 @@ func TestKeysBoundedByTheirCreator(t *testing.T) {
 func TestKeyQuota(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t)})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	keys, err := svc.ListKeys(ctx, acme.Tenant.ID)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestList(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t)})
 	var want []uuid.UUID
 	for _, name := range []string{"acme", "globex", "initech"} {
 		created, err := svc.Create(ctx, name, model.ActorCLI)

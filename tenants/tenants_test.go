@@ -11,15 +11,15 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := tenants.New(tenants.Config{Store: testenv.DB(t)})
+	svc := tenants.New(tenants.Config{Store: storetest.DB(t)})
 	acme, err := svc.Create(ctx, "acme", model.ActorCLI)
 	require.NoError(t, err)
 	other, err := svc.Create(ctx, "other", model.ActorCLI)
@@ -89,7 +89,7 @@ func (c *countingStore) GetAPIKey(ctx context.Context, id string) (*model.APIKey
 func TestAuthenticateRemembersUnknownKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := &countingStore{DB: testenv.DB(t)}
+	db := &countingStore{DB: storetest.DB(t)}
 	clk := clock.NewFake(time.Now())
 	// Without the key cache, so that every lookup that is not refused from
 	// the unknown-key memory reaches the store.

@@ -25,8 +25,8 @@ import (
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // cliWorld is a hookwheel node run in the test process, a tenant on it, and
@@ -40,9 +40,9 @@ func startCLIWorld(t *testing.T) *cliWorld {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	node, err := app.New(ctx, app.Config{
-		DatabaseURL:    testenv.DatabaseURL(t),
-		RedisURL:       testenv.RedisURL(),
-		RedisKeyPrefix: testenv.RedisPrefix(t),
+		DatabaseURL:    storetest.DatabaseURL(t),
+		RedisURL:       storetest.RedisURL(),
+		RedisKeyPrefix: storetest.RedisPrefix(t),
 		Addr:           "127.0.0.1:0",
 		AdminToken:     "admin-token",
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // buildBinary compiles hookwheel once per test binary run.
@@ -136,8 +136,8 @@ func TestServeStopRestart(t *testing.T) {
 	env := []string{
 		"HOOKWHEEL_PPROF_ADDR=" + pprofAddr,
 		"HOOKWHEEL_METRICS_ADDR=" + metricsAddr,
-		"DATABASE_URL=" + testenv.DatabaseURL(t),
-		"REDIS_URL=" + testenv.RedisURL(),
+		"DATABASE_URL=" + storetest.DatabaseURL(t),
+		"REDIS_URL=" + storetest.RedisURL(),
 		"HOOKWHEEL_ADDR=" + addr,
 		"HOOKWHEEL_ADMIN_TOKEN=admin-token",
 		"HOOKWHEEL_LOG_LEVEL=warn",
@@ -256,8 +256,8 @@ func waitUntil(t *testing.T, within time.Duration, signal <-chan struct{}, cond 
 func TestCommands(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	dbURL := testenv.DatabaseURL(t)
-	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+testenv.RedisURL())
+	dbURL := storetest.DatabaseURL(t)
+	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+storetest.RedisURL())
 
 	run := func(args ...string) (int, string, string) {
 		cmd := exec.Command(bin, args...)

@@ -441,7 +441,7 @@ pgbouncer_bin() {
 	fi
 }
 
-# ensure_pgbouncer: the tests start throwaway PgBouncers of their own (internal/testenv/pgbouncer.go)
+# ensure_pgbouncer: the tests start throwaway PgBouncers of their own (store/storetest/pgbouncer.go)
 # and fail without the binary. Debian's package also installs a pgbouncer service, which its
 # default configuration keeps on 127.0.0.1:6432 and which the tests do not use.
 ensure_pgbouncer() {

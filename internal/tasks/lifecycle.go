@@ -105,7 +105,7 @@ func (s *Service) auditBulk(ctx context.Context, tenantID uuid.UUID, actor, acti
 // id model.ErrNotFound.
 func (s *Service) Reschedule(ctx context.Context, tenantID, id uuid.UUID, at time.Time) (*model.Task, error) {
 	// The store keeps microseconds, rounding up: decide on the time stored.
-	at = ceilMicro(at)
+	at = model.RoundUpToMicro(at)
 	notifyBefore := s.dueSoonBefore(s.clock.Now())
 	t, err := s.store.RescheduleTask(ctx, tenantID, id, at, at.Before(notifyBefore))
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Service) Replay(ctx context.Context, tenant *model.Tenant, id uuid.UUID
 	if err := checkQuota(ctx, s.store, tenant, 1, nil); err != nil {
 		return nil, err
 	}
-	t, err := s.store.ReplayTask(ctx, tenantID, id, ceilMicro(s.clock.Now()), edit)
+	t, err := s.store.ReplayTask(ctx, tenantID, id, model.RoundUpToMicro(s.clock.Now()), edit)
 	if err != nil {
 		return nil, changeError("replay", id, t, err)
 	}

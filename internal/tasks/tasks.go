@@ -5,7 +5,7 @@
 // and the rules a task must keep to be stored at all (Rules). It exists so
 // that these rules live in one place, below the HTTP API and above the
 // store, whatever calls them: the API, or a program creating tasks in its
-// own transaction (CreateWith, sdk/txenqueue).
+// own transaction (CreateWith, package txenqueue).
 //
 // A task stored to fall due within the dispatchers' look-ahead window is past
 // their loaders' read, so it is announced twice: the store notifies every
@@ -305,12 +305,3 @@ func (e *QuotaError) Error() string {
 // tasks finish, which nothing here can predict; a second is what a client
 // ingesting as fast as it may should wait.
 const QuotaRetryAfter = time.Second
-
-// ceilMicro rounds up to the microsecond Postgres keeps, so that "never
-// before" stays true.
-func ceilMicro(t time.Time) time.Time {
-	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
-		return r.Add(time.Microsecond)
-	}
-	return t
-}

@@ -14,8 +14,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/tasks"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
@@ -81,7 +81,7 @@ type testBundle struct {
 // fake announcer, a fake clock and one tenant.
 func setup(t *testing.T, cfg setupConfig) (*tasks.Service, *testBundle) {
 	t.Helper()
-	dbURL := testenv.DatabaseURL(t)
+	dbURL := storetest.DatabaseURL(t)
 	db, err := store.Open(t.Context(), store.Config{DatabaseURL: dbURL})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)

@@ -83,13 +83,15 @@ type Rules struct {
 	Guard *netguard.Guard
 }
 
-// Request is a task as a Go program asks for it, already in Go's types; a
-// nil field was not given and takes its default.
+// Request is a task as asked for, in Go's types: the fields of
+// POST /v1/tasks one for one, whether they came as the API's JSON or from a
+// Go program (package txenqueue). A nil field was not given and takes its
+// default.
 type Request struct {
 	// URL is where the webhook goes; Topic, instead, publishes it to each
 	// endpoint of the tenant's topic of that name (Service.Publish). One of
 	// the two, not both.
-	URL     string
+	URL     *string
 	Topic   *string
 	Method  *string
 	Headers map[string]string
@@ -97,55 +99,78 @@ type Request struct {
 	// RunAt and Delay are exclusive; neither means now.
 	RunAt *time.Time
 	Delay *time.Duration
-	// Timeout, and the retry policy's fields: the tenant's defaults, then
-	// hookwheel's, for those not given.
-	Timeout     *time.Duration
-	MaxAttempts *int
-	MinBackoff  *time.Duration
-	MaxBackoff  *time.Duration
-	Labels      map[string]string
+	// Timeout, and Retry's fields: the tenant's defaults, then hookwheel's,
+	// for those not given.
+	Timeout *time.Duration
+	Retry   *RetryRequest
+	Labels  map[string]string
 	// OrderingKey, FlowKey, Callback and FailureCallback: nil for none.
 	OrderingKey               *string
 	FlowKey                   *string
 	Callback, FailureCallback *string
 	// IdempotencyKey, when set, makes the create idempotent.
 	IdempotencyKey *string
+	// IdempotencyKeyField names where the key was given, for its errors
+	// (the API's Idempotency-Key header); "idempotency_key" when empty.
+	IdempotencyKeyField string
+	// Unreadable are the fields given in a form the caller could not read
+	// into the types above (a run_at that is not an RFC 3339 time), each
+	// with why, under its name in the API's JSON: the caller reads, the
+	// checks stay here. Check reports each in its field's place and takes
+	// the field as given but holding nothing. The fields that may be
+	// unreadable are body, run_at, delay, timeout, retry.min_backoff and
+	// retry.max_backoff.
+	Unreadable FieldErrors
+}
+
+// RetryRequest is the retry policy a task asks for; a nil field takes the
+// tenant's default, then hookwheel's.
+type RetryRequest struct {
+	MaxAttempts            *int
+	MinBackoff, MaxBackoff *time.Duration
 }
 
 // Check turns a request of tenant, made at now, into the task to store
 // (without id, tenant or request hash), or reports what is wrong with it
-// to rep and returns nil. The checks are the HTTP API's for POST /v1/tasks,
-// field by field.
+// to rep and returns nil. It is the one place a task is made from what a
+// caller asks, for every caller that creates tasks.
 func (r Rules) Check(rep Reporter, req *Request, tenant *model.Tenant, now time.Time) *model.Task {
 	var fe FieldErrors
-	CheckIdempotencyKey(&fe, "idempotency_key", req.IdempotencyKey)
-	t := &model.Task{IdempotencyKey: req.IdempotencyKey}
-	var rawURL *string
-	if req.URL != "" {
-		rawURL = &req.URL
+	keyField := req.IdempotencyKeyField
+	if keyField == "" {
+		keyField = "idempotency_key"
 	}
-	t.URL, t.Topic = r.CheckTarget(&fe, rawURL, req.Topic, tenant)
+	CheckIdempotencyKey(&fe, keyField, req.IdempotencyKey)
+	t := &model.Task{IdempotencyKey: req.IdempotencyKey}
+	t.URL, t.Topic = r.CheckTarget(&fe, req.URL, req.Topic, tenant)
 	t.Method = http.MethodPost
 	if req.Method != nil {
 		t.Method = CheckMethod(&fe, *req.Method)
 	}
 	t.Headers = CheckHeaders(&fe, req.Headers)
-	t.Body = r.CheckBody(&fe, req.Body)
-	t.RunAt = r.DueTime(&fe, req.RunAt, req.Delay, now)
+	if !reportUnreadable(&fe, req.Unreadable, "body") {
+		t.Body = r.CheckBody(&fe, req.Body)
+	}
+	t.RunAt = r.Due(&fe, req, now)
+
+	reportUnreadable(&fe, req.Unreadable, "timeout")
 	t.Timeout = r.CheckTimeout(&fe, req.Timeout, tenant)
 
 	policy := TenantPolicy(tenant.Retry)
-	if req.MaxAttempts != nil || req.MinBackoff != nil || req.MaxBackoff != nil {
-		if req.MaxAttempts != nil {
-			policy.MaxAttempts = *req.MaxAttempts
+	if retry := req.Retry; retry != nil {
+		if retry.MaxAttempts != nil {
+			policy.MaxAttempts = *retry.MaxAttempts
 		}
-		if req.MinBackoff != nil {
-			policy.MinBackoff = *req.MinBackoff
+		if retry.MinBackoff != nil {
+			policy.MinBackoff = *retry.MinBackoff
 		}
-		if req.MaxBackoff != nil {
-			policy.MaxBackoff = *req.MaxBackoff
+		if retry.MaxBackoff != nil {
+			policy.MaxBackoff = *retry.MaxBackoff
 		}
-		AddPolicyErrors(&fe, policy)
+		// A policy with a backoff missing is not judged as a whole.
+		if !reportUnreadable(&fe, req.Unreadable, "retry.min_backoff", "retry.max_backoff") {
+			AddPolicyErrors(&fe, policy)
+		}
 	}
 	t.MaxAttempts, t.MinBackoff, t.MaxBackoff = policy.MaxAttempts, policy.MinBackoff, policy.MaxBackoff
 
@@ -167,6 +192,38 @@ func (r Rules) Check(rep Reporter, req *Request, tenant *model.Tenant, now time.
 		return nil
 	}
 	return t
+}
+
+// Due resolves a request's run_at or delay to the instant the task falls
+// due, as DueTime does, for creation and rescheduling alike; of the two,
+// only RunAt, Delay and Unreadable are read. Both given are refused as a
+// pair, whatever they hold; else the one that could not be read is
+// reported, and the task is due now.
+func (r Rules) Due(rep Reporter, req *Request, now time.Time) time.Time {
+	runAt, delay := req.RunAt, req.Delay
+	runAtGiven := runAt != nil || slices.ContainsFunc(req.Unreadable, func(e FieldError) bool { return e.Field == "run_at" })
+	delayGiven := delay != nil || slices.ContainsFunc(req.Unreadable, func(e FieldError) bool { return e.Field == "delay" })
+	if runAtGiven && delayGiven {
+		runAt, delay = &now, new(time.Duration)
+	} else {
+		reportUnreadable(rep, req.Unreadable, "run_at", "delay")
+	}
+	return r.DueTime(rep, runAt, delay, now)
+}
+
+// reportUnreadable reports to rep what unreadable says of fields, in the
+// order of fields, and whether it said anything.
+func reportUnreadable(rep Reporter, unreadable FieldErrors, fields ...string) bool {
+	found := false
+	for _, field := range fields {
+		for _, e := range unreadable {
+			if e.Field == field {
+				rep.Add(e.Field, "%s", e.Message)
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 var allowedMethods = map[string]bool{
@@ -397,7 +454,7 @@ func (r Rules) DueTime(rep Reporter, runAt *time.Time, delay *time.Duration, now
 		// The horizon rounded as due times are: a task due at it (run_at
 		// or delay at the limit) answers with a run_at that is accepted
 		// back.
-		case t.After(ceilMicro(now.Add(r.MaxScheduleAhead))):
+		case t.After(model.RoundUpToMicro(now.Add(r.MaxScheduleAhead))):
 			rep.Add("run_at", "must be at most %s ahead", r.MaxScheduleAhead)
 		case t.After(now):
 			at = t
@@ -413,7 +470,7 @@ func (r Rules) DueTime(rep Reporter, runAt *time.Time, delay *time.Duration, now
 		}
 	}
 	// Postgres keeps microseconds; rounding up keeps "never before" true.
-	return ceilMicro(at)
+	return model.RoundUpToMicro(at)
 }
 
 // CheckTimeout checks a task's per-attempt timeout as given (nil: none),

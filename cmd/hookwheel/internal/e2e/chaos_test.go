@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 const (
@@ -107,8 +107,8 @@ type cluster struct {
 
 func startCluster(t *testing.T, size int) *cluster {
 	t.Helper()
-	dbURL := testenv.DatabaseURL(t)
-	env := serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t))
+	dbURL := storetest.DatabaseURL(t)
+	env := serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t))
 	c := &cluster{dbURL: dbURL}
 	for i := range size {
 		n := newServe(t, "node"+strconv.Itoa(i), env)
@@ -395,8 +395,8 @@ func TestPostgresAndRedisRestart(t *testing.T) {
 		// down is sent again: at most the sends in flight on the node.
 		maxDuplicates = chaosSenders
 	)
-	pg := testenv.PrivatePostgres(t)
-	rd := testenv.PrivateRedis(t)
+	pg := storetest.PrivatePostgres(t)
+	rd := storetest.PrivateRedis(t)
 	node := startServe(t, "node", serveEnv(pg.URL(), rd.URL(), "hookwheel:"))
 	pid, _ := node.Running()
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "restarts")

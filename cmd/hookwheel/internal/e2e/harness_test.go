@@ -20,8 +20,8 @@ import (
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // env is one test's world: its own database and Redis prefix.
@@ -33,7 +33,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	return &env{t: t, databaseURL: testenv.DatabaseURL(t), redisPrefix: testenv.RedisPrefix(t)}
+	return &env{t: t, databaseURL: storetest.DatabaseURL(t), redisPrefix: storetest.RedisPrefix(t)}
 }
 
 func testLogger() *slog.Logger {
@@ -56,7 +56,7 @@ func (e *env) startNode(mutate ...func(*app.Config)) *node {
 	e.t.Helper()
 	cfg := app.Config{
 		DatabaseURL:    e.databaseURL,
-		RedisURL:       testenv.RedisURL(),
+		RedisURL:       storetest.RedisURL(),
 		RedisKeyPrefix: e.redisPrefix,
 		Addr:           "127.0.0.1:0",
 		AdminToken:     "admin-token",

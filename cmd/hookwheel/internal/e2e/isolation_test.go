@@ -26,8 +26,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // hangingTarget accepts connections, reads what comes, and never answers.
@@ -169,8 +169,8 @@ func countStatus(t *testing.T, dbURL, status string) int {
 // so the heap measured is the node's alone.
 func TestLargeBodiesToHangingTargets(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)),
 		"HOOKWHEEL_SHUTDOWN_TIMEOUT=1s"))
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "big-bodies")
 	client := clientFor(t, node.base, apiKey)
@@ -247,8 +247,8 @@ func assertCreated(t *testing.T, resp *openapi.CreateTaskResponse, err error) bo
 // node, nothing lost. Before, a stop waited for the send's whole timeout.
 func TestStopIsBounded(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	env := append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)), "HOOKWHEEL_SHUTDOWN_TIMEOUT=2s")
+	dbURL := storetest.DatabaseURL(t)
+	env := append(serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)), "HOOKWHEEL_SHUTDOWN_TIMEOUT=2s")
 	first := startServe(t, "first", env)
 	apiKey := createTenantVia(t, first.base, chaosAdminToken, "stopping")
 	client := clientFor(t, first.base, apiKey)
@@ -353,8 +353,8 @@ func TestIdleTargetsForgotten(t *testing.T) {
 // itself are problem+json.
 func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)),
 		"HOOKWHEEL_HTTP_IDLE_TIMEOUT=1s", "HOOKWHEEL_HTTP_READ_TIMEOUT=2s"))
 	addr := strings.TrimPrefix(node.base, "http://")
 
@@ -416,8 +416,8 @@ func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 // sent again.
 func TestConcurrentLargeBatchesAreBounded(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)))
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)))
 	pid, _ := node.Running()
 	keys := []string{createTenantVia(t, node.base, chaosAdminToken, "batch-a"), createTenantVia(t, node.base, chaosAdminToken, "batch-b")}
 

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // setLimits replaces a tenant's limits through the node's admin API.
@@ -337,8 +337,8 @@ func TestAPILimits(t *testing.T) {
 // defaults, a new tenant was unlimited and every one of these passed.
 func TestNodeDefaultLimits(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", append(serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)),
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", append(serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)),
 		"HOOKWHEEL_DEFAULT_MAX_PENDING_TASKS=3",
 		"HOOKWHEEL_DEFAULT_MAX_SCHEDULES=1",
 		"HOOKWHEEL_DEFAULT_API_RATE=1",

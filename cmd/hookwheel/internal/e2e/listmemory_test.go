@@ -22,7 +22,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // The node's peak RSS may rise this much while the eight lists of
@@ -115,8 +115,8 @@ func getList(ctx context.Context, base, apiKey, path string, decode bool) (listC
 // cursors lead through every task once.
 func TestListsKeepMemoryBounded(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)))
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)))
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "big-lists")
 	ctx := context.Background()
 

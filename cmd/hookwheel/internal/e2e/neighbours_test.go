@@ -21,14 +21,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // startTwoTenants starts a node and makes two tenants on it.
 func startTwoTenants(t *testing.T) (n *serveNode, a, b *tenant) {
 	t.Helper()
-	n = startServe(t, "node", serveEnv(testenv.DatabaseURL(t), testenv.RedisURL(), testenv.RedisPrefix(t)))
+	n = startServe(t, "node", serveEnv(storetest.DatabaseURL(t), storetest.RedisURL(), storetest.RedisPrefix(t)))
 	a = &tenant{client: clientFor(t, n.base, createTenantVia(t, n.base, chaosAdminToken, "a"))}
 	b = &tenant{client: clientFor(t, n.base, createTenantVia(t, n.base, chaosAdminToken, "b"))}
 	return n, a, b
@@ -218,8 +218,8 @@ func newHeaderBombs(t *testing.T, receivers, size, hold int) *headerBombs {
 // is 10 MiB) and the attempts were delivered: a peak RSS of 632 MB.
 func TestHeaderBombsAreBounded(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.DatabaseURL(t)
-	node := startServe(t, "node", serveEnv(dbURL, testenv.RedisURL(), testenv.RedisPrefix(t)))
+	dbURL := storetest.DatabaseURL(t)
+	node := startServe(t, "node", serveEnv(dbURL, storetest.RedisURL(), storetest.RedisPrefix(t)))
 	pid, _ := node.Running()
 	apiKey := createTenantVia(t, node.base, chaosAdminToken, "bombs")
 	client := clientFor(t, node.base, apiKey)

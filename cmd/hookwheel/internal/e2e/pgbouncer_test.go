@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/internal/testenv"
 	"github.com/hookwheel/hookwheel/openapi"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestPgBouncer runs hookwheel behind a PgBouncer in transaction mode (1.18:
@@ -29,7 +29,7 @@ func TestPgBouncer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t)
-	pooled := testenv.PrivatePgBouncer(t, e.databaseURL)
+	pooled := storetest.PrivatePgBouncer(t, e.databaseURL)
 	viaPooler := func(c *app.Config) {
 		c.DatabaseURL, c.DatabaseDirectURL = pooled, e.databaseURL
 	}
@@ -190,13 +190,13 @@ func TestPgBouncer(t *testing.T) {
 func TestPgBouncerWithoutDirectURL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pooled := testenv.PrivatePgBouncer(t, e.databaseURL)
+	pooled := storetest.PrivatePgBouncer(t, e.databaseURL)
 	for name, mutate := range map[string]func(*app.Config){
 		"serve":            func(*app.Config) {},
 		"dispatcher-only":  func(c *app.Config) { c.DisableAPI, c.SkipMigrate = true, true },
 		"api-only migrate": func(c *app.Config) { c.DisableDispatcher = true },
 	} {
-		cfg := app.Config{DatabaseURL: pooled, RedisURL: testenv.RedisURL(), RedisKeyPrefix: e.redisPrefix, Addr: "127.0.0.1:0", Logger: testLogger()}
+		cfg := app.Config{DatabaseURL: pooled, RedisURL: storetest.RedisURL(), RedisKeyPrefix: e.redisPrefix, Addr: "127.0.0.1:0", Logger: testLogger()}
 		mutate(&cfg)
 		_, err := app.New(context.Background(), cfg)
 		require.ErrorIs(t, err, app.ErrPoolerWithoutDirectURL, name)

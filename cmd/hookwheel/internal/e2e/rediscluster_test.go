@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestRedisClusterMasterKilled: one process on a Redis Cluster of three
@@ -26,7 +26,7 @@ import (
 // Idempotency-Key.
 func TestRedisClusterMasterKilled(t *testing.T) {
 	t.Parallel()
-	cluster := testenv.PrivateRedisCluster(t)
+	cluster := storetest.PrivateRedisCluster(t)
 	runRedisFailover(t, redisFailover{
 		name:    "cluster",
 		url:     cluster.URL(),
@@ -47,7 +47,7 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 // promoted by the Sentinels.
 func TestRedisSentinelMasterKilled(t *testing.T) {
 	t.Parallel()
-	sentinel := testenv.PrivateRedisSentinel(t)
+	sentinel := storetest.PrivateRedisSentinel(t)
 	runRedisFailover(t, redisFailover{
 		name:    "sentinel",
 		url:     sentinel.URL(),
@@ -102,7 +102,7 @@ func requireLogged(t *testing.T, node *serveNode, want string, within time.Durat
 func runRedisFailover(t *testing.T, f redisFailover) {
 	t.Helper()
 	const drain = 60 * time.Second
-	dbURL := testenv.DatabaseURL(t)
+	dbURL := storetest.DatabaseURL(t)
 	node := startServe(t, f.name, serveEnv(dbURL, f.url, "hookwheel:"))
 	// The process's output reaches node.logs through a copying goroutine,
 	// which may lag behind /readyz answering.

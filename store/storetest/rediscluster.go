@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func redisServerPath(t testing.TB) string {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatalf("testenv: redis-server not found on PATH: these tests need the Redis server binaries; " +
+		t.Fatalf("storetest: redis-server not found on PATH: these tests need the Redis server binaries; " +
 			"run `make test` (deploy/dev/services.sh installs them), or install the redis-server package")
 	}
 	return server
@@ -95,7 +95,7 @@ func await(t testing.TB, within time.Duration, what string, cond func(ctx contex
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: %s: not within %s: %v", what, within, err)
+			t.Fatalf("storetest: %s: not within %s: %v", what, within, err)
 		}
 		<-tick.C
 	}
@@ -166,7 +166,7 @@ func PrivateRedisCluster(t testing.TB) *RedisCluster {
 	must := func(err error, what string) {
 		t.Helper()
 		if err != nil {
-			t.Fatalf("testenv: form redis cluster: %s: %v", what, err)
+			t.Fatalf("storetest: form redis cluster: %s: %v", what, err)
 		}
 	}
 	ids := make([]string, len(c.nodes))
@@ -283,7 +283,7 @@ func (c *RedisCluster) live() *PrivateService {
 			return n
 		}
 	}
-	c.t.Fatalf("testenv: every node of the redis cluster is down")
+	c.t.Fatalf("storetest: every node of the redis cluster is down")
 	return nil
 }
 
@@ -296,7 +296,7 @@ func (c *RedisCluster) Masters() []string {
 	defer cancel()
 	nodes, err := clusterNodes(ctx, client)
 	if err != nil {
-		c.t.Fatalf("testenv: redis cluster nodes: %v", err)
+		c.t.Fatalf("storetest: redis cluster nodes: %v", err)
 	}
 	var masters []string
 	for _, n := range nodes {
@@ -321,7 +321,7 @@ func (c *RedisCluster) KillMaster(addr string) string {
 		}
 	}
 	if victim == nil {
-		c.t.Fatalf("testenv: kill redis cluster master %s: no such live node", addr)
+		c.t.Fatalf("storetest: kill redis cluster master %s: no such live node", addr)
 	}
 	client := nodeClient(addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -343,7 +343,7 @@ func (c *RedisCluster) KillMaster(addr string) string {
 	}
 	_ = client.Close()
 	if err != nil {
-		c.t.Fatalf("testenv: kill redis cluster master %s: %v", addr, err)
+		c.t.Fatalf("storetest: kill redis cluster master %s: %v", addr, err)
 	}
 
 	victim.Kill()
@@ -475,7 +475,7 @@ func PrivateRedisSentinel(t testing.TB) *RedisSentinel {
 			fmt.Sprintf("sentinel failover-timeout %s 1500\n", SentinelMasterName) +
 			fmt.Sprintf("sentinel parallel-syncs %s 1\n", SentinelMasterName)
 		if err := os.WriteFile(conf, []byte(lines), 0o600); err != nil {
-			t.Fatalf("testenv: write %s: %v", conf, err)
+			t.Fatalf("storetest: write %s: %v", conf, err)
 		}
 		s.sentinels = append(s.sentinels, privateRedisNode(t, fmt.Sprintf("redis sentinel %d", i), []string{server, conf, "--sentinel"},
 			func(int) []string { return nil }))
@@ -526,7 +526,7 @@ func (s *RedisSentinel) Master() string {
 	defer cancel()
 	addr, err := client.GetMasterAddrByName(ctx, SentinelMasterName).Result()
 	if err != nil || len(addr) != 2 {
-		s.t.Fatalf("testenv: ask sentinel for the master: %v %v", addr, err)
+		s.t.Fatalf("storetest: ask sentinel for the master: %v %v", addr, err)
 	}
 	return net.JoinHostPort(addr[0], addr[1])
 }
@@ -540,7 +540,7 @@ func (s *RedisSentinel) Replica() string { return s.replica.addr() }
 func (s *RedisSentinel) KillMaster() string {
 	s.t.Helper()
 	if !s.master.Running() {
-		s.t.Fatalf("testenv: kill redis sentinel master: already killed")
+		s.t.Fatalf("storetest: kill redis sentinel master: already killed")
 	}
 	s.master.Kill()
 	want := s.replica.addr()

@@ -17,10 +17,10 @@ import (
 	"github.com/hookwheel/hookwheel/dispatcher"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
-	"github.com/hookwheel/hookwheel/internal/testenv"
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/store/storetest"
 	"github.com/hookwheel/hookwheel/tenants"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // env is one test's world: a database of its own, seen both as hookwheel
@@ -40,7 +40,7 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	url := testenv.DatabaseURL(t)
+	url := storetest.DatabaseURL(t)
 	db, err := store.Open(ctx, store.Config{DatabaseURL: url, Logger: quietLogger()})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
@@ -76,7 +76,7 @@ func (e *env) client(mutate ...func(*txenqueue.Config)) *txenqueue.Client {
 func (e *env) startDispatcher() {
 	e.t.Helper()
 	d, err := dispatcher.New(dispatcher.Config{
-		DB: e.db, Redis: testenv.Redis(e.t), Logger: quietLogger(),
+		DB: e.db, Redis: storetest.Redis(e.t), Logger: quietLogger(),
 		Guard:        netguard.New(netguard.Config{AllowPrivate: true}),
 		LoadInterval: 100 * time.Millisecond, SweepInterval: time.Hour,
 	})

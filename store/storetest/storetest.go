@@ -1,8 +1,8 @@
-// Package testenv gives each test its own Postgres database and Redis key
+// Package storetest gives each test its own Postgres database and Redis key
 // space on the real services named by DATABASE_URL and REDIS_URL (defaults:
 // the local services on their standard ports), so tests run in parallel and
 // again and again without anyone cleaning up by hand.
-package testenv
+package storetest
 
 import (
 	"context"

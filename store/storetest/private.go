@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func (s *PrivateService) Running() bool {
 func (s *PrivateService) Start() {
 	s.t.Helper()
 	if err := s.start(); err != nil {
-		s.t.Fatalf("testenv: start private %s: %v\n%s", s.name, err, s.Logs())
+		s.t.Fatalf("storetest: start private %s: %v\n%s", s.name, err, s.Logs())
 	}
 }
 
@@ -96,7 +96,7 @@ func (s *PrivateService) Start() {
 func (s *PrivateService) Stop() {
 	s.t.Helper()
 	if err := s.stop(30 * time.Second); err != nil {
-		s.t.Fatalf("testenv: stop private %s: %v\n%s", s.name, err, s.Logs())
+		s.t.Fatalf("storetest: stop private %s: %v\n%s", s.name, err, s.Logs())
 	}
 }
 
@@ -114,7 +114,7 @@ func (s *PrivateService) Kill() {
 		return
 	default:
 	}
-	fmt.Fprintf(s.logs, "--- testenv: killing %s\n", s.name)
+	fmt.Fprintf(s.logs, "--- storetest: killing %s\n", s.name)
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
 }
@@ -142,7 +142,7 @@ func (s *PrivateService) start() error {
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred}
 	setDeathSignal(cmd.SysProcAttr, s.deathSignal)
-	fmt.Fprintf(s.logs, "--- testenv: starting %s on port %d\n", s.name, s.port)
+	fmt.Fprintf(s.logs, "--- storetest: starting %s on port %d\n", s.name, s.port)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (s *PrivateService) stop(within time.Duration) error {
 		return nil
 	default:
 	}
-	fmt.Fprintf(s.logs, "--- testenv: stopping %s\n", s.name)
+	fmt.Fprintf(s.logs, "--- storetest: stopping %s\n", s.name)
 	if err := s.cmd.Process.Signal(s.stopSignal); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
@@ -215,10 +215,10 @@ func (s *PrivateService) firstStart() {
 		if err = s.start(); err == nil {
 			s.t.Cleanup(func() {
 				if err := s.stop(30 * time.Second); err != nil {
-					s.t.Logf("testenv: stop private %s: %v", s.name, err)
+					s.t.Logf("storetest: stop private %s: %v", s.name, err)
 				}
 				if s.t.Failed() {
-					s.t.Logf("testenv: private %s output (tail):\n%s", s.name, s.Logs())
+					s.t.Logf("storetest: private %s output (tail):\n%s", s.name, s.Logs())
 				}
 			})
 			return
@@ -227,7 +227,7 @@ func (s *PrivateService) firstStart() {
 			break
 		}
 	}
-	s.t.Fatalf("testenv: start private %s: %v\n%s", s.name, err, s.Logs())
+	s.t.Fatalf("storetest: start private %s: %v\n%s", s.name, err, s.Logs())
 }
 
 // PrivatePostgres runs a Postgres cluster of this test's own: initdb into a
@@ -242,12 +242,12 @@ func PrivatePostgres(t testing.TB) *PrivateService {
 	removeStalePostgresDirs()
 	dir, err := os.MkdirTemp("", postgresDirPattern)
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if cred != nil {
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatalf("testenv: chown %s to the postgres user: %v", dir, err)
+			t.Fatalf("storetest: chown %s to the postgres user: %v", dir, err)
 		}
 	}
 	data := filepath.Join(dir, "data")
@@ -256,12 +256,12 @@ func PrivatePostgres(t testing.TB) *PrivateService {
 	initdb.Dir = dir
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: initdb %s: %v\n%s", data, err, out)
+		t.Fatalf("storetest: initdb %s: %v\n%s", data, err, out)
 	}
 	// Throwaway data: no fsync, and no Unix socket (its path could outgrow
 	// the limit, and nothing needs it). synchronous_commit stays on: a clean
 	// stop must not lose what was committed.
-	conf := "\n# testenv\n" +
+	conf := "\n# storetest\n" +
 		"listen_addresses = '127.0.0.1'\n" +
 		"unix_socket_directories = ''\n" +
 		"fsync = off\n" +
@@ -274,7 +274,7 @@ func PrivatePostgres(t testing.TB) *PrivateService {
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil {
-		t.Fatalf("testenv: configure %s: %v", data, err)
+		t.Fatalf("storetest: configure %s: %v", data, err)
 	}
 
 	s := &PrivateService{
@@ -314,14 +314,14 @@ func (r *PrivateRedisService) Flush() {
 	r.t.Helper()
 	opts, err := redis.ParseURL(r.url)
 	if err != nil {
-		r.t.Fatalf("testenv: %v", err)
+		r.t.Fatalf("storetest: %v", err)
 	}
 	client := redis.NewClient(opts)
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := client.FlushAll(ctx).Err(); err != nil {
-		r.t.Fatalf("testenv: flush private redis: %v", err)
+		r.t.Fatalf("storetest: flush private redis: %v", err)
 	}
 }
 
@@ -332,7 +332,7 @@ func PrivateRedis(t testing.TB) *PrivateRedisService {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatalf("testenv: redis-server not found on PATH: these tests need the Redis server binaries; " +
+		t.Fatalf("storetest: redis-server not found on PATH: these tests need the Redis server binaries; " +
 			"run `make test` (deploy/dev/services.sh installs them), or install the redis-server package")
 	}
 	dir := t.TempDir()
@@ -409,7 +409,7 @@ func postgresBinDir(t testing.TB) string {
 	if p, err := exec.LookPath("initdb"); err == nil && usable(filepath.Dir(p)) {
 		return filepath.Dir(p)
 	}
-	t.Fatalf("testenv: Postgres server binaries (initdb, postgres) not found via pg_config --bindir, " +
+	t.Fatalf("storetest: Postgres server binaries (initdb, postgres) not found via pg_config --bindir, " +
 		"/usr/lib/postgresql/*/bin or PATH: these tests need them; run `make test` " +
 		"(deploy/dev/services.sh installs them), or install the postgresql package")
 	return ""
@@ -425,7 +425,7 @@ func postgresCredential(t testing.TB) (cred *syscall.Credential, uid, gid int) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		t.Fatalf("testenv: running as root, Postgres must run as another user, but there is no postgres OS user (%v); "+
+		t.Fatalf("storetest: running as root, Postgres must run as another user, but there is no postgres OS user (%v); "+
 			"run `make test` (deploy/dev/services.sh creates it), or: useradd --system postgres", err)
 	}
 	uid, _ = strconv.Atoi(u.Uid)
@@ -448,7 +448,7 @@ func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("testenv: find a free port: %v", err)
+		t.Fatalf("storetest: find a free port: %v", err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port

@@ -428,7 +428,10 @@ func (c *Client) tenant(ctx context.Context, st store.TxStore) (*model.Tenant, e
 // check turns a Task into the task to store, or a *ValidationError, by the
 // API's rules.
 func (c *Client) check(task *Task, tenant *model.Tenant, now time.Time) (*model.Task, error) {
-	req := &tasks.Request{URL: task.URL, Headers: task.Headers, Body: task.Body, Labels: task.Labels}
+	req := &tasks.Request{Headers: task.Headers, Body: task.Body, Labels: task.Labels}
+	if task.URL != "" {
+		req.URL = &task.URL
+	}
 	if task.OrderingKey != "" {
 		req.OrderingKey = &task.OrderingKey
 	}
@@ -453,14 +456,17 @@ func (c *Client) check(task *Task, tenant *model.Tenant, now time.Time) (*model.
 	if task.Timeout != 0 {
 		req.Timeout = &task.Timeout
 	}
-	if task.MaxAttempts != 0 {
-		req.MaxAttempts = &task.MaxAttempts
-	}
-	if task.MinBackoff != 0 {
-		req.MinBackoff = &task.MinBackoff
-	}
-	if task.MaxBackoff != 0 {
-		req.MaxBackoff = &task.MaxBackoff
+	if task.MaxAttempts != 0 || task.MinBackoff != 0 || task.MaxBackoff != 0 {
+		req.Retry = &tasks.RetryRequest{}
+		if task.MaxAttempts != 0 {
+			req.Retry.MaxAttempts = &task.MaxAttempts
+		}
+		if task.MinBackoff != 0 {
+			req.Retry.MinBackoff = &task.MinBackoff
+		}
+		if task.MaxBackoff != 0 {
+			req.Retry.MaxBackoff = &task.MaxBackoff
+		}
 	}
 	if task.IdempotencyKey != "" {
 		req.IdempotencyKey = &task.IdempotencyKey

@@ -1,4 +1,4 @@
-package testenv_test
+package storetest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestPrivatePostgres: a private cluster accepts connections, keeps its data
@@ -18,7 +18,7 @@ import (
 func TestPrivatePostgres(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
-	pg := testenv.PrivatePostgres(t)
+	pg := storetest.PrivatePostgres(t)
 	t.Logf("private Postgres up in %s at %s", time.Since(started).Round(time.Millisecond), pg.URL())
 	ctx := context.Background()
 
@@ -62,7 +62,7 @@ func TestPrivatePostgres(t *testing.T) {
 func TestPrivateRedis(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
-	rd := testenv.PrivateRedis(t)
+	rd := storetest.PrivateRedis(t)
 	t.Logf("private Redis up in %s at %s", time.Since(started).Round(time.Millisecond), rd.URL())
 	ctx := context.Background()
 

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // An order and the webhook that cancels it if unpaid 30 minutes later are

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
 	"github.com/hookwheel/hookwheel/tenants"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // TestIdempotencyKey: a repeat of an insert with the same key and task
@@ -307,7 +307,7 @@ func TestInsertMany(t *testing.T) {
 // "Transactional enqueue", granting to the role "shop".
 func readmeGrants(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n## Transactional enqueue\n")
 	require.True(t, ok, "README.md has no section Transactional enqueue")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // TestCommitDelivers: a task inserted in the application's transaction

@@ -22,8 +22,8 @@ import (
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/sdk/txenqueue"
 	"github.com/hookwheel/hookwheel/tenants"
+	"github.com/hookwheel/hookwheel/txenqueue"
 )
 
 // TestValidationMatchesTheAPI sends each task both to Insert and, as JSON,

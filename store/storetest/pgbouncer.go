@@ -1,4 +1,4 @@
-package testenv
+package storetest
 
 import (
 	"context"
@@ -38,19 +38,19 @@ func PrivatePgBouncer(t testing.TB, databaseURL string) string {
 	bin := pgbouncerBin(t)
 	server, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		t.Fatalf("testenv: parse %s: %v", databaseURL, err)
+		t.Fatalf("storetest: parse %s: %v", databaseURL, err)
 	}
 	cred, uid, gid := postgresCredential(t)
 	// Not t.TempDir: its parent is the test's own, which the postgres user
 	// may not enter.
 	dir, err := os.MkdirTemp("", "hookwheel-pgbouncer-")
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if cred != nil {
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatalf("testenv: chown %s to the postgres user: %v", dir, err)
+			t.Fatalf("storetest: chown %s to the postgres user: %v", dir, err)
 		}
 	}
 	ini := filepath.Join(dir, "pgbouncer.ini")
@@ -81,7 +81,7 @@ func PrivatePgBouncer(t testing.TB, databaseURL string) string {
 	}
 	pooled, err := url.Parse(databaseURL)
 	if err != nil {
-		t.Fatalf("testenv: parse %s: %v", databaseURL, err)
+		t.Fatalf("storetest: parse %s: %v", databaseURL, err)
 	}
 
 	s := &PrivateService{
@@ -95,7 +95,7 @@ func PrivatePgBouncer(t testing.TB, databaseURL string) string {
 		},
 		command: func(port int) []string {
 			if err := os.WriteFile(ini, []byte(config(port)), 0o644); err != nil {
-				t.Fatalf("testenv: write %s: %v", ini, err)
+				t.Fatalf("storetest: write %s: %v", ini, err)
 			}
 			return []string{bin, ini}
 		},
@@ -136,7 +136,7 @@ func pgbouncerBin(t testing.TB) string {
 	if fi, err := os.Stat(debian); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 		return debian
 	}
-	t.Fatalf("testenv: pgbouncer not found on PATH or in /usr/sbin: these tests need it; " +
+	t.Fatalf("storetest: pgbouncer not found on PATH or in /usr/sbin: these tests need it; " +
 		"run `make test` (deploy/dev/services.sh installs it), or install the pgbouncer package")
 	return ""
 }

@@ -1,4 +1,4 @@
-package testenv_test
+package storetest_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookwheel/hookwheel/internal/testenv"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestPrivatePgBouncer: the private PgBouncer reaches the test's database,
@@ -19,8 +19,8 @@ import (
 func TestPrivatePgBouncer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	direct := testenv.DatabaseURL(t)
-	pooled := testenv.PrivatePgBouncer(t, direct)
+	direct := storetest.DatabaseURL(t)
+	pooled := storetest.PrivatePgBouncer(t, direct)
 	require.NotEqual(t, direct, pooled)
 
 	connect := func() *pgx.Conn {
@@ -57,10 +57,10 @@ func TestPrivatePgBouncer(t *testing.T) {
 	// More clients than server connections, each inside a transaction in
 	// turn: they share the pool's few backends.
 	backends := map[uint32]bool{}
-	for range 3 * testenv.PgBouncerPoolSize {
+	for range 3 * storetest.PgBouncerPoolSize {
 		c := connect()
 		require.NoError(t, c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 		backends[pid] = true
 	}
-	require.LessOrEqual(t, len(backends), testenv.PgBouncerPoolSize)
+	require.LessOrEqual(t, len(backends), storetest.PgBouncerPoolSize)
 }
