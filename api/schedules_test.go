@@ -15,7 +15,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // scheduleBody is a valid schedule request with the given members added or
@@ -205,11 +204,11 @@ func TestScheduleLifecycle(t *testing.T) {
 
 	// Two occurrences materialised (as a dispatcher would), one of them
 	// being sent already.
-	done, err := h.DB.MaterializeSchedules(context.Background(), store.MaterializeParams{
+	done, err := h.DB.MaterializeSchedules(context.Background(), model.MaterializeParams{
 		Partitions: allPartitionIDs(), Until: start.Add(20 * time.Second), Limit: 10, NotifyUntil: start,
-	}, func(sc *model.Schedule) store.Plan {
+	}, func(sc *model.Schedule) model.Plan {
 		next := sc.NextRunAt.Add(20 * time.Second)
-		return store.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
+		return model.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
 	created := done.Created

@@ -16,7 +16,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 const mergePatchJSON = "application/merge-patch+json"
@@ -318,10 +317,10 @@ func TestUpdateScheduleOccurrences(t *testing.T) {
 	// the dispatcher owning it would (its plan, without the missed ones).
 	materialize := func(every time.Duration, until time.Time) {
 		t.Helper()
-		_, err := h.DB.MaterializeSchedules(context.Background(), store.MaterializeParams{
+		_, err := h.DB.MaterializeSchedules(context.Background(), model.MaterializeParams{
 			Partitions: allPartitionIDs(), Until: until, Limit: 10, NotifyUntil: start,
-		}, func(sc *model.Schedule) store.Plan {
-			var p store.Plan
+		}, func(sc *model.Schedule) model.Plan {
+			var p model.Plan
 			at := *sc.NextRunAt
 			for ; !at.After(until); at = at.Add(every) {
 				p.Occurrences = append(p.Occurrences, at)

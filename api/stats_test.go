@@ -12,12 +12,11 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/openapi"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // statsMinute is a tenant's minute as the dispatchers write it.
-func statsMinute(tenant uuid.UUID, start time.Time, status model.TaskStatus, n int, lateness time.Duration) store.TenantMinuteStats {
-	r := store.TenantMinuteStats{TenantID: tenant}
+func statsMinute(tenant uuid.UUID, start time.Time, status model.TaskStatus, n int, lateness time.Duration) model.TenantMinuteStats {
+	r := model.TenantMinuteStats{TenantID: tenant}
 	r.Start = start
 	for range n {
 		r.Add(status, lateness)
@@ -39,13 +38,13 @@ func TestGetStats(t *testing.T) {
 	now := h.Clock.Now().UTC().Truncate(time.Minute)
 	ctx := context.Background()
 	// Two rows for acme's minute, as two nodes write it.
-	require.NoError(t, h.DB.AddTaskStats(ctx, []store.TenantMinuteStats{
+	require.NoError(t, h.DB.AddTaskStats(ctx, []model.TenantMinuteStats{
 		statsMinute(acme.ID, now.Add(-2*time.Minute), model.StatusDelivered, 3, time.Millisecond),
 		statsMinute(acme.ID, now, model.StatusRetrying, 1, 0),
 		statsMinute(acme.ID, now.Add(-2*time.Hour), model.StatusDelivered, 7, 0),
 		statsMinute(globex.ID, now.Add(-2*time.Minute), model.StatusDelivered, 50, time.Second),
 	}))
-	require.NoError(t, h.DB.AddTaskStats(ctx, []store.TenantMinuteStats{
+	require.NoError(t, h.DB.AddTaskStats(ctx, []model.TenantMinuteStats{
 		statsMinute(acme.ID, now.Add(-2*time.Minute), model.StatusDead, 1, time.Second),
 	}))
 

@@ -60,7 +60,7 @@ func TestLoaderPassDuringInsertStillGetsTask(t *testing.T) {
 	b := setupLoader(t)
 	ctx := context.Background()
 	notified := listenDueTasks(t, b.db)
-	cursor, ok := b.loader.load(ctx, store.DueCursor{})
+	cursor, ok := b.loader.load(ctx, model.DueCursor{})
 	require.True(t, ok)
 
 	ann := &announced{ids: map[uuid.UUID]time.Time{}}
@@ -114,13 +114,13 @@ func TestLoaderPassDuringInsertStillGetsTask(t *testing.T) {
 }
 
 // listenDueTasks hears DueNotifyChannel on db until the test ends.
-func listenDueTasks(t *testing.T, db *store.DB) <-chan store.DueTask {
+func listenDueTasks(t *testing.T, db *store.DB) <-chan model.DueTask {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	got := make(chan store.DueTask, 64)
+	got := make(chan model.DueTask, 64)
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- db.ListenDue(ctx, func() { close(ready) }, func(d store.DueTask) { got <- d }) }()
+	go func() { done <- db.ListenDue(ctx, func() { close(ready) }, func(d model.DueTask) { got <- d }) }()
 	t.Cleanup(func() { stop(); <-done })
 	select {
 	case <-ready:

@@ -60,7 +60,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		sendErr = errInterrupted
 	}
 	policy := retry.Policy{MaxAttempts: c.MaxAttempts, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff}
-	result := store.AttemptResult{
+	result := model.AttemptResult{
 		Attempt: model.Attempt{
 			TaskID:    c.ID,
 			Attempt:   c.Attempt,
@@ -123,7 +123,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		// it from here rather than sending it again. A delivery that makes a
 		// callback is sent again instead, since the callback carries the
 		// answer's body, which the journal does not keep.
-		s.cfg.Journal.mark(store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
+		s.cfg.Journal.mark(model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
 			StatusCode: statusCode, StartedAt: started, Duration: duration})
 	}
 	s.cfg.Metrics.attempts.WithLabelValues(result.Outcome).Inc()

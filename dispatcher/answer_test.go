@@ -309,7 +309,7 @@ func TestSenderJournalsDeliveries(t *testing.T) {
 			require.Equal(t, tt.status, *r.StatusCode)
 
 			answers, err := redis.AnsweredAttempts(context.Background(),
-				[]store.AttemptClaim{{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}})
+				[]model.AttemptClaim{{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}})
 			require.NoError(t, err)
 			if !tt.journals {
 				require.Empty(t, answers)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // CallbackBodyMax is how much of the receiver's response body a callback
@@ -69,7 +68,7 @@ func wantsResponseBody(c *model.ClaimedTask) bool {
 // byte more when there was more), due at now. Its id is in c's partition:
 // the node that records the outcome owns the source's partition, so it owns
 // the callback too and can send it without waiting for another node.
-func newCallbackTask(c *model.ClaimedTask, url string, result *store.AttemptResult, body []byte, now time.Time) (*model.Task, error) {
+func newCallbackTask(c *model.ClaimedTask, url string, result *model.AttemptResult, body []byte, now time.Time) (*model.Task, error) {
 	id, err := model.NewTaskIDIn(model.PartitionOf(c.ID))
 	if err != nil {
 		return nil, err

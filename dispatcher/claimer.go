@@ -10,13 +10,12 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // claimStore is what the claimer needs of Postgres.
 type claimStore interface {
 	ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*model.ClaimedTask, error)
-	WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]store.DueTask, error)
+	WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]model.DueTask, error)
 }
 
 // claimerConfig configures newClaimer. Every field is required.

@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // The concurrency half of the dispatch limits (see dispatchlimits.go): decided
@@ -95,7 +94,7 @@ func (l *dispatchLimits) parkLocked(key gateKey, c *model.ClaimedTask, front boo
 }
 
 // release gives back c's concurrency slot and lets the first in line try it.
-func (l *dispatchLimits) release(key gateKey, limit store.DispatchLimit, c *model.ClaimedTask) {
+func (l *dispatchLimits) release(key gateKey, limit model.DispatchLimit, c *model.ClaimedTask) {
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
 	if err := l.cfg.Limiter.ReleaseDispatch(ctx, limit, c.ID, c.ClaimToken); err != nil {

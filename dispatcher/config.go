@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
@@ -20,11 +22,13 @@ import (
 
 // Config configures a Dispatcher. Zero fields take the documented defaults.
 type Config struct {
-	// DB is the source of truth. Required.
-	DB *store.DB
-	// Redis holds the fire-once claims. Optional: without it (or while it is
-	// down) the Postgres compare-and-set alone prevents double sends.
-	Redis *store.Redis
+	// DB is the source of truth (store.DB). Required.
+	DB Store
+	// Redis holds the fire-once claims (store.Redis). Optional: without it
+	// (or while it is down) the Postgres compare-and-set alone prevents
+	// double sends. A nil *store.Redis put here is not nil: leave the field
+	// unset instead.
+	Redis Redis
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the dispatcher's metrics. Default: none registered.
@@ -215,6 +219,34 @@ type Config struct {
 	Rand func() float64
 	// UserAgent is sent with every webhook. Default "hookwheel/1".
 	UserAgent string
+}
+
+// Store is what the dispatcher's parts take from the source of truth, each
+// through the interface it declares, and what Stop takes to leave the
+// membership.
+type Store interface {
+	membershipStore
+	loaderStore
+	listenerStore
+	materializerStore
+	claimStore
+	deferStore
+	limitsReader
+	bodyStore
+	secretStore
+	recordStore
+	statsStore
+	purgerStore
+	LeaveNode(ctx context.Context, nodeID uuid.UUID) error
+}
+
+// Redis is what the parts take from Redis: the fire-once keys, the dispatch
+// limits and the answer journal.
+type Redis interface {
+	fireOnceStore
+	fireOnceReleaser
+	dispatchLimiter
+	answerStore
 }
 
 // KeepForever as Config.Retention keeps finished tasks until their tenant

@@ -8,12 +8,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // deferStore is what giving claims back needs of Postgres.
 type deferStore interface {
-	DeferClaims(ctx context.Context, claims []store.DeferredClaim) error
+	DeferClaims(ctx context.Context, claims []model.DeferredClaim) error
 }
 
 // deferrerConfig configures newDeferrer. Every field is required unless it
@@ -51,9 +50,9 @@ func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Tim
 	if len(claims) == 0 {
 		return
 	}
-	items := make([]store.DeferredClaim, len(claims))
+	items := make([]model.DeferredClaim, len(claims))
 	for i, c := range claims {
-		items[i] = store.DeferredClaim{ID: c.ID, Token: c.ClaimToken, NotBefore: until(i)}
+		items[i] = model.DeferredClaim{ID: c.ID, Token: c.ClaimToken, NotBefore: until(i)}
 		d.cfg.Settle(c.ID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -61,9 +60,9 @@ func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Tim
 	if d.cfg.FireOnce != nil {
 		// Let whoever sends these attempts take them in Redis too (a
 		// no-op for claims that another sender held all along).
-		release := make([]store.AttemptClaim, len(claims))
+		release := make([]model.AttemptClaim, len(claims))
 		for i, c := range claims {
-			release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}
+			release[i] = model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken}
 		}
 		if err := d.cfg.FireOnce.ReleaseAttempts(ctx, release); err != nil {
 			d.cfg.Metrics.redisErrors.Inc()

@@ -62,8 +62,8 @@ func TestDeferrer(t *testing.T) {
 			due := time.Now().Add(-time.Second).Truncate(time.Microsecond)
 			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
 			c := claimNow(t, b.db, task.ID)[0]
-			fireOnce := store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: time.Minute}
-			held, err := b.redis.ClaimAttempts(ctx, []store.AttemptClaim{fireOnce})
+			fireOnce := model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: time.Minute}
+			held, err := b.redis.ClaimAttempts(ctx, []model.AttemptClaim{fireOnce})
 			require.NoError(t, err)
 			require.True(t, held[0])
 
@@ -90,7 +90,7 @@ func TestDeferrer(t *testing.T) {
 				require.True(t, want.Equal(armed.at))
 			}
 			fireOnce.Token = uuid.New()
-			held, err = b.redis.ClaimAttempts(ctx, []store.AttemptClaim{fireOnce})
+			held, err = b.redis.ClaimAttempts(ctx, []model.AttemptClaim{fireOnce})
 			require.NoError(t, err)
 			require.True(t, held[0], "the attempt is free in Redis for the next sender")
 		})

@@ -13,7 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // Tenants' dispatch limits: at most dispatch_rate webhooks a second and
@@ -69,7 +68,7 @@ type gateKey struct {
 	flow   string
 }
 
-func (k gateKey) of(l store.DispatchLimit) gateKey {
+func (k gateKey) of(l model.DispatchLimit) gateKey {
 	return gateKey{tenant: l.TenantID, host: l.Host, flow: l.Flow}
 }
 
@@ -97,9 +96,9 @@ type cachedLimits struct {
 
 // dispatchLimiter decides dispatch limits across every node (Redis).
 type dispatchLimiter interface {
-	AdmitDispatches(ctx context.Context, reqs []store.DispatchRequest) ([]store.DispatchAdmission, error)
-	AdmitDispatch(ctx context.Context, q store.DispatchRequest) (store.DispatchAdmission, error)
-	ReleaseDispatch(ctx context.Context, l store.DispatchLimit, taskID, token uuid.UUID) error
+	AdmitDispatches(ctx context.Context, reqs []model.DispatchRequest) ([]model.DispatchAdmission, error)
+	AdmitDispatch(ctx context.Context, q model.DispatchRequest) (model.DispatchAdmission, error)
+	ReleaseDispatch(ctx context.Context, l model.DispatchLimit, taskID, token uuid.UUID) error
 }
 
 // limitsReader reads tenants' dispatch limits (Postgres).
@@ -175,24 +174,24 @@ func hostKey(raw string) string {
 
 // flowLimitFor returns what limits c's send as a task of its flow key (the
 // limits the claim read with it); unlimited for a task without a key.
-func flowLimitFor(c *model.ClaimedTask) store.DispatchLimit {
+func flowLimitFor(c *model.ClaimedTask) model.DispatchLimit {
 	if !c.Flow.Limited() {
-		return store.DispatchLimit{}
+		return model.DispatchLimit{}
 	}
-	return store.DispatchLimit{TenantID: c.TenantID, Flow: c.Flow.Key, Rate: c.Flow.PerSecond(), Concurrency: c.Flow.Parallelism,
+	return model.DispatchLimit{TenantID: c.TenantID, Flow: c.Flow.Key, Rate: c.Flow.PerSecond(), Concurrency: c.Flow.Parallelism,
 		Period: c.Flow.Period}
 }
 
 // limitFor returns what limits c's send to its target: the tenant's limits
 // for the host of its URL.
-func (l *dispatchLimits) limitFor(c *model.ClaimedTask) store.DispatchLimit {
+func (l *dispatchLimits) limitFor(c *model.ClaimedTask) model.DispatchLimit {
 	limits := l.tenantLimits(c.TenantID)
 	if limits.DispatchRate == 0 && limits.DispatchConcurrency == 0 && len(limits.Targets) == 0 {
-		return store.DispatchLimit{}
+		return model.DispatchLimit{}
 	}
 	host := hostKey(c.URL)
 	rate, concurrency := limits.ForHost(host)
-	return store.DispatchLimit{TenantID: c.TenantID, Host: host, Rate: rate, Concurrency: concurrency}
+	return model.DispatchLimit{TenantID: c.TenantID, Host: host, Rate: rate, Concurrency: concurrency}
 }
 
 // skipping reports whether Redis failed a moment ago, counting the n
@@ -309,7 +308,7 @@ func (l *dispatchLimits) admit(c *model.ClaimedTask) (release func(), ok bool) {
 
 // queuedBehind reports whether claims wait for the concurrency slots of c's
 // target already, c not first among them: c must queue behind them.
-func (l *dispatchLimits) queuedBehind(c *model.ClaimedTask, target store.DispatchLimit) bool {
+func (l *dispatchLimits) queuedBehind(c *model.ClaimedTask, target model.DispatchLimit) bool {
 	if target.Concurrency <= 0 {
 		return false
 	}
@@ -322,7 +321,7 @@ func (l *dispatchLimits) queuedBehind(c *model.ClaimedTask, target store.Dispatc
 // admitUnder is admit under one limit: a target's (limit.Host) or a flow
 // key's (limit.Flow). slot is the rate slot c is sent on, zero when the
 // limit has no rate or c is not sent.
-func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLimit) (release func(), slot time.Time, ok bool) {
+func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit model.DispatchLimit) (release func(), slot time.Time, ok bool) {
 	noop := func() {}
 	now := l.cfg.Clock.Now()
 	// The slot it was given when claimed, if any: forgotten as c is sent or
@@ -334,7 +333,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 	l.mu.Unlock()
 	sentOn := time.Time{}
 	switch {
-	case limit.Rate > 0 && decided && now.Sub(decidedSlot) < store.DispatchGrace(limit.Rate):
+	case limit.Rate > 0 && decided && now.Sub(decidedSlot) < model.DispatchGrace(limit.Rate):
 		limit.Rate = 0 // the slot it was given when claimed still holds
 		sentOn = decidedSlot
 	case limit.Rate > 0:
@@ -388,7 +387,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
-	admission, err := l.cfg.Limiter.AdmitDispatch(ctx, store.DispatchRequest{
+	admission, err := l.cfg.Limiter.AdmitDispatch(ctx, model.DispatchRequest{
 		Limit: limit, TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, Lease: c.Timeout + l.cfg.LeaseMargin, At: now})
 	if err != nil {
 		l.failed(1, err)
@@ -398,7 +397,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 		return noop, time.Time{}, true
 	}
 	switch admission.Outcome {
-	case store.DispatchNow:
+	case model.DispatchNow:
 		if head {
 			// A slot was free; the next in line may find one too.
 			l.kickGate(key)
@@ -407,7 +406,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 			return noop, sentOn, true
 		}
 		return func() { l.release(key, limit, c) }, sentOn, true
-	case store.DispatchLater:
+	case model.DispatchLater:
 		if head {
 			l.kickGate(key)
 		}
@@ -418,7 +417,7 @@ func (l *dispatchLimits) admitUnder(c *model.ClaimedTask, limit store.DispatchLi
 			l.cfg.Defer([]*model.ClaimedTask{c}, func(int) time.Time { return back })
 		}
 		return nil, time.Time{}, false
-	default: // store.DispatchBusy
+	default: // model.DispatchBusy
 		park(head)
 		return nil, time.Time{}, false
 	}

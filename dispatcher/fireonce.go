@@ -8,12 +8,11 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // fireOnceStore takes fire-once claims in Redis.
 type fireOnceStore interface {
-	ClaimAttempts(ctx context.Context, claims []store.AttemptClaim) ([]bool, error)
+	ClaimAttempts(ctx context.Context, claims []model.AttemptClaim) ([]bool, error)
 }
 
 // fireOnceConfig configures newFireOnce. Every field is required unless it
@@ -50,9 +49,9 @@ func (f *fireOnce) claim(ctx context.Context, claims []*model.ClaimedTask) []*mo
 		// timeouts while it is away.
 		return claims
 	}
-	req := make([]store.AttemptClaim, len(claims))
+	req := make([]model.AttemptClaim, len(claims))
 	for i, c := range claims {
-		req[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: c.Timeout + 2*f.cfg.LeaseMargin}
+		req[i] = model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: c.Timeout + 2*f.cfg.LeaseMargin}
 	}
 	held, err := f.cfg.Redis.ClaimAttempts(ctx, req)
 	if err != nil {

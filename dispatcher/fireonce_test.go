@@ -13,7 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
@@ -66,7 +65,7 @@ func TestFireOnceOneSenderPerAttempt(t *testing.T) {
 // failingRedis fails every fire-once claim, counting the calls.
 type failingRedis struct{ calls atomic.Int32 }
 
-func (f *failingRedis) ClaimAttempts(context.Context, []store.AttemptClaim) ([]bool, error) {
+func (f *failingRedis) ClaimAttempts(context.Context, []model.AttemptClaim) ([]bool, error) {
 	f.calls.Add(1)
 	return nil, errors.New("connection refused")
 }

@@ -9,13 +9,12 @@ import (
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // answerStore is what the answer journal needs of Redis.
 type answerStore interface {
-	MarkAnswered(ctx context.Context, a store.AnsweredAttempt, ttl time.Duration) error
-	AnsweredAttempts(ctx context.Context, claims []store.AttemptClaim) ([]store.AnsweredAttempt, error)
+	MarkAnswered(ctx context.Context, a model.AnsweredAttempt, ttl time.Duration) error
+	AnsweredAttempts(ctx context.Context, claims []model.AttemptClaim) ([]model.AnsweredAttempt, error)
 }
 
 // answerJournalConfig configures newAnswerJournal. Every field is required
@@ -58,7 +57,7 @@ func newAnswerJournal(cfg answerJournalConfig) *answerJournal {
 const markTimeout = time.Second
 
 // mark writes a delivery's answer. It never fails the send.
-func (j *answerJournal) mark(a store.AnsweredAttempt) {
+func (j *answerJournal) mark(a model.AnsweredAttempt) {
 	if j == nil || j.down.Skipping() {
 		return
 	}
@@ -76,15 +75,15 @@ func (j *answerJournal) mark(a store.AnsweredAttempt) {
 // to these stale claims. Without the journal (or Redis) it returns none and
 // the claims are sent again. It asks Redis even while marks are skipped:
 // recoveries are rare, and the marks written before the skip are there.
-func (j *answerJournal) answered(ctx context.Context, claims []store.RecoveredClaim) []store.AttemptResult {
+func (j *answerJournal) answered(ctx context.Context, claims []model.RecoveredClaim) []model.AttemptResult {
 	if j == nil || len(claims) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*markTimeout)
 	defer cancel()
-	keys := make([]store.AttemptClaim, len(claims))
+	keys := make([]model.AttemptClaim, len(claims))
 	for i, c := range claims {
-		keys[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
+		keys[i] = model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
 	}
 	answers, err := j.cfg.Store.AnsweredAttempts(ctx, keys)
 	if err != nil {
@@ -94,10 +93,10 @@ func (j *answerJournal) answered(ctx context.Context, claims []store.RecoveredCl
 		}
 		return nil
 	}
-	results := make([]store.AttemptResult, len(answers))
+	results := make([]model.AttemptResult, len(answers))
 	for i, a := range answers {
 		status := a.StatusCode
-		results[i] = store.AttemptResult{
+		results[i] = model.AttemptResult{
 			Attempt: model.Attempt{
 				TaskID:     a.TaskID,
 				Attempt:    a.Attempt,

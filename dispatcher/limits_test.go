@@ -13,7 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/failopen"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
@@ -181,17 +180,17 @@ func TestLimitsUnlimited(t *testing.T) {
 // failingLimiter fails every decision, counting the calls.
 type failingLimiter struct{ calls atomic.Int32 }
 
-func (f *failingLimiter) AdmitDispatches(context.Context, []store.DispatchRequest) ([]store.DispatchAdmission, error) {
+func (f *failingLimiter) AdmitDispatches(context.Context, []model.DispatchRequest) ([]model.DispatchAdmission, error) {
 	f.calls.Add(1)
 	return nil, errors.New("connection refused")
 }
 
-func (f *failingLimiter) AdmitDispatch(context.Context, store.DispatchRequest) (store.DispatchAdmission, error) {
+func (f *failingLimiter) AdmitDispatch(context.Context, model.DispatchRequest) (model.DispatchAdmission, error) {
 	f.calls.Add(1)
-	return store.DispatchAdmission{}, errors.New("connection refused")
+	return model.DispatchAdmission{}, errors.New("connection refused")
 }
 
-func (f *failingLimiter) ReleaseDispatch(context.Context, store.DispatchLimit, uuid.UUID, uuid.UUID) error {
+func (f *failingLimiter) ReleaseDispatch(context.Context, model.DispatchLimit, uuid.UUID, uuid.UUID) error {
 	return errors.New("connection refused")
 }
 

@@ -8,12 +8,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // listenerStore is what the listener needs of Postgres.
 type listenerStore interface {
-	Listen(ctx context.Context, ready func(), l store.Listeners) error
+	Listen(ctx context.Context, ready func(), l model.Listeners) error
 }
 
 // listenerConfig configures newListener. Every field is required.
@@ -27,7 +27,7 @@ type listenerConfig struct {
 	Due func(id uuid.UUID, at time.Time)
 	// Membership is told of each membership change, this node's own
 	// included.
-	Membership func(store.MembershipChange)
+	Membership func(model.MembershipChange)
 	// Listening is called each time the listener starts listening again:
 	// whatever was announced while it was not is lost.
 	Listening func()
@@ -45,8 +45,8 @@ func newListener(cfg listenerConfig) *listener { return &listener{cfg: cfg} }
 // Run listens until ctx ends, reconnecting with a backoff.
 func (l *listener) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
-	handlers := store.Listeners{
-		Due:        func(t store.DueTask) { l.cfg.Due(t.ID, t.At) },
+	handlers := model.Listeners{
+		Due:        func(t model.DueTask) { l.cfg.Due(t.ID, t.At) },
 		Membership: l.cfg.Membership,
 	}
 	for ctx.Err() == nil {

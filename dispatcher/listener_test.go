@@ -10,7 +10,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
@@ -24,12 +23,12 @@ func TestListener(t *testing.T) {
 	tenant := createTenant(t, db, model.Limits{})
 	fake := clock.NewFake(time.Now())
 	announced := make(chan dueAt, 16)
-	changes := make(chan store.MembershipChange, 16)
+	changes := make(chan model.MembershipChange, 16)
 	listening := make(chan struct{}, 1)
 	l := newListener(listenerConfig{
 		Store: db, Clock: fake, Logger: quietLogger(), Metrics: testMetrics(t),
 		Due:        func(id uuid.UUID, at time.Time) { announced <- dueAt{id, at} },
-		Membership: func(c store.MembershipChange) { changes <- c },
+		Membership: func(c model.MembershipChange) { changes <- c },
 		Listening:  func() { listening <- struct{}{} },
 	})
 	runCtx, cancel := context.WithCancel(ctx)
@@ -52,7 +51,7 @@ func TestListener(t *testing.T) {
 	node := uuid.New()
 	_, err = db.Heartbeat(ctx, node, "other", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, store.MembershipChange{Node: node, Event: store.MembershipJoined}, receive(t, changes))
+	require.Equal(t, model.MembershipChange{Node: node, Event: model.MembershipJoined}, receive(t, changes))
 	require.NoError(t, db.LeaveNode(ctx, node))
-	require.Equal(t, store.MembershipChange{Node: node, Event: store.MembershipLeft}, receive(t, changes))
+	require.Equal(t, model.MembershipChange{Node: node, Event: model.MembershipLeft}, receive(t, changes))
 }

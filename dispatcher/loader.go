@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // loadPage bounds the rows of one statement that hands tasks back or lists
@@ -28,8 +28,8 @@ const (
 
 // loaderStore is what the loader needs of Postgres.
 type loaderStore interface {
-	ListDue(ctx context.Context, partitions []int16, after store.DueCursor, until time.Time, limit int) ([]store.DueTask, error)
-	ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]store.DueTask, error)
+	ListDue(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int) ([]model.DueTask, error)
+	ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]model.DueTask, error)
 }
 
 // loadedWindow is the end of the window the loader has loaded or is
@@ -139,7 +139,7 @@ func (l *loader) askRescan() {
 // (Schedule, or NOTIFY through the listener).
 func (l *loader) runLoader(ctx context.Context) {
 	// Start from the beginning of time: whatever is overdue fires at once.
-	var cursor store.DueCursor
+	var cursor model.DueCursor
 	ticker := l.cfg.Clock.NewTimer(0)
 	defer ticker.Stop()
 	for {
@@ -147,7 +147,7 @@ func (l *loader) runLoader(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.rescan:
-			cursor = store.DueCursor{}
+			cursor = model.DueCursor{}
 		case gained := <-l.gained:
 			l.catchUp(ctx, gained)
 			continue
@@ -185,7 +185,7 @@ func (l *loader) catchUp(ctx context.Context, partitions []int16) {
 			break
 		}
 	}
-	var cursor store.DueCursor
+	var cursor model.DueCursor
 	for {
 		due, err := l.cfg.Store.ListDue(ctx, partitions, cursor, until, duePage)
 		if err != nil {
@@ -204,13 +204,13 @@ func (l *loader) catchUp(ctx context.Context, partitions []int16) {
 			return
 		}
 		last := due[len(due)-1]
-		cursor = store.DueCursor{At: last.At, ID: last.ID}
+		cursor = model.DueCursor{At: last.At, ID: last.ID}
 	}
 }
 
 // load reads the tasks due after cursor and up to now+Lookahead into the
 // wheel and returns the cursor to continue from.
-func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCursor, bool) {
+func (l *loader) load(ctx context.Context, cursor model.DueCursor) (model.DueCursor, bool) {
 	until := l.cfg.Clock.Now().Add(l.cfg.Lookahead)
 	// Widen the window before reading it: a task announced from now on with
 	// a due time inside it goes to the wheel directly, so none can fall
@@ -236,11 +236,11 @@ func (l *loader) load(ctx context.Context, cursor store.DueCursor) (store.DueCur
 			break
 		}
 		last := due[len(due)-1]
-		cursor = store.DueCursor{At: last.At, ID: last.ID}
+		cursor = model.DueCursor{At: last.At, ID: last.ID}
 	}
 	l.cfg.Metrics.loaded.Add(float64(loaded))
 	l.cfg.Metrics.loadDuration.Observe(l.cfg.Clock.Now().Sub(started).Seconds())
-	return store.DueCursor{At: until, ID: uuid.Max}, true
+	return model.DueCursor{At: until, ID: uuid.Max}, true
 }
 
 // runSweeper gathers what slipped past the wheel: tasks overdue yet in no
@@ -253,7 +253,7 @@ func (l *loader) runSweeper(ctx context.Context) {
 func (l *loader) sweep(ctx context.Context) {
 	// Overdue by more than a sweep interval and yet neither in the wheel nor
 	// in flight: nobody else will send it.
-	overdue, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), store.DueCursor{}, l.cfg.Clock.Now().Add(-l.cfg.SweepInterval), loadPage)
+	overdue, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), model.DueCursor{}, l.cfg.Clock.Now().Add(-l.cfg.SweepInterval), loadPage)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.cfg.Metrics.storeErrors.WithLabelValues("sweep").Inc()

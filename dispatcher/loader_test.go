@@ -75,7 +75,7 @@ func TestLoaderLoadsTheWindow(t *testing.T) {
 	ctx := context.Background()
 	overdue, soon, later := b.task(t, -time.Minute), b.task(t, 10*time.Second), b.task(t, 80*time.Second)
 
-	cursor, ok := b.loader.load(ctx, store.DueCursor{})
+	cursor, ok := b.loader.load(ctx, model.DueCursor{})
 	require.True(t, ok)
 	armed := b.armedIDs()
 	require.Len(t, armed, 2)
@@ -94,7 +94,7 @@ func TestLoaderLoadsTheWindow(t *testing.T) {
 	require.Contains(t, armed, later.ID)
 
 	// A rescan reads the whole window again.
-	_, ok = b.loader.load(ctx, store.DueCursor{})
+	_, ok = b.loader.load(ctx, model.DueCursor{})
 	require.True(t, ok)
 	armed = b.armedIDs()
 	require.Len(t, armed, 4)
@@ -111,7 +111,7 @@ func TestLoaderTakesOverPartitions(t *testing.T) {
 	b.partitions = nil // owns nothing yet
 	ctx := context.Background()
 	overdue, soon, beyond := b.task(t, -time.Hour), b.task(t, 10*time.Second), b.task(t, time.Minute)
-	_, ok := b.loader.load(ctx, store.DueCursor{})
+	_, ok := b.loader.load(ctx, model.DueCursor{})
 	require.True(t, ok)
 	require.Empty(t, b.armedIDs())
 

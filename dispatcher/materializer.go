@@ -10,7 +10,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 const (
@@ -32,7 +31,7 @@ const (
 
 // materializerStore is what the materializer needs of Postgres.
 type materializerStore interface {
-	MaterializeSchedules(ctx context.Context, p store.MaterializeParams, plan func(*model.Schedule) store.Plan) (store.Materialized, error)
+	MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.Plan) (model.Materialized, error)
 }
 
 // materializerConfig configures newMaterializer. Every field is required.
@@ -92,12 +91,12 @@ func (m *materializer) pass(ctx context.Context) int {
 	now := m.cfg.Clock.Now()
 	horizon := now.Add(m.cfg.Lookahead)
 	planned := 0
-	done, err := m.cfg.Store.MaterializeSchedules(ctx, store.MaterializeParams{
+	done, err := m.cfg.Store.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions:  owned,
 		Until:       horizon,
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
-	}, func(s *model.Schedule) store.Plan {
+	}, func(s *model.Schedule) model.Plan {
 		planned++
 		return m.plan(s, now, horizon)
 	})
@@ -128,13 +127,13 @@ func (m *materializer) pass(ctx context.Context) int {
 // missed occurrences collapse into one task for the most recent of them,
 // sent at once, and the schedule goes on from its next occurrence: a
 // schedule back from downtime fires once, not once per missed tick.
-func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) store.Plan {
+func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) model.Plan {
 	sch, err := schedule.Parse(s.Cron, s.Timezone, s.CreatedAt)
 	if err != nil {
 		m.cfg.Logger.Error("cannot read a schedule; trying again later", "schedule", s.ID, "cron", s.Cron,
 			"timezone", s.Timezone, "err", err, "retry_in", retryUnreadable)
 		retry := now.Add(retryUnreadable)
-		return store.Plan{Next: &retry}
+		return model.Plan{Next: &retry}
 	}
 	next := *s.NextRunAt
 	var occurrences []time.Time
@@ -153,7 +152,7 @@ func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) store.Pla
 		occurrences = append(occurrences, next)
 		next = sch.Next(next)
 	}
-	p := store.Plan{Occurrences: occurrences}
+	p := model.Plan{Occurrences: occurrences}
 	if !next.IsZero() {
 		p.Next = &next
 	}

@@ -11,22 +11,21 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // membershipStore is what ownership needs of Postgres.
 type membershipStore interface {
-	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error)
-	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
-	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]store.RecoveredClaim, error)
+	Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (model.Membership, error)
+	StaleClaims(ctx context.Context, partitions []int16, limit int) ([]model.RecoveredClaim, error)
+	RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]model.RecoveredClaim, error)
 	SucceedDeadNamesakes(ctx context.Context, nodeID uuid.UUID, name string) ([]uuid.UUID, error)
-	RecordAttempts(ctx context.Context, results []store.AttemptResult) ([]error, error)
+	RecordAttempts(ctx context.Context, results []model.AttemptResult) ([]error, error)
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 }
 
 // fireOnceReleaser frees Redis fire-once claims.
 type fireOnceReleaser interface {
-	ReleaseAttempts(ctx context.Context, claims []store.AttemptClaim) error
+	ReleaseAttempts(ctx context.Context, claims []model.AttemptClaim) error
 }
 
 // ownershipConfig configures newOwnership. Every field is required unless
@@ -155,7 +154,7 @@ func newOwnership(cfg ownershipConfig) *ownership {
 // node's join, release or leave changes what this node may hold, so it
 // heartbeats at once rather than at its timer; its own changes tell it
 // nothing new.
-func (o *ownership) heard(c store.MembershipChange) {
+func (o *ownership) heard(c model.MembershipChange) {
 	if c.Node == o.cfg.NodeID {
 		return
 	}
@@ -420,7 +419,7 @@ func (o *ownership) recoverClaims(ctx context.Context) (done bool) {
 // so that they are not sent again, and returns how many it recorded. The
 // claim token fences each write: a claim its owner recorded meanwhile, or
 // that another recovery took, is left as it is.
-func (o *ownership) recordAnswered(ctx context.Context, stale []store.RecoveredClaim) int {
+func (o *ownership) recordAnswered(ctx context.Context, stale []model.RecoveredClaim) int {
 	results := o.cfg.Journal.answered(ctx, stale)
 	if len(results) == 0 {
 		return 0
@@ -448,13 +447,13 @@ func (o *ownership) recordAnswered(ctx context.Context, stale []store.RecoveredC
 
 // releaseFireOnce frees the Redis fire-once claims of claims whose owner is
 // gone (a no-op for any key another sender has since taken).
-func (o *ownership) releaseFireOnce(ctx context.Context, claims []store.RecoveredClaim) {
+func (o *ownership) releaseFireOnce(ctx context.Context, claims []model.RecoveredClaim) {
 	if o.cfg.FireOnce == nil || len(claims) == 0 {
 		return
 	}
-	release := make([]store.AttemptClaim, len(claims))
+	release := make([]model.AttemptClaim, len(claims))
 	for i, c := range claims {
-		release[i] = store.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
+		release[i] = model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.Token}
 	}
 	if err := o.cfg.FireOnce.ReleaseAttempts(ctx, release); err != nil {
 		o.cfg.Metrics.redisErrors.Inc()

@@ -36,15 +36,15 @@ func TestOwnership(t *testing.T) {
 		case task.ID:
 			dead = c
 		case answered.ID:
-			require.NoError(t, redis.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
+			require.NoError(t, redis.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
 				StatusCode: 204, StartedAt: time.Now().Add(-time.Second), Duration: 3 * time.Millisecond}, time.Minute))
 		case otherToken.ID:
-			require.NoError(t, redis.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: uuid.New(),
+			require.NoError(t, redis.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: uuid.New(),
 				StatusCode: 200, StartedAt: time.Now()}, time.Minute))
 		}
 	}
-	key := store.AttemptClaim{TaskID: dead.ID, Attempt: dead.Attempt, Token: dead.ClaimToken, TTL: time.Minute}
-	held, err := redis.ClaimAttempts(ctx, []store.AttemptClaim{key})
+	key := model.AttemptClaim{TaskID: dead.ID, Attempt: dead.Attempt, Token: dead.ClaimToken, TTL: time.Minute}
+	held, err := redis.ClaimAttempts(ctx, []model.AttemptClaim{key})
 	require.NoError(t, err)
 	require.True(t, held[0])
 
@@ -90,7 +90,7 @@ func TestOwnership(t *testing.T) {
 	require.Equal(t, "success", attempts[0].Outcome)
 	require.Empty(t, scheduled, "the answered claim is not sent again")
 	key.Token = uuid.New()
-	held, err = redis.ClaimAttempts(ctx, []store.AttemptClaim{key})
+	held, err = redis.ClaimAttempts(ctx, []model.AttemptClaim{key})
 	require.NoError(t, err)
 	require.True(t, held[0], "the dead node's fire-once key is gone")
 }
@@ -202,12 +202,12 @@ func TestOwnershipHeard(t *testing.T) {
 	t.Parallel()
 	self := uuid.New()
 	o := newOwnership(ownershipConfig{NodeID: self})
-	for _, e := range []store.MembershipEvent{store.MembershipJoined, store.MembershipReleased, store.MembershipLeft} {
-		o.heard(store.MembershipChange{Node: self, Event: e})
+	for _, e := range []model.MembershipEvent{model.MembershipJoined, model.MembershipReleased, model.MembershipLeft} {
+		o.heard(model.MembershipChange{Node: self, Event: e})
 	}
 	require.Empty(t, o.nudged, "its own changes")
 	for range 3 {
-		o.heard(store.MembershipChange{Node: uuid.New(), Event: store.MembershipReleased})
+		o.heard(model.MembershipChange{Node: uuid.New(), Event: model.MembershipReleased})
 	}
 	require.Len(t, o.nudged, 1, "a burst of changes of others")
 }
@@ -221,12 +221,12 @@ type gatedHeartbeats struct {
 	proceed chan struct{}
 }
 
-func (g *gatedHeartbeats) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (store.Membership, error) {
+func (g *gatedHeartbeats) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (model.Membership, error) {
 	g.began <- g.clock.Now()
 	select {
 	case <-g.proceed:
 	case <-ctx.Done():
-		return store.Membership{}, ctx.Err()
+		return model.Membership{}, ctx.Err()
 	}
 	return g.DB.Heartbeat(ctx, nodeID, name, ttl)
 }
@@ -251,7 +251,7 @@ func TestOwnershipNudge(t *testing.T) {
 
 	first := receive(t, g.began)
 	for range 3 {
-		o.heard(store.MembershipChange{Node: uuid.New(), Event: store.MembershipReleased})
+		o.heard(model.MembershipChange{Node: uuid.New(), Event: model.MembershipReleased})
 	}
 	g.proceed <- struct{}{}
 

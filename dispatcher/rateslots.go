@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 const (
@@ -46,10 +45,10 @@ func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.C
 
 // decideRates is rateLimitClaims under one kind of limit: each claim's
 // limit by limitOf, its rate only (concurrency is decided when sending).
-func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*model.ClaimedTask) store.DispatchLimit) []*model.ClaimedTask {
+func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*model.ClaimedTask) model.DispatchLimit) []*model.ClaimedTask {
 	type pending struct {
 		c     *model.ClaimedTask
-		limit store.DispatchLimit
+		limit model.DispatchLimit
 		meant time.Time
 	}
 	now := l.cfg.Clock.Now()
@@ -86,9 +85,9 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 		}
 		return bytes.Compare(a.c.ID[:], b.c.ID[:])
 	})
-	reqs := make([]store.DispatchRequest, len(limited))
+	reqs := make([]model.DispatchRequest, len(limited))
 	for i, p := range limited {
-		reqs[i] = store.DispatchRequest{Limit: p.limit, TaskID: p.c.ID, Attempt: p.c.Attempt, Token: p.c.ClaimToken, At: p.meant}
+		reqs[i] = model.DispatchRequest{Limit: p.limit, TaskID: p.c.ID, Attempt: p.c.Attempt, Token: p.c.ClaimToken, At: p.meant}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limitsTimeout)
 	defer cancel()
@@ -107,7 +106,7 @@ func (l *dispatchLimits) decideRates(claims []*model.ClaimedTask, limitOf func(*
 		a := admissions[i]
 		key := slotKey{p.c.ID, p.limit.Flow != ""}
 		switch {
-		case a.Outcome != store.DispatchLater:
+		case a.Outcome != model.DispatchLater:
 			l.slots[key] = p.meant
 			keep = append(keep, p.c)
 			continue
@@ -141,7 +140,7 @@ const flowDeferAhead = time.Minute
 
 // deferUntil is when a claim whose slot under limit is at goes back to the
 // queue for: at, but no further than flowDeferAhead for a flow key.
-func deferUntil(limit store.DispatchLimit, now, at time.Time) time.Time {
+func deferUntil(limit model.DispatchLimit, now, at time.Time) time.Time {
 	if limit.Flow != "" && at.Sub(now) > flowDeferAhead {
 		return now.Add(flowDeferAhead)
 	}

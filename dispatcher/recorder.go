@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // recordStore is what the recorder needs of Postgres.
 type recordStore interface {
-	RecordAttempts(ctx context.Context, results []store.AttemptResult) ([]error, error)
-	RecordAttempt(ctx context.Context, r store.AttemptResult) error
+	RecordAttempts(ctx context.Context, results []model.AttemptResult) ([]error, error)
+	RecordAttempt(ctx context.Context, r model.AttemptResult) error
 }
 
 // recorderConfig configures newRecorder. Every field is required.
@@ -48,7 +48,7 @@ func newRecorder(cfg recorderConfig) *recorder {
 // recordRequest is one attempt waiting to be written, and what to do once
 // it is durable (err nil) or known lost.
 type recordRequest struct {
-	result store.AttemptResult
+	result model.AttemptResult
 	then   func(err error)
 }
 
@@ -58,7 +58,7 @@ type recordRequest struct {
 // commits, which otherwise held every send slot for a commit's time on top
 // of the request's. Attempts sent and not yet written are bounded all the
 // same, by the claim budget, since a task's budget returns only in then.
-func (rec *recorder) record(r store.AttemptResult, then func(err error)) {
+func (rec *recorder) record(r model.AttemptResult, then func(err error)) {
 	rec.records <- recordRequest{result: r, then: then}
 }
 
@@ -100,7 +100,7 @@ func (rec *recorder) Run() {
 // bad row cannot sink the others.
 func (rec *recorder) flush(batch []recordRequest) {
 	rec.cfg.Metrics.recordBatch.Observe(float64(len(batch)))
-	results := make([]store.AttemptResult, len(batch))
+	results := make([]model.AttemptResult, len(batch))
 	for i, r := range batch {
 		results[i] = r.result
 	}
@@ -129,7 +129,7 @@ func (rec *recorder) flush(batch []recordRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := rec.cfg.Store.RecordAttempt(ctx, r.result)
 		cancel()
-		if err != nil && !errors.Is(err, store.ErrClaimLost) {
+		if err != nil && !errors.Is(err, model.ErrClaimLost) {
 			rec.cfg.Metrics.storeErrors.WithLabelValues("record").Inc()
 		}
 		r.then(err)

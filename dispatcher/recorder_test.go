@@ -51,9 +51,9 @@ func setupRecorder(t *testing.T, cfg recorderConfig) *recorderBundle {
 }
 
 // result is the outcome of one attempt of a claim.
-func result(c *model.ClaimedTask, status model.TaskStatus, code int, next *time.Time) store.AttemptResult {
+func result(c *model.ClaimedTask, status model.TaskStatus, code int, next *time.Time) model.AttemptResult {
 	body := "ok"
-	return store.AttemptResult{
+	return model.AttemptResult{
 		Attempt: model.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond,
 			StatusCode: &code, Outcome: "success", ResponseBody: &body},
 		ClaimToken: c.ClaimToken, Status: status, NextAttemptAt: next,
@@ -61,7 +61,7 @@ func result(c *model.ClaimedTask, status model.TaskStatus, code int, next *time.
 }
 
 // recordAndWait records r and returns what the recorder reported.
-func (b *recorderBundle) recordAndWait(t *testing.T, r store.AttemptResult) error {
+func (b *recorderBundle) recordAndWait(t *testing.T, r model.AttemptResult) error {
 	t.Helper()
 	done := make(chan error, 1)
 	b.recorder.record(r, func(err error) { done <- err })
@@ -115,7 +115,7 @@ func TestRecorderClaimLost(t *testing.T) {
 	c := claimNow(t, b.db, task.ID)[0]
 	c.ClaimToken = uuid.New() // not the token Postgres holds
 
-	require.ErrorIs(t, b.recordAndWait(t, result(c, model.StatusDelivered, 200, nil)), store.ErrClaimLost)
+	require.ErrorIs(t, b.recordAndWait(t, result(c, model.StatusDelivered, 200, nil)), model.ErrClaimLost)
 	require.Equal(t, model.StatusDispatching, taskOf(t, b.db, b.tenant, task.ID).Status)
 }
 
@@ -160,7 +160,7 @@ type failingBatches struct {
 	batches atomic.Int32
 }
 
-func (f *failingBatches) RecordAttempts(context.Context, []store.AttemptResult) ([]error, error) {
+func (f *failingBatches) RecordAttempts(context.Context, []model.AttemptResult) ([]error, error) {
 	f.batches.Add(1)
 	return nil, errors.New("statement failed")
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
-	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/internal/model"
 )
 
 // The kinds of rows hookwheel_retention_purged_total counts.
@@ -22,7 +22,7 @@ const (
 
 // purgerStore is what the purger needs of Postgres.
 type purgerStore interface {
-	PurgeFinished(ctx context.Context, p store.PurgeParams) (store.PurgeResult, error)
+	PurgeFinished(ctx context.Context, p model.PurgeParams) (model.PurgeResult, error)
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
 	PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error)
 	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
@@ -110,7 +110,7 @@ func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 // purgeTasks deletes one batch of finished tasks; it says whether it was
 // full.
 func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
-	r, err := p.cfg.Store.PurgeFinished(ctx, store.PurgeParams{
+	r, err := p.cfg.Store.PurgeFinished(ctx, model.PurgeParams{
 		Now: now, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch, IdempotencyWindow: p.cfg.IdempotencyWindow,
 	})
 	if err != nil {

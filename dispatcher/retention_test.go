@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
@@ -38,7 +37,7 @@ func TestPurger(t *testing.T) {
 		insertTask(t, db, tenant, target, start).ID,
 	)
 	later := start.Add(24 * time.Hour)
-	outcomes := []store.AttemptResult{
+	outcomes := []model.AttemptResult{
 		result(claims[0], model.StatusDelivered, 200, nil),
 		result(claims[1], model.StatusDead, 410, nil),
 		result(claims[2], model.StatusDelivered, 204, nil),
@@ -120,7 +119,7 @@ func TestPurgerAuditRetention(t *testing.T) {
 		require.NoError(t, err)
 	}
 	claims := claimNow(t, db, insertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
-	_, err := db.RecordAttempts(ctx, []store.AttemptResult{result(claims[0], model.StatusDelivered, 200, nil)})
+	_, err := db.RecordAttempts(ctx, []model.AttemptResult{result(claims[0], model.StatusDelivered, 200, nil)})
 	require.NoError(t, err)
 	entries := func() int {
 		got, err := db.ListAudit(ctx, model.AuditFilter{Limit: 100})

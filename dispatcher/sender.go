@@ -13,7 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/signing"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // limitsGate decides, at the instant of sending, whether the tenant's
@@ -55,7 +54,7 @@ type senderConfig struct {
 	// Journal keeps each delivery's answer until it is recorded (nil: none).
 	Journal *answerJournal
 	// Record hands a finished attempt to the recorders.
-	Record func(r store.AttemptResult, then func(err error))
+	Record func(r model.AttemptResult, then func(err error))
 	// Stats counts a finished attempt in its tenant's statistics: the
 	// status it leaves the task in, and how late it started.
 	Stats func(tenant uuid.UUID, started time.Time, status model.TaskStatus, lateness time.Duration)

@@ -20,7 +20,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/signing"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // openLimits lets every send through, as a tenant without dispatch limits.
@@ -57,7 +56,7 @@ type senderBundle struct {
 	inflight, maxInflight atomic.Int32
 
 	claimed   chan *model.ClaimedTask
-	records   chan store.AttemptResult
+	records   chan model.AttemptResult
 	settled   chan uuid.UUID
 	scheduled chan dueAt
 	deferred  chan dueAt
@@ -121,7 +120,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	b := &senderBundle{
 		tenant: uuid.New(), clock: clock.NewFake(time.Now()), metrics: testMetrics(t),
 		requests: make(chan received, 16), claimed: make(chan *model.ClaimedTask, 16),
-		records: make(chan store.AttemptResult, 16), settled: make(chan uuid.UUID, 16),
+		records: make(chan model.AttemptResult, 16), settled: make(chan uuid.UUID, 16),
 		scheduled: make(chan dueAt, 16), deferred: make(chan dueAt, 16),
 	}
 	b.status.Store(http.StatusOK)
@@ -194,7 +193,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
 		Transports: b.transports, Bodies: testBodies{}, Secrets: secrets, Keyring: keys,
 		Signer: signing.NewSigner(signing.SignerConfig{}), Journal: journal,
-		Record: func(r store.AttemptResult, then func(error)) {
+		Record: func(r model.AttemptResult, then func(error)) {
 			b.records <- r
 			then(nil)
 		},

@@ -10,12 +10,11 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // statsStore is what the stats recorder needs of Postgres.
 type statsStore interface {
-	AddTaskStats(ctx context.Context, rows []store.TenantMinuteStats) error
+	AddTaskStats(ctx context.Context, rows []model.TenantMinuteStats) error
 	PurgeTaskStats(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
@@ -131,10 +130,10 @@ func (r *statsRecorder) flush(ctx context.Context) {
 	r.pending = make(map[statsKey]*model.MinuteStats, len(taken))
 	r.mu.Unlock()
 
-	rows := make([]store.TenantMinuteStats, 0, len(taken))
+	rows := make([]model.TenantMinuteStats, 0, len(taken))
 	for k, m := range taken {
 		m.Start = time.Unix(k.minute*60, 0).UTC()
-		rows = append(rows, store.TenantMinuteStats{TenantID: k.tenant, MinuteStats: *m})
+		rows = append(rows, model.TenantMinuteStats{TenantID: k.tenant, MinuteStats: *m})
 	}
 	wctx, cancel := context.WithTimeout(ctx, statsWriteTimeout)
 	err := r.cfg.Store.AddTaskStats(wctx, rows)

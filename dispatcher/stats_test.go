@@ -33,7 +33,7 @@ type failingStats struct {
 	writes atomic.Int32
 }
 
-func (f *failingStats) AddTaskStats(ctx context.Context, rows []store.TenantMinuteStats) error {
+func (f *failingStats) AddTaskStats(ctx context.Context, rows []model.TenantMinuteStats) error {
 	f.writes.Add(1)
 	if f.fail.Add(-1) >= 0 {
 		return errors.New("postgres is away")
@@ -185,13 +185,13 @@ func TestStatsRecorderPurges(t *testing.T) {
 	acme := uuid.New()
 	now := b.clock.Now().Truncate(time.Minute)
 	old, kept := now.Add(-statsKeep-time.Minute), now.Add(-statsKeep+2*time.Minute)
-	row := func(at time.Time) store.TenantMinuteStats {
-		r := store.TenantMinuteStats{TenantID: acme}
+	row := func(at time.Time) model.TenantMinuteStats {
+		r := model.TenantMinuteStats{TenantID: acme}
 		r.Start = at
 		r.Add(model.StatusDelivered, 0)
 		return r
 	}
-	require.NoError(t, b.db.AddTaskStats(context.Background(), []store.TenantMinuteStats{row(old), row(kept)}))
+	require.NoError(t, b.db.AddTaskStats(context.Background(), []model.TenantMinuteStats{row(old), row(kept)}))
 	b.run(t)
 
 	b.tick(t, 1)

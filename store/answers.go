@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,44 +34,34 @@ func (r *Redis) answerKey(taskID uuid.UUID, attempt int) string {
 	return r.prefix + "{" + taskID.String() + "}:answered:" + strconv.Itoa(attempt)
 }
 
-// AnsweredAttempt is a send its receiver acknowledged with a 2xx.
-type AnsweredAttempt struct {
-	TaskID     uuid.UUID
-	Attempt    int
-	Token      uuid.UUID
-	StatusCode int
-	StartedAt  time.Time
-	Duration   time.Duration
-}
-
-// encode writes the mark's value: "<token> <status> <started, unix µs>
+// encodeAnswer writes the mark's value: "<token> <status> <started, unix µs>
 // <duration, µs>".
-func (a AnsweredAttempt) encode() string {
+func encodeAnswer(a model.AnsweredAttempt) string {
 	return fmt.Sprintf("%s %d %d %d", a.Token, a.StatusCode, a.StartedAt.UnixMicro(), a.Duration.Microseconds())
 }
 
-func decodeAnswer(taskID uuid.UUID, attempt int, v string) (AnsweredAttempt, error) {
+func decodeAnswer(taskID uuid.UUID, attempt int, v string) (model.AnsweredAttempt, error) {
 	fields := strings.Fields(v)
 	if len(fields) != 4 {
-		return AnsweredAttempt{}, fmt.Errorf("want 4 fields, got %q", v)
+		return model.AnsweredAttempt{}, fmt.Errorf("want 4 fields, got %q", v)
 	}
 	token, err := uuid.Parse(fields[0])
 	if err != nil {
-		return AnsweredAttempt{}, fmt.Errorf("token: %w", err)
+		return model.AnsweredAttempt{}, fmt.Errorf("token: %w", err)
 	}
 	var n [3]int64
 	for i, f := range fields[1:] {
 		if n[i], err = strconv.ParseInt(f, 10, 64); err != nil {
-			return AnsweredAttempt{}, fmt.Errorf("field %d of %q: %w", i+2, v, err)
+			return model.AnsweredAttempt{}, fmt.Errorf("field %d of %q: %w", i+2, v, err)
 		}
 	}
-	return AnsweredAttempt{TaskID: taskID, Attempt: attempt, Token: token, StatusCode: int(n[0]),
+	return model.AnsweredAttempt{TaskID: taskID, Attempt: attempt, Token: token, StatusCode: int(n[0]),
 		StartedAt: time.UnixMicro(n[1]).UTC(), Duration: time.Duration(n[2]) * time.Microsecond}, nil
 }
 
 // MarkAnswered writes a delivery's answer to the journal for ttl.
-func (r *Redis) MarkAnswered(ctx context.Context, a AnsweredAttempt, ttl time.Duration) error {
-	if err := r.client.Set(ctx, r.answerKey(a.TaskID, a.Attempt), a.encode(), ttl).Err(); err != nil {
+func (r *Redis) MarkAnswered(ctx context.Context, a model.AnsweredAttempt, ttl time.Duration) error {
+	if err := r.client.Set(ctx, r.answerKey(a.TaskID, a.Attempt), encodeAnswer(a), ttl).Err(); err != nil {
 		return fmt.Errorf("mark attempt %d of task %s answered: %w", a.Attempt, a.TaskID, err)
 	}
 	return nil
@@ -79,7 +70,7 @@ func (r *Redis) MarkAnswered(ctx context.Context, a AnsweredAttempt, ttl time.Du
 // AnsweredAttempts returns, in one round trip, the answers the journal
 // holds for these claims: one for each claim whose receiver acknowledged
 // the attempt sent under that claim's token, in the claims' order.
-func (r *Redis) AnsweredAttempts(ctx context.Context, claims []AttemptClaim) ([]AnsweredAttempt, error) {
+func (r *Redis) AnsweredAttempts(ctx context.Context, claims []model.AttemptClaim) ([]model.AnsweredAttempt, error) {
 	cmds := make([]*redis.StringCmd, len(claims))
 	_, err := r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range claims {
@@ -90,7 +81,7 @@ func (r *Redis) AnsweredAttempts(ctx context.Context, claims []AttemptClaim) ([]
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("read the answers of %d claims: %w", len(claims), err)
 	}
-	var answered []AnsweredAttempt
+	var answered []model.AnsweredAttempt
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // TestAnswerJournal: an answer marked under a claim's token is read back
@@ -22,24 +21,24 @@ func TestAnswerJournal(t *testing.T) {
 	task, other := uuid.New(), uuid.New()
 	token, reclaimed := uuid.New(), uuid.New()
 	started := time.Date(2026, 11, 28, 9, 0, 0, 123456000, time.UTC)
-	answer := store.AnsweredAttempt{TaskID: task, Attempt: 2, Token: token, StatusCode: 204,
+	answer := model.AnsweredAttempt{TaskID: task, Attempt: 2, Token: token, StatusCode: 204,
 		StartedAt: started, Duration: 1234567 * time.Microsecond}
 
 	held, err := r.ClaimAttempt(ctx, task, 2, token, time.Minute)
 	require.NoError(t, err)
 	require.True(t, held)
 	require.NoError(t, r.MarkAnswered(ctx, answer, time.Minute))
-	require.NoError(t, r.MarkAnswered(ctx, store.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
+	require.NoError(t, r.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
 		StatusCode: 200, StartedAt: started}, 50*time.Millisecond))
 
-	got, err := r.AnsweredAttempts(ctx, []store.AttemptClaim{
+	got, err := r.AnsweredAttempts(ctx, []model.AttemptClaim{
 		{TaskID: task, Attempt: 1, Token: token},     // another attempt
 		{TaskID: task, Attempt: 2, Token: reclaimed}, // claimed again since
 		{TaskID: uuid.New(), Attempt: 1, Token: token},
 		{TaskID: task, Attempt: 2, Token: token},
 	})
 	require.NoError(t, err)
-	require.Equal(t, []store.AnsweredAttempt{answer}, got)
+	require.Equal(t, []model.AnsweredAttempt{answer}, got)
 
 	held, err = r.ClaimAttempt(ctx, task, 2, reclaimed, time.Minute)
 	require.NoError(t, err)
@@ -48,7 +47,7 @@ func TestAnswerJournal(t *testing.T) {
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got, err = r.AnsweredAttempts(ctx, []store.AttemptClaim{{TaskID: other, Attempt: 1, Token: token}})
+		got, err = r.AnsweredAttempts(ctx, []model.AttemptClaim{{TaskID: other, Attempt: 1, Token: token}})
 		require.NoError(t, err)
 		if len(got) == 0 {
 			break

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -14,23 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// AttemptResult is what became of one claimed attempt.
-type AttemptResult struct {
-	model.Attempt
-	ClaimToken uuid.UUID
-	// Status is the task's status after the attempt: delivered, retrying or dead.
-	Status model.TaskStatus
-	// NextAttemptAt is set when Status is retrying.
-	NextAttemptAt *time.Time
-	// Callback, when set, is the callback task the outcome makes (a
-	// delivered or dead task with a callback URL for it): inserted, due at
-	// its RunAt, by the statement that records the attempt, and only if
-	// that statement records it. Its ID, URL, Headers, Body and RunAt are
-	// used; its tenant, timeout and retry policy are the source task's, and
-	// CallbackOf is the source.
-	Callback *model.Task
-}
-
 // Like ClaimTasks, it reads the rows by id alone, checks the claim on what it
 // read and updates by ctid: with the status predicate on the scanned table,
 // the generic plan read every dispatching task through an index to join
@@ -38,7 +20,7 @@ type AttemptResult struct {
 // lock did in ClaimTasks). It takes no lock first: a row changed since the statement's
 // snapshot has a new ctid, so the update's recheck drops it, and the only
 // writers of a claimed row besides its owner are the ones that took the
-// claim away (ErrClaimLost either way). The response headers come as text
+// claim away (model.ErrClaimLost either way). The response headers come as text
 // (EncodeResponseHeaders' JSON) and are cast row by row: a text[] parameter
 // is sent alike in every pgx query mode, the simple protocol a pooler may
 // ask for included.
@@ -116,19 +98,15 @@ SELECT id, NULL::uuid FROM task
 UNION ALL
 SELECT id, callback_of FROM callbacks`
 
-// ErrClaimLost is returned when an attempt is recorded by a sender that no
-// longer owns the task (its lease expired and another node took over).
-var ErrClaimLost = errors.New("claim lost")
-
 // RecordAttempts stores attempts and moves their tasks on, all in one
 // statement and one commit, each only while its claim still holds, so a
 // sender whose lease expired cannot overwrite the outcome of the node that
 // took over. The callback task of a result that carries one is inserted by
 // the same statement, and only if its attempt is recorded; the source's
 // callback_task_id names it. It returns, in input order, nil for each
-// attempt recorded and ErrClaimLost for each whose claim was gone; err is
+// attempt recorded and model.ErrClaimLost for each whose claim was gone; err is
 // for the statement as a whole, in which case nothing was recorded.
-func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]error, error) {
+func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult) ([]error, error) {
 	n := len(results)
 	var (
 		taskIDs      = make([]uuid.UUID, n)
@@ -194,7 +172,7 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 	out := make([]error, n)
 	for i, r := range results {
 		if !done[r.TaskID] {
-			out[i] = fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, ErrClaimLost)
+			out[i] = fmt.Errorf("record attempt %d of task %s: %w", r.Attempt.Attempt, r.TaskID, model.ErrClaimLost)
 		}
 	}
 	return out, nil
@@ -203,7 +181,7 @@ func (db *DB) RecordAttempts(ctx context.Context, results []AttemptResult) ([]er
 // callbackArgs are the arrays of queryRecordAttemptsWithCallbacks that
 // describe the callback tasks, one element per result: NULL id for a result
 // without one.
-func callbackArgs(results []AttemptResult) ([]any, error) {
+func callbackArgs(results []model.AttemptResult) ([]any, error) {
 	n := len(results)
 	var (
 		ids     = make([]*uuid.UUID, n)
@@ -232,8 +210,8 @@ func callbackArgs(results []AttemptResult) ([]any, error) {
 }
 
 // RecordAttempt records a single attempt; see RecordAttempts.
-func (db *DB) RecordAttempt(ctx context.Context, r AttemptResult) error {
-	errs, err := db.RecordAttempts(ctx, []AttemptResult{r})
+func (db *DB) RecordAttempt(ctx context.Context, r model.AttemptResult) error {
+	errs, err := db.RecordAttempts(ctx, []model.AttemptResult{r})
 	if err != nil {
 		return err
 	}

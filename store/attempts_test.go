@@ -11,12 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // recordFor is the result of the claimed attempt with the given outcome.
-func recordFor(c *model.ClaimedTask, outcome string, code *int, errText *string, status model.TaskStatus, next *time.Time) store.AttemptResult {
-	return store.AttemptResult{
+func recordFor(c *model.ClaimedTask, outcome string, code *int, errText *string, status model.TaskStatus, next *time.Time) model.AttemptResult {
+	return model.AttemptResult{
 		Attempt: model.Attempt{
 			TaskID: c.ID, Attempt: c.Attempt, StartedAt: µs(time.Now().Add(-time.Second)), Duration: 250 * time.Millisecond,
 			StatusCode: code, Error: errText, Outcome: outcome, ResponseBody: ptr("response of " + outcome),
@@ -85,18 +84,18 @@ func TestRecordAttempt(t *testing.T) {
 			require.Equal(t, ptr("response of "+tt.outcome), a.ResponseBody)
 
 			// Recording the same attempt again is refused and stores nothing.
-			require.ErrorIs(t, db.RecordAttempt(ctx, r), store.ErrClaimLost)
+			require.ErrorIs(t, db.RecordAttempt(ctx, r), model.ErrClaimLost)
 			require.Equal(t, 1, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, c.ID))
 		})
 	}
 
 	refused := []struct {
 		name   string
-		modify func(r *store.AttemptResult)
+		modify func(r *model.AttemptResult)
 	}{
-		{"wrong claim token", func(r *store.AttemptResult) { r.ClaimToken = uuid.New() }},
-		{"wrong attempt number", func(r *store.AttemptResult) { r.Attempt.Attempt = 2 }},
-		{"unknown task", func(r *store.AttemptResult) { r.TaskID = uuid.New() }},
+		{"wrong claim token", func(r *model.AttemptResult) { r.ClaimToken = uuid.New() }},
+		{"wrong attempt number", func(r *model.AttemptResult) { r.Attempt.Attempt = 2 }},
+		{"unknown task", func(r *model.AttemptResult) { r.TaskID = uuid.New() }},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,7 +106,7 @@ func TestRecordAttempt(t *testing.T) {
 			tt.modify(&r)
 
 			err := db.RecordAttempt(ctx, r)
-			require.ErrorIs(t, err, store.ErrClaimLost)
+			require.ErrorIs(t, err, model.ErrClaimLost)
 			require.Equal(t, before, readTaskRow(t, pool, c.ID))
 			require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, c.ID))
 		})
@@ -127,7 +126,7 @@ func TestRecordAttempt(t *testing.T) {
 		require.Equal(t, stale.Attempt, fresh.Attempt, "the re-send keeps the attempt number")
 		require.NotEqual(t, stale.ClaimToken, fresh.ClaimToken)
 
-		require.ErrorIs(t, db.RecordAttempt(ctx, recordFor(stale, "success", ptr(200), nil, model.StatusDelivered, nil)), store.ErrClaimLost)
+		require.ErrorIs(t, db.RecordAttempt(ctx, recordFor(stale, "success", ptr(200), nil, model.StatusDelivered, nil)), model.ErrClaimLost)
 		require.Equal(t, "dispatching", readTaskRow(t, pool, task.ID).Status)
 		require.NoError(t, db.RecordAttempt(ctx, recordFor(fresh, "fail", ptr(410), nil, model.StatusDead, nil)))
 
@@ -160,7 +159,7 @@ func TestRecordAttemptsBatch(t *testing.T) {
 	db, pool := openDB(t)
 	tenant := createTenant(t, db)
 
-	var results []store.AttemptResult
+	var results []model.AttemptResult
 	for i := range 50 {
 		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 		r := recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)
@@ -175,7 +174,7 @@ func TestRecordAttemptsBatch(t *testing.T) {
 	for i, r := range results {
 		row := readTaskRow(t, pool, r.TaskID)
 		if i%10 == 3 {
-			require.ErrorIs(t, errs[i], store.ErrClaimLost, "item %d", i)
+			require.ErrorIs(t, errs[i], model.ErrClaimLost, "item %d", i)
 			require.Equal(t, "dispatching", row.Status, "a lost claim leaves the task to its owner")
 			require.Equal(t, 0, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, r.TaskID))
 			continue

@@ -17,7 +17,7 @@ import (
 
 // dueListener collects the announcements of DueNotifyChannel on db.
 type dueListener struct {
-	got  chan store.DueTask
+	got  chan model.DueTask
 	db   *store.DB
 	pool *pgxpool.Pool
 }
@@ -26,10 +26,10 @@ type dueListener struct {
 func listenDue(t *testing.T, db *store.DB, pool *pgxpool.Pool) *dueListener {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	l := &dueListener{got: make(chan store.DueTask, 4096), db: db, pool: pool}
+	l := &dueListener{got: make(chan model.DueTask, 4096), db: db, pool: pool}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- db.ListenDue(ctx, func() { close(ready) }, func(d store.DueTask) { l.got <- d }) }()
+	go func() { done <- db.ListenDue(ctx, func() { close(ready) }, func(d model.DueTask) { l.got <- d }) }()
 	t.Cleanup(func() {
 		stop()
 		<-done
@@ -139,7 +139,7 @@ func TestInsertTasks(t *testing.T) {
 	}
 
 	// Due tasks are visible to the loader as they would be after single inserts.
-	due, err := db.ListDue(ctx, allPartitions(), store.DueCursor{}, notifyBefore, 1000)
+	due, err := db.ListDue(ctx, allPartitions(), model.DueCursor{}, notifyBefore, 1000)
 	require.NoError(t, err)
 	require.Len(t, due, 25)
 

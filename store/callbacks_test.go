@@ -79,7 +79,7 @@ func TestRecordAttemptsInsertsCallbacks(t *testing.T) {
 	// recorded as ever.
 	var (
 		claims  []*model.ClaimedTask
-		results []store.AttemptResult
+		results []model.AttemptResult
 	)
 	for _, tt := range tests {
 		c := insertCallbackSource(t, db, pool, tenant.ID)
@@ -160,7 +160,7 @@ func TestCallbackOnlyWithItsOutcome(t *testing.T) {
 		r := recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)
 		r.Callback = callbackFor(t, c, *c.Callback)
 		r.ClaimToken = uuid.New() // someone else's claim
-		require.ErrorIs(t, db.RecordAttempt(ctx, r), store.ErrClaimLost)
+		require.ErrorIs(t, db.RecordAttempt(ctx, r), model.ErrClaimLost)
 		require.Zero(t, countRows(t, pool, `SELECT count(*) FROM tasks WHERE id = $1 OR callback_of = $2`, r.Callback.ID, c.ID))
 	})
 
@@ -262,10 +262,10 @@ func TestCallbackURLsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sched.Callback, stored.Callback)
 	require.Equal(t, sched.FailureCallback, stored.FailureCallback)
-	done, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+	done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: now, Limit: 10, NotifyUntil: now,
-	}, func(s *model.Schedule) store.Plan {
-		return store.Plan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
+	}, func(s *model.Schedule) model.Plan {
+		return model.Plan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
 	})
 	require.NoError(t, err)
 	require.Len(t, done.Created, 1)

@@ -64,7 +64,7 @@ func TestDeferClaims(t *testing.T) {
 				token = uuid.New()
 			}
 			notBefore := µs(tt.notBefore(now))
-			require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{{ID: task.ID, Token: token, NotBefore: notBefore}}))
+			require.NoError(t, db.DeferClaims(ctx, []model.DeferredClaim{{ID: task.ID, Token: token, NotBefore: notBefore}}))
 
 			require.Equal(t, bystanderClaimed, readTaskRow(t, pool, bystander.ID), "only the listed ids are deferred")
 			row := readTaskRow(t, pool, task.ID)
@@ -93,7 +93,7 @@ func TestDeferClaims(t *testing.T) {
 	}
 }
 
-func recoveredIDs(recovered []store.RecoveredClaim) []uuid.UUID {
+func recoveredIDs(recovered []model.RecoveredClaim) []uuid.UUID {
 	ids := make([]uuid.UUID, len(recovered))
 	for i, r := range recovered {
 		ids[i] = r.ID
@@ -104,7 +104,7 @@ func recoveredIDs(recovered []store.RecoveredClaim) []uuid.UUID {
 // requireRecovered checks a claim RecoverClaims handed back between from and
 // to (Postgres's clock): it reports the claim's attempt and token, and the
 // task waits again, due at the recovery's now(), with the attempt given back.
-func requireRecovered(t *testing.T, pool *pgxpool.Pool, got store.RecoveredClaim, claim *model.ClaimedTask, from, to time.Time) {
+func requireRecovered(t *testing.T, pool *pgxpool.Pool, got model.RecoveredClaim, claim *model.ClaimedTask, from, to time.Time) {
 	t.Helper()
 	require.Equal(t, claim.ID, got.ID)
 	require.Equal(t, claim.Attempt, got.Attempt, "the attempt the claim was for")
@@ -388,7 +388,7 @@ func TestDeferClaimsAnnouncesMovedTasks(t *testing.T) {
 				exec(t, pool, setOwner, uuid.New(), task.ID)
 			}
 			notBefore := µs(now.Add(time.Minute))
-			require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{{ID: task.ID, Token: claims[0].ClaimToken, NotBefore: notBefore}}))
+			require.NoError(t, db.DeferClaims(ctx, []model.DeferredClaim{{ID: task.ID, Token: claims[0].ClaimToken, NotBefore: notBefore}}))
 			got := listener.drain(t)
 			if !tc.announce {
 				require.Empty(t, got)

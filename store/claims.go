@@ -255,7 +255,7 @@ LIMIT $1`
 // hand back now: their fire-once claims in Redis must be freed first, so
 // that a recovery cut short between the two cannot leave a task whose every
 // new claim meets its dead owner's key.
-func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([]model.RecoveredClaim, error) {
 	rows, err := db.pool.Query(ctx, queryStaleClaims, limit, partitions)
 	if err != nil {
 		return nil, fmt.Errorf("list stale claims: %w", err)
@@ -267,18 +267,10 @@ func (db *DB) StaleClaims(ctx context.Context, partitions []int16, limit int) ([
 	return stale, nil
 }
 
-func scanRecoveredClaim(r pgx.CollectableRow) (RecoveredClaim, error) {
-	var c RecoveredClaim
+func scanRecoveredClaim(r pgx.CollectableRow) (model.RecoveredClaim, error) {
+	var c model.RecoveredClaim
 	err := r.Scan(&c.ID, &c.At, &c.Attempt, &c.Token)
 	return c, err
-}
-
-// RecoveredClaim is a claim handed back to the queue, and the attempt and
-// token it was held under.
-type RecoveredClaim struct {
-	DueTask
-	Attempt int
-	Token   uuid.UUID
 }
 
 // RecoverClaims returns to the queue the dispatching tasks of the given
@@ -286,7 +278,7 @@ type RecoveredClaim struct {
 // the attempt outlived its lease (it hung). The attempt number is given back,
 // so the re-send carries the same attempt number and the same webhook-id and
 // Idempotency-Key: a receiver that saw the first send can drop the second.
-func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]RecoveredClaim, error) {
+func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) ([]model.RecoveredClaim, error) {
 	rows, err := db.pool.Query(ctx, queryRecoverClaims, limit, partitions)
 	if err != nil {
 		return nil, fmt.Errorf("recover claims: %w", err)
@@ -296,13 +288,6 @@ func (db *DB) RecoverClaims(ctx context.Context, partitions []int16, limit int) 
 		return nil, fmt.Errorf("recover claims: %w", err)
 	}
 	return recovered, nil
-}
-
-// DeferredClaim is a claim to hand back unsent, to wait until NotBefore.
-type DeferredClaim struct {
-	ID        uuid.UUID
-	Token     uuid.UUID
-	NotBefore time.Time
 }
 
 // A task handed back in a partition its claimer no longer holds (it moved
@@ -344,7 +329,7 @@ WHERE NOT EXISTS (SELECT 1 FROM partitions p
 // in a crash leaves the claim to lapse and be recovered, the task due as
 // before. Waiting for the flush made each deferral of a busy target's
 // claims, one at a time, a disk sync.
-func (db *DB) DeferClaims(ctx context.Context, claims []DeferredClaim) error {
+func (db *DB) DeferClaims(ctx context.Context, claims []model.DeferredClaim) error {
 	ids := make([]uuid.UUID, len(claims))
 	tokens := make([]uuid.UUID, len(claims))
 	notBefore := make([]time.Time, len(claims))

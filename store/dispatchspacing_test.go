@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,7 +37,7 @@ func TestDispatchSpacing(t *testing.T) {
 		{1.0 / 86400, 24 * time.Hour, true},
 	}
 	for _, tc := range cases {
-		l := DispatchLimit{Rate: tc.perSecond, Period: tc.period}
+		l := model.DispatchLimit{Rate: tc.perSecond, Period: tc.period}
 		spacing := dispatchSpacing(l)
 		interval := 1e6 / tc.perSecond
 		if tc.exact {
@@ -48,7 +49,7 @@ func TestDispatchSpacing(t *testing.T) {
 		// The worst window opens on a slot used as late as it may be and
 		// takes every later slot used as early as it may be: the slots
 		// within period + grace + early of the first.
-		reach := float64((tc.period + DispatchGrace(tc.perSecond) + dispatchEarly).Microseconds())
+		reach := float64((tc.period + model.DispatchGrace(tc.perSecond) + dispatchEarly).Microseconds())
 		inWindow := int(math.Ceil(reach / spacing))
 		perPeriod := tc.perSecond * tc.period.Seconds()
 		require.LessOrEqual(t, float64(inWindow), math.Floor(perPeriod)+1, "%v/s over %s: spacing %.3f µs", tc.perSecond, tc.period, spacing)

@@ -18,7 +18,7 @@ import (
 
 // bulkInsert stores n scheduled tasks of the tenant in one statement; atSQL is
 // an SQL expression of g (1..n) and $3 giving each next_attempt_at.
-func bulkInsert(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID, n int, atSQL string, at time.Time) []store.DueTask {
+func bulkInsert(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID, n int, atSQL string, at time.Time) []model.DueTask {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		INSERT INTO tasks (id, tenant_id, status, url, method, run_at, next_attempt_at,
@@ -28,8 +28,8 @@ func bulkInsert(t *testing.T, pool *pgxpool.Pool, tenantID uuid.UUID, n int, atS
 		FROM generate_series(1, $2::int) AS g
 		RETURNING id, next_attempt_at`, tenantID, n, at)
 	require.NoError(t, err)
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.DueTask, error) {
-		var d store.DueTask
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.DueTask, error) {
+		var d model.DueTask
 		err := r.Scan(&d.ID, &d.At)
 		return d, err
 	})
@@ -46,7 +46,7 @@ func TestListDue(t *testing.T) {
 
 	base := µs(time.Now().Add(24 * time.Hour))
 	until := base.Add(10 * time.Minute)
-	at := func(task *model.Task) store.DueTask { return store.DueTask{ID: task.ID, At: task.RunAt} }
+	at := func(task *model.Task) model.DueTask { return model.DueTask{ID: task.ID, At: task.RunAt} }
 	setStatus := func(task *model.Task, status string) {
 		// next_attempt_at stays set: only the status may keep these out.
 		exec(t, pool, `UPDATE tasks SET status = $2 WHERE id = $1`, task.ID, status)
@@ -71,27 +71,27 @@ func TestListDue(t *testing.T) {
 	_, err := db.CancelTask(ctx, tenant.ID, canceled.ID)
 	require.NoError(t, err)
 
-	cursor := store.DueCursor{At: base, ID: atBase1.ID}
+	cursor := model.DueCursor{At: base, ID: atBase1.ID}
 	tests := []struct {
 		name  string
-		after store.DueCursor
+		after model.DueCursor
 		until time.Time
 		limit int
-		want  []store.DueTask
+		want  []model.DueTask
 	}{
 		{"after the cursor up to until inclusive", cursor, until, 100,
-			[]store.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
+			[]model.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
 		{"limit", cursor, until, 2,
-			[]store.DueTask{at(atBase2), at(scheduled)}},
-		{"zero cursor reads from the start", store.DueCursor{}, until, 100,
-			[]store.DueTask{at(beforeCursor), at(atBase1), at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
+			[]model.DueTask{at(atBase2), at(scheduled)}},
+		{"zero cursor reads from the start", model.DueCursor{}, until, 100,
+			[]model.DueTask{at(beforeCursor), at(atBase1), at(atBase2), at(scheduled), at(retrying), at(atUntil)}},
 		{"until one microsecond later", cursor, until.Add(time.Microsecond), 100,
-			[]store.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil), at(afterUntil)}},
-		{"until before the first", store.DueCursor{}, base.Add(-time.Hour), 100, []store.DueTask{}},
-		{"cursor on the last id of an instant", store.DueCursor{At: base, ID: atBase2.ID}, base.Add(time.Minute), 100,
-			[]store.DueTask{at(scheduled)}},
-		{"cursor at uuid.Max of an instant", store.DueCursor{At: base.Add(time.Minute), ID: uuid.Max}, until, 100,
-			[]store.DueTask{at(retrying), at(atUntil)}},
+			[]model.DueTask{at(atBase2), at(scheduled), at(retrying), at(atUntil), at(afterUntil)}},
+		{"until before the first", model.DueCursor{}, base.Add(-time.Hour), 100, []model.DueTask{}},
+		{"cursor on the last id of an instant", model.DueCursor{At: base, ID: atBase2.ID}, base.Add(time.Minute), 100,
+			[]model.DueTask{at(scheduled)}},
+		{"cursor at uuid.Max of an instant", model.DueCursor{At: base.Add(time.Minute), ID: uuid.Max}, until, 100,
+			[]model.DueTask{at(retrying), at(atUntil)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestListDuePagingOverSharedInstant(t *testing.T) {
 
 	// A thousand tasks at one instant (random ids, so id order is not
 	// insertion order), framed by tasks a few microseconds either side.
-	var want []store.DueTask
+	var want []model.DueTask
 	want = append(want, bulkInsert(t, pool, tenant.ID, 1000, `$3::timestamptz`, instant)...)
 	want = append(want, bulkInsert(t, pool, tenant.ID, 50, `$3::timestamptz - g * interval '1 microsecond'`, instant)...)
 	want = append(want, bulkInsert(t, pool, tenant.ID, 50, `$3::timestamptz + (g % 7) * interval '1 microsecond'`, instant)...)
@@ -125,9 +125,9 @@ func TestListDuePagingOverSharedInstant(t *testing.T) {
 	for _, pageSize := range []int{1, 37, 1000, 5000} {
 		t.Run(fmt.Sprintf("page size %d", pageSize), func(t *testing.T) {
 			t.Parallel()
-			got := []store.DueTask{}
+			got := []model.DueTask{}
 			seen := make(map[uuid.UUID]bool, len(want))
-			cursor := store.DueCursor{}
+			cursor := model.DueCursor{}
 			for pages := 0; ; pages++ {
 				require.LessOrEqual(t, pages, len(want)+1, "paging does not end")
 				page, err := db.ListDue(ctx, allPartitions(), cursor, until, pageSize)
@@ -142,7 +142,7 @@ func TestListDuePagingOverSharedInstant(t *testing.T) {
 					break
 				}
 				last := page[len(page)-1]
-				cursor = store.DueCursor{At: last.At, ID: last.ID}
+				cursor = model.DueCursor{At: last.At, ID: last.ID}
 			}
 			requireSameDue(t, want, got)
 		})
@@ -191,7 +191,7 @@ func TestListDuePartitions(t *testing.T) {
 	all := bulkInsert(t, pool, tenant.ID, 2000, `$3::timestamptz + (g % 50) * interval '1 millisecond'`, at)
 	for _, p := range []int16{0, 7, 255} {
 		task := insertTaskIn(t, db, tenant.ID, at, p)
-		all = append(all, store.DueTask{ID: task.ID, At: task.RunAt})
+		all = append(all, model.DueTask{ID: task.ID, At: task.RunAt})
 	}
 	// Claimed as keyed tasks are (status dispatching): never listed, whatever
 	// the partition. Claimed as the others are (a claim token on a waiting
@@ -222,7 +222,7 @@ func TestListDuePartitions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			want := []store.DueTask{}
+			want := []model.DueTask{}
 			for _, d := range waiting {
 				if slices.Contains(tt.partitions, model.PartitionOf(d.ID)) {
 					want = append(want, d)
@@ -231,13 +231,13 @@ func TestListDuePartitions(t *testing.T) {
 			if len(tt.partitions) > 0 {
 				require.NotEmpty(t, want)
 			}
-			got, err := db.ListDue(ctx, tt.partitions, store.DueCursor{}, at.Add(time.Minute), 10_000)
+			got, err := db.ListDue(ctx, tt.partitions, model.DueCursor{}, at.Add(time.Minute), 10_000)
 			require.NoError(t, err)
 			requireSameDue(t, want, got)
 
 			// Paging through a subset meets the same tasks.
-			paged := []store.DueTask{}
-			cursor := store.DueCursor{}
+			paged := []model.DueTask{}
+			cursor := model.DueCursor{}
 			for range len(want) + 1 {
 				page, err := db.ListDue(ctx, tt.partitions, cursor, at.Add(time.Minute), 64)
 				require.NoError(t, err)
@@ -245,14 +245,14 @@ func TestListDuePartitions(t *testing.T) {
 				if len(page) < 64 {
 					break
 				}
-				cursor = store.DueCursor{At: page[len(page)-1].At, ID: page[len(page)-1].ID}
+				cursor = model.DueCursor{At: page[len(page)-1].At, ID: page[len(page)-1].ID}
 			}
 			requireSameDue(t, want, paged)
 		})
 	}
 }
 
-func dueIDs(due []store.DueTask) []uuid.UUID {
+func dueIDs(due []model.DueTask) []uuid.UUID {
 	ids := make([]uuid.UUID, len(due))
 	for i, d := range due {
 		ids[i] = d.ID
@@ -262,7 +262,7 @@ func dueIDs(due []store.DueTask) []uuid.UUID {
 
 // explainListDue runs EXPLAIN with options on the exact ListDue SQL and
 // parameters, and returns the top plan node.
-func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, partitions []int16, after store.DueCursor, until time.Time, limit int) map[string]any {
+func explainListDue(t *testing.T, pool *pgxpool.Pool, options string, partitions []int16, after model.DueCursor, until time.Time, limit int) map[string]any {
 	t.Helper()
 	var out []byte
 	err := pool.QueryRow(context.Background(), "EXPLAIN ("+options+") "+store.QueryListDue,
@@ -285,10 +285,10 @@ func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 	// Five tasks due within the minute, in partitions 1, 2, 4, 5 and 7; the
 	// 85 partitions p % 3 == 1 hold three of them.
 	now := dbNow(t, pool)
-	var soon []store.DueTask
+	var soon []model.DueTask
 	for i, p := range []int16{1, 2, 4, 5, 7} {
 		task := insertTaskIn(t, db, tenant.ID, now.Add(time.Duration(i+1)*time.Second), p)
-		soon = append(soon, store.DueTask{ID: task.ID, At: task.RunAt})
+		soon = append(soon, model.DueTask{ID: task.ID, At: task.RunAt})
 	}
 	var third []int16
 	for p := int16(1); p < model.Partitions; p += 3 {
@@ -298,12 +298,12 @@ func TestListDueIndexIgnoresFarFuture(t *testing.T) {
 	cases := []struct {
 		name       string
 		partitions []int16
-		want       []store.DueTask
+		want       []model.DueTask
 	}{
 		{"all 256 partitions", allPartitions(), soon},
-		{"85 partitions", third, []store.DueTask{soon[0], soon[2], soon[4]}},
+		{"85 partitions", third, []model.DueTask{soon[0], soon[2], soon[4]}},
 	}
-	after, until, limit := store.DueCursor{}, now.Add(time.Minute), 1000
+	after, until, limit := model.DueCursor{}, now.Add(time.Minute), 1000
 
 	// With five rows the planner rightly reads the table's one page and
 	// ignores the index: the costs that matter are measured below.
@@ -385,10 +385,10 @@ func TestListenDue(t *testing.T) {
 	listenCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan struct{})
-	got := make(chan store.DueTask, 16)
+	got := make(chan model.DueTask, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- db.ListenDue(listenCtx, func() { close(ready) }, func(d store.DueTask) { got <- d })
+		done <- db.ListenDue(listenCtx, func() { close(ready) }, func(d model.DueTask) { got <- d })
 	}()
 	select {
 	case <-ready:
@@ -398,14 +398,14 @@ func TestListenDue(t *testing.T) {
 		require.FailNow(t, "ListenDue never became ready")
 	}
 
-	next := func() store.DueTask {
+	next := func() model.DueTask {
 		t.Helper()
 		select {
 		case d := <-got:
 			return d
 		case <-time.After(10 * time.Second):
 			require.FailNow(t, "no notification")
-			return store.DueTask{}
+			return model.DueTask{}
 		}
 	}
 	insert := func(runAt time.Time, key *string, notify bool) (*model.Task, bool) {

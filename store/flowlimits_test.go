@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 func TestFlowLimits(t *testing.T) {
@@ -170,10 +169,10 @@ func TestFlowKeysOnEveryInsert(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sc.FlowKey, got.FlowKey)
 
-	done, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+	done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: now, Limit: 10, NotifyUntil: now,
-	}, func(s *model.Schedule) store.Plan {
-		return store.Plan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
+	}, func(s *model.Schedule) model.Plan {
+		return model.Plan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
 	})
 	require.NoError(t, err)
 	require.Len(t, done.Created, 1)

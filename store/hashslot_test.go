@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -48,8 +49,8 @@ func (r *Redis) ScriptKeys(tenant, task uuid.UUID, host string) [][]string {
 	return [][]string{
 		{r.attemptKey(task, 1), r.attemptKey(task, 2)},
 		{r.apiRateKey(tenant)},
-		r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: host}, task, 1),
-		r.dispatchKeys(DispatchLimit{TenantID: tenant, Flow: "customer-1042", Rate: 100}, task, 1),
+		r.dispatchKeys(model.DispatchLimit{TenantID: tenant, Host: host}, task, 1),
+		r.dispatchKeys(model.DispatchLimit{TenantID: tenant, Flow: "customer-1042", Rate: 100}, task, 1),
 	}
 }
 
@@ -114,7 +115,7 @@ func TestScriptKeysShareASlot(t *testing.T) {
 
 			// dispatch_admit.lua: three keys, and ReleaseDispatch's third.
 			for _, host := range hosts {
-				keys := r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: host}, task, 1)
+				keys := r.dispatchKeys(model.DispatchLimit{TenantID: tenant, Host: host}, task, 1)
 				require.Len(t, keys, 3)
 				for _, k := range keys[1:] {
 					require.Equal(t, clusterSlot(keys[0]), clusterSlot(k), "dispatch keys %v", keys)
@@ -123,12 +124,12 @@ func TestScriptKeysShareASlot(t *testing.T) {
 			// The same script under a flow key; a key is free text within
 			// tasks.FlowKeyProblem's set, so the longest and oddest of it.
 			for _, flow := range flowKeys {
-				keys := r.dispatchKeys(DispatchLimit{TenantID: tenant, Flow: flow, Rate: 0.5}, task, 3)
+				keys := r.dispatchKeys(model.DispatchLimit{TenantID: tenant, Flow: flow, Rate: 0.5}, task, 3)
 				require.Len(t, keys, 3)
 				for _, k := range keys[1:] {
 					require.Equal(t, clusterSlot(keys[0]), clusterSlot(k), "flow dispatch keys %v", keys)
 				}
-				require.NotEqual(t, r.dispatchKeys(DispatchLimit{TenantID: tenant, Host: flow, Rate: 0.5}, task, 3)[0], keys[0],
+				require.NotEqual(t, r.dispatchKeys(model.DispatchLimit{TenantID: tenant, Host: flow, Rate: 0.5}, task, 3)[0], keys[0],
 					"a flow key's limiter is apart from a host of the same name")
 			}
 		}

@@ -237,7 +237,7 @@ func claimIDs(claims []*model.ClaimedTask) []uuid.UUID {
 }
 
 // sortDue orders due tasks as Postgres does: by time, then by the id's bytes.
-func sortDue(due []store.DueTask) {
+func sortDue(due []model.DueTask) {
 	sort.Slice(due, func(i, j int) bool {
 		if !due[i].At.Equal(due[j].At) {
 			return due[i].At.Before(due[j].At)
@@ -247,9 +247,9 @@ func sortDue(due []store.DueTask) {
 }
 
 // requireSameDue compares due lists exactly, times to the microsecond.
-func requireSameDue(t *testing.T, want, got []store.DueTask) {
+func requireSameDue(t *testing.T, want, got []model.DueTask) {
 	t.Helper()
-	norm := func(ds []store.DueTask) []string {
+	norm := func(ds []model.DueTask) []string {
 		out := make([]string, len(ds))
 		for i, d := range ds {
 			out[i] = fmt.Sprintf("%s@%d", d.ID, d.At.UnixMicro())

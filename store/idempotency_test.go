@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // TestPurgedKeysRemembered: a task (or publish) purged by retention while its
@@ -47,7 +46,7 @@ func TestPurgedKeysRemembered(t *testing.T) {
 		tenant.ID, now.Add(-time.Hour))
 	exec(t, pool, `UPDATE tasks SET created_at = $2 WHERE id = $1`, old.ID, now.Add(-48*time.Hour))
 
-	r, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, Limit: 100, IdempotencyWindow: window})
+	r, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, Limit: 100, IdempotencyWindow: window})
 	require.NoError(t, err)
 	require.Equal(t, 4, r.Tasks)
 	require.Equal(t, 1, r.Publishes)
@@ -105,7 +104,7 @@ func TestPurgedKeysRemembered(t *testing.T) {
 
 	// Without a window, nothing is remembered.
 	exec(t, pool, `UPDATE tasks SET status = 'delivered', updated_at = $2 WHERE tenant_id = $1`, tenant.ID, now.Add(-time.Hour))
-	r, err = db.PurgeFinished(ctx, store.PurgeParams{Now: now, Limit: 100})
+	r, err = db.PurgeFinished(ctx, model.PurgeParams{Now: now, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 3, r.Tasks)
 	require.Zero(t, r.Remembered)

@@ -203,15 +203,15 @@ func TestAdmitDispatchRate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, prefix, raw := openRedis(t)
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "api.partner.com", Rate: 20}
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "api.partner.com", Rate: 20}
 	const interval = 50 * time.Millisecond
 	base := prefix + "{" + limit.TenantID.String() + "/" + limit.Host + "}:"
 	scheduleKey := base + "dispatch_rate"
 	slotKey := func(id uuid.UUID) string { return base + "dispatch_slot:" + id.String() + ":0" }
 	t0 := time.Now().Truncate(time.Millisecond)
-	admit := func(task uuid.UUID, at time.Time) store.DispatchAdmission {
+	admit := func(task uuid.UUID, at time.Time) model.DispatchAdmission {
 		t.Helper()
-		a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: task, Token: uuid.New(), At: at})
+		a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: task, Token: uuid.New(), At: at})
 		require.NoError(t, err)
 		return a
 	}
@@ -221,32 +221,32 @@ func TestAdmitDispatchRate(t *testing.T) {
 		tasks[i] = uuid.New()
 		a := admit(tasks[i], t0)
 		if i == 0 {
-			require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchNow}, a, "the first goes at once")
+			require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchNow}, a, "the first goes at once")
 			require.Zero(t, raw.Exists(ctx, slotKey(tasks[i])).Val(), "and reserves nothing")
 			continue
 		}
-		require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchLater, Wait: time.Duration(i) * interval}, a, "task %d", i)
+		require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchLater, Wait: time.Duration(i) * interval}, a, "task %d", i)
 		require.Equal(t, t0.Add(time.Duration(i)*interval).UnixMicro(), getMicros(t, raw, slotKey(tasks[i])), "task %d keeps its slot", i)
 	}
 	schedule := getMicros(t, raw, scheduleKey)
 	require.Equal(t, t0.Add(5*interval).UnixMicro(), schedule)
 
 	// Back early: told to wait for the same slot; nothing is booked.
-	require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchLater, Wait: 80 * time.Millisecond}, admit(tasks[2], t0.Add(20*time.Millisecond)))
+	require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchLater, Wait: 80 * time.Millisecond}, admit(tasks[2], t0.Add(20*time.Millisecond)))
 	require.Equal(t, schedule, getMicros(t, raw, scheduleKey))
 
 	// Back at its slot (or a hair before, or a little after): sent, the slot
 	// used up, nothing booked.
-	require.Equal(t, store.DispatchNow, admit(tasks[1], t0.Add(interval)).Outcome)
+	require.Equal(t, model.DispatchNow, admit(tasks[1], t0.Add(interval)).Outcome)
 	require.Zero(t, raw.Exists(ctx, slotKey(tasks[1])).Val())
-	require.Equal(t, store.DispatchNow, admit(tasks[2], t0.Add(2*interval-500*time.Microsecond)).Outcome)
-	require.Equal(t, store.DispatchNow, admit(tasks[3], t0.Add(3*interval+20*time.Millisecond)).Outcome)
+	require.Equal(t, model.DispatchNow, admit(tasks[2], t0.Add(2*interval-500*time.Microsecond)).Outcome)
+	require.Equal(t, model.DispatchNow, admit(tasks[3], t0.Add(3*interval+20*time.Millisecond)).Outcome)
 	require.Equal(t, schedule, getMicros(t, raw, scheduleKey))
 
 	// Back a second late: its successors have gone meanwhile, so it takes
 	// the next free slot, behind every task that asked before.
 	late := t0.Add(4*interval + time.Second)
-	require.Equal(t, store.DispatchNow, admit(tasks[4], late).Outcome, "the schedule is behind it by then")
+	require.Equal(t, model.DispatchNow, admit(tasks[4], late).Outcome, "the schedule is behind it by then")
 	require.Equal(t, late.Add(interval).UnixMicro(), getMicros(t, raw, scheduleKey))
 	require.Zero(t, raw.Exists(ctx, slotKey(tasks[4])).Val())
 
@@ -255,10 +255,10 @@ func TestAdmitDispatchRate(t *testing.T) {
 	requireHashTag(t, keys, prefix, limit.TenantID.String()+"/"+limit.Host)
 
 	// Another host of the same tenant has a schedule of its own.
-	a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: store.DispatchLimit{TenantID: limit.TenantID, Host: "other.example", Rate: 20},
+	a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: model.DispatchLimit{TenantID: limit.TenantID, Host: "other.example", Rate: 20},
 		TaskID: uuid.New(), Token: uuid.New(), At: t0})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchNow, a.Outcome)
+	require.Equal(t, model.DispatchNow, a.Outcome)
 }
 
 // TestAdmitDispatchLateLosesSlot: a task back later than the grace (half an
@@ -268,25 +268,25 @@ func TestAdmitDispatchLateLosesSlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, _, _ := openRedis(t)
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "late.example", Rate: 20}
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "late.example", Rate: 20}
 	t0 := time.Now().Truncate(time.Millisecond)
-	admit := func(task uuid.UUID, at time.Time) store.DispatchAdmission {
+	admit := func(task uuid.UUID, at time.Time) model.DispatchAdmission {
 		t.Helper()
-		a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: task, Token: uuid.New(), At: at})
+		a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: task, Token: uuid.New(), At: at})
 		require.NoError(t, err)
 		return a
 	}
 	first, second, third := uuid.New(), uuid.New(), uuid.New()
-	require.Equal(t, store.DispatchNow, admit(first, t0).Outcome)
+	require.Equal(t, model.DispatchNow, admit(first, t0).Outcome)
 	require.Equal(t, 50*time.Millisecond, admit(second, t0).Wait)
 	require.Equal(t, 100*time.Millisecond, admit(third, t0).Wait)
-	require.Equal(t, 25*time.Millisecond, store.DispatchGrace(20))
+	require.Equal(t, 25*time.Millisecond, model.DispatchGrace(20))
 
 	// The second comes back 60 ms after its slot, when the third's is 10 ms
 	// away: sending it now would put two sends 10 ms apart. It queues again.
-	require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchLater, Wait: 40 * time.Millisecond},
+	require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchLater, Wait: 40 * time.Millisecond},
 		admit(second, t0.Add(110*time.Millisecond)))
-	require.Equal(t, store.DispatchNow, admit(third, t0.Add(100*time.Millisecond)).Outcome)
+	require.Equal(t, model.DispatchNow, admit(third, t0.Add(100*time.Millisecond)).Outcome)
 }
 
 // TestAdmitDispatchConcurrency: a semaphore across callers; a slot comes back
@@ -295,38 +295,38 @@ func TestAdmitDispatchConcurrency(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, prefix, raw := openRedis(t)
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "slow.example", Concurrency: 2}
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "slow.example", Concurrency: 2}
 	inflightKey := prefix + "{" + limit.TenantID.String() + "/" + limit.Host + "}:inflight"
 	type holder struct{ task, token uuid.UUID }
 	newHolder := func() holder { return holder{uuid.New(), uuid.New()} }
-	admit := func(h holder) store.DispatchOutcome {
+	admit := func(h holder) model.DispatchOutcome {
 		t.Helper()
-		a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: h.task, Token: h.token, Lease: time.Minute})
+		a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: h.task, Token: h.token, Lease: time.Minute})
 		require.NoError(t, err)
 		return a.Outcome
 	}
 	a, b, c, d := newHolder(), newHolder(), newHolder(), newHolder()
 
-	require.Equal(t, store.DispatchNow, admit(a))
-	require.Equal(t, store.DispatchNow, admit(b))
-	require.Equal(t, store.DispatchBusy, admit(c))
-	require.Equal(t, store.DispatchNow, admit(a), "a holder asking again keeps its slot")
+	require.Equal(t, model.DispatchNow, admit(a))
+	require.Equal(t, model.DispatchNow, admit(b))
+	require.Equal(t, model.DispatchBusy, admit(c))
+	require.Equal(t, model.DispatchNow, admit(a), "a holder asking again keeps its slot")
 	require.Equal(t, int64(2), raw.ZCard(ctx, inflightKey).Val())
 	ttl := raw.PTTL(ctx, inflightKey).Val()
 	require.Greater(t, ttl, 55*time.Second, "the set outlives its leases")
 
 	require.NoError(t, r.ReleaseDispatch(ctx, limit, a.task, a.token))
 	require.NoError(t, r.ReleaseDispatch(ctx, limit, a.task, a.token), "releasing twice is harmless")
-	require.Equal(t, store.DispatchNow, admit(c))
-	require.Equal(t, store.DispatchBusy, admit(d))
+	require.Equal(t, model.DispatchNow, admit(c))
+	require.Equal(t, model.DispatchBusy, admit(d))
 
 	// b's node died: its lease runs out and its slot comes back.
 	require.NoError(t, raw.ZAdd(ctx, inflightKey, redis.Z{Score: float64(redisNow(t, raw) - 1), Member: b.task.String() + ":" + b.token.String()}).Err())
-	require.Equal(t, store.DispatchNow, admit(d))
+	require.Equal(t, model.DispatchNow, admit(d))
 	require.Equal(t, int64(2), raw.ZCard(ctx, inflightKey).Val())
 
 	// A holder with a shorter lease does not shorten the set's life.
-	_, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: store.DispatchLimit{TenantID: limit.TenantID, Host: limit.Host, Concurrency: 3},
+	_, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: model.DispatchLimit{TenantID: limit.TenantID, Host: limit.Host, Concurrency: 3},
 		TaskID: uuid.New(), Token: uuid.New(), Lease: time.Second})
 	require.NoError(t, err)
 	require.Greater(t, raw.PTTL(ctx, inflightKey).Val(), 55*time.Second)
@@ -341,30 +341,30 @@ func TestAdmitDispatchBothLimits(t *testing.T) {
 	r, prefix, raw := openRedis(t)
 	// One a second: the second's slot is still ahead when it asks, however
 	// slow the machine is between the calls.
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "both.example", Rate: 1, Concurrency: 1}
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "both.example", Rate: 1, Concurrency: 1}
 	base := prefix + "{" + limit.TenantID.String() + "/" + limit.Host + "}:"
 	first, second, third := uuid.New(), uuid.New(), uuid.New()
 
-	a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: first, Token: first, Lease: time.Minute})
+	a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: first, Token: first, Lease: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchNow, a.Outcome)
+	require.Equal(t, model.DispatchNow, a.Outcome)
 	schedule := getMicros(t, raw, base+"dispatch_rate")
 
-	a, err = r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: second, Token: second, Lease: time.Minute})
+	a, err = r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: second, Token: second, Lease: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchBusy, a.Outcome)
+	require.Equal(t, model.DispatchBusy, a.Outcome)
 	require.Equal(t, schedule, getMicros(t, raw, base+"dispatch_rate"), "busy: no rate slot taken")
 	require.Zero(t, raw.Exists(ctx, base+"dispatch_slot:"+second.String()+":0").Val())
 
 	require.NoError(t, r.ReleaseDispatch(ctx, limit, first, first))
-	a, err = r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: second, Token: second, Lease: time.Minute})
+	a, err = r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: second, Token: second, Lease: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchLater, a.Outcome)
+	require.Equal(t, model.DispatchLater, a.Outcome)
 	require.Zero(t, raw.ZCard(ctx, base+"inflight").Val(), "waiting for its slot, it holds no concurrency slot")
 
-	a, err = r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: third, Token: third, Lease: time.Minute})
+	a, err = r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: third, Token: third, Lease: time.Minute})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchLater, a.Outcome, "and the next in line books the slot after")
+	require.Equal(t, model.DispatchLater, a.Outcome, "and the next in line books the slot after")
 	require.Greater(t, a.Wait, 50*time.Millisecond)
 }
 
@@ -374,33 +374,33 @@ func TestAdmitDispatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r, prefix, raw := openRedis(t)
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "batch.example", Rate: 20}
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "batch.example", Rate: 20}
 	const interval = 50 * time.Millisecond
 	due := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond)
-	reqs := make([]store.DispatchRequest, 5)
+	reqs := make([]model.DispatchRequest, 5)
 	for i := range reqs {
-		reqs[i] = store.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), At: due}
+		reqs[i] = model.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), At: due}
 	}
 	got, err := r.AdmitDispatches(ctx, reqs)
 	require.NoError(t, err)
 	require.Len(t, got, len(reqs))
-	require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchNow}, got[0], "the first leaves when due")
+	require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchNow}, got[0], "the first leaves when due")
 	for i := 1; i < len(got); i++ {
-		require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchLater, Wait: time.Duration(i) * interval}, got[i],
+		require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchLater, Wait: time.Duration(i) * interval}, got[i],
 			"one interval apart, in the order asked")
 	}
 	require.Equal(t, due.Add(5*interval).UnixMicro(), getMicros(t, raw, prefix+"{"+limit.TenantID.String()+"/"+limit.Host+"}:dispatch_rate"))
 
 	// Someone asking for right now queues behind them.
 	now := due.Add(-200 * time.Millisecond)
-	a, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), At: now})
+	a, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), At: now})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchAdmission{Outcome: store.DispatchLater, Wait: 450 * time.Millisecond}, a)
+	require.Equal(t, model.DispatchAdmission{Outcome: model.DispatchLater, Wait: 450 * time.Millisecond}, a)
 
 	// Unlimited asks change nothing; an empty batch is fine.
-	got, err = r.AdmitDispatches(ctx, []store.DispatchRequest{{Limit: store.DispatchLimit{TenantID: limit.TenantID, Host: "free.example"}, TaskID: uuid.New()}})
+	got, err = r.AdmitDispatches(ctx, []model.DispatchRequest{{Limit: model.DispatchLimit{TenantID: limit.TenantID, Host: "free.example"}, TaskID: uuid.New()}})
 	require.NoError(t, err)
-	require.Equal(t, store.DispatchNow, got[0].Outcome)
+	require.Equal(t, model.DispatchNow, got[0].Outcome)
 	got, err = r.AdmitDispatches(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -427,7 +427,7 @@ func TestDeferClaimsEachAtItsTime(t *testing.T) {
 	token := claims[0].ClaimToken
 
 	later := []time.Time{µs(now.Add(time.Second)), µs(now.Add(2 * time.Second)), µs(now.Add(3 * time.Second))}
-	require.NoError(t, db.DeferClaims(ctx, []store.DeferredClaim{
+	require.NoError(t, db.DeferClaims(ctx, []model.DeferredClaim{
 		{ID: tasks[0].ID, Token: token, NotBefore: later[0]},
 		{ID: tasks[1].ID, Token: token, NotBefore: later[1]},
 		{ID: tasks[2].ID, Token: uuid.New(), NotBefore: later[2]},
@@ -483,8 +483,8 @@ func BenchmarkRateLimiter(b *testing.B) {
 	})
 	b.Run("dispatch_rate", func(b *testing.B) {
 		run(b, func(i int) error {
-			l := store.DispatchLimit{TenantID: tenants[i%len(tenants)], Host: "bench.example", Rate: 1e6}
-			_, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: l, TaskID: uuid.New(), Token: uuid.Nil, Lease: time.Minute})
+			l := model.DispatchLimit{TenantID: tenants[i%len(tenants)], Host: "bench.example", Rate: 1e6}
+			_, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: l, TaskID: uuid.New(), Token: uuid.Nil, Lease: time.Minute})
 			return err
 		})
 	})
@@ -492,12 +492,12 @@ func BenchmarkRateLimiter(b *testing.B) {
 	// round trip (b.N counts decisions, not batches).
 	b.Run("dispatch_rate_batch128", func(b *testing.B) {
 		const batch = 128
-		reqs := make([]store.DispatchRequest, batch)
+		reqs := make([]model.DispatchRequest, batch)
 		b.ResetTimer()
 		for done := 0; done < b.N; done += batch {
 			at := time.Now()
 			for i := range reqs {
-				reqs[i] = store.DispatchRequest{Limit: store.DispatchLimit{TenantID: tenants[(done+i)%len(tenants)], Host: "bench.example", Rate: 1e6},
+				reqs[i] = model.DispatchRequest{Limit: model.DispatchLimit{TenantID: tenants[(done+i)%len(tenants)], Host: "bench.example", Rate: 1e6},
 					TaskID: uuid.New(), At: at}
 			}
 			if _, err := r.AdmitDispatches(ctx, reqs[:min(batch, b.N-done)]); err != nil {
@@ -508,9 +508,9 @@ func BenchmarkRateLimiter(b *testing.B) {
 	})
 	b.Run("dispatch_concurrency", func(b *testing.B) {
 		run(b, func(i int) error {
-			l := store.DispatchLimit{TenantID: tenants[i%len(tenants)], Host: "bench.example", Concurrency: 1 << 20}
+			l := model.DispatchLimit{TenantID: tenants[i%len(tenants)], Host: "bench.example", Concurrency: 1 << 20}
 			task := uuid.New()
-			if _, err := r.AdmitDispatch(ctx, store.DispatchRequest{Limit: l, TaskID: task, Token: uuid.Nil, Lease: time.Minute}); err != nil {
+			if _, err := r.AdmitDispatch(ctx, model.DispatchRequest{Limit: l, TaskID: task, Token: uuid.Nil, Lease: time.Minute}); err != nil {
 				return err
 			}
 			return r.ReleaseDispatch(ctx, l, task, uuid.Nil)

@@ -3,18 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-)
 
-// Listeners are what Listen calls for each notification, one function per
-// channel; a nil function leaves its channel unheard. They run on the
-// listening goroutine, one at a time, and must not block.
-type Listeners struct {
-	// Due is told of each task announced on DueNotifyChannel.
-	Due func(DueTask)
-	// Membership is told of each change announced on
-	// MembershipNotifyChannel, the listening node's own included.
-	Membership func(MembershipChange)
-}
+	"github.com/hookwheel/hookwheel/internal/model"
+)
 
 // Listen calls the listeners for each notification on their channels until
 // ctx is done or the connection fails. It calls ready once listening on them
@@ -25,7 +16,7 @@ type Listeners struct {
 // and then hand the server connection that heard it to other clients, so the
 // notifications would never arrive. Without a session it returns
 // ErrNoSession at once.
-func (db *DB) Listen(ctx context.Context, ready func(), l Listeners) error {
+func (db *DB) Listen(ctx context.Context, ready func(), l model.Listeners) error {
 	if err := db.CheckSession(); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

@@ -11,31 +11,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// Plan is what a materialiser decided for one due schedule: the occurrences
-// to make into tasks now, and where the schedule goes on from.
-type Plan struct {
-	// Occurrences become tasks, each due at its occurrence. One already a
-	// task (another node got there first) is left alone.
-	Occurrences []time.Time
-	// Next becomes the schedule's NextRunAt: the first occurrence not
-	// materialised. nil stops the schedule (it has no occurrence left).
-	Next *time.Time
-}
-
-// MaterializeParams selects the schedules a MaterializeSchedules pass works on.
-type MaterializeParams struct {
-	// Partitions are those this node owns; a schedule's partition is the
-	// last byte of its id, like a task's.
-	Partitions []int16
-	// Until: schedules whose NextRunAt is at or before it are due.
-	Until time.Time
-	// Limit caps the schedules of one pass (one transaction).
-	Limit int
-	// NotifyUntil: tasks due at or before it are announced on
-	// DueNotifyChannel on commit (they fall inside the loaded window).
-	NotifyUntil time.Time
-}
-
 const queryLockDueSchedules = `-- name: LockDueSchedules
 SELECT ` + scheduleColumns + ` FROM schedules
 WHERE partition = ANY($1) AND NOT paused AND deleted_at IS NULL AND next_run_at <= $2
@@ -101,16 +76,6 @@ FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::
 	AS u(id, next, last, skipped, last_skipped)
 WHERE s.id = u.id`
 
-// Materialized is what a MaterializeSchedules pass did.
-type Materialized struct {
-	// Created are the tasks created, for the caller to arm (occurrences that
-	// were already tasks are not).
-	Created []DueTask
-	// Skipped counts the occurrences not made tasks because their tenant
-	// was at its max_pending_tasks; each schedule counts its own.
-	Skipped int
-}
-
 // MaterializeSchedules makes tasks of the occurrences of due schedules, in
 // one transaction: it locks up to p.Limit due schedules of p.Partitions
 // (skipping those another node holds), asks plan what to materialise for
@@ -123,8 +88,8 @@ type Materialized struct {
 // announced on DueNotifyChannel too, in case ownership moves meanwhile.
 // plan runs inside the transaction, holding the schedule's row lock: it must
 // be quick and must not touch the database.
-func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, plan func(*model.Schedule) Plan) (Materialized, error) {
-	var done Materialized
+func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.Plan) (model.Materialized, error) {
+	var done model.Materialized
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, queryLockDueSchedules, p.Partitions, p.Until, p.Limit)
 		if err != nil {
@@ -166,7 +131,7 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 				return fmt.Errorf("insert occurrences: %w", err)
 			}
 			var (
-				d          DueTask
+				d          model.DueTask
 				scheduleID uuid.UUID
 				skip       bool
 				notified   *string
@@ -203,7 +168,7 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p MaterializeParams, pla
 		return nil
 	})
 	if err != nil {
-		return Materialized{}, fmt.Errorf("materialize schedules: %w", err)
+		return model.Materialized{}, fmt.Errorf("materialize schedules: %w", err)
 	}
 	return done, nil
 }

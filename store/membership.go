@@ -14,59 +14,26 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// Membership is a dispatcher node's view after one heartbeat.
-type Membership struct {
-	// LiveNodes counts the dispatcher nodes whose heartbeat has not expired,
-	// this one included.
-	LiveNodes int
-	// Live are their ids, in order.
-	Live []uuid.UUID
-	// Owned are the partitions this node holds a lease on, in order.
-	Owned []int16
-}
-
 // MembershipNotifyChannel is the Postgres NOTIFY channel on which the
 // membership statements announce, on commit, the changes after which other
 // nodes should heartbeat at once: a node joined, released partitions or
 // left. The payload is "<node id> <event>".
 const MembershipNotifyChannel = "hookwheel_membership"
 
-// MembershipEvent is what a MembershipChange announces.
-type MembershipEvent string
-
-// The events announced on MembershipNotifyChannel.
-const (
-	// MembershipJoined: a node that was not live registered; every share
-	// shrinks.
-	MembershipJoined MembershipEvent = "joined"
-	// MembershipReleased: a node above its share set partitions free.
-	MembershipReleased MembershipEvent = "released"
-	// MembershipLeft: a node unregistered and set its partitions free;
-	// every share grows.
-	MembershipLeft MembershipEvent = "left"
-)
-
-// MembershipChange is one announcement on MembershipNotifyChannel.
-type MembershipChange struct {
-	// Node is the node whose statement announced the change.
-	Node  uuid.UUID
-	Event MembershipEvent
-}
-
-func parseMembershipNotification(payload string) (MembershipChange, error) {
+func parseMembershipNotification(payload string) (model.MembershipChange, error) {
 	idText, event, ok := strings.Cut(payload, " ")
 	if !ok {
-		return MembershipChange{}, errors.New("want \"<node id> <event>\"")
+		return model.MembershipChange{}, errors.New("want \"<node id> <event>\"")
 	}
 	id, err := uuid.Parse(idText)
 	if err != nil {
-		return MembershipChange{}, fmt.Errorf("parse node id: %w", err)
+		return model.MembershipChange{}, fmt.Errorf("parse node id: %w", err)
 	}
-	switch e := MembershipEvent(event); e {
-	case MembershipJoined, MembershipReleased, MembershipLeft:
-		return MembershipChange{Node: id, Event: e}, nil
+	switch e := model.MembershipEvent(event); e {
+	case model.MembershipJoined, model.MembershipReleased, model.MembershipLeft:
+		return model.MembershipChange{Node: id, Event: e}, nil
 	default:
-		return MembershipChange{}, fmt.Errorf("unknown event %q", event)
+		return model.MembershipChange{}, fmt.Errorf("unknown event %q", event)
 	}
 }
 
@@ -83,7 +50,7 @@ WITH prev AS (
 	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = now() + $3::interval, backend_pid = $4
 	RETURNING id
 )
-SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipJoined) + `')
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(model.MembershipJoined) + `')
 FROM registered
 WHERE NOT EXISTS (SELECT 1 FROM prev WHERE expires_at > now())`
 
@@ -101,7 +68,7 @@ WITH released AS (
 	UPDATE partitions SET owner = NULL, lease_expires_at = NULL WHERE owner = $1 AND id = ANY($2)
 	RETURNING id
 )
-SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipReleased) + `')
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(model.MembershipReleased) + `')
 WHERE EXISTS (SELECT 1 FROM released)`
 
 	queryAcquirePartitions = `-- name: AcquirePartitions
@@ -133,8 +100,8 @@ DELETE FROM nodes WHERE expires_at < now() - interval '1 hour'`
 //
 // It goes through a connection of its own, never queued behind the pool's
 // statements.
-func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (Membership, error) {
-	var m Membership
+func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl time.Duration) (model.Membership, error) {
+	var m model.Membership
 	// A node frozen (SIGSTOP, a long pause) between two statements of this
 	// transaction would hold its partitions' row locks, which the other
 	// nodes' takeover passes over, for as long as it stays frozen: the
@@ -186,7 +153,7 @@ func (db *DB) Heartbeat(ctx context.Context, nodeID uuid.UUID, name string, ttl 
 		return nil
 	})
 	if err != nil {
-		return Membership{}, fmt.Errorf("heartbeat of node %s: %w", nodeID, err)
+		return model.Membership{}, fmt.Errorf("heartbeat of node %s: %w", nodeID, err)
 	}
 	slices.Sort(m.Owned)
 	return m, nil
@@ -220,7 +187,7 @@ WITH dead AS (
 	RETURNING p.id
 )
 SELECT dead.id FROM dead
-CROSS JOIN LATERAL (SELECT pg_notify('` + MembershipNotifyChannel + `', dead.id::text || ' ` + string(MembershipLeft) + `')) AS announced`
+CROSS JOIN LATERAL (SELECT pg_notify('` + MembershipNotifyChannel + `', dead.id::text || ' ` + string(model.MembershipLeft) + `')) AS announced`
 
 // SucceedDeadNamesakes ends at once the registration and partition leases
 // of the live nodes registered under name whose heartbeat connection is
@@ -250,7 +217,7 @@ WITH released AS (
 	DELETE FROM nodes WHERE id = $1
 	RETURNING id
 )
-SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(MembershipLeft) + `')
+SELECT pg_notify('` + MembershipNotifyChannel + `', $1::text || ' ` + string(model.MembershipLeft) + `')
 WHERE EXISTS (SELECT 1 FROM released) OR EXISTS (SELECT 1 FROM gone)`
 
 // LeaveNode unregisters a node that stops cleanly and frees its partitions

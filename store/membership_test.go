@@ -24,7 +24,7 @@ const nodeTTL = time.Minute
 // share is the most partitions a node may hold among live nodes.
 func share(live int) int { return (model.Partitions + live - 1) / live }
 
-func heartbeat(t *testing.T, db *store.DB, node uuid.UUID, ttl time.Duration) store.Membership {
+func heartbeat(t *testing.T, db *store.DB, node uuid.UUID, ttl time.Duration) model.Membership {
 	t.Helper()
 	m, err := db.Heartbeat(context.Background(), node, "node-"+node.String()[:8], ttl)
 	require.NoError(t, err)
@@ -82,11 +82,11 @@ func balanced(owned map[uuid.UUID][]int16, live int) bool {
 // balanced split among them all. It returns each node's last membership and
 // how many rounds it took, the unchanged last one included; it fails the test
 // after maxRounds.
-func settle(t *testing.T, db *store.DB, nodes []uuid.UUID, maxRounds int) (map[uuid.UUID]store.Membership, int) {
+func settle(t *testing.T, db *store.DB, nodes []uuid.UUID, maxRounds int) (map[uuid.UUID]model.Membership, int) {
 	t.Helper()
 	var prev map[uuid.UUID][]int16
 	for round := 1; round <= maxRounds; round++ {
-		ms := map[uuid.UUID]store.Membership{}
+		ms := map[uuid.UUID]model.Membership{}
 		owned := map[uuid.UUID][]int16{}
 		for _, node := range nodes {
 			ms[node] = heartbeat(t, db, node, nodeTTL)
@@ -106,7 +106,7 @@ func settle(t *testing.T, db *store.DB, nodes []uuid.UUID, maxRounds int) (map[u
 	return nil, 0
 }
 
-func ownedSets(ms map[uuid.UUID]store.Membership) map[uuid.UUID][]int16 {
+func ownedSets(ms map[uuid.UUID]model.Membership) map[uuid.UUID][]int16 {
 	owned := map[uuid.UUID][]int16{}
 	for node, m := range ms {
 		owned[node] = m.Owned
@@ -140,7 +140,7 @@ func ownersInSQL(t *testing.T, pool *pgxpool.Pool) map[uuid.UUID][]int16 {
 
 // requireSQLAgrees requires that the partitions table gives each node exactly
 // the partitions its last heartbeat reported, and nobody anything else.
-func requireSQLAgrees(t *testing.T, pool *pgxpool.Pool, ms map[uuid.UUID]store.Membership) {
+func requireSQLAgrees(t *testing.T, pool *pgxpool.Pool, ms map[uuid.UUID]model.Membership) {
 	t.Helper()
 	want := map[uuid.UUID][]int16{}
 	for node, m := range ms {
@@ -151,7 +151,7 @@ func requireSQLAgrees(t *testing.T, pool *pgxpool.Pool, ms map[uuid.UUID]store.M
 	require.Equal(t, want, ownersInSQL(t, pool))
 }
 
-func sizes(ms map[uuid.UUID]store.Membership, nodes []uuid.UUID) []int {
+func sizes(ms map[uuid.UUID]model.Membership, nodes []uuid.UUID) []int {
 	out := make([]int, len(nodes))
 	for i, node := range nodes {
 		out[i] = len(ms[node].Owned)
@@ -168,7 +168,7 @@ func TestHeartbeatSingleNode(t *testing.T) {
 	first := heartbeat(t, db, node, nodeTTL)
 	require.Equal(t, 1, first.LiveNodes)
 	require.Equal(t, allPartitions(), first.Owned)
-	requireSQLAgrees(t, pool, map[uuid.UUID]store.Membership{node: first})
+	requireSQLAgrees(t, pool, map[uuid.UUID]model.Membership{node: first})
 
 	var name string
 	var started, beat, expires time.Time
@@ -264,7 +264,7 @@ func TestHeartbeatTakesOverFromDeadNode(t *testing.T) {
 			// The survivors heartbeat until they have split everything
 			// between them; with leases expired in SQL that is their first
 			// round.
-			survivors := map[uuid.UUID]store.Membership{}
+			survivors := map[uuid.UUID]model.Membership{}
 			rounds := 0
 			deadline := time.Now().Add(10 * time.Second)
 			tick := time.NewTicker(10 * time.Millisecond)
@@ -331,7 +331,7 @@ func TestLeaveNode(t *testing.T) {
 	m := heartbeat(t, db, staying, nodeTTL)
 	require.Equal(t, 1, m.LiveNodes)
 	require.Equal(t, allPartitions(), m.Owned, "one heartbeat takes everything the leaver freed")
-	requireSQLAgrees(t, pool, map[uuid.UUID]store.Membership{staying: m})
+	requireSQLAgrees(t, pool, map[uuid.UUID]model.Membership{staying: m})
 
 	// Leaving twice, or as a node never seen, is harmless.
 	require.NoError(t, db.LeaveNode(ctx, leaving))
@@ -345,7 +345,7 @@ func TestHeartbeatConcurrent(t *testing.T) {
 	t.Parallel()
 	db, pool := openDB(t)
 	nodes := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
-	beat := func(node uuid.UUID) (store.Membership, error) {
+	beat := func(node uuid.UUID) (model.Membership, error) {
 		m, err := db.Heartbeat(context.Background(), node, "node-"+node.String()[:8], nodeTTL)
 		if err == nil && len(m.Owned) > share(m.LiveNodes) {
 			err = fmt.Errorf("%d partitions among %d live nodes", len(m.Owned), m.LiveNodes)
@@ -357,8 +357,8 @@ func TestHeartbeatConcurrent(t *testing.T) {
 	// at once. With every lease running, what the heartbeats of one round
 	// report never overlaps: a partition changes hands only once its holder
 	// has committed giving it up, or, free, to one taker only.
-	round := func() map[uuid.UUID]store.Membership {
-		results := make([]store.Membership, len(nodes))
+	round := func() map[uuid.UUID]model.Membership {
+		results := make([]model.Membership, len(nodes))
 		errs := make([]error, len(nodes))
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -370,7 +370,7 @@ func TestHeartbeatConcurrent(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		ms := map[uuid.UUID]store.Membership{}
+		ms := map[uuid.UUID]model.Membership{}
 		for i, node := range nodes {
 			require.NoError(t, errs[i])
 			ms[node] = results[i]
@@ -378,7 +378,7 @@ func TestHeartbeatConcurrent(t *testing.T) {
 		requireDisjoint(t, ownedSets(ms))
 		return ms
 	}
-	settleConcurrently := func(maxRounds int) (map[uuid.UUID]store.Membership, int) {
+	settleConcurrently := func(maxRounds int) (map[uuid.UUID]model.Membership, int) {
 		var prev map[uuid.UUID][]int16
 		for rounds := 1; rounds <= maxRounds; rounds++ {
 			ms := round()
@@ -435,8 +435,8 @@ func TestHeartbeatConcurrent(t *testing.T) {
 // membershipListener collects the announcements of MembershipNotifyChannel
 // on db, and of DueNotifyChannel on the same connection.
 type membershipListener struct {
-	changes chan store.MembershipChange
-	due     chan store.DueTask
+	changes chan model.MembershipChange
+	due     chan model.DueTask
 	pool    *pgxpool.Pool
 }
 
@@ -444,13 +444,13 @@ type membershipListener struct {
 func listenMembership(t *testing.T, db *store.DB, pool *pgxpool.Pool) *membershipListener {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	l := &membershipListener{changes: make(chan store.MembershipChange, 256), due: make(chan store.DueTask, 256), pool: pool}
+	l := &membershipListener{changes: make(chan model.MembershipChange, 256), due: make(chan model.DueTask, 256), pool: pool}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- db.Listen(ctx, func() { close(ready) }, store.Listeners{
-			Due:        func(d store.DueTask) { l.due <- d },
-			Membership: func(c store.MembershipChange) { l.changes <- c },
+		done <- db.Listen(ctx, func() { close(ready) }, model.Listeners{
+			Due:        func(d model.DueTask) { l.due <- d },
+			Membership: func(c model.MembershipChange) { l.changes <- c },
 		})
 	}()
 	t.Cleanup(func() {
@@ -470,11 +470,11 @@ func listenMembership(t *testing.T, db *store.DB, pool *pgxpool.Pool) *membershi
 // drain returns every membership change announced so far, in order.
 // Postgres delivers notifications in commit order, so a marker announced
 // after the statements under test arrives after all they announced.
-func (l *membershipListener) drain(t *testing.T) []store.MembershipChange {
+func (l *membershipListener) drain(t *testing.T) []model.MembershipChange {
 	t.Helper()
 	marker := uuid.New()
 	exec(t, l.pool, `SELECT pg_notify($1, $2::text || ' left')`, store.MembershipNotifyChannel, marker)
-	var out []store.MembershipChange
+	var out []model.MembershipChange
 	for {
 		select {
 		case c := <-l.changes:
@@ -499,22 +499,22 @@ func TestMembershipNotifications(t *testing.T) {
 	db, pool := openDB(t)
 	l := listenMembership(t, db, pool)
 	a, b := uuid.New(), uuid.New()
-	change := func(node uuid.UUID, e store.MembershipEvent) []store.MembershipChange {
-		return []store.MembershipChange{{Node: node, Event: e}}
+	change := func(node uuid.UUID, e model.MembershipEvent) []model.MembershipChange {
+		return []model.MembershipChange{{Node: node, Event: e}}
 	}
 
 	require.Len(t, heartbeat(t, db, a, nodeTTL).Owned, model.Partitions)
-	require.Equal(t, change(a, store.MembershipJoined), l.drain(t), "a new node")
+	require.Equal(t, change(a, model.MembershipJoined), l.drain(t), "a new node")
 	heartbeat(t, db, a, nodeTTL)
 	require.Empty(t, l.drain(t), "a renewal")
 
 	require.Empty(t, heartbeat(t, db, b, nodeTTL).Owned)
-	require.Equal(t, change(b, store.MembershipJoined), l.drain(t), "a second node, which finds nothing free")
+	require.Equal(t, change(b, model.MembershipJoined), l.drain(t), "a second node, which finds nothing free")
 	heartbeat(t, db, b, nodeTTL)
 	require.Empty(t, l.drain(t), "below its share, but nothing to take")
 
 	require.Len(t, heartbeat(t, db, a, nodeTTL).Owned, 128)
-	require.Equal(t, change(a, store.MembershipReleased), l.drain(t), "the excess of the first node")
+	require.Equal(t, change(a, model.MembershipReleased), l.drain(t), "the excess of the first node")
 	heartbeat(t, db, a, nodeTTL)
 	require.Empty(t, l.drain(t), "at its share")
 
@@ -525,10 +525,10 @@ func TestMembershipNotifications(t *testing.T) {
 	// heartbeat brings it back, which changes their shares again.
 	exec(t, pool, `UPDATE nodes SET expires_at = now() - interval '1 second' WHERE id = $1`, b)
 	heartbeat(t, db, b, nodeTTL)
-	require.Equal(t, change(b, store.MembershipJoined), l.drain(t), "back to life")
+	require.Equal(t, change(b, model.MembershipJoined), l.drain(t), "back to life")
 
 	require.NoError(t, db.LeaveNode(ctx, b))
-	require.Equal(t, change(b, store.MembershipLeft), l.drain(t))
+	require.Equal(t, change(b, model.MembershipLeft), l.drain(t))
 	require.NoError(t, db.LeaveNode(ctx, b))
 	require.NoError(t, db.LeaveNode(ctx, uuid.New()))
 	require.Empty(t, l.drain(t), "leaving again, or as a node never seen")
@@ -539,7 +539,7 @@ func TestMembershipNotifications(t *testing.T) {
 	require.Empty(t, l.drain(t))
 	exec(t, pool, `DELETE FROM nodes WHERE id = $1`, a)
 	require.NoError(t, db.LeaveNode(ctx, a))
-	require.Equal(t, change(a, store.MembershipLeft), l.drain(t))
+	require.Equal(t, change(a, model.MembershipLeft), l.drain(t))
 	require.Equal(t, model.Partitions, countRows(t, pool, `SELECT count(*) FROM partitions WHERE owner IS NULL`))
 }
 
@@ -560,7 +560,7 @@ func TestMembershipNotificationsOnCommit(t *testing.T) {
 	heartbeat(t, db, a, nodeTTL)
 	select {
 	case c := <-l.changes:
-		require.Equal(t, store.MembershipChange{Node: a, Event: store.MembershipReleased}, c)
+		require.Equal(t, model.MembershipChange{Node: a, Event: model.MembershipReleased}, c)
 	case <-time.After(10 * time.Second):
 		require.FailNow(t, "no release announced")
 	}
@@ -582,7 +582,7 @@ func TestListenBothChannels(t *testing.T) {
 	exec(t, pool, `SELECT pg_notify($1, $2::text || ' 1893553445123456')`, store.DueNotifyChannel, task)
 	exec(t, pool, `SELECT pg_notify($1, $2::text || ' joined')`, store.MembershipNotifyChannel, node)
 
-	require.Equal(t, []store.MembershipChange{{Node: node, Event: store.MembershipJoined}}, l.drain(t))
+	require.Equal(t, []model.MembershipChange{{Node: node, Event: model.MembershipJoined}}, l.drain(t))
 	select {
 	case d := <-l.due:
 		require.Equal(t, task, d.ID)

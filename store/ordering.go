@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -75,7 +76,7 @@ RETURNING t.id, t.next_attempt_at, ` + releasedNotify
 
 // releaseParked is the claim's recheck: of the tasks it just parked, those
 // no longer blocked now that the claim has committed go back to the queue.
-func (db *DB) releaseParked(ctx context.Context, parked []uuid.UUID) ([]DueTask, error) {
+func (db *DB) releaseParked(ctx context.Context, parked []uuid.UUID) ([]model.DueTask, error) {
 	rows, err := db.pool.Query(ctx, queryReleaseParked, parked)
 	if err != nil {
 		return nil, fmt.Errorf("recheck %d parked tasks: %w", len(parked), err)
@@ -87,8 +88,8 @@ func (db *DB) releaseParked(ctx context.Context, parked []uuid.UUID) ([]DueTask,
 	return released, nil
 }
 
-func scanReleased(r pgx.CollectableRow) (DueTask, error) {
-	var d DueTask
+func scanReleased(r pgx.CollectableRow) (model.DueTask, error) {
+	var d model.DueTask
 	var ignored *string
 	err := r.Scan(&d.ID, &d.At, &ignored)
 	return d, err
@@ -112,7 +113,7 @@ RETURNING t.id, t.next_attempt_at, ` + releasedNotify
 // nothing blocks any more (a claim parked them and its node died before its
 // recheck), and announces them. A node calls it for the partitions it takes
 // over; the released tasks are returned for its wheel.
-func (db *DB) ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]DueTask, error) {
+func (db *DB) ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]model.DueTask, error) {
 	rows, err := db.pool.Query(ctx, queryReleaseOrphans, partitions, limit)
 	if err != nil {
 		return nil, fmt.Errorf("release orphaned parked tasks: %w", err)

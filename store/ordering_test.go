@@ -43,7 +43,7 @@ func record(t *testing.T, db *store.DB, c *model.ClaimedTask, status model.TaskS
 		code = 503
 	}
 	outcome := map[model.TaskStatus]string{model.StatusDelivered: "success", model.StatusRetrying: "retry", model.StatusDead: "fail"}[status]
-	errs, err := db.RecordAttempts(context.Background(), []store.AttemptResult{recordFor(c, outcome, &code, nil, status, next)})
+	errs, err := db.RecordAttempts(context.Background(), []model.AttemptResult{recordFor(c, outcome, &code, nil, status, next)})
 	require.NoError(t, err)
 	require.NoError(t, errs[0])
 }
@@ -82,7 +82,7 @@ func TestOrderingKeyOneAtATime(t *testing.T) {
 	require.Equal(t, 0, readTaskRow(t, pool, b.ID).Attempts, "parking spends no attempt")
 
 	// Parked tasks are in no due scan: neither the loader's nor the sweep's.
-	listed, err := db.ListDue(ctx, allPartitions(), store.DueCursor{}, time.Now().Add(time.Hour), 100)
+	listed, err := db.ListDue(ctx, allPartitions(), model.DueCursor{}, time.Now().Add(time.Hour), 100)
 	require.NoError(t, err)
 	for _, d := range listed {
 		require.NotContains(t, []uuid.UUID{b.ID, c.ID}, d.ID)
@@ -140,9 +140,9 @@ func TestOrderingKeyReleaseNotifies(t *testing.T) {
 	listenCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan struct{})
-	got := make(chan store.DueTask, 4)
+	got := make(chan model.DueTask, 4)
 	go func() {
-		_ = db.ListenDue(listenCtx, func() { close(ready) }, func(d store.DueTask) { got <- d })
+		_ = db.ListenDue(listenCtx, func() { close(ready) }, func(d model.DueTask) { got <- d })
 	}()
 	select {
 	case <-ready:
@@ -269,7 +269,7 @@ func TestOrderingKeyConcurrentClaims(t *testing.T) {
 					inFlight--
 					mu.Unlock()
 					code := 200
-					errs, err := db.RecordAttempts(ctx, []store.AttemptResult{recordFor(c, "success", &code, nil, model.StatusDelivered, nil)})
+					errs, err := db.RecordAttempts(ctx, []model.AttemptResult{recordFor(c, "success", &code, nil, model.StatusDelivered, nil)})
 					if assertNoError(t, err) && assertNoError(t, errs[0]) {
 						mu.Lock()
 						delivered++

@@ -145,7 +145,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	}
 
 	// Purge what finished: every task was delivered or canceled.
-	purged, err := db.PurgeFinished(ctx, store.PurgeParams{Now: time.Now().Add(time.Hour), DefaultRetention: time.Minute, Limit: 10_000})
+	purged, err := db.PurgeFinished(ctx, model.PurgeParams{Now: time.Now().Add(time.Hour), DefaultRetention: time.Minute, Limit: 10_000})
 	require.NoError(t, err)
 	require.Equal(t, workers*rounds*4, purged.Tasks)
 	require.NoError(t, db.LeaveNode(ctx, testNode))
@@ -167,14 +167,14 @@ func pooledRound(ctx context.Context, db *store.DB, tenantID uuid.UUID, n int, m
 	announced[due.ID], announced[batch[0].ID] = true, true
 	mu.Unlock()
 
-	if _, err := db.ListDue(ctx, allPartitions(), store.DueCursor{}, now, 100); err != nil {
+	if _, err := db.ListDue(ctx, allPartitions(), model.DueCursor{}, now, 100); err != nil {
 		return err
 	}
 	claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{due.ID, batch[0].ID}, now, 30*time.Second)
 	if err != nil {
 		return err
 	}
-	results := make([]store.AttemptResult, len(claims))
+	results := make([]model.AttemptResult, len(claims))
 	for i, c := range claims {
 		results[i] = recordFor(c, "success", ptr(200), nil, model.StatusDelivered, nil)
 	}

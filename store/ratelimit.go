@@ -58,86 +58,27 @@ func (r *Redis) AllowAPIRequest(ctx context.Context, tenantID uuid.UUID, rate fl
 	}, nil
 }
 
-// DispatchLimit is what applies to the webhooks of one tenant to one host,
-// or, when Flow is set, to the tasks of one of its flow keys.
-type DispatchLimit struct {
-	TenantID uuid.UUID
-	// Host is the target's host name, lowercase, without port.
-	Host string
-	// Flow is the flow key limited instead of a host; "" for a host's limit.
-	Flow string
-	// Rate is webhooks per second, Concurrency webhooks in flight; 0 means
-	// unlimited.
-	Rate        float64
-	Concurrency int
-	// Period is the window the rate is promised over (a flow key's period;
-	// a second when zero): no window of it holds more than Rate x Period
-	// sends, plus one (dispatchSpacing).
-	Period time.Duration
-}
-
-// Limited reports whether the limit limits anything.
-func (l DispatchLimit) Limited() bool { return l.Rate > 0 || l.Concurrency > 0 }
-
-// DispatchOutcome is the answer of AdmitDispatch.
-type DispatchOutcome int
-
-const (
-	// DispatchNow: send now. A concurrency slot, if limited, is held until
-	// ReleaseDispatch or the lease ends.
-	DispatchNow DispatchOutcome = iota
-	// DispatchLater: send no sooner than Wait from now; that slot of the
-	// rate is reserved for this task, which must come back for it.
-	DispatchLater
-	// DispatchBusy: every concurrency slot is taken; nothing was reserved.
-	DispatchBusy
-)
-
-// DispatchAdmission is the answer of AdmitDispatch.
-type DispatchAdmission struct {
-	Outcome DispatchOutcome
-	Wait    time.Duration
-}
-
-// minDispatchGrace is the least lateness a task coming back for its reserved
-// slot is forgiven, however high the rate: below it, ordinary scheduling
-// jitter would make tasks lose their slots over and over.
-const minDispatchGrace = 20 * time.Millisecond
-
-// DispatchGrace is how late a task may come back for its reserved slot (or
-// be sent after the slot it was given) and still use it: half an interval,
-// so that the other half absorbs the jitter between sending and arriving and
-// a receiver never sees more than one extra webhook in any window (a rate of
-// 20/s shows at most 21 in a second), and never less than minDispatchGrace.
-// (Just under a whole interval was measured to let 22 through now and then.)
-func DispatchGrace(rate float64) time.Duration {
-	if rate <= 0 {
-		return 0
-	}
-	return max(time.Duration(float64(time.Second)/rate/2), minDispatchGrace)
-}
-
 // dispatchEarly is how early a caller may come for its slot and still be on
 // time (the script's "early": timers and Postgres's microseconds round).
 const dispatchEarly = time.Millisecond
 
 // dispatchSpacing is the time between two slots of l's rate, in
-// microseconds. A slot is used up to DispatchGrace late and up to
+// microseconds. A slot is used up to model.DispatchGrace late and up to
 // dispatchEarly early, so with slots exactly 1/Rate apart a window of
 // Period could see (Period + grace + early) / interval + 1 sends: more than
 // Rate x Period + 1 once the grace passes half an interval, which its floor
-// (minDispatchGrace) does above 25 a second (a limit of 100 a second was
+// (model's minDispatchGrace) does above 25 a second (a limit of 100 a second was
 // measured at 104 in a second). The spacing grows just enough that no
 // window of Period holds more than Rate x Period + 1 (rounded down): by
 // about 1% at 100 a second and 2% at the highest rates.
-func dispatchSpacing(l DispatchLimit) float64 {
+func dispatchSpacing(l model.DispatchLimit) float64 {
 	period := l.Period
 	if period <= 0 {
 		period = time.Second
 	}
 	interval := 1e6 / l.Rate
 	most := math.Floor(l.Rate*period.Seconds()) + 1
-	reach := float64((period + DispatchGrace(l.Rate) + dispatchEarly).Microseconds())
+	reach := float64((period + model.DispatchGrace(l.Rate) + dispatchEarly).Microseconds())
 	// A nanosecond more keeps the bound strict.
 	return max(interval, reach/most+0.001)
 }
@@ -155,7 +96,7 @@ func dispatchSpacing(l DispatchLimit) float64 {
 // still waits for the slots booked before it, which a slow rate (0.01 a
 // second, say) can stretch over hours. The sends in flight are counted
 // whatever the rate.
-func (r *Redis) dispatchKeys(l DispatchLimit, taskID uuid.UUID, attempt int) []string {
+func (r *Redis) dispatchKeys(l model.DispatchLimit, taskID uuid.UUID, attempt int) []string {
 	// '/' cannot occur in a host name, nor '#' in a host name or a flow key
 	// (tasks.FlowKeyProblem), so the tags are unambiguous; neither may hold
 	// a brace, which would cut the hash tag short.
@@ -174,38 +115,15 @@ func (r *Redis) dispatchKeys(l DispatchLimit, taskID uuid.UUID, attempt int) []s
 
 func dispatchHolder(taskID, token uuid.UUID) string { return taskID.String() + ":" + token.String() }
 
-// name says what l limits, for errors.
-func (l DispatchLimit) name() string {
+// limitName says what l limits, for errors.
+func limitName(l model.DispatchLimit) string {
 	if l.Flow != "" {
 		return "flow key " + l.Flow
 	}
 	return l.Host
 }
 
-// DispatchRequest asks whether one claimed task may be sent under Limit;
-// only the limits it sets are checked (a zero Rate or Concurrency is not).
-type DispatchRequest struct {
-	Limit  DispatchLimit
-	TaskID uuid.UUID
-	// Attempt is the attempt the task is claimed for: a slot reserved for
-	// it is its own.
-	Attempt int
-	// Token is the claim token: with TaskID it names the holder of a
-	// concurrency slot.
-	Token uuid.UUID
-	// Lease bounds how long a concurrency slot stays held if ReleaseDispatch
-	// never comes (the node died).
-	Lease time.Duration
-	// At is when the task is meant to be sent, by the dispatcher's clock (a
-	// claim is taken a little ahead of its due time); the rate is decided
-	// for that instant. The slots of a rate are on the dispatchers' clocks
-	// (keep them synchronised): a wait converted from Redis's clock would be
-	// off by the unknown part of a round trip, and a task would come back
-	// a hair before its slot.
-	At time.Time
-}
-
-func (r *Redis) admitArgs(q DispatchRequest) (keys []string, args []any) {
+func (r *Redis) admitArgs(q model.DispatchRequest) (keys []string, args []any) {
 	interval := "0"
 	if q.Limit.Rate > 0 {
 		interval = formatMicros(dispatchSpacing(q.Limit))
@@ -214,30 +132,30 @@ func (r *Redis) admitArgs(q DispatchRequest) (keys []string, args []any) {
 		q.At = time.Now()
 	}
 	return r.dispatchKeys(q.Limit, q.TaskID, q.Attempt), []any{interval, max(q.Limit.Concurrency, 0), dispatchHolder(q.TaskID, q.Token),
-		q.Lease.Microseconds(), DispatchGrace(q.Limit.Rate).Microseconds(), q.At.UnixMicro()}
+		q.Lease.Microseconds(), model.DispatchGrace(q.Limit.Rate).Microseconds(), q.At.UnixMicro()}
 }
 
-func parseAdmission(q DispatchRequest, cmd *redis.Cmd) (DispatchAdmission, error) {
+func parseAdmission(q model.DispatchRequest, cmd *redis.Cmd) (model.DispatchAdmission, error) {
 	vals, err := cmd.Int64Slice()
 	if err != nil {
-		return DispatchAdmission{}, fmt.Errorf("admit dispatch of task %s under %s: %w", q.TaskID, q.Limit.name(), err)
+		return model.DispatchAdmission{}, fmt.Errorf("admit dispatch of task %s under %s: %w", q.TaskID, limitName(q.Limit), err)
 	}
 	if len(vals) != 2 {
-		return DispatchAdmission{}, fmt.Errorf("admit dispatch of task %s under %s: script returned %d values", q.TaskID, q.Limit.name(), len(vals))
+		return model.DispatchAdmission{}, fmt.Errorf("admit dispatch of task %s under %s: script returned %d values", q.TaskID, limitName(q.Limit), len(vals))
 	}
 	switch vals[0] {
 	case 1:
-		return DispatchAdmission{Outcome: DispatchNow}, nil
+		return model.DispatchAdmission{Outcome: model.DispatchNow}, nil
 	case 0:
-		return DispatchAdmission{Outcome: DispatchLater, Wait: time.Duration(vals[1]) * time.Microsecond}, nil
+		return model.DispatchAdmission{Outcome: model.DispatchLater, Wait: time.Duration(vals[1]) * time.Microsecond}, nil
 	default:
-		return DispatchAdmission{Outcome: DispatchBusy}, nil
+		return model.DispatchAdmission{Outcome: model.DispatchBusy}, nil
 	}
 }
 
 // AdmitDispatch decides, in one round trip, whether a task may be sent under
 // its limits: see lua/dispatch_admit.lua.
-func (r *Redis) AdmitDispatch(ctx context.Context, q DispatchRequest) (DispatchAdmission, error) {
+func (r *Redis) AdmitDispatch(ctx context.Context, q model.DispatchRequest) (model.DispatchAdmission, error) {
 	keys, args := r.admitArgs(q)
 	return parseAdmission(q, r.scripts.dispatchAdmit.run(ctx, r.client, keys, args...))
 }
@@ -246,14 +164,14 @@ func (r *Redis) AdmitDispatch(ctx context.Context, q DispatchRequest) (DispatchA
 // run in order: tasks given in due order get their slots in due order, but
 // for the rare pipeline a Redis server answers with NOSCRIPT, whose refused
 // commands run after the others; see script.runEach).
-func (r *Redis) AdmitDispatches(ctx context.Context, reqs []DispatchRequest) ([]DispatchAdmission, error) {
+func (r *Redis) AdmitDispatches(ctx context.Context, reqs []model.DispatchRequest) ([]model.DispatchAdmission, error) {
 	cmds, err := r.scripts.dispatchAdmit.runEach(ctx, r.client, len(reqs), func(i int) ([]string, []any) {
 		return r.admitArgs(reqs[i])
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admit %d dispatches: %w", len(reqs), err)
 	}
-	out := make([]DispatchAdmission, len(reqs))
+	out := make([]model.DispatchAdmission, len(reqs))
 	for i, cmd := range cmds {
 		if out[i], err = parseAdmission(reqs[i], cmd); err != nil {
 			return nil, err
@@ -264,9 +182,9 @@ func (r *Redis) AdmitDispatches(ctx context.Context, reqs []DispatchRequest) ([]
 
 // ReleaseDispatch gives back the concurrency slot the task holds under token,
 // if any.
-func (r *Redis) ReleaseDispatch(ctx context.Context, l DispatchLimit, taskID, token uuid.UUID) error {
+func (r *Redis) ReleaseDispatch(ctx context.Context, l model.DispatchLimit, taskID, token uuid.UUID) error {
 	if err := r.client.ZRem(ctx, r.dispatchKeys(l, taskID, 0)[2], dispatchHolder(taskID, token)).Err(); err != nil {
-		return fmt.Errorf("release dispatch slot of task %s under %s: %w", taskID, l.name(), err)
+		return fmt.Errorf("release dispatch slot of task %s under %s: %w", taskID, limitName(l), err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 	"github.com/hookwheel/hookwheel/store/storetest"
 )
@@ -40,15 +41,15 @@ func clusterMasters(t *testing.T, cc *redis.ClusterClient, keys []string) []stri
 
 // attemptClaims is one claim per task, for n tasks: enough that a batch
 // reaches every master.
-func attemptClaims(n int, token uuid.UUID) []store.AttemptClaim {
-	claims := make([]store.AttemptClaim, n)
+func attemptClaims(n int, token uuid.UUID) []model.AttemptClaim {
+	claims := make([]model.AttemptClaim, n)
 	for i := range claims {
-		claims[i] = store.AttemptClaim{TaskID: uuid.Must(uuid.NewV7()), Attempt: 1, Token: token, TTL: time.Minute}
+		claims[i] = model.AttemptClaim{TaskID: uuid.Must(uuid.NewV7()), Attempt: 1, Token: token, TTL: time.Minute}
 	}
 	return claims
 }
 
-func attemptKeys(prefix string, claims []store.AttemptClaim) []string {
+func attemptKeys(prefix string, claims []model.AttemptClaim) []string {
 	keys := make([]string, len(claims))
 	for i, c := range claims {
 		keys[i] = prefix + "{" + c.TaskID.String() + "}:attempt:" + strconv.Itoa(c.Attempt)
@@ -178,13 +179,13 @@ func TestRedisCluster(t *testing.T) {
 
 	t.Run("dispatch admission", func(t *testing.T) {
 		at := time.Now()
-		var reqs []store.DispatchRequest
+		var reqs []model.DispatchRequest
 		var rateKeys []string
 		for i := range 20 {
-			limit := store.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("h%d.example", i), Rate: 1, Concurrency: 2}
+			limit := model.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("h%d.example", i), Rate: 1, Concurrency: 2}
 			rateKeys = append(rateKeys, prefix+"{"+limit.TenantID.String()+"/"+limit.Host+"}:dispatch_rate")
 			for range 3 {
-				reqs = append(reqs, store.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
+				reqs = append(reqs, model.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
 			}
 		}
 		require.Equal(t, masters, clusterMasters(t, raw, rateKeys), "20 limits span every master")
@@ -193,27 +194,27 @@ func TestRedisCluster(t *testing.T) {
 		for i, a := range got {
 			switch i % 3 {
 			case 0:
-				require.Equal(t, store.DispatchNow, a.Outcome, "the first of a limit goes now")
+				require.Equal(t, model.DispatchNow, a.Outcome, "the first of a limit goes now")
 			default:
 				// The rate books the next slots, one second apart.
-				require.Equal(t, store.DispatchLater, a.Outcome, "request %d", i)
+				require.Equal(t, model.DispatchLater, a.Outcome, "request %d", i)
 				require.Equal(t, time.Duration(i%3)*time.Second, a.Wait, "request %d", i)
 			}
 		}
 		// Concurrency: the two slots of a limit with no rate.
-		var busy []store.DispatchRequest
+		var busy []model.DispatchRequest
 		for i := range 20 {
-			limit := store.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("c%d.example", i), Concurrency: 2}
+			limit := model.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("c%d.example", i), Concurrency: 2}
 			for range 3 {
-				busy = append(busy, store.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
+				busy = append(busy, model.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
 			}
 		}
 		got, err = r.AdmitDispatches(ctx, busy)
 		require.NoError(t, err)
 		for i, a := range got {
-			want := store.DispatchNow
+			want := model.DispatchNow
 			if i%3 == 2 {
-				want = store.DispatchBusy
+				want = model.DispatchBusy
 			}
 			require.Equal(t, want, a.Outcome, "request %d", i)
 		}
@@ -222,7 +223,7 @@ func TestRedisCluster(t *testing.T) {
 			require.NoError(t, r.ReleaseDispatch(ctx, q.Limit, q.TaskID, q.Token))
 			a, err := r.AdmitDispatch(ctx, busy[i+2])
 			require.NoError(t, err)
-			require.Equal(t, store.DispatchNow, a.Outcome, "a released slot is free")
+			require.Equal(t, model.DispatchNow, a.Outcome, "a released slot is free")
 		}
 	})
 
@@ -232,12 +233,12 @@ func TestRedisCluster(t *testing.T) {
 	// on the masters that had run theirs.
 	t.Run("NOSCRIPT on one master", func(t *testing.T) {
 		at := time.Now()
-		var reqs []store.DispatchRequest
+		var reqs []model.DispatchRequest
 		var rateKeys []string
 		for i := range 30 {
-			limit := store.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("noscript%d.example", i), Rate: 1}
+			limit := model.DispatchLimit{TenantID: uuid.New(), Host: fmt.Sprintf("noscript%d.example", i), Rate: 1}
 			rateKeys = append(rateKeys, prefix+"{"+limit.TenantID.String()+"/"+limit.Host+"}:dispatch_rate")
-			reqs = append(reqs, store.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
+			reqs = append(reqs, model.DispatchRequest{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), Lease: time.Minute, At: at})
 		}
 		require.Equal(t, masters, clusterMasters(t, raw, rateKeys))
 		claims := attemptClaims(30, uuid.New())
@@ -257,7 +258,7 @@ func TestRedisCluster(t *testing.T) {
 		got, err := r.AdmitDispatches(ctx, reqs)
 		require.NoError(t, err)
 		for i, a := range got {
-			require.Equal(t, store.DispatchNow, a.Outcome, "admission %d ran once", i)
+			require.Equal(t, model.DispatchNow, a.Outcome, "admission %d ran once", i)
 			next, err := raw.Get(ctx, rateKeys[i]).Int64()
 			require.NoError(t, err)
 			require.Equal(t, at.UnixMicro()+1_000_000, next, "one slot booked on %s", rateKeys[i])

@@ -17,7 +17,7 @@ import (
 func recordOne(t *testing.T, db *store.DB, c *model.ClaimedTask, statusCode int, errMsg *string, outcome string,
 	status model.TaskStatus, next *time.Time) {
 	t.Helper()
-	require.NoError(t, db.RecordAttempt(context.Background(), store.AttemptResult{
+	require.NoError(t, db.RecordAttempt(context.Background(), model.AttemptResult{
 		Attempt: model.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond,
 			StatusCode: &statusCode, Error: errMsg, Outcome: outcome},
 		ClaimToken:    c.ClaimToken,
@@ -239,10 +239,10 @@ func TestReplayTaskAnnounced(t *testing.T) {
 	listenCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan struct{})
-	got := make(chan store.DueTask, 16)
+	got := make(chan model.DueTask, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- db.ListenDue(listenCtx, func() { close(ready) }, func(d store.DueTask) { got <- d })
+		done <- db.ListenDue(listenCtx, func() { close(ready) }, func(d model.DueTask) { got <- d })
 	}()
 	select {
 	case <-ready:

@@ -225,7 +225,7 @@ func TestRecordAttemptResponseHeaders(t *testing.T) {
 		{"at the bound, with bytes jsonb must be given escaped", ptr(store.EncodeResponseHeaders(big)), ptr(200), nil},
 		{"no response: NULL", nil, nil, ptr("dial tcp: connection refused")},
 	}
-	results := make([]store.AttemptResult, len(tests))
+	results := make([]model.AttemptResult, len(tests))
 	for i, tt := range tests {
 		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 		results[i] = recordFor(c, "success", tt.code, tt.errText, model.StatusDelivered, nil)

@@ -16,32 +16,6 @@ import (
 // planner cannot use it.
 const finishedStatuses = `('delivered', 'dead', 'canceled')`
 
-// PurgeParams selects what one PurgeFinished pass deletes.
-type PurgeParams struct {
-	// Now is the instant retention is counted back from.
-	Now time.Time
-	// DefaultRetention applies to tenants without a retention of their
-	// own; 0 keeps their finished tasks forever.
-	DefaultRetention time.Duration
-	// Limit caps the tasks of one pass (one statement).
-	Limit int
-	// IdempotencyWindow is how long after its creation a purged task's (or
-	// publish's) idempotency key is remembered: a repeat inside it answers
-	// the purged one and creates nothing. 0 remembers none.
-	IdempotencyWindow time.Duration
-}
-
-// PurgeResult is what one PurgeFinished pass deleted.
-type PurgeResult struct {
-	Tasks    int
-	Attempts int
-	// Publishes counts the publishes deleted with the last of their tasks.
-	Publishes int
-	// Remembered counts the idempotency keys of the deleted tasks and
-	// publishes kept in idempotency_keys.
-	Remembered int
-}
-
 // One lateral probe of tasks_finished per tenant with a retention (its own or
 // the default) reads that tenant's oldest finished tasks, stopping at the
 // first one still within retention: a pass costs a probe per tenant plus the
@@ -125,13 +99,13 @@ SELECT (SELECT count(*) FROM purged), (SELECT count(*) FROM remembered)`
 // A publish to a topic is deleted in the same transaction as the last of
 // its tasks; a pass that deletes none of a publish's tasks costs nothing
 // more.
-func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, error) {
+func (db *DB) PurgeFinished(ctx context.Context, p model.PurgeParams) (model.PurgeResult, error) {
 	var defaultMs *int64
 	if p.DefaultRetention > 0 {
 		ms := p.DefaultRetention.Milliseconds()
 		defaultMs = &ms
 	}
-	var r PurgeResult
+	var r model.PurgeResult
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var publishes []uuid.UUID
 		windowMs := p.IdempotencyWindow.Milliseconds()
@@ -153,7 +127,7 @@ func (db *DB) PurgeFinished(ctx context.Context, p PurgeParams) (PurgeResult, er
 		return nil
 	})
 	if err != nil {
-		return PurgeResult{}, fmt.Errorf("purge finished tasks: %w", err)
+		return model.PurgeResult{}, fmt.Errorf("purge finished tasks: %w", err)
 	}
 	return r, nil
 }

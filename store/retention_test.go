@@ -94,7 +94,7 @@ func TestPurgeFinished(t *testing.T) {
 		{tenant: shorter, status: model.StatusDelivered, age: 5 * time.Minute, attempts: 1},
 		{tenant: shorter, status: model.StatusRetrying, age: 365 * 24 * time.Hour, attempts: 4},
 	}
-	var want store.PurgeResult
+	var want model.PurgeResult
 	for _, tk := range tasks {
 		tk.taskID = taskAt(t, db, pool, tk.tenant.ID, tk.status, now.Add(-tk.age), tk.attempts)
 		if tk.wantGone {
@@ -103,7 +103,7 @@ func TestPurgeFinished(t *testing.T) {
 		}
 	}
 
-	got, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: retention, Limit: 100})
+	got, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: retention, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 
@@ -130,9 +130,9 @@ func TestPurgeFinished(t *testing.T) {
 		require.Equal(t, tk.attempts, n, "%s task aged %s keeps its attempts", tk.status, tk.age)
 	}
 
-	again, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: retention, Limit: 100})
+	again, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: retention, Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, store.PurgeResult{}, again, "nothing is left to purge")
+	require.Equal(t, model.PurgeResult{}, again, "nothing is left to purge")
 }
 
 func TestPurgeFinishedKeepForeverByDefault(t *testing.T) {
@@ -145,9 +145,9 @@ func TestPurgeFinishedKeepForeverByDefault(t *testing.T) {
 	ancient := taskAt(t, db, pool, byDefault.ID, model.StatusDelivered, now.Add(-10*365*24*time.Hour), 1)
 	old := taskAt(t, db, pool, own.ID, model.StatusDelivered, now.Add(-2*time.Hour), 1)
 
-	got, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, Limit: 100})
+	got, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, store.PurgeResult{Tasks: 1, Attempts: 1}, got)
+	require.Equal(t, model.PurgeResult{Tasks: 1, Attempts: 1}, got)
 	require.Equal(t, []uuid.UUID{ancient}, tenantTasks(t, pool, byDefault.ID), "no default retention: kept")
 	require.Empty(t, tenantTasks(t, pool, own.ID), "the tenant's own retention still applies")
 	require.Zero(t, countRows(t, pool, `SELECT count(*) FROM attempts WHERE task_id = $1`, old))
@@ -179,7 +179,7 @@ func TestPurgeFinishedLimit(t *testing.T) {
 	const limit = 3
 	var passes []int
 	for range 5 {
-		got, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: limit})
+		got, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: limit})
 		require.NoError(t, err)
 		passes = append(passes, got.Tasks)
 		left := slices.Concat(tenantTasks(t, pool, a.ID), tenantTasks(t, pool, b.ID))
@@ -228,10 +228,10 @@ func TestPurgeFinishedSkipsTaskBeingReplayed(t *testing.T) {
 				updated_at = now() WHERE id = $1 AND status IN ('dead', 'delivered')`, replayed)
 			require.NoError(t, err)
 
-			params := store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 100}
+			params := model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 100}
 			got, err := db.PurgeFinished(ctx, params)
 			require.NoError(t, err)
-			require.Equal(t, store.PurgeResult{Tasks: 1, Attempts: 1}, got)
+			require.Equal(t, model.PurgeResult{Tasks: 1, Attempts: 1}, got)
 			require.Equal(t, []uuid.UUID{replayed}, tenantTasks(t, pool, tenant.ID))
 
 			if commit {
@@ -242,14 +242,14 @@ func TestPurgeFinishedSkipsTaskBeingReplayed(t *testing.T) {
 			got, err = db.PurgeFinished(ctx, params)
 			require.NoError(t, err)
 			if commit {
-				require.Equal(t, store.PurgeResult{}, got)
+				require.Equal(t, model.PurgeResult{}, got)
 				task, err := db.GetTask(ctx, tenant.ID, replayed)
 				require.NoError(t, err)
 				require.Equal(t, model.StatusScheduled, task.Status)
 				require.Equal(t, map[uuid.UUID]int{replayed: 3}, attemptsOf(t, pool, []uuid.UUID{replayed}))
 				return
 			}
-			require.Equal(t, store.PurgeResult{Tasks: 1, Attempts: 3}, got)
+			require.Equal(t, model.PurgeResult{Tasks: 1, Attempts: 3}, got)
 			require.Empty(t, tenantTasks(t, pool, tenant.ID))
 			require.Equal(t, map[uuid.UUID]int{other: 0, replayed: 0}, attemptsOf(t, pool, []uuid.UUID{other, replayed}))
 		})
@@ -392,9 +392,9 @@ func TestPurgeCostIgnoresTableSize(t *testing.T) {
 		})
 	}
 	// The explained purge was rolled back: the real one deletes them all.
-	got, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 1000})
+	got, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 1000})
 	require.NoError(t, err)
-	require.Equal(t, store.PurgeResult{Tasks: doomed, Attempts: 2 * doomed}, got)
+	require.Equal(t, model.PurgeResult{Tasks: doomed, Attempts: 2 * doomed}, got)
 	none := map[uuid.UUID]int{}
 	for _, id := range doomedIDs {
 		none[id] = 0

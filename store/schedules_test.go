@@ -50,9 +50,9 @@ func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time
 }
 
 // schedEverySecond plans every whole second from NextRunAt up to until.
-func schedEverySecond(until time.Time) func(*model.Schedule) store.Plan {
-	return func(s *model.Schedule) store.Plan {
-		var p store.Plan
+func schedEverySecond(until time.Time) func(*model.Schedule) model.Plan {
+	return func(s *model.Schedule) model.Plan {
+		var p model.Plan
 		at := *s.NextRunAt
 		for !at.After(until) {
 			p.Occurrences = append(p.Occurrences, at)
@@ -63,9 +63,9 @@ func schedEverySecond(until time.Time) func(*model.Schedule) store.Plan {
 	}
 }
 
-func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*model.Schedule) store.Plan) []store.DueTask {
+func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*model.Schedule) model.Plan) []model.DueTask {
 	t.Helper()
-	created, err := db.MaterializeSchedules(context.Background(), store.MaterializeParams{
+	created, err := db.MaterializeSchedules(context.Background(), model.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
 	}, plan)
 	require.NoError(t, err)
@@ -192,9 +192,9 @@ func TestMaterializeSchedules(t *testing.T) {
 	listenCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ready := make(chan struct{})
-	announced := make(chan store.DueTask, 64)
+	announced := make(chan model.DueTask, 64)
 	go func() {
-		_ = db.ListenDue(listenCtx, func() { close(ready) }, func(d store.DueTask) { announced <- d })
+		_ = db.ListenDue(listenCtx, func() { close(ready) }, func(d model.DueTask) { announced <- d })
 	}()
 	select {
 	case <-ready:
@@ -204,9 +204,9 @@ func TestMaterializeSchedules(t *testing.T) {
 
 	until := now.Add(5 * time.Second)
 	var planned []uuid.UUID
-	created, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+	created, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: now.Add(3 * time.Second),
-	}, func(sc *model.Schedule) store.Plan {
+	}, func(sc *model.Schedule) model.Plan {
 		planned = append(planned, sc.ID)
 		return schedEverySecond(until)(sc)
 	})
@@ -270,7 +270,7 @@ func TestMaterializeSchedules(t *testing.T) {
 	require.Empty(t, schedMaterialize(t, db, until, schedEverySecond(until)))
 
 	// A plan with no next stops the schedule.
-	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*model.Schedule) store.Plan { return store.Plan{} }))
+	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*model.Schedule) model.Plan { return model.Plan{} }))
 	sc, err = db.GetSchedule(ctx, tenant.ID, s.ID)
 	require.NoError(t, err)
 	require.Nil(t, sc.NextRunAt)
@@ -339,7 +339,7 @@ func TestMaterializeConcurrently(t *testing.T) {
 				if r%5 == 4 {
 					_, _ = pool.Exec(ctx, `UPDATE schedules SET next_run_at = $1 WHERE tenant_id = $2`, first, tenant.ID)
 				}
-				got, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+				got, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 					Partitions: allPartitions(), Until: until, Limit: 7, NotifyUntil: until,
 				}, schedEverySecond(until))
 				mu.Lock()
@@ -498,7 +498,7 @@ func TestMaterializeSkipsOverQuota(t *testing.T) {
 
 	// Three occurrences each: six of the limited tenant's, four fit.
 	until := first.Add(2 * time.Second)
-	done, err := db.MaterializeSchedules(ctx, store.MaterializeParams{
+	done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
 	}, schedEverySecond(until))
 	require.NoError(t, err)
@@ -539,9 +539,9 @@ func holdScheduleRows(t *testing.T, db *store.DB, until time.Time) (release func
 	materialized := make(chan error, 1)
 	go func() {
 		var once sync.Once
-		_, err := db.MaterializeSchedules(context.Background(), store.MaterializeParams{
+		_, err := db.MaterializeSchedules(context.Background(), model.MaterializeParams{
 			Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
-		}, func(sc *model.Schedule) store.Plan {
+		}, func(sc *model.Schedule) model.Plan {
 			once.Do(func() { close(planning) })
 			<-proceed
 			return schedEverySecond(until)(sc)

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // TestScriptsSurviveFlush runs every pipelined script right after the server
@@ -19,7 +18,7 @@ func TestScriptsSurviveFlush(t *testing.T) {
 	ctx := context.Background()
 	r, _, raw := openRedis(t)
 	task, token := uuid.Must(uuid.NewV7()), uuid.New()
-	claims := []store.AttemptClaim{
+	claims := []model.AttemptClaim{
 		{TaskID: task, Attempt: 1, Token: token, TTL: time.Minute},
 		{TaskID: task, Attempt: 2, Token: token, TTL: time.Minute},
 	}
@@ -31,16 +30,16 @@ func TestScriptsSurviveFlush(t *testing.T) {
 
 	require.NoError(t, raw.ScriptFlush(ctx).Err())
 	require.NoError(t, r.ReleaseAttempts(ctx, claims))
-	held, err = r.ClaimAttempts(ctx, []store.AttemptClaim{{TaskID: task, Attempt: 1, Token: uuid.New(), TTL: time.Minute}})
+	held, err = r.ClaimAttempts(ctx, []model.AttemptClaim{{TaskID: task, Attempt: 1, Token: uuid.New(), TTL: time.Minute}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, held, "the release ran: another token takes the claim")
 
 	require.NoError(t, raw.ScriptFlush(ctx).Err())
-	limit := store.DispatchLimit{TenantID: uuid.New(), Host: "flush.example", Rate: 10}
-	admissions, err := r.AdmitDispatches(ctx, []store.DispatchRequest{
+	limit := model.DispatchLimit{TenantID: uuid.New(), Host: "flush.example", Rate: 10}
+	admissions, err := r.AdmitDispatches(ctx, []model.DispatchRequest{
 		{Limit: limit, TaskID: uuid.New(), Token: uuid.New(), At: time.Now()},
 	})
 	require.NoError(t, err)
 	require.Len(t, admissions, 1)
-	require.Equal(t, store.DispatchNow, admissions[0].Outcome)
+	require.Equal(t, model.DispatchNow, admissions[0].Outcome)
 }

@@ -13,12 +13,6 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// TenantMinuteStats is one tenant's MinuteStats, as a node adds them.
-type TenantMinuteStats struct {
-	TenantID uuid.UUID
-	model.MinuteStats
-}
-
 // The histograms travel as one flat array, each row's slice taken by its
 // ordinal: Postgres unnests a two-dimensional array into its elements, not
 // its rows. On conflict the counts and the histograms add up, bucket by
@@ -47,11 +41,11 @@ ON CONFLICT (tenant_id, minute) DO UPDATE SET
 // one statement whatever their number; rows already there (this node's
 // earlier counts, other nodes') are added to. Each tenant and minute may
 // appear once. It sorts rows in place.
-func (db *DB) AddTaskStats(ctx context.Context, rows []TenantMinuteStats) error {
+func (db *DB) AddTaskStats(ctx context.Context, rows []model.TenantMinuteStats) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	slices.SortFunc(rows, func(a, b TenantMinuteStats) int {
+	slices.SortFunc(rows, func(a, b model.TenantMinuteStats) int {
 		if c := bytes.Compare(a.TenantID[:], b.TenantID[:]); c != 0 {
 			return c
 		}

@@ -15,8 +15,8 @@ import (
 
 // minuteOf is a tenant's minute with the given counts, each attempt started
 // lateness after it was due.
-func minuteOf(tenant uuid.UUID, start time.Time, delivered, retried, dead int, lateness time.Duration) store.TenantMinuteStats {
-	r := store.TenantMinuteStats{TenantID: tenant}
+func minuteOf(tenant uuid.UUID, start time.Time, delivered, retried, dead int, lateness time.Duration) model.TenantMinuteStats {
+	r := model.TenantMinuteStats{TenantID: tenant}
 	r.Start = start
 	for range delivered {
 		r.Add(model.StatusDelivered, lateness)
@@ -41,12 +41,12 @@ func TestTaskStatsAddUp(t *testing.T) {
 	m0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	m1, m2 := m0.Add(time.Minute), m0.Add(2*time.Minute)
 
-	require.NoError(t, db.AddTaskStats(ctx, []store.TenantMinuteStats{
+	require.NoError(t, db.AddTaskStats(ctx, []model.TenantMinuteStats{
 		minuteOf(acme, m1, 3, 1, 0, time.Millisecond),
 		minuteOf(globex, m1, 100, 0, 0, time.Second),
 		minuteOf(acme, m0, 1, 0, 0, time.Millisecond),
 	}))
-	require.NoError(t, db.AddTaskStats(ctx, []store.TenantMinuteStats{
+	require.NoError(t, db.AddTaskStats(ctx, []model.TenantMinuteStats{
 		minuteOf(acme, m1, 2, 0, 1, time.Second),
 		minuteOf(acme, m2, 0, 0, 1, time.Minute),
 	}))
@@ -82,7 +82,7 @@ func TestPurgeTaskStats(t *testing.T) {
 	ctx := context.Background()
 	db, pool := openDB(t)
 	now := time.Now().Truncate(time.Minute)
-	var rows []store.TenantMinuteStats
+	var rows []model.TenantMinuteStats
 	for _, tenant := range []uuid.UUID{uuid.New(), uuid.New()} {
 		for m := range 3 {
 			rows = append(rows, minuteOf(tenant, now.Add(-49*time.Hour-time.Duration(m)*time.Minute), 1, 0, 0, 0))
@@ -166,7 +166,7 @@ func TestStatsStatementsStayBounded(t *testing.T) {
 			WHEN g % 10 = 8 THEN 'retrying' WHEN g % 100 = 9 THEN 'canceled' ELSE 'dispatching' END AS status) s`,
 		tenant.ID)
 	now := time.Now().Truncate(time.Minute)
-	var rows []store.TenantMinuteStats
+	var rows []model.TenantMinuteStats
 	tenants := []uuid.UUID{tenant.ID}
 	for range 49 {
 		tenants = append(tenants, uuid.New())

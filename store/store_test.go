@@ -316,7 +316,7 @@ func TestCancelTask(t *testing.T) {
 		return claimOne(t, db, pool, insertDueTask(t, db, pool, tenant.ID).ID)
 	}
 	record := func(t *testing.T, c *model.ClaimedTask, outcome string, status model.TaskStatus, next *time.Time) {
-		require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+		require.NoError(t, db.RecordAttempt(ctx, model.AttemptResult{
 			Attempt:       model.Attempt{TaskID: c.ID, Attempt: c.Attempt, StartedAt: time.Now(), Duration: time.Millisecond, StatusCode: ptr(500), Outcome: outcome},
 			ClaimToken:    c.ClaimToken,
 			Status:        status,
@@ -397,7 +397,7 @@ func TestListAttempts(t *testing.T) {
 	started := µs(time.Now().Add(-time.Second))
 	c1 := claimOne(t, db, pool, task.ID)
 	retryAt := µs(dbNow(t, pool).Add(-time.Millisecond)) // due again at once
-	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+	require.NoError(t, db.RecordAttempt(ctx, model.AttemptResult{
 		Attempt:       model.Attempt{TaskID: task.ID, Attempt: 1, StartedAt: started, Duration: 1500 * time.Millisecond, Error: ptr("connection refused"), Outcome: "retry"},
 		ClaimToken:    c1.ClaimToken,
 		Status:        model.StatusRetrying,
@@ -405,7 +405,7 @@ func TestListAttempts(t *testing.T) {
 	}))
 	c2 := claimOne(t, db, pool, task.ID)
 	require.Equal(t, 2, c2.Attempt)
-	require.NoError(t, db.RecordAttempt(ctx, store.AttemptResult{
+	require.NoError(t, db.RecordAttempt(ctx, model.AttemptResult{
 		Attempt:    model.Attempt{TaskID: task.ID, Attempt: 2, StartedAt: started.Add(time.Minute), Duration: 42 * time.Millisecond, StatusCode: ptr(204), ResponseBody: ptr("ok"), Outcome: "success"},
 		ClaimToken: c2.ClaimToken,
 		Status:     model.StatusDelivered,

@@ -59,7 +59,7 @@ func TestSucceedDeadNamesakes(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, []uuid.UUID{dead}, got)
-	require.Equal(t, []store.MembershipChange{{Node: dead, Event: store.MembershipLeft}}, l.drain(t))
+	require.Equal(t, []model.MembershipChange{{Node: dead, Event: model.MembershipLeft}}, l.drain(t))
 	pool := db.Pool()
 	require.Zero(t, countRows(t, pool, `SELECT count(*) FROM nodes WHERE id = $1 AND expires_at > now()`, dead))
 	require.Zero(t, countRows(t, pool, `SELECT count(*) FROM partitions WHERE owner = $1`, dead))

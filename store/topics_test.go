@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 func TestTopics(t *testing.T) {
@@ -326,21 +325,21 @@ func TestPurgePublishes(t *testing.T) {
 	// Two tasks finished past retention, the third long after them.
 	finish(pub.Tasks[0], now.Add(-3*time.Hour))
 	finish(pub.Tasks[1], now.Add(-2*time.Hour))
-	purge := func(limit int) store.PurgeResult {
-		r, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: limit})
+	purge := func(limit int) model.PurgeResult {
+		r, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: limit})
 		require.NoError(t, err)
 		return r
 	}
 
-	require.Equal(t, store.PurgeResult{Tasks: 1}, purge(1))
-	require.Equal(t, store.PurgeResult{Tasks: 1}, purge(10))
+	require.Equal(t, model.PurgeResult{Tasks: 1}, purge(1))
+	require.Equal(t, model.PurgeResult{Tasks: 1}, purge(10))
 	got, err := db.GetPublish(ctx, tenant.ID, pub.ID)
 	require.NoError(t, err, "a publish with a task left stays")
 	require.Equal(t, []uuid.UUID{pub.Tasks[2].ID}, taskIDs(got.Tasks))
 	require.Equal(t, 3, got.TaskCount)
 
 	finish(pub.Tasks[2], now.Add(-90*time.Minute))
-	require.Equal(t, store.PurgeResult{Tasks: 1, Publishes: 1}, purge(10))
+	require.Equal(t, model.PurgeResult{Tasks: 1, Publishes: 1}, purge(10))
 	_, err = db.GetPublish(ctx, tenant.ID, pub.ID)
 	require.ErrorIs(t, err, model.ErrNotFound)
 }
@@ -362,17 +361,17 @@ func TestPurgePublishesConcurrently(t *testing.T) {
 		exec(t, pool, `UPDATE tasks SET status = 'delivered', next_attempt_at = NULL, updated_at = $2 WHERE publish_id = $1`,
 			pub.ID, now.Add(-2*time.Hour))
 
-		purged := make(chan store.PurgeResult, 2)
+		purged := make(chan model.PurgeResult, 2)
 		for range 2 {
 			go func() {
-				r, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 1})
+				r, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 1})
 				if err != nil {
 					t.Errorf("purge: %v", err)
 				}
 				purged <- r
 			}()
 		}
-		var total store.PurgeResult
+		var total model.PurgeResult
 		for range 2 {
 			r := <-purged
 			total.Tasks += r.Tasks
@@ -380,12 +379,12 @@ func TestPurgePublishesConcurrently(t *testing.T) {
 		}
 		// Each takes one task (SKIP LOCKED), or one finds both gone.
 		if total.Tasks < 2 {
-			r, err := db.PurgeFinished(ctx, store.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 10})
+			r, err := db.PurgeFinished(ctx, model.PurgeParams{Now: now, DefaultRetention: time.Hour, Limit: 10})
 			require.NoError(t, err)
 			total.Tasks += r.Tasks
 			total.Publishes += r.Publishes
 		}
-		require.Equal(t, store.PurgeResult{Tasks: 2, Publishes: 1}, total, "round %d", round)
+		require.Equal(t, model.PurgeResult{Tasks: 2, Publishes: 1}, total, "round %d", round)
 		require.Equal(t, 0, countPublishes(t, pool), "round %d", round)
 	}
 }

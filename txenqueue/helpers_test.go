@@ -181,15 +181,15 @@ func (e *env) taskExists(id uuid.UUID) bool {
 }
 
 // listenDue hears store.DueNotifyChannel until the test ends.
-func (e *env) listenDue() <-chan store.DueTask {
+func (e *env) listenDue() <-chan model.DueTask {
 	e.t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
-	heard := make(chan store.DueTask, 64)
+	heard := make(chan model.DueTask, 64)
 	listening := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = e.db.ListenDue(ctx, func() { close(listening) }, func(d store.DueTask) { heard <- d })
+		_ = e.db.ListenDue(ctx, func() { close(listening) }, func(d model.DueTask) { heard <- d })
 	}()
 	e.t.Cleanup(func() { stop(); <-done })
 	select {

@@ -3,6 +3,8 @@ package model
 import (
 	"math/bits"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Lateness histograms have fixed buckets so that any number of them, from
@@ -124,4 +126,10 @@ func (m *MinuteStats) Merge(o *MinuteStats) {
 	m.Retried += o.Retried
 	m.Dead += o.Dead
 	m.Lateness.Merge(&o.Lateness)
+}
+
+// TenantMinuteStats is one tenant's MinuteStats, as a node adds them.
+type TenantMinuteStats struct {
+	TenantID uuid.UUID
+	MinuteStats
 }

@@ -53,9 +53,9 @@ func TestAnnouncesTasksTheWindowReachedDuringTheWrite(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	listening := make(chan struct{})
-	heard := make(chan store.DueTask, 64)
+	heard := make(chan model.DueTask, 64)
 	go func() {
-		_ = b.db.ListenDue(ctx, func() { close(listening) }, func(d store.DueTask) { heard <- d })
+		_ = b.db.ListenDue(ctx, func() { close(listening) }, func(d model.DueTask) { heard <- d })
 	}()
 	select {
 	case <-listening:
@@ -174,9 +174,9 @@ func TestAnnouncesTasksOfACanceledRequest(t *testing.T) {
 	listenCtx, stopListening := context.WithCancel(t.Context())
 	defer stopListening()
 	listening := make(chan struct{})
-	heard := make(chan store.DueTask, 64)
+	heard := make(chan model.DueTask, 64)
 	go func() {
-		_ = b.db.ListenDue(listenCtx, func() { close(listening) }, func(d store.DueTask) { heard <- d })
+		_ = b.db.ListenDue(listenCtx, func() { close(listening) }, func(d model.DueTask) { heard <- d })
 	}()
 	select {
 	case <-listening:

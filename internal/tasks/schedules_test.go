@@ -10,7 +10,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/tasks"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // createSchedule stores a schedule firing every ten seconds, its first
@@ -32,17 +31,17 @@ func (b *testBundle) createSchedule(t *testing.T, svc *tasks.Service) *model.Sch
 
 // materialize turns the schedule's next two occurrences into tasks, as the
 // dispatcher owning it would, and returns them in time order.
-func (b *testBundle) materialize(t *testing.T) (first, second store.DueTask) {
+func (b *testBundle) materialize(t *testing.T) (first, second model.DueTask) {
 	t.Helper()
 	partitions := make([]int16, model.Partitions)
 	for i := range partitions {
 		partitions[i] = int16(i)
 	}
-	done, err := b.db.MaterializeSchedules(t.Context(), store.MaterializeParams{
+	done, err := b.db.MaterializeSchedules(t.Context(), model.MaterializeParams{
 		Partitions: partitions, Until: b.clock.Now().Add(time.Minute), Limit: 10, NotifyUntil: b.clock.Now(),
-	}, func(sc *model.Schedule) store.Plan {
+	}, func(sc *model.Schedule) model.Plan {
 		next := sc.NextRunAt.Add(20 * time.Second)
-		return store.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
+		return model.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
 	created := done.Created

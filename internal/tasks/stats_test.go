@@ -8,7 +8,6 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/tasks"
-	"github.com/hookwheel/hookwheel/store"
 )
 
 // TestStats fills every minute of the window, the written ones with their
@@ -18,11 +17,11 @@ func TestStats(t *testing.T) {
 	svc, b := setup(t, setupConfig{})
 	b.clock.Set(time.Date(2026, 11, 24, 10, 30, 45, 0, time.UTC))
 	b.create(t, svc, time.Hour)
-	row := store.TenantMinuteStats{TenantID: b.tenant.ID}
+	row := model.TenantMinuteStats{TenantID: b.tenant.ID}
 	row.Start = time.Date(2026, 11, 24, 10, 28, 0, 0, time.UTC)
 	row.Add(model.StatusDelivered, time.Millisecond)
 	row.Add(model.StatusDead, time.Millisecond)
-	require.NoError(t, b.db.AddTaskStats(t.Context(), []store.TenantMinuteStats{row}))
+	require.NoError(t, b.db.AddTaskStats(t.Context(), []model.TenantMinuteStats{row}))
 
 	st, err := svc.Stats(t.Context(), b.tenant.ID, 5*time.Minute)
 	require.NoError(t, err)

@@ -190,9 +190,9 @@ func TestCreateNotifiesWithinConfigLookahead(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	listening := make(chan struct{})
-	due := make(chan store.DueTask, 10)
+	due := make(chan model.DueTask, 10)
 	go func() {
-		_ = b.db.ListenDue(ctx, func() { close(listening) }, func(d store.DueTask) { due <- d })
+		_ = b.db.ListenDue(ctx, func() { close(listening) }, func(d model.DueTask) { due <- d })
 	}()
 	select {
 	case <-listening:

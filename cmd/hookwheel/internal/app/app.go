@@ -115,6 +115,13 @@ var ErrPoolerWithoutDirectURL = errors.New("DATABASE_URL goes through a connecti
 	"set HOOKWHEEL_DATABASE_DIRECT_URL to a connection straight to Postgres (or through a pooler in session mode); " +
 	"if DATABASE_URL's pooler runs in session mode, set HOOKWHEEL_DATABASE_POOLER=none instead")
 
+// The stores implement what the dispatcher declares it takes; store cannot
+// say so itself without importing the dispatcher.
+var (
+	_ dispatcher.Store = (*store.DB)(nil)
+	_ dispatcher.Redis = (*store.Redis)(nil)
+)
+
 // Node is one running hookwheel process: API, dispatcher, or both.
 type Node struct {
 	cfg        Config
@@ -244,7 +251,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			// enforces on tasks stored before it was lowered.
 			dcfg.MaxTimeout = cfg.Limits.MaxTimeout
 		}
-		dcfg.DB, dcfg.Redis, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, n.redis, cfg.Logger, registry, guard
+		dcfg.DB, dcfg.Logger, dcfg.Registerer, dcfg.Guard = n.db, cfg.Logger, registry, guard
+		if n.redis != nil {
+			// Only when there is one: a nil *store.Redis in the interface
+			// would not be nil, and the dispatcher would use it.
+			dcfg.Redis = n.redis
+		}
 		dcfg.Keyring = cfg.Keyring
 		dcfg.DefaultLimits = cfg.DefaultLimits
 		n.dispatcher, err = dispatcher.New(dcfg)

@@ -1,0 +1,47 @@
+package model
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AttemptResult is what became of one claimed attempt.
+type AttemptResult struct {
+	Attempt
+	ClaimToken uuid.UUID
+	// Status is the task's status after the attempt: delivered, retrying or dead.
+	Status TaskStatus
+	// NextAttemptAt is set when Status is retrying.
+	NextAttemptAt *time.Time
+	// Callback, when set, is the callback task the outcome makes (a
+	// delivered or dead task with a callback URL for it): inserted, due at
+	// its RunAt, by the statement that records the attempt, and only if
+	// that statement records it. Its ID, URL, Headers, Body and RunAt are
+	// used; its tenant, timeout and retry policy are the source task's, and
+	// CallbackOf is the source.
+	Callback *Task
+}
+
+// ErrClaimLost is returned when an attempt is recorded by a sender that no
+// longer owns the task (its lease expired and another node took over).
+var ErrClaimLost = errors.New("claim lost")
+
+// AttemptClaim names one attempt to claim (store.Redis.ClaimAttempts).
+type AttemptClaim struct {
+	TaskID  uuid.UUID
+	Attempt int
+	Token   uuid.UUID
+	TTL     time.Duration
+}
+
+// AnsweredAttempt is a send its receiver acknowledged with a 2xx.
+type AnsweredAttempt struct {
+	TaskID     uuid.UUID
+	Attempt    int
+	Token      uuid.UUID
+	StatusCode int
+	StartedAt  time.Time
+	Duration   time.Duration
+}
