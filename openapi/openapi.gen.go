@@ -3376,9 +3376,9 @@ type ClientInterface interface {
 	// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 	//
 	// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
-	// `POST /v1/tasks/replay`) adds attempts, each with up to 4 KiB of response body and 4 KiB of
-	// response headers. A page holds at most 500 attempts, which is also the default, so a task with up
-	// to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+	// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+	// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+	// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
 	// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
@@ -5163,9 +5163,9 @@ func (c *Client) RescheduleTask(ctx context.Context, id TaskID, body RescheduleT
 // deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 //
 // The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
-// `POST /v1/tasks/replay`) adds attempts, each with up to 4 KiB of response body and 4 KiB of
-// response headers. A page holds at most 500 attempts, which is also the default, so a task with up
-// to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
 // and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 //
 // Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
@@ -8900,9 +8900,9 @@ type ClientWithResponsesInterface interface {
 	// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 	//
 	// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
-	// `POST /v1/tasks/replay`) adds attempts, each with up to 4 KiB of response body and 4 KiB of
-	// response headers. A page holds at most 500 attempts, which is also the default, so a task with up
-	// to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+	// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+	// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+	// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
 	// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -14965,9 +14965,9 @@ func (c *ClientWithResponses) RescheduleTaskWithResponse(ctx context.Context, id
 // deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
 //
 // The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
-// `POST /v1/tasks/replay`) adds attempts, each with up to 4 KiB of response body and 4 KiB of
-// response headers. A page holds at most 500 attempts, which is also the default, so a task with up
-// to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
 // and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -20932,56 +20932,56 @@ var swaggerSpec = []string{
 	"pbFxiaUfSsCNIJ6Aad++nY4QgCnP9+sBInycY88O8euhG4oWDalXVV32gNgRyLGvSzqZK9jT4w/o3d3v",
 	"du5oK70U0upewakoQcXK64shNFp3cVzexszAg3Y8/vlHnbZHenFb+/HdEf6KszTKNdfc2pHeSsc8ckHk",
 	"Hi3y2Ig9WbE/j/5EG6YZz6s6i7UCG3NPFxGoRkp+MJIlYGka1SJ8t1tb2iVXSsTEeVrDu98ao+eMbMXo",
-	"OBvAPmgv6BEpfbjylRKOl98OCpq1ZIbIZ6pGUSK5ua+CFYSy+jF90mI8jpXHZwTXhOdFlM2Q/YIYbtvp",
-	"art1zUfa96DPKMehT9QasYBRt+vdaT1PsJgG1EVYCoDFSIeJ69NZLYHZ2v+5PVSoXIi0podJpFTbopHX",
-	"H5upbieLcu40AHarouzk/L8wi/wGJcZ6NlpPIfRuhLTfGWkfnpEW5tLIZ4I64ukwaOxmjB11B+ytyD8k",
-	"U8HeSf6BJ6m2+3opEWUHoVO8OPuKMpWrpSpywRdsVfqh/drufGQhPhaPlilP5Dm0lilR/GVVzNqnjaDx",
-	"BJWv3q5kwPp99jL7wLTTxIy7xP764hKJpEFXdqdb1el2PWA15R9H3YHH9Yqym/5k9brdbs/Nl8ycVfJE",
-	"0XtdpPfHvOf2RN0wtF6nezYoKWGCVmRpIIMT/8JqNdUncs07+D1sZNA3CU7bYbO/taRumvTe4LBJ7w06",
-	"w0F3a9L73e4R4FoyVgfwpnqnqeXlg5wqcnlB/Qwoyb6nPO6dftW6Dlu+0R+aB9l26DwY0K1TKzd0WnM/",
-	"eepyqhRzINkfoXUc3YnNaPiZGST82o6qPd8A8gE+USu1xRkSWksvCx3xVlJzmUzfQzZ4teyE8p0CeIsB",
-	"XZawCc09klstdpOWFKRTiiyU4Dly9wUKIpAViQjqLJUkqWmjW2wc1NzHyhhGP0sQG1AT6TRbbsbIePhM",
-	"+yQwFSuJCKUYPLuShJalvXTuGA2jncS23ZsryjtY6QmgG6sntaHfNC1xGoT8XvKLWnJdkioGFQw7N1ht",
-	"ZCwW8QpNMcC/TNvhOgEYzzS7lokqadafI8MZ4KkIjk3zDDgpN9NIsMPwUnGeLentgSdPsl4JOEPQ72ye",
-	"BEFYwHBnEnH+7I5RB4hvlFuahU+lkuXJdSKBmtjmqmguPTpQG+u3Lwq/4b7wF4GnHw/dk/QWkwLDKLct",
-	"BBLawZMlyqfW3dpXyIxI6wIdXAWJONuEOmaJF9nNeYzJr4F30FjXP7FRDRuyJqTsSo9JN7JPCGi5aGgg",
-	"VDXxmycG57TuqBcbOBHNnKCQCJKHmgxpJoWytIjIPTZZxdeisFX2WS7U3BVYbHO5DPxW4Q1yRJPWfKkR",
-	"H5RgSgNZyRgKPKrEduYliKn+imNwsDcYQ+QVaKOOJ22rb7FA7BKpoCGKrDocbfc8EINegR6isX2QOh+8",
-	"frT0EwPrQ21/+3aRc9Nfnd4cYK/EVPsdsesDx5b8CSnqEU8mgihNXnoHxCPwM8VwwLi8aoRMl3o/EMpx",
-	"zQ2dtaviGT5tjk3Lcc7XUEtbrvJlppDj28jxsIm/5SxUAzOpKB8VYStYRFwOxdxINyJJhTHWiQRwZMo3",
-	"Xt6ZwJcWPlCMne23q4+OFgzIfELTUBKjqZGP9hAdG0GISZjOH398GpPKFF628+OPzCe7cWQhHNML2M4t",
-	"N7YBP2B1rMOhtLTDNWzCJQlmx21LeRNkNsDDAUY1FSXzlK1lKCnbndA6ojfRtCMo/xI7vgHvGYWNsKE/",
-	"XlDFx9y+FTj+FujF8Q6mc7caXf0hiQM/6xFX4cT66Cqp8bi1YxuJDAMksqVKvjBbCSah1WHogZAMasmT",
-	"0OOHAHvNgQ/ZKDkusbWsw94hixR1HCJTELX5QSrcMtZicz4gamGrWbJYEJzUexFffmDoiFj0++coKBWT",
-	"3GagWjpt1y3npATjBbcjKZgEvgkAxSbyECbcwsPxBr5R3oekZe4RHSHuHnTt3Yocqp1UiD3fonKbQTDT",
-	"RHmVCR0viDgpMPe//UPDR0NL4AdM0fM4zjHItRWOo2LYv7ffZqsc2kZttKFDizIMB6A3Ja27D/1HxxNG",
-	"GpSnLaB8vj8sWK8eC9bbiwX7hrSGKomFXn887HZGo96DtmFvI8Bu04JdHe6xMkT3CwHzIk3cq2j0doWb",
-	"Mlt/oyWyA7kL74VfzxwQO3y6oOLRlQBY51hwp/SCkX2h/ALR/RuZbteTou9a46WRm2HUeL8YpDVpVaPa",
-	"gBev3qmiB7SMe4t4ZfUR5ZfcPO77RBKTOOQRm5NNQf8es9VyKXLUJSWvTcdgeSj1n1p1Fb9xfWHo0BJQ",
-	"KCsljMvb1oBwdm5V/aHZ+gLFCIODSz+voKTzZdZtag/0Xv+yN3RHUnkyGkHDLli4ROWQmZpkRmcbckxU",
-	"68hcagRqzd92HGulweh3UzvkbvkUrfBhwG4Chm8VIBMZ5OgUVZ4gDvbUUaHGVn5IGuwkSVNsyi4/Nf29",
-	"swNljRJ/Rvd7niyXdRcxH+y5ips2+stuibreY4Tn/+MYGijYqgfUPmBXVszV9x6hh1WcM1bUnlL4h13H",
-	"FHxKBY7SMUVCV/tagZ7A35Unw+P30SSF40CndGiJoqMk566/bKk50kyKsaPncCcw5iQhGYZnotF6qWiI",
-	"QbZRrzhfJAYTZNwyKRM2D76XeMLtkK/ZOqHwWS+pHfKOqDPalTdCzuBun4/blrs8PivSpr/0vdh4rzsP",
-	"F4fXLnvU5tvfP3FZ2lxJoUoiSMoqQmFgVNd/8PWu2e9r9cF6AW6zUG9ZBtc/fqndEShbr+p4pHzFTv11",
-	"SH7apHJp0TOUDbQ/x3Sz444AyUQEJqKoupXo6BvS38SrwkwdBp9k6cyBALTSvW7Xo5WGPPxF1I7+oSNk",
-	"HrWjT1HA4uQ6oXFFnYhFVxGL2lHgqklGnBSL2Qjthx+dUyCMrE5KtJWQKimSD6JjtdHK2EE9npIIGhBF",
-	"IAsIL0KJX0I6W4yJmpCchf9pV1O0Sx2mJUWLFCE9tUdL97tFzY3syyZub/pEeZF2UTFZAM5qxN69eR7o",
-	"8G+aC2CC5qmC7oecXy+EIc8lngNLYbbgm1Dmgk/nY5Zm2RJS+iC9lScfAEmPOVhhKDhmQLhPBWPXCIFV",
-	"fz+ovs45Tpv24cHBWLRQPzKDtcRTFoGoZMBWMvnXqoSnooXpBQCOq5yXVg8waDsBUCfbhlJ+HKcFgZ/I",
-	"5wuAB4w2TO2owGhynUy9xUDcY9pNQtb4klbBufGpyA1CKKCs8YKIZkNlhGy4MMUIT0fS0xURyg9+WFKM",
-	"azQVrV+mH8+Bm0IJH+rBbh9Pr1fe8XRL0t9vNog77gx90DaJP+3wLxvqxq30f/7cwdPx851H84vj+0Lt",
-	"HOdo3NF/h6uL6SrXjwdg52Xyi9D//E07Pngm7UppelrS8D20U/Bvhai6OJuu6MwsWPQoWwrJl0lnwxdp",
-	"xJoRSqYjJRb8CPRvZSjhKB4/epRmU57qg3Z82j3tRq2OtUmPwDGjR/59myS2nc1m9lhyRXRH/jXZWCek",
-	"4zKWRmPoYztO1DLlm5f4d6RS2k6fvtFzl4O/RJ5AYCXs0YZX+QSneSaZ+LjUzoD2BEHxADBXnzIpvKGY",
-	"odYNxyIma4akv6IPZ+ylsdz27948h94OMyelTAZ3wuFVdRtPWqFlkJah9FXDPVkBQGd4mQ9U2I6ZUc1u",
-	"ozdZ4hLzZ9/kgbamHz+omX9wwcHP4jlPU5EmagGDei82gW1JwIPfpU4MKi+RniD1mIUN57JaOA3iHvr6",
-	"jSKihtSqpytVZAuosZsJCBuB1UZ2eX7zReU9qb5p+73Y1D3sz/ozfVTkWQpyrTXPDQgcbQmgNIAzAI4y",
-	"+njosGQ51EHMJOhdAE5WddHjNWpG8hw/2L79hXNPL14/g0EGlN0CO4MDEh+XSb7xbrTjgc0l6t5vVsAZ",
-	"acoPSkxzQdyBKrmWym7iH6yeuj/P+juJvG7j72q3En6DmW/UlUgy8jRj/25AtHdNnQUIHHEBA3G5zYW/",
-	"vPkqhjLO1vPrv7M0u665+SvzJvXb05ddae+4AGQrNbd5pBEXT148e3l1+eqXpy8j/8bxIpE1NzYXr7mv",
-	"npZ2IplCM2X78tZiwmKu5pOM5zGa7ZiwitGjVfLIv639Xs2tn3jXwDvUDOJvgqfFPIDGsEQKpQK20BZl",
-	"avgSvSOmw15m/uwkmT/11oNXO6cBx/Db5/8XAAD//w==",
+	"OBvAPmgv6BEpfbjylRKOl98OCpq1ZIbIZ6pGUSK5ua+CFYSy+jF90mI8jpXHZwTX1KcfJICyhTC98bbT",
+	"tTlkv1hY98bP+iDQ33xK+Q5gGK5RDhh1u95t1/MEK2vAY4R1Abgmimdwr2sH0T/+z+0JQ7VD5Dg9TC+l",
+	"2iONJP/YWXU7jZRzJwiwWyJlpwDAhVnxN8gy1lPTenKhd2On/U5P+/D0tDCXRksTpBJPh0FjN33sqDtg",
+	"b0X+IZkK9k7yDzxJ9SGglxLxdxBUxQu6ryhtuVqqIhd8wValH9qv7U5OFuJj8WiZ8kSeQ5+ZEsVfVsWs",
+	"fdoIGk9QBuvtSgas32cvsw9Me1DM+E7sry8ukVUaRGZ3+lidbtdDWVMyctQdeMSvqMHpT1av2+323HzJ",
+	"zJkoTyG910Wuf0yCbk/UDUPrdbpng5IsJghHlgYyOPEvrFZTfTzXvIPfw0YGTZTgwR02+1tL6qZJ7w0O",
+	"m/TeoDMcdLcmvd/tHoG0JWN1AImqd7Rakj5IsCKxFxTTgJ/se/7j3rlYrR+x5Sj9oUmRbe/OwwTdOs9y",
+	"Q9s19zOpLsFKAQgy/xF0x3Gf2PSGn6ZB9q/tENvzDSA54LO2Uo+cYaS1XLPQHm/1NZfJ9D2khlfLTijf",
+	"KcC6GARmCajQ3KO/1WI3CUtBbqXIQgluJHdfoIgCKZKIrc7ySpK0NvrIxlvNfeCMofezbLEBdZROs+Vm",
+	"jPSHz7RPAlOxkghXiiFnUNLTshyYzh2jYbST2PZ+c0VJCKtDAdxj9Qw39JumZVGD+N/LhFF/rstYxeCw",
+	"2rnB0iNjsYhXaIoBC2Z6ENcJYHqm2bVMVEnA/hzpzgBcRdhsmmcATbmZRrYdhpeK82xJbw/cetL4SsAZ",
+	"guZn8ySIyAK6O5OV82d3jKJAfKPc0ix8XpUsT64TCTzFNnFFc+lxg9rAv31R+N33hb8IPDF5aKWkt5gU",
+	"GFO5bSGQ3Q6eLFE+z+7WvkKaRFoX6OAqiEtsR+qYJV6YN+cxZsIG3kFjXf/EhjhsyJqQvys9Jt3IPiFA",
+	"56KhwVPVBHOeMpwTvqPGbCBINHOCqiLIJGrSpZkUynIkIhHZZBVfi8KW3Ge5UHNXbbGd5jLw+4Y3SBhN",
+	"wvOlrnyQhSkNZCVjqPaoEvWZly2mYiyOwWHgYAyRV62NOp7Orb7FAoFMJImGkLLqcLTd8xANegV68Mb2",
+	"QVJ98PrR0k8Mxg+F/u3bRQJOf3V6c4CNE1Ptd8SuKRz78yckr0ekmYioNEnqHXiPwE8bwwHjkqwR0l7q",
+	"/UCQxzU33NaupGfItTl2MMc5X0NhbbnKl5lCwm+jzcMm/pazuA1Mq6KWVIR9YREROxRzo+OIjBXGWCcS",
+	"kJIp33hJaEJiWixBMXa2364+OlowIPPZTUNJ9KZGS9qDd2wEwSdhOn/88WlMklN42c6PPzKf+cYxh3DM",
+	"MGBvt9zYbvyA1VEQh9JyENdQC5f0mB3RLSVRkOYADwcY1VSUzFO2lqGk1HdC64jeRNOOoPxLbP8G8GcU",
+	"NsKG/nhB5R9z+1bgyFygMcc7mM7danTFiCQO/KxHXMUW66OrJM3j1o7tKjJ0kEidKvnCbCWYhFaHoQdC",
+	"mqglT0KPHwLsNQdyZCPruMQ+sw57h5RS1H6ItEHU8wd5cUtfi536AK+FrWaZY0F9Uu9FfPmB4SZi0e+f",
+	"o6BUWXKbgQrrtF23nJMSphfcjqRgEsgnACGbyENocQsP1Bv4RnkfrJa5R3TsuHugtnereKh2UmH5fIsy",
+	"bgbOTBPllSl0vCDipMBCwPYPDTkNLYEfMF/P4zjHINeWO46KYf/efputcughtdGGDi3KmBzA4ZSE7z70",
+	"Hx3PHmkgn7aa8vn+gGG9emBYby8w7BsSHqokFnr98bDbGY16D9qTvQ0Hu00/dnW4x2oS3S8ezIs0ca+i",
+	"0dsVbsps/Y3Wyw4kMrwXsj1zQOzw6YKKR1dCY51j9Z3SC0YDhvILxP1vNLtdg4q+a42XRm6Gkeb9YmDX",
+	"JFyN0gNevHqn8h5wNO6t6JWlSJRff/OI8BNJtOKQR2xONgX9e8xWy6XIUaSUvDYdg+Wh1H9q1ZX/xvWF",
+	"oUNLQKGslDAub1sDwtm5VfWHZusLVCYMDi79vIKSzpdZt6k90Hv9y97QHUnlyWgEDbtg4RKVQ2Zqkhmd",
+	"bfwx8a4jjalRqzV/23GslQaj303tkLvlU7RCjgG7Cei+VYC0ZJCjU1R5gjjYk0qFGlv5IWmwkyRNsUO7",
+	"/NT0984OyDXq/RkR8HmyXNZdxHyw5ypu2ugvu/Xqeo8Rq/+PYzihYKseUPuAXVkxV98bhh5Wfs5YUXtK",
+	"4R92HVPwKRU4SscUqV7t6wt6An9XniaP31STFI4QndKhJb6Okra7/rLl6UgzKcaOq8OdwJiThGQYnolG",
+	"+KUiKAbZRr3ifMUYTJBxS6tMQD34XuKpuEO+ZuuEwme9pN7IO0LQaFfeiD+Du30+blvu8visYpv+0vdi",
+	"473uPFwcXu/sUZtvfzPFZWlzJYUqKSIpKw+FgVFdM8LXu2a/r9UHawy4zUK9ZRlc//ildkegbL2qI5Xy",
+	"5Tv11yH5aZPKpUXPUEPQ/hzTzY5IAvQTEaWICutWr6NvGIATrwozdYB80qgzBwJwTPe6XY9jGvLwF1E7",
+	"+oeOkHnUjj5FAYuT64TGFXUiFl1FLGpHgasmGaVSLGYjzh9+dE6BMFI8KdFWQqqkSD6IjhVKK2MH9XhK",
+	"imjAGoGUILwIJX4JuW0xJmpCchb+p11N0S51mJYULZKH9KQfLffvFk83UjGbuL3ps+ZF2kXFZAE4qxF7",
+	"9+Z5oMO/aS6AFpqnClohcn69EIZJl0gPLJ/Zgm9CmQs+nY9ZmmVLSOmDDleefABYPeZgheHjmAH7PhWM",
+	"XVcEVv39oPo65zht2ocHB2PRQjHJDNYST1kECpMBW8nkX6sSnooWphcAOOJyXlo9QKft1ECdhhvq+nGc",
+	"FgR+IrkvAB4w2jC1owKjyXUy9RYDEZFpNwkp5EvCBefGpyI3CKGAssYLIs4NlRGy4cIUIzxRSU9kRCg/",
+	"+GFJMa4RWLR+mX48B24KJXyoB7t9PL1eecfTLRmAv9kg7rgz9EF7Jv60w79sqBu3EgP6cwdPx893Us0v",
+	"jvwLhXSco3FH/x2uLqarXD8egJ2XyS9C//M37fjgmbQrpekJS8P30E7BvxWi6uJsuqIzs2DRo2wpJF8m",
+	"nQ1fpBFrRqifjvxY8CMQw5WhhKN4/OhRmk15qg/a8Wn3tBu1OtYmPQLHjB75923G2HY2m9ljyRXRHRPY",
+	"ZGOdkI7LWBrBoY/tOFHLlG9e4t+RV2k7ffpGz10O/hJ5AoHVs0cbXiUXnOaZZOLjUjsD2hME+QPAXH3K",
+	"pPCGYoZaNxyLmKwZkv6KPpyxscYS3b9781zpM9nMSSmTwZ2KeFXqxtNZaBmkZSh9CXFPYwDQGV7mA+W2",
+	"Y2YktNvoTZaIxfzZN3mgrenHD2rmH1xw8LN4ztNUpIlawKDei01gWxLw4HepE4PKS6SnTj1mYcO5rBZO",
+	"g7iHvn6jiKgh6erpShXZAmrsZgLCRmCFkl2e33xReU+qb9p+LzZ1D/uz/kwfFXmWgnZrzXMDAkdbAigN",
+	"4AyAo4w+HjosWQ51EDMJeheAk1Vd9HiNmpE8xw+2b3/h3NOL189gkAFlt8DO4IDEx2WSb7wb7Xhgc4m6",
+	"95sVcEaa8oMS01wQkaBKrqWym/gHK67uz7P+TiKv2/i72q2E32DmG3Ulkow8zdi/G7DuXVNnAQJHXMBA",
+	"xG5z4S9vvoqhjLP1/PrvLM2ua27+yrxJ/fb0ZVfaOy4A2Uqdbh6DxMWTF89eXl2++uXpy8i/cbxIZM2N",
+	"zcVr7qunpZ1IptBM2Sa9tZiwmKv5JON5jGY7Jqxi9GiVPPJva79Xc+sn3jXwDjWD+JvgaTEPoDEskUKp",
+	"gC20RZka8kTviOmwl5k/O0nmT7314NXOacAx/Pb5/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -455,9 +455,9 @@ export interface paths {
          *     deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
          *
          *     The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
-         *     `POST /v1/tasks/replay`) adds attempts, each with up to 4 KiB of response body and 4 KiB of
-         *     response headers. A page holds at most 500 attempts, which is also the default, so a task with up
-         *     to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+         *     `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+         *     default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+         *     a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
          *     and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
          */
         get: operations["listTaskAttempts"];
