@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -302,6 +303,23 @@ func nameCursor(fe *fieldErrors, cursor *string, valid func(string) bool) *strin
 	return &name
 }
 
+// A task's attempts page by the number of the last attempt given.
+func encodeAttemptCursor(attempt int) string { return encodeNameCursor(strconv.Itoa(attempt)) }
+
+// attemptCursor reads an attempt cursor as given under "cursor": the number
+// of the attempt the page starts after, 0 for none.
+func attemptCursor(fe *fieldErrors, cursor *string) int {
+	number := nameCursor(fe, cursor, func(s string) bool {
+		n, err := strconv.ParseInt(s, 10, 32)
+		return err == nil && n > 0
+	})
+	if number == nil {
+		return 0
+	}
+	after, _ := strconv.Atoi(*number)
+	return after
+}
+
 func decodeCursor(s string) (uuid.UUID, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(s))
 	if err != nil || len(b) != 16 {
@@ -452,20 +470,33 @@ func parseTimeField(fe *fieldErrors, field string, v *string) *time.Time {
 	return &t
 }
 
-// ListTaskAttempts lists every delivery attempt of a task, in order.
-func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID) error {
+// ListTaskAttempts pages through a task's delivery attempts, in order. It
+// pages because replays add attempts to a task without end; the default page
+// is the largest, so that most tasks answer in one.
+func (s *Server) ListTaskAttempts(c echo.Context, id openapi.TaskID, params openapi.ListTaskAttemptsParams) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
 		return err
 	}
-	attempts, err := s.tasks.Attempts(c.Request().Context(), tenant.ID, id)
+	var fe fieldErrors
+	page, _ := pageRequest(&fe, params.Limit, nil)
+	if params.Limit == nil {
+		page = maxListLimit
+	}
+	after := attemptCursor(&fe, params.Cursor)
+	if err := fe.problem(); err != nil {
+		return err
+	}
+	// One more than the page tells whether another page follows.
+	attempts, err := s.tasks.Attempts(c.Request().Context(), tenant.ID, id, after, page+1)
 	if errors.Is(err, model.ErrNotFound) {
 		return notFound("task " + id.String())
 	}
 	if err != nil {
 		return err
 	}
-	out := openapi.AttemptList{Data: make([]openapi.Attempt, 0, len(attempts))}
+	attempts, next := pageOf(attempts, page, false, func(a model.Attempt) string { return encodeAttemptCursor(a.Attempt) })
+	out := openapi.AttemptList{Data: make([]openapi.Attempt, 0, len(attempts)), NextCursor: next}
 	for _, a := range attempts {
 		var headers map[string]string
 		if a.ResponseHeaders != nil {

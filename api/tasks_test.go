@@ -2,8 +2,10 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -466,7 +468,7 @@ func TestListTaskAttempts(t *testing.T) {
 		       ($1, 1, $3, 5000, NULL, 'dial tcp: connection refused', 'retry', NULL, NULL)`,
 		task.ID, started.Add(time.Second), started)
 
-	list, err := tn.Client.ListTaskAttemptsWithResponse(ctx, task.ID)
+	list, err := tn.Client.ListTaskAttemptsWithResponse(ctx, task.ID, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, list.StatusCode(), "body: %s", list.Body)
 	attempts := list.JSON200.Data
@@ -495,4 +497,85 @@ func TestListTaskAttempts(t *testing.T) {
 	for _, key := range []string{"attempt", "started_at", "duration_ms", "error", "outcome"} {
 		require.Contains(t, body.Data[0], key)
 	}
+}
+
+func TestListTaskAttemptsPages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	task := h.createTask(tn, `{"url": "https://example.com/hook"}`)
+	h.exec(`INSERT INTO attempts (task_id, attempt, started_at, duration_ms, outcome)
+		SELECT $1, n, now(), 10, 'retry' FROM generate_series(1, 5) n`, task.ID)
+	path := "/v1/tasks/" + task.ID.String() + "/attempts"
+	// A cursor as the API makes them, to check the ones it never makes.
+	nameCursor := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+	type page struct {
+		Data []struct {
+			Attempt int `json:"attempt"`
+		} `json:"data"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	read := func(query string) page {
+		t.Helper()
+		resp := h.do(http.MethodGet, path+query, tn.APIKey, nil, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		var p page
+		require.NoError(t, json.Unmarshal(resp.Body, &p))
+		return p
+	}
+	numbers := func(p page) []int {
+		var out []int
+		for _, a := range p.Data {
+			out = append(out, a.Attempt)
+		}
+		return out
+	}
+
+	whole := read("")
+	require.Equal(t, []int{1, 2, 3, 4, 5}, numbers(whole), "the default page holds up to 500")
+	require.Nil(t, whole.NextCursor)
+
+	var seen []int
+	query := "?limit=2"
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 3, "five attempts take three pages of two")
+		p := read(query)
+		seen = append(seen, numbers(p)...)
+		if p.NextCursor == nil {
+			break
+		}
+		query = "?limit=2&cursor=" + url.QueryEscape(*p.NextCursor)
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, seen)
+
+	exact := read("?limit=5")
+	require.Len(t, exact.Data, 5)
+	require.Nil(t, exact.NextCursor, "no next cursor when the page ends the list")
+
+	t.Run("bad parameters", func(t *testing.T) {
+		cases := []struct {
+			query string
+			want  int
+			field string
+		}{
+			{"limit=0", 422, "limit"},
+			{"limit=501", 422, "limit"},
+			{"limit=abc", 400, ""},
+			{"cursor=!!!", 422, "cursor"},
+			{"cursor=", 422, "cursor"},
+			{"cursor=" + nameCursor("0"), 422, "cursor"},
+			{"cursor=" + nameCursor("-3"), 422, "cursor"},
+			{"cursor=" + nameCursor("99999999999"), 422, "cursor"},
+			{"cursor=" + base64.RawURLEncoding.EncodeToString(task.ID[:]), 422, "cursor"},
+		}
+		for _, tc := range cases {
+			resp := h.do(http.MethodGet, path+"?"+tc.query, tn.APIKey, nil, nil)
+			if tc.field != "" {
+				requireFieldProblem(t, resp, tc.field)
+				continue
+			}
+			requireProblem(t, resp, tc.want)
+		}
+	})
 }

@@ -83,7 +83,7 @@ func TestOwnership(t *testing.T) {
 	require.Equal(t, 2.0, counterValue(t, m.recovered))
 	require.Equal(t, model.StatusDelivered, taskOf(t, db, tenant, answered.ID).Status)
 	require.Equal(t, 1.0, counterValue(t, m.recoveredAnswered))
-	attempts, err := db.ListAttempts(ctx, tenant, answered.ID)
+	attempts, err := db.ListAttempts(ctx, tenant, answered.ID, 0, 1000)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1)
 	require.Equal(t, 204, *attempts[0].StatusCode)

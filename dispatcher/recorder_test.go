@@ -98,7 +98,7 @@ func TestRecorderWritesOutcomes(t *testing.T) {
 			if tc.next != nil {
 				require.True(t, tc.next.Equal(*got.NextAttemptAt))
 			}
-			attempts, err := b.db.ListAttempts(context.Background(), b.tenant, task.ID)
+			attempts, err := b.db.ListAttempts(context.Background(), b.tenant, task.ID, 0, 1000)
 			require.NoError(t, err)
 			require.Len(t, attempts, 1)
 			require.Equal(t, c.Attempt, attempts[0].Attempt)

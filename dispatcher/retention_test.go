@@ -90,13 +90,13 @@ func TestPurger(t *testing.T) {
 	for _, id := range finished {
 		_, err := db.GetTask(ctx, tenant, id)
 		require.ErrorIs(t, err, model.ErrNotFound)
-		_, err = db.ListAttempts(ctx, tenant, id)
+		_, err = db.ListAttempts(ctx, tenant, id, 0, 1000)
 		require.ErrorIs(t, err, model.ErrNotFound)
 	}
 	for _, id := range unfinished {
 		taskOf(t, db, tenant, id)
 	}
-	attempts, err := db.ListAttempts(ctx, tenant, claims[3].ID)
+	attempts, err := db.ListAttempts(ctx, tenant, claims[3].ID, 0, 1000)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1, "the retrying task keeps its attempt")
 	require.Zero(t, p.oldestAge(), "no finished task is left")

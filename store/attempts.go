@@ -222,15 +222,18 @@ const queryListAttempts = `-- name: ListAttempts
 SELECT a.task_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, a.outcome, a.response_body,
 	a.response_headers::text
 FROM attempts a JOIN tasks t ON t.id = a.task_id
-WHERE t.tenant_id = $1 AND a.task_id = $2
-ORDER BY a.attempt`
+WHERE t.tenant_id = $1 AND a.task_id = $2 AND a.attempt > $3
+ORDER BY a.attempt
+LIMIT $4`
 
-// ListAttempts returns every recorded attempt of a tenant's task, in order.
-func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error) {
+// ListAttempts returns at most limit recorded attempts of a tenant's task,
+// in order, those numbered after after (0: from the first). It is bounded
+// because replays add attempts to a task without end.
+func (db *DB) ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID, after, limit int) ([]model.Attempt, error) {
 	if _, err := db.GetTask(ctx, tenantID, taskID); err != nil {
 		return nil, err
 	}
-	rows, err := db.pool.Query(ctx, queryListAttempts, tenantID, taskID)
+	rows, err := db.pool.Query(ctx, queryListAttempts, tenantID, taskID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of task %s: %w", taskID, err)
 	}

@@ -70,7 +70,7 @@ func TestRecordAttempt(t *testing.T) {
 			require.Nil(t, row.ClaimToken)
 			require.Nil(t, row.LeaseExpiresAt)
 
-			attempts, err := db.ListAttempts(ctx, tenant.ID, c.ID)
+			attempts, err := db.ListAttempts(ctx, tenant.ID, c.ID, 0, 1000)
 			require.NoError(t, err)
 			require.Len(t, attempts, 1)
 			a := attempts[0]
@@ -130,7 +130,7 @@ func TestRecordAttempt(t *testing.T) {
 		require.Equal(t, "dispatching", readTaskRow(t, pool, task.ID).Status)
 		require.NoError(t, db.RecordAttempt(ctx, recordFor(fresh, "fail", ptr(410), nil, model.StatusDead, nil)))
 
-		attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID)
+		attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID, 0, 1000)
 		require.NoError(t, err)
 		require.Len(t, attempts, 1)
 		require.Equal(t, ptr(410), attempts[0].StatusCode)

@@ -201,7 +201,7 @@ func pooledRound(ctx context.Context, db *store.DB, tenantID uuid.UUID, n int, m
 			return err
 		}
 	}
-	if _, err := db.ListAttempts(ctx, tenantID, due.ID); err != nil {
+	if _, err := db.ListAttempts(ctx, tenantID, due.ID, 0, 1000); err != nil {
 		return err
 	}
 	_, err = db.CountTasksByStatus(ctx, tenantID, 1000)

@@ -116,7 +116,7 @@ func TestReplayTask(t *testing.T) {
 			// The replayed attempt is recorded after the earlier ones, and the
 			// task can be replayed again from its new count.
 			recordOne(t, db, claim, 500, ptr("receiver answered 500"), "fail", model.StatusDead, nil)
-			attempts, err := db.ListAttempts(ctx, tenant.ID, before.ID)
+			attempts, err := db.ListAttempts(ctx, tenant.ID, before.ID, 0, 1000)
 			require.NoError(t, err)
 			require.Len(t, attempts, before.Attempts+1)
 			for i, a := range attempts {

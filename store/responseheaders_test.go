@@ -236,7 +236,7 @@ func TestRecordAttemptResponseHeaders(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.NoError(t, errs[i])
-			attempts, err := db.ListAttempts(ctx, tenant.ID, results[i].TaskID)
+			attempts, err := db.ListAttempts(ctx, tenant.ID, results[i].TaskID, 0, 1000)
 			require.NoError(t, err)
 			require.Len(t, attempts, 1)
 			got := attempts[0].ResponseHeaders

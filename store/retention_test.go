@@ -123,7 +123,7 @@ func TestPurgeFinished(t *testing.T) {
 			require.Zero(t, n, "%s task %s aged %s lost its attempts with it", tk.status, tk.taskID, tk.age)
 			_, err := db.GetTask(ctx, tk.tenant.ID, tk.taskID)
 			require.ErrorIs(t, err, model.ErrNotFound)
-			_, err = db.ListAttempts(ctx, tk.tenant.ID, tk.taskID)
+			_, err = db.ListAttempts(ctx, tk.tenant.ID, tk.taskID, 0, 1000)
 			require.ErrorIs(t, err, model.ErrNotFound)
 			continue
 		}

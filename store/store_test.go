@@ -191,7 +191,7 @@ func TestTenantScoping(t *testing.T) {
 	}{
 		{"GetTask", func(tenantID, id uuid.UUID) error { _, err := db.GetTask(ctx, tenantID, id); return err }},
 		{"CancelTask", func(tenantID, id uuid.UUID) error { _, err := db.CancelTask(ctx, tenantID, id); return err }},
-		{"ListAttempts", func(tenantID, id uuid.UUID) error { _, err := db.ListAttempts(ctx, tenantID, id); return err }},
+		{"ListAttempts", func(tenantID, id uuid.UUID) error { _, err := db.ListAttempts(ctx, tenantID, id, 0, 1000); return err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +215,7 @@ func TestTenantScoping(t *testing.T) {
 	require.Equal(t, other.ID, listed[0].TenantID)
 
 	// The owner sees its own task and its (so far no) attempts.
-	attempts, err := db.ListAttempts(ctx, owner.ID, task.ID)
+	attempts, err := db.ListAttempts(ctx, owner.ID, task.ID, 0, 1000)
 	require.NoError(t, err)
 	require.Empty(t, attempts)
 	_, err = db.GetTask(ctx, owner.ID, task.ID)
@@ -390,7 +390,7 @@ func TestListAttempts(t *testing.T) {
 	tenant := createTenant(t, db)
 	task := insertDueTask(t, db, pool, tenant.ID)
 
-	attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID)
+	attempts, err := db.ListAttempts(ctx, tenant.ID, task.ID, 0, 1000)
 	require.NoError(t, err)
 	require.Empty(t, attempts)
 
@@ -411,7 +411,7 @@ func TestListAttempts(t *testing.T) {
 		Status:     model.StatusDelivered,
 	}))
 
-	attempts, err = db.ListAttempts(ctx, tenant.ID, task.ID)
+	attempts, err = db.ListAttempts(ctx, tenant.ID, task.ID, 0, 1000)
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
 	for i := range attempts {
@@ -428,6 +428,19 @@ func TestListAttempts(t *testing.T) {
 	require.Equal(t, 2, got.Attempts)
 	require.Equal(t, ptr(204), got.LastStatusCode)
 	require.Nil(t, got.NextAttemptAt)
+
+	// A page: at most limit attempts, those after the given number.
+	first, err := db.ListAttempts(ctx, tenant.ID, task.ID, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	require.Equal(t, 1, first[0].Attempt)
+	rest, err := db.ListAttempts(ctx, tenant.ID, task.ID, 1, 1)
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	require.Equal(t, 2, rest[0].Attempt)
+	past, err := db.ListAttempts(ctx, tenant.ID, task.ID, 2, 1)
+	require.NoError(t, err)
+	require.Empty(t, past)
 }
 
 func TestInsertTaskOptionalFields(t *testing.T) {

@@ -1,8 +1,8 @@
 package main
 
-// The list commands (tasks, schedules, topics and flow-keys list) differ in
-// what they fetch and how a row reads, and in nothing else: each declares
-// --limit and --all with listFlags and hands its fetch and its table to
+// The list commands (tasks, schedules, topics and flow-keys list, and tasks
+// attempts) differ in what they fetch and how a row reads, and in nothing
+// else: each declares --limit and --all and hands its fetch and its table to
 // list, which shows the first items or every one, as a table or as JSON.
 
 import (
@@ -74,6 +74,7 @@ func take[T any](items iter.Seq2[T, error], limit int, all bool) (taken []T, mor
 // The notes printList ends a cut listing with, by the listing's order.
 const (
 	cutNewest      = "the %d newest shown"
+	cutOldest      = "the %d oldest shown"
 	cutInNameOrder = "the first %d in name order shown"
 	cutInKeyOrder  = "the first %d in key order shown"
 )

@@ -26,7 +26,7 @@ const tasksUsage = `want one of:
                        [--publish PUBLISH_ID] [--topic NAME] [--callback-of ID] [--include-body] [--limit 20 | --all]
   hookwheel tasks cancel ID
   hookwheel tasks reschedule ID (--at TIME | --in DURATION)
-  hookwheel tasks attempts ID
+  hookwheel tasks attempts ID [--limit 500 | --all]
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--label key=value]... [--callback URL] [--failure-callback URL] ('' removes one)
   hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish PUBLISH_ID] [--topic NAME] [--label key=value]...
@@ -42,7 +42,9 @@ func tasksCommand(ctx context.Context, args []string, con console) error {
 	switch sub {
 	case "create":
 		return tasksCreate(ctx, c, args, con)
-	case "get", "cancel", "attempts":
+	case "attempts":
+		return tasksAttempts(ctx, c, args, con)
+	case "get", "cancel":
 		if err := c.parse(args, con, "ID"); err != nil {
 			return err
 		}
@@ -61,21 +63,12 @@ func tasksCommand(ctx context.Context, args []string, con console) error {
 				return err
 			}
 			return c.printTask(con, "", task)
-		case "cancel":
+		default:
 			task, err := client.CancelTask(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.printTask(con, "Canceled: it will not be sent.", task)
-		default:
-			attempts, err := client.TaskAttempts(ctx, id)
-			if err != nil {
-				return err
-			}
-			if *c.asJSON {
-				return printJSON(con.stdout, attempts)
-			}
-			return printAttempts(con.stdout, attempts, con.now())
 		}
 	case "list":
 		return tasksList(ctx, c, args, con)
@@ -408,6 +401,27 @@ func printTaskTable(w io.Writer, tasks []hookwheel.Task, now time.Time) error {
 			lastResult(&t, 40), t.Method, escapeControls(t.URL))
 	}
 	return tw.Flush()
+}
+
+// tasksAttempts shows a task's attempts, oldest first: up to --limit, whose
+// default is the API's largest page, so that most tasks show whole; a task
+// replayed many times can have more.
+func tasksAttempts(ctx context.Context, c *command, args []string, con console) error {
+	shown := listFlags{
+		limit: c.fs.Int("limit", maxPageSize, "show at most this many attempts, oldest first"),
+		all:   c.fs.Bool("all", false, "show every attempt"),
+	}
+	if err := c.parse(args, con, "ID"); err != nil {
+		return err
+	}
+	id, err := c.id(0, "task")
+	if err != nil {
+		return err
+	}
+	fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.Attempt, error] {
+		return client.ListTaskAttempts(ctx, id, pageSize)
+	}
+	return list(c, con, shown, fetch, printAttempts, cutOldest)
 }
 
 func printAttempts(w io.Writer, attempts []hookwheel.Attempt, now time.Time) error {

@@ -174,6 +174,16 @@ func testTaskCommands(t *testing.T, w *cliWorld) {
 		require.Equal(t, []string{"first", "first", "edited"}, bodies)
 		require.Equal(t, path+"/moved", paths[2])
 
+		// Three attempts now: --limit shows the oldest, --all every one.
+		w.waitTask(t, task.ID, hookwheel.StatusDelivered)
+		out = w.ok(t, "tasks", "attempts", task.ID.String(), "--limit", "2")
+		require.Regexp(t, `(?m)^2\s`, out)
+		require.NotRegexp(t, `(?m)^3\s`, out)
+		require.Contains(t, out, "(the 2 oldest shown; --limit N or --all for more)")
+		require.NoError(t, json.Unmarshal([]byte(w.ok(t, "tasks", "attempts", task.ID.String(), "--all", "--json")), &attempts))
+		require.Len(t, attempts, 3)
+		require.Equal(t, 3, attempts[2].Attempt)
+
 		// A task on its way cannot be replayed.
 		later := w.task(t, "tasks", "create", "--url", rcv+path, "--in", "1h")
 		r := w.run(t, "", []string{"tasks", "replay", later.ID.String()})

@@ -42,10 +42,11 @@ func (s *Service) ListWithBodies(ctx context.Context, tenantID uuid.UUID, f mode
 	return ts, cut, nil
 }
 
-// Attempts reads every delivery attempt of one of the tenant's tasks, in
-// order: model.ErrNotFound when it has no such task.
-func (s *Service) Attempts(ctx context.Context, tenantID, id uuid.UUID) ([]model.Attempt, error) {
-	as, err := s.store.ListAttempts(ctx, tenantID, id)
+// Attempts reads at most limit delivery attempts of one of the tenant's
+// tasks, in order, those numbered after after (0: from the first):
+// model.ErrNotFound when it has no such task.
+func (s *Service) Attempts(ctx context.Context, tenantID, id uuid.UUID, after, limit int) ([]model.Attempt, error) {
+	as, err := s.store.ListAttempts(ctx, tenantID, id, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of task %s: %w", id, err)
 	}

@@ -20,7 +20,7 @@ func TestChangesOfUnknownTasks(t *testing.T) {
 	other := uuid.New()
 	for name, change := range map[string]func(tenantID, id uuid.UUID) error{
 		"get":        func(tn, id uuid.UUID) error { _, err := svc.Get(t.Context(), tn, id); return err },
-		"attempts":   func(tn, id uuid.UUID) error { _, err := svc.Attempts(t.Context(), tn, id); return err },
+		"attempts":   func(tn, id uuid.UUID) error { _, err := svc.Attempts(t.Context(), tn, id, 0, 1); return err },
 		"cancel":     func(tn, id uuid.UUID) error { _, err := svc.Cancel(t.Context(), tn, id); return err },
 		"reschedule": func(tn, id uuid.UUID) error { _, err := svc.Reschedule(t.Context(), tn, id, b.clock.Now()); return err },
 		"replay": func(tn, id uuid.UUID) error {

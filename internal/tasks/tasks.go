@@ -53,7 +53,7 @@ type Store interface {
 	GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error)
 	ListTasksWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) ([]*model.Task, bool, error)
-	ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID) ([]model.Attempt, error)
+	ListAttempts(ctx context.Context, tenantID, taskID uuid.UUID, after, limit int) ([]model.Attempt, error)
 	CancelTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	CancelTasks(ctx context.Context, tenantID uuid.UUID, f model.CancelFilter) ([]uuid.UUID, error)
 	RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error)

@@ -270,18 +270,38 @@ func (c *Client) ReplayTask(ctx context.Context, id uuid.UUID, edit *ReplayEdit)
 	return result(op, resp.HTTPResponse, resp.Body, resp.JSON200)
 }
 
-// TaskAttempts returns every delivery attempt of the task, oldest first.
+// TaskAttempts returns every delivery attempt of the task, oldest first,
+// reading as many pages of ListTaskAttempts as it takes: a task replayed
+// many times can have many, each with up to 8 KiB of response.
 func (c *Client) TaskAttempts(ctx context.Context, id uuid.UUID) ([]Attempt, error) {
+	var all []Attempt
+	for a, err := range c.ListTaskAttempts(ctx, id, 0) {
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, a)
+	}
+	return all, nil
+}
+
+// ListTaskAttempts returns the task's delivery attempts, oldest first,
+// fetching page after page (pageSize attempts each, 1 to 500; zero is 500)
+// as the loop goes on. An error ends the sequence, as its last pair.
+func (c *Client) ListTaskAttempts(ctx context.Context, id uuid.UUID, pageSize int) iter.Seq2[Attempt, error] {
 	op := "list attempts of task " + id.String()
-	resp, err := c.api.ListTaskAttemptsWithResponse(repeatable(ctx), id)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	list, err := result(op, resp.HTTPResponse, resp.Body, resp.JSON200)
-	if err != nil {
-		return nil, err
-	}
-	return list.Data, nil
+	params := apiclient.ListTaskAttemptsParams{Limit: ptr(cmp.Or(pageSize, 500))}
+	return paginate(func(cursor *string) ([]Attempt, *string, error) {
+		params.Cursor = cursor
+		resp, err := c.api.ListTaskAttemptsWithResponse(repeatable(ctx), id, &params)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		page, err := result(op, resp.HTTPResponse, resp.Body, resp.JSON200)
+		if err != nil {
+			return nil, nil, err
+		}
+		return page.Data, page.NextCursor, nil
+	})
 }
 
 // labelConditions spells labels as the API's label parameters, "key:value"

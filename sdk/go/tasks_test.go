@@ -340,3 +340,37 @@ func mustQuery(t *testing.T, raw string) url.Values {
 	require.NoError(t, err)
 	return q
 }
+
+func TestTaskAttemptsPages(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	attempt := func(n int) map[string]any {
+		return map[string]any{"attempt": n, "started_at": "2026-11-22T10:00:00Z", "duration_ms": 5, "outcome": "retry"}
+	}
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		page := map[string]any{"data": []any{attempt(1), attempt(2)}, "next_cursor": "c2"}
+		if r.URL.Query().Get("cursor") == "c2" {
+			page = map[string]any{"data": []any{attempt(3)}}
+		}
+		writeJSON(w, http.StatusOK, page)
+	})
+	c := f.client(t)
+	ctx := context.Background()
+
+	var numbers []int
+	for a, err := range c.ListTaskAttempts(ctx, id, 2) {
+		require.NoError(t, err)
+		numbers = append(numbers, a.Attempt)
+	}
+	require.Equal(t, []int{1, 2, 3}, numbers, "every page, oldest first")
+	all, err := c.TaskAttempts(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+
+	got := f.got()
+	require.Len(t, got, 4)
+	require.Equal(t, "/v1/tasks/"+id.String()+"/attempts", got[0].path)
+	require.Equal(t, url.Values{"limit": {"2"}}, mustQuery(t, got[0].query))
+	require.Equal(t, url.Values{"limit": {"2"}, "cursor": {"c2"}}, mustQuery(t, got[1].query))
+	require.Equal(t, url.Values{"limit": {"500"}}, mustQuery(t, got[2].query), "TaskAttempts reads the largest pages")
+}

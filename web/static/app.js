@@ -673,7 +673,7 @@ async function taskPage([id]) {
         dt('Last error', task.last_error ? h('span', { class: 'err' }, task.last_error) : '—')),
       h('h3', {}, 'Headers'), table(['Name', 'Value'], Object.entries(task.headers || {}).map(([k, v]) => [h('code', {}, k), h('code', { class: 'wrap' }, v)]), 'Headers', 'No headers of its own.'),
       h('h3', {}, 'Body'), h('pre', { class: 'body', tabindex: 0 }, task.body || '(empty)')),
-      h('section', { class: 'card' }, h('h2', {}, 'Attempts'), attemptTimeline(attempts.data))),
+      h('section', { class: 'card' }, h('h2', {}, 'Attempts'), attemptList(id, task, attempts))),
     edit]);
   if (live) {
     state.timers.push(setInterval(async () => {
@@ -700,6 +700,32 @@ function parseHeaders(text) {
 }
 
 const outcomeText = { success: 'delivered', retry: 'failed, retried', fail: 'failed for good' };
+
+// attemptList is the timeline of a task's attempts from their first page
+// (the API's largest, 500): a task replayed many times can have more, which
+// "Load more" reads a page at a time.
+function attemptList(id, task, first) {
+  const shown = [...first.data];
+  let cursor = first.next_cursor;
+  const box = h('div');
+  const more = h('button', { type: 'button', onclick: async () => {
+    more.disabled = true;
+    try {
+      const page = await api('GET', `/v1/tasks/${id}/attempts?cursor=${encodeURIComponent(cursor)}`);
+      shown.push(...page.data);
+      cursor = page.next_cursor;
+    } finally {
+      more.disabled = false;
+    }
+    draw();
+  } }, 'Load more');
+  const draw = () => fill(box,
+    cursor ? h('p', { class: 'muted more-attempts' },
+      `The first ${fmtNum(shown.length)} of ${fmtNum(Math.max(task.attempts, shown.length))} attempts are shown, newest of them first. `, more) : null,
+    attemptTimeline(shown));
+  draw();
+  return box;
+}
 
 function attemptTimeline(attempts) {
   if (attempts.length === 0) return h('p', { class: 'muted' }, 'No attempt yet.');

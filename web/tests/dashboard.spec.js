@@ -151,6 +151,20 @@ test('watches a task go delivered, and a failing one collect its attempts', asyn
   // Shot with the last attempt's headers open, the others folded: both states.
   await shoot(page, 'task-dead');
 
+  // A task with more attempts than a page (500) shows the first page and
+  // loads the rest on demand: here the first page is made to hold two.
+  const firstPage = `**/v1/tasks/${failing.id}/attempts`;
+  await page.route(firstPage, async (route) =>
+    route.fulfill({ response: await route.fetch({ url: `${route.request().url()}?limit=2` }) }));
+  await page.reload();
+  await expect(page.locator('.timeline li')).toHaveCount(2);
+  await expect(page.locator('.more-attempts')).toContainText('The first 2 of 3 attempts');
+  await shoot(page, 'task-more-attempts');
+  await page.getByRole('button', { name: 'Load more' }).click();
+  await expect(page.locator('.timeline li')).toHaveCount(3);
+  await expect(page.locator('.more-attempts')).toHaveCount(0);
+  await page.unroute(firstPage);
+
   // The list finds both, by status and by search.
   await page.goto('/ui/tasks');
   await expect(taskLink(page, ok.id)).toBeVisible();

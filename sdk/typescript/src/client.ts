@@ -125,8 +125,16 @@ export interface HookwheelClient {
      * first replacing any of its url, method, headers and body given in `edit`.
      */
     replay(id: string, edit?: ReplayRequest): Promise<Task>;
-    /** Every delivery attempt of the task, oldest first (`GET /v1/tasks/{id}/attempts`). */
+    /**
+     * Every delivery attempt of the task, oldest first, read page after page
+     * (`GET /v1/tasks/{id}/attempts`, following `next_cursor`): replays add
+     * attempts without end, so a task can have more than one page of them.
+     */
     attempts(id: string): Promise<Attempt[]>;
+    /** The task's delivery attempts, oldest first, reading page after page as the loop consumes them. */
+    listAttempts(id: string, options?: ListOptions): AsyncGenerator<Attempt, void, undefined>;
+    /** One page of `GET /v1/tasks/{id}/attempts`; pass the previous page's `next_cursor` as `cursor`. */
+    attemptsPage(id: string, options?: { limit?: number; cursor?: string }): Promise<Page<Attempt>>;
     /**
      * Schedules up to 1,000 webhooks in one call (`POST /v1/tasks/batch`): one
      * result per item, in order, each a task or a problem. Items without an
@@ -327,6 +335,10 @@ export function createClient(options: ClientOptions): HookwheelClient {
     return send(true, () => raw.GET("/v1/schedules", { params: { query } }));
   }
 
+  function listAttemptsPage(taskId: string, query: { limit?: number; cursor?: string } = {}): Promise<Page<Attempt>> {
+    return send(true, () => raw.GET("/v1/tasks/{id}/attempts", { params: { path: { id: taskId }, query } }));
+  }
+
   function listTopicsPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<Topic>> {
     return send(true, () => raw.GET("/v1/topics", { params: { query } }));
   }
@@ -370,9 +382,18 @@ export function createClient(options: ClientOptions): HookwheelClient {
       },
       replay: (taskId, edit) =>
         send(false, () => raw.POST("/v1/tasks/{id}/replay", { ...id(taskId), ...(edit ? { body: edit } : {}) })),
+      listAttempts(taskId, opts = {}) {
+        return paginate((cursor) =>
+          listAttemptsPage(taskId, { ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      attemptsPage: listAttemptsPage,
       async attempts(taskId) {
-        const list = await send(true, () => raw.GET("/v1/tasks/{id}/attempts", id(taskId)));
-        return list.data;
+        const all: Attempt[] = [];
+        for await (const attempt of paginate((cursor) => listAttemptsPage(taskId, cursor ? { cursor } : {}))) {
+          all.push(attempt);
+        }
+        return all;
       },
       async batch(items) {
         // Each item is its own creation: with a key on every one, a repeat of

@@ -451,8 +451,14 @@ export interface paths {
         };
         /**
          * List a task's delivery attempts
-         * @description Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
-         *     task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+         * @description The delivery attempts of the task so far, oldest first, one page at a time. The attempts are
+         *     deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+         *
+         *     The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
+         *     `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+         *     default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+         *     a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+         *     and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
          */
         get: operations["listTaskAttempts"];
         put?: never;
@@ -2580,10 +2586,12 @@ export interface components {
                 [key: string]: string;
             };
         };
-        /** @description Every delivery attempt of a task. */
+        /** @description A page of a task's delivery attempts, oldest first. */
         AttemptList: {
-            /** @description The attempts, oldest first; empty, never null, before the first attempt. */
+            /** @description The attempts of this page, oldest first; empty, never null, before the first attempt. */
             data: components["schemas"]["Attempt"][];
+            /** @description Pass it as `cursor` to read the next page. Absent on the last page, and only there. */
+            next_cursor?: string | null;
         };
         /** @description A healthy server. */
         Health: {
@@ -4057,7 +4065,15 @@ export interface operations {
     };
     listTaskAttempts: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The largest number of attempts in the page. */
+                limit?: number;
+                /**
+                 * @description Where the page starts: the `next_cursor` of the previous page. Absent for the first page.
+                 *     Cursors are opaque; do not build or edit them.
+                 */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /** @description The task id. */
@@ -4067,7 +4083,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The attempts, in the order they were made. */
+            /** @description A page of the attempts, in the order they were made. */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -348,6 +348,31 @@ describe("client", () => {
     );
   });
 
+  it("pages through a task's attempts, oldest first", async () => {
+    const { client, requests } = scripted([
+      json(200, { data: [{ attempt: 1 }, { attempt: 2 }], next_cursor: "c2" }),
+      json(200, { data: [{ attempt: 3 }] }),
+      json(200, { data: [{ attempt: 1 }], next_cursor: "c1" }),
+      json(200, { data: [{ attempt: 2 }] }),
+      json(200, { data: [{ attempt: 1 }], next_cursor: "c1" }),
+    ]);
+    const seen = [];
+    for await (const a of client.tasks.listAttempts(TASK.id, { pageSize: 2 })) seen.push(a.attempt);
+    assert.deepEqual(seen, [1, 2, 3]);
+    assert.deepEqual(await client.tasks.attempts(TASK.id), [{ attempt: 1 }, { attempt: 2 }], "every page");
+    assert.deepEqual(await client.tasks.attemptsPage(TASK.id, { limit: 1 }), { data: [{ attempt: 1 }], next_cursor: "c1" });
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname}${r.url.search}`),
+      [
+        `GET /v1/tasks/${TASK.id}/attempts?limit=2`,
+        `GET /v1/tasks/${TASK.id}/attempts?limit=2&cursor=c2`,
+        `GET /v1/tasks/${TASK.id}/attempts`,
+        `GET /v1/tasks/${TASK.id}/attempts?cursor=c1`,
+        `GET /v1/tasks/${TASK.id}/attempts?limit=1`,
+      ],
+    );
+  });
+
   it("updates a schedule with a merge patch, nulls included, retried on 503", async () => {
     const schedule = { id: "s1", cron: "*/5 * * * *" };
     const { client, requests } = scripted([problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }), json(200, schedule)]);

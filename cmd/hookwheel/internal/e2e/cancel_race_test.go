@@ -160,7 +160,7 @@ func TestCancelAndRescheduleRaceTheClaimUnderLoad(t *testing.T) {
 	for id, count := range sent {
 		if count > 1 {
 			var recorded []string
-			if attempts, err := acme.client.ListTaskAttemptsWithResponse(ctx, uuid.MustParse(id)); err == nil && attempts.JSON200 != nil {
+			if attempts, err := acme.client.ListTaskAttemptsWithResponse(ctx, uuid.MustParse(id), nil); err == nil && attempts.JSON200 != nil {
 				for _, a := range attempts.JSON200.Data {
 					why := ""
 					if a.Error != nil {

@@ -80,7 +80,7 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	moved, err := acme.RescheduleTaskWithResponse(ctx, task, openapi.RescheduleRequest{Delay: ptr("2h")})
 	require.NoError(t, err)
 	status(http.StatusOK, moved.StatusCode(), moved.Body, "rescheduleTask")
-	attempts, err := acme.ListTaskAttemptsWithResponse(ctx, task)
+	attempts, err := acme.ListTaskAttemptsWithResponse(ctx, task, nil)
 	require.NoError(t, err)
 	status(http.StatusOK, attempts.StatusCode(), attempts.Body, "listTaskAttempts")
 	for _, include := range []*openapi.ListTasksParamsInclude{nil, ptr(openapi.ListTasksParamsIncludeBody)} {

@@ -75,7 +75,7 @@ func TestCreateFireReceive(t *testing.T) {
 	require.Equal(t, 1, done.Attempts)
 	require.Equal(t, 200, *done.LastStatusCode)
 	require.Nil(t, done.NextAttemptAt)
-	attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+	attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID, nil)
 	require.NoError(t, err)
 	require.Len(t, attempts.JSON200.Data, 1)
 	a := attempts.JSON200.Data[0]
@@ -241,7 +241,7 @@ func TestRetryThenSuccess(t *testing.T) {
 
 	done := acme.waitStatus(t, flaky.ID, openapi.TaskStatusDelivered, 5*time.Second)
 	require.Equal(t, 2, done.Attempts)
-	attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), flaky.ID)
+	attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), flaky.ID, nil)
 	require.NoError(t, err)
 	require.Len(t, attempts.JSON200.Data, 2)
 	require.Equal(t, openapi.AttemptOutcomeRetry, attempts.JSON200.Data[0].Outcome)

@@ -290,7 +290,7 @@ func TestStopIsBounded(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var attempts []openapi.Attempt
 	for {
-		got, err := c2.ListTaskAttemptsWithResponse(context.Background(), id)
+		got, err := c2.ListTaskAttemptsWithResponse(context.Background(), id, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, got.StatusCode(), string(got.Body))
 		attempts = got.JSON200.Data

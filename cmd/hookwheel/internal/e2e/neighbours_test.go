@@ -266,7 +266,7 @@ func TestHeaderBombsAreBounded(t *testing.T) {
 
 	var attempt *openapi.Attempt
 	for _, id := range ids {
-		got, err := client.ListTaskAttemptsWithResponse(context.Background(), id)
+		got, err := client.ListTaskAttemptsWithResponse(context.Background(), id, nil)
 		require.NoError(t, err)
 		require.NotNil(t, got.JSON200, string(got.Body))
 		if len(got.JSON200.Data) > 0 {

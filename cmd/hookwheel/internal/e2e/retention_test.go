@@ -26,7 +26,7 @@ func (tn *tenant) waitGone(t *testing.T, id uuid.UUID, within time.Duration) {
 		task, err := tn.client.GetTaskWithResponse(ctx, id)
 		require.NoError(t, err)
 		if task.StatusCode() == http.StatusNotFound {
-			attempts, err := tn.client.ListTaskAttemptsWithResponse(ctx, id)
+			attempts, err := tn.client.ListTaskAttemptsWithResponse(ctx, id, nil)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusNotFound, attempts.StatusCode(), "the task is gone, so are its attempts: %s", attempts.Body)
 			return
@@ -41,7 +41,7 @@ func (tn *tenant) waitGone(t *testing.T, id uuid.UUID, within time.Duration) {
 
 func (tn *tenant) attemptsOf(t *testing.T, id uuid.UUID) []openapi.Attempt {
 	t.Helper()
-	resp, err := tn.client.ListTaskAttemptsWithResponse(context.Background(), id)
+	resp, err := tn.client.ListTaskAttemptsWithResponse(context.Background(), id, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode(), string(resp.Body))
 	return resp.JSON200.Data

@@ -140,7 +140,7 @@ func TestRetryRules(t *testing.T) {
 		require.Contains(t, *dead.LastError, "Hookwheel-Retry: stop")
 		require.Len(t, recv.snapshot(), 1)
 
-		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, attempts.StatusCode(), "%s", attempts.Body)
 		require.Len(t, attempts.JSON200.Data, 1)
@@ -162,7 +162,7 @@ func TestRetryRules(t *testing.T) {
 		task := acme.schedule(t, openapi.TaskRequest{URL: recv.URL + "/fine", Retry: fast})
 		done := acme.waitStatus(t, task.ID, openapi.TaskStatusDelivered, 10*time.Second)
 		require.Equal(t, 1, done.Attempts)
-		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID, nil)
 		require.NoError(t, err)
 		require.Len(t, attempts.JSON200.Data, 1)
 		a := attempts.JSON200.Data[0]
@@ -178,7 +178,7 @@ func TestRetryRules(t *testing.T) {
 		recv.Close()
 		task := acme.schedule(t, openapi.TaskRequest{URL: url + "/gone", Retry: &openapi.RetryPolicy{MaxAttempts: ptr(1)}})
 		acme.waitStatus(t, task.ID, openapi.TaskStatusDead, 10*time.Second)
-		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID)
+		attempts, err := acme.client.ListTaskAttemptsWithResponse(context.Background(), task.ID, nil)
 		require.NoError(t, err)
 		require.Len(t, attempts.JSON200.Data, 1)
 		require.Nil(t, attempts.JSON200.Data[0].StatusCode)

@@ -84,7 +84,7 @@ func TestTopicFanOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, deadLetters.JSON200.Data, 1)
 	require.Equal(t, deadTask.ID, deadLetters.JSON200.Data[0].ID)
-	attempts, err := acme.client.ListTaskAttemptsWithResponse(ctx, deadTask.ID)
+	attempts, err := acme.client.ListTaskAttemptsWithResponse(ctx, deadTask.ID, nil)
 	require.NoError(t, err)
 	require.Len(t, attempts.JSON200.Data, 3)
 

@@ -345,10 +345,13 @@ type Attempt struct {
 	StatusCode *int `json:"status_code,omitempty"`
 }
 
-// AttemptList Every delivery attempt of a task.
+// AttemptList A page of a task's delivery attempts, oldest first.
 type AttemptList struct {
-	// Data The attempts, oldest first; empty, never null, before the first attempt.
+	// Data The attempts of this page, oldest first; empty, never null, before the first attempt.
 	Data []Attempt `json:"data"`
+
+	// NextCursor Pass it as `cursor` to read the next page. Absent on the last page, and only there.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // AttemptOutcome What an attempt led to:
@@ -1747,6 +1750,16 @@ type CreateTaskParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListTaskAttemptsParams defines parameters for ListTaskAttempts.
+type ListTaskAttemptsParams struct {
+	// Limit The largest number of attempts in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts: the `next_cursor` of the previous page. Absent for the first page.
+	// Cursors are opaque; do not build or edit them.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListTopicsParams defines parameters for ListTopics.
 type ListTopicsParams struct {
 	// Limit The largest number of topics in the page.
@@ -2684,11 +2697,17 @@ type ClientInterface interface {
 
 	// ListTaskAttempts List a task's delivery attempts
 	//
-	// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
-	// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+	// The delivery attempts of the task so far, oldest first, one page at a time. The attempts are
+	// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+	//
+	// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
+	// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+	// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+	// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+	// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
-	ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListTaskAttempts(ctx context.Context, id TaskID, params *ListTaskAttemptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayTaskWithBody Replay a dead or delivered task
 	//
@@ -4025,12 +4044,18 @@ func (c *Client) RescheduleTask(ctx context.Context, id TaskID, body RescheduleT
 
 // ListTaskAttempts List a task's delivery attempts
 //
-// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
-// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+// The delivery attempts of the task so far, oldest first, one page at a time. The attempts are
+// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+//
+// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
+// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 //
 // Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
-func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListTaskAttemptsRequest(c.Server, id)
+func (c *Client) ListTaskAttempts(ctx context.Context, id TaskID, params *ListTaskAttemptsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTaskAttemptsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5718,7 +5743,7 @@ func NewRescheduleTaskRequestWithBody(server string, id TaskID, contentType stri
 }
 
 // NewListTaskAttemptsRequest constructs an http.Request for the ListTaskAttempts method
-func NewListTaskAttemptsRequest(server string, id TaskID) (*http.Request, error) {
+func NewListTaskAttemptsRequest(server string, id TaskID, params *ListTaskAttemptsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5741,6 +5766,45 @@ func NewListTaskAttemptsRequest(server string, id TaskID) (*http.Request, error)
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6818,13 +6882,19 @@ type ClientWithResponsesInterface interface {
 
 	// ListTaskAttemptsWithResponse List a task's delivery attempts
 	//
-	// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
-	// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+	// The delivery attempts of the task so far, oldest first, one page at a time. The attempts are
+	// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+	//
+	// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
+	// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+	// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+	// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+	// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
-	ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error)
+	ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, params *ListTaskAttemptsParams, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error)
 
 	// ReplayTaskWithBodyWithResponse Replay a dead or delivered task
 	//
@@ -11399,14 +11469,20 @@ func (c *ClientWithResponses) RescheduleTaskWithResponse(ctx context.Context, id
 
 // ListTaskAttemptsWithResponse List a task's delivery attempts
 //
-// Every delivery attempt of the task so far, oldest first. The attempts are deleted with their
-// task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+// The delivery attempts of the task so far, oldest first, one page at a time. The attempts are
+// deleted with their task when its retention has passed (see `GET /v1/tasks/{id}`): then this is 404.
+//
+// The list pages because a task's attempts have no bound: each replay (`POST /v1/tasks/{id}/replay`,
+// `POST /v1/tasks/replay`) adds attempts, each keeping some of its response (4 KiB of body by
+// default and 4 KiB of headers). A page holds at most 500 attempts, which is also the default, so
+// a task with up to 500 attempts answers in one page. To read the next page, repeat the call with the same `limit`
+// and `cursor` set to the `next_cursor` of the previous page; the last page has no `next_cursor`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/tasks/{id}/attempts (the `ListTaskAttempts` operationId).
-func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error) {
-	rsp, err := c.ListTaskAttempts(ctx, id, reqEditors...)
+func (c *ClientWithResponses) ListTaskAttemptsWithResponse(ctx context.Context, id TaskID, params *ListTaskAttemptsParams, reqEditors ...RequestEditorFn) (*ListTaskAttemptsResponse, error) {
+	rsp, err := c.ListTaskAttempts(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
