@@ -40,6 +40,10 @@ type hangingTarget struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+	// closed is set once the test's cleanup has closed every connection:
+	// one accepted meanwhile is closed at once, or it would hang the node's
+	// stop for its shutdown bound.
+	closed bool
 }
 
 func newHangingTarget(t testing.TB) *hangingTarget {
@@ -54,6 +58,11 @@ func newHangingTarget(t testing.TB) *hangingTarget {
 				return
 			}
 			h.mu.Lock()
+			if h.closed {
+				h.mu.Unlock()
+				_ = conn.Close()
+				continue
+			}
 			h.conns = append(h.conns, conn)
 			h.mu.Unlock()
 			h.accepted.Add(1)
@@ -76,6 +85,7 @@ func newHangingTarget(t testing.TB) *hangingTarget {
 		_ = ln.Close()
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.closed = true
 		for _, c := range h.conns {
 			_ = c.Close()
 		}
