@@ -173,6 +173,19 @@ func countStatus(t *testing.T, dbURL, status string) int {
 	return n
 }
 
+// countPending counts the tasks waiting or in flight (max_pending_tasks's
+// count), in one statement.
+func countPending(t *testing.T, dbURL string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(*) FROM tasks
+		WHERE status IN ('scheduled', 'retrying', 'dispatching')`).Scan(&n))
+	return n
+}
+
 // TestLargeBodiesToHangingTargets: 300 tasks with 1 MB bodies, claimed and
 // waiting for three targets that never answer, keep the node's heap near
 // the tenant's byte budget (64 MiB), not 300 MB: claims carry no long body,

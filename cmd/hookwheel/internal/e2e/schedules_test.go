@@ -253,8 +253,9 @@ func TestSchedulesHoldThePendingQuota(t *testing.T) {
 	// and every occurrence after that is skipped.
 	waitMetric(t, n, "hookwheel_schedule_occurrences_skipped_total", "", 30*time.Second, func(v float64) bool { return v >= 10 })
 
-	require.LessOrEqual(t, countStatus(t, e.databaseURL, "retrying")+countStatus(t, e.databaseURL, "scheduled")+
-		countStatus(t, e.databaseURL, "dispatching"), 5, "the tenant's pending tasks stay within its quota")
+	// Counted in one statement: three counts on three connections could
+	// count a task twice, once unclaimed and again claimed a moment later.
+	require.LessOrEqual(t, countPending(t, e.databaseURL), 5, "the tenant's pending tasks stay within its quota")
 	var skipped int64
 	for _, id := range ids {
 		resp, body := rawRequest(t, http.MethodGet, n.base+"/v1/schedules/"+id, acme.apiKey, nil, nil)
