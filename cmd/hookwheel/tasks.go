@@ -165,26 +165,14 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 	default:
 		return c.usageError("--status %q: want scheduled, dispatching, retrying, delivered, dead or canceled", *status)
 	}
-	if *schedule != "" {
-		id, err := uuid.Parse(*schedule)
-		if err != nil {
-			return c.usageError("--schedule %q is not a schedule id", *schedule)
-		}
-		filter.ScheduleID = id
+	if err := c.optionalID(&filter.ScheduleID, "--schedule", *schedule, "schedule"); err != nil {
+		return err
 	}
-	if *publish != "" {
-		id, err := uuid.Parse(*publish)
-		if err != nil {
-			return c.usageError("--publish %q is not a publish id", *publish)
-		}
-		filter.PublishID = id
+	if err := c.optionalID(&filter.PublishID, "--publish", *publish, "publish"); err != nil {
+		return err
 	}
-	if *callbackOf != "" {
-		id, err := uuid.Parse(*callbackOf)
-		if err != nil {
-			return c.usageError("--callback-of %q is not a task id", *callbackOf)
-		}
-		filter.CallbackOf = id
+	if err := c.optionalID(&filter.CallbackOf, "--callback-of", *callbackOf, "task"); err != nil {
+		return err
 	}
 	fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.Task, error] {
 		filter.PageSize = pageSize
@@ -251,19 +239,11 @@ func tasksReplayDead(ctx context.Context, c *command, args []string, con console
 		return err
 	}
 	filter := hookwheel.DeadFilter{URLPrefix: *prefix, Topic: *topic, DryRun: *dryRun, Labels: labels.orNil()}
-	if *schedule != "" {
-		id, err := uuid.Parse(*schedule)
-		if err != nil {
-			return c.usageError("--schedule %q is not a schedule id", *schedule)
-		}
-		filter.ScheduleID = id
+	if err := c.optionalID(&filter.ScheduleID, "--schedule", *schedule, "schedule"); err != nil {
+		return err
 	}
-	if *publish != "" {
-		id, err := uuid.Parse(*publish)
-		if err != nil {
-			return c.usageError("--publish %q is not a publish id", *publish)
-		}
-		filter.PublishID = id
+	if err := c.optionalID(&filter.PublishID, "--publish", *publish, "publish"); err != nil {
+		return err
 	}
 	client, err := newClient(con)
 	if err != nil {
@@ -446,4 +426,18 @@ func printAttempts(w io.Writer, attempts []hookwheel.Attempt, now time.Time) err
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.Attempt, when(a.StartedAt, now), took, a.Outcome, status, detail)
 	}
 	return tw.Flush()
+}
+
+// optionalID parses a flag naming an id of what kind into *dst, leaving it
+// zero when the flag was not given.
+func (c *command) optionalID(dst *uuid.UUID, flag, value, kind string) error {
+	if value == "" {
+		return nil
+	}
+	id, err := uuid.Parse(value)
+	if err != nil {
+		return c.usageError("%s %q is not a %s id", flag, value, kind)
+	}
+	*dst = id
+	return nil
 }
