@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/keyring"
+	"github.com/hookwheel/hookwheel/internal/maintenance"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/store"
@@ -235,8 +236,8 @@ type Store interface {
 	bodyStore
 	secretStore
 	recordStore
-	statsStore
-	purgerStore
+	maintenance.StatsStore
+	maintenance.PurgerStore
 	LeaveNode(ctx context.Context, nodeID uuid.UUID) error
 }
 
@@ -347,7 +348,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("dispatcher: AuditRetention %s is negative; KeepForever keeps audit entries", c.AuditRetention)
 	}
 	if c.RetentionInterval <= 0 {
-		c.RetentionInterval = 10 * time.Second
+		c.RetentionInterval = maintenance.DefaultPurgeInterval
 	}
 	switch {
 	case c.IdempotencyWindow == 0:
@@ -356,7 +357,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("dispatcher: IdempotencyWindow %s is negative; ForgetKeys remembers none", c.IdempotencyWindow)
 	}
 	if c.RetentionBatch <= 0 {
-		c.RetentionBatch = 1000
+		c.RetentionBatch = maintenance.DefaultPurgeBatch
 	}
 	if c.NodeName == "" {
 		c.NodeName, _ = os.Hostname()
@@ -395,7 +396,7 @@ func (c *Config) setDefaults() error {
 		c.Recorders = 2
 	}
 	if c.StatsInterval <= 0 {
-		c.StatsInterval = 5 * time.Second
+		c.StatsInterval = maintenance.DefaultStatsInterval
 	}
 	if c.MetricsTopTargets <= 0 {
 		c.MetricsTopTargets = 100

@@ -9,9 +9,10 @@
 // ownership (membership.go), the listener that hears what other nodes
 // announce, loader, materializer, claimer (with fireOnce, holder and
 // claimBudget), dispatchLimits (dispatchlimits.go, rateslots.go,
-// concurrencygates.go), sender (with targets), recorder, the statsRecorder
-// that counts what the attempts did for GET /v1/stats, the deferrer through
-// which every part gives claims back, and the purger (retention.go) that
+// concurrencygates.go), sender (with targets), recorder, and the deferrer
+// through which every part gives claims back. Two parts of upkeep live in
+// internal/maintenance, beside the hot path: the statistics recorder that
+// counts what the attempts did for GET /v1/stats, and the purger that
 // deletes finished tasks.
 // Dispatcher only builds and connects them, and lists the order in which
 // they start and stop (stages, run by internal/lifecycle).
@@ -28,6 +29,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/dispatcher/wheel"
 	"github.com/hookwheel/hookwheel/internal/lifecycle"
+	"github.com/hookwheel/hookwheel/internal/maintenance"
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
@@ -64,8 +66,8 @@ type Dispatcher struct {
 	sends       context.Context
 	cancelSends context.CancelFunc
 	recorder    *recorder
-	stats       *statsRecorder
-	purger      *purger
+	stats       *maintenance.StatsRecorder
+	purger      *maintenance.Purger
 }
 
 // New returns a Dispatcher; nothing runs until Run.
@@ -104,7 +106,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.stats = d.buildStats(m)
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = d.buildSender(m, redis)
-	d.purger = d.buildPurger(m)
+	if d.purger, err = d.buildPurger(m); err != nil {
+		return nil, err
+	}
 	if err := registerGauges(cfg.Registerer, d.gaugeReads()); err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}

@@ -39,10 +39,12 @@ type metrics struct {
 	// skippedOccurrences counts schedule occurrences not made tasks: their
 	// tenant was at its max_pending_tasks.
 	skippedOccurrences prometheus.Counter
-	// purged counts the rows retention deleted, by kind: tasks, attempts,
-	// audit entries.
-	purged *prometheus.CounterVec
 }
+
+// storeError counts a failed Postgres operation of a part by its name, for
+// the parts outside this package (internal/maintenance), which share the
+// counter rather than own it.
+func (m *metrics) storeError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
 
 // gaugeReads are the gauges that read a part's state when scraped.
 type gaugeReads struct {
@@ -53,9 +55,6 @@ type gaugeReads struct {
 	sendingBytes  func() float64
 	shareWaiting  func() float64
 	targets       func() float64
-	// oldestFinished is the age in seconds of the oldest finished task
-	// still kept, 0 when there is none.
-	oldestFinished func() float64
 }
 
 // newMetrics registers the dispatcher's counters, gauges and histograms with
@@ -154,15 +153,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_dispatch_limit_unchecked_total",
 			Help: "Sends of tenants with dispatch limits that went ahead without a limiter decision because Redis (or reading the limits) failed.",
 		}),
-		purged: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookwheel_retention_purged_total",
-			Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
-		}, []string{"kind"}),
 	}
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.recoveredAnswered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries, m.leaseRenewal,
-		m.limitUnchecked, m.skippedOccurrences, m.purged,
+		m.limitUnchecked, m.skippedOccurrences,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -171,9 +166,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, o := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRetry, retry.OutcomeFail} {
 		m.attempts.WithLabelValues(string(o))
-	}
-	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit} {
-		m.purged.WithLabelValues(kind)
 	}
 	return m, nil
 }
@@ -209,10 +201,6 @@ func registerGauges(reg prometheus.Registerer, reads gaugeReads) error {
 			Name: "hookwheel_targets",
 			Help: "Tenants' targets (scheme, host and port) whose breaker and send slots this node keeps: one per tenant and target.",
 		}, reads.targets),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "hookwheel_retention_oldest_finished_age_seconds",
-			Help: "Age of the oldest finished task still kept, from when it finished (0 when none is); measured every retention interval. Well above the retention means purging falls behind.",
-		}, reads.oldestFinished),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register dispatcher gauges: %w", err)

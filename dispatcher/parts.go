@@ -1,12 +1,14 @@
 package dispatcher
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/hookwheel/hookwheel/internal/failopen"
+	"github.com/hookwheel/hookwheel/internal/maintenance"
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/signing"
 )
@@ -148,11 +150,11 @@ func (d *Dispatcher) buildRecorder(m *metrics) *recorder {
 	})
 }
 
-func (d *Dispatcher) buildStats(m *metrics) *statsRecorder {
+func (d *Dispatcher) buildStats(m *metrics) *maintenance.StatsRecorder {
 	cfg := d.cfg
-	return newStatsRecorder(statsConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Interval: cfg.StatsInterval, Keep: statsKeep,
+	return maintenance.NewStatsRecorder(maintenance.StatsConfig{
+		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, StoreError: m.storeError,
+		Interval: cfg.StatsInterval, Keep: maintenance.StatsKeep,
 		// As the purger's: one live node holds partition 0's lease.
 		Leader: func() bool { return d.ownership.ownsPartition(0) },
 	})
@@ -164,7 +166,7 @@ func (d *Dispatcher) buildSender(m *metrics, redis optionalRedis) *sender {
 		Claimed: d.claimed, Sends: d.sends, Shares: d.shares, Targets: d.targets, Limits: d.limits, Bodies: cfg.DB, Secrets: cfg.DB,
 		Transports: newTransports(cfg.HTTPClient, cfg.Guard, m.transportRetries, cfg.MaxTimeout),
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
-		Journal: redis.journal, Record: d.recorder.record, Stats: d.stats.add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
+		Journal: redis.journal, Record: d.recorder.record, Stats: d.stats.Add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
@@ -173,7 +175,7 @@ func (d *Dispatcher) buildSender(m *metrics, redis optionalRedis) *sender {
 	})
 }
 
-func (d *Dispatcher) buildPurger(m *metrics) *purger {
+func (d *Dispatcher) buildPurger(m *metrics) (*maintenance.Purger, error) {
 	cfg := d.cfg
 	retention := cfg.Retention
 	if retention == KeepForever {
@@ -183,8 +185,8 @@ func (d *Dispatcher) buildPurger(m *metrics) *purger {
 	if auditRetention == KeepForever {
 		auditRetention = 0
 	}
-	return newPurger(purgerConfig{
-		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+	p, err := maintenance.NewPurger(maintenance.PurgerConfig{
+		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer, StoreError: m.storeError,
 		Retention: retention, AuditRetention: auditRetention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
 		IdempotencyWindow: max(0, cfg.IdempotencyWindow),
 		// Any one partition would do: exactly one live node holds its
@@ -193,18 +195,21 @@ func (d *Dispatcher) buildPurger(m *metrics) *purger {
 		// has locked).
 		Leader: func() bool { return d.ownership.ownsPartition(0) },
 	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	return p, nil
 }
 
 // gaugeReads are the functions through which the gauges read the parts.
 func (d *Dispatcher) gaugeReads() gaugeReads {
 	return gaugeReads{
-		wheelTimers:    func() float64 { return float64(d.timers.Len()) },
-		dueQueue:       func() float64 { return float64(d.claimer.queued()) },
-		limitsWaiting:  d.limits.waitingCount,
-		sending:        func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
-		sendingBytes:   func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
-		shareWaiting:   func() float64 { _, _, w := d.shares.totals(); return float64(w) },
-		targets:        func() float64 { return float64(d.targets.count()) },
-		oldestFinished: d.purger.oldestAge,
+		wheelTimers:   func() float64 { return float64(d.timers.Len()) },
+		dueQueue:      func() float64 { return float64(d.claimer.queued()) },
+		limitsWaiting: d.limits.waitingCount,
+		sending:       func() float64 { n, _, _ := d.shares.totals(); return float64(n) },
+		sendingBytes:  func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
+		shareWaiting:  func() float64 { _, _, w := d.shares.totals(); return float64(w) },
+		targets:       func() float64 { return float64(d.targets.count()) },
 	}
 }

@@ -66,8 +66,40 @@ type senderBundle struct {
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
 	cancelSends context.CancelFunc
 	transports  *transports
-	// stats counts the attempts; nothing writes them.
-	stats *statsRecorder
+	// stats counts the attempts as the sender reports them.
+	stats *countedStats
+}
+
+// countedStats counts what the sender reports of each attempt, per tenant
+// and minute, as the statistics recorder would before writing it.
+type countedStats struct {
+	mu     sync.Mutex
+	counts map[countedStatsKey]*model.MinuteStats
+}
+
+type countedStatsKey struct {
+	tenant uuid.UUID
+	minute int64 // since the Unix epoch
+}
+
+func (s *countedStats) add(tenant uuid.UUID, started time.Time, status model.TaskStatus, lateness time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := countedStatsKey{tenant: tenant, minute: started.Unix() / 60}
+	if s.counts[key] == nil {
+		s.counts[key] = &model.MinuteStats{}
+	}
+	s.counts[key].Add(status, lateness)
+}
+
+// pendingFor is what was counted of tenant's minute at at.
+func (s *countedStats) pendingFor(tenant uuid.UUID, at time.Time) model.MinuteStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.counts[countedStatsKey{tenant: tenant, minute: at.Unix() / 60}]; m != nil {
+		return *m
+	}
+	return model.MinuteStats{}
 }
 
 type senderOptions struct {
@@ -183,7 +215,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	if keys == nil {
 		keys = &keyring.Keyring{}
 	}
-	b.stats = newStatsRecorder(statsConfig{Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics})
+	b.stats = &countedStats{counts: make(map[countedStatsKey]*model.MinuteStats)}
 	var journal *answerJournal
 	if opts.journal != nil {
 		journal = newAnswerJournal(answerJournalConfig{Store: opts.journal,

@@ -1,4 +1,4 @@
-package dispatcher
+package maintenance
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // pendingFor is what r holds, not yet written, of tenant's minute at at.
-func (r *statsRecorder) pendingFor(tenant uuid.UUID, at time.Time) model.MinuteStats {
+func (r *StatsRecorder) pendingFor(tenant uuid.UUID, at time.Time) model.MinuteStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m := r.pending[statsKey{tenant: tenant, minute: minuteOf(at)}]; m != nil {
@@ -28,7 +28,7 @@ func (r *statsRecorder) pendingFor(tenant uuid.UUID, at time.Time) model.MinuteS
 
 // failingStats fails the next fail writes, then writes through.
 type failingStats struct {
-	statsStore
+	StatsStore
 	fail   atomic.Int32
 	writes atomic.Int32
 }
@@ -38,7 +38,7 @@ func (f *failingStats) AddTaskStats(ctx context.Context, rows []model.TenantMinu
 	if f.fail.Add(-1) >= 0 {
 		return errors.New("postgres is away")
 	}
-	return f.statsStore.AddTaskStats(ctx, rows)
+	return f.StatsStore.AddTaskStats(ctx, rows)
 }
 
 type statsBundle struct {
@@ -52,11 +52,11 @@ const testStatsInterval = 5 * time.Second
 
 // run starts a stats recorder on b's clock and store; stop ends it and
 // waits for its last write.
-func (b *statsBundle) run(t *testing.T) (r *statsRecorder, stop func()) {
+func (b *statsBundle) run(t *testing.T) (r *StatsRecorder, stop func()) {
 	t.Helper()
-	r = newStatsRecorder(statsConfig{
-		Store: b.store, Clock: b.clock, Logger: quietLogger(), Metrics: testMetrics(t),
-		Interval: testStatsInterval, Keep: statsKeep, Leader: b.leader.Load,
+	r = NewStatsRecorder(StatsConfig{
+		Store: b.store, Clock: b.clock, Logger: quietLogger(),
+		Interval: testStatsInterval, Keep: StatsKeep, Leader: b.leader.Load,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -91,7 +91,7 @@ func setupStats(t *testing.T) *statsBundle {
 	t.Helper()
 	db := storetest.DB(t)
 	start := time.Date(2026, 11, 24, 10, 0, 10, 0, time.UTC)
-	return &statsBundle{db: db, clock: clock.NewFake(start), store: &failingStats{statsStore: db}}
+	return &statsBundle{db: db, clock: clock.NewFake(start), store: &failingStats{StatsStore: db}}
 }
 
 // TestStatsRecorderAddsUp counts attempts of two tenants over two minutes on
@@ -106,10 +106,10 @@ func TestStatsRecorderAddsUp(t *testing.T) {
 	one, _ := b.run(t)
 	two, _ := b.run(t)
 
-	one.add(acme, m0.Add(10*time.Second), model.StatusDelivered, time.Millisecond)
-	one.add(acme, m0.Add(20*time.Second), model.StatusRetrying, 3*time.Millisecond)
-	one.add(globex, m0.Add(30*time.Second), model.StatusDead, time.Second)
-	two.add(acme, m0.Add(40*time.Second), model.StatusDelivered, time.Millisecond)
+	one.Add(acme, m0.Add(10*time.Second), model.StatusDelivered, time.Millisecond)
+	one.Add(acme, m0.Add(20*time.Second), model.StatusRetrying, 3*time.Millisecond)
+	one.Add(globex, m0.Add(30*time.Second), model.StatusDead, time.Second)
+	two.Add(acme, m0.Add(40*time.Second), model.StatusDelivered, time.Millisecond)
 	b.tick(t, 2)
 
 	got := b.minute(t, acme, m0)
@@ -123,9 +123,9 @@ func TestStatsRecorderAddsUp(t *testing.T) {
 
 	// A second flush to the same minute adds to it; the next minute starts
 	// a row of its own.
-	one.add(acme, m0.Add(50*time.Second), model.StatusDelivered, 100*time.Millisecond)
-	two.add(acme, m0.Add(55*time.Second), model.StatusDead, 100*time.Millisecond)
-	one.add(acme, m1.Add(time.Second), model.StatusDelivered, 0)
+	one.Add(acme, m0.Add(50*time.Second), model.StatusDelivered, 100*time.Millisecond)
+	two.Add(acme, m0.Add(55*time.Second), model.StatusDead, 100*time.Millisecond)
+	one.Add(acme, m1.Add(time.Second), model.StatusDelivered, 0)
 	b.tick(t, 2)
 	got = b.minute(t, acme, m0)
 	require.EqualValues(t, 3, got.Delivered)
@@ -151,12 +151,12 @@ func TestStatsRecorderKeepsFailedWrites(t *testing.T) {
 	r, _ := b.run(t)
 
 	b.store.fail.Store(1)
-	r.add(acme, m0, model.StatusDelivered, 0)
+	r.Add(acme, m0, model.StatusDelivered, 0)
 	b.tick(t, 1)
 	require.Zero(t, b.minute(t, acme, m0).Attempts())
 	require.EqualValues(t, 1, r.pendingFor(acme, m0).Delivered, "kept for the next write")
 
-	r.add(acme, m0, model.StatusDelivered, 0)
+	r.Add(acme, m0, model.StatusDelivered, 0)
 	b.tick(t, 1)
 	require.EqualValues(t, 2, b.minute(t, acme, m0).Delivered)
 	require.Zero(t, r.pendingFor(acme, m0))
@@ -170,7 +170,7 @@ func TestStatsRecorderWritesAtStop(t *testing.T) {
 	acme := uuid.New()
 	m0 := b.clock.Now().Truncate(time.Minute)
 	r, stop := b.run(t)
-	r.add(acme, m0, model.StatusDead, time.Minute)
+	r.Add(acme, m0, model.StatusDead, time.Minute)
 	stop()
 	got := b.minute(t, acme, m0)
 	require.EqualValues(t, 1, got.Dead)
@@ -184,7 +184,7 @@ func TestStatsRecorderPurges(t *testing.T) {
 	b := setupStats(t)
 	acme := uuid.New()
 	now := b.clock.Now().Truncate(time.Minute)
-	old, kept := now.Add(-statsKeep-time.Minute), now.Add(-statsKeep+2*time.Minute)
+	old, kept := now.Add(-StatsKeep-time.Minute), now.Add(-StatsKeep+2*time.Minute)
 	row := func(at time.Time) model.TenantMinuteStats {
 		r := model.TenantMinuteStats{TenantID: acme}
 		r.Start = at
@@ -214,10 +214,10 @@ func TestStatsRecorderPurges(t *testing.T) {
 // a map lookup; only a tenant's first attempt of a minute allocates.
 func TestStatsRecorderAddAllocatesNothing(t *testing.T) {
 	// Not parallel: AllocsPerRun counts the whole process's allocations.
-	r := newStatsRecorder(statsConfig{})
+	r := NewStatsRecorder(StatsConfig{})
 	tenant, at := uuid.New(), time.Now()
-	r.add(tenant, at, model.StatusDelivered, time.Millisecond)
-	allocs := testing.AllocsPerRun(1000, func() { r.add(tenant, at, model.StatusRetrying, 3*time.Millisecond) })
+	r.Add(tenant, at, model.StatusDelivered, time.Millisecond)
+	allocs := testing.AllocsPerRun(1000, func() { r.Add(tenant, at, model.StatusRetrying, 3*time.Millisecond) })
 	require.Zero(t, allocs)
 	got := r.pendingFor(tenant, at)
 	require.EqualValues(t, 1, got.Delivered)

@@ -1,10 +1,14 @@
-package dispatcher
+package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -20,50 +24,114 @@ const (
 	purgedKeys = "idempotency_keys"
 )
 
-// purgerStore is what the purger needs of Postgres.
-type purgerStore interface {
+// DefaultPurgeInterval and DefaultPurgeBatch are PurgerConfig's defaults.
+const (
+	DefaultPurgeInterval = 10 * time.Second
+	DefaultPurgeBatch    = 1000
+)
+
+// PurgerStore is what the purger needs of Postgres.
+type PurgerStore interface {
 	PurgeFinished(ctx context.Context, p model.PurgeParams) (model.PurgeResult, error)
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
 	PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error)
 	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
 }
 
-// purgerConfig configures newPurger. Every field is required.
-type purgerConfig struct {
-	Store   purgerStore
-	Clock   clock.Clock
-	Logger  *slog.Logger
-	Metrics *metrics
+// PurgerConfig configures NewPurger.
+type PurgerConfig struct {
+	// Store is where the purger deletes and measures. Required.
+	Store PurgerStore
+	// Leader says whether this node purges now: one node at a time does,
+	// the others only measure. Required.
+	Leader func() bool
+	// Clock times the passes and dates what is purged. Default clock.Real().
+	Clock clock.Clock
+	// Logger is where failed passes are reported. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer takes the purger's own series,
+	// hookwheel_retention_purged_total and
+	// hookwheel_retention_oldest_finished_age_seconds. Default: a registry
+	// of its own, which nothing scrapes.
+	Registerer prometheus.Registerer
+	// StoreError counts a failed Postgres operation by its name (purge,
+	// purge_audit, oldest_finished). The counter is the dispatcher's, shared
+	// by all its parts, so it is passed in rather than registered here.
+	// Default: counts nothing.
+	StoreError func(op string)
 	// Retention is how long finished tasks are kept when their tenant has
-	// no retention of its own; 0 keeps them (tenants with their own are
-	// still purged).
+	// no retention of its own. Default 0: they are kept (tenants with their
+	// own are still purged).
 	Retention time.Duration
-	// AuditRetention is how long audit entries are kept; 0 keeps them.
+	// AuditRetention is how long audit entries are kept. Default 0: they
+	// are kept.
 	AuditRetention time.Duration
 	// Interval is the wait after a pass that left nothing to purge.
+	// Default DefaultPurgeInterval (10s).
 	Interval time.Duration
 	// Batch caps the tasks, the audit entries or the remembered idempotency
-	// keys deleted by one statement.
+	// keys deleted by one statement. Default DefaultPurgeBatch (1000).
 	Batch int
 	// IdempotencyWindow is how long after their creation the keys of
-	// purged tasks and publishes are remembered; 0 remembers none.
+	// purged tasks and publishes are remembered. Default 0: none is.
 	IdempotencyWindow time.Duration
-	// Leader says whether this node purges now: one node at a time does,
-	// the others only measure.
-	Leader func() bool
 }
 
-// purger deletes finished tasks, with their attempts, once their tenant's
+// Purger deletes finished tasks, with their attempts, once their tenant's
 // retention has passed, and audit entries older than AuditRetention; it
 // measures the oldest finished task kept.
-type purger struct {
-	cfg purgerConfig
+type Purger struct {
+	cfg PurgerConfig
+	// purged counts the rows deleted, by kind.
+	purged *prometheus.CounterVec
 	// oldest is when the oldest finished task kept finished, in Unix
 	// nanoseconds as last measured; 0 when none is kept.
 	oldest atomic.Int64
 }
 
-func newPurger(cfg purgerConfig) *purger { return &purger{cfg: cfg} }
+// NewPurger returns a Purger with its series registered; nothing runs
+// until Run.
+func NewPurger(cfg PurgerConfig) (*Purger, error) {
+	if cfg.Store == nil || cfg.Leader == nil {
+		return nil, errors.New("maintenance: PurgerConfig.Store and Leader are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.StoreError == nil {
+		cfg.StoreError = func(string) {}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultPurgeInterval
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultPurgeBatch
+	}
+	p := &Purger{cfg: cfg}
+	p.purged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookwheel_retention_purged_total",
+		Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
+	}, []string{"kind"})
+	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookwheel_retention_oldest_finished_age_seconds",
+		Help: "Age of the oldest finished task still kept, from when it finished (0 when none is); measured every retention interval. Well above the retention means purging falls behind.",
+	}, p.oldestAge)
+	for _, c := range []prometheus.Collector{p.purged, oldest} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("maintenance: register purger metrics: %w", err)
+		}
+	}
+	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit} {
+		p.purged.WithLabelValues(kind)
+	}
+	return p, nil
+}
 
 // Run purges until ctx ends. While a batch comes back full there is more
 // to purge, and the next follows after a pause as long as the batch took:
@@ -73,7 +141,7 @@ func newPurger(cfg purgerConfig) *purger { return &purger{cfg: cfg} }
 // retention drains without taking the claims' and attempts' share of the
 // database. Once a batch is short, the purger measures the oldest finished
 // task and waits Interval.
-func (p *purger) Run(ctx context.Context) {
+func (p *Purger) Run(ctx context.Context) {
 	t := p.cfg.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -95,7 +163,7 @@ func (p *purger) Run(ctx context.Context) {
 
 // pass deletes one batch of tasks, one of expired idempotency keys and one of
 // audit entries; more says any was full, took how long it took.
-func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
+func (p *Purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	start := p.cfg.Clock.Now()
 	more = p.purgeTasks(ctx, start)
 	if p.expireKeys(ctx, start) {
@@ -109,19 +177,19 @@ func (p *purger) pass(ctx context.Context) (more bool, took time.Duration) {
 
 // purgeTasks deletes one batch of finished tasks; it says whether it was
 // full.
-func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
+func (p *Purger) purgeTasks(ctx context.Context, now time.Time) bool {
 	r, err := p.cfg.Store.PurgeFinished(ctx, model.PurgeParams{
 		Now: now, DefaultRetention: p.cfg.Retention, Limit: p.cfg.Batch, IdempotencyWindow: p.cfg.IdempotencyWindow,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			p.cfg.Metrics.storeErrors.WithLabelValues("purge").Inc()
+			p.cfg.StoreError("purge")
 			p.cfg.Logger.Error("purging finished tasks failed; will retry", "err", err, "retry_in", p.cfg.Interval)
 		}
 		return false
 	}
-	p.cfg.Metrics.purged.WithLabelValues(purgedTasks).Add(float64(r.Tasks))
-	p.cfg.Metrics.purged.WithLabelValues(purgedAttempts).Add(float64(r.Attempts))
+	p.purged.WithLabelValues(purgedTasks).Add(float64(r.Tasks))
+	p.purged.WithLabelValues(purgedAttempts).Add(float64(r.Attempts))
 	if r.Tasks > 0 {
 		p.cfg.Logger.Debug("purged finished tasks", "tasks", r.Tasks, "attempts", r.Attempts, "keys_remembered", r.Remembered)
 	}
@@ -130,34 +198,34 @@ func (p *purger) purgeTasks(ctx context.Context, now time.Time) bool {
 
 // expireKeys forgets one batch of remembered idempotency keys whose window
 // has passed; it says whether it was full.
-func (p *purger) expireKeys(ctx context.Context, now time.Time) bool {
+func (p *Purger) expireKeys(ctx context.Context, now time.Time) bool {
 	expired, err := p.cfg.Store.ExpireIdempotencyKeys(ctx, now.Add(-p.cfg.IdempotencyWindow), p.cfg.Batch)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.cfg.Metrics.storeErrors.WithLabelValues("purge").Inc()
+			p.cfg.StoreError("purge")
 			p.cfg.Logger.Error("forgetting expired idempotency keys failed; will retry", "err", err, "retry_in", p.cfg.Interval)
 		}
 		return false
 	}
-	p.cfg.Metrics.purged.WithLabelValues(purgedKeys).Add(float64(expired))
+	p.purged.WithLabelValues(purgedKeys).Add(float64(expired))
 	return expired >= p.cfg.Batch
 }
 
 // purgeAudit deletes one batch of audit entries past AuditRetention; it
 // says whether it was full.
-func (p *purger) purgeAudit(ctx context.Context, now time.Time) bool {
+func (p *Purger) purgeAudit(ctx context.Context, now time.Time) bool {
 	if p.cfg.AuditRetention <= 0 {
 		return false
 	}
 	n, err := p.cfg.Store.PurgeAudit(ctx, now.Add(-p.cfg.AuditRetention), p.cfg.Batch)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.cfg.Metrics.storeErrors.WithLabelValues("purge_audit").Inc()
+			p.cfg.StoreError("purge_audit")
 			p.cfg.Logger.Error("purging old audit entries failed; will retry", "err", err, "retry_in", p.cfg.Interval)
 		}
 		return false
 	}
-	p.cfg.Metrics.purged.WithLabelValues(purgedAudit).Add(float64(n))
+	p.purged.WithLabelValues(purgedAudit).Add(float64(n))
 	if n > 0 {
 		p.cfg.Logger.Debug("purged old audit entries", "entries", n)
 	}
@@ -167,12 +235,12 @@ func (p *purger) purgeAudit(ctx context.Context, now time.Time) bool {
 // measure reads when the oldest finished task kept finished. Every node
 // measures, not only the one purging, so that the gauge is current wherever
 // it is scraped, also after the purging moved to another node.
-func (p *purger) measure(ctx context.Context) {
+func (p *Purger) measure(ctx context.Context) {
 	at, ok, err := p.cfg.Store.OldestFinished(ctx)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
-			p.cfg.Metrics.storeErrors.WithLabelValues("oldest_finished").Inc()
+			p.cfg.StoreError("oldest_finished")
 			p.cfg.Logger.Warn("reading the oldest finished task failed", "err", err)
 		}
 	case ok:
@@ -184,7 +252,7 @@ func (p *purger) measure(ctx context.Context) {
 
 // oldestAge is the age in seconds of the oldest finished task kept, as of
 // the last measure; 0 when none is.
-func (p *purger) oldestAge() float64 {
+func (p *Purger) oldestAge() float64 {
 	at := p.oldest.Load()
 	if at == 0 {
 		return 0

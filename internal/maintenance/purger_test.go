@@ -1,4 +1,4 @@
-package dispatcher
+package maintenance
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
@@ -24,7 +25,7 @@ func TestPurger(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := storetest.DB(t)
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := createTenant(t, db)
 	start := time.Now()
 	const target = "https://receiver.example/hook"
 
@@ -58,13 +59,14 @@ func TestPurger(t *testing.T) {
 	finishedBy := time.Now()
 
 	fake := clock.NewFake(start.Add(time.Hour))
-	m := testMetrics(t)
+	reg := prometheus.NewRegistry()
 	var leader atomic.Bool
 	const interval = time.Minute
-	p := newPurger(purgerConfig{
-		Store: db, Clock: fake, Logger: quietLogger(), Metrics: m,
+	p, err := NewPurger(PurgerConfig{
+		Store: db, Clock: fake, Logger: quietLogger(), Registerer: reg,
 		Retention: 30 * time.Minute, Interval: interval, Batch: 2, Leader: leader.Load,
 	})
+	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(runCtx) }()
@@ -75,8 +77,8 @@ func TestPurger(t *testing.T) {
 	for _, id := range append(finished, unfinished...) {
 		taskOf(t, db, tenant, id)
 	}
-	require.Zero(t, counterValue(t, m.purged.WithLabelValues(purgedTasks)))
-	age := p.oldestAge()
+	require.Zero(t, purged(t, reg, purgedTasks))
+	age := gathered(t, reg, "hookwheel_retention_oldest_finished_age_seconds")
 	require.GreaterOrEqual(t, age, fake.Now().Sub(finishedBy).Seconds(), "measured without purging")
 	require.LessOrEqual(t, age, fake.Now().Sub(start).Seconds())
 
@@ -85,8 +87,8 @@ func TestPurger(t *testing.T) {
 	require.NoError(t, fake.WaitForTimers(ctx, 1))
 	// Four finished tasks in batches of two: two full batches, then an
 	// empty one, all before the purger waits again.
-	require.Equal(t, 4.0, counterValue(t, m.purged.WithLabelValues(purgedTasks)))
-	require.Equal(t, 3.0, counterValue(t, m.purged.WithLabelValues(purgedAttempts)))
+	require.Equal(t, 4.0, purged(t, reg, purgedTasks))
+	require.Equal(t, 3.0, purged(t, reg, purgedAttempts))
 	for _, id := range finished {
 		_, err := db.GetTask(ctx, tenant, id)
 		require.ErrorIs(t, err, model.ErrNotFound)
@@ -99,7 +101,7 @@ func TestPurger(t *testing.T) {
 	attempts, err := db.ListAttempts(ctx, tenant, claims[3].ID, 0, 1000)
 	require.NoError(t, err)
 	require.Len(t, attempts, 1, "the retrying task keeps its attempt")
-	require.Zero(t, p.oldestAge(), "no finished task is left")
+	require.Zero(t, gathered(t, reg, "hookwheel_retention_oldest_finished_age_seconds"), "no finished task is left")
 }
 
 // TestPurgerAuditRetention: once AuditRetention has passed, the leader
@@ -112,7 +114,7 @@ func TestPurgerAuditRetention(t *testing.T) {
 	defer cancel()
 	db := storetest.DB(t)
 	const retention = 400 * 24 * time.Hour
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := createTenant(t, db)
 	for range 4 {
 		_, err := db.SetTenantLimits(ctx, tenant, model.Limits{MaxSchedules: 5},
 			model.AuditEntry{TenantID: &tenant, Actor: model.ActorCLI, Action: "tenant.limits_changed"})
@@ -131,12 +133,13 @@ func TestPurgerAuditRetention(t *testing.T) {
 	// A day short of the retention, nothing goes; past it, all five, in
 	// batches of two.
 	fake := clock.NewFake(time.Now().Add(retention - 24*time.Hour))
-	m := testMetrics(t)
+	reg := prometheus.NewRegistry()
 	const interval = time.Minute
-	p := newPurger(purgerConfig{
-		Store: db, Clock: fake, Logger: quietLogger(), Metrics: m,
+	p, err := NewPurger(PurgerConfig{
+		Store: db, Clock: fake, Logger: quietLogger(), Registerer: reg,
 		AuditRetention: retention, Interval: interval, Batch: 2, Leader: func() bool { return true },
 	})
+	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(runCtx) }()
@@ -147,7 +150,32 @@ func TestPurgerAuditRetention(t *testing.T) {
 	fake.Advance(48 * time.Hour)
 	require.NoError(t, fake.WaitForTimers(ctx, 1))
 	require.Zero(t, entries())
-	require.Equal(t, 5.0, counterValue(t, m.purged.WithLabelValues(purgedAudit)))
-	require.Zero(t, counterValue(t, m.purged.WithLabelValues(purgedTasks)), "finished tasks kept forever")
+	require.Equal(t, 5.0, purged(t, reg, purgedAudit))
+	require.Zero(t, purged(t, reg, purgedTasks), "finished tasks kept forever")
 	taskOf(t, db, tenant, claims[0].ID)
+}
+
+// purged reads hookwheel_retention_purged_total of kind from reg.
+func purged(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+	t.Helper()
+	return gathered(t, reg, "hookwheel_retention_purged_total", "kind", kind)
+}
+
+// TestNewPurgerRefusesMissingParts: a purger without a store or a leader
+// would fail at its first pass or never purge; it is refused when built, as
+// is a second purger registering the same series.
+func TestNewPurgerRefusesMissingParts(t *testing.T) {
+	t.Parallel()
+	var store struct{ PurgerStore }
+	leader := func() bool { return true }
+	_, err := NewPurger(PurgerConfig{Leader: leader})
+	require.Error(t, err)
+	_, err = NewPurger(PurgerConfig{Store: store})
+	require.Error(t, err)
+
+	reg := prometheus.NewRegistry()
+	_, err = NewPurger(PurgerConfig{Store: store, Leader: leader, Registerer: reg})
+	require.NoError(t, err)
+	_, err = NewPurger(PurgerConfig{Store: store, Leader: leader, Registerer: reg})
+	require.Error(t, err, "its series are registered already")
 }

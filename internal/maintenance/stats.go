@@ -1,4 +1,4 @@
-package dispatcher
+package maintenance
 
 import (
 	"context"
@@ -12,29 +12,40 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
-// statsStore is what the stats recorder needs of Postgres.
-type statsStore interface {
+// StatsStore is what the stats recorder needs of Postgres.
+type StatsStore interface {
 	AddTaskStats(ctx context.Context, rows []model.TenantMinuteStats) error
 	PurgeTaskStats(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
-// statsConfig configures newStatsRecorder. Every field is required.
-type statsConfig struct {
-	Store   statsStore
-	Clock   clock.Clock
-	Logger  *slog.Logger
-	Metrics *metrics
-	// Interval is how often the counts gathered are written.
-	Interval time.Duration
-	// Keep is how long the statistics of a minute are kept.
-	Keep time.Duration
-	// Leader says whether this node deletes the statistics past Keep: one
-	// node at a time does.
-	Leader func() bool
-}
+// StatsKeep is how long statistics are kept; the API promises two days.
+const StatsKeep = 48 * time.Hour
 
-// statsKeep is how long statistics are kept; the API promises two days.
-const statsKeep = 48 * time.Hour
+// DefaultStatsInterval is StatsConfig.Interval's default.
+const DefaultStatsInterval = 5 * time.Second
+
+// StatsConfig configures NewStatsRecorder.
+type StatsConfig struct {
+	// Store is where the counts are written and old ones deleted. Required
+	// by Run; a recorder that is never run only counts.
+	Store StatsStore
+	// Leader says whether this node deletes the statistics past Keep: one
+	// node at a time does. Default: never.
+	Leader func() bool
+	// Clock times the writes and dates the deletes. Default clock.Real().
+	Clock clock.Clock
+	// Logger is where failed writes are reported. Default slog.Default().
+	Logger *slog.Logger
+	// StoreError counts a failed Postgres operation by its name (stats,
+	// stats_purge); as PurgerConfig.StoreError. Default: counts nothing.
+	StoreError func(op string)
+	// Interval is how often the counts gathered are written. Default
+	// DefaultStatsInterval (5s).
+	Interval time.Duration
+	// Keep is how long the statistics of a minute are kept. Default
+	// StatsKeep (two days).
+	Keep time.Duration
+}
 
 const (
 	// statsMaxPending bounds the tenant minutes held in memory while
@@ -56,18 +67,18 @@ type statsKey struct {
 	minute int64
 }
 
-// statsRecorder gathers what every attempt did, per tenant and minute, in
+// StatsRecorder gathers what every attempt did, per tenant and minute, in
 // memory, and adds it to Postgres every Interval in one statement, for
 // GET /v1/stats: the attempts' own write carries nothing more, however many
 // tenants send. It also deletes the statistics past Keep when Leader says so.
 //
-// The sender counts an attempt as it hands it to the recorder, so one whose
-// write later finds its claim lost still counts: the receiver got it. The
-// price of no write per attempt is that a node killed outright loses the
-// counts of its last Interval; the statistics are a view, the attempts
-// table the record.
-type statsRecorder struct {
-	cfg statsConfig
+// The dispatcher's sender counts an attempt as it hands it to the attempt
+// recorder, so one whose write later finds its claim lost still counts: the
+// receiver got it. The price of no write per attempt is that a node killed
+// outright loses the counts of its last Interval; the statistics are a
+// view, the attempts table the record.
+type StatsRecorder struct {
+	cfg StatsConfig
 
 	mu      sync.Mutex
 	pending map[statsKey]*model.MinuteStats
@@ -75,14 +86,34 @@ type statsRecorder struct {
 	nextPurge time.Time
 }
 
-func newStatsRecorder(cfg statsConfig) *statsRecorder {
-	return &statsRecorder{cfg: cfg, pending: make(map[statsKey]*model.MinuteStats)}
+// NewStatsRecorder returns a StatsRecorder; it counts at once, and writes
+// once Run.
+func NewStatsRecorder(cfg StatsConfig) *StatsRecorder {
+	if cfg.Leader == nil {
+		cfg.Leader = func() bool { return false }
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.StoreError == nil {
+		cfg.StoreError = func(string) {}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultStatsInterval
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = StatsKeep
+	}
+	return &StatsRecorder{cfg: cfg, pending: make(map[statsKey]*model.MinuteStats)}
 }
 
-// add counts one attempt of tenant's, started at started, lateness after it
+// Add counts one attempt of tenant's, started at started, lateness after it
 // was due, that left its task in status. It allocates only for a tenant's
 // first attempt of a minute.
-func (r *statsRecorder) add(tenant uuid.UUID, started time.Time, status model.TaskStatus, lateness time.Duration) {
+func (r *StatsRecorder) Add(tenant uuid.UUID, started time.Time, status model.TaskStatus, lateness time.Duration) {
 	key := statsKey{tenant: tenant, minute: minuteOf(started)}
 	r.mu.Lock()
 	m := r.pending[key]
@@ -98,8 +129,9 @@ func (r *statsRecorder) add(tenant uuid.UUID, started time.Time, status model.Ta
 func minuteOf(t time.Time) int64 { return t.Truncate(time.Minute).Unix() / 60 }
 
 // Run writes the counts every Interval until ctx ends, then once more for
-// the attempts made since; the dispatcher ends ctx once no attempt is left.
-func (r *statsRecorder) Run(ctx context.Context) {
+// the attempts made since: its caller ends ctx once no attempt is left to
+// count (the dispatcher, once its senders have returned).
+func (r *StatsRecorder) Run(ctx context.Context) {
 	t := r.cfg.Clock.NewTimer(r.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -120,7 +152,7 @@ func (r *statsRecorder) Run(ctx context.Context) {
 // flush writes the counts gathered since the last flush in one statement.
 // Counts it fails to write are kept for the next, unless that would hold
 // more than statsMaxPending tenant minutes in memory.
-func (r *statsRecorder) flush(ctx context.Context) {
+func (r *StatsRecorder) flush(ctx context.Context) {
 	r.mu.Lock()
 	taken := r.pending
 	if len(taken) == 0 {
@@ -141,7 +173,7 @@ func (r *statsRecorder) flush(ctx context.Context) {
 	if err == nil {
 		return
 	}
-	r.cfg.Metrics.storeErrors.WithLabelValues("stats").Inc()
+	r.cfg.StoreError("stats")
 	// Kept for the next flush. A write that timed out here after Postgres
 	// committed it is counted twice: statistics are for charts, and losing
 	// every failed flush would be the worse error of the two.
@@ -167,7 +199,7 @@ func (r *statsRecorder) flush(ctx context.Context) {
 
 // purge deletes statistics past Keep, when this node is the leader and it
 // is time.
-func (r *statsRecorder) purge(ctx context.Context) {
+func (r *StatsRecorder) purge(ctx context.Context) {
 	now := r.cfg.Clock.Now()
 	if now.Before(r.nextPurge) || !r.cfg.Leader() {
 		return
@@ -176,7 +208,7 @@ func (r *statsRecorder) purge(ctx context.Context) {
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
-			r.cfg.Metrics.storeErrors.WithLabelValues("stats_purge").Inc()
+			r.cfg.StoreError("stats_purge")
 			r.cfg.Logger.Warn("purging old delivery statistics failed; will retry", "err", err)
 		}
 		r.nextPurge = now.Add(statsPurgeEvery)
