@@ -16,11 +16,13 @@ import (
 // Like ClaimTasks, it reads the rows by id alone, checks the claim on what it
 // read and updates by ctid: with the status predicate on the scanned table,
 // the generic plan read every dispatching task through an index to join
-// the batch (MATERIALIZED keeps the predicate out of the CTE's scan, which a
-// lock did in ClaimTasks). It takes no lock first: a row changed since the statement's
-// snapshot has a new ctid, so the update's recheck drops it, and the only
-// writers of a claimed row besides its owner are the ones that took the
-// claim away (model.ErrClaimLost either way). The response headers come as text
+// the batch (MATERIALIZED keeps the predicate out of the CTE's scan). Like
+// ClaimTasks, it locks the rows in id order first: updated in whatever
+// order the plan meets them (the table's physical order, in a hash join),
+// a batch could hold a row a claim waits for while waiting for a row that
+// claim holds, and the two deadlocked. The lock returns a row's latest
+// version, whose claim is then checked (model.ErrClaimLost if the row
+// changed hands meanwhile). The response headers come as text
 // (EncodeResponseHeaders' JSON) and are cast row by row: a text[] parameter
 // is sent alike in every pgx query mode, the simple protocol a pooler may
 // ask for included.
@@ -38,6 +40,8 @@ const (
 			next_attempt_at, claim_token, response_headers`
 	recordClaimed = `claimed AS MATERIALIZED (
 	SELECT ctid, id, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
+	ORDER BY id
+	FOR NO KEY UPDATE
 )`
 	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()`

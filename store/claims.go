@@ -304,7 +304,9 @@ WITH deferred AS (
 		claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()
 	FROM (SELECT d.id, d.token, d.not_before, o.claimed_by AS holder
 		FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS d(id, token, not_before)
-		JOIN tasks o ON o.id = d.id) d
+		JOIN tasks o ON o.id = d.id
+		ORDER BY o.id
+		FOR NO KEY UPDATE OF o) d
 	WHERE t.id = d.id AND t.claim_token = d.token
 	RETURNING t.id, t.partition, t.next_attempt_at, d.holder
 )

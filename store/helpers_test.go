@@ -187,7 +187,7 @@ func countRows(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int 
 	return n
 }
 
-func exec(t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
+func exec(t testing.TB, pool *pgxpool.Pool, query string, args ...any) {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), query, args...)
 	require.NoError(t, err)
@@ -203,7 +203,7 @@ var testNode = uuid.MustParse("0192d7a0-0000-7000-8000-00000000beef")
 
 // registerNode makes node live in the nodes table for ttl from now, the way
 // a heartbeat does, but without touching partitions.
-func registerNode(t *testing.T, pool *pgxpool.Pool, node uuid.UUID, ttl time.Duration) {
+func registerNode(t testing.TB, pool *pgxpool.Pool, node uuid.UUID, ttl time.Duration) {
 	t.Helper()
 	exec(t, pool, `INSERT INTO nodes (id, name, expires_at) VALUES ($1, 'test-node', now() + $2::interval)
 		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = excluded.expires_at`, node, ttl)
