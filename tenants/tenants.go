@@ -31,6 +31,8 @@ type Store interface {
 	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantStatus(ctx context.Context, id uuid.UUID, to model.TenantStatus, from []model.TenantStatus,
+		audit model.AuditEntry) (*model.Tenant, error)
 
 	CreateAPIKey(ctx context.Context, key *model.APIKey, grantorID string, audit model.AuditEntry) error
 	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
