@@ -263,6 +263,8 @@ func tenantJSON(t *model.Tenant) openapi.Tenant {
 		EffectiveLimits:  limitsJSON(t.Limits),
 		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
 		Retention:        formatOptionalDuration(t.Retention),
+		Status:           tenantStatusJSON(t.Status),
+		Deletion:         tenantDeletionJSON(t.Deletion),
 	}
 }
 
@@ -370,6 +372,8 @@ func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
 		EffectiveLimits:  j.EffectiveLimits,
 		TargetAllowCidrs: j.TargetAllowCidrs,
 		Retention:        j.Retention,
+		Status:           openapi.TenantSummaryStatus(j.Status),
+		Deletion:         j.Deletion,
 		WaitingTasks:     t.WaitingTasks,
 	}
 }
