@@ -48,7 +48,7 @@ func (s *Server) changeTenantStatus(c echo.Context, id uuid.UUID, status int,
 	case err != nil:
 		return err
 	}
-	return c.JSON(status, tenantJSON(t))
+	return c.JSON(status, TenantJSON(t))
 }
 
 func tenantStatusJSON(s model.TenantStatus) openapi.TenantStatus {
