@@ -3,7 +3,6 @@ package tenants_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -229,7 +228,7 @@ func waitBatches(t *testing.T, log *batchLog, n int) {
 		select {
 		case <-log.n:
 		case <-deadline:
-			t.Fatal(fmt.Sprintf("%d batches, want %d", got, n))
+			t.Fatalf("%d batches, want %d", got, n)
 		}
 	}
 }
