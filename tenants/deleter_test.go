@@ -26,10 +26,12 @@ func fillTenant(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, tasks, withAttem
 		sql string
 		n   int
 	}{{
+		// One in ten with an ordering key, whose trigger sets the key's
+		// next task due as each is deleted.
 		`INSERT INTO tasks (id, tenant_id, status, url, method, run_at, next_attempt_at,
-			timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms)
+			timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, ordering_key)
 		SELECT gen_random_uuid(), $1, 'scheduled', 'https://receiver.example/' || g, 'POST', now(), now(),
-			10000, 10, 1000, 3600000
+			10000, 10, 1000, 3600000, CASE WHEN g % 10 = 0 THEN 'key-' || g % 7 END
 		FROM generate_series(1, $2::int) AS g`, tasks,
 	}, {
 		`INSERT INTO attempts (task_id, attempt, started_at, duration_ms, outcome)
