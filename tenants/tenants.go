@@ -1,5 +1,6 @@
 // Package tenants manages hookwheel's customers and their credentials:
-// tenants and their settings; API keys (shown once, stored only as a hash
+// tenants, their settings and their life (suspended, resumed, deleted: the
+// Deleter removes a deleted tenant's rows in the background); API keys (shown once, stored only as a hash
 // behind a public key id, with scopes, expiry and last use); webhook signing
 // secrets (rotated with a grace period, sealed at rest under the
 // installation's keyring); and the audit log of every change to them. It
@@ -64,9 +65,11 @@ type Config struct {
 	UnknownKeys int
 	// KeyCacheTTL is how long a key found valid is answered from memory
 	// with its tenant: a key revoked on another node is refused here within
-	// this time (a revocation on this node, at once), a tenant's changed
-	// limits apply as late. Default 2s; negative disables the cache, so
-	// that every call reads the key from Postgres.
+	// this time (a revocation on this node, at once). A change to the
+	// tenant itself (suspended, deleted, new limits) drops its keys at once
+	// wherever the node hears it announced (TenantChanged), else within
+	// this time too. Default 2s; negative disables the cache, so that every
+	// call reads the key from Postgres.
 	KeyCacheTTL time.Duration
 	// KeyCacheSize bounds the keys cached. Default 10,000.
 	KeyCacheSize int
