@@ -1,11 +1,11 @@
 // Package tenants manages hookwheel's customers and their credentials:
 // tenants, their settings and their life (suspended, resumed, deleted: the
-// Deleter removes a deleted tenant's rows in the background); API keys (shown once, stored only as a hash
-// behind a public key id, with scopes, expiry and last use); webhook signing
-// secrets (rotated with a grace period, sealed at rest under the
-// installation's keyring); and the audit log of every change to them. It
-// tells which tenant and key an API key is. It knows nothing of HTTP:
-// reading the key off a request is the API's.
+// Deleter removes a deleted tenant's rows in the background); API keys
+// (shown once, stored only as a hash behind a public key id, with scopes,
+// expiry and last use); webhook signing secrets (rotated with a grace
+// period, sealed at rest under the installation's keyring); and the audit
+// log of every change to them. It tells which tenant and key an API key is.
+// It knows nothing of HTTP: reading the key off a request is the API's.
 package tenants
 
 import (
