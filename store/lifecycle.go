@@ -162,14 +162,16 @@ DELETE FROM task_stats_minutes WHERE tenant_id = $1
 
 // tenantTables are the tables a deletion empties after the tasks, in order,
 // by the name its progress counts them under.
-var tenantTables = []struct{ name, query string }{
-	{"schedules", queryDeleteTenantSchedules},
-	{"topics", queryDeleteTenantTopics},
-	{"publishes", queryDeleteTenantPublishes},
-	{"flow_limits", queryDeleteTenantFlowLimits},
-	{"idempotency_keys", queryDeleteTenantIdempotencyKeys},
-	{"api_keys", queryDeleteTenantAPIKeys},
-	{"stats", queryDeleteTenantStats},
+func tenantTables() []struct{ name, query string } {
+	return []struct{ name, query string }{
+		{"schedules", queryDeleteTenantSchedules},
+		{"topics", queryDeleteTenantTopics},
+		{"publishes", queryDeleteTenantPublishes},
+		{"flow_limits", queryDeleteTenantFlowLimits},
+		{"idempotency_keys", queryDeleteTenantIdempotencyKeys},
+		{"api_keys", queryDeleteTenantAPIKeys},
+		{"stats", queryDeleteTenantStats},
+	}
 }
 
 const queryAddDeletedRows = `-- name: AddDeletedRows
@@ -229,7 +231,7 @@ func (db *DB) DeleteTenantBatch(ctx context.Context, id, deleter uuid.UUID, leas
 				[]string{"tasks", "attempts", "publishes"}, []int64{tasks, attempts, publishes})
 			return err
 		}
-		for _, table := range tenantTables {
+		for _, table := range tenantTables() {
 			tag, err := tx.Exec(ctx, table.query, id, limit)
 			if err != nil {
 				return fmt.Errorf("delete %s: %w", table.name, err)
