@@ -88,7 +88,7 @@ func (s *Server) GetTenant(c echo.Context, id openapi.TenantID) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, tenantJSON(t))
+	return c.JSON(http.StatusOK, TenantJSON(t))
 }
 
 // tenantUpdate is the body of PATCH /v1/admin/tenants/{id}: each field
@@ -210,7 +210,7 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
-	return c.JSON(http.StatusOK, tenantJSON(t))
+	return c.JSON(http.StatusOK, TenantJSON(t))
 }
 
 var jsonNull = []byte("null")
@@ -248,7 +248,9 @@ func patchDuration(fe *fieldErrors, field string, raw json.RawMessage, dst **tim
 	}
 }
 
-func tenantJSON(t *model.Tenant) openapi.Tenant {
+// TenantJSON is a tenant as the admin API shows it, shared with the
+// command line.
+func TenantJSON(t *model.Tenant) openapi.Tenant {
 	p := tasks.TenantPolicy(t.Retry)
 	return openapi.Tenant{
 		ID:        t.ID,
@@ -263,6 +265,8 @@ func tenantJSON(t *model.Tenant) openapi.Tenant {
 		EffectiveLimits:  limitsJSON(t.Limits),
 		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
 		Retention:        formatOptionalDuration(t.Retention),
+		Status:           tenantStatusJSON(t.Status),
+		Deletion:         tenantDeletionJSON(t.Deletion),
 	}
 }
 
@@ -360,7 +364,7 @@ func (s *Server) ListTenants(c echo.Context, params openapi.ListTenantsParams) e
 }
 
 func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
-	j := tenantJSON(&t.Tenant)
+	j := TenantJSON(&t.Tenant)
 	return openapi.TenantSummary{
 		ID:               j.ID,
 		Name:             j.Name,
@@ -370,6 +374,8 @@ func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
 		EffectiveLimits:  j.EffectiveLimits,
 		TargetAllowCidrs: j.TargetAllowCidrs,
 		Retention:        j.Retention,
+		Status:           openapi.TenantSummaryStatus(j.Status),
+		Deletion:         j.Deletion,
 		WaitingTasks:     t.WaitingTasks,
 	}
 }

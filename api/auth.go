@@ -66,6 +66,10 @@ func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *auth
 				throttle.failed(ip)
 				return unauthorized(c, "the API key is malformed, unknown, revoked or expired")
 			}
+			if errors.Is(err, tenants.ErrTenantSuspended) {
+				failures.WithLabelValues("suspended").Inc()
+				return tenantSuspended()
+			}
 			if err != nil {
 				return err
 			}

@@ -84,10 +84,12 @@ func TestListTenants(t *testing.T) {
 	for i, got := range resp.JSON200.Data {
 		require.Equal(t, tenants[i].ID, got.ID, "oldest first")
 		require.Equal(t, waiting[got.ID], got.WaitingTasks, "%s", got.Name)
+		require.Equal(t, openapi.TenantSummaryStatusActive, got.Status)
 		one, err := admin.GetTenantWithResponse(ctx, got.ID)
 		require.NoError(t, err)
 		require.Equal(t, *one.JSON200, openapi.Tenant{ID: got.ID, Name: got.Name, CreatedAt: got.CreatedAt, Retry: got.Retry,
-			Limits: got.Limits, EffectiveLimits: got.EffectiveLimits, TargetAllowCidrs: got.TargetAllowCidrs, Retention: got.Retention},
+			Limits: got.Limits, EffectiveLimits: got.EffectiveLimits, TargetAllowCidrs: got.TargetAllowCidrs, Retention: got.Retention,
+			Status: openapi.TenantStatus(got.Status), Deletion: got.Deletion},
 			"the settings GET shows")
 	}
 	require.Equal(t, 3, *resp.JSON200.Data[3].Limits.MaxPendingTasks)

@@ -79,6 +79,10 @@ func sessionTenantCall(c echo.Context, sessions *session.Manager, auth *tenants.
 		throttle.failed(ip)
 		return unauthorized(c, "the API key this session signed in with is revoked or expired; sign in again")
 	}
+	if errors.Is(err, tenants.ErrTenantSuspended) {
+		failures.WithLabelValues("suspended").Inc()
+		return tenantSuspended()
+	}
 	if err != nil {
 		return err
 	}
@@ -161,6 +165,9 @@ func (s *Server) SignIn(c echo.Context) error {
 			s.throttle.failed(ip)
 			return unauthorized(c, "the API key is malformed, unknown, revoked or expired")
 		}
+		if errors.Is(err, tenants.ErrTenantSuspended) {
+			return tenantSuspended()
+		}
 		if err != nil {
 			return err
 		}
@@ -201,6 +208,9 @@ func (s *Server) GetSession(c echo.Context) error {
 		caller, err = s.tenants.AuthenticateSession(c.Request().Context(), current.TenantID, current.KeyID)
 		if errors.Is(err, tenants.ErrUnauthenticated) {
 			return unauthorized(c, "the API key this session signed in with is revoked or expired; sign in again")
+		}
+		if errors.Is(err, tenants.ErrTenantSuspended) {
+			return tenantSuspended()
 		}
 		if err != nil {
 			return err

@@ -14,7 +14,8 @@ import (
 
 // claimStore is what the claimer needs of Postgres.
 type claimStore interface {
-	ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*model.ClaimedTask, error)
+	ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration,
+		held []uuid.UUID) ([]*model.ClaimedTask, error)
 	WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]model.DueTask, error)
 }
 
@@ -57,6 +58,10 @@ type claimerConfig struct {
 	Send chan<- *model.ClaimedTask
 	// Defer gives back claims no sender will take at shutdown.
 	Defer func(claims []*model.ClaimedTask, until func(i int) time.Time)
+	// Held are the tenants whose tasks are held (heldTenants): a claim
+	// leaves them out, and rearmMissed forgets them, still waiting in
+	// Postgres until their tenant is released. Nil: none.
+	Held func() []uuid.UUID
 }
 
 // firing is a task whose claim timer fired.
@@ -80,6 +85,9 @@ type claimer struct {
 }
 
 func newClaimer(cfg claimerConfig) *claimer {
+	if cfg.Held == nil {
+		cfg.Held = noneHeld
+	}
 	return &claimer{cfg: cfg, due: make(chan firing, 16*cfg.ClaimBatch*cfg.Claimers)}
 }
 
@@ -219,7 +227,8 @@ func (cl *claimer) claim(ctx context.Context, ids []uuid.UUID) {
 		}
 		return
 	}
-	claims, err := cl.cfg.Store.ClaimTasks(claimCtx, cl.cfg.NodeID, cl.cfg.Partitions(), ids, now.Add(cl.horizon()), cl.cfg.LeaseMargin)
+	claims, err := cl.cfg.Store.ClaimTasks(claimCtx, cl.cfg.NodeID, cl.cfg.Partitions(), ids, now.Add(cl.horizon()), cl.cfg.LeaseMargin,
+		cl.cfg.Held())
 	if err != nil {
 		cl.cfg.Metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {

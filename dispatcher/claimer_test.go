@@ -95,11 +95,11 @@ type faultyClaims struct {
 	fail *atomic.Bool
 }
 
-func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) ([]*model.ClaimedTask, error) {
+func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration, held []uuid.UUID) ([]*model.ClaimedTask, error) {
 	if f.fail.Load() {
 		return nil, errors.New("ERROR: deadlock detected (SQLSTATE 40P01)")
 	}
-	return f.DB.ClaimTasks(ctx, node, partitions, ids, now, leaseMargin)
+	return f.DB.ClaimTasks(ctx, node, partitions, ids, now, leaseMargin, held)
 }
 
 // fire fires a task's claim timer as the wheel does: ClaimAhead before it

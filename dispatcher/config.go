@@ -119,6 +119,18 @@ type Config struct {
 	// SweepInterval is how often overdue tasks that are in no wheel and
 	// claims whose lease expired are gathered up. Default 5s.
 	SweepInterval time.Duration
+	// HeldRefresh is how often the tenants whose tasks are held (suspended
+	// or being deleted) are read again without a change announced on
+	// store.TenantNotifyChannel: the bound on a lost announcement. Default
+	// 3s.
+	HeldRefresh time.Duration
+	// TenantChanged, when set, is told of each tenant change announced on
+	// store.TenantNotifyChannel, after the dispatcher has taken it in, and
+	// with uuid.Nil each time the listener starts listening again (what
+	// was announced meanwhile is lost: any tenant may have changed). The
+	// node passes tenants.Service.TenantChanged, so that one LISTEN
+	// connection serves both.
+	TenantChanged func(tenant uuid.UUID)
 	// Retention is how long a finished task (delivered, dead or canceled)
 	// and its attempts are kept after it finished, for tenants without a
 	// retention of their own. Default 168h (7 days); KeepForever keeps
@@ -238,6 +250,7 @@ type Store interface {
 	recordStore
 	maintenance.StatsStore
 	maintenance.PurgerStore
+	heldStore
 	LeaveNode(ctx context.Context, nodeID uuid.UUID) error
 }
 
@@ -334,6 +347,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = 5 * time.Second
+	}
+	if c.HeldRefresh <= 0 {
+		c.HeldRefresh = 3 * time.Second
+	}
+	if c.TenantChanged == nil {
+		c.TenantChanged = func(uuid.UUID) {}
 	}
 	switch {
 	case c.Retention == 0:

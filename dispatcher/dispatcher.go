@@ -50,6 +50,7 @@ type Dispatcher struct {
 	claimed chan *model.ClaimedTask
 
 	ownership    *ownership
+	held         *heldTenants
 	listener     *listener
 	loader       *loader
 	materializer *materializer
@@ -90,6 +91,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	// Each part is built after the parts whose functions it takes (parts.go).
 	d.ownership = d.buildOwnership(m, redis)
 	d.loader = d.buildLoader(m)
+	d.held = newHeldTenants(heldConfig{Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		Refresh: cfg.HeldRefresh, Released: d.loader.askRescan})
 	d.listener = d.buildListener(m)
 	d.materializer = d.buildMaterializer(m)
 	d.deferrer = d.buildDeferrer(m, redis)
@@ -157,6 +160,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
 	var (
 		partitionsKnown = make(chan struct{})
+		heldKnown       = make(chan struct{})
 		wheelDone       = make(chan struct{})
 		sendersDone     = make(chan struct{})
 	)
@@ -203,6 +207,9 @@ func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
 			Parts: []lifecycle.Part{func(ctx context.Context) { defer close(wheelDone); d.runTimingWheel(ctx) }},
 			Stop:  func() { d.claimer.dropFired(wheelDone) },
 		},
+		// Whose tasks are held is known before anything is loaded or
+		// claimed.
+		{Parts: []lifecycle.Part{func(ctx context.Context) { d.held.Run(ctx, heldKnown) }}, Ready: heldKnown},
 		// Ownership tells the parts before and after it which partitions are
 		// ours: know them before loading anything.
 		{Parts: []lifecycle.Part{func(ctx context.Context) { d.ownership.Run(ctx, partitionsKnown) }}, Ready: partitionsKnown},

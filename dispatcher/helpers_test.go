@@ -90,7 +90,7 @@ func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, url string, runA
 // start from claims.
 func claimNow(t *testing.T, db *store.DB, ids ...uuid.UUID) []*model.ClaimedTask {
 	t.Helper()
-	claims, err := db.ClaimTasks(context.Background(), uuid.New(), allPartitions(), ids, time.Now().Add(time.Minute), 30*time.Second)
+	claims, err := db.ClaimTasks(context.Background(), uuid.New(), allPartitions(), ids, time.Now().Add(time.Minute), 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, len(ids))
 	for _, c := range claims {

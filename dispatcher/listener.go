@@ -28,14 +28,17 @@ type listenerConfig struct {
 	// Membership is told of each membership change, this node's own
 	// included.
 	Membership func(model.MembershipChange)
+	// Tenant is told of each tenant whose row changed (suspended, resumed,
+	// deleted, its limits...).
+	Tenant func(id uuid.UUID)
 	// Listening is called each time the listener starts listening again:
 	// whatever was announced while it was not is lost.
 	Listening func()
 }
 
 // listener hears, on one Postgres connection, what other nodes announce:
-// tasks they stored inside the loaded window, and membership changes that
-// move partitions. It reconnects when the connection fails.
+// tasks they stored inside the loaded window, membership changes that
+// move partitions, and tenant changes. It reconnects when the connection fails.
 type listener struct {
 	cfg listenerConfig
 }
@@ -48,6 +51,7 @@ func (l *listener) Run(ctx context.Context) {
 	handlers := model.Listeners{
 		Due:        func(t model.DueTask) { l.cfg.Due(t.ID, t.At) },
 		Membership: l.cfg.Membership,
+		Tenant:     l.cfg.Tenant,
 	}
 	for ctx.Err() == nil {
 		err := l.cfg.Store.Listen(ctx, func() {

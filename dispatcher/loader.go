@@ -29,6 +29,8 @@ const (
 // loaderStore is what the loader needs of Postgres.
 type loaderStore interface {
 	ListDue(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int) ([]model.DueTask, error)
+	ListDueExcept(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int,
+		held []uuid.UUID) ([]model.DueTask, error)
 	ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]model.DueTask, error)
 }
 
@@ -84,6 +86,10 @@ type loaderConfig struct {
 	// Pending reports whether a task is in the wheel or in flight already,
 	// for the sweep to leave alone.
 	Pending func(id uuid.UUID) bool
+	// Held are the tenants whose tasks are held (heldTenants): the sweep
+	// passes over them, so that their overdue backlog neither fills its
+	// pages nor is armed again every sweep. Nil: none.
+	Held func() []uuid.UUID
 }
 
 // loader keeps the wheel fed from Postgres: it loads the window of tasks
@@ -102,6 +108,9 @@ type loader struct {
 }
 
 func newLoader(cfg loaderConfig) *loader {
+	if cfg.Held == nil {
+		cfg.Held = noneHeld
+	}
 	return &loader{cfg: cfg, gained: make(chan []int16, 64), rescan: make(chan struct{}, 1)}
 }
 
@@ -253,7 +262,8 @@ func (l *loader) runSweeper(ctx context.Context) {
 func (l *loader) sweep(ctx context.Context) {
 	// Overdue by more than a sweep interval and yet neither in the wheel nor
 	// in flight: nobody else will send it.
-	overdue, err := l.cfg.Store.ListDue(ctx, l.cfg.Partitions(), model.DueCursor{}, l.cfg.Clock.Now().Add(-l.cfg.SweepInterval), loadPage)
+	overdue, err := l.cfg.Store.ListDueExcept(ctx, l.cfg.Partitions(), model.DueCursor{}, l.cfg.Clock.Now().Add(-l.cfg.SweepInterval), loadPage,
+		l.cfg.Held())
 	if err != nil {
 		if ctx.Err() == nil {
 			l.cfg.Metrics.storeErrors.WithLabelValues("sweep").Inc()

@@ -62,6 +62,7 @@ func (d *Dispatcher) buildLoader(m *metrics) *loader {
 		Partitions: d.ownership.partitions,
 		Arm:        d.arm,
 		Pending:    func(id uuid.UUID) bool { return d.budget.inFlight(id) || d.timers.Contains(id) },
+		Held:       func() []uuid.UUID { return d.held.ids() },
 	})
 }
 
@@ -70,9 +71,19 @@ func (d *Dispatcher) buildListener(m *metrics) *listener {
 	return newListener(listenerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Due: d.Schedule, Membership: d.ownership.heard,
+		Tenant: func(id uuid.UUID) {
+			d.held.changed()
+			cfg.TenantChanged(id)
+		},
 		// Announcements made while not listening are lost: read the window
-		// again, and heartbeat in case partitions were freed meanwhile.
-		Listening: func() { d.loader.askRescan(); d.ownership.nudge() },
+		// and the held tenants again, and heartbeat in case partitions were
+		// freed meanwhile.
+		Listening: func() {
+			d.loader.askRescan()
+			d.ownership.nudge()
+			d.held.changed()
+			cfg.TenantChanged(uuid.Nil)
+		},
 	})
 }
 
@@ -139,6 +150,7 @@ func (d *Dispatcher) buildClaimer(m *metrics, redis optionalRedis) *claimer {
 		LeaseEpoch: d.ownership.leaseEpoch, LeaseValid: d.ownership.leaseValid, LeaseRetry: cfg.HeartbeatInterval,
 		FireOnce: fireOnce.claim, RateLimit: d.limits.rateLimitClaims,
 		Hold: d.holder.hold, Send: d.claimed, Defer: d.deferrer.Defer,
+		Held: d.held.ids,
 	})
 }
 
@@ -168,7 +180,7 @@ func (d *Dispatcher) buildSender(m *metrics, redis optionalRedis) *sender {
 		Signer:     signing.NewSigner(signing.SignerConfig{}), Keyring: cfg.Keyring,
 		Journal: redis.journal, Record: d.recorder.record, Stats: d.stats.Add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend,
+		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend, Held: d.held.holds,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
 		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
 		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,

@@ -44,6 +44,14 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		report(errNotSent)
 		return false
 	}
+	if s.cfg.Held(c.TenantID) {
+		// Suspended or deleted since the claim: no attempt, and none
+		// counted; the task waits in Postgres, due as it was.
+		report(errNotSent)
+		s.cfg.Metrics.deferrals.WithLabelValues("tenant_held").Inc()
+		s.deferOne(c, time.Time{})
+		return false
+	}
 	if !s.cfg.Fence(c, s.cfg.Clock.Now()) {
 		// Whatever it waited for, this node can no longer prove its claim:
 		// another may be sending it. Given back (a no-op if it was handed

@@ -94,6 +94,27 @@ func TestSenderFence(t *testing.T) {
 	require.Empty(t, b.deferred)
 }
 
+// TestSenderHeldTenant: a claim of a tenant suspended or deleted since it
+// was claimed is given back unsent, due as it was, and no attempt is
+// recorded.
+func TestSenderHeldTenant(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{})
+	b.held.Store(true)
+	c := b.claim()
+	b.claimed <- c
+	back := receive(t, b.deferred)
+	require.Equal(t, c.ID, back.id)
+	require.True(t, back.at.IsZero(), "given back due as it was")
+	require.Empty(t, b.requests, "nothing sent")
+	require.Empty(t, b.records, "no attempt recorded")
+
+	b.held.Store(false)
+	next := b.claim()
+	b.claimed <- next
+	require.Equal(t, next.ID, receive(t, b.records).TaskID)
+}
+
 // TestSenderMaxTimeout: a task's timeout is capped by the node's MaxTimeout
 // and by its tenant's max_timeout, whichever is lower.
 func TestSenderMaxTimeout(t *testing.T) {

@@ -74,6 +74,10 @@ type senderConfig struct {
 	// Fence reports whether a claim may still be sent at now (fence.go);
 	// one that may not is given back unsent, just before its request.
 	Fence func(c *model.ClaimedTask, now time.Time) bool
+	// Held reports whether a tenant's tasks are held (heldTenants): a claim
+	// of such a tenant, taken before it was held, is given back unsent,
+	// just before its request, as the fence's are. Nil: none.
+	Held func(tenant uuid.UUID) bool
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// when it was created.
 	MaxTimeout time.Duration
@@ -103,7 +107,12 @@ type sender struct {
 	responseBuffers sync.Pool
 }
 
-func newSender(cfg senderConfig) *sender { return &sender{cfg: cfg} }
+func newSender(cfg senderConfig) *sender {
+	if cfg.Held == nil {
+		cfg.Held = func(uuid.UUID) bool { return false }
+	}
+	return &sender{cfg: cfg}
+}
 
 // deferOne gives c back, to wait until notBefore (zero: due as it was).
 func (s *sender) deferOne(c *model.ClaimedTask, notBefore time.Time) {

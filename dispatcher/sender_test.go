@@ -63,6 +63,8 @@ type senderBundle struct {
 	stopping  atomic.Bool
 	// fenced makes the fence refuse every claim (fence.go).
 	fenced atomic.Bool
+	// held holds every tenant's tasks (held.go).
+	held atomic.Bool
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
 	cancelSends context.CancelFunc
 	transports  *transports
@@ -242,6 +244,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		Stopping: b.stopping.Load, LeaseMargin: 30 * time.Second, UserAgent: "hookwheel-test",
 		Fence:           func(*model.ClaimedTask, time.Time) bool { return !b.fenced.Load() },
+		Held:            func(uuid.UUID) bool { return b.held.Load() },
 		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
 		DefaultMaxTimeout: opts.defaultMaxTimeout,
 	})

@@ -265,6 +265,48 @@ func (e TaskStatus) Valid() bool {
 	}
 }
 
+// Defines values for TenantStatus.
+const (
+	TenantStatusActive    TenantStatus = "active"
+	TenantStatusDeleting  TenantStatus = "deleting"
+	TenantStatusSuspended TenantStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the TenantStatus enum.
+func (e TenantStatus) Valid() bool {
+	switch e {
+	case TenantStatusActive:
+		return true
+	case TenantStatusDeleting:
+		return true
+	case TenantStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TenantSummaryStatus.
+const (
+	TenantSummaryStatusActive    TenantSummaryStatus = "active"
+	TenantSummaryStatusDeleting  TenantSummaryStatus = "deleting"
+	TenantSummaryStatusSuspended TenantSummaryStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the TenantSummaryStatus enum.
+func (e TenantSummaryStatus) Valid() bool {
+	switch e {
+	case TenantSummaryStatusActive:
+		return true
+	case TenantSummaryStatusDeleting:
+		return true
+	case TenantSummaryStatusSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListInclude.
 const (
 	ListIncludeBody ListInclude = "body"
@@ -1681,6 +1723,9 @@ type TaskStatus string
 type Tenant struct {
 	CreatedAt time.Time `json:"created_at"`
 
+	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
+	Deletion *TenantDeletion `json:"deletion,omitempty"`
+
 	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
 	// is unlimited. A field present here and absent from `limits` comes from the node default.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
@@ -1714,10 +1759,18 @@ type Tenant struct {
 	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
 	Retry RetryDefaults `json:"retry"`
 
+	// Status `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+	// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+	Status TenantStatus `json:"status"`
+
 	// TargetAllowCidrs Private address ranges this tenant's webhooks may reach although they are blocked to
 	// every other tenant (an internal service of the tenant's own, say). Empty unless granted.
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
 }
+
+// TenantStatus `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+type TenantStatus string
 
 // TenantCreateRequest A tenant to create.
 type TenantCreateRequest struct {
@@ -1751,6 +1804,18 @@ type TenantCreated struct {
 	//
 	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 	SigningSecret string `json:"signing_secret"`
+}
+
+// TenantDeletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
+type TenantDeletion struct {
+	// Deleted The rows deleted so far, by kind: `tasks`, `attempts`, `publishes`, `schedules`, `topics`,
+	// `flow_limits`, `idempotency_keys`, `api_keys`, `stats`.
+	//
+	// Example: {"attempts":30512,"publishes":40,"tasks":12000}
+	Deleted map[string]int64 `json:"deleted"`
+
+	// RequestedAt When the deletion was asked for.
+	RequestedAt time.Time `json:"requested_at"`
 }
 
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
@@ -1846,6 +1911,9 @@ type TenantList struct {
 type TenantSummary struct {
 	CreatedAt time.Time `json:"created_at"`
 
+	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
+	Deletion *TenantDeletion `json:"deletion,omitempty"`
+
 	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
 	// is unlimited. A field present here and absent from `limits` comes from the node default.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
@@ -1879,6 +1947,10 @@ type TenantSummary struct {
 	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
 	Retry RetryDefaults `json:"retry"`
 
+	// Status `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+	// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+	Status TenantSummaryStatus `json:"status"`
+
 	// TargetAllowCidrs Private address ranges this tenant's webhooks may reach although they are blocked to
 	// every other tenant (an internal service of the tenant's own, say). Empty unless granted.
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
@@ -1886,6 +1958,10 @@ type TenantSummary struct {
 	// WaitingTasks Tasks scheduled, retrying or dispatching now, counted up to 10000 (at least that many).
 	WaitingTasks int `json:"waiting_tasks"`
 }
+
+// TenantSummaryStatus `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+type TenantSummaryStatus string
 
 // TenantUpdateRequest The settings to change; fields left out stay as they are.
 type TenantUpdateRequest struct {
@@ -2483,9 +2559,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/admin/tenants (the `CreateTenant` operationId).
 	CreateTenant(ctx context.Context, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteTenant Delete a tenant
+	//
+	// Starts deleting the tenant and answers at once. From now its API keys are refused (401) on every
+	// node, and its tasks are no longer sent. Its data is then deleted in the background, in small
+	// batches: tasks with their attempts, schedules, topics, publishes, flow limits, idempotency keys,
+	// API keys, statistics, and the tenant last. Until then `GET /v1/admin/tenants/{id}` shows
+	// `status: deleting` and how far the deletion has gone (`deletion`); afterwards it answers 404.
+	// The tenant's audit log, this deletion's entry included, and its usage records are kept. Asking
+	// again while it is being deleted changes nothing. There is no undo.
+	//
+	// Corresponds with DELETE /v1/admin/tenants/{id} (the `DeleteTenant` operationId).
+	DeleteTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetTenant Read a tenant
 	//
-	// The tenant and its settings. Its API keys and signing secret are never shown again.
+	// The tenant and its settings. Its API keys and signing secret are never shown again. While the
+	// tenant is being deleted, `status` is `deleting` and `deletion` shows the progress; once it is
+	// deleted, 404.
 	//
 	// Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
 	GetTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2553,6 +2644,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
 	RevokeTenantKey(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTenant Resume a suspended tenant
+	//
+	// Ends a suspension: the tenant's keys and sessions work again at once, and every dispatcher sends
+	// its tasks that fell due while it was suspended, within about a second. Resuming an active tenant
+	// changes nothing; a tenant being deleted cannot be resumed (409). Recorded in the tenant's audit
+	// log.
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/resume (the `ResumeTenant` operationId).
+	ResumeTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SuspendTenant Suspend a tenant
+	//
+	// Suspends the tenant, at once on every node: each call made with its API keys or a dashboard
+	// session it signed in with is refused with 403 problem+json of type
+	// `urn:hookwheel:problem:tenant-suspended`. Its due tasks wait: they are neither sent nor counted as
+	// attempts, and keep their place; its schedules keep adding their occurrences on their times.
+	// `resume` sends what fell due meanwhile. Suspending a suspended tenant changes nothing; a tenant
+	// being deleted cannot be suspended (409). Recorded in the tenant's audit log.
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
+	SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTenantAudit The caller's audit log
 	//
@@ -3740,9 +3853,34 @@ func (c *Client) CreateTenant(ctx context.Context, body CreateTenantJSONRequestB
 	return c.Client.Do(req)
 }
 
+// DeleteTenant Delete a tenant
+//
+// Starts deleting the tenant and answers at once. From now its API keys are refused (401) on every
+// node, and its tasks are no longer sent. Its data is then deleted in the background, in small
+// batches: tasks with their attempts, schedules, topics, publishes, flow limits, idempotency keys,
+// API keys, statistics, and the tenant last. Until then `GET /v1/admin/tenants/{id}` shows
+// `status: deleting` and how far the deletion has gone (`deletion`); afterwards it answers 404.
+// The tenant's audit log, this deletion's entry included, and its usage records are kept. Asking
+// again while it is being deleted changes nothing. There is no undo.
+//
+// Corresponds with DELETE /v1/admin/tenants/{id} (the `DeleteTenant` operationId).
+func (c *Client) DeleteTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetTenant Read a tenant
 //
-// The tenant and its settings. Its API keys and signing secret are never shown again.
+// The tenant and its settings. Its API keys and signing secret are never shown again. While the
+// tenant is being deleted, `status` is `deleting` and `deletion` shows the progress; once it is
+// deleted, 404.
 //
 // Corresponds with GET /v1/admin/tenants/{id} (the `GetTenant` operationId).
 func (c *Client) GetTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3871,6 +4009,48 @@ func (c *Client) CreateTenantKey(ctx context.Context, id TenantID, body CreateTe
 // Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
 func (c *Client) RevokeTenantKey(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRevokeTenantKeyRequest(c.Server, id, keyID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTenant Resume a suspended tenant
+//
+// Ends a suspension: the tenant's keys and sessions work again at once, and every dispatcher sends
+// its tasks that fell due while it was suspended, within about a second. Resuming an active tenant
+// changes nothing; a tenant being deleted cannot be resumed (409). Recorded in the tenant's audit
+// log.
+//
+// Corresponds with POST /v1/admin/tenants/{id}/resume (the `ResumeTenant` operationId).
+func (c *Client) ResumeTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SuspendTenant Suspend a tenant
+//
+// Suspends the tenant, at once on every node: each call made with its API keys or a dashboard
+// session it signed in with is refused with 403 problem+json of type
+// `urn:hookwheel:problem:tenant-suspended`. Its due tasks wait: they are neither sent nor counted as
+// attempts, and keep their place; its schedules keep adding their occurrences on their times.
+// `resume` sends what fell due meanwhile. Suspending a suspended tenant changes nothing; a tenant
+// being deleted cannot be suspended (409). Recorded in the tenant's audit log.
+//
+// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
+func (c *Client) SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSuspendTenantRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -5758,6 +5938,40 @@ func NewCreateTenantRequestWithBody(server string, contentType string, body io.R
 	return req, nil
 }
 
+// NewDeleteTenantRequest constructs an http.Request for the DeleteTenant method
+func NewDeleteTenantRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTenantRequest constructs an http.Request for the GetTenant method
 func NewGetTenantRequest(server string, id TenantID) (*http.Request, error) {
 	var err error
@@ -5954,6 +6168,74 @@ func NewRevokeTenantKeyRequest(server string, id TenantID, keyID KeyID) (*http.R
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeTenantRequest constructs an http.Request for the ResumeTenant method
+func NewResumeTenantRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSuspendTenantRequest constructs an http.Request for the SuspendTenant method
+func NewSuspendTenantRequest(server string, id TenantID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/tenants/%s/suspend", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7955,9 +8237,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/admin/tenants (the `CreateTenant` operationId).
 	CreateTenantWithResponse(ctx context.Context, body CreateTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateTenantResponse, error)
 
+	// DeleteTenantWithResponse Delete a tenant
+	//
+	// Starts deleting the tenant and answers at once. From now its API keys are refused (401) on every
+	// node, and its tasks are no longer sent. Its data is then deleted in the background, in small
+	// batches: tasks with their attempts, schedules, topics, publishes, flow limits, idempotency keys,
+	// API keys, statistics, and the tenant last. Until then `GET /v1/admin/tenants/{id}` shows
+	// `status: deleting` and how far the deletion has gone (`deletion`); afterwards it answers 404.
+	// The tenant's audit log, this deletion's entry included, and its usage records are kept. Asking
+	// again while it is being deleted changes nothing. There is no undo.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/tenants/{id} (the `DeleteTenant` operationId).
+	DeleteTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*DeleteTenantResponse, error)
+
 	// GetTenantWithResponse Read a tenant
 	//
-	// The tenant and its settings. Its API keys and signing secret are never shown again.
+	// The tenant and its settings. Its API keys and signing secret are never shown again. While the
+	// tenant is being deleted, `status` is `deleting` and `deletion` shows the progress; once it is
+	// deleted, 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8031,6 +8330,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/admin/tenants/{id}/keys/{key_id} (the `RevokeTenantKey` operationId).
 	RevokeTenantKeyWithResponse(ctx context.Context, id TenantID, keyID KeyID, reqEditors ...RequestEditorFn) (*RevokeTenantKeyResponse, error)
+
+	// ResumeTenantWithResponse Resume a suspended tenant
+	//
+	// Ends a suspension: the tenant's keys and sessions work again at once, and every dispatcher sends
+	// its tasks that fell due while it was suspended, within about a second. Resuming an active tenant
+	// changes nothing; a tenant being deleted cannot be resumed (409). Recorded in the tenant's audit
+	// log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/resume (the `ResumeTenant` operationId).
+	ResumeTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*ResumeTenantResponse, error)
+
+	// SuspendTenantWithResponse Suspend a tenant
+	//
+	// Suspends the tenant, at once on every node: each call made with its API keys or a dashboard
+	// session it signed in with is refused with 403 problem+json of type
+	// `urn:hookwheel:problem:tenant-suspended`. Its due tasks wait: they are neither sent nor counted as
+	// attempts, and keep their place; its schedules keep adding their occurrences on their times.
+	// `resume` sends what fell due meanwhile. Suspending a suspended tenant changes nothing; a tenant
+	// being deleted cannot be suspended (409). Recorded in the tenant's audit log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
+	SuspendTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*SuspendTenantResponse, error)
 
 	// ListTenantAuditWithResponse The caller's audit log
 	//
@@ -9608,6 +9933,75 @@ func (r CreateTenantResponse) ContentType() string {
 	return ""
 }
 
+type DeleteTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteTenantResponse) GetJSON202() *Tenant {
+	return r.JSON202
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteTenantResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteTenantResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetTenantResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9968,6 +10362,158 @@ func (r RevokeTenantKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RevokeTenantKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeTenantResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeTenantResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeTenantResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SuspendTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SuspendTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SuspendTenantResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SuspendTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SuspendTenantResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SuspendTenantResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SuspendTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SuspendTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SuspendTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SuspendTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SuspendTenantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13702,9 +14248,32 @@ func (c *ClientWithResponses) CreateTenantWithResponse(ctx context.Context, body
 	return ParseCreateTenantResponse(rsp)
 }
 
+// DeleteTenantWithResponse Delete a tenant
+//
+// Starts deleting the tenant and answers at once. From now its API keys are refused (401) on every
+// node, and its tasks are no longer sent. Its data is then deleted in the background, in small
+// batches: tasks with their attempts, schedules, topics, publishes, flow limits, idempotency keys,
+// API keys, statistics, and the tenant last. Until then `GET /v1/admin/tenants/{id}` shows
+// `status: deleting` and how far the deletion has gone (`deletion`); afterwards it answers 404.
+// The tenant's audit log, this deletion's entry included, and its usage records are kept. Asking
+// again while it is being deleted changes nothing. There is no undo.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/tenants/{id} (the `DeleteTenant` operationId).
+func (c *ClientWithResponses) DeleteTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*DeleteTenantResponse, error) {
+	rsp, err := c.DeleteTenant(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTenantResponse(rsp)
+}
+
 // GetTenantWithResponse Read a tenant
 //
-// The tenant and its settings. Its API keys and signing secret are never shown again.
+// The tenant and its settings. Its API keys and signing secret are never shown again. While the
+// tenant is being deleted, `status` is `deleting` and `deletion` shows the progress; once it is
+// deleted, 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13819,6 +14388,44 @@ func (c *ClientWithResponses) RevokeTenantKeyWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParseRevokeTenantKeyResponse(rsp)
+}
+
+// ResumeTenantWithResponse Resume a suspended tenant
+//
+// Ends a suspension: the tenant's keys and sessions work again at once, and every dispatcher sends
+// its tasks that fell due while it was suspended, within about a second. Resuming an active tenant
+// changes nothing; a tenant being deleted cannot be resumed (409). Recorded in the tenant's audit
+// log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/tenants/{id}/resume (the `ResumeTenant` operationId).
+func (c *ClientWithResponses) ResumeTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*ResumeTenantResponse, error) {
+	rsp, err := c.ResumeTenant(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTenantResponse(rsp)
+}
+
+// SuspendTenantWithResponse Suspend a tenant
+//
+// Suspends the tenant, at once on every node: each call made with its API keys or a dashboard
+// session it signed in with is refused with 403 problem+json of type
+// `urn:hookwheel:problem:tenant-suspended`. Its due tasks wait: they are neither sent nor counted as
+// attempts, and keep their place; its schedules keep adding their occurrences on their times.
+// `resume` sends what fell due meanwhile. Suspending a suspended tenant changes nothing; a tenant
+// being deleted cannot be suspended (409). Recorded in the tenant's audit log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
+func (c *ClientWithResponses) SuspendTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*SuspendTenantResponse, error) {
+	rsp, err := c.SuspendTenant(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSuspendTenantResponse(rsp)
 }
 
 // ListTenantAuditWithResponse The caller's audit log
@@ -15594,6 +16201,60 @@ func ParseCreateTenantResponse(rsp *http.Response) (*CreateTenantResponse, error
 	return response, nil
 }
 
+// ParseDeleteTenantResponse parses an HTTP response from a DeleteTenantWithResponse call
+func ParseDeleteTenantResponse(rsp *http.Response) (*DeleteTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetTenantResponse parses an HTTP response from a GetTenantWithResponse call
 func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15878,6 +16539,128 @@ func ParseRevokeTenantKeyResponse(rsp *http.Response) (*RevokeTenantKeyResponse,
 			return nil, err
 		}
 		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeTenantResponse parses an HTTP response from a ResumeTenantWithResponse call
+func ParseResumeTenantResponse(rsp *http.Response) (*ResumeTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSuspendTenantResponse parses an HTTP response from a SuspendTenantWithResponse call
+func ParseSuspendTenantResponse(rsp *http.Response) (*SuspendTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SuspendTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest UnexpectedError
@@ -19121,6 +19904,9 @@ type ServerInterface interface {
 	// CreateTenant Create a tenant
 	// (POST /v1/admin/tenants)
 	CreateTenant(ctx echo.Context) error
+	// DeleteTenant Delete a tenant
+	// (DELETE /v1/admin/tenants/{id})
+	DeleteTenant(ctx echo.Context, id TenantID) error
 	// GetTenant Read a tenant
 	// (GET /v1/admin/tenants/{id})
 	GetTenant(ctx echo.Context, id TenantID) error
@@ -19136,6 +19922,12 @@ type ServerInterface interface {
 	// RevokeTenantKey Revoke a tenant's API key
 	// (DELETE /v1/admin/tenants/{id}/keys/{key_id})
 	RevokeTenantKey(ctx echo.Context, id TenantID, keyID KeyID) error
+	// ResumeTenant Resume a suspended tenant
+	// (POST /v1/admin/tenants/{id}/resume)
+	ResumeTenant(ctx echo.Context, id TenantID) error
+	// SuspendTenant Suspend a tenant
+	// (POST /v1/admin/tenants/{id}/suspend)
+	SuspendTenant(ctx echo.Context, id TenantID) error
 	// ListTenantAudit The caller's audit log
 	// (GET /v1/audit)
 	ListTenantAudit(ctx echo.Context, params ListTenantAuditParams) error
@@ -19383,6 +20175,22 @@ func (w *ServerInterfaceWrapper) CreateTenant(ctx echo.Context) error {
 	return err
 }
 
+// DeleteTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteTenant(ctx, id)
+	return err
+}
+
 // GetTenant converts echo context to params.
 func (w *ServerInterfaceWrapper) GetTenant(ctx echo.Context) error {
 	var err error
@@ -19468,6 +20276,38 @@ func (w *ServerInterfaceWrapper) RevokeTenantKey(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.RevokeTenantKey(ctx, id, keyID)
+	return err
+}
+
+// ResumeTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeTenant(ctx, id)
+	return err
+}
+
+// SuspendTenant converts echo context to params.
+func (w *ServerInterfaceWrapper) SuspendTenant(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TenantID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SuspendTenant(ctx, id)
 	return err
 }
 
@@ -20231,8 +21071,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 	router.GET(options.BaseURL+"/v1/admin/tenants", wrapper.ListTenants, options.OperationMiddlewares["listTenants"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id", wrapper.DeleteTenant, options.OperationMiddlewares["deleteTenant"]...)
 	router.GET(options.BaseURL+"/v1/admin/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
 	router.PATCH(options.BaseURL+"/v1/admin/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
+	router.POST(options.BaseURL+"/v1/admin/tenants/:id/suspend", wrapper.SuspendTenant, options.OperationMiddlewares["suspendTenant"]...)
+	router.POST(options.BaseURL+"/v1/admin/tenants/:id/resume", wrapper.ResumeTenant, options.OperationMiddlewares["resumeTenant"]...)
 	router.GET(options.BaseURL+"/v1/admin/breakers", wrapper.ListBreakers, options.OperationMiddlewares["listBreakers"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
@@ -20291,697 +21134,714 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ld+M2kjf6r+Bo95y2M5CapCTbks+cb51uZ9KTfq3bvb2TUV8TIiGLMQUoBNWykun//R5UASAoUQ87",
-	"Tmb2+/bu/SZtig+gUCjU81e/thI5m0vBRalaw19b/J7N5jmHf1+8f/UDX73OVKn/UovZjBWr1rB1QUou",
-	"mCifKTLJClWSO76ihJGUz3O50n8RJlLCSMG/yDueEil4i7a+sHzB9ZtSVrLW8O+/tpKCs5KnN6xsDVtR",
-	"EJ20w7AdBtfhybDXHwbBjy3q7hnrL9/x1bCc5/NJefqlp/g0atFWlraGrfnP3S93p7PoftkTrEVbOVPl",
-	"zUKtvzsKr8Nw2D8b9uDdgs14a9hKshZtmbFu3h8Ng8CMRSVyrknz91bJ1J0aLous5K3PX+mWqQTRdXA2",
-	"jIJDp8Lv51nBlXvJqX1JUI0Bprv46ZeU396nIpl0ox3Tja6DwbA/GPbPvOniMjVMp+AsbdEHzS1sXKYk",
-	"z+xI16e4faShN0kz0toYv2l9/vr561dq2PIK12udMy3L3fGVz3L/t3DaV9r6LpfL19ks29iUyUKVcsaL",
-	"Zwo3ZBgEhBHFE6k3o0hJn7CSSJHwvZSJgDJdOxpNzGHLvr8dBj1NjjkrWJ7zPFOz1rBPW3NeZFKTKFR6",
-	"lqzkrWEYBLS1mKd7PqHn9X4xzjM1XZ/VHC+TUhJGSjnPEiInpFxKwkU6l5mWW3unA/sAvtXphZHbRkE4",
-	"YOxs0m8HLBy3T5MobZ/x7qTdC/rhSXTaPesN+nAvn81lyUWyukFSyCLlRbsXtecs01tGlaxcqJtELowY",
-	"TZhIeK7ZM6CtVO8r/EeefeGFvZypOSuTaSZu4e+Cl8XK/qGSKU8X8IboK+5JfH1rGJktCiKUlSWfzfVH",
-	"A9oay1SP7tcRDnDUGpJeRMmoxb9wUeo/Ry094lHrq8fv+0hl6XxjmHic5bkeJm1NOUt5ARN+IUXJRdm+",
-	"Xs31PWw+z7OElZkUz39SUrS+HkxyFjSRXCzy3Gw2XhSyqF1x5E+5vT5j9zcVbcKAtma8nAJ7vn/34Vpv",
-	"SX5f2lv20sBw4c1D2AbWU9OmYSzs/mbMkjs5mej9Mm3R1iwT/iWlKVYsxN6R4dxbQ49jaKvMZlwu9JPd",
-	"QG8P2DeWb/WF5i25+fZFkbeGrWlZztXw+XOz8h2jJHQSOXs+lfJOPTcv1qfFP4Ej1TSbz39Plgz/lyX/",
-	"RVnSLv0Onvy88THvuPnAyzLfVCPsqeMktj5/pODu0KGknHIiyykv3DXiJPj/wAMp3HUghbUDKTjsQAr/",
-	"90CC3R8FwaM2P77vf8A2r7joSbb54Ow3nzzR/2snT6vgCdeLQJhQSxBY/aBLPvDiS5Zw8lGwLyzL2Tjn",
-	"rSYW7QfdpzqfTjuDoP8/5Hzy5PVv5dtuJ4yCJzyePhhxWz+YPnF+l7KV0obcYBgEJBPkPSuymglUcX7B",
-	"57IwvJ6yLF/tYPYAphJUvgop9LqRAfmGfEPCdv83sXjQPuUnafs06Y/brMe67XGUhGnAB5MzdmpZcnPt",
-	"guvgrBpTIztuPtStPTRn2jhvDScsV/wpOEzdZfM5T29kkiyKgouEo6q7wUHZjP8ihabO5aKQc/7crlQj",
-	"K63Rv85Gm9wDy9nGBUaG4UplUryb84KVWiT4fPMhuxU81dyyzMopqC4snWWClPKOi5q6oorJDV4dtv42",
-	"Pi3/MxKf7gavZ1c99d9fwuTH+cn0r2l38hd2xj/KIPthdf3z22X/ssF75Rw7YTWtQmqWbkk7Sm/k1+BT",
-	"3DluJsjF+1cbvh1/yN2fo/+Wg7/c/Vc4C5LTa9Yb/3X+Y3G2+CQuV6/VSfr95D+zH+5f9L+8uz1wyCBx",
-	"/ygnWIO7bsMJ5qiIXljNao503p7jQTscR0n7NO3y9tmkF7T77GR8mpylAx5MqvezZMZbX/VCXDN19xJU",
-	"w7oyrNVFkvOy5AUlBZ/okZPximSlIvbc8RdkrwoY7jxyzzQJgqAThmfrinHUHgRp2D7lvV77jIVR+2Tc",
-	"T3ppl0eTMHj0SdkLeuStLMl3ciHSxvOxF/R+gwr3u51qlbuwUsVYkxa24/CCd3Sibrgpddg868xZUQpe",
-	"gORZ8nH96HI846yItTABU3eeCcVKYBmMGRg6PIhvooeoao8/rKJ2L+ny9uk4CtuDtM/b3UmQROx0fMZ7",
-	"4W7zyxL+j7AMfh+28t3wB2n423jLvqgTDMJDTjSkoX275a0PldnZwFtLlpWZuCUTWQBr6aebOSr4f4Oj",
-	"nsTT5LPAH8hku7xFj3MOHcRkDWqHDXCi1pFns+yAIMOaLsAnE56U2Rd+Y57X7DjPbsaLQpVm6+u/vTiJ",
-	"9b/cJFIY3XKFpHa/4N19Q/05F2kmbm+M9yUM4P/D3yw1vcXa0FBZccvdyHxRD1HaxtFEm4MB3eEhisfD",
-	"CXLYtJ9yPr5yBLuAC727W8PWaRRMn2BjAO+h3bfGehDjQj39QVGuNQsi5SopsrkZ9TvN+AR8H4qCvORf",
-	"eLEiyngIyikryUTmuVwqbR/MOp63Az17G962R7hoNt0mj7GXzVv22Ob1AOPXuvxmyZRrIV7I/K38UMoC",
-	"MxNqNLvIl9rWjoVsK31HPATLqeBqLoXiZCrzVBFGkoKnmj1YTtRULgWRIl9BoJWS5TRLpkRIkugvkhlb",
-	"kTvO552RuAT6owfZvTJhRZFxRbKSlFJ2gM9+XmSgW5XFgqMfdsYgVUMsZtomsMNrfaatEs8jVRaaujDr",
-	"OSvYjJdm4heLNCtfLAqFJmJ9wtdTTmI4GhK4I4ZQ65STecG/ZHKhyJzdcj2qTN/+84IXKy+4jW/1h7g+",
-	"HIrfd+HrNXqXZCZVScpppsiMiRXhogRyHKV8whZ5SfrB8bbPg1Spfd085ARHNtME64OEzAT+FTqaZaLk",
-	"txxNUhdj/wGNv00yTXK5xDC7LEj8TQxbSpPKjlROzA674yvYzXJRmqNE/wb/WQo3mTkrp9Vc0MLdvvT/",
-	"XnAtR/7teZW88xx/Vc9rY9eTeVUpF43TecPuOOx5krA8J4pNOCklBjM6BCYLGrseDlfmUGQwL5RD+LCW",
-	"xueQ9DPnrHSOhpFQbMZdUpC+Ey5obUx/Y1EIhdIHNTr9GKoEJAoCeCZ2MyjbV3yesxVPh0TTJD4nbCTW",
-	"vkhqH2QkzSYTXnBR4jf1EUF6UdQhP/CVIqzgZM4Lc+LjfPWzmSIsV5IoLsqRYDjH2KNl+we+ignKlGq1",
-	"jY1kzZvOSIzEhX3hlOfOcIbZaqZhiuRS3BJWkVHfe8fnJcUZlCTnTJUjEX//7t0Pn76/vHx98+rl5Zv3",
-	"764v3774282nV29fvvsUk6OoN9WvNyx4TNik5EX11iVTZsVSCkcBySbEHW0jceS9/+ry+vLt9at3b2Pg",
-	"cHiHTfqK3TPxsTbveMnT6itKSsGLYcUJmVBZypEXlplI5dKY3rjCsGw7ltixDbydgWzUM1lOuXBfP8pK",
-	"NRJxlsaUxMg++l/2XMaXKF5qa0Gdk1hzQkz0b8glsTkbYhL/+jWmRGUi4RVt7HdGQh+Nx9S8TqSKCFlO",
-	"9YFF3gk4RqsVtGOz4zdznzItRpXSi1BWzDYpOB8JdssygbTDzVbwhdIWTla6zcaI4Ev4SoeYKCZXz/R7",
-	"kJs151T7YMlWTsjgJCsxs8bNNeE5Y/evubgtp61h1O+DxLR/h7RBsP/AV69eNsvKO756pjCkmpDMTFtr",
-	"Z2TMyyXngsTT5U210CZlKb5x588dX22XlDcQ8dwuLL2ZnPSahv46U+UrkeSLtEEJMKySZ6pUhLNkSrKS",
-	"z5Br9T7WP1P4MxNmYrf8mb6+ECmRQt8AR9gZeZN962/PoZZd+m6ynErF7Y1LuchT4BC96JkiyaLUekVR",
-	"AoESKcpMLLiy7pTagd0hn8xRk5W44/RoFUmkZgXzUznlWWE+1yEXwmohoF66vdkLgm1HbWaI1aSNgJX9",
-	"uYnMhle3cYkNuVsG0ZvZrj+OSZ9KpXen5Ze4CjXF9mwF22ALz+zhl4ksZqBJLhZw5+ZMrFNi21Ss7UWy",
-	"9PcawjVTd9s+jwLo9/s0nANbP46W8+/4eW0fvYWXNX5f//xMEf25LUOA/zxWvao+D9q11dxBuf6WpVco",
-	"t8FIQx8RmqOVf2heyHHOZ38CP9FaxvWM5ZoAPG3bX33LENQXUJUyOHfIXz+8e1tLrOYly7Q5pXcF3D1b",
-	"KC1lCYN7iRz/xJMSqKJKJhJNjedfwudoSVe+mB6Y01kJYYY3dlD2e2ZNFoUYal1nOeU8H5ppDdemAEQ6",
-	"jLLv8Q34yObC2hMRbAPzDUrUIplqpYA1U4cSRpwBZKXJstD6lp4F6DagQeK780xwfclodfC276+v35OE",
-	"Cf3KOSsU77S+0tYLKSZ5ljx2oYUs25iSAzH5Jt8mywvO0hUooM2LrO86xMFolBH04J6jdeqcbSBFbSAc",
-	"xaaerWYalzPUzC/PD3RuVkw1qJhKyy9L1fqndnLXGt2ekruUXBQJt8yTCcLADjGuEWY9I5mC9f9OFuMs",
-	"Tbl4JANkQi0mkyzJtMYL8b11JvDtRtCK9E2VmSY4T9WWza+VBnePFzWtTKSRn1c+auHLz+GeWm0BaKu1",
-	"6oC9kqNbLfIrb5L4iX3r20CWp1tjS4VMaVUnS8lYm+QsuVM1AtepdxRvjik+BsGBmtptoc87Zh7PSpJK",
-	"jjw0lXkKzPJWlhhbfLywmNjnKxZ5K1H6OUsShu6CwlsEhh7YxAQ6n2ZX96oFf+u9fO8+xhufZnktLew2",
-	"hvXJtGjRtrWC6gGBWq4x9PW6vGerXLL0WsrXrLjlj1yeUsp2bp/fOK/lF2OCW/9U82ltTyB4ht8nwHvA",
-	"ldkv1bP7Nl/obT6jiZBSSoLD27Mm1Tye/tCGaWnutIMB+l9L+YaJlRmpeiT9C1byNlBoPUr4ztLeuS60",
-	"CAA3/1bBafTXGVuRGbvjUEUDT5lBgrMILVSqTwkIX4BLbzHXbBYFwTmep/rXkKgDli3yD0Yp0fdpP7hv",
-	"2WrTf5qVA7oxIBSynt5NPy9kychRbGM0MSXxRjTGXnTRp/j4HL1cIzFmZTKl1YZwvLEyXg2Z6ossVbZO",
-	"6ZzIAoMVmiBmZbRspmRSyBlhJMkz9M+lacGVcSTOC66VJp6SKCCZQFlvhL8Cja/KfVLWdA8DokbiKNa7",
-	"QNO/zRbltD1hWb4ouJ7XmE9kwX2XDbjQcgn1Zov5cYdcwbJ7Xrdshg/E8Ev7Qv/ifIa32RcOJqoXl/Du",
-	"2zRvvpdLZA1kP5BqSwZSDoeGOhz4kHaHDpz7O2hwf2t++Cj09GWR/cLTR2s4QPi2yZ9aV21gpdxRqb/G",
-	"Ranfy7fKSO/89iyAhbgTciloVW1aEMzrOkhdCautV5v0nl238O99Onk55qwAR8cdFzDPTKlM3FJ/wt48",
-	"zdxBmH4U/H7Ok5Knl5gj8MhVK3khWL6+ZGYjaDnniEGyUvF80rhe1U36SayfmDKR5tzf++f6jNYq5pjD",
-	"Vrq9PWTR+r51+soMGCKZvCCYILFXzTSzfJqVq1xo8PXKKu0HXfRTo1sTBmiMnsL4EhVJWcnGzNiVH8W8",
-	"kAlXSts3l6LMytUjVxJ2H8MR+mv5ygjEScbzrRZEJZ316mS1R4ZkUeTUxIdq0W/agvljuBhuhhXIIXdX",
-	"KaZVpJZzSQjCxkrmi5KTaVnOwe4uy7kiH69eQ7DYvqHxSw0vNHESEkKQeO+hG/lMhBM0k97HPh5pfxf/",
-	"xpLnedv4XLSNYuh/jjVHkwmeuGY5wOefZ6rERNkYlyDutKqRedX8+l/zQs55UWbIJ34uged/S7VaYfKp",
-	"1pxw9UTX9VPq01TaKBPJSkpim+yrdYMkz2KImN7x1XC0CIJuAhI9hX/zuNP0NT9Ld8sIxSI3nhQ86jbe",
-	"kaVPHZtoHGo9s3eTNEYU6DnrW2vnXqr1GZbnWn1MZJHy1MQUJ3xpj3wKp+UcxEie6yE8jhzC+E83fvCL",
-	"0x9La5uu/GsLgg/79sUHNPPdi1hRMIxcVwrM39FvbDy35gO1zL0aU1bxB+PxdLABL/AmEKR5/m4ComrX",
-	"6My20fKovm+0Hny3LT0AMgM052zyuLmkeFLw0rI9+VAljkx5wTuNrm+fHvbzm1P97CZroTvqA0f4jQMX",
-	"x01/9+rAO7dT3fOKszTNNKFY/t4blanOqA+0vu93bCVVyrkiS1ncabF4dPXdC9Ltdgdgn+l7JotyUfDj",
-	"Dnk3y0qIfgu9s7Zun63bZe3YJzkbaw3HBMhh0e3Rb098l1y1UJDXoz/qRSQhz23HDmoKLunf3NzB/aTO",
-	"icSpgfY7m5crahO8wC11FH8TY+bMb9uRm+tr0rg3hvpOcOt0XtlsCK09Moxct9YXm217kZ6zfV4sZmNe",
-	"UBK2tcKUnlcpGpbk8ff2tG6boVl7q9PanfZDW+migEP9ZqaajS/I0yi98ZRS3gGXzbI8z4yMrrFVJsqT",
-	"nv/loOnL3Grs60y+qn0OVWk/6CF4qdke9U4wbQVZOEPAJNKca0VL00gK/ajWLjvkYiRqWWdgOnrUA0t0",
-	"CFsrJoqtFFGSHMUH1xmOBDibG194TlADLouMp8iXG1tALspE4q7bKZ+QNO/M3V5E7gbzvRuTtyCfqUd+",
-	"yL61MSFHCxPPN+Kl4JBrIgVvHKT7lmfCNwu4hqO2MQgBr3umDM8qSsYrbTFIkSUsh6AmdZk1PDW3PVMY",
-	"u1fkJ5kJnpqcGkri85Ewaw8zEtJPNZxxcrTBQCZJGD3cQgpuI+pmRECPOz4vO+RbuRApT4eYFoHZAyZf",
-	"oZSkH0YjAb4dUKqE1s8hva8buXdprcotg54cXjKTscksdM1/wkQ6EuusGuOqmm+B9J2xPOf6ksK8AXA8",
-	"aqWr4CQt5HzOU3yoQ743A9KSeiRmbIV7wkvtxOHAuQGDGoJPCjM39MghMYNlQoE80L8lTHFKYq3iQVYS",
-	"lrnFdCTi6rX6F7D28RatE+h/zZlSS1mk7t/wrzu+gtuyW8H0iYaqdCLlXcZjcqTkSMQXxi0Bkkzf/cL8",
-	"DGlOH3jZdhdmWpyB3aqOKTid52Wd1LSJzlYVTqaavuKWKxJ/Wi7bF54uaz73vpD3q/oPnZGIX0u0X81d",
-	"tpiiunzH+RyVIcxVgd3OKZlq/tHPzFk5xWxcSE2hIzEp2O0MDgKR6rO2yMREwpoVfCa/cMhHMPbxIRUc",
-	"tO6La3WDVtP5p0pWlPvUfSu/zc2H6x212o4mSQbBaZMuuSbJnNR/6M73JJ2fE1tTPl3xljf/+gFaSfDP",
-	"29UGq6Cu61WQFeWUhWdqQ5NQlMg81ZsZN/CGOmGV3K26hKFXhjnN9dedWxUKtzsU1fj+31oF28FalVWV",
-	"NvQqU46TbMnKfm9SwZgisc3LhvxchvtQP4yJ2eTCnfMo71RpZscgFw33E1oXe6y4g/X7+vnbsAdYCa4e",
-	"swXQFTgciTaJjS4SDwkj0f29x7l+GmXsUhe07GhD9mmxijFJsixWehLWPXnuonz2e5mqUh3wcX0rPD3J",
-	"BMurJ9e+yVK4yewtP6/E6C14Dq9pUCNBtilRmGuyOWY8rIX0SDQpsfoCM+oMmVzNCW3pJxty7Ex2/aUw",
-	"lSlrCnZifYFrCY4mIGrMZziQ8Ap87iaZMnFbu45Z7NUPI2F/wQqcG7RJGp50CbX+b3d85X9c/2m8EPBq",
-	"fdpl4vYGD8dOIUt7J15RnYLf8RVP43N9lM6zpDYVuGAKRHCocMUk5+pnJrlcYpGW/6B31T1du+reoMdo",
-	"WMx/gbvmPe6uISpB7VLB1WJm52wvesPEjEabKGOOTrxYmIzpmBwxMl7kdyafRnMc/mYy7KW8GwmIpTF1",
-	"N8T00UmWW62KTE2E6fjc6SsdBTX4N5nwlBi4eJOJG7RIcMz1++WijMmRSzjBQN0zReJsvkXjZ0nZJP4q",
-	"/yE5wsDdxftXNifd/qaPCKamY8mKlJiRHFt/45G+swpIJHI2YyI9JrIYiW2OSE1JyAKZsZTbvBlWupIP",
-	"UwSx8VGi6pAFWbllsg/wtlq//DbbAgV4g9w1m6xD3nKM6OKO0XLN1il8vHpN2HzOWaFsZYIsstvM+KKO",
-	"YtzSsMKLIr/BH+NjWtPhTeoyRPIgV8qbc3VWoA92T4anRTO4ab77YccWPIJ8Ra0AdPSERWg807BG6bf7",
-	"zipp/Kgz3z/wrY/JHfa+UW8P+/1ew63n+LesTKaem64+bVNpeeC84V3XTN3Z930Fl9crfDYMTAGW/XuP",
-	"axG/vWPMeAT/xrWy71rk5eOdnf5LGh1ieijPlFYbFrk2a/XcwMTDBHYtdYRXX4BnVXwMZh7o6TEWKJk0",
-	"TS+pHypTXFa/rTuEPGA9KFNYmA5RbUS9mhzFf7m8JlXq169Z+jU+dtX0Y5muNjVr56s6KNblcKD2PmFu",
-	"A1rjcdagvxcLXgVUDTW94nnwiE5ZivFki1OiaZqiAZoTzoo8g5JL4E1vy4ylzDmD2n1Njr2J4PqeRp/o",
-	"Bv8fHGyob5p1ht5ACdg0bzK1hSrUOkjXan68AjZGVCZuc+5CS+slQJuipSHy8G3B2R1mr6zFGfUuTRZQ",
-	"Em/Tajy/mOcN9X+tT/A7zCVwJhwAEOJpC0oGlHWXptKqyY6lLa205NnttGGHfuAmqQYTweDg06+eF/IW",
-	"sotA1IIVkPLmt4NQnxdyzLd4BLIclBZhXIxScAK3k2WW52TMSc5LUk4LubidPj68p7+wzykxxoVCKxEf",
-	"ePwHC55wUd4kOcuanOcv4DpqUJD4AAWDFZF9wlL054P3saToW1zy7HaaiVsyZfnEJFhNsi98JGaZWJRc",
-	"oVgcL1QGKY8IBIAKDfHLGt9cXl+9evHh5vrd+5vri6u/XF5/iI/JlH3hZKbNukQRxaHkGL0pWTEScinO",
-	"K7RPRdSUFZwYxejPoxZcHrXiOvXkAsH2DKkwctEyJ4nNdlyvf348W0Oqul+HleRSQTKNJllbr28L+aLR",
-	"cMTJNGyJDcebLPSidG47JG6A2Rj2et3myDhqdU0xLfzBuFLxZFvq6a5tRJ9HLGWAd8OAWC5oJI0BidnC",
-	"lZoT8ZselgyD4k6iclk6N1HDMA7wlBnC2gXylt+Tc7RZOPrCqprG+marSNuokuAufwJt1gr2JlV2q3/S",
-	"YmvwAtcNaylM6Ah3lchy8vHjq5fkSJtbv/BCqmNNZSxbaIMZgnIBdZopUxCXqG23rdVi/lrAMOl29e0F",
-	"y/MxS+5MWnjzjKCOCjO7JyZhQz8zJEuwsME7KFi+GfIkt7LskA+Os7nxbY5EbF8SV7qNV0SMzi+qn0KD",
-	"HfnjZu0pLBZNOUvhrGcjYW28Cm5gaM3TPLvjaxXrR194kU1AYhqwvRX5UDKRauv2k4H+Ink2LlixOh8J",
-	"GIt5uJ2lMaR3m+oUPSzrus1STFpB37SWH2bLPVPHWDg7ErHvjR+SdWd8TK3TrapgWXuVSbmeyzxLVmQh",
-	"yizH+lc3HLB0bd35/X2HfIfpUzO2guyxNIWAskO0I2oK9R3ZrUC/rxZPfnnHnUBh7AUVXBA7dDFdi9VV",
-	"WSkGh4qv/vqFrV6dvPr+apV++q9BCxGqbspiIRLMUTFZEQ/DnVpHGPu6DceLqbubw0Gqvj4oYI/HnQ1J",
-	"1HYExRp+tSNUTxTD+tHd8fo9UfP6PjRpqEf7XLomCqL/mUghODgNMEhyTB0QhHnrM2XtsnOIEhCECoBQ",
-	"Recwvanii13C14omZ+16q7qtBBja80BmLNzou5R9PgDIwGadwDDI1hpjPLJNnAePRdyW6uHC2X7NzYt6",
-	"USab1OvItUt8+x6B7TF2K4RrXNIhnzBYJmyUbC9DxN5+AxmI0aIKUCJTgCmB/loEE8gUBpjOTbYhHDcV",
-	"L2G6xRJC0VM2d6p5ff/tS2842ZXfMGaKn/TIkbICnuXzKRvzkpI5SMLj2gqOV2WjZ3JdYO2212tjgDyC",
-	"XIpbrLPFO8yYjbOi2Tb/vVItSH1rQwwaobDIUWwEVGc94SMeItADyA6RjoQwnla/grhKJ/Cxoo4bfaS/",
-	"LeILMqgx3rtDGm1TXf2hVGQ3OIoba79tRza5Aozz4sC8QwfQt+4NOcibvCXTdWt26eY81gWVLbBszr7U",
-	"sxYJz7+DsEqD0SEFMq05gSB7XWu+U5lr/cMmsRsNd0uuti0QemC6NoSwD3/Oh3DfdGdiNNlYTy6YvtGu",
-	"Cc97Qeq+xviAE6JqOnFz4GJXR6ILnnqgkg7uvfG0s1h8B3rqKhiIz3Q3aQxJsAYGTcmddGn0KSJTVb7l",
-	"Nb5w3T1+3ber3a1NrAsq8WWzWgX+a78QBE0bz49aH5Op3mg+oHhurBS0p+asnFqbvlYyemRTHePNIhD0",
-	"i4MJqY9qGI3Deqgp5s0VJBss4EpKGpMYMmWAI0xcr/6FhiKUfRoPEqj6bPOCFPw6mzVEN3KZYJXWJnkr",
-	"ZHpLU7sLniFELvlFCk4rDCM5mSheHp6WtCiTQ4XI2pxx1PiGXfN9An+FI92jwznf5XLZiJj3PQA/Via8",
-	"gQIzGiWUzWKSmmuQ51UhE8XLqlz/jq9G4ih+/xFlwCSXy/YdX6nnv97x1VcDNMBzxT3Mzju+Ik2PfKNv",
-	"Z0khlTJ3gpOKXIwEqOtQeavXG4teDBjhkmUlJi2mC04AU3MIzTwnvChYjsZ7lcED2ZRZSdTcwJ9Bhii6",
-	"A9CMUh1ysRv1EDNhLFKi+dkBqV1D2i1YZrb6WEB4y7Mq9XyHFoRQqupxY/pD6OcIvOu8cJ0RrYtCy0at",
-	"s+nbjjsjgQYNuPemUmmrzvqtzOAoySa1fANYRCZWFHwVKy2hljzPOySEGvB+nyRTVrCk1IqlJk98Ebfj",
-	"HwGTLm7Hv8SUpNmtnjaYBZ0Y0M7idkziYUzi/4hJ/KeYxH+O61JmvQXjbpC2uV6yQjPs//f3i/aPrP1L",
-	"0B50bob/8ac/tz//6d+bdnatueSmZKlW0iQG14rrLSamWvOK/Gu0mKRPUPd2gOJah99cm8J+xFOUJJkg",
-	"6PetKuEDq9ebDVMzjzyniCVRI8Qa/KbXLTYV/Iz8RRKbttmc4m7iCocNXO+2GD8TuzE7oWi8LTvH76/k",
-	"o44Yg52K3nZDjfoyrNWNeV/cdgpsx4K92I4EW22WSmyDym892Gs4sE+wzY9Go2/+0bDXj3dv9n1puDBF",
-	"JwkFzAQOiofk3XovqaXeNibbevUXkHZvrKHDDn4nw/74TNsnzKx10zi0eG6XuGaOTTvkwjMxK1mAB5G3",
-	"TcBNZUeq97I+tMcIh5tz9oUbAxbAXRfC29R1jnigAKwQP58pG5toEIhNio6/h/oe4nNoYfF31mD5gtPg",
-	"RuMx82A5iuAkcaiAe+KoN43Jkf6Tkjicwf9OMQey2vKhelrhS4maswRLiEW+Glo4FzkBRBu4VQ8Qn4TO",
-	"lpqQIxEGZKbsZoQW0kjw2nDDINig7x4CNxm1319fv39jOlNs9XVh6wpkYhur8oxOa+j/5fK6RW17i/cf",
-	"4X8vrl9836Ktl5evL68vG63+7znLy2mT7JvCLyuD2tDgipny5O4JvJAWK5wlU5JyrVRDyg68Hqq/wLg9",
-	"iudSlbeIRBMXPM0AWccg3WgxFANa4C/xmu5lH9N0vwMfSJqZP75udT82JeHeYQK79yUSp/y2YClPTQSS",
-	"+RPwEC+WsrhTzho4utJDOCaZGomFgGwQLS39tYSR2pfrdav2Cfy0W6KaOTTJ1NdszPOdi7Yn52l9EX/g",
-	"qzYWvs1ZVqgNlVgbO4h0A48BEqdJvSs5A1lgD3v9by6+xJ1O5xiCvZNMpNquIgYUuu4o+j9Qe/xn/Zbh",
-	"nK1m+gi0MMWV7wluynlKlKSmJOvdh+uRqHL+MNkuNnnipvcDQUJ5JW9YSWSDr2YfIrp5VdYHX3PmX6bQ",
-	"Gjrp1o0hksslL9oJU3y3NfQcLCI6ElBklFnXCzO9yIwVqR/0yMnm887dYswLwUuuOpl8rjeQ3iysKlEM",
-	"jJU2EtXIqAGZui8BcyPB5hDe0AEqGY1MMMgtkLzeoZkpDAYKaIPekMJllpu08uOhM1QzhYSA0H6RzWZY",
-	"vG0KE9dNKMMkVUsSPV9AtsWlNzm2PjN3o4Yd8AYyZT6UDFNxGkO6W9LyUt6UE+GSlrCDCEZZtQp8K2WK",
-	"qfdVLgNLj5u1/tRvIbbrA1AMw9Nt1kPOSi64UjfzftBYxv2GpxkT6AWDYxoll/2GXg/wg5TS6aArvKp3",
-	"gI2wGFFmH9uh9VV5X9XQBoPGoQ0G5VQfzAkXJaQJThyK+2/5roltH7hyegPmfFLaSiVNiETO+Nass2KL",
-	"qwBTsp7Zdm+IxnOwj3FTpBdlFRFGrawKYdspbgSzK75/awJqj0CYgMQl7KStLQPohrgQOUdbYcpZUY45",
-	"0z9a4LXDnAnuyQe5IB4Y9mpIzZApRD21zAbdAlyVCDplYLs3A0Fa/kLQaotjwf1ucgK0gcG9fD1olUMJ",
-	"UwliF9WMuU2+Wrfa6lW2j2CgGnqMX7JaW4Qa1FBt1ttY6gn81MCZDXPeRXOHBOgRHg98fWKreZ7pHVfK",
-	"LS4WIZeCpze7vvC+eUXBJfuFe4tKRHNKapOZW5tU4zia6VxeaY3z8OBcVX3w67+i1q6VaRu6goyPA3X2",
-	"NGM5KZM5CYOO/r/T4Un3dDC0aSlDPz/FtGltUPLX44FIkQYYofWpG6oSLJ8ybgWj4teTqZhtiWHTE3aR",
-	"C2DvoD1ZJm4bfWymv6iqq9Yma3ej6Y+2ZVlpMrnAXRVjC8IYfVYWv0AgShl0vnFRD6uq6HmAyovhBHQy",
-	"YBBlYkMotiIcEy+9MmVq6oexwNBVbKICjur0EgoBHCTx2oszRcZc64g2Ex5iNCYz2fRlQpT4kQDK30pu",
-	"i5ZJwWGrqspjBcE+yPiUFSgPT5sjLaQWaBmJO75SOHJAT9V73rpetBBAlT0pmJpyiMhUab5QEjjL0jbk",
-	"UkMe7wxaTbn2R2M+Egjeo09OcgRr6OeUHvtV93YuMFvTWGmjCygEaQT31kZN5dJ2Sak6Xg5Bo4rNQriC",
-	"2zSuKAtN1VJrczgmsgVEkLTENtbOwvZ7C1itnutz1RmJ5kjRPiOEam1szgqobCoxKqj/UfcmYZvLg7zH",
-	"G/LOCs9NfVFYeEumyNV3L8ig1z8l87pUaPAIu+rVhqA6JPp7YXWTQwjeHYP8S6aLGVtzkO8GqGzEEDTA",
-	"lE3aS/1p/GwF8YiTVoe7n6scioZTvUKl3HQ5fbx6ZQQppIhNMo4NB/yAvmvIB1SvJ9EUWbvg0Oos4buz",
-	"Y3anlSXrzlTEytzU0hA9c3Mi2K3IQI46j24mwIvnDb1a0BrsKTG4p01ZOqv5A0i38dFzErOxXJTDcc6E",
-	"l25vpSBa5jMJShRPskmWVMmJXhqtG7f3tgcsxXpG2QobIwA5vfxXs3OadKL3VVHlZpbOZg7W0HMJZSXU",
-	"tFNio+O2yyfeA91Hpyyl9rS29QcjYXPwtcTXZ00b/TAc2lx5gaxdcdYtNpYd8pIpGN3hVtS2BOWqndQ5",
-	"zsRvDOX32WSq1kDqoLy0Ayoxm5oF3mZfuKhUFvPVetqmAMSxg5LHXYLmwhRWHVBf+wGeeYGP2CRveMMO",
-	"KwNp5q9TMwftT9l3heT1L72yC+MgG20bJ8eccKTZKtaViQouaWNTM3A7jYQZ7DPbpE0rUgaOhqdZyVML",
-	"jgEYD8Af9fpovxD6+NyUgCBEWNUacMq8Vn8FR++JXByOC4SFxJtHhctIPLQdVYPJi+9YC3ivc2+NC9bZ",
-	"iu4owG/iqe1chAl6bk2QqY6QqKrM8hxw1Y6BiJnATVvJ3O0Jj2s7z3Ywgt87e6EXm72aLzUXoHhzxfTg",
-	"Ol+rlnfuc4yjOQ/Qvm9u9Xbi8Csdff+7TKZSY4XjdWUjeRhMLpi6/+0uZXbbq2tFk2ia7H2p8nv673sr",
-	"7usNxK09ocaa89BLAfap5c2OblbE0N2Zstik9IAkb4YOQ5AnLtd7xjlUAY45sWAH5yj7bRgGLU736D89",
-	"FTwtVjfFQtTC4415ByAGQITPDKGrWVRBQJymiZrMmgs98ipYd5DXxwT3tuVju3MfPov0rbLYlIndKHKk",
-	"1ZsZW415hY0IdY12TQkGd2Jtu5ZNKdyULIusLLmADGdhuu4NSfzrCMI2o9aQjFzkZtT6ikVCTQG9DsTX",
-	"qnQNuGcIJxj0rsVXQ+YR2rMuKOXGqcdTMPQzaFXWLstIrPHYOYG0DveYPsRgCwppgI4dCcwO9D1nIW3d",
-	"t29lW69jW91l87aco3+tDQe4ZlKtx/xPLCv4F6oNMA3zf93O4uiu/Xj1GuEmlWdYl/y+3EE331EQ9M72",
-	"9/zdIhW9hKUGk7+UBpfK+miYkQbnFu4eigu02WsYyLQonOcs4bW060Z7Y3tdnOBLowmCW2bDf7IpLE1F",
-	"4fbXVaXbFL2ZWgmE/kXWuXhO4lFr1IoNDClAgJOLepV01QhxJNBG0Hv9qBdFx2vr0gsGJw0DXS8J3zHg",
-	"jepxiulu9s+m8R40hqepy9NjdNjHuObQ0yjPXW5Fbe03WPDJTg07Gnzh3sGcY5WnpRoea1BUYvObdo3C",
-	"y4TatsXteD5evd7Ga+vuoNaDNm1zaREcF02qmtPrvePd3GwKa3NTh9OkVm5DeHJvhZh7pRwFAAlB0mJF",
-	"ioU4IOBkx+19rFmPs4fBVqllCY/xBC+YAD5/toqbfJ45W3kNeVrDVhjMGjP84G0PiGo2zKAsVi9RJ1Pb",
-	"ap49bAS2HkK55aWX63CL4T3BqRHEYyORhxuZTSNhSziW6ELD2hZ4FjJkHObiM0WOwsAD7w2hWiacHm/S",
-	"rlal5ZMwbDQm9O1acMnJZI3g08Yar0xsuV3t9dOtdyDyXlUfx+d9y/QRUs43F+tS27xIdjwH6qeepb0h",
-	"+7lV+goOsQpVI7i5aT+B/TzOuv9mX8HwBvXX3bJeUix1+O/hydn0IP/W2lrte7mpuwuCmTosDbt5jd7D",
-	"NmmWTJM1/DGEFwevaIfA4pmGbWYRSxfvsqsBOFV+0z5jNY/EbSGXyqQOezOPSSmXrEgVNla0V0189Sdt",
-	"ZxTnhDW3GASZ2YsGEInsB92qJlx+4UWRpegCPcLWlVrpmMpFccCm3IX44aiTCQK9GivIbAk1pEm+SDXB",
-	"zG4gYbCWXLzPi7iT6yDxXQpA+jeExkZO5VJ6Eqhe+eLGEofTtZqrg+TI5hBqjRkdAWCtd3xcxfvTwps4",
-	"94M5xDbP7+3qsAUxMqawizHVgeNNcYZWwTNh8ktN9hNTdzwdiQpF0nX9/D9mkf8MeBcNCLiHG4u7VVoP",
-	"Oml9GuZ8s67+dTj8dQCpJm2JPrI5GsJsP1JLb8B3+l2mBlDWJnhxmKps62GbdWVbYPKY0T7SfHgswvCT",
-	"2gjGbfSoNTp0E0BbuUpVbBpEqeWdFyiesZIXGcszZcwE50d8HMIjDEGPcr4lltc8DPMEOVKck9g+X92g",
-	"4mMormVi9fixPcbGgnyQXSTFdJNqJkcmSpflnCB8+/FvAOg0+U4P24B+llQzM9r3/oaNiHPz9pvnksUG",
-	"BHvo7GtRX2mrYc0b/FfVj5B7BRE5NE/GPNEj8ivol2j2AojYZgvqypgZCT+fewxwTl4zRcK00HFIn2Dg",
-	"HXfIhWNaH0jBG9diPhKa04vzGrgCZmFJL8CrWaixG1hTLgWgTDWLuWzGf5GiuWHjw+tlnX/hgJRZOMu8",
-	"ETj2qG8g6rq8wvaqplP1rNhWctvMIJ936DhPkHPr1KV/fi+WIaCW3HKSLMqRwMwZA8QPyFL6BTaqHdfV",
-	"Kgg9T/iSF44HFfr4Y8jmw5pOZnLfzHB/A0b8h32ekgtScL2GUKpjSoQcXrlrVwuACaXcEE/bXbn/bN0R",
-	"Mnoh5wxI7DUmalC09ntKrYJYH1Lf5Z+doASxUsr0NWPE3i8L1wEw/g9tsOUrLM6L/wMnglVH1r7wWutW",
-	"hkVABuQb/X8t+scpqk9Mx3+WBvt0+uqTKaKvD1JCd9P/0F1VaVuHDdrXu2DgtroainX/RZQhiKnWz3vI",
-	"EferH0H1g8yieoZxpkz+Sj1p2zqG6krVnug5nJJ1tQKfbY6RP0YhO1TVqBbq4/WLjTr4VxdvLyowKYyQ",
-	"F1IQfj8vTCscSOVlKcnWsncvF3qbPH/PikztUE/2RjL8Qwv1D5Csu44udLzuOMAAjmzGi1tN9xLTBplb",
-	"i6Fx5cBBhvjPsGAmWdJuGXf4OwzJkfAguKAM1XfeQhqBg4W2TnXv/RALhFhlrKdowBoWRR6b5KSRAAx7",
-	"zZjHjwmJkiMzGgtNenyQh/YhAVIbMvPUPFSnweUp5JJAsNQSZWfwcf/AGo9YOyjUUtDXFXt6rIG80Fto",
-	"UfLUjezJj87mSOwfSiH/8NxxFD7JkBrKDtbH9wisqgNO4L1UWC8OLm6h7YLZid6etSCxrrQrYYq3M6G4",
-	"UFmZfeFQYG7hqzG7y22pkbA9SO01W6qynMqc2yweSz88qqqu1Vtm0ahG/O6EMO6usekqs02hMPdpomDu",
-	"ENJkJCo58wiawKsOIslsB6yI3n34O4U0mJhibif89yP+5+L6xfcY40X0kNiXkPrmNfwWRBx5sN9nj9Ly",
-	"R+2+hoLfSl+pN4ssFjxGlUTVWINqgZYrHpMjl412TLCpoR6Ua0AEz5qUHv0jpMIoksod69qk8RzMsbXo",
-	"dz2mfQ5tQPWV2pZFYwqeG45ExZ1V4seMorcHU3hkY3i2aT57IrG/Jfb60HDqI+KjnubYvKvmvGi73vh4",
-	"s79vPO3mMP2iro42fXFNDfU+Fn+8fgHVtg8+4Nf0072jPFRfbdBK5XxHz9yL969ACszYSm8PAJfLrChU",
-	"+lnqEID0fposykXBO6Yr6LCAclBslo5XlkVW8pgkAARq6sWxGDYrqrDtkUlKhOxcl28JJPVfQ0G5h3wo",
-	"V2pR+/Sx191UDb+JKyeV7csKV/Ff3kBsyYei2J5TDWdMsFseW4Koqver+8l0iTUdLhX0XU+z0hChtj3h",
-	"B5LLWx9y6Btb6ABPuD9gqq0qY9T9XF2wt5gZ2cfxL/ujA2m1v1cX7C3eTPX7a/Nr0VY1nUYgqw9oczVA",
-	"Q6ticgMd5psbnllv5n+3X3y4+q59Db3o0QGFjLbRBZW7XqfYeb4xdfIgZA37HqidMEHlggu+xL59VVzZ",
-	"tM4/vCrsQQjzhcxrrbMcwrtFe20GDHe49A3dMQzSr+0F60Itk7W+tZu22j8L1h6IQH12qS1io1Gd3YpX",
-	"YqsxfXnPkjJf1aBil9LrgNBQ1wMNfrex67WDFHumiNfU7eLlm1dvb67f/XD5trn3GJtnzQrXhV0pI1ko",
-	"iafLm812wOYSbkrPn3qIjEfB9AEebdiej0kwwH5wzSG6vRuPEbWY80LxlKdGXEKDcmVlqKlHtKxqu8+t",
-	"pxU8KN7ZlOp/kStUnOK7LHXGr9cVSJOO6SMtJn/9dG3UTTPg7FaozmGwL7XIk6Xd531LhZ649GlW7LZg",
-	"Cb/RYm5PGWzBv2RyoewxBgtj1+WhNbGbZQ+1TuoNyv1yqnhyE5M/2f4wckK6ESmYSOUM0uRVh3yYAoK3",
-	"yLWJWvADF2Ht22urUqfP3rV5ighgbVs+GiK+9poraE1/KFxrffBAgeakw1wacLkN7rjj3HHHOgbpkXUj",
-	"Av5olX0ZhydnG+ijUW96mDS73tIn8sLip7OqCRzojxbyHhMNTTAU27Dp3y1u63Ycum2Hax11v+rPqDKR",
-	"cBLDf+IDg+/bG85eY4crtPlMxj98BjNBXS8z20zVwITpuwEMhZdLWdw53IyqmVQvOKMj0Yv61ORnkv79",
-	"PcWup4Y+oG9lgoR9Gwo8cDo7Wtzup99m7SWOZhvenipvFmpHSpD7mskNgqBLKWGqZp7aCqP+IA6XdP8i",
-	"/XaB27bKdQuCNua3TCCLZOJ2LZ8e80MNdWorgu1uqy6nI2GrKHcdyY1oAXxbMzf9oWeKJFmRLLLSsjPF",
-	"XregjBsIJLufIeEGW1J2CJLZ4CBpascUgx7uxZCC4wDKsLcEFr3FtSWMXYWoMkk9NbDDf9XmtltbzNZ2",
-	"QPKIfrOPaTHb3DXWq1zwOswi565t5M9bJT8Akqtm2JHm1hnnUHlurB8vKd5nfkoCMuNMqF044va9N4kU",
-	"xh26qjnNdpbH31go7YbbLVbm1x3T/s0Khzk5/+/tnntteuZvgAHZ8nuH3g255KVDOVgBysOD1YCq4MC9",
-	"x7mwwF2hJJmwgrqSelt4QI5sxWnVyxWCsCRDt+RujtoeTPU7VzXVmDYk1nfIa8ioh6orUJDylYGkXU+u",
-	"R9TnegYYtW6zqlzaQWwAWrf+e6xZ6Jmypy1mNEAh/Eg4xBOH07v2QUC5iI9rUCi/Xzr/x6vXpJR5ulZe",
-	"6RYYs4g1pxktG3CdH5PXb4ZxIydNwsxr7AxjoBV96j1Ps9J2PHXjgM23IhWyX4e8MoQbiUwRRuK1RtMx",
-	"tVkkDmR7f0Nk3ESwn/GoNe52DKx4EQ8gpYGdQwRC6San1lqQ7HU7ObrtbA5rVL16jbM51LBe1pAPYYSM",
-	"KeialbEZJ4mczbLSge0kskhNXal51tHb5OEY4CREjzIYfq5+FN3jmcBSe0BpGQkEIzQYjBvw6h6H/Bm9",
-	"P9YZ5KGszwjL88MIdwgKlkEzVJYihyt31md+swP31zTJa0RXcotj95oCHd2173E3Tllq1c79KQYH5UJs",
-	"3fOsnD7dhn/qXEHbYNnkSdQHlZXeOftkpfE2BcGgiG1jmk36QC11Y7H8zu7OmX6V89H5nd5tdaGtHfNw",
-	"eX5n6LTtk34khtqTlgLVUh+g1XgVhfZyCy34XD1OfbyDhx5YKbSnMboRz/XO6D4Fs5KkWQqKkf4RvRK+",
-	"fD28YOgR7Yzrw4MAfq2/sS2cFSv3yyHdjenjilhZnsslHk47ilnPjZVuNUvqweiOhH0HhJsRuxTUTyn2",
-	"I+Y9urapwrrdhW3P7ytGyMBOH1YQBxvlq64HZOlQBSD2DqmxIxFbQK3YKExZdeSYKdfJ1CFvpf950Ntd",
-	"Ym2HvMWe+gnH/o8Wndme5KgFGSxlIxMM1lnsZ9rENQhebsGH7Wf+5aq4rJbkpQLtPmB2ISr5YJjVMZ+Z",
-	"pk/mXPeVbDnxjAALUGQNgcZiPSPr99ILVeXDKbWmJzfCKW2q6oDxWCnmQ6wTw877KdeiKIUmpqAVJ3mm",
-	"P2kSlUvrfhqJOSsUtCO92KLWU6yuryu5aB1ARq1BmWwzkbYN8xs0hxQ9eERJvbltPxnLzLzgiKhu3pPB",
-	"SaJVTucbi9fLq/28qMNIW8sJ38WEvi1B/bwAG1+YZNBgKBOdOp7JFoljnQAobLRtBLV1VZq9wdd+gGOz",
-	"jubVEDO2mfQ19q/n+8vJb+LsClp5H9IngmXuzKZyQR+EskfpOGMr8Jw19Oz0QWbUTvyyhlWG3J6KMPqI",
-	"90HJLFXIkTVv9QZYZoofnyOU8MqEXCABfcy5sGioB2kJ9fLFXXYRVNAhclg6NJYjJJBSh/ZJncFHyZRB",
-	"h1/YmgtAmTchB0dRa1V2yLc8kdDCKfbwIWPzMeX8MuiprR0zvoh+QP/sbfhOYAvVNwkQHTt5VOvc4Jx+",
-	"Do0SnyPye1V++aAiCozUWvjptZJOV+q5vZLTB8dZ67W+UQ+6rqM0KIw1bXbTctjmhNzXzdQADQu+1Gom",
-	"KDYP6WO6Bkz4e3Qw3YYI/D+yNNWCR+8vS32ixqmaeu+KrQjpF+hPwCRfi1uLjlt0vYFIjPUAzTtgcFLw",
-	"Q6AfceUOguJuff1sRrujHslKglL6RUjSFv9ohdZW0lZQ2RM7iQ7ZkoSFNQm2t6upjQPVZgN98SHlRPs8",
-	"4B1yibCltpWsCfsIiY5lco09PrBhKbpM/dYy2Kfh4/V37TOYO3YgYoIsxJzpuRC1KAp5y0pOuErYnJOj",
-	"eDRapGdBgM1Y9R+TySQ+piPhsFJ9eFSs4WN5iTEWLhII3WaCaZ2HlYys5KJQPJ+QI8ySoUSx1VpCxa8j",
-	"NA5GrSHpRV9/F4f5hXGdkZJvABJaZX4I1pN/6sGkGYnu72kFF2bhq03G4khgPYSRX6jUQmWc1UgbnNh+",
-	"r7+UkhglubEEzddHAk3iKm5hLXjU0vEZCv+27i7E0LXDdxV1s+odIMJH4qRHfsi+tR5tZEFcoWOsQkeD",
-	"AIfvt22RS7HLCW1YENUFm8RuyWtSPKG7Dm4js2Opj7uKi7Lhoh8Jq1eDieK5nOOqqaTVzI5wutXr4nVn",
-	"vHsoKzV7Qyu/TJVrybR73dsd8j2EaWW9sgckDqiBMl+UHCPk8UjIwgTLvSSjXjA4qTWtKf3UTZPXAG8+",
-	"NnSq+mhCyyRXEWe1zU3MVDSAt4YyHqwstVMEuHhwGboDe9yixaPLQ8glCHFumNaxST1tyxX2dwOF9Ufh",
-	"tBvMQJIn+UJlX0wetnXS1OfabTYA9nvidwsTVk7XYGLhPkfzNXHj+WpGwrSlOtL3gapR9zuiVl4B02kD",
-	"ZJIJlhvYbdiIZpcZqXQruQKHUMEN91hhY3tgWcngf89zJOpvOg2NVSO6lVpCQR2Jl6rF/L5qoIwe64vg",
-	"i4w9fbX6bAx3xR3yQQ8edxBTPmM/jkORYr8VKuGgoMdTBC2+NxK8CmvWwgXQ68O+WrOej14pl6KKOXwT",
-	"Uz8v+JsYhdtmlMAhB2Oyg4NVtnCHKRdrvfb8OKtWtdcCrb8vasNGzMD1fdaK/HhlegJgPgDoS/88nAa6",
-	"vz+73xm6wjSEPdtpcpce7CR9HM7BblfUpigmR1ffvSDdbndw3CFvwZSzvqgN4YvAv+f4l+CZFkYm523d",
-	"dmeKKCmhF8BcKpWNc4xPZzNulY25FlNWE14rRouC6KQdhu0oug6DYaD//x8PdjQ8iYuJYtzCCkFM+7O1",
-	"X3UdLlQEoETRXd9Uq/Hm4r9vrl+9uXz38TomR/2ZVk1cSSC5qBQ91LkWApIFgLugZTN0noSatkxV0Ku1",
-	"yhDrmDzqBuoYUye4Wt9Eh/vMfjvm//uqeUEF8V9vFQ/9kQ0YmV6Sj1evh/APOEb9HktO7dUyEBJ6UB13",
-	"tuoGr2q97SFyY6t3ak31I5XmZ5UHfb51yGsp56CnYWfh7Is2x1iaFlwpbkFzoT2pKfry2QUDbrYP/fpc",
-	"jFn7ezjDDiXQ1y0uhy091U3SbnPKJBfgXOeFye11UjQTqVxSIvO05qM6yHvkt3hv7qXs2jvdgENmWxJP",
-	"ARi6CTZ00VbDzXhlHHQQj4fqfvyZ/7xgOaYDG0HmAJlhI8+MY31LR7Dqxbv7RzU0gN3sFoV9wRDSeHOy",
-	"HXJtYAUdVg907ZLyzjSuZzMtGMOABkHga8KYxWx6n7I8NyNREEwa82kGXi0gWwF+51zeQoxH6yFaCYFR",
-	"IBqn13C0qjUHp7MnCGre6N09sLb3tdrTfWpvQ6ndPaH2NHf6Z3Rmwr2zHwt+bSzmMeo27CZrNu6dzzvE",
-	"QRM7f0KXsAtDZdg6Mc8mfDgSbZ8zhrUccXARWKMP7vTZY1hr8KW8Hl9wq+Ov2n1ez3/bijgzXF5udMy1",
-	"H3VtjmuvupUlepWqnAzynTbjaFXYi6EZ+xqm37BupO0wCjFNtyxW0CL0yHcX6ZtHgvg2AuiCQ6ifq6Oh",
-	"Cyna/jCPd4/TdW8euiiTzRywRq95gV+f8ISMXWkk11sKjl0Rq82rVrzUXKP29eI8MLVwMtFq3xeODP8A",
-	"uwcHbEoGtoAnw4/GCp/P89XQBAlUvAbVYVpKQCRDprzS8xSqjV6FAeiGVSUBuTCvslgJuAM105uHAHPf",
-	"fjaRM66qVB1IvHeIHg/AmHbEOpxEW8u6gW+w3+TOGkHo8eQKiky6q2m02NCgnHr8fVwhMIxErcHBHZ/b",
-	"IiToEOJl30B7O2Mm+AlknmKLMCkr1Fh9YlLfLLi6vL58e/3q3duYHJ2SlK0cHoDi5Zpv/TQKpodlmxxq",
-	"M7ruKa5Y6Aa00JskS5uaRr+v67SkwDhxnf7GDlRgVhWgn7C8nMrF7bRqYTrOJfTx0SaTH4UxxDtigoDu",
-	"KVgO+nFWtYD2O7GYEISJrhjK3RZMmDC80xu3QVI2l71W8AFrUV8bxDVM3iAkfI5tPCJh9FhkvSP8ZehQ",
-	"SuOf3xRpzQnPF9g1vK3NVDgvIPvZ5X/BW9c6OScwzVoPtGB/C7RahUwz0EJ9sk2F8ETwZb5yIQgcHq3w",
-	"NiAkm8j5yvpbDVxBQ8nMNqSDWiHaY9AOTKKOqld/D/0YEvaggd/YSEyZMk2X18y15c1d96fetH97cjOY",
-	"nPHT9CTpj3usO4jOwtPgZNLnvbSbROOQBY/PpK+Awh+cS781KdpY6ulBec7bE/HdMuhbGpnwwZX71xUy",
-	"AhylAI9QlxJWHA2JK/OfSJOXakDcGor+R8JU/V/xhGNdwBdeZJMVfALAGUyDwawkRx9KJlJWpOST+dia",
-	"5MYPv5n88J+D4uwvP/zt5+J6+dPH9y/PXr1+/+MrGb1mr9mH5WFpKkYsWYbfjTCwfVNuK2i8qChXaFFv",
-	"FBV9Rv68kCVTHXKJkHT6BwhGsZquQI684+3l5XcXH19f33wT05EwMTm7u7MCAUFBZ09lop4rniyKrFx1",
-	"ZiklIzNQfwT4lNV/Rq3joevqNRKYhIL58uYZUyS0rjhR0KkhMwU8aA5yj6UKsgSWbKWGI6EV4QvlNw7T",
-	"MsC8+8i7bHWoKjQLOHqGJ7mpmTkeViWhWmtfrwqtjxLfFWgDySqKSHIU5u7EJUdO4zvukFcCLQL4PgaS",
-	"3OyaOmp5E4KVBAzCIbb085qrZgiwh8oMWaenxYjrGIK5Q7GRVutHpqGai9Oaq8dNfdfIocrxhm5Maqqx",
-	"Xlur/IA+gt7SdEOLM1C+NsUpkfPMou1l5RAz5SBvorYHRsKm0NWqx2ERXemlskILxteBw8kuBUDFO1W8",
-	"Epz8Xr+b5Tk5MiAJEYHWC6g96TGo4/P1UmQLqFBrAtF8ho4XRaNC8v6VzXGpKgNYaZIsxvILroGWGFUE",
-	"xF4hhVxATmKque2o6lh23BkJaOCKPk79fX1/fF61TKNBAP6o/eWp9uk9g59Duq2mADlSC1WyTPD0mEKg",
-	"rL5aQGbNmXhV09YNbCSqkZF3+tGsREALnIrfk2zL0G3xNd1a4L12xFu12nk43AKUElO0hUPpgMp+V1Bv",
-	"1CpvinoyI3E0Y/cv7DfLl7boGipy7ALYSaLzUOJUscmXKeDPZUldyYy2joTUTFr5/HwggwcWrW8hgbeI",
-	"j5s7OXqRy0WKs3o2EjN2X03/PS8+wMttjgZsCmVCFEObM1RwouYsQTUifK6H3MwfddKt40C4FMVJwbmh",
-	"pgmPgRvf2J48z0m64HQk1khNGih9DvRwX9ELNcOCFgY4WEi6zMF4joTvlz2qOWaPwa8NtSYmXWfdP2Zb",
-	"0uix72X2jbY1DZCm0gCCVFgRR254lNiR6fPJ8zEd2+0AGTOmMSwK2KVc5OlI8PuEc4gwmwS4pt3q3GFY",
-	"SMEZHt4NMXcH+jsSLNeHhDNkOsTCrqtnNQxbE1KQ0sS43OBINTZta2BjGAz22+WV6C91Of1H25pK4Ull",
-	"GvZAUVnRIS+wb67ZnAWHmFM6JE7kVM100XDX7KqmUpYYkcfiEjTfU823t1yfOPu3tF5vhxm5Za2rJi5H",
-	"iL+rqVPhFngrC6ZkZsK3wNK1pRyJ2lqem4x8D8he77gZu9NnkpwdNvqtseTXptmiD/4am7vjppCNpis0",
-	"hJEFJWOey6WnuYzE1mjxWlQ6rIJMx67im6k76zD36RKdj4TXhtOl4mWKJIvS4tighLJmeNXgQZuR+qzX",
-	"QgTKHOqIqSPh3oGK02aQeUteForqnTk2+zFFKu/hmpcKkq+9s8C1/PRjS6hqoOrZdALHlNzxFUr3KYh0",
-	"cKVgE3kvSQzaUjvwHkDW0ZIJMi6PtE7TmbOiFLzoJHIWUxJHQbcTdMKw2zmNj8/xtXicrEOrw+DQ8ZAJ",
-	"XAh9S+XYZcJNTvODVtL1KMCkMJWDlgNN74XKnvARqjy7giHROuTCV8Hgmmoopf66x8D8r4wvN2PDj/MR",
-	"7zk2rmsnhpDLg04N6gQsx4zxA4CHnKuvPqJdxvZvh9GBF31YzGasWB1QI/FUNQW1zz4wAgIFAfU5m+XZ",
-	"vYb7lw1D3XblMOQdBppRjzbj78cGF941ew6CvUtcH+cmZT472uzprIIeKoxLgTsXDMNz20sl55MS9qwq",
-	"4XBwHvJN8+x/41H1eNTjhMhh8SS+NZzUgBu+M1Y0ErVgEZbYGw6NQxWTo/g0CqaIs98NIAR07HobbGDt",
-	"1wJJNZWhiiSBy9qmfzn6zRfFLaSJmXoohUmXZlZGgbXDHglQUqH0iQtMrTfKlKrMTiiP0IIW8vi0IvFO",
-	"XzdlkNQL9veC3rlWX0diU4/WnK/gzBJkIcos9+Njr15evnn/7vry7Yu/3Xx69fblu08xOYp60+OK2OYg",
-	"Hgmn9E+Zggmi8/uPCKCZvvYHhtGufFeciaGZoFWVK2dC2zmi+//9s++P0+pGWrCl8yu+ePXySqGmtyv8",
-	"ZnLSMKW9IvL1xdVfLq9vLl6/fvfpRr/qQ+xno42E5k3fN6K3MgzYsZnjJKtEWr4TWECeVuVakH6qfwYN",
-	"RUArD4MDCKj7QBAiJDYzLxxlwBU3sS3B3KHpJzR2oqATdILn4Ulj63J2/wqfgob/W9igighuHobN5cQX",
-	"ENDAVhpyUpWjfbx6bSSqWxMtKvwq432ZCtuiPJBI+aggT+2NjQ0Yqg9k4Nk1VZ4WY6ZEF3tnFxrTFpSR",
-	"qsFB3cPhsBbQNDNNaTU7HV45qgd8ad7fqB6ZsNSBuayHFmi7hcAqbcP80AQPIQ8OXZmmkGp9tXzybi9G",
-	"/ryNbx1x9uEzb2Zrfrx6bbthPFPeaoELrCrTPig+LVx9JewaShYi+3nBrYvaEZWaKJ3LtfYaLZmB6OfP",
-	"MQES3TDYIsjEut02tKhDpkS4hhi2llE7zgC9uR4ODzfD4Y1Nuz77/bvan7/5999Q/LirUJ6SaVOZmmtA",
-	"BXnP5xDHcgzjEQ7OBYg/TBnCxzVnFRtadLZkF6uHV+M0dC7cyq17a9mhzQjIEcR3K0zPsIOr2bH7yu9b",
-	"zg7nxR9fz/6UNeVOJDZFir2NOCShMcK8+kdwuFzE7fjHmJKYxe34l5iSNLu1Ad24E5P4JiZxO6ZaESzA",
-	"dkeQiZHIud5mmBIJD3XIC6Z42zlI6pzr+PJ32byWGIfC3G8jVrUnNQG8uwyIRwIUMFA+U9YECPzgI5yC",
-	"VJxzqTeyi88hEGudXn3PNn6w1Dr8+PfDS4fqAucguca8GvfjNIM1NXBnIlg1o8Y+MjZhAQG1q0Yu14/v",
-	"40Jd8VR8sSinssh+AaNmSL7lrOCF6XENnWJcitKnAsxWfU2Z0BuCfSrkBQR7cml74MNESAHbWYqkErMT",
-	"zC2gtho7nackCuwTYGbZPjYOqT8gqvLEx6WU7RkTqzZblNO2Bd2uGh0W3EbotAGpH6baNhAGHgpugQAn",
-	"zKhjuk7N4IQGIlSbU59WJvr7A6Z/4R3f2aPp0ESvFn3CFjlgYBW8XBQCghkJh0p01NnQI4HmHF7RZnBn",
-	"JPyuVLvWns0zPSC3+pfYgpcbDwP6kxFjUc45YdBLTXCe6mUfifi+7XLX2nBLTI5iJlbx0FhoyBp3fAW9",
-	"PfXT1r/tYmdBl8SZUIvJJEs0b5kXQeytzmxHTJBX77+cQMjGoKg8P+kd11hMjUTFYsiQjay1i4O0zISD",
-	"G1YHsfrVQcxj2my9gK5eWxDJmZqOJStSaB/hdwGjYPfp5VXQFiq2CVLVihgYYkTddd3tjnAuIwEiA3n9",
-	"2ACPmpygTJmP2GoJsCmoC79tdCZ7psiLD1ff4cugzFgveL3FGRYFIIr6HV/pCem1U3ZArkfXM4Xb0BQT",
-	"osjVBMEx2Vy0Ycux040ZRkVisy+/foX2HBO5Sd0qjxLq+RTPJ+2pVOBAmi3yMmubfQhFt7bI1LqIiw75",
-	"m1xAVA0bSWPWBpospVYiMCEMiij1BC0OIxSyIpQX9uGERTI4VIKaEktlofGIaSBpPFSavRZJAntKFiPh",
-	"12tavyA12Yi4p0wCCjUgGAipUUeRHYmR+Ld/I3rra/mK1dj64nWVkKLIETyE8HkLoY/M+PmX8HkMIeR5",
-	"iX8BSz2Pj4GT6v5My37glsQdMRLAL8NtYucBybIXZJYpBW15ZizXBgJ68b9AlZksyELcCbkUIMBMIacW",
-	"JyEEMnGeFhOvAqn2Woyykg03Lxv0FVK9sEdtQGckAKSECX1DPQWL32cK6f7O8LwlskfFTqfjE3LfAe4T",
-	"1hxg5MI8NRKg45okSAjV6fF8YUUGydpT01UHJYJeqTRT+pfUMsdlUchC6T9QyPTu74Gj+l5lDyZlChL7",
-	"Rf3zQo5zPvsToKib1udX370gg17/9NgWma7m+uyKy6zMeUxHwsFLYJSUlyzTpiVIaVbBQiiUWgDVCAJk",
-	"MjE9TEyUIxMGGkLFHfItdMafL8xCGzgipqdgwU4wWYZ5GaiadSD/dC13g9WzN2zF05FJcju2dLtytEGk",
-	"hIqCFTaGmYtNO6DOc6AFqAeX0H4HsksNiZBKZJMJkOoKs22KNhbi6x/bhbmmiWrf8MHojO4+481vqyIh",
-	"z7R9+eycTAo2420mEq5KPSa8buEfXrBkymFIhczhQ5CCDoVpyP+QZMRKhnp/IW8LNlPWsNUmokJBZCr4",
-	"bUXns5GAp4RtgeepelDQad8PXRTIUV2job4+Q+vqDlwaibiAVmG17mHxsVXsIYgyXgG4aALp/1gUzFaY",
-	"p6s3BCZfCUlevLv6YFdzSJg+GUbCugesgJBFdpsJi4dhsE5tRwjVIfF63nFsrZGCz6XKSlmsiGJaHZmu",
-	"wNVkGeqlRY29XTBwUHPgqQsfwtAD9/QQha2bxpQ0UqA2M3ijDfetp1tBRoclGbxcLw1YjJDsU+WwqpUq",
-	"+QzyvBZq1anGnHllylo7HcL3MdEdkS25QR4GFBqHk+ByyEClPYKwAJrf7lxNCqamloizLE1zsyD2Lcc2",
-	"qwFyslKeLlBIueWuIa5rJXkL2kkH6e3XNBoVQp/MCnL306zgiQnRQd6cyfzvkLd+hzJFbWKMwg5lxDUo",
-	"A8gFX7raOn5AYDj3sHFNEXZmYHxqHUrImGM40+L0uFS1tZSldQGmCQCKT8pKjg1uXN+0oKs/NpVCLgot",
-	"rjAMLqEj0aJAkwpCc7iUCLmlOcproA1Htlt6bIdpMa4z61i0LK23putgpydua0px6p75ZmaxrS4VENMg",
-	"IwV11BWkvtiM7+30wtXwcNUgnxwwh9wuPUci6WF5I7H52FouALrx9ZQrhARkZr9B/Y5d5ZGwMGyVfso0",
-	"J0lhXM4bwGzu2WeqwuMZY+ozRcvL3nFjfo9NxHSjGhhQJLFI2cf/RmrojcxSDwYArAj9E0GPmRq6s3hm",
-	"jvY6CBqu159NLSTsRw6wlhzdBjaZ7v27D+stcZ5jmXBs5eC1hyNjdFw4W30SmX57lUxD6BxqvdkG706k",
-	"qJfUkBMpmecLeLg6vKE04x92af9hOOkfI/GPdrsN/0//XJMj/yA1kD4n2rQK4yvhpP6olgqqZLO5fsNH",
-	"kd3b7HkrZDOXdAtRIIPXVX+Jqtq5/oPEX0KKmrOpOvr+zcWL9ofvL6L+id5toxb+Wg0edetO/bIbWO1X",
-	"AI6EC+Y13M9iQwA/wAHHnqYbFZX1ZuLkyFRM+eM1rz2mtuPlRu0TUXOeZBOjeGr1JhNcnZN0gXLDvh1U",
-	"AfB7Kr0ELMd06rbic1ZAGM0rtUKKbpwE/7BW7L4+GV7WiuvxsY8JKuF1gdf198K2pkPqbjWdE9afsAnA",
-	"afui9LmvdvBb2CWDpsSEtNy18TqfhRj566drcvT9h6h/sra8CBoH9LVKfaZUTGInxbRiphZjzE+F/Rf/",
-	"VGaxjwfVBhjLDIYY8/u5LdBBJPmqYG5R5OTD9xdtw7kOuP0feDC7UwUK5/RhUp0kBkZ61cA9eTYuWLEC",
-	"cAN3nugJQyoEhJ21eeJ7Dlq09YUX2Aa+FXaCTgCoW3Mu2DxrDVvdTtDptsDzPwUn7fMpZ3k5/QUa0Da2",
-	"dTV6bhQEps0C9qGVCaSGK1IsBLQmJq9Kkkx5cgc6acrnXKSaPTuui3omxasUQeHgk7TlNAn93SgIIOyP",
-	"1gGW4axBsflJDr86xPWWvLOwIzO2t00GfBzdMA1dEqp5sRzCKl9pq4cDa3qrm8Dzb1lq4yG+P7w1/Ptn",
-	"2lI2a7D1Wm9OrhBb5Fa1hn+viKNan/Wjz2da40jU1iWpOc/NzVbPfF9ARwGuDwp+r+16UN61+MEYZWWC",
-	"E98Cr+dcX15fvXrx4ebi5curGO82va6sC8+6NLWmQA16iPM3uKbQ9WV/Y6a1d9n1wJ/Pc5bVF7z1b+T7",
-	"y9fvKzXEoYvflLJkeaXUu3y08cr2ChtaXdgkUgLyM8vyzkj8G7n+2/vL7a/F3MpiJLbd8av5xp9HgLI5",
-	"an0l0UF3IwKsvj086H4zBf1EeNaL9NDXKIL/q4/EQpFr/I/NA868RrQIRYvxNc4bqVB71S1b3HJ/jLVf",
-	"w343GomWvwXXg6wbu81wg9lgvf0b7K0sv9Mq5M7t5bH/zLHb1o1m5GJnxWb5zt32bs4F+KBksphxURVV",
-	"Xbx/RetamoEjzjm2wWXzrPaZeHNf/IWX5v0Pk4h21J5EtH7lR54LNSHaHNLFEPpGJoslULcTOCKZfs72",
-	"qFoLGTaK33U6P7n4vdYjsm/fxRqQBHroqWidDChWEyZIKsG7Anb10XupylutumEJbTJl45wfGz2sH3TR",
-	"PFcG4XwkBOepqVXTwnbox5xcJWm9FpxMsoK3wTCEMxgTkrAqCuWzHcRIYCKlKrM8h37y0PwmlYtxzrE/",
-	"McKZAaS6G64Zoimt8GaL2bLmCMETeUhSfluwlKc2JFdpAwjBu8gtQlWMKoPWr+QdOjm8rxr7GOxayOnk",
-	"+cQiu2Jwz0GjOHBBiqnCJinInZO5vD0+90G6TUN2fVM/6I6ExTU37mGCPl61uV+vkDV+q/aCE4daCLM0",
-	"qMno96aZp9Y8rZYDo3/cvqKtftDdMUnfsf7gyXqrjsmZmvqtYYt5zIOV69V9FXH6QbfSht8aB+eqEjuL",
-	"QgydMByagQ6FLNt448GEfSvLK3xik7Tuu2ARrvGRgdC3/G6dNFltdxhPR2enDLsC3NU9OqSL2bBFivCO",
-	"jXIMHf/oEkLob/R+k0SKSXZrU/Wh+tLzgJssZr13MqFKludw3zNFjgx6+UjEfmsBbYbpnX/HXcti00LK",
-	"RpPBxG1not6V5ZzEOCSDbV8UcqkIAPKjf89mYV8K9NK5CgQ/JvXx5avrGr5UL8Dyghr07MZGf52p8gLI",
-	"pw2mgs14CWjYf9/E8YR+KT70E8fxuEDxzwuOPW8wTuwmVVOa9nbjbubNamzPYbhQ4tE69O4XmHz39fNv",
-	"FWiYYfj3X1ssMXQxi4NH1Y1p3NSi+gZZaAFgQo3QN2gD6DiyQMdWFvjVch5CA4A0VZgHmOe2WVsN1U5B",
-	"8NXA+7SCcMDY2eSkHSZR2j7l3Un7jPXG7X5ykp7ys8mABWO9Bm6l7CM8aIfjKGmfpl3ePpv0gnafnYxP",
-	"k7N0wIMJ0N1RwHB+Bzi/Nvckz5qnHW5O+46vcAB3UYvad7aGXTs61RpGa9PqtwfpWdI+HZ+w9ll/0Guz",
-	"7jhKwjTgg8lZfVpikee1QZtlM/6i3WMOouvgbBj2t4+5nOfzSXn6paf4NKp2gME5qkP24BNK3UTLlfxp",
-	"kv8kJTvNW/W5If31kvX0kvXH7ZPkND3jgwkLxuGjluzzwfLfbDC1VYV1G/9xJ2wvCPc/8lEwk53Aodln",
-	"L4oOecg4N/TReSlKfbJ89TDe9z/P7+c8KXkKkff1I6qe7/f3z1/X9G5O4CTSeph3bsEz60fWuODszvQd",
-	"2GqSJVmRLLKSmJurTsSm3vkIc50oFj4DDLUsymNsReNCN1BENmW2QYHxvOnTpUO+NcOozpQxBj5d+aXB",
-	"mbHYrDyfnJu0pjaEUNzbEWDpE3YpHQk75kyhkWh7pcLInyH8ahXT8CEyMASqVQsOeBOu2toIuwq3sfk4",
-	"s3NqPZmwT/Q7kgVUY9r8xtaw7xqOaMkb6UPwBqFaAF6gNotNhPv+MAh/xPELU3eyfktv2IVbCp5wUd6g",
-	"3dIa9sJOH/NWuQKxGKCOyPG0gXQsoLKX3r9WmD7s9botX7JSWwLbGgZaTjbPOPBnHNQm3N0YZnR22olq",
-	"A+2G3kiTXCoQvBtj9UoQ1scZ1sb5mbYEdFw2EjAN2yeTPm+fpr2kPRh3WTsahGfB6eSE99Pe4fqvYaBd",
-	"EtBuXwqueJhB59Gi7Y8RTy/qwqQqhhDYhHCnuAKoqT0a9rrEQHQBZnOv5hmErQ2KnimhmnJWlGPOSmfk",
-	"ay7NEJgErYmcM8UhCQLaoKFiPV1DS4/6J/6TQpI8+2LqZ7F72pEDI8XaU8g5skhZEP81A5EFKZfyHFrf",
-	"QLAHYd2gbBWxr37hhTTw76WUgLIF9MFUAQwVbFG13wIdn0wwIVVVo/QIhkHYOQnPtARxs9t2Z9AJ8U5P",
-	"odiznTbzQdvBMEQzwqxDa/j3gEa0R0/oGQ0DGkY07NHwhIZnNApoFNGoR6MTGp3RbkC7Ee32aPeEds9o",
-	"L6C9iPZ6tHdCe2e0H9B+RPs92j+h/TN6EtCTiJ706MkJPTmjpwE9jehpj56e0NMzehbQs4ie9ejZCT07",
-	"o4OADiI66NHBCR3oYQQ0DCIaBj0aBic0DM5oqMemB6dHp4cXntEw0uONaBj1aBid0DA6o2E3oGE3omG3",
-	"R8PuCQ27ZzTsBTTs6Yn1aNg7oWHvjIb9gIb9iIb9Hg37JzTsn9HwJKDhSUTDE02BExqenNHwNKDhaUTD",
-	"0x4NT09oeHpGw7OAhmcRDc96NDzTpDqj4SCg4SCi4aBHw8EJDQeafgGNgohGQY9GwQmNgjMahQGNwohG",
-	"YY9G4QmNNJ2B0BGNNKk1raMzGnUDGnUjGnV7NOqe0Kh7RqNeQKOeXpEejXonNOqd0agf0Kgf0ajf+wyS",
-	"uyg3jqrwOuqCPt/7EcyCvSx5qu88iCUjvNNnyagdJKFWiyOtFnfH7V7ST0/46eQsGIRNLBlusmRIu7RP",
-	"T+mAhiENuzTs0/CUhgMahTTq0qhPo1MaDWg3pN0u7fZp95R2B7QX0l6X9vq0d0p7A9oPab9L+33aP6X9",
-	"AT0J6UmXnvTpySk9GdDTkJ526Wmfnp7S0wE9C+lZl5716dkpPRvQQUgHXTro08EpHQxoGIQ0DLo0DPo0",
-	"DE5pGOihhTTUg9Oj08MLBzSMQhpGXRpGfRpGpzSMBjTs6jl0adjt07B7SsPugIa9kIa9Lg17fRr2TmnY",
-	"G9CwH9Kwryfbp2H/lIb9AQ1PQhqedGl40qfhySkNTwY0PA1peNql4ammyikNTwc0PAtpeNal4Vmfhmen",
-	"NDwb0HAQ0nDQpeGgT8OBJt+ARkFIo6BLo6BPo+CURoGmaUijsEujsE+j8JRGms6a0JrSmtSa1tGARl1N",
-	"/C6Nun0adU9p1B3QqBfSqNelUa9Po94pjXoDGvVDGvX1KvX3s2T/RzD5/dWP+ie0tRByqZUu/4fgAe6x",
-	"lO/SDeAs+FfXBl7WD2vVdP7CiSmXYp9y4NSzneqBw+bzmr1Q8G9BGqdWASAtz1MRHJLK+pEP4CXWeBgJ",
-	"hxvn4dpRv9uILOptJI430WRoEAQVvizgMGXQHyUIAkB5bmj1Qo7WYUyrsd/xFX7DRJVZnh93yBVgzGG2",
-	"LctzG1OwhZ8AEoo+x1rbYKvmzAv+JZMLLGDdKBM9r9eFVlZZoypybVZtj9/P75FjFCI9GHy46uyFZahN",
-	"bkDsH+JvLsfh1o2FUD19U7xpgHuaQHuau4zYEWCw37Th3E+/Dnk3Zz8vtg7cVOz6I6+Vmka9Te/l0zkY",
-	"fWSIbZ6oRoyg3U7DZvTRMNhA4wx3ehg3kP7s7Q4+D7DgmpxaWz1U9Elcn+vONw8BCEq8K7iXWu92NwGT",
-	"KWu76cwy4V+CKa2hWoX9bgQ2c+OKDa7D3jCIhmF40IrVp/o06/W4xQrbvd4kap+yYNweJN20HfFwErDB",
-	"+Cw5Tf3Fqkh+m8sxv68T3cLwbCF7f4PqwWyD7P2tLSv+XoeB+byxOOgl8AvwW29+uli9zYL7Nx+C5bv/",
-	"+s/7ty/l8s1P8v7Nf83P3ry87P/t02Xvx+vL8u3Lq9mb28PdBh74W4Nm4IEZoOz8Q72nf4xS8RrSkN25",
-	"sq40UAiMbuoH2DGiQl63tT6TgqtpVcEm0qoesJa5WpWLQMVarXtDJkYCvBxV98YtrRxI1ckBY4FYRaLf",
-	"BZduWSYgaeCO8zmUBLIJ79RigBZKGuZD2m3Aqnh78eYyJvMiM6oAZm3+9cO7t5vn8guvhqblXGffmkb0",
-	"h58ivgh8IP/We5V8rZfIm8r/tSMufNjgXPOO1nR5s/jpl5Tf3qcimXSjGz6fdNOpTH9JZZKp6Kdpmd/O",
-	"7m95Kk67i37/vo6Es/VcfMiZsytU43o5dH9hvfvvo5c/flR/vf2Qv/7T3wYXd5NF//mnibr/E+st/vJW",
-	"ZuLkMisu//w4gqfbrImGFh+my7spgqkAb1S9g0pZbYpOq9bouFZRtm2U5v7ncLO59638oLcMjvUPi/yE",
-	"3f0Pmfb811K+1sfEb40Y9aLB/mevpXzDxOrKOrj/OFcuChgrLw+0z6CgY2e8aVuDNfKqasaDxtha6QAU",
-	"XGH5G4heEJaNWYCebHusmoxKU7Id4Mve53BJH7gjd2/FPzbq+bCs0T+KAa+02bmD/TZsyj1JGkj3V/8/",
-	"e+/apDaSrQv/lQz2h4Y+AnN1VVEx8e46bfeM3/Zt2+Xds2ero5SgpNBYpBilMMYd/u8ncq2VFwlBQV26",
-	"bY+/dLgLkFKpzJXr8qzneULpmmI6r/ES5kZ+zG9hsUsUo/3I6q8QBBrb4LyEwbUoLJoR+0hQfbyZ5cge",
-	"gEZ0yfOCJABaY6yIIpspdp7Uy6sY2m3LrWwoVO3PQ0khfh3jpy8Mb+V1el2PYqAHmL/e3BKBGwl5enhs",
-	"wA4lAh8tWTS0Uxne7wp7PbozrmMQ52Wt42rzDe2OQQNYZP16muf5QRyqVFoG9oUtBkkaTijdr7Is2Edk",
-	"um1XkI/zbm5ThanaW+sOiRowTm3p0A3AFJB0MyqsQhW+ETSgP+0oJE8llBvdEHr7dOrlui7smtqIsb99",
-	"l8+fwc4RS2gbiDjLj/4cNGtq1f6QahSyd6QSiL/3Hv+QeO2z4V9tcxm3S2y9bhg/Cz3LfsODFU3ytwxk",
-	"FA1zR1BdhQBuIMZdf5THhap+WAqYos/HHi5lAumD/Ouv52x06U8J0kNGoPVLPjG/fGARnny+MJmZ2WM8",
-	"v0faebshR29i6FKnqCN0AUgrFvLLmh1lQOu+fPMvYqPu7v2ZR9m7wi9eP/tFbCgfczD2zf9R7UrX9/7u",
-	"A1Kyh28xDal7dwf354wcw1ZZ9jRwXadIeDU27CLobyWSFK18tbYUBETyUNoVn6ammqN9TJfqgUjIJnro",
-	"Gs+eRMg2ZNM81o2ZZouF3j5pUleP+anMnXInHyYXU+34bcpn6IUldjO83HpSgl1zAMkEqPzZg5ISJfby",
-	"n4/dVH9YTmkx/Pi+z0/y4l8jObl6/+GfJ/2pWH1Yn4zELH8s4mKoNuvJaP1+fhJLtSunhEiEgUEqm+9M",
-	"NmVQN+SaSnd0SSU7V3qi9BrUm+LHxm9HTtwNGSJgK7QH71YKiEL0RKLk3nuxib7udNC3d8C/SGRB1Iv+",
-	"fjz6dH/0OyLSP6O9TEWdrN4bMG3KUCmc+zp5yLhvafASyUa+gGS1R0xfqGy07nSqk9E98GB/Q98+1gzt",
-	"2kbG5EO69PvxjtNbc8Df6/l+c//OL2IDjoBZ+XtbvWyOKLMQC2CUN4+wt+Or7MSO/SM+RioiWiJBJf2p",
-	"kNxEf2CIymdptm7r/ey1sDrdO+oSCthklb5nUy6nIlXI9oZ8OyrYbhpzidc2MlcZxI5H4Dl1z19K4IYy",
-	"gv6WyMDx4QfA2pYmCI95LzbjbdpHkKPzhmJ5R5E4kYNwnEJi0VYnlA/VooYrZkej2lfVL1auMHVo5XgN",
-	"SPpFVPuJdkEky+1I1zmfarejP5x3F6DEt6PzKFl++nQyez/8lCeDvLHVVdXlvUn7ZNqP26diMGsPu6Pe",
-	"4/7J4HR4Nrpzs5i2rttNVzc+Mxb4arrlqnDTE/Ntb4Zsm1ap2OjctFgs06zspEHOaJwLjh0K+n/WeVII",
-	"MHb+o/fbg8lQP/pIP/rjbvukd9o/G/DhZDR9fLs+rX14hRfpf61fPck2L55k6xc/+3iFZ42vvL+re0CV",
-	"7+csnyRxLOTXWd8rtYppCwqJ7dqeMbB0vwWNLfbuxhg/xMVpHEJz3uzvJ7OybzZfp4TBYBKTdhO4n36k",
-	"bi2bZyW9z6IF/P2QIgL+/uZkU4hQwv+06tCcY5LVLUMe2dGIRyT7xNJ3FeFY/mWH/aIPbmLhVu9RsMJ2",
-	"kdEc4OWTHMonxBcZyjRRhYjHWAMBCVRiEESoSFx/OP2cZuvnViTyeDClfnlmXHcDVI6+4ymPwlP2+oDO",
-	"8w6KxrjxI73FNBVpohZQO1mKPMliRAAGDYe482Wj6q+6ExnY7172Hrv8At57ulJFthB5u9cd9qvj6Prj",
-	"WHjj2DWQ0i2OaAC2C/pmMJu3dsum4fvh8VCHByRevXn3jg13DOw4OuwXdhwfkEHYmz54QrKQTk/AC3EM",
-	"QRoi3pWrJaPhxu+7qrAVC7V50iQPJRR6oYuUZRKIAa8zUFz4MWLJzIimiwIYjgUA//VHTunYyoZWjTWO",
-	"3a7uu2cszHa9MWXh7vn5+F24y00j5U16AV/6hvsj03Z/+g6daf8H9qi/R263UzHw+Bzs9uvwHtqTwfuc",
-	"A0Mh+GxJYdtAWNOhYECK026rQO8r7d3VQra+mf3iv4rvu+WL2S1/Ffe4WfBYOzZFZJcO5Id/CxrLVc1W",
-	"e2uhZYC+lDHz3DNbM0ddeiTC0uOCigvk3d6DUEJF9s0wGs953Aml49zrOc49+hi72tHT8jn5CK1lJUjN",
-	"UQunooXD4S9DaTlE9De8Fn0pTGNdtpaEeAOeK8LUm5OaL3leBMRArASFMQrwYV6MOc/SmPFpninlFRjG",
-	"vgwR0IRfi4KpNCu89roInVz2COY5MndUWShhvDJj60TG2Rr0BvHLEQrIOMmCCH+LNwFO8UwKYnElNbrI",
-	"e3sRpjJlKJHQwqPsRwZpoAtAhnVufN14RTJ2wRZHiaeAEMqmqxtfIdEJT4n4NPJ6BPHKAO0jsjIfLGeX",
-	"FnhGvuRyKDM5tlQGVK8hGgMsiqPDNQEFmozNdBQer2g27O8WiVwVRlBVr16LzDPtlVib0m/Lk+9B/Qgb",
-	"V+vvWIH+oNvtYhq9OeyfhTIy+7QNKLq2+DgFGsiITcQmk3HLylQpP3Q3cg7UstkJpXX8trzQZpZbIQ5I",
-	"fjMuNy3D6egOQOt6BvqfQil0L9Gx1GvZif4i1848UwDxJBCdvR/JgfmJ+BabJHqdKbYWaRqwSVbMYUMY",
-	"5WsUNaArouANklQAMkHPKJzP00w5++BtUDA/sGmgH8XNAXyQQCWBrZZLkaMgAQqabp/tr1eVs/2W3Sal",
-	"IHW0K1juHn+QPyhK7svxRSr2Wx9fRwEgvsjHUQIBv3hwSfGlO1z/Nk0m1u96K+4/SKF8wvFQw3Kp9njI",
-	"IbvAhwilwbuo7Y4Uki3CDIKnpb+d0v2mYIp/UELtz0+KFX5ZpQaPuG8pwypecMlxX9+EOkQRqCr0sLqK",
-	"i4ygASwDMtdc/wWaTDiwNidTajcBTR8S5kwKlG91jny1pZWVOlpp7QMn93XOQSE8NahHZnwLQy3NmsPu",
-	"ADWs1okShqgWy6gQYoCqGDjRCYonVrw9dO2dpDNbgV0LJfhtSWExE/aG/TMIfnZ4fecl5wlusUgk6o+1",
-	"OuzSziEgpMYgScyJhF6KNTr2WMNlCTCyQ4MOwFfgymnMst2oy7viLal6XIO2JJ6QjXkfCP8gSVAj6WQg",
-	"mBvBcx9ueUhh+1b16y8WtnmfrcD9WthmHczgkHm+T/DAd+Dn9yLPAeeZafGVNbC7g48xzxs7ChpKsWYt",
-	"hA7Def8jOKHIK2uhwKBFUhr98B7LJEn5lXlpPak/J8yFhyt8vgVDZTBIlBbzbuTUhQ32fhdg9ZuEqn6p",
-	"Sek/dQ8ZCOud9tCxqeQKXtX1gO6s3lSlTsBLIgALKLHXw1mxnKO9wrVFbVgnSgmUAV14SnikiUSTq4DG",
-	"mU+AFBpbmxMvLdbyeFZX0zmZg1BSfrMNSVHshUWRk5V2RJ876ZHCqZg7kRyT7YRoDB32UFrTEpm22Ogc",
-	"jzXQcBFFUL7kFvNF9IYXAtITbfgvKapAw20LxJrt52/EgicSOOEA6OR/ooT+pdHkQ+V3kJ1ZpSleDCTT",
-	"PvAkBbUYeIj6kplFA90NvPLlNxAHjeo9gAzrSMYk/ZT/nYj1/ubSau3uViTyXw7sz9vxK8WvfQpmeu+7",
-	"4H9yY492bPTdTSBfthgGMW7CVofJ44otOB23aFgofLTB4aZlBMVh05oaDvIvYUoHhOLhwjromWLv3Fhb",
-	"BlB1yoxsE3yFpK9XCmTbitpt9BPM1Z23EUQYvx8fLnhdXreOElKuiquVqmku656NR2fj0ek/bh9LUJvQ",
-	"+PdbMx4d7pHQu9jf/q1Xy92ckj93g/46zyA1iNvmQHfB34/L1SRN1FzcQLZzweiLuOsmG1YRX46gkMXZ",
-	"BGpNSSEWRuAVOkyisVcQBHn4WFgcbyiFjJdZIgtiHuGKUp4yWwcGYQrXAREf/K6pZNawqy+oOApXCyXq",
-	"UZHqmdGq5lJfIJEc1CnU+3FFhBqb1AyZQgRJMKzHOXYTKM6StLV+FshxLVO+gdyvqU2z5j6h6hYU794Y",
-	"UgfCSClDweJRQniXPGcRzTo4BfiAV+irRJjvwpIo8Kpo47cETDQoIOpf4ncjYokHZwvRvfrFVFW/zaQm",
-	"yiC4AmI6wSWRKD0HCO0qsqyqPFprKV/jb+8e2JgFfHNoQ7d8K4oiPSq2MWPdJU9L02BYqODNfHtwnS8A",
-	"cmNmusgYR3vgWTzsZNtl87xj6egIid6/HyV53KQ30pNpt8N8vVwEChhCzNtLfp1IjtDI92QmKTihnCvA",
-	"ZqaZ6wuAaCnJ2SSLdUhhMAGU1/gLimGDuaVc/8Ijf7bjAVMUMZ6utR1AG8dDaT7/QYFkdsshL7buQH0N",
-	"gAYwOfZT9iL5v9ps4ODGYBwRYYR/CeU6W6UxsCOZ6tYKqCtzy4NQAfBrbyyTRSJXSFJQXwZ7a9/LsS9Z",
-	"//oZPlpju8+gvg/CNUh+74L4o1mlz5wfO81hFrrsjP3IfmS99qiSNcbbti9xlFu3rvQTdtsn4nHcPpmO",
-	"Jm0+5IO202jjJ8ZDRpH8cutC99SNaSGKOUBK9NHfoA657R8NSj9acu14N8YznipxH8TPJDZ7lU0pLiYd",
-	"pDKPMv7/p0zq2Xm6yrOlePSa54n+pLZNozL/qzytV0N6BNRbj2KepJt2LpZZXhzT1WE2881NHXYjfvFN",
-	"HH9+zVl5JtKcne5vO45P+wV3hN7AjGyrh6hGBLBGyzJjaJF5YRLodoECRlLv6AgKQWZlRp1Qgv/ufXMi",
-	"9IEINMzaPW7i+WRuDOKkSrgkAloEFv3NPp1ZYO1ncQT5fgQDwdhaAVvwQuQJTxMlYsbn4OXPqEnQHHUg",
-	"d6rvvhQ5ytvpCwb+MPUPWkEo13NemHyEd4ig+gawFeJjF/y9UGxE3IisSTjHebbKWcw37WzWXmSymDP8",
-	"L/1pLYQe82PzM5gMyg2GktwNzszrynLWjP5zI3iebqKARf8JF6N/62vRP2Hvwr/0/dNN1ILm+//E14b9",
-	"93/NQhkTR4Hrwjfo2J5qdUD1nn0CPIwOzZ5dvLwgrehm9O7yp6jUUK/n4gnfIK5V8Q+QEAKhDQJ0lpbW",
-	"DHAAsMYKmCSF+SCYL5snllmBjQM6ttRzPeiyPhwXPyKdAD1pa0x9oHhxIEdCObAE3jau4aU+59qzLF/z",
-	"PNZvgEaRyakIGEfnjPj9MMkEiryycICepm9oAwamtTto98/GrNsfD7ruubqDcbfLfnr69jIIZbenjW7r",
-	"vDTKOV8uhVSsWCM+A7PAPE3bgM/cHh/EKTg8t1BD2UQD3233R2YUcFvW7Y4H3X9ArcxOPvpz5VmOfoxY",
-	"ExeKnlRAN2ezQsgA1If1hv7x0Qinnf0YtdgsS9NsrZhI+VLvMngmPVeCx4AVTQrg+8TIO59vivmCFfM8",
-	"W13PAaYayiLnUqEAzFh/3c4bLlEz8aTNlk15indZgJqMMsrl5NYqBL9qx1Qg+BypWZeIENHP1jHLP2L5",
-	"SiqoAvrDtxRanhcNbowO75tYGgHUVybjVsBycc3zGLx3utsnEKbc4aw/0p5EBPAaZUXm4cYKbRRsn1fu",
-	"wCczWQJVD7pMmYQmRBYGYg01Fs92OXw6/CT7IPJ4JQyuHazZREwB80xGWFSl9dZcsThby5ZeIItEKRGP",
-	"aRvoP+PGNpgiMKqhRGVG+rY/Hni5gavAUjU2wD0Kt6YfFcn0/S4EjbH7d4LRiG3OMswqz5IPgsDpKrDY",
-	"IvLtPMAMua1kSkcL32v869NLzx8s8pXwnbaROsDrWmZpCue/tuZAIlpG/BRMu3AM7A+Z1xeZ1LaiyNjP",
-	"eRLzjT/aCcxQ4/ewgY5c2BizsAFGM2x8vh8vfI8bepSL+floF/OhMEPwC/8F7M1Q2XV5/APsSk4Z4/Ed",
-	"zfylAmZYLrR5A84GZ5du4ZmXEc3lU+PQBukS5o94njDp7B0o5HMg2QSbCCGdvY/ZRhQdduGwLS6bRHn9",
-	"NVe7Op1LhvlOaeE/c8+ZXPjXsve+slwwLhUvDrjTdtnTpVxZt6Ye5VFGf/T959o6x7exor+v5Aesatxt",
-	"Gd+upGFe+OEKFnYzJJJB3xeE0hx0odhC5NeCYZ9h883PP7GTweljCKUxNCTUVoKs9oH5O+pXVMQpXNRE",
-	"BVa6xh4dCo9Dg3HyuE2JAZoXdLztUkns3eVPAYvQ2Y7Y61c6xJUZi8hbjfSNmVgsiw2LoMxRIpcKZUSu",
-	"OP3dlnl8BQ8MSSJ04aNWxyS1oGC7ytPInKDmsmN6NAcMHfb7HTco/CXpZvBc4KTHNDuTDf2jyU2iqzxh",
-	"idJh1SL7IOLWue01FQkgV93XcgEN2AkEzKmw0k16ahOFyQzkl1R2quHagGB79+Y58KVAA2qOBS89gVik",
-	"x2GZjvDSzEWeul9E5SYu2Uq+l9lahpKWkT8xb/WK4gDCc4YT5qQNC/H/aCManZc/h79hnR51SEOJCUm+",
-	"gbj5AuJSbvqZXS4yy71cZEBlFczn0/X0RlsZMq6a5AoF91KsyeODgBYDYZmtvawCSbfL6TzLBcS4O7IJ",
-	"nVDSAhszHapEGGXWuHL2a1BagNe8WgCeIWDiI58W6QYyNA6pUMk6wO9pDT7CX0cszraSDUaspZw7VVbT",
-	"AqVbkhxTJZSaTXJGB2GHbWcuQrmVuoBEB+SHMimgrZ1g14h6gO8kCtEP2h1LPgiaSfBlU8rUoJitabmh",
-	"VACANyVL3OuiJWBzgZQqIsY2iJxpvZbT2LC8vAuYF8kpx8VlYVKTgKqxrfD6mrjztvvqYY2E0s/RlKaa",
-	"8ovQhgQWxjTq6+3ue/GYekNIHd4FdGyw3bu8rKhFqbKIxrDa9GVNoIDQG+gWUquF/mTBibl5wTioI+Iu",
-	"o6MCJtBQwBriOup8L7YdsDVXAYtcRSqyKP5dCjt3TfSQ3kpdFW7w2c/I9FCO9Dhvq6qsEjT2mbIa2nx6",
-	"lxXxmSSHLoXT8aDLXoo1+58sf19KrNYkoQZdduqlbbxEzMVC5MmUP3op1lf6SjBOPQkpL0S1iUwv9ndv",
-	"nsMa0HYfIV5k+On02XNmwoF+cNIpYGHjg8hVkkn99/7ncr7p7+3n4ppPN6R7Y8upKKp7TEKp/aF/m5zS",
-	"wwrnHJiTO7h6XlkBX0v5vDdwjIRfQvl8a7vsYjpETuTRrUro9x3WaftKFN/fXIT3b5hYNOpLD5dOhCLU",
-	"Xugb5EYiQpn6bod1eC2w13NsC1MmpmI+Et/OoKVGUeEspspwGyvDbfhNjjT1XLKJQNS+iFuIyJQ63Ouw",
-	"C6rAuEXvSmhYPUsKEzPO6AhNZuQox+ChbzkZL8VHm+C51Ne4iU73bxan7KdTMxjKTvyVnsN63FjPx431",
-	"bsSN3R8qC8qoFRwTHSn/ByrU2qQV011Ip89BzSWGN15ieNMlRjdeYuRf4gh+2SSHF7yPv6KSDUTGra+C",
-	"WfYry5q9zsWHRKwpPPtYeBXwPy2FVm8lweIYwqnbJ+dqkVZvi2xZjpLGW4UaHVluROFXZ3guKFwjrhqZ",
-	"GU4KhOboSDSU2EyISW8ygR32msI9vmVKKzFcDXOX/sG95MLv2+/9elCjGLiUMQFfLET0i/BvK8v0ux2+",
-	"XzusZ/dh3Uw0PQ9kQd8IBMrX2DOAcNWU+Jz3ille39gS7gibrMCX5Mpc2BBCQhWkKTNq9e6wNyZRVkU1",
-	"Ul6Qfn+jfYXrfCPlc+Nyf9+2D0Qyoaf3vvct6mwdDDPBr7Nplr1PRIf9ih0/CJU1H9pm78VKFcCdgLL4",
-	"0d/bP71983MbdOAij2fXkJyppAAnB3Zcci31Bhe5yiTLVsW5pb6Fjk3iHou9wZlBobBQzLJZKKtjS2zL",
-	"jxXDYc2IPu3om+ojdVVEyI7rkRwVetSA8ZaEwAylUWcDQl4o/uDdrBdm2M6aBnbOJUBRa8gc3ibX8tWq",
-	"hvp8WONDwjhxVtyTe32endttifsS/Cvp++nBwgzRRFqRN2/9ur/9tgvY8es8q1mCDF8ZS2Rg+zj1IsPX",
-	"RZgPb4pyIcVaxAhIp2WnX0gom4iKXXJVsGIt0g+CQOl4dJhXnchWh70UIkY9oNKSHiP9SKKIKAV77EKZ",
-	"Cp5LBcWdYbdn13FlbdbDUGh/3vlgsBQDNx4MeMdX5vul7v9Dfnm03rt5xl3JTvw4gHdbfo23b/+/P2lL",
-	"Gt5PMLBtdUsoBoKvUWzLG+7cAfWOz9OPxp/wxKibRjgTGjzAssULbePAXjXLdNHYh7E1jjFm6LBMj0zu",
-	"XLK/FcXylUw3AXvLF+JtUoi/vC3yZFqYt+CxjdOFItZ8qydHOE55OAmmfCFCCdTml8/fjmlHSilArQ8l",
-	"JUCARdt2zpZ59nHDUCMLuomctuPlm3dvL58+uXr95tXfnz19GzGMPag55O/tn7G3Q8Tt13lWZFELWlzJ",
-	"U0NbgTODew/tAOz0wBqHycYD8ZsHQ65xtAyhrDcNVPu1Sp/QH4tJTQd9RzsDmpV0FNHBhRVWPDktRYpv",
-	"3rEKqO0olyy6oAUNez4yxbpEMb3S9f2nBu9BvN2hbNIKcQsCm7ycDaV78sJw5wM/CNpW7zj3DPEPKpTR",
-	"VOWzK5hX6P7SwytZRhodvOKkMFxtAwY/bMMP24tEQWtH5DO7ZXkoDSuvXu3QjoaKo3B3dY4+NmjzeAqg",
-	"T148e3l1+eqXpy8j/A21qznaKrS5ofyZJ6nwtE8hbevzRrFpmgBkJY5zoRR2eicS14/hfoWX99bqpyKL",
-	"RdnNcK8TrveDslfcckASabA0KtMXCyXqJRMzMfVZW+ZP6HGqXuYqkVczeLaIXut6vhmzaJ1nVk82CkIZ",
-	"0VQjVIbmOmpRlt8uBMeMlF3XOy/P5J3aMtwhY6vIJdJOPpnGYnY9T/75Pl3IbHn1r1wVqw/rj5tP/cFw",
-	"9Pik+oWjSr8w/gdlgf86D+C3xjRUHU0ligrH51tRtM0p+Pvuc9xYu1JlpNqH/p3t836DyH2uOfgKB3nm",
-	"JmbE865NmtRH8ILpA6UiaG0PINO/S2Bt4zORRHa8yomJMyt4QccOyBAzEnEp8SOAmSSgVFK4MCCxJk5d",
-	"8SLqsP/WtgYN9haJeyjxfIdGO5Ni30FfgU/1lmbkYVkUKrLMNFMms7xLenkvLVlvVL0YYTGqdGQWvlGl",
-	"I1Pqqr/eZP+cpf/MMn6SHsUX4M/evlIdnxbJB8M3/G9JOl/dPsiH6WeCKptzVz4IP64S+FZ+/Qj50CGP",
-	"WxuRvACYIIdKlNmx5SEG+wnlfyaPNIK9HNFmDmXTwMKj/nAeBU5Kqff4dB6ds6irIuMMmmbSFjl5hqTA",
-	"sHYW6yyUEf21rYfHi1UuIqM+HVjAKA75B2VYfhAOV8zZB5Ens805Ovw6vlCu81WKdQi6I+D8+ywF7k7/",
-	"/6+XcGjiaWo9QXfPEj0xNtgnEB+AlFb0PomND91hiE9jm2yVs1xMRfIBOray6iUttFYw31LiONU6KaZz",
-	"lgs+nQsVyvLUVTWemkCpSnpQ/9RxgGtCtiYZyBivM8yG4ZNy063cwnSfwREDbtc8OZvhmDPy0yURFnVV",
-	"1GFv4OLa9KNJtgdByfhjq7lZJDPPSJjlWJN6h7Vdsj13gZt6mviN21k+HJDnhN6Z9f6Q4wPGfaW30kFG",
-	"vnysVIX/G+PGeq7E9Gp58bYXd5/33y+K4fr0/WTz6l/X//1fry82r158evF0Pt/0/9Z9tYhHk8vhX245",
-	"XTdw1ruNsI+6HmKN72T1XwtEDrcIQuPJVJWPm/s7CQu+x7X91QgqWr/Weq9xElsNP6RhjFBEMGL2UANw",
-	"NaScjMnqDzHbjNL2oZ6VfAPcNEhIEGiL6fHPEU2ByyUThMAi63HNfxJ5psbuU6DvBNJH7KwIAMadEKQk",
-	"huYMw8uZQpez+SWUXEXMmstRFxUpz84gR7BI0jQh6x1AzcUg8xyhhiVRsVqFyC6xEubYsm0V+IkSsmh5",
-	"Gvw4HYnCixOxTiLZMs+uc6HUuUdcAXkV250CLOB4uHnHjJWz0w+pilB6M7SBIg8GJmmmY5eM8eVS8LzD",
-	"LlKVVUlL3RpwetNEYcqQ4DOUGNKgqiBlEkvkn1cp0Yn3QMoQOvAwESX+teKpmSVU8FsILp2KJdXQ9IA6",
-	"7K0+LFWRTHEYkGSckUBjzDdAmuKRGeWWvVQ/CtJf1hUhYC8cAJGc8RxaAajF0HAL6atDV5pdts2op726",
-	"6Ky7iFrnzrvTzt4uPCXuonpAJcJk7MmH/3vv5HY0enh4D7PT73W1geMxcpebvdUY93qnJ0FDLzEplLpa",
-	"jrpXC/2DTt//69kZ/PVx5xRhQYn+ab8XNGDLbVM5n1ocpRuDHUC3NIBuzd0RjbR1e/yzvX935+3Pam7/",
-	"eDSqHwB8UDMBvZoRDDuDGwfgPBKosmztIKKeJwLrq8nmCr8D75nQc43x4MSMttervDH8tTEmet2MaVQb",
-	"+J+zwJbS9ddH/e7nwKzMcWOwONyXueTqPW6sXXUvu5e/eHK8r9afeIKvfuNNtjlb2WRD//K5akF74ACq",
-	"WvIiPP2DPQqF1HcLLHQLEYBeK56xWV606tVxSP1ZB9xFZqjDKpI3CSnhwBHa6zpuI1flwVv/oNg0yaer",
-	"pGCTXPD3Irfke/aGOognNsAMStlPgaPbI4yCezrSL/0Den44bidiDmK1LM14zCY81fsx98atI+TSU+hz",
-	"MxY/oIDIxetnbXDf4TZGShplk2H6QLuO51i/K+l4KJJKhoEj2pYeM5RNOIdda/AyzybiihdRywzHTFHA",
-	"VKIj9KRgsZgmsVCuyFl5LddZwCarIpRRIq9Q51nfgLo59T8dPzl05s54kq5yoUilGbMkLmcK064fvj77",
-	"eEmr7N7Sjt7hNgwaZnBg/ewD0emyS3RAW+rheND7h0HDmomtxZrC12B6a8+7PnyMqSj9/Fg4z2FLWXBq",
-	"RWBkPBwOGkGD5rwx7paPrIE+tN2TdUtP1r/5yUZnu4fc64+HQ3/I0zRDDrGtQXuI2u0B/xY09GK3WOW4",
-	"1348G4n2STycts8mA97un/VOuyezx2IUD485evQo9iVavfVMG3hizNS/Uda1pKJCM4GmFlCe8d1OBlCx",
-	"2XEuPIeC7rZlqdKQgxADv4amJ27azzNLkoAwWP2FgKgQ7WESSpuFhL72WZIWEDtpc0TRCPzbUFATK8WB",
-	"3NQk0a8PHuQZ54iX8n9plfzNvSkk0vbRJ4MNWEQE8vR/qEwRIB1HwKIkFotlVgg53YD4YMCilE9ECuVt",
-	"/bA6JrnKZvoDmxKbFSI3j2i0WCBVqW3wYpJIMTbciIkiLEooweKDDgaQUBpYgRTAVyI7WzdIKCRXoMVa",
-	"dzfxkT7GFOlUr8zpCgodOaGHIWDTQzAjAsLQc8bxG3iUyww/o2a6RLLm1r1kVoTS012tjLZVYuoAalt6",
-	"JUzyPDdtdzCSAjkcjEbHM8m08U2mq5TnFUmO/w+/9Bftc0fwa0W8LDwOZSoK/fZ9oRHi/NSrx+QLEMoA",
-	"wex1lgFdyiyRPHUiXWqFCiTDbpdlORt2hwHAR6wHxNM0WwObhLtkIq9bHb1cVHFlw4nYEGbAn4W2DBFT",
-	"fMPW800AzxbKG/RGcF3QXzGnsk9MhI54DlMCkxBKFJLOjKKHyfTrFTVLPorYbh+cM19jgN1BYsANLgpl",
-	"WV8A7mSkBQj8W76qZ5H2KgsALi2UJSlepHxGSOYkW8kYsiBwLV+CgN2oQDAT2pmE54DkiCwZtJv0CQKm",
-	"p/B6DoUlfHz7KEiMbKijO+wilEjcr+9u9xTdDN3HHOskMis8XRZtW8CXNc9Hr608skTtcvf00XG/Ogmv",
-	"oJqFKj90wNHO3pGNobj62Gh3pep0EF6ZWprflwHnSqK8doIdI3FHRWk4syxfgO+2WsEn1XTQ7lHgPJj7",
-	"b4uXODg3CSE5bSMreMTmPG7tGrI7zu51xFZSBw9qvQD1UAIdp8C2Sgqi1iHEWKaDtmLXKI1Qy4FvWH/7",
-	"JUeprz3Ly/Dq8kLf3iAsiMoWScgGg8HZzrkrnVj10xfzQkB7+eFzWBqarW0ePyr86f0OC63fuzfPSSDE",
-	"hO8QIn4sWDPyQyC/R88cthQNa+9ACVmEEtYHLyDTEDBO2Vl9C7eaFOUWDM1UQoz8mf6eMsjDQgDqnpL1",
-	"4BaFMlH4q4BNuSLC5zTdNXerPN2lUtLvDk+h/dHKlhy7K+xLdZPmuYuEoHa7eecLrviYOwc8Gt1yvLgC",
-	"eQ6JRhwoOLEBW+dJUQgJyvZjKFhGrIke7l8KwRfjJd8s9F6MWueem6/PJrL+cM4vstwQXuHMeHhenqZW",
-	"LawJWF/QVcyNRLJqedr/4ESiNj+LxpGtpRB1mnYKl2lidNZsldWT9JcbpIzi+Ijuc+2wj8n5ChxN1Nj2",
-	"1q3nG6ysTDMZA3k8IJ6Ze9RsZrNPOUeSPH0qQ1Vtmi0WvK2E/jaKNqmig/NadoiIRBCrw6g/525ouO/B",
-	"KwP+imwWyui5fhQVseaw38dZWydKtAJC6rpFRlT+8H+DvrswnLU2HfO/jdK71aGl+LhMIR9ASK86sSI9",
-	"iNLiTAqxUJVVOuidlVZpf2uVQhvyM/zpwH3M85xD3lYVGyi0aOPW2LMFTfRF6xteIyL2bSCN9PNKCGZj",
-	"tag1tkcrEmBBWdArXOqzI07MtubuPtqG4UvUB8yq0G7xTqPtQsO7ncP1KlOeO/VlKUyND1aYuiDVZtoV",
-	"uMMpwP8JfomFxgyUqM5ZnCG19CpJ4RWJOAFbtPgyRaq8PGewEyzTPcWiV6fXO7VIGCIP6LfPunGvfSKG",
-	"w/Yp7/Xbjyej6TAeiP6s14Xvlk8NW30zcWVj3LCBHcbeItahK3uZFQw7T+nrXnTaGOvgto46oI6GgL7i",
-	"URHcnXxgmw+hzNFgqm5YZtsmJdhFPWCu0elj5rhMP1DJ8D4ymItHwNaiKkXJna+0e9k90a900O10u8Pq",
-	"Kx20e30+aZ9MY9E+nXV7bewuOD3jk2l82Cv1/lJ6ayCo/UW9tTKLhR9JHcyP4b1qU0Y99H27u3e6vf4t",
-	"FMlorsiIjBsv/nmxeZl0P7542928+Pm/1i8/Zb1Xl9mnFz8N1y+evOGzJxcfX/368/zVX//n03GV2pul",
-	"zGrys99FzW7GNFMu4+g0+k56HSvtqB2Iv11evra+AYYoBjeWUITDCxYRHzC0p0WxgIycx3em41TFVJZJ",
-	"4NpdZkolk5R6HCVRMSeYJpPnlK4VPE8TkXfs1dGrNVfPBVusihVP043LAGMXmUBO2uiZszTtX8TGtvgV",
-	"GdCzEnTLJSqgc1DxmfCZjAnPSn4SyKlTSKRcjNTsd3sgTUXRQ7k0AN4refLwB2CGzkWxyqWnDYdZS5Qv",
-	"A5vA+t3uloibfaii/YYkly1ZLdIjQ/Ua4oOaERHtsxkSZ3EymwnAncOosLOw3++wX8QGfRNYPbGpXWA9",
-	"hZrrCgJ7SQ9N5XURPnvy9MXrV5dPX/70P1e/Pnv55NWvEWv2h/OWTVsIkxI1zM5EQgxZ27yiDU281c7f",
-	"BS9s6y3bUAYF1f7jPxjp2FIJm5JQ+rNfPaFuvz0UecqbJnLXO8Fg1dZZwESqhJ6kVlBCUiblDJLBhDvd",
-	"7ircDXNh0et3lDkGId9Hv2vX7rN24e0OZqrIctqSRnTPFw8HAX+JH+dcKj5FzS0/LIVclRSWYxzrFH3q",
-	"p9ehKE1TNCbQfBLjnvOyH1bBfK82+Q2K44HHP21++IPSkQfomM25wz84yXHarMEW0KJJ/8DFChEPVBpb",
-	"oTSYTIYlkoDEXbCrwVXBvOIY2hgzqCv9JqJz5qkjMp6qzFwDH4GQzH7nwiWuKLiY+yvNb/tZHHUYIlcw",
-	"W48k71ZyDQxOKJuGqD/wCfoNL7+1is7kBszj5yfCfFPKg5/a8DAIpYFMXLk/sgjeXiKvTRVwlmZr+Her",
-	"xMRtXq6n1VaW04+ggkoqOFYm/JrbDmkrF25BnZMNWb3zavHLvZ6/eMWvBfYRc7khmnTY7G04oqqrEpcG",
-	"FHUt4sRpuMOKHrs2aB0Za3uDaSSTjoaiXyiZR0nkWQUErloK+FifRG124U05vKetOYciR4Yv307rD8oE",
-	"3hjFU7zv58nx8rLyxizihiwMwEixQ99o/XuPbtE2gPqBNj9MRG2wZZp5BPJ6GHaPO+MNyxeMQdkABN53",
-	"sP2ZTnPj5XEZ6xtw6Wf+uZE8pMIi1Y0w/UFY4xxbEw1BjLJGppzZQDlA/Qbw7blZcWz2c/5BWM4EU0Gy",
-	"SybwS7lWWhI2KlkOuIEzdASV9hvfyyoPS0RRXcEURGNf1r2kuDkzGhQ4Q2YQZ3TkwkFg+LDMioezG2pO",
-	"WW64Evz1gqAtlXwynK9lKVa3URZ8Q7KfUyHgHQ36UHps0jSg/WnBnbfP3nWW641Aq47W3A1uEelkmPOo",
-	"S6cDc9+keQpKekSsuccXMt3/pdk6990dfYOSb0dr1fOALukvE5Fm8tp2iNnRQE0y82xZEyoN+sq2m8HS",
-	"PSQ5Afr0coXGrq3Zo0FbU/oDMCOA7eI6bIfyqr66SuR1SlbnB7QRepzw7vR8WTdBXw7ygHjJXbKQOkA7",
-	"uh7qjf4XsWlgVum25AW82BJp5BgOMCr41FDjg6kJG2M2rFLgH0BhWZeB8fu1boqk4eZtE6fryMwY9Yre",
-	"5GXmznYy6/WPk8gPWTIV+oF6/e4J0HnSJfeOZDrX/k47zqS+cPWIOeSniA054KHx+w0M41NeUQE1GjLw",
-	"UWDcypLOgSsu7FI7WCSS3irMAN2mMeiWZEJfv7ts7MzojLYSOvjjckYHhSvKShY3z4AZIKpBQIG38rbZ",
-	"ttdPEceNqzhgYUOHP8TruuRJjLSuR6qJ4rAaJqv3+ahMzYOSeNj46EYuDnKWTZaJGgZu+BGgJOy3j3vu",
-	"V7m9ZV2aio4w5A4y3szWAQLH1faxuBX9O7CWIxWiuWmZIg9emlKwQUWLD1Mq1O0FTu12tJzoIMI4NgDa",
-	"LitSaR/H+iD+9+BgaemAOInFTRF9h70kARsp1th8Zt5ApS+05rjezj9dIGQogmP8nC04OBQOpZbTL7E5",
-	"bvtddBrVVesvAiFXC0iT5SvR+C2o5U05Xuf2a13VBvxWfmvn5LzZANkPl2xbAxTAeSzgyxC62Njkm1bc",
-	"3bEslnk2ScWiVrCIxNzaNcfFTfGJf2TEouCJPp28LAEmS4hLC6ITNbaHDVRT0JeDjzxI0kIoxa/10keu",
-	"BJnRQEwuFAdzboXuyMZVUlXmhPktaGADKoD5HTzbVTeG/b4+bAsoej+jAdNDuArxKpdjm/Qa05yOSXvP",
-	"Miwdtvpf4693k+3iBCaKrUWatmdZvhAxm2gTSMND7r/ZjLpfcHrBHfeY9XCSdTgXSpNJ3PU2tdXeCjQZ",
-	"X2SYaVi0iN9NhbImtOIuwwBUZuRflRO4nS+gMPHWquuYOOi4AkWZYRfxtBMj1HlT1QJMUVKIBYRYZchw",
-	"hNjXwORKY17wCdeHSrbSdi1Plh0GoA14y1bzETOJFFtr90+H8kIWKZ3jrv3KhK+UtwH1yCUAB8UCbmuW",
-	"HaVJBPSAUQUk+j2EGdDeX6fT+Yw5o99D3Mj6r7QjPkcddiHxKR3QyORMt+H81V4FJRZcYpOz2pFEp3ID",
-	"OK8UbkJ5pMlLnlAozfELg3E1DV7QyQIZ9rwSnXfYK9NCbXMklB5pw8/+tcoKHmB+FQA4JkdiMyQ6ZjFb",
-	"YNg/M1MDMwqpwKd2ISSKzUVqKxgGcrS1OpAhdWv6WLOnf9ofjZiOf/hUh7+tEOwdGgZy4HDOoNlO31c/",
-	"Ew3KENIoa0RUZV4RlN3EjgwgFSzyTcePa6JOp9NyJL2RMbgRM3YEk07wyM2osnX+g/5nAMTMMpTwNZ9x",
-	"nRRts8k/xZQYJjn0AtBDgDasMY1IMzrs982n57aOhzkXvWUIpCb19ADPkR73e7HpsMt1Rq91KyU0Lqf6",
-	"EJ2G68dKS9o1N2NJjEydKVVlcFD+O2y/F5t2LkCN1nsWRZUJWrco8GGJPktufuDZWONlmt4BeHnwNhEC",
-	"avN12hCYXLPJzm1NcwCjbWbSZhZhIbbgp/o8QauVIMl+Iq8DAtZlOVArGHBeL+h2u7g2hr1B5caYylM2",
-	"kZflAUtmoQTAVR4QLZZeim14GkBTtc6dJf1BUdYPG3kWCdGiIsGRW8QuEkiU3h5gLou5kMjMSnO93ltz",
-	"QzCin++TW/sUk5lWmzeU2kbSb6ztDCxv7Q3uqttSjn7CmnqvZOoX1shs5mDJMbUDu6zDLvAfpP9pUIrI",
-	"SuEAbTxNje03jjWkj6H8UIHEu/HZxCCOz8dAlptDiuwa8OqhbMKjwjLYygm3/BS0MwdeewjtaGgmAYOr",
-	"nMXtQwlJtrNV0S6yrA2rydtguINxk08EEMwAcn6aQVSZi5gOgZrceKCdqdLEqO1OAT0rM6jMwcbLchzh",
-	"vhyn+r/gRdyBpIq6Dv93TxrSZKx6o0Ud2gm/3h72be7w6FxjUH/3wRF3H9zp7uWb4O9nxbLyawwOHg2H",
-	"x1AZwht6SOlQi13MbQoCkwT61WIq2iMF2fmWd4Idz1CWszNEQFYZ7DicDkT7ZNLvtc/ikWgPZt1pn59M",
-	"TsWwd+haOQQnh3+/BVCu8iTDkfckDwZ6LN3FouFceuQo9GNp8o/O4f9++CoY3LQK+uNev9MddaurYNge",
-	"xY9F+2R22m2f8d6k3Z8O4qEYzR53T3qH7tk/dBWceE/ycKvAv8udV4E/+bdYBTSzR+RcsAenJuOCH7h8",
-	"ywLJH4HKa6KydFUIpsemDzAYI3v35vnOjErZme8/RILlaFuN1rguz/LqkCD4204Xfo2kPjZ/g0RrEFy4",
-	"ijblTrTDf/e0DnJK7c7r/IQC+4F/14AqbJbjgKj3DclUhN5+CW3HiOMNSQd0lAOOPVaYXQMRtLK5JmVg",
-	"2kXvo9VhlyWQj0dxBb5nIhH3B+lBMSsA6WrANDrkxrjQct+thSdIWaYKWPCNthA7n+/8eJKEUHosCRRV",
-	"lVBWkX2+kk4m9HIrAAwagoyAgEr0ATaFJUUBsBOThCIoEfwIIgO6JmF7EdizWvqzOLblrYLxIlskU0Iq",
-	"EuLT9iGSzhzLVxLxKtT/Do0z3pyyN5CoMiEg6ajAegIWP4hmxayoiRjgW6ZN/PaoBgphyin/X71bgwQy",
-	"Sm35OA0PpeoXALyuZ+tNjNpd7UOcTPtx+1QMZu1hd9R73D8ZnA7PRo3Pn33uNX8UTx2mkwhz9E3hu4Gd",
-	"aqgELLJc6p97Aym3EJcPX59YvdzTW4Za9GuaXexQP3v1sbpxmyF7AoWYqXTKbnawt2jKOKLKgEvlZyBg",
-	"eZB4xWfdO3JUb+DorTuYrRy3YUHzbdF3sryH0qdHE+jBqRfmBOHE4XP3ExXD2t0nKlbed5yoSDBz4PHJ",
-	"qqdnKJvSMvmM6ZqWkKUV1FRkyiQuUCwDcg/MPXpFaUIPhzJeCURAlDPHSRxs9aXjsYVcNZBF2nUMm1RA",
-	"x/UExPnmKl9JpG0i/CBz6mGxX/dRyHFCV7QPrHDCcLT2OAwlSTJOOczdLMkXJA2zMnId/lls8Q63Pot3",
-	"HqxEhQSFFSCG2X+yhtLOU93Rih/S0QqtxUDuBnNq4B5eitWYcGTpAWD+lnDUfvysa2mBapF+U8H2cJAm",
-	"RuG7QciMjt/yLFuwWZaXeaFZ05aqDJhaslQoy4ODWyA2UE0YgszwarzAPoyiBNqNYHBtTMKLOKqTsNV3",
-	"vLu3Eeebdr6S5fPyJ6JDFP66NMwUHJky4dFLSANc/CYztr+JFOxPradzae5KDFUP6+Ust/CIlwiLgtJR",
-	"MRcL/y43PtPBZy2+vgfyAHa/2AsW5xu9U/2nouVJvLwuw9ndNUUXND+HXKTX6x89LQe4IFV7SVzqOyz0",
-	"d+fkwdSRYZ9UDu2H8FD0kb9PL5li/tL5lKjd4fBYW+DZKodalTnvqa2njFdDvRsJpIbo7EbIf+vdBmtV",
-	"lpUX2kn0gWED/GZkW02igFwm6K2iK7ZCSRLMEz+S9nruht2zDnvi5Q+sHPtMrPWhB5bS1wVgzVFXm8vH",
-	"XbZQbLIJJb31lq8jo10j0gFwDoffoJgKDtx6tq0RnAjgykfXVP8C+Q39wbIiy/YFyXfmzb3fkstxYOmv",
-	"q0DzkPwTfveDDclt+HlU/n3YG/dPOt2z2+Tfj0G37gO1BtAk5O30b01Nv3vAefFTJmdpMi2+nOgXrfqt",
-	"TpEdwuZvvEZ67HrykPLavlvTjZ3jNfYbDhRnwfVvjfRHKAEaYiIRh7JverD4N08vn768fPbqZRSwExAK",
-	"YRN9ipKNxmbIpLAjgThFAh2TsNxqCWC4cDOPrfaLxEhOD2nYHdbKi9zZBqOXCYIOB0DRnxB/hCf7cNCv",
-	"zLf/MOz7PuvwzVmDP3dz/1UUt9rZlovkqNZD/XKfPYEi6dLggiu6ihkS7t5QI4IIVGqnC/ygmp561vQK",
-	"J8CBZytC1RQU4ko5oL4MnQU2kQKLuPFM53y5FGiu5Hl5iFjp+EG5gUzENLPtujTODvhkltfYNkDXF6RI",
-	"FR1Z4AyVGlCfQ48HPWU2A6mrgLSRZLY+h54A/auJ2GSmf0nkH4DMncYMGhOw0LVBHDwebdu+RDE+nYpl",
-	"IWJti6tvwMldOBIZq38FSHhMzFRkrwJqbU0R9hxVHKWILfQC6LAX2QcMXuBmhElTQPICRCOhBGkB08ab",
-	"pbFxiaUfSsCNIJ6Aad++nY4QgCnP9+sBInycY88O8euhG4oWDalXVV32gNgRyLGvSzqZK9jT4w/o3d3v",
-	"du5oK70U0upewakoQcXK64shNFp3cVzexszAg3Y8/vlHnbZHenFb+/HdEf6KszTKNdfc2pHeSsc8ckHk",
-	"Hi3y2Ig9WbE/j/5EG6YZz6s6i7UCG3NPFxGoRkp+MJIlYGka1SJ8t1tb2iVXSsTEeVrDu98ao+eMbMXo",
-	"OBvAPmgv6BEpfbjylRKOl98OCpq1ZIbIZ6pGUSK5ua+CFYSy+jF90mI8jpXHZwTX1KcfJICyhTC98bbT",
-	"tTlkv1hY98bP+iDQ33xK+Q5gGK5RDhh1u95t1/MEK2vAY4R1Abgmimdwr2sH0T/+z+0JQ7VD5Dg9TC+l",
-	"2iONJP/YWXU7jZRzJwiwWyJlpwDAhVnxN8gy1lPTenKhd2On/U5P+/D0tDCXRksTpBJPh0FjN33sqDtg",
-	"b0X+IZkK9k7yDzxJ9SGglxLxdxBUxQu6ryhtuVqqIhd8wValH9qv7U5OFuJj8WiZ8kSeQ5+ZEsVfVsWs",
-	"fdoIGk9QBuvtSgas32cvsw9Me1DM+E7sry8ukVUaRGZ3+lidbtdDWVMyctQdeMSvqMHpT1av2+323HzJ",
-	"zJkoTyG910Wuf0yCbk/UDUPrdbpng5IsJghHlgYyOPEvrFZTfTzXvIPfw0YGTZTgwR02+1tL6qZJ7w0O",
-	"m/TeoDMcdLcmvd/tHoG0JWN1AImqd7Rakj5IsCKxFxTTgJ/se/7j3rlYrR+x5Sj9oUmRbe/OwwTdOs9y",
-	"Q9s19zOpLsFKAQgy/xF0x3Gf2PSGn6ZB9q/tENvzDSA54LO2Uo+cYaS1XLPQHm/1NZfJ9D2khlfLTijf",
-	"KcC6GARmCajQ3KO/1WI3CUtBbqXIQgluJHdfoIgCKZKIrc7ySpK0NvrIxlvNfeCMofezbLEBdZROs+Vm",
-	"jPSHz7RPAlOxkghXiiFnUNLTshyYzh2jYbST2PZ+c0VJCKtDAdxj9Qw39JumZVGD+N/LhFF/rstYxeCw",
-	"2rnB0iNjsYhXaIoBC2Z6ENcJYHqm2bVMVEnA/hzpzgBcRdhsmmcATbmZRrYdhpeK82xJbw/cetL4SsAZ",
-	"guZn8ySIyAK6O5OV82d3jKJAfKPc0ix8XpUsT64TCTzFNnFFc+lxg9rAv31R+N33hb8IPDF5aKWkt5gU",
-	"GFO5bSGQ3Q6eLFE+z+7WvkKaRFoX6OAqiEtsR+qYJV6YN+cxZsIG3kFjXf/EhjhsyJqQvys9Jt3IPiFA",
-	"56KhwVPVBHOeMpwTvqPGbCBINHOCqiLIJGrSpZkUynIkIhHZZBVfi8KW3Ge5UHNXbbGd5jLw+4Y3SBhN",
-	"wvOlrnyQhSkNZCVjqPaoEvWZly2mYiyOwWHgYAyRV62NOp7Orb7FAoFMJImGkLLqcLTd8xANegV68Mb2",
-	"QVJ98PrR0k8Mxg+F/u3bRQJOf3V6c4CNE1Ptd8SuKRz78yckr0ekmYioNEnqHXiPwE8bwwHjkqwR0l7q",
-	"/UCQxzU33NaupGfItTl2MMc5X0NhbbnKl5lCwm+jzcMm/pazuA1Mq6KWVIR9YREROxRzo+OIjBXGWCcS",
-	"kJIp33hJaEJiWixBMXa2364+OlowIPPZTUNJ9KZGS9qDd2wEwSdhOn/88WlMklN42c6PPzKf+cYxh3DM",
-	"MGBvt9zYbvyA1VEQh9JyENdQC5f0mB3RLSVRkOYADwcY1VSUzFO2lqGk1HdC64jeRNOOoPxLbP8G8GcU",
-	"NsKG/nhB5R9z+1bgyFygMcc7mM7danTFiCQO/KxHXMUW66OrJM3j1o7tKjJ0kEidKvnCbCWYhFaHoQdC",
-	"mqglT0KPHwLsNQdyZCPruMQ+sw57h5RS1H6ItEHU8wd5cUtfi536AK+FrWaZY0F9Uu9FfPmB4SZi0e+f",
-	"o6BUWXKbgQrrtF23nJMSphfcjqRgEsgnACGbyENocQsP1Bv4RnkfrJa5R3TsuHugtnereKh2UmH5fIsy",
-	"bgbOTBPllSl0vCDipMBCwPYPDTkNLYEfMF/P4zjHINeWO46KYf/efputcughtdGGDi3KmBzA4ZSE7z70",
-	"Hx3PHmkgn7aa8vn+gGG9emBYby8w7BsSHqokFnr98bDbGY16D9qTvQ0Hu00/dnW4x2oS3S8ezIs0ca+i",
-	"0dsVbsps/Y3Wyw4kMrwXsj1zQOzw6YKKR1dCY51j9Z3SC0YDhvILxP1vNLtdg4q+a42XRm6Gkeb9YmDX",
-	"JFyN0gNevHqn8h5wNO6t6JWlSJRff/OI8BNJtOKQR2xONgX9e8xWy6XIUaSUvDYdg+Wh1H9q1ZX/xvWF",
-	"oUNLQKGslDAub1sDwtm5VfWHZusLVCYMDi79vIKSzpdZt6k90Hv9y97QHUnlyWgEDbtg4RKVQ2Zqkhmd",
-	"bfwx8a4jjalRqzV/23GslQaj303tkLvlU7RCjgG7Cei+VYC0ZJCjU1R5gjjYk0qFGlv5IWmwkyRNsUO7",
-	"/NT0984OyDXq/RkR8HmyXNZdxHyw5ypu2ugvu/Xqeo8Rq/+PYzihYKseUPuAXVkxV98bhh5Wfs5YUXtK",
-	"4R92HVPwKRU4SscUqV7t6wt6An9XniaP31STFI4QndKhJb6Okra7/rLl6UgzKcaOq8OdwJiThGQYnolG",
-	"+KUiKAbZRr3ifMUYTJBxS6tMQD34XuKpuEO+ZuuEwme9pN7IO0LQaFfeiD+Du30+blvu8visYpv+0vdi",
-	"473uPFwcXu/sUZtvfzPFZWlzJYUqKSIpKw+FgVFdM8LXu2a/r9UHawy4zUK9ZRlc//ildkegbL2qI5Xy",
-	"5Tv11yH5aZPKpUXPUEPQ/hzTzY5IAvQTEaWICutWr6NvGIATrwozdYB80qgzBwJwTPe6XY9jGvLwF1E7",
-	"+oeOkHnUjj5FAYuT64TGFXUiFl1FLGpHgasmGaVSLGYjzh9+dE6BMFI8KdFWQqqkSD6IjhVKK2MH9XhK",
-	"imjAGoGUILwIJX4JuW0xJmpCchb+p11N0S51mJYULZKH9KQfLffvFk83UjGbuL3ps+ZF2kXFZAE4qxF7",
-	"9+Z5oMO/aS6AFpqnClohcn69EIZJl0gPLJ/Zgm9CmQs+nY9ZmmVLSOmDDleefABYPeZgheHjmAH7PhWM",
-	"XVcEVv39oPo65zht2ocHB2PRQjHJDNYST1kECpMBW8nkX6sSnooWphcAOOJyXlo9QKft1ECdhhvq+nGc",
-	"FgR+IrkvAB4w2jC1owKjyXUy9RYDEZFpNwkp5EvCBefGpyI3CKGAssYLIs4NlRGy4cIUIzxRSU9kRCg/",
-	"+GFJMa4RWLR+mX48B24KJXyoB7t9PL1eecfTLRmAv9kg7rgz9EF7Jv60w79sqBu3EgP6cwdPx893Us0v",
-	"jvwLhXSco3FH/x2uLqarXD8egJ2XyS9C//M37fjgmbQrpekJS8P30E7BvxWi6uJsuqIzs2DRo2wpJF8m",
-	"nQ1fpBFrRqifjvxY8CMQw5WhhKN4/OhRmk15qg/a8Wn3tBu1OtYmPQLHjB75923G2HY2m9ljyRXRHRPY",
-	"ZGOdkI7LWBrBoY/tOFHLlG9e4t+RV2k7ffpGz10O/hJ5AoHVs0cbXiUXnOaZZOLjUjsD2hME+QPAXH3K",
-	"pPCGYoZaNxyLmKwZkv6KPpyxscYS3b9781zpM9nMSSmTwZ2KeFXqxtNZaBmkZSh9CXFPYwDQGV7mA+W2",
-	"Y2YktNvoTZaIxfzZN3mgrenHD2rmH1xw8LN4ztNUpIlawKDei01gWxLw4HepE4PKS6SnTj1mYcO5rBZO",
-	"g7iHvn6jiKgh6erpShXZAmrsZgLCRmCFkl2e33xReU+qb9p+LzZ1D/uz/kwfFXmWgnZrzXMDAkdbAigN",
-	"4AyAo4w+HjosWQ51EDMJeheAk1Vd9HiNmpE8xw+2b3/h3NOL189gkAFlt8DO4IDEx2WSb7wb7Xhgc4m6",
-	"95sVcEaa8oMS01wQkaBKrqWym/gHK67uz7P+TiKv2/i72q2E32DmG3Ulkow8zdi/G7DuXVNnAQJHXMBA",
-	"xG5z4S9vvoqhjLP1/PrvLM2ua27+yrxJ/fb0ZVfaOy4A2Uqdbh6DxMWTF89eXl2++uXpy8i/cbxIZM2N",
-	"zcVr7qunpZ1IptBM2Sa9tZiwmKv5JON5jGY7Jqxi9GiVPPJva79Xc+sn3jXwDjWD+JvgaTEPoDEskUKp",
-	"gC20RZka8kTviOmwl5k/O0nmT7314NXOacAx/Pb5/wUAAP//",
+	"7L2Ll9s2ki/8r+Bo7znuzkIySUn9UJ85dzt2Z+KJX2u31zuJ/DUhEmoxTQEKQVlWMv7fv4MqAAQp6tGd",
+	"Tmb23vvtdyduig+gUCjU81e/dRI5X0jBRak6o986/AubL3IO/758++IHvn6ZqVL/pZbzOSvWnVHnkpRc",
+	"MFE+UWSaFaokd3xNCSMpX+Ryrf8iTKSEkYJ/lnc8JVLwDu18ZvmS6zelrGSd0U+/dZKCs5KnN6zsjDpR",
+	"EJ10w7AbBtfhyWgwHAXBjx3q7pnoL9/x9ahc5Itpefp5oPgs6tBOlnZGncUv/c93p/Poy2ogWId2cqbK",
+	"m6VqvjsKr8NwNDwbDeDdgs15Z9RJsg7tmLFu3h+NgsCMRSVyoUnzU6dk6k6NVkVW8s6nr3TLVILoOjgb",
+	"RcGhU+FfFlnBlXvJqX1JUI0Bprv8+deU335JRTLtRzumG10H56Ph+Wh45k0Xl6llOgVnaYfea25h6zIl",
+	"eWZH2pzi9pGG3iTNSGtj/Kbz6eunr1+pYct3uF5NzrQsd8fXPsv9n8JpX2nnu1yuXmbzbGNTJktVyjkv",
+	"nijckGEQEEYUT6TejCIlQ8JKIkXC91ImAsr07Wg0MUcd+/5uGAw0ORasYHnO80zNO6Mh7Sx4kUlNolDp",
+	"WbKSd0ZhENDOcpHu+YSe19vlJM/UrDmrBV4mpSSMlHKRJUROSbmShIt0ITMtt/ZOB/YBfKs3CCO3jYLw",
+	"nLGz6bAbsHDSPU2itHvG+9PuIBiGJ9Fp/2xwPoR7+XwhSy6S9Q2SQhYpL7qDqLtgmd4yqmTlUt0kcmnE",
+	"aMJEwnPNngHtpHpf4T/y7DMv7OVMLViZzDJxC38XvCzW9g+VzHi6hDdEX3FP4us7o8hsURChrCz5fKE/",
+	"GtDORKZ6dL+NcYDjzogMIkrGHf6Zi1L/Oe7oEY87Xz1+30cqS+cbw8STLM/1MGlnxlnKC5jwMylKLsru",
+	"9Xqh72GLRZ4lrMykePqzkqLz9WCSs6CN5GKZ52az8aKQRe2KI3/K7fU5+3JT0SYMaGfOyxmw59s376/1",
+	"luRfSnvLXhoYLry5D9vAemratIyFfbmZsOROTqd6v8w6tDPPhH9JaYoVS7F3ZDj3zsjjGNopszmXS/1k",
+	"P9DbA/aN5Vt9oX1Lbr59WeSdUWdWlgs1evrUrHzPKAm9RM6fzqS8U0/Ni/Vp8U/gSDXLFos/kiXD/8eS",
+	"/6IsaZd+B09+2viYd9y852WZb6oR9tRxElufP1Jwd+hQUs44keWMF+4acRL8f+CBFO46kMLagRQcdiCF",
+	"/+9Agt0fBcGDNj++73/ANq+46FG2+fnZ7z55ov/bTp5OwROuF4EwoVYgsIZBn7znxecs4eSDYJ9ZlrNJ",
+	"zjttLDoM+o91Pp32zoPh/5DzyZPXv5dv+70wCh7xeHpvxG39YPrI+V3K1kobcuejICCZIG9ZkdVMoIrz",
+	"C76QheH1lGX5egezBzCVoPJVSKHXjZyTb8g3JOwOfxeLB91TfpJ2T5PhpMsGrN+dREmYBvx8esZOLUtu",
+	"rl1wHZxVY2plx82H+rWHFkwb553RlOWKPwaHqbtsseDpjUySZVFwkXBUdTc4KJvzX6XQ1LlaFnLBn9qV",
+	"amWlBv3rbLTJPbCcXVxgZBiuVCbFmwUvWKlFgs8377NbwVPNLausnIHqwtJ5Jkgp77ioqSuqmN7g1VHn",
+	"75PT8j8j8fHu/OX83UD99+cw+XFxMvtb2p/+lZ3xDzLIflhf//J6Nbxq8V45x05YTauQmqU70o7SG/k1",
+	"+BR3jpsJcvn2xYZvxx9y/5fov+X5X+/+K5wHyek1G0z+tvixOFt+FFfrl+ok/X76n9kPX54NP7+5PXDI",
+	"IHH/LCdYi7tuwwnmqIheWM1qjnTenuNBN5xESfc07fPu2XQQdIfsZHKanKXnPJhW72fJnHe+6oW4Zuru",
+	"OaiGdWVYq4sk52XJC0oKPtUjJ5M1yUpF7LnjL8heFTDceeSeaRIEQS8Mz5qKcdQ9D9Kwe8oHg+4ZC6Pu",
+	"yWSYDNI+j6Zh8OCTchAMyGtZku/kUqSt5+MgGPwOFe4PO9Uqd2GlirE2LWzH4QXv6EX9cFPqsEXWW7Ci",
+	"FLwAybPik/rR5XjGWRGNMAFTd54JxUpgGYwZGDrci2+i+6hqDz+sou4g6fPu6SQKu+fpkHf70yCJ2Onk",
+	"jA/C3eaXJfyfYRn8MWzlu+EP0vC38ZZ9US84Dw850ZCG9u2Wt95XZmcLb61YVmbilkxlAayln27nqOD/",
+	"Do56FE+TzwJ/IpPt8hY9zDl0EJO1qB02wIlaR57NswOCDA1dgE+nPCmzz/zGPK/ZcZHdTJaFKs3W1397",
+	"cRLrf7lJpDC65RpJ7X7Bu4eG+gsu0kzc3hjvSxjA/4e/WWp6i7WhobLilruR+aIeorSto4k2BwO6w30U",
+	"j/sT5LBpP+Z8fOUIdgEXend3Rp3TKJg9ysZwjM+AT5Ab0RJsMCNEvVBzv1fcq2FTpFwlRbYw83ijtwIB",
+	"b4iiIEH5Z16siTI+g3LGSjKVeS5XSlsM857n/0Bf34b/7QFOm01HykMsaPOWPdZ6PeT4tS7RWTLjWqwX",
+	"Mn8t35eywFyFGs0u85W2vmMhu0rfEY/Aliq4WkihOJnJPFWEkaTgqWYYlhM1kytBpMjXEHqlZDXLkhkR",
+	"kiT6i2TO1uSO80VvLK6A/uhTdq9MWFFkXJGsJKWUPeC8X5YZaFtlseTomZ0zSN4Qy7m2EuzwOp9op8QT",
+	"SpWFpi7MesEKNuelmfjlMs3KZ8tCodFYn/D1jJMYDosE7ogh+DrjZFHwz5lcKrJgt1yPKtO3/7LkxdoL",
+	"d+Nb/SE2h0Px+y6g3aB3SeZSlaScZYrMmVgTLkogx1HKp2yZl2QYHG/7PMiZ2tfNQ06UZHNNsCHIzEzg",
+	"X6GjWSZKfsvRSHVR9x/QHNwk0zSXKwy8y4LE38SwpTSp7Ejl1OywO76G3SyXpTlc9G/wn5Vwk1mwclbN",
+	"BW3e7Uv/vwquJcu/Pa3SeZ7ir+ppbex6Mi8qdaN1Oq/YHYc9TxKW50SxKSelxPBGj8BkQYfXw+HKHJMM",
+	"5oVyCB/W8vkC0oAWnJXO9TAWis25SxPSd8IFrZ/pbywLoVD6oI6nH0NZSaIggGdiN4Oy+44vcrbm6Yho",
+	"msQXhI1F44uk9kFG0mw65QUXJX5THxpkEEU98gNfK8IKTha8MDoAzlc/mynCciWJ4qIcC4ZzjD1adn/g",
+	"65igTKlW21hN1uDpjcVYXNoXznjuTGmYrWYapkguxS1hFRn1vXd8UVKcQUlyzlQ5FvH3b9788PH7q6uX",
+	"Ny+eX716++b66vWzv998fPH6+ZuPMTmKBjP9esOCx4RNS15Ub10xZVYspXAUkGxK3GE3Fkfe+99dXV+9",
+	"vn7x5nUMHA7vsGlgsXsmPtYGHy95Wn1FSSl4Mao4IRMqSznywioTqVwZYxxXGJZtxxI7toG3M5CNeiar",
+	"GRfu60dZqcYiztKYkhjZR//LntT4EsVLbT+oCxJrToiJ/g25JDZnQ0zi377GlKhMJLyijf3OWOij8Zia",
+	"14lUESHLmT6wyBsBx2i1gnZsdvxm7jOmxahSehHKitmmBedjwW5ZJpB2uNkKvlTa5slKt9kYEXwFX+kR",
+	"E9fk6ol+D3Kz5pxqH6zY2gkZnGQlZhrcXBOec/blJRe35awzioZDkJj275C2CPYf+PrF83ZZecfXTxQG",
+	"WROSmWlrfY1MeLniXJB4trqpFtokMcU37vy54+vtkvIGYqDbhaU3k5NB29BfZqp8IZJ8mbYoAYZV8kyV",
+	"inCWzEhW8jlyrd7H+mcKf2bCTOyWP9HXlyIlUugb4Ag7I6+yb/3tOdKyS99NVjOpuL1xJZd5ChyiFz1T",
+	"JFmWWq8oSiBQIkWZiSVX1sFSO7B75KM5arISd5werSKJ1KxgfipnPCvM53rkUlgtBNRLtzcHQbDtqM0M",
+	"sdq0EbC7P7WR2fDqNi6xQXjLIHoz2/XHMelTqfTutPwSV8Gn2J6tYC1s4Zk9/DKVxRw0yeUS7tyciXVT",
+	"bJuKtcZIlv5RQ7hm6m7b51EA/XGfhnNg68fRlv4DP6/to9fwstbv65+fKKI/t2UI8J+HqlfV50G7tpo7",
+	"KNffsvQdym0w0tBrhAZq5TFaFHKS8/m/g+eokYM9Z7kmAE+79lffMgT1BVSlDM4d8rf3b17XUq15yTJt",
+	"TuldAXfPl0pLWcLgXiInP/OkBKqokolEU+Pp5/Ap2taVkToAAzsrIfDwyg7Kfs+sybIQI63rrGac5yMz",
+	"rVFjCkCkwyj7Ft+Aj2wurD0RwTYw36BELZOZVgpYO3UoYcQZQFaarAqtb+lZgG4DGiS+O88E15eMVgdv",
+	"+/76+i1JmNCvXLBC8Z42559JMc2z5KELLWTZxSQdiNK3eTtZXnCWrkEBbV9kfdchLkejjKBP9wKtU+d+",
+	"AylqQ+MoNvVsNdO4LKJ2fnl6oLuzYqrziqm0/LJUrX9qJ3c16PaY3KXkski4ZZ5MEAZ2iHGNMOsZyRSs",
+	"/3eymGRpysUDGSATajmdZkmmNV6I+DWZwLcbQSvSN1VmmuA8VVs2v1Ya3D1eHLUykcZ+pvm4gy+/gHtq",
+	"1QagrdbqBfZKjn61yC+8SeIn9q1vC1n0euGh0lVLteAi3QwPwGzlVC+ZvYW4eOkWCtmDSlXPXIDqoF+G",
+	"mrSNfi5FmeWYAmhC2ZpflnNw1NyTJnh6Vt/cR5GNqT8ez1uuyJRW/bKUTJYlyVlyp2oMV+emo3hzjeJj",
+	"EKSoud4Wen5sLPD5rCSp5LipZjLX8sdEbzbpT47i5nT1q9GHhvY1jMQq32MBRo8siMKsAoXW/c71gu37",
+	"WpYY/324+J7a5ytGfC3xPHK2vcdo20W4pszUBKMfR84OKnZ77b18r2TFGx+HwSwtrGCluO5kwnMpbhVU",
+	"eAi0O4zrRa/LW7bOJUuvpXzJilv+wOUppezm9vkNDUp+Nk4R6zFs15+sTgDP8C8JcD/si+zX6tl9Wz/0",
+	"tr7RDUkpJcHh7dv7bh6Pr0bBtDR32sEA/a+lfMXE2oxUPZD+BSt5FyjUFNVvLO2dM0kLIQjF7BPUc7Ym",
+	"c3bHodIJnjKDBPcd+gyoPrchxARO1uVCs1kUBBeo4ehfQ6IOWLbIV1WkRG+0/eC+ZatN/3FWDujGgFDI",
+	"eno3/bKUJSNHsY2jxZTEGxEze9FFCOPjC/Q7jsWElcmMVhvC8cba+Jlkqi+yVNlaMi29MXykCWJWRstk",
+	"SqaFnBNGkjxDj2maFlwZ1+6i4FqN5SmJApIJPG3M8QPy28tPU9aZEgZEjcVRrHeBpn+XLctZd8qyfFlw",
+	"Pa8Jn8qC+040cGrmEmoCl4vjHnkHy+75QbM5PhDDL91L/Yvz4t5mnzk4DbxIkXffpsH5vVwhayD7gVRb",
+	"MZByODTUqsGrtzuY4wISQUtAQvPDB6GnL4vsV54+WOcEwndNjltT2YSVcme1/hoXpX4v3yojPQ3Cs8mW",
+	"4k7IlaBVRXBBMPfuIAUyrLZebdJ7dt3Sv/fx5OWEswJcT3dcwDwzpTJxS/0Je/M0cwdh+kHwLwuelDy9",
+	"wjyOB65ayQvB8uaSmY2g5ZwjhlaKeD5tXa/qJv0k1rjMmEhz7u99rQKD0j/hsJVubw9ZtKHvL3hhBgyx",
+	"ZV4QTGLZq/ibWT7OylVOTfh65ScYBn2MHKCjGQZozNDCeHcVSVnJJsxY+h/EopAJV0pbnFeizMr1A1cS",
+	"dh/DEfpr+cIIxGnG8602XSWd9epktUdGZFnk1ETsahkKtAPzxwA+3AwrkEN+tVJMq0gd5yQShE2UzJcl",
+	"J7OyXIAnpCwXinx49xLC9/YNrV9qeaGJXJEQwvZ7D93IZyKcoJn0PvbxSPuHeJxWPM+7xgumrSRD/ws0",
+	"MqZTPHHNcoDtmGeqxGTmGJcg7nWqkXmIC/pfi0IbKmWGfOJnd3ge0VSrFSbnreEWrScjN0+pjzNp434k",
+	"KymJrVWkdYMkz2KIYd/x9Wi8DIJ+AhI9hX/zuNf2NT+TessIxTI3vi086jbekaWPHS1qHWo9+3qTNEYU",
+	"6DnrW2vnXqr1GZbnWn1MZKEtVLRCp3xlj3wKp+UCxEie6yE8jBzCeLQ3fvABBB5Ka5tS/lsHwkH79sV7",
+	"dLy4F7GiYJhLUCkwP6En3/jSzQdq2ZU1pqwiQsYH7aAdnuFNIEjz/M0URNWu0Zlto+VRfd9oPfhuW8IG",
+	"5GpoztnkcXNJ8aTgpWV78r5K5ZnxgvdagxE+PeznN6f6yU3WwqvUB44QKQcujpv+7tWBd26nuhenYGma",
+	"aUKx/K03KlNBUx9ofd/v2EqqlAtFVrK402Lx6N13z0i/3z8H+0zfM12Wy4If98ibeVZCPoLQO2vr9tm6",
+	"XRrHPsnZRGs4JmUBFt0e/fbEd+luS2UcQtSPEUMu4o4d1Bbu07+5uYMDTF0QiVMD7Xe+KNfUptyBX+wo",
+	"/ibGXKbftyM319ek2m8M9Y3gNgywtvkp6DSFXIJOc7HZthfpOdvnxXI+4QUlYVcrTOlFlTRjSR5/b0/r",
+	"rhmatbd6nd2JWLSTLgs41G/mqt34gsyZ0htPKeUdcNk8y/PMyOgaW2WiPBn4Xw7avsytxt5k8nXtc6hK",
+	"+2EowUvN9qh3gmkryNIZAia16UIrWppGUuhHtXbZI5djUcsDBNPRox5YoiPYWjFRbK2IkuQoPrgWdCzA",
+	"b9r6wguCGnBZZDxFvtzYAnJZJhJ33U75hKR5Y+72YqQ3mJPfmk4HGWYD8kP2rY3SOVqYDAsjXgoO2T9S",
+	"8NZBum95Jny7gGs5alvDQvC6J8rwrKJkstYWgxRZwnIIM1OX68RTc9sThdkUivwsM8FTk+VESXwxFmbt",
+	"YUZC+smfc06ONhjIJHKjj11IwW2OgxkR0OOOL8oe+VYuRcrTESaqYD6HySApJRmG0ViAbweUKqH1c0i4",
+	"7EfuXVqrcsugJ4eXzGRsehFt+E+YSMeiyaoxrqr5FkjfOctzri8pzOQAx6NWugpO0kIuFjzFh3rkezMg",
+	"LanHYs7WuCe8ZFscDpwbMKgR+KQwl0aPHFJlWCYUyAP9W8IUpyTWKh7kiWHQIKZjEVev1b+AtY+3aJ1A",
+	"/2vBlFrJInX/hn/d8TXclt0Kpk80VKUTKe8yHpMjJccivjRuCZBk+u5n5mdIPHvPy667MNfiDOxWdUzB",
+	"6bwo66SmbXS2qnAy0/QVt1yR+ONq1b30dFnzubeF/LKu/9Abi/ilRPvV3GULXqrLd5wvUBnC7CHY7ZyS",
+	"meYf/cyClTPMj4ZkIToW04LdzuEgEKk+a4tMTKWJq83lZw4ZIsY+PqTKhtZ9cZ1+0Gk7/1TJinKfum/l",
+	"t7n5cL2jVn/TJskgXcAksDYkmZP69935nqTzs5RryqcrsPPmXz9AKwn+abvaYBXUpl4FeWpOWXiiNjQJ",
+	"RYnMU72ZcQNvqBNWyd2qSxh6ZZhlXn/dhVWhcLtD4ZPv/61VGR6sVVlVaUOvMiVTyZY8+bcmOY8pEttM",
+	"eciYZrgP9cOYKk8u3TmP8k6VZnYMsgNxP6F1sceKO1i/r5+/LXuAleDqMVsAXYGjseiS2Ogi8YgwEn35",
+	"4nGun9gau2QSLTu6kA9crGNMWy2LtZ6EdU9euCif/V6mquQTfFzfCk9PM8Hy6snGN1kKN5m95Wf6GL0F",
+	"z+GGBjUWZJsShdk/m2PGw1pIj0TTEuthMMfRkMnVBdGOfrIl69HUO1wJUz3UULAT6wtspJyagKgxn+FA",
+	"wivwuZtkxsRt7TrWFVQ/jIX9BaukbtAmaXnSpTj7v93xtf9x/afxQsCr9WmXidsbPBx7hSztnXhF9Qp+",
+	"x9c8jS/0UbrIktpU4IIp2cGhwhWTLq2fmeZyhYV0/oPeVfd07ap7gx6jYTH/Be6a97i7hsgRtUuYM2Dm",
+	"bC96w8QcU5u6ZI5OvFiYHPaYHDEyWeZ3JsOJQCqC/s3UPEh5NxYQS2PqboQJvdMst1oVmZkI0/GF01d6",
+	"CnASbjLhKTFw8SYTN2iR4Jjr98tlGZMjlwKEgbonisTZYovGz5KyTfxV/kNyhIG7y7cvbJWA/U0fEUzN",
+	"JpIVqU3POLb+xiN9ZxWQSOR8zkR6TGQxFtsckZqSkP0xZym3mUysdEU4pixl46NE1WElsnLLZO/hbbV+",
+	"+W22BQrwFrlrNlmPvOYY0cUdo+WarRz58O4lYYsFZ4WytSKyyG4z44s6inFLwwovi/wGf4yPaU2HN8nk",
+	"EMmD7DVvztVZgT7YPTm3Nv3qpv3u+x1b8AjyFbUC0NETFqH1TMOqsd/vO6uk8YPOfP/Atz4md9j7Rr09",
+	"7Pd7Dbee49+yMpl5brr6tE017IHzhnddM3Vn3/cVXF4v8NkwMCVx9u89rkX89o4x4xH8O9fKvmuZlw93",
+	"dvovaXWI6aE8UZAelmuzVs8NTDwsKdBSR3gVH3hWxcdg5oGeHmPJmEmc9cosoFbI1VnYLDbIzNaDMqWe",
+	"6QjVRtSryVH816trUqV+/ZalX+Njh3gwkel6U7N2vqqDYl0Oq2vvE+Y2oDUeZy36e7HkVUDVUNMDOACP",
+	"6IylGE+2WDKapikaoDnhrMgzKIIF3vS2zETKnDPAV9Dk2Juar+9p9Ylu8P/BwYb6pmky9AaSw6Z5k6kt",
+	"VKHWQdqowvJKChlRmbjNuQstNYuyNkVLS+Th24KzO8xeacQZ9S5NlgBbYNNqPL+Y5w31f61P8DvMJXAm",
+	"HIBE4mkLSgaU3pem9q3NjqUdrbTk2e2sZYe+5yapBhPB4ODTr14U8hayi0DUghWQ8va3g1BfFHLCt3gE",
+	"shyUFmFcjFJwAreTVZbnZMJJzktSzgq5vJ09PLynv7DPKTHBhUIrER94+AcLnnBR3iQ5y9qc58/gOmpQ",
+	"kPgAJZwVkX3CUvTng/expOhbXPHsdpaJWzJj+dQkWE2zz3ws5plYllyhWJwsVQYpjwjWgAoN8QtNX11d",
+	"v3vx7P3N9Zu3N9eX7/56df0+PiYz9pmTuTbrEkUUhyJw9KZkxVjIlbioEFkVUTNWcGIUo7+MO3B53Inr",
+	"1JNLBEQ0pMLIRcecJDbbsVmR/nC2huIBvzIuyaWCZBpNsq5e3w7yRavhiJNp2RIbjjdZ6EXp3fZI3AKF",
+	"MhoM+u2RcdTq2mJa+INxpeLJttLTbWxEn0csZYB3w4BYLmgljQHy2cKVmhPxmx7eD4NyW6JyWTo3Ucsw",
+	"DvCUGcLaBfKW35NztF04+sKqmkZzs1WkbVVJcJc/gjZrBXubKrvVP2nxT3iB64bVLSZ0hLtKZDn58OHF",
+	"c3Kkza1feSHVsaYyFpJ0wQxBuYA6zYwpiEvUttvW+j1/LWCYdLv69ozl+YQldyYtvH1GUNmGmd1Tk7Ch",
+	"nxmRFVjY4B0ULN8MeZJbWfbIe8fZ3Pg2xyK2L4kr3cYr60bnF9VPocGO/HHTeArLd1POUjjr2VhYG68C",
+	"gBhZ8zTP7ngDQ+DoMy+yKUhMA4i4Ju9LJlJt3X408GwkzyYFK9YXYwFjMQ93szSG9G5TL6SHZV23WYpJ",
+	"K+ib1vLDbLkn6hhLmcci9r3xI9J0xsfUOt2qmqLGq0zK9ULmWbKuSjLGwg0HLF2LBPDlS498h+lTc7aG",
+	"7LEUSnKYQx0kagYVJtmtQL+vFk9+fcmdQGHsBRVcEDt0MV2Lp1ZZKQYrjK//9pmtX5y8+P7dOv34X+cd",
+	"RBG7KYulSDBHxWRF3A8brIkC93Ub1hpTdzeHA4l9vVfAHo87G5Ko7QiKqApqR6ieKIYVvbvj9Xui5vV9",
+	"aNJQj/a5dE0URP8zkUJwcBpgkOSYOmgO89YnytplFxAlIAjeAKGK3mF6U8UXu4SvFU3O2vVWdVtRNrRQ",
+	"gsxYuNF3Kft8ALCO7TqBYZCtVd94ZJs4Dx6LuC3V/YWz/ZqbF/WiTDap15Frl/j2PQLbY+xWCNe4pEc+",
+	"YrBM2CjZXoaIvf0GMhCjRRXER6YA5QP9tQjvkCkMMF2YbEM4bipewnSLFYSiZ2zhVPP6/tuX3nCyK79h",
+	"whQ/GZAjZQU8yxczNuElJQuQhMe1FZysy1bPZFNg7bbXa2OAPIJcilusfMY7zJiNs6LdNv+jUi1IfWtD",
+	"DBrBychRbARUr5nwEY8QegNkh0jHQhhPq1/TXaUT+Ohdx60+0t8X8QUZ1Brv3SGNtqmu/lAqshusy421",
+	"37Yj21wBxnlxYN6hA1FsekMO8iZvyXTdml26OY+moLIFlu3Zl3rWIuH5dxBWaTE6pECmNScQZK9rzRfL",
+	"VV0Su9Fwt+Rq2wKhe6ZrQwj78Od8mP1NdyZGk4315ILpGy218LwXpO5rjA84IarGIDcHLnZ1JLrgqQf8",
+	"6SD5W087i454oKeuAub4RHeTxpAEa2DQlNxJl1afIjJV5Vtu8IXrwPLbvl3tbm1jXVCJr9rVKvBf+4Ug",
+	"aNp4ftT6mEz1RvsBxXNjpaA9tWDlzNr0tZLRI5vqGG8WgaBfHExIfVTDaBz6Rk0xb68g2WABV1LSmsSQ",
+	"KQPlYeJ69S+0FKHs03iQQNVn2xek4NfZvCW6kcsEq7Q2yVt1D7A0tbvgCcIYk1+l4LRClZLTqeLl4WlJ",
+	"yzI5VIg05oyjxjfsmu8j+Csc6R4czvkul6tWDMPvAYqzMuENOJvRKKFsFpPUXBNDrwqZKF5W5fp3fD0W",
+	"R/HbDygDprlcde/4Wj397Y6vvxqoA54r7qGo3vE1aXvkG307SwqplLkTnFTkcixAXYfKW73eWPRi4CFX",
+	"LCsxaTFdcgIopyNouDrlRcFyNN6rDB7IpsxKAogJymaIojsAzSjVI5e7cSgxE8ZiV5qfHbTdNaTdgmVm",
+	"q48FhLc8q1LPd2RhIaWqHjemP4R+jsC7zgvXvdK6KLRsBASIpeLHvbFAgwbcezOptFVn/VZmcJRk0zrC",
+	"g15EJtYUfBVrLaFWPM97JIQa8OGQJDNWsKTUiqUmT3wZd+MfASUw7sa/xpSk2a2eNpgFvRjw5+JuTOJR",
+	"TOL/iEn87zGJ/xLXpUyzTeZu2LyFXrJCM+z/99Nl90fW/TXonvduRv/x73/pfvr3/9W2s2sNQDclS7WS",
+	"JjG4VlxvUUpVwyvyr9EGlD5C3dsBimsdELUxhf0YtChJMkHQ71tVwgdWrzcbpmYeeU4RS6JW0Dv4Ta9b",
+	"bCr4GfmrJDZtsz3F3cQVDhu43m0xfiZ2Y3ZC0Xhbdo7fX8kHHTEGzRa97YYa9WVo1I15X9x2CmxH573c",
+	"js1bbZZKbIPKbz3YDWTeR9jmR+PxN/9o2evHuzf7vjRcmKKThAJmAgfFffJuvZfUUm9bk229+gtIuzfW",
+	"0GEHv5Nhf36m7SNm1rppHFo8t0tcM8emPXLpmZiVLMCDyNsm4KayI9V7WR/aEwQozjn7zI0BC3C7S+Ft",
+	"6jpH3FMAVhisT5SNTbQIxDZFx99DQw+DO7StC3bWYPmC0yB54zFzbzmK4CRxqIB74mgwi8mR/pOSOJzD",
+	"/84wB7La8qF6XOFLiVqwBEuIRb4eWTgXOQVEG7hVDxCfhO6jmpBjEQZkruxmhDbfSPDacMMg2KDvHgK3",
+	"GbXfX1+/fWW6h2z1dWF7EWRiG6vyjE5r6P/16rpDbQuStx/gfy+vn33foZ3nVy+vrq9arf7vOcvLWZvs",
+	"m8Eva4Pa0OKKmfHk7hG8kBa9nSUzknKAIRPJmsDrofoLjNujeCFVeYtINHHB0wyQdQzSjRZDMeA3/ho3",
+	"dC/7mKb7HfhA0sz88XWr+7EtCfcOE9i9L5E45bcFS3lqIpDMn4CHeLGSxZ1y1sDROz2EY5KpsVgKyAbR",
+	"0tJfSxipfblet2qfwE+7JaqZQ5tMfckmPN+5aHtynpqL+ANfd7HwbcGyQm2oxNrYQaQbeAywUU3qXckZ",
+	"yAJ72Ot/c/E57vV6xxDsnWYi1XYVMTDddUfR/4ba47/ot4wWbD3XR6AFjq58T3BTzlOiJDUlWW/eX49F",
+	"lfOHyXaxyRM33TgIEsorecNKIht8NfsQ8earsj74mjP/MoXW0Em/bgyRXK540U2Y4rutoadgEdGxgCKj",
+	"zLpemOkXZ6xI/aBHTrZY9O6WE14IXnLVy+RTvYH0ZmFViWJgrLSxqEZGDcjUlxIwNxJs1+ENHcCr0cgE",
+	"g9xC++sdmpnCYKCANugNKVxmuUkrPx45QzVTSAgI7RfZfI7F26YwsWlCGSap2sbo+QLWMC69ybH1mbkf",
+	"teyAV5Ap875kmIrTGtLdkpaX8racCJe0hD1dMMqqVeBbKVNMva9yGVh63K71p36bt10fgGIYnm6zHnJW",
+	"csGVulkMg9Yy7lc8zZhALxgc0yi57Df0eoAfpJROB13jVb0DbITFiDL72A6tr8r7qoZ2ft46tPPzcqYP",
+	"5oSLEtIEpw5X//d818S2D1w5vQFzPi1tpZImRCLnfGvWWbHFVYApWU9sSz5E4znYx7gp0ouyigijVlaF",
+	"sO0UN4LZFd+/NgG1ByBMQOISdjvXlgF0rFyKnKOtMOOsKCec6R8t8NphzgT35L1cEPcMe7WkZsgUop5a",
+	"ZoNuAa5KBJ0yQOqbgSAtfyFotcWx4H43OQHawOBevh40L6KEqQSxi2rG3CZfNa22epXtAxiohh7jl6zW",
+	"FqEGNVSb9TaWegQ/NXBmy5x30dwhAXqExwNfn9hqkWd6x5Vyi4tFyJXg6c2uL7xtX1FwyX7m3qIS0Z6S",
+	"2mbm1ibVOo52OpfvtMZ5eHCuqj747V9Ra9fKtA1dQcbHgTp7mrGclMmChEFP/9/p6KR/ej6yaSkjPz/F",
+	"gEm3KPnNeCBSpAVGqDl1Q1WC5VPGrWBU/HoyFbNNSmx6wi5yAewdNIzLxG2rj830gFV11dpk7W60YdK2",
+	"LCtNJhe4q2JsExmjz8riFwhEKYNeRC7qYVUVPQ9QeTGcgE4GDKJMbQjFVoRj4qVXpkxN/TAWGLqKTVTA",
+	"UZ1eQSGAgyRuvDhTZMK1jmgz4SFGYzKTTacsxO0fC6D8reS2aJkUHLaqqjxWEOyDjE9ZgfLwtD3SQmqB",
+	"FsS8xpEDeqre89b1ooUAquxJwdSMQ0SmSvOFksB5lnYhlxryeOfQ/Ms1pJrwsUDwHn1ykiNYQz+n9Niv",
+	"urdzgdmaVlcbnVohSCO4tzZqJle2b03VlXQEGlVsFsIV3KZxRVloc5dam8MxkS0ggqQltrF2tpGCt4DV",
+	"6rnOY72xaI8U7TNCqNbGFqyAyqYSo4L6H3VvErYiPch7vCHvrPDc1BeFhbdkirz77hk5HwxPyaIuFVo8",
+	"wq56tSWoDon+Xljd5BCCd8cg/5LZcs4aDvLdAJWtGIIGmLJNe6k/jZ+tIB5x0upw93OVQ9FyqleolJsu",
+	"pw/vXhhBCili04xjCwg/oO9aJALV60k0RdYtODSfS/ju7JjdaWVJ05mKWJmbWhqiZ25OBPtHGchR59HN",
+	"BHjxvKFXC1qDPSUG97QtS2e9uAfpNj56QWI2kctyNMmZ8NLtrRREy3wuQYniSTbNkio50UujdeP23naP",
+	"pWhmlK2xVQWQ08t/NTunTSd6WxVVbmbpbOZgjTyXUFZCTTslNjpu+67iPdAPdsZSak9rW38wFjYHX0t8",
+	"fdZ00Q/DofGYF8jaFWfdYmPZIa+YgtEdbkVtS1CuGnxd4Ez8Vl1+51Omai29DspLO6ASs6194232mYtK",
+	"ZTFfradtCkAcOyh53CVoLk1h1QH1te/hmWf4iE3yhjfssDKQZv46tXPQ/pR9V0he/9ILuzAOstE21nLM",
+	"CUearWJdm6jgira2mQO301iYwT6xbfO0ImXgaHialTy14BiA8QD8Ua+P9guhjy9MCQhChFXNGmfMa75Y",
+	"cPSeyOXhuEBYSLx5VLiMxEMbhLWYvPiORsC7yb01LmiyFd1RgN/GU9u5CBP03JogUx0hUVWZ5Tngqh0D",
+	"ETOBm7aSudsTHhs7z/aUgt97e6EX272azzUXoHhzxfTgOm9Uyzv3OcbRnAdo3ze3ejtx+JWOvv9dJlOp",
+	"tcLxurKRPAwmF0zd/3aXMrvt1bWiSTRN9r60ysk94K24rzcQt/aEGmvOQy8F2KeWNzu6WRFDd2fKYtvY",
+	"A5K8GToMQZ64XO8551AFOOHEgh1coOy3YRi0ON2j//RU8LRY3xRLUQuPt+YdgBgAET43hK5mUQUBcZom",
+	"ajJvL/TIq2DdQV4fE9zblo/tzn34LNK3ymJTJnajyJFWb+ZsPeEVNiLUNdo1JRjcibXtWralcFOyKrKy",
+	"5AIynIXpgzgi8W9jCNuMOyMydpGbcecrFgm1BfR6EF+r0jXgnhGcYNBNGF8NmUdoz7qglBunHk/B0M+g",
+	"VVm7LGPR4LELAmkd7jF9iMEWFNIAHTsSmB3oe85C2vnSvZVdvY5ddZctunKB/rUuHOCaSbUe8z+xrOBf",
+	"qDaAQj+FLWTDLQYH6od3LxFuUnmGdcm/lDvo5jsKgsHZ/i7MW6Sil7DUYvKX0uBSWR8NM9LgwsLdQ3GB",
+	"NnsNA5mmkYucJbyWdt1qb2yvixN8ZTRBcMts+E82haWpKNz+uqp0m6I3UyuB0L/IOhcvSDzujDuxgSEF",
+	"CHByWa+SrlpTjgXaCHqvHw2i6LixLoPg/KRloM2S8B0D3qgep5juZv9sG+9BY3icujw9Rod9jGsOPY2w",
+	"4+Lm2m+w4KOdGnY0+MK9g7nAKk9LNTzWoKjE5jftGoWXCbVti9vxfHj3chuvNd1BnXtt2vbSIjgu2lQ1",
+	"p9d7x7u52RTW5qYOp02t3Ibw5N4KMfdKOQoAEoKkxZoUS3FAwMmO2/tYux5nD4OtUssSHuMJXjABfP5s",
+	"Hbf5PHO29hrydEadMJi3ZvjB2+4R1WyZQVmsn6NOprbVPHvYCKwZQrnlpZfrcIvhPcGpEcQTI5FHG5lN",
+	"Y2FLOFboQsPaFngWMmQc5uITRY7CwAPvDaFaJpwdb9KuVqXlkzBsNSb07Vpwyem0QfBZa41XJrbcrvb6",
+	"6ZodiLxX1cfxad8yfYCU883FutI2L5Idz4H6qWdpb8h+YZW+gkOsQtUIbm7aT2A/j7Puv9lXMLxB/aZb",
+	"1kuKpQ7/PTw5mx3k32qs1b6Xm7q7IJirw9Kw29foLWyTdsk0beCPIbw4eEV7BBbPNGwzi1i6eJddDcCp",
+	"8pv2Gat5LG4LuVImddibeUxKuWJFqrCxor1q4qs/azujuCCsvcUgyMxBdA6RyGHQr2rC5WdeFFmKLtAj",
+	"bF2plY6ZXBYHbMpdiB+OOpkg0KuxgsyWUEOa5MtUE8zsBhIGjeTifV7EnVwHie9SANK/ITQ2cipX0pNA",
+	"9coXN5Y4nDVqrg6SI5tDqDVmdASAtd7xcRXvTwtv49z35hDbPL+3q8MWxMiYwi7GVAeON8UZWgXPhMkv",
+	"NdlPTN3xdCwqFEnX9fN/m0X+C+BdtCDgHm4s7lZpPeik5jTM+WZd/U04/CaAVJu2RB/YHA1hth+opbfg",
+	"O/0hUwMoaxO8OExVtvWw7bqyLTB5yGgfaD48FGH4UW0E4zZ60BodugmgrVylKrYNotTyzgsUz1nJi4zl",
+	"mTJmgvMjPgzhEYagR7nYEstrH4Z5ghwpzklsn69uUPExFNcysX742B5iY0E+yC6SYrpJNZMjE6XLck4Q",
+	"vv34dwB0mnyn+21AP0uqnRnte3/HRsS5efvNc8liA4I9dPa1qK+007LmLf6r6kfIvYKIHJonE57oEfkV",
+	"9Cs0ewFEbLMFdWXMjIWfzz0BOCevmSJhWug4pE8w8I575NIxrQ+k4I1ruRgLzenFRQ1cAbOwpBfg1SzU",
+	"2g2sLZcCUKbaxVw2579K0d6w8f71ss6/cEDKLJxl3ggce9Q3EHVdXmF7VdOpelZsK7ltZ5BPO3ScR8i5",
+	"derSP78XywhQS245SZblWGDmjAHiB2Qp/QIb1Y7rahWEnqd8xQvHgwp9/DFk82FNJzO5b2a4vwMj/v0+",
+	"T8klKbheQyjVMSVCDq/ctasFwIRSboin7a7cf7buCBm9kHMGJPYaE7UoWvs9pVZBrA9p6PLPTlCCWCll",
+	"+poxYu+XhesAGP+HNtjyNRbnxf+BE8GqI2tfeK11K8MiIOfkG/1/HfrnKaqPTMd/lgb7ePrqoymiLw9S",
+	"QnfT/9BdVWlbhw3a17tg4La6Gop1/0WUIYip1s97yBH3qx9B9YPMonqGcaZM/ko9ads6hupK1Z7oOZyS",
+	"dbUCn22PkT9EITtU1agW6sP1s406+BeXry8rMCmMkBdSEP5lUZhWOJDKy1KSNbJ3r5Z6mzx9y4pM7VBP",
+	"9kYy/EML9Q+QrLuOLnS87jjAAI5szotbTfcS0waZW4uRceXAQYb4z7BgJlnSbhl3+DsMybHwILigDNV3",
+	"3kIagYOFtk517/0QC4RYZaynaMAalkUem+SksQAMe82Yxw8JiZIjMxoLTXp8kIf2PgFSGzLz1DxUp8Hl",
+	"KeSKQLDUEmVn8HH/wFqPWDso1FLQ1xV7eqyBvNBbaFny1I3s0Y/O9kjsn0oh//DccRQ+ypBayg6a43sA",
+	"VtUBJ/BeKjSLg4tbaLtgdqK3Zy1IrCvtSpji3UwoLlRWZp85FJhb+GrM7nJbaixsD1J7zZaqrGYy5zaL",
+	"x9IPj6qqa/WWWbSqEX84IYy7a2K6ymxTKMx9miiYO4Q0GYtKzjyAJvCqg0gy3wEroncf/k4hDSammNsJ",
+	"//2A/7m8fvY9xngRPST2JaS+uYHfgogj9/b77FFa/qzd11LwW+kr9WaRxZLHqJKoGmtQLdByxWNy5LLR",
+	"jgk2NdSDcg2I4FmT0qN/hFQYRVK5Y13bNJ6DObYW/a7HtC+gDai+UtuyaEzBc6OxqLizSvyYU/T2YAqP",
+	"bA3Pts1nTyT298Re7xtOfUB81NMc23fVghdd1xsfb/b3jafdHKZf1NXRti821FDvY/GH62dQbXvvA76h",
+	"n+4d5aH6aotWKhc7euZevn0BUmDO1np7ALhcZkWh0s9ShwCk99N0WS4L3jNdQUcFlINis3S8siqyksck",
+	"ASBQUy+OxbBZUYVtj0xSImTnunxLIKn/GgrKPeRDuVKL2qePve6mavRNXDmpbF9WuIr/8gZiSz4Uxfac",
+	"ajRngt3y2BJEVb1f3U+mS6zpcKmg73qalYYIte0JP5Bc3vqQQ9/YQgd4wv0BU+1UGaPu5+qCvcXMyD6O",
+	"f9kfHUir/b26YG/xZqrfX5tfh3aq6bQCWb1Hm6sFGloV0xvoMN/e8Mx6M/+7++z9u++619CLHh1QyGgb",
+	"XVC563WKnedbUycPQtaw74HaCRNULrjgK+zbV8WVTev8w6vC7oUwX8i81jrLIbxbtNd2wHCHS9/SHcMg",
+	"/dpesC7UMm30rd201f5ZsPZABOqzS20RW43q7Fa8EFuN6asvLCnzdQ0qdiW9DggtdT3Q4Hcbu147SLEn",
+	"inhN3S6fv3rx+ub6zQ9Xr9t7j7FF1q5wXdqVMpKFkni2utlsB2wu4ab0/KmHyHgUTO/h0Zbt+ZAEA+wH",
+	"1x6i27vxGFHLBS8UT3lqxCU0KFdWhpp6RMuqtvtcM63gXvHOtlT/y1yh4hTfZakzfr2uQJp0TB9pMfnb",
+	"x2ujbpoBZ7dC9Q6DfalFniztPu1bKvTEpY+zYrcFS/iNFnN7ymAL/jmTS2WPMVgYuy73rYndLHuodVJv",
+	"Ue5XM8WTm5j8u+0PI6ekH5GCiVTOIU1e9cj7GSB4i1ybqAU/cBEa326sSp0+e9fmMSKAtW35YIj42mve",
+	"QWv6Q+Fa64MHCrQnHebSgMttcMcd5447mhikR9aNCPijVfZlHJ6cbaCPRoPZYdLsekufyEuLn86qJnCg",
+	"P1rIe0w0NMFQbMOmf7e4rdtx6LYdrnXU/ao/o8pEwkkM/4kPDL5vbzh7jR2u0OYzGf/wGcwEdb3MbDNV",
+	"AxOm7wYwFF6uZHHncDOqZlKD4IyOxSAaUpOfSYZfvlDsemroA/pWJkg4tKHAA6ezo8Xtfvpt1l7iaLbh",
+	"7anyZql2pAS5r5ncIAi6lBKmauaprTDqD+JwSfcv0m8XuG2rXLcgaBN+ywSySCZuG/n0mB9qqFNbEWx3",
+	"W3U5HQtbRbnrSG5FC+DbmrnpDz1RJMmKZJmVlp0p9roFZdxAINn9DAk32JKyR5DMBgdJUzumGPRwL4YU",
+	"HAdQhr0lsOgtri1h7CpElUnqqYEd/qs2t93aYra2A5IH9Jt9SIvZ9q6xXuWC12EWObexkT9tlfwASK7a",
+	"YUfaW2dcQOW5sX68pHif+SkJyJwzoXbhiNv33iRSGHfouuY021kef2OhtFtut1iZX3dM+3crHObk/D+3",
+	"e+616Zm/AQZky+8dejfkkpcO5WANKA/3VgOqggP3HufCAneFkmTKCupK6m3hATmyFadVL1cIwpIM3ZK7",
+	"OWp7MNXvXNVWY9qSWN8jLyGjHqquQEHK1waStplcj6jP9Qwwat1mVbm0g9gAtG7990Sz0BNlT1vMaIBC",
+	"+LFwiCcOp7fxQUC5iI9rUCh/XDr/h3cvSSnztFFe6RYYs4g1pxktG3CdH5LXb4ZxI6dtwsxr7AxjoBV9",
+	"6j1Ps9J2PHXjgM23JhWyX4+8MIQbi0wRRuJGo+mY2iwSB7K9vyEybiLYz3jUGnc7Bla8iAeQ0sDOIQKh",
+	"dJNTjRYke91Ojm47m8MaVa9e42wONayXNeRDGCFjCrpmZWzOSSLn86x0YDuJLFJTV2qedfQ2eTgGOAnR",
+	"owyGn6sfRfd4JrDUHlBaxgLBCA0G4wa8uschf0Hvj3UGeSjrc8Ly/DDCHYKCZdAMlaXI4cqd9Znf7MD9",
+	"NU3yWtGV3OLYvaZAR3fte9yNM5ZatXN/isFBuRBb9zwrZ4+34R87V9A2WDZ5EvVBZaV3zj5aabxNQTAo",
+	"YtuYZpM+UEvdWiy/s7tzpl/lfHR+p3dbXWhrxzxcnj8YOm37pB+IofaopUC11AdoNV5Fob3cQgs+V49T",
+	"H+/goXtWCu1pjG7Ec70zuk/BrCRploJipH9Er4QvXw8vGHpAO+P68CCAX+tvbAtnxdr9ckh3Y/qwIlaW",
+	"53KFh9OOYtYLY6VbzZJ6MLpjYd8B4WbELgX1U4r9iHkPrm2qsG53YdvzLxUjZGCnjyqIg43yVdcDsnSo",
+	"AhB7h9TYsYgtoFZsFKasOnLMlOtk6pHX0v886O0usbZHXmNP/YRj/0eLzmxPctSCDJaykQkG6yz2M23i",
+	"GgQvt+DD9jP/clVcVkvyUoF2HzC7EJV8MMzqmM9M0ydzrvtKtpx6RoAFKLKGQGuxnpH1e+mFqvLhlGro",
+	"ya1wSpuqOmA8Vor5COvEsPN+yrUoSqGJKWjFSZ7pT5pE5dK6n8ZiwQoF7Ugvt6j1FKvr60ouWgeQUWtQ",
+	"JrtMpF3D/AbNIUUPHlFSb27bT8YyMy84Iqqb92RwkmiV0/nG4mZ5tZ8XdRhpaznhu5jQtyWonxdg4wvT",
+	"DBoMZaJXxzPZInGsEwCFjbaNoLauSrM3+Nr3cGzW0bxaYsY2k77G/vV8fzn9XZxdQSvvQ/pEsMyd2VQu",
+	"6INQ9igd52wNnrOWnp0+yIzaiV/WssqQ21MRRh/xPiiZpQo5suat3gCrTPHjC4QSXpuQCySgTzgXFg31",
+	"IC2hXr64yy6CCjpEDktHxnKEBFLq0D6pM/gomTHo8Atbcwko8ybk4Chqrcoe+ZYnElo4xR4+ZGw+ppxf",
+	"Bj21tWPGF9H36J+9Dd8JbKH6JgGiYyePap1bnNNPoVHiU0R+r8ov71VEgZFaCz/dKOl0pZ7bKzl9cJxG",
+	"r/WNetCmjtKiMNa02U3LYZsTcl83UwM0LPhKq5mg2Nynj2kDmPCP6GC6DRH4f2RpqgWP3l+W+kiNUzX1",
+	"3hRbEdIv0Z+ASb4WtxYdt+h6A5EY6wGad8DgpOCHQD/iyh0Exd35+smMdkc9kpUEpfSLkKQt/tEKra2k",
+	"raCyp3YSPbIlCQtrEmxvV1MbB6rNBvrifcqJ9nnAe+QKYUttK1kT9hESHcvkGnt8YMNSdJn6rWWwT8OH",
+	"6++6ZzB37EDEBFmKBdNzIWpZFPKWlZxwlbAFJ0fxeLxMz4IAm7HqP6bTaXxMx8JhpfrwqFjDx/ISYyxc",
+	"JBC6zQTTOg8rGVnLZaF4PiVHmCVDiWLrRkLFb2M0DsadERlEX/8Qh/mlcZ2Rkm8AElplfgTWk3/qwaQZ",
+	"ib58oRVcmIWvNhmLY4H1EEZ+oVILlXFWI21xYvu9/lJKYpTkxhI0Xx8LNImruIW14FFLx2co/Nu6uxBD",
+	"1w7fVdTNq3eACB+LkwH5IfvWerSRBXGFjrEKHQ0CHL7ftkWuxC4ntGFBVBdsErslr0nxhO46uI3MjqU+",
+	"7iouyoaLfiysXg0miudyjqumklYzO8LpVq+Lm85491BWavaGVn6ZKhvJtHvd2z3yPYRpZb2yByQOqIEy",
+	"X5YcI+TxWMjCBMu9JKNBcH5Sa1pT+qmbJq8B3nxs6FT10YSWSa4izmqbm5ipaABvDWXcW1nqpghwce8y",
+	"dAf2uEWLR5eHkCsQ4twwrWOTetqWK+zvBwrrj8JZP5iDJE/ypco+mzxs66Spz7XfbgDs98TvFiasnDVg",
+	"YuE+R/OGuPF8NWNh2lId6ftA1aj7HVErr4DptAEyzQTLDew2bESzy4xUupVcgUOo4IZ7rLCxPbCsZPC/",
+	"5zkS9TedhsaqEd1KLaGgjsRL1WJ+XzVQRo/1RfBFxp6+Wn02hrviHnmvB487iCmfsR/GoUix3wuVcFDQ",
+	"4zGCFt8bCV6FNWvhAuj1YV+tWc9Hr5QrUcUcvompnxf8TYzCbTNK4JCDMdnBwSpbuMOUi0avPT/OqlXt",
+	"RqD1j0Vt2IgZuL7PWpGfrE1PAMwHAH3pn4fTQPf3Z/c7Q1eYhrBne23u0oOdpA/DOdjtitoUxeTo3XfP",
+	"SL/fPz/ukddgyllf1IbwReDfC/xL8EwLI5Pz1rTdmSJKSugFsJBKZZMc49PZnFtlY6HFlNWEG8VoURCd",
+	"dMOwG0XXYTAK9P//48GOhkdxMVGMW1ghiGl/tvarrsOFigCUKLrr22o1Xl3+9831i1dXbz5cx+RoONeq",
+	"iSsJJJeVooc611JAsgBwF7Rshs6TUNOWqQp6tVYZYh2TR/1AHWPqBFfNTXS4z+z3Y/6/rZoXVBD/9Vbx",
+	"0B/ZgJHpJfnw7uUI/gHHqN9jyam9WgZCQg+q485W3eBVrbfdR25s9U41VD9SaX5WedDnW4+8lHIBehp2",
+	"Fs4+a3OMpWnBleIWNBfak5qiL59dMOBm+9A352LM2j/CGXYogb5ucTls6aluknbbUya5AOc6L0xur5Oi",
+	"mUjlihKZpzUf1UHeI7/Fe3svZdfe6QYcMtuSeArA0E2woYu2Gm4ma+Ogg3g8VPfjz/yXJcsxHdgIMgfI",
+	"DBt5bhzrWzqCVS/e3T+qpQHsZrco7AuGkMabk+2RawMr6LB6oGuXlHemcT2ba8EYBjQIAl8Txixm0/uU",
+	"5bkZiYJg0oTPMvBqAdkK8Dvn8hZiPFoP0UoIjALROL2Go1WtOTidPUFQ80bv7oG1va/Vnu5TextK7e4J",
+	"tae50z+jMxPunf1Y8I2xmMeo27CbrNm6dz7tEAdt7PwRXcIuDJVh68Q8m/LRWHR9zhjVcsTBRWCNPrjT",
+	"Z49RrcGX8np8wa2Ov2r3eT3/bSvizHB5udEx137UtTmuvepWluhVqnIyyHfajKNVYS+GZuxrmH5D00jb",
+	"YRRimm5ZrKFF6JHvLtI3jwXxbQTQBUdQP1dHQxdSdP1hHu8ep+vePHJRJps5YI1e8wK/PuERGbvSSK63",
+	"FBy7IlabV614qblG7evFeWDnL57z0pSW79SAYBDP7d1faYdPp1ph/Mxxq9zDYsJ3mWKDLbDL8KOx3xeL",
+	"fD0y4QUVN0A+TDMKiIHIlFcaokKF06tNAK2yqkEgl+ZVFmUB967eLuYhQOu3n03knKsqyQdS9h0WyD3Q",
+	"qR2xDifR1oJw4DjsVLmzuhC6Q7lSJJMoa1o0trQ2p97OOK6wG8ai1hrhji9s+RL0FvHydqAxnjEw/NQz",
+	"TyVGgJU16ro+MalvULy7ur56ff3izeuYHJ2SlK0dkoDiZcMrfxoFs8PyVA61Nl3flR3tlWMGmyC+ILFa",
+	"QlmTPvUNcJIFAkCBhlA4voKMztGgT2KkSrd6BXiNx6KqJjq+sE1peIlJWMifiGAEzl+or39qFBdM6TEt",
+	"7p17rpArfQrcmoClFWk4CX0G2gF0rGwQtzvKrm5An79JsrSt/fbbunVACoy41/nRWNQKDNQCND2WlzO5",
+	"vJ1VzWAnuYSOSNr49ONZhpmOmCCgxQuWg6WRVc20/Z42Jphj4lSGk24LJkxCg9PAt4F7thcQV0AMjfi5",
+	"DYebTd8iNP0d7JisVeuAaWDd+o6IoiFIKU3IY/OUaM8hv8RG7F1t+cMRDAnlLqUO3tpojp3AfGtt5YL9",
+	"XeVqRUft2BX1ybZhCxDBV/naRXVweLSCMIEodyIXa+vCNggQLVVI28AjarV9DwGQMLlPql5QP/LDctjW",
+	"B35jYzFjyvSxbljAq5u7/s+D2fD25OZ8esZP05NkOBmw/nl0Fp4GJ9MhH6T9JJqELHh4cUKFvX7v8oSt",
+	"eebG+ZEelDq+vbbBLYO+pZUJ7w2GcF2BTYCOAYgTdXFh5dKIOOSEqTSpvka8t+AojIUBUnjHE46lFp95",
+	"kU3X8AnAuzA9G7OSHL0vmUhZkZKP5mONIw0//Gr6w3+eF2d//eHvvxTXq58/vH1+9uLl2x9fyOgle8ne",
+	"rw7L/DHyyTL8btCG7ZvyuacwtrVQKvwWZFa7hHCePnMunLJlauGynFfxnUx551tr3zVu5MG2mMUB9fMt",
+	"eQ1yVTX5tnWFkzW5y0Q6MqBXWiey2o/+t8ucjX0crNhhX8V0LGKIyxj9kZK4keKE78TlwNeUrGy0CPLL",
+	"JPvBMIxcNrCe7yBwPdfDKAiCNueVSdrYt//dSkH3BWW8JYfKgCbakP9N6tZtO1NtKzy+rFip0IqEMQu0",
+	"RvrLUpZM9cgVQkfqH4DLWE0zJ0eeMvn86rvLDy+vb77Ri2Ni5/bIyAoE7gXbOpWJeqp4siyyct2bp5SM",
+	"zUD9EeBT1toYd45HjvXHApPFsK7FPGOK+ZpmCgXbFzLIwNPtoDFZqiCbZ8XWajQW2mC9VP7u0geLefeR",
+	"dzl2HGcjloB3aQQdN7Vtx6OqdFtb183q7foo8V0BybOpNcuQ5KghOH2OHDn76rhHXgi03OH7GPB1s2vr",
+	"fOdNCFYSsEJH2HrTa4KcIRAmmg6kSU+L5dgzBHMqVyutmgqZoZrLpzBXj9v6I5JDTdENS5TUDFG9ttbU",
+	"AG0Xoxrphs1kILdtKmIiF5lFxczKEWa0Qn5TbQ+MhU11raE8wCK6EmllT0IYXw80HrsU0NLBGb7Vacy/",
+	"6HezPCdHBswkItAiBXVzPQZ1fNGEDLDAJ7VmLe2K2WRZtGq5b1/YXLSqgoeVJhlqIj/jGmiJUUUq7RVS",
+	"yCXkDqea246qzoLHvbGARssYi9Df1/fHF1VrQxoE4DfeX0Zun94z+AWkxWsKkCO1VCXLBE+PKQS066sF",
+	"ZNaciVc1bd3AxqIaGXmjH81KBJ7Bqfi9A7cM3YIk0K1ADI1zwxptzhPpFqCUWEohHJoOIHA44Aujq3tT",
+	"1JMZi6M5+/LMfrN8bsERoHLOLoCdJDr5JU4Vm/EZoI1cltSVtvEU/j0Wnm/eBxy5J7jEFhJ4i/iwuZOj",
+	"Z7lcpjirJ2MxZ1+q6b/lxXt4uc2lgk2hTChxZHP7Ck7UgiWom4ZP9ZDb+aNOuiZei0slnhacG2qaMDaE",
+	"24ynh+c5SZecjkWD1KSF0hdAD/cVvVBzLDxjgFeHpMsc3O5Y+PGTo1oA5RjiT6A2mrS6ph/bto7SY9/L",
+	"7BvtpVqgh6UB7qkwXY7c8CixI9Pnk+cLPrbbATLbTANnFLAruczTseBfEs4hE8QkqrbtVue2xoInzvDw",
+	"bsmNceDcY8FyfUg467hHbHsE9aSGNW1Cf1KaWLQbHKnGpg1YbOCESTl2eSXGNVztzdG25m94UpnGWlD8",
+	"WfTIM+xvbTanNgiKzzwdESdyqqbX6BbS7KpmUpaYOYNFYOgcSjXf3nJ94uzf0nq9nbK+Za2rZktHiJOt",
+	"qVPhi3grC/6JzKRZAEvXlnIsamt5YUwMr+GE3nFzdqfPJDk/bPRbcz5emqaoPkhzbO6O20Krmq7QuElq",
+	"a4fncuVpLmOxNaujkT0SVsHgY4fMwNSdDWz5dIkuxsJrl+tSZjNFkmVp8aZQQlnfTtWIRVsm+qzXQgTK",
+	"kerIxmPh3oGK02YyyJb8SRTVO3Ph9mP/VL76hg8UiiS8s8C15vVjwKhqoOrZdgLHlNzxNUr3GYh08M8x",
+	"ZaWzSTSD9vEOZAsQsLRkgszoI63T9BasKAUveomca5szCvq9oBeG/d5pfHyBr8XjpNkCAQaH3qxM4ELo",
+	"W6owChNucpoftJKuRwEmhanwtRxoeqRU9oSPJOfZFQyJ1iOXvgoG11QL5MHXPQbmf2V8tZnD8bCIzJ5j",
+	"47p2Ygi5OujUoE7AcqzsOAAgzDmS6yPaZWz/frgreNH75XzOivUBtUyPVftT++w9441QuFOfs1me3Wu4",
+	"f9kwJcWuHKamhIFm1KPNPJlj07/BNWUPgr1LXB/nJmU+Odrs6YCEbk+MH0OMAAzDC9vzKOfTEvasKuFw",
+	"cPGXTfPs/0V/69HfhwmRw6K3fGvwtgXff2dkdixqoVmEwjAcGocqJkfxaRTMsB9GP4CA67HrQbLRE6MW",
+	"tq2pDFXcFuIgNk3T0W+xLG4hndPULSpMjjazMgqsHfZYgJIKJYpcYAmMUaZUZXZCGZMWtJBvqxWJN/q6",
+	"cT5SLylnEAwuMLq6qUdrzldwZgkTOvVm9eL51au3b66vXj/7+83HF6+fv/kYk6NoMDuuiG0O4rFwSv+M",
+	"KZggRlT+jHA1CoFDg7TvfFecidCakGiV02pSUHLswvHTJ98fp9WNtGAr51d89uL5O4Wa3q7grskdxdKT",
+	"isjXl+/+enV9c/ny5ZuPN/pV72M/a3QsNG/6vhG9lWHAjs0cJ1kl0vKdQKCHtCqrhDRx/TNoKAJa7hi8",
+	"TuiOAQQhQsJe5IWjDLjiprZ1nzs0/cTjXhT0gl7wNDxpUzrn7MsLfCrUJ8AWNqjizZuHYXvZ/yVEybDl",
+	"jZxWZaMf3r00EtWtiRYVPhrAvoyibaFDSHh+UOSw9sbWRinVBzLw7JpqbIsFVaKLvbcLNW0LGlDViKTu",
+	"4XDxFTTNTPNozU6HV3jrAV+Z97eqRybWeWDO+aFACm4hEE3BMD80q0RokgfGc0zo0P+sT97toAGftvGt",
+	"I84+HPXNrOoP717arjVPlLda4AKr4BQOSnoQrg4adg0lS5H9suTWRe2ISk3o19VEeA3RzED08xeYqIxu",
+	"GGzlZRIo3Da06GCmlL+G7NfIfJ9kgLJez7EIN3MsWpvrffL77HU/ffO/fkeR8i5AC0pmbeWkrlEc1Cdc",
+	"QBzLMYxHODgXIP4wYwjz2J79b2jR21IFoO5fNdfSYXQrt+7FnICQL8gRxGEsTG+/g1EnsEvSHws7AefF",
+	"n4878ZjYD04ktkWKvY04IqExwrw6ZXC4XMbd+EcIvMfd+NeYkjS7tQHduBeT+CYmcTemWhEswHZHMJix",
+	"yLneZpi6DA/1yDOmeNc5SOqc6/jyD9m8lhiHtqPYRqxqT2oCeHcZsJ0EKGAgt2asDbj73kc4Bam44FJv",
+	"ZBefQ8DkOr2Gnm18b6l1+PHvh5cO1QUuQHJNeDXuh2kGDTVwZ5phNaPWfk82YQGB76uGS9cP77dEXZFj",
+	"fLksZ7LIfgWjZkS+5azghelFDx2dXN7bxwLMVn1NmdAbgvIq5AUEZXNJoeDDROgP2wGOpBKzE8wtoLYa",
+	"O52nJArsE2Bm2X5TrqNGQFTliY9LKbtzJtZdtixnXQuOXzUkLbiN0GkDUj9MtW0gDIwb3AIBTphRz3SH",
+	"m8MJDUSoNqc+rUz09wfMKcQ7vrNH06HZgx36iK2swMAqeLksBAQzEg6IEaizoUcCzTm8os3g3lj43eN2",
+	"rT1bZHpAbvWvsFU2Nx4G9CcjFqpccMKg56HgPNXLPhbxl65LiOzCLTE5iplYxyNjoSFr3PE19ODVT1v/",
+	"toudBX0SZ0Itp9Ms0bxlXgSxtzqzHTFBXrz9fAIhG4N29PRkcFxjMTUWFYshQ7ay1i4O0jITDm5YHeyp",
+	"oQ5iHtMO7xl039vSOYCp2USyIoU2L363Pgp2n15eBe3bYpsgVa2IgQtHdGzXhfII5zIWIDKQ148NQLDJ",
+	"CcqU+YitagKbgrrw20YHwSeKPHv/7jt8GcAB6AWvtyLE4h3sdnDH13pCeu2UHZBLoX+icBuaol8UuZog",
+	"OCab4DjqOHa6McOoSGz25dev0EZnKjepWyXnQt2t4vm0O5MKHEjzZV5mXbMPoTjeFoNbF3HRI3+XS4iq",
+	"YcN3zNpAk6XUSgQmhEGxs56gxUuFgnOE3MMiAVgkgxcnqCmFVhbCkphGry65n6hlksCeksVY+HXV1i9I",
+	"TYor7imTgEINWA1C39TRnsdiLP7t34je+lq+ImqCvnhdJaQocgQPIczlUugjM376OXwaQwh5UeJfWJYQ",
+	"HwMn1f2Zlv3ALYk7YiyAX0bbxM49MrAvyTxTCtpnzVmuDQT04n+GalBZkKW4E3IlQICZgmstTkIIZOI8",
+	"LXZlBSbvpbeyko02LxuUJFK9cEBtQGcsAEyICX1DPQWLf8kU0v2NLRsxRPao2Ov1fELuO8B9wpoDjFya",
+	"p8YCdFyTBAmhOj2ez6zIoAJgZrpfoUTQK5VmSv+SWua4KgpZKP0HCpnBly/AUUOvAg+TMgWJffCNRSEn",
+	"OZ//O3Q7QNgpgGc4HwxPj20x+HrBIZ82K3MO6bQ2TRijpLxkmTYtQUqzCr5FodQCSFUQINOp6TVkohyZ",
+	"MBAuKu6Rb1lKMrFYmoU2sGFMT8GCEmGyDPMyUDXrQP5pI3eD1bM3bGXikUlyO7Z0e+dog4gmFQUrDBsz",
+	"F5t2QJ3nQAtQD9ak+wZklxoRIZXIplMg1TvMtim6CJihf+wW5pomqn3De6MzuvuMN7+rioQ80fblkwsy",
+	"Ldicd5lIuCr1mPC6hWl5xpIZhyEVMocPQV0DFJAi/0OSESsZ6v2FvC3YXFnDVpuICgWRQdqwlddPxgKe",
+	"ErZVpafqQeG1fT90OyFHdY2G+voMras7cGks4gJa+tW6/MXHVrGHIMpkDSDACdSUYPE+W2Oert4QmHwl",
+	"JHn25t17u5ojwvTJMBbWPWAFhCyy20xY3BqDSWw7t6geiZt5x7G1Rgq+kCorZbEmiml1ZLYGV5NlqOcW",
+	"3fl2ycBBzYGnLn2oUQ+E10P+tm4aU3pMgdrM4AK33NdMt4KMDksyeLleGrAYIdmnymFVa1XyOeR5LdW6",
+	"V4058+AEtHY6gu9j9QQi0HKDEA5oUQ7PxOWQgUp7BGEBNL/duZoUTM0sEedZmuZmQexbjm1WA+RkpTxd",
+	"opByy13rjKCV5C2oRD2kt197bFQIfTIrKAhJs4InJkQHeXOmnKRHXvudBBW1iTEKOwkS10gQoFF86WrL",
+	"CQEp5cLDsDZgCZmB26p1EiITjuFMi6flUtUaKUtNAaYJAIpPykqOjahcf8Ogrz82k0IuCy2uMAwuoXPY",
+	"skCTCkJzuJQIjac5ymt0D0e2W3psW2ux6DPrWLQsrbem6zSpJ25rv3HqnvlmZrGtfhyQDSEjBXXUNaS+",
+	"2Izv7fTC1fDwDyGfHLDB3C69QCLpYXkjsfnYWi4ACvn1jCuE7mRmv0F5jF3lsbBwiZV+yjQnSWFczhsA",
+	"iu7ZJ6rCzZpg6jNFy8vecWN+j03EdKNqH9BeEUzAx+lHauiNzFIPrgOsCP0TQY+ZGrmzeG6O9jpYIa7X",
+	"X0zlMexHDvCzHN0GNpnu7Zv3zdZVT7GcP7Zy8NrDezI6LpytPolMX8xKpiHEFbXebINLKVLUS2oIp5Qs",
+	"8iU8XB3eUJrxD7u0/zCc9I+x+Ee324X/p3+uyZF/kBqYphNtWoXxlXBSf1RLBVWy+UK/4YPIvtjseStk",
+	"M5d0C1Egg6tXf4mq2i7/g8SfQ4qasyll+/7V5bPu++8vo+GJ3m3jDv5aDR516179shtY7VcAeIUL5jXc",
+	"z2LDoiPA68fewxv1uvWm/+TIlOH54zWvPaa2M+1GQR1RC55kU6N4avUmE1xdkHSJcsO+HVQB8HsqvQQs",
+	"x3TqruILVkAYzavfQ4punAT/sFbsvn42XtaK68Wzjwkq4XWJ1/X3wq6mQ+puNR1Omk/YBOC0e1n63Fc7",
+	"+C08mkE9Y0Ja7tp4nc9CjPzt4zU5+v59NDxpLC+COwJ9rVKfKRWT2EkxqHpbTjA/FfZf/HOZxT5uWxfg",
+	"ZjMYYsy/LGyBDnZ8qKowl0VO3n9/2TWc6xos/AMPZneqQDWmPkyqk8TAva9buCfPJgUr1gBC4s4TPWFI",
+	"hYCwszZPfM9Bh3Y+80KhPyHsBb0A0PEWXLBF1hl1+r2g1++A538GTtqnM87ycvYrNIpubb9s9NwoCEzF",
+	"JPaLlgmkhitSLAW0ECcvSpLMeHIHOmnKoZJfJOArcQ6gFymCN8InacdpEvq7URBA2B+tAyzDaUAm+kkO",
+	"vzlUhI68s/BAc7a3nQ18HN0wLd1MqnmxHMIqX2lngANre6ubwNNvWWrjIb4/vDP66RPtKJs12HmpNydX",
+	"iAF0qzqjnyriqM4n/ejTudY4ErV1SWrOc3Oz1TPfFtD5g+uDgn/Rdj0o71r8YIyyMsGJb4HXc66vrt+9",
+	"ePb+5vL583cx3m160lkXnnVpak2BGpQf529wzdvry/7KTGvvsuuBP13kLKsveOffyPdXL99WaojrAnBT",
+	"ypLllVLv8tEma9vTb2R1YZNICQjtLMt7Y/Fv5Prvb6+2vxZzK4ux2HbHb+YbfxkDGu6485VEB92NSM36",
+	"9vCg+80U9BPh2SDSQ29QBP9XH4mFItf4H5sHnHkNoxEyGuNrnLdSofaqW7a85f4Ya7+Gw340Fh1/CzaD",
+	"rBu7zXCD2WCD/RvstSy/0yrkzu3lsf/csdvWjWbkYm/N5vnO3fZmwQX4oGSynHNRFVVdvn1B61qagQ3P",
+	"ObarZous9pl4c1/8lZfm/feTiHbUnkS0fuUHngs1Idoe0sUQ+kYmiyVQvxc4Ipm+6/aoaoQMW8Vvk86P",
+	"Ln6v9Yjs23exBiSBHnoqWicDitWECZJK8K6AXX30VqryVqtuWEKbzNgk58dGDxsGfTTPlelEMBaC89TU",
+	"qmlhO/JjTq6StF4LTqZZwbtgGMIZjAlJWBWF8tkOYiwwkVKVWZ6TRaFN41LTZDnJOfYRR9hBaH3ghmuG",
+	"aEorvNlitqw5QvBEHpGU3xYs5akNyVXaAEJlL3OLJBejyqD1K3mHTg7vq8Y+BrsWcjp5PrUIzBjcc8A7",
+	"DgSUYqqwSQpy52Qub48vfDB9eCnaP8OgPxa2/4BxDxP08arN/foOWeP3ai84caiFMEuDmox+b5p5as3j",
+	"ajkw+oftK9oZBv0dk/Qd6/eerLfqmJypqd8ZdZjHPFi5Xt1XEWcY9Ctt+LVxcK4rsbMsxMgJw5EZ6EjI",
+	"sos3HkzY17J8h09sktZ9FyzCBh+ZVheW362TJqvtDuPp6O2UYe8AH3mPDuliNmyZIgxrqxxDxz+6hBCi",
+	"H73fJJFimt3aVH2ovvQ84CaLWe+dTKiS5Tnc90SRI9NlYCxivwWINsP0zr/jrrW4afVmo8lg4nYzUe+e",
+	"dGHByUwPigLgUqBxBvr3bBb2lUAvnatA8GNSH56/uK6huQ0CLC+oQURvbPSXmSovgXzaYCrYnJeAWv/T",
+	"Jt4u9DXygcU4jscFin9ZcuxNhXFiN6ma0rS3a347b1ZjewrDhRKPzqF3P8Pku6+ffq9AwwzDn34DPDeg",
+	"i1kcPKpuTIO1DtU3yEILABNqhP5eG4DkkQUkt7LAr5bzEBoA+avCPMA8t83aaqh2CoKvBjOqE4TnjJ1N",
+	"T7phEqXdU96fds/YYNIdJifpKT+bnrNgotfArZR9hAfdcBIl3dO0z7tn00HQHbKTyWlylp7zYAp0dxQw",
+	"nN8Dzq/NPcmz9mmHm9O+42scwF3UofadnVHfjk51RlFjWsPueXqWdE8nJ6x7NjwfdFl/EiVhGvDz6Vl9",
+	"WmKZ57VBm2Uz/qLdYw6i6+BsFA63j7lc5Itpefp5oPgsqnaAAc+q40DhE0rdRKu1/Hma/ywlO8079bkh",
+	"/fWSDfSSDSfdk+Q0PePnUxZMwgct2aeD5b/ZYGqrCus2/sNO2EEQ7n/kg2AmO4FDU95BFB3ykHFu6KPz",
+	"SpT6ZPnq9WLY/zz/suBJyVOIvDePqHq+30+fvjb0bk7gJNJ6mHduwTPNI2tScHZn+oNsNcmSrEiWWUnM",
+	"zVXHcFPvfIS5ThQLnwEuXhblMbaMcqEbKCKbMdtIxHje9OnSI9+aYVRnygQDn6780uDMWAxlnk8vTFpT",
+	"F0Io7u0IsPQRuwmPhR1zptBItD2NYeRPECa5imn4EBkYAtWqBQe8CVdtbYRdhZLafpzZOXUeTdgn+h3J",
+	"EqoxbX5jZzR0jYEAHkwfgjcI1QLwArVZbHaiGI6C8EccvzB1J81bBqM+3FLwhIvyBu2WzmgQ9oYOdkyL",
+	"xQB1RI6nDaRjAZW99P5GYfpoMOh3fMlKbQlsZxRoOdk+48CfcVCbcH9jmNHZaS+qDbQfeiNNcqlA8G6M",
+	"1StBaI4zrI3zE+0I6IxuJGAadk+mQ949TQdJ93zSZ93oPDwLTqcnfJgODtd/DQPtkoB2+wKMHc6g92DR",
+	"9ueIp2d1YVIVQwhsFrpTXAHU1B4NuykxEF2A2dyrRQZhawPNaEqoZpwV5YSz0hn5mkszBCZBayLnTHFI",
+	"goB2hahYzxpdDaLhif+kkCTPPpv6WexyeOSgbrH2FHKOLFIWxH/NQGRBypW8gBZVEOxBWDcoW0Xsq195",
+	"IU2bhlJKQNkC+mCqAIYKtqjar4GOjyaYkKqqVXoEoyDsnYRnWoK42W27M+iFeKenUOzZTpv5oN1gFKIZ",
+	"YdahM/opoBEd0BN6RsOAhhENBzQ8oeEZjQIaRTQa0OiERme0H9B+RPsD2j+h/TM6COggooMBHZzQwRkd",
+	"BnQY0eGADk/o8IyeBPQkoicDenJCT87oaUBPI3o6oKcn9PSMngX0LKJnA3p2Qs/O6HlAzyN6PqDnJ/Rc",
+	"DyOgYRDRMBjQMDihYXBGQz02PTg9Oj288IyGkR5vRMNoQMPohIbRGQ37AQ37EQ37Axr2T2jYP6PhIKDh",
+	"QE9sQMPBCQ0HZzQcBjQcRjQcDmg4PKHh8IyGJwENTyIanmgKnNDw5IyGpwENTyMang5oeHpCw9MzGp4F",
+	"NDyLaHg2oOGZJtUZDc8DGp5HNDwf0PD8hIbnmn4BjYKIRsGARsEJjYIzGoUBjcKIRuGARuEJjTSdgdAR",
+	"jTSpNa2jMxr1Axr1Ixr1BzTqn9Cof0ajQUCjgV6RAY0GJzQanNFoGNBoGNFoOPgEkrsoN46q8Drqgz4/",
+	"+BHMgr0searvPIglI7zTZ8moGyShVosjrRb3J91BMkxP+On0LDgP21gy3GTJkPbpkJ7ScxqGNOzTcEjD",
+	"Uxqe0yikUZ9GQxqd0uic9kPa79P+kPZPaf+cDkI66NPBkA5O6eCcDkM67NPhkA5P6fCcnoT0pE9PhvTk",
+	"lJ6c09OQnvbp6ZCentLTc3oW0rM+PRvSs1N6dk7PQ3rep+dDen5Kz89pGIQ0DPo0DIY0DE5pGOihhTTU",
+	"g9Oj08MLz2kYhTSM+jSMhjSMTmkYndOwr+fQp2F/SMP+KQ375zQchDQc9Gk4GNJwcErDwTkNhyENh3qy",
+	"QxoOT2k4PKfhSUjDkz4NT4Y0PDml4ck5DU9DGp72aXiqqXJKw9NzGp6FNDzr0/BsSMOzUxqendPwPKTh",
+	"eZ+G50ManmvyndMoCGkU9GkUDGkUnNIo0DQNaRT2aRQOaRSe0kjTWRNaU1qTWtM6OqdRXxO/T6P+kEb9",
+	"Uxr1z2k0CGk06NNoMKTR4JRGg3MaDUMaDfUqDfez5PBHMPn91Y+GJ7SzFHKllS7/h+Ae7rGU79IN4Cz4",
+	"V9cGntcPa9V2/sKJKVdin3Lg1LOd6oHD5vOaMlHwb0Eap1YBIC3PUxEckkrzyAfwEms8jIXDjfNw7ajf",
+	"FQhw/b12L8ebaDI0CIIKXxZwmDLoYxQEAUCHt7RkIkdNGNNq7Hd8jd8wUWWW58c98g4w5jDbluW5jSnY",
+	"wk8ACUWfY629t1VzFgX/nMklFrBulIle1OtCK6usVRW5Nqu2x+/n97IyCpEeDD5cdeDDMtQ2NyD2+fE3",
+	"l+Nw68ZCqJ6hKd40wD1toD3t3YDsCDDYb9rl7qdfj7xZsF+WWwduKnb9kddKTaPBpvfy8RyMPjLENk9U",
+	"K0bQbqdhO/poGGygcYY7PYwbSH/2dgefB1hwbU6trR4q+iiuz6bzzUMAghLvCu5Fv6QC/7YTMJmytuvV",
+	"PBP+pVqnkqqpRwPnKhz2I7CiW9fw/DocjIJoFIYHrWF98o+zgg9bvrA7GEyj7ikLJt3zpJ92Ix5OA3Y+",
+	"OUtOU3/5qkW4zeWEf6kvgwXm2bIQw411COYbCzGsL4TfVKUNkuenOlrMp40VQ2eCX6ffefXz5fp1Fnx5",
+	"9T5Yvfmv//zy+rlcvfpZfnn1X4uzV8+vhn//eDX48fqqfP383fzV7eHeBQ8jrkWB8DAPUMT+qU7WP0f3",
+	"eAnZyu74aeoWFOKnm2oEdiupANptSdC04GpWFbqJtCobrCW4VlUlUNhW6xySibEAZ0jVjHVLGxFSdRHB",
+	"kCEWm+h3waVblgnILbjjfAGVg2zKe7VQoUWchvmQbhcgLV5fvrqKyaLIjMaAyZ1/e//m9ebx/cwrtek4",
+	"D9u3Ml3f77DxJeU9+bfeJ+drvZLeAAQ0TsLwfoNzjWM6/z97b9rcNpKlC/+VDM4HkzUgzU2WRUXFO7pe",
+	"un3L21jyVE9fVAhJIimiDCbYSNA0XeH//kaec3IBCFKklirb7S8VLhFLIpezn+eZrS6Xv3+OxdWnWE6m",
+	"g/6lWEwH8SyLP8fZJFH932dFejX/dCVieTxYHh19KgPmbFWfh6imXRkdyyMy+MyHn/7ef/rP9+r/Xp2n",
+	"L//zf0/OPkyXRw9/napP/8mHy7+9zhL56FmSP/v5ZhMeb3M6auhlYLvbXhmHi6PK7D2FOxSdRom3vNR4",
+	"tm2UdP1DuJiufZ2d6yODY/3TEkS9wfU3veXrNOPxRZa91GritomlYf/k+nsvsuwVl+t3Jg7+50V8UcAY",
+	"ebmnGwd9H44NZlMOn4OVzQyPjM+f4BfJ2qan53k2B9xAjyeqzNLWHHZ7LVuXj2x1geVjdFkihxIH0MPs",
+	"RYEtwlqYA7ic4Zght0TbC1dARwCwI2rO0zSUY8R9HxnQcUdQ4vVyG9MosNhDFqokYNM0W1FxWsA80hn4",
+	"siCU5iMB5KZIVAEPsB1iRHTCVdFh76HBHAZvfck6ljmtX1Sp+oxYfKxvPOV5mWjGUAIhAyH8LWqdYuve",
+	"iucxwg65kuZOKEtkUDaXSUWO5iFU+bH2WmfNUi2VNl5Mv7vJKXbYGcBVh5LajSBHiODnyCNs1q2ubysX",
+	"WDTIljLONnUh0CX5urCkc/p76JxDpPA28VuadIpKnZZOhqIPBihb22ntszH9mbLysGLkPy0oZfDbtwqs",
+	"YHuyfBuLK0gJJ3ZkXO17AsmCvbtgEMImNZlsaLZz7DCl7RpsIdYy/fN05vDsmpaSq1woYGyY0BEIpX2c",
+	"PoR1pdPbdvcBsQX0KyfbURHNdW6jB3dyMgyz4Y/d/U7wePfergTirqlsw3l/8ZRi3MVkVuMzzQwjqN/3",
+	"Z48GhkgjS1pFfSPYO+wp3ytR2BJwbL6DwCJrZjlCrqBJueB5QbwprRGWkSAENLbr1XNSGa4CC0hvcKft",
+	"7aGkuGgdTLJ1q7xHNXtdT5f3oFC6N7PsCUSEZT4eUStCidXiFmEfelANWUKF8gOdO9dmjfOy0rrKXKHN",
+	"CuiajWzog+Z5thfwNOlOgKzZgN2l4YTS3ZVlwS705025giDGt3MiK/D+3l535fsB44TlAdYhU8BswKga",
+	"BUqXGkEDmnoPKn+sRLuOrolX+hwU5WIYODW1QbX+5lu+fAE5R9DKbUAvLn/6SyD6qiXgRXxmSHkQcS/e",
+	"733+PtGrLwa0us1l3C5BnLthPBd6lv0uMcs05x8ZSMMYuKOguguhIoxgyv1RHhbN8yN3UIj55VDlUkbd",
+	"3yva8O3oRpczksDXZtjnv2aN+fVXY6Lm89kczcwe4gc/1EbjNYlNE1Estdc7FCzoA8DqpzLRUbkLYFeS",
+	"7hexVre3/syn7NzhZ29f/CLWFJ3eu2DYv6l2p+t3/7ABKfTNN+DZ1J2bg7sj6A6WsExAHrhWfUQJHBlI",
+	"JrS3Ekk0gD7FZQqsS3ko7Y5PU5MC1zamC3yDB2bD3vSMF08jhGizQW9rxkyy+VwfnzSpS2I/KQNO3cqG",
+	"ycVEG37rsg49s2iYhsxAT0qwbQ4gtArlElZRUtjYPv7LoYfqT4uwz4efPvT5cV7860iOLz98/P24PxHL",
+	"j6vjIzHNH4m4GKr1any0+jA7jqXaFmHH8q2Bae8w14zX5U4YiLyX3uhC7Hau9ETpPagPxU+N3w6cuGvi",
+	"5QDxahXvRkCcQgOJtATS0bcdHP/+FPyrRBaEV+ufx4O1+8M/sI1nZ8z7HYg2ZfBnTn1yUYxiW+zQRLIj",
+	"n3W32lirH1QWWrfS6iR091Ts7+jqQ8XQtmNkRD4kj36od5zeGgV/p/r9+qbHX8QaDIHtOz8XaokOz51b",
+	"Gc+AL5dhTYYCZNlSpMPFYRE+mCAEMDdAWaNS+6wrVQRoMSQ+QgcVA0bElusSCwDOZWpCAlvmP86WhSXE",
+	"7bB3eg4Q3I5hKY9ll68kIk6duq8kLDD7P4ZE63KOuawTKPSbZHnsUlHlrEoo0+yqTjjoZ9wm2nt3XmlA",
+	"U/KV+6HdPRKwTzI5TRNkuPiz5IBeSHsI9D64gXaim+/lkJ7js1XJ+De4ixYhTes3CuRCuSpQ7lirySZV",
+	"kLLDdLmH0kCmJ4WByCOQQY/VC/9/2B0wH1IB7K/1QoQyqoczwKG27bxGlAW23YQrnhQjy6toIW+h91Fm",
+	"ucef7foIUdqYmG6SI/D6aYmBWeHvPI4p553kJbJnhDNNcqhhVh2Ef1zORUR4iKuSpLIk2x1GK0FgeZX9",
+	"wrYKolBuk0TuGXvJIlYrimhUX4ssst/0QxzdQBzRYu5jI+9E0rDZpMxWsMNhMPtpJ6BGOdw18oMBMSK9",
+	"kjEZVBK0CrEj9Q+mFmOaZqu2tvw9hCB3UAmEIWDjZfpBH4yJSBWCaSOcqQo2MTlcariNwMCmXMPjR5i4",
+	"7y+lmEMZAXxAZLqd4QYAxU4T7D74INajTVR9YPv2hmJpHRCXngMvt0LehlYnlPeFAIKHcAsOyDcFx1Gu",
+	"zOvQzvHwHfRCVOEatnWgldEernI+EfrC4aw7B6LzLcAOyeLz5+Pph+HnPBnkjQ3Qii7vjdvHk37cfiwG",
+	"0/awe9R71D8ePB6eHN0ai0P7YZuYFtd+MxZG1oCRVLv5js3V3gxZFIxSkaYL6MRikWblcA6o6lEuOBZs",
+	"6/9Z5UkhwC3yP73fHoyH+tOP9Kc/6raPe4/7JwM+HB9NHt0MBmNXnfer9L9Xb55m61dPs9Wr536d94vG",
+	"Nw6f0d2jOvJ5lo+TOBby26yLLCFxaAkKKfBaSA6QdL8FjQ1ypMYIf8TNadSi0Te74Tosq7bN7ClhWtyI",
+	"qKgJpUE/ERiGzchCbYUSRQvqFCGZBPRozfG6EKGE/2nVNcuNtEbb6ChjBzeUIZcClgxXG8jKd3bYL1px",
+	"E8mRtrihfN2AdNAc4OO1ibySBo4/lGmiChGTdT7jUEWC1DZQYh/XK6fnabZ6aTn4D+9V86o1b9mvdvSj",
+	"Xe2gdrVeH1qdPEXRGDV+olVMU5Emag5VFguRJ1mMDVZBw7Uv+ay89U/d2mbV7170HrlMBL57slRFNhd5",
+	"u9cd9qvj6PrjmHvj2DaQ0isOwFeyG/r6JqBypbEnGn4oj/tSHpCi9ebdUxtODWxRHfaCLeoDcg07Ew1P",
+	"iXXf0bV5Lo4p1saGYuWqzlBw4/Wufmwp4V6Pnj3JQwklYQDSwzIJuOtXGRDa/RSxZEpVykoUQCCDFf76",
+	"pzSZkm6jed5Wim139+1zG+a4XpvccO/8cvgp3FnTLWJagK/9wP2ZCb6//IROtf0DZ9Q/Izc7qeh47Kos",
+	"x3doSwbfcwoA8GCzJYXtsmdNPy0hpDtWgT5X2rqrLe7+bs6LvxQ/TstXc1r+Ju7wsKBaOzREZLcOZJJ/",
+	"CxqLZV1KwhahQ9eajJlnntnqOgzyI86wHhfUZkDc7QPw0FVYtQ1hzIzHnVA6SPOegzSnnxE0DC0tH/Kc",
+	"6rqpeD22qha0oi2cxztDaSEa9RUeApoUBrckW0lKqQCMMPUiG03NFzwvAiJ4UYLcGAWV5J6POcvSmPFJ",
+	"nilVStV4LK+QdbgSBVNpVnjoJREauewhzHNk3qiyUMJ4ZcZWiYyzFdC548UR8nM6RrgI78WXAGVTJilp",
+	"a8i+I2/1IgxlylAiXqDHiIYEPYDGhgRW3Ni68ZJYwoMNCEiPYC6UTVdhdok4kjwlXonIg2DBJ0MTAGFB",
+	"+2X1dmuBZeSZTDKUmRzZFDIljwklDsvn0OCC5HKRsSnHHA/Ohr1vnsglUSggjbGt4TfoNVjFolfLY0dF",
+	"ej7rV+trDGINQNZgGL057J+EMjLntA319m3xaQIo+xEbi3Um45ZlAVa+627Y8igz1gnlU7+1s2SFNrPc",
+	"8hxC8JtxuW4ZyHynAK3pGeh/CqXQvETDUu/lXx11E0CZzjIFzSCU67fvI7ZlPxDfYuNE7zPFViJNAzbO",
+	"ihkciFNYHsMZR09EPlHEAIQaRj2joJ8nmXLywTugIH7g0EAfv5sD+CGBTAJbLhYiR743fUUdF8zbZUW3",
+	"37BLv+SkHm1zlruHK/J7raf/emyRivzW6uugUsmv8nOUwNYgVFxSfO0G179Nc75Luoq7d1IonnB4U0I5",
+	"VXt4cwI7w48IpamMVZs9s8QKixEEg0JRG9L9rhoa/qSA2l8fFCv8tEpN58KurQy7eM4lx3N9XX8CcuxW",
+	"mxSqu7jIqDSAZcCVkeu/QDsqB1KcZEKNqdDFjelHvT2lELFyhnwVCoiVkIBo7wPl0VWubTK4zD0NbAvD",
+	"3MOaw+4AKYJXiRKGBwTTqOBiAGkzGNEJctNXrD007cmI7nW7bAlyLZRgtyWFrZmwL+yfgPOzxeo7LRlP",
+	"8Ip5IpHeudVhF3YOoZZ6FEpq0EBUwRUa9pjDZQkQXkErLxS6wpPTmGXb+zNu25lB2eOavgyCYVyb9cDy",
+	"D4ZlHoYx1zRrrAXP/caMfRLbN8pff7UNHncJodSvbfCoKzPYZ57vsnjgR4vIjyTPHvrMQCPJmgL9vdWY",
+	"Z40d1ERCvmZtCR268/5PoKHIKmshf7vtuWBXolBs2O2xTBJTepn2w2NSd1W9qFzh942GFQaDxGJU70Xa",
+	"57W5J+jS29ba8l02tXytQem/9AyZZpdbnaFDQ8mVzhaHFrE1e1NlkgQriQpY9D5c15ezYjpHW4UrW7Vh",
+	"jSglCjhuc49onChnaXIVsOTwMdSdIwhK4oXFWh6NxXIyI3EQSopvtiEoiqgZyCG51IboS8fsaMrDeZo6",
+	"DlIT7QRvDA12A170QKGagrjtKao1oMgURVB+5AZiYPSOFwLCE234LxFWAjRHKwil9/s7MeeJdBhI/i9K",
+	"6DsN5fnS4J6x6TJN8WHASP2RJymQccJH1KfMbDXQ7YpXvn6okaBRfQcgCx+INKu/8n8SsdpdZF/N3d2I",
+	"o+vrKfvzTjyg0nnCidZ9W/mfXFvVjh1y2/m5yhLDVIwbt9XV5HHltc40sa0E3EfrHK5bAQVU4NCaHA7i",
+	"1mJI5yNPE9T62umZYJf9SEsGIM3NDCsuXDIW0ywXbKmAFbuoPUZPYK5ufYzAw/jjcHfB6we/sZeQclVc",
+	"LlVNG3r3ZHR0Mjp6/M+b+xLULDH648ZIsftbJLQWu4FisEtp/c0e0F9nGYQG8djsaS7459FicFqQ0nrm",
+	"agPWiaduvGbR2zfnCK4JixxBIoszgAJlSSHmLSqchQ6TaOQlBJMCnmLreEMpZLzIElkQRlkZ2tH0WOnn",
+	"AFImXmsymTXkVXNKjsLTQomQgkQqDXZAAogdWR4nkgP5n/owcmihMEpsGDT9bBEEwTAfV+5x46GMBYeA",
+	"DfbiLVK+htivyU2zZmWuTL+wvjJqQfLunYF/ohopZcDaPPAo75GnLKJZB6MAP/ASbZUI412YEgUENi38",
+	"FlATDQTz+k68NiISLjC2sLpXL0yHvdEejqW+MJNqEEuhbwgw0XBLeIiLQN/lF9ZtA2B8i/fe3rExG/h6",
+	"14ZeeS6KIj3ItzFj3SJKzDSU0HW/v3Kdr6Dkxsx0kTGO8sCTeNjJtk3meWrpYA+J1t/3kjyihz+uA1B9",
+	"oHzwYz8JFDAsMW8v+FUiOZZGfiAxSc4JxVyhbGaSub4A8JaSnI2zWLsUpiaA4ho/j7N4HTEQtxTrn3vc",
+	"OnY8hIXM05WWAyjjeCjN7w+Ufv665SovNt5AfQ1QDWBi7I/Zq+T/aLGBgxuBcMQKI/xLKFfZMo0BR9Fk",
+	"t5YA+Z9bxKRKAb+2xjJZJHKJcEb1abBzuy6HLrK++wV+WmOzz6C+D8I1SP7ogvizSXtOnB07yWEWuuyE",
+	"/cR+Yr32USVqjK9tX+AoN15d6Sfsto/Fo7h9PDkat/mQD9qOApsfGws5X8qN1oXuYzemuShmUFKiVX+D",
+	"OuQ2bxqUblpwbXg3RlOeKnEnvDofksVCxJdeWz10ZZRJafD/P2dSz86zZZ4txMO3PE/0L7VtGpX5X+Zp",
+	"PdnsQwDpfBjzJF23c7HI8uKQrg5zmK9v6rAH8atv4vjrc87KE5FGd7q/bVGf9gKnQq9hlLHZQyR7tcgY",
+	"gEdn6GR4YQLodoNCjaQ+0REkgszOjDqhBPvdu3IstEIE+hptHjdRP5kXXyYxduuZIAJKBBb93X6d2WDt",
+	"F3EE8X4sBoKxtQI254XIE54mSsSMz8DKn1KToFF1WrPB2xciR/Zw/cDAH6a+oRWEcjXjhYlHeEoEyQ0B",
+	"1xg/u+AfhGJHhKLMmlTnOMuWOYv5up1N2/NMFjOG/6U/rYTQY35kboPJoNhgKMnc4MwsV5azZvRfa8Hz",
+	"dB0FLPoveBj9Wz+L/glnF/6l35+uoxY03/8XLhv23/8tC2VMGAWuC99Ux/ZUq8Mukrlgn6EeRrtmL85e",
+	"n0GppGLN6P3Fk6jUUK/n4ilfY12r4h8hIAQ8hlTQWdpaU6gDgD1WwCQpjAfBfNk4scwKbBzQvqWe60GX",
+	"9UFd/IRwAvSlrRH1geLDAUYR2ZYTWG3cwwut59rTDFgf9ArQKAhoCY0zQgLGIFOivVBZuIKepi9oAwai",
+	"tTto909GrNsfDbruu7qDUbfLnjw7vwhC2e1pods6LY1yxhcLIRUrVlifgVFgnqZtqM/cHB/4KTg8t1FD",
+	"2UQB3233j8wo4LWs2x0Nuv+EXJmdfLTnyrMc/RSxJm4UPalQ3ZxNCyEDQIfRB/qnh0c47eynqMWmWZpm",
+	"K8VEyhf6lME36bkSPIZa0aQAlBj0vPPZupjNWTHLs+XVDMpUQ1nkXCrk1xzpy+284RY1E0/U19mEp/iW",
+	"OZKWgFs8mZmEoMLiV22YCiw+RxD3BVaI6G/rmO0fsXwpAaemNHwLtulZ0WDGaPe+iakRqPrKZNwKWC6u",
+	"eB6D9U5v+wy8/1uM9YfakvAZEPT3IkQOyig4Pm88HB0Uk6Wi6kGXKRPQBM/ClFhDjsWTXa4+HW7JPoo8",
+	"XgpT1w7SbCwmUPNMQngDYWzFFYuzlWzpDTJPlBLxiI6B/jMebFNTBEI1lEh8T1f744HFDVwG1oKbwRmF",
+	"V9NNRTL5sK2Cxsj9W5XRiE10U4wqT5OPgorTVWBri8i28wpmyGwlUXo0963Gvz278OzBIl8K32g7UntY",
+	"XYssTUH/a2kOcOPlip+CaROOgfwh8foqk1pWFBl7nicxX/ujHcMMNf4IG2jIhY0RCxsgNMPGl7uxwneY",
+	"oQeZmF8ONjHvq2YI7vAXYGeEyu7Lwz9gW3DKCI8f1cxfa8EMy4UWb4DZ4OTSDSzzckVzWWvs2yBdqvkj",
+	"nCcMOnsKhWwOBJtgYyGkk/cxW4uiw85cbYuLJlFcf8XVtk7nkmC+VVj4rzxzJhb+rZy9bywWbDmt7uS4",
+	"7OhSruxbk4/yyCU++fZzbZ7j+9jRP3byPWY1breNb5bSMAu+P9eVPQyJRDBPcKU58OmyucivBMM+w+a7",
+	"50/Y8eDxI3Cl0TWkqq0E+W8C83dkuqrQWDmviRKs9IwdjFUehgbjZHGbFAM0L2h/24WS2PuLJwGL0NiO",
+	"2Ns32sWVGYvIWo30i5mYL4o1iyDNUQKXCmVEpjj93aZ5fK4vdEkiNOGjVscEtSBhu8zTyGhQ89gRfZor",
+	"DB32+x03KLyTGLZ4LnDSY5qd8Zr+0eQm0FWesERpt2qefRRx69T2mhKWq7ssF9CAnYDDnApLeaunNlEY",
+	"zEB8SWWnGp4NFWzv370EvBRoQM0x4aUnEJP0OCzTEV6aucijSo8o3cQlW8oPMlvJUNI28ifmXCAJZOQL",
+	"TpiTNmxEQL+NTsu/w98wT89jsk4gIMnX4DefgV/KTT+zi0VmuReLDCitgvF8ep4+aEsDxlUTXCHnXooV",
+	"WXzg0KIjLLOVF1XApDyXk1mWC/Bxt0QTOqGkDTZi2lWJ0MusMeXsZZBaiAhbW0H7ifjEJ0W6hgiNq1So",
+	"RB3gftqDDw0Ob5xtBBsMrVs5dqos+5UFBIZQCYVmk5yRIuywzchFKDdCFxDogPhQJgUClWPZNVY9wDWJ",
+	"wuoHbY4lHwXNJNiyKUVq9E0YqtN/olAAFG9Klrjloi1gY4EUKiLENvCcab+Ww9iwvbwHmIXkFOMiBkz9",
+	"SKiqsa3w+pl48jb76onQ14/RlKaa4ovQhgQSxjTq6+PuW/EYesOSOnwLMN5hu3d5W1GLUmUTjWC36cca",
+	"RwFLb6BbiHDg55w4HuaMA6s8njJSFTCBFTxm0/lebBpgK64CFrmMVGSr+Ldx8d020EPMbHVZuMEXPyLT",
+	"66rGwdZWlYMtaOwSZTUEO7SWFZq6JIcuhcejQZe9Fiv2v1n+oRRYrQlCDbrssRe28QIxZ3ORJxP+8LVY",
+	"XeonwTj1JKS8ENUmMr3Z3797CXtAy30s8SLBT9pnh84Ehb530ClgYeOjyFWSSf33/pdyvOkf7Zfiik/W",
+	"xJBn06n6/w4LKLU/9m8SU7pfir09Y3J7Z88rO+BbSZ/3Bg6R8GtIn28cl21Ih4iJfHSjFPpdu3VavhLE",
+	"93fn4f0bBhYNT+P9hRMhCbWz9A1iIxFVmfpmhzV4bWGvZ9gWJk1MyXwEvp1CS42ixFlMmeE2ZobbcE+O",
+	"MPVcsrHAqn0Rt7AiU2p3r8POKAPjNr1LoWH2LCmMzzglFZpMLQmNttA3jIzX4pMN8FzoZ1wHp/t3W6fs",
+	"h1MzGMrW+is9h/V1Yz2/bqx3bd3Y3VVlQRq1UsdEKuU/IUOtRVox2Vbp9CWoecTw2kcMr3vE0bWPOPIf",
+	"cQC+bJLDAu/Cr6hEAxFx65tAlv3GomZvc/ExEStyzz4VXgb8Lwuh1UtJkDiHkw1Vg3P1dENFtih7SaON",
+	"RI32LNei8LMzPBfkrhFWjcwMJgWW5mhPNJTYTIhBbxKBHfaW3D2+IUorPlwNcpe+4U5i4Xdt9347VaPo",
+	"uJRrAr7aEtGvwr6tbNMfcvhu5bCe3fs1M2/KqbiXBH0nsFC+Rp5BCVdNis9Zrxjl9YUt1R0ZxsRQrrgy",
+	"DzaAkJAFacqMWr19wsRKVSPFBen+a+Ur0uN9H8lGY3L/OLb3BDJhmBTv8twiz9beZSZEZzjJsg+J6LBf",
+	"seMHS2XNj7bZe75UBWAnrOFMRv9oPzl/97wN1GyRh7NrQM5UUgjD3qeSK6kPuMiBC3FZnFroW+jYJOyx",
+	"2BucGRQSC8Usm4ayOrbEtvxYMhzWjOjXDlI0XkIuC9BxPZCjQo8aarwlVWCG0rCzASAvJH/wbdYKM2hn",
+	"TVN2ziWUotaAOZwnV/LNsgb6fFhjQyKVJMyK+3Kvz7NzsyNxVxx8Zco9vZKwbjiRluTN27/ub79tK+z4",
+	"dZbVbEHHqhnYPk69yXC5qObDm6JcSLESMRak07bTCxLKJlbFLrgqWLES6UdBRemoOsxSJ7LVYa+FiJEP",
+	"qLSlRwg/kigCSsEeu1CmgudSQXJn2O3ZfVzZm/VlKHQ+b60YLMTAtYoB3/jGXF/q/t/nTktjubdeoW/c",
+	"FuzEnwNY2/Iy3rz9/+7YJml4T2Bgm4STkAwEW6PYpDfcegK20El/MvaEQxpiTUNlCQ0eINniuZZxIK+a",
+	"ZbjoaZmf1oxjhBE6TNMjkjuX7O9FsXgj03XAzvlcnCeF+Pm8yJNJYVbBQxunB0Wsea4nRzhMedAEEz4X",
+	"oQRo84uX5yM6kVIKYOtDSgkgYNGynbNFnn1aM+TIgm4ix+148e79+cWzp5dv3735x4tn5xFD34OaQ/7R",
+	"fo69HSJuv82zIota0OJKlhrKCpwZPHsoB+CkB1Y4jNdeEb/5MMQaR8kQynrRQLlfy/QJ/bEY1HSl7yhn",
+	"gLOSVBEpLsywVtiFffGOWUAtR7lk0RltaDjzkUnWJYrpna7fPzH1HoTbHcom7RC3IbDJy8lQeicvDHY+",
+	"4IOgbPXUuSeIH6hQRhOVTy9hXqH7Sw+vJBlpdLDESWGw2gYMbmzDje15oqC1I/KR3bI8lAaVV+92aEdD",
+	"xlFkTD9FGxu4eTwG0KevXry+vHjzy7PXEd5D7WoOtgplbiif8yQVHvcphG193Cg2SRMoWYnjXCiFnd6J",
+	"xP1jsF9h8c4tfyqiWJTNDLec8LwHyj5xwwBJpKmlUZl+WCgNVTSEe6jP2iJ/Qo9T9TGXibycwrdFtKyr",
+	"2XrEolWeWT7ZKAByZphqLJWhuY5aFOW3G8EhI9VyJCdX8oW8VVuGUzI2i1wC7eTjSSymV7Pk9w/pXGaL",
+	"y3/lqlh+XH1af+4PhkePjqsXHJT6hfHfKwr8t6mAz41oqBqaShQVjM9zUbSNFvxjux430q6UGan2of9A",
+	"+7xbJ3KXaQ62wl6WufEZUd+1iZP6AFwwrVAqhNZWAZn+XSrWNjYTUWTHy5yQOLOCF6R2gIaYEYlLCR8B",
+	"xCQVSiWFcwMSK+LUJS+iDvsfLWsU8eNXQNxDifrdMugDxk49fAV+1TnNyP2iKFRomWmmTGR5G/XyTliy",
+	"3lH1YVSLUYUjs+UbVTgypS77q3X2+zT9Pcv4cXoQXoA/e7tSdXxSJB8N3vC/Jeh89fggHqYfCaoczm3x",
+	"IPy5CuBbufsh4qFDHLfWI3kFZYIcMlHmxJaHGOwGlH9OFmkEZzmiwxzKpikLj/rDWRQ4KqXeo8ez6JRF",
+	"XRUZY9A0k7bIyDMgBQa1s1hloYzor209PF4scxEZ9unAFozikB8og/KD5XDFjH0UeTJdn6LBr/0L5Tpf",
+	"pViFwDsCxr+PUuDe9H9/vQClidrUWoLunSV4YmywT8A/ACqt6EMSGxu6w7A+ja2zZc5yMRHJR+jYyqqP",
+	"tKW1gvmSEsepVkkxmbFc8MlMqFCWp67K8dQESFXig/pd+wGuCdmKZABjvMowGoZfyk23cgvDfaaOGOp2",
+	"zZezKY45IztdEmBRV0Ud9g4erkU/imSrCErCH1vNzSaZekLCbMea0Dvs7ZLsuU25qceJ37iZ5MMBeUbo",
+	"rVHv91EfMO5LfZT2EvJltVIl/m+MGquZEpPLxdl5L+6+7H+YF8PV4w/j9Zt/Xf3Pf789W7959fnVs9ls",
+	"3f979808PhpfDH++4XRdg1nvDsIu6HrwNX6A1X8rJXJ4RLA0nkRVWd3cnSYs+A7T9ldDqGjtWmu9xkls",
+	"OfwQhjFCEsGIWaUGxdUQcjIiqz/EaDNS24d6VvI1YNMgIEGgJaaHP0cwBS6WTCUEtrIe9/xnkWdq5H4F",
+	"+E4AfcTOigDKuBMqKYmhOcPgcqbQ5WzuhJSriFlzcdRFRsqTE4gRzJM0TUh6B5BzMZV5DlDDgqhYrkJE",
+	"l1gKo7ZsWwX+ooQsWh4HP05HovDhBKyTSLbIs6tcKHXqAVdAXMV2pwAKOCo3T81YOjv9kaoIpTdDa0jy",
+	"oGOSZtp3yRhfLATPO+wsVVkVtNTtAcc3TRCmDAE+Q4kuDbIKUiSxBP55mRKceA+oDKEDDwNR4l9LnppZ",
+	"Qga/ueDSsVhSDk0PqMPOtbJURTLBYUCQcUoEjTFfA2iKB2aUW/RS/SkIf1mXhICzsEeJ5JTn0ApALYYG",
+	"W0g/HbrS7LZtRj1t1UUn3XnUOnXWnTb2ttVT4imqL6jEMhmr+fB/7xzcjkYPH+/V7PR7XS3geIzY5eZs",
+	"NUa93uPjoKG3mBRKXS6OupdzfUOn7//15AT++qjzGMuCEn1rvxc04MhtQjk/tnWUbgx2AN3SALo1b8dq",
+	"pI3X45/t+7tbX39S8/pHR0f1A4AfaiagVzOCYWdw7QCcRQJZlo0TRNDzBGB9OV5f4jWwzlQ91xgNjs1o",
+	"e73KiuHdRpjofTOiUa3hf04Cm0rXlx/1u18CszNHjcF8f1vmgqsPeLC25b3sWf7qwfG+WXviKS792pts",
+	"o1vZeE3/8rFqgXtgD6hasiI8/oMdDIXUdwsodHMRAF8r6tgsL1r17DjE/qwd7iIz0GEVypuEmHBAhfa6",
+	"DtvIZXnw1Q8UmyT5ZJkUbJwL/kHkFnzPvlA78YQGmEEq+xlgdHuAUfBOB/qlb6DvB3U7FjMgq2VpxmM2",
+	"5qk+j7k3bu0hl75C681YPEACkbO3L9pgvsNrDJU00ibD9AF3Hc8xf1fi8VBElQwDx2pb+sxQNkEPu9bg",
+	"RZ6NxSUvopYZjpmigKlEe+hJwWIxSWKhXJKzsixXWcDGyyKUUSIvkedZv4C6OfU/HT45dOZOeZIuc6GI",
+	"pRmjJC5mCtOuP74++nhBu+zOwo6echsGDTM4kH72g0i7bCMd0JJ6OBr0/mmqYc3E1taawmUwvbX6rg8/",
+	"YyhKfz8mznM4UrY4tUIwMhoOB42gQXPeGHXLKmuglbb7sm7py/rXf9nRyfYh9/qj4dAf8iTNEENsY9Be",
+	"Re3mgH8LGnqz21rluNd+ND0S7eN4OGmfjAe83T/pPe4eTx+Jo3h4iOrRo9gVaPX2Mx3gsRFT/0ZR1xKL",
+	"Cs0Eilqo8oxvpxmAxWaLXngJCd1NyVKFIQciBn4FTU/ctJ9nFiQBy2D1BQFBIVplEkobhYS+9mmSFuA7",
+	"aXFE3gj820BQEyrFntjURNGvFQ/ijHOsl/LvtEz+5t3kEmn56IPBBiwiAHn6P2SmCBCOI2BREov5IiuE",
+	"nKyBfDBgUcrHIoX0tv5Y7ZNcZlP9gw2JTQuRm080XCwQqtQyeD5OpBgZbMREUS1KKEHiAw8GgFCasgIp",
+	"AK9EdjZekJBLroCLte5t4hP9jCHSid6ZkyUkOnKqHgaHTQ/BjAgAQ08ZxytQlcsMf6NmukSy5sa7ZFaE",
+	"0uNdrYy2VULqAGhbWhImeZ6btjsYSYEYDoaj44VkWvgmk2XK8wolx/+HF/2sbe4I7laEy8LjUKai0Kvv",
+	"E40Q5qfePSZegKUM4MxeZRnApUwTyVNH0qWWyEAy7HZZlrNhdxhA+Yi1gHiaZitAk3CPTORVq6O3iyou",
+	"rTsRG8AM+LPQkiFiiq/ZarYO4NtCeQ3fCO4L+ivGVHaRiZCK5zAlMAmhRCLpzDB6mEi/3lHT5JOI7fHB",
+	"OfM5BtgtKAbc4KJQlvkF4E2GWoCKf8tP9STSTmYBqEsLZYmKFyGfsSRznC1lDFEQeJZPQcCuZSCYCm1M",
+	"wndAcESWBNp1/AQB01N4NYPEEn6+/RQERjbQ0R12FkoE7tdvt2eKXobmY455EpkVHi+Lli1gy5rvo2Ur",
+	"jyxR28w9rTrulifhDWSzkOWHFByd7C3RGPKrD/V2l6qOB+GNyaX5fRmgVxLltRNsGYlTFaXhTLN8Drbb",
+	"cgm/VMNB20eB82Dev0le4sq5iQjJcRtZwiM243Fr25CdOrvTEVtKHVTUegPqoQTaT4FjlRQErUMVY5l2",
+	"2optozRELXuusL76NUeqrx3by+Dq8kK/3lRYEJQtgpANBoOTrXNX0lj10xfzQkB7+f5zWBqazW0ePiq8",
+	"9W6HhdLv/buXRBBi3HdwET8VrBn5LpDfo2eULXnD2jpQQhahhP3BC4g0BIxTdFa/wu0mRbEFAzOVECJ/",
+	"pq9TpvKwEFB1T8F6MItCmSi8K2ATrgjwOU23zd0yT7exlPS7w8fQ/mhpSw49FXZR3aR55iJVULvTvHWB",
+	"Kzbm1gEfHd1wvLgDeQ6BRhwoGLEBW+VJUQgJzPYjSFhGrIkW7s+F4PPRgq/n+ixGrVPPzNe6iaQ/6Pl5",
+	"lhvAK5wZr56Xp6llC2tCrS/wKuaGIlm1PO5/MCKRm59Fo8jmUgg6TRuFizQxPGs2y+pR+ss1QkZx/ET3",
+	"uzbYR2R8BQ4mamR761azNWZWJpmMATweKp6Z+9RsaqNPOUeQPK2VIas2yeZz3lZCX42kTaro4LyWDSIC",
+	"EcTsMPLPuRca7HuwygC/IpuGMnqpP0VFrDns93HWVokSrYAqdd0mIyh/+L9B3z0YdK0Nx/y/RmlttWsp",
+	"Pi1SiAdQpVcdWZEeRGlzJoWYq8ouHfROSru0v7FLoQ35Bd46cD/zPOcQt1XFGhItWrg1dhxB433R/oZl",
+	"xIp960gj/LwSgllfLWqNrGpFACxIC3qJS6074sQca+7eo2UYLqJWMMtCm8VbhbZzDW+nh+tZpjxz6uti",
+	"mBrtzTB1RqzNdCrwhJOD/wTuxERjBkxUpyzOEFp6maSwRCJOQBbNv06SKi/OGWwtluk+xqRXp9d7bCth",
+	"CDyg3z7pxr32sRgO2495r99+ND6aDOOB6E97Xbi2rDVs9s34lY1Rwzp26HuLWLuu7HVWMOw8pcs977Qx",
+	"0s5tHXRAHQwBXeJBEdwefGATD6GM0WCybphm2wQl2AY9YJ7R6WPkuAw/UInwPjQ1Fw8BrUVVkpJbl7R7",
+	"0T3WSzrodrrdYXVJB+1en4/bx5NYtB9Pu702dhc8PuHjSbzfknp/Ka0aEGp/VatWRrHwPam98TG8pTZp",
+	"1H3X27290+31b8BIRnNFQmTUePX72fp10v306ry7fvX8v1evP2e9NxfZ51dPhqtXT9/x6dOzT29+fT57",
+	"87f//XxYpvZ6KrOa+OwPUrPra5oplnFwGH0rvI6ldtQGxN8vLt5a2wBdFFM3lpCHwwsWER4wtKdFsYCI",
+	"nId3pv1UxVSWScDaXWRKJeOUehwlQTEnGCaTpxSuFTxPE5F37NPRqjVPzwWbL4slT9O1iwBjF5lATNro",
+	"hZM07V/E2rb4FRnAs1LplgtUQOeg4lPhIxlTPSvZSUCnTi6Rcj5Ss9/tATUVeQ/l1ABYr2TJwx8AGToX",
+	"xTKXHjccRi2RvgxkAut3uxskbvajivY7oly2YLUIjwzZa/APakZEsM9mSJzFyXQqoO4cRoWdhf1+h/0i",
+	"1mibwO6JTe4C8ynUXFdQsZf0qqm8LsIXT5+9evvm4tnrJ/97+euL10/f/BqxZn84a9mwhTAhUYPsTCDE",
+	"ELXNK9zQhFvt7F2wwjZW2boySKj2H//BiMeWUtgUhNK//eoRdfvtoYhT3jSeuz4JplZtlQVMpEroSWoF",
+	"pUrKpBxBMjXhjre7Wu6GsbDo7XuKHAOR78M/tGn3RZvw9gQzVWQ5HUlDuueThwOBv8Sfcy4VnyDnlu+W",
+	"QqxKCosxjnmKPvXTa1eUpikaUdF8EuOZ86IflsF8Jzf5NYzjgYc/bW58oLTnATxmM+7qHxzlOB3WYKPQ",
+	"okn/wM0KHg9kGluhNDWZDFMkAZG7YFeDy4J5yTGUMWZQl3ololPmsSMynqrMPAM/gSqZ/c6FC9xR8DD3",
+	"V5rf9os46jCsXMFoPYK8W8o1EDihbBqg/sAH6De4/FYqOpEbMA+fnwDzTSoPbrXuYRBKUzJx6f7IIli9",
+	"RF6ZLOA0zVbw71YJidssrsfVVqbTjyCDSiw4lib8itsOaUsXbos6x2uSeqfV5Jdbnp+95Ncc+4i5XBNM",
+	"Ohz2Nqio6q7ErQFJXVtx4jjcYUePXBu09oy1vMEwkglHQ9IvlMyDJPKkAhauWgj4WGuiNjvzphzWaWPO",
+	"IcmR4eLbaX2gjOONXjz5+36cHB8vKytmK25IwkAZKXboG65/79NttQ1U/UCbHwai1tgyzTwAeT0Me8ad",
+	"8IbtC8KgLAAC7xpsfyZtbqw8LmP9Ai79yD83lIeUWKS8EYY/qNY4x9ZEAxCjrJApRzaQDlCvAK6emxWH",
+	"Zj/jH4XFTDAZJLtlAj+Va6kl4aCS5IAXOEFHpdJ+43uZ5WGBVVSXMAXRyKd1LzFuTg0HBc6QGcQJqVxQ",
+	"BAYPy+x40N2Qc8pyg5Xg7xcs2lLJZ4P5WqZidQdlztdE+zkRAtZo0IfUY5OmAeVPC968qXtXWa4PAu06",
+	"2nPXmEXEk2H0UZe0A3NX0jwFJT4i1txhC5nu/9Jsnfrmjn5BybajvepZQBf0l7FIM3llO8TsaCAnmXmy",
+	"rAmZBv1k281g4R6SnAr69HaFxq6N2aNBW1H6AJARQHZx7bZDelU/XSXyKiWp8wBlhB4nrJ2eL2sm6MdB",
+	"HBAfuY0WUjtoB+dDvdH/ItYNjCrdFLyAFxskjRzdAUYJnxpofBA1YWPEhlUI/D0gLOsiMH6/1nWeNLy8",
+	"bfx07ZkZoV7hm7zInG4nsV7/OYn8mCUToT+o1+8eA5wnPXLnSCYzbe+040zqB1dVzD63Ym3IHh+N1zfQ",
+	"jU95hQXUcMjAT4ExK0s8By65sI3tYJ5IWlWYAXpNY9At0YS+fX/R2BrROdoI6ODN5YgOEleUmSyunwEz",
+	"QGSDgARvZbXZptVPHse1uzhgYUO7P4TruuBJjLCuB7KJ4rAaJqr35aBIzb2CeFj/6FosDjKWTZSJGgau",
+	"uQmqJOzVh333m9y+si5MRSoMsYOMNbOhQEBdbarFDe/fFWs5UCGam5ZJ8uCjKQQbVLj4MKRC3V5g1G56",
+	"y4l2IoxhA0XbZUYqbeNYG8S/DhRLSzvESSyu8+g77DUR2EixwuYzswKVvtAadb0ZfzrDkqEI1Pgpm3Mw",
+	"KFyVWk53YnPc5lp0GtVd628CIZdzCJPlS9H4LajFTTmc5/Zb3dWm+K28aqdkvFkH2XeXbFsDJMB5LOBi",
+	"cF2sb/JdM+5u2RaLPBunYl5LWERkbu0adXGdf+KrjFgUPNHayYsSYLCEsLTAO1Ejq2wgm4K2HPzklSTN",
+	"hVL8Sm99xEqQGQ3ExEJxMKeW6I5kXCVUZTTMb0EDG1ChmN+VZ7vsxrDf18q2gKT3CxowfYTLEC9zObJB",
+	"rxHN6Yi49yzC0n67/y3evR1sFycwUWwl0rQ9zfK5iNlYi0AaHmL/TafU/YLTC+a4h6yHk6zduVCaSOK2",
+	"1dRSe8PRZHyeYaRh3iJ8NxXKGteKuwgDQJmRfVUO4Ha+gsTEuWXXMX7QYQmKMsIu1tOODVHndVkLEEVJ",
+	"IebgYpVLhiOsfQ1MrDTmBR9zrVSypZZrebLoMCjagFW2nI8YSSTfWpt/2pUXskhJj7v2K+O+UtwG2CMX",
+	"UDgo5vBas+0oTCKgB4wyINEfIcyAtv46nc4XjBn9EeJB1n+lE/El6rAziV/pCo1MzHSznL/aq6DEnEts",
+	"clZbguiUbgDjldxNSI80eckSCqVRvzAYl9PgBWkWiLDnFe+8w96YFmobI6HwSBtu+9cyK3iA8VUowDEx",
+	"Ehsh0T6LOQLD/omZGphRCAU+sxshUWwmUpvBMCVHG7sDEVI3po81e/rW/tER0/4Pn2j3txWCvEPBQAYc",
+	"zhk02+n36m+iQRlAGmWFiKrMKxZlN7EjA0AFi3zd8f2aqNPptBxIb2QEbsSMHMGgE3xyM6ocnf+g/xkA",
+	"MLMMJVzmI64To202/l1MCGGSQy8AfQRwwxrRiDCjw37f/Hpq83gYc9FHhorUpJ4ewDnS4/4g1h12scpo",
+	"WTdCQqNyqA+r03D/WGpJu+emLIkRqTOlrAwOyl/D9gexbucC2Gi9b1GUmaB9iwQfFuizZOYHnow1Vqbp",
+	"HYDFg9XEElAbr9OCwMSaTXRuY5oDGG0zkzayCBuxBbdqfYJSK0GQ/UReBVRYl+UArWCK83pBt9vFvTHs",
+	"DSovxlCesoG8LA9YMg0lFFzlAcFi6a3Yhq+BaqrWqZOkDxRF/bCRZ54QLCoCHLlN7DyBROnjAeKymAmJ",
+	"yKw016udOTcsRvTjfXLjnGIw03LzhlLLSLrHys7A4tZeY666I+XgJ6yo91KmfmKNxGYOkhxDO3DKOuwM",
+	"/0H8n6ZKEVEpXEEbT1Mj+41hDeFjSD9USuLd+GxgEMfn10CWm0OK7Arq1UPZhE+FbbARE275IWgnDrz2",
+	"EDrR0EwCAlc5iduHFJJsZ8uiXWRZG3aTd8DwBOMhHwsAmIHK+UkGXmUuYlICNbHxQBtTpYlRm50Celam",
+	"kJmDg5flOMJdMU71f8CKuAVIFXUd/r8dYUgTseodzeuqnfDy9rBvY4cHxxqD+rcPDnj74FZvL78E758W",
+	"i8rd6Bw8HA4PgTKEFbpP6lBbu5jbEAQGCfTSYijaAwXZuspbix1PkJazM8SCrHKx43AyEO3jcb/XPomP",
+	"RHsw7U76/Hj8WAx7++6Vferk8O83KJSrfMnwyPuSeyt6LL3FVsO58MhB1Y+lyT84hv/H/rtgcN0u6I96",
+	"/U73qFvdBcP2UfxItI+nj7vtE94bt/uTQTwUR9NH3ePevmf2T90Fx96X3N8u8N9y613gT/4NdgHN7AEx",
+	"F+zBqYm44A8u3jJH8EeA8hqrLF0WgumxaQUGY2Tv373cGlEpG/P9+wiwHCyrURrXxVne7OMEf9/hwm8R",
+	"1MfGbxBoDZwLl9Gm2Ik2+G8f1kFMqe1xnSdIsB/4bw0ow2YxDgh634BMRWjtl6rtGGG8IeiA9nLAsMcM",
+	"s2sgglY216QMSLtofbQ67KJU5ONBXIHtmUis+4PwoJgWUOlqimm0y41+ocW+WwmPkLIMFTDnay0htn7f",
+	"6eEgCaH0UBLIqypVWUX2+0o8mdDLraBg0ABkBFSoRD9gU1hSFFB2YoJQVEoEN4FnQM+k2l4s7Fku/Fkc",
+	"2fRWwXiRzZMJVSpSxaftQySeOZYvJdarUP87NM54c8reQaDKuIDEowL7CVD8wJsV06LGY4CrTJv4zasa",
+	"yIUph/x/9V4NFMhIteXXaXhVqn4CwOt6ttbEUburbYjjST9uPxaDaXvYPeo96h8PHg9PjhpfvvjYa/4o",
+	"nrmaTgLM0S+FawM71ZAJmGe51Ld7Aym3EJeVrw+sXu7pLZda9GuaXexQv3j5sbpxmyF7BIUYqXTMbnaw",
+	"N2jKOCDLgFvlOQCw3Iu/4qPuHTiqd6B66xSzpeM2KGi+LPoBlndf/PQoAr1y6rnRIJwwfG6vUdGt3a5R",
+	"MfO+RaMiwMye6pNVtWcom9Ii+YzomRaQpRXUZGTKIC6QLANwD4w9eklpqh4OZbwUWAFRjhwncbDRl45q",
+	"C7FqIIq0TQ2bUEDH9QTE+foyX0qEbaL6QebYw2I/76MQ44SeaD9Y4YThaK06DCVRMk44zN00yedEDbM0",
+	"dB2+Lrb1DjfWxVsVK0EhQWIFgGF2a9ZQ2nmqU634I6lWaC0GcDeYU1Pu4YVYjQhHlB4ozN8gjtpdP+ta",
+	"WiBbpFcq2BwOwsQoXBssmdH+W55lczbN8jIuNGvaVJUpppYsFcri4OARiE2pJgxBZvg0XmAfRlEq2o1g",
+	"cG0Mwos4qqOw1W+8vbUR5+t2vpRlffmE4BCFvy8NMgVHpEz49FKlAW5+Exnb3UQK8qfW0rkwbyWEqvu1",
+	"chYb9YgXWBYFqaNiJub+W679pr11LS7fPVkA2xf2jMX5Wp9U/6toexIur4twdrdN0RnNzz4P6fX6B0/L",
+	"HiZIVV4SlvoWCf3DOLk3dmQ4JxWlfR8Wilb5u/iSyecv6adEbXeHR1oCT5c55KqMvqe2nnK9GvLdSAA1",
+	"RGM3Qvxb7zWYq7KovNBOohWGdfCbkW01iQIymaC3ip7YCiVRMI99T9rruRt2TzrsqRc/sHTsU7HSSg8k",
+	"pc8LwJpHXS0uH3XZXLHxOpS06i2fR0abRsQD4AwOv0ExFRyw9WxbIxgRgJWPpqm+A/EN/cGyIst2Ocm3",
+	"xs2925TLYcXS31aC5j7xJ/zuB+uSW/fzoPj7sDfqH3e6JzeJvx9S3bqrqDWAJiHvpH9vbPrdPfTFk0xO",
+	"02RSfD3eL0r1G2mRLcTm77xGeux68irltXy3ohs7x2vkNygUJ8H1vYb6I5RQGmI8EVdl3/TK4t89u3j2",
+	"+uLFm9dRwI6BKISNtRYlGY3NkElhRwJ+igQ4JmGx1RKo4cLDPLLcLxI9OT2kYXdYSy9yaxmMViYQOuxR",
+	"iv6U8CM82oe97jJX/2m177ukw3cnDf7aw/03UdzoZFsskoNaD/XivngKSdKFqQuu8CpmCLh7TY4IPFCp",
+	"jS6wg2p66lnTS5wABp7NCFVDUFhXyqHqy8BZYBMpoIgby3TGFwuB4kqeloeImY4Hyg1kLCaZbdelcXbA",
+	"JrO4xrYBuj4hRazoiAJnoNQA+hx6POgrsylQXQXEjSSz1Sn0BOi7xmKdmf4lkX8EMHcaM3BMwEbXAnHw",
+	"6GhT9iWK8clELAoRa1lcXQFHd+FAZCz/FVTCY2CmQnsVUGtrimXPUcVQithcb4AOe5V9ROcFXkY1aQpA",
+	"XgBoJJRALWDaeLM0Niax9F0JeBH4EzDtm6/THgIg5fl2PZQIH2bYs33seuiGok1D7FVVkz0gdAQy7OuC",
+	"TuYJVnv8Cb27u83OLW2lF0Ja3ivQihJYrLy+GKpG684Pi9uYGbjXjse/XtVpeaQ3t5UfPwzhbzhKo1xz",
+	"zY0N6Y1wzEPnRO7gIo8N2ZMl+/PgT7RgmvK8yrNYS7Ax83gRAWqkZAcjWAKmppEtwje7taRdcKVETJin",
+	"Nbj7rRFazohWjIazKdgH7gU9IqWVK18q4XD57aCgWUtmWPlM2SgKJDd3ZbCCUFZ/pl9ajMex8vCM4Jla",
+	"+0EAKJsL0xtvO12bQ/aLLete+1EfLPQ3v1K8AxCGa5gDjrpd77WrWYKZNcAxwrwAPBPJM7jXtYPVP/7t",
+	"VsNQ7hAxTvfjS6n2SCPIP3ZW3Ywj5dQRAmynSNlKAHBmdvw1tIz10LQeXejt0Gl/wNPePzwtzKXh0gSq",
+	"xMfDoLEdPvaoO2DnIv+YTAR7L/lHnqRaCeitRPgdVKriOd2XFLZcLlSRCz5ny9KN9rLtwclCfCoeLlKe",
+	"yFPoM1Oi+HlZTNuPG0HjKdJgnS9lwPp99jr7yLQFxYztxP726gJRpYFkdquN1el2vSprCkYedQce8Cty",
+	"cPqT1et2uz03XzJzIspjSO91Eesfg6CbE3XN0Hqd7smgRIsJxJGlgQyO/Qer5USr55o1+CNsZNBECRbc",
+	"frO/saWum/TeYL9J7w06w0F3Y9L73e4BlbYkrPYAUfVUqwXpgwArAntBMg3wyX7EP+4ci9XaERuG0p8a",
+	"FNm07ryaoBvHWa5pu+Z+JNUFWMkBQeQ/Kt1x2Cc2vOGHaRD9a9PF9mwDCA74qK3UI2cQaS3WLLTHW37N",
+	"RTL5AKHh5aITyvcKal1MBWapUKG5g3+rxa4jloLYSpGFEsxI7i4gjwIhkgitzuJKErU22sjGWs39whkD",
+	"72fRYgPqKJ1ki/UI4Q9faJsEpmIpsVwphphBiU/LYmA6c4yG0U5i2/vNFQUhLA8FYI/VI9zQPU2Logb+",
+	"vxcJo/5cF7GKwWC1c4OpR8ZiES9RFEMtmOlBXCVQ0zPJrmSiSgT2pwh3BsVVVJtN8wxFU26mEW2H4aPi",
+	"PFvQ6oFZTxxfCRhD0PxsvgQrsgDuzkTl/NkdISkQXyu3NQsfVyXLk6tEAk6xDVzRXHrYoNbxb58Vfvd9",
+	"4W8Cj0weWilpFZMCfSp3LASi28GXJcrH2d04VwiTSPsCDVwFfontSB2xxHPzZjzGSNjAUzTW9E+si8OG",
+	"rAnxu9Jn0ovsF0LpXDQ09VQ1zpzHDOeI76gxGwASzZwgqwgiiZpwaSaFshiJCEQ2XsZXorAp92ku1Mxl",
+	"W2ynuQz8vuE1AkYT8XypKx9oYUoDWcoYsj2qBH3mRYspGYtjcDVwMIbIy9ZGHY/nVr9ijoVMRImGJWXV",
+	"4Wi551U06B3olTe296Lqg+VHST82NX5I9G9XFwE4/d3pzQE2Tky03RG7pnDszx8TvR6BZmJFpQlSb6n3",
+	"CPywMSgYF2SNEPZSnwcqeVxxg23tUnoGXJtjB3Oc8xUk1hbLfJEpBPw23Dxs7B85W7eBYVXkkoqwLywi",
+	"YIdiZngcEbHCCOtEQqVkytdeEJoqMW0tQTFyst/uPlIt6JD56KahJHhTwyXtlXesBZVPwnT+9NOzmCin",
+	"8LGdn35iPvKNQw7hGGHA3m65tt34AauDIA6lxSCugRYu8TE7oFsKoiDMASoHGNVElMRTtpKhpNB3QvuI",
+	"VqJpR1C+E9u/ofgzChthQ/88p/SPeX0rcGAu0JjjKaZTtxtdMiKJAz/qEVdri7XqKlHzuL1ju4oMHCRC",
+	"p0o+N0cJJqHVYWiBECdqyZLQ4wcHe8UBHNnQOi6wz6zD3iOkFLUfImwQ9fxBXNzC12KnPpTXwlGzyLHA",
+	"PqnPIi5+YLCJWPTHlygoZZbcYaDEOh3XDeOkVNMLZkdSMAngE1Ahm8h9YHELr6g38IXyrrJa5j7RoePu",
+	"KLW9XcZDtZMKyuc50riZcmaaKC9Nof0FEScFJgI2bzTgNLQFHmC8nsdxjk6uTXcc5MP+o32eLXPoIbXe",
+	"hnYtyjU5UIdTIr772H94OHqkKfm02ZQvd1cY1qsvDOvtLAz7joiHKoGFXn807HaOjnr32pO9WQ52k37s",
+	"6nAP5SS623owz9PEs4pCb5u7KbPVd5ov2xPI8E7A9oyC2GLTBRWLrlSNdYrZdwovGA4Yii8Q9r/h7HYN",
+	"KvqtNVYamRmGmverKbsm4mqkHvD81Vul9wCjcWdGr0xFovz8mweEn0iCFYc4YnO8LujfI7ZcLESOJKVk",
+	"tWkfLA+l/lOrLv03qk8M7ZsCCmUlhXFx0xwQzs6Nsj80W18hM2Gwd+rnDaR0vs68Ta1C7/UvekOnksqT",
+	"0QgadsPCIypKZmKCGZ3N+mPCXUcYU8NWa/62Ra2VBqPXpnbI3bIWrYBjwGkCuG8VICwZxOgUZZ7AD/ao",
+	"UiHHVv5IGuw4SVPs0C5/Nf29s6XkGvn+DAn4LFks6h5iftjxFDdt9JftfHW9R1ir/89DMKHgqO6R+4BT",
+	"WRFXPxqG7pd+zkhRq6XwD9vUFPxKCY6SmiLWq119QU/h78rj5PGbapLCAaJTOLSE11HidtcXW5yONJNi",
+	"5LA6nAbGmCQEw1AnGuKXCqEYRBv1jvMZYzBAxi2sMhXqwXWJx+IO8ZoNDYXfekG9kbcsQaNTeW39Gbzt",
+	"y2HHcpvFZxnb9EU/ko13evJwc3i9swcdvt3NFBelw5UUqsSIpCw9FDpGdc0I3+6e/bFX760x4CYb9YZp",
+	"cH3za22OQNp6WQcq5dN36ssh+GmDyqVNz5BD0N6O4WYHJAH8iViliAzrlq+jbxCAEy8LM3EF+cRRZxQC",
+	"YEz3ul0PYxri8GdRO/qn9pB51I4+RwGLk6uExhV1IhZdRixqR4HLJhmmUkxmY50/3HRKjjBCPCnRVkKq",
+	"pEg+io4lSivXDurxlBjRADUCIUF4EUq8CLFt0SdqQnAW/qddDdEutJuWFC2ih/SoHy327wZON0IxG7+9",
+	"6aPmRdpExWABGKsRe//uZaDdv0kuABaapwpaIXJ+NRcGSZdADyye2ZyvQ5kLPpmNWJplCwjpAw9XnnyE",
+	"snqMwQqDxzEF9H1KGLuuCMz6+071Vc5x2rQNDwbGvIVkkhnsJZ6yCBgmA7aUyb+WpXoq2pieA+CAy3lp",
+	"9wCctmMDdRxuyOvHcVqw8BPBfaHgAb0Nkzsq0JtcJRNvMxAQmTaTEEK+RFxwamwqMoOwFFDWWEGEuaEy",
+	"qmw4M8kIj1TSIxkRynd+WFKMaggWrV2mP88VN4USftSD3VRPb5eeerohAvB368QdpkPvtWfiL1P+ZUHd",
+	"uBEZ0F87eFI/P0A1vzrwLyTScYbGLe13eLqYLHP9eVDsvEh+Efqfv2nDB3XStpCmRywN16Gcgn8rrKqL",
+	"s8mSdGbBoofZQki+SDprPk8j1oyQPx3xseAmIMOVoQRVPHr4MM0mPNWKdvS4+7gbtTpWJj0Ew4w++Y9N",
+	"xNh2Np1ateSS6A4JbLy2RkjHRSwN4dCndpyoRcrXr/HviKu0GT59p+cuB3uJLIHA8tmjDK+CC07yTDLx",
+	"aaGNAW0JAv0B1Fx9zqTwhmKGWjccWzFZMyR9iVbO2Fhjge7fv3uptE42c1KKZHDHIl6luvF4Flqm0jKU",
+	"PoW4xzEA1Rle5APptmNmKLTbaE2WgMX82TdxoI3pxx9q5h9McLCzeM7TVKSJmsOgPoh1YFsSUPG70Imp",
+	"ykukx049YmHDmay2nAbrHvp6RbGihqirJ0tVZHPIsZsJCBuBJUp2cX5zofK+VL+0/UGs6z72uf5Nq4o8",
+	"S4G7tea7oQJHSwJIDeAMgKGMNh4aLFkOeRAzCfoUgJFV3fT4jJqRvMQfNl9/5szTs7cvYJABRbdAzuCA",
+	"xKdFkq+9F235YPOIuvXNCtCRJv2gxCQXBCSokiup7CF+YMnV/XnW1yTyqo331R4lvIKZK+pSJBlZmrH/",
+	"NkDdu6LOAiwccQ4DAbvNhL+9+TKGNM7G9+u/szS7qnn5G7OSevX0Y5faOi6gspU63TwEibOnr168vrx4",
+	"88uz15H/4nieyJoXm4fXvFdPSzuRTKGYsk16KzFmMVezccbzGMV2TLWK0cNl8tB/rb2u5tVPvWfgG2oG",
+	"8XfB02IWQGNYIoVSAZtriTIx4Imeiumw15k/O0nmT7214NXWacAx/Pbl/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

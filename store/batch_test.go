@@ -331,7 +331,7 @@ func TestRescheduleTask(t *testing.T) {
 
 			// Its old due time has passed or is near: a claim now finds it not due.
 			registerNode(t, pool, testNode, time.Hour)
-			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, dbNow(t, pool).Add(time.Minute), 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, dbNow(t, pool).Add(time.Minute), 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Empty(t, claims, "the claim's compare-and-set refuses a task moved later")
 		})

@@ -50,7 +50,7 @@ func TestDeferClaims(t *testing.T) {
 			if tt.setup.priorAttempts > 0 {
 				exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = $2 WHERE id = $1`, task.ID, tt.setup.priorAttempts)
 			}
-			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID, bystander.ID}, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID, bystander.ID}, now, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Len(t, claims, 2)
 			// RETURNING keeps no order: find this task's claim.
@@ -85,7 +85,7 @@ func TestDeferClaims(t *testing.T) {
 			require.Equal(t, wantNext.UnixMicro(), row.NextAttemptAt.UnixMicro())
 
 			// No attempt was spent: the next claim carries the same number.
-			again, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, wantNext, 30*time.Second)
+			again, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, wantNext, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Len(t, again, 1)
 			require.Equal(t, claim.Attempt, again[0].Attempt)
@@ -133,7 +133,7 @@ func claimFor(t *testing.T, db *store.DB, pool *pgxpool.Pool, node uuid.UUID, id
 	t.Helper()
 	exec(t, pool, `UPDATE partitions SET owner = $1, lease_expires_at = now() + interval '1 hour'
 		WHERE id = get_byte(uuid_send($2::uuid), 15)`, node, id)
-	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
+	claims, err := db.ClaimTasks(context.Background(), node, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.Equal(t, &node, readTaskRow(t, pool, id).ClaimedBy)
@@ -380,7 +380,7 @@ func TestDeferClaimsAnnouncesMovedTasks(t *testing.T) {
 			setOwner := `UPDATE partitions SET owner = $1, lease_expires_at = now() + interval '1 minute'
 				WHERE id = get_byte(uuid_send($2::uuid), 15)`
 			exec(t, pool, setOwner, testNode, task.ID)
-			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Len(t, claims, 1)
 			listener.drain(t) // the task's creation

@@ -51,7 +51,7 @@ FROM due
 		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL
-	AND due.due_at <= $2 AND due.due_partition = ANY($6)
+	AND due.due_at <= $2 AND due.due_partition = ANY($6) AND due.due_tenant <> ALL($8::uuid[])
 	AND NOT EXISTS (SELECT 1 FROM partitions p
 		WHERE p.id = due.due_partition AND p.owner <> $5 AND p.lease_expires_at > now())
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
@@ -119,7 +119,18 @@ const ClaimBodyInline = 16 << 10
 // few milliseconds before the flush can forget a claim, and then the task is
 // sent again with the same webhook-id, as after any crash mid-send. Outcomes
 // (RecordAttempts) are committed synchronously.
-func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration) (claimed []*model.ClaimedTask, err error) {
+//
+// The tasks of the tenants in held (suspended or being deleted) are left
+// out like tasks claimed elsewhere: not claimed, no attempt counted. The
+// caller keeps the set in memory; a filter on the tenant id the statement
+// reads anyway costs nothing, where a join to the tenants' status would add
+// to the hottest statement.
+func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration,
+	held []uuid.UUID,
+) (claimed []*model.ClaimedTask, err error) {
+	if held == nil {
+		held = []uuid.UUID{}
+	}
 	token := uuid.New()
 	// One round trip: the transaction, its setting, the ordering keys' locks
 	// and the claim travel in a single pipeline.
@@ -127,7 +138,7 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 	batch.Queue(`BEGIN`)
 	batch.Queue(`SET LOCAL synchronous_commit TO off`)
 	batch.Queue(queryLockOrderingKeys, ids)
-	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions, ClaimBodyInline)
+	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions, ClaimBodyInline, held)
 	batch.Queue(`COMMIT`)
 	var parked []uuid.UUID
 	results := db.pool.SendBatch(ctx, batch)

@@ -41,7 +41,7 @@ func BenchmarkClaimTasks(b *testing.B) {
 		require.NoError(b, err)
 		before := processCPU(b)
 		b.StartTimer()
-		claimed, err := db.ClaimTasks(ctx, node, partitions, ids, time.Now(), 30*time.Second)
+		claimed, err := db.ClaimTasks(ctx, node, partitions, ids, time.Now(), 30*time.Second, nil)
 		b.StopTimer()
 		cpu += processCPU(b) - before
 		b.StartTimer()

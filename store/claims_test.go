@@ -49,7 +49,7 @@ func TestClaimTasks(t *testing.T) {
 	}
 	node := uuid.New()
 	claimStart := dbNow(t, pool)
-	claims, err := db.ClaimTasks(ctx, node, allPartitions(), ids, now, 30*time.Second)
+	claims, err := db.ClaimTasks(ctx, node, allPartitions(), ids, now, 30*time.Second, nil)
 	require.NoError(t, err)
 	claimEnd := dbNow(t, pool)
 	byID := map[uuid.UUID]*model.ClaimedTask{}
@@ -101,7 +101,7 @@ func TestClaimTasks(t *testing.T) {
 	require.Equal(t, &testNode, readTaskRow(t, pool, alreadyClaimed.ID).ClaimedBy)
 
 	// Claimed once is claimed: a second claim of the same ids gets nothing.
-	again, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now.Add(time.Hour), 30*time.Second)
+	again, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now.Add(time.Hour), 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{notYet.ID}, claimIDs(again), "only the task that has fallen due since")
 }
@@ -142,7 +142,7 @@ func TestClaimTasksPartitions(t *testing.T) {
 	for _, step := range steps {
 		// Sequential: each step starts from where the last left off.
 		t.Run(step.name, func(t *testing.T) {
-			claims, err := db.ClaimTasks(ctx, step.node, step.partitions, ids, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, step.node, step.partitions, ids, now, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.ElementsMatch(t, step.want, claimIDs(claims))
 			for _, id := range step.want {
@@ -207,7 +207,7 @@ func TestClaimTasksConcurrentlyClaimsEachOnce(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					for batch := range slices.Chunk(order, tt.batch) {
-						claims, err := db.ClaimTasks(ctx, nodes[i], allPartitions(), batch, now, 30*time.Second)
+						claims, err := db.ClaimTasks(ctx, nodes[i], allPartitions(), batch, now, 30*time.Second, nil)
 						if err != nil {
 							errs[i] = err
 							return
@@ -281,7 +281,7 @@ func TestClaimTasksWaitsForConcurrentChange(t *testing.T) {
 			done := make(chan result, 1)
 			now := dbNow(t, pool)
 			go func() {
-				claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{free.ID, contested.ID}, now, 30*time.Second)
+				claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{free.ID, contested.ID}, now, 30*time.Second, nil)
 				done <- result{claims, err}
 			}()
 
@@ -352,7 +352,7 @@ func TestClaimLeavesLongBodiesOut(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, created)
 
-			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Len(t, claims, 1)
 			c := claims[0]
@@ -388,7 +388,7 @@ func TestClaimCarriesTenantMaxTimeout(t *testing.T) {
 		want   time.Duration
 	}{{limited, 7 * time.Second}, {free, 0}} {
 		task := insertTask(t, db, tc.tenant.ID, now.Add(-time.Minute))
-		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second, nil)
 		require.NoError(t, err)
 		require.Len(t, claims, 1)
 		require.Equal(t, tc.want, claims[0].TenantMaxTimeout)
@@ -422,7 +422,7 @@ func TestClaimTasksHeadersPerRow(t *testing.T) {
 		want[task.ID] = task.Headers
 		ids = append(ids, task.ID)
 	}
-	claims, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now, 30*time.Second)
+	claims, err := db.ClaimTasks(ctx, uuid.New(), allPartitions(), ids, now, 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, len(ids))
 	for _, c := range claims {
@@ -504,7 +504,7 @@ func TestClaimTasksFencedByPartitionLease(t *testing.T) {
 			if tc.claimer == "owner" {
 				node = owner
 			}
-			claims, err := db.ClaimTasks(ctx, node, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second)
+			claims, err := db.ClaimTasks(ctx, node, allPartitions(), []uuid.UUID{task.ID}, now, 30*time.Second, nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.claimed, len(claims) == 1)
 		})

@@ -51,6 +51,38 @@ func (db *DB) ListDue(ctx context.Context, partitions []int16, after model.DueCu
 	return due, nil
 }
 
+const queryListDueExcept = `-- name: ListDueExcept
+SELECT id, next_attempt_at FROM tasks
+WHERE status IN ('scheduled', 'retrying')
+	AND partition = ANY($5)
+	AND (next_attempt_at, id) > ($1, $2)
+	AND next_attempt_at <= $3
+	AND tenant_id <> ALL($6::uuid[])
+ORDER BY next_attempt_at, id
+LIMIT $4`
+
+// ListDueExcept is ListDue without the tasks of the tenants in held, for
+// the sweep: a suspended tenant's backlog of overdue tasks would otherwise
+// fill every page of it and hide the strays behind. It reads each task's
+// row besides its index entry (see ListDue), so it is ListDue itself while
+// no tenant is held.
+func (db *DB) ListDueExcept(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int,
+	held []uuid.UUID,
+) ([]model.DueTask, error) {
+	if len(held) == 0 {
+		return db.ListDue(ctx, partitions, after, until, limit)
+	}
+	rows, err := db.pool.Query(ctx, queryListDueExcept, after.At, after.ID, until, limit, partitions, held)
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks of %d tenants not held: %w", len(held), err)
+	}
+	due, err := pgx.CollectRows(rows, scanDueTask)
+	if err != nil {
+		return nil, fmt.Errorf("list due tasks of tenants not held: %w", err)
+	}
+	return due, nil
+}
+
 // OFFSET 0 keeps the conditions out of the scan, which is by id alone, for
 // the reason given at ClaimTasks: tasks_due would match them too.
 const queryWaitingAfter = `-- name: WaitingAfter

@@ -213,7 +213,7 @@ func registerNode(t testing.TB, pool *pgxpool.Pool, node uuid.UUID, ttl time.Dur
 func claimOne(t *testing.T, db *store.DB, pool *pgxpool.Pool, id uuid.UUID) *model.ClaimedTask {
 	t.Helper()
 	registerNode(t, pool, testNode, time.Hour)
-	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second)
+	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), []uuid.UUID{id}, dbNow(t, pool), 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	require.Equal(t, id, claims[0].ID)

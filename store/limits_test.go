@@ -421,7 +421,7 @@ func TestDeferClaimsEachAtItsTime(t *testing.T) {
 	}
 	exec(t, pool, `UPDATE tasks SET status = 'retrying', attempts = 2 WHERE id = $1`, tasks[1].ID)
 	ids := []uuid.UUID{tasks[0].ID, tasks[1].ID, tasks[2].ID}
-	claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), ids, now, 30*time.Second)
+	claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), ids, now, 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, 3)
 	token := claims[0].ClaimToken

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
@@ -26,6 +28,9 @@ func (db *DB) Listen(ctx context.Context, ready func(), l model.Listeners) error
 	}
 	if l.Membership != nil {
 		channels = append(channels, MembershipNotifyChannel)
+	}
+	if l.Tenant != nil {
+		channels = append(channels, TenantNotifyChannel)
 	}
 	pooled, err := db.session.Acquire(ctx)
 	if err != nil {
@@ -63,6 +68,13 @@ func (db *DB) Listen(ctx context.Context, ready func(), l model.Listeners) error
 				continue
 			}
 			l.Membership(c)
+		case TenantNotifyChannel:
+			id, err := uuid.Parse(n.Payload)
+			if err != nil {
+				db.logger.Warn("ignoring malformed tenant notification", "payload", n.Payload, "err", err)
+				continue
+			}
+			l.Tenant(id)
 		}
 	}
 }

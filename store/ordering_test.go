@@ -29,7 +29,7 @@ func insertKeyed(t *testing.T, db *store.DB, tenantID uuid.UUID, key string, run
 func claimAll(t *testing.T, db *store.DB, pool *pgxpool.Pool, ids ...uuid.UUID) []*model.ClaimedTask {
 	t.Helper()
 	registerNode(t, pool, testNode, time.Hour)
-	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), ids, dbNow(t, pool), 30*time.Second)
+	claims, err := db.ClaimTasks(context.Background(), testNode, allPartitions(), ids, dbNow(t, pool), 30*time.Second, nil)
 	require.NoError(t, err)
 	return claims
 }
@@ -248,7 +248,7 @@ func TestOrderingKeyConcurrentClaims(t *testing.T) {
 				if done {
 					return
 				}
-				claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), ids, time.Now().Add(time.Hour), 30*time.Second)
+				claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), ids, time.Now().Add(time.Hour), 30*time.Second, nil)
 				if !assertNoError(t, err) {
 					return
 				}

@@ -170,7 +170,7 @@ func pooledRound(ctx context.Context, db *store.DB, tenantID uuid.UUID, n int, m
 	if _, err := db.ListDue(ctx, allPartitions(), model.DueCursor{}, now, 100); err != nil {
 		return err
 	}
-	claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{due.ID, batch[0].ID}, now, 30*time.Second)
+	claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{due.ID, batch[0].ID}, now, 30*time.Second, nil)
 	if err != nil {
 		return err
 	}

@@ -76,8 +76,10 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 		{
 			name:    "ClaimTasks",
 			prepare: store.QueryClaimTasks,
+			// A held tenant (none of these tasks'): the filter on it must
+			// not change the plan.
 			args: []any{waiting, time.Now().Add(time.Second), uuid.New(), 30 * time.Second, uuid.New(),
-				allPartitions(), store.ClaimBodyInline},
+				allPartitions(), store.ClaimBodyInline, []uuid.UUID{uuid.New()}},
 			wantRows: 10,
 		},
 		{
@@ -217,7 +219,7 @@ func TestClaimChangesNoIndex(t *testing.T) {
 		var updatedBefore, heapOnlyBefore int
 		require.NoError(t, tx.QueryRow(ctx, counts).Scan(&updatedBefore, &heapOnlyBefore))
 		rows, err := tx.Query(ctx, store.QueryClaimTasks, ids, dbNow(t, pool), uuid.New(), 30*time.Second, uuid.New(),
-			allPartitions(), store.ClaimBodyInline)
+			allPartitions(), store.ClaimBodyInline, []uuid.UUID{})
 		require.NoError(t, err)
 		for rows.Next() {
 			claimed++

@@ -14,25 +14,34 @@ import (
 )
 
 const tenantColumns = `id, name, signing_secrets, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits,
-	target_allow_cidrs, retention_ms`
+	target_allow_cidrs, retention_ms, status, deletion_requested_at, deleted_rows`
 
 // tenantRow receives tenantColumns: scanTenant reads a row of them alone,
 // GetAPIKey after the key's own columns.
 type tenantRow struct {
 	t                     model.Tenant
 	minB, maxB, retention *int64
+	deletionRequested     *time.Time
+	deleted               map[string]int64
 }
 
 func (r *tenantRow) targets() []any {
 	t := &r.t
 	return []any{&t.ID, &t.Name, &t.SigningSecrets, &t.CreatedAt, &t.Retry.MaxAttempts, &r.minB, &r.maxB, &t.LimitOverrides,
-		&t.TargetAllowCIDRs, &r.retention}
+		&t.TargetAllowCIDRs, &r.retention, &t.Status, &r.deletionRequested, &r.deleted}
 }
 
 func (r *tenantRow) tenant() *model.Tenant {
 	r.t.Retry.MinBackoff, r.t.Retry.MaxBackoff = millisToDuration(r.minB), millisToDuration(r.maxB)
 	r.t.Retention = millisToDuration(r.retention)
 	r.t.Limits = r.t.LimitOverrides.Resolve()
+	if r.t.Status == model.TenantDeleting {
+		d := &model.TenantDeletion{Deleted: r.deleted}
+		if r.deletionRequested != nil {
+			d.RequestedAt = *r.deletionRequested
+		}
+		r.t.Deletion = d
+	}
 	return &r.t
 }
 
@@ -121,6 +130,9 @@ func (db *DB) updateTenant(ctx context.Context, audit model.AuditEntry, query st
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var err error
 		if t, err = scanTenant(tx.QueryRow(ctx, query, args...)); err != nil {
+			return err
+		}
+		if err := notifyTenantChanged(ctx, tx, t.ID); err != nil {
 			return err
 		}
 		return insertAudit(ctx, tx, audit)

@@ -439,7 +439,7 @@ func TestEveryInsertStoresEveryColumn(t *testing.T) {
 		require.Equal(t, want.Topic, got.Topic)
 		require.Equal(t, want.EndpointName, got.EndpointName)
 
-		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{want.ID}, dbNow(t, pool).Add(time.Second), 30*time.Second)
+		claims, err := db.ClaimTasks(ctx, testNode, allPartitions(), []uuid.UUID{want.ID}, dbNow(t, pool).Add(time.Second), 30*time.Second, nil)
 		require.NoError(t, err)
 		require.Len(t, claims, 1, "its own ordering key blocks nothing")
 		c := claims[0]

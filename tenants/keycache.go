@@ -98,6 +98,14 @@ func (c *keyCache) forget(keyID string) {
 	delete(c.entries, keyID)
 }
 
+// forgetAll drops every key: changes may have gone unheard.
+func (c *keyCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generation++
+	clear(c.entries)
+}
+
 // forgetTenant drops every key of a tenant, whose cached settings changed.
 func (c *keyCache) forgetTenant(id uuid.UUID) {
 	c.mu.Lock()

@@ -169,6 +169,9 @@ func (s *Service) authenticate(ctx context.Context, apiKey string) (caller, refu
 	case !found.Key.Usable(now):
 		return nil, found, "expired", ErrUnauthenticated
 	}
+	if err := tenantAdmits(found.Tenant); err != nil {
+		return nil, found, "tenant " + string(found.Tenant.Status), err
+	}
 	if s.usage != nil {
 		s.usage.Used(keyID, now)
 	}
@@ -214,6 +217,9 @@ func (s *Service) AuthenticateSession(ctx context.Context, tenantID uuid.UUID, k
 	now := s.clock.Now()
 	if caller.Tenant.ID != tenantID || !caller.Key.Usable(now) {
 		return nil, ErrUnauthenticated
+	}
+	if err := tenantAdmits(caller.Tenant); err != nil {
+		return nil, err
 	}
 	if s.usage != nil {
 		s.usage.Used(keyID, now)

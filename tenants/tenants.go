@@ -1,10 +1,11 @@
 // Package tenants manages hookwheel's customers and their credentials:
-// tenants and their settings; API keys (shown once, stored only as a hash
-// behind a public key id, with scopes, expiry and last use); webhook signing
-// secrets (rotated with a grace period, sealed at rest under the
-// installation's keyring); and the audit log of every change to them. It
-// tells which tenant and key an API key is. It knows nothing of HTTP:
-// reading the key off a request is the API's.
+// tenants, their settings and their life (suspended, resumed, deleted: the
+// Deleter removes a deleted tenant's rows in the background); API keys
+// (shown once, stored only as a hash behind a public key id, with scopes,
+// expiry and last use); webhook signing secrets (rotated with a grace
+// period, sealed at rest under the installation's keyring); and the audit
+// log of every change to them. It tells which tenant and key an API key is.
+// It knows nothing of HTTP: reading the key off a request is the API's.
 package tenants
 
 import (
@@ -31,6 +32,8 @@ type Store interface {
 	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantStatus(ctx context.Context, id uuid.UUID, to model.TenantStatus, from []model.TenantStatus,
+		audit model.AuditEntry) (*model.Tenant, error)
 
 	CreateAPIKey(ctx context.Context, key *model.APIKey, grantorID string, audit model.AuditEntry) error
 	GetAPIKey(ctx context.Context, id string) (*model.APIKey, *model.Tenant, error)
@@ -62,9 +65,11 @@ type Config struct {
 	UnknownKeys int
 	// KeyCacheTTL is how long a key found valid is answered from memory
 	// with its tenant: a key revoked on another node is refused here within
-	// this time (a revocation on this node, at once), a tenant's changed
-	// limits apply as late. Default 2s; negative disables the cache, so
-	// that every call reads the key from Postgres.
+	// this time (a revocation on this node, at once). A change to the
+	// tenant itself (suspended, deleted, new limits) drops its keys at once
+	// wherever the node hears it announced (TenantChanged), else within
+	// this time too. Default 2s; negative disables the cache, so that every
+	// call reads the key from Postgres.
 	KeyCacheTTL time.Duration
 	// KeyCacheSize bounds the keys cached. Default 10,000.
 	KeyCacheSize int

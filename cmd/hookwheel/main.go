@@ -3,7 +3,8 @@
 //
 //	hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
 //	hookwheel migrate
-//	hookwheel tenant create --name NAME
+//	hookwheel tenants create --name NAME
+//	hookwheel tenants suspend|resume|delete ID
 //	hookwheel keys create|list|revoke --tenant ID ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
@@ -44,7 +45,8 @@ const usage = `hookwheel schedules HTTP webhooks and fires them on time.
 Usage:
   hookwheel serve [--api-only | --dispatcher-only] [--no-migrate]
   hookwheel migrate
-  hookwheel tenant create --name NAME
+  hookwheel tenants create --name NAME
+  hookwheel tenants suspend|resume|delete ID
   hookwheel keys create --tenant ID [--name NAME] [--scopes tasks:read,...] [--expires-in 720h]
   hookwheel keys list --tenant ID [--json]
   hookwheel keys revoke --tenant ID KEY_ID
@@ -165,11 +167,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], env, logger)
 	case "migrate":
 		return migrate(ctx, env, logger)
-	case "tenant":
-		if len(args) < 2 || args[1] != "create" {
-			return usageError{"want: hookwheel tenant create --name NAME"}
-		}
-		return createTenant(ctx, args[2:], env, logger, stdout)
+	case "tenant", "tenants":
+		return tenantCommand(ctx, args[1:], env, logger, stdout)
 	case "keys":
 		return keysCommand(ctx, args[1:], env, logger, stdout)
 	case "secrets":

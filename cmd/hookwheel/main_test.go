@@ -285,7 +285,26 @@ func TestCommands(t *testing.T) {
 	}
 	require.Equal(t, "acme", created["name"])
 
-	for _, args := range [][]string{{}, {"frobnicate"}, {"tenant"}, {"tenant", "create"}, {"serve", "--api-only", "--dispatcher-only"}} {
+	// Suspend, resume and delete, each printing the tenant as it is then.
+	id := created["id"].(string)
+	for _, step := range []struct{ command, status string }{
+		{"suspend", "suspended"}, {"suspend", "suspended"}, {"resume", "active"}, {"delete", "deleting"},
+	} {
+		code, stdout, stderr := run("tenants", step.command, id)
+		require.Equal(t, 0, code, stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(stdout), &got), "stdout must be only the JSON: %q", stdout)
+		require.Equal(t, step.status, got["status"], step.command)
+	}
+	code, _, stderr = run("tenants", "resume", id)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "is being deleted")
+	code, _, stderr = run("tenants", "suspend", "019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "not found")
+
+	for _, args := range [][]string{{}, {"frobnicate"}, {"tenant"}, {"tenant", "create"}, {"tenants", "suspend"}, {"tenants", "delete", "nope"},
+		{"serve", "--api-only", "--dispatcher-only"}} {
 		code, _, stderr := run(args...)
 		require.Equal(t, 2, code, "hookwheel %v: %s", args, stderr)
 		require.Contains(t, stderr, "Usage:", fmt.Sprint(args))

@@ -32,6 +32,54 @@ type Tenant struct {
 	// Retention is how long the tenant's finished tasks are kept; nil
 	// means the node default (HOOKWHEEL_RETENTION).
 	Retention *time.Duration
+	// Status is where the tenant is in its life: active, suspended or
+	// being deleted.
+	Status TenantStatus
+	// Deletion is the progress of the tenant's deletion while Status is
+	// TenantDeleting; nil otherwise.
+	Deletion *TenantDeletion
+}
+
+// TenantStatus is where a tenant is in its life.
+type TenantStatus string
+
+const (
+	// TenantActive is a tenant in use.
+	TenantActive TenantStatus = "active"
+	// TenantSuspended is a tenant the operator suspended: its calls are
+	// refused, its due tasks wait (unclaimed, not attempted) and its
+	// schedules keep materialising, until it is resumed.
+	TenantSuspended TenantStatus = "suspended"
+	// TenantDeleting is a tenant whose deletion was asked for: its keys are
+	// refused, its tasks held, and its rows deleted in the background, its
+	// own row last.
+	TenantDeleting TenantStatus = "deleting"
+)
+
+// Held reports whether the dispatchers hold the tenant's tasks.
+func (s TenantStatus) Held() bool { return s != TenantActive && s != "" }
+
+// TenantDeletion is how far a tenant's deletion has gone.
+type TenantDeletion struct {
+	RequestedAt time.Time
+	// Deleted counts the rows deleted so far, by table ("tasks",
+	// "attempts", "schedules", ...).
+	Deleted map[string]int64
+}
+
+// DeletionBatch is what one batch of a tenant's deletion did.
+type DeletionBatch struct {
+	// Table is the table the batch deleted from, and Rows how many of its
+	// rows (Attempts more of attempts, with a batch of tasks).
+	Table    string
+	Rows     int
+	Attempts int
+	// Done is set by the batch that deleted the tenant's row: nothing of
+	// it is left.
+	Done bool
+	// Busy is set when another node was deleting a batch of this tenant:
+	// nothing was done.
+	Busy bool
 }
 
 // TenantSummary is a tenant as the operator's list shows it.

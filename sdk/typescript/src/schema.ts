@@ -45,12 +45,24 @@ export interface paths {
         };
         /**
          * Read a tenant
-         * @description The tenant and its settings. Its API keys and signing secret are never shown again.
+         * @description The tenant and its settings. Its API keys and signing secret are never shown again. While the
+         *     tenant is being deleted, `status` is `deleting` and `deletion` shows the progress; once it is
+         *     deleted, 404.
          */
         get: operations["getTenant"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a tenant
+         * @description Starts deleting the tenant and answers at once. From now its API keys are refused (401) on every
+         *     node, and its tasks are no longer sent. Its data is then deleted in the background, in small
+         *     batches: tasks with their attempts, schedules, topics, publishes, flow limits, idempotency keys,
+         *     API keys, statistics, and the tenant last. Until then `GET /v1/admin/tenants/{id}` shows
+         *     `status: deleting` and how far the deletion has gone (`deletion`); afterwards it answers 404.
+         *     The tenant's audit log, this deletion's entry included, and its usage records are kept. Asking
+         *     again while it is being deleted changes nothing. There is no undo.
+         */
+        delete: operations["deleteTenant"];
         options?: never;
         head?: never;
         /**
@@ -64,6 +76,60 @@ export interface paths {
          *     finished too, from the purger's next pass.
          */
         patch: operations["updateTenant"];
+        trace?: never;
+    };
+    "/v1/admin/tenants/{id}/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id. */
+                id: components["parameters"]["TenantID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Suspend a tenant
+         * @description Suspends the tenant, at once on every node: each call made with its API keys or a dashboard
+         *     session it signed in with is refused with 403 problem+json of type
+         *     `urn:hookwheel:problem:tenant-suspended`. Its due tasks wait: they are neither sent nor counted as
+         *     attempts, and keep their place; its schedules keep adding their occurrences on their times.
+         *     `resume` sends what fell due meanwhile. Suspending a suspended tenant changes nothing; a tenant
+         *     being deleted cannot be suspended (409). Recorded in the tenant's audit log.
+         */
+        post: operations["suspendTenant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/tenants/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id. */
+                id: components["parameters"]["TenantID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a suspended tenant
+         * @description Ends a suspension: the tenant's keys and sessions work again at once, and every dispatcher sends
+         *     its tasks that fell due while it was suspended, within about a second. Resuming an active tenant
+         *     changes nothing; a tenant being deleted cannot be resumed (409). Recorded in the tenant's audit
+         *     log.
+         */
+        post: operations["resumeTenant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/admin/breakers": {
@@ -1819,6 +1885,13 @@ export interface components {
         };
         /** @description A tenant and its settings. */
         Tenant: {
+            /**
+             * @description `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+             *     tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+             * @enum {string}
+             */
+            status: "active" | "suspended" | "deleting";
+            deletion?: components["schemas"]["TenantDeletion"];
             /** Format: uuid */
             id: string;
             name: string;
@@ -1843,6 +1916,26 @@ export interface components {
              * @example 720h
              */
             retention: string | null;
+        };
+        /** @description How far a tenant's deletion has gone; present only while `status` is `deleting`. */
+        TenantDeletion: {
+            /**
+             * Format: date-time
+             * @description When the deletion was asked for.
+             */
+            requested_at: string;
+            /**
+             * @description The rows deleted so far, by kind: `tasks`, `attempts`, `publishes`, `schedules`, `topics`,
+             *     `flow_limits`, `idempotency_keys`, `api_keys`, `stats`.
+             * @example {
+             *       "tasks": 12000,
+             *       "attempts": 30512,
+             *       "publishes": 40
+             *     }
+             */
+            deleted: {
+                [key: string]: number;
+            };
         };
         /**
          * @description The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
@@ -2693,7 +2786,11 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The API key is valid but lacks the scope this call needs (`insufficient-scope`), or would grant a scope it does not hold. */
+        /**
+         * @description The API key is valid but lacks the scope this call needs (`insufficient-scope`), or would grant a
+         *     scope it does not hold; or its tenant is suspended (`tenant-suspended`), which every call with its
+         *     keys or sessions gets until the operator resumes it.
+         */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -2864,6 +2961,7 @@ export interface operations {
                      *             "dispatch_concurrency": 10
                      *           },
                      *           "retention": null,
+                     *           "status": "active",
                      *           "waiting_tasks": 1532
                      *         },
                      *         {
@@ -2889,6 +2987,7 @@ export interface operations {
                      *             "10.20.0.0/16"
                      *           ],
                      *           "retention": "720h",
+                     *           "status": "suspended",
                      *           "waiting_tasks": 0
                      *         }
                      *       ],
@@ -2975,6 +3074,33 @@ export interface operations {
             default: components["responses"]["UnexpectedError"];
         };
     };
+    deleteTenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id. */
+                id: components["parameters"]["TenantID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deletion has started; the tenant as it is now, `status` `deleting`. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
     updateTenant: {
         parameters: {
             query?: never;
@@ -3004,6 +3130,62 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    suspendTenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id. */
+                id: components["parameters"]["TenantID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant, suspended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    resumeTenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant id. */
+                id: components["parameters"]["TenantID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant, active. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             default: components["responses"]["UnexpectedError"];
         };
     };

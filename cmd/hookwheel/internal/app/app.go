@@ -100,6 +100,9 @@ type Config struct {
 	// KeyCacheTTL is how long a node trusts a key it found valid (see
 	// tenants.Config). Default 2s.
 	KeyCacheTTL time.Duration
+	// Deleter tunes the deletion of tenants (see tenants.DeleterConfig);
+	// Store and Logger are filled in.
+	Deleter tenants.DeleterConfig
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -130,6 +133,7 @@ type Node struct {
 	redis      *store.Redis
 	tenants    *tenants.Service
 	usage      *tenants.UsageRecorder
+	deleter    *tenants.Deleter
 	dispatcher *dispatcher.Dispatcher
 	server     *http.Server
 	listener   net.Listener
@@ -195,6 +199,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.usage = tenants.NewUsageRecorder(tenants.UsageConfig{Store: n.db, Logger: cfg.Logger})
 	n.tenants = tenants.New(tenants.Config{Store: n.db, Keyring: cfg.Keyring, Usage: n.usage, KeyCacheTTL: cfg.KeyCacheTTL,
 		DefaultLimits: cfg.DefaultLimits})
+	deleterCfg := cfg.Deleter
+	deleterCfg.Store, deleterCfg.Logger = n.db, cfg.Logger
+	n.deleter = tenants.NewDeleter(deleterCfg)
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -259,6 +266,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		dcfg.Keyring = cfg.Keyring
 		dcfg.DefaultLimits = cfg.DefaultLimits
+		// The dispatcher's listener hears tenant changes for the whole node.
+		dcfg.TenantChanged = n.tenantChanged
 		n.dispatcher, err = dispatcher.New(dcfg)
 		if err != nil {
 			return nil, err
@@ -420,6 +429,43 @@ func (n *Node) MetricsAddr() string {
 	return ""
 }
 
+// tenantChanged routes a tenant change announced on
+// store.TenantNotifyChannel (uuid.Nil: changes may have gone unheard) to
+// the parts of the node that keep tenants in memory or act on them.
+func (n *Node) tenantChanged(id uuid.UUID) {
+	n.tenants.TenantChanged(id)
+	n.deleter.Wake()
+}
+
+// listenTenants hears tenant changes on a node without a dispatcher, whose
+// listener would otherwise hear them, until ctx ends. Without a session to
+// listen on (a transaction pooler and no direct URL) keys of a suspended or
+// deleted tenant are refused here within KeyCacheTTL instead.
+func (n *Node) listenTenants(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.db.Listen(ctx, func() {
+			n.tenantChanged(uuid.Nil)
+			backoff = 100 * time.Millisecond
+		}, model.Listeners{Tenant: n.tenantChanged})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, store.ErrNoSession) {
+			n.logger.Warn("cannot listen for tenant changes through a transaction pooler: a suspended or deleted tenant's keys work here for up to the key cache's time",
+				"key_cache_ttl", n.cfg.KeyCacheTTL)
+			return
+		}
+		n.logger.Warn("listening for tenant changes failed; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
 // Tenants manages tenants; the CLI and tests use it directly.
 func (n *Node) Tenants() *tenants.Service { return n.tenants }
 
@@ -456,6 +502,13 @@ func (n *Node) Run(ctx context.Context) error {
 		defer wg.Done()
 		n.usage.Run(usageCtx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.deleter.Run(runCtx); err != nil {
+			n.logger.Error("tenant deleter failed", "err", err)
+		}
+	}()
 	if n.dispatcher != nil {
 		wg.Add(1)
 		go func() {
@@ -463,6 +516,12 @@ func (n *Node) Run(ctx context.Context) error {
 			if err := n.dispatcher.Run(runCtx); err != nil {
 				n.logger.Error("dispatcher failed", "err", err)
 			}
+		}()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.listenTenants(runCtx)
 		}()
 	}
 	n.logger.Info("hookwheel node running", "addr", n.Addr(), "api", !n.cfg.DisableAPI, "dispatcher", n.dispatcher != nil, "redis", n.redis.Mode(),

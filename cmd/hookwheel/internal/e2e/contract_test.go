@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -196,7 +197,9 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 
 	// An API-only node has no dispatcher: no breakers and no targets, and
 	// says so as the document does.
-	apiOnly := e.startNode(func(c *app.Config) { c.DisableDispatcher = true })
+	// Its key cache outlives the test: only the announcement of a tenant's
+	// change can make it refuse a key it has seen.
+	apiOnly := e.startNode(func(c *app.Config) { c.DisableDispatcher, c.KeyCacheTTL = true, time.Hour })
 	breakers, err := clientFor(t, apiOnly.base, "admin-token").ListBreakersWithResponse(ctx)
 	require.NoError(t, err)
 	status(http.StatusOK, breakers.StatusCode(), breakers.Body, "listBreakers on an API-only node")
@@ -206,4 +209,44 @@ func TestEveryOperationAnswersAsDocumented(t *testing.T) {
 	require.NoError(t, err)
 	status(http.StatusOK, targets.StatusCode(), targets.Body, "listTargets on an API-only node")
 	require.Empty(t, targets.JSON200.Data)
+
+	// The tenant's life, heard by the API-only node (which listens for it
+	// itself) as it commits.
+	acmeThere := clientFor(t, apiOnly.base, created.JSON201.APIKey)
+	caller, err := acmeThere.GetCallerWithResponse(ctx)
+	require.NoError(t, err)
+	status(http.StatusOK, caller.StatusCode(), caller.Body, "getCaller on the API-only node")
+	suspended, err := admin.SuspendTenantWithResponse(ctx, tenantID)
+	require.NoError(t, err)
+	status(http.StatusOK, suspended.StatusCode(), suspended.Body, "suspendTenant")
+	require.Equal(t, openapi.TenantStatusSuspended, suspended.JSON200.Status)
+	refusedWithin := func(want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, err := acmeThere.GetCallerWithResponse(ctx)
+			require.NoError(t, err)
+			if got.StatusCode() == want {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "%s: %d %s", what, got.StatusCode(), got.Body)
+			time.Sleep(5 * time.Millisecond) // polling
+		}
+	}
+	refusedWithin(http.StatusForbidden, "a suspended tenant's call on the API-only node")
+	tenantResumed, err := admin.ResumeTenantWithResponse(ctx, tenantID)
+	require.NoError(t, err)
+	status(http.StatusOK, tenantResumed.StatusCode(), tenantResumed.Body, "resumeTenant")
+	refusedWithin(http.StatusOK, "a resumed tenant's call on the API-only node")
+	tenantDeleted, err := admin.DeleteTenantWithResponse(ctx, tenantID)
+	require.NoError(t, err)
+	status(http.StatusAccepted, tenantDeleted.StatusCode(), tenantDeleted.Body, "deleteTenant")
+	require.Equal(t, openapi.TenantStatusDeleting, tenantDeleted.JSON202.Status)
+	refusedWithin(http.StatusUnauthorized, "a deleted tenant's call on the API-only node")
+	conflict, err := admin.SuspendTenantWithResponse(ctx, tenantID)
+	require.NoError(t, err)
+	status(http.StatusConflict, conflict.StatusCode(), conflict.Body, "suspendTenant of a tenant being deleted")
+	noTenant, err := admin.DeleteTenantWithResponse(ctx, uuid.New())
+	require.NoError(t, err)
+	status(http.StatusNotFound, noTenant.StatusCode(), noTenant.Body, "deleteTenant of no tenant")
 }
