@@ -35,7 +35,7 @@ func BenchmarkRecordAttempts(b *testing.B) {
 		}
 		_, err := db.InsertTasks(ctx, tasks, time.Time{})
 		require.NoError(b, err)
-		claimed, err := db.ClaimTasks(ctx, testNode, partitions, taskIDs(tasks), time.Now(), 30*time.Second)
+		claimed, err := db.ClaimTasks(ctx, testNode, partitions, taskIDs(tasks), time.Now(), 30*time.Second, nil)
 		require.NoError(b, err)
 		require.Len(b, claimed, recordBenchBatch)
 		results := make([]model.AttemptResult, len(claimed))

@@ -84,7 +84,7 @@ func claimNow(t *testing.T, db *store.DB, ids ...uuid.UUID) []*model.ClaimedTask
 	for i := range all {
 		all[i] = int16(i)
 	}
-	claims, err := db.ClaimTasks(context.Background(), uuid.New(), all, ids, time.Now().Add(time.Minute), 30*time.Second)
+	claims, err := db.ClaimTasks(context.Background(), uuid.New(), all, ids, time.Now().Add(time.Minute), 30*time.Second, nil)
 	require.NoError(t, err)
 	require.Len(t, claims, len(ids))
 	for _, c := range claims {
