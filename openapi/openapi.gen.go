@@ -148,6 +148,27 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for InviteStatus.
+const (
+	InviteStatusExpired InviteStatus = "expired"
+	InviteStatusUnused  InviteStatus = "unused"
+	InviteStatusUsed    InviteStatus = "used"
+)
+
+// Valid indicates whether the value is a known member of the InviteStatus enum.
+func (e InviteStatus) Valid() bool {
+	switch e {
+	case InviteStatusExpired:
+		return true
+	case InviteStatusUnused:
+		return true
+	case InviteStatusUsed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAsterisk       Scope = "*"
@@ -208,6 +229,27 @@ func (e SessionRole) Valid() bool {
 	case SessionRoleOperator:
 		return true
 	case SessionRoleTenant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SignupMode.
+const (
+	SignupModeInvite SignupMode = "invite"
+	SignupModeOff    SignupMode = "off"
+	SignupModeOpen   SignupMode = "open"
+)
+
+// Valid indicates whether the value is a known member of the SignupMode enum.
+func (e SignupMode) Valid() bool {
+	switch e {
+	case SignupModeInvite:
+		return true
+	case SignupModeOff:
+		return true
+	case SignupModeOpen:
 		return true
 	default:
 		return false
@@ -830,6 +872,89 @@ type Health struct {
 // Example: ok
 type HealthStatus string
 
+// Invite An invite to sign up, without its code.
+type Invite struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// ExpiresAt From when the code can no longer be used.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// ID The invite id, to revoke it by.
+	ID openapi_types.UUID `json:"id"`
+
+	// Note The note it was made with.
+	Note string `json:"note"`
+
+	// Prefix The first characters of the code, to tell codes apart.
+	//
+	// Example: hwinv_2vx7kq
+	Prefix string `json:"prefix"`
+
+	// Status `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+	Status InviteStatus `json:"status"`
+
+	// UsedAt When a sign-up used it.
+	UsedAt *time.Time `json:"used_at"`
+
+	// UsedBy The tenant that signed up with it; null while unused (or if that sign-up stopped before its tenant was made).
+	UsedBy *openapi_types.UUID `json:"used_by"`
+}
+
+// InviteCreateRequest An invite to make.
+type InviteCreateRequest struct {
+	// ExpiresIn How long the code may be used, a duration from `1m` to `2160h`; default `168h`.
+	//
+	// Example: 72h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Note Whom the invite is for, for the operator's own lists.
+	//
+	// Example: for Globex, via sales
+	Note *string `json:"note,omitempty"`
+}
+
+// InviteCreated defines model for InviteCreated.
+type InviteCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// ExpiresAt From when the code can no longer be used.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// ID The invite id, to revoke it by.
+	ID openapi_types.UUID `json:"id"`
+
+	// InviteCode The code, `hwinv_` and 32 characters. It is shown only here.
+	//
+	// Example: hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+	InviteCode string `json:"invite_code"`
+
+	// Note The note it was made with.
+	Note string `json:"note"`
+
+	// Prefix The first characters of the code, to tell codes apart.
+	//
+	// Example: hwinv_2vx7kq
+	Prefix string `json:"prefix"`
+
+	// Status `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+	Status InviteStatus `json:"status"`
+
+	// UsedAt When a sign-up used it.
+	UsedAt *time.Time `json:"used_at"`
+
+	// UsedBy The tenant that signed up with it; null while unused (or if that sign-up stopped before its tenant was made).
+	UsedBy *openapi_types.UUID `json:"used_by"`
+}
+
+// InviteList defines model for InviteList.
+type InviteList struct {
+	Data       []Invite `json:"data"`
+	NextCursor *string  `json:"next_cursor,omitempty"`
+}
+
+// InviteStatus `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+type InviteStatus string
+
 // Labels Key-value pairs of the tenant's own that describe a task (`team`, `customer`, `env`...), to find
 // it again: `GET /v1/tasks?label=team:payments` lists the tasks labelled so, and `POST
 // /v1/tasks/replay` replays them. Labels are never sent with the webhook.
@@ -1362,6 +1487,49 @@ type SigningSecretRotateRequest struct {
 	//
 	// Example: 24h
 	Grace *string `json:"grace,omitempty"`
+}
+
+// SignupCreated A signed-up tenant, with the only copy of its API key and signing secret.
+type SignupCreated struct {
+	// APIKey The tenant's API key, `hw_<key id>_<secret>`, with every scope. It is shown only here:
+	// hookwheel stores only a hash of it.
+	//
+	// Example: hw_k3j4h5g6_9f8e7d6c5b4a39281706f5e4d3c2b1a0
+	APIKey string `json:"api_key"`
+
+	// SigningSecret The secret that signs the tenant's webhooks, `whsec_<base64>`. It is shown only here (the
+	// tenant may rotate it to get a new one).
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	SigningSecret string `json:"signing_secret"`
+
+	// Tenant A tenant and its settings.
+	Tenant Tenant `json:"tenant"`
+}
+
+// SignupInfo Whether and how tenants may sign up here.
+type SignupInfo struct {
+	// Mode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+	// from the operator; `open`, anyone.
+	Mode SignupMode `json:"mode"`
+}
+
+// SignupMode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+// from the operator; `open`, anyone.
+type SignupMode string
+
+// SignupRequest A sign-up.
+type SignupRequest struct {
+	// InviteCode The invite code (`hwinv_...`), needed when the mode is `invite`; ignored when `open`.
+	//
+	// Example: hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+	InviteCode *string `json:"invite_code,omitempty"`
+
+	// Name The tenant's name: 1 to 100 characters, without spaces at either end, control or formatting
+	// characters.
+	//
+	// Example: acme
+	Name string `json:"name"`
 }
 
 // Target A target as the calling tenant sees it on the answering node.
@@ -1997,6 +2165,9 @@ type AuditLimit = int
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// InviteID defines model for InviteID.
+type InviteID = openapi_types.UUID
+
 // KeyID defines model for KeyID.
 type KeyID = string
 
@@ -2052,6 +2223,15 @@ type ListAuditParams struct {
 
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListInvitesParams defines parameters for ListInvites.
+type ListInvitesParams struct {
+	// Limit The largest number of invites in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -2202,6 +2382,9 @@ type ListTopicsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
+type CreateInviteJSONRequestBody = InviteCreateRequest
+
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreateRequest
 
@@ -2231,6 +2414,9 @@ type SignInJSONRequestBody = SignInRequest
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
+
+// SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
+type SignUpJSONRequestBody = SignupRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -2441,6 +2627,48 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListInvites List invites
+	//
+	// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+	// themselves (hookwheel keeps only their hash): each with the first characters of its code
+	// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+	//
+	// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+	ListInvites(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInviteWithBody Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInvite Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInvite(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeInvite Revoke an invite
+	//
+	// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+	// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+	// `invite.revoked`.
+	//
+	// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+	RevokeInvite(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodes Dispatcher nodes and the partitions they own
 	//
@@ -3022,6 +3250,71 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSignup Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUpWithBody Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUp Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStats Delivery statistics, minute by minute
 	//
@@ -3649,6 +3942,88 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 // Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 func (c *Client) ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListBreakersRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListInvites List invites
+//
+// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+// themselves (hookwheel keeps only their hash): each with the first characters of its code
+// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+//
+// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+func (c *Client) ListInvites(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInvitesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInviteWithBody Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInviteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInvite Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInvite(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeInvite Revoke an invite
+//
+// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+// `invite.revoked`.
+//
+// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+func (c *Client) RevokeInvite(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeInviteRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4660,6 +5035,101 @@ func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecr
 	return c.Client.Do(req)
 }
 
+// GetSignup Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *Client) GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSignupRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUpWithBody Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUp Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetStats Delivery statistics, minute by minute
 //
 // What the tenant's webhooks did over the last `window` (default one hour, at most 24 hours), one
@@ -5618,6 +6088,146 @@ func NewListBreakersRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListInvitesRequest constructs an http.Request for the ListInvites method
+func NewListInvitesRequest(server string, params *ListInvitesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateInviteRequest calls the generic CreateInvite builder with application/json body
+func NewCreateInviteRequest(server string, body CreateInviteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateInviteRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateInviteRequestWithBody constructs an http.Request for the CreateInvite method, with any body, and a specified content type
+func NewCreateInviteRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeInviteRequest constructs an http.Request for the RevokeInvite method
+func NewRevokeInviteRequest(server string, id InviteID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6931,6 +7541,73 @@ func NewRotateSigningSecretRequestWithBody(server string, contentType string, bo
 	return req, nil
 }
 
+// NewGetSignupRequest constructs an http.Request for the GetSignup method
+func NewGetSignupRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSignUpRequest calls the generic SignUp builder with application/json body
+func NewSignUpRequest(server string, body SignUpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignUpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSignUpRequestWithBody constructs an http.Request for the SignUp method, with any body, and a specified content type
+func NewSignUpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetStatsRequest constructs an http.Request for the GetStats method
 func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, error) {
 	var err error
@@ -7910,6 +8587,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBreakersResponse, error)
 
+	// ListInvitesWithResponse List invites
+	//
+	// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+	// themselves (hookwheel keeps only their hash): each with the first characters of its code
+	// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+	ListInvitesWithResponse(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*ListInvitesResponse, error)
+
+	// CreateInviteWithBodyWithResponse Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// CreateInviteWithResponse Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithResponse(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// RevokeInviteWithResponse Revoke an invite
+	//
+	// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+	// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+	// `invite.revoked`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+	RevokeInviteWithResponse(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*RevokeInviteResponse, error)
+
 	// ListNodesWithResponse Dispatcher nodes and the partitions they own
 	//
 	// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -8536,6 +9259,73 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
+	// GetSignupWithResponse Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error)
+
+	// SignUpWithBodyWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
+
+	// SignUpWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
 
 	// GetStatsWithResponse Delivery statistics, minute by minute
 	//
@@ -9388,6 +10178,220 @@ func (r ListBreakersResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListBreakersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListInvitesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InviteList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInvitesResponse) GetJSON200() *InviteList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInvitesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInvitesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInvitesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInvitesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateInviteResponse201Headers the declared response headers of an HTTP 201 response for CreateInvite
+type CreateInviteResponse201Headers struct {
+	CacheControl string
+}
+
+type CreateInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *InviteCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateInviteResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateInviteResponse) GetJSON201() *InviteCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateInviteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeInviteResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12043,6 +13047,165 @@ func (r RotateSigningSecretResponse) ContentType() string {
 	return ""
 }
 
+type GetSignupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SignupInfo
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSignupResponse) GetJSON200() *SignupInfo {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSignupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSignupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSignupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSignupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignUpResponse201Headers the declared response headers of an HTTP 201 response for SignUp
+type SignUpResponse201Headers struct {
+	CacheControl string
+}
+
+// SignUpResponse429Headers the declared response headers of an HTTP 429 response for SignUp
+type SignUpResponse429Headers struct {
+	RetryAfter int
+}
+
+type SignUpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SignupCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SignUpResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignUpResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SignUpResponse) GetJSON201() *SignupCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SignUpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignUpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignUpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignUpResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
 type GetStatsResponse429Headers struct {
 	RetryAfter int
@@ -13633,6 +14796,76 @@ func (c *ClientWithResponses) ListBreakersWithResponse(ctx context.Context, reqE
 	return ParseListBreakersResponse(rsp)
 }
 
+// ListInvitesWithResponse List invites
+//
+// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+// themselves (hookwheel keeps only their hash): each with the first characters of its code
+// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+func (c *ClientWithResponses) ListInvitesWithResponse(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*ListInvitesResponse, error) {
+	rsp, err := c.ListInvites(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInvitesResponse(rsp)
+}
+
+// CreateInviteWithBodyWithResponse Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInviteWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// CreateInviteWithResponse Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithResponse(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInvite(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// RevokeInviteWithResponse Revoke an invite
+//
+// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+// `invite.revoked`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+func (c *ClientWithResponses) RevokeInviteWithResponse(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*RevokeInviteResponse, error) {
+	rsp, err := c.RevokeInvite(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeInviteResponse(rsp)
+}
+
 // ListNodesWithResponse Dispatcher nodes and the partitions they own
 //
 // Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -14510,6 +15743,91 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseRotateSigningSecretResponse(rsp)
+}
+
+// GetSignupWithResponse Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *ClientWithResponses) GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error) {
+	rsp, err := c.GetSignup(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSignupResponse(rsp)
+}
+
+// SignUpWithBodyWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
+}
+
+// SignUpWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
 }
 
 // GetStatsWithResponse Delivery statistics, minute by minute
@@ -15403,6 +16721,184 @@ func ParseListBreakersResponse(rsp *http.Response) (*ListBreakersResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListInvitesResponse parses an HTTP response from a ListInvitesWithResponse call
+func ParseListInvitesResponse(rsp *http.Response) (*ListInvitesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInvitesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InviteList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateInviteResponse parses an HTTP response from a CreateInviteWithResponse call
+func ParseCreateInviteResponse(rsp *http.Response) (*CreateInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest InviteCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateInviteResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeInviteResponse parses an HTTP response from a RevokeInviteWithResponse call
+func ParseRevokeInviteResponse(rsp *http.Response) (*RevokeInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest UnexpectedError
@@ -17744,6 +19240,144 @@ func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretR
 	return response, nil
 }
 
+// ParseGetSignupResponse parses an HTTP response from a GetSignupWithResponse call
+func ParseGetSignupResponse(rsp *http.Response) (*GetSignupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSignupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SignupInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSignUpResponse parses an HTTP response from a SignUpWithResponse call
+func ParseSignUpResponse(rsp *http.Response) (*SignUpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignUpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SignupCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SignUpResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignUpResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
 func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19112,6 +20746,15 @@ type ServerInterface interface {
 	// ListBreakers Circuit breakers of this node
 	// (GET /v1/admin/breakers)
 	ListBreakers(ctx echo.Context) error
+	// ListInvites List invites
+	// (GET /v1/admin/invites)
+	ListInvites(ctx echo.Context, params ListInvitesParams) error
+	// CreateInvite Make an invite code
+	// (POST /v1/admin/invites)
+	CreateInvite(ctx echo.Context) error
+	// RevokeInvite Revoke an invite
+	// (DELETE /v1/admin/invites/{id})
+	RevokeInvite(ctx echo.Context, id InviteID) error
 	// ListNodes Dispatcher nodes and the partitions they own
 	// (GET /v1/admin/nodes)
 	ListNodes(ctx echo.Context) error
@@ -19208,6 +20851,12 @@ type ServerInterface interface {
 	// RotateSigningSecret Rotate the webhook signing secret
 	// (POST /v1/signing-secrets/rotate)
 	RotateSigningSecret(ctx echo.Context) error
+	// GetSignup Whether tenants may sign up
+	// (GET /v1/signup)
+	GetSignup(ctx echo.Context) error
+	// SignUp Sign up a tenant
+	// (POST /v1/signup)
+	SignUp(ctx echo.Context) error
 	// GetStats Delivery statistics, minute by minute
 	// (GET /v1/stats)
 	GetStats(ctx echo.Context, params GetStatsParams) error
@@ -19337,6 +20986,56 @@ func (w *ServerInterfaceWrapper) ListBreakers(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListBreakers(ctx)
+	return err
+}
+
+// ListInvites converts echo context to params.
+func (w *ServerInterfaceWrapper) ListInvites(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListInvitesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListInvites(ctx, params)
+	return err
+}
+
+// CreateInvite converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateInvite(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateInvite(ctx)
+	return err
+}
+
+// RevokeInvite converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeInvite(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id InviteID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeInvite(ctx, id)
 	return err
 }
 
@@ -19828,6 +21527,24 @@ func (w *ServerInterfaceWrapper) RotateSigningSecret(ctx echo.Context) error {
 	return err
 }
 
+// GetSignup converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSignup(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSignup(ctx)
+	return err
+}
+
+// SignUp converts echo context to params.
+func (w *ServerInterfaceWrapper) SignUp(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignUp(ctx)
+	return err
+}
+
 // GetStats converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStats(ctx echo.Context) error {
 	var err error
@@ -20283,6 +22000,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.CreateTenantKey, options.OperationMiddlewares["createTenantKey"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id/keys/:key_id", wrapper.RevokeTenantKey, options.OperationMiddlewares["revokeTenantKey"]...)
 	router.GET(options.BaseURL+"/v1/admin/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
+	router.GET(options.BaseURL+"/v1/signup", wrapper.GetSignup, options.OperationMiddlewares["getSignup"]...)
+	router.POST(options.BaseURL+"/v1/signup", wrapper.SignUp, options.OperationMiddlewares["signUp"]...)
+	router.GET(options.BaseURL+"/v1/admin/invites", wrapper.ListInvites, options.OperationMiddlewares["listInvites"]...)
+	router.POST(options.BaseURL+"/v1/admin/invites", wrapper.CreateInvite, options.OperationMiddlewares["createInvite"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/invites/:id", wrapper.RevokeInvite, options.OperationMiddlewares["revokeInvite"]...)
 
 }
 
@@ -20291,697 +22013,752 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ld+M2kjf6r+Bo95y2M5CapCTbks+cb51uZ9KTfq3bvb2TUV8TIiGLMQUoBNWykun//R5UASAoUQ87",
-	"Tmb2+/bu/SZtig+gUCjU81e/thI5m0vBRalaw19b/J7N5jmHf1+8f/UDX73OVKn/UovZjBWr1rB1QUou",
-	"mCifKTLJClWSO76ihJGUz3O50n8RJlLCSMG/yDueEil4i7a+sHzB9ZtSVrLW8O+/tpKCs5KnN6xsDVtR",
-	"EJ20w7AdBtfhybDXHwbBjy3q7hnrL9/x1bCc5/NJefqlp/g0atFWlraGrfnP3S93p7PoftkTrEVbOVPl",
-	"zUKtvzsKr8Nw2D8b9uDdgs14a9hKshZtmbFu3h8Ng8CMRSVyrknz91bJ1J0aLous5K3PX+mWqQTRdXA2",
-	"jIJDp8Lv51nBlXvJqX1JUI0Bprv46ZeU396nIpl0ox3Tja6DwbA/GPbPvOniMjVMp+AsbdEHzS1sXKYk",
-	"z+xI16e4faShN0kz0toYv2l9/vr561dq2PIK12udMy3L3fGVz3L/t3DaV9r6LpfL19ks29iUyUKVcsaL",
-	"Zwo3ZBgEhBHFE6k3o0hJn7CSSJHwvZSJgDJdOxpNzGHLvr8dBj1NjjkrWJ7zPFOz1rBPW3NeZFKTKFR6",
-	"lqzkrWEYBLS1mKd7PqHn9X4xzjM1XZ/VHC+TUhJGSjnPEiInpFxKwkU6l5mWW3unA/sAvtXphZHbRkE4",
-	"YOxs0m8HLBy3T5MobZ/x7qTdC/rhSXTaPesN+nAvn81lyUWyukFSyCLlRbsXtecs01tGlaxcqJtELowY",
-	"TZhIeK7ZM6CtVO8r/EeefeGFvZypOSuTaSZu4e+Cl8XK/qGSKU8X8IboK+5JfH1rGJktCiKUlSWfzfVH",
-	"A9oay1SP7tcRDnDUGpJeRMmoxb9wUeo/Ry094lHrq8fv+0hl6XxjmHic5bkeJm1NOUt5ARN+IUXJRdm+",
-	"Xs31PWw+z7OElZkUz39SUrS+HkxyFjSRXCzy3Gw2XhSyqF1x5E+5vT5j9zcVbcKAtma8nAJ7vn/34Vpv",
-	"SX5f2lv20sBw4c1D2AbWU9OmYSzs/mbMkjs5mej9Mm3R1iwT/iWlKVYsxN6R4dxbQ49jaKvMZlwu9JPd",
-	"QG8P2DeWb/WF5i25+fZFkbeGrWlZztXw+XOz8h2jJHQSOXs+lfJOPTcv1qfFP4Ej1TSbz39Plgz/lyX/",
-	"RVnSLv0Onvy88THvuPnAyzLfVCPsqeMktj5/pODu0KGknHIiyykv3DXiJPj/wAMp3HUghbUDKTjsQAr/",
-	"90CC3R8FwaM2P77vf8A2r7joSbb54Ow3nzzR/2snT6vgCdeLQJhQSxBY/aBLPvDiS5Zw8lGwLyzL2Tjn",
-	"rSYW7QfdpzqfTjuDoP8/5Hzy5PVv5dtuJ4yCJzyePhhxWz+YPnF+l7KV0obcYBgEJBPkPSuymglUcX7B",
-	"57IwvJ6yLF/tYPYAphJUvgop9LqRAfmGfEPCdv83sXjQPuUnafs06Y/brMe67XGUhGnAB5MzdmpZcnPt",
-	"guvgrBpTIztuPtStPTRn2jhvDScsV/wpOEzdZfM5T29kkiyKgouEo6q7wUHZjP8ihabO5aKQc/7crlQj",
-	"K63Rv85Gm9wDy9nGBUaG4UplUryb84KVWiT4fPMhuxU81dyyzMopqC4snWWClPKOi5q6oorJDV4dtv42",
-	"Pi3/MxKf7gavZ1c99d9fwuTH+cn0r2l38hd2xj/KIPthdf3z22X/ssF75Rw7YTWtQmqWbkk7Sm/k1+BT",
-	"3DluJsjF+1cbvh1/yN2fo/+Wg7/c/Vc4C5LTa9Yb/3X+Y3G2+CQuV6/VSfr95D+zH+5f9L+8uz1wyCBx",
-	"/ygnWIO7bsMJ5qiIXljNao503p7jQTscR0n7NO3y9tmkF7T77GR8mpylAx5MqvezZMZbX/VCXDN19xJU",
-	"w7oyrNVFkvOy5AUlBZ/okZPximSlIvbc8RdkrwoY7jxyzzQJgqAThmfrinHUHgRp2D7lvV77jIVR+2Tc",
-	"T3ppl0eTMHj0SdkLeuStLMl3ciHSxvOxF/R+gwr3u51qlbuwUsVYkxa24/CCd3Sibrgpddg868xZUQpe",
-	"gORZ8nH96HI846yItTABU3eeCcVKYBmMGRg6PIhvooeoao8/rKJ2L+ny9uk4CtuDtM/b3UmQROx0fMZ7",
-	"4W7zyxL+j7AMfh+28t3wB2n423jLvqgTDMJDTjSkoX275a0PldnZwFtLlpWZuCUTWQBr6aebOSr4f4Oj",
-	"nsTT5LPAH8hku7xFj3MOHcRkDWqHDXCi1pFns+yAIMOaLsAnE56U2Rd+Y57X7DjPbsaLQpVm6+u/vTiJ",
-	"9b/cJFIY3XKFpHa/4N19Q/05F2kmbm+M9yUM4P/D3yw1vcXa0FBZccvdyHxRD1HaxtFEm4MB3eEhisfD",
-	"CXLYtJ9yPr5yBLuAC727W8PWaRRMn2BjAO+h3bfGehDjQj39QVGuNQsi5SopsrkZ9TvN+AR8H4qCvORf",
-	"eLEiyngIyikryUTmuVwqbR/MOp63Az17G962R7hoNt0mj7GXzVv22Ob1AOPXuvxmyZRrIV7I/K38UMoC",
-	"MxNqNLvIl9rWjoVsK31HPATLqeBqLoXiZCrzVBFGkoKnmj1YTtRULgWRIl9BoJWS5TRLpkRIkugvkhlb",
-	"kTvO552RuAT6owfZvTJhRZFxRbKSlFJ2gM9+XmSgW5XFgqMfdsYgVUMsZtomsMNrfaatEs8jVRaaujDr",
-	"OSvYjJdm4heLNCtfLAqFJmJ9wtdTTmI4GhK4I4ZQ65STecG/ZHKhyJzdcj2qTN/+84IXKy+4jW/1h7g+",
-	"HIrfd+HrNXqXZCZVScpppsiMiRXhogRyHKV8whZ5SfrB8bbPg1Spfd085ARHNtME64OEzAT+FTqaZaLk",
-	"txxNUhdj/wGNv00yTXK5xDC7LEj8TQxbSpPKjlROzA674yvYzXJRmqNE/wb/WQo3mTkrp9Vc0MLdvvT/",
-	"XnAtR/7teZW88xx/Vc9rY9eTeVUpF43TecPuOOx5krA8J4pNOCklBjM6BCYLGrseDlfmUGQwL5RD+LCW",
-	"xueQ9DPnrHSOhpFQbMZdUpC+Ey5obUx/Y1EIhdIHNTr9GKoEJAoCeCZ2MyjbV3yesxVPh0TTJD4nbCTW",
-	"vkhqH2QkzSYTXnBR4jf1EUF6UdQhP/CVIqzgZM4Lc+LjfPWzmSIsV5IoLsqRYDjH2KNl+we+ignKlGq1",
-	"jY1kzZvOSIzEhX3hlOfOcIbZaqZhiuRS3BJWkVHfe8fnJcUZlCTnTJUjEX//7t0Pn76/vHx98+rl5Zv3",
-	"764v3774282nV29fvvsUk6OoN9WvNyx4TNik5EX11iVTZsVSCkcBySbEHW0jceS9/+ry+vLt9at3b2Pg",
-	"cHiHTfqK3TPxsTbveMnT6itKSsGLYcUJmVBZypEXlplI5dKY3rjCsGw7ltixDbydgWzUM1lOuXBfP8pK",
-	"NRJxlsaUxMg++l/2XMaXKF5qa0Gdk1hzQkz0b8glsTkbYhL/+jWmRGUi4RVt7HdGQh+Nx9S8TqSKCFlO",
-	"9YFF3gk4RqsVtGOz4zdznzItRpXSi1BWzDYpOB8JdssygbTDzVbwhdIWTla6zcaI4Ev4SoeYKCZXz/R7",
-	"kJs151T7YMlWTsjgJCsxs8bNNeE5Y/evubgtp61h1O+DxLR/h7RBsP/AV69eNsvKO756pjCkmpDMTFtr",
-	"Z2TMyyXngsTT5U210CZlKb5x588dX22XlDcQ8dwuLL2ZnPSahv46U+UrkeSLtEEJMKySZ6pUhLNkSrKS",
-	"z5Br9T7WP1P4MxNmYrf8mb6+ECmRQt8AR9gZeZN962/PoZZd+m6ynErF7Y1LuchT4BC96JkiyaLUekVR",
-	"AoESKcpMLLiy7pTagd0hn8xRk5W44/RoFUmkZgXzUznlWWE+1yEXwmohoF66vdkLgm1HbWaI1aSNgJX9",
-	"uYnMhle3cYkNuVsG0ZvZrj+OSZ9KpXen5Ze4CjXF9mwF22ALz+zhl4ksZqBJLhZw5+ZMrFNi21Ss7UWy",
-	"9PcawjVTd9s+jwLo9/s0nANbP46W8+/4eW0fvYWXNX5f//xMEf25LUOA/zxWvao+D9q11dxBuf6WpVco",
-	"t8FIQx8RmqOVf2heyHHOZ38CP9FaxvWM5ZoAPG3bX33LENQXUJUyOHfIXz+8e1tLrOYly7Q5pXcF3D1b",
-	"KC1lCYN7iRz/xJMSqKJKJhJNjedfwudoSVe+mB6Y01kJYYY3dlD2e2ZNFoUYal1nOeU8H5ppDdemAEQ6",
-	"jLLv8Q34yObC2hMRbAPzDUrUIplqpYA1U4cSRpwBZKXJstD6lp4F6DagQeK780xwfclodfC276+v35OE",
-	"Cf3KOSsU77S+0tYLKSZ5ljx2oYUs25iSAzH5Jt8mywvO0hUooM2LrO86xMFolBH04J6jdeqcbSBFbSAc",
-	"xaaerWYalzPUzC/PD3RuVkw1qJhKyy9L1fqndnLXGt2ekruUXBQJt8yTCcLADjGuEWY9I5mC9f9OFuMs",
-	"Tbl4JANkQi0mkyzJtMYL8b11JvDtRtCK9E2VmSY4T9WWza+VBnePFzWtTKSRn1c+auHLz+GeWm0BaKu1",
-	"6oC9kqNbLfIrb5L4iX3r20CWp1tjS4VMaVUnS8lYm+QsuVM1AtepdxRvjik+BsGBmtptoc87Zh7PSpJK",
-	"jjw0lXkKzPJWlhhbfLywmNjnKxZ5K1H6OUsShu6CwlsEhh7YxAQ6n2ZX96oFf+u9fO8+xhufZnktLew2",
-	"hvXJtGjRtrWC6gGBWq4x9PW6vGerXLL0WsrXrLjlj1yeUsp2bp/fOK/lF2OCW/9U82ltTyB4ht8nwHvA",
-	"ldkv1bP7Nl/obT6jiZBSSoLD27Mm1Tye/tCGaWnutIMB+l9L+YaJlRmpeiT9C1byNlBoPUr4ztLeuS60",
-	"CAA3/1bBafTXGVuRGbvjUEUDT5lBgrMILVSqTwkIX4BLbzHXbBYFwTmep/rXkKgDli3yD0Yp0fdpP7hv",
-	"2WrTf5qVA7oxIBSynt5NPy9kychRbGM0MSXxRjTGXnTRp/j4HL1cIzFmZTKl1YZwvLEyXg2Z6ossVbZO",
-	"6ZzIAoMVmiBmZbRspmRSyBlhJMkz9M+lacGVcSTOC66VJp6SKCCZQFlvhL8Cja/KfVLWdA8DokbiKNa7",
-	"QNO/zRbltD1hWb4ouJ7XmE9kwX2XDbjQcgn1Zov5cYdcwbJ7Xrdshg/E8Ev7Qv/ifIa32RcOJqoXl/Du",
-	"2zRvvpdLZA1kP5BqSwZSDoeGOhz4kHaHDpz7O2hwf2t++Cj09GWR/cLTR2s4QPi2yZ9aV21gpdxRqb/G",
-	"Ranfy7fKSO/89iyAhbgTciloVW1aEMzrOkhdCautV5v0nl238O99Onk55qwAR8cdFzDPTKlM3FJ/wt48",
-	"zdxBmH4U/H7Ok5Knl5gj8MhVK3khWL6+ZGYjaDnniEGyUvF80rhe1U36SayfmDKR5tzf++f6jNYq5pjD",
-	"Vrq9PWTR+r51+soMGCKZvCCYILFXzTSzfJqVq1xo8PXKKu0HXfRTo1sTBmiMnsL4EhVJWcnGzNiVH8W8",
-	"kAlXSts3l6LMytUjVxJ2H8MR+mv5ygjEScbzrRZEJZ316mS1R4ZkUeTUxIdq0W/agvljuBhuhhXIIXdX",
-	"KaZVpJZzSQjCxkrmi5KTaVnOwe4uy7kiH69eQ7DYvqHxSw0vNHESEkKQeO+hG/lMhBM0k97HPh5pfxf/",
-	"xpLnedv4XLSNYuh/jjVHkwmeuGY5wOefZ6rERNkYlyDutKqRedX8+l/zQs55UWbIJ34uged/S7VaYfKp",
-	"1pxw9UTX9VPq01TaKBPJSkpim+yrdYMkz2KImN7x1XC0CIJuAhI9hX/zuNP0NT9Ld8sIxSI3nhQ86jbe",
-	"kaVPHZtoHGo9s3eTNEYU6DnrW2vnXqr1GZbnWn1MZJHy1MQUJ3xpj3wKp+UcxEie6yE8jhzC+E83fvCL",
-	"0x9La5uu/GsLgg/79sUHNPPdi1hRMIxcVwrM39FvbDy35gO1zL0aU1bxB+PxdLABL/AmEKR5/m4ComrX",
-	"6My20fKovm+0Hny3LT0AMgM052zyuLmkeFLw0rI9+VAljkx5wTuNrm+fHvbzm1P97CZroTvqA0f4jQMX",
-	"x01/9+rAO7dT3fOKszTNNKFY/t4blanOqA+0vu93bCVVyrkiS1ncabF4dPXdC9Ltdgdgn+l7JotyUfDj",
-	"Dnk3y0qIfgu9s7Zun63bZe3YJzkbaw3HBMhh0e3Rb098l1y1UJDXoz/qRSQhz23HDmoKLunf3NzB/aTO",
-	"icSpgfY7m5crahO8wC11FH8TY+bMb9uRm+tr0rg3hvpOcOt0XtlsCK09Moxct9YXm217kZ6zfV4sZmNe",
-	"UBK2tcKUnlcpGpbk8ff2tG6boVl7q9PanfZDW+migEP9ZqaajS/I0yi98ZRS3gGXzbI8z4yMrrFVJsqT",
-	"nv/loOnL3Grs60y+qn0OVWk/6CF4qdke9U4wbQVZOEPAJNKca0VL00gK/ajWLjvkYiRqWWdgOnrUA0t0",
-	"CFsrJoqtFFGSHMUH1xmOBDibG194TlADLouMp8iXG1tALspE4q7bKZ+QNO/M3V5E7gbzvRuTtyCfqUd+",
-	"yL61MSFHCxPPN+Kl4JBrIgVvHKT7lmfCNwu4hqO2MQgBr3umDM8qSsYrbTFIkSUsh6AmdZk1PDW3PVMY",
-	"u1fkJ5kJnpqcGkri85Ewaw8zEtJPNZxxcrTBQCZJGD3cQgpuI+pmRECPOz4vO+RbuRApT4eYFoHZAyZf",
-	"oZSkH0YjAb4dUKqE1s8hva8buXdprcotg54cXjKTscksdM1/wkQ6EuusGuOqmm+B9J2xPOf6ksK8AXA8",
-	"aqWr4CQt5HzOU3yoQ743A9KSeiRmbIV7wkvtxOHAuQGDGoJPCjM39MghMYNlQoE80L8lTHFKYq3iQVYS",
-	"lrnFdCTi6rX6F7D28RatE+h/zZlSS1mk7t/wrzu+gtuyW8H0iYaqdCLlXcZjcqTkSMQXxi0Bkkzf/cL8",
-	"DGlOH3jZdhdmWpyB3aqOKTid52Wd1LSJzlYVTqaavuKWKxJ/Wi7bF54uaz73vpD3q/oPnZGIX0u0X81d",
-	"tpiiunzH+RyVIcxVgd3OKZlq/tHPzFk5xWxcSE2hIzEp2O0MDgKR6rO2yMREwpoVfCa/cMhHMPbxIRUc",
-	"tO6La3WDVtP5p0pWlPvUfSu/zc2H6x212o4mSQbBaZMuuSbJnNR/6M73JJ2fE1tTPl3xljf/+gFaSfDP",
-	"29UGq6Cu61WQFeWUhWdqQ5NQlMg81ZsZN/CGOmGV3K26hKFXhjnN9dedWxUKtzsU1fj+31oF28FalVWV",
-	"NvQqU46TbMnKfm9SwZgisc3LhvxchvtQP4yJ2eTCnfMo71RpZscgFw33E1oXe6y4g/X7+vnbsAdYCa4e",
-	"swXQFTgciTaJjS4SDwkj0f29x7l+GmXsUhe07GhD9mmxijFJsixWehLWPXnuonz2e5mqUh3wcX0rPD3J",
-	"BMurJ9e+yVK4yewtP6/E6C14Dq9pUCNBtilRmGuyOWY8rIX0SDQpsfoCM+oMmVzNCW3pJxty7Ex2/aUw",
-	"lSlrCnZifYFrCY4mIGrMZziQ8Ap87iaZMnFbu45Z7NUPI2F/wQqcG7RJGp50CbX+b3d85X9c/2m8EPBq",
-	"fdpl4vYGD8dOIUt7J15RnYLf8RVP43N9lM6zpDYVuGAKRHCocMUk5+pnJrlcYpGW/6B31T1du+reoMdo",
-	"WMx/gbvmPe6uISpB7VLB1WJm52wvesPEjEabKGOOTrxYmIzpmBwxMl7kdyafRnMc/mYy7KW8GwmIpTF1",
-	"N8T00UmWW62KTE2E6fjc6SsdBTX4N5nwlBi4eJOJG7RIcMz1++WijMmRSzjBQN0zReJsvkXjZ0nZJP4q",
-	"/yE5wsDdxftXNifd/qaPCKamY8mKlJiRHFt/45G+swpIJHI2YyI9JrIYiW2OSE1JyAKZsZTbvBlWupIP",
-	"UwSx8VGi6pAFWbllsg/wtlq//DbbAgV4g9w1m6xD3nKM6OKO0XLN1il8vHpN2HzOWaFsZYIsstvM+KKO",
-	"YtzSsMKLIr/BH+NjWtPhTeoyRPIgV8qbc3VWoA92T4anRTO4ab77YccWPIJ8Ra0AdPSERWg807BG6bf7",
-	"zipp/Kgz3z/wrY/JHfa+UW8P+/1ew63n+LesTKaem64+bVNpeeC84V3XTN3Z930Fl9crfDYMTAGW/XuP",
-	"axG/vWPMeAT/xrWy71rk5eOdnf5LGh1ieijPlFYbFrk2a/XcwMTDBHYtdYRXX4BnVXwMZh7o6TEWKJk0",
-	"TS+pHypTXFa/rTuEPGA9KFNYmA5RbUS9mhzFf7m8JlXq169Z+jU+dtX0Y5muNjVr56s6KNblcKD2PmFu",
-	"A1rjcdagvxcLXgVUDTW94nnwiE5ZivFki1OiaZqiAZoTzoo8g5JL4E1vy4ylzDmD2n1Njr2J4PqeRp/o",
-	"Bv8fHGyob5p1ht5ACdg0bzK1hSrUOkjXan68AjZGVCZuc+5CS+slQJuipSHy8G3B2R1mr6zFGfUuTRZQ",
-	"Em/Tajy/mOcN9X+tT/A7zCVwJhwAEOJpC0oGlHWXptKqyY6lLa205NnttGGHfuAmqQYTweDg06+eF/IW",
-	"sotA1IIVkPLmt4NQnxdyzLd4BLIclBZhXIxScAK3k2WW52TMSc5LUk4LubidPj68p7+wzykxxoVCKxEf",
-	"ePwHC55wUd4kOcuanOcv4DpqUJD4AAWDFZF9wlL054P3saToW1zy7HaaiVsyZfnEJFhNsi98JGaZWJRc",
-	"oVgcL1QGKY8IBIAKDfHLGt9cXl+9evHh5vrd+5vri6u/XF5/iI/JlH3hZKbNukQRxaHkGL0pWTEScinO",
-	"K7RPRdSUFZwYxejPoxZcHrXiOvXkAsH2DKkwctEyJ4nNdlyvf348W0Oqul+HleRSQTKNJllbr28L+aLR",
-	"cMTJNGyJDcebLPSidG47JG6A2Rj2et3myDhqdU0xLfzBuFLxZFvq6a5tRJ9HLGWAd8OAWC5oJI0BidnC",
-	"lZoT8ZselgyD4k6iclk6N1HDMA7wlBnC2gXylt+Tc7RZOPrCqprG+marSNuokuAufwJt1gr2JlV2q3/S",
-	"YmvwAtcNaylM6Ah3lchy8vHjq5fkSJtbv/BCqmNNZSxbaIMZgnIBdZopUxCXqG23rdVi/lrAMOl29e0F",
-	"y/MxS+5MWnjzjKCOCjO7JyZhQz8zJEuwsME7KFi+GfIkt7LskA+Os7nxbY5EbF8SV7qNV0SMzi+qn0KD",
-	"HfnjZu0pLBZNOUvhrGcjYW28Cm5gaM3TPLvjaxXrR194kU1AYhqwvRX5UDKRauv2k4H+Ink2LlixOh8J",
-	"GIt5uJ2lMaR3m+oUPSzrus1STFpB37SWH2bLPVPHWDg7ErHvjR+SdWd8TK3TrapgWXuVSbmeyzxLVmQh",
-	"yizH+lc3HLB0bd35/X2HfIfpUzO2guyxNIWAskO0I2oK9R3ZrUC/rxZPfnnHnUBh7AUVXBA7dDFdi9VV",
-	"WSkGh4qv/vqFrV6dvPr+apV++q9BCxGqbspiIRLMUTFZEQ/DnVpHGPu6DceLqbubw0Gqvj4oYI/HnQ1J",
-	"1HYExRp+tSNUTxTD+tHd8fo9UfP6PjRpqEf7XLomCqL/mUghODgNMEhyTB0QhHnrM2XtsnOIEhCECoBQ",
-	"Recwvanii13C14omZ+16q7qtBBja80BmLNzou5R9PgDIwGadwDDI1hpjPLJNnAePRdyW6uHC2X7NzYt6",
-	"USab1OvItUt8+x6B7TF2K4RrXNIhnzBYJmyUbC9DxN5+AxmI0aIKUCJTgCmB/loEE8gUBpjOTbYhHDcV",
-	"L2G6xRJC0VM2d6p5ff/tS2842ZXfMGaKn/TIkbICnuXzKRvzkpI5SMLj2gqOV2WjZ3JdYO2212tjgDyC",
-	"XIpbrLPFO8yYjbOi2Tb/vVItSH1rQwwaobDIUWwEVGc94SMeItADyA6RjoQwnla/grhKJ/Cxoo4bfaS/",
-	"LeILMqgx3rtDGm1TXf2hVGQ3OIoba79tRza5Aozz4sC8QwfQt+4NOcibvCXTdWt26eY81gWVLbBszr7U",
-	"sxYJz7+DsEqD0SEFMq05gSB7XWu+U5lr/cMmsRsNd0uuti0QemC6NoSwD3/Oh3DfdGdiNNlYTy6YvtGu",
-	"Cc97Qeq+xviAE6JqOnFz4GJXR6ILnnqgkg7uvfG0s1h8B3rqKhiIz3Q3aQxJsAYGTcmddGn0KSJTVb7l",
-	"Nb5w3T1+3ber3a1NrAsq8WWzWgX+a78QBE0bz49aH5Op3mg+oHhurBS0p+asnFqbvlYyemRTHePNIhD0",
-	"i4MJqY9qGI3Deqgp5s0VJBss4EpKGpMYMmWAI0xcr/6FhiKUfRoPEqj6bPOCFPw6mzVEN3KZYJXWJnkr",
-	"ZHpLU7sLniFELvlFCk4rDCM5mSheHp6WtCiTQ4XI2pxx1PiGXfN9An+FI92jwznf5XLZiJj3PQA/Via8",
-	"gQIzGiWUzWKSmmuQ51UhE8XLqlz/jq9G4ih+/xFlwCSXy/YdX6nnv97x1VcDNMBzxT3Mzju+Ik2PfKNv",
-	"Z0khlTJ3gpOKXIwEqOtQeavXG4teDBjhkmUlJi2mC04AU3MIzTwnvChYjsZ7lcED2ZRZSdTcwJ9Bhii6",
-	"A9CMUh1ysRv1EDNhLFKi+dkBqV1D2i1YZrb6WEB4y7Mq9XyHFoRQqupxY/pD6OcIvOu8cJ0RrYtCy0at",
-	"s+nbjjsjgQYNuPemUmmrzvqtzOAoySa1fANYRCZWFHwVKy2hljzPOySEGvB+nyRTVrCk1IqlJk98Ebfj",
-	"HwGTLm7Hv8SUpNmtnjaYBZ0Y0M7idkziYUzi/4hJ/KeYxH+O61JmvQXjbpC2uV6yQjPs//f3i/aPrP1L",
-	"0B50bob/8ac/tz//6d+bdnatueSmZKlW0iQG14rrLSamWvOK/Gu0mKRPUPd2gOJah99cm8J+xFOUJJkg",
-	"6PetKuEDq9ebDVMzjzyniCVRI8Qa/KbXLTYV/Iz8RRKbttmc4m7iCocNXO+2GD8TuzE7oWi8LTvH76/k",
-	"o44Yg52K3nZDjfoyrNWNeV/cdgpsx4K92I4EW22WSmyDym892Gs4sE+wzY9Go2/+0bDXj3dv9n1puDBF",
-	"JwkFzAQOiofk3XovqaXeNibbevUXkHZvrKHDDn4nw/74TNsnzKx10zi0eG6XuGaOTTvkwjMxK1mAB5G3",
-	"TcBNZUeq97I+tMcIh5tz9oUbAxbAXRfC29R1jnigAKwQP58pG5toEIhNio6/h/oe4nNoYfF31mD5gtPg",
-	"RuMx82A5iuAkcaiAe+KoN43Jkf6Tkjicwf9OMQey2vKhelrhS4maswRLiEW+Glo4FzkBRBu4VQ8Qn4TO",
-	"lpqQIxEGZKbsZoQW0kjw2nDDINig7x4CNxm1319fv39jOlNs9XVh6wpkYhur8oxOa+j/5fK6RW17i/cf",
-	"4X8vrl9836Ktl5evL68vG63+7znLy2mT7JvCLyuD2tDgipny5O4JvJAWK5wlU5JyrVRDyg68Hqq/wLg9",
-	"iudSlbeIRBMXPM0AWccg3WgxFANa4C/xmu5lH9N0vwMfSJqZP75udT82JeHeYQK79yUSp/y2YClPTQSS",
-	"+RPwEC+WsrhTzho4utJDOCaZGomFgGwQLS39tYSR2pfrdav2Cfy0W6KaOTTJ1NdszPOdi7Yn52l9EX/g",
-	"qzYWvs1ZVqgNlVgbO4h0A48BEqdJvSs5A1lgD3v9by6+xJ1O5xiCvZNMpNquIgYUuu4o+j9Qe/xn/Zbh",
-	"nK1m+gi0MMWV7wluynlKlKSmJOvdh+uRqHL+MNkuNnnipvcDQUJ5JW9YSWSDr2YfIrp5VdYHX3PmX6bQ",
-	"Gjrp1o0hksslL9oJU3y3NfQcLCI6ElBklFnXCzO9yIwVqR/0yMnm887dYswLwUuuOpl8rjeQ3iysKlEM",
-	"jJU2EtXIqAGZui8BcyPB5hDe0AEqGY1MMMgtkLzeoZkpDAYKaIPekMJllpu08uOhM1QzhYSA0H6RzWZY",
-	"vG0KE9dNKMMkVUsSPV9AtsWlNzm2PjN3o4Yd8AYyZT6UDFNxGkO6W9LyUt6UE+GSlrCDCEZZtQp8K2WK",
-	"qfdVLgNLj5u1/tRvIbbrA1AMw9Nt1kPOSi64UjfzftBYxv2GpxkT6AWDYxoll/2GXg/wg5TS6aArvKp3",
-	"gI2wGFFmH9uh9VV5X9XQBoPGoQ0G5VQfzAkXJaQJThyK+2/5roltH7hyegPmfFLaSiVNiETO+Nass2KL",
-	"qwBTsp7Zdm+IxnOwj3FTpBdlFRFGrawKYdspbgSzK75/awJqj0CYgMQl7KStLQPohrgQOUdbYcpZUY45",
-	"0z9a4LXDnAnuyQe5IB4Y9mpIzZApRD21zAbdAlyVCDplYLs3A0Fa/kLQaotjwf1ucgK0gcG9fD1olUMJ",
-	"UwliF9WMuU2+Wrfa6lW2j2CgGnqMX7JaW4Qa1FBt1ttY6gn81MCZDXPeRXOHBOgRHg98fWKreZ7pHVfK",
-	"LS4WIZeCpze7vvC+eUXBJfuFe4tKRHNKapOZW5tU4zia6VxeaY3z8OBcVX3w67+i1q6VaRu6goyPA3X2",
-	"NGM5KZM5CYOO/r/T4Un3dDC0aSlDPz/FtGltUPLX44FIkQYYofWpG6oSLJ8ybgWj4teTqZhtiWHTE3aR",
-	"C2DvoD1ZJm4bfWymv6iqq9Yma3ej6Y+2ZVlpMrnAXRVjC8IYfVYWv0AgShl0vnFRD6uq6HmAyovhBHQy",
-	"YBBlYkMotiIcEy+9MmVq6oexwNBVbKICjur0EgoBHCTx2oszRcZc64g2Ex5iNCYz2fRlQpT4kQDK30pu",
-	"i5ZJwWGrqspjBcE+yPiUFSgPT5sjLaQWaBmJO75SOHJAT9V73rpetBBAlT0pmJpyiMhUab5QEjjL0jbk",
-	"UkMe7wxaTbn2R2M+Egjeo09OcgRr6OeUHvtV93YuMFvTWGmjCygEaQT31kZN5dJ2Sak6Xg5Bo4rNQriC",
-	"2zSuKAtN1VJrczgmsgVEkLTENtbOwvZ7C1itnutz1RmJ5kjRPiOEam1szgqobCoxKqj/UfcmYZvLg7zH",
-	"G/LOCs9NfVFYeEumyNV3L8ig1z8l87pUaPAIu+rVhqA6JPp7YXWTQwjeHYP8S6aLGVtzkO8GqGzEEDTA",
-	"lE3aS/1p/GwF8YiTVoe7n6scioZTvUKl3HQ5fbx6ZQQppIhNMo4NB/yAvmvIB1SvJ9EUWbvg0Oos4buz",
-	"Y3anlSXrzlTEytzU0hA9c3Mi2K3IQI46j24mwIvnDb1a0BrsKTG4p01ZOqv5A0i38dFzErOxXJTDcc6E",
-	"l25vpSBa5jMJShRPskmWVMmJXhqtG7f3tgcsxXpG2QobIwA5vfxXs3OadKL3VVHlZpbOZg7W0HMJZSXU",
-	"tFNio+O2yyfeA91Hpyyl9rS29QcjYXPwtcTXZ00b/TAc2lx5gaxdcdYtNpYd8pIpGN3hVtS2BOWqndQ5",
-	"zsRvDOX32WSq1kDqoLy0Ayoxm5oF3mZfuKhUFvPVetqmAMSxg5LHXYLmwhRWHVBf+wGeeYGP2CRveMMO",
-	"KwNp5q9TMwftT9l3heT1L72yC+MgG20bJ8eccKTZKtaViQouaWNTM3A7jYQZ7DPbpE0rUgaOhqdZyVML",
-	"jgEYD8Af9fpovxD6+NyUgCBEWNUacMq8Vn8FR++JXByOC4SFxJtHhctIPLQdVYPJi+9YC3ivc2+NC9bZ",
-	"iu4owG/iqe1chAl6bk2QqY6QqKrM8hxw1Y6BiJnATVvJ3O0Jj2s7z3Ywgt87e6EXm72aLzUXoHhzxfTg",
-	"Ol+rlnfuc4yjOQ/Qvm9u9Xbi8Csdff+7TKZSY4XjdWUjeRhMLpi6/+0uZXbbq2tFk2ia7H2p8nv673sr",
-	"7usNxK09ocaa89BLAfap5c2OblbE0N2Zstik9IAkb4YOQ5AnLtd7xjlUAY45sWAH5yj7bRgGLU736D89",
-	"FTwtVjfFQtTC4415ByAGQITPDKGrWVRBQJymiZrMmgs98ipYd5DXxwT3tuVju3MfPov0rbLYlIndKHKk",
-	"1ZsZW415hY0IdY12TQkGd2Jtu5ZNKdyULIusLLmADGdhuu4NSfzrCMI2o9aQjFzkZtT6ikVCTQG9DsTX",
-	"qnQNuGcIJxj0rsVXQ+YR2rMuKOXGqcdTMPQzaFXWLstIrPHYOYG0DveYPsRgCwppgI4dCcwO9D1nIW3d",
-	"t29lW69jW91l87aco3+tDQe4ZlKtx/xPLCv4F6oNMA3zf93O4uiu/Xj1GuEmlWdYl/y+3EE331EQ9M72",
-	"9/zdIhW9hKUGk7+UBpfK+miYkQbnFu4eigu02WsYyLQonOcs4bW060Z7Y3tdnOBLowmCW2bDf7IpLE1F",
-	"4fbXVaXbFL2ZWgmE/kXWuXhO4lFr1IoNDClAgJOLepV01QhxJNBG0Hv9qBdFx2vr0gsGJw0DXS8J3zHg",
-	"jepxiulu9s+m8R40hqepy9NjdNjHuObQ0yjPXW5Fbe03WPDJTg07Gnzh3sGcY5WnpRoea1BUYvObdo3C",
-	"y4TatsXteD5evd7Ga+vuoNaDNm1zaREcF02qmtPrvePd3GwKa3NTh9OkVm5DeHJvhZh7pRwFAAlB0mJF",
-	"ioU4IOBkx+19rFmPs4fBVqllCY/xBC+YAD5/toqbfJ45W3kNeVrDVhjMGjP84G0PiGo2zKAsVi9RJ1Pb",
-	"ap49bAS2HkK55aWX63CL4T3BqRHEYyORhxuZTSNhSziW6ELD2hZ4FjJkHObiM0WOwsAD7w2hWiacHm/S",
-	"rlal5ZMwbDQm9O1acMnJZI3g08Yar0xsuV3t9dOtdyDyXlUfx+d9y/QRUs43F+tS27xIdjwH6qeepb0h",
-	"+7lV+goOsQpVI7i5aT+B/TzOuv9mX8HwBvXX3bJeUix1+O/hydn0IP/W2lrte7mpuwuCmTosDbt5jd7D",
-	"NmmWTJM1/DGEFwevaIfA4pmGbWYRSxfvsqsBOFV+0z5jNY/EbSGXyqQOezOPSSmXrEgVNla0V0189Sdt",
-	"ZxTnhDW3GASZ2YsGEInsB92qJlx+4UWRpegCPcLWlVrpmMpFccCm3IX44aiTCQK9GivIbAk1pEm+SDXB",
-	"zG4gYbCWXLzPi7iT6yDxXQpA+jeExkZO5VJ6Eqhe+eLGEofTtZqrg+TI5hBqjRkdAWCtd3xcxfvTwps4",
-	"94M5xDbP7+3qsAUxMqawizHVgeNNcYZWwTNh8ktN9hNTdzwdiQpF0nX9/D9mkf8MeBcNCLiHG4u7VVoP",
-	"Oml9GuZ8s67+dTj8dQCpJm2JPrI5GsJsP1JLb8B3+l2mBlDWJnhxmKps62GbdWVbYPKY0T7SfHgswvCT",
-	"2gjGbfSoNTp0E0BbuUpVbBpEqeWdFyiesZIXGcszZcwE50d8HMIjDEGPcr4lltc8DPMEOVKck9g+X92g",
-	"4mMormVi9fixPcbGgnyQXSTFdJNqJkcmSpflnCB8+/FvAOg0+U4P24B+llQzM9r3/oaNiHPz9pvnksUG",
-	"BHvo7GtRX2mrYc0b/FfVj5B7BRE5NE/GPNEj8ivol2j2AojYZgvqypgZCT+fewxwTl4zRcK00HFIn2Dg",
-	"HXfIhWNaH0jBG9diPhKa04vzGrgCZmFJL8CrWaixG1hTLgWgTDWLuWzGf5GiuWHjw+tlnX/hgJRZOMu8",
-	"ETj2qG8g6rq8wvaqplP1rNhWctvMIJ936DhPkHPr1KV/fi+WIaCW3HKSLMqRwMwZA8QPyFL6BTaqHdfV",
-	"Kgg9T/iSF44HFfr4Y8jmw5pOZnLfzHB/A0b8h32ekgtScL2GUKpjSoQcXrlrVwuACaXcEE/bXbn/bN0R",
-	"Mnoh5wxI7DUmalC09ntKrYJYH1Lf5Z+doASxUsr0NWPE3i8L1wEw/g9tsOUrLM6L/wMnglVH1r7wWutW",
-	"hkVABuQb/X8t+scpqk9Mx3+WBvt0+uqTKaKvD1JCd9P/0F1VaVuHDdrXu2DgtroainX/RZQhiKnWz3vI",
-	"EferH0H1g8yieoZxpkz+Sj1p2zqG6krVnug5nJJ1tQKfbY6RP0YhO1TVqBbq4/WLjTr4VxdvLyowKYyQ",
-	"F1IQfj8vTCscSOVlKcnWsncvF3qbPH/PikztUE/2RjL8Qwv1D5Csu44udLzuOMAAjmzGi1tN9xLTBplb",
-	"i6Fx5cBBhvjPsGAmWdJuGXf4OwzJkfAguKAM1XfeQhqBg4W2TnXv/RALhFhlrKdowBoWRR6b5KSRAAx7",
-	"zZjHjwmJkiMzGgtNenyQh/YhAVIbMvPUPFSnweUp5JJAsNQSZWfwcf/AGo9YOyjUUtDXFXt6rIG80Fto",
-	"UfLUjezJj87mSOwfSiH/8NxxFD7JkBrKDtbH9wisqgNO4L1UWC8OLm6h7YLZid6etSCxrrQrYYq3M6G4",
-	"UFmZfeFQYG7hqzG7y22pkbA9SO01W6qynMqc2yweSz88qqqu1Vtm0ahG/O6EMO6usekqs02hMPdpomDu",
-	"ENJkJCo58wiawKsOIslsB6yI3n34O4U0mJhibif89yP+5+L6xfcY40X0kNiXkPrmNfwWRBx5sN9nj9Ly",
-	"R+2+hoLfSl+pN4ssFjxGlUTVWINqgZYrHpMjl412TLCpoR6Ua0AEz5qUHv0jpMIoksod69qk8RzMsbXo",
-	"dz2mfQ5tQPWV2pZFYwqeG45ExZ1V4seMorcHU3hkY3i2aT57IrG/Jfb60HDqI+KjnubYvKvmvGi73vh4",
-	"s79vPO3mMP2iro42fXFNDfU+Fn+8fgHVtg8+4Nf0072jPFRfbdBK5XxHz9yL969ACszYSm8PAJfLrChU",
-	"+lnqEID0fposykXBO6Yr6LCAclBslo5XlkVW8pgkAARq6sWxGDYrqrDtkUlKhOxcl28JJPVfQ0G5h3wo",
-	"V2pR+/Sx191UDb+JKyeV7csKV/Ff3kBsyYei2J5TDWdMsFseW4Koqver+8l0iTUdLhX0XU+z0hChtj3h",
-	"B5LLWx9y6Btb6ABPuD9gqq0qY9T9XF2wt5gZ2cfxL/ujA2m1v1cX7C3eTPX7a/Nr0VY1nUYgqw9oczVA",
-	"Q6ticgMd5psbnllv5n+3X3y4+q59Db3o0QGFjLbRBZW7XqfYeb4xdfIgZA37HqidMEHlggu+xL59VVzZ",
-	"tM4/vCrsQQjzhcxrrbMcwrtFe20GDHe49A3dMQzSr+0F60Itk7W+tZu22j8L1h6IQH12qS1io1Gd3YpX",
-	"YqsxfXnPkjJf1aBil9LrgNBQ1wMNfrex67WDFHumiNfU7eLlm1dvb67f/XD5trn3GJtnzQrXhV0pI1ko",
-	"iafLm812wOYSbkrPn3qIjEfB9AEebdiej0kwwH5wzSG6vRuPEbWY80LxlKdGXEKDcmVlqKlHtKxqu8+t",
-	"pxU8KN7ZlOp/kStUnOK7LHXGr9cVSJOO6SMtJn/9dG3UTTPg7FaozmGwL7XIk6Xd531LhZ649GlW7LZg",
-	"Cb/RYm5PGWzBv2RyoewxBgtj1+WhNbGbZQ+1TuoNyv1yqnhyE5M/2f4wckK6ESmYSOUM0uRVh3yYAoK3",
-	"yLWJWvADF2Ht22urUqfP3rV5ighgbVs+GiK+9poraE1/KFxrffBAgeakw1wacLkN7rjj3HHHOgbpkXUj",
-	"Av5olX0ZhydnG+ijUW96mDS73tIn8sLip7OqCRzojxbyHhMNTTAU27Dp3y1u63Ycum2Hax11v+rPqDKR",
-	"cBLDf+IDg+/bG85eY4crtPlMxj98BjNBXS8z20zVwITpuwEMhZdLWdw53IyqmVQvOKMj0Yv61ORnkv79",
-	"PcWup4Y+oG9lgoR9Gwo8cDo7Wtzup99m7SWOZhvenipvFmpHSpD7mskNgqBLKWGqZp7aCqP+IA6XdP8i",
-	"/XaB27bKdQuCNua3TCCLZOJ2LZ8e80MNdWorgu1uqy6nI2GrKHcdyY1oAXxbMzf9oWeKJFmRLLLSsjPF",
-	"XregjBsIJLufIeEGW1J2CJLZ4CBpascUgx7uxZCC4wDKsLcEFr3FtSWMXYWoMkk9NbDDf9XmtltbzNZ2",
-	"QPKIfrOPaTHb3DXWq1zwOswi565t5M9bJT8Akqtm2JHm1hnnUHlurB8vKd5nfkoCMuNMqF044va9N4kU",
-	"xh26qjnNdpbH31go7YbbLVbm1x3T/s0Khzk5/+/tnntteuZvgAHZ8nuH3g255KVDOVgBysOD1YCq4MC9",
-	"x7mwwF2hJJmwgrqSelt4QI5sxWnVyxWCsCRDt+RujtoeTPU7VzXVmDYk1nfIa8ioh6orUJDylYGkXU+u",
-	"R9TnegYYtW6zqlzaQWwAWrf+e6xZ6Jmypy1mNEAh/Eg4xBOH07v2QUC5iI9rUCi/Xzr/x6vXpJR5ulZe",
-	"6RYYs4g1pxktG3CdH5PXb4ZxIydNwsxr7AxjoBV96j1Ps9J2PHXjgM23IhWyX4e8MoQbiUwRRuK1RtMx",
-	"tVkkDmR7f0Nk3ESwn/GoNe52DKx4EQ8gpYGdQwRC6San1lqQ7HU7ObrtbA5rVL16jbM51LBe1pAPYYSM",
-	"KeialbEZJ4mczbLSge0kskhNXal51tHb5OEY4CREjzIYfq5+FN3jmcBSe0BpGQkEIzQYjBvw6h6H/Bm9",
-	"P9YZ5KGszwjL88MIdwgKlkEzVJYihyt31md+swP31zTJa0RXcotj95oCHd2173E3Tllq1c79KQYH5UJs",
-	"3fOsnD7dhn/qXEHbYNnkSdQHlZXeOftkpfE2BcGgiG1jmk36QC11Y7H8zu7OmX6V89H5nd5tdaGtHfNw",
-	"eX5n6LTtk34khtqTlgLVUh+g1XgVhfZyCy34XD1OfbyDhx5YKbSnMboRz/XO6D4Fs5KkWQqKkf4RvRK+",
-	"fD28YOgR7Yzrw4MAfq2/sS2cFSv3yyHdjenjilhZnsslHk47ilnPjZVuNUvqweiOhH0HhJsRuxTUTyn2",
-	"I+Y9urapwrrdhW3P7ytGyMBOH1YQBxvlq64HZOlQBSD2DqmxIxFbQK3YKExZdeSYKdfJ1CFvpf950Ntd",
-	"Ym2HvMWe+gnH/o8Wndme5KgFGSxlIxMM1lnsZ9rENQhebsGH7Wf+5aq4rJbkpQLtPmB2ISr5YJjVMZ+Z",
-	"pk/mXPeVbDnxjAALUGQNgcZiPSPr99ILVeXDKbWmJzfCKW2q6oDxWCnmQ6wTw877KdeiKIUmpqAVJ3mm",
-	"P2kSlUvrfhqJOSsUtCO92KLWU6yuryu5aB1ARq1BmWwzkbYN8xs0hxQ9eERJvbltPxnLzLzgiKhu3pPB",
-	"SaJVTucbi9fLq/28qMNIW8sJ38WEvi1B/bwAG1+YZNBgKBOdOp7JFoljnQAobLRtBLV1VZq9wdd+gGOz",
-	"jubVEDO2mfQ19q/n+8vJb+LsClp5H9IngmXuzKZyQR+EskfpOGMr8Jw19Oz0QWbUTvyyhlWG3J6KMPqI",
-	"90HJLFXIkTVv9QZYZoofnyOU8MqEXCABfcy5sGioB2kJ9fLFXXYRVNAhclg6NJYjJJBSh/ZJncFHyZRB",
-	"h1/YmgtAmTchB0dRa1V2yLc8kdDCKfbwIWPzMeX8MuiprR0zvoh+QP/sbfhOYAvVNwkQHTt5VOvc4Jx+",
-	"Do0SnyPye1V++aAiCozUWvjptZJOV+q5vZLTB8dZ67W+UQ+6rqM0KIw1bXbTctjmhNzXzdQADQu+1Gom",
-	"KDYP6WO6Bkz4e3Qw3YYI/D+yNNWCR+8vS32ixqmaeu+KrQjpF+hPwCRfi1uLjlt0vYFIjPUAzTtgcFLw",
-	"Q6AfceUOguJuff1sRrujHslKglL6RUjSFv9ohdZW0lZQ2RM7iQ7ZkoSFNQm2t6upjQPVZgN98SHlRPs8",
-	"4B1yibCltpWsCfsIiY5lco09PrBhKbpM/dYy2Kfh4/V37TOYO3YgYoIsxJzpuRC1KAp5y0pOuErYnJOj",
-	"eDRapGdBgM1Y9R+TySQ+piPhsFJ9eFSs4WN5iTEWLhII3WaCaZ2HlYys5KJQPJ+QI8ySoUSx1VpCxa8j",
-	"NA5GrSHpRV9/F4f5hXGdkZJvABJaZX4I1pN/6sGkGYnu72kFF2bhq03G4khgPYSRX6jUQmWc1UgbnNh+",
-	"r7+UkhglubEEzddHAk3iKm5hLXjU0vEZCv+27i7E0LXDdxV1s+odIMJH4qRHfsi+tR5tZEFcoWOsQkeD",
-	"AIfvt22RS7HLCW1YENUFm8RuyWtSPKG7Dm4js2Opj7uKi7Lhoh8Jq1eDieK5nOOqqaTVzI5wutXr4nVn",
-	"vHsoKzV7Qyu/TJVrybR73dsd8j2EaWW9sgckDqiBMl+UHCPk8UjIwgTLvSSjXjA4qTWtKf3UTZPXAG8+",
-	"NnSq+mhCyyRXEWe1zU3MVDSAt4YyHqwstVMEuHhwGboDe9yixaPLQ8glCHFumNaxST1tyxX2dwOF9Ufh",
-	"tBvMQJIn+UJlX0wetnXS1OfabTYA9nvidwsTVk7XYGLhPkfzNXHj+WpGwrSlOtL3gapR9zuiVl4B02kD",
-	"ZJIJlhvYbdiIZpcZqXQruQKHUMEN91hhY3tgWcngf89zJOpvOg2NVSO6lVpCQR2Jl6rF/L5qoIwe64vg",
-	"i4w9fbX6bAx3xR3yQQ8edxBTPmM/jkORYr8VKuGgoMdTBC2+NxK8CmvWwgXQ68O+WrOej14pl6KKOXwT",
-	"Uz8v+JsYhdtmlMAhB2Oyg4NVtnCHKRdrvfb8OKtWtdcCrb8vasNGzMD1fdaK/HhlegJgPgDoS/88nAa6",
-	"vz+73xm6wjSEPdtpcpce7CR9HM7BblfUpigmR1ffvSDdbndw3CFvwZSzvqgN4YvAv+f4l+CZFkYm523d",
-	"dmeKKCmhF8BcKpWNc4xPZzNulY25FlNWE14rRouC6KQdhu0oug6DYaD//x8PdjQ8iYuJYtzCCkFM+7O1",
-	"X3UdLlQEoETRXd9Uq/Hm4r9vrl+9uXz38TomR/2ZVk1cSSC5qBQ91LkWApIFgLugZTN0noSatkxV0Ku1",
-	"yhDrmDzqBuoYUye4Wt9Eh/vMfjvm//uqeUEF8V9vFQ/9kQ0YmV6Sj1evh/APOEb9HktO7dUyEBJ6UB13",
-	"tuoGr2q97SFyY6t3ak31I5XmZ5UHfb51yGsp56CnYWfh7Is2x1iaFlwpbkFzoT2pKfry2QUDbrYP/fpc",
-	"jFn7ezjDDiXQ1y0uhy091U3SbnPKJBfgXOeFye11UjQTqVxSIvO05qM6yHvkt3hv7qXs2jvdgENmWxJP",
-	"ARi6CTZ00VbDzXhlHHQQj4fqfvyZ/7xgOaYDG0HmAJlhI8+MY31LR7Dqxbv7RzU0gN3sFoV9wRDSeHOy",
-	"HXJtYAUdVg907ZLyzjSuZzMtGMOABkHga8KYxWx6n7I8NyNREEwa82kGXi0gWwF+51zeQoxH6yFaCYFR",
-	"IBqn13C0qjUHp7MnCGre6N09sLb3tdrTfWpvQ6ndPaH2NHf6Z3Rmwr2zHwt+bSzmMeo27CZrNu6dzzvE",
-	"QRM7f0KXsAtDZdg6Mc8mfDgSbZ8zhrUccXARWKMP7vTZY1hr8KW8Hl9wq+Ov2n1ez3/bijgzXF5udMy1",
-	"H3VtjmuvupUlepWqnAzynTbjaFXYi6EZ+xqm37BupO0wCjFNtyxW0CL0yHcX6ZtHgvg2AuiCQ6ifq6Oh",
-	"Cyna/jCPd4/TdW8euiiTzRywRq95gV+f8ISMXWkk11sKjl0Rq82rVrzUXKP29eI8MLVwMtFq3xeODP8A",
-	"uwcHbEoGtoAnw4/GCp/P89XQBAlUvAbVYVpKQCRDprzS8xSqjV6FAeiGVSUBuTCvslgJuAM105uHAHPf",
-	"fjaRM66qVB1IvHeIHg/AmHbEOpxEW8u6gW+w3+TOGkHo8eQKiky6q2m02NCgnHr8fVwhMIxErcHBHZ/b",
-	"IiToEOJl30B7O2Mm+AlknmKLMCkr1Fh9YlLfLLi6vL58e/3q3duYHJ2SlK0cHoDi5Zpv/TQKpodlmxxq",
-	"M7ruKa5Y6Aa00JskS5uaRr+v67SkwDhxnf7GDlRgVhWgn7C8nMrF7bRqYTrOJfTx0SaTH4UxxDtigoDu",
-	"KVgO+nFWtYD2O7GYEISJrhjK3RZMmDC80xu3QVI2l71W8AFrUV8bxDVM3iAkfI5tPCJh9FhkvSP8ZehQ",
-	"SuOf3xRpzQnPF9g1vK3NVDgvIPvZ5X/BW9c6OScwzVoPtGB/C7RahUwz0EJ9sk2F8ETwZb5yIQgcHq3w",
-	"NiAkm8j5yvpbDVxBQ8nMNqSDWiHaY9AOTKKOqld/D/0YEvaggd/YSEyZMk2X18y15c1d96fetH97cjOY",
-	"nPHT9CTpj3usO4jOwtPgZNLnvbSbROOQBY/PpK+Awh+cS781KdpY6ulBec7bE/HdMuhbGpnwwZX71xUy",
-	"AhylAI9QlxJWHA2JK/OfSJOXakDcGor+R8JU/V/xhGNdwBdeZJMVfALAGUyDwawkRx9KJlJWpOST+dia",
-	"5MYPv5n88J+D4uwvP/zt5+J6+dPH9y/PXr1+/+MrGb1mr9mH5WFpKkYsWYbfjTCwfVNuK2i8qChXaFFv",
-	"FBV9Rv68kCVTHXKJkHT6BwhGsZquQI684+3l5XcXH19f33wT05EwMTm7u7MCAUFBZ09lop4rniyKrFx1",
-	"ZiklIzNQfwT4lNV/Rq3joevqNRKYhIL58uYZUyS0rjhR0KkhMwU8aA5yj6UKsgSWbKWGI6EV4QvlNw7T",
-	"MsC8+8i7bHWoKjQLOHqGJ7mpmTkeViWhWmtfrwqtjxLfFWgDySqKSHIU5u7EJUdO4zvukFcCLQL4PgaS",
-	"3OyaOmp5E4KVBAzCIbb085qrZgiwh8oMWaenxYjrGIK5Q7GRVutHpqGai9Oaq8dNfdfIocrxhm5Maqqx",
-	"Xlur/IA+gt7SdEOLM1C+NsUpkfPMou1l5RAz5SBvorYHRsKm0NWqx2ERXemlskILxteBw8kuBUDFO1W8",
-	"Epz8Xr+b5Tk5MiAJEYHWC6g96TGo4/P1UmQLqFBrAtF8ho4XRaNC8v6VzXGpKgNYaZIsxvILroGWGFUE",
-	"xF4hhVxATmKque2o6lh23BkJaOCKPk79fX1/fF61TKNBAP6o/eWp9uk9g59Duq2mADlSC1WyTPD0mEKg",
-	"rL5aQGbNmXhV09YNbCSqkZF3+tGsREALnIrfk2zL0G3xNd1a4L12xFu12nk43AKUElO0hUPpgMp+V1Bv",
-	"1CpvinoyI3E0Y/cv7DfLl7boGipy7ALYSaLzUOJUscmXKeDPZUldyYy2joTUTFr5/HwggwcWrW8hgbeI",
-	"j5s7OXqRy0WKs3o2EjN2X03/PS8+wMttjgZsCmVCFEObM1RwouYsQTUifK6H3MwfddKt40C4FMVJwbmh",
-	"pgmPgRvf2J48z0m64HQk1khNGih9DvRwX9ELNcOCFgY4WEi6zMF4joTvlz2qOWaPwa8NtSYmXWfdP2Zb",
-	"0uix72X2jbY1DZCm0gCCVFgRR254lNiR6fPJ8zEd2+0AGTOmMSwK2KVc5OlI8PuEc4gwmwS4pt3q3GFY",
-	"SMEZHt4NMXcH+jsSLNeHhDNkOsTCrqtnNQxbE1KQ0sS43OBINTZta2BjGAz22+WV6C91Of1H25pK4Ull",
-	"GvZAUVnRIS+wb67ZnAWHmFM6JE7kVM100XDX7KqmUpYYkcfiEjTfU823t1yfOPu3tF5vhxm5Za2rJi5H",
-	"iL+rqVPhFngrC6ZkZsK3wNK1pRyJ2lqem4x8D8he77gZu9NnkpwdNvqtseTXptmiD/4am7vjppCNpis0",
-	"hJEFJWOey6WnuYzE1mjxWlQ6rIJMx67im6k76zD36RKdj4TXhtOl4mWKJIvS4tighLJmeNXgQZuR+qzX",
-	"QgTKHOqIqSPh3oGK02aQeUteForqnTk2+zFFKu/hmpcKkq+9s8C1/PRjS6hqoOrZdALHlNzxFUr3KYh0",
-	"cKVgE3kvSQzaUjvwHkDW0ZIJMi6PtE7TmbOiFLzoJHIWUxJHQbcTdMKw2zmNj8/xtXicrEOrw+DQ8ZAJ",
-	"XAh9S+XYZcJNTvODVtL1KMCkMJWDlgNN74XKnvARqjy7giHROuTCV8Hgmmoopf66x8D8r4wvN2PDj/MR",
-	"7zk2rmsnhpDLg04N6gQsx4zxA4CHnKuvPqJdxvZvh9GBF31YzGasWB1QI/FUNQW1zz4wAgIFAfU5m+XZ",
-	"vYb7lw1D3XblMOQdBppRjzbj78cGF941ew6CvUtcH+cmZT472uzprIIeKoxLgTsXDMNz20sl55MS9qwq",
-	"4XBwHvJN8+x/41H1eNTjhMhh8SS+NZzUgBu+M1Y0ErVgEZbYGw6NQxWTo/g0CqaIs98NIAR07HobbGDt",
-	"1wJJNZWhiiSBy9qmfzn6zRfFLaSJmXoohUmXZlZGgbXDHglQUqH0iQtMrTfKlKrMTiiP0IIW8vi0IvFO",
-	"XzdlkNQL9veC3rlWX0diU4/WnK/gzBJkIcos9+Njr15evnn/7vry7Yu/3Xx69fblu08xOYp60+OK2OYg",
-	"Hgmn9E+Zggmi8/uPCKCZvvYHhtGufFeciaGZoFWVK2dC2zmi+//9s++P0+pGWrCl8yu+ePXySqGmtyv8",
-	"ZnLSMKW9IvL1xdVfLq9vLl6/fvfpRr/qQ+xno42E5k3fN6K3MgzYsZnjJKtEWr4TWECeVuVakH6qfwYN",
-	"RUArD4MDCKj7QBAiJDYzLxxlwBU3sS3B3KHpJzR2oqATdILn4Ulj63J2/wqfgob/W9igighuHobN5cQX",
-	"ENDAVhpyUpWjfbx6bSSqWxMtKvwq432ZCtuiPJBI+aggT+2NjQ0Yqg9k4Nk1VZ4WY6ZEF3tnFxrTFpSR",
-	"qsFB3cPhsBbQNDNNaTU7HV45qgd8ad7fqB6ZsNSBuayHFmi7hcAqbcP80AQPIQ8OXZmmkGp9tXzybi9G",
-	"/ryNbx1x9uEzb2Zrfrx6bbthPFPeaoELrCrTPig+LVx9JewaShYi+3nBrYvaEZWaKJ3LtfYaLZmB6OfP",
-	"MQES3TDYIsjEut02tKhDpkS4hhi2llE7zgC9uR4ODzfD4Y1Nuz77/bvan7/5999Q/LirUJ6SaVOZmmtA",
-	"BXnP5xDHcgzjEQ7OBYg/TBnCxzVnFRtadLZkF6uHV+M0dC7cyq17a9mhzQjIEcR3K0zPsIOr2bH7yu9b",
-	"zg7nxR9fz/6UNeVOJDZFir2NOCShMcK8+kdwuFzE7fjHmJKYxe34l5iSNLu1Ad24E5P4JiZxO6ZaESzA",
-	"dkeQiZHIud5mmBIJD3XIC6Z42zlI6pzr+PJ32byWGIfC3G8jVrUnNQG8uwyIRwIUMFA+U9YECPzgI5yC",
-	"VJxzqTeyi88hEGudXn3PNn6w1Dr8+PfDS4fqAucguca8GvfjNIM1NXBnIlg1o8Y+MjZhAQG1q0Yu14/v",
-	"40Jd8VR8sSinssh+AaNmSL7lrOCF6XENnWJcitKnAsxWfU2Z0BuCfSrkBQR7cml74MNESAHbWYqkErMT",
-	"zC2gtho7nackCuwTYGbZPjYOqT8gqvLEx6WU7RkTqzZblNO2Bd2uGh0W3EbotAGpH6baNhAGHgpugQAn",
-	"zKhjuk7N4IQGIlSbU59WJvr7A6Z/4R3f2aPp0ESvFn3CFjlgYBW8XBQCghkJh0p01NnQI4HmHF7RZnBn",
-	"JPyuVLvWns0zPSC3+pfYgpcbDwP6kxFjUc45YdBLTXCe6mUfifi+7XLX2nBLTI5iJlbx0FhoyBp3fAW9",
-	"PfXT1r/tYmdBl8SZUIvJJEs0b5kXQeytzmxHTJBX77+cQMjGoKg8P+kd11hMjUTFYsiQjay1i4O0zISD",
-	"G1YHsfrVQcxj2my9gK5eWxDJmZqOJStSaB/hdwGjYPfp5VXQFiq2CVLVihgYYkTddd3tjnAuIwEiA3n9",
-	"2ACPmpygTJmP2GoJsCmoC79tdCZ7psiLD1ff4cugzFgveL3FGRYFIIr6HV/pCem1U3ZArkfXM4Xb0BQT",
-	"osjVBMEx2Vy0Ycux040ZRkVisy+/foX2HBO5Sd0qjxLq+RTPJ+2pVOBAmi3yMmubfQhFt7bI1LqIiw75",
-	"m1xAVA0bSWPWBpospVYiMCEMiij1BC0OIxSyIpQX9uGERTI4VIKaEktlofGIaSBpPFSavRZJAntKFiPh",
-	"12tavyA12Yi4p0wCCjUgGAipUUeRHYmR+Ld/I3rra/mK1dj64nWVkKLIETyE8HkLoY/M+PmX8HkMIeR5",
-	"iX8BSz2Pj4GT6v5My37glsQdMRLAL8NtYucBybIXZJYpBW15ZizXBgJ68b9AlZksyELcCbkUIMBMIacW",
-	"JyEEMnGeFhOvAqn2Woyykg03Lxv0FVK9sEdtQGckAKSECX1DPQWL32cK6f7O8LwlskfFTqfjE3LfAe4T",
-	"1hxg5MI8NRKg45okSAjV6fF8YUUGydpT01UHJYJeqTRT+pfUMsdlUchC6T9QyPTu74Gj+l5lDyZlChL7",
-	"Rf3zQo5zPvsToKib1udX370gg17/9NgWma7m+uyKy6zMeUxHwsFLYJSUlyzTpiVIaVbBQiiUWgDVCAJk",
-	"MjE9TEyUIxMGGkLFHfItdMafL8xCGzgipqdgwU4wWYZ5GaiadSD/dC13g9WzN2zF05FJcju2dLtytEGk",
-	"hIqCFTaGmYtNO6DOc6AFqAeX0H4HsksNiZBKZJMJkOoKs22KNhbi6x/bhbmmiWrf8MHojO4+481vqyIh",
-	"z7R9+eycTAo2420mEq5KPSa8buEfXrBkymFIhczhQ5CCDoVpyP+QZMRKhnp/IW8LNlPWsNUmokJBZCr4",
-	"bUXns5GAp4RtgeepelDQad8PXRTIUV2job4+Q+vqDlwaibiAVmG17mHxsVXsIYgyXgG4aALp/1gUzFaY",
-	"p6s3BCZfCUlevLv6YFdzSJg+GUbCugesgJBFdpsJi4dhsE5tRwjVIfF63nFsrZGCz6XKSlmsiGJaHZmu",
-	"wNVkGeqlRY29XTBwUHPgqQsfwtAD9/QQha2bxpQ0UqA2M3ijDfetp1tBRoclGbxcLw1YjJDsU+WwqpUq",
-	"+QzyvBZq1anGnHllylo7HcL3MdEdkS25QR4GFBqHk+ByyEClPYKwAJrf7lxNCqamloizLE1zsyD2Lcc2",
-	"qwFyslKeLlBIueWuIa5rJXkL2kkH6e3XNBoVQp/MCnL306zgiQnRQd6cyfzvkLd+hzJFbWKMwg5lxDUo",
-	"A8gFX7raOn5AYDj3sHFNEXZmYHxqHUrImGM40+L0uFS1tZSldQGmCQCKT8pKjg1uXN+0oKs/NpVCLgot",
-	"rjAMLqEj0aJAkwpCc7iUCLmlOcproA1Htlt6bIdpMa4z61i0LK23putgpydua0px6p75ZmaxrS4VENMg",
-	"IwV11BWkvtiM7+30wtXwcNUgnxwwh9wuPUci6WF5I7H52FouALrx9ZQrhARkZr9B/Y5d5ZGwMGyVfso0",
-	"J0lhXM4bwGzu2WeqwuMZY+ozRcvL3nFjfo9NxHSjGhhQJLFI2cf/RmrojcxSDwYArAj9E0GPmRq6s3hm",
-	"jvY6CBqu159NLSTsRw6wlhzdBjaZ7v27D+stcZ5jmXBs5eC1hyNjdFw4W30SmX57lUxD6BxqvdkG706k",
-	"qJfUkBMpmecLeLg6vKE04x92af9hOOkfI/GPdrsN/0//XJMj/yA1kD4n2rQK4yvhpP6olgqqZLO5fsNH",
-	"kd3b7HkrZDOXdAtRIIPXVX+Jqtq5/oPEX0KKmrOpOvr+zcWL9ofvL6L+id5toxb+Wg0edetO/bIbWO1X",
-	"AI6EC+Y13M9iQwA/wAHHnqYbFZX1ZuLkyFRM+eM1rz2mtuPlRu0TUXOeZBOjeGr1JhNcnZN0gXLDvh1U",
-	"AfB7Kr0ELMd06rbic1ZAGM0rtUKKbpwE/7BW7L4+GV7WiuvxsY8JKuF1gdf198K2pkPqbjWdE9afsAnA",
-	"afui9LmvdvBb2CWDpsSEtNy18TqfhRj566drcvT9h6h/sra8CBoH9LVKfaZUTGInxbRiphZjzE+F/Rf/",
-	"VGaxjwfVBhjLDIYY8/u5LdBBJPmqYG5R5OTD9xdtw7kOuP0feDC7UwUK5/RhUp0kBkZ61cA9eTYuWLEC",
-	"cAN3nugJQyoEhJ21eeJ7Dlq09YUX2Aa+FXaCTgCoW3Mu2DxrDVvdTtDptsDzPwUn7fMpZ3k5/QUa0Da2",
-	"dTV6bhQEps0C9qGVCaSGK1IsBLQmJq9Kkkx5cgc6acrnXKSaPTuui3omxasUQeHgk7TlNAn93SgIIOyP",
-	"1gGW4axBsflJDr86xPWWvLOwIzO2t00GfBzdMA1dEqp5sRzCKl9pq4cDa3qrm8Dzb1lq4yG+P7w1/Ptn",
-	"2lI2a7D1Wm9OrhBb5Fa1hn+viKNan/Wjz2da40jU1iWpOc/NzVbPfF9ARwGuDwp+r+16UN61+MEYZWWC",
-	"E98Cr+dcX15fvXrx4ebi5curGO82va6sC8+6NLWmQA16iPM3uKbQ9WV/Y6a1d9n1wJ/Pc5bVF7z1b+T7",
-	"y9fvKzXEoYvflLJkeaXUu3y08cr2ChtaXdgkUgLyM8vyzkj8G7n+2/vL7a/F3MpiJLbd8av5xp9HgLI5",
-	"an0l0UF3IwKsvj086H4zBf1EeNaL9NDXKIL/q4/EQpFr/I/NA868RrQIRYvxNc4bqVB71S1b3HJ/jLVf",
-	"w343GomWvwXXg6wbu81wg9lgvf0b7K0sv9Mq5M7t5bH/zLHb1o1m5GJnxWb5zt32bs4F+KBksphxURVV",
-	"Xbx/RetamoEjzjm2wWXzrPaZeHNf/IWX5v0Pk4h21J5EtH7lR54LNSHaHNLFEPpGJoslULcTOCKZfs72",
-	"qFoLGTaK33U6P7n4vdYjsm/fxRqQBHroqWidDChWEyZIKsG7Anb10XupylutumEJbTJl45wfGz2sH3TR",
-	"PFcG4XwkBOepqVXTwnbox5xcJWm9FpxMsoK3wTCEMxgTkrAqCuWzHcRIYCKlKrM8h37y0PwmlYtxzrE/",
-	"McKZAaS6G64Zoimt8GaL2bLmCMETeUhSfluwlKc2JFdpAwjBu8gtQlWMKoPWr+QdOjm8rxr7GOxayOnk",
-	"+cQiu2Jwz0GjOHBBiqnCJinInZO5vD0+90G6TUN2fVM/6I6ExTU37mGCPl61uV+vkDV+q/aCE4daCLM0",
-	"qMno96aZp9Y8rZYDo3/cvqKtftDdMUnfsf7gyXqrjsmZmvqtYYt5zIOV69V9FXH6QbfSht8aB+eqEjuL",
-	"QgydMByagQ6FLNt448GEfSvLK3xik7Tuu2ARrvGRgdC3/G6dNFltdxhPR2enDLsC3NU9OqSL2bBFivCO",
-	"jXIMHf/oEkLob/R+k0SKSXZrU/Wh+tLzgJssZr13MqFKludw3zNFjgx6+UjEfmsBbYbpnX/HXcti00LK",
-	"RpPBxG1not6V5ZzEOCSDbV8UcqkIAPKjf89mYV8K9NK5CgQ/JvXx5avrGr5UL8Dyghr07MZGf52p8gLI",
-	"pw2mgs14CWjYf9/E8YR+KT70E8fxuEDxzwuOPW8wTuwmVVOa9nbjbubNamzPYbhQ4tE69O4XmHz39fNv",
-	"FWiYYfj3X1ssMXQxi4NH1Y1p3NSi+gZZaAFgQo3QN2gD6DiyQMdWFvjVch5CA4A0VZgHmOe2WVsN1U5B",
-	"8NXA+7SCcMDY2eSkHSZR2j7l3Un7jPXG7X5ykp7ys8mABWO9Bm6l7CM8aIfjKGmfpl3ePpv0gnafnYxP",
-	"k7N0wIMJ0N1RwHB+Bzi/Nvckz5qnHW5O+46vcAB3UYvad7aGXTs61RpGa9PqtwfpWdI+HZ+w9ll/0Guz",
-	"7jhKwjTgg8lZfVpikee1QZtlM/6i3WMOouvgbBj2t4+5nOfzSXn6paf4NKp2gME5qkP24BNK3UTLlfxp",
-	"kv8kJTvNW/W5If31kvX0kvXH7ZPkND3jgwkLxuGjluzzwfLfbDC1VYV1G/9xJ2wvCPc/8lEwk53Aodln",
-	"L4oOecg4N/TReSlKfbJ89TDe9z/P7+c8KXkKkff1I6qe7/f3z1/X9G5O4CTSeph3bsEz60fWuODszvQd",
-	"2GqSJVmRLLKSmJurTsSm3vkIc50oFj4DDLUsymNsReNCN1BENmW2QYHxvOnTpUO+NcOozpQxBj5d+aXB",
-	"mbHYrDyfnJu0pjaEUNzbEWDpE3YpHQk75kyhkWh7pcLInyH8ahXT8CEyMASqVQsOeBOu2toIuwq3sfk4",
-	"s3NqPZmwT/Q7kgVUY9r8xtaw7xqOaMkb6UPwBqFaAF6gNotNhPv+MAh/xPELU3eyfktv2IVbCp5wUd6g",
-	"3dIa9sJOH/NWuQKxGKCOyPG0gXQsoLKX3r9WmD7s9botX7JSWwLbGgZaTjbPOPBnHNQm3N0YZnR22olq",
-	"A+2G3kiTXCoQvBtj9UoQ1scZ1sb5mbYEdFw2EjAN2yeTPm+fpr2kPRh3WTsahGfB6eSE99Pe4fqvYaBd",
-	"EtBuXwqueJhB59Gi7Y8RTy/qwqQqhhDYhHCnuAKoqT0a9rrEQHQBZnOv5hmErQ2KnimhmnJWlGPOSmfk",
-	"ay7NEJgErYmcM8UhCQLaoKFiPV1DS4/6J/6TQpI8+2LqZ7F72pEDI8XaU8g5skhZEP81A5EFKZfyHFrf",
-	"QLAHYd2gbBWxr37hhTTw76WUgLIF9MFUAQwVbFG13wIdn0wwIVVVo/QIhkHYOQnPtARxs9t2Z9AJ8U5P",
-	"odiznTbzQdvBMEQzwqxDa/j3gEa0R0/oGQ0DGkY07NHwhIZnNApoFNGoR6MTGp3RbkC7Ee32aPeEds9o",
-	"L6C9iPZ6tHdCe2e0H9B+RPs92j+h/TN6EtCTiJ706MkJPTmjpwE9jehpj56e0NMzehbQs4ie9ejZCT07",
-	"o4OADiI66NHBCR3oYQQ0DCIaBj0aBic0DM5oqMemB6dHp4cXntEw0uONaBj1aBid0DA6o2E3oGE3omG3",
-	"R8PuCQ27ZzTsBTTs6Yn1aNg7oWHvjIb9gIb9iIb9Hg37JzTsn9HwJKDhSUTDE02BExqenNHwNKDhaUTD",
-	"0x4NT09oeHpGw7OAhmcRDc96NDzTpDqj4SCg4SCi4aBHw8EJDQeafgGNgohGQY9GwQmNgjMahQGNwohG",
-	"YY9G4QmNNJ2B0BGNNKk1raMzGnUDGnUjGnV7NOqe0Kh7RqNeQKOeXpEejXonNOqd0agf0Kgf0ajf+wyS",
-	"uyg3jqrwOuqCPt/7EcyCvSx5qu88iCUjvNNnyagdJKFWiyOtFnfH7V7ST0/46eQsGIRNLBlusmRIu7RP",
-	"T+mAhiENuzTs0/CUhgMahTTq0qhPo1MaDWg3pN0u7fZp95R2B7QX0l6X9vq0d0p7A9oPab9L+33aP6X9",
-	"AT0J6UmXnvTpySk9GdDTkJ526Wmfnp7S0wE9C+lZl5716dkpPRvQQUgHXTro08EpHQxoGIQ0DLo0DPo0",
-	"DE5pGOihhTTUg9Oj08MLBzSMQhpGXRpGfRpGpzSMBjTs6jl0adjt07B7SsPugIa9kIa9Lg17fRr2TmnY",
-	"G9CwH9Kwryfbp2H/lIb9AQ1PQhqedGl40qfhySkNTwY0PA1peNql4ammyikNTwc0PAtpeNal4Vmfhmen",
-	"NDwb0HAQ0nDQpeGgT8OBJt+ARkFIo6BLo6BPo+CURoGmaUijsEujsE+j8JRGms6a0JrSmtSa1tGARl1N",
-	"/C6Nun0adU9p1B3QqBfSqNelUa9Po94pjXoDGvVDGvX1KvX3s2T/RzD5/dWP+ie0tRByqZUu/4fgAe6x",
-	"lO/SDeAs+FfXBl7WD2vVdP7CiSmXYp9y4NSzneqBw+bzmr1Q8G9BGqdWASAtz1MRHJLK+pEP4CXWeBgJ",
-	"hxvn4dpRv9uILOptJI430WRoEAQVvizgMGXQHyUIAkB5bmj1Qo7WYUyrsd/xFX7DRJVZnh93yBVgzGG2",
-	"LctzG1OwhZ8AEoo+x1rbYKvmzAv+JZMLLGDdKBM9r9eFVlZZoypybVZtj9/P75FjFCI9GHy46uyFZahN",
-	"bkDsH+JvLsfh1o2FUD19U7xpgHuaQHuau4zYEWCw37Th3E+/Dnk3Zz8vtg7cVOz6I6+Vmka9Te/l0zkY",
-	"fWSIbZ6oRoyg3U7DZvTRMNhA4wx3ehg3kP7s7Q4+D7DgmpxaWz1U9Elcn+vONw8BCEq8K7iXWu92NwGT",
-	"KWu76cwy4V+CKa2hWoX9bgQ2c+OKDa7D3jCIhmF40IrVp/o06/W4xQrbvd4kap+yYNweJN20HfFwErDB",
-	"+Cw5Tf3Fqkh+m8sxv68T3cLwbCF7f4PqwWyD7P2tLSv+XoeB+byxOOgl8AvwW29+uli9zYL7Nx+C5bv/",
-	"+s/7ty/l8s1P8v7Nf83P3ry87P/t02Xvx+vL8u3Lq9mb28PdBh74W4Nm4IEZoOz8Q72nf4xS8RrSkN25",
-	"sq40UAiMbuoH2DGiQl63tT6TgqtpVcEm0qoesJa5WpWLQMVarXtDJkYCvBxV98YtrRxI1ckBY4FYRaLf",
-	"BZduWSYgaeCO8zmUBLIJ79RigBZKGuZD2m3Aqnh78eYyJvMiM6oAZm3+9cO7t5vn8guvhqblXGffmkb0",
-	"h58ivgh8IP/We5V8rZfIm8r/tSMufNjgXPOO1nR5s/jpl5Tf3qcimXSjGz6fdNOpTH9JZZKp6Kdpmd/O",
-	"7m95Kk67i37/vo6Es/VcfMiZsytU43o5dH9hvfvvo5c/flR/vf2Qv/7T3wYXd5NF//mnibr/E+st/vJW",
-	"ZuLkMisu//w4gqfbrImGFh+my7spgqkAb1S9g0pZbYpOq9bouFZRtm2U5v7ncLO59638oLcMjvUPi/yE",
-	"3f0Pmfb811K+1sfEb40Y9aLB/mevpXzDxOrKOrj/OFcuChgrLw+0z6CgY2e8aVuDNfKqasaDxtha6QAU",
-	"XGH5G4heEJaNWYCebHusmoxKU7Id4Mve53BJH7gjd2/FPzbq+bCs0T+KAa+02bmD/TZsyj1JGkj3V/8/",
-	"e+/apDaSrQv/lQz2h4Y+AnN1VVEx8e46bfeM3/Zt2+Xds2ero5SgpNBYpBilMMYd/u8ncq2VFwlBQV26",
-	"bY+/dLgLkFKpzJXr8qzneULpmmI6r/ES5kZ+zG9hsUsUo/3I6q8QBBrb4LyEwbUoLJoR+0hQfbyZ5cge",
-	"gEZ0yfOCJABaY6yIIpspdp7Uy6sY2m3LrWwoVO3PQ0khfh3jpy8Mb+V1el2PYqAHmL/e3BKBGwl5enhs",
-	"wA4lAh8tWTS0Uxne7wp7PbozrmMQ52Wt42rzDe2OQQNYZP16muf5QRyqVFoG9oUtBkkaTijdr7Is2Edk",
-	"um1XkI/zbm5ThanaW+sOiRowTm3p0A3AFJB0MyqsQhW+ETSgP+0oJE8llBvdEHr7dOrlui7smtqIsb99",
-	"l8+fwc4RS2gbiDjLj/4cNGtq1f6QahSyd6QSiL/3Hv+QeO2z4V9tcxm3S2y9bhg/Cz3LfsODFU3ytwxk",
-	"FA1zR1BdhQBuIMZdf5THhap+WAqYos/HHi5lAumD/Ouv52x06U8J0kNGoPVLPjG/fGARnny+MJmZ2WM8",
-	"v0faebshR29i6FKnqCN0AUgrFvLLmh1lQOu+fPMvYqPu7v2ZR9m7wi9eP/tFbCgfczD2zf9R7UrX9/7u",
-	"A1Kyh28xDal7dwf354wcw1ZZ9jRwXadIeDU27CLobyWSFK18tbYUBETyUNoVn6ammqN9TJfqgUjIJnro",
-	"Gs+eRMg2ZNM81o2ZZouF3j5pUleP+anMnXInHyYXU+34bcpn6IUldjO83HpSgl1zAMkEqPzZg5ISJfby",
-	"n4/dVH9YTmkx/Pi+z0/y4l8jObl6/+GfJ/2pWH1Yn4zELH8s4mKoNuvJaP1+fhJLtSunhEiEgUEqm+9M",
-	"NmVQN+SaSnd0SSU7V3qi9BrUm+LHxm9HTtwNGSJgK7QH71YKiEL0RKLk3nuxib7udNC3d8C/SGRB1Iv+",
-	"fjz6dH/0OyLSP6O9TEWdrN4bMG3KUCmc+zp5yLhvafASyUa+gGS1R0xfqGy07nSqk9E98GB/Q98+1gzt",
-	"2kbG5EO69PvxjtNbc8Df6/l+c//OL2IDjoBZ+XtbvWyOKLMQC2CUN4+wt+Or7MSO/SM+RioiWiJBJf2p",
-	"kNxEf2CIymdptm7r/ey1sDrdO+oSCthklb5nUy6nIlXI9oZ8OyrYbhpzidc2MlcZxI5H4Dl1z19K4IYy",
-	"gv6WyMDx4QfA2pYmCI95LzbjbdpHkKPzhmJ5R5E4kYNwnEJi0VYnlA/VooYrZkej2lfVL1auMHVo5XgN",
-	"SPpFVPuJdkEky+1I1zmfarejP5x3F6DEt6PzKFl++nQyez/8lCeDvLHVVdXlvUn7ZNqP26diMGsPu6Pe",
-	"4/7J4HR4Nrpzs5i2rttNVzc+Mxb4arrlqnDTE/Ntb4Zsm1ap2OjctFgs06zspEHOaJwLjh0K+n/WeVII",
-	"MHb+o/fbg8lQP/pIP/rjbvukd9o/G/DhZDR9fLs+rX14hRfpf61fPck2L55k6xc/+3iFZ42vvL+re0CV",
-	"7+csnyRxLOTXWd8rtYppCwqJ7dqeMbB0vwWNLfbuxhg/xMVpHEJz3uzvJ7OybzZfp4TBYBKTdhO4n36k",
-	"bi2bZyW9z6IF/P2QIgL+/uZkU4hQwv+06tCcY5LVLUMe2dGIRyT7xNJ3FeFY/mWH/aIPbmLhVu9RsMJ2",
-	"kdEc4OWTHMonxBcZyjRRhYjHWAMBCVRiEESoSFx/OP2cZuvnViTyeDClfnlmXHcDVI6+4ymPwlP2+oDO",
-	"8w6KxrjxI73FNBVpohZQO1mKPMliRAAGDYe482Wj6q+6ExnY7172Hrv8At57ulJFthB5u9cd9qvj6Prj",
-	"WHjj2DWQ0i2OaAC2C/pmMJu3dsum4fvh8VCHByRevXn3jg13DOw4OuwXdhwfkEHYmz54QrKQTk/AC3EM",
-	"QRoi3pWrJaPhxu+7qrAVC7V50iQPJRR6oYuUZRKIAa8zUFz4MWLJzIimiwIYjgUA//VHTunYyoZWjTWO",
-	"3a7uu2cszHa9MWXh7vn5+F24y00j5U16AV/6hvsj03Z/+g6daf8H9qi/R263UzHw+Bzs9uvwHtqTwfuc",
-	"A0Mh+GxJYdtAWNOhYECK026rQO8r7d3VQra+mf3iv4rvu+WL2S1/Ffe4WfBYOzZFZJcO5Id/CxrLVc1W",
-	"e2uhZYC+lDHz3DNbM0ddeiTC0uOCigvk3d6DUEJF9s0wGs953Aml49zrOc49+hi72tHT8jn5CK1lJUjN",
-	"UQunooXD4S9DaTlE9De8Fn0pTGNdtpaEeAOeK8LUm5OaL3leBMRArASFMQrwYV6MOc/SmPFpninlFRjG",
-	"vgwR0IRfi4KpNCu89roInVz2COY5MndUWShhvDJj60TG2Rr0BvHLEQrIOMmCCH+LNwFO8UwKYnElNbrI",
-	"e3sRpjJlKJHQwqPsRwZpoAtAhnVufN14RTJ2wRZHiaeAEMqmqxtfIdEJT4n4NPJ6BPHKAO0jsjIfLGeX",
-	"FnhGvuRyKDM5tlQGVK8hGgMsiqPDNQEFmozNdBQer2g27O8WiVwVRlBVr16LzDPtlVib0m/Lk+9B/Qgb",
-	"V+vvWIH+oNvtYhq9OeyfhTIy+7QNKLq2+DgFGsiITcQmk3HLylQpP3Q3cg7UstkJpXX8trzQZpZbIQ5I",
-	"fjMuNy3D6egOQOt6BvqfQil0L9Gx1GvZif4i1848UwDxJBCdvR/JgfmJ+BabJHqdKbYWaRqwSVbMYUMY",
-	"5WsUNaArouANklQAMkHPKJzP00w5++BtUDA/sGmgH8XNAXyQQCWBrZZLkaMgAQqabp/tr1eVs/2W3Sal",
-	"IHW0K1juHn+QPyhK7svxRSr2Wx9fRwEgvsjHUQIBv3hwSfGlO1z/Nk0m1u96K+4/SKF8wvFQw3Kp9njI",
-	"IbvAhwilwbuo7Y4Uki3CDIKnpb+d0v2mYIp/UELtz0+KFX5ZpQaPuG8pwypecMlxX9+EOkQRqCr0sLqK",
-	"i4ygASwDMtdc/wWaTDiwNidTajcBTR8S5kwKlG91jny1pZWVOlpp7QMn93XOQSE8NahHZnwLQy3NmsPu",
-	"ADWs1okShqgWy6gQYoCqGDjRCYonVrw9dO2dpDNbgV0LJfhtSWExE/aG/TMIfnZ4fecl5wlusUgk6o+1",
-	"OuzSziEgpMYgScyJhF6KNTr2WMNlCTCyQ4MOwFfgymnMst2oy7viLal6XIO2JJ6QjXkfCP8gSVAj6WQg",
-	"mBvBcx9ueUhh+1b16y8WtnmfrcD9WthmHczgkHm+T/DAd+Dn9yLPAeeZafGVNbC7g48xzxs7ChpKsWYt",
-	"hA7Def8jOKHIK2uhwKBFUhr98B7LJEn5lXlpPak/J8yFhyt8vgVDZTBIlBbzbuTUhQ32fhdg9ZuEqn6p",
-	"Sek/dQ8ZCOud9tCxqeQKXtX1gO6s3lSlTsBLIgALKLHXw1mxnKO9wrVFbVgnSgmUAV14SnikiUSTq4DG",
-	"mU+AFBpbmxMvLdbyeFZX0zmZg1BSfrMNSVHshUWRk5V2RJ876ZHCqZg7kRyT7YRoDB32UFrTEpm22Ogc",
-	"jzXQcBFFUL7kFvNF9IYXAtITbfgvKapAw20LxJrt52/EgicSOOEA6OR/ooT+pdHkQ+V3kJ1ZpSleDCTT",
-	"PvAkBbUYeIj6kplFA90NvPLlNxAHjeo9gAzrSMYk/ZT/nYj1/ubSau3uViTyXw7sz9vxK8WvfQpmeu+7",
-	"4H9yY492bPTdTSBfthgGMW7CVofJ44otOB23aFgofLTB4aZlBMVh05oaDvIvYUoHhOLhwjromWLv3Fhb",
-	"BlB1yoxsE3yFpK9XCmTbitpt9BPM1Z23EUQYvx8fLnhdXreOElKuiquVqmku656NR2fj0ek/bh9LUJvQ",
-	"+PdbMx4d7pHQu9jf/q1Xy92ckj93g/46zyA1iNvmQHfB34/L1SRN1FzcQLZzweiLuOsmG1YRX46gkMXZ",
-	"BGpNSSEWRuAVOkyisVcQBHn4WFgcbyiFjJdZIgtiHuGKUp4yWwcGYQrXAREf/K6pZNawqy+oOApXCyXq",
-	"UZHqmdGq5lJfIJEc1CnU+3FFhBqb1AyZQgRJMKzHOXYTKM6StLV+FshxLVO+gdyvqU2z5j6h6hYU794Y",
-	"UgfCSClDweJRQniXPGcRzTo4BfiAV+irRJjvwpIo8Kpo47cETDQoIOpf4ncjYokHZwvRvfrFVFW/zaQm",
-	"yiC4AmI6wSWRKD0HCO0qsqyqPFprKV/jb+8e2JgFfHNoQ7d8K4oiPSq2MWPdJU9L02BYqODNfHtwnS8A",
-	"cmNmusgYR3vgWTzsZNtl87xj6egIid6/HyV53KQ30pNpt8N8vVwEChhCzNtLfp1IjtDI92QmKTihnCvA",
-	"ZqaZ6wuAaCnJ2SSLdUhhMAGU1/gLimGDuaVc/8Ijf7bjAVMUMZ6utR1AG8dDaT7/QYFkdsshL7buQH0N",
-	"gAYwOfZT9iL5v9ps4ODGYBwRYYR/CeU6W6UxsCOZ6tYKqCtzy4NQAfBrbyyTRSJXSFJQXwZ7a9/LsS9Z",
-	"//oZPlpju8+gvg/CNUh+74L4o1mlz5wfO81hFrrsjP3IfmS99qiSNcbbti9xlFu3rvQTdtsn4nHcPpmO",
-	"Jm0+5IO202jjJ8ZDRpH8cutC99SNaSGKOUBK9NHfoA657R8NSj9acu14N8YznipxH8TPJDZ7lU0pLiYd",
-	"pDKPMv7/p0zq2Xm6yrOlePSa54n+pLZNozL/qzytV0N6BNRbj2KepJt2LpZZXhzT1WE2881NHXYjfvFN",
-	"HH9+zVl5JtKcne5vO45P+wV3hN7AjGyrh6hGBLBGyzJjaJF5YRLodoECRlLv6AgKQWZlRp1Qgv/ufXMi",
-	"9IEINMzaPW7i+WRuDOKkSrgkAloEFv3NPp1ZYO1ncQT5fgQDwdhaAVvwQuQJTxMlYsbn4OXPqEnQHHUg",
-	"d6rvvhQ5ytvpCwb+MPUPWkEo13NemHyEd4ig+gawFeJjF/y9UGxE3IisSTjHebbKWcw37WzWXmSymDP8",
-	"L/1pLYQe82PzM5gMyg2GktwNzszrynLWjP5zI3iebqKARf8JF6N/62vRP2Hvwr/0/dNN1ILm+//E14b9",
-	"93/NQhkTR4Hrwjfo2J5qdUD1nn0CPIwOzZ5dvLwgrehm9O7yp6jUUK/n4gnfIK5V8Q+QEAKhDQJ0lpbW",
-	"DHAAsMYKmCSF+SCYL5snllmBjQM6ttRzPeiyPhwXPyKdAD1pa0x9oHhxIEdCObAE3jau4aU+59qzLF/z",
-	"PNZvgEaRyakIGEfnjPj9MMkEiryycICepm9oAwamtTto98/GrNsfD7ruubqDcbfLfnr69jIIZbenjW7r",
-	"vDTKOV8uhVSsWCM+A7PAPE3bgM/cHh/EKTg8t1BD2UQD3233R2YUcFvW7Y4H3X9ArcxOPvpz5VmOfoxY",
-	"ExeKnlRAN2ezQsgA1If1hv7x0Qinnf0YtdgsS9NsrZhI+VLvMngmPVeCx4AVTQrg+8TIO59vivmCFfM8",
-	"W13PAaYayiLnUqEAzFh/3c4bLlEz8aTNlk15indZgJqMMsrl5NYqBL9qx1Qg+BypWZeIENHP1jHLP2L5",
-	"SiqoAvrDtxRanhcNbowO75tYGgHUVybjVsBycc3zGLx3utsnEKbc4aw/0p5EBPAaZUXm4cYKbRRsn1fu",
-	"wCczWQJVD7pMmYQmRBYGYg01Fs92OXw6/CT7IPJ4JQyuHazZREwB80xGWFSl9dZcsThby5ZeIItEKRGP",
-	"aRvoP+PGNpgiMKqhRGVG+rY/Hni5gavAUjU2wD0Kt6YfFcn0/S4EjbH7d4LRiG3OMswqz5IPgsDpKrDY",
-	"IvLtPMAMua1kSkcL32v869NLzx8s8pXwnbaROsDrWmZpCue/tuZAIlpG/BRMu3AM7A+Z1xeZ1LaiyNjP",
-	"eRLzjT/aCcxQ4/ewgY5c2BizsAFGM2x8vh8vfI8bepSL+floF/OhMEPwC/8F7M1Q2XV5/APsSk4Z4/Ed",
-	"zfylAmZYLrR5A84GZ5du4ZmXEc3lU+PQBukS5o94njDp7B0o5HMg2QSbCCGdvY/ZRhQdduGwLS6bRHn9",
-	"NVe7Op1LhvlOaeE/c8+ZXPjXsve+slwwLhUvDrjTdtnTpVxZt6Ye5VFGf/T959o6x7exor+v5Aesatxt",
-	"Gd+upGFe+OEKFnYzJJJB3xeE0hx0odhC5NeCYZ9h883PP7GTweljCKUxNCTUVoKs9oH5O+pXVMQpXNRE",
-	"BVa6xh4dCo9Dg3HyuE2JAZoXdLztUkns3eVPAYvQ2Y7Y61c6xJUZi8hbjfSNmVgsiw2LoMxRIpcKZUSu",
-	"OP3dlnl8BQ8MSSJ04aNWxyS1oGC7ytPInKDmsmN6NAcMHfb7HTco/CXpZvBc4KTHNDuTDf2jyU2iqzxh",
-	"idJh1SL7IOLWue01FQkgV93XcgEN2AkEzKmw0k16ahOFyQzkl1R2quHagGB79+Y58KVAA2qOBS89gVik",
-	"x2GZjvDSzEWeul9E5SYu2Uq+l9lahpKWkT8xb/WK4gDCc4YT5qQNC/H/aCManZc/h79hnR51SEOJCUm+",
-	"gbj5AuJSbvqZXS4yy71cZEBlFczn0/X0RlsZMq6a5AoF91KsyeODgBYDYZmtvawCSbfL6TzLBcS4O7IJ",
-	"nVDSAhszHapEGGXWuHL2a1BagNe8WgCeIWDiI58W6QYyNA6pUMk6wO9pDT7CX0cszraSDUaspZw7VVbT",
-	"AqVbkhxTJZSaTXJGB2GHbWcuQrmVuoBEB+SHMimgrZ1g14h6gO8kCtEP2h1LPgiaSfBlU8rUoJitabmh",
-	"VACANyVL3OuiJWBzgZQqIsY2iJxpvZbT2LC8vAuYF8kpx8VlYVKTgKqxrfD6mrjztvvqYY2E0s/RlKaa",
-	"8ovQhgQWxjTq6+3ue/GYekNIHd4FdGyw3bu8rKhFqbKIxrDa9GVNoIDQG+gWUquF/mTBibl5wTioI+Iu",
-	"o6MCJtBQwBriOup8L7YdsDVXAYtcRSqyKP5dCjt3TfSQ3kpdFW7w2c/I9FCO9Dhvq6qsEjT2mbIa2nx6",
-	"lxXxmSSHLoXT8aDLXoo1+58sf19KrNYkoQZdduqlbbxEzMVC5MmUP3op1lf6SjBOPQkpL0S1iUwv9ndv",
-	"nsMa0HYfIV5k+On02XNmwoF+cNIpYGHjg8hVkkn99/7ncr7p7+3n4ppPN6R7Y8upKKp7TEKp/aF/m5zS",
-	"wwrnHJiTO7h6XlkBX0v5vDdwjIRfQvl8a7vsYjpETuTRrUro9x3WaftKFN/fXIT3b5hYNOpLD5dOhCLU",
-	"Xugb5EYiQpn6bod1eC2w13NsC1MmpmI+Et/OoKVGUeEspspwGyvDbfhNjjT1XLKJQNS+iFuIyJQ63Ouw",
-	"C6rAuEXvSmhYPUsKEzPO6AhNZuQox+ChbzkZL8VHm+C51Ne4iU73bxan7KdTMxjKTvyVnsN63FjPx431",
-	"bsSN3R8qC8qoFRwTHSn/ByrU2qQV011Ip89BzSWGN15ieNMlRjdeYuRf4gh+2SSHF7yPv6KSDUTGra+C",
-	"WfYry5q9zsWHRKwpPPtYeBXwPy2FVm8lweIYwqnbJ+dqkVZvi2xZjpLGW4UaHVluROFXZ3guKFwjrhqZ",
-	"GU4KhOboSDSU2EyISW8ygR32msI9vmVKKzFcDXOX/sG95MLv2+/9elCjGLiUMQFfLET0i/BvK8v0ux2+",
-	"XzusZ/dh3Uw0PQ9kQd8IBMrX2DOAcNWU+Jz3ille39gS7gibrMCX5Mpc2BBCQhWkKTNq9e6wNyZRVkU1",
-	"Ul6Qfn+jfYXrfCPlc+Nyf9+2D0Qyoaf3vvct6mwdDDPBr7Nplr1PRIf9ih0/CJU1H9pm78VKFcCdgLL4",
-	"0d/bP71983MbdOAij2fXkJyppAAnB3Zcci31Bhe5yiTLVsW5pb6Fjk3iHou9wZlBobBQzLJZKKtjS2zL",
-	"jxXDYc2IPu3om+ojdVVEyI7rkRwVetSA8ZaEwAylUWcDQl4o/uDdrBdm2M6aBnbOJUBRa8gc3ibX8tWq",
-	"hvp8WONDwjhxVtyTe32endttifsS/Cvp++nBwgzRRFqRN2/9ur/9tgvY8es8q1mCDF8ZS2Rg+zj1IsPX",
-	"RZgPb4pyIcVaxAhIp2WnX0gom4iKXXJVsGIt0g+CQOl4dJhXnchWh70UIkY9oNKSHiP9SKKIKAV77EKZ",
-	"Cp5LBcWdYbdn13FlbdbDUGh/3vlgsBQDNx4MeMdX5vul7v9Dfnm03rt5xl3JTvw4gHdbfo23b/+/P2lL",
-	"Gt5PMLBtdUsoBoKvUWzLG+7cAfWOz9OPxp/wxKibRjgTGjzAssULbePAXjXLdNHYh7E1jjFm6LBMj0zu",
-	"XLK/FcXylUw3AXvLF+JtUoi/vC3yZFqYt+CxjdOFItZ8qydHOE55OAmmfCFCCdTml8/fjmlHSilArQ8l",
-	"JUCARdt2zpZ59nHDUCMLuomctuPlm3dvL58+uXr95tXfnz19GzGMPag55O/tn7G3Q8Tt13lWZFELWlzJ",
-	"U0NbgTODew/tAOz0wBqHycYD8ZsHQ65xtAyhrDcNVPu1Sp/QH4tJTQd9RzsDmpV0FNHBhRVWPDktRYpv",
-	"3rEKqO0olyy6oAUNez4yxbpEMb3S9f2nBu9BvN2hbNIKcQsCm7ycDaV78sJw5wM/CNpW7zj3DPEPKpTR",
-	"VOWzK5hX6P7SwytZRhodvOKkMFxtAwY/bMMP24tEQWtH5DO7ZXkoDSuvXu3QjoaKo3B3dY4+NmjzeAqg",
-	"T148e3l1+eqXpy8j/A21qznaKrS5ofyZJ6nwtE8hbevzRrFpmgBkJY5zoRR2eicS14/hfoWX99bqpyKL",
-	"RdnNcK8TrveDslfcckASabA0KtMXCyXqJRMzMfVZW+ZP6HGqXuYqkVczeLaIXut6vhmzaJ1nVk82CkIZ",
-	"0VQjVIbmOmpRlt8uBMeMlF3XOy/P5J3aMtwhY6vIJdJOPpnGYnY9T/75Pl3IbHn1r1wVqw/rj5tP/cFw",
-	"9Pik+oWjSr8w/gdlgf86D+C3xjRUHU0ligrH51tRtM0p+Pvuc9xYu1JlpNqH/p3t836DyH2uOfgKB3nm",
-	"JmbE865NmtRH8ILpA6UiaG0PINO/S2Bt4zORRHa8yomJMyt4QccOyBAzEnEp8SOAmSSgVFK4MCCxJk5d",
-	"8SLqsP/WtgYN9haJeyjxfIdGO5Ni30FfgU/1lmbkYVkUKrLMNFMms7xLenkvLVlvVL0YYTGqdGQWvlGl",
-	"I1Pqqr/eZP+cpf/MMn6SHsUX4M/evlIdnxbJB8M3/G9JOl/dPsiH6WeCKptzVz4IP64S+FZ+/Qj50CGP",
-	"WxuRvACYIIdKlNmx5SEG+wnlfyaPNIK9HNFmDmXTwMKj/nAeBU5Kqff4dB6ds6irIuMMmmbSFjl5hqTA",
-	"sHYW6yyUEf21rYfHi1UuIqM+HVjAKA75B2VYfhAOV8zZB5Ens805Ovw6vlCu81WKdQi6I+D8+ywF7k7/",
-	"/6+XcGjiaWo9QXfPEj0xNtgnEB+AlFb0PomND91hiE9jm2yVs1xMRfIBOray6iUttFYw31LiONU6KaZz",
-	"lgs+nQsVyvLUVTWemkCpSnpQ/9RxgGtCtiYZyBivM8yG4ZNy063cwnSfwREDbtc8OZvhmDPy0yURFnVV",
-	"1GFv4OLa9KNJtgdByfhjq7lZJDPPSJjlWJN6h7Vdsj13gZt6mviN21k+HJDnhN6Z9f6Q4wPGfaW30kFG",
-	"vnysVIX/G+PGeq7E9Gp58bYXd5/33y+K4fr0/WTz6l/X//1fry82r158evF0Pt/0/9Z9tYhHk8vhX245",
-	"XTdw1ruNsI+6HmKN72T1XwtEDrcIQuPJVJWPm/s7CQu+x7X91QgqWr/Weq9xElsNP6RhjFBEMGL2UANw",
-	"NaScjMnqDzHbjNL2oZ6VfAPcNEhIEGiL6fHPEU2ByyUThMAi63HNfxJ5psbuU6DvBNJH7KwIAMadEKQk",
-	"huYMw8uZQpez+SWUXEXMmstRFxUpz84gR7BI0jQh6x1AzcUg8xyhhiVRsVqFyC6xEubYsm0V+IkSsmh5",
-	"Gvw4HYnCixOxTiLZMs+uc6HUuUdcAXkV250CLOB4uHnHjJWz0w+pilB6M7SBIg8GJmmmY5eM8eVS8LzD",
-	"LlKVVUlL3RpwetNEYcqQ4DOUGNKgqiBlEkvkn1cp0Yn3QMoQOvAwESX+teKpmSVU8FsILp2KJdXQ9IA6",
-	"7K0+LFWRTHEYkGSckUBjzDdAmuKRGeWWvVQ/CtJf1hUhYC8cAJGc8RxaAajF0HAL6atDV5pdts2op726",
-	"6Ky7iFrnzrvTzt4uPCXuonpAJcJk7MmH/3vv5HY0enh4D7PT73W1geMxcpebvdUY93qnJ0FDLzEplLpa",
-	"jrpXC/2DTt//69kZ/PVx5xRhQYn+ab8XNGDLbVM5n1ocpRuDHUC3NIBuzd0RjbR1e/yzvX935+3Pam7/",
-	"eDSqHwB8UDMBvZoRDDuDGwfgPBKosmztIKKeJwLrq8nmCr8D75nQc43x4MSMttervDH8tTEmet2MaVQb",
-	"+J+zwJbS9ddH/e7nwKzMcWOwONyXueTqPW6sXXUvu5e/eHK8r9afeIKvfuNNtjlb2WRD//K5akF74ACq",
-	"WvIiPP2DPQqF1HcLLHQLEYBeK56xWV606tVxSP1ZB9xFZqjDKpI3CSnhwBHa6zpuI1flwVv/oNg0yaer",
-	"pGCTXPD3Irfke/aGOognNsAMStlPgaPbI4yCezrSL/0Den44bidiDmK1LM14zCY81fsx98atI+TSU+hz",
-	"MxY/oIDIxetnbXDf4TZGShplk2H6QLuO51i/K+l4KJJKhoEj2pYeM5RNOIdda/AyzybiihdRywzHTFHA",
-	"VKIj9KRgsZgmsVCuyFl5LddZwCarIpRRIq9Q51nfgLo59T8dPzl05s54kq5yoUilGbMkLmcK064fvj77",
-	"eEmr7N7Sjt7hNgwaZnBg/ewD0emyS3RAW+rheND7h0HDmomtxZrC12B6a8+7PnyMqSj9/Fg4z2FLWXBq",
-	"RWBkPBwOGkGD5rwx7paPrIE+tN2TdUtP1r/5yUZnu4fc64+HQ3/I0zRDDrGtQXuI2u0B/xY09GK3WOW4",
-	"1348G4n2STycts8mA97un/VOuyezx2IUD485evQo9iVavfVMG3hizNS/Uda1pKJCM4GmFlCe8d1OBlCx",
-	"2XEuPIeC7rZlqdKQgxADv4amJ27azzNLkoAwWP2FgKgQ7WESSpuFhL72WZIWEDtpc0TRCPzbUFATK8WB",
-	"3NQk0a8PHuQZ54iX8n9plfzNvSkk0vbRJ4MNWEQE8vR/qEwRIB1HwKIkFotlVgg53YD4YMCilE9ECuVt",
-	"/bA6JrnKZvoDmxKbFSI3j2i0WCBVqW3wYpJIMTbciIkiLEooweKDDgaQUBpYgRTAVyI7WzdIKCRXoMVa",
-	"dzfxkT7GFOlUr8zpCgodOaGHIWDTQzAjAsLQc8bxG3iUyww/o2a6RLLm1r1kVoTS012tjLZVYuoAalt6",
-	"JUzyPDdtdzCSAjkcjEbHM8m08U2mq5TnFUmO/w+/9Bftc0fwa0W8LDwOZSoK/fZ9oRHi/NSrx+QLEMoA",
-	"wex1lgFdyiyRPHUiXWqFCiTDbpdlORt2hwHAR6wHxNM0WwObhLtkIq9bHb1cVHFlw4nYEGbAn4W2DBFT",
-	"fMPW800AzxbKG/RGcF3QXzGnsk9MhI54DlMCkxBKFJLOjKKHyfTrFTVLPorYbh+cM19jgN1BYsANLgpl",
-	"WV8A7mSkBQj8W76qZ5H2KgsALi2UJSlepHxGSOYkW8kYsiBwLV+CgN2oQDAT2pmE54DkiCwZtJv0CQKm",
-	"p/B6DoUlfHz7KEiMbKijO+wilEjcr+9u9xTdDN3HHOskMis8XRZtW8CXNc9Hr608skTtcvf00XG/Ogmv",
-	"oJqFKj90wNHO3pGNobj62Gh3pep0EF6ZWprflwHnSqK8doIdI3FHRWk4syxfgO+2WsEn1XTQ7lHgPJj7",
-	"b4uXODg3CSE5bSMreMTmPG7tGrI7zu51xFZSBw9qvQD1UAIdp8C2Sgqi1iHEWKaDtmLXKI1Qy4FvWH/7",
-	"JUeprz3Ly/Dq8kLf3iAsiMoWScgGg8HZzrkrnVj10xfzQkB7+eFzWBqarW0ePyr86f0OC63fuzfPSSDE",
-	"hO8QIn4sWDPyQyC/R88cthQNa+9ACVmEEtYHLyDTEDBO2Vl9C7eaFOUWDM1UQoz8mf6eMsjDQgDqnpL1",
-	"4BaFMlH4q4BNuSLC5zTdNXerPN2lUtLvDk+h/dHKlhy7K+xLdZPmuYuEoHa7eecLrviYOwc8Gt1yvLgC",
-	"eQ6JRhwoOLEBW+dJUQgJyvZjKFhGrIke7l8KwRfjJd8s9F6MWueem6/PJrL+cM4vstwQXuHMeHhenqZW",
-	"LawJWF/QVcyNRLJqedr/4ESiNj+LxpGtpRB1mnYKl2lidNZsldWT9JcbpIzi+Ijuc+2wj8n5ChxN1Nj2",
-	"1q3nG6ysTDMZA3k8IJ6Ze9RsZrNPOUeSPH0qQ1Vtmi0WvK2E/jaKNqmig/NadoiIRBCrw6g/525ouO/B",
-	"KwP+imwWyui5fhQVseaw38dZWydKtAJC6rpFRlT+8H+DvrswnLU2HfO/jdK71aGl+LhMIR9ASK86sSI9",
-	"iNLiTAqxUJVVOuidlVZpf2uVQhvyM/zpwH3M85xD3lYVGyi0aOPW2LMFTfRF6xteIyL2bSCN9PNKCGZj",
-	"tag1tkcrEmBBWdArXOqzI07MtubuPtqG4UvUB8yq0G7xTqPtQsO7ncP1KlOeO/VlKUyND1aYuiDVZtoV",
-	"uMMpwP8JfomFxgyUqM5ZnCG19CpJ4RWJOAFbtPgyRaq8PGewEyzTPcWiV6fXO7VIGCIP6LfPunGvfSKG",
-	"w/Yp7/Xbjyej6TAeiP6s14Xvlk8NW30zcWVj3LCBHcbeItahK3uZFQw7T+nrXnTaGOvgto46oI6GgL7i",
-	"URHcnXxgmw+hzNFgqm5YZtsmJdhFPWCu0elj5rhMP1DJ8D4ymItHwNaiKkXJna+0e9k90a900O10u8Pq",
-	"Kx20e30+aZ9MY9E+nXV7bewuOD3jk2l82Cv1/lJ6ayCo/UW9tTKLhR9JHcyP4b1qU0Y99H27u3e6vf4t",
-	"FMlorsiIjBsv/nmxeZl0P7542928+Pm/1i8/Zb1Xl9mnFz8N1y+evOGzJxcfX/368/zVX//n03GV2pul",
-	"zGrys99FzW7GNFMu4+g0+k56HSvtqB2Iv11evra+AYYoBjeWUITDCxYRHzC0p0WxgIycx3em41TFVJZJ",
-	"4NpdZkolk5R6HCVRMSeYJpPnlK4VPE8TkXfs1dGrNVfPBVusihVP043LAGMXmUBO2uiZszTtX8TGtvgV",
-	"GdCzEnTLJSqgc1DxmfCZjAnPSn4SyKlTSKRcjNTsd3sgTUXRQ7k0AN4refLwB2CGzkWxyqWnDYdZS5Qv",
-	"A5vA+t3uloibfaii/YYkly1ZLdIjQ/Ua4oOaERHtsxkSZ3EymwnAncOosLOw3++wX8QGfRNYPbGpXWA9",
-	"hZrrCgJ7SQ9N5XURPnvy9MXrV5dPX/70P1e/Pnv55NWvEWv2h/OWTVsIkxI1zM5EQgxZ27yiDU281c7f",
-	"BS9s6y3bUAYF1f7jPxjp2FIJm5JQ+rNfPaFuvz0UecqbJnLXO8Fg1dZZwESqhJ6kVlBCUiblDJLBhDvd",
-	"7ircDXNh0et3lDkGId9Hv2vX7rN24e0OZqrIctqSRnTPFw8HAX+JH+dcKj5FzS0/LIVclRSWYxzrFH3q",
-	"p9ehKE1TNCbQfBLjnvOyH1bBfK82+Q2K44HHP21++IPSkQfomM25wz84yXHarMEW0KJJ/8DFChEPVBpb",
-	"oTSYTIYlkoDEXbCrwVXBvOIY2hgzqCv9JqJz5qkjMp6qzFwDH4GQzH7nwiWuKLiY+yvNb/tZHHUYIlcw",
-	"W48k71ZyDQxOKJuGqD/wCfoNL7+1is7kBszj5yfCfFPKg5/a8DAIpYFMXLk/sgjeXiKvTRVwlmZr+Her",
-	"xMRtXq6n1VaW04+ggkoqOFYm/JrbDmkrF25BnZMNWb3zavHLvZ6/eMWvBfYRc7khmnTY7G04oqqrEpcG",
-	"FHUt4sRpuMOKHrs2aB0Za3uDaSSTjoaiXyiZR0nkWQUErloK+FifRG124U05vKetOYciR4Yv307rD8oE",
-	"3hjFU7zv58nx8rLyxizihiwMwEixQ99o/XuPbtE2gPqBNj9MRG2wZZp5BPJ6GHaPO+MNyxeMQdkABN53",
-	"sP2ZTnPj5XEZ6xtw6Wf+uZE8pMIi1Y0w/UFY4xxbEw1BjLJGppzZQDlA/Qbw7blZcWz2c/5BWM4EU0Gy",
-	"SybwS7lWWhI2KlkOuIEzdASV9hvfyyoPS0RRXcEURGNf1r2kuDkzGhQ4Q2YQZ3TkwkFg+LDMioezG2pO",
-	"WW64Evz1gqAtlXwynK9lKVa3URZ8Q7KfUyHgHQ36UHps0jSg/WnBnbfP3nWW641Aq47W3A1uEelkmPOo",
-	"S6cDc9+keQpKekSsuccXMt3/pdk6990dfYOSb0dr1fOALukvE5Fm8tp2iNnRQE0y82xZEyoN+sq2m8HS",
-	"PSQ5Afr0coXGrq3Zo0FbU/oDMCOA7eI6bIfyqr66SuR1SlbnB7QRepzw7vR8WTdBXw7ygHjJXbKQOkA7",
-	"uh7qjf4XsWlgVum25AW82BJp5BgOMCr41FDjg6kJG2M2rFLgH0BhWZeB8fu1boqk4eZtE6fryMwY9Yre",
-	"5GXmznYy6/WPk8gPWTIV+oF6/e4J0HnSJfeOZDrX/k47zqS+cPWIOeSniA054KHx+w0M41NeUQE1GjLw",
-	"UWDcypLOgSsu7FI7WCSS3irMAN2mMeiWZEJfv7ts7MzojLYSOvjjckYHhSvKShY3z4AZIKpBQIG38rbZ",
-	"ttdPEceNqzhgYUOHP8TruuRJjLSuR6qJ4rAaJqv3+ahMzYOSeNj46EYuDnKWTZaJGgZu+BGgJOy3j3vu",
-	"V7m9ZV2aio4w5A4y3szWAQLH1faxuBX9O7CWIxWiuWmZIg9emlKwQUWLD1Mq1O0FTu12tJzoIMI4NgDa",
-	"LitSaR/H+iD+9+BgaemAOInFTRF9h70kARsp1th8Zt5ApS+05rjezj9dIGQogmP8nC04OBQOpZbTL7E5",
-	"bvtddBrVVesvAiFXC0iT5SvR+C2o5U05Xuf2a13VBvxWfmvn5LzZANkPl2xbAxTAeSzgyxC62Njkm1bc",
-	"3bEslnk2ScWiVrCIxNzaNcfFTfGJf2TEouCJPp28LAEmS4hLC6ITNbaHDVRT0JeDjzxI0kIoxa/10keu",
-	"BJnRQEwuFAdzboXuyMZVUlXmhPktaGADKoD5HTzbVTeG/b4+bAsoej+jAdNDuArxKpdjm/Qa05yOSXvP",
-	"Miwdtvpf4693k+3iBCaKrUWatmdZvhAxm2gTSMND7r/ZjLpfcHrBHfeY9XCSdTgXSpNJ3PU2tdXeCjQZ",
-	"X2SYaVi0iN9NhbImtOIuwwBUZuRflRO4nS+gMPHWquuYOOi4AkWZYRfxtBMj1HlT1QJMUVKIBYRYZchw",
-	"hNjXwORKY17wCdeHSrbSdi1Plh0GoA14y1bzETOJFFtr90+H8kIWKZ3jrv3KhK+UtwH1yCUAB8UCbmuW",
-	"HaVJBPSAUQUk+j2EGdDeX6fT+Yw5o99D3Mj6r7QjPkcddiHxKR3QyORMt+H81V4FJRZcYpOz2pFEp3ID",
-	"OK8UbkJ5pMlLnlAozfELg3E1DV7QyQIZ9rwSnXfYK9NCbXMklB5pw8/+tcoKHmB+FQA4JkdiMyQ6ZjFb",
-	"YNg/M1MDMwqpwKd2ISSKzUVqKxgGcrS1OpAhdWv6WLOnf9ofjZiOf/hUh7+tEOwdGgZy4HDOoNlO31c/",
-	"Ew3KENIoa0RUZV4RlN3EjgwgFSzyTcePa6JOp9NyJL2RMbgRM3YEk07wyM2osnX+g/5nAMTMMpTwNZ9x",
-	"nRRts8k/xZQYJjn0AtBDgDasMY1IMzrs982n57aOhzkXvWUIpCb19ADPkR73e7HpsMt1Rq91KyU0Lqf6",
-	"EJ2G68dKS9o1N2NJjEydKVVlcFD+O2y/F5t2LkCN1nsWRZUJWrco8GGJPktufuDZWONlmt4BeHnwNhEC",
-	"avN12hCYXLPJzm1NcwCjbWbSZhZhIbbgp/o8QauVIMl+Iq8DAtZlOVArGHBeL+h2u7g2hr1B5caYylM2",
-	"kZflAUtmoQTAVR4QLZZeim14GkBTtc6dJf1BUdYPG3kWCdGiIsGRW8QuEkiU3h5gLou5kMjMSnO93ltz",
-	"QzCin++TW/sUk5lWmzeU2kbSb6ztDCxv7Q3uqttSjn7CmnqvZOoX1shs5mDJMbUDu6zDLvAfpP9pUIrI",
-	"SuEAbTxNje03jjWkj6H8UIHEu/HZxCCOz8dAlptDiuwa8OqhbMKjwjLYygm3/BS0MwdeewjtaGgmAYOr",
-	"nMXtQwlJtrNV0S6yrA2rydtguINxk08EEMwAcn6aQVSZi5gOgZrceKCdqdLEqO1OAT0rM6jMwcbLchzh",
-	"vhyn+r/gRdyBpIq6Dv93TxrSZKx6o0Ud2gm/3h72be7w6FxjUH/3wRF3H9zp7uWb4O9nxbLyawwOHg2H",
-	"x1AZwht6SOlQi13MbQoCkwT61WIq2iMF2fmWd4Idz1CWszNEQFYZ7DicDkT7ZNLvtc/ikWgPZt1pn59M",
-	"TsWwd+haOQQnh3+/BVCu8iTDkfckDwZ6LN3FouFceuQo9GNp8o/O4f9++CoY3LQK+uNev9MddaurYNge",
-	"xY9F+2R22m2f8d6k3Z8O4qEYzR53T3qH7tk/dBWceE/ycKvAv8udV4E/+bdYBTSzR+RcsAenJuOCH7h8",
-	"ywLJH4HKa6KydFUIpsemDzAYI3v35vnOjErZme8/RILlaFuN1rguz/LqkCD4204Xfo2kPjZ/g0RrEFy4",
-	"ijblTrTDf/e0DnJK7c7r/IQC+4F/14AqbJbjgKj3DclUhN5+CW3HiOMNSQd0lAOOPVaYXQMRtLK5JmVg",
-	"2kXvo9VhlyWQj0dxBb5nIhH3B+lBMSsA6WrANDrkxrjQct+thSdIWaYKWPCNthA7n+/8eJKEUHosCRRV",
-	"lVBWkX2+kk4m9HIrAAwagoyAgEr0ATaFJUUBsBOThCIoEfwIIgO6JmF7EdizWvqzOLblrYLxIlskU0Iq",
-	"EuLT9iGSzhzLVxLxKtT/Do0z3pyyN5CoMiEg6ajAegIWP4hmxayoiRjgW6ZN/PaoBgphyin/X71bgwQy",
-	"Sm35OA0PpeoXALyuZ+tNjNpd7UOcTPtx+1QMZu1hd9R73D8ZnA7PRo3Pn33uNX8UTx2mkwhz9E3hu4Gd",
-	"aqgELLJc6p97Aym3EJcPX59YvdzTW4Za9GuaXexQP3v1sbpxmyF7AoWYqXTKbnawt2jKOKLKgEvlZyBg",
-	"eZB4xWfdO3JUb+DorTuYrRy3YUHzbdF3sryH0qdHE+jBqRfmBOHE4XP3ExXD2t0nKlbed5yoSDBz4PHJ",
-	"qqdnKJvSMvmM6ZqWkKUV1FRkyiQuUCwDcg/MPXpFaUIPhzJeCURAlDPHSRxs9aXjsYVcNZBF2nUMm1RA",
-	"x/UExPnmKl9JpG0i/CBz6mGxX/dRyHFCV7QPrHDCcLT2OAwlSTJOOczdLMkXJA2zMnId/lls8Q63Pot3",
-	"HqxEhQSFFSCG2X+yhtLOU93Rih/S0QqtxUDuBnNq4B5eitWYcGTpAWD+lnDUfvysa2mBapF+U8H2cJAm",
-	"RuG7QciMjt/yLFuwWZaXeaFZ05aqDJhaslQoy4ODWyA2UE0YgszwarzAPoyiBNqNYHBtTMKLOKqTsNV3",
-	"vLu3Eeebdr6S5fPyJ6JDFP66NMwUHJky4dFLSANc/CYztr+JFOxPradzae5KDFUP6+Ust/CIlwiLgtJR",
-	"MRcL/y43PtPBZy2+vgfyAHa/2AsW5xu9U/2nouVJvLwuw9ndNUUXND+HXKTX6x89LQe4IFV7SVzqOyz0",
-	"d+fkwdSRYZ9UDu2H8FD0kb9PL5li/tL5lKjd4fBYW+DZKodalTnvqa2njFdDvRsJpIbo7EbIf+vdBmtV",
-	"lpUX2kn0gWED/GZkW02igFwm6K2iK7ZCSRLMEz+S9nruht2zDnvi5Q+sHPtMrPWhB5bS1wVgzVFXm8vH",
-	"XbZQbLIJJb31lq8jo10j0gFwDoffoJgKDtx6tq0RnAjgykfXVP8C+Q39wbIiy/YFyXfmzb3fkstxYOmv",
-	"q0DzkPwTfveDDclt+HlU/n3YG/dPOt2z2+Tfj0G37gO1BtAk5O30b01Nv3vAefFTJmdpMi2+nOgXrfqt",
-	"TpEdwuZvvEZ67HrykPLavlvTjZ3jNfYbDhRnwfVvjfRHKAEaYiIRh7JverD4N08vn768fPbqZRSwExAK",
-	"YRN9ipKNxmbIpLAjgThFAh2TsNxqCWC4cDOPrfaLxEhOD2nYHdbKi9zZBqOXCYIOB0DRnxB/hCf7cNCv",
-	"zLf/MOz7PuvwzVmDP3dz/1UUt9rZlovkqNZD/XKfPYEi6dLggiu6ihkS7t5QI4IIVGqnC/ygmp561vQK",
-	"J8CBZytC1RQU4ko5oL4MnQU2kQKLuPFM53y5FGiu5Hl5iFjp+EG5gUzENLPtujTODvhkltfYNkDXF6RI",
-	"FR1Z4AyVGlCfQ48HPWU2A6mrgLSRZLY+h54A/auJ2GSmf0nkH4DMncYMGhOw0LVBHDwebdu+RDE+nYpl",
-	"IWJti6tvwMldOBIZq38FSHhMzFRkrwJqbU0R9hxVHKWILfQC6LAX2QcMXuBmhElTQPICRCOhBGkB08ab",
-	"pbFxiaUfSsCNIJ6Aad++nY4QgCnP9+sBInycY88O8euhG4oWDalXVV32gNgRyLGvSzqZK9jT4w/o3d3v",
-	"du5oK70U0upewakoQcXK64shNFp3cVzexszAg3Y8/vlHnbZHenFb+/HdEf6KszTKNdfc2pHeSsc8ckHk",
-	"Hi3y2Ig9WbE/j/5EG6YZz6s6i7UCG3NPFxGoRkp+MJIlYGka1SJ8t1tb2iVXSsTEeVrDu98ao+eMbMXo",
-	"OBvAPmgv6BEpfbjylRKOl98OCpq1ZIbIZ6pGUSK5ua+CFYSy+jF90mI8jpXHZwTX1KcfJICyhTC98bbT",
-	"tTlkv1hY98bP+iDQ33xK+Q5gGK5RDhh1u95t1/MEK2vAY4R1Abgmimdwr2sH0T/+z+0JQ7VD5Dg9TC+l",
-	"2iONJP/YWXU7jZRzJwiwWyJlpwDAhVnxN8gy1lPTenKhd2On/U5P+/D0tDCXRksTpBJPh0FjN33sqDtg",
-	"b0X+IZkK9k7yDzxJ9SGglxLxdxBUxQu6ryhtuVqqIhd8wValH9qv7U5OFuJj8WiZ8kSeQ5+ZEsVfVsWs",
-	"fdoIGk9QBuvtSgas32cvsw9Me1DM+E7sry8ukVUaRGZ3+lidbtdDWVMyctQdeMSvqMHpT1av2+323HzJ",
-	"zJkoTyG910Wuf0yCbk/UDUPrdbpng5IsJghHlgYyOPEvrFZTfTzXvIPfw0YGTZTgwR02+1tL6qZJ7w0O",
-	"m/TeoDMcdLcmvd/tHoG0JWN1AImqd7Rakj5IsCKxFxTTgJ/se/7j3rlYrR+x5Sj9oUmRbe/OwwTdOs9y",
-	"Q9s19zOpLsFKAQgy/xF0x3Gf2PSGn6ZB9q/tENvzDSA54LO2Uo+cYaS1XLPQHm/1NZfJ9D2khlfLTijf",
-	"KcC6GARmCajQ3KO/1WI3CUtBbqXIQgluJHdfoIgCKZKIrc7ySpK0NvrIxlvNfeCMofezbLEBdZROs+Vm",
-	"jPSHz7RPAlOxkghXiiFnUNLTshyYzh2jYbST2PZ+c0VJCKtDAdxj9Qw39JumZVGD+N/LhFF/rstYxeCw",
-	"2rnB0iNjsYhXaIoBC2Z6ENcJYHqm2bVMVEnA/hzpzgBcRdhsmmcATbmZRrYdhpeK82xJbw/cetL4SsAZ",
-	"guZn8ySIyAK6O5OV82d3jKJAfKPc0ix8XpUsT64TCTzFNnFFc+lxg9rAv31R+N33hb8IPDF5aKWkt5gU",
-	"GFO5bSGQ3Q6eLFE+z+7WvkKaRFoX6OAqiEtsR+qYJV6YN+cxZsIG3kFjXf/EhjhsyJqQvys9Jt3IPiFA",
-	"56KhwVPVBHOeMpwTvqPGbCBINHOCqiLIJGrSpZkUynIkIhHZZBVfi8KW3Ge5UHNXbbGd5jLw+4Y3SBhN",
-	"wvOlrnyQhSkNZCVjqPaoEvWZly2mYiyOwWHgYAyRV62NOp7Orb7FAoFMJImGkLLqcLTd8xANegV68Mb2",
-	"QVJ98PrR0k8Mxg+F/u3bRQJOf3V6c4CNE1Ptd8SuKRz78yckr0ekmYioNEnqHXiPwE8bwwHjkqwR0l7q",
-	"/UCQxzU33NaupGfItTl2MMc5X0NhbbnKl5lCwm+jzcMm/pazuA1Mq6KWVIR9YREROxRzo+OIjBXGWCcS",
-	"kJIp33hJaEJiWixBMXa2364+OlowIPPZTUNJ9KZGS9qDd2wEwSdhOn/88WlMklN42c6PPzKf+cYxh3DM",
-	"MGBvt9zYbvyA1VEQh9JyENdQC5f0mB3RLSVRkOYADwcY1VSUzFO2lqGk1HdC64jeRNOOoPxLbP8G8GcU",
-	"NsKG/nhB5R9z+1bgyFygMcc7mM7danTFiCQO/KxHXMUW66OrJM3j1o7tKjJ0kEidKvnCbCWYhFaHoQdC",
-	"mqglT0KPHwLsNQdyZCPruMQ+sw57h5RS1H6ItEHU8wd5cUtfi536AK+FrWaZY0F9Uu9FfPmB4SZi0e+f",
-	"o6BUWXKbgQrrtF23nJMSphfcjqRgEsgnACGbyENocQsP1Bv4RnkfrJa5R3TsuHugtnereKh2UmH5fIsy",
-	"bgbOTBPllSl0vCDipMBCwPYPDTkNLYEfMF/P4zjHINeWO46KYf/efputcughtdGGDi3KmBzA4ZSE7z70",
-	"Hx3PHmkgn7aa8vn+gGG9emBYby8w7BsSHqokFnr98bDbGY16D9qTvQ0Hu00/dnW4x2oS3S8ezIs0ca+i",
-	"0dsVbsps/Y3Wyw4kMrwXsj1zQOzw6YKKR1dCY51j9Z3SC0YDhvILxP1vNLtdg4q+a42XRm6Gkeb9YmDX",
-	"JFyN0gNevHqn8h5wNO6t6JWlSJRff/OI8BNJtOKQR2xONgX9e8xWy6XIUaSUvDYdg+Wh1H9q1ZX/xvWF",
-	"oUNLQKGslDAub1sDwtm5VfWHZusLVCYMDi79vIKSzpdZt6k90Hv9y97QHUnlyWgEDbtg4RKVQ2Zqkhmd",
-	"bfwx8a4jjalRqzV/23GslQaj303tkLvlU7RCjgG7Cei+VYC0ZJCjU1R5gjjYk0qFGlv5IWmwkyRNsUO7",
-	"/NT0984OyDXq/RkR8HmyXNZdxHyw5ypu2ugvu/Xqeo8Rq/+PYzihYKseUPuAXVkxV98bhh5Wfs5YUXtK",
-	"4R92HVPwKRU4SscUqV7t6wt6An9XniaP31STFI4QndKhJb6Okra7/rLl6UgzKcaOq8OdwJiThGQYnolG",
-	"+KUiKAbZRr3ifMUYTJBxS6tMQD34XuKpuEO+ZuuEwme9pN7IO0LQaFfeiD+Du30+blvu8visYpv+0vdi",
-	"473uPFwcXu/sUZtvfzPFZWlzJYUqKSIpKw+FgVFdM8LXu2a/r9UHawy4zUK9ZRlc//ildkegbL2qI5Xy",
-	"5Tv11yH5aZPKpUXPUEPQ/hzTzY5IAvQTEaWICutWr6NvGIATrwozdYB80qgzBwJwTPe6XY9jGvLwF1E7",
-	"+oeOkHnUjj5FAYuT64TGFXUiFl1FLGpHgasmGaVSLGYjzh9+dE6BMFI8KdFWQqqkSD6IjhVKK2MH9XhK",
-	"imjAGoGUILwIJX4JuW0xJmpCchb+p11N0S51mJYULZKH9KQfLffvFk83UjGbuL3ps+ZF2kXFZAE4qxF7",
-	"9+Z5oMO/aS6AFpqnClohcn69EIZJl0gPLJ/Zgm9CmQs+nY9ZmmVLSOmDDleefABYPeZgheHjmAH7PhWM",
-	"XVcEVv39oPo65zht2ocHB2PRQjHJDNYST1kECpMBW8nkX6sSnooWphcAOOJyXlo9QKft1ECdhhvq+nGc",
-	"FgR+IrkvAB4w2jC1owKjyXUy9RYDEZFpNwkp5EvCBefGpyI3CKGAssYLIs4NlRGy4cIUIzxRSU9kRCg/",
-	"+GFJMa4RWLR+mX48B24KJXyoB7t9PL1eecfTLRmAv9kg7rgz9EF7Jv60w79sqBu3EgP6cwdPx893Us0v",
-	"jvwLhXSco3FH/x2uLqarXD8egJ2XyS9C//M37fjgmbQrpekJS8P30E7BvxWi6uJsuqIzs2DRo2wpJF8m",
-	"nQ1fpBFrRqifjvxY8CMQw5WhhKN4/OhRmk15qg/a8Wn3tBu1OtYmPQLHjB75923G2HY2m9ljyRXRHRPY",
-	"ZGOdkI7LWBrBoY/tOFHLlG9e4t+RV2k7ffpGz10O/hJ5AoHVs0cbXiUXnOaZZOLjUjsD2hME+QPAXH3K",
-	"pPCGYoZaNxyLmKwZkv6KPpyxscYS3b9781zpM9nMSSmTwZ2KeFXqxtNZaBmkZSh9CXFPYwDQGV7mA+W2",
-	"Y2YktNvoTZaIxfzZN3mgrenHD2rmH1xw8LN4ztNUpIlawKDei01gWxLw4HepE4PKS6SnTj1mYcO5rBZO",
-	"g7iHvn6jiKgh6erpShXZAmrsZgLCRmCFkl2e33xReU+qb9p+LzZ1D/uz/kwfFXmWgnZrzXMDAkdbAigN",
-	"4AyAo4w+HjosWQ51EDMJeheAk1Vd9HiNmpE8xw+2b3/h3NOL189gkAFlt8DO4IDEx2WSb7wb7Xhgc4m6",
-	"95sVcEaa8oMS01wQkaBKrqWym/gHK67uz7P+TiKv2/i72q2E32DmG3Ulkow8zdi/G7DuXVNnAQJHXMBA",
-	"xG5z4S9vvoqhjLP1/PrvLM2ua27+yrxJ/fb0ZVfaOy4A2Uqdbh6DxMWTF89eXl2++uXpy8i/cbxIZM2N",
-	"zcVr7qunpZ1IptBM2Sa9tZiwmKv5JON5jGY7Jqxi9GiVPPJva79Xc+sn3jXwDjWD+JvgaTEPoDEskUKp",
-	"gC20RZka8kTviOmwl5k/O0nmT7314NXOacAx/Pb5/wUAAP//",
+	"7L2Ldxs3kjf6r+Bw9xxTmSbdpKgXdeZ8q9hOoolje215vTNDXzXYDYodNQGm0RTFZPy/34OqAhrdbD4k",
+	"K5nZ79u795tY7BdQKBTq+avfWrGazZUUstCt4W8tcc9n80zAvy/eXf4oVq9TXZi/9GI24/mqNWxdsEJI",
+	"Lotnmk3SXBfsVqwCxlki5plamb8YlwnjLBd36lYkTEnRClp3PFsI86aEF7w1/PtvrTgXvBDJNS9aw1Y/",
+	"7B93er1OL7zqHQ8HR8Mw/FsrcPeMzZdvxWpYzLP5pDi5G2gx7beCVpq0hq35L4d3tyez/v1yIHkraGVc",
+	"F9cLXX93v3fV6w2PTocDeLfkM9EatuK0FbRorOv394dhSGPRsZob0vy9VXB9q4fLPC1E6/OXYMNUwv5V",
+	"eDrsh/tORdzP01xo95IT+5KwHANMd/Hzr4m4uU9kPDnsb5lu/yo8Gx6dDY9OveniMjVMJxc8aQUPmluv",
+	"cZniLLUjrU9x80h73iRppJUxftP6/OXzly8BseV7XK86Z1qWuxUrn+X+b+G0L0Hru0wtX6ezdG1Txgtd",
+	"qJnIn2nckL0wZJxpESuzGWXCjhgvmJKx2EmZPlDm0I7GEHPYsu/v9MKBIcec5zzLRJbqWWt4FLTmIk+V",
+	"IVFPm1nyQrSGvTAMWot5suMTZl7vFuMs1dP6rOb4MysU46xQ8zRmasKKpWJCJnOVGrm1czqwD+Bb3UGv",
+	"77ZR2Dvj/HRy1Al5b9w5iftJ51QcTjqD8Kh33D85PB2cHcG9YjZXhZDx6hpJofJE5J1BvzPnqdkyuuDF",
+	"Ql/HakFiNOYyFplhzzBoJWZf4T+y9E7k9udUz3kRT1N5A3/noshX9g8dT0WygDf0v+CexNe3hn3aoiBC",
+	"eVGI2dx8NAxaY5WY0f02wgGOWkM26Ads1BJ3Qhbmz1HLjHjU+uLx+y5SWTpfExOP0ywzwwxaU8ETkcOE",
+	"XyhZCFl0rlZzcw+fz7M05kWq5POftZKtL3uTnIdNJJeLLKPNJvJc5ZVfHPkTYX+f8fvrkja9MGjNRDEF",
+	"9nz39sOV2ZLivrC37KQBceH1Q9gG1tPQpmEs/P56zONbNZmY/TJtBa1ZKv2ftKFYvpA7R4Zzbw09jgla",
+	"RToTamGePAzN9oB9Y/nW/NC8Jdffvsiz1rA1LYq5Hj5/TivfJSWhG6vZ86lSt/o5vdicFv8EjtTTdD7/",
+	"PVmy978s+S/Kknbpt/Dk57WPecfNB1EU2boaYU8dJ7HN+aOkcIdOwIqpYKqYitz9xpwE/x94IPW2HUi9",
+	"yoEU7ncg9f73QILd3w/DR21+fN//gG1ectGTbPOz068+efr/r508rVzEwiwC41IvQWAdhYfsg8jv0liw",
+	"j5Lf8TTj40y0mlj0KDx8qvPppHsWHv0POZ88ef21fHvY7fXDJzyePpC4rR5Mn4S4TfhKG0PubBiGLJXs",
+	"Hc/TiglUcn4u5ionXk94mq22MHsIUwlLX4WSZt3YGfuGfcN6naOvYvGwcyKOk85JfDTu8AE/7Iz7cS8J",
+	"xdnklJ9Yllxfu/AqPC3H1MiO6w8dVh6ac2Oct4YTnmnxFBymb9P5XCTXKo4XeS5kLFDVXeOgdCZ+VdJQ",
+	"59UiV3Px3K5UIyvV6F9lo3XugeXs4AIjwwitUyXfzkXOCyMSfL75kN5IkRhuWabFFFQXnsxSyQp1K2RF",
+	"XdH55Bp/Hbb+Oj4p/rMvP92evZ69H+j/vuvFf5sfT/+SHE6+56fiowrTH1dXv7xZHr1q8F45x06vnFau",
+	"DEu3lB2lN/Ir8CluHTeX7OLd5Zpvxx/y4S/9/1Zn39/+V28WxidXfDD+y/xv+enik3y1eq2Pkx8m/5n+",
+	"eP/i6O7tzZ5DBon7RznBGtx1a04wR0X0whpWc6Tz9pwIO71xP+6cJIeiczoZhJ0jfjw+iU+TMxFOyvfz",
+	"eCZaX8xCXHF9+xJUw6oybNRFlomiEHnAcjExI2fjFUsLzey54y/IThWwt/XIPTUkCMNur3daV4z7nbMw",
+	"6XVOxGDQOeW9fud4fBQPkkPRn/TCR5+Ug3DA3qiCfacWMmk8Hwfh4CtUuN/tVCvdhaUqxpu0sC2HF7yj",
+	"2z/srUsdPk+7c54XUuQgeZZiXD26HM84K6IWJuD61jOheAEsgzEDosOD+Kb/EFXt8YdVvzOID0XnZNzv",
+	"dc6SI9E5nIRxn5+MT8Wgt938soT/IyyD34etfDf8Xhr+Jt6yL+qGZ719TjSkoX275a0PpdnZwFtLnhap",
+	"vGETlQNrmaebOSr8f4OjnsTT5LPAH8hk27xFj3MO7cVkDWqHDXCi1pGls3SPIENNFxCTiYiL9E5c0/OG",
+	"Hefp9XiR64K2vvnbi5NY/8t1rCTplisktbuCdx8R9edCJqm8uSbvSy+E/w+vWWp6i7WmofL8RriR+aIe",
+	"orSNo+mvDwZ0h4coHg8nyH7Tfsr5+MoR7AIhze5uDVsn/XD6BBsDeA/tvhrrQYwL9fQHRblqFkQidJyn",
+	"cxr1W8P4DHwfOgB5Ke5EvmKaPATFlBdsorJMLbWxD2Zdz9uBnr01b9sjXDTrbpPH2Mv0lh22eTXA+KUq",
+	"v3k8FUaI5yp7oz4UKsfMhArNLrKlsbUjqTra3BENwXLKhZ4rqQWbqizRjLM4F4lhD54xPVVLyZTMVhBo",
+	"DdhymsZTJhWLzRfZjK/YrRDz7ki+AvqjB9m9MuZ5ngrN0oIVSnWBz35ZpKBbFflCoB92xiFVQy5mxiaw",
+	"w2t9DloFnke6yA11YdZznvOZKGjiF4skLV4sco0mYnXCV1PBIjgaYrgjglDrVLB5Lu5StdBszm+EGVVq",
+	"bv9lIfKVF9zGt/pDrA8nwO+78HWN3gWbKV2wYppqNuNyxYQsgBztREz4IivYUXiw6fMgVSpfp4ec4Ehn",
+	"hmBHICFTiX/1HM1SWYgbgSapi7H/iMbfOpkmmVpimF3lLPomgi1lSGVHqia0w27FCnazWhR0lJhr8J+l",
+	"dJOZ82JazgUt3M1L/++5MHLk356XyTvP8ap+Xhm7mcxlqVw0Tucnfitgz7OYZxnTfCJYoTCY0WUwWdDY",
+	"zXCEpkORw7xQDuHDRhqfQ9LPXPDCORpGUvOZcElB5k74wWhj5huLXGqUPqjRmcdQJWD9MIRnIjeDovNe",
+	"zDO+EsmQGZpE54yPZO2LrPJBzpJ0MhG5kAV+0xwRbNDvd9mPYqUZzwWbi5xOfJyveTbVjGdaMS1kMZIc",
+	"5xh5tOz8KFYRQ5lSrjbZSNa86Y7kSF7YF05F5gxnmK1hGq5ZpuQN4yUZzb23Yl4EOIOCZYLrYiSjH96+",
+	"/fHTD69evb6+fPnqp3dvr169efHX60+Xb16+/RSxdn8wNa8nFjxgfFKIvHzrkmtasSSAo4ClE+aOtpFs",
+	"e+9//+rq1Zury7dvIuBweIdN+orcM9GBMe9EIZLyK1opKfJhyQmp1GkikBeWqUzUkkxvXGFYti1L7NgG",
+	"3s5BNpqZLKdCuq+300KPZJQmUcAiZB/zL3su40u0KIy1oM9ZZDghYuYacklEZ0PEot++RAHTqYxFSRv7",
+	"nZE0R+NBQK+TiWZSFVNzYLG3Eo7RcgXt2Oz4ae5TbsSo1mYRipLZJrkQI8lveCqRdrjZcrHQxsJJC7fZ",
+	"OJNiCV/pMopiCv3MvAe52XBOuQ+WfOWEDE6yFDM1bq4Izxm/fy3kTTFtDftHRyAx7d+9oEGwX8q7tBCX",
+	"L5vFZQpXWZpsEHgQtNws7yYqn8HhvljAneuf/1GsNn37VqyeaYzoxiwlqhvlkI1FsRRCsmi6vC75jDKm",
+	"omt3/N2K1WZBfb1j7B4hjwdNQ3+d6uJSxtkiadBBiFOzVBeaCR5PWVqIGW4aI0bM5QD+TCVN7EY8M78v",
+	"ZMKUNDfACXrKfkq/9aXD0IhOczdbTpUW9salWmQJMKjhuVSzeFEYtSYvgECxkkUqF0Jbb05FX+iyT3TS",
+	"pQVueDNazWJlOJEuFVOR5vS5LruQVgkC7daJhkEYbjrpUyJWkzIERv7nJjLTVtnEJTbibxnEyBK7/jgm",
+	"cygW3p2WX6Iy0hXZox1Mk9+L161PZNNUrOn3O263K65vN30e5d/v92k4hjZ+HA333/Hzxjx7Ay9r/L65",
+	"/Ewz87kNQ4D/PFa7Kz8Pyr01HEC3/5Yn7/HYABsRXVRoDZfuqXmuxpmY/QncVLWE7xnPDAFE0rFXfcMU",
+	"tCfQ1FI49thfPrx9U8nrFgVPjTVndgXcPVtoI2UZh3uZGv8s4gKoogsuY0ON53e952jIl66gAVjzaQFR",
+	"jp/soOz3aE0WuRwaVWs5FSIb0rSGtSkAkfaj7Dt8Az6yvrD2QAbThL4RML2Ip0Yn4c3UCRhnzv6y0mSZ",
+	"G3XPzAJUK1Bg8d1ZKoX5iZRKeNsPV1fvWMyleeWc51p0W1+C1gslJ1kaP3ahpSo6mBEEKQFNrlWe5YIn",
+	"K9B/mxfZ3LWPf5N0IXQgn6Nx7Hx9IEVtHB7FppmtYRqXstTML8/39K2WTHVWMpWRX5aq1U9t5a4a3Z6S",
+	"u7Ra5LGwzJNKxsEMIs8Mt46ZVMP6f6fycZokQj6SAVKpF5NJGqdG4YbwYp0JfLMVtCJzU2klSiESvWHz",
+	"G6XB3eMFbUsLbeSntY9a+PJzuKdS2gDKcqU4YafkOCwX+dKbJH5i1/o2kOXp1thSIdVG1UkTNl4ULOPx",
+	"ra4QuEq9drQ+pugABAdqaje5Oe84PZ4WLFECeWiqsgSY5Y0qMLT5eGExsc+XLPJGofRzhiwM3cWkNwgM",
+	"M7AJxVmfZlcPygV/47185z7GG59meS0t7DaG9UmNaDGmvYbiBYlaLvkZzLq846tM8eRKqdc8vxGPXJ5C",
+	"qU5mn187r9UdeQCse6z5tLYnEDwj7mPgPeDK9Nfy2V2br+dtPtJEWKEUw+HtWJNyHk9/aMO0DHfawQD9",
+	"r5T6icsVjVQ/kv45L0QHKFQPUr61tHeeEyMCIMqwUXCS/jrjKzbjtwKKeOApGiT4qtBCDcwpAdET8Cgu",
+	"5obN+mF4juepudpjeo9l6/sHo1LoerUf3LVslek/zcoB3TgQClnP7KZfFqrgrB3ZEFEUsGgtGGR/dMGv",
+	"6OAcnWwjOeZFPA3KDeF4Y0VOFZWYH3mibZnUOVM5xkoMQWhljGwO2CRXM8ZZnKXoHkySXGjyY85zYZQm",
+	"kbB+yFKJsp6EvwaNr0y90tZ074VMj2Q7MrvA0L/DF8W0M+FptsiFmddYTFQufI8RePAyBeVui/lBl72H",
+	"ZfecfukMH4jgSufCXHEuy5v0ToCJ6oVFvPvWzZsf1BJZA9kPpNqSg5TDoaEOBy6s7ZEL530PG7zvhh8+",
+	"SjN9lae/iuTRGg4QvkPpW3XVBlbKHZXma0IW5r1io4z0zm/PAljIW6mWMiiLXXOGaWV7qSu9cutVJr1j",
+	"1y38e59OXo4Fz8HRcSskzDPVOpU3gT9hb540dxCmH6W4n4u4EMkrTFF45KoVIpc8qy8ZbQQj5xwxWFpo",
+	"kU0a16u8yTyJ5RtTLpNM+Hv/3JzRRsUcC9hKNzf7LNqRb51e0oAhkCpyhvkZO9VMmuXTrFzpQoOvl1bp",
+	"UXiIbnJ0a8IAyejJyZeoWcILPuZkV36U81zFQmtj37ySRVqsHrmSsPs4jtBfy0sSiJNUZBstiFI6m9VJ",
+	"K48M2SLPAgpPVYLvQQvmj9FquBlWIIPUYa25UZFaziUhGR9rlS0KwaZFMQe7uyjmmn18/xpi1fYNjV9q",
+	"eCGFaVgPYtQ7D92+z0Q4QZr0LvbxSPu7+DeWIss65HMxNgrR/xxLniYTPHFpOSDkkKW6wDzdCJcg6rbK",
+	"kXlgAuZf81zNRV6kyCd+KoPnf0uMWkHpXDUnXDXPtn5KfZoqG+RiaRGwyOYaG90gztIIAra3YjUcLcLw",
+	"MAaJnsC/RdRt+pqfJLxhhHKRkScFj7q1d6TJU8cmGodaTSxeJw2JAjNnc2vl3EuMPsOzzKiPscoTkVBI",
+	"cyKW9sgP4LScgxjJMjOEx5FDkv907YJfG/9YWtts6d9aEHzYtS8+oJnvXsTznGPgvFRg/o5+Y/Lc0gcq",
+	"iYMVpizjD+TxdKgFL/AmEKRZ9nYComrb6GjbGHlU3TdGD77dlJ0AiQmGc9Z5nH7SIs5FYdmefSjzVqYi",
+	"F91G17dPD/v59al+dpO1yCHVgSP6x56L46a/fXXgnZup7nnFeZKkhlA8e+eNiopDqgOt7vstW0kXaq7Z",
+	"UuW3Riy233/3gh0eHp6BfWbumSyKRS4OuuztLC0g+C7Nztq4fTZul9qxzzI+NhoOxedh0e3Rb098l9u1",
+	"0JBWZD7qRSQhzW7LDmoKLplrbu7gftLnTOHUQPudzYtVYPPLwC3Vjr6JMHHn63bk+vpSFvnaUN9KYZ3O",
+	"K5uMYbRHjoHzVn2x+aYXmTnb5+ViNhZ5wHodozAl52WGiCV59IM9rTs0NGtvdVvbs46CVrLI4VC/nulm",
+	"4wvSRApvPIVSt8BlszTLUpLRFbZKZXE88L8cNn1ZWI29zuSryudQlfaDHlIUhu1R7wTTVrKFMwQoj+fc",
+	"KFqGRkqaR4122WUXI1lJegPT0aMeWKJD2FoR03ylmVasHe1d5jiS4GxufOE5Qw24yFORIF+ubQG1KGKF",
+	"u26rfELSvKW7vYjcNaabN+aOQTrVgP2YfmtjQo4WFM8n8ZILSHVRUjQO0n3LM+GbBVzDUdsYhIDXPdPE",
+	"szpg45WxGJRMY55BUDNwiT0iodueaYzda/azSqVIKKUnYNH5SNLaw4yk8jMdZ4K11xiIcpTRwy2VFDai",
+	"TiMCetyKedFl36qFTEQyxLQIzB6gfIVCsaNefyTBtwNKlTT6OWQXHvbdu4xW5ZbBTA5/osnYXJqg5j/h",
+	"MhnJOqtGuKr0LZC+M55lwvykMW8AHI9G6coFS3I1n4sEH+qyH2hARlKP5IyvcE94maU4HDg3YFBD8Elh",
+	"5oYZOSRm8FRqkAfmWsy1CFhkVDxIisIquygYyah8rbkC1j7eYnQC868513qp8sT9G/51K1ZwW3ojuTnR",
+	"UJWOlbpNRcTaWo1kdEFuCZBk5u4XdBmyrD6IouN+mBlxBnarPgjA6TwvqqQOmuhsVeF4augrb4Rm0afl",
+	"snPh6bL0uXe5ul9VL3RHMnqt0H6lu2wtR/nzrRBzVIYwVwV2uwjY1PCPeWbOiykmA0NqSjCSk5zfzOAg",
+	"kIk5a/NUThSsWS5m6k5APgLZx/sUkARVX1zrMGw1nX+64HmxS9238ptu3l/vqJSWNEkyCE5TtmZNkjmp",
+	"/9Cd70k6PyW3ony62jFv/tUDtJTgnzerDVZBretVkBXllIVnek2T0AFTWWI2M27gNXXCKrkbdQmiV4op",
+	"1dXXnVsVCrc71PT4/t9KAd3eWpVVldb0KqoGijckhb+jVDCuWWTTwiE9mOM+NA9jXji7cOc8yjtd0Ow4",
+	"5KLhfkLrYocVt7d+Xz1/G/YAL8DVQ1sAXYHDkeywiHSRaMg469/fe5zrZ3FGLnXByI4OJL/mqwhzNIt8",
+	"ZSZh3ZPnLspnv5fqMtUBHze3wtOTVPKsfLL2TZ7ATbS3/LwS0lvwHK5pUCPJNilRmGuyPmY8rKXySDQp",
+	"sPgDM+qITK7kJWiZJxty7Ci5/5Wkwpiagh1bX2AtwZEComQ+w4GEv8DnruMplzeV3zGJvrwwkvYKFgBd",
+	"o03S8KTL5/Wv3YqV/3HzJ3kh4NXmtEvlzTUejt1cFfZO/EV3c3ErViKJzs1ROk/jylTgB6pPwaHCL5Qb",
+	"bJ6ZZGqJNWL+g96v7unKr+4NZozEYv4L3G/e4+43BEWo/JQLvZjZOdsfvWFiRqNNlKGjE3/MKWE7Ym3O",
+	"xovslvJpDMfhNUrwV+p2JCGWxvXtENNHJ2lmtSo2pQjTwbnTV7oaIACuU+kpMfDjdSqv0SLBMVfvV4si",
+	"Ym2XcIKBumeaRel8g8bP46JJ/JX+Q9bGwN3Fu0ubEm+vmSOC6+lY8TxhNJID629smzvLgESsZjMukwOm",
+	"8pHc5Ig0lIQskBlPhM2b4YWrOKEajLWPMl1FTEiLDZN9gLfV+uU32RYowBvkLm2yLnsjMKKLO8bINVsm",
+	"8fH9a8bnc8FzbQsjVJ7epOSLake4pWGFF3l2jRejg6Ciw1PqMkTyIFfKm3N5VqAPdkeGpwVTuG6++2HH",
+	"FjyCfBVYAejoCYvQeKZhidTX+85KafyoM98/8K2PyR32vlFvD/vdXsON5/i3vIinnpuuOm0q9Nxz3vCu",
+	"K65v7fu+gMvrEp/thVT/Zf/e4VrEb28ZMx7BX7lW9l2LrHi8s9N/SaNDzAzlmTZqwyIzZq2ZG5h4mMBu",
+	"pI706gvwrIoOwMwDPT3C+ihK0/SS+qEwxmX127JHyAM2g6K6xmSIaiPq1awdff/qipWpX7+lyZfowBXz",
+	"j1WyWtesna9qr1iXg6Ha+QTdBrTG46xBf88XogyoEjW92n3wiE55gvFkC5NiaJqgAZoxwfMshYpP4E1v",
+	"y4yVygQH6ABDjp2J4OaeRp/oGv/vHWyobpo6Q6+BFKybN6neQJXAOkhrJUde/RxnOpU3mXChpXoF0rpo",
+	"aYg8fJsLfovZK7U4o9ml8QIq8m1ajecX87yh/tXqBL/DXAJnwgH+IZ62oGRAVXlBhV5NdmzQMkpLlt5M",
+	"G3boB0FJNZgIBgefefU8VzeQXQSiFqyARDS/HYT6PFdjscEjkGagtEhyMSopGNzOlmmWsbFgmShYMc3V",
+	"4mb6+PCe+cIup8QYFwqtRHzg8R/MRSxkcR1nPG1ynr+A31GDgsQHqFcsiewTNkB/PngfiwB9i0uR3kxT",
+	"ecOmPJtQgtUkvRMjOUvlohAaxeJ4oVNIeUQcAlRomF9V+dOrq/eXLz5cX719d3118f77V1cfogM25XeC",
+	"zYxZF2umBVQ8ozclzUdSLeV5CTaqmZ7yXDBSjP48asHPo1ZUpZ5aINYfkQojFy06SWy2Y738+vFsDanq",
+	"fh1WnCkNyTSGZB2zvi3ki0bDESfTsCXWHG8qN4vSvemyqAHlYzgYHDZHxlGra4pp4QVypeLJtjTTrW1E",
+	"n0csZYB3eyGzXNBIGsKo2cCVhhPxmx6UDYfaUqYzVTg3UcMw9vCUEWHtAnnL78m5oFk4+sKqnEZ9s5Wk",
+	"bVRJcJc/gTZrBXuTKrvRP2mhPUSO64a1FBQ6wl0l04x9/Hj5krWNufWryJU+MFTGsoUOmCEoF1CnmXIN",
+	"cYnKdttYLeavBQwz2Ky+veBZNubxLaWFN88I6qgws3tCCRvmmSFbgoUN3kHJs/WQJ7tRRZd9cJwtyLc5",
+	"kpF9SVTqNl4NMzq/AvMUGuzIH9e1p7BYNBE8gbOej6S18Uq0g6E1T7P0VtQK5tt3Ik8nIDEJ62/FPhRc",
+	"Jsa6/UTIYyxLxznPV+cjCWOhhztpEkF6N1WnmGFZ122aYNIK+qaN/KAt90wfYOHsSEa+N37I6s74KLBO",
+	"t7KCpfYqSrmeqyyNV2whizTD+lc3HLB0bdn7/X2XfYfpUzO+guyxJIGAsgPUY3oK9R3pjUS/rxFPfnnH",
+	"rURh7AUVXBC752K6FiqstFIIBkus/nLHV5fHlz+8XyWf/uushQBZ10W+kDHmqFBWxMNgr+oAZ182wYhx",
+	"fXu9P0bWlwcF7PG4syGJyo4IEEJAbwnVM82xfnR7vH5H1Ly6DykNtb3LpUtREPPPWEkpwGmAQZKDwOFQ",
+	"0FufaWuXnUOUgCFSAYQquvvpTSVfbBO+VjQ5a9db1U0lwNAdCDJj4UbfpezzASAWNusExCAba4zxyKY4",
+	"Dx6LuC31w4Wz/ZqbV+BFmWxSryPXNvHtewQ2x9itEK5wSZd9wmCZtFGynQwRefsNZCBGi0o8i1QDpAX6",
+	"axFMINUYYDqnbEM4bkpewnSLJYSip3zuVPPq/tuV3nC8Lb9hzLU4HrC2tgKeZ/MpH4siYHOQhAeVFRyv",
+	"ikbPZF1gbbfXK2OAPIJMyRuss8U7aMzkrGi2zX+vVAtW3doQg0YkLtaOSEB16wkf0RCBHkB2yGQkJXla",
+	"/QriMp3Ah6o6aPSRfl3EF2RQY7x3izTapLr6QynJTjCOa2u/aUc2uQLIebFn3qHDB6x7Q/byJm/IdN2Y",
+	"Xbo+j7qgsgWWzdmXZtYyFtl3EFZpMDqURKalEwiy143mO1WZ0T9sEjtpuBtytW2B0APTtSGEvf9zPoL8",
+	"ujsTo8lkPblg+lq3KDzvJav6GqM9Toiy58X1notdHokueOphWjq0+cbTzkIB7umpK2EgPgfbSUMkwRoY",
+	"NCW30qXRp4hMVfqWa3zhmov8tmtXu1ubWBdU4lfNahX4r/1CEDRtPD9qdUxUvdF8QImMrBS0p+a8mFqb",
+	"vlIy2rapjtF6EQj6xcGENEc1jMZhPVQU8+YKkjUWcCUljUkMqSbgCIrrVb/QUISyS+NBApWfbV6QXFyl",
+	"s4boRqZirNJaJ28JjG9panfBM0ToZb8qKYISw0hNJloU+6clLYp4XyFSmzOOGt+wbb5P4K9wpHt0OOe7",
+	"TC0bAft+ANzJ0oQnJDLSKKFsFpPUXH8+rwqZaVGU5fq3YjWS7ejdR5QBk0wtO7dipZ//ditWXwhoQGRa",
+	"eJCht2LFmh75xtzO41xpTXeCk4pdjCSo61B5a9Ybi14IC3HJ0wKTFpOFYADpOYReohOR5zxD473M4IFs",
+	"yrRgek7oa5Ahiu4ANKN0l11sB13ETBgL1EiXHY7bFaTdgmVmq48lhLc8q9LMd2gxEJUuHyfTH0I/bfCu",
+	"i9w1ZrQuCiMbjc5mbjvojiQaNODemyptrDrrt6LBBSydVPINYBG5XAXgq1gZCbUUWdZlPagBPzpi8ZTn",
+	"PC6MYmnIE11EnehvAIkXdaJfo4Al6Y2ZNpgF3QjQzqJOxKJhxKL/iFj0p4hFf46qUqbeAXI7RtzcLFlu",
+	"GPb/+/tF52+882vYOeteD//jT3/ufP7Tvzft7Epvy3XJUq4kJQZXiustJKeueUX+NTpcBk9Q97aH4lpF",
+	"/6xNYTfgKkqSVDL0+5aV8KHV62nDVMwjzyliSdQIsQbXzLpFVMHP2feK2bTN5hR3iivsN3Cz2yL8TOTG",
+	"7IQieVu2jt9fyUcdMQTdit52okZ1GWp1Y94XN50Cm6FoLzYD0ZabpRTboPJbD3YNhvYJtnl7NPrmHw17",
+	"/WD7Zt+VhgtTdJJQwkzgoHhI3q33kkrqbWOyrVd/AWn3ZA3td/A7GfbHZ9o+YWatm8a+xXPbxDV3bNpl",
+	"F56JWcoCPIi8bQJuKjtSs5fNoT1GNN5M8DtBBixgyy6kt6mrHPFAAVgifj7TNjbRIBCbFB1/Dx15gNM9",
+	"i8q/tQbLF5wEW43HzIPlKIKTRD0N3BP1B9OItc2fAYt6M/jfKeZAllu+p59W+AZMz3mMJcQyWw0tnIua",
+	"AKIN3GoGiE9CY01DyJHshWym7WaEDtZI8Mpwe2G4Rt8dBG4yan+4unr3EzXG2Ojrws4ZyMQ2VuUZndbQ",
+	"//7VVSuw3TXefYT/vbh68UMraL189frV1atGq/8HwbNi2iT7pnBlRagNDa6YqYhvn8ALaaHKeTxliTBK",
+	"NaTswOuh+guM23Y0V7q4QSSaKBdJCsg6hHRjxFAEaIG/RjXdyz5m6H4LPpAkpT++bHQ/NiXh3mICu/cl",
+	"FiXiJueJSCgCyf0JeIgXS5XfamcNtN+bIRywVI/kQkI2iJGW/lrCSO3LzbqV+wQubZeoNIcmmYoYyQ3L",
+	"LS1AcqEgRMoW88CNOIWUjGSbP+4BOuS2qubvjOBwOpP5JmAxGkMIPeVjAabN/qb6pviNw4MO8IS7U7cQ",
+	"3Ryv9nLMSVVs8E+bKxYh3OVON2qW81xM0vttIYyKDeVIAiMuRJbBX5rxOc9r3pjpMpV31/27+5PbX7b7",
+	"CbcpEsgtH/Beo5puxXXgwDidxRyNz7R4fDYVfGi82gqwS2cvRPMXc+vLcSGANDOHMpnBOZqv9IAZoi6w",
+	"/JGKmgAxmTru0LodNPHBI7KvaZWJZbzoXkUH9zZFSeeSEJv3MuI5eCrSlo0947cNe9h+OpU7ir5hO1K2",
+	"wEJjtLh+5M/oyO8dh9Po3Lk4ot7x6bRmy5/0p/vvrE9TNSPXBe5bbcyMwNkaXh2EWkpEK69+ztz5fabG",
+	"4j5gdylnmmeQYuTZFkcNWARfdlD+AUgaJHwb8lrhwpaYF+76CHc1aqqHfU86dNklVnqtg2g0y4TB7Nfi",
+	"UI6nx6s8Plr+nMwngxt+kmnR33m6+INtxt7AeT6BB9MRbJcV80QWR0XerasAKE4i1k4xpKmLNMvsack4",
+	"CZCDgEVU2wRZ64jEFrE2SSPKVSJHdM4lszWn9vTHG2n3O9nQnKPwmo9FtlUL25HEXNfKfhSrDlayz3la",
+	"njvOx2UYDKHr4DGA1qZc+kJwUO6t9W7+LeRd1O12D+DMmqQyGUljX2KTiWrk5/8AmMifzVuGc76aGVaw",
+	"fQfKYBLclImEaRVQjfXbD1cjWSbxY/Z8RIVf1EuKIaG8GnYsDbbZVKRYY7eUsk4fvub8ualG9+bxYe1k",
+	"ztRS5J2Ya7HdvfkcXJzBSELVcGpjKZx6m5Jb2DzokZPP593bxVjkUhRCd1P13GjERvvlJeZASG7XkSxH",
+	"FhBq5H0BIFoxNpuqiI0LuUKvMXjYbWMao3KnJPSBAiPZjogUrlSM6sQOhs7znGokBOTq5elshmgshDRQ",
+	"94kSk5Qtzsx8Aaoel56KZnxmPuw3bNqfIPXVbFrdUPPp2qI15dknoinJ0WUhY0cyTJsyp8eNUgnW0pXJ",
+	"iTw5aHbjJX5L0m0fgOpWkWxyB2a8EFJofT0/ChtxWX4SScolSpOJU59dhYBZDwhsFMop1iv81ewAqy+R",
+	"pm8f2+LGKRO5y6GdnTUO7eysmBpLOxaygLz/iesK8zXfpWS1PVfObMBMTApbemwIEauZ2JhGnm/w/WOO",
+	"9TPbPhbh9fYOGq7baHlRpnihm6XMSbNTXMtOK/n+DWkLj4CMgkxkyLGHpB/orryQmUDn31TwvBgLbi5a",
+	"JNX9bC335IPswQfmsTRZXAmkMRmZDc4CiD0iiiT14Vi3vYz8hSyUDZECd52S/DJhpHuZgA+t9wLGdYxg",
+	"hBXv7Dpf1RWYKmzGIxioAgfnY1BUFqFmWHiz3sRST6C2AWc2zHkbzR20r0d4PPDNia3nWWp2XKE2xEyk",
+	"WkqRXG/7wrvmFYUY653wFpXJ5hqTJi2yMqnGcTTTuXgvOGYv7mc6lOWEv/0ruuEidRvZXBRI4dzTCZek",
+	"PGNFPGe9sGv+72R4fHhyNrR5pkM/4ZTavjd47eoJPkiRBtukPnWiKsN6aIoTkM+umh3NbY8rm2+4jVyA",
+	"YwvtTlN50xg0o37luqpaUxnOWhNBJSGtBjNxIf4UYUvjCINQFpBIIuwodNJzaQxWVTHzAJUX8wMwaoBZ",
+	"ERObE1F6Q2q4IwEBgiBigINgQAUc1Wn0uLgeA7UXp5qNhdERbWkbJF1QqRH1ecS2LyMJlL9RwqKQsFzA",
+	"VtVlCAqyd6CEQ5UoeyJpTp1glcyJkbwVK40jBzh0s+dtLEWiP00mLM65ngpIsSjrdqDGf5YmHSiOAjN7",
+	"Bq0rXTvFsRhJROMzJydrwxr6RSIHPoyOnQvMlho1rnUVB++GFN7aGCvftj0rO2gPQaOKaCEcgkYSlZSF",
+	"Jq2JtTkcE9mKYMhC5mtrZ/vweAtYrp7rm9kdyebUj11GSGC0sTnPoVS5wDQf84+q8wLbZu8VDl6Td1Z4",
+	"NjnHCK+aa/b+uxfsbHB0wuZVqdAQ4nVwFA1ZclC55+XJUVEAuOcIyp9NFzNei3hvR5xudKMT0vQG57b3",
+	"NH62xGzGSev948llUmTDqV7CTK/HkD6+vyRBCjnfk1RgByE/Q881+AWqV52uedrJBbROjcV2N/b2PPG4",
+	"Hh1F8Ot1LQ3hsNcngu0HCUPchWhTCWE5b+jlglZwzBkBmTel3a7mDyDd2kfPWcTHalEMxxmXXv2clYJo",
+	"mc8UKFEiTidpXFYbeHUxbtze2x6wFPUU8RV2OgJyei5v2jlNOtG7EiVhPe12Pal66LmEwB2XiIDZdDfb",
+	"NRzvgW7mU54E9rS2BYUjaYvqjMQ3Z00H/TAC+lZ6mSnbgl4bbCw7ZBtO+PqIVdkf8hxn4nd69Pt2c13p",
+	"CLlXPGsPaIWm5sM36Z2QpcpCX63WYUiAEN2rGsxVXCyoUnoPwAx0177AR2zVFrxhi5WBNPPXqZmDdtfg",
+	"OWSY6pcu7cI4DGbbl9ExJxxpFpZiRWk+y6CxSym4nUaSBvvMdl01ihThy4kkLURi0a4g8Aj8UQU88ZFN",
+	"Ds6pphMxP8tWw1PutQ7OBXpP1GJ/oD9EBlk/KlyJwb79JRtMXnxHLXpW594KF9TZKtiCqNPEU5u5CDPu",
+	"3ZogU7WRqBgcuBXz4gCImErctKXM3VzBUNt5tiUhXO/uxFJu9mq+NFyA4s2h44DrvAZ/49znmBjjPEC7",
+	"vrnR24nDL3X03e+i1ONGyIKr0kbyQBVddtTut7samE2vrqAgoGmy86Vlkc0eb8V9vQahuSN3qOI89Gp6",
+	"fGp5swvWS1yD7aUv2PR8j6otjg5DkCeueGsmBJT1jwWz6EXnKPttGAYtTvfoP722K8lX1/lCVvLdGhMJ",
+	"QQyACJ8RoctZlFk9OE2KmsyaKzezMli3l9eHgnubCqzcuQ+fRfqWaemaYjeatY16M+OrsSjBjjGeT2vK",
+	"MLgTGdu1aKrJCtgyT4tCSChZktRGd8ii30YQthm1hmzkIjej1hes+m0K6HUhvlbmX8I9QzjBoBc+vhpC",
+	"p2jPuqCUG6cZT87Rz2BUWbssI1njsXMGeZruMXOIwRaUijoXOBLQDvQ9Z72gdd+5UR2zjh19m847ao7+",
+	"tQ4c4IZJjR7zP7FO8F+o2C+ABkkbyIZbDA7Uj+9fI3609gzrQtwXW+jmOwrCwekOT8GXjVJxY3rNJ0QV",
+	"JaBJ66PhJA3Obf8aqBY0Zi8xEPUcnmc8FpU6qkZ7Y3OhuxRL0gTBLbPmP1kXlgQRsPl1JRZLgN5MowRC",
+	"Q0LrXDxn0ag1akWEKw49PdhFFfak7Gw8kmgjmL3eHvT7B7V1GYRnxw0DrWO8bBnwGhxMgPnr9s+m8e41",
+	"hqcptDdjdM0McM2hSWGWudyKytqvseCTnRp2NPjCnYM5R9gGSzU81qBK1CYsbxuFl9q8aYvb8Xx8/3oT",
+	"r9XdQa0HbdrmWmE4LppUNafXe8c73UxIGRkV1japlZsgG91bIeZeKkchYDyxJF+xfCH3CDjZcXsfa9bj",
+	"7GGwUWpZwmM8wQsmgM+fr6Imn2fGV16Hvdaw1QtnjSn78LYHRDUbZlDkq5eok+lNICYe2BGvh1BuROHl",
+	"OtxgeE+KgATxmCTycC2zaSRtwuISXWhYrArPQoaMA1F+plm7F3po/D0of+1ND9ZpVym79knYazQmzO1G",
+	"cKnJpEbwxnzJWSo33K53+unqLQW9V1XH8XnXMn2EGrL1xXplbF4kO54D1VPP0p7Ifm6VvlxArEJXCE43",
+	"7SawX5hR9d/sQgBZo37dLetVuQSuoUvv+HS6l3+rtla7Xk6F9GE40/vVVTWv0TvYJs2SaVIDFMV+IeAV",
+	"7TJYPOrASotYuHiXXQ0AnvS78JLVPJI3uVpqSgz2Zh6xQi15nmjslGx/pfjqz8bOyM8Zb+4ZDDJz0D+D",
+	"SORReFiCvKg7kedpgi7QNvaiNkrHVC3yPTblNggvR51UMmi+XPbAUAAKEWeLxBCMdgPrhbVqoV1exK1c",
+	"B5VsSkLrHiI0dmYslsqTQNVSVjeWqFdPvN5LjqwPodJp2REA1nrLx3W0u86riXM/0CG2fn5vVoctKiGZ",
+	"wi7GVO0EQ9WWRgVPKVPcZj9xfSuSkSxhoV0b7/9Di/xnALBqgLTf31jcrtJ6WIj1adD5Zl399f42dUTI",
+	"Jm0peGS3U+yb8UgtvQGw8XeZGvSmoODFfqqyBbho1pVtxehjRvtI8+GxLQOe1EYgt9Gj1mjfTQB9YktV",
+	"sWkQhZF3XqB4xguRpzxLNZkJzo/4uCIjGIIZ5XxDLK95GPQEa2shWGSfL2/Q0QGgZXC5evzYHmNjQT7I",
+	"NpJiukk5k7ZXKoX9WA6+AnGb8p0etgH9LKlmZrTv/YqNiHPz9pvnksWOQjvo7GtRX4JWw5o3+K/Ki5B7",
+	"BRE5NE/GIjYj8iFxlmj2Aiqo0QXmmFR6ja6s0pgZST+fewz4jF53ZMaN0HHQ3WDgHXTZhWNaHxnJG9di",
+	"PpKG0/PzCloSZmEpL8BrWKixvWdTLgXARjaLuXQmflWyuQPzwwEwnH9hj5RZOMu8ETj2qG6gwLVth+1V",
+	"TqdsQrUJQ6OZQT5v0XGeIOfWqUv//OZqQ4AhuxEsXhQjiZkz1FkHoCLNC2xUO6qqVRB6noilyB0PavTx",
+	"R5DNh6VvnHLfaLhf0fTlwy5PyQXLhVlDKNWhEiHXgMT1nwcEpEKtiafNrtx/tu4IGb2QcwYk9joNNiha",
+	"uz2lVkGsDunI5Z8dowSxUooalXJm71e5a+kb/Ycx2LIVlc/9B04Eq46sfeH1yi8Ni5CdsW/M/7WCP05R",
+	"fWI6/rM02KfTV59MEX29lxK6nf777qpS29pv0L7eBQO3cCmAvvEvogxBTLV63kOOuF/9CKofZBZVM4xT",
+	"Tfkr1aRt6xiqKlU7oudwSlbVCny2OUb+GIVsX1WjXKiPVy/WgG0uL95clOiQGCHPlWTifp5TbztI5eUJ",
+	"S2vZu68WZps8f8fzVG9RT3ZGMvxDC/UPkKzbji50vG45wABfdCbyG0P3AtMGuVuLIbly4CDDhg6wYJQs",
+	"abeMO/wdKPRIepiaUIbqO28hjcD1ebBOde/9EAuEWGVkpkjoS4s8iyg5aSShKY1hzIPHhERZm0ZjscYP",
+	"9vLQPiRAakNmnpqH6jS4PKVaMgiWWqJsDT7uHljjEWsHhVoK+roiT48lDCuzhRaFSNzInvzobI7E/qEU",
+	"8g/PLUfhkwypoeygPr5HgE/ucQLvpEK9ODi/gT5KtBO9PWtR311pV8y16KRSC6nTIr0TUGBu+1Fgdpfb",
+	"UiNpm4rb32ypynKqMmGzeCz98KjCd23Zho1qxO9OCHJ3jalN3CaFgu4zRMHcIaTJSJZy5hE0gVftRZLZ",
+	"Fpwws/vwegBpMFGAuZ3w34/4n4urFz9gjBfhwCJfQpqba4BsCCH2YL/PDqXlj9p9DQW/pb5S7f6cL0SE",
+	"KomusEZgBFqmRQQAQjimA4Zdis2gXEdBeJZSesxFSIXRLFFb1rVJ49mbYyvR72pM+xz6eptfKlsWjSl4",
+	"bjiSJXeWiR+zAL09mMKjGsOzTfPZEYn9mtjrQ8Opj4iPeppj866ai7xjs4zpZn/feNrNfvpFVR1t+mJN",
+	"DfU+Fn28egHVtg8+4Gv66W78rT311QatVM23NMG/eHcJUmDGV2Z7AFpsakWhNs8GDtLP7KfJoljkoktt",
+	"voc5lINCmxH6ZZmnhYhYDMjeVC+OxbBpXoZt25SUCNm5Lt8SSOq/JgDlHvKhXKlF5dMHXrtyPfwmKp1U",
+	"ttE6/Ir/8gZiSz50gP229XDGJb8RkSWILpu5u0vU9p1aVps7+CJJCyJCZXvCBZapGx9F6Btb6ABPuD9g",
+	"qq0yY9RdLn+wt9CM7OP4l73oUNft9fIHe4s3U/P+yvxaQaucTiOy0Qe0uRp6Peh8cl2oWyGbO5hab+Z/",
+	"d158eP9d58rcGaEDChltra25cM3LY6Vu0+bUyb2QNex7oHaCgsq5kGKJjXjLuDLeF+1fFfagljG5yiq9",
+	"MF3LFguT1twBxDWa2Qi655q7u1BLHYBt3Vb7Z/WpASIEPrtUFrHRqE5v5KXcaEy/uudxka0q2O9L5bU0",
+	"aqjrgY79m9j1ymGEPtPM69J68fKnyzfXV29/fPWmuZkon6fNCteFXSmSLIAad73e359+wk3p+VP3kfEo",
+	"mD7Aow3b8zEJBtjgtTlEt3PjcaYXc5FrkYiExCXgO2orQ6ke0bKqbSdbTyt4ULyzKdX/ItOoOEW3aeKM",
+	"X6/NnyEdN0daxP7y6YrUTRpweiN1dz/Yl0rkydLu866l8vAKv37FbnIei2sj5naUwebiLlULbY8xWBi7",
+	"Lg+tiV0ve8D3XGvHizXlfjnVIr6O2J9swzc1YYd9lnOZqBmkyesu+7COmrjHItS+XVuVKn12rs1TRAAr",
+	"2/LRPV8qr3mviqpzcSv+enXwQIEdiKJr3HErhOOOOqh424GJ9gfTqMy+RGzRmvXaH0z3l2aLubc31kr/",
+	"4cjrLOYkWT0cGGCZWM1XthTb6rdG9avqbw0HwyYRfuWrdo8Q44Gv64BSvQEedDiSLr2WUb4tXORsyjXV",
+	"l9cxRK9vD38eTI9ujq/PJqfiJDmOj8YDfnjWP+2dhMeTIzFIDuP+uMfDxjqlHRv2qhSIDq63lipsIfED",
+	"RrsbSYD7255kzROmKmo6IY0RkgODk6v6RhSMgw1mnc7lxPFTP01+/M+z/PT7H//6S361/Pnju5enl6/f",
+	"/e1S9V/z1/zDsrVVq9paYYV3bey1Z7lljYSfN/L0pZyoRskMlXOGRadqSXTFLsAWytRKwZptT4Bzu4TQ",
+	"Yv4TAIDVc82bAWPtaH9qBL/9YcMI/Zb2Hy6/f/PxXXQwZBHmEUO/JihLPWcRwtXaTcEdHHKsEjGSYC77",
+	"6us5i9RcSIA2WpGC4FDZIS0en9/WSx4ntCUkQyDUDaryLiBgb/CsTXjA3W7XWKYSQCRL8PQZtInXjgLn",
+	"1MiZbsFpPhIh2PPF9Rowk7eB9bl9bG4ZIp5qLwwrgEC2phY6OEBilEiBaYVMAgchpHKGykMBtZ8erGkV",
+	"0ATRRetD3lUJWOmb3mxvBK0rbG7fpIVjNy1etgQH54NtgIZZ6pRJg025zXXZCLK/PU3dEdTrwVZ269ep",
+	"jAWL4D/Rnplbrv9+w/eg3zE6DKlcDD6DZQSus/UYW+VbjElzNyBpiWKp8lsHulS2Fh6Ep8FIDvpHASX3",
+	"s6P7e3BaSkX0Aa5IJesd2TySPaeTymsEB3gM/dYL93E0m8BadXG9ESW/8jVKLIWIfaFgqjRPI5MCfxD7",
+	"q8ngGJznaiw2aOWAwjoXkhoMAdyJuZ0tMdrPMjh5c7W4mT7eNgJu22gUWATNsbjhElkklTe1YiwsLiDq",
+	"VFYE4AFYLyQ8Vj2SVlxss+caoWY2iSj40DPN4jSPF2lh2Tlgeko4ZRY/z+5nyNY0I02hhbYhM4Ho0WmC",
+	"iod9MeRvOnRL7DSIFdNRZQkjTxTSN3ykXHswxZnCDMYpzyYdOJe2HE/FBqH1wZzhIkAcVYBQVXkRMNG9",
+	"6bJoWhRzPXz+nORqN1az4WBw2OydoE2zYwfEGU9nwuEoVHA3AGBPZ6pw9fLlVthRJknTsyvs7/9yZBXg",
+	"XSfvLOfWNvJmyQ/tqXQzZlVzI8VzgC0h15lXUeUzf8BCNhNc6m1dpex7r2MlKZa2qkRctmKrXNvGSg23",
+	"W6DlL1um/dXWKp2cTdmqG5UfO3iRe5iMKDRFgpnLMs3Yx4+XL1mbZxn7VeRKH0DNGMQeOmAJSGimgAg4",
+	"thPdw9v1S+wKvtGOBgykJt3PYre4Xk5QiFQ4iJwVQAQ9WA0oq9Xce1z8A3zdWrEJzwOHx2Kr1ljbwhWw",
+	"RAkLeKpFwVKMaW3nqM2ZOH4f4yaAgoaqrC57DeVYULILClK2IjzzemUWtgyopg8HNuZSYm04fCbo3WT+",
+	"HhsWeqbtaYvpcICiMpIOLsuBvNc+CBBJ0UEFR+v3qwX7+P41K1SW1Grz3QJjCYrhNDI2oCnAY4rCaBjX",
+	"atIkzBivojsEJX0Qm0MtiljNYMlyYY6NshQDNt+KlbCwxjZHwo1kqhln0Qt69zu+yhRPosCmILoODdEL",
+	"Zaz2onO1moshJFynMXiFnv+slSQg2hShM/GopVgtRuW9cLmalJilCF+r3OR0rSHlzpiFoxvAjW0C7iNV",
+	"rwqQQYcagi0Q+RCDjvyIrnU1nxmDbzZLC4fUFqs8IVACetbRm5I4CXUPoQcJANaBD2BsNZWI0wIQXyOJ",
+	"SLYE4LvWm8PjkD+jw8W6oLwWHTNjc+9HuH0gFAkKV1uK7K/c2YDr9RbQeGqZ3gjN5xbH7jUNOrqzrd2N",
+	"U55YtXN3ftpeiXQb9zwvpk+34Z860ZxGaZPsqoNKC++cfTJcFZu/RhCUm5hmnT4AxNGItLJpAyOGtnmV",
+	"C/B4kM6uNN0WHnugbr8z7ubmST8SgPNJ60greXNGzfBSmLzEdItcWk1yOtjCQw8sMwV3Q5OcWVEhE4hn",
+	"m+WDrgyfgmnBkjQBxchcRK+EL1/3rza1QJSbVFwftJgEQHV4kP2FiAc0RIu6IFfuypYB1bKtHoyAwLNM",
+	"LfFw2oKEcE5WutUsAw+DfSTtO5zzldRPJXfDrT66MLYESt/WGEXcl4yQgp0+LPFx1rAP6M6AJgHNZdKZ",
+	"wLqKkYwsGmNEClNaHjk05SqZuuyN8j8PeruryuiyN2a9lYyNfuN1IbInOWpBBMRPMoGc3pGfphlV8NuF",
+	"Ra63n/mXKwG2WpKXR7r9gNkGx+cjKZfHfEotgOlc95VsNfGMAItuZw2Bxkrv/XpFAoyTwmZD+1Gqpic3",
+	"YvGtq+oAEFwq5kMsMgaDiSXCiKIkYHCs8YLFWWo+SVUuhXU/jeSc5zqVN34RaFWtDxCaparkonUA5RgE",
+	"UdzhMukQ8xMUUIIePKaV2dy2GZllZpELbMdB70nhJDEqp/ONRXVsDj+pdj/SVgqKtjGhb0tUAq02OD1J",
+	"oTtdKrtVMKwNEsc6AVDY2LilV6NFzRke4NisQkE2xFdtGVaF/avFYmryVZy9X3tZo8eWzWU3puK6jAHs",
+	"g4LSccZX4DmrI89UsWZCvRX8smGVITG0JIw54n1ES0sV1rbmrdkAy1SLg3Nm20JCyAWql8ZCSAulvZeW",
+	"UK1932YXQfk1wk4mQ7IcofogcFDRgTP4Ajbl0liMsDUX0KKEQg6Ootaq7LJvRayg/1/kgQtH9DHt/DLo",
+	"qa0cM76I3p9jN4IDgi1U3SRAdGwD5cUt153TzyFH4Dm2DSlr9x9UgYdpPrZ3QQ0PwOEEbIYB8JHVqkBr",
+	"62ACdR2lQWGsaLPrlsMmJ6R11tYdkVCib7QRRKmXYmnUTFBsGrzN5Nttloseqi2/EecWYQmlmOH5wO9L",
+	"gUD3qMd/FZz8/0hcA9t5YDemwRM1tTXUe5tvbK9xgf4ErBCxoOfouEXXG4jEyAyQ3gGDU1LsgxuMK7dX",
+	"HwfsHez5NprGaiVBofwKVmUrR41Ca2EYyj4LEzuJLtuQwYsFbUhMC9qLqs0adO9DalF3ecC77BViXudW",
+	"ncWwj1ToWGZX2CAqWxneQ5ep35cMm/x8vPqucwpzx/Z1XLKFnHMzF6YXea5ueCGY0DGfC9aORqNFchqG",
+	"2Kfb/DGZTKKDYCQd0LaPrY0F4DwrMMYiJKSejFPJjc7DC85WapFrkU1YG1OwAqb5qpY99dsIjYNRa8gG",
+	"/S+/i8P8glxn2Bm/2WM+BOvJP/Vg0pz17+8D5iXDYe8Dyv0bSSymI/mFSi2UVVuNtMGJ7TeKTQIWoSQn",
+	"S5C+PpJoEpdxC2vBo5aOzwTwb+vuQgB2O3xXjj0r3wEifCSPB+zH9Fvr0UYWxBU6QAgTNAhw+H7PL7WU",
+	"25zQxIKoLtgKKEteqg+A1my4jWjHBj5oNy7Kmot+JK1eDSaK53KOyo7EVjNr43TL10V1Z7x7KC0Me0Mf",
+	"2FQXtUqMne7tLvsBwrSqWhYKEgfUQJUtCoER8mgkVU7Bci9DdRCeHVcSnAo/75/yGuDNB0Snsgkz9Ntz",
+	"5dRW21wH3EYDeGMo48HKUidBdKQHY5g4pOANWjy6PKRaghAXxLSOTao5vw4V5jDUWLzamx6GM5DkcbbQ",
+	"6R0V8VgnTXWuh80GwG5P/HZhwotpDWMc7nM0r4kbz1czktTTsG3uA1Wj6ndErbxENTUGyCSVPKOeDbAR",
+	"aZeRVLpRQoNDKBfEPVbY2AaKVjL43/McieabTkPj5YhulJFQUITopWpxvyknKKMH5kfwRUaevlp+NoK7",
+	"oi77YAaPO4hrn7Efx6FIsa/F2dkr6PEUQYsfSIKXYc1KuAAaRdlXG9bzoY/VUpYxh2+iwC8q+SZC4bYe",
+	"JXCw85js4DD5LVZuImStUasfZzWqdi3Q+vtC/qzFDAJDhkmKod3xihrKYD4A6Ev/PJCfYJPzHj9jRYbD",
+	"DHOAuLBnu03u0r2dpI8DydnuiloXxaz9/rsX7PDw8Oygy96AKWd9UWvCF1Hjz/Evicm6lPNWt925Zlop",
+	"aCQzV1qn4wzj0+lMWGVjbsSU1YRrlcz9sH/c6fU6/f5VLxyG5v//296OhidxMQUYt7BCENP+bOFwVYfr",
+	"aQY41Oiubyr0++niv6+vLn969fbjVcTaRzOjmrh6cnZRKnqocy0kJAsAd0G/f2hbDAXRqS5xuytlhdYx",
+	"2T4M9QGmTghd30T7+8y+vmHMu7LzTdkfxp2xmFGZSl0QkqVZko/vXw/hH3CM+g36nNprZCAk9KA67mzV",
+	"NV41ettD5MZG71RN9WOl5meVB3O+ddlrpeagp2Fb+vTOmGM8SXKhtbCI69DbmiqGfXbBgBt131ibC5m1",
+	"v4czbF8CfdngcvhQcAwr1opIMGm3OWVSSHCui5xye50UTWWilgFTWVLxUe3lPfoJXoXDaW7E73oDXoND",
+	"ZlMSTw4A7DF2AzNWw/V4RQ46iMcDNAxeFr8seIbpwCTIHJo/bOQZOdY3tJMsX7y9+WBD9/D1VoPYVBLx",
+	"8Ncn22VXhEnrgN6g5aNStyJBf9DMCMZeGIRh6GvCmMVMjbN5ltk6HQgmjcU0Ba8WkC0Hv3OmbiDGY/QQ",
+	"o4TAKBDK2etWXQKVgNPZEwQVb/T2BoqbmyLuaF24sxvh9oaCOzoD/jPa+uHe2d1IpDYWeixwG3adNRv3",
+	"zuct4qCJnT+hS9iFoVLsu5ulEzEcyY7PGcNKjji4CKzRB3f67DGsdIfUXoNIuNXxV+U+2wvDMC71sU+J",
+	"y4u1duv2o65HfuVVN6pAr1KZk8G+M2ZcUKJCYGjGvoabN9SNtC1GIabpFvkK+ku3fXeRuXkkmW8jgC44",
+	"hOLraisNqWTHH+bB9nG61v9DF2WymQPW6KUX+PUJT8jYpUZytQGtwiEg2LxqLaBCTO9q5LxnauFkYtS+",
+	"O4EM/wC7BwdMJQMbkPfhIlnh83m2GlKQQEc1nCfqRwSRDJWIUs/TqDZ6FQagG5aVBOyCXmWBdnAHGqan",
+	"h6Bhi/1srGZCl6k6kHjv4KAe0KDAEWt/Em3EBAG+wWbFWwvMoUGgKyiidFfq0uvt3ID2X+Dx90EJ3zOS",
+	"le44t2Jui5CgvZSXfQO9UclM8BPIPMUWMbZWqLH6xAx8s+D9q6tXb64u376JWPuEJXzlwGS0KGq+9ZN+",
+	"ON0v22Rfm9G13nLFQteghV7HaZI3yPB3VZ2W5RgnrtLflm1j2TXoJzwrpmpxMy37X48zBU3gjMnkR2GI",
+	"eG0o3y1ELnkG+nEaizU9CNzXEIKg6ApR7ibnksLwTm/chGfcjJlQYs/Uor42iEtM3iAkfI5tPCJh9IhC",
+	"sCX8RXQoFPnn10Vac8LzBZsuZlx2jJkK5wVkP7v8L3jrrqrZ/tNVzXqTbYRckGKZrVwIYm/YhT8QY2ET",
+	"ogLbAKgwkr8XosJ+mfRll4kH59JvTIomSz3ZK895z4LwRib8PVEkhsxhxEwU5aUSAmgDYsxIEmTMexEL",
+	"rAu4E3k6QWACQPah7rRpwdofCi4TnifsE33siTAltoiljTARFUbZvCk3FTRelJTLjagnRcWckb8sVMF1",
+	"l71CPFNzAYJRvKIrVBAbXr767uLj66vrb6JgJCkmZ3d3miOaNOjsiYr1cy3iRZ4Wq+4sCdiIBuqPAJ+y",
+	"+s+odTB0LSFHEpNQMF+enqEiobrihMARkJkCHjSH18oTDVkCS77Sw5E0ivCF9rtOGhlA7257P1sdqgzN",
+	"Aggr8aSgmpmDYVkSarT2elVodZT4rtAYSFZRRJKjMHcnLms7je+gyy4lWgTwfQwkudk1tWP0JgQrCQC2",
+	"Q+wH63XmThGdFZUZVqenBRjtEsHcodhIq/qRSVRzcVr69aCpaSfbVzle041ZRTU2a2uVH9BH0FuarGlx",
+	"hANvU5xiNU8tVGtaDDFTDvImKnsAMCpANapUj8MiutJLbYUWjK8Lh5NdCugz4lTxUnCKe/NunmWsTSAJ",
+	"fQZ9e1B7MmPQB+f1UmQLqFDpINR8ho4XeaNC8u7S5riUlQG8oCSLsbrDNTASo4yA2F9YrhaQk5gYbmuX",
+	"7S4PuiMJ3b/Rx2m+b+6Pzst+m0EYgj9qd3mqfXrH4OeQbmsowNp6oQueSpEcBBAoq64WkNlwJv5qaOsG",
+	"NpLlyNhb82haIKAFTsVvaLlh6Lb4OthY4F074q1a7TwcbgEKhSna0qF0QGW/K6gntcqbogRMnPaM37+w",
+	"3yxe2qJrqMixC2Anic5DhVPFDpFUwJ+pInAlM8Y6ksowaenz84EMHli0voEE3iI+bu6s/SJTiwRn9Wwk",
+	"Z/y+nP47kX+Al9scDdgUmkIUQ5szlAuErQFp1HtuhtzMH1XS1XEgXIriJBeCqEnhMXDjk+0psowlCxGM",
+	"ZI3UrIHS50AP9xWzUDMsaOEAooikSx0G9Ej6ftl2xTF7AH5tqDWhdJ26f8z2MzNj38nsaz3PGvCwFQGC",
+	"lFgRbTe8gNmRmfPJ8zEd2O0AGTPUVRwF7FItsmQkxX0sBESYKQGuabc6dxgWUgiOh3dDzN0hxo8kz8wh",
+	"4QyZLrM9O/SzCgA6hRSUohiXGxwrx2ZsDewqhsF+u7wK/aUup7+9qSMhnlTU7Q2KyvIue4FN12lz5gJi",
+	"TsmQOZFTdmJHw92wq54qVWBEHotL0HxPDN/eALjY7i1t1tsBDm9Y67IDWBvB2w11StwCb2XBlEwpfAss",
+	"XVnKkays5Tll5HtdUMyOm/Fbcyap2X6j3xhLfk2den3k8IjujppCNoau0E1M5QEbi0wtPc1lJDdGi2tR",
+	"6V4ZZDpwFd9c31qHuU+X/vlIej2cXSpeqlm8KCyODUooa4aX3YGMGWnOeiNEoMyhCrc9ku4dqDitB5k3",
+	"5GWhqN6aY7MbU6T0Hta8VJB87Z0Frl+0H1tCVQNVz6YTOArYrVihdJ+CSAdXCtdWOlMCy8f3rz0cM0DW",
+	"MZIJMi7bRqfpznleSJF3YzWLAhb1w8Nu2O31Drsn0cE5vhaPk3pfDkSXBMdDKnEhzC2lY5dLNznDD0ZJ",
+	"N6MAk4IqBy0HUuOe0p7wEao8u4Ij0brswlfB4DfdUEr9ZYeB+V+pWK7Hhh/nI95xbFxVTgyplnudGoET",
+	"sAIzxvcAHnKuvuqIthnbXw+jAy/6sJjNeL7ao0biqWoKKp99YAQECgKqc6bl2b6Gu5cNQ9125TDk3QsN",
+	"o7bX4+8H1FSEio3NbTuXuDrOdcp8drTZ0ZYLPVQYlwJ3LhiG57YRVyYmBexZXcDh4Dzk6+bZ/8ajqvGo",
+	"xwmR/eJJYmM4qaHpxNZY0UhWgkVYYk8cGvV0xNrRST+cYpOWwxBCQAeuMc5ao5ZKIKmiMpSRJHBZ2/Qv",
+	"R7/5Ir+BNDGqh9KYdEmzIgXWDnskQUmF0ichMbWelCldmp1QHmEELeTxGUXirfmdyiADL9g/CAfnRn0d",
+	"yXU92nC+hjNLsoUs0syPj12+fPXTu7dXr968+Ov1p8s3L99+ili7P5gelMSmg3gkndI/5RomiM7vPyKA",
+	"hkJg3zDae98VRzE0ClqVuXIU2s6wNczfP/v+OKNuJDlfOr/ii8uX7zVqetvCb5SThintJZGvLt5//+rq",
+	"+uL167efrs2rPkR+NtpIGt70fSNmK8OAHZs5TrJKpOU7iQXkSVmuBemn5jJoKBL6QBEOILRsAYIwqWAv",
+	"itxRBlxxE9tP0h2afkJjtx92w274vHfcpHTO+P0lPgW4sBvYoIwIrh+GzeXEFxDQwD5MalKWo318/5ok",
+	"qlsTIyr8KuNdmQqbojyQSPmoIE/ljY3de8oPpODZpSpPizFToIu9uw2NaQPKSNkdp+rhcFgLaJpRR3PD",
+	"TvtXjpoBv6L3N6pHFJbaM5d13wJttxBYpU3MDx1UEfJg35VpCqlWV8sn7+Zi5M+b+NYRZxe4/3q25sf3",
+	"r20rpWfaWy1wgZVl2nvFp6Wrr4RdE7CFTH9ZCOuidkQNKErncq29Ln00EPP8OSZAohsG+8tRrNttQ4s6",
+	"RCXCFcSwWkbtOAX05p0g0o0dHz/7zR87n7/5968oftxWKB+waVOZmuteCHnP5xDHcgzjEQ7OBYg/TDnC",
+	"xzVnFRMtuhuyi/XDq3Ea2t5u5NadtezQowrkCOK75dRwcu9qdmzd9fuWs8N58cfXsz9lTbkTiU2RYm8j",
+	"NgK8g8PlIupEf4sCFvGoE/0aBSxJb2xAN+pGLLqOWNSJAqMI5mC7I8jESGbCbDNMiYSHuuwF16LjHCRV",
+	"znV8+btsXkuMfXukbCJWuScNAby7CMQjBgoQlM+UNwECP/gID0AqzoUyG9nF5xCItUqvo3WQ//2l1v7H",
+	"vx9e2lcXOAfJNRbluB+nGdTUwK2JYOWMGpuQ2YQFBNQuu4BdPb4JWOCKp6KLRTFVeforGDVD9q3gucgZ",
+	"5ihBmzGXovQpB7PV/KYp9IZgnxp5AcGeXNoe+DARUsC2JWSJwuwEugXUVrLTRcL6oX0CzCzbBM0h9YdM",
+	"l574qFCqM+Ny1eGLYtqxoNtll9xc2AidMSDNw4GxDSTBQ8EtEOCEGXWpZeEMTmggQrk5zWlF0d8fMf0L",
+	"7/jOHk37Jnq1gifsrwYGVi6KRS4hmBELqERHnQ09EmjO4S/GDO6OpN/ScNva83lqBuRW/xX2bxfkYUB/",
+	"MmIsqrlgHBoVSSESs+wjGd13XO5aB26JWDvichUNyUJD1rgVK2gMbZ62/m0XOwsPWZRKvZhM0tjwFr0I",
+	"Ym9VZmtzyS7f3R1DyIZQVJ4fDw4qLKZHsmQxZMhG1trGQUZmwsENq4NY/Xov5qEejS+gJeQGRHKup2PF",
+	"8wTaR/gtJAOw+8zyaugpGNkEqXJFCIYYUXdd66g2zmUkQWQgrx8Q8CjlBKWaPmKrJcCmCFz4ba2t5TPN",
+	"Xnx4/x2+DMqMzYJX+2NiUQCiqN+KlZmQWTttB+Q65DzTuA2pmBBFriEIjsnmog1bjp2uaRgliWlffvkC",
+	"7Tma2hSVeZRQz6dFNulMlQYH0myRFWmH9iEU3doiU+sizrvsr2oBUTVs7YRZG2iyFEaJwIQwKKI0E7Q4",
+	"jFDIilBe2MQZFolwqGRAJZbaQuMx6j5MHirDXos4hj2l8pH06zWtXzCgbETcU5SAEhAIBkJqVFFkR3Ik",
+	"/+3fmNn6Rr5iNbb58apMSNGsDQ8hfN5CmiMzen7Xex5BCHle4F/AUs+N0uX3IEWVC36BxkXRAXBa1d/p",
+	"OpuZ1cAdM5LAT8NNYukBybQXbJZqDT3fZjwzBgR6+e+gCk3lbCFvpVpKEHBU6GnETQ8CnUgHi5lXglh7",
+	"/at5wYfrPxM6CytfOAhswGckAcSES3NDNUVL3Kca1+Ut7Qm7CB6VoStTSchdB7xPWDrg2AU9NZKgA1OS",
+	"JITyzHjueJ5CMveUuu6gxDArlaTaXEks87zKc5Vr8wcKocH9Paz6kVf5g0mbkkV+0f88V+NMzP4EKOsI",
+	"dwNl4WeDo5MDW4S6mpuzLSrSIhNRMJIOfgKjqKLgqTE9QYrzEjZCo1QDKEcQMJMJ9TihKEgqCTpCR132",
+	"LU9YKucLWmiCK+JmChYMBZNpuJehalgH8lNruR28mt1hK6LalAR3YOn23tEGkRRKCpbYGTQXm5YQOM+C",
+	"EbAenELnLcg2PWRSaZlOJkCq95iNk3ewUN9c7OT0myGqfcMH0indfeTt7+g8Zs+M/fnsnE1yPhMdLmOh",
+	"CzMm/N3CQ7zg8VTAkHKVwYcgRR0K15D/IQmJFxztglzd5HymreFrTEiNgooq/G3F57ORhKek7a/qqYJQ",
+	"8GnfD10WWLuq8QS+vhNU1SH4aSQjbNNXaU1pbjXy6uO8fOgSO50dWJMAwi/jFcCSxlA4gOXEfIUZvmar",
+	"YNqWVOzF2/cf7DoPGTdnykhax4IVHSpPb1JpkTQIJdX2ktBdFtUzliNrx+RirnRaqHzFNDeKzHQFTirL",
+	"ai8t3uzNgoNrWwC3Xfjghx4sqIdFbB08VAwZwDpwQiptuK+eqAW5IJZk8HKzaGBrQppQmf2qV7oQM8gQ",
+	"W+hVtxxz6hU4G712CN/HFHnExBSEWQz4NQ5hwWWfgTLchoACGu7uRI5zrqeWiLM0STJaEPuWA5sPAdlc",
+	"iUgWKL7cclew2o16vQEnpYv09qshSfkwZ7qGrP8kzUVMwT3IuKOagS574/c204FNqdHY24y51mYA1uDL",
+	"XYsAANgN5x6qLpVvpwQAVOltwsYCA6EW4ccludWSneqizRAAVKaEFwJb47iOa+Gh+dhUSbXIjSDDALqC",
+	"XkaLHI0xCOrhUiJYl+GoGb+/Jk0IDnO39NiF2aJjp9YlaVnabE3X+85M3Faj4tQ9w49msamiFbDWIJcF",
+	"tdsVJM3YXPHN9MLV8BDZIBMd0IrcLj1HIplheSOxmdxGLgAu8tVUaAQT5LTfoPLHrvJIWgC3UrPlhpOU",
+	"JGf1GqSbe/aZLpF8xpg0HaDNZu+4pusRxVrX6ogBfxLLm33kcKSG2cg88QAEwP4wlxj62vTQndIzOvSr",
+	"8Gm4Xn+mKkrYjwIAMQU6HGwa3ru3H+rNdJ5jgXFk5eCVh0BD2jGcuj6JqFNfKdMQdCewfnBCypMJaiwV",
+	"zMWAzbMFPFwe61DU8Q+7tP8gTvrHSP6j0+nA/zOXK3LkH6wC7+dEm1FufPWdVR81UkEXfDY3b/go03ub",
+	"d2+FbOrSdSF+REhf1Zfosov4P1h01wv8Drjsh58uXnQ+/HDRPzo2u23Uwqvl4FHr7lZ/dgOrXAXISfiB",
+	"XiP8/DeE/gMEcWylvVaLWe2BzNqbO/YeBLZX5lrVFNNzEacTUkmN4pNKoc9ZskC5Yd8OSgJ4TLVZAp5h",
+	"InZHiznPIQDnFWkhRddOgn9Y+3dXhw0v38V1B9nFBKXwusDfzfd6HUOHxN1KPRfqT9jU4aRzUfjcVzn4",
+	"LWAT4TBxqSx3rb3OZyHO/vLpirV/+NA/Oq4tL8LNAX2tup9qHbHISTHQwxZjzGyF/Rf9XKSRjyTVAQDM",
+	"FIYYifu5Le1BDPqy1G6RZ+zDDxcd4lwH+f4PPJjdqQIld+YwKU8SAqBeNXBPlo5znq8AFsGdJ2bCkEQB",
+	"AWtjuPg+h1bQuhO5Rk9Erxt2Q8DrmgvJ52lr2Drsht3DFsQMpuDefT4VPCumv0Lf88aGsKQB98OQGjRg",
+	"+3MVQ1K5ZvlCQkd8dlmweCriW9BJEzEXMjHs2cWOjug6ukwQTg4+GbScJmG+2w9DSBhAuwELeGogbn56",
+	"xG8Oq72lbi1gyYzvbLABH0cHTkN/hXJePIOAzJegNcCBNb3VTeD5tzyxkRTfk94a/v1z0NI237D12mxO",
+	"oRGV5EZDc2ZLHN36bB59PjMaR6w3LknF7U43Wz3zXQ69CIQ5KMS9sfhBeTfiB6ObpXHOfNu8mq396ur9",
+	"5YsP1xcvX76P8G7qkmWdf9YZajSFgHBHnCfCdeGuLvtPNK2dy24G/nye8bS64K1/Yz+8ev2uVEMcLvl1",
+	"oQqelUq9y2Qbr2yXsaHVhSkFEzCjeZp1R/Lf2NVf373a/FrMysy9lvO1O36jb/x5BPico9YX1t/rbsSO",
+	"Nbf39rqfpmCe6J0O+mboNYrg/5ojMdfsCv9jM4hTr4UtgthiZE6IRipUXnXDFzfCH2Plau/osD+SLX8L",
+	"1sOza7uNuIE22GD3Bnujiu+MCrl1e3nsP3PstnGjkVzsrvgs27rb3s6FBO+UihczIctyrIt3l0FVSyMg",
+	"40xgA10+Tyufidb3xfeioPc/TCLaUXsS0XqkH3kuVIRoczAYg+9rOTCWQIfd0BGJOkHbo6oWbGwUv3U6",
+	"P7n4vTIjsm/fxhqQPrrvqWidDChWYy5ZosC7AnZ1+53SxY1R3bD4Np7ycSYOSA87Cg/RPNeEjT6S1A/f",
+	"1i8M/WiVq0GtVpGzSZqLDhiGcAZjKhPWU6F8toMYSUzB1EWaZWyeG9O4MDRZjDOBnY0RCA3A2N1waYhU",
+	"lOHNFvNs6QjBE3nIEnGT80QkNphXagMI3rvILLZVhCqD0a/ULTo5vK+SfQx2LWSDimxiMWExLOhAVRws",
+	"YYBJxpRO5M7JTN0cnPvw3tTK3dx0FB6OpEVEJ8cxQ++vXt+v75E1vlZ7wYlDFQUtDWoy5r1J6qk1T6vl",
+	"wOgft6+C1lF4uGWSvsv9wZP1Vh3TOg31W8MW95gHa97L+0riHIWHpTb8hhycq1LsLHI5dMJwSAMdSlV0",
+	"8Ma9CftGFe/xiXXSuu+CRVjjIwLft/xunTRpZXeQp6O7VYa9B8TWHTqki+bwRYLAkI1yDEMC6BJC0HD0",
+	"i7NYyUl6Y5P8oW7T841T/rPZO6nUBc8yuO+ZZm3CPR/JyG9KYMwws/NvhWt2TM2nbBwaTNxOKqv9XM5Z",
+	"hEMiVPw8V0vNAMof/Xs2f/uVRC+dq13wo1UfX15eVZCpBiEWJlRAa9c2+utUFxdAPmMw5XwmCsDR/vs6",
+	"Aih0WvFBowSOx4WYf1kI7JaDEWY3qYrStLOPdzNvlmN7DsOF4pDWvne/wLS9L5+/VqBhbuLff2vxmOhC",
+	"i4NH1TW1fGoF5gaVGwFAQUjoOLQGkdy3EMlWFvh1dh62A8A7lWgJmCG3XpUNdVJh+IWAgVph74zz08lx",
+	"pxf3k86JOJx0Tvlg3DmKj5MTcTo54+HYrIFbKfuICDu9cT/unCSHonM6GYSdI348PolPkzMRToDujgLE",
+	"+V3g/Mrc4yxtnnZvfdq3YoUDuO23AvvO1vDQjk63hv3atI46Z8lp3DkZH/PO6dHZoMMPx/24l4TibHJa",
+	"nZZcZFll0LRs5C/aPuawfxWeDntHm8dczLP5pDi5G2gx7Zc7gBCSqmA/+ITW1/3lSv08yX5Wip9krerc",
+	"kP5myQZmyY7GneP4JDkVZxMejnuPWrLPe8t/2mB6owrrNv7jTthB2Nv9yEfJKW9BQJvQQb+/z0Pk3DBH",
+	"5ytZmJPli4cOv/t5cT8XcSESiMnXj6hqpuDfP3+p6d2CwUlk9DDv3IJn6kfWOBf8ljoWbDTJ4jSPF2nB",
+	"6OayhzFVSrcxSyrAkmkAsFZ5cYBNbFzoBsrPpty2NiDPmzlduuxbGkZ5powx8OkKNwmhxqK6imxyTglR",
+	"HQihuLcjNNMn7G86knbMqUYj0XZZhZE/Q+DWMqbhg2tgCNSoFgKQKlydNgm7EvGx+Tizc2o9mbCPzTvi",
+	"BdRx2szI1vDItSoxkrdvDsFrBHkBYILKLNax8Y+GYe9vOH5JFSv1WwbDQ7glF7GQxTXaLa3hoNc9woxX",
+	"oUEshqgjCjxtIJELqOwVBtRK2oeDwWHLl6yBLZ5tDUMjJ5tnHPozDisTPlwbZv/0pNuvDPSw5400zpQG",
+	"wbs2Vq94oT7OXmWcn4OWhF7NJAGTXud4ciQ6J8kg7pyND3mnf9Y7DU8mx+IoGeyv/xIDbZOAdvsG4IqH",
+	"GXQfLdr+GPH0oipMyjIKie0Lt4qrFHI3tksrvIfFKhG2OfKqlvtRVXwD0G4hiYMXDJvYBF4WFb0LQsAz",
+	"LTJjlbdLjRtDsbYDYJobKTQ9GKL4crEE7AVdLW9ICw2vHsl2NM/FJL03CrttVizu52lOyTQBBqIXWiR0",
+	"A8QtV2TVWM38PeXCEZlApN2QU2hdQF0SMXdo3D6ufdnr237CdePA0pEmBRwxv32ud5xmFUgsrz+igouN",
+	"nb2NSGhCBrcjQDc7tc6qtEq0oaJ5Lu5StdBUBPN2zn9ZbBw4Vdn4I6+Uh/QH63bD06n2fjVnKZJPr8Kz",
+	"sqMJ8Yh/T78THlXucbpZfMZ7naPxsdHNTkXnbBL2Ov3DwdHxyekZH8cAEKlAKJpD9vtMjcV9wO5SzjTP",
+	"kE+ASSEzPpV31/27+5PbXzzXQGshFyhNzX9gVFAJhX+OV6UC3Dy5k6ve8fBw++QGlXv8yYWdHu+POyfx",
+	"YdI5NQprRfF0k1ufx+xwnhzxyjxqs6gM8WQY9ocDOBLdvMoxnE1Ojeg/jjun4yPeGUwORT/pxeE45GD4",
+	"Veq3kBx7nge4XzcdB2V9G23N/1WLa9FAXVjSNBwzAXjLGkCmMPXeHBGQ/gAC2weMXcw95whr23TDA4rg",
+	"er6RD5ffv/n47s84hgiSgUbYKbOKEWyDR6g6b0ILJozSKQSDaatgPtxIRnbrpDJibYvf1Ds+nWLagwSP",
+	"zDkW2vdmRtvt947DacBkKkWxQiSJLqMTwqb9mcN0JF2tBOTaqQRqCqB1NGSxUy4huJgMbeZCasAWLXy7",
+	"BApVkBLW+G0I17zwDu2WU+G+pVaq+8vUkhyA5DDdJekeuCWriNxfqoVgVN9WOxR6D3RgP/os6D36LMDV",
+	"wa7SVYk/mP1aHMrx9HiVx0fLn5P5ZHDDTzIt+n/cEfKIBUo2adE4023Y4YYIhj29/n6VROlNw6D7n8PN",
+	"dO8b9cFsYxzM/8pnK5+NoIVCilJ939MagAxBlNyZaML+fGnBZyRD7rIfaeOegeIRqYqDoVvsUrhLdH77",
+	"mCRddsG81wBU0a2YFy47DWt0DPMsp8qm5y3mFvS7nsVx1igfR9IKSCpxiZriY+aKJyArQmbQBB8Dr/pj",
+	"dYOHpRyYB84eF/pykSxa330UQ3RJuSWyaNPnjPtrzGiJQS7qgsvYCLl1VtxTFbXSbhCelbE0XEaHp0Ri",
+	"cGtUDT/bgVv3lonv8OHt0hDIMhZCIhXakfep6KD7x8kF5NhSMjTrblUDdkcsBgl9+RKd0eUiAgT2jvhd",
+	"3R+JqIfc1nyBOAnsRidol6ngeTEWvHApBHOeFykCpmKsMhNcCyixgPbsKCGmtS5u/aNj/0mpWJbeEa4X",
+	"dnVvuyYpiIkFtU4WwRuyy2kgKmfFUp1DS14w6VGjBTgtxOT+VeSK2tIVSgH6N9AHCxEwEXFDIO8N0PHJ",
+	"DOEGxcZv7dnrHvdO/4aHM85u051ht4d3euGKHc669TrVTjjsocuE1qE1/HsY9INBcBycBr0w6PWD3iDo",
+	"HQe906AfBv1+0B8E/eOgfxochsFhPzgcBIfHweFpMAiDQT8YDILBcTA4DY7C4KgfHA2Co+Pg6DQ4DoPj",
+	"fnA8CI6Pg+PT4CQMTvrBySA4OQ5OToPTMDjtB6eD4PQ4OD0NzsLgrB+cDYKz4+DMDOP/Z+9du9Q2tvTx",
+	"r1KLeRHIKbAkoGnolfWf/sVO4olv425PzsmQ1SpQ0SgWJY4kjHGWv/t/1d67SiUQ3dDdTuyM32Q5jS6l",
+	"uu7Ls5/H474XcN/rcd874b53yn3dNt043TrdPP+U+4Fub8D9oMf94IT7wSn3ux73uwH3uz3ud0+43z3l",
+	"fs/jfk9/WI/7vRPu90653/e43w+43+9xv3/C/f4p90887p8E3D/RPXDC/ZNT7g887g8C7g963B+ccH9w",
+	"yv1Tj/unAfdPe9w/1V11yv2hx/1hwP1hj/vDE+4Pdf95PPACHng9HngnPPBOeeB7PPADHvg9HvgnPND9",
+	"DB0d8EB3te7r4JQHXY8H3YAH3R4Puic86J7yoOfxoKdHpMeD3gkPeqc86Hs86Ac86Pd+g50527W0/cug",
+	"C9nC3q+QdLx1Sg70lQdNyQCvdKdk0PamftQeyGDWPhXdSbs37UcncjA79YZ+3ZT0d6ekz7u8zwd8yH2f",
+	"+13u97k/4P6QBz4Pujzo82DAgyHv+rzb5d0+7w54d8h7Pu91ea/PewPeG/K+z/td3u/z/oD3h/zE5ydd",
+	"ftLnJwN+MuQDnw+6fNDngwEfDPmpz0+7/LTPTwf8dMiHPh92+bDPhwM+HHLf87nvdbnv9bnvDbjv6ab5",
+	"3NeN063TzfOH3A987gdd7gd97gcD7gdD7nf1N3S53+1zvzvgfnfI/Z7P/V6X+70+93sD7veG3O/73O/r",
+	"j+1zvz/gfn/I/ROf+ydd7p/0uX8y4P7JkPsDn/uDLvcHulcG3B8MuX/qc/+0y/3TPvdPB9w/HXJ/6HN/",
+	"2OX+sM/9oe6+IQ88nwdelwdenwfegAee7lOfB36XB36fB/6AB7qfdUfrntZdrfs6GPKgqzu/y4Nunwfd",
+	"AQ+6Qx70fB70ujzo9XnQG/CgN+RB3+dBX49S//Yp2f8V4kru6Af9E95YqXStZHTl/uAdAb6J5E2ZBzgL",
+	"Pvdcw+PqYZ3Xnb9wYqZrdZuzYZM/N5oHVjPAEaHdn1+oKA/uHPlAqmpSk2Nl+ewdvn3uqqCmWVXesrXL",
+	"css9zyt1byDoFINuq+d5oD5VI0HLmtvyKmXb38oNvoMw6yJJWh32GrjvMXMiksQgFk0oHsRL0gNj9Dv0",
+	"VWdVvqoy51trilzSqN0px0FD/jXH8efmOLZwLrXcxTdDkupVUXxvRyXEvxG/tKNAYC63tP7AUV8HmdmL",
+	"f+EPAqzahvY4zMQYLbM0tPohBqdQfgDV4RqV30Ws3D/BJ22xbfv9brA3ceMNL/3eyAtGvn/QiFU/9WHG",
+	"626D5bd7vVnQHghv0h5qbz2Q/swTw8npdBC5g1V2+TVENaudbuiB93R7f6fXvcVOt/f3Smn+b5We9red",
+	"wfF2EkuN57+fb17E3vvnF9765f/89/sXj9P189/T98//Z3n6/PGT/r9+edL79fJJ8eLx68Xz68ODBw4p",
+	"/Y1JKNo7/9RA05+YSCrsuXJoIglj0KUinOEYmWUyn5fMOSoqeYoqdbElGQUw5WxljMYKUkbmE/dKTLJS",
+	"YRKRxshRoZ8Ff7oWsYKShLdSLoGqSMxkp4IwNhJX8D2s3QYOzRfnz5+EbJnFZApgTeh/Xbx8sS+rQzT/",
+	"98jquFvgkfP302dsrKhoY76+Wv3+IZLX7yM1nXWDK7mcdaN5Gn2I0mmcB7/Pi+R68f5aRmrQXfX776sM",
+	"vXvPxWPOnJuAoFZjsvtB9N7/FDz+9U3+X9cXybN//Gt4/na26j/6ZZa//4forX58kcbq5EmcPfnubh2+",
+	"NwNTIz0K091SbJREvHk1O1OUi+LLTtD43dtveiU2SSqiyzR9po+J+yZ2esHw9nsv0/S5UJvXBj735wHF",
+	"cIMx++WB/plNBu3Fh+0TfmdPS5FgdMa2iAmAzgXJdWDrhc2ytsbQ2dvuaiaj0TTdTzxurrN6KUeuyJuX",
+	"4uedIPqzMg8iumn6HZt2wH6HtAOwAkznNVbC3MiiuwQZdoqitx9aXVgqsEaSHSdgcC0LWyuJLBXgI7Nm",
+	"miGrIW6iS5EVJE1oAIuosoK8FvWyrwZOYjWfjLSLvX2syMWvUyKxhoTzqKbvOdSHPlQU+nMrUEZas+bj",
+	"kfhtrLCs0opYAVmL0SPbUtVDc6bkI8J+WWu/2lyhzTGglwmtXU/9PD9I24WA68AKuaNsQc0Zq/KuNOU3",
+	"Cazs7iuoE3I/s2lLQcuZ62WdK2eC6PAgS81yEA9jBNsGjH+DN4D95qg6oS1Xrn+L6+3KvFVR47Bqaj3G",
+	"YPctHz/CPkfqJW0QCKl++jPQ0nULyqzkBkqgQPQO70eBEffzD/HXPhpdmLZQUbuiIlQ24wepe9mlU7Bi",
+	"zu6SQRwxeY18exZC6QQpAbmtPM5Vdd1SQNt8PPZwqQpbHWRffzlnYxn+VCCJTJvz5w2p+OzxP3jyuYLp",
+	"pmePsfweaePtlhi98aErPFQlkSwUzBpckKslWq0auCne/LPc5Pe3/syn3DjDz189/VluKB5zcGWde1Pt",
+	"TNfv/moDUrBH7DAc5w9uDt4cMyqZvw2LuZm1ltMKibhHhrsU7a1YkdK2qyKfgLBpNlZ2xieJyeZoG9Mt",
+	"bdnkZaCHnvH0cYgsxzbMY82YabpY6OWTxHX5mO+rnK33smEyOdWG36Z6hp5bwnmjF6Y7he/rAwgmQObP",
+	"HpQUKLGP/3jsovrTYkqL3vu3gRhkxb/7anL19t3vg2AqV+/Wg76cZScyKnr5Zj3pr9/OB5HK98WUEIlg",
+	"yynMNVDS4JSMQ6yp8sYyqGT7SneUnoN6UXzb+O3IjrslQgQqCvbg3QkBkYseAzM19FL4ZYeD/n4H/PNY",
+	"FSQJ4a7Ho0/3R39gvfuNkF9EDeaGqPHM1e9HJUBLzx8r1jcEm/sQttVN616nOm26Bx7shNc9+mzft4zM",
+	"lg/h0q/HuwGX7hzwD3q+384O8rPcVOCoNxLJ2BhRaiEWoHRnPuFGPpmqETtyj/gIiY5pivCt8GeO1Kn6",
+	"ByOgNkvSdVuvZ4cgq9TjJw4Sziar5C2bCjWVSY4s88jmm/NdSpoy8NpGXmyD2HGERabl91cCuGMVAntG",
+	"aIr94QYgfk9ihMe8lZvRrtwEyOQ7TbF6KCjYIEDQPkfBk1ZnrD4VAQ7OmD00OF8UG001w9ShmePQm+iB",
+	"2GYr2QeRrJKdXGcCsPdBb+4tvHw/r0m8/PBhMHvb+5DF3ayxw9niCX/SHkyDqH0qu7N2z+v7J8Gge9ob",
+	"9u9NRaN3111Kl1u/GRN8NVw823DTgbna6SFLAlNJNpZmWiSXSVo10iBmNMqkQP4D/T/rLC4kbHbupwft",
+	"7qSnP72vP/3Eaw/802DYFb1Jf3pyNxaYm/AKz5P/Xr98nG6eP07Xz39w8QpPG184e4x3QJbvhzSbxFEk",
+	"1ZeZ36sQ0egdFALbtYw0sNP9xhs7qmKNEf6Ik9MYhOa8uZn/wcrR23hdLg0GkxS+msAs/S1xwdg4K2RM",
+	"clm0QFcQQkSgK9icbAo5VvA/rTo050ifaDuQR3Y04hGlRDD1vY1wrN7ZYT/rg5vUwfK3KKRpSSuoD/Dx",
+	"cQbpE1KjGKskzgsZjTAHMheQG0JNKICKRPWH0w9JuiYp/DuBKfXgmXbdD1DZ/4qnPApP6QeAznMOisao",
+	"8S2NYpLIJM4XkDtZyixOI0QA8kaJuHPlrOufup/SwavQNeC7p6u8SBcya/teL9huh+e2Y+G0Y19DKq84",
+	"gl7MTujbwWzO3K1uDV8Pj091eEDg1el359goj4E9R4e9YM/xARGEgyqGS51Dx8UxhbuIeM/LXDJu3Hh9",
+	"mRVeKbhXRjZOGmdjBYle4KhiqQLZgesUiIq+DVkM8LwYXBvQT5IA/Nc/JfGMzjbq593NGttuZ/f9IxZm",
+	"ud4asijf+fH4VbjPTMMhimgAPvcF92eG7f7yFTrT9g+sUXeN3G2louPxke+36/Ad2pLB95yB/oFhyzJl",
+	"IKxZomCgXN8uK67XlbbuaiFbf5v14g7F19Xy2ayWH+UDLhY81o4NEdmpA/Hh33hjuapZahcWWgboSxUx",
+	"xzyzOXNYX0SzrdsFGReIu70FgcYtOXqjlzQXUWesSkZ/v2T0p5+xqh0tLZfxn9BaBEmL7FELp6KFw+Gd",
+	"Y2UZSvUVTom+kqawLl0rQrwBizZh6s1JLZYiKzjpG+WS3Jgc8GGOjzlPk4iJaZbmuZNgGLnyyCBCdi0L",
+	"lidp4ZTXhWjkskfQz6F5Y56OFbRXpWwdqyhd6wbTxSEK15aCiCHeiy8BxbJUSWIXIZX80Bm9EEOZaqyQ",
+	"LtMRBER9qpRonRYgZIK2brQieX2+w4Dq6CuOVbPMG18hjapISFYldGoE8ckA7SMqdBcsZ6cWWEaOyaTG",
+	"KlUjS2VA+RqiMcCkOBpcE+BsTNlMe+HRinrD3reI1YoURFD/2yLzTHkl5qb0aDmywahOaf1qfY0pqYSa",
+	"SgyjN3vBcKxCs07bgKJry/dTEJkI2URuUhW1rHx27rruRiySSjY7Y2UNvx0rtJlmVuYTgt9MqE3LKEaU",
+	"B6A1Pbn+p8xzNC/RsNRz+ZdSuQyYfOdpDhBPAtHZ95FMuRuIb7FJrOdZztYySTibpMUcFsQZDI+RTKQn",
+	"otAuklQAMkH3KJzP0zQv9wdngcL2A4sG6lHKPoAfYsgksNVyKTOUO9RX1EkhvVptne13rDapOKn9fc6y",
+	"d/xB/klRcp+PLbK1f+vj6ygAxGf5OblEwC8eXEp+7gbX/5kiE2t3XciHd1IonnA81LCaqj0ecsjO8SPG",
+	"yuBd8t2KFBJFxgiCqaaqDen+rWCKf1JA7a8PihVuWqUGj3jTVIZZvBBK4Lq+DXWIEtPb0MPtWVykBA1g",
+	"KUjFZPovUGQiQBMqnkpLjz1WmH7U01NJGeWlIV9Pgmq6huY+KH5dZ9omg8vKp4FtYYSrWLPndVEhex3n",
+	"0sjgEEuqdjFAsxyM6LgAOOOWtYemPRnRvuexFexrYwV2W1xYzIR9YTAE52eP1XdWMZ7gFYtYobp5q8Mu",
+	"bR8CQmo0VgS7RNqLNRr2mMMFBkGwnXD/wCcnEUv3oy7vi7ek7HEN2pJ4QjZmPBD+wRDmYQSjDQRzI0Xm",
+	"wi0PSWzfKX/92cI2H7IUOKiFbdbBDA7p54cED3wFfn5N8hxwnpkSX1UDuzv4GHOssaOgoeRr1kLo0J13",
+	"f4ITiqwyiF44SEp2LYuc9TyfpQq93i3VG4qzwKZoZb/xcIXfd2CoqOSAwuXOi7TPa3NPgL3fB1j9W0JV",
+	"P9eg9F+6hkp+1HusoWNDyVt41bIGdG/2ZltIFawkArDoebiph7NiOkdbhWuL2rBGVC4LFGVxdPZJcZk6",
+	"NweRKDEBySksbY6dsFjL4VldTee0HYwVxTfbEBTFWliUUF1pQ/RZKWxquFBEkpQSvCbaCd4YGuxjZbeW",
+	"0JTFhmd4rIFCrCx49ZE7zBfha1FICE+04b+k1woFty0+Vs7vr+VCxAo44QDo5P6SS32nUfxfqSJOUJ9m",
+	"lST4MBBkfyfiBLRo4SPqU2YWDXQ/8MrnX0DMG9vvADKsIxmT9Ff+TyzXNxeXbufu7sT1/vnA/pwVv8rF",
+	"tcveTOO+D/6nNvZox0Lf/fJ01R3DIMaN21pi8gTpQcGyg42F3EfrHG5anAIqsGhNDgf5lzCk804kMZ76",
+	"2umZYu3cSO8MoBmdGlFouITEMFY5iMIXtcvoe+irey8j8DD+ON5dcKq87uwlJCIvrmrEcoJLbzjqD0f9",
+	"01/v7ktQmdDojzszHh1ukdBY3Fz+rWfL/YySv3aB/jJPITSIy+ZAc8Fdj8vVJInzubyFbOec0YWlCtur",
+	"lxfIJAqDHEIiS7AJ5JriQi5aBJyFCpNw5CQE4wKeYnG8YyVVtExjVRDziMgp5KnSNTcIU3gOSATjtSaT",
+	"WcOuvqDkKDxtrJChnzTVwQ4ARR79gFgJ0L7M346YpUaFVmKRmiFTCCEIhvm4kt0EkrNjFUkBARsUql8m",
+	"YgOxX5ObZs2tvsJH45VhC5J3rw2pA2GkckPB4lBCOI88YyH1OhgF+IFXaKuEGO/ClCjwqujNbwmYaFAx",
+	"0nfitSGxxIOxhehePTAd9lJ7OJab1XRqnBsEFyemE5wSca77AKFdRZpuKWL0anfKV3jv/R0bM4Fvd23o",
+	"lReyKJKjfBvT1j1biekGw0IFI/P3g+t8BpAb09NFygTuB86Oh5Vs+/Y851g62kOi8Xe9JIeb9FZ6Mm12",
+	"mMu31SoRYt5eiutYCYRGvqVtkpwTirkCbGaalnUB4C3FGZukkXYpDCaA4hrfTdJoEzLYbinWv3DIn217",
+	"YCsKmUjWeh/APU6Mlfn9m1w/f9MqkRc7b6C6BkADmBj7KXse/z+9bWDjRrA5IsII/zJW63SVRMCOZLJb",
+	"K6CuzCwPwhaAX1tjqSpitUKSgvo02IUdl2MHGVU04dMau3UG9XUQZYHk1yqIP5tV2lFCm2bQCx4bsm/Z",
+	"t8xv97eixvja9iW2cufVW/WEXnsgT6L2YNqftEVPdNulArwYGAs5W6md0gXvtGzTQhZzgJToo79BFXK7",
+	"N3UrNy0FqP+MZiLJ5UMQP+dv4+VSRlfplPxiUlmu8ijj/39Ile6dJ6ssXcpHr0QW619qyzS2+n+VJfVa",
+	"y4+AeutRJOJk087kMs2KY6o6zGK+vajDLsTPvojjr885584Wac7O8m97jk97QXmE3sKMbLOHqEYEsEbL",
+	"MmNokUVhAuh2ggJGUq/oEBJBZmaGnbEC+925ciL1gQg0zNo8buL5ZF58FUdYrWeCCLgjsPAn+3VmgrWf",
+	"RiHE+xEMBG1rcbYQhcxikcS5jJiYg5U/oyJBc9SBXqh++1JmKJ6vH8jdZuobWnxLbLM8RFB9A9gK8bML",
+	"kCntEzciaxLOcZ6uMhaJTTudtRepKuYM/0t/Wkup23xiboPOoNjgWJG5IZgZrjRjzfA/N1JkySbkLPxP",
+	"eBj9Wz+L/glrF/6l359swhYU3/8nDhvW3/+YjlVEHAVlFb5Bx/p5q8Mu44VkHwAPo12zp+cvzgEqmbNm",
+	"+Oby+7BSUK/74rHYIK41F+8gIARCGwTorEytGaqlQmkodFKO8SDoLxsnVmmBhQPat9R93fVYAMfFt0gn",
+	"QF/aGlEdKD4cyJFQDiyG0cY5vNTnXHuWZmuRRXoEqBWpmkrOBBpnxO+HQSZUmitKQE/T3Wg5g63V67aD",
+	"4Yh5wajrld/ldUeex75/cnHJx8rz9abbOqu0ci6WS6lyVqwRn4FRYJEkbcBn7rYP/BRsXjlRx6qJG7zX",
+	"DvqmFfBa5nmjrvcr5Mps56M9V+3l8NuQNXGi6E4FdHM6K6TiIIKoF/S3j/rY7ezbsMVmaZKk65zJRCz1",
+	"KoNv0n0lRQRY0bggUXbAkc43xXzBinmWrq7nAFMdqyITKkcBmJG+3PYbTlHT8aTNlk5Fgm9ZgJpMzkl3",
+	"nczaHMGv2jCVCD5HatYlIkT0t3XM9A9ZtlI5ZAHd5lsKLceKBjNGu/dNTI0A6itVUYuzTF6LLALrnd6m",
+	"10mH7THWH2lLIgR4TW7U6HGPyXGPguXzsjzwaZusgKq7HstNQBM8CwOxhhyLs3eV+HS4JX0ns2glDa4d",
+	"drOJnALmmTZhuS2ttxY5i9K1aukJsojzXEYjWgb6z7iwDaYINtWxyuRUqoKudtszQxl9m4GlbCzHNQqv",
+	"ppuKePp2H4LG7Pv3gtHIXc4yjCrP4neSwOk5t9gisu0cwAyZrbSV9heu1fjjk0vHHiyylXSNtn5+gNW1",
+	"TJMEzn+9mwOJaBXxUzBtwjHYf2h7fZ4qvVcUKfshiyOxcVs7gR5q/DFuoCE3bozYuAGb5rjx8WGs8BvM",
+	"0KNMzI9Hm5ifCjMEd7gDcGOEys7L4z9gX3DKbB5f0cyfK2CGZVJvb8DZUO5Ld7DMq4jm6qlxaIF0BfNH",
+	"PE8YdHYOFLI5kGwChWXtfh+xjSw67LzEtpTRJIrrr0W+r9K5sjHfKyz8V645Ewv/UtbeFxYLxqni+AH3",
+	"Wi43VClvzVuTj3Ioo9+79nNtnuPvMaO/zuRPmNW43zS+W0rDDPjhChZ2McSKQd0XuNICdKHYQmbXkmGd",
+	"YfP1D9+zQff0BFxpdA0JtVVq6xtxiRpxitJrogQrPeMGHQqHQ4MJsrhNigGKF7S/XYaS2JvL7zkL0dgO",
+	"2auX2sVVKQvJWg31i5lcLIsNCyHNUSGXGquQTHH6u03zuAoe6JKEaMKHrY4JakHCdpUloTlBzWNH9Gkl",
+	"MLQXBJ2yUXgn6WaITGKnR9Q7kw39oylMoKvaYXGu3apF+k5GrTNbaypjQK6Wl2USCrBjcJgTaaWbdNfG",
+	"OQYzkF8yt10NzwYE25vXz4AvBQpQM0x46Q7EJD02y1SEV3oudNT9Qko3CcVW6q1K12qsaBq5HXOhZ5QA",
+	"EF65cUKftGEi/kNvouFZ9Xf4G+bpUYd0rDAgKTbgN5+DXypMPXMZi0wzJxbJKa2C8Xx6nl5oK0PGVRNc",
+	"IedeyTVZfODQoiOs0rUTVSDpdjWdp5kEH3dPNKEzVjTBRky7KiF6mTWmnL0MUgswzKsF4Bk4k+/FtEg2",
+	"EKEpkQpbUQe4n+bgI7w7ZFG6E2wwYi3V2GluNS1QuiXOMFRCodk4Y3QQdthu5GKsdkIXEOiA+FCqJJS1",
+	"E+waUQ9wTZwj+kGbY/E7ST0JtmxCkRoUszUlNxQKAPCmYnE5XDQFbCyQQkXE2AaeM83XahgbppfzADOQ",
+	"gmJcQhUmNAmoGlsKr5+JK2+3rh7myFi5MZpKV1N8EcqQYIcxhfp6ubtWPIbeEFKHbwEdGyz3rk4rKlHa",
+	"mkQjmG36scZRQOgNVAvlq4X+ZSGIuXnBBKgj4iqjowI60FDAGuI6qnwvdg2wtcg5C8uMVGhR/PsUdu4b",
+	"6CG9lbosXPejG5HxUY70OGtrW1mFN27aympo82kst8Rn4gyqFE5HXY+9kGv2rzR7Wwms1gShuh47dcI2",
+	"TiDmfCGzeCoevZDrK/0kaKfuhEQUcruITE/2N6+fwRzQ+z5CvGjjp9PnhjMTDvSDg06cjRvvZJbHqdJ/",
+	"Dz5W403/bD+T12K6Id0bm05FUd1jAkrtd8FdYkqfVjjnwJjcwdnzrRnwpaTP/W7JSPg5pM93lss+pkPk",
+	"RO7fKYX+0G6d3l+J4vtv5+H9HwwsGvWlTxdOhCTUjdA3iI2EhDJ1zQ5r8Fpgr2PYFiZNTMl8JL6dQUlN",
+	"TomziDLDbcwMt+GeDGnqhWITiah9GbUQkam0u9dh55SBKSd9mULD7FlcGJ9xRkdoPCNDOQILfcfIeCHf",
+	"2wDPpX7GbXS6P1mcshtOTaEpe/FXug/rcWO+ixvzb8WNPRwqC9KoWzgmOlL+ARlqvaUV031Ip4+85hG9",
+	"Wx/Ru+0R/Vsf0XcfcQS/bJzBAN/EX7EVDUTGrS+CWfYLi5q9yuS7WK7JPXtfOBnwvyyEVr9Lwo5jCKfu",
+	"HpyrRVpdFOmy6iWNdhI12rPcyMLNzohMkrtGXDUqNZwUCM3RnuhYYTEhBr1pC+ywV+TuiZ2tdMuHq2Hu",
+	"0jc8SCz8oe3eLwc1io5LFRPw2UJEPwv7dmuaft2HH3Yf1r37ac1M3Ho+0Q76WiJQvmY/AwhXTYqvtF4x",
+	"yututoQ7wiIrsCVFbh5sCCEhC9JUKZV6d9hrEyjbRjVSXJDuv3V/hef8TdLnxuT+umw/EcmE7t6HXreo",
+	"s3UwzAQvZ9M0fRvLDvsFK34QKmt+tMXei1VeAHcCyuKH/2x/f/H6hzbowIUOz64hOcvjAowcWHHxtdIL",
+	"XGZ5qli6Ks4s9S1UbBL3WOQ0zjQKhYUils7GarttsS35sWI4rBnSrx39Un2krooQ2XEdkqNCtxow3ooQ",
+	"mGNl1NmAkBeSP/g2a4UZtrOmgZ0LBVDUGjKHi/havVzVUJ/3amxIaCf2SvnlTp1n525L4qEE/yr6frqx",
+	"0EPUkVbkzZm/5d9+2wfs+GWe1kxBhkPGYsVtHaeeZDhchPlwuiiTSq5lhIB0mnZ6QMaqiajYpcgLVqxl",
+	"8k4SKB2PDjPUsWp12AspI9QDqkzpEdKPxDkRpWCN3VglUmQqh+ROz/PtPN6am/UwFFqf9z4YLMXArQcD",
+	"vvGlub5S/X/InUfrvZtv3BfsxJ85jG11GO9e/v9w0pbUvO+hYbvqlpAMBFuj2JU33LsC6g2fJ++NPeGI",
+	"UTeNcCYUeMDOFi30Hgf7VbNKF411GDvtGGGEDtP0yOQuFPupKJYvVbLh7EIs5EVcyO8uiiyeFmYUHLZx",
+	"elDImhe6c2TJKQ8nwVQs5FgBtfnls4sRrUilJKj1oaQECLDovV2wZZa+3zDUyIJqolLb8fL1m4vLJ4+v",
+	"Xr1++c+nTy5Chr4HFYf8s/0D1nbIqP0qS4s0bEGJK1lquFdgz+Daw30AVjq3m8Nk44D4zYch1zjuDGNV",
+	"vzVQ7tcqfUJ9LAY1S+g77jOgWUlHER1cmGHFk9NSpLjbO2YB9T4qFAvPaULDmg9Nsi7OmZ7p+v1Tg/cg",
+	"3u6xatIMKScEFnmVeyi9UxSGOx/4QXBvdY5zZyP+Jh+rcJpnsyvoV6j+0s2r7IzUOhjiuDBcbV0GN7bh",
+	"xvYizqG0I3SZ3dJsrAwrr57tUI6GiqPw9vwMbWzQ5nEUQB8/f/ri6vLlz09ehHgPlauVtFW4547VDyJO",
+	"pKN9CmFblzeKTZMYICtRlMk8x0rvWOH8MdyvMHgXVj8VWSyqZkY5nPC8b3L7xB0DJFYGS5On+mFjhXrJ",
+	"xExMddaW+RNqnLYfcxWrqxl8W0jDup5vRixcZ6nVkw35WIXU1QiVob4OWxTltxOhZEZKr+uNl6fqXmUZ",
+	"5SFjs8gV0k4xmUZydj2Pf3+bLFS6vPp3lherd+v3mw9Bt9c/GWxfcFTqF9r/SVngv8wD+MJsDduGZi6L",
+	"LY7PC1m0zSn4x/5z3Ox2lczIdh36V7bPh3UibzLNwVY4yDI3PiOed23SpD6CF0wfKFuC1vYAMvW7BNY2",
+	"NhNJZEerjJg400IUdOyADDEjEZcKPwJskwSUiovSDYjtFpdfiSLssP/Rew1u2Dsk7mOF5zsU2pkQ+x76",
+	"CvyqC+qRT8uisCXLTD1lIsv7pJdvpCXz+9sPIyzGNh2ZhW9s05Hl+VWw3qS/z5Lf01QMkqP4AtzeuylV",
+	"J6ZF/M7wDf+fJJ3fXj7Ih+lGgrYW5754EP68TeC7dfcj5EOHOG6tR/IcYIICMlFmxVabyG8mlP+BLNIQ",
+	"1nJIi3msmgYWHga9echLKSX/5HQenrHQy0NjDJpi0hYZeYakwLB2Fut0rEL6a1s3TxSrTIZGfZpbwCg2",
+	"+ZvcsPwgHK6Ys3cyi2ebMzT4tX+Rl5WvSq7HoDsCxr/LUlC+6b9+uYRDE09TawmW76zQE2OBfQz+AUhp",
+	"hW/jyNjQHYb4NLZJVxnL5FTG76BiK91+pIXWSubulNjOfB0X0znLpJjOZT5W1a7b1nhqAqUq6UH9rv2A",
+	"sgjZbslAxnidYjQMv1SYauUWhvsMjhhwu+bL2QzbnJKdroiwyMvDDnsND9dbP27J9iCobP5Yam4myczZ",
+	"JMx0rAm9w9yu7D33gZs6mviNu+182CDHCL036/0hxwe0+0ovpYM2+eqxsi383xg11vNcTq+W5xd+5D0L",
+	"3i6K3vr07WTz8t/X//Pfr843L59/eP5kPt8EP3kvF1F/ctn77o7ddQtnfbkQbqKuB1/jK1n9lwKRwyWC",
+	"0HjaqqrHzYOehKvlXtv2J0DgQzYhL0SS4AaYgEULpi5uPGy1ZE0nLnHx9McXb16FrREL09ks5CyM1bu4",
+	"AN4VDEGslqjJAtJq+CObppHDTlEGb7TDni6l0nerjd6iF2LTwv3d2u1kc7djRYL5yOQ5VkXKIjmNI4jV",
+	"mWqidDaDOhrTFiQae5G6QaW9sWrssvsav4s0QvjbO6rzPHxvWC2fqlm6N5BM36RfcNfc5Cdxw34x/U8z",
+	"B5QOcfZszefV8obwsDHGjCYQpeLMfCkZ2dkyEaoyLx8/+eH8zbPLq1fPzl+ELcvkN1slSVtM9TbAzl89",
+	"BTJmqu2rX3611h6GlaHsMMQTCSMUDhnKQs+xsapOMgw5QBnaAk0OLFpshi7EZ8R26sSQiQhykztr7zu9",
+	"7jAsbniLyGw004OCkz0WYo+3oxg2wSjEfOdYmUVrl++VXqGhbSUUwK1ylHw00UtYxJaEF/vhKT5nVElt",
+	"uqH4mMKk+Jq2iUm5tPUGdUAld0DnSyG9FmcYNMyMshnXj7Mf0KYoZvkhbSh6hI2F/mACgpgOjXAV5Xpf",
+	"g5fTVJuna/CeF0JtMC3aXi1zBibaLMW6JhwP2K+2O45AEwrUmjCPl7P4WqWZjMrIqn6idsONQOxSZtux",
+	"2aZQ7Omrdyf2DxNMPT866Z2xiZyDWuZ2emGsbsgvcEqp4OMojV0mGX5IsxDtdUQt64/F6US36H32GpY3",
+	"Nyq1IkmQPGzksGexvslDwHeZF+pn+p5nf9NGeZKM1e6hcvXqyeur88ePXz+50K2u//2nl29ehy1iVF7L",
+	"JGnP0mxhwt+rJckm8DLgrAeo1MI7w/woVZ+ioGiptQLTNRjahUMDFVK9XvhaFtmmDaWaei0B4KZUDDaZ",
+	"/4mkcylizdcygqkNbopehC1mJ9e1LFgfZjO9bqWsZEI4wkVopor5PJpocMrR1LqsBOkzOU21d4eqxHSX",
+	"3rhwpnfIoqaCSvojRe1Xy5A2zmmRZrZdoSWy2wn8x4qFkSxEnHTwt7A+tP5mea/QOh2llZovRG5UTAy3",
+	"gMtZnhB+j9W7q+Dd+8Hbf/cWH4qumsxPNtm0v/49Ws5612KQ5DKoYXzXq7363peQHdJ/r5hO7rurDznS",
+	"APh8RcT2eErdD6L3/qfg8a9v8v+6vkie/eNfw/O3s1X/0S+z/P0/RG/144s0VidP4uzJdw03FVDv3J1W",
+	"wnlyNpMQM7uqVfjwqwoffVfgo6rJsSv9gWULe7Q/8BeHbNleXYWnVrG4twoK2I/4WJ1qgKdFHnYDt70v",
+	"wPbYeXeLN0qyBUb+Am102jVtnGouqw6q3hRNmh+SgRVb6/PxWrs3LKNllk4SufjH/n2pjbjoakEqmBpu",
+	"clpvw1b8AWvV3T0Dd9HGqEFOWek3zUV+wzPOtD9UVTRyoEFQ2ZMXAmp1XbeQN5C6vzHqeV3eKOJC7xCN",
+	"p857TUE9scdRhmuVqZH1QUfUOSO3I46Yea/w9lqK3arzCBq11rhaCzwGgcSDG9iItueQ1qM8iHWLOg5Y",
+	"8rhBrhsYx1u2dfmJLHa95jrDvYXDBZGc6nAxMTX1VrePWK8csQvjc6cFkwrM/NsGa8sraDzEcF1U7RNq",
+	"CXpw293W3PFLWjhEfv+eQ2T6nrw/cLawGtx1uHb8rUP63O+Xff5G5avlMs20YbaQUSwY9Pct3b4q72rD",
+	"XW24/CF6/9K4mdT9eR1DCXiWnQeKn91jkEyQu19awsY5ADGk1DCZApQKDc0zqtaPFRsEHssPGbFgWI7Y",
+	"ZZpi+aN55YFrhMzvhxmk7TaYiFhs7WnYyuCv2sWiP8qcg9JwsilXjnFMWltnqOOg1If8sAGUqihS4Oew",
+	"qZBsY/MUnca28Vmh4TfFnl5NsefHT5rsd47AutCSCX4W4oa8/i9zIkSxSX2buo/iCLhmSw2acB2rKF2H",
+	"zGb0gFkC8HZmKgc9hNq2gHZirD8y24AbjGysnKVJ5IhvEEdrCaQl8866qbiDfZBZmo/KX0G7CBRvkFaG",
+	"w6qI6VCMgJnGiBIlQPFo7oR6E+2PLvseXLIcDgEgtYiTJKb5wAFwbsqSy3itZZBW5oFIrbuSJmdnOWXw",
+	"F739UBQXuhC7I87x4cQqHiu2zNJrXN0lay+sBUvNAxKIGI5wcmymJBs+Mi/GyumhDSDc0fJKUnUNki3L",
+	"pRRZh50nebqt2FTOAeL6KfWbGG4lY4V4Dt0YtMGKtKp8hL5JyJq+xz3PA/oxROHJf69EYnoJow0LKRRk",
+	"+oCknAoIdIM67KIQRZwX8RSbAQhL0FBZpywSG2CMdpjcrcsAn4LaP3VRbVgLB9SHz0QGPCjEr2aI1fXT",
+	"gZLLTttm6M9DzsKhtwi1RWNS20FvHu4rJsdVVF9Nji6MPSvwfx9c2YNaDx/v+FOB9qj02kHhRrO2GiPf",
+	"Px3whp5iSub51bLvXS30DZ3A/etwCH896ZyiyxbrWwMfzqGsRsfu1BaRl22wDfAqDfBq3o6+4c7rS5cx",
+	"pjv3vH5Y8/qTfr++AfBDTQf4NS3odbq3NqBMxwLEfGcFWd8bJvPVZHNlDvM/GqZ0uDHqDkxrfX9rxPBu",
+	"s5noeTOiVm3gf4bc1hHpy/uB95GbmTlqdBeHn/OXIn+LC2tfrsau5c9eGeSLTaY+xqHfOJ1tzlY22dC/",
+	"XKEuCPAcoNNFVoQj/lprRyDrOpEOggTHQnI2xzKpiGlbv1UvDY5nzVqb6UVq8lxbet8xyYDDEep7JbF7",
+	"CXHHV3+Ts2mcTVfaksukeCszG7C1L0zXykihpJDMeAIChQ5bPryzVDzQN9D3w3Frcw9JKiI2EYlej9lW",
+	"7LzyFfrcjOQ3qJ58/uppG0JDyoQ0EHF0brovzlk+FxkWL1REjHMMz2HDkWqAPnOsmnAOl7yI2nyXV6II",
+	"W6Y5pos4y2M1hbo7DM7nZYXH1rBcp5xNVgVkma5mQPmiX0BUdvqfpTgjRNFnIk5WmcxDOvXBpC8Bo9Dt",
+	"+uProZeXNMseDHPpHG493jCNg93PfhCdLvsUV/VO3Rt1/V8NFYDp2NpCe7gMurf2vAt+JbdMolIsVg1l",
+	"sKRsZf6WuvKo1+s2eIP6vDHyqkdWVx/a5Zd5lS8Lbv+y/nB/k/1g1Ou5TZ4mKYXAthvt0AnsNvg33lCY",
+	"fcDgcOS3T2Z92R5EvWl7OOmKdjD0T73B7ET2o94xR49uxU0oU2c+0wKemG3q/xDktCIhTT1hA1IK00V3",
+	"PxkgVbDnXHgG1Sy7O8u2BiOo0AKkpSBVHSDPNAyxyAGgL+CkA2MPk7GyEEwg9ZzFSQG+k96OyBuBfxv9",
+	"PaLkPVCYD5OKcPCgyKLAYlH3Tpt7NO8ml0jvj64SFmchqWfS/6EsL0cuYs7COJKLZVpINd1cvZUg+ZSI",
+	"iUygtkd/rPZJrlIAG9mUEaRg6RONEDVEMfQevJjESo6MMEycU6Z8rGDHBxFgUOAxNVUmbtzZeUFMLnke",
+	"v5P1b5Pv6WfEh071zJyuAOWdEXUCOGy6CaZFoJZ0xgRegUe5SvE3YhKLFWvuvEulxVhpyztDZZyt1rYq",
+	"NMWg60VDwpTIMsM5Bi0pkMDWCBQ/VUxvvvF0lYhsS4/4/8OLvtM2dwh350RKLaKxSmShR99VWSbBIz17",
+	"TLwA67jAmb1OU+CKnsVKJBZIzfIVyi/3PI+lGet5PQ61c9YCEkmSroFKt3xkrK5bHT1d8uLKuhORYQuG",
+	"P0u9M4QsFxu2nm84fNtY3SK2TAAI/CvGVG5SUqYjXkCXQCeMFUTREBGNvjrCnPWMmsXvndQ99pkrsMru",
+	"oa9aNi4cq6q4KrzJ6KoaNEvlqc6OdKOsKqCPxspmMADuJUsahEm6UhFEQeBZrv4qu1V+dSa1MQnfAcER",
+	"VdnQbhNn5Ux34fUcUPX4+fZTUBXO6OZ12PlYoWqpfrtdU/QyNB8zjIyqtHBEqfXeAras+T4atmrL4nyf",
+	"uaePjocViX0JUH4ERtIBRyt7TzSG/Opjvd1VXicC+9IUErikNHCuxLnDpbKnJeVRUWnOLM0WYLutVnFU",
+	"Ew7a3wrsB/P+XeXmksuCVOBLYXer9s7mImrta3J5nD1oi62eOB7UegLqpnCLbo0L4hWnctlUO23FvlYa",
+	"leoDR1hf/UIg6uWG6WVExUShX2/Ky0jHCxUYut3ucG/fVU6s+u6LRCGBW/PwPqw0zRZ2HN8qvPVhm4W7",
+	"35vXz0gd2bjv4CK+L1gzdF0gl6DMHLbkDWvrIJcKgc+ohJSitCZGZ/UrytmUU2zBcOzHJEea6utyU3Zd",
+	"SKAcoWA9mEVjFed4F2dTkZPaXZLs67tVluyTaA683ilAU6xm87Grwg5q2WmOuUj0EeVq3jvAWzbm3gb3",
+	"+3dsL85AkWEKDRoKRixn6ywuCqlY+FZuRgD3CFkTLdzvCikWo6XYLPRaDFtnjpmvzyba/eGcX6SZYfvH",
+	"nnHIDESSkB2/YE0gOhAb+gkO5By4gHRnITBirPSZqM/SUWhzKaQboY3CZQI6GSaIBI2GZ+JtaoN8+QI/",
+	"sfxdG+wjMr54yZE/shDf9XyDmZVpqiJQzgS6B1Z+KoGG0rVimUBMuT6VIas2TRcL0c6lvhoV6/Oig/1a",
+	"NYhIQQVLYxAqWr7QCH+CVQbkvelsrMJn+lPykDV7QYC9to5z2eJEU1BOMtIxhf/rBuWD4ay14Zj/bVTG",
+	"VruW8v0ygXgAlbnWKbXrRlQmZ1zIRb41S7v+sDJLg51ZChCxp3hrt/xZZJmAuG1ebCDRoje3xg1L0Hhf",
+	"NL9hGJGuxDrSqL2ZS8msrxa2RvZoRfZ/SAs6iUt9dkSxWdaifI/ew3AQ9QGzKrRZvHfTLl3D+53D9RL7",
+	"jjn1ecnrjw6W1z9H8SOzKnCFk4P/PdyJicYUZPjPWJSirt4qThBzHyE6evF5KvQ7cU6+t1LQO8WkV8f3",
+	"T20ZIDGnBu2hF/ntgez12qfCD9onk/60F3VlMPM9uLZ6atjsm/ErG6OGdezQ95YRVF68SAuGtHt0ueOd",
+	"EoCrBtZZx8FKlzg8rPdnXt0lg60S1JqsG6bZdhlZ9/Gummd0AowcV7lXtyK8jwzm4hFQVedbScm9Q+pd",
+	"egM9pF2v43m97SHttv1ATNqDaSTbpzPPbyO1yulQTKbRYUPq/KUyaoFBAH82o1al8HU9qYPJgZ2hNmnU",
+	"Q8e7fHvH84PjuXZ/o76iTWTUeP77+eZF7L1/fuFtnv/w3+sXH1L/5WX64fn3vfXzx6/F7PH5+5e//DB/",
+	"+eO/PhyXqd0XLD/HfdXs9tX47Geft/0MCB0olnF0GH0vt7gB3IMB8dPl5StrG6CLYqr2YvJwRMFCEkMD",
+	"8FwYSYjIOWIP2k/NWZ6mCoTGlmmex5OECN4UVQLFGCZTZxSulSJLYpl17NPRqjVPzyRbrIqVSJJNGQHG",
+	"Qi+Jglzh03Knaf8sN5bfrEhBm4qgW2WgAmjTcjGTrowblcyQnYTli7gt5qWP1Aw8H3T5yXuopgYM9t7+",
+	"AYCimSxWmcrLv2LUEm7FPYEFnmdvpLaXH1W0X0Ps01HqQm04yF6Df1DTItK8K4swoxgKmVSBrcLKxSDo",
+	"sJ/lBm0TmD2RyV2Ycj0oJigI7KUcNJVTNfb08ZPnr15ePnnx/b+ufnn64vHLX0LWDHrzlg1bSBMSNbJ2",
+	"pMAGUdsSXWVUdeEDSnsXrLCdUbauDNZw/sd/sFcY16EUNgWhyvpOTIe43Hgo0tg0nrteCQartk45k0ku",
+	"dSe1eKWMPK5GkAwhho1t7cDdMBYWvnpDkWP9//mjP7Rp91Gb8HYFs7xIM1qS8PlLmY2VeTAH9xNi3ZIV",
+	"mVC5mCLM23VLIValpBVYxDxFQGSi2hWlbgpHxBgSU42aE/2IUa7O6rdAk7/JnW8E0Qv0+EzuR4AWRqwE",
+	"PYU74nvmxm9y7XnoN0Oqy3ig5pg2OMuc7wAtmvQPnKzg8UCmsTVWBpPJMEXCSdkaS2XKLJiTHMM9xjTq",
+	"So9EeAatMYMskjw1z8BPIPCvS9tyiTMKHlb+lfq3/TQKOwyRKxitR4VLmh604YxV06iUcled1IiS2l2x",
+	"3HI5c8RJSS3UpPLgVuse8rEykImr8o8shNGL1bXJAs6SdA3/blVkCM3gdso8lZn4lPmADCpJgJv4L+Rj",
+	"HCINk3ZBUOdkQ7ve2Xbyqxye75zk1wJJFKFYGJGXekG34YjanpU4NSCpaxEnplUxgnpHJQek9oz1foNh",
+	"JBOOhqTfWDGHj93ZFRC4avUvI30Stdm50+UwTjt9DkmOFAffdus3uXG80Ysnf9+Nk+Pj1daIWcQN7TAA",
+	"I8XiFlx5I/fTLdoGUD/AcYaBqA3yRTJHPVM3w67xcvNOsSg5VlsbAHeuQe5HOs2NlSdUpF8glBv5B6JI",
+	"ucxNYpHyRhj+IKxxhrxshh07t5tMNbIhRUQjgKNX9kpZMjQX76QljDUZJDtluJvKNfgwXKi0c8ALyo2O",
+	"oNIu62dV4rZS5BhCbs5kRvSn23bNjAAv9pBpxJCOXDgIjBiAmfGm9AR+JqJYd74gaCuPPxjBKwA32EhL",
+	"uVAWYoPlQ++nUsIYdQNIPTapG3D/acGbd8/edZrphUCzjubcLWYRiQSb88ij04GVV1I/8YoYO2veYAsZ",
+	"6tNKb5255o5+QcW2o7nqWECX9JeJTFJ1bemxbGsgJ5k6e1kTMg36ybaawXLdxhkB+vR0BVarnd6jRtut",
+	"9BughYW9S2i3HdKr+ul5rK4T2nW+wT1CtxPGTveXNRP04yAOiI/cTYdiyal20I7Ohzqt/1luGhhVumt5",
+	"uSi2qjcLJqiSkBI+NbqgsNWMGyPW29b/PEC/py4C45JV3eZJw8vbxk/XnpnZ1PPqp1ym5dlO23r958Tq",
+	"XRpPpf4gP/AGoGVEj7yxJdO5tnfaUar0g7ePmENuRWzIAR+N1zfQjU/EZmvQSEAbfrIEMBWR1zK5sE/q",
+	"dRErGlXoAXpNo+stKhpJby4beyM6/Z2ADt5cjehg6XhVxvf2HjANRClcSPBujTbbtfrJ47h1FnM2bmj3",
+	"h0StliKOUNPquKlNzWqYqN7HoyI1n5TB2PpHtxIRk7FsokxUMHDLTYCSsFcf990vM/vKujAVHWFInG6s",
+	"mZ0DBI6r3WNxx/svwVolozr1TcskefDRFIKtnn0mpELVXmDU7nrLsXYijGEDoO2qHL+2cawN4l4HB0tL",
+	"O8RxJG/z6DvsBal3K7nG4jMzAlulkTXH9W786RwhQyEc42dsIcCgKFFqGd1JRZo7Y3Fz2aRUqwWEybKV",
+	"bPzGa0mjj+L0+KJntQG/VUftjIw36yC77pIta4AEuIiQmwlcF+ubfOZR2/upAt+Bo4Jotdo1x8Vt/ske",
+	"fgobJcBgCQkJgHeSj+xhA9kUtOXgJweStJB5Lq711EeiWJVSQ0wsFBtzRtsPbDR6j9sKVZkT5redYnAT",
+	"ly5rwYMKxwU0mD7itkpwuBgpfh6G2eLS6cA4r5BYTfQWSM1D4ZPZjKpfsHuJPszKimAna3durEwkcd9o",
+	"6l17x9FkYpFipGHRInGLfKxqXCuRVwhBjH1VDeB2PoPExIWVFjd+0HEJiqq8GOJpJ6KYzveTSJdZC9iK",
+	"4kIuwMWqQoZDxL5yEyuNRCEmQh8q6Urva1m87DAAbcAo07zTbrB1JvWgR1K78lIVCZ3jZfmVcV8pbpMD",
+	"UyIAB+UCXmumHYVJJNSAUQYk/GMMPaCtv06n8xFjRn+McSHrv9KK+Bh22LnCryyBRiZmugvn365VyOVC",
+	"KCxyzvcE0SndAMYruZuQHmmKiiU0Vub4hcaUOQ1R0MkCEfZsyzvvsJemhNrGSCg80obb/r1KC8ExvgoA",
+	"HBMjsRES7bOYJdALhqZroEchFPjEToQ4Z3OZ2AyGgRztzA6Uh9rpPtb09a1Bv8+0/yOm2v1tjWG/w42B",
+	"DDjsMyi20+/V30SNMmzcud1E8q1+RVB2EysyQFGlyDYd168JO51Oq1QoC82GGzKzj2DQCT65GW4tnf+g",
+	"/+mCKp0aK7jMlZskspZ08ruckryOgFoA+ghOVG+wNaLGUi8IzK9nNo+HMRe9ZAikpnT3AK+obvdbuemw",
+	"y3VKw7oTEhpVQ32ITsP5Q160M+dmLI6Q7DOhrAw2yh3D9lu5aWcSWSnLb8kpM0HzFtWNrcpRxcznzh5r",
+	"rExTOwCDB6OJEFAbr9MbgYk1u8QwlW7m0NpmqmxkESZiC27V5wnuWjEqjMbqmhOwLs2AWsGA83zueR7O",
+	"jZ7f3XoxhvJyG8hLM87i2VgB4CrjpAmgp2IbvgbQVK2zcif9JqeoHxbyIB0i2B3VSVx6AnGulwdsl8Vc",
+	"KpSlor5e35hzQzCiG+9TO+sUg5m0u+pX6T2S7rF7J7eiXbeYq+WSKukn7FbvpEzdxBptmxns5BjagVXW",
+	"Yef4D0gwl9UbyEpRAtpEkpi93xjWED6G9MMWJL5snw0MYvtcDGS1OMTQhY5VEz4VpsFOTLjlhqDL7cAp",
+	"D6EVDcUksOHm5Y4bQApJtdNV0S7StA2zyVlguIJxkU8kUM4Bcn6agleZyYgOgZrYONfGVKVj8t1KAaBK",
+	"hcwcLLw0wxbeFOPM/x9YEfdg6Keqw/+9IQxpIlZ+f1GHdsLL273Axg6PjjXy+rd3j3h7915vr74E758V",
+	"y6270Tl41Osdo+MCI/SpQlAV7GJmQxAYJNBDi6FohxRk7yjvBTsOR10AZPUQkFUFO/amXdkeTAK/PYz6",
+	"st2dedNADCansucfOlcOwcnh3+8AlNv6kl7f+ZJPBnqsvMWi4crwyFHox0rnHx3D/+PwWdC9bRYEIz/o",
+	"eH1vexb02v3oRLYHs1OvPRT+pB1Mu1FP9mcn3sA/dM3+qbNg4HzJp5sF7lvuPQvczr/DLKCePSLmgjU4",
+	"NREX/KGMtzgE72KSp8mqkEy3TR9g0Eb25vWzvRGVqjEffIoAy9F7Ne7GdXGWl4c4wX/vcOGXSOpj4zdI",
+	"tAbORZnRptiJNvjvH9ZBTqn9cZ3v4fecu2/llGGzHAekNmBIpkK09itoO0Ycb0g6oL0cMOyJq9YWEEEp",
+	"W1mkDDJjaH20OuyyAvJxKK7A9owV4v4gPChnBSBdDZhGu9zoF1ruu7XMQKgeKLWqVAELsdE7xN7vOzue",
+	"JGGsHJYE8qoqKKvQfp/TLCagljsHwKAhyOAEVKIfsCgsLgrkmqUgFEGJ4CbwDOiZhO1FYM9q6fbiyKa3",
+	"CiaKdBFPCalIiE9bhwic/3HBspVCvArVvxPfsO1T9hoCVcYFJBFpmE/A4gferJwVNR4DXGXKxO+OaiAX",
+	"Zos133m1Xl65VOD/OjgNB6XqJgCcqmdrTfTbnrYhBtMgap/K7qzd8/r+STDonvaG/Qbaz4Z7zW3FkxLT",
+	"SYQ5+qVwLbddDZmARZopfbvTkGoJcfXwdVUlqzW9VahFUFPsYpv60cmP1bXbNLksd6dIpbnHaewdijKO",
+	"yDLgVPkBCFg+ib/isu4d2arXcPTWHcyWh9awoLl70VeyvE90ruKouHDqhTlBBHH43P9ERbd2/4mKmfc9",
+	"JyoSzBx4fLLt03Osmsoy+YzomZaQpcVrMjJVEhdIlgG5B8YenaQ0oYfHKlpJREBUI8dxxHfq0vHYQq4a",
+	"iCLtO4ZNKMDRfIqyzVW2UkjbRPhBC/01SXDK++TIcUJPtB+cY4dha+1xOFZLmeUpMOTrvpvF2YJ0sVdG",
+	"q9g9iy3e4c5n8d6DlaiQILECxDA3n6xjZfup7mjFH+lohdJiIHeDPjVwDyfEarZwZOkBYP6Oav7N+Nmy",
+	"pAWyRXqk+G5zkCYmx7FByIz237I0XbBZmlV5oVnTpqoMmFqxBCWYgJoGl0BkoJrQBJXi00SBdRhFBbQb",
+	"QuPaGISXUY06D3bO/a2NKNu0s9WWVs73RIco3XlpmCkEMmXCp1eQBjj5TWTs5iJS2H9qLZ1L81ZiqPq0",
+	"Vs5yB494ibAoSB0Vc7lw33LrNx181uLwfSILYP/AnrMo2+iV6n4VTU/i5S0jnN6+Ljqn/jnkIb4fHN0t",
+	"B5gg2/slcanv2aG/GiefShYV18nWof0pLBR95KNdkshC7vX5K+dTnO93h0d6B56tMshVmfOeynqqeDUU",
+	"+1ZAaojGboj8t85rMFdlWXmhnEQfGNbBb4a21CTkZDJBbRU9sTVWpfhN6Uk7NXc9b9hhj534AdESoYp1",
+	"IRXslK4uAGv2Pb1dnnhskbPJZqys8KQjoq1NI9IBKA0Ot0AxkQK49WxZIxgRwJWPpqm+A/kN3cayIk1v",
+	"cpLvzZv7sCmX48DSX1aC5lPyT7jVD9Ylt+7nUfH3nj8KBh1veJf4+zHo1ptArRyKhJyV/pkfHaiOdfMd",
+	"L9ICOU3ghgPOi+9TNUviafH5eL+4q9/pFOH1XL+vnUJ6rHpykPJ6f7dbN1aO1+zfcKCUO7i+10h/jFVc",
+	"OFTiJcrelU99/eTyyYvLpy9fhJwNQCjEkWU11e5xYVsCfooCOiZpudViwHDhYh5Z7ReFnhzK+PZq5UXu",
+	"vQejlQmCDgdA0R8Tf4Qj+3DQXebqPw37ftPu8LfbDf7axf2jLO60si0XyVGlh3pwnz6GJOnS4IK3dMxT",
+	"JNy9JUcEHqjSRhfYQTU19azpJE6AA89mhLZDUIgrFYD6MnQWWEQKLOLGMp2L5VLidqXOqk3ETMc3edmQ",
+	"iZymtlyX2tkBm8zyGtsC6PqEFGLviAXOUKkB9TnUeNBXpjOQuuKkjaTS9RnUBOi7JnKTmvolmb0DMndq",
+	"M2hMwETXG2L3pL+798U5E9OpXBYy0nvx9giUchcliYzVvwIkPAZmtmSvOJW2Jgh7DrcMpZAt9ATosOfp",
+	"O3Re4GWEScuB5AWIRsYKpAVMGW+aRMYkVq4rAS8CfwK6ffd12kMApjzXrgeI8HGGPTvErodqKJo0pF61",
+	"bbJzYkcgw74u6GSeYE+PP6F292azc09Z6aVUVvcKTkUFKlZOXQyh0bzFcXEb0wOftOLxrz/q9H6kJ7fd",
+	"P74awl9wlCYvi2vubEjvhGMelU7kHkENjOWS2JMV+3PoT/TGNBPZts5ircDG3NFFBKqRih2MZAmYmka1",
+	"CNfs1jvtUuS5jIjztIZ3vzVCyxnZitFwNoB90F7QLcr14SpWuSx5+W2joFhLpYh8pmwUBZKbN2Ww+Fht",
+	"/0y/tJiIotzhM4Jn6tMPAkDpQpraeFvp2uyxny2se+NGfRDob36leAcwDNcoB/Q9z3nteh5jZg14jDAv",
+	"AM9E8QzhVO0g+se93Z4wlDtEjtPD9FK2a6SR5B8rq+6mkXJWCgLsl0jZKwBwbmb8LbKM9dS0jlzo/dhp",
+	"v9LTfnp6WuhLo6UJUomnPd7YTx/b97rsQmbv4qlkb5R4J+JEHwJ6KhF/B0FVHKf7isKWq2VeZFIs2Kpy",
+	"o71sf3CykO+LR8tExOoM6sxyWXy3Kmbt0wZvPEYZrIuV4iwI2Iv0HdMWFDO2E/vx+SWySoPI7F4bq+N5",
+	"DsqagpF9r+sQv6IGp9tZvud5ftlfKi23KL2maQX4HnL9YxB0t6NuaZrf8YbdiiwmCEdWGtIduA/OV1N9",
+	"PNeMwR/jRgpFlGDBHdb7NYLkN3e63z2s0/1up9f1djo98LwjkLa0WR1AouocrZakDwKsSOwFyTTgJ/sa",
+	"/3hwLlZrR+wYSn9qUGTXunMwQXeOs9xSdi3cSGoZYCUHBJn/CLpTcp/Y8IYbpkH2r10X27ENIDjgsrZS",
+	"jVxuZfeJaxbK462+5jKevoXQ8GrZGas3OWBdDAKzAlRo3qC/1WK3CUtBbKVIxwrMSFFeQB4FUiQRW53l",
+	"lSRpbbSRjbWaucAZQ+9n2WI5VZRO0+VmhPSHT7VNAl2xUghXiiBmUNHTshyYpTlGzWjHka39FjkFIawO",
+	"BXCP1TPc0D1Ny6IG/r8TCaP63DJiFYHBavsGU4+MRTJa4VYMWDBTg7iOAdMzTa9VTI+hJp8h3RmAqwib",
+	"Tf0MoKmyp5Fth+Gjoixd0uiBWU8aXzEYQ1D8bL4EEVlAd2eicm7vjlAUSGzycmoWLq9KmsXXsQKeYhu4",
+	"or50uEGt498+L9zq+8KdBI6YPJRS0ijGBfpU5bKQyG4HXxbnLs/uzrpCmkSaF2jg5uCX2IrUEYsdN28u",
+	"IoyEdZ2Dxpr+sXVxWI81IX5X+Ux6kf1CgM6FPYOnqnHmHGW4UviOCrOBINH0CaqKIJOoCZemSuaWIxGJ",
+	"yCar6FoWNuU+y2Q+L7MtttJccbdueIOE0SQ8X6nKB1mYSkNWKoJsT16hPnOixZSMxTaUGDhoQ+hka8OO",
+	"o3OrX7FAIBNJoiGkbLs5et9zEA16BjrwxvZBUn0w/LjTTwzGD4X+7egiAac7O50+wMKJqbY7orIoHOvz",
+	"JySvR6SZiKg0Qeo9eA/uho3hgCmDrCHSXur1QJDHtTDc1mVKz5BrC6xgjjKxhsTacpUt0xwJv402D5u4",
+	"S87iNjCsilpSIdaFhUTsUMyNjiMyVpjNOlaAlEzExglCExLTYgmKUbn329lHRws6ZC676VgRvanRknbg",
+	"HRtJ8Enozm+/fRKR5BQ+tvPtt8xlvimZQwRGGLC2W21sNT5ndRTEY2U5iGuohSt6zCXRLQVRkOYADwdo",
+	"1VRWtqd0rcaKQt8xzSMaiaZtQfVOLP8G8Gc4bowb+ucFpX/M61u8JHOBwhznYDorZ2OZjIgj7kY9om1s",
+	"sT66KtI85dyxVUWGDhKpU5VYmKUEndDqMLRASBO1Ykno9oODvRZAjmxkHZdYZ9Zhb5BSisoPkTaIav4g",
+	"Lm7pa7FSH+C1sNQscyyoT+q1iIPPDTcRC//4GPJKZqlcDJRYp+W6Y5xUML1gdsQFU0A+AQjZWB1Ci1s4",
+	"oF7ubso3wWpZ+YklO+4NUNv7ZTzydrzF8nmBMm4Gzkwd5aQptL8go7jARMDujYachqbANxivF1GUoZNr",
+	"0x1H+bD/bF+kqwxqSK23oV2LKiYHcDgV4bt3waPj2SMN5NNmUz4+HDDMrweG+TcCw/5GwkNbgQU/GPW8",
+	"Tr/vf9Ka7F042F3qsbebe6wm0cPiwRxPE9cqbnr73E2Vrv+m+bIDiQwfhGzPHBB7bDq+ZdFV0FhnmH2n",
+	"8ILRgKH4AnH/G83uskBFv7XGSiMzw0jzfjawaxKuRukBx1+9V3oPOBpvzOhVpUhyN//mEOHHimjFIY7Y",
+	"nGwK+veIrZZLmaFIKVlt2gfLxkr/qVWX/hvVJ4YOTQGN1VYK4/KuOSDsnTtlf6i3PkNlQn5w6uclpHQ+",
+	"z7xN7YHuB5d+rzySqp3R4A07YeERW4fM1AQzOrv4Y+JdRxpTo1Zr/rbnWKs0Ro9NbZO96im6RY4Bqwno",
+	"vnOOtGQQo8sp8wR+sCOVCjm26kdSYydxkmCFdvWr6e+dPZBr1PszIuDzeLmse4j54YanlN1Gf9mvV+ef",
+	"IFb/12M4oWCpHpD7gFW5tV19LRj6tPJzZhe1pxT+Yd8xBb9SgqNyTJHq1U11QY/h77mjyeMW1cRFSYhO",
+	"4dAKX0dF211fbHk6klTJUcnVUZ7AGJOEYBieiUb4ZUtQDKKNesa5ijEYIBOWVpmAenBd7Ki4Q7xm54TC",
+	"b72k2sh7QtBoVd6KP4O3fTxuWe6z+Kxim77oa7LxQVceTg6ndvaoxXdzMcVlZXHFRV5RRMqtPBQ6RnXF",
+	"CF/unP06Vz9ZYcBdJuod0+D65hfaHIG09aqOVMqV79SXQ/DTBpUrk56hhqC9HcPNJZEE6CciShEV1q1e",
+	"R2AYgGMnCzMtAfmkUWcOBOCY9j3P4ZiGOPx52A5/1R6yCNvhh5CzKL6OqV1hJ2ThVcjCdsjLbJJRKsVk",
+	"NuL84aYzcoSR4imX7VyqPC7id7JjhdKq2EHdnooiGrBGICWIKMYKL0JuW/SJmhCchf9pb4dol9pNi4sW",
+	"yUM60o+W+3eHpxupmI3f3nRZ80JtomKwAIzVkL15/Yxr92+aSaCFFkkOpRCZuF5Iw6RLpAeWz2whNmOV",
+	"STGdj1iSpksI6YMOVxa/A1g9xmCl4eOYAfs+JYzLqgjM+rtO9XUmsNu0DQ8GxqKFYpIpzCWRsBAUJjlb",
+	"qfjfqwqeiiam4wCUxOWiMnuATrtUAy013FDXT2C3IPATyX0B8IDehskdFehNruOpMxmIiEybSUghXxEu",
+	"ODM2FZlBCAVUNVYQcW7kKSEbzk0ywhGVdERGZO46PywuRjUCi9Yu059XgpvGCn7Ujd09nl6tnOPpjgzA",
+	"f1sn7rgz9JPWTPxlh391o27cSQzor208HT9fSTU/O/IvFNIpDY172u/wdDldZfrzAOy8jH+W+p+/acMH",
+	"z6R9IU1HWBquw30K/p0jqi5Kpys6MwsWPkqXUoll3NmIRRKyZoj66ciPBTeBGK4aKziKR48eJelUJPqg",
+	"HZ16p17Y6tg96REYZvTJf+wyxrbT2cweS2USvWQCm2ysEdIpI5ZGcOh9O4rzZSI2L/DvyKu0Gz59rfsu",
+	"A3uJLAFu9exxD98mF5xmqWLy/VIbA9oSBPkDwFx9SJV0mmKaWtcci5isaZK+RB/OWFhjie7fvH6W6zPZ",
+	"9EklkiFKFfFtqRtHZ6FlkJZj5UqIOxoDgM5wIh8otx0xI6HdRmuyQizm9r6JA+10P/5Q0/9ggoOdJTKR",
+	"JDKJ8wU06q3ccFuSgAd/GToxqLxYOerUIzZulCarhdMg7iHQI4qIGpKunq7yIl1Ajt10wLjBrVByGec3",
+	"F+bOl+qXtt/KTd3H/qB/00dFliag3Vrz3YDA0TsBpAawB8BQRhsPDZY0gzyI6QS9CsDI2p70+IyaljzD",
+	"H3Zff16ap+evnkIjOUW3YJ/BBsn3yzjbOC/a88HmEXXjmxZwRpr0Qy6nmSQiwTy+VrldxN9YcXW3n/U1",
+	"sbpu4321SwmvYOaKuhRJSpZm5L4NWPeuqbIAgSOlw0DEbnPpTm+xiiCNs/P9+u8sSa/rBhpelzP6ELZa",
+	"EjJxkcvknYRaLML92EEXaCjGRYVd4uLpjy/evMI91Omd1XJPp7RXy5r2vDQv0bNJf+ZKW+sFIG2p8s55",
+	"5/nj509fXF2+/PnJi9DtiGgRq5rXmofXvBdaFCuW47ZpiwbXcsIikc8nqcgiPEYiwk6Gj1bxI/e19rqa",
+	"Vz92noFvqGnET1IkxZxDoVqsZJ5zttA73NSQOTpHXoe9SN3eiVN3KliPIt/bDdiG3z7+/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -120,6 +120,8 @@ Environment:
   HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
                           even once retention purged the task (default 24h; 0: until the purge)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
+  HOOKWHEEL_SIGNUP        off, invite or open: whether tenants may sign up by themselves (default off);
+                          HOOKWHEEL_SIGNUP_PER_ADDRESS, _PER_HOUR bound them (default 5 and 100 an hour)
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
@@ -223,6 +225,8 @@ type environment struct {
 	idempotencyWindow time.Duration
 	// defaultLimits: HOOKWHEEL_DEFAULT_* over model.DefaultNodeLimits.
 	defaultLimits model.Limits
+	// signup: HOOKWHEEL_SIGNUP and its limits (signup.go).
+	signup signupSettings
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -331,6 +335,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		}
 	}
 	if e.defaultLimits, err = defaultLimitsEnv(getenv); err != nil {
+		return e, err
+	}
+	if e.signup, err = signupEnv(getenv); err != nil {
 		return e, err
 	}
 	return e, nil
@@ -510,6 +517,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,
 		Targets:         env.targets,
+		Signup:          env.signup.mode,
+		SignupLimit:     env.signup.limit,
 	})
 	if err != nil {
 		return err
