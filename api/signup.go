@@ -109,11 +109,19 @@ func (l *signupLimits) allow(ctx context.Context, c echo.Context, client string)
 			retryAfter := max(1, ceilSeconds(d.RetryAfter))
 			c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfter))
 			return newProblem(http.StatusTooManyRequests, "signup-limited", "Too many sign-ups",
-				fmt.Sprintf("at most %d sign-ups per %s may come from %s; retry in %d s", scope.count, formatDuration(l.limit.Period),
+				fmt.Sprintf("at most %d sign-ups %s may come from %s; retry in %d s", scope.count, perPeriod(l.limit.Period),
 					scope.what, retryAfter))
 		}
 	}
 	return nil
+}
+
+// perPeriod says "an hour", or "per <period>" for another period.
+func perPeriod(d time.Duration) string {
+	if d == time.Hour {
+		return "an hour"
+	}
+	return "per " + formatDuration(d)
 }
 
 func (l *signupLimits) unavailable(c echo.Context, err error) error {
