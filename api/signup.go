@@ -259,12 +259,13 @@ func (s *Server) CreateInvite(c echo.Context) error {
 
 // InviteCreatedJSON is the answer of a created invite.
 func InviteCreatedJSON(created *tenants.NewInvite, now time.Time) openapi.InviteCreated {
-	j := inviteJSON(&created.Invite, now)
+	j := InviteJSON(&created.Invite, now)
 	return openapi.InviteCreated{ID: j.ID, InviteCode: created.Code, Prefix: j.Prefix, Note: j.Note, Status: j.Status,
 		CreatedAt: j.CreatedAt, ExpiresAt: j.ExpiresAt, UsedAt: j.UsedAt, UsedBy: j.UsedBy}
 }
 
-func inviteJSON(inv *model.Invite, now time.Time) openapi.Invite {
+// InviteJSON is an invite as the API shows it, shared with the CLI.
+func InviteJSON(inv *model.Invite, now time.Time) openapi.Invite {
 	return openapi.Invite{ID: inv.ID, Prefix: inv.Prefix, Note: inv.Note, Status: openapi.InviteStatus(inv.Status(now)),
 		CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, UsedAt: inv.UsedAt, UsedBy: inv.UsedBy}
 }
@@ -286,7 +287,7 @@ func (s *Server) ListInvites(c echo.Context, params openapi.ListInvitesParams) e
 	}
 	now := s.clock.Now()
 	data, next := paginate(list, page, func(i model.Invite) string { return encodeCursor(i.ID) },
-		func(i model.Invite) openapi.Invite { return inviteJSON(&i, now) })
+		func(i model.Invite) openapi.Invite { return InviteJSON(&i, now) })
 	return c.JSON(http.StatusOK, openapi.InviteList{Data: data, NextCursor: next})
 }
 

@@ -5,9 +5,10 @@
 //	hookwheel migrate
 //	hookwheel tenant create --name NAME
 //	hookwheel keys create|list|revoke --tenant ID ...
+//	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|batch ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|batch|signup ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -48,6 +49,7 @@ Usage:
   hookwheel keys create --tenant ID [--name NAME] [--scopes tasks:read,...] [--expires-in 720h]
   hookwheel keys list --tenant ID [--json]
   hookwheel keys revoke --tenant ID KEY_ID
+  hookwheel invites create [--expires-in 168h] [--note TEXT] | list [--json] | revoke INVITE_ID
   hookwheel secrets rekey
   hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
 
@@ -73,6 +75,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel flow-keys get|delete KEY
   hookwheel flow-keys list [--limit 20 | --all]
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
+  hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
 Exit status:
@@ -149,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "batch":
+	case "tasks", "schedules", "topics", "flow-keys", "batch", "signup":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
@@ -174,6 +177,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return createTenant(ctx, args[2:], env, logger, stdout)
 	case "keys":
 		return keysCommand(ctx, args[1:], env, logger, stdout)
+	case "invites":
+		return invitesCommand(ctx, args[1:], env, logger, stdout)
 	case "secrets":
 		if len(args) < 2 || args[1] != "rekey" {
 			return usageError{"want: hookwheel secrets rekey"}
