@@ -1122,7 +1122,7 @@ export interface paths {
          * @description Changes to the calling tenant's configuration and credentials, newest first: keys created and
          *     revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
          *     and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-         *     `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+         *     `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
          *     Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
          */
         get: operations["listTenantAudit"];
@@ -1363,7 +1363,7 @@ export interface components {
             scopes: components["schemas"]["Scope"][];
             /** Format: date-time */
             created_at: string;
-            /** @description Who created it, `operator`, `cli` or `key:<key id>`. */
+            /** @description Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`. */
             created_by: string;
             /** Format: date-time */
             expires_at?: string | null;
@@ -1422,8 +1422,9 @@ export interface components {
             /** Format: uuid */
             tenant_id?: string | null;
             /**
-             * @description `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
-             *     `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+             * @description `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
+             *     `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a call made with that key,
+             *     or with a dashboard session signed in with it).
              */
             actor: string;
             /**

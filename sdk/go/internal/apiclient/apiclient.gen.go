@@ -271,7 +271,7 @@ func (e ListTasksParamsInclude) Valid() bool {
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -291,7 +291,7 @@ type APIKeyCreated struct {
 	APIKey    string    `json:"api_key"`
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -394,8 +394,9 @@ type AuditEntry struct {
 	// `session.signed_out` (with the client's `ip`).
 	Action string `json:"action"`
 
-	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
-	// `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
+	// `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a call made with that key,
+	// or with a dashboard session signed in with it).
 	Actor string    `json:"actor"`
 	At    time.Time `json:"at"`
 
@@ -2074,7 +2075,7 @@ type ClientInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -3066,7 +3067,7 @@ type ClientInterface interface {
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -6444,7 +6445,7 @@ type ClientWithResponsesInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -11005,7 +11006,7 @@ func (r PutTopicResponse) ContentType() string {
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Returns a wrapper object for the known response body format(s).
