@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/internal/netguard"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // TestAttackMalformedBodies: every endpoint that takes a body answers a
@@ -18,7 +19,7 @@ import (
 func TestAttackMalformedBodies(t *testing.T) {
 	t.Parallel()
 	const maxBody = 16 << 10
-	h := newHarness(t, func(c *api.Config) { c.Limits.MaxBody = maxBody })
+	h := newHarness(t, func(c *api.Config) { c.Limits.MaxBody = maxBody }, withSignup(tenants.SignupOpen, api.SignupLimit{}))
 	tn := h.createTenant("acme")
 	task := h.createTask(tn, `{"url": "https://example.com/x", "delay": "1h"}`)
 	sched := h.createSchedule(tn, scheduleBody(t, nil))
@@ -49,6 +50,8 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"putTopic":            {map[string]string{"name": "orders"}, tn.APIKey, singleLimit, `{"endpoints": 42}`, "endpoints"},
 		"putFlowLimit":        {map[string]string{"key": "customer-1"}, tn.APIKey, singleLimit, `{"rate": "ten"}`, "rate"},
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
+		"signUp":              {nil, "", singleLimit, `{"name": 42}`, "name"},
+		"createInvite":        {nil, adminToken, singleLimit, `{"expires_in": 5}`, "expires_in"},
 	}
 	// Five times the depth encoding/json follows, and within the limit.
 	const depth = 50_000

@@ -100,6 +100,15 @@ type Config struct {
 	// Default none: the client is the connection's peer, and HTTPS is the
 	// connection's own TLS.
 	TrustedProxies []netip.Prefix
+	// Signup signs tenants up (POST /v1/signup) in its mode and keeps the
+	// operator's invites. Optional: without it sign-up is off and the
+	// invite calls answer 404.
+	Signup *tenants.Signup
+	// SignupLimiter decides SignupLimit across nodes. Without it, every
+	// sign-up is refused with 503: sign-ups are never taken uncounted.
+	SignupLimiter SignupLimiter
+	// SignupLimit bounds sign-ups per client address and in all.
+	SignupLimit SignupLimit
 }
 
 // Limits bound what a task request may ask for.
@@ -192,6 +201,8 @@ type Server struct {
 	throttle *authThrottle
 	// proxies are Config.TrustedProxies: whose forwarding headers count.
 	proxies trustedProxies
+	// signups applies Config.SignupLimit.
+	signups *signupLimits
 }
 
 var _ openapi.ServerInterface = (*Server)(nil)
@@ -247,6 +258,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.apiLimits = limits
+	if s.signups, err = newSignupLimits(cfg); err != nil {
+		return nil, err
+	}
 	authFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookwheel_api_auth_failures_total",
 		Help: "Tenant API calls refused for their key, by reason: missing, invalid (malformed, unknown, revoked or a wrong secret) or throttled (the client address failed too often).",

@@ -148,6 +148,27 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for InviteStatus.
+const (
+	InviteStatusExpired InviteStatus = "expired"
+	InviteStatusUnused  InviteStatus = "unused"
+	InviteStatusUsed    InviteStatus = "used"
+)
+
+// Valid indicates whether the value is a known member of the InviteStatus enum.
+func (e InviteStatus) Valid() bool {
+	switch e {
+	case InviteStatusExpired:
+		return true
+	case InviteStatusUnused:
+		return true
+	case InviteStatusUsed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAsterisk       Scope = "*"
@@ -208,6 +229,27 @@ func (e SessionRole) Valid() bool {
 	case SessionRoleOperator:
 		return true
 	case SessionRoleTenant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SignupMode.
+const (
+	SignupModeInvite SignupMode = "invite"
+	SignupModeOff    SignupMode = "off"
+	SignupModeOpen   SignupMode = "open"
+)
+
+// Valid indicates whether the value is a known member of the SignupMode enum.
+func (e SignupMode) Valid() bool {
+	switch e {
+	case SignupModeInvite:
+		return true
+	case SignupModeOff:
+		return true
+	case SignupModeOpen:
 		return true
 	default:
 		return false
@@ -356,7 +398,7 @@ func (e ListTasksParamsInclude) Valid() bool {
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -376,7 +418,7 @@ type APIKeyCreated struct {
 	APIKey    string    `json:"api_key"`
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -479,8 +521,9 @@ type AuditEntry struct {
 	// `session.signed_out` (with the client's `ip`).
 	Action string `json:"action"`
 
-	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
-	// `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
+	// `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a call made with that key,
+	// or with a dashboard session signed in with it).
 	Actor string    `json:"actor"`
 	At    time.Time `json:"at"`
 
@@ -871,6 +914,89 @@ type Health struct {
 //
 // Example: ok
 type HealthStatus string
+
+// Invite An invite to sign up, without its code.
+type Invite struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// ExpiresAt From when the code can no longer be used.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// ID The invite id, to revoke it by.
+	ID openapi_types.UUID `json:"id"`
+
+	// Note The note it was made with.
+	Note string `json:"note"`
+
+	// Prefix The first characters of the code, to tell codes apart.
+	//
+	// Example: hwinv_2vx7kq
+	Prefix string `json:"prefix"`
+
+	// Status `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+	Status InviteStatus `json:"status"`
+
+	// UsedAt When a sign-up used it.
+	UsedAt *time.Time `json:"used_at"`
+
+	// UsedBy The tenant that signed up with it; null while unused (or if that sign-up stopped before its tenant was made).
+	UsedBy *openapi_types.UUID `json:"used_by"`
+}
+
+// InviteCreateRequest An invite to make.
+type InviteCreateRequest struct {
+	// ExpiresIn How long the code may be used, a duration from `1m` to `2160h`; default `168h`.
+	//
+	// Example: 72h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Note Whom the invite is for, for the operator's own lists.
+	//
+	// Example: for Globex, via sales
+	Note *string `json:"note,omitempty"`
+}
+
+// InviteCreated defines model for InviteCreated.
+type InviteCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// ExpiresAt From when the code can no longer be used.
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// ID The invite id, to revoke it by.
+	ID openapi_types.UUID `json:"id"`
+
+	// InviteCode The code, `hwinv_` and 32 characters. It is shown only here.
+	//
+	// Example: hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+	InviteCode string `json:"invite_code"`
+
+	// Note The note it was made with.
+	Note string `json:"note"`
+
+	// Prefix The first characters of the code, to tell codes apart.
+	//
+	// Example: hwinv_2vx7kq
+	Prefix string `json:"prefix"`
+
+	// Status `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+	Status InviteStatus `json:"status"`
+
+	// UsedAt When a sign-up used it.
+	UsedAt *time.Time `json:"used_at"`
+
+	// UsedBy The tenant that signed up with it; null while unused (or if that sign-up stopped before its tenant was made).
+	UsedBy *openapi_types.UUID `json:"used_by"`
+}
+
+// InviteList defines model for InviteList.
+type InviteList struct {
+	Data       []Invite `json:"data"`
+	NextCursor *string  `json:"next_cursor,omitempty"`
+}
+
+// InviteStatus `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+type InviteStatus string
 
 // Labels Key-value pairs of the tenant's own that describe a task (`team`, `customer`, `env`...), to find
 // it again: `GET /v1/tasks?label=team:payments` lists the tasks labelled so, and `POST
@@ -1404,6 +1530,49 @@ type SigningSecretRotateRequest struct {
 	//
 	// Example: 24h
 	Grace *string `json:"grace,omitempty"`
+}
+
+// SignupCreated A signed-up tenant, with the only copy of its API key and signing secret.
+type SignupCreated struct {
+	// APIKey The tenant's API key, `hw_<key id>_<secret>`, with every scope. It is shown only here:
+	// hookwheel stores only a hash of it.
+	//
+	// Example: hw_k3j4h5g6_9f8e7d6c5b4a39281706f5e4d3c2b1a0
+	APIKey string `json:"api_key"`
+
+	// SigningSecret The secret that signs the tenant's webhooks, `whsec_<base64>`. It is shown only here (the
+	// tenant may rotate it to get a new one).
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	SigningSecret string `json:"signing_secret"`
+
+	// Tenant A tenant and its settings.
+	Tenant Tenant `json:"tenant"`
+}
+
+// SignupInfo Whether and how tenants may sign up here.
+type SignupInfo struct {
+	// Mode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+	// from the operator; `open`, anyone.
+	Mode SignupMode `json:"mode"`
+}
+
+// SignupMode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+// from the operator; `open`, anyone.
+type SignupMode string
+
+// SignupRequest A sign-up.
+type SignupRequest struct {
+	// InviteCode The invite code (`hwinv_...`), needed when the mode is `invite`; ignored when `open`.
+	//
+	// Example: hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+	InviteCode *string `json:"invite_code,omitempty"`
+
+	// Name The tenant's name: 1 to 100 characters, without spaces at either end, control or formatting
+	// characters.
+	//
+	// Example: acme
+	Name string `json:"name"`
 }
 
 // Target A target as the calling tenant sees it on the answering node.
@@ -2073,6 +2242,9 @@ type AuditLimit = int
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// InviteID defines model for InviteID.
+type InviteID = openapi_types.UUID
+
 // KeyID defines model for KeyID.
 type KeyID = string
 
@@ -2128,6 +2300,15 @@ type ListAuditParams struct {
 
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *AuditCursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListInvitesParams defines parameters for ListInvites.
+type ListInvitesParams struct {
+	// Limit The largest number of invites in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTenantsParams defines parameters for ListTenants.
@@ -2278,6 +2459,9 @@ type ListTopicsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
+type CreateInviteJSONRequestBody = InviteCreateRequest
+
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreateRequest
 
@@ -2307,6 +2491,9 @@ type SignInJSONRequestBody = SignInRequest
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
+
+// SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
+type SignUpJSONRequestBody = SignupRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -2518,6 +2705,48 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListInvites List invites
+	//
+	// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+	// themselves (hookwheel keeps only their hash): each with the first characters of its code
+	// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+	//
+	// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+	ListInvites(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInviteWithBody Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInvite Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInvite(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeInvite Revoke an invite
+	//
+	// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+	// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+	// `invite.revoked`.
+	//
+	// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+	RevokeInvite(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListNodes Dispatcher nodes and the partitions they own
 	//
 	// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -2672,7 +2901,7 @@ type ClientInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -3135,6 +3364,71 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSignup Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUpWithBody Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUp Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStats Delivery statistics, minute by minute
 	//
@@ -3772,6 +4066,88 @@ func (c *Client) ListBreakers(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
+// ListInvites List invites
+//
+// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+// themselves (hookwheel keeps only their hash): each with the first characters of its code
+// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+//
+// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+func (c *Client) ListInvites(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInvitesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInviteWithBody Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInviteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInvite Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInvite(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeInvite Revoke an invite
+//
+// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+// `invite.revoked`.
+//
+// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+func (c *Client) RevokeInvite(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeInviteRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListNodes Dispatcher nodes and the partitions they own
 //
 // Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -4066,7 +4442,7 @@ func (c *Client) SuspendTenant(ctx context.Context, id TenantID, reqEditors ...R
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -4830,6 +5206,101 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType st
 // Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateSigningSecretRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSignup Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *Client) GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSignupRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUpWithBody Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUp Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5798,6 +6269,146 @@ func NewListBreakersRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListInvitesRequest constructs an http.Request for the ListInvites method
+func NewListInvitesRequest(server string, params *ListInvitesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateInviteRequest calls the generic CreateInvite builder with application/json body
+func NewCreateInviteRequest(server string, body CreateInviteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateInviteRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateInviteRequestWithBody constructs an http.Request for the CreateInvite method, with any body, and a specified content type
+func NewCreateInviteRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeInviteRequest constructs an http.Request for the RevokeInvite method
+func NewRevokeInviteRequest(server string, id InviteID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/invites/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7213,6 +7824,73 @@ func NewRotateSigningSecretRequestWithBody(server string, contentType string, bo
 	return req, nil
 }
 
+// NewGetSignupRequest constructs an http.Request for the GetSignup method
+func NewGetSignupRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSignUpRequest calls the generic SignUp builder with application/json body
+func NewSignUpRequest(server string, body SignUpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignUpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSignUpRequestWithBody constructs an http.Request for the SignUp method, with any body, and a specified content type
+func NewSignUpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetStatsRequest constructs an http.Request for the GetStats method
 func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, error) {
 	var err error
@@ -8192,6 +8870,52 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/admin/breakers (the `ListBreakers` operationId).
 	ListBreakersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBreakersResponse, error)
 
+	// ListInvitesWithResponse List invites
+	//
+	// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+	// themselves (hookwheel keeps only their hash): each with the first characters of its code
+	// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+	ListInvitesWithResponse(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*ListInvitesResponse, error)
+
+	// CreateInviteWithBodyWithResponse Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// CreateInviteWithResponse Make an invite code
+	//
+	// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+	// code is shown only in this answer: hookwheel stores only its hash. It expires after
+	// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+	// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+	CreateInviteWithResponse(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// RevokeInviteWithResponse Revoke an invite
+	//
+	// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+	// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+	// `invite.revoked`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+	RevokeInviteWithResponse(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*RevokeInviteResponse, error)
+
 	// ListNodesWithResponse Dispatcher nodes and the partitions they own
 	//
 	// Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -8362,7 +9086,7 @@ type ClientWithResponsesInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8861,6 +9585,73 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
+	// GetSignupWithResponse Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error)
+
+	// SignUpWithBodyWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
+
+	// SignUpWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
 
 	// GetStatsWithResponse Delivery statistics, minute by minute
 	//
@@ -9713,6 +10504,220 @@ func (r ListBreakersResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListBreakersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListInvitesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InviteList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInvitesResponse) GetJSON200() *InviteList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListInvitesResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInvitesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInvitesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInvitesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInvitesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateInviteResponse201Headers the declared response headers of an HTTP 201 response for CreateInvite
+type CreateInviteResponse201Headers struct {
+	CacheControl string
+}
+
+type CreateInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *InviteCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateInviteResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateInviteResponse) GetJSON201() *InviteCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateInviteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSON409() *Problem {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeInviteResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeInviteResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12589,6 +13594,165 @@ func (r RotateSigningSecretResponse) ContentType() string {
 	return ""
 }
 
+type GetSignupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SignupInfo
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSignupResponse) GetJSON200() *SignupInfo {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSignupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSignupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSignupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSignupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignUpResponse201Headers the declared response headers of an HTTP 201 response for SignUp
+type SignUpResponse201Headers struct {
+	CacheControl string
+}
+
+// SignUpResponse429Headers the declared response headers of an HTTP 429 response for SignUp
+type SignUpResponse429Headers struct {
+	RetryAfter int
+}
+
+type SignUpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SignupCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SignUpResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignUpResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SignUpResponse) GetJSON201() *SignupCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SignUpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignUpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignUpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignUpResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
 type GetStatsResponse429Headers struct {
 	RetryAfter int
@@ -14179,6 +15343,76 @@ func (c *ClientWithResponses) ListBreakersWithResponse(ctx context.Context, reqE
 	return ParseListBreakersResponse(rsp)
 }
 
+// ListInvitesWithResponse List invites
+//
+// The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+// themselves (hookwheel keeps only their hash): each with the first characters of its code
+// (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/invites (the `ListInvites` operationId).
+func (c *ClientWithResponses) ListInvitesWithResponse(ctx context.Context, params *ListInvitesParams, reqEditors ...RequestEditorFn) (*ListInvitesResponse, error) {
+	rsp, err := c.ListInvites(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInvitesResponse(rsp)
+}
+
+// CreateInviteWithBodyWithResponse Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInviteWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// CreateInviteWithResponse Make an invite code
+//
+// Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+// code is shown only in this answer: hookwheel stores only its hash. It expires after
+// `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+// whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/admin/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithResponse(ctx context.Context, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInvite(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// RevokeInviteWithResponse Revoke an invite
+//
+// Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+// is kept, as the record of who signed up with it, and answers 409. In the audit log as
+// `invite.revoked`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/invites/{id} (the `RevokeInvite` operationId).
+func (c *ClientWithResponses) RevokeInviteWithResponse(ctx context.Context, id InviteID, reqEditors ...RequestEditorFn) (*RevokeInviteResponse, error) {
+	rsp, err := c.RevokeInvite(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeInviteResponse(rsp)
+}
+
 // ListNodesWithResponse Dispatcher nodes and the partitions they own
 //
 // Every dispatcher node that has not expired, with its last heartbeat and the partitions whose lease
@@ -14433,7 +15667,7 @@ func (c *ClientWithResponses) SuspendTenantWithResponse(ctx context.Context, id 
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -15117,6 +16351,91 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseRotateSigningSecretResponse(rsp)
+}
+
+// GetSignupWithResponse Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *ClientWithResponses) GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error) {
+	rsp, err := c.GetSignup(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSignupResponse(rsp)
+}
+
+// SignUpWithBodyWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
+}
+
+// SignUpWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
 }
 
 // GetStatsWithResponse Delivery statistics, minute by minute
@@ -16010,6 +17329,184 @@ func ParseListBreakersResponse(rsp *http.Response) (*ListBreakersResponse, error
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListInvitesResponse parses an HTTP response from a ListInvitesWithResponse call
+func ParseListInvitesResponse(rsp *http.Response) (*ListInvitesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInvitesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InviteList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateInviteResponse parses an HTTP response from a CreateInviteWithResponse call
+func ParseCreateInviteResponse(rsp *http.Response) (*CreateInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest InviteCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateInviteResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeInviteResponse parses an HTTP response from a RevokeInviteWithResponse call
+func ParseRevokeInviteResponse(rsp *http.Response) (*RevokeInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest UnexpectedError
@@ -18527,6 +20024,144 @@ func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretR
 	return response, nil
 }
 
+// ParseGetSignupResponse parses an HTTP response from a GetSignupWithResponse call
+func ParseGetSignupResponse(rsp *http.Response) (*GetSignupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSignupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SignupInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSignUpResponse parses an HTTP response from a SignUpWithResponse call
+func ParseSignUpResponse(rsp *http.Response) (*SignUpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignUpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SignupCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SignUpResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignUpResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
 func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19895,6 +21530,15 @@ type ServerInterface interface {
 	// ListBreakers Circuit breakers of this node
 	// (GET /v1/admin/breakers)
 	ListBreakers(ctx echo.Context) error
+	// ListInvites List invites
+	// (GET /v1/admin/invites)
+	ListInvites(ctx echo.Context, params ListInvitesParams) error
+	// CreateInvite Make an invite code
+	// (POST /v1/admin/invites)
+	CreateInvite(ctx echo.Context) error
+	// RevokeInvite Revoke an invite
+	// (DELETE /v1/admin/invites/{id})
+	RevokeInvite(ctx echo.Context, id InviteID) error
 	// ListNodes Dispatcher nodes and the partitions they own
 	// (GET /v1/admin/nodes)
 	ListNodes(ctx echo.Context) error
@@ -20000,6 +21644,12 @@ type ServerInterface interface {
 	// RotateSigningSecret Rotate the webhook signing secret
 	// (POST /v1/signing-secrets/rotate)
 	RotateSigningSecret(ctx echo.Context) error
+	// GetSignup Whether tenants may sign up
+	// (GET /v1/signup)
+	GetSignup(ctx echo.Context) error
+	// SignUp Sign up a tenant
+	// (POST /v1/signup)
+	SignUp(ctx echo.Context) error
 	// GetStats Delivery statistics, minute by minute
 	// (GET /v1/stats)
 	GetStats(ctx echo.Context, params GetStatsParams) error
@@ -20129,6 +21779,56 @@ func (w *ServerInterfaceWrapper) ListBreakers(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListBreakers(ctx)
+	return err
+}
+
+// ListInvites converts echo context to params.
+func (w *ServerInterfaceWrapper) ListInvites(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListInvitesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListInvites(ctx, params)
+	return err
+}
+
+// CreateInvite converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateInvite(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateInvite(ctx)
+	return err
+}
+
+// RevokeInvite converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeInvite(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id InviteID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeInvite(ctx, id)
 	return err
 }
 
@@ -20668,6 +22368,24 @@ func (w *ServerInterfaceWrapper) RotateSigningSecret(ctx echo.Context) error {
 	return err
 }
 
+// GetSignup converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSignup(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSignup(ctx)
+	return err
+}
+
+// SignUp converts echo context to params.
+func (w *ServerInterfaceWrapper) SignUp(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SignUp(ctx)
+	return err
+}
+
 // GetStats converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStats(ctx echo.Context) error {
 	var err error
@@ -21126,6 +22844,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.CreateTenantKey, options.OperationMiddlewares["createTenantKey"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id/keys/:key_id", wrapper.RevokeTenantKey, options.OperationMiddlewares["revokeTenantKey"]...)
 	router.GET(options.BaseURL+"/v1/admin/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
+	router.GET(options.BaseURL+"/v1/signup", wrapper.GetSignup, options.OperationMiddlewares["getSignup"]...)
+	router.POST(options.BaseURL+"/v1/signup", wrapper.SignUp, options.OperationMiddlewares["signUp"]...)
+	router.GET(options.BaseURL+"/v1/admin/invites", wrapper.ListInvites, options.OperationMiddlewares["listInvites"]...)
+	router.POST(options.BaseURL+"/v1/admin/invites", wrapper.CreateInvite, options.OperationMiddlewares["createInvite"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/invites/:id", wrapper.RevokeInvite, options.OperationMiddlewares["revokeInvite"]...)
 
 }
 
@@ -21134,714 +22857,771 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ll9s2ki/8r+Bo7znuzkIySUn9UJ85dzt2Z+KJX2u31zuJ/DUhEmoxTQEKQVlWMv7fv4MqAAQp6tGd",
-	"Tmb23vvtdyduig+gUCjU81e/dRI5X0jBRak6o986/AubL3IO/758++IHvn6ZqVL/pZbzOSvWnVHnkpRc",
-	"MFE+UWSaFaokd3xNCSMpX+Ryrf8iTKSEkYJ/lnc8JVLwDu18ZvmS6zelrGSd0U+/dZKCs5KnN6zsjDpR",
-	"EJ10w7AbBtfhyWgwHAXBjx3q7pnoL9/x9ahc5Itpefp5oPgs6tBOlnZGncUv/c93p/Poy2ogWId2cqbK",
-	"m6VqvjsKr8NwNDwbDeDdgs15Z9RJsg7tmLFu3h+NgsCMRSVyoUnzU6dk6k6NVkVW8s6nr3TLVILoOjgb",
-	"RcGhU+FfFlnBlXvJqX1JUI0Bprv8+deU335JRTLtRzumG10H56Ph+Wh45k0Xl6llOgVnaYfea25h6zIl",
-	"eWZH2pzi9pGG3iTNSGtj/Kbz6eunr1+pYct3uF5NzrQsd8fXPsv9n8JpX2nnu1yuXmbzbGNTJktVyjkv",
-	"nijckGEQEEYUT6TejCIlQ8JKIkXC91ImAsr07Wg0MUcd+/5uGAw0ORasYHnO80zNO6Mh7Sx4kUlNolDp",
-	"WbKSd0ZhENDOcpHu+YSe19vlJM/UrDmrBV4mpSSMlHKRJUROSbmShIt0ITMtt/ZOB/YBfKs3CCO3jYLw",
-	"nLGz6bAbsHDSPU2itHvG+9PuIBiGJ9Fp/2xwPoR7+XwhSy6S9Q2SQhYpL7qDqLtgmd4yqmTlUt0kcmnE",
-	"aMJEwnPNngHtpHpf4T/y7DMv7OVMLViZzDJxC38XvCzW9g+VzHi6hDdEX3FP4us7o8hsURChrCz5fKE/",
-	"GtDORKZ6dL+NcYDjzogMIkrGHf6Zi1L/Oe7oEY87Xz1+30cqS+cbw8STLM/1MGlnxlnKC5jwMylKLsru",
-	"9Xqh72GLRZ4lrMykePqzkqLz9WCSs6CN5GKZ52az8aKQRe2KI3/K7fU5+3JT0SYMaGfOyxmw59s376/1",
-	"luRfSnvLXhoYLry5D9vAemratIyFfbmZsOROTqd6v8w6tDPPhH9JaYoVS7F3ZDj3zsjjGNopszmXS/1k",
-	"P9DbA/aN5Vt9oX1Lbr59WeSdUWdWlgs1evrUrHzPKAm9RM6fzqS8U0/Ni/Vp8U/gSDXLFos/kiXD/8eS",
-	"/6IsaZd+B09+2viYd9y852WZb6oR9tRxElufP1Jwd+hQUs44keWMF+4acRL8f+CBFO46kMLagRQcdiCF",
-	"/+9Agt0fBcGDNj++73/ANq+46FG2+fnZ7z55ov/bTp5OwROuF4EwoVYgsIZBn7znxecs4eSDYJ9ZlrNJ",
-	"zjttLDoM+o91Pp32zoPh/5DzyZPXv5dv+70wCh7xeHpvxG39YPrI+V3K1kobcuejICCZIG9ZkdVMoIrz",
-	"C76QheH1lGX5egezBzCVoPJVSKHXjZyTb8g3JOwOfxeLB91TfpJ2T5PhpMsGrN+dREmYBvx8esZOLUtu",
-	"rl1wHZxVY2plx82H+rWHFkwb553RlOWKPwaHqbtsseDpjUySZVFwkXBUdTc4KJvzX6XQ1LlaFnLBn9qV",
-	"amWlBv3rbLTJPbCcXVxgZBiuVCbFmwUvWKlFgs8377NbwVPNLausnIHqwtJ5Jkgp77ioqSuqmN7g1VHn",
-	"75PT8j8j8fHu/OX83UD99+cw+XFxMvtb2p/+lZ3xDzLIflhf//J6Nbxq8V45x05YTauQmqU70o7SG/k1",
-	"+BR3jpsJcvn2xYZvxx9y/5fov+X5X+/+K5wHyek1G0z+tvixOFt+FFfrl+ok/X76n9kPX54NP7+5PXDI",
-	"IHH/LCdYi7tuwwnmqIheWM1qjnTenuNBN5xESfc07fPu2XQQdIfsZHKanKXnPJhW72fJnHe+6oW4Zuru",
-	"OaiGdWVYq4sk52XJC0oKPtUjJ5M1yUpF7LnjL8heFTDceeSeaRIEQS8Mz5qKcdQ9D9Kwe8oHg+4ZC6Pu",
-	"yWSYDNI+j6Zh8OCTchAMyGtZku/kUqSt5+MgGPwOFe4PO9Uqd2GlirE2LWzH4QXv6EX9cFPqsEXWW7Ci",
-	"FLwAybPik/rR5XjGWRGNMAFTd54JxUpgGYwZGDrci2+i+6hqDz+sou4g6fPu6SQKu+fpkHf70yCJ2Onk",
-	"jA/C3eaXJfyfYRn8MWzlu+EP0vC38ZZ9US84Dw850ZCG9u2Wt95XZmcLb61YVmbilkxlAayln27nqOD/",
-	"Do56FE+TzwJ/IpPt8hY9zDl0EJO1qB02wIlaR57NswOCDA1dgE+nPCmzz/zGPK/ZcZHdTJaFKs3W1397",
-	"cRLrf7lJpDC65RpJ7X7Bu4eG+gsu0kzc3hjvSxjA/4e/WWp6i7WhobLilruR+aIeorSto4k2BwO6w30U",
-	"j/sT5LBpP+Z8fOUIdgEXend3Rp3TKJg9ysZwjM+AT5Ab0RJsMCNEvVBzv1fcq2FTpFwlRbYw83ijtwIB",
-	"b4iiIEH5Z16siTI+g3LGSjKVeS5XSlsM857n/0Bf34b/7QFOm01HykMsaPOWPdZ6PeT4tS7RWTLjWqwX",
-	"Mn8t35eywFyFGs0u85W2vmMhu0rfEY/Aliq4WkihOJnJPFWEkaTgqWYYlhM1kytBpMjXEHqlZDXLkhkR",
-	"kiT6i2TO1uSO80VvLK6A/uhTdq9MWFFkXJGsJKWUPeC8X5YZaFtlseTomZ0zSN4Qy7m2EuzwOp9op8QT",
-	"SpWFpi7MesEKNuelmfjlMs3KZ8tCodFYn/D1jJMYDosE7ogh+DrjZFHwz5lcKrJgt1yPKtO3/7LkxdoL",
-	"d+Nb/SE2h0Px+y6g3aB3SeZSlaScZYrMmVgTLkogx1HKp2yZl2QYHG/7PMiZ2tfNQ06UZHNNsCHIzEzg",
-	"X6GjWSZKfsvRSHVR9x/QHNwk0zSXKwy8y4LE38SwpTSp7Ejl1OywO76G3SyXpTlc9G/wn5Vwk1mwclbN",
-	"BW3e7Uv/vwquJcu/Pa3SeZ7ir+ppbex6Mi8qdaN1Oq/YHYc9TxKW50SxKSelxPBGj8BkQYfXw+HKHJMM",
-	"5oVyCB/W8vkC0oAWnJXO9TAWis25SxPSd8IFrZ/pbywLoVD6oI6nH0NZSaIggGdiN4Oy+44vcrbm6Yho",
-	"msQXhI1F44uk9kFG0mw65QUXJX5THxpkEEU98gNfK8IKTha8MDoAzlc/mynCciWJ4qIcC4ZzjD1adn/g",
-	"65igTKlW21hN1uDpjcVYXNoXznjuTGmYrWYapkguxS1hFRn1vXd8UVKcQUlyzlQ5FvH3b9788PH7q6uX",
-	"Ny+eX716++b66vWzv998fPH6+ZuPMTmKBjP9esOCx4RNS15Ub10xZVYspXAUkGxK3GE3Fkfe+99dXV+9",
-	"vn7x5nUMHA7vsGlgsXsmPtYGHy95Wn1FSSl4Mao4IRMqSznywioTqVwZYxxXGJZtxxI7toG3M5CNeiar",
-	"GRfu60dZqcYiztKYkhjZR//LntT4EsVLbT+oCxJrToiJ/g25JDZnQ0zi377GlKhMJLyijf3OWOij8Zia",
-	"14lUESHLmT6wyBsBx2i1gnZsdvxm7jOmxahSehHKitmmBedjwW5ZJpB2uNkKvlTa5slKt9kYEXwFX+kR",
-	"E9fk6ol+D3Kz5pxqH6zY2gkZnGQlZhrcXBOec/blJRe35awzioZDkJj275C2CPYf+PrF83ZZecfXTxQG",
-	"WROSmWlrfY1MeLniXJB4trqpFtokMcU37vy54+vtkvIGYqDbhaU3k5NB29BfZqp8IZJ8mbYoAYZV8kyV",
-	"inCWzEhW8jlyrd7H+mcKf2bCTOyWP9HXlyIlUugb4Ag7I6+yb/3tOdKyS99NVjOpuL1xJZd5ChyiFz1T",
-	"JFmWWq8oSiBQIkWZiSVX1sFSO7B75KM5arISd5werSKJ1KxgfipnPCvM53rkUlgtBNRLtzcHQbDtqM0M",
-	"sdq0EbC7P7WR2fDqNi6xQXjLIHoz2/XHMelTqfTutPwSV8Gn2J6tYC1s4Zk9/DKVxRw0yeUS7tyciXVT",
-	"bJuKtcZIlv5RQ7hm6m7b51EA/XGfhnNg68fRlv4DP6/to9fwstbv65+fKKI/t2UI8J+HqlfV50G7tpo7",
-	"KNffsvQdym0w0tBrhAZq5TFaFHKS8/m/g+eokYM9Z7kmAE+79lffMgT1BVSlDM4d8rf3b17XUq15yTJt",
-	"TuldAXfPl0pLWcLgXiInP/OkBKqokolEU+Pp5/Ap2taVkToAAzsrIfDwyg7Kfs+sybIQI63rrGac5yMz",
-	"rVFjCkCkwyj7Ft+Aj2wurD0RwTYw36BELZOZVgpYO3UoYcQZQFaarAqtb+lZgG4DGiS+O88E15eMVgdv",
-	"+/76+i1JmNCvXLBC8Z42559JMc2z5KELLWTZxSQdiNK3eTtZXnCWrkEBbV9kfdchLkejjKBP9wKtU+d+",
-	"AylqQ+MoNvVsNdO4LKJ2fnl6oLuzYqrziqm0/LJUrX9qJ3c16PaY3KXkski4ZZ5MEAZ2iHGNMOsZyRSs",
-	"/3eymGRpysUDGSATajmdZkmmNV6I+DWZwLcbQSvSN1VmmuA8VVs2v1Ya3D1eHLUykcZ+pvm4gy+/gHtq",
-	"1QagrdbqBfZKjn61yC+8SeIn9q1vC1n0euGh0lVLteAi3QwPwGzlVC+ZvYW4eOkWCtmDSlXPXIDqoF+G",
-	"mrSNfi5FmeWYAmhC2ZpflnNw1NyTJnh6Vt/cR5GNqT8ez1uuyJRW/bKUTJYlyVlyp2oMV+emo3hzjeJj",
-	"EKSoud4Wen5sLPD5rCSp5LipZjLX8sdEbzbpT47i5nT1q9GHhvY1jMQq32MBRo8siMKsAoXW/c71gu37",
-	"WpYY/324+J7a5ytGfC3xPHK2vcdo20W4pszUBKMfR84OKnZ77b18r2TFGx+HwSwtrGCluO5kwnMpbhVU",
-	"eAi0O4zrRa/LW7bOJUuvpXzJilv+wOUppezm9vkNDUp+Nk4R6zFs15+sTgDP8C8JcD/si+zX6tl9Wz/0",
-	"tr7RDUkpJcHh7dv7bh6Pr0bBtDR32sEA/a+lfMXE2oxUPZD+BSt5FyjUFNVvLO2dM0kLIQjF7BPUc7Ym",
-	"c3bHodIJnjKDBPcd+gyoPrchxARO1uVCs1kUBBeo4ehfQ6IOWLbIV1WkRG+0/eC+ZatN/3FWDujGgFDI",
-	"eno3/bKUJSNHsY2jxZTEGxEze9FFCOPjC/Q7jsWElcmMVhvC8cba+Jlkqi+yVNlaMi29MXykCWJWRstk",
-	"SqaFnBNGkjxDj2maFlwZ1+6i4FqN5SmJApIJPG3M8QPy28tPU9aZEgZEjcVRrHeBpn+XLctZd8qyfFlw",
-	"Pa8Jn8qC+040cGrmEmoCl4vjHnkHy+75QbM5PhDDL91L/Yvz4t5mnzk4DbxIkXffpsH5vVwhayD7gVRb",
-	"MZByODTUqsGrtzuY4wISQUtAQvPDB6GnL4vsV54+WOcEwndNjltT2YSVcme1/hoXpX4v3yojPQ3Cs8mW",
-	"4k7IlaBVRXBBMPfuIAUyrLZebdJ7dt3Sv/fx5OWEswJcT3dcwDwzpTJxS/0Je/M0cwdh+kHwLwuelDy9",
-	"wjyOB65ayQvB8uaSmY2g5ZwjhlaKeD5tXa/qJv0k1rjMmEhz7u99rQKD0j/hsJVubw9ZtKHvL3hhBgyx",
-	"ZV4QTGLZq/ibWT7OylVOTfh65ScYBn2MHKCjGQZozNDCeHcVSVnJJsxY+h/EopAJV0pbnFeizMr1A1cS",
-	"dh/DEfpr+cIIxGnG8602XSWd9epktUdGZFnk1ETsahkKtAPzxwA+3AwrkEN+tVJMq0gd5yQShE2UzJcl",
-	"J7OyXIAnpCwXinx49xLC9/YNrV9qeaGJXJEQwvZ7D93IZyKcoJn0PvbxSPuHeJxWPM+7xgumrSRD/ws0",
-	"MqZTPHHNcoDtmGeqxGTmGJcg7nWqkXmIC/pfi0IbKmWGfOJnd3ge0VSrFSbnreEWrScjN0+pjzNp434k",
-	"KymJrVWkdYMkz2KIYd/x9Wi8DIJ+AhI9hX/zuNf2NT+TessIxTI3vi086jbekaWPHS1qHWo9+3qTNEYU",
-	"6DnrW2vnXqr1GZbnWn1MZKEtVLRCp3xlj3wKp+UCxEie6yE8jBzCeLQ3fvABBB5Ka5tS/lsHwkH79sV7",
-	"dLy4F7GiYJhLUCkwP6En3/jSzQdq2ZU1pqwiQsYH7aAdnuFNIEjz/M0URNWu0Zlto+VRfd9oPfhuW8IG",
-	"5GpoztnkcXNJ8aTgpWV78r5K5ZnxgvdagxE+PeznN6f6yU3WwqvUB44QKQcujpv+7tWBd26nuhenYGma",
-	"aUKx/K03KlNBUx9ofd/v2EqqlAtFVrK402Lx6N13z0i/3z8H+0zfM12Wy4If98ibeVZCPoLQO2vr9tm6",
-	"XRrHPsnZRGs4JmUBFt0e/fbEd+luS2UcQtSPEUMu4o4d1Bbu07+5uYMDTF0QiVMD7Xe+KNfUptyBX+wo",
-	"/ibGXKbftyM319ek2m8M9Y3gNgywtvkp6DSFXIJOc7HZthfpOdvnxXI+4QUlYVcrTOlFlTRjSR5/b0/r",
-	"rhmatbd6nd2JWLSTLgs41G/mqt34gsyZ0htPKeUdcNk8y/PMyOgaW2WiPBn4Xw7avsytxt5k8nXtc6hK",
-	"+2EowUvN9qh3gmkryNIZAia16UIrWppGUuhHtXbZI5djUcsDBNPRox5YoiPYWjFRbK2IkuQoPrgWdCzA",
-	"b9r6wguCGnBZZDxFvtzYAnJZJhJ33U75hKR5Y+72YqQ3mJPfmk4HGWYD8kP2rY3SOVqYDAsjXgoO2T9S",
-	"8NZBum95Jny7gGs5alvDQvC6J8rwrKJkstYWgxRZwnIIM1OX68RTc9sThdkUivwsM8FTk+VESXwxFmbt",
-	"YUZC+smfc06ONhjIJHKjj11IwW2OgxkR0OOOL8oe+VYuRcrTESaqYD6HySApJRmG0ViAbweUKqH1c0i4",
-	"7EfuXVqrcsugJ4eXzGRsehFt+E+YSMeiyaoxrqr5FkjfOctzri8pzOQAx6NWugpO0kIuFjzFh3rkezMg",
-	"LanHYs7WuCe8ZFscDpwbMKgR+KQwl0aPHFJlWCYUyAP9W8IUpyTWKh7kiWHQIKZjEVev1b+AtY+3aJ1A",
-	"/2vBlFrJInX/hn/d8TXclt0Kpk80VKUTKe8yHpMjJccivjRuCZBk+u5n5mdIPHvPy667MNfiDOxWdUzB",
-	"6bwo66SmbXS2qnAy0/QVt1yR+ONq1b30dFnzubeF/LKu/9Abi/ilRPvV3GULXqrLd5wvUBnC7CHY7ZyS",
-	"meYf/cyClTPMj4ZkIToW04LdzuEgEKk+a4tMTKWJq83lZw4ZIsY+PqTKhtZ9cZ1+0Gk7/1TJinKfum/l",
-	"t7n5cL2jVn/TJskgXcAksDYkmZP69935nqTzs5RryqcrsPPmXz9AKwn+abvaYBXUpl4FeWpOWXiiNjQJ",
-	"RYnMU72ZcQNvqBNWyd2qSxh6ZZhlXn/dhVWhcLtD4ZPv/61VGR6sVVlVaUOvMiVTyZY8+bcmOY8pEttM",
-	"eciYZrgP9cOYKk8u3TmP8k6VZnYMsgNxP6F1sceKO1i/r5+/LXuAleDqMVsAXYGjseiS2Ogi8YgwEn35",
-	"4nGun9gau2QSLTu6kA9crGNMWy2LtZ6EdU9euCif/V6mquQTfFzfCk9PM8Hy6snGN1kKN5m95Wf6GL0F",
-	"z+GGBjUWZJsShdk/m2PGw1pIj0TTEuthMMfRkMnVBdGOfrIl69HUO1wJUz3UULAT6wtspJyagKgxn+FA",
-	"wivwuZtkxsRt7TrWFVQ/jIX9BaukbtAmaXnSpTj7v93xtf9x/afxQsCr9WmXidsbPBx7hSztnXhF9Qp+",
-	"x9c8jS/0UbrIktpU4IIp2cGhwhWTLq2fmeZyhYV0/oPeVfd07ap7gx6jYTH/Be6a97i7hsgRtUuYM2Dm",
-	"bC96w8QcU5u6ZI5OvFiYHPaYHDEyWeZ3JsOJQCqC/s3UPEh5NxYQS2PqboQJvdMst1oVmZkI0/GF01d6",
-	"CnASbjLhKTFw8SYTN2iR4Jjr98tlGZMjlwKEgbonisTZYovGz5KyTfxV/kNyhIG7y7cvbJWA/U0fEUzN",
-	"JpIVqU3POLb+xiN9ZxWQSOR8zkR6TGQxFtsckZqSkP0xZym3mUysdEU4pixl46NE1WElsnLLZO/hbbV+",
-	"+W22BQrwFrlrNlmPvOYY0cUdo+WarRz58O4lYYsFZ4WytSKyyG4z44s6inFLwwovi/wGf4yPaU2HN8nk",
-	"EMmD7DVvztVZgT7YPTm3Nv3qpv3u+x1b8AjyFbUC0NETFqH1TMOqsd/vO6uk8YPOfP/Atz4md9j7Rr09",
-	"7Pd7Dbee49+yMpl5brr6tE017IHzhnddM3Vn3/cVXF4v8NkwMCVx9u89rkX89o4x4xH8O9fKvmuZlw93",
-	"dvovaXWI6aE8UZAelmuzVs8NTDwsKdBSR3gVH3hWxcdg5oGeHmPJmEmc9cosoFbI1VnYLDbIzNaDMqWe",
-	"6QjVRtSryVH816trUqV+/ZalX+Njh3gwkel6U7N2vqqDYl0Oq2vvE+Y2oDUeZy36e7HkVUDVUNMDOACP",
-	"6IylGE+2WDKapikaoDnhrMgzKIIF3vS2zETKnDPAV9Dk2Juar+9p9Ylu8P/BwYb6pmky9AaSw6Z5k6kt",
-	"VKHWQdqowvJKChlRmbjNuQstNYuyNkVLS+Th24KzO8xeacQZ9S5NlgBbYNNqPL+Y5w31f61P8DvMJXAm",
-	"HIBE4mkLSgaU3pem9q3NjqUdrbTk2e2sZYe+5yapBhPB4ODTr14U8hayi0DUghWQ8va3g1BfFHLCt3gE",
-	"shyUFmFcjFJwAreTVZbnZMJJzktSzgq5vJ09PLynv7DPKTHBhUIrER94+AcLnnBR3iQ5y9qc58/gOmpQ",
-	"kPgAJZwVkX3CUvTng/expOhbXPHsdpaJWzJj+dQkWE2zz3ws5plYllyhWJwsVQYpjwjWgAoN8QtNX11d",
-	"v3vx7P3N9Zu3N9eX7/56df0+PiYz9pmTuTbrEkUUhyJw9KZkxVjIlbioEFkVUTNWcGIUo7+MO3B53Inr",
-	"1JNLBEQ0pMLIRcecJDbbsVmR/nC2huIBvzIuyaWCZBpNsq5e3w7yRavhiJNp2RIbjjdZ6EXp3fZI3AKF",
-	"MhoM+u2RcdTq2mJa+INxpeLJttLTbWxEn0csZYB3w4BYLmgljQHy2cKVmhPxmx7eD4NyW6JyWTo3Ucsw",
-	"DvCUGcLaBfKW35NztF04+sKqmkZzs1WkbVVJcJc/gjZrBXubKrvVP2nxT3iB64bVLSZ0hLtKZDn58OHF",
-	"c3Kkza1feSHVsaYyFpJ0wQxBuYA6zYwpiEvUttvW+j1/LWCYdLv69ozl+YQldyYtvH1GUNmGmd1Tk7Ch",
-	"nxmRFVjY4B0ULN8MeZJbWfbIe8fZ3Pg2xyK2L4kr3cYr60bnF9VPocGO/HHTeArLd1POUjjr2VhYG68C",
-	"gBhZ8zTP7ngDQ+DoMy+yKUhMA4i4Ju9LJlJt3X408GwkzyYFK9YXYwFjMQ93szSG9G5TL6SHZV23WYpJ",
-	"K+ib1vLDbLkn6hhLmcci9r3xI9J0xsfUOt2qmqLGq0zK9ULmWbKuSjLGwg0HLF2LBPDlS498h+lTc7aG",
-	"7LEUSnKYQx0kagYVJtmtQL+vFk9+fcmdQGHsBRVcEDt0MV2Lp1ZZKQYrjK//9pmtX5y8+P7dOv34X+cd",
-	"RBG7KYulSDBHxWRF3A8brIkC93Ub1hpTdzeHA4l9vVfAHo87G5Ko7QiKqApqR6ieKIYVvbvj9Xui5vV9",
-	"aNJQj/a5dE0URP8zkUJwcBpgkOSYOmgO89YnytplFxAlIAjeAKGK3mF6U8UXu4SvFU3O2vVWdVtRNrRQ",
-	"gsxYuNF3Kft8ALCO7TqBYZCtVd94ZJs4Dx6LuC3V/YWz/ZqbF/WiTDap15Frl/j2PQLbY+xWCNe4pEc+",
-	"YrBM2CjZXoaIvf0GMhCjRRXER6YA5QP9tQjvkCkMMF2YbEM4bipewnSLFYSiZ2zhVPP6/tuX3nCyK79h",
-	"whQ/GZAjZQU8yxczNuElJQuQhMe1FZysy1bPZFNg7bbXa2OAPIJcilusfMY7zJiNs6LdNv+jUi1IfWtD",
-	"DBrBychRbARUr5nwEY8QegNkh0jHQhhPq1/TXaUT+Ohdx60+0t8X8QUZ1Brv3SGNtqmu/lAqshusy421",
-	"37Yj21wBxnlxYN6hA1FsekMO8iZvyXTdml26OY+moLIFlu3Zl3rWIuH5dxBWaTE6pECmNScQZK9rzRfL",
-	"VV0Su9Fwt+Rq2wKhe6ZrQwj78Od8mP1NdyZGk4315ILpGy218LwXpO5rjA84IarGIDcHLnZ1JLrgqQf8",
-	"6SD5W087i454oKeuAub4RHeTxpAEa2DQlNxJl1afIjJV5Vtu8IXrwPLbvl3tbm1jXVCJr9rVKvBf+4Ug",
-	"aNp4ftT6mEz1RvsBxXNjpaA9tWDlzNr0tZLRI5vqGG8WgaBfHExIfVTDaBz6Rk0xb68g2WABV1LSmsSQ",
-	"KQPlYeJ69S+0FKHs03iQQNVn2xek4NfZvCW6kcsEq7Q2yVt1D7A0tbvgCcIYk1+l4LRClZLTqeLl4WlJ",
-	"yzI5VIg05oyjxjfsmu8j+Csc6R4czvkul6tWDMPvAYqzMuENOJvRKKFsFpPUXBNDrwqZKF5W5fp3fD0W",
-	"R/HbDygDprlcde/4Wj397Y6vvxqoA54r7qGo3vE1aXvkG307SwqplLkTnFTkcixAXYfKW73eWPRi4CFX",
-	"LCsxaTFdcgIopyNouDrlRcFyNN6rDB7IpsxKAogJymaIojsAzSjVI5e7cSgxE8ZiV5qfHbTdNaTdgmVm",
-	"q48FhLc8q1LPd2RhIaWqHjemP4R+jsC7zgvXvdK6KLRsBASIpeLHvbFAgwbcezOptFVn/VZmcJRk0zrC",
-	"g15EJtYUfBVrLaFWPM97JIQa8OGQJDNWsKTUiqUmT3wZd+MfASUw7sa/xpSk2a2eNpgFvRjw5+JuTOJR",
-	"TOL/iEn87zGJ/xLXpUyzTeZu2LyFXrJCM+z/99Nl90fW/TXonvduRv/x73/pfvr3/9W2s2sNQDclS7WS",
-	"JjG4VlxvUUpVwyvyr9EGlD5C3dsBimsdELUxhf0YtChJMkHQ71tVwgdWrzcbpmYeeU4RS6JW0Dv4Ta9b",
-	"bCr4GfmrJDZtsz3F3cQVDhu43m0xfiZ2Y3ZC0Xhbdo7fX8kHHTEGzRa97YYa9WVo1I15X9x2CmxH573c",
-	"js1bbZZKbIPKbz3YDWTeR9jmR+PxN/9o2evHuzf7vjRcmKKThAJmAgfFffJuvZfUUm9bk229+gtIuzfW",
-	"0GEHv5Nhf36m7SNm1rppHFo8t0tcM8emPXLpmZiVLMCDyNsm4KayI9V7WR/aEwQozjn7zI0BC3C7S+Ft",
-	"6jpH3FMAVhisT5SNTbQIxDZFx99DQw+DO7StC3bWYPmC0yB54zFzbzmK4CRxqIB74mgwi8mR/pOSOJzD",
-	"/84wB7La8qF6XOFLiVqwBEuIRb4eWTgXOQVEG7hVDxCfhO6jmpBjEQZkruxmhDbfSPDacMMg2KDvHgK3",
-	"GbXfX1+/fWW6h2z1dWF7EWRiG6vyjE5r6P/16rpDbQuStx/gfy+vn33foZ3nVy+vrq9arf7vOcvLWZvs",
-	"m8Eva4Pa0OKKmfHk7hG8kBa9nSUzknKAIRPJmsDrofoLjNujeCFVeYtINHHB0wyQdQzSjRZDMeA3/ho3",
-	"dC/7mKb7HfhA0sz88XWr+7EtCfcOE9i9L5E45bcFS3lqIpDMn4CHeLGSxZ1y1sDROz2EY5KpsVgKyAbR",
-	"0tJfSxipfblet2qfwE+7JaqZQ5tMfckmPN+5aHtynpqL+ANfd7HwbcGyQm2oxNrYQaQbeAywUU3qXckZ",
-	"yAJ72Ot/c/E57vV6xxDsnWYi1XYVMTDddUfR/4ba47/ot4wWbD3XR6AFjq58T3BTzlOiJDUlWW/eX49F",
-	"lfOHyXaxyRM33TgIEsorecNKIht8NfsQ8earsj74mjP/MoXW0Em/bgyRXK540U2Y4rutoadgEdGxgCKj",
-	"zLpemOkXZ6xI/aBHTrZY9O6WE14IXnLVy+RTvYH0ZmFViWJgrLSxqEZGDcjUlxIwNxJs1+ENHcCr0cgE",
-	"g9xC++sdmpnCYKCANugNKVxmuUkrPx45QzVTSAgI7RfZfI7F26YwsWlCGSap2sbo+QLWMC69ybH1mbkf",
-	"teyAV5Ap875kmIrTGtLdkpaX8racCJe0hD1dMMqqVeBbKVNMva9yGVh63K71p36bt10fgGIYnm6zHnJW",
-	"csGVulkMg9Yy7lc8zZhALxgc0yi57Df0eoAfpJROB13jVb0DbITFiDL72A6tr8r7qoZ2ft46tPPzcqYP",
-	"5oSLEtIEpw5X//d818S2D1w5vQFzPi1tpZImRCLnfGvWWbHFVYApWU9sSz5E4znYx7gp0ouyigijVlaF",
-	"sO0UN4LZFd+/NgG1ByBMQOISdjvXlgF0rFyKnKOtMOOsKCec6R8t8NphzgT35L1cEPcMe7WkZsgUop5a",
-	"ZoNuAa5KBJ0yQOqbgSAtfyFotcWx4H43OQHawOBevh40L6KEqQSxi2rG3CZfNa22epXtAxiohh7jl6zW",
-	"FqEGNVSb9TaWegQ/NXBmy5x30dwhAXqExwNfn9hqkWd6x5Vyi4tFyJXg6c2uL7xtX1FwyX7m3qIS0Z6S",
-	"2mbm1ibVOo52OpfvtMZ5eHCuqj747V9Ra9fKtA1dQcbHgTp7mrGclMmChEFP/9/p6KR/ej6yaSkjPz/F",
-	"gEm3KPnNeCBSpAVGqDl1Q1WC5VPGrWBU/HoyFbNNSmx6wi5yAewdNIzLxG2rj830gFV11dpk7W60YdK2",
-	"LCtNJhe4q2JsExmjz8riFwhEKYNeRC7qYVUVPQ9QeTGcgE4GDKJMbQjFVoRj4qVXpkxN/TAWGLqKTVTA",
-	"UZ1eQSGAgyRuvDhTZMK1jmgz4SFGYzKTTacsxO0fC6D8reS2aJkUHLaqqjxWEOyDjE9ZgfLwtD3SQmqB",
-	"FsS8xpEDeqre89b1ooUAquxJwdSMQ0SmSvOFksB5lnYhlxryeOfQ/Ms1pJrwsUDwHn1ykiNYQz+n9Niv",
-	"urdzgdmaVlcbnVohSCO4tzZqJle2b03VlXQEGlVsFsIV3KZxRVloc5dam8MxkS0ggqQltrF2tpGCt4DV",
-	"6rnOY72xaI8U7TNCqNbGFqyAyqYSo4L6H3VvErYiPch7vCHvrPDc1BeFhbdkirz77hk5HwxPyaIuFVo8",
-	"wq56tSWoDon+Xljd5BCCd8cg/5LZcs4aDvLdAJWtGIIGmLJNe6k/jZ+tIB5x0upw93OVQ9FyqleolJsu",
-	"pw/vXhhBCili04xjCwg/oO9aJALV60k0RdYtODSfS/ju7JjdaWVJ05mKWJmbWhqiZ25OBPtHGchR59HN",
-	"BHjxvKFXC1qDPSUG97QtS2e9uAfpNj56QWI2kctyNMmZ8NLtrRREy3wuQYniSTbNkio50UujdeP23naP",
-	"pWhmlK2xVQWQ08t/NTunTSd6WxVVbmbpbOZgjTyXUFZCTTslNjpu+67iPdAPdsZSak9rW38wFjYHX0t8",
-	"fdZ00Q/DofGYF8jaFWfdYmPZIa+YgtEdbkVtS1CuGnxd4Ez8Vl1+51Omai29DspLO6ASs6194232mYtK",
-	"ZTFfradtCkAcOyh53CVoLk1h1QH1te/hmWf4iE3yhjfssDKQZv46tXPQ/pR9V0he/9ILuzAOstE21nLM",
-	"CUearWJdm6jgira2mQO301iYwT6xbfO0ImXgaHialTy14BiA8QD8Ua+P9guhjy9MCQhChFXNGmfMa75Y",
-	"cPSeyOXhuEBYSLx5VLiMxEMbhLWYvPiORsC7yb01LmiyFd1RgN/GU9u5CBP03JogUx0hUVWZ5Tngqh0D",
-	"ETOBm7aSudsTHhs7z/aUgt97e6EX272azzUXoHhzxfTgOm9Uyzv3OcbRnAdo3ze3ejtx+JWOvv9dJlOp",
-	"tcLxurKRPAwmF0zd/3aXMrvt1bWiSTRN9r60ysk94K24rzcQt/aEGmvOQy8F2KeWNzu6WRFDd2fKYtvY",
-	"A5K8GToMQZ64XO8551AFOOHEgh1coOy3YRi0ON2j//RU8LRY3xRLUQuPt+YdgBgAET43hK5mUQUBcZom",
-	"ajJvL/TIq2DdQV4fE9zblo/tzn34LNK3ymJTJnajyJFWb+ZsPeEVNiLUNdo1JRjcibXtWralcFOyKrKy",
-	"5AIynIXpgzgi8W9jCNuMOyMydpGbcecrFgm1BfR6EF+r0jXgnhGcYNBNGF8NmUdoz7qglBunHk/B0M+g",
-	"VVm7LGPR4LELAmkd7jF9iMEWFNIAHTsSmB3oe85C2vnSvZVdvY5ddZctunKB/rUuHOCaSbUe8z+xrOBf",
-	"qDaAQj+FLWTDLQYH6od3LxFuUnmGdcm/lDvo5jsKgsHZ/i7MW6Sil7DUYvKX0uBSWR8NM9LgwsLdQ3GB",
-	"NnsNA5mmkYucJbyWdt1qb2yvixN8ZTRBcMts+E82haWpKNz+uqp0m6I3UyuB0L/IOhcvSDzujDuxgSEF",
-	"CHByWa+SrlpTjgXaCHqvHw2i6LixLoPg/KRloM2S8B0D3qgep5juZv9sG+9BY3icujw9Rod9jGsOPY2w",
-	"4+Lm2m+w4KOdGnY0+MK9g7nAKk9LNTzWoKjE5jftGoWXCbVti9vxfHj3chuvNd1BnXtt2vbSIjgu2lQ1",
-	"p9d7x7u52RTW5qYOp02t3Ibw5N4KMfdKOQoAEoKkxZoUS3FAwMmO2/tYux5nD4OtUssSHuMJXjABfP5s",
-	"Hbf5PHO29hrydEadMJi3ZvjB2+4R1WyZQVmsn6NOprbVPHvYCKwZQrnlpZfrcIvhPcGpEcQTI5FHG5lN",
-	"Y2FLOFboQsPaFngWMmQc5uITRY7CwAPvDaFaJpwdb9KuVqXlkzBsNSb07Vpwyem0QfBZa41XJrbcrvb6",
-	"6ZodiLxX1cfxad8yfYCU883FutI2L5Idz4H6qWdpb8h+YZW+gkOsQtUIbm7aT2A/j7Puv9lXMLxB/aZb",
-	"1kuKpQ7/PTw5mx3k32qs1b6Xm7q7IJirw9Kw29foLWyTdsk0beCPIbw4eEV7BBbPNGwzi1i6eJddDcCp",
-	"8pv2Gat5LG4LuVImddibeUxKuWJFqrCxor1q4qs/azujuCCsvcUgyMxBdA6RyGHQr2rC5WdeFFmKLtAj",
-	"bF2plY6ZXBYHbMpdiB+OOpkg0KuxgsyWUEOa5MtUE8zsBhIGjeTifV7EnVwHie9SANK/ITQ2cipX0pNA",
-	"9coXN5Y4nDVqrg6SI5tDqDVmdASAtd7xcRXvTwtv49z35hDbPL+3q8MWxMiYwi7GVAeON8UZWgXPhMkv",
-	"NdlPTN3xdCwqFEnX9fN/m0X+C+BdtCDgHm4s7lZpPeik5jTM+WZd/U04/CaAVJu2RB/YHA1hth+opbfg",
-	"O/0hUwMoaxO8OExVtvWw7bqyLTB5yGgfaD48FGH4UW0E4zZ60BodugmgrVylKrYNotTyzgsUz1nJi4zl",
-	"mTJmgvMjPgzhEYagR7nYEstrH4Z5ghwpzklsn69uUPExFNcysX742B5iY0E+yC6SYrpJNZMjE6XLck4Q",
-	"vv34dwB0mnyn+21AP0uqnRnte3/HRsS5efvNc8liA4I9dPa1qK+007LmLf6r6kfIvYKIHJonE57oEfkV",
-	"9Cs0ewFEbLMFdWXMjIWfzz0BOCevmSJhWug4pE8w8I575NIxrQ+k4I1ruRgLzenFRQ1cAbOwpBfg1SzU",
-	"2g2sLZcCUKbaxVw2579K0d6w8f71ss6/cEDKLJxl3ggce9Q3EHVdXmF7VdOpelZsK7ltZ5BPO3ScR8i5",
-	"derSP78XywhQS245SZblWGDmjAHiB2Qp/QIb1Y7rahWEnqd8xQvHgwp9/DFk82FNJzO5b2a4vwMj/v0+",
-	"T8klKbheQyjVMSVCDq/ctasFwIRSboin7a7cf7buCBm9kHMGJPYaE7UoWvs9pVZBrA9p6PLPTlCCWCll",
-	"+poxYu+XhesAGP+HNtjyNRbnxf+BE8GqI2tfeK11K8MiIOfkG/1/HfrnKaqPTMd/lgb7ePrqoymiLw9S",
-	"QnfT/9BdVWlbhw3a17tg4La6Gop1/0WUIYip1s97yBH3qx9B9YPMonqGcaZM/ko9ads6hupK1Z7oOZyS",
-	"dbUCn22PkT9EITtU1agW6sP1s406+BeXry8rMCmMkBdSEP5lUZhWOJDKy1KSNbJ3r5Z6mzx9y4pM7VBP",
-	"9kYy/EML9Q+QrLuOLnS87jjAAI5szotbTfcS0waZW4uRceXAQYb4z7BgJlnSbhl3+DsMybHwILigDNV3",
-	"3kIagYOFtk517/0QC4RYZaynaMAalkUem+SksQAMe82Yxw8JiZIjMxoLTXp8kIf2PgFSGzLz1DxUp8Hl",
-	"KeSKQLDUEmVn8HH/wFqPWDso1FLQ1xV7eqyBvNBbaFny1I3s0Y/O9kjsn0oh//DccRQ+ypBayg6a43sA",
-	"VtUBJ/BeKjSLg4tbaLtgdqK3Zy1IrCvtSpji3UwoLlRWZp85FJhb+GrM7nJbaixsD1J7zZaqrGYy5zaL",
-	"x9IPj6qqa/WWWbSqEX84IYy7a2K6ymxTKMx9miiYO4Q0GYtKzjyAJvCqg0gy3wEroncf/k4hDSammNsJ",
-	"//2A/7m8fvY9xngRPST2JaS+uYHfgogj9/b77FFa/qzd11LwW+kr9WaRxZLHqJKoGmtQLdByxWNy5LLR",
-	"jgk2NdSDcg2I4FmT0qN/hFQYRVK5Y13bNJ6DObYW/a7HtC+gDai+UtuyaEzBc6OxqLizSvyYU/T2YAqP",
-	"bA3Pts1nTyT298Re7xtOfUB81NMc23fVghdd1xsfb/b3jafdHKZf1NXRti821FDvY/GH62dQbXvvA76h",
-	"n+4d5aH6aotWKhc7euZevn0BUmDO1np7ALhcZkWh0s9ShwCk99N0WS4L3jNdQUcFlINis3S8siqyksck",
-	"ASBQUy+OxbBZUYVtj0xSImTnunxLIKn/GgrKPeRDuVKL2qePve6mavRNXDmpbF9WuIr/8gZiSz4Uxfac",
-	"ajRngt3y2BJEVb1f3U+mS6zpcKmg73qalYYIte0JP5Bc3vqQQ9/YQgd4wv0BU+1UGaPu5+qCvcXMyD6O",
-	"f9kfHUir/b26YG/xZqrfX5tfh3aq6bQCWb1Hm6sFGloV0xvoMN/e8Mx6M/+7++z9u++619CLHh1QyGgb",
-	"XVC563WKnedbUycPQtaw74HaCRNULrjgK+zbV8WVTev8w6vC7oUwX8i81jrLIbxbtNd2wHCHS9/SHcMg",
-	"/dpesC7UMm30rd201f5ZsPZABOqzS20RW43q7Fa8EFuN6asvLCnzdQ0qdiW9DggtdT3Q4Hcbu147SLEn",
-	"inhN3S6fv3rx+ub6zQ9Xr9t7j7FF1q5wXdqVMpKFkni2utlsB2wu4ab0/KmHyHgUTO/h0Zbt+ZAEA+wH",
-	"1x6i27vxGFHLBS8UT3lqxCU0KFdWhpp6RMuqtvtcM63gXvHOtlT/y1yh4hTfZakzfr2uQJp0TB9pMfnb",
-	"x2ujbpoBZ7dC9Q6DfalFniztPu1bKvTEpY+zYrcFS/iNFnN7ymAL/jmTS2WPMVgYuy73rYndLHuodVJv",
-	"Ue5XM8WTm5j8u+0PI6ekH5GCiVTOIU1e9cj7GSB4i1ybqAU/cBEa326sSp0+e9fmMSKAtW35YIj42mve",
-	"QWv6Q+Fa64MHCrQnHebSgMttcMcd5447mhikR9aNCPijVfZlHJ6cbaCPRoPZYdLsekufyEuLn86qJnCg",
-	"P1rIe0w0NMFQbMOmf7e4rdtx6LYdrnXU/ao/o8pEwkkM/4kPDL5vbzh7jR2u0OYzGf/wGcwEdb3MbDNV",
-	"AxOm7wYwFF6uZHHncDOqZlKD4IyOxSAaUpOfSYZfvlDsemroA/pWJkg4tKHAA6ezo8Xtfvpt1l7iaLbh",
-	"7anyZql2pAS5r5ncIAi6lBKmauaprTDqD+JwSfcv0m8XuG2rXLcgaBN+ywSySCZuG/n0mB9qqFNbEWx3",
-	"W3U5HQtbRbnrSG5FC+DbmrnpDz1RJMmKZJmVlp0p9roFZdxAINn9DAk32JKyR5DMBgdJUzumGPRwL4YU",
-	"HAdQhr0lsOgtri1h7CpElUnqqYEd/qs2t93aYra2A5IH9Jt9SIvZ9q6xXuWC12EWObexkT9tlfwASK7a",
-	"YUfaW2dcQOW5sX68pHif+SkJyJwzoXbhiNv33iRSGHfouuY021kef2OhtFtut1iZX3dM+3crHObk/D+3",
-	"e+616Zm/AQZky+8dejfkkpcO5WANKA/3VgOqggP3HufCAneFkmTKCupK6m3hATmyFadVL1cIwpIM3ZK7",
-	"OWp7MNXvXNVWY9qSWN8jLyGjHqquQEHK1waStplcj6jP9Qwwat1mVbm0g9gAtG7990Sz0BNlT1vMaIBC",
-	"+LFwiCcOp7fxQUC5iI9rUCh/XDr/h3cvSSnztFFe6RYYs4g1pxktG3CdH5LXb4ZxI6dtwsxr7AxjoBV9",
-	"6j1Ps9J2PHXjgM23JhWyX4+8MIQbi0wRRuJGo+mY2iwSB7K9vyEybiLYz3jUGnc7Bla8iAeQ0sDOIQKh",
-	"dJNTjRYke91Ojm47m8MaVa9e42wONayXNeRDGCFjCrpmZWzOSSLn86x0YDuJLFJTV2qedfQ2eTgGOAnR",
-	"owyGn6sfRfd4JrDUHlBaxgLBCA0G4wa8uschf0Hvj3UGeSjrc8Ly/DDCHYKCZdAMlaXI4cqd9Znf7MD9",
-	"NU3yWtGV3OLYvaZAR3fte9yNM5ZatXN/isFBuRBb9zwrZ4+34R87V9A2WDZ5EvVBZaV3zj5aabxNQTAo",
-	"YtuYZpM+UEvdWiy/s7tzpl/lfHR+p3dbXWhrxzxcnj8YOm37pB+IofaopUC11AdoNV5Fob3cQgs+V49T",
-	"H+/goXtWCu1pjG7Ec70zuk/BrCRploJipH9Er4QvXw8vGHpAO+P68CCAX+tvbAtnxdr9ckh3Y/qwIlaW",
-	"53KFh9OOYtYLY6VbzZJ6MLpjYd8B4WbELgX1U4r9iHkPrm2qsG53YdvzLxUjZGCnjyqIg43yVdcDsnSo",
-	"AhB7h9TYsYgtoFZsFKasOnLMlOtk6pHX0v886O0usbZHXmNP/YRj/0eLzmxPctSCDJaykQkG6yz2M23i",
-	"GgQvt+DD9jP/clVcVkvyUoF2HzC7EJV8MMzqmM9M0ydzrvtKtpx6RoAFKLKGQGuxnpH1e+mFqvLhlGro",
-	"ya1wSpuqOmA8Vor5COvEsPN+yrUoSqGJKWjFSZ7pT5pE5dK6n8ZiwQoF7Ugvt6j1FKvr60ouWgeQUWtQ",
-	"JrtMpF3D/AbNIUUPHlFSb27bT8YyMy84Iqqb92RwkmiV0/nG4mZ5tZ8XdRhpaznhu5jQtyWonxdg4wvT",
-	"DBoMZaJXxzPZInGsEwCFjbaNoLauSrM3+Nr3cGzW0bxaYsY2k77G/vV8fzn9XZxdQSvvQ/pEsMyd2VQu",
-	"6INQ9igd52wNnrOWnp0+yIzaiV/WssqQ21MRRh/xPiiZpQo5suat3gCrTPHjC4QSXpuQCySgTzgXFg31",
-	"IC2hXr64yy6CCjpEDktHxnKEBFLq0D6pM/gomTHo8Atbcwko8ybk4Chqrcoe+ZYnElo4xR4+ZGw+ppxf",
-	"Bj21tWPGF9H36J+9Dd8JbKH6JgGiYyePap1bnNNPoVHiU0R+r8ov71VEgZFaCz/dKOl0pZ7bKzl9cJxG",
-	"r/WNetCmjtKiMNa02U3LYZsTcl83UwM0LPhKq5mg2Nynj2kDmPCP6GC6DRH4f2RpqgWP3l+W+kiNUzX1",
-	"3hRbEdIv0Z+ASb4WtxYdt+h6A5EY6wGad8DgpOCHQD/iyh0Exd35+smMdkc9kpUEpfSLkKQt/tEKra2k",
-	"raCyp3YSPbIlCQtrEmxvV1MbB6rNBvrifcqJ9nnAe+QKYUttK1kT9hESHcvkGnt8YMNSdJn6rWWwT8OH",
-	"6++6ZzB37EDEBFmKBdNzIWpZFPKWlZxwlbAFJ0fxeLxMz4IAm7HqP6bTaXxMx8JhpfrwqFjDx/ISYyxc",
-	"JBC6zQTTOg8rGVnLZaF4PiVHmCVDiWLrRkLFb2M0DsadERlEX/8Qh/mlcZ2Rkm8AElplfgTWk3/qwaQZ",
-	"ib58oRVcmIWvNhmLY4H1EEZ+oVILlXFWI21xYvu9/lJKYpTkxhI0Xx8LNImruIW14FFLx2co/Nu6uxBD",
-	"1w7fVdTNq3eACB+LkwH5IfvWerSRBXGFjrEKHQ0CHL7ftkWuxC4ntGFBVBdsErslr0nxhO46uI3MjqU+",
-	"7iouyoaLfiysXg0miudyjqumklYzO8LpVq+Lm85491BWavaGVn6ZKhvJtHvd2z3yPYRpZb2yByQOqIEy",
-	"X5YcI+TxWMjCBMu9JKNBcH5Sa1pT+qmbJq8B3nxs6FT10YSWSa4izmqbm5ipaABvDWXcW1nqpghwce8y",
-	"dAf2uEWLR5eHkCsQ4twwrWOTetqWK+zvBwrrj8JZP5iDJE/ypco+mzxs66Spz7XfbgDs98TvFiasnDVg",
-	"YuE+R/OGuPF8NWNh2lId6ftA1aj7HVErr4DptAEyzQTLDew2bESzy4xUupVcgUOo4IZ7rLCxPbCsZPC/",
-	"5zkS9TedhsaqEd1KLaGgjsRL1WJ+XzVQRo/1RfBFxp6+Wn02hrviHnmvB487iCmfsR/GoUix3wuVcFDQ",
-	"4zGCFt8bCV6FNWvhAuj1YV+tWc9Hr5QrUcUcvompnxf8TYzCbTNK4JCDMdnBwSpbuMOUi0avPT/OqlXt",
-	"RqD1j0Vt2IgZuL7PWpGfrE1PAMwHAH3pn4fTQPf3Z/c7Q1eYhrBne23u0oOdpA/DOdjtitoUxeTo3XfP",
-	"SL/fPz/ukddgyllf1IbwReDfC/xL8EwLI5Pz1rTdmSJKSugFsJBKZZMc49PZnFtlY6HFlNWEG8VoURCd",
-	"dMOwG0XXYTAK9P//48GOhkdxMVGMW1ghiGl/tvarrsOFigCUKLrr22o1Xl3+9831i1dXbz5cx+RoONeq",
-	"iSsJJJeVooc611JAsgBwF7Rshs6TUNOWqQp6tVYZYh2TR/1AHWPqBFfNTXS4z+z3Y/6/rZoXVBD/9Vbx",
-	"0B/ZgJHpJfnw7uUI/gHHqN9jyam9WgZCQg+q485W3eBVrbfdR25s9U41VD9SaX5WedDnW4+8lHIBehp2",
-	"Fs4+a3OMpWnBleIWNBfak5qiL59dMOBm+9A352LM2j/CGXYogb5ucTls6aluknbbUya5AOc6L0xur5Oi",
-	"mUjlihKZpzUf1UHeI7/Fe3svZdfe6QYcMtuSeArA0E2woYu2Gm4ma+Ogg3g8VPfjz/yXJcsxHdgIMgfI",
-	"DBt5bhzrWzqCVS/e3T+qpQHsZrco7AuGkMabk+2RawMr6LB6oGuXlHemcT2ba8EYBjQIAl8Txixm0/uU",
-	"5bkZiYJg0oTPMvBqAdkK8Dvn8hZiPFoP0UoIjALROL2Go1WtOTidPUFQ80bv7oG1va/Vnu5TextK7e4J",
-	"tae50z+jMxPunf1Y8I2xmMeo27CbrNm6dz7tEAdt7PwRXcIuDJVh68Q8m/LRWHR9zhjVcsTBRWCNPrjT",
-	"Z49RrcGX8np8wa2Ov2r3eT3/bSvizHB5udEx137UtTmuvepWluhVqnIyyHfajKNVYS+GZuxrmH5D00jb",
-	"YRRimm5ZrKFF6JHvLtI3jwXxbQTQBUdQP1dHQxdSdP1hHu8ep+vePHJRJps5YI1e8wK/PuERGbvSSK63",
-	"FBy7IlabV614qblG7evFeWDnL57z0pSW79SAYBDP7d1faYdPp1ph/Mxxq9zDYsJ3mWKDLbDL8KOx3xeL",
-	"fD0y4QUVN0A+TDMKiIHIlFcaokKF06tNAK2yqkEgl+ZVFmUB967eLuYhQOu3n03knKsqyQdS9h0WyD3Q",
-	"qR2xDifR1oJw4DjsVLmzuhC6Q7lSJJMoa1o0trQ2p97OOK6wG8ai1hrhji9s+RL0FvHydqAxnjEw/NQz",
-	"TyVGgJU16ro+MalvULy7ur56ff3izeuYHJ2SlK0dkoDiZcMrfxoFs8PyVA61Nl3flR3tlWMGmyC+ILFa",
-	"QlmTPvUNcJIFAkCBhlA4voKMztGgT2KkSrd6BXiNx6KqJjq+sE1peIlJWMifiGAEzl+or39qFBdM6TEt",
-	"7p17rpArfQrcmoClFWk4CX0G2gF0rGwQtzvKrm5An79JsrSt/fbbunVACoy41/nRWNQKDNQCND2WlzO5",
-	"vJ1VzWAnuYSOSNr49ONZhpmOmCCgxQuWg6WRVc20/Z42Jphj4lSGk24LJkxCg9PAt4F7thcQV0AMjfi5",
-	"DYebTd8iNP0d7JisVeuAaWDd+o6IoiFIKU3IY/OUaM8hv8RG7F1t+cMRDAnlLqUO3tpojp3AfGtt5YL9",
-	"XeVqRUft2BX1ybZhCxDBV/naRXVweLSCMIEodyIXa+vCNggQLVVI28AjarV9DwGQMLlPql5QP/LDctjW",
-	"B35jYzFjyvSxbljAq5u7/s+D2fD25OZ8esZP05NkOBmw/nl0Fp4GJ9MhH6T9JJqELHh4cUKFvX7v8oSt",
-	"eebG+ZEelDq+vbbBLYO+pZUJ7w2GcF2BTYCOAYgTdXFh5dKIOOSEqTSpvka8t+AojIUBUnjHE46lFp95",
-	"kU3X8AnAuzA9G7OSHL0vmUhZkZKP5mONIw0//Gr6w3+eF2d//eHvvxTXq58/vH1+9uLl2x9fyOgle8ne",
-	"rw7L/DHyyTL8btCG7ZvyuacwtrVQKvwWZFa7hHCePnMunLJlauGynFfxnUx551tr3zVu5MG2mMUB9fMt",
-	"eQ1yVTX5tnWFkzW5y0Q6MqBXWiey2o/+t8ucjX0crNhhX8V0LGKIyxj9kZK4keKE78TlwNeUrGy0CPLL",
-	"JPvBMIxcNrCe7yBwPdfDKAiCNueVSdrYt//dSkH3BWW8JYfKgCbakP9N6tZtO1NtKzy+rFip0IqEMQu0",
-	"RvrLUpZM9cgVQkfqH4DLWE0zJ0eeMvn86rvLDy+vb77Ri2Ni5/bIyAoE7gXbOpWJeqp4siyyct2bp5SM",
-	"zUD9EeBT1toYd45HjvXHApPFsK7FPGOK+ZpmCgXbFzLIwNPtoDFZqiCbZ8XWajQW2mC9VP7u0geLefeR",
-	"dzl2HGcjloB3aQQdN7Vtx6OqdFtb183q7foo8V0BybOpNcuQ5KghOH2OHDn76rhHXgi03OH7GPB1s2vr",
-	"fOdNCFYSsEJH2HrTa4KcIRAmmg6kSU+L5dgzBHMqVyutmgqZoZrLpzBXj9v6I5JDTdENS5TUDFG9ttbU",
-	"AG0Xoxrphs1kILdtKmIiF5lFxczKEWa0Qn5TbQ+MhU11raE8wCK6EmllT0IYXw80HrsU0NLBGb7Vacy/",
-	"6HezPCdHBswkItAiBXVzPQZ1fNGEDLDAJ7VmLe2K2WRZtGq5b1/YXLSqgoeVJhlqIj/jGmiJUUUq7RVS",
-	"yCXkDqea246qzoLHvbGARssYi9Df1/fHF1VrQxoE4DfeX0Zun94z+AWkxWsKkCO1VCXLBE+PKQS066sF",
-	"ZNaciVc1bd3AxqIaGXmjH81KBJ7Bqfi9A7cM3YIk0K1ADI1zwxptzhPpFqCUWEohHJoOIHA44Aujq3tT",
-	"1JMZi6M5+/LMfrN8bsERoHLOLoCdJDr5JU4Vm/EZoI1cltSVtvEU/j0Wnm/eBxy5J7jEFhJ4i/iwuZOj",
-	"Z7lcpjirJ2MxZ1+q6b/lxXt4uc2lgk2hTChxZHP7Ck7UgiWom4ZP9ZDb+aNOuiZei0slnhacG2qaMDaE",
-	"24ynh+c5SZecjkWD1KSF0hdAD/cVvVBzLDxjgFeHpMsc3O5Y+PGTo1oA5RjiT6A2mrS6ph/bto7SY9/L",
-	"7BvtpVqgh6UB7qkwXY7c8CixI9Pnk+cLPrbbATLbTANnFLAruczTseBfEs4hE8QkqrbtVue2xoInzvDw",
-	"bsmNceDcY8FyfUg467hHbHsE9aSGNW1Cf1KaWLQbHKnGpg1YbOCESTl2eSXGNVztzdG25m94UpnGWlD8",
-	"WfTIM+xvbTanNgiKzzwdESdyqqbX6BbS7KpmUpaYOYNFYOgcSjXf3nJ94uzf0nq9nbK+Za2rZktHiJOt",
-	"qVPhi3grC/6JzKRZAEvXlnIsamt5YUwMr+GE3nFzdqfPJDk/bPRbcz5emqaoPkhzbO6O20Krmq7QuElq",
-	"a4fncuVpLmOxNaujkT0SVsHgY4fMwNSdDWz5dIkuxsJrl+tSZjNFkmVp8aZQQlnfTtWIRVsm+qzXQgTK",
-	"kerIxmPh3oGK02YyyJb8SRTVO3Ph9mP/VL76hg8UiiS8s8C15vVjwKhqoOrZdgLHlNzxNUr3GYh08M8x",
-	"ZaWzSTSD9vEOZAsQsLRkgszoI63T9BasKAUveomca5szCvq9oBeG/d5pfHyBr8XjpNkCAQaH3qxM4ELo",
-	"W6owChNucpoftJKuRwEmhanwtRxoeqRU9oSPJOfZFQyJ1iOXvgoG11QL5MHXPQbmf2V8tZnD8bCIzJ5j",
-	"47p2Ygi5OujUoE7AcqzsOAAgzDmS6yPaZWz/frgreNH75XzOivUBtUyPVftT++w9441QuFOfs1me3Wu4",
-	"f9kwJcWuHKamhIFm1KPNPJlj07/BNWUPgr1LXB/nJmU+Odrs6YCEbk+MH0OMAAzDC9vzKOfTEvasKuFw",
-	"cPGXTfPs/0V/69HfhwmRw6K3fGvwtgXff2dkdixqoVmEwjAcGocqJkfxaRTMsB9GP4CA67HrQbLRE6MW",
-	"tq2pDFXcFuIgNk3T0W+xLG4hndPULSpMjjazMgqsHfZYgJIKJYpcYAmMUaZUZXZCGZMWtJBvqxWJN/q6",
-	"cT5SLylnEAwuMLq6qUdrzldwZgkTOvVm9eL51au3b66vXj/7+83HF6+fv/kYk6NoMDuuiG0O4rFwSv+M",
-	"KZggRlT+jHA1CoFDg7TvfFecidCakGiV02pSUHLswvHTJ98fp9WNtGAr51d89uL5O4Wa3q7grskdxdKT",
-	"isjXl+/+enV9c/ny5ZuPN/pV72M/a3QsNG/6vhG9lWHAjs0cJ1kl0vKdQKCHtCqrhDRx/TNoKAJa7hi8",
-	"TuiOAQQhQsJe5IWjDLjiprZ1nzs0/cTjXhT0gl7wNDxpUzrn7MsLfCrUJ8AWNqjizZuHYXvZ/yVEybDl",
-	"jZxWZaMf3r00EtWtiRYVPhrAvoyibaFDSHh+UOSw9sbWRinVBzLw7JpqbIsFVaKLvbcLNW0LGlDViKTu",
-	"4XDxFTTNTPNozU6HV3jrAV+Z97eqRybWeWDO+aFACm4hEE3BMD80q0RokgfGc0zo0P+sT97toAGftvGt",
-	"I84+HPXNrOoP717arjVPlLda4AKr4BQOSnoQrg4adg0lS5H9suTWRe2ISk3o19VEeA3RzED08xeYqIxu",
-	"GGzlZRIo3Da06GCmlL+G7NfIfJ9kgLJez7EIN3MsWpvrffL77HU/ffO/fkeR8i5AC0pmbeWkrlEc1Cdc",
-	"QBzLMYxHODgXIP4wYwjz2J79b2jR21IFoO5fNdfSYXQrt+7FnICQL8gRxGEsTG+/g1EnsEvSHws7AefF",
-	"n4878ZjYD04ktkWKvY04IqExwrw6ZXC4XMbd+EcIvMfd+NeYkjS7tQHduBeT+CYmcTemWhEswHZHMJix",
-	"yLneZpi6DA/1yDOmeNc5SOqc6/jyD9m8lhiHtqPYRqxqT2oCeHcZsJ0EKGAgt2asDbj73kc4Bam44FJv",
-	"ZBefQ8DkOr2Gnm18b6l1+PHvh5cO1QUuQHJNeDXuh2kGDTVwZ5phNaPWfk82YQGB76uGS9cP77dEXZFj",
-	"fLksZ7LIfgWjZkS+5azghelFDx2dXN7bxwLMVn1NmdAbgvIq5AUEZXNJoeDDROgP2wGOpBKzE8wtoLYa",
-	"O52nJArsE2Bm2X5TrqNGQFTliY9LKbtzJtZdtixnXQuOXzUkLbiN0GkDUj9MtW0gDIwb3AIBTphRz3SH",
-	"m8MJDUSoNqc+rUz09wfMKcQ7vrNH06HZgx36iK2swMAqeLksBAQzEg6IEaizoUcCzTm8os3g3lj43eN2",
-	"rT1bZHpAbvWvsFU2Nx4G9CcjFqpccMKg56HgPNXLPhbxl65LiOzCLTE5iplYxyNjoSFr3PE19ODVT1v/",
-	"toudBX0SZ0Itp9Ms0bxlXgSxtzqzHTFBXrz9fAIhG4N29PRkcFxjMTUWFYshQ7ay1i4O0jITDm5YHeyp",
-	"oQ5iHtMO7xl039vSOYCp2USyIoU2L363Pgp2n15eBe3bYpsgVa2IgQtHdGzXhfII5zIWIDKQ148NQLDJ",
-	"CcqU+YitagKbgrrw20YHwSeKPHv/7jt8GcAB6AWvtyLE4h3sdnDH13pCeu2UHZBLoX+icBuaol8UuZog",
-	"OCab4DjqOHa6McOoSGz25dev0EZnKjepWyXnQt2t4vm0O5MKHEjzZV5mXbMPoTjeFoNbF3HRI3+XS4iq",
-	"YcN3zNpAk6XUSgQmhEGxs56gxUuFgnOE3MMiAVgkgxcnqCmFVhbCkphGry65n6hlksCeksVY+HXV1i9I",
-	"TYor7imTgEINWA1C39TRnsdiLP7t34je+lq+ImqCvnhdJaQocgQPIczlUugjM376OXwaQwh5UeJfWJYQ",
-	"HwMn1f2Zlv3ALYk7YiyAX0bbxM49MrAvyTxTCtpnzVmuDQT04n+GalBZkKW4E3IlQICZgmstTkIIZOI8",
-	"LXZlBSbvpbeyko02LxuUJFK9cEBtQGcsAEyICX1DPQWLf8kU0v2NLRsxRPao2Ov1fELuO8B9wpoDjFya",
-	"p8YCdFyTBAmhOj2ez6zIoAJgZrpfoUTQK5VmSv+SWua4KgpZKP0HCpnBly/AUUOvAg+TMgWJffCNRSEn",
-	"OZ//O3Q7QNgpgGc4HwxPj20x+HrBIZ82K3MO6bQ2TRijpLxkmTYtQUqzCr5FodQCSFUQINOp6TVkohyZ",
-	"MBAuKu6Rb1lKMrFYmoU2sGFMT8GCEmGyDPMyUDXrQP5pI3eD1bM3bGXikUlyO7Z0e+dog4gmFQUrDBsz",
-	"F5t2QJ3nQAtQD9ak+wZklxoRIZXIplMg1TvMtim6CJihf+wW5pomqn3De6MzuvuMN7+rioQ80fblkwsy",
-	"Ldicd5lIuCr1mPC6hWl5xpIZhyEVMocPQV0DFJAi/0OSESsZ6v2FvC3YXFnDVpuICgWRQdqwlddPxgKe",
-	"ErZVpafqQeG1fT90OyFHdY2G+voMras7cGks4gJa+tW6/MXHVrGHIMpkDSDACdSUYPE+W2Oert4QmHwl",
-	"JHn25t17u5ojwvTJMBbWPWAFhCyy20xY3BqDSWw7t6geiZt5x7G1Rgq+kCorZbEmiml1ZLYGV5NlqOcW",
-	"3fl2ycBBzYGnLn2oUQ+E10P+tm4aU3pMgdrM4AK33NdMt4KMDksyeLleGrAYIdmnymFVa1XyOeR5LdW6",
-	"V4058+AEtHY6gu9j9QQi0HKDEA5oUQ7PxOWQgUp7BGEBNL/duZoUTM0sEedZmuZmQexbjm1WA+RkpTxd",
-	"opByy13rjKCV5C2oRD2kt197bFQIfTIrKAhJs4InJkQHeXOmnKRHXvudBBW1iTEKOwkS10gQoFF86WrL",
-	"CQEp5cLDsDZgCZmB26p1EiITjuFMi6flUtUaKUtNAaYJAIpPykqOjahcf8Ogrz82k0IuCy2uMAwuoXPY",
-	"skCTCkJzuJQIjac5ymt0D0e2W3psW2ux6DPrWLQsrbem6zSpJ25rv3HqnvlmZrGtfhyQDSEjBXXUNaS+",
-	"2Izv7fTC1fDwDyGfHLDB3C69QCLpYXkjsfnYWi4ACvn1jCuE7mRmv0F5jF3lsbBwiZV+yjQnSWFczhsA",
-	"iu7ZJ6rCzZpg6jNFy8vecWN+j03EdKNqH9BeEUzAx+lHauiNzFIPrgOsCP0TQY+ZGrmzeG6O9jpYIa7X",
-	"X0zlMexHDvCzHN0GNpnu7Zv3zdZVT7GcP7Zy8NrDezI6LpytPolMX8xKpiHEFbXebINLKVLUS2oIp5Qs",
-	"8iU8XB3eUJrxD7u0/zCc9I+x+Ee324X/p3+uyZF/kBqYphNtWoXxlXBSf1RLBVWy+UK/4YPIvtjseStk",
-	"M5d0C1Egg6tXf4mq2i7/g8SfQ4qasyll+/7V5bPu++8vo+GJ3m3jDv5aDR516179shtY7VcAeIUL5jXc",
-	"z2LDoiPA68fewxv1uvWm/+TIlOH54zWvPaa2M+1GQR1RC55kU6N4avUmE1xdkHSJcsO+HVQB8HsqvQQs",
-	"x3TqruILVkAYzavfQ4punAT/sFbsvn42XtaK68Wzjwkq4XWJ1/X3wq6mQ+puNR1Omk/YBOC0e1n63Fc7",
-	"+C08mkE9Y0Ja7tp4nc9CjPzt4zU5+v59NDxpLC+COwJ9rVKfKRWT2EkxqHpbTjA/FfZf/HOZxT5uWxfg",
-	"ZjMYYsy/LGyBDnZ8qKowl0VO3n9/2TWc6xos/AMPZneqQDWmPkyqk8TAva9buCfPJgUr1gBC4s4TPWFI",
-	"hYCwszZPfM9Bh3Y+80KhPyHsBb0A0PEWXLBF1hl1+r2g1++A538GTtqnM87ycvYrNIpubb9s9NwoCEzF",
-	"JPaLlgmkhitSLAW0ECcvSpLMeHIHOmnKoZJfJOArcQ6gFymCN8InacdpEvq7URBA2B+tAyzDaUAm+kkO",
-	"vzlUhI68s/BAc7a3nQ18HN0wLd1MqnmxHMIqX2lngANre6ubwNNvWWrjIb4/vDP66RPtKJs12HmpNydX",
-	"iAF0qzqjnyriqM4n/ejTudY4ErV1SWrOc3Oz1TPfFtD5g+uDgn/Rdj0o71r8YIyyMsGJb4HXc66vrt+9",
-	"ePb+5vL583cx3m160lkXnnVpak2BGpQf529wzdvry/7KTGvvsuuBP13kLKsveOffyPdXL99WaojrAnBT",
-	"ypLllVLv8tEma9vTb2R1YZNICQjtLMt7Y/Fv5Prvb6+2vxZzK4ux2HbHb+YbfxkDGu6485VEB92NSM36",
-	"9vCg+80U9BPh2SDSQ29QBP9XH4mFItf4H5sHnHkNoxEyGuNrnLdSofaqW7a85f4Ya7+Gw340Fh1/CzaD",
-	"rBu7zXCD2WCD/RvstSy/0yrkzu3lsf/csdvWjWbkYm/N5vnO3fZmwQX4oGSynHNRFVVdvn1B61qagQ3P",
-	"ObarZous9pl4c1/8lZfm/feTiHbUnkS0fuUHngs1Idoe0sUQ+kYmiyVQvxc4Ipm+6/aoaoQMW8Vvk86P",
-	"Ln6v9Yjs23exBiSBHnoqWicDitWECZJK8K6AXX30VqryVqtuWEKbzNgk58dGDxsGfTTPlelEMBaC89TU",
-	"qmlhO/JjTq6StF4LTqZZwbtgGMIZjAlJWBWF8tkOYiwwkVKVWZ6TRaFN41LTZDnJOfYRR9hBaH3ghmuG",
-	"aEorvNlitqw5QvBEHpGU3xYs5akNyVXaAEJlL3OLJBejyqD1K3mHTg7vq8Y+BrsWcjp5PrUIzBjcc8A7",
-	"DgSUYqqwSQpy52Qub48vfDB9eCnaP8OgPxa2/4BxDxP08arN/foOWeP3ai84caiFMEuDmox+b5p5as3j",
-	"ajkw+oftK9oZBv0dk/Qd6/eerLfqmJypqd8ZdZjHPFi5Xt1XEWcY9Ctt+LVxcK4rsbMsxMgJw5EZ6EjI",
-	"sos3HkzY17J8h09sktZ9FyzCBh+ZVheW362TJqvtDuPp6O2UYe8AH3mPDuliNmyZIgxrqxxDxz+6hBCi",
-	"H73fJJFimt3aVH2ovvQ84CaLWe+dTKiS5Tnc90SRI9NlYCxivwWINsP0zr/jrrW4afVmo8lg4nYzUe+e",
-	"dGHByUwPigLgUqBxBvr3bBb2lUAvnatA8GNSH56/uK6huQ0CLC+oQURvbPSXmSovgXzaYCrYnJeAWv/T",
-	"Jt4u9DXygcU4jscFin9ZcuxNhXFiN6ma0rS3a347b1ZjewrDhRKPzqF3P8Pku6+ffq9AwwzDn34DPDeg",
-	"i1kcPKpuTIO1DtU3yEILABNqhP5eG4DkkQUkt7LAr5bzEBoA+avCPMA8t83aaqh2CoKvBjOqE4TnjJ1N",
-	"T7phEqXdU96fds/YYNIdJifpKT+bnrNgotfArZR9hAfdcBIl3dO0z7tn00HQHbKTyWlylp7zYAp0dxQw",
-	"nN8Dzq/NPcmz9mmHm9O+42scwF3UofadnVHfjk51RlFjWsPueXqWdE8nJ6x7NjwfdFl/EiVhGvDz6Vl9",
-	"WmKZ57VBm2Uz/qLdYw6i6+BsFA63j7lc5Itpefp5oPgsqnaAAc+q40DhE0rdRKu1/Hma/ywlO8079bkh",
-	"/fWSDfSSDSfdk+Q0PePnUxZMwgct2aeD5b/ZYGqrCus2/sNO2EEQ7n/kg2AmO4FDU95BFB3ykHFu6KPz",
-	"SpT6ZPnq9WLY/zz/suBJyVOIvDePqHq+30+fvjb0bk7gJNJ6mHduwTPNI2tScHZn+oNsNcmSrEiWWUnM",
-	"zVXHcFPvfIS5ThQLnwEuXhblMbaMcqEbKCKbMdtIxHje9OnSI9+aYVRnygQDn6780uDMWAxlnk8vTFpT",
-	"F0Io7u0IsPQRuwmPhR1zptBItD2NYeRPECa5imn4EBkYAtWqBQe8CVdtbYRdhZLafpzZOXUeTdgn+h3J",
-	"EqoxbX5jZzR0jYEAHkwfgjcI1QLwArVZbHaiGI6C8EccvzB1J81bBqM+3FLwhIvyBu2WzmgQ9oYOdkyL",
-	"xQB1RI6nDaRjAZW99P5GYfpoMOh3fMlKbQlsZxRoOdk+48CfcVCbcH9jmNHZaS+qDbQfeiNNcqlA8G6M",
-	"1StBaI4zrI3zE+0I6IxuJGAadk+mQ949TQdJ93zSZ93oPDwLTqcnfJgODtd/DQPtkoB2+wKMHc6g92DR",
-	"9ueIp2d1YVIVQwhsFrpTXAHU1B4NuykxEF2A2dyrRQZhawPNaEqoZpwV5YSz0hn5mkszBCZBayLnTHFI",
-	"goB2hahYzxpdDaLhif+kkCTPPpv6WexyeOSgbrH2FHKOLFIWxH/NQGRBypW8gBZVEOxBWDcoW0Xsq195",
-	"IU2bhlJKQNkC+mCqAIYKtqjar4GOjyaYkKqqVXoEoyDsnYRnWoK42W27M+iFeKenUOzZTpv5oN1gFKIZ",
-	"YdahM/opoBEd0BN6RsOAhhENBzQ8oeEZjQIaRTQa0OiERme0H9B+RPsD2j+h/TM6COggooMBHZzQwRkd",
-	"BnQY0eGADk/o8IyeBPQkoicDenJCT87oaUBPI3o6oKcn9PSMngX0LKJnA3p2Qs/O6HlAzyN6PqDnJ/Rc",
-	"DyOgYRDRMBjQMDihYXBGQz02PTg9Oj288IyGkR5vRMNoQMPohIbRGQ37AQ37EQ37Axr2T2jYP6PhIKDh",
-	"QE9sQMPBCQ0HZzQcBjQcRjQcDmg4PKHh8IyGJwENTyIanmgKnNDw5IyGpwENTyMang5oeHpCw9MzGp4F",
-	"NDyLaHg2oOGZJtUZDc8DGp5HNDwf0PD8hIbnmn4BjYKIRsGARsEJjYIzGoUBjcKIRuGARuEJjTSdgdAR",
-	"jTSpNa2jMxr1Axr1Ixr1BzTqn9Cof0ajQUCjgV6RAY0GJzQanNFoGNBoGNFoOPgEkrsoN46q8Drqgz4/",
-	"+BHMgr0searvPIglI7zTZ8moGyShVosjrRb3J91BMkxP+On0LDgP21gy3GTJkPbpkJ7ScxqGNOzTcEjD",
-	"Uxqe0yikUZ9GQxqd0uic9kPa79P+kPZPaf+cDkI66NPBkA5O6eCcDkM67NPhkA5P6fCcnoT0pE9PhvTk",
-	"lJ6c09OQnvbp6ZCentLTc3oW0rM+PRvSs1N6dk7PQ3rep+dDen5Kz89pGIQ0DPo0DIY0DE5pGOihhTTU",
-	"g9Oj08MLz2kYhTSM+jSMhjSMTmkYndOwr+fQp2F/SMP+KQ375zQchDQc9Gk4GNJwcErDwTkNhyENh3qy",
-	"QxoOT2k4PKfhSUjDkz4NT4Y0PDml4ck5DU9DGp72aXiqqXJKw9NzGp6FNDzr0/BsSMOzUxqendPwPKTh",
-	"eZ+G50ManmvyndMoCGkU9GkUDGkUnNIo0DQNaRT2aRQOaRSe0kjTWRNaU1qTWtM6OqdRXxO/T6P+kEb9",
-	"Uxr1z2k0CGk06NNoMKTR4JRGg3MaDUMaDfUqDfez5PBHMPn91Y+GJ7SzFHKllS7/h+Ae7rGU79IN4Cz4",
-	"V9cGntcPa9V2/sKJKVdin3Lg1LOd6oHD5vOaMlHwb0Eap1YBIC3PUxEckkrzyAfwEms8jIXDjfNw7ajf",
-	"FQhw/b12L8ebaDI0CIIKXxZwmDLoYxQEAUCHt7RkIkdNGNNq7Hd8jd8wUWWW58c98g4w5jDbluW5jSnY",
-	"wk8ACUWfY629t1VzFgX/nMklFrBulIle1OtCK6usVRW5Nqu2x+/n97IyCpEeDD5cdeDDMtQ2NyD2+fE3",
-	"l+Nw68ZCqJ6hKd40wD1toD3t3YDsCDDYb9rl7qdfj7xZsF+WWwduKnb9kddKTaPBpvfy8RyMPjLENk9U",
-	"K0bQbqdhO/poGGygcYY7PYwbSH/2dgefB1hwbU6trR4q+iiuz6bzzUMAghLvCu5Fv6QC/7YTMJmytuvV",
-	"PBP+pVqnkqqpRwPnKhz2I7CiW9fw/DocjIJoFIYHrWF98o+zgg9bvrA7GEyj7ikLJt3zpJ92Ix5OA3Y+",
-	"OUtOU3/5qkW4zeWEf6kvgwXm2bIQw411COYbCzGsL4TfVKUNkuenOlrMp40VQ2eCX6ffefXz5fp1Fnx5",
-	"9T5Yvfmv//zy+rlcvfpZfnn1X4uzV8+vhn//eDX48fqqfP383fzV7eHeBQ8jrkWB8DAPUMT+qU7WP0f3",
-	"eAnZyu74aeoWFOKnm2oEdiupANptSdC04GpWFbqJtCobrCW4VlUlUNhW6xySibEAZ0jVjHVLGxFSdRHB",
-	"kCEWm+h3waVblgnILbjjfAGVg2zKe7VQoUWchvmQbhcgLV5fvrqKyaLIjMaAyZ1/e//m9ebx/cwrtek4",
-	"D9u3Ml3f77DxJeU9+bfeJ+drvZLeAAQ0TsLwfoNzjWM6/z97b9rcNpKlC/+VDM4HkzUgzU2WRUXFO7pe",
-	"un3L21jyVE9fVAhJIimiDCbYSNA0XeH//kaec3IBCFKklirb7S8VLhFLIpezn+eZrS6Xv3+OxdWnWE6m",
-	"g/6lWEwH8SyLP8fZJFH932dFejX/dCVieTxYHh19KgPmbFWfh6imXRkdyyMy+MyHn/7ef/rP9+r/Xp2n",
-	"L//zf0/OPkyXRw9/napP/8mHy7+9zhL56FmSP/v5ZhMeb3M6auhlYLvbXhmHi6PK7D2FOxSdRom3vNR4",
-	"tm2UdP1DuJiufZ2d6yODY/3TEkS9wfU3veXrNOPxRZa91GritomlYf/k+nsvsuwVl+t3Jg7+50V8UcAY",
-	"ebmnGwd9H44NZlMOn4OVzQyPjM+f4BfJ2qan53k2B9xAjyeqzNLWHHZ7LVuXj2x1geVjdFkihxIH0MPs",
-	"RYEtwlqYA7ic4Zght0TbC1dARwCwI2rO0zSUY8R9HxnQcUdQ4vVyG9MosNhDFqokYNM0W1FxWsA80hn4",
-	"siCU5iMB5KZIVAEPsB1iRHTCVdFh76HBHAZvfck6ljmtX1Sp+oxYfKxvPOV5mWjGUAIhAyH8LWqdYuve",
-	"iucxwg65kuZOKEtkUDaXSUWO5iFU+bH2WmfNUi2VNl5Mv7vJKXbYGcBVh5LajSBHiODnyCNs1q2ubysX",
-	"WDTIljLONnUh0CX5urCkc/p76JxDpPA28VuadIpKnZZOhqIPBihb22ntszH9mbLysGLkPy0oZfDbtwqs",
-	"YHuyfBuLK0gJJ3ZkXO17AsmCvbtgEMImNZlsaLZz7DCl7RpsIdYy/fN05vDsmpaSq1woYGyY0BEIpX2c",
-	"PoR1pdPbdvcBsQX0KyfbURHNdW6jB3dyMgyz4Y/d/U7wePfergTirqlsw3l/8ZRi3MVkVuMzzQwjqN/3",
-	"Z48GhkgjS1pFfSPYO+wp3ytR2BJwbL6DwCJrZjlCrqBJueB5QbwprRGWkSAENLbr1XNSGa4CC0hvcKft",
-	"7aGkuGgdTLJ1q7xHNXtdT5f3oFC6N7PsCUSEZT4eUStCidXiFmEfelANWUKF8gOdO9dmjfOy0rrKXKHN",
-	"CuiajWzog+Z5thfwNOlOgKzZgN2l4YTS3ZVlwS705025giDGt3MiK/D+3l535fsB44TlAdYhU8BswKga",
-	"BUqXGkEDmnoPKn+sRLuOrolX+hwU5WIYODW1QbX+5lu+fAE5R9DKbUAvLn/6SyD6qiXgRXxmSHkQcS/e",
-	"733+PtGrLwa0us1l3C5BnLthPBd6lv0uMcs05x8ZSMMYuKOguguhIoxgyv1RHhbN8yN3UIj55VDlUkbd",
-	"3yva8O3oRpczksDXZtjnv2aN+fVXY6Lm89kczcwe4gc/1EbjNYlNE1Estdc7FCzoA8DqpzLRUbkLYFeS",
-	"7hexVre3/syn7NzhZ29f/CLWFJ3eu2DYv6l2p+t3/7ABKfTNN+DZ1J2bg7sj6A6WsExAHrhWfUQJHBlI",
-	"JrS3Ekk0gD7FZQqsS3ko7Y5PU5MC1zamC3yDB2bD3vSMF08jhGizQW9rxkyy+VwfnzSpS2I/KQNO3cqG",
-	"ycVEG37rsg49s2iYhsxAT0qwbQ4gtArlElZRUtjYPv7LoYfqT4uwz4efPvT5cV7860iOLz98/P24PxHL",
-	"j6vjIzHNH4m4GKr1any0+jA7jqXaFmHH8q2Bae8w14zX5U4YiLyX3uhC7Hau9ETpPagPxU+N3w6cuGvi",
-	"5QDxahXvRkCcQgOJtATS0bcdHP/+FPyrRBaEV+ufx4O1+8M/sI1nZ8z7HYg2ZfBnTn1yUYxiW+zQRLIj",
-	"n3W32lirH1QWWrfS6iR091Ts7+jqQ8XQtmNkRD4kj36od5zeGgV/p/r9+qbHX8QaDIHtOz8XaokOz51b",
-	"Gc+AL5dhTYYCZNlSpMPFYRE+mCAEMDdAWaNS+6wrVQRoMSQ+QgcVA0bElusSCwDOZWpCAlvmP86WhSXE",
-	"7bB3eg4Q3I5hKY9ll68kIk6duq8kLDD7P4ZE63KOuawTKPSbZHnsUlHlrEoo0+yqTjjoZ9wm2nt3XmlA",
-	"U/KV+6HdPRKwTzI5TRNkuPiz5IBeSHsI9D64gXaim+/lkJ7js1XJ+De4ixYhTes3CuRCuSpQ7lirySZV",
-	"kLLDdLmH0kCmJ4WByCOQQY/VC/9/2B0wH1IB7K/1QoQyqoczwKG27bxGlAW23YQrnhQjy6toIW+h91Fm",
-	"ucef7foIUdqYmG6SI/D6aYmBWeHvPI4p553kJbJnhDNNcqhhVh2Ef1zORUR4iKuSpLIk2x1GK0FgeZX9",
-	"wrYKolBuk0TuGXvJIlYrimhUX4ssst/0QxzdQBzRYu5jI+9E0rDZpMxWsMNhMPtpJ6BGOdw18oMBMSK9",
-	"kjEZVBK0CrEj9Q+mFmOaZqu2tvw9hCB3UAmEIWDjZfpBH4yJSBWCaSOcqQo2MTlcariNwMCmXMPjR5i4",
-	"7y+lmEMZAXxAZLqd4QYAxU4T7D74INajTVR9YPv2hmJpHRCXngMvt0LehlYnlPeFAIKHcAsOyDcFx1Gu",
-	"zOvQzvHwHfRCVOEatnWgldEernI+EfrC4aw7B6LzLcAOyeLz5+Pph+HnPBnkjQ3Qii7vjdvHk37cfiwG",
-	"0/awe9R71D8ePB6eHN0ai0P7YZuYFtd+MxZG1oCRVLv5js3V3gxZFIxSkaYL6MRikWblcA6o6lEuOBZs",
-	"6/9Z5UkhwC3yP73fHoyH+tOP9Kc/6raPe4/7JwM+HB9NHt0MBmNXnfer9L9Xb55m61dPs9Wr536d94vG",
-	"Nw6f0d2jOvJ5lo+TOBby26yLLCFxaAkKKfBaSA6QdL8FjQ1ypMYIf8TNadSi0Te74Tosq7bN7ClhWtyI",
-	"qKgJpUE/ERiGzchCbYUSRQvqFCGZBPRozfG6EKGE/2nVNcuNtEbb6ChjBzeUIZcClgxXG8jKd3bYL1px",
-	"E8mRtrihfN2AdNAc4OO1ibySBo4/lGmiChGTdT7jUEWC1DZQYh/XK6fnabZ6aTn4D+9V86o1b9mvdvSj",
-	"Xe2gdrVeH1qdPEXRGDV+olVMU5Emag5VFguRJ1mMDVZBw7Uv+ay89U/d2mbV7170HrlMBL57slRFNhd5",
-	"u9cd9qvj6PrjmHvj2DaQ0isOwFeyG/r6JqBypbEnGn4oj/tSHpCi9ebdUxtODWxRHfaCLeoDcg07Ew1P",
-	"iXXf0bV5Lo4p1saGYuWqzlBw4/Wufmwp4V6Pnj3JQwklYQDSwzIJuOtXGRDa/RSxZEpVykoUQCCDFf76",
-	"pzSZkm6jed5Wim139+1zG+a4XpvccO/8cvgp3FnTLWJagK/9wP2ZCb6//IROtf0DZ9Q/Izc7qeh47Kos",
-	"x3doSwbfcwoA8GCzJYXtsmdNPy0hpDtWgT5X2rqrLe7+bs6LvxQ/TstXc1r+Ju7wsKBaOzREZLcOZJJ/",
-	"CxqLZV1KwhahQ9eajJlnntnqOgzyI86wHhfUZkDc7QPw0FVYtQ1hzIzHnVA6SPOegzSnnxE0DC0tH/Kc",
-	"6rqpeD22qha0oi2cxztDaSEa9RUeApoUBrckW0lKqQCMMPUiG03NFzwvAiJ4UYLcGAWV5J6POcvSmPFJ",
-	"nilVStV4LK+QdbgSBVNpVnjoJREauewhzHNk3qiyUMJ4ZcZWiYyzFdC548UR8nM6RrgI78WXAGVTJilp",
-	"a8i+I2/1IgxlylAiXqDHiIYEPYDGhgRW3Ni68ZJYwoMNCEiPYC6UTVdhdok4kjwlXonIg2DBJ0MTAGFB",
-	"+2X1dmuBZeSZTDKUmRzZFDIljwklDsvn0OCC5HKRsSnHHA/Ohr1vnsglUSggjbGt4TfoNVjFolfLY0dF",
-	"ej7rV+trDGINQNZgGL057J+EMjLntA319m3xaQIo+xEbi3Um45ZlAVa+627Y8igz1gnlU7+1s2SFNrPc",
-	"8hxC8JtxuW4ZyHynAK3pGeh/CqXQvETDUu/lXx11E0CZzjIFzSCU67fvI7ZlPxDfYuNE7zPFViJNAzbO",
-	"ihkciFNYHsMZR09EPlHEAIQaRj2joJ8nmXLywTugIH7g0EAfv5sD+CGBTAJbLhYiR743fUUdF8zbZUW3",
-	"37BLv+SkHm1zlruHK/J7raf/emyRivzW6uugUsmv8nOUwNYgVFxSfO0G179Nc75Luoq7d1IonnB4U0I5",
-	"VXt4cwI7w48IpamMVZs9s8QKixEEg0JRG9L9rhoa/qSA2l8fFCv8tEpN58KurQy7eM4lx3N9XX8CcuxW",
-	"mxSqu7jIqDSAZcCVkeu/QDsqB1KcZEKNqdDFjelHvT2lELFyhnwVCoiVkIBo7wPl0VWubTK4zD0NbAvD",
-	"3MOaw+4AKYJXiRKGBwTTqOBiAGkzGNEJctNXrD007cmI7nW7bAlyLZRgtyWFrZmwL+yfgPOzxeo7LRlP",
-	"8Ip5IpHeudVhF3YOoZZ6FEpq0EBUwRUa9pjDZQkQXkErLxS6wpPTmGXb+zNu25lB2eOavgyCYVyb9cDy",
-	"D4ZlHoYx1zRrrAXP/caMfRLbN8pff7UNHncJodSvbfCoKzPYZ57vsnjgR4vIjyTPHvrMQCPJmgL9vdWY",
-	"Z40d1ERCvmZtCR268/5PoKHIKmshf7vtuWBXolBs2O2xTBJTepn2w2NSd1W9qFzh942GFQaDxGJU70Xa",
-	"57W5J+jS29ba8l02tXytQem/9AyZZpdbnaFDQ8mVzhaHFrE1e1NlkgQriQpY9D5c15ezYjpHW4UrW7Vh",
-	"jSglCjhuc49onChnaXIVsOTwMdSdIwhK4oXFWh6NxXIyI3EQSopvtiEoiqgZyCG51IboS8fsaMrDeZo6",
-	"DlIT7QRvDA12A170QKGagrjtKao1oMgURVB+5AZiYPSOFwLCE234LxFWAjRHKwil9/s7MeeJdBhI/i9K",
-	"6DsN5fnS4J6x6TJN8WHASP2RJymQccJH1KfMbDXQ7YpXvn6okaBRfQcgCx+INKu/8n8SsdpdZF/N3d2I",
-	"o+vrKfvzTjyg0nnCidZ9W/mfXFvVjh1y2/m5yhLDVIwbt9XV5HHltc40sa0E3EfrHK5bAQVU4NCaHA7i",
-	"1mJI5yNPE9T62umZYJf9SEsGIM3NDCsuXDIW0ywXbKmAFbuoPUZPYK5ufYzAw/jjcHfB6we/sZeQclVc",
-	"LlVNG3r3ZHR0Mjp6/M+b+xLULDH648ZIsftbJLQWu4FisEtp/c0e0F9nGYQG8djsaS7459FicFqQ0nrm",
-	"agPWiaduvGbR2zfnCK4JixxBIoszgAJlSSHmLSqchQ6TaOQlBJMCnmLreEMpZLzIElkQRlkZ2tH0WOnn",
-	"AFImXmsymTXkVXNKjsLTQomQgkQqDXZAAogdWR4nkgP5n/owcmihMEpsGDT9bBEEwTAfV+5x46GMBYeA",
-	"DfbiLVK+htivyU2zZmWuTL+wvjJqQfLunYF/ohopZcDaPPAo75GnLKJZB6MAP/ASbZUI412YEgUENi38",
-	"FlATDQTz+k68NiISLjC2sLpXL0yHvdEejqW+MJNqEEuhbwgw0XBLeIiLQN/lF9ZtA2B8i/fe3rExG/h6",
-	"14ZeeS6KIj3ItzFj3SJKzDSU0HW/v3Kdr6Dkxsx0kTGO8sCTeNjJtk3meWrpYA+J1t/3kjyihz+uA1B9",
-	"oHzwYz8JFDAsMW8v+FUiOZZGfiAxSc4JxVyhbGaSub4A8JaSnI2zWLsUpiaA4ho/j7N4HTEQtxTrn3vc",
-	"OnY8hIXM05WWAyjjeCjN7w+Ufv665SovNt5AfQ1QDWBi7I/Zq+T/aLGBgxuBcMQKI/xLKFfZMo0BR9Fk",
-	"t5YA+Z9bxKRKAb+2xjJZJHKJcEb1abBzuy6HLrK++wV+WmOzz6C+D8I1SP7ogvizSXtOnB07yWEWuuyE",
-	"/cR+Yr32USVqjK9tX+AoN15d6Sfsto/Fo7h9PDkat/mQD9qOApsfGws5X8qN1oXuYzemuShmUFKiVX+D",
-	"OuQ2bxqUblpwbXg3RlOeKnEnvDofksVCxJdeWz10ZZRJafD/P2dSz86zZZ4txMO3PE/0L7VtGpX5X+Zp",
-	"PdnsQwDpfBjzJF23c7HI8uKQrg5zmK9v6rAH8atv4vjrc87KE5FGd7q/bVGf9gKnQq9hlLHZQyR7tcgY",
-	"gEdn6GR4YQLodoNCjaQ+0REkgszOjDqhBPvdu3IstEIE+hptHjdRP5kXXyYxduuZIAJKBBb93X6d2WDt",
-	"F3EE8X4sBoKxtQI254XIE54mSsSMz8DKn1KToFF1WrPB2xciR/Zw/cDAH6a+oRWEcjXjhYlHeEoEyQ0B",
-	"1xg/u+AfhGJHhKLMmlTnOMuWOYv5up1N2/NMFjOG/6U/rYTQY35kboPJoNhgKMnc4MwsV5azZvRfa8Hz",
-	"dB0FLPoveBj9Wz+L/glnF/6l35+uoxY03/8XLhv23/8tC2VMGAWuC99Ux/ZUq8Mukrlgn6EeRrtmL85e",
-	"n0GppGLN6P3Fk6jUUK/n4ilfY12r4h8hIAQ8hlTQWdpaU6gDgD1WwCQpjAfBfNk4scwKbBzQvqWe60GX",
-	"9UFd/IRwAvSlrRH1geLDAUYR2ZYTWG3cwwut59rTDFgf9ArQKAhoCY0zQgLGIFOivVBZuIKepi9oAwai",
-	"tTto909GrNsfDbruu7qDUbfLnjw7vwhC2e1pods6LY1yxhcLIRUrVlifgVFgnqZtqM/cHB/4KTg8t1FD",
-	"2UQB3233j8wo4LWs2x0Nuv+EXJmdfLTnyrMc/RSxJm4UPalQ3ZxNCyEDQIfRB/qnh0c47eynqMWmWZpm",
-	"K8VEyhf6lME36bkSPIZa0aQAlBj0vPPZupjNWTHLs+XVDMpUQ1nkXCrk1xzpy+284RY1E0/U19mEp/iW",
-	"OZKWgFs8mZmEoMLiV22YCiw+RxD3BVaI6G/rmO0fsXwpAaemNHwLtulZ0WDGaPe+iakRqPrKZNwKWC6u",
-	"eB6D9U5v+wy8/1uM9YfakvAZEPT3IkQOyig4Pm88HB0Uk6Wi6kGXKRPQBM/ClFhDjsWTXa4+HW7JPoo8",
-	"XgpT1w7SbCwmUPNMQngDYWzFFYuzlWzpDTJPlBLxiI6B/jMebFNTBEI1lEh8T1f744HFDVwG1oKbwRmF",
-	"V9NNRTL5sK2Cxsj9W5XRiE10U4wqT5OPgorTVWBri8i28wpmyGwlUXo0963Gvz278OzBIl8K32g7UntY",
-	"XYssTUH/a2kOcOPlip+CaROOgfwh8foqk1pWFBl7nicxX/ujHcMMNf4IG2jIhY0RCxsgNMPGl7uxwneY",
-	"oQeZmF8ONjHvq2YI7vAXYGeEyu7Lwz9gW3DKCI8f1cxfa8EMy4UWb4DZ4OTSDSzzckVzWWvs2yBdqvkj",
-	"nCcMOnsKhWwOBJtgYyGkk/cxW4uiw85cbYuLJlFcf8XVtk7nkmC+VVj4rzxzJhb+rZy9bywWbDmt7uS4",
-	"7OhSruxbk4/yyCU++fZzbZ7j+9jRP3byPWY1breNb5bSMAu+P9eVPQyJRDBPcKU58OmyucivBMM+w+a7",
-	"50/Y8eDxI3Cl0TWkqq0E+W8C83dkuqrQWDmviRKs9IwdjFUehgbjZHGbFAM0L2h/24WS2PuLJwGL0NiO",
-	"2Ns32sWVGYvIWo30i5mYL4o1iyDNUQKXCmVEpjj93aZ5fK4vdEkiNOGjVscEtSBhu8zTyGhQ89gRfZor",
-	"DB32+x03KLyTGLZ4LnDSY5qd8Zr+0eQm0FWesERpt2qefRRx69T2mhKWq7ssF9CAnYDDnApLeaunNlEY",
-	"zEB8SWWnGp4NFWzv370EvBRoQM0x4aUnEJP0OCzTEV6aucijSo8o3cQlW8oPMlvJUNI28ifmXCAJZOQL",
-	"TpiTNmxEQL+NTsu/w98wT89jsk4gIMnX4DefgV/KTT+zi0VmuReLDCitgvF8ep4+aEsDxlUTXCHnXooV",
-	"WXzg0KIjLLOVF1XApDyXk1mWC/Bxt0QTOqGkDTZi2lWJ0MusMeXsZZBaiAhbW0H7ifjEJ0W6hgiNq1So",
-	"RB3gftqDDw0Ob5xtBBsMrVs5dqos+5UFBIZQCYVmk5yRIuywzchFKDdCFxDogPhQJgUClWPZNVY9wDWJ",
-	"wuoHbY4lHwXNJNiyKUVq9E0YqtN/olAAFG9Klrjloi1gY4EUKiLENvCcab+Ww9iwvbwHmIXkFOMiBkz9",
-	"SKiqsa3w+pl48jb76onQ14/RlKaa4ovQhgQSxjTq6+PuW/EYesOSOnwLMN5hu3d5W1GLUmUTjWC36cca",
-	"RwFLb6BbiHDg55w4HuaMA6s8njJSFTCBFTxm0/lebBpgK64CFrmMVGSr+Ldx8d020EPMbHVZuMEXPyLT",
-	"66rGwdZWlYMtaOwSZTUEO7SWFZq6JIcuhcejQZe9Fiv2v1n+oRRYrQlCDbrssRe28QIxZ3ORJxP+8LVY",
-	"XeonwTj1JKS8ENUmMr3Z3797CXtAy30s8SLBT9pnh84Ehb530ClgYeOjyFWSSf33/pdyvOkf7Zfiik/W",
-	"xJBn06n6/w4LKLU/9m8SU7pfir09Y3J7Z88rO+BbSZ/3Bg6R8GtIn28cl21Ih4iJfHSjFPpdu3VavhLE",
-	"93fn4f0bBhYNT+P9hRMhCbWz9A1iIxFVmfpmhzV4bWGvZ9gWJk1MyXwEvp1CS42ixFlMmeE2ZobbcE+O",
-	"MPVcsrHAqn0Rt7AiU2p3r8POKAPjNr1LoWH2LCmMzzglFZpMLQmNttA3jIzX4pMN8FzoZ1wHp/t3W6fs",
-	"h1MzGMrW+is9h/V1Yz2/bqx3bd3Y3VVlQRq1UsdEKuU/IUOtRVox2Vbp9CWoecTw2kcMr3vE0bWPOPIf",
-	"cQC+bJLDAu/Cr6hEAxFx65tAlv3GomZvc/ExEStyzz4VXgb8Lwuh1UtJkDiHkw1Vg3P1dENFtih7SaON",
-	"RI32LNei8LMzPBfkrhFWjcwMJgWW5mhPNJTYTIhBbxKBHfaW3D2+IUorPlwNcpe+4U5i4Xdt9347VaPo",
-	"uJRrAr7aEtGvwr6tbNMfcvhu5bCe3fs1M2/KqbiXBH0nsFC+Rp5BCVdNis9Zrxjl9YUt1R0ZxsRQrrgy",
-	"DzaAkJAFacqMWr19wsRKVSPFBen+a+Ur0uN9H8lGY3L/OLb3BDJhmBTv8twiz9beZSZEZzjJsg+J6LBf",
-	"seMHS2XNj7bZe75UBWAnrOFMRv9oPzl/97wN1GyRh7NrQM5UUgjD3qeSK6kPuMiBC3FZnFroW+jYJOyx",
-	"2BucGRQSC8Usm4ayOrbEtvxYMhzWjOjXDlI0XkIuC9BxPZCjQo8aarwlVWCG0rCzASAvJH/wbdYKM2hn",
-	"TVN2ziWUotaAOZwnV/LNsgb6fFhjQyKVJMyK+3Kvz7NzsyNxVxx8Zco9vZKwbjiRluTN27/ub79tK+z4",
-	"dZbVbEHHqhnYPk69yXC5qObDm6JcSLESMRak07bTCxLKJlbFLrgqWLES6UdBRemoOsxSJ7LVYa+FiJEP",
-	"qLSlRwg/kigCSsEeu1CmgudSQXJn2O3ZfVzZm/VlKHQ+b60YLMTAtYoB3/jGXF/q/t/nTktjubdeoW/c",
-	"FuzEnwNY2/Iy3rz9/+7YJml4T2Bgm4STkAwEW6PYpDfcegK20El/MvaEQxpiTUNlCQ0eINniuZZxIK+a",
-	"ZbjoaZmf1oxjhBE6TNMjkjuX7O9FsXgj03XAzvlcnCeF+Pm8yJNJYVbBQxunB0Wsea4nRzhMedAEEz4X",
-	"oQRo84uX5yM6kVIKYOtDSgkgYNGynbNFnn1aM+TIgm4ix+148e79+cWzp5dv3735x4tn5xFD34OaQ/7R",
-	"fo69HSJuv82zIota0OJKlhrKCpwZPHsoB+CkB1Y4jNdeEb/5MMQaR8kQynrRQLlfy/QJ/bEY1HSl7yhn",
-	"gLOSVBEpLsywVtiFffGOWUAtR7lk0RltaDjzkUnWJYrpna7fPzH1HoTbHcom7RC3IbDJy8lQeicvDHY+",
-	"4IOgbPXUuSeIH6hQRhOVTy9hXqH7Sw+vJBlpdLDESWGw2gYMbmzDje15oqC1I/KR3bI8lAaVV+92aEdD",
-	"xlFkTD9FGxu4eTwG0KevXry+vHjzy7PXEd5D7WoOtgplbiif8yQVHvcphG193Cg2SRMoWYnjXCiFnd6J",
-	"xP1jsF9h8c4tfyqiWJTNDLec8LwHyj5xwwBJpKmlUZl+WCgNVTSEe6jP2iJ/Qo9T9TGXibycwrdFtKyr",
-	"2XrEolWeWT7ZKAByZphqLJWhuY5aFOW3G8EhI9VyJCdX8oW8VVuGUzI2i1wC7eTjSSymV7Pk9w/pXGaL",
-	"y3/lqlh+XH1af+4PhkePjqsXHJT6hfHfKwr8t6mAz41oqBqaShQVjM9zUbSNFvxjux430q6UGan2of9A",
-	"+7xbJ3KXaQ62wl6WufEZUd+1iZP6AFwwrVAqhNZWAZn+XSrWNjYTUWTHy5yQOLOCF6R2gIaYEYlLCR8B",
-	"xCQVSiWFcwMSK+LUJS+iDvsfLWsU8eNXQNxDifrdMugDxk49fAV+1TnNyP2iKFRomWmmTGR5G/XyTliy",
-	"3lH1YVSLUYUjs+UbVTgypS77q3X2+zT9Pcv4cXoQXoA/e7tSdXxSJB8N3vC/Jeh89fggHqYfCaoczm3x",
-	"IPy5CuBbufsh4qFDHLfWI3kFZYIcMlHmxJaHGOwGlH9OFmkEZzmiwxzKpikLj/rDWRQ4KqXeo8ez6JRF",
-	"XRUZY9A0k7bIyDMgBQa1s1hloYzor209PF4scxEZ9unAFozikB8og/KD5XDFjH0UeTJdn6LBr/0L5Tpf",
-	"pViFwDsCxr+PUuDe9H9/vQClidrUWoLunSV4YmywT8A/ACqt6EMSGxu6w7A+ja2zZc5yMRHJR+jYyqqP",
-	"tKW1gvmSEsepVkkxmbFc8MlMqFCWp67K8dQESFXig/pd+wGuCdmKZABjvMowGoZfyk23cgvDfaaOGOp2",
-	"zZezKY45IztdEmBRV0Ud9g4erkU/imSrCErCH1vNzSaZekLCbMea0Dvs7ZLsuU25qceJ37iZ5MMBeUbo",
-	"rVHv91EfMO5LfZT2EvJltVIl/m+MGquZEpPLxdl5L+6+7H+YF8PV4w/j9Zt/Xf3Pf789W7959fnVs9ls",
-	"3f979808PhpfDH++4XRdg1nvDsIu6HrwNX6A1X8rJXJ4RLA0nkRVWd3cnSYs+A7T9ldDqGjtWmu9xkls",
-	"OfwQhjFCEsGIWaUGxdUQcjIiqz/EaDNS24d6VvI1YNMgIEGgJaaHP0cwBS6WTCUEtrIe9/xnkWdq5H4F",
-	"+E4AfcTOigDKuBMqKYmhOcPgcqbQ5WzuhJSriFlzcdRFRsqTE4gRzJM0TUh6B5BzMZV5DlDDgqhYrkJE",
-	"l1gKo7ZsWwX+ooQsWh4HP05HovDhBKyTSLbIs6tcKHXqAVdAXMV2pwAKOCo3T81YOjv9kaoIpTdDa0jy",
-	"oGOSZtp3yRhfLATPO+wsVVkVtNTtAcc3TRCmDAE+Q4kuDbIKUiSxBP55mRKceA+oDKEDDwNR4l9LnppZ",
-	"Qga/ueDSsVhSDk0PqMPOtbJURTLBYUCQcUoEjTFfA2iKB2aUW/RS/SkIf1mXhICzsEeJ5JTn0ApALYYG",
-	"W0g/HbrS7LZtRj1t1UUn3XnUOnXWnTb2ttVT4imqL6jEMhmr+fB/7xzcjkYPH+/V7PR7XS3geIzY5eZs",
-	"NUa93uPjoKG3mBRKXS6OupdzfUOn7//15AT++qjzGMuCEn1rvxc04MhtQjk/tnWUbgx2AN3SALo1b8dq",
-	"pI3X45/t+7tbX39S8/pHR0f1A4AfaiagVzOCYWdw7QCcRQJZlo0TRNDzBGB9OV5f4jWwzlQ91xgNjs1o",
-	"e73KiuHdRpjofTOiUa3hf04Cm0rXlx/1u18CszNHjcF8f1vmgqsPeLC25b3sWf7qwfG+WXviKS792pts",
-	"o1vZeE3/8rFqgXtgD6hasiI8/oMdDIXUdwsodHMRAF8r6tgsL1r17DjE/qwd7iIz0GEVypuEmHBAhfa6",
-	"DtvIZXnw1Q8UmyT5ZJkUbJwL/kHkFnzPvlA78YQGmEEq+xlgdHuAUfBOB/qlb6DvB3U7FjMgq2VpxmM2",
-	"5qk+j7k3bu0hl75C681YPEACkbO3L9pgvsNrDJU00ibD9AF3Hc8xf1fi8VBElQwDx2pb+sxQNkEPu9bg",
-	"RZ6NxSUvopYZjpmigKlEe+hJwWIxSWKhXJKzsixXWcDGyyKUUSIvkedZv4C6OfU/HT45dOZOeZIuc6GI",
-	"pRmjJC5mCtOuP74++nhBu+zOwo6echsGDTM4kH72g0i7bCMd0JJ6OBr0/mmqYc3E1taawmUwvbX6rg8/",
-	"YyhKfz8mznM4UrY4tUIwMhoOB42gQXPeGHXLKmuglbb7sm7py/rXf9nRyfYh9/qj4dAf8iTNEENsY9Be",
-	"Re3mgH8LGnqz21rluNd+ND0S7eN4OGmfjAe83T/pPe4eTx+Jo3h4iOrRo9gVaPX2Mx3gsRFT/0ZR1xKL",
-	"Cs0Eilqo8oxvpxmAxWaLXngJCd1NyVKFIQciBn4FTU/ctJ9nFiQBy2D1BQFBIVplEkobhYS+9mmSFuA7",
-	"aXFE3gj820BQEyrFntjURNGvFQ/ijHOsl/LvtEz+5t3kEmn56IPBBiwiAHn6P2SmCBCOI2BREov5IiuE",
-	"nKyBfDBgUcrHIoX0tv5Y7ZNcZlP9gw2JTQuRm080XCwQqtQyeD5OpBgZbMREUS1KKEHiAw8GgFCasgIp",
-	"AK9EdjZekJBLroCLte5t4hP9jCHSid6ZkyUkOnKqHgaHTQ/BjAgAQ08ZxytQlcsMf6NmukSy5sa7ZFaE",
-	"0uNdrYy2VULqAGhbWhImeZ6btjsYSYEYDoaj44VkWvgmk2XK8wolx/+HF/2sbe4I7laEy8LjUKai0Kvv",
-	"E40Q5qfePSZegKUM4MxeZRnApUwTyVNH0qWWyEAy7HZZlrNhdxhA+Yi1gHiaZitAk3CPTORVq6O3iyou",
-	"rTsRG8AM+LPQkiFiiq/ZarYO4NtCeQ3fCO4L+ivGVHaRiZCK5zAlMAmhRCLpzDB6mEi/3lHT5JOI7fHB",
-	"OfM5BtgtKAbc4KJQlvkF4E2GWoCKf8tP9STSTmYBqEsLZYmKFyGfsSRznC1lDFEQeJZPQcCuZSCYCm1M",
-	"wndAcESWBNp1/AQB01N4NYPEEn6+/RQERjbQ0R12FkoE7tdvt2eKXobmY455EpkVHi+Lli1gy5rvo2Ur",
-	"jyxR28w9rTrulifhDWSzkOWHFByd7C3RGPKrD/V2l6qOB+GNyaX5fRmgVxLltRNsGYlTFaXhTLN8Drbb",
-	"cgm/VMNB20eB82Dev0le4sq5iQjJcRtZwiM243Fr25CdOrvTEVtKHVTUegPqoQTaT4FjlRQErUMVY5l2",
-	"2optozRELXuusL76NUeqrx3by+Dq8kK/3lRYEJQtgpANBoOTrXNX0lj10xfzQkB7+f5zWBqazW0ePiq8",
-	"9W6HhdLv/buXRBBi3HdwET8VrBn5LpDfo2eULXnD2jpQQhahhP3BC4g0BIxTdFa/wu0mRbEFAzOVECJ/",
-	"pq9TpvKwEFB1T8F6MItCmSi8K2ATrgjwOU23zd0yT7exlPS7w8fQ/mhpSw49FXZR3aR55iJVULvTvHWB",
-	"Kzbm1gEfHd1wvLgDeQ6BRhwoGLEBW+VJUQgJzPYjSFhGrIkW7s+F4PPRgq/n+ixGrVPPzNe6iaQ/6Pl5",
-	"lhvAK5wZr56Xp6llC2tCrS/wKuaGIlm1PO5/MCKRm59Fo8jmUgg6TRuFizQxPGs2y+pR+ss1QkZx/ET3",
-	"uzbYR2R8BQ4mamR761azNWZWJpmMATweKp6Z+9RsaqNPOUeQPK2VIas2yeZz3lZCX42kTaro4LyWDSIC",
-	"EcTsMPLPuRca7HuwygC/IpuGMnqpP0VFrDns93HWVokSrYAqdd0mIyh/+L9B3z0YdK0Nx/y/RmlttWsp",
-	"Pi1SiAdQpVcdWZEeRGlzJoWYq8ouHfROSru0v7FLoQ35Bd46cD/zPOcQt1XFGhItWrg1dhxB433R/oZl",
-	"xIp960gj/LwSgllfLWqNrGpFACxIC3qJS6074sQca+7eo2UYLqJWMMtCm8VbhbZzDW+nh+tZpjxz6uti",
-	"mBrtzTB1RqzNdCrwhJOD/wTuxERjBkxUpyzOEFp6maSwRCJOQBbNv06SKi/OGWwtluk+xqRXp9d7bCth",
-	"CDyg3z7pxr32sRgO2495r99+ND6aDOOB6E97Xbi2rDVs9s34lY1Rwzp26HuLWLuu7HVWMOw8pcs977Qx",
-	"0s5tHXRAHQwBXeJBEdwefGATD6GM0WCybphm2wQl2AY9YJ7R6WPkuAw/UInwPjQ1Fw8BrUVVkpJbl7R7",
-	"0T3WSzrodrrdYXVJB+1en4/bx5NYtB9Pu702dhc8PuHjSbzfknp/Ka0aEGp/VatWRrHwPam98TG8pTZp",
-	"1H3X27290+31b8BIRnNFQmTUePX72fp10v306ry7fvX8v1evP2e9NxfZ51dPhqtXT9/x6dOzT29+fT57",
-	"87f//XxYpvZ6KrOa+OwPUrPra5oplnFwGH0rvI6ldtQGxN8vLt5a2wBdFFM3lpCHwwsWER4wtKdFsYCI",
-	"nId3pv1UxVSWScDaXWRKJeOUehwlQTEnGCaTpxSuFTxPE5F37NPRqjVPzwWbL4slT9O1iwBjF5lATNro",
-	"hZM07V/E2rb4FRnAs1LplgtUQOeg4lPhIxlTPSvZSUCnTi6Rcj5Ss9/tATUVeQ/l1ABYr2TJwx8AGToX",
-	"xTKXHjccRi2RvgxkAut3uxskbvajivY7oly2YLUIjwzZa/APakZEsM9mSJzFyXQqoO4cRoWdhf1+h/0i",
-	"1mibwO6JTe4C8ynUXFdQsZf0qqm8LsIXT5+9evvm4tnrJ/97+euL10/f/BqxZn84a9mwhTAhUYPsTCDE",
-	"ELXNK9zQhFvt7F2wwjZW2boySKj2H//BiMeWUtgUhNK//eoRdfvtoYhT3jSeuz4JplZtlQVMpEroSWoF",
-	"pUrKpBxBMjXhjre7Wu6GsbDo7XuKHAOR78M/tGn3RZvw9gQzVWQ5HUlDuueThwOBv8Sfcy4VnyDnlu+W",
-	"QqxKCosxjnmKPvXTa1eUpikaUdF8EuOZ86IflsF8Jzf5NYzjgYc/bW58oLTnATxmM+7qHxzlOB3WYKPQ",
-	"okn/wM0KHg9kGluhNDWZDFMkAZG7YFeDy4J5yTGUMWZQl3ololPmsSMynqrMPAM/gSqZ/c6FC9xR8DD3",
-	"V5rf9os46jCsXMFoPYK8W8o1EDihbBqg/sAH6De4/FYqOpEbMA+fnwDzTSoPbrXuYRBKUzJx6f7IIli9",
-	"RF6ZLOA0zVbw71YJidssrsfVVqbTjyCDSiw4lib8itsOaUsXbos6x2uSeqfV5Jdbnp+95Ncc+4i5XBNM",
-	"Ohz2Nqio6q7ErQFJXVtx4jjcYUePXBu09oy1vMEwkglHQ9IvlMyDJPKkAhauWgj4WGuiNjvzphzWaWPO",
-	"IcmR4eLbaX2gjOONXjz5+36cHB8vKytmK25IwkAZKXboG65/79NttQ1U/UCbHwai1tgyzTwAeT0Me8ad",
-	"8IbtC8KgLAAC7xpsfyZtbqw8LmP9Ai79yD83lIeUWKS8EYY/qNY4x9ZEAxCjrJApRzaQDlCvAK6emxWH",
-	"Zj/jH4XFTDAZJLtlAj+Va6kl4aCS5IAXOEFHpdJ+43uZ5WGBVVSXMAXRyKd1LzFuTg0HBc6QGcQJqVxQ",
-	"BAYPy+x40N2Qc8pyg5Xg7xcs2lLJZ4P5WqZidQdlztdE+zkRAtZo0IfUY5OmAeVPC968qXtXWa4PAu06",
-	"2nPXmEXEk2H0UZe0A3NX0jwFJT4i1txhC5nu/9Jsnfrmjn5BybajvepZQBf0l7FIM3llO8TsaCAnmXmy",
-	"rAmZBv1k281g4R6SnAr69HaFxq6N2aNBW1H6AJARQHZx7bZDelU/XSXyKiWp8wBlhB4nrJ2eL2sm6MdB",
-	"HBAfuY0WUjtoB+dDvdH/ItYNjCrdFLyAFxskjRzdAUYJnxpofBA1YWPEhlUI/D0gLOsiMH6/1nWeNLy8",
-	"bfx07ZkZoV7hm7zInG4nsV7/OYn8mCUToT+o1+8eA5wnPXLnSCYzbe+040zqB1dVzD63Ym3IHh+N1zfQ",
-	"jU95hQXUcMjAT4ExK0s8By65sI3tYJ5IWlWYAXpNY9At0YS+fX/R2BrROdoI6ODN5YgOEleUmSyunwEz",
-	"QGSDgARvZbXZptVPHse1uzhgYUO7P4TruuBJjLCuB7KJ4rAaJqr35aBIzb2CeFj/6FosDjKWTZSJGgau",
-	"uQmqJOzVh333m9y+si5MRSoMsYOMNbOhQEBdbarFDe/fFWs5UCGam5ZJ8uCjKQQbVLj4MKRC3V5g1G56",
-	"y4l2IoxhA0XbZUYqbeNYG8S/DhRLSzvESSyu8+g77DUR2EixwuYzswKVvtAadb0ZfzrDkqEI1Pgpm3Mw",
-	"KFyVWk53YnPc5lp0GtVd628CIZdzCJPlS9H4LajFTTmc5/Zb3dWm+K28aqdkvFkH2XeXbFsDJMB5LOBi",
-	"cF2sb/JdM+5u2RaLPBunYl5LWERkbu0adXGdf+KrjFgUPNHayYsSYLCEsLTAO1Ejq2wgm4K2HPzklSTN",
-	"hVL8Sm99xEqQGQ3ExEJxMKeW6I5kXCVUZTTMb0EDG1ChmN+VZ7vsxrDf18q2gKT3CxowfYTLEC9zObJB",
-	"rxHN6Yi49yzC0n67/y3evR1sFycwUWwl0rQ9zfK5iNlYi0AaHmL/TafU/YLTC+a4h6yHk6zduVCaSOK2",
-	"1dRSe8PRZHyeYaRh3iJ8NxXKGteKuwgDQJmRfVUO4Ha+gsTEuWXXMX7QYQmKMsIu1tOODVHndVkLEEVJ",
-	"IebgYpVLhiOsfQ1MrDTmBR9zrVSypZZrebLoMCjagFW2nI8YSSTfWpt/2pUXskhJj7v2K+O+UtwG2CMX",
-	"UDgo5vBas+0oTCKgB4wyINEfIcyAtv46nc4XjBn9EeJB1n+lE/El6rAziV/pCo1MzHSznL/aq6DEnEts",
-	"clZbguiUbgDjldxNSI80eckSCqVRvzAYl9PgBWkWiLDnFe+8w96YFmobI6HwSBtu+9cyK3iA8VUowDEx",
-	"Ehsh0T6LOQLD/omZGphRCAU+sxshUWwmUpvBMCVHG7sDEVI3po81e/rW/tER0/4Pn2j3txWCvEPBQAYc",
-	"zhk02+n36m+iQRlAGmWFiKrMKxZlN7EjA0AFi3zd8f2aqNPptBxIb2QEbsSMHMGgE3xyM6ocnf+g/xkA",
-	"MLMMJVzmI64To202/l1MCGGSQy8AfQRwwxrRiDCjw37f/Hpq83gYc9FHhorUpJ4ewDnS4/4g1h12scpo",
-	"WTdCQqNyqA+r03D/WGpJu+emLIkRqTOlrAwOyl/D9gexbucC2Gi9b1GUmaB9iwQfFuizZOYHnow1Vqbp",
-	"HYDFg9XEElAbr9OCwMSaTXRuY5oDGG0zkzayCBuxBbdqfYJSK0GQ/UReBVRYl+UArWCK83pBt9vFvTHs",
-	"DSovxlCesoG8LA9YMg0lFFzlAcFi6a3Yhq+BaqrWqZOkDxRF/bCRZ54QLCoCHLlN7DyBROnjAeKymAmJ",
-	"yKw016udOTcsRvTjfXLjnGIw03LzhlLLSLrHys7A4tZeY666I+XgJ6yo91KmfmKNxGYOkhxDO3DKOuwM",
-	"/0H8n6ZKEVEpXEEbT1Mj+41hDeFjSD9USuLd+GxgEMfn10CWm0OK7Arq1UPZhE+FbbARE275IWgnDrz2",
-	"EDrR0EwCAlc5iduHFJJsZ8uiXWRZG3aTd8DwBOMhHwsAmIHK+UkGXmUuYlICNbHxQBtTpYlRm50Celam",
-	"kJmDg5flOMJdMU71f8CKuAVIFXUd/r8dYUgTseodzeuqnfDy9rBvY4cHxxqD+rcPDnj74FZvL78E758W",
-	"i8rd6Bw8HA4PgTKEFbpP6lBbu5jbEAQGCfTSYijaAwXZuspbix1PkJazM8SCrHKx43AyEO3jcb/XPomP",
-	"RHsw7U76/Hj8WAx7++6Vferk8O83KJSrfMnwyPuSeyt6LL3FVsO58MhB1Y+lyT84hv/H/rtgcN0u6I96",
-	"/U73qFvdBcP2UfxItI+nj7vtE94bt/uTQTwUR9NH3ePevmf2T90Fx96X3N8u8N9y613gT/4NdgHN7AEx",
-	"F+zBqYm44A8u3jJH8EeA8hqrLF0WgumxaQUGY2Tv373cGlEpG/P9+wiwHCyrURrXxVne7OMEf9/hwm8R",
-	"1MfGbxBoDZwLl9Gm2Ik2+G8f1kFMqe1xnSdIsB/4bw0ow2YxDgh634BMRWjtl6rtGGG8IeiA9nLAsMcM",
-	"s2sgglY216QMSLtofbQ67KJU5ONBXIHtmUis+4PwoJgWUOlqimm0y41+ocW+WwmPkLIMFTDnay0htn7f",
-	"6eEgCaH0UBLIqypVWUX2+0o8mdDLraBg0ABkBFSoRD9gU1hSFFB2YoJQVEoEN4FnQM+k2l4s7Fku/Fkc",
-	"2fRWwXiRzZMJVSpSxaftQySeOZYvJdarUP87NM54c8reQaDKuIDEowL7CVD8wJsV06LGY4CrTJv4zasa",
-	"yIUph/x/9V4NFMhIteXXaXhVqn4CwOt6ttbEUburbYjjST9uPxaDaXvYPeo96h8PHg9PjhpfvvjYa/4o",
-	"nrmaTgLM0S+FawM71ZAJmGe51Ld7Aym3EJeVrw+sXu7pLZda9GuaXexQv3j5sbpxmyF7BIUYqXTMbnaw",
-	"N2jKOCDLgFvlOQCw3Iu/4qPuHTiqd6B66xSzpeM2KGi+LPoBlndf/PQoAr1y6rnRIJwwfG6vUdGt3a5R",
-	"MfO+RaMiwMye6pNVtWcom9Ii+YzomRaQpRXUZGTKIC6QLANwD4w9eklpqh4OZbwUWAFRjhwncbDRl45q",
-	"C7FqIIq0TQ2bUEDH9QTE+foyX0qEbaL6QebYw2I/76MQ44SeaD9Y4YThaK06DCVRMk44zN00yedEDbM0",
-	"dB2+Lrb1DjfWxVsVK0EhQWIFgGF2a9ZQ2nmqU634I6lWaC0GcDeYU1Pu4YVYjQhHlB4ozN8gjtpdP+ta",
-	"WiBbpFcq2BwOwsQoXBssmdH+W55lczbN8jIuNGvaVJUpppYsFcri4OARiE2pJgxBZvg0XmAfRlEq2o1g",
-	"cG0Mwos4qqOw1W+8vbUR5+t2vpRlffmE4BCFvy8NMgVHpEz49FKlAW5+Exnb3UQK8qfW0rkwbyWEqvu1",
-	"chYb9YgXWBYFqaNiJub+W679pr11LS7fPVkA2xf2jMX5Wp9U/6toexIur4twdrdN0RnNzz4P6fX6B0/L",
-	"HiZIVV4SlvoWCf3DOLk3dmQ4JxWlfR8Wilb5u/iSyecv6adEbXeHR1oCT5c55KqMvqe2nnK9GvLdSAA1",
-	"RGM3Qvxb7zWYq7KovNBOohWGdfCbkW01iQIymaC3ip7YCiVRMI99T9rruRt2TzrsqRc/sHTsU7HSSg8k",
-	"pc8LwJpHXS0uH3XZXLHxOpS06i2fR0abRsQD4AwOv0ExFRyw9WxbIxgRgJWPpqm+A/EN/cGyIst2Ocm3",
-	"xs2925TLYcXS31aC5j7xJ/zuB+uSW/fzoPj7sDfqH3e6JzeJvx9S3bqrqDWAJiHvpH9vbPrdPfTFk0xO",
-	"02RSfD3eL0r1G2mRLcTm77xGeux68irltXy3ohs7x2vkNygUJ8H1vYb6I5RQGmI8EVdl3/TK4t89u3j2",
-	"+uLFm9dRwI6BKISNtRYlGY3NkElhRwJ+igQ4JmGx1RKo4cLDPLLcLxI9OT2kYXdYSy9yaxmMViYQOuxR",
-	"iv6U8CM82oe97jJX/2m177ukw3cnDf7aw/03UdzoZFsskoNaD/XivngKSdKFqQuu8CpmCLh7TY4IPFCp",
-	"jS6wg2p66lnTS5wABp7NCFVDUFhXyqHqy8BZYBMpoIgby3TGFwuB4kqeloeImY4Hyg1kLCaZbdelcXbA",
-	"JrO4xrYBuj4hRazoiAJnoNQA+hx6POgrsylQXQXEjSSz1Sn0BOi7xmKdmf4lkX8EMHcaM3BMwEbXAnHw",
-	"6GhT9iWK8clELAoRa1lcXQFHd+FAZCz/FVTCY2CmQnsVUGtrimXPUcVQithcb4AOe5V9ROcFXkY1aQpA",
-	"XgBoJJRALWDaeLM0Niax9F0JeBH4EzDtm6/THgIg5fl2PZQIH2bYs33seuiGok1D7FVVkz0gdAQy7OuC",
-	"TuYJVnv8Cb27u83OLW2lF0Ja3ivQihJYrLy+GKpG684Pi9uYGbjXjse/XtVpeaQ3t5UfPwzhbzhKo1xz",
-	"zY0N6Y1wzEPnRO7gIo8N2ZMl+/PgT7RgmvK8yrNYS7Ax83gRAWqkZAcjWAKmppEtwje7taRdcKVETJin",
-	"Nbj7rRFazohWjIazKdgH7gU9IqWVK18q4XD57aCgWUtmWPlM2SgKJDd3ZbCCUFZ/pl9ajMex8vCM4Jla",
-	"+0EAKJsL0xtvO12bQ/aLLete+1EfLPQ3v1K8AxCGa5gDjrpd77WrWYKZNcAxwrwAPBPJM7jXtYPVP/7t",
-	"VsNQ7hAxTvfjS6n2SCPIP3ZW3Ywj5dQRAmynSNlKAHBmdvw1tIz10LQeXejt0Gl/wNPePzwtzKXh0gSq",
-	"xMfDoLEdPvaoO2DnIv+YTAR7L/lHnqRaCeitRPgdVKriOd2XFLZcLlSRCz5ny9KN9rLtwclCfCoeLlKe",
-	"yFPoM1Oi+HlZTNuPG0HjKdJgnS9lwPp99jr7yLQFxYztxP726gJRpYFkdquN1el2vSprCkYedQce8Cty",
-	"cPqT1et2uz03XzJzIspjSO91Eesfg6CbE3XN0Hqd7smgRIsJxJGlgQyO/Qer5USr55o1+CNsZNBECRbc",
-	"frO/saWum/TeYL9J7w06w0F3Y9L73e4BlbYkrPYAUfVUqwXpgwArAntBMg3wyX7EP+4ci9XaERuG0p8a",
-	"FNm07ryaoBvHWa5pu+Z+JNUFWMkBQeQ/Kt1x2Cc2vOGHaRD9a9PF9mwDCA74qK3UI2cQaS3WLLTHW37N",
-	"RTL5AKHh5aITyvcKal1MBWapUKG5g3+rxa4jloLYSpGFEsxI7i4gjwIhkgitzuJKErU22sjGWs39whkD",
-	"72fRYgPqKJ1ki/UI4Q9faJsEpmIpsVwphphBiU/LYmA6c4yG0U5i2/vNFQUhLA8FYI/VI9zQPU2Logb+",
-	"vxcJo/5cF7GKwWC1c4OpR8ZiES9RFEMtmOlBXCVQ0zPJrmSiSgT2pwh3BsVVVJtN8wxFU26mEW2H4aPi",
-	"PFvQ6oFZTxxfCRhD0PxsvgQrsgDuzkTl/NkdISkQXyu3NQsfVyXLk6tEAk6xDVzRXHrYoNbxb58Vfvd9",
-	"4W8Cj0weWilpFZMCfSp3LASi28GXJcrH2d04VwiTSPsCDVwFfontSB2xxHPzZjzGSNjAUzTW9E+si8OG",
-	"rAnxu9Jn0ovsF0LpXDQ09VQ1zpzHDOeI76gxGwASzZwgqwgiiZpwaSaFshiJCEQ2XsZXorAp92ku1Mxl",
-	"W2ynuQz8vuE1AkYT8XypKx9oYUoDWcoYsj2qBH3mRYspGYtjcDVwMIbIy9ZGHY/nVr9ijoVMRImGJWXV",
-	"4Wi551U06B3olTe296Lqg+VHST82NX5I9G9XFwE4/d3pzQE2Tky03RG7pnDszx8TvR6BZmJFpQlSb6n3",
-	"CPywMSgYF2SNEPZSnwcqeVxxg23tUnoGXJtjB3Oc8xUk1hbLfJEpBPw23Dxs7B85W7eBYVXkkoqwLywi",
-	"YIdiZngcEbHCCOtEQqVkytdeEJoqMW0tQTFyst/uPlIt6JD56KahJHhTwyXtlXesBZVPwnT+9NOzmCin",
-	"8LGdn35iPvKNQw7hGGHA3m65tt34AauDIA6lxSCugRYu8TE7oFsKoiDMASoHGNVElMRTtpKhpNB3QvuI",
-	"VqJpR1C+E9u/ofgzChthQ/88p/SPeX0rcGAu0JjjKaZTtxtdMiKJAz/qEVdri7XqKlHzuL1ju4oMHCRC",
-	"p0o+N0cJJqHVYWiBECdqyZLQ4wcHe8UBHNnQOi6wz6zD3iOkFLUfImwQ9fxBXNzC12KnPpTXwlGzyLHA",
-	"PqnPIi5+YLCJWPTHlygoZZbcYaDEOh3XDeOkVNMLZkdSMAngE1Ahm8h9YHELr6g38IXyrrJa5j7RoePu",
-	"KLW9XcZDtZMKyuc50riZcmaaKC9Nof0FEScFJgI2bzTgNLQFHmC8nsdxjk6uTXcc5MP+o32eLXPoIbXe",
-	"hnYtyjU5UIdTIr772H94OHqkKfm02ZQvd1cY1qsvDOvtLAz7joiHKoGFXn807HaOjnr32pO9WQ52k37s",
-	"6nAP5SS623owz9PEs4pCb5u7KbPVd5ov2xPI8E7A9oyC2GLTBRWLrlSNdYrZdwovGA4Yii8Q9r/h7HYN",
-	"KvqtNVYamRmGmverKbsm4mqkHvD81Vul9wCjcWdGr0xFovz8mweEn0iCFYc4YnO8LujfI7ZcLESOJKVk",
-	"tWkfLA+l/lOrLv03qk8M7ZsCCmUlhXFx0xwQzs6Nsj80W18hM2Gwd+rnDaR0vs68Ta1C7/UvekOnksqT",
-	"0QgadsPCIypKZmKCGZ3N+mPCXUcYU8NWa/62Ra2VBqPXpnbI3bIWrYBjwGkCuG8VICwZxOgUZZ7AD/ao",
-	"UiHHVv5IGuw4SVPs0C5/Nf29s6XkGvn+DAn4LFks6h5iftjxFDdt9JftfHW9R1ir/89DMKHgqO6R+4BT",
-	"WRFXPxqG7pd+zkhRq6XwD9vUFPxKCY6SmiLWq119QU/h78rj5PGbapLCAaJTOLSE11HidtcXW5yONJNi",
-	"5LA6nAbGmCQEw1AnGuKXCqEYRBv1jvMZYzBAxi2sMhXqwXWJx+IO8ZoNDYXfekG9kbcsQaNTeW39Gbzt",
-	"y2HHcpvFZxnb9EU/ko13evJwc3i9swcdvt3NFBelw5UUqsSIpCw9FDpGdc0I3+6e/bFX760x4CYb9YZp",
-	"cH3za22OQNp6WQcq5dN36ssh+GmDyqVNz5BD0N6O4WYHJAH8iViliAzrlq+jbxCAEy8LM3EF+cRRZxQC",
-	"YEz3ul0PYxri8GdRO/qn9pB51I4+RwGLk6uExhV1IhZdRixqR4HLJhmmUkxmY50/3HRKjjBCPCnRVkKq",
-	"pEg+io4lSivXDurxlBjRADUCIUF4EUq8CLFt0SdqQnAW/qddDdEutJuWFC2ih/SoHy327wZON0IxG7+9",
-	"6aPmRdpExWABGKsRe//uZaDdv0kuABaapwpaIXJ+NRcGSZdADyye2ZyvQ5kLPpmNWJplCwjpAw9XnnyE",
-	"snqMwQqDxzEF9H1KGLuuCMz6+071Vc5x2rQNDwbGvIVkkhnsJZ6yCBgmA7aUyb+WpXoq2pieA+CAy3lp",
-	"9wCctmMDdRxuyOvHcVqw8BPBfaHgAb0Nkzsq0JtcJRNvMxAQmTaTEEK+RFxwamwqMoOwFFDWWEGEuaEy",
-	"qmw4M8kIj1TSIxkRynd+WFKMaggWrV2mP88VN4USftSD3VRPb5eeerohAvB368QdpkPvtWfiL1P+ZUHd",
-	"uBEZ0F87eFI/P0A1vzrwLyTScYbGLe13eLqYLHP9eVDsvEh+Efqfv2nDB3XStpCmRywN16Gcgn8rrKqL",
-	"s8mSdGbBoofZQki+SDprPk8j1oyQPx3xseAmIMOVoQRVPHr4MM0mPNWKdvS4+7gbtTpWJj0Ew4w++Y9N",
-	"xNh2Np1ateSS6A4JbLy2RkjHRSwN4dCndpyoRcrXr/HviKu0GT59p+cuB3uJLIHA8tmjDK+CC07yTDLx",
-	"aaGNAW0JAv0B1Fx9zqTwhmKGWjccWzFZMyR9iVbO2Fhjge7fv3uptE42c1KKZHDHIl6luvF4Flqm0jKU",
-	"PoW4xzEA1Rle5APptmNmKLTbaE2WgMX82TdxoI3pxx9q5h9McLCzeM7TVKSJmsOgPoh1YFsSUPG70Imp",
-	"ykukx049YmHDmay2nAbrHvp6RbGihqirJ0tVZHPIsZsJCBuBJUp2cX5zofK+VL+0/UGs6z72uf5Nq4o8",
-	"S4G7tea7oQJHSwJIDeAMgKGMNh4aLFkOeRAzCfoUgJFV3fT4jJqRvMQfNl9/5szTs7cvYJABRbdAzuCA",
-	"xKdFkq+9F235YPOIuvXNCtCRJv2gxCQXBCSokiup7CF+YMnV/XnW1yTyqo331R4lvIKZK+pSJBlZmrH/",
-	"NkDdu6LOAiwccQ4DAbvNhL+9+TKGNM7G9+u/szS7qnn5G7OSevX0Y5faOi6gspU63TwEibOnr168vrx4",
-	"88uz15H/4nieyJoXm4fXvFdPSzuRTKGYsk16KzFmMVezccbzGMV2TLWK0cNl8tB/rb2u5tVPvWfgG2oG",
-	"8XfB02IWQGNYIoVSAZtriTIx4Imeiumw15k/O0nmT7214NXWacAx/Pbl/w8AAP//",
+	"7L2Ldxs3kjf6r+Bw9xxLmSZNUm/qzPlWsZ1EE8f22vJ6Z4a+arAbFBE1AabRFMVk/L/fg6oCGt1sPiQr",
+	"mdnv27v3m1jsF1AoFOr5q99aiZ7OtBKqMK3Bby1xz6ezTMC/L95d/iiWr6Up7F9mPp3yfNkatC5YIRRX",
+	"xTPDxjI3BbsVy4hxlopZppf2L8ZVyjjLxZ2+FSnTSrSi1h3P5sK+KeUFbw3+/lsryQUvRHrNi9ag1e/2",
+	"j9u9XrvXveodDw6PBt3u31qRv2dkv3wrloNils3GxcndoRGTfitqybQ1aM1+Obi7PZn27xeHireiVsZN",
+	"cT039Xf3e1e93uDodHAI71Z8KlqDViJbUYvGunp/f9Dt0lhMomeWNH9vFdzcmsEil4Voff4SrZlKt3/V",
+	"PR30u7tORdzPZC6Mf8mJe0m3HANMd/7zr6m4uU9VMj7ob5hu/6p7Njg6GxydBtPFZWqYTi542ooeNLde",
+	"4zIlmXQjrU9x/Uh7wSRppJUxftP6/OXzly8RseV7XK86ZzqWuxXLkOX+b+G0L1Hru0wvXsupXNmUydwU",
+	"eiryZwY3ZK/bZZwZkWi7GVXKjhgvmFaJ2EqZPlDmwI3GEnPQcu9v97qHlhwznvMsE5k009bgKGrNRC61",
+	"JVHP2FnyQrQGvW43as1n6ZZP2Hm9m48yaSb1Wc3wZ1ZoxlmhZzJhesyKhWZCpTMtrdzaOh3YB/CtzmGv",
+	"77dRt3fG+en4qN3lvVH7JOmn7VNxMG4fdo96x/2Tg9PDsyO4V0xnuhAqWV4jKXSeirx92G/PuLRbxhS8",
+	"mJvrRM9JjCZcJSKz7NmNWqndV/iPTN6J3P0szYwXyUSqG/g7F0W+dH+YZCLSObyh/wX3JL6+NejTFgUR",
+	"yotCTGf2o92oNdKpHd1vQxzgsDVgh/2IDVviTqjC/jls2REPW18Cft9GKkfna2LikcwyO8yoNRE8FTlM",
+	"+IVWhVBF+2o5s/fw2SyTCS+kVs9/Nlq1vuxMct5tIrmaZxltNpHnOq/84smfCvf7lN9fl7TpdaPWVBQT",
+	"YM93bz9c2S0p7gt3y1YaEBdeP4RtYD0tbRrGwu+vRzy51eOx3S+TVtSaShX+ZCzF8rnaOjKce2sQcEzU",
+	"KuRU6Ll98qBrtwfsG8e39ofmLbn69nmetQatSVHMzOD5c1r5DikJnURPn0+0vjXP6cX2tPgncKSZyNns",
+	"92TJ3v+y5L8oS7ql38CTn1c+Fhw3H0RRZKtqhDt1vMS2549Wwh86ESsmguliInL/G/MS/H/ggdTbdCD1",
+	"KgdSd7cDqfe/BxLs/n63+6jNj+/7H7DNSy56km1+dvrVJ0///7WTp5WLRNhFYFyZBQiso+4B+yDyO5kI",
+	"9lHxOy4zPspEq4lFj7oHT3U+nXTOukf/Q86nQF5/Ld8edHr97hMeTx9I3FYPpk9C3KZ8aawhdzbodplU",
+	"7B3PZcUEKjk/FzOdE6+nXGbLDczehal0S1+FVnbd2Bn7hn3Deu2jr2LxbvtEHKftk+Ro1OaH/KA96ie9",
+	"tCvOxqf8xLHk6tp1r7qn5Zga2XH1oYPKQzNujfPWYMwzI56Cw8ytnM1Eeq2TZJ7nQiUCVd0VDpJT8atW",
+	"ljqv5rmeiedupRpZqUb/Khutcg8sZxsXGBlGGCO1ejsTOS+sSAj55oO8USK13LKQxQRUF55OpWKFvhWq",
+	"oq6YfHyNvw5afx2dFP/ZV59uz15P3x+a/77rJX+bHU/+kh6Mv+en4qPuyh+XV7+8WRy9avBeecdOr5xW",
+	"ri1Lt7QbZTDyK/Apbhw3V+zi3eWKbycc8sEv/f/WZ9/f/ldv2k1Orvjh6C+zv+Wn80/q1fK1OU5/GP+n",
+	"/PH+xdHd25sdhwwS949ygjW461acYJ6K6IW1rOZJF+w50W33Rv2kfZIeiPbp+LDbPuLHo5PkND0T3XH5",
+	"fp5MReuLXYgrbm5fgmpYVYatusgyURQij1guxnbkbLRksjDMnTvhgmxVAXsbj9xTS4Jut9PrndYV4377",
+	"rJv22ifi8LB9ynv99vHoKDlMD0R/3Os++qQ87B6yN7pg3+m5ShvPx8Pu4VeocL/bqVa6C0tVjDdpYRsO",
+	"L3hHp3/QW5U6fCY7M54XSuQgeRZiVD26PM94K6IWJuDmNjCheAEsgzEDosOD+Kb/EFXt8YdVv32YHIj2",
+	"yajfa5+lR6J9MO4mfX4yOhWHvc3mlyP8H2EZ/D5sFbrhd9Lw1/GWe1Gne9bb5URDGrq3O976UJqdDby1",
+	"4LKQ6oaNdQ6sZZ9u5qju/xsc9SSeppAF/kAm2+QtepxzaCcma1A7XIATtY5MTuUOQYaaLiDGY5EU8k5c",
+	"0/OWHWfyejTPTUFb3/4dxEmc/+U60Yp0yyWS2l/Bu4+I+jOhUqlursn70uvC/4fXHDWDxVrRUHl+I/zI",
+	"QlEPUdrG0fRXBwO6w0MUj4cTZLdpP+V8QuUIdoFQdne3Bq2TfnfyJBvDMz4HPkFuREuwxowQ9ULN/UFx",
+	"r5pNkQqT5HJG83hrtwIDb4iJQIKKO5EvmSGfQTHhBRvrLNMLYy2GaSfwf6Cvb8X/9ginzaoj5TEWNL1l",
+	"i7VeDTl+qUp0nkyEFeu5zt7oD4XOMVehQrOLbGGt71jptrF3xAOwpXJhZloZwSY6Sw3jLMlFahmGZ8xM",
+	"9EIxrbIlhF4jtpjIZMKUZon9IpvyJbsVYtYZqldAf/Qp+1cmPM+lMEwWrNC6A5z3y1yCtlXkc4Ge2SmH",
+	"5A01n1orwQ2v9TlqFXhCmSK31IVZz3jOp6KgiV/MU1m8mOcGjcbqhK8mgsVwWCRwRwzB14lgs1zcST03",
+	"bMZvhB2VtLf/Mhf5Mgh341vDIdaHE+H3fUC7Ru+CTbUpWDGRhk25WjKhCiDHXirGfJ4V7Ki7v+7zIGcq",
+	"X6eHvCiRU0uwI5CZUuFfPU8zqQpxI9BI9VH3H9EcXCXTONMLDLzrnMXfxLClLKncSPWYdtitWMJu1vOC",
+	"Dhd7Df6zUH4yM15Myrmgzbt+6f89F1ay/NvzMp3nOV41zytjt5O5LNWNxun8xG8F7HmW8Cxjho8FKzSG",
+	"NzoMJgs6vB2OMHRMcpgXyiF82Mrnc0gDmgleeNfDUBk+FT5NyN4JP1j9zH5jniuD0gd1PPsYykrW73bh",
+	"mdjPoGi/F7OML0U6YJYm8TnjQ1X7Iqt8kLNUjsciF6rAb9pDgx32+x32o1gaxnPBZiInHQDna5+VhvHM",
+	"aGaEKoaK4xzjgJbtH8UyZihTytUmq8kZPJ2hGqoL98KJyLwpDbO1TMMNy7S6Ybwko733VsyKCGdQsExw",
+	"UwxV/MPbtz9++uHVq9fXly9f/fTu7dWrNy/+ev3p8s3Lt59ittc/nNjXEwvuMz4uRF6+dcENrVgawVHA",
+	"5Jj5w26o9oL3v3919erN1eXbNzFwOLzDpYHF/pl43xp8ohBp+RWjtRL5oOQEqYxMBfLCQqpUL8gYxxWG",
+	"ZduwxJ5t4O0cZKOdyWIilP/6nizMUMUyjSMWI/vYf7mTGl9iRGHtB3POYssJMbPXkEtiOhtiFv/2JY6Y",
+	"kSoRJW3cd4bKHo37Eb1OpYYpXUzsgcXeKjhGyxV0Y3Pjp7lPuBWjxthFKEpmG+dCDBW/4VIh7XCz5WJu",
+	"rM0jC7/ZOFNiAV/pMIprCvPMvge52XJOuQ8WfOmFDE6yFDM1bq4Izym/fy3UTTFpDfpHRyAx3d+9qEGw",
+	"X6o7WYjLl83iUsJVJtM1Ag/CmOvl3VjnUzjc53O4c/XzP4rlum/fiuUzgzHehEmiulUX2UgUCyEUiyeL",
+	"65LPKIcqvvbH361YrhfU11vGHhDy+LBp6K+lKS5Vks3TBh2EODWTpjBM8GTCZCGmuGmsGLGXI/hTKprY",
+	"jXhmf5+rlGllb4AT9JT9JL8NpcPAik57N1tMtBHuxoWeZykwqOU5aVgyL6xakxdAoESrQqq5MM6/U9EX",
+	"OuwTnXSywA1vR2tYoi0n0qViImROn+uwC+WUINBuvWg47HbXnfSSiNWkDIHZ/7mJzLRV1nGJywFwDGJl",
+	"iVt/HJM9FIvgTscvcRn7it3RDsbK78XrzkuybirOGPwdt9sVN7frPo/y7/f7NBxDaz+Opvzv+Hlrnr2B",
+	"lzV+315+Zpj93JohwH8eq92Vnwfl3hkOoNt/y9P3eGyAjYhOK7SPS4fVLNejTEz/BI6rWgr4lGeWACJt",
+	"u6uhYQraE2hqEo499pcPb99UMr1FwaW15uyugLunc2OlLONwL9Ojn0VSAFVMwVViqfH8rvccTfvSRj4E",
+	"+14WEPf4yQ3KfY/WZJ6rgVW1FhMhsgFNa1CbAhBpN8q+wzfgI6sL6w5kME3oGxEz82RidRLeTJ2Icebt",
+	"LydNFrlV9+wsQLUCBRbfnUkl7E+kVMLbfri6escSruwrZzw3otP6ErVeaDXOZPLYhVa6aGOOECQJNDlb",
+	"eZYLni5B/21eZHvXLh5P0oXQpXyOxrH3/oEUdZF5FJt2tpZpfBJTM78839HbWjLVWclUVn45qlY/tZG7",
+	"anR7Su4yep4nwjGPVIyDGUSeGe4cM9LA+n+n85FMU6EeyQBSmfl4LBNpFW4IONaZIDRbQSuyN5VWohIi",
+	"NWs2v1Ua/D1BGLe00IZhovuwhS8/h3sqxQ6gLFfKFbZKjoNykS+DSeIntq1vA1nseuGh0jZzMxMqXY1O",
+	"wGz12C6Zu4X5cO0aCrmDypTPnIPqYF+GirwLvs5VITPMQKRIuuWX+RT8RA+kCZ6e5Te3UWRl6k/H844r",
+	"pLGqn0zZaF6wjCe3psJwVW7ai1fXKN4HQYqa601u58eHCp+XBUu1wE010ZmVPxQ8WqU/24vr07WvRhce",
+	"mvcwEqd8DxXYXDpnBpMaDDoXNq4XbN83usDw8+PF99g9XzLiG43nkXctBIy2XoRbyowpFv40cvawZLc3",
+	"wcu3Sla88WkYzNHCCdYI152NRKbVjYECE4V2B3l+7Lq848tM8/RK69c8vxGPXJ5C63bmnl/RoPQd+WSc",
+	"w7JZf3I6ATwj7hPgftgX8tfy2W1bvxdsfdINWaE1w+Ft2/t+Hk+vRsG0LHe6wQD9r7T+iasljdQ8kv45",
+	"L0QbKFQX1W8d7b0vywohiARtE9RTvmRTfiug0AqeokGC9xB9BpE9tyHCBT7e+cyyWb/bPUcNx17tMbPD",
+	"svVDVUVrdIa7D25btsr0n2blgG4cCIWsZ3fTL3NdcLYXuzBeHLF4JWDnfvQBynj/HN2eQzXiRTKJyg3h",
+	"eWNJbi6d2h95alwpm5XeGL2yBKGVsTI5YuNcTxlnSSbRYZumuTDkWZ7lwqqxImX9LpMKTxs6fkB+B+lx",
+	"xjlTel1mhmovtrvA0r/N58WkPeYym+fCzmskxjoXoQ8PfKqZhpLE+Wy/w97DsgduWDnFB2K40r6wV7wT",
+	"+UbeCXAaBIGq4L5Vg/MHvUDWQPYDqbbgIOVwaKhVg1NxcyzJx0O6DfEQyw8flZ2+zuWvIn20zgmEb1OK",
+	"XV3ZhJXyZ7X9mlCFfa9YKyMDDSKwyebqVumFisqC5Jxh6t9OCmSv3HqVSW/ZdfPw3qeTlyPBc3A93QoF",
+	"85TGSHUThRMO5klzB2H6UYn7mUgKkb7CNJJHrlohcsWz+pLRRrByzhPDKkUiGzeuV3mTfRJLbCZcpZkI",
+	"975VgUHpHwnYSjc3uyzaUegvuKQBQ2hb5AxzaLYq/jTLp1m50qkJXy/9BEfdAwxcoKMZBkhmaE7eXcNS",
+	"XvARJ0v/o5rlOhHGWIvzlSpksXzkSsLu4zjCcC0vSSCOpcjW2nSldLarIyuPDNg8zyIKGFYSJKIWzB/z",
+	"B+BmWIEM0ruN4VZFanknkWJ8ZHQ2LwSbFMUMPCFFMTPs4/vXkD3g3tD4pYYXUuCM9SBrYOuh2w+ZCCdI",
+	"k97GPgFpfxeP00JkWZu8YNZKIvqfo5ExHuOJS8sBtmMmTYG51DEuQdxplSMLAB/sv2a5NVQKiXwSJpcE",
+	"HtHUqhWUcldzi1Zzoeun1KeJdmFHJouIxc4qsrpBkkkI2ckbNZ/FbK/w4WYr2MGmpmMezgeDKeLz2T7E",
+	"3W/FcjCcd7sHCRwDKfxbxJ2mIYbZ32umpeYZOcTwfFx5h0yfOsTUONRqxvgqPUl+2DnbWyuHZWqVIJ5l",
+	"VudMdG7NWjRdx2Lh9IQIjtgZyJ4ss0N4HDkUucFXLoSgB4+ltUuD/60FMaRtm+kDemv8i3iec8x/KLWe",
+	"v6P7nxzw9IFKRmiFk8swEjmuPRzFC7wJpG+WvR2DfNs0OtprVohVN5tVnm/XJZlAfonlnFUep5+MSHJR",
+	"OLZnH8r0o4nIRacxghHSw31+daqf/WQdJEx14AjrsuPi+OlvXh1453qqB8ENnqbSEopn74JRUdVPdaDV",
+	"fb9hK5lCzwxb6PzWytK999+9YAcHB2dg1IFYmhfzXOx32NupLCCHQtmdtXb7rN0uNV2BZXxk1SJKs4BF",
+	"d/qCUxN8it7ckBcpCgPLkD+5YQc1xQjtNT938JqZc6ZxaqAyT2fFMnJpguBM24u/iTH/6ut25Or6UnnA",
+	"ylDfKuFiB0uXU0OnAje3dii17bTuRXbO7nk1n45EHrFe22pZ6XmZ6ONIHv/gjvg2Dc0ZaZ3W5uSxqJXO",
+	"c9AErqem2WKDbJ8iGE+h9S1w2VRmmSQZXWErqYrjw/DL3aYvC6fm15l8Wfkc6t9h7EqJwrI9KqtgDys2",
+	"99YDpWOdW+3M0kgr+6hVSTvsYqgquYtgbwbUA/N1AFsrZoYvDTOa7cU7168OFThbG194zlBtLnIpUuTL",
+	"lS2g50WicddtlE9Imrd0dxBYvcY6gsYUQFBTDtmP8lsX2vO0oLQMEi+5gIwlrUTjIP23Aru/WcA1HLWN",
+	"sSR43TNDPGsiNlpaM0MrmfAMYtORz88SKd32zGAKhmE/a2m1LMzMilh8PlS09jAjpcOE1algeysMRMnn",
+	"6JhXWgmXGEEjAnrcilnRYd/quUpFOsDsFkwCobSTQrOjXn+owCEESpWySj0kiR70/busVuWXwU4Of6LJ",
+	"uJSoqOZ04Sodqjqrxriq9C2QvlOeZcL+ZDD9A7yVVunKBUtzPZuJFB/qsB9oQFZSD9WUL3FPBAnCOBw4",
+	"N2BQA3BkYQKOHTnk13CpDMgDey3hRkQstioeKMoYaYijoYrL19or4CLAW6xOYP8148YsdJ76f8O/bsXS",
+	"qdzcnmgxqNKJ1rdSxGzP6KGKL8iXAZLM3v2CLkOy3AdRtP0PUyvOwNg1+xF4qmdFldRRE52dKpxMLH3V",
+	"jTAs/rRYtC8CXZY+9y7X98vqhc5Qxa81Gr10lyvSKX++FWKGyhCmHMFuFxGbWP6xz8x4McGcbsgwioZq",
+	"nPObKRwEKrVnbS7VWFMwbqrvBKSVkFG9S2VQVHXgtQ66rabzzxQ8L7ap+05+08276x2VmqEmSQY5BpR0",
+	"W5NkXuo/dOcHki7MrK4on74oMJh/9QAtJfjn9WqDU1DrehUkt3ll4ZlZ0SRMxHSW2s2MG3hFnXBK7lpd",
+	"guglMTO++rpzp0LhdodirdBpXKmM3FmrcqrSil5FZV7Jmtz+d5TRxw2LXXY/ZHlz3If2YUzvZxf+nEd5",
+	"ZwqaHYeUQtxPaF1sseJ21u+r52/DHuAF+IdoC6D/cDBUbRaTLhIPGGf9+/uAc8Nk3NhnoFjZ0YYc5nwZ",
+	"Y6ptkS/tJJxP89yHBt33pCkzVvBxeys8PZaKZ+WTtW/yFG6ivRWmB5HegudwTYMaKrZOicKUodUx42Gt",
+	"dECicYE1PJgYSWTytUxRyz7ZkCpJNRqvFFU81RTsxDkQa3mqFEUl8xkOJPwFPnedTLi6qfyOtRDlhaFy",
+	"V7Cy6xptkoYnfVp2eO1WLMOP2z/JCwGvtqedVDfXeDh2cl24O/EX08nFrViKND63R+lMJpWpwA9UZoRD",
+	"hV8oxds+M870Aov/wgeDX/3TlV/9G+wYicXCF/jfgsf9b4h2UfkJEw1ozu7HYJiYmOrynejoxB9zyruP",
+	"2R5no3l2S2lRDPIX7DWq09D6dqggAMfN7QCzgMcyc1oVm1BYav/c6ysddNxdSxUoMfDjtVTXaJHgmKv3",
+	"63kRsz2fN4TRvWeGxXK2RuPnSdEk/kqnI9vDaN/Fu0tX2eCu2SOCm8lI8zx1OR375KRE12QZxUj0dMpV",
+	"uu+YC7yX3llJ7Mbms4jF795+uGLP73rP6b6Nvkv7EsgymfJUuIwpjqi7Q6VzV36zMlDnG3XwGbJYQ6AH",
+	"uHVdAGCdPYJCv0FW08bssDcCQ8e4y6wsdBUyH9+/Znw2Ezw3riZG5/JGkv9qL0YxAFwxz7NrvBjvRxW9",
+	"n7LWIWQIaXLBnMvzBf22W5J7XZ7XdfPdDzvq4BHkxcgJTU9PWITGcxCr477e31ZK8EfpCaGS4PxSXkEI",
+	"HQFOQdjuaVx79n/Li2QSuPaq06aq3x3nDe+64ubWve8LuMku8dlel0r/3N9b3JH47Q1jxmP7K9fKvWue",
+	"FY93kIYvaXSi2aE8M5CHlllT2M4NzEKsXbBiRwWlJXi+kaQC3T7G0jjK0A3qOaAmyhd0uHQ5SAG3g6KS",
+	"1nSAqibq4mwv/v4VykTMMftNpl/ifY/sMNLpclUb9/6tnYJqHpNs6xN0G9Aaj8AGnT+fizJyS9QMgBzA",
+	"izrhKQauHWaOpWmKRmvGBM8zCcW+wJvBlhlpnQkOOBKWHFtrAOw9jX7UFf7fOUBR3TR1hl5BrFg1iaRZ",
+	"Q5XIOVVr1WZB6SRnRqqbTPhwVL34bFW0NEQrvs0Fv8U0mVpA0+7SZA7wDC5/J/ClBR7U8Gp1gt9h0oI3",
+	"+wAME09bUEwAYqCgGr8m2zdqWUUnkzeThh36QVD2DmacwcFnXz3L9Q2kMYGoBcshFc1vB6E+y/VIrPEi",
+	"yAwUHUVuSa0Eg9vZQmYZGwmWiYIVk1zPbyaPDwnaL2xzZIxwodCyxAce/8FcJEIV10nGZZPD/QX8jioU",
+	"ZFhAqWpJ5JCwEcYAwGNZROiPXAh5M7Ga3IRnY8rkGss7MVRTqeaFMCgWR3MjIbcSQSlQoWFhQe1Pr67e",
+	"X774cH319t311cX7719dfYj32YTfCTa1pmBimBFQ7I4eGJkPlV6o8xJ51jAz4blgpBj9ediCn4etuEo9",
+	"PUfgRyIVRjtadJK4tMp65f3j2RqqFMISvCTTBrJ2LMnadn1byBeNxiZOpmFLrDjrdG4XpXPTYXED5Mvg",
+	"8PCgOZqOWl1THAwvkPsVT7aFnW5tI4Y84igDvNvrMscFjaQhwKI1XGk5Eb8Z4BpxKCtmJtOFdy01DGMH",
+	"7xoR1i1QsPyBnIuahWMorMpp1DdbSdpGlQR3+RNos06wN6mya32aDudF5LhuWEZD4SbcVUpm7OPHy5ds",
+	"z9pbv4pcm31LZaxYaYMZgnIBdZoJNxDLqGy3tYWC4VrAMKP16tsLnmUjntxS/nnzjKCEDlPIx5TkYZ8Z",
+	"sAVY5eBRVDxbDZOyG1102AfP2YL8oUMVu5fEpW4TlK+jwyyyT6GRj/xxXXsK64RTwVM46/lQORuvBLoY",
+	"OPM0k7eihpWwdydyOQaJScCPS/ah4Cq11u0ngqFjmRzlPF+eDxWMhR5uyzSGPHIqTLLDcu5emWKiC/qz",
+	"rfygLffM7GPN9FDFoQd/wOoO/DhyjrqyeKn2KsrtnulMJsuy9mOo/HDA0nWIB/f3HfYd5mlN+RLS1FKo",
+	"/eEeXZGZCZSyyBuFvmIrnsJClluFwjgIRPjAd8/HgR1uXGmlECaaWP7lji8vjy9/eL9MP/3XWQvR0q6L",
+	"fK4SzGuhTIqHYaDV0e6+rMOU4+b2enfAtC8PCvLjcefCGJUdESF6hNkQ3meGY+nw5hj/lkh7dR9Svuve",
+	"NjcwRU7sPxOtlACnAQZW9iMPQUJvfWacXXYOkQWGIBUQ3ujspjeVfLFJ+DrR5K3dYFXXVX9DqyhIwYUb",
+	"Qzd0yAcAX9msExCDrC0vxyObYkN4LOK2NA8Xzu5rfl5REJly2cOeXJvEd+gRWB+Xd0K4wiUd9gkDbMpF",
+	"1rYyRBzsN5CBGGEqoUykATQT9PEijoQ0GJQ6pwxFOG5KXsIUjQWEryd85lXz6v7blhJxvCknYsSNOD5k",
+	"e8YJeJ7NJnwkiojNQBLuV1ZwtCwaPZN1gbXZXq+MAXIPMq1usMQa76Axk7Oi2Tb/vdIzWHVrQ9waQdjY",
+	"XkwCqlNPEokHiPEBskOlQ6XI0xoWj5cpCCFK2X6jj/TrosQggxpjxBuk0TrVNRxKSXbC9FxZ+3U7sskV",
+	"QM6LHXMVPVhk3Ruykzd5TXbs2ozU1XnUBZWr5GzO2LSzVonIvoNQTIPRoRUyLZ1AkCZvNV+si/XZ8qTh",
+	"rkkKd5VID8wLh7D37s+F7QRW3ZkYgSbryQfgV1qH4XmvWNXXGO9wQpQNUK53XOzySPQB1wDg1LceaDzt",
+	"HArkjp66EgHkc7SZNEQSLLZBU3IjXRp9ishUpW+5xhe+08xv23a1v7WJdUElftWsVoH/Oqw4QdMm8KNW",
+	"x0RlIs0HlMjISkF7asaLibPpK7Wpey49Ml6tNkG/OJiQ9qiG0XiYj4pi3lyqssICvnalMfFBGsIMobhe",
+	"9QsN1S7bNB4kUPnZ5gXJxZWcNkQ3Mp1gOdgqecsuCY6mbhc8Q7hm9qtWIirhq/R4bESxeyrTvEh2FSK1",
+	"OeOo8Q2b5vsE/gpPukeHc77L9KIRq/EHgBwtTXgCoSONEupzMbHNN2sMyp2ZEUWJC3ArlkO1F7/7iDJg",
+	"nOlF+1YszfPfbsXyC2EqiMyIAC32VixZ0yPf2Nt5kmtj6E5wUrGLoQJ1HUp87XpjoQzBYC64LDDRMZ0L",
+	"BmiuA2gsOxZ5zjM03susH8jAlAUDaAbjskrRHYBmlOmwi814m5g94zA66bKH8LuCVF2wzFyZs4LwVmBV",
+	"2vkOHPylNuXjZPpD6GcPvOsi9106nYvCykaAmpgbsd8ZKjRowL030cZadc5vRYOLmBxXoSTsInK1jMBX",
+	"sbQSaiGyrMN6UGx+dMSSCc95UljF0pInvojb8d8ADTFux7/GEUvljZ02mAWdGIDu4nbM4kHM4v+IWfyn",
+	"mMV/jqtSpt4OdDM84MwuWW4Z9v/7+0X7b7z9a7d91rke/Mef/tz+/Kd/b9rZlUanq5KlXElKJq5U8Ts0",
+	"VlPzivxrtDuNnqDAbgfFtQr8WpvCdqxdlCRSMfT7liX3XafX04apmEeBU8SRqBFdD67ZdYsJKoCz7zVz",
+	"qZ7NafEUV9ht4Ha3xfiZ2I/ZC0Xytmwcf7iSjzpiCLUXve1Ejeoy1GrNgi+uOwXWoxBfrMcgLjdLKbZB",
+	"5Xce7BoC8RNs873h8Jt/NOz1/c2bfVvqLkzRS0KFRaE51eHsmqsbvKSSrtuYoBvUbECqPllDux38Xob9",
+	"8dm5T5iN66exa8HdJnHNPZt22EVgYpayAA+iYJuAm8qN1O5le2iPEIg5E/xOGFcMnAo2V8GmrnLEAwVg",
+	"Cfb6zLjYRINAbFJ0wj10FGCN91yLho11W6HgJMRyPGYeLEcRBSXuGeCeuH84idme/TNicW8K/zvBvMly",
+	"y/fM0wrfiJkZT7DsWGXLgcON0WOAzoFb7QDxSeiyagk5VL0umxq3GaGdORK8Mtxet7tC3y0EbjJqf7i6",
+	"evcTdUlZ6+vCNirIxC5WFRidztD//tVVK3KtVt59hP+9uHrxQytqvXz1+tXVq0ar/wfBs2LSJPsmcGVJ",
+	"8BANrpiJSG6fwAvpUOp5MmGpALwzlSwZvB4qxsC43Ytn2hQ3CHkT5yKVAOFDkDpWDMUAFPlrXNO93GOW",
+	"7rfgA0kl/fFlrfuxKXH3FpPegy+xOBU3OU9FShFIHk4ggNZY6PzWeGtg770dwj6TZqjmCrJBrLQM1xJG",
+	"6l5u163cJ3Bps0SlOTTJVITHblhu5bCxCw0hUkgZXngUZcMSEjBfr0NuqoT+zgoOrzPZbwIMpzWE0FM+",
+	"EmDa7G6qr4vfeCjwCE+4O30L0c3RcifHnNLFGv+0veLA4X3ydKNmOcvFWN5vCmFUbChPEhhxIbIM/jKM",
+	"z3he88ZMFlLdXffv7k9uf9nsJ9ykSCC3fMB7rWq6EQuCA+O05zM0PmXx+Gwq+NBouRFbuQrE4Xw5PgQg",
+	"M3sokxmco/lKD9ghmgJLJqkQKoBidOu238QHj8i+plUmlgmiexUdPNgUJZ1LQqzfy4gBEahIGzb2lN82",
+	"7GH3aam2FIrDdqRsgbnBaHH9yJ/Skd877k7ic+/iiHvHp5OaLX/Sn+y+sz5N9JRcF7hvjTUzIm9rBLUT",
+	"eqEQqL76OXvn95keifuI3UnODM8gxSiwLY4a8Au+bKH8A9A3SPg25LXChQ0xL9z1Me5q1FQP+oF06LBL",
+	"rA5bBd5olgmH01+LAzWaHC/z5GjxczobH97wk8yI/tbTJRxsM14HzvMJPJieYNusmCeyOCryblUFQHES",
+	"sz2JIU1TyCxzp6VHCNqPWEz1UJC1jpBvMdsjaUS5SuSIzrlirk7Vnf54I+1+LxuacxRe85HINmphW5KY",
+	"61rZj2LZxur3GZflueN9XJbBECMPHgNUdcqlLwQH5d5Z7/bfQt3FnU5nH86ssVTpUFn7EvuLVCM//wcA",
+	"SP5s3zKY8eXUsoJrOVEGk+CmTKTM6Ijqst9+uBqqMokfs+djKhajNmIMCRXUvWM5scumIsUaG+WUtf3w",
+	"Ne/PlQbdm8cHtZM50wuRtxNuxGb35nNwcUZDBZXG0sVSODW6JbewfTAgJ5/NOrfzkciVKITpSP3casRW",
+	"++UlTkGX3K5DVY4sInjK+wLQuhLsM1YRGxdqiV5j8LC7nkRW5ZYk9IECQ7UXEyl8rRgViu0PvOdZGiQE",
+	"5OrlcjpFBBdCJ6j7RIlJyn53dr7QpQCXnopmQmY+6Dds2p8g9dVuWtNQJ+p75DXl2aeiKcnRZyFjMzpM",
+	"m7Knx43WKdbflcmJPN1vduOlYX/aTR+AiliRrnMHZrwQShhzPTvqNmK5/CRSyRVKk7FXn32FgF0PCGwU",
+	"2ivWS/zV7gCnL5Gm7x7b4MYpE7nLoZ2dNQ7t7KyYWEs7EaqAvP+xbwj0Nd+lZLUdV85uwEyMC1eubAmR",
+	"6KlYm0aer/H9Y471M9dLGHH8dg4artpoeVGmeKGbpcxJc1NcyU4r+f4NaQuPgJmCTGTIsYekH2i1PVeZ",
+	"QOffRPC8GAluLzrI1t1sLf/kg+zBB+axNFlcKaQxWZkNzgKIPSJcJbVgWbW9rPyFLJQ1kQJ/nZL8MmGl",
+	"e5mAD10XI8ZNgqiHFe/sKl/VFZgq1MYjGKgCIRfiVlQWoWZYBLNex1JPoLYBZzbMeRPNPYZwQHg88O2J",
+	"bWaZtDuu0GtiJkovlEivN33hXfOKQoz1TgSLylRzjUmTFlmZVOM4mulcvBccsxd3Mx3KcsLf/hXdcLG+",
+	"jV0uCqRw7uiESyXPWJHMWK/bsf93Mjg+ODkbuDzTQZhwSm0oGrx29QQfpEiDbVKfOlGVYT00xQnIZ1fN",
+	"juauvZnLN9xELgDMhU63Ut00Bs2oeb2pqtZUhrPSP1IrSKvBTFyIP8XY3zrGIJQDMVKIbwpNFH0ag1NV",
+	"7DxA5cX8AIwaYFbE2OVElN6QGlZJRCAiTOdQrUGwDaiAozqNHhffzKD2YmnYSFgd0ZW2QdIFlRpRi0/s",
+	"+DNUQPkbLRxyCcsFbFVThqAgewdKOHSJzCfS5tQJVsmcwG4ZOHLAXbd73sVSFPrTVMqSnJuJgBSLsm4H",
+	"avynMm1DcRSY2VPoWuo7aY7EUCGCnz052R6sYVgksh9C77i5wGypR+dKi3nwbigRrI218l3Hu7Kd+gA0",
+	"qpgWwqNupHFJWejPmzqbwzORqwiGLGS+snauBVOwgOXq+ZapnaFqTv3YZoREVhub8RxKlQtM87H/qDov",
+	"sIf6TuHgFXnnhGeTc4yAsblh7797wc4Oj07YrCoVGkK8Ho6iIUsOKveCPDkqCgD3HPUMYJP5lNci3puh",
+	"rRvd6ARpvca5HTyNny3BoXHSZvd4cpkU2XCql3jWqzGkj+8vSZBCzvdYCmweFWbo+d7OQPWq0zWX7VxA",
+	"19xEbHZjb84TT+rRUUTZXtXSEHd7dSLYeZLAyn2IVioIywVDLxe0ApjOCDG9Ke12OXsA6VY+es5iPtLz",
+	"YjDKuArq55wURMt8qkGJEokcy6SsNgjqYvy4g7c9YCnqKeJLbHIF5Axc3rRzmnSidyVKwmra7WpS9SBw",
+	"CYE7LhURc+lurmE83gON7Cc8jdxp7QoKh8oV1VmJb8+aNvphBLQsDTJTNgW91thYbsgunPD1EauyNeg5",
+	"ziRs8hm2bOem0gx0p3jWDtAKTX2nb+SdUKXKQl+t1mEogB3dqRrMV1zMqVJ6B8AMdNe+wEdc1Ra8YYOV",
+	"gTQL16mZg7bX4HlkmOqXLt3CeNxm15LTMyccaQ6WYklpPouosUEtuJ2Gigb7zDXctYoUYdKJVBYidQhZ",
+	"EHgE/qgCnoTIJvvnVNOJOKFll+kJD7pG5wK9J3q+OzggIoOsHhW+xGDX1qINJi++oxY9q3NvhQvqbBVt",
+	"QNRp4qn1XIQZ935NkKn2kKgYHLgVs2IfiCgVbtpS5q6vYKjtPNeNEq53tuIvN3s1X1ouQPHm0XFKSLAS",
+	"/sa7zzExxnuAtn1zrbcTh1/q6NvfRanHjZAFV6WNFAAx+uyo7W/3NTDrXl1BQUDTZOtLyyKbHd6K+3oF",
+	"dnNL7lDFeRjU9ITUCmYXrZa4RptLX7Df/Q5VWxwdhiBPfPHWVAgo6x8J5tCLzlH2uzAMWpz+0X96bVea",
+	"L6/zuarkuzUmEoIYABE+JUKXsyizenCaFDWZNlduZmWwbievDwX31hVY+XMfPov0LdPSDcVuDNuz6s2U",
+	"L0eiBEjGeD6tKcPgTmxt16KpJitii1wWhVBQsqSog/KAxb8NIWwzbA3Y0Eduhq0vWPXbFNDrQHytzL+E",
+	"ewZwgk1nxZJeDaFTtGd9UMqP044n5+hnsKqsW5ahqvHYOYM8Tf+YPcRgCypN3Q48CWgHhp6zXtS6b9/o",
+	"tl3HtrmVs7aeoX+tDQe4ZVKrx/xPrBP8Fyr2i6AT0xqy4RaDA/Xj+9eIOW0Cw7oQ98UGuoWOgu7h6RZP",
+	"wZe1UnFtes0nRCIloEnno+EkDc5dzxuoFrRmLzEQtZueZTwRlTqqRntjfaG7EgvSBMEts+I/WRWWBBGw",
+	"/nUlFkuE3kyrBELnQ+dcPGfxsDVsxYRFDn1A2EUV9qRsaj1UaCPYvb532O/v19blsHt23DDQOsbLhgGv",
+	"wMFEmL/u/mwa705jeJpCeztG3wAB1xy6IWKv5tW1X2HBJzs13GjwhVsHc46wDY5qeKxBlahLWN40iiC1",
+	"ed0Wd+P5+P71Ol6ru4NaD9q0zbXCcFw0qWperw+Od7qZkDIyKqxtUivXQTb6t0LMvVSOuoDxxNJ8yfK5",
+	"2iHg5MYdfKxZj3OHwVqp5QiP8YQgmAA+f76Mm3yeGV8Grfxag1avO21M2Ye3PSCq2TCDIl++RJ3MrAMx",
+	"CcCOeD2EciOKINfhBsN7SkQkiEckkQcrmU1D5RIWF+hCw2JVeBYyZDzw8jPD9nrdAMG/B+Wvvcn+Ku0q",
+	"ZdchCXuNxoS93QouPR7XCN6YLzmVas3tZqufrt67MHhVdRyfty3TR6ghW12sV9bmRbLjOVA99Rztiezn",
+	"TunLBcQqTIXgdNN2AoeFGVX/zTYEkBXq192yQZVL5JvA9I5PJzv5t2prte3lVEjf7U7NbnVVzWv0DrZJ",
+	"s2Qa1wBFsccIeEU7DBaPWr3SIhY+3uVWA4Anw3a/ZDUP1U2uF4YSg4OZx6zQC56nBlsyu18pvvqztTPy",
+	"c8abmxODzDzsn0Ek8qh7UIK86DuR5zJFF+geNr22SsdEz/MdNuUmCC9PHakYdHku+2ZoAIVIsnlqCUa7",
+	"gfW6tWqhbV7EjVwHlWxaQbsfIjR2cywWOpBA1VJWP5a4V0+83kmOrA6h0tLZEwDWesPHTby9zquJcz/Q",
+	"IbZ6fq9Xhx0qIZnCPsZU7R5D1ZZWBZeUKe6yn7i5FelQlbDQvl/4/6FF/jMAWDVA2u9uLG5WaQMsxPo0",
+	"6Hxzrv56T5w6ImSTthQ9sq0q9tp4pJbeANj4u0wN+llQ8GI3VdkBXDTryq5i9DGjfaT58NiWAU9qI5Db",
+	"6FFrtOsmgN6yparYNIjCyrsgUDzlhcglz6QhM8H7ER9XZARDsKOcrYnlNQ+DnmB7RggWu+fLG0y8D2gZ",
+	"XC0fP7bH2FiQD7KJpJhuUs5kLyiVwh4u+1+BuE35Tg/bgGGWVDMzuvd+xUbEuQX7LXDJYheiLXQOtagv",
+	"UathzRv8V+VFyL2CiByaJyOR2BGFkDgLNHsBFdTqAjNMKr1GV1ZpzAxVmM89AnzGoKMy41boeOhuMPD2",
+	"O+zCM22IjBSMaz4bKsvp+XkFLQmzsHQQ4LUs1NgStCmXAmAjm8WcnIpftWru2vxwAAzvX9ghZRbOsmAE",
+	"nj2qGyjy/eFhe5XTKRtXrcPQaGaQzxt0nCfIufXq0j+/IdsAYMhuBEvmxVBh5gx11gGoSPsCF9WOq2oV",
+	"hJ7HYiFyz4MGffwxZPNh6Run3Dca7lc0ffmwzVNywXJh1xBKdahEyDcg8Y3uAQGp0Cviab0r95+tO0JG",
+	"L+ScAYmD7oQNitZ2T6lTEKtDOvL5Z8coQZyUouamnLn7de7bAMf/YQ22bEnlc/+BE8GqI2dfBP31S8Oi",
+	"y87YN/b/WtEfp6g+MR3/WRrs0+mrT6aIvt5JCd1M/113Valt7TboUO+CgTu4FEDf+BdRhiCmWj3vIUc8",
+	"rH4E1Q8yi6oZxtJQ/ko1ads5hqpK1ZboOZySVbUCn22OkT9GIdtV1SgX6uPVixVgm8uLNxclOiRGyHOt",
+	"mLif5dTbDlJ5ecpkLXv31dxuk+fveC7NBvVkayQjPLRQ/wDJuunoQsfrhgMM8EWnIr+xdC8wbZD7tRiQ",
+	"KwcOMmzoAAtGyZJuy/jD34NCD1WAqQllqKHzFtIIfJ8H51QP3g+xQIhVxnaKhL40z7OYkpOGCprSWMbc",
+	"f0xIlO3RaBzW+P5OHtqHBEhdyCxQ81CdBpen0gsGwVJHlI3Bx+0Dazxi3aBQS0FfVxzosYRhZbfQvBCp",
+	"H9mTH53Nkdg/lELh4bnhKHySITWUHdTH9wjwyR1O4K1UqBcH5zfQR4l2YrBnHeq7L+1KuBFtqYxQRhby",
+	"TkCBuetHgdldfksNlWtE7n5zpSqLic6Ey+Jx9MOjCt+1YRs2qhG/OyHI3TWiNnHrFAq6zxIFc4eQJkNV",
+	"yplH0ARetRNJphtwwuzuw+sRpMHE1O4V/vsR/3Nx9eIHjPEiHFgcSkh7cw2QDSHEHuz32aK0/FG7r6Hg",
+	"t9RXqh2j87mIUSUxFdaIrEDLjIgBQAjHtM+ws7EdlO8oCM9SSo+9CKkwhqV6w7o2aTw7c2wl+l2NaZ9D",
+	"L3D7S2XLojEFzw2GquTOMvFjGqG3B1N4dGN4tmk+WyKxXxN7fWg49RHx0UBzbN5VM5G3XZYx3Rzum0C7",
+	"2U2/qKqjTV+sqaHBx+KPVy+g2vbBB3xNP92Ov7WjvtqglerZhsb5F+8uQQpM+dJuD0CLlU4UGvts5CH9",
+	"7H4az4t5LjrUGnyQQzkotBmhXxa5LETMEkD2pnpxLIaVeRm23aOkRMjO9fmWQNLwNREo95AP5UstKp/e",
+	"D1qcm8E3cemkcs3Z4Vf8VzAQV/JhoqGKAbl7yhW/EbEjiCkbwPtLrnc3/R6xmM9TWRARKtsTLrBM34Qo",
+	"Qt+4Qgd4wv8BU22VGaP+cvmDu4Vm5B7Hv9xFj7rurpc/uFuCmdr3V+bXilrldBqRjT6gzdXQ68Hk4+tC",
+	"3wrV3MHUeTP/u/3iw/vv2lf2zhgdUMhoK33NhW9enmh9K5tTJ3dC1nDvgdoJCirnQokFNuIt48p4X7x7",
+	"VdiDWsbkOqv0wvQtWxxMWnMHEN9oZi3onm/u7kMtdQC2VVvtn9WnBogQhexSWcRGo1reqEu11ph+dc+T",
+	"IltWsN8XOmhp1FDXA13+17HrlccIfWZY0KX14uVPl2+ur97++OpNczNRPpPNCteFWymSLIAad73a4J9+",
+	"wk0Z+FN3kfEomD7Aow3b8zEJBtjgtTlEt3XjcWbmM5EbkYqUxCXgOxonQ6ke0bGqaydbTyt4ULyzKdX/",
+	"IjOoOMW3MvXGb9Dmz5KO2yMtZn/5dEXqJg1Y3ijT2Q32pRJ5crT7vG2pArzCr1+xm5wn4tqKuS1lsLm4",
+	"k3pu3DEGC+PW5aE1satlD/iea+N5sabcLyZGJNcx+5Nr+KbH7KDPcq5SPYU0edNhH1ZRE3dYhNq3a6tS",
+	"pc/WtXmKCGBlWz6650vlNe91UXUubsRfrw4eKLAFUXSFO26F8NxRBxXf82Ci/cNJXGZfIrZozXrtH052",
+	"l2bzWbA3Vkr/4chrz2ckWQMcGGCZRM+WrhTb6bdW9avqbw0HwzoRfhWqdo8Q41Go64BSvQYedDBUPr2W",
+	"Ub4tXORswg3Vl9cxRK9vD34+nBzdHF+fjU/FSXqcHI0O+cFZ/7R30j0eH4nD9CDpj3q821intGXDXpUC",
+	"0cP11lKFHSR+xGh3Iwlwf7uTrHnCVEVNJ6Q1QnJgcHJV34iCcbDBnNO5nDh+6qfxj/95lp9+/+Nff8mv",
+	"Fj9/fPfy9PL1u79d6v5r/pp/WLQ2alUbK6zwrrW99hy3rJDw81qevlRj3SiZoXLOsuhEL4iu2AXYQZk6",
+	"KViz7QlwbpsQms9+AgCweq55M2CsG+1PjeC3P6wZYdjS/sPl928+vov3ByzGPGLo1wRlqecsRrhatym4",
+	"h0NOdCqGCszlUH09Z7GeCQXQRktSEDwqO6TF4/ObesnjhDaEZAiEukFV3gYEHAye7REecKfTsZapAhDJ",
+	"Ejx9Cm3ijafAOTVypltwmo9ECA58cb0GzORNYH1+H9tbBoin2ut2K4BArqYWOjhAYpSQwLRCpZGHENI5",
+	"Q+WhgNrPANa0CmiC6KL1IW+rBKz0TW+2N6LWFTa3b9LCsZsWL1uCg/PBNUDDLHXKpMGm3Pa6agTZ35ym",
+	"7gka9GAru/UbqRLBYvhPvGPmlu+/3/A96HeMDkMqF4PPYBmB72w9wlb5DmPS3g1IWqJY6PzWgy6VrYUP",
+	"u6fRUB32jyJK7mdH9/fgtFSa6ANcIRXrHbk8kh2nI9U1ggM8hn6rhfs4mnVgraa4XouSX/kaJZZCxL7Q",
+	"MFWap5VJUTiI3dVkcAzOcj0Sa7RyQGGdCUUNhgDuxN7OFhjtZxmcvLme30webxsBt601ChyC5kjccIUs",
+	"ItVNrRgLiwuIOpUVAXgA1usSHqsZKicuNtlzjVAz60QUfOiZYYnMk7ksHDtHzEwIp8zh57n9DNmadqQS",
+	"WmhbMhOIHp0mqHi4F0P+pke3xE6DWDEdV5YwDkQhfSNEynUHU5JpzGCc8GzchnNpw/FUrBFaH+wZLiLE",
+	"UQUIVZ0XEROdmw6LJ0UxM4Pnz0mudhI9HRweHjR7J2jTbNkBScblVHgchQruBgDsmUwXvl6+3ApbyiRp",
+	"em6Fw/1fjqwCvOvlnePc2kZeL/mhPZVpxqxqbqR4DrAl5DoLKqpC5o9Yl00FV2ZTVyn33utEK4qlLSsR",
+	"l43YKteusVLD7Q5o+cuGaX+1tUonZ1O26lrlxw1e5AEmIwpNkWLmspIZ+/jx8iXb41nGfhW5NvtQMwax",
+	"hzZYAgqaKSACjutE9/B2/Qq7gq+1owEDqUn3c9gtvpcTFCIVHiJnCRBBD1YDymo1/x4f/wBft9FszPPI",
+	"47G4qjW25+AKWKqFAzw1omASY1qbOWp9Jk7Yx7gJoKChKqvDXkM5FpTsgoKULQnPvF6ZhS0DqunDkYu5",
+	"lFgbHp8JejfZv0eWhZ4Zd9piOhygqAyVh8vyIO+1DwJEUrxfwdH6/WrBPr5/zQqdpbXafL/AWIJiOY2M",
+	"DWgK8JiiMBrGtR43CTPGq+gOUUkfxObQ8yLRU1iyXNhjoyzFgM23ZCUsrLXNkXBDJQ3jLH5B737Hl5nm",
+	"aRy5FETfoSF+oa3VXrSvljMxgIRrmYBX6PnPRisCopUInYlHLcVqMSofhMv1uMQsRfha7Sdnag0pt8Ys",
+	"PN0AbmwdcB+pelWADDrUEGyByIcYdORH9K2r+dQafNOpLDxSW6LzlEAJ6FlPb0riJNQ9hB4kAFgPPoCx",
+	"VakQpwUgvoYKkWwJwHelN0fAIX9Gh4tzQQUtOqbW5t6NcLtAKBIUrnEU2V25cwHX6w2g8dQyvRGazy+O",
+	"22sGdHRvW/sbJzx1auf2/LSdEunW7nleTJ5uwz91ojmN0iXZVQcli+CcfTJcFZe/RhCU65hmlT4AxNGI",
+	"tLJuAyOGtn2VD/AEkM6+NN0VHgegbr8z7ub6ST8SgPNJ60greXNWzQhSmILEdIdcWk1y2t/AQw8sMwV3",
+	"Q5OcWVIhE4hnl+WDroyQgrJgqUxBMbIX0SsRytfdq00dEOU6FTcELSYBUB0eZH8h4gEN0aEuqKW/smFA",
+	"tWyrByMg8CzTCzycNiAhnJOV7jTLKMBgHyr3Du98JfVTq+1wq48ujC2B0jc1RhH3JSNIsNMHJT7OCvYB",
+	"3RnRJKC5jJwKrKsYqtihMcakMMnyyKEpV8nUYW90+HnQ231VRoe9seutVWL1m6ALkTvJUQsiIH6SCeT0",
+	"jsM0zbiC3y4ccr37zL9cCbDTkoI80s0HzCY4vhBJuTzmJbUApnM9VLL1ODACHLqdMwQaK7136xUJME4a",
+	"mw3tRqmantyIxbeqqgNAcKmYD7DIGAwmlgoritKIwbHGC5Zk0n6SqlwK534aqhnPjVQ3YRFoVa2PEJql",
+	"quSidQDlGARR3OYqbRPzExRQih48ZrTd3K4ZmWNmkQtsx0HvkXCSWJXT+8biOjZHmFS7G2krBUWbmDC0",
+	"JSqBVhecHkvoTidVpwqGtUbiOCcAChsXtwxqtKg5wwMcm1UoyIb4qivDqrB/tVhMj7+Ks3drL2v12LK5",
+	"7NpUXJ8xgH1QUDpO+RI8Z3XkmSrWTNdsBL9sWGVIDC0JY4/4ENHSUYXtOfPWboCFNGL/nLm2kBBygeql",
+	"kRDKQWnvpCVUa9832UVQfo2wk+mALEeoPog8VHTkDb6ITbiyFiNszTm0KKGQg6eosyo77FuRaOj/Fwfg",
+	"wjF9zHi/DHpqK8dMKKJ359i14IBgC1U3CRAd20AFcctV5/RzyBF4jm1Dytr9B1XgYZqP611QwwPwOAHr",
+	"YQBCZLUq0NoqmEBdR2lQGCva7KrlsM4J6Zy1dUcklOhbbQRR6pVYWDUTFJsGbzP5dpvlYoBqy2/EuUNY",
+	"QilmeT4K+1Ig0D3q8V8FJ/8/EtfAdR7YjmnwRE1tLfXe5mvba1ygPwErRBzoOTpu0fUGIjG2A6R3wOC0",
+	"ErvgBuPK7dTHAXsHB76NprE6SVDosIJVu8pRq9A6GIayz8LYTaLD1mTwYkEbEtOB9qJqswLd+5Ba1G0e",
+	"8A57hZjXuVNnMeyjNDqW2RU2iMqWlvfQZRr2JcMmPx+vvmufwtyxfR1XbK5m3M6FmXme6xteCCZMwmeC",
+	"7cXD4Tw97XaxT7f9Yzwex/vRUHmg7RBbGwvAeVZgjEUoSD0ZScWtzsMLzpZ6nhuRjdkepmBFzPBlLXvq",
+	"tyEaB8PWgB32v/wuDvMLcp1hZ/xmj/kArKfw1INJc9a/v49YkAyHvQ8o92+osJiO5BcqtVBW7TTSBid2",
+	"2Cg2jViMkpwsQfr6UKFJXMYtnAWPWjo+E8G/nbsLAdjd8H059rR8B4jwoTo+ZD/Kb51HG1kQV2gfIUzQ",
+	"IMDhhz2/9EJtckITC6K64CqgHHmpPgBas+E2oh0bhaDduCgrLvqhcno1mCiByzkuOxI7zWwPp1u+Lq47",
+	"4/1DsrDsDX1gpSlqlRhb3dsd9gOEaXW1LBQkDqiBOpsXAiPk8VDpnILlQYbqYffsuJLgVIR5/5TXAG/e",
+	"JzqVTZih354vp3ba5irgNhrAa0MZD1aW2imiIz0Yw8QjBa/R4tHlofQChLggpvVsUs359agwB12Dxau9",
+	"yUF3CpI8yeZG3lERj3PSVOd60GwAbPfEbxYmvJjUMMbhPk/zmrgJfDVDRT0N9+x9oGpU/Y6olZeoptYA",
+	"GUvFM+rZABuRdhlJpRstDDiEckHc44SNa6DoJEP4vcCRaL/pNTRejuhGWwkFRYhBqhYPm3KCMrpvfwRf",
+	"ZBzoq+VnY7gr7rAPdvC4g7gJGftxHIoU+1qcnZ2CHk8RtPiBJHgZ1qyEC6BRlHu1Zb0Q+lgvVBlz+CaO",
+	"wqKSb2IUbqtRAg87j8kOHpPfYeWmQtUatYZxVqtq1wKtvy/kz0rMILJkGEsM7Y6W1FAG8wFAX/rngfxE",
+	"65z3+BknMjxmmAfEhT3baXKX7uwkfRxIzmZX1KooZnvvv3vBDg4OzvY77A2Ycs4XtSJ8ETX+HP9SmKxL",
+	"OW91250bZrSGRjIzbYwcZRifllPhlI2ZFVNOE65VMve7/eN2r9fu96963UHX/v9/29nR8CQupgjjFk4I",
+	"YtqfKxyu6nA9wwCHGt31TYV+P1389/XV5U+v3n68itne0dSqJr6enF2Uih7qXHMFyQLAXdDvH9oWQ0G0",
+	"NCVud6Ws0Dkm9w66Zh9TJ4Spb6LdfWZf3zDmXdn5puwP489YzKiUyhSEZGmX5OP71wP4BxyjYYM+r/Za",
+	"GQgJPaiOe1t1hVet3vYQubHWO1VT/Vip+TnlwZ5vHfZa6xnoadiWXt5Zc4ynaS6MEQ5xHXpbU8VwyC4Y",
+	"cKPuGytzIbP293CG7UqgL2tcDh8KjmHFWhEJJu02p0wKBc51kVNur5eiUqV6ETGdpRUf1U7eo5/gVTic",
+	"5kb8vjfgNThk1iXx5ADAnmA3MGs1XI+W5KCDeDxAw+Bl8cucZ5gOTILMo/nDRp6SY31NO8nyxZubDzZ0",
+	"D19tNYhNJREPf3WyHXZFmLQe6A1aPmp9K1L0B02tYOx1o263G2rCmMVMjbN5lrk6HQgmjcREglcLyJaD",
+	"3znTNxDjsXqIVUJgFAjlHHSrLoFKwOkcCIKKN3pzA8X1TRG3tC7c2o1wc0PBLZ0B/xlt/XDvbG8kUhsL",
+	"PRb5DbvKmo175/MGcdDEzp/QJezDUBL77mZyLAZD1Q45Y1DJEQcXgTP64M6QPQaV7pAmaBAJt3r+qtzn",
+	"emFYxqU+9pK4vFhpt+4+6nvkV151owv0KpU5Gew7a8ZFJSoEhmbca7h9Q91I22AUYppukS+hv/Re6C6y",
+	"Nw8VC20E0AUHUHxdbaWhtGqHw9zfPE7f+n/go0wuc8AZvfSCsD7hCRm71Eiu1qBVeAQEl1dtBFSImW2N",
+	"nHdsGykyURAuyfaCzpfu7i9RS4zHVmG8E7hVHmAx4buo2GANZj9cJPt9NsuWAwovmLiGEEWdjCAGolNR",
+	"aogGFc6gNgG0yrIGgV3QqxxED+5du13oIWj14j6b6KkwZZIPpOx7IKkHtDbwxNqdRGvRRIDjsM3xxtJ0",
+	"aC3oS5EoUZb6+wZ7PqKdGwU7Y78E/hmqSl+dWzFz5UvQmCrI24GuqmRghKlngUqM6FxL1HVDYkahQfH+",
+	"1dWrN1eXb9/EbO+EpXzpYWiMKGpe+ZN+d7Jbnsqu1qZv2rWhN3/MYRPE5yw2cyhrsqc+oe65MlwUaIij",
+	"FirI6BztHrAYqdIuXwFe46Eqq4n2z11HM1FgEhbyJ8LfgfMXwFmek+KCKT1srgqZMe+ey/XCngI3tVpg",
+	"nIQ9A90AWk42qJsNZVfXoM9fJzLNG2jzrmodsBwj7lV+dAXwWMAOmh7Piome30zKTuKjTEM7PWt8hvEs",
+	"YqY9KIQuRK54BpaGTMSKRgmBAAjmUJyKOOkm54oSGrwGvg4Zuhl9okTxqcXPXTicNn2D0Ax3sGeyRq0D",
+	"poHADhsiikSQQlPIY/WUaM4hv2CT+ZSrtrX84QiGhHKfUgdv3VaI3H+6QuRgso0oFkossqWP6uyMZPEH",
+	"wlasA6lgazAqhur3AqnYrTihbNzx4PKEtXnm5PxId0od37HGvpEJf09gjgHzsDtjTam+JN4bQHiGilB4",
+	"3otEYKnFncjlGLEeACyJGv7Kgu19KLhKeZ6yT/SxJ4Lp2CCf1iJvVBhl/aZ8GSiMTf338rB/pdMuIZxn",
+	"z5xzr2xRLZzMRBnfkSY43xqbdgqSB+tiFjvUzzfkNeiFcWltvq5wtGS3UqUDQky0OpHTfuy/feZsHIIo",
+	"xh44MY6GKoa4DOmPEYtrKU74TlwOfE3Bi1p/ubBM8qB71Ov7bGA738MumbGtQa/f7XabnFeUtLFt//uV",
+	"gtY9hrwlu8qAOlRd+M3Ir9t6plpXeHxRslJuFQkyC6xG+stcF9x02CvEHbYXgMt4RTOvIKu8fPXdxcfX",
+	"V9ff2MWh2Lk7MmSOqO9gW6c6Mc+NSOa5LJadaRqxIQ00HAE+5ayNYWt/4Fl/qDBZDOta6Bkq5qubKQjw",
+	"Ahlk4On2uMo8NZDNs+BLMxgqa7BemHB32YOF3r0X/Bx7jnMRSwBLJkEnqLZtf1CWblvrul69XR0lvqvL",
+	"Mjl2ZhmSHDUEr8+xPW9f7XfYpULLHb6PAV8/u6a2qcGEYCUBaHqAfZuDDvoSUZTRdGB1ejog4A4RzKtc",
+	"jbSqK2RENZ9PQb/uNzXXZbuaoiuWKKsYonZtnakB2i5GNdIVm4n6NbhUxETPpINUlsUAM1ohv6myBwBL",
+	"BhTvCsoDLKIvkTbuJITxdUDjcUsB/YC84VuexuLevptnGdsjMJM+g/5aqJvbMZj98zpkgAM+qXT6albM",
+	"RvO8Uct9d+ly0coKHl5QMtRI3+EaWIlRRirdLyzXc8gdTi237ZVtafc7QwVd+jEWYb9v74/Py764UbcL",
+	"fuPtZeTu6S2Dn0FavKUA2zNzU3CpRLofQUC7ulpAZsuZ+KulrR/YUJUjY2/to7JA4BmcSth4ds3QHUhC",
+	"tBaIoXZuOKPNeyL9AhQaSymUR9MBBA4PfEG6ejBFBdhVe1N+/8J9s3jpwBGgcs4tgJskOvk1ThU7uRLQ",
+	"RqaLyJe2iRT+PVSBbz4EHHkguMQaEgSL+Li5s70XmZ6nOKtnQzXl9+X034n8A7zc5VLBpjAUShy43L5c",
+	"ILwUSKPeczvkZv6okq6O1+JTice5EERNCmNDuI08PSLLWDoX0VDVSM0aKH0O9PBfsQs1xcIzDmCnSDrp",
+	"sdqHKoyf7FUCKPsQfwK1kdLq6n5s13fQjn0rs6/0JmzArdcE3FNiuuz54UXMjcyeT4EveN9tB8hso+7/",
+	"KGAXep6lQyXuEyEgE4QSVZt2q3dbY8GT4Hh4N+TG+M4OQ8Uze0h467jDXG8d86zSqIBCf1pTLNoPjpVj",
+	"swYsdv/DpBy3vBrjGr72Zm9d51A8qagrIxR/5h32YiKSW785rUGQ34l0wLzIKTzN0C1k2dVMtC4wcwaL",
+	"wNA5lFq+vQEQwO1b2q63V9bXrHXZqW8PmyxY6pT4IsHKgn9CUpoFsHRlKYeqspbnZGIE3YrsjpvyW3sm",
+	"6eluo1+b8/GaOmqHCP8x3R03hVYtXaHrn7bWjsj0ItBchmptVkcte6RXBoP3PTIDN7cusBXSpX8+VEGv",
+	"dZ8yKw1L5oXDm0IJ5Xw7ZRcva5nYs94KEShHqsLiD5V/BypOq8kga/InUVRvzIXbjv1T+uprPlAokgjO",
+	"At/XPYwBo6qBqmfTCRxH7FYsUbpPQKSDf44bJ50p0ezj+9cB3iAgYFnJBJnRe1an6cx4XiiRdxI9tTZn",
+	"v3vQ6XZ6vYPOSbx/jq/F46TePwdRYMGbJRUuhL2lDKNw5Sdn+cEq6XYUYFJQha/jQGqwVdoTIZJcYFdw",
+	"JFqHXYQqGPxmGiAPvmwxMP9LisVqDsfjIjJbjo2ryomh9GKnUyPyAlZgZccOAGHekVwd0SZj++vhruBF",
+	"H+bTKc+XO9QyPVXtT+WzD4w3QuFOdc60PJvXcPuyYUqKWzlMTel1LaPurebJ7FPzHwIFsLdtXeLqOFcp",
+	"89nTZkv7PHR7YvwYYgRgGJ67hnmZGBewZ00Bh4OPv6yaZ/8b/a1Gfx8nRHaL3oq1wduG5jAbI7NDVQnN",
+	"IhQGcWjcMzHbi0/63Qk2UzroQsB13zewWmmoVAnbVlSGMm4LcRCXpunpN5vnN5DOSXWLBpOjaVakwLph",
+	"DxUoqVCiKBSWwJAyZUqzE8qYrKCFfFurSLy1v5PzMQqScg67h+cYXV3Voy3nGzizFIVOg1ldvnz107u3",
+	"V6/evPjr9afLNy/fforZXv9wsl8Smw7iofJK/4QbmCBGVP6IcDUKgV2DtO9DVxxFaCkkWua0UgpKhi2c",
+	"/v459MdZdSPN+cL7FV9cvnxvUNPbFNyl3FEsPSmJfHXx/vtXV9cXr1+//XRtX/UhDrNGh8ryZugbsVsZ",
+	"BuzZzHOSUyId3ykEekjLskpIE7eXQUNR0K+N8DqhtRIQhCkNe1HknjLgihu7vq/+0AwTjzv9bqfb6T7v",
+	"HTcpnVN+f4lPAX7zGjYo482rh2Fz2f8FRMmwX5oel2WjH9+/Jonq18SKihANYFtG0brQISQ8PypyWHlj",
+	"Y5et8gMSPLtUje2woAp0sXc2oaatQQMqu1hVPRw+voKmGYpXYKfdK7ztgF/R+xvVI4p17phzviuQgl8I",
+	"RFMg5odOxwhN8sh4DoUOw8+G5F0PGvB5Hd964mxrwrGaVf3x/WvX8uyZCVYLXGAlnMJOSQ/K10HDronY",
+	"XMlf5sK5qD1RIwr9+pqIoJsmDcQ+f46JyuiGwT6QlEDht6FDB6NS/gqyXy3zfSQBZX0r2HtjZ9bPYZPW",
+	"9udv/v0ripQ3AVpEbNJUTuq7jEJ9wjnEsTzDBISDcwHiDxOOMI/N2f9Ei86aKgDz8Kq5hvbUa7l1K+YE",
+	"hHxBjiAOY06NYXdGncAWe78v7AScF3887sRTYj94kdgUKQ42YmMjBnC4XMTt+G8QeI/b8a9xxFJ54wK6",
+	"cSdm8XXM4nYcWUUwB9sdwWCGKhN2m2HqMjzUYS+4EW3vIKlyrufL32XzOmLs2stoHbHKPWkJENxFYDsJ",
+	"UIAgtya8Cbj7wUd4BFJxJrTdyD4+h4DJVXodrTbj2F1q7X78h+GlXXWBc5BcI1GO+3GaQU0N3JhmWM6o",
+	"sVmgS1hA4PuyW9/V45v1Rb7IMb6YFxOdy1/BqBmwbwXPRc4w8Q3aAfq8t085mK32N0OhNwTlNcgLCMrm",
+	"k0LBh4nQH659KEs1ZifQLaC2kp0uUtbvuifAzHLNCn1HjS4zpSc+LrRuT7latvm8mLQdOH7ZzToXLkJn",
+	"DUj7cGRtA0UwbnALBDhhRh1qLTqFExqIUG5Oe1pR9PdHzCnEO75zR9Ou2YOt6An7IIKBlYtinisIZiQC",
+	"ECNQZ0OPBJpz+Is1gztDFbYe3bT2fCbtgPzqv7IaEOY9W+sX/cmIhapngnFoKKaESO2yD1V83/YJkW24",
+	"JWZ7MVfLeEAWGrLGrVhCA3f7tPNv+9hZ94DFUpn5eCwTy1v0Ioi9VZltjyt2+e7uGEI2hHb0/Phwv8Ji",
+	"ZqhKFkOGbGStTRxkZSYc3LA62FPD7MQ81Ev1BbRuXdM5gJvJSPM8hTYvYavXCOw+u7wGen/GLkGqXBGC",
+	"C0d0bN/ibQ/nMlQgMpDX9wkgmHKCpKGPuKomsCkiH35baT/7zLAXH95/hy8DOAC74NU+tli8g90ObsXS",
+	"TsiunXED8in0zwxuQyr6RZFrCYJjcgmOg5Znp2saRkli2pdfvkAbnaZ2YmVyLtTdGpGN2xNtwIE0nWeF",
+	"bNM+hOJ4VwzuXMR5h/1VzyGqhi3YMGsDTZbCKhGYEAbFznaCDi8VCs4Rcg+LBGCRCC9ORVQKbRyEJaMu",
+	"4T65n5l5ksCe0vlQhXXVzi8YUYor7ilKQIkIrAahb6poz0M1VP/2b8xufStfETXB/nhVJqQYtgcPIczl",
+	"XNkjM35+13seQwh5VuBfWJZgla6wVzCqXPALNBiL94HTqv5O34HQrgbumKECfhqsE0sPyNC+YFNpDPRm",
+	"nPLMGhDo5b+DalGds7m6VXqhQMBRQbYVNz0IdCIdHLZlCTYfpL/ygg9WfyYUJVa+8DByAZ+hArAhruwN",
+	"1RQtcS8NrstbV1ZCixBQGbqnlYTcdsCHhKUDjl3QU0MFOjAlSUIoz47njucSKgQm1B0LJYZdqVQaeyV1",
+	"zPMqz3Vu7B8ohA7v72HVj4IKPUzaVCwOwTlmuR5lYvon6IaAsFQA33B2eHSy74rFlzMB+bayyASk27o0",
+	"YoyiioJLa3qCFOclvItBqQaQqyBgxmPqRURREKkI4sXEHfYtT5lUszktNMGKcTsFB1qEyTQ8yFC1rAP5",
+	"qbXcDl7N7nCVi3uUBLfv6Pbe0wYRT0oKlhg3NBeXlhB5z4IVsAHsSfstyDYzYEobJcdjINV7zMbJ2wio",
+	"YS+2c/rNEtW94QPplP4+8va3TZ6wZ9b+fHbOxjmfijZXiTCFHRP+7mBcXvBkImBIuc7gQ1D3AAWmyP+Q",
+	"hMQLjnZBrm9yPjXO8LUmpEFBRUgcrjL72VDBU8r1QQ5UQSjMdu+Hbihsr6rxRKG+E1XVIfhpqGJsp1lp",
+	"IQt52vJGfZyVD11iR8J9ZxJA+GW0BPjgBKpRsOyfLzHD124VTNtSmr14+/6DW+cB4/ZMGSrnWHCiQ+fy",
+	"RiqHeENoxq7ni+mwuJ6xHDs7JhczbWSh8yUz3CoykyU4qRyrvXS40DdzDq5tAdx2EYKUBvC9AWa4c/BQ",
+	"0XIE68AJUbjhvnqiFuSCOJLBy+2iga0JaUJl9qtZmkJMIUNsbpadcswyACKweu0Avo91F4hdKwhbHHCm",
+	"PBKKzz4DZXgPAgpouPsTOcm5mTgiTmWaZrQg7i37Lh8CsrlSkc5RfPnlrvRUsOr1GjyjDtI7rFom5cOe",
+	"6QZKSVKZi4SCe5BxR4UoHfYm7EFoIpdSY7AHIfMtCAFUJZS7rhARMFbOA/RrglmQBNRV6UHERgIDoQ6J",
+	"yye51ZKd6qLNEgBUppQXAltY+c6I3QP7sYlWep5bQYYBdA09x+Y5GmMQ1MOlRFA9y1FTfn9NmhAc5n7p",
+	"sVu6Q7GXziXpWNpuTd+j0k7cVY3j1APDj2axrvIcMBEhlwW12yUkzbhc8fX0wtUIkBMhEx1QxfwuPUci",
+	"2WEFI3GZ3FYuAH751UQYBP3ktN+gsMat8lA5oMVSs+WWk7QiZ/UK9KJ/9pkpEbdGmDQdoc3m7rim6zHF",
+	"Wlfq/QEnFmEIQoR/pIbdyDwNgD7A/rCXGPrazMCf0lM69Kswh7hef6aaZdiPAoBrBTocXBreu7cf6k2v",
+	"niMQQOzk4FWAFEXaMZy6IYmoo2Yp0xAcK3J+cEK0VClqLBVs1IjNsjk8XB7rUNTxD7e0/yBO+sdQ/aPd",
+	"bsP/s5crcuQfrALD6UWbVW5C9Z1VH7VSwRR8OrNv+Kjkvcu7d0JW+nRdiB8RIl/1Jabs9v8PFt/1orBT",
+	"Nfvhp4sX7Q8/XPSPju1uG7bwajl41Lo71Z/9wCpXARoWfqDXiDD/DcuVAOkfW96vVPpWe5WzvfWdtfcj",
+	"19N2pRSPmZlI5JhUUqv4SCXMOUvnKDfc20FJAI+psUvAM0zEbhsx4zkE4ILKP6ToyknwD2f/buuEE+S7",
+	"+C4+25igFF4X+Lv9Xq9t6ZD6W6k3Sv0Jlzqcti+KkPsqB78DViO8NK60466V14UsxNlfPl2xvR8+9I+O",
+	"a8uLsJBAX6fuS2NiFnspBnrYfISZrbD/4p8LGYeIb20AqpUwxFjcz1xpD/aKKOs353nGPvxw0SbO9a0Z",
+	"/oEHsz9VoI7THiblSUJA8csG7snkKOf5EuBL/HliJwxJFBCwtoZL6HNoRa07kRv0RPQ63U4XcPVmQvGZ",
+	"bA1aB51u56AFMYMJuHefTwTPismv9t/NjZtJA+53u1RrCSdorhNIKjcsnysF58hlwZKJSG5BJ00FYACo",
+	"BLws3nV0mSLsI3wyanlNwn633+1CwgDaDVjAUwNbDNMjfvN4Ci1964CFpnxrIxz4ODpwGvqglPPiGQRk",
+	"vkStQxxY01v9BJ5/y1MXSQk96a3B3z9HLePyDVuv7eYUBtGDbgw0UXfEMa3P9tHnU6txJGbtklTc7nSz",
+	"0zPf5dAzRNiDQtxbix+Udyt+MLpZGucstM2r2dqvrt5fvvhwffHy5fsY76Zuds7555yhVlOICB/IeyJ8",
+	"t/zqsv9E09q67Hbgz2cZl9UFb/0b++HV63elGuL7B1wXuuBZqdT7TLbR0nUDHDhdmFIwAdudy6wzVP/G",
+	"rv767tX612JWZj5U6+74jb7x5yHg6A5bX1h/p7sR49ne3tvpfpqCfaJ3eti3Q69RBP/XHom5YVf4H5dB",
+	"LINW0wg2jZE5IRqpUHnVDZ/fiHCMlau9o4P+ULXCLVgPz67sNuIG2mCH2zfYG118Z1XIjdsrYP+pZ7e1",
+	"G43kYmfJp9nG3fZ2JhR4p3QynwpVlmNdvLuMqloaAY5nAhtd85msfCZe3Rffi4Le/zCJ6EYdSETnkX7k",
+	"uVARos3BYAy+r+TAOAIddLqeSNSx3R1VtWBjo/it0/nJxe+VHZF7+ybWgPTRXU9F52RAsZpwxVIN3hWw",
+	"q/feaVPcWNUNi2+TCR9lYp/0sKPuAZrnhnoYDJUSIqUqNytsB2G0ytegVqvI2Vjmog2GIZzBmMqE9VQo",
+	"n90ghgpTME0hs4zNcmsaF5Ym81EmsAM5AhZC0wQ/XBoiFWUEs8U8WzpC8EQesFTc5DwVqQvmldoAgmzP",
+	"M4dBF6PKYPUrfYtOjuCrZB+DXQvZoCIbO+xmDAt6yB4PHxphkjGlE/lzMtM3++chDD+8FO2fo+7BULnO",
+	"BeQ4Zuj9Nav79T2yxtdqLzhxqKKgpUFNxr43lYFa87RaDoz+cfsqah11DzZMMnS5P3iywapjWqelfmvQ",
+	"4gHzYM17eV9JnKPuQakNvyEH57IUO/NcDbwwHNBAB0oXbbxxZ8K+0cV7fGKVtP67YBHW+IiaZDh+d04a",
+	"Wdkd5OnobJRh7wFZeYsO6aM5fJ4igGujHMOQALqEENwf/eIs0Wosb1ySP9RtBr5xyn+2e0cqU/Asg/ue",
+	"GbZH/QmGKg6bh1gzzO78W+GbklOTOBeHBhO3LVW179K5gzWj7hU5AK1Ayw3077n87VcKvXS+diGMVn18",
+	"eXlVwYE77GJhQgVcemWjv5amuADyWYMp51NRAN7931eReqEjUghJJnA8PsT8y1xgVyuMMPtJVZSmrf32",
+	"m3mzHNtzGC4Uh7R2vfsFpu19+fy1Ag1zE//+GyDBAV1ocfCouqbWbK3I3qBzKwAoCAmdwVagzPsOytzJ",
+	"grDOLsB2AMywEi0BM+RWq7KhTqrb/UJoU61u74zz0/Fxu5f00/aJOBi3T/nhqH2UHKcn4nR8xrsjuwZ+",
+	"pdwjotvujfpJ+yQ9EO3T8WG3fcSPRyfJaXomumOgu6cAcX4HOL8y9ySTzdPurU77VixxALf9VuTe2Roc",
+	"uNGZ1qBfm9ZR+yw9Tdono2PePj06O2zzg1E/6aVdcTY+rU5LzbOsMmhaNvIXbR5zt3/VPR30jtaPuZhl",
+	"s3FxcndoxKRf7gCC3aoiSOETxlz3F0v98zj7WWt+krWqc0P62yU7tEt2NGofJyfpqTgb8+6o96gl+7yz",
+	"/KcNZtaqsH7jP+6EPez2tj/yUXHKWxDQzvew39/lIXJu2KPzlSrsyfIl6OKw/XlxPxNJIVKIydePqGqm",
+	"4N8/f6np3YLBSWT1sODcgmfqR9YoF/yWOousNckSmSdzWTC6uew1TpXSe5glFWHJNADN67zYx2ZTPnQD",
+	"5WcT7lqQkOfNni4d9i0NozxTRhj49IWbhFDj0JdFNj6nhKg2hFD82xGa6RP2IR4qN2Zp0Eh03ZBh5M8Q",
+	"YLmMaYTgGhgCtaqFAKQKX6dNwq7EV20+ztycWk8m7BP7jmQOdZwuM7I1OPIthQBYzB6C1wjyAsAElVms",
+	"9rA4GnR7f8PxK6pYqd9yODiAW3KRCFVco93SGhz2OkcesMyKxS7qiAJPG0jkAioHhQG1kvbB4eFBK5Ss",
+	"kSuebQ26Vk42z7gbzrhbmfDByjD7pyedfmWgB71gpEmmDQjelbEGxQv1cfYq4/wctRT0VCcJmPbax+Mj",
+	"0T5JD5P22eiAt/tnvdPuyfhYHKWHu+u/xECbJKDbvgCAhzPoPFq0/THi6UVVmJRlFArbjG4UVxJyNzZL",
+	"K7yHJToVron5spb7UVV8I9BuIYmDFwybTUVBFhW9C0LAUyMya5XvlRo3hmJdp06ZWyk02R+g+PKxBOzZ",
+	"Xi1vAJRhRFOKZ7kYy3ursLum4uJ+JnNKpokwED03IqUbIG65JKvGaebvKReOyAQizWEHrwqoSyLmFo07",
+	"7D9R9uR3n/Bdc7B0pEkBR2z+kOs9pzkFEsvrj6jgYm0HfisSmhD83QjQzU4t7iotTV2oaJaLO6nnhopg",
+	"3s74L/O1A6cqm3DklfKQ/uGq3fB0qn1YzVmK5NOr7lnZeYh4JLyn3+4eVe7xullyxnvto9Gx1c1ORfts",
+	"3O21+weHR8cnp2d8lADqqAahaA/Z7zM9EvcRu5OcGZ4hnwCTQma8VHfX/bv7k9tfAtdAa67mKE3tf2BU",
+	"UAmFf46WpQLcPLmTq97x4GDz5A4r94ST67Z7vD9qnyQHafvUKqwVxdNPbnUe04NZesQr86jNojLEk0G3",
+	"PziEI9HPqxzD2fjUiv7jpH06OuLtw/GB6Ke9pDvqcjD8KvVbSI4dzwPcr+uOg7K+jbbm/6rFtWigKRxp",
+	"Go6ZCLxlDSBTmHpvjwhIfwCBHaIQz2eBc4TtuXTDfYeWW/pGPlx+/+bjuz/jGGJIBhpiR9sq8LQLHqHq",
+	"vA6CmjBKJxAMpq2C+XBDFbutI1XM9hx+U+/4dIJpDwo8MudYaN+bWm233zvuTiKmpBLFEpEkOoxOCJf2",
+	"Zw/TofK1EpBrp1OoKYAW75DFTrmE4GKytJkJZQBbtAjtEihUQUo447chXPMiOLRbXoX7lloe7y5TS3IA",
+	"ksNkm6R74Jaswrx/qRaCUX1b7VDoPdCB/eizoPfoswBXB7u/VyX+4fTX4kCNJsfLPDla/JzOxoc3/CQz",
+	"ov/HHSGPWKB0nRaNM90ESG+JYNkz6MNZSZReNwy6/zncTPe+0R/sNsbB/K98dvLZCloopCjV9x2tAcgQ",
+	"LBHHV2X4Swc+oxhyl/vIHu4ZKB5Rutgf+MUuhbtC53eISdJhFyx4DUAV3YpZ4bPTsEbHMs9iol163nzm",
+	"kOTrWRxnjfJxqJyApBKXuCk+Zq8EArIiZA6b4GPgVX+sbvCwlAP7wNnjQl8+kkXru4tiiC4pv0QObfqc",
+	"8XCNGS0xyEVTcJVYIbfKijuqok7aHXbPylgaLqPHUyIxuDGqhp9tw607y8R3+PBmaQhkGQmhkAp7cfCp",
+	"eL/zx8kF5NhSMjTrblUDdkssBgl9+RKd0eUiAgT2lvhd3R+JqIfc1XyBOIncRidol4ngeTESvPApBDOe",
+	"FxIBUzFWmQluBJRYTHSWUgXNpNZtsX90/P+z965dahtb/vBXqcW8COQUWBLQXHplPdP/2Ek88W3s9uSc",
+	"DFmtAhXdikWJIwljnOXv/qzae1epBKIbuttJO+M3Xm1AUqku+75/P/dKlbIkfk+4XnAZpPCRggcxsaDX",
+	"ySB4Q3U5DSTNWLFOT4E6G1x6tGgBTgsxuT/KLCX6yCJNAf0b5gcbEbAQcU8i7wXM4705wjWGjUvB63dO",
+	"/OGvqJzx7fb90uv4+EsnXXFDsG63T7XtjX0MmdA6NMb/6/GA9/gJH3Lf437A/R73T7g/5IHHg4AHPR6c",
+	"8GDIux7vBrzb490T3h3ynsd7Ae/1eO+E94a87/F+wPs93j/h/SE/8fhJwE96/OSEnwz5wOODgA96fHDC",
+	"B0M+9Pgw4MMeH57w4ZCPPD4K+KjHRyd8pIfhcd8LuO/1uO+dcN8bcl+PTQ9Oj04Pzx9yP9DjDbgf9Lgf",
+	"nHA/GHK/63G/G3C/2+N+94T73SH3ex73e/rFetzvnXC/N+R+3+N+P+B+v8f9/gn3+0Pun3jcPwm4f6Jn",
+	"4IT7J0PuDzzuDwLuD3rcH5xwfzDk/tDj/jDg/rDH/aGeqiH3Rx73RwH3Rz3uj064P9Lz5/HAC3jg9Xjg",
+	"nfDAG/LA93jgBzzwezzwT3ig5xkmOuCBnmo918GQB12PB92AB90eD7onPOgOedDzeNDTK9LjQe+EB70h",
+	"D/oeD/oBD/q930AyZ7uWtn8edCFb2PsVko43bsmB/uVBWzLAX7pbMmh7Mz9qD2Qwbw9Fd9ruzfrRiRzM",
+	"h97Ir9uS/u6W9HmX9/mAj7jvc7/L/T73B9wf8cDnQZcHfR4MeDDiXZ93u7zb590B7454z+e9Lu/1eW/A",
+	"eyPe93m/y/t93h/w/oif+Pyky0/6/GTAT0Z84PNBlw/6fDDggxEf+nzY5cM+Hw74cMRHPh91+ajPRwM+",
+	"GnHf87nvdbnv9bnvDbjv6aH53NeD06PTw/NH3A987gdd7gd97gcD7gcj7nf1O3S53+1zvzvgfnfE/Z7P",
+	"/V6X+70+93sD7vdG3O/73O/rl+1zvz/gfn/E/ROf+ydd7p/0uX8y4P7JiPsDn/uDLvcHelYG3B+MuD/0",
+	"uT/scn/Y5/5wwP3hiPsjn/ujLvdHfe6P9PSNeOD5PPC6PPD6PPAGPPD0nPo88Ls88Ps88Ac80POsJ1rP",
+	"tJ5qPdfBiAddPfldHnT7POgOeNAd8aDn86DX5UGvz4PegAe9EQ/6Pg/6epX6N2/J/q8QV3JXP+if8MZK",
+	"pWslowv3C++I4ptIXpd5AF3w0HMNj6vKOq/Tv6Ax07W6ydmwyZ9rzQPLGeCQRe/PL1QYQndUPoCqmtTk",
+	"RFk8ewdvn7tsxcA36NDQtnZRbrnneSXvDQSdYuBX9jwPKM1qqKJZc5tepRz7O7nBZ1DNukiSVoe9Bux7",
+	"zJyIJDEViyYUD+Ql6YEx+h34qtMqXlWZ8601Rc5p1W6V46Al/5rj+HNzHFt1LrXYxdeXJNWzovjeDkuI",
+	"f2390g4Dgfm5hfUHjPq6kpm99S/8Xgqrtkt7HGRijJZZGFp9k5KUzLwA9eEaNu5FrNyPKgyqJdnoFv62",
+	"3+8Ge1M53ujc7429YOz7B61h9eXvZwVvt3x+u9ebB+2B8KbtkfbfA+nPPTGaDmeDyF2+chEuIc5ZXQYD",
+	"GLxnIfo76+AtdhaiX10Il+y1Dir4f6sotr/trJi3k39qPP/9bPMi9j48f+OtX/7Pf3948ThdP/89/fD8",
+	"f5bD54+f9P/1y5Per+dPihePXy+eXx4eY3Cw66/NVZGI/VPjUX9ivqmw6ufQfBOGqkviOANFMs9kflUC",
+	"7KiohDOqtM+WmBUAqLOVWJooyCyZV9xLb8pKdlMsSEYoC30v+OhSxAo6F95JuQREIzGXnUohsmHCgvdh",
+	"7TZAbb44e/4kZMssJosBW0f/683LF/uSP8QGcIfkjyspj9y/nz+xYwltG1fri9XvHyN5+SFSs3k3uJDL",
+	"eTe6SqOPUTqL8+D3qyK5XHy4lJEadFf9/ocqkO9e9XmMarquXtTym3Y/it6Hn4LHv77N/+vyTfLsH/8a",
+	"nb2br/qPfpnnH/4heqsfX6SxOnkSZ0++u92E703U1NDewna3SBwlXm9eTeIU5aH4svM4fvfmi16JTZKK",
+	"6DxNn2k1cdf8Ty8Y3XzteZo+F2rz2lTZ/Xn1ZChgjLw80I27MWf0BqxsZvhtXV5HN3ljIVV+yNIF8Bk4",
+	"/NVV9vhmz/NbtusfWfQxzltx9Bz0eqBEYk8LhCbTwhwSUIb7ltwSbS9cAk0iwKHmC5EkEzVFPrqxIUMr",
+	"iVMdjDljGnGLiWwhVDmbJ+maWt84c8hw4c34RJmXBPDdIs4LuIHFnyECVpEXHfYWgO9g8NaXrGO/1/ol",
+	"r/S2Ebuw9Y3nIqsS4BqqYtYMzWdh6xQLIdYiixAOuWyY7kxUhaTaZtyohdLchPpKNg5kl1mqVa6NF4PD",
+	"ZyqWO+wMaLQmisBMoPwDSdmmUm8hs251qDCZxJZEtlJRuqsLMYPp6MKKzgkO0DnHSOF94rcy6RSVOq2c",
+	"jJxeGCh2LMKbyxL9kPOOf1JQyvDK7RVYfH9xqyOC3NgRSolS7KhoG1UFJAsig4FBCJvU1MkDlE/JWlvZ",
+	"rnwP4bfB7aMzh2fXAFZcZjIHJskZHYGJsrfTh7CuMXvf7j4itoB+5Ww/W4P5XbnR+b2cDCrA/bq7oWPy",
+	"+r19XK4W5x1ytQClMruq8ZlIoFZRhezRwBBpaMm0CZUCkckc5XspC9tgjtA+EFhkzTRDKFg0KZciK4jP",
+	"1VR5IzUVggHVc2WbGjxLlGf4sOzlE0Vx0Tr6JutWObdq+p6jy31ow/avLKsjEXSbl0e0zInCXnTL/AcI",
+	"V4bEcYuKFJ27EsQN52WtdZX5hTYrAJMrtKEPmuergwixSHcClO4OHRANZ6LKq9KUX8dKtStXkFzpbk7k",
+	"Fu2gs9dLcADOBGGIgnXIcmBcZNTrAo1RDd4AyLCjmiu3ol39G+KVLjdmtdUGTk1tUC3YfcqnTyDniPKp",
+	"DaxK1Vd/BgTkbheu5SlC3ihIeeD1yMrkvv4h0atPhkyrLVTUrlCvlcP4QepZdjFoLAO+e2Sw+YICa3x7",
+	"F0K/GdGnuaM8LprnRu6gRPHTscqlygZ4ULThy9GNZc5IAY88CeeHXYf24IsmUfNZfeuovWP84EfaaLwh",
+	"sWkiihXwvhJ9G1AGTDGlS8BcbbW6Lkn3s9zkd7f+zKtcu8PPXj39WW4oOn1wO7J7Ue1O18/+agNS6Fvs",
+	"wMLn924OXh9BL+kSDPWD2bUWCBDZC8YG8BntrRjw28oIPNhrCbBBZxNld3ySmBS4tjHdfsBNXoa96R5P",
+	"H4cIDW+D3taMmaWLhT4+SVyXxP6+CnR9JxsmkzNt+G2qOvTMsnQYkkU9KXzfHEBoFcolrKKksLG9/adj",
+	"D9WfFmFf9D68C8QgK/7dV9OLd+9/HwQzuXq/HvTlPDuRUdHLN+tpf/3uahCpfF+EHcu3bA+a+Q30gTk4",
+	"GxB5rzyxDLHbudITpfegPhTfNn47cuJuiJcD9YxVvDsBcQoNxADnD7MUftnB8b+fgn8eq4J4dNzzeLR2",
+	"f/QHgoRcG/PGUuvcoNuekjyA+mKMYltOk1ixvkEl3teWUBVad9LqJHQPVOzU5HC0bt93jIzIh+TRV/Vu",
+	"KvJ3FPy96vebIZV+lpvdGv7Kzs9kvkKH596tjCcqQtT/fClVDow2lUhHGYdFAh0CKMTcAGWNKuBcZaki",
+	"AJcjITM6qBgwkkkCaCU2sQDQ36YmhNsy/2m6KhDvOlVRh73Wc4DQ+QxLeWiQE7WViDgt1f1WwgKz/1NI",
+	"tK4WmMsaQaHfLM2iMhVVzapMVJJe1gkHfY+7RHvvzyvlNCVfRD/U9Rd8n6p5EiPz5p8lB/RC2kOg98Et",
+	"tBNd/FkO6Ru8d14x/g2rg8Vf1/qNArlQrgqYIdZqskkVpBI1GHoTZajc4sK0jxGFgcM2jv/veV3mdq2B",
+	"/bVZyokK69u6cKhtO68hZYEtVtFaxMWY2WYfQ7UDyEoqzWzdr8hLlCKUNiamG2dICHeKeSSTCcbvRRRR",
+	"zjvOWDqjWCFUBxlWzXgh8w6SS6wWMiS2hXVFUi2kUCCtOoxWgqD4t/YL2yuIJmqfJCrvcZAsYrWiiEb1",
+	"UGSRfaev4ugW4ogW8xAb+VqcTptNSm0FOxwGs5+uheushrvGbjAgQh4ZMib5VoI2R2YK/YWpxZgn6bqt",
+	"LX8Hf7g8qATxyNl0lbzTB2MmkxxJvJAsJee7iJ9lariNtEOmXMPhbZyV719JMU9UCOCEocFSgwuAVyuJ",
+	"DdHWahmyZtlfQK+4WnJW0rpYAsE0Y+E7uRnvEgDCTZzRW4ZKpNDTMo9iL98AD9vngiTFc7sHmPSLwget",
+	"FvN1aLM5gJN6IbbxI/c1rVXhJy8zAd3QQe/KW3j5fqTJePnx42D+rvcxi7tZYwdF0xP+tD2YBVF7KLvz",
+	"ds/r+yfBoDvsjfp3BgfVrtsuyOaN74y1lDXoqNsNgAPza2eGLCxnpa6zjAFFcpmk1QgQaPdxJgXWeOv/",
+	"rLO4kOBJua8etLvTnn71vn71E6898IfBqCt60/7s5Ha4nNeVhj9P/nv98nG6ef44XT//wS0Nf9r4wvE8",
+	"vQMKKn9Is2kcRVJ9maWUFWhQLUEha16LEQqS7jfe2OF5bozxS9ycRpMaFXU9Ih/pL6dQLJemK444l5tQ",
+	"TfQtoXPaJC6UY+SyaEFpI+SfgOm9Od0UcqLgP626/rqxVoI7TWjs6B40JHfEKuPtnrPqlR32s9b1xNes",
+	"jXSoeDcwgjQHeHttVa+V4QecqCTOCxmRQX8loPAEWXqhKj+qV04/JOn6GRYS3Kq9zSnwvGOLW/9rh9tR",
+	"HW5+AN1RjqJojBvf0iomiUzifAGFGUuZxWmEPVm8UXY8raBU4Lq77gfZ8yoAevjs2Sov0oXM2r7XC7bH",
+	"4bnjWDjj2DeQyiOOAHy2G/rmvqFqcbIjGr4qj8+lPCCr68y7ozZKNbBHddgf7FEfkJ44CMOpZJ53vCJT",
+	"3409yHlZqIaCG39flpytFFwrI5uEjbOJgioyQA1mqQIiuMsUoGO/DVk8p8LmXBbAaItNAfqrJJ6TbqN5",
+	"3le9bXf33dMh5rjemA8pn/np+FN4bRm4jGgBHvqB+zNzgn/5CZ1r+wfOqHtGbndS0fG4rhgdn6EtGXzO",
+	"KTDSGfxi05jPmm4mQ6ryWHF9rrR1V1sP/rc5L+5SfD0tD+a0/Cjv8bCgWjs2RGS3DiSff+ON5aoui2Hr",
+	"1qHRTUXMMc9sQR7mBZD4SI8LyjkgVPcOKPOxLh1pCMkvegfeRtSZqJJjzS851uhrxBlDS8vlYKNScKp3",
+	"j6yqBa1oa+3xyomynBH6Fw5ompIG6iRdK8rCAK8RtS8bTS2WIis4Mc7mktyYHIrPHR/zKk0iJmZZmueV",
+	"7E5pNmCi4lIWLE/SwgE8CdHIZY9gnkPzxDydKBivStk6VlG61gOmH+sXlblDUR/itfgQ4JBOFeV5RcEW",
+	"KTynXL0QQ5lqopDAwKFoR8bglIB2F5DyQVs3Wkm0dfkOJ4XDeD9RzbIo7QKJLURCRJehg9qCd4a+ASKn",
+	"civx7dYCy8gxmdREpWpss86UbyZgOay4Q4ML8tFFyuYC00I4G/a6RaxWxOlYwO61Zf8G8AYLX/RqwbRg",
+	"BGEhNuDE07rr3xiQG0C5wch7sxeMJio057QNJfpt+WEGtH8hm8pNqqLWqdkfueu6G/p+SqZ1Juqx2w1a",
+	"sUKbaWbaqzBezoTatAyHX6kArenJ9Z8yz9G8RMNS7+VfSi5p4Fa5SnPoH6HyAPs8/e5Ev2xC8S02jfU+",
+	"y9laJgln07S4ggNxCstjSOzpjnAjgg2Eskc9o6CfZ2leygfngIL4gUMDrf/lHMAXMSQf2Gq5lBkS0Otf",
+	"1JHTvlpt6fZbNvZXnNT+PmfZO16Rf9YS/Idji2zJb62+jqqufJCvk0vsJkLFpeRDN7j+z/Tzl3laef9O",
+	"CsUTju9jqGZ3j+9nYGf4EhNlimnz3TZb7EanCIIBrqgN6f6teiD+pIDaXx8UK9y0Sk2zw3VbGXbxQiiB",
+	"5/qmloYU6ny2+xq2d3GRUjUBS4G8M9OfQAerAJbeeCYtYdFEYfpRb08lZZSXhnw9LYWZGtr7wMF8mWmb",
+	"DH5W3g1sC0MlzJo9r8tg+Os4l4aYlHgrtIshCoQhhuBBlMp8y9pD056MaN/z2Ark2kSB3RYXtszCPjAY",
+	"gfOzx+o7rRhP8IhFrJ+VZrLVYed2DqH8ejxR1NOBQIRrNOwxhwuY7mA7ofzAOycRS/e3dNy1mYOyxzWt",
+	"HITcuDHrgRUjDCtDBHU9mv6OjRSZ28txSGL7VvnrB9sTcp+oS0FtT0hdmcEh83yfxQNfu0q+JnkO0GcG",
+	"TUnV1PQfrMYca+yovhPyNWur7tCdd78CDUVWGUQvnDYNdimLnPU8n6UKvd4tHlJTBAysRaYQGJUrfL/T",
+	"44Lceli/6jxI+7w29wSNffu6Yf6WfTAPNSj9l56hkrHiDmfo2FDyVjNMCTCxN3uTlegVcAzASqICFr0P",
+	"N/UVsJjO0Vbh2lZtWCMqlwXSZHImk5xspTSSJWxJDrS9Ygql6oibEjthsZbDfLGaXZE4mCiKb7YhKIpA",
+	"GzFUray0IfosficNJTFVlIskIUQvLVUo2gneGBrsBu/omxzVFMRtT1Gt6SugQqlyyx2QwfC1KCSEJ9rw",
+	"b4jyCdA8WnyinO9fy4WIVQmb5H6TS30lyRm2MlBpbL5KEryZflXxXsSJVhX4EvUpM1sNdLfilYePTsIb",
+	"288AMOIjwWn1W/5PLNfX1+Vv5+5uxb71cMr+nBMPQHaOcKJ131f+pzZWtWNT3X7C8KrEMEXmxm0ta/JE",
+	"7nTbNLETBdxH6xxuWpwCKnBoTQ4HoW4xpPNeJDFqfe30zLAxf6wlg/YKi5TNruTsHXXREj3hKtfji4va",
+	"Y/Q9zNWdjxF4GH8c7y44LeS39hISkRcXNfSlwbk3GvdH4/7w19v7EtRfMf7j1uCyh1sktBbXY8tgY9Pm",
+	"iz2gv1ylEBrEY3OgueCeRwvbaXFNa8/mmcH3LHmxbVcGLHIIiSzBAD2UxYVctKhwFppSwrGTEIwLuIut",
+	"450oqaJlGquCYM2qaJCmLUvfB8A18bcmk1nDd7Wg5CjcbaIQhbDDnuh7gx0AHKn6BrESWk+L/N24BBiF",
+	"UWKPoWmBCyEIhvm4alucmKhICgjYYPveMhEbiP2a3DRrbs2VaTHWvwxbkLx7bRCjqEYqN/huDt6Uc8tT",
+	"FtKsg1GAL3iBtkqI8S5MiQJomxZ+S6iJBl5ZfSX+NiTeLjC2sLpXL0yHvdQejmXLMJNqQE6h1Qhg1HBL",
+	"OCCNwPhV5Sisx2x8hdfe3bExG/hm14Ye+UYWRXKUb2PGukeUmGmoAPL+/cp1HkDJjZnpImUC5YEj8bD5",
+	"bZ/Mc9TS0R4Srb/rJTncEH/chLn6Te7iJbtJIM6wxLy9FJexElga+Y7EJDknFHOFsplZWvYFgLcUZ2ya",
+	"RtqlMDUBFNf4bppGm5CBuKVY/8Kh47HjIfhkkay1HEAZJybKfP9Nru+/aZWVFztPoL4GqAYwMfYhex7/",
+	"Py02cHBjEI5YYYSfTNQ6XSURQC+a7NYKWAIyC7K0VcCvrbFUFbFaIQJSfRrsjV2XYxdZX/0UX62x22dQ",
+	"3wdR9lR+7YL4s3l+HG7qWQaz4LER+5Z9y/x2fytqjI9tn+Modx691U/otQfyJGoPZv1pW/REtz0NZn7k",
+	"ydF8KAbGQs5Waqd1wRuWY1rI4gpKSrTqb1CH3O5F3cpFSwF8rOO5SHJ5L1Q87+LlUkYXTic+dGVUeWzw",
+	"/x9TpWfnySpLl/LRK5HF+pvaNo2t+V9lSWPcuCqKZT5+ZPStds4fAa7no0jEyaadyWWaFcd0dZjDfHNT",
+	"hz2ID76J46/POeeOiDS6s/xsj/q0PyhV6A0kNDZ7iPywFkwDIOwMA40oTADdblCokdQnOoREkNmZYWei",
+	"wH53fjmVWiEC4402j5uon8yDL+IIu/VMEAElAgt/sm9nNlj7aRRCvB+LgWBsLc4WopBZLJI4lxETV2Dl",
+	"z6lJ0Kg6rdng6UuZsaZ5NneHqS9o8YlaX4nCxCMcJYJ8iACFjK9diHcyZ30CXmZNqnO8SlcZi8Smnc7b",
+	"i1QVVwz/pY/WUuoxn5jLYDIoNjhRZG4IZpYrzVgz/M+NFFmyCTkL/xNuRn/re9GfcHbhL/38ZEPN9/+J",
+	"y4b99z+mExURrEHZhW+qY/281WHn8UKyj1APo12zp2cvzqBUMmfN8O3592GloV7PxWOxwbrWXLyHgBBQ",
+	"H1JBZ2VrzaEOAPZYAZOUYzwI5svGiVVaYOOA9i31XHc9FoC6+Bb5D+lNW2PqA8WbA/IiEjTHsNq4h5da",
+	"z7XnKRBF6BWgURA2ExpnBB6MQSbk/i7Kgp6mK2g5A9HqddvBaMy8YNz1yvfyumPPY98/eXPOJ8rztdBt",
+	"nVZGeSWWS6lyVqyxPgOjwCJJ2lCfuTs+8FNweOVGnagmCnivHfTNKOCxzPPGXe9XyJXZyUd7rjrL4bch",
+	"a+JG0ZMK1c3pvJCKA6CMPtDfPurjtLNvwxabp0mSrnMmE7HUpwzeSc+VFBHUisYFAMug551dbYqrBSuu",
+	"snR1eQVlqhNVZELlSMk51j+384Zb1Ew8sWWnM5HgUxbIcwJu8ezKJARzLH7VhqnE4nPEfV9ihYh+t47Z",
+	"/iHLVgqgbSrDt/icjhUNZox275uYGoGqr1RFLc4yeSmyCKx3epo+Jx22x1h/pC0JlzRBvy+i6qCMguPz",
+	"0oHeQTFZKarueiw3AU3wLEyJNeRYHNlV1qfDJel7mUUraeraQZpN5QxqnkkI74CSrUXOonStWnqDLOI8",
+	"l9GYjoH+GA+2qSkCoTpRmZxJVdCv3fHA4vIyA2vx0OCMwqPpoiKevdtXQWPk/p3KaOQuICpGlefxe0nF",
+	"6Tm3tUVk2zkFM2S2kijtL1yr8ccn5449WGQr6Rpt/fwAq2uZJgnofy3NAaG8WvFTMG3CMZA/JF6fp0rL",
+	"iiJlP2RxJDbuaKcwQ40/Jg005CaNMZs0QGhOGp/uxwq/xgw9ysT8dLSJ+blqhuAKdwGujVDZfXn8C+wL",
+	"Thnh8bWa+aEWzLBMavEGmA2lXLqFZV6taK5qjUMbpCs1fwQNhUFnR6GQzYFgE2wqpSrlfcQ2suiws7K2",
+	"pYwmUVx/LfJ9nc4VwXynsPBfeeZMLPxLOXtfWCzY0mDdy3G5pkt5a9+afJTDR/HBtZ9r8xx/jx39dSd/",
+	"xqzG3bbx7VIaZsEPp8eyhyFWiP8JrrQACl62kNmlZNhn2Hz9w/ds0B2egCuNriFVbcVImcPN50iOtcV8",
+	"VXpNlGCle1xDcuVgaDBBFrdJMUDzgva3y1ASe3v+PWchGtshe/VSu7gqZSFZq6F+MJOLZbFhIaQ5KuBS",
+	"ExWSKU6f2zSPSw+GLkmIJnzY6pigFiRsV1kSGg1qbjumVysLQ3tB0CkHhVcSKZfIJE56RLMz3dAfTWEC",
+	"XdUJi3PtVi3S9zJqndpeU4J/LX+WSWjAjsFhTqRlydVTG+cYzEBIytxONdwbKtjevn4GeCnQgJphwktP",
+	"ICbpcVimI7wyc6HDrh5SukkotlLvVLpWE0XbyJ2YNxJ5I0NXcMKctGEjAmBueFr9Hj7DPL2IyDqBgKTY",
+	"gN98Bn6pMP3MZSwyzZxYJKe0Csbz6X76oK0MGFdNcIWceyXXZPGBQ4uOsErXTlQBk/JCza7STIKPuyea",
+	"0Jko2mBjpl2VEL3MGlPO/gxSCyHBcefQfiI/iFmRbCBC42BtVqMOcD3twUcGujdKd4INhgmuGjvNLWGW",
+	"xRCGUAmFZuOMkSLssN3IxUTthC4g0AHxoVRJxDbHsmuseoDfxDlWP2hzLH4vaSbBlk0oUqMvwlCd/ohC",
+	"AVC8qVhcLhdtARsLpFARIbaB50z7tRrGhu3l3MAspKAYF5Fm6ltCVY1thdf3xJO321dPHMBujKYy1RRf",
+	"hDYkkDCmUV8fd9eKx9AbltThU4AkD9u9q9uKWpS2NtEYdpu+rXEUsPQGuoUIOn4hiBZiwQQQ0eMpI1UB",
+	"E7gF4Ww634tdA2wtcs7CMiMV2ir+ffR9dw30EJlbXRau+8mNyPhe3jja2tqmbeON60RZDScPreUWs12c",
+	"QZfCcNz12Au5Zv9Ks3eVwGpNEKrrsaETtnECMWcLmcUz8eiFXF/oO8E49SQkopDbTWR6s799/Qz2gJb7",
+	"WOJFgp+0zzU6ExT6wUEnziaN9zLL41Tpz4NP1XjTP9vP5KWYbYhUz6ZT9f+OCyi13we3iSl9Xla+A2Ny",
+	"B2fPt3bAl5I+97slIuFDSJ/vHJd9SIeIidy/VQr9vt06LV8JFfxv5+H9HwwsGmrHzxdOhCTUtaVvEBsJ",
+	"qcrUNTuswWsLex3DtjBpYkrmI/DtHFpqckqcRZQZbmNmuA3XZIhsLxSbSqzal1ELKzKVdvc67IwyMOWm",
+	"L1NomD2LC+MzzkmFxnPLW6Mt9B0j44X8YAM85/oeN8Hp/mTrlN1wagpD2Vt/peewvm7Md+vG/Bvrxu6v",
+	"KgvSqFt1TKRS/gEZai3Sitm+SqdPvOYWvRtv0bvpFv0bb9F3b3EEvmycwQJfh1+xFQ1ExK0vAln2C4ua",
+	"vcrk+1iuyT37UDgZ8L8shFYvJUHiHM9PtB2cq2coKtJl1Usa7yRqtGe5kYWbnRGZJHeNsGpUajApsDRH",
+	"e6IThc2EGPQmEdhhr8jdEzuidMuHq0Hu0hfcSyz8vu3eL6dqFB2Xak3Agy0RfRD27dY2/SqH71cO69n9",
+	"vGbmbWkYD5KgryUWytfIMyjhqknxldYrRnldYUt1R4ZkcaLWIjc3NoCQkAVpqpRavV2Oxa2qRooL0vU3",
+	"yldk1Pt7JBuNyf312H4mkAlDvnif5xZ5tg4uMyEGxFmavotlh/2CHT9YKmu+tM3ei1VeAHbCBs5k+M/2",
+	"929e/9AGNrfQwdk1IGd5XEhD+JfHl0ofcJkBfeKqOLXQt9CxSdhjkTM4MygkFopYOp+o7bHFtuXHkuGw",
+	"ZkjfdpDV8QJyWYCO64AcFXrUUOOtqAJzogzbGQDyQvIHn2atMIN21jRl50JBKWoNmMOb+FK9XNVAn/dq",
+	"bEhkn4RZKd/c6fPs3O5I3BdtX5WlT68krBtOpCV5c/Zv+dlv+wo7frlKa7ZgScTJbR+n3mS4XFTz4UxR",
+	"JpVcywgL0mnb6QWZqCZWxS5FXrBiLZP3korSUXWYpY5Vq8NeSBkhH1BlS48RfiTOCSgFe+wmKpEiUzkk",
+	"d3qeb/fx1t6sL0Oh83lnxWAhBm5UDPjEl+b3le7/Q660zJcH6xV6x33BTvyaw9pWl/H27f/3R1BJw/se",
+	"BrbLUQnJQLA1il16w70nYA8D9QdjT5RIQyX3IjR4gGSLFlrGgbxqVuGi51VKWzOOMUboME2PSO5CsZ+K",
+	"YvlSJRvO3oiFfBMX8rs3RRbPCrMKDto43ShkzTd6cmSJKQ+aYCYWcqIA2vz82ZsxnUilJLD1IaUEELBo",
+	"2S7YMks/bBhyZEE3UcnteP767ZvzJ48vXr1++c+nT96EDH0Pag75Z/sH7O2QUftVlhZp2IIWV7LUUFbg",
+	"zODZQzkAJ51b4TDdOEX85sUQaxwlw0TViwbK/VpyUOiPxaBmWfqOcgY4K0kVkeLCDOsWIbEr3jELqOWo",
+	"UCw8ow0NZz40ybo4Z3qn6+fPTL0H4XZPVJN2SLkhsMmrlKH0TFEY7HzAB0HZ6qhzRxB/k09UOMuz+QXM",
+	"K3R/6eFVJCONDpY4LgxWW5fBhW24sL2Ic2jtCF1ktzSbKIPKq3c7tKMhSSmSrJ+ijQ3cPA4D6OPnT19c",
+	"nL/8+cmLEK+hdrUStgpl7kT9IOJEOnSpELZ1caPYLImhZCWKMpnn2OkdK9w/BvsVFu+NpVxFFIuqmVEu",
+	"J9zvm9zecccAiZWppclTfbOJMuzSEO6hPmuL/Ak9Ttu3uYjVxRzeLaRlXV9txixcZ6mloA058DnDVGOp",
+	"DM112KIov90IJTJSLa1yfKmeqju1ZZRKxmaRK6CdYjqL5PzyKv79XbJQ6fLi31lerN6vP2w+Bt1e/2Sw",
+	"/YOjUr8w/s+KAv9lKuA3RjRsG5q5LLYwPt/Iom204B/79biRdpXMyHYf+le0z/t1Iq8zzcFWOMgyNz4j",
+	"6rs20VgfgQumFcoWB7ZVQKZ/l4q1jc1ErNrRKiMkzrQQBakdoCFmROJSwUcAMUmFUnFRugGxFXH5hSjC",
+	"DvsfLWtyotTfAnGfKNTvlnQfMHbq4Svwrd7QjHxeFIUtWmaaKRNZ3ke9fC0smd/fvhnVYmzDkdnyjW04",
+	"sjy/CNab9Pd58nuaikFyFF6AO3vXperErIjfG7zh/5Og89vHB/Ew3UjQ1uHcFw/Cr7cBfLeufoR46BDH",
+	"rfVInkOZoIBMlDmx1SHy6wHlfyCLNISzHNJhnqimKQsPg95VyEsqJf9keBWestDLQ2MMmmbSFhl5BqTA",
+	"oHYW63SiQvq0rYcnilUmQ8M+zW3BKA75m9yg/GA5XHHF3sssnm9O0eDX/kVedr4quZ4A7wgY/y5KQfmk",
+	"//rlHJQmalNrCZbPrMATY4N9DP4BUGmF7+LI2NAdhvVpbJOuMpbJmYzfQ8dWun1LW1ormSspcZz5Oi5m",
+	"VyyTYnYl84mqTt02x1MTIFWJD+p37QeUTchWJAMY42WK0TB8U2G6lVsY7jN1xFC3a96czXHMKdnpigCL",
+	"vDzssNdwcy36USRbRVAR/thqbjbJ3BESZjvWhN5hb1dkz13KTR1O/MbtJB8OyDFC74x6f4j6gHFf6KN0",
+	"kJCvqpVt4v/GuLG+yuXsYnn2xo+8Z8G7RdFbD99NNy//ffk///3qbPPy+cfnT66uNsFP3stF1J+e9767",
+	"5XTdgFlfHoTroOvB1/gKVv+llMjhEcHSeBJVVXVzr5pwtdxr2/4EFfiQTcgLkSQoABOwaMHURcHDVkvW",
+	"dOISb57++OLtq7A1ZmE6n4echbF6HxeAu4IhiNUSOVmAWg2/ZLM0ctApyuCNdtjTpVT6arXRInohNi2U",
+	"79ZuJ5u7HSsizEckz4kqUhbJWRxBrM50E6XzOfTRmLEg0NiL1A0q7Y1V45Td1fhdpBGWv72nPs/DZcNq",
+	"+VTN072BZHon/YDb5iY/ixv2i5l/2jnAdIi7Z2s/r5bXhIeNMWY4gSgVZ/ZLicjOlolQlX35+MkPZ2+f",
+	"nV+8enb2ImxZJL/5KknaYqbFADt79RTAmKm3r/741Vp7GFaGtsMQNRJGKBwwlIXeYxNV3WQYcoA2tAWa",
+	"HNi02AzdEp8x2+kTQyQiyE3unL3v9LnDsLjBLSKz0WwPCk72WIgz3o5iEIJRiPnOiTKH1h7fC31CQztK",
+	"aIBb5Uj5aKKXcIgtCC/Ow1O8z7iS2nRD8TGFSfExbROTcmHrTdUBtdwBnC+F9FqcYdAwM8xmXN/OvkCb",
+	"opjli7Sh6REEC31gAoKYDo3wFOVarsHDaatdpWvwnhdCbTAt2l4tcwYm2jzFviZcD5BX2xNHRRMK2Jow",
+	"j5ez+FKlmYzKyKq+o3bDDUHsUmbbsdmmUOzpq/cn9oMppp4fnfRO2VReAVvmdnphoq7JL3BKqeDtKI1d",
+	"Jhl+SLMQ7XWsWtYvi9uJLtFy9hKONzcstSJJEDxs7KBnsb7JQ8B7mQfqe/qeZ7/TRnmSTNSuUrl49eT1",
+	"xdnjx6+fvNGjrv/+p5dvX4ctQlReyyRpz9NsYcLfqyXRJvAy4KwXqOTCO8X8KHWfIqFoybUC2zUY2YND",
+	"CxVSv174WhbZpg2tmvosQcFNyRhsMv9TSXopYs3XMoKtDW6KPoQtZjfXpSxYH3YzPW6lLGVCOMZDaLaK",
+	"eT3aaKDlaGudV4L0mZyl2rtDVmK6Sgsu3OkdsqipoZI+pKj9ahmS4JwVaWbHFVogu53Af6xYGMlCxEkH",
+	"vwvrQ+tvl3cKrZMqrfR8YeVGxcRwG7ic4wnh91i9vwjefxi8+3dv8bHoqunVySab9de/R8t571IMklwG",
+	"NYjv+rRXn/sSskP684rp5D67epMjDYCHSyK2x1PqfhS9Dz8Fj399m//X5Zvk2T/+NTp7N1/1H/0yzz/8",
+	"Q/RWP75IY3XyJM6efNdwUwH1zt2wEs6T87mEmNlFLcOHX2X46LsEH1VOjl3qD2xb2MP9gd84YMv219Xy",
+	"1Got7o2EAvYlPlW3GtTTIg67Kbe9a4HtsfvuBm+UaAsM/QXa6CQ1bZzqSlYdVC0UTZofkoEVW+vheK3d",
+	"a47RMkuniVz8Y79camNddLUhFUwNNzmtxbAlf8BedVdmoBRtjBvklJV+05XIr7nHqfaHqoxGTmkQdPbk",
+	"hYBeXdct5A2E7m+Me16XN4q40BKi8dR5rmmoJ/Q4ynCtMjW2PuiYJmfsTsQRO+8VXl4LsVt1HoGj1hpX",
+	"a4FqEEA8uCkb0fYcwnqUiliPqOMUSx63yHUL43jLti8/kcWu11xnuLdwuSCSU10uJmam3+rmFeuVK/bG",
+	"+NxpwaQCM/+mxdryChr3sVxvqvYJjQQ9uO1pa+74JS1cIr9/xyUyc0/eHzhb2A3uOlw7/tYhc+73yzl/",
+	"q/LVcplm2jBbyCgWDOb7hmlflVe14ao2/Pw+Zv/cuJk0/XkdQgl4lp17ip/dYZFMkLtfWsLGOQAypNQg",
+	"mUIpFRqap9StHys2CDyWH7JiwahcsfM0xfZH88gDzwiZ3/ezSNtjMBGx2NrTIMrgU+1i0Ycy58A0nGzK",
+	"k2Mck9aWDnUclPqQHw6AUhVFCvgcNhWSbWyeotPYNj4rMPym2dOrafb89FmT/Y4KrAstmeBnIa7J6/9y",
+	"RYAoNqlvU/dRHAHWbMlBE65jFaXrkNmMHiBLQL2d2cpBD0ttWwA7MdEvmW3ADUY0Vs7SJHLINwijtSyk",
+	"JfPOuqkowT7KLM3H5bfAXQSMNwgrw+FUxKQUI0CmMaRECUA8miuh30T7o8u+Bz9ZjkZQILWIkySm/cCh",
+	"4Ny0JZfxWosgrcwNEVp3JU3OzmLK4Dda/FAUF6YQpyPO8eaEKh4rtszSSzzdJWovnAULzQMUiBiOcHJs",
+	"piUbXjIvJsqZoQ1UuKPllaTqEihblkspsg47S/J0m7Gp3AOE9VPyNzEUJROF9Rx6MGiDFWmV+Qh9k5A1",
+	"fY97ngfwY1iFJ/+9EomZJYw2LKRQkOkDkHJqINAD6rA3hSjivIhnOAyosAQOlXXKIrEBxGgHyd26DPAq",
+	"yP1TF9WGs3BAf/hcZICDQvhqBlhd3x0guey2bYb+VchZOPIWobZoTGo76F2F+5rJ8RTVd5OjC2N1Bf73",
+	"3pk9aPTw8o4/FWiPSp8dJG40Z6sx9v3hgDf0FlMyzy+Wfe9ioS/oBO6noxF8etIZossW60sDH/RQVsNj",
+	"N7RN5OUY7AC8ygC8mqejb7jz+NJljOnKPY8f1Tz+pN+vHwB8UTMBfs0Iep3ujQMo07FQYr5zgqzvDZv5",
+	"Yrq5MMr8j4ZpHW6MuwMzWt/fWjG82ggTvW/GNKoN/GfEbR+R/nk/8D5xszPHje7icD1/LvJ3eLD25Wrs",
+	"WX7wzCBfbDL1MS79xplso1vZdEN/uURdEOA5gKeLrAiH/LXWjkDUdQIdBAqOheTsCtukIqZt/VY9NTjq",
+	"mrU204vU5Lm2+L5jogEHFep7JbB7WeKOj/4mZ7M4m620JZdJ8U5mNmBrH5iulaFCSSGZ8QQICh20fHhm",
+	"yXigL6D3B3Vrcw9JKiI2FYk+j9lW7LzyFlpvRvIbZE8+e/W0DaEhZUIaWHF0ZqYvzll+JTJsXqiQGOcY",
+	"nsOBI9QAveZENUEPl7iI2nyXF6IIW2Y4Zoo4y2M1g747DM7nZYfH1rJcppxNVwVkmS7mAPmiH0BQdvrP",
+	"kpwRouhzESerTOYhaX0w6cuCUZh2/fL1pZfntMvurebSUW493jCDA+lnX4i0yz7GVS2pe+Ou/6uBAjAT",
+	"W9toDz+D6a3Vd8Gv5JZJZIrFrqEMjpTtzN9iVx73et0Gb9CcN8ZeVWV1tdIu38yrvFlw85v1R/uH7Afj",
+	"Xs8d8ixJKQS2PWgHTmB3wL/xhsLsAwaHI799Mu/L9iDqzdqjaVe0g5E/9AbzE9mPeseoHj2K66pMnf1M",
+	"B3hqxNT/oZLTCoU0zYQNSClMF91eM0CqYI9eeAbdLLuSZZuDEVhooaSlIFYdAM80CLGIAaB/wIkHxiqT",
+	"ibIlmADqOY+TAnwnLY7IG4G/Df8eQfIeSMyHSUVQPEiyKLBZ1L3S5h7Ns8kl0vLRZcLiLCT2TPof0vJy",
+	"xCLmLIwjuVimhVSzzcU7CZRPiZjKBHp79Mtqn+QihWIjmzKCFCy9oiGihiiGlsGLaazk2BDDxDllyicK",
+	"JD6QAAMDj+mpMnHjzs4DYnLJ8/i9rH+a/EBfY33oTO/M2QqqvDOCTgCHTQ/BjAjYkk6ZwF+gKlcpfkdI",
+	"YrFizZ1nqbSYKG15Z8iMszXaVgWmGHi9aEmYEllmMMdgJAUC2BqC4qeKaeEbz1aJyLb4iP8//NF32uYO",
+	"4eqcQKlFNFGJLPTquyzLRHikd4+JF2AfFzizl2kKWNHzWInEFlKzfIX0yz3PY2nGel6PQ++ctYBEkqRr",
+	"gNItbxmry1ZHb5e8uLDuRGTQguFjqSVDyHKxYeurDYd3m6gbyJapAAI/xZjKdUzKpOIFTAlMwkRBFA0r",
+	"otFXxzJnvaPm8QcndY9z5hKssjvwq5aDCyeqSq4KTzK8qqaapXJXRyJdS6sK1UcTZTMYUO4lSxiEabpS",
+	"EURB4F4u/yq7kX51LrUxCe8BwRFVEWg3kbNypqfw8gqq6vH17asgK5zhzeuws4lC1lL9dHum6GFoPmYY",
+	"GVVp4ZBSa9kCtqx5P1q26sjifJ+5p1XH/ZLEvoRSfiyMJAVHJ3tPNIb86mO93VVeRwL70jQSuKA0oFfi",
+	"3MFS2TOSUlVUhjNPswXYbqtVHNWEg/aPAufBPH+XubnEsiAW+JLY3bK9sysRtfYNuVRn9zpiyyeOilpv",
+	"QD0Ubqtb44JwxaldNtVOW7FvlIal+sAV1r9+IbDq5ZrtZUjFRKEfb9rLiMcLGRi63e5o79xVNFb99EWi",
+	"kICtefgcVoZmGzuOHxVeer/DQun39vUzYkc27ju4iB8K1gxdF8gFKDPKlrxhbR3kUmHhMzIhpUitidFZ",
+	"/YhyN+UUWzAY+zHRkab6d7lpuy4kQI5QsB7MoomKc7yKs5nIie0uSfbN3SpL9lE0B15vCKUplrP52FNh",
+	"F7WcNMdcJPiI8jTvXeAtG3PvgPv9W44Xd6DIMIUGAwUjlrN1FheFVCx8JzdjKPcIWRMt3O8KKRbjpdgs",
+	"9FkMW6eOma91E0l/0POLNDNo/zgzDpiBSBKy4xesCUAHYkNfgULOAQtITxYWRkyU1olal45Dm0sh3ght",
+	"FC4T4MkwQSQYNNwTL1MbxMsX+Irl99pgH5PxxUuM/LEt8V1fbTCzMktVBMyZAPfAyleloqF0rVgmsKZc",
+	"a2XIqs3SxUK0c6l/jYz1edHBea0aRMSggq0xWCpaPtAQf4JVBuC96Xyiwmf6VfKQNXtBgLO2jnPZ4gRT",
+	"UG4y4jGF/3WD8saga2045n8blbXVrqX8sEwgHkBtrnVM7XoQlc0ZF3KRb+3Srj+q7NJgZ5dCidhTvLRb",
+	"fi2yTEDcNi82kGjRwq1xzRE03hftb1hGhCuxjjRyb+ZSMuurha2xVa2I/g9pQSdxqXVHFJtjLcrnaBmG",
+	"i6gVzKrQZvFeoV26hnfTw/UU+4459bDo9ccH0+ufIfmRORV4wsnB/x6uxERjCjT8pyxKkVdvFSdYcx9h",
+	"dfTiYTL0O3FOvrdT0Bti0qvj+0PbBkjIqUF75EV+eyB7vfZQ+EH7ZNqf9aKuDOa+B7+tag2bfTN+ZWPc",
+	"sI4d+t4ygs6LF2nBEHaPfu54p1TAVVPWWYfBSj9xcFjvjry6CwZbBag1WTdMs+0isu7DXTX36AQYOa5i",
+	"r25FeB+ZmotHAFWdbyUl9y6pd+4N9JJ2vY7n9baXtNv2AzFtD2aRbA/nnt9GaJXhSExn0WFL6nxSWbXA",
+	"VAA/mFWrQvi6ntTB4MDOUps06qHrXT694/nB8Vi7v9FckRAZN57/frZ5EXsfnr/xNs9/+O/1i4+p//I8",
+	"/fj8+976+ePXYv747MPLX364evnjvz4el6ndFyw/Q7lqpH01Pvvg87YPANCBYhlHh9H3YoubgnswIH46",
+	"P39lbQN0UUzXXkwejihYSGRoUDwXRhIicg7Zg/ZTc5anqQKisWWa5/E0IYA3RZ1AMYbJ1CmFa6XIklhm",
+	"HXt3tGrN3TPJFqtiJZJkU0aAsdFLIiFX+LSUNO2f5cbimxUpcFNR6VYZqADYtFzMpUvjRi0zZCdh+yKK",
+	"xbz0kZqB5wMvP3kP1dSAqb23H0ChaCaLVaby8lOMWsKlKBNY4Hn2Qhp7+VJF+zXEPh2mLuSGg+w1+Ac1",
+	"IyLOu7IJM4qhkUkVOCrsXAyCDvtZbtA2gd0TmdyFadeDZoKCir2UU03ldI09ffzk+auX509efP+vi1+e",
+	"vnj88peQNYPeVcuGLaQJiRpaO2Jgg6htWV1lWHXhBUp7F6ywnVW2rgz2cP7Hf7BXGNehFDYFocr+TkyH",
+	"uNh4SNLYNJ67PgmmVm2dciaTXOpJavFKG3lcjSAZQAwb29opd8NYWPjqLUWO9f/zR39o0+6TNuHtCWZ5",
+	"kWZ0JOH1lzKbKHNjDu4nxLolKzKhcjHDMm/XLYVYlZKWYBHzFAGBiWpXlKYpHBNiSEw9ak70I0a6Osvf",
+	"AkP+JnfeEUgv0OMzuR8BXBixEnQX7pDvmQu/ybXnoZ8MqS7jgRo1beosc75TaNGkP3CzgscDmcbWRJma",
+	"TIYpEk7M1tgqU2bBnOQYyhgzqAu9EuEpjMYsskjy1NwDX4GKf13YlnPcUXCz8lOa3/bTKOwwrFzBaD0y",
+	"XNL2IIEzUU3DUspddlJDSmqlYilyOXPISYkt1KTy4FLrHvKJMiUTF+WHLITVi9WlyQLOk3QNf7cqNIRm",
+	"cTtlnspsfMp8QAaVKMBN/BfyMQ6Qhkm7YFHndENS73Q7+VUuz3dO8muBIIrQLIyVl/pAt0FFbe9K3BqQ",
+	"1LUVJ2ZUMRb1jksMSO0Za3mDYSQTjoak30QxB4/dkQpYuGr5LyOtidrszJlyWKedOYckR4qLb6f1m9w4",
+	"3ujFk7/vxsnx9mprxWzFDUkYKCPF5hY8eWP31W21DVT9AMYZBqI2iBfJHPZMPQx7xkvhnWJTcqy2BAB3",
+	"foPYj6TNjZUnVKQfIJQb+QegSLnMTWKR8kYY/qBa4wxx2Qw6dm6FTDWyIUVEK4CrV85K2TJ0Jd5LCxhr",
+	"Mkh2y3A3lWvqw/CgkuSAB5SCjkqlXdTPKsVtpckxhNycyYzoV7fjmhsCXpwhM4gRqVxQBIYMwOx403oC",
+	"XxNQrLtfsGgrjz8awisobrCRlvKgLMQG24c+zKSENeoGkHps0jSg/GnBk3d17zrN9EGgXUd77gaziEiC",
+	"jT7ySDuw8pc0T7xCxs6a19hCBvq0MlunrrmjH1Cx7WivOhbQOX0ylUmqLi08lh0N5CRTR5Y1IdOg72y7",
+	"GSzWbZxRQZ/eroBqtTN7NGgrSr8BWFiQXUK77ZBe1XfPY3WZkNT5BmWEHiesnZ4vaybo20EcEG+5mw7F",
+	"llPtoB2dD3VG/7PcNDCqdNv2clFsdW8WTFAnISV8anhBQdRMGmPW2+b/PIC/py4C44JV3eRJw8Pbxk/X",
+	"npkR6nn1Vc7TUreTWK9/nVi9T+OZ1C/kB94AuIzolteOZHal7Z12lCp9420Vc8ilWBtywEvj7xvoxidi",
+	"s7VoRKANX1kAmArJa5lc2Ef1uogVrSrMAD2m0fUWFY6kt+eNvRGd/k5ABy+uRnSwdbxK43vzDJgBIhUu",
+	"JHi3VpvtWv3kcdy4izmbNLT7Q6RWSxFHyGl13NamYTVMVO/TUZGaz4pgbP2jG4GIyVg2USZqGLjhIqiS",
+	"sL8+7r1fZvaRdWEqUmEInG6smR0FAupqVy3ueP9lsVaJqE5z0zJJHrw1hWCrus+EVKjbC4zaXW851k6E",
+	"MWygaLtKx69tHGuDuL8DxdLSDnEcyZs8+g57QezdSq6x+cyswFZrZI263o0/nWHJUAhq/JQtBBgUZZVa",
+	"RldSk+bOWlzfNinVagFhsmwlG7/xWtDoozA9vuhdbYrfqqt2SsabdZBdd8m2NUACXESIzQSui/VNHnjU",
+	"9m6swLfAqCBYrXaNurjJP9mDT2GjBBgsISIB8E7ysVU2kE1BWw6+ckqSFjLPxaXe+ggUq1IaiImF4mBO",
+	"SfyAoNEybitUZTTMbzvN4CYuXfaCBxWMCxgwvcRNneDwY4T4uR9ki3NnAuO8AmI11SKQhofEJ/M5db/g",
+	"9BJ8mKUVwUnW7txEmUjivtXUUnvH0WRikWKkYdEicot8ompcK5FXAEGMfVUN4HYeQGLijaUWN37QcQmK",
+	"Kr0Y1tNORTG72g8iXWYtQBTFhVyAi1UtGQ6x9pWbWGkkCjEVWqmkKy3XsnjZYVC0AatM+067wdaZ1Ise",
+	"Se3KS1UkpMfL9ivjvlLcJgekRCgclAt4rNl2FCaR0ANGGZDwjwnMgLb+Op3OJ4wZ/THBg6w/pRPxKeyw",
+	"M4VvWRYamZjpbjn/dq9CLhdCYZNzvieITukGMF7J3YT0SFNULKGJMuoXBlPmNERBmgUi7NmWd95hL00L",
+	"tY2RUHikDZf9e5UWgmN8FQpwTIzERki0z2KOQC8YmamBGYVQ4BO7EeKcXcnEZjBMydHO7kB6qJ3pY01f",
+	"Xxr0+0z7P2Km3d/WBOQdCgYy4HDOoNlOP1e/Ew3KoHHnVojkW/OKRdlN7MgARpUi23RcvybsdDqtkqEs",
+	"NAI3ZEaOYNAJXrkZbh2d/6D/dIGVTk0U/MylmySwlnT6u5wRvY6AXgB6CU5QbyAakWOpFwTm21Obx8OY",
+	"iz4yVKSm9PQArqge9zu56bDzdUrLuhMSGldDfVidhvuHvGhnz81ZHCHYZ0JZGRyUu4btd3LTziSiUpbv",
+	"klNmgvYtshtblqOKmc8dGWusTNM7AIsHq4kloDZepwWBiTW7wDCVaeYw2maqbGQRNmILLtX6BKVWjAyj",
+	"sbrkVFiXZgCtYIrzfO55Hu6Nnt/dejCG8nIbyEszzuL5REHBVcaJE0BvxTa8DVRTtU5LSfpNTlE/bORB",
+	"OESwO6qbuPQE4lwfDxCXxZVUSEtFc72+NueGxYhuvE/tnFMMZpJ01Y/SMpKusbKTW9KuG8zV8kiV8BNW",
+	"1DspUzexRmIzA0mOoR04ZR12hn9Agrns3kBUirKgTSSJkf3GsIbwMaQftkriy/HZwCCOz62BrDaHGLjQ",
+	"iWrCq8I22IkJt9wQdCkOnPYQOtHQTAICNy8lbgApJNVOV0W7SNM27CbngOEJxkM+lQA5B5XzsxS8ykxG",
+	"pARqYuNcG1OVicl3OwUAKhUyc3Dw0gxHeF2MM/9/YEXcAaGfug7/95owpIlY+f1FXbUT/rzdC2zs8OhY",
+	"I69/eveIp3fv9PTqQ/D6ebHcuhqdg0e93jE8LrBCnysEValdzGwIAoMEemkxFO2Aguxd5b3FjqNxFwqy",
+	"eliQVS127M26sj2YBn57FPVluzv3ZoEYTIey5x+6Vw6pk8PPb1Eot/Umvb7zJp+t6LHyFFsNV4ZHjqp+",
+	"rEz+0TH8Pw7fBd2bdkEw9oOO1/e2d0Gv3Y9OZHswH3rtkfCn7WDWjXqyPz/xBv6hZ/ZP3QUD500+3y5w",
+	"n3LnXeBO/i12Ac3sETEX7MGpibjgF2W8xQF4F9M8TVaFZHpsWoHBGNnb18/2RlSqxnzwOQIsR8tqlMZ1",
+	"cZaXhzjBf+9w4ZcI6mPjNwi0Bs5FmdGm2Ik2+O8e1kFMqf1xne/h+5y7T+WUYbMYB8Q2YECmQrT2K9V2",
+	"jDDeEHRAezlg2BNWrW0ggla2skkZaMbQ+mh12HmlyMeBuALbM1ZY9wfhQTkvoNLVFNNolxv9Qot9t5YZ",
+	"ENUDpFYVKmAhNlpC7H2/0+NBEibKQUkgr6pSZRXa93OGxQT0cudQMGgAMjgVKtEX2BQWFwVizVIQikqJ",
+	"4CLwDOieVNuLhT2rpTuLY5veKpgo0kU8o0pFqvi0fYiA+R8XLFsprFeh/nfCG7Zzyl5DoMq4gEQiDfsJ",
+	"UPzAm5XzosZjgF+ZNvHbVzWQC7OFmu88Wh+vXCrwf506DadK1U0AOF3P1protz1tQwxmQdQeyu683fP6",
+	"/kkw6A57o34D7WeDveaO4klZ00mAOfqh8FtupxoyAYs0U/pyZyDVFuKq8nVZJas9vdVSi6Cm2cUO9ZOT",
+	"H6sbtxly2e5OkUpzjTPYWzRlHJFlwK3yAwCwfBZ/xUXdO3JUr0H11ilmi0NrUNBcWfQVLO8z6VVcFbec",
+	"emE0iCAMn7trVHRr92tUzLzv0agIMHOg+mTb2nOimsoi+YzpnhaQpcVrMjJVEBdIlgG4B8YenaQ0VQ9P",
+	"VLSSWAFRjRzHEd/pS0e1hVg1EEXap4ZNKMDhfIqyzUW2UgjbRPWDtvTXJMEp75Mjxgnd0b5wjhOGo7Xq",
+	"cKKWMstTQMjXczePswXxYq8MV7Gri229w6118V7FSlBIkFgBYJjrNetE2XmqU634JalWaC0GcDeYU1Pu",
+	"4YRYjQhHlB4ozN9hzb++frZsaYFskV4pvjschInJcW2wZEb7b1maLtg8zaq40KxpU1WmmFqxBCmYAJoG",
+	"j0BkSjVhCCrFu4kC+zCKStFuCINrYxBeRjXsPDg5d7c2omzTzlZbXDnfExyidPelQaYQiJQJr16pNMDN",
+	"byJj1zeRgvyptXTOzVMJoerzWjnLnXrEcyyLgtRRcSUX7lNufKeDdS0u32eyAPYv7BmLso0+qe5b0fYk",
+	"XN4ywuntm6Izmp9DbuL7wdHTcoAJsi0vCUt9j4T+apx8LlpUPCdbSvtzWCha5aNdkshC7vX5K/opzve7",
+	"w2MtgeerDHJVRt9TW0+1Xg3JvhWAGqKxGyL+rfMYzFVZVF5oJ9EKwzr4zdC2moScTCboraI7tiaqJL8p",
+	"PWmn567njTrssRM/IFgiZLEupAJJ6fICsGbf0+LyxGOLnE03E2WJJx0SbW0aEQ9AaXC4DYqJFICtZ9sa",
+	"wYgArHw0TfUViG/oDpYVaXqdk3xn3Nz7TbkcVyz9ZSVoPif+hNv9YF1y634eFX/v+eNg0PFGt4m/H1Pd",
+	"el1RK4cmIeekP3DVgexY11/xIi0Q0wQuOEBffJ+qeRLPiofj/aJUv5UW4fVYv6+dRnrsenIq5bV8t6Ib",
+	"O8dr5DcolFKC62sN9cdExYUDJV5W2bv0qa+fnD95cf705YuQswEQhTi0rKbbPS7sSMBPUQDHJC22Wgw1",
+	"XHiYx5b7RaEnhzS+vVp6kTvLYLQygdDhgFL0x4Qf4dA+HHSV+fWfVvt+nXT420mDv/Zw/yiLW51si0Vy",
+	"VOuhXtynjyFJujR1wVs85ikC7t6QIwIPVGmjC+ygmp561nQSJ4CBZzNC2yEorCsVUPVl4CywiRRQxI1l",
+	"eiWWS4niSp1Wh4iZjm/yciBTOUttuy6NswM2mcU1tg3Q9QkprL0jFDgDpQbQ59DjQW+ZzoHqihM3kkrX",
+	"p9AToK+ayk1q+pdk9h7A3GnMwDEBG10LxO5Jf1f2xTkTs5lcFjLSsnh7BUq6ixJExvJfQSU8Bma2aK84",
+	"tbYmWPYcbhlKIVvoDdBhz9P36LzAw6gmLQeQFwAamSigFjBtvGkSGZNYua4EPAj8CZj23cdpDwGQ8ly7",
+	"HkqEjzPs2SF2PXRD0aYh9qptk50TOgIZ9nVBJ3MHqz3+hN7d683OPW2l51JZ3ivQigpYrJy+GKpG8xbH",
+	"xW3MDHzWjse/XtVpeaQ3t5UfXw3hLzhKk5fNNbc2pHfCMY9KJ3IPoQbGconsyZL9OfAnWjDNRbbNs1hL",
+	"sHHl8CIC1EjFDkawBExNI1uEa3ZrSbsUeS4jwjytwd1vjdFyRrRiNJxNwT5wL+gR5Vq5ilUuS1x+Oyho",
+	"1lIpVj5TNooCyc3rMlh8ora/pm9aTERR7uAZwT219oMAULqQpjfedro2e+xnW9a9caM+WOhvvqV4ByAM",
+	"1zAH9D3Peez6KsbMGuAYYV4A7onkGcLp2sHqH/dyq2Eod4gYp4fxpWz3SCPIP3ZW3Y4j5bQkBNhPkbKX",
+	"AODM7PgbaBnroWkdutC7odN+haf9/PC0MJeGSxOoEoc93tgPH9v3uuyNzN7HM8neKvFexIlWAnorEX4H",
+	"lao4TvcFhS1Xy7zIpFiwVeVC+7P9wclCfigeLRMRq1PoM8tl8d2qmLeHDd54jDRYb1aKsyBgL9L3TFtQ",
+	"zNhO7Mfn54gqDSSze22sjuc5VdYUjOx7XQf4FTk43cnyPc/zy/lSaSmi9JmmE+B7iPWPQdDdibphaH7H",
+	"G3UrtJhAHFkZSHfg3jhfzbR6rlmDPyaNFJoowYI7bPZrCMmvn3S/e9ik+91Or+vtTHrgeUdU2pKwOgBE",
+	"1VGtFqQPAqwI7AXJNMAn+xr/uHcsVmtH7BhKf2pQZNe6c2qCbh1nuaHtWriR1DLASg4IIv9R6U6JfWLD",
+	"G26YBtG/dl1sxzaA4ICL2ko9crml3SesWWiPt/yay3j2DkLDq2Vnot7mUOtiKjArhQrNa/i3WuwmYimI",
+	"rRTpRIEZKcofkEeBEEmEVmdxJYlaG21kY61mbuGMgfezaLGcOkpn6XIzRvjDp9omgalYKSxXiiBmUOHT",
+	"shiYpTlGw2jHke39FjkFISwPBWCP1SPc0DVNi6IG/r8TCaP+3DJiFYHBaucGU4+MRTJaoSiGWjDTg7iO",
+	"oaZnll6qmG5DQz5FuDMorqLabJpnKJoqZxrRdhjeKsrSJa0emPXE8RWDMQTNz+ZNsCIL4O5MVM6d3TGS",
+	"AolNXm7NwsVVSbP4MlaAU2wDVzSXDjaodfzbZ4XbfV+4m8Ahk4dWSlrFuECfqjwWEtHt4M3i3MXZ3TlX",
+	"CJNI+wIN3Bz8EtuROmax4+ZdiQgjYV1H0VjTP7YuDuuxJsTvKq9JD7JvCKVzYc/UU9U4cw4zXEl8R43Z",
+	"AJBo5gRZRRBJ1IRLUyVzi5GIQGTTVXQpC5tyn2cyvyqzLbbTXHG3b3iDgNFEPF/pygdamMpAViqCbE9e",
+	"gT5zosWUjMUxlDVwMIbQydaGHYfnVj9igYVMRImGJWXbw9Fyz6lo0DvQKW9sH0TVB8uPkn5qavyQ6N+u",
+	"LgJwurvTmQNsnJhpuyMqm8KxP39K9HoEmokVlSZIvafeg7thY1AwZZA1RNhLfR6o5HEtDLZ1mdIz4NoC",
+	"O5ijTKwhsbZcZcs0R8Bvw83Dpu6Rs3UbGFZFLqkQ+8JCAnYorgyPIyJWGGEdK6iUTMTGCUJTJaatJSjG",
+	"pey3u49UCzpkLrrpRBG8qeGSdso7NpLKJ2E6v/32SUSUU3jbzrffMhf5pkQOERhhwN5utbHd+JzVQRBP",
+	"lMUgroEWrvAxl0C3FERBmANUDjCqmayIp3StJopC3zHtI1qJph1B9Ups/4biz3DSmDT01wtK/5jHt3gJ",
+	"5gKNOY5iOi13Y5mMiCPuRj2i7dpirboq1Dzl3rFdRQYOEqFTlViYowST0OowtECIE7ViSejxg4O9FgCO",
+	"bGgdl9hn1mFvEVKK2g8RNoh6/iAubuFrsVMfymvhqFnkWGCf1GcRF58bbCIW/vEp5JXMUnkYKLFOx3XH",
+	"OKnU9ILZERdMAfgEVMjG6hBY3MIp6uWuUL6urJaVr1ii415Tanu3jEfejrdQPt8gjZspZ6aJctIU2l+Q",
+	"UVxgImD3QgNOQ1vgG4zXiyjK0Mm16Y6jfNh/tt+kqwx6SK23oV2Lak0O1OFUiO/eB4+OR480JZ82m/Lp",
+	"/grD/PrCMP/awrC/EfHQVmDBD8Y9r9Pv+5+1J3u3HOw2/djbwz2Wk+h+68EcTxPPKgq9fe6mStd/03zZ",
+	"gUCG9wK2ZxTEHpuOb1l0lWqsU8y+U3jBcMBQfIGw/w1nd9mgop9aY6WRmWGoeR9M2TURVyP1gOOv3im9",
+	"BxiN12b0qlQkuZt/c4DwY0Ww4hBHbE43Bf09ZqvlUmZIUkpWm/bBsonSH7Xq0n/j+sTQoSmgidpKYZzf",
+	"NgeEs3Or7A/N1gNkJuQHp35eQkrnYeZtahW6H5z7vVIlVSejwRt2w8IttpTMzAQzOrv1x4S7jjCmhq3W",
+	"fLZHrVUGo9emdsheVYtugWPAaQK475wjLBnE6HLKPIEf7FClQo6t+pI02GmcJNihXX1r+ryzp+Qa+f4M",
+	"CfhVvFzW3cR8cc1dymmjT/bz1fknWKv/6zGYUHBUD8h9wKncEldfG4Y+L/2ckaJWS+EH+9QUfEsJjoqa",
+	"Itar6/qCHsPnucPJ4zbVxEUJiE7h0ApeR4XbXf/Y4nQkqZLjEquj1MAYk4RgGOpEQ/yyRSgG0Ua941zG",
+	"GAyQCQurTIV68LvYYXGHeM2OhsJ3PafeyDuWoNGpvLH+DJ726bhjuc/is4xt+kdfk433evJwczi9s0cd",
+	"vuubKc4rhysu8gojUm7podAxqmtG+HL37Ne9+tkaA26zUW+ZBtcXv9DmCKStV3WgUi59p/45BD9tULmy",
+	"6RlyCNrLMdxcAkkAfyJWKSLDuuXrCAwCcOxkYWZlQT5x1BmFABjTvuc5GNMQhz8L2+Gv2kMWYTv8GHIW",
+	"xZcxjSvshCy8CFnYDnmZTTJMpZjMxjp/uOiUHGGEeMplO5cqj4v4vexYorRq7aAeT4URDVAjEBJEFBOF",
+	"P0JsW/SJmhCchf+0t0O0S+2mxUWL6CEd6keL/buD041QzMZvb7qoeaE2UTFYAMZqyN6+fsa1+zfLJMBC",
+	"iySHVohMXC6kQdIl0AOLZ7YQm4nKpJhdjVmSpksI6QMPVxa/h7J6jMFKg8cxB/R9ShiXXRGY9Xed6stM",
+	"4LRpGx4MjEULySRT2EsiYSEwTHK2UvG/V5V6KtqYjgNQApeLyu4BOO2SDbTkcENeP4HTgoWfCO4LBQ/o",
+	"bZjcUYHe5DqeOZuBgMi0mYQQ8hXiglNjU5EZhKWAqsYKIsyNPKXKhjOTjHBIJR2SEZm7zg+Li3ENwaK1",
+	"y/TrlcVNEwVf6sHuqqdXK0c93RIB+G/rxB2nQz9rz8RfpvyrgrpxKzKgv3bwpH6+gmo+OPAvJNIpDY07",
+	"2u9wdzlbZfr1oNh5Gf8s9Z+/acMHddK+kKZDLA2/QzkFf+dYVRelsxXpzIKFj9KlVGIZdzZikYSsGSJ/",
+	"OuJjwUVAhqsmClTx+NGjJJ2JRCva8dAbemGrY2XSIzDM6JX/2EWMbafzuVVLZRK9RAKbbqwR0ikjloZw",
+	"6EM7ivNlIjYv8HPEVdoNn77Wc5eBvUSWALd89ijDt8EFZ1mqmPyw1MaAtgSB/gBqrj6mSjpDMUOtG46t",
+	"mKwZkv6JVs7YWGOB7t++fpZrnWzmpBLJECWL+DbVjcOz0DKVlhPlUog7HANQneFEPpBuO2KGQruN1mQF",
+	"WMydfRMH2pl+/KJm/sEEBztLZCJJZBLnCxjUO7nhtiUBFX8ZOjFVebFy2KnHbNIoTVZbToN1D4FeUayo",
+	"Ierq2Sov0gXk2M0ETBrcEiWXcX7zw9x5U/3Q9ju5qXvZH/R3WlVkaQLcrTXvDRU4WhJAagBnAAxltPHQ",
+	"YEkzyIOYSdCnAIys7U2P96gZyTP8YvfxZ6V5evbqKQySU3QL5AwOSH5YxtnGedCeFza3qFvftAAdadIP",
+	"uZxlkoAE8/hS5fYQf2PJ1d151r+J1WUbr6s9SvgLZn5RlyJJydKM3KcB6t4ldRZg4UjpMBCw25V0t7dY",
+	"RZDG2Xl//TlL0su6hYbH5YxehK2WVJm4yGXyXkIvFtX92EUXaCjGRQVd4s3TH1+8fYUy1Jmd1XLPpLRX",
+	"y5rxvDQP0btJv+ZKW+sFVNpS553zzLPHz5++uDh/+fOTF6E7EdEiVjWPNTeveS6MKFYsR7FpmwbXcsoi",
+	"kV9NU5FFqEYiqp0MH63iR+5j7e9qHv3YuQc+oWYQP0mRFFccGtViJfOcs4WWcDMD5uiovA57kbqzE6fu",
+	"VrAeRb53GnAMv336/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -119,6 +119,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = flowKeysCommand(ctx, args[1:], con)
 	case "batch":
 		err = batchCommand(ctx, args[1:], con)
+	case "signup":
+		err = signupCommand(ctx, args[1:], con)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}

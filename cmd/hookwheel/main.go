@@ -6,9 +6,10 @@
 //	hookwheel tenants create --name NAME
 //	hookwheel tenants suspend|resume|delete ID
 //	hookwheel keys create|list|revoke --tenant ID ...
+//	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|batch ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|batch|signup ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -50,6 +51,7 @@ Usage:
   hookwheel keys create --tenant ID [--name NAME] [--scopes tasks:read,...] [--expires-in 720h]
   hookwheel keys list --tenant ID [--json]
   hookwheel keys revoke --tenant ID KEY_ID
+  hookwheel invites create [--expires-in 168h] [--note TEXT] | list [--json] | revoke INVITE_ID
   hookwheel secrets rekey
   hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
 
@@ -75,6 +77,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel flow-keys get|delete KEY
   hookwheel flow-keys list [--limit 20 | --all]
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
+  hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
 Exit status:
@@ -122,6 +125,8 @@ Environment:
   HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
                           even once retention purged the task (default 24h; 0: until the purge)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
+  HOOKWHEEL_SIGNUP        off, invite or open: whether tenants may sign up by themselves (default off);
+                          HOOKWHEEL_SIGNUP_PER_ADDRESS, _PER_HOUR bound them (default 5 and 100 an hour)
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
@@ -149,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "batch":
+	case "tasks", "schedules", "topics", "flow-keys", "batch", "signup":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
@@ -171,6 +176,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return tenantCommand(ctx, args[1:], env, logger, stdout)
 	case "keys":
 		return keysCommand(ctx, args[1:], env, logger, stdout)
+	case "invites":
+		return invitesCommand(ctx, args[1:], env, logger, stdout)
 	case "secrets":
 		if len(args) < 2 || args[1] != "rekey" {
 			return usageError{"want: hookwheel secrets rekey"}
@@ -222,6 +229,8 @@ type environment struct {
 	idempotencyWindow time.Duration
 	// defaultLimits: HOOKWHEEL_DEFAULT_* over model.DefaultNodeLimits.
 	defaultLimits model.Limits
+	// signup: HOOKWHEEL_SIGNUP and its limits (signup.go).
+	signup signupSettings
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -330,6 +339,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		}
 	}
 	if e.defaultLimits, err = defaultLimitsEnv(getenv); err != nil {
+		return e, err
+	}
+	if e.signup, err = signupEnv(getenv); err != nil {
 		return e, err
 	}
 	return e, nil
@@ -509,6 +521,8 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,
 		Targets:         env.targets,
+		Signup:          env.signup.mode,
+		SignupLimit:     env.signup.limit,
 	})
 	if err != nil {
 		return err

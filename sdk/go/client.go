@@ -115,12 +115,22 @@ const userAgent = "hookwheel-go"
 // before a retry is the answer's Retry-After (seconds or an HTTP date), else
 // an exponential backoff from 250 ms, at most WithMaxRetryWait.
 func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
+	if apiKey == "" {
+		return nil, errors.New("hookwheel: no API key (hw_<key id>_<secret>)")
+	}
+	api, err := newAPI(baseURL, apiKey, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{api: api}, nil
+}
+
+// newAPI is the generated client of the server at baseURL, sending token as
+// its bearer token (none when empty), with the retries New describes.
+func newAPI(baseURL, token string, opts []Option) (*apiclient.ClientWithResponses, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("hookwheel: base URL %q: want an http or https URL such as http://localhost:8080", baseURL)
-	}
-	if apiKey == "" {
-		return nil, errors.New("hookwheel: no API key (hw_<key id>_<secret>)")
 	}
 	cfg := config{
 		// A transport of its own: retryablehttp closes its client's idle
@@ -147,18 +157,20 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
 	hc := &http.Client{Transport: &retryablehttp.RoundTripper{Client: retrying}}
-	authorization := "Bearer " + apiKey
+	authorization := "Bearer " + token
 	api, err := apiclient.NewClientWithResponses(baseURL,
 		apiclient.WithHTTPClient(hc),
 		apiclient.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", authorization)
+			if token != "" {
+				r.Header.Set("Authorization", authorization)
+			}
 			r.Header.Set("User-Agent", cfg.userAgent)
 			return nil
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("hookwheel: %w", err)
 	}
-	return &Client{api: api}, nil
+	return api, nil
 }
 
 // retryKey marks the context of a call that may be repeated after a 503 or a

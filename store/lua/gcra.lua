@@ -2,9 +2,12 @@
 -- may a request of cost ARGV[3] pass a limit of one request per ARGV[1]
 -- microseconds with bursts of up to ARGV[2]? Refusals change nothing, so a
 -- caller hammering a full limit does not push its own recovery further out.
--- KEYS[1]: the limiter's theoretical arrival time (TAT), Unix microseconds,
---          "<prefix>{<tenant id>}:api_rate" (the hash tag keeps a tenant's
---          keys on one Redis Cluster slot)
+-- KEYS[1]: the limiter's theoretical arrival time (TAT), Unix microseconds:
+--          "<prefix>{<tenant id>}:api_rate" for a tenant's API rate (the hash
+--          tag keeps a tenant's keys on one Redis Cluster slot);
+--          "<prefix>{signup/<client>}:signup_rate" and
+--          "<prefix>{signup}:signup_rate" for the sign-ups of one client
+--          address and of every address (store/signuplimit.go)
 -- ARGV[1]: emission interval in microseconds (1e6 / rate), > 0; may be fractional
 -- ARGV[2]: burst: requests allowed at once, >= 1
 -- ARGV[3]: cost of this request in requests, >= 1

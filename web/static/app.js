@@ -229,6 +229,7 @@ const operatorNav = [
 
 const routes = [
   [/^\/ui\/sign-in$/, signInPage, null],
+  [/^\/ui\/sign-up$/, signUpPage, null],
   [/^\/ui\/overview$/, overviewPage, 'tenant'],
   [/^\/ui\/tasks$/, tasksPage, 'tenant'],
   [/^\/ui\/tasks\/([^/]+)$/, taskPage, 'tenant'],
@@ -377,6 +378,7 @@ function signInPage(_, params) {
   const after = () => navigate(next && next.startsWith('/ui/') ? next : home(), true);
   const keyInput = h('input', { type: 'password', name: 'api_key', autocomplete: 'off', required: true, spellcheck: 'false', placeholder: 'hw_…' });
   const tokenInput = h('input', { type: 'password', name: 'admin_token', autocomplete: 'off', required: true });
+  const signUpSlot = h('div');
   const signIn = (body) => run(slot, async () => {
     state.session = await api('POST', '/v1/session', body);
     after();
@@ -387,12 +389,81 @@ function signInPage(_, params) {
     h('form', { onsubmit: (e) => { e.preventDefault(); signIn({ api_key: keyInput.value.trim() }); } },
       field('API key', keyInput, 'A tenant API key. It is checked once and never kept in the browser.'),
       h('button', { type: 'submit', class: 'primary' }, 'Sign in')),
+    signUpSlot,
     h('details', {},
       h('summary', {}, 'Operator? Sign in with the admin token'),
       h('form', { onsubmit: (e) => { e.preventDefault(); signIn({ admin_token: tokenInput.value }); } },
         field('Admin token', tokenInput, 'The server\u2019s HOOKWHEEL_ADMIN_TOKEN.'),
         h('button', { type: 'submit' }, 'Sign in as operator'))),
     slot));
+  // Offered only where the server lets tenants sign up; the sign-in page
+  // does not wait for the answer.
+  api('GET', '/v1/signup').then((info) => {
+    if (info.mode !== 'off') fill(signUpSlot, h('p', { class: 'signup-offer' }, 'No API key yet? ', link('/ui/sign-up', 'Create an account')));
+  }).catch(() => {});
+}
+
+// ---------------------------------------------------------------------------
+// Sign up
+
+async function signUpPage() {
+  const show = pageShow();
+  const { mode } = await api('GET', '/v1/signup');
+  const signInLink = h('p', { class: 'muted' }, 'Already have an API key? ', link('/ui/sign-in', 'Sign in'));
+  if (mode === 'off') {
+    show(h('section', { class: 'signin card' }, h('h1', {}, 'Sign up'),
+      h('p', {}, 'This server does not let accounts be created here. Ask its operator for an API key.'), signInLink));
+    return;
+  }
+  const slot = h('div');
+  const box = h('section', { class: 'signin card' });
+  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: 100, autocomplete: 'organization', placeholder: 'acme' });
+  const code = mode === 'invite'
+    ? h('input', { type: 'text', name: 'invite_code', required: true, autocomplete: 'off', spellcheck: 'false', placeholder: 'hwinv_…' })
+    : null;
+  const form = h('form', { onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      const body = { name: name.value.trim() };
+      if (code) body.invite_code = code.value.trim();
+      const created = await api('POST', '/v1/signup', body);
+      fill(box, signedUp(created));
+      box.querySelector('h1').focus();
+    });
+  } },
+  field('Account name', name, 'Your organisation or project, as it will show to the operator. Up to 100 characters.'),
+  code ? field('Invite code', code, 'The code the operator gave you. It works once.') : null,
+  h('button', { type: 'submit', class: 'primary' }, 'Create account'));
+  fill(box, h('h1', {}, 'Sign up'),
+    h('p', { class: 'muted' }, mode === 'invite' ? 'Create an account with an invite code from this server\u2019s operator.' : 'Create an account on this server.'),
+    form, slot, signInLink);
+  show(box);
+}
+
+// signedUp shows the new account's credentials, which the API shows only
+// in the sign-up's answer, and signs in with the key on request.
+function signedUp(created) {
+  const slot = h('div');
+  const go = h('button', { type: 'button', class: 'primary', onclick: () => run(slot, async () => {
+    go.disabled = true;
+    try {
+      state.session = await api('POST', '/v1/session', { api_key: created.api_key });
+    } finally {
+      go.disabled = false;
+    }
+    navigate(home(), true);
+  }) }, 'Continue to the dashboard');
+  return [
+    h('h1', { tabindex: -1 }, `Welcome, ${created.tenant.name}`),
+    h('div', { class: 'once', role: 'alert' },
+      h('h2', {}, 'Copy your API key and signing secret now'),
+      h('p', {}, 'They are shown only this once: hookwheel keeps no copy it could show again. Store them somewhere safe before you leave this page.'),
+      copyField('API key', created.api_key,
+        { note: 'Your programs call the API with it (Authorization: Bearer …). It has every scope.', what: 'API key', wrap: true }),
+      copyField('Signing secret', created.signing_secret,
+        { note: 'Your receivers verify the signature of every webhook with it.', what: 'signing secret', wrap: true })),
+    h('div', { class: 'actions' }, go), slot,
+  ];
 }
 
 // ---------------------------------------------------------------------------
@@ -941,9 +1012,22 @@ const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:w
 
 // secretOnce shows a credential that the API shows only once.
 function secretOnce(title, value, note) {
-  const input = h('input', { type: 'text', readonly: true, value, class: 'secret', spellcheck: 'false' });
-  return h('div', { class: 'once card', role: 'alert' }, h('h2', {}, title), field('Copy it now', input, note),
-    h('button', { type: 'button', onclick: async () => { input.select(); try { await navigator.clipboard.writeText(value); toast('Copied'); } catch { document.execCommand('copy'); } } }, 'Copy'));
+  return h('div', { class: 'once card', role: 'alert' }, h('h2', {}, title), copyField('Copy it now', value, { note }));
+}
+
+// copyField is a read-only field holding value, with a button copying it.
+// what names the value on the button for a screen reader, where a page
+// holds several; wrap shows all of a value too long for one line of a
+// narrow card.
+function copyField(label, value, { note, what, wrap } = {}) {
+  const input = wrap
+    ? h('textarea', { readonly: true, rows: 2, class: 'secret', spellcheck: 'false' }, value)
+    : h('input', { type: 'text', readonly: true, value, class: 'secret', spellcheck: 'false' });
+  return h('div', { class: 'copy' }, field(label, input, note),
+    h('button', { type: 'button', 'aria-label': what ? `Copy the ${what}` : null, onclick: async () => {
+      input.select();
+      try { await navigator.clipboard.writeText(value); toast('Copied'); } catch { document.execCommand('copy'); }
+    } }, 'Copy'));
 }
 
 async function keysPage() {

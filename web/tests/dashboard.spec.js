@@ -115,6 +115,49 @@ test('signs in with the keyboard, refuses a wrong key, and never keeps the key',
   for (const c of cookies) expect(c.value).not.toContain(tenantKey.slice(3));
 });
 
+test('signs up with an invite code and shows the API key and signing secret once', async ({ page, request }) => {
+  const r = await request.fetch(`${base}/v1/admin/invites`, { method: 'POST', data: { note: 'browser test' },
+    headers: { Authorization: `Bearer ${adminToken}` } });
+  expect(r.status()).toBe(201);
+  const invite = await r.json();
+
+  // The sign-in page offers a sign-up, since the server allows one.
+  await page.goto('/ui/');
+  await page.getByRole('link', { name: 'Create an account' }).click();
+  await expect(page).toHaveURL(/\/ui\/sign-up$/);
+  await expect(page.getByRole('heading', { level: 1, name: 'Sign up' })).toBeFocused();
+  await expectLabelled(page);
+  await page.getByLabel('Account name').fill('initech');
+  await shoot(page, 'sign-up');
+
+  await page.getByLabel('Invite code').fill(`hwinv_${'a'.repeat(32)}`);
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await expect(page.getByRole('alert')).toContainText('not one the operator made');
+
+  await page.getByLabel('Invite code').fill(invite.invite_code);
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Welcome, initech' })).toBeVisible();
+  await expect(page.getByRole('alert')).toContainText('shown only this once');
+  const apiKey = await page.getByLabel('API key', { exact: true }).inputValue();
+  const secret = await page.getByLabel('Signing secret', { exact: true }).inputValue();
+  expect(apiKey).toMatch(/^hw_[a-z2-7]+_[a-z2-7]+$/);
+  expect(secret).toMatch(/^whsec_/);
+  await expect(page.getByRole('button', { name: 'Copy the API key' })).toBeVisible();
+  await expectLabelled(page);
+  await shoot(page, 'sign-up-done');
+
+  // The key is the new tenant's, with every scope; the code is spent.
+  const me = await call(request, apiKey, 'GET', '/v1/me');
+  expect(me.tenant.name).toBe('initech');
+  const again = await request.fetch(`${base}/v1/signup`, { method: 'POST', data: { name: 'again', invite_code: invite.invite_code } });
+  expect(again.status()).toBe(403);
+  expect((await again.json()).type).toBe('urn:hookwheel:problem:invite-used');
+
+  await page.getByRole('button', { name: 'Continue to the dashboard' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Overview' })).toBeVisible();
+  await expect(page.locator('.who')).toContainText('initech');
+});
+
 test('the API refuses the session cookie without its CSRF token', async ({ page }) => {
   await signIn(page);
   const status = await page.evaluate(async () => (await fetch('/v1/tasks', { credentials: 'same-origin' })).status);

@@ -13,6 +13,8 @@ export type {
   TaskInput,
 } from "./client.js";
 export { HookwheelError, parseRetryAfter } from "./errors.js";
+export { signUp, signupMode } from "./signup.js";
+export type { SignupOptions } from "./signup.js";
 export {
   callbackResponseBody,
   verifyCallback,

@@ -1188,7 +1188,7 @@ export interface paths {
          * @description Changes to the calling tenant's configuration and credentials, newest first: keys created and
          *     revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
          *     and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-         *     `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+         *     `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
          *     Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
          */
         get: operations["listTenantAudit"];
@@ -1275,6 +1275,105 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether tenants may sign up
+         * @description How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+         *     an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+         *     to decide whether to offer a sign-up page. No authentication.
+         */
+        get: operations["getSignup"];
+        put?: never;
+        /**
+         * Sign up a tenant
+         * @description Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+         *     key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+         *     authentication; the body must be JSON (`Content-Type: application/json`).
+         *
+         *     With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+         *     `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+         *     answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+         *     `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+         *     sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+         *
+         *     Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+         *     `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+         *     together, across all nodes: by default 5 an hour per address and 100 an hour in all
+         *     (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+         *     refused codes included; past either limit the answer is 429 `signup-limited` with
+         *     `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+         *     `signup-unavailable`: an unlimited sign-up is not offered.
+         *
+         *     The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+         *     `signup` and the client's address in `detail.client`.
+         */
+        post: operations["signUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List invites
+         * @description The invite codes made by `createInvite`, newest first, one page at a time, without the codes
+         *     themselves (hookwheel keeps only their hash): each with the first characters of its code
+         *     (`prefix`), when it expires, and, once used, when and by which tenant. Revoked invites are gone.
+         */
+        get: operations["listInvites"];
+        put?: never;
+        /**
+         * Make an invite code
+         * @description Makes a one-time code that signs up one tenant (`signUp`) while `HOOKWHEEL_SIGNUP=invite`. The
+         *     code is shown only in this answer: hookwheel stores only its hash. It expires after
+         *     `expires_in` (default 168h, seven days; from 1m to 2160h, ninety days). Invites may be made
+         *     whatever the mode, to hand out before sign-up opens. In the audit log as `invite.created`.
+         */
+        post: operations["createInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/invites/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The invite id. */
+                id: components["parameters"]["InviteID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an invite
+         * @description Deletes an unused invite (expired or not): its code signs up no one from then on. A used invite
+         *     is kept, as the record of who signed up with it, and answers 409. In the audit log as
+         *     `invite.revoked`.
+         */
+        delete: operations["revokeInvite"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1330,7 +1429,7 @@ export interface components {
             scopes: components["schemas"]["Scope"][];
             /** Format: date-time */
             created_at: string;
-            /** @description Who created it, `operator`, `cli` or `key:<key id>`. */
+            /** @description Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`. */
             created_by: string;
             /** Format: date-time */
             expires_at?: string | null;
@@ -1389,8 +1488,9 @@ export interface components {
             /** Format: uuid */
             tenant_id?: string | null;
             /**
-             * @description `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
-             *     `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+             * @description `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
+             *     `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a call made with that key,
+             *     or with a dashboard session signed in with it).
              */
             actor: string;
             /**
@@ -2105,6 +2205,108 @@ export interface components {
              * @description When the tenant was created.
              */
             created_at: string;
+        };
+        /**
+         * @description How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+         *     from the operator; `open`, anyone.
+         * @enum {string}
+         */
+        SignupMode: "off" | "invite" | "open";
+        /** @description Whether and how tenants may sign up here. */
+        SignupInfo: {
+            mode: components["schemas"]["SignupMode"];
+        };
+        /** @description A sign-up. */
+        SignupRequest: {
+            /**
+             * @description The tenant's name: 1 to 100 characters, without spaces at either end, control or formatting
+             *     characters.
+             * @example acme
+             */
+            name: string;
+            /**
+             * @description The invite code (`hwinv_...`), needed when the mode is `invite`; ignored when `open`.
+             * @example hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+             */
+            invite_code?: string;
+        };
+        /** @description A signed-up tenant, with the only copy of its API key and signing secret. */
+        SignupCreated: {
+            tenant: components["schemas"]["Tenant"];
+            /**
+             * @description The tenant's API key, `hw_<key id>_<secret>`, with every scope. It is shown only here:
+             *     hookwheel stores only a hash of it.
+             * @example hw_k3j4h5g6_9f8e7d6c5b4a39281706f5e4d3c2b1a0
+             */
+            api_key: string;
+            /**
+             * @description The secret that signs the tenant's webhooks, `whsec_<base64>`. It is shown only here (the
+             *     tenant may rotate it to get a new one).
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            signing_secret: string;
+        };
+        /** @description An invite to make. */
+        InviteCreateRequest: {
+            /**
+             * @description How long the code may be used, a duration from `1m` to `2160h`; default `168h`.
+             * @example 72h
+             */
+            expires_in?: string;
+            /**
+             * @description Whom the invite is for, for the operator's own lists.
+             * @example for Globex, via sales
+             */
+            note?: string;
+        };
+        /**
+         * @description `unused` (it may still sign up a tenant), `used`, or `expired` (unused when its time ran out).
+         * @enum {string}
+         */
+        InviteStatus: "unused" | "used" | "expired";
+        /** @description An invite to sign up, without its code. */
+        Invite: {
+            /**
+             * Format: uuid
+             * @description The invite id, to revoke it by.
+             */
+            id: string;
+            /**
+             * @description The first characters of the code, to tell codes apart.
+             * @example hwinv_2vx7kq
+             */
+            prefix: string;
+            /** @description The note it was made with. */
+            note: string;
+            status: components["schemas"]["InviteStatus"];
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description From when the code can no longer be used.
+             */
+            expires_at: string;
+            /**
+             * Format: date-time
+             * @description When a sign-up used it.
+             */
+            used_at: string | null;
+            /**
+             * Format: uuid
+             * @description The tenant that signed up with it; null while unused (or if that sign-up stopped before its tenant was made).
+             */
+            used_by: string | null;
+        };
+        InviteCreated: components["schemas"]["Invite"] & {
+            /**
+             * @description The code, `hwinv_` and 32 characters. It is shown only here.
+             * @example hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+             */
+            invite_code: string;
+        };
+        InviteList: {
+            data: components["schemas"]["Invite"][];
+            next_cursor?: string | null;
         };
         /**
          * @description The HTTP method of a webhook request.
@@ -2878,6 +3080,8 @@ export interface components {
         ScheduleID: string;
         /** @description The tenant id. */
         TenantID: string;
+        /** @description The invite id. */
+        InviteID: string;
         /** @description The task id. */
         TaskID: string;
         /** @description The flow key, or `*` for the default of every key without limits of its own. */
@@ -5768,6 +5972,300 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getSignup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sign-up mode. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "mode": "invite"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SignupInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    signUp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SignupRequest"];
+            };
+        };
+        responses: {
+            /** @description The tenant was made. The answer carries the only copy of its API key and signing secret. */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "tenant": {
+                     *         "id": "019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f",
+                     *         "name": "acme",
+                     *         "created_at": "2026-11-28T08:15:00Z",
+                     *         "retry": {
+                     *           "max_attempts": 10,
+                     *           "min_backoff": "1s",
+                     *           "max_backoff": "1h"
+                     *         },
+                     *         "limits": {},
+                     *         "effective_limits": {
+                     *           "api_rate": 50,
+                     *           "api_burst": 100,
+                     *           "max_pending_tasks": 10000,
+                     *           "max_schedules": 100,
+                     *           "max_timeout": "30s",
+                     *           "dispatch_rate": 100,
+                     *           "dispatch_concurrency": 20
+                     *         },
+                     *         "retention": null
+                     *       },
+                     *       "api_key": "hw_ujzdegxdncf32_epf3dhodzdocis2jhtlgmxgedn73u55x",
+                     *       "signing_secret": "whsec_3za4xH2DZUsJgSlL+Y9Akfu5/Wfsx+a4uGNoin6EirE="
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SignupCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            /** @description An invite code is needed and was not given, or the one given cannot be used. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Sign-up is not enabled on this installation (`signup-disabled`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:hookwheel:problem:signup-disabled",
+                     *       "title": "Sign-up not enabled",
+                     *       "status": 404,
+                     *       "detail": "this installation does not let tenants sign up (HOOKWHEEL_SIGNUP=off); ask its operator for an account",
+                     *       "instance": "/v1/signup"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:hookwheel:problem:unsupported-media-type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "detail": "sign up with a JSON body, Content-Type application/json",
+                     *       "instance": "/v1/signup"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            /** @description Too many sign-ups from this address, or from all addresses, lately (`signup-limited`). */
+            429: {
+                headers: {
+                    /** @description How many seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:hookwheel:problem:signup-limited",
+                     *       "title": "Too many sign-ups",
+                     *       "status": 429,
+                     *       "detail": "at most 5 sign-ups an hour may come from one address; retry in 720 s",
+                     *       "instance": "/v1/signup"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listInvites: {
+        parameters: {
+            query?: {
+                /** @description The largest number of invites in the page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page. Opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of invites. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "019ac9a1-5b6c-7d8e-9f01-23456789abcd",
+                     *           "prefix": "hwinv_2vx7kq",
+                     *           "note": "for Globex, via sales",
+                     *           "status": "unused",
+                     *           "created_at": "2026-11-28T09:00:00Z",
+                     *           "expires_at": "2026-12-05T09:00:00Z",
+                     *           "used_at": null,
+                     *           "used_by": null
+                     *         },
+                     *         {
+                     *           "id": "019ac9a0-1a2b-7c3d-8e4f-5a6b7c8d9e0f",
+                     *           "prefix": "hwinv_m3pd5a",
+                     *           "note": "",
+                     *           "status": "used",
+                     *           "created_at": "2026-11-27T16:30:00Z",
+                     *           "expires_at": "2026-12-04T16:30:00Z",
+                     *           "used_at": "2026-11-27T17:02:41Z",
+                     *           "used_by": "019ac9a0-9f8e-7d6c-8b5a-4f3e2d1c0b0a"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["InviteList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    createInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "expires_in": "72h",
+                 *       "note": "for Globex, via sales"
+                 *     }
+                 */
+                "application/json": components["schemas"]["InviteCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The invite, with the only copy of its code. */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "019ac9a1-5b6c-7d8e-9f01-23456789abcd",
+                     *       "invite_code": "hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2",
+                     *       "prefix": "hwinv_2vx7kq",
+                     *       "note": "for Globex, via sales",
+                     *       "status": "unused",
+                     *       "created_at": "2026-11-28T09:00:00Z",
+                     *       "expires_at": "2026-12-01T09:00:00Z",
+                     *       "used_at": null,
+                     *       "used_by": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["InviteCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    revokeInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The invite id. */
+                id: components["parameters"]["InviteID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The invite has been used (`invite-used`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:hookwheel:problem:invite-used",
+                     *       "title": "Invite already used",
+                     *       "status": 409,
+                     *       "detail": "invite 019ac9a0-1a2b-7c3d-8e4f-5a6b7c8d9e0f has signed up a tenant; a used invite is kept",
+                     *       "instance": "/v1/admin/invites/019ac9a0-1a2b-7c3d-8e4f-5a6b7c8d9e0f"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             default: components["responses"]["UnexpectedError"];
         };
     };

@@ -44,6 +44,9 @@ export type Problem = Schemas["Problem"];
 export type FieldError = Schemas["FieldError"];
 export type CallbackPayload = Schemas["CallbackPayload"];
 export type CallbackResponse = Schemas["CallbackResponse"];
+export type SignupMode = Schemas["SignupMode"];
+export type SignupCreated = Schemas["SignupCreated"];
+export type Tenant = Schemas["Tenant"];
 
 /** The filters of `GET /v1/tasks`, without the paging parameters. */
 export type TaskFilter = Omit<NonNullable<operations["listTasks"]["parameters"]["query"]>, "cursor" | "limit">;

@@ -103,6 +103,12 @@ type Config struct {
 	// Deleter tunes the deletion of tenants (see tenants.DeleterConfig);
 	// Store and Logger are filled in.
 	Deleter tenants.DeleterConfig
+	// Signup is how tenants may sign up (HOOKWHEEL_SIGNUP). Default
+	// tenants.SignupOff.
+	Signup tenants.SignupMode
+	// SignupLimit bounds sign-ups per client address and in all
+	// (HOOKWHEEL_SIGNUP_PER_ADDRESS, HOOKWHEEL_SIGNUP_PER_HOUR).
+	SignupLimit api.SignupLimit
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -231,6 +237,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		MetricsElsewhere: cfg.MetricsAddr != "",
 		TrustedProxies:   cfg.TrustedProxies,
 		EncryptionStatus: encryptionStatus(cfg.Keyring),
+
+		Signup:      tenants.NewSignup(tenants.SignupConfig{Mode: cfg.Signup, Store: n.db, Tenants: n.tenants, Logger: cfg.Logger}),
+		SignupLimit: cfg.SignupLimit,
+	}
+	if n.redis != nil {
+		apiCfg.SignupLimiter = n.redis
 	}
 	// Without a dispatcher here, the task service goes by the look-ahead the
 	// dispatchers elsewhere are configured with.

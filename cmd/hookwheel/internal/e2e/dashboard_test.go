@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/dispatcher"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
 // requireBrowser is set by `make test`, which installs Node, Chromium and the
@@ -57,6 +58,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		// Every browser test sends to the one receiver, several of them
 		// failures on purpose: its breaker must not open between tests.
 		c.Dispatcher.Breaker.ConsecutiveFailures = 1000
+		// The sign-up page is offered, and tested, where invites are needed.
+		c.Signup = tenants.SignupInvite
 	})
 	acme := e.createTenant(n, "acme")
 	globex := e.createTenant(n, "globex")

@@ -150,6 +150,27 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SignupMode.
+const (
+	SignupModeInvite SignupMode = "invite"
+	SignupModeOff    SignupMode = "off"
+	SignupModeOpen   SignupMode = "open"
+)
+
+// Valid indicates whether the value is a known member of the SignupMode enum.
+func (e SignupMode) Valid() bool {
+	switch e {
+	case SignupModeInvite:
+		return true
+	case SignupModeOff:
+		return true
+	case SignupModeOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TargetState.
 const (
 	TargetStateClosed   TargetState = "closed"
@@ -195,6 +216,27 @@ func (e TaskStatus) Valid() bool {
 	case TaskStatusRetrying:
 		return true
 	case TaskStatusScheduled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TenantStatus.
+const (
+	TenantStatusActive    TenantStatus = "active"
+	TenantStatusDeleting  TenantStatus = "deleting"
+	TenantStatusSuspended TenantStatus = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the TenantStatus enum.
+func (e TenantStatus) Valid() bool {
+	switch e {
+	case TenantStatusActive:
+		return true
+	case TenantStatusDeleting:
+		return true
+	case TenantStatusSuspended:
 		return true
 	default:
 		return false
@@ -250,7 +292,7 @@ func (e ListTasksParamsInclude) Valid() bool {
 type APIKey struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -270,7 +312,7 @@ type APIKeyCreated struct {
 	APIKey    string    `json:"api_key"`
 	CreatedAt time.Time `json:"created_at"`
 
-	// CreatedBy Who created it, `operator`, `cli` or `key:<key id>`.
+	// CreatedBy Who created it, `operator`, `cli`, `signup` (the first key of a tenant that signed up) or `key:<key id>`.
 	CreatedBy string     `json:"created_by"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
@@ -373,8 +415,9 @@ type AuditEntry struct {
 	// `session.signed_out` (with the client's `ip`).
 	Action string `json:"action"`
 
-	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command) or
-	// `key:<key id>` (a call made with that key, or with a dashboard session signed in with it).
+	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
+	// `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a call made with that key,
+	// or with a dashboard session signed in with it).
 	Actor string    `json:"actor"`
 	At    time.Time `json:"at"`
 
@@ -895,6 +938,19 @@ type RescheduleRequest struct {
 	RunAt *time.Time `json:"run_at,omitempty"`
 }
 
+// RetryDefaults The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
+// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
+type RetryDefaults struct {
+	// MaxAttempts Example: 10
+	MaxAttempts int `json:"max_attempts"`
+
+	// MaxBackoff Example: 1h
+	MaxBackoff string `json:"max_backoff"`
+
+	// MinBackoff Example: 1s
+	MinBackoff string `json:"min_backoff"`
+}
+
 // RetryPolicy How failed attempts are retried. Each missing field takes its default. The wait before a retry
 // grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
 // 503 response overrides it (up to one hour).
@@ -1119,6 +1175,49 @@ type SigningSecretRotateRequest struct {
 	//
 	// Example: 24h
 	Grace *string `json:"grace,omitempty"`
+}
+
+// SignupCreated A signed-up tenant, with the only copy of its API key and signing secret.
+type SignupCreated struct {
+	// APIKey The tenant's API key, `hw_<key id>_<secret>`, with every scope. It is shown only here:
+	// hookwheel stores only a hash of it.
+	//
+	// Example: hw_k3j4h5g6_9f8e7d6c5b4a39281706f5e4d3c2b1a0
+	APIKey string `json:"api_key"`
+
+	// SigningSecret The secret that signs the tenant's webhooks, `whsec_<base64>`. It is shown only here (the
+	// tenant may rotate it to get a new one).
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	SigningSecret string `json:"signing_secret"`
+
+	// Tenant A tenant and its settings.
+	Tenant Tenant `json:"tenant"`
+}
+
+// SignupInfo Whether and how tenants may sign up here.
+type SignupInfo struct {
+	// Mode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+	// from the operator; `open`, anyone.
+	Mode SignupMode `json:"mode"`
+}
+
+// SignupMode How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
+// from the operator; `open`, anyone.
+type SignupMode string
+
+// SignupRequest A sign-up.
+type SignupRequest struct {
+	// InviteCode The invite code (`hwinv_...`), needed when the mode is `invite`; ignored when `open`.
+	//
+	// Example: hwinv_2vx7kq4mzt3nbh6yrc5wjdpf4ga7lse2
+	InviteCode *string `json:"invite_code,omitempty"`
+
+	// Name The tenant's name: 1 to 100 characters, without spaces at either end, control or formatting
+	// characters.
+	//
+	// Example: acme
+	Name string `json:"name"`
 }
 
 // Target A target as the calling tenant sees it on the answering node.
@@ -1434,6 +1533,71 @@ type TaskStats struct {
 //   - `canceled`: canceled before delivery. Final.
 type TaskStatus string
 
+// Tenant A tenant and its settings.
+type Tenant struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
+	Deletion *TenantDeletion `json:"deletion,omitempty"`
+
+	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
+	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	EffectiveLimits TenantLimits       `json:"effective_limits"`
+	ID              openapi_types.UUID `json:"id"`
+
+	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
+	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
+	// never given limits has the node's defaults, not none. The object reads two ways:
+	//
+	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
+	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
+	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
+	//   node's defaults for all.
+	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
+	//   field by field, else the node's default. An absent field is unlimited.
+	//
+	// Defaults are applied when the tenant is read, never copied into it: changing a node default
+	// changes every tenant that does not set that field. API limits apply from the tenant's next
+	// call (within 2 s on other nodes); dispatch limits within a few seconds.
+	Limits TenantLimits `json:"limits"`
+	Name   string       `json:"name"`
+
+	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
+	// attempts are kept after they finished, as a duration; null when the tenant goes by the
+	// node default, `HOOKWHEEL_RETENTION` (7 days unless set).
+	//
+	// Example: 720h
+	Retention *string `json:"retention"`
+
+	// Retry The retry policy a tenant's tasks get when they give none, field by field: the tenant's own
+	// default where it set one, else hookwheel's (10 attempts, 1s to 1h).
+	Retry RetryDefaults `json:"retry"`
+
+	// Status `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+	// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+	Status TenantStatus `json:"status"`
+
+	// TargetAllowCidrs Private address ranges this tenant's webhooks may reach although they are blocked to
+	// every other tenant (an internal service of the tenant's own, say). Empty unless granted.
+	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
+}
+
+// TenantStatus `active`; `suspended` by the operator (its calls are refused with 403 `tenant-suspended`, its
+// tasks wait); or `deleting`, from `DELETE /v1/admin/tenants/{id}` until its last row is gone.
+type TenantStatus string
+
+// TenantDeletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
+type TenantDeletion struct {
+	// Deleted The rows deleted so far, by kind: `tasks`, `attempts`, `publishes`, `schedules`, `topics`,
+	// `flow_limits`, `idempotency_keys`, `api_keys`, `stats`.
+	//
+	// Example: {"attempts":30512,"publishes":40,"tasks":12000}
+	Deleted map[string]int64 `json:"deleted"`
+
+	// RequestedAt When the deletion was asked for.
+	RequestedAt time.Time `json:"requested_at"`
+}
+
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 // listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
 // never given limits has the node's defaults, not none. The object reads two ways:
@@ -1584,6 +1748,9 @@ type AuditLimit = int
 
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
+
+// InviteID defines model for InviteID.
+type InviteID = openapi_types.UUID
 
 // KeyID defines model for KeyID.
 type KeyID = string
@@ -1787,6 +1954,9 @@ type UpdateScheduleApplicationMergePatchPlusJSONRequestBody = ScheduleUpdateRequ
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
+// SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
+type SignUpJSONRequestBody = SignupRequest
+
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
 
@@ -1949,7 +2119,7 @@ type ClientInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -2347,6 +2517,71 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSignup Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUpWithBody Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignUp Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStats Delivery statistics, minute by minute
 	//
@@ -2876,7 +3111,7 @@ type ClientInterface interface {
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Corresponds with GET /v1/audit (the `ListTenantAudit` operationId).
@@ -3535,6 +3770,101 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType st
 // Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 func (c *Client) RotateSigningSecret(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateSigningSecretRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSignup Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *Client) GetSignup(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSignupRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUpWithBody Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignUp Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *Client) SignUp(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignUpRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5173,6 +5503,73 @@ func NewRotateSigningSecretRequestWithBody(server string, contentType string, bo
 	return req, nil
 }
 
+// NewGetSignupRequest constructs an http.Request for the GetSignup method
+func NewGetSignupRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSignUpRequest calls the generic SignUp builder with application/json body
+func NewSignUpRequest(server string, body SignUpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignUpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSignUpRequestWithBody constructs an http.Request for the SignUp method, with any body, and a specified content type
+func NewSignUpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/signup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetStatsRequest constructs an http.Request for the GetStats method
 func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, error) {
 	var err error
@@ -6092,7 +6489,7 @@ type ClientWithResponsesInterface interface {
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
 	// revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 	// and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-	// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+	// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 	// Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6522,6 +6919,73 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/signing-secrets/rotate (the `RotateSigningSecret` operationId).
 	RotateSigningSecretWithResponse(ctx context.Context, body RotateSigningSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateSigningSecretResponse, error)
+
+	// GetSignupWithResponse Whether tenants may sign up
+	//
+	// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+	// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+	// to decide whether to offer a sign-up page. No authentication.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+	GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error)
+
+	// SignUpWithBodyWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
+
+	// SignUpWithResponse Sign up a tenant
+	//
+	// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+	// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+	// authentication; the body must be JSON (`Content-Type: application/json`).
+	//
+	// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+	// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+	// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+	// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+	// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+	//
+	// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+	// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+	// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+	// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+	// refused codes included; past either limit the answer is 429 `signup-limited` with
+	// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+	// `signup-unavailable`: an unlimited sign-up is not offered.
+	//
+	// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+	// `signup` and the client's address in `detail.client`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/signup (the `SignUp` operationId).
+	SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error)
 
 	// GetStatsWithResponse Delivery statistics, minute by minute
 	//
@@ -8933,6 +9397,165 @@ func (r RotateSigningSecretResponse) ContentType() string {
 	return ""
 }
 
+type GetSignupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SignupInfo
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSignupResponse) GetJSON200() *SignupInfo {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSignupResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSignupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSignupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSignupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSignupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignUpResponse201Headers the declared response headers of an HTTP 201 response for SignUp
+type SignUpResponse201Headers struct {
+	CacheControl string
+}
+
+// SignUpResponse429Headers the declared response headers of an HTTP 429 response for SignUp
+type SignUpResponse429Headers struct {
+	RetryAfter int
+}
+
+type SignUpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SignupCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Problem
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *Problem
+	// ApplicationProblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationProblemJSON415 *Problem
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *Problem
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *SignUpResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignUpResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SignUpResponse) GetJSON201() *SignupCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON403() *Problem {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON404() *Problem {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON415() *Problem {
+	return r.ApplicationProblemJSON415
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSON429() *Problem {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SignUpResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SignUpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignUpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignUpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignUpResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
 type GetStatsResponse429Headers struct {
 	RetryAfter int
@@ -10427,7 +11050,7 @@ func (r PutTopicResponse) ContentType() string {
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
 // revoked, signing secrets rotated, topics, flow-key limits and schedules changed, bulk cancels
 // and replays, dashboard sign-ins and sign-outs, and the operator's changes to its settings.
-// `actor` is `operator`, `cli` or `key:<key id>` (a dashboard session's calls are its key's).
+// `actor` is `operator`, `cli`, `signup` (a tenant signing up, `POST /v1/signup`) or `key:<key id>` (a dashboard session's calls are its key's).
 // Entries are kept `HOOKWHEEL_AUDIT_RETENTION` (400 days by default).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11018,6 +11641,91 @@ func (c *ClientWithResponses) RotateSigningSecretWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseRotateSigningSecretResponse(rsp)
+}
+
+// GetSignupWithResponse Whether tenants may sign up
+//
+// How this installation lets tenants sign up (`HOOKWHEEL_SIGNUP`): `off`, `invite` (a sign-up needs
+// an invite code from the operator) or `open` (anyone may). The dashboard's sign-in page asks it
+// to decide whether to offer a sign-up page. No authentication.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/signup (the `GetSignup` operationId).
+func (c *ClientWithResponses) GetSignupWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSignupResponse, error) {
+	rsp, err := c.GetSignup(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSignupResponse(rsp)
+}
+
+// SignUpWithBodyWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
+}
+
+// SignUpWithResponse Sign up a tenant
+//
+// Makes a tenant, on the operator's default plan (`HOOKWHEEL_DEFAULT_PLAN`), with a full-access API
+// key and a webhook signing secret, shown only in this answer, as `createTenant` shows them. No
+// authentication; the body must be JSON (`Content-Type: application/json`).
+//
+// With `HOOKWHEEL_SIGNUP=off` (the default) every sign-up gets 404 `signup-disabled`. With
+// `invite`, `invite_code` must be an unused, unexpired code made by `createInvite`: without one the
+// answer is 403 `invite-required`; with one that is unknown (or revoked), used or expired, 403
+// `invite-invalid`, `invite-used` or `invite-expired`. A code signs up one tenant, however many
+// sign-ups race for it. With `open`, `invite_code` is not needed and is ignored.
+//
+// Sign-ups are limited per client address (an IPv6 address by its /64; behind a proxy listed in
+// `HOOKWHEEL_TRUSTED_PROXIES`, the address its `X-Forwarded-For` names) and for every address
+// together, across all nodes: by default 5 an hour per address and 100 an hour in all
+// (`HOOKWHEEL_SIGNUP_PER_ADDRESS`, `HOOKWHEEL_SIGNUP_PER_HOUR`). Each well-formed sign-up counts,
+// refused codes included; past either limit the answer is 429 `signup-limited` with
+// `Retry-After`. While the limits cannot be decided (Redis unreachable) sign-ups get 503
+// `signup-unavailable`: an unlimited sign-up is not offered.
+//
+// The audit log records each sign-up as `tenant.created` and `tenant.signed_up` with actor
+// `signup` and the client's address in `detail.client`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/signup (the `SignUp` operationId).
+func (c *ClientWithResponses) SignUpWithResponse(ctx context.Context, body SignUpJSONRequestBody, reqEditors ...RequestEditorFn) (*SignUpResponse, error) {
+	rsp, err := c.SignUp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignUpResponse(rsp)
 }
 
 // GetStatsWithResponse Delivery statistics, minute by minute
@@ -13371,6 +14079,144 @@ func ParseRotateSigningSecretResponse(rsp *http.Response) (*RotateSigningSecretR
 		response.Headers201 = &headers
 	case rsp.StatusCode == 429:
 		var headers RotateSigningSecretResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSignupResponse parses an HTTP response from a GetSignupWithResponse call
+func ParseGetSignupResponse(rsp *http.Response) (*GetSignupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSignupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SignupInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSignUpResponse parses an HTTP response from a SignUpWithResponse call
+func ParseSignUpResponse(rsp *http.Response) (*SignUpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignUpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SignupCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers SignUpResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignUpResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
