@@ -88,7 +88,7 @@ WHERE s.id = u.id`
 // announced on DueNotifyChannel too, in case ownership moves meanwhile.
 // plan runs inside the transaction, holding the schedule's row lock: it must
 // be quick and must not touch the database.
-func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.Plan) (model.Materialized, error) {
+func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.OccurrencePlan) (model.Materialized, error) {
 	var done model.Materialized
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, queryLockDueSchedules, p.Partitions, p.Until, p.Limit)

@@ -2,9 +2,9 @@ package model
 
 import "time"
 
-// Plan is what a materialiser decided for one due schedule: the occurrences
-// to make into tasks now, and where the schedule goes on from.
-type Plan struct {
+// OccurrencePlan is what a materialiser decided for one due schedule: the
+// occurrences to make into tasks now, and where the schedule goes on from.
+type OccurrencePlan struct {
 	// Occurrences become tasks, each due at its occurrence. One already a
 	// task (another node got there first) is left alone.
 	Occurrences []time.Time
