@@ -939,6 +939,21 @@ type NotReady struct {
 // Example: order-1042
 type OrderingKey = string
 
+// Plan A named set of limits that tenants are put on.
+type Plan struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Limits The plan's limits as set; an absent field takes the node's default, 0 is unlimited.
+	Limits    TenantLimits `json:"limits"`
+	Name      string       `json:"name"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// PlanList defines model for PlanList.
+type PlanList struct {
+	Data []Plan `json:"data"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -1681,27 +1696,33 @@ type TaskStatus string
 type Tenant struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
-	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	// EffectiveLimits The limits that apply: `limits` field by field, else the plan's, else the node's
+	// defaults. An absent field is unlimited.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
 	ID              openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// Plan The plan the tenant is on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 
 	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
 	// attempts are kept after they finished, as a duration; null when the tenant goes by the
@@ -1725,6 +1746,12 @@ type TenantCreateRequest struct {
 	//
 	// Example: acme
 	Name string `json:"name"`
+
+	// Plan The plan the tenant goes on (422 if there is none of that name). Absent: the node's
+	// default plan, `HOOKWHEEL_DEFAULT_PLAN`, if it names one that exists; else none.
+	//
+	// Example: free
+	Plan *string `json:"plan,omitempty"`
 }
 
 // TenantCreated A newly created tenant, with the only copy of its API key.
@@ -1746,6 +1773,11 @@ type TenantCreated struct {
 	// Example: acme
 	Name string `json:"name"`
 
+	// Plan The plan the tenant went on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan,omitempty"`
+
 	// SigningSecret The secret that signs the tenant's webhooks: `whsec_` followed by the base64 of 32 random
 	// bytes. Receivers verify signatures with it (Standard Webhooks).
 	//
@@ -1755,14 +1787,15 @@ type TenantCreated struct {
 
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 // listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-// never given limits has the node's defaults, not none. The object reads two ways:
+// never given limits has the node's defaults, not none. The object reads three ways:
 //
 //   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-//     node's defaults for all.
+//     field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+//     (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+//     `null` gives it its plan's and the node's defaults for all.
+//   - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 //   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-//     field by field, else the node's default. An absent field is unlimited.
+//     field by field, else its plan's, else the node's default. An absent field is unlimited.
 //
 // Defaults are applied when the tenant is read, never copied into it: changing a node default
 // changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1775,6 +1808,10 @@ type TenantLimits struct {
 	// APIRate API requests per second (sustained), over every tenant call and every node; at most
 	// 1,000,000. Over it, 429 with `Retry-After`.
 	APIRate *float32 `json:"api_rate,omitempty"`
+
+	// DeliveriesPerDay Most webhooks delivered per UTC day; at most 1,000,000,000. Past it the tenant's due tasks
+	// wait, not attempted and not lost, until the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day,omitempty"`
 
 	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant, over every node
 	// (maxConcurrentDispatches); at most 100,000. Tasks over it wait for a slot, not failed, not
@@ -1812,20 +1849,30 @@ type TenantLimits struct {
 	// names are case-insensitive and shown in lowercase. A field an override leaves out takes
 	// the tenant's value; 0 lifts the tenant's limit for that host. At most 1,000 hosts.
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
+
+	// TasksPerDay Most tasks created per UTC day: tasks created one by one or in a batch, each endpoint's
+	// copy of a topic publish, and schedules' occurrences (callback tasks do not count; a
+	// request repeating an `Idempotency-Key` stores nothing and counts nothing); at most
+	// 1,000,000,000. A creation past it gets 429 of type `quota-exceeded` with `Retry-After`
+	// until the next UTC midnight (a batch: its items past it are refused one by one, the
+	// first that does not fit and all after it); an occurrence past it is skipped and counted
+	// on its schedule (`skipped_occurrences`). Exact on the API, across nodes.
+	TasksPerDay *int `json:"tasks_per_day,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1834,6 +1881,11 @@ type TenantLimitsView struct {
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
 	PendingTasks int `json:"pending_tasks"`
+
+	// Plan The plan the tenant is on, whose limits its own override; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 }
 
 // TenantList defines model for TenantList.
@@ -1846,27 +1898,33 @@ type TenantList struct {
 type TenantSummary struct {
 	CreatedAt time.Time `json:"created_at"`
 
-	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
-	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	// EffectiveLimits The limits that apply: `limits` field by field, else the plan's, else the node's
+	// defaults. An absent field is unlimited.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
 	ID              openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// Plan The plan the tenant is on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 
 	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
 	// attempts are kept after they finished, as a duration; null when the tenant goes by the
@@ -1895,19 +1953,26 @@ type TenantUpdateRequest struct {
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// Plan Puts the tenant on this plan (422 if there is none of that name); `null` takes it off
+	// any plan. Its own `limits` still override the plan's, field by field.
+	//
+	// Example: pro
+	Plan *string `json:"plan,omitempty"`
 
 	// Retention How long the tenant's finished tasks and their attempts are kept after they finished,
 	// as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
@@ -2002,6 +2067,9 @@ type KeyID = string
 
 // ListInclude defines model for ListInclude.
 type ListInclude string
+
+// PlanName Example: free
+type PlanName = string
 
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
@@ -2201,6 +2269,9 @@ type ListTopicsParams struct {
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// PutPlanJSONRequestBody defines body for PutPlan for application/json ContentType.
+type PutPlanJSONRequestBody = TenantLimits
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreateRequest
@@ -2451,6 +2522,56 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
 	ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPlans List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePlan Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPlan Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlanWithBody Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlan Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTenants List tenants
 	//
 	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -2683,8 +2804,8 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -3678,6 +3799,106 @@ func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// ListPlans List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *Client) ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPlansRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePlan Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *Client) DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPlan Read a plan
+//
+// The plan's limits, as set.
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *Client) GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlanWithBody Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlan Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTenants List tenants
 //
 // Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -4110,8 +4331,8 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -5648,6 +5869,148 @@ func NewListNodesRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListPlansRequest constructs an http.Request for the ListPlans method
+func NewListPlansRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeletePlanRequest constructs an http.Request for the DeletePlan method
+func NewDeletePlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPlanRequest constructs an http.Request for the GetPlan method
+func NewGetPlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutPlanRequest calls the generic PutPlan builder with application/json body
+func NewPutPlanRequest(server string, name PlanName, body PutPlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutPlanRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutPlanRequestWithBody constructs an http.Request for the PutPlan method, with any body, and a specified content type
+func NewPutPlanRequestWithBody(server string, name PlanName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7921,6 +8284,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
 	ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error)
 
+	// ListPlansWithResponse List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error)
+
+	// DeletePlanWithResponse Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error)
+
+	// GetPlanWithResponse Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error)
+
+	// PutPlanWithBodyWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
+	// PutPlanWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
 	// ListTenantsWithResponse List tenants
 	//
 	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -8173,8 +8592,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -9443,6 +9862,282 @@ func (r ListNodesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListNodesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListPlansResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PlanList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPlansResponse) GetJSON200() *PlanList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPlansResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPlansResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPlansResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPlansResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeletePlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutPlanResponse) GetJSON201() *Plan {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutPlanResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13650,6 +14345,92 @@ func (c *ClientWithResponses) ListNodesWithResponse(ctx context.Context, reqEdit
 	return ParseListNodesResponse(rsp)
 }
 
+// ListPlansWithResponse List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *ClientWithResponses) ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error) {
+	rsp, err := c.ListPlans(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPlansResponse(rsp)
+}
+
+// DeletePlanWithResponse Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *ClientWithResponses) DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error) {
+	rsp, err := c.DeletePlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePlanResponse(rsp)
+}
+
+// GetPlanWithResponse Read a plan
+//
+// The plan's limits, as set.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *ClientWithResponses) GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error) {
+	rsp, err := c.GetPlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPlanResponse(rsp)
+}
+
+// PutPlanWithBodyWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlanWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
+// PutPlanWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlan(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
 // ListTenantsWithResponse List tenants
 //
 // Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -14022,8 +14803,8 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -15443,6 +16224,225 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 			return nil, err
 		}
 		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call
+func ParseListPlansResponse(rsp *http.Response) (*ListPlansResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPlansResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PlanList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeletePlanResponse parses an HTTP response from a DeletePlanWithResponse call
+func ParseDeletePlanResponse(rsp *http.Response) (*DeletePlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPlanResponse parses an HTTP response from a GetPlanWithResponse call
+func ParseGetPlanResponse(rsp *http.Response) (*GetPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutPlanResponse parses an HTTP response from a PutPlanWithResponse call
+func ParsePutPlanResponse(rsp *http.Response) (*PutPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest UnexpectedError
@@ -19115,6 +20115,18 @@ type ServerInterface interface {
 	// ListNodes Dispatcher nodes and the partitions they own
 	// (GET /v1/admin/nodes)
 	ListNodes(ctx echo.Context) error
+	// ListPlans List plans
+	// (GET /v1/admin/plans)
+	ListPlans(ctx echo.Context) error
+	// DeletePlan Delete a plan
+	// (DELETE /v1/admin/plans/{name})
+	DeletePlan(ctx echo.Context, name PlanName) error
+	// GetPlan Read a plan
+	// (GET /v1/admin/plans/{name})
+	GetPlan(ctx echo.Context, name PlanName) error
+	// PutPlan Create or replace a plan
+	// (PUT /v1/admin/plans/{name})
+	PutPlan(ctx echo.Context, name PlanName) error
 	// ListTenants List tenants
 	// (GET /v1/admin/tenants)
 	ListTenants(ctx echo.Context, params ListTenantsParams) error
@@ -19346,6 +20358,63 @@ func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListNodes(ctx)
+	return err
+}
+
+// ListPlans converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPlans(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPlans(ctx)
+	return err
+}
+
+// DeletePlan converts echo context to params.
+func (w *ServerInterfaceWrapper) DeletePlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeletePlan(ctx, name)
+	return err
+}
+
+// GetPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPlan(ctx, name)
+	return err
+}
+
+// PutPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) PutPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutPlan(ctx, name)
 	return err
 }
 
@@ -20233,6 +21302,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/admin/tenants", wrapper.CreateTenant, options.OperationMiddlewares["createTenant"]...)
 	router.GET(options.BaseURL+"/v1/admin/tenants/:id", wrapper.GetTenant, options.OperationMiddlewares["getTenant"]...)
 	router.PATCH(options.BaseURL+"/v1/admin/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
+	router.GET(options.BaseURL+"/v1/admin/plans", wrapper.ListPlans, options.OperationMiddlewares["listPlans"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/plans/:name", wrapper.DeletePlan, options.OperationMiddlewares["deletePlan"]...)
+	router.GET(options.BaseURL+"/v1/admin/plans/:name", wrapper.GetPlan, options.OperationMiddlewares["getPlan"]...)
+	router.PUT(options.BaseURL+"/v1/admin/plans/:name", wrapper.PutPlan, options.OperationMiddlewares["putPlan"]...)
 	router.GET(options.BaseURL+"/v1/admin/breakers", wrapper.ListBreakers, options.OperationMiddlewares["listBreakers"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
@@ -20291,697 +21364,718 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ld+M2kjf6r+Bo95y2M5CapCTbks+cb51uZ9KTfq3bvb2TUV8TIiGLMQUoBNWykun//R5UASAoUQ87",
-	"Tmb2+/bu/SZtig+gUCjU81e/thI5m0vBRalaw19b/J7N5jmHf1+8f/UDX73OVKn/UovZjBWr1rB1QUou",
-	"mCifKTLJClWSO76ihJGUz3O50n8RJlLCSMG/yDueEil4i7a+sHzB9ZtSVrLW8O+/tpKCs5KnN6xsDVtR",
-	"EJ20w7AdBtfhybDXHwbBjy3q7hnrL9/x1bCc5/NJefqlp/g0atFWlraGrfnP3S93p7PoftkTrEVbOVPl",
-	"zUKtvzsKr8Nw2D8b9uDdgs14a9hKshZtmbFu3h8Ng8CMRSVyrknz91bJ1J0aLous5K3PX+mWqQTRdXA2",
-	"jIJDp8Lv51nBlXvJqX1JUI0Bprv46ZeU396nIpl0ox3Tja6DwbA/GPbPvOniMjVMp+AsbdEHzS1sXKYk",
-	"z+xI16e4faShN0kz0toYv2l9/vr561dq2PIK12udMy3L3fGVz3L/t3DaV9r6LpfL19ks29iUyUKVcsaL",
-	"Zwo3ZBgEhBHFE6k3o0hJn7CSSJHwvZSJgDJdOxpNzGHLvr8dBj1NjjkrWJ7zPFOz1rBPW3NeZFKTKFR6",
-	"lqzkrWEYBLS1mKd7PqHn9X4xzjM1XZ/VHC+TUhJGSjnPEiInpFxKwkU6l5mWW3unA/sAvtXphZHbRkE4",
-	"YOxs0m8HLBy3T5MobZ/x7qTdC/rhSXTaPesN+nAvn81lyUWyukFSyCLlRbsXtecs01tGlaxcqJtELowY",
-	"TZhIeK7ZM6CtVO8r/EeefeGFvZypOSuTaSZu4e+Cl8XK/qGSKU8X8IboK+5JfH1rGJktCiKUlSWfzfVH",
-	"A9oay1SP7tcRDnDUGpJeRMmoxb9wUeo/Ry094lHrq8fv+0hl6XxjmHic5bkeJm1NOUt5ARN+IUXJRdm+",
-	"Xs31PWw+z7OElZkUz39SUrS+HkxyFjSRXCzy3Gw2XhSyqF1x5E+5vT5j9zcVbcKAtma8nAJ7vn/34Vpv",
-	"SX5f2lv20sBw4c1D2AbWU9OmYSzs/mbMkjs5mej9Mm3R1iwT/iWlKVYsxN6R4dxbQ49jaKvMZlwu9JPd",
-	"QG8P2DeWb/WF5i25+fZFkbeGrWlZztXw+XOz8h2jJHQSOXs+lfJOPTcv1qfFP4Ej1TSbz39Plgz/lyX/",
-	"RVnSLv0Onvy88THvuPnAyzLfVCPsqeMktj5/pODu0KGknHIiyykv3DXiJPj/wAMp3HUghbUDKTjsQAr/",
-	"90CC3R8FwaM2P77vf8A2r7joSbb54Ow3nzzR/2snT6vgCdeLQJhQSxBY/aBLPvDiS5Zw8lGwLyzL2Tjn",
-	"rSYW7QfdpzqfTjuDoP8/5Hzy5PVv5dtuJ4yCJzyePhhxWz+YPnF+l7KV0obcYBgEJBPkPSuymglUcX7B",
-	"57IwvJ6yLF/tYPYAphJUvgop9LqRAfmGfEPCdv83sXjQPuUnafs06Y/brMe67XGUhGnAB5MzdmpZcnPt",
-	"guvgrBpTIztuPtStPTRn2jhvDScsV/wpOEzdZfM5T29kkiyKgouEo6q7wUHZjP8ihabO5aKQc/7crlQj",
-	"K63Rv85Gm9wDy9nGBUaG4UplUryb84KVWiT4fPMhuxU81dyyzMopqC4snWWClPKOi5q6oorJDV4dtv42",
-	"Pi3/MxKf7gavZ1c99d9fwuTH+cn0r2l38hd2xj/KIPthdf3z22X/ssF75Rw7YTWtQmqWbkk7Sm/k1+BT",
-	"3DluJsjF+1cbvh1/yN2fo/+Wg7/c/Vc4C5LTa9Yb/3X+Y3G2+CQuV6/VSfr95D+zH+5f9L+8uz1wyCBx",
-	"/ygnWIO7bsMJ5qiIXljNao503p7jQTscR0n7NO3y9tmkF7T77GR8mpylAx5MqvezZMZbX/VCXDN19xJU",
-	"w7oyrNVFkvOy5AUlBZ/okZPximSlIvbc8RdkrwoY7jxyzzQJgqAThmfrinHUHgRp2D7lvV77jIVR+2Tc",
-	"T3ppl0eTMHj0SdkLeuStLMl3ciHSxvOxF/R+gwr3u51qlbuwUsVYkxa24/CCd3Sibrgpddg868xZUQpe",
-	"gORZ8nH96HI846yItTABU3eeCcVKYBmMGRg6PIhvooeoao8/rKJ2L+ny9uk4CtuDtM/b3UmQROx0fMZ7",
-	"4W7zyxL+j7AMfh+28t3wB2n423jLvqgTDMJDTjSkoX275a0PldnZwFtLlpWZuCUTWQBr6aebOSr4f4Oj",
-	"nsTT5LPAH8hku7xFj3MOHcRkDWqHDXCi1pFns+yAIMOaLsAnE56U2Rd+Y57X7DjPbsaLQpVm6+u/vTiJ",
-	"9b/cJFIY3XKFpHa/4N19Q/05F2kmbm+M9yUM4P/D3yw1vcXa0FBZccvdyHxRD1HaxtFEm4MB3eEhisfD",
-	"CXLYtJ9yPr5yBLuAC727W8PWaRRMn2BjAO+h3bfGehDjQj39QVGuNQsi5SopsrkZ9TvN+AR8H4qCvORf",
-	"eLEiyngIyikryUTmuVwqbR/MOp63Az17G962R7hoNt0mj7GXzVv22Ob1AOPXuvxmyZRrIV7I/K38UMoC",
-	"MxNqNLvIl9rWjoVsK31HPATLqeBqLoXiZCrzVBFGkoKnmj1YTtRULgWRIl9BoJWS5TRLpkRIkugvkhlb",
-	"kTvO552RuAT6owfZvTJhRZFxRbKSlFJ2gM9+XmSgW5XFgqMfdsYgVUMsZtomsMNrfaatEs8jVRaaujDr",
-	"OSvYjJdm4heLNCtfLAqFJmJ9wtdTTmI4GhK4I4ZQ65STecG/ZHKhyJzdcj2qTN/+84IXKy+4jW/1h7g+",
-	"HIrfd+HrNXqXZCZVScpppsiMiRXhogRyHKV8whZ5SfrB8bbPg1Spfd085ARHNtME64OEzAT+FTqaZaLk",
-	"txxNUhdj/wGNv00yTXK5xDC7LEj8TQxbSpPKjlROzA674yvYzXJRmqNE/wb/WQo3mTkrp9Vc0MLdvvT/",
-	"XnAtR/7teZW88xx/Vc9rY9eTeVUpF43TecPuOOx5krA8J4pNOCklBjM6BCYLGrseDlfmUGQwL5RD+LCW",
-	"xueQ9DPnrHSOhpFQbMZdUpC+Ey5obUx/Y1EIhdIHNTr9GKoEJAoCeCZ2MyjbV3yesxVPh0TTJD4nbCTW",
-	"vkhqH2QkzSYTXnBR4jf1EUF6UdQhP/CVIqzgZM4Lc+LjfPWzmSIsV5IoLsqRYDjH2KNl+we+ignKlGq1",
-	"jY1kzZvOSIzEhX3hlOfOcIbZaqZhiuRS3BJWkVHfe8fnJcUZlCTnTJUjEX//7t0Pn76/vHx98+rl5Zv3",
-	"764v3774282nV29fvvsUk6OoN9WvNyx4TNik5EX11iVTZsVSCkcBySbEHW0jceS9/+ry+vLt9at3b2Pg",
-	"cHiHTfqK3TPxsTbveMnT6itKSsGLYcUJmVBZypEXlplI5dKY3rjCsGw7ltixDbydgWzUM1lOuXBfP8pK",
-	"NRJxlsaUxMg++l/2XMaXKF5qa0Gdk1hzQkz0b8glsTkbYhL/+jWmRGUi4RVt7HdGQh+Nx9S8TqSKCFlO",
-	"9YFF3gk4RqsVtGOz4zdznzItRpXSi1BWzDYpOB8JdssygbTDzVbwhdIWTla6zcaI4Ev4SoeYKCZXz/R7",
-	"kJs151T7YMlWTsjgJCsxs8bNNeE5Y/evubgtp61h1O+DxLR/h7RBsP/AV69eNsvKO756pjCkmpDMTFtr",
-	"Z2TMyyXngsTT5U210CZlKb5x588dX22XlDcQ8dwuLL2ZnPSahv46U+UrkeSLtEEJMKySZ6pUhLNkSrKS",
-	"z5Br9T7WP1P4MxNmYrf8mb6+ECmRQt8AR9gZeZN962/PoZZd+m6ynErF7Y1LuchT4BC96JkiyaLUekVR",
-	"AoESKcpMLLiy7pTagd0hn8xRk5W44/RoFUmkZgXzUznlWWE+1yEXwmohoF66vdkLgm1HbWaI1aSNgJX9",
-	"uYnMhle3cYkNuVsG0ZvZrj+OSZ9KpXen5Ze4CjXF9mwF22ALz+zhl4ksZqBJLhZw5+ZMrFNi21Ss7UWy",
-	"9PcawjVTd9s+jwLo9/s0nANbP46W8+/4eW0fvYWXNX5f//xMEf25LUOA/zxWvao+D9q11dxBuf6WpVco",
-	"t8FIQx8RmqOVf2heyHHOZ38CP9FaxvWM5ZoAPG3bX33LENQXUJUyOHfIXz+8e1tLrOYly7Q5pXcF3D1b",
-	"KC1lCYN7iRz/xJMSqKJKJhJNjedfwudoSVe+mB6Y01kJYYY3dlD2e2ZNFoUYal1nOeU8H5ppDdemAEQ6",
-	"jLLv8Q34yObC2hMRbAPzDUrUIplqpYA1U4cSRpwBZKXJstD6lp4F6DagQeK780xwfclodfC276+v35OE",
-	"Cf3KOSsU77S+0tYLKSZ5ljx2oYUs25iSAzH5Jt8mywvO0hUooM2LrO86xMFolBH04J6jdeqcbSBFbSAc",
-	"xaaerWYalzPUzC/PD3RuVkw1qJhKyy9L1fqndnLXGt2ekruUXBQJt8yTCcLADjGuEWY9I5mC9f9OFuMs",
-	"Tbl4JANkQi0mkyzJtMYL8b11JvDtRtCK9E2VmSY4T9WWza+VBnePFzWtTKSRn1c+auHLz+GeWm0BaKu1",
-	"6oC9kqNbLfIrb5L4iX3r20CWp1tjS4VMaVUnS8lYm+QsuVM1AtepdxRvjik+BsGBmtptoc87Zh7PSpJK",
-	"jjw0lXkKzPJWlhhbfLywmNjnKxZ5K1H6OUsShu6CwlsEhh7YxAQ6n2ZX96oFf+u9fO8+xhufZnktLew2",
-	"hvXJtGjRtrWC6gGBWq4x9PW6vGerXLL0WsrXrLjlj1yeUsp2bp/fOK/lF2OCW/9U82ltTyB4ht8nwHvA",
-	"ldkv1bP7Nl/obT6jiZBSSoLD27Mm1Tye/tCGaWnutIMB+l9L+YaJlRmpeiT9C1byNlBoPUr4ztLeuS60",
-	"CAA3/1bBafTXGVuRGbvjUEUDT5lBgrMILVSqTwkIX4BLbzHXbBYFwTmep/rXkKgDli3yD0Yp0fdpP7hv",
-	"2WrTf5qVA7oxIBSynt5NPy9kychRbGM0MSXxRjTGXnTRp/j4HL1cIzFmZTKl1YZwvLEyXg2Z6ossVbZO",
-	"6ZzIAoMVmiBmZbRspmRSyBlhJMkz9M+lacGVcSTOC66VJp6SKCCZQFlvhL8Cja/KfVLWdA8DokbiKNa7",
-	"QNO/zRbltD1hWb4ouJ7XmE9kwX2XDbjQcgn1Zov5cYdcwbJ7Xrdshg/E8Ev7Qv/ifIa32RcOJqoXl/Du",
-	"2zRvvpdLZA1kP5BqSwZSDoeGOhz4kHaHDpz7O2hwf2t++Cj09GWR/cLTR2s4QPi2yZ9aV21gpdxRqb/G",
-	"Ranfy7fKSO/89iyAhbgTciloVW1aEMzrOkhdCautV5v0nl238O99Onk55qwAR8cdFzDPTKlM3FJ/wt48",
-	"zdxBmH4U/H7Ok5Knl5gj8MhVK3khWL6+ZGYjaDnniEGyUvF80rhe1U36SayfmDKR5tzf++f6jNYq5pjD",
-	"Vrq9PWTR+r51+soMGCKZvCCYILFXzTSzfJqVq1xo8PXKKu0HXfRTo1sTBmiMnsL4EhVJWcnGzNiVH8W8",
-	"kAlXSts3l6LMytUjVxJ2H8MR+mv5ygjEScbzrRZEJZ316mS1R4ZkUeTUxIdq0W/agvljuBhuhhXIIXdX",
-	"KaZVpJZzSQjCxkrmi5KTaVnOwe4uy7kiH69eQ7DYvqHxSw0vNHESEkKQeO+hG/lMhBM0k97HPh5pfxf/",
-	"xpLnedv4XLSNYuh/jjVHkwmeuGY5wOefZ6rERNkYlyDutKqRedX8+l/zQs55UWbIJ34uged/S7VaYfKp",
-	"1pxw9UTX9VPq01TaKBPJSkpim+yrdYMkz2KImN7x1XC0CIJuAhI9hX/zuNP0NT9Ld8sIxSI3nhQ86jbe",
-	"kaVPHZtoHGo9s3eTNEYU6DnrW2vnXqr1GZbnWn1MZJHy1MQUJ3xpj3wKp+UcxEie6yE8jhzC+E83fvCL",
-	"0x9La5uu/GsLgg/79sUHNPPdi1hRMIxcVwrM39FvbDy35gO1zL0aU1bxB+PxdLABL/AmEKR5/m4ComrX",
-	"6My20fKovm+0Hny3LT0AMgM052zyuLmkeFLw0rI9+VAljkx5wTuNrm+fHvbzm1P97CZroTvqA0f4jQMX",
-	"x01/9+rAO7dT3fOKszTNNKFY/t4blanOqA+0vu93bCVVyrkiS1ncabF4dPXdC9Ltdgdgn+l7JotyUfDj",
-	"Dnk3y0qIfgu9s7Zun63bZe3YJzkbaw3HBMhh0e3Rb098l1y1UJDXoz/qRSQhz23HDmoKLunf3NzB/aTO",
-	"icSpgfY7m5crahO8wC11FH8TY+bMb9uRm+tr0rg3hvpOcOt0XtlsCK09Moxct9YXm217kZ6zfV4sZmNe",
-	"UBK2tcKUnlcpGpbk8ff2tG6boVl7q9PanfZDW+migEP9ZqaajS/I0yi98ZRS3gGXzbI8z4yMrrFVJsqT",
-	"nv/loOnL3Grs60y+qn0OVWk/6CF4qdke9U4wbQVZOEPAJNKca0VL00gK/ajWLjvkYiRqWWdgOnrUA0t0",
-	"CFsrJoqtFFGSHMUH1xmOBDibG194TlADLouMp8iXG1tALspE4q7bKZ+QNO/M3V5E7gbzvRuTtyCfqUd+",
-	"yL61MSFHCxPPN+Kl4JBrIgVvHKT7lmfCNwu4hqO2MQgBr3umDM8qSsYrbTFIkSUsh6AmdZk1PDW3PVMY",
-	"u1fkJ5kJnpqcGkri85Ewaw8zEtJPNZxxcrTBQCZJGD3cQgpuI+pmRECPOz4vO+RbuRApT4eYFoHZAyZf",
-	"oZSkH0YjAb4dUKqE1s8hva8buXdprcotg54cXjKTscksdM1/wkQ6EuusGuOqmm+B9J2xPOf6ksK8AXA8",
-	"aqWr4CQt5HzOU3yoQ743A9KSeiRmbIV7wkvtxOHAuQGDGoJPCjM39MghMYNlQoE80L8lTHFKYq3iQVYS",
-	"lrnFdCTi6rX6F7D28RatE+h/zZlSS1mk7t/wrzu+gtuyW8H0iYaqdCLlXcZjcqTkSMQXxi0Bkkzf/cL8",
-	"DGlOH3jZdhdmWpyB3aqOKTid52Wd1LSJzlYVTqaavuKWKxJ/Wi7bF54uaz73vpD3q/oPnZGIX0u0X81d",
-	"tpiiunzH+RyVIcxVgd3OKZlq/tHPzFk5xWxcSE2hIzEp2O0MDgKR6rO2yMREwpoVfCa/cMhHMPbxIRUc",
-	"tO6La3WDVtP5p0pWlPvUfSu/zc2H6x212o4mSQbBaZMuuSbJnNR/6M73JJ2fE1tTPl3xljf/+gFaSfDP",
-	"29UGq6Cu61WQFeWUhWdqQ5NQlMg81ZsZN/CGOmGV3K26hKFXhjnN9dedWxUKtzsU1fj+31oF28FalVWV",
-	"NvQqU46TbMnKfm9SwZgisc3LhvxchvtQP4yJ2eTCnfMo71RpZscgFw33E1oXe6y4g/X7+vnbsAdYCa4e",
-	"swXQFTgciTaJjS4SDwkj0f29x7l+GmXsUhe07GhD9mmxijFJsixWehLWPXnuonz2e5mqUh3wcX0rPD3J",
-	"BMurJ9e+yVK4yewtP6/E6C14Dq9pUCNBtilRmGuyOWY8rIX0SDQpsfoCM+oMmVzNCW3pJxty7Ex2/aUw",
-	"lSlrCnZifYFrCY4mIGrMZziQ8Ap87iaZMnFbu45Z7NUPI2F/wQqcG7RJGp50CbX+b3d85X9c/2m8EPBq",
-	"fdpl4vYGD8dOIUt7J15RnYLf8RVP43N9lM6zpDYVuGAKRHCocMUk5+pnJrlcYpGW/6B31T1du+reoMdo",
-	"WMx/gbvmPe6uISpB7VLB1WJm52wvesPEjEabKGOOTrxYmIzpmBwxMl7kdyafRnMc/mYy7KW8GwmIpTF1",
-	"N8T00UmWW62KTE2E6fjc6SsdBTX4N5nwlBi4eJOJG7RIcMz1++WijMmRSzjBQN0zReJsvkXjZ0nZJP4q",
-	"/yE5wsDdxftXNifd/qaPCKamY8mKlJiRHFt/45G+swpIJHI2YyI9JrIYiW2OSE1JyAKZsZTbvBlWupIP",
-	"UwSx8VGi6pAFWbllsg/wtlq//DbbAgV4g9w1m6xD3nKM6OKO0XLN1il8vHpN2HzOWaFsZYIsstvM+KKO",
-	"YtzSsMKLIr/BH+NjWtPhTeoyRPIgV8qbc3VWoA92T4anRTO4ab77YccWPIJ8Ra0AdPSERWg807BG6bf7",
-	"zipp/Kgz3z/wrY/JHfa+UW8P+/1ew63n+LesTKaem64+bVNpeeC84V3XTN3Z930Fl9crfDYMTAGW/XuP",
-	"axG/vWPMeAT/xrWy71rk5eOdnf5LGh1ieijPlFYbFrk2a/XcwMTDBHYtdYRXX4BnVXwMZh7o6TEWKJk0",
-	"TS+pHypTXFa/rTuEPGA9KFNYmA5RbUS9mhzFf7m8JlXq169Z+jU+dtX0Y5muNjVr56s6KNblcKD2PmFu",
-	"A1rjcdagvxcLXgVUDTW94nnwiE5ZivFki1OiaZqiAZoTzoo8g5JL4E1vy4ylzDmD2n1Njr2J4PqeRp/o",
-	"Bv8fHGyob5p1ht5ACdg0bzK1hSrUOkjXan68AjZGVCZuc+5CS+slQJuipSHy8G3B2R1mr6zFGfUuTRZQ",
-	"Em/Tajy/mOcN9X+tT/A7zCVwJhwAEOJpC0oGlHWXptKqyY6lLa205NnttGGHfuAmqQYTweDg06+eF/IW",
-	"sotA1IIVkPLmt4NQnxdyzLd4BLIclBZhXIxScAK3k2WW52TMSc5LUk4LubidPj68p7+wzykxxoVCKxEf",
-	"ePwHC55wUd4kOcuanOcv4DpqUJD4AAWDFZF9wlL054P3saToW1zy7HaaiVsyZfnEJFhNsi98JGaZWJRc",
-	"oVgcL1QGKY8IBIAKDfHLGt9cXl+9evHh5vrd+5vri6u/XF5/iI/JlH3hZKbNukQRxaHkGL0pWTEScinO",
-	"K7RPRdSUFZwYxejPoxZcHrXiOvXkAsH2DKkwctEyJ4nNdlyvf348W0Oqul+HleRSQTKNJllbr28L+aLR",
-	"cMTJNGyJDcebLPSidG47JG6A2Rj2et3myDhqdU0xLfzBuFLxZFvq6a5tRJ9HLGWAd8OAWC5oJI0BidnC",
-	"lZoT8ZselgyD4k6iclk6N1HDMA7wlBnC2gXylt+Tc7RZOPrCqprG+marSNuokuAufwJt1gr2JlV2q3/S",
-	"YmvwAtcNaylM6Ah3lchy8vHjq5fkSJtbv/BCqmNNZSxbaIMZgnIBdZopUxCXqG23rdVi/lrAMOl29e0F",
-	"y/MxS+5MWnjzjKCOCjO7JyZhQz8zJEuwsME7KFi+GfIkt7LskA+Os7nxbY5EbF8SV7qNV0SMzi+qn0KD",
-	"HfnjZu0pLBZNOUvhrGcjYW28Cm5gaM3TPLvjaxXrR194kU1AYhqwvRX5UDKRauv2k4H+Ink2LlixOh8J",
-	"GIt5uJ2lMaR3m+oUPSzrus1STFpB37SWH2bLPVPHWDg7ErHvjR+SdWd8TK3TrapgWXuVSbmeyzxLVmQh",
-	"yizH+lc3HLB0bd35/X2HfIfpUzO2guyxNIWAskO0I2oK9R3ZrUC/rxZPfnnHnUBh7AUVXBA7dDFdi9VV",
-	"WSkGh4qv/vqFrV6dvPr+apV++q9BCxGqbspiIRLMUTFZEQ/DnVpHGPu6DceLqbubw0Gqvj4oYI/HnQ1J",
-	"1HYExRp+tSNUTxTD+tHd8fo9UfP6PjRpqEf7XLomCqL/mUghODgNMEhyTB0QhHnrM2XtsnOIEhCECoBQ",
-	"Recwvanii13C14omZ+16q7qtBBja80BmLNzou5R9PgDIwGadwDDI1hpjPLJNnAePRdyW6uHC2X7NzYt6",
-	"USab1OvItUt8+x6B7TF2K4RrXNIhnzBYJmyUbC9DxN5+AxmI0aIKUCJTgCmB/loEE8gUBpjOTbYhHDcV",
-	"L2G6xRJC0VM2d6p5ff/tS2842ZXfMGaKn/TIkbICnuXzKRvzkpI5SMLj2gqOV2WjZ3JdYO2212tjgDyC",
-	"XIpbrLPFO8yYjbOi2Tb/vVItSH1rQwwaobDIUWwEVGc94SMeItADyA6RjoQwnla/grhKJ/Cxoo4bfaS/",
-	"LeILMqgx3rtDGm1TXf2hVGQ3OIoba79tRza5Aozz4sC8QwfQt+4NOcibvCXTdWt26eY81gWVLbBszr7U",
-	"sxYJz7+DsEqD0SEFMq05gSB7XWu+U5lr/cMmsRsNd0uuti0QemC6NoSwD3/Oh3DfdGdiNNlYTy6YvtGu",
-	"Cc97Qeq+xviAE6JqOnFz4GJXR6ILnnqgkg7uvfG0s1h8B3rqKhiIz3Q3aQxJsAYGTcmddGn0KSJTVb7l",
-	"Nb5w3T1+3ber3a1NrAsq8WWzWgX+a78QBE0bz49aH5Op3mg+oHhurBS0p+asnFqbvlYyemRTHePNIhD0",
-	"i4MJqY9qGI3Deqgp5s0VJBss4EpKGpMYMmWAI0xcr/6FhiKUfRoPEqj6bPOCFPw6mzVEN3KZYJXWJnkr",
-	"ZHpLU7sLniFELvlFCk4rDCM5mSheHp6WtCiTQ4XI2pxx1PiGXfN9An+FI92jwznf5XLZiJj3PQA/Via8",
-	"gQIzGiWUzWKSmmuQ51UhE8XLqlz/jq9G4ih+/xFlwCSXy/YdX6nnv97x1VcDNMBzxT3Mzju+Ik2PfKNv",
-	"Z0khlTJ3gpOKXIwEqOtQeavXG4teDBjhkmUlJi2mC04AU3MIzTwnvChYjsZ7lcED2ZRZSdTcwJ9Bhii6",
-	"A9CMUh1ysRv1EDNhLFKi+dkBqV1D2i1YZrb6WEB4y7Mq9XyHFoRQqupxY/pD6OcIvOu8cJ0RrYtCy0at",
-	"s+nbjjsjgQYNuPemUmmrzvqtzOAoySa1fANYRCZWFHwVKy2hljzPOySEGvB+nyRTVrCk1IqlJk98Ebfj",
-	"HwGTLm7Hv8SUpNmtnjaYBZ0Y0M7idkziYUzi/4hJ/KeYxH+O61JmvQXjbpC2uV6yQjPs//f3i/aPrP1L",
-	"0B50bob/8ac/tz//6d+bdnatueSmZKlW0iQG14rrLSamWvOK/Gu0mKRPUPd2gOJah99cm8J+xFOUJJkg",
-	"6PetKuEDq9ebDVMzjzyniCVRI8Qa/KbXLTYV/Iz8RRKbttmc4m7iCocNXO+2GD8TuzE7oWi8LTvH76/k",
-	"o44Yg52K3nZDjfoyrNWNeV/cdgpsx4K92I4EW22WSmyDym892Gs4sE+wzY9Go2/+0bDXj3dv9n1puDBF",
-	"JwkFzAQOiofk3XovqaXeNibbevUXkHZvrKHDDn4nw/74TNsnzKx10zi0eG6XuGaOTTvkwjMxK1mAB5G3",
-	"TcBNZUeq97I+tMcIh5tz9oUbAxbAXRfC29R1jnigAKwQP58pG5toEIhNio6/h/oe4nNoYfF31mD5gtPg",
-	"RuMx82A5iuAkcaiAe+KoN43Jkf6Tkjicwf9OMQey2vKhelrhS4maswRLiEW+Glo4FzkBRBu4VQ8Qn4TO",
-	"lpqQIxEGZKbsZoQW0kjw2nDDINig7x4CNxm1319fv39jOlNs9XVh6wpkYhur8oxOa+j/5fK6RW17i/cf",
-	"4X8vrl9836Ktl5evL68vG63+7znLy2mT7JvCLyuD2tDgipny5O4JvJAWK5wlU5JyrVRDyg68Hqq/wLg9",
-	"iudSlbeIRBMXPM0AWccg3WgxFANa4C/xmu5lH9N0vwMfSJqZP75udT82JeHeYQK79yUSp/y2YClPTQSS",
-	"+RPwEC+WsrhTzho4utJDOCaZGomFgGwQLS39tYSR2pfrdav2Cfy0W6KaOTTJ1NdszPOdi7Yn52l9EX/g",
-	"qzYWvs1ZVqgNlVgbO4h0A48BEqdJvSs5A1lgD3v9by6+xJ1O5xiCvZNMpNquIgYUuu4o+j9Qe/xn/Zbh",
-	"nK1m+gi0MMWV7wluynlKlKSmJOvdh+uRqHL+MNkuNnnipvcDQUJ5JW9YSWSDr2YfIrp5VdYHX3PmX6bQ",
-	"Gjrp1o0hksslL9oJU3y3NfQcLCI6ElBklFnXCzO9yIwVqR/0yMnm887dYswLwUuuOpl8rjeQ3iysKlEM",
-	"jJU2EtXIqAGZui8BcyPB5hDe0AEqGY1MMMgtkLzeoZkpDAYKaIPekMJllpu08uOhM1QzhYSA0H6RzWZY",
-	"vG0KE9dNKMMkVUsSPV9AtsWlNzm2PjN3o4Yd8AYyZT6UDFNxGkO6W9LyUt6UE+GSlrCDCEZZtQp8K2WK",
-	"qfdVLgNLj5u1/tRvIbbrA1AMw9Nt1kPOSi64UjfzftBYxv2GpxkT6AWDYxoll/2GXg/wg5TS6aArvKp3",
-	"gI2wGFFmH9uh9VV5X9XQBoPGoQ0G5VQfzAkXJaQJThyK+2/5roltH7hyegPmfFLaSiVNiETO+Nass2KL",
-	"qwBTsp7Zdm+IxnOwj3FTpBdlFRFGrawKYdspbgSzK75/awJqj0CYgMQl7KStLQPohrgQOUdbYcpZUY45",
-	"0z9a4LXDnAnuyQe5IB4Y9mpIzZApRD21zAbdAlyVCDplYLs3A0Fa/kLQaotjwf1ucgK0gcG9fD1olUMJ",
-	"UwliF9WMuU2+Wrfa6lW2j2CgGnqMX7JaW4Qa1FBt1ttY6gn81MCZDXPeRXOHBOgRHg98fWKreZ7pHVfK",
-	"LS4WIZeCpze7vvC+eUXBJfuFe4tKRHNKapOZW5tU4zia6VxeaY3z8OBcVX3w67+i1q6VaRu6goyPA3X2",
-	"NGM5KZM5CYOO/r/T4Un3dDC0aSlDPz/FtGltUPLX44FIkQYYofWpG6oSLJ8ybgWj4teTqZhtiWHTE3aR",
-	"C2DvoD1ZJm4bfWymv6iqq9Yma3ej6Y+2ZVlpMrnAXRVjC8IYfVYWv0AgShl0vnFRD6uq6HmAyovhBHQy",
-	"YBBlYkMotiIcEy+9MmVq6oexwNBVbKICjur0EgoBHCTx2oszRcZc64g2Ex5iNCYz2fRlQpT4kQDK30pu",
-	"i5ZJwWGrqspjBcE+yPiUFSgPT5sjLaQWaBmJO75SOHJAT9V73rpetBBAlT0pmJpyiMhUab5QEjjL0jbk",
-	"UkMe7wxaTbn2R2M+Egjeo09OcgRr6OeUHvtV93YuMFvTWGmjCygEaQT31kZN5dJ2Sak6Xg5Bo4rNQriC",
-	"2zSuKAtN1VJrczgmsgVEkLTENtbOwvZ7C1itnutz1RmJ5kjRPiOEam1szgqobCoxKqj/UfcmYZvLg7zH",
-	"G/LOCs9NfVFYeEumyNV3L8ig1z8l87pUaPAIu+rVhqA6JPp7YXWTQwjeHYP8S6aLGVtzkO8GqGzEEDTA",
-	"lE3aS/1p/GwF8YiTVoe7n6scioZTvUKl3HQ5fbx6ZQQppIhNMo4NB/yAvmvIB1SvJ9EUWbvg0Oos4buz",
-	"Y3anlSXrzlTEytzU0hA9c3Mi2K3IQI46j24mwIvnDb1a0BrsKTG4p01ZOqv5A0i38dFzErOxXJTDcc6E",
-	"l25vpSBa5jMJShRPskmWVMmJXhqtG7f3tgcsxXpG2QobIwA5vfxXs3OadKL3VVHlZpbOZg7W0HMJZSXU",
-	"tFNio+O2yyfeA91Hpyyl9rS29QcjYXPwtcTXZ00b/TAc2lx5gaxdcdYtNpYd8pIpGN3hVtS2BOWqndQ5",
-	"zsRvDOX32WSq1kDqoLy0Ayoxm5oF3mZfuKhUFvPVetqmAMSxg5LHXYLmwhRWHVBf+wGeeYGP2CRveMMO",
-	"KwNp5q9TMwftT9l3heT1L72yC+MgG20bJ8eccKTZKtaViQouaWNTM3A7jYQZ7DPbpE0rUgaOhqdZyVML",
-	"jgEYD8Af9fpovxD6+NyUgCBEWNUacMq8Vn8FR++JXByOC4SFxJtHhctIPLQdVYPJi+9YC3ivc2+NC9bZ",
-	"iu4owG/iqe1chAl6bk2QqY6QqKrM8hxw1Y6BiJnATVvJ3O0Jj2s7z3Ywgt87e6EXm72aLzUXoHhzxfTg",
-	"Ol+rlnfuc4yjOQ/Qvm9u9Xbi8Csdff+7TKZSY4XjdWUjeRhMLpi6/+0uZXbbq2tFk2ia7H2p8nv673sr",
-	"7usNxK09ocaa89BLAfap5c2OblbE0N2Zstik9IAkb4YOQ5AnLtd7xjlUAY45sWAH5yj7bRgGLU736D89",
-	"FTwtVjfFQtTC4415ByAGQITPDKGrWVRBQJymiZrMmgs98ipYd5DXxwT3tuVju3MfPov0rbLYlIndKHKk",
-	"1ZsZW415hY0IdY12TQkGd2Jtu5ZNKdyULIusLLmADGdhuu4NSfzrCMI2o9aQjFzkZtT6ikVCTQG9DsTX",
-	"qnQNuGcIJxj0rsVXQ+YR2rMuKOXGqcdTMPQzaFXWLstIrPHYOYG0DveYPsRgCwppgI4dCcwO9D1nIW3d",
-	"t29lW69jW91l87aco3+tDQe4ZlKtx/xPLCv4F6oNMA3zf93O4uiu/Xj1GuEmlWdYl/y+3EE331EQ9M72",
-	"9/zdIhW9hKUGk7+UBpfK+miYkQbnFu4eigu02WsYyLQonOcs4bW060Z7Y3tdnOBLowmCW2bDf7IpLE1F",
-	"4fbXVaXbFL2ZWgmE/kXWuXhO4lFr1IoNDClAgJOLepV01QhxJNBG0Hv9qBdFx2vr0gsGJw0DXS8J3zHg",
-	"jepxiulu9s+m8R40hqepy9NjdNjHuObQ0yjPXW5Fbe03WPDJTg07Gnzh3sGcY5WnpRoea1BUYvObdo3C",
-	"y4TatsXteD5evd7Ga+vuoNaDNm1zaREcF02qmtPrvePd3GwKa3NTh9OkVm5DeHJvhZh7pRwFAAlB0mJF",
-	"ioU4IOBkx+19rFmPs4fBVqllCY/xBC+YAD5/toqbfJ45W3kNeVrDVhjMGjP84G0PiGo2zKAsVi9RJ1Pb",
-	"ap49bAS2HkK55aWX63CL4T3BqRHEYyORhxuZTSNhSziW6ELD2hZ4FjJkHObiM0WOwsAD7w2hWiacHm/S",
-	"rlal5ZMwbDQm9O1acMnJZI3g08Yar0xsuV3t9dOtdyDyXlUfx+d9y/QRUs43F+tS27xIdjwH6qeepb0h",
-	"+7lV+goOsQpVI7i5aT+B/TzOuv9mX8HwBvXX3bJeUix1+O/hydn0IP/W2lrte7mpuwuCmTosDbt5jd7D",
-	"NmmWTJM1/DGEFwevaIfA4pmGbWYRSxfvsqsBOFV+0z5jNY/EbSGXyqQOezOPSSmXrEgVNla0V0189Sdt",
-	"ZxTnhDW3GASZ2YsGEInsB92qJlx+4UWRpegCPcLWlVrpmMpFccCm3IX44aiTCQK9GivIbAk1pEm+SDXB",
-	"zG4gYbCWXLzPi7iT6yDxXQpA+jeExkZO5VJ6Eqhe+eLGEofTtZqrg+TI5hBqjRkdAWCtd3xcxfvTwps4",
-	"94M5xDbP7+3qsAUxMqawizHVgeNNcYZWwTNh8ktN9hNTdzwdiQpF0nX9/D9mkf8MeBcNCLiHG4u7VVoP",
-	"Oml9GuZ8s67+dTj8dQCpJm2JPrI5GsJsP1JLb8B3+l2mBlDWJnhxmKps62GbdWVbYPKY0T7SfHgswvCT",
-	"2gjGbfSoNTp0E0BbuUpVbBpEqeWdFyiesZIXGcszZcwE50d8HMIjDEGPcr4lltc8DPMEOVKck9g+X92g",
-	"4mMormVi9fixPcbGgnyQXSTFdJNqJkcmSpflnCB8+/FvAOg0+U4P24B+llQzM9r3/oaNiHPz9pvnksUG",
-	"BHvo7GtRX2mrYc0b/FfVj5B7BRE5NE/GPNEj8ivol2j2AojYZgvqypgZCT+fewxwTl4zRcK00HFIn2Dg",
-	"HXfIhWNaH0jBG9diPhKa04vzGrgCZmFJL8CrWaixG1hTLgWgTDWLuWzGf5GiuWHjw+tlnX/hgJRZOMu8",
-	"ETj2qG8g6rq8wvaqplP1rNhWctvMIJ936DhPkHPr1KV/fi+WIaCW3HKSLMqRwMwZA8QPyFL6BTaqHdfV",
-	"Kgg9T/iSF44HFfr4Y8jmw5pOZnLfzHB/A0b8h32ekgtScL2GUKpjSoQcXrlrVwuACaXcEE/bXbn/bN0R",
-	"Mnoh5wxI7DUmalC09ntKrYJYH1Lf5Z+doASxUsr0NWPE3i8L1wEw/g9tsOUrLM6L/wMnglVH1r7wWutW",
-	"hkVABuQb/X8t+scpqk9Mx3+WBvt0+uqTKaKvD1JCd9P/0F1VaVuHDdrXu2DgtroainX/RZQhiKnWz3vI",
-	"EferH0H1g8yieoZxpkz+Sj1p2zqG6krVnug5nJJ1tQKfbY6RP0YhO1TVqBbq4/WLjTr4VxdvLyowKYyQ",
-	"F1IQfj8vTCscSOVlKcnWsncvF3qbPH/PikztUE/2RjL8Qwv1D5Csu44udLzuOMAAjmzGi1tN9xLTBplb",
-	"i6Fx5cBBhvjPsGAmWdJuGXf4OwzJkfAguKAM1XfeQhqBg4W2TnXv/RALhFhlrKdowBoWRR6b5KSRAAx7",
-	"zZjHjwmJkiMzGgtNenyQh/YhAVIbMvPUPFSnweUp5JJAsNQSZWfwcf/AGo9YOyjUUtDXFXt6rIG80Fto",
-	"UfLUjezJj87mSOwfSiH/8NxxFD7JkBrKDtbH9wisqgNO4L1UWC8OLm6h7YLZid6etSCxrrQrYYq3M6G4",
-	"UFmZfeFQYG7hqzG7y22pkbA9SO01W6qynMqc2yweSz88qqqu1Vtm0ahG/O6EMO6usekqs02hMPdpomDu",
-	"ENJkJCo58wiawKsOIslsB6yI3n34O4U0mJhibif89yP+5+L6xfcY40X0kNiXkPrmNfwWRBx5sN9nj9Ly",
-	"R+2+hoLfSl+pN4ssFjxGlUTVWINqgZYrHpMjl412TLCpoR6Ua0AEz5qUHv0jpMIoksod69qk8RzMsbXo",
-	"dz2mfQ5tQPWV2pZFYwqeG45ExZ1V4seMorcHU3hkY3i2aT57IrG/Jfb60HDqI+KjnubYvKvmvGi73vh4",
-	"s79vPO3mMP2iro42fXFNDfU+Fn+8fgHVtg8+4Nf0072jPFRfbdBK5XxHz9yL969ACszYSm8PAJfLrChU",
-	"+lnqEID0fposykXBO6Yr6LCAclBslo5XlkVW8pgkAARq6sWxGDYrqrDtkUlKhOxcl28JJPVfQ0G5h3wo",
-	"V2pR+/Sx191UDb+JKyeV7csKV/Ff3kBsyYei2J5TDWdMsFseW4Koqver+8l0iTUdLhX0XU+z0hChtj3h",
-	"B5LLWx9y6Btb6ABPuD9gqq0qY9T9XF2wt5gZ2cfxL/ujA2m1v1cX7C3eTPX7a/Nr0VY1nUYgqw9oczVA",
-	"Q6ticgMd5psbnllv5n+3X3y4+q59Db3o0QGFjLbRBZW7XqfYeb4xdfIgZA37HqidMEHlggu+xL59VVzZ",
-	"tM4/vCrsQQjzhcxrrbMcwrtFe20GDHe49A3dMQzSr+0F60Itk7W+tZu22j8L1h6IQH12qS1io1Gd3YpX",
-	"YqsxfXnPkjJf1aBil9LrgNBQ1wMNfrex67WDFHumiNfU7eLlm1dvb67f/XD5trn3GJtnzQrXhV0pI1ko",
-	"iafLm812wOYSbkrPn3qIjEfB9AEebdiej0kwwH5wzSG6vRuPEbWY80LxlKdGXEKDcmVlqKlHtKxqu8+t",
-	"pxU8KN7ZlOp/kStUnOK7LHXGr9cVSJOO6SMtJn/9dG3UTTPg7FaozmGwL7XIk6Xd531LhZ649GlW7LZg",
-	"Cb/RYm5PGWzBv2RyoewxBgtj1+WhNbGbZQ+1TuoNyv1yqnhyE5M/2f4wckK6ESmYSOUM0uRVh3yYAoK3",
-	"yLWJWvADF2Ht22urUqfP3rV5ighgbVs+GiK+9poraE1/KFxrffBAgeakw1wacLkN7rjj3HHHOgbpkXUj",
-	"Av5olX0ZhydnG+ijUW96mDS73tIn8sLip7OqCRzojxbyHhMNTTAU27Dp3y1u63Ycum2Hax11v+rPqDKR",
-	"cBLDf+IDg+/bG85eY4crtPlMxj98BjNBXS8z20zVwITpuwEMhZdLWdw53IyqmVQvOKMj0Yv61ORnkv79",
-	"PcWup4Y+oG9lgoR9Gwo8cDo7Wtzup99m7SWOZhvenipvFmpHSpD7mskNgqBLKWGqZp7aCqP+IA6XdP8i",
-	"/XaB27bKdQuCNua3TCCLZOJ2LZ8e80MNdWorgu1uqy6nI2GrKHcdyY1oAXxbMzf9oWeKJFmRLLLSsjPF",
-	"XregjBsIJLufIeEGW1J2CJLZ4CBpascUgx7uxZCC4wDKsLcEFr3FtSWMXYWoMkk9NbDDf9XmtltbzNZ2",
-	"QPKIfrOPaTHb3DXWq1zwOswi565t5M9bJT8Akqtm2JHm1hnnUHlurB8vKd5nfkoCMuNMqF044va9N4kU",
-	"xh26qjnNdpbH31go7YbbLVbm1x3T/s0Khzk5/+/tnntteuZvgAHZ8nuH3g255KVDOVgBysOD1YCq4MC9",
-	"x7mwwF2hJJmwgrqSelt4QI5sxWnVyxWCsCRDt+RujtoeTPU7VzXVmDYk1nfIa8ioh6orUJDylYGkXU+u",
-	"R9TnegYYtW6zqlzaQWwAWrf+e6xZ6Jmypy1mNEAh/Eg4xBOH07v2QUC5iI9rUCi/Xzr/x6vXpJR5ulZe",
-	"6RYYs4g1pxktG3CdH5PXb4ZxIydNwsxr7AxjoBV96j1Ps9J2PHXjgM23IhWyX4e8MoQbiUwRRuK1RtMx",
-	"tVkkDmR7f0Nk3ESwn/GoNe52DKx4EQ8gpYGdQwRC6San1lqQ7HU7ObrtbA5rVL16jbM51LBe1pAPYYSM",
-	"KeialbEZJ4mczbLSge0kskhNXal51tHb5OEY4CREjzIYfq5+FN3jmcBSe0BpGQkEIzQYjBvw6h6H/Bm9",
-	"P9YZ5KGszwjL88MIdwgKlkEzVJYihyt31md+swP31zTJa0RXcotj95oCHd2173E3Tllq1c79KQYH5UJs",
-	"3fOsnD7dhn/qXEHbYNnkSdQHlZXeOftkpfE2BcGgiG1jmk36QC11Y7H8zu7OmX6V89H5nd5tdaGtHfNw",
-	"eX5n6LTtk34khtqTlgLVUh+g1XgVhfZyCy34XD1OfbyDhx5YKbSnMboRz/XO6D4Fs5KkWQqKkf4RvRK+",
-	"fD28YOgR7Yzrw4MAfq2/sS2cFSv3yyHdjenjilhZnsslHk47ilnPjZVuNUvqweiOhH0HhJsRuxTUTyn2",
-	"I+Y9urapwrrdhW3P7ytGyMBOH1YQBxvlq64HZOlQBSD2DqmxIxFbQK3YKExZdeSYKdfJ1CFvpf950Ntd",
-	"Ym2HvMWe+gnH/o8Wndme5KgFGSxlIxMM1lnsZ9rENQhebsGH7Wf+5aq4rJbkpQLtPmB2ISr5YJjVMZ+Z",
-	"pk/mXPeVbDnxjAALUGQNgcZiPSPr99ILVeXDKbWmJzfCKW2q6oDxWCnmQ6wTw877KdeiKIUmpqAVJ3mm",
-	"P2kSlUvrfhqJOSsUtCO92KLWU6yuryu5aB1ARq1BmWwzkbYN8xs0hxQ9eERJvbltPxnLzLzgiKhu3pPB",
-	"SaJVTucbi9fLq/28qMNIW8sJ38WEvi1B/bwAG1+YZNBgKBOdOp7JFoljnQAobLRtBLV1VZq9wdd+gGOz",
-	"jubVEDO2mfQ19q/n+8vJb+LsClp5H9IngmXuzKZyQR+EskfpOGMr8Jw19Oz0QWbUTvyyhlWG3J6KMPqI",
-	"90HJLFXIkTVv9QZYZoofnyOU8MqEXCABfcy5sGioB2kJ9fLFXXYRVNAhclg6NJYjJJBSh/ZJncFHyZRB",
-	"h1/YmgtAmTchB0dRa1V2yLc8kdDCKfbwIWPzMeX8MuiprR0zvoh+QP/sbfhOYAvVNwkQHTt5VOvc4Jx+",
-	"Do0SnyPye1V++aAiCozUWvjptZJOV+q5vZLTB8dZ67W+UQ+6rqM0KIw1bXbTctjmhNzXzdQADQu+1Gom",
-	"KDYP6WO6Bkz4e3Qw3YYI/D+yNNWCR+8vS32ixqmaeu+KrQjpF+hPwCRfi1uLjlt0vYFIjPUAzTtgcFLw",
-	"Q6AfceUOguJuff1sRrujHslKglL6RUjSFv9ohdZW0lZQ2RM7iQ7ZkoSFNQm2t6upjQPVZgN98SHlRPs8",
-	"4B1yibCltpWsCfsIiY5lco09PrBhKbpM/dYy2Kfh4/V37TOYO3YgYoIsxJzpuRC1KAp5y0pOuErYnJOj",
-	"eDRapGdBgM1Y9R+TySQ+piPhsFJ9eFSs4WN5iTEWLhII3WaCaZ2HlYys5KJQPJ+QI8ySoUSx1VpCxa8j",
-	"NA5GrSHpRV9/F4f5hXGdkZJvABJaZX4I1pN/6sGkGYnu72kFF2bhq03G4khgPYSRX6jUQmWc1UgbnNh+",
-	"r7+UkhglubEEzddHAk3iKm5hLXjU0vEZCv+27i7E0LXDdxV1s+odIMJH4qRHfsi+tR5tZEFcoWOsQkeD",
-	"AIfvt22RS7HLCW1YENUFm8RuyWtSPKG7Dm4js2Opj7uKi7Lhoh8Jq1eDieK5nOOqqaTVzI5wutXr4nVn",
-	"vHsoKzV7Qyu/TJVrybR73dsd8j2EaWW9sgckDqiBMl+UHCPk8UjIwgTLvSSjXjA4qTWtKf3UTZPXAG8+",
-	"NnSq+mhCyyRXEWe1zU3MVDSAt4YyHqwstVMEuHhwGboDe9yixaPLQ8glCHFumNaxST1tyxX2dwOF9Ufh",
-	"tBvMQJIn+UJlX0wetnXS1OfabTYA9nvidwsTVk7XYGLhPkfzNXHj+WpGwrSlOtL3gapR9zuiVl4B02kD",
-	"ZJIJlhvYbdiIZpcZqXQruQKHUMEN91hhY3tgWcngf89zJOpvOg2NVSO6lVpCQR2Jl6rF/L5qoIwe64vg",
-	"i4w9fbX6bAx3xR3yQQ8edxBTPmM/jkORYr8VKuGgoMdTBC2+NxK8CmvWwgXQ68O+WrOej14pl6KKOXwT",
-	"Uz8v+JsYhdtmlMAhB2Oyg4NVtnCHKRdrvfb8OKtWtdcCrb8vasNGzMD1fdaK/HhlegJgPgDoS/88nAa6",
-	"vz+73xm6wjSEPdtpcpce7CR9HM7BblfUpigmR1ffvSDdbndw3CFvwZSzvqgN4YvAv+f4l+CZFkYm523d",
-	"dmeKKCmhF8BcKpWNc4xPZzNulY25FlNWE14rRouC6KQdhu0oug6DYaD//x8PdjQ8iYuJYtzCCkFM+7O1",
-	"X3UdLlQEoETRXd9Uq/Hm4r9vrl+9uXz38TomR/2ZVk1cSSC5qBQ91LkWApIFgLugZTN0noSatkxV0Ku1",
-	"yhDrmDzqBuoYUye4Wt9Eh/vMfjvm//uqeUEF8V9vFQ/9kQ0YmV6Sj1evh/APOEb9HktO7dUyEBJ6UB13",
-	"tuoGr2q97SFyY6t3ak31I5XmZ5UHfb51yGsp56CnYWfh7Is2x1iaFlwpbkFzoT2pKfry2QUDbrYP/fpc",
-	"jFn7ezjDDiXQ1y0uhy091U3SbnPKJBfgXOeFye11UjQTqVxSIvO05qM6yHvkt3hv7qXs2jvdgENmWxJP",
-	"ARi6CTZ00VbDzXhlHHQQj4fqfvyZ/7xgOaYDG0HmAJlhI8+MY31LR7Dqxbv7RzU0gN3sFoV9wRDSeHOy",
-	"HXJtYAUdVg907ZLyzjSuZzMtGMOABkHga8KYxWx6n7I8NyNREEwa82kGXi0gWwF+51zeQoxH6yFaCYFR",
-	"IBqn13C0qjUHp7MnCGre6N09sLb3tdrTfWpvQ6ndPaH2NHf6Z3Rmwr2zHwt+bSzmMeo27CZrNu6dzzvE",
-	"QRM7f0KXsAtDZdg6Mc8mfDgSbZ8zhrUccXARWKMP7vTZY1hr8KW8Hl9wq+Ov2n1ez3/bijgzXF5udMy1",
-	"H3VtjmuvupUlepWqnAzynTbjaFXYi6EZ+xqm37BupO0wCjFNtyxW0CL0yHcX6ZtHgvg2AuiCQ6ifq6Oh",
-	"Cyna/jCPd4/TdW8euiiTzRywRq95gV+f8ISMXWkk11sKjl0Rq82rVrzUXKP29eI8MLVwMtFq3xeODP8A",
-	"uwcHbEoGtoAnw4/GCp/P89XQBAlUvAbVYVpKQCRDprzS8xSqjV6FAeiGVSUBuTCvslgJuAM105uHAHPf",
-	"fjaRM66qVB1IvHeIHg/AmHbEOpxEW8u6gW+w3+TOGkHo8eQKiky6q2m02NCgnHr8fVwhMIxErcHBHZ/b",
-	"IiToEOJl30B7O2Mm+AlknmKLMCkr1Fh9YlLfLLi6vL58e/3q3duYHJ2SlK0cHoDi5Zpv/TQKpodlmxxq",
-	"M7ruKa5Y6Aa00JskS5uaRr+v67SkwDhxnf7GDlRgVhWgn7C8nMrF7bRqYTrOJfTx0SaTH4UxxDtigoDu",
-	"KVgO+nFWtYD2O7GYEISJrhjK3RZMmDC80xu3QVI2l71W8AFrUV8bxDVM3iAkfI5tPCJh9FhkvSP8ZehQ",
-	"SuOf3xRpzQnPF9g1vK3NVDgvIPvZ5X/BW9c6OScwzVoPtGB/C7RahUwz0EJ9sk2F8ETwZb5yIQgcHq3w",
-	"NiAkm8j5yvpbDVxBQ8nMNqSDWiHaY9AOTKKOqld/D/0YEvaggd/YSEyZMk2X18y15c1d96fetH97cjOY",
-	"nPHT9CTpj3usO4jOwtPgZNLnvbSbROOQBY/PpK+Awh+cS781KdpY6ulBec7bE/HdMuhbGpnwwZX71xUy",
-	"AhylAI9QlxJWHA2JK/OfSJOXakDcGor+R8JU/V/xhGNdwBdeZJMVfALAGUyDwawkRx9KJlJWpOST+dia",
-	"5MYPv5n88J+D4uwvP/zt5+J6+dPH9y/PXr1+/+MrGb1mr9mH5WFpKkYsWYbfjTCwfVNuK2i8qChXaFFv",
-	"FBV9Rv68kCVTHXKJkHT6BwhGsZquQI684+3l5XcXH19f33wT05EwMTm7u7MCAUFBZ09lop4rniyKrFx1",
-	"ZiklIzNQfwT4lNV/Rq3joevqNRKYhIL58uYZUyS0rjhR0KkhMwU8aA5yj6UKsgSWbKWGI6EV4QvlNw7T",
-	"MsC8+8i7bHWoKjQLOHqGJ7mpmTkeViWhWmtfrwqtjxLfFWgDySqKSHIU5u7EJUdO4zvukFcCLQL4PgaS",
-	"3OyaOmp5E4KVBAzCIbb085qrZgiwh8oMWaenxYjrGIK5Q7GRVutHpqGai9Oaq8dNfdfIocrxhm5Maqqx",
-	"Xlur/IA+gt7SdEOLM1C+NsUpkfPMou1l5RAz5SBvorYHRsKm0NWqx2ERXemlskILxteBw8kuBUDFO1W8",
-	"Epz8Xr+b5Tk5MiAJEYHWC6g96TGo4/P1UmQLqFBrAtF8ho4XRaNC8v6VzXGpKgNYaZIsxvILroGWGFUE",
-	"xF4hhVxATmKque2o6lh23BkJaOCKPk79fX1/fF61TKNBAP6o/eWp9uk9g59Duq2mADlSC1WyTPD0mEKg",
-	"rL5aQGbNmXhV09YNbCSqkZF3+tGsREALnIrfk2zL0G3xNd1a4L12xFu12nk43AKUElO0hUPpgMp+V1Bv",
-	"1CpvinoyI3E0Y/cv7DfLl7boGipy7ALYSaLzUOJUscmXKeDPZUldyYy2joTUTFr5/HwggwcWrW8hgbeI",
-	"j5s7OXqRy0WKs3o2EjN2X03/PS8+wMttjgZsCmVCFEObM1RwouYsQTUifK6H3MwfddKt40C4FMVJwbmh",
-	"pgmPgRvf2J48z0m64HQk1khNGih9DvRwX9ELNcOCFgY4WEi6zMF4joTvlz2qOWaPwa8NtSYmXWfdP2Zb",
-	"0uix72X2jbY1DZCm0gCCVFgRR254lNiR6fPJ8zEd2+0AGTOmMSwK2KVc5OlI8PuEc4gwmwS4pt3q3GFY",
-	"SMEZHt4NMXcH+jsSLNeHhDNkOsTCrqtnNQxbE1KQ0sS43OBINTZta2BjGAz22+WV6C91Of1H25pK4Ull",
-	"GvZAUVnRIS+wb67ZnAWHmFM6JE7kVM100XDX7KqmUpYYkcfiEjTfU823t1yfOPu3tF5vhxm5Za2rJi5H",
-	"iL+rqVPhFngrC6ZkZsK3wNK1pRyJ2lqem4x8D8he77gZu9NnkpwdNvqtseTXptmiD/4am7vjppCNpis0",
-	"hJEFJWOey6WnuYzE1mjxWlQ6rIJMx67im6k76zD36RKdj4TXhtOl4mWKJIvS4tighLJmeNXgQZuR+qzX",
-	"QgTKHOqIqSPh3oGK02aQeUteForqnTk2+zFFKu/hmpcKkq+9s8C1/PRjS6hqoOrZdALHlNzxFUr3KYh0",
-	"cKVgE3kvSQzaUjvwHkDW0ZIJMi6PtE7TmbOiFLzoJHIWUxJHQbcTdMKw2zmNj8/xtXicrEOrw+DQ8ZAJ",
-	"XAh9S+XYZcJNTvODVtL1KMCkMJWDlgNN74XKnvARqjy7giHROuTCV8Hgmmoopf66x8D8r4wvN2PDj/MR",
-	"7zk2rmsnhpDLg04N6gQsx4zxA4CHnKuvPqJdxvZvh9GBF31YzGasWB1QI/FUNQW1zz4wAgIFAfU5m+XZ",
-	"vYb7lw1D3XblMOQdBppRjzbj78cGF941ew6CvUtcH+cmZT472uzprIIeKoxLgTsXDMNz20sl55MS9qwq",
-	"4XBwHvJN8+x/41H1eNTjhMhh8SS+NZzUgBu+M1Y0ErVgEZbYGw6NQxWTo/g0CqaIs98NIAR07HobbGDt",
-	"1wJJNZWhiiSBy9qmfzn6zRfFLaSJmXoohUmXZlZGgbXDHglQUqH0iQtMrTfKlKrMTiiP0IIW8vi0IvFO",
-	"XzdlkNQL9veC3rlWX0diU4/WnK/gzBJkIcos9+Njr15evnn/7vry7Yu/3Xx69fblu08xOYp60+OK2OYg",
-	"Hgmn9E+Zggmi8/uPCKCZvvYHhtGufFeciaGZoFWVK2dC2zmi+//9s++P0+pGWrCl8yu+ePXySqGmtyv8",
-	"ZnLSMKW9IvL1xdVfLq9vLl6/fvfpRr/qQ+xno42E5k3fN6K3MgzYsZnjJKtEWr4TWECeVuVakH6qfwYN",
-	"RUArD4MDCKj7QBAiJDYzLxxlwBU3sS3B3KHpJzR2oqATdILn4Ulj63J2/wqfgob/W9igighuHobN5cQX",
-	"ENDAVhpyUpWjfbx6bSSqWxMtKvwq432ZCtuiPJBI+aggT+2NjQ0Yqg9k4Nk1VZ4WY6ZEF3tnFxrTFpSR",
-	"qsFB3cPhsBbQNDNNaTU7HV45qgd8ad7fqB6ZsNSBuayHFmi7hcAqbcP80AQPIQ8OXZmmkGp9tXzybi9G",
-	"/ryNbx1x9uEzb2Zrfrx6bbthPFPeaoELrCrTPig+LVx9JewaShYi+3nBrYvaEZWaKJ3LtfYaLZmB6OfP",
-	"MQES3TDYIsjEut02tKhDpkS4hhi2llE7zgC9uR4ODzfD4Y1Nuz77/bvan7/5999Q/LirUJ6SaVOZmmtA",
-	"BXnP5xDHcgzjEQ7OBYg/TBnCxzVnFRtadLZkF6uHV+M0dC7cyq17a9mhzQjIEcR3K0zPsIOr2bH7yu9b",
-	"zg7nxR9fz/6UNeVOJDZFir2NOCShMcK8+kdwuFzE7fjHmJKYxe34l5iSNLu1Ad24E5P4JiZxO6ZaESzA",
-	"dkeQiZHIud5mmBIJD3XIC6Z42zlI6pzr+PJ32byWGIfC3G8jVrUnNQG8uwyIRwIUMFA+U9YECPzgI5yC",
-	"VJxzqTeyi88hEGudXn3PNn6w1Dr8+PfDS4fqAucguca8GvfjNIM1NXBnIlg1o8Y+MjZhAQG1q0Yu14/v",
-	"40Jd8VR8sSinssh+AaNmSL7lrOCF6XENnWJcitKnAsxWfU2Z0BuCfSrkBQR7cml74MNESAHbWYqkErMT",
-	"zC2gtho7nackCuwTYGbZPjYOqT8gqvLEx6WU7RkTqzZblNO2Bd2uGh0W3EbotAGpH6baNhAGHgpugQAn",
-	"zKhjuk7N4IQGIlSbU59WJvr7A6Z/4R3f2aPp0ESvFn3CFjlgYBW8XBQCghkJh0p01NnQI4HmHF7RZnBn",
-	"JPyuVLvWns0zPSC3+pfYgpcbDwP6kxFjUc45YdBLTXCe6mUfifi+7XLX2nBLTI5iJlbx0FhoyBp3fAW9",
-	"PfXT1r/tYmdBl8SZUIvJJEs0b5kXQeytzmxHTJBX77+cQMjGoKg8P+kd11hMjUTFYsiQjay1i4O0zISD",
-	"G1YHsfrVQcxj2my9gK5eWxDJmZqOJStSaB/hdwGjYPfp5VXQFiq2CVLVihgYYkTddd3tjnAuIwEiA3n9",
-	"2ACPmpygTJmP2GoJsCmoC79tdCZ7psiLD1ff4cugzFgveL3FGRYFIIr6HV/pCem1U3ZArkfXM4Xb0BQT",
-	"osjVBMEx2Vy0Ycux040ZRkVisy+/foX2HBO5Sd0qjxLq+RTPJ+2pVOBAmi3yMmubfQhFt7bI1LqIiw75",
-	"m1xAVA0bSWPWBpospVYiMCEMiij1BC0OIxSyIpQX9uGERTI4VIKaEktlofGIaSBpPFSavRZJAntKFiPh",
-	"12tavyA12Yi4p0wCCjUgGAipUUeRHYmR+Ld/I3rra/mK1dj64nWVkKLIETyE8HkLoY/M+PmX8HkMIeR5",
-	"iX8BSz2Pj4GT6v5My37glsQdMRLAL8NtYucBybIXZJYpBW15ZizXBgJ68b9AlZksyELcCbkUIMBMIacW",
-	"JyEEMnGeFhOvAqn2Woyykg03Lxv0FVK9sEdtQGckAKSECX1DPQWL32cK6f7O8LwlskfFTqfjE3LfAe4T",
-	"1hxg5MI8NRKg45okSAjV6fF8YUUGydpT01UHJYJeqTRT+pfUMsdlUchC6T9QyPTu74Gj+l5lDyZlChL7",
-	"Rf3zQo5zPvsToKib1udX370gg17/9NgWma7m+uyKy6zMeUxHwsFLYJSUlyzTpiVIaVbBQiiUWgDVCAJk",
-	"MjE9TEyUIxMGGkLFHfItdMafL8xCGzgipqdgwU4wWYZ5GaiadSD/dC13g9WzN2zF05FJcju2dLtytEGk",
-	"hIqCFTaGmYtNO6DOc6AFqAeX0H4HsksNiZBKZJMJkOoKs22KNhbi6x/bhbmmiWrf8MHojO4+481vqyIh",
-	"z7R9+eycTAo2420mEq5KPSa8buEfXrBkymFIhczhQ5CCDoVpyP+QZMRKhnp/IW8LNlPWsNUmokJBZCr4",
-	"bUXns5GAp4RtgeepelDQad8PXRTIUV2job4+Q+vqDlwaibiAVmG17mHxsVXsIYgyXgG4aALp/1gUzFaY",
-	"p6s3BCZfCUlevLv6YFdzSJg+GUbCugesgJBFdpsJi4dhsE5tRwjVIfF63nFsrZGCz6XKSlmsiGJaHZmu",
-	"wNVkGeqlRY29XTBwUHPgqQsfwtAD9/QQha2bxpQ0UqA2M3ijDfetp1tBRoclGbxcLw1YjJDsU+WwqpUq",
-	"+QzyvBZq1anGnHllylo7HcL3MdEdkS25QR4GFBqHk+ByyEClPYKwAJrf7lxNCqamloizLE1zsyD2Lcc2",
-	"qwFyslKeLlBIueWuIa5rJXkL2kkH6e3XNBoVQp/MCnL306zgiQnRQd6cyfzvkLd+hzJFbWKMwg5lxDUo",
-	"A8gFX7raOn5AYDj3sHFNEXZmYHxqHUrImGM40+L0uFS1tZSldQGmCQCKT8pKjg1uXN+0oKs/NpVCLgot",
-	"rjAMLqEj0aJAkwpCc7iUCLmlOcproA1Htlt6bIdpMa4z61i0LK23putgpydua0px6p75ZmaxrS4VENMg",
-	"IwV11BWkvtiM7+30wtXwcNUgnxwwh9wuPUci6WF5I7H52FouALrx9ZQrhARkZr9B/Y5d5ZGwMGyVfso0",
-	"J0lhXM4bwGzu2WeqwuMZY+ozRcvL3nFjfo9NxHSjGhhQJLFI2cf/RmrojcxSDwYArAj9E0GPmRq6s3hm",
-	"jvY6CBqu159NLSTsRw6wlhzdBjaZ7v27D+stcZ5jmXBs5eC1hyNjdFw4W30SmX57lUxD6BxqvdkG706k",
-	"qJfUkBMpmecLeLg6vKE04x92af9hOOkfI/GPdrsN/0//XJMj/yA1kD4n2rQK4yvhpP6olgqqZLO5fsNH",
-	"kd3b7HkrZDOXdAtRIIPXVX+Jqtq5/oPEX0KKmrOpOvr+zcWL9ofvL6L+id5toxb+Wg0edetO/bIbWO1X",
-	"AI6EC+Y13M9iQwA/wAHHnqYbFZX1ZuLkyFRM+eM1rz2mtuPlRu0TUXOeZBOjeGr1JhNcnZN0gXLDvh1U",
-	"AfB7Kr0ELMd06rbic1ZAGM0rtUKKbpwE/7BW7L4+GV7WiuvxsY8JKuF1gdf198K2pkPqbjWdE9afsAnA",
-	"afui9LmvdvBb2CWDpsSEtNy18TqfhRj566drcvT9h6h/sra8CBoH9LVKfaZUTGInxbRiphZjzE+F/Rf/",
-	"VGaxjwfVBhjLDIYY8/u5LdBBJPmqYG5R5OTD9xdtw7kOuP0feDC7UwUK5/RhUp0kBkZ61cA9eTYuWLEC",
-	"cAN3nugJQyoEhJ21eeJ7Dlq09YUX2Aa+FXaCTgCoW3Mu2DxrDVvdTtDptsDzPwUn7fMpZ3k5/QUa0Da2",
-	"dTV6bhQEps0C9qGVCaSGK1IsBLQmJq9Kkkx5cgc6acrnXKSaPTuui3omxasUQeHgk7TlNAn93SgIIOyP",
-	"1gGW4axBsflJDr86xPWWvLOwIzO2t00GfBzdMA1dEqp5sRzCKl9pq4cDa3qrm8Dzb1lq4yG+P7w1/Ptn",
-	"2lI2a7D1Wm9OrhBb5Fa1hn+viKNan/Wjz2da40jU1iWpOc/NzVbPfF9ARwGuDwp+r+16UN61+MEYZWWC",
-	"E98Cr+dcX15fvXrx4ebi5curGO82va6sC8+6NLWmQA16iPM3uKbQ9WV/Y6a1d9n1wJ/Pc5bVF7z1b+T7",
-	"y9fvKzXEoYvflLJkeaXUu3y08cr2ChtaXdgkUgLyM8vyzkj8G7n+2/vL7a/F3MpiJLbd8av5xp9HgLI5",
-	"an0l0UF3IwKsvj086H4zBf1EeNaL9NDXKIL/q4/EQpFr/I/NA868RrQIRYvxNc4bqVB71S1b3HJ/jLVf",
-	"w343GomWvwXXg6wbu81wg9lgvf0b7K0sv9Mq5M7t5bH/zLHb1o1m5GJnxWb5zt32bs4F+KBksphxURVV",
-	"Xbx/RetamoEjzjm2wWXzrPaZeHNf/IWX5v0Pk4h21J5EtH7lR54LNSHaHNLFEPpGJoslULcTOCKZfs72",
-	"qFoLGTaK33U6P7n4vdYjsm/fxRqQBHroqWidDChWEyZIKsG7Anb10XupylutumEJbTJl45wfGz2sH3TR",
-	"PFcG4XwkBOepqVXTwnbox5xcJWm9FpxMsoK3wTCEMxgTkrAqCuWzHcRIYCKlKrM8h37y0PwmlYtxzrE/",
-	"McKZAaS6G64Zoimt8GaL2bLmCMETeUhSfluwlKc2JFdpAwjBu8gtQlWMKoPWr+QdOjm8rxr7GOxayOnk",
-	"+cQiu2Jwz0GjOHBBiqnCJinInZO5vD0+90G6TUN2fVM/6I6ExTU37mGCPl61uV+vkDV+q/aCE4daCLM0",
-	"qMno96aZp9Y8rZYDo3/cvqKtftDdMUnfsf7gyXqrjsmZmvqtYYt5zIOV69V9FXH6QbfSht8aB+eqEjuL",
-	"QgydMByagQ6FLNt448GEfSvLK3xik7Tuu2ARrvGRgdC3/G6dNFltdxhPR2enDLsC3NU9OqSL2bBFivCO",
-	"jXIMHf/oEkLob/R+k0SKSXZrU/Wh+tLzgJssZr13MqFKludw3zNFjgx6+UjEfmsBbYbpnX/HXcti00LK",
-	"RpPBxG1not6V5ZzEOCSDbV8UcqkIAPKjf89mYV8K9NK5CgQ/JvXx5avrGr5UL8Dyghr07MZGf52p8gLI",
-	"pw2mgs14CWjYf9/E8YR+KT70E8fxuEDxzwuOPW8wTuwmVVOa9nbjbubNamzPYbhQ4tE69O4XmHz39fNv",
-	"FWiYYfj3X1ssMXQxi4NH1Y1p3NSi+gZZaAFgQo3QN2gD6DiyQMdWFvjVch5CA4A0VZgHmOe2WVsN1U5B",
-	"8NXA+7SCcMDY2eSkHSZR2j7l3Un7jPXG7X5ykp7ys8mABWO9Bm6l7CM8aIfjKGmfpl3ePpv0gnafnYxP",
-	"k7N0wIMJ0N1RwHB+Bzi/Nvckz5qnHW5O+46vcAB3UYvad7aGXTs61RpGa9PqtwfpWdI+HZ+w9ll/0Guz",
-	"7jhKwjTgg8lZfVpikee1QZtlM/6i3WMOouvgbBj2t4+5nOfzSXn6paf4NKp2gME5qkP24BNK3UTLlfxp",
-	"kv8kJTvNW/W5If31kvX0kvXH7ZPkND3jgwkLxuGjluzzwfLfbDC1VYV1G/9xJ2wvCPc/8lEwk53Aodln",
-	"L4oOecg4N/TReSlKfbJ89TDe9z/P7+c8KXkKkff1I6qe7/f3z1/X9G5O4CTSeph3bsEz60fWuODszvQd",
-	"2GqSJVmRLLKSmJurTsSm3vkIc50oFj4DDLUsymNsReNCN1BENmW2QYHxvOnTpUO+NcOozpQxBj5d+aXB",
-	"mbHYrDyfnJu0pjaEUNzbEWDpE3YpHQk75kyhkWh7pcLInyH8ahXT8CEyMASqVQsOeBOu2toIuwq3sfk4",
-	"s3NqPZmwT/Q7kgVUY9r8xtaw7xqOaMkb6UPwBqFaAF6gNotNhPv+MAh/xPELU3eyfktv2IVbCp5wUd6g",
-	"3dIa9sJOH/NWuQKxGKCOyPG0gXQsoLKX3r9WmD7s9botX7JSWwLbGgZaTjbPOPBnHNQm3N0YZnR22olq",
-	"A+2G3kiTXCoQvBtj9UoQ1scZ1sb5mbYEdFw2EjAN2yeTPm+fpr2kPRh3WTsahGfB6eSE99Pe4fqvYaBd",
-	"EtBuXwqueJhB59Gi7Y8RTy/qwqQqhhDYhHCnuAKoqT0a9rrEQHQBZnOv5hmErQ2KnimhmnJWlGPOSmfk",
-	"ay7NEJgErYmcM8UhCQLaoKFiPV1DS4/6J/6TQpI8+2LqZ7F72pEDI8XaU8g5skhZEP81A5EFKZfyHFrf",
-	"QLAHYd2gbBWxr37hhTTw76WUgLIF9MFUAQwVbFG13wIdn0wwIVVVo/QIhkHYOQnPtARxs9t2Z9AJ8U5P",
-	"odiznTbzQdvBMEQzwqxDa/j3gEa0R0/oGQ0DGkY07NHwhIZnNApoFNGoR6MTGp3RbkC7Ee32aPeEds9o",
-	"L6C9iPZ6tHdCe2e0H9B+RPs92j+h/TN6EtCTiJ706MkJPTmjpwE9jehpj56e0NMzehbQs4ie9ejZCT07",
-	"o4OADiI66NHBCR3oYQQ0DCIaBj0aBic0DM5oqMemB6dHp4cXntEw0uONaBj1aBid0DA6o2E3oGE3omG3",
-	"R8PuCQ27ZzTsBTTs6Yn1aNg7oWHvjIb9gIb9iIb9Hg37JzTsn9HwJKDhSUTDE02BExqenNHwNKDhaUTD",
-	"0x4NT09oeHpGw7OAhmcRDc96NDzTpDqj4SCg4SCi4aBHw8EJDQeafgGNgohGQY9GwQmNgjMahQGNwohG",
-	"YY9G4QmNNJ2B0BGNNKk1raMzGnUDGnUjGnV7NOqe0Kh7RqNeQKOeXpEejXonNOqd0agf0Kgf0ajf+wyS",
-	"uyg3jqrwOuqCPt/7EcyCvSx5qu88iCUjvNNnyagdJKFWiyOtFnfH7V7ST0/46eQsGIRNLBlusmRIu7RP",
-	"T+mAhiENuzTs0/CUhgMahTTq0qhPo1MaDWg3pN0u7fZp95R2B7QX0l6X9vq0d0p7A9oPab9L+33aP6X9",
-	"AT0J6UmXnvTpySk9GdDTkJ526Wmfnp7S0wE9C+lZl5716dkpPRvQQUgHXTro08EpHQxoGIQ0DLo0DPo0",
-	"DE5pGOihhTTUg9Oj08MLBzSMQhpGXRpGfRpGpzSMBjTs6jl0adjt07B7SsPugIa9kIa9Lg17fRr2TmnY",
-	"G9CwH9Kwryfbp2H/lIb9AQ1PQhqedGl40qfhySkNTwY0PA1peNql4ammyikNTwc0PAtpeNal4Vmfhmen",
-	"NDwb0HAQ0nDQpeGgT8OBJt+ARkFIo6BLo6BPo+CURoGmaUijsEujsE+j8JRGms6a0JrSmtSa1tGARl1N",
-	"/C6Nun0adU9p1B3QqBfSqNelUa9Po94pjXoDGvVDGvX1KvX3s2T/RzD5/dWP+ie0tRByqZUu/4fgAe6x",
-	"lO/SDeAs+FfXBl7WD2vVdP7CiSmXYp9y4NSzneqBw+bzmr1Q8G9BGqdWASAtz1MRHJLK+pEP4CXWeBgJ",
-	"hxvn4dpRv9uILOptJI430WRoEAQVvizgMGXQHyUIAkB5bmj1Qo7WYUyrsd/xFX7DRJVZnh93yBVgzGG2",
-	"LctzG1OwhZ8AEoo+x1rbYKvmzAv+JZMLLGDdKBM9r9eFVlZZoypybVZtj9/P75FjFCI9GHy46uyFZahN",
-	"bkDsH+JvLsfh1o2FUD19U7xpgHuaQHuau4zYEWCw37Th3E+/Dnk3Zz8vtg7cVOz6I6+Vmka9Te/l0zkY",
-	"fWSIbZ6oRoyg3U7DZvTRMNhA4wx3ehg3kP7s7Q4+D7DgmpxaWz1U9Elcn+vONw8BCEq8K7iXWu92NwGT",
-	"KWu76cwy4V+CKa2hWoX9bgQ2c+OKDa7D3jCIhmF40IrVp/o06/W4xQrbvd4kap+yYNweJN20HfFwErDB",
-	"+Cw5Tf3Fqkh+m8sxv68T3cLwbCF7f4PqwWyD7P2tLSv+XoeB+byxOOgl8AvwW29+uli9zYL7Nx+C5bv/",
-	"+s/7ty/l8s1P8v7Nf83P3ry87P/t02Xvx+vL8u3Lq9mb28PdBh74W4Nm4IEZoOz8Q72nf4xS8RrSkN25",
-	"sq40UAiMbuoH2DGiQl63tT6TgqtpVcEm0qoesJa5WpWLQMVarXtDJkYCvBxV98YtrRxI1ckBY4FYRaLf",
-	"BZduWSYgaeCO8zmUBLIJ79RigBZKGuZD2m3Aqnh78eYyJvMiM6oAZm3+9cO7t5vn8guvhqblXGffmkb0",
-	"h58ivgh8IP/We5V8rZfIm8r/tSMufNjgXPOO1nR5s/jpl5Tf3qcimXSjGz6fdNOpTH9JZZKp6Kdpmd/O",
-	"7m95Kk67i37/vo6Es/VcfMiZsytU43o5dH9hvfvvo5c/flR/vf2Qv/7T3wYXd5NF//mnibr/E+st/vJW",
-	"ZuLkMisu//w4gqfbrImGFh+my7spgqkAb1S9g0pZbYpOq9bouFZRtm2U5v7ncLO59638oLcMjvUPi/yE",
-	"3f0Pmfb811K+1sfEb40Y9aLB/mevpXzDxOrKOrj/OFcuChgrLw+0z6CgY2e8aVuDNfKqasaDxtha6QAU",
-	"XGH5G4heEJaNWYCebHusmoxKU7Id4Mve53BJH7gjd2/FPzbq+bCs0T+KAa+02bmD/TZsyj1JGkj3V/8/",
-	"e+/apDaSrQv/lQz2h4Y+AnN1VVEx8e46bfeM3/Zt2+Xds2ero5SgpNBYpBilMMYd/u8ncq2VFwlBQV26",
-	"bY+/dLgLkFKpzJXr8qzneULpmmI6r/ES5kZ+zG9hsUsUo/3I6q8QBBrb4LyEwbUoLJoR+0hQfbyZ5cge",
-	"gEZ0yfOCJABaY6yIIpspdp7Uy6sY2m3LrWwoVO3PQ0khfh3jpy8Mb+V1el2PYqAHmL/e3BKBGwl5enhs",
-	"wA4lAh8tWTS0Uxne7wp7PbozrmMQ52Wt42rzDe2OQQNYZP16muf5QRyqVFoG9oUtBkkaTijdr7Is2Edk",
-	"um1XkI/zbm5ThanaW+sOiRowTm3p0A3AFJB0MyqsQhW+ETSgP+0oJE8llBvdEHr7dOrlui7smtqIsb99",
-	"l8+fwc4RS2gbiDjLj/4cNGtq1f6QahSyd6QSiL/3Hv+QeO2z4V9tcxm3S2y9bhg/Cz3LfsODFU3ytwxk",
-	"FA1zR1BdhQBuIMZdf5THhap+WAqYos/HHi5lAumD/Ouv52x06U8J0kNGoPVLPjG/fGARnny+MJmZ2WM8",
-	"v0faebshR29i6FKnqCN0AUgrFvLLmh1lQOu+fPMvYqPu7v2ZR9m7wi9eP/tFbCgfczD2zf9R7UrX9/7u",
-	"A1Kyh28xDal7dwf354wcw1ZZ9jRwXadIeDU27CLobyWSFK18tbYUBETyUNoVn6ammqN9TJfqgUjIJnro",
-	"Gs+eRMg2ZNM81o2ZZouF3j5pUleP+anMnXInHyYXU+34bcpn6IUldjO83HpSgl1zAMkEqPzZg5ISJfby",
-	"n4/dVH9YTmkx/Pi+z0/y4l8jObl6/+GfJ/2pWH1Yn4zELH8s4mKoNuvJaP1+fhJLtSunhEiEgUEqm+9M",
-	"NmVQN+SaSnd0SSU7V3qi9BrUm+LHxm9HTtwNGSJgK7QH71YKiEL0RKLk3nuxib7udNC3d8C/SGRB1Iv+",
-	"fjz6dH/0OyLSP6O9TEWdrN4bMG3KUCmc+zp5yLhvafASyUa+gGS1R0xfqGy07nSqk9E98GB/Q98+1gzt",
-	"2kbG5EO69PvxjtNbc8Df6/l+c//OL2IDjoBZ+XtbvWyOKLMQC2CUN4+wt+Or7MSO/SM+RioiWiJBJf2p",
-	"kNxEf2CIymdptm7r/ey1sDrdO+oSCthklb5nUy6nIlXI9oZ8OyrYbhpzidc2MlcZxI5H4Dl1z19K4IYy",
-	"gv6WyMDx4QfA2pYmCI95LzbjbdpHkKPzhmJ5R5E4kYNwnEJi0VYnlA/VooYrZkej2lfVL1auMHVo5XgN",
-	"SPpFVPuJdkEky+1I1zmfarejP5x3F6DEt6PzKFl++nQyez/8lCeDvLHVVdXlvUn7ZNqP26diMGsPu6Pe",
-	"4/7J4HR4Nrpzs5i2rttNVzc+Mxb4arrlqnDTE/Ntb4Zsm1ap2OjctFgs06zspEHOaJwLjh0K+n/WeVII",
-	"MHb+o/fbg8lQP/pIP/rjbvukd9o/G/DhZDR9fLs+rX14hRfpf61fPck2L55k6xc/+3iFZ42vvL+re0CV",
-	"7+csnyRxLOTXWd8rtYppCwqJ7dqeMbB0vwWNLfbuxhg/xMVpHEJz3uzvJ7OybzZfp4TBYBKTdhO4n36k",
-	"bi2bZyW9z6IF/P2QIgL+/uZkU4hQwv+06tCcY5LVLUMe2dGIRyT7xNJ3FeFY/mWH/aIPbmLhVu9RsMJ2",
-	"kdEc4OWTHMonxBcZyjRRhYjHWAMBCVRiEESoSFx/OP2cZuvnViTyeDClfnlmXHcDVI6+4ymPwlP2+oDO",
-	"8w6KxrjxI73FNBVpohZQO1mKPMliRAAGDYe482Wj6q+6ExnY7172Hrv8At57ulJFthB5u9cd9qvj6Prj",
-	"WHjj2DWQ0i2OaAC2C/pmMJu3dsum4fvh8VCHByRevXn3jg13DOw4OuwXdhwfkEHYmz54QrKQTk/AC3EM",
-	"QRoi3pWrJaPhxu+7qrAVC7V50iQPJRR6oYuUZRKIAa8zUFz4MWLJzIimiwIYjgUA//VHTunYyoZWjTWO",
-	"3a7uu2cszHa9MWXh7vn5+F24y00j5U16AV/6hvsj03Z/+g6daf8H9qi/R263UzHw+Bzs9uvwHtqTwfuc",
-	"A0Mh+GxJYdtAWNOhYECK026rQO8r7d3VQra+mf3iv4rvu+WL2S1/Ffe4WfBYOzZFZJcO5Id/CxrLVc1W",
-	"e2uhZYC+lDHz3DNbM0ddeiTC0uOCigvk3d6DUEJF9s0wGs953Aml49zrOc49+hi72tHT8jn5CK1lJUjN",
-	"UQunooXD4S9DaTlE9De8Fn0pTGNdtpaEeAOeK8LUm5OaL3leBMRArASFMQrwYV6MOc/SmPFpninlFRjG",
-	"vgwR0IRfi4KpNCu89roInVz2COY5MndUWShhvDJj60TG2Rr0BvHLEQrIOMmCCH+LNwFO8UwKYnElNbrI",
-	"e3sRpjJlKJHQwqPsRwZpoAtAhnVufN14RTJ2wRZHiaeAEMqmqxtfIdEJT4n4NPJ6BPHKAO0jsjIfLGeX",
-	"FnhGvuRyKDM5tlQGVK8hGgMsiqPDNQEFmozNdBQer2g27O8WiVwVRlBVr16LzDPtlVib0m/Lk+9B/Qgb",
-	"V+vvWIH+oNvtYhq9OeyfhTIy+7QNKLq2+DgFGsiITcQmk3HLylQpP3Q3cg7UstkJpXX8trzQZpZbIQ5I",
-	"fjMuNy3D6egOQOt6BvqfQil0L9Gx1GvZif4i1848UwDxJBCdvR/JgfmJ+BabJHqdKbYWaRqwSVbMYUMY",
-	"5WsUNaArouANklQAMkHPKJzP00w5++BtUDA/sGmgH8XNAXyQQCWBrZZLkaMgAQqabp/tr1eVs/2W3Sal",
-	"IHW0K1juHn+QPyhK7svxRSr2Wx9fRwEgvsjHUQIBv3hwSfGlO1z/Nk0m1u96K+4/SKF8wvFQw3Kp9njI",
-	"IbvAhwilwbuo7Y4Uki3CDIKnpb+d0v2mYIp/UELtz0+KFX5ZpQaPuG8pwypecMlxX9+EOkQRqCr0sLqK",
-	"i4ygASwDMtdc/wWaTDiwNidTajcBTR8S5kwKlG91jny1pZWVOlpp7QMn93XOQSE8NahHZnwLQy3NmsPu",
-	"ADWs1okShqgWy6gQYoCqGDjRCYonVrw9dO2dpDNbgV0LJfhtSWExE/aG/TMIfnZ4fecl5wlusUgk6o+1",
-	"OuzSziEgpMYgScyJhF6KNTr2WMNlCTCyQ4MOwFfgymnMst2oy7viLal6XIO2JJ6QjXkfCP8gSVAj6WQg",
-	"mBvBcx9ueUhh+1b16y8WtnmfrcD9WthmHczgkHm+T/DAd+Dn9yLPAeeZafGVNbC7g48xzxs7ChpKsWYt",
-	"hA7Def8jOKHIK2uhwKBFUhr98B7LJEn5lXlpPak/J8yFhyt8vgVDZTBIlBbzbuTUhQ32fhdg9ZuEqn6p",
-	"Sek/dQ8ZCOud9tCxqeQKXtX1gO6s3lSlTsBLIgALKLHXw1mxnKO9wrVFbVgnSgmUAV14SnikiUSTq4DG",
-	"mU+AFBpbmxMvLdbyeFZX0zmZg1BSfrMNSVHshUWRk5V2RJ876ZHCqZg7kRyT7YRoDB32UFrTEpm22Ogc",
-	"jzXQcBFFUL7kFvNF9IYXAtITbfgvKapAw20LxJrt52/EgicSOOEA6OR/ooT+pdHkQ+V3kJ1ZpSleDCTT",
-	"PvAkBbUYeIj6kplFA90NvPLlNxAHjeo9gAzrSMYk/ZT/nYj1/ubSau3uViTyXw7sz9vxK8WvfQpmeu+7",
-	"4H9yY492bPTdTSBfthgGMW7CVofJ44otOB23aFgofLTB4aZlBMVh05oaDvIvYUoHhOLhwjromWLv3Fhb",
-	"BlB1yoxsE3yFpK9XCmTbitpt9BPM1Z23EUQYvx8fLnhdXreOElKuiquVqmku656NR2fj0ek/bh9LUJvQ",
-	"+PdbMx4d7pHQu9jf/q1Xy92ckj93g/46zyA1iNvmQHfB34/L1SRN1FzcQLZzweiLuOsmG1YRX46gkMXZ",
-	"BGpNSSEWRuAVOkyisVcQBHn4WFgcbyiFjJdZIgtiHuGKUp4yWwcGYQrXAREf/K6pZNawqy+oOApXCyXq",
-	"UZHqmdGq5lJfIJEc1CnU+3FFhBqb1AyZQgRJMKzHOXYTKM6StLV+FshxLVO+gdyvqU2z5j6h6hYU794Y",
-	"UgfCSClDweJRQniXPGcRzTo4BfiAV+irRJjvwpIo8Kpo47cETDQoIOpf4ncjYokHZwvRvfrFVFW/zaQm",
-	"yiC4AmI6wSWRKD0HCO0qsqyqPFprKV/jb+8e2JgFfHNoQ7d8K4oiPSq2MWPdJU9L02BYqODNfHtwnS8A",
-	"cmNmusgYR3vgWTzsZNtl87xj6egIid6/HyV53KQ30pNpt8N8vVwEChhCzNtLfp1IjtDI92QmKTihnCvA",
-	"ZqaZ6wuAaCnJ2SSLdUhhMAGU1/gLimGDuaVc/8Ijf7bjAVMUMZ6utR1AG8dDaT7/QYFkdsshL7buQH0N",
-	"gAYwOfZT9iL5v9ps4ODGYBwRYYR/CeU6W6UxsCOZ6tYKqCtzy4NQAfBrbyyTRSJXSFJQXwZ7a9/LsS9Z",
-	"//oZPlpju8+gvg/CNUh+74L4o1mlz5wfO81hFrrsjP3IfmS99qiSNcbbti9xlFu3rvQTdtsn4nHcPpmO",
-	"Jm0+5IO202jjJ8ZDRpH8cutC99SNaSGKOUBK9NHfoA657R8NSj9acu14N8YznipxH8TPJDZ7lU0pLiYd",
-	"pDKPMv7/p0zq2Xm6yrOlePSa54n+pLZNozL/qzytV0N6BNRbj2KepJt2LpZZXhzT1WE2881NHXYjfvFN",
-	"HH9+zVl5JtKcne5vO45P+wV3hN7AjGyrh6hGBLBGyzJjaJF5YRLodoECRlLv6AgKQWZlRp1Qgv/ufXMi",
-	"9IEINMzaPW7i+WRuDOKkSrgkAloEFv3NPp1ZYO1ncQT5fgQDwdhaAVvwQuQJTxMlYsbn4OXPqEnQHHUg",
-	"d6rvvhQ5ytvpCwb+MPUPWkEo13NemHyEd4ig+gawFeJjF/y9UGxE3IisSTjHebbKWcw37WzWXmSymDP8",
-	"L/1pLYQe82PzM5gMyg2GktwNzszrynLWjP5zI3iebqKARf8JF6N/62vRP2Hvwr/0/dNN1ILm+//E14b9",
-	"93/NQhkTR4Hrwjfo2J5qdUD1nn0CPIwOzZ5dvLwgrehm9O7yp6jUUK/n4gnfIK5V8Q+QEAKhDQJ0lpbW",
-	"DHAAsMYKmCSF+SCYL5snllmBjQM6ttRzPeiyPhwXPyKdAD1pa0x9oHhxIEdCObAE3jau4aU+59qzLF/z",
-	"PNZvgEaRyakIGEfnjPj9MMkEiryycICepm9oAwamtTto98/GrNsfD7ruubqDcbfLfnr69jIIZbenjW7r",
-	"vDTKOV8uhVSsWCM+A7PAPE3bgM/cHh/EKTg8t1BD2UQD3233R2YUcFvW7Y4H3X9ArcxOPvpz5VmOfoxY",
-	"ExeKnlRAN2ezQsgA1If1hv7x0Qinnf0YtdgsS9NsrZhI+VLvMngmPVeCx4AVTQrg+8TIO59vivmCFfM8",
-	"W13PAaYayiLnUqEAzFh/3c4bLlEz8aTNlk15indZgJqMMsrl5NYqBL9qx1Qg+BypWZeIENHP1jHLP2L5",
-	"SiqoAvrDtxRanhcNbowO75tYGgHUVybjVsBycc3zGLx3utsnEKbc4aw/0p5EBPAaZUXm4cYKbRRsn1fu",
-	"wCczWQJVD7pMmYQmRBYGYg01Fs92OXw6/CT7IPJ4JQyuHazZREwB80xGWFSl9dZcsThby5ZeIItEKRGP",
-	"aRvoP+PGNpgiMKqhRGVG+rY/Hni5gavAUjU2wD0Kt6YfFcn0/S4EjbH7d4LRiG3OMswqz5IPgsDpKrDY",
-	"IvLtPMAMua1kSkcL32v869NLzx8s8pXwnbaROsDrWmZpCue/tuZAIlpG/BRMu3AM7A+Z1xeZ1LaiyNjP",
-	"eRLzjT/aCcxQ4/ewgY5c2BizsAFGM2x8vh8vfI8bepSL+floF/OhMEPwC/8F7M1Q2XV5/APsSk4Z4/Ed",
-	"zfylAmZYLrR5A84GZ5du4ZmXEc3lU+PQBukS5o94njDp7B0o5HMg2QSbCCGdvY/ZRhQdduGwLS6bRHn9",
-	"NVe7Op1LhvlOaeE/c8+ZXPjXsve+slwwLhUvDrjTdtnTpVxZt6Ye5VFGf/T959o6x7exor+v5Aesatxt",
-	"Gd+upGFe+OEKFnYzJJJB3xeE0hx0odhC5NeCYZ9h883PP7GTweljCKUxNCTUVoKs9oH5O+pXVMQpXNRE",
-	"BVa6xh4dCo9Dg3HyuE2JAZoXdLztUkns3eVPAYvQ2Y7Y61c6xJUZi8hbjfSNmVgsiw2LoMxRIpcKZUSu",
-	"OP3dlnl8BQ8MSSJ04aNWxyS1oGC7ytPInKDmsmN6NAcMHfb7HTco/CXpZvBc4KTHNDuTDf2jyU2iqzxh",
-	"idJh1SL7IOLWue01FQkgV93XcgEN2AkEzKmw0k16ahOFyQzkl1R2quHagGB79+Y58KVAA2qOBS89gVik",
-	"x2GZjvDSzEWeul9E5SYu2Uq+l9lahpKWkT8xb/WK4gDCc4YT5qQNC/H/aCManZc/h79hnR51SEOJCUm+",
-	"gbj5AuJSbvqZXS4yy71cZEBlFczn0/X0RlsZMq6a5AoF91KsyeODgBYDYZmtvawCSbfL6TzLBcS4O7IJ",
-	"nVDSAhszHapEGGXWuHL2a1BagNe8WgCeIWDiI58W6QYyNA6pUMk6wO9pDT7CX0cszraSDUaspZw7VVbT",
-	"AqVbkhxTJZSaTXJGB2GHbWcuQrmVuoBEB+SHMimgrZ1g14h6gO8kCtEP2h1LPgiaSfBlU8rUoJitabmh",
-	"VACANyVL3OuiJWBzgZQqIsY2iJxpvZbT2LC8vAuYF8kpx8VlYVKTgKqxrfD6mrjztvvqYY2E0s/RlKaa",
-	"8ovQhgQWxjTq6+3ue/GYekNIHd4FdGyw3bu8rKhFqbKIxrDa9GVNoIDQG+gWUquF/mTBibl5wTioI+Iu",
-	"o6MCJtBQwBriOup8L7YdsDVXAYtcRSqyKP5dCjt3TfSQ3kpdFW7w2c/I9FCO9Dhvq6qsEjT2mbIa2nx6",
-	"lxXxmSSHLoXT8aDLXoo1+58sf19KrNYkoQZdduqlbbxEzMVC5MmUP3op1lf6SjBOPQkpL0S1iUwv9ndv",
-	"nsMa0HYfIV5k+On02XNmwoF+cNIpYGHjg8hVkkn99/7ncr7p7+3n4ppPN6R7Y8upKKp7TEKp/aF/m5zS",
-	"wwrnHJiTO7h6XlkBX0v5vDdwjIRfQvl8a7vsYjpETuTRrUro9x3WaftKFN/fXIT3b5hYNOpLD5dOhCLU",
-	"Xugb5EYiQpn6bod1eC2w13NsC1MmpmI+Et/OoKVGUeEspspwGyvDbfhNjjT1XLKJQNS+iFuIyJQ63Ouw",
-	"C6rAuEXvSmhYPUsKEzPO6AhNZuQox+ChbzkZL8VHm+C51Ne4iU73bxan7KdTMxjKTvyVnsN63FjPx431",
-	"bsSN3R8qC8qoFRwTHSn/ByrU2qQV011Ip89BzSWGN15ieNMlRjdeYuRf4gh+2SSHF7yPv6KSDUTGra+C",
-	"WfYry5q9zsWHRKwpPPtYeBXwPy2FVm8lweIYwqnbJ+dqkVZvi2xZjpLGW4UaHVluROFXZ3guKFwjrhqZ",
-	"GU4KhOboSDSU2EyISW8ygR32msI9vmVKKzFcDXOX/sG95MLv2+/9elCjGLiUMQFfLET0i/BvK8v0ux2+",
-	"XzusZ/dh3Uw0PQ9kQd8IBMrX2DOAcNWU+Jz3ille39gS7gibrMCX5Mpc2BBCQhWkKTNq9e6wNyZRVkU1",
-	"Ul6Qfn+jfYXrfCPlc+Nyf9+2D0Qyoaf3vvct6mwdDDPBr7Nplr1PRIf9ih0/CJU1H9pm78VKFcCdgLL4",
-	"0d/bP71983MbdOAij2fXkJyppAAnB3Zcci31Bhe5yiTLVsW5pb6Fjk3iHou9wZlBobBQzLJZKKtjS2zL",
-	"jxXDYc2IPu3om+ojdVVEyI7rkRwVetSA8ZaEwAylUWcDQl4o/uDdrBdm2M6aBnbOJUBRa8gc3ibX8tWq",
-	"hvp8WONDwjhxVtyTe32endttifsS/Cvp++nBwgzRRFqRN2/9ur/9tgvY8es8q1mCDF8ZS2Rg+zj1IsPX",
-	"RZgPb4pyIcVaxAhIp2WnX0gom4iKXXJVsGIt0g+CQOl4dJhXnchWh70UIkY9oNKSHiP9SKKIKAV77EKZ",
-	"Cp5LBcWdYbdn13FlbdbDUGh/3vlgsBQDNx4MeMdX5vul7v9Dfnm03rt5xl3JTvw4gHdbfo23b/+/P2lL",
-	"Gt5PMLBtdUsoBoKvUWzLG+7cAfWOz9OPxp/wxKibRjgTGjzAssULbePAXjXLdNHYh7E1jjFm6LBMj0zu",
-	"XLK/FcXylUw3AXvLF+JtUoi/vC3yZFqYt+CxjdOFItZ8qydHOE55OAmmfCFCCdTml8/fjmlHSilArQ8l",
-	"JUCARdt2zpZ59nHDUCMLuomctuPlm3dvL58+uXr95tXfnz19GzGMPag55O/tn7G3Q8Tt13lWZFELWlzJ",
-	"U0NbgTODew/tAOz0wBqHycYD8ZsHQ65xtAyhrDcNVPu1Sp/QH4tJTQd9RzsDmpV0FNHBhRVWPDktRYpv",
-	"3rEKqO0olyy6oAUNez4yxbpEMb3S9f2nBu9BvN2hbNIKcQsCm7ycDaV78sJw5wM/CNpW7zj3DPEPKpTR",
-	"VOWzK5hX6P7SwytZRhodvOKkMFxtAwY/bMMP24tEQWtH5DO7ZXkoDSuvXu3QjoaKo3B3dY4+NmjzeAqg",
-	"T148e3l1+eqXpy8j/A21qznaKrS5ofyZJ6nwtE8hbevzRrFpmgBkJY5zoRR2eicS14/hfoWX99bqpyKL",
-	"RdnNcK8TrveDslfcckASabA0KtMXCyXqJRMzMfVZW+ZP6HGqXuYqkVczeLaIXut6vhmzaJ1nVk82CkIZ",
-	"0VQjVIbmOmpRlt8uBMeMlF3XOy/P5J3aMtwhY6vIJdJOPpnGYnY9T/75Pl3IbHn1r1wVqw/rj5tP/cFw",
-	"9Pik+oWjSr8w/gdlgf86D+C3xjRUHU0ligrH51tRtM0p+Pvuc9xYu1JlpNqH/p3t836DyH2uOfgKB3nm",
-	"JmbE865NmtRH8ILpA6UiaG0PINO/S2Bt4zORRHa8yomJMyt4QccOyBAzEnEp8SOAmSSgVFK4MCCxJk5d",
-	"8SLqsP/WtgYN9haJeyjxfIdGO5Ni30FfgU/1lmbkYVkUKrLMNFMms7xLenkvLVlvVL0YYTGqdGQWvlGl",
-	"I1Pqqr/eZP+cpf/MMn6SHsUX4M/evlIdnxbJB8M3/G9JOl/dPsiH6WeCKptzVz4IP64S+FZ+/Qj50CGP",
-	"WxuRvACYIIdKlNmx5SEG+wnlfyaPNIK9HNFmDmXTwMKj/nAeBU5Kqff4dB6ds6irIuMMmmbSFjl5hqTA",
-	"sHYW6yyUEf21rYfHi1UuIqM+HVjAKA75B2VYfhAOV8zZB5Ens805Ovw6vlCu81WKdQi6I+D8+ywF7k7/",
-	"/6+XcGjiaWo9QXfPEj0xNtgnEB+AlFb0PomND91hiE9jm2yVs1xMRfIBOray6iUttFYw31LiONU6KaZz",
-	"lgs+nQsVyvLUVTWemkCpSnpQ/9RxgGtCtiYZyBivM8yG4ZNy063cwnSfwREDbtc8OZvhmDPy0yURFnVV",
-	"1GFv4OLa9KNJtgdByfhjq7lZJDPPSJjlWJN6h7Vdsj13gZt6mviN21k+HJDnhN6Z9f6Q4wPGfaW30kFG",
-	"vnysVIX/G+PGeq7E9Gp58bYXd5/33y+K4fr0/WTz6l/X//1fry82r158evF0Pt/0/9Z9tYhHk8vhX245",
-	"XTdw1ruNsI+6HmKN72T1XwtEDrcIQuPJVJWPm/s7CQu+x7X91QgqWr/Weq9xElsNP6RhjFBEMGL2UANw",
-	"NaScjMnqDzHbjNL2oZ6VfAPcNEhIEGiL6fHPEU2ByyUThMAi63HNfxJ5psbuU6DvBNJH7KwIAMadEKQk",
-	"huYMw8uZQpez+SWUXEXMmstRFxUpz84gR7BI0jQh6x1AzcUg8xyhhiVRsVqFyC6xEubYsm0V+IkSsmh5",
-	"Gvw4HYnCixOxTiLZMs+uc6HUuUdcAXkV250CLOB4uHnHjJWz0w+pilB6M7SBIg8GJmmmY5eM8eVS8LzD",
-	"LlKVVUlL3RpwetNEYcqQ4DOUGNKgqiBlEkvkn1cp0Yn3QMoQOvAwESX+teKpmSVU8FsILp2KJdXQ9IA6",
-	"7K0+LFWRTHEYkGSckUBjzDdAmuKRGeWWvVQ/CtJf1hUhYC8cAJGc8RxaAajF0HAL6atDV5pdts2op726",
-	"6Ky7iFrnzrvTzt4uPCXuonpAJcJk7MmH/3vv5HY0enh4D7PT73W1geMxcpebvdUY93qnJ0FDLzEplLpa",
-	"jrpXC/2DTt//69kZ/PVx5xRhQYn+ab8XNGDLbVM5n1ocpRuDHUC3NIBuzd0RjbR1e/yzvX935+3Pam7/",
-	"eDSqHwB8UDMBvZoRDDuDGwfgPBKosmztIKKeJwLrq8nmCr8D75nQc43x4MSMttervDH8tTEmet2MaVQb",
-	"+J+zwJbS9ddH/e7nwKzMcWOwONyXueTqPW6sXXUvu5e/eHK8r9afeIKvfuNNtjlb2WRD//K5akF74ACq",
-	"WvIiPP2DPQqF1HcLLHQLEYBeK56xWV606tVxSP1ZB9xFZqjDKpI3CSnhwBHa6zpuI1flwVv/oNg0yaer",
-	"pGCTXPD3Irfke/aGOognNsAMStlPgaPbI4yCezrSL/0Den44bidiDmK1LM14zCY81fsx98atI+TSU+hz",
-	"MxY/oIDIxetnbXDf4TZGShplk2H6QLuO51i/K+l4KJJKhoEj2pYeM5RNOIdda/AyzybiihdRywzHTFHA",
-	"VKIj9KRgsZgmsVCuyFl5LddZwCarIpRRIq9Q51nfgLo59T8dPzl05s54kq5yoUilGbMkLmcK064fvj77",
-	"eEmr7N7Sjt7hNgwaZnBg/ewD0emyS3RAW+rheND7h0HDmomtxZrC12B6a8+7PnyMqSj9/Fg4z2FLWXBq",
-	"RWBkPBwOGkGD5rwx7paPrIE+tN2TdUtP1r/5yUZnu4fc64+HQ3/I0zRDDrGtQXuI2u0B/xY09GK3WOW4",
-	"1348G4n2STycts8mA97un/VOuyezx2IUD485evQo9iVavfVMG3hizNS/Uda1pKJCM4GmFlCe8d1OBlCx",
-	"2XEuPIeC7rZlqdKQgxADv4amJ27azzNLkoAwWP2FgKgQ7WESSpuFhL72WZIWEDtpc0TRCPzbUFATK8WB",
-	"3NQk0a8PHuQZ54iX8n9plfzNvSkk0vbRJ4MNWEQE8vR/qEwRIB1HwKIkFotlVgg53YD4YMCilE9ECuVt",
-	"/bA6JrnKZvoDmxKbFSI3j2i0WCBVqW3wYpJIMTbciIkiLEooweKDDgaQUBpYgRTAVyI7WzdIKCRXoMVa",
-	"dzfxkT7GFOlUr8zpCgodOaGHIWDTQzAjAsLQc8bxG3iUyww/o2a6RLLm1r1kVoTS012tjLZVYuoAalt6",
-	"JUzyPDdtdzCSAjkcjEbHM8m08U2mq5TnFUmO/w+/9Bftc0fwa0W8LDwOZSoK/fZ9oRHi/NSrx+QLEMoA",
-	"wex1lgFdyiyRPHUiXWqFCiTDbpdlORt2hwHAR6wHxNM0WwObhLtkIq9bHb1cVHFlw4nYEGbAn4W2DBFT",
-	"fMPW800AzxbKG/RGcF3QXzGnsk9MhI54DlMCkxBKFJLOjKKHyfTrFTVLPorYbh+cM19jgN1BYsANLgpl",
-	"WV8A7mSkBQj8W76qZ5H2KgsALi2UJSlepHxGSOYkW8kYsiBwLV+CgN2oQDAT2pmE54DkiCwZtJv0CQKm",
-	"p/B6DoUlfHz7KEiMbKijO+wilEjcr+9u9xTdDN3HHOskMis8XRZtW8CXNc9Hr608skTtcvf00XG/Ogmv",
-	"oJqFKj90wNHO3pGNobj62Gh3pep0EF6ZWprflwHnSqK8doIdI3FHRWk4syxfgO+2WsEn1XTQ7lHgPJj7",
-	"b4uXODg3CSE5bSMreMTmPG7tGrI7zu51xFZSBw9qvQD1UAIdp8C2Sgqi1iHEWKaDtmLXKI1Qy4FvWH/7",
-	"JUeprz3Ly/Dq8kLf3iAsiMoWScgGg8HZzrkrnVj10xfzQkB7+eFzWBqarW0ePyr86f0OC63fuzfPSSDE",
-	"hO8QIn4sWDPyQyC/R88cthQNa+9ACVmEEtYHLyDTEDBO2Vl9C7eaFOUWDM1UQoz8mf6eMsjDQgDqnpL1",
-	"4BaFMlH4q4BNuSLC5zTdNXerPN2lUtLvDk+h/dHKlhy7K+xLdZPmuYuEoHa7eecLrviYOwc8Gt1yvLgC",
-	"eQ6JRhwoOLEBW+dJUQgJyvZjKFhGrIke7l8KwRfjJd8s9F6MWueem6/PJrL+cM4vstwQXuHMeHhenqZW",
-	"LawJWF/QVcyNRLJqedr/4ESiNj+LxpGtpRB1mnYKl2lidNZsldWT9JcbpIzi+Ijuc+2wj8n5ChxN1Nj2",
-	"1q3nG6ysTDMZA3k8IJ6Ze9RsZrNPOUeSPH0qQ1Vtmi0WvK2E/jaKNqmig/NadoiIRBCrw6g/525ouO/B",
-	"KwP+imwWyui5fhQVseaw38dZWydKtAJC6rpFRlT+8H+DvrswnLU2HfO/jdK71aGl+LhMIR9ASK86sSI9",
-	"iNLiTAqxUJVVOuidlVZpf2uVQhvyM/zpwH3M85xD3lYVGyi0aOPW2LMFTfRF6xteIyL2bSCN9PNKCGZj",
-	"tag1tkcrEmBBWdArXOqzI07MtubuPtqG4UvUB8yq0G7xTqPtQsO7ncP1KlOeO/VlKUyND1aYuiDVZtoV",
-	"uMMpwP8JfomFxgyUqM5ZnCG19CpJ4RWJOAFbtPgyRaq8PGewEyzTPcWiV6fXO7VIGCIP6LfPunGvfSKG",
-	"w/Yp7/Xbjyej6TAeiP6s14Xvlk8NW30zcWVj3LCBHcbeItahK3uZFQw7T+nrXnTaGOvgto46oI6GgL7i",
-	"URHcnXxgmw+hzNFgqm5YZtsmJdhFPWCu0elj5rhMP1DJ8D4ymItHwNaiKkXJna+0e9k90a900O10u8Pq",
-	"Kx20e30+aZ9MY9E+nXV7bewuOD3jk2l82Cv1/lJ6ayCo/UW9tTKLhR9JHcyP4b1qU0Y99H27u3e6vf4t",
-	"FMlorsiIjBsv/nmxeZl0P7542928+Pm/1i8/Zb1Xl9mnFz8N1y+evOGzJxcfX/368/zVX//n03GV2pul",
-	"zGrys99FzW7GNFMu4+g0+k56HSvtqB2Iv11evra+AYYoBjeWUITDCxYRHzC0p0WxgIycx3em41TFVJZJ",
-	"4NpdZkolk5R6HCVRMSeYJpPnlK4VPE8TkXfs1dGrNVfPBVusihVP043LAGMXmUBO2uiZszTtX8TGtvgV",
-	"GdCzEnTLJSqgc1DxmfCZjAnPSn4SyKlTSKRcjNTsd3sgTUXRQ7k0AN4refLwB2CGzkWxyqWnDYdZS5Qv",
-	"A5vA+t3uloibfaii/YYkly1ZLdIjQ/Ua4oOaERHtsxkSZ3EymwnAncOosLOw3++wX8QGfRNYPbGpXWA9",
-	"hZrrCgJ7SQ9N5XURPnvy9MXrV5dPX/70P1e/Pnv55NWvEWv2h/OWTVsIkxI1zM5EQgxZ27yiDU281c7f",
-	"BS9s6y3bUAYF1f7jPxjp2FIJm5JQ+rNfPaFuvz0UecqbJnLXO8Fg1dZZwESqhJ6kVlBCUiblDJLBhDvd",
-	"7ircDXNh0et3lDkGId9Hv2vX7rN24e0OZqrIctqSRnTPFw8HAX+JH+dcKj5FzS0/LIVclRSWYxzrFH3q",
-	"p9ehKE1TNCbQfBLjnvOyH1bBfK82+Q2K44HHP21++IPSkQfomM25wz84yXHarMEW0KJJ/8DFChEPVBpb",
-	"oTSYTIYlkoDEXbCrwVXBvOIY2hgzqCv9JqJz5qkjMp6qzFwDH4GQzH7nwiWuKLiY+yvNb/tZHHUYIlcw",
-	"W48k71ZyDQxOKJuGqD/wCfoNL7+1is7kBszj5yfCfFPKg5/a8DAIpYFMXLk/sgjeXiKvTRVwlmZr+Her",
-	"xMRtXq6n1VaW04+ggkoqOFYm/JrbDmkrF25BnZMNWb3zavHLvZ6/eMWvBfYRc7khmnTY7G04oqqrEpcG",
-	"FHUt4sRpuMOKHrs2aB0Za3uDaSSTjoaiXyiZR0nkWQUErloK+FifRG124U05vKetOYciR4Yv307rD8oE",
-	"3hjFU7zv58nx8rLyxizihiwMwEixQ99o/XuPbtE2gPqBNj9MRG2wZZp5BPJ6GHaPO+MNyxeMQdkABN53",
-	"sP2ZTnPj5XEZ6xtw6Wf+uZE8pMIi1Y0w/UFY4xxbEw1BjLJGppzZQDlA/Qbw7blZcWz2c/5BWM4EU0Gy",
-	"SybwS7lWWhI2KlkOuIEzdASV9hvfyyoPS0RRXcEURGNf1r2kuDkzGhQ4Q2YQZ3TkwkFg+LDMioezG2pO",
-	"WW64Evz1gqAtlXwynK9lKVa3URZ8Q7KfUyHgHQ36UHps0jSg/WnBnbfP3nWW641Aq47W3A1uEelkmPOo",
-	"S6cDc9+keQpKekSsuccXMt3/pdk6990dfYOSb0dr1fOALukvE5Fm8tp2iNnRQE0y82xZEyoN+sq2m8HS",
-	"PSQ5Afr0coXGrq3Zo0FbU/oDMCOA7eI6bIfyqr66SuR1SlbnB7QRepzw7vR8WTdBXw7ygHjJXbKQOkA7",
-	"uh7qjf4XsWlgVum25AW82BJp5BgOMCr41FDjg6kJG2M2rFLgH0BhWZeB8fu1boqk4eZtE6fryMwY9Yre",
-	"5GXmznYy6/WPk8gPWTIV+oF6/e4J0HnSJfeOZDrX/k47zqS+cPWIOeSniA054KHx+w0M41NeUQE1GjLw",
-	"UWDcypLOgSsu7FI7WCSS3irMAN2mMeiWZEJfv7ts7MzojLYSOvjjckYHhSvKShY3z4AZIKpBQIG38rbZ",
-	"ttdPEceNqzhgYUOHP8TruuRJjLSuR6qJ4rAaJqv3+ahMzYOSeNj46EYuDnKWTZaJGgZu+BGgJOy3j3vu",
-	"V7m9ZV2aio4w5A4y3szWAQLH1faxuBX9O7CWIxWiuWmZIg9emlKwQUWLD1Mq1O0FTu12tJzoIMI4NgDa",
-	"LitSaR/H+iD+9+BgaemAOInFTRF9h70kARsp1th8Zt5ApS+05rjezj9dIGQogmP8nC04OBQOpZbTL7E5",
-	"bvtddBrVVesvAiFXC0iT5SvR+C2o5U05Xuf2a13VBvxWfmvn5LzZANkPl2xbAxTAeSzgyxC62Njkm1bc",
-	"3bEslnk2ScWiVrCIxNzaNcfFTfGJf2TEouCJPp28LAEmS4hLC6ITNbaHDVRT0JeDjzxI0kIoxa/10keu",
-	"BJnRQEwuFAdzboXuyMZVUlXmhPktaGADKoD5HTzbVTeG/b4+bAsoej+jAdNDuArxKpdjm/Qa05yOSXvP",
-	"Miwdtvpf4693k+3iBCaKrUWatmdZvhAxm2gTSMND7r/ZjLpfcHrBHfeY9XCSdTgXSpNJ3PU2tdXeCjQZ",
-	"X2SYaVi0iN9NhbImtOIuwwBUZuRflRO4nS+gMPHWquuYOOi4AkWZYRfxtBMj1HlT1QJMUVKIBYRYZchw",
-	"hNjXwORKY17wCdeHSrbSdi1Plh0GoA14y1bzETOJFFtr90+H8kIWKZ3jrv3KhK+UtwH1yCUAB8UCbmuW",
-	"HaVJBPSAUQUk+j2EGdDeX6fT+Yw5o99D3Mj6r7QjPkcddiHxKR3QyORMt+H81V4FJRZcYpOz2pFEp3ID",
-	"OK8UbkJ5pMlLnlAozfELg3E1DV7QyQIZ9rwSnXfYK9NCbXMklB5pw8/+tcoKHmB+FQA4JkdiMyQ6ZjFb",
-	"YNg/M1MDMwqpwKd2ISSKzUVqKxgGcrS1OpAhdWv6WLOnf9ofjZiOf/hUh7+tEOwdGgZy4HDOoNlO31c/",
-	"Ew3KENIoa0RUZV4RlN3EjgwgFSzyTcePa6JOp9NyJL2RMbgRM3YEk07wyM2osnX+g/5nAMTMMpTwNZ9x",
-	"nRRts8k/xZQYJjn0AtBDgDasMY1IMzrs982n57aOhzkXvWUIpCb19ADPkR73e7HpsMt1Rq91KyU0Lqf6",
-	"EJ2G68dKS9o1N2NJjEydKVVlcFD+O2y/F5t2LkCN1nsWRZUJWrco8GGJPktufuDZWONlmt4BeHnwNhEC",
-	"avN12hCYXLPJzm1NcwCjbWbSZhZhIbbgp/o8QauVIMl+Iq8DAtZlOVArGHBeL+h2u7g2hr1B5caYylM2",
-	"kZflAUtmoQTAVR4QLZZeim14GkBTtc6dJf1BUdYPG3kWCdGiIsGRW8QuEkiU3h5gLou5kMjMSnO93ltz",
-	"QzCin++TW/sUk5lWmzeU2kbSb6ztDCxv7Q3uqttSjn7CmnqvZOoX1shs5mDJMbUDu6zDLvAfpP9pUIrI",
-	"SuEAbTxNje03jjWkj6H8UIHEu/HZxCCOz8dAlptDiuwa8OqhbMKjwjLYygm3/BS0MwdeewjtaGgmAYOr",
-	"nMXtQwlJtrNV0S6yrA2rydtguINxk08EEMwAcn6aQVSZi5gOgZrceKCdqdLEqO1OAT0rM6jMwcbLchzh",
-	"vhyn+r/gRdyBpIq6Dv93TxrSZKx6o0Ud2gm/3h72be7w6FxjUH/3wRF3H9zp7uWb4O9nxbLyawwOHg2H",
-	"x1AZwht6SOlQi13MbQoCkwT61WIq2iMF2fmWd4Idz1CWszNEQFYZ7DicDkT7ZNLvtc/ikWgPZt1pn59M",
-	"TsWwd+haOQQnh3+/BVCu8iTDkfckDwZ6LN3FouFceuQo9GNp8o/O4f9++CoY3LQK+uNev9MddaurYNge",
-	"xY9F+2R22m2f8d6k3Z8O4qEYzR53T3qH7tk/dBWceE/ycKvAv8udV4E/+bdYBTSzR+RcsAenJuOCH7h8",
-	"ywLJH4HKa6KydFUIpsemDzAYI3v35vnOjErZme8/RILlaFuN1rguz/LqkCD4204Xfo2kPjZ/g0RrEFy4",
-	"ijblTrTDf/e0DnJK7c7r/IQC+4F/14AqbJbjgKj3DclUhN5+CW3HiOMNSQd0lAOOPVaYXQMRtLK5JmVg",
-	"2kXvo9VhlyWQj0dxBb5nIhH3B+lBMSsA6WrANDrkxrjQct+thSdIWaYKWPCNthA7n+/8eJKEUHosCRRV",
-	"lVBWkX2+kk4m9HIrAAwagoyAgEr0ATaFJUUBsBOThCIoEfwIIgO6JmF7EdizWvqzOLblrYLxIlskU0Iq",
-	"EuLT9iGSzhzLVxLxKtT/Do0z3pyyN5CoMiEg6ajAegIWP4hmxayoiRjgW6ZN/PaoBgphyin/X71bgwQy",
-	"Sm35OA0PpeoXALyuZ+tNjNpd7UOcTPtx+1QMZu1hd9R73D8ZnA7PRo3Pn33uNX8UTx2mkwhz9E3hu4Gd",
-	"aqgELLJc6p97Aym3EJcPX59YvdzTW4Za9GuaXexQP3v1sbpxmyF7AoWYqXTKbnawt2jKOKLKgEvlZyBg",
-	"eZB4xWfdO3JUb+DorTuYrRy3YUHzbdF3sryH0qdHE+jBqRfmBOHE4XP3ExXD2t0nKlbed5yoSDBz4PHJ",
-	"qqdnKJvSMvmM6ZqWkKUV1FRkyiQuUCwDcg/MPXpFaUIPhzJeCURAlDPHSRxs9aXjsYVcNZBF2nUMm1RA",
-	"x/UExPnmKl9JpG0i/CBz6mGxX/dRyHFCV7QPrHDCcLT2OAwlSTJOOczdLMkXJA2zMnId/lls8Q63Pot3",
-	"HqxEhQSFFSCG2X+yhtLOU93Rih/S0QqtxUDuBnNq4B5eitWYcGTpAWD+lnDUfvysa2mBapF+U8H2cJAm",
-	"RuG7QciMjt/yLFuwWZaXeaFZ05aqDJhaslQoy4ODWyA2UE0YgszwarzAPoyiBNqNYHBtTMKLOKqTsNV3",
-	"vLu3Eeebdr6S5fPyJ6JDFP66NMwUHJky4dFLSANc/CYztr+JFOxPradzae5KDFUP6+Ust/CIlwiLgtJR",
-	"MRcL/y43PtPBZy2+vgfyAHa/2AsW5xu9U/2nouVJvLwuw9ndNUUXND+HXKTX6x89LQe4IFV7SVzqOyz0",
-	"d+fkwdSRYZ9UDu2H8FD0kb9PL5li/tL5lKjd4fBYW+DZKodalTnvqa2njFdDvRsJpIbo7EbIf+vdBmtV",
-	"lpUX2kn0gWED/GZkW02igFwm6K2iK7ZCSRLMEz+S9nruht2zDnvi5Q+sHPtMrPWhB5bS1wVgzVFXm8vH",
-	"XbZQbLIJJb31lq8jo10j0gFwDoffoJgKDtx6tq0RnAjgykfXVP8C+Q39wbIiy/YFyXfmzb3fkstxYOmv",
-	"q0DzkPwTfveDDclt+HlU/n3YG/dPOt2z2+Tfj0G37gO1BtAk5O30b01Nv3vAefFTJmdpMi2+nOgXrfqt",
-	"TpEdwuZvvEZ67HrykPLavlvTjZ3jNfYbDhRnwfVvjfRHKAEaYiIRh7JverD4N08vn768fPbqZRSwExAK",
-	"YRN9ipKNxmbIpLAjgThFAh2TsNxqCWC4cDOPrfaLxEhOD2nYHdbKi9zZBqOXCYIOB0DRnxB/hCf7cNCv",
-	"zLf/MOz7PuvwzVmDP3dz/1UUt9rZlovkqNZD/XKfPYEi6dLggiu6ihkS7t5QI4IIVGqnC/ygmp561vQK",
-	"J8CBZytC1RQU4ko5oL4MnQU2kQKLuPFM53y5FGiu5Hl5iFjp+EG5gUzENLPtujTODvhkltfYNkDXF6RI",
-	"FR1Z4AyVGlCfQ48HPWU2A6mrgLSRZLY+h54A/auJ2GSmf0nkH4DMncYMGhOw0LVBHDwebdu+RDE+nYpl",
-	"IWJti6tvwMldOBIZq38FSHhMzFRkrwJqbU0R9hxVHKWILfQC6LAX2QcMXuBmhElTQPICRCOhBGkB08ab",
-	"pbFxiaUfSsCNIJ6Aad++nY4QgCnP9+sBInycY88O8euhG4oWDalXVV32gNgRyLGvSzqZK9jT4w/o3d3v",
-	"du5oK70U0upewakoQcXK64shNFp3cVzexszAg3Y8/vlHnbZHenFb+/HdEf6KszTKNdfc2pHeSsc8ckHk",
-	"Hi3y2Ig9WbE/j/5EG6YZz6s6i7UCG3NPFxGoRkp+MJIlYGka1SJ8t1tb2iVXSsTEeVrDu98ao+eMbMXo",
-	"OBvAPmgv6BEpfbjylRKOl98OCpq1ZIbIZ6pGUSK5ua+CFYSy+jF90mI8jpXHZwTX1KcfJICyhTC98bbT",
-	"tTlkv1hY98bP+iDQ33xK+Q5gGK5RDhh1u95t1/MEK2vAY4R1Abgmimdwr2sH0T/+z+0JQ7VD5Dg9TC+l",
-	"2iONJP/YWXU7jZRzJwiwWyJlpwDAhVnxN8gy1lPTenKhd2On/U5P+/D0tDCXRksTpBJPh0FjN33sqDtg",
-	"b0X+IZkK9k7yDzxJ9SGglxLxdxBUxQu6ryhtuVqqIhd8wValH9qv7U5OFuJj8WiZ8kSeQ5+ZEsVfVsWs",
-	"fdoIGk9QBuvtSgas32cvsw9Me1DM+E7sry8ukVUaRGZ3+lidbtdDWVMyctQdeMSvqMHpT1av2+323HzJ",
-	"zJkoTyG910Wuf0yCbk/UDUPrdbpng5IsJghHlgYyOPEvrFZTfTzXvIPfw0YGTZTgwR02+1tL6qZJ7w0O",
-	"m/TeoDMcdLcmvd/tHoG0JWN1AImqd7Rakj5IsCKxFxTTgJ/se/7j3rlYrR+x5Sj9oUmRbe/OwwTdOs9y",
-	"Q9s19zOpLsFKAQgy/xF0x3Gf2PSGn6ZB9q/tENvzDSA54LO2Uo+cYaS1XLPQHm/1NZfJ9D2khlfLTijf",
-	"KcC6GARmCajQ3KO/1WI3CUtBbqXIQgluJHdfoIgCKZKIrc7ySpK0NvrIxlvNfeCMofezbLEBdZROs+Vm",
-	"jPSHz7RPAlOxkghXiiFnUNLTshyYzh2jYbST2PZ+c0VJCKtDAdxj9Qw39JumZVGD+N/LhFF/rstYxeCw",
-	"2rnB0iNjsYhXaIoBC2Z6ENcJYHqm2bVMVEnA/hzpzgBcRdhsmmcATbmZRrYdhpeK82xJbw/cetL4SsAZ",
-	"guZn8ySIyAK6O5OV82d3jKJAfKPc0ix8XpUsT64TCTzFNnFFc+lxg9rAv31R+N33hb8IPDF5aKWkt5gU",
-	"GFO5bSGQ3Q6eLFE+z+7WvkKaRFoX6OAqiEtsR+qYJV6YN+cxZsIG3kFjXf/EhjhsyJqQvys9Jt3IPiFA",
-	"56KhwVPVBHOeMpwTvqPGbCBINHOCqiLIJGrSpZkUynIkIhHZZBVfi8KW3Ge5UHNXbbGd5jLw+4Y3SBhN",
-	"wvOlrnyQhSkNZCVjqPaoEvWZly2mYiyOwWHgYAyRV62NOp7Orb7FAoFMJImGkLLqcLTd8xANegV68Mb2",
-	"QVJ98PrR0k8Mxg+F/u3bRQJOf3V6c4CNE1Ptd8SuKRz78yckr0ekmYioNEnqHXiPwE8bwwHjkqwR0l7q",
-	"/UCQxzU33NaupGfItTl2MMc5X0NhbbnKl5lCwm+jzcMm/pazuA1Mq6KWVIR9YREROxRzo+OIjBXGWCcS",
-	"kJIp33hJaEJiWixBMXa2364+OlowIPPZTUNJ9KZGS9qDd2wEwSdhOn/88WlMklN42c6PPzKf+cYxh3DM",
-	"MGBvt9zYbvyA1VEQh9JyENdQC5f0mB3RLSVRkOYADwcY1VSUzFO2lqGk1HdC64jeRNOOoPxLbP8G8GcU",
-	"NsKG/nhB5R9z+1bgyFygMcc7mM7danTFiCQO/KxHXMUW66OrJM3j1o7tKjJ0kEidKvnCbCWYhFaHoQdC",
-	"mqglT0KPHwLsNQdyZCPruMQ+sw57h5RS1H6ItEHU8wd5cUtfi536AK+FrWaZY0F9Uu9FfPmB4SZi0e+f",
-	"o6BUWXKbgQrrtF23nJMSphfcjqRgEsgnACGbyENocQsP1Bv4RnkfrJa5R3TsuHugtnereKh2UmH5fIsy",
-	"bgbOTBPllSl0vCDipMBCwPYPDTkNLYEfMF/P4zjHINeWO46KYf/efputcughtdGGDi3KmBzA4ZSE7z70",
-	"Hx3PHmkgn7aa8vn+gGG9emBYby8w7BsSHqokFnr98bDbGY16D9qTvQ0Hu00/dnW4x2oS3S8ezIs0ca+i",
-	"0dsVbsps/Y3Wyw4kMrwXsj1zQOzw6YKKR1dCY51j9Z3SC0YDhvILxP1vNLtdg4q+a42XRm6Gkeb9YmDX",
-	"JFyN0gNevHqn8h5wNO6t6JWlSJRff/OI8BNJtOKQR2xONgX9e8xWy6XIUaSUvDYdg+Wh1H9q1ZX/xvWF",
-	"oUNLQKGslDAub1sDwtm5VfWHZusLVCYMDi79vIKSzpdZt6k90Hv9y97QHUnlyWgEDbtg4RKVQ2Zqkhmd",
-	"bfwx8a4jjalRqzV/23GslQaj303tkLvlU7RCjgG7Cei+VYC0ZJCjU1R5gjjYk0qFGlv5IWmwkyRNsUO7",
-	"/NT0984OyDXq/RkR8HmyXNZdxHyw5ypu2ugvu/Xqeo8Rq/+PYzihYKseUPuAXVkxV98bhh5Wfs5YUXtK",
-	"4R92HVPwKRU4SscUqV7t6wt6An9XniaP31STFI4QndKhJb6Okra7/rLl6UgzKcaOq8OdwJiThGQYnolG",
-	"+KUiKAbZRr3ifMUYTJBxS6tMQD34XuKpuEO+ZuuEwme9pN7IO0LQaFfeiD+Du30+blvu8visYpv+0vdi",
-	"473uPFwcXu/sUZtvfzPFZWlzJYUqKSIpKw+FgVFdM8LXu2a/r9UHawy4zUK9ZRlc//ildkegbL2qI5Xy",
-	"5Tv11yH5aZPKpUXPUEPQ/hzTzY5IAvQTEaWICutWr6NvGIATrwozdYB80qgzBwJwTPe6XY9jGvLwF1E7",
-	"+oeOkHnUjj5FAYuT64TGFXUiFl1FLGpHgasmGaVSLGYjzh9+dE6BMFI8KdFWQqqkSD6IjhVKK2MH9XhK",
-	"imjAGoGUILwIJX4JuW0xJmpCchb+p11N0S51mJYULZKH9KQfLffvFk83UjGbuL3ps+ZF2kXFZAE4qxF7",
-	"9+Z5oMO/aS6AFpqnClohcn69EIZJl0gPLJ/Zgm9CmQs+nY9ZmmVLSOmDDleefABYPeZgheHjmAH7PhWM",
-	"XVcEVv39oPo65zht2ocHB2PRQjHJDNYST1kECpMBW8nkX6sSnooWphcAOOJyXlo9QKft1ECdhhvq+nGc",
-	"FgR+IrkvAB4w2jC1owKjyXUy9RYDEZFpNwkp5EvCBefGpyI3CKGAssYLIs4NlRGy4cIUIzxRSU9kRCg/",
-	"+GFJMa4RWLR+mX48B24KJXyoB7t9PL1eecfTLRmAv9kg7rgz9EF7Jv60w79sqBu3EgP6cwdPx893Us0v",
-	"jvwLhXSco3FH/x2uLqarXD8egJ2XyS9C//M37fjgmbQrpekJS8P30E7BvxWi6uJsuqIzs2DRo2wpJF8m",
-	"nQ1fpBFrRqifjvxY8CMQw5WhhKN4/OhRmk15qg/a8Wn3tBu1OtYmPQLHjB75923G2HY2m9ljyRXRHRPY",
-	"ZGOdkI7LWBrBoY/tOFHLlG9e4t+RV2k7ffpGz10O/hJ5AoHVs0cbXiUXnOaZZOLjUjsD2hME+QPAXH3K",
-	"pPCGYoZaNxyLmKwZkv6KPpyxscYS3b9781zpM9nMSSmTwZ2KeFXqxtNZaBmkZSh9CXFPYwDQGV7mA+W2",
-	"Y2YktNvoTZaIxfzZN3mgrenHD2rmH1xw8LN4ztNUpIlawKDei01gWxLw4HepE4PKS6SnTj1mYcO5rBZO",
-	"g7iHvn6jiKgh6erpShXZAmrsZgLCRmCFkl2e33xReU+qb9p+LzZ1D/uz/kwfFXmWgnZrzXMDAkdbAigN",
-	"4AyAo4w+HjosWQ51EDMJeheAk1Vd9HiNmpE8xw+2b3/h3NOL189gkAFlt8DO4IDEx2WSb7wb7Xhgc4m6",
-	"95sVcEaa8oMS01wQkaBKrqWym/gHK67uz7P+TiKv2/i72q2E32DmG3Ulkow8zdi/G7DuXVNnAQJHXMBA",
-	"xG5z4S9vvoqhjLP1/PrvLM2ua27+yrxJ/fb0ZVfaOy4A2Uqdbh6DxMWTF89eXl2++uXpy8i/cbxIZM2N",
-	"zcVr7qunpZ1IptBM2Sa9tZiwmKv5JON5jGY7Jqxi9GiVPPJva79Xc+sn3jXwDjWD+JvgaTEPoDEskUKp",
-	"gC20RZka8kTviOmwl5k/O0nmT7314NXOacAx/Pb5/wUAAP//",
+	"7L0Ll9s2sif+VXB07zlWZyCZpKRuSX3m7O04zsQTx/ba7Zs7ifxvQiTU4jQFKARlWcn4u/8PqgAQlKhH",
+	"tzszmd09d3fipvgACoVCPX/1WyuRi6UUXJSqNf6txT+xxTLn8O+rNy++55uXmSr1X2q1WLBi0xq3rkjJ",
+	"BRPlE0VmWaFKcsc3lDCS8mUuN/ovwkRKGCn4R3nHUyIFb9HWR5avuH5TykrWGv/8WyspOCt5esPK1rgV",
+	"BdF5Jww7YXAdno/7g3EQ/NSi7p6p/vId34zLZb6clRcf+4rPoxZtZWlr3Fr+0vt4d7GIPq37grVoK2eq",
+	"vFmp7XdH4XUYjgfDcR/eLdiCt8atJGvRlhnr7v3ROAjMWFQil5o0P7dKpu7UeF1kJW99+Ez3TCWIroPh",
+	"OApOnQr/tMwKrtxLLuxLgmoMMN3V339N+e2nVCSzXnRgutF1MBoPRuPB0JsuLlPDdArO0ha919zCxmVK",
+	"8syOdHuK+0caepM0I62N8avWh88fPn+mhi3f4nptc6ZluTu+8Vnu/xRO+0xb3+Zy/TJbZDubMlmpUi54",
+	"8UThhgyDgDCieCL1ZhQpGRBWEikSfpQyEVCmZ0ejiTlu2fd3wqCvybFkBctznmdq0RoPaGvJi0xqEoVK",
+	"z5KVvDUOg4C2Vsv0yCf0vN7kTGxPaZkzQWayILOCc8KSRK60nDo6/KHme0fMXFMLJBpbZjd2YLSV8jz7",
+	"yIuMq5slL25StmmNo0CPeME+3Sy5SDNxewMLADMxP6hkztMVyMiB2S3V8/q2z2699bBb+wjgDxIIsJrm",
+	"mZrv0AAvk1ISRkq5zBIiZ6RcS8JFupTZSQQBQQDE7vbDyMmRIBwxNpwNOgELp52LJEo7Q96bdfrBIDyP",
+	"LnrD/mgA9/LFUpZcJJsb5AVZpLzo9KPOkmVaZqiSlSt1Y9ZHD4OJhOd6fwKhmf0HUNxeztSSlck8E7fw",
+	"d8HLYmP/sFROW+PoM5IZX98aR4bqcIawsuSLpf5oQFtTmerR/TbBAU5aY9KPKJm0+EcuSv3npKVHPGl9",
+	"9jb8MVJZOt+YVZ1mea6HSVtzzlJewISfSVFyUXauN0t9D1su8yxhZSbF078rKVqfTyY5C5pILlZ5bqQN",
+	"LwpZ1K448qfcXtecWtFGs/uCl3PYn29ev7vWMol/Ku0tR2lguPDmPmwD66lp0zAW9ulmypI7OZtpgTFv",
+	"0dYiE/4lpSlWrMTRkeHcW2OPY2irzBZcrvSTvUBvD9g3lm/V3i25+/ZVkbfGrXlZLtX46VOz8l2jJXUT",
+	"uXg6l/JOPTUv1sflv4Aj1TxbLn9Plgz/H0v+QVnSLv0Bnvyw8zHvuHnHyzLf1aPsqeMktj5/pODu0KGk",
+	"nHMiyzkv3DXiJPi/4YEUHjqQwtqBFJx2IIX/70CC3R9Zzememx/f92+wzSsuepRtPhp+8ckT/d928rQK",
+	"nnC9CIQJtQaBNQh65B0vPmYJJ+8F+8iynE1z3mpi0UHQe6zz6aI7Cgb/JueTJ6+/lG973TAKHvF4emfE",
+	"bf1g+pHzu5RtlLZktfFEMkHesCKrmUAV5xd8KQvD6ynL8s0BZg+imtGYFFLodSMj8hX5ioSdwRexeNC5",
+	"4Odp5yIZTDusz3qdaZSEacBHsyG7sCy5u3bBdTCsxtTIjrsP9WoPLdlK6UNrxnLFH4PD1F22XPL0RibJ",
+	"qii4SDiqujsclC34r1Jo6jxfFXLJn9qVamSlLfrX2WiXe2A5O7jAyDBcqUyK10tesFKLBJ9v3mW3gqea",
+	"W9ZZOQfVhaWLTJBS3nFRU1dUMbvBq+PW36YX5f+OxI93o5eLt331Px/D5Kfl+fyvaW/2Fzbk72WQfb+5",
+	"/uXVevC8wX3nPFthNa1CapZuSTtKb+TX4FQ9OG4myNWbFzvOLX/IvV+i/5Gjv9z9d7gIkotr1p/+dflT",
+	"MVz9KJ5vXqrz9LvZ/86+//Rs8PH17YlDBon7z/ICNvgrd7yAjorohtas5kjn7TkedMJplHQu0h7vDGf9",
+	"oDNg59OLZJiOeDCr3s+SBW991gtxzdTdN6Aa1pVhrS6SnJclLygp+EyPnEw3JCsVseeOvyBHVcDw4JE7",
+	"1CQIgm4YDrcV46gzCtKwc8H7/c6QhVHnfDpI+mmPR7MwePBJ2Q/65JUsybdyJdLG87Ef9L9AhfvdTrXK",
+	"X1qpYqxJCztweME7ulEv3JU6bJl1l6woBS9A8qz5tH50OZ5xVsRWnISpO8+EYiWwDAZNDB3uxTfRfVS1",
+	"hx9WUaef9HjnYhqFnVE64J3eLEgidjEd8n542PyyhP9nWAa/D1v5cYiTNPx9vGVf1A1G4SknGtLQvt3y",
+	"1rvK7GzgrTXLykzcgo9cs5Z+upmjgv87OOpRPE0+C/wTmeyQt+hhzqGTmKxB7bARXtQ6TPzkmE9nSxfg",
+	"sxlPyuwjv6nHX6arQpVm6/vxGC8gcJNIYXTLjQnV2F/w7sH+GE1TmMYu1o6Gyopb7kbmi3oIUzeOJtod",
+	"DOgO91E87k+Q06b9mPPxlSPaWkJwrrUsJG4JLvRWb41bF1Ewf4RdAoyIRuAWH0LAC5X2e4W8tsyJlKuk",
+	"yJZm1K/1LiDgCFEUhCf/yIsNUcZdUM5ZSWYyz+VaaWNh0fVcH+jm23G9PcBfs+tDeYjxbN5yxFCvh1s/",
+	"14U5S+ZcS/RC5q/ku1IWmKdRo9lVvtaGdyxkR+k74jGYUQVXSykUJ3OZp4owkhQ81ezBcqLmci2IFPkG",
+	"ws6UrOdZMidCkkR/kSzYhtxxvuxOxHOgP7qT3SsTVhQZVyQrSSllF/jsl1UGilZZrDg6ZRcMElfEaqEN",
+	"BDu81gfaKvFwUmWhqQuzXrKCLXhpJn61SrPy2apQaC/WJ3w95ySGcyKBO2KIu845WRb8YyZXiizZLdej",
+	"yvTtv6x4sfFC/fhWf4jbw6H4fRfM36J3SRZSlaScZ4osmNgQLkogRzvlM7bKSzIIzvZ9HkRM7evmISdF",
+	"soUm2ADEZSbwr9DRLBMlv+Von7qMg+/REtwl0yyXa0w6kAWJv4phS2lS2ZHKmdlhd3wDu1muSnOu6N/g",
+	"P2vhJrNk5byaC5q7+5f+Pwuu5ch/PK1SmZ7ir+ppbex6Mi8qTaNxOj+wOw57niQsz4liM05KiZGNLoHJ",
+	"gvquh8OVOSEZzAvlED6sRfMlpEAtOSud12EiFFtwlyKl74QLWjXT31gVQqH0QfVOP4b6AYmCAJ6J3QzK",
+	"zlu+zNmGp2OiaRJfEjYRW18ktQ8ykmazGS+4KPGb+rwg/Sjqku/5RhFWcLLkhTn+cb762UwRlitJFBfl",
+	"RDCcY+zRsvM938QEZUq12sZgsrZOdyIm4sq+cM5zZ0XDbDXTMEVyKW4Jq8io773jy5LiDEqSc6bKiYi/",
+	"e/36+x+/e/785c2Lb57/8Ob19fNXz/528+OLV9+8/jEm7ag/1683LHhG2KzkRfXWNVNmxVIKRwHJZsQd",
+	"bRPR9t7/9vn181fXL16/ioHD4R02BS52z8Rn2tbjJU+rrygpBS/GFSdkQmUpR15YZyKVa2OH4wrDsh1Y",
+	"Ysc28HYGslHPZD3nwn29nZVqIuIsjSmJkX30v+y5jC9RvNSmg7okseaEmOjfkEticzbEJP7tc0yJykTC",
+	"K9rY70yEPhrPqHmdSBURspzrA4u8FnCMVitox2bHb+Y+Z1qMKqUXoayYbVZwPhHslmUCaYebreArpc2d",
+	"rHSbjRHB1/CVLjEhTa6e6PcgN2vOqfbBmm2ckMFJVmJmi5trwnPBPr3k4ract8bRYAAS0/4d0gbB/j3f",
+	"vPimWVbe8c0ThfHVhGRm2lpVI1NerjkXJJ6vb6qFNglc8Y07f+74Zr+kvIHw535h6c3kvN809JeZKl+I",
+	"JF+lDUqAYZU8U6UinCVzkpV8gVyr97H+mcKfmTATu+VP9PWVSIkU+gY4wobkh+xrf3uOtezSd5P1XCpu",
+	"b1zLVZ4Ch+hFzxRJVqXWK4oSCJRIUWZixZX1rdQO7C750Rw1WYk7To9WkURqVjA/lXOeFeZzXXIlrBYC",
+	"6qXbm/0g2HfUZoZYTdoImNwfmsj8JmfiFbygiUm0vv1EEf2FPUsN/zmoEKHOWGWhLfX+L/Sb/r+fWefX",
+	"oDP6YP570/nwW0DPo8//2WocKm6rfQxtUwUsL2u5Y1kVyacP0NK707J2XIXIYqsGgE2zZ85HWHsmiwUo",
+	"vasV3Lk7E+tM2TcVazOSLP29hnDN1N2+z6Os/P0+DUfW3o+jxf87fl6bcvtZHiy9L+T5Q5pg9XkwBKyR",
+	"AXbA1yx9i0cM2JPo20IzuvJrLQs5zfniT+Df2kqVX7BcE4CnHfurb8SCpgVaXQZHJPnru9evahnxvGSZ",
+	"tvz0roC7FyulDwTC4F4ip3/nSQlUUSUTiabG04/hU/QAVD6kPrgBshL2/Q92UPZ7Zk1WhRhrtWw95zwf",
+	"m2mNt6YARDqNsm/wDfjI7sLawxvMGPMNStQqmWv9hTVThxJGnK1mpcm60KqhngWoYaDs4rvzTHB9ySig",
+	"8Lbvrq/fkIQJ/colKxTvtj7T1jMpZnmWPHShhSw7mEoEuQRNPlmWF5ylG9CVmxdZ33WKY9ToTeh5vkRD",
+	"2jkJQYraAD6KTT1bzTQu16mZX56e6JStmGpUMZWWX5aq9U8d5K4tuj0mdym5KhJumScThIHJZLw4zDpx",
+	"MgXr/60splmacvFABsiEWs1mWZJp5RzikttM4Ju4oMDpmyqLUnCeqj2bX+s37h4v2ltZcxO/IGDSwpdf",
+	"wj21ohBQrGtlHUclR69a5BfeJPETx9a3gSyPt8aWCpnSWlmWkumqJDlL7lSNwHXqtePdMcVnIDhQqbwt",
+	"9HnHzONZSVLJkYfmMk+BWV7JEmOiDxcWM/t8xSKvJEo/Z/TC0F0we4/A0AObmQDt4+zqfrXgr7yXH93H",
+	"eOPjLK+lhd3GsD6ZFi25FLcKqh4EKuTGJ6HX5Q3b5JKl11K+ZMUtf+DylFJ2cvv8znktPxpvgXWlNZ/W",
+	"9gSCZ/inBHgPuDL7tXr22OYLvc1nNBFSSklweEfWpJrH4x/aMC3NnXYwQP9rKX9gYmNGqh5I/4KVvAMU",
+	"2o5uvra0d14WLQIgPLFXcBr9dcE2ZMHuOJQ/wVNmkODXQmOa6lMCwi7gfVwtNZtFQXCJ56n+NSTqhGWL",
+	"/INRSnTT2g8eW7ba9B9n5YBuDAiFrKd30y8rWTLSjm1sKaYk3oki2YsuaqYv1Gqb4vFE6PmQGF7YQV7n",
+	"aUzJSpRZDuulrW/y/voZWWSpyG7npfME50yVZ5fo45uIKSuTOa32mGO3jfHpyFRfZKmyNWuXRBYYqtE0",
+	"NoutxT0ls0IuCCNJnqF3Mk0LrowbdVlwrYfxlEQByQQeH+Y8UaBEVmlgyjouwoCoiWjHemPpJe2wVTnv",
+	"zFiWrwqgzJTPZMF9hxU4EHMJtYer5VmXvAVO8nyO2QIfiOGXzpX+xXlMb7OPHKxeLyrj3bdrMX0n18ht",
+	"yNEgKNcMBCcODdVC8KAdDpw453/Q4PzXLPZe6OnLIvuVpw9WmoDwHZNKtq0twUq501d/jYtSv5fvFbue",
+	"SuAZFStxJ+Ra0KryuCCY4naSBhRWu7k26SMbeeXf+3gieMpZAb6TOy5gnplSmbil/oS9eZq5g3x+L/in",
+	"JU9Knj7HdIkHrlrJC8Hy7SUzG0GLTkcMkpWK57PG9apu0k9iKcmciTTn/t6/1Me+1lqnHLbS7e0pizbw",
+	"Dd4XZsAQx+UFwVyRo5qrmeXjrFzlQISvV4buIOihlx6dujBAY0cVxpOqSMpKNmXGVH0vloVMuFLaZHou",
+	"yqzcPHAlYfcxHKG/li+MQJxlPN9rlFTSWa9OVntkTFZFTk10rBb7py2YPwbL4WZYgRzSmJViWutqOS+H",
+	"IGyqZL4qOZmX5RJM+bJcKvL+7UsIlds3NH6p4YUmSkRCCJEfPccjn4lwgmbSx9jHI+3v4jJZ8zzvGDeO",
+	"NnsM/S+x/Go2w0PcLAdEPPJMlZgzHOMSxN1WNTIP2UH/a1nIJS/KDPnEz6TwXHqp1lRMatmWX6+e87t9",
+	"Sv04lzbGRrKSktjmPWvtIsmzGOLFd3wznqyCoJeARE/h3zzuNn3NT1jeM0Kxyo1zBo+6nXdk6WNHZhqH",
+	"Wk9y3iWNEQV6zvrW2rmXan2G5bnWSBNZpDw1EdUZX9sjn8JpuQQxkud6CA8jhzAu2Z0ffKCCh9LaZm7/",
+	"1oLQy7F98Q49B+5FrCgYxu0rBeZndEUbZ7D5QC2JscaUVfTFOFEdhMQzvAkEaZ6/noGoOjQ6s220PKrv",
+	"G61a3+1LjoC8CM05uzxuLimeFLy0bE/eVWkzc17wbqM33aeH/fzuVD+4yVoYl/rAEYrlxMVx0z+8OvDO",
+	"/VT3HO0sTTNNKJa/8UZlClXqA63v+wNbSZVyqchaFndaLLbffvuM9Hq9EZh8+p7ZqlwV/KxLXi+yEmL/",
+	"Qu+svdtn73bZOvZJzqZawzHmDiy6Pfrtie9Sy1YKspr0R714LKT8HdhBTfEq/ZubO3i01CWRODXQfhfL",
+	"ckNteht4utrxVzHmDX3ZjtxdX5PRvjPU14JbP/bG5oJo7ZFh3L61vdhs34v0nO3zYrWY8oKSsKMVpvSy",
+	"SlCxJI+/s6d1xwzN2lvd1uGkJ9pKVwUc6jcL1Wx8QZZK6Y2nlPIOuGyR5XlmZHSNrTJRnvf9LwdNX+ZW",
+	"Y99m8k3tc6hK+3EUwUvN9qh3gmkryMoZAiaN6FIrWppGUuhHtXbZJVcTUcu5A9PRox5YomPYWjFRbKOI",
+	"kqQdn1xyORHgv2584SVBDbgsMp4iX+5sAbkqE4m77qB8QtK8Nnd7Qb4bTH1vTF2DbK4++T772oaZHC1M",
+	"NoMRLwWHTBspeOMg3bc8E75ZwDUctY1xDXjdE2V4VlEy3WiLQYosYTnESanLK+Kpue2JwswFRf4uM8FT",
+	"k1FESXw5EWbtYUZC+omWC07aOwxk8qXRaS6k4DZIb0YE9Ljjy7JLvpYrkfJ0jEkhmDthsjVKSQZhNBHg",
+	"2wGlSmj9HJIbe5F7l9aq3DLoyeElMxmbykO3/CdMpBOxzaoxrqr5FkjfBctzri8padxRxa3WsPV700Iu",
+	"lzzFh7rkOzMgLaknYsE2uCe8xFYcDpwbMKgx+KQwb0WPHNJSWCYUyAP9W8IUpyTWKh7kZGHFX0wnIq5e",
+	"Cy43be3jLVon0P9aMqXWskjdv+Ffd3wDt2W3gukTDVXpRMq7jMekreRExFfGLQGSTN/9zPwMSV7veNlx",
+	"FxZanIHdqs4o+LGXZZ3UtInOVhVO5pq+4pYrEv+4XneuPF3WfO5NIT9t6j90JyJ+KdF+NXfZupLq8h3n",
+	"S1SGMFMHdjunZK75Rz+zZOUcc5EhMYdOxKxgtws4CESqz9oiEzMJa1bwhfzIIcXB5cccL2ahdV9cqxe0",
+	"ms4/VbKiPKbuW/ltbj5d76iVuTRJMoh3m2TRLUnmpP59d74n6fyM4Jry6erYvPnXD9BKgn/YrzZYBXVb",
+	"r4KcMKcsPFE7moSiROap3sy4gXfUCavk7tUlDL0yzOiuv+7SqlC43aG+yPf/1or5TtaqrKq0o1eZyqRk",
+	"T076G5MIxxSJbVY6ZCeztPK/Q1o6uXLnvHW/m9kxyMTD/YTWxREr7mT9vn7+NuwBVoKrx2wBdAWOJ6JD",
+	"YqOLxGPCSPTpk8e5fhJp7LIhtOzoQO5tsYkxRbQsNnoS1j156QKH9nuZqrIn8HF9Kzw9ywTLqye3vslS",
+	"uMnsLT9VxegteA5vaVATQfYpUZi+sjtmPKyF9Eg0K7H2BPMJDZlcxQ1t6ScbMgxNbcFzYepythTsxPoC",
+	"t9I7TYzVmM9wIOEV+NxNMmfitnYdc/irHybC/oLFSDdokzQ86dKJ/d/u+Mb/uP7TeCHg1fq0y8TtDR6O",
+	"3UKW9k68oroFv+MbnsaX+ihdZkltKnDBlMfgUOGKSU3Wz8xyucZ6Nf9B76p7unbVvUGP0bCY/wJ3zXvc",
+	"XUOAhtqlgqvVws7ZXvSGiUmSNvfGHJ14sTD54jFpMzJd5XcmRUdzHP5m6gukvJsIiKUxdTfG5NlZllut",
+	"isxNhOns0ukrXQVwBDeZ8JQYuHiTiRu0SHDM9fvlqoxJ2+WwYKDuiSJxttyj8bOkbBJ/lf+QtDFwd/Xm",
+	"hc3It7/pI4Kp+VSyIiVmJGfW39jWd1YBiUQuFkykZ0QWE7HPEakpCYklC5Zym4rDSlfwYkpAdj5KVB29",
+	"ISv3TPYe3lbrl99nW6AAb5C7ZpN1ySuOQWLcMVqu2SqN929fErZcclYoW5chi+w2M76odoxbGlZ4VeQ3",
+	"+GN8Rms6vEnchkgepF95c67OCvTBHkkatcAON8133+/YgkeQr6gVgI6esAiNZxpWaH2576ySxg868/0D",
+	"3/qY3GHvG/X2sD/uNdx7jn/NymTuuenq0zZFpyfOG951zdSdfd9ncHm9wGcNqGom7N9HXIv47QNjxiP4",
+	"C9fKvmuVlw93dvovaXSI6aE8UVptWOWlSbYAEw9z4rXUEV51BZ5V8RmYeaCnx1ieZTI/vZIGqMtxNQ22",
+	"6hJSi/WgTFllOka1EfVq0o7/8vyaVNlkv2Xp5/jMAQtMZbrZ1aydr+qkWJeDxDr6hLkNaI3HWYP+Xqx4",
+	"FVA11PRwBMAjOmcpxpMtZIumaYoGaE44K/IMCk6BN70tM5Uy5wxgDDQ5juaW63safaI7/H9ysKG+abYZ",
+	"egcwYde8ydQeqlDrIN2qePLK9xhRmbjNuQstbRdA7YqWhsjD1wVnd5i9shVn1Ls0WQE6gE2r8fxinjfU",
+	"/7U+wW8xl8CZcIDFiKctKBlQ4V6aOrMmO5a2tNKSZ7fzhh36jpukGswtg4NPv3pZyFvILgJRC1ZAypvf",
+	"DkJ9Wcgp3+MRyHJQWoRxMUrBCdxO1lmekyknOS9JOS/k6nb+8PCe/sIxp8QUFwqtRHzg4R8seMJFeZPk",
+	"LGtynj+D66hBQeIDlEtWRPYJS9GfD97HkqJvcc2z23kmbsmc5TOTYDXLPvKJWGRiVXKFYnG6UhlkUSIm",
+	"Aio0xC/q/OH59dsXz97dXL9+c3N99fYvz6/fxWdkzj5ystBmXaKIAnRw403JiomQa3FZAZ8qouas4MQo",
+	"Rn+etODypBXXqSdXiDtoSIWRi5Y5SWwC5Xb198PZGrLf/Sq0JJcKkmk0yTp6fVvIF42GI06mYUvsON5k",
+	"oRele9slcQPiyLjf7zVHxlGra4pp4Q/GlYon21pPd2sj+jxiKQO8GwbEckEjaQxezh6u1JyI3/RgdRiU",
+	"thKVy9K5iRqGcYKnzBDWLpC3/J6co83C0RdW1TS2N1tF2kaVBHf5I2izVrA3qbJ7/ZMWZoQXuG5YnmFC",
+	"R7irRJaT9+9ffEPa2tz6lRdSnWkqYyVEB8wQlAuo08yZgrhEbbvtLUDz1wKGSferb89Ynk9ZcmcyzZtn",
+	"BKVZmCw+Mwkb+pkxWYOFDd5BwfLdkCe5lWWXvHOczY1vcyJi+5K40m28Emp0flH9FBrsyB83W09hqWzK",
+	"WQpnPZsIa+NVYAtja57m2R3fqtdvf+RFNgOJaXAHN+RdyUSqrdsfDQoaybNpwYrN5UTAWMzDnSyNIWPc",
+	"FLzoYVnXbZZi0gr6prX8MFvuiTrDsuGJiH1v/JhsO+Njap1uVVHM1qtMFvdS5lmyqZKTJ8INByxdW3X/",
+	"6VOXfIvpUwu2geyxNIWAsgP3I2oOJSPZrUC/rxZPfsXInUBh7AUVXBA7dDFdC1tWWSkGkotv/vqRbV6c",
+	"v/ju7Sb98b9HLQTruimLlUgwR8VkRdwPgmsbbO3zPkgzpu5uTsfr+nyvgD0edzYkUdsRFBEM1IFQPVEM",
+	"S1IPx+uPRM3r+9CkobaPuXRNFET/M5FCcHAaYJDkjDoYDPPWJ8raZZcQJSAIlAChiu5pelPFF4eErxVN",
+	"ztr1VnVfVTG0aoLMWLjRdyn7fADoic06gWGQvWXLeGSbOA8ei7gt1f2Fs/2amxf1okw2qdeR65D49j0C",
+	"+2PsVgjXuKRLfsRgmbBRsqMMEXv7DWQgRosqOI1MAaIG+msRSiFTGGC6NNmGcNxUvITpFmsIRc/Z0qnm",
+	"9f13LL3h/FB+w5Qpft4nbWUFPMuXczblJSVLkIRntRWcbspGz+S2wDpsr9fGAHkEuRS3WLqLd5gxG2dF",
+	"s23+e6VakPrWhhg0AoGRdmwEVHc74SMeI8wFyA6RToQwnla/KLlKJ/CRss4afaRfFvEFGdQY7z0gjfap",
+	"rv5QKrIbSMmdtd+3I5tcAcZ5cWLeocMq3PaGnORN3pPpuje7dHce24LK1mw2Z1/qWYuE599CWKXB6JAC",
+	"mdacQJC9rjXfucy1/mGT2I2GuydX2xYI3TNdG0LYpz/no9nvujMxmmysJxdM3+lchee9IHVfY3zCCVH1",
+	"37g5cbGrI9EFTz18TYd833jaWSTCEz11FbLEB3qYNIYkWAODpuRBujT6FJGpKt/yFl+4Rie/HdvV7tYm",
+	"1gWV+HmzWgX+a78QBE0bz49aH5Op3mg+oHhurBS0p5asnFubvlaF2rapjvFuEQj6xcGE1Ec1jMbBR9QU",
+	"8+YKkh0WcCUljUkMmTJYFCauV/9CQxHKMY0HCVR9tnlBCn6dLRqiG7lMsEprl7wVSL+lqd0FTxAtmPwq",
+	"BacVgpOczRQvT09LWpXJqUJka844anzDofk+gr/Cke7B4Zxvc7luxAv8DmAvKxPeAKEZjRIqcTFJzTVL",
+	"9AqbieJlhQBwxzcT0Y7fvEcZMMvlunPHN+rpb3d889lgF/BccQ+x9I5vSNMjX+nbWVJIpcyd4KQiVxMB",
+	"6jpU3ur1xqIXA8W4ZlmJSYvpihNAFB1DY9cZLwqWo/FeZfBANmVWErU04G+QIYruADSjVJdcHcZ8xEwY",
+	"ixNpfnYwcteQdguWmS1oFhDe8qxKPd+xhWCUqnrcmP4Q+mmDd50XrkumdVFo2ah1Nn3bWXci0KAB995c",
+	"Km3VWb+VGRwl2ayWbwCLyMSGgq9ioyXUmud5l4RQVj4YkGTOCpaUWrHU5Imv4k78EyDyxZ3415iSNLvV",
+	"0wazoBsD1lvciUk8jkn8XzGJ/xST+M9xXcpst+M8DFHng39ddX5C3K/uzfi//vTnzoc//WfTzq41Gt2V",
+	"LNVKmsTgWr2+RQRVW16RP0a7UfoIdW8nKK518NGtKRzHe0VJkgmCft+qEj6wer3ZMDXzyHOKWBI1orbB",
+	"b3rdYgMKwMhfJLFpm80p7iaucNrA9W6L8TOxG7MTisbbcnD8/ko+6IgxyLHobTfUqC/DVt2Y98V9p8B+",
+	"JNyr/Ti41WapxDao/NaDvYWC+wjbvD2ZfPWPhr1+dnizH0vDhSk6SShgJnBQ3Cfv1ntJLfW2MdnWq7+A",
+	"tHtjDZ128DsZ9s/PtH3EzFo3jVOL5w6Ja+bYtEuuPBOzkgV4EHnbBNxUdqR6L+tDe4pgwDlnH7kxYAHa",
+	"diW8TV3niHsKwArv9ImysYkGgdik6Ph7aODhXYe2Q8DBGixfcBrUbDxm7i1HEZwkDhVwTxz15zFp6z8p",
+	"icMF/O8ccyCrLR+qxxW+lKglS7CEWOSbsUWIkTMAyYFb9QDxSWjyqQk5EWFAFspuRmgnjgSvDTcMgh36",
+	"HiFwk1H73fX1mx9Mk469vi7s4oFMbGNVntFpDf2/PL9uUdvp4817+N+r62fftWjrm+cvn18/b7T6v+Ms",
+	"L+dNsm8Ov2wMakODK2bOk7tH8EJapHSWzEnKtVINKTvweqj+AuO2HS+lKm8RiSYueJqp+OzSIt1oMRQD",
+	"AOGv8ZbuZR/TdL8DH0iamT8+73U/NiXh3mECu/clEqf8tmApT00EkvkT8BAv1rK4U84aaL/VQzgjmZqI",
+	"lYBsEC0t/bWEkdqX63Wr9gn8dFiimjk0ydSXbMrzg4t2JOdpexG/55sOFr4tWVaoHZVYGzuIdAOPAbin",
+	"Sb0rOQNZYA97/W8uPsbdbvcMgr2zTKTariIGErvuKPpfUHv8Z/2W8ZJtFvoItCDNle8Jbsp5SpSkpiTr",
+	"9bvriahy/jDZLjZ54qbzBUFCeSVvWElkg69mHyK2e1XWB19z5l+m0Bo679WNIZLLNS86CVP8sDX0FCwi",
+	"OhFQZJRZ1wszbdmMFakf9MjJlsvu3WrKC8FLrrqZfKo3kN4srCpRDIyVNhHVyKgBmfpUAuZGgq0xvKED",
+	"UDQamWCQWxh9vUMzUxgMFNAGvSGFyyw3aeVnY2eoZgoJAaH9IlsssHjbFCZum1CGSaruLHq+AJaLS29y",
+	"bH1m7kUNO+AHyJR5VzJMxWkM6e5Jy0t5U06ES1rC/ikYZdUq8K2UKabeV7kMLD1r1vpTv5vaoQ9AMQxP",
+	"91kPOSu54ErdLAdBYxn3DzzNmEAvGBzTKLnsN/R6gB+klE4H3eBVvQNshMWIMvvYAa2vyvuqhjYaNQ5t",
+	"NCrn+mBOuCghTXDmMOy/5Lsmtn3iyukNmPNZaSuVNCESueB7s86KPa4CTMl6YjvfIRrPyT7GXZFelFVE",
+	"GLWyKoRtp7gTzK74/pUJqD0AYQISl7CpuLYMoDHkSuQcbYU5Z0U55Uz/aIHXTnMmuCfv5YK4Z9irITVD",
+	"phD11DIbdAtwVSLolEEC3w0EafkLQas9jgX3u8kJ0AYG9/L1oFEQJUwliF1UM+Z2+WrbaqtX2T6AgWro",
+	"MX7Jam0RalBDtVnvY6lH8FMDZzbM+RDNHRKgR3g88PWJrZZ5pndcKfe4WIRcC57eHPrCm+YVBZfsR+4t",
+	"KhHNKalNZm5tUo3jaKZz+VZrnKcH56rqg9/+iFq7VqZt6AoyPk7U2dOM5aRMliQMuvr/LsbnvYvR2Kal",
+	"jP38FNOxtkHJ344HIkUaYIS2p26oSrB8yrgVjIpfT6ZitiGITU84RC6AvYPmbJm4bfSxmVarqq5am6zd",
+	"nZZH2pZlpcnkAndVjN0YY/RZWfwCgShl0PfHRT2sqqLnASovhhPQyYBBlJkNodiKcEy89MqUqakfxgJD",
+	"V7GJCjiq02soBHAox1svzhSZcq0j2kx4iNGYzGTTlQqB5ycCKH8ruS1aJgWHraoqjxUE+yDjU1agPDxt",
+	"jrSQWqBlIu74RuHIAT1V73nretFCAFX2pGBqziEiU6X5QkngIks7kEsNebwLaLTlmj9N+UQgeI8+OUkb",
+	"1tDPKT3zq+7tXGC2pq3UTkNUCNII7q2Nmsu17RFTNf8cg0YVm4VwBbdpXFEWWsql1uZwTGQLiCBpie2s",
+	"ne0E4C1gtXquy1d3IpojRceMEKq1sSUroLKpxKig/kfdm4QdP0/yHu/IuzfQ9nHXIaIlGnSQAhMOPYs4",
+	"H5PAD33EVnqJDiSu3EPT8TpmnpaSAeN4iU/tii+vxY4ZPVN6OpcGiVKvFOY1lK4dnNGVjEOQkkBvFs/X",
+	"6SlaD+u08wjxDqPVuIat94lt6LV+BBUGWObBYXZ7Wu/ynLB4qkyRt98+I6P+4IIs68dQQwjClUs3ZHFA",
+	"ZYmXx2GSVsGdaKCmyXy1YFsRmcOIqI2glQYJtUldrj+Nn60wRXHS6vR4R5W006BGVjCou1v6/dsX5uSG",
+	"nMRZxrFphp9B4vpfAtXrWVtF1ik4dBZM+OF0rMN5jMm29x7BWXfNAoRr3Z0INgczGLcuhJAJcBt7Q68W",
+	"tIazSwzQblNa2GZ5D9LtfPSSxGwqV+V4mjPh1XfYYxddQQsJWjtPslmWVNmwXt62G7f3tnssxXYK4wab",
+	"ewA5vYRrs3MaN2lVxbubFrab9Df2fJBZCSAKlNh0DNtUF++BZr9zllKrHtqCl4mwRR9axdDKTQcdfxy6",
+	"ynmR00NnzR6j3g55zRSM7nSzfV9GfNUS7RJn4jc389vaMlVrgnZSIuQJpb9NvTlvs49cVDqy+Wo9T1gA",
+	"xN1J1QouI3hlKvlOKOh+B888w0dsVQG84YBZizTz16mZg47XiDjkgvqXXtiFcRihthWZY07QoWzZ9MaE",
+	"ode0sYcg+Dknwgz2ie2JqDV3g3/EU60xWDQWABUB/qgX5PuV92eXpuYIMemqTpxz5nXWLDi66+TqdCAq",
+	"rFzfPSpcCuypLdUafCz4ji0tZJt7a1ywzVb0AOJDE0/t5yLMCHVrgkzVRqKqMstzAPI7AyJmAjdtJXP3",
+	"Z9hu7TzbhQt+7x7F+mx2o3+juQDFm0NvgFjNFjyDi9dg4Na5HI99c697HYdfGYXH32VS4xpLaq8ro9wD",
+	"/XLR++Nvdzna+15dq9JFW/joS6sk8BPeivt6B+LtSGy75q32cs59anmzo7slWPRwajb2BD6hqoChhxrk",
+	"iSsuWHAOZadTTiy6xiXKfhv3QxeHe/RfXnuQFpubYiVq+RiNiS4gBkCELwyhq1lUUWecpgnTLZori/Iq",
+	"OnySwWmiyfsKANy5D59F+lZpk8oECxVpa/VmwTZTXoFxQiGtXVOC0cR4IhQvm2oGKFkXWVlyASn1wnSO",
+	"HJP4twnECSetMZm4UOGk9Rmr0poiyF0I6Fb5QXDPGE4waBWNr4ZUN3SguCioG6ceT8HQsaVVWbssE7HF",
+	"Y5cE8ojcY/oQgy0opEHWdiQwO9B31Ya09alzKzt6HTvqLlt25BIduh04wDWTaj3m37GO5Q9UjEKhgcce",
+	"suEWgwP1/duXiG+qPMO65J/KA3TzPVNBf3i8xfYeqehlyDWY/KU0QGjWKciMNLi0/RXA66PNXsNAps3m",
+	"MmcJr+X5N9ob+wsxBV8bTRC8SzsOu11haUpY97+uwgqg6D7XSiA0zLLe7EsST1qTVmxwbwFznlzVy/Kr",
+	"Zp4TgTaC3uvtfhSdba1LPxidNwx0G4PgwIB34Aoo5lfaP5vGe9IYHqcQVI/RgW3jmkMTrTx3yTy1td9h",
+	"wUc7Nexo8IVHB3OJZcWWanisQRWTTag7NAov9W7fFrfjef/25T5e23YHte61aZtr2eC4aFLVnF7vHe/m",
+	"ZlPJnZvCrya1ch+kmHsrJHlUylEAGCQkLTakWIkTIpx23N7HmvU4exjslVqW8BjA8qJXEGRim7jJ55mz",
+	"Tb0DfBgsGlNK4W338DU3zKAsNt+gTqb2Fdl7YBxsO2Z3y0svueYW48mCUyOIp0Yij3dS6SbC1gyt0YWG",
+	"xVTwLKRkOZDPJ4q0w8BDiw6hPCucn+3SrlYW6JMwbDQm9O1acMnZbIvg88aiwkzsuV0d9dNtt7zyXlUf",
+	"x4djy/Qe4gC7i/Vc27xIdjwH6qeepb0h+6VV+goOwTFVI7i56TiB/cThuv/mWIX6DvW33bJeFjZ1DQfC",
+	"8+H8JP/W1lode7kp9AyChTot7795jd7ANmmWTLMtwDvEswevaJfA4pkOgbXQFXSVM6sBwGh+l0hjNU/E",
+	"bSHXyuSqezOPSSnXrEgVNge1V01A/+/aziguCWvuaQkysx+NIPQ9CHoVCIH8yIsiS9EF2sb2q1rpmMtV",
+	"ccKmPAQx46iTCQLNQSuMdglFy0m+SjXBzG4gYbCVzX7Mi3iQ66DSQgpoLWEIjZ3DyrX0JFC91MqNJQ7n",
+	"W0V+J8mR3SHUOoE6AsBaH/i4io/XITRx7jtziO2e3/vVYYuaZUxhF2Oqdyow1UBaBc+ESWg26XZM3fF0",
+	"IirYUte59n+ZRf4zAKw0QC6fbiweVmk9rK7taZjzzbr6t/svbCOWNWlL9IHd+BDX/YFaegOg2O8yNcBO",
+	"N8GL01RlW4DdrCvbiqaHjPaB5sNDIa0f1UYwbqMHrdGpmwD6GFaqYtMgSi3vvEDxgpW8yFieKWMmOD/i",
+	"wyBFYQh6lMs9sbzmYZgnSFtxTmL7fHWDis+gmpuJzcPH9hAbCxKQDpEU85uqmbRNlC7LOcF+AWdfgAhr",
+	"EuzutwH9tLxmZrTv/YKNiHPz9pvnksWOF0fo7GtRn2mrYc0b/FfVj5DsBxE5NE+mPNEj8iEb1mj2Amrd",
+	"bhv1ypiZCL+AYAr4YV73TsK00HHQsmDgnXXJlWNaH7nDG9dqORGa04vLGpoHpv1JL8CrWaix/VxTLgXA",
+	"mjWLuWzBf5WiuUPo/ROWnH/hhBxtOMu8ETj2qG8g6toKw/aqplM1SdmXB9XMIB8O6DiPkCHl1KV/ffOf",
+	"McDk3HKSrMqJwMwZ0/kBoMz0C2xUO66rVRB6nvE1LxwPKvTxx5B+hkXEzCRbmuF+QVOCd8c8JVek4HoN",
+	"oTbM1KQ5gHzXHxkQOkq5I572u3L/1bojpJBDzhmQ2OuE1aBoHfeUWgWxPqSByz87RwlipZRppMeIvV8W",
+	"ruVk/F/aYMs3WA0a/xdOBMvcrH3h9XKuDIuAjMhX+v9a9J+nqD4yHf9VGuzj6auPpoi+PEkJPUz/U3dV",
+	"pW2dNmhf74KB23J+qA7/gyhDEFOtn/dQlOCX24LqB5lF9ZT2TJn8lXqVgHUM1ZWqI9FzOCXragU+2xwj",
+	"f4hCdqqqUS3U++tnO8ALL65eXVXoZRghL6Qg/NOyML2XIJWXpSTbyt59vtLb5OkbVmTqgHpyNJLhH1qo",
+	"f4BkPXR0oeP1wAEG+HcLXtxqupeYNsjcWoyNKwcOMgQchwUzyZJ2y7jD34GWToSH+QZ1z77zFtIIHA65",
+	"dap774dYIMQqYz1Fgw6yKvLYJCdNBDRN0Ix59pCQKGmb0Vgs3LOTPLT3CZDakJmn5qE6DS5PIdcEgqWW",
+	"KAeDj8cH1njE2kGhloK+rtjTYw3Git5Cq5KnbmSPfnQ2R2L/qRTyD88DR+GjDKmhzmV7fA8ARzvhBD5K",
+	"he1q9OIW+nyYnejtWYtK7GoJE6Z4JxOKC5WV2UcOiAYWLx2zu9yWmgjb9NZes7VR67nMuc3isfTDo6pq",
+	"k75nFo1qxO9OCOPumpo2RvsUCnOfJgrmDiFNJqKSMw+gCbzqJJIsDuDY6N2Hv1NIg4kp5nbCf9/jf66u",
+	"n32HMV6Eq4l9Calv3gIMQoibe/t9jigt/6zd11BhXukr9e6kxYrHqJKoGmtQLdByxWPSdtloZwS7aOpB",
+	"uY5X8KxJ6dE/QiqMIqk8sK5NGs/JHFuLftdj2pfQd1ZfqW1ZNKbgufFEVNxZJX4sKHp7MIVHNoZnm+Zz",
+	"JBL7JbHX+4ZTHxAf9TTH5l215EXHZhmbm/1942k3p+kXdXW06Ytbaqj3sfj99TMo7773Ab+lnx4d5an6",
+	"aoNWKpcHmjRfvXkBUmDBNnp7AJphZkWh0s9SBzml99NsVa4K3jVtaMcF1B9jd368si6yksckAeRZA1CA",
+	"1ddZUYVt2yYpEbJzXb4lkNR/DQXlHvKhXKlF7dNnXjtdNf4qrpxUthEwXMV/eQOxJR+KYj9YNV4wwW55",
+	"bAmiqmbD7ifTlti0VFXQ6D/NSkOE2vaEH0gub32Mq69soQM84f6AqbaqjFH3c3XB3mJmZB/Hv+yPDhXY",
+	"/l5dsLd4M9Xvr82vRVvVdBqR096hzdWARa6K2U0p77ho7rBnvZn/03n27u23nWt9Z4wOKGS0nba73DXX",
+	"TaS8y5pTJ0+CcrHvgdoJE1QuuOBrbBRZxZXxvvj0qrB7tTQoZF7r1eZaClh44WaEetcIoaEdi4GWts2H",
+	"XahlttUoeddW+1f1UQAiUJ9daovYaFRnt+KF2GtMP//EkjLf1LCJ19JrudFQ1wMdpfex67XDsHuiiNdF",
+	"8OqbH168url+/f3zV83N7tgya1a4ruxKGclCSTxf3+z2nzaXcFN6/tRTZDwKpnfwaMP2fEiCATYgbA7R",
+	"Hd14jKjVkheKp4AfoIcFHfGVlaGmHtGyqm13uJ1WcK94Z1Oq/1WuUHGK77LUGb9eGypNOqaPtJj89cdr",
+	"o26aAWe3QnVPwxmqRZ4s7T4cWyr0xKWPs2K3BUv4jRZzR8pgC/4xkytljzFYGLsu962J3S17qLXub1Du",
+	"13PFk5uY/Mk2JJIz0otIwUQqF5Amr7rk3Rwg40WuTdSCn7gIW9/eWpU6fY6uzWNEAGvb8sFgCbXXvJVl",
+	"3bl4EB+4PnigQHPSYS4NmuEOd9xx7rhjG/S2bd2IAHhbZV/G4flwB+426s9Pk2bXexqTXlnAflZ1HQT9",
+	"0fZYwERDEwzFvn/6dwsUvB/4cN/hWm/zUDUEVZlIOInhP/GJwff9HY6vsaUa2nwm4x8+g5mgrnme7d5r",
+	"cOn03YC+w8u1LO4cbkbVvawfDOlE9KMBNfmZZPDpE8U2u4Y+oG9lgoQDGwo8cToHeiofp99u7SWOZh/A",
+	"oypvVupASpD7mskNgqBLKWGqZp7aCqP+IE6XdH+QBs/AbXvlukXdm/JbJpBFMnG7lU+P+aGGOrUVwf7K",
+	"VVvdibBVlIeO5Ea0AL6ve6D+0BNFkqxIVllp2Zlic2VQxg3mlt3PkHCDPVC7BMlsgLc0tWOKQQ/3YkjB",
+	"cYh42MwEi97i2hLGrkJUmaSeGrrmH7Wb8t6exrUdkDygwfFDeho3tyn2Khe8lsbIuVsb+cNeyf/SgUDt",
+	"wo4092o5hOdkKUNJQBacCXUIuN6+9yaRwrhDNzWn2cHy+BuL3d5wuwVn/Xxg2l+scJiT8//cds0AY9EE",
+	"BmTL7x1cPOSSlw7lYAMoD/dWA6qCA/ce58ICd4WSZMYK6krqbeEBaduK06p5MARhSYZuycMctT+Y6rdK",
+	"a6oxbUis75KXkFEPVVegIOUbg4G8nVyPMOP1DDBq3WZVubSD2AB4eP33VLPQE2VPW8xogEL4iXCIJw4Y",
+	"euuDgHIRn9WgUH6/dP73b1+SUubpVnmlW2DMItacZrRsABJ/SF6/GcaNnDUJM6+TOIyBVvSpN9nNStti",
+	"140DNt+GVFCSXfLCEG4iMkUYibc6m8fUZpE4VPfjHbhxE8F+xqPWuNsxsOJFPICUBucQIS+lm5za6nlz",
+	"1O3k6HawG7FR9eo1zuZQw3pZQz6EETKmoOuOxxacJHKxyEoHtpPIIjV1peZZR2+Th2OAkxA9yoBGuvpR",
+	"dI9nAkvtAaVlIhD90oB+7uD5exzyZ/T+WGeQB+u/ICzPTyPcKShYBj5TWYqcrtxZn/nNAaBp05WxEV3J",
+	"LY7dawp0dNcvyt04Z6lVO4+nGJyUC7F3z7Ny/ngb/rFzBW1Hb5MnUR9UVnrn7KOVxtsUBIMito9pdukD",
+	"tdSNxfIH24ln+lXOR+fBwLrqQls75uHy/M7Qafsn/UAMtUctBaqlPkBv+yoK7eUWWvC5epz67AAP3bNS",
+	"6EgnfiOe6634fQpmJUmzFBQj/SN6JXz5enrB0AP6Z9eHBwH8WkNtWzgrNu6XU9pp04cVsbI8l2s8nA4U",
+	"s14aK91qltTDbZ4I+w4INyN2KaifUhxHzHtwbVMFrnyomQL/VDFCBnb6uII42ClfdU1HS4cqALF3SI2d",
+	"iNgCasVGYcqqI8dMuU6mLnkl/c+D3u4Sa7vklV5vKRKODUctHLg9yVELMuDdRiYYrLPYz7SJa5jP3KJd",
+	"28/84aq4rJbkpQIdPmAOISr5YJjVMZ+ZLmPmXPeVbDnzjAALUGQNgcZiPSPrj9ILVeXTKbWlJzfCKe2q",
+	"6oDxWCnmY6wTA4OJpFyLohS65oJWnOSZ/qRJVC6t+2kilqxQ0P/2ao9aT7G6vq7konUAGbUGZbLDRNox",
+	"zG/QHFL04BEl9ea2DYwsM/OCI4S/eU8GJ4lWOZ1vLN4ur/bzok4jbS0n/BAT+rYE9fMCbHxhlkFHq0x0",
+	"63gmeySOdQKgsNG2EdTWVWn2BtD9Ho7NOppXQ8zYZtLX2L+e7y9nX8TZFbTyMaRPBMs8mE3lgj7YOwGl",
+	"44JtwHPW0CTWB5lRB/HLGlYZcnsqwugj3gcls1QhbWve6g2wzhQ/u0Qo4Y0JuUAC+pRzYdFQT9IS6uWL",
+	"h+wiqKBD5LB0bCxHSCClDu2TOoOPkjmDltKwNVfQ1sCEHBxFrVXZJV/zRELPsNjDh4zNx5Tzy6CntnbM",
+	"+CL6Hg3b9+E7gS1U3yRAdGwdU61zg3P6KXTmfIqtBqryy3sVUWCk1sJPb5V0ulLP/ZWcPjjOVnP/nXrQ",
+	"bR2lQWGsabO7lsM+J+Sx9rkGaFjwtVYzQbG5T+PcLWDC36Nl7j5E4H/L0lQLHn28LPWROvVq6r0u9iKk",
+	"X6E/AZN8LW4tOm7R9QYiMdYDNO+AwUnBT4F+xJU7CYq79fmDGe2BeiQrCUrpFyFJW/yjFVpbSVtBZc/s",
+	"JLpkTxIW1iTYZsKmNg5Umx30xfuUEx3zgHfJc4Qttb2LTdhHSHQsk2tsKoMdctFl6vcywj4N76+/7Qxh",
+	"7tjyigmyEkum50LUqijkLSs54SphS07a8WSySodBgN1/9R+z2Sw+oxPhsFJ9eFSs4WN5iTEWLhII3WaC",
+	"aZ2HlYxs5KpQPJ+RNmbJUKLYZiuh4rcJGgeT1pj0o8+/i8P8yrjOSMl3AAmtMj8G68k/9WDSjESfPtEK",
+	"LszCV5uMxYnAeggjv1Cphco4q5E2OLH95pIpJTFKcmMJmq9PBJrEVdzCWvCopeMzFP5t3V2IoWuH7yrq",
+	"FtU7QIRPxHmffJ99bT3ayIK4QmdYhY4GAQ7f7xMk1+KQE9qwIKoLNondktekeEI7J9xGZsdSH3cVF2XH",
+	"RT8RVq8GE8VzOcdVF1OrmbVxutXr4m1nvHsoKzV7Q+/ITJVbybRH3dtd8h2EaWW9sgckDqiBMl+VHCPk",
+	"8UTIwgTLvSSjfjA6r3VJKv3UTZPXAG8+M3SqGrdCjy5XEWe1zV3MVDSA94Yy7q0sdVIEuLh3GboDe9yj",
+	"xaPLQ8g1CHFumNaxST1tyxX29wKF9UfhvBcsQJIn+UplH00etnXS1OfaazYAjnviDwsTVs63YGLhPkfz",
+	"LXHj+WomwvRBa+v7QNWo+x1RK6+A6bQBMssEyw3sNmxEs8uMVLqVXIFDqOCGe6ywsU3XrGTwv+c5EvU3",
+	"nYbGqhHdSi2hoI7ES9VifiM/UEbP9EXwRcaevlp9Noa74i55pwePO4gpn7EfxqFIsS+FSjgp6PEYQYvv",
+	"jASvwpq1cAH0+rCv1qzno1fKtahiDl/F1M8L/ipG4bYbJXDIwZjs4GCVLdxhysVWc0c/zqpV7a1A6++L",
+	"2rATM3CNxrUiP92YngCYDwD60r8Op4Huc97jZ6zIcLAvDtMQ9my3yV16spP0YTgHh11Ru6KYtN9++4z0",
+	"er3RWZe8AlPO+qJ2hC8C/17iX4JnWhiZnLdt250poqSEXgBLqVQ2zTE+nS24VTaWWkxZTXirGC0KovNO",
+	"GHai6DoMxoH+fz+d7Gh4FBcTxbiFFYKY9mdrv+o6XKgIQImiu76pVuOHq/+5uX7xw/PX769j0h4stGri",
+	"SgLJVaXooc61EpAsANwFPcKh1SnUtGWqgl6tVYZYx2S7F6gzTJ3gansTne4z+3LM/zdV84IK4t+dsZhR",
+	"mQlVGjAyvSTv374cwz/gGPV7LDm1V8tASOhBddzZqju8qvW2+8iNvd6pLdWPVJqfVR70+dYlL6Vcgp6G",
+	"rayzj9ocY2lacKW4Bc2Ffrim6MtnFwy4GQD1nbkYs/b3cIadSqDPe1wOe5r4m6Td5pRJLsC5zguT2+uk",
+	"aCZSuaZE5mnNR3WS9+gHeBUOp7l5t2vvdAMOmX1JPAVg6CbY0EVbDTfTjXHQQTweqvvxZ/7LiuWYDmwE",
+	"mQNkho28MI71PR3Bqhcf7h/V0HF4t1sU9gVDSOPdyXbJtYEVdFg90LVLyjueoj9ooQVjGNAgCHxNGLOY",
+	"TbNdlue20yoEk6Z8noFXC8hWgN85l7cQ49F6iFZCYBSIxul1uK1qzcHp7AmCmjf6cA+s/X2tjnSfOtpQ",
+	"6nBPqCPNnf4VnZlw7xzHgt8ai3mMug27y5qNe+fDAXHQxM4/okvYhaEybJ2YZzM+noiOzxnjWo44uAis",
+	"0Qd3+uwxrjX4Ul6PL7jV8VftPgtnrhnX9L7ODJeXOy2a7UddX+3aq25liV6lKieDfKvNOFoV9mJoxr6G",
+	"6TdsG2kHjEJM0y2LDbQIbfvuIn3zRBDfRgBdcAz1c3U0dCFFxx/m2eFxunbhYxdlspkD1ug1L/DrEx6R",
+	"sSuN5HpPwbErYrV51YqXmmvU4/R95rOZVvs+8pvfoQO037gagCHHJkig4i2oDtNSonRto70L2BfataNQ",
+	"qEj6NQc7faJPRYp2Uz59onuLs2lr2djM27bCrumDCrBdXCWujR9VMm1WcH5a0oXpVHmwuhC6Q7lSJJMo",
+	"a1o0NvTSp97OOKuwGyai1hrhji9t+RL0FvHydqAxnjEw/NQzjwQIsLJBXRfqH1zjb8+gePv8+vmr6xev",
+	"X8WkfUFStnFIAoqXW175iyiYn0iyE61N13fFlRndgP56k2RpU7vpN3VtmBQYYa7T31iQCgyyAjQblpdz",
+	"ubqdV81Pp7mEDkDa2PLjN4Z4bSYIaK2C5aBZZ1XzaL+HiwlemLiModxtwYQJ4DuNcx+YZXPBbAU8sBUv",
+	"tuFf2Alem/QdKeMzbuMZC5PAKu0D8TNDjlIaB/+uTGzOmL7CtuMdbefCgQPp0y6BDN661Qo6gdnWmqgF",
+	"R9v7ny4RLLo0QAFmM79ttY3tsRKGeWYjvOMm6Qgvrm2hb55/e/X+5fXNm5dXr2JI+MjwRZgjBu/lnzJV",
+	"qkuUuXuF0Qmt8Y+tZRNQABF8nW9ciAYJQis8EghZJ3K5sf5oA+fQUFK0DwmiVqj3EDQIk8ik6tXxYz/G",
+	"hj164Dc2EXOmTFPqLXN2fXPX+3t/Prg9vxnNhvwiPU8G0z7rjaJheBGczwa8n/aSaBqy4OGVBhWQ+r1r",
+	"DfYmjZuTKz0pD3x/oYJbBn1L4x77gl20xsSHRzlZj+EpXFd4FbCHALSiLoGtqB8TB74wkyZb2EDrNUAx",
+	"TITBYnjLE47VGh95kc028AmAzDBtH7OStN+VTKSsSMmP5mNbpyJ++IfZ9/97VAz/8v3ffimu139//+ab",
+	"4YuXb356IaOX7CV7tz4teciIfLvNDuM+7BcF+8pMryrKFfoYNeqj1j9+WcmSqS55jkCB+gcIETLiqw6k",
+	"3SD3vorpRJhIqZUpWYEwrWBJpTJRTxVPVkVWbrqLlJKJGag/AnzK6qCT1tnY9VqbCEwNwioG84wp3TLy",
+	"2T1IwdIBrgS/pgNCZBB8Lrg2hzZqPBHaQLlSfkM3LXvM29veZatSVyFzwDc0XMlNLdPZuCrV1dbUdgur",
+	"PWp3pZXplwfakrUaPa4CHppOwdGvbjtl/KxLXmizDAaEET834abWZ94MYXEBLHKMvRdlAUagaYSbIRii",
+	"N3Q3+y2KW2y/riOoud+SMn7zHmPnAE/0VP+qnv6mef1zfDZ2YUoK7p8NL8iU53JdG7h9t9NzGtdpWwsy",
+	"K+Zi9+bqWVMvPtJsMJ2wckfMJc1oVs8F1RNd6umOwm7wnm0eXCKXmYVkzMoxplNCck1tS06EzbOsQQwA",
+	"A7n6XGVlKIyvCye0ZQPoJ+BKK6rTg3/S72Z5TtoGSSMioEGhoqzHoM4ut+vVLepGrVNIsyIxXRWNSueb",
+	"FzYRqiofYaXJxJnKj7gGWoBVYTJ7hRRyBYmrqeb0dtXW7qw7EdDlFx3h+vv6/viy6qtHgwCclsdrmO3T",
+	"Rwa/hJxsTQHSVitVskzw9IxCNLW+WkBmzap4VdPWDWwiqpGR1/rRrETUE5yK37huz9Bthb5zmmRc3Sx5",
+	"cZM2ZV78oKnhjChnvMJ03l8/00ZiA9VwfG80sbNyC9DToldMxJrpwWuWNJau8Z/pK7lUJSUrUWZ5lXGp",
+	"P7jIUnFav/19IAdbapydm/PyOf4qJZYpCIdUA+gWDlTCqM7eCuq1moj2gn16Zr9ZfmOBB6AqzVLK0ggd",
+	"6BJXEhvdGRCLXBriWDeekHoPVn5vH8zjnsANe0jg8ejD5k7az3K5SnFWTyZiwT5V03/Di3fwcpunBHte",
+	"mTDd2ObNFZyoJUtQaQuf6iE3s3+ddNtYKI5ptAZqqGlCxBDKMl4UnueaJelEbJGaNFD6EujhvqIXaoFF",
+	"XQyw4JB0mYOynQg/NtGuBSfOILYD9VYmZW3bR2zbMumxH93LO62b9mzlOl5K2w2PEjsyIgvi+VnP7HaA",
+	"rDHTHBnPj7Vc5elE8E8J55BlYZJAm4SRcwljMRFnqCg15J044OuJYLk+A52x2iW29YB6UsNxNmE1KceV",
+	"kQ2DI9XYtD2JzZEw4cUur8SYgatrae9rrIYHsWlaBYWVRZc8w97RZnMWHOKu6Zg4kVM1lEYXlGZXNZey",
+	"xKwULLBCR1Sq+faW6wP1+JbW6+1wU/esddXIqI0Y1Jo6FXaHt7LgLshMCgOwdG0pJ6K2lpemKsVr5qB3",
+	"3ILd6SNXLk4b/d58ipem4agPgBybu+OmsKWmKzRFkgX11EXrq9mbMbGVmRFWgdYzh3rA1J0NGvl0iS4n",
+	"wmtF69JRM0WSVWmxnFBCWVdL1eRkzRTRqowWIlDqU0cNngj3DtQLdxMt9uQmoqg+mGd2HFen8r1v+Vuh",
+	"AME7C1zbWz++ipoUqtpNJ3BMyR3foHSfg0gHbyBTVjqbJC5oze4ArABdSksmyDpua5Wtu2RFKXjRTeQi",
+	"piSOgl436IZhr3sRn13ia/E42W4vAIND51ImcCH0LXrNUWVnwk1O84M2fvQowHwz1bOWA03/kcpU81Ha",
+	"PJONIdG65MrXleCaaoQTwIDpYb2srPGXp5KNt36CHjumcKGAVEFEsjG9VqrKVa1goOvPQlWbAjY0nlSz",
+	"/G3XsokVSWV1gl4ShuURXFnJD3aLaBD9xqsnJFZyOjHtLp01aQKoDXiH09LonU6Gaa1ls+QkBsdGBw8F",
+	"fSTvnlMTcUDn1CID6IYZ9uDPd1/zU3EqeptENoNIV7PDZhmGGUHdh8BOVp5dbtVS2rdXxxfxTq+JOPH4",
+	"MsUrtkzp6s0LarMvwHY7JrI/H3Ev/XfG17v5Og+L+B1RY65rGoyQ65O0GOoOfI5VPM0ZNPcMKlJTz2HM",
+	"XZMy74THI3hGtxyDLqBTJ5IZ+CEn4JeDrsGL3q0WC1ZsTqioe6wKtNpn7xkvh/Kx+pwN4xzmruMMhYlR",
+	"lqcwQSoMtEhv72ZrnZkuIgaaQt92FImwPs5dynxwtDnShws955jFALE78BBd2s5bOZ+VcLqpEtQoFxXd",
+	"9dP88bIXtpyPO843yGytvG/ugLedHjB/SMtg81AhF9VnE6k1COcN8x1t3YcnNDSLmDermvaAgjpDd+Mp",
+	"YUrXusb6mImczbSls4FXIG4aFALY2WGbPafn+MkgdXrXxdaykI+XKcH3Jko09NI4mAUxEbU0CISdMfsw",
+	"DlVM2vFFFMyx90wvgOSGimg7/WdqKRI1E6LKkYAwpU2JdlyyXBW3kDptaoQVFiKYWRmD1g57IsBohXJg",
+	"LrDczBhXqnJDwRGjDzqjDHTJa33dQANQLwGuH/Qv9Sk0EU3KFdsoYA9h/GrerF588/yHN6+vn7969reb",
+	"H1+8+ub1jzFpR/35WUVso5hPhNOz5gy0H9NQ8Z+RGoKi7tQEkbd+1MNkh5h0jCp/3KR75djx5ucPmEOK",
+	"bKHVw7RgaxfTefbim7cKLb9DiSUmTxvLvCoiX1+9/cvz65urly9f/3ijX/Uu9jO0J0Lzpu8K1gILBuzY",
+	"zHGS1ewt3wkEVUmrEmYoydA/g8UiIFBrsHGhEw0QhAgJe5EXjjIQeZjZNplONfCT/LtR0A26wdPwvMkI",
+	"XbBPL/CpUJ9ze9igynXZPfKbITauQNJheyk5q0q03799ac4NtyZaVPjIG8ey9/ZF9sECelBgv/bGxqZE",
+	"1QcyiJoZ5AOLu1ZigLN7CKFwD/JW1fSn7vF0+EPoqjGN2jU7nY6moAf83Ly/UQk0qQgn1necClriFgKR",
+	"S6xZWzgYoFNXpimNpr5aPnn3A3R82Me3jjjHehbsVjC8f/vSmt1PlLda4BKvoEtOSrkSDnMAdg0lK5H9",
+	"suI2IueISk2OhKs/8poPmoHo5y/RUYBuWWybZ9K33Da0SHwGNqOGorlVZTLNoKNBPcMr3M3wamxk+cHv",
+	"adn58NV/fgEgwCHwGErmTaXbrikj1AJdAgKEYxjfcaLPBQi3zhlCqjZX2hhadPdU3Kj7V6g2dPPdy61H",
+	"8V2g9RbIEcQ8LUwfzZMRXrAj2e8L8QLnxT8f4+UxcVacSGzK0/E24piExtT0MAHAAXsVd+KfYkpiFnfi",
+	"X2NK0uzWptPE3ZjENzGJOzHVimABvhMEXpqInOtthmUC8FCXPGOKd5zDtM65ji9/l81riXFq65d9xKr2",
+	"pCaAd5cBtkqAAgbebs6aQPLvfYRTkIpLLvVGdukICE5ep9fA8wDcW2qdfvz74eZTdYFLkFxTXo37YZrB",
+	"lhp4MMW5mlFjbzWbLoZNJqrmZtcP721GXUFxfLUq57LIfgWjZky+5qzgBcG8VOie5tJSfyzAbNXXlAnF",
+	"IwC2Ql5AAESXkA4xDYTZsd0WSSoxM8zcAmqr8UbwlESBfQLMLNvbzXWvCYiqvNpxKWVnwcSmw1blvGMb",
+	"UVTNfwtuI/bagNQPU20bCAOZCLeAWxtm1DWdGBdwQgMRqs2pTyuT7PI9pvziHd/ao+nU5N4WfcS2cWBg",
+	"FbxcFQKc7gl43WPU2dDvguYcXtFmcHci/E6Nh9aeLTM9ILf6z7EtPTceBowvIe6wXHLCoL+o4DzVyz4R",
+	"8aeOy1fuwC0xacdMbOKxsdCQNe74Bvpd66dtvMsFL4IeiTOhVrNZlmjeMi+CcEed2dpMkBdvPp7b2IMW",
+	"/U/P+2c1FlMTUbEYMmQjax3iIC0z4eCG1cH+Neok5jGtJ59Bp8s9XTqYmk8lK1JoqeR3xqRg9+nlVdAq",
+	"MbbpqdWKGGh+RKJ3HV/bOJeJAJGBvH5mwLhN95RMmY/YCkKwKagLx+9063yiyLN3b7/Fl0E8TS94ve0n",
+	"FsphZ5E7vtET0mun7IBc38onCrehKbBHkasJgmOymcDjlmOnGzOMisRmX37+DC2rZnKXulXuPNS4K57P",
+	"OnOpwIG0WOVl1jH7EIAoLPCCdYQXXfI3uYIoe1ba6nTC0GQptRKB6bgALKAnaLGJAdwB4S2xNzUsksFm",
+	"FNTADigLF0tMU2XjodLstUoS2FOymAgfw8D6BanJBcc9ZSKN1ABDIcxUHVl9IibiP/6D6K2v5SsilOiL",
+	"11X+nSJteAgDkSuhj8z46cfwaQwpJcsS/8Ic1vgMOKnuz7TsB25J3BETAfwy3id27lEgcUUWmVLQqm7B",
+	"cm0gYKziI1Rey4KsxJ2QawECzIAbaHESQmIDztPixFaNG7wsPVay8e5lg0hGqhf2qQ2oTQQAdzGhb6hH",
+	"OqHgBej+2vC8JbJHxW636xPy2AHuE9YcYOTKPDURoOOaFHQI3evxfGRFBvVHc9NpDiWCXqk0U/qX1DLH",
+	"86KQhdJ/oJDpf/oEHDXwql0xJV6Q2Ae6WRZymvPFn6CzCEK8ARTKqD+4OLPAC5ulPrviMitzHtOJcJBL",
+	"mDXBS5Zp0xKkNKugkhRKLYAvBgEym5m+XiaWkwkDl6TiLvmapSQTy5VZaAPRx/QULAAYJs8xL/9fsw4E",
+	"ybdyuVg9Sm6rgNsmp/fM0u2tow2iB1UUrPCizFxsGhJ1ngMtQD0Ioc5rkF1qTIRUIpvNgFRvMfuu6CA4",
+	"jf6xU5hrmqj2De+MzujuM978jioS8kTbl08uyaxgC95hIuGq1GPC6xYS6RlL5hyGVMgcPgQJClCsjfwP",
+	"SYesZKj3F/K2YAtlDVttIioURAbVxqIcPJkIeErYtrCeqgcgB/b90FmItOsaDfX1GVpXd+DSRMQFtM+s",
+	"ddSMz6xiD0GU6QYAtxMo+UKgDLbBKgm9ITAZU0jy7PXbd3Y1x4Tpk2EirHvACghZZLeZsBhRBv/bdklS",
+	"XRJvV33E1hop+FKqrJTFhiim1ZH5BlxNlqG+sUjqtysGDmoOPHXlw/p6gNceyr5105gyfwrUZgaDu+G+",
+	"7fRLyPCyJIOX66UBixGS/6qUfbVRJV9A3udKbbrVmDMPukNrp2P4PpYZIdozN2j8gMzmsINcTimotG0I",
+	"C6D57c7VpGBqbom4yNI0Nwti33Jms5wgRzPl6QqFlFvuWhcSrSTvQQDrIr39On+jQuiTWUHlVJoVPDEh",
+	"OkhtMXVXXfLK79qpqE2UU9i1k7imnQBD5EtXi20DqESXHl68ASbJDLRdrWsXmXIM2lrsOpe6upXCuC3A",
+	"NAFA8UlZybHpm+slGvT0x+ZSyFWhxRUG+yV06VsVaFJBaA6XEmEoNUct2Kcbo8/Ake2WHltE274PmXUs",
+	"WpbWW9N1ddUTtzgLOHXPfDOz2IfVACiikKGGOuoGUuFsxct+euFqeFijUE8DOHxul14ikfSwvJHY8hOT",
+	"rwXyRCFMLjP7DWo27SpPhIUmrfRTpjlJCuNy3gErdc8+URVG3RQrPShaXvaOG/N7bCKmOwgZgKyMwB1+",
+	"Twykht7ILPWgccCK0D8R9JipsTuLF+ZorwOD4nr92VT5w37kArPDwG1gk2vfvH633SbuKUJnxFYOXnvY",
+	"akbHhbPVJ5HpQVvJNISTo9abbTBgRYp6SQ1NmJJlvoKHq8MbyuL+YZf2H4aT/jER/+h0OvD/9c81OfIP",
+	"UgOudaJNqzC+Ek7qj2qpoEq2WOo3vBfZJ1ssZIVs5pLwIQpkMCzrL1FVi/N/kPhjSFFzNjWf3/1w9azz",
+	"7ruraHCud9ukhb9Wg0fdulu/7AZW+xXAlOGCeQ33s1oR1BZ6Y2Cf7x2sAFPIaQta26Ze1R+vee0ZtV2g",
+	"dypPiVryJJsZxVOrN5ng6pKkK5Qb9u2gCoDfU+klYDmWV3QUX7ICwmheoStSdOck+Ie1Yo/1jvJyc1zf",
+	"q2NMUAmvK7yuvxd2NB1Sd6vpJrT9hC0ISDtXpc99tYPfQhEahEEmpOWundf5LMTIX3+8Ju3v3kWD863l",
+	"RSBVoK9V6jOlYhI7KaYVM7WaYr467L/472UW+xiJHYB2zmCIMf+0tAWK2F2lKldeFTl5991Vx3Cua2by",
+	"DzyY3akCZcv6MKlOEtNaYdPAPXk2LVixAcAfd57oCUMqBISdtXniew5atPWRFwr9CWE36AaARLnkgi2z",
+	"1rjV6wbdXgs8/3Nw0j6dc5aX81+hKXtjq3Oj50ZBYFoPYW92mUCpiCLFSkC7fvKiJMmcJ3egk6Z8yUWq",
+	"2bOLvYrRAfQiRaBU+CRtOU1CfzcKAgj7o3WAVYdb8KR+ksNvrgtJS95ZKK4FO9o6Cj6ObpiGFNJqXiyH",
+	"sMpn2urjwJre6ibw9GuW2niI7w9vjX/+QFvK5ka2XurNyRXibd2q1vjnijiq9UE/+nShNY5E7V2SmvPc",
+	"3Gz1zDcFdNnh+qDgn7RdD8q7Fj8Yo6xMcOJb4PUajOfXb188e3dz9c03b2O82/R/tC4869LUmgI1iFrO",
+	"3wA5e7vL/oOZ1tFl1wN/usxZVl/w1n+Q756/fFOpIa7jxk0pS5ZXSr3LR5tubP/MsdWFTboodENgWd6d",
+	"iP8g139783z/azGDtJiIfXf8Zr7x5wkgT09an0l00t2Iiq5vD0+630xBPxEO+5Ee+hZF8H/1kVgoco3/",
+	"sXnYmdecHeHZMb7GeSMVaq+6Zatb7o+x9ms46EUT0fK34HaQdWe3GW4wG6x/fIO9kuW3WoU8uL089l84",
+	"dtu70Yxc7G7YIj+4214vuQAflExWCy6qIkvI0q9paQaiP+fYGp4ts9pn4t198RdemvffTyLaUXsS0fqV",
+	"H3gu1IRoc0gXQ+g7mSyWQL1u4IhEkUT2qNoKGTaK3206P7r4vdYjsm8/xBqQBHrqqWidDChWEyZIKsG7",
+	"AnZ1+41U5a1W3RAxIJmzac7PjB42CHponivT9WMiBJS+uKqksR9zcoXzdSQOMssK3gHDEM5gTEjCMhOU",
+	"z3YQE4GJlJhbvCy0aVxqmqymOcee/QjxCW1G3HDNEE2plTdbzJY1RwieyGOS8tuCpTy1IblKG0BY+lVu",
+	"URtjVBm0fiXv0MnhfdXYx2DXQk4nz2cW7RyDew70ywHuUkwVNklB7pzM5e3Zpd+4Al6K9s8g6E2E7fVh",
+	"3MMEfbxqd7++Rdb4Uu0FJw4VH2ZpUJPR700zT615XC0HRv+wfUVbg6B3YJK+Y/3ek/VWHZMzNfVb4xbz",
+	"mAeBOqr7KuIMgl6lDb8yDs5NJXZWhRg7YTg2Ax0LWXbwxpMJ+0qWb/GJXdK674JFuMVHpgzJ8rt10mS1",
+	"3WE8Hd2DMuwtYJEf0SFdzIatUoQ8bpRj6PhHlxC2w0DvN0mkmGW3NlUf6tk8D7jJYtZ7JxOqZHkO9z1R",
+	"pG06ekxE7Lfb0WaY3vl33LXxN20VbTQZTNxOJuqdyi5JjEMy/V6KQq4VgSY16N+zWdjPBXrpXAWCH5N6",
+	"/82L6xpyYj/A8oIaHPvORn+ZqfIKyKcNpoIteAkdIn7exbaGHmI+qCHH8bhA8S8rjn3gME7sJlVTmo6g",
+	"iO1rtFWN7SkMFwpZWqfe/QyT7z5/+FKBhhmGP//WYomhi1kcPKpuTDPDFtU3yEILABNqhF56O+D/kQX/",
+	"t7LAr1b0AGkAd7CCeME8t12sBajpCoLPBtKtFYQjxoaz806YRGnngvdmnSHrTzuD5Dy94MPZiAVTvQZu",
+	"pewjPOiE0yjpXKQ93hnO+kFnwM6nF8kwHfFgBnR3FDCc3wXOr809ybPmaYe7077jGxzAXdSi9p2tcc+O",
+	"TrXG0da0Bp1ROkw6F9Nz1hkORv0O602jJEwDPpoN69MSqzyvDdosm/EXHR5zEF0Hw3E42D/mcpkvZ+XF",
+	"x77i86jaAQbbrg6Yhk8odROtN/Lvs/zvUrKLvFWfG9JfL1lfL9lg2jlPLtIhH81YMA0ftGQfTpb/ZoOp",
+	"vSqs2/gPO2H7QXj8kfeCmewEDg2w+1F0ykPGuaGPzuei1CfLZ6/vyfHn+aclT0qeQuR9+4iq5/v9/OHz",
+	"lt7NCZxEWg/zzi14ZvvImhac3ZlePHtNsiQrklVWEnNz1Z3f4B+0MdeJIhACtGaQRXmG7dlc6AaKyObM",
+	"Nu0xnjd9unTJ12YY1ZkyxcCnKzI1sFoWr5zns0uT1tSBEIp7O8Lb/YiduyfCjjlTaCTa/uEwch+AaQcy",
+	"B0OgWrXggD/j0BeMsKsQiZuPMzun1qMJ+0S/I1lBzanNb2yNB64Jl5a8kT4EbxC6CWrXa7PY7foyGAfh",
+	"Tzh+YepOtm/pj3twS8ETLsobtFta437YHWDeKlcgFgPUETmeNpCOBVT20vu3gCrG/X6v5UtWagt9W+NA",
+	"y8nmGQf+jIPahHs7w4yGF92oNtBe6I00yaUCwbszVq8EYXucYW2cH2hLc5+TgGnYOZ8NeOci7Sed0bTH",
+	"OtEoHAYXs3M+SPun67+GgQ5JQLt9KbjiYQbdB4u2f454elYXJlUxhMDGvAfFFaAzHNGwtyUGoo0wm3u1",
+	"zCBsbTBMTQnVnLOinHJWOiNfc2mGQEUG1IAzxSEJAlqDomI93+ogEg3O/SeFJHn20dTPYkfRtoPZxtpT",
+	"yDmywIAQ/zUDkQUp1/IS2sFBsAchNaFsFaH+fuWFNC1RSikBVBDog6kCGCrYo2q/Ajo+mmBCqqpG6RGM",
+	"g7B7Hg61BHGz23dn0A3xTk+hOLKddvNBO8E4RDPCrENr/HNAI9qn53RIw4CGEQ37NDyn4ZBGAY0iGvVp",
+	"dE6jIe0FtBfRXp/2zmlvSPsB7Ue036f9c9of0kFABxEd9OngnA6G9Dyg5xE979Pzc3o+pBcBvYjoRZ9e",
+	"nNOLIR0GdBjRYZ8Oz+lwSEcBHUV01KejczrSwwhoGEQ0DPo0DM5pGAxpqMemB6dHp4cXDmkY6fFGNIz6",
+	"NIzOaRgNadgLaNiLaNjr07B3TsPekIb9gIZ9PbE+DfvnNOwPaTgIaDiIaDjo03BwTsPBkIbnAQ3PIxqe",
+	"awqc0/B8SMOLgIYXEQ0v+jS8OKfhxZCGw4CGw4iGwz4Nh5pUQxqOAhqOIhqO+jQcndNwpOkX0CiIaBT0",
+	"aRSc0ygY0igMaBRGNAr7NArPaaTpDISOaKRJrWkdDWnUC2jUi2jU69Ood06j3pBG/YBGfb0ifRr1z2nU",
+	"H9JoENBoENFo0P8Akrsod46q8DrqgT7f/wnMgqMseaHvPIklI7zTZ8moEyShVosjrRb3pp1+MkjP+cVs",
+	"GIzCJpYMd1kypD06oBd0RMOQhj0aDmh4QcMRjUIa9Wg0oNEFjUa0F9Jej/YGtHdBeyPaD2m/R/sD2r+g",
+	"/REdhHTQo4MBHVzQwYieh/S8R88H9PyCno/oRUgvevRiQC8u6MWIDkM67NHhgA4v6HBERyEd9ehoQEcX",
+	"dDSiYRDSMOjRMBjQMLigYaCHFtJQD06PTg8vHNEwCmkY9WgYDWgYXdAwGtGwp+fQo2FvQMPeBQ17Ixr2",
+	"Qxr2ezTsD2jYv6Bhf0TDQUjDgZ7sgIaDCxoORjQ8D2l43qPh+YCG5xc0PB/R8CKk4UWPhheaKhc0vBjR",
+	"cBjScNij4XBAw+EFDYcjGo5CGo56NBwNaDjS5BvRKAhpFPRoFAxoFFzQKNA0DWkU9mgUDmgUXtBI01kT",
+	"WlNak1rTOhrRqKeJ36NRb0Cj3gWNeiMa9UMa9Xs06g9o1L+gUX9Eo0FIo4FepcFxlhz8BCa/v/rR4Jy2",
+	"VkKutdLl/xDcwz2W8kO6gUEy+mNrA9/UD2vVdP7CiSnX4phyAODJR5QD7FAw3Zgy4EoLqFz87kw36h7B",
+	"glWDpr97lr6Bzz6eku+V4le8NLwORlWLxrpvxvpimiFso+CAk2YHOXGwA7Wmb3OV7BamyS9Tbx4kaO8H",
+	"phIemEp02K3UOMTaKBGVZd8gw2AcRjjI050RepUP7TZgvj/6btMTwJGetJcMEDnupZw3geV+Y9BZLF5O",
+	"l7w1oG/YezsYkXasf+hkorNSPD4zmS3VBkPsMMDxXhgE6wWgxdp0atyzWh+WCPXTjieAGzRpjaFeOj6j",
+	"/z9739rctpGl/Ve6uB9CZkEavFkSVal3tbYz441teS15MjOLlNAkmiJisMEBQNN0yv/9rT7n9AUgSJG6",
+	"OLbHX1KOSAKNRvfpc3nO81ghw/IGxfG9RkmYyg4d7KA2W/FcM8p83vTSYeV59YOTm3/wJJXTJMbe6s9k",
+	"1zUlKqnxVBebtz3bVGLIh/JOLoraUn79az3A8MIvwKRtmQ39Pdj+OAN7W4tdluLLXlOfZ4m8ETzatUAq",
+	"ZaAb6itqxo1I7qKOSBdFgKyp8hzClLzkBBj1B2wA0dVqrr+AwAoPOzvUtwNZUpEwpGI8E47yRUn2YpOv",
+	"bYuASMtjfiAtnyo2JpVkLs5KNGlkwWZ8g7rMM5SMenOJJKeWixuEHPIRy0Wlp29TUwI6qbDAaSmatIhY",
+	"zRiBrkmNCdglbhJU8JxaaCBtmme7sELZYrxeWosBO+q/02h9mJf22dyt/cxMmUyvTCNA7AhfoXHEBkkR",
+	"nZY2JbS/aHajT16jh6bwS3+WEl3W5zT63f7NP3rN10nKo8s0fcGza/F11LfQjjvGe/shUnJpTfZ+Z4Bo",
+	"pBwcfWwP4A/Q5ccLxqFry4kdDZ1oNSMMDJ66toQCHyAz4MggeK5Ac5qVlXdbm5Sqnu/7VvwJaLtjkJT2",
+	"fR+E32rUsVmzqvJjx/5OrDWpNPjdPElayodfCCJ0AaNMkDPNCwSSOQhJCR1SoVBnwReZeB+nS+Q32mAR",
+	"Oi3TBtmiXW10fUlv7QZYiCsrTvlyNRiK4AmwrVmK6lAiKLnsbnuzmjXKAflqh8TtQ+y1dcy19cLMegSI",
+	"Bc+9Peevw84X/F/LrQMnQid35CUmot5gE9zy28NmKypAhVqi3N2Yknqxmq6/Id7SvSFTUDlv9deN2gJI",
+	"B9RhHrYCGLx7QcZUsRlIg0uJC4ctFujALDWouqKuOtunoa5KrUY+j6X7J3i+Cs9zd9jvbc3Q+CeX3cHI",
+	"74263b1en1d1i+7h5d3uzXXbg8G01z7i/rh9MulH7Z7oTn1+Mj6eHEXum7Pzf52kY/HBvAEz3/oFaPrW",
+	"La9guPEG/PnGKxhuFfH9vzJ96G8bLwqryy5xW+Pl72frV7H/4eWFvzr/2/9+ePU0Xb38Pf3w8m+L45dP",
+	"nw3/8euzwT8vnxWvnr6Zv7xuHOxM1ue4HBI8NKqf1Zv5jOmxwhw4NSFpmu8ILM2pTBwR00zkM8t8IiPL",
+	"I1PqeLQ0A8B0UlJ6jaUKzwDMjo+4VfaVWdVXxJAi+4C6FvzpmscSwObvhFgAlQyfik4JO6oV19DBareB",
+	"4/DV2ctnIVtkMfkI2O33PxfnrzYP7CcO98JdwizXNh64fsuyzXvFRN3DY0AQ+m3MVlfL3z9G4vpDJCfT",
+	"fu9KLKb9aJZGH6N0Eue932dFcj3/cC0iedRfDocfygyqWw/MQw6jXRA/o8Da/8gHH/7ae/rPt/n/XF8k",
+	"L/7zHydn76bL4aNfp/mH/+SD5V9epbF8/CzOnv10uwmPtgVBNXLAsNwNeYIlSs3LasuF3RQdLNRGBFQr",
+	"MZFsGyV9/xF8mb77Kr1QWwbH+i1HYoPeHlnhyzR9yeX6jQZGfe4ITtvLPQM3IALYiVPU7OUyKsVlyPZv",
+	"OAeBeKDccg5EHUibAqYXjGVtytmxbXfKq8B+vSkXoVU7DtyRu7fi99SzST1vXX6HJp9x3p8/pTJ/MZnV",
+	"eAnEBVKmPjBLFNMAodFMptZZpE9xMgnXojBdcMg/QDWxNEPWOTSiC54VJCXZGiGSFnPByFhQr4CsE9FG",
+	"o0sLjJifB5Ji/zqlCONIuDntru9Q03WhV6w7M4JyOmFOD4/EXYHcFOPIhdaPq6ggojtjmWZwXlYq4Nbf",
+	"UO4YEIeExq+neZ7tpb1BkGRg7dtQHqDhBNL+Kk29XQIYm3YFdRzu5jZVFKactW47GD3Gic4MushZDmJv",
+	"jAC5gN5ueA3gNTmoA6QS1g1vrN5bWb4yHhh2TW302Nu8y6dPYOdIXaINAg7lR38B0s5uq5CRRECJCkjr",
+	"4e9RAMJ9/H3itU9at6PNZdQuqbzYYfws1Cy7jfJG19zdMiiKRlGjV12FAIonpRZ3lIeFqm5YCr0onw49",
+	"XMrySg9Sc/jzzkabF5VQSCLj/GUDAL78hD1VBDePvUM8v0fKebshea9j6BLDkCUChVZIBICXtV/LjZC7",
+	"EtG/iHV+d+9PP8rOFX72+vkvYk35mL17ptwf1a50de/vPiAle/gGQ21+7+7g7pyRZWbWLNN61Rq2IiRK",
+	"HmlWSvS3YknK6GS5wF9LQIg2C6RZ8UmiyzzKx7SpHoiETKKHrvH8aYgstSbNY9yYSTqfq+2TxHWFmidl",
+	"zs07+TCZmCjHb10+Q88MIbjWc1KT4m2bA8I5uAclJUrM5T8duqk+W05pPvjwrsePsuJfQzm+evf+96Pe",
+	"RCzfr46GYpo9FlExyNer8XD1bnYUyXxbTgkR7H0NGdXfGa/LzcCQayrd0SaVzFypiVJrUG2KHxu/HThx",
+	"N2SIgOXeHLwbKSAK0WNgFoZZCr/udNC3d8C/jGVBlP3ufjz4dH/0B3Yy70ScvgHTlmsKvlOyB9BihUpt",
+	"hj49lmy4HQ6EFyobrTud6mR09zzY39C3DzVD27aRNvmQLv1+vOP01hzw93q+38z78ItYgyOgV/5OihCT",
+	"I0oN9gKUyPQj7GQKKTuxI/eIj5DClpaIV0l/5kiKqT7QAlfTJF211X52+iJMMZYgfpHHxsvkHZtwORFJ",
+	"jizhyNOae5tkIzbx2kbGY93p4Qg/TOzzlxK4gQyBFyHUbdzwA2D7TmLEzbwT69GmXEDImtwditGrQMJ9",
+	"ngntHv0ArO0PRW2CK2YLwclXxTNSrjB1aOU4xBXqRVR5KLa11pVpLK4zPlFuR28w8+d+vp2xIl58/Hg0",
+	"fTf4mMX9rLHBxuHz7rh9NOlF7WPRn7YH/rD7uHfUPx6cDO9MMqKs6yZZx43PjAW+GpaVapvikf62M0OG",
+	"3qNUbLRuWiQWSVp20iBnNMoEx8529T+rLC4EGDv30Xvt/nigHn2oHv2x3z7qHvdO+nwwHk4e347fYxde",
+	"4WXyv6vzp+n65dN09fJnF6/wvPGV84L4e1T5fk6zcRxFQn6d9b0SxYiyoJDYruUaAUv3m9fYUH1qjPBD",
+	"XJzaIdTnzW4eEiOKbvJ1udDgTFJgagJn8I/E8mHyrFAxyUXRAt03SBGB7ltzvC5EIOF/WnUwz5E60Taw",
+	"kOxgKCSKRGDpuwp9LP+yw35RBzepN+XvUOjQsI/oFoQpidRBuRJ1BgKZAG56hDWQGYfaEGr2AFQkqj+c",
+	"fk7SFWHIb4WyVC9Pj+tuSMvhd6DlQUDLbg+Qes5B0Rg1fqS3mCQiifM51E4WIovTCNGAXsOi72pbJEtX",
+	"3d7H6V92H9v8At57ssyLdC6ydtcf9Krj8N1xzJ1xbBtI6RYH9GqaBX0zmM1Zu2XT8P3weKjDAxKvzrw7",
+	"x4Y9BrYcHeYLW44PyCDs3bCKOnROiKOJtREKn9taMhpu/L6tCpseLJMnjbNAYi9TwuM5S7HJ7DoFpb4f",
+	"QxYDPC/GlkYGY1HWWX1kO7xonrc1s5rVffeMhd6uN6Ys7D0/Hb4Lt7lp1F9LL+BL33CfM233p+/QqfJ/",
+	"YI+6e+R2OxUDj10dv3gP25d4Csz24LPFhekPYU2LginUZ2ZbeWpfKe+uFrL1zewX91V83y1fzG75i7jH",
+	"zYLH2qEpIrN0ID+8rQH6wkDLAH0pI+a4Z6ZmDvuLCJTVuKDiAnm3dyCwV5EL10o4Mx51Amm52ruWq50+",
+	"RjY09LRcLndCa5nmTn3Uwqlo4HD4y0Aa7kn1DYfaTQrdcZeuJCHegB+ZMPX6pOYLnhUeKdfkgsKYHPBh",
+	"Tow5S5OI8UmW5rlTYBi58rUgL3UtCpYnaeH03YXo5LJHMM+hvmOeBhLGK1O2imWUrkCnHr8covColboL",
+	"8bd4E9CiSqUg9Q9SMQ+dtxdiKlMGEokQHak3VB4CmjlU5uLa142WJH/ubXBbOsp5gWzauvEVEmTyhAQz",
+	"Qqd5EK/cqu0Bd5YWeEaOyyQDmcqRbeHGeg3R32FRHB2uMSiXpmyqovBoSbNhfjeP5ZK0IVCf2SDzdN8l",
+	"1qbU23Ja5lF30MTV6ju61xKaLTGN3hz0TgIZ6n3aBhRdW3yYgHxAyMZincqoZeSNczd01zKA1MvZCaRx",
+	"/Da80GaaGQFHSH4zLtctrQVgD0DjenrqnyLP0b1Ex1Kt5V+tJhVwtM7SHCCeBKIz9yMZaTcR32LjWAKx",
+	"wUokicfGaTGDDXEKr0eL4dEVkY8AyQ0BmaBmFM7nSZpb++BsUDA/sGmgH8XOAXwQQyWBLRcLkaGQnfpG",
+	"ncjN62XlbL9lt0kpSB1uC5b9ww/yB0XJfTm+SMV+3645/0t7nFwg4BcPLim+dIfr36bJxPhdF+L+gxTK",
+	"JxwONSyXag+HHLIzfIhAarxLvtmRQnK3mEEwpBJ1Kd1vCqb4mRJqf35SrHDLKjV4xF1LGVbxnEuO+/om",
+	"1CHy6lShh9VVXKQEDWApiIAABRs0mXBQ+4kn1G4CjDxYflTLUwoR5daRr7a0slJHK6190HK6zpAiKNGo",
+	"R6Z9Cy1JxJoDv4+0QKs4F1rgBMuoEGKAGjU40TGK7le8PXTtyYnu+j5bgl0LJPhtcWEwE+aGvRMIfrZ4",
+	"facl5wluMY8l6la3OuzSzCEgpEaBJNgl8mGs0LHHGi6LQckLGnQAvgJXTiKWbkdd3hVvSdXjGrQlEYis",
+	"9ftA+AdDmIeWAtYQzLXgmQu33Kewfav69RcL27zPVuBeLWyzDmawzzzfJ3jgO/Dze5Fnj/NMt/jKGtjd",
+	"3seY440dBA2lWLMWQofhvPsRnFDklbVQmN4gKdm1KHI28LsslSQBX9YzcSTiraCzJa3bhKEyGCRKUjs3",
+	"UjGvqT0B9n4bYPWbhKp+qUnpP3UPaQjrnfbQoankCl7V9oBuVweqbjHgvdPozqqAJvhQBG9Rq3SNYE8s",
+	"7igfcaUxHIE0PhWgbGZiTvSU6qs38VWebvBuxk7WrOXIdywnM7IWgaT0Zxtyptgqi9qZS+WnvrCKlpoq",
+	"hSeJ1V7VyVAI1tCfd5hBQ901G57iqQfSoKLwypfcIMYI3/BCQPaiDf8loU7ox215gXQ+fyPmPJbAJQc4",
+	"KPeTXKhfaqn3pSziBNVMl0mCFwOO0/c8TkCEFB6ivqJmwEJ3w7Z88f3FO4jGq/ce9nslEq9bUXj+LRar",
+	"3Q2q1frfrQTMvhzooGMXljm/duV/aHFsgxDKtXEPsFl4T/Nk7JIOfS2uj+dszunIRnNEIagJMNctj5Iy",
+	"sLN1HQg5nDAt9J4nMXoOKnCaYP/dSJkPUBROtWQwfGUspmkm2DIHyfB6jusnMFd33msQpfxxeMjhdIrd",
+	"OtJIeF5cLfOaBjX/ZDQ8GQ2P/3n7eIRajUZ/3Jo1aX+vht7F7hZytVru5tj8uRv011kK6UXcNnu6HO5+",
+	"XCzHSZzPxA2EPWeMvoi7brxm4evzC6QphZccQjGMszHUq+JCzFsEvoUulXDkFBXjAq5isMCBFDJapLEs",
+	"iL2E55Q2lenK0yhVuA4IyOJ3dTW0RtlrTgVWuFogUQuZFLfBWYihlzfNolhyUEbM342Y4V2FUWKjmyZk",
+	"CCGRhjU9y5ACBd5ARoJD0gdlzBcJX0P+2PB3NytzhZfGb4YtKAC+0cQQhLPKNY2LQyvhXPKUhTTr4Dng",
+	"A16hQxNizgzLqsDNoozfAnDVoL6vfonfDUmhDDwyRAirF9Nh5ypKMsSvelJjo7LgEVsKLok4V3OA8LAi",
+	"TUvgvIE/qFcDwN/ePTjSC/jm8IhueSGKIjkoPtJj3cYcTdOgmazgzXx7kJ8vALajZ7pIGUd74Fg87Ibb",
+	"ZvOcY+lwtQK8rRtpOVynN1KcKbdDf71cSPIYwtTbC34dS47wyndkJimCobwtQG8mqe0tgARHnLFxGqm4",
+	"Q+MKKDfy0ziN1iEDc0v1grnDLG3GA6YoZDxZKTuANo4HUn/+Qw56Ci2L3ti4A/VGAKJA5+mP2cv4v5XZ",
+	"wMGNwDgiSgn/EshVukwiYFjSFbIl0F9mhkuh0gSgvLFUFrFcItFBfSntwryXQ1+y+vVzfLTGZq9CfS+F",
+	"bbL83knxuSmrHYGtSQaz4LMT9iP7kXXbw0rmGW/bvsRRbty60pPot4/E46h9NBmO23zA+22rD86PtIec",
+	"LeVG+4N/bMc0F8UMYCnq6G9Ql93mj/qlHy24crwboylPcnEfRNL5u3ixENFVOqHgmTR4y7zM+P8fU6lm",
+	"59kySxfi0Wuexfk2Wa7K/C+zpF6J9xHQdz2KeJys25lYpFlxSGeI3sw3N4aYjfjFN4L8+XXr3DGR+uy0",
+	"f9tyfJov2CP0BnZlU4FEJVyARhqmGk2tzAudhDcLFHCWakeHUEzSKzPsBBL8d+ebY6EORKByVu5xE88n",
+	"feOrOMKOP51EQIvAwr+ap9MLrP08CqFmgIAiGFvLY3NeiCzmSZyLiPEZePlTajTUR5062eDuC5GhtLq6",
+	"oOcOU/2g5QVyNeOFzkc4hwgqPwLjIT42Sg4NiV+RNQkrOUuXGYv4up1O2/NUFjOG/6U/rYRQY36sfwaT",
+	"QQnEQJK7wZl+XWnGmuF/rQXPknXosfC/4GL0b3Ut+ifsXfiXun+yDlvQwP9f+Nqwh/8vaSAj4jmwnfwa",
+	"YdvNWx12Gc8F+wiYGhWaPT97dQZwy5w1w7eXT8JSU76ai6d8jdjYnL+HhBCoeBAotLS0poAlgDVWwCTl",
+	"mA+C+TLJZJkW2HygYks1132f9eC4+BEpCehJWyPqJcWLA8ESSlHHuZFDyhfqnGtP02zFs0i9ARpFKifC",
+	"YxydM+IIxCRTrKJQWVhQUNM1tB4D0+r3272TEfN7o75vn8vvj3yfPXl2cekFEqUYW6elUc74YiFkzooV",
+	"YjwwVcyTpA0Yz83xQZyCw7MLNZBNNPB+uzfUo4DbMt8f9f1/Qr3NTD76c+VZDn8MWRMXippUQEin00JI",
+	"Ne+BVBv6x0dDnHb2Y9hi0zRJ0lXORMIXapfBM6m5EjwCvGlcAGcoRt7ZbF3M5qyYZenyegZQ10AWGZc5",
+	"io+O1NfNvOES1RNPuuDphCd4lznoUeUQFk9muqiYI4BWOaYCAexI77pAlIl6to5e/iHLlhKEr0rDNzRc",
+	"jhcNbowK75taEQu3ZstjmbjmWQTeO91N7ZMO2+KsP1KeRAgQHTSo6nnhxjnaKNg+5/bAJzNZAmb3fZbr",
+	"hCZEFhqmDYUYx3ZZjDv8JH0vsmgpNDYerNlYTAA3TUZYVGXdQZwxXcmWWiDzOM9FNKJtoP6MG1vjksCo",
+	"BjITEyEL+rY7Hni5nq3iUkXXwz0Kt6YfFfHk3TYUjrb7d4LiiE3eM8wqT+P3ggDuuWfwSeTbOaAbclvJ",
+	"lA7nrtf4l2eXjj9YZEvhOm3DfA+va5EmCZz/ypoDEWkZNVQw5cIxsD9kXl+mUtmKImU/Z3HE1+5oxzBD",
+	"jT+CBjpyQWPEggYYzaDx6X688B1u6EEu5qeDXcyHwh3BL9wXsDNDZdbl4Q+wLTmljcd3RPSXCrphmVDm",
+	"DXgfrF26hWdeRkWXT419m6xLuEHiisKks3OgkM+BhBVsLIS09j5ia1F02JnFx9hsEuX1Vzzf1i1dMsx3",
+	"Sgv/mXtO58K/lr33leWCjVrxvWyXHZ3OlXWr61EO7fQH13+urXN8Gyv6+0p+wKrG3Zbx7Uoa+oXvr4Jh",
+	"NkMsGfSOeSi9/D8X56/YXGTXgmGvYvPNz0/YUf/4MYTSGBoStCtGZnxP/x01MCoCFzZqogIrXWOHloXD",
+	"w8E4edy6xAANECretqkk9vbyicdCdLZD9vpchbgyZSF5q6G6MRPzRbFmIZQ5SgRVgQzJFae/mzKPqwKC",
+	"IUmILnzY6uikFhRsl1kS6hNUX3ZEj2bBpYNer2MHhb8k7Q2eCZz0qKIazZpcJ7rKExbnKqyap+9F1Do1",
+	"/aoiBvSr/VomoIk7LlxN7UzkamrjHJMZyFGZm6mGawPM7e2bF8C5Ak2sGRa8QJAbivQ4LN1VXlandtQC",
+	"Qyo3ccmW8p1MVzKQtIzciblQK4oDUs8aTpiTNizE/1RGNDwtfw5/wzo9ipwGEhOSfA1x8xnEpVz3RNtc",
+	"ZJo5uUiPyiqYz6frqY221IReNckVCu6lWJHHBwEtBsIyXTlZBSzKczmZpZmAGHdLNqETSFpgI6ZClRCj",
+	"zBpXznwNSgvwmpdzwDN4THzgkyJZQ4bGIhUqWQf4Pa3BR/jrkEXpRrJBC76Uc6e50cVA+Zc4w1QJpWbj",
+	"jNFB2GGbmYtAbqQuINEB+aFUCmiNJ+g2oh7gO3GO6AdGwt84k+DLJpSpQaVc3bZDqQBAeEoW29dFS8Dk",
+	"AilVRKxvEDnTei2nsWF5ORfQL5JTjovLQqcmAVVj2unVNXHnbfbmwxoJpJujKU015RehlQksjG72V9vd",
+	"9eIx9YaQOrwLaOFgy3h5WVGbU2URjWC1qcvqQAGhN9BxlC/n6pO5ls+fMw4Ki7jL6KiACdQ0spr8jrrn",
+	"i00HbMVzj4W2IhWaToBtKj13TfSQZktdFa7/yc3IdFHe9DBvq6rO4jV2mbIa6n16lxUBmziDTofjUd9n",
+	"r8SK/SPN3pUSqzVJqL7Pjp20jZOIOZuLLJ7wR6/E6kpdCcapJiHhhag2oqnF/vbNC1gDyu4jxIsMP50+",
+	"O85MOND3Tjp5LGi8F1kep1L9vfepnG/6e/uFuOaTNWnnmHIqisYeklBqv+/dJqf0sOI7e+bk9q6eV1bA",
+	"11I+7/Ytq+GXUD7f2C7b2BKRV3l4qxL6fYd1yr4STfg3F+H9GyYWtYLTw6UToQi1E/oGuZGQUKau22Ec",
+	"XgPsdRzbQpeJqZiP5LlT6LvJqXAWUWW4jZXhNvwmQ6p7LtlYIGpfRC1EZEoV7nXYGVVg7KK3JTSsnsWF",
+	"jhmndITGU3KUI/DQN5yMV+KDSfBcqmvcRMn7V4NTdtOpKQxlK/5KzWE9bqzr4sa6N+LG7g+VBWXUCo6J",
+	"jpT/hAq1MmnFZBvS6ZNXc4nBjZcY3HSJ4Y2XGLqXOICjNs7gBe/iwKhkA5G166tgp/3KsmavM/E+FisK",
+	"zz4UTgX8T0uh1VtJsDiatOr2yblapNVFkS7KUdJoo1CjIsu1KNzqDM8EhWvEdyNTzWuB0BwViQYSOw4x",
+	"6U0msMNeU7jHN0xpJYarYf9SP7iXXPh9+71fD2oUA5cyJuCLhYh+Ef5tZZl+t8P3a4fV7D6sm4mm54Es",
+	"6BuBQPkaewYQrpoSn/VeMcvrGlvCHWGTFfiSPNcX1qSSUAVpypT6wTvsjU6UVVGNlBek399oX+E630j5",
+	"XLvc37ftAxFVqOm9732LWl17w0zw62ySpu9i0WG/YscPQmX1h6bZe77MCyBYQGn98O/tJxdvfm6Dllzo",
+	"cPVqorQ8LsDJgR0XX0u1wUWWp5Kly+LU0OdCxybxl0XO4PSgUJwoYuk0kNWxxablxwjqsGZIn3bUTdWR",
+	"uixCZNh1iJIKNWrAeEtCYAZSK7wBqS8Uf/BuxgvTjGlNDTvnEqCoNYwPF/G1PF/W0KcPanxIGCfOin1y",
+	"p8+zc7stcV+igSWNQDVYmCGaSCMU56xf+7fftgE7fp2lNUuQ4StjsfRMH6daZPi6CPPhTFEmpFiJCAHp",
+	"tOzUCwlkE1GxC54XrFiJ5L0gUDoeHfpVx7LVYa+EiFBTqLSkR8hREudEr4I9doFMBM9kDsWdgd8167iy",
+	"NuthKLQ/73wwGIqBGw8GvOO5/n6p+3+fXx6sGa+fcVuyEz/24N2WX+Pt2//vTx6ThvcEBrapkAnFQPA1",
+	"ik2JxK07oN7xefZB+xOOoHVTi29CgwdYtmiubBzYq2aZchr7MDbGMcIMHZbpkQ2eS/bXolicy2TtsQs+",
+	"FxdxIX66KLJ4Uui34DCW04VC1rxQkyMsLz2cBBM+F4EEevTLFxcj2pFSClD8Q1kKEHFRtp2zRZZ+WDPU",
+	"2YJuIqsPefnm7cXls6dXr9+c//35s4uQYexBzSF/b/+MvR0iar/O0iINW9DiSp4a2gqcGdx7aAdgp3vG",
+	"OIzXDohfPxjylaNlCGS9aaDar1ELhf5YTGpa6DvaGdC9pKOIDi6ssOLJaShSXPOOVUBlR7lk4RktaNjz",
+	"oS7WxTlTK13df6LxHsT9HcgmrRC7ILDJy9pQuicvNP8+8IOgbXWOc8cQ/5AHMpzk2fQK5hW6v9TwSpaR",
+	"RgevOC4031ufwQ/b8MP2PM6htSN02eHSLJCa2VetdmhHQ9VSuHt+ij426Ps4KqJPXz5/dXV5/suzVyH+",
+	"htrVLNcV2txA/szjRDj6qZC2dcml2CSJAbISRZnIc+z0jiWuH80fCy/vwmiwIotF2c2wrxOu90Nurrjh",
+	"gMRSY2nyVF0skKi5TOzG1Gdt2EOhx6l6matYXk3h2UJ6ravZesTCVZYaTdrQC2RIU41QGZrrsEVZfrMQ",
+	"LDNSel3vvDyXd2rLsIeMqSKXiD/5eBKJ6fUs/v1dMpfp4upfWV4s368+rD/2+oPh46PqFw4q/cL4H5RJ",
+	"/us8gC+0aag6mrkoKjyhF6Jo61Pwj+3nuLZ2pcpItQ/9O2Po/QaRu1xz8BX28sx1zIjnXZt0rQ+jLayK",
+	"YpsDSPfvElhb+0wksx0tM2LzTAte0LEDUsaMhGBK/AhgJgkoFRc2DIiNicuveBF22N+UrUGDvUEEH0g8",
+	"36HRTqfYt9BX4FNd0Iw8LItCRdqZZkpnlrfJN++kJesOqxcjLEaVjszAN6p0ZHl+1Vut09+nye9pyo+S",
+	"g/gC3NnbVarjkyJ+rzmL/y2J66vbB0kz3UxQZXNuywfhx1US4MqvHyGnOuRxayOSlwAT5FCJ0ju2PERv",
+	"Nyn9z+SRhrCXQ9rMgWxqWHjYG8xCz8oxdR8fz8JTFvp5qJ1B3UzaIidPkxRoas9ilQYypL+21fB4scxE",
+	"qBWsPQMYxSH/kGuWH4TDFTP2XmTxdH2KDr+KL3Lb+SrFKgDtEnD+XZYCe6f/+fUSDk08TY0naO9ZojjG",
+	"BvsY4gOQ4wrfxZH2oTsM8WlsnS4zlomJiN9Dx1ZavaSB1grmWkocZ76Ki8mMZYJPZiIPZHnqqjpRTeBd",
+	"JU2p31UcYJuQjUkGMsbrFLNh+KRcdyu3MN2nccSA29VPzqY45pT8dEmERX4edtgbuLgy/WiSzUFQMv7Y",
+	"aq4XydQxEno51qTeYW2XbM9d4KaOrn7jdpYPB+Q4oXdmzt/n+IBxX6mttJeRLx8rnrY3VzjdjVFjNcvF",
+	"5GpxdtGN/Be9d/NisDp+N16f/+v6b//7+mx9/vLjy2ez2br3V/98Hg3Hl4OfbjldN/De242wi/4eYo3v",
+	"hPdfC0QOtwhC48lUlY+b+zsJC77Dtf1VizIav9Z4r1EcGR1ApGEMUYgwZOZQA3A1pJy0yeoNMNuM8viB",
+	"mpVsDdw0SEjgKYvp8M8RTYHNJROEwCDrcc1/FFmaj+ynQN8JpI/YWeEBjDsmSEkEzRmalzOBLmf9Syi5",
+	"iog1F0MfVS1PTiBHMI+TJCbr7UHNRSPzLKGGIVExeofILrEU+tgybRX4SS5k0XJ0/HE64hwvTsQ6sWSL",
+	"LL3ORJ6fOsQVkFcx3SlAFY6Hm3PMGEk89ZB5EUhnhtZQ5MHAJElV7JIyvlgInnXYWZKnVdJSuwasZjVR",
+	"mDIk+AwkhjSoTEiZxBL551VCnONdkEOEDjxMRIl/LXmiZwlVAOeCS6uESTU0NaAOu1CHZV7EExwGJBmn",
+	"JPIY8TWQpjhkRplhL1WPgvSXdUUI2At7QCSnPINWAGox1NxC6urQlWaWbTPsKq8uPPHnYevUenfK2duG",
+	"p8RdVA+oRJiMOfnwf++d3I5GDw/vYHZ6XV8ZOB4hwbneW41Rt3t85DXUEpMiz68WQ/9qrn7Q6bl/PTmB",
+	"vz7uHCMsKFY/7XW9Bmy5TSrnY4OjtGMwA/BLA/Br7o5opI3b45/N/f2ttz+puf3j4bB+APBBzQR0a0Yw",
+	"6PRvHID1SKDKsrGDiDxeU8qP11f4HXjPhJ5rjPpHerTdbuWN4a+1MVHrZkSjWsP/nHimlK6+Puz5nzy9",
+	"MkeN/vwASnqev8ONta3uZfbyF0+O99X6E0/x1a+dydZnKxuv6V8uVy0IEexBVUtehCOSsEPlkPpugYVu",
+	"LjzQfMUzNs2KVr3CDilIq4C7SDV1WEU2JyY1HThCu77lNrJVHrz1DzmbxNlkGRdsnAn+TmSGfM/cUAXx",
+	"xAaYQin7GXB0O4RRcE9L+qV+QM8Px+1YzEDwliUpj9iYJ2o/Zs64VYRcegp1bkbiB1QZOXv9vA3uO9xG",
+	"y1Gj9DJMH+jf8QzrdyWxj5zklmHgiLalxwxkE85h2xq8yNKxuOJF2NLD0VPksTxWEXpcsEhM4kjktshZ",
+	"eS3XqcfGyyKQYSyvUCta3YC6OdU/LT85dOZOeZwsM5GT0jNmSWzOFKZdPXx99vGSVtm9pR2dw23gNfTg",
+	"wPqZB6LTZZvogLLUg1G/+0+NhtUTW4s1ha/B9Naedz34GFNR6vmxcJ7BljLg1IoKyWgw6De8Bs15Y+SX",
+	"j6y+OrTtk/mlJ+vd/GTDk+1D7vZGg4E75EmSIofYxqAdRO3mgH/zGmqxG6xy1G0/ng5F+ygaTNon4z5v",
+	"9066x/7R9LEYRoNDjh41il2JVmc90wYeazP1b5R1Lamo0EygqQWUZ3S3kwEkbbacCy+goLtpWao05CDE",
+	"wK+h6Ynr9vPUkCQgDFZ9wSMqRHOYBNJkIaGvfRonBcROyhxRNAL/1hTUxEqxJzc1yfyrgwd5xjnipdxf",
+	"Qs38cmbvTSGRso8uGazHQiKQp/9DZQoP6Tg8FsaRmC/SQsjJGgQMPRYmfCwSKG+rh1UxyVU6VR+YlNi0",
+	"EJl+RK3FAqlKZYPn41iKkeZGjHPCogQSLD7oYAAJpYYVSAF8JbKzcYOYQvIc9Fzr7iY+0MeYIp2olTlZ",
+	"QqEjI/QwBGxqCHpEQBh6yjh+A49ymeJn1EwXS9bcuJdMi0A62q2V0bZKTB1AbUuvhEmeZbrtDkZSIIeD",
+	"1uh4LpkyvvFkmfCsIsnx//BLPymfO4Rf58TLwqNAJqJQb98VGiHOT7V6dL4AoQwQzF6nKdClTGPJE6vk",
+	"lS9RgWTg+yzN2MAfeAAfMR4QT5J0BWwS9pKxvG511HLJiysTTkSaMAP+LJRlCFnO12w1W3vwbIG8QW8E",
+	"1wX9FXMqu8RE6IjnMCUwCYFEMepUK3roTL9aUdP4g4jM9sE5czUG2B0kBuzgwkCW9QXgTlpagMC/5as6",
+	"FmmnsgDg0hzpuTlfE+UzQjLH6VJGkAWBa7kSBOxGBYKpUM4kPAckR2TJoN2kT+AxNYXXMygs4eObR0Fi",
+	"ZE0d3WFngUTifnV3s6foZug+ZlgnkWnh6LIo2wK+rH4+em3lkcX5NndPHR33q5NwDtUsVPmhA4529pZs",
+	"DMXVh0a7y7xOB+Fc19Lcvgw4V+LcaSfYMhJ7VJSGM02zOfhuyyV8Uk0HbR8FzoO+/6Z4iYVzkxCS1TYy",
+	"gkdsxqPWtiHb4+xeR2wkdfCgVgtQDcVTcQpsq7ggah1CjKUqaCu2jVILtez5htW3X3GU+tqxvDSvLi/U",
+	"7TXCgqhskYSs3++fbJ270olVP30RLwS0l+8/h6Whmdrm4aPCn97vsND6vX3zggRCdPgOIeKHgjVDNwRy",
+	"e/T0YUvRsPIOciGLQML64AVkGjzGKTurbmFXU065BU0zFRMjf6q+l2vkYSEAdU/JenCLAhnn+CuPTXhO",
+	"hM9Jsm3ullmyTaWk5w+Oof3RyJYcuivMS7WT5riLhKC2u3nrC674mFsHPBzecry4AnkGiUYcKDixHltl",
+	"cVEICer4IyhYhqyJHu5PheDz0YKv52ovhq1Tx81XZxNZfzjn52mmCa9wZhw8L08SoxbWBKwv6CpmWmY5",
+	"h3YYNVnYnhNI1Pdn4Sg0tRSiTlNO4SKJtc6aqbLCNfFnco2UURwf0X6uHPYROV+epYkamd661WyNlZVJ",
+	"KiMgjwfEM7OPmk5N9injSJKnTmWoqk3S+Zy3c6G+jaJNedHBeS07REQiiNVh1J+zN9Tc9+CVAX9FOg1k",
+	"+EI9Sh6y5qDXw1lbxbloeYTUtYuMqPzh//o9e2E4a0065v8apXerQkvxYZFAPoCQXnViRWoQpcUZF2Ke",
+	"V1Zpv3tSWqW9jVUKbcjP8ad9+zHPMg5527xYQ6FFGbfGji2ooy9a3/AaEbFvAmmkn8+FYCZWC1sjc7Qi",
+	"ARaUBZ3CpTo7olhva27vo2wYvkR1wCwL5RZvNdo2NLzbOVyvMuW4U1+WwtRob4WpM5J2pl2BO5wC/Cfw",
+	"Syw0pqBEdcqiFKmll3ECr0hEMWpKf5kiVU6e09sKlvGPsejV6XaPDRKGyAN67RM/6raPxGDQPubdXvvx",
+	"eDgZRH3Rm3Z9+G751DDVNx1XNkYNE9hh7C0iFbqyV2nBsPOUvu5Ep42RCm7rqAPqaAjoKw4Vwd3JBzb5",
+	"EMocDbrqhmW2TVKCbdQD+hqdHmaOy/QDlQzvI425eARsLXmlKLn1lfqX/pF6pX2/4/uD6ivtt7s9Pm4f",
+	"TSLRPp763TZ2Fxyf8PEk2u+VOn8pvTVQ3f6i3lqZxcKNpPbmx3BetS6j7vu+7d07frd3C0UymisyIqPG",
+	"y9/P1q9i/8PLC3/98uf/Xb36mHbPL9OPL58MVi+fvuHTp2cfzn/9eXb+l398PKxSe7OUWU1+9ruo2c2Y",
+	"ZsplHJxG30qvY6QdlQPx18vL18Y3wBBF48ZiinB4wULiA4b2tDASkJFz+M5UnJqzPE0lcO0u0jyPxwn1",
+	"OEqiYo4xTSZPKV0reJbEIuuYq6NXq6+eCTZfFkueJGubAcYuMoGctOFza2nav4i1afErUqBnJeiWTVRA",
+	"52DOp8JlMiY8K/lJIKdOIVFuY6Rmz++CNBVFD+XSAHiv5MnDH4AZOhPFMpOONhxmLVG+DGwC6/n+hoib",
+	"eaii/YYklw1ZLdIjQ/Ua4oOaERHtsx4SZ1E8nQrAncOosLOw1+uwX8QafRNYPZGuXWA9hZrrCgJ7SQdN",
+	"5XQRPn/67OXr88tnr5784+rX56+env8asmZvMGuZtIXQKVHN7EwkxJC1zSra0MRbbf1d8MI23rIJZVBQ",
+	"7T/+g5GOLZWwKQmlPvvVEep220ORp7ypI3e1EzRWbZV6TCS5UJPU8kpIyricQdKYcKvbXYW7YS4sfP2W",
+	"Mscg5PvoD+XafVIuvNnBLC/SjLakFt1zxcNBwF/ixxmXOZ+g5pYblkKuSgrDMY51ih7106tQlKYpHBFo",
+	"Po5wzznZD6NgvlOb/AbFcc/hn9Y//CFXkQfomM24xT9YyXHarN4G0KJJ/8DFChEPVBpbgdSYTIYlEo/E",
+	"XbCrwVbBnOIY2hg9qCv1JsJT5qgjMp7kqb4GPgIhmd3OhUtcUXAx+1ea3/bzKOwwRK5gth5J3o3kGhic",
+	"QDY1Ub/nEvRrXn5jFa3J9ZjDz0+E+bqUBz814aEXSA2ZuLJ/ZCG8vVhe6yrgNElX8O9WiYlbv1xHq60s",
+	"px9CBZVUcIxM+DU3HdJGLtyAOsdrsnqn1eKXfT0/OcWvOfYRc7kmmnTY7G04oqqrEpcGFHUN4sRquMOK",
+	"Htk2aBUZK3uDaSSdjoaiXyCZQ0nkWAUErhoK+EidRG125kw5vKeNOYciR4ov30zrD7kOvDGKp3jfzZPj",
+	"5WXljRnEDVkYgJFih77W+nce3aBtAPUDbX6YiFpjyzRzCOTVMMwet8Ybli8Yg7IB8JzvYPsznebay+My",
+	"Ujfg0s38cy15SIVFqhth+oOwxhm2JmqCmNwYmXJmA+UA1RvAt2dnxbLZz/h7YTgTdAXJLBnPLeUaaUnY",
+	"qGQ54AbW0BFU2m18L6s8LBBFdQVTEI5cWfeS4uZUa1DgDOlBnNCRCweB5sPSKx7Obqg5pZnmSnDXC4K2",
+	"8vij5nwtS7HajTLna5L9nAgB76jfg9Jjk6YB7U8L7rx59q7STG0EWnW05m5wi0gnQ59HPp0OzH6T5skr",
+	"6RGx5g5fSHf/l2br1HV31A1Kvh2tVccDuqS/jEWSymvTIWZGAzXJ1LFlTag0qCubbgZD9xBnBOhTyxUa",
+	"uzZmjwZtTOkPwIwAtoursB3Kq+rqeSyvE7I6P6CNUOOEd6fmy7gJ6nKQB8RLbpOFVAHawfVQZ/S/iHUD",
+	"s0q3JS/gxYZII8dwgFHBp4YaH0xN0BixQZUCfw8Ky7oMjNuvdVMkDTdv6zhdRWbaqFf0Ji9Te7aTWa9/",
+	"nFi+T+OJUA/U7flHQOdJl9w5kslM+TvtKJXqwtUjZp+fIjZkj4fG7zcwjE94RQVUa8jAR552K0s6B7a4",
+	"sE3tYB5LeqswA3SbRt8vyYS+fnvZ2JrRGW4kdPDH5YwOCleUlSxungE9QFSDgAJv5W2zTa+fIo4bV7HH",
+	"goYKf4jXdcHjCGldD1QTxWE1dFbv00GZmgcl8TDx0Y1cHOQs6ywTNQzc8CNASZhvH/bc55m5ZV2aio4w",
+	"5A7S3szGAQLH1eaxuBH9W7CWJRWiuWnpIg9emlKwXkWLD1Mq1O0FTu1mtByrIEI7NgDaLitSKR/H+CDu",
+	"9+BgaamAOI7ETRF9h70iARspVth8pt9ApS+05rjezD+dIWQohGP8lM05OBQWpZbRL7E5bvNddBrVVesu",
+	"AiGXc0iTZUvR+M2r5U05XOf2a13VGvxWfmun5LyZANkNl0xbAxTAeSTgyxC6mNjkm1bc3bIsFlk6TsS8",
+	"VrCIxNzaNcfFTfGJe2REouCxOp2cLAEmS4hLC6KTfGQOG6imoC8HHzmQpLnIc36tlj5yJciUBqJzoTiY",
+	"UyN0RzaukqrSJ8xvXgMbUAHMb+HZtrox6PXUYVtA0fs5DZgewlaIl5kcmaTXiOZ0RNp7hmFpv9X/Gn+9",
+	"nWwXJzDO2UokSXuaZnMRsbEygTQ85P6bTqn7BacX3HGHWQ8nWYVzgdSZxG1vU1ntjUCT8XmKmYZ5i/jd",
+	"8kDWhFbcZhiAyoz8q3ICt/MFFCYujLqOjoMOK1CUGXYRTzvWQp03VS3AFMWFmEOIVYYMh4h99XSuNOIF",
+	"H3N1qKRLZdeyeNFhANqAt2w0HzGTSLG1cv9UKC9kkdA5btuvdPhKeRtQj1wAcFDM4bZ62VGaREAPGFVA",
+	"wj8CmAHl/XU6nU+YM/ojwI2s/ko74lPYYWcSn9ICjXTOdBPOX+1VyMWcS2xyzrck0ancAM4rhZtQHmny",
+	"kicUSH38wmBsTYMXdLJAhj2rROcddq5bqE2OhNIjbfjZv5ZpwT3MrwIAR+dITIZExSx6Cwx6J3pqYEYh",
+	"FfjMLIQ4ZzORmAqGhhxtrA5kSN2YPtbsqp/2hkOm4h8+UeFvKwB7h4aBHDicM2i2U/dVz0SD0oQ0uTEi",
+	"eWVeEZTdxI4MIBUssnXHjWvCTqfTsiS9oTa4IdN2BJNO8MjNsLJ1/oP+pw/EzDKQ8DWXcZ0UbdPx72JC",
+	"DJMcegHoIUAbVptGpBkd9Hr601NTx8Oci9oyBFKTanqA50iN+51Yd9jlKqXXupESGpVTfYhOw/VjpCXN",
+	"mpuyOEKmzoSqMjgo9x2234l1OxOgRus8S06VCVq3KPBhiD5Lbr7n2FjtZereAXh58DYRAmrydcoQ6Fyz",
+	"zs5tTLMHo22m0mQWYSG24KfqPEGrFSPJfiyvPQLWpRlQK2hwXtfzfR/XxqDbr9wYU3m5SeSlmcfiaSAB",
+	"cJV5RIullmIbngbQVK1Ta0l/yCnrh40885hoUZHgyC5iGwnEudoeYC6LmZDIzEpzvdpZc0Mwopvvkxv7",
+	"FJOZRps3kMpG0m+M7fQMb+0N7qrdUpZ+wph6p2TqFtbIbGZgyTG1A7usw87wH6T/qVGKyEphAW08SbTt",
+	"1441pI+h/FCBxNvxmcQgjs/FQJabQ4r0GvDqgWzCo8Iy2MgJt9wUtDUHTnsI7WhoJgGDm1uL24MSkmyn",
+	"y6JdpGkbVpOzwXAH4yYfCyCYAeT8JIWoMhMRHQI1uXFPOVOlick3OwXUrEyhMgcbL81whLtynPl/gxdx",
+	"B5Iq6jr8vx1pSJ2x6g7ndWgn/Hp70DO5w4NzjV793fsH3L1/p7uXb4K/nxaLyq8xOHg0GBxCZQhv6CGl",
+	"Qw12MTMpCEwSqFeLqWiHFGTrW94KdjxBWc7OAAFZZbDjYNIX7aNxr9s+iYai3Z/6kx4/Gh+LQXfftbIP",
+	"Tg7/fgugXOVJBkPnSR4M9Fi6i0HD2fTIQejH0uQfnMP/Y/9V0L9pFfRG3V7HH/rVVTBoD6PHon00Pfbb",
+	"J7w7bvcm/WgghtPH/lF33z37WVfBkfMkD7cK3LvceRW4k3+LVUAze0DOBXtwajIu+IHNt8yR/BGovMZ5",
+	"miwLwdTY1AEGY2Rv37zYmlEpO/O9h0iwHGyr0RrX5VnO9wmCv+104ddI6mPyN0i0BsGFrWhT7kQ5/HdP",
+	"6yCn1Pa8zhMU2Pfcu3pUYTMcB0S9r0mmQvT2S2g7RhxvSDqgohxw7LHCbBuIoJXNNikD0y56H60OuyyB",
+	"fByKK/A9Y4m4P0gPimkBSFcNplEhN8aFhvtuJRxByjJVwJyvlYXY+nynh5MkBNJhSaCoqoSyCs3zlXQy",
+	"oZc7B8CgJsjwCKhEH2BTWFwUADvRSSiCEsGPIDKgaxK2F4E9y4U7iyNT3ioYL9J5PCGkIiE+TR8i6cyx",
+	"bCkRr0L979A448wpewOJKh0Cko4KrCdg8YNoVkyLmogBvqXbxG+PaqAQppzy/9W5NUggo9SWi9NwUKpu",
+	"AcDpejbexLDtKx/iaNKL2seiP20P/GH3ce+ofzw4GTY+fXK519xRPLOYTiLMUTeF73pmqqESME8zqX7u",
+	"DKTcQlw+fF1i9XJPbxlq0atpdjFD/eTUx+rGrYfsCBRiptIqu5nB3qIp44AqAy6Vn4GA5UHiFZd178BR",
+	"vYGjt+5gNnLcmgXNtUXfyfIeSp8eTaADp57rE4QTh8/dT1QMa7efqFh533KiIsHMnscnq56egWxKw+Qz",
+	"omsaQpaWV1ORKZO4QLEMyD0w9+gUpQk9HMhoKRABUc4cx5G30ZeOxxZy1UAWadsxrFMBHdsTEGXrq2wp",
+	"kbaJ8IPMqodFbt0nR44TuqJ54BwnDEdrjsNAkiTjhMPcTeNsTtIwSy3X4Z7FBu9w67N468FKVEhQWAFi",
+	"mN0nayDNPNUdrfghHa3QWgzkbjCnGu7hpFi1CUeWHgDmbwhH7cbP2pYWqBapN+VtDgdpYnJ8NwiZUfFb",
+	"lqZzNk2zMi80a5pSlQZTS5aI3PDg4BaINFQThiBTvBovsA+jKIF2QxhcG5PwIgrrJGzVHe/ubUTZup0t",
+	"Zfm8fEJ0iMJdl5qZgiNTJjx6CWmAi19nxnY3kYL9qfV0LvVdiaHqYb2cxQYe8RJhUVA6KmZi7t7lxmfa",
+	"+6zF1/dAHsD2F3vGomytdqr7VLQ8iZfXZjj9bVN0RvOzz0W63d7B07KHC1K1l8SlvsVCf3dOHkwdGfZJ",
+	"5dB+CA9FHfm79JIp5i+dT3G+PRweKQs8XWZQq9LnPbX1lPFqqHcjgdQQnd0Q+W+d22CtyrDyQjuJOjBM",
+	"gN8MTatJ6JHLBL1VdMVWIEmCeexG0k7P3cA/6bCnTv7AyLFPxUodemApXV0A1hz6ylw+9tk8Z+N1IOmt",
+	"t1wdGeUakQ6AdTjcBsVEcODWM22N4EQAVz66puoXyG/oDpYVaborSL4zb+79llwOA0t/XQWah+SfcLsf",
+	"TEhuws+D8u+D7qh31PFPbpN/PwTdugvU6kGTkLPTvzU1fX+P8+JJKqdJPCm+nOgXrfqtTpEtwuZvnEZ6",
+	"7HpykPLKvhvTjZ3jNfYbDhRrwdVvtfRHIAEaoiMRi7JvOrD4N88un726fH7+KvTYEQiFsLE6RclGYzNk",
+	"XJiRQJwigY5JGG61GDBcuJlHRvtFYiSnhjTwB7XyIne2wehlgqDDHlD0p8Qf4cg+7PUr/e3Phn3fZR2+",
+	"OWvw527uv4jiVjvbcJEc1HqoXu7zp1AkXWhccEVXMUXC3RtqRBCBSuV0gR9U01PPmk7hBDjwTEWomoJC",
+	"XCkH1Jems8AmUmAR157pjC8WAs2VPC0PESsdP+R2IGMxSU27Lo2zAz6Z4TU2DdD1BSlSRUcWOE2lBtTn",
+	"0ONBT5lOQerKI20kma5OoSdA/Wos1qnuXxLZeyBzpzGDxgQsdGUQ+4+Hm7YvzhmfTMSiEJGyxdU3YOUu",
+	"LImM0b8CJDwmZiqyVx61tiYIew4rjlLI5moBdNjL9D0GL3AzwqTlQPICRCOBBGkB3cabJpF2iaUbSsCN",
+	"IJ6Aad+8nYoQgCnP9esBInyYY8/28euhG4oWDalXVV12j9gRyLGvSzrpK5jT4zP07u52O7e0lV4KaXSv",
+	"4FSUoGLl9MUQGs2fH5a30TPwoB2Pf/5Rp+yRWtzGfnx3hL/iLE1um2tu7UhvpGMe2SByhxZ5pMWejNif",
+	"Q3+iDNOUZ1WdxVqBjZmjiwhUIyU/GMkSsDSNahGu260s7YLnuYiI87SGd781Qs8Z2YrRcdaAfdBeUCPK",
+	"1eHKl7mwvPxmUNCsJVNEPlM1ihLJzV0VLC+Q1Y/pkxbjUZQ7fEZwTXX6QQIonQvdG286XZsD9ouBda/d",
+	"rA8C/fWnlO8AhuEa5YCh7zu3Xc1irKwBjxHWBeCaKJ7Bna4dRP+4PzcnDNUOkeN0P72Uao80kvxjZ9Xt",
+	"NFJOrSDAdomUrQIAZ3rF3yDLWE9N68iF3o2d9js97cPT08Jcai1NkEo8HniN7fSxQ7/PLkT2Pp4I9lby",
+	"9zxO1CGglhLxdxBUxQm6ryhtuVzkRSb4nC1LPzRf256cLMSH4tEi4bE8hT6zXBQ/LYtp+7jhNZ6iDNbF",
+	"Unqs12Ov0vdMeVBM+07sLy8vkVUaRGa3+lgd33dQ1pSMHPp9h/gVNTjdyer6vt+18yVTa6IchfSuj1z/",
+	"mATdnKgbhtbt+Cf9kiwmCEeWBtI/ci+cLyfqeK55B38EjRSaKMGD22/2N5bUTZPe7e836d1+Z9D3Nya9",
+	"5/sHIG3JWO1BouocrYakDxKsSOwFxTTgJ/ue/7h3LlbjR2w4Sp81KbLp3TmYoFvnWW5ou+ZuJtUmWCkA",
+	"QeY/gu5Y7hOT3nDTNMj+tRliO74BJAdc1lbqkdOMtIZrFtrjjb7mIp68g9TwctEJ5NscsC4agVkCKjR3",
+	"6G+12E3CUpBbKdJAghvJ7RcookCKJGKrM7ySJK2NPrL2VjMXOKPp/QxbrEcdpZN0sR4h/eFz5ZPAVCwl",
+	"wpUiyBmU9LQMB6Z1x2gY7Tgyvd88pySE0aEA7rF6hhv6TdOwqEH872TCqD/XZqwicFjN3GDpkbFIREs0",
+	"xYAF0z2IqxgwPZP0WsZ5ScD+FOnOAFxF2GyaZwBN2ZlGth2Gl4qydEFvD9x60viKwRmC5mf9JIjIAro7",
+	"nZVzZ3eEokB8ndulWbi8KmkWX8cSeIpN4orm0uEGNYF/+6xwu+8LdxE4YvLQSklvMS4wprLbQiC7HTxZ",
+	"nLs8uxv7CmkSaV2gg5tDXGI6UkcsdsK8GY8wE9Z3Dhrj+scmxGED1oT8Xekx6UbmCQE6Fw40nqommHOU",
+	"4azwHTVmA0GinhNUFUEmUZ0uTaXIDUciEpGNl9G1KEzJfZqJfGarLabTXHpu3/AaCaNJeL7UlQ+yMKWB",
+	"LGUE1Z68RH3mZIupGItjsBg4GEPoVGvDjqNzq24xRyATSaIhpKw6HGX3HESDWoEOvLG9l1QfvH609GON",
+	"8UOhf/N2kYDTXZ3OHGDjxET5HZFtCsf+/DHJ6xFpJiIqdZJ6C97Dc9PGcMDYJGuItJdqPxDkccU1t7Ut",
+	"6WlybY4dzFHGV1BYWyyzRZoj4bfW5mFjd8sZ3AamVVFLKsS+sJCIHYqZ1nFExgptrGMJSMmEr50kNCEx",
+	"DZagGFnbb1YfHS0YkLnspoEkelOtJe3AO9aC4JMwnT/++CwiySm8bOfHH5nLfGOZQzhmGLC3W65NN77H",
+	"6iiIA2k4iGuohUt6zJbolpIoSHOAhwOMaiJK5ildyUBS6jumdURvomlGUP4ltn8D+DMMGkFDfTyn8o++",
+	"fcuzZC7QmOMcTKd2NdpiRBx5btYjqmKL1dFVkuaxa8d0FWk6SKROlXyutxJMQqvD0AMhTdSSJ6HGDwH2",
+	"igM5spZ1XGCfWYe9RUopaj9E2iDq+YO8uKGvxU59gNfCVjPMsaA+qfYivnxPcxOx8I9PoVeqLNnNQIV1",
+	"2q4bzkkJ0wtuR1wwCeQTgJCN5T60uIUD6vVco7wLVsvsI1p23B1Q27tVPPJ2XGH5vEAZNw1npolyyhQq",
+	"XhBRXGAhYPOHmpyGlsAPmK/nUZRhkGvKHQfFsH9vX6TLDHpITbShQosyJgdwOCXhu/e9R4ezR2rIp6mm",
+	"fLo/YFi3HhjW3QkM+4aEhyqJhW5vNPA7w2H3QXuyN+Fgt+nHrg73UE2i+8WDOZEm7lU0etvCTZmuvtF6",
+	"2Z5EhvdCtqcPiC0+nVfx6EporFOsvlN6QWvAUH6BuP+1ZrdtUFF3rfHSyM3Q0rxfDOyahKtResCJV+9U",
+	"3gOOxp0VvbIUSe7W3xwi/FgSrTjkEZvjdUH/HrHlYiEyFCklr03FYFkg1Z9adeW/UX1haN8SUCArJYzL",
+	"29aAcHZuVf2h2foClQm9vUs/51DS+TLrNrUHerd32R3YI6k8GQ2vYRYsXKJyyEx0MqOziT8m3nWkMdVq",
+	"tfpvW4610mDUu6kdsl8+RSvkGLCbgO4795CWDHJ0OVWeIA52pFKhxlZ+SBrsOE4S7NAuPzX9vbMFco16",
+	"f1oEfBYvFnUX0R/suIqdNvrLdr267mPE6v/zEE4o2Kp71D5gV1bM1feGoYeVn9NW1JxS+IdtxxR8SgWO",
+	"0jFFqle7+oKewt9zR5PHbaqJC0uITunQEl9HSdtdfdnwdCSpFCPL1WFPYMxJQjIMz0Qt/FIRFINso1px",
+	"rmIMJsi4oVUmoB58L3ZU3CFfs3FC4bNeUm/kHSFotCtvxJ/B3T4dti23eXxGsU196Xux8V53Hi4Op3f2",
+	"oM23u5nisrS54iIvKSLlRh4KA6O6ZoSvd81+X6sP1hhwm4V6yzK4+vEr5Y5A2XpZRyrlyneqr0Py0ySV",
+	"S4ueoYag+Tmmmy2RBOgnIkoRFdaNXkdPMwDHThVmYgH5pFGnDwTgmO76vsMxDXn4s7Ad/lNFyDxshx9D",
+	"j0XxdUzjCjshC69CFrZDz1aTtFIpFrMR5w8/OqVAGCmectHOhczjIn4vOkYorYwdVOMpKaIBawRSgvAi",
+	"kPgl5LbFmKgJyVn4n3Y1RbtQYVpctEge0pF+NNy/GzzdSMWs4/amy5oXKhcVkwXgrIbs7ZsXngr/JpkA",
+	"Wmie5NAKkfHrudBMukR6YPjM5nwdyEzwyWzEkjRdQEofdLiy+D3A6jEHKzQfxxTY96lgbLsisOrvBtXX",
+	"GcdpUz48OBjzFopJprCWeMJCUJj02FLG/1qW8FS0MJ0AwBKX89LqATptqwZqNdxQ14/jtCDwE8l9AfCA",
+	"0YauHRUYTa7iibMYiIhMuUlIIV8SLjjVPhW5QQgFlDVeEHFu5CkhG850McIRlXRERkTuBj8sLkY1AovG",
+	"L1OPZ8FNgYQP1WA3j6fXS+d4uiUD8DcbxB12hj5oz8SfdviXDXXjVmJAf+7g6fj5Tqr5xZF/oZCOdTTu",
+	"6L/D1cVkmanHA7DzIv5FqH/+phwfPJO2pTQdYWn4Htop+HeOqLoonSzpzCxY+ChdCMkXcWfN50nImiHq",
+	"pyM/FvwIxHBlIOEoHj16lKQTnqiDdnTsH/thq2Ns0iNwzOiR/9hkjG2n06k5lmwR3TKBjdfGCenYjKUW",
+	"HPrQjuJ8kfD1K/w78iptpk/fqLnLwF8iT8AzevZow6vkgpMslUx8WChnQHmCIH8AmKuPqRTOUPRQ64Zj",
+	"EJM1Q1JfUYczNtYYovu3b17k6kzWc1LKZHCrIl6VunF0FloaaRlIV0Lc0RgAdIaT+UC57YhpCe02epMl",
+	"YjF39nUeaGP68YOa+QcXHPwsnvEkEUmcz2FQ78TaMy0JePDb1IlG5cXSUacesaBhXVYDp0HcQ0+9UUTU",
+	"kHT1ZJkX6Rxq7HoCgoZnhJJtnl9/MXeeVN20/U6s6x72Z/WZOiqyNAHt1prnBgSOsgRQGsAZAEcZfTx0",
+	"WNIM6iB6EtQuACeruujxGjUjeYEfbN7+zLqnZ6+fwyA9ym6BncEBiQ+LOFs7N9rywPoSde83LeCM1OWH",
+	"XEwyQUSCeXwtc7OJfzDi6u48q+/E8rqNv6vdSvgNpr9RVyJJydOM3LsB6941dRYgcMQGDETsNhPu8ubL",
+	"CMo4G8+v/s6S9Lrm5uf6Taq3py67VN5xAchW6nRzGCTOnr58/urq8vyXZ69C98bRPJY1N9YXr7mvmpZ2",
+	"LFmOZso06a3EmEU8n41TnkVotiPCKoaPlvEj97bmezW3fupcA+9QM4i/Cp4UMw8aw2Ip8txjc2VRJpo8",
+	"0TliOuxV6s5OnLpTbzz4fOs04Bh++/T/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -87,9 +87,11 @@ func (s TxStore) HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key 
 }
 
 // Not tenantColumns: a program creating tasks needs the tenant's settings,
-// never its signing secrets, so its role may be granted these columns alone.
+// never its signing secrets, so its role may be granted these columns alone
+// (and plans, whose limits come with them).
 const queryGetTenantSettings = `-- name: GetTenantSettings
-SELECT id, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits, target_allow_cidrs
+SELECT id, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits, target_allow_cidrs, plan,
+	` + tenantPlanLimits + `
 FROM tenants WHERE id = $1`
 
 // GetTenantSettings reads what creating a tenant's tasks depends on: its
@@ -101,7 +103,7 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		minB, maxB *int64
 	)
 	err := s.q.QueryRow(ctx, queryGetTenantSettings, id).Scan(&t.ID, &t.Retry.MaxAttempts, &minB, &maxB,
-		&t.LimitOverrides, &t.TargetAllowCIDRs)
+		&t.LimitOverrides, &t.TargetAllowCIDRs, &t.Plan, &t.PlanLimits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.ErrNotFound
 	}
@@ -109,6 +111,6 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		return nil, fmt.Errorf("get settings of tenant %s: %w", id, err)
 	}
 	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
-	t.Limits = t.LimitOverrides.Resolve()
+	t.Limits = t.LimitOverrides.Resolve(t.PlanLimits)
 	return &t, nil
 }

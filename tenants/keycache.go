@@ -109,3 +109,12 @@ func (c *keyCache) forgetTenant(id uuid.UUID) {
 		}
 	}
 }
+
+// forgetAll drops every key, after a change that may reach any tenant (a
+// plan's limits).
+func (c *keyCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generation++
+	clear(c.entries)
+}

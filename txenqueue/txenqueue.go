@@ -421,7 +421,7 @@ func (c *Client) tenant(ctx context.Context, st store.TxStore) (*model.Tenant, e
 	case err != nil:
 		return nil, fmt.Errorf("txenqueue: %w", err)
 	}
-	tenant.Limits = tenant.LimitOverrides.Resolve(c.defaults)
+	tenant.Limits = tenant.LimitOverrides.Resolve(tenant.PlanLimits, c.defaults)
 	return tenant, nil
 }
 

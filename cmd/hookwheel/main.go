@@ -37,6 +37,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
 const usage = `hookwheel schedules HTTP webhooks and fires them on time.
@@ -223,6 +224,8 @@ type environment struct {
 	idempotencyWindow time.Duration
 	// defaultLimits: HOOKWHEEL_DEFAULT_* over model.DefaultNodeLimits.
 	defaultLimits model.Limits
+	// defaultPlan: HOOKWHEEL_DEFAULT_PLAN, the plan of new tenants.
+	defaultPlan string
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -333,6 +336,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.defaultLimits, err = defaultLimitsEnv(getenv); err != nil {
 		return e, err
 	}
+	if e.defaultPlan = strings.TrimSpace(getenv("HOOKWHEEL_DEFAULT_PLAN")); e.defaultPlan != "" && !tenants.ValidPlanName(e.defaultPlan) {
+		return e, fmt.Errorf("HOOKWHEEL_DEFAULT_PLAN: want a plan name (lowercase letters, digits, '-' and '_'), got %q", e.defaultPlan)
+	}
 	return e, nil
 }
 
@@ -376,6 +382,8 @@ func defaultLimitsEnv(getenv func(string) string) (model.Limits, error) {
 		{"HOOKWHEEL_DEFAULT_MAX_SCHEDULES", 1_000_000, true, func(f float64) { l.MaxSchedules = int(f) }},
 		{"HOOKWHEEL_DEFAULT_DISPATCH_RATE", 1_000_000, false, func(f float64) { l.DispatchRate = f }},
 		{"HOOKWHEEL_DEFAULT_DISPATCH_CONCURRENCY", 100_000, true, func(f float64) { l.DispatchConcurrency = int(f) }},
+		{"HOOKWHEEL_DEFAULT_TASKS_PER_DAY", 1_000_000_000, true, func(f float64) { l.TasksPerDay = int(f) }},
+		{"HOOKWHEEL_DEFAULT_DELIVERIES_PER_DAY", 1_000_000_000, true, func(f float64) { l.DeliveriesPerDay = int(f) }},
 	} {
 		if err := num(f.name, f.most, f.whole, f.set); err != nil {
 			return l, err
@@ -506,6 +514,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
 			ListBodyBytes: int64(env.listBodies)},
 		DefaultLimits:   env.defaultLimits,
+		DefaultPlan:     env.defaultPlan,
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,

@@ -1436,14 +1436,15 @@ type TaskStatus string
 
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 // listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-// never given limits has the node's defaults, not none. The object reads two ways:
+// never given limits has the node's defaults, not none. The object reads three ways:
 //
 //   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-//     node's defaults for all.
+//     field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+//     (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+//     `null` gives it its plan's and the node's defaults for all.
+//   - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 //   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-//     field by field, else the node's default. An absent field is unlimited.
+//     field by field, else its plan's, else the node's default. An absent field is unlimited.
 //
 // Defaults are applied when the tenant is read, never copied into it: changing a node default
 // changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1456,6 +1457,10 @@ type TenantLimits struct {
 	// APIRate API requests per second (sustained), over every tenant call and every node; at most
 	// 1,000,000. Over it, 429 with `Retry-After`.
 	APIRate *float32 `json:"api_rate,omitempty"`
+
+	// DeliveriesPerDay Most webhooks delivered per UTC day; at most 1,000,000,000. Past it the tenant's due tasks
+	// wait, not attempted and not lost, until the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day,omitempty"`
 
 	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant, over every node
 	// (maxConcurrentDispatches); at most 100,000. Tasks over it wait for a slot, not failed, not
@@ -1493,20 +1498,30 @@ type TenantLimits struct {
 	// names are case-insensitive and shown in lowercase. A field an override leaves out takes
 	// the tenant's value; 0 lifts the tenant's limit for that host. At most 1,000 hosts.
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
+
+	// TasksPerDay Most tasks created per UTC day: tasks created one by one or in a batch, each endpoint's
+	// copy of a topic publish, and schedules' occurrences (callback tasks do not count; a
+	// request repeating an `Idempotency-Key` stores nothing and counts nothing); at most
+	// 1,000,000,000. A creation past it gets 429 of type `quota-exceeded` with `Retry-After`
+	// until the next UTC midnight (a batch: its items past it are refused one by one, the
+	// first that does not fit and all after it); an occurrence past it is skipped and counted
+	// on its schedule (`skipped_occurrences`). Exact on the API, across nodes.
+	TasksPerDay *int `json:"tasks_per_day,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1515,6 +1530,11 @@ type TenantLimitsView struct {
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
 	PendingTasks int `json:"pending_tasks"`
+
+	// Plan The plan the tenant is on, whose limits its own override; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 }
 
 // Topic A named set of endpoint URLs that webhooks are published to.
@@ -1590,6 +1610,9 @@ type KeyID = string
 
 // ListInclude defines model for ListInclude.
 type ListInclude string
+
+// PlanName Example: free
+type PlanName = string
 
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
@@ -2073,8 +2096,8 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -3100,8 +3123,8 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -6228,8 +6251,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -10623,8 +10646,8 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
