@@ -73,7 +73,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), tasks_per_day (tasks_per_day), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",
@@ -87,6 +87,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 	}
 	l.refused.WithLabelValues("rate")
 	l.refused.WithLabelValues("pending_tasks")
+	l.refused.WithLabelValues("tasks_per_day")
 	return l, nil
 }
 
@@ -170,6 +171,23 @@ func (s *Server) quotaExceeded(c echo.Context, q *tasks.QuotaError) error {
 	}
 	return newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending task quota exceeded",
 		detail+"; retry once some have been delivered")
+}
+
+// dailyQuotaExceeded renders the service's refusal of tasks over the
+// tenant's tasks_per_day: 429 with Retry-After until the next UTC midnight
+// (whole seconds, rounded up), counted.
+func (s *Server) dailyQuotaExceeded(c echo.Context, q *tasks.DailyQuotaError) error {
+	s.apiLimits.refused.WithLabelValues("tasks_per_day").Inc()
+	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(q.RetryAfter(s.cfg.Clock.Now()))))
+	return newProblem(http.StatusTooManyRequests, "quota-exceeded", "Daily task quota exceeded", dailyQuotaDetail(q))
+}
+
+func dailyQuotaDetail(q *tasks.DailyQuotaError) string {
+	detail := fmt.Sprintf("this tenant may create %d tasks per UTC day (tasks_per_day) and has created %d today", q.Limit, q.Created)
+	if q.Adding > 1 {
+		detail += fmt.Sprintf("; this request would add %d", q.Adding)
+	}
+	return detail + "; retry after the next UTC midnight"
 }
 
 // GetLimits shows the calling tenant its limits and how many of its tasks

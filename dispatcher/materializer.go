@@ -42,6 +42,9 @@ type materializerConfig struct {
 	Metrics *metrics
 	// Lookahead is how far ahead occurrences become tasks.
 	Lookahead time.Duration
+	// DefaultTasksPerDay is the node's tasks_per_day, for tenants whose
+	// own limits and plan set none (0: none).
+	DefaultTasksPerDay int
 	// Partitions are those this node owns: only their schedules are
 	// materialised here.
 	Partitions func() []int16
@@ -96,6 +99,8 @@ func (m *materializer) pass(ctx context.Context) int {
 		Until:       horizon,
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
+
+		DefaultTasksPerDay: m.cfg.DefaultTasksPerDay,
 	}, func(s *model.Schedule) model.OccurrencePlan {
 		planned++
 		return m.plan(s, now, horizon)
@@ -115,7 +120,7 @@ func (m *materializer) pass(ctx context.Context) int {
 	}
 	if done.Skipped > 0 {
 		m.cfg.Metrics.skippedOccurrences.Add(float64(done.Skipped))
-		m.cfg.Logger.Warn("schedule occurrences skipped: their tenants are at max_pending_tasks", "occurrences", done.Skipped)
+		m.cfg.Logger.Warn("schedule occurrences skipped: their tenants are at max_pending_tasks or tasks_per_day", "occurrences", done.Skipped)
 	}
 	return planned
 }

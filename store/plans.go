@@ -30,19 +30,17 @@ func scanPlan(row pgx.Row) (*model.Plan, error) {
 const queryPutPlan = `-- name: PutPlan
 INSERT INTO plans (name, limits) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET limits = excluded.limits, updated_at = now()
-RETURNING ` + planColumns
+RETURNING ` + planColumns + `, xmax = 0 AS inserted`
 
 // PutPlan creates the plan p.Name with p.Limits, or replaces the limits of
 // the plan of that name, and records audit with it. It fills p's times;
 // created tells whether the plan is new.
 func (db *DB) PutPlan(ctx context.Context, p *model.Plan, audit model.AuditEntry) (created bool, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		stored, err := scanPlan(tx.QueryRow(ctx, queryPutPlan, p.Name, p.Limits))
-		if err != nil {
+		// xmax is 0 on a row version this statement inserted, not updated.
+		if err := tx.QueryRow(ctx, queryPutPlan, p.Name, p.Limits).Scan(&p.Name, &p.Limits, &p.CreatedAt, &p.UpdatedAt, &created); err != nil {
 			return err
 		}
-		*p = *stored
-		created = p.CreatedAt.Equal(p.UpdatedAt)
 		return insertAudit(ctx, tx, audit)
 	})
 	if err != nil {

@@ -21,14 +21,17 @@ CREATE INDEX tenants_plan ON tenants (plan) WHERE plan IS NOT NULL;
 
 -- What each tenant used, per UTC day. No reference to tenants: usage
 -- outlives a deleted tenant. A day's counts are spread over shards that
--- readers sum: shard 0 is written only by task creates (tasks_created, in
--- the transaction that inserts the tasks; it is the row a tasks_per_day
--- check locks), shards 1..16 by the attempt recorders, each statement
--- choosing one, so that the recorders of many nodes rarely wait on a row.
+-- readers sum: shard 0 is written only by hookwheel's own task creates
+-- (tasks_created, in the transaction that inserts the tasks; it is the row
+-- a tasks_per_day check locks), shards 1..16 by the attempt recorders, each
+-- statement choosing one, so that the recorders of many nodes rarely wait
+-- on a row; shards from 17 by transactional enqueue (tasks_created, one
+-- chosen at random per statement), whose application transactions may
+-- hold their row for long and must hold back neither of the others.
 CREATE TABLE usage_days (
     tenant_id       uuid     NOT NULL,
     day             date     NOT NULL,
-    shard           smallint NOT NULL CHECK (shard BETWEEN 0 AND 16),
+    shard           smallint NOT NULL CHECK (shard >= 0),
     tasks_created   bigint   NOT NULL DEFAULT 0,
     deliveries      bigint   NOT NULL DEFAULT 0,
     attempts        bigint   NOT NULL DEFAULT 0,
