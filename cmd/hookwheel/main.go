@@ -7,7 +7,7 @@
 //	hookwheel keys create|list|revoke --tenant ID ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|batch ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|plans|batch ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -74,6 +74,9 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel flow-keys get|delete KEY
   hookwheel flow-keys list [--limit 20 | --all]
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
+  hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
+  hookwheel plans get|delete NAME                                 with HOOKWHEEL_ADMIN_TOKEN)
+  hookwheel plans list
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
 Exit status:
@@ -100,7 +103,7 @@ Environment:
   REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
                           ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
                           (see docs/operations.md, Redis: one server, Cluster or Sentinel)
-  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API and the plans commands (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
@@ -124,9 +127,11 @@ Environment:
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
-  HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY
-                          limits of tenants without their own (default 50/s, 100, 10000, 100, 30s,
-                          100/s per target host, 20 per target host; 0 lifts one)
+  HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY, _TASKS_PER_DAY, _DELIVERIES_PER_DAY
+                          limits of tenants without their own or their plan's (default 50/s, 100,
+                          10000, 100, 30s, 100/s per target host, 20 per target host, none, none;
+                          0 lifts one)
+  HOOKWHEEL_DEFAULT_PLAN  the plan of a new tenant whose create names none (default none)
   See docs/operations.md for the rest.
 `
 
@@ -148,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "batch":
+	case "tasks", "schedules", "topics", "flow-keys", "plans", "batch":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
