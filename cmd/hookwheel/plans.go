@@ -42,7 +42,7 @@ func newAdminClient(con console) (*hookwheel.Client, error) {
 // planLimitFlags are put's flags, one per limit; a flag not given leaves the
 // limit unset.
 type planLimitFlags struct {
-	apiRate, dispatchRate                                    *float64
+	apiRate, dispatchRate                                   *float64
 	apiBurst, maxPending, maxSchedules, dispatchConcurrency *int
 	tasksPerDay, deliveriesPerDay                           *int
 	maxTimeout                                              *string
