@@ -78,7 +78,7 @@ SELECT ` + taskColumns + ` FROM (` + rememberedTasks + `
 //
 // The statement is all or nothing: an error stores none of the tasks.
 func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
-	return insertTasks(ctx, db.pool, 0, tasks, notifyBefore)
+	return insertTasks(ctx, db.pool, createShard(), tasks, notifyBefore)
 }
 
 // tenantKey is an idempotency key with the tenant it belongs to.

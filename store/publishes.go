@@ -68,7 +68,7 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 	notifyBefore time.Time,
 ) (pubResults []model.PublishResult, taskResults []model.InsertResult, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		pubResults, taskResults, err = insertPublishes(ctx, tx, 0, pubs, tasks, notifyBefore)
+		pubResults, taskResults, err = insertPublishes(ctx, tx, createShard(), pubs, tasks, notifyBefore)
 		return err
 	})
 	return pubResults, taskResults, err

@@ -122,7 +122,7 @@ const rememberedTasks = `SELECT (jsonb_populate_record(NULL::tasks, snapshot)).*
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
-	return insertTask(ctx, db.pool, 0, t, notifyDue)
+	return insertTask(ctx, db.pool, createShard(), t, notifyDue)
 }
 
 // insertTask is InsertTask through q: the pool, or a caller's transaction

@@ -15,24 +15,36 @@ import (
 // spread over shards that readers sum. tasks_created is written by the
 // statements that insert tasks (one more CTE in each, so a count commits
 // with its rows, and an idempotent repeat, which inserts nothing, counts
-// nothing): into shard 0 by hookwheel's own creates, whose tasks_per_day
-// check locks that row (WithTasksCreated); into one of the shards from
-// enqueueShardFirst, chosen at random per statement, by transactional
-// enqueue, whose application transaction may hold its row for long: on
-// shard 0 it would hold back every create of the tenant. Shards 1..16 are
-// the attempt recorders'. The day is Postgres's (usageDay): every node
-// counts on the same day whatever its clock, and a transaction counts and
-// checks on one day, its start's.
+// nothing). A count holds its row locked from its statement to its commit,
+// so the shard decides who waits for whom:
+//
+//   - 0: the creates of a tenant with tasks_per_day, whose check locks that
+//     row (WithTasksCreated) so that they take turns, and the materializer,
+//     which holds the rows of its tenants' days for the same reason;
+//   - 1..16: the attempt recorders';
+//   - createShards: other creates, one at random per statement, so that a
+//     tenant's concurrent creates rarely wait for each other's commit;
+//   - enqueueShards: transactional enqueue, likewise, apart from the
+//     others because an application's transaction may hold its row for long.
+//
+// The day is Postgres's (usageDay): every node counts on the same day
+// whatever its clock, and a transaction counts and checks on one day, its
+// start's.
 
-// The shards transactional enqueue counts in: so many that two application
-// transactions of a tenant rarely wait for each other's row.
+// The shards of creates without the daily quota's lock, and of
+// transactional enqueue: 16 each, so that a tenant's day has at most 49
+// rows (the recorders' included).
 const (
-	enqueueShardFirst = 17
-	enqueueShards     = 256
+	createShardFirst  = 17
+	enqueueShardFirst = 33
+	spreadShards      = 16
 )
 
+// createShard picks the shard a create without the quota's lock counts in.
+func createShard() int16 { return int16(createShardFirst + rand.IntN(spreadShards)) }
+
 // enqueueShard picks the shard a transactional enqueue's statement counts in.
-func enqueueShard() int16 { return int16(enqueueShardFirst + rand.IntN(enqueueShards)) }
+func enqueueShard() int16 { return int16(enqueueShardFirst + rand.IntN(spreadShards)) }
 
 // usageDay is the UTC day of the transaction's start, the day a count goes to.
 const usageDay = `(now() AT TIME ZONE 'UTC')::date`

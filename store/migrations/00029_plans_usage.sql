@@ -21,13 +21,13 @@ CREATE INDEX tenants_plan ON tenants (plan) WHERE plan IS NOT NULL;
 
 -- What each tenant used, per UTC day. No reference to tenants: usage
 -- outlives a deleted tenant. A day's counts are spread over shards that
--- readers sum: shard 0 is written only by hookwheel's own task creates
--- (tasks_created, in the transaction that inserts the tasks; it is the row
--- a tasks_per_day check locks), shards 1..16 by the attempt recorders, each
--- statement choosing one, so that the recorders of many nodes rarely wait
--- on a row; shards from 17 by transactional enqueue (tasks_created, one
--- chosen at random per statement), whose application transactions may
--- hold their row for long and must hold back neither of the others.
+-- readers sum, so that writers rarely wait on one row: shard 0 is written
+-- only by task creates under a tasks_per_day check (tasks_created, in the
+-- transaction that inserts the tasks; it is the row the check locks),
+-- shards 1..16 by the attempt recorders, each statement choosing one, and
+-- shards 17..48 by the other task creates (tasks_created, one chosen at
+-- random per statement; 33..48 for transactional enqueue, whose
+-- application transactions may hold their row for long).
 CREATE TABLE usage_days (
     tenant_id       uuid     NOT NULL,
     day             date     NOT NULL,
