@@ -57,10 +57,16 @@ func (s *Server) CreateTenant(c echo.Context) error {
 	} else if strings.ContainsRune(req.Name, 0) {
 		fe.add("name", "must not contain NUL characters")
 	}
+	if req.Plan != nil && !tenants.ValidPlanName(*req.Plan) {
+		fe.add("plan", "names no plan (%q): plan names are lowercase letters, digits, '-' and '_'", *req.Plan)
+	}
 	if err := fe.problem(); err != nil {
 		return err
 	}
-	created, err := s.tenants.Create(c.Request().Context(), req.Name, model.ActorOperator)
+	created, err := s.tenants.CreateOn(c.Request().Context(), req.Name, req.Plan, model.ActorOperator)
+	if errors.Is(err, model.ErrNoSuchPlan) {
+		return noSuchPlan(*req.Plan)
+	}
 	if err != nil {
 		return err
 	}
@@ -76,6 +82,7 @@ func TenantCreatedJSON(c *tenants.Created) openapi.TenantCreated {
 		APIKey:        c.APIKey,
 		SigningSecret: c.SigningSecret,
 		CreatedAt:     c.Tenant.CreatedAt,
+		Plan:          c.Tenant.Plan,
 	}
 }
 
@@ -103,6 +110,8 @@ type tenantUpdate struct {
 	// Retention, when given, replaces how long the tenant's finished tasks
 	// are kept; null goes back to the node default.
 	Retention json.RawMessage `json:"retention"`
+	// Plan, when given, puts the tenant on that plan; null on none.
+	Plan json.RawMessage `json:"plan"`
 }
 
 // minRetention is the shortest retention a tenant may be given: purging
@@ -163,6 +172,18 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
+	var plan *string
+	if req.Plan != nil && !bytes.Equal(req.Plan, jsonNull) {
+		var fe fieldErrors
+		if err := json.Unmarshal(req.Plan, &plan); err != nil {
+			fe.add("plan", "must be a plan's name, or null for none")
+		} else if !tenants.ValidPlanName(*plan) {
+			fe.add("plan", "names no plan (%q): plan names are lowercase letters, digits, '-' and '_'", *plan)
+		}
+		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
 	retention := t.Retention
 	if req.Retention != nil {
 		var fe fieldErrors
@@ -171,6 +192,17 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			fe.add("retention", "must be at least %s, or null for the node default", minRetention)
 		}
 		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
+	if req.Plan != nil {
+		t, err = s.tenants.SetPlan(ctx, id, plan, model.ActorOperator)
+		switch {
+		case errors.Is(err, model.ErrNotFound):
+			return notFound("tenant " + id.String())
+		case errors.Is(err, model.ErrNoSuchPlan):
+			return noSuchPlan(*plan)
+		case err != nil:
 			return err
 		}
 	}
@@ -261,6 +293,7 @@ func TenantJSON(t *model.Tenant) openapi.Tenant {
 			MinBackoff:  formatDuration(p.MinBackoff),
 			MaxBackoff:  formatDuration(p.MaxBackoff),
 		},
+		Plan:             t.Plan,
 		Limits:           overridesJSON(t.LimitOverrides),
 		EffectiveLimits:  limitsJSON(t.Limits),
 		TargetAllowCidrs: cidrStrings(t.TargetAllowCIDRs),
@@ -370,6 +403,7 @@ func tenantSummaryJSON(t model.TenantSummary) openapi.TenantSummary {
 		Name:             j.Name,
 		CreatedAt:        j.CreatedAt,
 		Retry:            j.Retry,
+		Plan:             j.Plan,
 		Limits:           j.Limits,
 		EffectiveLimits:  j.EffectiveLimits,
 		TargetAllowCidrs: j.TargetAllowCidrs,

@@ -333,7 +333,7 @@ func TestAttackAdminEndpoints(t *testing.T) {
 	disabled := newHarness(t, func(c *api.Config) { c.AdminToken = "" })
 	tn := h.createTenant("acme")
 	key := h.createKey(tn, `{"name": "all scopes", "scopes": ["*"]}`)
-	params := map[string]string{"id": tn.ID.String(), "key_id": key.ID}
+	params := map[string]string{"id": tn.ID.String(), "key_id": key.ID, "name": "free"}
 	body := `{"name": "mallory"}`
 
 	auditBefore := h.get("/v1/admin/audit", adminToken)

@@ -49,6 +49,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"replayTasks":         {nil, tn.APIKey, singleLimit, `{"dry_run": "yes"}`, "dry_run"},
 		"putTopic":            {map[string]string{"name": "orders"}, tn.APIKey, singleLimit, `{"endpoints": 42}`, "endpoints"},
 		"putFlowLimit":        {map[string]string{"key": "customer-1"}, tn.APIKey, singleLimit, `{"rate": "ten"}`, "rate"},
+		"putPlan":             {map[string]string{"name": "free"}, adminToken, singleLimit, `{"tasks_per_day": "ten"}`, "tasks_per_day"},
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 		"signUp":              {nil, "", singleLimit, `{"name": 42}`, "name"},
 		"createInvite":        {nil, adminToken, singleLimit, `{"expires_in": 5}`, "expires_in"},

@@ -129,15 +129,22 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	overQuota := 0
+	overQuota, overDaily := 0, 0
 	for k, res := range stored {
 		i := validAt[k]
-		var quota *tasks.QuotaError
+		var (
+			quota *tasks.QuotaError
+			daily *tasks.DailyQuotaError
+		)
 		switch {
 		case errors.As(res.Err, &quota):
 			overQuota++
 			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
 				fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota.Limit)), i)
+		case errors.As(res.Err, &daily):
+			overDaily++
+			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Daily task quota exceeded",
+				dailyQuotaDetail(daily)), i)
 		case valid[k].Topic != nil && res.Err != nil:
 			p := publishProblem(res.Err, *valid[k].Topic, "idempotency_key")
 			if p == nil {
@@ -166,6 +173,9 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	}
 	if overQuota > 0 {
 		s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(overQuota))
+	}
+	if overDaily > 0 {
+		s.apiLimits.refused.WithLabelValues("tasks_per_day").Add(float64(overDaily))
 	}
 	return c.JSON(http.StatusOK, openapi.BatchResponse{Data: results})
 }

@@ -38,6 +38,7 @@ const (
 	maxLimitSchedules   = 1_000_000
 	maxLimitConcurrency = 100_000
 	maxLimitTargets     = 1000
+	maxLimitPerDay      = 1_000_000_000
 )
 
 const (
@@ -72,7 +73,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), tasks_per_day (tasks_per_day), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",
@@ -86,6 +87,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 	}
 	l.refused.WithLabelValues("rate")
 	l.refused.WithLabelValues("pending_tasks")
+	l.refused.WithLabelValues("tasks_per_day")
 	return l, nil
 }
 
@@ -171,6 +173,23 @@ func (s *Server) quotaExceeded(c echo.Context, q *tasks.QuotaError) error {
 		detail+"; retry once some have been delivered")
 }
 
+// dailyQuotaExceeded renders the service's refusal of tasks over the
+// tenant's tasks_per_day: 429 with Retry-After until the next UTC midnight
+// (whole seconds, rounded up), counted.
+func (s *Server) dailyQuotaExceeded(c echo.Context, q *tasks.DailyQuotaError) error {
+	s.apiLimits.refused.WithLabelValues("tasks_per_day").Inc()
+	c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(q.RetryAfter(s.cfg.Clock.Now()))))
+	return newProblem(http.StatusTooManyRequests, "quota-exceeded", "Daily task quota exceeded", dailyQuotaDetail(q))
+}
+
+func dailyQuotaDetail(q *tasks.DailyQuotaError) string {
+	detail := fmt.Sprintf("this tenant may create %d tasks per UTC day (tasks_per_day) and has created %d today", q.Limit, q.Created)
+	if q.Adding > 1 {
+		detail += fmt.Sprintf("; this request would add %d", q.Adding)
+	}
+	return detail + "; retry after the next UTC midnight"
+}
+
 // GetLimits shows the calling tenant its limits and how many of its tasks
 // are pending. The count is exact: an index-only range scan over the
 // tenant's pending tasks, so it costs in proportion to them.
@@ -183,7 +202,7 @@ func (s *Server) GetLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, openapi.TenantLimitsView{Limits: limitsJSON(tenant.Limits), PendingTasks: pending})
+	return c.JSON(http.StatusOK, openapi.TenantLimitsView{Plan: tenant.Plan, Limits: limitsJSON(tenant.Limits), PendingTasks: pending})
 }
 
 // limitsJSON shows limits as the API spells them: unlimited fields are
@@ -198,6 +217,8 @@ func limitsJSON(l model.Limits) openapi.TenantLimits {
 		MaxTimeout:          durationOrNil(l.MaxTimeout),
 		DispatchRate:        positiveFloat32(l.DispatchRate),
 		DispatchConcurrency: positiveInt(l.DispatchConcurrency),
+		TasksPerDay:         positiveInt(l.TasksPerDay),
+		DeliveriesPerDay:    positiveInt(l.DeliveriesPerDay),
 	}
 	if len(l.Targets) > 0 {
 		out.Targets = make(map[string]openapi.TargetLimits, len(l.Targets))
@@ -214,9 +235,9 @@ func limitsJSON(l model.Limits) openapi.TenantLimits {
 	return out
 }
 
-// overridesJSON shows a tenant's own limits as the admin API takes them: a
-// field it does not set is absent (the node's default applies), one it sets
-// to model.Unlimited is 0.
+// overridesJSON shows a tenant's own limits, or a plan's, as the admin API
+// takes them: a field it does not set is absent (the layer below applies),
+// one it sets to model.Unlimited is 0.
 func overridesJSON(l model.Limits) openapi.TenantLimits {
 	out := limitsJSON(l.Resolve())
 	if l.APIRate < 0 {
@@ -240,6 +261,12 @@ func overridesJSON(l model.Limits) openapi.TenantLimits {
 	}
 	if l.DispatchConcurrency < 0 {
 		out.DispatchConcurrency = new(int)
+	}
+	if l.TasksPerDay < 0 {
+		out.TasksPerDay = new(int)
+	}
+	if l.DeliveriesPerDay < 0 {
+		out.DeliveriesPerDay = new(int)
 	}
 	return out
 }
@@ -288,6 +315,8 @@ type limitsRequest struct {
 	DispatchRate        *float64                   `json:"dispatch_rate"`
 	DispatchConcurrency *int                       `json:"dispatch_concurrency"`
 	Targets             map[string]json.RawMessage `json:"targets"`
+	TasksPerDay         *int                       `json:"tasks_per_day"`
+	DeliveriesPerDay    *int                       `json:"deliveries_per_day"`
 }
 
 type targetLimitsRequest struct {
@@ -306,33 +335,40 @@ func (u *limitsUpdate) UnmarshalJSON(b []byte) error {
 // validate checks the update and returns the limits to store; errors go to
 // fe, named by path ("limits.targets.api.partner.com.dispatch_rate").
 func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) model.Limits {
-	r := u.req
+	return u.req.validate(fe, "limits.", nodeMaxTimeout)
+}
+
+// validate checks a limits object, a tenant's or a plan's, and returns the
+// limits to store; errors go to fe, each field named after prefix.
+func (r limitsRequest) validate(fe *fieldErrors, prefix string, nodeMaxTimeout time.Duration) model.Limits {
 	var l model.Limits
-	l.APIRate = limitRate(fe, "limits.api_rate", r.APIRate)
-	l.APIBurst = limitInt(fe, "limits.api_burst", r.APIBurst, maxLimitBurst)
+	l.APIRate = limitRate(fe, prefix+"api_rate", r.APIRate)
+	l.APIBurst = limitInt(fe, prefix+"api_burst", r.APIBurst, maxLimitBurst)
 	if l.APIBurst > 0 && l.APIRate < 0 {
-		fe.add("limits.api_burst", "applies only with an api_rate (this one lifts it)")
+		fe.add(prefix+"api_burst", "applies only with an api_rate (this one lifts it)")
 	}
-	l.MaxPendingTasks = limitInt(fe, "limits.max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
-	l.MaxSchedules = limitInt(fe, "limits.max_schedules", r.MaxSchedules, maxLimitSchedules)
+	l.MaxPendingTasks = limitInt(fe, prefix+"max_pending_tasks", r.MaxPendingTasks, maxLimitPending)
+	l.MaxSchedules = limitInt(fe, prefix+"max_schedules", r.MaxSchedules, maxLimitSchedules)
 	if r.MaxTimeout != nil {
 		if *r.MaxTimeout == "0" {
 			l.MaxTimeout = model.Unlimited
-		} else if d, ok := parseDuration(fe, "limits.max_timeout", *r.MaxTimeout); ok {
+		} else if d, ok := parseDuration(fe, prefix+"max_timeout", *r.MaxTimeout); ok {
 			switch {
 			case d == 0:
 				l.MaxTimeout = model.Unlimited
 			case d < tasks.MinTimeout || d > nodeMaxTimeout:
-				fe.add("limits.max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT), or 0s for the node's", tasks.MinTimeout, nodeMaxTimeout)
+				fe.add(prefix+"max_timeout", "must be between %s and the node's %s (HOOKWHEEL_MAX_TIMEOUT), or 0s for the node's", tasks.MinTimeout, nodeMaxTimeout)
 			default:
 				l.MaxTimeout = d
 			}
 		}
 	}
-	l.DispatchRate = limitRate(fe, "limits.dispatch_rate", r.DispatchRate)
-	l.DispatchConcurrency = limitInt(fe, "limits.dispatch_concurrency", r.DispatchConcurrency, maxLimitConcurrency)
+	l.DispatchRate = limitRate(fe, prefix+"dispatch_rate", r.DispatchRate)
+	l.DispatchConcurrency = limitInt(fe, prefix+"dispatch_concurrency", r.DispatchConcurrency, maxLimitConcurrency)
+	l.TasksPerDay = limitInt(fe, prefix+"tasks_per_day", r.TasksPerDay, maxLimitPerDay)
+	l.DeliveriesPerDay = limitInt(fe, prefix+"deliveries_per_day", r.DeliveriesPerDay, maxLimitPerDay)
 	if len(r.Targets) > maxLimitTargets {
-		fe.add("limits.targets", "must name at most %d hosts", maxLimitTargets)
+		fe.add(prefix+"targets", "must name at most %d hosts", maxLimitTargets)
 		return l
 	}
 	// Sorted, so that errors come in a stable order.
@@ -342,7 +378,7 @@ func (u *limitsUpdate) validate(fe *fieldErrors, nodeMaxTimeout time.Duration) m
 	}
 	sort.Strings(hosts)
 	for _, given := range hosts {
-		field := "limits.targets." + given
+		field := prefix + "targets." + given
 		host, ok := model.HostKey(given)
 		if !ok {
 			fe.add(field, "must be a host name such as api.partner.com (no scheme, port or path)")

@@ -81,7 +81,7 @@ func TestTenantLimitsAdmin(t *testing.T) {
 	other := h.createTenant("other")
 	resp = h.do(http.MethodGet, "/v1/limits", other.APIKey, nil, nil)
 	require.Equal(t, http.StatusOK, resp.Status, string(resp.Body))
-	require.JSONEq(t, `{"limits":{},"pending_tasks":0}`, string(resp.Body))
+	require.JSONEq(t, `{"plan":null,"limits":{},"pending_tasks":0}`, string(resp.Body))
 
 	requireProblem(t, h.do(http.MethodGet, "/v1/limits", "", nil, nil), http.StatusUnauthorized)
 	requireProblem(t, h.do(http.MethodPatch, "/v1/admin/tenants/"+uuid.NewString(), adminToken,
@@ -107,7 +107,7 @@ func TestTenantLimitsDefaults(t *testing.T) {
 	require.JSONEq(t, `{}`, string(rawKeys(t, resp.Body)["limits"]), "no limits of its own")
 	require.JSONEq(t, effective, string(rawKeys(t, resp.Body)["effective_limits"]), "the node's defaults")
 	view := h.do(http.MethodGet, "/v1/limits", acme.APIKey, nil, nil)
-	require.JSONEq(t, `{"limits":`+effective+`,"pending_tasks":0}`, string(view.Body))
+	require.JSONEq(t, `{"plan":null,"limits":`+effective+`,"pending_tasks":0}`, string(view.Body))
 
 	// The defaults are enforced on a tenant that never had limits.
 	h.createTask(acme, `{"url":"https://example.com/a","delay":"1h"}`)

@@ -206,9 +206,9 @@ func TestScheduleLifecycle(t *testing.T) {
 	// being sent already.
 	done, err := h.DB.MaterializeSchedules(context.Background(), model.MaterializeParams{
 		Partitions: allPartitionIDs(), Until: start.Add(20 * time.Second), Limit: 10, NotifyUntil: start,
-	}, func(sc *model.Schedule) model.Plan {
+	}, func(sc *model.Schedule) model.OccurrencePlan {
 		next := sc.NextRunAt.Add(20 * time.Second)
-		return model.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
+		return model.OccurrencePlan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
 	created := done.Created

@@ -319,8 +319,8 @@ func TestUpdateScheduleOccurrences(t *testing.T) {
 		t.Helper()
 		_, err := h.DB.MaterializeSchedules(context.Background(), model.MaterializeParams{
 			Partitions: allPartitionIDs(), Until: until, Limit: 10, NotifyUntil: start,
-		}, func(sc *model.Schedule) model.Plan {
-			var p model.Plan
+		}, func(sc *model.Schedule) model.OccurrencePlan {
+			var p model.OccurrencePlan
 			at := *sc.NextRunAt
 			for ; !at.After(until); at = at.Add(every) {
 				p.Occurrences = append(p.Occurrences, at)

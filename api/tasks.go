@@ -38,10 +38,15 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 		return s.publish(c, tenant, task)
 	}
 	res, err := s.tasks.Create(c.Request().Context(), tenant, task)
-	var quota *tasks.QuotaError
+	var (
+		quota *tasks.QuotaError
+		daily *tasks.DailyQuotaError
+	)
 	switch {
 	case errors.As(err, &quota):
 		return s.quotaExceeded(c, quota)
+	case errors.As(err, &daily):
+		return s.dailyQuotaExceeded(c, daily)
 	case errors.Is(err, tasks.ErrKeyReused):
 		return newProblem(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key reused",
 			"this Idempotency-Key was already used by a different request; use a new key for a new task")

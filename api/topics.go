@@ -25,10 +25,15 @@ import (
 // publish publishes a validated task to its topic and answers the publish.
 func (s *Server) publish(c echo.Context, tenant *model.Tenant, task *model.Task) error {
 	res, err := s.tasks.Publish(c.Request().Context(), tenant, task)
-	var quota *tasks.QuotaError
+	var (
+		quota *tasks.QuotaError
+		daily *tasks.DailyQuotaError
+	)
 	switch {
 	case errors.As(err, &quota):
 		return s.quotaExceeded(c, quota)
+	case errors.As(err, &daily):
+		return s.dailyQuotaExceeded(c, daily)
 	case err != nil:
 		if p := publishProblem(err, *task.Topic, "Idempotency-Key"); p != nil {
 			return p

@@ -31,7 +31,7 @@ const (
 
 // materializerStore is what the materializer needs of Postgres.
 type materializerStore interface {
-	MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.Plan) (model.Materialized, error)
+	MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.OccurrencePlan) (model.Materialized, error)
 }
 
 // materializerConfig configures newMaterializer. Every field is required.
@@ -42,6 +42,9 @@ type materializerConfig struct {
 	Metrics *metrics
 	// Lookahead is how far ahead occurrences become tasks.
 	Lookahead time.Duration
+	// DefaultTasksPerDay is the node's tasks_per_day, for tenants whose
+	// own limits and plan set none (0: none).
+	DefaultTasksPerDay int
 	// Partitions are those this node owns: only their schedules are
 	// materialised here.
 	Partitions func() []int16
@@ -96,7 +99,9 @@ func (m *materializer) pass(ctx context.Context) int {
 		Until:       horizon,
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
-	}, func(s *model.Schedule) model.Plan {
+
+		DefaultTasksPerDay: m.cfg.DefaultTasksPerDay,
+	}, func(s *model.Schedule) model.OccurrencePlan {
 		planned++
 		return m.plan(s, now, horizon)
 	})
@@ -115,7 +120,7 @@ func (m *materializer) pass(ctx context.Context) int {
 	}
 	if done.Skipped > 0 {
 		m.cfg.Metrics.skippedOccurrences.Add(float64(done.Skipped))
-		m.cfg.Logger.Warn("schedule occurrences skipped: their tenants are at max_pending_tasks", "occurrences", done.Skipped)
+		m.cfg.Logger.Warn("schedule occurrences skipped: their tenants are at max_pending_tasks or tasks_per_day", "occurrences", done.Skipped)
 	}
 	return planned
 }
@@ -127,13 +132,13 @@ func (m *materializer) pass(ctx context.Context) int {
 // missed occurrences collapse into one task for the most recent of them,
 // sent at once, and the schedule goes on from its next occurrence: a
 // schedule back from downtime fires once, not once per missed tick.
-func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) model.Plan {
+func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) model.OccurrencePlan {
 	sch, err := schedule.Parse(s.Cron, s.Timezone, s.CreatedAt)
 	if err != nil {
 		m.cfg.Logger.Error("cannot read a schedule; trying again later", "schedule", s.ID, "cron", s.Cron,
 			"timezone", s.Timezone, "err", err, "retry_in", retryUnreadable)
 		retry := now.Add(retryUnreadable)
-		return model.Plan{Next: &retry}
+		return model.OccurrencePlan{Next: &retry}
 	}
 	next := *s.NextRunAt
 	var occurrences []time.Time
@@ -152,7 +157,7 @@ func (m *materializer) plan(s *model.Schedule, now, horizon time.Time) model.Pla
 		occurrences = append(occurrences, next)
 		next = sch.Next(next)
 	}
-	p := model.Plan{Occurrences: occurrences}
+	p := model.OccurrencePlan{Occurrences: occurrences}
 	if !next.IsZero() {
 		p.Next = &next
 	}

@@ -1107,6 +1107,21 @@ type NotReady struct {
 // Example: order-1042
 type OrderingKey = string
 
+// Plan A named set of limits that tenants are put on.
+type Plan struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Limits The plan's limits as set; an absent field takes the node's default, 0 is unlimited.
+	Limits    TenantLimits `json:"limits"`
+	Name      string       `json:"name"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// PlanList defines model for PlanList.
+type PlanList struct {
+	Data []Plan `json:"data"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -1895,27 +1910,33 @@ type Tenant struct {
 	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
 	Deletion *TenantDeletion `json:"deletion,omitempty"`
 
-	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
-	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	// EffectiveLimits The limits that apply: `limits` field by field, else the plan's, else the node's
+	// defaults. An absent field is unlimited.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
 	ID              openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// Plan The plan the tenant is on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 
 	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
 	// attempts are kept after they finished, as a duration; null when the tenant goes by the
@@ -1947,6 +1968,12 @@ type TenantCreateRequest struct {
 	//
 	// Example: acme
 	Name string `json:"name"`
+
+	// Plan The plan the tenant goes on (422 if there is none of that name). Absent: the node's
+	// default plan, `HOOKWHEEL_DEFAULT_PLAN`, if it names one that exists; else none.
+	//
+	// Example: free
+	Plan *string `json:"plan,omitempty"`
 }
 
 // TenantCreated A newly created tenant, with the only copy of its API key.
@@ -1967,6 +1994,11 @@ type TenantCreated struct {
 	//
 	// Example: acme
 	Name string `json:"name"`
+
+	// Plan The plan the tenant went on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan,omitempty"`
 
 	// SigningSecret The secret that signs the tenant's webhooks: `whsec_` followed by the base64 of 32 random
 	// bytes. Receivers verify signatures with it (Standard Webhooks).
@@ -1989,14 +2021,15 @@ type TenantDeletion struct {
 
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 // listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-// never given limits has the node's defaults, not none. The object reads two ways:
+// never given limits has the node's defaults, not none. The object reads three ways:
 //
 //   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-//     node's defaults for all.
+//     field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+//     (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+//     `null` gives it its plan's and the node's defaults for all.
+//   - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 //   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-//     field by field, else the node's default. An absent field is unlimited.
+//     field by field, else its plan's, else the node's default. An absent field is unlimited.
 //
 // Defaults are applied when the tenant is read, never copied into it: changing a node default
 // changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -2009,6 +2042,10 @@ type TenantLimits struct {
 	// APIRate API requests per second (sustained), over every tenant call and every node; at most
 	// 1,000,000. Over it, 429 with `Retry-After`.
 	APIRate *float32 `json:"api_rate,omitempty"`
+
+	// DeliveriesPerDay Most webhooks delivered per UTC day; at most 1,000,000,000. Past it the tenant's due tasks
+	// wait, not attempted and not lost, until the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day,omitempty"`
 
 	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant, over every node
 	// (maxConcurrentDispatches); at most 100,000. Tasks over it wait for a slot, not failed, not
@@ -2046,20 +2083,30 @@ type TenantLimits struct {
 	// names are case-insensitive and shown in lowercase. A field an override leaves out takes
 	// the tenant's value; 0 lifts the tenant's limit for that host. At most 1,000 hosts.
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
+
+	// TasksPerDay Most tasks created per UTC day: tasks created one by one or in a batch, each endpoint's
+	// copy of a topic publish, and schedules' occurrences (callback tasks do not count; a
+	// request repeating an `Idempotency-Key` stores nothing and counts nothing); at most
+	// 1,000,000,000. A creation past it gets 429 of type `quota-exceeded` with `Retry-After`
+	// until the next UTC midnight (a batch: its items past it are refused one by one, the
+	// first that does not fit and all after it); an occurrence past it is skipped and counted
+	// on its schedule (`skipped_occurrences`). Exact on the API, across nodes.
+	TasksPerDay *int `json:"tasks_per_day,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -2068,6 +2115,11 @@ type TenantLimitsView struct {
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
 	PendingTasks int `json:"pending_tasks"`
+
+	// Plan The plan the tenant is on, whose limits its own override; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 }
 
 // TenantList defines model for TenantList.
@@ -2083,27 +2135,33 @@ type TenantSummary struct {
 	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
 	Deletion *TenantDeletion `json:"deletion,omitempty"`
 
-	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
-	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	// EffectiveLimits The limits that apply: `limits` field by field, else the plan's, else the node's
+	// defaults. An absent field is unlimited.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
 	ID              openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// Plan The plan the tenant is on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 
 	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
 	// attempts are kept after they finished, as a duration; null when the tenant goes by the
@@ -2140,19 +2198,26 @@ type TenantUpdateRequest struct {
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// Plan Puts the tenant on this plan (422 if there is none of that name); `null` takes it off
+	// any plan. Its own `limits` still override the plan's, field by field.
+	//
+	// Example: pro
+	Plan *string `json:"plan,omitempty"`
 
 	// Retention How long the tenant's finished tasks and their attempts are kept after they finished,
 	// as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
@@ -2250,6 +2315,9 @@ type KeyID = string
 
 // ListInclude defines model for ListInclude.
 type ListInclude string
+
+// PlanName Example: free
+type PlanName = string
 
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
@@ -2461,6 +2529,9 @@ type ListTopicsParams struct {
 
 // CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
 type CreateInviteJSONRequestBody = InviteCreateRequest
+
+// PutPlanJSONRequestBody defines body for PutPlan for application/json ContentType.
+type PutPlanJSONRequestBody = TenantLimits
 
 // CreateTenantJSONRequestBody defines body for CreateTenant for application/json ContentType.
 type CreateTenantJSONRequestBody = TenantCreateRequest
@@ -2756,6 +2827,56 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
 	ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPlans List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePlan Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPlan Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlanWithBody Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlan Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTenants List tenants
 	//
 	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -3025,8 +3146,8 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -4167,6 +4288,106 @@ func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// ListPlans List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *Client) ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPlansRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePlan Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *Client) DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPlan Read a plan
+//
+// The plan's limits, as set.
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *Client) GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlanWithBody Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlan Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTenants List tenants
 //
 // Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -4666,8 +4887,8 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -6439,6 +6660,148 @@ func NewListNodesRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListPlansRequest constructs an http.Request for the ListPlans method
+func NewListPlansRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeletePlanRequest constructs an http.Request for the DeletePlan method
+func NewDeletePlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPlanRequest constructs an http.Request for the GetPlan method
+func NewGetPlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutPlanRequest calls the generic PutPlan builder with application/json body
+func NewPutPlanRequest(server string, name PlanName, body PutPlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutPlanRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutPlanRequestWithBody constructs an http.Request for the PutPlan method, with any body, and a specified content type
+func NewPutPlanRequestWithBody(server string, name PlanName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -8927,6 +9290,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/admin/nodes (the `ListNodes` operationId).
 	ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error)
 
+	// ListPlansWithResponse List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error)
+
+	// DeletePlanWithResponse Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error)
+
+	// GetPlanWithResponse Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error)
+
+	// PutPlanWithBodyWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
+	// PutPlanWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
 	// ListTenantsWithResponse List tenants
 	//
 	// Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -9222,8 +9641,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -10779,6 +11198,282 @@ func (r ListNodesResponse) ContentType() string {
 	return ""
 }
 
+type ListPlansResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PlanList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPlansResponse) GetJSON200() *PlanList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPlansResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPlansResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPlansResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPlansResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeletePlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutPlanResponse) GetJSON201() *Plan {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListTenantsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11378,46 +12073,11 @@ type ResumeTenantResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Tenant
-	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationProblemJSON400 *BadRequest
-	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationProblemJSON401 *Unauthorized
-	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationProblemJSON404 *NotFound
-	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationProblemJSON409 *Conflict
-	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
-	ApplicationProblemJSONDefault *UnexpectedError
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ResumeTenantResponse) GetJSON200() *Tenant {
 	return r.JSON200
-}
-
-// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r ResumeTenantResponse) GetApplicationProblemJSON400() *BadRequest {
-	return r.ApplicationProblemJSON400
-}
-
-// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r ResumeTenantResponse) GetApplicationProblemJSON401() *Unauthorized {
-	return r.ApplicationProblemJSON401
-}
-
-// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r ResumeTenantResponse) GetApplicationProblemJSON404() *NotFound {
-	return r.ApplicationProblemJSON404
-}
-
-// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r ResumeTenantResponse) GetApplicationProblemJSON409() *Conflict {
-	return r.ApplicationProblemJSON409
-}
-
-// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
-func (r ResumeTenantResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
-	return r.ApplicationProblemJSONDefault
 }
 
 // GetBody returns the raw response body bytes
@@ -15430,6 +16090,92 @@ func (c *ClientWithResponses) ListNodesWithResponse(ctx context.Context, reqEdit
 	return ParseListNodesResponse(rsp)
 }
 
+// ListPlansWithResponse List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *ClientWithResponses) ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error) {
+	rsp, err := c.ListPlans(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPlansResponse(rsp)
+}
+
+// DeletePlanWithResponse Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *ClientWithResponses) DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error) {
+	rsp, err := c.DeletePlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePlanResponse(rsp)
+}
+
+// GetPlanWithResponse Read a plan
+//
+// The plan's limits, as set.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *ClientWithResponses) GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error) {
+	rsp, err := c.GetPlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPlanResponse(rsp)
+}
+
+// PutPlanWithBodyWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlanWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
+// PutPlanWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlan(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
 // ListTenantsWithResponse List tenants
 //
 // Every tenant, oldest first, one page at a time, with its settings and how many of its tasks are
@@ -15863,8 +16609,8 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -17560,6 +18306,225 @@ func ParseListNodesResponse(rsp *http.Response) (*ListNodesResponse, error) {
 	return response, nil
 }
 
+// ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call
+func ParseListPlansResponse(rsp *http.Response) (*ListPlansResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPlansResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PlanList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeletePlanResponse parses an HTTP response from a DeletePlanWithResponse call
+func ParseDeletePlanResponse(rsp *http.Response) (*DeletePlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPlanResponse parses an HTTP response from a GetPlanWithResponse call
+func ParseGetPlanResponse(rsp *http.Response) (*GetPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutPlanResponse parses an HTTP response from a PutPlanWithResponse call
+func ParsePutPlanResponse(rsp *http.Response) (*PutPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
 func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18069,41 +19034,6 @@ func ParseResumeTenantResponse(rsp *http.Response) (*ResumeTenantResponse, error
 			return nil, err
 		}
 		response.JSON200 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Unauthorized
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest NotFound
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
-		var dest UnexpectedError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationProblemJSONDefault = &dest
 
 	}
 
@@ -21542,6 +22472,18 @@ type ServerInterface interface {
 	// ListNodes Dispatcher nodes and the partitions they own
 	// (GET /v1/admin/nodes)
 	ListNodes(ctx echo.Context) error
+	// ListPlans List plans
+	// (GET /v1/admin/plans)
+	ListPlans(ctx echo.Context) error
+	// DeletePlan Delete a plan
+	// (DELETE /v1/admin/plans/{name})
+	DeletePlan(ctx echo.Context, name PlanName) error
+	// GetPlan Read a plan
+	// (GET /v1/admin/plans/{name})
+	GetPlan(ctx echo.Context, name PlanName) error
+	// PutPlan Create or replace a plan
+	// (PUT /v1/admin/plans/{name})
+	PutPlan(ctx echo.Context, name PlanName) error
 	// ListTenants List tenants
 	// (GET /v1/admin/tenants)
 	ListTenants(ctx echo.Context, params ListTenantsParams) error
@@ -21838,6 +22780,63 @@ func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ListNodes(ctx)
+	return err
+}
+
+// ListPlans converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPlans(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPlans(ctx)
+	return err
+}
+
+// DeletePlan converts echo context to params.
+func (w *ServerInterfaceWrapper) DeletePlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeletePlan(ctx, name)
+	return err
+}
+
+// GetPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPlan(ctx, name)
+	return err
+}
+
+// PutPlan converts echo context to params.
+func (w *ServerInterfaceWrapper) PutPlan(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name PlanName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutPlan(ctx, name)
 	return err
 }
 
@@ -22794,6 +23793,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/admin/tenants/:id", wrapper.UpdateTenant, options.OperationMiddlewares["updateTenant"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/suspend", wrapper.SuspendTenant, options.OperationMiddlewares["suspendTenant"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/resume", wrapper.ResumeTenant, options.OperationMiddlewares["resumeTenant"]...)
+	router.GET(options.BaseURL+"/v1/admin/plans", wrapper.ListPlans, options.OperationMiddlewares["listPlans"]...)
+	router.DELETE(options.BaseURL+"/v1/admin/plans/:name", wrapper.DeletePlan, options.OperationMiddlewares["deletePlan"]...)
+	router.GET(options.BaseURL+"/v1/admin/plans/:name", wrapper.GetPlan, options.OperationMiddlewares["getPlan"]...)
+	router.PUT(options.BaseURL+"/v1/admin/plans/:name", wrapper.PutPlan, options.OperationMiddlewares["putPlan"]...)
 	router.GET(options.BaseURL+"/v1/admin/breakers", wrapper.ListBreakers, options.OperationMiddlewares["listBreakers"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.POST(options.BaseURL+"/v1/tasks", wrapper.CreateTask, options.OperationMiddlewares["createTask"]...)
@@ -22857,771 +23860,793 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ldxs3kjf6r+Bw9xxLmSZNUm/qzPlWsZ1EE8f22vJ6Z4a+arAbFBE1AabRFMVk/L/fg6oCGt1sPiQr",
-	"mdnv27v3m1jsF1AoFOr5q99aiZ7OtBKqMK3Bby1xz6ezTMC/L95d/iiWr6Up7F9mPp3yfNkatC5YIRRX",
-	"xTPDxjI3BbsVy4hxlopZppf2L8ZVyjjLxZ2+FSnTSrSi1h3P5sK+KeUFbw3+/lsryQUvRHrNi9ag1e/2",
-	"j9u9XrvXveodDw6PBt3u31qRv2dkv3wrloNils3GxcndoRGTfitqybQ1aM1+Obi7PZn27xeHireiVsZN",
-	"cT039Xf3e1e93uDodHAI71Z8KlqDViJbUYvGunp/f9Dt0lhMomeWNH9vFdzcmsEil4Voff4SrZlKt3/V",
-	"PR30u7tORdzPZC6Mf8mJe0m3HANMd/7zr6m4uU9VMj7ob5hu/6p7Njg6GxydBtPFZWqYTi542ooeNLde",
-	"4zIlmXQjrU9x/Uh7wSRppJUxftP6/OXzly8RseV7XK86ZzqWuxXLkOX+b+G0L1Hru0wvXsupXNmUydwU",
-	"eiryZwY3ZK/bZZwZkWi7GVXKjhgvmFaJ2EqZPlDmwI3GEnPQcu9v97qHlhwznvMsE5k009bgKGrNRC61",
-	"JVHP2FnyQrQGvW43as1n6ZZP2Hm9m48yaSb1Wc3wZ1ZoxlmhZzJhesyKhWZCpTMtrdzaOh3YB/CtzmGv",
-	"77dRt3fG+en4qN3lvVH7JOmn7VNxMG4fdo96x/2Tg9PDsyO4V0xnuhAqWV4jKXSeirx92G/PuLRbxhS8",
-	"mJvrRM9JjCZcJSKz7NmNWqndV/iPTN6J3P0szYwXyUSqG/g7F0W+dH+YZCLSObyh/wX3JL6+NejTFgUR",
-	"yotCTGf2o92oNdKpHd1vQxzgsDVgh/2IDVviTqjC/jls2REPW18Cft9GKkfna2LikcwyO8yoNRE8FTlM",
-	"+IVWhVBF+2o5s/fw2SyTCS+kVs9/Nlq1vuxMct5tIrmaZxltNpHnOq/84smfCvf7lN9fl7TpdaPWVBQT",
-	"YM93bz9c2S0p7gt3y1YaEBdeP4RtYD0tbRrGwu+vRzy51eOx3S+TVtSaShX+ZCzF8rnaOjKce2sQcEzU",
-	"KuRU6Ll98qBrtwfsG8e39ofmLbn69nmetQatSVHMzOD5c1r5DikJnURPn0+0vjXP6cX2tPgncKSZyNns",
-	"92TJ3v+y5L8oS7ql38CTn1c+Fhw3H0RRZKtqhDt1vMS2549Wwh86ESsmguliInL/G/MS/H/ggdTbdCD1",
-	"KgdSd7cDqfe/BxLs/n63+6jNj+/7H7DNSy56km1+dvrVJ0///7WTp5WLRNhFYFyZBQiso+4B+yDyO5kI",
-	"9lHxOy4zPspEq4lFj7oHT3U+nXTOukf/Q86nQF5/Ld8edHr97hMeTx9I3FYPpk9C3KZ8aawhdzbodplU",
-	"7B3PZcUEKjk/FzOdE6+nXGbLDczehal0S1+FVnbd2Bn7hn3Deu2jr2LxbvtEHKftk+Ro1OaH/KA96ie9",
-	"tCvOxqf8xLHk6tp1r7qn5Zga2XH1oYPKQzNujfPWYMwzI56Cw8ytnM1Eeq2TZJ7nQiUCVd0VDpJT8atW",
-	"ljqv5rmeiedupRpZqUb/Khutcg8sZxsXGBlGGCO1ejsTOS+sSAj55oO8USK13LKQxQRUF55OpWKFvhWq",
-	"oq6YfHyNvw5afx2dFP/ZV59uz15P3x+a/77rJX+bHU/+kh6Mv+en4qPuyh+XV7+8WRy9avBeecdOr5xW",
-	"ri1Lt7QbZTDyK/Apbhw3V+zi3eWKbycc8sEv/f/WZ9/f/ldv2k1Orvjh6C+zv+Wn80/q1fK1OU5/GP+n",
-	"/PH+xdHd25sdhwwS949ygjW461acYJ6K6IW1rOZJF+w50W33Rv2kfZIeiPbp+LDbPuLHo5PkND0T3XH5",
-	"fp5MReuLXYgrbm5fgmpYVYatusgyURQij1guxnbkbLRksjDMnTvhgmxVAXsbj9xTS4Jut9PrndYV4377",
-	"rJv22ifi8LB9ynv99vHoKDlMD0R/3Os++qQ87B6yN7pg3+m5ShvPx8Pu4VeocL/bqVa6C0tVjDdpYRsO",
-	"L3hHp3/QW5U6fCY7M54XSuQgeRZiVD26PM94K6IWJuDmNjCheAEsgzEDosOD+Kb/EFXt8YdVv32YHIj2",
-	"yajfa5+lR6J9MO4mfX4yOhWHvc3mlyP8H2EZ/D5sFbrhd9Lw1/GWe1Gne9bb5URDGrq3O976UJqdDby1",
-	"4LKQ6oaNdQ6sZZ9u5qju/xsc9SSeppAF/kAm2+QtepxzaCcma1A7XIATtY5MTuUOQYaaLiDGY5EU8k5c",
-	"0/OWHWfyejTPTUFb3/4dxEmc/+U60Yp0yyWS2l/Bu4+I+jOhUqlursn70uvC/4fXHDWDxVrRUHl+I/zI",
-	"QlEPUdrG0fRXBwO6w0MUj4cTZLdpP+V8QuUIdoFQdne3Bq2TfnfyJBvDMz4HPkFuREuwxowQ9ULN/UFx",
-	"r5pNkQqT5HJG83hrtwIDb4iJQIKKO5EvmSGfQTHhBRvrLNMLYy2GaSfwf6Cvb8X/9ginzaoj5TEWNL1l",
-	"i7VeDTl+qUp0nkyEFeu5zt7oD4XOMVehQrOLbGGt71jptrF3xAOwpXJhZloZwSY6Sw3jLMlFahmGZ8xM",
-	"9EIxrbIlhF4jtpjIZMKUZon9IpvyJbsVYtYZqldAf/Qp+1cmPM+lMEwWrNC6A5z3y1yCtlXkc4Ge2SmH",
-	"5A01n1orwQ2v9TlqFXhCmSK31IVZz3jOp6KgiV/MU1m8mOcGjcbqhK8mgsVwWCRwRwzB14lgs1zcST03",
-	"bMZvhB2VtLf/Mhf5Mgh341vDIdaHE+H3fUC7Ru+CTbUpWDGRhk25WjKhCiDHXirGfJ4V7Ki7v+7zIGcq",
-	"X6eHvCiRU0uwI5CZUuFfPU8zqQpxI9BI9VH3H9EcXCXTONMLDLzrnMXfxLClLKncSPWYdtitWMJu1vOC",
-	"Dhd7Df6zUH4yM15Myrmgzbt+6f89F1ay/NvzMp3nOV41zytjt5O5LNWNxun8xG8F7HmW8Cxjho8FKzSG",
-	"NzoMJgs6vB2OMHRMcpgXyiF82Mrnc0gDmgleeNfDUBk+FT5NyN4JP1j9zH5jniuD0gd1PPsYykrW73bh",
-	"mdjPoGi/F7OML0U6YJYm8TnjQ1X7Iqt8kLNUjsciF6rAb9pDgx32+x32o1gaxnPBZiInHQDna5+VhvHM",
-	"aGaEKoaK4xzjgJbtH8UyZihTytUmq8kZPJ2hGqoL98KJyLwpDbO1TMMNy7S6Ybwko733VsyKCGdQsExw",
-	"UwxV/MPbtz9++uHVq9fXly9f/fTu7dWrNy/+ev3p8s3Lt59ittc/nNjXEwvuMz4uRF6+dcENrVgawVHA",
-	"5Jj5w26o9oL3v3919erN1eXbNzFwOLzDpYHF/pl43xp8ohBp+RWjtRL5oOQEqYxMBfLCQqpUL8gYxxWG",
-	"ZduwxJ5t4O0cZKOdyWIilP/6nizMUMUyjSMWI/vYf7mTGl9iRGHtB3POYssJMbPXkEtiOhtiFv/2JY6Y",
-	"kSoRJW3cd4bKHo37Eb1OpYYpXUzsgcXeKjhGyxV0Y3Pjp7lPuBWjxthFKEpmG+dCDBW/4VIh7XCz5WJu",
-	"rM0jC7/ZOFNiAV/pMIprCvPMvge52XJOuQ8WfOmFDE6yFDM1bq4Izym/fy3UTTFpDfpHRyAx3d+9qEGw",
-	"X6o7WYjLl83iUsJVJtM1Ag/CmOvl3VjnUzjc53O4c/XzP4rlum/fiuUzgzHehEmiulUX2UgUCyEUiyeL",
-	"65LPKIcqvvbH361YrhfU11vGHhDy+LBp6K+lKS5Vks3TBh2EODWTpjBM8GTCZCGmuGmsGLGXI/hTKprY",
-	"jXhmf5+rlGllb4AT9JT9JL8NpcPAik57N1tMtBHuxoWeZykwqOU5aVgyL6xakxdAoESrQqq5MM6/U9EX",
-	"OuwTnXSywA1vR2tYoi0n0qViImROn+uwC+WUINBuvWg47HbXnfSSiNWkDIHZ/7mJzLRV1nGJywFwDGJl",
-	"iVt/HJM9FIvgTscvcRn7it3RDsbK78XrzkuybirOGPwdt9sVN7frPo/y7/f7NBxDaz+Opvzv+Hlrnr2B",
-	"lzV+315+Zpj93JohwH8eq92Vnwfl3hkOoNt/y9P3eGyAjYhOK7SPS4fVLNejTEz/BI6rWgr4lGeWACJt",
-	"u6uhYQraE2hqEo499pcPb99UMr1FwaW15uyugLunc2OlLONwL9Ojn0VSAFVMwVViqfH8rvccTfvSRj4E",
-	"+14WEPf4yQ3KfY/WZJ6rgVW1FhMhsgFNa1CbAhBpN8q+wzfgI6sL6w5kME3oGxEz82RidRLeTJ2Icebt",
-	"LydNFrlV9+wsQLUCBRbfnUkl7E+kVMLbfri6escSruwrZzw3otP6ErVeaDXOZPLYhVa6aGOOECQJNDlb",
-	"eZYLni5B/21eZHvXLh5P0oXQpXyOxrH3/oEUdZF5FJt2tpZpfBJTM78839HbWjLVWclUVn45qlY/tZG7",
-	"anR7Su4yep4nwjGPVIyDGUSeGe4cM9LA+n+n85FMU6EeyQBSmfl4LBNpFW4IONaZIDRbQSuyN5VWohIi",
-	"NWs2v1Ua/D1BGLe00IZhovuwhS8/h3sqxQ6gLFfKFbZKjoNykS+DSeIntq1vA1nseuGh0jZzMxMqXY1O",
-	"wGz12C6Zu4X5cO0aCrmDypTPnIPqYF+GirwLvs5VITPMQKRIuuWX+RT8RA+kCZ6e5Te3UWRl6k/H844r",
-	"pLGqn0zZaF6wjCe3psJwVW7ai1fXKN4HQYqa601u58eHCp+XBUu1wE010ZmVPxQ8WqU/24vr07WvRhce",
-	"mvcwEqd8DxXYXDpnBpMaDDoXNq4XbN83usDw8+PF99g9XzLiG43nkXctBIy2XoRbyowpFv40cvawZLc3",
-	"wcu3Sla88WkYzNHCCdYI152NRKbVjYECE4V2B3l+7Lq848tM8/RK69c8vxGPXJ5C63bmnl/RoPQd+WSc",
-	"w7JZf3I6ATwj7hPgftgX8tfy2W1bvxdsfdINWaE1w+Ft2/t+Hk+vRsG0LHe6wQD9r7T+iasljdQ8kv45",
-	"L0QbKFQX1W8d7b0vywohiARtE9RTvmRTfiug0AqeokGC9xB9BpE9tyHCBT7e+cyyWb/bPUcNx17tMbPD",
-	"svVDVUVrdIa7D25btsr0n2blgG4cCIWsZ3fTL3NdcLYXuzBeHLF4JWDnfvQBynj/HN2eQzXiRTKJyg3h",
-	"eWNJbi6d2h95alwpm5XeGL2yBKGVsTI5YuNcTxlnSSbRYZumuTDkWZ7lwqqxImX9LpMKTxs6fkB+B+lx",
-	"xjlTel1mhmovtrvA0r/N58WkPeYym+fCzmskxjoXoQ8PfKqZhpLE+Wy/w97DsgduWDnFB2K40r6wV7wT",
-	"+UbeCXAaBIGq4L5Vg/MHvUDWQPYDqbbgIOVwaKhVg1NxcyzJx0O6DfEQyw8flZ2+zuWvIn20zgmEb1OK",
-	"XV3ZhJXyZ7X9mlCFfa9YKyMDDSKwyebqVumFisqC5Jxh6t9OCmSv3HqVSW/ZdfPw3qeTlyPBc3A93QoF",
-	"85TGSHUThRMO5klzB2H6UYn7mUgKkb7CNJJHrlohcsWz+pLRRrByzhPDKkUiGzeuV3mTfRJLbCZcpZkI",
-	"975VgUHpHwnYSjc3uyzaUegvuKQBQ2hb5AxzaLYq/jTLp1m50qkJXy/9BEfdAwxcoKMZBkhmaE7eXcNS",
-	"XvARJ0v/o5rlOhHGWIvzlSpksXzkSsLu4zjCcC0vSSCOpcjW2nSldLarIyuPDNg8zyIKGFYSJKIWzB/z",
-	"B+BmWIEM0ruN4VZFanknkWJ8ZHQ2LwSbFMUMPCFFMTPs4/vXkD3g3tD4pYYXUuCM9SBrYOuh2w+ZCCdI",
-	"k97GPgFpfxeP00JkWZu8YNZKIvqfo5ExHuOJS8sBtmMmTYG51DEuQdxplSMLAB/sv2a5NVQKiXwSJpcE",
-	"HtHUqhWUcldzi1Zzoeun1KeJdmFHJouIxc4qsrpBkkkI2ckbNZ/FbK/w4WYr2MGmpmMezgeDKeLz2T7E",
-	"3W/FcjCcd7sHCRwDKfxbxJ2mIYbZ32umpeYZOcTwfFx5h0yfOsTUONRqxvgqPUl+2DnbWyuHZWqVIJ5l",
-	"VudMdG7NWjRdx2Lh9IQIjtgZyJ4ss0N4HDkUucFXLoSgB4+ltUuD/60FMaRtm+kDemv8i3iec8x/KLWe",
-	"v6P7nxzw9IFKRmiFk8swEjmuPRzFC7wJpG+WvR2DfNs0OtprVohVN5tVnm/XJZlAfonlnFUep5+MSHJR",
-	"OLZnH8r0o4nIRacxghHSw31+daqf/WQdJEx14AjrsuPi+OlvXh1453qqB8ENnqbSEopn74JRUdVPdaDV",
-	"fb9hK5lCzwxb6PzWytK999+9YAcHB2dg1IFYmhfzXOx32NupLCCHQtmdtXb7rN0uNV2BZXxk1SJKs4BF",
-	"d/qCUxN8it7ckBcpCgPLkD+5YQc1xQjtNT938JqZc6ZxaqAyT2fFMnJpguBM24u/iTH/6ut25Or6UnnA",
-	"ylDfKuFiB0uXU0OnAje3dii17bTuRXbO7nk1n45EHrFe22pZ6XmZ6ONIHv/gjvg2Dc0ZaZ3W5uSxqJXO",
-	"c9AErqem2WKDbJ8iGE+h9S1w2VRmmSQZXWErqYrjw/DL3aYvC6fm15l8Wfkc6t9h7EqJwrI9KqtgDys2",
-	"99YDpWOdW+3M0kgr+6hVSTvsYqgquYtgbwbUA/N1AFsrZoYvDTOa7cU7168OFThbG194zlBtLnIpUuTL",
-	"lS2g50WicddtlE9Imrd0dxBYvcY6gsYUQFBTDtmP8lsX2vO0oLQMEi+5gIwlrUTjIP23Aru/WcA1HLWN",
-	"sSR43TNDPGsiNlpaM0MrmfAMYtORz88SKd32zGAKhmE/a2m1LMzMilh8PlS09jAjpcOE1algeysMRMnn",
-	"6JhXWgmXGEEjAnrcilnRYd/quUpFOsDsFkwCobSTQrOjXn+owCEESpWySj0kiR70/busVuWXwU4Of6LJ",
-	"uJSoqOZ04Sodqjqrxriq9C2QvlOeZcL+ZDD9A7yVVunKBUtzPZuJFB/qsB9oQFZSD9WUL3FPBAnCOBw4",
-	"N2BQA3BkYQKOHTnk13CpDMgDey3hRkQstioeKMoYaYijoYrL19or4CLAW6xOYP8148YsdJ76f8O/bsXS",
-	"qdzcnmgxqNKJ1rdSxGzP6KGKL8iXAZLM3v2CLkOy3AdRtP0PUyvOwNg1+xF4qmdFldRRE52dKpxMLH3V",
-	"jTAs/rRYtC8CXZY+9y7X98vqhc5Qxa81Gr10lyvSKX++FWKGyhCmHMFuFxGbWP6xz8x4McGcbsgwioZq",
-	"nPObKRwEKrVnbS7VWFMwbqrvBKSVkFG9S2VQVHXgtQ66rabzzxQ8L7ap+05+08276x2VmqEmSQY5BpR0",
-	"W5NkXuo/dOcHki7MrK4on74oMJh/9QAtJfjn9WqDU1DrehUkt3ll4ZlZ0SRMxHSW2s2MG3hFnXBK7lpd",
-	"guglMTO++rpzp0LhdodirdBpXKmM3FmrcqrSil5FZV7Jmtz+d5TRxw2LXXY/ZHlz3If2YUzvZxf+nEd5",
-	"ZwqaHYeUQtxPaF1sseJ21u+r52/DHuAF+IdoC6D/cDBUbRaTLhIPGGf9+/uAc8Nk3NhnoFjZ0YYc5nwZ",
-	"Y6ptkS/tJJxP89yHBt33pCkzVvBxeys8PZaKZ+WTtW/yFG6ivRWmB5HegudwTYMaKrZOicKUodUx42Gt",
-	"dECicYE1PJgYSWTytUxRyz7ZkCpJNRqvFFU81RTsxDkQa3mqFEUl8xkOJPwFPnedTLi6qfyOtRDlhaFy",
-	"V7Cy6xptkoYnfVp2eO1WLMOP2z/JCwGvtqedVDfXeDh2cl24O/EX08nFrViKND63R+lMJpWpwA9UZoRD",
-	"hV8oxds+M870Aov/wgeDX/3TlV/9G+wYicXCF/jfgsf9b4h2UfkJEw1ozu7HYJiYmOrynejoxB9zyruP",
-	"2R5no3l2S2lRDPIX7DWq09D6dqggAMfN7QCzgMcyc1oVm1BYav/c6ysddNxdSxUoMfDjtVTXaJHgmKv3",
-	"63kRsz2fN4TRvWeGxXK2RuPnSdEk/kqnI9vDaN/Fu0tX2eCu2SOCm8lI8zx1OR375KRE12QZxUj0dMpV",
-	"uu+YC7yX3llJ7Mbms4jF795+uGLP73rP6b6Nvkv7EsgymfJUuIwpjqi7Q6VzV36zMlDnG3XwGbJYQ6AH",
-	"uHVdAGCdPYJCv0FW08bssDcCQ8e4y6wsdBUyH9+/Znw2Ezw3riZG5/JGkv9qL0YxAFwxz7NrvBjvRxW9",
-	"n7LWIWQIaXLBnMvzBf22W5J7XZ7XdfPdDzvq4BHkxcgJTU9PWITGcxCr477e31ZK8EfpCaGS4PxSXkEI",
-	"HQFOQdjuaVx79n/Li2QSuPaq06aq3x3nDe+64ubWve8LuMku8dlel0r/3N9b3JH47Q1jxmP7K9fKvWue",
-	"FY93kIYvaXSi2aE8M5CHlllT2M4NzEKsXbBiRwWlJXi+kaQC3T7G0jjK0A3qOaAmyhd0uHQ5SAG3g6KS",
-	"1nSAqibq4mwv/v4VykTMMftNpl/ifY/sMNLpclUb9/6tnYJqHpNs6xN0G9Aaj8AGnT+fizJyS9QMgBzA",
-	"izrhKQauHWaOpWmKRmvGBM8zCcW+wJvBlhlpnQkOOBKWHFtrAOw9jX7UFf7fOUBR3TR1hl5BrFg1iaRZ",
-	"Q5XIOVVr1WZB6SRnRqqbTPhwVL34bFW0NEQrvs0Fv8U0mVpA0+7SZA7wDC5/J/ClBR7U8Gp1gt9h0oI3",
-	"+wAME09bUEwAYqCgGr8m2zdqWUUnkzeThh36QVD2DmacwcFnXz3L9Q2kMYGoBcshFc1vB6E+y/VIrPEi",
-	"yAwUHUVuSa0Eg9vZQmYZGwmWiYIVk1zPbyaPDwnaL2xzZIxwodCyxAce/8FcJEIV10nGZZPD/QX8jioU",
-	"ZFhAqWpJ5JCwEcYAwGNZROiPXAh5M7Ga3IRnY8rkGss7MVRTqeaFMCgWR3MjIbcSQSlQoWFhQe1Pr67e",
-	"X774cH319t311cX7719dfYj32YTfCTa1pmBimBFQ7I4eGJkPlV6o8xJ51jAz4blgpBj9ediCn4etuEo9",
-	"PUfgRyIVRjtadJK4tMp65f3j2RqqFMISvCTTBrJ2LMnadn1byBeNxiZOpmFLrDjrdG4XpXPTYXED5Mvg",
-	"8PCgOZqOWl1THAwvkPsVT7aFnW5tI4Y84igDvNvrMscFjaQhwKI1XGk5Eb8Z4BpxKCtmJtOFdy01DGMH",
-	"7xoR1i1QsPyBnIuahWMorMpp1DdbSdpGlQR3+RNos06wN6mya32aDudF5LhuWEZD4SbcVUpm7OPHy5ds",
-	"z9pbv4pcm31LZaxYaYMZgnIBdZoJNxDLqGy3tYWC4VrAMKP16tsLnmUjntxS/nnzjKCEDlPIx5TkYZ8Z",
-	"sAVY5eBRVDxbDZOyG1102AfP2YL8oUMVu5fEpW4TlK+jwyyyT6GRj/xxXXsK64RTwVM46/lQORuvBLoY",
-	"OPM0k7eihpWwdydyOQaJScCPS/ah4Cq11u0ngqFjmRzlPF+eDxWMhR5uyzSGPHIqTLLDcu5emWKiC/qz",
-	"rfygLffM7GPN9FDFoQd/wOoO/DhyjrqyeKn2KsrtnulMJsuy9mOo/HDA0nWIB/f3HfYd5mlN+RLS1FKo",
-	"/eEeXZGZCZSyyBuFvmIrnsJClluFwjgIRPjAd8/HgR1uXGmlECaaWP7lji8vjy9/eL9MP/3XWQvR0q6L",
-	"fK4SzGuhTIqHYaDV0e6+rMOU4+b2enfAtC8PCvLjcefCGJUdESF6hNkQ3meGY+nw5hj/lkh7dR9Svuve",
-	"NjcwRU7sPxOtlACnAQZW9iMPQUJvfWacXXYOkQWGIBUQ3ujspjeVfLFJ+DrR5K3dYFXXVX9DqyhIwYUb",
-	"Qzd0yAcAX9msExCDrC0vxyObYkN4LOK2NA8Xzu5rfl5REJly2cOeXJvEd+gRWB+Xd0K4wiUd9gkDbMpF",
-	"1rYyRBzsN5CBGGEqoUykATQT9PEijoQ0GJQ6pwxFOG5KXsIUjQWEryd85lXz6v7blhJxvCknYsSNOD5k",
-	"e8YJeJ7NJnwkiojNQBLuV1ZwtCwaPZN1gbXZXq+MAXIPMq1usMQa76Axk7Oi2Tb/vdIzWHVrQ9waQdjY",
-	"XkwCqlNPEokHiPEBskOlQ6XI0xoWj5cpCCFK2X6jj/TrosQggxpjxBuk0TrVNRxKSXbC9FxZ+3U7sskV",
-	"QM6LHXMVPVhk3Ruykzd5TXbs2ozU1XnUBZWr5GzO2LSzVonIvoNQTIPRoRUyLZ1AkCZvNV+si/XZ8qTh",
-	"rkkKd5VID8wLh7D37s+F7QRW3ZkYgSbryQfgV1qH4XmvWNXXGO9wQpQNUK53XOzySPQB1wDg1LceaDzt",
-	"HArkjp66EgHkc7SZNEQSLLZBU3IjXRp9ishUpW+5xhe+08xv23a1v7WJdUElftWsVoH/Oqw4QdMm8KNW",
-	"x0RlIs0HlMjISkF7asaLibPpK7Wpey49Ml6tNkG/OJiQ9qiG0XiYj4pi3lyqssICvnalMfFBGsIMobhe",
-	"9QsN1S7bNB4kUPnZ5gXJxZWcNkQ3Mp1gOdgqecsuCY6mbhc8Q7hm9qtWIirhq/R4bESxeyrTvEh2FSK1",
-	"OeOo8Q2b5vsE/gpPukeHc77L9KIRq/EHgBwtTXgCoSONEupzMbHNN2sMyp2ZEUWJC3ArlkO1F7/7iDJg",
-	"nOlF+1YszfPfbsXyC2EqiMyIAC32VixZ0yPf2Nt5kmtj6E5wUrGLoQJ1HUp87XpjoQzBYC64LDDRMZ0L",
-	"BmiuA2gsOxZ5zjM03susH8jAlAUDaAbjskrRHYBmlOmwi814m5g94zA66bKH8LuCVF2wzFyZs4LwVmBV",
-	"2vkOHPylNuXjZPpD6GcPvOsi9106nYvCykaAmpgbsd8ZKjRowL030cZadc5vRYOLmBxXoSTsInK1jMBX",
-	"sbQSaiGyrMN6UGx+dMSSCc95UljF0pInvojb8d8ADTFux7/GEUvljZ02mAWdGIDu4nbM4kHM4v+IWfyn",
-	"mMV/jqtSpt4OdDM84MwuWW4Z9v/7+0X7b7z9a7d91rke/Mef/tz+/Kd/b9rZlUanq5KlXElKJq5U8Ts0",
-	"VlPzivxrtDuNnqDAbgfFtQr8WpvCdqxdlCRSMfT7liX3XafX04apmEeBU8SRqBFdD67ZdYsJKoCz7zVz",
-	"qZ7NafEUV9ht4Ha3xfiZ2I/ZC0Xytmwcf7iSjzpiCLUXve1Ejeoy1GrNgi+uOwXWoxBfrMcgLjdLKbZB",
-	"5Xce7BoC8RNs873h8Jt/NOz1/c2bfVvqLkzRS0KFRaE51eHsmqsbvKSSrtuYoBvUbECqPllDux38Xob9",
-	"8dm5T5iN66exa8HdJnHNPZt22EVgYpayAA+iYJuAm8qN1O5le2iPEIg5E/xOGFcMnAo2V8GmrnLEAwVg",
-	"Cfb6zLjYRINAbFJ0wj10FGCN91yLho11W6HgJMRyPGYeLEcRBSXuGeCeuH84idme/TNicW8K/zvBvMly",
-	"y/fM0wrfiJkZT7DsWGXLgcON0WOAzoFb7QDxSeiyagk5VL0umxq3GaGdORK8Mtxet7tC3y0EbjJqf7i6",
-	"evcTdUlZ6+vCNirIxC5WFRidztD//tVVK3KtVt59hP+9uHrxQytqvXz1+tXVq0ar/wfBs2LSJPsmcGVJ",
-	"8BANrpiJSG6fwAvpUOp5MmGpALwzlSwZvB4qxsC43Ytn2hQ3CHkT5yKVAOFDkDpWDMUAFPlrXNO93GOW",
-	"7rfgA0kl/fFlrfuxKXH3FpPegy+xOBU3OU9FShFIHk4ggNZY6PzWeGtg770dwj6TZqjmCrJBrLQM1xJG",
-	"6l5u163cJ3Bps0SlOTTJVITHblhu5bCxCw0hUkgZXngUZcMSEjBfr0NuqoT+zgoOrzPZbwIMpzWE0FM+",
-	"EmDa7G6qr4vfeCjwCE+4O30L0c3RcifHnNLFGv+0veLA4X3ydKNmOcvFWN5vCmFUbChPEhhxIbIM/jKM",
-	"z3he88ZMFlLdXffv7k9uf9nsJ9ykSCC3fMB7rWq6EQuCA+O05zM0PmXx+Gwq+NBouRFbuQrE4Xw5PgQg",
-	"M3sokxmco/lKD9ghmgJLJqkQKoBidOu238QHj8i+plUmlgmiexUdPNgUJZ1LQqzfy4gBEahIGzb2lN82",
-	"7GH3aam2FIrDdqRsgbnBaHH9yJ/Skd877k7ic+/iiHvHp5OaLX/Sn+y+sz5N9JRcF7hvjTUzIm9rBLUT",
-	"eqEQqL76OXvn95keifuI3UnODM8gxSiwLY4a8Au+bKH8A9A3SPg25LXChQ0xL9z1Me5q1FQP+oF06LBL",
-	"rA5bBd5olgmH01+LAzWaHC/z5GjxczobH97wk8yI/tbTJRxsM14HzvMJPJieYNusmCeyOCryblUFQHES",
-	"sz2JIU1TyCxzp6VHCNqPWEz1UJC1jpBvMdsjaUS5SuSIzrlirk7Vnf54I+1+LxuacxRe85HINmphW5KY",
-	"61rZj2LZxur3GZflueN9XJbBECMPHgNUdcqlLwQH5d5Z7/bfQt3FnU5nH86ssVTpUFn7EvuLVCM//wcA",
-	"SP5s3zKY8eXUsoJrOVEGk+CmTKTM6Ijqst9+uBqqMokfs+djKhajNmIMCRXUvWM5scumIsUaG+WUtf3w",
-	"Ne/PlQbdm8cHtZM50wuRtxNuxGb35nNwcUZDBZXG0sVSODW6JbewfTAgJ5/NOrfzkciVKITpSP3casRW",
-	"++UlTkGX3K5DVY4sInjK+wLQuhLsM1YRGxdqiV5j8LC7nkRW5ZYk9IECQ7UXEyl8rRgViu0PvOdZGiQE",
-	"5OrlcjpFBBdCJ6j7RIlJyn53dr7QpQCXnopmQmY+6Dds2p8g9dVuWtNQJ+p75DXl2aeiKcnRZyFjMzpM",
-	"m7Knx43WKdbflcmJPN1vduOlYX/aTR+AiliRrnMHZrwQShhzPTvqNmK5/CRSyRVKk7FXn32FgF0PCGwU",
-	"2ivWS/zV7gCnL5Gm7x7b4MYpE7nLoZ2dNQ7t7KyYWEs7EaqAvP+xbwj0Nd+lZLUdV85uwEyMC1eubAmR",
-	"6KlYm0aer/H9Y471M9dLGHH8dg4artpoeVGmeKGbpcxJc1NcyU4r+f4NaQuPgJmCTGTIsYekH2i1PVeZ",
-	"QOffRPC8GAluLzrI1t1sLf/kg+zBB+axNFlcKaQxWZkNzgKIPSJcJbVgWbW9rPyFLJQ1kQJ/nZL8MmGl",
-	"e5mAD10XI8ZNgqiHFe/sKl/VFZgq1MYjGKgCIRfiVlQWoWZYBLNex1JPoLYBZzbMeRPNPYZwQHg88O2J",
-	"bWaZtDuu0GtiJkovlEivN33hXfOKQoz1TgSLylRzjUmTFlmZVOM4mulcvBccsxd3Mx3KcsLf/hXdcLG+",
-	"jV0uCqRw7uiESyXPWJHMWK/bsf93Mjg+ODkbuDzTQZhwSm0oGrx29QQfpEiDbVKfOlGVYT00xQnIZ1fN",
-	"juauvZnLN9xELgDMhU63Ut00Bs2oeb2pqtZUhrPSP1IrSKvBTFyIP8XY3zrGIJQDMVKIbwpNFH0ag1NV",
-	"7DxA5cX8AIwaYFbE2OVElN6QGlZJRCAiTOdQrUGwDaiAozqNHhffzKD2YmnYSFgd0ZW2QdIFlRpRi0/s",
-	"+DNUQPkbLRxyCcsFbFVThqAgewdKOHSJzCfS5tQJVsmcwG4ZOHLAXbd73sVSFPrTVMqSnJuJgBSLsm4H",
-	"avynMm1DcRSY2VPoWuo7aY7EUCGCnz052R6sYVgksh9C77i5wGypR+dKi3nwbigRrI218l3Hu7Kd+gA0",
-	"qpgWwqNupHFJWejPmzqbwzORqwiGLGS+snauBVOwgOXq+ZapnaFqTv3YZoREVhub8RxKlQtM87H/qDov",
-	"sIf6TuHgFXnnhGeTc4yAsblh7797wc4Oj07YrCoVGkK8Ho6iIUsOKveCPDkqCgD3HPUMYJP5lNci3puh",
-	"rRvd6ARpvca5HTyNny3BoXHSZvd4cpkU2XCql3jWqzGkj+8vSZBCzvdYCmweFWbo+d7OQPWq0zWX7VxA",
-	"19xEbHZjb84TT+rRUUTZXtXSEHd7dSLYeZLAyn2IVioIywVDLxe0ApjOCDG9Ke12OXsA6VY+es5iPtLz",
-	"YjDKuArq55wURMt8qkGJEokcy6SsNgjqYvy4g7c9YCnqKeJLbHIF5Axc3rRzmnSidyVKwmra7WpS9SBw",
-	"CYE7LhURc+lurmE83gON7Cc8jdxp7QoKh8oV1VmJb8+aNvphBLQsDTJTNgW91thYbsgunPD1EauyNeg5",
-	"ziRs8hm2bOem0gx0p3jWDtAKTX2nb+SdUKXKQl+t1mEogB3dqRrMV1zMqVJ6B8AMdNe+wEdc1Ra8YYOV",
-	"gTQL16mZg7bX4HlkmOqXLt3CeNxm15LTMyccaQ6WYklpPouosUEtuJ2Gigb7zDXctYoUYdKJVBYidQhZ",
-	"EHgE/qgCnoTIJvvnVNOJOKFll+kJD7pG5wK9J3q+OzggIoOsHhW+xGDX1qINJi++oxY9q3NvhQvqbBVt",
-	"QNRp4qn1XIQZ935NkKn2kKgYHLgVs2IfiCgVbtpS5q6vYKjtPNeNEq53tuIvN3s1X1ouQPHm0XFKSLAS",
-	"/sa7zzExxnuAtn1zrbcTh1/q6NvfRanHjZAFV6WNFAAx+uyo7W/3NTDrXl1BQUDTZOtLyyKbHd6K+3oF",
-	"dnNL7lDFeRjU9ITUCmYXrZa4RptLX7Df/Q5VWxwdhiBPfPHWVAgo6x8J5tCLzlH2uzAMWpz+0X96bVea",
-	"L6/zuarkuzUmEoIYABE+JUKXsyizenCaFDWZNlduZmWwbievDwX31hVY+XMfPov0LdPSDcVuDNuz6s2U",
-	"L0eiBEjGeD6tKcPgTmxt16KpJitii1wWhVBQsqSog/KAxb8NIWwzbA3Y0Eduhq0vWPXbFNDrQHytzL+E",
-	"ewZwgk1nxZJeDaFTtGd9UMqP044n5+hnsKqsW5ahqvHYOYM8Tf+YPcRgCypN3Q48CWgHhp6zXtS6b9/o",
-	"tl3HtrmVs7aeoX+tDQe4ZVKrx/xPrBP8Fyr2i6AT0xqy4RaDA/Xj+9eIOW0Cw7oQ98UGuoWOgu7h6RZP",
-	"wZe1UnFtes0nRCIloEnno+EkDc5dzxuoFrRmLzEQtZueZTwRlTqqRntjfaG7EgvSBMEts+I/WRWWBBGw",
-	"/nUlFkuE3kyrBELnQ+dcPGfxsDVsxYRFDn1A2EUV9qRsaj1UaCPYvb532O/v19blsHt23DDQOsbLhgGv",
-	"wMFEmL/u/mwa705jeJpCeztG3wAB1xy6IWKv5tW1X2HBJzs13GjwhVsHc46wDY5qeKxBlahLWN40iiC1",
-	"ed0Wd+P5+P71Ol6ru4NaD9q0zbXCcFw0qWperw+Od7qZkDIyKqxtUivXQTb6t0LMvVSOuoDxxNJ8yfK5",
-	"2iHg5MYdfKxZj3OHwVqp5QiP8YQgmAA+f76Mm3yeGV8Grfxag1avO21M2Ye3PSCq2TCDIl++RJ3MrAMx",
-	"CcCOeD2EciOKINfhBsN7SkQkiEckkQcrmU1D5RIWF+hCw2JVeBYyZDzw8jPD9nrdAMG/B+Wvvcn+Ku0q",
-	"ZdchCXuNxoS93QouPR7XCN6YLzmVas3tZqufrt67MHhVdRyfty3TR6ghW12sV9bmRbLjOVA99Rztiezn",
-	"TunLBcQqTIXgdNN2AoeFGVX/zTYEkBXq192yQZVL5JvA9I5PJzv5t2prte3lVEjf7U7NbnVVzWv0DrZJ",
-	"s2Qa1wBFsccIeEU7DBaPWr3SIhY+3uVWA4Anw3a/ZDUP1U2uF4YSg4OZx6zQC56nBlsyu18pvvqztTPy",
-	"c8abmxODzDzsn0Ek8qh7UIK86DuR5zJFF+geNr22SsdEz/MdNuUmCC9PHakYdHku+2ZoAIVIsnlqCUa7",
-	"gfW6tWqhbV7EjVwHlWxaQbsfIjR2cywWOpBA1VJWP5a4V0+83kmOrA6h0tLZEwDWesPHTby9zquJcz/Q",
-	"IbZ6fq9Xhx0qIZnCPsZU7R5D1ZZWBZeUKe6yn7i5FelQlbDQvl/4/6FF/jMAWDVA2u9uLG5WaQMsxPo0",
-	"6Hxzrv56T5w6ImSTthQ9sq0q9tp4pJbeANj4u0wN+llQ8GI3VdkBXDTryq5i9DGjfaT58NiWAU9qI5Db",
-	"6FFrtOsmgN6yparYNIjCyrsgUDzlhcglz6QhM8H7ER9XZARDsKOcrYnlNQ+DnmB7RggWu+fLG0y8D2gZ",
-	"XC0fP7bH2FiQD7KJpJhuUs5kLyiVwh4u+1+BuE35Tg/bgGGWVDMzuvd+xUbEuQX7LXDJYheiLXQOtagv",
-	"UathzRv8V+VFyL2CiByaJyOR2BGFkDgLNHsBFdTqAjNMKr1GV1ZpzAxVmM89AnzGoKMy41boeOhuMPD2",
-	"O+zCM22IjBSMaz4bKsvp+XkFLQmzsHQQ4LUs1NgStCmXAmAjm8WcnIpftWru2vxwAAzvX9ghZRbOsmAE",
-	"nj2qGyjy/eFhe5XTKRtXrcPQaGaQzxt0nCfIufXq0j+/IdsAYMhuBEvmxVBh5gx11gGoSPsCF9WOq2oV",
-	"hJ7HYiFyz4MGffwxZPNh6Run3Dca7lc0ffmwzVNywXJh1xBKdahEyDcg8Y3uAQGp0Cviab0r95+tO0JG",
-	"L+ScAYmD7oQNitZ2T6lTEKtDOvL5Z8coQZyUouamnLn7de7bAMf/YQ22bEnlc/+BE8GqI2dfBP31S8Oi",
-	"y87YN/b/WtEfp6g+MR3/WRrs0+mrT6aIvt5JCd1M/113Valt7TboUO+CgTu4FEDf+BdRhiCmWj3vIUc8",
-	"rH4E1Q8yi6oZxtJQ/ko1ads5hqpK1ZboOZySVbUCn22OkT9GIdtV1SgX6uPVixVgm8uLNxclOiRGyHOt",
-	"mLif5dTbDlJ5ecpkLXv31dxuk+fveC7NBvVkayQjPLRQ/wDJuunoQsfrhgMM8EWnIr+xdC8wbZD7tRiQ",
-	"KwcOMmzoAAtGyZJuy/jD34NCD1WAqQllqKHzFtIIfJ8H51QP3g+xQIhVxnaKhL40z7OYkpOGCprSWMbc",
-	"f0xIlO3RaBzW+P5OHtqHBEhdyCxQ81CdBpen0gsGwVJHlI3Bx+0Dazxi3aBQS0FfVxzosYRhZbfQvBCp",
-	"H9mTH53Nkdg/lELh4bnhKHySITWUHdTH9wjwyR1O4K1UqBcH5zfQR4l2YrBnHeq7L+1KuBFtqYxQRhby",
-	"TkCBuetHgdldfksNlWtE7n5zpSqLic6Ey+Jx9MOjCt+1YRs2qhG/OyHI3TWiNnHrFAq6zxIFc4eQJkNV",
-	"yplH0ARetRNJphtwwuzuw+sRpMHE1O4V/vsR/3Nx9eIHjPEiHFgcSkh7cw2QDSHEHuz32aK0/FG7r6Hg",
-	"t9RXqh2j87mIUSUxFdaIrEDLjIgBQAjHtM+ws7EdlO8oCM9SSo+9CKkwhqV6w7o2aTw7c2wl+l2NaZ9D",
-	"L3D7S2XLojEFzw2GquTOMvFjGqG3B1N4dGN4tmk+WyKxXxN7fWg49RHx0UBzbN5VM5G3XZYx3Rzum0C7",
-	"2U2/qKqjTV+sqaHBx+KPVy+g2vbBB3xNP92Ov7WjvtqglerZhsb5F+8uQQpM+dJuD0CLlU4UGvts5CH9",
-	"7H4az4t5LjrUGnyQQzkotBmhXxa5LETMEkD2pnpxLIaVeRm23aOkRMjO9fmWQNLwNREo95AP5UstKp/e",
-	"D1qcm8E3cemkcs3Z4Vf8VzAQV/JhoqGKAbl7yhW/EbEjiCkbwPtLrnc3/R6xmM9TWRARKtsTLrBM34Qo",
-	"Qt+4Qgd4wv8BU22VGaP+cvmDu4Vm5B7Hv9xFj7rurpc/uFuCmdr3V+bXilrldBqRjT6gzdXQ68Hk4+tC",
-	"3wrV3MHUeTP/u/3iw/vv2lf2zhgdUMhoK33NhW9enmh9K5tTJ3dC1nDvgdoJCirnQokFNuIt48p4X7x7",
-	"VdiDWsbkOqv0wvQtWxxMWnMHEN9oZi3onm/u7kMtdQC2VVvtn9WnBogQhexSWcRGo1reqEu11ph+dc+T",
-	"IltWsN8XOmhp1FDXA13+17HrlccIfWZY0KX14uVPl2+ur97++OpNczNRPpPNCteFWymSLIAad73a4J9+",
-	"wk0Z+FN3kfEomD7Aow3b8zEJBtjgtTlEt3XjcWbmM5EbkYqUxCXgOxonQ6ke0bGqaydbTyt4ULyzKdX/",
-	"IjOoOMW3MvXGb9Dmz5KO2yMtZn/5dEXqJg1Y3ijT2Q32pRJ5crT7vG2pArzCr1+xm5wn4tqKuS1lsLm4",
-	"k3pu3DEGC+PW5aE1satlD/iea+N5sabcLyZGJNcx+5Nr+KbH7KDPcq5SPYU0edNhH1ZRE3dYhNq3a6tS",
-	"pc/WtXmKCGBlWz6650vlNe91UXUubsRfrw4eKLAFUXSFO26F8NxRBxXf82Ci/cNJXGZfIrZozXrtH052",
-	"l2bzWbA3Vkr/4chrz2ckWQMcGGCZRM+WrhTb6bdW9avqbw0HwzoRfhWqdo8Q41Go64BSvQYedDBUPr2W",
-	"Ub4tXORswg3Vl9cxRK9vD34+nBzdHF+fjU/FSXqcHI0O+cFZ/7R30j0eH4nD9CDpj3q821intGXDXpUC",
-	"0cP11lKFHSR+xGh3Iwlwf7uTrHnCVEVNJ6Q1QnJgcHJV34iCcbDBnNO5nDh+6qfxj/95lp9+/+Nff8mv",
-	"Fj9/fPfy9PL1u79d6v5r/pp/WLQ2alUbK6zwrrW99hy3rJDw81qevlRj3SiZoXLOsuhEL4iu2AXYQZk6",
-	"KViz7QlwbpsQms9+AgCweq55M2CsG+1PjeC3P6wZYdjS/sPl928+vov3ByzGPGLo1wRlqecsRrhatym4",
-	"h0NOdCqGCszlUH09Z7GeCQXQRktSEDwqO6TF4/ObesnjhDaEZAiEukFV3gYEHAye7REecKfTsZapAhDJ",
-	"Ejx9Cm3ijafAOTVypltwmo9ECA58cb0GzORNYH1+H9tbBoin2ut2K4BArqYWOjhAYpSQwLRCpZGHENI5",
-	"Q+WhgNrPANa0CmiC6KL1IW+rBKz0TW+2N6LWFTa3b9LCsZsWL1uCg/PBNUDDLHXKpMGm3Pa6agTZ35ym",
-	"7gka9GAru/UbqRLBYvhPvGPmlu+/3/A96HeMDkMqF4PPYBmB72w9wlb5DmPS3g1IWqJY6PzWgy6VrYUP",
-	"u6fRUB32jyJK7mdH9/fgtFSa6ANcIRXrHbk8kh2nI9U1ggM8hn6rhfs4mnVgraa4XouSX/kaJZZCxL7Q",
-	"MFWap5VJUTiI3dVkcAzOcj0Sa7RyQGGdCUUNhgDuxN7OFhjtZxmcvLme30webxsBt601ChyC5kjccIUs",
-	"ItVNrRgLiwuIOpUVAXgA1usSHqsZKicuNtlzjVAz60QUfOiZYYnMk7ksHDtHzEwIp8zh57n9DNmadqQS",
-	"WmhbMhOIHp0mqHi4F0P+pke3xE6DWDEdV5YwDkQhfSNEynUHU5JpzGCc8GzchnNpw/FUrBFaH+wZLiLE",
-	"UQUIVZ0XEROdmw6LJ0UxM4Pnz0mudhI9HRweHjR7J2jTbNkBScblVHgchQruBgDsmUwXvl6+3ApbyiRp",
-	"em6Fw/1fjqwCvOvlnePc2kZeL/mhPZVpxqxqbqR4DrAl5DoLKqpC5o9Yl00FV2ZTVyn33utEK4qlLSsR",
-	"l43YKteusVLD7Q5o+cuGaX+1tUonZ1O26lrlxw1e5AEmIwpNkWLmspIZ+/jx8iXb41nGfhW5NvtQMwax",
-	"hzZYAgqaKSACjutE9/B2/Qq7gq+1owEDqUn3c9gtvpcTFCIVHiJnCRBBD1YDymo1/x4f/wBft9FszPPI",
-	"47G4qjW25+AKWKqFAzw1omASY1qbOWp9Jk7Yx7gJoKChKqvDXkM5FpTsgoKULQnPvF6ZhS0DqunDkYu5",
-	"lFgbHp8JejfZv0eWhZ4Zd9piOhygqAyVh8vyIO+1DwJEUrxfwdH6/WrBPr5/zQqdpbXafL/AWIJiOY2M",
-	"DWgK8JiiMBrGtR43CTPGq+gOUUkfxObQ8yLRU1iyXNhjoyzFgM23ZCUsrLXNkXBDJQ3jLH5B737Hl5nm",
-	"aRy5FETfoSF+oa3VXrSvljMxgIRrmYBX6PnPRisCopUInYlHLcVqMSofhMv1uMQsRfha7Sdnag0pt8Ys",
-	"PN0AbmwdcB+pelWADDrUEGyByIcYdORH9K2r+dQafNOpLDxSW6LzlEAJ6FlPb0riJNQ9hB4kAFgPPoCx",
-	"VakQpwUgvoYKkWwJwHelN0fAIX9Gh4tzQQUtOqbW5t6NcLtAKBIUrnEU2V25cwHX6w2g8dQyvRGazy+O",
-	"22sGdHRvW/sbJzx1auf2/LSdEunW7nleTJ5uwz91ojmN0iXZVQcli+CcfTJcFZe/RhCU65hmlT4AxNGI",
-	"tLJuAyOGtn2VD/AEkM6+NN0VHgegbr8z7ub6ST8SgPNJ60greXNWzQhSmILEdIdcWk1y2t/AQw8sMwV3",
-	"Q5OcWVIhE4hnl+WDroyQgrJgqUxBMbIX0SsRytfdq00dEOU6FTcELSYBUB0eZH8h4gEN0aEuqKW/smFA",
-	"tWyrByMg8CzTCzycNiAhnJOV7jTLKMBgHyr3Du98JfVTq+1wq48ujC2B0jc1RhH3JSNIsNMHJT7OCvYB",
-	"3RnRJKC5jJwKrKsYqtihMcakMMnyyKEpV8nUYW90+HnQ231VRoe9seutVWL1m6ALkTvJUQsiIH6SCeT0",
-	"jsM0zbiC3y4ccr37zL9cCbDTkoI80s0HzCY4vhBJuTzmJbUApnM9VLL1ODACHLqdMwQaK7136xUJME4a",
-	"mw3tRqmantyIxbeqqgNAcKmYD7DIGAwmlgoritKIwbHGC5Zk0n6SqlwK534aqhnPjVQ3YRFoVa2PEJql",
-	"quSidQDlGARR3OYqbRPzExRQih48ZrTd3K4ZmWNmkQtsx0HvkXCSWJXT+8biOjZHmFS7G2krBUWbmDC0",
-	"JSqBVhecHkvoTidVpwqGtUbiOCcAChsXtwxqtKg5wwMcm1UoyIb4qivDqrB/tVhMj7+Ks3drL2v12LK5",
-	"7NpUXJ8xgH1QUDpO+RI8Z3XkmSrWTNdsBL9sWGVIDC0JY4/4ENHSUYXtOfPWboCFNGL/nLm2kBBygeql",
-	"kRDKQWnvpCVUa9832UVQfo2wk+mALEeoPog8VHTkDb6ITbiyFiNszTm0KKGQg6eosyo77FuRaOj/Fwfg",
-	"wjF9zHi/DHpqK8dMKKJ359i14IBgC1U3CRAd20AFcctV5/RzyBF4jm1Dytr9B1XgYZqP611QwwPwOAHr",
-	"YQBCZLUq0NoqmEBdR2lQGCva7KrlsM4J6Zy1dUcklOhbbQRR6pVYWDUTFJsGbzP5dpvlYoBqy2/EuUNY",
-	"QilmeT4K+1Ig0D3q8V8FJ/8/EtfAdR7YjmnwRE1tLfXe5mvba1ygPwErRBzoOTpu0fUGIjG2A6R3wOC0",
-	"ErvgBuPK7dTHAXsHB76NprE6SVDosIJVu8pRq9A6GIayz8LYTaLD1mTwYkEbEtOB9qJqswLd+5Ba1G0e",
-	"8A57hZjXuVNnMeyjNDqW2RU2iMqWlvfQZRr2JcMmPx+vvmufwtyxfR1XbK5m3M6FmXme6xteCCZMwmeC",
-	"7cXD4Tw97XaxT7f9Yzwex/vRUHmg7RBbGwvAeVZgjEUoSD0ZScWtzsMLzpZ6nhuRjdkepmBFzPBlLXvq",
-	"tyEaB8PWgB32v/wuDvMLcp1hZ/xmj/kArKfw1INJc9a/v49YkAyHvQ8o92+osJiO5BcqtVBW7TTSBid2",
-	"2Cg2jViMkpwsQfr6UKFJXMYtnAWPWjo+E8G/nbsLAdjd8H059rR8B4jwoTo+ZD/Kb51HG1kQV2gfIUzQ",
-	"IMDhhz2/9EJtckITC6K64CqgHHmpPgBas+E2oh0bhaDduCgrLvqhcno1mCiByzkuOxI7zWwPp1u+Lq47",
-	"4/1DsrDsDX1gpSlqlRhb3dsd9gOEaXW1LBQkDqiBOpsXAiPk8VDpnILlQYbqYffsuJLgVIR5/5TXAG/e",
-	"JzqVTZih354vp3ba5irgNhrAa0MZD1aW2imiIz0Yw8QjBa/R4tHlofQChLggpvVsUs359agwB12Dxau9",
-	"yUF3CpI8yeZG3lERj3PSVOd60GwAbPfEbxYmvJjUMMbhPk/zmrgJfDVDRT0N9+x9oGpU/Y6olZeoptYA",
-	"GUvFM+rZABuRdhlJpRstDDiEckHc44SNa6DoJEP4vcCRaL/pNTRejuhGWwkFRYhBqhYPm3KCMrpvfwRf",
-	"ZBzoq+VnY7gr7rAPdvC4g7gJGftxHIoU+1qcnZ2CHk8RtPiBJHgZ1qyEC6BRlHu1Zb0Q+lgvVBlz+CaO",
-	"wqKSb2IUbqtRAg87j8kOHpPfYeWmQtUatYZxVqtq1wKtvy/kz0rMILJkGEsM7Y6W1FAG8wFAX/rngfxE",
-	"65z3+BknMjxmmAfEhT3baXKX7uwkfRxIzmZX1KooZnvvv3vBDg4OzvY77A2Ycs4XtSJ8ETX+HP9SmKxL",
-	"OW91250bZrSGRjIzbYwcZRifllPhlI2ZFVNOE65VMve7/eN2r9fu96963UHX/v9/29nR8CQupgjjFk4I",
-	"YtqfKxyu6nA9wwCHGt31TYV+P1389/XV5U+v3n68itne0dSqJr6enF2Uih7qXHMFyQLAXdDvH9oWQ0G0",
-	"NCVud6Ws0Dkm9w66Zh9TJ4Spb6LdfWZf3zDmXdn5puwP489YzKiUyhSEZGmX5OP71wP4BxyjYYM+r/Za",
-	"GQgJPaiOe1t1hVet3vYQubHWO1VT/Vip+TnlwZ5vHfZa6xnoadiWXt5Zc4ynaS6MEQ5xHXpbU8VwyC4Y",
-	"cKPuGytzIbP293CG7UqgL2tcDh8KjmHFWhEJJu02p0wKBc51kVNur5eiUqV6ETGdpRUf1U7eo5/gVTic",
-	"5kb8vjfgNThk1iXx5ADAnmA3MGs1XI+W5KCDeDxAw+Bl8cucZ5gOTILMo/nDRp6SY31NO8nyxZubDzZ0",
-	"D19tNYhNJREPf3WyHXZFmLQe6A1aPmp9K1L0B02tYOx1o263G2rCmMVMjbN5lrk6HQgmjcREglcLyJaD",
-	"3znTNxDjsXqIVUJgFAjlHHSrLoFKwOkcCIKKN3pzA8X1TRG3tC7c2o1wc0PBLZ0B/xlt/XDvbG8kUhsL",
-	"PRb5DbvKmo175/MGcdDEzp/QJezDUBL77mZyLAZD1Q45Y1DJEQcXgTP64M6QPQaV7pAmaBAJt3r+qtzn",
-	"emFYxqU+9pK4vFhpt+4+6nvkV151owv0KpU5Gew7a8ZFJSoEhmbca7h9Q91I22AUYppukS+hv/Re6C6y",
-	"Nw8VC20E0AUHUHxdbaWhtGqHw9zfPE7f+n/go0wuc8AZvfSCsD7hCRm71Eiu1qBVeAQEl1dtBFSImW2N",
-	"nHdsGykyURAuyfaCzpfu7i9RS4zHVmG8E7hVHmAx4buo2GANZj9cJPt9NsuWAwovmLiGEEWdjCAGolNR",
-	"aogGFc6gNgG0yrIGgV3QqxxED+5du13oIWj14j6b6KkwZZIPpOx7IKkHtDbwxNqdRGvRRIDjsM3xxtJ0",
-	"aC3oS5EoUZb6+wZ7PqKdGwU7Y78E/hmqSl+dWzFz5UvQmCrI24GuqmRghKlngUqM6FxL1HVDYkahQfH+",
-	"1dWrN1eXb9/EbO+EpXzpYWiMKGpe+ZN+d7Jbnsqu1qZv2rWhN3/MYRPE5yw2cyhrsqc+oe65MlwUaIij",
-	"FirI6BztHrAYqdIuXwFe46Eqq4n2z11HM1FgEhbyJ8LfgfMXwFmek+KCKT1srgqZMe+ey/XCngI3tVpg",
-	"nIQ9A90AWk42qJsNZVfXoM9fJzLNG2jzrmodsBwj7lV+dAXwWMAOmh7Piome30zKTuKjTEM7PWt8hvEs",
-	"YqY9KIQuRK54BpaGTMSKRgmBAAjmUJyKOOkm54oSGrwGvg4Zuhl9okTxqcXPXTicNn2D0Ax3sGeyRq0D",
-	"poHADhsiikSQQlPIY/WUaM4hv2CT+ZSrtrX84QiGhHKfUgdv3VaI3H+6QuRgso0oFkossqWP6uyMZPEH",
-	"wlasA6lgazAqhur3AqnYrTihbNzx4PKEtXnm5PxId0od37HGvpEJf09gjgHzsDtjTam+JN4bQHiGilB4",
-	"3otEYKnFncjlGLEeACyJGv7Kgu19KLhKeZ6yT/SxJ4Lp2CCf1iJvVBhl/aZ8GSiMTf338rB/pdMuIZxn",
-	"z5xzr2xRLZzMRBnfkSY43xqbdgqSB+tiFjvUzzfkNeiFcWltvq5wtGS3UqUDQky0OpHTfuy/feZsHIIo",
-	"xh44MY6GKoa4DOmPEYtrKU74TlwOfE3Bi1p/ubBM8qB71Ov7bGA738MumbGtQa/f7XabnFeUtLFt//uV",
-	"gtY9hrwlu8qAOlRd+M3Ir9t6plpXeHxRslJuFQkyC6xG+stcF9x02CvEHbYXgMt4RTOvIKu8fPXdxcfX",
-	"V9ff2MWh2Lk7MmSOqO9gW6c6Mc+NSOa5LJadaRqxIQ00HAE+5ayNYWt/4Fl/qDBZDOta6Bkq5qubKQjw",
-	"Ahlk4On2uMo8NZDNs+BLMxgqa7BemHB32YOF3r0X/Bx7jnMRSwBLJkEnqLZtf1CWblvrul69XR0lvqvL",
-	"Mjl2ZhmSHDUEr8+xPW9f7XfYpULLHb6PAV8/u6a2qcGEYCUBaHqAfZuDDvoSUZTRdGB1ejog4A4RzKtc",
-	"jbSqK2RENZ9PQb/uNzXXZbuaoiuWKKsYonZtnakB2i5GNdIVm4n6NbhUxETPpINUlsUAM1ohv6myBwBL",
-	"BhTvCsoDLKIvkTbuJITxdUDjcUsB/YC84VuexuLevptnGdsjMJM+g/5aqJvbMZj98zpkgAM+qXT6albM",
-	"RvO8Uct9d+ly0coKHl5QMtRI3+EaWIlRRirdLyzXc8gdTi237ZVtafc7QwVd+jEWYb9v74/Py764UbcL",
-	"fuPtZeTu6S2Dn0FavKUA2zNzU3CpRLofQUC7ulpAZsuZ+KulrR/YUJUjY2/to7JA4BmcSth4ds3QHUhC",
-	"tBaIoXZuOKPNeyL9AhQaSymUR9MBBA4PfEG6ejBFBdhVe1N+/8J9s3jpwBGgcs4tgJskOvk1ThU7uRLQ",
-	"RqaLyJe2iRT+PVSBbz4EHHkguMQaEgSL+Li5s70XmZ6nOKtnQzXl9+X034n8A7zc5VLBpjAUShy43L5c",
-	"ILwUSKPeczvkZv6okq6O1+JTice5EERNCmNDuI08PSLLWDoX0VDVSM0aKH0O9PBfsQs1xcIzDmCnSDrp",
-	"sdqHKoyf7FUCKPsQfwK1kdLq6n5s13fQjn0rs6/0JmzArdcE3FNiuuz54UXMjcyeT4EveN9tB8hso+7/",
-	"KGAXep6lQyXuEyEgE4QSVZt2q3dbY8GT4Hh4N+TG+M4OQ8Uze0h467jDXG8d86zSqIBCf1pTLNoPjpVj",
-	"swYsdv/DpBy3vBrjGr72Zm9d51A8qagrIxR/5h32YiKSW785rUGQ34l0wLzIKTzN0C1k2dVMtC4wcwaL",
-	"wNA5lFq+vQEQwO1b2q63V9bXrHXZqW8PmyxY6pT4IsHKgn9CUpoFsHRlKYeqspbnZGIE3YrsjpvyW3sm",
-	"6eluo1+b8/GaOmqHCP8x3R03hVYtXaHrn7bWjsj0ItBchmptVkcte6RXBoP3PTIDN7cusBXSpX8+VEGv",
-	"dZ8yKw1L5oXDm0IJ5Xw7ZRcva5nYs94KEShHqsLiD5V/BypOq8kga/InUVRvzIXbjv1T+uprPlAokgjO",
-	"At/XPYwBo6qBqmfTCRxH7FYsUbpPQKSDf44bJ50p0ezj+9cB3iAgYFnJBJnRe1an6cx4XiiRdxI9tTZn",
-	"v3vQ6XZ6vYPOSbx/jq/F46TePwdRYMGbJRUuhL2lDKNw5Sdn+cEq6XYUYFJQha/jQGqwVdoTIZJcYFdw",
-	"JFqHXYQqGPxmGiAPvmwxMP9LisVqDsfjIjJbjo2ryomh9GKnUyPyAlZgZccOAGHekVwd0SZj++vhruBF",
-	"H+bTKc+XO9QyPVXtT+WzD4w3QuFOdc60PJvXcPuyYUqKWzlMTel1LaPurebJ7FPzHwIFsLdtXeLqOFcp",
-	"89nTZkv7PHR7YvwYYgRgGJ67hnmZGBewZ00Bh4OPv6yaZ/8b/a1Gfx8nRHaL3oq1wduG5jAbI7NDVQnN",
-	"IhQGcWjcMzHbi0/63Qk2UzroQsB13zewWmmoVAnbVlSGMm4LcRCXpunpN5vnN5DOSXWLBpOjaVakwLph",
-	"DxUoqVCiKBSWwJAyZUqzE8qYrKCFfFurSLy1v5PzMQqScg67h+cYXV3Voy3nGzizFIVOg1ldvnz107u3",
-	"V6/evPjr9afLNy/fforZXv9wsl8Smw7iofJK/4QbmCBGVP6IcDUKgV2DtO9DVxxFaCkkWua0UgpKhi2c",
-	"/v459MdZdSPN+cL7FV9cvnxvUNPbFNyl3FEsPSmJfHXx/vtXV9cXr1+//XRtX/UhDrNGh8ryZugbsVsZ",
-	"BuzZzHOSUyId3ykEekjLskpIE7eXQUNR0K+N8DqhtRIQhCkNe1HknjLgihu7vq/+0AwTjzv9bqfb6T7v",
-	"HTcpnVN+f4lPAX7zGjYo482rh2Fz2f8FRMmwX5oel2WjH9+/Jonq18SKihANYFtG0brQISQ8PypyWHlj",
-	"Y5et8gMSPLtUje2woAp0sXc2oaatQQMqu1hVPRw+voKmGYpXYKfdK7ztgF/R+xvVI4p17phzviuQgl8I",
-	"RFMg5odOxwhN8sh4DoUOw8+G5F0PGvB5Hd964mxrwrGaVf3x/WvX8uyZCVYLXGAlnMJOSQ/K10HDronY",
-	"XMlf5sK5qD1RIwr9+pqIoJsmDcQ+f46JyuiGwT6QlEDht6FDB6NS/gqyXy3zfSQBZX0r2HtjZ9bPYZPW",
-	"9udv/v0ripQ3AVpEbNJUTuq7jEJ9wjnEsTzDBISDcwHiDxOOMI/N2f9Ei86aKgDz8Kq5hvbUa7l1K+YE",
-	"hHxBjiAOY06NYXdGncAWe78v7AScF3887sRTYj94kdgUKQ42YmMjBnC4XMTt+G8QeI/b8a9xxFJ54wK6",
-	"cSdm8XXM4nYcWUUwB9sdwWCGKhN2m2HqMjzUYS+4EW3vIKlyrufL32XzOmLs2stoHbHKPWkJENxFYDsJ",
-	"UIAgtya8Cbj7wUd4BFJxJrTdyD4+h4DJVXodrTbj2F1q7X78h+GlXXWBc5BcI1GO+3GaQU0N3JhmWM6o",
-	"sVmgS1hA4PuyW9/V45v1Rb7IMb6YFxOdy1/BqBmwbwXPRc4w8Q3aAfq8t085mK32N0OhNwTlNcgLCMrm",
-	"k0LBh4nQH659KEs1ZifQLaC2kp0uUtbvuifAzHLNCn1HjS4zpSc+LrRuT7latvm8mLQdOH7ZzToXLkJn",
-	"DUj7cGRtA0UwbnALBDhhRh1qLTqFExqIUG5Oe1pR9PdHzCnEO75zR9Ou2YOt6An7IIKBlYtinisIZiQC",
-	"ECNQZ0OPBJpz+Is1gztDFbYe3bT2fCbtgPzqv7IaEOY9W+sX/cmIhapngnFoKKaESO2yD1V83/YJkW24",
-	"JWZ7MVfLeEAWGrLGrVhCA3f7tPNv+9hZ94DFUpn5eCwTy1v0Ioi9VZltjyt2+e7uGEI2hHb0/Phwv8Ji",
-	"ZqhKFkOGbGStTRxkZSYc3LA62FPD7MQ81Ev1BbRuXdM5gJvJSPM8hTYvYavXCOw+u7wGen/GLkGqXBGC",
-	"C0d0bN/ibQ/nMlQgMpDX9wkgmHKCpKGPuKomsCkiH35baT/7zLAXH95/hy8DOAC74NU+tli8g90ObsXS",
-	"TsiunXED8in0zwxuQyr6RZFrCYJjcgmOg5Znp2saRkli2pdfvkAbnaZ2YmVyLtTdGpGN2xNtwIE0nWeF",
-	"bNM+hOJ4VwzuXMR5h/1VzyGqhi3YMGsDTZbCKhGYEAbFznaCDi8VCs4Rcg+LBGCRCC9ORVQKbRyEJaMu",
-	"4T65n5l5ksCe0vlQhXXVzi8YUYor7ilKQIkIrAahb6poz0M1VP/2b8xufStfETXB/nhVJqQYtgcPIczl",
-	"XNkjM35+13seQwh5VuBfWJZgla6wVzCqXPALNBiL94HTqv5O34HQrgbumKECfhqsE0sPyNC+YFNpDPRm",
-	"nPLMGhDo5b+DalGds7m6VXqhQMBRQbYVNz0IdCIdHLZlCTYfpL/ygg9WfyYUJVa+8DByAZ+hArAhruwN",
-	"1RQtcS8NrstbV1ZCixBQGbqnlYTcdsCHhKUDjl3QU0MFOjAlSUIoz47njucSKgQm1B0LJYZdqVQaeyV1",
-	"zPMqz3Vu7B8ohA7v72HVj4IKPUzaVCwOwTlmuR5lYvon6IaAsFQA33B2eHSy74rFlzMB+bayyASk27o0",
-	"YoyiioJLa3qCFOclvItBqQaQqyBgxmPqRURREKkI4sXEHfYtT5lUszktNMGKcTsFB1qEyTQ8yFC1rAP5",
-	"qbXcDl7N7nCVi3uUBLfv6Pbe0wYRT0oKlhg3NBeXlhB5z4IVsAHsSfstyDYzYEobJcdjINV7zMbJ2wio",
-	"YS+2c/rNEtW94QPplP4+8va3TZ6wZ9b+fHbOxjmfijZXiTCFHRP+7mBcXvBkImBIuc7gQ1D3AAWmyP+Q",
-	"hMQLjnZBrm9yPjXO8LUmpEFBRUgcrjL72VDBU8r1QQ5UQSjMdu+Hbihsr6rxRKG+E1XVIfhpqGJsp1lp",
-	"IQt52vJGfZyVD11iR8J9ZxJA+GW0BPjgBKpRsOyfLzHD124VTNtSmr14+/6DW+cB4/ZMGSrnWHCiQ+fy",
-	"RiqHeENoxq7ni+mwuJ6xHDs7JhczbWSh8yUz3CoykyU4qRyrvXS40DdzDq5tAdx2EYKUBvC9AWa4c/BQ",
-	"0XIE68AJUbjhvnqiFuSCOJLBy+2iga0JaUJl9qtZmkJMIUNsbpadcswyACKweu0Avo91F4hdKwhbHHCm",
-	"PBKKzz4DZXgPAgpouPsTOcm5mTgiTmWaZrQg7i37Lh8CsrlSkc5RfPnlrvRUsOr1GjyjDtI7rFom5cOe",
-	"6QZKSVKZi4SCe5BxR4UoHfYm7EFoIpdSY7AHIfMtCAFUJZS7rhARMFbOA/RrglmQBNRV6UHERgIDoQ6J",
-	"yye51ZKd6qLNEgBUppQXAltY+c6I3QP7sYlWep5bQYYBdA09x+Y5GmMQ1MOlRFA9y1FTfn9NmhAc5n7p",
-	"sVu6Q7GXziXpWNpuTd+j0k7cVY3j1APDj2axrvIcMBEhlwW12yUkzbhc8fX0wtUIkBMhEx1QxfwuPUci",
-	"2WEFI3GZ3FYuAH751UQYBP3ktN+gsMat8lA5oMVSs+WWk7QiZ/UK9KJ/9pkpEbdGmDQdoc3m7rim6zHF",
-	"Wlfq/QEnFmEIQoR/pIbdyDwNgD7A/rCXGPrazMCf0lM69Kswh7hef6aaZdiPAoBrBTocXBreu7cf6k2v",
-	"niMQQOzk4FWAFEXaMZy6IYmoo2Yp0xAcK3J+cEK0VClqLBVs1IjNsjk8XB7rUNTxD7e0/yBO+sdQ/aPd",
-	"bsP/s5crcuQfrALD6UWbVW5C9Z1VH7VSwRR8OrNv+Kjkvcu7d0JW+nRdiB8RIl/1Jabs9v8PFt/1orBT",
-	"Nfvhp4sX7Q8/XPSPju1uG7bwajl41Lo71Z/9wCpXARoWfqDXiDD/DcuVAOkfW96vVPpWe5WzvfWdtfcj",
-	"19N2pRSPmZlI5JhUUqv4SCXMOUvnKDfc20FJAI+psUvAM0zEbhsx4zkE4ILKP6ToyknwD2f/buuEE+S7",
-	"+C4+25igFF4X+Lv9Xq9t6ZD6W6k3Sv0Jlzqcti+KkPsqB78DViO8NK60466V14UsxNlfPl2xvR8+9I+O",
-	"a8uLsJBAX6fuS2NiFnspBnrYfISZrbD/4p8LGYeIb20AqpUwxFjcz1xpD/aKKOs353nGPvxw0SbO9a0Z",
-	"/oEHsz9VoI7THiblSUJA8csG7snkKOf5EuBL/HliJwxJFBCwtoZL6HNoRa07kRv0RPQ63U4XcPVmQvGZ",
-	"bA1aB51u56AFMYMJuHefTwTPismv9t/NjZtJA+53u1RrCSdorhNIKjcsnysF58hlwZKJSG5BJ00FYACo",
-	"BLws3nV0mSLsI3wyanlNwn633+1CwgDaDVjAUwNbDNMjfvN4Ci1964CFpnxrIxz4ODpwGvqglPPiGQRk",
-	"vkStQxxY01v9BJ5/y1MXSQk96a3B3z9HLePyDVuv7eYUBtGDbgw0UXfEMa3P9tHnU6txJGbtklTc7nSz",
-	"0zPf5dAzRNiDQtxbix+Udyt+MLpZGucstM2r2dqvrt5fvvhwffHy5fsY76Zuds7555yhVlOICB/IeyJ8",
-	"t/zqsv9E09q67Hbgz2cZl9UFb/0b++HV63elGuL7B1wXuuBZqdT7TLbR0nUDHDhdmFIwAdudy6wzVP/G",
-	"rv767tX612JWZj5U6+74jb7x5yHg6A5bX1h/p7sR49ne3tvpfpqCfaJ3eti3Q69RBP/XHom5YVf4H5dB",
-	"LINW0wg2jZE5IRqpUHnVDZ/fiHCMlau9o4P+ULXCLVgPz67sNuIG2mCH2zfYG118Z1XIjdsrYP+pZ7e1",
-	"G43kYmfJp9nG3fZ2JhR4p3QynwpVlmNdvLuMqloaAY5nAhtd85msfCZe3Rffi4Le/zCJ6EYdSETnkX7k",
-	"uVARos3BYAy+r+TAOAIddLqeSNSx3R1VtWBjo/it0/nJxe+VHZF7+ybWgPTRXU9F52RAsZpwxVIN3hWw",
-	"q/feaVPcWNUNi2+TCR9lYp/0sKPuAZrnhnoYDJUSIqUqNytsB2G0ytegVqvI2Vjmog2GIZzBmMqE9VQo",
-	"n90ghgpTME0hs4zNcmsaF5Ym81EmsAM5AhZC0wQ/XBoiFWUEs8U8WzpC8EQesFTc5DwVqQvmldoAgmzP",
-	"M4dBF6PKYPUrfYtOjuCrZB+DXQvZoCIbO+xmDAt6yB4PHxphkjGlE/lzMtM3++chDD+8FO2fo+7BULnO",
-	"BeQ4Zuj9Nav79T2yxtdqLzhxqKKgpUFNxr43lYFa87RaDoz+cfsqah11DzZMMnS5P3iywapjWqelfmvQ",
-	"4gHzYM17eV9JnKPuQakNvyEH57IUO/NcDbwwHNBAB0oXbbxxZ8K+0cV7fGKVtP67YBHW+IiaZDh+d04a",
-	"Wdkd5OnobJRh7wFZeYsO6aM5fJ4igGujHMOQALqEENwf/eIs0Wosb1ySP9RtBr5xyn+2e0cqU/Asg/ue",
-	"GbZH/QmGKg6bh1gzzO78W+GbklOTOBeHBhO3LVW179K5gzWj7hU5AK1Ayw3077n87VcKvXS+diGMVn18",
-	"eXlVwYE77GJhQgVcemWjv5amuADyWYMp51NRAN7931eReqEjUghJJnA8PsT8y1xgVyuMMPtJVZSmrf32",
-	"m3mzHNtzGC4Uh7R2vfsFpu19+fy1Ag1zE//+GyDBAV1ocfCouqbWbK3I3qBzKwAoCAmdwVagzPsOytzJ",
-	"grDOLsB2AMywEi0BM+RWq7KhTqrb/UJoU61u74zz0/Fxu5f00/aJOBi3T/nhqH2UHKcn4nR8xrsjuwZ+",
-	"pdwjotvujfpJ+yQ9EO3T8WG3fcSPRyfJaXomumOgu6cAcX4HOL8y9ySTzdPurU77VixxALf9VuTe2Roc",
-	"uNGZ1qBfm9ZR+yw9Tdono2PePj06O2zzg1E/6aVdcTY+rU5LzbOsMmhaNvIXbR5zt3/VPR30jtaPuZhl",
-	"s3FxcndoxKRf7gCC3aoiSOETxlz3F0v98zj7WWt+krWqc0P62yU7tEt2NGofJyfpqTgb8+6o96gl+7yz",
-	"/KcNZtaqsH7jP+6EPez2tj/yUXHKWxDQzvew39/lIXJu2KPzlSrsyfIl6OKw/XlxPxNJIVKIydePqGqm",
-	"4N8/f6np3YLBSWT1sODcgmfqR9YoF/yWOousNckSmSdzWTC6uew1TpXSe5glFWHJNADN67zYx2ZTPnQD",
-	"5WcT7lqQkOfNni4d9i0NozxTRhj49IWbhFDj0JdFNj6nhKg2hFD82xGa6RP2IR4qN2Zp0Eh03ZBh5M8Q",
-	"YLmMaYTgGhgCtaqFAKQKX6dNwq7EV20+ztycWk8m7BP7jmQOdZwuM7I1OPIthQBYzB6C1wjyAsAElVms",
-	"9rA4GnR7f8PxK6pYqd9yODiAW3KRCFVco93SGhz2OkcesMyKxS7qiAJPG0jkAioHhQG1kvbB4eFBK5Ss",
-	"kSuebQ26Vk42z7gbzrhbmfDByjD7pyedfmWgB71gpEmmDQjelbEGxQv1cfYq4/wctRT0VCcJmPbax+Mj",
-	"0T5JD5P22eiAt/tnvdPuyfhYHKWHu+u/xECbJKDbvgCAhzPoPFq0/THi6UVVmJRlFArbjG4UVxJyNzZL",
-	"K7yHJToVron5spb7UVV8I9BuIYmDFwybTUVBFhW9C0LAUyMya5XvlRo3hmJdp06ZWyk02R+g+PKxBOzZ",
-	"Xi1vAJRhRFOKZ7kYy3ursLum4uJ+JnNKpokwED03IqUbIG65JKvGaebvKReOyAQizWEHrwqoSyLmFo07",
-	"7D9R9uR3n/Bdc7B0pEkBR2z+kOs9pzkFEsvrj6jgYm0HfisSmhD83QjQzU4t7iotTV2oaJaLO6nnhopg",
-	"3s74L/O1A6cqm3DklfKQ/uGq3fB0qn1YzVmK5NOr7lnZeYh4JLyn3+4eVe7xullyxnvto9Gx1c1ORfts",
-	"3O21+weHR8cnp2d8lADqqAahaA/Z7zM9EvcRu5OcGZ4hnwCTQma8VHfX/bv7k9tfAtdAa67mKE3tf2BU",
-	"UAmFf46WpQLcPLmTq97x4GDz5A4r94ST67Z7vD9qnyQHafvUKqwVxdNPbnUe04NZesQr86jNojLEk0G3",
-	"PziEI9HPqxzD2fjUiv7jpH06OuLtw/GB6Ke9pDvqcjD8KvVbSI4dzwPcr+uOg7K+jbbm/6rFtWigKRxp",
-	"Go6ZCLxlDSBTmHpvjwhIfwCBHaIQz2eBc4TtuXTDfYeWW/pGPlx+/+bjuz/jGGJIBhpiR9sq8LQLHqHq",
-	"vA6CmjBKJxAMpq2C+XBDFbutI1XM9hx+U+/4dIJpDwo8MudYaN+bWm233zvuTiKmpBLFEpEkOoxOCJf2",
-	"Zw/TofK1EpBrp1OoKYAW75DFTrmE4GKytJkJZQBbtAjtEihUQUo447chXPMiOLRbXoX7lloe7y5TS3IA",
-	"ksNkm6R74Jaswrx/qRaCUX1b7VDoPdCB/eizoPfoswBXB7u/VyX+4fTX4kCNJsfLPDla/JzOxoc3/CQz",
-	"ov/HHSGPWKB0nRaNM90ESG+JYNkz6MNZSZReNwy6/zncTPe+0R/sNsbB/K98dvLZCloopCjV9x2tAcgQ",
-	"LBHHV2X4Swc+oxhyl/vIHu4ZKB5Rutgf+MUuhbtC53eISdJhFyx4DUAV3YpZ4bPTsEbHMs9iol163nzm",
-	"kOTrWRxnjfJxqJyApBKXuCk+Zq8EArIiZA6b4GPgVX+sbvCwlAP7wNnjQl8+kkXru4tiiC4pv0QObfqc",
-	"8XCNGS0xyEVTcJVYIbfKijuqok7aHXbPylgaLqPHUyIxuDGqhp9tw607y8R3+PBmaQhkGQmhkAp7cfCp",
-	"eL/zx8kF5NhSMjTrblUDdkssBgl9+RKd0eUiAgT2lvhd3R+JqIfc1XyBOIncRidol4ngeTESvPApBDOe",
-	"FxIBUzFWmQluBJRYTHSWUgXNpNZtsX90/P+z965dahtb/vBXqcW8COQUWBLQXHplPdP/2Ek88W3s9uSc",
-	"DFmtAhXdikWJIwljnOXv/qzae1epBKIbuttJO+M3Xm1AUqku+75/P/dKlbIkfk+4XnAZpPCRggcxsaDX",
-	"ySB4Q3U5DSTNWLFOT4E6G1x6tGgBTgsxuT/KLCX6yCJNAf0b5gcbEbAQcU8i7wXM4705wjWGjUvB63dO",
-	"/OGvqJzx7fb90uv4+EsnXXFDsG63T7XtjX0MmdA6NMb/6/GA9/gJH3Lf437A/R73T7g/5IHHg4AHPR6c",
-	"8GDIux7vBrzb490T3h3ynsd7Ae/1eO+E94a87/F+wPs93j/h/SE/8fhJwE96/OSEnwz5wOODgA96fHDC",
-	"B0M+9Pgw4MMeH57w4ZCPPD4K+KjHRyd8pIfhcd8LuO/1uO+dcN8bcl+PTQ9Oj04Pzx9yP9DjDbgf9Lgf",
-	"nHA/GHK/63G/G3C/2+N+94T73SH3ex73e/rFetzvnXC/N+R+3+N+P+B+v8f9/gn3+0Pun3jcPwm4f6Jn",
-	"4IT7J0PuDzzuDwLuD3rcH5xwfzDk/tDj/jDg/rDH/aGeqiH3Rx73RwH3Rz3uj064P9Lz5/HAC3jg9Xjg",
-	"nfDAG/LA93jgBzzwezzwT3ig5xkmOuCBnmo918GQB12PB92AB90eD7onPOgOedDzeNDTK9LjQe+EB70h",
-	"D/oeD/oBD/q930AyZ7uWtn8edCFb2PsVko43bsmB/uVBWzLAX7pbMmh7Mz9qD2Qwbw9Fd9ruzfrRiRzM",
-	"h97Ir9uS/u6W9HmX9/mAj7jvc7/L/T73B9wf8cDnQZcHfR4MeDDiXZ93u7zb590B7454z+e9Lu/1eW/A",
-	"eyPe93m/y/t93h/w/oif+Pyky0/6/GTAT0Z84PNBlw/6fDDggxEf+nzY5cM+Hw74cMRHPh91+ajPRwM+",
-	"GnHf87nvdbnv9bnvDbjv6aH53NeD06PTw/NH3A987gdd7gd97gcD7gcj7nf1O3S53+1zvzvgfnfE/Z7P",
-	"/V6X+70+93sD7vdG3O/73O/rl+1zvz/gfn/E/ROf+ydd7p/0uX8y4P7JiPsDn/uDLvcHelYG3B+MuD/0",
-	"uT/scn/Y5/5wwP3hiPsjn/ujLvdHfe6P9PSNeOD5PPC6PPD6PPAGPPD0nPo88Ls88Ps88Ac80POsJ1rP",
-	"tJ5qPdfBiAddPfldHnT7POgOeNAd8aDn86DX5UGvz4PegAe9EQ/6Pg/6epX6N2/J/q8QV3JXP+if8MZK",
-	"pWslowv3C++I4ptIXpd5AF3w0HMNj6vKOq/Tv6Ax07W6ydmwyZ9rzQPLGeCQRe/PL1QYQndUPoCqmtTk",
-	"RFk8ewdvn7tsxcA36NDQtnZRbrnneSXvDQSdYuBX9jwPKM1qqKJZc5tepRz7O7nBZ1DNukiSVoe9Bux7",
-	"zJyIJDEViyYUD+Ql6YEx+h34qtMqXlWZ8601Rc5p1W6V46Al/5rj+HNzHFt1LrXYxdeXJNWzovjeDkuI",
-	"f2390g4Dgfm5hfUHjPq6kpm99S/8Xgqrtkt7HGRijJZZGFp9k5KUzLwA9eEaNu5FrNyPKgyqJdnoFv62",
-	"3+8Ge1M53ujc7429YOz7B61h9eXvZwVvt3x+u9ebB+2B8KbtkfbfA+nPPTGaDmeDyF2+chEuIc5ZXQYD",
-	"GLxnIfo76+AtdhaiX10Il+y1Dir4f6sotr/trJi3k39qPP/9bPMi9j48f+OtX/7Pf3948ThdP/89/fD8",
-	"f5bD54+f9P/1y5Per+dPihePXy+eXx4eY3Cw66/NVZGI/VPjUX9ivqmw6ufQfBOGqkviOANFMs9kflUC",
-	"7KiohDOqtM+WmBUAqLOVWJooyCyZV9xLb8pKdlMsSEYoC30v+OhSxAo6F95JuQREIzGXnUohsmHCgvdh",
-	"7TZAbb44e/4kZMssJosBW0f/683LF/uSP8QGcIfkjyspj9y/nz+xYwltG1fri9XvHyN5+SFSs3k3uJDL",
-	"eTe6SqOPUTqL8+D3qyK5XHy4lJEadFf9/ocqkO9e9XmMarquXtTym3Y/it6Hn4LHv77N/+vyTfLsH/8a",
-	"nb2br/qPfpnnH/4heqsfX6SxOnkSZ0++u92E703U1NDewna3SBwlXm9eTeIU5aH4svM4fvfmi16JTZKK",
-	"6DxNn2k1cdf8Ty8Y3XzteZo+F2rz2lTZ/Xn1ZChgjLw80I27MWf0BqxsZvhtXV5HN3ljIVV+yNIF8Bk4",
-	"/NVV9vhmz/NbtusfWfQxzltx9Bz0eqBEYk8LhCbTwhwSUIb7ltwSbS9cAk0iwKHmC5EkEzVFPrqxIUMr",
-	"iVMdjDljGnGLiWwhVDmbJ+maWt84c8hw4c34RJmXBPDdIs4LuIHFnyECVpEXHfYWgO9g8NaXrGO/1/ol",
-	"r/S2Ebuw9Y3nIqsS4BqqYtYMzWdh6xQLIdYiixAOuWyY7kxUhaTaZtyohdLchPpKNg5kl1mqVa6NF4PD",
-	"ZyqWO+wMaLQmisBMoPwDSdmmUm8hs251qDCZxJZEtlJRuqsLMYPp6MKKzgkO0DnHSOF94rcy6RSVOq2c",
-	"jJxeGCh2LMKbyxL9kPOOf1JQyvDK7RVYfH9xqyOC3NgRSolS7KhoG1UFJAsig4FBCJvU1MkDlE/JWlvZ",
-	"rnwP4bfB7aMzh2fXAFZcZjIHJskZHYGJsrfTh7CuMXvf7j4itoB+5Ww/W4P5XbnR+b2cDCrA/bq7oWPy",
-	"+r19XK4W5x1ytQClMruq8ZlIoFZRhezRwBBpaMm0CZUCkckc5XspC9tgjtA+EFhkzTRDKFg0KZciK4jP",
-	"1VR5IzUVggHVc2WbGjxLlGf4sOzlE0Vx0Tr6JutWObdq+p6jy31ow/avLKsjEXSbl0e0zInCXnTL/AcI",
-	"V4bEcYuKFJ27EsQN52WtdZX5hTYrAJMrtKEPmuergwixSHcClO4OHRANZ6LKq9KUX8dKtStXkFzpbk7k",
-	"Fu2gs9dLcADOBGGIgnXIcmBcZNTrAo1RDd4AyLCjmiu3ol39G+KVLjdmtdUGTk1tUC3YfcqnTyDniPKp",
-	"DaxK1Vd/BgTkbheu5SlC3ihIeeD1yMrkvv4h0atPhkyrLVTUrlCvlcP4QepZdjFoLAO+e2Sw+YICa3x7",
-	"F0K/GdGnuaM8LprnRu6gRPHTscqlygZ4ULThy9GNZc5IAY88CeeHXYf24IsmUfNZfeuovWP84EfaaLwh",
-	"sWkiihXwvhJ9G1AGTDGlS8BcbbW6Lkn3s9zkd7f+zKtcu8PPXj39WW4oOn1wO7J7Ue1O18/+agNS6Fvs",
-	"wMLn924OXh9BL+kSDPWD2bUWCBDZC8YG8BntrRjw28oIPNhrCbBBZxNld3ySmBS4tjHdfsBNXoa96R5P",
-	"H4cIDW+D3taMmaWLhT4+SVyXxP6+CnR9JxsmkzNt+G2qOvTMsnQYkkU9KXzfHEBoFcolrKKksLG9/adj",
-	"D9WfFmFf9D68C8QgK/7dV9OLd+9/HwQzuXq/HvTlPDuRUdHLN+tpf/3uahCpfF+EHcu3bA+a+Q30gTk4",
-	"GxB5rzyxDLHbudITpfegPhTfNn47cuJuiJcD9YxVvDsBcQoNxADnD7MUftnB8b+fgn8eq4J4dNzzeLR2",
-	"f/QHgoRcG/PGUuvcoNuekjyA+mKMYltOk1ixvkEl3teWUBVad9LqJHQPVOzU5HC0bt93jIzIh+TRV/Vu",
-	"KvJ3FPy96vebIZV+lpvdGv7Kzs9kvkKH596tjCcqQtT/fClVDow2lUhHGYdFAh0CKMTcAGWNKuBcZaki",
-	"AJcjITM6qBgwkkkCaCU2sQDQ36YmhNsy/2m6KhDvOlVRh73Wc4DQ+QxLeWiQE7WViDgt1f1WwgKz/1NI",
-	"tK4WmMsaQaHfLM2iMhVVzapMVJJe1gkHfY+7RHvvzyvlNCVfRD/U9Rd8n6p5EiPz5p8lB/RC2kOg98Et",
-	"tBNd/FkO6Ru8d14x/g2rg8Vf1/qNArlQrgqYIdZqskkVpBI1GHoTZajc4sK0jxGFgcM2jv/veV3mdq2B",
-	"/bVZyokK69u6cKhtO68hZYEtVtFaxMWY2WYfQ7UDyEoqzWzdr8hLlCKUNiamG2dICHeKeSSTCcbvRRRR",
-	"zjvOWDqjWCFUBxlWzXgh8w6SS6wWMiS2hXVFUi2kUCCtOoxWgqD4t/YL2yuIJmqfJCrvcZAsYrWiiEb1",
-	"UGSRfaev4ugW4ogW8xAb+VqcTptNSm0FOxwGs5+uheushrvGbjAgQh4ZMib5VoI2R2YK/YWpxZgn6bqt",
-	"LX8Hf7g8qATxyNl0lbzTB2MmkxxJvJAsJee7iJ9lariNtEOmXMPhbZyV719JMU9UCOCEocFSgwuAVyuJ",
-	"DdHWahmyZtlfQK+4WnJW0rpYAsE0Y+E7uRnvEgDCTZzRW4ZKpNDTMo9iL98AD9vngiTFc7sHmPSLwget",
-	"FvN1aLM5gJN6IbbxI/c1rVXhJy8zAd3QQe/KW3j5fqTJePnx42D+rvcxi7tZYwdF0xP+tD2YBVF7KLvz",
-	"ds/r+yfBoDvsjfp3BgfVrtsuyOaN74y1lDXoqNsNgAPza2eGLCxnpa6zjAFFcpmk1QgQaPdxJgXWeOv/",
-	"rLO4kOBJua8etLvTnn71vn71E6898IfBqCt60/7s5Ha4nNeVhj9P/nv98nG6ef44XT//wS0Nf9r4wvE8",
-	"vQMKKn9Is2kcRVJ9maWUFWhQLUEha16LEQqS7jfe2OF5bozxS9ycRpMaFXU9Ih/pL6dQLJemK444l5tQ",
-	"TfQtoXPaJC6UY+SyaEFpI+SfgOm9Od0UcqLgP626/rqxVoI7TWjs6B40JHfEKuPtnrPqlR32s9b1xNes",
-	"jXSoeDcwgjQHeHttVa+V4QecqCTOCxmRQX8loPAEWXqhKj+qV04/JOn6GRYS3Kq9zSnwvGOLW/9rh9tR",
-	"HW5+AN1RjqJojBvf0iomiUzifAGFGUuZxWmEPVm8UXY8raBU4Lq77gfZ8yoAevjs2Sov0oXM2r7XC7bH",
-	"4bnjWDjj2DeQyiOOAHy2G/rmvqFqcbIjGr4qj8+lPCCr68y7ozZKNbBHddgf7FEfkJ44CMOpZJ53vCJT",
-	"3409yHlZqIaCG39flpytFFwrI5uEjbOJgioyQA1mqQIiuMsUoGO/DVk8p8LmXBbAaItNAfqrJJ6TbqN5",
-	"3le9bXf33dMh5rjemA8pn/np+FN4bRm4jGgBHvqB+zNzgn/5CZ1r+wfOqHtGbndS0fG4rhgdn6EtGXzO",
-	"KTDSGfxi05jPmm4mQ6ryWHF9rrR1V1sP/rc5L+5SfD0tD+a0/Cjv8bCgWjs2RGS3DiSff+ON5aoui2Hr",
-	"1qHRTUXMMc9sQR7mBZD4SI8LyjkgVPcOKPOxLh1pCMkvegfeRtSZqJJjzS851uhrxBlDS8vlYKNScKp3",
-	"j6yqBa1oa+3xyomynBH6Fw5ompIG6iRdK8rCAK8RtS8bTS2WIis4Mc7mktyYHIrPHR/zKk0iJmZZmueV",
-	"7E5pNmCi4lIWLE/SwgE8CdHIZY9gnkPzxDydKBivStk6VlG61gOmH+sXlblDUR/itfgQ4JBOFeV5RcEW",
-	"KTynXL0QQ5lqopDAwKFoR8bglIB2F5DyQVs3Wkm0dfkOJ4XDeD9RzbIo7QKJLURCRJehg9qCd4a+ASKn",
-	"civx7dYCy8gxmdREpWpss86UbyZgOay4Q4ML8tFFyuYC00I4G/a6RaxWxOlYwO61Zf8G8AYLX/RqwbRg",
-	"BGEhNuDE07rr3xiQG0C5wch7sxeMJio057QNJfpt+WEGtH8hm8pNqqLWqdkfueu6G/p+SqZ1Juqx2w1a",
-	"sUKbaWbaqzBezoTatAyHX6kArenJ9Z8yz9G8RMNS7+VfSi5p4Fa5SnPoH6HyAPs8/e5Ev2xC8S02jfU+",
-	"y9laJgln07S4ggNxCstjSOzpjnAjgg2Eskc9o6CfZ2leygfngIL4gUMDrf/lHMAXMSQf2Gq5lBkS0Otf",
-	"1JHTvlpt6fZbNvZXnNT+PmfZO16Rf9YS/Idji2zJb62+jqqufJCvk0vsJkLFpeRDN7j+z/Tzl3laef9O",
-	"CsUTju9jqGZ3j+9nYGf4EhNlimnz3TZb7EanCIIBrqgN6f6teiD+pIDaXx8UK9y0Sk2zw3VbGXbxQiiB",
-	"5/qmloYU6ny2+xq2d3GRUjUBS4G8M9OfQAerAJbeeCYtYdFEYfpRb08lZZSXhnw9LYWZGtr7wMF8mWmb",
-	"DH5W3g1sC0MlzJo9r8tg+Os4l4aYlHgrtIshCoQhhuBBlMp8y9pD056MaN/z2Ark2kSB3RYXtszCPjAY",
-	"gfOzx+o7rRhP8IhFrJ+VZrLVYed2DqH8ejxR1NOBQIRrNOwxhwuY7mA7ofzAOycRS/e3dNy1mYOyxzWt",
-	"HITcuDHrgRUjDCtDBHU9mv6OjRSZ28txSGL7VvnrB9sTcp+oS0FtT0hdmcEh83yfxQNfu0q+JnkO0GcG",
-	"TUnV1PQfrMYca+yovhPyNWur7tCdd78CDUVWGUQvnDYNdimLnPU8n6UKvd4tHlJTBAysRaYQGJUrfL/T",
-	"44Lceli/6jxI+7w29wSNffu6Yf6WfTAPNSj9l56hkrHiDmfo2FDyVjNMCTCxN3uTlegVcAzASqICFr0P",
-	"N/UVsJjO0Vbh2lZtWCMqlwXSZHImk5xspTSSJWxJDrS9Ygql6oibEjthsZbDfLGaXZE4mCiKb7YhKIpA",
-	"GzFUray0IfosficNJTFVlIskIUQvLVUo2gneGBrsBu/omxzVFMRtT1Gt6SugQqlyyx2QwfC1KCSEJ9rw",
-	"b4jyCdA8WnyinO9fy4WIVQmb5H6TS30lyRm2MlBpbL5KEryZflXxXsSJVhX4EvUpM1sNdLfilYePTsIb",
-	"288AMOIjwWn1W/5PLNfX1+Vv5+5uxb71cMr+nBMPQHaOcKJ131f+pzZWtWNT3X7C8KrEMEXmxm0ta/JE",
-	"7nTbNLETBdxH6xxuWpwCKnBoTQ4HoW4xpPNeJDFqfe30zLAxf6wlg/YKi5TNruTsHXXREj3hKtfji4va",
-	"Y/Q9zNWdjxF4GH8c7y44LeS39hISkRcXNfSlwbk3GvdH4/7w19v7EtRfMf7j1uCyh1sktBbXY8tgY9Pm",
-	"iz2gv1ylEBrEY3OgueCeRwvbaXFNa8/mmcH3LHmxbVcGLHIIiSzBAD2UxYVctKhwFppSwrGTEIwLuIut",
-	"450oqaJlGquCYM2qaJCmLUvfB8A18bcmk1nDd7Wg5CjcbaIQhbDDnuh7gx0AHKn6BrESWk+L/N24BBiF",
-	"UWKPoWmBCyEIhvm4alucmKhICgjYYPveMhEbiP2a3DRrbs2VaTHWvwxbkLx7bRCjqEYqN/huDt6Uc8tT",
-	"FtKsg1GAL3iBtkqI8S5MiQJomxZ+S6iJBl5ZfSX+NiTeLjC2sLpXL0yHvdQejmXLMJNqQE6h1Qhg1HBL",
-	"OCCNwPhV5Sisx2x8hdfe3bExG/hm14Ye+UYWRXKUb2PGukeUmGmoAPL+/cp1HkDJjZnpImUC5YEj8bD5",
-	"bZ/Mc9TS0R4Srb/rJTncEH/chLn6Te7iJbtJIM6wxLy9FJexElga+Y7EJDknFHOFsplZWvYFgLcUZ2ya",
-	"RtqlMDUBFNf4bppGm5CBuKVY/8Kh47HjIfhkkay1HEAZJybKfP9Nru+/aZWVFztPoL4GqAYwMfYhex7/",
-	"Py02cHBjEI5YYYSfTNQ6XSURQC+a7NYKWAIyC7K0VcCvrbFUFbFaIQJSfRrsjV2XYxdZX/0UX62x22dQ",
-	"3wdR9lR+7YL4s3l+HG7qWQaz4LER+5Z9y/x2fytqjI9tn+Modx691U/otQfyJGoPZv1pW/REtz0NZn7k",
-	"ydF8KAbGQs5Waqd1wRuWY1rI4gpKSrTqb1CH3O5F3cpFSwF8rOO5SHJ5L1Q87+LlUkYXTic+dGVUeWzw",
-	"/x9TpWfnySpLl/LRK5HF+pvaNo2t+V9lSWPcuCqKZT5+ZPStds4fAa7no0jEyaadyWWaFcd0dZjDfHNT",
-	"hz2ID76J46/POeeOiDS6s/xsj/q0PyhV6A0kNDZ7iPywFkwDIOwMA40oTADdblCokdQnOoREkNmZYWei",
-	"wH53fjmVWiEC4402j5uon8yDL+IIu/VMEAElAgt/sm9nNlj7aRRCvB+LgWBsLc4WopBZLJI4lxETV2Dl",
-	"z6lJ0Kg6rdng6UuZsaZ5NneHqS9o8YlaX4nCxCMcJYJ8iACFjK9diHcyZ30CXmZNqnO8SlcZi8Smnc7b",
-	"i1QVVwz/pY/WUuoxn5jLYDIoNjhRZG4IZpYrzVgz/M+NFFmyCTkL/xNuRn/re9GfcHbhL/38ZEPN9/+J",
-	"y4b99z+mExURrEHZhW+qY/281WHn8UKyj1APo12zp2cvzqBUMmfN8O3592GloV7PxWOxwbrWXLyHgBBQ",
-	"H1JBZ2VrzaEOAPZYAZOUYzwI5svGiVVaYOOA9i31XHc9FoC6+Bb5D+lNW2PqA8WbA/IiEjTHsNq4h5da",
-	"z7XnKRBF6BWgURA2ExpnBB6MQSbk/i7Kgp6mK2g5A9HqddvBaMy8YNz1yvfyumPPY98/eXPOJ8rztdBt",
-	"nVZGeSWWS6lyVqyxPgOjwCJJ2lCfuTs+8FNweOVGnagmCnivHfTNKOCxzPPGXe9XyJXZyUd7rjrL4bch",
-	"a+JG0ZMK1c3pvJCKA6CMPtDfPurjtLNvwxabp0mSrnMmE7HUpwzeSc+VFBHUisYFAMug551dbYqrBSuu",
-	"snR1eQVlqhNVZELlSMk51j+384Zb1Ew8sWWnM5HgUxbIcwJu8ezKJARzLH7VhqnE4nPEfV9ihYh+t47Z",
-	"/iHLVgqgbSrDt/icjhUNZox275uYGoGqr1RFLc4yeSmyCKx3epo+Jx22x1h/pC0JlzRBvy+i6qCMguPz",
-	"0oHeQTFZKarueiw3AU3wLEyJNeRYHNlV1qfDJel7mUUraeraQZpN5QxqnkkI74CSrUXOonStWnqDLOI8",
-	"l9GYjoH+GA+2qSkCoTpRmZxJVdCv3fHA4vIyA2vx0OCMwqPpoiKevdtXQWPk/p3KaOQuICpGlefxe0nF",
-	"6Tm3tUVk2zkFM2S2kijtL1yr8ccn5449WGQr6Rpt/fwAq2uZJgnofy3NAaG8WvFTMG3CMZA/JF6fp0rL",
-	"iiJlP2RxJDbuaKcwQ40/Jg005CaNMZs0QGhOGp/uxwq/xgw9ysT8dLSJ+blqhuAKdwGujVDZfXn8C+wL",
-	"Thnh8bWa+aEWzLBMavEGmA2lXLqFZV6taK5qjUMbpCs1fwQNhUFnR6GQzYFgE2wqpSrlfcQ2suiws7K2",
-	"pYwmUVx/LfJ9nc4VwXynsPBfeeZMLPxLOXtfWCzY0mDdy3G5pkt5a9+afJTDR/HBtZ9r8xx/jx39dSd/",
-	"xqzG3bbx7VIaZsEPp8eyhyFWiP8JrrQACl62kNmlZNhn2Hz9w/ds0B2egCuNriFVbcVImcPN50iOtcV8",
-	"VXpNlGCle1xDcuVgaDBBFrdJMUDzgva3y1ASe3v+PWchGtshe/VSu7gqZSFZq6F+MJOLZbFhIaQ5KuBS",
-	"ExWSKU6f2zSPSw+GLkmIJnzY6pigFiRsV1kSGg1qbjumVysLQ3tB0CkHhVcSKZfIJE56RLMz3dAfTWEC",
-	"XdUJi3PtVi3S9zJqndpeU4J/LX+WSWjAjsFhTqRlydVTG+cYzEBIytxONdwbKtjevn4GeCnQgJphwktP",
-	"ICbpcVimI7wyc6HDrh5SukkotlLvVLpWE0XbyJ2YNxJ5I0NXcMKctGEjAmBueFr9Hj7DPL2IyDqBgKTY",
-	"gN98Bn6pMP3MZSwyzZxYJKe0Csbz6X76oK0MGFdNcIWceyXXZPGBQ4uOsErXTlQBk/JCza7STIKPuyea",
-	"0Jko2mBjpl2VEL3MGlPO/gxSCyHBcefQfiI/iFmRbCBC42BtVqMOcD3twUcGujdKd4INhgmuGjvNLWGW",
-	"xRCGUAmFZuOMkSLssN3IxUTthC4g0AHxoVRJxDbHsmuseoDfxDlWP2hzLH4vaSbBlk0oUqMvwlCd/ohC",
-	"AVC8qVhcLhdtARsLpFARIbaB50z7tRrGhu3l3MAspKAYF5Fm6ltCVY1thdf3xJO321dPHMBujKYy1RRf",
-	"hDYkkDCmUV8fd9eKx9AbltThU4AkD9u9q9uKWpS2NtEYdpu+rXEUsPQGuoUIOn4hiBZiwQQQ0eMpI1UB",
-	"E7gF4Ww634tdA2wtcs7CMiMV2ir+ffR9dw30EJlbXRau+8mNyPhe3jja2tqmbeON60RZDScPreUWs12c",
-	"QZfCcNz12Au5Zv9Ks3eVwGpNEKrrsaETtnECMWcLmcUz8eiFXF/oO8E49SQkopDbTWR6s799/Qz2gJb7",
-	"WOJFgp+0zzU6ExT6wUEnziaN9zLL41Tpz4NP1XjTP9vP5KWYbYhUz6ZT9f+OCyi13we3iSl9Xla+A2Ny",
-	"B2fPt3bAl5I+97slIuFDSJ/vHJd9SIeIidy/VQr9vt06LV8JFfxv5+H9HwwsGmrHzxdOhCTUtaVvEBsJ",
-	"qcrUNTuswWsLex3DtjBpYkrmI/DtHFpqckqcRZQZbmNmuA3XZIhsLxSbSqzal1ELKzKVdvc67IwyMOWm",
-	"L1NomD2LC+MzzkmFxnPLW6Mt9B0j44X8YAM85/oeN8Hp/mTrlN1wagpD2Vt/peewvm7Md+vG/Bvrxu6v",
-	"KgvSqFt1TKRS/gEZai3Sitm+SqdPvOYWvRtv0bvpFv0bb9F3b3EEvmycwQJfh1+xFQ1ExK0vAln2C4ua",
-	"vcrk+1iuyT37UDgZ8L8shFYvJUHiHM9PtB2cq2coKtJl1Usa7yRqtGe5kYWbnRGZJHeNsGpUajApsDRH",
-	"e6IThc2EGPQmEdhhr8jdEzuidMuHq0Hu0hfcSyz8vu3eL6dqFB2Xak3Agy0RfRD27dY2/SqH71cO69n9",
-	"vGbmbWkYD5KgryUWytfIMyjhqknxldYrRnldYUt1R4ZkcaLWIjc3NoCQkAVpqpRavV2Oxa2qRooL0vU3",
-	"yldk1Pt7JBuNyf312H4mkAlDvnif5xZ5tg4uMyEGxFmavotlh/2CHT9YKmu+tM3ei1VeAHbCBs5k+M/2",
-	"929e/9AGNrfQwdk1IGd5XEhD+JfHl0ofcJkBfeKqOLXQt9CxSdhjkTM4MygkFopYOp+o7bHFtuXHkuGw",
-	"ZkjfdpDV8QJyWYCO64AcFXrUUOOtqAJzogzbGQDyQvIHn2atMIN21jRl50JBKWoNmMOb+FK9XNVAn/dq",
-	"bEhkn4RZKd/c6fPs3O5I3BdtX5WlT68krBtOpCV5c/Zv+dlv+wo7frlKa7ZgScTJbR+n3mS4XFTz4UxR",
-	"JpVcywgL0mnb6QWZqCZWxS5FXrBiLZP3korSUXWYpY5Vq8NeSBkhH1BlS48RfiTOCSgFe+wmKpEiUzkk",
-	"d3qeb/fx1t6sL0Oh83lnxWAhBm5UDPjEl+b3le7/Q660zJcH6xV6x33BTvyaw9pWl/H27f/3R1BJw/se",
-	"BrbLUQnJQLA1il16w70nYA8D9QdjT5RIQyX3IjR4gGSLFlrGgbxqVuGi51VKWzOOMUboME2PSO5CsZ+K",
-	"YvlSJRvO3oiFfBMX8rs3RRbPCrMKDto43ShkzTd6cmSJKQ+aYCYWcqIA2vz82ZsxnUilJLD1IaUEELBo",
-	"2S7YMks/bBhyZEE3UcnteP767ZvzJ48vXr1++c+nT96EDH0Pag75Z/sH7O2QUftVlhZp2IIWV7LUUFbg",
-	"zODZQzkAJ51b4TDdOEX85sUQaxwlw0TViwbK/VpyUOiPxaBmWfqOcgY4K0kVkeLCDOsWIbEr3jELqOWo",
-	"UCw8ow0NZz40ybo4Z3qn6+fPTL0H4XZPVJN2SLkhsMmrlKH0TFEY7HzAB0HZ6qhzRxB/k09UOMuz+QXM",
-	"K3R/6eFVJCONDpY4LgxWW5fBhW24sL2Ic2jtCF1ktzSbKIPKq3c7tKMhSSmSrJ+ijQ3cPA4D6OPnT19c",
-	"nL/8+cmLEK+hdrUStgpl7kT9IOJEOnSpELZ1caPYLImhZCWKMpnn2OkdK9w/BvsVFu+NpVxFFIuqmVEu",
-	"J9zvm9zecccAiZWppclTfbOJMuzSEO6hPmuL/Ak9Ttu3uYjVxRzeLaRlXV9txixcZ6mloA058DnDVGOp",
-	"DM112KIov90IJTJSLa1yfKmeqju1ZZRKxmaRK6CdYjqL5PzyKv79XbJQ6fLi31lerN6vP2w+Bt1e/2Sw",
-	"/YOjUr8w/s+KAv9lKuA3RjRsG5q5LLYwPt/Iom204B/79biRdpXMyHYf+le0z/t1Iq8zzcFWOMgyNz4j",
-	"6rs20VgfgQumFcoWB7ZVQKZ/l4q1jc1ErNrRKiMkzrQQBakdoCFmROJSwUcAMUmFUnFRugGxFXH5hSjC",
-	"DvsfLWtyotTfAnGfKNTvlnQfMHbq4Svwrd7QjHxeFIUtWmaaKRNZ3ke9fC0smd/fvhnVYmzDkdnyjW04",
-	"sjy/CNab9Pd58nuaikFyFF6AO3vXperErIjfG7zh/5Og89vHB/Ew3UjQ1uHcFw/Cr7cBfLeufoR46BDH",
-	"rfVInkOZoIBMlDmx1SHy6wHlfyCLNISzHNJhnqimKQsPg95VyEsqJf9keBWestDLQ2MMmmbSFhl5BqTA",
-	"oHYW63SiQvq0rYcnilUmQ8M+zW3BKA75m9yg/GA5XHHF3sssnm9O0eDX/kVedr4quZ4A7wgY/y5KQfmk",
-	"//rlHJQmalNrCZbPrMATY4N9DP4BUGmF7+LI2NAdhvVpbJOuMpbJmYzfQ8dWun1LW1ormSspcZz5Oi5m",
-	"VyyTYnYl84mqTt02x1MTIFWJD+p37QeUTchWJAMY42WK0TB8U2G6lVsY7jN1xFC3a96czXHMKdnpigCL",
-	"vDzssNdwcy36USRbRVAR/thqbjbJ3BESZjvWhN5hb1dkz13KTR1O/MbtJB8OyDFC74x6f4j6gHFf6KN0",
-	"kJCvqpVt4v/GuLG+yuXsYnn2xo+8Z8G7RdFbD99NNy//ffk///3qbPPy+cfnT66uNsFP3stF1J+e9767",
-	"5XTdgFlfHoTroOvB1/gKVv+llMjhEcHSeBJVVXVzr5pwtdxr2/4EFfiQTcgLkSQoABOwaMHURcHDVkvW",
-	"dOISb57++OLtq7A1ZmE6n4echbF6HxeAu4IhiNUSOVmAWg2/ZLM0ctApyuCNdtjTpVT6arXRInohNi2U",
-	"79ZuJ5u7HSsizEckz4kqUhbJWRxBrM50E6XzOfTRmLEg0NiL1A0q7Y1V45Td1fhdpBGWv72nPs/DZcNq",
-	"+VTN072BZHon/YDb5iY/ixv2i5l/2jnAdIi7Z2s/r5bXhIeNMWY4gSgVZ/ZLicjOlolQlX35+MkPZ2+f",
-	"nV+8enb2ImxZJL/5KknaYqbFADt79RTAmKm3r/741Vp7GFaGtsMQNRJGKBwwlIXeYxNV3WQYcoA2tAWa",
-	"HNi02AzdEp8x2+kTQyQiyE3unL3v9LnDsLjBLSKz0WwPCk72WIgz3o5iEIJRiPnOiTKH1h7fC31CQztK",
-	"aIBb5Uj5aKKXcIgtCC/Ow1O8z7iS2nRD8TGFSfExbROTcmHrTdUBtdwBnC+F9FqcYdAwM8xmXN/OvkCb",
-	"opjli7Sh6REEC31gAoKYDo3wFOVarsHDaatdpWvwnhdCbTAt2l4tcwYm2jzFviZcD5BX2xNHRRMK2Jow",
-	"j5ez+FKlmYzKyKq+o3bDDUHsUmbbsdmmUOzpq/cn9oMppp4fnfRO2VReAVvmdnphoq7JL3BKqeDtKI1d",
-	"Jhl+SLMQ7XWsWtYvi9uJLtFy9hKONzcstSJJEDxs7KBnsb7JQ8B7mQfqe/qeZ7/TRnmSTNSuUrl49eT1",
-	"xdnjx6+fvNGjrv/+p5dvX4ctQlReyyRpz9NsYcLfqyXRJvAy4KwXqOTCO8X8KHWfIqFoybUC2zUY2YND",
-	"CxVSv174WhbZpg2tmvosQcFNyRhsMv9TSXopYs3XMoKtDW6KPoQtZjfXpSxYH3YzPW6lLGVCOMZDaLaK",
-	"eT3aaKDlaGudV4L0mZyl2rtDVmK6Sgsu3OkdsqipoZI+pKj9ahmS4JwVaWbHFVogu53Af6xYGMlCxEkH",
-	"vwvrQ+tvl3cKrZMqrfR8YeVGxcRwG7ic4wnh91i9vwjefxi8+3dv8bHoqunVySab9de/R8t571IMklwG",
-	"NYjv+rRXn/sSskP684rp5D67epMjDYCHSyK2x1PqfhS9Dz8Fj399m//X5Zvk2T/+NTp7N1/1H/0yzz/8",
-	"Q/RWP75IY3XyJM6efNdwUwH1zt2wEs6T87mEmNlFLcOHX2X46LsEH1VOjl3qD2xb2MP9gd84YMv219Xy",
-	"1Got7o2EAvYlPlW3GtTTIg67Kbe9a4HtsfvuBm+UaAsM/QXa6CQ1bZzqSlYdVC0UTZofkoEVW+vheK3d",
-	"a47RMkuniVz8Y79camNddLUhFUwNNzmtxbAlf8BedVdmoBRtjBvklJV+05XIr7nHqfaHqoxGTmkQdPbk",
-	"hYBeXdct5A2E7m+Me16XN4q40BKi8dR5rmmoJ/Q4ynCtMjW2PuiYJmfsTsQRO+8VXl4LsVt1HoGj1hpX",
-	"a4FqEEA8uCkb0fYcwnqUiliPqOMUSx63yHUL43jLti8/kcWu11xnuLdwuSCSU10uJmam3+rmFeuVK/bG",
-	"+NxpwaQCM/+mxdryChr3sVxvqvYJjQQ9uO1pa+74JS1cIr9/xyUyc0/eHzhb2A3uOlw7/tYhc+73yzl/",
-	"q/LVcplm2jBbyCgWDOb7hmlflVe14ao2/Pw+Zv/cuJk0/XkdQgl4lp17ip/dYZFMkLtfWsLGOQAypNQg",
-	"mUIpFRqap9StHys2CDyWH7JiwahcsfM0xfZH88gDzwiZ3/ezSNtjMBGx2NrTIMrgU+1i0Ycy58A0nGzK",
-	"k2Mck9aWDnUclPqQHw6AUhVFCvgcNhWSbWyeotPYNj4rMPym2dOrafb89FmT/Y4KrAstmeBnIa7J6/9y",
-	"RYAoNqlvU/dRHAHWbMlBE65jFaXrkNmMHiBLQL2d2cpBD0ttWwA7MdEvmW3ADUY0Vs7SJHLINwijtSyk",
-	"JfPOuqkowT7KLM3H5bfAXQSMNwgrw+FUxKQUI0CmMaRECUA8miuh30T7o8u+Bz9ZjkZQILWIkySm/cCh",
-	"4Ny0JZfxWosgrcwNEVp3JU3OzmLK4Dda/FAUF6YQpyPO8eaEKh4rtszSSzzdJWovnAULzQMUiBiOcHJs",
-	"piUbXjIvJsqZoQ1UuKPllaTqEihblkspsg47S/J0m7Gp3AOE9VPyNzEUJROF9Rx6MGiDFWmV+Qh9k5A1",
-	"fY97ngfwY1iFJ/+9EomZJYw2LKRQkOkDkHJqINAD6rA3hSjivIhnOAyosAQOlXXKIrEBxGgHyd26DPAq",
-	"yP1TF9WGs3BAf/hcZICDQvhqBlhd3x0guey2bYb+VchZOPIWobZoTGo76F2F+5rJ8RTVd5OjC2N1Bf73",
-	"3pk9aPTw8o4/FWiPSp8dJG40Z6sx9v3hgDf0FlMyzy+Wfe9ioS/oBO6noxF8etIZossW60sDH/RQVsNj",
-	"N7RN5OUY7AC8ygC8mqejb7jz+NJljOnKPY8f1Tz+pN+vHwB8UTMBfs0Iep3ujQMo07FQYr5zgqzvDZv5",
-	"Yrq5MMr8j4ZpHW6MuwMzWt/fWjG82ggTvW/GNKoN/GfEbR+R/nk/8D5xszPHje7icD1/LvJ3eLD25Wrs",
-	"WX7wzCBfbDL1MS79xplso1vZdEN/uURdEOA5gKeLrAiH/LXWjkDUdQIdBAqOheTsCtukIqZt/VY9NTjq",
-	"mrU204vU5Lm2+L5jogEHFep7JbB7WeKOj/4mZ7M4m620JZdJ8U5mNmBrH5iulaFCSSGZ8QQICh20fHhm",
-	"yXigL6D3B3Vrcw9JKiI2FYk+j9lW7LzyFlpvRvIbZE8+e/W0DaEhZUIaWHF0ZqYvzll+JTJsXqiQGOcY",
-	"nsOBI9QAveZENUEPl7iI2nyXF6IIW2Y4Zoo4y2M1g747DM7nZYfH1rJcppxNVwVkmS7mAPmiH0BQdvrP",
-	"kpwRouhzESerTOYhaX0w6cuCUZh2/fL1pZfntMvurebSUW493jCDA+lnX4i0yz7GVS2pe+Ou/6uBAjAT",
-	"W9toDz+D6a3Vd8Gv5JZJZIrFrqEMjpTtzN9iVx73et0Gb9CcN8ZeVWV1tdIu38yrvFlw85v1R/uH7Afj",
-	"Xs8d8ixJKQS2PWgHTmB3wL/xhsLsAwaHI799Mu/L9iDqzdqjaVe0g5E/9AbzE9mPeseoHj2K66pMnf1M",
-	"B3hqxNT/oZLTCoU0zYQNSClMF91eM0CqYI9eeAbdLLuSZZuDEVhooaSlIFYdAM80CLGIAaB/wIkHxiqT",
-	"ibIlmADqOY+TAnwnLY7IG4G/Df8eQfIeSMyHSUVQPEiyKLBZ1L3S5h7Ns8kl0vLRZcLiLCT2TPof0vJy",
-	"xCLmLIwjuVimhVSzzcU7CZRPiZjKBHp79Mtqn+QihWIjmzKCFCy9oiGihiiGlsGLaazk2BDDxDllyicK",
-	"JD6QAAMDj+mpMnHjzs4DYnLJ8/i9rH+a/EBfY33oTO/M2QqqvDOCTgCHTQ/BjAjYkk6ZwF+gKlcpfkdI",
-	"YrFizZ1nqbSYKG15Z8iMszXaVgWmGHi9aEmYEllmMMdgJAUC2BqC4qeKaeEbz1aJyLb4iP8//NF32uYO",
-	"4eqcQKlFNFGJLPTquyzLRHikd4+JF2AfFzizl2kKWNHzWInEFlKzfIX0yz3PY2nGel6PQ++ctYBEkqRr",
-	"gNItbxmry1ZHb5e8uLDuRGTQguFjqSVDyHKxYeurDYd3m6gbyJapAAI/xZjKdUzKpOIFTAlMwkRBFA0r",
-	"otFXxzJnvaPm8QcndY9z5hKssjvwq5aDCyeqSq4KTzK8qqaapXJXRyJdS6sK1UcTZTMYUO4lSxiEabpS",
-	"EURB4F4u/yq7kX51LrUxCe8BwRFVEWg3kbNypqfw8gqq6vH17asgK5zhzeuws4lC1lL9dHum6GFoPmYY",
-	"GVVp4ZBSa9kCtqx5P1q26sjifJ+5p1XH/ZLEvoRSfiyMJAVHJ3tPNIb86mO93VVeRwL70jQSuKA0oFfi",
-	"3MFS2TOSUlVUhjNPswXYbqtVHNWEg/aPAufBPH+XubnEsiAW+JLY3bK9sysRtfYNuVRn9zpiyyeOilpv",
-	"QD0Ubqtb44JwxaldNtVOW7FvlIal+sAV1r9+IbDq5ZrtZUjFRKEfb9rLiMcLGRi63e5o79xVNFb99EWi",
-	"kICtefgcVoZmGzuOHxVeer/DQun39vUzYkc27ju4iB8K1gxdF8gFKDPKlrxhbR3kUmHhMzIhpUitidFZ",
-	"/YhyN+UUWzAY+zHRkab6d7lpuy4kQI5QsB7MoomKc7yKs5nIie0uSfbN3SpL9lE0B15vCKUplrP52FNh",
-	"F7WcNMdcJPiI8jTvXeAtG3PvgPv9W44Xd6DIMIUGAwUjlrN1FheFVCx8JzdjKPcIWRMt3O8KKRbjpdgs",
-	"9FkMW6eOma91E0l/0POLNDNo/zgzDpiBSBKy4xesCUAHYkNfgULOAQtITxYWRkyU1olal45Dm0sh3ght",
-	"FC4T4MkwQSQYNNwTL1MbxMsX+Irl99pgH5PxxUuM/LEt8V1fbTCzMktVBMyZAPfAyleloqF0rVgmsKZc",
-	"a2XIqs3SxUK0c6l/jYz1edHBea0aRMSggq0xWCpaPtAQf4JVBuC96Xyiwmf6VfKQNXtBgLO2jnPZ4gRT",
-	"UG4y4jGF/3WD8saga2045n8blbXVrqX8sEwgHkBtrnVM7XoQlc0ZF3KRb+3Srj+q7NJgZ5dCidhTvLRb",
-	"fi2yTEDcNi82kGjRwq1xzRE03hftb1hGhCuxjjRyb+ZSMuurha2xVa2I/g9pQSdxqXVHFJtjLcrnaBmG",
-	"i6gVzKrQZvFeoV26hnfTw/UU+4459bDo9ccH0+ufIfmRORV4wsnB/x6uxERjCjT8pyxKkVdvFSdYcx9h",
-	"dfTiYTL0O3FOvrdT0Bti0qvj+0PbBkjIqUF75EV+eyB7vfZQ+EH7ZNqf9aKuDOa+B7+tag2bfTN+ZWPc",
-	"sI4d+t4ygs6LF2nBEHaPfu54p1TAVVPWWYfBSj9xcFjvjry6CwZbBag1WTdMs+0isu7DXTX36AQYOa5i",
-	"r25FeB+ZmotHAFWdbyUl9y6pd+4N9JJ2vY7n9baXtNv2AzFtD2aRbA/nnt9GaJXhSExn0WFL6nxSWbXA",
-	"VAA/mFWrQvi6ntTB4MDOUps06qHrXT694/nB8Vi7v9FckRAZN57/frZ5EXsfnr/xNs9/+O/1i4+p//I8",
-	"/fj8+976+ePXYv747MPLX364evnjvz4el6ndFyw/Q7lqpH01Pvvg87YPANCBYhlHh9H3YoubgnswIH46",
-	"P39lbQN0UUzXXkwejihYSGRoUDwXRhIicg7Zg/ZTc5anqQKisWWa5/E0IYA3RZ1AMYbJ1CmFa6XIklhm",
-	"HXt3tGrN3TPJFqtiJZJkU0aAsdFLIiFX+LSUNO2f5cbimxUpcFNR6VYZqADYtFzMpUvjRi0zZCdh+yKK",
-	"xbz0kZqB5wMvP3kP1dSAqb23H0ChaCaLVaby8lOMWsKlKBNY4Hn2Qhp7+VJF+zXEPh2mLuSGg+w1+Ac1",
-	"IyLOu7IJM4qhkUkVOCrsXAyCDvtZbtA2gd0TmdyFadeDZoKCir2UU03ldI09ffzk+auX509efP+vi1+e",
-	"vnj88peQNYPeVcuGLaQJiRpaO2Jgg6htWV1lWHXhBUp7F6ywnVW2rgz2cP7Hf7BXGNehFDYFocr+TkyH",
-	"uNh4SNLYNJ67PgmmVm2dciaTXOpJavFKG3lcjSAZQAwb29opd8NYWPjqLUWO9f/zR39o0+6TNuHtCWZ5",
-	"kWZ0JOH1lzKbKHNjDu4nxLolKzKhcjHDMm/XLYVYlZKWYBHzFAGBiWpXlKYpHBNiSEw9ak70I0a6Osvf",
-	"AkP+JnfeEUgv0OMzuR8BXBixEnQX7pDvmQu/ybXnoZ8MqS7jgRo1beosc75TaNGkP3CzgscDmcbWRJma",
-	"TIYpEk7M1tgqU2bBnOQYyhgzqAu9EuEpjMYsskjy1NwDX4GKf13YlnPcUXCz8lOa3/bTKOwwrFzBaD0y",
-	"XNL2IIEzUU3DUspddlJDSmqlYilyOXPISYkt1KTy4FLrHvKJMiUTF+WHLITVi9WlyQLOk3QNf7cqNIRm",
-	"cTtlnspsfMp8QAaVKMBN/BfyMQ6Qhkm7YFHndENS73Q7+VUuz3dO8muBIIrQLIyVl/pAt0FFbe9K3BqQ",
-	"1LUVJ2ZUMRb1jksMSO0Za3mDYSQTjoak30QxB4/dkQpYuGr5LyOtidrszJlyWKedOYckR4qLb6f1m9w4",
-	"3ujFk7/vxsnx9mprxWzFDUkYKCPF5hY8eWP31W21DVT9AMYZBqI2iBfJHPZMPQx7xkvhnWJTcqy2BAB3",
-	"foPYj6TNjZUnVKQfIJQb+QegSLnMTWKR8kYY/qBa4wxx2Qw6dm6FTDWyIUVEK4CrV85K2TJ0Jd5LCxhr",
-	"Mkh2y3A3lWvqw/CgkuSAB5SCjkqlXdTPKsVtpckxhNycyYzoV7fjmhsCXpwhM4gRqVxQBIYMwOx403oC",
-	"XxNQrLtfsGgrjz8awisobrCRlvKgLMQG24c+zKSENeoGkHps0jSg/GnBk3d17zrN9EGgXUd77gaziEiC",
-	"jT7ySDuw8pc0T7xCxs6a19hCBvq0MlunrrmjH1Cx7WivOhbQOX0ylUmqLi08lh0N5CRTR5Y1IdOg72y7",
-	"GSzWbZxRQZ/eroBqtTN7NGgrSr8BWFiQXUK77ZBe1XfPY3WZkNT5BmWEHiesnZ4vaybo20EcEG+5mw7F",
-	"llPtoB2dD3VG/7PcNDCqdNv2clFsdW8WTFAnISV8anhBQdRMGmPW2+b/PIC/py4C44JV3eRJw8Pbxk/X",
-	"npkR6nn1Vc7TUreTWK9/nVi9T+OZ1C/kB94AuIzolteOZHal7Z12lCp9420Vc8ilWBtywEvj7xvoxidi",
-	"s7VoRKANX1kAmArJa5lc2Ef1uogVrSrMAD2m0fUWFY6kt+eNvRGd/k5ABy+uRnSwdbxK43vzDJgBIhUu",
-	"JHi3VpvtWv3kcdy4izmbNLT7Q6RWSxFHyGl13NamYTVMVO/TUZGaz4pgbP2jG4GIyVg2USZqGLjhIqiS",
-	"sL8+7r1fZvaRdWEqUmEInG6smR0FAupqVy3ueP9lsVaJqE5z0zJJHrw1hWCrus+EVKjbC4zaXW851k6E",
-	"MWygaLtKx69tHGuDuL8DxdLSDnEcyZs8+g57QezdSq6x+cyswFZrZI263o0/nWHJUAhq/JQtBBgUZZVa",
-	"RldSk+bOWlzfNinVagFhsmwlG7/xWtDoozA9vuhdbYrfqqt2SsabdZBdd8m2NUACXESIzQSui/VNHnjU",
-	"9m6swLfAqCBYrXaNurjJP9mDT2GjBBgsISIB8E7ysVU2kE1BWw6+ckqSFjLPxaXe+ggUq1IaiImF4mBO",
-	"SfyAoNEybitUZTTMbzvN4CYuXfaCBxWMCxgwvcRNneDwY4T4uR9ki3NnAuO8AmI11SKQhofEJ/M5db/g",
-	"9BJ8mKUVwUnW7txEmUjivtXUUnvH0WRikWKkYdEicot8ompcK5FXAEGMfVUN4HYeQGLijaUWN37QcQmK",
-	"Kr0Y1tNORTG72g8iXWYtQBTFhVyAi1UtGQ6x9pWbWGkkCjEVWqmkKy3XsnjZYVC0AatM+067wdaZ1Ise",
-	"Se3KS1UkpMfL9ivjvlLcJgekRCgclAt4rNl2FCaR0ANGGZDwjwnMgLb+Op3OJ4wZ/THBg6w/pRPxKeyw",
-	"M4VvWRYamZjpbjn/dq9CLhdCYZNzvieITukGMF7J3YT0SFNULKGJMuoXBlPmNERBmgUi7NmWd95hL00L",
-	"tY2RUHikDZf9e5UWgmN8FQpwTIzERki0z2KOQC8YmamBGYVQ4BO7EeKcXcnEZjBMydHO7kB6qJ3pY01f",
-	"Xxr0+0z7P2Km3d/WBOQdCgYy4HDOoNlOP1e/Ew3KoHHnVojkW/OKRdlN7MgARpUi23RcvybsdDqtkqEs",
-	"NAI3ZEaOYNAJXrkZbh2d/6D/dIGVTk0U/MylmySwlnT6u5wRvY6AXgB6CU5QbyAakWOpFwTm21Obx8OY",
-	"iz4yVKSm9PQArqge9zu56bDzdUrLuhMSGldDfVidhvuHvGhnz81ZHCHYZ0JZGRyUu4btd3LTziSiUpbv",
-	"klNmgvYtshtblqOKmc8dGWusTNM7AIsHq4kloDZepwWBiTW7wDCVaeYw2maqbGQRNmILLtX6BKVWjAyj",
-	"sbrkVFiXZgCtYIrzfO55Hu6Nnt/dejCG8nIbyEszzuL5REHBVcaJE0BvxTa8DVRTtU5LSfpNTlE/bORB",
-	"OESwO6qbuPQE4lwfDxCXxZVUSEtFc72+NueGxYhuvE/tnFMMZpJ01Y/SMpKusbKTW9KuG8zV8kiV8BNW",
-	"1DspUzexRmIzA0mOoR04ZR12hn9Agrns3kBUirKgTSSJkf3GsIbwMaQftkriy/HZwCCOz62BrDaHGLjQ",
-	"iWrCq8I22IkJt9wQdCkOnPYQOtHQTAICNy8lbgApJNVOV0W7SNM27CbngOEJxkM+lQA5B5XzsxS8ykxG",
-	"pARqYuNcG1OVicl3OwUAKhUyc3Dw0gxHeF2MM/9/YEXcAaGfug7/95owpIlY+f1FXbUT/rzdC2zs8OhY",
-	"I69/eveIp3fv9PTqQ/D6ebHcuhqdg0e93jE8LrBCnysEValdzGwIAoMEemkxFO2Aguxd5b3FjqNxFwqy",
-	"eliQVS127M26sj2YBn57FPVluzv3ZoEYTIey5x+6Vw6pk8PPb1Eot/Umvb7zJp+t6LHyFFsNV4ZHjqp+",
-	"rEz+0TH8Pw7fBd2bdkEw9oOO1/e2d0Gv3Y9OZHswH3rtkfCn7WDWjXqyPz/xBv6hZ/ZP3QUD500+3y5w",
-	"n3LnXeBO/i12Ac3sETEX7MGpibjgF2W8xQF4F9M8TVaFZHpsWoHBGNnb18/2RlSqxnzwOQIsR8tqlMZ1",
-	"cZaXhzjBf+9w4ZcI6mPjNwi0Bs5FmdGm2Ik2+O8e1kFMqf1xne/h+5y7T+WUYbMYB8Q2YECmQrT2K9V2",
-	"jDDeEHRAezlg2BNWrW0ggla2skkZaMbQ+mh12HmlyMeBuALbM1ZY9wfhQTkvoNLVFNNolxv9Qot9t5YZ",
-	"ENUDpFYVKmAhNlpC7H2/0+NBEibKQUkgr6pSZRXa93OGxQT0cudQMGgAMjgVKtEX2BQWFwVizVIQikqJ",
-	"4CLwDOieVNuLhT2rpTuLY5veKpgo0kU8o0pFqvi0fYiA+R8XLFsprFeh/nfCG7Zzyl5DoMq4gEQiDfsJ",
-	"UPzAm5XzosZjgF+ZNvHbVzWQC7OFmu88Wh+vXCrwf506DadK1U0AOF3P1protz1tQwxmQdQeyu683fP6",
-	"/kkw6A57o34D7WeDveaO4klZ00mAOfqh8FtupxoyAYs0U/pyZyDVFuKq8nVZJas9vdVSi6Cm2cUO9ZOT",
-	"H6sbtxly2e5OkUpzjTPYWzRlHJFlwK3yAwCwfBZ/xUXdO3JUr0H11ilmi0NrUNBcWfQVLO8z6VVcFbec",
-	"emE0iCAMn7trVHRr92tUzLzv0agIMHOg+mTb2nOimsoi+YzpnhaQpcVrMjJVEBdIlgG4B8YenaQ0VQ9P",
-	"VLSSWAFRjRzHEd/pS0e1hVg1EEXap4ZNKMDhfIqyzUW2UgjbRPWDtvTXJMEp75Mjxgnd0b5wjhOGo7Xq",
-	"cKKWMstTQMjXczePswXxYq8MV7Gri229w6118V7FSlBIkFgBYJjrNetE2XmqU634JalWaC0GcDeYU1Pu",
-	"4YRYjQhHlB4ozN9hzb++frZsaYFskV4pvjschInJcW2wZEb7b1maLtg8zaq40KxpU1WmmFqxBCmYAJoG",
-	"j0BkSjVhCCrFu4kC+zCKStFuCINrYxBeRjXsPDg5d7c2omzTzlZbXDnfExyidPelQaYQiJQJr16pNMDN",
-	"byJj1zeRgvyptXTOzVMJoerzWjnLnXrEcyyLgtRRcSUX7lNufKeDdS0u32eyAPYv7BmLso0+qe5b0fYk",
-	"XN4ywuntm6Izmp9DbuL7wdHTcoAJsi0vCUt9j4T+apx8LlpUPCdbSvtzWCha5aNdkshC7vX5K/opzve7",
-	"w2MtgeerDHJVRt9TW0+1Xg3JvhWAGqKxGyL+rfMYzFVZVF5oJ9EKwzr4zdC2moScTCboraI7tiaqJL8p",
-	"PWmn567njTrssRM/IFgiZLEupAJJ6fICsGbf0+LyxGOLnE03E2WJJx0SbW0aEQ9AaXC4DYqJFICtZ9sa",
-	"wYgArHw0TfUViG/oDpYVaXqdk3xn3Nz7TbkcVyz9ZSVoPif+hNv9YF1y634eFX/v+eNg0PFGt4m/H1Pd",
-	"el1RK4cmIeekP3DVgexY11/xIi0Q0wQuOEBffJ+qeRLPiofj/aJUv5UW4fVYv6+dRnrsenIq5bV8t6Ib",
-	"O8dr5DcolFKC62sN9cdExYUDJV5W2bv0qa+fnD95cf705YuQswEQhTi0rKbbPS7sSMBPUQDHJC22Wgw1",
-	"XHiYx5b7RaEnhzS+vVp6kTvLYLQygdDhgFL0x4Qf4dA+HHSV+fWfVvt+nXT420mDv/Zw/yiLW51si0Vy",
-	"VOuhXtynjyFJujR1wVs85ikC7t6QIwIPVGmjC+ygmp561nQSJ4CBZzNC2yEorCsVUPVl4CywiRRQxI1l",
-	"eiWWS4niSp1Wh4iZjm/yciBTOUttuy6NswM2mcU1tg3Q9QkprL0jFDgDpQbQ59DjQW+ZzoHqihM3kkrX",
-	"p9AToK+ayk1q+pdk9h7A3GnMwDEBG10LxO5Jf1f2xTkTs5lcFjLSsnh7BUq6ixJExvJfQSU8Bma2aK84",
-	"tbYmWPYcbhlKIVvoDdBhz9P36LzAw6gmLQeQFwAamSigFjBtvGkSGZNYua4EPAj8CZj23cdpDwGQ8ly7",
-	"HkqEjzPs2SF2PXRD0aYh9qptk50TOgIZ9nVBJ3MHqz3+hN7d683OPW2l51JZ3ivQigpYrJy+GKpG8xbH",
-	"xW3MDHzWjse/XtVpeaQ3t5UfXw3hLzhKk5fNNbc2pHfCMY9KJ3IPoQbGconsyZL9OfAnWjDNRbbNs1hL",
-	"sHHl8CIC1EjFDkawBExNI1uEa3ZrSbsUeS4jwjytwd1vjdFyRrRiNJxNwT5wL+gR5Vq5ilUuS1x+Oyho",
-	"1lIpVj5TNooCyc3rMlh8ora/pm9aTERR7uAZwT219oMAULqQpjfedro2e+xnW9a9caM+WOhvvqV4ByAM",
-	"1zAH9D3Peez6KsbMGuAYYV4A7onkGcLp2sHqH/dyq2Eod4gYp4fxpWz3SCPIP3ZW3Y4j5bQkBNhPkbKX",
-	"AODM7PgbaBnroWkdutC7odN+haf9/PC0MJeGSxOoEoc93tgPH9v3uuyNzN7HM8neKvFexIlWAnorEX4H",
-	"lao4TvcFhS1Xy7zIpFiwVeVC+7P9wclCfigeLRMRq1PoM8tl8d2qmLeHDd54jDRYb1aKsyBgL9L3TFtQ",
-	"zNhO7Mfn54gqDSSze22sjuc5VdYUjOx7XQf4FTk43cnyPc/zy/lSaSmi9JmmE+B7iPWPQdDdibphaH7H",
-	"G3UrtJhAHFkZSHfg3jhfzbR6rlmDPyaNFJoowYI7bPZrCMmvn3S/e9ik+91Or+vtTHrgeUdU2pKwOgBE",
-	"1VGtFqQPAqwI7AXJNMAn+xr/uHcsVmtH7BhKf2pQZNe6c2qCbh1nuaHtWriR1DLASg4IIv9R6U6JfWLD",
-	"G26YBtG/dl1sxzaA4ICL2ko9crml3SesWWiPt/yay3j2DkLDq2Vnot7mUOtiKjArhQrNa/i3WuwmYimI",
-	"rRTpRIEZKcofkEeBEEmEVmdxJYlaG21kY61mbuGMgfezaLGcOkpn6XIzRvjDp9omgalYKSxXiiBmUOHT",
-	"shiYpTlGw2jHke39FjkFISwPBWCP1SPc0DVNi6IG/r8TCaP+3DJiFYHBaucGU4+MRTJaoSiGWjDTg7iO",
-	"oaZnll6qmG5DQz5FuDMorqLabJpnKJoqZxrRdhjeKsrSJa0emPXE8RWDMQTNz+ZNsCIL4O5MVM6d3TGS",
-	"AolNXm7NwsVVSbP4MlaAU2wDVzSXDjaodfzbZ4XbfV+4m8Ahk4dWSlrFuECfqjwWEtHt4M3i3MXZ3TlX",
-	"CJNI+wIN3Bz8EtuROmax4+ZdiQgjYV1H0VjTP7YuDuuxJsTvKq9JD7JvCKVzYc/UU9U4cw4zXEl8R43Z",
-	"AJBo5gRZRRBJ1IRLUyVzi5GIQGTTVXQpC5tyn2cyvyqzLbbTXHG3b3iDgNFEPF/pygdamMpAViqCbE9e",
-	"gT5zosWUjMUxlDVwMIbQydaGHYfnVj9igYVMRImGJWXbw9Fyz6lo0DvQKW9sH0TVB8uPkn5qavyQ6N+u",
-	"LgJwurvTmQNsnJhpuyMqm8KxP39K9HoEmokVlSZIvafeg7thY1AwZZA1RNhLfR6o5HEtDLZ1mdIz4NoC",
-	"O5ijTKwhsbZcZcs0R8Bvw83Dpu6Rs3UbGFZFLqkQ+8JCAnYorgyPIyJWGGEdK6iUTMTGCUJTJaatJSjG",
-	"pey3u49UCzpkLrrpRBG8qeGSdso7NpLKJ2E6v/32SUSUU3jbzrffMhf5pkQOERhhwN5utbHd+JzVQRBP",
-	"lMUgroEWrvAxl0C3FERBmANUDjCqmayIp3StJopC3zHtI1qJph1B9Ups/4biz3DSmDT01wtK/5jHt3gJ",
-	"5gKNOY5iOi13Y5mMiCPuRj2i7dpirboq1Dzl3rFdRQYOEqFTlViYowST0OowtECIE7ViSejxg4O9FgCO",
-	"bGgdl9hn1mFvEVKK2g8RNoh6/iAubuFrsVMfymvhqFnkWGCf1GcRF58bbCIW/vEp5JXMUnkYKLFOx3XH",
-	"OKnU9ILZERdMAfgEVMjG6hBY3MIp6uWuUL6urJaVr1ii415Tanu3jEfejrdQPt8gjZspZ6aJctIU2l+Q",
-	"UVxgImD3QgNOQ1vgG4zXiyjK0Mm16Y6jfNh/tt+kqwx6SK23oV2Lak0O1OFUiO/eB4+OR480JZ82m/Lp",
-	"/grD/PrCMP/awrC/EfHQVmDBD8Y9r9Pv+5+1J3u3HOw2/djbwz2Wk+h+68EcTxPPKgq9fe6mStd/03zZ",
-	"gUCG9wK2ZxTEHpuOb1l0lWqsU8y+U3jBcMBQfIGw/w1nd9mgop9aY6WRmWGoeR9M2TURVyP1gOOv3im9",
-	"BxiN12b0qlQkuZt/c4DwY0Ww4hBHbE43Bf09ZqvlUmZIUkpWm/bBsonSH7Xq0n/j+sTQoSmgidpKYZzf",
-	"NgeEs3Or7A/N1gNkJuQHp35eQkrnYeZtahW6H5z7vVIlVSejwRt2w8IttpTMzAQzOrv1x4S7jjCmhq3W",
-	"fLZHrVUGo9emdsheVYtugWPAaQK475wjLBnE6HLKPIEf7FClQo6t+pI02GmcJNihXX1r+ryzp+Qa+f4M",
-	"CfhVvFzW3cR8cc1dymmjT/bz1fknWKv/6zGYUHBUD8h9wKncEldfG4Y+L/2ckaJWS+EH+9QUfEsJjoqa",
-	"Itar6/qCHsPnucPJ4zbVxEUJiE7h0ApeR4XbXf/Y4nQkqZLjEquj1MAYk4RgGOpEQ/yyRSgG0Ua941zG",
-	"GAyQCQurTIV68LvYYXGHeM2OhsJ3PafeyDuWoNGpvLH+DJ726bhjuc/is4xt+kdfk433evJwczi9s0cd",
-	"vuubKc4rhysu8gojUm7podAxqmtG+HL37Ne9+tkaA26zUW+ZBtcXv9DmCKStV3WgUi59p/45BD9tULmy",
-	"6RlyCNrLMdxcAkkAfyJWKSLDuuXrCAwCcOxkYWZlQT5x1BmFABjTvuc5GNMQhz8L2+Gv2kMWYTv8GHIW",
-	"xZcxjSvshCy8CFnYDnmZTTJMpZjMxjp/uOiUHGGEeMplO5cqj4v4vexYorRq7aAeT4URDVAjEBJEFBOF",
-	"P0JsW/SJmhCchf+0t0O0S+2mxUWL6CEd6keL/buD041QzMZvb7qoeaE2UTFYAMZqyN6+fsa1+zfLJMBC",
-	"iySHVohMXC6kQdIl0AOLZ7YQm4nKpJhdjVmSpksI6QMPVxa/h7J6jMFKg8cxB/R9ShiXXRGY9Xed6stM",
-	"4LRpGx4MjEULySRT2EsiYSEwTHK2UvG/V5V6KtqYjgNQApeLyu4BOO2SDbTkcENeP4HTgoWfCO4LBQ/o",
-	"bZjcUYHe5DqeOZuBgMi0mYQQ8hXiglNjU5EZhKWAqsYKIsyNPKXKhjOTjHBIJR2SEZm7zg+Li3ENwaK1",
-	"y/TrlcVNEwVf6sHuqqdXK0c93RIB+G/rxB2nQz9rz8RfpvyrgrpxKzKgv3bwpH6+gmo+OPAvJNIpDY07",
-	"2u9wdzlbZfr1oNh5Gf8s9Z+/acMHddK+kKZDLA2/QzkFf+dYVRelsxXpzIKFj9KlVGIZdzZikYSsGSJ/",
-	"OuJjwUVAhqsmClTx+NGjJJ2JRCva8dAbemGrY2XSIzDM6JX/2EWMbafzuVVLZRK9RAKbbqwR0ikjloZw",
-	"6EM7ivNlIjYv8HPEVdoNn77Wc5eBvUSWALd89ijDt8EFZ1mqmPyw1MaAtgSB/gBqrj6mSjpDMUOtG46t",
-	"mKwZkv6JVs7YWGOB7t++fpZrnWzmpBLJECWL+DbVjcOz0DKVlhPlUog7HANQneFEPpBuO2KGQruN1mQF",
-	"WMydfRMH2pl+/KJm/sEEBztLZCJJZBLnCxjUO7nhtiUBFX8ZOjFVebFy2KnHbNIoTVZbToN1D4FeUayo",
-	"Ierq2Sov0gXk2M0ETBrcEiWXcX7zw9x5U/3Q9ju5qXvZH/R3WlVkaQLcrTXvDRU4WhJAagBnAAxltPHQ",
-	"YEkzyIOYSdCnAIys7U2P96gZyTP8YvfxZ6V5evbqKQySU3QL5AwOSH5YxtnGedCeFza3qFvftAAdadIP",
-	"uZxlkoAE8/hS5fYQf2PJ1d151r+J1WUbr6s9SvgLZn5RlyJJydKM3KcB6t4ldRZg4UjpMBCw25V0t7dY",
-	"RZDG2Xl//TlL0su6hYbH5YxehK2WVJm4yGXyXkIvFtX92EUXaCjGRQVd4s3TH1+8fYUy1Jmd1XLPpLRX",
-	"y5rxvDQP0btJv+ZKW+sFVNpS553zzLPHz5++uDh/+fOTF6E7EdEiVjWPNTeveS6MKFYsR7FpmwbXcsoi",
-	"kV9NU5FFqEYiqp0MH63iR+5j7e9qHv3YuQc+oWYQP0mRFFccGtViJfOcs4WWcDMD5uiovA57kbqzE6fu",
-	"VrAeRb53GnAMv336/wMAAP//",
+	"7P0Ndxs3sicOfxUc3nuOqUyTJinJtqgzZ6/iOBNNHNtry+s7M/SjBrtBElETYBpNUUzG3/05qCqg0c3m",
+	"i2QlM/e/e+7uxGr2C1AoFOr1V7+1Ej1faCVUYVrD31rijs8XmYB/X7y7/FGsX0tT2L/Mcj7n+bo1bF2w",
+	"QiiuiieGTWRuCnYj1hHjLBWLTK/tX4yrlHGWi1t9I1KmlWhFrVueLYV9U8oL3hr+47dWkgteiPSaF61h",
+	"a9AbPOv0+51+76r/bHhyOuz1/t6K/D1j++UbsR4Wi2wxKZ7fnhgxG7Silkxbw9bil+Pbm+fzwd3qRPFW",
+	"1Mq4Ka6Xpv7uQf+q3x+evhiewLsVn4vWsJXIVtSisW7ePxj2ejQWk+iFJc0/WgU3N2a4ymUhWp+/RFum",
+	"0htc9V4MB71DpyLuFjIXxr/kuXtJrxwDTHf586+pmN6lKpkcD3ZMd3DVOxueng1PXwTTxWVqmE4ueNqK",
+	"7jW3fuMyJZl0I61PcftI+8EkaaSVMX7T+vzl85cvEbHle1yvOmc6lrsR65Dl/r/CaV+i1veZXr2Wc7mx",
+	"KZOlKfRc5E8Mbsh+r8c4MyLRdjOqlJ0yXjCtErGXMgOgzLEbjSXmsOXe3+n3Tiw5FjznWSYyaeat4WnU",
+	"WohcakuivrGz5IVoDfu9XtRaLtI9n7DzepdxVZ/SIuOKTXTOJrkQjCeJXlo5tXf4Lyzfe2Jmllog0fhC",
+	"XruBRa1UZPJW5FKY64XIr1O+bg0HPTviOb+7XgiVSjW9hgWAmdAPJpmJdAky8pR2S/m8ve2LX2877NY2",
+	"AoSDBAIsx5k0sw0a4GVWaMZZoRcyYXrCipVmQqULLQ8iCAgCIHb3pD/wcqTXP+P8xeS00+P9ced5Mkg7",
+	"L8TxpHPSO+0/Gzw/fnFydgr3ivlCF0Il62vkBZ2nIu+cDDoLLq3MMAUvluaa1scOg6tEZHZ/AqG5+wdQ",
+	"3F2WZsGLZCbVFP7ORZGv3R+OymlrOPiCZMbXt4YDojqcIbwoxHxhP9qLWmOd2tH9NsIBjlpDdjKI2Kgl",
+	"boUq7J+jlh3xqPUl2PD7SOXofE2rOpZZZocZtWaCpyKHCb/UqhCq6FytF/YevlhkMuGF1Orpz0ar1peD",
+	"Sc57TSRXyywjaSPyXOeVK578qXDXLaeWtLHsPhfFDPbnu7cfrqxMEneFu2UvDYgLr+/DNrCeljYNY+F3",
+	"12Oe3OjJxAqMWStqzaUKLxlLsXyp9o4M594aBhwTtQo5F3ppnzzu2e0B+8bxrdm6JTffvsyz1rA1K4qF",
+	"GT59SivfJS2pm+j505nWN+Ypvdgel/8CjjQzuVj8nizZ/38s+W/Kkm7pd/Dk542PBcfNB1EU2aYe5U4d",
+	"L7Ht+aOV8IdOxIqZYLqYidxfY16C/w88kPq7DqR+5UDqHXYg9f/fgQS7f+A0p3tufnzf/4BtXnLRo2zz",
+	"sxdfffIM/m87eVq5SIRdBMaVWYHAOu0dsw8iv5WJYB8Vv+Uy4+NMtJpY9LR3/Fjn0/PuWe/0f8j5FMjr",
+	"r+Xb425/0HvE4+kDidvqwfRJiJuUr421ZK3xxKRi73guKyZQyfm5WOiceD3lMlvvYPbeoGI0JrlWdt3Y",
+	"GfuGfcP6ndOvYvFe57l4lnaeJ6fjDj/hx53xIOmnPXE2ecGfO5bcXLveVe9FOaZGdtx86Ljy0IIvjT20",
+	"Jjwz4jE4zNzIxUKk1zpJlnkuVCJQ1d3gIDkXv2plqfNqmeuFeOpWqpGVavSvstEm98BydnCBkWGEMVKr",
+	"twuR88KKhJBvPsipEqnllpUsZqC68HQuFSv0jVAVdcXkk2u8Omz9bfy8+N8D9enm7PX8/Yn579t+8vfF",
+	"s9lf0+PJX/gL8VH35I/rq1/erE5fNbjvvGerX04r15alW9qNMhj5FThVd46bK3bx7nLDuRUO+fiXwX/r",
+	"s7/c/J/+vJc8v+In478u/p6/WH5Sr9avzbP0h8n/lj/evTy9fTs9cMggcf8oL2CDv3LDC+ipiG5oy2qe",
+	"dMGeE71OfzxIOs/TY9F5MTnpdU75s/Hz5EV6JnqT8v08mYvWF7sQV9zcfAeqYVUZtuoiy0RRiDxiuZjY",
+	"kbPxmsnCMHfuhAuyVwXs7zxyX1gS9Hrdfv9FXTEedM56ab/zXJycdF7w/qDzbHyanKTHYjDp9x58Up70",
+	"TtgbXbDv9VKljefjSe/kK1S43+1UK/2lpSrGm7SwHYcXvKM7OO5vSh2+kN0FzwslcpA8KzGuHl2eZ7wV",
+	"UYuTcHMTmFC8AJbBoAnR4V58M7iPqvbww2rQOUmORef5eNDvnKWnonM86SUD/nz8Qpz0d5tfjvB/hGXw",
+	"+7BVGIc4SMPfxlvuRd3eWf+QEw1p6N7ueOtDaXY28NaKy0KqKfjILWvZp5s5qvd/B0c9iqcpZIE/kMl2",
+	"eYse5hw6iMka1A4X4UWtg+In+3w6NV1ATCYiKeStuK7GX8bL3BS09cN4TBAQuE60It1yTaEa9wvefbo9",
+	"RtMUpnGLtaGh8nwq/MhCUQ9h6sbRDDYHA7rDfRSP+xPksGk/5nxC5ShqLSA411rkGreEUHart4at54Pe",
+	"7FF2id8FHJgGWRPNwhpnQggM1fh7BcFqBkYqTJLLBc3jrd0XDFwjJgJxKm5FvmaGHAjFjBdsorNMr4w1",
+	"H+bdwBmCjr8NZ9wDPDibXpWHmNP0lj2mezUA+6Uq3nkyE1bG5zp7oz8UOsfMjQrNLrKVNcVjpTvG3hEP",
+	"wbDKhVloZQSb6Sw1jLMkF6llGJ4xM9MrxbTK1hCIjthqJpMZU5ol9otsztfsRohFd6ReAf3RwexfmfA8",
+	"l8IwWbBC6y5w3i9LCapXkS8FumnnHFJZ1HJuTQY3vNbnqFXgcWWK3FIXZr3gOZ+LgiZ+sUxl8XKZG7Qg",
+	"qxO+mgkWw8mRwB0xRGJngi1ycSv10rAFnwo7Kmlv/2Up8nUQ/Me3hkOsDyfC7/vwfo3eBZtrU7BiJg2b",
+	"c7VmQhVAjnYqJnyZFey0d7Tt8yB0Kl+nh7xckXNLsFMQoFLhX31PM6kKMRVosfochB/RNtwk0yTTK0xD",
+	"0DmLv4lhS1lSuZHqCe2wG7GG3ayXBZ009jf4z0r5ySx4MSvnggbw9qX/z1xYyfIfT8vkpqf4q3laGbud",
+	"zGWpezRO5yd+I2DPs4RnGTN8IlihMdbRZTBZUOjtcIShM5PDvFAO4cNWWJ9DUtRC8ML7IUbK8LnwSVP2",
+	"TrhglTX7jWWuDEofVPjsYygr2aDXg2diP4Oi814sMr4W6ZBZmsTnjI9U7Yus8kHOUjmZiFyoAr9pTxB2",
+	"Mhh02Y9ibRjPBVuInBQCnK99VhrGM6OZEaoYKY5zjANadn4U65ihTClXm0woZ/10R2qkLtwLZyLzdjXM",
+	"1jINNyzTasp4SUZ7741YFBHOoGCZ4KYYqfiHt29//PTDq1evry+/e/XTu7dXr968/Nv1p8s33739FLP2",
+	"4GRmX08seMT4pBB5+dYVN7RiaQRHAZMT5g+7kWoH73//6urVm6vLt29i4HB4h0uKi/0z8ZG1/kQh0vIr",
+	"Rmsl8mHJCVIZmQrkhZVUqV6RZY4rDMu2Y4k928DbOchGO5PVTCj/9bYszEjFMo0jFiP72H+5kxpfYkRh",
+	"jQlzzmLLCTGzvyGXxHQ2xCz+7UscMSNVIkrauO+MlD0ajyJ6nUoNU7qY2QOLvVVwjJYr6Mbmxk9zn3Er",
+	"Ro2xi1CUzDbJhRgpPuVSIe1ws+ViaawBJAu/2ThTYgVf6TIKcgrzxL4HudlyTrkPVnzthQxOshQzNW6u",
+	"CM85v3st1LSYtYaD01OQmO7vftQg2C/VrSzE5XfN4lLCr0ymWwQexDS3y7uJzudwuC+XcOfm538U623f",
+	"vhHrJwYDvgmTRHWrO7KxKFZCKBbPVtcln1FGWXztj78bsd4uqK/3jD0g5LOTpqG/lqa4VEm2TBt0EOLU",
+	"TJrCMMGTGZOFmOOmsWLE/hzBn1LRxKbiib2+VCnTyt4AJ+gL9pP8NpQOQys67d1sNdNGuBtXepmlwKCW",
+	"56RhybKwak1eAIESrQqplsI4Z09FX+iyT3TSyQI3vB2tYYm2nEg/FTMhc/pcl10opwSBdutFw0mvt+2k",
+	"l0SsJmUIfACfm8j8LuPqDbygiUmsAfDEMPuFLUsN/9mpj6HKWqbFLaz4ye2b/n//4J1fe52zz/Tf687n",
+	"33rRs8GX/2xkZtrV2xja5S44XrZiz7Eqks+e30Vwp2PtuIzZxU4LASPr99qWzruzbSrOiP0dJcMVNzfb",
+	"Po+i+vf7NJyYWz+OLojf8fPWktzO8mBofiXP71JEy8+DHeJsHDBDvuXpezzhwJxFZxva9aWjbZHrcSbm",
+	"fwKHWy13f84zSwCRdtyvoQ0Nih4olRJOaPbXD2/fVFL0RcGlNTztroC750tjDwTG4V6mxz+LpACqmIKr",
+	"xFLj6W3/KbokSnP+BPwSsoB9/5MblPserckyV0OrFa5mQmRDmtawNgUg0mGUfYdvwEc2F9bpDmBF0Tci",
+	"ZpbJzKpPvJk6EePMm4pOmqxyq5naWYAWCLo2vjuTSthLpP/C2364unrHEq7sKxc8N6Lb+hK1Xmo1yWTy",
+	"0IVWuuhgbhMkNzQ5iXmWC56uQVVvXmR71yGeWlLb0BV+jna891qCFHUZBSg27Wwt0/jkq2Z+eXqgl7hk",
+	"qrOSqaz8clStfmond9Xo9pjcZfQyT4RjHqkYB4uNnEjc+ZCkgfX/XudjmaZCPZABpDLLyUQm0toGECit",
+	"M0FoYYMCZ28qDVolRGq2bH6r3/h7gvBzaUyOwgqFUQtffg73VKpUQK+v1JnslRzH5SJfBpPET+xb3way",
+	"2PXCQ6VjlmYhVLoZVYHZ6oldMncL82HmLRRyB5UpnzkH1cG+DG0OFzReqkJmmDlJGQCWX5ZzcGndkyZ4",
+	"epbf3EeRjak/Hs87rpDGaqkyZeNlwTKe3JgKw1W5qR1vrlF8BIIUlexpbufHRwqflwVLtcBNNdOZlT8U",
+	"9NqkP2vH9enaV6O3ET0RMBJnJ4wUmIc6ZwaTMQz6QXauF2zfN7rAsPnDxffEPV8y4huN55H3ggSMtl2E",
+	"W8pMKIb/OHL2pGS3N8HL90pWvPFxGMzRwgnWCNedjUWm1dRAYYxCE4mcVHZd3vF1pnl6pfVrnk/FA5en",
+	"0LqTuec3NCh9S+4j51tt1p+cTgDPiLsEuB/2hfy1fHbf1u8HW590Q1ZozXB4+/a+n8fjq1EwLcudbjBA",
+	"/yutf+JqTSM1D6R/zgvRAQrVRfVbR3vvdrNCCCJY+wT1nK/ZnN8IqJCDp2iQ4OhE90Zkz22IzIE7ermw",
+	"bDbo9c5Rw7G/9pk5YNkGoaqiNfrt3Qf3LVtl+o+zckA3DoRC1rO76ZelLjhrxy78GEcs3gg0uos+sGov",
+	"VMrf4uFI2fmwGF7YQV4XaRwFglSJu4J9vHrJ5jJVcjorfGgg46Y4Oken70iNeZHMonKPeXZbk5NPp/Yi",
+	"T40ra7QHAsbuLI1psa2Yj9gk13PGWZJJdFenaS4M+dUXubCasUjZoMekwgOMTjQ4EoJMQeNcSf0eMyPV",
+	"ju3Gskva4cti1plwmS1zoMxYTHQuQg8meJQzDeWpy8VRl70HTgqc0HKOD8TwS+fC/uJd6FN5K8APEYTp",
+	"gvs2bdgf9Aq5DTkaBOWKg+DEoaGiDi7V3ZE0Hw3qNUSDLIt9VHb6Ope/ivTBaiwQvkPZhnX9FVbKH//2",
+	"a0IV9r1iq9gNlJLAzFuqG6VXKiqL03OGWZAH6aT9cjdXJr1nIy/Dex9PBI8Fz8GbdSMUzFMaI9U0Cicc",
+	"zJPmDvL5oxJ3C5EUIn2FGTUPXLVC5Ipn9SWjjWBFpyeG1bNENmlcr/Im+yRWG824SjMR7n2rVYMdMRaw",
+	"labTQxbtNHRBXNKAIbAvcobpRHttCZrl46xc6dKFr5euh9PeMYZt0M0OAyTLNifftmEpL/iYk/Pgo1rk",
+	"OhHGWCP2lSpksX7gSsLu4zjCcC0vSSBOpMi2momldLarIyuPDNkyzyIKl1bSQ6IWzB+zJ+BmWIEMMt2N",
+	"4Vbranm/k2J8bHS2LASbFcUCnCtFsTDs4/vXkDvh3tD4pYYXUtiQ9SFnYu85PgiZCCdIk97HPgFpfxcn",
+	"1kpkWYcca9bwIvqfo90ymeAhTssB5mgmTYFp5TEuQdxtlSMLwD/svxa5tX0KiXwSptYETtbUaiqUfVjz",
+	"tFbTwuun1KeZdkFXJouIxc7QstpFkkkIWMqpWi5i1i58sN0KdjDT6ZiH88FgtvxycQRZBzdiPRwte73j",
+	"BI6BFP4t4m7TEMNE+C3TUsuMfGx4Pm68Q6aPHWBrHGo1eX6TniQ/7JztrZXDMrVKEM8yq8YmOreWMlrD",
+	"E7FyekIER+wCZE+W2SE8jByKPOsbP4QAGA+ltasI+K0FEbR9m+kDOoD8i3iec8z+KLWef2BEgXz69IFK",
+	"cmyFk8sgGvnCPTTJS7wJpG+WvZ2AfNs1OtprVohVN5vVx2+2pdhAdo3lnE0ep0tGJLkoHNuzD2Xy1Uzk",
+	"otsYFAnp4T6/OdXPfrIOHqg6cIT4OXBx/PR3rw68czvVg3gJT1NpCcWzd8GoqACqOtDqvt+xlUyhF4at",
+	"dH5jZWn7/fcv2fHx8RnYiSCWlsUyF0dd9nYuC8ggUXZnbd0+W7dLTVdgGR9btYhsJFh0py84NcEnKC4N",
+	"OaaiMKwOqaQ7dlBT2NH+5ucOjjhzzjRODVTm+aJYRy5JEvxz7fibGLPPvm5Hbq4vVUpsDPWtEi4csXYZ",
+	"RXQqcHNjh1LbTtteZOfsnlfL+VjkEet3rJaVnpdpTo7k8Q/uiO/Q0JyR1m3tTp2LWukyB03gem6aLTbI",
+	"dSqC8RRa3wCXzWWWSZLRFbaSqnh2En651/Rl4dT8OpOvK59D/TsMhylRWLZHZRXsYcWW3nqgZLRzq51Z",
+	"GmllH7UqaZddjFQlcxPszYB6YL4OYWvFzPC1YUazdnxwKe9Igf+28YXnDNXmIpciRb7c2AJ6WSQad91O",
+	"+YSkeUt3B7HaayypaEyABDXlhP0ov3XRQk8LSkoh8ZILyNfSSjQO0n8rsPubBVzDUdsYnoLXPTHEsyZi",
+	"47U1M7SSCc8g3B357DSR0m1PDCagGPazllbLwry0iMXnI0VrDzNSOkzXnQvW3mAgysNHX7/SSrhcCxoR",
+	"0ONGLIou+1YvVSrSIeb2YAoMJd0Ump32ByMFDiFQqpRV6iFF9njg32W1Kr8MdnJ4iSbjEsKimtOFq3Sk",
+	"6qwa46rSt0D6znmWCXvJaPJh5VOrltv3prleLESKD3XZDzQgK6lHas7XuCeC9GgcDpwbMKghOLIw/ciO",
+	"HLKLuFQG5IH9LeFGRCy2Kh4oyhi8iKORisvXgp9O3wiFt1idwP5rwY1Z6Tz1/4Z/3Yi1U7m5PdFiUKUT",
+	"rW+kiFnb6JGKL8iXAZLM3v2SfoZUwQ+i6PgLcyvOwNg1RxE4vxdFldRRE52dKpzMLH3VVBgWf1qtOheB",
+	"Lkufe5fru3X1h+5Ixa81Gr10l6tXKi/fCLFAZQgTrmC3i4jNLP/YZxa8mGFGO+RXRSM1yfl0DgeBSu1Z",
+	"m0s10RTfm+tbAZkqPs1pf5FUVHXgtY57rabzzxQ8L/ap+05+082H6x2V8qkmSQZpC5RyXJNkXurfd+cH",
+	"ki7MK68on74+Mph/9QAtJfjn7WqDU1DrehWk9nll4YnZ0CRMxHSW2s2MG3hDnXBK7lZdguglsS6g+rpz",
+	"p0Lhdoe6tdBpXCkSPVircqrShl5FFW/JlsqGd5TPyA2LXW0D5LjztHTaQ3EDu/DnvPPZ0+w4JFTifkLr",
+	"Yo8Vd7B+Xz1/G/YAL8A/RFsA/YfDkeqwmHSReMg4G9zdBZwbpiLHPqnFyo4OZHDn6xgTjYt8bSfhfJrn",
+	"PtrovidNmQSDj9tb4emJVDwrn6x9k6dwE+2tMOOI9BY8h2sa1EixbUoUZiFtjhkPa6UDEk0KrGDCtFAi",
+	"k6/kilr2yYZEUapQeaWo3qumYCfOgVjL0qXALJnPcCDhFfjcdTLjalq5jpUg5Q8j5X7BIrdrtEkanvRJ",
+	"6eFvN2Idftz+SV4IeLU97aSaXuPh2M114e7EK6abixuxFml8bo/ShUwqU4ELVGSFQ4UrlOBun5lkeoV1",
+	"kOGDwVX/dOWqf4MdI7FY+AJ/LXjcX0Pgj8olzF2gObuLwTAx19WlUNHRiRdzqjqIWZuz8TK7oUwrBikR",
+	"9jeqUtH6ZqQgAMfNzRBzoCcyc1oVm1FY6ujc6ytddNxdSxUoMXDxWqprtEhwzNX79bKIWdunImF074lh",
+	"sVxs0fh5UjSJv9LpyNoY7bt4d+nqOtxv9ojgZjbWPE9dmsgROSnRNVlGMRI9n3OVHjnmAu+ld1YSu7Hl",
+	"ImLxu7cfrtjT2/5Tum+n79K+BBJX5jwVLgmLIwLzSOncFR9tDNT5Rh2SiCy2EOgebl0XANhmj6DQb5DV",
+	"tDG77I3AaDTuMisLXX3Qx/evGV8sBM+NqwjSuZxK8l+1YxQDwBXLPLvGH+OjqKL3U84+hAwh8y6Yc3m+",
+	"oN92T76wSx27br77fkcdPIK8GDmh6ekJi9B4DmJt4Nf720oJ/iA9IVQSnF/KKwihI8ApCPs9jVvP/m95",
+	"kcwC11512lQAfeC84V1X3Ny4930BN9klPksAv1K5v/e4I/HbO8aMx/ZXrpV71zIrHu4gDV/S6ESzQ3li",
+	"ILUtKyirA8xCLIewYkcFhTV4vpGkAt0+xsJASvoNqlmgIsyXs7gMPMgqt4Oigt50iKom6uKsHf/lFcpE",
+	"TFv7TaZf4iMPcjHW6XpTG/f+rYOCah6ebe8TdBvQGo/ABp0/X4oyckvUDDAtwIs64ykGrh18kKVpikZr",
+	"xgTPMwmlzsCbwZYZa50JDpAalhx7ywrsPY1+1A3+PzhAUd00dYbeAO/YNImk2UKVyDlVa7V2QeEoZ0aq",
+	"aSZ8OKpeercpWhqiFd/mgt9gmkwtoGl3abIEpAqXvxP40gIPavhrdYLfY9KCN/sAFxRPW1BMAG2hoArH",
+	"Jts3allFJ5PTWcMO/SAoeweT2ODgs69e5HoKaUwgasFySEXz20GoL3I9Flu8CDIDRUeRW1IrweB2tpJZ",
+	"xsaCZaJgxSzXy+ns4SFB+4V9jowxLhRalvjAwz+Yi0So4jrJuGxyuL+E66hCQYYFFOqWRA4JG2EMADyW",
+	"RYT+yJWQ05nV5GY8m1Am10TeipGaS7UshEGxOF4aCemaiM+BCg0Ly4l/enX1/vLlh+urt++ury7e/+XV",
+	"1Yf4iM34rWBzawomhhlAqicPjMxHSq/UeQnCa5iZ8VwwUoz+PGrB5VErrlJPLxEDk0iF0Y4WnSQuU7OO",
+	"O/BwtobCh7AAMcm0gawdS7KOXd8W8kWjsYmTadgSG846ndtF6U67LG5AvxmenBw3R9NRq2uKg+EP5H7F",
+	"k21lp1vbiCGPOMoA7/Z7zHFBI2kIu2kLV1pOxG8GEE8ciqqZyXThXUsNwzjAu0aEdQsULH8g56Jm4RgK",
+	"q3Ia9c1WkrZRJcFd/gjarBPsTarsVp+mg7wROa4bVuZQuAl3lZIZ+/jx8jvWtvbWryLX5shSGYtgOmCG",
+	"oFxAnWbGDcQyKttta+1huBYwzGi7+vaSZ9mYJzeU0t48I6jKw6z0CSV52GeGbAVWOXgUFc82w6Rsqosu",
+	"++A5W5A/dKRi95K41G2C4n10mEX2KTTykT+ua09hlXQqeApnPR8pZ+OVMB9DZ55m8kbUkCLatyKXE5CY",
+	"hIG5Zh8KrlJr3X4iRD6WyXHO8/X5SMFY6OGOTGNITadaJzss5+6VKSa6oD/byg/ack/MEVaMj1QcevCH",
+	"rO7AjyPnqCvroWqvonTxhc5ksi6zoEfKDwcsXYf3cHfXZd9jntacryFNLYVyIu6BJpmZQXWMnCr0FVvx",
+	"FNbG3CgUxkEgwge++z4O7CD0SiuF4OHE+q+3fH357PKH9+v00/85ayFw3HWRL1WCeS2USXE/OLg68N+X",
+	"bfB63NxcH44d9+VeQX487lwYo7IjIsTOMDvC+8xwrEbeHePfE2mv7kPKd23vcwNT5MT+M9FKCXAaYGDl",
+	"KPIALPTWJ8bZZecQWWAI0QHhje5helPJF7uErxNN3toNVnVbQTm0DYMUXLgxdEOHfABIns06ATHI1op1",
+	"PLIpNoTHIm5Lc3/h7L7m5xUFkSmXPezJtUt8hx6B7XF5J4QrXNJlnzDAplxkbS9DxMF+AxmIEaYSyEUa",
+	"wHJBHy+iaEiDQalzylCE46bkJUzRWEH4esYXXjWv7r99KRHPduVEjLkRz05Y2zgBz7PFjI9FEbEFSMKj",
+	"ygqO10WjZ7IusHbb65UxQO5BptUUq7bxDhozOSuabfPfKz2DVbc2xK0Rgo61YxJQ3XqSSDxEhBOQHSod",
+	"KUWe1rAevUxBCDHajhp9pF8XJQYZ1Bgj3iGNtqmu4VBKshO86cbab9uRTa4Acl4cmKvocTPr3pCDvMlb",
+	"smO3ZqRuzqMuqFxxaHPGpp21SkT2PYRiGowOrZBp6QSCNHmr+WKprc+WJw13S1K4q0S6Z144hL0Pfy7s",
+	"rLDpzsQINFlPPgC/0UUNz3vFqr7G+IATouwFc33gYpdHog+4BlivvgtD42nnMDAP9NSVoCKfo92kIZJg",
+	"sQ2akjvp0uhTRKYqfcs1vvBNd37bt6v9rU2sCyrxq2a1CvzXYcUJmjaBH7U6JioTaT6gREZWCtpTC17M",
+	"nE1fKXdtu/TIeLPaBP3iYELaoxpG45FDKop5c6nKBgv42pXGxAdpCIaE4nrVLzRUu+zTeJBA5WebFyQX",
+	"V3LeEN3IdILlYJvkLRtGOJq6XfAEkavZr1qJqATv0pOJEcXhqUzLIjlUiNTmjKPGN+ya7yP4KzzpHhzO",
+	"+T7Tq0akyh8AcLU04QmCjzRKKPnFxDbfuDOooGZGFCXUwI1Yj1Q7fvcRZcAk06vOjVibp7/diPUXgmkQ",
+	"mREBVu6NWLOmR76xt/Mk18bQneCkYhcjBeo6lPja9cZCGQIBXXFZYKJjuhQMsGyH0GR4IvKcZ2i8l1k/",
+	"kIEpCwZoD8ZllaI7AM0o02UXu9FGMXvGIZTSzx7A8ApSdcEyc5XTCsJbgVVp5zt04J/alI+T6Q+hnzZ4",
+	"10XuO7Y6F4WVjYBesTTiqDtSaNCAe2+mjbXqnN+KBhcxOamiU9hF5Godga9ibSXUSmRZl/Whfv30lCUz",
+	"nvOksIqlJU98EXfivwMWZNyJf40jlsqpnTaYBd0YYP7iTsziYczi/4pZ/KeYxX+Oq1Km3hp2NzhiiPt2",
+	"0fk7Qr51r4f/9ac/dz7/6T+bdnal6e2mZClXkpKJK8AADovW1Lwi/x6tb6NHKLA7QHGtwt7WprAfaRgl",
+	"iVQM/b5lyX3P6fW0YSrmUeAUcSRqBOyD3+y6xYQ+wNlfNHOpns1p8RRXOGzgdrfF+JnYj9kLRfK27Bx/",
+	"uJIPOmIIsxi97USN6jLUas2CL247BbZjMF9sR2AuN0sptkHldx7sGv7yI2zz9mj0zT8b9vrR7s2+L3UX",
+	"puglocKi0JzqcA7N1Q1eUknXbUzQDWo2IFWfrKHDDn4vw/747NxHzMb10zi04G6XuOaeTbvsIjAxS1mA",
+	"B1GwTcBN5UZq97I9tMcIQ50JfiuMKwZOBVuqYFNXOeKeArCEun1iXGyiQSA2KTrhHjoNkNb7rlvFzrqt",
+	"UHASXjseM/eWo4iCEvcNcE88OJnFrG3/jFjcn8P/zjBvstzyffO4wjdiZsETLDtW2XrooGj0BNB44FY7",
+	"QHwSGs5aQo5Uv8fmxm1GaG2PBK8Mt9/rbdB3D4GbjNofrq7e/UQNY7b6urCjDDKxi1UFRqcz9P/y6qoV",
+	"ua4z7z7C/15cvfyhFbW+e/X61dWrRqv/B8GzYtYk+2bwy5rgIRpcMTOR3DyCF9Jh9PNkxlIBEGoqWTN4",
+	"PVSMgXHbjhfaFFOEvIlzkUoTH507SB0rhmLAnvw1rule7jFL9xvwgaSS/viy1f3YlLh7g0nvwZdYnIpp",
+	"zlORUgSShxMIoDVWOr8x3hpov7dDOGLSjNRSQTaIlZbhWsJI3cvtupX7BH7aLVFpDk0yFcHBG5ZbOWTw",
+	"QkOIFFKGVx5D2rCEBMzX65C7KqG/t4LD60z2m4DsaQ0h9JSPBZg2h5vq2+I3Hgg9whPuVt9AdHO8Psgx",
+	"p3SxxT9tf3HQ+D55ulGzXORiIu92hTAqNpQnCYy4EFkGfxnGFzyveWNmK6lurwe3d89vftntJ9ylSCC3",
+	"fMB7rWq6EwuCA+N0lgs0PmXx8Gwq+NB4vROuuQrE4Xw5PgQgM3sokxmco/lKD9ghmgJLJqkQKkB3dOt2",
+	"1MQHD8i+plUmlgmiexUdPNgUJZ1LQmzfy4gBEahIOzb2nN807GH3aan2FIrDdqRsgaXBaHH9yJ/Tkd9/",
+	"1pvF597FEfefvZjVbPnng9nhO+vTTM/JdYH71lgzI/K2RlA7oVcKYfqrn7N3/iXTY3EXsVvJmeEZpBgF",
+	"tsVpA37Blz2Uvwf6BgnfhrxW+GFHzAt3fYy7GjXV40EgHbrsEqvDNoE3mmXCyfzX4liNZ8/WeXK6+jld",
+	"TE6m/HlmxGDv6RIOthmvA+f5CB5MT7B9VswjWRwVebepAqA4iVlbYkjTFDLL3GnpEYKOIhZTPRRkrSPk",
+	"W8zaJI0oV4kc0TlXzNWputMfb6Td72VDc47Caz4W2U4tbE8Sc10r+1GsO1j9vuCyPHe8j8syGGLkwWMA",
+	"1E659IXgoNw7693+W6jbuNvtHsGZNZEqHSlrX2J3lWrk538BAMmf7VuGC76eW1ZwDTfKYBLclImUGR1R",
+	"XfbbD1cjVSbxY/Z8TMVi1ESNIaGCuncsJ3bZVKRYY5ugsrYfvub9udKge/PZce1kzvRK5J2EG7HbvfkU",
+	"XJzRSEGlsXSxFE49f8ktbB8MyMkXi+7NcixyJQphulI/tRqx1X55iVPQI7frSJUjiwie8q4AtK4Eu6xV",
+	"xMaFWqPXGDzsriOTVbklCX2gwEi1YyKFrxWjQrGjofc8S4OEgFy9XM7niOBC6AR1nygxSdn6z84XGh/g",
+	"0lPRTMjMx4OGTfsTpL7aTWsa6kR9h8CmPPtUNCU5+ixkbMWHaVP29JhqnWL9XZmcyNOjZjdeGrbq3fUB",
+	"qIgV6TZ3YMYLoYQx14vTXiOWy08ilVyhNJl49dlXCNj1gMBGob1ivcardgc4fYk0fffYDjdOmchdDu3s",
+	"rHFoZ2fFzFraiVAF5P1PfDukr/kuJasduHJ2A2ZiUrhyZUuIRM/F1jTyfIvvH3Osn7i2yojjd3DQcNNG",
+	"y4syxQvdLGVOmpviRnZayfdvSFt4AMwUZCJDjj0k/UDX8aXKBDr/ZoLnxVhw+6ODbD3M1vJP3ssevGce",
+	"S5PFlUIak5XZ4CyA2CPCVVJXl03by8pfyELZEinwv1OSXyasdC8T8KHnZMS4SRD1sOKd3eSrugJThdp4",
+	"AANVIORC3IrKItQMi2DW21jqEdQ24MyGOe+iuccQDgiPB749sc0ik3bHFXpLzETplRLp9a4vvGteUYix",
+	"3opgUZlqrjFp0iIrk2ocRzOdi/eCY/biYaZDWU7427+jGy7WN7HLRYEUzgOdcKnkGSuSBev3uvb/ng+f",
+	"HT8/G7o802GYcEqdLRq8dvUEH6RIg21SnzpRlWE9NMUJyGdXzY7mrrmbyzfcRS4AzIU+v1JNG4Nm1Mff",
+	"VFVrKsPZ6J6pFaTVYCYuxJ9ibPUdYxDKgRgpxDeFFpI+jcGpKnYeoPJifgBGDTArYuJyIkpvSA2rJCIQ",
+	"EaZzqNYg2AZUwFGdRo+L749Qe7E0bCysjuhK2yDpgkqNqMEpNhEaKaD8VAuHXMJyAVvVlCEoyN6BEg5d",
+	"IvOJtDl1glUyJ7ABB44ccNftnnexFIX+NJWyJOdmJiDFoqzbgRr/uUw7UBwFZvYcerb6PqJjMVKI4GdP",
+	"TtaGNQyLRI5C6B03F5gtdSjd6LYP3g0lgrWxVr7r91d2lh+CRhXTQnjUjTQuKQvdiVNnc3gmchXBkIXM",
+	"N9bOdXUKFrBcPd8wtjtSzakf+4yQyGpjC55DqXKBaT72H1XnBbaTPygcvCHv3kFP8c0Ih5Vo0IwUTDgM",
+	"FeJ8qCIPWtIu7RI9juc7aMd+WI4ljOM1PrUpvoJ2iTR6bux0zgnD2q4UJioWvrMw6Urkl4tYz26WIHgZ",
+	"KFoP65r4CAkMpNUQte6XrGDX+hFUGGCZB+fNudO6yRtLSOzcsPffv2RnJ6fP2aJ6DDXkFHj8k4a0TCgV",
+	"DRIzqQoF/MHUpILNlnNeS7HYjaXeGLchDPUt0ZTgafxsiUaOkzaHJzCUWbgNamQJoL65pT++v6STG4oM",
+	"JlJgA7QwJdS3UgeqV738uezkAppUJ2J33GR3YUJSD8cjrPumWYBA75sTwUavhI7vcwKkgjhwMPRyQSsI",
+	"/Ywg+pvyvNeLe5Bu46PnLOZjvSyG44yroGDTHbvoCppr0NpFIicyKctbgkIsP+7gbfdYinpNwhobtQE5",
+	"gxgL7ZzGTVrCcmzmeW9m8Q8DHyT4f1MRMZdfKVS60FJhjSfczmY8jZx66CpYR8pVcVoVwyo3HXT8CegQ",
+	"HKRC7Tprthj1bsgufvX1IdKyve05ziRsVEs1Sj5dKGhoe1AA9QAsj6Y271N5K1SpI9NXq4U/CnBuDyo/",
+	"9CU+SyrNPwChBeMDL/ERVyYIb9hh1iLNwnVq5qD9RZ8eiqj6pUu3MB4o3LWV9cwJOpTDQVlTXtkqauwH",
+	"DX7OkaLBPnH9ra3mTiCIIrUag4Nkg0g38EcVYSeE0jk6pyJiBKYtm7rPeNCkPRfortPLw9EoEYpm86jw",
+	"NS2Htsdt8LHgO2paSJ17K1xQZ6toB4RTE09t5yIs8fBrgkzVRqJiNOpGLIojIKJUuGlLmbu9ZKa281xH",
+	"Vfi9uxfwu9mN/p3lAhRvHo6pxKAr8ZZ8vAYzsbzLcd83t7rXcfilUbj/XZTr3oiRcVUa5QHyp0/H2/92",
+	"X3S17dUV2A20hfe+tKzqOuCtuK83cF73JKtVvNVBEVlIrWB20WZNdbS71uo9rPsBZYIcPdQgT3y14FwI",
+	"wJEYC+bgss5R9ru4H7o4/KP/8mLCNF9f50tVSbBszFwFMQAifE6ELmdRppHhNClMN28uFc7K6PBBBidF",
+	"k7dV9PlzHz6L9C3rIAwFCw1rW/VmztdjUSJyYwIJrSnDaGI8UkYUTUWAEVvlsiiEgho5RV3Ahyz+bQRx",
+	"wlFryEY+VDhqfcEy86YIchcCumXCL9wzhBNsvijW9GqI1aMDxUdB/TjteHKOji2ryrplGakaj50zSAz2",
+	"j9lDDLag0tRew5OAdmDoqu1HrbvOVHfsOnbMjVx09AIduh04wC2TWj3mf2Jh6r9RdWkErb+2kA23GByo",
+	"H9+/RpBzExjWhbgrdtAt9Ez1Tl7scU192SoVt+ZzfULoW0I2dU5BTtLg3DVZAq+PNXuJgahl+iLjiagU",
+	"7jXaG9uRFZRYkSYI3qUNh92msCRMiu2vK8F/InSfWyUQWm06b/Y5i0etUSsm8HtoPMMuqjg7ZWP2kUIb",
+	"we719slgcFRbl5Pe2bOGgdZBhXYMeAN/KMKCCfdn03gPGsPjIDvYMfqOG7jm0H4T+41vrv0GCz7aqeFG",
+	"gy/cO5hzxAlxVMNjDcqSXYb8rlEEufTbtrgbz8f3r7fxWt0d1LrXpm0uTofjoklV83p9cLzTzQTNklEl",
+	"d5NauQ0j1L8VkjxK5agHoGIszdcsX6oDIpxu3MHHmvU4dxhslVqO8BjACqJXEGTi67jJ55nxddA7sjVs",
+	"9XvzxhoReNs9fM0NMyjy9Xeok5ltqDkBuhavx+ymogiSa6YYT1YiIkE8Jok83EilGymXIbtCFxpWR8Oz",
+	"kJLlkb6fGNbu94KWEX2ot+7PjjZpV6nzD0nYbzQm7O1WcOnJpEbwxgTduVRbbjd7/XT1ZpnBq6rj+Lxv",
+	"mT5CHGBzsV5ZmxfJjudA9dRztCeynzulLxcQHDMVgtNN+wkcVgJV/Tf7IGc2qF93ywZlVZHvOtR/9mJ2",
+	"kH+rtlb7Xk7IDb3e3BxWyNe8Ru9gmzRLpkkNwRab2oBXtMtg8ai3cCV0Bf1oaTUA6TTsL01W80hNc70y",
+	"lIkezDxmhV7xPDXYVtxdpYD+z9bOyM8Zb+6GDTLzZHAGoe/T3nGJKqRvRZ7LFF2gbWzcbpWOmV7mB2zK",
+	"XZhxnjpSMWgrXjZq0YBCkmTL1BKMdgPr92rlafu8iDu5DkontYL+UkRobB9arHQggaq1034scb+e6X+Q",
+	"HNkcQqWHuCcArPWOj5t4f2FhE+d+oENs8/zerg47GEwyhX2MqdquiMp7rQouqTTBpdtxcyPSkSpxyH3P",
+	"+/9Fi/xnQExr6KFwuLG4W6UNwDfr06Dzzbn6602Y6hCkTdpS9MA+vtjc5YFaegNC6O8yNWigQsGLw1Rl",
+	"h6jSrCu7EuWHjPaB5sNDe1Q8qo1AbqMHrdGhmwCaGZeqYtMgCivvgkDxnBcilzyThswE70d8WFUbDMGO",
+	"crElltc8DHqCtY0QLHbPlzeY+AjgWbhaP3xsD7GxIAFpF0kxv6mcSTuozcOmQUdfAfFOCXb324BhWl4z",
+	"M7r3fsVGxLkF+y1wyWLbqz10DrWoL1GrYc0b/Fflj5DsBxE5NE/GIrEjCjGYVmj2Agyt1QUWmMV8ja6s",
+	"0pgZqbCAYAyAoEELb8at0PFY8WDgHXXZhWfaEIorGNdyMVKW0/PzCjwXpv3pIMBrWaixB21TLgXglDaL",
+	"OTkXv2rV3Cb8/glL3r9wQI42nGXBCDx7VDcQvtJvxHI6Zae0bXlQzQzyeYeO8wgZUl5d+td3ABwC7t1U",
+	"sGRZjBRmzlArJ8AmtS9wUe24qlZB6HkiViL3PGjQxx9D+hnWWnJKtqThfkWXoQ/7PCUXLBd2DaE2jGrS",
+	"fMcbSq8iyK1Cb4in7a7cf7XuCCnkkHMGJA7aYTYoWvs9pU5BrA7p1OefPUMJ4qQUddPlzN2vc993Ov4v",
+	"a7Bla6rX/C+cCJa5OfvCdbavGBY9dsa+sf/Xiv44RfWR6fiv0mAfT199NEX09UFK6G76H7qrSm3rsEGH",
+	"ehcM3OHzANzLv4kyBDHV6nkPRQlhuS2ofpBZVE1pl4byV6pVAs4xVFWq9kTP4ZSsqhX4bHOM/CEK2aGq",
+	"RrlQH69ebiApXV68uSjhSDFCnmvFxN0ip2aKkMrLUyZr2buvlnabPH3Hc2l2qCd7IxnhoYX6B0jWXUcX",
+	"Ol53HGAAaDsX+dTSvcC0Qe7XYkiuHDjIsIMILBglS7ot4w9/j0I+UgGIK9Q9h85bSCPwjUWcUz14P8QC",
+	"IVYZ2ykS3Ncyz2JKThop6IJkGfPoISFR1qbROHD7o4M8tPcJkLqQWaDmoToNLk+lVwyCpY4oO4OP+wfW",
+	"eMS6QaGWgr6uONBjCTTNbqFlIVI/skc/OpsjsX8ohcLDc8dR+ChDaqhzqY/vAWinB5zAe6lQr0bPp9C4",
+	"i3ZisGddmwFfS5hwIzpSGaGMLOStAEQD1wAFs7v8lhop1/neXXO1UauZzoTL4nH0w6MK37VjGzaqEb87",
+	"IcjdNaa+hNsUCrrPEgVzh5AmI1XKmQfQBF51EEnmO4Dp7O7D3yNIg4mpvzD89yP+5+Lq5Q8Y40X8uTiU",
+	"kPbmGgIgYtbd2++zR2n5o3ZfQ4V5qa9UW5TnSxGjSmIqrBFZgZYZEQNiFY7piGErbTso38ISnqWUHvsj",
+	"pMIYluod69qk8RzMsZXodzWmfQ7N5+2VypZFYwqeG45UyZ1l4sc8Qm8PpvDoxvBs03z2RGK/JvZ633Dq",
+	"A+KjgebYvKsWIu+4LGO6Odw3gXZzmH5RVUebvlhTQ4OPxR+vXkJ5970P+Jp+uh/w7UB9tUEr1YttDQuw",
+	"gR5IgTlf2+0B8MTSiUJjn408hqTdT5NlscxFl3rRD3OoP4a+NnRllctCxCwBKHkCKMDqa5mXYds2JSVC",
+	"dq7PtwSShq+JQLmHfChfalH59FHQU98Mv4lLJ1VEvZHhKv4rGIgr+TDRSMUAFT/nik9F7AhioP19koui",
+	"/Mk1i6frEYv5MpUFEaGyPeEHlulpCFv1jSt0gCf8HzDVVpkx6n8uL7hbaEbucfzL/ehh/t3v5QV3SzBT",
+	"+/7K/FpRq5xOI5TWB7S5GpqLmHxyXegboZpb5jpv5n93Xn54/33nyt4ZowMKGW2jkb7w3fITrW9kc+rk",
+	"QVAu7j1QO0FB5VwoscLOz2VcGe+LD68Ku1ePolxnlearvkeQw+VrbjnjOxttRXkkgEepfKiljvi3aav9",
+	"qxojARGikF0qi9hoVMupulRbjelXdzwpsnWl2cBKBz20Gup6eGpPqS3seuVBaZ8YFrQFvvjup8s311dv",
+	"f3z1prl7LV/IZoXrwq0USRaAKbz2KGFMpug8pUu4KQN/6iEyHgXTB3i0YXs+JMEAOwo3h+j2bjzOzHIh",
+	"ciNSwA+wwwJAUeNkKNUjOlZ1/YvraQX3inc2pfpfZAYVp/hGpt74DfpKWtJxe6TF7K+frkjdpAHLqTLd",
+	"w3CGKpEnR7vP+5YqAMj8+hWb5jwR11bM7SmDzcWt1EvjjjFYGLcu962J3Sx7wPdcG8+LNeV+NTMiuY7Z",
+	"n1yHQT1hxwOWc5XqOaTJmy77sAnTecAi1L5dW5UqffauzWNEACvb8sFgCZXXvNdF1bm4E/C/OnigwB4I",
+	"2w3uuBHCc0cdxb7t0WsHJ7O4zL5EMNua9To4mR0uzZaLYG9slP7DkddZLkiyBsBDwDKJXqxdKbbTb63q",
+	"V9XfGg6GbSL8KlTtHiDGo1DXAaV6Cx7tcKR8ei2jfFv4kbMZN1RfXgetvb45/vlkdjp9dn02eSGep8+S",
+	"0/EJPz4bvOg/7z2bnIqT9DgZjPu811intGfDXpUC0eND11KFXQ+GiNHuRhLg/nYnWfOEqYqaTkhrhOTA",
+	"4OSqnoqCcbDBnNO5nDh+6qfJj//7LH/xlx//9kt+tfr547vvXly+fvf3Sz14zV/zD6vWTq1qP7bM9uaO",
+	"jls2SPh5K09fqolulMxQOWdZdKZXHlwHEHQJO9dJwZptTwiH+4TQcvETIM7Vc82bEYrdaH9qRFv+YcsI",
+	"24Gy9OHyL28+vouPhizGPGJoEAZlqecsRnxktym4x99OdCpGCszlUH09Z7FeCAVYWmtSEHwbAEiLx+dR",
+	"l1bNlgtMaEdIhlDPG1TlfcjTweBZmwCou92utUwVoJaWaP2W3mDiEgXOqXM43YLTfCAkdeCL6zeAdO9C",
+	"h/T72N4yRADffq9XQaByNbXQMgQSo4QEphUqjTxmlc4ZKg8F1H4GOLpVQBOEs60PeV8l4AYCUhPrXkGT",
+	"tkYtHNu38bIHPTgfXMc9zFKnTBrsAm9/V41dHXanqXuCBk3/pHEDMFIlgsXwn/jAzC0K4zR+Dxpso8OQ",
+	"ysXgM1hG4Fupj3PBb0TuQE3t3QDdJoqVzm886FLZy/qk9yIaqZPBaUTJ/ez07g6clkoTfYArpGL9U5dH",
+	"cuB0pLpGcICH0G+zcB9Hsw0d2BTXW9syVL5GiaUQsS80TJXmaWVSFA7icDUZHIOLXI/FFq0cYH8XQlFH",
+	"K4A7sbezFUb7WQYnb66X09nDbSPgtq1GgYNsHYspV8giUk1rxVhYXEDUqawIwAOwfo8AgM1IOXGxy55r",
+	"hJrZJqLgQ08MS2SeLGXh2DliZkbAeA6w0e1nyNa0I5XQs92SmVAb6TRBxcO9GPI3PZwqtrbEium4soRx",
+	"IArpGyE0szuYkkxjBuOMZ5MOnEs7jqdii9D6YM9wESFwL2D26ryImOhOuyyeFcXCDJ8+JbnaTfR8eHJy",
+	"3OydoE2zZwckGZdz4XEUKrgbgOhoMl34evlyK+wpk6TpuRUO9385sgrSs5d3jnNrG3m75H/tEQQ3Maua",
+	"O3fuAgN0lIlYj80FV2ZXGzP33utEK4qlrSsRl53YKteuk1fD7Q7Z+8uOaX+1tUonZ1O26lblxw1e5AEI",
+	"KApNkWLmspIZ+/jx8jvW5lnGfhW5NkdQMwaxhw5YAgq6dyACjmt9eADIQl0nwDb0W+1owEBq0v0cdotv",
+	"HgaFSIWHyFkDRNC91YCyWs2/x8c/wNdtNJvwPPJ4LK5qjbUdXAFLtXAIu0YUTGJMazdHbc/ECRtnNwEU",
+	"NFRlddlrKMeCkl1QkLI1AejXK7OwR0U1fThyMZcSa8PjM0GzMPv32LLQE+NOW0yHAxSVkfJwWb6rQO2D",
+	"AJEUH1VwtH6/WrCP71+zQmdprTbfLzCWoFhOI2MDulA8pCiMhnGtJ03CjPEqukNU0gexOfSySPQcliwX",
+	"9tgoSzFg861ZiUNsbXMk3EhJwziLX9K73/F1pnkaRy4F0bcEiV9qa7UXnav1Qgwh4Vom4BV6+rPRipCP",
+	"JUJn4lFLsVqMygfhcj0pQXIRL1n7yZlaB9S9MQtPN4Ab2wbcR6peFSCDDjUEWyDyIQYd+RF9r3Q+twbf",
+	"fC4Lj9SW6DwlUAJ61tObkjgJdQ+hBwlx2IMPYGxVKsRpAYivkULoZEKM3mgGE3DIn9Hh4lxQQU+YubW5",
+	"DyPcIRCKhL1sHEUOV+5cwPV6R5cC6tHfCM3nF8ftNQM6uret/Y0znjq1c39+2kGJdFv3PC9mj7fhHzvR",
+	"nEbpkuyqg5JFcM4+Gq6Ky18jCMptTLNJHwDiaERa2baBEbTdvsoHeAIMcV+a7gqPA1C33xl3c/ukHwjA",
+	"+ah1pJW8OatmBClMQWK6Qy6tJjkd7eChe5aZgruhSc6sqZAJxLPL8kFXRkhBWbBUpqAY2R/RKxHK18Or",
+	"TR0Q5TYVNwQtJgFQHR5kfyHiAQ3RoS6otf9lx4Bq2Vb3RkDgWaZXeDjtQEI4JyvdaZZRAPo/Uu4d3vlK",
+	"6qdW++FWH1wYWyLz7+rEI+5KRpBgpw9LfJwN7AO6M6JJQDcjORdYVzFSsUNjjElhkuWRQ1OukqnL3ujw",
+	"86C3+6qMLntj11urxOo3Qdsrd5KjFkSdH0gmkNM7DtM040rDAOFaJbjP/NuVADstKcgj3X3A7ILjC5GU",
+	"y2NeUs9pOtdDJVtPAiPAods5Q6Cx0vuw5qQA46Sxu9VhlKrpyY1YfJuqOgAEl4r5EIuMwWBiqbCiKI0Y",
+	"HGu8YEkm7SepyqVw7qeRWvDcSDUNi0Cran2E0CxVJRetAyjHIIjiDldph5ifoIBS9OAxo+3mdt3vHDOL",
+	"XGD/F3qPhJPEqpzeNxbXsTnCpNrDSFspKNrFhKEtUQm0uuD0REI7RKm6VTCsLRLHOQFQ2Li4ZVCjRd1A",
+	"7uHYrEJBNsRXXRlWhf2rxWJ68lWcfVg/Y6vHlt2Mt6bi+owBbLyD0nHO1+A5qyPPVLFmemYn+GXDKkNi",
+	"aEkYe8SHiJaOKqztzFu7AVbSiKNz5vqQQsgFqpfGQigHpX2QllCtfd9lF0H5NcJOpkOyHKH6IPJQ0ZE3",
+	"+CI248pajLA1l9ATh0IOnqLOquyyb0WioeFkHIALx/Qx4/0y6KmtHDOhiD6cY7eCA4ItVN0kQHTsOxbE",
+	"LTed008hR+Ap9qkpa/fvVYGHaT6ud0END8DjBGyHAQiR1apAa5tgAnUdpUFhrGizm5bDNiekc9bWHZFQ",
+	"om+1EUSpV2Jl1UxQbBq8zeTbbZaLAaotn4pzh7CEUszyfBT2pUCge9TjvwpO/n8kroHrPLAf0+CRuihb",
+	"6r3Nt7bXuEB/AlaIONBzdNyi6w1EYmwHSO+AwWklDsENxpU7qI8DNqsOfBtNY3WSoNBhBat2laNWoXUw",
+	"DGWfhYmbRJdtyeDFgjYkpgPtRdVmA7r3PrWo+zzgXfYKMa9zp85i2EdpdCyzK+xIlq0t76HLNGyEh01+",
+	"Pl5933kBc8d+iVyxpVpwOxdmlnmup7wQTJiELwRrx6PRMn3R62FjePvHZDKJj6KR8kDbIbY2FoDzrMAY",
+	"i1CQejKWiludhxecrfUyNyKbsDamYEXM8HUte+q3ERoHo9aQnQy+/C4O8wtynbFCbKDZOmV+CNZTeOrB",
+	"pDkb3N1FLEiGw94HlPs3UlhMR/ILlVooq3YaaYMTO+xMnEYsRklOliB9faTQJC7jFs6CRy0dn4ng387d",
+	"hQDsbvi+HHtevgNE+Eg9O2E/ym+dRxtZEFfoCCFM0CDA4YdN5vRK7XJCEwuiuuAqoBx5qT4AegHiNqId",
+	"G4Wg3bgoGy76kXJ6NZgogcs5LltgO82sjdMtXxfXnfH+IVlY9obGw9IUtUqMve7tLvsBwrS6WhYKEgfU",
+	"QJ0tC4ER8nikdE7B8iBD9aR39qyS4FSEef+U1wBvPiI6lV2/ocGjL6d22uYm4DYawFtDGfdWljopoiPd",
+	"G8PEIwVv0eLR5aH0CoS4IKb1bFLN+fWoMMc9g8Wr/dlxbw6SPMmWRt5SEY9z0lTnetxsAOz3xO8WJryY",
+	"1TDG4T5P85q4CXw1I0VNNNv2PlA1qn5H1MpLVFNrgEyk4hn1bICNSLuMpNJUCwMOoVwQ9zhh4zp2OskQ",
+	"fi9wJNpveg2NlyOaaiuhoAgxSNXiYRdYUEaP7EXwRcaBvlp+Noa74i77YAePO4ibkLEfxqFIsa/F2Tko",
+	"6PEYQYsfSIKXYc1KuAAaRblXW9YLoY/1SpUxh2/iKCwq+SZG4bYZJfCw85js4DH5HVZuKlStM3AYZ7Wq",
+	"di3Q+vtC/mzEDCJLhonE0O54TQ1lMB8A9KV/HchPtM15j59xIsNjhnlAXNiz3SZ36cFO0oeB5Ox2RW2K",
+	"YtZ+//1Ldnx8fHbUZW/AlHO+qA3hi6jx5/iXwmRdynmr2+7cMKM1NJJZaGPkOMP4tJwLp2wsrJhymnCt",
+	"knnQGzzr9PudweCq3xv27P/7+8GOhkdxMUUYt3BCENP+XOFwVYfrGwY41Oiubyr0++niv6+vLn969fbj",
+	"Vczap3Ormvh6cnZRKnqocy0VJAsAd1mCTaBPNhRES1PidlfKCp1jsn3cM0eYOiFMfRMd7jP7+oYx78rO",
+	"N2V/GH/GYkalVKYgJEu7JB/fvx7CP+AYDRv0ebXXykBI6EF13NuqG7xq9bb7yI2t3qma6sdKzc8pD/Z8",
+	"67LXWi9AT4OcylzeWnOMp2kujBEOcR2aqVPFcMguGHCj7hsbcyGz9vdwhh1KoC9bXA4fCo5hxVoRCSbt",
+	"NqdMCgXOdZFTbq+XolKlehUxnaUVH9VB3qOf4FU4nAYnUtgb8BocMtuSeHIAYE+wG5i1Gq7Ha3LQQTwe",
+	"oGHwZ/HLkmeYDkyCzKP5w0aek2N9SzvJ8sW7mw82tKvfbDWITSURD39zsl12RZi0HugNWj5qfSNS9AfN",
+	"rWDs96JerxdqwpjFTJ3aeZa5Oh0IJo3FTIJXC8iWg98501OI8Vg9xCohMAqEcg7ao5dAJeB0DgRBxRu9",
+	"u4Hi9qaIe1oX7u1GuLuh4J7OgP+Ktn64d/Y3EqmNhR6L/IbdZM3GvfN5hzhoYudP6BL2YSiJfXczORHD",
+	"keqEnDGs5IiDi8AZfXBnyB7DSndIEzSIhFs9f1Xuc70wLONiGhyF5ezurff3dx91y1F91VQX6FUqczLY",
+	"99aMi0pUCAzNuNdw+4a6kbbDKMQ03SJfQ3/pdugusjePFAttBNAFh1B8XW2lobTqhMM82j1Ox2rx0EeZ",
+	"XOaAM3rpBWF9wiMydqmRXG1Bq/AICC6v2gioEDP7Gjkf2DZSZKIgXJL9BZ3fubu/RC0xmViF8VZcZ75s",
+	"4EBtCt5FxQZbMPvhR7LfF4tsPaTwgolrCFHUyQgU7YyrJya4oHQqnhjfBcmgChpWK8hKUcI9GhT4KR8+",
+	"0a2YIFHLjnxLbkdGzc2dJmkAUswDQLjIUykNJ7kQh6VrUIPknUXt0JTQFzFRii11Bg6kRUR7Pgr21FEJ",
+	"GTRSlY48N2LhCp+gpVWQ8QP9WMk0CZPWAhIgrtcatWSonKD1jUJT5P2rq1dvri7fvolZ+zlL+doD2BhR",
+	"1Pz5zwe92YEkO9BO9e2+dnT1jzlsn/icxWYJBVFWXyC8PlfAi6IQEdhC1Rrdqr1jFiNVOuUrwN88UmUd",
+	"0tG564UmCkzfwiZGCJwHbmOAdXlKKg8mA7GlKmTGvGMv1yvLfdNaFTFOwp6ebgAtJ1XUdEfB1jVYAteJ",
+	"TPMG2ryr2hUsx1h9lR9d6TyWvoOOyLNippfTWdmDfJxpaMRnzdYwEkbM1IYS6kLkimdgo8hEbOiiEEKA",
+	"MBBFuIiTpjlXlArhdfdtmNLNuBUl/k8t8u4C6SAZvLxpkLrhRva81qi2wGwQGWJHSJLoUmiKmWweM81J",
+	"6Bdstpxz1ckFT+EMh4x0n5MHb91XyTzYW8l8H1Hpuj0ANK+cULhLYmKdL5ywwzxyQfNh07EBL67Ilu9e",
+	"fX/x8fXV9bvXF29iyKGR+CJMu4P3ijtpCnOOh9FWKf3QQu1gLRtRPpRYZWsf9ToY6eMPhPXYBuLBtmB4",
+	"jNTvBeJxWPFG2djk3uUbW/Pw6UhPD0qtPxCDoHGPfcUuWmEuyaOoHI8IlzJkHgxpoikBm47OBmikkSJs",
+	"pPciEVgAcytyOUEEDoCwojbMsmDtDwVXKc9T9ok+9kjgKTtk/1Y8lAp7bhcF3wVqfFNXxDzsKup0fgiy",
+	"2vP83KNUUoWizEQZdZMm0B0aW6kKkkLbIkkHoBo0ZJvolXHJhr7ac7xmN1KlQ8KxtPqm0yztv30+cxxC",
+	"W8YezjKORiqGaBkZExGLa4ln+E5cDnxNwYta17+wePW4d9of+BxtO9+THjkXWsP+oNfrNbkUKZVmn9Tx",
+	"KwUNlQz5sA6VPHUAwfCbkV+37Uy1rRz8omSl3CppZKxZbf+XpS646bJXiAZtfwAu4yxU1Ct4N+4w/cYu",
+	"DmU0uINK5ojFDx6PVCfmqRHJMpfFujtPIzaigYYjwKecxTdqHQ09648UpvBhtRE9QyWWdOj7BxF2B0Qd",
+	"xB882jWHJJFcCLbiazMcqZHqsAsT7i97oNHb28Hl2POciyQDiDWJOkE1h0fDsqR+pNhGn9ItRm5pA9mX",
+	"91gmJ85+xlVATcyrz/bVbW/6HnXZpWIcB4SReT/hpv62wQxhcQERfIgNtnUOzhqE+QVHMtS/+qH72dco",
+	"7gCcu56gdL8jZfzu41VgrNhfzdPfrAD9Eh8NfTpBBG7atcjZWGR6VRm4e7fXohvXqa5j04r5HBu6etTU",
+	"cJk1uycOWLk9zgnLaM6qBMMGQ1/phnlMTT1cvmqiF9LhbstiiGnPkARX2ZIAOAQ2VgUKBBjI19EbdzDD",
+	"+Lqg9jk2gKZRvgSqVEnEnX03zzLWJsSbAQO1HM0wOwZzdF7HlXDoOJV2cM3a6XiZN1oy7y5dwmJZ5sUL",
+	"ypgb61tcAyvAynC2u8JyvYQE89RyervsXXzUHam3cEZCwMp+394fn5fNk6NeD4IL+7EG3NN7Br+A2glL",
+	"AdY2S1NwqUR6FEHWQ3W1gMyWVfGqpa0f2EiVI2Nv7aOyQHQinErYnXjL0B2ShnduSmGuFyK/TpsypH6y",
+	"1PAmuncVwXQ+Xr1kKV83UA3H984SWxY11HaHMjNSK24Hj8BocBCTn9teybQpInJe+Mxo+8G5TBX4zPcu",
+	"zDYwktop7ebmvfGevwqN5UTKI0oBCo0HfyF7LFhBBfht7Tm/e+m+WXznAEKgetRRytEIA10aVxK7GRPY",
+	"TKaJOM7drrTdg2V8KgTduSfAyhYSBDz6sLmz9stML1Oc1ZORmvO7cvrvRP4BXu7yCWHPGwqnD11+ay4Q",
+	"Yg2kb/+pHXIz+1dJV8cs8kxjzRqiJqVyQMiZfJYiyyxLRiNVIzVroPQ50MN/xS7UHIsvOQD+Iumk71cw",
+	"UmEMsV0JIh5BDBaUdEotrcdyXO9NO/a9e3mjP+eWrVzFNWr74UXMjYzpnAXxkCO3HSC701oxkAlmz4+V",
+	"XmbpSIm7RAjIhqJk7SZh5EM3WPQnOCpKDflhvrvJSPHMnoHeA9Jlrr+UeVJp1kHhb62HpecGBsfKsUnj",
+	"+o1iYppbXo2xPV9/1t7WPRcPYupMCgXQeZe9nInkxm9Oa37ltyIdMi9yCk8zdHBadjUzrQvMHsNCSHRz",
+	"ppZvpwCEuX9L2/X2ptGWtS67Vbax0YilTomxE6ws+KAkpRoBS1eWcqQqa3lOBl3QscvuuDm/sUeunh82",
+	"+q15T6+pq3zY5SKmu+Om9AJLV+h8qa1t6dVF5wDcmtlUy6DqlwkRRx6dhJsbF9wN6TI4HylMqiWVg9LG",
+	"pWHJsnCYayihnP+u7GRn7UCrylghAiV51dYQI+XfgXrhZkLUlhxiFNU780H341+Vka6aNx8KhYKzAPM1",
+	"KfO8csZQ57SmEziO2I1Yo3SfgUgHFzM3TjpTsuXH968DzE1AgbOSCaoD2lZl6y54XiiRdxM9txb+oHfc",
+	"7XX7/ePu8/joHF+Lx0m9hxQiIYPHUipcCHuLXXNU2bnyk7P8YI0fOwow36jK3XEgNZkrTbUQTTEw2TgS",
+	"rcsuQl0JrplG2A9MbNitlxUV/gpUsmHtJ2ikSAVGOaT0IuIUNdQrK8ytgoH+ZNePhFwiaDyZZvnbrmT9",
+	"G5bq8gQ9ZxzLmOyWRskPdotqEP3kKlYaK669mPaXjpo0AdQGgsNpQXqnl2FWa1kvBIvBsdHBQ8EeyZvn",
+	"1Ejt0DmtyAC6YSUMRIv818K4XklvSjgl5MiKHTaRmA4A6j6EUSHIV615dm8vjy8WnF4jdeDxRUVmrpzw",
+	"4t1l5LKkwHbbJ7K/7HEv/R8pVpt5dQ+Lr+9RY64qGozSq4O0mMgf+AKr7Zoz3e4Zwo+o7orMXSpt8cLj",
+	"EdztNe+fDxdWiUQD3+UE/HpwRHjRh+V8zvP1AZWvj1UpWvnsPbNToMyzOmdinN3ctZ+hMIHR8RQmMvZ7",
+	"VqS3N7Mqj6hVHEHI2Nv2IoZWx7lJmc+eNnuarWI4BrONICAMHqJz1141E5MCTjdTgBrlY+6bfpp/v1yh",
+	"mvNxw/kGGeil980f8C5Qgnl+VgbTQ5BR4T6baKtBeG9Y6GjrPjx9qFnEvFtWtAcU1BLdjYfEvn1/Qudj",
+	"ZnoysZbOGl6B+IZQsONmh72UvZ4Tpl5V6V0VW4tcP15ektialtTQMG1nztFIVZKOEB6K9mHcNzFrx88H",
+	"vRk2GDzuQSpRSbSNJoOVhKSKCVFmJEHs25UueC5ZLPMplDhQLb/BgiGaFRm0btgjBUYrlO0LhWWhZFyZ",
+	"0g0FR4w96EgZ6LK39jqFfqIgUfWkd3KOeUNNyhVfG2APRX61YFaX37366d3bq1dvXv7t+tPlm+/efopZ",
+	"e3AyOyqJTYr5SHk9a8ZB+6Gu2X9EIhaKukPTj96HUQ/KPaJkn7LOg9IyM2xr+I/PmOuNbGHVwzTnKx/T",
+	"eXn53XuDlt+utCWqp8ByzJLIVxfv//Lq6vri9eu3n67tqz7EYSXFSFneDF3BVmDBgD2beU5ymr3jO4Xg",
+	"R2kJNQClU/ZnsFgURP8JwxraDQJBmNKwF0XuKQORh4nrhe5Vg7AYpzvodXvd3tP+syYjdM7vLvEp6Gmw",
+	"hQ3KTKrNI78ZCucCJB32ENWTEkrh4/vXdG74NbGiIkTI2Zdluy1dBCygB2WLVN7Y2Hmy/ICEqBkhlDh8",
+	"xAIDnN1dSKJbEPLKzo5Vj6ePbqOrBsUrsNPhqCd2wK/o/Y1KIOW3HFiHdSi4kF8IRBhyZm3u4boeGE2n",
+	"xI3wsyF5twPpfN7Gt544+xpTbVYafXz/2pndT0ywWuASLyGGDsrjUx4bBHZNxJZK/rIULiLniRpR4o2v",
+	"Eww6TNNA7PPn6ChAtyz2RqacQL8NHWImwdtU0G5r1WBjCZ1H9jZAaexW/jlsXN75/M1/fgVwxy6Qp4jN",
+	"miAWfOdtqNk7B6QWzzCh48SeCxBunXGEPm6uiCNadLdUxpn7V5LXWNzOcSu37sVhgoQbkCOITZxTs/SD",
+	"kZiw7ezvC8UE58Ufj8X0mHhIXiQ25ekEG7GxORE4YC/iTvx3SHuKO/GvccRSOXXpNHE3ZvF1zOJOHFlF",
+	"MAffCQKkjVQm7DbDch54qMteciM63mFa5VzPl7/L5nXEOLS/3zZilXvSEiC4iwDoEqAAwVDOeFMzi3sf",
+	"4RFIxYXQdiP7dARsIlCl1+lmg6rDpdbhx38Ybj5UFzgHyTUW5bgfphnU1MCdCfTljBob6Lp0MWwGU3aw",
+	"vXp4A9vIF/7HF8tipnP5Kxg1Q/at4LnIGSY7Q4tcn+v8KQez1V4zFIpHoHqDvIBApb7cAWIaCIflWmqz",
+	"VGNmGN0Cait5I0TKBj33BJhZroGv7zLVY6b0aseF1p05V+sOXxazjmsYE/ujORcuYm8NSPtwZG0DRdCm",
+	"cAu4tWFGXWq3PYcTGohQbk57WlGyy4+YR453fO+OpkMzxlvRI/YGBgMrF8UyV+B0T8DrHqPOhn4XNOfw",
+	"ijWDuyMVtuPetfZ8Ie2A/Oq/shoQVvRY6xfjS4gPrheCcWiyqYRI7bKPVHzX8UnwHbglZu2Yq3U8JAsN",
+	"WeNGrI/O6WkX7/LBi94xi6Uyy8lEJpa36EUQ7qgyW5srdvnu9pmLPVjR//TZyVGFxcxIlSyGDNnIWrs4",
+	"yMpMOLhhdbDPlDmIeai/+EtoZ76lmw43s7HmeQqtz8L25xHYfXZ5DfTDjl16arki1EIDO0b4tqdtnMtI",
+	"gchAXj8i0HzqciQNfcRV+oJNEflw/EZL9ieGvfzw/nt8GcTT7IJXe7tjQSt2ALoRazshu3bGDcgXhz0x",
+	"uA0JCANFriUIjsmllw9bnp2uaRgliWlffvkCreWaWmyWBRmARWFENunMtAEH0nyZFbJD+xAAYxxAinOE",
+	"5132N72EKDu2JcUkNTRZCqtEYDouAIDYCToMcQBhQRhaLH+DRSIMVRURPIhxsM7ghNOTiS9bY2aZJLCn",
+	"dD5SIdaI8wtGVGCAe4oijREBuCEcXLUDwkiN1H/8B7Nb38pXRBKyF6/K/DvD2vAQBiKXyh6Z8dPb/tMY",
+	"UkoWBf6FOaxW6Qr756PKBVeg6WZ8BJxW9Xf6rrx2NXDHjBTw03CbWLpHVc4Fm0tjoF/xnGfWgMBYxi0g",
+	"KOicLdWN0isFAo5ASqy46UPiA9LB4T2XDViCLD5e8OHmZUIWZOULTyIXcBspAODjyt5QjYRClRWsy1tX",
+	"MEmLEFAZOoqWhNx3wIeEpQOOXdBTIwU6MKWoQ2jfjueW5xKK3mbUMRIlhl2pVBr7S+qY51We69zYP1AI",
+	"ndzdwaqfBlXrmDKvWBwCVi1yPc7E/E/QIQihGgHS6Ozk9PmRA1BZLwRUO8giE1Ds4Io4MKtCFFxa0xOk",
+	"OC8hzwxKNYAhBwEzmVB/Por1SEWwZybusm95yqRaLGmhCWqT2yk4ID9MruNBfYBlHQii13K9eDWK7qr5",
+	"25Tze+To9t7TBlHASgqWuG80F5emFHnPghWwARRY5y3INjNkShslJxMg1XvMzss7CDJlf+zkdM0S1b3h",
+	"A+mU/j7y9ndMnrAn1v58cs4mOZ+LDleJMIUdE1530GYveTITMKRcZ/AhSGAA0AXkf0hK5AVHuyDX05zP",
+	"jTN8rQlpUFAROpVDK3kyUvCUopMiVAUBrMS9HzqEsXZV44lCfSeqqkNwaaRibDFdaasOVTJyqj4uyocu",
+	"sUvvkTMJIPwyXgOkfgIViAiFw9dYX2G3CqZxKs1evn3/wa3zkHF7poyUcyw40aFzOZXKocARwr/rg2a6",
+	"LK7Xi8TOjsnFQhtZ6HzNDLeKzGwNTirHat+5XgnTJQfXtgBuuwiBuwNI+6CPhnPwEJBHBOvACWW/4b56",
+	"4ibkhjmSwcvtooGtCWmDZbK/WZtCzCFjdGnW3XLMMgDnsXrtEL6PVW+I5y6o3wZgL3p0MJ+NCspwGwIK",
+	"aLj7EznJuZk5Is5lmma0IO4tRy4/CrI7U5EuUXz55a70GbLq9RaMvy7SO0TyIOXDnukGCvlSmYuEgnuQ",
+	"FENlgF32JuzLayKXYmewLy/zbXkBaCyUu67EHnDHzoOOEAQ9JAm8stKXj40FhnsdOqVPeq0lP9ZFmyUA",
+	"qEwpLwS2dfTdgnvH9mMzrfQyt4IM0wQ09OFc5miMQVAPlxKBZi1HzfndNWlCcJj7pTeFXhjf2UU6l6Rj",
+	"abs1fd9mO3GHpIJTDww/msU2NBbACYbcNtRu15BE52plttMLVyNAE4ZKHEDa9Lv0HIlkhxWMxBWuUKYX",
+	"yBODQNic9huUNbpVHikHPlxqttxyklbkrN6AI/bPPjElCuUYa0QitNncHdf0e0yx1g0MHMBOR2iesOsN",
+	"UsNuZJ4G4Fdgf9ifGPrazNCf0nM69KvQv7hefyY0DtiPQmFeGTgcXFruu7cf6o0gnyI4Tuzk4FWAnkja",
+	"MZy6IYmoy3Qp0xAwMnJ+cEJ5VilqLBW88IgtsiU8XB7rUFD3T7e0/yRO+udI/bPT6cD/tz9X5Mg/WQWa",
+	"2os2q9yE6jurPmqlgin4fGHf8FHJO1dm5ISs9On7ED8ilNrqS3z5sH1JfNuPUKemEuQffrp42fnww8Xg",
+	"9JndbaMW/loOHrXubvWyH1jlV4BLhwv0GhHmw2KxKHS/AdKaDQwLqit29dVtKp8Ox0uvPYpcn/eNQmhm",
+	"FiKRE1JJreIjlTDnLF2i3HBvByUBPKbGLgHPsDCjY8SC5xCAC+qukaIbJ8E/nf27rztckNXjO9vtY4JS",
+	"eF3gdfu9fsfSIfW3Ur+w+hOulCDtXBQh91UOfgc2ShiiXGnHXRuvC1mIs79+umLtHz4MTp/VlhehkoG+",
+	"Tt2XxsQs9lIM9LDlGDPdYf/FPxcyDlFQOwDeLmGIsbhbuNJG7J9UVs8v84x9+OGiQ5zr2xX9Ew9mf6pA",
+	"Fb09TMqThJqnrBu4J5PjnOdrgPTy54mdMCRRQMDaGi6hz6EVtW5FbtAT0e/2uj3Aml0IxReyNWwdd3vd",
+	"4xbEDGbg3n06EzwrZr/afzf2Bb8gDXjQ61GlO5yguU6gyMSwfKkUnCOXBUtmIrkBnTQVgG6jEvCyeNfR",
+	"ZYpQyPDJqOU1CfvdQa8HCQNoN2C9Yg2AOEyP+M0jBbX0jQPbm/O9zeHg4+jAaUg+LefFMwjIfIlaJziw",
+	"prf6CTz9lqcukhJ60lvDf3yOWsZlVbZe280pDCLqTU1r+I+SOKb12T76dG41jsRsXZKK251udnrmuxz6",
+	"aAl7UIg7a/GD8m7FD0Y3S+OchbZ5tXrj1dX7y5cfri++++59jHdTh1fn/HPOUKspRISZ5z0RkO23uew/",
+	"0bT2Lrsd+NNFxmV1wVv/wX549fpdqYb4njrXhS54Vir1PpNtvHYdcodOF6ZEU+h3wmXWHan/YFd/e/dq",
+	"+2sx9zQfqW13/Ebf+PMIsOVHrS9scNDd2PfA3t4/6H6agn2i/+JkYIdeowj+rz0Sc8Ou8D8ug1vSKU25",
+	"nIWcY2ROiEYqVF415cupCMdY+bV/ejwYqVa4Bevh2Y3dRtxAG+xk/wZ7o4vvrQq5c3sF7D/37LZ1o5Fc",
+	"7K75PNu5294uhALvlE6Wc6HK8kzI769oadSEIxMsptdXPhNv7ou/iILefz+J6EYdSETnkX7guVARos3B",
+	"YAy+b+TAOAIdd3ueSBGSyB1VtWBjo/it0/nRxe+VHZF7+y7WgPTRQ09F52RAsZpwxVIN3hWwq9vvtCmm",
+	"VnVDrIFkxseZOCI97LR3jOa5ob4+I6WgaMbXMw3DaJUvua9ieLCJzEUHDEM4gzGVCQtUUD67QYwUpmBi",
+	"VvIit6ZxYWmyHGeCJRmXcwTxhUZCfrg0RCrSCmaLebZ0hOCJPGSpmOY8FakL5pXaADaeWGYOlzVGlcHq",
+	"V/oGnRzBV8k+BrsWskFFNnH9DDAs6MHoPKR2hEnGlE7kz8lMT4/Ow9Y08FK0f057xyPluvmQ45ih99ds",
+	"7tf3yBpfq73gxKFWhJYGNRn73lQGas3jajkw+oftq6h12jveMcnQ5X7vyQarjmmdlvqtYYsHzIMQH+V9",
+	"JXFOe8elNvyGHJzrUuwsczX0wnBIAx0qXXTwxoMJ+0YX7/GJTdL674JFWOMjKmBy/O6cNLKyO8jT0d0p",
+	"w95Dt4E9OqSP5vBliqDmjXIMQwLoEsKGN+gXZ4lWEzl1Sf5QCRf4xin/2e4dqUzBswzue2JYm3r2jFQc",
+	"NtSyZpjd+TdiDQazB93wcWgwcTtSVXsRnjvATurolAPMFbShQv+ey99+pdBL52sXwmjVx+8uryoIpyc9",
+	"LEyoNFzY2OivpSkugHzWYMr5XBTQA+Yfm+j10CUwBNsUOB4fYv5lKbDTI0aY/aQqStMeULttrfTKsT2F",
+	"4UIJTOvQu19i2t6Xz18r0DA38R+/AcYp0IUWB4+qa2pX2orsDTq3AoCCkNAtc6O9x8C193CyIKxzDKBs",
+	"AAazBIfBDLlNlAaoBuv1vhDCYKvXP+P8xeRZp58M0s5zcTzpvOAn485p8ix9Ll5MznhvbNfAr5R7RPQ6",
+	"/fEg6TxPj0XnxeSk1znlz8bPkxfpmehNgO6eAsT5XeD8ytyTTDZPu7857RuxxgHcDFqRe2dreOxGZ1rD",
+	"QW1ap52z9EXSeT5+xjsvTs9OOvx4PEj6aU+cTV5Up6WWWVYZNC0b+Yt2j7k3uOq9GPZPt4+5WGSLSfH8",
+	"9sSI2aDcAQS1WMXvwyeMuR6s1vrnSfaz1vx51qrODelvl+zELtnpuPMseZ6+EGcT3hv3H7Rknw+W/7TB",
+	"zFYV1m/8h52wJ73+/kc+Kk55CwJa3J8MBoc8RM4Ne3S+UoU9Wb4EnY32Py/uFiIpRAox+foRVc0U/Mfn",
+	"LzW9WzA4iaweFpxb8Ez9yBrngt9Qt62tJlki82QpC0Y3Q6EKVvQgckIbs6QihFCA5is6L46wAaMP3UD5",
+	"2Yy7tlzkebOnS5d9S8Moz5QxBj59eSoBcrmOBCKbnFNCVAdCKP7tCIz3CXvzj5QbszRoJFJfSBx5CN20",
+	"AbaDIVCrWghArvG4DSTsSuTw5uPMzan1aMI+se9IllCt6jIjW8NT32YPYB3tIXiNoE9Q9V6ZxWZfp9Nh",
+	"r/93HL+iipX6LSfDY7glF4lQxTXaLa3hSb976uEirVjsoY4o8LSBRC6gclAYUIO4GJ6cHLdCyRq5EuHW",
+	"sGflZPOMe+GMe5UJH28Mc/DieXdQGehxPxhpkmkDgndjrEHxQn2c/co4P0cty31eAqb9zrPJqeg8T0+S",
+	"ztn4mHcGZ/0XveeTZ+I0PTlc/yUG2iUB3fYF+FGcQffBou2PEU8vq8KkLKNQ2Hp7p7iSkLuxW1rhPSzR",
+	"KSSCp2H+LOV+VBXfCLRbSOLgBcMGjFGQRUXvghDw3IjMWuXtUuPGUKzrXi1zK4VmR0MUXz6WgGAZ1fIG",
+	"wM9HdLV4kYuJvLMKO/g4JLiTZU7JNBEGopdGpHQDxC3XZNU4zfw95cIRmUCkOVT8TQF1ScTco3GHPZko",
+	"7mTHTp/wneSwdKRJAcd+NSHXe05zCiSCCJxSwQVBCjTBCTR3tXEjQDc7tX2ttPl2oaJFLm6lXhoqgnm7",
+	"4L8stw6cqmzCkVfKQwYnm3bD46n2YTVnKZJfXPXOym58xCPhPYNO77Ryj9fNkjPe75yOn1nd7IXonE3+",
+	"/+y9a3PbRpY//FW6+H8RMtOkAfBOVepZbewk3sSXteTNTJYpASSaImKwwQFA0XTK3/2pPud0o0GCFCnJ",
+	"jpz1mxlHxKXRl3M/v5/jNr12p9vrD4bBZAqYzwkIRaVkf4yTiXjP2U0UsCyIcZ/AJoXK+EjeXHk37/vv",
+	"/m2FBmoruUJpqv4PRgWdUPifk01hAFd/XP/S7Y3ahz+uU7rG/jin6QbepNmftsPmQBmsJcPTfNzudyza",
+	"y7AblL5j6ytKQ+yPHG/UAZVovqsYw3A2UKK/N20OJt2g2Zm1hRe6U2fiBOD4lfq3cDqO1Ad4Xvepg6K/",
+	"jY7mV7N4KxuY5XpqKtQMh2hZBSYVlt4rFQHlDyCwbQz41dIKjrC6LjdsaKzyIjZy8fzHl29ff4dj8KEY",
+	"aIws72WyAZ08QtN5H+0AIUTPIRlMRwXr4cbS10cnkj6razw3tzeYY9mDhIjMGTbauwtl7Xpuz5lzJiMp",
+	"8g0iSbQYaQhd9qeU6ViaXgmotUtC6Clgc6WQlL6kWkIIMam5WQqZAYZzbvsl0KiCM6Gd34p0zfeW0q4Z",
+	"E+4/k3BzmkwtpgOQHOa3SboTj2SZueRjuRGM+tu2lIJ7YgD7zrrAvbMuwNUBhuktid9ZfMjbcjLvbdJp",
+	"d/1HuJx1roN+nAnv86mQOyxQuM+Kxi89REKiJkFtT4ubulQovW8YdP0TuJiufZlcqGOMg/kqn7V8VoIW",
+	"GikK8/1IbwAqBAu+h10Z/lSDz0iGu0u/pI5nBppHZJI3RmaxC+EuMfhtY5K02DmzHgOATO/EMjfVadij",
+	"ozbPep7o8rzVUvN4bFdxDCvl41hqAUktLn5Vfkz9YgnIkpDpVMHHwKM+r21wWsmBumF4t9SXyWTR+h5j",
+	"GGJIyiyRRts/Y4G9xoyWGORilgdyqoTc7lY80hTV0q7jDItcGi6jwVMiMXgwq4avbcKlR8vE13jzYWkI",
+	"0zIRQuIs1H3rVX6j9fnkAu7YQjJU225lB/aWXAxO9POnGIwuFhFQI2/J323HIxEFNdA9XyBOuD7oBO0y",
+	"F0GaT0SQmxKCZZDmEQIoE9iiCDIBLRbzJA6pg2a+xUDsdXv2nTJhcXRDuF5wG6TwkVwOMbGg10kTFkB1",
+	"OQ0kSVm+TtQmJ5ceLVqA00IKgg8iTYhSOU8SIDuA+cFGBCxE3JPIewnz+GCOcIVhY9PSu62eO/gNlTN+",
+	"3b4rnZaLV1rpiluCdbt9qk1n5GLIhNahNvpfh3u8w3t8wF2Hux53O9ztcXfAPYd7Hvc63Otxb8DbDm97",
+	"vN3h7R5vD3jH4R2Pdzq80+OdAe86vOvxbod3e7w74D2H9zze6/Bej/cGvO/wvsf7Hd7v8f6ADxw+8Pig",
+	"wwc9PhjwocOHHh92+LDHh2oYDncdj7tOh7tOj7vOgLtqbGpwanRqeO6Au54ar8ddr8Ndr8ddb8DdtsPd",
+	"tsfddoe77R532wPudhzudtSHdbjb6XG3M+Bu1+Fu1+Nut8Pdbo+73QF3ew53ex53e2oGetztDbjbd7jb",
+	"97jb73C33+Nuf8DdgcPdgcfdQYe7AzVVA+4OHe4OPe4OO9wd9rg7VPPncM/xuOd0uOf0uOcMuOc63HM9",
+	"7rkd7rk97ql5hon2uKemWs21N+Be2+Fe2+Neu8O9do977QH3Og73OmpFOtzr9LjXGXCv63Cv63Gv2/kd",
+	"JHO6a2m7l14bsoWd3yDpeOuW7Ksrj9qSHl5pb0mv6UzdsNkX3qw5CNqTZmfaDXuiPxs4Q7dqS7q7W9Ll",
+	"bd7lfT7krsvdNne73O1zd8g9l3tt7nW51+fekLdd3m7zdpe3+7w95B2Xd9q80+WdPu8Medfl3Tbvdnm3",
+	"z7tD3nN5r817Xd7r896Q913eb/N+l/f7vD/kA5cP2nzQ5YM+Hwz50OXDNh92+bDPh0PuOi53nTZ3nS53",
+	"nT53HTU0l7tqcGp0anjukLuey12vzV2vy12vz11vyN22+oY2d9td7rb73G0Pudtxudtpc7fT5W6nz93O",
+	"kLtdl7td9bFd7nb73O0Oudtzudtrc7fX5W6vz93ekLt9l7v9Nnf7alb63O0PuTtwuTtoc3fQ5e6gz93B",
+	"kLtDl7vDNneHXe4O1fQNuee43HPa3HO63HP63HPUnLrcc9vcc7vcc/vcU/OsJlrNtJpqNdfekHttNflt",
+	"7rW73Gv3udcecq/jcq/T5l6ny71On3udIfe6Lve6apW6t2/J7m8QV7JX3+v2eG0lk7UU4ZX9g3NC8U0o",
+	"DmUeCGH5cecanpaVdValf0FjJmt5m7MBpE63GAdIxznZEDxZYQUUBYRGp1MyiSGQFlFH7urS1/DazxpU",
+	"Lld+6EqPamodzzlQArLD6NDdgYB3kYWOJBrBR9vwedWD3B9CxqvcA5/iHS5aqRxiaZSIFrtvkK4zcj0c",
+	"5PGlDmqVD5022HyP/bRBhHVJ+1WfJfzvqrNEBGnHOO4ax7fF3pRJpoes7qsfmpFUnomJuhYHDDHNgV9s",
+	"QcxaC2Cx0c3aeGaVPZwgBHHdH8Oox7UR4Lj5DY7Zu90DiuN7jUTItzvfBnJ9HRj+yC/CEz98w/eJnMUR",
+	"Yr59JrmuqVqIg3p7s/H92eEScx8EbDKRVzYKVC/rCYIXCUaVSNszG/o6OP44A0dLi0OS4nHvqc8VNgjC",
+	"QxvktIiBmnEEd1WWVhXBD4aYC1HFLSDXrGQEGFZKhJfQtfCBvgDbNjjiRqirx7LEbmnAzoNUWIycJTrO",
+	"XRz5PcSmDc6csSx4XhAQpUS/eV6CbycJNg92INW5oYrQh0vEGQE63EIwmY1YJrawhHa5LgHBBcunC+ho",
+	"TZ1fMUYI2aoxAerlbUSP3Kq0HssizLOf8LEsMV6vColxxzTVZzO3jhMzZZD/Y7JaX4JwRGAmEZ6VDiWA",
+	"a2jU5Y/8tAzdX/ctJRjvzyn03fbtN70ONnEShJdJ8kuQXosvIw2FctwS3vuVSMmkNbWBBx1EQzEZh0eU",
+	"nyELkqY52Y4IA7OIrlxF4lGgP7ToGbnFzQj9XhbZi9/YpXrhjuMUpNRQk6AeCR7QWAL01w4PDKtvsw8X",
+	"Y38nNprsCuzuII4byoZfCgKaBaFMDW26UguofJMjS7h20I3PynDGRUlwpXd9Sat2pxI47cF/LYH7rCVw",
+	"W20QlQQ+hztWqkl0XWeHVNa9JVKwpW/15YYFEigNqzoq9rZH8Afpu9nu/EB6HgpcWCw2WFlhKEvUE3VN",
+	"e/E1hNlUG9XcOTKq2X/KSn2TAaxEjW8zUrndtrc3ZuMML93OyPFGrnvUgvJtQ+kBlvNua+k2O52Z1+wH",
+	"zqQ5nLbDpifcmRMMJ4NpP7TXsliRa6iJMWtiVkAviSaa2bMo3Z01cRY7i9ItL0q2gpYFq8q9TDHzv2X2",
+	"k993Vs/ZqVusvfjjfPMyct6/uHDWr/7nv9+/fJqsX/yRvH/xP8vBi6fPuv/69Vnnt8tn+cunbxYvrmsn",
+	"25y31TiS7P2sRs9njKLlRi8dW6eo/U+jvAnCcpaKbF4As8qwgMEtwS4VWIcAxLpVkKi8OOiox0/cV5MY",
+	"QEUiGifYyIoQiOpZ8KfrIJLQ8f5OiCUg4QYz0So1sGrCeLTDmk2gaHh5/uKZz5ZpRKYEQg7918Wrl/uK",
+	"Bokr7x7emC1CT9y/n74gUEnAd2KDIOWrPz6E4vp9KKeztncllrN2OE/CD2EyjTLvj3keXy/eX4tQ9tur",
+	"bvd9mQBmr149RWcd6jOsjWqI59X+EHTe/+Q9/e1t9l/XF/Ev//jX8PzdbNV98usse/+PoLP68WUSyd6z",
+	"KH323d0mfG+Bnz4SlrcE290gOBY8L1m5+C8vDsWXXf/3FzhsHe+I4PFlkrwI5OaN7s763I6elpe3pf9I",
+	"It9aa3gB5jdG96MSH2Cp6M9Acf6QJgvgwVNbzzAq2Ly79Y7jNgxa3FhKKLkOZFj2AC3WM6DWBnJEQNyN",
+	"MixcpIyD9leUvXCdJisJOJEsWwRxPJZABSwyTbasS2ItzkJeMCZzw6VjqDc4m8XJ2oQAowI7D76Mj6X+",
+	"SCBtyaMshwcY3FKcK+XAtdhbTVssCyzJ3eXwQb9kJUwUnH3fOM2zICUkQvUL8fxdY7pH/81vnGEB/TpI",
+	"Q6TRKYC2WmN5aYcnTaUmQe/ohxAewcaCetZLtcqU8aLx23Wna4udAx37WBIIJiSwkB15ItQW0utWhSaq",
+	"qTPZSobJvgSVpQtLOsc7QuecIoX3id/SpFM1w1npZGT0wUBAa5DBfbOOXzMaVtJrr8A6kPayRJAdVEIp",
+	"UYgdGW6jcYJkQURpMAhhk+r+agiVF3nW0na11hExZO0jWZw5PLsa6PA6FVl2hs2OsCPG0jxOHcKqPN2+",
+	"3X1qMBqsl9sCuGaj8wc5GdS4+XV363zdgb19WsYO5x1qfAGCczqv8JlIoJbRaM3RwNgpBCQLeOoNIVpb",
+	"yvda5AaYDCFhqZAgSZFCBE3KZZACmF0ihe4OxgQagsimNrFrwUlB2TsNUGbYos3tY0kB0yraX+NW2YlA",
+	"17F0uQvwXe4cE32IFQtZRvp4ZFkYy11m5Uy02GWJAVhTWIJzV4B/47ysla7SVyizArCcfRP6oHmeH0Wk",
+	"TLoTKFh2aGRpOGNZ3JUk/BCb8a5cQVLe+zmRWRlGx9rrBagcZwFxT4B1yLI4WQONAmAkAKBGjdcAavok",
+	"UJ6tyFf31pKn9FqYB9sQDXBqKgNs3u5bPn4EOUdUwU1g4y1/+i9qr5bQmwy/LfINQy4E70c2X/vzj4le",
+	"fdQkzM1Ahs0SZXcxjB+EmmUbu1TzYpeODDbtU2CNb+9CwCkh2m17lKdF8+zIHbS2fTxVuZS58j9Jovav",
+	"041FMklC9p2E8+Oumnr8WU4qo9hVe6f4wU+U0XhLxlNHFEug7wVrE6DT6SY8KWyGHBui41D27mexye5v",
+	"/elPObjDz18//1lsKDp9NIyVfVPlTlfv/moDUug72KETyx7cHDwcQS9o9jRloN61BkAeWe9GmigI7a0I",
+	"cL+LCDzYa3GS5Ujzpnd8HOvcuLIxbRyZTVaEvekZz5/6SClmgt7GjJkmi4U6PnFUld3+vkyQdC8bJhVT",
+	"Zfhtyjr03LA7anJ+NSl83xxQcZitKClsbB7/8dRD9dki7IvO+3de0E/zf3fl5OrdzR99bypWN+t+V8zS",
+	"ngjzTrZZT7rrd/N+KLN9EXZs+zHYJfoawA+x8Bkh8l56YxFiN3OlJkrtQXUovq39fuLE3RIvB8pSo3h3",
+	"AuIUGoiABg5myf+yg+N/PwX/IpI58a/a5/Fk7f7kTwSXPBjzxhbdTLOinJE8gL5UjGIbLsxIsu7+Gkp8",
+	"UFlo3Uurk9A9UrFTc/zJun3fMdIiH5JHX9W77uTeUfAPqt9vh+L9WWx2e79LOz8V2Qodnge3Mp7JENni",
+	"sqWQGTChliIdRRwWiVcJ2B5zA5Q1KoE6Fy1uQHgF0O3koGLASMQxoFyaxAJQRumaEG7KmyfJKkeepESG",
+	"LfZGzQFSrjEs66FBjuVWIuKsUPdbCQvM/k8g0bpaYC5rCBWA0yQNi1RUOasylnFyXSUc1DPuE+19OK+U",
+	"05S0Tj0B6hPM8qsZuINcpps/yfa8wGdnJbNX8+AZxiol2SmECRWcgLJo7AWTTgDFY1DHx1KTX0e5Btwg",
+	"0jdkayh1drWZjfMBlsdmKcbSrwbCwKE2zbz6lP806K7rIMpHzMAjaHJS6JyQSWpKYYOswHXFc6ajmVGK",
+	"FNpYOG5yoPh7EIaU7Y1SlkwpSgZ1MfRH4E5rIR3faiF84qdbl87oQgQSzmmL0UoQednWfmF7j+BY7juD",
+	"xTOOOoWs8hDSqB7LKTTf9LWN7g4KmRbzGOvwILOByaMkpqgbDoPeTwcJDsqBnpHtBofIvElmFN9KTWbI",
+	"5ad+0FUIszhZN5XNazVcFweVQPE5m6zid+pgTEWcIe0x0ktmfJcjoUiKNpGoVRcqWEz30+L7S8nVsfQB",
+	"zt3X6NNwAzARx5GmJl4tfVYvSu7pE1dLzgoiTEO5nqTMfyc2o13KdHiINXrD6Y+k40rmUdThG2Cu/lQk",
+	"Dnhu91A5fFGMCuUythZtNguiXy3ENuL+PpiPMmD/dRoAfpTXmTsLJ9uPzR8tP3zoz951PqRRO63t8A44",
+	"gTtp9qde2ByI9qzZcbpuz+u3B51h9950Cspp2aUluPWbsYqwgk9iGzKlr6+2ZsgQGZQqGovoRyiWcVKO",
+	"fYB2H6UiwOpm9R/rNMoF+BD2p3vN9qSjPr2rPr3nNPvuwBu2g86kO+3djcngUFH0i/i/16+eJpsXT5P1",
+	"ix/soujntS+cAcE5opTwhySdRGEo5JdZRFgiU1ASFPLFlawKIOl+57X3zQKPB7ZnbYQ/4ubUmlSrqMMY",
+	"5qS/rBKpTOhGMZFCWKcOdTTfEp+BSV9CIUIm8gYU9UHmJQVq78kmF2MJ/9GoajkbKSW405fFTm7LQjp8",
+	"rK/dbsMq39liPytdD14qGulQ662B13U79Exb1WupGdXHMoYeTjLo5wGUXIAljPXoYbVy+iFO1tTPeqeO",
+	"L6u08Z5dX92vTV8nNX25HvQIWYqiNqp9S6sYxyKOsgWUJCxFGiUhdibxWtH3UwnXUnrqfkwZpwQ5ju+e",
+	"rrI8WYi06Todb3scjj2OhTWOfQMpveIE3BizoW/vmCmX5Vqi4avy+FTKA/KZ1rxbaqNQA3tUh7lgj/qA",
+	"wPzR4Dlg9tteka5sxrbcrCjRQsGN1xfFVgYPwqQfo3QsEVchDqIFSxDw4joBso1vfRbNqKQ3E3mLPdXl",
+	"8OqnAm2C5nlf3bLZ3fdPBOjjemsmoHjnx9NP4cECaBHSAjz2A/c5s2F/+QmdKfsHzqh9Ru52UtHxOFSG",
+	"je8oMFLOgMNbM77oXnVWt2P4QhbHiqtzpay7ykrov815sZfi62l5NKflR/GAhwXV2qkhIrN1IO26D4zp",
+	"wlRsQ4uXDJllnplSNMwLIFWsGhcUMkCoTv2DU0U2EreTX/QOvI2wNZYFK7VbsFLTz4jMjJaWzVpNRdAG",
+	"aEarWtCKpsoc7xxLw7KnrrBgpqXQ6B/JWlIWBphgqXFXa+pgGaQ5EoPNRSbIjcmg7NryMedJHLJgmiZZ",
+	"VsruFGYDJiquRc6yOMktDBAfjVz2BObZ12/MkrGE8cqErSMZJms1YLpYfajI2CIB9yWQzMd78SXLeAUs",
+	"5oSQn7NFAu8pVs/HUKYcS6R8KzrpsHwdIa/BrFkH2tYNVwJtXb7D4gfpTcz3jGW9KMe6QirAIM6u8iQP",
+	"Yt8CMsEnNyrxqKytBZaRZTLJsUzkqICTwkwrQXFjrRkaXJCJzRM2CzAthLNh7ltEckUs+DnsXlPwrjFg",
+	"sORDrZYF37UINuDE07qrazTuCwC/YOS93vGGY+nrc9qE4vSmeD8FonSfTcQmkWHjTO+PzHbdyT3XybTW",
+	"WD61+yBLVmg9SXVjEcbLWSA3Dc16XihAY3py9U+RZWheomGp9vKv+vQRG+U8yaBzghLj5n3q2/EwmNh9",
+	"g00iCSBraxHHnE2SfA4H4gyWR4aIXkZPRGw0BFqHgj81o6Cfp0lWyAfrgIL4gUMDTe/FHMAPESQf2Gq5",
+	"FCmbKP2grkhFJbZYWbffsaW95KR29znLzumK/JMWnz8eW2RLft8NKOyxfU4msI8GFZcUj93g+j/TyV7k",
+	"acXDOykUTzi9gr+c3T29kp+d40eMpS4jzXYbTLEPmyIIBuCuKqT7t6r+/0wBtb8+KJbbaZWKMv9DWxl2",
+	"8SKQAZ7r24r5EeNzu6J/exfnCVUTsETmCcFBQ++mMgTSm2gqDMXrWGL6UW1PKUSYFYZ8NZGfnhra+2wa",
+	"SHadIlxprJsJmLYtoIJPxDNW7zhthChdR5kggFLN9KdcjCBH4hYIHoSJyLasPTTtyYh2HYetQK6NJdht",
+	"UW7KLMwLvSE4P3usvrOS8QSvWETqXUkqGi12aeYQCo9HY0ndDIjNt0bDHnO4wIIFthPKD3xyDKJjXzPD",
+	"fdsYKHtc0cRAYIYbvR5YMcKwMiSgfj/d2bARQWp3MRyT2L5T/vrRdkM8JN6QV9kNUVVmcMw8P2TxwNd+",
+	"iq9JniP0mcYRkhXV7EerMcsaO6njgnzNyqo7dOftn0BDkVUG0QurQYFdizxjHcdliUSvF1NE6j5o5NBF",
+	"wMDzqguBCwDt3e4OZCPH+lXrRcrnNbknaGnb1wfyt+wAeaxB6b/0DBUcf/c4Q6eGkrfaQApohb3Zm50j",
+	"BhjcuiA0LVAd4G9gQ1F5i9qlG6wPxeSOshHXuoZjLI1NBVU2c7EgqHx16W3Y+Wc7HACRFTVrWFSCq+mc",
+	"pMVYUvizCTFTRKCIoKhlpezUX6J3gpWA9dW3E9SVEjoUDAVnDe15i6XA12AU/hlqPXUHFDCVHrmDvue/",
+	"CXIB0Ysm/K+P4gtgLhp8LK3f34hFEMkCT8j+JRPqThJDbKUxxNhsFcf4MOBbuAmiWGkS/IjqjJopFrpf",
+	"bcujh+04QHq0/e5u2ysBCt+JTuB/IrE+XNu/nf+7E+fx4ykdtOQCwMBZAo42x74SQrkx5gG2pB0pnoxc",
+	"0q5vUdcXZFbHTh27WcAFNQ7mpsEpKAMnW+eBECgWw0I3QRyh5aAcpym2tY+U+FBCLk/YdC6m76gHlUjh",
+	"V5kaX1TNt/M9zNW9zxp4KX+e7nJYDdh39jTiIMuvDG+5XQfuDEfd4ag7+O3u/gj1aIz+vDM06/FWDa3F",
+	"YWQWbI7afLEH9Nd5AuFFPDZHmhz2eTSglwYVtPJsnmt0TDx1k43V2QGL7EMyLGCAvcmiXCwaVHwLjS3+",
+	"yEoqRjk8xdQCj6WQ4TKJZE6gYGUsRd3apZ4D0JR4rc6GVrAMLyjBCk8bS8Twa7Fn6tlgLEQAkZGkYSQD",
+	"pcyD7N2ogOeEUWKfom6j8yGQhjm9cmtdMJahCCDogy2AyzjYQPzYcAnVt+ZKN+iqK/0GJADfaLwlqrPK",
+	"NDqahdZkPfKM+TTrYDngB16hQeNjzAzTqgB5poTfEuqqo1jgnXitT2zJYJFhhbBamBZ7pbwkQ0KhJzXK",
+	"CmBEBCHDLWFBHALPcpkZvhrx8DXee3/nSG/g290jeuWFyPP4JP9Ij3Ufiw1NQwnO9u9X8vMIynb0TOcJ",
+	"C1AeWBIPG+j2yTxLLZ3OnIavtT0ti2Xhz9sQS7/JbLRhO5HEGZapN5fBdSQDLK98R2KSPBiK20LpzTQp",
+	"egsgwBGlbJKEyu/QdQUUG/lukoQbn4G4pXzBwmK5MeMh8OEgXis5gDIuGEv9+zcZcLs1iuqNnTdQbwRU",
+	"FOg4/YC9iP5TiQ0c3AiEI1Yp4V/Gcp2s4hCAC3WGbAUY+6mBKNpqAlDWWCLzSK4QP6g6lXZh1uXURVZ3",
+	"P8dPq+32KlT3UhR9mV87KT43fY5F9jtNYRYcNmTfsm+Z2+xuRZ7xtc1LHOXOq7d6Ep1mX/TCZn/anTSD",
+	"TtBuTrypGzpiOBsEfW0hpyu50/7gDIoxLUQ+h7IUpfpr1GW3e1O7dNMyUIZ3bTQL4kw8CKnNu2i5FOGV",
+	"1c0PnR1lRhj87w+JVLPzbJUmS/HkdZBG2T6K4K35X6VxbVSb5/kyGz3R+lZ58E8AFfNJGETxppmKZZLm",
+	"p3SG6MN8e2OIOYiPvhHkr89bZ5aI1Lqz+Nse9WkuKFToLRQuJgMJwcPMAHIAAJzmbwlyHYQ3GxTqLNWJ",
+	"9iGZpHem3xpLsN+tKydCKUTgi1HmcR31k37xVRRix58OIqBEYP5P5uv0Bms+D33IGWBBEYytwdkiyEUa",
+	"BXGUiZAFc7DyZ9RoqFWd0mzw9qVIWV2/m9vDVDc0+Fiu50Gu4xGWEkEWegASxs9G+tMuwRazOtVKzpNV",
+	"ysJg00xmzUUi8znD/6U/rYVQY+7p22AyKIA4lmRuBEwvV5Kyuv8fGxGk8cbnzP8PeBj9Wz2L/glnF/6l",
+	"3h9vqIH/P3DZsIf/x2QsQ4JGKDr5dYWtmzVa7DJaCPYBamqUa/b8/OU5lFtmrO6/vfzeLzXlq7l4Gmyw",
+	"NjYLbiAgBIyCVBRa2lozqCWAPZbDJGUYD4L5MsFkmeTYfKB8SzXXbYd5oC6+RVpB+tLGiHpJ8eGAW6ju",
+	"BcZNTc2aLZWea84SoFlQK0CjIGQjNM4IeheDTJHyQmVeFAXVbUHLGYhWp930hiPmeKO2U3yX0x45Dvv+",
+	"2cUlH0ukhW+clUY5D5ZLITOWr7HGA0PFQRw3ocZzd3zgp+Dwio06lnUU8E7T6+pRwGuZ44zazm+QbzOT",
+	"j/ZceZb9b31Wx42iJhUqpJNZLiQHUBp1oL990sVpZ9/6DTZL4jhZZ0zEwVKdMvgmNVciCKHeNMoBnAY9",
+	"73S+yecLls/TZHU9h1LXsczTQGaR2nvZSF1u5g23qJ54HG6cTIMY37JAlhBwi6dznVTMsIBWGaYCC9gR",
+	"NX2JVSbq21p6+/ssXUmAxykN36BbWlY0mDHKva9rdl48mg3OUnEdpCFY7/Q2dU5abI+x/kRZEjblgPpe",
+	"ROZBGQXH55UF34NislSY3XZYpgOa4FnoMm1IxFiyq6hxh1uSG5GGK6Fr40GaTcQU6qZJCO9AegFRfLKW",
+	"DbVBFlGWiXBEx0D9GQ+2rksCoTqWqZgKmdPV9nhgcXmRxTVoYnBG4dV0Ux5N3+2rwtFy/16lOGIXThSj",
+	"yrPoRlCBe8ZNfRLZdlbRDZmtJEq7C9tq/PHZpWUP5ulK2EZbNzvC6lomcQz6X0lzwPcuVw3lTJlwDOQP",
+	"idcXiVSyIk/YD2kUBht7tBOYodqf4xoacuPaiI1rIDTHtY8PY4UfMENPMjE/nmxifqq6I7jDXoCDESqz",
+	"L0//gH3BKS08vlZEP9aiG5YKJd4A96GQS3ewzMtV0WWtcWyTdalukOClMOhsKRSyORCwgk2EkIW8D9lG",
+	"5C12XtTHFNEkiuuvg2xft3RJMN8rLPxXnjkdC/9Szt4XFgs2JFIPclwOdDpv7Vudj7LYHN7b9nNlnuPv",
+	"saO/7uRPmNW43za+W0pDL/jx5FLmMEQSMUTBlQ6AwJYtRHotGPYq1t/88D3rtwc9cKXRNaTSrggJZ7j+",
+	"O1JLbfFGFV4TJVjpGQcooiwcDhaQxa1TDNAAofztIpTE3l5+z5mPxrbPXr9SLq5MmE/Wqq9ezMRimW+Y",
+	"D2mOEkDVWPpkitPfTZrHJtdCl8RHE95vtHRQCxK2qzT2tQbVjx3RpxXFpR3PaxWDwjuJ0ipIBU56SLMz",
+	"2dA/6oEOdJUnLMqUW7VIbkTYODP9qgQhW1yWCmjijsBhjoXhmFVTG2UYzEBYy8xMNTwbytzevvkFMFeg",
+	"iTXFhJeaQEzS47B0V3lp5nyLp9yndFMg2Uq+k8lajiVtI3tiLgSyLvq24IQ5acJGBNBd/6z8O/wN8/RB",
+	"SNYJBCSDDfjN5+CXBronuohFJqkVi+SUVsF4Pj1PHbSVBvSqCK6Qcy/Fmiw+cGjREZbJ2ooqYFI+kNN5",
+	"kgrwcfdEE1pjSRtsxJSr4qOXWWHKmcsgteATmHUGLSzifTDN4w1EaCy8znLUAe6nPfhEw/+GyU6wQfOo",
+	"lWOnmaGbMjjEECqh0GyUMlKELbYbuRjLndAFBDogPpRIgcjgWLqNVQ9wTZRh9YMyx6IbQTMJtmxMkRp1",
+	"E4bq1J8oFAAVnpJFxXLRFjCxQAoVEeobeM60X8thbNhe1gP0QgYU4yLKSfVIqKox7fTqmXjydnvziUHX",
+	"jtGUpprii9DKBBJGN/ur425b8Rh6w5I6fAtQzGHLeHlbUZvT1iYawW5Tj9WOApbeQMcRAa8vAiJVWLAA",
+	"aNzxlJGqgAncgoHW3fP5rgG2DjLO/CIj5ZtOgH3kd/cN9BAVWlUWrv3Rjsi4TlY72draJj3jtUOirILR",
+	"htZyixcuSqHTYTBqO+ylWLN/Jem7UmC1IgjVdtjACttYgZjzhUijafDkpVhfqSfBONUkxEEuthvR1GZ/",
+	"++YX2ANK7mOJFwl+0j4HdCYo9KODTpyNazcizaJEqr97H8vxpn82fxHXwXRDlHQmnar+67SAUvPGu0tM",
+	"6dNy2h0Zkzs6e761A76U9LnbLlANH0P6fOe47ENLRFzl7p1S6A/t1in5SsjifzsP7/9gYFETI366cCIk",
+	"oQ6WvkFsxKcqU9vsMAavKey1DNtcp4kpmY/guTPou8kocRZSZriJmeEm3JMiOn4g2URg1b4IG1iRKZW7",
+	"12LnlIEpNn2RQsPsWZRrn3FGKjSaGdYXZaHvGBkvxXsT4LlUz7gNkvcnU6dsh1MTGMre+is1h9V1Y65d",
+	"N+beWjf2cFVZkEbdqmMilfIPyFArkZZP91U6feQVj+jc+ojObY/o3vqIrv2IEzBqoxQW+BAGxlY0EFG7",
+	"vgh02i8savY6FTeRWJN79j63MuB/WQitWkqCxDmd42g7OFfNcpQny7KXNNpJ1CjPciNyOzsTpILcNcK7",
+	"kYnGtcDSHOWJjiV2HGLQm0Rgi70mdy/YEaVbPlwF+pe64UFi4Q9t9345VaPouJRrAh5tieijsG+3tulX",
+	"OfywcljN7qc1M+9KYniUBH0jsFC+Qp5BCVdFiq+wXjHKawtbqjvSFIVjuQ4y/WANKglZkLpMqB/cZijc",
+	"qmqkuCDdf6t8RVa+v0eyUZvcX4/tJwKq0ASOD3lukavr6DITYlGcJsm7SLTYr9jxg6Wy+kfT7L1YZTkA",
+	"LGzgTPr/bH5/8eaHJjDC+RZWrwZKy6JcaNLALLqW6oCLFCgYV/mZgc+Fjk3CLwutwelBITlRyJLZWG6P",
+	"LTItP4ZQh9V9+rWFzJBXkMsChF0LKClXo4Yab0kVmGOpGdMA1BeSP/g2Y4VpxLS6LjsPJJSiViA+XETX",
+	"8tWqAj69U2FDIoMlzErx5VafZ+tuR+KhqP/KTH9qJWHdcCINUZy1f4u//b6vsOPXeVKxBQsyT276ONUm",
+	"w+Wimg9rilIhxVqEWJBO204tyFjWsSp2GWQ5y9civhFUlI6qQy91JBst9lKIEDmFSlt6hBglUUbwKthj",
+	"N5axCFKZQXKn47hmH2/tzeoyFDqf91YMBmLgVsWAb3ylry91/x9zp2HPPFqv0DfuC3bizxzWtryMd2//",
+	"fziSSxre9zCwXZ5LSAaCrZHvUiTuPQF7+Jvfa3uiQCsq+BuhwQMkW7hQMg7kVb0MOT0r0+LqcYwwQodp",
+	"ekSDDyT7Kc+Xr2S84ewiWIiLKBffXeRpNM31KliI5fQgn9Uv1OSIApceNME0WIixBHj0y18uRnQipRTA",
+	"+Ie0FEDiomR7wJZp8n7DkGcLuokKfsjLN28vLp89vXr95tU/nz+78Bn6HtQc8s/mD9jbIcLm6zTJE78B",
+	"La5kqaGswJnBs4dyAE46N8JhsrGK+PWHIV45SoaxrBYNlPs1BKPQH4tBzaL0HeUM8F6SKiLFhRnWLVJj",
+	"W7xjFlDJ0UAy/5w2NJx5Xyfrooypna7eP9X1HoT9PZZ12iHFhsAmr0KG0juDXOPvAz4IylZLnVuC+Jts",
+	"LP1pls6uYF6h+0sNryQZaXSwxFGu8d7aDG5swo3NRZRBa4dvo8Ml6VhqZF+126EdDYlOkaL8DG1s4Pex",
+	"WESfvnj+8ury1c/PXvp4D7WrFVhXKHPH8ocgioVFuQphWxtcik3jCEpWwjAVWYad3pHE/aPxY2HxLgxt",
+	"K6JYlM2MYjnhed9k5ok7BkgkdS1NlqiHjaVmqIZwD/VZG/RQ6HHafsxVJK9m8G0+Let6vhkxf50mhsbW",
+	"58AJDVONpTI0136DovxmIxTISJXUzNG1fC7v1ZZRKBmTRS4BfwaTaShm1/Poj3fxQibLq3+nWb66Wb/f",
+	"fPDanW6vv33BSalfGP8nRZL/MhXwhRYN24ZmJvItnNALkTe1Fvxzvx7X0q6UGdnuQ/+KGPqwTuQh0xxs",
+	"haMsc+0zor5rEhX2abCF2zzaRgHp/l0q1tY2EzFzh6uU0DyTPMhJ7QCVMSMimBI+AohJKpSK8sINiIyI",
+	"y66C3G+x/1GyJiNa/i0g+LFE/W6I+wFjpxq+Ar/qgmbk06IobFE700zpyPI++uaDsGRud/thVIuxDUdm",
+	"yje24ciy7Mpbb5I/ZvEfSRL045PwAuzZO5SqC6Z5dKMxi/9PAtdvHx8EzbQjQVuHc188CH/eBgHeuvsJ",
+	"YqpDHLfSI3kBZYIBZKL0iS0PkR8Gpf+BLFIfzrJPh3ks67os3Pc6c58XdExubzD3z5jvZL42BnUzaYOM",
+	"PA1SoKE983Uylj79tamGF+SrVPiawZqbglEc8jeZRvnBcrh8zm5EGs02Z2jwK/8iKzpfpViPgbsEjH8b",
+	"paB403/9eglKE7WpsQSLd5YgjrHBPgL/AOi4/HdRqG3oFsP6NLZJVilLxVREN9CxlWw/0pTWCmZLShxn",
+	"to7y6ZylIpjORTaW5anb5omqA+4qcUr9ofyAognZiGQAY7xOMBqGXxrobuUGhvt0HTHU7eovZzMcc0J2",
+	"uiTAIifzW+wNPFyJfhTJRhGUhD+2mutNMrOEhN6OFaF32Nsl2XOfclOLV792N8mHA7KM0Hsj5x+jPmDc",
+	"V+ooHSXky2qFa3lzhdNdG9XW80xMr5bnF27o/OK9W+Sd9eDdZPPq39f/89+vzzevXnx48Ww+33g/Oa8W",
+	"YXdy2fnujtN1C+59cRAOwd+Dr/EV8P5LKZHDI4Kl8SSqyurmQTXharnXtv0JKvAhm5DlQRyjAIzBogVT",
+	"FwUPWy1Z3YpLXDz/8eXb135jxPxkNvM58yN5E+WAu4IhiNUSeV2Ang1/ZNMktNApiuCNctiTpZDqbrlR",
+	"InoRbBoo343dTjZ3M5JEuo9InmOZJywU0yiEWJ3uJkpmM+ij0WNBoLGXiR1U2hurxim7r/G7SEIsf7uh",
+	"Ps/jZcNq+VzOkr2BZPom9YK75iY/iRv2q55/2jnAloi7Z2s/r5YHwsPaGNO8QpSK0/ulgG1H7Hh7Xz59",
+	"9sP5218ur17/cv7Sbxgkv9kqjpvBVIkBdv76OYAxU29f9fGrtPYwrAxthz5qJIxQWGAoC7XHxrK8yTDk",
+	"AG1oCzQ5sGmx7tslPiO20yeGSESQm9w5e9+pc4dhcY1bRGaj3h4UnOwwH2e8GUYgBEMf851jqQ+tOb5X",
+	"6oT6ZpTQALfKkDZSRy/hEBsQXpyH5/icUSm1aYfiIwqT4muaOiZlY9vrqgNquQM4XwrpNTjDoGGq2dG4",
+	"epz5gCZFMYsPaULTIwgW+oMOCGI6NMRTlCm5Bi+nrTZP1uA9LwK5wbRoc7XMGJhoswT7mnA9QF5tTxwV",
+	"TUhgfMI8Xsaia5mkIiwiq+qJyg3XJLNLkW7HZuuBZM9f3/TMHyaYen7S65yxiZgD4+Z2emEsD+QXOKVU",
+	"8HGUxi6SDD8kqY/2OlYtq4/F7US3KDl7Dceba6bbII4RPGxkoWexrs5DwHfpF6pnuo5jflNGeRyP5a5S",
+	"uXr97M3V+dOnb55dqFFX//7Tq7dv/AYhKq9FHDdnSbrQ4e/VkrgVeBFwVgtU8OmdYX6Uuk+RlLTga4Ht",
+	"6g3NwaGF8qlfz38j8nTThFZNdZag4KZgHdaZ/4kgvRSy+hsRwtYGN0UdwgYzm+ta5KwLu5let5KGV8Ef",
+	"4SHUW0V/Hm000HK0tS5LQfpUTBPl3SGzMd2lBBfu9BZZ1NRQSX+kqP1q6ZPgnOZJasblGyC7ncB/JJkf",
+	"ijyI4hb+5leH1t8u7xVaJ1Va6vnCyo2SiWE3cFnHE8Lvkby58m7e99/9u7P4kLflZN7bpNPu+o9wOetc",
+	"B/04E14F4rs67eX3voLskPp7yXSy311+yIkGwOMlItvjKbU/BJ33P3lPf3ub/df1RfzLP/41PH83W3Wf",
+	"/DrL3v8j6Kx+fJlEsvcsSp99V7NTAdXO3aAUzhOzmYCY2VUlDYhbpgHp2iwgZeKOXX4QbFvYQxCCv1hg",
+	"y+bqcnlquRb3VkIB8xEfy1sN6mkRh12X2963wPbUfXeLN0q0BZr+Am10kpomTjUXZQdVCUWd5odkYMnW",
+	"ejxea/vAMVqmySQWi3/sl0tNrIsuN6SCqWEnp5UYNuQP2KtuywyUorVRjZyywm+aB9mBZ5wpf6hMLWmV",
+	"BkFnT5YH0Ktru4W8htD9tVHHafNaHuVKQtSeW+/VDfWEHkcZrlUqR8YHHdHkjOyJOGHnvcbbKyF2y84j",
+	"8Nwa42odoBoEEA+uy0aUPYewHoUiViNqWcWSpy1y1cJY3rLpy49Fvus1VxnuDVwuiOSUl4sFU91vdfuK",
+	"dYoVu9A+d5IzIcHMv22xtryC2kMs10XZPqGRoAe3PW31Hb+kgUvkdu+5RHruyfsDZwu7wW2Ha8ffOmbO",
+	"3W4x529ltlouk1QZZgsRRgGD+b5l2lfFXU24qwmXP8TsX2o3k6Y/q0IoAc+y9UDxs3sskg5ydwtLWDsH",
+	"QIaUaCRTKKVCQ/OMuvUjyfqew7JjVswbFit2mSTY/qhfeeQZIfP7YRZpeww6IhYZexpEGfxVuVj0R5Fx",
+	"YCuON8XJ0Y5JY0uHWg5KdcgPB0CpijwBfA6TCkk3Jk/Rqm0bnyUYft3s6VQ0e378pMl+SwVWhZZ08DMP",
+	"DuT1f50TIIpJ6pvUfRiFgDVbcND460iGydpnJqMHyBJQb6e3stfBUtsGwE6M1UemG3CDEY2VsyQOLfIN",
+	"wmgtCmnJvDNuKkqwDyJNslHxK3AXAeMNwspwOBURKcUQkGk0KVEMEI/6Tug3Uf7osuvAJcvhEAqkFlEc",
+	"R7QfOBSc67bkIl5rEKSlfiBC666EztkZTBn8RYkfiuLCFOJ0RBk+nFDFI8mWaXKNp7tA7YWzYKB5gCcR",
+	"wxFWjk23ZMNHZvlYWjO0gQp3tLziRF4DZctyKYK0xc7jLNlmbCr2AGH9FPxNDEXJWGI9hxoM2mB5UmY+",
+	"Qt/EZ3XX4Y7jAPwYVuGJf6+CWM8SRhsWIpCQ6QOQcmogUANqsYs8yKMsj6Y4DKiwBA6VdcLCYAOI0RaS",
+	"u3EZ4FOQ+6cqqg1n4Yj+8FmQAg4K4atpYHX1dIDkMtu27rtznzN/6Cx8ZdHo1LbXmfv7msnxFFV3k6ML",
+	"Y3QF/ueDM3vQ6OHjLX/KUx6VOjvI7qjPVm3kuoM+r6ktJkWWXS27ztVC3dDy7L8Oh/DXXmuALlukbvVc",
+	"0ENpBY/dwDSRF2MwA3BKA3Aq3o6+4c7rC5cxojv3vH5Y8fpet1s9APihYgLcihF0Wu1bB1CkY6HEfOcE",
+	"Gd8b+TQnmyutzP+s6dbh2qjd16N13a0Vw7u1MFH7ZkSj2sB/DLnpI1KXdz3nI9c7c1RrL07g4wyyd3iw",
+	"9uVqzFl+9MwgX2wy9Sku/caabK1b2WRD/7KJuiDAcwRPF1kRFkNspR2BqOsEOggUHAvB2RzbpEKmbP1G",
+	"Nb046pq1MtPzROe5tjjDI6ISBxXqOgWwe1Hijq/+JmPTKJ2ulCWXiuCdSE3A1rwwWUtNhZJAMuMZEBRa",
+	"aPnwzoLxQN1A3w/q1uQe4iQI2SSI1XlMt2Lnpa9QejMU3yDF8vnr500IDUkd0sCKo3M9fVHGsnmQYvNC",
+	"iek4w/AcDhyhBugzx7IOerjARVTmu7gKcr+hh6OniLMsklPou8PgfFZ0eGwty3XC2WSVQ5bpagaQL+oF",
+	"BGWn/lmQM0IUfRZE8SoVmU9aH0z6omAUpl19fHXp5SXtsgerubSUW4fX9OBA+pkPIu2yj3FVSerOqO3+",
+	"pqEA9MRWNtrDZTC9lfrO+43cMoFMsdg1lMKRMp35WxTMo06nXeM1mvPayCmrrLZS2sWXOaUv827/su5w",
+	"/5Bdb9Tp2EOexgmFwLYHbcEJ7A74d16TmH3A4HDoNnuzrmj2w860OZy0g6Y3dAdOf9YT3bBziupRozhU",
+	"ZWrtZzrAEy2m/g+VnJYopGkmTEBKYrro7poBUgV79MIv0M2yK1m2ORiBhRZKWnJi1QHwTI0QixgA6gJO",
+	"PDBGmYylKcEEUM9ZFOfgOylxRN4I/Fvz7xEk75HEfJhUBMWDJIsBNovad5rco343uURKPtpMWJz5xJ5J",
+	"/4W0vByxiDnzo1Aslkku5HRz9U4A5VMcTEQMvT3qY5VPcpVAsZFJGUEKlj5RE1FDFEPJ4MUkkmKkiWGi",
+	"jDLlYwkSH0iAgYFH91TpuHFr5wURueRZdCOq3ybe089YHzpVO3O6girvlKATwGFTQ9AjArakMxbgFajK",
+	"ZYK/EZJYJFl9510yycdSWd4pMuNsjbZRgikGXi9aEiaDNNWYYzCSHAFsNUHxc8mU8I2mqzhIt/iI/z+8",
+	"6Dtlc/twd0ag1EE4lrHI1erbLMtEeKR2j44XYB8XOLPXSQJY0bNIBrEppGbZCumXO47DkpR1nA6H3jlj",
+	"AQVxnKwBSrd4ZCSvGy21XbL8yrgToUYLhj8LJRl8lgUbtp5vOHzbWN5CtkwFEPhXjKkcYlImFR/AlMAk",
+	"jCVE0bAiGn11LHNWO2oWvbdS9zhnNsEquwe/ajE4fyzL5KrwJs2rqqtZSk+1JNJBWlWoPhpLk8GAci9R",
+	"wCBMkpUMIQoCz7L5V9mt9KszoYxJ+A4IjsiSQLuNnJUzNYXXc6iqx883n4KscJo3r8XOxxJZS9XbzZmi",
+	"l6H5mGJkVCa5RUqtZAvYsvr7aNnKI4uyfeaeUh0PSxL7Ckr5sTCSFByd7D3RGPKrT/V2V1kVCewr3Uhg",
+	"g9KAXokyC0tlz0gKVVEazixJF2C7rVZRWBEO2j8KnAf9/l3m5gLLgljgC2J3w/bO5kHY2DfkQp096IgN",
+	"nzgqarUB1VC4qW6NcsIVp3bZRDlt+b5RapbqI1dYXf0ywKqXA9tLk4oFuXq9bi8jHi9kYGi328O9c1fS",
+	"WNXTFwa5AGzN4+ewNDTT2HH6qPDWhx0WSr+3b34hdmTtvoOL+D5ndd92gWyAMq1syRtW1kEmJBY+IxNS",
+	"gtSaGJ1Vryh2U0axBY2xHxEdaaKuy3TbdS4AcoSC9WAWjWWU4V2cTYOM2O7ieN/crdJ4H0Wz53QGUJpi",
+	"OJtPPRVmUYtJs8xFgo8oTvPeBd6yMfcOuNu943hxBwYpptBgoGDEcrZOozwXkvnvxGYE5R4+q6OF+10u",
+	"gsVoGWwW6iz6jTPLzFe6iaQ/6PlFkmq0f5wZC8wgiGOy4xesDkAHwYZ+AoWcARaQmiwsjBhLpROVLh35",
+	"JpdCvBHKKFzGwJOhg0gwaHgm3iY3iJcf4CcWvyuDfUTGFy8w8kemxHc932BmZZrIEJgzAe6BFZ9KRUPJ",
+	"WrI0wJpypZUhqzZNFougmQl1NTLWZ3kL57VsEBGDCrbGYKlo8UJN/AlWGYD3JrOx9H9Rn5L5rN7xPJy1",
+	"dZSJBieYgmKTEY8p/FfbKx4MutaEY/63Vlpb5VqK98sY4gHU5lrF1K4GUdqcUS4W2dYubbvD0i71dnYp",
+	"lIg9x1vbxc9BmgYQt83yDSRalHCrHTiC2vui/Q3LiHAlxpFG7s1MCGZ8Nb8xMqoV0f8hLWglLpXuCCN9",
+	"rIPiPUqG4SIqBbPKlVm8V2gXruH99HA1xb5lTj0uev3R0fT650h+pE8FnnBy8L+HOzHRmAAN/xkLE+TV",
+	"W0Ux1tyHWB29eJwM/Vack+/tFHQGmPRque7AtAEScqrXHDqh2+yLTqc5CFyv2Zt0p52wLbyZ68C1Za1h",
+	"sm/ar6yNasaxQ99bhNB58TLJGcLu0eWWd0oFXBVlnVUYrHSJhcN6f+TVXTDYMkCtzrphmm0XkXUf7qp+",
+	"RsvDyHEZe3UrwvtE11w8AajqbCspuXdJnUunr5a07bQcp7O9pO2m6wWTZn8aiuZg5rhNhFYZDIPJNDxu",
+	"Sa2/lFbN0xXAj2bVyhC+tid1NDiwtdQ6jXrsehdvbzmudzrW7u80VyRERrUXf5xvXkbO+xcXzubFD/+9",
+	"fvkhcV9dJh9efN9Zv3j6Jpg9PX//6tcf5q9+/NeH0zK1+4Ll5yhXtbQvx2cffd72EQA6UCzj5DD6Xmxx",
+	"XXAPBsRPl5evjW2ALoru2ovIwwly5hMZGhTP+aGAiJxF9qD81IxlSSKBaGyZZFk0iQngTVInUIRhMnlG",
+	"4VoRpHEk0pZ5Olq1+umpYItVvgrieFNEgLHRSyAhl/+8kDTNn8XG4JvlCXBTUelWEagA2LQsmAmbxo1a",
+	"ZshOwvZFFItZ4SPVPccFXn7yHsqpAV17b/4AhaKpyFepzIq/YtQSbkWZwDzHMTfS2IuPyptvIPZpMXUh",
+	"Nxxkr8E/qBgRcd4VTZhhBI1MMsdRYeei57XYz2KDtgnsnlDnLnS7HjQT5FTsJa1qKqtr7PnTZy9ev7p8",
+	"9vL7f139+vzl01e/+qzudeYNE7YQOiSqae2IgQ2itkV1lWbVhQ8o7F2wwnZW2bgy2MP5//4fe41xHUph",
+	"UxCq6O/EdIiNjYckjXXtuauToGvV1glnIs6EmqQGL7WRR+UIkgbEMLGtnXI3jIX5r99S5Fj9d/bkT2Xa",
+	"fVQmvDnBLMuTlI4kfP5SpGOpH8zB/YRYt2B5GsgsmGKZt+2WQqxKCkOwiHkKj8BElStK0+SPCDEkoh41",
+	"K/oRIV2d4W+BIX+TWd8IpBfo8encTwBcGJEM6CncIt/TN36TKc9DvRlSXdoD1Wpa11lmfKfQok7/wM0K",
+	"Hg9kGhtjqWsyGaZIODFbY6tMkQWzkmMoY/SgrtRK+GcwGr3IQZwl+hn4CVT8a8O2XOKOgocVf6X5bT4P",
+	"/RbDyhWM1iPDJW0PEjhjWdcspdxmJ9WkpEYqFiKXM4uclNhCdSoPbjXuIR9LXTJxVfyR+bB6kbzWWcBZ",
+	"nKzh340SDaFe3FaRp9IbnzIfkEElCnAd/4V8jAWkodMuWNQ52ZDUO9tOfhXL852V/FogiCI0C2PlpTrQ",
+	"TVBR27sStwYkdU3FiR5VhEW9owIDUnnGSt5gGEmHoyHpN5bMwmO3pAIWrhr+y1BpoiY7t6Yc1mlnziHJ",
+	"keDim2n9JtOON3rx5O/bcXJ8vNxaMVNxQxIGykixuQVP3sj+dFNtA1U/gHGGgagN4kUyiz1TDcOc8UJ4",
+	"J9iUHMktAcCtaxD7kbS5tvICGaoXBNKO/ANQpFhmOrFIeSMMf1CtcYq4bBodOzNCphzZEEFIK4CrV8xK",
+	"0TI0D26EAYzVGSSzZbidytX1YXhQSXLACwpBR6XSNupnmeK21OToQ25OZ0bUp5txzTQBL86QHsSQVC4o",
+	"Ak0GoHe8bj2Bnwko1t4vWLSVRR804RUUN5hIS3FQFsEG24feT4WANWp7kHqs0zSg/GnAm3d17zpJ1UGg",
+	"XUd77haziEiCtT5ySDuw4kqaJ14iY2f1A7aQhj4tzdaZbe6oF5RsO9qrlgV0SX+ZiDiR1wYey4wGcpKJ",
+	"JcvqkGlQTzbdDAbrNkqpoE9tV0C12pk9GrQRpd8ALCzIrkC57ZBeVU/PInkdk9T5BmWEGiesnZovYyao",
+	"x0EcEB+5mw7FllPloJ2cD7VG/7PY1DCqdNf28iDf6t7MWUCdhJTwqeAFBVEzro1YZ5v/8wj+nqoIjA1W",
+	"dZsnDS9vaj9deWZaqGflT7lMCt1OYr36cyJ5k0RToT7I9Zw+cBnRIw+OZDpX9k4zTKR68LaKOeZWrA05",
+	"4qPx+hq68XGw2Vo0ItCGnwwATInktUgu7KN6XUSSVhVmgF5TazuLEkfS28va3ohOdyeggzeXIzrYOl6m",
+	"8b19BvQAkQoXErxbq812rX7yOG7dxZyNa8r9IVKrZRCFyGl12tamYdV0VO/jSZGaT4pgbPyjW4GIyVjW",
+	"USZqGLjlJqiSMFef9t2vUvPKqjAVqTAETtfWzI4CAXW1qxZ3vP+iWKtAVKe5aegkDz6aQrBl3adDKtTt",
+	"BUbtrrccKSdCGzZQtF2m41c2jrFB7OtAsTSUQxyF4jaPvsVeEnu3FGtsPtMrsNUaWaGud+NP51gy5IMa",
+	"P2OLAAyKokotpTupSXNnLQ63TQq5WkCYLF2J2u+8EjT6JEyPL3pX6+K38qqdkfFmHGTbXTJtDZAAD0LE",
+	"ZgLXxfgmjzxqez9W4DtgVBCsVrNCXdzmn+zBpzBRAgyWEJEAeCfZyCgbyKagLQc/WSVJC5FlwbXa+ggU",
+	"KxMaiI6F4mDOSPyAoFEybitUpTXM7zvN4DouXfSCeyWMCxgwfcRtneBwMUL8PAyyxaU1gVFWArGaKBFI",
+	"w0Pik9mMul9wegk+zNCK4CQrd24sdSRx32oqqb3jaLJgkWCkYdEgcotsLCtcqyArAYJo+6ocwG09gsTE",
+	"haEW137QaQmKMr0Y1tNOgnw63w8iXWQtQBRFuViAi1UuGfax9pXrWGkY5MEkUEolWSm5lkbLFoOiDVhl",
+	"2nfKDTbOpFr0UChXXsg8Jj1etF9p95XiNhkgJULhoFjAa/W2ozCJgB4wyoD4f45hBpT112q1PmLM6M8x",
+	"HmT1VzoRH/0WO5f4lUWhkY6Z7pbzb/cqZGIRSGxyzvYE0SndAMYruZuQHqkHJUtoLLX6hcEUOY0gJ80C",
+	"EfZ0yztvsVe6hdrESCg80oTb/r1K8oBjfBUKcHSMxERIlM+ij0DHG+qpgRmFUOAzsxGijM1FbDIYuuRo",
+	"Z3cgPdTO9LG6q271ul2m/J9gqtzfxhjkHQoGMuBwzqDZTr1XfRMNSqNxZ0aIZFvzikXZdezIAEaVPN20",
+	"bL/Gb7VajYKhzNcC12dajmDQCT657m8dnf9H/9EGVjo5lnCZTTdJYC3J5A8xJXqdAHoB6CM4Qb2BaESO",
+	"pY7n6V/PTB4PYy7qyFCRmlTTA7iiatzvxKbFLtcJLetOSGhUDvVhdRruH/KirT03Y1GIYJ8xZWVwUPYa",
+	"Nt+JTTMViEpZfEtGmQnat8hubFiOSmY+t2SstjJ17wAsHqwmloCaeJ0SBDrWbAPDlKaZw2jriTSRRdiI",
+	"DbhV6ROUWhEyjEbymlNhXZICtIIuznO54zi4Nzpue+vFGMrLTCAvSTmLZmMJBVcpJ04AtRWb8DVQTdU4",
+	"KyTpNxlF/bCRB+EQwe4ob+LCE4gydTxAXOZzIZGWiuZ6fTDnhsWIdrxP7pxTDGaSdFWvUjKS7jGykxvS",
+	"rlvM1eJIFfATRtRbKVM7sUZiMwVJjqEdOGUtdo7/gARz0b2BqBRFQVsQx1r2a8MawseQftgqiS/GZwKD",
+	"OD67BrLcHKLhQseyDp8K22AnJtywQ9CFOLDaQ+hEQzMJCNyskLgepJBkM1nlzTxJmrCbrAOGJxgP+UQA",
+	"5BxUzk8T8CpTEZISqIiNc2VMlSYm2+0UAKhUyMzBwUtSHOGhGGf2n2BF3AOhn7oO//dAGFJHrNzuoqra",
+	"CS9vdjwTOzw51sir394+4e3te729/BK8f5Yvt+5G5+BJp3MKjwus0KcKQZVqF1MTgsAggVpaDEVboCB7",
+	"V3lvseNw1IaCrA4WZJWLHTvTtmj2J57bHIZd0WzPnKkX9CcD0XGP3SvH1Mnh3+9QKLf1JZ2u9SWfrOix",
+	"9BZTDVeER06qfixN/skx/D+P3wXt23aBN3K9ltN1tndBp9kNe6LZnw2c5jBwJ01v2g47ojvrOX332DP7",
+	"WXdB3/qST7cL7LfcexfYk3+HXUAze0LMBXtwKiIu+EMRb7EA3oNJlsSrXDA1NqXAYIzs7Ztf9kZUysa8",
+	"9ykCLCfLapTGVXGWV8c4wX/vcOGXCOpj4jcItAbORZHRptiJMvjvH9ZBTKn9cZ3v4feM22/llGEzGAfE",
+	"NqBBpny09kvVdoww3hB0QHk5YNgTVq1pIIJWtqJJGWjG0PpotNhlqcjHgrgC2zOSWPcH4UExy6HSVRfT",
+	"KJcb/UKDfbcWKRDVA6RWGSpgEWyUhNj7fWengySMpYWSQF5VqcrKN99nDYsF0MudQcGgBsjgVKhEP2BT",
+	"WJTniDVLQSgqJYKbwDOgZ1JtLxb2rJb2LI5MeitnQZ4soilVKlLFp+lDBMz/KGfpSmK9CvW/E96wmVP2",
+	"BgJV2gUkEmnYT4DiB96smOUVHgNcpdvE717VQC7MFmq+9Wp1vDIhwf+16jSsKlU7AWB1PRtrott0lA3R",
+	"n3phcyDas2bH6bo9r98edIbdGtrPGnvNHsWzoqaTAHPUS+FabqYaMgGLJJXqdmsg5RbisvK1WSXLPb3l",
+	"UguvotnFDPWjlR+rGrcectHuTpFKfY812Ds0ZZyQZcCt8gMAsHwSf8VG3TtxVG9A9VYpZoNDq1HQbFn0",
+	"FSzvE+lVXBW7nHqhNUhAGD7316jo1u7XqJh536NREWDmSPXJtrXnWNalQfIZ0TMNIEuDV2RkyiAukCwD",
+	"cA+MPVpJaaoeHstwJbACohw5jkK+05eOaguxaiCKtE8N61CAxfkUppurdCURtonqB03pr06CU94nQ4wT",
+	"eqL54AwnDEdr1OFYLkWaJYCQr+ZuFqUL4sVeaa5iWxebeoc76+K9ipWgkCCxAsAwhzXrWJp5qlKt+COp",
+	"VmgtBnA3mFNd7mGFWLUIR5QeKMzfYc0/XD9btLRAtkitFN8dDsLEZLg2WDKj/Lc0SRZslqRlXGhWN6kq",
+	"XUwtWYwUTABNg0cg1KWaMASZ4NOCHPsw8lLRrg+Da2IQXoQV7Dw4Ofe3NsJ000xXW1w53xMcorD3pUam",
+	"CBApEz69VGmAm19Hxg43kYL8qbR0LvVbCaHq01o5y516xEssi4LUUT4XC/stt37T0boWl+8TWQD7F/ac",
+	"helGnVT7q2h7Ei5vEeF09k3ROc3PMQ9xXe/kaTnCBNmWl4SlvkdCfzVOPhUtKp6TLaX9KSwUpfLRLolF",
+	"Lvb6/CX9FGX73eGRksCzVQq5Kq3vqa2nXK+GZN8SQA3R2PUR/9Z6DeaqDCovtJMohWEc/LpvWk18TiYT",
+	"9FbRExtjWZDfFJ601XPXcYYt9tSKHxAsEbJY50KCpLR5AVi96yhx2XPYImOTzVga4kmLRFuZRsQDUBgc",
+	"doNiLALA1jNtjWBEAFY+mqbqDsQ3tAfL8iQ55CTfGzf3YVMupxVLf1kJmk+JP2F3PxiX3LifJ8XfO+7I",
+	"67ec4V3i76dUtx4qauXQJGSd9EeuOpAd6/AdL5McMU3ghiP0xfeJnMXRNH883i9K9TtpEV6N9fvGaqTH",
+	"rierUl7JdyO6sXO8Qn6DQikkuLpXU3+MZZRbUOJFlb1Nn/rm2eWzl5fPX730OesDUYhFy6q73aPcjAT8",
+	"FAlwTMJgq0VQw4WHeWS4XyR6ckjj26mkF7m3DEYrEwgdjihFf0r4ERbtw1F36as/W+37Ienwt5MGf+3h",
+	"/lHkdzrZBovkpNZDtbjPn0KSdKnrgrd4zBME3L0lRwQeqFRGF9hBFT31rG4lTgADz2SEtkNQWFcaQNWX",
+	"hrPAJlJAEdeW6TxYLgWKK3lWHiJmOr7JioFMxDQx7bo0zhbYZAbX2DRAVyeksPaOUOA0lBpAn0OPB31l",
+	"MgOqK07cSDJZn0FPgLprIjaJ7l8S6Q2AudOYgWMCNroSiO1ed1f2RRkLplOxzEWoZPH2ChR0FwWIjOG/",
+	"gkp4DMxs0V5xam2NsezZ3zKUfLZQG6DFXiQ36LzAy6gmLQOQFwAaGUugFtBtvEkcapNY2q4EvAj8CZj2",
+	"3dcpDwGQ8my7HkqETzPs2TF2PXRD0aYh9qptk50TOgIZ9lVBJ/0Eoz0+Q+/uYbNzT1vppZCG9wq0ogQW",
+	"K6svhqrRnMVpcRs9A5+04/GvV3VKHqnNbeTHV0P4C47SZEVzzZ0N6Z1wzJPCidxDqIGxXCJ7MmR/FvyJ",
+	"EkyzIN3mWawk2JhbvIgANVKygxEsAVPTyBZhm91K0i6DLBMhYZ5W4O43Rmg5I1oxGs66YB+4F9SIMqVc",
+	"g1UmClx+Myho1pIJVj5TNooCyfVDGSw+lts/0y8NFoRhZuEZwTOV9oMAULIQujfedLrWO+xnU9a9saM+",
+	"WOivf6V4ByAMVzAHdB3Heu16HmFmDXCMMC8Az0TyjMDq2sHqH/t2o2Eod4gYp8fxpWz3SCPIP3ZW3Y0j",
+	"5awgBNhPkbKXAOBc7/hbaBmroWktutD7odN+haf99PC0MJeaSxOoEgcdXtsPH9t12uxCpDfRVLC3MrgJ",
+	"olgpAbWVCL+DSlUsp/uKwparZZanIliwVelGc9n+4GQu3udPlnEQyTPoM8tE/t0qnzUHNV57ijRYFyvJ",
+	"meexl8kNUxYU07YT+/HFJaJKA8nsXhur5ThWlTUFI7tO2wJ+RQ5Oe7Jcx3HcYr5kUogodabpBLgOYv1j",
+	"EHR3om4Zmttyhu0SLSYQR5YG0u7bD85WU6WeK9bgz3EtgSZKsOCOm/0KQvLDk+62j5t0t93qtJ2dSfcc",
+	"54RKWxJWR4CoWqrVgPRBgBWBvSCZBvhkX+MfD47FauyIHUPpswZFdq07qyboznGWW9quAzuSWgRYyQFB",
+	"5D8q3SmwT0x4ww7TIPrXrott2QYQHLBRW6lHLjO0+4Q1C+3xhl9zGU3fQWh4tWyN5dsMal10BWapUKF+",
+	"gH+rwW4jloLYSp6MJZiRQXEBeRQIkURodQZXkqi10UbW1mpqF85oeD+DFsupo3SaLDcjhD98rmwSmIqV",
+	"xHKlEGIGJT4tg4FZmGM0jGYUmt7vIKMghOGhAOyxaoQbuqduUNTA/7ciYdSfW0SsQjBYzdxg6pGxUIQr",
+	"FMVQC6Z7ENcR1PRMk2sZ0WNoyGcIdwbFVVSbTfMMRVPFTCPaDsNHhWmypNUDs544viIwhqD5WX8JVmQB",
+	"3J2OytmzO0JSoGCTFVszt3FVkjS6jiTgFJvAFc2lhQ1qHP/meW533+f2JrDI5KGVklYxytGnKo6FQHQ7",
+	"+LIos3F2d84VwiTSvkADNwO/xHSkjlhkuXnzIMRIWNtSNMb0j4yLwzqsDvG70mfSi8wXQumc39H1VBXO",
+	"nMUMVxDfUWM2ACTqOUFWEUQS1eHSRIrMYCQiENlkFV6L3KTcZ6nI5kW2xXSaS273DW8QMJqI50td+UAL",
+	"UxrISoaQ7clK0GdWtJiSsTiGogYOxuBb2Vq/ZfHcqlcssJCJKNGwpGx7OEruWRUNagda5Y3No6j6YPlR",
+	"0k90jR8S/ZvVRQBOe3dac4CNE1Nld4RFUzj250+IXo9AM7GiUgep99R7cDtsDAqmCLL6CHupzgOVPK4D",
+	"jW1dpPQ0uHaAHcxhGqwhsbZcpcskQ8Bvzc3DJvaRM3UbGFZFLikf+8J8AnbI55rHERErtLCOJFRKxsHG",
+	"CkJTJaapJchHhew3u49UCzpkNrrpWBK8qeaStso7NoLKJ2E6v/32WUiUU/jY1rffMhv5pkAOCTDCgL3d",
+	"cmO68TmrgiAeS4NBXAEtXOJjLoBuKYiCMAeoHGBUU1EST8lajiWFviPaR7QSdTOC8p3Y/g3Fn/64Nq6p",
+	"nxeU/tGvb/ACzAUacyzFdFbsxiIZEYXcjnqE27XFSnWVqHmKvWO6ijQcJEKnymChjxJMQqPF0AIhTtSS",
+	"JaHGDw72OgBwZE3ruMQ+sxZ7i5BS1H6IsEHU8wdxcQNfi536UF4LR80gxwL7pDqLuPhcYxMx/8+PPi9l",
+	"lorDQIl1Oq47xkmpphfMjihnEsAnoEI2ksfA4uZWUS+3hfKhslpWfGKBjnug1PZ+GY+sGW2hfF4gjZsu",
+	"Z6aJstIUyl8QYZRjImD3Rg1OQ1vgG4zXB2GYopNr0h0n+bD/bF4kqxR6SI23oVyLck0O1OGUiO9uvCen",
+	"o0fqkk+TTfn4cIVhbnVhmHuwMOxvRDy0FVhwvVHHaXW77iftyd4tB7tLP/b2cE/lJHrYejDL08SzikJv",
+	"n7spk/XfNF92JJDhg4DtaQWxx6bjWxZdqRrrDLPvFF7QHDAUXyDsf83ZXTSoqLdWWGlkZmhq3kdTdk3E",
+	"1Ug9YPmr90rvAUbjwYxemYoks/NvFhB+JAlWHOKI9ckmp3+P2Gq5FCmSlJLVpnywdCzVnxpV6b9RdWLo",
+	"2BTQWG6lMC7vmgPC2blT9odm6xEyE/KjUz+vIKXzOPM2lQrd9S7dTqGSypNR4zWzYeERW0pmqoMZrd36",
+	"Y8JdRxhTzVar/7ZHrZUGo9amcshOWYtugWPAaQK474wjLBnE6DLKPIEfbFGlQo6t/JE02EkUx9ihXf5q",
+	"+ntrT8k18v1pEvB5tFxWPUT/cOApxbTRX/bz1bk9rNX/7RRMKDiqR+Q+4FRuiauvDUOfln5OS1GjpfAP",
+	"+9QU/EoJjpKaItarQ31BT+HvmcXJYzfVRHkBiE7h0BJeR4nbXV1scDriRIpRgdVRaGCMSUIwDHWiJn7Z",
+	"IhSDaKPacTZjDAbIAgOrTIV6cF1ksbhDvGZHQ+G3XlJv5D1L0OhU3lp/Bm/7eNqx3GfxGcY2ddHXZOOD",
+	"njzcHFbv7EmH73AzxWXpcEV5VmJEygw9FDpGVc0IX+6e/bpXP1ljwF026h3T4Orml8ocgbT1qgpUyqbv",
+	"VJdD8NMElUubniGHoLkdw80FkATwJ2KVIjKsG74OTyMAR1YWZloU5BNHnVYIgDHtOo6FMQ1x+HO/6f+m",
+	"POTAb/offM7C6Dqicfktn/lXPvObPi+ySZqpFJPZWOcPN52RI4wQT5loZkJmUR7diJYhSivXDqrxlBjR",
+	"ADUCIUGCfCzxIsS2RZ+oDsFZ+I/mdoh2qdy0KG8QPaRF/Wiwf3dwuhGKWfvtdRs1z1cmKgYLwFj12ds3",
+	"v3Dl/k1TAbDQQZxBK0QaXC+ERtIl0AODZ7YINmOZimA6H7E4SZYQ0gcerjS6gbJ6jMEKjccxA/R9ShgX",
+	"XRGY9bed6us0wGlTNjwYGIsGkkkmsJeCmPnAMMnZSkb/XpXqqWhjWg5AAVwelHYPwGkXbKAFhxvy+gU4",
+	"LVj4ieC+UPCA3obOHeXoTa6jqbUZCIhMmUkIIV8iLjjTNhWZQVgKKCusIMLcyBKqbDjXyQiLVNIiGRGZ",
+	"7fywKB9VECwau0x9XlHcNJbwoxrsrnp6vbLU0x0RgP+2TtxpOvST9kz8Zcq/LKhrdyID+msHT+rnK6jm",
+	"owP/QiKdwtC4p/0OTxfTVao+D4qdl9HPQv3zd2X4oE7aF9K0iKXhOpRT8O8Mq+rCZLoinZkz/0myFDJY",
+	"Rq1NsIh9VveRPx3xseAmIMOVYwmqePTkSZxMg1gp2tHAGTh+o2Vk0hMwzOiT/9xFjG0ms5lRS0USvUAC",
+	"m2yMEdIqIpaacOh9M4yyZRxsXuLfEVdpN3z6Rs1dCvYSWQLc8NmjDN8GF5ymiWTi/VIZA8oSBPoDqLn6",
+	"kEhhDUUPtWo4pmKyYkjqEqWcsbHGAN2/ffNLpnSynpNSJCMoWMS3qW4snoWGrrQcS5tC3OIYgOoMK/KB",
+	"dNsh0xTaTbQmS8Bi9uzrONDO9OMPFfMPJjjYWUEaxLGIo2wBg3onNty0JKDiL0InuiovkhY79YiNa4XJ",
+	"asppsO7BUyuKFTVEXT1dZXmygBy7noBxjRui5CLOry/MrC9VL22+E5uqj/1B/aZURZrEwN1a8d1QgaMk",
+	"AaQGcAbAUEYbDw2WJIU8iJ4EdQrAyNre9PiMipH8gj/svv68ME/PXz+HQXKKboGcwQGJ98so3Vgv2vPB",
+	"+hFV65vkoCN1+iET01QQkGAWXcvMHOJvDLm6Pc/qmkheN/G+yqOEVzB9RVWKJCFLM7TfBqh719RZgIUj",
+	"hcNAwG5zYW/vYBVCGmfn+9XfWZxcVy00vC5j9CFstaTKxEUm4hsBvVhU92MWPUBDMcpL6BIXz398+fY1",
+	"ylBrdlbLPZPSXC0rxvNKv0TtJvWZK2Wt51BpS5131jvPn754/vLq8tXPz1769kSEi0hWvFY/fM+G1x9I",
+	"Hksh5OgQIFIRTRjQ+K9yqMHcHWSJjtIeJXY8k+i2vxX8Gb32+tRBfRlBFUNhIhCsxIH8JuNjaUqVZRIK",
+	"KOgHG0CZ+FDANtngP6yZUfdW7dLX8PfdaYGFiiTLUJuYXsq1mLAwyOaTJEhD1K4hlZT6T1bRE3s1zHUV",
+	"731qPQPfUDGIn0QQ53MO/XuRFFnG2UIJ/qnGuLQsgRZ7mdjrESX2CTGOVrZ3d+AYfv/4/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -28,7 +28,8 @@ import (
 // transaction; rows go in in key order so that two batches sharing keys wait
 // for each other in one direction only, never in a deadlock. The tasks
 // falling due soon are announced on DueNotifyChannel by the same statement,
-// so that every dispatcher learns of them on commit.
+// so that every dispatcher learns of them on commit, and the rows inserted
+// are added to their tenants' tasks created today (countTasksCreated).
 const queryInsertTasks = `-- name: InsertTasks
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
@@ -51,8 +52,8 @@ inserted AS (
 		WHERE ik.tenant_id = input.tenant_id AND ik.kind = 'task' AND ik.key = input.idempotency_key)
 	ORDER BY tenant_id, idempotency_key
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING id, created_at, updated_at
-)
+	RETURNING id, tenant_id, created_at, updated_at, $23::smallint AS shard
+), ` + countTasksCreated + `
 SELECT ins.id, ins.created_at, ins.updated_at,
 	CASE WHEN i.notify IS NOT NULL THEN pg_notify('` + DueNotifyChannel + `', i.notify) END
 FROM inserted ins JOIN input i ON i.id = ins.id`
@@ -68,8 +69,8 @@ UNION ALL
 SELECT ` + taskColumns + ` FROM (` + rememberedTasks + `
 	WHERE kind = 'task' AND (tenant_id, key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))) r`
 
-// InsertTasks stores new scheduled tasks, like InsertTask, in one statement
-// and one round trip; a second one reads the tasks whose idempotency key was
+// InsertTasks stores new scheduled tasks, like InsertTask (counted
+// likewise), in one statement and one round trip; a second one reads the tasks whose idempotency key was
 // already taken, when there are any. results[i] tells what became of
 // tasks[i]. Within the call, the first task with a given (tenant, key) is the
 // one stored; later ones get it as Existing. Tasks due before notifyBefore are
@@ -77,7 +78,7 @@ SELECT ` + taskColumns + ` FROM (` + rememberedTasks + `
 //
 // The statement is all or nothing: an error stores none of the tasks.
 func (db *DB) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
-	return insertTasks(ctx, db.pool, tasks, notifyBefore)
+	return insertTasks(ctx, db.pool, createShard(), tasks, notifyBefore)
 }
 
 // tenantKey is an idempotency key with the tenant it belongs to.
@@ -88,7 +89,8 @@ type tenantKey struct {
 
 // insertTasks is InsertTasks through q: the pool, or a caller's transaction
 // (TxStore, or InsertPublishes's own).
-func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
+// Its tasks count in shard of their tenants' usage.
+func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
 	var (
 		results = make([]model.InsertResult, len(tasks))
 		// dupOf maps a task to the earlier task of this call holding its key.
@@ -191,7 +193,7 @@ func insertTasks(ctx context.Context, q Querier, tasks []*model.Task, notifyBefo
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
 		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys,
-		publishes, topics, endpoints, flowKeys)
+		publishes, topics, endpoints, flowKeys, shard)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

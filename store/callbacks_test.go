@@ -264,8 +264,8 @@ func TestCallbackURLsStored(t *testing.T) {
 	require.Equal(t, sched.FailureCallback, stored.FailureCallback)
 	done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: now, Limit: 10, NotifyUntil: now,
-	}, func(s *model.Schedule) model.Plan {
-		return model.Plan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
+	}, func(s *model.Schedule) model.OccurrencePlan {
+		return model.OccurrencePlan{Occurrences: []time.Time{*s.NextRunAt}, Next: ptr(s.NextRunAt.Add(time.Minute))}
 	})
 	require.NoError(t, err)
 	require.Len(t, done.Created, 1)

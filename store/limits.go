@@ -17,19 +17,21 @@ import (
 // each, atomic, shared by every node).
 
 const queryTenantLimits = `-- name: TenantLimits
-SELECT limits FROM tenants WHERE id = $1`
+SELECT limits, ` + tenantPlanLimits + ` FROM tenants WHERE id = $1`
 
-// TenantLimits reads a tenant's limits alone, for the dispatcher's cache.
+// TenantLimits reads a tenant's limits alone, for the dispatcher's cache: its
+// own over its plan's, as set (the caller resolves them over the node's
+// defaults).
 func (db *DB) TenantLimits(ctx context.Context, tenantID uuid.UUID) (model.Limits, error) {
-	var l model.Limits
-	err := db.pool.QueryRow(ctx, queryTenantLimits, tenantID).Scan(&l)
+	var l, plan model.Limits
+	err := db.pool.QueryRow(ctx, queryTenantLimits, tenantID).Scan(&l, &plan)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return model.Limits{}, model.ErrNotFound
 	}
 	if err != nil {
 		return model.Limits{}, fmt.Errorf("get limits of tenant %s: %w", tenantID, err)
 	}
-	return l, nil
+	return l.Over(plan), nil
 }
 
 // The inner LIMIT bounds the scan: a quota check needs to know only whether

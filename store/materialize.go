@@ -23,11 +23,16 @@ FOR UPDATE SKIP LOCKED`
 // partition (one's view a heartbeat stale) may each materialise the same
 // occurrence in turn, and the second insert does nothing.
 //
-// Occurrences count against their tenant's max_pending_tasks as tasks
-// created through the API do: those that would take the tenant over it, the
-// latest first, are skipped (not inserted) and returned as such, for the
-// schedule to count. Like the API's check, it checks and does not reserve:
-// concurrent creations of one tenant may together overshoot the quota.
+// Occurrences count against their tenant's max_pending_tasks and
+// tasks_per_day as tasks created through the API do (each the tenant's own,
+// else its plan's; tasks_per_day else the node's default, $5): those that
+// would take the tenant over either, the latest first, are skipped (not
+// inserted) and returned as such, for the schedule to count. Like the API's
+// pending check, the pending one checks and does not reserve: concurrent
+// creations of one tenant may together overshoot it. The daily one is
+// exact: MaterializeSchedules holds the tenants' counts of tasks created
+// today (LockTasksCreated) from before this statement to its commit, and
+// the statement adds what it inserted to them.
 const queryInsertOccurrences = `-- name: InsertOccurrences
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS i(schedule_id, id, at)
@@ -35,13 +40,24 @@ WITH input AS (
 	SELECT i.schedule_id, i.id, i.at, s.tenant_id,
 		row_number() OVER (PARTITION BY s.tenant_id ORDER BY i.at, i.id) AS nth
 	FROM input i JOIN schedules s ON s.id = i.schedule_id
+), quotas AS (
+	SELECT tn.id AS tenant_id,
+		coalesce(nullif((tn.limits->>'max_pending_tasks')::int, 0), (pl.limits->>'max_pending_tasks')::int, 0) AS max_pending,
+		coalesce(nullif((tn.limits->>'tasks_per_day')::int, 0), nullif((pl.limits->>'tasks_per_day')::int, 0), $5::int) AS per_day
+	FROM tenants tn LEFT JOIN plans pl ON pl.name = tn.plan
+	WHERE tn.id IN (SELECT tenant_id FROM ranked)
 ), room AS (
-	SELECT tn.id AS tenant_id, q.max_pending - (
-		SELECT count(*) FROM (
-			SELECT 1 FROM tasks t WHERE t.tenant_id = tn.id AND t.status IN ` + pendingStatuses + ` LIMIT q.max_pending
-		) pending) AS left_
-	FROM tenants tn, LATERAL (SELECT (tn.limits->>'max_pending_tasks')::int AS max_pending) q
-	WHERE tn.id IN (SELECT tenant_id FROM ranked) AND q.max_pending > 0
+	-- least() skips the NULL of a quota the tenant does not have.
+	SELECT q.tenant_id, least(
+		CASE WHEN q.max_pending > 0 THEN q.max_pending - (
+			SELECT count(*) FROM (
+				SELECT 1 FROM tasks t WHERE t.tenant_id = q.tenant_id AND t.status IN ` + pendingStatuses + ` LIMIT q.max_pending
+			) pending) END,
+		CASE WHEN q.per_day > 0 THEN q.per_day - (
+			SELECT coalesce(sum(u.tasks_created), 0) FROM usage_days u WHERE u.tenant_id = q.tenant_id AND u.day = ` + usageDay + `
+		) END) AS left_
+	FROM quotas q
+	WHERE q.max_pending > 0 OR q.per_day > 0
 ), admitted AS (
 	SELECT r.* FROM ranked r LEFT JOIN room USING (tenant_id)
 	WHERE room.left_ IS NULL OR r.nth <= room.left_
@@ -54,8 +70,8 @@ WITH input AS (
 		s.callback, s.failure_callback, s.ordering_key, s.flow_key
 	FROM admitted a JOIN schedules s ON s.id = a.schedule_id
 	ON CONFLICT (schedule_id, occurrence_at) WHERE schedule_id IS NOT NULL DO NOTHING
-	RETURNING id, run_at, schedule_id
-)
+	RETURNING id, run_at, schedule_id, tenant_id, 0::smallint AS shard
+), ` + countTasksCreated + `
 SELECT id, run_at, schedule_id, false AS skipped,
 	CASE WHEN run_at <= $4 THEN pg_notify('` + DueNotifyChannel + `',
 		id::text || ' ' || (extract(epoch FROM run_at) * 1000000)::bigint::text) END
@@ -80,7 +96,8 @@ WHERE s.id = u.id`
 // one transaction: it locks up to p.Limit due schedules of p.Partitions
 // (skipping those another node holds), asks plan what to materialise for
 // each, inserts those occurrences as tasks (skipping those over their
-// tenant's max_pending_tasks), and moves each schedule's NextRunAt,
+// tenant's max_pending_tasks or tasks_per_day, counting the others in its
+// tasks created today), and moves each schedule's NextRunAt,
 // LastRunAt and skip count on.
 //
 // An occurrence's task gets a UUIDv7 id in its schedule's partition, so the
@@ -88,7 +105,7 @@ WHERE s.id = u.id`
 // announced on DueNotifyChannel too, in case ownership moves meanwhile.
 // plan runs inside the transaction, holding the schedule's row lock: it must
 // be quick and must not touch the database.
-func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.Plan) (model.Materialized, error) {
+func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParams, plan func(*model.Schedule) model.OccurrencePlan) (model.Materialized, error) {
 	var done model.Materialized
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, queryLockDueSchedules, p.Partitions, p.Until, p.Limit)
@@ -126,7 +143,14 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParam
 			lasts[i] = s.LastRunAt
 		}
 		if len(occIDs) > 0 {
-			rows, err := tx.Query(ctx, queryInsertOccurrences, occSchedules, occIDs, occAts, p.NotifyUntil)
+			tenantIDs := make([]uuid.UUID, 0, len(due))
+			for _, s := range due {
+				tenantIDs = append(tenantIDs, s.TenantID)
+			}
+			if _, err := lockTasksCreated(ctx, tx, tenantIDs); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, queryInsertOccurrences, occSchedules, occIDs, occAts, p.NotifyUntil, p.DefaultTasksPerDay)
 			if err != nil {
 				return fmt.Errorf("insert occurrences: %w", err)
 			}

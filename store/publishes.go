@@ -67,6 +67,25 @@ SELECT ` + taskColumnsWithoutBody + ` FROM tasks WHERE publish_id = ANY($1::uuid
 func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task,
 	notifyBefore time.Time,
 ) (pubResults []model.PublishResult, taskResults []model.InsertResult, err error) {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		pubResults, taskResults, err = insertPublishes(ctx, tx, createShard(), pubs, tasks, notifyBefore)
+		return err
+	})
+	return pubResults, taskResults, err
+}
+
+// InsertPublishes is DB.InsertPublishes in the caller's transaction.
+func (s TxStore) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task,
+	notifyBefore time.Time,
+) ([]model.PublishResult, []model.InsertResult, error) {
+	return insertPublishes(ctx, s.q, s.shard(), pubs, tasks, notifyBefore)
+}
+
+// insertPublishes is InsertPublishes through q, a transaction: the
+// publishes' statements and their tasks' must commit together.
+func insertPublishes(ctx context.Context, q Querier, shard int16, pubs []*model.Publish, tasks []*model.Task,
+	notifyBefore time.Time,
+) (pubResults []model.PublishResult, taskResults []model.InsertResult, err error) {
 	pubResults = make([]model.PublishResult, len(pubs))
 	var (
 		// dupOf maps a publish to the earlier publish of this call holding
@@ -98,7 +117,7 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 		hashes = append(hashes, p.RequestHash)
 		counts = append(counts, int32(len(p.Tasks)))
 	}
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+	err = func(tx Querier) error {
 		created := make(map[uuid.UUID]time.Time, len(sent))
 		if len(sent) > 0 {
 			rows, err := tx.Query(ctx, queryInsertPublishes, ids, tenantIDs, topics, keys, hashes, counts)
@@ -138,7 +157,7 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 			all = append(all, p.Tasks...)
 		}
 		if len(all) > 0 {
-			results, err := insertTasks(ctx, tx, all, notifyBefore)
+			results, err := insertTasks(ctx, tx, shard, all, notifyBefore)
 			if err != nil {
 				return err
 			}
@@ -182,7 +201,7 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 			}
 		}
 		return nil
-	})
+	}(q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store %d publishes and %d tasks: %w", len(pubs), len(tasks), err)
 	}
@@ -252,8 +271,17 @@ SELECT EXISTS (SELECT 1 FROM publishes WHERE tenant_id = $1 AND idempotency_key 
 // HasPublishKey reports whether the tenant already made a publish with this
 // idempotency key.
 func (db *DB) HasPublishKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error) {
+	return hasPublishKey(ctx, db.pool, tenantID, key)
+}
+
+// HasPublishKey is DB.HasPublishKey in the caller's transaction.
+func (s TxStore) HasPublishKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error) {
+	return hasPublishKey(ctx, s.q, tenantID, key)
+}
+
+func hasPublishKey(ctx context.Context, q Querier, tenantID uuid.UUID, key string) (bool, error) {
 	var ok bool
-	if err := db.pool.QueryRow(ctx, queryHasPublishKey, tenantID, key).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, queryHasPublishKey, tenantID, key).Scan(&ok); err != nil {
 		return false, fmt.Errorf("look up publish idempotency key: %w", err)
 	}
 	return ok, nil

@@ -50,9 +50,9 @@ func schedInsert(t *testing.T, db *store.DB, tenantID uuid.UUID, next *time.Time
 }
 
 // schedEverySecond plans every whole second from NextRunAt up to until.
-func schedEverySecond(until time.Time) func(*model.Schedule) model.Plan {
-	return func(s *model.Schedule) model.Plan {
-		var p model.Plan
+func schedEverySecond(until time.Time) func(*model.Schedule) model.OccurrencePlan {
+	return func(s *model.Schedule) model.OccurrencePlan {
+		var p model.OccurrencePlan
 		at := *s.NextRunAt
 		for !at.After(until) {
 			p.Occurrences = append(p.Occurrences, at)
@@ -63,7 +63,7 @@ func schedEverySecond(until time.Time) func(*model.Schedule) model.Plan {
 	}
 }
 
-func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*model.Schedule) model.Plan) []model.DueTask {
+func schedMaterialize(t *testing.T, db *store.DB, until time.Time, plan func(*model.Schedule) model.OccurrencePlan) []model.DueTask {
 	t.Helper()
 	created, err := db.MaterializeSchedules(context.Background(), model.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
@@ -206,7 +206,7 @@ func TestMaterializeSchedules(t *testing.T) {
 	var planned []uuid.UUID
 	created, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
 		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: now.Add(3 * time.Second),
-	}, func(sc *model.Schedule) model.Plan {
+	}, func(sc *model.Schedule) model.OccurrencePlan {
 		planned = append(planned, sc.ID)
 		return schedEverySecond(until)(sc)
 	})
@@ -270,7 +270,7 @@ func TestMaterializeSchedules(t *testing.T) {
 	require.Empty(t, schedMaterialize(t, db, until, schedEverySecond(until)))
 
 	// A plan with no next stops the schedule.
-	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*model.Schedule) model.Plan { return model.Plan{} }))
+	require.Empty(t, schedMaterialize(t, db, until.Add(time.Second), func(*model.Schedule) model.OccurrencePlan { return model.OccurrencePlan{} }))
 	sc, err = db.GetSchedule(ctx, tenant.ID, s.ID)
 	require.NoError(t, err)
 	require.Nil(t, sc.NextRunAt)
@@ -541,7 +541,7 @@ func holdScheduleRows(t *testing.T, db *store.DB, until time.Time) (release func
 		var once sync.Once
 		_, err := db.MaterializeSchedules(context.Background(), model.MaterializeParams{
 			Partitions: allPartitions(), Until: until, Limit: 10, NotifyUntil: until,
-		}, func(sc *model.Schedule) model.Plan {
+		}, func(sc *model.Schedule) model.OccurrencePlan {
 			once.Do(func() { close(planning) })
 			<-proceed
 			return schedEverySecond(until)(sc)

@@ -92,8 +92,8 @@ WITH inserted AS (
 		$20, $21, $22, $23
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $2 AND kind = 'task' AND key = $12)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING created_at, updated_at
-)
+	RETURNING tenant_id, created_at, updated_at, $24::smallint AS shard
+), ` + countTasksCreated + `
 SELECT created_at, updated_at,
 	CASE WHEN $14::boolean THEN pg_notify('` + DueNotifyChannel + `', $1::text || ' ' || $15::text) END
 FROM inserted`
@@ -111,7 +111,8 @@ LIMIT 1`
 // follow: a repeat of a purged task's key answers that task.
 const rememberedTasks = `SELECT (jsonb_populate_record(NULL::tasks, snapshot)).* FROM idempotency_keys`
 
-// InsertTask stores a new scheduled task. When the task carries an
+// InsertTask stores a new scheduled task, counted in its tenant's tasks
+// created today (usage_days) by the same statement. When the task carries an
 // idempotency key that the tenant already used, nothing is written and the
 // existing task is returned with created false: the unique constraint, not a
 // read-then-write, decides, so concurrent duplicates create exactly one task.
@@ -121,12 +122,12 @@ const rememberedTasks = `SELECT (jsonb_populate_record(NULL::tasks, snapshot)).*
 // notifyDue asks Postgres to tell every listening dispatcher about the task on
 // commit, for tasks that fall inside the dispatchers' loaded window.
 func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
-	return insertTask(ctx, db.pool, t, notifyDue)
+	return insertTask(ctx, db.pool, createShard(), t, notifyDue)
 }
 
 // insertTask is InsertTask through q: the pool, or a caller's transaction
-// (TxStore).
-func insertTask(ctx context.Context, q Querier, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
+// (TxStore), counting the task in shard of its tenant's usage.
+func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
 	t.Status = model.StatusScheduled
 	if t.Body == nil {
 		t.Body = []byte{}
@@ -141,7 +142,7 @@ func insertTask(ctx context.Context, q Querier, t *model.Task, notifyDue bool) (
 		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
-		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey,
+		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil

@@ -13,8 +13,14 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
+// The plan's limits come with the tenant (a primary key probe), so every
+// reader of a tenant sees a plan's change at once.
 const tenantColumns = `id, name, signing_secrets, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits,
-	target_allow_cidrs, retention_ms, status, deletion_requested_at, deleted_rows`
+	target_allow_cidrs, retention_ms, status, deletion_requested_at, deleted_rows, plan, ` + tenantPlanLimits
+
+// tenantPlanLimits is the limits of the tenant's plan, '{}' without one, for
+// a statement reading tenants under that name.
+const tenantPlanLimits = `coalesce((SELECT p.limits FROM plans p WHERE p.name = tenants.plan), '{}') AS plan_limits`
 
 // tenantRow receives tenantColumns: scanTenant reads a row of them alone,
 // GetAPIKey after the key's own columns.
@@ -28,13 +34,13 @@ type tenantRow struct {
 func (r *tenantRow) targets() []any {
 	t := &r.t
 	return []any{&t.ID, &t.Name, &t.SigningSecrets, &t.CreatedAt, &t.Retry.MaxAttempts, &r.minB, &r.maxB, &t.LimitOverrides,
-		&t.TargetAllowCIDRs, &r.retention, &t.Status, &r.deletionRequested, &r.deleted}
+		&t.TargetAllowCIDRs, &r.retention, &t.Status, &r.deletionRequested, &r.deleted, &t.Plan, &t.PlanLimits}
 }
 
 func (r *tenantRow) tenant() *model.Tenant {
 	r.t.Retry.MinBackoff, r.t.Retry.MaxBackoff = millisToDuration(r.minB), millisToDuration(r.maxB)
 	r.t.Retention = millisToDuration(r.retention)
-	r.t.Limits = r.t.LimitOverrides.Resolve()
+	r.t.Limits = r.t.LimitOverrides.Resolve(r.t.PlanLimits)
 	if r.t.Status == model.TenantDeleting {
 		d := &model.TenantDeletion{Deleted: r.deleted}
 		if r.deletionRequested != nil {
@@ -70,14 +76,18 @@ func durationToMillis(d *time.Duration) *int64 {
 }
 
 const queryInsertTenant = `-- name: InsertTenant
-INSERT INTO tenants (id, name, signing_secrets) VALUES ($1, $2, $3)
-RETURNING created_at`
+INSERT INTO tenants (id, name, signing_secrets, plan) VALUES ($1, $2, $3, $4)
+RETURNING created_at, ` + tenantPlanLimits
 
-// CreateTenant stores a tenant and its first API key in one transaction, so a
-// tenant never exists without a way in, and records audit with it.
+// CreateTenant stores a tenant (on t.Plan, when set) and its first API key
+// in one transaction, so a tenant never exists without a way in, and
+// records audit with it. model.ErrNoSuchPlan when t.Plan does not exist.
 func (db *DB) CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIKey, audit model.AuditEntry) error {
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, queryInsertTenant, t.ID, t.Name, t.SigningSecrets).Scan(&t.CreatedAt); err != nil {
+		if err := tx.QueryRow(ctx, queryInsertTenant, t.ID, t.Name, t.SigningSecrets, t.Plan).Scan(&t.CreatedAt, &t.PlanLimits); err != nil {
+			if isForeignKeyViolation(err) {
+				return model.ErrNoSuchPlan
+			}
 			return fmt.Errorf("insert tenant: %w", err)
 		}
 		key.TenantID = t.ID
@@ -86,9 +96,13 @@ func (db *DB) CreateTenant(ctx context.Context, t *model.Tenant, key *model.APIK
 		}
 		return insertAudit(ctx, tx, audit)
 	})
+	if errors.Is(err, model.ErrNoSuchPlan) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("create tenant %q: %w", t.Name, err)
 	}
+	t.Limits = t.LimitOverrides.Resolve(t.PlanLimits)
 	return nil
 }
 

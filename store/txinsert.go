@@ -27,14 +27,28 @@ type Querier interface {
 // caller's, so that a program sharing hookwheel's database can create
 // tasks in its own transaction: they commit, and are announced to the
 // dispatchers, with the program's writes, or vanish with them. They are
-// the very statements of DB.InsertTask, DB.InsertTasks, DB.CountPendingTasks
-// and DB.HasIdempotencyKey (tasks.Creator), run on another connection.
+// the very statements of DB.InsertTask, DB.InsertTasks, DB.InsertPublishes,
+// DB.CountPendingTasks, DB.HasIdempotencyKey and DB.HasPublishKey
+// (tasks.Creator), run on another connection. DB.WithTasksCreated runs
+// them, through a TxStore, in a transaction of its own.
 //
 // The statements need the extended protocol, which pgx uses unless the
 // connection's default_query_exec_mode is exec or simple_protocol: only
 // then can pgx encode headers and labels for their jsonb columns.
 type TxStore struct {
 	q Querier
+	// locked: the store's own transaction holding the tenant's shard 0 of
+	// tasks created today (DB.WithTasksCreated), where the count goes;
+	// otherwise a caller's, counting in an enqueue shard.
+	locked bool
+}
+
+// shard is the shard of usage_days the statements count tasks created in.
+func (s TxStore) shard() int16 {
+	if s.locked {
+		return 0
+	}
+	return enqueueShard()
 }
 
 // On returns the TxStore running its statements through q. It refuses a q
@@ -66,13 +80,13 @@ func On(q Querier) (TxStore, error) {
 // another after this one's snapshot fails with a serialization error, which
 // the caller retries as for any such error.
 func (s TxStore) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
-	return insertTask(ctx, s.q, t, notifyDue)
+	return insertTask(ctx, s.q, s.shard(), t, notifyDue)
 }
 
 // InsertTasks is DB.InsertTasks through the caller's querier, announcing
 // the tasks due before notifyBefore when the caller's transaction commits.
 func (s TxStore) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
-	return insertTasks(ctx, s.q, tasks, notifyBefore)
+	return insertTasks(ctx, s.q, s.shard(), tasks, notifyBefore)
 }
 
 // CountPendingTasks is DB.CountPendingTasks through the caller's querier:
@@ -87,9 +101,11 @@ func (s TxStore) HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key 
 }
 
 // Not tenantColumns: a program creating tasks needs the tenant's settings,
-// never its signing secrets, so its role may be granted these columns alone.
+// never its signing secrets, so its role may be granted these columns alone
+// (and plans, whose limits come with them).
 const queryGetTenantSettings = `-- name: GetTenantSettings
-SELECT id, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits, target_allow_cidrs
+SELECT id, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits, target_allow_cidrs, plan,
+	` + tenantPlanLimits + `
 FROM tenants WHERE id = $1`
 
 // GetTenantSettings reads what creating a tenant's tasks depends on: its
@@ -101,7 +117,7 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		minB, maxB *int64
 	)
 	err := s.q.QueryRow(ctx, queryGetTenantSettings, id).Scan(&t.ID, &t.Retry.MaxAttempts, &minB, &maxB,
-		&t.LimitOverrides, &t.TargetAllowCIDRs)
+		&t.LimitOverrides, &t.TargetAllowCIDRs, &t.Plan, &t.PlanLimits)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, model.ErrNotFound
 	}
@@ -109,6 +125,6 @@ func (s TxStore) GetTenantSettings(ctx context.Context, id uuid.UUID) (*model.Te
 		return nil, fmt.Errorf("get settings of tenant %s: %w", id, err)
 	}
 	t.Retry.MinBackoff, t.Retry.MaxBackoff = millisToDuration(minB), millisToDuration(maxB)
-	t.Limits = t.LimitOverrides.Resolve()
+	t.Limits = t.LimitOverrides.Resolve(t.PlanLimits)
 	return &t, nil
 }

@@ -98,7 +98,8 @@ func (c *keyCache) forget(keyID string) {
 	delete(c.entries, keyID)
 }
 
-// forgetAll drops every key: changes may have gone unheard.
+// forgetAll drops every key: after changes that may have gone unheard, or
+// one that may reach any tenant (a plan's limits).
 func (c *keyCache) forgetAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -11,6 +11,7 @@ package tenants
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -47,6 +48,8 @@ type Store interface {
 
 	RecordAudit(ctx context.Context, entry model.AuditEntry) error
 	ListAudit(ctx context.Context, f model.AuditFilter) ([]model.AuditEntry, error)
+
+	PlanStore
 
 	SharedSecret(ctx context.Context, name, candidate string) (string, error)
 	ListSharedSecrets(ctx context.Context) (map[string]string, error)
@@ -89,6 +92,13 @@ type Config struct {
 	// none: a tenant is limited only by what it sets. The binary sets
 	// model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
 	DefaultLimits model.Limits
+	// DefaultPlan is the plan a new tenant goes on when its create names
+	// none (HOOKWHEEL_DEFAULT_PLAN). Plans are made through the API once
+	// nodes run, so one that does not exist (yet) is no error: the tenant
+	// goes on no plan, and each such create logs a warning. Default none.
+	DefaultPlan string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Service creates tenants, authenticates their keys and manages their
@@ -101,7 +111,9 @@ type Service struct {
 	unknown *unknownKeys
 	keys    *keyCache
 	// defaults are Config.DefaultLimits.
-	defaults model.Limits
+	defaults    model.Limits
+	defaultPlan string
+	logger      *slog.Logger
 }
 
 // New returns a Service.
@@ -124,25 +136,31 @@ func New(cfg Config) *Service {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	return &Service{
-		store:    cfg.Store,
-		clock:    cfg.Clock,
-		keyring:  cfg.Keyring,
-		usage:    cfg.Usage,
-		unknown:  newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock),
-		keys:     newKeyCache(cfg.KeyCacheSize, cfg.KeyCacheTTL, cfg.Clock),
-		defaults: cfg.DefaultLimits,
+		store:       cfg.Store,
+		clock:       cfg.Clock,
+		keyring:     cfg.Keyring,
+		usage:       cfg.Usage,
+		unknown:     newUnknownKeys(cfg.UnknownKeys, cfg.UnknownKeyTTL, cfg.Clock),
+		keys:        newKeyCache(cfg.KeyCacheSize, cfg.KeyCacheTTL, cfg.Clock),
+		defaults:    cfg.DefaultLimits,
+		defaultPlan: cfg.DefaultPlan,
+		logger:      cfg.Logger,
 	}
 }
 
 // DefaultLimits are the node's limits for tenants without their own.
 func (s *Service) DefaultLimits() model.Limits { return s.defaults }
 
-// resolve sets t.Limits to the limits that apply to t: its own over the
-// node's defaults. Every tenant leaving the Service goes through it.
+// resolve sets t.Limits to the limits that apply to t: its own over its
+// plan's over the node's defaults. Every tenant leaving the Service goes
+// through it.
 func (s *Service) resolve(t *model.Tenant) *model.Tenant {
 	if t != nil {
-		t.Limits = t.LimitOverrides.Resolve(s.defaults)
+		t.Limits = t.LimitOverrides.Resolve(t.PlanLimits, s.defaults)
 	}
 	return t
 }
@@ -156,8 +174,15 @@ type Created struct {
 	SigningSecret string
 }
 
-// Create makes a tenant with a fresh full-access API key and signing secret.
+// Create makes a tenant with a fresh full-access API key and signing secret,
+// on the node's default plan (Config.DefaultPlan).
 func (s *Service) Create(ctx context.Context, name string, actor string) (*Created, error) {
+	return s.CreateOn(ctx, name, nil, actor)
+}
+
+// CreateOn is Create on plan, or on the node's default plan when plan is
+// nil: model.ErrNoSuchPlan when the plan asked for does not exist.
+func (s *Service) CreateOn(ctx context.Context, name string, plan *string, actor string) (*Created, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("create tenant id: %w", err)
@@ -170,10 +195,22 @@ func (s *Service) Create(ctx context.Context, name string, actor string) (*Creat
 	if err != nil {
 		return nil, err
 	}
-	t := model.Tenant{ID: id, Name: name, SigningSecrets: []model.SigningSecret{secret}}
-	audit := model.AuditEntry{TenantID: &id, Actor: actor, Action: "tenant.created",
-		Detail: map[string]any{"name": name, "key_id": stored.ID, "signing_secret_id": secret.ID}}
-	if err := s.store.CreateTenant(ctx, &t, stored, audit); err != nil {
+	plan, fallback := s.createPlan(plan)
+	t := model.Tenant{ID: id, Name: name, SigningSecrets: []model.SigningSecret{secret}, Plan: plan}
+	detail := map[string]any{"name": name, "key_id": stored.ID, "signing_secret_id": secret.ID}
+	if plan != nil {
+		detail["plan"] = *plan
+	}
+	audit := model.AuditEntry{TenantID: &id, Actor: actor, Action: "tenant.created", Detail: detail}
+	err = s.store.CreateTenant(ctx, &t, stored, audit)
+	if fallback && isNoSuchPlan(err) {
+		s.logger.Warn("the default plan (HOOKWHEEL_DEFAULT_PLAN) does not exist; the new tenant is on no plan",
+			"plan", *plan, "tenant", id)
+		t.Plan = nil
+		delete(detail, "plan")
+		err = s.store.CreateTenant(ctx, &t, stored, audit)
+	}
+	if err != nil {
 		return nil, err
 	}
 	// Key ids are random, so one tried before it existed is all but

@@ -19,9 +19,22 @@
 // The rules are the API's, applied by the same code: a task the API would
 // refuse with 422 is refused with a *ValidationError naming the fields as
 // the API's JSON does ("url", "retry.max_attempts", "headers.X-Token"); the
-// tenant's max_pending_tasks quota gives a *QuotaError; an idempotency key
-// behaves as the API's Idempotency-Key header. None of these refusals runs a
-// statement that fails, so the transaction stays usable.
+// tenant's max_pending_tasks quota gives a *QuotaError, its tasks_per_day a
+// *DailyQuotaError; an idempotency key behaves as the API's Idempotency-Key
+// header. None of these refusals runs a statement that fails, so the
+// transaction stays usable.
+//
+// Tasks inserted here count in the tenant's tasks created today (its usage,
+// and its tasks_per_day) in the application's transaction, as the API's
+// count in theirs: they count if and when it commits. The tasks_per_day
+// check is not the API's exact one, though: the API holds the tenant's
+// count locked from its check to its commit, which here would hold every
+// create of the tenant, the API's included, behind a transaction that may
+// stay open for long. This package reads the count without a lock instead,
+// so concurrent transactions may together pass the quota by what they
+// insert; and each statement counts on one of 16 rows of the tenant's day,
+// chosen at random and apart from the API's, so that open transactions
+// rarely wait for each other and never hold back the API's creates.
 //
 // A Task goes to one URL: the package does not publish to topics (the
 // API's "topic" instead of "url", which stores one task per endpoint with a
@@ -260,6 +273,11 @@ var ErrUnknownTenant = errors.New("txenqueue: no tenant with this id")
 // again. Nothing was inserted.
 type QuotaError = tasks.QuotaError
 
+// DailyQuotaError refuses tasks that would bring the tenant's tasks created
+// today (UTC) over its tasks_per_day; RetryAfter(now) says how long until
+// the next UTC midnight, when the count starts again. Nothing was inserted.
+type DailyQuotaError = tasks.DailyQuotaError
+
 // ValidationError refuses a Task that breaks the API's rules. Nothing was
 // inserted.
 type ValidationError struct {
@@ -290,8 +308,8 @@ func (e *ValidationError) Error() string {
 // returns it as stored. The task is the application's like any row: it
 // exists for hookwheel when the transaction commits, and never if it rolls
 // back. On an error nothing was inserted, and only an error of Postgres
-// itself (not a *ValidationError, *QuotaError, ErrKeyReused or
-// ErrUnknownTenant) leaves the transaction aborted.
+// itself (not a *ValidationError, *QuotaError, *DailyQuotaError,
+// ErrKeyReused or ErrUnknownTenant) leaves the transaction aborted.
 //
 // An idempotency key that another open transaction has inserted makes
 // Insert wait for that transaction to end: it then returns that task,
@@ -347,7 +365,7 @@ func (c *Client) Insert(ctx context.Context, q Querier, task Task) (*Inserted, e
 }
 
 // Result is what became of one task of InsertMany: Task, or Err, which is a
-// *ValidationError, a *QuotaError or ErrKeyReused.
+// *ValidationError, a *QuotaError, a *DailyQuotaError or ErrKeyReused.
 type Result struct {
 	Task *Inserted
 	Err  error
@@ -421,7 +439,7 @@ func (c *Client) tenant(ctx context.Context, st store.TxStore) (*model.Tenant, e
 	case err != nil:
 		return nil, fmt.Errorf("txenqueue: %w", err)
 	}
-	tenant.Limits = tenant.LimitOverrides.Resolve(c.defaults)
+	tenant.Limits = tenant.LimitOverrides.Resolve(tenant.PlanLimits, c.defaults)
 	return tenant, nil
 }
 

@@ -9,7 +9,7 @@
 //	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|batch|signup ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|plans|batch|signup ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -39,6 +39,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/session"
 	"github.com/hookwheel/hookwheel/store"
+	"github.com/hookwheel/hookwheel/tenants"
 )
 
 const usage = `hookwheel schedules HTTP webhooks and fires them on time.
@@ -78,6 +79,9 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel flow-keys list [--limit 20 | --all]
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
+  hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
+  hookwheel plans get|delete NAME                                 with HOOKWHEEL_ADMIN_TOKEN)
+  hookwheel plans list
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
 Exit status:
@@ -104,7 +108,7 @@ Environment:
   REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
                           ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
                           (see docs/operations.md, Redis: one server, Cluster or Sentinel)
-  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API (default: admin API disabled)
+  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API and the plans commands (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
@@ -130,9 +134,11 @@ Environment:
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
                           bounds of the HTTP server (default 30s, 60s, 60s, 10000)
   HOOKWHEEL_DEFAULT_API_RATE, _API_BURST, _MAX_PENDING_TASKS, _MAX_SCHEDULES, _MAX_TIMEOUT,
-  HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY
-                          limits of tenants without their own (default 50/s, 100, 10000, 100, 30s,
-                          100/s per target host, 20 per target host; 0 lifts one)
+  HOOKWHEEL_DEFAULT_DISPATCH_RATE, _DISPATCH_CONCURRENCY, _TASKS_PER_DAY, _DELIVERIES_PER_DAY
+                          limits of tenants without their own or their plan's (default 50/s, 100,
+                          10000, 100, 30s, 100/s per target host, 20 per target host, none, none;
+                          0 lifts one)
+  HOOKWHEEL_DEFAULT_PLAN  the plan of a new tenant whose create names none (default none)
   See docs/operations.md for the rest.
 `
 
@@ -154,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "batch", "signup":
+	case "tasks", "schedules", "topics", "flow-keys", "plans", "batch", "signup":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
@@ -231,6 +237,8 @@ type environment struct {
 	defaultLimits model.Limits
 	// signup: HOOKWHEEL_SIGNUP and its limits (signup.go).
 	signup signupSettings
+	// defaultPlan: HOOKWHEEL_DEFAULT_PLAN, the plan of new tenants.
+	defaultPlan string
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -344,6 +352,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.signup, err = signupEnv(getenv); err != nil {
 		return e, err
 	}
+	if e.defaultPlan = strings.TrimSpace(getenv("HOOKWHEEL_DEFAULT_PLAN")); e.defaultPlan != "" && !tenants.ValidPlanName(e.defaultPlan) {
+		return e, fmt.Errorf("HOOKWHEEL_DEFAULT_PLAN: want a plan name (lowercase letters, digits, '-' and '_'), got %q", e.defaultPlan)
+	}
 	return e, nil
 }
 
@@ -387,6 +398,8 @@ func defaultLimitsEnv(getenv func(string) string) (model.Limits, error) {
 		{"HOOKWHEEL_DEFAULT_MAX_SCHEDULES", 1_000_000, true, func(f float64) { l.MaxSchedules = int(f) }},
 		{"HOOKWHEEL_DEFAULT_DISPATCH_RATE", 1_000_000, false, func(f float64) { l.DispatchRate = f }},
 		{"HOOKWHEEL_DEFAULT_DISPATCH_CONCURRENCY", 100_000, true, func(f float64) { l.DispatchConcurrency = int(f) }},
+		{"HOOKWHEEL_DEFAULT_TASKS_PER_DAY", 1_000_000_000, true, func(f float64) { l.TasksPerDay = int(f) }},
+		{"HOOKWHEEL_DEFAULT_DELIVERIES_PER_DAY", 1_000_000_000, true, func(f float64) { l.DeliveriesPerDay = int(f) }},
 	} {
 		if err := num(f.name, f.most, f.whole, f.set); err != nil {
 			return l, err
@@ -517,6 +530,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
 			ListBodyBytes: int64(env.listBodies)},
 		DefaultLimits:   env.defaultLimits,
+		DefaultPlan:     env.defaultPlan,
 		ShutdownTimeout: env.shutdown,
 		HTTP:            env.http,
 		TrustedProxies:  env.proxies,

@@ -43,6 +43,13 @@ type Limits struct {
 	DispatchConcurrency int `json:"dispatch_concurrency,omitempty"`
 	// Targets overrides the dispatch limits for some hosts (lowercase, no port).
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
+	// TasksPerDay caps the tasks created per UTC day: API creates, batch
+	// items, topic publish copies and schedule occurrences alike (callback
+	// tasks are not counted).
+	TasksPerDay int `json:"tasks_per_day,omitempty"`
+	// DeliveriesPerDay caps the webhooks delivered per UTC day; past it the
+	// tenant's due tasks wait for the next day.
+	DeliveriesPerDay int `json:"deliveries_per_day,omitempty"`
 }
 
 // TargetLimits overrides a tenant's dispatch limits for one host. A nil field
@@ -60,7 +67,7 @@ const Unlimited = -1
 // Unset reports whether the limits set nothing: as a tenant's own, it takes
 // every limit from the layers below; resolved, it limits nothing.
 func (l Limits) Unset() bool {
-	return l.APIRate == 0 && l.APIBurst == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.MaxTimeout == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0
+	return l.APIRate == 0 && l.APIBurst == 0 && l.MaxPendingTasks == 0 && l.MaxSchedules == 0 && l.MaxTimeout == 0 && l.DispatchRate == 0 && l.DispatchConcurrency == 0 && len(l.Targets) == 0 && l.TasksPerDay == 0 && l.DeliveriesPerDay == 0
 }
 
 // Over returns l with each field it does not set taken from base: the
@@ -76,6 +83,8 @@ func (l Limits) Over(base Limits) Limits {
 	out.MaxTimeout = cmp.Or(l.MaxTimeout, base.MaxTimeout)
 	out.DispatchRate = cmp.Or(l.DispatchRate, base.DispatchRate)
 	out.DispatchConcurrency = cmp.Or(l.DispatchConcurrency, base.DispatchConcurrency)
+	out.TasksPerDay = cmp.Or(l.TasksPerDay, base.TasksPerDay)
+	out.DeliveriesPerDay = cmp.Or(l.DeliveriesPerDay, base.DeliveriesPerDay)
 	if out.Targets == nil {
 		out.Targets = base.Targets
 	}
@@ -98,6 +107,8 @@ func (l Limits) Resolve(layers ...Limits) Limits {
 	out.MaxTimeout = max(0, out.MaxTimeout)
 	out.DispatchRate = max(0, out.DispatchRate)
 	out.DispatchConcurrency = max(0, out.DispatchConcurrency)
+	out.TasksPerDay = max(0, out.TasksPerDay)
+	out.DeliveriesPerDay = max(0, out.DeliveriesPerDay)
 	if out.APIRate == 0 {
 		out.APIBurst = 0
 	}
@@ -109,7 +120,8 @@ func (l Limits) Resolve(layers ...Limits) Limits {
 // stranger from filling a node or Postgres, yet leave a real application's
 // first month of traffic on time: 50 API requests a second in bursts of
 // 100; 10,000 pending tasks; 100 schedules; attempts of at most 30 s; and,
-// to any one target host, 100 webhooks a second with 20 in flight.
+// to any one target host, 100 webhooks a second with 20 in flight. No daily
+// task or delivery quota: those are a plan's business.
 // docs/security.md ("Tenant limits and their defaults") says why each.
 func DefaultNodeLimits() Limits {
 	return Limits{

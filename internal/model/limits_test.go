@@ -97,6 +97,8 @@ func TestLimitsResolve(t *testing.T) {
 			Limits{APIRate: 10, APIBurst: 20, MaxSchedules: 10, DispatchRate: 100, DispatchConcurrency: 10}},
 		{"a plan between the tenant and the node", Limits{MaxSchedules: 2}, []Limits{plan, node},
 			Limits{APIRate: 10, APIBurst: 20, MaxPendingTasks: 50_000, MaxSchedules: 2, MaxTimeout: 30 * time.Second, DispatchRate: 100, DispatchConcurrency: 10}},
+		{"daily quotas layer like the others", Limits{DeliveriesPerDay: Unlimited}, []Limits{{TasksPerDay: 500, DeliveriesPerDay: 900}, node},
+			Limits{APIRate: 10, APIBurst: 20, MaxPendingTasks: 1000, MaxSchedules: 10, MaxTimeout: 30 * time.Second, DispatchRate: 10, DispatchConcurrency: 10, TasksPerDay: 500}},
 		{"no rate drops the burst", Limits{APIRate: Unlimited}, []Limits{node},
 			Limits{MaxPendingTasks: 1000, MaxSchedules: 10, MaxTimeout: 30 * time.Second, DispatchRate: 10, DispatchConcurrency: 10}},
 	}

@@ -2,9 +2,9 @@ package model
 
 import "time"
 
-// Plan is what a materialiser decided for one due schedule: the occurrences
-// to make into tasks now, and where the schedule goes on from.
-type Plan struct {
+// OccurrencePlan is what a materialiser decided for one due schedule: the
+// occurrences to make into tasks now, and where the schedule goes on from.
+type OccurrencePlan struct {
 	// Occurrences become tasks, each due at its occurrence. One already a
 	// task (another node got there first) is left alone.
 	Occurrences []time.Time
@@ -25,6 +25,9 @@ type MaterializeParams struct {
 	// NotifyUntil: tasks due at or before it are announced on
 	// store.DueNotifyChannel on commit (they fall inside the loaded window).
 	NotifyUntil time.Time
+	// DefaultTasksPerDay is the node's tasks_per_day for tenants whose own
+	// limits and plan set none; 0 for none.
+	DefaultTasksPerDay int
 }
 
 // Materialized is what a store.DB.MaterializeSchedules pass did.
@@ -33,6 +36,7 @@ type Materialized struct {
 	// were already tasks are not).
 	Created []DueTask
 	// Skipped counts the occurrences not made tasks because their tenant
-	// was at its max_pending_tasks; each schedule counts its own.
+	// was at its max_pending_tasks or tasks_per_day; each schedule counts
+	// its own.
 	Skipped int
 }

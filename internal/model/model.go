@@ -19,3 +19,9 @@ var ErrUnchanged = errors.New("unchanged")
 
 // ErrConflict is returned when a task is not in a state that allows the change.
 var ErrConflict = errors.New("conflict")
+
+// ErrPlanInUse refuses to delete a plan that some tenant is on.
+var ErrPlanInUse = errors.New("the plan is in use")
+
+// ErrNoSuchPlan refuses to give a tenant a plan that does not exist.
+var ErrNoSuchPlan = errors.New("no such plan")

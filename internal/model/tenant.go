@@ -20,12 +20,19 @@ type Tenant struct {
 	Retry RetryDefaults
 	// Limits are the tenant's effective rate limits and quotas, resolved
 	// (a zero field is unlimited): what every enforcement point reads. The
-	// store resolves LimitOverrides alone; tenants.Service, which knows the
-	// node's defaults, resolves them over those.
+	// store resolves LimitOverrides over PlanLimits; tenants.Service, which
+	// knows the node's defaults, resolves them over those too.
 	Limits Limits
 	// LimitOverrides are the tenant's own limits as the operator set them:
-	// a zero field takes the node's default, model.Unlimited lifts it.
+	// a zero field takes the plan's, else the node's default;
+	// model.Unlimited lifts it.
 	LimitOverrides Limits
+	// Plan names the tenant's plan; nil: none.
+	Plan *string
+	// PlanLimits are the limits of the tenant's plan as set (read with the
+	// tenant, so a plan's change reaches every reader of its tenants);
+	// zero without a plan.
+	PlanLimits Limits
 	// TargetAllowCIDRs are private ranges this tenant's webhooks may reach,
 	// granted by the operator to this tenant alone.
 	TargetAllowCIDRs []netip.Prefix
@@ -97,3 +104,18 @@ type RetryDefaults struct {
 	MinBackoff  *time.Duration
 	MaxBackoff  *time.Duration
 }
+
+// Plan is a named set of limits that tenants are given: a tenant's own
+// limits override its plan's field by field, the plan's the node's defaults.
+type Plan struct {
+	// Name matches PlanNamePattern.
+	Name string
+	// Limits as set: a zero field takes the node's default, Unlimited lifts it.
+	Limits    Limits
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// PlanNamePattern is what a plan's name must match: lowercase letters,
+// digits, '-' and '_', at most 63 characters, starting with a letter or digit.
+const PlanNamePattern = `^[a-z0-9][a-z0-9_-]{0,62}$`

@@ -26,7 +26,9 @@ type Created struct {
 // its own, and with ErrKeyReused when it does not. Over the tenant's
 // pending-task quota it fails with a *QuotaError, unless its idempotency key
 // names a task the tenant already has (a client retrying a create that
-// succeeded gets its task back, not a refusal).
+// succeeded gets its task back, not a refusal). Past the tenant's
+// tasks_per_day it fails with a *DailyQuotaError, with the same exception;
+// that check is exact across nodes (Creator.WithTasksCreated).
 //
 // A task due within the look-ahead window is announced on commit by the
 // store and told to the local dispatcher (see announcement).
@@ -46,10 +48,14 @@ func (s *Service) Create(ctx context.Context, tenant *model.Tenant, t *model.Tas
 // so is a store.TxStore, which runs the statements in a caller's
 // transaction.
 type Creator interface {
-	CountPendingTasks(ctx context.Context, tenantID uuid.UUID, upTo int) (int, error)
-	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
-	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
-	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
+	model.CreateStore
+	// WithTasksCreated runs fn with the tenant's count of tasks created
+	// today and st to create through, for the tasks_per_day check:
+	// *store.DB in a transaction of its own, holding the count's row lock
+	// until it commits what fn stored, so that the check is exact; a
+	// store.TxStore in the caller's transaction, reading the count without
+	// a lock (see package txenqueue).
+	WithTasksCreated(ctx context.Context, tenantID uuid.UUID, fn func(st model.CreateStore, created int) error) error
 }
 
 // CreateWith is Create through st, without telling anyone of the task but
@@ -67,6 +73,30 @@ func CreateWith(ctx context.Context, st Creator, tenant *model.Tenant, t *model.
 		return Created{}, fmt.Errorf("create task id: %w", err)
 	}
 	t.ID, t.TenantID = id, tenant.ID
+	perDay := tenant.Limits.TasksPerDay
+	if perDay <= 0 {
+		return createOne(ctx, st, tenant, t, notifyBefore)
+	}
+	var res Created
+	err = st.WithTasksCreated(ctx, tenant.ID, func(tx model.CreateStore, created int) error {
+		if created >= perDay {
+			held, err := keyHeld(ctx, t.IdempotencyKey, tenant.ID, tx.HasIdempotencyKey)
+			if err != nil {
+				return err
+			}
+			if !held {
+				return &DailyQuotaError{Limit: perDay, Created: created, Adding: 1}
+			}
+		}
+		res, err = createOne(ctx, tx, tenant, t, notifyBefore)
+		return err
+	})
+	return res, err
+}
+
+// createOne is CreateWith past the daily quota: the pending-task quota,
+// then the insert, through st.
+func createOne(ctx context.Context, st model.CreateStore, tenant *model.Tenant, t *model.Task, notifyBefore time.Time) (Created, error) {
 	if err := checkQuota(ctx, st, tenant, 1, t.IdempotencyKey); err != nil {
 		return Created{}, err
 	}
@@ -108,8 +138,12 @@ type BatchResult struct {
 // are still considered. The pending-task quota admits tasks in order, a
 // publish counting one per endpoint and fitting whole or not at all: the
 // first that does not fit and all those after it are refused with a
-// *QuotaError each and not stored. The idempotency exception of Create does
-// not apply here: a batch is counted as sent.
+// *QuotaError each and not stored; then tasks_per_day admits the rest the
+// same way, refusing with a *DailyQuotaError, exactly (under the lock of
+// Creator.WithTasksCreated, so concurrent batches never admit more than the
+// quota together). The idempotency exception of Create does not apply
+// here: a batch is counted as sent (though a repeat, storing nothing, is
+// not counted as created).
 //
 // The error is for the batch as a whole, which the store takes all or
 // nothing in one transaction: none of the tasks is then stored.
@@ -149,7 +183,6 @@ func CreateBatchWith(ctx context.Context, st Creator, tenant *model.Tenant, task
 type Publisher interface {
 	Creator
 	GetTopics(ctx context.Context, tenantID uuid.UUID, names []string) (map[string]*model.Topic, error)
-	InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task, notifyBefore time.Time) ([]model.PublishResult, []model.InsertResult, error)
 }
 
 // publishing is how a batch publishes its tasks that name a topic: through
@@ -207,25 +240,39 @@ func createBatch(ctx context.Context, st Creator, pub *publishing, tenant *model
 		pubs[i], weights[i] = p, len(p.Tasks)
 		total += weights[i]
 	}
+	perDay := tenant.Limits.TasksPerDay
+	if perDay <= 0 || total == 0 {
+		err = storeBatch(ctx, st, tenant, tasks, weights, pubs, total, -1, notifyBefore, results)
+	} else {
+		err = st.WithTasksCreated(ctx, tenant.ID, func(tx model.CreateStore, created int) error {
+			return storeBatch(ctx, tx, tenant, tasks, weights, pubs, total, created, notifyBefore, results)
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// storeBatch is the rest of createBatch, through st: the quotas, each
+// refusing the tasks that do not fit (createdToday is the tenant's count of
+// tasks created today for its tasks_per_day, -1 when it has none), then
+// the insert of the others, whose outcomes it writes into results.
+func storeBatch(ctx context.Context, st model.CreateStore, tenant *model.Tenant, tasks []*model.Task, weights []int,
+	pubs []*model.Publish, total, createdToday int, notifyBefore time.Time, results []BatchResult,
+) error {
+	var err error
 	if quota := tenant.Limits.MaxPendingTasks; quota > 0 && total > 0 {
 		current, err := st.CountPendingTasks(ctx, tenant.ID, quota)
 		if err != nil {
-			return nil, fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
+			return fmt.Errorf("count pending tasks of tenant %s: %w", tenant.ID, err)
 		}
-		if room := max(0, quota-current); room < total {
-			refused := &QuotaError{Limit: quota, Pending: current, Adding: total, RetryAfter: QuotaRetryAfter}
-			used, full := 0, false
-			for i, w := range weights {
-				if w == 0 {
-					continue
-				}
-				if full = full || used+w > room; full {
-					results[i].Err, weights[i] = refused, 0
-					continue
-				}
-				used += w
-			}
-		}
+		total = refuseBeyond(weights, results, max(0, quota-current),
+			&QuotaError{Limit: quota, Pending: current, Adding: total, RetryAfter: QuotaRetryAfter})
+	}
+	if perDay := tenant.Limits.TasksPerDay; createdToday >= 0 && total > 0 {
+		refuseBeyond(weights, results, max(0, perDay-createdToday),
+			&DailyQuotaError{Limit: perDay, Created: createdToday, Adding: total})
 	}
 
 	// plain are the tasks to create, plainAt[k] the index of plain[k] in
@@ -249,10 +296,10 @@ func createBatch(ctx context.Context, st Creator, pub *publishing, tenant *model
 	if len(publishes) == 0 {
 		taskResults, err = st.InsertTasks(ctx, plain, notifyBefore)
 	} else {
-		publishResults, taskResults, err = pub.store.InsertPublishes(ctx, publishes, plain, notifyBefore)
+		publishResults, taskResults, err = st.InsertPublishes(ctx, publishes, plain, notifyBefore)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create %d tasks and %d publishes: %w", len(plain), len(publishes), err)
+		return fmt.Errorf("create %d tasks and %d publishes: %w", len(plain), len(publishes), err)
 	}
 	for k, res := range taskResults {
 		i, t := plainAt[k], plain[k]
@@ -276,7 +323,26 @@ func createBatch(ctx context.Context, st Creator, pub *publishing, tenant *model
 			results[i].Publish, results[i].Err = res.Existing, ErrKeyReused
 		}
 	}
-	return results, nil
+	return nil
+}
+
+// refuseBeyond admits the tasks of a batch in order while they fit in room,
+// a publish (its weight, its endpoints) whole or not at all: the first that
+// does not fit and every one after it get refused as their error and weight
+// 0. It returns the weight admitted.
+func refuseBeyond(weights []int, results []BatchResult, room int, refused error) int {
+	used, full := 0, false
+	for i, w := range weights {
+		if w == 0 {
+			continue
+		}
+		if full = full || used+w > room; full {
+			results[i].Err, weights[i] = refused, 0
+			continue
+		}
+		used += w
+	}
+	return used
 }
 
 // batchTopics reads the topics the tasks of a batch are published to, by
@@ -314,13 +380,29 @@ func batchTopics(ctx context.Context, pub *publishing, tenantID uuid.UUID, tasks
 // 0.35 µs per pending task, so at most a few milliseconds for a quota of
 // 10,000). It checks, it does not reserve: concurrent requests of one tenant
 // may each pass and together overshoot the quota by what they add.
-func checkQuota(ctx context.Context, st Creator, tenant *model.Tenant, n int, key *string) error {
+func checkQuota(ctx context.Context, st model.CreateStore, tenant *model.Tenant, n int, key *string) error {
 	return checkQuotaKeyed(ctx, st, tenant, n, key, st.HasIdempotencyKey)
+}
+
+// keyHeld reports whether key, when set, is one the tenant used already,
+// as held tells (a task's key, or a publish's): a request repeating it
+// stores nothing, so no quota stands in its way.
+func keyHeld(ctx context.Context, key *string, tenantID uuid.UUID,
+	held func(ctx context.Context, tenantID uuid.UUID, key string) (bool, error),
+) (bool, error) {
+	if key == nil || *key == "" {
+		return false, nil
+	}
+	ok, err := held(ctx, tenantID, *key)
+	if err != nil {
+		return false, fmt.Errorf("look up idempotency key of tenant %s: %w", tenantID, err)
+	}
+	return ok, nil
 }
 
 // checkQuotaKeyed is checkQuota for a request whose key, when set, is one
 // held tells whether the tenant used: a task's, or a publish's.
-func checkQuotaKeyed(ctx context.Context, st Creator, tenant *model.Tenant, n int, key *string,
+func checkQuotaKeyed(ctx context.Context, st model.CreateStore, tenant *model.Tenant, n int, key *string,
 	held func(ctx context.Context, tenantID uuid.UUID, key string) (bool, error),
 ) error {
 	quota := tenant.Limits.MaxPendingTasks
@@ -334,14 +416,8 @@ func checkQuotaKeyed(ctx context.Context, st Creator, tenant *model.Tenant, n in
 	if pending+n <= quota {
 		return nil
 	}
-	if key != nil && *key != "" {
-		exists, err := held(ctx, tenant.ID, *key)
-		if err != nil {
-			return fmt.Errorf("look up idempotency key of tenant %s: %w", tenant.ID, err)
-		}
-		if exists {
-			return nil
-		}
+	if exists, err := keyHeld(ctx, key, tenant.ID, held); err != nil || exists {
+		return err
 	}
 	return &QuotaError{Limit: quota, Pending: pending, Adding: n, RetryAfter: QuotaRetryAfter}
 }

@@ -39,9 +39,9 @@ func (b *testBundle) materialize(t *testing.T) (first, second model.DueTask) {
 	}
 	done, err := b.db.MaterializeSchedules(t.Context(), model.MaterializeParams{
 		Partitions: partitions, Until: b.clock.Now().Add(time.Minute), Limit: 10, NotifyUntil: b.clock.Now(),
-	}, func(sc *model.Schedule) model.Plan {
+	}, func(sc *model.Schedule) model.OccurrencePlan {
 		next := sc.NextRunAt.Add(20 * time.Second)
-		return model.Plan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
+		return model.OccurrencePlan{Occurrences: []time.Time{*sc.NextRunAt, sc.NextRunAt.Add(10 * time.Second)}, Next: &next}
 	})
 	require.NoError(t, err)
 	created := done.Created

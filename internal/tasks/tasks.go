@@ -50,6 +50,7 @@ type Store interface {
 	HasIdempotencyKey(ctx context.Context, tenantID uuid.UUID, key string) (bool, error)
 	InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error)
 	InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error)
+	WithTasksCreated(ctx context.Context, tenantID uuid.UUID, fn func(st model.CreateStore, created int) error) error
 	GetTask(ctx context.Context, tenantID, id uuid.UUID) (*model.Task, error)
 	ListTasks(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter) ([]*model.Task, error)
 	ListTasksWithBodies(ctx context.Context, tenantID uuid.UUID, f model.TaskFilter, budget int64) ([]*model.Task, bool, error)
@@ -284,6 +285,27 @@ type QuotaError struct {
 	Adding int
 	// RetryAfter is how long a client should wait before trying again.
 	RetryAfter time.Duration
+}
+
+// DailyQuotaError refuses tasks that would bring the tenant's tasks created
+// today (UTC) over its tasks_per_day.
+type DailyQuotaError struct {
+	// Limit is the tenant's tasks_per_day.
+	Limit int
+	// Created is how many tasks it created today.
+	Created int
+	// Adding is how many the refused request would have added.
+	Adding int
+}
+
+func (e *DailyQuotaError) Error() string {
+	return fmt.Sprintf("daily task quota of %d exceeded: %d created today, %d more asked", e.Limit, e.Created, e.Adding)
+}
+
+// RetryAfter is how long from now until the quota starts again, at the
+// next UTC midnight.
+func (e *DailyQuotaError) RetryAfter(now time.Time) time.Duration {
+	return model.NextUTCMidnight(now).Sub(now)
 }
 
 // ScheduleQuotaError refuses a schedule that would bring the tenant's

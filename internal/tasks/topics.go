@@ -109,8 +109,8 @@ type Published struct {
 // not have is ErrNoSuchTopic, one without endpoints ErrTopicEmpty, a body
 // too large for the endpoints a *FanoutError.
 //
-// Idempotency and the pending-task quota work as in Create, the quota
-// counting every task: a publish carrying a key the tenant used for a
+// Idempotency and the quotas (pending tasks, tasks per day) work as in
+// Create, the quotas counting every task: a publish carrying a key the tenant used for a
 // publish already is not stored, and the earlier one is returned, Replayed,
 // when the request hashes match, and with ErrKeyReused when they do not.
 // Publishes' keys are apart from tasks'. The tasks due within the
@@ -137,13 +137,36 @@ func (s *Service) Publish(ctx context.Context, tenant *model.Tenant, template *m
 	if err != nil {
 		return Published{}, err
 	}
-	if err := checkQuotaKeyed(ctx, s.store, tenant, len(pub.Tasks), pub.IdempotencyKey, s.store.HasPublishKey); err != nil {
-		return Published{}, err
-	}
 	notifyBefore := s.dueSoonBefore(s.clock.Now())
-	stored, _, err := s.store.InsertPublishes(ctx, []*model.Publish{pub}, nil, notifyBefore)
+	var stored []model.PublishResult
+	insert := func(st model.CreateStore) error {
+		if err := checkQuotaKeyed(ctx, st, tenant, len(pub.Tasks), pub.IdempotencyKey, st.HasPublishKey); err != nil {
+			return err
+		}
+		stored, _, err = st.InsertPublishes(ctx, []*model.Publish{pub}, nil, notifyBefore)
+		if err != nil {
+			return fmt.Errorf("publish to topic %q: %w", topic.Name, err)
+		}
+		return nil
+	}
+	if perDay := tenant.Limits.TasksPerDay; perDay <= 0 {
+		err = insert(s.store)
+	} else {
+		err = s.store.WithTasksCreated(ctx, tenant.ID, func(tx model.CreateStore, created int) error {
+			if created+len(pub.Tasks) > perDay {
+				held, err := keyHeld(ctx, pub.IdempotencyKey, tenant.ID, tx.HasPublishKey)
+				if err != nil {
+					return err
+				}
+				if !held {
+					return &DailyQuotaError{Limit: perDay, Created: created, Adding: len(pub.Tasks)}
+				}
+			}
+			return insert(tx)
+		})
+	}
 	if err != nil {
-		return Published{}, fmt.Errorf("publish to topic %q: %w", topic.Name, err)
+		return Published{}, err
 	}
 	if res := stored[0]; !res.Created {
 		if !bytes.Equal(res.Existing.RequestHash, pub.RequestHash) {

@@ -13,7 +13,9 @@ import type {
   FireTime,
   FlowLimit,
   FlowLimitRequest,
+  Limits,
   Page,
+  Plan,
   Publish,
   ReplayFilter,
   ReplayRequest,
@@ -189,6 +191,25 @@ export interface HookwheelClient {
     listPage(options?: { limit?: number; cursor?: string }): Promise<Page<FlowLimit>>;
     /** Lifts the key's limits and returns them as they were (`DELETE /v1/flow-keys/{key}`). */
     delete(key: string): Promise<FlowLimit>;
+  };
+  /**
+   * The operator's plans: named sets of limits tenants are put on. These are
+   * admin calls: make the client with the installation's admin token
+   * (`HOOKWHEEL_ADMIN_TOKEN`) as its `apiKey`.
+   */
+  plans: {
+    /**
+     * Creates the plan, or replaces its limits as a whole
+     * (`PUT /v1/admin/plans/{name}`): an absent limit takes the node's
+     * default, 0 lifts it. Safe to repeat, so it is retried like a read.
+     */
+    put(name: string, limits: Limits): Promise<Plan>;
+    /** The plan (`GET /v1/admin/plans/{name}`); a 404 when there is none. */
+    get(name: string): Promise<Plan>;
+    /** Every plan, by name (`GET /v1/admin/plans`). */
+    list(): Promise<Plan[]>;
+    /** Deletes the plan (`DELETE /v1/admin/plans/{name}`); a 409 while tenants are on it. */
+    delete(name: string): Promise<void>;
   };
   schedules: {
     /** Creates a recurring schedule (`POST /v1/schedules`). */
@@ -445,6 +466,15 @@ export function createClient(options: ClientOptions): HookwheelClient {
       },
       listPage: listFlowLimitsPage,
       delete: (key) => send(false, () => raw.DELETE("/v1/flow-keys/{key}", keyed(key))),
+    },
+    plans: {
+      // Setting the same limits twice leaves them as once does.
+      put: (name, limits) => send(true, () => raw.PUT("/v1/admin/plans/{name}", { ...named(name), body: limits })),
+      get: (name) => send(true, () => raw.GET("/v1/admin/plans/{name}", named(name))),
+      list: async () => (await send(true, () => raw.GET("/v1/admin/plans"))).data,
+      async delete(name) {
+        await send(false, () => raw.DELETE("/v1/admin/plans/{name}", named(name)));
+      },
     },
     schedules: {
       create: (schedule) => send(false, () => raw.POST("/v1/schedules", { body: schedule })),

@@ -132,6 +132,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List plans
+         * @description Every plan, by name, with its limits and how many tenants are on it.
+         */
+        get: operations["listPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/plans/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                name: components["parameters"]["PlanName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a plan
+         * @description The plan's limits, as set.
+         */
+        get: operations["getPlan"];
+        /**
+         * Create or replace a plan
+         * @description Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+         *     tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+         *     lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+         *     the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+         *     every tenant on the plan from its next call (within 2 s on other nodes), and to the
+         *     dispatchers within a few seconds.
+         */
+        put: operations["putPlan"];
+        post?: never;
+        /**
+         * Delete a plan
+         * @description Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+         *     another plan, or to none (`"plan": null`), first.
+         */
+        delete: operations["deletePlan"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/breakers": {
         parameters: {
             query?: never;
@@ -1033,8 +1090,8 @@ export interface paths {
         };
         /**
          * The caller's limits and usage
-         * @description The rate limits and quotas that apply to the calling tenant (its own where the operator set
-         *     them, else the node's defaults; an absent field is unlimited), and how much of the
+         * @description The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+         *     operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
          *     pending-task quota is in use. Like every tenant call, this one counts against the
          *     tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
          *     `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -1526,18 +1583,25 @@ export interface components {
              * @example acme
              */
             name: string;
+            /**
+             * @description The plan the tenant goes on (422 if there is none of that name). Absent: the node's
+             *     default plan, `HOOKWHEEL_DEFAULT_PLAN`, if it names one that exists; else none.
+             * @example free
+             */
+            plan?: string;
         };
         /**
          * @description A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
          *     listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-         *     never given limits has the node's defaults, not none. The object reads two ways:
+         *     never given limits has the node's defaults, not none. The object reads three ways:
          *
          *     - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-         *       field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-         *       PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-         *       node's defaults for all.
+         *       field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+         *       (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+         *       `null` gives it its plan's and the node's defaults for all.
+         *     - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
          *     - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-         *       field by field, else the node's default. An absent field is unlimited.
+         *       field by field, else its plan's, else the node's default. An absent field is unlimited.
          *
          *     Defaults are applied when the tenant is read, never copied into it: changing a node default
          *     changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1598,6 +1662,21 @@ export interface components {
             targets?: {
                 [key: string]: components["schemas"]["TargetLimits"];
             };
+            /**
+             * @description Most tasks created per UTC day: tasks created one by one or in a batch, each endpoint's
+             *     copy of a topic publish, and schedules' occurrences (callback tasks do not count; a
+             *     request repeating an `Idempotency-Key` stores nothing and counts nothing); at most
+             *     1,000,000,000. A creation past it gets 429 of type `quota-exceeded` with `Retry-After`
+             *     until the next UTC midnight (a batch: its items past it are refused one by one, the
+             *     first that does not fit and all after it); an occurrence past it is skipped and counted
+             *     on its schedule (`skipped_occurrences`). Exact on the API, across nodes.
+             */
+            tasks_per_day?: number;
+            /**
+             * @description Most webhooks delivered per UTC day; at most 1,000,000,000. Past it the tenant's due tasks
+             *     wait, not attempted and not lost, until the next UTC midnight.
+             */
+            deliveries_per_day?: number;
         };
         /** @description One host's dispatch limits; an absent field takes the tenant's, 0 means unlimited. */
         TargetLimits: {
@@ -1605,6 +1684,11 @@ export interface components {
             dispatch_concurrency?: number;
         };
         TenantLimitsView: {
+            /**
+             * @description The plan the tenant is on, whose limits its own override; null for none.
+             * @example free
+             */
+            plan: string | null;
             limits: components["schemas"]["TenantLimits"];
             /** @description Tasks waiting now (scheduled, retrying or dispatching), counted exactly. */
             pending_tasks: number;
@@ -1757,6 +1841,19 @@ export interface components {
                 name: string;
             };
             key: components["schemas"]["APIKey"];
+        };
+        /** @description A named set of limits that tenants are put on. */
+        Plan: {
+            name: string;
+            /** @description The plan's limits as set; an absent field takes the node's default, 0 is unlimited. */
+            limits: components["schemas"]["TenantLimits"];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        PlanList: {
+            data: components["schemas"]["Plan"][];
         };
         TenantList: {
             data: components["schemas"]["TenantSummary"][];
@@ -1998,10 +2095,15 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             retry: components["schemas"]["RetryDefaults"];
+            /**
+             * @description The plan the tenant is on; null for none.
+             * @example free
+             */
+            plan: string | null;
             limits: components["schemas"]["TenantLimits"];
             /**
-             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
-             *     is unlimited. A field present here and absent from `limits` comes from the node default.
+             * @description The limits that apply: `limits` field by field, else the plan's, else the node's
+             *     defaults. An absent field is unlimited.
              */
             effective_limits: components["schemas"]["TenantLimits"];
             /**
@@ -2052,6 +2154,12 @@ export interface components {
         /** @description The settings to change; fields left out stay as they are. */
         TenantUpdateRequest: {
             retry?: components["schemas"]["RetryDefaultsUpdate"];
+            /**
+             * @description Puts the tenant on this plan (422 if there is none of that name); `null` takes it off
+             *     any plan. Its own `limits` still override the plan's, field by field.
+             * @example pro
+             */
+            plan?: string | null;
             limits?: components["schemas"]["TenantLimits"];
             /**
              * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
@@ -2205,6 +2313,11 @@ export interface components {
              * @description When the tenant was created.
              */
             created_at: string;
+            /**
+             * @description The plan the tenant went on; null for none.
+             * @example free
+             */
+            plan?: string | null;
         };
         /**
          * @description How tenants may sign up (`HOOKWHEEL_SIGNUP`): `off`, not at all; `invite`, with an invite code
@@ -3038,7 +3151,8 @@ export interface components {
             };
         };
         /**
-         * @description Over a rate limit or quota (`api_rate`, `max_pending_tasks`, `max_schedules`); for a
+         * @description Over a rate limit or quota (`api_rate`, `max_pending_tasks`, `max_schedules`, `tasks_per_day`:
+         *     type `quota-exceeded`, until the next UTC midnight for the last); for a
          *     batch, over the request bytes a node reads at once; or, for any tenant call, from a client
          *     address that presented 20 invalid API keys or admin tokens within 10 s
          *     (`too-many-auth-failures`, before the key is even looked up). Retry after the time the `Retry-After` header gives.
@@ -3078,6 +3192,8 @@ export interface components {
         AuditCursor: string;
         /** @description The schedule id. */
         ScheduleID: string;
+        /** @description The plan's name. */
+        PlanName: string;
         /** @description The tenant id. */
         TenantID: string;
         /** @description The invite id. */
@@ -3145,6 +3261,7 @@ export interface operations {
                      *           "id": "019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f",
                      *           "name": "acme",
                      *           "created_at": "2026-11-02T08:15:00Z",
+                     *           "plan": "pro",
                      *           "retry": {
                      *             "max_attempts": 10,
                      *             "min_backoff": "1s",
@@ -3172,6 +3289,7 @@ export interface operations {
                      *           "id": "019aa8e1-44f2-7a0b-9c3d-2e1f0a9b8c7d",
                      *           "name": "globex",
                      *           "created_at": "2026-11-09T14:02:11Z",
+                     *           "plan": null,
                      *           "retry": {
                      *             "max_attempts": 5,
                      *             "min_backoff": "5s",
@@ -3385,6 +3503,154 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Tenant"];
                 };
+            };
+        };
+    };
+    listPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plans. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "name": "free",
+                     *           "limits": {
+                     *             "api_rate": 10,
+                     *             "max_pending_tasks": 1000,
+                     *             "max_schedules": 5,
+                     *             "tasks_per_day": 1000,
+                     *             "deliveries_per_day": 2000
+                     *           },
+                     *           "created_at": "2026-11-28T09:00:00Z",
+                     *           "updated_at": "2026-11-28T09:00:00Z"
+                     *         },
+                     *         {
+                     *           "name": "pro",
+                     *           "limits": {
+                     *             "api_rate": 200,
+                     *             "max_pending_tasks": 1000000,
+                     *             "tasks_per_day": 1000000
+                     *           },
+                     *           "created_at": "2026-11-28T09:01:00Z",
+                     *           "updated_at": "2026-11-28T10:12:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PlanList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getPlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                name: components["parameters"]["PlanName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plan. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    putPlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                name: components["parameters"]["PlanName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "api_rate": 10,
+                 *       "max_pending_tasks": 1000,
+                 *       "max_schedules": 5,
+                 *       "tasks_per_day": 1000,
+                 *       "deliveries_per_day": 2000
+                 *     }
+                 */
+                "application/json": components["schemas"]["TenantLimits"];
+            };
+        };
+        responses: {
+            /** @description The plan existed; its limits are replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            /** @description The plan was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    deletePlan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The plan's name. */
+                name: components["parameters"]["PlanName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plan was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
@@ -5477,6 +5743,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "plan": "pro",
                      *       "limits": {
                      *         "api_rate": 100,
                      *         "api_burst": 200,
@@ -5487,7 +5754,8 @@ export interface operations {
                      *             "dispatch_rate": 5,
                      *             "dispatch_concurrency": 2
                      *           }
-                     *         }
+                     *         },
+                     *         "tasks_per_day": 1000000
                      *       },
                      *       "pending_tasks": 1532
                      *     }

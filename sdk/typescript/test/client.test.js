@@ -460,6 +460,34 @@ describe("client", () => {
     );
   });
 
+  it("manages plans with the admin token, a plan in use refused with a 409", async () => {
+    const plan = { name: "free", limits: { tasks_per_day: 1000, api_rate: 0 }, created_at: TASK.created_at, updated_at: TASK.updated_at };
+    const { client, requests } = scripted([
+      problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }),
+      json(201, plan),
+      json(200, plan),
+      json(200, { data: [plan] }),
+      problem(409, "Plan in use", "plan free has tenants on it"),
+      new Response(null, { status: 204 }),
+    ]);
+    assert.deepEqual(await client.plans.put("free", { tasks_per_day: 1000, api_rate: 0 }), plan);
+    assert.deepEqual(await client.plans.get("free"), plan);
+    assert.deepEqual(await client.plans.list(), [plan]);
+    await assert.rejects(client.plans.delete("free"), (err) => err instanceof HookwheelError && err.status === 409);
+    assert.equal(await client.plans.delete("free"), undefined);
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname} ${r.body}`),
+      [
+        `PUT /v1/admin/plans/free {"tasks_per_day":1000,"api_rate":0}`,
+        `PUT /v1/admin/plans/free {"tasks_per_day":1000,"api_rate":0}`,
+        "GET /v1/admin/plans/free ",
+        "GET /v1/admin/plans ",
+        "DELETE /v1/admin/plans/free ",
+        "DELETE /v1/admin/plans/free ",
+      ],
+    );
+  });
+
   it("keeps tasks and publishes apart", async () => {
     const { client, requests } = scripted([]);
     await assert.rejects(client.tasks.create({ url: TASK.url, topic: "orders" }), TypeError);

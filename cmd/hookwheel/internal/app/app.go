@@ -89,6 +89,9 @@ type Config struct {
 	// (zero): a tenant is limited only by what it sets. The binary sets
 	// model.DefaultNodeLimits, changed by HOOKWHEEL_DEFAULT_*.
 	DefaultLimits model.Limits
+	// DefaultPlan is the plan a new tenant goes on unless its create names
+	// one (tenants.Config.DefaultPlan). Default none.
+	DefaultPlan string
 	// HTTP bounds the HTTP server's connections and requests.
 	HTTP api.ServerLimits
 	// TrustedProxies are the proxies in front of the API, whose
@@ -204,7 +207,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.usage = tenants.NewUsageRecorder(tenants.UsageConfig{Store: n.db, Logger: cfg.Logger})
 	n.tenants = tenants.New(tenants.Config{Store: n.db, Keyring: cfg.Keyring, Usage: n.usage, KeyCacheTTL: cfg.KeyCacheTTL,
-		DefaultLimits: cfg.DefaultLimits})
+		DefaultLimits: cfg.DefaultLimits, DefaultPlan: cfg.DefaultPlan, Logger: cfg.Logger})
 	deleterCfg := cfg.Deleter
 	deleterCfg.Store, deleterCfg.Logger = n.db, cfg.Logger
 	n.deleter = tenants.NewDeleter(deleterCfg)

@@ -792,6 +792,21 @@ type MinuteStats struct {
 // Example: order-1042
 type OrderingKey = string
 
+// Plan A named set of limits that tenants are put on.
+type Plan struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Limits The plan's limits as set; an absent field takes the node's default, 0 is unlimited.
+	Limits    TenantLimits `json:"limits"`
+	Name      string       `json:"name"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// PlanList defines model for PlanList.
+type PlanList struct {
+	Data []Plan `json:"data"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -1540,27 +1555,33 @@ type Tenant struct {
 	// Deletion How far a tenant's deletion has gone; present only while `status` is `deleting`.
 	Deletion *TenantDeletion `json:"deletion,omitempty"`
 
-	// EffectiveLimits The limits that apply: `limits` field by field, else the node's defaults. An absent field
-	// is unlimited. A field present here and absent from `limits` comes from the node default.
+	// EffectiveLimits The limits that apply: `limits` field by field, else the plan's, else the node's
+	// defaults. An absent field is unlimited.
 	EffectiveLimits TenantLimits       `json:"effective_limits"`
 	ID              openapi_types.UUID `json:"id"`
 
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// Plan The plan the tenant is on; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 
 	// Retention How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
 	// attempts are kept after they finished, as a duration; null when the tenant goes by the
@@ -1600,14 +1621,15 @@ type TenantDeletion struct {
 
 // TenantLimits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 // listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-// never given limits has the node's defaults, not none. The object reads two ways:
+// never given limits has the node's defaults, not none. The object reads three ways:
 //
 //   - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-//     field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-//     PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-//     node's defaults for all.
+//     field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+//     (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+//     `null` gives it its plan's and the node's defaults for all.
+//   - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 //   - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-//     field by field, else the node's default. An absent field is unlimited.
+//     field by field, else its plan's, else the node's default. An absent field is unlimited.
 //
 // Defaults are applied when the tenant is read, never copied into it: changing a node default
 // changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1620,6 +1642,10 @@ type TenantLimits struct {
 	// APIRate API requests per second (sustained), over every tenant call and every node; at most
 	// 1,000,000. Over it, 429 with `Retry-After`.
 	APIRate *float32 `json:"api_rate,omitempty"`
+
+	// DeliveriesPerDay Most webhooks delivered per UTC day; at most 1,000,000,000. Past it the tenant's due tasks
+	// wait, not attempted and not lost, until the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day,omitempty"`
 
 	// DispatchConcurrency Webhooks in flight at once to any one target host of this tenant, over every node
 	// (maxConcurrentDispatches); at most 100,000. Tasks over it wait for a slot, not failed, not
@@ -1657,20 +1683,30 @@ type TenantLimits struct {
 	// names are case-insensitive and shown in lowercase. A field an override leaves out takes
 	// the tenant's value; 0 lifts the tenant's limit for that host. At most 1,000 hosts.
 	Targets map[string]TargetLimits `json:"targets,omitempty"`
+
+	// TasksPerDay Most tasks created per UTC day: tasks created one by one or in a batch, each endpoint's
+	// copy of a topic publish, and schedules' occurrences (callback tasks do not count; a
+	// request repeating an `Idempotency-Key` stores nothing and counts nothing); at most
+	// 1,000,000,000. A creation past it gets 429 of type `quota-exceeded` with `Retry-After`
+	// until the next UTC midnight (a batch: its items past it are refused one by one, the
+	// first that does not fit and all after it); an occurrence past it is skipped and counted
+	// on its schedule (`skipped_occurrences`). Exact on the API, across nodes.
+	TasksPerDay *int `json:"tasks_per_day,omitempty"`
 }
 
 // TenantLimitsView defines model for TenantLimitsView.
 type TenantLimitsView struct {
 	// Limits A tenant's rate limits and quotas. Every limit has a node default (`HOOKWHEEL_DEFAULT_*`,
 	// listed with their values in docs/security.md, "Tenant limits and their defaults"): a tenant
-	// never given limits has the node's defaults, not none. The object reads two ways:
+	// never given limits has the node's defaults, not none. The object reads three ways:
 	//
 	// - As a tenant's own limits (a tenant's `limits`, and the PATCH that sets them): an absent
-	//   field takes the node's default, and 0 lifts that limit for this tenant (unlimited). In a
-	//   PATCH, the object replaces the tenant's own limits as a whole: `{}` or `null` gives it the
-	//   node's defaults for all.
+	//   field takes its plan's, else the node's default, and 0 lifts that limit for this tenant
+	//   (unlimited). In a PATCH, the object replaces the tenant's own limits as a whole: `{}` or
+	//   `null` gives it its plan's and the node's defaults for all.
+	// - As a plan's limits (`PUT /v1/admin/plans/{name}`): the same, a layer below the tenant's.
 	// - As effective limits (a tenant's `effective_limits`, and `GET /v1/limits`): the tenant's own
-	//   field by field, else the node's default. An absent field is unlimited.
+	//   field by field, else its plan's, else the node's default. An absent field is unlimited.
 	//
 	// Defaults are applied when the tenant is read, never copied into it: changing a node default
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
@@ -1679,6 +1715,11 @@ type TenantLimitsView struct {
 
 	// PendingTasks Tasks waiting now (scheduled, retrying or dispatching), counted exactly.
 	PendingTasks int `json:"pending_tasks"`
+
+	// Plan The plan the tenant is on, whose limits its own override; null for none.
+	//
+	// Example: free
+	Plan *string `json:"plan"`
 }
 
 // Topic A named set of endpoint URLs that webhooks are published to.
@@ -1757,6 +1798,9 @@ type KeyID = string
 
 // ListInclude defines model for ListInclude.
 type ListInclude string
+
+// PlanName Example: free
+type PlanName = string
 
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
@@ -1936,6 +1980,9 @@ type ListTopicsParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PutPlanJSONRequestBody defines body for PutPlan for application/json ContentType.
+type PutPlanJSONRequestBody = TenantLimits
+
 // PutFlowLimitJSONRequestBody defines body for PutFlowLimit for application/json ContentType.
 type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
@@ -2114,6 +2161,56 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListPlans List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePlan Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPlan Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlanWithBody Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPlan Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTenantAudit The caller's audit log
 	//
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
@@ -2243,8 +2340,8 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -3106,6 +3203,106 @@ type ClientInterface interface {
 	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// ListPlans List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *Client) ListPlans(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPlansRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePlan Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *Client) DeletePlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPlan Read a plan
+//
+// The plan's limits, as set.
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *Client) GetPlan(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPlanRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlanWithBody Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlanWithBody(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPlan Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *Client) PutPlan(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPlanRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTenantAudit The caller's audit log
 //
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
@@ -3335,8 +3532,8 @@ func (c *Client) RevokeKey(ctx context.Context, keyID KeyID, reqEditors ...Reque
 
 // GetLimits The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -4625,6 +4822,148 @@ func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSON
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListPlansRequest constructs an http.Request for the ListPlans method
+func NewListPlansRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeletePlanRequest constructs an http.Request for the DeletePlan method
+func NewDeletePlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPlanRequest constructs an http.Request for the GetPlan method
+func NewGetPlanRequest(server string, name PlanName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutPlanRequest calls the generic PutPlan builder with application/json body
+func NewPutPlanRequest(server string, name PlanName, body PutPlanJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutPlanRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutPlanRequestWithBody constructs an http.Request for the PutPlan method, with any body, and a specified content type
+func NewPutPlanRequestWithBody(server string, name PlanName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/plans/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewListTenantAuditRequest constructs an http.Request for the ListTenantAudit method
@@ -6484,6 +6823,62 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListPlansWithResponse List plans
+	//
+	// Every plan, by name, with its limits and how many tenants are on it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+	ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error)
+
+	// DeletePlanWithResponse Delete a plan
+	//
+	// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+	// another plan, or to none (`"plan": null`), first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+	DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error)
+
+	// GetPlanWithResponse Read a plan
+	//
+	// The plan's limits, as set.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+	GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error)
+
+	// PutPlanWithBodyWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
+	// PutPlanWithResponse Create or replace a plan
+	//
+	// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+	// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+	// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+	// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+	// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+	// dispatchers within a few seconds.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+	PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error)
+
 	// ListTenantAuditWithResponse The caller's audit log
 	//
 	// Changes to the calling tenant's configuration and credentials, newest first: keys created and
@@ -6625,8 +7020,8 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and usage
 	//
-	// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-	// them, else the node's defaults; an absent field is unlimited), and how much of the
+	// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+	// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 	// pending-task quota is in use. Like every tenant call, this one counts against the
 	// tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 	// `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -7526,6 +7921,282 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+}
+
+type ListPlansResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PlanList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPlansResponse) GetJSON200() *PlanList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPlansResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPlansResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPlansResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPlansResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPlansResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeletePlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationProblemJSON409 *Conflict
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSON409() *Conflict {
+	return r.ApplicationProblemJSON409
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeletePlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutPlanResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Plan
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Plan
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationProblemJSON413 *PayloadTooLarge
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutPlanResponse) GetJSON200() *Plan {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutPlanResponse) GetJSON201() *Plan {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON413() *PayloadTooLarge {
+	return r.ApplicationProblemJSON413
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutPlanResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutPlanResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutPlanResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutPlanResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutPlanResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListTenantAuditResponse429Headers the declared response headers of an HTTP 429 response for ListTenantAudit
@@ -11045,6 +11716,92 @@ func (r PutTopicResponse) ContentType() string {
 	return ""
 }
 
+// ListPlansWithResponse List plans
+//
+// Every plan, by name, with its limits and how many tenants are on it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans (the `ListPlans` operationId).
+func (c *ClientWithResponses) ListPlansWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPlansResponse, error) {
+	rsp, err := c.ListPlans(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPlansResponse(rsp)
+}
+
+// DeletePlanWithResponse Delete a plan
+//
+// Deletes the plan. Refused with 409 (`plan-in-use`) while any tenant is on it: move them to
+// another plan, or to none (`"plan": null`), first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/admin/plans/{name} (the `DeletePlan` operationId).
+func (c *ClientWithResponses) DeletePlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*DeletePlanResponse, error) {
+	rsp, err := c.DeletePlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePlanResponse(rsp)
+}
+
+// GetPlanWithResponse Read a plan
+//
+// The plan's limits, as set.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/plans/{name} (the `GetPlan` operationId).
+func (c *ClientWithResponses) GetPlanWithResponse(ctx context.Context, name PlanName, reqEditors ...RequestEditorFn) (*GetPlanResponse, error) {
+	rsp, err := c.GetPlan(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPlanResponse(rsp)
+}
+
+// PutPlanWithBodyWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithBodyWithResponse(ctx context.Context, name PlanName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlanWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
+// PutPlanWithResponse Create or replace a plan
+//
+// Creates the plan, or replaces its limits as a whole. The body is a limits object, read as a
+// tenant's own `limits` are: an absent field takes the node's default (`HOOKWHEEL_DEFAULT_*`), 0
+// lifts the limit (unlimited). A tenant on the plan has, field by field, its own limits, else
+// the plan's, else the node's defaults: see the tenant's `effective_limits`. A change applies to
+// every tenant on the plan from its next call (within 2 s on other nodes), and to the
+// dispatchers within a few seconds.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/admin/plans/{name} (the `PutPlan` operationId).
+func (c *ClientWithResponses) PutPlanWithResponse(ctx context.Context, name PlanName, body PutPlanJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPlanResponse, error) {
+	rsp, err := c.PutPlan(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPlanResponse(rsp)
+}
+
 // ListTenantAuditWithResponse The caller's audit log
 //
 // Changes to the calling tenant's configuration and credentials, newest first: keys created and
@@ -11246,8 +12003,8 @@ func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, keyID K
 
 // GetLimitsWithResponse The caller's limits and usage
 //
-// The rate limits and quotas that apply to the calling tenant (its own where the operator set
-// them, else the node's defaults; an absent field is unlimited), and how much of the
+// The calling tenant's plan and the rate limits and quotas that apply to it (its own where the
+// operator set them, else its plan's, else the node's defaults; an absent field is unlimited), and how much of the
 // pending-task quota is in use. Like every tenant call, this one counts against the
 // tenant's `api_rate`; with one set, every tenant response carries `RateLimit-Limit` (the burst),
 // `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the full burst is available again).
@@ -12404,6 +13161,225 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name Top
 		return nil, err
 	}
 	return ParsePutTopicResponse(rsp)
+}
+
+// ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call
+func ParseListPlansResponse(rsp *http.Response) (*ListPlansResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPlansResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PlanList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeletePlanResponse parses an HTTP response from a DeletePlanWithResponse call
+func ParseDeletePlanResponse(rsp *http.Response) (*DeletePlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPlanResponse parses an HTTP response from a GetPlanWithResponse call
+func ParseGetPlanResponse(rsp *http.Response) (*GetPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutPlanResponse parses an HTTP response from a PutPlanWithResponse call
+func ParsePutPlanResponse(rsp *http.Response) (*PutPlanResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutPlanResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Plan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseListTenantAuditResponse parses an HTTP response from a ListTenantAuditWithResponse call
