@@ -33,7 +33,7 @@ func openTenants(ctx context.Context, env environment, logger *slog.Logger) (*te
 	return tenants.New(tenants.Config{Store: db, Keyring: env.keyring}), db.Close, nil
 }
 
-const keysUsage = `want one of:
+const keysUsage = `Usage:
   hookwheel keys create --tenant ID [--name NAME] [--scopes tasks:read,tasks:write] [--expires-in 720h | --expires-at 2027-01-01T00:00:00Z]
   hookwheel keys list --tenant ID [--json]
   hookwheel keys revoke --tenant ID KEY_ID`

@@ -12,7 +12,7 @@ import (
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
 )
 
-const flowKeysUsage = `want one of:
+const flowKeysUsage = `Usage:
   hookwheel flow-keys put KEY [--rate N [--period 1s]] [--parallelism N]
   hookwheel flow-keys get|delete KEY
   hookwheel flow-keys list [--limit 20 | --all]

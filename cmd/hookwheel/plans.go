@@ -11,7 +11,7 @@ import (
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
 )
 
-const plansUsage = `want one of:
+const plansUsage = `Usage:
   hookwheel plans put NAME [--api-rate N] [--api-burst N] [--max-pending-tasks N] [--max-schedules N]
                            [--max-timeout 30s] [--dispatch-rate N] [--dispatch-concurrency N]
                            [--tasks-per-day N] [--deliveries-per-day N]

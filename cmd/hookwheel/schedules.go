@@ -14,7 +14,7 @@ import (
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
 )
 
-const schedulesUsage = `want one of:
+const schedulesUsage = `Usage:
   hookwheel schedules create --cron '0 9 * * *' [--timezone Europe/Paris] --url URL [--paused]
                              [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                              [--timeout 30s] [--max-attempts 10] [--label key=value]...

@@ -46,7 +46,7 @@ func signupEnv(getenv func(string) string) (signupSettings, error) {
 	return s, nil
 }
 
-const invitesUsage = `want one of:
+const invitesUsage = `Usage:
   hookwheel invites create [--expires-in 168h] [--note TEXT]
   hookwheel invites list [--json]
   hookwheel invites revoke INVITE_ID`

@@ -16,7 +16,7 @@ import (
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
 )
 
-const tasksUsage = `want one of:
+const tasksUsage = `Usage:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
                          [--label key=value]... [--ordering-key KEY] [--flow-key KEY]

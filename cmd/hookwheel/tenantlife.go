@@ -15,7 +15,7 @@ import (
 	"github.com/hookwheel/hookwheel/tenants"
 )
 
-const tenantUsage = `want one of:
+const tenantUsage = `Usage:
   hookwheel tenants create --name NAME
   hookwheel tenants suspend ID
   hookwheel tenants resume ID

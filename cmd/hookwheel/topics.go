@@ -12,7 +12,7 @@ import (
 	hookwheel "github.com/hookwheel/hookwheel/sdk/go"
 )
 
-const topicsUsage = `want one of:
+const topicsUsage = `Usage:
   hookwheel topics put NAME --endpoint [ENDPOINT_NAME=]URL... [--description TEXT]
   hookwheel topics get|delete NAME
   hookwheel topics list [--limit 20 | --all]
