@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -89,7 +88,7 @@ func flowKeysCommand(ctx context.Context, args []string, con console) error {
 		}
 		// --all fetches full pages.
 		fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.FlowLimit, error] {
-			return client.ListFlowLimits(ctx, cmp.Or(pageSize, maxPageSize))
+			return client.ListFlowLimits(ctx, pageSize)
 		}
 		return list(c, con, shown, fetch, printFlowLimitTable, cutInKeyOrder)
 	case "help", "-h", "--help":

@@ -33,7 +33,7 @@ func (c *command) listFlags(limitUsage, allUsage string) listFlags {
 // fetch returns, and shows its first --limit items (every one with --all)
 // with table, or as JSON; cut, one of the notes below, ends a listing that
 // was cut. fetch gets the page size that fetches no more than is shown, or
-// 0 with --all, leaving the size to it.
+// the largest the API gives with --all, whatever each endpoint's default.
 func list[T any](c *command, con console, flags listFlags,
 	fetch func(client *hookwheel.Client, pageSize int) iter.Seq2[T, error],
 	table func(io.Writer, []T, time.Time) error, cut string) error {
@@ -44,7 +44,7 @@ func list[T any](c *command, con console, flags listFlags,
 	if err != nil {
 		return err
 	}
-	pageSize := 0
+	pageSize := maxPageSize
 	if !*flags.all {
 		pageSize = min(*flags.limit, maxPageSize)
 	}

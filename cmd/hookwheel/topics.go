@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -99,7 +98,7 @@ func topicsCommand(ctx context.Context, args []string, con console) error {
 		}
 		// --all fetches full pages.
 		fetch := func(client *hookwheel.Client, pageSize int) iter.Seq2[hookwheel.Topic, error] {
-			return client.ListTopics(ctx, cmp.Or(pageSize, maxPageSize))
+			return client.ListTopics(ctx, pageSize)
 		}
 		return list(c, con, shown, fetch, printTopicTable, cutInNameOrder)
 	case "publish":
