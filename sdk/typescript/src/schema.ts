@@ -2162,11 +2162,6 @@ export interface components {
             plan?: string | null;
             limits?: components["schemas"]["TenantLimits"];
             /**
-             * @description The limits that apply: `limits` field by field, else the node's defaults. An absent field
-             *     is unlimited. A field present here and absent from `limits` comes from the node default.
-             */
-            effective_limits?: components["schemas"]["TenantLimits"];
-            /**
              * @description Replaces the ranges granted to this tenant alone (`[]` or `null` withdraws them): CIDRs
              *     its webhooks may reach although private, as `HOOKWHEEL_TARGET_ALLOW_CIDRS` allows them
              *     for every tenant. A grant applies to tasks created from then on and to every send from
