@@ -45,6 +45,9 @@ type materializerConfig struct {
 	// DefaultTasksPerDay is the node's tasks_per_day, for tenants whose
 	// own limits and plan set none (0: none).
 	DefaultTasksPerDay int
+	// DefaultMaxPendingTasks is the node's max_pending_tasks, for tenants
+	// whose own limits and plan set none; 0 for none.
+	DefaultMaxPendingTasks int
 	// Partitions are those this node owns: only their schedules are
 	// materialised here.
 	Partitions func() []int16
@@ -100,7 +103,7 @@ func (m *materializer) pass(ctx context.Context) int {
 		Limit:       materializeBatch,
 		NotifyUntil: horizon,
 
-		DefaultTasksPerDay: m.cfg.DefaultTasksPerDay,
+		DefaultTasksPerDay: m.cfg.DefaultTasksPerDay, DefaultMaxPendingTasks: m.cfg.DefaultMaxPendingTasks,
 	}, func(s *model.Schedule) model.OccurrencePlan {
 		planned++
 		return m.plan(s, now, horizon)

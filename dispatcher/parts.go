@@ -92,7 +92,7 @@ func (d *Dispatcher) buildMaterializer(m *metrics) *materializer {
 	return newMaterializer(materializerConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Lookahead: cfg.Lookahead, Partitions: d.ownership.partitions, Schedule: d.Schedule,
-		DefaultTasksPerDay: cfg.DefaultLimits.TasksPerDay,
+		DefaultTasksPerDay: cfg.DefaultLimits.TasksPerDay, DefaultMaxPendingTasks: cfg.DefaultLimits.MaxPendingTasks,
 	})
 }
 

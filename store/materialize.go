@@ -25,7 +25,7 @@ FOR UPDATE SKIP LOCKED`
 //
 // Occurrences count against their tenant's max_pending_tasks and
 // tasks_per_day as tasks created through the API do (each the tenant's own,
-// else its plan's; tasks_per_day else the node's default, $5): those that
+// else its plan's, else the node's default: $6 and $5): those that
 // would take the tenant over either, the latest first, are skipped (not
 // inserted) and returned as such, for the schedule to count. Like the API's
 // pending check, the pending one checks and does not reserve: concurrent
@@ -42,7 +42,8 @@ WITH input AS (
 	FROM input i JOIN schedules s ON s.id = i.schedule_id
 ), quotas AS (
 	SELECT tn.id AS tenant_id,
-		coalesce(nullif((tn.limits->>'max_pending_tasks')::int, 0), (pl.limits->>'max_pending_tasks')::int, 0) AS max_pending,
+		coalesce(nullif((tn.limits->>'max_pending_tasks')::int, 0), nullif((pl.limits->>'max_pending_tasks')::int, 0), $6::int)
+			AS max_pending,
 		coalesce(nullif((tn.limits->>'tasks_per_day')::int, 0), nullif((pl.limits->>'tasks_per_day')::int, 0), $5::int) AS per_day
 	FROM tenants tn LEFT JOIN plans pl ON pl.name = tn.plan
 	WHERE tn.id IN (SELECT tenant_id FROM ranked)
@@ -150,7 +151,8 @@ func (db *DB) MaterializeSchedules(ctx context.Context, p model.MaterializeParam
 			if _, err := lockTasksCreated(ctx, tx, tenantIDs); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, queryInsertOccurrences, occSchedules, occIDs, occAts, p.NotifyUntil, p.DefaultTasksPerDay)
+			rows, err := tx.Query(ctx, queryInsertOccurrences, occSchedules, occIDs, occAts, p.NotifyUntil, p.DefaultTasksPerDay,
+				p.DefaultMaxPendingTasks)
 			if err != nil {
 				return fmt.Errorf("insert occurrences: %w", err)
 			}

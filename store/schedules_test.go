@@ -473,60 +473,82 @@ func TestPauseWaitsForMaterializer(t *testing.T) {
 }
 
 // TestMaterializeSkipsOverQuota: occurrences that would take their tenant
-// over max_pending_tasks are skipped, the latest first and across the
-// tenant's schedules, and each schedule counts those it skipped; another
-// tenant's schedule is not held back, and a schedule goes on past what it
-// skipped. Before, five schedules took a tenant with a quota of 5 to
-// hundreds of pending tasks.
+// over max_pending_tasks (its own, or the node's default) are skipped, the
+// latest first and across the tenant's schedules, and each schedule counts
+// those it skipped; another tenant's schedule is not held back, and a
+// schedule goes on past what it skipped. Before, five schedules took a
+// tenant with a quota of 5 to hundreds of pending tasks; and the node's
+// default was not applied to occurrences at all.
 func TestMaterializeSkipsOverQuota(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db, pool := openDB(t)
-	limited, free := createTenant(t, db), createTenant(t, db)
-	_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxPendingTasks: 5}, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
-	require.NoError(t, err)
-	now := dbNow(t, pool).Truncate(time.Second)
-	first := now.Add(time.Second)
-	// One pending task of the tenant's own already: room for four more.
-	insertTask(t, db, limited.ID, now.Add(time.Hour))
+	for _, tt := range []struct {
+		name        string
+		own         int // the limited tenant's own max_pending_tasks
+		nodeDefault int
+		otherOwn    int // the other tenant's, lifting the default
+	}{
+		{name: "own limit", own: 5},
+		{name: "node default", nodeDefault: 5, otherOwn: model.Unlimited},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, pool := openDB(t)
+			limited, free := createTenant(t, db), createTenant(t, db)
+			audit := model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"}
+			if tt.own != 0 {
+				_, err := db.SetTenantLimits(ctx, limited.ID, model.Limits{MaxPendingTasks: tt.own}, audit)
+				require.NoError(t, err)
+			}
+			if tt.otherOwn != 0 {
+				_, err := db.SetTenantLimits(ctx, free.ID, model.Limits{MaxPendingTasks: tt.otherOwn}, audit)
+				require.NoError(t, err)
+			}
+			now := dbNow(t, pool).Truncate(time.Second)
+			first := now.Add(time.Second)
+			// One pending task of the tenant's own already: room for four more.
+			insertTask(t, db, limited.ID, now.Add(time.Hour))
 
-	var mine []*model.Schedule
-	for range 2 {
-		mine = append(mine, schedInsert(t, db, limited.ID, &first))
+			var mine []*model.Schedule
+			for range 2 {
+				mine = append(mine, schedInsert(t, db, limited.ID, &first))
+			}
+			theirs := schedInsert(t, db, free.ID, &first)
+
+			// Three occurrences each: six of the limited tenant's, four fit.
+			until := first.Add(2 * time.Second)
+			done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
+				Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
+				DefaultMaxPendingTasks: tt.nodeDefault,
+			}, schedEverySecond(until))
+			require.NoError(t, err)
+			require.Len(t, done.Created, 7, "four of the limited tenant's and the other tenant's three")
+			require.Equal(t, 2, done.Skipped)
+
+			pending, err := db.CountPendingTasks(ctx, limited.ID, 0)
+			require.NoError(t, err)
+			require.Equal(t, 5, pending, "the quota holds")
+			require.Len(t, schedOccurrences(t, pool, theirs.ID), 3)
+
+			var skipped int64
+			for _, s := range mine {
+				got, err := db.GetSchedule(ctx, limited.ID, s.ID)
+				require.NoError(t, err)
+				skipped += got.SkippedOccurrences
+				if got.SkippedOccurrences > 0 {
+					require.NotNil(t, got.LastSkippedAt)
+					require.True(t, first.Add(2*time.Second).Equal(*got.LastSkippedAt), "the latest occurrences are the ones skipped")
+				}
+				require.True(t, until.Add(time.Second).Equal(*got.NextRunAt), "the schedule goes on past what it skipped")
+				require.Len(t, schedOccurrences(t, pool, s.ID), 2)
+			}
+			require.EqualValues(t, 2, skipped)
+			got, err := db.GetSchedule(ctx, free.ID, theirs.ID)
+			require.NoError(t, err)
+			require.Zero(t, got.SkippedOccurrences)
+			require.Nil(t, got.LastSkippedAt)
+		})
 	}
-	theirs := schedInsert(t, db, free.ID, &first)
-
-	// Three occurrences each: six of the limited tenant's, four fit.
-	until := first.Add(2 * time.Second)
-	done, err := db.MaterializeSchedules(ctx, model.MaterializeParams{
-		Partitions: allPartitions(), Until: until, Limit: 100, NotifyUntil: until,
-	}, schedEverySecond(until))
-	require.NoError(t, err)
-	require.Len(t, done.Created, 7, "four of the limited tenant's and the other tenant's three")
-	require.Equal(t, 2, done.Skipped)
-
-	pending, err := db.CountPendingTasks(ctx, limited.ID, 0)
-	require.NoError(t, err)
-	require.Equal(t, 5, pending, "the quota holds")
-	require.Len(t, schedOccurrences(t, pool, theirs.ID), 3)
-
-	var skipped int64
-	for _, s := range mine {
-		got, err := db.GetSchedule(ctx, limited.ID, s.ID)
-		require.NoError(t, err)
-		skipped += got.SkippedOccurrences
-		if got.SkippedOccurrences > 0 {
-			require.NotNil(t, got.LastSkippedAt)
-			require.True(t, first.Add(2*time.Second).Equal(*got.LastSkippedAt), "the latest occurrences are the ones skipped")
-		}
-		require.True(t, until.Add(time.Second).Equal(*got.NextRunAt), "the schedule goes on past what it skipped")
-		require.Len(t, schedOccurrences(t, pool, s.ID), 2)
-	}
-	require.EqualValues(t, 2, skipped)
-	got, err := db.GetSchedule(ctx, free.ID, theirs.ID)
-	require.NoError(t, err)
-	require.Zero(t, got.SkippedOccurrences)
-	require.Nil(t, got.LastSkippedAt)
 }
 
 // holdScheduleRows starts a materialiser that stops in the middle of its

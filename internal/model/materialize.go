@@ -28,6 +28,9 @@ type MaterializeParams struct {
 	// DefaultTasksPerDay is the node's tasks_per_day for tenants whose own
 	// limits and plan set none; 0 for none.
 	DefaultTasksPerDay int
+	// DefaultMaxPendingTasks is the node's max_pending_tasks for tenants
+	// whose own limits and plan set none; 0 for none.
+	DefaultMaxPendingTasks int
 }
 
 // Materialized is what a store.DB.MaterializeSchedules pass did.
