@@ -800,6 +800,15 @@ type CancelResult struct {
 	Canceled int `json:"canceled"`
 }
 
+// DailyLimits The daily limits that apply to the tenant now; null is unlimited.
+type DailyLimits struct {
+	// DeliveriesPerDay Deliveries it may make per UTC day; past it, its due tasks wait for the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day"`
+
+	// TasksPerDay Tasks it may create per UTC day.
+	TasksPerDay *int `json:"tasks_per_day"`
+}
+
 // FieldError One invalid field of a request.
 type FieldError struct {
 	// Field The field, as a JSON path in the request body (such as `retry.max_attempts`) or the name of a parameter.
@@ -2239,6 +2248,27 @@ type TenantUpdateRequest struct {
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
 }
 
+// TenantUsage defines model for TenantUsage.
+type TenantUsage struct {
+	// Days Every day of the range, oldest first; days without usage have zeros.
+	Days []UsageDay `json:"days"`
+
+	// From The first day of the range.
+	From openapi_types.Date `json:"from"`
+
+	// Limits The daily limits that apply to the tenant now; null is unlimited.
+	Limits DailyLimits `json:"limits"`
+
+	// Plan The tenant's plan now; null for none.
+	Plan *string `json:"plan"`
+
+	// To The last day of the range.
+	To openapi_types.Date `json:"to"`
+
+	// Totals What was used over a day or a range of days.
+	Totals UsageCounts `json:"totals"`
+}
+
 // Topic A named set of endpoint URLs that webhooks are published to.
 type Topic struct {
 	// CreatedAt When the topic was created.
@@ -2296,6 +2326,90 @@ type TopicRequest struct {
 
 	// Endpoints The endpoints, at most 100, in the order publishes make their tasks; may be empty.
 	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
+// UsageCounts What was used over a day or a range of days.
+type UsageCounts struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
+}
+
+// UsageDay A tenant's usage of one UTC day.
+type UsageDay struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Date The UTC day.
+	Date openapi_types.Date `json:"date"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
+}
+
+// UsageRow One tenant's usage of one UTC day.
+type UsageRow struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Date The UTC day.
+	Date openapi_types.Date `json:"date"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// Plan The tenant's plan now; null for none (or once deleted).
+	Plan *string `json:"plan"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64              `json:"tasks_created"`
+	TenantID     openapi_types.UUID `json:"tenant_id"`
+
+	// TenantName The tenant's name; null once it is deleted.
+	TenantName *string `json:"tenant_name"`
+}
+
+// UsageRowList defines model for UsageRowList.
+type UsageRowList struct {
+	Data []UsageRow `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent or null on the last.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // AuditCursor defines model for AuditCursor.
@@ -2382,6 +2496,24 @@ type ListInvitesParams struct {
 // ListTenantsParams defines parameters for ListTenants.
 type ListTenantsParams struct {
 	// Limit The largest number of tenants in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListUsageParams defines parameters for ListUsage.
+type ListUsageParams struct {
+	// From The first day, `YYYY-MM-DD` (UTC). Default the first of the current month.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day, `YYYY-MM-DD` (UTC). Default today.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// TenantID Only this tenant's rows (a deleted tenant's too).
+	TenantID *openapi_types.UUID `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+
+	// Limit The largest number of rows in a JSON page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
@@ -2525,6 +2657,15 @@ type ListTopicsParams struct {
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From The first day, `YYYY-MM-DD` (UTC). Default the first of the current month.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day, `YYYY-MM-DD` (UTC), not before `from` and at most 400 days after it. Default today.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
@@ -3016,6 +3157,19 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 	SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUsage Every tenant's usage, day by day
+	//
+	// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+	// first of the current month to today), one row per tenant and day it used anything, in (day,
+	// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+	// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+	// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+	// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+	// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored.
+	//
+	// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+	ListUsage(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTenantAudit The caller's audit log
 	//
@@ -4072,6 +4226,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUsage The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -4648,6 +4819,29 @@ func (c *Client) ResumeTenant(ctx context.Context, id TenantID, reqEditors ...Re
 // Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 func (c *Client) SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSuspendTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUsage Every tenant's usage, day by day
+//
+// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+// first of the current month to today), one row per tenant and day it used anything, in (day,
+// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored.
+//
+// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+func (c *Client) ListUsage(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUsageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6284,6 +6478,33 @@ func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSON
 	return c.Client.Do(req)
 }
 
+// GetUsage The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUsageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -7210,6 +7431,108 @@ func NewSuspendTenantRequest(server string, id TenantID) (*http.Request, error) 
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListUsageRequest constructs an http.Request for the ListUsage method
+func NewListUsageRequest(server string, params *ListUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -9124,6 +9447,72 @@ func NewPutTopicRequestWithBody(server string, name TopicName, contentType strin
 	return req, nil
 }
 
+// NewGetUsageRequest constructs an http.Request for the GetUsage method
+func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -9499,6 +9888,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 	SuspendTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*SuspendTenantResponse, error)
+
+	// ListUsageWithResponse Every tenant's usage, day by day
+	//
+	// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+	// first of the current month to today), one row per tenant and day it used anything, in (day,
+	// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+	// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+	// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+	// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+	// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+	ListUsageWithResponse(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*ListUsageResponse, error)
 
 	// ListTenantAuditWithResponse The caller's audit log
 	//
@@ -10611,6 +11015,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// GetUsageWithResponse The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
 }
 
 type HealthzResponse struct {
@@ -12179,6 +12602,75 @@ func (r SuspendTenantResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SuspendTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageRowList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUsageResponse) GetJSON200() *UsageRowList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUsageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15902,6 +16394,89 @@ func (r PutTopicResponse) ContentType() string {
 	return ""
 }
 
+// GetUsageResponse429Headers the declared response headers of an HTTP 429 response for GetUsage
+type GetUsageResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantUsage
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUsageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUsageResponse) GetJSON200() *TenantUsage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness
 //
 // Answers 200 while the process is running. It checks no dependency.
@@ -16406,6 +16981,27 @@ func (c *ClientWithResponses) SuspendTenantWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseSuspendTenantResponse(rsp)
+}
+
+// ListUsageWithResponse Every tenant's usage, day by day
+//
+// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+// first of the current month to today), one row per tenant and day it used anything, in (day,
+// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+func (c *ClientWithResponses) ListUsageWithResponse(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*ListUsageResponse, error) {
+	rsp, err := c.ListUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUsageResponse(rsp)
 }
 
 // ListTenantAuditWithResponse The caller's audit log
@@ -17862,6 +18458,31 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name Top
 	return ParsePutTopicResponse(rsp)
 }
 
+// GetUsageWithResponse The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error) {
+	rsp, err := c.GetUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUsageResponse(rsp)
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19095,6 +19716,63 @@ func ParseSuspendTenantResponse(rsp *http.Response) (*SuspendTenantResponse, err
 			return nil, err
 		}
 		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUsageResponse parses an HTTP response from a ListUsageWithResponse call
+func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageRowList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
 
 	}
 
@@ -22440,6 +23118,80 @@ func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
 	return response, nil
 }
 
+// ParseGetUsageResponse parses an HTTP response from a GetUsageWithResponse call
+func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetUsageResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness
@@ -22514,6 +23266,9 @@ type ServerInterface interface {
 	// SuspendTenant Suspend a tenant
 	// (POST /v1/admin/tenants/{id}/suspend)
 	SuspendTenant(ctx echo.Context, id TenantID) error
+	// ListUsage Every tenant's usage, day by day
+	// (GET /v1/admin/usage)
+	ListUsage(ctx echo.Context, params ListUsageParams) error
 	// ListTenantAudit The caller's audit log
 	// (GET /v1/audit)
 	ListTenantAudit(ctx echo.Context, params ListTenantAuditParams) error
@@ -22640,6 +23395,9 @@ type ServerInterface interface {
 	// PutTopic Create or replace a topic
 	// (PUT /v1/topics/{name})
 	PutTopic(ctx echo.Context, name TopicName) error
+	// GetUsage The caller's usage, day by day
+	// (GET /v1/usage)
+	GetUsage(ctx echo.Context, params GetUsageParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -23007,6 +23765,52 @@ func (w *ServerInterfaceWrapper) SuspendTenant(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SuspendTenant(ctx, id)
+	return err
+}
+
+// ListUsage converts echo context to params.
+func (w *ServerInterfaceWrapper) ListUsage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListUsageParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListUsage(ctx, params)
 	return err
 }
 
@@ -23739,6 +24543,31 @@ func (w *ServerInterfaceWrapper) PutTopic(ctx echo.Context) error {
 	return err
 }
 
+// GetUsage converts echo context to params.
+func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetUsageParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetUsage(ctx, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -23835,6 +24664,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/topics/:name", wrapper.GetTopic, options.OperationMiddlewares["getTopic"]...)
 	router.PUT(options.BaseURL+"/v1/topics/:name", wrapper.PutTopic, options.OperationMiddlewares["putTopic"]...)
 	router.GET(options.BaseURL+"/v1/publishes/:id", wrapper.GetPublish, options.OperationMiddlewares["getPublish"]...)
+	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
@@ -23846,6 +24676,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.ListTenantKeys, options.OperationMiddlewares["listTenantKeys"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.CreateTenantKey, options.OperationMiddlewares["createTenantKey"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id/keys/:key_id", wrapper.RevokeTenantKey, options.OperationMiddlewares["revokeTenantKey"]...)
+	router.GET(options.BaseURL+"/v1/admin/usage", wrapper.ListUsage, options.OperationMiddlewares["listUsage"]...)
 	router.GET(options.BaseURL+"/v1/admin/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/v1/signup", wrapper.GetSignup, options.OperationMiddlewares["getSignup"]...)
 	router.POST(options.BaseURL+"/v1/signup", wrapper.SignUp, options.OperationMiddlewares["signUp"]...)
@@ -23860,793 +24691,830 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P0Ndxs3sicOfxUc3nuOqUyTJinJtqgzZ6/iOBNNHNtry+s7M/SjBrtBElETYBpNUUzG3/05qCqg0c3m",
-	"i2QlM/e/e+7uxGr2C1AoFOr1V7+1Ej1faCVUYVrD31rijs8XmYB/X7y7/FGsX0tT2L/Mcj7n+bo1bF2w",
-	"QiiuiieGTWRuCnYj1hHjLBWLTK/tX4yrlHGWi1t9I1KmlWhFrVueLYV9U8oL3hr+47dWkgteiPSaF61h",
-	"a9AbPOv0+51+76r/bHhyOuz1/t6K/D1j++UbsR4Wi2wxKZ7fnhgxG7Silkxbw9bil+Pbm+fzwd3qRPFW",
-	"1Mq4Ka6Xpv7uQf+q3x+evhiewLsVn4vWsJXIVtSisW7ePxj2ejQWk+iFJc0/WgU3N2a4ymUhWp+/RFum",
-	"0htc9V4MB71DpyLuFjIXxr/kuXtJrxwDTHf586+pmN6lKpkcD3ZMd3DVOxueng1PXwTTxWVqmE4ueNqK",
-	"7jW3fuMyJZl0I61PcftI+8EkaaSVMX7T+vzl85cvEbHle1yvOmc6lrsR65Dl/r/CaV+i1veZXr2Wc7mx",
-	"KZOlKfRc5E8Mbsh+r8c4MyLRdjOqlJ0yXjCtErGXMgOgzLEbjSXmsOXe3+n3Tiw5FjznWSYyaeat4WnU",
-	"WohcakuivrGz5IVoDfu9XtRaLtI9n7DzepdxVZ/SIuOKTXTOJrkQjCeJXlo5tXf4Lyzfe2Jmllog0fhC",
-	"XruBRa1UZPJW5FKY64XIr1O+bg0HPTviOb+7XgiVSjW9hgWAmdAPJpmJdAky8pR2S/m8ve2LX2877NY2",
-	"AoSDBAIsx5k0sw0a4GVWaMZZoRcyYXrCipVmQqULLQ8iCAgCIHb3pD/wcqTXP+P8xeS00+P9ced5Mkg7",
-	"L8TxpHPSO+0/Gzw/fnFydgr3ivlCF0Il62vkBZ2nIu+cDDoLLq3MMAUvluaa1scOg6tEZHZ/AqG5+wdQ",
-	"3F2WZsGLZCbVFP7ORZGv3R+OymlrOPiCZMbXt4YDojqcIbwoxHxhP9qLWmOd2tH9NsIBjlpDdjKI2Kgl",
-	"boUq7J+jlh3xqPUl2PD7SOXofE2rOpZZZocZtWaCpyKHCb/UqhCq6FytF/YevlhkMuGF1Orpz0ar1peD",
-	"Sc57TSRXyywjaSPyXOeVK578qXDXLaeWtLHsPhfFDPbnu7cfrqxMEneFu2UvDYgLr+/DNrCeljYNY+F3",
-	"12Oe3OjJxAqMWStqzaUKLxlLsXyp9o4M594aBhwTtQo5F3ppnzzu2e0B+8bxrdm6JTffvsyz1rA1K4qF",
-	"GT59SivfJS2pm+j505nWN+Ypvdgel/8CjjQzuVj8nizZ/38s+W/Kkm7pd/Dk542PBcfNB1EU2aYe5U4d",
-	"L7Ht+aOV8IdOxIqZYLqYidxfY16C/w88kPq7DqR+5UDqHXYg9f/fgQS7f+A0p3tufnzf/4BtXnLRo2zz",
-	"sxdfffIM/m87eVq5SIRdBMaVWYHAOu0dsw8iv5WJYB8Vv+Uy4+NMtJpY9LR3/Fjn0/PuWe/0f8j5FMjr",
-	"r+Xb425/0HvE4+kDidvqwfRJiJuUr421ZK3xxKRi73guKyZQyfm5WOiceD3lMlvvYPbeoGI0JrlWdt3Y",
-	"GfuGfcP6ndOvYvFe57l4lnaeJ6fjDj/hx53xIOmnPXE2ecGfO5bcXLveVe9FOaZGdtx86Ljy0IIvjT20",
-	"Jjwz4jE4zNzIxUKk1zpJlnkuVCJQ1d3gIDkXv2plqfNqmeuFeOpWqpGVavSvstEm98BydnCBkWGEMVKr",
-	"twuR88KKhJBvPsipEqnllpUsZqC68HQuFSv0jVAVdcXkk2u8Omz9bfy8+N8D9enm7PX8/Yn579t+8vfF",
-	"s9lf0+PJX/gL8VH35I/rq1/erE5fNbjvvGerX04r15alW9qNMhj5FThVd46bK3bx7nLDuRUO+fiXwX/r",
-	"s7/c/J/+vJc8v+In478u/p6/WH5Sr9avzbP0h8n/lj/evTy9fTs9cMggcf8oL2CDv3LDC+ipiG5oy2qe",
-	"dMGeE71OfzxIOs/TY9F5MTnpdU75s/Hz5EV6JnqT8v08mYvWF7sQV9zcfAeqYVUZtuoiy0RRiDxiuZjY",
-	"kbPxmsnCMHfuhAuyVwXs7zxyX1gS9Hrdfv9FXTEedM56ab/zXJycdF7w/qDzbHyanKTHYjDp9x58Up70",
-	"TtgbXbDv9VKljefjSe/kK1S43+1UK/2lpSrGm7SwHYcXvKM7OO5vSh2+kN0FzwslcpA8KzGuHl2eZ7wV",
-	"UYuTcHMTmFC8AJbBoAnR4V58M7iPqvbww2rQOUmORef5eNDvnKWnonM86SUD/nz8Qpz0d5tfjvB/hGXw",
-	"+7BVGIc4SMPfxlvuRd3eWf+QEw1p6N7ueOtDaXY28NaKy0KqKfjILWvZp5s5qvd/B0c9iqcpZIE/kMl2",
-	"eYse5hw6iMka1A4X4UWtg+In+3w6NV1ATCYiKeStuK7GX8bL3BS09cN4TBAQuE60It1yTaEa9wvefbo9",
-	"RtMUpnGLtaGh8nwq/MhCUQ9h6sbRDDYHA7rDfRSP+xPksGk/5nxC5ShqLSA411rkGreEUHart4at54Pe",
-	"7FF2id8FHJgGWRPNwhpnQggM1fh7BcFqBkYqTJLLBc3jrd0XDFwjJgJxKm5FvmaGHAjFjBdsorNMr4w1",
-	"H+bdwBmCjr8NZ9wDPDibXpWHmNP0lj2mezUA+6Uq3nkyE1bG5zp7oz8UOsfMjQrNLrKVNcVjpTvG3hEP",
-	"wbDKhVloZQSb6Sw1jLMkF6llGJ4xM9MrxbTK1hCIjthqJpMZU5ol9otsztfsRohFd6ReAf3RwexfmfA8",
-	"l8IwWbBC6y5w3i9LCapXkS8FumnnHFJZ1HJuTQY3vNbnqFXgcWWK3FIXZr3gOZ+LgiZ+sUxl8XKZG7Qg",
-	"qxO+mgkWw8mRwB0xRGJngi1ycSv10rAFnwo7Kmlv/2Up8nUQ/Me3hkOsDyfC7/vwfo3eBZtrU7BiJg2b",
-	"c7VmQhVAjnYqJnyZFey0d7Tt8yB0Kl+nh7xckXNLsFMQoFLhX31PM6kKMRVosfochB/RNtwk0yTTK0xD",
-	"0DmLv4lhS1lSuZHqCe2wG7GG3ayXBZ009jf4z0r5ySx4MSvnggbw9qX/z1xYyfIfT8vkpqf4q3laGbud",
-	"zGWpezRO5yd+I2DPs4RnGTN8IlihMdbRZTBZUOjtcIShM5PDvFAO4cNWWJ9DUtRC8ML7IUbK8LnwSVP2",
-	"TrhglTX7jWWuDEofVPjsYygr2aDXg2diP4Oi814sMr4W6ZBZmsTnjI9U7Yus8kHOUjmZiFyoAr9pTxB2",
-	"Mhh02Y9ibRjPBVuInBQCnK99VhrGM6OZEaoYKY5zjANadn4U65ihTClXm0woZ/10R2qkLtwLZyLzdjXM",
-	"1jINNyzTasp4SUZ7741YFBHOoGCZ4KYYqfiHt29//PTDq1evry+/e/XTu7dXr968/Nv1p8s33739FLP2",
-	"4GRmX08seMT4pBB5+dYVN7RiaQRHAZMT5g+7kWoH73//6urVm6vLt29i4HB4h0uKi/0z8ZG1/kQh0vIr",
-	"Rmsl8mHJCVIZmQrkhZVUqV6RZY4rDMu2Y4k928DbOchGO5PVTCj/9bYszEjFMo0jFiP72H+5kxpfYkRh",
-	"jQlzzmLLCTGzvyGXxHQ2xCz+7UscMSNVIkrauO+MlD0ajyJ6nUoNU7qY2QOLvVVwjJYr6Mbmxk9zn3Er",
-	"Ro2xi1CUzDbJhRgpPuVSIe1ws+ViaawBJAu/2ThTYgVf6TIKcgrzxL4HudlyTrkPVnzthQxOshQzNW6u",
-	"CM85v3st1LSYtYaD01OQmO7vftQg2C/VrSzE5XfN4lLCr0ymWwQexDS3y7uJzudwuC+XcOfm538U623f",
-	"vhHrJwYDvgmTRHWrO7KxKFZCKBbPVtcln1FGWXztj78bsd4uqK/3jD0g5LOTpqG/lqa4VEm2TBt0EOLU",
-	"TJrCMMGTGZOFmOOmsWLE/hzBn1LRxKbiib2+VCnTyt4AJ+gL9pP8NpQOQys67d1sNdNGuBtXepmlwKCW",
-	"56RhybKwak1eAIESrQqplsI4Z09FX+iyT3TSyQI3vB2tYYm2nEg/FTMhc/pcl10opwSBdutFw0mvt+2k",
-	"l0SsJmUIfACfm8j8LuPqDbygiUmsAfDEMPuFLUsN/9mpj6HKWqbFLaz4ye2b/n//4J1fe52zz/Tf687n",
-	"33rRs8GX/2xkZtrV2xja5S44XrZiz7Eqks+e30Vwp2PtuIzZxU4LASPr99qWzruzbSrOiP0dJcMVNzfb",
-	"Po+i+vf7NJyYWz+OLojf8fPWktzO8mBofiXP71JEy8+DHeJsHDBDvuXpezzhwJxFZxva9aWjbZHrcSbm",
-	"fwKHWy13f84zSwCRdtyvoQ0Nih4olRJOaPbXD2/fVFL0RcGlNTztroC750tjDwTG4V6mxz+LpACqmIKr",
-	"xFLj6W3/KbokSnP+BPwSsoB9/5MblPserckyV0OrFa5mQmRDmtawNgUg0mGUfYdvwEc2F9bpDmBF0Tci",
-	"ZpbJzKpPvJk6EePMm4pOmqxyq5naWYAWCLo2vjuTSthLpP/C2364unrHEq7sKxc8N6Lb+hK1Xmo1yWTy",
-	"0IVWuuhgbhMkNzQ5iXmWC56uQVVvXmR71yGeWlLb0BV+jna891qCFHUZBSg27Wwt0/jkq2Z+eXqgl7hk",
-	"qrOSqaz8clStfmond9Xo9pjcZfQyT4RjHqkYB4uNnEjc+ZCkgfX/XudjmaZCPZABpDLLyUQm0toGECit",
-	"M0FoYYMCZ28qDVolRGq2bH6r3/h7gvBzaUyOwgqFUQtffg73VKpUQK+v1JnslRzH5SJfBpPET+xb3way",
-	"2PXCQ6VjlmYhVLoZVYHZ6oldMncL82HmLRRyB5UpnzkH1cG+DG0OFzReqkJmmDlJGQCWX5ZzcGndkyZ4",
-	"epbf3EeRjak/Hs87rpDGaqkyZeNlwTKe3JgKw1W5qR1vrlF8BIIUlexpbufHRwqflwVLtcBNNdOZlT8U",
-	"9NqkP2vH9enaV6O3ET0RMBJnJ4wUmIc6ZwaTMQz6QXauF2zfN7rAsPnDxffEPV8y4huN55H3ggSMtl2E",
-	"W8pMKIb/OHL2pGS3N8HL90pWvPFxGMzRwgnWCNedjUWm1dRAYYxCE4mcVHZd3vF1pnl6pfVrnk/FA5en",
-	"0LqTuec3NCh9S+4j51tt1p+cTgDPiLsEuB/2hfy1fHbf1u8HW590Q1ZozXB4+/a+n8fjq1EwLcudbjBA",
-	"/yutf+JqTSM1D6R/zgvRAQrVRfVbR3vvdrNCCCJY+wT1nK/ZnN8IqJCDp2iQ4OhE90Zkz22IzIE7ermw",
-	"bDbo9c5Rw7G/9pk5YNkGoaqiNfrt3Qf3LVtl+o+zckA3DoRC1rO76ZelLjhrxy78GEcs3gg0uos+sGov",
-	"VMrf4uFI2fmwGF7YQV4XaRwFglSJu4J9vHrJ5jJVcjorfGgg46Y4Oken70iNeZHMonKPeXZbk5NPp/Yi",
-	"T40ra7QHAsbuLI1psa2Yj9gk13PGWZJJdFenaS4M+dUXubCasUjZoMekwgOMTjQ4EoJMQeNcSf0eMyPV",
-	"ju3Gskva4cti1plwmS1zoMxYTHQuQg8meJQzDeWpy8VRl70HTgqc0HKOD8TwS+fC/uJd6FN5K8APEYTp",
-	"gvs2bdgf9Aq5DTkaBOWKg+DEoaGiDi7V3ZE0Hw3qNUSDLIt9VHb6Ope/ivTBaiwQvkPZhnX9FVbKH//2",
-	"a0IV9r1iq9gNlJLAzFuqG6VXKiqL03OGWZAH6aT9cjdXJr1nIy/Dex9PBI8Fz8GbdSMUzFMaI9U0Cicc",
-	"zJPmDvL5oxJ3C5EUIn2FGTUPXLVC5Ipn9SWjjWBFpyeG1bNENmlcr/Im+yRWG824SjMR7n2rVYMdMRaw",
-	"labTQxbtNHRBXNKAIbAvcobpRHttCZrl46xc6dKFr5euh9PeMYZt0M0OAyTLNifftmEpL/iYk/Pgo1rk",
-	"OhHGWCP2lSpksX7gSsLu4zjCcC0vSSBOpMi2momldLarIyuPDNkyzyIKl1bSQ6IWzB+zJ+BmWIEMMt2N",
-	"4Vbranm/k2J8bHS2LASbFcUCnCtFsTDs4/vXkDvh3tD4pYYXUtiQ9SFnYu85PgiZCCdIk97HPgFpfxcn",
-	"1kpkWYcca9bwIvqfo90ymeAhTssB5mgmTYFp5TEuQdxtlSMLwD/svxa5tX0KiXwSptYETtbUaiqUfVjz",
-	"tFbTwuun1KeZdkFXJouIxc7QstpFkkkIWMqpWi5i1i58sN0KdjDT6ZiH88FgtvxycQRZBzdiPRwte73j",
-	"BI6BFP4t4m7TEMNE+C3TUsuMfGx4Pm68Q6aPHWBrHGo1eX6TniQ/7JztrZXDMrVKEM8yq8YmOreWMlrD",
-	"E7FyekIER+wCZE+W2SE8jByKPOsbP4QAGA+ltasI+K0FEbR9m+kDOoD8i3iec8z+KLWef2BEgXz69IFK",
-	"cmyFk8sgGvnCPTTJS7wJpG+WvZ2AfNs1OtprVohVN5vVx2+2pdhAdo3lnE0ep0tGJLkoHNuzD2Xy1Uzk",
-	"otsYFAnp4T6/OdXPfrIOHqg6cIT4OXBx/PR3rw68czvVg3gJT1NpCcWzd8GoqACqOtDqvt+xlUyhF4at",
-	"dH5jZWn7/fcv2fHx8RnYiSCWlsUyF0dd9nYuC8ggUXZnbd0+W7dLTVdgGR9btYhsJFh0py84NcEnKC4N",
-	"OaaiMKwOqaQ7dlBT2NH+5ucOjjhzzjRODVTm+aJYRy5JEvxz7fibGLPPvm5Hbq4vVUpsDPWtEi4csXYZ",
-	"RXQqcHNjh1LbTtteZOfsnlfL+VjkEet3rJaVnpdpTo7k8Q/uiO/Q0JyR1m3tTp2LWukyB03gem6aLTbI",
-	"dSqC8RRa3wCXzWWWSZLRFbaSqnh2En651/Rl4dT8OpOvK59D/TsMhylRWLZHZRXsYcWW3nqgZLRzq51Z",
-	"GmllH7UqaZddjFQlcxPszYB6YL4OYWvFzPC1YUazdnxwKe9Igf+28YXnDNXmIpciRb7c2AJ6WSQad91O",
-	"+YSkeUt3B7HaayypaEyABDXlhP0ov3XRQk8LSkoh8ZILyNfSSjQO0n8rsPubBVzDUdsYnoLXPTHEsyZi",
-	"47U1M7SSCc8g3B357DSR0m1PDCagGPazllbLwry0iMXnI0VrDzNSOkzXnQvW3mAgysNHX7/SSrhcCxoR",
-	"0ONGLIou+1YvVSrSIeb2YAoMJd0Ump32ByMFDiFQqpRV6iFF9njg32W1Kr8MdnJ4iSbjEsKimtOFq3Sk",
-	"6qwa46rSt0D6znmWCXvJaPJh5VOrltv3prleLESKD3XZDzQgK6lHas7XuCeC9GgcDpwbMKghOLIw/ciO",
-	"HLKLuFQG5IH9LeFGRCy2Kh4oyhi8iKORisvXgp9O3wiFt1idwP5rwY1Z6Tz1/4Z/3Yi1U7m5PdFiUKUT",
-	"rW+kiFnb6JGKL8iXAZLM3v2SfoZUwQ+i6PgLcyvOwNg1RxE4vxdFldRRE52dKpzMLH3VVBgWf1qtOheB",
-	"Lkufe5fru3X1h+5Ixa81Gr10l6tXKi/fCLFAZQgTrmC3i4jNLP/YZxa8mGFGO+RXRSM1yfl0DgeBSu1Z",
-	"m0s10RTfm+tbAZkqPs1pf5FUVHXgtY57rabzzxQ8L/ap+05+082H6x2V8qkmSQZpC5RyXJNkXurfd+cH",
-	"ki7MK68on74+Mph/9QAtJfjn7WqDU1DrehWk9nll4YnZ0CRMxHSW2s2MG3hDnXBK7lZdguglsS6g+rpz",
-	"p0Lhdoe6tdBpXCkSPVircqrShl5FFW/JlsqGd5TPyA2LXW0D5LjztHTaQ3EDu/DnvPPZ0+w4JFTifkLr",
-	"Yo8Vd7B+Xz1/G/YAL8A/RFsA/YfDkeqwmHSReMg4G9zdBZwbpiLHPqnFyo4OZHDn6xgTjYt8bSfhfJrn",
-	"PtrovidNmQSDj9tb4emJVDwrn6x9k6dwE+2tMOOI9BY8h2sa1EixbUoUZiFtjhkPa6UDEk0KrGDCtFAi",
-	"k6/kilr2yYZEUapQeaWo3qumYCfOgVjL0qXALJnPcCDhFfjcdTLjalq5jpUg5Q8j5X7BIrdrtEkanvRJ",
-	"6eFvN2Idftz+SV4IeLU97aSaXuPh2M114e7EK6abixuxFml8bo/ShUwqU4ELVGSFQ4UrlOBun5lkeoV1",
-	"kOGDwVX/dOWqf4MdI7FY+AJ/LXjcX0Pgj8olzF2gObuLwTAx19WlUNHRiRdzqjqIWZuz8TK7oUwrBikR",
-	"9jeqUtH6ZqQgAMfNzRBzoCcyc1oVm1FY6ujc6ytddNxdSxUoMXDxWqprtEhwzNX79bKIWdunImF074lh",
-	"sVxs0fh5UjSJv9LpyNoY7bt4d+nqOtxv9ojgZjbWPE9dmsgROSnRNVlGMRI9n3OVHjnmAu+ld1YSu7Hl",
-	"ImLxu7cfrtjT2/5Tum+n79K+BBJX5jwVLgmLIwLzSOncFR9tDNT5Rh2SiCy2EOgebl0XANhmj6DQb5DV",
-	"tDG77I3AaDTuMisLXX3Qx/evGV8sBM+NqwjSuZxK8l+1YxQDwBXLPLvGH+OjqKL3U84+hAwh8y6Yc3m+",
-	"oN92T76wSx27br77fkcdPIK8GDmh6ekJi9B4DmJt4Nf720oJ/iA9IVQSnF/KKwihI8ApCPs9jVvP/m95",
-	"kcwC11512lQAfeC84V1X3Ny4930BN9klPksAv1K5v/e4I/HbO8aMx/ZXrpV71zIrHu4gDV/S6ESzQ3li",
-	"ILUtKyirA8xCLIewYkcFhTV4vpGkAt0+xsJASvoNqlmgIsyXs7gMPMgqt4Oigt50iKom6uKsHf/lFcpE",
-	"TFv7TaZf4iMPcjHW6XpTG/f+rYOCah6ebe8TdBvQGo/ABp0/X4oyckvUDDAtwIs64ykGrh18kKVpikZr",
-	"xgTPMwmlzsCbwZYZa50JDpAalhx7ywrsPY1+1A3+PzhAUd00dYbeAO/YNImk2UKVyDlVa7V2QeEoZ0aq",
-	"aSZ8OKpeercpWhqiFd/mgt9gmkwtoGl3abIEpAqXvxP40gIPavhrdYLfY9KCN/sAFxRPW1BMAG2hoArH",
-	"Jts3allFJ5PTWcMO/SAoeweT2ODgs69e5HoKaUwgasFySEXz20GoL3I9Flu8CDIDRUeRW1IrweB2tpJZ",
-	"xsaCZaJgxSzXy+ns4SFB+4V9jowxLhRalvjAwz+Yi0So4jrJuGxyuL+E66hCQYYFFOqWRA4JG2EMADyW",
-	"RYT+yJWQ05nV5GY8m1Am10TeipGaS7UshEGxOF4aCemaiM+BCg0Ly4l/enX1/vLlh+urt++ury7e/+XV",
-	"1Yf4iM34rWBzawomhhlAqicPjMxHSq/UeQnCa5iZ8VwwUoz+PGrB5VErrlJPLxEDk0iF0Y4WnSQuU7OO",
-	"O/BwtobCh7AAMcm0gawdS7KOXd8W8kWjsYmTadgSG846ndtF6U67LG5AvxmenBw3R9NRq2uKg+EP5H7F",
-	"k21lp1vbiCGPOMoA7/Z7zHFBI2kIu2kLV1pOxG8GEE8ciqqZyXThXUsNwzjAu0aEdQsULH8g56Jm4RgK",
-	"q3Ia9c1WkrZRJcFd/gjarBPsTarsVp+mg7wROa4bVuZQuAl3lZIZ+/jx8jvWtvbWryLX5shSGYtgOmCG",
-	"oFxAnWbGDcQyKttta+1huBYwzGi7+vaSZ9mYJzeU0t48I6jKw6z0CSV52GeGbAVWOXgUFc82w6Rsqosu",
-	"++A5W5A/dKRi95K41G2C4n10mEX2KTTykT+ua09hlXQqeApnPR8pZ+OVMB9DZ55m8kbUkCLatyKXE5CY",
-	"hIG5Zh8KrlJr3X4iRD6WyXHO8/X5SMFY6OGOTGNITadaJzss5+6VKSa6oD/byg/ack/MEVaMj1QcevCH",
-	"rO7AjyPnqCvroWqvonTxhc5ksi6zoEfKDwcsXYf3cHfXZd9jntacryFNLYVyIu6BJpmZQXWMnCr0FVvx",
-	"FNbG3CgUxkEgwge++z4O7CD0SiuF4OHE+q+3fH357PKH9+v00/85ayFw3HWRL1WCeS2USXE/OLg68N+X",
-	"bfB63NxcH44d9+VeQX487lwYo7IjIsTOMDvC+8xwrEbeHePfE2mv7kPKd23vcwNT5MT+M9FKCXAaYGDl",
-	"KPIALPTWJ8bZZecQWWAI0QHhje5helPJF7uErxNN3toNVnVbQTm0DYMUXLgxdEOHfABIns06ATHI1op1",
-	"PLIpNoTHIm5Lc3/h7L7m5xUFkSmXPezJtUt8hx6B7XF5J4QrXNJlnzDAplxkbS9DxMF+AxmIEaYSyEUa",
-	"wHJBHy+iaEiDQalzylCE46bkJUzRWEH4esYXXjWv7r99KRHPduVEjLkRz05Y2zgBz7PFjI9FEbEFSMKj",
-	"ygqO10WjZ7IusHbb65UxQO5BptUUq7bxDhozOSuabfPfKz2DVbc2xK0Rgo61YxJQ3XqSSDxEhBOQHSod",
-	"KUWe1rAevUxBCDHajhp9pF8XJQYZ1Bgj3iGNtqmu4VBKshO86cbab9uRTa4Acl4cmKvocTPr3pCDvMlb",
-	"smO3ZqRuzqMuqFxxaHPGpp21SkT2PYRiGowOrZBp6QSCNHmr+WKprc+WJw13S1K4q0S6Z144hL0Pfy7s",
-	"rLDpzsQINFlPPgC/0UUNz3vFqr7G+IATouwFc33gYpdHog+4BlivvgtD42nnMDAP9NSVoCKfo92kIZJg",
-	"sQ2akjvp0uhTRKYqfcs1vvBNd37bt6v9rU2sCyrxq2a1CvzXYcUJmjaBH7U6JioTaT6gREZWCtpTC17M",
-	"nE1fKXdtu/TIeLPaBP3iYELaoxpG45FDKop5c6nKBgv42pXGxAdpCIaE4nrVLzRUu+zTeJBA5WebFyQX",
-	"V3LeEN3IdILlYJvkLRtGOJq6XfAEkavZr1qJqATv0pOJEcXhqUzLIjlUiNTmjKPGN+ya7yP4KzzpHhzO",
-	"+T7Tq0akyh8AcLU04QmCjzRKKPnFxDbfuDOooGZGFCXUwI1Yj1Q7fvcRZcAk06vOjVibp7/diPUXgmkQ",
-	"mREBVu6NWLOmR76xt/Mk18bQneCkYhcjBeo6lPja9cZCGQIBXXFZYKJjuhQMsGyH0GR4IvKcZ2i8l1k/",
-	"kIEpCwZoD8ZllaI7AM0o02UXu9FGMXvGIZTSzx7A8ApSdcEyc5XTCsJbgVVp5zt04J/alI+T6Q+hnzZ4",
-	"10XuO7Y6F4WVjYBesTTiqDtSaNCAe2+mjbXqnN+KBhcxOamiU9hF5Godga9ibSXUSmRZl/Whfv30lCUz",
-	"nvOksIqlJU98EXfivwMWZNyJf40jlsqpnTaYBd0YYP7iTsziYczi/4pZ/KeYxX+Oq1Km3hp2NzhiiPt2",
-	"0fk7Qr51r4f/9ac/dz7/6T+bdnal6e2mZClXkpKJK8AADovW1Lwi/x6tb6NHKLA7QHGtwt7WprAfaRgl",
-	"iVQM/b5lyX3P6fW0YSrmUeAUcSRqBOyD3+y6xYQ+wNlfNHOpns1p8RRXOGzgdrfF+JnYj9kLRfK27Bx/",
-	"uJIPOmIIsxi97USN6jLUas2CL247BbZjMF9sR2AuN0sptkHldx7sGv7yI2zz9mj0zT8b9vrR7s2+L3UX",
-	"puglocKi0JzqcA7N1Q1eUknXbUzQDWo2IFWfrKHDDn4vw/747NxHzMb10zi04G6XuOaeTbvsIjAxS1mA",
-	"B1GwTcBN5UZq97I9tMcIQ50JfiuMKwZOBVuqYFNXOeKeArCEun1iXGyiQSA2KTrhHjoNkNb7rlvFzrqt",
-	"UHASXjseM/eWo4iCEvcNcE88OJnFrG3/jFjcn8P/zjBvstzyffO4wjdiZsETLDtW2XrooGj0BNB44FY7",
-	"QHwSGs5aQo5Uv8fmxm1GaG2PBK8Mt9/rbdB3D4GbjNofrq7e/UQNY7b6urCjDDKxi1UFRqcz9P/y6qoV",
-	"ua4z7z7C/15cvfyhFbW+e/X61dWrRqv/B8GzYtYk+2bwy5rgIRpcMTOR3DyCF9Jh9PNkxlIBEGoqWTN4",
-	"PVSMgXHbjhfaFFOEvIlzkUoTH507SB0rhmLAnvw1rule7jFL9xvwgaSS/viy1f3YlLh7g0nvwZdYnIpp",
-	"zlORUgSShxMIoDVWOr8x3hpov7dDOGLSjNRSQTaIlZbhWsJI3cvtupX7BH7aLVFpDk0yFcHBG5ZbOWTw",
-	"QkOIFFKGVx5D2rCEBMzX65C7KqG/t4LD60z2m4DsaQ0h9JSPBZg2h5vq2+I3Hgg9whPuVt9AdHO8Psgx",
-	"p3SxxT9tf3HQ+D55ulGzXORiIu92hTAqNpQnCYy4EFkGfxnGFzyveWNmK6lurwe3d89vftntJ9ylSCC3",
-	"fMB7rWq6EwuCA+N0lgs0PmXx8Gwq+NB4vROuuQrE4Xw5PgQgM3sokxmco/lKD9ghmgJLJqkQKkB3dOt2",
-	"1MQHD8i+plUmlgmiexUdPNgUJZ1LQmzfy4gBEahIOzb2nN807GH3aan2FIrDdqRsgaXBaHH9yJ/Tkd9/",
-	"1pvF597FEfefvZjVbPnng9nhO+vTTM/JdYH71lgzI/K2RlA7oVcKYfqrn7N3/iXTY3EXsVvJmeEZpBgF",
-	"tsVpA37Blz2Uvwf6BgnfhrxW+GFHzAt3fYy7GjXV40EgHbrsEqvDNoE3mmXCyfzX4liNZ8/WeXK6+jld",
-	"TE6m/HlmxGDv6RIOthmvA+f5CB5MT7B9VswjWRwVebepAqA4iVlbYkjTFDLL3GnpEYKOIhZTPRRkrSPk",
-	"W8zaJI0oV4kc0TlXzNWputMfb6Td72VDc47Caz4W2U4tbE8Sc10r+1GsO1j9vuCyPHe8j8syGGLkwWMA",
-	"1E659IXgoNw7693+W6jbuNvtHsGZNZEqHSlrX2J3lWrk538BAMmf7VuGC76eW1ZwDTfKYBLclImUGR1R",
-	"XfbbD1cjVSbxY/Z8TMVi1ESNIaGCuncsJ3bZVKRYY5ugsrYfvub9udKge/PZce1kzvRK5J2EG7HbvfkU",
-	"XJzRSEGlsXSxFE49f8ktbB8MyMkXi+7NcixyJQphulI/tRqx1X55iVPQI7frSJUjiwie8q4AtK4Eu6xV",
-	"xMaFWqPXGDzsriOTVbklCX2gwEi1YyKFrxWjQrGjofc8S4OEgFy9XM7niOBC6AR1nygxSdn6z84XGh/g",
-	"0lPRTMjMx4OGTfsTpL7aTWsa6kR9h8CmPPtUNCU5+ixkbMWHaVP29JhqnWL9XZmcyNOjZjdeGrbq3fUB",
-	"qIgV6TZ3YMYLoYQx14vTXiOWy08ilVyhNJl49dlXCNj1gMBGob1ivcardgc4fYk0fffYDjdOmchdDu3s",
-	"rHFoZ2fFzFraiVAF5P1PfDukr/kuJasduHJ2A2ZiUrhyZUuIRM/F1jTyfIvvH3Osn7i2yojjd3DQcNNG",
-	"y4syxQvdLGVOmpviRnZayfdvSFt4AMwUZCJDjj0k/UDX8aXKBDr/ZoLnxVhw+6ODbD3M1vJP3ssevGce",
-	"S5PFlUIak5XZ4CyA2CPCVVJXl03by8pfyELZEinwv1OSXyasdC8T8KHnZMS4SRD1sOKd3eSrugJThdp4",
-	"AANVIORC3IrKItQMi2DW21jqEdQ24MyGOe+iuccQDgiPB749sc0ik3bHFXpLzETplRLp9a4vvGteUYix",
-	"3opgUZlqrjFp0iIrk2ocRzOdi/eCY/biYaZDWU7427+jGy7WN7HLRYEUzgOdcKnkGSuSBev3uvb/ng+f",
-	"HT8/G7o802GYcEqdLRq8dvUEH6RIg21SnzpRlWE9NMUJyGdXzY7mrrmbyzfcRS4AzIU+v1JNG4Nm1Mff",
-	"VFVrKsPZ6J6pFaTVYCYuxJ9ibPUdYxDKgRgpxDeFFpI+jcGpKnYeoPJifgBGDTArYuJyIkpvSA2rJCIQ",
-	"EaZzqNYg2AZUwFGdRo+L749Qe7E0bCysjuhK2yDpgkqNqMEpNhEaKaD8VAuHXMJyAVvVlCEoyN6BEg5d",
-	"IvOJtDl1glUyJ7ABB44ccNftnnexFIX+NJWyJOdmJiDFoqzbgRr/uUw7UBwFZvYcerb6PqJjMVKI4GdP",
-	"TtaGNQyLRI5C6B03F5gtdSjd6LYP3g0lgrWxVr7r91d2lh+CRhXTQnjUjTQuKQvdiVNnc3gmchXBkIXM",
-	"N9bOdXUKFrBcPd8wtjtSzakf+4yQyGpjC55DqXKBaT72H1XnBbaTPygcvCHv3kFP8c0Ih5Vo0IwUTDgM",
-	"FeJ8qCIPWtIu7RI9juc7aMd+WI4ljOM1PrUpvoJ2iTR6bux0zgnD2q4UJioWvrMw6Urkl4tYz26WIHgZ",
-	"KFoP65r4CAkMpNUQte6XrGDX+hFUGGCZB+fNudO6yRtLSOzcsPffv2RnJ6fP2aJ6DDXkFHj8k4a0TCgV",
-	"DRIzqQoF/MHUpILNlnNeS7HYjaXeGLchDPUt0ZTgafxsiUaOkzaHJzCUWbgNamQJoL65pT++v6STG4oM",
-	"JlJgA7QwJdS3UgeqV738uezkAppUJ2J33GR3YUJSD8cjrPumWYBA75sTwUavhI7vcwKkgjhwMPRyQSsI",
-	"/Ywg+pvyvNeLe5Bu46PnLOZjvSyG44yroGDTHbvoCppr0NpFIicyKctbgkIsP+7gbfdYinpNwhobtQE5",
-	"gxgL7ZzGTVrCcmzmeW9m8Q8DHyT4f1MRMZdfKVS60FJhjSfczmY8jZx66CpYR8pVcVoVwyo3HXT8CegQ",
-	"HKRC7Tprthj1bsgufvX1IdKyve05ziRsVEs1Sj5dKGhoe1AA9QAsj6Y271N5K1SpI9NXq4U/CnBuDyo/",
-	"9CU+SyrNPwChBeMDL/ERVyYIb9hh1iLNwnVq5qD9RZ8eiqj6pUu3MB4o3LWV9cwJOpTDQVlTXtkqauwH",
-	"DX7OkaLBPnH9ra3mTiCIIrUag4Nkg0g38EcVYSeE0jk6pyJiBKYtm7rPeNCkPRfortPLw9EoEYpm86jw",
-	"NS2Htsdt8LHgO2paSJ17K1xQZ6toB4RTE09t5yIs8fBrgkzVRqJiNOpGLIojIKJUuGlLmbu9ZKa281xH",
-	"Vfi9uxfwu9mN/p3lAhRvHo6pxKAr8ZZ8vAYzsbzLcd83t7rXcfilUbj/XZTr3oiRcVUa5QHyp0/H2/92",
-	"X3S17dUV2A20hfe+tKzqOuCtuK83cF73JKtVvNVBEVlIrWB20WZNdbS71uo9rPsBZYIcPdQgT3y14FwI",
-	"wJEYC+bgss5R9ru4H7o4/KP/8mLCNF9f50tVSbBszFwFMQAifE6ELmdRppHhNClMN28uFc7K6PBBBidF",
-	"k7dV9PlzHz6L9C3rIAwFCw1rW/VmztdjUSJyYwIJrSnDaGI8UkYUTUWAEVvlsiiEgho5RV3Ahyz+bQRx",
-	"wlFryEY+VDhqfcEy86YIchcCumXCL9wzhBNsvijW9GqI1aMDxUdB/TjteHKOji2ryrplGakaj50zSAz2",
-	"j9lDDLag0tRew5OAdmDoqu1HrbvOVHfsOnbMjVx09AIduh04wC2TWj3mf2Jh6r9RdWkErb+2kA23GByo",
-	"H9+/RpBzExjWhbgrdtAt9Ez1Tl7scU192SoVt+ZzfULoW0I2dU5BTtLg3DVZAq+PNXuJgahl+iLjiagU",
-	"7jXaG9uRFZRYkSYI3qUNh92msCRMiu2vK8F/InSfWyUQWm06b/Y5i0etUSsm8HtoPMMuqjg7ZWP2kUIb",
-	"we719slgcFRbl5Pe2bOGgdZBhXYMeAN/KMKCCfdn03gPGsPjIDvYMfqOG7jm0H4T+41vrv0GCz7aqeFG",
-	"gy/cO5hzxAlxVMNjDcqSXYb8rlEEufTbtrgbz8f3r7fxWt0d1LrXpm0uTofjoklV83p9cLzTzQTNklEl",
-	"d5NauQ0j1L8VkjxK5agHoGIszdcsX6oDIpxu3MHHmvU4dxhslVqO8BjACqJXEGTi67jJ55nxddA7sjVs",
-	"9XvzxhoReNs9fM0NMyjy9Xeok5ltqDkBuhavx+ymogiSa6YYT1YiIkE8Jok83EilGymXIbtCFxpWR8Oz",
-	"kJLlkb6fGNbu94KWEX2ot+7PjjZpV6nzD0nYbzQm7O1WcOnJpEbwxgTduVRbbjd7/XT1ZpnBq6rj+Lxv",
-	"mT5CHGBzsV5ZmxfJjudA9dRztCeynzulLxcQHDMVgtNN+wkcVgJV/Tf7IGc2qF93ywZlVZHvOtR/9mJ2",
-	"kH+rtlb7Xk7IDb3e3BxWyNe8Ru9gmzRLpkkNwRab2oBXtMtg8ai3cCV0Bf1oaTUA6TTsL01W80hNc70y",
-	"lIkezDxmhV7xPDXYVtxdpYD+z9bOyM8Zb+6GDTLzZHAGoe/T3nGJKqRvRZ7LFF2gbWzcbpWOmV7mB2zK",
-	"XZhxnjpSMWgrXjZq0YBCkmTL1BKMdgPr92rlafu8iDu5DkontYL+UkRobB9arHQggaq1034scb+e6X+Q",
-	"HNkcQqWHuCcArPWOj5t4f2FhE+d+oENs8/zerg47GEwyhX2MqdquiMp7rQouqTTBpdtxcyPSkSpxyH3P",
-	"+/9Fi/xnQExr6KFwuLG4W6UNwDfr06Dzzbn6602Y6hCkTdpS9MA+vtjc5YFaegNC6O8yNWigQsGLw1Rl",
-	"h6jSrCu7EuWHjPaB5sNDe1Q8qo1AbqMHrdGhmwCaGZeqYtMgCivvgkDxnBcilzyThswE70d8WFUbDMGO",
-	"crElltc8DHqCtY0QLHbPlzeY+AjgWbhaP3xsD7GxIAFpF0kxv6mcSTuozcOmQUdfAfFOCXb324BhWl4z",
-	"M7r3fsVGxLkF+y1wyWLbqz10DrWoL1GrYc0b/Fflj5DsBxE5NE/GIrEjCjGYVmj2Agyt1QUWmMV8ja6s",
-	"0pgZqbCAYAyAoEELb8at0PFY8WDgHXXZhWfaEIorGNdyMVKW0/PzCjwXpv3pIMBrWaixB21TLgXglDaL",
-	"OTkXv2rV3Cb8/glL3r9wQI42nGXBCDx7VDcQvtJvxHI6Zae0bXlQzQzyeYeO8wgZUl5d+td3ABwC7t1U",
-	"sGRZjBRmzlArJ8AmtS9wUe24qlZB6HkiViL3PGjQxx9D+hnWWnJKtqThfkWXoQ/7PCUXLBd2DaE2jGrS",
-	"fMcbSq8iyK1Cb4in7a7cf7XuCCnkkHMGJA7aYTYoWvs9pU5BrA7p1OefPUMJ4qQUddPlzN2vc993Ov4v",
-	"a7Bla6rX/C+cCJa5OfvCdbavGBY9dsa+sf/Xiv44RfWR6fiv0mAfT199NEX09UFK6G76H7qrSm3rsEGH",
-	"ehcM3OHzANzLv4kyBDHV6nkPRQlhuS2ofpBZVE1pl4byV6pVAs4xVFWq9kTP4ZSsqhX4bHOM/CEK2aGq",
-	"RrlQH69ebiApXV68uSjhSDFCnmvFxN0ip2aKkMrLUyZr2buvlnabPH3Hc2l2qCd7IxnhoYX6B0jWXUcX",
-	"Ol53HGAAaDsX+dTSvcC0Qe7XYkiuHDjIsIMILBglS7ot4w9/j0I+UgGIK9Q9h85bSCPwjUWcUz14P8QC",
-	"IVYZ2ykS3Ncyz2JKThop6IJkGfPoISFR1qbROHD7o4M8tPcJkLqQWaDmoToNLk+lVwyCpY4oO4OP+wfW",
-	"eMS6QaGWgr6uONBjCTTNbqFlIVI/skc/OpsjsX8ohcLDc8dR+ChDaqhzqY/vAWinB5zAe6lQr0bPp9C4",
-	"i3ZisGddmwFfS5hwIzpSGaGMLOStAEQD1wAFs7v8lhop1/neXXO1UauZzoTL4nH0w6MK37VjGzaqEb87",
-	"IcjdNaa+hNsUCrrPEgVzh5AmI1XKmQfQBF51EEnmO4Dp7O7D3yNIg4mpvzD89yP+5+Lq5Q8Y40X8uTiU",
-	"kPbmGgIgYtbd2++zR2n5o3ZfQ4V5qa9UW5TnSxGjSmIqrBFZgZYZEQNiFY7piGErbTso38ISnqWUHvsj",
-	"pMIYluod69qk8RzMsZXodzWmfQ7N5+2VypZFYwqeG45UyZ1l4sc8Qm8PpvDoxvBs03z2RGK/JvZ633Dq",
-	"A+KjgebYvKsWIu+4LGO6Odw3gXZzmH5RVUebvlhTQ4OPxR+vXkJ5970P+Jp+uh/w7UB9tUEr1YttDQuw",
-	"gR5IgTlf2+0B8MTSiUJjn408hqTdT5NlscxFl3rRD3OoP4a+NnRllctCxCwBKHkCKMDqa5mXYds2JSVC",
-	"dq7PtwSShq+JQLmHfChfalH59FHQU98Mv4lLJ1VEvZHhKv4rGIgr+TDRSMUAFT/nik9F7AhioP19koui",
-	"/Mk1i6frEYv5MpUFEaGyPeEHlulpCFv1jSt0gCf8HzDVVpkx6n8uL7hbaEbucfzL/ehh/t3v5QV3SzBT",
-	"+/7K/FpRq5xOI5TWB7S5GpqLmHxyXegboZpb5jpv5n93Xn54/33nyt4ZowMKGW2jkb7w3fITrW9kc+rk",
-	"QVAu7j1QO0FB5VwoscLOz2VcGe+LD68Ku1ePolxnlearvkeQw+VrbjnjOxttRXkkgEepfKiljvi3aav9",
-	"qxojARGikF0qi9hoVMupulRbjelXdzwpsnWl2cBKBz20Gup6eGpPqS3seuVBaZ8YFrQFvvjup8s311dv",
-	"f3z1prl7LV/IZoXrwq0USRaAKbz2KGFMpug8pUu4KQN/6iEyHgXTB3i0YXs+JMEAOwo3h+j2bjzOzHIh",
-	"ciNSwA+wwwJAUeNkKNUjOlZ1/YvraQX3inc2pfpfZAYVp/hGpt74DfpKWtJxe6TF7K+frkjdpAHLqTLd",
-	"w3CGKpEnR7vP+5YqAMj8+hWb5jwR11bM7SmDzcWt1EvjjjFYGLcu962J3Sx7wPdcG8+LNeV+NTMiuY7Z",
-	"n1yHQT1hxwOWc5XqOaTJmy77sAnTecAi1L5dW5UqffauzWNEACvb8sFgCZXXvNdF1bm4E/C/OnigwB4I",
-	"2w3uuBHCc0cdxb7t0WsHJ7O4zL5EMNua9To4mR0uzZaLYG9slP7DkddZLkiyBsBDwDKJXqxdKbbTb63q",
-	"V9XfGg6GbSL8KlTtHiDGo1DXAaV6Cx7tcKR8ei2jfFv4kbMZN1RfXgetvb45/vlkdjp9dn02eSGep8+S",
-	"0/EJPz4bvOg/7z2bnIqT9DgZjPu811intGfDXpUC0eND11KFXQ+GiNHuRhLg/nYnWfOEqYqaTkhrhOTA",
-	"4OSqnoqCcbDBnNO5nDh+6qfJj//7LH/xlx//9kt+tfr547vvXly+fvf3Sz14zV/zD6vWTq1qP7bM9uaO",
-	"jls2SPh5K09fqolulMxQOWdZdKZXHlwHEHQJO9dJwZptTwiH+4TQcvETIM7Vc82bEYrdaH9qRFv+YcsI",
-	"24Gy9OHyL28+vouPhizGPGJoEAZlqecsRnxktym4x99OdCpGCszlUH09Z7FeCAVYWmtSEHwbAEiLx+dR",
-	"l1bNlgtMaEdIhlDPG1TlfcjTweBZmwCou92utUwVoJaWaP2W3mDiEgXOqXM43YLTfCAkdeCL6zeAdO9C",
-	"h/T72N4yRADffq9XQaByNbXQMgQSo4QEphUqjTxmlc4ZKg8F1H4GOLpVQBOEs60PeV8l4AYCUhPrXkGT",
-	"tkYtHNu38bIHPTgfXMc9zFKnTBrsAm9/V41dHXanqXuCBk3/pHEDMFIlgsXwn/jAzC0K4zR+Dxpso8OQ",
-	"ysXgM1hG4Fupj3PBb0TuQE3t3QDdJoqVzm886FLZy/qk9yIaqZPBaUTJ/ez07g6clkoTfYArpGL9U5dH",
-	"cuB0pLpGcICH0G+zcB9Hsw0d2BTXW9syVL5GiaUQsS80TJXmaWVSFA7icDUZHIOLXI/FFq0cYH8XQlFH",
-	"K4A7sbezFUb7WQYnb66X09nDbSPgtq1GgYNsHYspV8giUk1rxVhYXEDUqawIwAOwfo8AgM1IOXGxy55r",
-	"hJrZJqLgQ08MS2SeLGXh2DliZkbAeA6w0e1nyNa0I5XQs92SmVAb6TRBxcO9GPI3PZwqtrbEium4soRx",
-	"IArpGyE0szuYkkxjBuOMZ5MOnEs7jqdii9D6YM9wESFwL2D26ryImOhOuyyeFcXCDJ8+JbnaTfR8eHJy",
-	"3OydoE2zZwckGZdz4XEUKrgbgOhoMl34evlyK+wpk6TpuRUO9385sgrSs5d3jnNrG3m75H/tEQQ3Maua",
-	"O3fuAgN0lIlYj80FV2ZXGzP33utEK4qlrSsRl53YKteuk1fD7Q7Z+8uOaX+1tUonZ1O26lblxw1e5AEI",
-	"KApNkWLmspIZ+/jx8jvW5lnGfhW5NkdQMwaxhw5YAgq6dyACjmt9eADIQl0nwDb0W+1owEBq0v0cdotv",
-	"HgaFSIWHyFkDRNC91YCyWs2/x8c/wNdtNJvwPPJ4LK5qjbUdXAFLtXAIu0YUTGJMazdHbc/ECRtnNwEU",
-	"NFRlddlrKMeCkl1QkLI1AejXK7OwR0U1fThyMZcSa8PjM0GzMPv32LLQE+NOW0yHAxSVkfJwWb6rQO2D",
-	"AJEUH1VwtH6/WrCP71+zQmdprTbfLzCWoFhOI2MDulA8pCiMhnGtJ03CjPEqukNU0gexOfSySPQcliwX",
-	"9tgoSzFg861ZiUNsbXMk3EhJwziLX9K73/F1pnkaRy4F0bcEiV9qa7UXnav1Qgwh4Vom4BV6+rPRipCP",
-	"JUJn4lFLsVqMygfhcj0pQXIRL1n7yZlaB9S9MQtPN4Ab2wbcR6peFSCDDjUEWyDyIQYd+RF9r3Q+twbf",
-	"fC4Lj9SW6DwlUAJ61tObkjgJdQ+hBwlx2IMPYGxVKsRpAYivkULoZEKM3mgGE3DIn9Hh4lxQQU+YubW5",
-	"DyPcIRCKhL1sHEUOV+5cwPV6R5cC6tHfCM3nF8ftNQM6uret/Y0znjq1c39+2kGJdFv3PC9mj7fhHzvR",
-	"nEbpkuyqg5JFcM4+Gq6Ky18jCMptTLNJHwDiaERa2baBEbTdvsoHeAIMcV+a7gqPA1C33xl3c/ukHwjA",
-	"+ah1pJW8OatmBClMQWK6Qy6tJjkd7eChe5aZgruhSc6sqZAJxLPL8kFXRkhBWbBUpqAY2R/RKxHK18Or",
-	"TR0Q5TYVNwQtJgFQHR5kfyHiAQ3RoS6otf9lx4Bq2Vb3RkDgWaZXeDjtQEI4JyvdaZZRAPo/Uu4d3vlK",
-	"6qdW++FWH1wYWyLz7+rEI+5KRpBgpw9LfJwN7AO6M6JJQDcjORdYVzFSsUNjjElhkuWRQ1OukqnL3ujw",
-	"86C3+6qMLntj11urxOo3Qdsrd5KjFkSdH0gmkNM7DtM040rDAOFaJbjP/NuVADstKcgj3X3A7ILjC5GU",
-	"y2NeUs9pOtdDJVtPAiPAods5Q6Cx0vuw5qQA46Sxu9VhlKrpyY1YfJuqOgAEl4r5EIuMwWBiqbCiKI0Y",
-	"HGu8YEkm7SepyqVw7qeRWvDcSDUNi0Cran2E0CxVJRetAyjHIIjiDldph5ifoIBS9OAxo+3mdt3vHDOL",
-	"XGD/F3qPhJPEqpzeNxbXsTnCpNrDSFspKNrFhKEtUQm0uuD0REI7RKm6VTCsLRLHOQFQ2Li4ZVCjRd1A",
-	"7uHYrEJBNsRXXRlWhf2rxWJ68lWcfVg/Y6vHlt2Mt6bi+owBbLyD0nHO1+A5qyPPVLFmemYn+GXDKkNi",
-	"aEkYe8SHiJaOKqztzFu7AVbSiKNz5vqQQsgFqpfGQigHpX2QllCtfd9lF0H5NcJOpkOyHKH6IPJQ0ZE3",
-	"+CI248pajLA1l9ATh0IOnqLOquyyb0WioeFkHIALx/Qx4/0y6KmtHDOhiD6cY7eCA4ItVN0kQHTsOxbE",
-	"LTed008hR+Ap9qkpa/fvVYGHaT6ud0END8DjBGyHAQiR1apAa5tgAnUdpUFhrGizm5bDNiekc9bWHZFQ",
-	"om+1EUSpV2Jl1UxQbBq8zeTbbZaLAaotn4pzh7CEUszyfBT2pUCge9TjvwpO/n8kroHrPLAf0+CRuihb",
-	"6r3Nt7bXuEB/AlaIONBzdNyi6w1EYmwHSO+AwWklDsENxpU7qI8DNqsOfBtNY3WSoNBhBat2laNWoXUw",
-	"DGWfhYmbRJdtyeDFgjYkpgPtRdVmA7r3PrWo+zzgXfYKMa9zp85i2EdpdCyzK+xIlq0t76HLNGyEh01+",
-	"Pl5933kBc8d+iVyxpVpwOxdmlnmup7wQTJiELwRrx6PRMn3R62FjePvHZDKJj6KR8kDbIbY2FoDzrMAY",
-	"i1CQejKWiludhxecrfUyNyKbsDamYEXM8HUte+q3ERoHo9aQnQy+/C4O8wtynbFCbKDZOmV+CNZTeOrB",
-	"pDkb3N1FLEiGw94HlPs3UlhMR/ILlVooq3YaaYMTO+xMnEYsRklOliB9faTQJC7jFs6CRy0dn4ng387d",
-	"hQDsbvi+HHtevgNE+Eg9O2E/ym+dRxtZEFfoCCFM0CDA4YdN5vRK7XJCEwuiuuAqoBx5qT4AegHiNqId",
-	"G4Wg3bgoGy76kXJ6NZgogcs5LltgO82sjdMtXxfXnfH+IVlY9obGw9IUtUqMve7tLvsBwrS6WhYKEgfU",
-	"QJ0tC4ER8nikdE7B8iBD9aR39qyS4FSEef+U1wBvPiI6lV2/ocGjL6d22uYm4DYawFtDGfdWljopoiPd",
-	"G8PEIwVv0eLR5aH0CoS4IKb1bFLN+fWoMMc9g8Wr/dlxbw6SPMmWRt5SEY9z0lTnetxsAOz3xO8WJryY",
-	"1TDG4T5P85q4CXw1I0VNNNv2PlA1qn5H1MpLVFNrgEyk4hn1bICNSLuMpNJUCwMOoVwQ9zhh4zp2OskQ",
-	"fi9wJNpveg2NlyOaaiuhoAgxSNXiYRdYUEaP7EXwRcaBvlp+Noa74i77YAePO4ibkLEfxqFIsa/F2Tko",
-	"6PEYQYsfSIKXYc1KuAAaRblXW9YLoY/1SpUxh2/iKCwq+SZG4bYZJfCw85js4DH5HVZuKlStM3AYZ7Wq",
-	"di3Q+vtC/mzEDCJLhonE0O54TQ1lMB8A9KV/HchPtM15j59xIsNjhnlAXNiz3SZ36cFO0oeB5Ox2RW2K",
-	"YtZ+//1Ldnx8fHbUZW/AlHO+qA3hi6jx5/iXwmRdynmr2+7cMKM1NJJZaGPkOMP4tJwLp2wsrJhymnCt",
-	"knnQGzzr9PudweCq3xv27P/7+8GOhkdxMUUYt3BCENP+XOFwVYfrGwY41Oiubyr0++niv6+vLn969fbj",
-	"Vczap3Ormvh6cnZRKnqocy0VJAsAd1mCTaBPNhRES1PidlfKCp1jsn3cM0eYOiFMfRMd7jP7+oYx78rO",
-	"N2V/GH/GYkalVKYgJEu7JB/fvx7CP+AYDRv0ebXXykBI6EF13NuqG7xq9bb7yI2t3qma6sdKzc8pD/Z8",
-	"67LXWi9AT4OcylzeWnOMp2kujBEOcR2aqVPFcMguGHCj7hsbcyGz9vdwhh1KoC9bXA4fCo5hxVoRCSbt",
-	"NqdMCgXOdZFTbq+XolKlehUxnaUVH9VB3qOf4FU4nAYnUtgb8BocMtuSeHIAYE+wG5i1Gq7Ha3LQQTwe",
-	"oGHwZ/HLkmeYDkyCzKP5w0aek2N9SzvJ8sW7mw82tKvfbDWITSURD39zsl12RZi0HugNWj5qfSNS9AfN",
-	"rWDs96JerxdqwpjFTJ3aeZa5Oh0IJo3FTIJXC8iWg98501OI8Vg9xCohMAqEcg7ao5dAJeB0DgRBxRu9",
-	"u4Hi9qaIe1oX7u1GuLuh4J7OgP+Ktn64d/Y3EqmNhR6L/IbdZM3GvfN5hzhoYudP6BL2YSiJfXczORHD",
-	"keqEnDGs5IiDi8AZfXBnyB7DSndIEzSIhFs9f1Xuc70wLONiGhyF5ezurff3dx91y1F91VQX6FUqczLY",
-	"99aMi0pUCAzNuNdw+4a6kbbDKMQ03SJfQ3/pdugusjePFAttBNAFh1B8XW2lobTqhMM82j1Ox2rx0EeZ",
-	"XOaAM3rpBWF9wiMydqmRXG1Bq/AICC6v2gioEDP7Gjkf2DZSZKIgXJL9BZ3fubu/RC0xmViF8VZcZ75s",
-	"4EBtCt5FxQZbMPvhR7LfF4tsPaTwgolrCFHUyQgU7YyrJya4oHQqnhjfBcmgChpWK8hKUcI9GhT4KR8+",
-	"0a2YIFHLjnxLbkdGzc2dJmkAUswDQLjIUykNJ7kQh6VrUIPknUXt0JTQFzFRii11Bg6kRUR7Pgr21FEJ",
-	"GTRSlY48N2LhCp+gpVWQ8QP9WMk0CZPWAhIgrtcatWSonKD1jUJT5P2rq1dvri7fvolZ+zlL+doD2BhR",
-	"1Pz5zwe92YEkO9BO9e2+dnT1jzlsn/icxWYJBVFWXyC8PlfAi6IQEdhC1Rrdqr1jFiNVOuUrwN88UmUd",
-	"0tG564UmCkzfwiZGCJwHbmOAdXlKKg8mA7GlKmTGvGMv1yvLfdNaFTFOwp6ebgAtJ1XUdEfB1jVYAteJ",
-	"TPMG2ryr2hUsx1h9lR9d6TyWvoOOyLNippfTWdmDfJxpaMRnzdYwEkbM1IYS6kLkimdgo8hEbOiiEEKA",
-	"MBBFuIiTpjlXlArhdfdtmNLNuBUl/k8t8u4C6SAZvLxpkLrhRva81qi2wGwQGWJHSJLoUmiKmWweM81J",
-	"6Bdstpxz1ckFT+EMh4x0n5MHb91XyTzYW8l8H1Hpuj0ANK+cULhLYmKdL5ywwzxyQfNh07EBL67Ilu9e",
-	"fX/x8fXV9bvXF29iyKGR+CJMu4P3ijtpCnOOh9FWKf3QQu1gLRtRPpRYZWsf9ToY6eMPhPXYBuLBtmB4",
-	"jNTvBeJxWPFG2djk3uUbW/Pw6UhPD0qtPxCDoHGPfcUuWmEuyaOoHI8IlzJkHgxpoikBm47OBmikkSJs",
-	"pPciEVgAcytyOUEEDoCwojbMsmDtDwVXKc9T9ok+9kjgKTtk/1Y8lAp7bhcF3wVqfFNXxDzsKup0fgiy",
-	"2vP83KNUUoWizEQZdZMm0B0aW6kKkkLbIkkHoBo0ZJvolXHJhr7ac7xmN1KlQ8KxtPqm0yztv30+cxxC",
-	"W8YezjKORiqGaBkZExGLa4ln+E5cDnxNwYta17+wePW4d9of+BxtO9+THjkXWsP+oNfrNbkUKZVmn9Tx",
-	"KwUNlQz5sA6VPHUAwfCbkV+37Uy1rRz8omSl3CppZKxZbf+XpS646bJXiAZtfwAu4yxU1Ct4N+4w/cYu",
-	"DmU0uINK5ojFDx6PVCfmqRHJMpfFujtPIzaigYYjwKecxTdqHQ09648UpvBhtRE9QyWWdOj7BxF2B0Qd",
-	"xB882jWHJJFcCLbiazMcqZHqsAsT7i97oNHb28Hl2POciyQDiDWJOkE1h0fDsqR+pNhGn9ItRm5pA9mX",
-	"91gmJ85+xlVATcyrz/bVbW/6HnXZpWIcB4SReT/hpv62wQxhcQERfIgNtnUOzhqE+QVHMtS/+qH72dco",
-	"7gCcu56gdL8jZfzu41VgrNhfzdPfrAD9Eh8NfTpBBG7atcjZWGR6VRm4e7fXohvXqa5j04r5HBu6etTU",
-	"cJk1uycOWLk9zgnLaM6qBMMGQ1/phnlMTT1cvmqiF9LhbstiiGnPkARX2ZIAOAQ2VgUKBBjI19EbdzDD",
-	"+Lqg9jk2gKZRvgSqVEnEnX03zzLWJsSbAQO1HM0wOwZzdF7HlXDoOJV2cM3a6XiZN1oy7y5dwmJZ5sUL",
-	"ypgb61tcAyvAynC2u8JyvYQE89RyervsXXzUHam3cEZCwMp+394fn5fNk6NeD4IL+7EG3NN7Br+A2glL",
-	"AdY2S1NwqUR6FEHWQ3W1gMyWVfGqpa0f2EiVI2Nv7aOyQHQinErYnXjL0B2ShnduSmGuFyK/TpsypH6y",
-	"1PAmuncVwXQ+Xr1kKV83UA3H984SWxY11HaHMjNSK24Hj8BocBCTn9teybQpInJe+Mxo+8G5TBX4zPcu",
-	"zDYwktop7ebmvfGevwqN5UTKI0oBCo0HfyF7LFhBBfht7Tm/e+m+WXznAEKgetRRytEIA10aVxK7GRPY",
-	"TKaJOM7drrTdg2V8KgTduSfAyhYSBDz6sLmz9stML1Oc1ZORmvO7cvrvRP4BXu7yCWHPGwqnD11+ay4Q",
-	"Yg2kb/+pHXIz+1dJV8cs8kxjzRqiJqVyQMiZfJYiyyxLRiNVIzVroPQ50MN/xS7UHIsvOQD+Iumk71cw",
-	"UmEMsV0JIh5BDBaUdEotrcdyXO9NO/a9e3mjP+eWrVzFNWr74UXMjYzpnAXxkCO3HSC701oxkAlmz4+V",
-	"XmbpSIm7RAjIhqJk7SZh5EM3WPQnOCpKDflhvrvJSPHMnoHeA9Jlrr+UeVJp1kHhb62HpecGBsfKsUnj",
-	"+o1iYppbXo2xPV9/1t7WPRcPYupMCgXQeZe9nInkxm9Oa37ltyIdMi9yCk8zdHBadjUzrQvMHsNCSHRz",
-	"ppZvpwCEuX9L2/X2ptGWtS67Vbax0YilTomxE6ws+KAkpRoBS1eWcqQqa3lOBl3QscvuuDm/sUeunh82",
-	"+q15T6+pq3zY5SKmu+Om9AJLV+h8qa1t6dVF5wDcmtlUy6DqlwkRRx6dhJsbF9wN6TI4HylMqiWVg9LG",
-	"pWHJsnCYayihnP+u7GRn7UCrylghAiV51dYQI+XfgXrhZkLUlhxiFNU780H341+Vka6aNx8KhYKzAPM1",
-	"KfO8csZQ57SmEziO2I1Yo3SfgUgHFzM3TjpTsuXH968DzE1AgbOSCaoD2lZl6y54XiiRdxM9txb+oHfc",
-	"7XX7/ePu8/joHF+Lx0m9hxQiIYPHUipcCHuLXXNU2bnyk7P8YI0fOwow36jK3XEgNZkrTbUQTTEw2TgS",
-	"rcsuQl0JrplG2A9MbNitlxUV/gpUsmHtJ2ikSAVGOaT0IuIUNdQrK8ytgoH+ZNePhFwiaDyZZvnbrmT9",
-	"G5bq8gQ9ZxzLmOyWRskPdotqEP3kKlYaK669mPaXjpo0AdQGgsNpQXqnl2FWa1kvBIvBsdHBQ8EeyZvn",
-	"1Ejt0DmtyAC6YSUMRIv818K4XklvSjgl5MiKHTaRmA4A6j6EUSHIV615dm8vjy8WnF4jdeDxRUVmrpzw",
-	"4t1l5LKkwHbbJ7K/7HEv/R8pVpt5dQ+Lr+9RY64qGozSq4O0mMgf+AKr7Zoz3e4Zwo+o7orMXSpt8cLj",
-	"EdztNe+fDxdWiUQD3+UE/HpwRHjRh+V8zvP1AZWvj1UpWvnsPbNToMyzOmdinN3ctZ+hMIHR8RQmMvZ7",
-	"VqS3N7Mqj6hVHEHI2Nv2IoZWx7lJmc+eNnuarWI4BrONICAMHqJz1141E5MCTjdTgBrlY+6bfpp/v1yh",
-	"mvNxw/kGGeil980f8C5Qgnl+VgbTQ5BR4T6baKtBeG9Y6GjrPjx9qFnEvFtWtAcU1BLdjYfEvn1/Qudj",
-	"ZnoysZbOGl6B+IZQsONmh72UvZ4Tpl5V6V0VW4tcP15ektialtTQMG1nztFIVZKOEB6K9mHcNzFrx88H",
-	"vRk2GDzuQSpRSbSNJoOVhKSKCVFmJEHs25UueC5ZLPMplDhQLb/BgiGaFRm0btgjBUYrlO0LhWWhZFyZ",
-	"0g0FR4w96EgZ6LK39jqFfqIgUfWkd3KOeUNNyhVfG2APRX61YFaX37366d3bq1dvXv7t+tPlm+/efopZ",
-	"e3AyOyqJTYr5SHk9a8ZB+6Gu2X9EIhaKukPTj96HUQ/KPaJkn7LOg9IyM2xr+I/PmOuNbGHVwzTnKx/T",
-	"eXn53XuDlt+utCWqp8ByzJLIVxfv//Lq6vri9eu3n67tqz7EYSXFSFneDF3BVmDBgD2beU5ymr3jO4Xg",
-	"R2kJNQClU/ZnsFgURP8JwxraDQJBmNKwF0XuKQORh4nrhe5Vg7AYpzvodXvd3tP+syYjdM7vLvEp6Gmw",
-	"hQ3KTKrNI78ZCucCJB32ENWTEkrh4/vXdG74NbGiIkTI2Zdluy1dBCygB2WLVN7Y2Hmy/ICEqBkhlDh8",
-	"xAIDnN1dSKJbEPLKzo5Vj6ePbqOrBsUrsNPhqCd2wK/o/Y1KIOW3HFiHdSi4kF8IRBhyZm3u4boeGE2n",
-	"xI3wsyF5twPpfN7Gt544+xpTbVYafXz/2pndT0ywWuASLyGGDsrjUx4bBHZNxJZK/rIULiLniRpR4o2v",
-	"Eww6TNNA7PPn6ChAtyz2RqacQL8NHWImwdtU0G5r1WBjCZ1H9jZAaexW/jlsXN75/M1/fgVwxy6Qp4jN",
-	"miAWfOdtqNk7B6QWzzCh48SeCxBunXGEPm6uiCNadLdUxpn7V5LXWNzOcSu37sVhgoQbkCOITZxTs/SD",
-	"kZiw7ezvC8UE58Ufj8X0mHhIXiQ25ekEG7GxORE4YC/iTvx3SHuKO/GvccRSOXXpNHE3ZvF1zOJOHFlF",
-	"MAffCQKkjVQm7DbDch54qMteciM63mFa5VzPl7/L5nXEOLS/3zZilXvSEiC4iwDoEqAAwVDOeFMzi3sf",
-	"4RFIxYXQdiP7dARsIlCl1+lmg6rDpdbhx38Ybj5UFzgHyTUW5bgfphnU1MCdCfTljBob6Lp0MWwGU3aw",
-	"vXp4A9vIF/7HF8tipnP5Kxg1Q/at4LnIGSY7Q4tcn+v8KQez1V4zFIpHoHqDvIBApb7cAWIaCIflWmqz",
-	"VGNmGN0Cait5I0TKBj33BJhZroGv7zLVY6b0aseF1p05V+sOXxazjmsYE/ujORcuYm8NSPtwZG0DRdCm",
-	"cAu4tWFGXWq3PYcTGohQbk57WlGyy4+YR453fO+OpkMzxlvRI/YGBgMrF8UyV+B0T8DrHqPOhn4XNOfw",
-	"ijWDuyMVtuPetfZ8Ie2A/Oq/shoQVvRY6xfjS4gPrheCcWiyqYRI7bKPVHzX8UnwHbglZu2Yq3U8JAsN",
-	"WeNGrI/O6WkX7/LBi94xi6Uyy8lEJpa36EUQ7qgyW5srdvnu9pmLPVjR//TZyVGFxcxIlSyGDNnIWrs4",
-	"yMpMOLhhdbDPlDmIeai/+EtoZ76lmw43s7HmeQqtz8L25xHYfXZ5DfTDjl16arki1EIDO0b4tqdtnMtI",
-	"gchAXj8i0HzqciQNfcRV+oJNEflw/EZL9ieGvfzw/nt8GcTT7IJXe7tjQSt2ALoRazshu3bGDcgXhz0x",
-	"uA0JCANFriUIjsmllw9bnp2uaRgliWlffvkCreWaWmyWBRmARWFENunMtAEH0nyZFbJD+xAAYxxAinOE",
-	"5132N72EKDu2JcUkNTRZCqtEYDouAIDYCToMcQBhQRhaLH+DRSIMVRURPIhxsM7ghNOTiS9bY2aZJLCn",
-	"dD5SIdaI8wtGVGCAe4oijREBuCEcXLUDwkiN1H/8B7Nb38pXRBKyF6/K/DvD2vAQBiKXyh6Z8dPb/tMY",
-	"UkoWBf6FOaxW6Qr756PKBVeg6WZ8BJxW9Xf6rrx2NXDHjBTw03CbWLpHVc4Fm0tjoF/xnGfWgMBYxi0g",
-	"KOicLdWN0isFAo5ASqy46UPiA9LB4T2XDViCLD5e8OHmZUIWZOULTyIXcBspAODjyt5QjYRClRWsy1tX",
-	"MEmLEFAZOoqWhNx3wIeEpQOOXdBTIwU6MKWoQ2jfjueW5xKK3mbUMRIlhl2pVBr7S+qY51We69zYP1AI",
-	"ndzdwaqfBlXrmDKvWBwCVi1yPc7E/E/QIQihGgHS6Ozk9PmRA1BZLwRUO8giE1Ds4Io4MKtCFFxa0xOk",
-	"OC8hzwxKNYAhBwEzmVB/Por1SEWwZybusm95yqRaLGmhCWqT2yk4ID9MruNBfYBlHQii13K9eDWK7qr5",
-	"25Tze+To9t7TBlHASgqWuG80F5emFHnPghWwARRY5y3INjNkShslJxMg1XvMzss7CDJlf+zkdM0S1b3h",
-	"A+mU/j7y9ndMnrAn1v58cs4mOZ+LDleJMIUdE1530GYveTITMKRcZ/AhSGAA0AXkf0hK5AVHuyDX05zP",
-	"jTN8rQlpUFAROpVDK3kyUvCUopMiVAUBrMS9HzqEsXZV44lCfSeqqkNwaaRibDFdaasOVTJyqj4uyocu",
-	"sUvvkTMJIPwyXgOkfgIViAiFw9dYX2G3CqZxKs1evn3/wa3zkHF7poyUcyw40aFzOZXKocARwr/rg2a6",
-	"LK7Xi8TOjsnFQhtZ6HzNDLeKzGwNTirHat+5XgnTJQfXtgBuuwiBuwNI+6CPhnPwEJBHBOvACWW/4b56",
-	"4ibkhjmSwcvtooGtCWmDZbK/WZtCzCFjdGnW3XLMMgDnsXrtEL6PVW+I5y6o3wZgL3p0MJ+NCspwGwIK",
-	"aLj7EznJuZk5Is5lmma0IO4tRy4/CrI7U5EuUXz55a70GbLq9RaMvy7SO0TyIOXDnukGCvlSmYuEgnuQ",
-	"FENlgF32JuzLayKXYmewLy/zbXkBaCyUu67EHnDHzoOOEAQ9JAm8stKXj40FhnsdOqVPeq0lP9ZFmyUA",
-	"qEwpLwS2dfTdgnvH9mMzrfQyt4IM0wQ09OFc5miMQVAPlxKBZi1HzfndNWlCcJj7pTeFXhjf2UU6l6Rj",
-	"abs1fd9mO3GHpIJTDww/msU2NBbACYbcNtRu15BE52plttMLVyNAE4ZKHEDa9Lv0HIlkhxWMxBWuUKYX",
-	"yBODQNic9huUNbpVHikHPlxqttxyklbkrN6AI/bPPjElCuUYa0QitNncHdf0e0yx1g0MHMBOR2iesOsN",
-	"UsNuZJ4G4Fdgf9ifGPrazNCf0nM69KvQv7hefyY0DtiPQmFeGTgcXFruu7cf6o0gnyI4Tuzk4FWAnkja",
-	"MZy6IYmoy3Qp0xAwMnJ+cEJ5VilqLBW88IgtsiU8XB7rUFD3T7e0/yRO+udI/bPT6cD/tz9X5Mg/WQWa",
-	"2os2q9yE6jurPmqlgin4fGHf8FHJO1dm5ISs9On7ED8ilNrqS3z5sH1JfNuPUKemEuQffrp42fnww8Xg",
-	"9JndbaMW/loOHrXubvWyH1jlV4BLhwv0GhHmw2KxKHS/AdKaDQwLqit29dVtKp8Ox0uvPYpcn/eNQmhm",
-	"FiKRE1JJreIjlTDnLF2i3HBvByUBPKbGLgHPsDCjY8SC5xCAC+qukaIbJ8E/nf27rztckNXjO9vtY4JS",
-	"eF3gdfu9fsfSIfW3Ur+w+hOulCDtXBQh91UOfgc2ShiiXGnHXRuvC1mIs79+umLtHz4MTp/VlhehkoG+",
-	"Tt2XxsQs9lIM9LDlGDPdYf/FPxcyDlFQOwDeLmGIsbhbuNJG7J9UVs8v84x9+OGiQ5zr2xX9Ew9mf6pA",
-	"Fb09TMqThJqnrBu4J5PjnOdrgPTy54mdMCRRQMDaGi6hz6EVtW5FbtAT0e/2uj3Aml0IxReyNWwdd3vd",
-	"4xbEDGbg3n06EzwrZr/afzf2Bb8gDXjQ61GlO5yguU6gyMSwfKkUnCOXBUtmIrkBnTQVgG6jEvCyeNfR",
-	"ZYpQyPDJqOU1CfvdQa8HCQNoN2C9Yg2AOEyP+M0jBbX0jQPbm/O9zeHg4+jAaUg+LefFMwjIfIlaJziw",
-	"prf6CTz9lqcukhJ60lvDf3yOWsZlVbZe280pDCLqTU1r+I+SOKb12T76dG41jsRsXZKK251udnrmuxz6",
-	"aAl7UIg7a/GD8m7FD0Y3S+OchbZ5tXrj1dX7y5cfri++++59jHdTh1fn/HPOUKspRISZ5z0RkO23uew/",
-	"0bT2Lrsd+NNFxmV1wVv/wX549fpdqYb4njrXhS54Vir1PpNtvHYdcodOF6ZEU+h3wmXWHan/YFd/e/dq",
-	"+2sx9zQfqW13/Ebf+PMIsOVHrS9scNDd2PfA3t4/6H6agn2i/+JkYIdeowj+rz0Sc8Ou8D8ug1vSKU25",
-	"nIWcY2ROiEYqVF415cupCMdY+bV/ejwYqVa4Bevh2Y3dRtxAG+xk/wZ7o4vvrQq5c3sF7D/37LZ1o5Fc",
-	"7K75PNu5294uhALvlE6Wc6HK8kzI769oadSEIxMsptdXPhNv7ou/iILefz+J6EYdSETnkX7guVARos3B",
-	"YAy+b+TAOAIdd3ueSBGSyB1VtWBjo/it0/nRxe+VHZF7+y7WgPTRQ09F52RAsZpwxVIN3hWwq9vvtCmm",
-	"VnVDrIFkxseZOCI97LR3jOa5ob4+I6WgaMbXMw3DaJUvua9ieLCJzEUHDEM4gzGVCQtUUD67QYwUpmBi",
-	"VvIit6ZxYWmyHGeCJRmXcwTxhUZCfrg0RCrSCmaLebZ0hOCJPGSpmOY8FakL5pXaADaeWGYOlzVGlcHq",
-	"V/oGnRzBV8k+BrsWskFFNnH9DDAs6MHoPKR2hEnGlE7kz8lMT4/Ow9Y08FK0f057xyPluvmQ45ih99ds",
-	"7tf3yBpfq73gxKFWhJYGNRn73lQGas3jajkw+oftq6h12jveMcnQ5X7vyQarjmmdlvqtYYsHzIMQH+V9",
-	"JXFOe8elNvyGHJzrUuwsczX0wnBIAx0qXXTwxoMJ+0YX7/GJTdL674JFWOMjKmBy/O6cNLKyO8jT0d0p",
-	"w95Dt4E9OqSP5vBliqDmjXIMQwLoEsKGN+gXZ4lWEzl1Sf5QCRf4xin/2e4dqUzBswzue2JYm3r2jFQc",
-	"NtSyZpjd+TdiDQazB93wcWgwcTtSVXsRnjvATurolAPMFbShQv+ey99+pdBL52sXwmjVx+8uryoIpyc9",
-	"LEyoNFzY2OivpSkugHzWYMr5XBTQA+Yfm+j10CUwBNsUOB4fYv5lKbDTI0aY/aQqStMeULttrfTKsT2F",
-	"4UIJTOvQu19i2t6Xz18r0DA38R+/AcYp0IUWB4+qa2pX2orsDTq3AoCCkNAtc6O9x8C193CyIKxzDKBs",
-	"AAazBIfBDLlNlAaoBuv1vhDCYKvXP+P8xeRZp58M0s5zcTzpvOAn485p8ix9Ll5MznhvbNfAr5R7RPQ6",
-	"/fEg6TxPj0XnxeSk1znlz8bPkxfpmehNgO6eAsT5XeD8ytyTTDZPu7857RuxxgHcDFqRe2dreOxGZ1rD",
-	"QW1ap52z9EXSeT5+xjsvTs9OOvx4PEj6aU+cTV5Up6WWWVYZNC0b+Yt2j7k3uOq9GPZPt4+5WGSLSfH8",
-	"9sSI2aDcAQS1WMXvwyeMuR6s1vrnSfaz1vx51qrODelvl+zELtnpuPMseZ6+EGcT3hv3H7Rknw+W/7TB",
-	"zFYV1m/8h52wJ73+/kc+Kk55CwJa3J8MBoc8RM4Ne3S+UoU9Wb4EnY32Py/uFiIpRAox+foRVc0U/Mfn",
-	"LzW9WzA4iaweFpxb8Ez9yBrngt9Qt62tJlki82QpC0Y3Q6EKVvQgckIbs6QihFCA5is6L46wAaMP3UD5",
-	"2Yy7tlzkebOnS5d9S8Moz5QxBj59eSoBcrmOBCKbnFNCVAdCKP7tCIz3CXvzj5QbszRoJFJfSBx5CN20",
-	"AbaDIVCrWghArvG4DSTsSuTw5uPMzan1aMI+se9IllCt6jIjW8NT32YPYB3tIXiNoE9Q9V6ZxWZfp9Nh",
-	"r/93HL+iipX6LSfDY7glF4lQxTXaLa3hSb976uEirVjsoY4o8LSBRC6gclAYUIO4GJ6cHLdCyRq5EuHW",
-	"sGflZPOMe+GMe5UJH28Mc/DieXdQGehxPxhpkmkDgndjrEHxQn2c/co4P0cty31eAqb9zrPJqeg8T0+S",
-	"ztn4mHcGZ/0XveeTZ+I0PTlc/yUG2iUB3fYF+FGcQffBou2PEU8vq8KkLKNQ2Hp7p7iSkLuxW1rhPSzR",
-	"KSSCp2H+LOV+VBXfCLRbSOLgBcMGjFGQRUXvghDw3IjMWuXtUuPGUKzrXi1zK4VmR0MUXz6WgGAZ1fIG",
-	"wM9HdLV4kYuJvLMKO/g4JLiTZU7JNBEGopdGpHQDxC3XZNU4zfw95cIRmUCkOVT8TQF1ScTco3GHPZko",
-	"7mTHTp/wneSwdKRJAcd+NSHXe05zCiSCCJxSwQVBCjTBCTR3tXEjQDc7tX2ttPl2oaJFLm6lXhoqgnm7",
-	"4L8stw6cqmzCkVfKQwYnm3bD46n2YTVnKZJfXPXOym58xCPhPYNO77Ryj9fNkjPe75yOn1nd7IXonE3+",
-	"/+y9a3PbRpY//FW6+H8RMtOkAfBOVepZbewk3sSXteTNTJYpASSaImKwwQFA0XTK3/2pPud0o0GCFCnJ",
-	"jpz1mxlHxKXRl3M/v5/jNr12p9vrD4bBZAqYzwkIRaVkf4yTiXjP2U0UsCyIcZ/AJoXK+EjeXHk37/vv",
-	"/m2FBmoruUJpqv4PRgWdUPifk01hAFd/XP/S7Y3ahz+uU7rG/jin6QbepNmftsPmQBmsJcPTfNzudyza",
-	"y7AblL5j6ytKQ+yPHG/UAZVovqsYw3A2UKK/N20OJt2g2Zm1hRe6U2fiBOD4lfq3cDqO1Ad4Xvepg6K/",
-	"jY7mV7N4KxuY5XpqKtQMh2hZBSYVlt4rFQHlDyCwbQz41dIKjrC6LjdsaKzyIjZy8fzHl29ff4dj8KEY",
-	"aIws72WyAZ08QtN5H+0AIUTPIRlMRwXr4cbS10cnkj6razw3tzeYY9mDhIjMGTbauwtl7Xpuz5lzJiMp",
-	"8g0iSbQYaQhd9qeU6ViaXgmotUtC6Clgc6WQlL6kWkIIMam5WQqZAYZzbvsl0KiCM6Gd34p0zfeW0q4Z",
-	"E+4/k3BzmkwtpgOQHOa3SboTj2SZueRjuRGM+tu2lIJ7YgD7zrrAvbMuwNUBhuktid9ZfMjbcjLvbdJp",
-	"d/1HuJx1roN+nAnv86mQOyxQuM+Kxi89REKiJkFtT4ubulQovW8YdP0TuJiufZlcqGOMg/kqn7V8VoIW",
-	"GikK8/1IbwAqBAu+h10Z/lSDz0iGu0u/pI5nBppHZJI3RmaxC+EuMfhtY5K02DmzHgOATO/EMjfVadij",
-	"ozbPep7o8rzVUvN4bFdxDCvl41hqAUktLn5Vfkz9YgnIkpDpVMHHwKM+r21wWsmBumF4t9SXyWTR+h5j",
-	"GGJIyiyRRts/Y4G9xoyWGORilgdyqoTc7lY80hTV0q7jDItcGi6jwVMiMXgwq4avbcKlR8vE13jzYWkI",
-	"0zIRQuIs1H3rVX6j9fnkAu7YQjJU225lB/aWXAxO9POnGIwuFhFQI2/J323HIxEFNdA9XyBOuD7oBO0y",
-	"F0GaT0SQmxKCZZDmEQIoE9iiCDIBLRbzJA6pg2a+xUDsdXv2nTJhcXRDuF5wG6TwkVwOMbGg10kTFkB1",
-	"OQ0kSVm+TtQmJ5ceLVqA00IKgg8iTYhSOU8SIDuA+cFGBCxE3JPIewnz+GCOcIVhY9PSu62eO/gNlTN+",
-	"3b4rnZaLV1rpiluCdbt9qk1n5GLIhNahNvpfh3u8w3t8wF2Hux53O9ztcXfAPYd7Hvc63Otxb8DbDm97",
-	"vN3h7R5vD3jH4R2Pdzq80+OdAe86vOvxbod3e7w74D2H9zze6/Bej/cGvO/wvsf7Hd7v8f6ADxw+8Pig",
-	"wwc9PhjwocOHHh92+LDHh2oYDncdj7tOh7tOj7vOgLtqbGpwanRqeO6Au54ar8ddr8Ndr8ddb8DdtsPd",
-	"tsfddoe77R532wPudhzudtSHdbjb6XG3M+Bu1+Fu1+Nut8Pdbo+73QF3ew53ex53e2oGetztDbjbd7jb",
-	"97jb73C33+Nuf8DdgcPdgcfdQYe7AzVVA+4OHe4OPe4OO9wd9rg7VPPncM/xuOd0uOf0uOcMuOc63HM9",
-	"7rkd7rk97ql5hon2uKemWs21N+Be2+Fe2+Neu8O9do977QH3Og73OmpFOtzr9LjXGXCv63Cv63Gv2/kd",
-	"JHO6a2m7l14bsoWd3yDpeOuW7Ksrj9qSHl5pb0mv6UzdsNkX3qw5CNqTZmfaDXuiPxs4Q7dqS7q7W9Ll",
-	"bd7lfT7krsvdNne73O1zd8g9l3tt7nW51+fekLdd3m7zdpe3+7w95B2Xd9q80+WdPu8Medfl3Tbvdnm3",
-	"z7tD3nN5r817Xd7r896Q913eb/N+l/f7vD/kA5cP2nzQ5YM+Hwz50OXDNh92+bDPh0PuOi53nTZ3nS53",
-	"nT53HTU0l7tqcGp0anjukLuey12vzV2vy12vz11vyN22+oY2d9td7rb73G0Pudtxudtpc7fT5W6nz93O",
-	"kLtdl7td9bFd7nb73O0Oudtzudtrc7fX5W6vz93ekLt9l7v9Nnf7alb63O0PuTtwuTtoc3fQ5e6gz93B",
-	"kLtDl7vDNneHXe4O1fQNuee43HPa3HO63HP63HPUnLrcc9vcc7vcc/vcU/OsJlrNtJpqNdfekHttNflt",
-	"7rW73Gv3udcecq/jcq/T5l6ny71On3udIfe6Lve6apW6t2/J7m8QV7JX3+v2eG0lk7UU4ZX9g3NC8U0o",
-	"DmUeCGH5cecanpaVdValf0FjJmt5m7MBpE63GAdIxznZEDxZYQUUBYRGp1MyiSGQFlFH7urS1/DazxpU",
-	"Lld+6EqPamodzzlQArLD6NDdgYB3kYWOJBrBR9vwedWD3B9CxqvcA5/iHS5aqRxiaZSIFrtvkK4zcj0c",
-	"5PGlDmqVD5022HyP/bRBhHVJ+1WfJfzvqrNEBGnHOO4ax7fF3pRJpoes7qsfmpFUnomJuhYHDDHNgV9s",
-	"QcxaC2Cx0c3aeGaVPZwgBHHdH8Oox7UR4Lj5DY7Zu90DiuN7jUTItzvfBnJ9HRj+yC/CEz98w/eJnMUR",
-	"Yr59JrmuqVqIg3p7s/H92eEScx8EbDKRVzYKVC/rCYIXCUaVSNszG/o6OP44A0dLi0OS4nHvqc8VNgjC",
-	"QxvktIiBmnEEd1WWVhXBD4aYC1HFLSDXrGQEGFZKhJfQtfCBvgDbNjjiRqirx7LEbmnAzoNUWIycJTrO",
-	"XRz5PcSmDc6csSx4XhAQpUS/eV6CbycJNg92INW5oYrQh0vEGQE63EIwmY1YJrawhHa5LgHBBcunC+ho",
-	"TZ1fMUYI2aoxAerlbUSP3Kq0HssizLOf8LEsMV6vColxxzTVZzO3jhMzZZD/Y7JaX4JwRGAmEZ6VDiWA",
-	"a2jU5Y/8tAzdX/ctJRjvzyn03fbtN70ONnEShJdJ8kuQXosvIw2FctwS3vuVSMmkNbWBBx1EQzEZh0eU",
-	"nyELkqY52Y4IA7OIrlxF4lGgP7ToGbnFzQj9XhbZi9/YpXrhjuMUpNRQk6AeCR7QWAL01w4PDKtvsw8X",
-	"Y38nNprsCuzuII4byoZfCgKaBaFMDW26UguofJMjS7h20I3PynDGRUlwpXd9Sat2pxI47cF/LYH7rCVw",
-	"W20QlQQ+hztWqkl0XWeHVNa9JVKwpW/15YYFEigNqzoq9rZH8Afpu9nu/EB6HgpcWCw2WFlhKEvUE3VN",
-	"e/E1hNlUG9XcOTKq2X/KSn2TAaxEjW8zUrndtrc3ZuMML93OyPFGrnvUgvJtQ+kBlvNua+k2O52Z1+wH",
-	"zqQ5nLbDpifcmRMMJ4NpP7TXsliRa6iJMWtiVkAviSaa2bMo3Z01cRY7i9ItL0q2gpYFq8q9TDHzv2X2",
-	"k993Vs/ZqVusvfjjfPMyct6/uHDWr/7nv9+/fJqsX/yRvH/xP8vBi6fPuv/69Vnnt8tn+cunbxYvrmsn",
-	"25y31TiS7P2sRs9njKLlRi8dW6eo/U+jvAnCcpaKbF4As8qwgMEtwS4VWIcAxLpVkKi8OOiox0/cV5MY",
-	"QEUiGifYyIoQiOpZ8KfrIJLQ8f5OiCUg4QYz0So1sGrCeLTDmk2gaHh5/uKZz5ZpRKYEQg7918Wrl/uK",
-	"Bokr7x7emC1CT9y/n74gUEnAd2KDIOWrPz6E4vp9KKeztncllrN2OE/CD2EyjTLvj3keXy/eX4tQ9tur",
-	"bvd9mQBmr149RWcd6jOsjWqI59X+EHTe/+Q9/e1t9l/XF/Ev//jX8PzdbNV98usse/+PoLP68WUSyd6z",
-	"KH323d0mfG+Bnz4SlrcE290gOBY8L1m5+C8vDsWXXf/3FzhsHe+I4PFlkrwI5OaN7s763I6elpe3pf9I",
-	"It9aa3gB5jdG96MSH2Cp6M9Acf6QJgvgwVNbzzAq2Ly79Y7jNgxa3FhKKLkOZFj2AC3WM6DWBnJEQNyN",
-	"MixcpIyD9leUvXCdJisJOJEsWwRxPJZABSwyTbasS2ItzkJeMCZzw6VjqDc4m8XJ2oQAowI7D76Mj6X+",
-	"SCBtyaMshwcY3FKcK+XAtdhbTVssCyzJ3eXwQb9kJUwUnH3fOM2zICUkQvUL8fxdY7pH/81vnGEB/TpI",
-	"Q6TRKYC2WmN5aYcnTaUmQe/ohxAewcaCetZLtcqU8aLx23Wna4udAx37WBIIJiSwkB15ItQW0utWhSaq",
-	"qTPZSobJvgSVpQtLOsc7QuecIoX3id/SpFM1w1npZGT0wUBAa5DBfbOOXzMaVtJrr8A6kPayRJAdVEIp",
-	"UYgdGW6jcYJkQURpMAhhk+r+agiVF3nW0na11hExZO0jWZw5PLsa6PA6FVl2hs2OsCPG0jxOHcKqPN2+",
-	"3X1qMBqsl9sCuGaj8wc5GdS4+XV363zdgb19WsYO5x1qfAGCczqv8JlIoJbRaM3RwNgpBCQLeOoNIVpb",
-	"yvda5AaYDCFhqZAgSZFCBE3KZZACmF0ihe4OxgQagsimNrFrwUlB2TsNUGbYos3tY0kB0yraX+NW2YlA",
-	"17F0uQvwXe4cE32IFQtZRvp4ZFkYy11m5Uy02GWJAVhTWIJzV4B/47ysla7SVyizArCcfRP6oHmeH0Wk",
-	"TLoTKFh2aGRpOGNZ3JUk/BCb8a5cQVLe+zmRWRlGx9rrBagcZwFxT4B1yLI4WQONAmAkAKBGjdcAavok",
-	"UJ6tyFf31pKn9FqYB9sQDXBqKgNs3u5bPn4EOUdUwU1g4y1/+i9qr5bQmwy/LfINQy4E70c2X/vzj4le",
-	"fdQkzM1Ahs0SZXcxjB+EmmUbu1TzYpeODDbtU2CNb+9CwCkh2m17lKdF8+zIHbS2fTxVuZS58j9Jovav",
-	"041FMklC9p2E8+Oumnr8WU4qo9hVe6f4wU+U0XhLxlNHFEug7wVrE6DT6SY8KWyGHBui41D27mexye5v",
-	"/elPObjDz18//1lsKDp9NIyVfVPlTlfv/moDUug72KETyx7cHDwcQS9o9jRloN61BkAeWe9GmigI7a0I",
-	"cL+LCDzYa3GS5Ujzpnd8HOvcuLIxbRyZTVaEvekZz5/6SClmgt7GjJkmi4U6PnFUld3+vkyQdC8bJhVT",
-	"Zfhtyjr03LA7anJ+NSl83xxQcZitKClsbB7/8dRD9dki7IvO+3de0E/zf3fl5OrdzR99bypWN+t+V8zS",
-	"ngjzTrZZT7rrd/N+KLN9EXZs+zHYJfoawA+x8Bkh8l56YxFiN3OlJkrtQXUovq39fuLE3RIvB8pSo3h3",
-	"AuIUGoiABg5myf+yg+N/PwX/IpI58a/a5/Fk7f7kTwSXPBjzxhbdTLOinJE8gL5UjGIbLsxIsu7+Gkp8",
-	"UFlo3Uurk9A9UrFTc/zJun3fMdIiH5JHX9W77uTeUfAPqt9vh+L9WWx2e79LOz8V2Qodnge3Mp7JENni",
-	"sqWQGTChliIdRRwWiVcJ2B5zA5Q1KoE6Fy1uQHgF0O3koGLASMQxoFyaxAJQRumaEG7KmyfJKkeepESG",
-	"LfZGzQFSrjEs66FBjuVWIuKsUPdbCQvM/k8g0bpaYC5rCBWA0yQNi1RUOasylnFyXSUc1DPuE+19OK+U",
-	"05S0Tj0B6hPM8qsZuINcpps/yfa8wGdnJbNX8+AZxiol2SmECRWcgLJo7AWTTgDFY1DHx1KTX0e5Btwg",
-	"0jdkayh1drWZjfMBlsdmKcbSrwbCwKE2zbz6lP806K7rIMpHzMAjaHJS6JyQSWpKYYOswHXFc6ajmVGK",
-	"FNpYOG5yoPh7EIaU7Y1SlkwpSgZ1MfRH4E5rIR3faiF84qdbl87oQgQSzmmL0UoQednWfmF7j+BY7juD",
-	"xTOOOoWs8hDSqB7LKTTf9LWN7g4KmRbzGOvwILOByaMkpqgbDoPeTwcJDsqBnpHtBofIvElmFN9KTWbI",
-	"5ad+0FUIszhZN5XNazVcFweVQPE5m6zid+pgTEWcIe0x0ktmfJcjoUiKNpGoVRcqWEz30+L7S8nVsfQB",
-	"zt3X6NNwAzARx5GmJl4tfVYvSu7pE1dLzgoiTEO5nqTMfyc2o13KdHiINXrD6Y+k40rmUdThG2Cu/lQk",
-	"Dnhu91A5fFGMCuUythZtNguiXy3ENuL+PpiPMmD/dRoAfpTXmTsLJ9uPzR8tP3zoz951PqRRO63t8A44",
-	"gTtp9qde2ByI9qzZcbpuz+u3B51h9950Cspp2aUluPWbsYqwgk9iGzKlr6+2ZsgQGZQqGovoRyiWcVKO",
-	"fYB2H6UiwOpm9R/rNMoF+BD2p3vN9qSjPr2rPr3nNPvuwBu2g86kO+3djcngUFH0i/i/16+eJpsXT5P1",
-	"ix/soujntS+cAcE5opTwhySdRGEo5JdZRFgiU1ASFPLFlawKIOl+57X3zQKPB7ZnbYQ/4ubUmlSrqMMY",
-	"5qS/rBKpTOhGMZFCWKcOdTTfEp+BSV9CIUIm8gYU9UHmJQVq78kmF2MJ/9GoajkbKSW405fFTm7LQjp8",
-	"rK/dbsMq39liPytdD14qGulQ662B13U79Exb1WupGdXHMoYeTjLo5wGUXIAljPXoYbVy+iFO1tTPeqeO",
-	"L6u08Z5dX92vTV8nNX25HvQIWYqiNqp9S6sYxyKOsgWUJCxFGiUhdibxWtH3UwnXUnrqfkwZpwQ5ju+e",
-	"rrI8WYi06Todb3scjj2OhTWOfQMpveIE3BizoW/vmCmX5Vqi4avy+FTKA/KZ1rxbaqNQA3tUh7lgj/qA",
-	"wPzR4Dlg9tteka5sxrbcrCjRQsGN1xfFVgYPwqQfo3QsEVchDqIFSxDw4joBso1vfRbNqKQ3E3mLPdXl",
-	"8OqnAm2C5nlf3bLZ3fdPBOjjemsmoHjnx9NP4cECaBHSAjz2A/c5s2F/+QmdKfsHzqh9Ru52UtHxOFSG",
-	"je8oMFLOgMNbM77oXnVWt2P4QhbHiqtzpay7ykrov815sZfi62l5NKflR/GAhwXV2qkhIrN1IO26D4zp",
-	"wlRsQ4uXDJllnplSNMwLIFWsGhcUMkCoTv2DU0U2EreTX/QOvI2wNZYFK7VbsFLTz4jMjJaWzVpNRdAG",
-	"aEarWtCKpsoc7xxLw7KnrrBgpqXQ6B/JWlIWBphgqXFXa+pgGaQ5EoPNRSbIjcmg7NryMedJHLJgmiZZ",
-	"VsruFGYDJiquRc6yOMktDBAfjVz2BObZ12/MkrGE8cqErSMZJms1YLpYfajI2CIB9yWQzMd78SXLeAUs",
-	"5oSQn7NFAu8pVs/HUKYcS6R8KzrpsHwdIa/BrFkH2tYNVwJtXb7D4gfpTcz3jGW9KMe6QirAIM6u8iQP",
-	"Yt8CMsEnNyrxqKytBZaRZTLJsUzkqICTwkwrQXFjrRkaXJCJzRM2CzAthLNh7ltEckUs+DnsXlPwrjFg",
-	"sORDrZYF37UINuDE07qrazTuCwC/YOS93vGGY+nrc9qE4vSmeD8FonSfTcQmkWHjTO+PzHbdyT3XybTW",
-	"WD61+yBLVmg9SXVjEcbLWSA3Dc16XihAY3py9U+RZWheomGp9vKv+vQRG+U8yaBzghLj5n3q2/EwmNh9",
-	"g00iCSBraxHHnE2SfA4H4gyWR4aIXkZPRGw0BFqHgj81o6Cfp0lWyAfrgIL4gUMDTe/FHMAPESQf2Gq5",
-	"FCmbKP2grkhFJbZYWbffsaW95KR29znLzumK/JMWnz8eW2RLft8NKOyxfU4msI8GFZcUj93g+j/TyV7k",
-	"acXDOykUTzi9gr+c3T29kp+d40eMpS4jzXYbTLEPmyIIBuCuKqT7t6r+/0wBtb8+KJbbaZWKMv9DWxl2",
-	"8SKQAZ7r24r5EeNzu6J/exfnCVUTsETmCcFBQ++mMgTSm2gqDMXrWGL6UW1PKUSYFYZ8NZGfnhra+2wa",
-	"SHadIlxprJsJmLYtoIJPxDNW7zhthChdR5kggFLN9KdcjCBH4hYIHoSJyLasPTTtyYh2HYetQK6NJdht",
-	"UW7KLMwLvSE4P3usvrOS8QSvWETqXUkqGi12aeYQCo9HY0ndDIjNt0bDHnO4wIIFthPKD3xyDKJjXzPD",
-	"fdsYKHtc0cRAYIYbvR5YMcKwMiSgfj/d2bARQWp3MRyT2L5T/vrRdkM8JN6QV9kNUVVmcMw8P2TxwNd+",
-	"iq9JniP0mcYRkhXV7EerMcsaO6njgnzNyqo7dOftn0BDkVUG0QurQYFdizxjHcdliUSvF1NE6j5o5NBF",
-	"wMDzqguBCwDt3e4OZCPH+lXrRcrnNbknaGnb1wfyt+wAeaxB6b/0DBUcf/c4Q6eGkrfaQApohb3Zm50j",
-	"BhjcuiA0LVAd4G9gQ1F5i9qlG6wPxeSOshHXuoZjLI1NBVU2c7EgqHx16W3Y+Wc7HACRFTVrWFSCq+mc",
-	"pMVYUvizCTFTRKCIoKhlpezUX6J3gpWA9dW3E9SVEjoUDAVnDe15i6XA12AU/hlqPXUHFDCVHrmDvue/",
-	"CXIB0Ysm/K+P4gtgLhp8LK3f34hFEMkCT8j+JRPqThJDbKUxxNhsFcf4MOBbuAmiWGkS/IjqjJopFrpf",
-	"bcujh+04QHq0/e5u2ysBCt+JTuB/IrE+XNu/nf+7E+fx4ykdtOQCwMBZAo42x74SQrkx5gG2pB0pnoxc",
-	"0q5vUdcXZFbHTh27WcAFNQ7mpsEpKAMnW+eBECgWw0I3QRyh5aAcpym2tY+U+FBCLk/YdC6m76gHlUjh",
-	"V5kaX1TNt/M9zNW9zxp4KX+e7nJYDdh39jTiIMuvDG+5XQfuDEfd4ag7+O3u/gj1aIz+vDM06/FWDa3F",
-	"YWQWbI7afLEH9Nd5AuFFPDZHmhz2eTSglwYVtPJsnmt0TDx1k43V2QGL7EMyLGCAvcmiXCwaVHwLjS3+",
-	"yEoqRjk8xdQCj6WQ4TKJZE6gYGUsRd3apZ4D0JR4rc6GVrAMLyjBCk8bS8Twa7Fn6tlgLEQAkZGkYSQD",
-	"pcyD7N2ogOeEUWKfom6j8yGQhjm9cmtdMJahCCDogy2AyzjYQPzYcAnVt+ZKN+iqK/0GJADfaLwlqrPK",
-	"NDqahdZkPfKM+TTrYDngB16hQeNjzAzTqgB5poTfEuqqo1jgnXitT2zJYJFhhbBamBZ7pbwkQ0KhJzXK",
-	"CmBEBCHDLWFBHALPcpkZvhrx8DXee3/nSG/g290jeuWFyPP4JP9Ij3Ufiw1NQwnO9u9X8vMIynb0TOcJ",
-	"C1AeWBIPG+j2yTxLLZ3OnIavtT0ti2Xhz9sQS7/JbLRhO5HEGZapN5fBdSQDLK98R2KSPBiK20LpzTQp",
-	"egsgwBGlbJKEyu/QdQUUG/lukoQbn4G4pXzBwmK5MeMh8OEgXis5gDIuGEv9+zcZcLs1iuqNnTdQbwRU",
-	"FOg4/YC9iP5TiQ0c3AiEI1Yp4V/Gcp2s4hCAC3WGbAUY+6mBKNpqAlDWWCLzSK4QP6g6lXZh1uXURVZ3",
-	"P8dPq+32KlT3UhR9mV87KT43fY5F9jtNYRYcNmTfsm+Z2+xuRZ7xtc1LHOXOq7d6Ep1mX/TCZn/anTSD",
-	"TtBuTrypGzpiOBsEfW0hpyu50/7gDIoxLUQ+h7IUpfpr1GW3e1O7dNMyUIZ3bTQL4kw8CKnNu2i5FOGV",
-	"1c0PnR1lRhj87w+JVLPzbJUmS/HkdZBG2T6K4K35X6VxbVSb5/kyGz3R+lZ58E8AFfNJGETxppmKZZLm",
-	"p3SG6MN8e2OIOYiPvhHkr89bZ5aI1Lqz+Nse9WkuKFToLRQuJgMJwcPMAHIAAJzmbwlyHYQ3GxTqLNWJ",
-	"9iGZpHem3xpLsN+tKydCKUTgi1HmcR31k37xVRRix58OIqBEYP5P5uv0Bms+D33IGWBBEYytwdkiyEUa",
-	"BXGUiZAFc7DyZ9RoqFWd0mzw9qVIWV2/m9vDVDc0+Fiu50Gu4xGWEkEWegASxs9G+tMuwRazOtVKzpNV",
-	"ysJg00xmzUUi8znD/6U/rYVQY+7p22AyKIA4lmRuBEwvV5Kyuv8fGxGk8cbnzP8PeBj9Wz2L/glnF/6l",
-	"3h9vqIH/P3DZsIf/x2QsQ4JGKDr5dYWtmzVa7DJaCPYBamqUa/b8/OU5lFtmrO6/vfzeLzXlq7l4Gmyw",
-	"NjYLbiAgBIyCVBRa2lozqCWAPZbDJGUYD4L5MsFkmeTYfKB8SzXXbYd5oC6+RVpB+tLGiHpJ8eGAW6ju",
-	"BcZNTc2aLZWea84SoFlQK0CjIGQjNM4IeheDTJHyQmVeFAXVbUHLGYhWp930hiPmeKO2U3yX0x45Dvv+",
-	"2cUlH0ukhW+clUY5D5ZLITOWr7HGA0PFQRw3ocZzd3zgp+Dwio06lnUU8E7T6+pRwGuZ44zazm+QbzOT",
-	"j/ZceZb9b31Wx42iJhUqpJNZLiQHUBp1oL990sVpZ9/6DTZL4jhZZ0zEwVKdMvgmNVciCKHeNMoBnAY9",
-	"73S+yecLls/TZHU9h1LXsczTQGaR2nvZSF1u5g23qJ54HG6cTIMY37JAlhBwi6dznVTMsIBWGaYCC9gR",
-	"NX2JVSbq21p6+/ssXUmAxykN36BbWlY0mDHKva9rdl48mg3OUnEdpCFY7/Q2dU5abI+x/kRZEjblgPpe",
-	"ROZBGQXH55UF34NislSY3XZYpgOa4FnoMm1IxFiyq6hxh1uSG5GGK6Fr40GaTcQU6qZJCO9AegFRfLKW",
-	"DbVBFlGWiXBEx0D9GQ+2rksCoTqWqZgKmdPV9nhgcXmRxTVoYnBG4dV0Ux5N3+2rwtFy/16lOGIXThSj",
-	"yrPoRlCBe8ZNfRLZdlbRDZmtJEq7C9tq/PHZpWUP5ulK2EZbNzvC6lomcQz6X0lzwPcuVw3lTJlwDOQP",
-	"idcXiVSyIk/YD2kUBht7tBOYodqf4xoacuPaiI1rIDTHtY8PY4UfMENPMjE/nmxifqq6I7jDXoCDESqz",
-	"L0//gH3BKS08vlZEP9aiG5YKJd4A96GQS3ewzMtV0WWtcWyTdalukOClMOhsKRSyORCwgk2EkIW8D9lG",
-	"5C12XtTHFNEkiuuvg2xft3RJMN8rLPxXnjkdC/9Szt4XFgs2JFIPclwOdDpv7Vudj7LYHN7b9nNlnuPv",
-	"saO/7uRPmNW43za+W0pDL/jx5FLmMEQSMUTBlQ6AwJYtRHotGPYq1t/88D3rtwc9cKXRNaTSrggJZ7j+",
-	"O1JLbfFGFV4TJVjpGQcooiwcDhaQxa1TDNAAofztIpTE3l5+z5mPxrbPXr9SLq5MmE/Wqq9ezMRimW+Y",
-	"D2mOEkDVWPpkitPfTZrHJtdCl8RHE95vtHRQCxK2qzT2tQbVjx3RpxXFpR3PaxWDwjuJ0ipIBU56SLMz",
-	"2dA/6oEOdJUnLMqUW7VIbkTYODP9qgQhW1yWCmjijsBhjoXhmFVTG2UYzEBYy8xMNTwbytzevvkFMFeg",
-	"iTXFhJeaQEzS47B0V3lp5nyLp9yndFMg2Uq+k8lajiVtI3tiLgSyLvq24IQ5acJGBNBd/6z8O/wN8/RB",
-	"SNYJBCSDDfjN5+CXBronuohFJqkVi+SUVsF4Pj1PHbSVBvSqCK6Qcy/Fmiw+cGjREZbJ2ooqYFI+kNN5",
-	"kgrwcfdEE1pjSRtsxJSr4qOXWWHKmcsgteATmHUGLSzifTDN4w1EaCy8znLUAe6nPfhEw/+GyU6wQfOo",
-	"lWOnmaGbMjjEECqh0GyUMlKELbYbuRjLndAFBDogPpRIgcjgWLqNVQ9wTZRh9YMyx6IbQTMJtmxMkRp1",
-	"E4bq1J8oFAAVnpJFxXLRFjCxQAoVEeobeM60X8thbNhe1gP0QgYU4yLKSfVIqKox7fTqmXjydnvziUHX",
-	"jtGUpprii9DKBBJGN/ur425b8Rh6w5I6fAtQzGHLeHlbUZvT1iYawW5Tj9WOApbeQMcRAa8vAiJVWLAA",
-	"aNzxlJGqgAncgoHW3fP5rgG2DjLO/CIj5ZtOgH3kd/cN9BAVWlUWrv3Rjsi4TlY72draJj3jtUOirILR",
-	"htZyixcuSqHTYTBqO+ylWLN/Jem7UmC1IgjVdtjACttYgZjzhUijafDkpVhfqSfBONUkxEEuthvR1GZ/",
-	"++YX2ANK7mOJFwl+0j4HdCYo9KODTpyNazcizaJEqr97H8vxpn82fxHXwXRDlHQmnar+67SAUvPGu0tM",
-	"6dNy2h0Zkzs6e761A76U9LnbLlANH0P6fOe47ENLRFzl7p1S6A/t1in5SsjifzsP7/9gYFETI366cCIk",
-	"oQ6WvkFsxKcqU9vsMAavKey1DNtcp4kpmY/guTPou8kocRZSZriJmeEm3JMiOn4g2URg1b4IG1iRKZW7",
-	"12LnlIEpNn2RQsPsWZRrn3FGKjSaGdYXZaHvGBkvxXsT4LlUz7gNkvcnU6dsh1MTGMre+is1h9V1Y65d",
-	"N+beWjf2cFVZkEbdqmMilfIPyFArkZZP91U6feQVj+jc+ojObY/o3vqIrv2IEzBqoxQW+BAGxlY0EFG7",
-	"vgh02i8savY6FTeRWJN79j63MuB/WQitWkqCxDmd42g7OFfNcpQny7KXNNpJ1CjPciNyOzsTpILcNcK7",
-	"kYnGtcDSHOWJjiV2HGLQm0Rgi70mdy/YEaVbPlwF+pe64UFi4Q9t9345VaPouJRrAh5tieijsG+3tulX",
-	"OfywcljN7qc1M+9KYniUBH0jsFC+Qp5BCVdFiq+wXjHKawtbqjvSFIVjuQ4y/WANKglZkLpMqB/cZijc",
-	"qmqkuCDdf6t8RVa+v0eyUZvcX4/tJwKq0ASOD3lukavr6DITYlGcJsm7SLTYr9jxg6Wy+kfT7L1YZTkA",
-	"LGzgTPr/bH5/8eaHJjDC+RZWrwZKy6JcaNLALLqW6oCLFCgYV/mZgc+Fjk3CLwutwelBITlRyJLZWG6P",
-	"LTItP4ZQh9V9+rWFzJBXkMsChF0LKClXo4Yab0kVmGOpGdMA1BeSP/g2Y4VpxLS6LjsPJJSiViA+XETX",
-	"8tWqAj69U2FDIoMlzErx5VafZ+tuR+KhqP/KTH9qJWHdcCINUZy1f4u//b6vsOPXeVKxBQsyT276ONUm",
-	"w+Wimg9rilIhxVqEWJBO204tyFjWsSp2GWQ5y9civhFUlI6qQy91JBst9lKIEDmFSlt6hBglUUbwKthj",
-	"N5axCFKZQXKn47hmH2/tzeoyFDqf91YMBmLgVsWAb3ylry91/x9zp2HPPFqv0DfuC3bizxzWtryMd2//",
-	"fziSSxre9zCwXZ5LSAaCrZHvUiTuPQF7+Jvfa3uiQCsq+BuhwQMkW7hQMg7kVb0MOT0r0+LqcYwwQodp",
-	"ekSDDyT7Kc+Xr2S84ewiWIiLKBffXeRpNM31KliI5fQgn9Uv1OSIApceNME0WIixBHj0y18uRnQipRTA",
-	"+Ie0FEDiomR7wJZp8n7DkGcLuokKfsjLN28vLp89vXr95tU/nz+78Bn6HtQc8s/mD9jbIcLm6zTJE78B",
-	"La5kqaGswJnBs4dyAE46N8JhsrGK+PWHIV45SoaxrBYNlPs1BKPQH4tBzaL0HeUM8F6SKiLFhRnWLVJj",
-	"W7xjFlDJ0UAy/5w2NJx5Xyfrooypna7eP9X1HoT9PZZ12iHFhsAmr0KG0juDXOPvAz4IylZLnVuC+Jts",
-	"LP1pls6uYF6h+0sNryQZaXSwxFGu8d7aDG5swo3NRZRBa4dvo8Ml6VhqZF+126EdDYlOkaL8DG1s4Pex",
-	"WESfvnj+8ury1c/PXvp4D7WrFVhXKHPH8ocgioVFuQphWxtcik3jCEpWwjAVWYad3pHE/aPxY2HxLgxt",
-	"K6JYlM2MYjnhed9k5ok7BkgkdS1NlqiHjaVmqIZwD/VZG/RQ6HHafsxVJK9m8G0+Let6vhkxf50mhsbW",
-	"58AJDVONpTI0136DovxmIxTISJXUzNG1fC7v1ZZRKBmTRS4BfwaTaShm1/Poj3fxQibLq3+nWb66Wb/f",
-	"fPDanW6vv33BSalfGP8nRZL/MhXwhRYN24ZmJvItnNALkTe1Fvxzvx7X0q6UGdnuQ/+KGPqwTuQh0xxs",
-	"haMsc+0zor5rEhX2abCF2zzaRgHp/l0q1tY2EzFzh6uU0DyTPMhJ7QCVMSMimBI+AohJKpSK8sINiIyI",
-	"y66C3G+x/1GyJiNa/i0g+LFE/W6I+wFjpxq+Ar/qgmbk06IobFE700zpyPI++uaDsGRud/thVIuxDUdm",
-	"yje24ciy7Mpbb5I/ZvEfSRL045PwAuzZO5SqC6Z5dKMxi/9PAtdvHx8EzbQjQVuHc188CH/eBgHeuvsJ",
-	"YqpDHLfSI3kBZYIBZKL0iS0PkR8Gpf+BLFIfzrJPh3ks67os3Pc6c58XdExubzD3z5jvZL42BnUzaYOM",
-	"PA1SoKE983Uylj79tamGF+SrVPiawZqbglEc8jeZRvnBcrh8zm5EGs02Z2jwK/8iKzpfpViPgbsEjH8b",
-	"paB403/9eglKE7WpsQSLd5YgjrHBPgL/AOi4/HdRqG3oFsP6NLZJVilLxVREN9CxlWw/0pTWCmZLShxn",
-	"to7y6ZylIpjORTaW5anb5omqA+4qcUr9ofyAognZiGQAY7xOMBqGXxrobuUGhvt0HTHU7eovZzMcc0J2",
-	"uiTAIifzW+wNPFyJfhTJRhGUhD+2mutNMrOEhN6OFaF32Nsl2XOfclOLV792N8mHA7KM0Hsj5x+jPmDc",
-	"V+ooHSXky2qFa3lzhdNdG9XW80xMr5bnF27o/OK9W+Sd9eDdZPPq39f/89+vzzevXnx48Ww+33g/Oa8W",
-	"YXdy2fnujtN1C+59cRAOwd+Dr/EV8P5LKZHDI4Kl8SSqyurmQTXharnXtv0JKvAhm5DlQRyjAIzBogVT",
-	"FwUPWy1Z3YpLXDz/8eXb135jxPxkNvM58yN5E+WAu4IhiNUSeV2Ang1/ZNMktNApiuCNctiTpZDqbrlR",
-	"InoRbBoo343dTjZ3M5JEuo9InmOZJywU0yiEWJ3uJkpmM+ij0WNBoLGXiR1U2hurxim7r/G7SEIsf7uh",
-	"Ps/jZcNq+VzOkr2BZPom9YK75iY/iRv2q55/2jnAloi7Z2s/r5YHwsPaGNO8QpSK0/ulgG1H7Hh7Xz59",
-	"9sP5218ur17/cv7Sbxgkv9kqjpvBVIkBdv76OYAxU29f9fGrtPYwrAxthz5qJIxQWGAoC7XHxrK8yTDk",
-	"AG1oCzQ5sGmx7tslPiO20yeGSESQm9w5e9+pc4dhcY1bRGaj3h4UnOwwH2e8GUYgBEMf851jqQ+tOb5X",
-	"6oT6ZpTQALfKkDZSRy/hEBsQXpyH5/icUSm1aYfiIwqT4muaOiZlY9vrqgNquQM4XwrpNTjDoGGq2dG4",
-	"epz5gCZFMYsPaULTIwgW+oMOCGI6NMRTlCm5Bi+nrTZP1uA9LwK5wbRoc7XMGJhoswT7mnA9QF5tTxwV",
-	"TUhgfMI8Xsaia5mkIiwiq+qJyg3XJLNLkW7HZuuBZM9f3/TMHyaYen7S65yxiZgD4+Z2emEsD+QXOKVU",
-	"8HGUxi6SDD8kqY/2OlYtq4/F7US3KDl7Dceba6bbII4RPGxkoWexrs5DwHfpF6pnuo5jflNGeRyP5a5S",
-	"uXr97M3V+dOnb55dqFFX//7Tq7dv/AYhKq9FHDdnSbrQ4e/VkrgVeBFwVgtU8OmdYX6Uuk+RlLTga4Ht",
-	"6g3NwaGF8qlfz38j8nTThFZNdZag4KZgHdaZ/4kgvRSy+hsRwtYGN0UdwgYzm+ta5KwLu5let5KGV8Ef",
-	"4SHUW0V/Hm000HK0tS5LQfpUTBPl3SGzMd2lBBfu9BZZ1NRQSX+kqP1q6ZPgnOZJasblGyC7ncB/JJkf",
-	"ijyI4hb+5leH1t8u7xVaJ1Va6vnCyo2SiWE3cFnHE8Lvkby58m7e99/9u7P4kLflZN7bpNPu+o9wOetc",
-	"B/04E14F4rs67eX3voLskPp7yXSy311+yIkGwOMlItvjKbU/BJ33P3lPf3ub/df1RfzLP/41PH83W3Wf",
-	"/DrL3v8j6Kx+fJlEsvcsSp99V7NTAdXO3aAUzhOzmYCY2VUlDYhbpgHp2iwgZeKOXX4QbFvYQxCCv1hg",
-	"y+bqcnlquRb3VkIB8xEfy1sN6mkRh12X2963wPbUfXeLN0q0BZr+Am10kpomTjUXZQdVCUWd5odkYMnW",
-	"ejxea/vAMVqmySQWi3/sl0tNrIsuN6SCqWEnp5UYNuQP2KtuywyUorVRjZyywm+aB9mBZ5wpf6hMLWmV",
-	"BkFnT5YH0Ktru4W8htD9tVHHafNaHuVKQtSeW+/VDfWEHkcZrlUqR8YHHdHkjOyJOGHnvcbbKyF2y84j",
-	"8Nwa42odoBoEEA+uy0aUPYewHoUiViNqWcWSpy1y1cJY3rLpy49Fvus1VxnuDVwuiOSUl4sFU91vdfuK",
-	"dYoVu9A+d5IzIcHMv22xtryC2kMs10XZPqGRoAe3PW31Hb+kgUvkdu+5RHruyfsDZwu7wW2Ha8ffOmbO",
-	"3W4x529ltlouk1QZZgsRRgGD+b5l2lfFXU24qwmXP8TsX2o3k6Y/q0IoAc+y9UDxs3sskg5ydwtLWDsH",
-	"QIaUaCRTKKVCQ/OMuvUjyfqew7JjVswbFit2mSTY/qhfeeQZIfP7YRZpeww6IhYZexpEGfxVuVj0R5Fx",
-	"YCuON8XJ0Y5JY0uHWg5KdcgPB0CpijwBfA6TCkk3Jk/Rqm0bnyUYft3s6VQ0e378pMl+SwVWhZZ08DMP",
-	"DuT1f50TIIpJ6pvUfRiFgDVbcND460iGydpnJqMHyBJQb6e3stfBUtsGwE6M1UemG3CDEY2VsyQOLfIN",
-	"wmgtCmnJvDNuKkqwDyJNslHxK3AXAeMNwspwOBURKcUQkGk0KVEMEI/6Tug3Uf7osuvAJcvhEAqkFlEc",
-	"R7QfOBSc67bkIl5rEKSlfiBC666EztkZTBn8RYkfiuLCFOJ0RBk+nFDFI8mWaXKNp7tA7YWzYKB5gCcR",
-	"wxFWjk23ZMNHZvlYWjO0gQp3tLziRF4DZctyKYK0xc7jLNlmbCr2AGH9FPxNDEXJWGI9hxoM2mB5UmY+",
-	"Qt/EZ3XX4Y7jAPwYVuGJf6+CWM8SRhsWIpCQ6QOQcmogUANqsYs8yKMsj6Y4DKiwBA6VdcLCYAOI0RaS",
-	"u3EZ4FOQ+6cqqg1n4Yj+8FmQAg4K4atpYHX1dIDkMtu27rtznzN/6Cx8ZdHo1LbXmfv7msnxFFV3k6ML",
-	"Y3QF/ueDM3vQ6OHjLX/KUx6VOjvI7qjPVm3kuoM+r6ktJkWWXS27ztVC3dDy7L8Oh/DXXmuALlukbvVc",
-	"0ENpBY/dwDSRF2MwA3BKA3Aq3o6+4c7rC5cxojv3vH5Y8fpet1s9APihYgLcihF0Wu1bB1CkY6HEfOcE",
-	"Gd8b+TQnmyutzP+s6dbh2qjd16N13a0Vw7u1MFH7ZkSj2sB/DLnpI1KXdz3nI9c7c1RrL07g4wyyd3iw",
-	"9uVqzFl+9MwgX2wy9Sku/caabK1b2WRD/7KJuiDAcwRPF1kRFkNspR2BqOsEOggUHAvB2RzbpEKmbP1G",
-	"Nb046pq1MtPzROe5tjjDI6ISBxXqOgWwe1Hijq/+JmPTKJ2ulCWXiuCdSE3A1rwwWUtNhZJAMuMZEBRa",
-	"aPnwzoLxQN1A3w/q1uQe4iQI2SSI1XlMt2Lnpa9QejMU3yDF8vnr500IDUkd0sCKo3M9fVHGsnmQYvNC",
-	"iek4w/AcDhyhBugzx7IOerjARVTmu7gKcr+hh6OniLMsklPou8PgfFZ0eGwty3XC2WSVQ5bpagaQL+oF",
-	"BGWn/lmQM0IUfRZE8SoVmU9aH0z6omAUpl19fHXp5SXtsgerubSUW4fX9OBA+pkPIu2yj3FVSerOqO3+",
-	"pqEA9MRWNtrDZTC9lfrO+43cMoFMsdg1lMKRMp35WxTMo06nXeM1mvPayCmrrLZS2sWXOaUv827/su5w",
-	"/5Bdb9Tp2EOexgmFwLYHbcEJ7A74d16TmH3A4HDoNnuzrmj2w860OZy0g6Y3dAdOf9YT3bBziupRozhU",
-	"ZWrtZzrAEy2m/g+VnJYopGkmTEBKYrro7poBUgV79MIv0M2yK1m2ORiBhRZKWnJi1QHwTI0QixgA6gJO",
-	"PDBGmYylKcEEUM9ZFOfgOylxRN4I/Fvz7xEk75HEfJhUBMWDJIsBNovad5rco343uURKPtpMWJz5xJ5J",
-	"/4W0vByxiDnzo1Aslkku5HRz9U4A5VMcTEQMvT3qY5VPcpVAsZFJGUEKlj5RE1FDFEPJ4MUkkmKkiWGi",
-	"jDLlYwkSH0iAgYFH91TpuHFr5wURueRZdCOq3ybe089YHzpVO3O6girvlKATwGFTQ9AjArakMxbgFajK",
-	"ZYK/EZJYJFl9510yycdSWd4pMuNsjbZRgikGXi9aEiaDNNWYYzCSHAFsNUHxc8mU8I2mqzhIt/iI/z+8",
-	"6Dtlc/twd0ag1EE4lrHI1erbLMtEeKR2j44XYB8XOLPXSQJY0bNIBrEppGbZCumXO47DkpR1nA6H3jlj",
-	"AQVxnKwBSrd4ZCSvGy21XbL8yrgToUYLhj8LJRl8lgUbtp5vOHzbWN5CtkwFEPhXjKkcYlImFR/AlMAk",
-	"jCVE0bAiGn11LHNWO2oWvbdS9zhnNsEquwe/ajE4fyzL5KrwJs2rqqtZSk+1JNJBWlWoPhpLk8GAci9R",
-	"wCBMkpUMIQoCz7L5V9mt9KszoYxJ+A4IjsiSQLuNnJUzNYXXc6iqx883n4KscJo3r8XOxxJZS9XbzZmi",
-	"l6H5mGJkVCa5RUqtZAvYsvr7aNnKI4uyfeaeUh0PSxL7Ckr5sTCSFByd7D3RGPKrT/V2V1kVCewr3Uhg",
-	"g9KAXokyC0tlz0gKVVEazixJF2C7rVZRWBEO2j8KnAf9/l3m5gLLgljgC2J3w/bO5kHY2DfkQp096IgN",
-	"nzgqarUB1VC4qW6NcsIVp3bZRDlt+b5RapbqI1dYXf0ywKqXA9tLk4oFuXq9bi8jHi9kYGi328O9c1fS",
-	"WNXTFwa5AGzN4+ewNDTT2HH6qPDWhx0WSr+3b34hdmTtvoOL+D5ndd92gWyAMq1syRtW1kEmJBY+IxNS",
-	"gtSaGJ1Vryh2U0axBY2xHxEdaaKuy3TbdS4AcoSC9WAWjWWU4V2cTYOM2O7ieN/crdJ4H0Wz53QGUJpi",
-	"OJtPPRVmUYtJs8xFgo8oTvPeBd6yMfcOuNu943hxBwYpptBgoGDEcrZOozwXkvnvxGYE5R4+q6OF+10u",
-	"gsVoGWwW6iz6jTPLzFe6iaQ/6PlFkmq0f5wZC8wgiGOy4xesDkAHwYZ+AoWcARaQmiwsjBhLpROVLh35",
-	"JpdCvBHKKFzGwJOhg0gwaHgm3iY3iJcf4CcWvyuDfUTGFy8w8kemxHc932BmZZrIEJgzAe6BFZ9KRUPJ",
-	"WrI0wJpypZUhqzZNFougmQl1NTLWZ3kL57VsEBGDCrbGYKlo8UJN/AlWGYD3JrOx9H9Rn5L5rN7xPJy1",
-	"dZSJBieYgmKTEY8p/FfbKx4MutaEY/63Vlpb5VqK98sY4gHU5lrF1K4GUdqcUS4W2dYubbvD0i71dnYp",
-	"lIg9x1vbxc9BmgYQt83yDSRalHCrHTiC2vui/Q3LiHAlxpFG7s1MCGZ8Nb8xMqoV0f8hLWglLpXuCCN9",
-	"rIPiPUqG4SIqBbPKlVm8V2gXruH99HA1xb5lTj0uev3R0fT650h+pE8FnnBy8L+HOzHRmAAN/xkLE+TV",
-	"W0Ux1tyHWB29eJwM/Vack+/tFHQGmPRque7AtAEScqrXHDqh2+yLTqc5CFyv2Zt0p52wLbyZ68C1Za1h",
-	"sm/ar6yNasaxQ99bhNB58TLJGcLu0eWWd0oFXBVlnVUYrHSJhcN6f+TVXTDYMkCtzrphmm0XkXUf7qp+",
-	"RsvDyHEZe3UrwvtE11w8AajqbCspuXdJnUunr5a07bQcp7O9pO2m6wWTZn8aiuZg5rhNhFYZDIPJNDxu",
-	"Sa2/lFbN0xXAj2bVyhC+tid1NDiwtdQ6jXrsehdvbzmudzrW7u80VyRERrUXf5xvXkbO+xcXzubFD/+9",
-	"fvkhcV9dJh9efN9Zv3j6Jpg9PX//6tcf5q9+/NeH0zK1+4Ll5yhXtbQvx2cffd72EQA6UCzj5DD6Xmxx",
-	"XXAPBsRPl5evjW2ALoru2ovIwwly5hMZGhTP+aGAiJxF9qD81IxlSSKBaGyZZFk0iQngTVInUIRhMnlG",
-	"4VoRpHEk0pZ5Olq1+umpYItVvgrieFNEgLHRSyAhl/+8kDTNn8XG4JvlCXBTUelWEagA2LQsmAmbxo1a",
-	"ZshOwvZFFItZ4SPVPccFXn7yHsqpAV17b/4AhaKpyFepzIq/YtQSbkWZwDzHMTfS2IuPyptvIPZpMXUh",
-	"Nxxkr8E/qBgRcd4VTZhhBI1MMsdRYeei57XYz2KDtgnsnlDnLnS7HjQT5FTsJa1qKqtr7PnTZy9ev7p8",
-	"9vL7f139+vzl01e/+qzudeYNE7YQOiSqae2IgQ2itkV1lWbVhQ8o7F2wwnZW2bgy2MP5//4fe41xHUph",
-	"UxCq6O/EdIiNjYckjXXtuauToGvV1glnIs6EmqQGL7WRR+UIkgbEMLGtnXI3jIX5r99S5Fj9d/bkT2Xa",
-	"fVQmvDnBLMuTlI4kfP5SpGOpH8zB/YRYt2B5GsgsmGKZt+2WQqxKCkOwiHkKj8BElStK0+SPCDEkoh41",
-	"K/oRIV2d4W+BIX+TWd8IpBfo8encTwBcGJEM6CncIt/TN36TKc9DvRlSXdoD1Wpa11lmfKfQok7/wM0K",
-	"Hg9kGhtjqWsyGaZIODFbY6tMkQWzkmMoY/SgrtRK+GcwGr3IQZwl+hn4CVT8a8O2XOKOgocVf6X5bT4P",
-	"/RbDyhWM1iPDJW0PEjhjWdcspdxmJ9WkpEYqFiKXM4uclNhCdSoPbjXuIR9LXTJxVfyR+bB6kbzWWcBZ",
-	"nKzh340SDaFe3FaRp9IbnzIfkEElCnAd/4V8jAWkodMuWNQ52ZDUO9tOfhXL852V/FogiCI0C2PlpTrQ",
-	"TVBR27sStwYkdU3FiR5VhEW9owIDUnnGSt5gGEmHoyHpN5bMwmO3pAIWrhr+y1BpoiY7t6Yc1mlnziHJ",
-	"keDim2n9JtOON3rx5O/bcXJ8vNxaMVNxQxIGykixuQVP3sj+dFNtA1U/gHGGgagN4kUyiz1TDcOc8UJ4",
-	"J9iUHMktAcCtaxD7kbS5tvICGaoXBNKO/ANQpFhmOrFIeSMMf1CtcYq4bBodOzNCphzZEEFIK4CrV8xK",
-	"0TI0D26EAYzVGSSzZbidytX1YXhQSXLACwpBR6XSNupnmeK21OToQ25OZ0bUp5txzTQBL86QHsSQVC4o",
-	"Ak0GoHe8bj2Bnwko1t4vWLSVRR804RUUN5hIS3FQFsEG24feT4WANWp7kHqs0zSg/GnAm3d17zpJ1UGg",
-	"XUd77haziEiCtT5ySDuw4kqaJ14iY2f1A7aQhj4tzdaZbe6oF5RsO9qrlgV0SX+ZiDiR1wYey4wGcpKJ",
-	"JcvqkGlQTzbdDAbrNkqpoE9tV0C12pk9GrQRpd8ALCzIrkC57ZBeVU/PInkdk9T5BmWEGiesnZovYyao",
-	"x0EcEB+5mw7FllPloJ2cD7VG/7PY1DCqdNf28iDf6t7MWUCdhJTwqeAFBVEzro1YZ5v/8wj+nqoIjA1W",
-	"dZsnDS9vaj9deWZaqGflT7lMCt1OYr36cyJ5k0RToT7I9Zw+cBnRIw+OZDpX9k4zTKR68LaKOeZWrA05",
-	"4qPx+hq68XGw2Vo0ItCGnwwATInktUgu7KN6XUSSVhVmgF5TazuLEkfS28va3ohOdyeggzeXIzrYOl6m",
-	"8b19BvQAkQoXErxbq812rX7yOG7dxZyNa8r9IVKrZRCFyGl12tamYdV0VO/jSZGaT4pgbPyjW4GIyVjW",
-	"USZqGLjlJqiSMFef9t2vUvPKqjAVqTAETtfWzI4CAXW1qxZ3vP+iWKtAVKe5aegkDz6aQrBl3adDKtTt",
-	"BUbtrrccKSdCGzZQtF2m41c2jrFB7OtAsTSUQxyF4jaPvsVeEnu3FGtsPtMrsNUaWaGud+NP51gy5IMa",
-	"P2OLAAyKokotpTupSXNnLQ63TQq5WkCYLF2J2u+8EjT6JEyPL3pX6+K38qqdkfFmHGTbXTJtDZAAD0LE",
-	"ZgLXxfgmjzxqez9W4DtgVBCsVrNCXdzmn+zBpzBRAgyWEJEAeCfZyCgbyKagLQc/WSVJC5FlwbXa+ggU",
-	"KxMaiI6F4mDOSPyAoFEybitUpTXM7zvN4DouXfSCeyWMCxgwfcRtneBwMUL8PAyyxaU1gVFWArGaKBFI",
-	"w0Pik9mMul9wegk+zNCK4CQrd24sdSRx32oqqb3jaLJgkWCkYdEgcotsLCtcqyArAYJo+6ocwG09gsTE",
-	"haEW137QaQmKMr0Y1tNOgnw63w8iXWQtQBRFuViAi1UuGfax9pXrWGkY5MEkUEolWSm5lkbLFoOiDVhl",
-	"2nfKDTbOpFr0UChXXsg8Jj1etF9p95XiNhkgJULhoFjAa/W2ozCJgB4wyoD4f45hBpT112q1PmLM6M8x",
-	"HmT1VzoRH/0WO5f4lUWhkY6Z7pbzb/cqZGIRSGxyzvYE0SndAMYruZuQHqkHJUtoLLX6hcEUOY0gJ80C",
-	"EfZ0yztvsVe6hdrESCg80oTb/r1K8oBjfBUKcHSMxERIlM+ij0DHG+qpgRmFUOAzsxGijM1FbDIYuuRo",
-	"Z3cgPdTO9LG6q271ul2m/J9gqtzfxhjkHQoGMuBwzqDZTr1XfRMNSqNxZ0aIZFvzikXZdezIAEaVPN20",
-	"bL/Gb7VajYKhzNcC12dajmDQCT657m8dnf9H/9EGVjo5lnCZTTdJYC3J5A8xJXqdAHoB6CM4Qb2BaESO",
-	"pY7n6V/PTB4PYy7qyFCRmlTTA7iiatzvxKbFLtcJLetOSGhUDvVhdRruH/KirT03Y1GIYJ8xZWVwUPYa",
-	"Nt+JTTMViEpZfEtGmQnat8hubFiOSmY+t2SstjJ17wAsHqwmloCaeJ0SBDrWbAPDlKaZw2jriTSRRdiI",
-	"DbhV6ROUWhEyjEbymlNhXZICtIIuznO54zi4Nzpue+vFGMrLTCAvSTmLZmMJBVcpJ04AtRWb8DVQTdU4",
-	"KyTpNxlF/bCRB+EQwe4ob+LCE4gydTxAXOZzIZGWiuZ6fTDnhsWIdrxP7pxTDGaSdFWvUjKS7jGykxvS",
-	"rlvM1eJIFfATRtRbKVM7sUZiMwVJjqEdOGUtdo7/gARz0b2BqBRFQVsQx1r2a8MawseQftgqiS/GZwKD",
-	"OD67BrLcHKLhQseyDp8K22AnJtywQ9CFOLDaQ+hEQzMJCNyskLgepJBkM1nlzTxJmrCbrAOGJxgP+UQA",
-	"5BxUzk8T8CpTEZISqIiNc2VMlSYm2+0UAKhUyMzBwUtSHOGhGGf2n2BF3AOhn7oO//dAGFJHrNzuoqra",
-	"CS9vdjwTOzw51sir394+4e3te729/BK8f5Yvt+5G5+BJp3MKjwus0KcKQZVqF1MTgsAggVpaDEVboCB7",
-	"V3lvseNw1IaCrA4WZJWLHTvTtmj2J57bHIZd0WzPnKkX9CcD0XGP3SvH1Mnh3+9QKLf1JZ2u9SWfrOix",
-	"9BZTDVeER06qfixN/skx/D+P3wXt23aBN3K9ltN1tndBp9kNe6LZnw2c5jBwJ01v2g47ojvrOX332DP7",
-	"WXdB3/qST7cL7LfcexfYk3+HXUAze0LMBXtwKiIu+EMRb7EA3oNJlsSrXDA1NqXAYIzs7Ztf9kZUysa8",
-	"9ykCLCfLapTGVXGWV8c4wX/vcOGXCOpj4jcItAbORZHRptiJMvjvH9ZBTKn9cZ3v4feM22/llGEzGAfE",
-	"NqBBpny09kvVdoww3hB0QHk5YNgTVq1pIIJWtqJJGWjG0PpotNhlqcjHgrgC2zOSWPcH4UExy6HSVRfT",
-	"KJcb/UKDfbcWKRDVA6RWGSpgEWyUhNj7fWengySMpYWSQF5VqcrKN99nDYsF0MudQcGgBsjgVKhEP2BT",
-	"WJTniDVLQSgqJYKbwDOgZ1JtLxb2rJb2LI5MeitnQZ4soilVKlLFp+lDBMz/KGfpSmK9CvW/E96wmVP2",
-	"BgJV2gUkEmnYT4DiB96smOUVHgNcpdvE717VQC7MFmq+9Wp1vDIhwf+16jSsKlU7AWB1PRtrott0lA3R",
-	"n3phcyDas2bH6bo9r98edIbdGtrPGnvNHsWzoqaTAHPUS+FabqYaMgGLJJXqdmsg5RbisvK1WSXLPb3l",
-	"UguvotnFDPWjlR+rGrcectHuTpFKfY812Ds0ZZyQZcCt8gMAsHwSf8VG3TtxVG9A9VYpZoNDq1HQbFn0",
-	"FSzvE+lVXBW7nHqhNUhAGD7316jo1u7XqJh536NREWDmSPXJtrXnWNalQfIZ0TMNIEuDV2RkyiAukCwD",
-	"cA+MPVpJaaoeHstwJbACohw5jkK+05eOaguxaiCKtE8N61CAxfkUppurdCURtonqB03pr06CU94nQ4wT",
-	"eqL54AwnDEdr1OFYLkWaJYCQr+ZuFqUL4sVeaa5iWxebeoc76+K9ipWgkCCxAsAwhzXrWJp5qlKt+COp",
-	"VmgtBnA3mFNd7mGFWLUIR5QeKMzfYc0/XD9btLRAtkitFN8dDsLEZLg2WDKj/Lc0SRZslqRlXGhWN6kq",
-	"XUwtWYwUTABNg0cg1KWaMASZ4NOCHPsw8lLRrg+Da2IQXoQV7Dw4Ofe3NsJ000xXW1w53xMcorD3pUam",
-	"CBApEz69VGmAm19Hxg43kYL8qbR0LvVbCaHq01o5y516xEssi4LUUT4XC/stt37T0boWl+8TWQD7F/ac",
-	"helGnVT7q2h7Ei5vEeF09k3ROc3PMQ9xXe/kaTnCBNmWl4SlvkdCfzVOPhUtKp6TLaX9KSwUpfLRLolF",
-	"Lvb6/CX9FGX73eGRksCzVQq5Kq3vqa2nXK+GZN8SQA3R2PUR/9Z6DeaqDCovtJMohWEc/LpvWk18TiYT",
-	"9FbRExtjWZDfFJ601XPXcYYt9tSKHxAsEbJY50KCpLR5AVi96yhx2XPYImOTzVga4kmLRFuZRsQDUBgc",
-	"doNiLALA1jNtjWBEAFY+mqbqDsQ3tAfL8iQ55CTfGzf3YVMupxVLf1kJmk+JP2F3PxiX3LifJ8XfO+7I",
-	"67ec4V3i76dUtx4qauXQJGSd9EeuOpAd6/AdL5McMU3ghiP0xfeJnMXRNH883i9K9TtpEV6N9fvGaqTH",
-	"rierUl7JdyO6sXO8Qn6DQikkuLpXU3+MZZRbUOJFlb1Nn/rm2eWzl5fPX730OesDUYhFy6q73aPcjAT8",
-	"FAlwTMJgq0VQw4WHeWS4XyR6ckjj26mkF7m3DEYrEwgdjihFf0r4ERbtw1F36as/W+37Ienwt5MGf+3h",
-	"/lHkdzrZBovkpNZDtbjPn0KSdKnrgrd4zBME3L0lRwQeqFRGF9hBFT31rG4lTgADz2SEtkNQWFcaQNWX",
-	"hrPAJlJAEdeW6TxYLgWKK3lWHiJmOr7JioFMxDQx7bo0zhbYZAbX2DRAVyeksPaOUOA0lBpAn0OPB31l",
-	"MgOqK07cSDJZn0FPgLprIjaJ7l8S6Q2AudOYgWMCNroSiO1ed1f2RRkLplOxzEWoZPH2ChR0FwWIjOG/",
-	"gkp4DMxs0V5xam2NsezZ3zKUfLZQG6DFXiQ36LzAy6gmLQOQFwAaGUugFtBtvEkcapNY2q4EvAj8CZj2",
-	"3dcpDwGQ8my7HkqETzPs2TF2PXRD0aYh9qptk50TOgIZ9lVBJ/0Eoz0+Q+/uYbNzT1vppZCG9wq0ogQW",
-	"K6svhqrRnMVpcRs9A5+04/GvV3VKHqnNbeTHV0P4C47SZEVzzZ0N6Z1wzJPCidxDqIGxXCJ7MmR/FvyJ",
-	"EkyzIN3mWawk2JhbvIgANVKygxEsAVPTyBZhm91K0i6DLBMhYZ5W4O43Rmg5I1oxGs66YB+4F9SIMqVc",
-	"g1UmClx+Myho1pIJVj5TNooCyfVDGSw+lts/0y8NFoRhZuEZwTOV9oMAULIQujfedLrWO+xnU9a9saM+",
-	"WOivf6V4ByAMVzAHdB3Heu16HmFmDXCMMC8Az0TyjMDq2sHqH/t2o2Eod4gYp8fxpWz3SCPIP3ZW3Y0j",
-	"5awgBNhPkbKXAOBc7/hbaBmroWktutD7odN+haf99PC0MJeaSxOoEgcdXtsPH9t12uxCpDfRVLC3MrgJ",
-	"olgpAbWVCL+DSlUsp/uKwparZZanIliwVelGc9n+4GQu3udPlnEQyTPoM8tE/t0qnzUHNV57ijRYFyvJ",
-	"meexl8kNUxYU07YT+/HFJaJKA8nsXhur5ThWlTUFI7tO2wJ+RQ5Oe7Jcx3HcYr5kUogodabpBLgOYv1j",
-	"EHR3om4Zmttyhu0SLSYQR5YG0u7bD85WU6WeK9bgz3EtgSZKsOCOm/0KQvLDk+62j5t0t93qtJ2dSfcc",
-	"54RKWxJWR4CoWqrVgPRBgBWBvSCZBvhkX+MfD47FauyIHUPpswZFdq07qyboznGWW9quAzuSWgRYyQFB",
-	"5D8q3SmwT0x4ww7TIPrXrott2QYQHLBRW6lHLjO0+4Q1C+3xhl9zGU3fQWh4tWyN5dsMal10BWapUKF+",
-	"gH+rwW4jloLYSp6MJZiRQXEBeRQIkURodQZXkqi10UbW1mpqF85oeD+DFsupo3SaLDcjhD98rmwSmIqV",
-	"xHKlEGIGJT4tg4FZmGM0jGYUmt7vIKMghOGhAOyxaoQbuqduUNTA/7ciYdSfW0SsQjBYzdxg6pGxUIQr",
-	"FMVQC6Z7ENcR1PRMk2sZ0WNoyGcIdwbFVVSbTfMMRVPFTCPaDsNHhWmypNUDs544viIwhqD5WX8JVmQB",
-	"3J2OytmzO0JSoGCTFVszt3FVkjS6jiTgFJvAFc2lhQ1qHP/meW533+f2JrDI5KGVklYxytGnKo6FQHQ7",
-	"+LIos3F2d84VwiTSvkADNwO/xHSkjlhkuXnzIMRIWNtSNMb0j4yLwzqsDvG70mfSi8wXQumc39H1VBXO",
-	"nMUMVxDfUWM2ACTqOUFWEUQS1eHSRIrMYCQiENlkFV6L3KTcZ6nI5kW2xXSaS273DW8QMJqI50td+UAL",
-	"UxrISoaQ7clK0GdWtJiSsTiGogYOxuBb2Vq/ZfHcqlcssJCJKNGwpGx7OEruWRUNagda5Y3No6j6YPlR",
-	"0k90jR8S/ZvVRQBOe3dac4CNE1Nld4RFUzj250+IXo9AM7GiUgep99R7cDtsDAqmCLL6CHupzgOVPK4D",
-	"jW1dpPQ0uHaAHcxhGqwhsbZcpcskQ8Bvzc3DJvaRM3UbGFZFLikf+8J8AnbI55rHERErtLCOJFRKxsHG",
-	"CkJTJaapJchHhew3u49UCzpkNrrpWBK8qeaStso7NoLKJ2E6v/32WUiUU/jY1rffMhv5pkAOCTDCgL3d",
-	"cmO68TmrgiAeS4NBXAEtXOJjLoBuKYiCMAeoHGBUU1EST8lajiWFviPaR7QSdTOC8p3Y/g3Fn/64Nq6p",
-	"nxeU/tGvb/ACzAUacyzFdFbsxiIZEYXcjnqE27XFSnWVqHmKvWO6ijQcJEKnymChjxJMQqPF0AIhTtSS",
-	"JaHGDw72OgBwZE3ruMQ+sxZ7i5BS1H6IsEHU8wdxcQNfi536UF4LR80gxwL7pDqLuPhcYxMx/8+PPi9l",
-	"lorDQIl1Oq47xkmpphfMjihnEsAnoEI2ksfA4uZWUS+3hfKhslpWfGKBjnug1PZ+GY+sGW2hfF4gjZsu",
-	"Z6aJstIUyl8QYZRjImD3Rg1OQ1vgG4zXB2GYopNr0h0n+bD/bF4kqxR6SI23oVyLck0O1OGUiO9uvCen",
-	"o0fqkk+TTfn4cIVhbnVhmHuwMOxvRDy0FVhwvVHHaXW77iftyd4tB7tLP/b2cE/lJHrYejDL08SzikJv",
-	"n7spk/XfNF92JJDhg4DtaQWxx6bjWxZdqRrrDLPvFF7QHDAUXyDsf83ZXTSoqLdWWGlkZmhq3kdTdk3E",
-	"1Ug9YPmr90rvAUbjwYxemYoks/NvFhB+JAlWHOKI9ckmp3+P2Gq5FCmSlJLVpnywdCzVnxpV6b9RdWLo",
-	"2BTQWG6lMC7vmgPC2blT9odm6xEyE/KjUz+vIKXzOPM2lQrd9S7dTqGSypNR4zWzYeERW0pmqoMZrd36",
-	"Y8JdRxhTzVar/7ZHrZUGo9amcshOWYtugWPAaQK474wjLBnE6DLKPIEfbFGlQo6t/JE02EkUx9ihXf5q",
-	"+ntrT8k18v1pEvB5tFxWPUT/cOApxbTRX/bz1bk9rNX/7RRMKDiqR+Q+4FRuiauvDUOfln5OS1GjpfAP",
-	"+9QU/EoJjpKaItarQ31BT+HvmcXJYzfVRHkBiE7h0BJeR4nbXV1scDriRIpRgdVRaGCMSUIwDHWiJn7Z",
-	"IhSDaKPacTZjDAbIAgOrTIV6cF1ksbhDvGZHQ+G3XlJv5D1L0OhU3lp/Bm/7eNqx3GfxGcY2ddHXZOOD",
-	"njzcHFbv7EmH73AzxWXpcEV5VmJEygw9FDpGVc0IX+6e/bpXP1ljwF026h3T4Orml8ocgbT1qgpUyqbv",
-	"VJdD8NMElUubniGHoLkdw80FkATwJ2KVIjKsG74OTyMAR1YWZloU5BNHnVYIgDHtOo6FMQ1x+HO/6f+m",
-	"POTAb/offM7C6Dqicfktn/lXPvObPi+ySZqpFJPZWOcPN52RI4wQT5loZkJmUR7diJYhSivXDqrxlBjR",
-	"ADUCIUGCfCzxIsS2RZ+oDsFZ+I/mdoh2qdy0KG8QPaRF/Wiwf3dwuhGKWfvtdRs1z1cmKgYLwFj12ds3",
-	"v3Dl/k1TAbDQQZxBK0QaXC+ERtIl0AODZ7YINmOZimA6H7E4SZYQ0gcerjS6gbJ6jMEKjccxA/R9ShgX",
-	"XRGY9bed6us0wGlTNjwYGIsGkkkmsJeCmPnAMMnZSkb/XpXqqWhjWg5AAVwelHYPwGkXbKAFhxvy+gU4",
-	"LVj4ieC+UPCA3obOHeXoTa6jqbUZCIhMmUkIIV8iLjjTNhWZQVgKKCusIMLcyBKqbDjXyQiLVNIiGRGZ",
-	"7fywKB9VECwau0x9XlHcNJbwoxrsrnp6vbLU0x0RgP+2TtxpOvST9kz8Zcq/LKhrdyID+msHT+rnK6jm",
-	"owP/QiKdwtC4p/0OTxfTVao+D4qdl9HPQv3zd2X4oE7aF9K0iKXhOpRT8O8Mq+rCZLoinZkz/0myFDJY",
-	"Rq1NsIh9VveRPx3xseAmIMOVYwmqePTkSZxMg1gp2tHAGTh+o2Vk0hMwzOiT/9xFjG0ms5lRS0USvUAC",
-	"m2yMEdIqIpaacOh9M4yyZRxsXuLfEVdpN3z6Rs1dCvYSWQLc8NmjDN8GF5ymiWTi/VIZA8oSBPoDqLn6",
-	"kEhhDUUPtWo4pmKyYkjqEqWcsbHGAN2/ffNLpnSynpNSJCMoWMS3qW4snoWGrrQcS5tC3OIYgOoMK/KB",
-	"dNsh0xTaTbQmS8Bi9uzrONDO9OMPFfMPJjjYWUEaxLGIo2wBg3onNty0JKDiL0InuiovkhY79YiNa4XJ",
-	"asppsO7BUyuKFTVEXT1dZXmygBy7noBxjRui5CLOry/MrC9VL22+E5uqj/1B/aZURZrEwN1a8d1QgaMk",
-	"AaQGcAbAUEYbDw2WJIU8iJ4EdQrAyNre9PiMipH8gj/svv68ME/PXz+HQXKKboGcwQGJ98so3Vgv2vPB",
-	"+hFV65vkoCN1+iET01QQkGAWXcvMHOJvDLm6Pc/qmkheN/G+yqOEVzB9RVWKJCFLM7TfBqh719RZgIUj",
-	"hcNAwG5zYW/vYBVCGmfn+9XfWZxcVy00vC5j9CFstaTKxEUm4hsBvVhU92MWPUBDMcpL6BIXz398+fY1",
-	"ylBrdlbLPZPSXC0rxvNKv0TtJvWZK2Wt51BpS5131jvPn754/vLq8tXPz1769kSEi0hWvFY/fM+G1x9I",
-	"Hksh5OgQIFIRTRjQ+K9yqMHcHWSJjtIeJXY8k+i2vxX8Gb32+tRBfRlBFUNhIhCsxIH8JuNjaUqVZRIK",
-	"KOgHG0CZ+FDANtngP6yZUfdW7dLX8PfdaYGFiiTLUJuYXsq1mLAwyOaTJEhD1K4hlZT6T1bRE3s1zHUV",
-	"731qPQPfUDGIn0QQ53MO/XuRFFnG2UIJ/qnGuLQsgRZ7mdjrESX2CTGOVrZ3d+AYfv/4/wcAAP//",
+	"7P0Ndxs3ki8OfxUc7p5jKdukSUryC3Xm3FVsZ6KNY/va8mZ3hn7UYDdIImoCTKMpmsn4uz8HVQU0utlN",
+	"UrKSmfnfOXvvxGr2C1AoFOr1V791Er1YaiVUYTqj3zriM18sMwH/vnh3+YPYvJamsH+Z1WLB801n1Llg",
+	"hVBcFY8Mm8rcFOxGbCLGWSqWmd7YvxhXKeMsF7f6RqRMK9GJOrc8Wwn7ppQXvDP662+dJBe8EOk1Lzqj",
+	"zrA/fNIdDLqD/tXgyej0bNTv/6UT+Xsm9ss3YjMqltlyWjy9PTViPuxEHZl2Rp3lLye3N08Xw8/rU8U7",
+	"USfjprhemfq7h4OrwWB09mx0Cu9WfCE6o04iO1GHxrp9/3DU79NYTKKXljR/7RTc3JjROpeF6Hz6ErVM",
+	"pT+86j8bDfuHTkV8XspcGP+Sp+4l/XIMMN3Vz7+mYvY5Vcn0ZLhjusOr/vPR2fPR2bNgurhMDdPJBU87",
+	"0Z3mNmhcpiSTbqT1KbaPdBBMkkZaGeM3nU9fPn35EhFbvsf1qnOmY7kbsQlZ7v8rnPYl6nyX6fVruZBb",
+	"mzJZmUIvRP7I4IYc9PuMMyMSbTejStkZ4wXTKhF7KTMEypy40Vhijjru/d1B/9SSY8lznmUik2bRGZ1F",
+	"naXIpbYkGhg7S16IzmjQ70ed1TLd8wk7r3cZV/UpLTOu2FTnbJoLwXiS6JWVU3uH/8zyvSdmZqkFEo0v",
+	"5bUbWNRJRSZvRS6FuV6K/Drlm85o2LcjXvDP10uhUqlm17AAMBP6wSRzka5ARp7Rbimft7d98etth91p",
+	"I0A4SCDAapJJM9+iAV5mhWacFXopE6anrFhrJlS61PIggoAgAGL3TgdDL0f6g+ecP5uedft8MOk+TYZp",
+	"95k4mXZP+2eDJ8OnJ89On5/BvWKx1IVQyeYaeUHnqci7p8PukksrM0zBi5W5pvWxw+AqEZndn0Bo7v4B",
+	"FHeXpVnyIplLNYO/c1HkG/eHo3LaGQ2/IJnx9Z3RkKgOZwgvCrFY2o/2o85Ep3Z0v41xgOPOiJ0OIzbu",
+	"iFuhCvvnuGNHPO58CTb8PlI5Ol/Tqk5kltlhRp254KnIYcIvtCqEKrpXm6W9hy+XmUx4IbV6/LPRqvPl",
+	"YJLzfhPJ1SrLSNqIPNd55YonfyrcdcupJW0suy9EMYf9+e7thysrk8Tnwt2ylwbEhdd3YRtYT0ubhrHw",
+	"z9cTntzo6dQKjHkn6iykCi8ZS7F8pfaODOfeGQUcE3UKuRB6ZZ886dvtAfvG8a1p3ZLbb1/lWWfUmRfF",
+	"0oweP6aV75GW1Ev04vFc6xvzmF5sj8u/A0eauVwuf0+WHPyLJf9BWdIt/Q6e/LT1seC4+SCKItvWo9yp",
+	"4yW2PX+0Ev7QiVgxF0wXc5H7a8xL8H/CA2mw60AaVA6k/mEH0uBfBxLs/qHTnO64+fF9/wTbvOSiB9nm",
+	"z5999ckz/H/t5OnkIhF2ERhXZg0C66x/wj6I/FYmgn1U/JbLjE8y0Wli0bP+yUOdT097z/tn/yTnUyCv",
+	"v5ZvT3qDYf8Bj6cPJG6rB9NPQtykfGOsJWuNJyYVe8dzWTGBSs7PxVLnxOspl9lmB7P3hxWjMcm1suvG",
+	"nrNv2Dds0D37Khbvd5+KJ2n3aXI26fJTftKdDJNB2hfPp8/4U8eS22vXv+o/K8fUyI7bD51UHlrylbGH",
+	"1pRnRjwEh5kbuVyK9FonySrPhUoEqrpbHCQX4letLHVerXK9FI/dSjWyUo3+VTba5h5Yzi4uMDKMMEZq",
+	"9XYpcl5YkRDyzQc5UyK13LKWxRxUF54upGKFvhGqoq6YfHqNV0ed/508Lf7vUP108/z14v2p+Z/bQfKX",
+	"5ZP5f6Un0z/zZ+Kj7ssfNle/vFmfvWpw33nP1qCcVq4tS3e0G2Uw8itwqu4cN1fs4t3llnMrHPLJL8P/",
+	"0c//fPPfg0U/eXrFTyf/tfxL/mz1k3q1eW2epN9P/6/84fOLs9u3swOHDBL3j/ICNvgrt7yAnorohras",
+	"5kkX7DnR7w4mw6T7ND0R3WfT0373jD+ZPE2epc9Ff1q+nycL0fliF+KKm5uXoBpWlWGrLrJMFIXII5aL",
+	"qR05m2yYLAxz5064IHtVwMHOI/eZJUG/3xsMntUV42H3eT8ddJ+K09PuMz4Ydp9MzpLT9EQMp4P+vU/K",
+	"0/4pe6ML9p1eqbTxfDztn36FCve7nWqlv7RUxXiTFrbj8IJ39IYng22pw5eyt+R5oUQOkmctJtWjy/OM",
+	"tyJqcRJubgITihfAMhg0ITrciW+Gd1HV7n9YDbunyYnoPp0MB93n6Znonkz7yZA/nTwTp4Pd5pcj/B9h",
+	"Gfw+bBXGIQ7S8Nt4y72o138+OOREQxq6tzve+lCanQ28teaykGoGPnLLWvbpZo7q/7/BUQ/iaQpZ4A9k",
+	"sl3eovs5hw5isga1w0V4Ueug+Mk+n05NFxDTqUgKeSuuq/GXySo3BW39MB4TBASuE61It9xQqMb9gnef",
+	"tcdomsI0brG2NFSez4QfWSjqIUzdOJrh9mBAd7iL4nF3ghw27YecT6gcRZ0lBOc6y1zjlhDKbvXOqPN0",
+	"2J8/yC7xu4AD0yBrollY40wIgaEaf6cgWM3ASIVJcrmkeby1+4KBa8REIE7Frcg3zJADoZjzgk11lum1",
+	"sebDohc4Q9Dxt+WMu4cHZ9urch9zmt6yx3SvBmC/VMU7T+bCyvhcZ2/0h0LnmLlRodlFtrameKx019g7",
+	"4hEYVrkwS62MYHOdpYZxluQitQzDM2bmeq2YVtkGAtERW89lMmdKs8R+kS34ht0IseyN1SugPzqY/SsT",
+	"nudSGCYLVmjdA877ZSVB9SrylUA37YJDKotaLazJ4IbX+RR1CjyuTJFb6sKslzznC1HQxC9WqSxerHKD",
+	"FmR1wldzwWI4ORK4I4ZI7FywZS5upV4ZtuQzYUcl7e2/rES+CYL/+NZwiPXhRPh9H96v0btgC20KVsyl",
+	"YQuuNkyoAshxlIopX2UFO+sft30ehE7l6/SQlytyYQl2BgJUKvxr4GkmVSFmAi1Wn4PwA9qG22SaZnqN",
+	"aQg6Z/E3MWwpSyo3Uj2lHXYjNrCb9aqgk8b+Bv9ZKz+ZJS/m5VzQAG5f+n/PhZUs//a4TG56jL+ax5Wx",
+	"28lclrpH43R+5DcC9jxLeJYxw6eCFRpjHT0GkwWF3g5HGDozOcwL5RA+bIX1OSRFLQUvvB9irAxfCJ80",
+	"Ze+EC1ZZs99Y5cqg9EGFzz6GspIN+314JvYzKLrvxTLjG5GOmKVJfM74WNW+yCof5CyV06nIhSrwm/YE",
+	"YafDYY/9IDaG8VywpchJIcD52melYTwzmhmhirHiOMc4oGX3B7GJGcqUcrXJhHLWT2+sxurCvXAuMm9X",
+	"w2wt03DDMq1mjJdktPfeiGUR4QwKlgluirGKv3/79oefvn/16vX15ctXP757e/XqzYv/vf7p8s3Ltz/F",
+	"7Gh4OrevJxY8ZnxaiLx865obWrE0gqOAySnzh91YHQXvf//q6tWbq8u3b2LgcHiHS4qL/TPxsbX+RCHS",
+	"8itGayXyUckJUhmZCuSFtVSpXpNljisMy7ZjiT3bwNs5yEY7k/VcKP/1I1mYsYplGkcsRvax/3InNb7E",
+	"iMIaE+acxZYTYmZ/Qy6J6WyIWfzblzhiRqpElLRx3xkrezQeR/Q6lRqmdDG3BxZ7q+AYLVfQjc2Nn+Y+",
+	"51aMGmMXoSiZbZoLMVZ8xqVC2uFmy8XKWANIFn6zcabEGr7SYxTkFOaRfQ9ys+Wcch+s+cYLGZxkKWZq",
+	"3FwRngv++bVQs2LeGQ3PzkBiur8HUYNgv1S3shCXL5vFpYRfmUxbBB7ENNvl3VTnCzjcVyu4c/vzP4hN",
+	"27dvxOaRwYBvwiRR3eqObCKKtRCKxfP1dclnlFEWX/vj70Zs2gX19Z6xB4R8cto09NfSFJcqyVZpgw5C",
+	"nJpJUxgmeDJnshAL3DRWjNifI/hTKprYTDyy11cqZVrZG+AEfcZ+lN+G0mFkRae9m63n2gh341qvshQY",
+	"1PKcNCxZFVatyQsgUKJVIdVKGOfsqegLPfYTnXSywA1vR2tYoi0n0k/FXMicPtdjF8opQaDdetFw2u+3",
+	"nfSSiNWkDIEP4FMTmd9lXL2BFzQxiTUAHhlmv9Cy1PCfnfoYqqxlWtzSip/cvun/91fe/bXfff6J/nvd",
+	"/fRbP3oy/PLvjcxMu7qNoV3uguNlK/YcqyL57PldBHc61o7LmF3stBAwsn6vbem8O21TcUbs7ygZrri5",
+	"afs8iurf79NwYrZ+HF0Qv+PnrSXZzvJgaH4lz+9SRMvPgx3ibBwwQ77l6Xs84cCcRWcb2vWlo22Z60km",
+	"Fv8BDrda7v6CZ5YAIu26X0MbGhQ9UColnNDsvz68fVNJ0RcFl9bwtLsC7l6sjD0QGId7mZ78LJICqGIK",
+	"rhJLjce3g8fokijN+VPwS8gC9v2PblDue7Qmq1yNrFa4nguRjWhao9oUgEiHUfYdvgEf2V5YpzuAFUXf",
+	"iJhZJXOrPvFm6kSMM28qOmmyzq1mamcBWiDo2vjuTCphL5H+C2/7/urqHUu4sq9c8tyIXudL1Hmh1TST",
+	"yX0XWumii7lNkNzQ5CTmWS54ugFVvXmR7V2HeGpJbUNX+Dna8d5rCVLUZRSg2LSztUzjk6+a+eXxgV7i",
+	"kqmel0xl5ZejavVTO7mrRreH5C6jV3kiHPNIxThYbORE4s6HJA2s/3c6n8g0FeqeDCCVWU2nMpHWNoBA",
+	"aZ0JQgsbFDh7U2nQKiFS07L5rX7j7wnCz6UxOQ4rFMYdfPk53FOpUgG9vlJnsldynJSLfBlMEj+xb30b",
+	"yGLXCw+VrlmZpVDpdlQFZqundsncLcyHmVso5A4qUz5zDqqDfRnaHC5ovFKFzDBzkjIALL+sFuDSuiNN",
+	"8PQsv7mPIltTfzied1whjdVSZcomq4JlPLkxFYarctNRvL1G8TEIUlSyZ7mdHx8rfF4WLNUCN9VcZ1b+",
+	"UNBrm/7sKK5P174avY3oiYCRODthrMA81DkzmIxh0A+yc71g+77RBYbN7y++p+75khHfaDyPvBckYLR2",
+	"EW4pM6UY/sPI2dOS3d4EL98rWfHGh2EwRwsnWCNcdzYRmVYzA4UxCk0kclLZdXnHN5nm6ZXWr3k+E/dc",
+	"nkLrbuae39Kg9C25j5xvtVl/cjoBPCM+J8D9sC/kr+Wz+7b+INj6pBuyQmuGw9u39/08Hl6NgmlZ7nSD",
+	"Afpfaf0jVxsaqbkn/XNeiC5QqC6q3zrae7ebFUIQwdonqBd8wxb8RkCFHDxFgwRHJ7o3IntuQ2QO3NGr",
+	"pWWzYb9/jhqO/XXAzAHLNgxVFa3Rb+8+uG/ZKtN/mJUDunEgFLKe3U2/rHTB2VHswo9xxOKtQKO76AOr",
+	"9kKl/C0ejZWdD4vhhV3kdZHGUSBIlfhcsI9XL9hCpkrO5oUPDWTcFMfn6PQdqwkvknlU7jHPbhty8unU",
+	"XuSpcWWN9kDA2J2lMS22FfMRm+Z6wThLMonu6jTNhSG/+jIXVjMWKRv2mVR4gNGJBkdCkClonCtp0Gdm",
+	"rI5iu7Hsknb5qph3p1xmqxwoMxFTnYvQgwke5UxDeepqedxj74GTAie0XOADMfzSvbC/eBf6TN4K8EME",
+	"Ybrgvm0b9nu9Rm5DjgZBueYgOHFoqKiDS3V3JM1Hg/oN0SDLYh+Vnb7O5a8ivbcaC4TvUrZhXX+FlfLH",
+	"v/2aUIV9r2gVu4FSEph5K3Wj9FpFZXF6zjAL8iCddFDu5sqk92zkVXjvw4ngieA5eLNuhIJ5SmOkmkXh",
+	"hIN50txBPn9U4vNSJIVIX2FGzT1XrRC54ll9yWgjWNHpiWH1LJFNG9ervMk+idVGc67STIR732rVYEdM",
+	"BGyl2eyQRTsLXRCXNGAI7IucYTrRXluCZvkwK1e6dOHrpevhrH+CYRt0s8MAybLNybdtWMoLPuHkPPio",
+	"lrlOhDHWiH2lClls7rmSsPs4jjBcy0sSiFMpslYzsZTOdnVk5ZERW+VZROHSSnpI1IH5Y/YE3AwrkEGm",
+	"uzHcal0d73dSjE+MzlaFYPOiWIJzpSiWhn18/xpyJ9wbGr/U8EIKG7IB5EzsPceHIRPhBGnS+9gnIO3v",
+	"4sRaiyzrkmPNGl5E/3O0W6ZTPMRpOcAczaQpMK08xiWIe51yZAH4h/3XMre2TyGRT8LUmsDJmlpNhbIP",
+	"a57Walp4/ZT6aa5d0JXJImKxM7SsdpFkEgKWcqZWy5gdFT7YbgU7mOl0zMP5YDBbfrU8hqyDG7EZjVf9",
+	"/kkCx0AK/xZxr2mIYSJ8y7TUKiMfG56PW++Q6UMH2BqHWk2e36YnyQ87Z3tr5bBMrRLEs8yqsYnOraWM",
+	"1vBUrJ2eEMERuwTZk2V2CPcjhyLP+tYPIQDGfWntKgJ+60AEbd9m+oAOIP8inuccsz9KreevGFEgnz59",
+	"oJIcW+HkMohGvnAPTfICbwLpm2VvpyDfdo2O9poVYtXNZvXxm7YUG8iusZyzzeN0yYgkF4Vje/ahTL6a",
+	"i1z0GoMiIT3c57en+slP1sEDVQeOED8HLo6f/u7VgXe2Uz2Il/A0lZZQPHsXjIoKoKoDre77HVvJFHpp",
+	"2FrnN1aWHr3/7gU7OTl5DnYiiKVVscrFcY+9XcgCMkiU3Vmt26d1u9R0BZbxiVWLyEaCRXf6glMTfILi",
+	"ypBjKgrD6pBKumMHNYUd7W9+7uCIM+dM49RAZV4si03kkiTBP3cUfxNj9tnX7cjt9aVKia2hvlXChSM2",
+	"LqOITgVubuxQatup7UV2zu55tVpMRB6xQddqWel5mebkSB5/7474Lg3NGWm9zu7UuaiTrnLQBK4Xptli",
+	"g1ynIhhPofUNcNlCZpkkGV1hK6mKJ6fhl/tNXxZOza8z+abyOdS/w3CYEoVle1RWwR5WbOWtB0pGO7fa",
+	"maWRVvZRq5L22MVYVTI3wd4MqAfm6wi2VswM3xhmNDuKDy7lHSvw3za+8Jyh2lzkUqTIl1tbQK+KROOu",
+	"2ymfkDRv6e4gVnuNJRWNCZCgppyyH+S3LlroaUFJKSRecgH5WlqJxkH6bwV2f7OAazhqG8NT8LpHhnjW",
+	"RGyysWaGVjLhGYS7I5+dJlK67ZHBBBTDftbSalmYlxax+HysaO1hRkqH6boLwY62GIjy8NHXr7QSLteC",
+	"RgT0uBHLose+1SuVinSEuT2YAkNJN4VmZ4PhWIFDCJQqZZV6SJE9Gfp3Wa3KL4OdHF6iybiEsKjmdOEq",
+	"Has6q8a4qvQtkL4LnmXCXjKafFj5zKrl9r1prpdLkeJDPfY9DchK6rFa8A3uiSA9GocD5wYMagSOLEw/",
+	"siOH7CIulQF5YH9LuBERi62KB4oyBi/iaKzi8rXgp9M3QuEtView/1pyY9Y6T/2/4V83YuNUbm5PtBhU",
+	"6UTrGylidmT0WMUX5MsASWbvfkE/Q6rgB1F0/YWFFWdg7JrjCJzfy6JK6qiJzk4VTuaWvmomDIt/Wq+7",
+	"F4EuS597l+vPm+oPvbGKX2s0eukuV69UXr4RYonKECZcwW4XEZtb/rHPLHkxx4x2yK+Kxmqa89kCDgKV",
+	"2rM2l2qqKb630LcCMlV8mtP+Iqmo6sDrnPQ7TeefKXhe7FP3nfymmw/XOyrlU02SDNIWKOW4Jsm81L/r",
+	"zg8kXZhXXlE+fX1kMP/qAVpK8E/taoNTUOt6FaT2eWXhkdnSJEzEdJbazYwbeEudcEpuqy5B9JJYF1B9",
+	"3blToXC7Q91a6DSuFIkerFU5VWlLr6KKt6SlsuEd5TNyw2JX2wA57jwtnfZQ3MAu/DnvfPY0Ow4Jlbif",
+	"0LrYY8UdrN9Xz9+GPcAL8A/RFkD/4WisuiwmXSQeMc6Gnz8HnBumIsc+qcXKji5kcOebGBONi3xjJ+F8",
+	"muc+2ui+J02ZBIOP21vh6alUPCufrH2Tp3AT7a0w44j0FjyHaxrUWLE2JQqzkLbHjIe10gGJpgVWMGFa",
+	"KJHJV3JFHftkQ6IoVai8UlTvVVOwE+dArGXpUmCWzGc4kPAKfO46mXM1q1zHSpDyh7Fyv2CR2zXaJA1P",
+	"+qT08LcbsQk/bv8kLwS82p52Us2u8XDs5bpwd+IV08vFjdiIND63R+lSJpWpwAUqssKhwhVKcLfPTDO9",
+	"xjrI8MHgqn+6ctW/wY6RWCx8gb8WPO6vIfBH5RLmLtCc3cVgmJjr6lKo6OjEizlVHcTsiLPJKruhTCsG",
+	"KRH2N6pS0fpmrCAAx83NCHOgpzJzWhWbU1jq+NzrKz103F1LFSgxcPFaqmu0SHDM1fv1qojZkU9Fwuje",
+	"I8NiuWzR+HlSNIm/0unIjjDad/Hu0tV1uN/sEcHNfKJ5nro0kWNyUqJrsoxiJHqx4Co9dswF3kvvrCR2",
+	"Y6tlxOJ3bz9csce3g8d0307fpX0JJK4seCpcEhZHBOax0rkrPtoaqPONOiQRWbQQ6A5uXRcAaLNHUOg3",
+	"yGramD32RmA0GneZlYWuPujj+9eML5eC58ZVBOlcziT5r45iFAPAFas8u8Yf4+OoovdTzj6EDCHzLphz",
+	"eb6g33ZPvrBLHbtuvvtuRx08grwYOaHp6QmL0HgOYm3g1/vbSgl+Lz0hVBKcX8orCKEjwCkI+z2NrWf/",
+	"t7xI5oFrrzptKoA+cN7writubtz7voCb7BKfJYBfqdzfe9yR+O0dY8Zj+yvXyr1rlRX3d5CGL2l0otmh",
+	"PDKQ2pYVlNUBZiGWQ1ixo4LCGjzfSFKBbh9jYSAl/QbVLFAR5stZXAYeZJXbQVFBbzpCVRN1cXYU//kV",
+	"ykRMW/tNpl/iYw9yMdHpZlsb9/6tg4JqHp5t7xN0G9Aaj8AGnT9fiTJyS9QMMC3AizrnKQauHXyQpWmK",
+	"RmvGBM8zCaXOwJvBlplonQkOkBqWHHvLCuw9jX7ULf4/OEBR3TR1ht4C79g2iaRpoUrknKq1WrugcJQz",
+	"I9UsEz4cVS+92xYtDdGKb3PBbzBNphbQtLs0WQFShcvfCXxpgQc1/LU6we8wacGbfYALiqctKCaAtlBQ",
+	"hWOT7Rt1rKKTydm8YYd+EJS9g0lscPDZVy9zPYM0JhC1YDmkovntINSXuZ6IFi+CzEDRUeSW1EowuJ2t",
+	"ZZaxiWCZKFgxz/VqNr9/SNB+YZ8jY4ILhZYlPnD/D+YiEaq4TjIumxzuL+A6qlCQYQGFuiWRQ8JGGAMA",
+	"j2URoT9yLeRsbjW5Oc+mlMk1lbdirBZSrQphUCxOVkZCuibic6BCw8Jy4h9fXb2/fPHh+urtu+uri/d/",
+	"fnX1IT5mc34r2MKagolhBpDqyQMj87HSa3VegvAaZuY8F4wUoz+NO3B53Imr1NMrxMAkUmG0o0MnicvU",
+	"rOMO3J+tofAhLEBMMm0ga8eSrGvXt4N80Whs4mQatsSWs07ndlF6sx6LG9BvRqenJ83RdNTqmuJg+AO5",
+	"X/FkW9vp1jZiyCOOMsC7gz5zXNBIGsJuauFKy4n4zQDiiUNRNTOZLrxrqWEYB3jXiLBugYLlD+Rc1Cwc",
+	"Q2FVTqO+2UrSNqokuMsfQJt1gr1JlW31aTrIG5HjumFlDoWbcFcpmbGPHy9fsiNrb/0qcm2OLZWxCKYL",
+	"ZgjKBdRp5txALKOy3VprD8O1gGFG7erbC55lE57cUEp784ygKg+z0qeU5GGfGbE1WOXgUVQ82w6Tspku",
+	"euyD52xB/tCxit1L4lK3CYr30WEW2afQyEf+uK49hVXSqeApnPV8rJyNV8J8jJx5mskbUUOKOLoVuZyC",
+	"xCQMzA37UHCVWuv2J0LkY5mc5DzfnI8VjIUe7so0htR0qnWyw3LuXpliogv6s638oC33yBxjxfhYxaEH",
+	"f8TqDvw4co66sh6q9ipKF1/qTCabMgt6rPxwwNJ1eA+fP/fYd5inteAbSFNLoZyIe6BJZuZQHSNnCn3F",
+	"VjyFtTE3CoVxEIjwge+BjwM7CL3SSiF4OLH5r1u+uXxy+f37TfrTfz/vIHDcdZGvVIJ5LZRJcTc4uDrw",
+	"35c2eD1ubq4Px477cqcgPx53LoxR2RERYmeYHeF9ZjhWI++O8e+JtFf3IeW7Hu1zA1PkxP4z0UoJcBpg",
+	"YOU48gAs9NZHxtll5xBZYAjRAeGN3mF6U8kXu4SvE03e2g1Wta2gHNqGQQou3Bi6oUM+ACTPZp2AGKS1",
+	"Yh2PbIoN4bGI29LcXTi7r/l5RUFkymUPe3LtEt+hR6A9Lu+EcIVLeuwnDLApF1nbyxBxsN9ABmKEqQRy",
+	"kQawXNDHiyga0mBQ6pwyFOG4KXkJUzTWEL6e86VXzav7b19KxJNdORETbsSTU3ZknIDn2XLOJ6KI2BIk",
+	"4XFlBSebotEzWRdYu+31yhgg9yDTaoZV23gHjZmcFc22+e+VnsGqWxvi1ghBx45iElC9epJIPEKEE5Ad",
+	"Kh0rRZ7WsB69TEEIMdqOG32kXxclBhnUGCPeIY3aVNdwKCXZCd50a+3bdmSTK4CcFwfmKnrczLo35CBv",
+	"ckt2bGtG6vY86oLKFYc2Z2zaWatEZN9BKKbB6NAKmZZOIEiTt5ovltr6bHnScFuSwl0l0h3zwiHsffhz",
+	"YWeFbXcmRqDJevIB+K0uanjeK1b1NcYHnBBlL5jrAxe7PBJ9wDXAevVdGBpPO4eBeaCnrgQV+RTtJg2R",
+	"BItt0JTcSZdGnyIyVelbrvGFb7rz275d7W9tYt2XXGab1x41tcGeszc4+EA05pZLO1sd1Igypdcki6Rh",
+	"K0WFlQ2JHQ2NAetffenvscq3LyldihyKG1O+OWdLu2FkEWHdzkoEFn01cBKWQx4iEbfaDm7RBD5EA8Nt",
+	"Fg7tHlK3+sHG5olNKwfGzKtmhRgiD2GtEBqlgQe8uixU4NOsWoiM7Eu0hJe8mDtvTKVQ+cgltsbbdUIY",
+	"0YBVsUoWjMZjvlRMquYio63N66uOGlNWpCEAGYrIVr/QUKe0T1dFApWfbV6QXFzJRUNcKtMJFvJtk7ds",
+	"9eFo6uTXI8QcZ79qJaISdk1Pp0YUhyehrYrkUPFfmzOOGt+wa74P4GnypLt3IO67TK8bMUa/B6jc0vlC",
+	"4IkkvqBYG1MSfcvVUK4ZUZQgETdiM1ZH8buPKL2nmV53b8TGPP7tRmy+EMCGyIwIUI5vxIY1PfKNvZ0n",
+	"uTaG7gT3IrsYKzC0oDjbrjeWOJH8tfINU1StzAMU4hG0h56KPOcZul3KfC3InZUFA5wO4/KB0ZGDBrDp",
+	"sYvdOLGY9+SwZelnDz15BUnWYFO7mncFgcnAH2DnO3KwrdqUj5PTBoJ2RxAXEbnvteucS1ZqAu7Iyojj",
+	"3lihKQqO2bk21h53HkcaXMTktIorYheRq01EJxfHur4eGwDywNkZS+Y850lhTQJLnvgi7sZ/ARTPuBv/",
+	"GkcslTM7bTDoejEANMbdmMWjmMX/GbP4P2IW/ymuSpl6U9/dsJYhYt9F9y8I1te7Hv3nf/yp++k//r1p",
+	"Z1faFW9LlnIlKQ28AungUIRNzZ/1j9G0OHqA0sgDTI4qYHFtCvsxolGSSMXQY1+CJfSdRUYbpmLYBqqG",
+	"I1Ej1CL8ZtctJtwIzv6smUvSbS5ooIjQYQO3uy3Gz8R+zF4okp9s5/jDlbzXEUNo0xgnIWpUl6FWJRh8",
+	"se0UaEfPvmjHzi43Sym2Qdl1sYcacvYDbPOj8fibvzXs9ePdm31f0jVM0UtCheW8OVVQHZplHbykkmjd",
+	"mFodVNtAkQXZsYcd/F6G/fF51Q+YR+2ncWip5C5xzT2b9thF4BwoZQEeRME2AQejG6ndy/bQniCAeCb4",
+	"rTCujDsVu8yzOwrAEqT4kXFRpQaB2KTohHvoLMDIH7g+Izsr7kLBSUj7eMzcWY4ifk08MMA98fB0HrMj",
+	"+2fE4sEC/neOGa/llh+YhxW+ETNLnmDBuMo2IwcipKeAowS32gHik9Aq2BJyrAZ9tjBuM9pbieCV4Q76",
+	"/S367iFwkzvi+6urdz9Sq59WLyX2AkImdlHGwOh0Lpo/v7rqRK5f0LuP8L8XVy++70Sdl69ev7p61eiv",
+	"+V7wrJg3yb45/LIhYI8GJ9pcJDcP4D923RV4MmepAPA7lWwYvB5q/cC4PYqX2hQzBCuKc5FKEx+fOzAk",
+	"K4ZiQA39Na7pXu4xS/cb8F6lkv740uo4bkq5vsFyheBLLE7FLOepSCl2zMMJBKAoa53fGG8NHL23Qzhm",
+	"0ozVSkEej5WW4VrCSN3L7bqV+wR+2i1RaQ5NMhVh3RuWWzlM90JDcBuSvdce/duwhATM1+uQu2rYv7OC",
+	"w+tM9puAyWoNIYxxTASYNoeb6m2RNw9hH+EJd6tvIC492RzkUlW6aIks2F9cUwOf9t6oWS5zMZWfdwWf",
+	"KjaUJwmMuBBZBn8Zxpc8r3lj5mupbq+Ht5+f3vyy28O7S5FAbvmA91rVdCeKBwfG6a6WaHzK4v55cPCh",
+	"yWYn0HYVQsX5cnzwRmb2UCYzOEfzlR6wQzQFFrtSCVuAy+nW7biJD+6RN0+rTCwTxGUrOniwKUo6l4Ro",
+	"38uI3hGoSDs29oLfNOxh92mp9pT4w3akPI+VwTh//chf0JE/eNKfx+fexREPnjyb12z5p8P54Tvrp7le",
+	"kOsC962xZkbkbY2g6kWvFTZYqH7O3vnnTE/E54jdSs4MzyA5LLAtzhqQJ77sofwdcFNI+DZkJMMPO6KV",
+	"uOtj3NWoqZ4MA+nQY5dY17cNmdIsE04XvxYnajJ/ssmTs/XP6XJ6OuNPMyOGe0+XcLDNSCs4zwfwYHqC",
+	"7bNiHsjiqMi7bRUAxUnMjihQYQqZZe609NhOxxGLqZIN6g0QrC9mRySNKMuMHNE5V8xVGLvTH2+k3e9l",
+	"Q3N2yWs+EdlOLWxP+nldK/tBbLqIW7Dksjx3vI/LMhiiG8JjALFPVRCF4KDcO+vd/luo27jX6x3DmTWV",
+	"Kh0ra19iX5xqzO7/AHTMn+xbRku+WVhWcK1SyjAg3JSJlBkdUUX92w9XY1WWX2DdQ0xlftT+jiGhAsQC",
+	"LAR3eXCkWGODpxKVAb7m/bnSoHvzyUntZM70WuTdhBux2735GFyc0VhBjbh0sRRO3ZrJLWwfDMjJl8ve",
+	"zWoiciUKYXpSP7YasdV+eYkw0Se361iVI4sIWPRzAThrCfbHq4iNC7VBrzF42F0vLatySxL6QIGxOoqJ",
+	"FL7Kj0r8jkfe8ywNEgKyLHO5WCD2DuFK1H2ixCRl00Y7X2hZgUtP5U4hM58MGzbtj5C0bDetaajw9b0d",
+	"myokUtGUnurzx7GJIia82dNjpnWKlZNlWilPj5vdeGnYZHnXB6CWWaRt7sCMF0IJY66XZ/1GFJ4fRSq5",
+	"Qmky9eqzr+2w64HBXO0V6w1etTvA6Uuk6bvHdrhxyhT8cmjPnzcO7fnzYm4t7USoAio2pr6R1dd8l9IM",
+	"D1w5uwEzMS1cobklRKIXorUAIG/x/WN2/CPXEBsRGA8OGm7baHlRJueZTlTJJnRT3MorLPn+DWkL9wAI",
+	"gxxyqI6AdC3oF79SmUDn31zwvJgIbn90YLuH2Vr+yTvZg3fMQGqyuFJIQLMyG5wFEHtEoFHqx7Nte1n5",
+	"C/lDLZEC/zulZ2bCSveydAK6hUaMmwTxKive2YYEiJoCUwVJuQcDVcD/QsSRyiLUDItg1m0s9QBqG3Bm",
+	"w5x30dyjPweExwPfnthmmUm74wrdEjNReq1Eer3rC++aVxRirLciWFSmmquDmrTIyqQax9FM5+K94Jh3",
+	"epjpUBaC/vaP6IaL9U3sclEg+fZAJ1wqecaKZMkG/Z79v6ejJydPn49chvAoTBWmniQNXrt6ahZSpME2",
+	"qU+dqMqwkp3iBOSzq+a1c9eWz2WK7iIXQB1Dh2apZo1BM8rGMlXVmtKttvqeagVpNZhDDfGnGJu0xxiE",
+	"cvBTClOnoPmnT2NwqoqdB6i8mB+AUQPMipi6nIjSG1JDmYkI/oXpHOpsCHADFXBUp9Hj4jtb1F4sDZsI",
+	"qyO6okRIuqAiMWpNi+2fxgooP9PCYc6wXMBWNWUICrJ3oPhGl5iKIm1OnWCVzAlsnYIjB8R8u+ddLEWh",
+	"P02lLMm5mQtIsSgrrgCdYSHTLpS1gZm9gG67vgPsRIwVYi/ak5MdwRqG5T3HIWiSmwvMlnrLUmvXsogO",
+	"vBtKBGtjrXzXqZH0h2tejECjimkhPF5KGpeUhb7SqbM5PBO5Wm7IH+dba+f6cQULWK6eb/XbG6vm1I99",
+	"RkhktbElz6HIvMA0H/uPqvMC+PmwcPCWvHsH3eC3IxxWokEbWTDhgmRMqgTEZsIru0QP4/kOGukflh0L",
+	"46BE0m3xFTS6pNFzY6dzTujjdqUwUbHwPaFJVyK/XMT6tdzSQNG6X7/LB0hgIK2GqHW3ZAW71g+gwgDL",
+	"3Dtvzp3WTd5YwtDnhr3/7gV7fnr2lC2rx1BTgq9DrmlIy4Qi3yAxk+qHwB9M7UXYfLXgtRSL3Sj4jXEb",
+	"Qr9viaYET+NnSxx5nLQ5PIGhzMJtUCNL6PvtLf3x/SWd3FAeMpUCW9eFKaG+CT5Qverlz2U3F9BePBG7",
+	"4ya7S0qSejgeAfm3zQKE6N+eCLbopb4GPidAKogDB0MvF7TSW4FRc4WmDP3N8g6k2/roOYv5RK+K0STj",
+	"Kii1dccuuoIWGrR2kcipTMrCpKCEzo87eNsdlqKe7r3BFntAziDGQjuncZOWgCrbed7b9RejwAcJ/t9U",
+	"RMzlVwqVLrVUWJ0Lt7M5TyOnHrra47Fy9bdWxbDKTRcdfwJ6OwepULvOmhaj3g3Zxa++PkRaNiY+x5mE",
+	"LYapusynCwWtiA8KoB6AwtLUoH8mb4UqdWT6arVkSwFC8UGFo744a0WgCgdg62B84AU+4go84Q07zFqk",
+	"WbhOzRy0v1zXg0hVv3TpFsZDvLuGwJ45QYdyCDYbyitbR42dvMHPOVY02EeuM7nV3Am+UqRWY3BgehDp",
+	"Bv6oYiOFIEjH51T+jZDCZTv+OQ/a6+cC3XV6dTiOKIIIbR8Vvhrp0MbGDT4WfEdNC6lzb4UL6mwV7QDf",
+	"auKpdi7CEg+/JshUR0hUjEbdiGVxDESUCjdtKXPbi52aqnHc7729UO3NbvSXlgtQvHkgrRI9sETK8vEa",
+	"zMTyLsd932x1r+PwS6Nw/7so170R3eSqNMoDzFafjrf/7b5cru3VFcAUtIX3vrSsxzvgrbivtxB69ySr",
+	"VbzVQflfSK1gdtF2NXy0u0ruPaz7AQWeHD3UIE98nedCCEAAmQjmgM7OUfa7uB+6OPyjf/cy0DTfXOcr",
+	"VUmwbMxcBTEAInxBhC5nUaaR4TQpTLdoLvLOyujwQQYnRZPbajH9uQ+fRfqWdRCGgoWGHVn1ZsE3E1Fi",
+	"qWMCCa0pw2hiPFZGFE3lmxFb57IohIIaOUX920cs/m0MccJxZ8TGPlQ47nxBgICmCHIPArplwi/cM4IT",
+	"bLEsNvRqiNWjA8VHQf047Xhyjo4tq8q6ZRmrGo+dM0gM9o/ZQwy2oNLUGMWTgHZg6KodRJ3P3Znu2nXs",
+	"mhu57OolOnS7cIBbJrV6zD9jSfE/UF1wBE3bWsiGWwwO1I/vXyM8vQkM60J8LnbQLfRM9U+f7XFNfWmV",
+	"iq35XD8haDFh0jqnICdpcO7aY4HXx5q9xEDU7H6Z8URUCvca7Y12TAwl1qQJgndpy2G3LSwJTaT9dSVs",
+	"U4Tuc6sEQpNU580+Z/G4M+7E1LYAWgaxiypCUtlSf6zQRrB7/eh0ODyurctp//mThoHW4aB2DHgLOSrC",
+	"ggn3Z9N4DxrDw2By2DH6Xim45tA4FTvFb6/9Fgs+2KnhRoMv3DuYc0R4cVTDYw3Kkl2G/K5RBLn0bVvc",
+	"jefj+9dtvFZ3B3XutGmbYQXguGhS1bxeHxzvdDOB6mRUyd2kVrahu/q3QpJHqRz1AQ6OpfmG5St1QITT",
+	"jTv4WLMe5w6DVqnlCI8BrCB6BUEmvokbQQ0QKSAoEekvGmtE4G138DU3zKDINy9RJzNteEcBLhqvx+xm",
+	"ogiSa2YYT1YiIkE8IYk82kqlGyuXIbtGFxpWR8OzkJLlMdofGXY06AfNPgZQbz2YH2/TrlLnH5Jw0GhM",
+	"2Nut4NLTaY3gjQm6C6labjd7/XT1NqfBq6rj+LRvmT5CHGB7sV5ZmxfJjudA9dRztCeynzulLxcQHDMV",
+	"gtNN+wkcVgJV/Tf7oTFq1K+7ZYOyqsj3ixo8eTY/yL9VW6t9Lyfkhn5/YQ4r5Gteo3ewTZol07SGPYzt",
+	"iMAr2mOweNQVuhK6AkQSWg3AqA07g5PVPFazXK8NZaIHM49Zodc8Tw02hHdXKaD/s7Uz8nPGm/uYg8w8",
+	"HT6H0PdZ/6TEg9K3Is9lii7QI2y5b5WOuV7lB2zKXWh/njpSMWgIX7bY0YBCkmSr1BKMdgMb9Gvlafu8",
+	"iDu5DkontYLOYERobPxarHUggaq1034s8aCe6X+QHNkeQqX7uycArPWOj5t4f2FhE+d+oENs+/xuV4cd",
+	"gCmZwj7GVG00ReW9VgWXVJrg0u24uRHpWJUI8u4oNf+HFvlPgHXX0P3icGNxt0obwKbWp0Hnm3P119tn",
+	"1cFjm7Sl6J4dmLEtzz219AZs199latD6hoIXh6nKDlGlWVd2Jcr3Ge09zYf7dhd5UBuB3Eb3WqNDNwG0",
+	"oS5VxaZBFFbeBYHiBS9ELnkmDZkJ3o94v6o2GIId5bIlltc8DHqCHRkhWOyeL28w8THAs3C1uf/Y7mNj",
+	"QQLSLpJiflM5k6OgNg/bPR1/BTg/JdjdbQOGaXnNzOje+xUbEecW7LfAJYsNy/bQOdSivkSdhjVv8F+V",
+	"P0KyH0Tk0DyZiMSOKMRgWqPZCwDCVhdYYhbzNbqySmNmrMICgglAuQbN1xm3Qsej/IOBd9xjF55pQyiu",
+	"YFyr5VhZTs/PK/BcmPangwCvZaHG7sFNuRSAMNss5uRC/KpVc4P3uycsef/CATnacJYFI/DsUd1A+Eq/",
+	"EcvplD3u2vKgmhnk0w4d5wEypLy69Pfv3TgC3LuZYMmqGCvMnKEmXIAqa1/gotpxVa2C0PNUrEXuedCg",
+	"jz+G9DOsteSUbEnD/Yr+UB/2eUouWC7sGkJtGNWk+V5FlF5VgkXWxVO7K/fvrTtCCjnknAGJg0amDYrW",
+	"fk+pUxCrQzrz+WdPUII4KUV9kDlz9+vcdwyP/9MabNmG6jX/EyeCZW7OvqBat6ph0WfP2Tf2/zrRH6eo",
+	"PjAd/14a7MPpqw+miL4+SAndTf9Dd1WpbR026FDvgoE7fB6Ae/kHUYYgplo976EoISy3BdUPMouqKe3S",
+	"UP5KtUrAOYaqStWe6DnCx1bUCny2OUZ+H4XsUFWjXKiPVy+2kJQuL95clHCkGCHPtWLi8zKnNpiQystT",
+	"JmvZu69Wdps8fsdzaXaoJ3sjGeGhhfoHSNZdRxc6XnccYABouxD5zNK9wLRB7tdiRK4cOMiw9wssGCVL",
+	"ui3jD3+PHz9WAYgr1D2HzltII/AtYZxTPXg/xAIhVhnbKRLc1yrPYkpOGivoX2UZ8/g+IVF2RKNxbQmO",
+	"D/LQ3iVA6kJmgZqH6jS4PJVeMwiWOqLsDD7uH1jjEesGhVoK+rriQI8l0DS7hVaFSP3IHvzobI7E/qEU",
+	"Cg/PHUfhgwypoc6lPr57oJ0ecALvpUK9Gj2fQcs12onBnnUNInwtYcKN6EplhDKykLcCEA1c6xrM7vJb",
+	"aqyQNGnPXXO1Ueu5zoTL4nH0w6MK37VjGzaqEb87IcjdNaGOkm0KBd1niYK5Q0iTsSrlzD1oAq86iCSL",
+	"HcB0dvfh7xGkwcTUGRr++xH/c3H14nuM8SL+XBxKSHtzDQEQMevu7PfZo7T8UbuvocK81FeqzeXzlYhR",
+	"JTEV1oisQMuMiAGxCsd0zLAJugFgfuqtAs9SSo/9EVJhDEv1jnVt0ngO5thK9Lsa07bsiVcqWxaNKXhu",
+	"NFYld5aJH4sIvT2YwqMbw7NN89kTif2a2Otdw6n3iI8GmmPzrlqKvOuyjOnmcN8E2s1h+kVVHW36Yk0N",
+	"DT4Wf7x6AeXddz7ga/rpfsC3A/XVBq1UL9saFmDrQ5ACC76x2wPgiaUThcY+G3kMSbufpqtilYsetpQ2",
+	"oxzqj6EjEV1Z57IQMUsASp4ACrD6WuZl2PaIkhIhO9fnWwJJw9dEoNxDPpQvtah8+jgqC3nN6Ju4dFJF",
+	"1NUaruK/goG4kg8TjVUMUPELrvhMxI4g9nnsYl/+5Nr80/WIxXyVyoKIUNme8APL9CyErfrGFTrAE/4P",
+	"mGqnzBj1P5cX3C00I/c4/uV+9DD/7vfygrslmKl9f2V+nahTTqcRSusD2lwNbWFMPr0u9I1Qzc2OnTfz",
+	"f7ovPrz/rntl74zRAYWMlkDCusOCJGRQNPASrW9kc+rkQVAu7j1QO0FB5Vwoscae3WVcGe+LD68Ku1N3",
+	"qVxnlba5vruTw+Vrbhbke1K1ojwSwKNUPtRSR/zbttX+Xi2tgAhRyC6VRWw0quVMXapWY/rVZ54U2abS",
+	"bGCtg+5nDXU9PLWnVAu7XnlQ2keGBQ2dL17+ePnm+urtD6/eNPcd5kvZrHBduJUiyQIwhdceJYzJFJ2n",
+	"dAk3ZeBPPUTGo2D6AI82bM/7JBhgL+jmEN3ejceZWS1FbkQK+AF2WAAoapwMpXpEx6qu83Q9reBO8c6m",
+	"VP+LzKDiFN/I1Bu/QUdQSzpuj7SY/ddPV6Ru0oDlTJneYThDlciTo92nfUsVAGR+/YrNcp6Iayvm9pTB",
+	"5uJW6pVxxxgsjFuXu9bEbpc94HuujefFmnK/nhuRXMfsP1xvSD1lJ0OWc5XqBaTJmx77sA3TecAi1L5d",
+	"W5UqffauzUNEACvb8t5gCZXXvNdF1bm4E/C/OnigwB4I2y3uuBHCc0cdxf7Io9cOT+dxmX2JYLY163V4",
+	"Oj9cmq2Wwd7YKv2HI6+7WpJkDYCHgGUSvdy4Umyn31rVr6q/NRwMbSL8KlTt7iHGo1DXAaW6BY92NFY+",
+	"vZZRvi38yNmcG6ovr4PWXt+c/Hw6P5s9uX4+fSaepk+Ss8kpP3k+fDZ42n8yPROn6UkynAx4v7FOac+G",
+	"vSoFoseHrqUKux4MEaPdjSTA/e1OsuYJUxU1nZDWCMmBwclVPRMF42CDOadzOXH81I/TH/7v8/zZn3/4",
+	"31/yq/XPH9+9fHb5+t1fLvXwNX/NP6w7O7Wq/dgy7W05HbdskfBTK09fqqlulMxQOWdZdK7XHlwHEHQJ",
+	"O9dJwZptTwiH+4TQavkjIM7Vc82bEYrdaH9sRFv+vmWER4Gy9OHyz28+vouPRyzGPGJoEAZlqecsRnxk",
+	"tym4x99OdCrGCszlUH09Z7FeCgVYWhtSEHwbAEiLx+dRl1bNlgtMaEdIhlDPG1TlfcjTweDZEQFQ93o9",
+	"a5kqQC0t0fotvcHEJQqcU893ugWneU9I6sAXN2gA6d6FDun3sb1lhAC+g36/gkDlamqhZQgkRgkJTCtU",
+	"GnnMKp0zVB4KqP0McHSrgCYIZ1sf8r5KwC0EpCbWvYImbY1aOLZvIw+htTjB+eA67mGWOmXSYP9++7tq",
+	"7OqwO03dEzRo+ieNG4CRKhEshv/EB2ZuURin8XvQGh0dhlQuBp/BMgLfBH+SC34jcgdqau8G6DZRrHV+",
+	"40GXyi7kp/1n0VidDs8iSu5nZ58/g9NSaaIPcIVUbHDm8kgOnI5U1wgOcB/6bRfu42ja0IFNcd3alqHy",
+	"NUoshYh9oWGqNE8rk6JwEIeryeAYXOZ6Ilq0coD9XQpFHa0A7sTeztYY7WcZnLy5Xs3m97eNgNtajQIH",
+	"2ToRM66QRaSa1YqxsLiAqFNZEYAHYIM+AQCbsXLiYpc91wg10yai4EOPDEtknqxk4dg5YmZOwHgOsNHt",
+	"Z8jWtCOV0G3fkplQG+k0QcXDvbjs5stzQa0tsWI6rixhHIhC+kYIzewOpiTTmME459m0C+fSjuOpaBFa",
+	"H+wZLiIE7gXMXp0XERO9WY/F86JYmtHjxyRXe4lejE5PT5q9E7Rp9uyAJONyIdKgrXGJuwGIjibTha+X",
+	"L7fC3lbDMD23wuH+L0dWQXr28s5xbm0jt0v+tqbSb6HuqKlz5y4wQEeZiPXZQnC1u8s0vfc60YpiaZtK",
+	"xGUntsq16+TVcLtD9v6yY9pfba3SydmUrdqq/LjBizwAAUWhKVLMXFYyYx8/Xr5kRzzL2K8i1+YYasYg",
+	"9tAFS0BB9w5EwHGtDw8AWajrBHaYUbsdDRhITbqfw27xzcOgEKnwEDkbgAi6sxpQVqv59/j4B/i6jWZT",
+	"nkcej8VVrbEjB1fAUi0cwq4RBZMY09rNUe2ZOGHj7CaAgoaqrB57DeVYULILClK2IQD9emUW9qiopg9H",
+	"LuZSYm14fCZoFmb/nlgWemTcaYvpcICiMlYeLst3Fah9ECCS4uMKjtbvVwv28f1rVugsrdXm+wXGEhTL",
+	"aWRsQBeK+xSF0TCu9bRJmDFeRXeISvogNodeFYlewJLlwh4bZSkGbL4NK3GIrW2OhBsraRhn8Qt69zu+",
+	"yTRP48ilIPqWIPELba32onu1WYoRJFzLBLxCj382WhHysUToTDxqKVaLUfkgXK6nJUgu4iVrPzlT64C6",
+	"N2bh6QZwY23AfaTqVQEy6FBDsAUiH2LQkR/R90rnC2vwLRay8Ehtic5TAiWgZz29KYmTUPcQepAQhz34",
+	"AMZWpUKcFoD4GiuETibE6K1mMAGH/AkdLs4FFfSEWVib+zDCHQKhSNjLxlHkcOXOBVyvd3QpoB79jdB8",
+	"fnHcXjOgo3vb2t8456lTO/fnpx2USNe653kxf7gN/9CJ5jRKl2RXHZQsgnP2wXBVXP4aQVC2Mc02fQCI",
+	"oxFppW0DI2i7fZUP8AQY4r403RUeB6BuvzPuZvuk7wnA+aB1pJW8OatmBClMQWK6Qy6tJjkd7+ChO5aZ",
+	"gruhSc5sqJAJxLPL8kFXRkhBWbBUpqAY2R/RKxHK18OrTR0QZZuKG4IWkwCoDg+yvxDxgIboUBfUxv+y",
+	"Y0C1bKs7IyDwLNNrPJx2ICGck5XuNMsoAP0fK/cO73wl9VOr/XCr9y6MLZH5d3XiEZ9LRpBgp49KfJwt",
+	"7AO6M6JJQDcjuRBYVzFWsUNjjElhkuWRQ1OukqnH3ujw86C3+6qMHntj11urxOo3Qdsrd5KjFkSdH0gm",
+	"kNM7DtM040rDAOFaJbjP/MOVADstKcgj3X3A7ILjC5GUy2NeUs9pOtdDJVtPAyPAods5Q6Cx0vuw5qQA",
+	"46Sxu9VhlKrpyY1YfNuqOgAEl4r5CIuMwWBiqbCiKI0YHGu8YEkm7SepyqVw7qexWvLcSDULi0Cran2E",
+	"0CxVJRetAyjHIIjiLldpl5ifoIBS9OAxo+3mdt3vHDOLXGD/F3qPhJPEqpzeNxbXsTnCpNrDSFspKNrF",
+	"hKEtUQm0uuD0VEI7RKl6VTCsFonjnAAobFzcMqjRom4gd3BsVqEgG+Krrgyrwv7VYjE9/SrOPqyfsdVj",
+	"y27Gram4PmMAG++gdFzwDXjO6sgzVayZvtkJftmwypAYWhLGHvEhoqWjCjty5q3dAGtpxPE5c31IIeQC",
+	"1UsTIZSD0j5IS6jWvu+yi6D8GmEn0xFZjlB9EHmo6MgbfBGbc2UtRtiaK+iJQyEHT1FnVfbYtyLR0HAy",
+	"DsCFY/qY8X4Z9NRWjplQRB/Osa3ggGALVTcJEB37jgVxy23n9GPIEXiMfWrK2v07VeBhmo/rXVDDA/A4",
+	"Ae0wACGyWhVobRtMoK6jNCiMFW1223Joc0I6Z23dEQkl+lYbQZR6JdZWzQTFpsHbTL7dZrkYoNrymTh3",
+	"CEsoxSzPR2FfCgS6Rz3+q+Dk/ylxDVzngf2YBg/URdlS723e2l7jAv0JWCHiQM/RcYuuNxCJsR0gvQMG",
+	"p5U4BDcYV+6gPg7YrDrwbTSN1UmCQocVrNpVjlqF1sEwlH0Wpm4SPdaSwYsFbUhMB9qLqs0WdO9dalH3",
+	"ecB77BViXudOncWwj9LoWGZX2JEs21jeQ5dp2AgPm/x8vPqu+wzmjv0SuWIrteR2Lsys8lzPeCGYMAlf",
+	"CnYUj8er9Fm/j43h7R/T6TQ+jsbKA22H2NpYAM6zAmMsQkHqyUQqbnUeXnC20avciGzKjjAFK2KGb2rZ",
+	"U7+N0TgYd0bsdPjld3GYX5DrjBViC83WKfMjsJ7CUw8mzdnw8+eIBclw2PuAcv/GCovpSH6hUgtl1U4j",
+	"bXBih52J04jFKMnJEqSvjxWaxGXcwlnwqKXjMxH827m7EIDdDd+XYy/Kd4AIH6snp+wH+a3zaCML4god",
+	"I4QJGgQ4/LDJnF6rXU5oYkFUF1wFlCMv1QdAL0DcRrRjoxC0Gxdly0U/Vk6vBhMlcDnHZQtsp5kd4XTL",
+	"18V1Z7x/SBaWvaHxsDRFrRJjr3u7x76HMK2uloWCxAE1UGerQmCEPB4rnVOwPMhQPe0/f1JJcCrCvH/K",
+	"a4A3HxOdyq7f0ODRl1M7bXMbcBsN4NZQxp2VpW6K6Eh3xjDxSMEtWjy6PJRegxAXxLSeTao5vx4V5qRv",
+	"sHh1MD/pL0CSJ9nKyFsq4nFOmupcT5oNgP2e+N3ChBfzGsY43OdpXhM3ga9mrKiJ5pG9D1SNqt8RtfIS",
+	"1dQaIFOpeEY9G2Aj0i4jqTTTwoBDKBfEPU7YuI6dTjKE3wscifabXkPj5Yhm2kooKEIMUrV42AUWlNFj",
+	"exF8kXGgr5afjeGuuMc+2MHjDuImZOz7cShS7Gtxdg4KejxE0OJ7kuBlWLMSLoBGUe7VlvVC6GO9VmXM",
+	"4Zs4CotKvolRuG1HCTzsPCY7eEx+h5WbClXrDBzGWa2qXQu0/r6QP1sxg8iSYSoxtDvZUEMZzAcAfenv",
+	"B/ITtTnv8TNOZHjMMA+IC3u21+QuPdhJej+QnN2uqG1RzI7ef/eCnZycPD/usTdgyjlf1JbwRdT4c/xL",
+	"YbIu5bzVbXdumNEaGskstTFykmF8Wi6EUzaWVkw5TbhWyTzsD590B4PucHg16I/69v/95WBHw4O4mCKM",
+	"WzghiGl/rnC4qsMNDAMcanTXNxX6/XjxP9dXlz++evvxKmZHZwurmvh6cnZRKnqoc60UJAsAd1mCTaFP",
+	"NhRES1PidlfKCp1j8uikb44xdUKY+iY63Gf29Q1j3pWdb8r+MP6MxYxKqUxBSJZ2ST6+fz2Cf8AxGjbo",
+	"82qvlYGQ0IPquLdVt3jV6m13kRut3qma6sdKzc8pD/Z867HXWi9BT4OcylzeWnOMp2kujBEOcR2aqVPF",
+	"cMguGHCj7htbcyGz9vdwhh1KoC8tLocPBcewYq2IBJN2m1MmhQLnusgpt9dLUalSvY6YztKKj+og79GP",
+	"8CocToMTKewNeA0OmbYknhwA2BPsBmathuvJhhx0EI8HaBj8Wfyy4hmmA5Mg82j+sJEX5FhvaSdZvnh3",
+	"88GGdvXbrQaxqSTi4W9PtseuCJPWA71By0etb0SK/qCFFYyDftTv90NNGLOYqVM7zzJXpwPBpImYS/Bq",
+	"Adly8DtnegYxHquHWCUERoFQzkF79BKoBJzOgSCoeKN3N1Bsb4q4p3Xh3m6EuxsK7ukM+Pdo64d7Z38j",
+	"kdpY6LHIb9ht1mzcO592iIMmdv4JXcI+DCWx724mp2I0Vt2QM0aVHHFwETijD+4M2WNU6Q5pggaRcKvn",
+	"r8p9rheGZVxMg6OwnN299f7+7qNuOaqvmukCvUplTgb7zppxUYkKgaEZ9xpu31A30nYYhZimW+Qb6C99",
+	"FLqL7M1jxUIbAXTBERRfV1tpKK264TCPd4/TsVo88lEmlzngjF56QVif8ICMXWokVy1oFR4BweVVGwEV",
+	"YmZfI+cD20aKTBSES7K/oPOlu/tL1BHTqVUYb8V15ssGDtSm4F1UbNCC2Q8/kv2+XGabEYUXTFxDiKJO",
+	"RqBoZ1w9MsEFpVPxyPguSAZV0LBaQVaKEu7QoMBP+fCJtmKCRB078pbcjoyamztN0gCkmAeAcJGnUhpO",
+	"cyEOS9egBsk7i9qhKaEvYqIUW+oMHEiLiPZ8FOyp4xIyaKwqHXluxNIVPkFLqyDjB/qxkmkSJq0FJEBc",
+	"rw1qyVA5QesbhabI+1dXr95cXb59E7OjpyzlGw9gY0RR8+c/HfbnB5LsQDvVt/va0dU/5rB94nMWmxUU",
+	"RFl9gfD6XAEvikJEYAtVa3Sr9k9YjFTplq8Af/NYlXVIx+euF5ooMH0LmxghcB64jQHW5TGpPJgMxFaq",
+	"kBnzjr1cry33zWpVxDgJe3q6AXScVFGzHQVb12AJXCcyzRto865qV7AcY/VVfnSl81j6Djoiz4q5Xs3m",
+	"ZQ/ySaahEZ81W8NIGDHTEZRQFyJXPAMbRSZiSxeFEAKEgSjCRZw0y7miVAivu7dhSjfjVpT4P7XIuwuk",
+	"g2Tw8qZB6oYb2fNao9oCs0FkiB0hSaJLoSlmsn3MNCehX7D5asFVNxc8hTMcMtJ9Th68dV8l83BvJfNd",
+	"RKXr9gDQvHJK4S6JiXW+cMIO89gFzUdNxwa8uCJbXr767uLj66vrd68v3sSQQyPxRZh2B+8Vn6UpzDke",
+	"Rq1S+r6F2sFaNqJ8KLHONj7qdTDSxx8I69EG4sFaMDzG6vcC8TiseKNsbHLn8o3WPHw60tODUusPxCBo",
+	"3GNfsYvWmEvyICrHA8KljJgHQ5pqSsCmo7MBGmmsCBvpvUgEFsDcilxOEYEDIKyoDbMs2NGHgquU5yn7",
+	"iT72QOApO2R/Kx5KhT3bRcHLQI1v6oqYh11Fnc4PQVZ7np97lEqqUJSZKKNu0gS6Q2MrVUFSqC2SdACq",
+	"QUO2iV4bl2zoqz0nG3YjVToiHEurbzrN0v7b5zPHIbRl7OEs42isYoiWkTERsbiWeIbvxOXA1xS8qHX9",
+	"C4tXT/png6HP0bbzPe2Tc6EzGgz7/X6TS5FSafZJHb9S0FDJkA/rUMlTBxAMvxn5dWtnqrZy8IuSlXKr",
+	"pJGxZrX9X1a64KbHXiEatP0BuIyzUFGv4N24w/QbuziU0eAOKpkjFj94PFKdmMdGJKtcFpveIo3YmAYa",
+	"jgCfchbfuHM88qw/VpjCh9VG9AyVWNKh7x9E2B0QdRB/8GjXHJJEciHYmm/MaKzGqssuTLi/7IFGbz8K",
+	"Lsee51wkGUCsSdQJqjk8HpUl9WPFtvqUthi5pQ1kX95nmZw6+xlXATUxrz7bVx950/e4xy4V4zggjMz7",
+	"CTf1tw1mCIsLiOAjbLCtc3DWIMwvOJKh/tUP3c++RnEH4NzzBKX7HSnjdx+vAmPF/moe/2YF6Jf4eOTT",
+	"CSJw025EziYi0+vKwN27vRbduE51HZtWzOfY0NXjpobLrNk9ccDK7XFOWEZzViUYNhj6SrfMY2rq4fJV",
+	"E72UDndbFiNMe4YkuMqWBMAhsLEqUCDAQL6O3riDGcbXA7XPsQE0jfIlUKVKIj7bd/MsY0eEeDNkoJaj",
+	"GWbHYI7P67gSDh2n0g6uWTudrPJGS+bdpUtYLMu8eEEZcxN9i2tgBVgZznZXWK5XkGCeWk4/KnsXH/fG",
+	"6i2ckRCwst+398fnZfPkqN+H4MJ+rAH39J7BL6F2wlKAHZmVKbhUIj2OIOuhulpAZsuqeNXS1g9srMqR",
+	"sbf2UVkgOhFOJexO3DJ0h6ThnZtSmOulyK/TpgypHy01vInuXUUwnY9XL1jKNw1Uw/G9s8SWRQ213aHM",
+	"jNWa28EjMBocxOTntlcybYqInBc+M9p+cCFTBT7zvQvTBkZSO6Xd3Lw33vNXobGcSHlEKUCh8eAvZI8F",
+	"K6gAv+1owT+/cN8sXjqAEKgedZRyNMJAl8aVxG7GBDaTaSKOc7crbfdgGZ8KQXfuCLDSQoKAR+83d3b0",
+	"ItOrFGf1aKwW/HM5/Xci/wAvd/mEsOcNhdNHLr81FwixBtJ38NgOuZn9q6SrYxZ5prFmDVGTUjkg5Ew+",
+	"S5FlliWjsaqRmjVQ+hzo4b9iF2qBxZccAH+RdNL3KxirMIZ4VAkiHkMMFpR0Si2tx3Jc70079r17eas/",
+	"Z8tWruIaHfnhRcyNjOmcBfGQY7cdILvTWjGQCWbPj7VeZelYic+JEJANRcnaTcLIh26w6E9wVJQa8sN8",
+	"d5Ox4pk9A70HpMdcfynzqNKsg8LfWo9Kzw0MjpVjk8b1G8XENLe8GmN7vv7sqK17Lh7E1JkUCqDzHnsx",
+	"F8mN35zW/MpvRTpiXuQUnmbo4LTsauZaF5g9hoWQ6OZMLd/OAAhz/5a26+1No5a1LrtVHmGjEUudEmMn",
+	"WFnwQUlKNQKWrizlWFXW8pwMuqBjl91xC35jj1y9OGz0rXlPr6mrfNjlIqa746b0AktX6HyprW3p1UXn",
+	"AGzNbKplUA3KhIhjj07CzY0L7oZ0GZ6PFSbVkspBaePSsGRVOMw1lFDOf1d2srN2oFVlrBCBkrxqa4ix",
+	"8u9AvXA7IaolhxhF9c580P34V2Wkq+bNh0Kh4CzAfE3KPK+cMdQ5rekEjiN2IzYo3ecg0sHFzI2TzpRs",
+	"+fH96wBzE1DgrGSC6oAjq7L1ljwvlMh7iV5YC3/YP+n1e4PBSe9pfHyOr8XjpN5DCpGQwWMpFS6EvcWu",
+	"OarsXPnJWX6wxo8dBZhvVOXuOJCazJWmWoimGJhsHInWYxehrgTXTCPsByY27NbLigp/BSrZqPYTNFKk",
+	"AqMcUnoRcYoa6pUV5lbBQH+y60dCLhE0nkyz/D2qZP0bluryBD1nHMuY7JZGyQ92i2oQ/eQqVhorrr2Y",
+	"9peOmzQB1AaCw2lJeqeXYVZr2SwFi8Gx0cVDwR7J2+fUWO3QOa3IALphJQxEi/zXwrheSW9KOCXkyIod",
+	"NpWYDgDqPoRRIchXrXl2by+PLxacXmN14PFFRWaunPDi3WXksqTAdtsnsr/scS/9txTr7by6+8XX96gx",
+	"VxUNRun1QVpM5A98gdV2zZludwzhR1R3ReYulbZ44fEA7vaa98+HC6tEooHvcgJ+PTgivOjDarHg+eaA",
+	"yteHqhStfPaO2SlQ5lmdMzHObu7az1CYwOh4ChMZB30r0o+2syqPqVUcQcjY2/YihlbHuU2ZT542e5qt",
+	"YjgGs40gIAweonPXXjUT0wJON1OAGuVj7tt+mn+8XKGa83HL+QYZ6KX3zR/wLlCCeX5WBtNDkFHhPpto",
+	"q0F4b1joaOvdP32oWcS8W1W0BxTUEt2Nh8S+fX9C52Nmejq1ls4GXoH4hlCw42aHvZS9nhOmXlXpXRVb",
+	"y1w/XF6SaE1LamiYtjPnaKwqSUcID0X7MB6YmB3FT4f9OTYYPOlDKlFJtK0mg5WEpIoJUWYkQezblS54",
+	"Llmu8hmUOFAtv8GCIZoVGbRu2GMFRiuU7QuFZaFkXJnSDQVHjD3oSBnosbf2OoV+oiBR9bR/eo55Q03K",
+	"Fd8YYA9FfrVgVpcvX/347u3Vqzcv/vf6p8s3L9/+FLOj4en8uCQ2KeZj5fWsOQfth7pm/xGJWCjqDk0/",
+	"eh9GPSj3iJJ9yjoPSsvMsK3hXz9hrjeyhVUP05yvfUznxeXL9wYtv11pS1RPgeWYJZGvLt7/+dXV9cXr",
+	"129/urav+hCHlRRjZXkzdAVbgQUD9mzmOclp9o7vFIIfpSXUAJRO2Z/BYlEQ/ScMa2g3CARhSsNeFLmn",
+	"DEQepq4XulcNwmKc3rDf6/f6jwdPmozQBf98iU9BT4MWNigzqVqO/I+Gz0STzrJpWGqMVKbcVyDA7KrF",
+	"GeeYP+hsypV9P5rfAMl8cO0GDOwlb9SBLL1bWj2DBVAf4VYQ+P5pqi+5zDb7jplKogmcLUqvG9TU/S1D",
+	"dVtFyn1nWeiCZ4cR/wUYhVsqExAfhhYhm/iX1jPwGhXNZgCmCzhfsXOtnpYAHh/fvyZtxUsCe0CFuEz7",
+	"crvbkpTA7r5XjlLljY39TssPSIjVEi6OQ+UsMKze24Vf24LLWPYTrfrZfU4FOgjxUAchdjjWjh3wK3p/",
+	"o+lBWVUHVv8dCmnlFwJxrZwzJfcgcffM4aB0ofCzIXnb4Zta+dYTZ187tO36to/vXztnzyMTrBYEYkpg",
+	"q4OyR5VHpIFdE7GVkr+shIsDe6JGlO7lq1ODvuY0EPv8ObqnMBiAHbkpE9VvQ4fTSqBKFYzlWg3iREK/",
+	"m71tdxp75H8K2+V3P33z718BF7MLWixi8yZgD9/vHSpFzwEfyDNM6K6z2ggE+eccAbeb6zCJFr2Wekxz",
+	"d/yCGovbObZy6170L0jzAjmCiNg5teg/GP8Lmx3/vgBgcF788QhgD4nC5UViU3ZYsBEbW2KB2/8i7sZ/",
+	"gWS7uBv/GkcslTOXxBX3YhZfxyzuxpE1P3Lw2CEs31hlwm4zLCKDh3rsBTei6930Vc71fPm7bF5HjEO7",
+	"SrYRq9yTlgDBXQR7mAAFCPx0zptaqNz5CI9AKi6FthvZJ8Fg64oqvc6226IdLrUOP/7DJIdDdYFzkFwT",
+	"UY77fppBzfjYWbZRzqhpc4SaZvNCWM0A3f1QE49qb+5NKz0Fg+MuPVMunK/D414e1k0M8qKvc0yLbshT",
+	"/9b+jkKG9HLEJTCPPDigWzRC6OKKbjm+0xCMaKp+xM97kGmPPyfLq/yeMy9zmA6gppW67gHUPIj97tCD",
+	"DhSxg9ePQj4E1E7fZkcEihGxFJYkx+KlfLWELM7DBoMBwqSteoQc2YWm3mB4o2FHEJmrxOsipuwQnMPI",
+	"J2gcNpKtTlfhsCoLtNXfKqRlhYO2OLp1g77km52pzWjlO8QOjI7+a0f+rjuytYVdQP693oB/7et/sH3t",
+	"FuqP3d7vESVi22r91wb/1wb/J93g9/fMQgqpDmI/x4f5av9BJIprO359IDwD3X1gySTRCsiDCTOHY9y3",
+	"yDo/2upYvDf5jxeGD5DH4eXqvVwXod/COeO8z6Lsr5e7xfC+iwdzW3yJOq58DJvDUrrjQqorfSNUWwbE",
+	"Ns7dxcsfL99cX7394dWbOPJAgPHFqpjrXP4KQc4R+1bwXOQMi58L+wVf+/xTDmFse81Qaj42rjNopWPj",
+	"Eg9/ADmOCI9NpdaGpRorxegWkDqUnSBSNuy7JyDsmgpVSJ75uppBn5kyyy0utO4uuNp0+aqYd10D2XKd",
+	"cuEy+LUR8HDExK1Q1OoEboE0N5iRXTDMu+yMOhMgQrlJ50WxpOKXH7CuHO/4zu3pQyvIO1EbdsE9qtEh",
+	"4JqLYpUrSMJLIAsvxg2KUUUM7+KVH8Qm7o3VB4FYnvvWni+lHZBf/Vc8mRPCh9SKkAOwX5heCsbtzdAA",
+	"3y77WMWfu74ovgu3xOwo5moTjyhii6xxIzbH5/S0i1X6ZMb+CYulMqvpVCaWt+hFkP5YZbYjrtjlu9sn",
+	"LhdRFoY9fnJ6XGExM1YliyFDNrLWLg5az3kBLlVYHew7bQ5iHiOMkVq90PpGtnXX5WY+0TxPoRU63M4S",
+	"uD+CiJxdXiNn6lLFrly1XBFqqYkdJB0/wRmK0IxWZCCvH1MTPep6LA19xCF/QbQn8un5JQQDjemRYS8+",
+	"vP8OXwb5tXbB/6drL3ZBKjmAK+wIfCM2dkJ27YwbkAeLeWRwGxIwJjrDLEFwTK7cfNTx7HRNwyhJTPvy",
+	"yxdoNT9tCNaWAA2ATWlENu3OtYGEksUqK2SX9iEAyDrAVJcYl/fY/+oVZN3LwqFKMo7BpILxscLyXAAE",
+	"tRN0PcUAlBXb0iAcDiwS9VRREcGFGtfmCZJy9HTqYWyYWSUJ7Cmdj1WIPepO14gAB3BPkeobEaA7wsNX",
+	"OyKO1Vj9278xu/WtfEVkYXvxqqzHM+wIHsLE5JVKRc7ix7eDxzGUmCwL/AtrWuMI/6JVoWR4uCJnarWM",
+	"j4HTqvlPjj0hjQl3zFgBP43axNIdUDou2EIaI9UsYgueWc0LcxtvAVFR52ylbpReKxBwBFpqxc0ACiGQ",
+	"Dq7/U9mQNajq4wUfbV+mTgOsfOFp5BJwxwoA+bmyN1QzowF1BdblrQNQokUIqNzr9UJC7jvgQ8LSAccu",
+	"6KmxgugElaxDqr8dzy3PJYDgzDnm9qLEsCuVSmN/SR3zvMpznRv7Bwqh08+fYdXPAhQ7LKFXLA4BrJe5",
+	"nmRi8R/QMRhbNwDE8fPTs6fHDlB1sxSAfiCLTAD4gQN1wCoLUXCZxed4fvASAt2gVIO2ZCBgplPq10+5",
+	"n1IRDLqJe+xbnjKplitaaGq9we0UHLC/c3SXeAGWdSCpvlb7xatZ9Q7d74hqgI8d3d572iAqeEnBEgee",
+	"5uLKliIf87UCNoAG774F2WZGTGmj5HQKpHqP1Xp5F0Gn7Y/dnK5Zoro3fCCd0t9H2X9dkyfskbW+Hp2z",
+	"ac4XostVIqy5ZOi6gzp/wZO5gCHlOoMPgVEFIIzI/1CkyAuOEZtcz3K+MC4kaTVog4KK0KodeumjsYKn",
+	"FJ0UoSoI4KXu/dAxnB1VNZ4o1HeiqjoEl8YqznXBC/EBUUs+gOwA1Aw5Ux+X5UOX6lYWIj52wRpIx5xs",
+	"oMVeAohECI3LN4i3YLcKlnUqzV68ff/BrfOIcXumjJUL+TrRoXM5k8qhwlPHP9cX3fRYXMePiF2EKRdL",
+	"bWSh8w0zkOc130D6gGO1l6534mzFIdVNALddhI28ghZ3QV9NF3onYE80gjl13Wu4r17ICbVijmTwcrto",
+	"EAWEMsKy+N9sTCEWUEG6MpteOWYZgPVavXYE30cUHOzvJqj/JvRi8GjhvjoVlOEjSDDEkKo/kZOcm7kj",
+	"4kKmaUYL4t5y7OqloNozFekKxZdf7krfYatet2D+95DeIbInKR/2TDcA7JPKXCSU7AtFMgQL1GNvRLHW",
+	"+Q2Jg8iV3JmInfafRex0eIaF8AA8HspdB7kHnpvzoEMkQRFLamZR6dPPJgLTv123Cl8EWyuGrIs2SwBQ",
+	"mVJeiGPEM4UapJyd9U/sx+Za6VVuBRmWDVgFfa5XORpjkOSLS4mNZyxHLfjna9KE4DD3S28KvTS+06t0",
+	"ySKOpe3WhJ2D5VQbj6yKUw8MP5pFGzor9A2CWjfUbjdQVOewM9rphasReBsBmQM6b/hdeo5EssMKRuKA",
+	"LKjyC+SJwcZYnPYbwBy5VR4r14yo1Gy55SStKI1oqz2Rf/aRKbtSTBAzIkKbzd1xTb/HlHu9hYkLvdQQ",
+	"qjfsgovUsBuZpwEYNtgf4ELELAgz8qf0gg79aisgXK8/ETon7EehsM4MHA6uTPfd2w/BYwAB+RjBcmMn",
+	"B6+CbgqkHcOpG5IIZXYg07CBROQylKjrk0pRY6n0D4vYMlvBw+WxDgA7f3NL+zfipL+N1d+63S78f/tz",
+	"RY78jVVaVXnRZpWbUH1n1UetVDAFXyztGz4q+dnBjjghK305P8TvqWtN9SUeTsy+JL4dRKhTEyTZ9z9e",
+	"vOh++P5iePbE7rZxB38tB49ad6962Q+s8iu0T4ML9BoR1scieBR0wwXSmi1MS8IZc3hrRwSnFo6XXnsc",
+	"UXEP2wJGY2YpEjklldQqPlIJc87SFcoN93ZQEiCXxdgl4BkCNXSNWPIcUiMDHDak6NZJ8Ddn/+7rFh9U",
+	"+fhO9/uYoBRe5M+33xt0LR1Sfyv1D68/4aAF0u5FEXJf5eB3zUeopwhX2nHX1utCFuLsv366Ykfffxie",
+	"PaktL7ZOAvo6dV8aE7PYSzHQw1YTrHyH/Rf/XMg47IrShWZuEoYYi89LB3WE/ZRLNL1VnrEP3190iXN9",
+	"++K/4cHsTxVA1bOHSXmSUDPVTQP3ZHKS83wDEN/+PLEThqIKSCW2hkvoc+hEnVuRG/REDHr9Xh96zyyF",
+	"4kvZGXVOev3eSQeyuebg3n08Fzwr5r/af8+aQAcvSAMe9vuEfAcnaK4TAJ0wLF8pBefIZcGSuUhuQCdN",
+	"BaDdqgS8LN51dJliayT4ZNTxmoT97rDfh1RutBsQv6jWkCgsl/jNIwd39I0D31/wvc3i4ePowGkoRi3n",
+	"xTNIlfsSdU5xYE1v9RN4/C1PXY5b6EnvjP76KeoYV2XZeW03pzCIsD8zndFfS+KYzif76OOF1TgS07ok",
+	"Fbc73ez0zHc59NUW9qAQn63FD8q7FT8YFiqNcxba5lU0h1dX7y9ffLi+ePnyfYx3YyUNc84/5wy1mkJE",
+	"GPreEwHVf9vL/iNNa++y24E/XmZcVhe882/s+1ev35VqiI/7XEM1QqnU+wDsZMP0qrD608jpwlR4Cv1P",
+	"ucx6Y/Vv7Op/371qfy3WouZj1XbHb/SNP40hIDXufGHDg+7GPoj29sFB99MU7BODZ6dDO/QaRfB/7ZGY",
+	"G3aF/3EV3ZJOaartLOQCcyaFaKRC5VUzvpqJcIyVXwdnJ8Ox6oRbsB6B2tptxA20wU73b7A3uvjOqpA7",
+	"t1fA/gvPbq0bjeRib8MX2c7d9nYpFHindLJaCFXCNUG9f0VLo6acmWAxvb7ymXh7X/xZFPT+u0lEN+pA",
+	"IjqP9D3PhYoQbU7TxfjiVnWCI9BJr++JFCGJ3FFVCzY2it86nR9c/F7ZEbm372INKCc99FR0TgYUqwlX",
+	"LNXgXQG7+uidNsXMqm6IPZjM+SQTx6SHnfVP0Dw31Od3rBSAaHh8k1EYrfIQfFVMTzaVueiCYQhnMBaZ",
+	"IGAFymc3iLHCkkysUl7m1jQuLE1Wk0ywJONygU19oLGwHy4NkUBbgtli3S0dIXgij1gqZjlPReqCeaU2",
+	"gI0oV5nr0xKjymD1K32DTo7gq2Qfg10L1aEim7r+hhgW9OD0vsVWhEXHVOjhz8lMz47Pw1a18FK0f876",
+	"J2PluvuS45ih99ds79f3yBpfq73gxCHngJYGNRn73lQGas3Dajkw+vvtq6hz1j/ZMcnQ5X7nyQarjllM",
+	"lvqdUYcHzIOQn+V9JXHO+ielNvyGHJybUuyscjXywnBEAx0pXXTxxoMJ+0YX7/GJbdL674JFWOMjAjRx",
+	"/O6cNLKyO8jT0dspw95D98E9OqSP5vBVik3OGuUYhgTQJYQNcNEvzhKtpnLmiv4BGSfwjVM9tN07UpmC",
+	"Zxnc98iwI+rhO1Zx2GDbmmF259+IDRjMHoTTx6HBxO1KFTEl1kFpceyThWKmeA6w19CWGv17rp77lUIv",
+	"nccyCKNVH19eXlU6npz2Eaig0oBxa6O/lqa4APJZgynnC1FAT9i/budNZpta8w2B4/Eh5l9WAhpWUIQ5",
+	"zIAqGW9P4lZba/1ybI9huFCr3Dn07heYlfTl09cKNEyW+utv0PME6EKLg0fVNXKZnRdPCp1bAUBBSEjq",
+	"2mr3OXTtPp0sCHGPAmhbaItRgsVi7dI2aiOgw/T7X6jjQKc/eM75s+mT7iAZpt2n4mTafcZPJ92z5En6",
+	"VDybPuf9SSVXzT0i+t3BZJh0n6YnovtsetrvnvEnk6fJs/S56E+B7p4CxPk94PzK3JNMNk97sD3tG7HB",
+	"AdwMO5F7Z2d04kZnOqNhbVpn3efps6T7dPKEd5+dPT/t8pPJMBmkffF8+qw6LbXKssqgadnK9LsdY+4P",
+	"r/rPRoOz9jEXy2w5LZ7enhoxH5Y7gFovVPH88Qljrofrjf55mv2sNX+adapzQ/rbJTu1S3Y26T5JnqbP",
+	"xPMp708G91qyTwfLf9pgplWF9Rv/fifsaX+w/5GPilPegkjhoeHwkIfIufH/Z+/du9Q2trzhr1KL51nL",
+	"kFNgSUBz6XXWOz22k+NJfBm7fTLJIU+rQEWjWJQ4kjAmWf7u76q9d5VKILqh207sjOePM06jS6ku+75/",
+	"P606n6hCa5YPDtPx7ffL9ys5K2QEOfldFVWtFPzXLx927G7JQBNpO8zRW3DPrsqaZlK8Jfbtgy7ZLM5m",
+	"67hgdDFACCDCByIpNrFKiiOkIpCxplnRcgrGEWwqwvIBpOmmyJvWLh32nzSMUqdMMfFp4aoIoNswFMpk",
+	"fk4FUW1IodinI1D+jxA+ExNlxhzn6CSGnKKieuQulPMe+C6mQLVpIQHJ1uI4krArmcTq1Zn5psZHE/Yz",
+	"/YzZGtCrTGVkY9y3tPtA86CV4BWCQAMKXuUr9nme+2PP/xnHrwhLYPeS3rgLl2RyJlVxhX5LY9zzO31L",
+	"H6HFooc2okRtg7XFGWwq27K9A3k57vW6DVeycgMZ1hh7Wk7Wf7HnfrFX+eDu3jCD4aATVAba9Z2RzpI0",
+	"B8G7N1anrXx3nH5lnL/wht59VgJGfvts3pftQdSbtUfTrmgHI3/oDeZnsh/1jrd/aQPdJAHN8QU6EvyC",
+	"zp1F2x8jnh5VhUnZ4A5zeIu4iqF242ZphdewWRpBi27k1s9S7UfV8OVg3UIRhyiYgKQ8d6qo6FmQAl7m",
+	"MtFeebO0uDEVm6JdKuNMS6FFa4ziy+YSEDqn2ngOfHqIth6uMjmP32uDHWIcMYST44yKaTgmote5jOgC",
+	"yFtuyasxlvkrqoWjaQKRZljy9gXUU5rMWyxul6OZ8k567PQKyyyPTf11Bjjy17q73u40Y0AiqGCfWuEJ",
+	"YrCunaue5daMAMPsOYr40GkECE2qaJXJd3G6zgme4MVK/Ht9cODUROCOvNK4H/T2/YaPZ9q7ODulSB5e",
+	"eqOSnZ/2iHtN0Pb6lWusbTYbCb/dn55p22wo26O557eDbq9/NhiOxHQGHFApCEWtZL9L0ql8z9m7WLBc",
+	"JLhPYJNCZXys3l0F794P3v7bCQ001mqN0lT/PxgVYFTgf063pQFc/3GDS/9s3L3543qVa9yP89q+CKbt",
+	"wawbtYfaYK0Ynvbj9r9j2V1FfVH5jp2vqAxxMPaCcQ9Uov2ucgyj+VCL/rNZezjti3Zv3pVB5M+8qSfA",
+	"8au0p+B0HKkP8LweUgcl8ggdza9m8U42MC/M1NSoGQ7RshqMaiy91yoCyh9AYLuccOuVExxhTVNu2DLc",
+	"ZWVs5PXT756/efl3HEMIxUATBY+rkg+a5BGazodoCIkxagHJYDoqWA83UaE5OrEKWdPgu/tnwwWWPSiI",
+	"yJwj8J6/1NZu4J95C85UrGSxRWTJDiMNYcr+tDKdKNsrAbV2aQQ9BWyhFZLWl1RLCCEmPTcrqXLgdCpc",
+	"vwQaVXAmjPNbk6555CjthjXh/jONtqfJ1HI6ANlxcZukO/FIVplMP1R7wAh5ZEcp+CcGsO+sC/w76wJc",
+	"nasZmrauxO8tfyu6aro422az/ubXaDXvXYtBksvgj1Mhd1ig6JAVjV96EympngS9PakUTL+1Uih9aBh0",
+	"/UO4mK59nr7WxxgH81U+G/msBS00UpTm+5HeAFQIlvyP+zL8sQGjVQx3l3lJE88MNI+otGiN7WKXwl1h",
+	"8NvFKO2wC+Y8BgCa38pVYavTsEdHb57NIjXleeuV4fXcreIY1crHiTICklpcwrr8mP7FEZAVIdOrg5OF",
+	"R/2xtsFpJQf6htHdUl82k0Xre4xhiCEpu0SGfe+cCXeNGS0xyMW8EGqmhdz+VjzSFDXSrueNylwaLqPF",
+	"VyYxeGNWDV/bhkuPlokv8eabpSFMy1RKhbPQDJ1Xha3OHycXcMeWkqHedqs6sLfkYnCinz7GYHS5iMAi",
+	"cUv+bjceiawowvR8gTjh5qAT6OZCiqyYSlHYEoKVyIoYCZWIfEGKXEKLxSJNIuqgWaQbgN43zmvQP3Pv",
+	"VClL4neE8w23QQofyeYRIxt6nQyBIVSX00DSjBWbVG9ycunRogV4baQk/E1mKdB75axIUyA/hPnBRgQs",
+	"RDyQyHsO8/jRHOEaw8bGJr2x53fO/OHPqJzx6w5d6XV8vNJJV9wSrNvvU217Yx9DJrQOjfG/PB7wHj/j",
+	"Q+573A+43+P+GfeHPPB4EPCgx4MzHgx51+PdgHd7vHvGu0Pe83gv4L0e753x3pD3Pd4PeL/H+2e8P+Rn",
+	"Hj8L+FmPn53xsyEfeHwQ8EGPD874YMiHHh8GfNjjwzM+HPKRx0cBH/X46IyP9DA87nsB970e970z7ntD",
+	"7uux6cHp0enh+UPuB3q8AfeDHveDM+4HQ+53Pe53A+53e9zvnnG/O+R+z+N+T39Yj/u9M+73htzve9zv",
+	"B9zv97jfP+N+f8j9M4/7ZwH3z/QMnHH/bMj9gcf9QcD9QY/7gzPuD4bcH3rcHwbcH/a4P9RTNeT+yOP+",
+	"KOD+qMf90Rn3R3r+PB54AQ+8Hg+8Mx54Qx74Hg/8gAd+jwf+GQ/0PMNEBzzQU63nOhjyoOvxoBvwoNvj",
+	"QfeMB90hD3oeD3p6RXo86J3xoDfkQd/jQT/gQb/3C0jmbN/S9i+DLmQLez9D0vHWLTnQVx61JQO80t2S",
+	"Qdub+VF7IIN5eyi603Zv1o/O5GA+9EZ+3Zb097ekz7u8zwd8xH2f+13u97k/4P6IBz4Pujzo82DAgxHv",
+	"+rzb5d0+7w54d8R7Pu91ea/PewPeG/G+z/td3u/z/oD3R/zM52ddftbnZwN+NuIDnw+6fNDngwEfjPjQ",
+	"58MuH/b5cMCHIz7y+ajLR30+GvDRiPuez32vy32vz31vwH1PD83nvh6cHp0enj/ifuBzP+hyP+hzPxhw",
+	"Pxhxv6u/ocv9bp/73QH3uyPu93zu97rc7/W53xtwvzfift/nfl9/bJ/7/QH3+yPun/ncP+ty/6zP/bMB",
+	"989G3B/43B90uT/QszLg/mDE/aHP/WGX+8M+94cD7g9H3B/53B91uT/qc3+kp2/EA8/ngdflgdfngTfg",
+	"gafn1OeB3+WB3+eBP+CBnmc90Xqm9VTruQ5GPOjqye/yoNvnQXfAg+6IBz2fB70uD3p9HvQGPOiNeND3",
+	"edDXq9S/fUv2f4a4krv6Qf+MN9Yq3SgZXbk/eCcU30TypswDMS593rmGx1VlndfpX9CY6Ubd5mwAyfMt",
+	"xoG+BlIxCBxdWgFlAaHV6ZRMYghxzOKiXpe+hNf+oUHlauWHqfSop9oNvBtKQPYYHvt7lHA+stKTRCM6",
+	"KRfYvH6Qh0PIeJV/w6cENxet1A6xMkpkjzk0SN8b+wEO8vhSB73KN5022Hyf+2mDCOuK9qs5S/jfdWeJ",
+	"CNOPcdwNr0+HvSJyOjhaPW/EmqH+oR0r7ZnYqGt5wJDjDPjGl8S0vQRWW9OsjWdW28Mp4ZOFExj1pDEG",
+	"AKiwxTF7t39AcXwvEUjrdufbUrBthAPs9QV44jff8ChV8yRGjK8/SK4b6laLYVbdbPxwdrjC5A8Bm1wW",
+	"tY0C9ct6guCFO0CkHZgNcx0cf5yBo6XFTZLi895Tf1TYQEQ3bZDTIgZ6xpF2Q1tadYS/jwhw0Igq7lBs",
+	"5BUjADoSF2kiEV7C1MILcwG2bXDEjdBXT5Qtda2Qn4lMIu6aQxZn4Z92eeVY08lEPX7y7cWbHy6vvtGy",
+	"zZuokvcVAVGalm6u5WDnEFICSLCF2KNY45Y60hwumeQE6GBI2Q6R3o1ZLnewhMJdpj4ECMPy6ZJKaqJc",
+	"sqnKGCFkq8cE2H6A/dKkWEjAQCugBgDTkCqlsdJ6osowj0UTExADoV7ZfYnxcl1KjDumqf4wc+s4MVMl",
+	"/Tsmq/UlCEcEZpLReeVQAriG4cP5wE/L0P1531IhWPojhb7fvf2ml2KbpCK6TNMfRHYtv4w0FMpxR3gf",
+	"ViIVk9bWBt7oIOJVVUq3w+VnyIpsaE93I8LANGoqVyfKtJ42Q0v8GnIWGupX7PdyyF/D1j71K/c8b2xT",
+	"IFCToB8JHtBEAfTXHi8sa1qYD6OY7Njfyq0hvwa7WyRJS9vwK0kUICCUqaHNVGrlsjANL7eXcO3xzpxX",
+	"iWbKkuBa7/qSVu1OJXDGg/9aAveHlsDttEHUEvre3LFSR+lPOtf8UqrhmyIFO/rWXE6oTo1xo+vltR0V",
+	"B9sj+Efpu9nt/EC0bgpcOKy2WFlhKUz1E0t4cfM1hNnUGDf8BTKsu3/KK32TAlaiwXcZqv1+NzgYs/FG",
+	"l35v7AVj3z9qQfmuofQRlvNua+m3e7150B4Ib9oezbpRO5D+3BOj6XA2iNy1LFfkGmpi7JrYFTBLYohn",
+	"DyxKf29NvOXeovSri5KvoWXBqXKvUs7+q8qG+sve6nl7dYuNZ79ebJ/H3vtnr73Ni3/+9/vnj9PNs1/T",
+	"98/+uRo+e/yk/9OPT3o/Xz4pnj9+tXx23TjZ5rytxpFk7x9q9PyBUbTC6qVj6xSN/2mVN0FYzjOZL0pg",
+	"VhWVMLgV2KUS6xCAWHcKErUXBx31+ImHahIFVCSicYKNrAiBqJ8Ff7oWsYKO97dSrgAJV8xlp9LASsNH",
+	"ScHabSDPe37x7EnIVllMpgRCDv3X6xfPDxUNEnf+PbwxV4SeuH8/fUGgloBv5RZByte//hbJ6/eRms27",
+	"wZVczbvRIo1+i9JZnAe/Lorkevn+WkZq0F33+++r1JwH9eopOuumPsPGuIF4Xt3fRO/9P4LHP7/J/+v6",
+	"dfLD334aXbydr/sPf5zn7/8meuvvnqexOnsSZ0/+frcJP1jgZ46E4y3BdrcIjiUDZ14t/ivKQ/Fl1//9",
+	"CQ5bLzgieHyZps+E2r4y3Vl/tKNn5OVt6T+SyLfWGr4G8xuj+4YZ1vCzO0V/Forz2yxdAi++3nqWUQHj",
+	"EZjqaPY8v2XR4iZKQcm1UFHVA3RY0HOpig57WiCktRbmULhIGQfjr2h74TpL1wpwIlm+FEkyUVOIeuVj",
+	"erApiY0zF5vcmEncspxaUkTO5km6sSHAuMTOgy/jE2U+Eug0izgv4AEWtxTnCtg22BsATIfBWydzfzlC",
+	"0C95BRMFZz+0TvNcZIREqH8h3v9rTPeYv4Wtcyyg34gsQoLTEmirM1EVthZbqUnQO+YhhEewdaCezVIh",
+	"y5PBbzedrh12kb/FdlIEwYQEFpK/TKXeQmbd6tBEM4lQNmytovRQgsrRhRWdExyhc06RwofEb2XSqZrh",
+	"vHIycvpglW44s8jgoV3HrxkNJ+l1UGDdkPZyRJAbVEIpUYodFe2icYJkQURpMAhhk5r+agiVl3nWynZ1",
+	"1hExZN0jWZ45PLsG6PA6k3l+7vAfTZR9nD6EdXm6Q7v71GA0WC+3BXDtRucf5WRQ4+bX3W3ydTfs7dMy",
+	"djjvUOMLEJyzRY3PRAK1ikZrjwbGTiEgWcJTbwnR2lG+17KwwGQICWuJzpBCBE3KlcgK4vgz3cGYQEMQ",
+	"WZsrrIzGZO8MQJlJtZW3TxQFTEMoVkBELmQ7S0s3zU0E+p6jy32A7/IXmOhDrFjIMtLHI8vCRCGGWfpO",
+	"ZlkMZc8ylx2GtGumYp1sa3TuSvBvnJeN1lXmCm1WAJZzaEMfNM9aWSdpxXB6ANjm2rpw4ae17gQKljIX",
+	"aH7F4UxUeVeactvBwVbr7BpwyojzK6/J5r2B6p77OZF5FUbH2eslqBxngrgnwDpkeZJugEYBMBIAUKPB",
+	"GwA1fRIoz07kq39ryVN2Le2DXYgGODW1AbZg/y0fPoCcW2XxO1HINlBIVz/9B71XK+hNBggE4fowF4L3",
+	"IwW1+/nHRK/Q2S6ybVuoqO1E1txhfCv1LLvYpXQ6eOXIYNM+Bdb47i4EnJIuolu5ozwtmudG7qC17cOp",
+	"ygX36knRhi9HN5bJJAXZdxLOn3fV1Oef5aQyin21d4of/FAbjbdkPE1EsQL6XrI2ATqdacJT0mXIcSE6",
+	"bsrefS+3+f2tP/MpN+7wi5dPv5dbik4fDWPl3lS70/W7v9qAFPoWe3Ri+Uc3B2+OoJc0e4Yy0OxaCyCP",
+	"rHdjQxSE9lYMuN9lBB7stSTNC6R5Mzs+SUxuXNuYLo7MNi/D3vSMp49DpBSzQW9rxszS5VIfnySuy24/",
+	"qhIk3cuGyeRMG37bqg69sOyOhAYGk8IPzQEVh7mKksLG9vEfTj1Uf1iEfdl7/zYQg6z4d19Nr96++3UQ",
+	"zOT63WbQl/PsTEZFL99upv3N28UggvLn+uJ0aPux2CXmGsAPcfAZIfJeeWMZYrdzpSdK70F9KL5p/HLi",
+	"xN0SLwfKUqt49wLiFBqIgQYOZin8soPjfz0F/yxWBfGvuufxZO3+8HcEl7wx5o0turlhRTkneQB9qRjF",
+	"tlyYsWL9wzWU+KCq0LqXViehe6Rip+b4k3X7oWNkRD4kj76qd9PJvafgP6p+vx2K93u53e/9ruz8TOZr",
+	"dHg+upXxREXIFpevpMqBCbUS6SjjsEi8SsD2mBugrFEF1LlscQPCK4BuJwcVA0YySQDl0iYWgDLK1IRw",
+	"W948TdcF8iSlKuqwV3oOkHKNYVkPDXKidhIR56W630lYYPZ/ConW9RJzWSOoAJylWVSmoqpZlYlK0us6",
+	"4aCfcZ9o78fzSjlNSefUE6A/wS6/noE7yGW6+ZNsz9f47Lxi9hoePMtYpSU7hTChghNQFq29YNMJoHgs",
+	"6vhEGfLruDCAG0T6hmwNlc6uLnNxPsDy2K7kRIX1QBg41Lad15DynxbddSPiYswsPIIhJ4XOCZVmthRW",
+	"5CWuK54zE82MM6TQxsJxmwPF30UUUbY3zlg6oygZ1MXQH4E7rYN0fOulDImfblM5o0spFJzTDqOVIPKy",
+	"nf3CDh7BiTp0BstnHHUKWe0hpFF9LqfQftPXNro7KGRazKOtQ0hgH473CItE+sAku9M5Sok3l49YJLbo",
+	"vIb6f0NIWRRpyJoQ8snjdxIkzVI7i4Y04NxmLSDViPFY8kLwjOkbVLGA6H8aiW0Ly+mzdMNWlnwYzrF+",
+	"f1wgnI1QyIIOlQ/NSGy5yWO2mD4TmXFjp3GSQDYUSG2xaogq2pEDM83hK215Anw3tCrRCXS6t4BQIS+E",
+	"ca4M34L27ULoNT1n0M4aUs1GOZ3Q7aHSTYdd5FD3xgTUQk4UsMbjrGFnWIjvwTe4BeDn9LeL2UyutDCU",
+	"74uHs/xdyA3PfLoxkwuh94kSOXv0+p+mlpCoL/VlzTASheQW/p07n8Kh/w07jwwRYtnMxK10nSik4LAB",
+	"cQ78kFdaJtM/ic0vClvcfh3kj01Ne3yt0kwf/7r44BvYr0fU9uO+0tuAhT/99NNP7WfP2o8fh6z55vJR",
+	"q8Mel3uQHd6Ch0ro9W6vFNCv9Pdm+sr/9y+vPfrl996HNv4jKP/xf+s5Ker6Eo4auj4bBxky0k80vhqy",
+	"DtibTWH1U0mzn6atj07hcUwbB9KcKCbwXN29jcPt4/CpQeBrJwfxlJRtBf1ulzeqx7sxDkajM8/8OYeH",
+	"93wfMpsRArWXCLwNtzeyMfZ7oyECwjuipDHu9nf6HioCSY8j8O7AX2FvqZYHu19Y83ln1U/zgyO+q1vz",
+	"UV61b2Dnk7q133Nbk0LleyADeS+UYhC6r9KNzZIYNVMlmLy/+jhaeUxUOcf8mEXmelH5Kks5bBLYYLBt",
+	"u31OuxL266k8jFr+UBFguvmKz1w1Rt0GSWM/cjDapoBHfINxeiPtli3ySW3HIXhq5kU3sm9Vs5BjN0cT",
+	"IS08xfj4Tt1cjkTT+gdTIjtP0k37rdy6aEClF0mMTZxN18lb7bXNZKJdURVhZdA25/sEXmXFXjtdF04V",
+	"rckmPMitp1ik1cq/iQqBayg01ChwQ8hZOEti4GuOr9V6FWplbfpB6RPXK85Klna6rgUNpm/ldozE3dBG",
+	"QjTi8BBn9BgH0IMTSYKWNKXEHuStzkR9KoYxdCoP8Ix9UXRf1R6LDm02hz9KL8QuHdQhDLoqm9R1JgDc",
+	"NOgtvKWXHyaOile//TaYv+39lsXdrLFHiuUJf9oezIKoPZTdebvn9f2zYNAd9kb9e3N9vZXbGs6sW78Z",
+	"W1xqyM528fwG5mpnhizLVqXdpjSwIrlK0mpiDpTYOJMiMvbHeJPFhYQAt/vpQbs77elP7+tPP/PaA38Y",
+	"jLqiN+3Pzu5Gs3VTx96z5L83Lx6n22eP082zb92OvaeNL5yeyzuiz+XbNJvGUSTVl9nhUmH60hIUihlr",
+	"Kb9A0v3CG+/bJVgkbE9tueofcXMaTWpU1M0EO6S/nPr9XBoUA5lBzrEJTvo3RLZla+ugSjaXRQviLlAW",
+	"lEUyY01tsE0U/EerDg9hrJXgHmgAOxkzYKLQVbqswQio3tlh32tdDykUjCBDI6JhBTJYPXMT8t0oasIp",
+	"JioBgBGKNi8E1ANDuAmbJQ9EK75NtNEM9Z13giNw+m7uCUnQ/4pIcBIigR9AA7ujKBrjxje0ikkikzhf",
+	"Qr3sSmZxGmHbPG+UTem1WIKVpx4GPPQqfDj47tk6L9KlzNq+1wt2x+G541g64zg0kMorTgA1tBv69nbu",
+	"as+YIxq+Ko9PpTyg2M6Zd0dtlGrggOqwFxxQH1A1cjSyI5j9rldk2u4QMyYv+wdQcOP1ZSeABSuztXFx",
+	"NlEI+pWIeMlSRGO7ToEJ7puQxXPqN8tl0WGPTa+m/qmEQqN5PtRUZ3f3/atUzHG9tUylfOeH00/hjd15",
+	"MqIF+NwP3B9ZqvWnn9C5tn/gjLpn5G4nFR2Pm3oE8R0lgN8563k9S0dogJRY0y0wkao8VlyfK23d1bbp",
+	"/WXOi7sUX0/LZ3NavpMf8bCgWjs1RGS3DtQEHkIKfW3bCQF/QEXMMc9snwQWrUB6OdTjgipbCNXpf3Bq",
+	"F9RaCypISI+yhYg6E3VBCjTwfNuZaH5G2hC0tALPczoXoUPPoiAaVQta0bZA4p2Qdcacsb7C4UBR0kDT",
+	"pRtFJUL5erYwqDJGU4uVyApkrV3IXJIbk0NPoONjLtIkYmKWpXleKT0qzQasormWBcuTtHAA6kI0ctlD",
+	"mOfQvDFPJwrGq1K2iVWEKW+6WH+ozNkyBfdFKBbivfiSVbLOtW9K9E0m6e6sXoihTDVRyEdcwjxgbyXy",
+	"sYBZsxHG1o3W0tQc7FJMQ+0d5jcmqln2ClwhT7VI8qsiLUQSOih7+ORWLViqs7XAMnJMJjVRqRqXWKdY",
+	"Bkg8MdgIgQYXlAkWKZsLrFnC2bD3LWO1LiR1Tujda7sxDUAhFlbo1XKwZZdiC048rbu+xoASAiohRt6b",
+	"vWA0UaE5p23onGzL9zMpIxmFbCq3qYpa52Z/5K7rTu65qfTqTNRjF6SjYoU208x0vWO8nAm1bemd9Y5Q",
+	"YvDB1vTk+p8yz9G8RMNS7+UfzekjqvRFmkNbL1Vt2vfpb8fDYGP3LTaNFSAAb2SScDZNiwUciHNYHhUh",
+	"tC49EYF7kQUIulH0jIJ+nqV5KR+cAwriBw4NIDKVcwA/xJB8YOvVSmZsqvWDviKTtcC3Vd1+R7ylipPa",
+	"P+Qse6cr8k/aGfn52CI78vtuKLaf2+fkEpu8UXEp+bkbXP9rYJbKIkL58Z0Uiiec3l5aze6e3mbKLvAj",
+	"Jsr0OOX76CcIEkQRBIu+XBfS/Uu1pv5BAbU/PyhWuGmVmh7Um7Yy7OKlUALP9W2dpghAv9tuuruLi5Sq",
+	"CViqipS4SgBYRBsC2bt4RhAjUCSL6Ue9PZWUUV4a8vUs02ZqaO+zmVDsOkMs/cR0ujJjW0B7iUzmrNnz",
+	"uoifv4lzSej5hoZauxiiQFZBCB5Eqcx3rD007cmI9j2PrUGuTRTYbXFhyyzsC4MROD8HrL7zivEEr1jG",
+	"UJuZyVaHXdo5hK648URRqy0CR2/QsMccLlC0gu2E8gOfnIDoONRpe98eW8oe13TYEtL21qwHVowwrAwR",
+	"BEZh6pW3UmRui+0xie075a8/21bdjwmGGdS26taVGRwzzx+zeOBrs+/XJM8R+syAXKqaVsuj1ZhjjZ3U",
+	"Dky+Zm3VHbrz7k+gocgqg+iF0z3LrmWRs57ns1Sh14spIn0fdBmbDjUtFG2XWsnust96zGCQ2FzlvEj7",
+	"vDb3BHgLh5qU/5LtyZ9rUPpPPUMlAfU9ztCpoeSdHuUS9+tg9mbviEHLkCkIzUrIMfgb2FBU3qJ36Rbr",
+	"QzG5o23EjanhmChrU0GVzUIuicdJX3obsdP5HkFV7ETNWg7P9Xq2IGkxURT+bEPMFOHRYihqWWs79Yf4",
+	"rWQV1if97YTDqoWOadDSzlpeuCiVD3LUYhDWpX4ofQcUMFUeuQcNHb4ShYToRfsHbEQC8QUYbC0+Uc7v",
+	"r+RSxKoEu3R/yaW+k8QQWxuAWzZfJwk+DMjA3ok40ZoEP6I+o2aLhe5X2/LZY8rdwMi5++5+N6h0fdyJ",
+	"6+qfsdzc3Hi6m/+7U0H+51M66MiFNbXMGQFHm+NQCaHaWvNgKU8QT1YuGde3rOsTudNO3sRWa3BBrYO5",
+	"bXEKysDJNnkgZDHAsNA7kcRoOWjHaYaYS2MtPrSQK1I2W8jZWwJImcp5mkm2zvX44noyyEcwV/c+a+Cl",
+	"/H66y+GgA93Z00hEXlyt8xpQIm807o/G/eHPd/dHqIF4/PudeQOOt2poLW6GDcTO/e0Xe0B/XKQQXsRj",
+	"c6TJ4Z5Hi8huIetrz+aFgW7HUzfdOp0dsMghJMMEA2B4Fhdy2TLdy+kqnoVjJ6kYF/AUWws8UVJFqzRW",
+	"BSHWVoG+De6Afg7gpuO1Jhu6S3iG5WCQYIWnTRQCTHcYtp5rYyEG/LY0i2IltDIX+dtx2ZwNo0QQDdM2",
+	"FkIgDXN6VdwHMVGRFBD0QXyKVSK2ED+2RJfNnbky6DH6yrAFCcBXBgyU6qxyA93rQIk6jzxnIc06WA74",
+	"gVdo0IQYM8O0KuDxauG3grrqOJF4J14bQps58YBihbBemA57ob0ky5BmJjXOS9RuRMjFLeHgb7MiTSvF",
+	"eYfguF/ivfd3jswGvt09ole+lkWRnOQfmbEeolikaahwLfz1Sn4+g7IdM9NFygTKA0fiYQPdIZnnqKXT",
+	"aX3xta6n5VCA/X4bnP6D3KXCcBNJnGGZenslrmMlsLzyLYlJ8mAobgulN7O07C2AAEecsWkaab/D1BVQ",
+	"bOTv0zTahgzELeULlg4Fox0PMWOIZKPlAMo4MVHm9wc5EA+3yuqNvTdQbwRUFJg4/ZA9i/9Tiw0c3BiE",
+	"I1Yp4V8mapOukwhQtU2GbA0EUJnFz9xpAtDWWKqKWK0R3LI+lfbarsupi6zvfoqf1jgWE6Dsy/zaSfFH",
+	"czuOSjt2lsEseGzEvmHfML/d34k842vblzjKvVfv9CR67YE8i9qDWX/aFj3RbU+DmR95cjQfioGxkLO1",
+	"2mt/8IblmJayWEBZilb9Deqy27+pW7lpJbTh3RjPRZLLj8K4+DZerWR05UBNQWdHla4Q//u3VOnZebLO",
+	"0pV8+FJksf6lttVjZ/7XWdIYNxZFscrHD42+1R78Q4BsfxiJONm2M7lKs+KUzhBzmG9vDLEH8bNvBPnz",
+	"89a5IyKN7iz/dkB92gtKFXoLv6DNQELwMLdocYBObMgFRWGC8HaDQp2lPtEhJJPMzgw7EwX2u3PlVGqF",
+	"CGSG2jxuon4yL76KI+z4M0EEwiUK/2G/zmyw9tMohJwBFhTB2FqcLUUhs1gkMWBBLcDKn1OjoVF1WrPB",
+	"21cyY03zbu4OU9/Q4hO1WYjCxCMcJQK88shygZ+N3Px94tRgTaqVXKTrjEVi207nbQSzwv+lP22k1GM+",
+	"M7fBZFAAkSCxOBPMLFeasWb4H1spsmQbchb+BzyM/q2fRf+Eswv/0u9PttTA/x+4bNjD/106URFBI5Sd",
+	"/KbC1s9bHXYZLyX7DWpqtGv29OL5BZRb5qwZvrl8FFaa8vVcPBZbrI3NxTsICAHdNRWFVrbWHGoJYI8V",
+	"MEk5xoNgvmwwWaUFNh9o31LPdddjAaiLb5Dzmr60NaZeUnw4gGrre4EOnmD6WL7Seq49T4EDDCHLYqS3",
+	"BNhNNM4IBAqDTLH2QlVRFgU1XUHLGYhWr9sORmPmBeOuV36X1x17Hnv05PUlnyjP10K3dV4Z5UKsVlLl",
+	"rNhgjQeGikWStKHGc3984KcQRpXdqBPVRAHvtYO+GQW8lnneuOv9DPk2O/loz1VnOfwmZE3cKHpSoUI6",
+	"nRdScUBM1Af6m4d9nHb2Tdhi8zRJ0k3OZCJW+pTBN+m5kiKCetO4AORE9LyzxbZYLFmxyNL19QJKXSeq",
+	"yITKY7338rG+3M4bblEz8TjcJJ2JBN+yRAo7cItnC5NUzLGAVhumEgvYkdJnhVUm+ts6ZvuHLFsrwG6s",
+	"DN9CrztWNJgx2r1vYnk1VI6lKmpxlslrkUVgvdPb9DnpsAPG+kNtSbh8WPp7ETYSZRQcnxcOtiSKyUph",
+	"dtdjuQlogmdhyrQhEePIrrLGHW5J38ksWktTGw/SbCpnUDdNQngPb3YjchalG9XSG2QZ57mMxnQM9J/x",
+	"YJu6JBCqE5XJGQCmwdXueGBxeZnFtVC3cEbh1XRTEc/eHqrCMXL/XqU4ch/rHqPK8/idpAL3nNv6JLLt",
+	"nKIbMltJlPaXrtX43ZNLxx4ssrV0jbZ+foTVtUqTBPS/luZAPlOtGiqYNuEYyB8Sr89SpWVFkbJvsxjB",
+	"dOxopzBDjd8nDTTkJo0xmzRAaE4aHz6OFX6DGXqSifnhZBPzU9UdwR3uAtwYobL78vQPOBScMsLja0X0",
+	"51p0wzKpxRvgPpRy6Q6WebUquqo1jm2yrtQNErwUBp0dhUI2BwJWsKmUqpT3EdvKosMuyvqYMppEcf2N",
+	"yA91S1cE873Cwn/mmTOx8C/l7H1hsWDLcPpRjssNnc47+9bkoxyqsfeu/Vyb5/hr7OivO/kTZjXut43v",
+	"ltIwC34886k9DLFCgHtwpQkNdymza8mwV7H56ttHbNAdnoErja4hlXbFyIbIzd+R93SH1LT0mijBSs+4",
+	"gb/UweFggixuk2KABgjtb5ehJPbm8hFnIRrbIXv5Qru4KmUhWauhfjGTy1WxZSGkOSoAVRMVkilOfy9R",
+	"ix3mV3RJQjThw1bHBLUgYbvOktBoUPPYMX1aWVzaC4JOOSi8k/hWRSZx0iOanemW/tG0ANzVCYtz7VYt",
+	"03cyap3bflXiNygvyyQ0ccfgMCcEpZLJXE9tnGMwA2EtczvV8Gwoc3vz6gfAXIEm1gwTXnoCMUmPwzJd",
+	"5ZWZC5fi/ZWZVUo3CcXW6q1KN2qiaBu5E/NaIiV46ApOmJM2bERghAjPq7/D3zBPLyKyTiAgKbbgN1+A",
+	"XypMT3QZi0wzJxbJKa2C8Xx6nj5oawPoVRNcIedeyQ1ZfODQoiMMkO02qoBJeaFmizST4OMeiCZ0Joo2",
+	"2JhpVyVEL7PGlLOXQWohJKaVHFpY5HsxK5ItRGgcvM5q1AHupz340HBTROlesMGQ/FZjp7nlQrUkGRAq",
+	"odBsnDFShB22H7mYqL3QBQQ6ID6UKom0NVi6jVUPcE2cY/UDI1RgnEmwZROK1OibMFSn/0ShAKjwVCwu",
+	"l4u2gI0FUqiIUN/Ac6b9Wg1jw/ZyHmAWUlCMi/jQ9SOhqsa20+tnEonAXm8+7JGJcmM0lamm+CK0MoGE",
+	"Mc3++ri7VjyG3rCkDt8C/MfYMl7dVtTmtLOJxrDb9GONo4ClN9BxRKxAS0GMX0sm5pnMkc75glQFTOAO",
+	"R4npni/2DbCNyDkLy4xUaDsBDjEz3zfQQzy9dVm47gc3IuN7eeNka2uXkZc3bhJlNXSLtJY7pMVxBp0O",
+	"w3HXY8/lhv2UZm8rgdWaIFTXY0MnbOMEYi6WMotn4uFzubnSTyKw7uUqEYXcbUTTm/3Nqx9gD2i5jyVe",
+	"hhACtc8NOhMU+tFBJ84mjXcyy+NU6b8HH6rxpv9p/yCvxWxrgclpIRET/ZSAUvtdcJeY0qclXD4yJnd0",
+	"9nxnB3wp6XO/W6Iafg7p873jcggtEXGV+3dKoX9st07LV0IW/8t5eP8LA4uGtfvThRMhCXVj6RvERkKq",
+	"MnXNDmvw2sJex7AtTJqYkvkInjuHvpucEmcRZYbbmBluwz0ZouMLxaYSq/Zl1MKKTKXdvQ67oAxMuenL",
+	"FBpmz+LC+IxzUqHx3FISagt9z8h4Lt/bAM+lfsZtkLz/sHXKbjg1haEcrL/Sc3iITabKJXNL3djHq8qC",
+	"NOpOHROplL9BhlqLtGJ2qNLpA695RO/WR/Rue0T/1kf03UecgFEbZ7DAN2Fg7EQDEbXri0Cn/cKiZi8z",
+	"+S6WG3LP3hdOBvxPC6HVS0mQOKcTcO4G5+opOIt0VfWSxnuJGu1ZbmXhZmdEJsldI7wblRpcCyzN0Z7o",
+	"RGHHIQa9SQR22Ety98SeKN3x4WrQv/QNHyUW/rHt3i+nahQdl2pNwGdbIvpZ2Lc72/SrHP64cljP7qc1",
+	"M+/KsH2UBH0lsVC+Rp5BCVdNiq+0XjHK6wpbqjsy/NkTtRG5ebABlYQsSFOl1A/u0mfvVDVSXJDuv1W+",
+	"ImX0XyPZaEzur8f2EwFVGHbxj3lukavr6DIToviepenbWHbYj9jxg6Wy5kfb7L1c5wUALGzhTIb/0370",
+	"+tW3bWCICx2sXgOUlseFNIzWeXyt9AGXGfCDr4tzC58LHZuEXxY5gzODQnKiiKXzidodW2xbfiyhDmuG",
+	"9GsHacuvIJcFCLsOUFKhRw013ooqMCfKMKYBqC8kf/Bt1goziGlNU3YuFJSi1iA+vI6v1Yt1DXx6r8aG",
+	"RHp1mJXyy50+z87djsTHogKs0lDrlYR1w4m0RHHO/i3/9suhwo4fF2nNFiyZ5rnt49SbDJeLaj6cKcqk",
+	"khsZYUE6bTu9IBPVxKrYlcgLVmxk8k5SUTqqDrPUsWp12HMpI+QUqmzpMWKUxDnBqxgO50SKTOWQ3Ol5",
+	"vt3HO3uzvgyFzue9FYOFGLhVMeAbX5jrK93/x9xpqd2P1iv0jYeCnfgzh7WtLuPd2/8/HuklDe8RDGyf",
+	"9/LS4ZHeo0g8eALqDZ8n7409UaIVlfyN0OABki1aahkH8qpZhZzGPoy9cYwxQodpekSDF4r9oyhWL1Sy",
+	"5ey1WMrXcSH//rrI4llhVsFBLKcHhaz5Wk+OLHHpQRPMxFJOFMCjX/7wekwnUikJjH9ISwEkLlq2C7bK",
+	"0vdbhjxb0E1U8kNevnrz+vLJ46uXr178z9Mnr0OGvgc1h/xP+1vs7ZBR+2WWFmnYghZXstRQVuDM4NlD",
+	"OQAnnVvhMN06RfzmwxCvHCXDRNWLBsr9WoJR6I/FoGZZ+o5yBngvSRWR4sIMK2pOC5HiinfMAmo5KhQL",
+	"L2hDw5kPTbIuzpne6fr9M1PvQdjfE9WkHVJuCGzyKmUovVMUBn8f8EFQtjrq3BHED/KJCmd5Nr+CeYXu",
+	"Lz28imSk0cESx4XBe+syuLENN7aXcQ6tHaGLDpdmE2WQffVuh3Y0JDqFt+fnaGMDv4/DIvr42dPnV5cv",
+	"vn/yPMR7qF2txLpCmTtR3wLPcEm5CmFbF1yKzZIYSlaiKJN5jp3escL9Y/BjYfFeW9pWRLGomhnlcsLz",
+	"HuT2iXsGSKxMLU2e6odNVCbn4FBAuIf6rC16KPQ47T7mKlZXyKEc0rJuFtsxCzdZamlsQz5RIU01lsrQ",
+	"XIctivLbjVAiI6XX9cbLU3WvtoxSydgscgX4U0xnkZxfL+Jf3yZLla6u/p3lxfrd5v32t6Db658Ndi84",
+	"KfUL4/+kSPJfpgJ+bUTDrqGZy2IHJ/S1LNpGC/5+WI8baXczt/ZXxNCP6kTeZJqDrXCUZW58RtR3baLC",
+	"Pg22cJdH2yog079LxdrGZiJm7midEZpnWoiC1A5QGTMigqngI4CYpEKpuCjdgNiKuPxKFGGH/VPLGhTY",
+	"e0DwE4X6HRrtTIj9AHwFftVrmpFPi6KwQ+1MM2Uiy4fom2+EJfP7uw+jWoxdODJbvrELR5bnV8Fmm/46",
+	"T35NUzFITsILcGfvplSdmBXxO4NZ/L8SuH73+CBophsJ2jmch+JB+PMuCPDO3Q8RUx3iuLUeyTMoExSQ",
+	"iTIntjpEfjMo/bdkkYZwlkM6zBPVNGXhYdBbhLykY/LPhovwnIVeHhpj0DSTtsjIMyAFBtqz2KQTFdJf",
+	"23p4olhnMjQM1twWjOKQH+QG5QfL4YoFeyezeL49R4Nf+xd52fmq5GYC3CVg/LsoBeWb/uvHS1CaqE2t",
+	"JVi+swJxjA32MfgHQMcVvo0jY0N3GNansW26zlgmZzJ+Bx1b6e4jbWmtZK6kxHHmm7iYLVgmxWwh84mq",
+	"Tt0uT1QTcFeJU+pX7QeUTchWJAMY43WK0TD8UmG6lVsY7jN1xFC3a76czXHMKdnpigCLvDzssFfwcC36",
+	"USRbRVAR/thqbjbJ3BESZjvWhN5hb1dkz33KTR1e/cbdJB8OyDFC742cf4z6gHFf6aN0lJCvqhVu5M0V",
+	"Tndj3Ngscjm7Wl289iPvh+Dtsuhthm+n2xf/vv7nf7+82L549tuzJ4vFNviH92IZ9aeXvb/fcbpuwb0v",
+	"D8JN8Pfga3wFvP9SSuTwiGBpPImqqrr5qJpwvTpo2/4DKvAhm5AXIklQACZg0YKpi4KHrVes6cQlXj/9",
+	"7vmbl2FrzMJ0Pg85C2P1Li4AdwVDEOsV8roAPRv+yGZp5KBTlMEb7bCnK6n03WqrRfRSbFso363dTjZ3",
+	"O1ZEuo9InhNVpCySsziCWJ3pJkrnc+ijMWNBoLHnqRtUOhirxim7r/G7TCMsf3tHfZ7Hy4b16qmapwcD",
+	"yfRN+gV3zU1+EjfsRzP/tHOALRF3z85+Xq9uCA8bY8zwClEqzuyXErYdsePdffn4ybcXb364vHr5w8Xz",
+	"sGWR/ObrJGmLmRYD7OLlUwBjpt6++uNXa+1hWBnaDkPUSBihcMBQlnqPTVR1k2HIAdrQlmhyYNNiM3RL",
+	"fMZsr08MkYggN7l39v6uzx2GxQ1uEZmNZntQcLLHQpzxdhSDEIxCzHdOlDm09vhe6RMa2lFCA9w6R9pI",
+	"E72EQ2xBeHEenuJzxpXUphuKjylMiq9pm5iUi21vqg6o5Q7gfCmk1+IMg4aZYUfj+nH2A9oUxSw/pA1N",
+	"jyBY6A8mIIjp0AhPUa7lGrycttoi3YD3vBRqi2nR9nqVMzDR5in2NeF6gLzanTgqmlDA+IR5vJzF1yrN",
+	"ZFRGVvUTtRtuSGZXMtuNzTaFYk9fvjuzf5hi6vnhWe+cTeUCGDd30wsTdUN+gVNKBR9HaewyyfBtmoVo",
+	"r2PVsv5Y3E50i5az13C8uWG6FUmC4GFjBz2L9U0eAr7LvFA/0/c8+5s2ypNkovaVytXLJ6+uLh4/fvXk",
+	"tR51/e//ePHmVdgiROWNTJL2PM2WJvy9XhG3Ai8DznqBSj69c8yPUvcpkpKWfC2wXYORPTi0UCH164Wv",
+	"ZJFt29Cqqc8SFNyUrMMm8z+VpJci1nwlI9ja4KboQ9hidnNdy4L1YTfT69bK8iqEYzyEZquYz6ONBlqO",
+	"ttZlJUifyVmqvTtkNqa7tODCnd4hi5oaKumPFLVfr0ISnLMizey4Qgtktxf4jxULI1mIOOngb2F9aP3N",
+	"6l6hdVKllZ4vrNyomBhuA5dzPCH8Hqt3V8G794O3/+4tfyu6aro422az/ubXaDXvXYtBksugBvFdn/bq",
+	"e19Adkj/vWI6ue+uPuREA+DzJSI74Cl1fxO99/8IHv/8Jv+v69fJD3/7aXTxdr7uP/xxnr//m+itv3ue",
+	"xursSZw9+XvDTQXUO3fDSjhPzucSYmZXtTQgfpUGpO+ygFSJO/b5QbBt4QBBCP7igC3bq6vlqdVa3FsJ",
+	"BexHfKhuNainRRx2U2573wLbU/fdLd4o0RYY+gu00Ulq2jjVQlYdVC0UTZofkoEVW+vz8Vq7NxyjVZZO",
+	"E7n822G51Ma66GpDKpgabnJai2FL/oC96q7MQCnaGDfIKSv9poXIb3jGufaHqtSSTmkQdPbkhYBeXdct",
+	"5A2E7m+Me16XN4q40BKi8dR5r2moJ/Q4ynCtMzW2PuiYJmfsTsQJO+8l3l4LsVt1HoHn1hpXG4FqEEA8",
+	"uCkb0fYcwnqUiliPqOMUS562yHUL43jLti8/kcW+11xnuLdwuSCSU10uJmam3+r2FeuVK/ba+NxpwaQC",
+	"M/+2xdrxChofY7leV+0TGgl6cLvT1tzzS1q4RH7/nktk5p68P3C2sBvcdbj2/K1j5tzvl3P+RuXr1SrN",
+	"tGG2lFEsGMz3LdO+Lu9qw11tuPxjzP6lcTNp+vM6hBLwLDsfKX52j0UyQe5+aQkb5wDIkFKDZAqlVGho",
+	"nlO3fqzYIPBYfsyKBaNyxS7TFNsfzSuPPCNkfn+cRdodg4mIxdaeBlEGf9UuFv1R5hzYipNteXKMY9La",
+	"0aGOg1If8sMBUKqiSAGfw6ZCsq3NU3Qau8ZnBYbfNHt6Nc2eHz5pst9RgXWhJRP8LMQNef0fFwSIYpP6",
+	"NnUfxRFgzZYcNOEmVlG6CZnN6AGyBNTbma0c9LDUtgWwExP9kdkW3GBEY+UsTSKHfIMwWstCWjLvrJuK",
+	"Euw3maX5uPwVuIuA8QZhZTicipiUYgTINIaUKAGIR3Mn9Jtof3TV9+CS1WgEBVLLOEli2g8cCs5NW3IZ",
+	"r7UI0so8EKF119Lk7CymDP6ixQ9FcWEKcTriHB9OqOKxYqssvcbTXaL2wlmw0DzAk4jhCCfHZlqy4SPz",
+	"YqKcGdpChTtaXkmqroGyZbWSIuuwiyRPdxmbyj1AWD8lfxNDUTJRWM+hB4M2WJFWmY/QNwlZ0/e453kA",
+	"P4ZVePLfa5GYWcJow1IKBZk+ACmnBgI9oA57XYgizot4hsOACkvgUNmkLBJbQIx2kNytywCfgtw/dVFt",
+	"OAtH9IfPRQY4KISvZoDV9dMBkstu22boL0LOwpG3DLVFY1LbQW8RHmomx1NU302OLozVFfifH53Zg0YP",
+	"H+/4U4H2qPTZQXZHc7YaY98fDnhDbzEl8/xq1feulvqGTuD+dTSCv551huiyxfrWwAc9lNXw2A1tE3k5",
+	"BjsArzIAr+bt6Bvuvb50GWO688DrRzWvP+v36wcAP9RMgF8zgl6ne+sAynQslJjvnSDreyOf5nR7ZZT5",
+	"7w3TOtwYdwdmtL6/s2J4txEmet+MaVRb+I8Rt31E+vJ+4H3gZmeOG93lCXycIn+LB+tQrsae5c+eGeSL",
+	"TaY+xqXfOpNtdCubbulfLlEXBHiO4OkiK8JhiK21IxB1nUAHgYJjKTlbYJtUxLSt36qnF0dds9FmepGa",
+	"PNcOZ3hMVOKgQn2vBHYvS9zx1Q9yNouz2VpbcpkUb2VmA7b2helGGSqUFJIZT4Cg0EHLh3eWjAf6Bvp+",
+	"ULc295CkImJTkejzmO3EzitfofVmJB8gxfLFy6dtCA0pE9LAiqMLM31xzvKFyLB5ocJ0nGN4DgeOUAP0",
+	"mRPVBD1c4iJq811eiSJsmeGYKeIsj9UM+u4wOJ+XHR47y3KdcjZdF5BlupoD5It+AUHZ6X+W5IwQRZ+L",
+	"OFlnMg9J64NJXxaMwrTrj68vvbykXfbRai4d5dbjDTM4kH72g0i7HGJc1ZK6N+76PxsoADOxtY32cBlM",
+	"b62+C34mt0wiUyx2DWVwpGxn/g4F87jX6zZ4g+a8MfaqKqurlXb5ZV7ly4Lbv6w/OjxkPxj3eu6QZ0lK",
+	"IbDdQTtwAvsD/oU3FGYfMDgc+e2zeV+2B1Fv1h5Nu6IdjPyhN5ifyX7UO0X16FHcVGXq7Gc6wFMjpv4X",
+	"lZxWKKRpJmxASmG66O6aAVIFB/TCD9DNsi9ZdjkYgYUWSloKYtUB8EyDEIsYAPoCTjwwVplMlC3BBFDP",
+	"eZwU4DtpcUTeCPzb8O8RJO+RxHyYVATFgySLAptF3Ttt7tG8m1wiLR9dJizOQmLPpP9CWl6OWMSchXEk",
+	"l6u0kGq2vXorgfIpEVOZQG+P/ljtk1ylUGxkU0aQgqVPNETUEMXQMng5jZUcG2KYOKdM+USBxAcSYGDg",
+	"MT1VJm7c2XtBTC55Hr+T9W+T7+lnrA+d6Z05W0OVd0bQCeCw6SGYEQFb0jkTeAWqcpXib4QkFivW3HuX",
+	"SouJ0pZ3hsw4O6NtVWCKgdeLloQpkWUGcwxGUiCArSEofqqYFr7xbJ2IbIeP+P/Di/6ube4Q7s4JlFpE",
+	"E5XIQq++y7JMhEd695h4AfZxgTN7naaAFT2PlUhsITXL10i/3PM8lmas5/U49M5ZC0gkSboBKN3ykbG6",
+	"bnX0dsmLK+tORAYtGP4stWQIWS62bLPYcvi2ibqFbJkKIPCvGFO5iUmZVLyAKYFJmCiIomFFNPrqWOas",
+	"d9Q8fu+k7nHOXIJVdg9+1XJw4URVyVXhTYZX1VSzVJ7qSKQbaVWh+miibAYDyr1kCYMwTdcqgigIPMvl",
+	"X2W30q/OpTYm4TsgOKIqAu02clbO9BReL6CqHj/ffgqywhnevA67mChkLdVvt2eKXobmY4aRUZUWDim1",
+	"li1gy5rvo2WrjizOD5l7WnV8XJLYF1DKj4WRpODoZB+IxpBffaq3u87rSGBfmEYCF5QG9EqcO1gqB0ZS",
+	"qorKcOZptgTbbb2Oo5pw0OFR4DyY9+8zN5dYFsQCXxK7W7Z3thBR69CQS3X2UUds+cRRUesNqIfCbXVr",
+	"XBCuOLXLptppKw6N0rBUH7nC+urnAqtebthehlRMFPr1pr2MeLyQgaHb7Y4Ozl1FY9VPXyQKCdiax89h",
+	"ZWi2seP0UeGtH3dYKP3evPqB2JGN+w4u4vuCNUPXBXIByoyyJW9YWwe5VFj4jExIKVJrYnRWv6LcTTnF",
+	"FgzGfkx0pKm+Ljdt14UEyBEK1oNZNFFxjndxNhM5sd0lyaG5W2fJIYrmwOsNoTTFcjafeirsopaT5piL",
+	"BB9RnuaDC7xjYx4ccL9/x/HiDhQZptBgoGDEcrbJ4qKQioVv5XYM5R4ha6KF+/dCiuV4JbZLfRbD1rlj",
+	"5mvdRNIf9PwyzQzaP86MA2YgkoTs+CVrAtCB2NJPoJBzwALSk4WFEROldaLWpePQ5lKIN0IbhasEeDJM",
+	"EAkGDc/E29QW8fIFfmL5uzbYx2R88RIjf2xLfDeLLWZWZqmKgDkT4B5Y+alUNJRuFMsE1pRrrQxZtVm6",
+	"XIp2LvXVyFifFx2c16pBRAwq2BqDpaLlCw3xJ1hlAN6bzicq/EF/Sh6yZi8IcNY2cS5bnGAKyk1GPKbw",
+	"X92gfDDoWhuO+VejsrbatZTvVwnEA6jNtY6pXQ+isjnjQi7znV3a9UeVXRrs7VIoEXuKt3bLn0WWCYjb",
+	"5sUWEi1auDVuOILG+6L9DcuIcCXWkUbuzVxKZn21sDW2qhXR/yEt6CQute6IYnOsRfkeLcNwEbWCWRfa",
+	"LD4otEvX8H56uJ5i3zGnPi96/fHR9PoXSH5kTgWecHLwH8GdmGhMgYb/nEUp8uqt4wRr7iOsjl5+ngz9",
+	"TpyTH+wU9IaY9Or4/tC2ARJyatAeeZHfHsherz0UftA+m/Znvagrg7nvwbVVrWGzb8avbIwb1rFD31tG",
+	"0HnxPC0Ywu7R5Y53SgVcNWWddRisdImDw3p/5NV9MNgqQK3JumGabR+R9RDuqnlGJ8DIcRV7dSfC+9DU",
+	"XDwEqOp8Jyl5cEm9S2+gl7TrdTyvt7uk3bYfiGl7MItkezj3/DZCqwxHYjqLjltS5y+VVQtMBfBns2pV",
+	"CF/XkzoaHNhZapNGPXa9y7d3PD84HWv3F5orEiLjxrNfL7bPY+/9s9fe9tm3/715/lvqv7hMf3v2qLd5",
+	"9viVmD++eP/ix28XL7776bfTMrWHguUXKFeNtK/GZz/7vO1nAOhAsYyTw+gHscVNwT0YEP+4vHxpbQN0",
+	"UUzXXkwejihYSGRoUDwXRhIicg7Zg/ZTc5anqQKisVWa5/E0IYA3RZ1AMYbJ1DmFa6XIklhmHft0tGrN",
+	"0zPJlutiLZJkW0aAsdFLIiFX+LSUNO3v5dbimxUpcFNR6VYZqADYtFzMpUvjRi0zZCdh+yKKxbz0kZqB",
+	"5wMvP3kP1dSAqb23f4BC0UwW60zl5V8xagm3okxggefZG2ns5UcV7VcQ+3SYupAbDrLX4B/UjIg478om",
+	"zCiGRiZV4KiwczEIOux7uUXbBHZPZHIXpl0PmgkKKvZSTjWV0zX29PGTZy9fXD55/uinqx+fPn/84seQ",
+	"NYPeomXDFtKERA2tHTGwQdS2rK4yrLrwAaW9C1bY3ipbVwZ7OP/P/2EvMa5DKWwKQpX9nZgOcbHxkKSx",
+	"aTx3fRJMrdom5UwmudST1OKVNvK4GkEygBg2trVX7oaxsPDlG4oc6//OH/6uTbsP2oS3J5jlRZrRkYTP",
+	"X8lsosyDObifEOuWrMiEysUMy7xdtxRiVUpagkXMUwQEJqpdUZqmcEyIITH1qDnRjxjp6ix/Cwz5Qe58",
+	"I5BeoMdncj8CuDBiJegp3CHfMzc+yLXnod8MqS7jgRo1beosc75XaNGkf+BmBY8HMo2tiTI1mQxTJJyY",
+	"rbFVpsyCOckxlDFmUFd6JcJzGI1ZZJHkqXkGfgIV/7qwLZe4o+Bh5V9pfttPo7DDsHIFo/XIcEnbgwTO",
+	"RDUNSyl32UkNKamViqXI5cwhJyW2UJPKg1ute8gnypRMXJV/ZCGsXqyuTRZwnqQb+HerQkNoFrdT5qnM",
+	"xqfMB2RQiQLcxH8hH+MAaZi0CxZ1Trck9c53k1/l8vzdSX4tEUQRmoWx8lIf6DaoqN1diVsDkrq24sSM",
+	"Ksai3nGJAak9Yy1vMIxkwtGQ9Jso5uCxO1IBC1ct/2WkNVGbXThTDuu0N+eQ5Ehx8e20PsiN441ePPn7",
+	"bpwcH692VsxW3JCEgTJSbG7Bkzd2P91W20DVD2CcYSBqi3iRzGHP1MOwZ7wU3ik2JcdqRwBw5xrEfiRt",
+	"bqw8oSL9AqHcyD8ARcpVbhKLlDfC8AfVGmeIy2bQsXMrZKqRDSkiWgFcvXJWypahhXgnLWCsySDZLcPd",
+	"VK6pD8ODSpIDXlAKOiqVdlE/qxS3lSbHEHJzJjOiP92Oa24IeHGGzCBGpHJBERgyALPjTesJ/ExAse5+",
+	"waKtPP7NEF5BcYONtJQHZSm22D70fiYlrFE3gNRjk6YB5U8L3ryvezdppg8C7Trac7eYRUQSbPSRR9qB",
+	"lVfSPPEKGTtr3mALGejTymydu+aOfkHFtqO96lhAl/SXqUxSdW3hsexoICeZOrKsCZkG/WTbzWCxbuOM",
+	"Cvr0dgVUq73Zo0FbUfoAYGFBdgnttkN6VT89j9V1QlLnAcoIPU5YOz1f1kzQj4M4ID5yPx2KLafaQTs5",
+	"H+qM/nu5bWBU6a7t5aLY6d4smKBOQkr41PCCgqiZNMast8v/eQR/T10ExgWrus2Thpe3jZ+uPTMj1PPq",
+	"p1ympW4nsV7/ObF6l8YzqT/ID7wBcBnRI28cyWyh7Z12lCr94F0Vc8ytWBtyxEfj9Q104xOx3Vk0ItCG",
+	"nywATIXktUwuHKJ6XcaKVhVmgF7T6HrLCkfSm8vGwYhOfy+ggzdXIzrYOl6l8b19BswAkQoXErw7q832",
+	"rX7yOG7dxZxNGtr9IVKrlYgj5LQ6bWvTsBomqvfhpEjNJ0Uwtv7RrUDEZCybKBM1DNxyE1RJ2KtP++4X",
+	"mX1lXZiKVBgCpxtrZk+BgLraV4t73n9ZrFUiqtPctEySBx9NIdiq7jMhFer2AqN231uOtRNhDBso2q7S",
+	"8Wsbx9og7nWgWFraIY4jeZtH32HPib1byQ02n5kV2GmNrFHX+/GnCywZCkGNn7OlAIOirFLL6E5q0txb",
+	"i5vbJqVaLyFMlq1l4xdeCxp9EqbHF72rTfFbddXOyXizDrLrLtm2BkiAiwixmcB1sb7JZx61vR8r8B0w",
+	"KghWq12jLm7zTw7gU9goAQZLiEgAvJN8bJUNZFPQloOfnJKkpcxzca23PgLFqpQGYmKhOJhzEj8gaLSM",
+	"2wlVGQ3zy14zuIlLl73gQQXjAgZMH3FbJzhcjBA/HwfZ4tKZwDivgFhNtQik4SHxyXxO3S84vQQfZmlF",
+	"cJK1OzdRJpJ4aDW11N5zNJlYphhpWLaI3CKfqBrXSuQVQBBjX1UDuJ3PIDHx2lKLGz/otARFlV4M62mn",
+	"opgtDoNIl1kLEEVxIZfgYlVLhkOsfeUmVhqJQkyFVirpWsu1LF51GBRtwCrTvtNusHUm9aJHUrvyUhUJ",
+	"6fGy/cq4rxS3yQEpEQoH5RJea7YdhUkk9IBRBiT8fQIzoK2/TqfzAWNGv0/wIOu/0on4EHbYhcKvLAuN",
+	"TMx0v5x/t1chl0uhsMk5PxBEp3QDGK/kbkJ6pCkqltBEGfULgylzGqIgzQIR9mzHO++wF6aF2sZIKDzS",
+	"htv+vU4LwTG+CgU4JkZiIyTaZzFHoBeMzNTAjEIo8IndCHHOFjKxGQxTcrS3O5Aeam/6WNPXtwb9PtP+",
+	"j5hp97c1AXmHgoEMOJwzaLbT79XfRIMyaNy5FSL5zrxiUXYTOzKAUaXIth3Xrwk7nU6rZCgLjcANmZEj",
+	"GHSCT26GO0fn/9B/dIGVTk0UXObSTRJYSzr9Vc6IXkdALwB9BCeoNxCNyLHUCwLz67nN42HMRR8ZKlJT",
+	"enoAV1SP+63cdtjlJqVl3QsJjauhPqxOw/1DXrSz5+YsjhDsM6GsDA7KXcP2W7ltZxJRKctvySkzQfsW",
+	"2Y0ty1HFzOeOjDVWpukdgMWD1cQSUBuv04LAxJpdYJjKNHMYbTNVNrIIG7EFt2p9glIrRobRWF1zKqxL",
+	"M4BWMMV5Pvc8D/dGz+/uvBhDebkN5KUZZ/F8oqDgKuPECaC3Yhu+BqqpWuelJH2QU9QPG3kQDhHsjuom",
+	"Lj2BONfHA8RlsZAKaalorjc35tywGNGN96m9c4rBTJKu+lVaRtI9VnZyS9p1i7laHqkSfsKKeidl6ibW",
+	"SGxmIMkxtAOnrMMu8B+QYC67NxCVoixoE0liZL8xrCF8DOmHnZL4cnw2MIjjc2sgq80hBi50oprwqbAN",
+	"9mLCLTcEXYoDpz2ETjQ0k4DAzUuJG0AKSbXTddEu0rQNu8k5YHiC8ZBPJUDOQeX8LAWvMpMRKYGa2DjX",
+	"xlRlYvL9TgGASoXMHBy8NMMR3hTjzP8TrIh7IPRT1+G/bghDmoiV31/WVTvh5e1eYGOHJ8caef3buye8",
+	"vXuvt1dfgvfPi9XO3egcPOz1TuFxgRX6VCGoSu1iZkMQGCTQS4uhaAcU5OAqHyx2HI27UJDVw4KsarFj",
+	"b9aV7cE08NujqC/b3bk3C8RgOpQ9/9i9ckydHP79DoVyO1/S6ztf8smKHitvsdVwZXjkpOrHyuSfHMP/",
+	"/fhd0L1tFwRjP+h4fW93F/Ta/ehMtgfzodceCX/aDmbdqCf78zNv4B97Zv/QXTBwvuTT7QL3LffeBe7k",
+	"32EX0MyeEHPBHpyaiAv+UMZbHIB3Mc3TZF1IpsemFRiMkb159cPBiErVmA8+RYDlZFmN0rguzvLiGCf4",
+	"rx0u/BJBfWz8BoHWwLkoM9oUO9EG//3DOogpdTiu8wh+z7n7Vk4ZNotxQGwDBmQqRGu/Um3HCOMNQQe0",
+	"lwOGPWHV2gYiaGUrm5SBZgytj1aHXVaKfByIK7A9Y4V1fxAelPMCKl1NMY12udEvtNh3G5kBUT1AalWh",
+	"ApZiqyXEwe87Px0kYaIclATyqipVVqH9PmdYTEAvdw4FgwYgg1OhEv2ATWFxUSDWLAWhqJQIbgLPgJ5J",
+	"tb1Y2LNeubM4tumtgokiXcYzqlSkik/bhwiY/3HBsrXCehXqfye8YTun7BUEqowLSCTSsJ8AxQ+8WTkv",
+	"ajwGuMq0id+9qoFcmB3UfOfV+njlUoH/69RpOFWqbgLA6Xq21kS/7WkbYjALovZQduftntf3z4JBd9gb",
+	"9RtoPxvsNXcUT8qaTgLM0S+Fa7mdasgELNNM6dudgVRbiKvK12WVrPb0VkstgppmFzvUD05+rG7cZshl",
+	"uztFKs09zmDv0JRxQpYBt8q3AMDySfwVF3XvxFG9AtVbp5gtDq1BQXNl0VewvE+kV3FV3HLqpdEggjB8",
+	"7q9R0a09rFEx835AoyLAzJHqk+1qz4lqKovkM6ZnWkCWFq/JyFRBXCBZBuAeGHt0ktJUPTxR0VpiBUQ1",
+	"chxHfK8vHdUWYtVAFOmQGjahAIfzKcq2V9laIWwT1Q/a0l+TBKe8T44YJ/RE+8E5ThiO1qrDiVrJLE8B",
+	"IV/P3TzOlsSLvTZcxa4utvUOd9bFBxUrQSFBYgWAYW7WrBNl56lOteKPpFqhtRjA3WBOTbmHE2I1IhxR",
+	"eqAwf481/+b62bKlBbJFeqX4/nAQJibHtcGSGe2/ZWm6ZPM0q+JCs6ZNVZliasUSpGACaBo8ApEp1YQh",
+	"qBSfJgrswygqRbshDK6NQXgZ1bDz4OTc39qIsm07W+9w5TwiOETp7kuDTCEQKRM+vVJpgJvfRMZubiIF",
+	"+VNr6VyatxJC1ae1clZ79YiXWBYFqaNiIZfuW279pqN1LS7fJ7IADi/sBYuyrT6p7lfR9iRc3jLC6R2a",
+	"oguan2Me4vvBydNyhAmyKy8JS/2AhP5qnHwqWlQ8JztK+1NYKFrlo12SyEIe9Pkr+inOD7vDYy2B5+sM",
+	"clVG31NbT7VeDcm+FYAaorEbIv6t8xrMVVlUXmgn0QrDOvjN0LaahJxMJuitoie2Jqokvyk9aafnrueN",
+	"OuyxEz8gWCJksS6kAknp8gKwZt/T4vLMY8ucTbcTZYknHRJtbRoRD0BpcLgNiokUgK1n2xrBiACsfDRN",
+	"9R2Ib+gOlhVpepOTfG/c3I+bcjmtWPrLStB8SvwJt/vBuuTW/Twp/t7zx8Gg443uEn8/pbr1pqJWDk1C",
+	"zkn/zFUHsmPdfMfztEBME7jhCH3xKFXzJJ4Vn4/3i1L9TlqE12P9vnIa6bHryamU1/Ldim7sHK+R36BQ",
+	"Sgmu7zXUHxMVFw6UeFll79Knvnpy+eT55dMXz0POBkAU4tCymm73uLAjAT9FARyTtNhqMdRw4WEeW+4X",
+	"hZ4c0vj2aulF7i2D0coEQocjStEfE36EQ/tw1F3m6j+s9v0m6fCXkwZ/7uH+ThZ3OtkWi+Sk1kO9uE8f",
+	"Q5J0ZeqCd3jMUwTcvSVHBB6o0kYX2EE1PfWs6SROAAPPZoR2Q1BYVyqg6svAWWATKaCIG8t0IVYrieJK",
+	"nVeHiJmOB3k5kKmcpbZdl8bZAZvM4hrbBuj6hBTW3hEKnIFSA+hz6PGgr0znQHXFiRtJpZtz6AnQd03l",
+	"NjX9SzJ7B2DuNGbgmICNrgVi96y/L/vinInZTK4KGWlZvLsCJd1FCSJj+a+gEh4DMzu0V5xaWxMsew53",
+	"DKWQLfUG6LBn6Tt0XuBlVJOWA8gLAI1MFFALmDbeNImMSaxcVwJeBP4ETPv+67SHAEh5rl0PJcKnGfbs",
+	"GLseuqFo0xB71a7JzgkdgQz7uqCTeYLVHn9A7+7NZueBttJLqSzvFWhFBSxWTl8MVaN5y9PiNmYGPmnH",
+	"45+v6rQ80pvbyo+vhvAXHKXJy+aaOxvSe+GYh6UTeYBQA2O5RPZkyf4c+BMtmOYi2+VZrCXYWDi8iAA1",
+	"UrGDESwBU9PIFuGa3VrSrkSey4gwT2tw91tjtJwRrRgNZ1OwD9wLekS5Vq5incsSl98OCpq1VIqVz5SN",
+	"okBy86YMFp+o3Z/plxYTUZQ7eEbwTK39IACULqXpjbedrs0e+96WdW/dqA8W+ptfKd4BCMM1zAF9z3Ne",
+	"u1nEmFkDHCPMC8AzkTxDOF07WP3j3m41DOUOEeP0OL6U3R5pBPnHzqq7caScl4QAhylSDhIAXJgdfwst",
+	"Yz00rUMXej902q/wtJ8enhbm0nBpAlXisMcbh+Fj+16XvZbZu3gm2Rsl3ok40UpAbyXC76BSFcfpvqKw",
+	"5XqVF5kUS7au3GgvOxycLOT74uEqEbE6hz6zXBZ/Xxfz9rDBG4+RBuv1WnEWBOx5+o5pC4oZ24l99+wS",
+	"UaWBZPagjdXxPKfKmoKRfa/rAL8iB6c7Wb7neX45XyotRZQ+03QCfA+x/jEIuj9RtwzN73ijboUWE4gj",
+	"KwPpDtwH5+uZVs81a/D7pJFCEyVYcMfNfg0h+c2T7nePm3S/2+l1vb1JDzzvhEpbElZHgKg6qtWC9EGA",
+	"FYG9IJkG+GRf4x8fHYvV2hF7htIfGhTZt+6cmqA7x1luabsWbiS1DLCSA4LIf1S6U2Kf2PCGG6ZB9K99",
+	"F9uxDSA44KK2Uo9cbmn3CWsW2uMtv+Yqnr2F0PB61ZmoNznUupgKzEqhQvMG/q0Wu41YCmIrRTpRYEaK",
+	"8gLyKBAiidDqLK4kUWujjWys1cwtnDHwfhYtllNH6SxdbccIf/hU2yQwFWuF5UoRxAwqfFoWA7M0x2gY",
+	"7Tiyvd8ipyCE5aEA7LF6hBu6p2lR1MD/dyJh1J9bRqwiMFjt3GDqkbFIRmsUxVALZnoQNzHU9MzSaxXT",
+	"Y2jI5wh3BsVVVJtN8wxFU+VMI9oOw0dFWbqi1QOznji+YjCGoPnZfAlWZAHcnYnKubM7RlIgsc3LrVm4",
+	"uCppFl/HCnCKbeCK5tLBBrWOf/uicLvvC3cTOGTy0EpJqxgX6FOVx0Iiuh18WZy7OLt75wphEmlfoIGb",
+	"g19iO1LHLHbcvIWIMBLWdRSNNf1j6+KwHmtC/K7ymfQi+4VQOhf2TD1VjTPnMMOVxHfUmA0AiWZOkFUE",
+	"kURNuDRVMrcYiQhENl1H17KwKfd5JvNFmW2xneaKu33DWwSMJuL5Slc+0MJUBrJWEWR78gr0mRMtpmQs",
+	"jqGsgYMxhE62Nuw4PLf6FUssZCJKNCwp2x2OlntORYPegU55Y/soqj5YfpT0U1Pjh0T/dnURgNPdnc4c",
+	"YOPETNsdUdkUjv35U6LXI9BMrKg0QeoD9R7cDRuDgimDrCHCXurzQCWPG2GwrcuUngHXFtjBHGViA4m1",
+	"1TpbpTkCfhtuHjZ1j5yt28CwKnJJhdgXFhKwQ7EwPI6IWGGEdaygUjIRWycITZWYtpagGJey3+4+Ui3o",
+	"kLnophNF8KaGS9op79hKKp+E6fzmmycRUU7hYzvffMNc5JsSOURghAF7u9XWduNzVgdBPFEWg7gGWrjC",
+	"x1wC3VIQBWEOUDnAqGayIp7SjZooCn3HtI9oJZp2BNU7sf0bij/DSWPS0D8vKf1jXt/iJZgLNOY4ium8",
+	"3I1lMiKOuBv1iHZri7XqqlDzlHvHdhUZOEiETlViaY4STEKrw9ACIU7UiiWhxw8O9kYAOLKhdVxhn1mH",
+	"vUFIKWo/RNgg6vmDuLiFr8VOfSivhaNmkWOBfVKfRVx8brCJWPj7h5BXMkvlYaDEOh3XPeOkUtMLZkdc",
+	"MAXgE1AhG6tjYHELp6iXu0L5prJaVn5iiY57Q6nt/TIeeTveQfl8jTRuppyZJspJU2h/QUZxgYmA/RsN",
+	"OA1tgQcYrxdRlKGTa9MdJ/mw/9N+na4z6CG13oZ2Lao1OVCHUyG+exc8PB090pR82mzKh49XGObXF4b5",
+	"NxaG/YWIh3YCC34w7nmdft//pD3Z++Vgd+nH3h3uqZxEH7cezPE08ayi0Dvkbqp08xfNlx0JZPhRwPaM",
+	"gjhg0/Edi65SjXWO2XcKLxgOGIovEPa/4ewuG1T0W2usNDIzDDXvZ1N2TcTVSD3g+Kv3Su8BRuONGb0q",
+	"FUnu5t8cIPxYEaw4xBGb021B/x6z9WolMyQpJatN+2DZROk/terSf+P6xNCxKaCJ2klhXN41B4Szc6fs",
+	"D83WZ8hMyI9O/byAlM7nmbepVeh+cOn3SpVUnYwGb9gNC4/YUTIzE8zo7NcfE+46wpgatlrztwNqrTIY",
+	"vTa1Q/aqWnQHHANOE8B95xxhySBGl1PmCfxghyoVcmzVj6TBTuMkwQ7t6lfT3zsHSq6R78+QgC/i1aru",
+	"IeaHG55SThv95TBfnX+Gtfo/n4IJBUf1iNwHnModcfW1YejT0s8ZKWq1FP7hkJqCXynBUVFTxHp1U1/Q",
+	"Y/h77nDyuE01cVEColM4tILXUeF21xdbnI4kVXJcYnWUGhhjkhAMQ51oiF92CMUg2qh3nMsYgwEyYWGV",
+	"qVAProsdFneI1+xpKPzWS+qNvGcJGp3KW+vP4G0fTjuWhyw+y9imL/qabPyoJw83h9M7e9Lhu7mZ4rJy",
+	"uOIirzAi5ZYeCh2jumaEL3fPft2rn6wx4C4b9Y5pcH3zc22OQNp6XQcq5dJ36ssh+GmDypVNz5BD0N6O",
+	"4eYSSAL4E7FKERnWLV9HYBCAYycLMysL8omjzigEwJj2Pc/BmIY4/EXYDn/WHrII2+FvIWdRfB3TuMJO",
+	"yMKrkIXtkJfZJMNUislsrPOHm87JEUaIp1y2c6nyuIjfyY4lSqvWDurxVBjRADUCIUFEMVF4EWLbok/U",
+	"hOAs/Ed7N0S70m5aXLSIHtKhfrTYv3s43QjFbPz2pouaF2oTFYMFYKyG7M2rH7h2/2aZBFhokeTQCpGJ",
+	"66U0SLoEemDxzJZiO1GZFLPFmCVpuoKQPvBwZfE7KKvHGKw0eBxzQN+nhHHZFYFZf9epvs4ETpu24cHA",
+	"WLaQTDKFvSQSFgLDJGdrFf97Xamnoo3pOAAlcLmo7B6A0y7ZQEsON+T1EzgtWPiJ4L5Q8IDehskdFehN",
+	"buKZsxkIiEybSQghXyEuODc2FZlBWAqoaqwgwtzIU6psuDDJCIdU0iEZkbnr/LC4GNcQLFq7TH9eWdw0",
+	"UfCjHuy+enq5dtTTHRGA/7JO3Gk69JP2TPxpyr8qqBt3IgP6cwdP6ucrqOZnB/6FRDqloXFP+5285zXC",
+	"yh6I8f64cAKtIKZRd4MGSxXm5N9cPmKR2FL9if7fEMpcijRkTQsr2drt7ABBN1GR5WVgGch05MbhrIBK",
+	"CaM1YJxomvwmszRnTWhk08aOSRGrlF2LVc7mcZJAeyU43ROVryFzHBZpIaDYwGB6rBKByFGRiJMtMhOQ",
+	"6tCHdIv934+IlxUqZsSsqJCxTRToRQClVGlkXfgSgUxPdyGVqSrKC1HIpTSQaEQwinCShDJmC2+JOAAx",
+	"uTpE7nBFJzQ0wPYEyYSMA9OtnhTcKs2Ll0850QkAjj6ncz5LV7HM+UTZXqASB1FfVBIViIRJ9e+1XOvl",
+	"0yZBpWYhB2oOoZxaFArOn0+USbLEMg8rZcW2ske7g+YirGwwbTtNA9aPeTfD3/GA2HFb+vFlxVK1NNE8",
+	"nWMRCcQQzZWWcjg/Z+F0W8j8KpeqCKu82USCAJtSb8GyTI3uobxtFOK6ocwXhqQzNvnc/IHhU2gae/is",
+	"N1Hfx/8J3aFwDdQwRlhl9zLNi+tM5g9ye6RsZQdim22wSxQR2jrsDZwJgzXQ8zw4TdCkIwppCHLK1ic9",
+	"PmC6rvO74WHHpDOwpigSW87Cn3766af2s2ftx49D1nxz+ajVYY+pxagsP6LTjTtMT4RC26oub6ClRyVr",
+	"YC2nMijuwyi1b6If8P/+5bVHv/ze+9DGfwTlP/5vYz/JwOszNIe/iBN6HSSnSLoRhh4sac/zsGnZgDQ4",
+	"U5BGYnvoS4v0lu8Mhvf5zo+QTNnmbhNM3hj7/W6XN6pnoDEORqMzz/w5h4f3fD/wPN6IsAPCftGgYVEf",
+	"Yj0svzcaIuOsc0wb424f2RSsrNOvDjynt4OQfnZGsjOKmgEMdwbg1bzd23u5p2cTdubOt6DGoJgzPfRq",
+	"JbOrSNiKD3yW/aPv6f/7wBta+TTGjVWm90GR7o4SldVODcvJ83/3uT7ergSLAKXHIevSOLSgxDtf0yPH",
+	"2HuGHApKuWDiOKiE6Vb/P8foQwvugM0n1JYqsORsnekvgyO9ir+X+p+/6J2N4YdD4t4+k8IUZLfof+fY",
+	"QBGlszWFRwoWPkxXUolV3NmKZRKyZgiVzwSFCjdp5Z6qiYKoy/jhwySdiWSR5sV46A29sNWx7udDiMHR",
+	"h/6+Tw7QTudzG4Eo6yVL0Fcwh3D7dRzRS1CZ79tRnGvD4jn+HSE091XEKz13YKOYoA+nRpGCjI9dHOlZ",
+	"po3j96tM5rnWvMB0BeX1v6VKOkMxQ60bjm2OqRmSviRiucQeastp9ObVD7m2KMycVJJWJpfU3Gc1dCi1",
+	"WqapZqIsDXyVTgosWyfJlckii6nUOZIiamPgsIIh686+SfntTT/+UDP/EG2FkJrI9JFI4nwJg3ort9x2",
+	"n6JJWmbJTAOGtv3nSboBMr4xmzTK6KStnMYS10CvKBZPp/iZs3VepEs4g2YCJg18pVBbp6TDXJg7X6pf",
+	"2n4rt3Uf+63+TWvjLE2Apr9Rb5pk2pInz0QPEWKiGM5DEy7NoOTFTELVUevsVJLUjeQH/KGuQASLbhyX",
+	"T8852aaQzQFDsWyZsM5N7ng3VLgtZjYMZ0Lc0LdPCoo7ZjYqqWr9NKg3bjywWZbmOThcOeVYV6Ul5nz0",
+	"moza3W8mdbX3yRelrrp4+RTWhdxIBhIV3ybfr+Js67zmwBqbR9Rt6bQQ1iaHEPAsk8YnjK9Vbif+QW6l",
+	"jis34msVq+s23lcrPfAKZq6oW9+U4qiR+zbAlL6mvlksiy7D4QRbvJDuiRbrCIqU9r5f/50l6XXd3obX",
+	"5Yw+hK1XtImWuUzeSXBiyPex+1xgGDQuKthpr59+9/zNS1QbzuysVwcmpb1e1YznhXmJPkD6M9fFApkh",
+	"La6E886Lx8+ePr+6fPH9k+ehOxHRMlY1rzUPP3DGzQdSPL6U625EoqAJE5lkq3UBHUb7g6yQrbujRDwf",
+	"0lbut0K03qy9ETTQPUFEHNB2A/SBiVAPcj5RthFPH0BoVwWLR59caM+YbvEfzszoe+t26Uv4+/60wELF",
+	"iuWoQC1SyEZOWSTyxTQVWYQGRUQNU+HDdfzQXQ17Xc17HzvPwDfUDOIfUiTFgoNzHyuZ51wLvAx4b1VU",
+	"NX467HnqrkecuifEetv5wd2BY/jlw/8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
