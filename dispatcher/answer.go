@@ -142,6 +142,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 				"task", c.ID, "attempt", c.Attempt, "err", err)
 			return
 		}
+		s.cfg.Metrics.usage.recorded(c.TenantPlan, &result)
 		if result.NextAttemptAt != nil {
 			s.cfg.Schedule(c.ID, *result.NextAttemptAt)
 		}
