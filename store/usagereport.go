@@ -138,3 +138,43 @@ func dateOnly(t time.Time) time.Time {
 	y, m, d := t.UTC().Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
+
+// A past day's shards of each tenant go into its shard 0, a batch of
+// tenants a statement: the day's rows then cost one row per tenant to keep
+// and to read. The main query does not see the CTE's deletion, but shard 0
+// is not deleted, so its upsert finds it. A writer still counting on that
+// day (a transaction open since then) makes a new shard row again, which
+// readers sum like any other.
+const queryFoldUsage = `-- name: FoldUsage
+WITH groups AS (
+	SELECT tenant_id FROM usage_days WHERE day = $1::date
+	GROUP BY tenant_id HAVING count(*) > 1
+	ORDER BY tenant_id
+	LIMIT $2
+), gone AS (
+	DELETE FROM usage_days u USING groups g
+	WHERE u.tenant_id = g.tenant_id AND u.day = $1::date AND u.shard <> 0
+	RETURNING u.tenant_id, u.tasks_created, u.deliveries, u.attempts, u.failed_attempts, u.bytes_sent, u.bytes_received
+)
+INSERT INTO usage_days AS u (tenant_id, day, shard, tasks_created, deliveries, attempts, failed_attempts, bytes_sent,
+	bytes_received)
+SELECT tenant_id, $1::date, 0, sum(tasks_created), sum(deliveries), sum(attempts), sum(failed_attempts), sum(bytes_sent),
+	sum(bytes_received)
+FROM gone
+GROUP BY tenant_id
+ORDER BY tenant_id
+ON CONFLICT (tenant_id, day, shard) DO UPDATE SET tasks_created = u.tasks_created + excluded.tasks_created,
+	deliveries = u.deliveries + excluded.deliveries, attempts = u.attempts + excluded.attempts,
+	failed_attempts = u.failed_attempts + excluded.failed_attempts, bytes_sent = u.bytes_sent + excluded.bytes_sent,
+	bytes_received = u.bytes_received + excluded.bytes_received`
+
+// FoldUsage folds up to limit tenants' rows of day into one row each, and
+// says how many tenants it folded: limit means more may be left. day must be
+// past, so that nothing counts on it any more but a transaction opened then.
+func (db *DB) FoldUsage(ctx context.Context, day time.Time, limit int) (int, error) {
+	tag, err := db.pool.Exec(ctx, queryFoldUsage, dateOnly(day), limit)
+	if err != nil {
+		return 0, fmt.Errorf("fold usage of %s: %w", day.Format(time.DateOnly), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
