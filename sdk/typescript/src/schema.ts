@@ -1355,7 +1355,9 @@ export interface paths {
          *     tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
          *     of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
          *     as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
-         *     failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored.
+         *     failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+         *     spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+         *     return) is led by an apostrophe there.
          */
         get: operations["listUsage"];
         put?: never;
