@@ -110,7 +110,7 @@ Environment:
   REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
                           ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
                           (see docs/operations.md, Redis: one server, Cluster or Sentinel)
-  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API and the plans commands (default: admin API disabled)
+  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API, the plans commands and usage --all (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
