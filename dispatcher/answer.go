@@ -46,7 +46,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 	if tenantMax > 0 {
 		timeout = min(timeout, tenantMax)
 	}
-	statusCode, header, respBody, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
+	statusCode, header, respBody, received, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
 	outcome = retry.Classify(statusCode, header, sendErr)
@@ -69,6 +69,10 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 			Outcome:   string(outcome),
 		},
 		ClaimToken: c.ClaimToken,
+		// Metered with the attempt: the body is the request's whether or
+		// not the receiver read it all; what came back is what was read.
+		BytesSent:     int64(len(c.Body)),
+		BytesReceived: received,
 	}
 	if sendErr != nil {
 		msg := sendErr.Error()
@@ -124,7 +128,8 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 		// callback is sent again instead, since the callback carries the
 		// answer's body, which the journal does not keep.
 		s.cfg.Journal.mark(model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
-			StatusCode: statusCode, StartedAt: started, Duration: duration})
+			StatusCode: statusCode, StartedAt: started, Duration: duration,
+			BytesSent: result.BytesSent, BytesReceived: result.BytesReceived})
 	}
 	s.cfg.Metrics.attempts.WithLabelValues(result.Outcome).Inc()
 	s.cfg.Metrics.attemptDuration.Observe(duration.Seconds())
@@ -137,6 +142,7 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 				"task", c.ID, "attempt", c.Attempt, "err", err)
 			return
 		}
+		s.cfg.Metrics.usage.recorded(c.TenantPlan, &result)
 		if result.NextAttemptAt != nil {
 			s.cfg.Schedule(c.ID, *result.NextAttemptAt)
 		}
@@ -169,13 +175,16 @@ const ResponseBodyReadMax = 64 << 10
 // returns, then discards what else comes within ResponseBodyReadMax so the
 // connection can be reused: a receiver that streams more back loses its
 // connection (closing a body not read to its end closes it) rather than
-// making the node read it.
-func (s *sender) readAnswer(r io.Reader, limit int) []byte {
-	body := s.readResponseBody(r, limit)
+// making the node read it. read is every byte read, kept or discarded: the
+// attempt's bytes received.
+func (s *sender) readAnswer(r io.Reader, limit int) (body []byte, read int64) {
+	body = s.readResponseBody(r, limit)
+	read = int64(len(body))
 	if rest := ResponseBodyReadMax - len(body); rest > 0 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r, int64(rest)))
+		n, _ := io.Copy(io.Discard, io.LimitReader(r, int64(rest)))
+		read += n
 	}
-	return body
+	return body, read
 }
 
 // readResponseBody reads up to limit bytes of an answer's body into a

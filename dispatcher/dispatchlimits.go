@@ -101,9 +101,11 @@ type dispatchLimiter interface {
 	ReleaseDispatch(ctx context.Context, l model.DispatchLimit, taskID, token uuid.UUID) error
 }
 
-// limitsReader reads tenants' dispatch limits (Postgres).
+// limitsReader reads tenants' dispatch limits and the day's deliveries
+// (Postgres).
 type limitsReader interface {
 	TenantLimits(ctx context.Context, tenantID uuid.UUID) (model.Limits, error)
+	deliveriesReader
 }
 
 // limitsConfig configures newDispatchLimits. Every field is required unless
@@ -139,6 +141,8 @@ type dispatchLimits struct {
 	cfg limitsConfig
 	// wake tells the waker that a gate was kicked or filled.
 	wake chan struct{}
+	// daily holds the claims of tenants past deliveries_per_day.
+	daily *dailyDeliveries
 
 	mu      sync.Mutex
 	tenants map[uuid.UUID]*cachedLimits
@@ -153,13 +157,18 @@ type dispatchLimits struct {
 }
 
 func newDispatchLimits(cfg limitsConfig) *dispatchLimits {
-	return &dispatchLimits{
+	l := &dispatchLimits{
 		cfg:     cfg,
 		wake:    make(chan struct{}, 1),
 		tenants: make(map[uuid.UUID]*cachedLimits),
 		gates:   make(map[gateKey]*gate),
 		slots:   make(map[slotKey]time.Time),
 	}
+	l.daily = newDailyDeliveries(dailyConfig{
+		Store: cfg.Limits, Limit: func(id uuid.UUID) int { return l.tenantLimits(id).DeliveriesPerDay },
+		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: cfg.Metrics, Defer: cfg.Defer,
+	})
+	return l
 }
 
 // hostKey is the host of a webhook URL as per-host limits name it.

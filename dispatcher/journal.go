@@ -107,6 +107,10 @@ func (j *answerJournal) answered(ctx context.Context, claims []model.RecoveredCl
 			},
 			ClaimToken: a.Token,
 			Status:     model.StatusDelivered,
+			// As the sender measured them: the recovered delivery is
+			// metered as its sender would have.
+			BytesSent:     a.BytesSent,
+			BytesReceived: a.BytesReceived,
 		}
 	}
 	return results

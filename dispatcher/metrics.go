@@ -39,6 +39,8 @@ type metrics struct {
 	// skippedOccurrences counts schedule occurrences not made tasks: their
 	// tenant was at its max_pending_tasks.
 	skippedOccurrences prometheus.Counter
+	// usage are the usage totals by plan.
+	usage *usageMetrics
 }
 
 // storeError counts a failed Postgres operation of a part by its name, for
@@ -167,6 +169,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []retry.Outcome{retry.OutcomeSuccess, retry.OutcomeRetry, retry.OutcomeFail} {
 		m.attempts.WithLabelValues(string(o))
 	}
+	usage, err := newUsageMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.usage = usage
 	return m, nil
 }
 

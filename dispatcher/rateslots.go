@@ -34,8 +34,11 @@ type slotKey struct {
 // others are given back to the queue, due at their slots. A task's flow key
 // is asked first, for the instant it is due; its host then for the instant
 // its key gave it, so that a task its key sends far off takes no slot of
-// its host.
+// its host. Before any of it, the claims of tenants with no deliveries left
+// today are given back, due at the next UTC midnight (dailydeliveries.go),
+// Redis or not.
 func (l *dispatchLimits) rateLimitClaims(claims []*model.ClaimedTask) []*model.ClaimedTask {
+	claims = l.daily.hold(claims)
 	if l.cfg.Limiter == nil || len(claims) == 0 {
 		return claims
 	}

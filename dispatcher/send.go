@@ -108,11 +108,11 @@ func (s *sender) loadBody(c *model.ClaimedTask) bool {
 const bodyReadTimeout = 5 * time.Second
 
 // send makes the HTTP request of one attempt. It returns the status code, the
-// response header and the start of the response body, or the error that
-// prevented a response. The body read is MaxResponseBody bytes, or for a
+// response header, the start of the response body and how many bytes of the
+// body were read (readAnswer), or the error that prevented a response. The body read is MaxResponseBody bytes, or for a
 // task with a callback URL one byte more than the callback carries (so it
 // can tell a longer body), whichever is more.
-func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKeys, timeout time.Duration, now time.Time) (int, http.Header, []byte, error) {
+func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKeys, timeout time.Duration, now time.Time) (int, http.Header, []byte, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reqBody any
@@ -123,7 +123,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, c.Method, c.URL, reqBody)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("build request: %w", err)
+		return 0, nil, nil, 0, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("User-Agent", s.cfg.UserAgent)
 	for name, value := range c.Headers {
@@ -137,7 +137,7 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 	secrets, keyID := keys.at(now)
 	signed, err := s.cfg.Signer.Sign(secrets, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body, KeyID: keyID}, now)
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("sign webhook: %w", err)
+		return 0, nil, nil, 0, fmt.Errorf("sign webhook: %w", err)
 	}
 	for name, values := range signed {
 		req.Header[name] = values
@@ -159,12 +159,13 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
-		return 0, nil, nil, describeSendError(err, timeout, c.URL)
+		return 0, nil, nil, 0, describeSendError(err, timeout, c.URL)
 	}
 	defer resp.Body.Close()
 	limit := s.cfg.MaxResponseBody
 	if wantsResponseBody(c) {
 		limit = max(limit, CallbackBodyMax+1)
 	}
-	return resp.StatusCode, resp.Header, s.readAnswer(resp.Body, limit), nil
+	body, read := s.readAnswer(resp.Body, limit)
+	return resp.StatusCode, resp.Header, body, read, nil
 }

@@ -800,6 +800,15 @@ type CancelResult struct {
 	Canceled int `json:"canceled"`
 }
 
+// DailyLimits The daily limits that apply to the tenant now; null is unlimited.
+type DailyLimits struct {
+	// DeliveriesPerDay Deliveries it may make per UTC day; past it, its due tasks wait for the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day"`
+
+	// TasksPerDay Tasks it may create per UTC day.
+	TasksPerDay *int `json:"tasks_per_day"`
+}
+
 // FieldError One invalid field of a request.
 type FieldError struct {
 	// Field The field, as a JSON path in the request body (such as `retry.max_attempts`) or the name of a parameter.
@@ -2235,6 +2244,27 @@ type TenantUpdateRequest struct {
 	TargetAllowCidrs []string `json:"target_allow_cidrs,omitempty"`
 }
 
+// TenantUsage defines model for TenantUsage.
+type TenantUsage struct {
+	// Days Every day of the range, oldest first; days without usage have zeros.
+	Days []UsageDay `json:"days"`
+
+	// From The first day of the range.
+	From openapi_types.Date `json:"from"`
+
+	// Limits The daily limits that apply to the tenant now; null is unlimited.
+	Limits DailyLimits `json:"limits"`
+
+	// Plan The tenant's plan now; null for none.
+	Plan *string `json:"plan"`
+
+	// To The last day of the range.
+	To openapi_types.Date `json:"to"`
+
+	// Totals What was used over a day or a range of days.
+	Totals UsageCounts `json:"totals"`
+}
+
 // Topic A named set of endpoint URLs that webhooks are published to.
 type Topic struct {
 	// CreatedAt When the topic was created.
@@ -2292,6 +2322,90 @@ type TopicRequest struct {
 
 	// Endpoints The endpoints, at most 100, in the order publishes make their tasks; may be empty.
 	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
+// UsageCounts What was used over a day or a range of days.
+type UsageCounts struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
+}
+
+// UsageDay A tenant's usage of one UTC day.
+type UsageDay struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Date The UTC day.
+	Date openapi_types.Date `json:"date"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
+}
+
+// UsageRow One tenant's usage of one UTC day.
+type UsageRow struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Date The UTC day.
+	Date openapi_types.Date `json:"date"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// Plan The tenant's plan now; null for none (or once deleted).
+	Plan *string `json:"plan"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64              `json:"tasks_created"`
+	TenantID     openapi_types.UUID `json:"tenant_id"`
+
+	// TenantName The tenant's name; null once it is deleted.
+	TenantName *string `json:"tenant_name"`
+}
+
+// UsageRowList defines model for UsageRowList.
+type UsageRowList struct {
+	Data []UsageRow `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent or null on the last.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // AuditCursor defines model for AuditCursor.
@@ -2378,6 +2492,24 @@ type ListInvitesParams struct {
 // ListTenantsParams defines parameters for ListTenants.
 type ListTenantsParams struct {
 	// Limit The largest number of tenants in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListUsageParams defines parameters for ListUsage.
+type ListUsageParams struct {
+	// From The first day, `YYYY-MM-DD` (UTC). Default the first of the current month.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day, `YYYY-MM-DD` (UTC). Default today.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
+
+	// TenantID Only this tenant's rows (a deleted tenant's too).
+	TenantID *openapi_types.UUID `form:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+
+	// Limit The largest number of rows in a JSON page.
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
@@ -2521,6 +2653,15 @@ type ListTopicsParams struct {
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From The first day, `YYYY-MM-DD` (UTC). Default the first of the current month.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day, `YYYY-MM-DD` (UTC), not before `from` and at most 400 days after it. Default today.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
@@ -3012,6 +3153,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 	SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUsage Every tenant's usage, day by day
+	//
+	// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+	// first of the current month to today), one row per tenant and day it used anything, in (day,
+	// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+	// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+	// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+	// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+	// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+	// spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+	// return) is led by an apostrophe there.
+	//
+	// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+	ListUsage(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTenantAudit The caller's audit log
 	//
@@ -4068,6 +4224,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUsage The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness
@@ -4644,6 +4817,31 @@ func (c *Client) ResumeTenant(ctx context.Context, id TenantID, reqEditors ...Re
 // Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 func (c *Client) SuspendTenant(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSuspendTenantRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUsage Every tenant's usage, day by day
+//
+// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+// first of the current month to today), one row per tenant and day it used anything, in (day,
+// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+// spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+// return) is led by an apostrophe there.
+//
+// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+func (c *Client) ListUsage(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUsageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6280,6 +6478,33 @@ func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSON
 	return c.Client.Do(req)
 }
 
+// GetUsage The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUsageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -7206,6 +7431,108 @@ func NewSuspendTenantRequest(server string, id TenantID) (*http.Request, error) 
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListUsageRequest constructs an http.Request for the ListUsage method
+func NewListUsageRequest(server string, params *ListUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/admin/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.TenantID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant_id", *params.TenantID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -9120,6 +9447,72 @@ func NewPutTopicRequestWithBody(server string, name TopicName, contentType strin
 	return req, nil
 }
 
+// NewGetUsageRequest constructs an http.Request for the GetUsage method
+func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -9495,6 +9888,23 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/admin/tenants/{id}/suspend (the `SuspendTenant` operationId).
 	SuspendTenantWithResponse(ctx context.Context, id TenantID, reqEditors ...RequestEditorFn) (*SuspendTenantResponse, error)
+
+	// ListUsageWithResponse Every tenant's usage, day by day
+	//
+	// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+	// first of the current month to today), one row per tenant and day it used anything, in (day,
+	// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+	// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+	// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+	// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+	// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+	// spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+	// return) is led by an apostrophe there.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+	ListUsageWithResponse(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*ListUsageResponse, error)
 
 	// ListTenantAuditWithResponse The caller's audit log
 	//
@@ -10607,6 +11017,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// GetUsageWithResponse The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
 }
 
 type HealthzResponse struct {
@@ -12175,6 +12604,75 @@ func (r SuspendTenantResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SuspendTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageRowList
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUsageResponse) GetJSON200() *UsageRowList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUsageResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUsageResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15898,6 +16396,89 @@ func (r PutTopicResponse) ContentType() string {
 	return ""
 }
 
+// GetUsageResponse429Headers the declared response headers of an HTTP 429 response for GetUsage
+type GetUsageResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantUsage
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUsageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUsageResponse) GetJSON200() *TenantUsage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // HealthzWithResponse Liveness
 //
 // Answers 200 while the process is running. It checks no dependency.
@@ -16402,6 +16983,29 @@ func (c *ClientWithResponses) SuspendTenantWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseSuspendTenantResponse(rsp)
+}
+
+// ListUsageWithResponse Every tenant's usage, day by day
+//
+// Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+// first of the current month to today), one row per tenant and day it used anything, in (day,
+// tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+// tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+// of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+// as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+// failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+// spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+// return) is led by an apostrophe there.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/admin/usage (the `ListUsage` operationId).
+func (c *ClientWithResponses) ListUsageWithResponse(ctx context.Context, params *ListUsageParams, reqEditors ...RequestEditorFn) (*ListUsageResponse, error) {
+	rsp, err := c.ListUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUsageResponse(rsp)
 }
 
 // ListTenantAuditWithResponse The caller's audit log
@@ -17858,6 +18462,31 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name Top
 	return ParsePutTopicResponse(rsp)
 }
 
+// GetUsageWithResponse The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error) {
+	rsp, err := c.GetUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUsageResponse(rsp)
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -19091,6 +19720,63 @@ func ParseSuspendTenantResponse(rsp *http.Response) (*SuspendTenantResponse, err
 			return nil, err
 		}
 		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUsageResponse parses an HTTP response from a ListUsageWithResponse call
+func ParseListUsageResponse(rsp *http.Response) (*ListUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageRowList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/csv) unsupported
 
 	}
 
@@ -22436,6 +23122,80 @@ func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
 	return response, nil
 }
 
+// ParseGetUsageResponse parses an HTTP response from a GetUsageWithResponse call
+func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetUsageResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// Healthz Liveness
@@ -22510,6 +23270,9 @@ type ServerInterface interface {
 	// SuspendTenant Suspend a tenant
 	// (POST /v1/admin/tenants/{id}/suspend)
 	SuspendTenant(ctx echo.Context, id TenantID) error
+	// ListUsage Every tenant's usage, day by day
+	// (GET /v1/admin/usage)
+	ListUsage(ctx echo.Context, params ListUsageParams) error
 	// ListTenantAudit The caller's audit log
 	// (GET /v1/audit)
 	ListTenantAudit(ctx echo.Context, params ListTenantAuditParams) error
@@ -22636,6 +23399,9 @@ type ServerInterface interface {
 	// PutTopic Create or replace a topic
 	// (PUT /v1/topics/{name})
 	PutTopic(ctx echo.Context, name TopicName) error
+	// GetUsage The caller's usage, day by day
+	// (GET /v1/usage)
+	GetUsage(ctx echo.Context, params GetUsageParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -23003,6 +23769,52 @@ func (w *ServerInterfaceWrapper) SuspendTenant(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.SuspendTenant(ctx, id)
+	return err
+}
+
+// ListUsage converts echo context to params.
+func (w *ServerInterfaceWrapper) ListUsage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListUsageParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// ------------- Optional query parameter "tenant_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "tenant_id", ctx.QueryParams(), &params.TenantID, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter tenant_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListUsage(ctx, params)
 	return err
 }
 
@@ -23735,6 +24547,31 @@ func (w *ServerInterfaceWrapper) PutTopic(ctx echo.Context) error {
 	return err
 }
 
+// GetUsage converts echo context to params.
+func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetUsageParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetUsage(ctx, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -23831,6 +24668,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/topics/:name", wrapper.GetTopic, options.OperationMiddlewares["getTopic"]...)
 	router.PUT(options.BaseURL+"/v1/topics/:name", wrapper.PutTopic, options.OperationMiddlewares["putTopic"]...)
 	router.GET(options.BaseURL+"/v1/publishes/:id", wrapper.GetPublish, options.OperationMiddlewares["getPublish"]...)
+	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
@@ -23842,6 +24680,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.ListTenantKeys, options.OperationMiddlewares["listTenantKeys"]...)
 	router.POST(options.BaseURL+"/v1/admin/tenants/:id/keys", wrapper.CreateTenantKey, options.OperationMiddlewares["createTenantKey"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/tenants/:id/keys/:key_id", wrapper.RevokeTenantKey, options.OperationMiddlewares["revokeTenantKey"]...)
+	router.GET(options.BaseURL+"/v1/admin/usage", wrapper.ListUsage, options.OperationMiddlewares["listUsage"]...)
 	router.GET(options.BaseURL+"/v1/admin/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/v1/signup", wrapper.GetSignup, options.OperationMiddlewares["getSignup"]...)
 	router.POST(options.BaseURL+"/v1/signup", wrapper.SignUp, options.OperationMiddlewares["signUp"]...)
@@ -23856,793 +24695,831 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P0Ndxs3ki8OfxUc7p5jKtOkSUqyJerMuavYTqKJY3tteb0zQz9qsBsUETUBptEUxWT83Z+DqgIa3Wy+",
-	"SFYyM/97z947sZr9AhQKhXr91W+tRM/mWglVmNbwt5a447N5JuDf5+8ufhSr19IU9i+zmM14vmoNW+es",
-	"EIqr4olhE5mbgt2IVcQ4S8U80yv7F+MqZZzl4lbfiJRpJVpR65ZnC2HflPKCt4Z//62V5IIXIr3iRWvY",
-	"GvQGzzr9fqffu+w/Gx4dD3u9v7Uif8/YfvlGrIbFPJtPiue3R0ZMB62oJdPWsDX/5fD25vlscLc8UrwV",
-	"tTJuiquFqb970L/s94fHJ8MjeLfiM9EathLZilo01vX7B8Nej8ZiEj23pPl7q+DmxgyXuSxE6/OXaMNU",
-	"eoPL3slw0Nt3KuJuLnNh/Eueu5f0yjHAdBc//5qK67tUJZPDwZbpDi57p8Pj0+HxSTBdXKaG6eSCp63o",
-	"XnPrNy5Tkkk30voUN4+0H0ySRloZ4zetz18+f/kSEVu+x/Wqc6ZjuRuxClnu/yuc9iVqfZfp5Ws5k2ub",
-	"MlmYQs9E/sTghuz3eowzIxJtN6NK2THjBdMqETspMwDKHLrRWGIOW+79nX7vyJJjznOeZSKTZtYaHket",
-	"uciltiTqGztLXojWsN/rRa3FPN3xCTuvdxlX9SnNM67YROdskgvBeJLohZVTO4d/YvneEzOz1AKJxufy",
-	"yg0saqUik7cil8JczUV+lfJVazjo2RHP+N3VXKhUqusrWACYCf1gkqlIFyAjj2m3lM/b27749bbDbm0i",
-	"QDhIIMBinEkzXaMBXmaFZpwVei4TpiesWGomVDrXci+CgCAAYneP+gMvR3r9U85PJsedHu+PO8+TQdo5",
-	"EYeTzlHvuP9s8Pzw5Oj0GO4Vs7kuhEpWV8gLOk9F3jkadOZcWplhCl4szBWtjx0GV4nI7P4EQnP3D6C4",
-	"uyzNnBfJVKpr+DsXRb5yfzgqp63h4AuSGV/fGg6I6nCG8KIQs7n9aC9qjXVqR/fbCAc4ag3Z0SBio5a4",
-	"Faqwf45adsSj1pdgw+8ilaPzFa3qWGaZHWbUmgqeihwm/EKrQqiic7ma23v4fJ7JhBdSq6c/G61aX/Ym",
-	"Oe81kVwtsoykjchznVeuePKnwl23nFrSxrL7TBRT2J/v3n64tDJJ3BXulp00IC68ug/bwHpa2jSMhd9d",
-	"jXlyoycTKzCmrag1kyq8ZCzF8oXaOTKce2sYcEzUKuRM6IV98rBntwfsG8e3ZuOWXH/7Is9aw9a0KOZm",
-	"+PQprXyXtKRuomdPp1rfmKf0Yntc/hM40kzlfP57smT//7HkvyhLuqXfwpOf1z4WHDcfRFFk63qUO3W8",
-	"xLbnj1bCHzoRK6aC6WIqcn+NeQn+b3gg9bcdSP3KgdTb70Dq/78DCXb/wGlO99z8+L5/g21ectGjbPPT",
-	"k68+eQb/t508rVwkwi4C48osQWAd9w7ZB5HfykSwj4rfcpnxcSZaTSx63Dt8rPPpefe0d/xvcj4F8vpr",
-	"+faw2x/0HvF4+kDitnowfRLiJuUrYy1Zazwxqdg7nsuKCVRyfi7mOideT7nMVluYvTeoGI1JrpVdN3bK",
-	"vmHfsH7n+KtYvNd5Lp6lnefJ8bjDj/hhZzxI+mlPnE5O+HPHkutr17vsnZRjamTH9YcOKw/N+cLYQ2vC",
-	"MyMeg8PMjZzPRXqlk2SR50IlAlXdNQ6SM/GrVpY6rxa5nounbqUaWalG/yobrXMPLGcHFxgZRhgjtXo7",
-	"FzkvrEgI+eaDvFYitdyylMUUVBeezqRihb4RqqKumHxyhVeHrb+Onxf/PVCfbk5fz94fmf+97Sd/mz+b",
-	"/iU9nHzPT8RH3ZM/ri5/ebM8ftXgvvOerX45rVxblm5pN8pg5JfgVN06bq7Y+buLNedWOOTDXwb/q0+/",
-	"v/mf/qyXPL/kR+O/zP+Wnyw+qVer1+ZZ+sPkv+WPdy+Ob99e7zlkkLh/lBewwV+55gX0VEQ3tGU1T7pg",
-	"z4lepz8eJJ3n6aHonEyOep1j/mz8PDlJT0VvUr6fJzPR+mIX4pKbm5egGlaVYasuskwUhcgjlouJHTkb",
-	"r5gsDHPnTrggO1XA/tYj98SSoNfr9vsndcV40Dntpf3Oc3F01Dnh/UHn2fg4OUoPxWDS7z34pDzqHbE3",
-	"umDf6YVKG8/Ho97RV6hwv9upVvpLS1WMN2lhWw4veEd3cNhflzp8LrtznhdK5CB5lmJcPbo8z3grohYn",
-	"4eYmMKF4ASyDQROiw734ZnAfVe3hh9Wgc5Qcis7z8aDfOU2PRedw0ksG/Pn4RBz1t5tfjvB/hGXw+7BV",
-	"GIfYS8PfxFvuRd3eaX+fEw1p6N7ueOtDaXY28NaSy0Kqa/CRW9ayTzdzVO//Do56FE9TyAJ/IJNt8xY9",
-	"zDm0F5M1qB0uwotaB8VPdvl0arqAmExEUshbcVWNv4wXuSlo64fxmCAgcJVoRbrlikI17he8+3hzjKYp",
-	"TOMWa01D5fm18CMLRT2EqRtHM1gfDOgO91E87k+Q/ab9mPMJlaOoNYfgXGuea9wSQtmt3hq2ng9600fZ",
-	"JX4XcGAaZE00C2ucCSEwVOPvFQSrGRipMEku5zSPt3ZfMHCNmAjEqbgV+YoZciAUU16wic4yvTTWfJh1",
-	"A2cIOv7WnHEP8OCse1UeYk7TW3aY7tUA7JeqeOfJVFgZn+vsjf5Q6BwzNyo0O8+W1hSPle4Ye0c8BMMq",
-	"F2aulRFsqrPUMM6SXKSWYXjGzFQvFdMqW0EgOmLLqUymTGmW2C+yGV+xGyHm3ZF6BfRHB7N/ZcLzXArD",
-	"ZMEKrbvAeb8sJKheRb4Q6KadcUhlUYuZNRnc8Fqfo1aBx5UpcktdmPWc53wmCpr4+SKVxYtFbtCCrE74",
-	"cipYDCdHAnfEEImdCjbPxa3UC8Pm/FrYUUl7+y8Lka+C4D++NRxifTgRft+H92v0LthMm4IVU2nYjKsV",
-	"E6oAcrRTMeGLrGDHvYNNnwehU/k6PeTlipxZgh2DAJUK/+p7mklViGuBFqvPQfgRbcN1Mk0yvcQ0BJ2z",
-	"+JsYtpQllRupntAOuxEr2M16UdBJY3+D/yyVn8ycF9NyLmgAb176/8yFlSz/8bRMbnqKv5qnlbHbyVyU",
-	"ukfjdH7iNwL2PEt4ljHDJ4IVGmMdXQaTBYXeDkcYOjM5zAvlED5shfUZJEXNBS+8H2KkDJ8JnzRl74QL",
-	"Vlmz31jkyqD0QYXPPoaykg16PXgm9jMoOu/FPOMrkQ6ZpUl8xvhI1b7IKh/kLJWTiciFKvCb9gRhR4NB",
-	"l/0oVobxXLC5yEkhwPnaZ6VhPDOaGaGKkeI4xzigZedHsYoZypRytcmEctZPd6RG6ty9cCoyb1fDbC3T",
-	"cMMyra4ZL8lo770R8yLCGRQsE9wUIxX/8Pbtj59+ePXq9dXFy1c/vXt7+erNi79efbp48/Ltp5i1B0dT",
-	"+3piwQPGJ4XIy7cuuaEVSyM4CpicMH/YjVQ7eP/7V5ev3lxevH0TA4fDO1xSXOyfiQ+s9ScKkZZfMVor",
-	"kQ9LTpDKyFQgLyylSvWSLHNcYVi2LUvs2QbezkE22pksp0L5r7dlYUYqlmkcsRjZx/7LndT4EiMKa0yY",
-	"MxZbToiZ/Q25JKazIWbxb1/iiBmpElHSxn1npOzReBDR61RqmNLF1B5Y7K2CY7RcQTc2N36a+5RbMWqM",
-	"XYSiZLZJLsRI8WsuFdION1suFsYaQLLwm40zJZbwlS6jIKcwT+x7kJst55T7YMlXXsjgJEsxU+PmivCc",
-	"8bvXQl0X09ZwcHwMEtP93Y8aBPuFupWFuHjZLC4l/MpkukHgQUxzs7yb6HwGh/tiAXeuf/5Hsdr07Rux",
-	"emIw4JswSVS3uiMbi2IphGLxdHlV8hlllMVX/vi7EavNgvpqx9gDQj47ahr6a2mKC5Vki7RBByFOzaQp",
-	"DBM8mTJZiBluGitG7M8R/CkVTexaPLHXFyplWtkb4AQ9YT/Jb0PpMLSi097NllNthLtxqRdZCgxqeU4a",
-	"liwKq9bkBRAo0aqQaiGMc/ZU9IUu+0QnnSxww9vRGpZoy4n0UzEVMqfPddm5ckoQaLdeNBz1eptOeknE",
-	"alKGwAfwuYnM7zKu3sALmpjEGgBPDLNf2LDU8J+t+hiqrGVa3NyKn9y+6f/3d975tdc5/Uz/vep8/q0X",
-	"PRt8+c9GZqZdvYmhXe6C42Ur9hyrIvns+V0EdzrWjsuYXey0EDCyfq9t6bw7m6bijNjfUTJccnOz6fMo",
-	"qn+/T8OJufHj6IL4HT9vLcnNLA+G5lfy/DZFtPw82CHOxgEz5FuevscTDsxZdLahXV862ua5Hmdi9idw",
-	"uNVy92c8swQQacf9GtrQoOiBUinhhGZ/+fD2TSVFXxRcWsPT7gq4e7Yw9kBgHO5levyzSAqgiim4Siw1",
-	"nt72n6JLojTnj8AvIQvY9z+5Qbnv0ZoscjW0WuFyKkQ2pGkNa1MAIu1H2Xf4BnxkfWGd7gBWFH0jYmaR",
-	"TK36xJupEzHOvKnopMkyt5qpnQVogaBr47szqYS9RPovvO2Hy8t3LOHKvnLOcyO6rS9R64VWk0wmD11o",
-	"pYsO5jZBckOTk5hnueDpClT15kW2d+3jqSW1DV3hZ2jHe68lSFGXUYBi087WMo1Pvmrml6d7eolLpjot",
-	"mcrKL0fV6qe2cleNbo/JXUYv8kQ45pGKcbDYyInEnQ9JGlj/73Q+lmkq1AMZQCqzmExkIq1tAIHSOhOE",
-	"FjYocPam0qBVQqRmw+a3+o2/Jwg/l8bkKKxQGLXw5WdwT6VKBfT6Sp3JTslxWC7yRTBJ/MSu9W0gi10v",
-	"PFQ6ZmHmQqXrURWYrZ7YJXO3MB9m3kAhd1CZ8pkzUB3sy9DmcEHjhSpkhpmTlAFg+WUxA5fWPWmCp2f5",
-	"zV0UWZv64/G84wpprJYqUzZeFCzjyY2pMFyVm9rx+hrFByBIUcm+zu38+Ejh87JgqRa4qaY6s/KHgl7r",
-	"9GftuD5d+2r0NqInAkbi7ISRAvNQ58xgMoZBP8jW9YLt+0YXGDZ/uPieuOdLRnyj8TzyXpCA0TaLcEuZ",
-	"CcXwH0fOHpXs9iZ4+U7Jijc+DoM5WjjBGuG6s7HItLo2UBij0EQiJ5Vdl3d8lWmeXmr9mufX4oHLU2jd",
-	"ydzzaxqUviX3kfOtNutPTieAZ8RdAtwP+0L+Wj67a+v3g61PuiErtGY4vF1738/j8dUomJblTjcYoP+l",
-	"1j9xtaKRmgfSP+eF6ACF6qL6raO9d7tZIQQRrF2CesZXbMZvBFTIwVM0SHB0onsjsuc2RObAHb2YWzYb",
-	"9HpnqOHYX/vM7LFsg1BV0Rr99u6Du5atMv3HWTmgGwdCIevZ3fTLQhectWMXfowjFq8FGt1FH1i1Fyrl",
-	"b/FwpOx8WAwv7CCvizSOAkGqxF3BPl6+YDOZKnk9LXxoIOOmODhDp+9IjXmRTKNyj3l2W5GTT6f2Ik+N",
-	"K2u0BwLG7iyNabGtmI/YJNczxlmSSXRXp2kuDPnV57mwmrFI2aDHpMIDjE40OBKCTEHjXEn9HjMj1Y7t",
-	"xrJL2uGLYtqZcJktcqDMWEx0LkIPJniUMw3lqYv5QZe9B04KnNByhg/E8Evn3P7iXejX8laAHyII0wX3",
-	"rduwP+glchtyNAjKJQfBiUNDRR1cqtsjaT4a1GuIBlkW+6js9HUufxXpg9VYIHyHsg3r+iuslD/+7deE",
-	"Kux7xUaxGyglgZm3UDdKL1VUFqfnDLMg99JJ++Vurkx6x0ZehPc+nggeC56DN+tGKJinNEaq6yiccDBP",
-	"mjvI549K3M1FUoj0FWbUPHDVCpErntWXjDaCFZ2eGFbPEtmkcb3Km+yTWG005SrNRLj3rVYNdsRYwFa6",
-	"vt5n0Y5DF8QFDRgC+yJnmE6005agWT7OypUuXfh66Xo47h1i2Abd7DBAsmxz8m0blvKCjzk5Dz6qea4T",
-	"YYw1Yl+pQharB64k7D6OIwzX8oIE4kSKbKOZWEpnuzqy8siQLfIsonBpJT0kasH8MXsCboYVyCDT3Rhu",
-	"ta6W9zspxsdGZ4tCsGlRzMG5UhRzwz6+fw25E+4NjV9qeCGFDVkfciZ2nuODkIlwgjTpXewTkPZ3cWIt",
-	"RZZ1yLFmDS+i/xnaLZMJHuK0HGCOZtIUmFYe4xLE3VY5sgD8w/5rnlvbp5DIJ2FqTeBkTa2mQtmHNU9r",
-	"NS28fkp9mmoXdGWyiFjsDC2rXSSZhIClvFaLeczahQ+2W8EOZjod83A+GMyWX8wPIOvgRqyGo0Wvd5jA",
-	"MZDCv0XcbRpimAi/YVpqkZGPDc/HtXfI9LEDbI1DrSbPr9OT5Ieds721climVgniWWbV2ETn1lJGa3gi",
-	"lk5PiOCInYPsyTI7hIeRQ5Fnfe2HEADjobR2FQG/tSCCtmszfUAHkH8Rz3OO2R+l1vN3jCiQT58+UEmO",
-	"rXByGUQjX7iHJnmBN4H0zbK3E5Bv20ZHe80Ksepms/r4zaYUG8iusZyzzuN0yYgkF4Vje/ahTL6ailx0",
-	"G4MiIT3c59en+tlP1sEDVQeOED97Lo6f/vbVgXdupnoQL+FpKi2hePYuGBUVQFUHWt33W7aSKfTcsKXO",
-	"b6wsbb//7gU7PDw8BTsRxNKiWOTioMvezmQBGSTK7qyN22fjdqnpCizjY6sWkY0Ei+70Bacm+ATFhSHH",
-	"VBSG1SGVdMsOago72t/83MERZ86YxqmByjybF6vIJUmCf64dfxNj9tnX7cj19aVKibWhvlXChSNWLqOI",
-	"TgVubuxQattp04vsnN3zajEbizxi/Y7VstKzMs3JkTz+wR3xHRqaM9K6re2pc1ErXeSgCVzNTLPFBrlO",
-	"RTCeQusb4LKZzDJJMrrCVlIVz47CL/eaviycml9n8lXlc6h/h+EwJQrL9qisgj2s2MJbD5SMdma1M0sj",
-	"reyjViXtsvORqmRugr0ZUA/M1yFsrZgZvjLMaNaO9y7lHSnw3za+8Iyh2lzkUqTIl2tbQC+KROOu2yqf",
-	"kDRv6e4gVnuFJRWNCZCgphyxH+W3LlroaUFJKSRecgH5WlqJxkH6bwV2f7OAazhqG8NT8LonhnjWRGy8",
-	"smaGVjLhGYS7I5+dJlK67YnBBBTDftbSalmYlxax+GykaO1hRkqH6bozwdprDER5+OjrV1oJl2tBIwJ6",
-	"3Ih50WXf6oVKRTrE3B5MgaGkm0Kz4/5gpMAhBEqVsko9pMgeDvy7rFbll8FODi/RZFxCWFRzunCVjlSd",
-	"VWNcVfoWSN8ZzzJhLxlNPqz82qrl9r1prudzkeJDXfYDDchK6pGa8RXuiSA9GocD5wYMagiOLEw/siOH",
-	"7CIulQF5YH9LuBERi62KB4oyBi/iaKTi8rXgp9M3QuEtView/5pzY5Y6T/2/4V83YuVUbm5PtBhU6UTr",
-	"Gyli1jZ6pOJz8mWAJLN3v6CfIVXwgyg6/sLMijMwds1BBM7veVElddREZ6cKJ1NLX3UtDIs/LZed80CX",
-	"pc+9y/XdqvpDd6Ti1xqNXrrL1SuVl2+EmKMyhAlXsNtFxKaWf+wzc15MMaMd8quikZrk/HoGB4FK7Vmb",
-	"SzXRFN+b6VsBmSo+zWl3kVRUdeC1DnutpvPPFDwvdqn7Tn7TzfvrHZXyqSZJBmkLlHJck2Re6t935weS",
-	"Lswrryifvj4ymH/1AC0l+OfNaoNTUOt6FaT2eWXhiVnTJEzEdJbazYwbeE2dcEruRl2C6CWxLqD6ujOn",
-	"QuF2h7q10GlcKRLdW6tyqtKaXkUVb8mGyoZ3lM/IDYtdbQPkuPO0dNpDcQM79+e889nT7DgkVOJ+Quti",
-	"hxW3t35fPX8b9gAvwD9EWwD9h8OR6rCYdJF4yDgb3N0FnBumIsc+qcXKjg5kcOerGBONi3xlJ+F8mmc+",
-	"2ui+J02ZBIOP21vh6YlUPCufrH2Tp3AT7a0w44j0FjyHaxrUSLFNShRmIa2PGQ9rpQMSTQqsYMK0UCKT",
-	"r+SKWvbJhkRRqlB5pajeq6ZgJ86BWMvSpcAsmc9wIOEV+NxVMuXqunIdK0HKH0bK/YJFbldokzQ86ZPS",
-	"w99uxCr8uP2TvBDwanvaSXV9hYdjN9eFuxOvmG4ubsRKpPGZPUrnMqlMBS5QkRUOFa5Qgrt9ZpLpJdZB",
-	"hg8GV/3Tlav+DXaMxGLhC/y14HF/DYE/Kpcwd4Hm7C4Gw8RcV5dCRUcnXsyp6iBmbc7Gi+yGMq0YpETY",
-	"36hKReubkYIAHDc3Q8yBnsjMaVVsSmGpgzOvr3TRcXclVaDEwMUrqa7QIsExV+/XiyJmbZ+KhNG9J4bF",
-	"cr5B4+dJ0ST+Sqcja2O07/zdhavrcL/ZI4Kb6VjzPHVpIgfkpETXZBnFSPRsxlV64JgLvJfeWUnsxhbz",
-	"iMXv3n64ZE9v+0/pvq2+S/sSSFyZ8VS4JCyOCMwjpXNXfLQ2UOcbdUgisthAoHu4dV0AYJM9gkK/QVbT",
-	"xuyyNwKj0bjLrCx09UEf379mfD4XPDeuIkjn8lqS/6odoxgArljk2RX+GB9EFb2fcvYhZAiZd8Gcy/MF",
-	"/bY78oVd6thV8933O+rgEeTFyAlNT09YhMZzEGsDv97fVkrwB+kJoZLg/FJeQQgdAU5B2O1p3Hj2f8uL",
-	"ZBq49qrTpgLoPecN77rk5sa97wu4yS7wWQL4lcr9vcMdid/eMmY8tr9yrdy7FlnxcAdp+JJGJ5odyhMD",
-	"qW1ZQVkdYBZiOYQVOyoorMHzjSQV6PYxFgZS0m9QzQIVYb6cxWXgQVa5HRQV9KZDVDVRF2ft+PtXKBMx",
-	"be03mX6JDzzIxVinq3Vt3Pu39gqqeXi2nU/QbUBrPAIbdP58IcrILVEzwLQAL+qUpxi4dvBBlqYpGq0Z",
-	"EzzPJJQ6A28GW2asdSY4QGpYcuwsK7D3NPpR1/h/7wBFddPUGXoNvGPdJJJmA1Ui51St1doFhaOcGamu",
-	"M+HDUfXSu3XR0hCt+DYX/AbTZGoBTbtLkwUgVbj8ncCXFnhQw1+rE/wOkxa82Qe4oHjagmICaAsFVTg2",
-	"2b5Ryyo6mbyeNuzQD4KydzCJDQ4+++p5rq8hjQlELVgOqWh+Owj1ea7HYoMXQWag6ChyS2olGNzOljLL",
-	"2FiwTBSsmOZ6cT19eEjQfmGXI2OMC4WWJT7w8A/mIhGquEoyLpsc7i/gOqpQkGEBhbolkUPCRhgDAI9l",
-	"EaE/cink9dRqclOeTSiTayJvxUjNpFoUwqBYHC+MhHRNxOdAhYaF5cQ/vbp8f/Hiw9Xl23dXl+fvv391",
-	"+SE+YFN+K9jMmoKJYQaQ6skDI/OR0kt1VoLwGmamPBeMFKM/j1pwedSKq9TTC8TAJFJhtKNFJ4nL1Kzj",
-	"DjycraHwISxATDJtIGvHkqxj17eFfNFobOJkGrbEmrNO53ZRutddFjeg3wyPjg6bo+mo1TXFwfAHcr/i",
-	"yba0061txJBHHGWAd/s95rigkTSE3bSBKy0n4jcDiCcORdXMZLrwrqWGYezhXSPCugUKlj+Qc1GzcAyF",
-	"VTmN+mYrSduokuAufwRt1gn2JlV2o0/TQd6IHNcNK3Mo3IS7SsmMffx48ZK1rb31q8i1ObBUxiKYDpgh",
-	"KBdQp5lyA7GMynbbWHsYrgUMM9qsvr3gWTbmyQ2ltDfPCKryMCt9Qkke9pkhW4JVDh5FxbP1MCm71kWX",
-	"ffCcLcgfOlKxe0lc6jZB8T46zCL7FBr5yB9XtaewSjoVPIWzno+Us/FKmI+hM08zeSNqSBHtW5HLCUhM",
-	"wsBcsQ8FV6m1bj8RIh/L5Djn+epspGAs9HBHpjGkplOtkx2Wc/fKFBNd0J9t5QdtuSfmACvGRyoOPfhD",
-	"Vnfgx5Fz1JX1ULVXUbr4XGcyWZVZ0CPlhwOWrsN7uLvrsu8wT2vGV5CmlkI5EfdAk8xMoTpGXiv0FVvx",
-	"FNbG3CgUxkEgwge++z4O7CD0SiuF4OHE6i+3fHXx7OKH96v00/+cthA47qrIFyrBvBbKpLgfHFwd+O/L",
-	"Jng9bm6u9seO+3KvID8edy6MUdkREWJnmC3hfWY4ViNvj/HviLRX9yHlu7Z3uYEpcmL/mWilBDgNMLBy",
-	"EHkAFnrrE+PssjOILDCE6IDwRnc/vanki23C14kmb+0Gq7qpoBzahkEKLtwYuqFDPgAkz2adgBhkY8U6",
-	"HtkUG8JjEbelub9wdl/z84qCyJTLHvbk2ia+Q4/A5ri8E8IVLumyTxhgUy6ytpMh4mC/gQzECFMJ5CIN",
-	"YLmgjxdRNKTBoNQZZSjCcVPyEqZoLCF8PeVzr5pX99+ulIhn23IixtyIZ0esbZyA59l8yseiiNgcJOFB",
-	"ZQXHq6LRM1kXWNvt9coYIPcg0+oaq7bxDhozOSuabfPfKz2DVbc2xK0Rgo61YxJQ3XqSSDxEhBOQHSod",
-	"KUWe1rAevUxBCDHaDhp9pF8XJQYZ1Bgj3iKNNqmu4VBKshO86drab9qRTa4Acl7smavocTPr3pC9vMkb",
-	"smM3ZqSuz6MuqFxxaHPGpp21SkT2HYRiGowOrZBp6QSCNHmr+WKprc+WJw13Q1K4q0S6Z144hL33fy7s",
-	"rLDuzsQINFlPPgC/1kUNz3vFqr7GeI8TouwFc7XnYpdHog+4BlivvgtD42nnMDD39NSVoCKfo+2kIZJg",
-	"sQ2aklvp0uhTRKYqfcs1vvBNd37btav9rU2sCyrxq2a1CvzXYcUJmjaBH7U6JioTaT6gREZWCtpTc15M",
-	"nU1fKXdtu/TIeL3aBP3iYELaoxpG45FDKop5c6nKGgv42pXGxAdpCIaE4nrVLzRUu+zSeJBA5WebFyQX",
-	"l3LWEN3IdILlYOvkLRtGOJq6XfAEkavZr1qJqATv0pOJEcX+qUyLItlXiNTmjKPGN2yb7yP4KzzpHhzO",
-	"+S7Ty0akyh8AcLU04QmCjzRKKPnFxDbfuDOooGZGFCXUwI1YjVQ7fvcRZcAk08vOjViZp7/diNUXgmkQ",
-	"mREBVu6NWLGmR76xt/Mk18bQneCkYucjBeo6lPja9cZCGQIBXXJZYKJjuhAMsGyH0GR4IvKcZ2i8l1k/",
-	"kIEpCwZoD8ZllaI7AM0o02Xn29FGMXvGIZTSzx7A8BJSdcEyc5XTCsJbgVVp5zt04J/alI+T6Q+hnzZ4",
-	"10XuO7Y6F4WVjYBesTDioDtSaNCAe2+qjbXqnN+KBhcxOamiU9hF5GoVga9iZSXUUmRZl/Whfv34mCVT",
-	"nvOksIqlJU98HnfivwEWZNyJf40jlsprO20wC7oxwPzFnZjFw5jF/xWz+E8xi/8cV6VMvTXsdnDEEPft",
-	"vPM3hHzrXg3/609/7nz+03827exK09t1yVKuJCUTV4ABHBatqXlF/jVa30aPUGC3h+Jahb2tTWE30jBK",
-	"EqkY+n3Lkvue0+tpw1TMo8Ap4kjUCNgHv9l1iwl9gLPvNXOpns1p8RRX2G/gdrfF+JnYj9kLRfK2bB1/",
-	"uJIPOmIIsxi97USN6jLUas2CL246BTZjMJ9vRmAuN0sptkHldx7sGv7yI2zz9mj0zT8a9vrB9s2+K3UX",
-	"puglocKi0JzqcPbN1Q1eUknXbUzQDWo2IFWfrKH9Dn4vw/747NxHzMb109i34G6buOaeTbvsPDAxS1mA",
-	"B1GwTcBN5UZq97I9tMcIQ50JfiuMKwZOBVuoYFNXOeKeArCEun1iXGyiQSA2KTrhHjoOkNb7rlvF1rqt",
-	"UHASXjseM/eWo4iCEvcNcE88OJrGrG3/jFjcn8H/TjFvstzyffO4wjdiZs4TLDtW2WrooGj0BNB44FY7",
-	"QHwSGs5aQo5Uv8dmxm1GaG2PBK8Mt9/rrdF3B4GbjNofLi/f/UQNYzb6urCjDDKxi1UFRqcz9L9/ddmK",
-	"XNeZdx/hf88vX/zQilovX71+dfmq0er/QfCsmDbJvin8siJ4iAZXzFQkN4/ghXQY/TyZslQAhJpKVgxe",
-	"DxVjYNy247k2xTVC3sS5SKWJD84cpI4VQzFgT/4a13Qv95il+w34QFJJf3zZ6H5sSty9waT34EssTsV1",
-	"zlORUgSShxMIoDWWOr8x3hpov7dDOGDSjNRCQTaIlZbhWsJI3cvtupX7BH7aLlFpDk0yFcHBG5ZbOWTw",
-	"QkOIFFKGlx5D2rCEBMzX65DbKqG/s4LD60z2m4DsaQ0h9JSPBZg2+5vqm+I3Hgg9whPuVt9AdHO82ssx",
-	"p3SxwT9tf3HQ+D55ulGznOdiIu+2hTAqNpQnCYy4EFkGfxnG5zyveWOmS6lurwa3d89vftnuJ9ymSCC3",
-	"fMB7rWq6FQuCA+N0FnM0PmXx8Gwq+NB4tRWuuQrE4Xw5PgQgM3sokxmco/lKD9ghmgJLJqkQKkB3dOt2",
-	"0MQHD8i+plUmlgmiexUdPNgUJZ1LQmzey4gBEahIWzb2jN807GH3aal2FIrDdqRsgYXBaHH9yJ/Rkd9/",
-	"1pvGZ97FEfefnUxrtvzzwXT/nfVpqmfkusB9a6yZEXlbI6id0EuFMP3Vz9k7v8/0WNxF7FZyZngGKUaB",
-	"bXHcgF/wZQfl74G+QcK3Ia8VftgS88JdH+OuRk31cBBIhy67wOqwdeCNZplwNPu1OFTj6bNVnhwvf07n",
-	"k6Nr/jwzYrDzdAkH24zXgfN8BA+mJ9guK+aRLI6KvFtXAVCcxKwtMaRpCpll7rT0CEEHEYupHgqy1hHy",
-	"LWZtkkaUq0SO6Jwr5upU3emPN9Lu97KhOUfhNR+LbKsWtiOJua6V/ShWHax+n3NZnjvex2UZDDHy4DEA",
-	"aqdc+kJwUO6d9W7/LdRt3O12D+DMmkiVjpS1L7G7SjXy838AgOTP9i3DOV/NLCu4hhtlMAluykTKjI6o",
-	"Lvvth8uRKpP4MXs+pmIxaqLGkFBB3TuWE7tsKlKssU1QWdsPX/P+XGnQvfnssHYyZ3op8k7Cjdju3nwK",
-	"Ls5opKDSWLpYCqeev+QWtg8G5OTzefdmMRa5EoUwXamfWo3Yar+8xCnokdt1pMqRRQRPeVcAWleCXdYq",
-	"YuNcrdBrDB5215HJqtyShD5QYKTaMZHC14pRodjB0HuepUFCQK5eLmczRHAhdIK6T5SYpGz9Z+cLjQ9w",
-	"6aloJmTmw0HDpv0JUl/tpjUNdaK+Q2BTnn0qmpIcfRYytuLDtCl7elxrnWL9XZmcyNODZjdeGrbq3fYB",
-	"qIgV6SZ3YMYLoYQxV/PjXiOWy08ilVyhNJl49dlXCNj1gMBGob1ivcKrdgc4fYk0fffYFjdOmchdDu30",
-	"tHFop6fF1FraiVAF5P1PfDukr/kuJavtuXJ2A2ZiUrhyZUuIRM/ExjTyfIPvH3Osn7i2yojjt3fQcN1G",
-	"y4syxQvdLGVOmpviWnZayfdvSFt4AMwUZCJDjj0k/UDX8YXKBDr/poLnxVhw+6ODbN3P1vJP3ssevGce",
-	"S5PFlUIak5XZ4CyA2CPCVVJXl3Xby8pfyELZECnwv1OSXyasdC8T8KHnZMS4SRD1sOKdXeerugJThdp4",
-	"AANVIORC3IrKItQMi2DWm1jqEdQ24MyGOW+juccQDgiPB749sc08k3bHFXpDzETppRLp1bYvvGteUYix",
-	"3opgUZlqrjFp0iIrk2ocRzOdi/eCY/bifqZDWU7427+iGy7WN7HLRYEUzj2dcKnkGSuSOev3uvb/ng+f",
-	"HT4/Hbo802GYcEqdLRq8dvUEH6RIg21SnzpRlWE9NMUJyGdXzY7mrrmbyzfcRi4AzIU+v1JdNwbNqI+/",
-	"qarWVIaz1j1TK0irwUxciD/F2Oo7xiCUAzFSiG8KLSR9GoNTVew8QOXF/ACMGmBWxMTlRJTekBpWSUQg",
-	"IkznUK1BsA2ogKM6jR4X3x+h9mJp2FhYHdGVtkHSBZUaUYNTbCI0UkD5ay0ccgnLBWxVU4agIHsHSjh0",
-	"icwn0ubUCVbJnMAGHDhywF23e97FUhT601TKkpybqYAUi7JuB2r8ZzLtQHEUmNkz6Nnq+4iOxUghgp89",
-	"OVkb1jAsEjkIoXfcXGC21KF0rds+eDeUCNbGWvmu31/ZWX4IGlVMC+FRN9K4pCx0J06dzeGZyFUEQxYy",
-	"X1s719UpWMBy9XzD2O5INad+7DJCIquNzXkOpcoFpvnYf1SdF9hOfq9w8Jq8ewc9xdcjHFaiQTNSMOEw",
-	"VIjzoYo8aEm7sEv0OJ7voB37fjmWMI7X+NS6+AraJdLoubHTOSMMa7tSmKhY+M7CpCuRXy5iPbtZguBl",
-	"oGg9rGviIyQwkFZD1LpfsoJd60dQYYBlHpw3507rJm8sIbFzw95/94KdHh0/Z/PqMdSQU+DxTxrSMqFU",
-	"NEjMpCoU8AdTkwo2Xcx4LcViO5Z6Y9yGMNQ3RFOCp/GzJRo5Ttrsn8BQZuE2qJElgPr6lv74/oJObigy",
-	"mEiBDdDClFDfSh2oXvXy57KTC2hSnYjtcZPthQlJPRyPsO7rZgECva9PBBu9Ejq+zwmQCuLAwdDLBa0g",
-	"9DOC6G/K817N70G6tY+esZiP9aIYjjOugoJNd+yiK2imQWsXiZzIpCxvCQqx/LiDt91jKeo1CSts1Abk",
-	"DGIstHMaN2kJy7Ge572exT8MfJDg/01FxFx+pVDpXEuFNZ5wO5vyNHLqoatgHSlXxWlVDKvcdNDxJ6BD",
-	"cJAKte2s2WDUuyG7+NXXh0jL9rZnOJOwUS3VKPl0oaCh7V4B1D2wPJravF/LW6FKHZm+Wi38UYBzu1f5",
-	"oS/xWVBp/h4ILRgfeIGPuDJBeMMWsxZpFq5TMwftLvr0UETVL124hfFA4a6trGdO0KEcDsqK8sqWUWM/",
-	"aPBzjhQN9onrb201dwJBFKnVGBwkG0S6gT+qCDshlM7BGRURIzBt2dR9yoMm7blAd51e7I9GiVA060eF",
-	"r2nZtz1ug48F31HTQurcW+GCOltFWyCcmnhqMxdhiYdfE2SqNhIVo1E3Yl4cABGlwk1bytzNJTO1nec6",
-	"qsLv3Z2A381u9JeWC1C8eTimEoOuxFvy8RrMxPIux13f3Ohex+GXRuHud1GueyNGxmVplAfInz4db/fb",
-	"fdHVpldXYDfQFt750rKqa4+34r5ew3ndkaxW8VYHRWQhtYLZRes11dH2Wqv3sO57lAly9FCDPPHVgjMh",
-	"AEdiLJiDyzpD2e/ifuji8I/+04sJ03x1lS9UJcGyMXMVxACI8BkRupxFmUaG06Qw3ay5VDgro8N7GZwU",
-	"Td5U0efPffgs0resgzAULDSsbdWbGV+NRYnIjQkktKYMo4nxSBlRNBUBRmyZy6IQCmrkFHUBH7L4txHE",
-	"CUetIRv5UOGo9QXLzJsiyF0I6JYJv3DPEE6w2bxY0ashVo8OFB8F9eO048k5OrasKuuWZaRqPHbGIDHY",
-	"P2YPMdiCSlN7DU8C2oGhq7Yfte4617pj17FjbuS8o+fo0O3AAW6Z1Oox/46Fqf9C1aURtP7aQDbcYnCg",
-	"fnz/GkHOTWBYF+Ku2EK30DPVOzrZ4Zr6slEqbszn+oTQt4Rs6pyCnKTBmWuyBF4fa/YSA1HL9HnGE1Ep",
-	"3Gu0NzYjKyixJE0QvEtrDrt1YUmYFJtfV4L/ROg+t0ogtNp03uwzFo9ao1ZM4PfQeIadV3F2ysbsI4U2",
-	"gt3r7aPB4KC2Lke902cNA62DCm0Z8Br+UIQFE+7PpvHuNYbHQXawY/QdN3DNof0m9htfX/s1Fny0U8ON",
-	"Bl+4czBniBPiqIbHGpQluwz5baMIcuk3bXE3no/vX2/itbo7qHWvTdtcnA7HRZOq5vX64HinmwmaJaNK",
-	"7ia1chNGqH8rJHmUylEPQMVYmq9YvlB7RDjduIOPNetx7jDYKLUc4TGAFUSvIMjEV3GTzzPjq6B3ZGvY",
-	"6vdmjTUi8LZ7+JobZlDkq5eok5lNqDkBuhavx+yuRREk11xjPFmJiATxmCTycC2VbqRchuwSXWhYHQ3P",
-	"QkqWR/p+Yli73wtaRvSh3ro/PVinXaXOPyRhv9GYsLdbwaUnkxrBGxN0Z1JtuN3s9NPVm2UGr6qO4/Ou",
-	"ZfoIcYD1xXplbV4kO54D1VPP0Z7IfuaUvlxAcMxUCE437SZwWAlU9d/sgpxZo37dLRuUVUW+61D/2cl0",
-	"L/9Wba12vZyQG3q9mdmvkK95jd7BNmmWTJMagi02tQGvaJfB4lFv4UroCvrR0moA0mnYX5qs5pG6zvXS",
-	"UCZ6MPOYFXrJ89RgW3F3lQL6P1s7Iz9jvLkbNsjMo8EphL6Pe4clqpC+FXkuU3SBtrFxu1U6pnqR77Ep",
-	"t2HGeepIxaCteNmoRQMKSZItUksw2g2s36uVp+3yIm7lOiid1Ar6SxGhsX1osdSBBKrWTvuxxP16pv9e",
-	"cmR9CJUe4p4AsNZbPm7i3YWFTZz7gQ6x9fN7szrsYDDJFPYxpmq7IirvtSq4pNIEl27HzY1IR6rEIfc9",
-	"7/8PLfKfATGtoYfC/sbidpU2AN+sT4PON+fqrzdhqkOQNmlL0QP7+GJzlwdq6Q0Iob/L1KCBCgUv9lOV",
-	"HaJKs67sSpQfMtoHmg8P7VHxqDYCuY0etEb7bgJoZlyqik2DKKy8CwLFM16IXPJMGjITvB/xYVVtMAQ7",
-	"yvmGWF7zMOgJ1jZCsNg9X95g4gOAZ+Fq9fCxPcTGggSkbSTF/KZyJu2gNg+bBh18BcQ7JdjdbwOGaXnN",
-	"zOje+xUbEecW7LfAJYttr3bQOdSivkSthjVv8F+VP0KyH0Tk0DwZi8SOKMRgWqLZCzC0VheYYxbzFbqy",
-	"SmNmpMICgjEAggYtvBm3QsdjxYOBd9Bl555pQyiuYFyL+UhZTs/PKvBcmPangwCvZaHGHrRNuRSAU9os",
-	"5uRM/KpVc5vw+ycsef/CHjnacJYFI/DsUd1A+Eq/EcvplJ3SNuVBNTPI5y06ziNkSHl16Z/fAXAIuHfX",
-	"giWLYqQwc4ZaOQE2qX2Bi2rHVbUKQs8TsRS550GDPv4Y0s+w1pJTsiUN9yu6DH3Y5Sk5Z7mwawi1YVST",
-	"5jveUHoVQW4Vek08bXbl/rN1R0ghh5wzIHHQDrNB0drtKXUKYnVIxz7/7BlKECelqJsuZ+5+nfu+0/F/",
-	"WYMtW1G95n/hRLDMzdkXrrN9xbDosVP2jf2/VvTHKaqPTMd/lgb7ePrqoymir/dSQrfTf99dVWpb+w06",
-	"1Ltg4A6fB+Be/kWUIYipVs97KEoIy21B9YPMompKuzSUv1KtEnCOoapStSN6DqdkVa3AZ5tj5A9RyPZV",
-	"NcqF+nj5Yg1J6eL8zXkJR4oR8lwrJu7mOTVThFRenjJZy959tbDb5Ok7nkuzRT3ZGckIDy3UP0Cybju6",
-	"0PG65QADQNuZyK8t3QtMG+R+LYbkyoGDDDuIwIJRsqTbMv7w9yjkIxWAuELdc+i8hTQC31jEOdWD90Ms",
-	"EGKVsZ0iwX0t8iym5KSRgi5IljEPHhISZW0ajQO3P9jLQ3ufAKkLmQVqHqrT4PJUeskgWOqIsjX4uHtg",
-	"jUesGxRqKejrigM9lkDT7BZaFCL1I3v0o7M5EvuHUig8PLcchY8ypIY6l/r4HoB2uscJvJMK9Wr0/Boa",
-	"d9FODPasazPgawkTbkRHKiOUkYW8FYBo4BqgYHaX31Ij5Trfu2uuNmo51ZlwWTyOfnhU4bu2bMNGNeJ3",
-	"JwS5u8bUl3CTQkH3WaJg7hDSZKRKOfMAmsCr9iLJbAswnd19+HsEaTAx9ReG/37E/5xfvvgBY7yIPxeH",
-	"EtLeXEMARMy6e/t9digtf9Tua6gwL/WVaovyfCFiVElMhTUiK9AyI2JArMIxHTBspW0H5VtYwrOU0mN/",
-	"hFQYw1K9ZV2bNJ69ObYS/a7GtM+g+by9UtmyaEzBc8ORKrmzTPyYRejtwRQe3RiebZrPjkjs18Re7xtO",
-	"fUB8NNAcm3fVXOQdl2VMN4f7JtBu9tMvqupo0xdramjwsfjj5Qso7773AV/TT3cDvu2przZopXq+qWEB",
-	"NtADKTDjK7s9AJ5YOlFo7LORx5C0+2myKBa56FIv+mEO9cfQ14auLHNZiJglACVPAAVYfS3zMmzbpqRE",
-	"yM71+ZZA0vA1ESj3kA/lSy0qnz4Ieuqb4Tdx6aSKqDcyXMV/BQNxJR8mGqkYoOJnXPFrETuCGGh/n+Si",
-	"KH9yzeLpesRivkhlQUSobE/4gWX6OoSt+sYVOsAT/g+YaqvMGPU/lxfcLTQj9zj+5X70MP/u9/KCuyWY",
-	"qX1/ZX6tqFVOpxFK6wPaXA3NRUw+uSr0jVDNLXOdN/N/Oy8+vP+uc2nvjNEBhYy21khf+G75idY3sjl1",
-	"ci8oF/ceqJ2goHIulFhi5+cyroz3xftXhd2rR1Gus0rzVd8jyOHyNbec8Z2NNqI8EsCjVD7UUkf8W7fV",
-	"/lmNkYAIUcgulUVsNKrltbpQG43pV3c8KbJVpdnAUgc9tBrqenhqT6kN7HrpQWmfGBa0BT5/+dPFm6vL",
-	"tz++etPcvZbPZbPCde5WiiQLwBReeZQwJlN0ntIl3JSBP3UfGY+C6QM82rA9H5JggB2Fm0N0OzceZ2Yx",
-	"F7kRKeAH2GEBoKhxMpTqER2ruv7F9bSCe8U7m1L9zzODilN8I1Nv/AZ9JS3puD3SYvaXT5ekbtKA5bUy",
-	"3f1whiqRJ0e7z7uWKgDI/PoVu855Iq6smNtRBpuLW6kXxh1jsDBuXe5bE7te9oDvuTKeF2vK/XJqRHIV",
-	"sz+5DoN6wg4HLOcq1TNIkzdd9mEdpnOPRah9u7YqVfrsXJvHiABWtuWDwRIqr3mvi6pzcSvgf3XwQIEd",
-	"ELZr3HEjhOeOOop926PXDo6mcZl9iWC2Net1cDTdX5ot5sHeWCv9hyOvs5iTZA2Ah4BlEj1fuVJsp99a",
-	"1a+qvzUcDJtE+GWo2j1AjEehrgNK9QY82uFI+fRaRvm28CNnU26ovrwOWnt1c/jz0fT4+tnV6eREPE+f",
-	"JcfjI354OjjpP+89mxyLo/QwGYz7vNdYp7Rjw16WAtHjQ9dShV0PhojR7kYS4P52J1nzhKmKmk5Ia4Tk",
-	"wODkqr4WBeNggzmnczlx/NRPkx//+zQ/+f7Hv/6SXy5//vju5cnF63d/u9CD1/w1/7BsbdWqdmPLbG7u",
-	"6LhljYSfN/L0hZroRskMlXOWRad66cF1AEGXsHOdFKzZ9oRwuEsILeY/AeJcPde8GaHYjfanRrTlHzaM",
-	"sB0oSx8uvn/z8V18MGQx5hFDgzAoSz1jMeIju03BPf52olMxUmAuh+rrGYv1XCjA0lqRguDbAEBaPD6P",
-	"urRqtlxgQltCMoR63qAq70KeDgbP2gRA3e12rWWqALW0ROu39AYTlyhwRp3D6Rac5gMhqQNfXL8BpHsb",
-	"OqTfx/aWIQL49nu9CgKVq6mFliGQGCUkMK1QaeQxq3TOUHkooPYzwNGtApognG19yLsqAdcQkJpY9xKa",
-	"tDVq4di+jZc96MH54DruYZY6ZdJgF3j7u2rs6rA9Td0TNGj6J40bgJEqESyG/8R7Zm5RGKfxe9BgGx2G",
-	"VC4Gn8EyAt9KfZwLfiNyB2pq7wboNlEsdX7jQZfKXtZHvZNopI4GxxEl97PjuztwWipN9AGukIr1j10e",
-	"yZ7TkeoKwQEeQr/1wn0czSZ0YFNcbWzLUPkaJZZCxL7QMFWap5VJUTiI/dVkcAzOcz0WG7RygP2dC0Ud",
-	"rQDuxN7OlhjtZxmcvLleXE8fbhsBt200Chxk61hcc4UsItV1rRgLiwuIOpUVAXgA1u8RALAZKScuttlz",
-	"jVAzm0QUfOiJYYnMk4UsHDtHzEwJGM8BNrr9DNmadqQSerZbMhNqI50mqHi4F0P+podTxdaWWDEdV5Yw",
-	"DkQhfSOEZnYHU5JpzGCc8mzSgXNpy/FUbBBaH+wZLiIE7gXMXp0XERPd6y6Lp0UxN8OnT0mudhM9Gx4d",
-	"HTZ7J2jT7NgBScblTHgchQruBiA6mkwXvl6+3Ao7yiRpem6Fw/1fjqyC9OzlnePc2kbeLPlfewTBdcyq",
-	"5s6d28AAHWUi1mMzwZXZ1sbMvfcq0YpiaatKxGUrtsqV6+TVcLtD9v6yZdpfba3SydmUrbpR+XGDF3kA",
-	"AopCU6SYuaxkxj5+vHjJ2jzL2K8i1+YAasYg9tABS0BB9w5EwHGtD/cAWajrBNiGfqMdDRhITbqfw27x",
-	"zcOgEKnwEDkrgAi6txpQVqv59/j4B/i6jWYTnkcej8VVrbG2gytgqRYOYdeIgkmMaW3nqM2ZOGHj7CaA",
-	"goaqrC57DeVYULILClK2IgD9emUW9qiopg9HLuZSYm14fCZoFmb/HlsWemLcaYvpcICiMlIeLst3Fah9",
-	"ECCS4oMKjtbvVwv28f1rVugsrdXm+wXGEhTLaWRsQBeKhxSF0TCu9KRJmDFeRXeISvogNodeFImewZLl",
-	"wh4bZSkGbL4VK3GIrW2OhBspaRhn8Qt69zu+yjRP48ilIPqWIPELba32onO5moshJFzLBLxCT382WhHy",
-	"sUToTDxqKVaLUfkgXK4nJUgu4iVrPzlT64C6M2bh6QZwY5uA+0jVqwJk0KGGYAtEPsSgIz+i75XOZ9bg",
-	"m81k4ZHaEp2nBEpAz3p6UxInoe4h9CAhDnvwAYytSoU4LQDxNVIInUyI0WvNYAIO+TM6XJwLKugJM7M2",
-	"936E2wdCkbCXjaPI/sqdC7hebelSQD36G6H5/OK4vWZAR/e2tb9xylOndu7OT9srkW7jnufF9PE2/GMn",
-	"mtMoXZJddVCyCM7ZR8NVcflrBEG5iWnW6QNAHI1IK5s2MIK221f5AE+AIe5L013hcQDq9jvjbm6e9AMB",
-	"OB+1jrSSN2fVjCCFKUhMd8il1SSngy08dM8yU3A3NMmZFRUygXh2WT7oyggpKAuWyhQUI/sjeiVC+bp/",
-	"takDotyk4oagxSQAqsOD7C9EPKAhOtQFtfK/bBlQLdvq3ggIPMv0Eg+nLUgIZ2SlO80yCkD/R8q9wztf",
-	"Sf3Uajfc6oMLY0tk/m2deMRdyQgS7PRhiY+zhn1Ad0Y0CehmJGcC6ypGKnZojDEpTLI8cmjKVTJ12Rsd",
-	"fh70dl+V0WVv7HprlVj9Jmh75U5y1IKo8wPJBHJ6x2GaZlxpGCBcqwT3mX+5EmCnJQV5pNsPmG1wfCGS",
-	"cnnMS+o5Ted6qGTrSWAEOHQ7Zwg0Vnrv15wUYJw0drfaj1I1PbkRi29dVQeA4FIxH2KRMRhMLBVWFKUR",
-	"g2ONFyzJpP0kVbkUzv00UnOeG6muwyLQqlofITRLVclF6wDKMQiiuMNV2iHmJyigFD14zGi7uV33O8fM",
-	"IhfY/4XeI+EksSqn943FdWyOMKl2P9JWCoq2MWFoS1QCrS44PZHQDlGqbhUMa4PEcU4AFDYubhnUaFE3",
-	"kHs4NqtQkA3xVVeGVWH/arGYnnwVZ+/Xz9jqsWU3442puD5jABvvoHSc8RV4zurIM1WsmZ7ZCn7ZsMqQ",
-	"GFoSxh7xIaKlowprO/PWboClNOLgjLk+pBBygeqlsRDKQWnvpSVUa9+32UVQfo2wk+mQLEeoPog8VHTk",
-	"Db6ITbmyFiNszQX0xKGQg6eosyq77FuRaGg4GQfgwjF9zHi/DHpqK8dMKKL359iN4IBgC1U3CRAd+44F",
-	"cct15/RTyBF4in1qytr9e1XgYZqP611QwwPwOAGbYQBCZLUq0No6mEBdR2lQGCva7LrlsMkJ6Zy1dUck",
-	"lOhbbQRR6pVYWjUTFJsGbzP5dpvlYoBqy6/FmUNYQilmeT4K+1Ig0D3q8V8FJ/9viWvgOg/sxjR4pC7K",
-	"lnpv843tNc7Rn4AVIg70HB236HoDkRjbAdI7YHBaiX1wg3Hl9urjgM2qA99G01idJCh0WMGqXeWoVWgd",
-	"DEPZZ2HiJtFlGzJ4saANielAe1G1WYPuvU8t6i4PeJe9Qszr3KmzGPZRGh3L7BI7kmUry3voMg0b4WGT",
-	"n4+X33VOYO7YL5ErtlBzbufCzCLP9TUvBBMm4XPB2vFotEhPej1sDG//mEwm8UE0Uh5oO8TWxgJwnhUY",
-	"YxEKUk/GUnGr8/CCs5Ve5EZkE9bGFKyIGb6qZU/9NkLjYNQasqPBl9/FYX5OrjNWiDU0W6fMD8F6Ck89",
-	"mDRng7u7iAXJcNj7gHL/RgqL6Uh+oVILZdVOI21wYoedidOIxSjJyRKkr48UmsRl3MJZ8Kil4zMR/Nu5",
-	"uxCA3Q3fl2PPyneACB+pZ0fsR/mt82gjC+IKHSCECRoEOPywyZxeqm1OaGJBVBdcBZQjL9UHQC9A3Ea0",
-	"Y6MQtBsXZc1FP1JOrwYTJXA5x2ULbKeZtXG65eviujPePyQLy97QeFiaolaJsdO93WU/QJhWV8tCQeKA",
-	"GqizRSEwQh6PlM4pWB5kqB71Tp9VEpyKMO+f8hrgzQdEp7LrNzR49OXUTttcB9xGA3hjKOPeylInRXSk",
-	"e2OYeKTgDVo8ujyUXoIQF8S0nk2qOb8eFeawZ7B4tT897M1AkifZwshbKuJxTprqXA+bDYDdnvjtwoQX",
-	"0xrGONznaV4TN4GvZqSoiWbb3geqRtXviFp5iWpqDZCJVDyjng2wEWmXkVS61sKAQygXxD1O2LiOnU4y",
-	"hN8LHIn2m15D4+WIrrWVUFCEGKRq8bALLCijB/Yi+CLjQF8tPxvDXXGXfbCDxx3ETcjYD+NQpNjX4uzs",
-	"FfR4jKDFDyTBy7BmJVwAjaLcqy3rhdDHeqnKmMM3cRQWlXwTo3BbjxJ42HlMdvCY/A4rNxWq1hk4jLNa",
-	"VbsWaP19IX/WYgaRJcNEYmh3vKKGMpgPAPrSPw/kJ9rkvMfPOJHhMcM8IC7s2W6Tu3RvJ+nDQHK2u6LW",
-	"RTFrv//uBTs8PDw96LI3YMo5X9Sa8EXU+DP8S2GyLuW81W13bpjRGhrJzLUxcpxhfFrOhFM25lZMOU24",
-	"Vsk86A2edfr9zmBw2e8Ne/b//W1vR8OjuJgijFs4IYhpf65wuKrD9Q0DHGp01zcV+v10/r9Xlxc/vXr7",
-	"8TJm7eOZVU18PTk7LxU91LkWCpIFgLsswSbQJxsKoqUpcbsrZYXOMdk+7JkDTJ0Qpr6J9veZfX3DmHdl",
-	"55uyP4w/YzGjUipTEJKlXZKP718P4R9wjIYN+rzaa2UgJPSgOu5t1TVetXrbfeTGRu9UTfVjpebnlAd7",
-	"vnXZa63noKdBTmUub605xtM0F8YIh7gOzdSpYjhkFwy4UfeNtbmQWft7OMP2JdCXDS6HDwXHsGKtiAST",
-	"dptTJoUC57rIKbfXS1GpUr2MmM7Sio9qL+/RT/AqHE6DEynsDXgFDplNSTw5ALAn2A3MWg1X4xU56CAe",
-	"D9Aw+LP4ZcEzTAcmQebR/GEjz8ixvqGdZPni7c0HG9rVr7caxKaSiIe/PtkuuyRMWg/0Bi0ftb4RKfqD",
-	"ZlYw9ntRr9cLNWHMYqZO7TzLXJ0OBJPGYirBqwVky8HvnOlriPFYPcQqITAKhHIO2qOXQCXgdA4EQcUb",
-	"vb2B4uamiDtaF+7sRri9oeCOzoD/jLZ+uHd2NxKpjYUei/yGXWfNxr3zeYs4aGLnT+gS9mEoiX13MzkR",
-	"w5HqhJwxrOSIg4vAGX1wZ8gew0p3SBM0iIRbPX9V7nO9MCzjYhocheXs7q3393cfdctRfdW1LtCrVOZk",
-	"sO+sGReVqBAYmnGv4fYNdSNti1GIabpFvoL+0u3QXWRvHikW2gigCw6h+LraSkNp1QmHebB9nI7V4qGP",
-	"MrnMAWf00gvC+oRHZOxSI7ncgFbhERBcXrURUCFmdjVy3rNtpMhEQbgkuws6X7q7v0QtMZlYhfFWXGW+",
-	"bGBPbQreRcUGGzD74Uey3+fzbDWk8IKJawhR1MkIFO2MqycmuKB0Kp4Y3wXJoAoaVivISlHCPRoU+Cnv",
-	"P9GNmCBRy458Q25HRs3NnSZpAFLMA0C4yFMpDSe5EPula1CD5K1F7dCU0BcxUYotdQYOpEVEez4K9tRB",
-	"CRk0UpWOPDdi7gqfoKVVkPED/VjJNAmT1gISIK7XCrVkqJyg9Y1CU+T9q8tXby4v3r6JWfs5S/nKA9gY",
-	"UdT8+c8HvemeJNvTTvXtvrZ09Y85bJ/4jMVmAQVRVl8gvD5XwIuiEBHYQtUa3aq9QxYjVTrlK8DfPFJl",
-	"HdLBmeuFJgpM38ImRgicB25jgHV5SioPJgOxhSpkxrxjL9dLy33XtSpinIQ9Pd0AWk6qqOstBVtXYAlc",
-	"JTLNG2jzrmpXsBxj9VV+dKXzWPoOOiLPiqleXE/LHuTjTEMjPmu2hpEwYqY2lFAXIlc8AxtFJmJNF4UQ",
-	"AoSBKMJFnHSdc0WpEF5334Qp3YxbUeL/1CLvLpAOksHLmwapG25kz2uNagvMBpEhtoQkiS6FppjJ+jHT",
-	"nIR+zqaLGVedXPAUznDISPc5efDWXZXMg52VzPcRla7bA0DzygmFuyQm1vnCCTvMAxc0HzYdG/Diimx5",
-	"+eq784+vL6/evT5/E0MOjcQXYdodvFfcSVOYMzyMNkrphxZqB2vZiPKhxDJb+ajX3kgffyCsxyYQD7YB",
-	"w2Okfi8Qj/2KN8rGJvcu39iYh09HerpXav2eGASNe+wrdtESc0keReV4RLiUIfNgSBNNCdh0dDZAI40U",
-	"YSO9F4nAAphbkcsJInAAhBW1YZYFa38ouEp5nrJP9LFHAk/ZIvs34qFU2HOzKHgZqPFNXRHzsKuo0/kh",
-	"yGrP8zOPUkkVijITZdRNmkB3aGylKkgKbYok7YFq0JBtopfGJRv6as/xit1IlQ4Jx9Lqm06ztP/2+cxx",
-	"CG0ZezjLOBqpGKJlZExELK4lnuE7cTnwNQUval3/wuLVw95xf+BztO18j3rkXGgN+4Ner9fkUqRUml1S",
-	"x68UNFQy5MPaV/LUAQTDb0Z+3TYz1aZy8POSlXKrpJGxZrX9Xxa64KbLXiEatP0BuIyzUFGv4N24w/Qb",
-	"uziU0eAOKpkjFj94PFKdmKdGJItcFqvuLI3YiAYajgCfchbfqHUw9Kw/UpjCh9VG9AyVWNKh7x9E2B0Q",
-	"dRB/8GjXHJJEciHYkq/McKRGqsPOTbi/7IFGb28Hl2PPcy6SDCDWJOoE1RweDMuS+pFia31KNxi5pQ1k",
-	"X95jmZw4+xlXATUxrz7bV7e96XvQZReKcRwQRub9hJv62wYzhMUFRPAhNtjWOThrEOYXHMlQ/+qH7mdf",
-	"o7gDcO56gtL9jpTxu4+XgbFifzVPf7MC9Et8MPTpBBG4aVciZ2OR6WVl4O7dXotuXKe6jk0r5nNs6OpB",
-	"U8Nl1uye2GPldjgnLKM5qxIMGwx9pWvmMTX1cPmqiZ5Lh7stiyGmPUMSXGVLAuAQ2FgVKBBgIF9Hb9zB",
-	"DOPrgtrn2ACaRvkSqFIlEXf23TzLWJsQbwYM1HI0w+wYzMFZHVfCoeNU2sE1a6fjRd5oyby7cAmLZZkX",
-	"LyhjbqxvcQ2sACvD2e4Ky/UCEsxTy+ntsnfxQXek3sIZCQEr+317f3xWNk+Oej0ILuzGGnBP7xj8HGon",
-	"LAVY2yxMwaUS6UEEWQ/V1QIyW1bFq5a2fmAjVY6MvbWPygLRiXAqYXfiDUN3SBreuSmFuZqL/CptypD6",
-	"yVLDm+jeVQTT+Xj5gqV81UA1HN87S2xZ1FDbHcrMSC25HTwCo8FBTH5ueyXTpojIeeEzo+0HZzJV4DPf",
-	"uTCbwEhqp7Sbm/fGe/4qNJYTKY8oBSg0HvyF7LFgBRXgt7Vn/O6F+2bx0gGEQPWoo5SjEQa6NK4kdjMm",
-	"sJlME3Gcu11puwfL+FQIunNPgJUNJAh49GFzZ+0XmV6kOKsnIzXjd+X034n8A7zc5RPCnjcUTh+6/NZc",
-	"IMQaSN/+UzvkZvavkq6OWeSZxpo1RE1K5YCQM/ksRZZZloxGqkZq1kDpM6CH/4pdqBkWX3IA/EXSSd+v",
-	"YKTCGGK7EkQ8gBgsKOmUWlqP5bjem3bsO/fyWn/ODVu5imvU9sOLmBsZ0zkL4iEHbjtAdqe1YiATzJ4f",
-	"S73I0pESd4kQkA1FydpNwsiHbrDoT3BUlBryw3x3k5HimT0DvQeky1x/KfOk0qyDwt9aD0vPDQyOlWOT",
-	"xvUbxcQ0t7waY3u+/qy9qXsuHsTUmRQKoPMuezEVyY3fnNb8ym9FOmRe5BSeZujgtOxqploXmD2GhZDo",
-	"5kwt314DEObuLW3X25tGG9a67FbZxkYjljolxk6wsuCDkpRqBCxdWcqRqqzlGRl0Qccuu+Nm/MYeuXq2",
-	"3+g35j29pq7yYZeLmO6Om9ILLF2h86W2tqVXF50DcGNmUy2Dql8mRBx4dBJublxwN6TL4GykMKmWVA5K",
-	"G5eGJYvCYa6hhHL+u7KTnbUDrSpjhQiU5FVbQ4yUfwfqhesJURtyiFFUb80H3Y1/VUa6at58KBQKzgLM",
-	"16TM88oZQ53Tmk7gOGI3YoXSfQoiHVzM3DjpTMmWH9+/DjA3AQXOSiaoDmhbla0753mhRN5N9Mxa+IPe",
-	"YbfX7fcPu8/jgzN8LR4n9R5SiIQMHkupcCHsLXbNUWXnyk/O8oM1fuwowHyjKnfHgdRkrjTVQjTFwGTj",
-	"SLQuOw91JbhmGmE/MLFhu15WVPgrUMmGtZ+gkSIVGOWQ0ouIU9RQr6wwtwoG+pNdPxJyiaDxZJrlb7uS",
-	"9W9YqssT9IxxLGOyWxolP9gtqkH0k6tYaay49mLaXzpo0gRQGwgOpznpnV6GWa1lNRcsBsdGBw8FeySv",
-	"n1MjtUXntCID6IaVMBAt8l8L43olvSnhlJAjK3bYRGI6AKj7EEaFIF+15tm9vTy+WHB6jdSexxcVmbly",
-	"wvN3F5HLkgLbbZfI/rLDvfQ/UizX8+oeFl/focZcVjQYpZd7aTGRP/AFVts1Z7rdM4QfUd0VmbtU2uKF",
-	"xyO422vePx8urBKJBr7NCfj14Ijwog+L2Yznqz0qXx+rUrTy2Xtmp0CZZ3XOxDjbuWs3Q2ECo+MpTGTs",
-	"96xIb69nVR5QqziCkLG37UQMrY5znTKfPW12NFvFcAxmG0FAGDxEZ669aiYmBZxupgA1ysfc1/00D9zO",
-	"jVvq3aJyWqJgkuhe2yfW6/vxOZ8q05OJ1exX8ArE84MCFZdwhL2D/bkephpVnX3VbTrP9ePl4YiNaTgN",
-	"DcK25tiMVCXJBuGQiO/ivolZO34+6E2xod5hD1JnSqKtNdWrJOBUVOYyAwdivS5V3/sI54v8GlL6qXbd",
-	"YIEMzYoMODfskQIjDcrUhcIySDImTOl2AZFqBTsdfl321l6nUEcUJGYe9Y7OME+mSZngKwPsociPFMzq",
-	"4uWrn969vXz15sVfrz5dvHn59lPM2oOj6UFJbFJER8rrFVMOpz11if4jEo9wa++bbvM+9PJTrg0lt5R1",
-	"DZSGmGEbv79/xtxmZAurDqU5X/oYxouLl+8NWjrb0nSofgDLD0siX56///7V5dX569dvP13ZV32Iw8qB",
-	"kbK8Gbo+rRYHA/Zs5jnJabKO7xSC/aRlaT2UCtmfQUNXEO0mzGZorwcEYUrDXhS5pwx42ieu97c/CsPi",
-	"k+6g1+11e0/7z5qMrhm/u8CnAMN/AxuUmUPrR1wz9Ms5SDrsmaknJXTAx/evKSbk18SKihARZldW6ab0",
-	"CND4H5QdUXljY6fF8gMSokSEyOHwAAsM6HW3IWduQIQrOxlWPXw+mouuCRSvwE77o3zYAb+i9zcqPZTP",
-	"sWfd0b5gOn4hEFHHmXG5h6d6YPSYEhXCz4bk3Qwc83kT33ri7GrEtF5Z8/H9a2dmPjHBaoELuITU2Stv",
-	"TXksDNg1EVso+ctCuAiUJ2pEiSa+Li7oqEwDsc+foWGMbkjsBUw5cH4bOoRIgnOpoLvWqp/GEjpt7Gz4",
-	"0did+3PYqLvz+Zv//Aqgim2gRhGbNkEK+E7TUKN2BsgknmFCR4E9FyC8OOUI9dtcAUa06G6oBDP3r5yu",
-	"sbid40Zu3Yk7BAkmIEcQizen5uB7Iw9hm9XfF3oIzos/HnvoMfF/vEhsyksJNmJjMx5wOJ7HnfhvkOYT",
-	"d+Jf44il8tqlj8TdmMVXMYs7cWQVwRx8BQgINlKZsNsMy1fgoS57wY3oeAdhlXM9X/4um9cRY99+dpuI",
-	"Ve5JS4DgLgJcS4ACBLs45U3NG+59hEcgFedC243sw+8Iml+l1/F6Q6b9pdb+x38YXt1XFzgDyTUW5bgf",
-	"phnU1MCtCePljBobxrr0KGx+UnZsvXx4w9bIF7rH54tiqnP5Kxg1Q/at4LnIGSb3QktYn9v7KQez1V4z",
-	"FHpGYHaDvIDAnD69H3z4CP/kWkizVGMmFN0CaiulKYqUDXruCTCzXMNa31Wpx0zpxY0LrTszrlYdviim",
-	"HdcgJfZHcy5chNoakPbhyNoGiqA84RZw48KMutReegYnNBCh3Jz2tKLkjh8xbxrv+M4dTftmSLeiR+yF",
-	"CwZWLopFrsDJnICXOUadDf0uaM7hFWsGd0cqbD+9be35XNoB+dV/ZTUgrGCx1i/GUxAPW88F49BUUgmR",
-	"2mUfqfiu45O+O3BLzNoxV6t4SBYassaNWB2c0dMuvuOd9b1DFktlFpOJTCxv0YvAvV9ltjZX7OLd7TPn",
-	"a7ei/+mzo4MKi5mRKlkMGbKRtbZxkJWZcHDD6mBfJbMX81A/7RfQvntD9xhupmPN8xRafYXtviOw++zy",
-	"Guj/HLt0zHJFqGUEdkjwbT7bOJeRApGBvH5AIPHU1Uca+oirbAWbIvLh57UW5E8Me/Hh/Xf4Mogf2QWv",
-	"9jLHAk7seHMjVnZCdu2MG5AvhnpicBsS8AOKXEsQHJNLpx62PDtd0TBKEtO+/PIFWqk1tZQsCxAAe8GI",
-	"bNKZagMOpNkiK2SH9iEApDhAEOf4zbvsr3oBUWVsw4lJWWiyFFaJwPRTALywE3SY2QA6grCrWO4Fi0SY",
-	"oSoiOAzjYIzBCacnE1+mxcwiSWBP6XykQmwN5xeMKKEe9xRF1iICLEP4syri/0iN1H/8B7Nb38pXRM6x",
-	"Fy/LfDPD2vAQBt4Wyh6Z8dPb/tMYUijmBf6FOZtW6Qr7xaPKBVegyWR8AJxW9Xf6LrR2NXDHjBTw03CT",
-	"WLpHFco5m0ljoD/vjGfWgEDf/S0gBuicLdSN0ksFAo5AOay46UOgH+ng8I3LhiNB1hov+HD9MiHpsfKF",
-	"R5ELMI0UAM5xZW+oRv6gqgjW5a0rEKRFCKgMHTRLQu464EPC0gHHzumpkQIdmFKyIZRtx3PLcwlFXlPq",
-	"kIgSw65UKo39JXXM8yrPdW7sHyiEju7uYNWPgyptTBFXLA4Bmua5Hmdi9ifoiIPQhADhc3p0/PzAAYas",
-	"5gKy+2WRCUjud0ULmEUgCi6t6QlSnJcQXwalGsBug4CZTKgfHcU2pCKYLxN32bc8ZVLNF7TQBC3J7RQc",
-	"cB0mk/EgH96yDgSNa7lNvBo1dtXrbcpxPXB0e+9pg6hXJQVLnDOai0vLibxnwQrYAPqq8xZkmxkypY2S",
-	"kwmQ6j1mo+UdBFWyP3ZyumaJ6t7wgXRKfx95+zsmT9gTa38+OWOTnM9Eh6tEmMKOCa87KK8XPJkKGFKu",
-	"M/gQBOwBZAD5H5LweMHRLsj1dc5nxhm+1oQ0KKgIjcmhczwZKXhKuV74gSoI4Bzu/dARi7WrGk8U6jtR",
-	"VR2CSyMVY0vlShtxqAqR1+rjvHzoArvSHjiTAMIv4xVAyCdQcYfQL3yF9QR2q2DaotLsxdv3H9w6Dxm3",
-	"Z8pIOceCEx06l9dSOdQzQrR3fb9Ml8X1+ojY2TG5mGsjC52vmOFWkZmuwEnlWO2l6w1wveDg2hbAbech",
-	"UHUA4R70jXAOHgKuiGAdOKHKN9xXT1SEXChHMni5XTSwNSFNrkxuNytTiBlkSC7MqluOWQZgNFavHcL3",
-	"scoL8csF9ZcArEGPhuWzL0EZbkNAAQ13fyInOTdTR8SZTNOMFsS95cDlA0E2YyrSBYovv9yVvjpWvd6A",
-	"addFeofIFaR82DPdQOFaKnORUHAPkkCo7K3L3oR9aE3kUsoM9qFlvg0tAGuFcteVlAPO1lnQAYGgdiSB",
-	"NVb60LGxSLRV6B0ao0/yrCX71UWbJQCoTCkvBLYx9N1xe4f2Y1Ot9CK3ggzD4hr6Ti5yNMYgqIdLicCq",
-	"lqNm/O6KNCE4zP3Sm0LPje9kIp1L0rG03Zq+T7GduEMOwakHhh/NYhP6CODiQi4XarcrSBpztSGb6YWr",
-	"EaDnQuUJIEv6XXqGRLLDCkbiCjUoswnkiUHgZ077Dcr43CqPlAPbLTVbbjlJK3JWr8Hv+mefmBJ1cYw1",
-	"ERHabO6OK/o9pljrGuYLYIUjFE3Y5QWpYTcyTwOwJ7A/7E8MfW1m6E/pGR36VahbXK8/E/oE7EehMI8K",
-	"HA4uDfXd2w/1xodPEQwmdnLwMkALJO0YTt2QRNRVuZRpCJAYOT84oRqrFDWWCj52xObZAh4uj3UoIPuH",
-	"W9p/ECf9Y6T+0el04P/bnyty5B+sAsXsRZtVbkL1nVUftVLBFHw2t2/4qOSdK6txQlb6dHWIHxEqa/Ul",
-	"vlzWviS+7UeoU1PJ7Q8/nb/ofPjhfHD8zO62UQt/LQePWne3etkPrPIrwIPDBXqNCPM/sTgSur0Aac0a",
-	"ZgPV0bp64jaVC4fjpdceRK6v+VrhLzNzkcgJqaRW8ZFKmDOWLlBuuLeDkgAeU2OXgGdYiNAxYs5zCMAF",
-	"dcZI0bWT4B/O/t3VDS2oIPOd3HYxQSm8zvG6/V6/Y+mQ+lupP1b9CZc6n3bOi5D7Kge/A9ckzEyutOOu",
-	"tdeFLMTZXz5dsvYPHwbHz2rLi9DAQF+n7ktjYhZ7KQZ62GKMmd2w/+KfCxmHqJ8dACuXMMRY3M1dKR/2",
-	"CyqrxRd5xj78cN4hzvXtef6BB7M/VaBq3B4m5UlCzUJWDdyTyXHO8xVAWPnzxE4YkiggYG0Nl9Dn0Ipa",
-	"tyI36Inod3vdHmCrzoXic9katg67ve5hC2IGU3DvPp0KnhXTX+2/m5v3kwY86PWoshtO0FwnUFRhWL5Q",
-	"Cs6Ri4IlU5HcgE6aCkBzUQl4Wbzr6CJF6F/4ZNTymoT97qDXg4QBtBuwPq8GuBumR/zmkXFa+saBy834",
-	"zmZo8HF04DQkW5bz4hkEZL5ErSMcWNNb/QSefstTF0kJPemt4d8/Ry3jsghbr+3mFAYR5K5Na/j3kjim",
-	"9dk++nRmNY7EbFySitudbnZ65rsc+kYJe1CIO2vxg/JuxQ9GN0vjnIW2ebVa4dXl+4sXH67OX758H+Pd",
-	"1NHUOf+cM9RqChFhxHlPBCBxrC/7TzStnctuB/50nnFZXfDWf7AfXr1+V6ohvofMVaELnpVKvc9kG69c",
-	"R9ih04UpsRL6e3CZdUfqP9jlX9+92vxazLXMR2rTHb/RN/48Aiz1UesLG+x1N+L829v7e91PU7BP9E+O",
-	"BnboNYrg/9ojMTfsEv/jMpYlndJUN1zIGUbmhGikQuVV13xxLcIxVn7tHx8ORqoVbsF6eHZttxE30AY7",
-	"2r3B3ujiO6tCbt1eAfvPPLtt3GgkF7srPsu27ra3c6HAO6WTxUyoshwR8tkrWho1ncgEi+n1lc/E6/vi",
-	"e1HQ++8nEd2oA4noPNIPPBcqQrQ5GIzB97UcGEegw27PEylCErmjqhZsbBS/dTo/uvi9tCNyb9/GGpA+",
-	"uu+p6JwMKFYTrliqwbsCdnX7nTbFtVXdsLY+mfJxJg5IDzvuHaJ5bqiPzUgpKBLx9TvDMFrlS8yrmBVs",
-	"InPRAcMQzmBMZcKCDJTPbhAjhSmYmJU8z61pXFiaLMaZYEnG5QxBa6Fxjh8uDZGKkoLZYp4tHSF4Ig9Z",
-	"Kq5znorUBfNKbQAbLSwyh0Mao8pg9St9g06O4KtkH4NdC9mgIps4/H4MC3rwNQ8hHWGSMaUT+XMy09cH",
-	"Z2ErFngp2j/HvcORct1ryHHM0Ptr1vfre2SNr9VecOJQG0FLg5qMfW8qA7XmcbUcGP3D9lXUOu4dbplk",
-	"6HK/92SDVce0Tkv91rDFA+ZBSIvyvpI4x73DUht+Qw7OVSl2FrkaemE4pIEOlS46eOPehH2ji/f4xDpp",
-	"/XfBIqzxERXsOH53ThpZ2R3k6ehulWHvAV1/hw7pozl8kSKId6Mcw5AAuoSwwQv6xVmi1UReuyR/qPwK",
-	"fOOU/2z3jlSm4FkG9z0xrE09akYqDhtIWTPM7vwbsQKD2YNM+Dg0mLgdqaq9984cQCV1MMoB1gnaLqF/",
-	"z+Vvv1LopfO1C2G06uPLi8sKoudRDwsTKg0G1jb6a2mKcyCfNZhyPhMF9Dz5+zpaO3TFC8ElBY7Hh5h/",
-	"WQjsbIgRZj+pitK0A8RtU+u4cmxPYbhQAtPa9+4XmLb35fPXCjTMTfz7b4DpCXShxcGj6orac7Yie4PO",
-	"rQCgICR0h1xrZzFw7SycLAgLgQLoFoB9LMFQMENuHZUAqp96vS+EqNfq9U85P5k86/STQdp5Lg4nnRN+",
-	"NO4cJ8/S5+Jkcsp7Y7sGfqXcI6LX6Y8HSed5eig6J5OjXueYPxs/T07SU9GbAN09BYjzu8D5lbknmWye",
-	"dn992jdihQO4GbQi987W8NCNzrSGg9q0jjun6UnSeT5+xjsnx6dHHX44HiT9tCdOJyfVaalFllUGTctG",
-	"/qLtY+4NLnsnw/7x5jEX82w+KZ7fHhkxHZQ7gKAFq3h1+IQxV4PlSv88yX7Wmj/PWtW5If3tkh3ZJTse",
-	"d54lz9MTcTrhvXH/QUv2eW/5TxvMbFRh/cZ/2Al71OvvfuSj4pS3IKCl+9FgsM9D5NywR+crVdiT5UvQ",
-	"yWf38+JuLpJCpBCTrx9R1UzBv3/+UtO7BYOTyOphwbkFz9SPrHEu+A11l9pokiUyTxayYHQzFKpgRQ8i",
-	"BbQxSypCyABoNqLz4gAbDvrQDZSfTblrQ0WeN3u6dNm3NIzyTBlj4NOXYxIAlUPgF9nkjBKiOhBC8W9H",
-	"ILhP2It+pNyYpUEj0XXEh5GHUEVr4DIYArWqhQCkFo9TQMKuRMpuPs7cnFqPJuwT+45kAXhnLjOyNTz2",
-	"beUAxtAeglcIcgRV3pVZrPcxOh72+n/D8SuqWKnfcjQ8hFtykQhVXKHd0hoe9bvHHh7RisUe6ogCTxtI",
-	"5AIqB4UBNUiH4dHRYSuUrJEriW0Ne1ZONs+4F864V5nw4dowByfPu4PKQA/7wUiTTBsQvGtjDYoX6uPs",
-	"V8b5OWpZ7vMSMO13nk2ORed5epR0TseHvDM47Z/0nk+eieP0aH/9lxhomwR02xfgNnEG3QeLtj9GPL2o",
-	"CpOyjEJhq+mt4kpC7sZ2aYX3sESnkAiehvmzlPtRVXwj0G4hiYMXDBsORkEWFb0LQsAzIzJrlbdLjRtD",
-	"sa5bs8ytFJoeDFF8+VgCgkNUyxsALx7RxOJ5Libyzirs4OOQ4E6WOSXTRBiIXhiR0g0Qt1yRVeM08/eU",
-	"C0dkApHmUODXBdQFEXOHxh32IKK4kx07fcJ3TsPSkSYFHPuzhFzvOc0pkFg0f0wFF1RC31Q+39zFxY0A",
-	"3ezU5rTS1tqFiua5uJV6YagI5u2c/7LYOHCqsglHXikPGRyt2w2Pp9qH1ZylSD657J2W3eeIR8J7Bp3e",
-	"ceUer5slp7zfOR4/s7rZieicTnr9zuDw6PjZ85NTPk4A41iDUPz/s/em3W0bWf7wV6nD/4uI6SINgKS4",
-	"6OQ8o4mdxJN4GVuedGeYI4BEUUQMFtgAKJrO8Xd/Tt17awEJSqQkO3bGb7odEUuhlrvf308p2R/TbCLe",
-	"cXadRKyIUtwnsEmhMj6R15fB9bv+2387oYHGSq5Qmqr/g1FBJxT+52RjDeD6j+tf+Kejzs0f161c436c",
-	"1/KjYNLqTztxa6AM1orhaT5u9zsWnWXciyrfsfUVlSH2R14w6oJKNN9lxzCcDZToP522BpNe1OrOOiKI",
-	"/ak38SJw/Cr9WzgdB+oDPK/71IHtb6Oj+dUs3soGFqWemho1wyFaVoPBhKX3SkVA+QMIbBfzfLV0giPs",
-	"RJcbNjU2t42NvH764/M3L7/DMYRQDDRGVvMquL5OHqHpvA9mnxCR55AMpqOC9XBjGeqjk8iQnWj8Mv90",
-	"MMeyBwkRmTNstPcXytoN/FNvzplMpCg3iCTRZqQhdNmfUqZjaXoloNYui6GngM2VQlL6kmoJIcSk5mYp",
-	"ZAGYxaXrl0CjCs6Edn5r0jXfO0q7YUy4/yTa+8Nlqp0OQHKY3ybpjjySVaaOD9VGMOpv21IK/pEB7Dvr",
-	"Av/OugBXBxiVtyR+d/G+7MjJ/HSTT3vrP+LlrHsV9dNCBJ9OhdxhgeJ9VjR+6U2kG2oS1PZ0uJgrhdL7",
-	"hkHXP4KL6drn2Wt1jHEwX+Wzls9K0EIjhTXfD/QGoELQ8hvsyvDHGnxGMtxd+iUneGageURmZXNkFtsK",
-	"d4nBbxeTpM3OmfMYoMB9K5alqU7DHh21edbzTJfnrZaat2K7imNYKx/HUgtIanEJ6/Jj6hdHQFaETLcO",
-	"PgYe9Wltg+NKDtQNw7ulvkwmi9b3EMMQQ1JmiTS6/BmL3DVmtMQgF4syklMl5Ha34oGmqJZ2XW9oc2m4",
-	"jAZPicTgjVk1fG0LLj1YJr7Em2+WhjAtEyEkzsJJ6LwqbLY/nVzAHWslQ73tVnVgb8nF4EQ/fYzBaLuI",
-	"gJJ4S/5uOx6JqJ+R7vkCccL1QSdol7mI8nIiotKUECyjvEwQMJjABUVUCGixmGdpTB008y3G3aB36t4p",
-	"M5Ym14TrBbdBCh/J1BATC3qdNEA/VJfTQLKcletMbXJy6dGiBTgthNx/L/KMKITLLANwf5gfbETAQsQ9",
-	"ibznMI8P5gjXGDYuDbvfPvUHv6Fyxq/bd6XX9vFKJ11xS7But0+15Y18DJnQOjRG/+vxgHf5KR9w3+N+",
-	"wP0u90+5P+CBx4OAB10enPJgwDse7wS80+WdU94Z8K7HuwHvdnn3lHcHvOfxXsB7Xd475b0BP/X4acBP",
-	"u/z0lJ8OeN/j/YD3u7x/yvsDPvD4IOCDLh+c8sGADz0+DPiwy4enfKiG4XHfC7jvdbnvnXLfG3BfjU0N",
-	"To1ODc8fcD9Q4w24H3S5H5xyPxhwv+NxvxNwv9PlfueU+50B97se97vqw7rc755yvzvgfs/jfi/gfq/L",
-	"/d4p93sD7p963D8NuH+qZuCU+6cD7vc97vcD7ve73O+fcr8/4P7A4/4g4P6gy/2BmqoB94ce94cB94dd",
-	"7g9PuT9U8+fxwAt44HV54J3ywBvwwPd44Ac88Ls88E95oOYZJjrggZpqNdfBgAcdjwedgAedLg86pzzo",
-	"DHjQ9XjQVSvS5UH3lAfdAQ96Hg96AQ963d9BMue7lrZ/EXQgW9j9DZKOt27JvrryoC0Z4JXulgxa3tSP",
-	"W30RzFqDqDNpdae9+FT0ZwNv6NdtSX93S/q8w3u8z4fc97nf4X6P+33uD3ng86DDgx4P+jwY8o7POx3e",
-	"6fFOn3eGvOvzbod3e7zb590h7/m81+G9Hu/1eW/IT31+2uGnPX7a56dD3vd5v8P7Pd7v8/6QD3w+6PBB",
-	"jw/6fDDkQ58PO3zY48M+Hw657/nc9zrc93rc9/rc99TQfO6rwanRqeH5Q+4HPveDDveDHveDPveDIfc7",
-	"6hs63O/0uN/pc78z5H7X5363w/1uj/vdPve7Q+73fO731Mf2uN/rc7835P6pz/3TDvdPe9w/7XP/dMj9",
-	"vs/9fof7fTUrfe73h9wf+NwfdLg/6HF/0Of+YMj9oc/9YYf7wx73h2r6hjzwfB54HR54PR54fR54ak59",
-	"HvgdHvg9Hvh9Hqh5VhOtZlpNtZrrYMiDjpr8Dg86PR50+jzoDHnQ9XnQ7fCg2+NBt8+D7pAHPZ8HPbVK",
-	"vdu3ZO83iCu5qx/0TnljJbO1FPGl+4N3RPFNLG7KPBCi8Oeda3hcVdZFnf4FjZmt5W3OBpAY3WIcIP3k",
-	"ZEPwZNYKsAWERqdTMokhkBZRJe7q0pfw2k8aVK5WfuhKj3oqmcC7oQRkh8GgtwN57iPrGkk0gkt24fPq",
-	"B7k/hIxX+Td8SnBz0UrtECujRLTYfYP0vZEf4CAPL3VQq3zTaYPN97mfNoiwLmm/6rOE/113logQ7BDH",
-	"XeP4ttmrKqnykJ2E6odWIpVnYqKu9oAhhjfwaS2ISWoBrC26WRvPrLKHM4QgPgnHMOpxYwQ4bmGTY/Zu",
-	"94Di+F4i8e/tzreBGF9Hhi/xi/DEb77h+0zO0gQx3z6RXNfUJMS5vL3Z+P7scIWpDgI2hShrGwXql/UI",
-	"wYuEmkqk7ZkNfR0cf5yBg6XFTZLi895TnypsEMU3bZDjIgZqxhHcVVladYQ2GGK2ooo7QK5FxQgwLIwI",
-	"L6Fr4SN9AbZtcMSNUFePZYXN0YCdR7lwGCgr9JO7nIV7iDybnHljaXlNEBClQjd5XoFvJwk2j3Yg1bmh",
-	"RtCHS6QFATrcQqhYjFghtrCEdrkdAcEFy6ctdLSmiq8ZI4Rs1ZgA9fI2YkPuVFqPpQ3z7Cc4rEqMlysr",
-	"Me6Ypvpk5tZhYqYK8n9IVutLEI4IzCTis8qhBHANjbr8gR+XofvrvqUC4/0phb7fuf2ml9EmzaL4Ist+",
-	"ifIr8WWkoVCOO8J7vxKpmLSmNvBGB9FQKqbxAeVnyPqjaT22I8LqR1O5ikSbQPfn0BFyh4sQ+r0ccpOw",
-	"uUttwj3PsyTMUJOgHgkeELD6s13eE3ayzbZrx/5WbDS5E9jdUZo2lQ2/FAQ0C0KZGtp0pRZQ12YHlnDt",
-	"oBufVeGMbUlwrXd9Qat2pxI47cF/LYH7pCVwW20Q22bCAR0r9aSxvrdDourfEinY0rf6csN6CBR+dR0V",
-	"e9sj+IP03Wx3fiA9DwUuHBYbrKwwlCXqiZYuX38NYTY1Rg1/jgxi7p+KSt9kBCvR4NsMTH6vE+yN2XjD",
-	"C7878oKR7x+0oHzbUHqA5bzbWvqtbncWtPqRN2kNp524FQh/5kXDyWDaj921tCtyBTUxZk3MCugl0UQz",
-	"exalt7Mm3mJnUXrVRSlW0LLgVLlXKWb+t8p+8vvO6nk7dYuNZ3+cb54n3rtnr731i//573fPH2frZ39k",
-	"7579z3Lw7PGT3r9+fdL97eJJ+fzxq8Wzq8bRNudtNY4kez+p0fMJo2il0UuH1ilq/9Mob4KwnOWimFtg",
-	"VhlbGNwK7JLFOgQg1q2CROXFQUc9fuK+msQIKhLROMFGVoRAVM+CP11FiYSO97dCLAEJN5qJdqWBVROk",
-	"ox3WagFFw/PzZ09CtswTMiUQcui/Xr94vq9okLjh7uGNuSL0yP378QsClQR8KzYIUr76430srt7Fcjrr",
-	"BJdiOevE8yx+H2fTpAj+mJfp1eLdlYhlv7Pq9d5VCWD26tVjdNZNfYaNUQPxvDrvo+67n4LHv70p/uvq",
-	"dfrLP/41PH87W/Ue/Tor3v0j6q5+fJ4l8vRJkj/57m4TvrfATx8Jx1uC7W4QHC3PS1Et/ivtofiy6//+",
-	"AoetGxwQPL7IsmeR3LzS3Vmf2tHT8vK29B9J5FtrDV+D+Y3R/aTCB1gp+jNQnD/k2QJ48NTWM4wKLs/s",
-	"SdfzmwYtbiwllFxHMq56gA7rGVBJAzkiIO4mBRYuUsZB+yvKXrjKs5UEnEhWLKI0HcsJ8vhrcmFdEutw",
-	"FnLLEMwNl46h3uBslmZrEwJMLHYefBkfS/2RQNpSJkUJDzC4pThXyoFrszeapldaLMnd5QhBvxQVTBSc",
-	"/dA4zbMoJyRC9Qvx/F1hukf/LWyeYQH9OspjpNGxQFvtsbxww5OmUpOgd/RDCI9g40A966VaFcp40fjt",
-	"utO1zc6BfnwsCQQTEljIBjwRagvpdatDE9XUmWwl42xfgsrRhRWdExygc46RwvvEb2XSqZrhrHIyCvpg",
-	"IFw1yOChWcevGQ0n6bVXYN2Q9nJEkBtUQilhxY6Mt9E4QbIgojQYhLBJdX81hMptnrWyXZ11RAxZ90ja",
-	"M4dnVwMdXuWiKM6w2RF2xFiax6lDWJen27e7jw1Gg/VyWwDXbHT+ICeDGje/7m6dr7thbx+XscN5hxpf",
-	"gOCczmt8JhKoVTRaczQwdgoBSQtPvSFEa0f5XonSAJMhJCwVEmQ5UoigSbmMcgCzy6TQ3cGYQEMQ2dwl",
-	"drWcFJS90wBlOtVmbx9LCpjW0f4at8pNBPqeo8t9gO/y55joQ6xYyDLSxyPLwljuMisXos0uKgzAmsIS",
-	"nDsL/o3zsla6Sl+hzArAcg5N6IPmeX4QkTLpTqBg2aGRpeGMpb0ry/hNbMa7cgVJee/nRG7xaTt73YLK",
-	"cRYR9wRYh6xIszXQKABGAgBqNHgDoKaPAuXZinz1bi15yq+EebAL0QCnpjbAFuy+5cMHkHNEFdwCNt7q",
-	"p/+i9moFvcnw2yLfMORC8H5k83U//5Do1QdNwtyKZNyqUHbbYfwg1Cy72KWaF7tyZLBpnwJrfHsXAk4J",
-	"0W67ozwumudG7qC17cOxyqXKDf9RErV/nW60ySQJ2XcSzp931dTnn+WkMopdtXeMH/xIGY23ZDx1RLEC",
-	"+m5ZmwCdTjfhSeEy5LgQHTdl734Wm+L+1p/+lBt3+PnLpz+LDUWnD4axcm+q3enq3V9tQAp9Rzt0YsWD",
-	"m4M3R9AtzZ6mDNS71gDII+vdSBMFob2VAO63jcCDvZZmRYk0b3rHp6nOjSsb08WR2RQ27E3PePo4REox",
-	"E/Q2Zsw0WyzU8UmTuuz291WCpHvZMLmYKsNvU9Wh54bdUZPzq0nh++aAisNcRUlhY/P4D8ceqk8WYV90",
-	"370Non5e/rsnJ5dvr//oB1Oxul73e2KWn4q47Bab9aS3fjvvx7LYF2HHth+DXaKvAfwQB58RIu+VN9oQ",
-	"u5krNVFqD6pD8W3j9yMn7pZ4OVCWGsW7ExCn0EACNHAwS+GXHRz/+yn4Z4ksiX/VPY9Ha/dHfyK45I0x",
-	"b2zRLTQryhnJA+hLxSi24cJMJOvtr6HEB1WF1r20OgndAxU7Nccfrdv3HSMt8iF59FW9607uHQX/oPr9",
-	"dijen8Vmt/e7svNzUazQ4XlwK+OJjJEtrlgKWQATaiXSYeOwSLxKwPaYG6CsUQXU2ba4AeEVQLeTg4oB",
-	"I5GmgHJpEgtAGaVrQrgpb55kqxJ5kjIZt9krNQdIucawrIcGOZZbiYgzq+63EhaY/Z9AonW1wFzWECoA",
-	"p1ke21RUNasylml2VScc1DPuE+19OK+U05S0jz0B6hPM8qsZuINcpps/yvZ8jc8uKmav5sEzjFVKslMI",
-	"Eyo4AWXR2AsmnQCKx6COj6Umv05KDbhBpG/I1lDp7OowF+cDLI/NUoxlWA+EgUNtmXkNKf9p0F3XUVKO",
-	"mIFH0OSk0Dkhs9yUwkaFxXXFc6ajmUmOFNpYOG5yoPh7FMeU7U1ylk0pSgZ1MfRH4E5rIx3faiFC4qdb",
-	"V87oQkQSzmmb0UoQednWfmF7j+BY7juD9hkHnUJWewhpVJ/LKTTf9LWN7g4KmRbzEOvwRmYDk0fJTFE3",
-	"HAa9n24kOKgGekauGxwj8yaZUXwrNVkgl5/6QVchzNJs3VI2r9NwbQ8qgeJzNlmlb9XBmIq0QNpjpJcs",
-	"+C5Hgk2KtpCoVRcqOEz3U/v9leTqWIYA5x5q9Gm4AZiI00RTE6+WITuxJff0iaslZ5YI01CuZzkL34rN",
-	"aJcyHR7ijN5w+iPpuJJ5FHX4BpirPxaJA57bPVQOXxSjQrWMrU2bzYHoVwuxjbi/D+ajCth/lUeAHxV0",
-	"597CK/Zj8yfL9+/7s7fd93nSyRs7vANe5E9a/WkQtwaiM2t1vZ5/GvQ7g+6wd286BeW07NIS3PrNWEVY",
-	"wyexDZnS11c7M2SIDCoVjTb6EYtlmlVjH6DdR7mIsLpZ/cc6T0oBPoT76UGrM+mqT++pTz/1Wn1/EAw7",
-	"UXfSm57ejcngpqLoZ+l/r188zjbPHmfrZz+4RdFPG184A4J3QCnhD1k+SeJYyC+ziLBCpqAkKOSLa1kV",
-	"QNL9zhvvWhaPB7ZnY4Q/4ubUmlSrqJsxzEl/OSVShdCNYiKHsM4J1NF8S3wGJn0JhQiFKJtQ1AeZlxyo",
-	"vSebUowl/EezruVspJTgTl8WO7otC+nwsb52uw2remeb/ax0PXipaKRDrbcGXtft0DNtVa+lZlQfyxR6",
-	"OMmgn0dQcgGWMNajx/XK6Yc0W1M/6506vpzSxnt2ffW+Nn0d1fTlB9Aj5CiKxqjxLa1imoo0KRZQkrAU",
-	"eZLF2JnEG7bvpxaupfLU/ZgyXgVyHN89XRVlthB5y/e6wfY4PHccC2cc+wZSecURuDFmQ9/eMVMty3VE",
-	"w1fl8bGUB+QznXl31IZVA3tUh7lgj/qAwPzB4Dlg9rteka5sxrbcwpZooeDG622xlcGDMOnHJB9LxFVI",
-	"o2TBMgS8uMqAbOPbkCUzKuktRNlmj3U5vPrJok3QPO+rWza7+/6JAH1cb80E2Hd+OP4U3lgALWJagM/9",
-	"wH3KbNhffkJnyv6BM+qekbudVHQ8birDxndYjJQz4PDWjC+6V52duDF8Ie2x4upcKeuuthL6b3Ne3KX4",
-	"elo+m9Pyo3jAw4Jq7dgQkdk6kHbdB8b02lRsQ4uXjJljnplSNMwLIFWsGhcUMkCoTv2DU0U2EreTX/QW",
-	"vI24PZaWldq3rNT0MyIzo6XlslZTEbQBmtGqFrSiqTLHO8fSsOypKxyYaSk0+ke2lpSFASZYatzVmjpa",
-	"RnmJxGBzUQhyYwoou3Z8zHmWxiya5llRVLI71mzARMWVKFmRZqWDARKikcsewTyH+o1FNpYwXpmxdSLj",
-	"bK0GTBerDxUFW2TgvkSShXgvvmSZroDFnBDyS7bI4D129UIMZcqxRMo320mH5esIeQ1mzTrStm68Emjr",
-	"8h0WP0hvYr5nLE9sOdYlUgFGaXFZZmWUhg6QCT65WYtH5WwtsIwck0mOZSZHFk4KM60ExY21ZmhwQSa2",
-	"zNgswrQQzoa5b5HIFbHgl7B7TcG7xoDBkg+1Wg581yLagBNP666u0bgvAPyCkfeTbjAcy1Cf0xYUp7fE",
-	"uykQpYdsIjaZjJtnen8UrutO7rlOprXH8rHbB1mxQk+yXDcWYbycRXLT1KznVgEa05Orf4qiQPMSDUu1",
-	"l3/Vp4/YKOdZAZ0TlBg371PfjofBxO6bbJJIAFlbizTlbJKVczgQZ7A8Mkb0MnoiYqMh0DoU/KkZBf08",
-	"zQorH5wDCuIHDg00vds5gB8SSD6w1XIpcjZR+kFdkYtabLGqbr9jS3vFSe3tc5a94xX5Ry0+/3xskS35",
-	"fTegsM/tcwqBfTSouKT43A2u/zOd7DZPKx7eSaF4wvEV/NXs7vGV/OwcP2IsdRlpsdtgin3YFEEwAHd1",
-	"Id2/VfX/Jwqo/fVBsdJNq9SU+d+0lWEXLyIZ4bm+rZgfMT63K/q3d3GZUTUBy2SZERw09G4qQyC/TqbC",
-	"ULyOJaYf1faUQsSFNeTrifz01NDeZ9NIsqsc4UpT3UzAtG0BFXwinbGTrtdBiNJ1UggCKNVMf8rFiEok",
-	"boHgQZyJYsvaQ9OejGjf89gK5NpYgt2WlKbMwrwwGILzs8fqO6sYT/CKRaLeleWi2WYXZg6h8Hg0ltTN",
-	"gNh8azTsMYcLLFhgO6H8wCenIDr2NTPct42Bssc1TQwEZrjR64EVIwwrQyLq99OdDRsR5W4XwyGJ7Tvl",
-	"rz/bboiHxBsKarsh6soMDpnnhywe+NpP8TXJc4A+0zhCsqaa/WA15lhjR3VckK9ZW3WH7rz7E2gossog",
-	"euE0KLArURas6/ksk+j1YopI3QeNHLoIGHhedSGwBdDe7e5ANnKsX3VepHxek3uClrZ9fSB/yw6QzzUo",
-	"/ZeeIcvxd48zdGwoeasNxEIr7M3e7BwxwODWBaG5RXWAv4ENReUtapdusD4UkzvKRlzrGo6xNDYVVNnM",
-	"xYKg8tWlt2Hnn+1wACRO1KzpUAmupnOSFmNJ4c8WxEwRgSKBopaVslN/Sd4KVgHWV99OUFdK6FAwFJw1",
-	"tOcdloJQg1GEZ6j11B1QwFR55A76XvgqKgVEL1rwvyGKL4C5aPKxdH5/JRZRIi2ekPtLIdSdJIbYSmOI",
-	"sdkqTfFhwLdwHSWp0iT4EfUZNVMsdL/als8etuMG0qPtd/c6QQVQ+E50Av+TiPXNtf3b+b87cR5/PqWD",
-	"jlwAGDhHwNHm2FdCKDfGPMCWtAPFk5FL2vW1dX1R4XTsnGA3C7igxsHcNDkFZeBk6zwQAsViWOg6ShO0",
-	"HJTjNMW29pESH0rIlRmbzsX0LfWgEin8qlDjS+r5dr6Hubr3WQMv5c/jXQ6nAfvOnkYaFeWl4S1368C9",
-	"4ag3HPUGv93dH6EejdGfd4ZmPdyqobW4GZkFm6M2X+wB/XWeQXgRj82BJod7Hg3opUEFrT2b5xodE0/d",
-	"ZON0dsAih5AMixhgb7KkFIsmFd9CY0s4cpKKSQlPMbXAYylkvMwSWRIoWBVLUbd2qecANCVeq7OhNSzD",
-	"C0qwwtPGEjH82uyJejYYCwlAZGR5nMhIKfOoeDuy8JwwSuxT1G10IQTSMKdXba2LxjIWEQR9sAVwmUYb",
-	"iB8bLqGTrbnSDbrqyrAJCcBXGm+J6qwKjY7moDU5jzxjIc06WA74gZdo0IQYM8O0KkCeKeG3hLrqJBV4",
-	"J14bElsyWGRYIawWps1eKC/JkFDoSU0KC4yIIGS4JRyIQ+BZrjLD1yMevsR77+8c6Q18u3tEr3wtyjI9",
-	"yj/SY93HYkPTUIGz/fuV/HwGZTt6psuMRSgPHImHDXT7ZJ6jlo5nTsPXup6Ww7Lw522Ipd8ULtqwm0ji",
-	"DMvUW8voKpERlle+JTFJHgzFbaH0ZprZ3gIIcCQ5m2Sx8jt0XQHFRr6bZPEmZCBuKV+wcFhuzHgIfDhK",
-	"10oOoIyLxlL//k0B3G5NW72x8wbqjYCKAh2nH7BnyX8qsYGDG4FwxCol/MtYrrNVGgNwoc6QrQBjPzcQ",
-	"RVtNAMoay2SZyBXiB9Wn0l6bdTl2kdXdT/HTGru9CvW9FLYv82snxaemz3HIfqc5zILHhuxb9i3zW72t",
-	"yDO+tnWBo9x59VZPotfqi9O41Z/2Jq2oG3Vak2Dqx54YzgZRX1vI+UrutD94AzumhSjnUJaiVH+Duux2",
-	"b+pUblpGyvBujGZRWogHIbV5myyXIr50uvmhs6PKCIP//T6TanaerPJsKR69jPKk2EcRvDX/qzxtjBrz",
-	"slwWo0da3yoP/hGgYj6KoyTdtHKxzPLymM4QfZhvbwwxB/GzbwT56/PWhSMite60f9ujPs0FVoXeQuFi",
-	"MpAQPCwMIAcAwGn+lqjUQXizQaHOUp3oEJJJemeG7bEE+925ciKUQgS+GGUen6B+0i++TGLs+NNBBJQI",
-	"LPzJfJ3eYK2ncQg5AywogrE1OVtEpciTKE0KEbNoDlb+jBoNtapTmg3evhQ5O9Hv5u4w1Q1NPpbreVTq",
-	"eISjRJCFHoCE8bOR/rRHsMXshGol59kqZ3G0aWWz1iKT5Zzh/9Kf1kKoMZ/q22AyKIA4lmRuREwvV5az",
-	"k/A/NiLK003IWfgf8DD6t3oW/RPOLvxLvT/dUAP/f+CyYQ//j9lYxgSNYDv5dYWtXzTb7CJZCPYeamqU",
-	"a/b0/Pk5lFsW7CR8c/F9WGnKV3PxONpgbWwRXUNACBgFqSi0srVmUEsAe6yESSowHgTzZYLJMiux+UD5",
-	"lmquOx4LQF18i7SC9KXNEfWS4sMBt1DdC4ybmpq1WCo915plQLOgVoBGQchGaJwR9C4GmRLlhcrSFgWd",
-	"uIKWMxCtXqcVDEfMC0Ydz36X1xl5Hvv+yesLPpZIC988q4xyHi2XQhasXGONB4aKozRtQY3n7vjAT8Hh",
-	"2Y06lico4L1W0NOjgNcyzxt1vN8g32YmH+256iyH34bsBDeKmlSokM5mpZAcQGnUgf72UQ+nnX0bNtks",
-	"S9NsXTCRRkt1yuCb1FyJKIZ606QEcBr0vPP5ppwvWDnPs9XVHEpdx7LMI1kkau8VI3W5mTfconricbhp",
-	"No1SfMsCWULALZ7OdVKxwAJaZZgKLGBH1PQlVpmob2vr7R+yfCUBHqcyfINu6VjRYMYo9/5Es/Pi0Wxy",
-	"lourKI/Beqe3qXPSZnuM9UfKknApB9T3IjIPyig4Pi8c+B4Uk5XC7I7HCh3QBM9Cl2lDIsaRXbbGHW7J",
-	"rkUer4SujQdpNhFTqJsmIbwD6QVE8dlaNtUGWSRFIeIRHQP1ZzzYui4JhOpY5mIqZElXu+OBxeU2i2vQ",
-	"xOCMwqvppjKZvt1XhaPl/r1KccQunChGlWfJtaAC94Kb+iSy7ZyiGzJbSZT2Fq7V+OOTC8ceLPOVcI22",
-	"XnGA1bXM0hT0v5LmgO9drRoqmTLhGMgfEq/PMqlkRZmxH/IkjjbuaCcwQ40/xw005MaNERs3QGiOGx8e",
-	"xgq/wQw9ysT8cLSJ+bHqjuAOdwFujFCZfXn8B+wLTmnh8bUi+nMtumG5UOINcB+sXLqDZV6tiq5qjUOb",
-	"rCt1gwQvhUFnR6GQzYGAFWwihLTyPmYbUbbZua2PsdEkiuuvo2Jft3RFMN8rLPxXnjkdC/9Szt4XFgs2",
-	"JFIPclxu6HTe2rc6H+WwObxz7efaPMffY0d/3ckfMatxv218t5SGXvDDyaXMYUgkYoiCKx0BgS1biPxK",
-	"MOxVPHn1w/es3xmcgiuNriGVdiVIOMP135Faaos3ynpNlGClZ9xAEeXgcLCILG6dYoAGCOVv21ASe3Px",
-	"PWchGtshe/lCubgyYyFZq6F6MROLZblhIaQ5KgBVYxmSKU5/N2kel1wLXZIQTfiw2dZBLUjYrvI01BpU",
-	"P3ZEn2aLS7tB0LaDwjuJ0irKBU56TLMz2dA/TiId6KpOWFIot2qRXYu4eWb6VQlC1l6WC2jiTsBhToXh",
-	"mFVTmxQYzEBYy8JMNTwbytzevPoFMFegiTXHhJeaQEzS47B0V3ll5kKHpzykdFMk2Uq+ldlajiVtI3di",
-	"XgtkXQxdwQlz0oKNCKC74Vn1d/gb5umjmKwTCEhGG/Cbz8EvjXRPtI1FZrkTi+SUVsF4Pj1PHbSVBvSq",
-	"Ca6Qcy/Fmiw+cGjREZbZ2okqYFI+ktN5lgvwcfdEE9pjSRtsxJSrEqKXWWPKmcsgtRASmHUBLSziXTQt",
-	"0w1EaBy8zmrUAe6nPfhIw//G2U6wQfOoVWOnhaGbMjjEECqh0GySM1KEbbYbuRjLndAFBDogPpRJgcjg",
-	"WLqNVQ9wTVJg9YMyx5JrQTMJtmxKkRp1E4bq1J8oFAAVnpIldrloC5hYIIWKCPUNPGfar9UwNmwv5wF6",
-	"ISOKcRHlpHokVNWYdnr1TDx5u735xKDrxmgqU03xRWhlAgmjm/3VcXeteAy9YUkdvgUo5rBlvLqtqM1p",
-	"axONYLepx2pHAUtvoOOIgNcXEZEqLFgENO54ykhVwARuwUDr7vly1wBbRwVnoc1IhaYTYB/53X0DPUSF",
-	"VpeF63xwIzK+VzSOtra2Sc944yZRVsNoQ2u5xQuX5NDpMBh1PPZcrNm/svxtJbBaE4TqeGzghG2cQMz5",
-	"QuTJNHr0XKwv1ZNgnGoS0qgU241oarO/efUL7AEl97HEiwQ/aZ8bdCYo9IODTpyNG9ciL5JMqr8HH6rx",
-	"pn+2fhFX0XRDlHQmnar+67iAUus6uEtM6eNy2h0Ykzs4e761A76U9LnfsaiGn0P6fOe47ENLRFzl3p1S",
-	"6A/t1in5SsjifzsP7/9gYFETI368cCIkoW4sfYPYSEhVpq7ZYQxeU9jrGLalThNTMh/Bc2fQd1NQ4iym",
-	"zHALM8MtuCdHdPxIsonAqn0RN7EiUyp3r83OKQNjN71NoWH2LCm1zzgjFZrMDOuLstB3jIzn4p0J8Fyo",
-	"Z9wGyfuTqVN2w6kZDGVv/ZWaw/q6Md+tG/NvrRt7uKosSKNu1TGRSvkHZKiVSCun+yqdPvCaR3RvfUT3",
-	"tkf0bn1Ez33EERi1SQ4LfBMGxlY0EFG7vgh02i8savYyF9eJWJN79q50MuB/WQitXkqCxDme42g7OFfP",
-	"clRmy6qXNNpJ1CjPciNKNzsT5YLcNcK7kZnGtcDSHOWJjiV2HGLQm0Rgm70kdy/aEaVbPlwN+pe64UFi",
-	"4Q9t9345VaPouFRrAj7bEtHPwr7d2qZf5fDDymE1ux/XzLwrieFBEvSVwEL5GnkGJVw1KT5rvWKU1xW2",
-	"VHekKQrHch0V+sEaVBKyICcyo35wl6Fwq6qR4oJ0/63yFVn5/h7JRm1yfz22HwmoQhM4PuS5Ra6ug8tM",
-	"iEVxmmVvE9Fmv2LHD5bK6h9Ns/diVZQAsLCBMxn+s/X961c/tIARLnSwejVQWpGUQpMGFsmVVAdc5EDB",
-	"uCrPDHwudGwSflnsDE4PCsmJYpbNxnJ7bIlp+TGEOuwkpF/byAx5CbksQNh1gJJKNWqo8ZZUgTmWmjEN",
-	"QH0h+YNvM1aYRkw70WXnkYRS1BrEh9fJlXyxqoFP79bYkMhgCbNiv9zp82zf7Ug8FPVflelPrSSsG06k",
-	"IYpz9q/92+/7Cjt+nWc1W9CSeXLTx6k2GS4X1Xw4U5QLKdYixoJ02nZqQcbyBKtil1FRsnIt0mtBRemo",
-	"OvRSJ7LZZs+FiJFTqLKlR4hRkhQEr4I9dmOZiiiXBSR3up5v9vHW3qwvQ6HzeW/FYCAGblUM+MYX+vpK",
-	"9/8hdxr2zIP1Cn3jvmAn/sxhbavLePf2/4cjuaThfQ8D2+W5hGQg2BrlLkXi3hOwh7/5nbYnLFqR5W+E",
-	"Bg+QbPFCyTiQVydVyOlZlRZXj2OEETpM0yMafCTZT2W5fCHTDWevo4V4nZTiu9dlnkxLvQoOYjk9KGQn",
-	"r9XkCItLD5pgGi3EWAI8+sUvr0d0IqUUwPiHtBRA4qJke8SWefZuw5BnC7qJLD/kxas3ry+ePL58+erF",
-	"P58+eR0y9D2oOeSfrR+wt0PErZd5VmZhE1pcyVJDWYEzg2cP5QCcdG6Ew2TjFPHrD0O8cpQMY1kvGij3",
-	"awhGoT8Wg5q29B3lDPBekioixYUZ1i1SY1e8YxZQydFIsvCcNjSc+VAn65KCqZ2u3j/V9R6E/T2WJ7RD",
-	"7IbAJi8rQ+mdUanx9wEfBGWro84dQfxNMZbhtMhnlzCv0P2lhleRjDQ6WOKk1HhvHQY3tuDG1iIpoLUj",
-	"dNHhsnwsNbKv2u3QjoZEp0hRfoY2NvD7OCyij589fX558eLnJ89DvIfa1SzWFcrcsfwhSlLhUK5C2NYF",
-	"l2LTNIGSlTjORVFgp3cicf9o/FhYvNeGthVRLKpmhl1OeN43hXnijgGSSF1LU2TqYWOpGaoh3EN91gY9",
-	"FHqcth9zmcjLGXxbSMu6nm9GLFznmaGxDTlwQsNUY6kMzXXYpCi/2QgWGamWmjm5kk/lvdoyrJIxWeQK",
-	"8Gc0mcZidjVP/nibLmS2vPx3XpSr6/W7zfug0+2d9rcvOCr1C+P/qEjyX6YCfq1Fw7ahWYhyCyf0tShb",
-	"Wgv+uV+Pa2lXyYxs96F/RQx9WCfyJtMcbIWDLHPtM6K+axEV9nGwhds82kYB6f5dKtbWNhMxc8ernNA8",
-	"szIqSe0AlTEjIpgKPgKISSqUSkrrBiRGxBWXURm22f8oWVMQLf8WEPxYon43xP2AsVMPX4Ff9Zpm5OOi",
-	"KGxRO9NM6cjyPvrmG2HJ/N72w6gWYxuOzJRvbMORFcVlsN5kf8zSP7Is6qdH4QW4s3dTqi6alsm1xiz+",
-	"Pwlcv318EDTTjQRtHc598SD8eRsEeOvuR4ipDnHcWo/kGZQJRpCJ0ie2OkR+Myj9D2SRhnCWQzrMY3mi",
-	"y8LDoDsPuaVj8k8H8/CMhV4RamNQN5M2ycjTIAUa2rNcZ2MZ0l9banhRucpFqBmsuSkYxSF/U2iUHyyH",
-	"K+fsWuTJbHOGBr/yLwrb+SrFegzcJWD8uygF9k3/9esFKE3UpsYStO+sQBxjg30C/gHQcYVvk1jb0G2G",
-	"9Wlsk61yloupSK6hYyvbfqQprRXMlZQ4zmKdlNM5y0U0nYtiLKtTt80TdQK4q8Qp9YfyA2wTshHJAMZ4",
-	"lWE0DL800t3KTQz36TpiqNvVX85mOOaM7HRJgEVeEbbZK3i4Ev0oko0iqAh/bDXXm2TmCAm9HWtC77C3",
-	"K7LnPuWmDq9+426SDwfkGKH3Rs4/RH3AuC/VUTpIyFfVCtfy5hKnuzFqrOeFmF4uz1/7sfdL8HZRdteD",
-	"t5PNi39f/c9/vzzfvHj2/tmT+XwT/OS9WMS9yUX3uztO1y249/Yg3AR/D77GV8D7L6VEDo8IlsaTqKqq",
-	"mwfVhKvlXtv2J6jAh2xCUUZpigIwBYsWTF0UPGy1ZCdOXOL10x+fv3kZNkcszGazkLMwkddJCbgrGIJY",
-	"LZHXBejZ8Ec2zWIHncIGb5TDni2FVHfLjRLRi2jTRPlu7HayuVuJJNJ9RPIcyzJjsZgmMcTqdDdRNptB",
-	"H40eCwKNPc/coNLeWDVO2X2N30UWY/nbNfV5Hi4bVsuncpbtDSTTN6kX3DU3+VHcsF/1/NPOAbZE3D1b",
-	"+3m1vCE8rI0xzStEqTi9XyxsO2LHu/vy8ZMfzt/8cnH58pfz52HTIPnNVmnaiqZKDLDzl08BjJl6++qP",
-	"X621h2FlaDsMUSNhhMIBQ1moPTaW1U2GIQdoQ1ugyYFNiyehW+IzYjt9YohEBLnJnbP3nTp3GBbXuEVk",
-	"NurtQcHJLgtxxltxAkIwDjHfOZb60Jrje6lOaGhGCQ1wqwJpI3X0Eg6xAeHFeXiKzxlVUptuKD6hMCm+",
-	"pqVjUi62va46oJY7gPOlkF6TMwwa5podjavHmQ9oURTTfkgLmh5BsNAfdEAQ06ExnqJCyTV4OW21ebYG",
-	"73kRyQ2mRVurZcHARJtl2NeE6wHyanviqGhCAuMT5vEKllzJLBexjayqJyo3XJPMLkW+HZs9iSR7+vL6",
-	"1PxhgqnnR6fdMzYRc2Dc3E4vjOUN+QVOKRV8HKWxbZLhhywP0V7HqmX1sbid6BYlZ6/geHPNdBulKYKH",
-	"jRz0LNbTeQj4Lv1C9Uzf88xvyihP07HcVSqXL5+8ujx//PjVk9dq1PW///TizauwSYjKa5GmrVmWL3T4",
-	"e7UkbgVuA85qgSyf3hnmR6n7FElJLV8LbNdgaA4OLVRI/XrhK1Hmmxa0aqqzBAU3lnVYZ/4ngvRSzE5e",
-	"iRi2Nrgp6hA2mdlcV6JkPdjN9LqVNLwK4QgPod4q+vNoo4GWo611UQnS52KaKe8OmY3pLiW4cKe3yaKm",
-	"hkr6I0XtV8uQBOe0zHIzrtAA2e0E/hPJwliUUZK28bewPrT+Znmv0Dqp0krPF1ZuVEwMt4HLOZ4Qfk/k",
-	"9WVw/a7/9t/dxfuyIyfz000+7a3/iJez7lXUTwsR1CC+q9Nefe8LyA6pv1dMJ/fd1YccaQB8vkRkezyl",
-	"zvuo++6n4PFvb4r/unqd/vKPfw3P385WvUe/zop3/4i6qx+fZ4k8fZLkT75ruKmAeuduUAnnidlMQMzs",
-	"spYGxK/SgPRcFpAqcccuPwi2LewhCMFfHLBlc3W1PLVai3sroYD5iA/VrQb1tIjDrstt71tge+y+u8Ub",
-	"JdoCTX+BNjpJTROnmouqg6qEok7zQzKwYmt9Pl5r54ZjtMyzSSoW/9gvl1pYF11tSAVTw01OKzFsyB+w",
-	"V92VGShFG6MGOWXWb5pHxQ3POFP+UJVa0ikNgs6eooygV9d1C3kDofsbo67X4Y0yKZWEaDx13qsb6gk9",
-	"jjJcq1yOjA86oskZuRNxxM57ibfXQuxWnUfguTXG1TpCNQggHlyXjSh7DmE9rCJWI2o7xZLHLXLdwjje",
-	"sunLT0W56zXXGe5NXC6I5FSXi0VT3W91+4p17Yq91j53VjIhwcy/bbG2vILGQyzX66p9QiNBD2572k52",
-	"/JImLpHfu+cS6bkn7w+cLewGdx2uHX/rkDn3e3bO38hitVxmuTLMFiJOIgbzfcu0r+xdLbirBZc/xOxf",
-	"aDeTpr+oQygBz7L9QPGzeyySDnL3rCWsnQMgQ8o0kimUUqGheUbd+olk/cBjxSErFgztil1kGbY/6lce",
-	"eEbI/H6YRdoeg46IJcaeBlEGf1UuFv1RFBzYitONPTnaMWlu6VDHQakP+eEAKFVRZoDPYVIh+cbkKdqN",
-	"beOzAsOvmz29mmbPDx812e+owLrQkg5+ltENef1f5wSIYpL6JnUfJzFgzVoOmnCdyDhbh8xk9ABZAurt",
-	"9FYOulhq2wTYibH6yHwDbjCisXKWpbFDvkEYrbaQlsw746aiBHsv8qwY2V+BuwgYbxBWhsOpSEgpxoBM",
-	"o0mJUoB41HdCv4nyR5c9Dy5ZDodQILVI0jSh/cCh4Fy3Jdt4rUGQlvqBCK27EjpnZzBl8BclfiiKC1OI",
-	"05EU+HBCFU8kW+bZFZ5ui9oLZ8FA8wBPIoYjnBybbsmGjyzKsXRmaAMV7mh5pZm8AsqW5VJEeZudp0W2",
-	"zdhk9wBh/Vj+JoaiZCyxnkMNBm2wMqsyH6FvErIT3+Oe5wH8GFbhiX+volTPEkYbFiKSkOkDkHJqIFAD",
-	"arPXZVQmRZlMcRhQYQkcKuuMxdEGEKMdJHfjMsCnIPdPXVQbzsIB/eGzKAccFMJX08Dq6ukAyWW27Uno",
-	"z0POwqG3CJVFo1PbQXce7msmx1NU302OLozRFfifD87sQaOHj3f8qUB5VOrsILujPluNke8P+ryhtpgU",
-	"RXG57HmXC3VDO3D/OhzCX0/bA3TZEnVr4IMeymt47AamidyOwQzAqwzAq3k7+oY7r7cuY0J37nn9sOb1",
-	"p71e/QDgh5oJ8GtG0G13bh2ATcdCifnOCTK+N/JpTjaXWpn/2dCtw41Rp69H6/tbK4Z3a2Gi9s2IRrWB",
-	"/xhy00ekLu8F3geud+ao0VkcwccZFW/xYO3L1Ziz/Nkzg3yxydTHuPQbZ7K1bmWTDf3LJeqCAM8BPF1k",
-	"RTgMsbV2BKKuE+ggUHAsBGdzbJOKmbL1m/X04qhr1spMLzOd59riDE+IShxUqO9ZYHdb4o6v/qZg0ySf",
-	"rpQll4vorchNwNa8MFtLTYWSQTLjCRAUOmj58E7LeKBuoO8HdWtyD2kWxWwSpeo85lux88pXKL0Zi2+Q",
-	"Yvn85dMWhIakDmlgxdG5nr6kYMU8yrF5ocJ0XGB4DgeOUAP0mWN5AnrY4iIq811cRmXY1MPRU8RZkcgp",
-	"9N1hcL6wHR5by3KVcTZZlZBlupwB5It6AUHZqX9ackaIos+iJF3loghJ64NJbwtGYdrVx9eXXl7QLnuw",
-	"mktHuXV5Qw8OpJ/5INIu+xhXlaTujjr+bxoKQE9sbaM9XAbTW6vvgt/ILRPIFItdQzkcKdOZv0XBPOp2",
-	"Ow3eoDlvjLyqyuoopW2/zKt8WXD7l/WG+4fsB6Nu1x3yNM0oBLY9aAdOYHfAv/OGxOwDBodjv3U664lW",
-	"P+5OW8NJJ2oFQ3/g9Wenohd3j1E9ahQ3VZk6+5kO8ESLqf9DJacVCmmaCROQkpguurtmgFTBHr3wC3Sz",
-	"7EqWbQ5GYKGFkpaSWHUAPFMjxCIGgLqAEw+MUSZjaUowAdRzlqQl+E5KHJE3Av/W/HsEyXsgMR8mFUHx",
-	"IMlihM2i7p0m96jfTS6Rko8uExZnIbFn0n8hLS9HLGLOwiQWi2VWCjndXL4VQPmURhORQm+P+ljlk1xm",
-	"UGxkUkaQgqVP1ETUEMVQMngxSaQYaWKYpKBM+ViCxAcSYGDg0T1VOm7c3nlBQi55kVyL+reJd/Qz1odO",
-	"1c6crqDKOyfoBHDY1BD0iIAt6YxFeAWqcpnhb4Qklkh2svMumZVjqSzvHJlxtkbbrMAUA68XLQmTUZ5r",
-	"zDEYSYkAtpqg+KlkSvgm01Ua5Vt8xP8fXvSdsrlDuLsgUOooHstUlGr1XZZlIjxSu0fHC7CPC5zZqywD",
-	"rOhZIqPUFFKzYoX0y13PY1nOul6XQ++csYCiNM3WAKVrH5nIq2ZbbZeivDTuRKzRguHPQkmGkBXRhq3n",
-	"Gw7fNpa3kC1TAQT+FWMqNzEpk4qPYEpgEsYSomhYEY2+OpY5qx01S945qXucM5dgld2DX9UOLhzLKrkq",
-	"vEnzqupqlspTHYl0I60qVB+NpclgQLmXsDAIk2wlY4iCwLNc/lV2K/3qTChjEr4DgiOyItBuI2flTE3h",
-	"1Ryq6vHzzacgK5zmzWuz87FE1lL1dnOm6GVoPuYYGZVZ6ZBSK9kCtqz+Plq26siSYp+5p1THw5LEvoBS",
-	"fiyMJAVHJ3tPNIb86mO93VVRRwL7QjcSuKA0oFeSwsFS2TMSqyoqw5ll+QJst9UqiWvCQftHgfOg37/L",
-	"3GyxLIgF3hK7G7Z3No/i5r4hW3X2oCM2fOKoqNUGVEPhpro1KQlXnNplM+W0lftGqVmqD1xhdfXzCKte",
-	"bthemlQsKtXrdXsZ8XghA0On0xnunbuKxqqfvjgqBWBrHj6HlaGZxo7jR4W3PuywUPq9efULsSNr9x1c",
-	"xHclOwldF8gFKNPKlrxhZR0UQmLhMzIhZUitidFZ9Qq7mwqKLWiM/YToSDN1XaHbrksBkCMUrAezaCyT",
-	"Au/ibBoVxHaXpvvmbpWn+yiaA687gNIUw9l87Kkwi2onzTEXCT7Cnua9C7xlY+4dcK93x/HiDoxyTKHB",
-	"QMGI5WydJ2UpJAvfis0Iyj1CdoIW7neliBajZbRZqLMYNs8cM1/pJpL+oOcXWa7R/nFmHDCDKE3Jjl+w",
-	"EwA6iDb0EyjkArCA1GRhYcRYKp2odOkoNLkU4o1QRuEyBZ4MHUSCQcMz8Ta5Qbz8CD/R/q4M9hEZX9xi",
-	"5I9Mie96vsHMyjSTMTBnAtwDs59KRUPZWrI8wppypZUhqzbNFouoVQh1NTLWF2Ub57VqEBGDCrbGYKmo",
-	"faEm/gSrDMB7s9lYhr+oTylCdtINApy1dVKIJieYArvJiMcU/qsT2AeDrjXhmP9tVNZWuZbi3TKFeAC1",
-	"udYxtatBVDZnUopFsbVLO/6wskuDnV0KJWJP8daO/TnK8wjitkW5gUSLEm6NG46g9r5of8MyIlyJcaSR",
-	"e7MQghlfLWyOjGpF9H9ICzqJS6U74kQf68i+R8kwXESlYFalMov3Cm3rGt5PD9dT7Dvm1OdFrz86mF7/",
-	"HMmP9KnAE04O/vdwJyYaM6DhP2Nxhrx6qyTFmvsYq6MXnydDvxPn5Hs7Bb0BJr3avj8wbYCEnBq0hl7s",
-	"t/qi220NIj9onU56027cEcHM9+DaqtYw2TftVzZGDePYoe8tYui8eJ6VDGH36HLHO6UCrpqyzjoMVrrE",
-	"wWG9P/LqLhhsFaBWZ90wzbaLyLoPd1U/ox1g5LiKvboV4X2kay4eAVR1sZWU3Luk3oXXV0va8dqe191e",
-	"0k7LD6JJqz+NRWsw8/wWQqsMhtFkGh+2pM5fKqsW6Argz2bVqhC+rid1MDiws9Q6jXroetu3tz0/OB5r",
-	"93eaKxIio8azP843zxPv3bPX3ubZD/+9fv4+819cZO+ffd9dP3v8Kpo9Pn/34tcf5i9+/Nf74zK1+4Ll",
-	"5yhXtbSvxmc/+7ztZwDoQLGMo8Poe7HFdcE9GBA/XVy8NLYBuii6ay8hDycqWUhkaFA8F8YCInIO2YPy",
-	"UwtWZJkEorFlVhTJJCWAN0mdQAmGyeQZhWtFlKeJyNvm6WjV6qfngi1W5SpK042NAGOjl0BCrvCplTSt",
-	"n8XG4JuVGXBTUemWDVQAbFoRzYRL40YtM2QnYfsiisXC+kgngecDLz95D9XUgK69N3+AQtFclKtcFvav",
-	"GLWEW1EmsMDzzI00dvtRZesVxD4dpi7khoPsNfgHNSMizjvbhBkn0MgkSxwVdi4GQZv9LDZom8DuiXXu",
-	"QrfrQTNBScVe0qmmcrrGnj5+8uzli4snz7//1+WvT58/fvFryE6C7rxpwhZCh0Q1rR0xsEHU1lZXaVZd",
-	"+ABr74IVtrPKxpXBHs7/9//YS4zrUAqbglC2vxPTIS42HpI0nmjPXZ0EXau2zjgTaSHUJDV5pY08qUaQ",
-	"NCCGiW3tlLthLCx8+YYix+q/i0d/KtPugzLhzQlmRZnldCTh85ciH0v9YA7uJ8S6BSvzSBbRFMu8XbcU",
-	"YlVSGIJFzFMEBCaqXFGapnBEiCEJ9ag50Y8E6eoMfwsM+ZvC+UYgvUCPT+d+IuDCSGRET+EO+Z6+8ZtC",
-	"eR7qzZDq0h6oVtO6zrLgO4UWJ/QP3Kzg8UCmsTmWuiaTYYqEE7M1tsrYLJiTHEMZowd1qVYiPIPR6EWO",
-	"0iLTz8BPoOJfF7blAncUPMz+lea39TQO2wwrVzBajwyXtD1I4IzliWYp5S47qSYlNVLRilzOHHJSYgvV",
-	"qTy41biHfCx1ycSl/SMLYfUSeaWzgLM0W8O/mxUaQr24bZun0hufMh+QQSUKcB3/hXyMA6Sh0y5Y1DnZ",
-	"kNQ7205+2eX5zkl+LRBEEZqFsfJSHegWqKjtXYlbA5K6puJEjyrBot6RxYBUnrGSNxhG0uFoSPqNJXPw",
-	"2B2pgIWrhv8yVpqoxc6dKYd12plzSHJkuPhmWr8ptOONXjz5+26cHB8vt1bMVNyQhIEyUmxuwZM3cj/d",
-	"VNtA1Q9gnGEgaoN4kcxhz1TDMGfcCu8Mm5ITuSUAuHMNYj+SNtdWXiRj9YJIupF/AIoUy0InFilvhOEP",
-	"qjXOEZdNo2MXRshUIxsiimkFcPXsrNiWoXl0LQxgrM4gmS3D3VSurg/Dg0qSA15gBR2VSruon1WK20qT",
-	"Ywi5OZ0ZUZ9uxjXTBLw4Q3oQQ1K5oAg0GYDe8br1BH4moFh3v2DRVpG814RXUNxgIi32oCyiDbYPvZsK",
-	"AWvUCSD1eELTgPKnCW/e1b3rLFcHgXYd7blbzCIiCdb6yCPtwOyVNE+8QsbOTm6whTT0aWW2zlxzR72g",
-	"YtvRXnUsoAv6y0Skmbwy8FhmNJCTzBxZdgKZBvVk081gsG6TnAr61HYFVKud2aNBG1H6DcDCguyKlNsO",
-	"6VX19CKRVylJnW9QRqhxwtqp+TJmgnocxAHxkbvpUGw5VQ7a0flQZ/Q/i00Do0p3bS+Pyq3uzZJF1ElI",
-	"CZ8aXlAQNePGiHW3+T8P4O+pi8C4YFW3edLw8pb205VnpoV6Uf2Ui8zqdhLr9Z+TyOssmQr1QX7g9YHL",
-	"iB5540imc2XvtOJMqgdvq5hDbsXakAM+Gq9voBufRputRSMCbfjJAMBUSF5tcmEf1esikbSqMAP0mkbH",
-	"W1Q4kt5cNPZGdHo7AR28uRrRwdbxKo3v7TOgB4hUuJDg3Vpttmv1k8dx6y7mbNxQ7g+RWi2jJEZOq+O2",
-	"Ng2roaN6H46K1HxUBGPjH90KREzGso4yUcPALTdBlYS5+rjvfpGbV9aFqUiFIXC6tmZ2FAioq121uOP9",
-	"22Iti6hOc9PUSR58NIVgq7pPh1So2wuM2l1vOVFOhDZsoGi7SsevbBxjg7jXgWJpKoc4icVtHn2bPSf2",
-	"binW2HymV2CrNbJGXe/Gn86xZCgENX7GFhEYFLZKLac7qUlzZy1ubpsUcrWAMFm+Eo3feS1o9FGYHl/0",
-	"rtbFb9VVOyPjzTjIrrtk2hogAR7FiM0ErovxTT7zqO39WIHvgFFBsFqtGnVxm3+yB5/CRAkwWEJEAuCd",
-	"FCOjbCCbgrYc/OSUJC1EUURXausjUKzMaCA6FoqDOSPxA4JGybitUJXWML/vNIPruLTtBQ8qGBcwYPqI",
-	"2zrB4WKE+HkYZIsLZwKTogJiNVEikIaHxCezGXW/4PQSfJihFcFJVu7cWOpI4r7VVFJ7x9Fk0SLDSMOi",
-	"SeQWxVjWuFZRUQEE0fZVNYDb/gwSE68Ntbj2g45LUFTpxbCedhKV0/l+EGmbtQBRlJRiAS5WtWQ4xNpX",
-	"rmOlcVRGk0gplWyl5FqeLNsMijZglWnfKTfYOJNq0WOhXHkhy5T0uG2/0u4rxW0KQEqEwkGxgNfqbUdh",
-	"EgE9YJQBCf8cwwwo66/dbn/AmNGfYzzI6q90Ij6EbXYu8SttoZGOme6W82/3KhRiEUlsci72BNEp3QDG",
-	"K7mbkB45iSqW0Fhq9QuDsTmNqCTNAhH2fMs7b7MXuoXaxEgoPNKC2/69ysqIY3wVCnB0jMRESJTPoo9A",
-	"NxjqqYEZhVDgE7MRkoLNRWoyGLrkaGd3ID3UzvSxE1/dGvR6TPk/0VS5v80xyDsUDGTA4ZxBs516r/om",
-	"GpRG4y6MECm25hWLsk+wIwMYVcp803b9mrDdbjctQ1moBW7ItBzBoBN88km4dXT+H/1HB1jp5FjCZS7d",
-	"JIG1ZJM/xJTodSLoBaCP4AT1BqIROZa6QaB/PTN5PIy5qCNDRWpSTQ/giqpxvxWbNrtYZ7SsOyGhUTXU",
-	"h9VpuH/Ii3b23IwlMYJ9ppSVwUG5a9h6KzatXCAqpf2WgjITtG+R3diwHFXMfO7IWG1l6t4BWDxYTSwB",
-	"NfE6JQh0rNkFhqlMM4fRnmTSRBZhIzbhVqVPUGolyDCayCtOhXVZDtAKujjP557n4d7o+p2tF2MorzCB",
-	"vCznLJmNJRRc5Zw4AdRWbMHXQDVV88xK0m8KivphIw/CIYLdUd3E1hNICnU8QFyWcyGRlormen1jzg2L",
-	"Ed14n9w5pxjMJOmqXqVkJN1jZCc3pF23mKv2SFn4CSPqnZSpm1gjsZmDJMfQDpyyNjvHf0CC2XZvICqF",
-	"LWiL0lTLfm1YQ/gY0g9bJfF2fCYwiONzayCrzSEaLnQsT+BTYRvsxISbbgjaigOnPYRONDSTgMAtrMQN",
-	"IIUkW9mqbJVZ1oLd5BwwPMF4yCcCIOegcn6agVeZi5iUQE1snCtjqjIxxW6nAEClQmYODl6W4whvinEW",
-	"/wlWxD0Q+qnr8H9vCEPqiJXfW9RVO+HlrW5gYodHxxp5/ds7R7y9c6+3V1+C98/K5dbd6Bw86naP4XGB",
-	"FfpYIahK7WJuQhAYJFBLi6FoBxRk7yrvLXYcjjpQkNXFgqxqsWN32hGt/iTwW8O4J1qdmTcNov5kILr+",
-	"oXvlkDo5/PsdCuW2vqTbc77koxU9Vt5iquFseOSo6sfK5B8dw//z8F3QuW0XBCM/aHs9b3sXdFu9+FS0",
-	"+rOB1xpG/qQVTDtxV/Rmp17fP/TMftJd0He+5OPtAvct994F7uTfYRfQzB4Rc8EenJqIC/5g4y0OwHs0",
-	"KbJ0VQqmxqYUGIyRvXn1y96IStWYDz5GgOVoWY3SuC7O8uIQJ/jvHS78EkF9TPwGgdbAubAZbYqdKIP/",
-	"/mEdxJTaH9f5Hn4vuPtWThk2g3FAbAMaZCpEa79SbccI4w1BB5SXA4Y9YdWaBiJoZbNNykAzhtZHs80u",
-	"KkU+DsQV2J6JxLo/CA+KWQmVrrqYRrnc6Bca7Lu1yIGoHiC1qlABi2ijJMTe7zs7HiRhLB2UBPKqKlVW",
-	"ofk+Z1gsgl7uAgoGNUAGp0Il+gGbwpKyRKxZCkJRKRHcBJ4BPZNqe7GwZ7V0Z3Fk0lsli8pskUypUpEq",
-	"Pk0fImD+JyXLVxLrVaj/nfCGzZyyVxCo0i4gkUjDfgIUP/Bmxays8RjgKt0mfveqBnJhtlDznVer41UI",
-	"Cf6vU6fhVKm6CQCn69lYE72Wp2yI/jSIWwPRmbW6Xs8/DfqdQXfYa6D9rLHX3FE8sTWdBJijXgrXcjPV",
-	"kAlYZLlUtzsDqbYQV5WvyypZ7emtlloENc0uZqgfnPxY3bj1kG27O0Uq9T3OYO/QlHFElgG3yg8AwPJR",
-	"/BUXde/IUb0C1VunmA0OrUZBc2XRV7C8j6RXcVXccuqF1iARYfjcX6OiW7tfo2LmfY9GRYCZA9Un29ae",
-	"Y3kiDZLPiJ5pAFmavCYjUwVxgWQZgHtg7NFJSlP18FjGK4EVENXIcRLznb50VFuIVQNRpH1qWIcCHM6n",
-	"ON9c5iuJsE1UP2hKf3USnPI+BWKc0BPNBxc4YThaow7HcinyIgOEfDV3syRfEC/2SnMVu7rY1DvcWRfv",
-	"VawEhQSJFQCGuVmzjqWZpzrVij+SaoXWYgB3gznV5R5OiFWLcETpgcL8Hdb8m+tnbUsLZIvUSvHd4SBM",
-	"TIFrgyUzyn/Ls2zBZllexYVmJyZVpYupJUuRggmgafAIxLpUE4YgM3xaVGIfRlkp2g1hcC0Mwou4hp0H",
-	"J+f+1kacb1r5aosr53uCQxTuvtTIFBEiZcKnVyoNcPPryNjNTaQgf2otnQv9VkKo+rhWznKnHvECy6Ig",
-	"dVTOxcJ9y63fdLCuxeX7SBbA/oU9Z3G+USfV/SranoTLayOc3r4pOqf5OeQhvh8cPS0HmCDb8pKw1PdI",
-	"6K/GyceiRcVzsqW0P4aFolQ+2iWpKMVen7+in5Jivzs8UhJ4tsohV6X1PbX1VOvVkOxbAqghGrsh4t86",
-	"r8FclUHlhXYSpTCMg38SmlaTkJPJBL1V9MTmWFryG+tJOz13XW/YZo+d+AHBEiGLdSkkSEqXF4Cd9Dwl",
-	"Lk89tijYZDOWhnjSIdFWphHxAFiDw21QTEUE2HqmrRGMCMDKR9NU3YH4hu5gWZllNznJ98bNfdiUy3HF",
-	"0l9WguZj4k+43Q/GJTfu51Hx964/Cvptb3iX+Psx1a03FbVyaBJyTvpnrjqQHevmO55nJWKawA0H6Ivv",
-	"MzlLk2n5+Xi/KNXvpEV4PdbvK6eRHruenEp5Jd+N6MbO8Rr5DQrFSnB1r6b+GMukdKDEbZW9S5/66snF",
-	"k+cXT188DznrA1GIQ8uqu92T0owE/BQJcEzCYKslUMOFh3lkuF8kenJI49utpRe5twxGKxMIHQ4oRX9M",
-	"+BEO7cNBd+mrP1nt+03S4W8nDf7aw/2jKO90sg0WyVGth2pxnz6GJOlS1wVv8ZhnCLh7S44IPFCpjC6w",
-	"g2p66tmJkzgBDDyTEdoOQWFdaQRVXxrOAptIAUVcW6bzaLkUKK7kWXWImOn4prADmYhpZtp1aZxtsMkM",
-	"rrFpgK5PSGHtHaHAaSg1gD6HHg/6ymwGVFecuJFktj6DngB110RsMt2/JPJrAHOnMQPHBGx0JRA7p71d",
-	"2ZcULJpOxbIUsZLF2ytg6S4siIzhv4JKeAzMbNFecWptTbHsOdwylEK2UBugzZ5l1+i8wMuoJq0AkBcA",
-	"GhlLoBbQbbxZGmuTWLquBLwI/AmY9t3XKQ8BkPJcux5KhI8z7Nkhdj10Q9GmIfaqbZOdEzoCGfZ1QSf9",
-	"BKM9PkHv7s1m55620gshDe8VaEUJLFZOXwxVo3mL4+I2egY+asfjX6/qlDxSm9vIj6+G8BccpSlsc82d",
-	"DemdcMwj60TuIdTAWC6RPRmyPwf+RAmmWZRv8yzWEmzMHV5EgBqp2MEIloCpaWSLcM1uJWmXUVGImDBP",
-	"a3D3myO0nBGtGA1nXbAP3AtqRIVSrtGqEBaX3wwKmrVkhpXPlI2iQPLJTRksPpbbP9MvTRbFceHgGcEz",
-	"lfaDAFC2ELo33nS6nnTZz6ase+NGfbDQX/9K8Q5AGK5hDuh5nvPa9TzBzBrgGGFeAJ6J5BmR07WD1T/u",
-	"7UbDUO4QMU4P40vZ7pFGkH/srLobR8qZJQTYT5GylwDgXO/4W2gZ66FpHbrQ+6HTfoWn/fjwtDCXmksT",
-	"qBIHXd7YDx/b8zrstcivk6lgb2R0HSWpUgJqKxF+B5WqOE73JYUtV8uizEW0YKvKjeay/cHJUrwrHy3T",
-	"KJFn0GdWiPK7VTlrDRq88RhpsF6vJGdBwJ5n10xZUEzbTuzHZxeIKg0ks3ttrLbnOVXWFIzseR0H+BU5",
-	"ON3J8j3P8+18ycyKKHWm6QT4HmL9YxB0d6JuGZrf9oadCi0mEEdWBtLpuw8uVlOlnmvW4M9xI4MmSrDg",
-	"Dpv9GkLymyfd7xw26X6n3e14O5MeeN4RlbYkrA4AUXVUqwHpgwArAntBMg3wyb7GPx4ci9XYETuG0icN",
-	"iuxad05N0J3jLLe0XUduJNUGWMkBQeQ/Kt2x2CcmvOGGaRD9a9fFdmwDCA64qK3UI1cY2n3CmoX2eMOv",
-	"uUymbyE0vFq2x/JNAbUuugKzUqhwcgP/VpPdRiwFsZUyG0swIyN7AXkUCJFEaHUGV5KotdFG1tZq7hbO",
-	"aHg/gxbLqaN0mi03I4Q/fKpsEpiKlcRypRhiBhU+LYOBac0xGkYriU3vd1RQEMLwUAD2WD3CDd1zYlDU",
-	"wP93ImHUn2sjVjEYrGZuMPXIWCziFYpiqAXTPYjrBGp6ptmVTOgxNOQzhDuD4iqqzaZ5hqIpO9OItsPw",
-	"UXGeLWn1wKwnjq8EjCFoftZfghVZAHeno3Lu7I6QFCjaFHZrli6uSpYnV4kEnGITuKK5dLBBjePfOi/d",
-	"7vvS3QQOmTy0UtIqJiX6VPZYCES3gy9LChdnd+dcIUwi7Qs0cAvwS0xH6ogljps3j2KMhHUcRWNM/8S4",
-	"OKzLTiB+V/lMepH5QiidC7u6nqrGmXOY4SzxHTVmA0CinhNkFUEkUR0uzaQoDEYiApFNVvGVKE3KfZaL",
-	"Ym6zLabTXHK3b3iDgNFEPF/pygdamMpAVjKGbE9RgT5zosWUjMUx2Bo4GEPoZGvDtsNzq16xwEImokTD",
-	"krLt4Si551Q0qB3olDe2DqLqg+VHST/RNX5I9G9WFwE43d3pzAE2TkyV3RHbpnDsz58QvR6BZmJFpQ5S",
-	"76n34G7YGBSMDbKGCHupzgOVPK4jjW1tU3oaXDvCDuY4j9aQWFuu8mVWIOC35uZhE/fImboNDKsil1SI",
-	"fWEhATuUc83jiIgVWlgnEiol02jjBKGpEtPUEpQjK/vN7iPVgg6Zi246lgRvqrmknfKOjaDySZjOb799",
-	"EhPlFD62/e23zEW+scghEUYYsLdbbkw3Pmd1EMRjaTCIa6CFK3zMFuiWgigIc4DKAUY1FRXxlK3lWFLo",
-	"O6F9RCtxYkZQvRPbv6H4Mxw3xg3184LSP/r1TW7BXKAxx1FMZ3Y32mREEnM36hFv1xYr1VWh5rF7x3QV",
-	"aThIhE6V0UIfJZiEZpuhBUKcqBVLQo0fHOx1BODImtZxiX1mbfYGIaWo/RBhg6jnD+LiBr4WO/WhvBaO",
-	"mkGOBfZJdRZx8bnGJmLhnx9CXsks2cNAiXU6rjvGSaWmF8yOpGQSwCegQjaRh8Dilk5RL3eF8k1ltcx+",
-	"okXHvaHU9n4Zj6KVbKF8vkYaN13OTBPlpCmUvyDipMREwO6NGpyGtsA3GK+P4jhHJ9ekO47yYf/Zep2t",
-	"cughNd6Gci2qNTlQh1MhvrsOHh2PHqlLPk025cPDFYb59YVh/o2FYX8j4qGtwIIfjLpeu9fzP2pP9m45",
-	"2F36sbeHeywn0cPWgzmeJp5VFHr73E2Zrf+m+bIDgQwfBGxPK4g9Nh3fsugq1VhnmH2n8ILmgKH4AmH/",
-	"a85u26Ci3lpjpZGZoal5P5uyayKuRuoBx1+9V3oPMBpvzOhVqUgKN//mAOEnkmDFIY54MtmU9O8RWy2X",
-	"IkeSUrLalA+Wj6X6U7Mu/TeqTwwdmgIay60UxsVdc0A4O3fK/tBsfYbMhPzg1M8LSOl8nnmbWoXuBxd+",
-	"16qk6mQ0eMNsWHjElpKZ6mBGe7f+mHDXEcZUs9Xqv+1Ra5XBqLWpHbJX1aJb4BhwmgDuu+AISwYxuoIy",
-	"T+AHO1SpkGOrfiQNdpKkKXZoV7+a/t7eU3KNfH+aBHyeLJd1D9E/3PAUO230l/18df4p1ur/dgwmFBzV",
-	"A3IfcCq3xNXXhqGPSz+npajRUviHfWoKfqUER0VNEevVTX1Bj+HvhcPJ4zbVJKUFRKdwaAWvo8Ltri42",
-	"OB1pJsXIYnVYDYwxSQiGoU7UxC9bhGIQbVQ7zmWMwQBZZGCVqVAPrkscFneI1+xoKPzWC+qNvGcJGp3K",
-	"W+vP4G0fjjuW+yw+w9imLvqabHzQk4ebw+mdPerw3dxMcVE5XElZVBiRCkMPhY5RXTPCl7tnv+7Vj9YY",
-	"cJeNesc0uLr5uTJHIG29qgOVcuk71eUQ/DRB5cqmZ8ghaG7HcLMFkgD+RKxSRIZ1w9cRaATgxMnCTG1B",
-	"PnHUaYUAGNO+5zkY0xCHPw9b4W/KQ47CVvg+5CxOrhIaV9gOWXgZsrAVcptN0kylmMzGOn+46YwcYYR4",
-	"KkSrELJIyuRatA1RWrV2UI2nwogGqBEICRKVY4kXIbYt+kQnEJyF/2hth2iXyk1LyibRQzrUjwb7dwen",
-	"G6GYtd9+4qLmhcpExWABGKshe/PqF67cv2kuABY6Sgtohcijq4XQSLoEemDwzBbRZixzEU3nI5Zm2RJC",
-	"+sDDlSfXUFaPMVih8ThmgL5PCWPbFYFZf9epvsojnDZlw4OBsWgimWQGeylKWQgMk5ytZPLvVaWeijam",
-	"4wBY4PKosnsATtuygVoON+T1i3BasPATwX2h4AG9DZ07KtGbXCdTZzMQEJkykxBCvkJccKZtKjKDsBRQ",
-	"1lhBhLlRZFTZcK6TEQ6ppEMyIgrX+WFJOaohWDR2mfo8W9w0lvCjGuyuenq5ctTTHRGA/7ZO3HE69KP2",
-	"TPxlyr8qqBt3IgP6awdP6ucrqOZnB/6FRDrW0Lin/Q5PF9NVrj4Pip2Xyc9C/fN3ZfigTtoX0nSIpeE6",
-	"lFPw7wKr6uJsuiKdWbLwUbYUMlom7U20SEN2EiJ/OuJjwU1AhivHElTx6NGjNJtGqVK0o4E38MJm28ik",
-	"R2CY0Sf/uYsY28pmM6OWbBLdIoFNNsYIaduIpSYceteKk2KZRpvn+HfEVdoNn75Sc5eDvUSWADd89ijD",
-	"t8EFp3kmmXi3VMaAsgSB/gBqrt5nUjhD0UOtG46pmKwZkrpEKWdsrDFA929e/VIonaznpBLJiCyL+DbV",
-	"jcOz0NSVlmPpUog7HANQneFEPpBuO2aaQruF1mQFWMydfR0H2pl+/KFm/sEEBzsryqM0FWlSLGBQb8WG",
-	"m5YEVPw2dKKr8hLpsFOP2LhhTVZTToN1D4FaUayoIerq6aooswXk2PUEjBvcECXbOL++sHC+VL209VZs",
-	"6j72B/WbUhV5lgJ3a813QwWOkgSQGsAZAEMZbTw0WLIc8iB6EtQpACNre9PjM2pG8gv+sPv6c2uenr98",
-	"CoPkFN0COYMDEu+WSb5xXrTng/Uj6tY3K0FH6vRDIaa5ICDBIrmShTnE3xhydXee1TWJvGrhfbVHCa9g",
-	"+oq6FElGlmbsvg1Q966oswALR6zDQMBuc+Fu72gVQxpn5/vV31maXdUtNLyuYPQhbLWkysRFIdJrAb1Y",
-	"VPdjFj1CQzEpK+gSr5/++PzNS5ShzuyslnsmpbVa1oznhX6J2k3qM1fKWi+h0pY675x3nj9+9vT55cWL",
-	"n588D92JiBeJrHmtfvieDa8/kDwWK+ToECBSEU0Y0PivSqjB3B1khY7SHSV2PJPodr8V/Bm99vrUQX0Z",
-	"QRVDYSIQrKSR/KbgY2lKlWUWCyjoBxtAmfhQwDbZ4D+cmVH31u3Sl/D33WmBhUokK1CbmF7KtZiwOCrm",
-	"kyzKY9SuMZWUho9WySN3Ncx1Ne997DwD31AziJ9ElJZzDv17iRRFwdlCCf6pxrh0LIE2e56565Fk7gkx",
-	"jlaxd3fgGH7/8P8HAAD//w==",
+	"7P0Ndxs3ki8OfxUc7p5jKdukSUryC3Xm3FVsZ6KNY/va8mZ3hn7UYDdIImoCTKMpmsn4uz8HVQU0utlN",
+	"UrKSmfnfOXvvxGr2C1AoFOr1V791Er1YaiVUYTqj3zriM18sMwH/vnh3+YPYvJamsH+Z1WLB801n1Llg",
+	"hVBcFY8Mm8rcFOxGbCLGWSqWmd7YvxhXKeMsF7f6RqRMK9GJOrc8Wwn7ppQXvDP662+dJBe8EOk1Lzqj",
+	"zrA/fNIdDLqD/tXgyej0bNTv/6UT+Xsm9ss3YjMqltlyWjy9PTViPuxEHZl2Rp3lLye3N08Xw8/rU8U7",
+	"USfjprhemfq7h4OrwWB09mx0Cu9WfCE6o04iO1GHxrp9/3DU79NYTKKXljR/7RTc3JjROpeF6Hz6ErVM",
+	"pT+86j8bDfuHTkV8XspcGP+Sp+4l/XIMMN3Vz7+mYvY5Vcn0ZLhjusOr/vPR2fPR2bNgurhMDdPJBU87",
+	"0Z3mNmhcpiSTbqT1KbaPdBBMkkZaGeM3nU9fPn35EhFbvsf1qnOmY7kbsQlZ7v8rnPYl6nyX6fVruZBb",
+	"mzJZmUIvRP7I4IYc9PuMMyMSbTejStkZ4wXTKhF7KTMEypy40Vhijjru/d1B/9SSY8lznmUik2bRGZ1F",
+	"naXIpbYkGhg7S16IzmjQ70ed1TLd8wk7r3cZV/UpLTOu2FTnbJoLwXiS6JWVU3uH/8zyvSdmZqkFEo0v",
+	"5bUbWNRJRSZvRS6FuV6K/Drlm85o2LcjXvDP10uhUqlm17AAMBP6wSRzka5ARp7Rbimft7d98etth91p",
+	"I0A4SCDAapJJM9+iAV5mhWacFXopE6anrFhrJlS61PIggoAgAGL3TgdDL0f6g+ecP5uedft8MOk+TYZp",
+	"95k4mXZP+2eDJ8OnJ89On5/BvWKx1IVQyeYaeUHnqci7p8PukksrM0zBi5W5pvWxw+AqEZndn0Bo7v4B",
+	"FHeXpVnyIplLNYO/c1HkG/eHo3LaGQ2/IJnx9Z3RkKgOZwgvCrFY2o/2o85Ep3Z0v41xgOPOiJ0OIzbu",
+	"iFuhCvvnuGNHPO58CTb8PlI5Ol/Tqk5kltlhRp254KnIYcIvtCqEKrpXm6W9hy+XmUx4IbV6/LPRqvPl",
+	"YJLzfhPJ1SrLSNqIPNd55YonfyrcdcupJW0suy9EMYf9+e7thysrk8Tnwt2ylwbEhdd3YRtYT0ubhrHw",
+	"z9cTntzo6dQKjHkn6iykCi8ZS7F8pfaODOfeGQUcE3UKuRB6ZZ886dvtAfvG8a1p3ZLbb1/lWWfUmRfF",
+	"0oweP6aV75GW1Ev04vFc6xvzmF5sj8u/A0eauVwuf0+WHPyLJf9BWdIt/Q6e/LT1seC4+SCKItvWo9yp",
+	"4yW2PX+0Ev7QiVgxF0wXc5H7a8xL8H/CA2mw60AaVA6k/mEH0uBfBxLs/qHTnO64+fF9/wTbvOSiB9nm",
+	"z5999ckz/H/t5OnkIhF2ERhXZg0C66x/wj6I/FYmgn1U/JbLjE8y0Wli0bP+yUOdT097z/tn/yTnUyCv",
+	"v5ZvT3qDYf8Bj6cPJG6rB9NPQtykfGOsJWuNJyYVe8dzWTGBSs7PxVLnxOspl9lmB7P3hxWjMcm1suvG",
+	"nrNv2Dds0D37Khbvd5+KJ2n3aXI26fJTftKdDJNB2hfPp8/4U8eS22vXv+o/K8fUyI7bD51UHlrylbGH",
+	"1pRnRjwEh5kbuVyK9FonySrPhUoEqrpbHCQX4letLHVerXK9FI/dSjWyUo3+VTba5h5Yzi4uMDKMMEZq",
+	"9XYpcl5YkRDyzQc5UyK13LKWxRxUF54upGKFvhGqoq6YfHqNV0ed/508Lf7vUP108/z14v2p+Z/bQfKX",
+	"5ZP5f6Un0z/zZ+Kj7ssfNle/vFmfvWpw33nP1qCcVq4tS3e0G2Uw8itwqu4cN1fs4t3llnMrHPLJL8P/",
+	"0c//fPPfg0U/eXrFTyf/tfxL/mz1k3q1eW2epN9P/6/84fOLs9u3swOHDBL3j/ICNvgrt7yAnorohras",
+	"5kkX7DnR7w4mw6T7ND0R3WfT0373jD+ZPE2epc9Ff1q+nycL0fliF+KKm5uXoBpWlWGrLrJMFIXII5aL",
+	"qR05m2yYLAxz5064IHtVwMHOI/eZJUG/3xsMntUV42H3eT8ddJ+K09PuMz4Ydp9MzpLT9EQMp4P+vU/K",
+	"0/4pe6ML9p1eqbTxfDztn36FCve7nWqlv7RUxXiTFrbj8IJ39IYng22pw5eyt+R5oUQOkmctJtWjy/OM",
+	"tyJqcRJubgITihfAMhg0ITrciW+Gd1HV7n9YDbunyYnoPp0MB93n6Znonkz7yZA/nTwTp4Pd5pcj/B9h",
+	"Gfw+bBXGIQ7S8Nt4y72o138+OOREQxq6tzve+lCanQ28teaykGoGPnLLWvbpZo7q/7/BUQ/iaQpZ4A9k",
+	"sl3eovs5hw5isga1w0V4Ueug+Mk+n05NFxDTqUgKeSuuq/GXySo3BW39MB4TBASuE61It9xQqMb9gnef",
+	"tcdomsI0brG2NFSez4QfWSjqIUzdOJrh9mBAd7iL4nF3ghw27YecT6gcRZ0lBOc6y1zjlhDKbvXOqPN0",
+	"2J8/yC7xu4AD0yBrollY40wIgaEaf6cgWM3ASIVJcrmkeby1+4KBa8REIE7Frcg3zJADoZjzgk11lum1",
+	"sebDohc4Q9Dxt+WMu4cHZ9urch9zmt6yx3SvBmC/VMU7T+bCyvhcZ2/0h0LnmLlRodlFtrameKx019g7",
+	"4hEYVrkwS62MYHOdpYZxluQitQzDM2bmeq2YVtkGAtERW89lMmdKs8R+kS34ht0IseyN1SugPzqY/SsT",
+	"nudSGCYLVmjdA877ZSVB9SrylUA37YJDKotaLazJ4IbX+RR1CjyuTJFb6sKslzznC1HQxC9WqSxerHKD",
+	"FmR1wldzwWI4ORK4I4ZI7FywZS5upV4ZtuQzYUcl7e2/rES+CYL/+NZwiPXhRPh9H96v0btgC20KVsyl",
+	"YQuuNkyoAshxlIopX2UFO+sft30ehE7l6/SQlytyYQl2BgJUKvxr4GkmVSFmAi1Wn4PwA9qG22SaZnqN",
+	"aQg6Z/E3MWwpSyo3Uj2lHXYjNrCb9aqgk8b+Bv9ZKz+ZJS/m5VzQAG5f+n/PhZUs//a4TG56jL+ax5Wx",
+	"28lclrpH43R+5DcC9jxLeJYxw6eCFRpjHT0GkwWF3g5HGDozOcwL5RA+bIX1OSRFLQUvvB9irAxfCJ80",
+	"Ze+EC1ZZs99Y5cqg9EGFzz6GspIN+314JvYzKLrvxTLjG5GOmKVJfM74WNW+yCof5CyV06nIhSrwm/YE",
+	"YafDYY/9IDaG8VywpchJIcD52melYTwzmhmhirHiOMc4oGX3B7GJGcqUcrXJhHLWT2+sxurCvXAuMm9X",
+	"w2wt03DDMq1mjJdktPfeiGUR4QwKlgluirGKv3/79oefvn/16vX15ctXP757e/XqzYv/vf7p8s3Ltz/F",
+	"7Gh4OrevJxY8ZnxaiLx865obWrE0gqOAySnzh91YHQXvf//q6tWbq8u3b2LgcHiHS4qL/TPxsbX+RCHS",
+	"8itGayXyUckJUhmZCuSFtVSpXpNljisMy7ZjiT3bwNs5yEY7k/VcKP/1I1mYsYplGkcsRvax/3InNb7E",
+	"iMIaE+acxZYTYmZ/Qy6J6WyIWfzblzhiRqpElLRx3xkrezQeR/Q6lRqmdDG3BxZ7q+AYLVfQjc2Nn+Y+",
+	"51aMGmMXoSiZbZoLMVZ8xqVC2uFmy8XKWANIFn6zcabEGr7SYxTkFOaRfQ9ys+Wcch+s+cYLGZxkKWZq",
+	"3FwRngv++bVQs2LeGQ3PzkBiur8HUYNgv1S3shCXL5vFpYRfmUxbBB7ENNvl3VTnCzjcVyu4c/vzP4hN",
+	"27dvxOaRwYBvwiRR3eqObCKKtRCKxfP1dclnlFEWX/vj70Zs2gX19Z6xB4R8cto09NfSFJcqyVZpgw5C",
+	"nJpJUxgmeDJnshAL3DRWjNifI/hTKprYTDyy11cqZVrZG+AEfcZ+lN+G0mFkRae9m63n2gh341qvshQY",
+	"1PKcNCxZFVatyQsgUKJVIdVKGOfsqegLPfYTnXSywA1vR2tYoi0n0k/FXMicPtdjF8opQaDdetFw2u+3",
+	"nfSSiNWkDIEP4FMTmd9lXL2BFzQxiTUAHhlmv9Cy1PCfnfoYqqxlWtzSip/cvun/91fe/bXfff6J/nvd",
+	"/fRbP3oy/PLvjcxMu7qNoV3uguNlK/YcqyL57PldBHc61o7LmF3stBAwsn6vbem8O21TcUbs7ygZrri5",
+	"afs8iurf79NwYrZ+HF0Qv+PnrSXZzvJgaH4lz+9SRMvPgx3ibBwwQ77l6Xs84cCcRWcb2vWlo22Z60km",
+	"Fv8BDrda7v6CZ5YAIu26X0MbGhQ9UColnNDsvz68fVNJ0RcFl9bwtLsC7l6sjD0QGId7mZ78LJICqGIK",
+	"rhJLjce3g8fokijN+VPwS8gC9v2PblDue7Qmq1yNrFa4nguRjWhao9oUgEiHUfYdvgEf2V5YpzuAFUXf",
+	"iJhZJXOrPvFm6kSMM28qOmmyzq1mamcBWiDo2vjuTCphL5H+C2/7/urqHUu4sq9c8tyIXudL1Hmh1TST",
+	"yX0XWumii7lNkNzQ5CTmWS54ugFVvXmR7V2HeGpJbUNX+Dna8d5rCVLUZRSg2LSztUzjk6+a+eXxgV7i",
+	"kqmel0xl5ZejavVTO7mrRreH5C6jV3kiHPNIxThYbORE4s6HJA2s/3c6n8g0FeqeDCCVWU2nMpHWNoBA",
+	"aZ0JQgsbFDh7U2nQKiFS07L5rX7j7wnCz6UxOQ4rFMYdfPk53FOpUgG9vlJnsldynJSLfBlMEj+xb30b",
+	"yGLXCw+VrlmZpVDpdlQFZqundsncLcyHmVso5A4qUz5zDqqDfRnaHC5ovFKFzDBzkjIALL+sFuDSuiNN",
+	"8PQsv7mPIltTfzied1whjdVSZcomq4JlPLkxFYarctNRvL1G8TEIUlSyZ7mdHx8rfF4WLNUCN9VcZ1b+",
+	"UNBrm/7sKK5P174avY3oiYCRODthrMA81DkzmIxh0A+yc71g+77RBYbN7y++p+75khHfaDyPvBckYLR2",
+	"EW4pM6UY/sPI2dOS3d4EL98rWfHGh2EwRwsnWCNcdzYRmVYzA4UxCk0kclLZdXnHN5nm6ZXWr3k+E/dc",
+	"nkLrbuae39Kg9C25j5xvtVl/cjoBPCM+J8D9sC/kr+Wz+7b+INj6pBuyQmuGw9u39/08Hl6NgmlZ7nSD",
+	"Afpfaf0jVxsaqbkn/XNeiC5QqC6q3zrae7ebFUIQwdonqBd8wxb8RkCFHDxFgwRHJ7o3IntuQ2QO3NGr",
+	"pWWzYb9/jhqO/XXAzAHLNgxVFa3Rb+8+uG/ZKtN/mJUDunEgFLKe3U2/rHTB2VHswo9xxOKtQKO76AOr",
+	"9kKl/C0ejZWdD4vhhV3kdZHGUSBIlfhcsI9XL9hCpkrO5oUPDWTcFMfn6PQdqwkvknlU7jHPbhty8unU",
+	"XuSpcWWN9kDA2J2lMS22FfMRm+Z6wThLMonu6jTNhSG/+jIXVjMWKRv2mVR4gNGJBkdCkClonCtp0Gdm",
+	"rI5iu7Hsknb5qph3p1xmqxwoMxFTnYvQgwke5UxDeepqedxj74GTAie0XOADMfzSvbC/eBf6TN4K8EME",
+	"Ybrgvm0b9nu9Rm5DjgZBueYgOHFoqKiDS3V3JM1Hg/oN0SDLYh+Vnb7O5a8ivbcaC4TvUrZhXX+FlfLH",
+	"v/2aUIV9r2gVu4FSEph5K3Wj9FpFZXF6zjAL8iCddFDu5sqk92zkVXjvw4ngieA5eLNuhIJ5SmOkmkXh",
+	"hIN50txBPn9U4vNSJIVIX2FGzT1XrRC54ll9yWgjWNHpiWH1LJFNG9ervMk+idVGc67STIR732rVYEdM",
+	"BGyl2eyQRTsLXRCXNGAI7IucYTrRXluCZvkwK1e6dOHrpevhrH+CYRt0s8MAybLNybdtWMoLPuHkPPio",
+	"lrlOhDHWiH2lClls7rmSsPs4jjBcy0sSiFMpslYzsZTOdnVk5ZERW+VZROHSSnpI1IH5Y/YE3AwrkEGm",
+	"uzHcal0d73dSjE+MzlaFYPOiWIJzpSiWhn18/xpyJ9wbGr/U8EIKG7IB5EzsPceHIRPhBGnS+9gnIO3v",
+	"4sRaiyzrkmPNGl5E/3O0W6ZTPMRpOcAczaQpMK08xiWIe51yZAH4h/3XMre2TyGRT8LUmsDJmlpNhbIP",
+	"a57Walp4/ZT6aa5d0JXJImKxM7SsdpFkEgKWcqZWy5gdFT7YbgU7mOl0zMP5YDBbfrU8hqyDG7EZjVf9",
+	"/kkCx0AK/xZxr2mIYSJ8y7TUKiMfG56PW++Q6UMH2BqHWk2e36YnyQ87Z3tr5bBMrRLEs8yqsYnOraWM",
+	"1vBUrJ2eEMERuwTZk2V2CPcjhyLP+tYPIQDGfWntKgJ+60AEbd9m+oAOIP8inuccsz9KreevGFEgnz59",
+	"oJIcW+HkMohGvnAPTfICbwLpm2VvpyDfdo2O9poVYtXNZvXxm7YUG8iusZyzzeN0yYgkF4Vje/ahTL6a",
+	"i1z0GoMiIT3c57en+slP1sEDVQeOED8HLo6f/u7VgXe2Uz2Il/A0lZZQPHsXjIoKoKoDre77HVvJFHpp",
+	"2FrnN1aWHr3/7gU7OTl5DnYiiKVVscrFcY+9XcgCMkiU3Vmt26d1u9R0BZbxiVWLyEaCRXf6glMTfILi",
+	"ypBjKgrD6pBKumMHNYUd7W9+7uCIM+dM49RAZV4si03kkiTBP3cUfxNj9tnX7cjt9aVKia2hvlXChSM2",
+	"LqOITgVubuxQatup7UV2zu55tVpMRB6xQddqWel5mebkSB5/7474Lg3NGWm9zu7UuaiTrnLQBK4Xptli",
+	"g1ynIhhPofUNcNlCZpkkGV1hK6mKJ6fhl/tNXxZOza8z+abyOdS/w3CYEoVle1RWwR5WbOWtB0pGO7fa",
+	"maWRVvZRq5L22MVYVTI3wd4MqAfm6wi2VswM3xhmNDuKDy7lHSvw3za+8Jyh2lzkUqTIl1tbQK+KROOu",
+	"2ymfkDRv6e4gVnuNJRWNCZCgppyyH+S3LlroaUFJKSRecgH5WlqJxkH6bwV2f7OAazhqG8NT8LpHhnjW",
+	"RGyysWaGVjLhGYS7I5+dJlK67ZHBBBTDftbSalmYlxax+HysaO1hRkqH6boLwY62GIjy8NHXr7QSLteC",
+	"RgT0uBHLose+1SuVinSEuT2YAkNJN4VmZ4PhWIFDCJQqZZV6SJE9Gfp3Wa3KL4OdHF6iybiEsKjmdOEq",
+	"Has6q8a4qvQtkL4LnmXCXjKafFj5zKrl9r1prpdLkeJDPfY9DchK6rFa8A3uiSA9GocD5wYMagSOLEw/",
+	"siOH7CIulQF5YH9LuBERi62KB4oyBi/iaKzi8rXgp9M3QuEtView/1pyY9Y6T/2/4V83YuNUbm5PtBhU",
+	"6UTrGylidmT0WMUX5MsASWbvfkE/Q6rgB1F0/YWFFWdg7JrjCJzfy6JK6qiJzk4VTuaWvmomDIt/Wq+7",
+	"F4EuS597l+vPm+oPvbGKX2s0eukuV69UXr4RYonKECZcwW4XEZtb/rHPLHkxx4x2yK+Kxmqa89kCDgKV",
+	"2rM2l2qqKb630LcCMlV8mtP+Iqmo6sDrnPQ7TeefKXhe7FP3nfymmw/XOyrlU02SDNIWKOW4Jsm81L/r",
+	"zg8kXZhXXlE+fX1kMP/qAVpK8E/taoNTUOt6FaT2eWXhkdnSJEzEdJbazYwbeEudcEpuqy5B9JJYF1B9",
+	"3blToXC7Q91a6DSuFIkerFU5VWlLr6KKt6SlsuEd5TNyw2JX2wA57jwtnfZQ3MAu/DnvfPY0Ow4Jlbif",
+	"0LrYY8UdrN9Xz9+GPcAL8A/RFkD/4WisuiwmXSQeMc6Gnz8HnBumIsc+qcXKji5kcOebGBONi3xjJ+F8",
+	"muc+2ui+J02ZBIOP21vh6alUPCufrH2Tp3AT7a0w44j0FjyHaxrUWLE2JQqzkLbHjIe10gGJpgVWMGFa",
+	"KJHJV3JFHftkQ6IoVai8UlTvVVOwE+dArGXpUmCWzGc4kPAKfO46mXM1q1zHSpDyh7Fyv2CR2zXaJA1P",
+	"+qT08LcbsQk/bv8kLwS82p52Us2u8XDs5bpwd+IV08vFjdiIND63R+lSJpWpwAUqssKhwhVKcLfPTDO9",
+	"xjrI8MHgqn+6ctW/wY6RWCx8gb8WPO6vIfBH5RLmLtCc3cVgmJjr6lKo6OjEizlVHcTsiLPJKruhTCsG",
+	"KRH2N6pS0fpmrCAAx83NCHOgpzJzWhWbU1jq+NzrKz103F1LFSgxcPFaqmu0SHDM1fv1qojZkU9Fwuje",
+	"I8NiuWzR+HlSNIm/0unIjjDad/Hu0tV1uN/sEcHNfKJ5nro0kWNyUqJrsoxiJHqx4Co9dswF3kvvrCR2",
+	"Y6tlxOJ3bz9csce3g8d0307fpX0JJK4seCpcEhZHBOax0rkrPtoaqPONOiQRWbQQ6A5uXRcAaLNHUOg3",
+	"yGramD32RmA0GneZlYWuPujj+9eML5eC58ZVBOlcziT5r45iFAPAFas8u8Yf4+OoovdTzj6EDCHzLphz",
+	"eb6g33ZPvrBLHbtuvvtuRx08grwYOaHp6QmL0HgOYm3g1/vbSgl+Lz0hVBKcX8orCKEjwCkI+z2NrWf/",
+	"t7xI5oFrrzptKoA+cN7writubtz7voCb7BKfJYBfqdzfe9yR+O0dY8Zj+yvXyr1rlRX3d5CGL2l0otmh",
+	"PDKQ2pYVlNUBZiGWQ1ixo4LCGjzfSFKBbh9jYSAl/QbVLFAR5stZXAYeZJXbQVFBbzpCVRN1cXYU//kV",
+	"ykRMW/tNpl/iYw9yMdHpZlsb9/6tg4JqHp5t7xN0G9Aaj8AGnT9fiTJyS9QMMC3AizrnKQauHXyQpWmK",
+	"RmvGBM8zCaXOwJvBlplonQkOkBqWHHvLCuw9jX7ULf4/OEBR3TR1ht4C79g2iaRpoUrknKq1WrugcJQz",
+	"I9UsEz4cVS+92xYtDdGKb3PBbzBNphbQtLs0WQFShcvfCXxpgQc1/LU6we8wacGbfYALiqctKCaAtlBQ",
+	"hWOT7Rt1rKKTydm8YYd+EJS9g0lscPDZVy9zPYM0JhC1YDmkovntINSXuZ6IFi+CzEDRUeSW1EowuJ2t",
+	"ZZaxiWCZKFgxz/VqNr9/SNB+YZ8jY4ILhZYlPnD/D+YiEaq4TjIumxzuL+A6qlCQYQGFuiWRQ8JGGAMA",
+	"j2URoT9yLeRsbjW5Oc+mlMk1lbdirBZSrQphUCxOVkZCuibic6BCw8Jy4h9fXb2/fPHh+urtu+uri/d/",
+	"fnX1IT5mc34r2MKagolhBpDqyQMj87HSa3VegvAaZuY8F4wUoz+NO3B53Imr1NMrxMAkUmG0o0MnicvU",
+	"rOMO3J+tofAhLEBMMm0ga8eSrGvXt4N80Whs4mQatsSWs07ndlF6sx6LG9BvRqenJ83RdNTqmuJg+AO5",
+	"X/FkW9vp1jZiyCOOMsC7gz5zXNBIGsJuauFKy4n4zQDiiUNRNTOZLrxrqWEYB3jXiLBugYLlD+Rc1Cwc",
+	"Q2FVTqO+2UrSNqokuMsfQJt1gr1JlW31aTrIG5HjumFlDoWbcFcpmbGPHy9fsiNrb/0qcm2OLZWxCKYL",
+	"ZgjKBdRp5txALKOy3VprD8O1gGFG7erbC55lE57cUEp784ygKg+z0qeU5GGfGbE1WOXgUVQ82w6Tspku",
+	"euyD52xB/tCxit1L4lK3CYr30WEW2afQyEf+uK49hVXSqeApnPV8rJyNV8J8jJx5mskbUUOKOLoVuZyC",
+	"xCQMzA37UHCVWuv2J0LkY5mc5DzfnI8VjIUe7so0htR0qnWyw3LuXpliogv6s638oC33yBxjxfhYxaEH",
+	"f8TqDvw4co66sh6q9ipKF1/qTCabMgt6rPxwwNJ1eA+fP/fYd5inteAbSFNLoZyIe6BJZuZQHSNnCn3F",
+	"VjyFtTE3CoVxEIjwge+BjwM7CL3SSiF4OLH5r1u+uXxy+f37TfrTfz/vIHDcdZGvVIJ5LZRJcTc4uDrw",
+	"35c2eD1ubq4Px477cqcgPx53LoxR2RERYmeYHeF9ZjhWI++O8e+JtFf3IeW7Hu1zA1PkxP4z0UoJcBpg",
+	"YOU48gAs9NZHxtll5xBZYAjRAeGN3mF6U8kXu4SvE03e2g1Wta2gHNqGQQou3Bi6oUM+ACTPZp2AGKS1",
+	"Yh2PbIoN4bGI29LcXTi7r/l5RUFkymUPe3LtEt+hR6A9Lu+EcIVLeuwnDLApF1nbyxBxsN9ABmKEqQRy",
+	"kQawXNDHiyga0mBQ6pwyFOG4KXkJUzTWEL6e86VXzav7b19KxJNdORETbsSTU3ZknIDn2XLOJ6KI2BIk",
+	"4XFlBSebotEzWRdYu+31yhgg9yDTaoZV23gHjZmcFc22+e+VnsGqWxvi1ghBx45iElC9epJIPEKEE5Ad",
+	"Kh0rRZ7WsB69TEEIMdqOG32kXxclBhnUGCPeIY3aVNdwKCXZCd50a+3bdmSTK4CcFwfmKnrczLo35CBv",
+	"ckt2bGtG6vY86oLKFYc2Z2zaWatEZN9BKKbB6NAKmZZOIEiTt5ovltr6bHnScFuSwl0l0h3zwiHsffhz",
+	"YWeFbXcmRqDJevIB+K0uanjeK1b1NcYHnBBlL5jrAxe7PBJ9wDXAevVdGBpPO4eBeaCnrgQV+RTtJg2R",
+	"BItt0JTcSZdGnyIyVelbrvGFb7rz275d7W9tYt2XXGab1x41tcGeszc4+EA05pZLO1sd1Igypdcki6Rh",
+	"K0WFlQ2JHQ2NAetffenvscq3LyldihyKG1O+OWdLu2FkEWHdzkoEFn01cBKWQx4iEbfaDm7RBD5EA8Nt",
+	"Fg7tHlK3+sHG5olNKwfGzKtmhRgiD2GtEBqlgQe8uixU4NOsWoiM7Eu0hJe8mDtvTKVQ+cgltsbbdUIY",
+	"0YBVsUoWjMZjvlRMquYio63N66uOGlNWpCEAGYrIVr/QUKe0T1dFApWfbV6QXFzJRUNcKtMJFvJtk7ds",
+	"9eFo6uTXI8QcZ79qJaISdk1Pp0YUhyehrYrkUPFfmzOOGt+wa74P4GnypLt3IO67TK8bMUa/B6jc0vlC",
+	"4IkkvqBYG1MSfcvVUK4ZUZQgETdiM1ZH8buPKL2nmV53b8TGPP7tRmy+EMCGyIwIUI5vxIY1PfKNvZ0n",
+	"uTaG7gT3IrsYKzC0oDjbrjeWOJH8tfINU1StzAMU4hG0h56KPOcZul3KfC3InZUFA5wO4/KB0ZGDBrDp",
+	"sYvdOLGY9+SwZelnDz15BUnWYFO7mncFgcnAH2DnO3KwrdqUj5PTBoJ2RxAXEbnvteucS1ZqAu7Iyojj",
+	"3lihKQqO2bk21h53HkcaXMTktIorYheRq01EJxfHur4eGwDywNkZS+Y850lhTQJLnvgi7sZ/ARTPuBv/",
+	"GkcslTM7bTDoejEANMbdmMWjmMX/GbP4P2IW/ymuSpl6U9/dsJYhYt9F9y8I1te7Hv3nf/yp++k//r1p",
+	"Z1faFW9LlnIlKQ28AungUIRNzZ/1j9G0OHqA0sgDTI4qYHFtCvsxolGSSMXQY1+CJfSdRUYbpmLYBqqG",
+	"I1Ej1CL8ZtctJtwIzv6smUvSbS5ooIjQYQO3uy3Gz8R+zF4okp9s5/jDlbzXEUNo0xgnIWpUl6FWJRh8",
+	"se0UaEfPvmjHzi43Sym2Qdl1sYcacvYDbPOj8fibvzXs9ePdm31f0jVM0UtCheW8OVVQHZplHbykkmjd",
+	"mFodVNtAkQXZsYcd/F6G/fF51Q+YR+2ncWip5C5xzT2b9thF4BwoZQEeRME2AQejG6ndy/bQniCAeCb4",
+	"rTCujDsVu8yzOwrAEqT4kXFRpQaB2KTohHvoLMDIH7g+Izsr7kLBSUj7eMzcWY4ifk08MMA98fB0HrMj",
+	"+2fE4sEC/neOGa/llh+YhxW+ETNLnmDBuMo2IwcipKeAowS32gHik9Aq2BJyrAZ9tjBuM9pbieCV4Q76",
+	"/S367iFwkzvi+6urdz9Sq59WLyX2AkImdlHGwOh0Lpo/v7rqRK5f0LuP8L8XVy++70Sdl69ev7p61eiv",
+	"+V7wrJg3yb45/LIhYI8GJ9pcJDcP4D923RV4MmepAPA7lWwYvB5q/cC4PYqX2hQzBCuKc5FKEx+fOzAk",
+	"K4ZiQA39Na7pXu4xS/cb8F6lkv740uo4bkq5vsFyheBLLE7FLOepSCl2zMMJBKAoa53fGG8NHL23Qzhm",
+	"0ozVSkEej5WW4VrCSN3L7bqV+wR+2i1RaQ5NMhVh3RuWWzlM90JDcBuSvdce/duwhATM1+uQu2rYv7OC",
+	"w+tM9puAyWoNIYxxTASYNoeb6m2RNw9hH+EJd6tvIC492RzkUlW6aIks2F9cUwOf9t6oWS5zMZWfdwWf",
+	"KjaUJwmMuBBZBn8Zxpc8r3lj5mupbq+Ht5+f3vyy28O7S5FAbvmA91rVdCeKBwfG6a6WaHzK4v55cPCh",
+	"yWYn0HYVQsX5cnzwRmb2UCYzOEfzlR6wQzQFFrtSCVuAy+nW7biJD+6RN0+rTCwTxGUrOniwKUo6l4Ro",
+	"38uI3hGoSDs29oLfNOxh92mp9pT4w3akPI+VwTh//chf0JE/eNKfx+fexREPnjyb12z5p8P54Tvrp7le",
+	"kOsC962xZkbkbY2g6kWvFTZYqH7O3vnnTE/E54jdSs4MzyA5LLAtzhqQJ77sofwdcFNI+DZkJMMPO6KV",
+	"uOtj3NWoqZ4MA+nQY5dY17cNmdIsE04XvxYnajJ/ssmTs/XP6XJ6OuNPMyOGe0+XcLDNSCs4zwfwYHqC",
+	"7bNiHsjiqMi7bRUAxUnMjihQYQqZZe609NhOxxGLqZIN6g0QrC9mRySNKMuMHNE5V8xVGLvTH2+k3e9l",
+	"Q3N2yWs+EdlOLWxP+nldK/tBbLqIW7Dksjx3vI/LMhiiG8JjALFPVRCF4KDcO+vd/luo27jX6x3DmTWV",
+	"Kh0ra19iX5xqzO7/AHTMn+xbRku+WVhWcK1SyjAg3JSJlBkdUUX92w9XY1WWX2DdQ0xlftT+jiGhAsQC",
+	"LAR3eXCkWGODpxKVAb7m/bnSoHvzyUntZM70WuTdhBux2735GFyc0VhBjbh0sRRO3ZrJLWwfDMjJl8ve",
+	"zWoiciUKYXpSP7YasdV+eYkw0Se361iVI4sIWPRzAThrCfbHq4iNC7VBrzF42F0vLatySxL6QIGxOoqJ",
+	"FL7Kj0r8jkfe8ywNEgKyLHO5WCD2DuFK1H2ixCRl00Y7X2hZgUtP5U4hM58MGzbtj5C0bDetaajw9b0d",
+	"myokUtGUnurzx7GJIia82dNjpnWKlZNlWilPj5vdeGnYZHnXB6CWWaRt7sCMF0IJY66XZ/1GFJ4fRSq5",
+	"Qmky9eqzr+2w64HBXO0V6w1etTvA6Uuk6bvHdrhxyhT8cmjPnzcO7fnzYm4t7USoAio2pr6R1dd8l9IM",
+	"D1w5uwEzMS1cobklRKIXorUAIG/x/WN2/CPXEBsRGA8OGm7baHlRJueZTlTJJnRT3MorLPn+DWkL9wAI",
+	"gxxyqI6AdC3oF79SmUDn31zwvJgIbn90YLuH2Vr+yTvZg3fMQGqyuFJIQLMyG5wFEHtEoFHqx7Nte1n5",
+	"C/lDLZEC/zulZ2bCSveydAK6hUaMmwTxKive2YYEiJoCUwVJuQcDVcD/QsSRyiLUDItg1m0s9QBqG3Bm",
+	"w5x30dyjPweExwPfnthmmUm74wrdEjNReq1Eer3rC++aVxRirLciWFSmmquDmrTIyqQax9FM5+K94Jh3",
+	"epjpUBaC/vaP6IaL9U3sclEg+fZAJ1wqecaKZMkG/Z79v6ejJydPn49chvAoTBWmniQNXrt6ahZSpME2",
+	"qU+dqMqwkp3iBOSzq+a1c9eWz2WK7iIXQB1Dh2apZo1BM8rGMlXVmtKttvqeagVpNZhDDfGnGJu0xxiE",
+	"cvBTClOnoPmnT2NwqoqdB6i8mB+AUQPMipi6nIjSG1JDmYkI/oXpHOpsCHADFXBUp9Hj4jtb1F4sDZsI",
+	"qyO6okRIuqAiMWpNi+2fxgooP9PCYc6wXMBWNWUICrJ3oPhGl5iKIm1OnWCVzAlsnYIjB8R8u+ddLEWh",
+	"P02lLMm5mQtIsSgrrgCdYSHTLpS1gZm9gG67vgPsRIwVYi/ak5MdwRqG5T3HIWiSmwvMlnrLUmvXsogO",
+	"vBtKBGtjrXzXqZH0h2tejECjimkhPF5KGpeUhb7SqbM5PBO5Wm7IH+dba+f6cQULWK6eb/XbG6vm1I99",
+	"RkhktbElz6HIvMA0H/uPqvMC+PmwcPCWvHsH3eC3IxxWokEbWTDhgmRMqgTEZsIru0QP4/kOGukflh0L",
+	"46BE0m3xFTS6pNFzY6dzTujjdqUwUbHwPaFJVyK/XMT6tdzSQNG6X7/LB0hgIK2GqHW3ZAW71g+gwgDL",
+	"3Dtvzp3WTd5YwtDnhr3/7gV7fnr2lC2rx1BTgq9DrmlIy4Qi3yAxk+qHwB9M7UXYfLXgtRSL3Sj4jXEb",
+	"Qr9viaYET+NnSxx5nLQ5PIGhzMJtUCNL6PvtLf3x/SWd3FAeMpUCW9eFKaG+CT5Qverlz2U3F9BePBG7",
+	"4ya7S0qSejgeAfm3zQKE6N+eCLbopb4GPidAKogDB0MvF7TSW4FRc4WmDP3N8g6k2/roOYv5RK+K0STj",
+	"Kii1dccuuoIWGrR2kcipTMrCpKCEzo87eNsdlqKe7r3BFntAziDGQjuncZOWgCrbed7b9RejwAcJ/t9U",
+	"RMzlVwqVLrVUWJ0Lt7M5TyOnHrra47Fy9bdWxbDKTRcdfwJ6OwepULvOmhaj3g3Zxa++PkRaNiY+x5mE",
+	"LYapusynCwWtiA8KoB6AwtLUoH8mb4UqdWT6arVkSwFC8UGFo744a0WgCgdg62B84AU+4go84Q07zFqk",
+	"WbhOzRy0v1zXg0hVv3TpFsZDvLuGwJ45QYdyCDYbyitbR42dvMHPOVY02EeuM7nV3Am+UqRWY3BgehDp",
+	"Bv6oYiOFIEjH51T+jZDCZTv+OQ/a6+cC3XV6dTiOKIIIbR8Vvhrp0MbGDT4WfEdNC6lzb4UL6mwV7QDf",
+	"auKpdi7CEg+/JshUR0hUjEbdiGVxDESUCjdtKXPbi52aqnHc7729UO3NbvSXlgtQvHkgrRI9sETK8vEa",
+	"zMTyLsd932x1r+PwS6Nw/7so170R3eSqNMoDzFafjrf/7b5cru3VFcAUtIX3vrSsxzvgrbivtxB69ySr",
+	"VbzVQflfSK1gdtF2NXy0u0ruPaz7AQWeHD3UIE98nedCCEAAmQjmgM7OUfa7uB+6OPyjf/cy0DTfXOcr",
+	"VUmwbMxcBTEAInxBhC5nUaaR4TQpTLdoLvLOyujwQQYnRZPbajH9uQ+fRfqWdRCGgoWGHVn1ZsE3E1Fi",
+	"qWMCCa0pw2hiPFZGFE3lmxFb57IohIIaOUX920cs/m0MccJxZ8TGPlQ47nxBgICmCHIPArplwi/cM4IT",
+	"bLEsNvRqiNWjA8VHQf047Xhyjo4tq8q6ZRmrGo+dM0gM9o/ZQwy2oNLUGMWTgHZg6KodRJ3P3Znu2nXs",
+	"mhu57OolOnS7cIBbJrV6zD9jSfE/UF1wBE3bWsiGWwwO1I/vXyM8vQkM60J8LnbQLfRM9U+f7XFNfWmV",
+	"iq35XD8haDFh0jqnICdpcO7aY4HXx5q9xEDU7H6Z8URUCvca7Y12TAwl1qQJgndpy2G3LSwJTaT9dSVs",
+	"U4Tuc6sEQpNU580+Z/G4M+7E1LYAWgaxiypCUtlSf6zQRrB7/eh0ODyurctp//mThoHW4aB2DHgLOSrC",
+	"ggn3Z9N4DxrDw2By2DH6Xim45tA4FTvFb6/9Fgs+2KnhRoMv3DuYc0R4cVTDYw3Kkl2G/K5RBLn0bVvc",
+	"jefj+9dtvFZ3B3XutGmbYQXguGhS1bxeHxzvdDOB6mRUyd2kVrahu/q3QpJHqRz1AQ6OpfmG5St1QITT",
+	"jTv4WLMe5w6DVqnlCI8BrCB6BUEmvokbQQ0QKSAoEekvGmtE4G138DU3zKDINy9RJzNteEcBLhqvx+xm",
+	"ogiSa2YYT1YiIkE8IYk82kqlGyuXIbtGFxpWR8OzkJLlMdofGXY06AfNPgZQbz2YH2/TrlLnH5Jw0GhM",
+	"2Nut4NLTaY3gjQm6C6labjd7/XT1NqfBq6rj+LRvmT5CHGB7sV5ZmxfJjudA9dRztCeynzulLxcQHDMV",
+	"gtNN+wkcVgJV/Tf7oTFq1K+7ZYOyqsj3ixo8eTY/yL9VW6t9Lyfkhn5/YQ4r5Gteo3ewTZol07SGPYzt",
+	"iMAr2mOweNQVuhK6AkQSWg3AqA07g5PVPFazXK8NZaIHM49Zodc8Tw02hHdXKaD/s7Uz8nPGm/uYg8w8",
+	"HT6H0PdZ/6TEg9K3Is9lii7QI2y5b5WOuV7lB2zKXWh/njpSMWgIX7bY0YBCkmSr1BKMdgMb9Gvlafu8",
+	"iDu5DkontYLOYERobPxarHUggaq1034s8aCe6X+QHNkeQqX7uycArPWOj5t4f2FhE+d+oENs+/xuV4cd",
+	"gCmZwj7GVG00ReW9VgWXVJrg0u24uRHpWJUI8u4oNf+HFvlPgHXX0P3icGNxt0obwKbWp0Hnm3P119tn",
+	"1cFjm7Sl6J4dmLEtzz219AZs199latD6hoIXh6nKDlGlWVd2Jcr3Ge09zYf7dhd5UBuB3Eb3WqNDNwG0",
+	"oS5VxaZBFFbeBYHiBS9ELnkmDZkJ3o94v6o2GIId5bIlltc8DHqCHRkhWOyeL28w8THAs3C1uf/Y7mNj",
+	"QQLSLpJiflM5k6OgNg/bPR1/BTg/JdjdbQOGaXnNzOje+xUbEecW7LfAJYsNy/bQOdSivkSdhjVv8F+V",
+	"P0KyH0Tk0DyZiMSOKMRgWqPZCwDCVhdYYhbzNbqySmNmrMICgglAuQbN1xm3Qsej/IOBd9xjF55pQyiu",
+	"YFyr5VhZTs/PK/BcmPangwCvZaHG7sFNuRSAMNss5uRC/KpVc4P3uycsef/CATnacJYFI/DsUd1A+Eq/",
+	"EcvplD3u2vKgmhnk0w4d5wEypLy69Pfv3TgC3LuZYMmqGCvMnKEmXIAqa1/gotpxVa2C0PNUrEXuedCg",
+	"jz+G9DOsteSUbEnD/Yr+UB/2eUouWC7sGkJtGNWk+V5FlF5VgkXWxVO7K/fvrTtCCjnknAGJg0amDYrW",
+	"fk+pUxCrQzrz+WdPUII4KUV9kDlz9+vcdwyP/9MabNmG6jX/EyeCZW7OvqBat6ph0WfP2Tf2/zrRH6eo",
+	"PjAd/14a7MPpqw+miL4+SAndTf9Dd1WpbR026FDvgoE7fB6Ae/kHUYYgplo976EoISy3BdUPMouqKe3S",
+	"UP5KtUrAOYaqStWe6DnCx1bUCny2OUZ+H4XsUFWjXKiPVy+2kJQuL95clHCkGCHPtWLi8zKnNpiQystT",
+	"JmvZu69Wdps8fsdzaXaoJ3sjGeGhhfoHSNZdRxc6XnccYABouxD5zNK9wLRB7tdiRK4cOMiw9wssGCVL",
+	"ui3jD3+PHz9WAYgr1D2HzltII/AtYZxTPXg/xAIhVhnbKRLc1yrPYkpOGivoX2UZ8/g+IVF2RKNxbQmO",
+	"D/LQ3iVA6kJmgZqH6jS4PJVeMwiWOqLsDD7uH1jjEesGhVoK+rriQI8l0DS7hVaFSP3IHvzobI7E/qEU",
+	"Cg/PHUfhgwypoc6lPr57oJ0ecALvpUK9Gj2fQcs12onBnnUNInwtYcKN6EplhDKykLcCEA1c6xrM7vJb",
+	"aqyQNGnPXXO1Ueu5zoTL4nH0w6MK37VjGzaqEb87IcjdNaGOkm0KBd1niYK5Q0iTsSrlzD1oAq86iCSL",
+	"HcB0dvfh7xGkwcTUGRr++xH/c3H14nuM8SL+XBxKSHtzDQEQMevu7PfZo7T8UbuvocK81FeqzeXzlYhR",
+	"JTEV1oisQMuMiAGxCsd0zLAJugFgfuqtAs9SSo/9EVJhDEv1jnVt0ngO5thK9Lsa07bsiVcqWxaNKXhu",
+	"NFYld5aJH4sIvT2YwqMbw7NN89kTif2a2Otdw6n3iI8GmmPzrlqKvOuyjOnmcN8E2s1h+kVVHW36Yk0N",
+	"DT4Wf7x6AeXddz7ga/rpfsC3A/XVBq1UL9saFmDrQ5ACC76x2wPgiaUThcY+G3kMSbufpqtilYsetpQ2",
+	"oxzqj6EjEV1Z57IQMUsASp4ACrD6WuZl2PaIkhIhO9fnWwJJw9dEoNxDPpQvtah8+jgqC3nN6Ju4dFJF",
+	"1NUaruK/goG4kg8TjVUMUPELrvhMxI4g9nnsYl/+5Nr80/WIxXyVyoKIUNme8APL9CyErfrGFTrAE/4P",
+	"mGqnzBj1P5cX3C00I/c4/uV+9DD/7vfygrslmKl9f2V+nahTTqcRSusD2lwNbWFMPr0u9I1Qzc2OnTfz",
+	"f7ovPrz/rntl74zRAYWMlkDCusOCJGRQNPASrW9kc+rkQVAu7j1QO0FB5Vwoscae3WVcGe+LD68Ku1N3",
+	"qVxnlba5vruTw+Vrbhbke1K1ojwSwKNUPtRSR/zbttX+Xi2tgAhRyC6VRWw0quVMXapWY/rVZ54U2abS",
+	"bGCtg+5nDXU9PLWnVAu7XnlQ2keGBQ2dL17+ePnm+urtD6/eNPcd5kvZrHBduJUiyQIwhdceJYzJFJ2n",
+	"dAk3ZeBPPUTGo2D6AI82bM/7JBhgL+jmEN3ejceZWS1FbkQK+AF2WAAoapwMpXpEx6qu83Q9reBO8c6m",
+	"VP+LzKDiFN/I1Bu/QUdQSzpuj7SY/ddPV6Ru0oDlTJneYThDlciTo92nfUsVAGR+/YrNcp6Iayvm9pTB",
+	"5uJW6pVxxxgsjFuXu9bEbpc94HuujefFmnK/nhuRXMfsP1xvSD1lJ0OWc5XqBaTJmx77sA3TecAi1L5d",
+	"W5UqffauzUNEACvb8t5gCZXXvNdF1bm4E/C/OnigwB4I2y3uuBHCc0cdxf7Io9cOT+dxmX2JYLY163V4",
+	"Oj9cmq2Wwd7YKv2HI6+7WpJkDYCHgGUSvdy4Umyn31rVr6q/NRwMbSL8KlTt7iHGo1DXAaW6BY92NFY+",
+	"vZZRvi38yNmcG6ovr4PWXt+c/Hw6P5s9uX4+fSaepk+Ss8kpP3k+fDZ42n8yPROn6UkynAx4v7FOac+G",
+	"vSoFoseHrqUKux4MEaPdjSTA/e1OsuYJUxU1nZDWCMmBwclVPRMF42CDOadzOXH81I/TH/7v8/zZn3/4",
+	"31/yq/XPH9+9fHb5+t1fLvXwNX/NP6w7O7Wq/dgy7W05HbdskfBTK09fqqlulMxQOWdZdK7XHlwHEHQJ",
+	"O9dJwZptTwiH+4TQavkjIM7Vc82bEYrdaH9sRFv+vmWER4Gy9OHyz28+vouPRyzGPGJoEAZlqecsRnxk",
+	"tym4x99OdCrGCszlUH09Z7FeCgVYWhtSEHwbAEiLx+dRl1bNlgtMaEdIhlDPG1TlfcjTweDZEQFQ93o9",
+	"a5kqQC0t0fotvcHEJQqcU893ugWneU9I6sAXN2gA6d6FDun3sb1lhAC+g36/gkDlamqhZQgkRgkJTCtU",
+	"GnnMKp0zVB4KqP0McHSrgCYIZ1sf8r5KwC0EpCbWvYImbY1aOLZvIw+htTjB+eA67mGWOmXSYP9++7tq",
+	"7OqwO03dEzRo+ieNG4CRKhEshv/EB2ZuURin8XvQGh0dhlQuBp/BMgLfBH+SC34jcgdqau8G6DZRrHV+",
+	"40GXyi7kp/1n0VidDs8iSu5nZ58/g9NSaaIPcIVUbHDm8kgOnI5U1wgOcB/6bRfu42ja0IFNcd3alqHy",
+	"NUoshYh9oWGqNE8rk6JwEIeryeAYXOZ6Ilq0coD9XQpFHa0A7sTeztYY7WcZnLy5Xs3m97eNgNtajQIH",
+	"2ToRM66QRaSa1YqxsLiAqFNZEYAHYIM+AQCbsXLiYpc91wg10yai4EOPDEtknqxk4dg5YmZOwHgOsNHt",
+	"Z8jWtCOV0G3fkplQG+k0QcXDvbjs5stzQa0tsWI6rixhHIhC+kYIzewOpiTTmME459m0C+fSjuOpaBFa",
+	"H+wZLiIE7gXMXp0XERO9WY/F86JYmtHjxyRXe4lejE5PT5q9E7Rp9uyAJONyIdKgrXGJuwGIjibTha+X",
+	"L7fC3lbDMD23wuH+L0dWQXr28s5xbm0jt0v+tqbSb6HuqKlz5y4wQEeZiPXZQnC1u8s0vfc60YpiaZtK",
+	"xGUntsq16+TVcLtD9v6yY9pfba3SydmUrdqq/LjBizwAAUWhKVLMXFYyYx8/Xr5kRzzL2K8i1+YYasYg",
+	"9tAFS0BB9w5EwHGtDw8AWajrBHaYUbsdDRhITbqfw27xzcOgEKnwEDkbgAi6sxpQVqv59/j4B/i6jWZT",
+	"nkcej8VVrbEjB1fAUi0cwq4RBZMY09rNUe2ZOGHj7CaAgoaqrB57DeVYULILClK2IQD9emUW9qiopg9H",
+	"LuZSYm14fCZoFmb/nlgWemTcaYvpcICiMlYeLst3Fah9ECCS4uMKjtbvVwv28f1rVugsrdXm+wXGEhTL",
+	"aWRsQBeK+xSF0TCu9bRJmDFeRXeISvogNodeFYlewJLlwh4bZSkGbL4NK3GIrW2OhBsraRhn8Qt69zu+",
+	"yTRP48ilIPqWIPELba32onu1WYoRJFzLBLxCj382WhHysUToTDxqKVaLUfkgXK6nJUgu4iVrPzlT64C6",
+	"N2bh6QZwY23AfaTqVQEy6FBDsAUiH2LQkR/R90rnC2vwLRay8Ehtic5TAiWgZz29KYmTUPcQepAQhz34",
+	"AMZWpUKcFoD4GiuETibE6K1mMAGH/AkdLs4FFfSEWVib+zDCHQKhSNjLxlHkcOXOBVyvd3QpoB79jdB8",
+	"fnHcXjOgo3vb2t8456lTO/fnpx2USNe653kxf7gN/9CJ5jRKl2RXHZQsgnP2wXBVXP4aQVC2Mc02fQCI",
+	"oxFppW0DI2i7fZUP8AQY4r403RUeB6BuvzPuZvuk7wnA+aB1pJW8OatmBClMQWK6Qy6tJjkd7+ChO5aZ",
+	"gruhSc5sqJAJxLPL8kFXRkhBWbBUpqAY2R/RKxHK18OrTR0QZZuKG4IWkwCoDg+yvxDxgIboUBfUxv+y",
+	"Y0C1bKs7IyDwLNNrPJx2ICGck5XuNMsoAP0fK/cO73wl9VOr/XCr9y6MLZH5d3XiEZ9LRpBgp49KfJwt",
+	"7AO6M6JJQDcjuRBYVzFWsUNjjElhkuWRQ1OukqnH3ujw86C3+6qMHntj11urxOo3Qdsrd5KjFkSdH0gm",
+	"kNM7DtM040rDAOFaJbjP/MOVADstKcgj3X3A7ILjC5GUy2NeUs9pOtdDJVtPAyPAods5Q6Cx0vuw5qQA",
+	"46Sxu9VhlKrpyY1YfNuqOgAEl4r5CIuMwWBiqbCiKI0YHGu8YEkm7SepyqVw7qexWvLcSDULi0Cran2E",
+	"0CxVJRetAyjHIIjiLldpl5ifoIBS9OAxo+3mdt3vHDOLXGD/F3qPhJPEqpzeNxbXsTnCpNrDSFspKNrF",
+	"hKEtUQm0uuD0VEI7RKl6VTCsFonjnAAobFzcMqjRom4gd3BsVqEgG+Krrgyrwv7VYjE9/SrOPqyfsdVj",
+	"y27Gram4PmMAG++gdFzwDXjO6sgzVayZvtkJftmwypAYWhLGHvEhoqWjCjty5q3dAGtpxPE5c31IIeQC",
+	"1UsTIZSD0j5IS6jWvu+yi6D8GmEn0xFZjlB9EHmo6MgbfBGbc2UtRtiaK+iJQyEHT1FnVfbYtyLR0HAy",
+	"DsCFY/qY8X4Z9NRWjplQRB/Osa3ggGALVTcJEB37jgVxy23n9GPIEXiMfWrK2v07VeBhmo/rXVDDA/A4",
+	"Ae0wACGyWhVobRtMoK6jNCiMFW1223Joc0I6Z23dEQkl+lYbQZR6JdZWzQTFpsHbTL7dZrkYoNrymTh3",
+	"CEsoxSzPR2FfCgS6Rz3+q+Dk/ylxDVzngf2YBg/URdlS723e2l7jAv0JWCHiQM/RcYuuNxCJsR0gvQMG",
+	"p5U4BDcYV+6gPg7YrDrwbTSN1UmCQocVrNpVjlqF1sEwlH0Wpm4SPdaSwYsFbUhMB9qLqs0WdO9dalH3",
+	"ecB77BViXudOncWwj9LoWGZX2JEs21jeQ5dp2AgPm/x8vPqu+wzmjv0SuWIrteR2Lsys8lzPeCGYMAlf",
+	"CnYUj8er9Fm/j43h7R/T6TQ+jsbKA22H2NpYAM6zAmMsQkHqyUQqbnUeXnC20avciGzKjjAFK2KGb2rZ",
+	"U7+N0TgYd0bsdPjld3GYX5DrjBViC83WKfMjsJ7CUw8mzdnw8+eIBclw2PuAcv/GCovpSH6hUgtl1U4j",
+	"bXBih52J04jFKMnJEqSvjxWaxGXcwlnwqKXjMxH827m7EIDdDd+XYy/Kd4AIH6snp+wH+a3zaCML4god",
+	"I4QJGgQ4/LDJnF6rXU5oYkFUF1wFlCMv1QdAL0DcRrRjoxC0Gxdly0U/Vk6vBhMlcDnHZQtsp5kd4XTL",
+	"18V1Z7x/SBaWvaHxsDRFrRJjr3u7x76HMK2uloWCxAE1UGerQmCEPB4rnVOwPMhQPe0/f1JJcCrCvH/K",
+	"a4A3HxOdyq7f0ODRl1M7bXMbcBsN4NZQxp2VpW6K6Eh3xjDxSMEtWjy6PJRegxAXxLSeTao5vx4V5qRv",
+	"sHh1MD/pL0CSJ9nKyFsq4nFOmupcT5oNgP2e+N3ChBfzGsY43OdpXhM3ga9mrKiJ5pG9D1SNqt8RtfIS",
+	"1dQaIFOpeEY9G2Aj0i4jqTTTwoBDKBfEPU7YuI6dTjKE3wscifabXkPj5Yhm2kooKEIMUrV42AUWlNFj",
+	"exF8kXGgr5afjeGuuMc+2MHjDuImZOz7cShS7Gtxdg4KejxE0OJ7kuBlWLMSLoBGUe7VlvVC6GO9VmXM",
+	"4Zs4CotKvolRuG1HCTzsPCY7eEx+h5WbClXrDBzGWa2qXQu0/r6QP1sxg8iSYSoxtDvZUEMZzAcAfenv",
+	"B/ITtTnv8TNOZHjMMA+IC3u21+QuPdhJej+QnN2uqG1RzI7ef/eCnZycPD/usTdgyjlf1JbwRdT4c/xL",
+	"YbIu5bzVbXdumNEaGskstTFykmF8Wi6EUzaWVkw5TbhWyTzsD590B4PucHg16I/69v/95WBHw4O4mCKM",
+	"WzghiGl/rnC4qsMNDAMcanTXNxX6/XjxP9dXlz++evvxKmZHZwurmvh6cnZRKnqoc60UJAsAd1mCTaFP",
+	"NhRES1PidlfKCp1j8uikb44xdUKY+iY63Gf29Q1j3pWdb8r+MP6MxYxKqUxBSJZ2ST6+fz2Cf8AxGjbo",
+	"82qvlYGQ0IPquLdVt3jV6m13kRut3qma6sdKzc8pD/Z867HXWi9BT4OcylzeWnOMp2kujBEOcR2aqVPF",
+	"cMguGHCj7htbcyGz9vdwhh1KoC8tLocPBcewYq2IBJN2m1MmhQLnusgpt9dLUalSvY6YztKKj+og79GP",
+	"8CocToMTKewNeA0OmbYknhwA2BPsBmathuvJhhx0EI8HaBj8Wfyy4hmmA5Mg82j+sJEX5FhvaSdZvnh3",
+	"88GGdvXbrQaxqSTi4W9PtseuCJPWA71By0etb0SK/qCFFYyDftTv90NNGLOYqVM7zzJXpwPBpImYS/Bq",
+	"Adly8DtnegYxHquHWCUERoFQzkF79BKoBJzOgSCoeKN3N1Bsb4q4p3Xh3m6EuxsK7ukM+Pdo64d7Z38j",
+	"kdpY6LHIb9ht1mzcO592iIMmdv4JXcI+DCWx724mp2I0Vt2QM0aVHHFwETijD+4M2WNU6Q5pggaRcKvn",
+	"r8p9rheGZVxMg6OwnN299f7+7qNuOaqvmukCvUplTgb7zppxUYkKgaEZ9xpu31A30nYYhZimW+Qb6C99",
+	"FLqL7M1jxUIbAXTBERRfV1tpKK264TCPd4/TsVo88lEmlzngjF56QVif8ICMXWokVy1oFR4BweVVGwEV",
+	"YmZfI+cD20aKTBSES7K/oPOlu/tL1BHTqVUYb8V15ssGDtSm4F1UbNCC2Q8/kv2+XGabEYUXTFxDiKJO",
+	"RqBoZ1w9MsEFpVPxyPguSAZV0LBaQVaKEu7QoMBP+fCJtmKCRB078pbcjoyamztN0gCkmAeAcJGnUhpO",
+	"cyEOS9egBsk7i9qhKaEvYqIUW+oMHEiLiPZ8FOyp4xIyaKwqHXluxNIVPkFLqyDjB/qxkmkSJq0FJEBc",
+	"rw1qyVA5QesbhabI+1dXr95cXb59E7OjpyzlGw9gY0RR8+c/HfbnB5LsQDvVt/va0dU/5rB94nMWmxUU",
+	"RFl9gfD6XAEvikJEYAtVa3Sr9k9YjFTplq8Af/NYlXVIx+euF5ooMH0LmxghcB64jQHW5TGpPJgMxFaq",
+	"kBnzjr1cry33zWpVxDgJe3q6AXScVFGzHQVb12AJXCcyzRto865qV7AcY/VVfnSl81j6Djoiz4q5Xs3m",
+	"ZQ/ySaahEZ81W8NIGDHTEZRQFyJXPAMbRSZiSxeFEAKEgSjCRZw0y7miVAivu7dhSjfjVpT4P7XIuwuk",
+	"g2Tw8qZB6oYb2fNao9oCs0FkiB0hSaJLoSlmsn3MNCehX7D5asFVNxc8hTMcMtJ9Th68dV8l83BvJfNd",
+	"RKXr9gDQvHJK4S6JiXW+cMIO89gFzUdNxwa8uCJbXr767uLj66vrd68v3sSQQyPxRZh2B+8Vn6UpzDke",
+	"Rq1S+r6F2sFaNqJ8KLHONj7qdTDSxx8I69EG4sFaMDzG6vcC8TiseKNsbHLn8o3WPHw60tODUusPxCBo",
+	"3GNfsYvWmEvyICrHA8KljJgHQ5pqSsCmo7MBGmmsCBvpvUgEFsDcilxOEYEDIKyoDbMs2NGHgquU5yn7",
+	"iT72QOApO2R/Kx5KhT3bRcHLQI1v6oqYh11Fnc4PQVZ7np97lEqqUJSZKKNu0gS6Q2MrVUFSqC2SdACq",
+	"QUO2iV4bl2zoqz0nG3YjVToiHEurbzrN0v7b5zPHIbRl7OEs42isYoiWkTERsbiWeIbvxOXA1xS8qHX9",
+	"C4tXT/png6HP0bbzPe2Tc6EzGgz7/X6TS5FSafZJHb9S0FDJkA/rUMlTBxAMvxn5dWtnqrZy8IuSlXKr",
+	"pJGxZrX9X1a64KbHXiEatP0BuIyzUFGv4N24w/QbuziU0eAOKpkjFj94PFKdmMdGJKtcFpveIo3YmAYa",
+	"jgCfchbfuHM88qw/VpjCh9VG9AyVWNKh7x9E2B0QdRB/8GjXHJJEciHYmm/MaKzGqssuTLi/7IFGbz8K",
+	"Lsee51wkGUCsSdQJqjk8HpUl9WPFtvqUthi5pQ1kX95nmZw6+xlXATUxrz7bVx950/e4xy4V4zggjMz7",
+	"CTf1tw1mCIsLiOAjbLCtc3DWIMwvOJKh/tUP3c++RnEH4NzzBKX7HSnjdx+vAmPF/moe/2YF6Jf4eOTT",
+	"CSJw025EziYi0+vKwN27vRbduE51HZtWzOfY0NXjpobLrNk9ccDK7XFOWEZzViUYNhj6SrfMY2rq4fJV",
+	"E72UDndbFiNMe4YkuMqWBMAhsLEqUCDAQL6O3riDGcbXA7XPsQE0jfIlUKVKIj7bd/MsY0eEeDNkoJaj",
+	"GWbHYI7P67gSDh2n0g6uWTudrPJGS+bdpUtYLMu8eEEZcxN9i2tgBVgZznZXWK5XkGCeWk4/KnsXH/fG",
+	"6i2ckRCwst+398fnZfPkqN+H4MJ+rAH39J7BL6F2wlKAHZmVKbhUIj2OIOuhulpAZsuqeNXS1g9srMqR",
+	"sbf2UVkgOhFOJexO3DJ0h6ThnZtSmOulyK/TpgypHy01vInuXUUwnY9XL1jKNw1Uw/G9s8SWRQ213aHM",
+	"jNWa28EjMBocxOTntlcybYqInBc+M9p+cCFTBT7zvQvTBkZSO6Xd3Lw33vNXobGcSHlEKUCh8eAvZI8F",
+	"K6gAv+1owT+/cN8sXjqAEKgedZRyNMJAl8aVxG7GBDaTaSKOc7crbfdgGZ8KQXfuCLDSQoKAR+83d3b0",
+	"ItOrFGf1aKwW/HM5/Xci/wAvd/mEsOcNhdNHLr81FwixBtJ38NgOuZn9q6SrYxZ5prFmDVGTUjkg5Ew+",
+	"S5FlliWjsaqRmjVQ+hzo4b9iF2qBxZccAH+RdNL3KxirMIZ4VAkiHkMMFpR0Si2tx3Jc70079r17eas/",
+	"Z8tWruIaHfnhRcyNjOmcBfGQY7cdILvTWjGQCWbPj7VeZelYic+JEJANRcnaTcLIh26w6E9wVJQa8sN8",
+	"d5Ox4pk9A70HpMdcfynzqNKsg8LfWo9Kzw0MjpVjk8b1G8XENLe8GmN7vv7sqK17Lh7E1JkUCqDzHnsx",
+	"F8mN35zW/MpvRTpiXuQUnmbo4LTsauZaF5g9hoWQ6OZMLd/OAAhz/5a26+1No5a1LrtVHmGjEUudEmMn",
+	"WFnwQUlKNQKWrizlWFXW8pwMuqBjl91xC35jj1y9OGz0rXlPr6mrfNjlIqa746b0AktX6HyprW3p1UXn",
+	"AGzNbKplUA3KhIhjj07CzY0L7oZ0GZ6PFSbVkspBaePSsGRVOMw1lFDOf1d2srN2oFVlrBCBkrxqa4ix",
+	"8u9AvXA7IaolhxhF9c580P34V2Wkq+bNh0Kh4CzAfE3KPK+cMdQ5rekEjiN2IzYo3ecg0sHFzI2TzpRs",
+	"+fH96wBzE1DgrGSC6oAjq7L1ljwvlMh7iV5YC3/YP+n1e4PBSe9pfHyOr8XjpN5DCpGQwWMpFS6EvcWu",
+	"OarsXPnJWX6wxo8dBZhvVOXuOJCazJWmWoimGJhsHInWYxehrgTXTCPsByY27NbLigp/BSrZqPYTNFKk",
+	"AqMcUnoRcYoa6pUV5lbBQH+y60dCLhE0nkyz/D2qZP0bluryBD1nHMuY7JZGyQ92i2oQ/eQqVhorrr2Y",
+	"9peOmzQB1AaCw2lJeqeXYVZr2SwFi8Gx0cVDwR7J2+fUWO3QOa3IALphJQxEi/zXwrheSW9KOCXkyIod",
+	"NpWYDgDqPoRRIchXrXl2by+PLxacXmN14PFFRWaunPDi3WXksqTAdtsnsr/scS/9txTr7by6+8XX96gx",
+	"VxUNRun1QVpM5A98gdV2zZludwzhR1R3ReYulbZ44fEA7vaa98+HC6tEooHvcgJ+PTgivOjDarHg+eaA",
+	"yteHqhStfPaO2SlQ5lmdMzHObu7az1CYwOh4ChMZB30r0o+2syqPqVUcQcjY2/YihlbHuU2ZT542e5qt",
+	"YjgGs40gIAweonPXXjUT0wJON1OAGuVj7tt+mntu58Yt9W5VOS1RMEl0rx0S6/X9+JxPlenp1Gr2G3gF",
+	"4vlBgYpLOMLewf5cD1ONqs6+6jZd5vrh8nBEaxpOQ4OwnTk2Y1VJskE4JOK7eGBidhQ/Hfbn2FDvpA+p",
+	"MyXRtprqVRJwKipzmYEDsV6Xqu99hMtVPoOUfqpdN1ggQ7MiA84Ne6zASIMydaGwDJKMCVO6XUCkWsFO",
+	"h1+PvbXXKdQRBYmZp/3Tc8yTaVIm+MYAeyjyIwWzunz56sd3b69evXnxv9c/Xb55+fanmB0NT+fHJbFJ",
+	"ER0rr1fMOZz21CX6j0g8wq19aLrN+9DLT7k2lNxS1jVQGmKGbfz++glzm5EtrDqU5nztYxgvLl++N2jp",
+	"7ErTofoBLD8siXx18f7Pr66uL16/fvvTtX3VhzisHBgry5uh69NqcTBgz2aek5wm6/hOIdhPWpbWQ6mQ",
+	"/Rk0dAXRbsJshvZ6QBCmNOxFkXvKgKd96np/+6MwLD7pDfu9fq//ePCkyeha8M+X+BRg+LewQZk51HLE",
+	"fTR8JprO6E3DUmNkLuU+4x5mVy1GOMd8OWdDrez70dwECOKDaxVgYC9545lv6d3S2hg03voIt4Ke90/L",
+	"fMllttl3zFQSK+BsUXrdoJbtb5Gp2yow7jvLQhc8O4z4L8AI2lIRgPgwtAjZxL+0nnHWqFg1Aw5dwPmK",
+	"nVr1tASs+Pj+NUUivSSwB1SIQ7Qvl7ktKQfszHvl5FTe2Njfs/yAhNgk4cA4FMoCw8i9XXitLTiEZf/M",
+	"ql/Z5xCgQwwPdRBih2PL2AG/ovc3qtqURXRgtduhEE5+IRDHyTkPcg+Kds+cBUqPCT8bkrcdrqiVbz1x",
+	"9rX/2q7n+vj+tXNuPDLBakHgoQRyOihbUnkEFtg1EVsp+ctKuLinJ2pE6U2+GjPo400Dsc+fozsGnd/Y",
+	"gZoyL/02dLikBCJUwRSu1dxNJPR32dtmprEn/KewPXz30zf//hXwKLugtCI2bwKy8P3NoTLyHPBwPMOE",
+	"7imrjUBQe84RYLq57pBo0WupPzR3r9evsbidYyu37kW7grQmkCOIAJ1TS/qD8a6wue/vC3gF58Ufj3j1",
+	"kKhTXiQ2ZUMFG7GxBRS4uS/ibvwXSC6Lu/GvccRSOXNJS3EvZvF1zOJuHFnzIwcPFcLQjVUm7DbDoil4",
+	"qMdecCO63i1d5VzPl7/L5nXEOLSLYhuxyj1pCRDcRTB/CVCAwD7nvKllyJ2P8Aik4lJou5F90ge2aqjS",
+	"62y7DdjhUuvw4z8M6h+qC5yD5JqIctz30wxqxsfOMoVyRk2bI9Q0mxfCagbo3oYacFR7c29a6SkYHHfp",
+	"EXLhfB0e5/Gw7lmQB3ydYxpwQ172t/Z3FDKkl2MdvnnkwfDcohEiFVd0y/GdhmBEU7Ufft6DKnu8NVle",
+	"5feceZmzcwA1rdR1D6DmQex3h55roIgdvH4U4iBgcvo2OyIQiIilsCQ5FuvkqyVkLR42GAyIJW3VEuS4",
+	"LTT1wsIbDTuCSFQlPhUxZYfgHEY+IeGwkWx1dgqHVVmgrX5OIS0rHLTF0a0b9CXf7EzlRSvfIVRgNPBf",
+	"O/J33ZGtLdsC8u/1BvxrX/+D7Wu3UH/s9n6PqAjbVuu/Nvi/Nvg/6Qa/v2cWUiZ1EPs5PsxX+w8iUVyb",
+	"7esD4Qjo7gNLBIlWQB5MEDkc071F1vnRVsfivcl/vDB8gLwFL1fv5boI/RbOGed9FmU/udwthvddPJjb",
+	"4kvUceVS2AyV0vsWUl3pG6HaIv7buG4XL3+8fHN99faHV2/iyAPfxRerYq5z+SsEOUfsW8FzkTMs9i3s",
+	"F3yt7085hLHtNUOp6NiozaCVjo06fLk/5PQhHDSVFhuWaqyMoltA6lDZokjZsO+egLBrKlQheebrSAZ9",
+	"ZsqsrrjQurvgatPlq2LedQ1Ty3XKhctY10bAwxETt0JRaw+4BdK6YEZ2wTDPsDPqTIAI5SadF8WSij1+",
+	"wDpqvOM7t6cPrZjuRG21+veovoaAay6KVa4g6SyBrLMYNyhGFTG8i1d+EJu4N1YfBGJX7lt7vpR2QH71",
+	"X/FkTogWUiuqlMf+WHopGLc3Q8N3u+xjFX/u+iLwLtwSs6OYq008oogtssaN2Byf09MuVumT9/onLJbK",
+	"rKZTmVjeohdBul+V2Y64Ypfvbp+43DtZGPb4yelxhcXMWJUshgzZyFq7OGg95wW4VGF1sM+yOYh5jDBG",
+	"avVC6xvZ1k2Wm/lE8zyF1t9wO0vg/ggicnZ5jZypSxW78sxyRaiFJHZMdPwEZyhCEVqRgbx+TE3jqMuv",
+	"NPQRh3QF0Z7Ip6OXkAM0pkeGvfjw/jt8GeST2gX/n6692AWp5ACdsAPujdjYCdm1M25AHhzlkcFtSECQ",
+	"6AyzBMExufLqUcez0zUNoyQx7csvX6C1+rQhWFsCEgAWoxHZtDvXBhJKFquskF3ahwCY6gBCXSJY3mP/",
+	"q1eQZS4Lh6LIOAaTCsbHCstRAQDTTtD10AIQUmzDgvAvsEjUQ0RFBI9pXFsjSMrR06mHbWFmlSSwp3Q+",
+	"ViHWpjtdIyqwxz1Fqm9EAOYIh17tADhWY/Vv/8bs1rfyFZF07cWrsv7MsCN4CBNxVyoVOYsf3w4ex1BS",
+	"sSzwL6zhjCP8i1aFkr/hipyp1TI+Bk6r5j859oQ0JtwxYwX8NGoTS3dApbhgC2mMVLOILXhmNS/M5bsF",
+	"BEGds5W6UXqtQMARSKcVNwNI/Ec6uH5HZQPSoIqNF3y0fZmQ9Vn5wtPIJZyOFQDQc2VvqGYCA8oIrMtb",
+	"BxhEixBQudfrhYTcd8CHhKUDjl3QU2MF0Qkq0YbUdjueW55LAH2Zc8xlRYlhVyqVxv6SOuZ5lec6N/YP",
+	"FEKnnz/Dqp8FqG1YMq5YHAI2L3M9ycTiP6BDLrYqAEjf56dnT48dgOhmKaDaXxaZgGJ/B2KAVQWi4DKL",
+	"z/H84CXkt0GpBm24QMBMp9SfnnIdpSLYbxP32Lc8ZVItV7TQ1GqC2yk4IHvn6C7r4y3rQBJ5rdaJV7PI",
+	"HZrdEdW8Hju6vfe0QRTskoIl7jnNxZXpRD7mawVsAIXdfQuyzYyY0kbJ6RRI9R6r0/IugizbH7s5XbNE",
+	"dW/4QDqlv4+y/7omT9gja309OmfTnC9El6tEWHPJ0HUH7f2CJ3MBQ8p1Bh8CowpAB5H/oSiPFxwjNrme",
+	"5XxhXEjSatAGBRWhMzu0zkdjBU8pOilCVRDAOt37oUM2O6pqPFGo70RVdQgujVWc64IX4gOidHwA2QEo",
+	"EXKmPi7Lhy7VrSxEfOyCNZCOOdlAS7kEEHgQCpZvEF/AbhUsY1SavXj7/oNb5xHj9kwZKxfydaJD53Im",
+	"lUNBpw53rg+46bG4jpcQuwhTLpbayELnG2Ygz2u+gfQBx2ovXa/A2YpDqpsAbrsIG1cFLd2CPpIu9E5A",
+	"lmgEc+oy13BfvXARaqMcyeDldtEgCghlc2Wxu9mYQiygYnJlNr1yzDIAp7V67Qi+j6gv2M9MUL9J6D3g",
+	"0bF9NSYow0eQYIghVX8iJzk3c0fEhUzTjBbEveXY1QdBdWMq0hWKL7/clT67Vr1uwbjvIb1DJEtSPuyZ",
+	"bgDIJpW5SCjZF4pCCAanx96IYq3zGxIHkSsxMxE77T+L2OnwDAu/AWg7lLsOYg48N+dBR0SC3pXUvKHS",
+	"l55NRKKtQu+6M/iiz1rxX120WQKAypTyQhwjfifU3OTsrH9iPzbXSq9yK8gwTd4q6HO9ytEYgyRfXEps",
+	"tGI5asE/X5MmBIe5X3pT6KXxnU2lSxZxLG23JuwcLB/aeCRRnHpg+NEs2tBIoU8O1HahdruBIjKHFdFO",
+	"L1yNwNsISBTQacLv0nMkkh1WMBIH3ECVTiBPDDaC4rTfANbHrfJYueY7pWbLLSdpRWlEW+14/LOPTNmF",
+	"YYIYCRHabO6Oa/o9ptzrLQxY6B2G0LRh11ekht3IPA3An8H+ABciZkGYkT+lF3ToV1vf4Hr9idAoYT8K",
+	"hXVV4HBwZanv3n4IHgPIw8cIDhs7OXgVdA8g7RhO3ZBEKLMDmYYNEyKXoURdjlSKGkulX1bEltkKHi6P",
+	"dQCU+Ztb2r8RJ/1trP7W7Xbh/9ufK3Lkb6zSmsmLNqvchOo7qz5qpYIp+GJp3/BRyc8OZsMJWenL1yF+",
+	"T11aqi/x8Fn2JfHtIEKdmiC4vv/x4kX3w/cXw7MndreNO/hrOXjUunvVy35glV+hXRhcoNeIsB4UwZKg",
+	"+yuQ1mxhOBKulsMXOyL4sHC89NrjiIpZ2BYQGDNLkcgpqaRW8ZFKmHOWrlBuuLeDkgC5LMYuAc8QmKBr",
+	"xJLnkBoZ4I4hRbdOgr85+3dfd/QAUcZ3dt/HBKXwIn++/d6ga+mQ+lupX3b9CVdKn3YvipD7Kge/a7ZB",
+	"PTS40o67tl4XshBn//XTFTv6/sPw7EltebFVENDXqfvSmJjFXoqBHraaYKU37L/450LGYReQLjQvkzDE",
+	"WHxeOmgf7B9coset8ox9+P6iS5zr2/X+DQ9mf6oAipw9TMqThJqHbhq4J5OTnOcbgLT254mdMBRVQCqx",
+	"NVxCn0Mn6tyK3KAnYtDr9/rQa2UpFF/Kzqhz0uv3TjqQzTUH9+7jueBZMf/V/nvWBLJ3QRrwsN8npDc4",
+	"QXOdAMiCYflKKThHLguWzEVyAzppKgDdVSXgZfGuo8sUWwHBJ6OO1yTsd4f9PqRyo92AeD21BjxhucRv",
+	"Him3o28c2PyC722ODh9HB05D8WU5L55BqtyXqHOKA2t6q5/A42956nLcQk96Z/TXT1HHuKrCzmu7OYVB",
+	"RPmZ6Yz+WhLHdD7ZRx8vrMaRmNYlqbjd6WanZ77LoY+0sAeF+GwtflDerfjBsFBpnLPQNq+iF7y6en/5",
+	"4sP1xcuX72O8GytpmHP+OWeo1RQiwoz3nghA5txe9h9pWnuX3Q788TLjsrrgnX9j3796/a5UQ3zc5xqq",
+	"EUql3gdgJxumV4XVn0ZOF6ZCS+j3yWXWG6t/Y1f/++5V+2ux9jIfq7Y7fqNv/GkMAalx5wsbHnQ39v2z",
+	"tw8Oup+mYJ8YPDsd2qHXKIL/a4/E3LAr/I+rYJZ0ShOOWCEXmDMpRCMVKq+a8dVMhGOs/Do4OxmOVSfc",
+	"gvUI1NZuI26gDXa6f4O90cV3VoXcub0C9l94dmvdaCQXexu+yHbutrdLocA7pZPVQqgSngjq2ytaGjWh",
+	"zASL6fWVz8Tb++LPoqD3300iulEHEtF5pO95LlSEaHOaLsYXt6oTHIFOen1PpAhJ5I6qWrCxUfzW6fzg",
+	"4vfKjsi9fRdrQDnpoaeiczKgWE24YqkG7wrY1UfvtClmVnVDrL1kzieZOCY97Kx/gua5ob62Y6UANMLj",
+	"eYzCaJWHnKtiWLKpzEUXDEM4g7HIBAEaUD67QYwVlmRilfIyt6ZxYWmymmSCJRmXC2xiA410/XBpiARS",
+	"EswW627pCMETecRSMct5KlIXzCu1AWy8uMpcX5IYVQarX+kbdHIEXyX7GOxaqA4V2dT188OwoAdj9y2l",
+	"Iiw6pkIPf05menZ8HrZmhZei/XPWPxkr182WHMcMvb9me7++R9b4Wu0FJw45B7Q0qMnY96YyUGseVsuB",
+	"0d9vX0Wds/7JjkmGLvc7TzZYdcxistTvjDo8YB6EuCzvK4lz1j8pteE35ODclGJnlauRF4YjGuhI6aKL",
+	"Nx5M2De6eI9PbJPWfxcswhofEYCH43fnpJGV3UGejt5OGfYeuu3t0SF9NIevUmzq1SjHMCSALiFs+Ip+",
+	"cZZoNZUzV/QPSDCBb5zqoe3ekcoUPMvgvkeGHVHP2rGKw4bS1gyzO/9GbMBg9qCTPg4NJm5Xqmov/nPX",
+	"sII6GucA8wxtmNG/5+q5Xyn00nksgzBa9fHl5VWlw8dpH4EKKg0Htzb6a2mKCyCfNZhyvhAF9ED963be",
+	"JHTJD5tNCByPDzH/shLQoIEizGEGVMl4exK32lrJl2N7DMOFWuXOoXe/wKykL5++VqBhstRff4MeH0AX",
+	"Whw8qq6Ry+y8eFLo3AoACkJCUtdWe8uha2/pZEEIDBJAuUIbiBIcFWuXtlEKAQ2l3/9CCPud/uA558+m",
+	"T7qDZJh2n4qTafcZP510z5In6VPxbPqc9yeVXDX3iOh3B5Nh0n2anojus+lpv3vGn0yeJs/S56I/Bbp7",
+	"ChDn94DzK3NPMtk87cH2tG/EBgdwM+xE7p2d0YkbnemMhrVpnXWfp8+S7tPJE959dvb8tMtPJsNkkPbF",
+	"8+mz6rTUKssqg6ZlK9Pvdoy5P7zqPxsNztrHXCyz5bR4entqxHxY7gBqNVDFr8cnjLkerjf652n2s9b8",
+	"adapzg3pb5fs1C7Z2aT7JHmaPhPPp7w/GdxryT4dLP9pg5lWFdZv/PudsKf9wf5HPipOeQsihYeGw0Me",
+	"IueGPTpfqcKeLF+Czr77nxeflyIpRAox+foRVc0U/OunLzW9W7D/P3vv3qW2seUNf5VaPM9ahpwCSwKa",
+	"S6+sd3psJ8eT+DJ2ezLJkKdVoKJRLEocSRiTLH/3d9Xeu0olEN3QbSd2xuePnDYgqVSXfd+/H2gibYc5",
+	"eguu2VVZ00yKt8Q2fdAlm8XZbB0XjH4MEAKI8IHIgU2skuIIIQjko2lWtJyCcQRXirB8AGmpKfKmtUuH",
+	"/TsNo9QpU0x8WngmAqQ2jHwymZ9TQVQbUij27ggM/xOEz8REmTHHOTqJIaeoqB65C128BzaLKVBtWkhA",
+	"brW4hSTsSuasenVm3qnx0YT9TN9jtgb8c1MZ2Rj3Lc080BpoJXiFoMeA+lZ5i31e4/7Y83/B8SvCEtj9",
+	"SW/chZ9kciZVcYV+S2Pc8zt9S5egxaKHNqJEbYO1xRlsKtuyvQPxOO71ug1XsnIDkdUYe1pO1r+x576x",
+	"V3nh7t4wg+GgE1QG2vWdkc6SNAfBuzdWp618d5x+ZZy/8obefVYCRn77bN6X7UHUm7VH065oByN/6A3m",
+	"Z7If9Y63f2kD3SQBzfEF+g18g86dRdufI54eVYVJ2eAOc3iLuIqhduNmaYW/YbM0ghbdyK2fpdqPquHL",
+	"wbqFIg5RMAFJee5UUdG9IAW8zGWivfJmaXFjKjZFu1TGmZZCi9YYxZfNJSB0TrXxHPjjEF08XGVyHr/X",
+	"BjvEOGIIJ8cZFdNwTESvcxnRDyBvuSWvxljmr6gWjqYJRJphhdsXUE9pMm+xuF1OYso76bHTIyyTOjb1",
+	"1xngyNfq7nq704wBiSB6fWqFJ0i9unauelZXMwIMs+co4kOnESA0qaJVJt/F6ToneIIXK/Gv9cGBUxOB",
+	"O/JK437Q2/cbPp5p7+LslCJ5eOmNSjZ62iPub4K216/8xtpms5Hw2/3pmbbNhrI9mnt+O+j2+meD4UhM",
+	"Z8B5lIJQ1Er2+ySdyvecvYsFy0WC+wQ2KVTGx+rdVfDu/eDtv5zQQGOt1ihN9f/BqACjAv853ZYGcP3L",
+	"DS79s3H35pfrVX7jvpzX9kUwbQ9m3ag91AZrxfC0L7f/HsvuKuqLynvsvEVliIOxF4x7oBLte5VjGM2H",
+	"WvSfzdrDaV+0e/OuDCJ/5k09AY5fpT0Fp+NIfYDn9ZA6KJFH6Gh+NYt3soF5YaamRs1wiJbVYDJj6b1W",
+	"EVD+AALb5UBbr5zgCGuacsOW4eoqYyOvn37//M3Lb3EMIRQDTRTcrkq2Z5JHaDofot0jhqQFJIPpqGA9",
+	"3ESF5ujEKmRNg2funw0XWPagICJzjsB7/lJbu4F/5i04U7GSxRaRJTuMNIQp+9PKdKJsrwTU2qUR9BSw",
+	"hVZIWl9SLSGEmPTcrKTKgcOocP0SaFTBmTDOb0265pGjtBvWhPv3NNqeJlPL6QBkx8Vtku7EI1ll7vxQ",
+	"7QEj5JEdpeCfGMC+sy7w76wLcHWuZmjauhK/t/y96Krp4mybzfqb36LVvHctBkkugz9PhdxhgaJDVjS+",
+	"6U0knHoS9PakUjD91Eqh9KFh0O8fwo/pt8/T1/oY42C+ymcjn7WghUaK0nw/0huACsGS73Bfhj82YLSK",
+	"4e4yD2nimYHmEZUWrbFd7FK4Kwx+uxilHXbBnNtMVJxD0MJWp2GPjt48m0VqyvPWK8NjuVvFMaqVjxNl",
+	"BCS1uIR1+TH9jSMgK0KmVwcnC7f6c22D00oO9AWju6W+bCaL1vcYwxBDUnaJDNvcORPuGjNaYpCLeSHU",
+	"TAu5/a14pClqpF3PG5W5NFxGi69MYvDGrBo+tg0/PVomvsSLb5aGMC1TKRXOQjN0HhW2On+eXMAdW0qG",
+	"etut6sDekovBiX76GIPR5SICa8It+bvdeCSygAjT8wXihJuDTqCbCymyYipFYUsIViIrYiQQIrIBKXIJ",
+	"LRaLNImog2aRbgBq3jivQf/MvVKlLInfEc43XAYpfCRXR4xs6HUyhH1QXU4DSTNWbFK9ycmlR4sW4LWR",
+	"gu93maVAZ5WzIk2B7A/mBxsRsBDxQCLvOczjR3OEawwbG5v0xp7fOfOHv6Byxrc79Euv4+MvnXTFLcG6",
+	"/T7Vtjf2MWRC69AY/4/HA97jZ3zIfY/7Afd73D/j/pAHHg8CHvR4cMaDIe96vBvwbo93z3h3yHse7wW8",
+	"1+O9M94b8r7H+wHv93j/jPeH/MzjZwE/6/GzM3425AOPDwI+6PHBGR8M+dDjw4APe3x4xodDPvL4KOCj",
+	"Hh+d8ZEehsd9L+C+1+O+d8Z9b8h9PTY9OD06PTx/yP1AjzfgftDjfnDG/WDI/a7H/W7A/W6P+90z7neH",
+	"3O953O/pF+txv3fG/d6Q+32P+/2A+/0e9/tn3O8PuX/mcf8s4P6ZnoEz7p8NuT/wuD8IuD/ocX9wxv3B",
+	"kPtDj/vDgPvDHveHeqqG3B953B8F3B/1uD864/5Iz5/HAy/ggdfjgXfGA2/IA9/jgR/wwO/xwD/jgZ5n",
+	"mOiAB3qq9VwHQx50PR50Ax50ezzonvGgO+RBz+NBT69Ijwe9Mx70hjzoezzoBzzo934FyZztW9r+ZdCF",
+	"bGHvF0g63rolB/qXR23JAH/pbsmg7c38qD2Qwbw9FN1puzfrR2dyMB96I79uS/r7W9LnXd7nAz7ivs/9",
+	"Lvf73B9wf8QDnwddHvR5MODBiHd93u3ybp93B7w74j2f97q81+e9Ae+NeN/n/S7v93l/wPsjfubzsy4/",
+	"6/OzAT8b8YHPB10+6PPBgA9GfOjzYZcP+3w44MMRH/l81OWjPh8N+GjEfc/nvtflvtfnvjfgvqeH5nNf",
+	"D06PTg/PH3E/8LkfdLkf9LkfDLgfjLjf1e/Q5X63z/3ugPvdEfd7Pvd7Xe73+tzvDbjfG3G/73O/r1+2",
+	"z/3+gPv9EffPfO6fdbl/1uf+2YD7ZyPuD3zuD7rcH+hZGXB/MOL+0Of+sMv9YZ/7wwH3hyPuj3zuj7rc",
+	"H/W5P9LTN+KB5/PA6/LA6/PAG/DA03Pq88Dv8sDv88Af8EDPs55oPdN6qvVcByMedPXkd3nQ7fOgO+BB",
+	"d8SDns+DXpcHvT4PegMe9EY86Ps86OtV6t++Jfu/QFzJXf2gf8Yba5VulIyu3C+8E4pvInlT5oEYhj7v",
+	"XMPjqrLO6/QvaMx0o25zNoDU+BbjQP8GUjEIHF1aAWUBodXplExiCHHM4qJel76Ex/6pQeVq5Yep9Kin",
+	"lg28G0pA9hgN+3sUaD6ysJNEI/okF9i8fpCHQ8j4K/+GVwluLlqpHWJllMgec2iQvjf2Axzk8aUOepVv",
+	"Om2w+T730wYR1hXtV3OW8N91Z4kIwo9x3A2vT4e9IjI2OFo9b8Saof6iHSvtmdioa3nAkNML+LWXxCy9",
+	"BBZX06yNZ1bbwynhk4UTGPWkMQYAqLDFMXu3f0BxfC8RSOt259tSjm2EA+z1BXjiN1/wKFXzJEaMrz9J",
+	"rhuqUothVt1s/HB2uMJcDwGbXBa1jQL1y3qC4IUrQKQdmA3zOzj+OANHS4ubJMXnvaf+rLCBiG7aIKdF",
+	"DPSMI+2GtrTqCG4fEeCgEVXcodjIK0YAdCQu0kQivISphRfmB9i2wRE3Qv96omypa4X8TGQScdcQrw4J",
+	"zwz8k6HKtWy2TScT9fjJdxdvfry8+kbLNm+iSp5TBERprhX8IaOWg51DSAkgwRZij2KNW6pEc7hkkhOg",
+	"gyFls+2w1cHlY5bLHSyhUM7ncgaVP/TCgOCC5dMlldREVXj23TFCyFaPCbD9APulSbGQgIFWQA0ApiFV",
+	"SmOl9USVYR6LJiYgBkK9svsS4+W6lBh3TFP9aebWcWKmSvp3TFbrSxCOCMwko/PKoQRwDcOH84GflqH7",
+	"696lQrD0Zwp9v3v7RS/FNklFdJmmP4rsWn4ZaSiU447wPqxEKiatrQ280UHEX1Up3Q6XnyELsKH53I0I",
+	"6y9t5epEWfr/0BKdhpyFhuoU+70cstOwtU91yj3PG9sUCNQk6FuCBzRRAP21x4PKmhbmwygmO/a3cmvI",
+	"nsHuFknS0jb8ShIFCAhlamgzlVq5LEzDy+0lXHu8M+dVopmyJLjWu76kVbtTCZzx4L+WwP2pJXA7bRC7",
+	"ZsIRHSt1FPakc13Ce/zopkjBjr41PydUJ6L0r+uoONgewT9K381u5weidVPgwmG1xcoKS2Gq71jCi5u3",
+	"IcymxrjhL5BR3P0or/RNCliJBt9lZPb73eBgzMYbXfq9sReMff+oBeW7htJHWM67raXf7vXmQXsgvGl7",
+	"NOtG7UD6c0+MpsPZIHLXslyRa6iJsWtiV8AsiSGePbAo/b018ZZ7i9KvLkq+hpYFp8q9Sjn7P1U21F/3",
+	"Vs/bq1tsPPvtYvs89t4/e+1tXvzXf75//jjdPPstff/sv1bDZ4+f9H/+6Unvl8snxfPHr5bPrhsn25y3",
+	"1TiS7P1TjZ4/MYpWWL10bJ2i8T+t8iYIy3km80UJzKqiEga3ArtUYh0CEOtOQaL24qCjHl/xUE2igIpE",
+	"NE6wkRUhEPW94KNrESvoeH8r5QqQcMVcdioNrDR8lBSs3QbyvOcXz56EbJXFZEog5NB/vH7x/FDRIHHF",
+	"38Mbc0Xoifv30xcEagn4Vm4RpHz92++RvH4fqdm8G1zJ1bwbLdLo9yidxXnw26JIrpfvr2WkBt11v/++",
+	"Ss15UK+eorNu6jNsjBuI59X9XfTe/zN4/Mub/D+uXyc//uPn0cXb+br/8Kd5/v4forf+/nkaq7Mncfbk",
+	"27tN+MECP3MkHG8JtrtFcCwZOPNq8V9RHoovu/7vL3DYesERwePLNH0m1PaV6c76sx09Iy9vS/+RRL61",
+	"1vA1mN8Y3TfMsIaf3Sn6s1Cc32XpEnjx9dazjAoYj8BUR7Pn+S2LFjdRCkquhYqqHqDDgp5LVXTY0wIh",
+	"rbUwh8JFyjgYf0XbC9dZulaAE8nypUiSiZpC1Csf041NSWycudjkxkziluXUkiJyNk/SjQ0BxiV2HrwZ",
+	"nyjzkkCnWcR5ATewuKU4V8C2wd4AYDoM3jqZ+8sRgn7JK5goOPuhdZrnIiMkQv0N8f5fY7rHfBa2zrGA",
+	"fiOyCAlOS6CtzkRV2FpspSZB75ibEB7B1oF6NkuFLE8Gv910unbYRf4W20kRBBMSWEj+MpV6C5l1q0MT",
+	"zSRC2bC1itJDCSpHF1Z0TnCEzjlFCh8Sv5VJp2qG88rJyOmFVbrhzCKDh3Ydv2Y0nKTXQYF1Q9rLEUFu",
+	"UAmlRCl2VLSLxgmSBRGlwSCETWr6qyFUXuZZK9vVWUfEkHWPZHnm8OwaoMPrTOb5ucN/NFH2dvoQ1uXp",
+	"Du3uU4PRYL3cFsC1G51/lJNBjZtfd7fJ192wt0/L2OG8Q40vQHDOFjU+EwnUKhqtPRoYO4WAZAlPvSVE",
+	"a0f5XsvCApMhJKwlOkMKETQpVyIriOPPdAdjAg1BZG2usDIak70zAGUm1VZePlEUMA2hWAERuZDtLC3d",
+	"NDcR6HuOLvcBvstfYKIPsWIhy0gvjywLE4UYZuk7mWUxlD3LXHYY0q6ZinWyrdG5K8G/cV42WleZX2iz",
+	"ArCcQxv6oHnWyjpJK4bTA8A219aFCz+tdSdQsJS5QPMtDmeiyqvSlNsODrZaZ9eAU0acX3lNNu8NVPfc",
+	"z4nMqzA6zl4vQeU4E8Q9AdYhy5N0AzQKgJEAgBoN3gCo6ZNAeXYiX/1bS56ya2lv7EI0wKmpDbAF+0/5",
+	"8AHk3CqL34lCtoFCuvrqP+q9WkFvMkAgCNeHuRC8Himo3dc/JnqFznaRbdtCRW0nsuYO4zupZ9nFLqXT",
+	"wStHBpv2KbDGd3ch4JR0Ed3KHeVp0Tw3cgetbR9OVS64V0+KNnw5urFMJinIvpNw/ryrpj7/LCeVUeyr",
+	"vVP84IfaaLwl42kiihXQ95K1CdDpTBOeki5DjgvRcVP27ge5ze9v/ZlXuXGHX7x8+oPcUnT6aBgr96La",
+	"na6f/dUGpNC32KMTyz+6OXhzBL2k2TOUgWbXWgB5ZL0bG6IgtLdiwP0uI/BgryVpXiDNm9nxSWJy49rG",
+	"dHFktnkZ9qZ7PH0cIqWYDXpbM2aWLpf6+CRxXXb7UZUg6V42TCZn2vDbVnXohWV3JDQwmBR+aA6oOMxV",
+	"lBQ2trf/cOqh+tMi7Mve+7eBGGTFv/pqevX23W+DYCbX7zaDvpxnZzIqevl2M+1v3i4GEZQ/1xenQ9uP",
+	"xS4xvwH8EAefESLvlSeWIXY7V3qi9B7Uh+Kbxq8nTtwt8XKgLLWKdy8gTqGBGGjgYJbCLzs4/vdT8M9i",
+	"VRD/qnseT9buD/9AcMkbY97YopsbVpRzkgfQl4pRbMuFGSvWP1xDiTeqCq17aXUSukcqdmqOP1m3HzpG",
+	"RuRD8uirejed3HsK/qPq99uheH+Q2/3e78rOz2S+Rofno1sZT1SEbHH5SqocmFArkY4yDovEqwRsj7kB",
+	"yhpVQJ3LFjcgvALodnJQMWAkkwRQLm1iASijTE0It+XN03RdIE9SqqIOe6XnACnXGJb10CAnaicRcV6q",
+	"+52EBWb/p5BoXS8xlzWCCsBZmkVlKqqaVZmoJL2uEw76HveJ9n48r5TTlHROPQH6Fezy6xm4g1ymiz/J",
+	"9nyN984rZq/hwbOMVVqyUwgTKjgBZdHaCzadAIrHoo5PlCG/jgsDuEGkb8jWUOns6jIX5wMsj+1KTlRY",
+	"D4SBQ23beQ0p/2nRXTciLsbMwiMYclLonFBpZkthRV7iuuI5M9HMOEMKbSwctzlQ/F5EEWV744ylM4qS",
+	"QV0MfQjcaR2k41svZUj8dJvKGV1KoeCcdhitBJGX7ewXdvAITtShM1je46hTyGoPIY3qczmF9p2+ttHd",
+	"QSHTYh5tHUIC+3C8R1gk0gcm2Z3OUUq8uXzEIrFF5zXU/w0hZVGkIWtCyCeP30mQNEvtLBrSgHObtYBU",
+	"I8ZjyQvBM6YvUMUCov9pJLYtLKfP0g1bWfJhOMf6+XGBcDZCIQs6VD40I7HlJo/ZYvpMZMaNncZJAtlQ",
+	"ILXFqiGqaEcOzDSHt7TlCfDe0KpEJ9Dp3gJChbwQxrkyfAvatwuh1/ScQTtrSDUb5XRCt4dKNx12kUPd",
+	"GxNQCzlRwBqPs4adYSE+B5/gFoCf02cXs5lcaWEo3xcPZ/m7kBue+XRjJhdC7xMlcvbo9X+ZWkKivtQ/",
+	"a4aRKCS38O/ceRUO/W/YeWSIEMtmJm6l60QhBYcNiHPgh7zSMpn+JDa/KGxx+3aQPzY17fG1SjNgxIWe",
+	"e61yYKrEROWrTIooX0hZsE26pt44Wtd5mi3XiWBNKEcAci6Ym29DzsJ/6P+09X/+LeT6dIgp6jIoE4NZ",
+	"z2SxzlSLAU9PhBy1TGidmqWrBeTHsgM9B2/gFB3RcYC7XW9OFv78888/t589az9+HLLmm8tHrQ57XJ4M",
+	"dvhgHCrs12ewUta/0quQ6V/+v//x2qNf/+h9aOMfQfnH/61nyqjrljhq6PrEHuTtSD/R+GooRODENIXV",
+	"miX5f5q2PjqxyDHNJUi+opjA03735hK3u8SntoWv/SXEnlI2O/S7Xd6oCp3GOBiNzjzzcQ437/k+5Fsj",
+	"hI8vcYEbbsdmY+z3RkOEqXcEXGPc7e90Y1TEpB5H4N2BVcNeUi1adt+w5vXOqq/mB0e8V7fmpbxqN8PO",
+	"K3Vr3+e21onK+0Be9F7YySB0X6Ubm7sxyq9Ke3l/pXa0Spuoco75MYvM9aLyVZZy2CSwwWDbdvucdiXs",
+	"11PZIbX8odLEdPMVNbpqIrttm8aq5WBKTgEl+QaT+UYyMFt6lNo+SPAfzYNu5ASr5kbHbuYoQrJ6ijzy",
+	"nWq+HOmv9RemcHeepJv2W7l1MYpK35Z4pDibrpO32pecyUQ7yCrCeqVtzvdpxco6wna6LpzaXpPjeJBb",
+	"/7VIq/WIExUCA1JoCFvgAm2KzZIYWKTja7VehVpZmy5VesX1irOSO55+14K217dyO0Y6cWhuIXJzuIkz",
+	"eoxO6MGJJEH7nhJ1D/JWZ6I+Fe8ZuroH2M++KBKyaudHhzabw2qlF2KXpOoQMl6V4+o6EwC5GvQW3tLL",
+	"D9NZxavffx/M3/Z+z+Ju1tij6vKEP20PZkHUHsruvN3z+v5ZMOgOe6P+vRnI3sptDZPXre+MjTc1FGy7",
+	"KIMD82tnhiz3V6UJqDSwIrlK0mq6EJTYWDtHxv4Yb7K4kBB2d189aHenPf3qff3qZ1574A+DUVf0pv3Z",
+	"2d3Iv27qI3yW/OfmxeN0++xxunn2ndtH+LTxhZOGeUd033yXZtM4iqT6MvtuKvxjWoJCiWUtERlIul95",
+	"4327hLCE7aktV/0lbk6jSY2Kupn2h/SX01WQS4OtIDPIhDYhdPANUYDZij+o3c1l0YJoEBQrZZHMWFMb",
+	"bBMF/2jVoTSMtRLcgzJgJyMZTBS6Spc1yAXVKzvsB63rIbGDcW2IehiuIoMgNDeB6I2i1qBiohKAPaEY",
+	"+EJAlTIEwbCFM6pXTt8l2miGqtM7gSQ43UD3BErof8VJOAknwQ+grd5RFI1x4xtaxSSRSZwvoYp3JbM4",
+	"jbCZnzfKVvlahMPKXQ/DMHoVlh589mydF+lSZm3f6wW74/DccSydcRwaSOURJ0At2g19e5N5tZPNEQ1f",
+	"lcenUh5QAujMu6M2SjVwQHXYHxxQH1DLcjTeJJj9rldkmgERySYvuxpQcOPvy/4EC6FmK/bibKIQiiwR",
+	"8ZKliBF3nQI/3Tchi+fUBZfLosMemw5S/VUJ0EbzfKjVz+7u+9fOmON6a/FM+cwPp5/CG3sGZUQL8Lkf",
+	"uD+zgOwvP6Fzbf/AGXXPyN1OKjoeN3Uu4jNKWMFz1vN6liTRwDuxplv2IlV5rLg+V9q6q20e/NucF3cp",
+	"vp6Wz+a0fC8/4mFBtXZqiMhuHahUPIRf+to2OQIqgoqYY57Z7g0spYGkd6jHBbW/EKrTf3BqYoR06oL8",
+	"orfgbUSdibogBRp4vu2XNF8jmQlaWoHnOf2U0DdosRmNqgWtaBsz8UrIhWMmW//CYWZR0gDmpRtFhUv5",
+	"erYwWDdGU4uVyArk0l3IXJIbk0OnouNjLtIkYmKWpXleKYgqzQas7bmWBcuTtHBg80I0ctlDmOfQPDFP",
+	"JwrGq1K2iVWEiXj6sX5RmbNlCu6LUCzEa/Ehq2Sda9+USKVMKYCzeiGGMtVEIUtyCT6BHZ/IEgNmzUYY",
+	"WzdaS1MJsUt8DaluzG9MVLPsYLhC9myR5FdFWogkdLD/8M6tWghXZ2uBZeSYTGqiUjUuEVixOJHYa7A9",
+	"Aw0uKF4sUjYXWEmFs2GvW8ZqXUjq59C71/aIGthELAvQq+Ug3i7FFpx4Wnf9GwOVCFiJGHlv9oLRRIXm",
+	"nLahn7Mt38+kjGQUsqncpipqnZv9kbuuO7nnpv6sM1GPXeiQihXaTDPTi4/xcibUtqV31jvCrsEbW9OT",
+	"6z9lnqN5iYal3ss/mdNHBO6LNIdmY6oltc/T746HwcbuW2waK8Al3sgk4WyaFgs4EOewPCpCwF+6I8IJ",
+	"IzcR9MjoGQX9PEvzUj44BxTEDxwawIkq5wC+iCH5wNarlczYVOuHQ5UWL9c7uv2OKFAVJ7V/yFn2Tlfk",
+	"n7Rf8/OxRXbk992wdT+318kltp6j4lLycze4/teAP5WljfLjOykUTzi96bWa3T29+ZVd4EtMlOm8yvcx",
+	"WRC6iCIIFhO6LqT7t2qY/ZMCan99UKxw0yo1nbE3bWXYxUuhBJ7r2/pfERZ/twl2dxcXKVUTsFQVKTGo",
+	"ANyJNgSyd/GMgE+gdBfTj3p7KimjvDTk67mvzdTQ3mczodh1hgj/iem/Zca2gKYXmcxZs+d1EdV/E+eS",
+	"MP0NObZ2MUSBXIcQPIhSme9Ye2jakxHtex5bg1ybKLDb4sKWWdgHBiNwfg5YfecV4wkesYyhNjOTrQ67",
+	"tHMIvXrjiaIGYISz3qBhjzlcII4F2wnlB945AdFxqP/3vp2/lD2u6fsl/O+tWQ+sGGFYGSIIIsNUUW+l",
+	"yNzG32MS23fKX3+2DcQfE6IzqG0griszOGaeP2bxwNcW5K9JniP0mYHeVDUNoEerMccaO6lJmXzN2qo7",
+	"dOfdr0BDkVUG0Qunp5ddyyJnPc9nqUKvF1NE+jrofTZ9c1oo2t65knNmvyGawSCx5ct5kPZ5be4JUCAO",
+	"tU7/LZumP9eg9F96hkpa7HucoVNDyTud0yUa2cHszd4Rw+4cKgjNSiA0+AxsKCpv0bt0i/WhmNzRNuLG",
+	"1HBMlLWpoMpmIZfELqV/ehvd1PkebVbsRM1aDvv2erYgaTFRFP5sQ8wUQdtiKGpZazv1x/itZBUuKv3u",
+	"hA6rhY5pG9POWl642JkPctRiENalLi19BRQwVW65B1gdvhKFhOhF+0dsjwLxBchwLT5Rzvev5FLEqoTg",
+	"dL/Jpb6SxBBbG9hdNl8nCd4MKMreiTjRmgRfoj6jZouF7lfb8tkj3d3AE7r77H43qHR93ImB679iubm5",
+	"HXY3/3engvzPp3TQkQtrapkzAo42x6ESQrW15sFSniCerFwyrm9Z1ydyp8m9iQ3g4IJaB3Pb4hSUgZNt",
+	"8kDIrYBhoXciidFy0I7TDJGgxlp8aCFXpGy2kLO3BNsylfM0k2yd6/HF9RSVj2Cu7n3WwEv543SXw8Es",
+	"urOnkYi8uFrnNVBJ3mjcH437w1/u7o9QW/P4jzuzGRxv1dBa3AxmiHgC2y/2gP60SCG8iMfmSJPDPY8W",
+	"J94C6deezQsDKI+nbrp1OjtgkUNIhgkGcPUsLuSyZXqq01U8C8dOUjEu4C62FniipIpWaawKwtGtwo8b",
+	"NAR9H0Bzx9+abOguDRuWg0GCFe42UQh73WHYEK+NhRhQ5dIsipXQylzkb8dlyziMEqE9TNtYCIE0zOlV",
+	"0SjEREVSQNAHUTNWidhC/NjSbzZ35spg2uhfhi1IAL4yEKVUZ5UbQGEH4NS55TkLadbBcsAXvEKDJsSY",
+	"GaZVASVYC78V1FXHicQr8bchNL8TOylWCOuF6bAX2kuyvG1mUuO8xBJH3F7cEg4qOCvStFKcdwgk/CVe",
+	"e3/nyGzg290jeuRrWRTJSf6RGesh4keahgoDxN+v5OczKNsxM12kTKA8cCQeNtAdknmOWjqdbBgf63pa",
+	"DjHZH7eB/D/IXYION5HEGZapt1fiOlYCyyvfkpgkD4bitlB6M0vL3gIIcMQZm6aR9jtMXQHFRr6dptE2",
+	"ZCBuKV+wdIgh7XiIr0MkGy0HUMaJiTLfP8iBDrlVVm/sPYF6I6CiwMTph+xZ/O9abODgxiAcsUoJP5ko",
+	"BIBYidyI+tkaaKkyi+q50wSgrbFUFbFaI+RmfSrttV2XUxdZX/0UX61xLCZA2Zf5tZPiz2acHJV27CyD",
+	"WfDYiH3DvmF+u78TecbHti9xlHuP3ulJ9NoDeRa1B7P+tC16otueBjM/8uRoPhQDYyFna7XX/uANyzEt",
+	"ZbGAshSt+hvUZbd/Ubdy0Upow7sxnosklx+FB/JtvFrJ6MoBwILOjiqJIv7791Tp2XmyztKVfPhSZLH+",
+	"prbVY2f+11nSGDcWRbHKxw+NvtUe/EMAkn8YiTjZtjO5SrPilM4Qc5hvbwyxB/GzbwT56/PWuSMije4s",
+	"PzugPu0PShV6C+uhzUBC8DC3GHaAmWwoD0VhgvB2g0KdpT7RISSTzM4MOxMF9rvzy6nUChEoFrV53ET9",
+	"ZB58FUfY8WeCCISWFP7Tvp3ZYO2nUQg5AywogrG1OFuKQmaxSGJAqFqAlT+nRkOj6rRmg6evZMaa5tnc",
+	"Haa+oMUnarMQhYlHOEoE2O6RewNfuxBvZc76xPTBmlQruUjXGYvEtp3O2wixhf+ljzZS6jGfmctgMiiA",
+	"SEBdnAlmlivNWDP8t60UWbIFYCW4Gf2t70V/wtmFv/Tzky018P8bLhv28H+fTlRE0AhlJ7+psPXzVodd",
+	"xkvJfoeaGu2aPb14fgHlljlrhm8uH4WVpnw9F4/FFmtjc/EOAkJAwk1FoZWtNYdaAthjBUxSjvEgmC8b",
+	"TFZpgc0H2rfUc931WADq4htk4qY3bY2plxRvDlDf+logqSfwQJavtJ5rz1NgJkMgtRhJNwEMFI0zAoHC",
+	"IFOsvVBVlEVBTVfQcgai1eu2g9GYecG465Xv5XXHnscePXl9ySfK87XQbZ1XRrkQq5VUOSs2WOOBoWKR",
+	"JG2o8dwfH/gphFFlN+pENVHAe+2gb0YBj2WeN+56v0C+zU4+2nPVWQ6/CVkTN4qeVKiQTueFVBxwHPWB",
+	"/uZhH6edfRO22DxNknSTM5mIlT5l8E56rqSIoN40LgDPET3vbLEtFktWLLJ0fb2AUteJKjKh8ljvvXys",
+	"f27nDbeomXgcbpLORIJPWSKxHrjFs4VJKuZYQKsNU4kF7Eg0tMIqE/1uHbP9Q5atFSBKVoZvAeEdKxrM",
+	"GO3eN7G8GirHUhW1OMvktcgisN7pafqcdNgBY/2htiRcli79vghmiTIKjs8LB/ESxWSlMLvrsdwENMGz",
+	"MGXakIhxZFdZ4w6XpO9kFq2lqY0HaTaVM6ibJiG8h4K7ETmL0g1isy3jPJfRmI6B/hgPtqlLAqE6UZmc",
+	"AWAa/NodDywuL7O4FoAXzig8mi4q4tnbQ1U4Ru7fqxRH7iPwY1R5Hr+TVOCec1ufRLadU3RDZiuJ0v7S",
+	"tRq/f3Lp2INFtpau0dbPj7C6VmmSgP7X0hwocapVQwXTJhwD+UPi9VmqtKwoUvZdFiOYjh3tFGao8cek",
+	"gYbcpDFmkwYIzUnjw8exwm8wQ08yMT+cbGJ+qrojuMJdgBsjVHZfnv4Ch4JTRnh8rYj+XItuWCa1eAPc",
+	"h1Iu3cEyr1ZFV7XGsU3WlbpBgpfCoLOjUMjmQMAKNpVSlfI+YltZdNhFWR9TRpMorr8R+aFu6YpgvldY",
+	"+K88cyYW/qWcvS8sFmx5Vz/Kcbmh03ln35p8lEOA9t61n2vzHH+PHf11J3/CrMb9tvHdUhpmwY/nY7WH",
+	"IVYIuw+uNKHhLmV2LRn2KjZfffeIDbrDM3Cl0TWk0q4YORq5+RzZWHeoVkuviRKsdI8bWFUdHA4myOI2",
+	"KQZogND+dhlKYm8uH3EWorEdspcvtIurUhaStRrqBzO5XBVbFkKaowJQNVEhmeL0eYla7PDRoksSogkf",
+	"tjomqAUJ23WWhEaDmtuO6dXK4tJeEHTKQeGVxAIrMomTHtHsTLf0R9PCglcnLM61W7VM38modW77VYl1",
+	"ofxZJqGJOwaHOSEolUzmemrjHIMZCGuZ26mGe0OZ25tXPwLmCjSxZpjw0hOISXoclukqr8xcuBTvr8ys",
+	"UrpJKLZWb1W6URNF28idmNcSicpDV3DCnLRhIwJPRXhe/R4+wzy9iMg6gYCk2ILffAF+qTA90WUsMs2c",
+	"WCSntArG8+l++qCtDaBXTXCFnHslN2TxgUOLjjAAyduoAiblhZot0kyCj3sgmtCZKNpgY6ZdlRC9zBpT",
+	"zv4MUgsh8b/k0MIi34tZkWwhQuPgdVajDnA97cGHhjEjSveCDYZ6uBo7zS1Dq6XugFAJhWbjjJEi7LD9",
+	"yMVE7YUuINAB8aFUSSTTwdJtrHqA38Q5Vj8wQgXGmQRbNqFIjb4IQ3X6IwoFQIWnYnG5XLQFbCyQQkWE",
+	"+gaeM+3XahgbtpdzA7OQgmJcxNKubwlVNbadXt+TqA32evNhj0yUG6OpTDXFF6GVCSSMafbXx9214jH0",
+	"hiV1+BRgZcaW8eq2ojannU00ht2mb2scBSy9gY4j4ipaCuIhWzIxz2SOJNMXpCpgAneYU0z3fLFvgG1E",
+	"zllYZqRC2wlwiC/6voEeYg+uy8J1P7gRGd/LGydbW7s8wbxxkyirIYGktdyhUo4z6HQYjrseey437Oc0",
+	"e1sJrNYEoboeGzphGycQc7GUWTwTD5/LzZW+E4F1L1eJKORuI5re7G9e/Qh7QMt9LPEyNBWofW7QmaDQ",
+	"jw46cTZpvJNZHqdKfx58qMab/rv9o7wWs60FJqeFREz0UwJK7XfBXWJKn5YG+siY3NHZ850d8KWkz/1u",
+	"iWr4OaTP947LIbRExFXu3ymF/rHdOi1fCVn8b+fh/S8MLBou8U8XToQk1I2lbxAbCanK1DU7rMFrC3sd",
+	"w7YwaWJK5iN47hz6bnJKnEWUGW5jZrgN12SIji8Um0qs2pdRCysylXb3OuyCMjDlpi9TaJg9iwvjM85J",
+	"hcZzS5SoLfQ9I+O5fG8DPJf6HrdB8v7T1im74dQUhnKw/krP4SE2mSqXzC11Yx+vKgvSqDt1TKRS/gEZ",
+	"ai3SitmhSqcPvOYWvVtv0bvtFv1bb9F3b3ECRm2cwQLfhIGxEw1E1K4vAp32C4uavczku1huyD17XzgZ",
+	"8L8shFYvJUHinE4LuhucqycGLdJV1Usa7yVqtGe5lYWbnRGZJHeN8G5UanAtsDRHe6IThR2HGPQmEdhh",
+	"L8ndE3uidMeHq0H/0hd8lFj4x7Z7v5yqUXRcqjUBn22J6Gdh3+5s069y+OPKYT27n9bMvCvv91ES9JXE",
+	"QvkaeQYlXDUpvtJ6xSivK2yp7siwek/URuTmxgZUErIgTZVSP7hL6r1T1UhxQbr+VvmKRNZ/j2SjMbm/",
+	"HttPBFRhOM8/5rlFrq6jy0yIeHyWpm9j2WE/YccPlsqaL22z93KdFwCwsIUzGf53+9HrV9+1gSEudLB6",
+	"DVBaHhfS8Gzn8bXSB1xmwFq+Ls4tfC50bBJ+WeQMzgwKyYkils4nandssW35sYQ6rBnStx0kU7+CXBYg",
+	"7DpASYUeNdR4K6rAnCjDmAagvpD8wadZK8wgpjVN2blQUIpag/jwOr5WL9Y18Om9GhsSSd9hVso3d/o8",
+	"O3c7Eh+LCrBKjq1XEtYNJ9ISxTn7t/zs10OFHT8t0potWPLfc9vHqTcZLhfVfDhTlEklNzLCgnTadnpB",
+	"JqqJVbErkRes2MjknaSidFQdZqlj1eqw51JGyClU2dJjxCiJc4JXMczSiRSZyiG50/N8u4939mZ9GQqd",
+	"z3srBgsxcKtiwCe+ML+vdP8fc6UlnD9ar9A7Hgp24tcc1ra6jHdv//94pJc0vEcwsH3ey0uHR3qPIvHg",
+	"Cag3fJ68N/ZEiVZU8jdCgwdItmipZRzIq2YVchr7MPbGMcYIHabpEQ1eKPbPoli9UMmWs9diKV/Hhfz2",
+	"dZHFs8KsgoNYTjcKWfO1nhxZ4tKDJpiJpZwogEe//PH1mE6kUhIY/5CWAkhctGwXbJWl77cMebagm6jk",
+	"h7x89eb15ZPHVy9fvfjvp09ehwx9D2oO+e/2d9jbIaP2yywt0rAFLa5kqaGswJnBs4dyAE46t8JhunWK",
+	"+M2LIV45SoaJqhcNlPu1BKPQH4tBzbL0HeUM8F6SKiLFhRlW1JwWIsUV75gF1HJUKBZe0IaGMx+aZF2c",
+	"M73T9fNnpt6DsL8nqkk7pNwQ2ORVylB6pigM/j7gg6BsddS5I4gf5BMVzvJsfgXzCt1fengVyUijgyWO",
+	"C4P31mVwYRsubC/jHFo7QhcdLs0myiD76t0O7WhIdApPz8/RxgZ+H4dF9PGzp8+vLl/88OR5iNdQu1qJ",
+	"dYUyd6K+A57hknIVwrYuuBSbJTGUrERRJvMcO71jhfvH4MfC4r22tK2IYlE1M8rlhPs9yO0d9wyQWJla",
+	"mjzVN5uoTM7BoYBwD/VZW/RQ6HHavc1VrK6QQzmkZd0stmMWbrLU0tiGfKJCmmoslaG5DlsU5bcboURG",
+	"Sq/rjZen6l5tGaWSsVnkCvCnmM4iOb9exL+9TZYqXV39K8uL9bvN++3vQbfXPxvs/uCk1C+M/5MiyX+Z",
+	"Cvi1EQ27hmYuix2c0NeyaBst+MdhPW6k3c3c2l8RQz+qE3mTaQ62wlGWufEZUd+1iQr7NNjCXR5tq4BM",
+	"/y4VaxubiZi5o3VGaJ5pIQpSO0BlzIgIpoKPAGKSCqXionQDYivi8itRhB32X1rWoMDeA4KfKNTv0Ghn",
+	"QuwH4CvwrV7TjHxaFIUdameaKRNZPkTffCMsmd/fvRnVYuzCkdnyjV04sjy/Cjbb9Ld58luaikFyEl6A",
+	"O3s3perErIjfGczi/5XA9bvHB0Ez3UjQzuE8FA/Cr3dBgHeufoiY6hDHrfVInkGZoIBMlDmx1SHym0Hp",
+	"vyOLNISzHNJhnqimKQsPg94i5CUdk382XITnLPTy0BiDppm0RUaeASkw0J7FJp2okD5t6+GJYp3J0DBY",
+	"c1swikN+kBuUHyyHKxbsnczi+fYcDX7tX+Rl56uSmwlwl4Dx76IUlE/6j58uQWmiNrWWYPnMCsQxNtjH",
+	"4B8AHVf4No6MDd1hWJ/Gtuk6Y5mcyfgddGylu7e0pbWSuZISx5lv4mK2YJkUs4XMJ6o6dbs8UU3AXSVO",
+	"qd+0H1A2IVuRDGCM1ylGw/BNhelWbmG4z9QRQ92ueXM2xzGnZKcrAizy8rDDXsHNtehHkWwVQUX4Y6u5",
+	"2SRzR0iY7VgTeoe9XZE99yk3dXj1G3eTfDggxwi9N3L+MeoDxn2lj9JRQr6qVriRN1c43Y1xY7PI5exq",
+	"dfHaj7wfg7fLorcZvp1uX/zr+r/+8+XF9sWz3589WSy2wT+9F8uoP73sfXvH6boF9748CDfB34Ov8RXw",
+	"/kspkcMjgqXxJKqq6uajasL16qBt+0+owIdsQl6IJEEBmIBFC6YuCh62XrGmE5d4/fT7529ehq0xC9P5",
+	"POQsjNW7uADcFQxBrFfI6wL0bPglm6WRg05RBm+0w56upNJXq60W0UuxbaF8t3Y72dztWBHpPiJ5TlSR",
+	"skjO4ghidaabKJ3PoY/GjAWBxp6nblDpYKwap+y+xu8yjbD87R31eR4vG9arp2qeHgwk0zvpB9w1N/lJ",
+	"3LCfzPzTzgG2RNw9O/t5vbohPGyMMcMrRKk4s19K2HbEjnf35eMn3128+fHy6uWPF8/DlkXym6+TpC1m",
+	"Wgywi5dPAYyZevvqj1+ttYdhZWg7DFEjYYTCAUNZ6j02UdVNhiEHaENbosmBTYvN0C3xGbO9PjFEIoLc",
+	"5N7Z+1afOwyLG9wiMhvN9qDgZI+FOOPtKAYhGIWY75woc2jt8b3SJzS0o4QGuHWOtJEmegmH2ILw4jw8",
+	"xfuMK6lNNxQfU5gUH9M2MSkX295UHVDLHcD5UkivxRkGDTPDjsb17ewLtCmKWb5IG5oeQbDQByYgiOnQ",
+	"CE9RruUaPJy22iLdgPe8FGqLadH2epUzMNHmKfY14XqAvNqdOCqaUMD4hHm8nMXXKs1kVEZW9R21G25I",
+	"Zlcy243NNoViT1++O7MfTDH1/PCsd86mcgGMm7vphYm6Ib/AKaWCt6M0dplk+C7NQrTXsWpZvyxuJ7pE",
+	"y9lrON7cMN2KJEHwsLGDnsX6Jg8B72UeqO/pe579ThvlSTJR+0rl6uWTV1cXjx+/evJaj7r++3++ePMq",
+	"bBGi8kYmSXueZksT/l6viFuBlwFnvUAln9455kep+xRJSUu+FtiuwcgeHFqokPr1wleyyLZtaNXUZwkK",
+	"bkrWYZP5n0rSSxFrvpIRbG1wU/QhbDG7ua5lwfqwm+lxa2V5FcIxHkKzVczr0UYDLUdb67ISpM/kLNXe",
+	"HTIb01VacOFO75BFTQ2V9CFF7derkATnrEgzO67QAtntBf5jxcJIFiJOOvhdWB9af7O6V2idVGml5wsr",
+	"NyomhtvA5RxPCL/H6t1V8O794O2/esvfi66aLs622ay/+S1azXvXYpDkMqhBfNenvfrcF5Ad0p9XTCf3",
+	"2dWbnGgAfL5EZAc8pe7vovf+n8HjX97k/3H9OvnxHz+PLt7O1/2HP83z9/8QvfX3z9NYnT2JsyffNtxU",
+	"QL1zN6yE8+R8LiFmdlVLA+JXaUD6LgtIlbhjnx8E2xYOEITgNw7Ysv11tTy1Wot7K6GAfYkP1a0G9bSI",
+	"w27Kbe9bYHvqvrvFGyXaAkN/gTY6SU0bp1rIqoOqhaJJ80MysGJrfT5ea/eGY7TK0mkil/84LJfaWBdd",
+	"bUgFU8NNTmsxbMkfsFfdlRkoRRvjBjllpd+0EPkN9zjX/lCVWtIpDYLOnrwQ0KvruoW8gdD9jXHP6/JG",
+	"ERdaQjSeOs81DfWEHkcZrnWmxtYHHdPkjN2JOGHnvcTLayF2q84j8Nxa42ojUA0CiAc3ZSPankNYj1IR",
+	"6xF1nGLJ0xa5bmEcb9n25Sey2Pea6wz3Fi4XRHKqy8XEzPRb3b5ivXLFXhufOy2YVGDm37ZYO15B42Ms",
+	"1+uqfUIjQQ9ud9qae35JC5fI799ziczck/cHzhZ2g7sO156/dcyc+/1yzt+ofL1apZk2zJYyigWD+b5l",
+	"2tflVW24qg0//xizf2ncTJr+vA6hBDzLzkeKn91jkUyQu19awsY5ADKk1CCZQikVGprn1K0fKzYIPJYf",
+	"s2LBqFyxyzTF9kfzyCPPCJnfH2eRdsdgImKxtadBlMGn2sWiD2XOga042ZYnxzgmrR0d6jgo9SE/HACl",
+	"KooU8DlsKiTb2jxFp7FrfFZg+E2zp1fT7Pnhkyb7HRVYF1oywc9C3JDX/2lBgCg2qW9T91EcAdZsyUET",
+	"bmIVpZuQ2YweIEtAvZ3ZykEPS21bADsx0S+ZbcENRjRWztIkcsg3CKO1LKQl8866qSjBfpdZmo/Lb4G7",
+	"CBhvEFaGw6mISSlGgExjSIkSgHg0V0K/ifZHV30PfrIajaBAahknSUz7gUPBuWlLLuO1FkFamRsitO5a",
+	"mpydxZTBb7T4oSguTCFOR5zjzQlVPFZslaXXeLpL1F44CxaaB3gSMRzh5NhMSza8ZF5MlDNDW6hwR8sr",
+	"SdU1ULasVlJkHXaR5OkuY1O5Bwjrp+RvYihKJgrrOfRg0AYr0irzEfomIWv6Hvc8D+DHsApP/mstEjNL",
+	"GG1YSqEg0wcg5dRAoAfUYa8LUcR5Ec9wGFBhCRwqm5RFYguI0Q6Su3UZ4FWQ+6cuqg1n4Yj+8LnIAAeF",
+	"8NUMsLq+O0By2W3bDP1FyFk48pahtmhMajvoLcJDzeR4iuq7ydGFsboC//nRmT1o9PDyjj8VaI9Knx1k",
+	"dzRnqzH2/eGAN/QWUzLPr1Z972qpL+gE7qejEXx61hmiyxbrSwMf9FBWw2M3tE3k5RjsALzKALyap6Nv",
+	"uPf40mWM6coDjx/VPP6s368fAHxRMwF+zQh6ne6tAyjTsVBivneCrO+NfJrT7ZVR5n80TOtwY9wdmNH6",
+	"/s6K4dVGmOh9M6ZRbeEfI277iPTP+4H3gZudOW50lyfwcYr8LR6sQ7kae5Y/e2aQLzaZ+hiXfutMttGt",
+	"bLqlv1yiLgjwHMHTRVaEwxBba0cg6jqBDgIFx1JytsA2qYhpW79VTy+OumajzfQiNXmuHc7wmKjEQYX6",
+	"XgnsXpa446Mf5GwWZ7O1tuQyKd7KzAZs7QPTjTJUKCkkM54AQaGDlg/PLBkP9AX0/qBube4hSUXEpiLR",
+	"5zHbiZ1X3kLrzUg+QIrli5dP2xAaUiakgRVHF2b64pzlC5Fh80KF6TjH8BwOHKEG6DUnqgl6uMRF1Oa7",
+	"vBJF2DLDMVPEWR6rGfTdYXA+Lzs8dpblOuVsui4gy3Q1B8gX/QCCstN/luSMEEWfizhZZzIPSeuDSV8W",
+	"jMK065evL728pF320WouHeXW4w0zOJB+9oVIuxxiXNWSujfu+r8YKAAzsbWN9vAzmN5afRf8Qm6ZRKZY",
+	"7BrK4EjZzvwdCuZxr9dt8AbNeWPsVVVWVyvt8s28ypsFt79Zf3R4yH4w7vXcIc+SlEJgu4N24AT2B/wr",
+	"byjMPmBwOPLbZ/O+bA+i3qw9mnZFOxj5Q28wP5P9qHeK6tGjuKnK1NnPdICnRkz9Lyo5rVBI00zYgJTC",
+	"dNHdNQOkCg7ohR+hm2VfsuxyMAILLZS0FMSqA+CZBiEWMQD0DzjxwFhlMlG2BBNAPedxUoDvpMUReSPw",
+	"t+HfI0jeI4n5MKkIigdJFgU2i7pX2tyjeTa5RFo+ukxYnIXEnkn/QlpejljEnIVxJJertJBqtr16K4Hy",
+	"KRFTmUBvj35Z7ZNcpVBsZFNGkIKlVzRE1BDF0DJ4OY2VHBtimDinTPlEgcQHEmBg4DE9VSZu3Nl7QEwu",
+	"eR6/k/VPk+/pa6wPnemdOVtDlXdG0AngsOkhmBEBW9I5E/gLVOUqxe8ISSxWrLn3LJUWE6Ut7wyZcXZG",
+	"26rAFAOvFy0JUyLLDOYYjKRAAFtDUPxUMS1849k6EdkOH/H/hz/6VtvcIVydEyi1iCYqkYVefZdlmQiP",
+	"9O4x8QLs4wJn9jpNASt6HiuR2EJqlq+RfrnneSzNWM/rceidsxaQSJJ0A1C65S1jdd3q6O2SF1fWnYgM",
+	"WjB8LLVkCFkutmyz2HJ4t4m6hWyZCiDwU4yp3MSkTCpewJTAJEwURNGwIhp9dSxz1jtqHr93Uvc4Zy7B",
+	"KrsHv2o5uHCiquSq8CTDq2qqWSp3dSTSjbSqUH00UTaDAeVesoRBmKZrFUEUBO7l8q+yW+lX51Ibk/Ae",
+	"EBxRFYF2GzkrZ3oKrxdQVY+vb18FWeEMb16HXUwUspbqp9szRQ9D8zHDyKhKC4eUWssWsGXN+9GyVUcW",
+	"54fMPa06Pi5J7Aso5cfCSFJwdLIPRGPIrz7V213ndSSwL0wjgQtKA3olzh0slQMjKVVFZTjzNFuC7bZe",
+	"x1FNOOjwKHAezPP3mZtLLAtigS+J3S3bO1uIqHVoyKU6+6gjtnziqKj1BtRD4ba6NS4IV5zaZVPttBWH",
+	"RmlYqo9cYf3r5wKrXm7YXoZUTBT68aa9jHi8kIGh2+2ODs5dRWPVT18kCgnYmsfPYWVotrHj9FHhpR93",
+	"WCj93rz6kdiRjfsOLuL7gjVD1wVyAcqMsiVvWFsHuVRY+IxMSClSa2J0Vj+i3E05xRYMxn5MdKSp/l1u",
+	"2q4LCZAjFKwHs2ii4hyv4mwmcmK7S5JDc7fOkkMUzYHXG0JpiuVsPvVU2EUtJ80xFwk+ojzNBxd4x8Y8",
+	"OOB+/47jxR0oMkyhwUDBiOVsk8VFIRUL38rtGMo9QtZEC/fbQorleCW2S30Ww9a5Y+Zr3UTSH/T8Ms0M",
+	"2j/OjANmIJKE7PglawLQgdjSV6CQc8AC0pOFhRETpXWi1qXj0OZSiDdCG4WrBHgyTBAJBg33xMvUFvHy",
+	"Bb5i+b022MdkfPESI39sS3w3iy1mVmapioA5E+AeWPmqVDSUbhTLBNaUa60MWbVZulyKdi71r5GxPi86",
+	"OK9Vg4gYVLA1BktFywca4k+wygC8N51PVPijfpU8ZM1eEOCsbeJctjjBFJSbjHhM4V/doLwx6Fobjvmf",
+	"RmVttWsp368SiAdQm2sdU7seRGVzxoVc5ju7tOuPKrs02NulUCL2FC/tll+LLBMQt82LLSRatHBr3HAE",
+	"jfdF+xuWEeFKrCON3Ju5lMz6amFrbFUrov9DWtBJXGrdEcXmWIvyOVqG4SJqBbMutFl8UGiXruH99HA9",
+	"xb5jTn1e9Prjo+n1L5D8yJwKPOHk4D+CKzHRmAIN/zmLUuTVW8cJ1txHWB29/DwZ+p04Jz/YKegNMenV",
+	"8f2hbQMk5NSgPfIivz2QvV57KPygfTbtz3pRVwZz34PfVrWGzb4Zv7IxbljHDn1vGUHnxfO0YAi7Rz93",
+	"vFMq4Kop66zDYKWfODis90de3QeDrQLUmqwbptn2EVkP4a6ae3QCjBxXsVd3IrwPTc3FQ4CqzneSkgeX",
+	"1Lv0BnpJu17H83q7S9pt+4GYtgezSLaHc89vI7TKcCSms+i4JXU+qaxaYCqAP5tVq0L4up7U0eDAzlKb",
+	"NOqx610+veP5welYu7/SXJEQGTee/XaxfR5775+99rbPvvvPzfPfU//FZfr7s0e9zbPHr8T88cX7Fz99",
+	"t3jx/c+/n5apPRQsv0C5aqR9NT772edtPwNAB4plnBxGP4gtbgruwYD45+XlS2sboItiuvZi8nBEwUIi",
+	"Q4PiuTCSEJFzyB60n5qzPE0VEI2t0jyPpwkBvCnqBIoxTKbOKVwrRZbEMuvYu6NVa+6eSbZcF2uRJNsy",
+	"AoyNXhIJucKnpaRp/yC3Ft+sSIGbikq3ykAFwKblYi5dGjdqmSE7CdsXUSzmpY/UDDwfePnJe6imBkzt",
+	"vf0ACkUzWawzlZefYtQSLkWZwALPsxfS2MuXKtqvIPbpMHUhNxxkr8E/qBkRcd6VTZhRDI1MqsBRYedi",
+	"EHTYD3KLtgnsnsjkLky7HjQTFFTspZxqKqdr7OnjJ89evrh88vzRz1c/PX3++MVPIWsGvUXLhi2kCYka",
+	"WjtiYIOobVldZVh14QVKexessL1Vtq4M9nD+n//DXmJch1LYFIQq+zsxHeJi4yFJY9N47vokmFq1TcqZ",
+	"THKpJ6nFK23kcTWCZAAxbGxrr9wNY2HhyzcUOdb/zh/+oU27D9qEtyeY5UWa0ZGE11/JbKLMjTm4nxDr",
+	"lqzIhMrFDMu8XbcUYlVKWoJFzFMEBCaqXVGapnBMiCEx9ag50Y8Y6eosfwsM+UHuvCOQXqDHZ3I/Argw",
+	"YiXoLtwh3zMXPsi156GfDKku44EaNW3qLHO+V2jRpD9ws4LHA5nG1kSZmkyGKRJOzNbYKlNmwZzkGMoY",
+	"M6grvRLhOYzGLLJI8tTcA1+Bin9d2JZL3FFws/JTmt/20yjsMKxcwWg9MlzS9iCBM1FNw1LKXXZSQ0pq",
+	"pWIpcjlzyEmJLdSk8uBS6x7yiTIlE1flhyyE1YvVtckCzpN0A3+3KjSEZnE7ZZ7KbHzKfEAGlSjATfwX",
+	"8jEOkIZJu2BR53RLUu98N/lVLs+3TvJriSCK0CyMlZf6QLdBRe3uStwakNS1FSdmVDEW9Y5LDEjtGWt5",
+	"g2EkE46GpN9EMQeP3ZEKWLhq+S8jrYna7MKZclinvTmHJEeKi2+n9UFuHG/04snfd+PkeHu1s2K24oYk",
+	"DJSRYnMLnryx++q22gaqfgDjDANRW8SLZA57ph6GPeOl8E6xKTlWOwKAO79B7EfS5sbKEyrSDxDKjfwD",
+	"UKRc5SaxSHkjDH9QrXGGuGwGHTu3QqYa2ZAiohXA1StnpWwZWoh30gLGmgyS3TLcTeWa+jA8qCQ54AGl",
+	"oKNSaRf1s0pxW2lyDCE3ZzIj+tXtuOaGgBdnyAxiRCoXFIEhAzA73rSewNcEFOvuFyzayuPfDeEVFDfY",
+	"SEt5UJZii+1D72dSwhp1A0g9NmkaUP604Mn7uneTZvog0K6jPXeLWUQkwUYfeaQdWPlLmideIWNnzRts",
+	"IQN9Wpmtc9fc0Q+o2Ha0Vx0L6JI+mcokVdcWHsuOBnKSqSPLmpBp0He23QwW6zbOqKBPb1dAtdqbPRq0",
+	"FaUPABYWZJfQbjukV/Xd81hdJyR1HqCM0OOEtdPzZc0EfTuIA+It99Oh2HKqHbST86HO6H+Q2wZGle7a",
+	"Xi6Kne7NggnqJKSETw0vKIiaSWPMerv8n0fw99RFYFywqts8aXh42/jp2jMzQj2vvsplWup2Euv1rxOr",
+	"d2k8k/qF/MAbAJcR3fLGkcwW2t5pR6nSN95VMcdcirUhR7w0/r6BbnwitjuLRgTa8JUFgKmQvJbJhUNU",
+	"r8tY0arCDNBjGl1vWeFIenPZOBjR6e8FdPDiakQHW8erNL63z4AZIFLhQoJ3Z7XZvtVPHsetu5izSUO7",
+	"P0RqtRJxhJxWp21tGlbDRPU+nBSp+aQIxtY/uhWImIxlE2WihoFbLoIqCfvr0977RWYfWRemIhWGwOnG",
+	"mtlTIKCu9tXinvdfFmuViOo0Ny2T5MFbUwi2qvtMSIW6vcCo3feWY+1EGMMGirardPzaxrE2iPs7UCwt",
+	"7RDHkbzNo++w58TereQGm8/MCuy0Rtao6/340wWWDIWgxs/ZUoBBUVapZXQlNWnurcXNbZNSrZcQJsvW",
+	"svErrwWNPgnT44ve1ab4rbpq52S8WQfZdZdsWwMkwEWE2Ezguljf5DOP2t6PFfgOGBUEq9WuURe3+ScH",
+	"8ClslACDJUQkAN5JPrbKBrIpaMvBV05J0lLmubjWWx+BYlVKAzGxUBzMOYkfEDRaxu2EqoyG+XWvGdzE",
+	"pcte8KCCcQEDppe4rRMcfowQPx8H2eLSmcA4r4BYTbUIpOEh8cl8Tt0vOL0EH2ZpRXCStTs3USaSeGg1",
+	"tdTeczSZWKYYaVi2iNwin6ga10rkFUAQY19VA7idzyAx8dpSixs/6LQERZVeDOtpp6KYLQ6DSJdZCxBF",
+	"cSGX4GJVS4ZDrH3lJlYaiUJMhVYq6VrLtSxedRgUbcAq077TbrB1JvWiR1K78lIVCenxsv3KuK8Ut8kB",
+	"KREKB+USHmu2HYVJJPSAUQYk/GMCM6Ctv06n8wFjRn9M8CDrT+lEfAg77ELhW5aFRiZmul/Ov9urkMul",
+	"UNjknB8IolO6AYxXcjchPdIUFUtoooz6hcGUOQ1RkGaBCHu245132AvTQm1jJBQeacNl/1qnheAYX4UC",
+	"HBMjsRES7bOYI9ALRmZqYEYhFPjEboQ4ZwuZ2AyGKTna2x1ID7U3fazp60uDfp9p/0fMtPvbmoC8Q8FA",
+	"BhzOGTTb6efqd6JBGTTu3AqRfGdesSi7iR0ZwKhSZNuO69eEnU6nVTKUhUbghszIEQw6wSs3w52j83/o",
+	"H11gpVMTBT9z6SYJrCWd/iZnRK8joBeAXoIT1BuIRuRY6gWB+fbc5vEw5qKPDBWpKT09gCuqx/1Wbjvs",
+	"cpPSsu6FhMbVUB9Wp+H+IS/a2XNzFkcI9plQVgYH5a5h+63ctjOJqJTlu+SUmaB9i+zGluWoYuZzR8Ya",
+	"K9P0DsDiwWpiCaiN12lBYGLNLjBMZZo5jLaZKhtZhI3Ygku1PkGpFSPDaKyuORXWpRlAK5jiPJ97nod7",
+	"o+d3dx6MobzcBvLSjLN4PlFQcJVx4gTQW7ENbwPVVK3zUpI+yCnqh408CIcIdkd1E5eeQJzr4wHislhI",
+	"hbRUNNebG3NuWIzoxvvU3jnFYCZJV/0oLSPpGis7uSXtusVcLY9UCT9hRb2TMnUTayQ2M5DkGNqBU9Zh",
+	"F/gHJJjL7g1EpSgL2kSSGNlvDGsIH0P6YackvhyfDQzi+NwayGpziIELnagmvCpsg72YcMsNQZfiwGkP",
+	"oRMNzSQgcPNS4gaQQlLtdF20izRtw25yDhieYDzkUwmQc1A5P0vBq8xkREqgJjbOtTFVmZh8v1MAoFIh",
+	"MwcHL81whDfFOPN/ByviHgj91HX4PzeEIU3Eyu8v66qd8OftXmBjhyfHGnn907snPL17r6dXH4LXz4vV",
+	"ztXoHDzs9U7hcYEV+lQhqErtYmZDEBgk0EuLoWgHFOTgKh8sdhyNu1CQ1cOCrGqxY2/Wle3BNPDbo6gv",
+	"2925NwvEYDqUPf/YvXJMnRx+fodCuZ036fWdN/lkRY+Vp9hquDI8clL1Y2XyT47h/3H8LujetguCsR90",
+	"vL63uwt67X50JtuD+dBrj4Q/bQezbtST/fmZN/CPPbN/6i4YOG/y6XaB+5R77wJ38u+wC2hmT4i5YA9O",
+	"TcQFvyjjLQ7Au5jmabIuJNNj0woMxsjevPrxYESlaswHnyLAcrKsRmlcF2d5cYwT/PcOF36JoD42foNA",
+	"a+BclBltip1og//+YR3ElDoc13kE3+fcfSqnDJvFOCC2AQMyFaK1X6m2Y4TxhqAD2ssBw56wam0DEbSy",
+	"lU3KQDOG1kerwy4rRT4OxBXYnrHCuj8ID8p5AZWupphGu9zoF1rsu43MgKgeILWqUAFLsdUS4uD7nZ8O",
+	"kjBRDkoCeVWVKqvQvp8zLCaglzuHgkEDkMGpUIm+wKawuCgQa5aCUFRKBBeBZ0D3pNpeLOxZr9xZHNv0",
+	"VsFEkS7jGVUqUsWn7UMEzP+4YNlaYb0K9b8T3rCdU/YKAlXGBSQSadhPgOIH3qycFzUeA/zKtInfvaqB",
+	"XJgd1Hzn0fp45VKB/+vUaThVqm4CwOl6ttZEv+1pG2IwC6L2UHbn7Z7X98+CQXfYG/UbaD8b7DV3FE/K",
+	"mk4CzNEPhd9yO9WQCVimmdKXOwOpthBXla/LKlnt6a2WWgQ1zS52qB+c/FjduM2Qy3Z3ilSaa5zB3qEp",
+	"44QsA26V7wCA5ZP4Ky7q3omjegWqt04xWxxag4LmyqKvYHmfSK/iqrjl1EujQQRh+Nxfo6Jbe1ijYub9",
+	"gEZFgJkj1Sfb1Z4T1VQWyWdM97SALC1ek5GpgrhAsgzAPTD26CSlqXp4oqK1xAqIauQ4jvheXzqqLcSq",
+	"gSjSITVsQgEO51OUba+ytULYJqoftKW/JglOeZ8cMU7ojvaFc5wwHK1VhxO1klmeAkK+nrt5nC2JF3tt",
+	"uIpdXWzrHe6siw8qVoJCgsQKAMPcrFknys5TnWrFL0m1QmsxgLvBnJpyDyfEakQ4ovRAYf4ea/7N9bNl",
+	"Swtki/RK8f3hIExMjmuDJTPaf8vSdMnmaVbFhWZNm6oyxdSKJUjBBNA0eAQiU6oJQ1Ap3k0U2IdRVIp2",
+	"QxhcG4PwMqph58HJub+1EWXbdrbe4cp5RHCI0t2XBplCIFImvHql0gA3v4mM3dxECvKn1tK5NE8lhKpP",
+	"a+Ws9uoRL7EsClJHxUIu3afc+k5H61pcvk9kARxe2AsWZVt9Ut23ou1JuLxlhNM7NEUXND/H3MT3g5On",
+	"5QgTZFdeEpb6AQn91Tj5VLSoeE52lPansFC0yke7JJGFPOjzV/RTnB92h8daAs/XGeSqjL6ntp5qvRqS",
+	"fSsANURjN0T8W+cxmKuyqLzQTqIVhnXwm6FtNQk5mUzQW0V3bE1USX5TetJOz13PG3XYYyd+QLBEyGJd",
+	"SAWS0uUFYM2+p8XlmceWOZtuJ8oSTzok2to0Ih6A0uBwGxQTKQBbz7Y1ghEBWPlomuorEN/QHSwr0vQm",
+	"J/neuLkfN+VyWrH0l5Wg+ZT4E273g3XJrft5Uvy954+DQccb3SX+fkp1601FrRyahJyT/pmrDmTHuvmK",
+	"52mBmCZwwRH64lGq5kk8Kz4f7xel+p20CK/H+n3lNNJj15NTKa/luxXd2DleI79BoZQSXF9rqD8mKi4c",
+	"KPGyyt6lT3315PLJ88unL56HnA2AKMShZTXd7nFhRwJ+igI4Jmmx1WKo4cLDPLbcLwo9OaTx7dXSi9xb",
+	"BqOVCYQOR5SiPyb8CIf24airzK//tNr3m6TD304a/LWH+3tZ3OlkWyySk1oP9eI+fQxJ0pWpC97hMU8R",
+	"cPeWHBF4oEobXWAH1fTUs6aTOAEMPJsR2g1BYV2pgKovA2eBTaSAIm4s04VYrSSKK3VeHSJmOh7k5UCm",
+	"cpbadl0aZwdsMotrbBug6xNSWHtHKHAGSg2gz6HHg94ynQPVFSduJJVuzqEnQF81ldvU9C/J7B2AudOY",
+	"gWMCNroWiN2z/r7si3MmZjO5KmSkZfHuCpR0FyWIjOW/gkp4DMzs0F5xam1NsOw53DGUQrbUG6DDnqXv",
+	"0HmBh1FNWg4gLwA0MlFALWDaeNMkMiaxcl0JeBD4EzDt+4/THgIg5bl2PZQIn2bYs2PseuiGok1D7FW7",
+	"JjsndAQy7OuCTuYOVnv8Cb27N5udB9pKL6WyvFegFRWwWDl9MVSN5i1Pi9uYGfikHY9/varT8khvbis/",
+	"vhrCX3CUJi+ba+5sSO+FYx6WTuQBQg2M5RLZkyX7c+BPtGCai2yXZ7GWYGPh8CIC1EjFDkawBExNI1uE",
+	"a3ZrSbsSeS4jwjytwd1vjdFyRrRiNJxNwT5wL+gR5Vq5inUuS1x+Oyho1lIpVj5TNooCyc2bMlh8ona/",
+	"pm9aTERR7uAZwT219oMAULqUpjfedro2e+wHW9a9daM+WOhvvqV4ByAM1zAH9D3PeexmEWNmDXCMMC8A",
+	"90TyDOF07WD1j3u51TCUO0SM0+P4UnZ7pBHkHzur7saRcl4SAhymSDlIAHBhdvwttIz10LQOXej90Gm/",
+	"wtN+enhamEvDpQlUicMebxyGj+17XfZaZu/imWRvlHgn4kQrAb2VCL+DSlUcp/uKwpbrVV5kUizZunKh",
+	"/dnh4GQh3xcPV4mI1Tn0meWy+HZdzNvDBm88Rhqs12vFWRCw5+k7pi0oZmwn9v2zS0SVBpLZgzZWx/Oc",
+	"KmsKRva9rgP8ihyc7mT5nuf55XyptBRR+kzTCfA9xPrHIOj+RN0yNL/jjboVWkwgjqwMpDtwb5yvZ1o9",
+	"16zBH5NGCk2UYMEdN/s1hOQ3T7rfPW7S/W6n1/X2Jj3wvBMqbUlYHQGi6qhWC9IHAVYE9oJkGuCTfY1/",
+	"fHQsVmtH7BlKf2pQZN+6c2qC7hxnuaXtWriR1DLASg4IIv9R6U6JfWLDG26YBtG/9l1sxzaA4ICL2ko9",
+	"crml3SesWWiPt/yaq3j2FkLD61Vnot7kUOtiKjArhQrNG/i3Wuw2YimIrRTpRIEZKcofkEeBEEmEVmdx",
+	"JYlaG21kY61mbuGMgfezaLGcOkpn6Wo7RvjDp9omgalYKyxXiiBmUOHTshiYpTlGw2jHke39FjkFISwP",
+	"BWCP1SPc0DVNi6IG/r8TCaP+3DJiFYHBaucGU4+MRTJaoyiGWjDTg7iJoaZnll6rmG5DQz5HuDMorqLa",
+	"bJpnKJoqZxrRdhjeKsrSFa0emPXE8RWDMQTNz+ZNsCIL4O5MVM6d3TGSAoltXm7NwsVVSbP4OlaAU2wD",
+	"VzSXDjaodfzbF4XbfV+4m8Ahk4dWSlrFuECfqjwWEtHt4M3i3MXZ3TtXCJNI+wIN3Bz8EtuROmax4+Yt",
+	"RISRsK6jaKzpH1sXh/VYE+J3ldekB9k3hNK5sGfqqWqcOYcZriS+o8ZsAEg0c4KsIogkasKlqZK5xUhE",
+	"ILLpOrqWhU25zzOZL8psi+00V9ztG94iYDQRz1e68oEWpjKQtYog25NXoM+caDElY3EMZQ0cjCF0srVh",
+	"x+G51Y9YYiETUaJhSdnucLTccyoa9A50yhvbR1H1wfKjpJ+aGj8k+reriwCc7u505gAbJ2ba7ojKpnDs",
+	"z58SvR6BZmJFpQlSH6j34G7YGBRMGWQNEfZSnwcqedwIg21dpvQMuLbADuYoExtIrK3W2SrNEfDbcPOw",
+	"qXvkbN0GhlWRSyrEvrCQgB2KheFxRMQKI6xjBZWSidg6QWiqxLS1BMW4lP1295FqQYfMRTedKII3NVzS",
+	"TnnHVlL5JEznN988iYhyCm/b+eYb5iLflMghAiMM2NuttrYbn7M6COKJshjENdDCFT7mEuiWgigIc4DK",
+	"AUY1kxXxlG7URFHoO6Z9RCvRtCOoXont31D8GU4ak4b+eknpH/P4Fi/BXKAxx1FM5+VuLJMRccTdqEe0",
+	"W1usVVeFmqfcO7aryMBBInSqEktzlGASWh2GFghxolYsCT1+cLA3AsCRDa3jCvvMOuwNQkpR+yHCBlHP",
+	"H8TFLXwtdupDeS0cNYscC+yT+izi4nODTcTCPz6EvJJZKg8DJdbpuO4ZJ5WaXjA74oIpAJ+ACtlYHQOL",
+	"WzhFvdwVyjeV1bLyFUt03BtKbe+X8cjb8Q7K52ukcTPlzDRRTppC+wsyigtMBOxfaMBpaAs8wHi9iKIM",
+	"nVyb7jjJh/3v9ut0nUEPqfU2tGtRrcmBOpwK8d274OHp6JGm5NNmUz58vMIwv74wzL+xMOxvRDy0E1jw",
+	"g3HP6/T7/iftyd4vB7tLP/bucE/lJPq49WCOp4lnFYXeIXdTpZu/ab7sSCDDjwK2ZxTEAZuO71h0lWqs",
+	"c8y+U3jBcMBQfIGw/w1nd9mgop9aY6WRmWGoeT+bsmsirkbqAcdfvVd6DzAab8zoValIcjf/5gDhx4pg",
+	"xSGO2JxuC/p7zNarlcyQpJSsNu2DZROlP2rVpf/G9YmhY1NAE7WTwri8aw4IZ+dO2R+arc+QmZAfnfp5",
+	"ASmdzzNvU6vQ/eDS75UqqToZDd6wGxZusaNkZiaY0dmvPybcdYQxNWy15rMDaq0yGL02tUP2qlp0BxwD",
+	"ThPAfeccYckgRpdT5gn8YIcqFXJs1ZekwU7jJMEO7epb0+edAyXXyPdnSMAX8WpVdxPzxQ13KaeNPjnM",
+	"V+efYa3+L6dgQsFRPSL3AadyR1x9bRj6tPRzRopaLYUfHFJT8C0lOCpqilivbuoLegyf5w4nj9tUExcl",
+	"IDqFQyt4HRVud/1ji9ORpEqOS6yOUgNjTBKCYagTDfHLDqEYRBv1jnMZYzBAJiysMhXqwe9ih8Ud4jV7",
+	"Ggrf9ZJ6I+9Zgkan8tb6M3jah9OO5SGLzzK26R99TTZ+1JOHm8PpnT3p8N3cTHFZOVxxkVcYkXJLD4WO",
+	"UV0zwpe7Z7/u1U/WGHCXjXrHNLi++Lk2RyBtva4DlXLpO/XPIfhpg8qVTc+QQ9BejuHmEkgC+BOxShEZ",
+	"1i1fR2AQgGMnCzMrC/KJo84oBMCY9j3PwZiGOPxF2A5/0R6yCNvh7yFnUXwd07jCTsjCq5CF7ZCX2STD",
+	"VIrJbKzzh4vOyRFGiKdctnOp8riI38mOJUqr1g7q8VQY0QA1AiFBRDFR+CPEtkWfqAnBWfhHezdEu9Ju",
+	"Wly0iB7SoX602L97ON0IxWz89qaLmhdqExWDBWCshuzNqx+5dv9mmQRYaJHk0AqRieulNEi6BHpg8cyW",
+	"YjtRmRSzxZglabqCkD7wcGXxOyirxxisNHgcc0Dfp4Rx2RWBWX/Xqb7OBE6btuHBwFi2kEwyhb0kEhYC",
+	"wyRnaxX/a12pp6KN6TgAJXC5qOwegNMu2UBLDjfk9RM4LVj4ieC+UPCA3obJHRXoTW7imbMZCIhMm0kI",
+	"IV8hLjg3NhWZQVgKqGqsIMLcyFOqbLgwyQiHVNIhGZG56/ywuBjXECxau0y/XlncNFHwpR7svnp6uXbU",
+	"0x0RgP+2TtxpOvST9kz8Zcq/KqgbdyID+msHT+rnK6jmZwf+hUQ6paFxT/udvOc1wsoeiPH+tHACrSCm",
+	"UXeDBksV5uTfXD5ikdhS/Yn+bwhlLkUasqaFlWztdnaAoJuoyPIysAxkOnLjcFZApYTRGjBONE1+l1ma",
+	"syY0smljx6SIVcquxSpn8zhJoL0SnO6JyteQOQ6LtBBQbGAwPVaJQOSoSMTJFpkJSHXoQ7rF/u9HxMsK",
+	"FTNiVlTI2CYK9CKAUqo0si58iUCmp7uQylQV5YUo5FIaSDQiGEU4SUIZs4W3RByAmFwdIne4ohMaGmB7",
+	"gmRCxoHpVk8KbpXmxcunnOgEAEef0zmfpatY5nyibC9QiYOof1QSFYiESfWvtVzr5dMmQaVmIQdqDqGc",
+	"WhQKzp9PlEmyxDIPK2XFtrJHu4PmR1jZYNp2mgasH/Nuhr/jAbHjtvTty4qlammiuTvHIhKIIZpfWsrh",
+	"/JyF020h86tcqiKs8mYTCQJsSr0FyzI1uobytlGI64YyXxiSztjkc/MHhk+haezhs95E/RD/O3SHwm+g",
+	"hjHCKruXaV5cZzJ/kNsjZSs7ENtsg12iiNDWYW/gTBisgZ7nwWmCJh1RSEOQU7Y+6fEB03Wd3w03Oyad",
+	"gTVFkdhyFv78888/t589az9+HLLmm8tHrQ57TC1GZfkRnW7cYXoiFNpWdXkDLT0qWQNrOZVBcR9GqX0T",
+	"fYP/9z9ee/TrH70PbfwjKP/4v439JAOvz9AcfiNO6HWQnCLpRhh6sKQ9z8OmZQPS4ExBGontoTct0lve",
+	"Mxje5z0/QjJlm7tNMHlj7Pe7Xd6onoHGOBiNzjzzcQ437/l+4Hm8EWEHhH2jQcOiPsR6WH5vNETGWeeY",
+	"NsbdPrIpWFmnHx14Tm8HIf3sjGRnFDUDGO4MwKt5urf3cE/PJuzMnXdBjUExZ7rp1UpmV5GwFR94L/uh",
+	"7+n/feANrXwa48Yq0/ugSHdHicpqp4bl5Pm/+1wfb1eCRYDS45B1aRxaUOKdr+mRY+w9Qw4FpVwwcRxU",
+	"wnSr/88x+tCCO2DzCbWlCiw5W2f6zeBIr+IfpP7zV72zMfxwSNzbe1KYguwW/XeODRRROltTeKRg4cN0",
+	"JZVYxZ2tWCYha4ZQ+UxQqHCRVu6pmiiIuowfPkzSmUgWaV6Mh97QC1sd634+hBgcvegf++QA7XQ+txGI",
+	"sl6yBH0Fcwi3X8cRvQSV+b4dxbk2LJ7j5wihua8iXum5AxvFBH04NYoUZHzs4kjPMm0cv19lMs+15gWm",
+	"Kyiv/z1V0hmKGWrdcGxzTM2Q9E8ilkvsobacRm9e/Zhri8LMSSVpZXJJzX1WQ4dSq2WaaibK0sBX6aTA",
+	"snWSXJkssphKnSMpojYGDisYsu7sm5Tf3vTjFzXzD9FWCKmJTB+JJM6XMKi3cstt9ymapGWWzDRgaNt/",
+	"nqQbIOMbs0mjjE7aymkscQ30imLxdIqvOVvnRbqEM2gmYNLARwq1dUo6zA9z5031Q9tv5bbuZb/T32lt",
+	"nKUJ0PQ36k2TTFvy5JnoIUJMFMN5aMKlGZS8mEmoOmqdnUqSupH8iF/UFYhg0Y3j8uk5J9sUsjlgKJYt",
+	"E9a5yR3vhgq3xcyG4UyIG/r2SUFxx8xGJVWtnwb1xo0HNsvSPAeHK6cc66q0xJyXXpNRu/vOpK72Xvmi",
+	"1FUXL5/CupAbyUCi4tPk+1WcbZ3HHFhjc4u6LZ0WwtrkEAKeZdL4hPG1yu3EP8it1HHlRnytYnXdxutq",
+	"pQf+gplf1K1vSnHUyH0aYEpfU98slkWX4XCCLV5I90SLdQRFSnvvrz9nSXpdt7fhcTmjF2HrFW2iZS6T",
+	"dxKcGPJ97D4XGAaNiwp22uun3z9/8xLVhjM769WBSWmvVzXjeWEeog+Qfs11sUBmSIsr4Tzz4vGzp8+v",
+	"Ll/88OR56E5EtIxVzWPNzQ+ccfOCFI8v5bobkShowkQm2WpdQIfR/iArZOvuKBHPh7SV+64QrTdrbwQN",
+	"dE8QEQe03QB9YCLUg5xPlG3E0wcQ2lXB4tEnF9ozplv8w5kZfW3dLn0Jn+9PCyxUrFiOCtQihWzklEUi",
+	"X0xTkUVoUETUMBU+XMcP3dWwv6t57mPnHviEmkH8U4qkWHBw7mMl85xrgZcB762KqsZPhz1P3fWIU/eE",
+	"WG87P7g7cAy/fvj/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -35,28 +35,31 @@ func (r *Redis) answerKey(taskID uuid.UUID, attempt int) string {
 }
 
 // encodeAnswer writes the mark's value: "<token> <status> <started, unix µs>
-// <duration, µs>".
+// <duration, µs> <bytes sent> <bytes received>". A mark of the version
+// before has the first four fields alone, and decodes with no bytes.
 func encodeAnswer(a model.AnsweredAttempt) string {
-	return fmt.Sprintf("%s %d %d %d", a.Token, a.StatusCode, a.StartedAt.UnixMicro(), a.Duration.Microseconds())
+	return fmt.Sprintf("%s %d %d %d %d %d", a.Token, a.StatusCode, a.StartedAt.UnixMicro(), a.Duration.Microseconds(),
+		a.BytesSent, a.BytesReceived)
 }
 
 func decodeAnswer(taskID uuid.UUID, attempt int, v string) (model.AnsweredAttempt, error) {
 	fields := strings.Fields(v)
-	if len(fields) != 4 {
-		return model.AnsweredAttempt{}, fmt.Errorf("want 4 fields, got %q", v)
+	if len(fields) != 4 && len(fields) != 6 {
+		return model.AnsweredAttempt{}, fmt.Errorf("want 4 or 6 fields, got %q", v)
 	}
 	token, err := uuid.Parse(fields[0])
 	if err != nil {
 		return model.AnsweredAttempt{}, fmt.Errorf("token: %w", err)
 	}
-	var n [3]int64
+	var n [5]int64
 	for i, f := range fields[1:] {
 		if n[i], err = strconv.ParseInt(f, 10, 64); err != nil {
 			return model.AnsweredAttempt{}, fmt.Errorf("field %d of %q: %w", i+2, v, err)
 		}
 	}
 	return model.AnsweredAttempt{TaskID: taskID, Attempt: attempt, Token: token, StatusCode: int(n[0]),
-		StartedAt: time.UnixMicro(n[1]).UTC(), Duration: time.Duration(n[2]) * time.Microsecond}, nil
+		StartedAt: time.UnixMicro(n[1]).UTC(), Duration: time.Duration(n[2]) * time.Microsecond,
+		BytesSent: n[3], BytesReceived: n[4]}, nil
 }
 
 // MarkAnswered writes a delivery's answer to the journal for ttl.

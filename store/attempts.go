@@ -32,12 +32,13 @@ import (
 // every batch, and one with five more arrays and a CTE that inserts the
 // callback tasks of the outcomes it records. So a callback task exists
 // exactly when the outcome that made it was recorded, in the same commit,
-// and a batch without callbacks pays nothing for them.
+// and a batch without callbacks pays nothing for them. Both meter what
+// they record (recordUsage).
 const (
 	recordInputArrays = `$1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[]`
+		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[], $13::bigint[], $14::bigint[]`
 	recordInputColumns = `task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
-			next_attempt_at, claim_token, response_headers`
+			next_attempt_at, claim_token, response_headers, bytes_sent, bytes_received`
 	recordClaimed = `claimed AS MATERIALIZED (
 	SELECT ctid, id, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
 	ORDER BY id
@@ -54,6 +55,24 @@ const (
 	FROM input i JOIN task ON task.id = i.task_id
 	ON CONFLICT (task_id, attempt) DO NOTHING
 )`
+	// recordUsage adds the attempts the statement records (those of the
+	// task CTE, whose claims held) to their tenants' usage of the day, in
+	// the recorder shard $15 (usage.go): one row per tenant, upserted in
+	// tenant order. It commits with the attempts, so a count is made
+	// exactly when its attempt is recorded, and a claim recorded twice
+	// (a retried batch, a journal recovery) or no longer held counts nothing.
+	recordUsage = `metered AS (
+	INSERT INTO usage_days AS u (tenant_id, day, shard, deliveries, attempts, failed_attempts, bytes_sent,
+		bytes_received)
+	SELECT task.tenant_id, ` + usageDay + `, $15::smallint, count(*) FILTER (WHERE i.status = 'delivered'), count(*),
+		count(*) FILTER (WHERE i.status <> 'delivered'), sum(i.bytes_sent), sum(i.bytes_received)
+	FROM input i JOIN task ON task.id = i.task_id
+	GROUP BY task.tenant_id
+	ORDER BY task.tenant_id
+	ON CONFLICT (tenant_id, day, shard) DO UPDATE SET deliveries = u.deliveries + excluded.deliveries,
+		attempts = u.attempts + excluded.attempts, failed_attempts = u.failed_attempts + excluded.failed_attempts,
+		bytes_sent = u.bytes_sent + excluded.bytes_sent, bytes_received = u.bytes_received + excluded.bytes_received
+)`
 )
 
 const queryRecordAttempts = `-- name: RecordAttempts
@@ -64,8 +83,8 @@ WITH input AS (
 	UPDATE tasks t SET ` + recordOutcome + `
 	FROM claimed c JOIN input i ON i.task_id = c.id
 	WHERE ` + recordClaimHeld + `
-	RETURNING t.id
-), ` + recordAttemptRows + `
+	RETURNING t.id, t.tenant_id
+), ` + recordAttemptRows + `, ` + recordUsage + `
 SELECT id FROM task`
 
 // The callback task takes the source's tenant, timeout and retry policy from
@@ -78,7 +97,7 @@ SELECT id FROM task`
 const queryRecordAttemptsWithCallbacks = `-- name: RecordAttemptsWithCallbacks
 WITH input AS (
 	SELECT * FROM unnest(` + recordInputArrays + `,
-		$13::uuid[], $14::text[], $15::text[], $16::bytea[], $17::timestamptz[])
+		$16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::timestamptz[])
 		AS i(` + recordInputColumns + `,
 			callback_id, callback_url, callback_headers, callback_body, callback_at)
 ), ` + recordClaimed + `, task AS (
@@ -87,7 +106,7 @@ WITH input AS (
 	FROM claimed c JOIN input i ON i.task_id = c.id
 	WHERE ` + recordClaimHeld + `
 	RETURNING t.id, t.tenant_id, t.timeout_ms, t.max_attempts, t.min_backoff_ms, t.max_backoff_ms
-), ` + recordAttemptRows + `, callbacks AS (
+), ` + recordAttemptRows + `, ` + recordUsage + `, callbacks AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, callback_of)
 	SELECT i.callback_id, task.tenant_id, 'scheduled', i.callback_url, 'POST', i.callback_headers::jsonb,
@@ -109,7 +128,9 @@ SELECT id, callback_of FROM callbacks`
 // the same statement, and only if its attempt is recorded; the source's
 // callback_task_id names it. It returns, in input order, nil for each
 // attempt recorded and model.ErrClaimLost for each whose claim was gone; err is
-// for the statement as a whole, in which case nothing was recorded.
+// for the statement as a whole, in which case nothing was recorded. The
+// attempts recorded are metered in the same statement (recordUsage): the
+// attempts, deliveries, failures and bytes of each tenant's day.
 func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult) ([]error, error) {
 	n := len(results)
 	var (
@@ -125,6 +146,8 @@ func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult)
 		nextAttempts = make([]*time.Time, n)
 		tokens       = make([]uuid.UUID, n)
 		headers      = make([]*string, n)
+		sent         = make([]int64, n)
+		received     = make([]int64, n)
 		callbacks    = 0
 	)
 	for i, r := range results {
@@ -132,13 +155,13 @@ func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult)
 		durations[i] = int32(min(r.Duration.Milliseconds(), math.MaxInt32))
 		statusCodes[i], errs[i], outcomes[i], bodies[i] = r.StatusCode, r.Error, r.Outcome, r.ResponseBody
 		statuses[i], nextAttempts[i], tokens[i] = string(r.Status), r.NextAttemptAt, r.ClaimToken
-		headers[i] = r.ResponseHeaders
+		headers[i], sent[i], received[i] = r.ResponseHeaders, r.BytesSent, r.BytesReceived
 		if r.Callback != nil {
 			callbacks++
 		}
 	}
 	args := []any{taskIDs, attempts, startedAt, durations, statusCodes, errs, outcomes, bodies, statuses,
-		nextAttempts, tokens, headers}
+		nextAttempts, tokens, headers, sent, received, recordShard()}
 	query := queryRecordAttempts
 	if callbacks > 0 {
 		query = queryRecordAttemptsWithCallbacks

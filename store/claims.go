@@ -25,7 +25,8 @@ import (
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
 // none shadows a task column: the RETURNING list is claimedColumns, read by
 // the one task scanner, plus the signing secrets, the body's size, the
-// tenant's max_timeout and the private ranges granted to it.
+// tenant's max_timeout and the private ranges granted to it, and its plan
+// (the usage metrics' label).
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
@@ -48,7 +49,8 @@ SET status = CASE WHEN due.due_keyed AND NOT due.due_parked THEN 'dispatching' E
 FROM due
 	LEFT JOIN LATERAL (` + flowLimitOf + `) fl ON true,
 	(SELECT id AS signing_tenant, signing_secrets,
-		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs FROM tenants) tn
+		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs, plan AS tenant_plan
+		FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL
 	AND due.due_at <= $2 AND due.due_partition = ANY($6) AND due.due_tenant <> ALL($8::uuid[])
@@ -56,7 +58,7 @@ WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 		WHERE p.id = due.due_partition AND p.owner <> $5 AND p.lease_expires_at > now())
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
 	tn.target_allow_cidrs, due.due_parked,
-	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0)`
+	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0), tn.tenant_plan`
 
 // flowLimitOf is the flow limit of a claimed task with a flow key: its
 // key's own, else its tenant's default ('*'); no row when neither exists.
@@ -200,9 +202,13 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 			parked                 bool
 			flowPeriodMs           int64
 			flowRate, flowParallel int32
+			plan                   *string
 		)
 		err := scanTaskWith(r, &c.Task, headers.into(&c.Headers), secrets.into(&c.SigningSecrets),
-			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel)
+			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel, &plan)
+		if plan != nil {
+			c.TenantPlan = *plan
+		}
 		if c.FlowKey != nil && (flowRate > 0 || flowParallel > 0) {
 			c.Flow = model.FlowLimit{TenantID: c.TenantID, Key: *c.FlowKey, Rate: int(flowRate),
 				Period: time.Duration(flowPeriodMs) * time.Millisecond, Parallelism: int(flowParallel)}

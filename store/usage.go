@@ -40,6 +40,10 @@ const (
 	spreadShards      = 16
 )
 
+// recordShard picks the shard (1..16) an attempt recorder's statement
+// counts in.
+func recordShard() int16 { return int16(1 + rand.IntN(spreadShards)) }
+
 // createShard picks the shard a create without the quota's lock counts in.
 func createShard() int16 { return int16(createShardFirst + rand.IntN(spreadShards)) }
 

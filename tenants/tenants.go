@@ -50,6 +50,7 @@ type Store interface {
 	ListAudit(ctx context.Context, f model.AuditFilter) ([]model.AuditEntry, error)
 
 	PlanStore
+	MeteringStore
 
 	SharedSecret(ctx context.Context, name, candidate string) (string, error)
 	ListSharedSecrets(ctx context.Context) (map[string]string, error)

@@ -105,7 +105,7 @@ type console struct {
 }
 
 // runClient runs a client command: args[0] is tasks, schedules, topics,
-// flow-keys, plans or batch.
+// flow-keys, plans, batch, signup or usage.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -123,6 +123,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = batchCommand(ctx, args[1:], con)
 	case "signup":
 		err = signupCommand(ctx, args[1:], con)
+	case "usage":
+		err = usageCommand(ctx, args[1:], con)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}

@@ -9,7 +9,7 @@
 //	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|plans|batch|signup ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -82,6 +82,8 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
   hookwheel plans get|delete NAME                                 with HOOKWHEEL_ADMIN_TOKEN)
   hookwheel plans list
+  hookwheel usage [--from YYYY-MM-DD] [--to YYYY-MM-DD]   the tenant's usage per UTC day (default this month)
+  hookwheel usage --all [--from D] [--to D] [--tenant ID]  every tenant's, as CSV (HOOKWHEEL_ADMIN_TOKEN)
   Each takes --json to print the API's JSON instead of a table; -h lists a command's flags.
 
 Exit status:
@@ -108,7 +110,7 @@ Environment:
   REDIS_URL               Redis (default redis://localhost:6379/0); a Redis Cluster with
                           ?addr=host2:6379&addr=..., Sentinel with ?master_name=NAME&addr=...
                           (see docs/operations.md, Redis: one server, Cluster or Sentinel)
-  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API and the plans commands (default: admin API disabled)
+  HOOKWHEEL_ADMIN_TOKEN   bearer token of the operator API, the plans commands and usage --all (default: admin API disabled)
   HOOKWHEEL_SESSION_KEY   base64 of 32 bytes signing the dashboard's sessions, the same on every
                           node (default: a random key kept in Postgres)
   HOOKWHEEL_ENCRYPTION_KEY  base64 of 32 bytes, or id:base64,... (first seals): signing secrets
@@ -160,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "plans", "batch", "signup":
+	case "tasks", "schedules", "topics", "flow-keys", "plans", "batch", "signup", "usage":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})

@@ -19,6 +19,7 @@ const (
 	purgedTasks    = "tasks"
 	purgedAttempts = "attempts"
 	purgedAudit    = "audit_entries"
+	purgedUsage    = "usage_days"
 	// purgedKeys are remembered idempotency keys forgotten once their
 	// window passed.
 	purgedKeys = "idempotency_keys"
@@ -36,6 +37,8 @@ type PurgerStore interface {
 	OldestFinished(ctx context.Context) (time.Time, bool, error)
 	PurgeAudit(ctx context.Context, before time.Time, limit int) (int, error)
 	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
+	PurgeUsage(ctx context.Context, before time.Time, limit int) (int, error)
+	FoldUsage(ctx context.Context, day time.Time, limit int) (int, error)
 }
 
 // PurgerConfig configures NewPurger.
@@ -78,10 +81,15 @@ type PurgerConfig struct {
 }
 
 // Purger deletes finished tasks, with their attempts, once their tenant's
-// retention has passed, and audit entries older than AuditRetention; it
+// retention has passed, audit entries older than AuditRetention, and usage
+// older than model.UsageKeepDays days (whatever the retention); it folds
+// the usage rows of the day before yesterday into one per tenant; it
 // measures the oldest finished task kept.
 type Purger struct {
 	cfg PurgerConfig
+	// folded is the last day whose usage rows were all folded: each day is
+	// folded once, by the node purging then.
+	folded time.Time
 	// purged counts the rows deleted, by kind.
 	purged *prometheus.CounterVec
 	// oldest is when the oldest finished task kept finished, in Unix
@@ -116,7 +124,7 @@ func NewPurger(cfg PurgerConfig) (*Purger, error) {
 	p := &Purger{cfg: cfg}
 	p.purged = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookwheel_retention_purged_total",
-		Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
+		Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), usage_days (past 400 days), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
 	}, []string{"kind"})
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookwheel_retention_oldest_finished_age_seconds",
@@ -127,7 +135,7 @@ func NewPurger(cfg PurgerConfig) (*Purger, error) {
 			return nil, fmt.Errorf("maintenance: register purger metrics: %w", err)
 		}
 	}
-	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit} {
+	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit, purgedUsage} {
 		p.purged.WithLabelValues(kind)
 	}
 	return p, nil
@@ -172,7 +180,47 @@ func (p *Purger) pass(ctx context.Context) (more bool, took time.Duration) {
 	if p.purgeAudit(ctx, start) {
 		more = true
 	}
+	if p.purgeUsage(ctx, start) {
+		more = true
+	}
 	return more, p.cfg.Clock.Now().Sub(start)
+}
+
+// purgeUsage deletes one batch of usage rows past model.UsageKeepDays days,
+// then folds one batch of the day before yesterday's; it says whether
+// either was full.
+func (p *Purger) purgeUsage(ctx context.Context, now time.Time) bool {
+	y, m, d := now.UTC().Date()
+	today := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	n, err := p.cfg.Store.PurgeUsage(ctx, today.AddDate(0, 0, -model.UsageKeepDays), p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.StoreError("purge_usage")
+			p.cfg.Logger.Error("purging old usage failed; will retry", "err", err, "retry_in", p.cfg.Interval)
+		}
+		return false
+	}
+	p.purged.WithLabelValues(purgedUsage).Add(float64(n))
+	more := n >= p.cfg.Batch
+	// Two days back: no statement counts on it any more but one of a
+	// transaction opened then, which readers sum anyway.
+	day := today.AddDate(0, 0, -2)
+	if p.folded.Equal(day) {
+		return more
+	}
+	folded, err := p.cfg.Store.FoldUsage(ctx, day, p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.StoreError("fold_usage")
+			p.cfg.Logger.Error("folding a day's usage failed; will retry", "day", day.Format(time.DateOnly), "err", err)
+		}
+		return more
+	}
+	if folded < p.cfg.Batch {
+		p.folded = day
+		return more
+	}
+	return true
 }
 
 // purgeTasks deletes one batch of finished tasks; it says whether it was

@@ -22,6 +22,11 @@ type AttemptResult struct {
 	// used; its tenant, timeout and retry policy are the source task's, and
 	// CallbackOf is the source.
 	Callback *Task
+	// BytesSent is the request body's length in bytes, and BytesReceived
+	// what was read of the answer's body (kept and discarded alike): the
+	// statement that records the attempt adds them to the tenant's usage of
+	// the day, with the attempt, and only if it records the attempt.
+	BytesSent, BytesReceived int64
 }
 
 // ErrClaimLost is returned when an attempt is recorded by a sender that no
@@ -44,4 +49,8 @@ type AnsweredAttempt struct {
 	StatusCode int
 	StartedAt  time.Time
 	Duration   time.Duration
+	// BytesSent and BytesReceived are the attempt's (AttemptResult's), so
+	// that an answer recovered from the journal is metered as the sender
+	// would have; 0 in a mark written before they were kept.
+	BytesSent, BytesReceived int64
 }

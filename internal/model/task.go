@@ -195,6 +195,9 @@ type ClaimedTask struct {
 	// out (Body is nil while BodySize is not 0): it is read just before the
 	// send.
 	BodySize int
+	// TenantPlan is the tenant's plan when claimed ("" for none): the
+	// label of the usage metrics, which are by plan, never by tenant.
+	TenantPlan string
 	// Flow is what limits the sends of a task with a FlowKey: its key's own
 	// limits, else the tenant's default for keys ("*"); zero when neither
 	// exists (or the task has no key).

@@ -332,6 +332,11 @@ func TestLiveCallerAndErrors(t *testing.T) {
 	require.Equal(t, "30m", stats.Window)
 	require.NotEmpty(t, stats.Minutes)
 
+	usage, err := l.client.Usage(ctx, time.Time{}, time.Time{})
+	require.NoError(t, err)
+	require.NotEmpty(t, usage.Days, "every day of the month so far")
+	require.Equal(t, usage.To.Time, usage.Days[len(usage.Days)-1].Date.Time)
+
 	stranger, err := hookwheel.New(os.Getenv("HOOKWHEEL_URL"), "hw_nosuchkey_nosuchsecret")
 	require.NoError(t, err)
 	_, err = stranger.Me(ctx)

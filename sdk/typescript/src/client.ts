@@ -29,6 +29,8 @@ import type {
   TaskStats,
   Topic,
   TopicRequest,
+  Usage,
+  UsageRange,
 } from "./types.js";
 
 /**
@@ -246,6 +248,13 @@ export interface HookwheelClient {
   me(): Promise<Caller>;
   /** Per-minute delivery statistics over `window` (a duration such as `1h`; default 1h) (`GET /v1/stats`). */
   stats(window?: string): Promise<TaskStats>;
+  /**
+   * What the tenant used on each UTC day from `from` to `to` (`YYYY-MM-DD`, or a
+   * Date read as its UTC day; both included, at most 400 days; default the first of
+   * the current month to today), every day listed, with totals, its plan and daily
+   * limits (`GET /v1/usage`).
+   */
+  usage(range?: UsageRange): Promise<Usage>;
   /**
    * The typed openapi-fetch client underneath, authenticated with the key, for
    * the calls this wrapper has no method for (API keys, signing secrets,
@@ -509,6 +518,12 @@ export function createClient(options: ClientOptions): HookwheelClient {
     },
     me: () => send(true, () => raw.GET("/v1/me")),
     stats: (window) => send(true, () => raw.GET("/v1/stats", { params: { query: window ? { window } : {} } })),
+    usage: (range = {}) => {
+      const query: { from?: string; to?: string } = {};
+      if (range.from !== undefined) query.from = utcDay(range.from);
+      if (range.to !== undefined) query.to = utcDay(range.to);
+      return send(true, () => raw.GET("/v1/usage", { params: { query } }));
+    },
     raw,
   };
 }
@@ -539,4 +554,9 @@ function backoff(tries: number): number {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A day as `GET /v1/usage` takes it: a Date's UTC day, or the string as given. */
+function utcDay(d: Date | string): string {
+  return typeof d === "string" ? d : d.toISOString().slice(0, 10);
 }

@@ -1081,6 +1081,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's usage, day by day
+         * @description What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+         *     day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+         *     sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+         *     whichever node answers: each is written by the statement that stores what it counts, in the
+         *     same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+         *     schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+         *     `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+         *     `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+         *     bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+         *     KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+         *     days, whatever the retention of tasks.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/limits": {
         parameters: {
             query?: never;
@@ -1305,6 +1335,34 @@ export interface paths {
          * @description Revokes the key; every node refuses it within 5 seconds.
          */
         delete: operations["revokeTenantKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every tenant's usage, day by day
+         * @description Each tenant's usage of each UTC day from `from` to `to` (inclusive, at most 400 days; default the
+         *     first of the current month to today), one row per tenant and day it used anything, in (day,
+         *     tenant) order, for a billing system. The counts are those of `GET /v1/usage`. A deleted
+         *     tenant's rows stay, with `tenant_name` null; `plan` is the tenant's plan now. As JSON a page
+         *     of at most `limit` rows with `next_cursor`; with `Accept: text/csv`, every row of the range
+         *     as CSV with a header row (`date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,
+         *     failed_attempts,bytes_sent,bytes_received`), `limit` and `cursor` ignored; a name or plan a
+         *     spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+         *     return) is led by an apostrophe there.
+         */
+        get: operations["listUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1682,6 +1740,151 @@ export interface components {
         TargetLimits: {
             dispatch_rate?: number;
             dispatch_concurrency?: number;
+        };
+        /** @description What was used over a day or a range of days. */
+        UsageCounts: {
+            /**
+             * Format: int64
+             * @description Tasks stored by creates (not callback tasks, nor idempotent repeats).
+             */
+            tasks_created: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded as delivering their task.
+             */
+            deliveries: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded.
+             */
+            attempts: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded that did not deliver (retried, dead or interrupted).
+             */
+            failed_attempts: number;
+            /**
+             * Format: int64
+             * @description Bytes of the request bodies of the attempts recorded.
+             */
+            bytes_sent: number;
+            /**
+             * Format: int64
+             * @description Bytes read of the answers' bodies (at most 64 KiB an answer).
+             */
+            bytes_received: number;
+        };
+        /** @description A tenant's usage of one UTC day. */
+        UsageDay: {
+            /**
+             * Format: date
+             * @description The UTC day.
+             */
+            date: string;
+            /**
+             * Format: int64
+             * @description Tasks stored by creates (not callback tasks, nor idempotent repeats).
+             */
+            tasks_created: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded as delivering their task.
+             */
+            deliveries: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded.
+             */
+            attempts: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded that did not deliver (retried, dead or interrupted).
+             */
+            failed_attempts: number;
+            /**
+             * Format: int64
+             * @description Bytes of the request bodies of the attempts recorded.
+             */
+            bytes_sent: number;
+            /**
+             * Format: int64
+             * @description Bytes read of the answers' bodies (at most 64 KiB an answer).
+             */
+            bytes_received: number;
+        };
+        TenantUsage: {
+            /**
+             * Format: date
+             * @description The first day of the range.
+             */
+            from: string;
+            /**
+             * Format: date
+             * @description The last day of the range.
+             */
+            to: string;
+            /** @description Every day of the range, oldest first; days without usage have zeros. */
+            days: components["schemas"]["UsageDay"][];
+            totals: components["schemas"]["UsageCounts"];
+            /** @description The tenant's plan now; null for none. */
+            plan: string | null;
+            limits: components["schemas"]["DailyLimits"];
+        };
+        /** @description The daily limits that apply to the tenant now; null is unlimited. */
+        DailyLimits: {
+            /** @description Tasks it may create per UTC day. */
+            tasks_per_day: number | null;
+            /** @description Deliveries it may make per UTC day; past it, its due tasks wait for the next UTC midnight. */
+            deliveries_per_day: number | null;
+        };
+        /** @description One tenant's usage of one UTC day. */
+        UsageRow: {
+            /**
+             * Format: date
+             * @description The UTC day.
+             */
+            date: string;
+            /** Format: uuid */
+            tenant_id: string;
+            /** @description The tenant's name; null once it is deleted. */
+            tenant_name: string | null;
+            /** @description The tenant's plan now; null for none (or once deleted). */
+            plan: string | null;
+            /**
+             * Format: int64
+             * @description Tasks stored by creates (not callback tasks, nor idempotent repeats).
+             */
+            tasks_created: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded as delivering their task.
+             */
+            deliveries: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded.
+             */
+            attempts: number;
+            /**
+             * Format: int64
+             * @description Attempts recorded that did not deliver (retried, dead or interrupted).
+             */
+            failed_attempts: number;
+            /**
+             * Format: int64
+             * @description Bytes of the request bodies of the attempts recorded.
+             */
+            bytes_sent: number;
+            /**
+             * Format: int64
+             * @description Bytes read of the answers' bodies (at most 64 KiB an answer).
+             */
+            bytes_received: number;
+        };
+        UsageRowList: {
+            data: components["schemas"]["UsageRow"][];
+            /** @description Pass as `cursor` for the next page; absent or null on the last. */
+            next_cursor?: string | null;
         };
         TenantLimitsView: {
             /**
@@ -5721,6 +5924,75 @@ export interface operations {
             default: components["responses"]["UnexpectedError"];
         };
     };
+    getUsage: {
+        parameters: {
+            query?: {
+                /** @description The first day, `YYYY-MM-DD` (UTC). Default the first of the current month. */
+                from?: string;
+                /** @description The last day, `YYYY-MM-DD` (UTC), not before `from` and at most 400 days after it. Default today. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's usage. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "from": "2026-11-27",
+                     *       "to": "2026-11-28",
+                     *       "days": [
+                     *         {
+                     *           "date": "2026-11-27",
+                     *           "tasks_created": 1520,
+                     *           "deliveries": 1498,
+                     *           "attempts": 1533,
+                     *           "failed_attempts": 35,
+                     *           "bytes_sent": 411200,
+                     *           "bytes_received": 29960
+                     *         },
+                     *         {
+                     *           "date": "2026-11-28",
+                     *           "tasks_created": 0,
+                     *           "deliveries": 0,
+                     *           "attempts": 0,
+                     *           "failed_attempts": 0,
+                     *           "bytes_sent": 0,
+                     *           "bytes_received": 0
+                     *         }
+                     *       ],
+                     *       "totals": {
+                     *         "tasks_created": 1520,
+                     *         "deliveries": 1498,
+                     *         "attempts": 1533,
+                     *         "failed_attempts": 35,
+                     *         "bytes_sent": 411200,
+                     *         "bytes_received": 29960
+                     *       },
+                     *       "plan": "pro",
+                     *       "limits": {
+                     *         "tasks_per_day": 100000,
+                     *         "deliveries_per_day": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TenantUsage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
     getLimits: {
         parameters: {
             query?: never;
@@ -6160,6 +6432,77 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listUsage: {
+        parameters: {
+            query?: {
+                /** @description The first day, `YYYY-MM-DD` (UTC). Default the first of the current month. */
+                from?: string;
+                /** @description The last day, `YYYY-MM-DD` (UTC). Default today. */
+                to?: string;
+                /** @description Only this tenant's rows (a deleted tenant's too). */
+                tenant_id?: string;
+                /** @description The largest number of rows in a JSON page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page. Opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage rows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "date": "2026-11-27",
+                     *           "tenant_id": "019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f",
+                     *           "tenant_name": "acme",
+                     *           "plan": "pro",
+                     *           "tasks_created": 1520,
+                     *           "deliveries": 1498,
+                     *           "attempts": 1533,
+                     *           "failed_attempts": 35,
+                     *           "bytes_sent": 411200,
+                     *           "bytes_received": 29960
+                     *         },
+                     *         {
+                     *           "date": "2026-11-27",
+                     *           "tenant_id": "019aa8e1-44f2-7a0b-9c3d-2e1f0a9b8c7d",
+                     *           "tenant_name": null,
+                     *           "plan": null,
+                     *           "tasks_created": 3,
+                     *           "deliveries": 3,
+                     *           "attempts": 3,
+                     *           "failed_attempts": 0,
+                     *           "bytes_sent": 120,
+                     *           "bytes_received": 6
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UsageRowList"];
+                    /**
+                     * @example date,tenant_id,tenant_name,plan,tasks_created,deliveries,attempts,failed_attempts,bytes_sent,bytes_received
+                     *     2026-11-27,019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f,acme,pro,1520,1498,1533,35,411200,29960
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
             default: components["responses"]["UnexpectedError"];
         };
     };

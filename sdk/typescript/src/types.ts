@@ -29,6 +29,15 @@ export type FireTime = Schemas["FireTime"];
 export type Caller = Schemas["Caller"];
 export type TaskStats = Schemas["TaskStats"];
 export type MinuteStats = Schemas["MinuteStats"];
+export type Usage = Schemas["TenantUsage"];
+export type UsageDay = Schemas["UsageDay"];
+export type UsageCounts = Schemas["UsageCounts"];
+
+/** The days of `usage()`: `YYYY-MM-DD`, or a Date read as its UTC day. */
+export interface UsageRange {
+  from?: Date | string;
+  to?: Date | string;
+}
 export type Topic = Schemas["Topic"];
 export type TopicEndpoint = Schemas["TopicEndpoint"];
 export type TopicRequest = Schemas["TopicRequest"];

@@ -316,6 +316,7 @@ describe("client", () => {
       json(200, { data: [schedule] }),
       json(200, { tenant: { id: "t", name: "acme" }, key: {} }),
       json(200, { window: "2h", minutes: [] }),
+      json(200, { days: [], totals: { deliveries: 3 } }),
     ]);
     await client.tasks.replay(TASK.id, { url: "https://example.com/moved", headers: { "X-A": "1" } });
     assert.deepEqual(await client.tasks.attempts(TASK.id), [{ attempt: 1 }]);
@@ -330,6 +331,7 @@ describe("client", () => {
     assert.deepEqual(all, [schedule]);
     assert.equal((await client.me()).tenant.name, "acme");
     assert.equal((await client.stats("2h")).window, "2h");
+    assert.equal((await client.usage({ from: new Date("2026-11-01T23:30:00-02:00"), to: "2026-11-30" })).totals.deliveries, 3);
     assert.deepEqual(
       requests.map((r) => `${r.method} ${r.url.pathname}${r.url.search} ${r.body}`),
       [
@@ -344,6 +346,7 @@ describe("client", () => {
         "GET /v1/schedules ",
         "GET /v1/me ",
         "GET /v1/stats?window=2h ",
+        "GET /v1/usage?from=2026-11-02&to=2026-11-30 ",
       ],
     );
   });

@@ -648,6 +648,15 @@ type CancelResult struct {
 	Canceled int `json:"canceled"`
 }
 
+// DailyLimits The daily limits that apply to the tenant now; null is unlimited.
+type DailyLimits struct {
+	// DeliveriesPerDay Deliveries it may make per UTC day; past it, its due tasks wait for the next UTC midnight.
+	DeliveriesPerDay *int `json:"deliveries_per_day"`
+
+	// TasksPerDay Tasks it may create per UTC day.
+	TasksPerDay *int `json:"tasks_per_day"`
+}
+
 // FieldError One invalid field of a request.
 type FieldError struct {
 	// Field The field, as a JSON path in the request body (such as `retry.max_attempts`) or the name of a parameter.
@@ -1722,6 +1731,27 @@ type TenantLimitsView struct {
 	Plan *string `json:"plan"`
 }
 
+// TenantUsage defines model for TenantUsage.
+type TenantUsage struct {
+	// Days Every day of the range, oldest first; days without usage have zeros.
+	Days []UsageDay `json:"days"`
+
+	// From The first day of the range.
+	From openapi_types.Date `json:"from"`
+
+	// Limits The daily limits that apply to the tenant now; null is unlimited.
+	Limits DailyLimits `json:"limits"`
+
+	// Plan The tenant's plan now; null for none.
+	Plan *string `json:"plan"`
+
+	// To The last day of the range.
+	To openapi_types.Date `json:"to"`
+
+	// Totals What was used over a day or a range of days.
+	Totals UsageCounts `json:"totals"`
+}
+
 // Topic A named set of endpoint URLs that webhooks are published to.
 type Topic struct {
 	// CreatedAt When the topic was created.
@@ -1779,6 +1809,51 @@ type TopicRequest struct {
 
 	// Endpoints The endpoints, at most 100, in the order publishes make their tasks; may be empty.
 	Endpoints []TopicEndpoint `json:"endpoints"`
+}
+
+// UsageCounts What was used over a day or a range of days.
+type UsageCounts struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
+}
+
+// UsageDay A tenant's usage of one UTC day.
+type UsageDay struct {
+	// Attempts Attempts recorded.
+	Attempts int64 `json:"attempts"`
+
+	// BytesReceived Bytes read of the answers' bodies (at most 64 KiB an answer).
+	BytesReceived int64 `json:"bytes_received"`
+
+	// BytesSent Bytes of the request bodies of the attempts recorded.
+	BytesSent int64 `json:"bytes_sent"`
+
+	// Date The UTC day.
+	Date openapi_types.Date `json:"date"`
+
+	// Deliveries Attempts recorded as delivering their task.
+	Deliveries int64 `json:"deliveries"`
+
+	// FailedAttempts Attempts recorded that did not deliver (retried, dead or interrupted).
+	FailedAttempts int64 `json:"failed_attempts"`
+
+	// TasksCreated Tasks stored by creates (not callback tasks, nor idempotent repeats).
+	TasksCreated int64 `json:"tasks_created"`
 }
 
 // AuditCursor defines model for AuditCursor.
@@ -1978,6 +2053,15 @@ type ListTopicsParams struct {
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From The first day, `YYYY-MM-DD` (UTC). Default the first of the current month.
+	From *string `form:"from,omitempty" json:"from,omitempty"`
+
+	// To The last day, `YYYY-MM-DD` (UTC), not before `from` and at most 400 days after it. Default today.
+	To *string `form:"to,omitempty" json:"to,omitempty"`
 }
 
 // PutPlanJSONRequestBody defines body for PutPlan for application/json ContentType.
@@ -3201,6 +3285,23 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUsage The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListPlans List plans
@@ -4814,6 +4915,33 @@ func (c *Client) PutTopicWithBody(ctx context.Context, name TopicName, contentTy
 // Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 func (c *Client) PutTopic(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutTopicRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUsage The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUsageRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6779,6 +6907,72 @@ func NewPutTopicRequestWithBody(server string, name TopicName, contentType strin
 	return req, nil
 }
 
+// NewGetUsageRequest constructs an http.Request for the GetUsage method
+func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -7921,6 +8115,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/topics/{name} (the `PutTopic` operationId).
 	PutTopicWithResponse(ctx context.Context, name TopicName, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// GetUsageWithResponse The caller's usage, day by day
+	//
+	// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+	// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+	// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+	// whichever node answers: each is written by the statement that stores what it counts, in the
+	// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+	// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+	// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+	// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+	// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+	// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+	// days, whatever the retention of tasks.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
 }
 
 type ListPlansResponse struct {
@@ -11716,6 +11929,89 @@ func (r PutTopicResponse) ContentType() string {
 	return ""
 }
 
+// GetUsageResponse429Headers the declared response headers of an HTTP 429 response for GetUsage
+type GetUsageResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantUsage
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUsageResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUsageResponse) GetJSON200() *TenantUsage {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetUsageResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListPlansWithResponse List plans
 //
 // Every plan, by name, with its limits and how many tenants are on it.
@@ -13161,6 +13457,31 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, name Top
 		return nil, err
 	}
 	return ParsePutTopicResponse(rsp)
+}
+
+// GetUsageWithResponse The caller's usage, day by day
+//
+// What the calling tenant used on each UTC day from `from` to `to` (inclusive), oldest first, every
+// day of the range listed, those without usage with zeros (so a chart needs no gaps filled), their
+// sum in `totals`, and the plan and daily limits that apply now. Counts are exact and the same
+// whichever node answers: each is written by the statement that stores what it counts, in the
+// same commit. `tasks_created` counts tasks stored by a create (API, batch items, topic copies,
+// schedule occurrences, transactional enqueue), not callback tasks nor an idempotent repeat;
+// `deliveries` the attempts recorded as delivering their task (one per task, a replay's again);
+// `attempts` every attempt recorded, `failed_attempts` the others; `bytes_sent` the request
+// bodies of those attempts, `bytes_received` what was read of their answers' bodies (at most 64
+// KiB an answer). A day is Postgres's UTC day when the count was committed. Usage is kept 400
+// days, whatever the retention of tasks.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error) {
+	rsp, err := c.GetUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUsageResponse(rsp)
 }
 
 // ParseListPlansResponse parses an HTTP response from a ListPlansWithResponse call
@@ -16541,6 +16862,80 @@ func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PutTopicResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUsageResponse parses an HTTP response from a GetUsageWithResponse call
+func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetUsageResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
