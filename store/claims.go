@@ -25,7 +25,7 @@ import (
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
 // none shadows a task column: the RETURNING list is claimedColumns, read by
 // the one task scanner, plus the signing secrets, the body's size, the
-// tenant's max_timeout and the private ranges granted to it, and its plan
+// tenant's max_timeout (its own, else its plan's) and the private ranges granted to it, and its plan
 // (the usage metrics' label).
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
@@ -49,7 +49,9 @@ SET status = CASE WHEN due.due_keyed AND NOT due.due_parked THEN 'dispatching' E
 FROM due
 	LEFT JOIN LATERAL (` + flowLimitOf + `) fl ON true,
 	(SELECT id AS signing_tenant, signing_secrets,
-		coalesce((limits->>'max_timeout')::bigint, 0) AS tenant_max_timeout, target_allow_cidrs, plan AS tenant_plan
+		coalesce(nullif((limits->>'max_timeout')::bigint, 0),
+			(SELECT (p.limits->>'max_timeout')::bigint FROM plans p WHERE p.name = tenants.plan), 0) AS tenant_max_timeout,
+		target_allow_cidrs, plan AS tenant_plan
 		FROM tenants) tn
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL

@@ -160,3 +160,39 @@ func TestWithTasksCreatedSerialises(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 2, <-second, "the count the first committed")
 }
+
+// TestClaimCarriesPlanMaxTimeout: a claim carries the max_timeout the
+// sender cuts attempts to: the tenant's own, else its plan's, and a tenant's
+// model.Unlimited lifts its plan's.
+func TestClaimCarriesPlanMaxTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	audit := model.AuditEntry{Actor: model.ActorOperator, Action: "x"}
+	_, err := db.PutPlan(ctx, &model.Plan{Name: "short", Limits: model.Limits{MaxTimeout: 5 * time.Second}}, audit)
+	require.NoError(t, err)
+	short := "short"
+	onPlan, own, lifted, none := createTenant(t, db), createTenant(t, db), createTenant(t, db), createTenant(t, db)
+	for _, tn := range []*model.Tenant{onPlan, own, lifted} {
+		_, err = db.SetTenantPlan(ctx, tn.ID, &short, audit)
+		require.NoError(t, err)
+	}
+	_, err = db.SetTenantLimits(ctx, own.ID, model.Limits{MaxTimeout: 2 * time.Second}, audit)
+	require.NoError(t, err)
+	_, err = db.SetTenantLimits(ctx, lifted.ID, model.Limits{MaxTimeout: model.Unlimited}, audit)
+	require.NoError(t, err)
+
+	for _, tt := range []struct {
+		name   string
+		tenant *model.Tenant
+		want   time.Duration
+	}{
+		{"the plan's", onPlan, 5 * time.Second},
+		{"the tenant's own over its plan's", own, 2 * time.Second},
+		{"lifted over its plan's", lifted, model.Unlimited},
+		{"none", none, 0},
+	} {
+		c := claimOne(t, db, pool, insertDueTask(t, db, pool, tt.tenant.ID).ID)
+		require.Equal(t, tt.want, c.TenantMaxTimeout, tt.name)
+	}
+}

@@ -3702,6 +3702,11 @@ export interface operations {
                     "application/json": components["schemas"]["Tenant"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            default: components["responses"]["UnexpectedError"];
         };
     };
     listPlans: {
@@ -6634,6 +6639,7 @@ export interface operations {
                      *         "id": "019aa8e0-1b2c-7d3e-8f40-5a6b7c8d9e0f",
                      *         "name": "acme",
                      *         "created_at": "2026-11-28T08:15:00Z",
+                     *         "plan": "free",
                      *         "retry": {
                      *           "max_attempts": 10,
                      *           "min_backoff": "1s",
@@ -6641,15 +6647,18 @@ export interface operations {
                      *         },
                      *         "limits": {},
                      *         "effective_limits": {
-                     *           "api_rate": 50,
-                     *           "api_burst": 100,
-                     *           "max_pending_tasks": 10000,
-                     *           "max_schedules": 100,
+                     *           "api_rate": 10,
+                     *           "api_burst": 20,
+                     *           "max_pending_tasks": 1000,
+                     *           "max_schedules": 5,
                      *           "max_timeout": "30s",
                      *           "dispatch_rate": 100,
-                     *           "dispatch_concurrency": 20
+                     *           "dispatch_concurrency": 20,
+                     *           "tasks_per_day": 1000,
+                     *           "deliveries_per_day": 2000
                      *         },
-                     *         "retention": null
+                     *         "retention": null,
+                     *         "status": "active"
                      *       },
                      *       "api_key": "hw_ujzdegxdncf32_epf3dhodzdocis2jhtlgmxgedn73u55x",
                      *       "signing_secret": "whsec_3za4xH2DZUsJgSlL+Y9Akfu5/Wfsx+a4uGNoin6EirE="
