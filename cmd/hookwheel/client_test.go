@@ -199,7 +199,7 @@ func TestClientCommands(t *testing.T) {
 		} {
 			r := w.run(t, "", args)
 			require.Equal(t, exitUsage, r.code, "hookwheel %s: %s", strings.Join(args, " "), r.stderr)
-			require.Contains(t, r.stderr, "want", "the usage of the command group follows the error")
+			require.Contains(t, r.stderr, "Usage:", "the usage of the command group follows the error")
 		}
 		r := w.run(t, "", []string{"tasks", "create", "-h"})
 		require.Equal(t, 0, r.code)

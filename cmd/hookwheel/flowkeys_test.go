@@ -118,6 +118,6 @@ func TestClientFlowKeys(t *testing.T) {
 		r := w.run(t, "", tc.args)
 		require.Equal(t, exitUsage, r.code, "hookwheel %s: %s", strings.Join(tc.args, " "), r.stderr)
 		require.Contains(t, r.stderr, tc.want)
-		require.Contains(t, r.stderr, "want", "the usage of the command group follows the error")
+		require.Contains(t, r.stderr, "Usage:", "the usage of the command group follows the error")
 	}
 }

@@ -96,6 +96,6 @@ func TestClientTopics(t *testing.T) {
 	} {
 		r := w.run(t, "", args)
 		require.Equal(t, exitUsage, r.code, "hookwheel %s: %s", strings.Join(args, " "), r.stderr)
-		require.Contains(t, r.stderr, "want", "the usage of the command group follows the error")
+		require.Contains(t, r.stderr, "Usage:", "the usage of the command group follows the error")
 	}
 }
