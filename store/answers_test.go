@@ -28,8 +28,6 @@ func TestAnswerJournal(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, held)
 	require.NoError(t, r.MarkAnswered(ctx, answer, time.Minute))
-	require.NoError(t, r.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
-		StatusCode: 200, StartedAt: started}, 50*time.Millisecond))
 
 	got, err := r.AnsweredAttempts(ctx, []model.AttemptClaim{
 		{TaskID: task, Attempt: 1, Token: token},     // another attempt
@@ -43,7 +41,12 @@ func TestAnswerJournal(t *testing.T) {
 	held, err = r.ClaimAttempt(ctx, task, 2, reclaimed, time.Minute)
 	require.NoError(t, err)
 	require.False(t, held, "the mark leaves the fire-once claim as it was")
-	require.Len(t, keysUnder(t, raw, prefix), 3, "the fire-once key and two marks")
+	require.Len(t, keysUnder(t, raw, prefix), 2, "the fire-once key and the mark")
+
+	// A mark lives for the TTL it is given. Made only now: a loaded machine
+	// may take longer than its 50 ms between any two of the calls above.
+	require.NoError(t, r.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
+		StatusCode: 200, StartedAt: started}, 50*time.Millisecond))
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {

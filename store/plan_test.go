@@ -86,7 +86,8 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			name:    "RecordAttempts",
 			prepare: store.QueryRecordAttempts,
 			args: []any{dispatching, attempts, started, durations, make([]*int32, n), make([]*string, n),
-				outcomes, make([]*string, n), statuses, make([]*time.Time, n), tokens, make([]*string, n)},
+				outcomes, make([]*string, n), statuses, make([]*time.Time, n), tokens, make([]*string, n),
+				make([]int64, n), make([]int64, n), int16(1)},
 			wantRows: 10,
 		},
 	}

@@ -144,9 +144,12 @@ func TestDeleterBoundedBatches(t *testing.T) {
 		return func() { cancel(); require.NoError(t, <-done) }
 	}
 	// The first takes the tenant; the second, started once the first has
-	// done a batch, finds it taken.
+	// done a batch, finds it taken. The lease is renewed by each batch, so
+	// it must outlast a batch on a loaded machine (300 ms did not: the
+	// second took over while the first was still deleting); once the first
+	// stops, the second waits it out.
 	stopFirst := run(tenants.DeleterConfig{Store: db, Batch: batch, Pause: 5 * time.Millisecond,
-		Interval: 10 * time.Millisecond, Lease: 300 * time.Millisecond, Progress: progress(logs[0])})
+		Interval: 10 * time.Millisecond, Lease: 5 * time.Second, Progress: progress(logs[0])})
 	waitBatches(t, logs[0], 1)
 	stopSecond := run(tenants.DeleterConfig{Store: db, Batch: batch, Pause: time.Millisecond,
 		Interval: 10 * time.Millisecond, Progress: progress(logs[1])})
