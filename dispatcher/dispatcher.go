@@ -10,12 +10,10 @@
 // announce, loader, materializer, claimer (with fireOnce, holder and
 // claimBudget), dispatchLimits (dispatchlimits.go, rateslots.go,
 // concurrencygates.go), sender (with targets), recorder, and the deferrer
-// through which every part gives claims back. Two parts of upkeep live in
-// internal/maintenance, beside the hot path: the statistics recorder that
-// counts what the attempts did for GET /v1/stats, and the purger that
-// deletes finished tasks.
-// Dispatcher only builds and connects them, and lists the order in which
-// they start and stop (stages, run by internal/lifecycle).
+// through which every part gives claims back; upkeep (statistics, the
+// purger) lives in internal/maintenance, beside the hot path. Dispatcher
+// only builds and connects them, and lists the order in which they start
+// and stop (stages, run by internal/lifecycle).
 package dispatcher
 
 import (

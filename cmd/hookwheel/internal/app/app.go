@@ -11,17 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
@@ -149,13 +145,6 @@ type Node struct {
 	// ops serve metrics and profiles apart from the API (MetricsAddr,
 	// PprofAddr).
 	ops []*opsServer
-}
-
-// opsServer is a listener for operators only, apart from the API's.
-type opsServer struct {
-	name     string
-	server   *http.Server
-	listener net.Listener
 }
 
 // New connects to the services, migrates, and binds the listen address; it
@@ -310,65 +299,6 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-// listenOps binds the listeners of metrics and profiles that cfg asks for,
-// one per address: both on one address share it.
-func listenOps(cfg Config, registry *prometheus.Registry) ([]*opsServer, error) {
-	var (
-		out    []*opsServer
-		byAddr = map[string]*opsServer{}
-		muxes  = map[string]*http.ServeMux{}
-	)
-	muxAt := func(addr, name string) *http.ServeMux {
-		if o, ok := byAddr[addr]; ok {
-			o.name += " and " + name
-			return muxes[addr]
-		}
-		mux := http.NewServeMux()
-		// Operators' own tools on their own network: the API server's
-		// bounds are not needed, but no client may hold a connection open
-		// with half a request.
-		o := &opsServer{name: name, server: &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
-		out, byAddr[addr], muxes[addr] = append(out, o), o, mux
-		return mux
-	}
-	if cfg.MetricsAddr != "" {
-		metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
-		// The same headers as every API answer; pprof's pages go without,
-		// as their inline styles would break under the API's CSP.
-		muxAt(cfg.MetricsAddr, "metrics").Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			api.SetSecurityHeaders(w.Header())
-			metrics.ServeHTTP(w, r)
-		}))
-	}
-	if cfg.PprofAddr != "" {
-		mux := muxAt(cfg.PprofAddr, "profiles")
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	for _, o := range out {
-		ln, err := net.Listen("tcp", o.server.Addr)
-		if err != nil {
-			closeOps(out)
-			return nil, fmt.Errorf("listen for %s on %s: %w", o.name, o.server.Addr, err)
-		}
-		o.listener = ln
-	}
-	return out, nil
-}
-
-// closeOps closes the listeners bound; once served, their server has
-// closed them already, and closing again does nothing.
-func closeOps(ops []*opsServer) {
-	for _, o := range ops {
-		if o.listener != nil {
-			_ = o.listener.Close()
-		}
-	}
-}
-
 // encryptionStatus is what /readyz says of secrets at rest.
 func encryptionStatus(k *keyring.Keyring) string {
 	if !k.Enabled() {
@@ -396,90 +326,8 @@ func sessionKey(ctx context.Context, cfg Config, secrets *tenants.Service) ([]by
 	return key, nil
 }
 
-// withDashboard serves the dashboard under /ui/ (and sends / there) and the
-// API reference at /docs beside the API.
-func withDashboard(apiHandler, dashboard, docs http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/"):
-			dashboard.ServeHTTP(w, r)
-		case r.URL.Path == "/docs" || strings.HasPrefix(r.URL.Path, "/docs/"):
-			docs.ServeHTTP(w, r)
-		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-			api.SetSecurityHeaders(w.Header())
-			http.Redirect(w, r, "/ui/", http.StatusFound)
-		default:
-			apiHandler.ServeHTTP(w, r)
-		}
-	})
-}
-
-// operationsOnly serves just health, readiness and metrics, for a
-// dispatcher-only node.
-func operationsOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/readyz", "/metrics":
-			h.ServeHTTP(w, r)
-		default:
-			api.SetSecurityHeaders(w.Header())
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"type":"urn:hookwheel:problem:not-found","title":"Not found","status":404,"detail":"this node runs the dispatcher only"}` + "\n"))
-		}
-	})
-}
-
 // Addr is the address the node listens on (useful with port 0).
 func (n *Node) Addr() string { return n.listener.Addr().String() }
-
-// MetricsAddr is the address the node serves /metrics on apart from the API
-// (useful with port 0); empty when Config.MetricsAddr is.
-func (n *Node) MetricsAddr() string {
-	for _, o := range n.ops {
-		if o.server.Addr == n.cfg.MetricsAddr {
-			return o.listener.Addr().String()
-		}
-	}
-	return ""
-}
-
-// tenantChanged routes a tenant change announced on
-// store.TenantNotifyChannel (uuid.Nil: changes may have gone unheard) to
-// the parts of the node that keep tenants in memory or act on them.
-func (n *Node) tenantChanged(id uuid.UUID) {
-	n.tenants.TenantChanged(id)
-	n.deleter.Wake()
-}
-
-// listenTenants hears tenant changes on a node without a dispatcher, whose
-// listener would otherwise hear them, until ctx ends. Without a session to
-// listen on (a transaction pooler and no direct URL) keys of a suspended or
-// deleted tenant are refused here within KeyCacheTTL instead.
-func (n *Node) listenTenants(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := n.db.Listen(ctx, func() {
-			n.tenantChanged(uuid.Nil)
-			backoff = 100 * time.Millisecond
-		}, model.Listeners{Tenant: n.tenantChanged})
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, store.ErrNoSession) {
-			n.logger.Warn("cannot listen for tenant changes through a transaction pooler: a suspended or deleted tenant's keys work here for up to the key cache's time",
-				"key_cache_ttl", n.cfg.KeyCacheTTL)
-			return
-		}
-		n.logger.Warn("listening for tenant changes failed; reconnecting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
 
 // Tenants manages tenants; the CLI and tests use it directly.
 func (n *Node) Tenants() *tenants.Service { return n.tenants }
@@ -594,57 +442,4 @@ func (n *Node) close() {
 	if n.db != nil {
 		n.db.Close()
 	}
-}
-
-// Breakers reports the circuit breakers of this node's dispatcher (none on
-// an API-only node).
-func (n *Node) Breakers() []dispatcher.BreakerStatus {
-	if n.dispatcher == nil {
-		return nil
-	}
-	return n.dispatcher.Breakers()
-}
-
-// breakerSource shows the dispatcher's targets to the API: every breaker to
-// the operator, a tenant's own targets to the tenant.
-type breakerSource struct{ d *dispatcher.Dispatcher }
-
-func (b breakerSource) NodeID() uuid.UUID { return b.d.NodeID() }
-
-func (b breakerSource) BreakerStatuses() []api.BreakerStatus {
-	var out []api.BreakerStatus
-	for _, s := range b.d.Breakers() {
-		out = append(out, api.BreakerStatus{
-			Target:              s.Target,
-			State:               s.State,
-			Requests:            s.Counts.Requests,
-			Failures:            s.Counts.TotalFailures,
-			ConsecutiveFailures: s.Counts.ConsecutiveFailures,
-			OpenedAt:            s.OpenedAt,
-			NextProbeAt:         s.NextProbeAt,
-			InFlight:            s.InFlight,
-			Waiting:             s.Parked,
-			RecentClaims:        s.RecentClaims,
-			Tenants:             s.Tenants,
-		})
-	}
-	return out
-}
-
-func (b breakerSource) TenantTargets(tenant uuid.UUID) []api.TargetStatus {
-	var out []api.TargetStatus
-	for _, t := range b.d.TenantTargets(tenant) {
-		out = append(out, api.TargetStatus{
-			Target:      t.Target,
-			State:       t.State,
-			NextProbeAt: t.NextProbeAt,
-			InFlight:    t.InFlight,
-			Waiting:     t.Waiting,
-			Attempts:    t.Attempts,
-			Failures:    t.Failures,
-			Since:       t.Since,
-			LastUsed:    t.LastUsed,
-		})
-	}
-	return out
 }
