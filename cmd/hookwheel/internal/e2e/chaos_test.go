@@ -241,6 +241,82 @@ type chaosKill struct {
 	restarted time.Time
 }
 
+// chaosLoad is a three-node cluster and count tasks to a counting receiver,
+// planned to fall due evenly over [t0, end) and all created before t0.
+type chaosLoad struct {
+	c       *cluster
+	rcv     *countingReceiver
+	tasks   []plannedTask
+	t0, end time.Time
+}
+
+// startChaosLoad starts the cluster and creates the tasks, to the path of
+// the receiver, the first falling due at least minLead from now (more if
+// creating them takes longer, see creationLead).
+func startChaosLoad(t *testing.T, count int, spread, minLead time.Duration, path string) *chaosLoad {
+	t.Helper()
+	c := startCluster(t, 3)
+	rcv := newCountingReceiver(t)
+	t0 := time.Now().Add(creationLead(t, c.bases, count, minLead)).Truncate(time.Millisecond)
+	tasks := planTasks(count, t0, spread)
+	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+path, tasks)
+	return &chaosLoad{c: c, rcv: rcv, tasks: tasks, t0: t0, end: t0.Add(spread)}
+}
+
+// killPace paces a killer: its first kill at t0 + first (when first is
+// zero, a pause after t0), and each next one a pause after the one before,
+// the pause drawn from [every, every+jitter).
+type killPace struct {
+	first, every, jitter time.Duration
+}
+
+// killUntilEnd runs the killer from t0 to the end of the window: each time,
+// it SIGKILLs a random node and restarts it (same address and environment)
+// after 1 s or, every other kill, after its lease has run out (the
+// survivors take over first). The seed is logged, to replay a run.
+func (l *chaosLoad) killUntilEnd(t *testing.T, pace killPace) []chaosKill {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("killer seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	pause := func() time.Duration { return pace.every + time.Duration(rng.Int64N(int64(pace.jitter))) }
+	next := l.t0.Add(pace.first)
+	if pace.first == 0 {
+		next = l.t0.Add(pause())
+	}
+	var kills []chaosKill
+	for next.Before(l.end) {
+		<-time.After(time.Until(next)) // pacing, not waiting for a condition
+		i := rng.IntN(len(l.c.nodes))
+		n := l.c.nodes[i]
+		at, err := n.Kill()
+		require.NoError(t, err, "killer")
+		down := time.Second
+		if len(kills)%2 == 1 {
+			down = nodeTTL + time.Second
+		}
+		kills = append(kills, chaosKill{node: i, at: at})
+		<-time.After(down) // the node stays down
+		require.NoError(t, n.Restart(), "killer: restart %s\n%s", n.name, n.logs.tail(50))
+		kills[len(kills)-1].restarted = time.Now()
+		next = at.Add(pause())
+	}
+	return kills
+}
+
+// waitDelivered waits until every task has reached the receiver and is
+// recorded delivered, by deadline; for tasks that never arrived it logs
+// what Postgres says of them.
+func (l *chaosLoad) waitDelivered(t *testing.T, deadline time.Time) {
+	t.Helper()
+	if err := l.rcv.waitDistinct(len(l.tasks), deadline); err != nil {
+		logMissing(t, l.c.dbURL, l.tasks, l.rcv.snapshot())
+		require.NoError(t, err)
+	}
+	t.Logf("every task arrived %s after the last fell due", time.Since(l.tasks[len(l.tasks)-1].runAt).Round(time.Millisecond))
+	require.NoError(t, waitTasksInStatus(l.c.bases[0], l.c.apiKey, "delivered", len(l.tasks), deadline))
+}
+
 // TestThreeNodesKilled: three processes share 20,000 tasks falling due over
 // 30 s while one of them is killed with SIGKILL every 3 to 5 s and restarted,
 // in turn a second later (it takes its own place back as it starts) and
@@ -258,59 +334,14 @@ func TestThreeNodesKilled(t *testing.T) {
 		// arrive and be recorded delivered.
 		drain = 90 * time.Second
 	)
-	c := startCluster(t, 3)
-	rcv := newCountingReceiver(t)
+	l := startChaosLoad(t, count, spread, 15*time.Second, "/killed")
+	c, rcv, tasks, t0 := l.c, l.rcv, l.tasks, l.t0
 
-	t0 := time.Now().Add(creationLead(t, c.bases, count, 15*time.Second)).Truncate(time.Millisecond)
-	end := t0.Add(spread)
-	tasks := planTasks(count, t0, spread)
-	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/killed", tasks)
-
-	// The killer: from t0 to the end of the window, every 3 to 5 s, SIGKILL
-	// a random node and restart it (same address and environment) after 1 s,
-	// or every other kill after its lease has run out.
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("killer seed %d", seed)
-	var kills []chaosKill
-	killerDone := make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		rng := rand.New(rand.NewPCG(seed, seed))
-		pause := func() time.Duration { return 3*time.Second + time.Duration(rng.Int64N(int64(2*time.Second))) }
-		next := t0.Add(pause())
-		for next.Before(end) {
-			<-time.After(time.Until(next)) // pacing, not waiting for a condition
-			i := rng.IntN(len(c.nodes))
-			at, err := c.nodes[i].Kill()
-			if err != nil {
-				t.Errorf("killer: %v", err)
-				return
-			}
-			down := time.Second
-			if len(kills)%2 == 1 {
-				down = nodeTTL + time.Second
-			}
-			kills = append(kills, chaosKill{node: i, at: at})
-			<-time.After(down) // the node stays down
-			if err := c.nodes[i].Restart(); err != nil {
-				t.Errorf("killer: restart %s: %v\n%s", c.nodes[i].name, err, c.nodes[i].logs.tail(50))
-				return
-			}
-			kills[len(kills)-1].restarted = time.Now()
-			next = at.Add(pause())
-		}
-	}()
-	<-killerDone
-	require.False(t, t.Failed(), "the killer failed")
+	kills := l.killUntilEnd(t, killPace{every: 3 * time.Second, jitter: 2 * time.Second})
+	require.False(t, t.Failed(), "a node failed during the kills")
 	require.NotEmpty(t, kills)
 
-	deadline := end.Add(drain)
-	if err := rcv.waitDistinct(count, deadline); err != nil {
-		logMissing(t, c.dbURL, tasks, rcv.snapshot())
-		require.NoError(t, err)
-	}
-	t.Logf("every task arrived %s after the last fell due", time.Since(tasks[len(tasks)-1].runAt).Round(time.Millisecond))
-	require.NoError(t, waitTasksInStatus(c.bases[0], c.apiKey, "delivered", count, deadline))
+	l.waitDelivered(t, l.end.Add(drain))
 	extra := rcv.settle(time.Second)
 
 	hits := rcv.snapshot()

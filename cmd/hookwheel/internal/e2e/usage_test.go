@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"net/http"
 	"testing"
 	"time"
@@ -24,38 +23,12 @@ func TestUsageExactUnderKills(t *testing.T) {
 		spread = 12 * time.Second
 		drain  = 60 * time.Second
 	)
-	c := startCluster(t, 3)
-	rcv := newCountingReceiver(t)
-	t0 := time.Now().Add(creationLead(t, c.bases, count, 5*time.Second)).Truncate(time.Millisecond)
-	end := t0.Add(spread)
-	tasks := planTasks(count, t0, spread)
-	createBefore(t, t0, c.bases, c.apiKey, rcv.URL+"/metered", tasks)
-
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("killer seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
-	kills := 0
-	next := t0.Add(2 * time.Second)
-	for next.Before(end) {
-		<-time.After(time.Until(next)) // pacing, not waiting for a condition
-		n := c.nodes[rng.IntN(len(c.nodes))]
-		at, err := n.Kill()
-		require.NoError(t, err)
-		down := time.Second
-		if kills%2 == 1 {
-			down = nodeTTL + time.Second
-		}
-		kills++
-		<-time.After(down) // the node stays down
-		require.NoError(t, n.Restart(), n.logs.tail(50))
-		next = at.Add(2*time.Second + time.Duration(rng.Int64N(int64(time.Second))))
-	}
-
-	deadline := end.Add(drain)
-	require.NoError(t, rcv.waitDistinct(count, deadline))
-	require.NoError(t, waitTasksInStatus(c.bases[0], c.apiKey, "delivered", count, deadline))
+	l := startChaosLoad(t, count, spread, 5*time.Second, "/metered")
+	c, rcv := l.c, l.rcv
+	kills := l.killUntilEnd(t, killPace{first: 2 * time.Second, every: 2 * time.Second, jitter: time.Second})
+	l.waitDelivered(t, l.end.Add(drain))
 	distinct, total := rcv.counts()
-	t.Logf("%d kills; the receiver got %d webhooks of %d tasks", kills, total, distinct)
+	t.Logf("%d kills; the receiver got %d webhooks of %d tasks", len(kills), total, distinct)
 
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.dbURL)
