@@ -27,17 +27,23 @@ var apiClient = &http.Client{
 
 // apiCall sends a JSON request and returns the status and body.
 func apiCall(ctx context.Context, method, url, token string, body any, header map[string]string) (int, []byte, error) {
+	status, _, out, err := apiCallHeader(ctx, method, url, token, body, header)
+	return status, out, err
+}
+
+// apiCallHeader is apiCall that also returns the answer's header.
+func apiCallHeader(ctx context.Context, method, url, token string, body any, header map[string]string) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
@@ -48,11 +54,11 @@ func apiCall(ctx context.Context, method, url, token string, body any, header ma
 	}
 	resp, err := apiClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, out, err
+	return resp.StatusCode, resp.Header, out, err
 }
 
 // createTenantVia creates a tenant through the admin API of base and
