@@ -74,7 +74,7 @@ HWBENCH_FLAGS ?=
 bench: ## timing-wheel and signing benchmarks, the end-to-end benchmark and the bench/ scenarios (short mode)
 	@$(SERVICES_ENV)
 	$(GO) test -run '^$$' -bench . -benchmem ./dispatcher/... ./internal/signing
-	$(GO) test -run '^$$' -bench 'EndToEnd|NoisyNeighbour' -benchtime 1x -timeout 10m ./cmd/hookwheel/internal/e2e
+	$(GO) test -run '^$$' -bench 'EndToEnd|NoisyNeighbour|TenantDeletion' -benchtime 1x -timeout 10m ./cmd/hookwheel/internal/e2e
 	$(GO) build -o $(BIN) ./cmd/hookwheel
 	$(GO) -C bench build -o bin/hwbench ./cmd/hwbench
 	bench/bin/hwbench suite -hookwheel $(CURDIR)/$(BIN) -command 'make bench $(HWBENCH_FLAGS)' $(HWBENCH_FLAGS)
