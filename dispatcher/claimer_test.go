@@ -53,7 +53,7 @@ func setupClaimer(t *testing.T, maxClaimed int, send chan *model.ClaimedTask) *c
 		sent: send, held: make(chan *model.ClaimedTask, 16), scheduled: make(chan dueAt, 16),
 		deferred: make(chan []*model.ClaimedTask, 16),
 	}
-	b.tenant = createTenant(t, db, model.Limits{})
+	b.tenant = storetest.CreateTenant(t, db, model.Limits{})
 	pass := func(_ context.Context, c []*model.ClaimedTask) []*model.ClaimedTask { return c }
 	b.claimer = newClaimer(claimerConfig{
 		Store: faultyClaims{DB: db, fail: &b.claimFails}, NodeID: uuid.New(), Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,
@@ -129,7 +129,7 @@ func TestClaimerHandsOnClaims(t *testing.T) {
 			t.Parallel()
 			b := setupClaimer(t, 16, make(chan *model.ClaimedTask, 16))
 			claimedAt := b.clock.Now()
-			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", claimedAt.Add(tc.due))
+			task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", claimedAt.Add(tc.due))
 			b.fire(task)
 
 			var c *model.ClaimedTask
@@ -163,7 +163,7 @@ func TestClaimerGathersAGroup(t *testing.T) {
 	b := setupClaimer(t, 16, make(chan *model.ClaimedTask, 16))
 	due := b.clock.Now().Add(45 * time.Millisecond)
 	for range 3 {
-		b.fire(insertTask(t, b.db, b.tenant, "https://receiver.example/x", due))
+		b.fire(storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", due))
 	}
 	require.Eventually(t, func() bool { return b.claimer.queued() == 0 }, 10*time.Second, time.Millisecond)
 	waitTimers(t, b.clock, 1)
@@ -201,7 +201,7 @@ func TestClaimerSettlesWhatItCannotClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupClaimer(t, 16, make(chan *model.ClaimedTask, 16))
-			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
+			task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
 			rearmedAt := tc.change(t, b, task)
 			b.fire(task)
 
@@ -244,7 +244,7 @@ func TestClaimerFenced(t *testing.T) {
 			t.Parallel()
 			b := setupClaimer(t, 16, make(chan *model.ClaimedTask, 16))
 			tc.fence(t, b)
-			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
+			task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
 			b.fire(task)
 			if tc.rearms {
 				got := receive(t, b.scheduled)
@@ -265,7 +265,7 @@ func TestClaimerBudget(t *testing.T) {
 	t.Parallel()
 	b := setupClaimer(t, 2, make(chan *model.ClaimedTask, 16))
 	for range 3 {
-		b.fire(insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now()))
+		b.fire(storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now()))
 	}
 	first := receive(t, b.sent)
 	receive(t, b.sent)
@@ -283,7 +283,7 @@ func TestClaimerBudget(t *testing.T) {
 func TestClaimerGivesBackAtShutdown(t *testing.T) {
 	t.Parallel()
 	b := setupClaimer(t, 16, make(chan *model.ClaimedTask)) // no sender reads
-	task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
+	task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now())
 	b.fire(task)
 	require.Eventually(t, func() bool {
 		return taskOf(t, b.db, b.tenant, task.ID).Status == model.StatusDispatching

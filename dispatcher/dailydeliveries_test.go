@@ -43,7 +43,7 @@ func TestDeliveriesPerDayHolds(t *testing.T) {
 	audit := model.AuditEntry{Actor: model.ActorCLI, Action: "x"}
 	_, err := db.PutPlan(ctx, &model.Plan{Name: "metered", Limits: model.Limits{DeliveriesPerDay: 2}}, audit)
 	require.NoError(t, err)
-	capped, free := createTenant(t, db, model.Limits{}), createTenant(t, db, model.Limits{})
+	capped, free := storetest.CreateTenant(t, db, model.Limits{}), storetest.CreateTenant(t, db, model.Limits{})
 	plan := "metered"
 	_, err = db.SetTenantPlan(ctx, capped, &plan, audit)
 	require.NoError(t, err)
@@ -63,10 +63,10 @@ func TestDeliveriesPerDayHolds(t *testing.T) {
 	now := time.Now()
 	var cappedTasks, freeTasks []*model.Task
 	for range 5 {
-		cappedTasks = append(cappedTasks, insertTask(t, db, capped, receiver.URL+"/capped", now))
+		cappedTasks = append(cappedTasks, storetest.InsertTask(t, db, capped, receiver.URL+"/capped", now))
 	}
 	for range 3 {
-		freeTasks = append(freeTasks, insertTask(t, db, free, receiver.URL+"/free", now))
+		freeTasks = append(freeTasks, storetest.InsertTask(t, db, free, receiver.URL+"/free", now))
 	}
 	for _, task := range append(append([]*model.Task{}, cappedTasks...), freeTasks...) {
 		d.Schedule(task.ID, task.RunAt)

@@ -27,7 +27,7 @@ type deferrerBundle struct {
 func setupDeferrer(t *testing.T) *deferrerBundle {
 	t.Helper()
 	b := &deferrerBundle{db: storetest.DB(t), redis: storetest.Redis(t), settled: make(chan uuid.UUID, 16), scheduled: make(chan dueAt, 16)}
-	b.tenant = createTenant(t, b.db, model.Limits{})
+	b.tenant = storetest.CreateTenant(t, b.db, model.Limits{})
 	b.deferrer = newDeferrer(deferrerConfig{
 		Store: b.db, FireOnce: b.redis, Logger: quietLogger(), Metrics: testMetrics(t),
 		Settle:   func(id uuid.UUID) { b.settled <- id },
@@ -60,8 +60,8 @@ func TestDeferrer(t *testing.T) {
 			b := setupDeferrer(t)
 			b.stopping.Store(tc.stopping)
 			due := time.Now().Add(-time.Second).Truncate(time.Microsecond)
-			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
-			c := claimNow(t, b.db, task.ID)[0]
+			task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
+			c := storetest.ClaimNow(t, b.db, task.ID)[0]
 			fireOnce := model.AttemptClaim{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken, TTL: time.Minute}
 			held, err := b.redis.ClaimAttempts(ctx, []model.AttemptClaim{fireOnce})
 			require.NoError(t, err)

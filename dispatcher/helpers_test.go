@@ -58,47 +58,6 @@ func allPartitions() []int16 {
 	return all
 }
 
-// createTenant stores a tenant with the given dispatch limits.
-func createTenant(t *testing.T, db *store.DB, limits model.Limits) uuid.UUID {
-	t.Helper()
-	ctx := context.Background()
-	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8], SigningSecrets: testSigningSecrets()}
-	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h"), Scopes: []model.Scope{model.ScopeAll}},
-		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
-	if !limits.Unset() {
-		_, err := db.SetTenantLimits(ctx, tenant.ID, limits, model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.limits_changed"})
-		require.NoError(t, err)
-	}
-	return tenant.ID
-}
-
-// insertTask stores a task of the tenant to url, due at runAt.
-func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, url string, runAt time.Time) *model.Task {
-	t.Helper()
-	task := &model.Task{
-		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, URL: url, Method: "POST",
-		Body: []byte(`{"n":1}`), RunAt: runAt.Truncate(time.Microsecond), Timeout: 5 * time.Second,
-		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute,
-	}
-	_, created, err := db.InsertTask(context.Background(), task, false)
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
-}
-
-// claimNow claims the tasks in Postgres as a claimer would, for parts that
-// start from claims.
-func claimNow(t *testing.T, db *store.DB, ids ...uuid.UUID) []*model.ClaimedTask {
-	t.Helper()
-	claims, err := db.ClaimTasks(context.Background(), uuid.New(), allPartitions(), ids, time.Now().Add(time.Minute), 30*time.Second, nil)
-	require.NoError(t, err)
-	require.Len(t, claims, len(ids))
-	for _, c := range claims {
-		c.ClaimedAt = time.Now()
-	}
-	return claims
-}
-
 // taskOf reads a task back.
 func taskOf(t *testing.T, db *store.DB, tenantID, id uuid.UUID) *model.Task {
 	t.Helper()
@@ -126,9 +85,4 @@ func waitTimers(t *testing.T, fake *clock.Fake, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, fake.WaitForTimers(ctx, n), "waiting for %d timers", n)
-}
-
-// testSigningSecrets is the one signing secret of the tenants these tests make.
-func testSigningSecrets() []model.SigningSecret {
-	return []model.SigningSecret{{ID: "ss_test", Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
 }

@@ -48,7 +48,7 @@ func setupLimitsDefaults(t *testing.T, tenantLimits, defaults model.Limits, limi
 		clock: clock.NewFake(time.Now()), metrics: testMetrics(t),
 		deferred: make(chan dueAt, 16), held: make(chan dueAt, 16), sent: make(chan *model.ClaimedTask, 16),
 	}
-	b.tenant = createTenant(t, db, tenantLimits)
+	b.tenant = storetest.CreateTenant(t, db, tenantLimits)
 	b.limits = newDispatchLimits(limitsConfig{
 		Limiter: limiter, Limits: db, Defaults: defaults, Down: failopen.New(failopen.Config{Clock: b.clock}),
 		Clock: b.clock, Logger: quietLogger(), Metrics: b.metrics,

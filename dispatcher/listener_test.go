@@ -20,7 +20,7 @@ func TestListener(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storetest.DB(t)
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	fake := clock.NewFake(time.Now())
 	announced := make(chan dueAt, 16)
 	changes := make(chan model.MembershipChange, 16)

@@ -37,7 +37,7 @@ func setupLoader(t *testing.T) *loaderBundle {
 		db: db, clock: clock.NewFake(time.Now()), armed: make(chan dueAt, 64),
 		partitions: allPartitions(), pending: map[uuid.UUID]bool{},
 	}
-	b.tenant = createTenant(t, db, model.Limits{})
+	b.tenant = storetest.CreateTenant(t, db, model.Limits{})
 	b.loader = newLoader(loaderConfig{
 		Store: db, Clock: b.clock, Logger: quietLogger(), Metrics: testMetrics(t),
 		Lookahead: 30 * time.Second, LoadInterval: time.Second, SweepInterval: 5 * time.Second,
@@ -50,7 +50,7 @@ func setupLoader(t *testing.T) *loaderBundle {
 
 func (b *loaderBundle) task(t *testing.T, due time.Duration) *model.Task {
 	t.Helper()
-	return insertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now().Add(due))
+	return storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", b.clock.Now().Add(due))
 }
 
 // armedIDs drains what was armed so far.

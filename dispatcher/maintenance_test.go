@@ -41,9 +41,9 @@ func TestStagesRunMaintenance(t *testing.T) {
 	go func() { defer close(done); _ = d.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	sent := time.Now()
-	task := insertTask(t, db, tenant, receiver.URL+"/hook", sent)
+	task := storetest.InsertTask(t, db, tenant, receiver.URL+"/hook", sent)
 	d.Schedule(task.ID, task.RunAt)
 
 	// Delivered, then purged: the task is gone.

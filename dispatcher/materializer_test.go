@@ -123,7 +123,7 @@ func TestMaterialize(t *testing.T) {
 	d.ownership.set(all)
 	d.loader.window.extend(now.Add(6 * time.Second)) // the loader has read 6 s ahead so far
 
-	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "materialize", SigningSecrets: testSigningSecrets()}
+	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "materialize", SigningSecrets: storetest.SigningSecrets()}
 	require.NoError(t, db.CreateTenant(ctx, tenant, &model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h"), Scopes: []model.Scope{model.ScopeAll}},
 		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
 	next := now.Add(2 * time.Second)

@@ -25,11 +25,11 @@ func TestOwnership(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, redis := storetest.DB(t), storetest.Redis(t)
-	tenant := createTenant(t, db, model.Limits{})
-	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
-	answered := insertTask(t, db, tenant, "https://receiver.example/answered", time.Now().Add(-time.Second))
-	otherToken := insertTask(t, db, tenant, "https://receiver.example/other-token", time.Now().Add(-time.Second))
-	claims := claimNow(t, db, task.ID, answered.ID, otherToken.ID) // by a node that never registered
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
+	task := storetest.InsertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
+	answered := storetest.InsertTask(t, db, tenant, "https://receiver.example/answered", time.Now().Add(-time.Second))
+	otherToken := storetest.InsertTask(t, db, tenant, "https://receiver.example/other-token", time.Now().Add(-time.Second))
+	claims := storetest.ClaimNow(t, db, task.ID, answered.ID, otherToken.ID) // by a node that never registered
 	var dead *model.ClaimedTask
 	for _, c := range claims {
 		switch c.ID {
@@ -302,7 +302,7 @@ func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	fake := clock.NewFake(time.Now())
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	const heartbeat, recoverEvery = 300 * time.Millisecond, 5 * time.Second
 	m, scheduled := startRecovering(t, db, fake, heartbeat, recoverEvery)
 
@@ -310,7 +310,7 @@ func TestOwnershipRecoversOnIntervalOrChange(t *testing.T) {
 	// holds: stale from the start. No claim can be made so any more (a
 	// claim in a partition another node leases is refused), so it is
 	// written as one would have been before the partition moved here.
-	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
+	task := storetest.InsertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
 	conn, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(ctx) })
@@ -351,13 +351,13 @@ func TestOwnershipRetriesStaleClaimsItCouldNotLock(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	fake := clock.NewFake(time.Now())
-	tenant := createTenant(t, db, model.Limits{})
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	const heartbeat, recoverEvery = 300 * time.Millisecond, time.Hour
 
 	// A claim of a node that never registered: stale from the start, and
 	// its row held by another transaction when the first heartbeat looks.
-	task := insertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
-	claimNow(t, db, task.ID)
+	task := storetest.InsertTask(t, db, tenant, "https://receiver.example/x", time.Now().Add(-time.Second))
+	storetest.ClaimNow(t, db, task.ID)
 	holder, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Close(ctx) })

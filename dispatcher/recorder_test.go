@@ -32,7 +32,7 @@ func setupRecorder(t *testing.T, cfg recorderConfig) *recorderBundle {
 	t.Helper()
 	db := storetest.DB(t)
 	b := &recorderBundle{db: db, clock: clock.NewFake(time.Now()), metrics: testMetrics(t), done: make(chan struct{})}
-	b.tenant = createTenant(t, db, model.Limits{})
+	b.tenant = storetest.CreateTenant(t, db, model.Limits{})
 	if cfg.Store == nil {
 		cfg.Store = db
 	}
@@ -87,8 +87,8 @@ func TestRecorderWritesOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupRecorder(t, recorderConfig{Batch: 1, Delay: time.Hour})
-			task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now())
-			c := claimNow(t, b.db, task.ID)[0]
+			task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now())
+			c := storetest.ClaimNow(t, b.db, task.ID)[0]
 
 			require.NoError(t, b.recordAndWait(t, result(c, tc.status, tc.code, tc.next)))
 
@@ -111,8 +111,8 @@ func TestRecorderWritesOutcomes(t *testing.T) {
 func TestRecorderClaimLost(t *testing.T) {
 	t.Parallel()
 	b := setupRecorder(t, recorderConfig{Batch: 1, Delay: time.Hour})
-	task := insertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now())
-	c := claimNow(t, b.db, task.ID)[0]
+	task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now())
+	c := storetest.ClaimNow(t, b.db, task.ID)[0]
 	c.ClaimToken = uuid.New() // not the token Postgres holds
 
 	require.ErrorIs(t, b.recordAndWait(t, result(c, model.StatusDelivered, 200, nil)), model.ErrClaimLost)
@@ -126,9 +126,9 @@ func TestRecorderBatches(t *testing.T) {
 	b := setupRecorder(t, recorderConfig{Batch: 3, Delay: 50 * time.Millisecond})
 	var tasks []uuid.UUID
 	for range 4 {
-		tasks = append(tasks, insertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now()).ID)
+		tasks = append(tasks, storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", time.Now()).ID)
 	}
-	claims := claimNow(t, b.db, tasks...)
+	claims := storetest.ClaimNow(t, b.db, tasks...)
 
 	var written atomic.Int32
 	done := make(chan error, len(claims))
@@ -174,9 +174,9 @@ func TestRecorderFallsBackToRows(t *testing.T) {
 	failing := &failingBatches{DB: db}
 	b := setupRecorder(t, recorderConfig{Store: failing, Batch: 1, Delay: time.Hour, GiveUpAfter: 120 * time.Millisecond})
 	b.db = db
-	b.tenant = createTenant(t, db, model.Limits{})
-	task := insertTask(t, db, b.tenant, "https://receiver.example/x", time.Now())
-	c := claimNow(t, db, task.ID)[0]
+	b.tenant = storetest.CreateTenant(t, db, model.Limits{})
+	task := storetest.InsertTask(t, db, b.tenant, "https://receiver.example/x", time.Now())
+	c := storetest.ClaimNow(t, db, task.ID)[0]
 
 	done := make(chan error, 1)
 	b.recorder.record(result(c, model.StatusDelivered, 200, nil), func(err error) { done <- err })

@@ -20,6 +20,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/netguard"
 	"github.com/hookwheel/hookwheel/internal/signing"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // openLimits lets every send through, as a tenant without dispatch limits.
@@ -211,7 +212,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	b.transports = newTransports(newHTTPClient(guard, maxTimeout), guard, b.metrics.transportRetries, maxTimeout)
 	secrets := opts.secrets
 	if secrets == nil {
-		secrets = &testSecrets{secrets: testSigningSecrets()}
+		secrets = &testSecrets{secrets: storetest.SigningSecrets()}
 	}
 	keys := opts.keyring
 	if keys == nil {
@@ -265,7 +266,7 @@ func (b *senderBundle) claim() *model.ClaimedTask {
 		Task: model.Task{ID: uuid.New(), TenantID: b.tenant, URL: b.receiver.URL + "/hook", Method: "POST",
 			Body: []byte(`{"order":42}`), RunAt: now, NextAttemptAt: &now, Timeout: 5 * time.Second,
 			MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute},
-		Attempt: 1, ClaimToken: uuid.New(), ClaimedAt: now, SigningSecrets: testSigningSecrets(),
+		Attempt: 1, ClaimToken: uuid.New(), ClaimedAt: now, SigningSecrets: storetest.SigningSecrets(),
 	}
 }
 

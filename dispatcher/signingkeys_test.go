@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/store/storetest"
 )
 
 // TestSenderSecretUnreadable: a claim whose signing secret this node's
@@ -26,7 +27,7 @@ func TestSenderSecretUnreadable(t *testing.T) {
 	b := setupSender(t, senderOptions{keyring: other, breaker: BreakerConfig{ConsecutiveFailures: 1}})
 
 	c := b.claim()
-	secret := testSigningSecrets()[0]
+	secret := storetest.SigningSecrets()[0]
 	secret.Value, err = sealer.Seal(secret.Value, secret.SealContext(c.TenantID))
 	require.NoError(t, err)
 	c.SigningSecrets = []model.SigningSecret{secret}
@@ -51,7 +52,7 @@ func TestSenderSecretUnreadable(t *testing.T) {
 func TestSenderRereadsSecretsOfOldClaims(t *testing.T) {
 	t.Parallel()
 	rotated := append([]model.SigningSecret{{ID: "ss_new", Value: "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32)))}},
-		testSigningSecrets()...)
+		storetest.SigningSecrets()...)
 	secrets := &testSecrets{secrets: rotated}
 	b := setupSender(t, senderOptions{secrets: secrets})
 

@@ -51,48 +51,6 @@ func hasLabel(labels []*dto.LabelPair, name, value string) bool {
 	return false
 }
 
-// createTenant stores a tenant without limits of its own.
-func createTenant(t *testing.T, db *store.DB) uuid.UUID {
-	t.Helper()
-	tenant := &model.Tenant{ID: uuid.Must(uuid.NewV7()), Name: "t-" + uuid.NewString()[:8],
-		SigningSecrets: []model.SigningSecret{{ID: "ss_test", Value: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}}
-	require.NoError(t, db.CreateTenant(context.Background(), tenant,
-		&model.APIKey{ID: uuid.NewString()[:8], SecretHash: []byte("h"), Scopes: []model.Scope{model.ScopeAll}},
-		model.AuditEntry{Actor: model.ActorCLI, Action: "tenant.created"}))
-	return tenant.ID
-}
-
-// insertTask stores a task of the tenant to url, due at runAt.
-func insertTask(t *testing.T, db *store.DB, tenantID uuid.UUID, url string, runAt time.Time) *model.Task {
-	t.Helper()
-	task := &model.Task{
-		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, URL: url, Method: "POST",
-		Body: []byte(`{"n":1}`), RunAt: runAt.Truncate(time.Microsecond), Timeout: 5 * time.Second,
-		MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: time.Minute,
-	}
-	_, created, err := db.InsertTask(context.Background(), task, false)
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
-}
-
-// claimNow claims the tasks in Postgres as the dispatcher's claimer would,
-// so that their attempts can be recorded.
-func claimNow(t *testing.T, db *store.DB, ids ...uuid.UUID) []*model.ClaimedTask {
-	t.Helper()
-	all := make([]int16, model.Partitions)
-	for i := range all {
-		all[i] = int16(i)
-	}
-	claims, err := db.ClaimTasks(context.Background(), uuid.New(), all, ids, time.Now().Add(time.Minute), 30*time.Second, nil)
-	require.NoError(t, err)
-	require.Len(t, claims, len(ids))
-	for _, c := range claims {
-		c.ClaimedAt = time.Now()
-	}
-	return claims
-}
-
 // result is the outcome of one attempt of a claim.
 func result(c *model.ClaimedTask, status model.TaskStatus, code int, next *time.Time) model.AttemptResult {
 	body := "ok"

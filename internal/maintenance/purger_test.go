@@ -25,17 +25,17 @@ func TestPurger(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := storetest.DB(t)
-	tenant := createTenant(t, db)
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	start := time.Now()
 	const target = "https://receiver.example/hook"
 
 	var finished, unfinished []uuid.UUID
-	claims := claimNow(t, db,
-		insertTask(t, db, tenant, target, start).ID,
-		insertTask(t, db, tenant, target, start).ID,
-		insertTask(t, db, tenant, target, start).ID,
-		insertTask(t, db, tenant, target, start).ID,
-		insertTask(t, db, tenant, target, start).ID,
+	claims := storetest.ClaimNow(t, db,
+		storetest.InsertTask(t, db, tenant, target, start).ID,
+		storetest.InsertTask(t, db, tenant, target, start).ID,
+		storetest.InsertTask(t, db, tenant, target, start).ID,
+		storetest.InsertTask(t, db, tenant, target, start).ID,
+		storetest.InsertTask(t, db, tenant, target, start).ID,
 	)
 	later := start.Add(24 * time.Hour)
 	outcomes := []model.AttemptResult{
@@ -51,11 +51,11 @@ func TestPurger(t *testing.T) {
 	}
 	finished = append(finished, claims[0].ID, claims[1].ID, claims[2].ID)
 	unfinished = append(unfinished, claims[3].ID, claims[4].ID) // retrying, dispatching
-	canceled := insertTask(t, db, tenant, target, later)
+	canceled := storetest.InsertTask(t, db, tenant, target, later)
 	_, err = db.CancelTask(ctx, tenant, canceled.ID)
 	require.NoError(t, err)
 	finished = append(finished, canceled.ID)
-	unfinished = append(unfinished, insertTask(t, db, tenant, target, later).ID) // scheduled
+	unfinished = append(unfinished, storetest.InsertTask(t, db, tenant, target, later).ID) // scheduled
 	finishedBy := time.Now()
 
 	fake := clock.NewFake(start.Add(time.Hour))
@@ -114,13 +114,13 @@ func TestPurgerAuditRetention(t *testing.T) {
 	defer cancel()
 	db := storetest.DB(t)
 	const retention = 400 * 24 * time.Hour
-	tenant := createTenant(t, db)
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
 	for range 4 {
 		_, err := db.SetTenantLimits(ctx, tenant, model.Limits{MaxSchedules: 5},
 			model.AuditEntry{TenantID: &tenant, Actor: model.ActorCLI, Action: "tenant.limits_changed"})
 		require.NoError(t, err)
 	}
-	claims := claimNow(t, db, insertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
+	claims := storetest.ClaimNow(t, db, storetest.InsertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
 	_, err := db.RecordAttempts(ctx, []model.AttemptResult{result(claims[0], model.StatusDelivered, 200, nil)})
 	require.NoError(t, err)
 	entries := func() int {

@@ -22,9 +22,9 @@ func TestPurgerUsage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db := storetest.DB(t)
-	tenant := createTenant(t, db)
-	claims := claimNow(t, db, insertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID,
-		insertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
+	tenant := storetest.CreateTenant(t, db, model.Limits{})
+	claims := storetest.ClaimNow(t, db, storetest.InsertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID,
+		storetest.InsertTask(t, db, tenant, "https://receiver.example/hook", time.Now()).ID)
 	_, err := db.RecordAttempts(ctx, []model.AttemptResult{result(claims[0], model.StatusDelivered, 200, nil),
 		result(claims[1], model.StatusDelivered, 200, nil)})
 	require.NoError(t, err)
