@@ -130,6 +130,10 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 		return err
 	}
 	overQuota, overDaily := 0, 0
+	// retryAfter is the longest wait of the items refused over a quota: a
+	// client that reads only the header, as it would of a single create's
+	// 429, learns when every refused item may fit.
+	var retryAfter time.Duration
 	for k, res := range stored {
 		i := validAt[k]
 		var (
@@ -139,10 +143,12 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 		switch {
 		case errors.As(res.Err, &quota):
 			overQuota++
+			retryAfter = max(retryAfter, quota.RetryAfter)
 			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Pending-task quota exceeded",
 				fmt.Sprintf("this tenant may have at most %d pending tasks (scheduled, retrying or dispatching)", quota.Limit)), i)
 		case errors.As(res.Err, &daily):
 			overDaily++
+			retryAfter = max(retryAfter, daily.RetryAfter(now))
 			results[i].Error = itemProblem(newProblem(http.StatusTooManyRequests, "quota-exceeded", "Daily task quota exceeded",
 				dailyQuotaDetail(daily)), i)
 		case valid[k].Topic != nil && res.Err != nil:
@@ -170,6 +176,9 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 			out := taskWithoutBodyJSON(res.Task)
 			results[i].Task = &out
 		}
+	}
+	if retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(retryAfter)))
 	}
 	if overQuota > 0 {
 		s.apiLimits.refused.WithLabelValues("pending_tasks").Add(float64(overQuota))

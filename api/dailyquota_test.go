@@ -128,6 +128,11 @@ func TestDailyTaskQuotaConcurrent(t *testing.T) {
 			requireItemProblem(t, res, i, http.StatusTooManyRequests, "")
 			require.Equal(t, problemTypePrefix+"quota-exceeded", res.Error.Type)
 		}
+		if refused {
+			require.Equal(t, wantRetry, a.header.Get("Retry-After"), "a batch with items over the quota says when they fit")
+		} else {
+			require.Empty(t, a.header.Get("Retry-After"), "a batch stored whole has no Retry-After")
+		}
 	}
 	require.Equal(t, 10, created, "batches fill the quota and never pass it")
 	n, err = h.DB.TasksCreatedToday(t.Context(), globex.ID)

@@ -310,8 +310,10 @@ export interface paths {
          *     and stored independently: the answer is 200 with one result per item, in request order, each
          *     either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
          *     with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-         *     earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-         *     the items that do not fit fail with a 429 problem each.
+         *     earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+         *     its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+         *     and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+         *     until the next UTC midnight).
          *
          *     Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
          *     standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -4154,6 +4156,8 @@ export interface operations {
             /** @description One result per item, in request order. */
             200: {
                 headers: {
+                    /** @description Seconds until every item refused over a quota may fit; only when there are some. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -2919,8 +2919,10 @@ type ClientInterface interface {
 	// and stored independently: the answer is 200 with one result per item, in request order, each
 	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-	// the items that do not fit fail with a 429 problem each.
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+	// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+	// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+	// until the next UTC midnight).
 	//
 	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 	// standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -2954,8 +2956,10 @@ type ClientInterface interface {
 	// and stored independently: the answer is 200 with one result per item, in request order, each
 	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-	// the items that do not fit fail with a 429 problem each.
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+	// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+	// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+	// until the next UTC midnight).
 	//
 	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 	// standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -4378,8 +4382,10 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // and stored independently: the answer is 200 with one result per item, in request order, each
 // either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 // with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-// the items that do not fit fail with a 429 problem each.
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+// until the next UTC midnight).
 //
 // Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 // standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -4423,8 +4429,10 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // and stored independently: the answer is 200 with one result per item, in request order, each
 // either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 // with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-// the items that do not fit fail with a 429 problem each.
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+// until the next UTC midnight).
 //
 // Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 // standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -7737,8 +7745,10 @@ type ClientWithResponsesInterface interface {
 	// and stored independently: the answer is 200 with one result per item, in request order, each
 	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-	// the items that do not fit fail with a 429 problem each.
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+	// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+	// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+	// until the next UTC midnight).
 	//
 	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 	// standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -7772,8 +7782,10 @@ type ClientWithResponsesInterface interface {
 	// and stored independently: the answer is 200 with one result per item, in request order, each
 	// either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 	// with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-	// the items that do not fit fail with a 429 problem each.
+	// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+	// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+	// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+	// until the next UTC midnight).
 	//
 	// Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 	// standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -10800,6 +10812,11 @@ func (r CreateTaskResponse) ContentType() string {
 	return ""
 }
 
+// CreateTasksBatchResponse200Headers the declared response headers of an HTTP 200 response for CreateTasksBatch
+type CreateTasksBatchResponse200Headers struct {
+	RetryAfter *int
+}
+
 // CreateTasksBatchResponse429Headers the declared response headers of an HTTP 429 response for CreateTasksBatch
 type CreateTasksBatchResponse429Headers struct {
 	RetryAfter int
@@ -10824,6 +10841,8 @@ type CreateTasksBatchResponse struct {
 	ApplicationProblemJSON429 *TooManyRequests
 	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateTasksBatchResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateTasksBatchResponse429Headers
 }
@@ -12972,8 +12991,10 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // and stored independently: the answer is 200 with one result per item, in request order, each
 // either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 // with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-// the items that do not fit fail with a 429 problem each.
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+// until the next UTC midnight).
 //
 // Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 // standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -13013,8 +13034,10 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // and stored independently: the answer is 200 with one result per item, in request order, each
 // either `{"task": ...}` or `{"error": problem}`. An item may carry its own `idempotency_key`,
 // with the same semantics as the `Idempotency-Key` header of a single call (a repeat of an
-// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota,
-// the items that do not fit fail with a 429 problem each.
+// earlier item returns that task with `replayed: true`). Over the tenant's pending-task quota or
+// its `tasks_per_day`, the items that do not fit fail with a 429 `quota-exceeded` problem each,
+// and the answer carries `Retry-After`: the longest wait of those items (for `tasks_per_day`,
+// until the next UTC midnight).
 //
 // Each item is held to the rules of `POST /v1/tasks`, its `idempotency_key` (1 to 255 characters)
 // standing for the header; an item's problem names its fields as a single call would (`url`,
@@ -15927,6 +15950,16 @@ func ParseCreateTasksBatchResponse(rsp *http.Response) (*CreateTasksBatchRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateTasksBatchResponse200Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateTasksBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
