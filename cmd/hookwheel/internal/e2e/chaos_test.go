@@ -156,8 +156,9 @@ func planTasks(count int, t0 time.Time, spread time.Duration) []plannedTask {
 
 // creationLead is how far ahead the first of count tasks must fall due for
 // all of them to be created through the nodes' APIs before it does: twice
-// the time the creation rate measured now would take (creating 500 tasks,
-// due in an hour, for a tenant of their own), plus 2 s, and at least min.
+// the time the creation rate measured now would take (creating 500 tasks in
+// a batch call, due in an hour, for a tenant of their own), plus 2 s, and at
+// least min.
 // Measuring keeps the tests short on a fast machine and still sound on a
 // loaded one (go test ./... runs packages side by side).
 func creationLead(t *testing.T, bases []string, count int, min time.Duration) time.Duration {
@@ -167,7 +168,7 @@ func creationLead(t *testing.T, bases []string, count int, min time.Duration) ti
 	rcv := newCountingReceiver(t) // never called: the tasks fall due after the test
 	probe := planTasks(probes, time.Now().Add(time.Hour).Truncate(time.Millisecond), time.Second)
 	started := time.Now()
-	createTasks(t, bases, apiKey, rcv.URL, probe, 16)
+	createTasksInBatches(t, bases, apiKey, rcv.URL, probe)
 	rate := float64(probes) / time.Since(started).Seconds()
 	lead := max(min, 2*time.Second+time.Duration(2*float64(count)/rate*float64(time.Second)))
 	t.Logf("the nodes create %.0f tasks/s: the first of %d falls due in %s", rate, count, lead.Round(time.Millisecond))
@@ -179,7 +180,7 @@ func creationLead(t *testing.T, bases []string, count int, min time.Duration) ti
 func createBefore(t *testing.T, t0 time.Time, bases []string, apiKey, url string, tasks []plannedTask) {
 	t.Helper()
 	started := time.Now()
-	createTasks(t, bases, apiKey, url, tasks, 16)
+	createTasksInBatches(t, bases, apiKey, url, tasks)
 	took := time.Since(started)
 	t.Logf("created %d tasks through %d node(s) in %s (%.0f/s), %s before the first falls due",
 		len(tasks), len(bases), took.Round(time.Millisecond), float64(len(tasks))/took.Seconds(), time.Until(t0).Round(time.Millisecond))
@@ -212,7 +213,7 @@ func TestThreeNodesNoKills(t *testing.T) {
 	end := t0.Add(spread)
 	tasks := planTasks(count, t0, spread)
 	started := time.Now()
-	createTasks(t, c.bases, c.apiKey, rcv.URL+"/nokills", tasks, 16)
+	createTasksInBatches(t, c.bases, c.apiKey, rcv.URL+"/nokills", tasks)
 	t.Logf("created %d tasks through %d nodes in %s, %s before the first falls due",
 		count, len(c.bases), time.Since(started).Round(time.Millisecond), time.Until(t0).Round(time.Millisecond))
 

@@ -1,13 +1,8 @@
 package e2e_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
-	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -155,73 +150,4 @@ func TestThreeNodesPaused(t *testing.T) {
 	require.LessOrEqual(t, duplicates, len(pauses)*pauseDuplicates, "a woken node sent claims it no longer held")
 	require.LessOrEqual(t, all[len(all)-1], maxFailover, "a frozen node's tasks must move to the others quickly")
 	c.termAll(t)
-}
-
-// createTasksInBatches creates the tasks with POST /v1/tasks/batch, 500 per
-// call, four calls at a time spread over the nodes, and fills in their ids
-// and expected Idempotency-Keys.
-func createTasksInBatches(t testing.TB, bases []string, apiKey, url string, tasks []plannedTask) {
-	t.Helper()
-	const per = 500
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	sem := make(chan struct{}, 4)
-	for from := 0; from < len(tasks); from += per {
-		to := min(from+per, len(tasks))
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			items := make([]map[string]any, 0, to-from)
-			for i := from; i < to; i++ {
-				item := map[string]any{"url": url, "body": `{"n":` + strconv.Itoa(i) + `}`, "run_at": tasks[i].runAt.Format(time.RFC3339Nano)}
-				if tasks[i].idemKey != "" {
-					item["idempotency_key"] = tasks[i].idemKey
-				}
-				items = append(items, item)
-			}
-			base := bases[(from/per)%len(bases)]
-			status, body, err := apiCall(context.Background(), http.MethodPost, base+"/v1/tasks/batch", apiKey, map[string]any{"tasks": items}, nil)
-			var answer struct {
-				Data []struct {
-					Task *struct {
-						ID string `json:"id"`
-					} `json:"task"`
-					Error any `json:"error"`
-				} `json:"data"`
-			}
-			if err == nil && status != http.StatusOK {
-				err = fmt.Errorf("status %d: %s", status, body)
-			}
-			if err == nil {
-				err = json.Unmarshal(body, &answer)
-			}
-			if err == nil && len(answer.Data) != to-from {
-				err = fmt.Errorf("%d results for %d items", len(answer.Data), to-from)
-			}
-			for k := 0; err == nil && k < len(answer.Data); k++ {
-				r := answer.Data[k]
-				if r.Task == nil {
-					err = fmt.Errorf("item %d: %v", from+k, r.Error)
-					break
-				}
-				task := &tasks[from+k]
-				task.id, task.expectedKey = r.Task.ID, task.idemKey
-				if task.expectedKey == "" {
-					task.expectedKey = r.Task.ID
-				}
-			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("create tasks %d to %d via %s: %w", from, to-1, base, err))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	require.Empty(t, errs)
 }

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // apiClient makes the tests' API calls; it keeps enough connections per
@@ -87,71 +88,6 @@ type plannedTask struct {
 	expectedKey string // Idempotency-Key of its webhooks
 }
 
-// createTasks creates the tasks with POST /v1/tasks, spread round-robin over
-// the nodes' APIs by clients concurrent callers, and fills in their ids. It
-// fails the test on any answer but 201.
-func createTasks(t testing.TB, bases []string, apiKey, url string, tasks []plannedTask, clients int) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		wg     sync.WaitGroup
-		next   atomic.Int64
-		mu     sync.Mutex
-		failed error
-	)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(tasks) || ctx.Err() != nil {
-					return
-				}
-				task := &tasks[i]
-				var header map[string]string
-				if task.idemKey != "" {
-					header = map[string]string{"Idempotency-Key": task.idemKey}
-				}
-				req := map[string]any{"url": url, "body": `{"n":` + strconv.Itoa(i) + `}`, "run_at": task.runAt.Format(time.RFC3339Nano)}
-				status, body, err := apiCall(ctx, http.MethodPost, bases[i%len(bases)]+"/v1/tasks", apiKey, req, header)
-				var created struct {
-					ID             string  `json:"id"`
-					IdempotencyKey *string `json:"idempotency_key"`
-				}
-				if err == nil && status != http.StatusCreated {
-					err = fmt.Errorf("status %d: %s", status, body)
-				}
-				if err == nil {
-					err = json.Unmarshal(body, &created)
-				}
-				if err == nil && created.ID == "" {
-					err = fmt.Errorf("no id in %s", body)
-				}
-				if err != nil {
-					mu.Lock()
-					if failed == nil {
-						failed = fmt.Errorf("create task %d via %s: %w", i, bases[i%len(bases)], err)
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				task.id = created.ID
-				task.expectedKey = task.idemKey
-				if task.expectedKey == "" {
-					task.expectedKey = created.ID
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if failed != nil {
-		t.Fatal(failed)
-	}
-}
-
 // countTasks counts the tenant's tasks in status through GET /v1/tasks.
 func countTasks(ctx context.Context, base, apiKey, status string) (int, error) {
 	count := 0
@@ -202,4 +138,73 @@ func waitTasksInStatus(base, apiKey, status string, want int, deadline time.Time
 		}
 		<-poll.C
 	}
+}
+
+// createTasksInBatches creates the tasks with POST /v1/tasks/batch, 500 per
+// call, four calls at a time spread over the nodes, and fills in their ids
+// and expected Idempotency-Keys.
+func createTasksInBatches(t testing.TB, bases []string, apiKey, url string, tasks []plannedTask) {
+	t.Helper()
+	const per = 500
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, 4)
+	for from := 0; from < len(tasks); from += per {
+		to := min(from+per, len(tasks))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			items := make([]map[string]any, 0, to-from)
+			for i := from; i < to; i++ {
+				item := map[string]any{"url": url, "body": `{"n":` + strconv.Itoa(i) + `}`, "run_at": tasks[i].runAt.Format(time.RFC3339Nano)}
+				if tasks[i].idemKey != "" {
+					item["idempotency_key"] = tasks[i].idemKey
+				}
+				items = append(items, item)
+			}
+			base := bases[(from/per)%len(bases)]
+			status, body, err := apiCall(context.Background(), http.MethodPost, base+"/v1/tasks/batch", apiKey, map[string]any{"tasks": items}, nil)
+			var answer struct {
+				Data []struct {
+					Task *struct {
+						ID string `json:"id"`
+					} `json:"task"`
+					Error any `json:"error"`
+				} `json:"data"`
+			}
+			if err == nil && status != http.StatusOK {
+				err = fmt.Errorf("status %d: %s", status, body)
+			}
+			if err == nil {
+				err = json.Unmarshal(body, &answer)
+			}
+			if err == nil && len(answer.Data) != to-from {
+				err = fmt.Errorf("%d results for %d items", len(answer.Data), to-from)
+			}
+			for k := 0; err == nil && k < len(answer.Data); k++ {
+				r := answer.Data[k]
+				if r.Task == nil {
+					err = fmt.Errorf("item %d: %v", from+k, r.Error)
+					break
+				}
+				task := &tasks[from+k]
+				task.id, task.expectedKey = r.Task.ID, task.idemKey
+				if task.expectedKey == "" {
+					task.expectedKey = r.Task.ID
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("create tasks %d to %d via %s: %w", from, to-1, base, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, errs)
 }

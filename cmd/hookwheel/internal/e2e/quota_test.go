@@ -26,7 +26,8 @@ const quotaExceededType = "urn:hookwheel:problem:quota-exceeded"
 // Postgres and in GET /v1/usage), none more for singles or batches; every
 // refusal is a 429 quota-exceeded (a single call's with Retry-After until
 // the next UTC midnight; in a batch, the items past the room left, each,
-// and only those after the first refused); every task asked for is either
+// and only those after the first refused, the answer with the same
+// Retry-After); every task asked for is either
 // stored or refused. Then a schedule's occurrences over the quota are
 // skipped and counted on the schedule, and make no task.
 func TestDailyQuotaAcrossNodes(t *testing.T) {
@@ -106,11 +107,11 @@ func TestDailyQuotaAcrossNodes(t *testing.T) {
 	took := time.Since(started)
 
 	// Every client is done (wg.Wait): q is read without its lock.
-	t.Logf("%d clients asked for %d tasks in %s: %d stored (%d singles, %d in %d batches), %d refused (%d single calls, %d batch items; %d batch answers refusing items had a Retry-After)",
+	t.Logf("%d clients asked for %d tasks in %s: %d stored (%d singles, %d in %d batches), %d refused (%d single calls, %d batch items)",
 		clients, q.asked.Load(), took.Round(time.Millisecond), q.accepted, q.singlesStored, q.batchItemsStored, q.batches,
-		q.refused, q.singlesRefused, q.batchItemsRefused, q.batchRetryAfter)
+		q.refused, q.singlesRefused, q.batchItemsRefused)
 	require.Empty(t, q.unexpected, "answers other than stored or refused by the quota")
-	require.Empty(t, q.badRetry, "every single create refused carries Retry-After until the next UTC midnight")
+	require.Empty(t, q.badRetry, "every create refused, single or batch, carries Retry-After until the next UTC midnight")
 	require.EqualValues(t, q.asked.Load(), q.accepted+q.refused, "every task asked for is stored or refused")
 	require.Equal(t, quota, q.accepted, "exactly tasks_per_day tasks stored, across three nodes")
 	require.Len(t, q.ids, quota, "as many distinct tasks")
@@ -163,7 +164,6 @@ type quotaTally struct {
 	singlesStored, singlesRefused       int
 	batches                             int
 	batchItemsStored, batchItemsRefused int
-	batchRetryAfter                     int
 	unexpected, badRetry                []string
 }
 
@@ -210,11 +210,8 @@ func (q *quotaTally) single(ctx context.Context, base string) bool {
 			q.fail(&q.unexpected, "single via %s: 429 %s %s", base, header.Get("Content-Type"), body)
 			return true
 		}
-		// The node computes it between before and after, rounding up.
-		lo := int(math.Floor(nextUTCMidnight(after).Sub(after).Seconds()))
-		hi := int(math.Ceil(nextUTCMidnight(before).Sub(before).Seconds()))
-		if ra, err := strconv.Atoi(header.Get("Retry-After")); err != nil || ra < lo || ra > hi {
-			q.fail(&q.badRetry, "single via %s: Retry-After %q, want %d to %d", base, header.Get("Retry-After"), lo, hi)
+		if wrong := retryAfterWrong(header, before, after); wrong != "" {
+			q.fail(&q.badRetry, "single via %s: %s", base, wrong)
 		}
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -235,7 +232,9 @@ func (q *quotaTally) batch(ctx context.Context, base string, size int) bool {
 	for i := range items {
 		items[i] = map[string]any{"url": q.url, "delay": "1h"}
 	}
+	before := time.Now()
 	status, header, body, err := apiCallHeader(ctx, http.MethodPost, base+"/v1/tasks/batch", q.key, map[string]any{"tasks": items}, nil)
+	after := time.Now()
 	if err != nil {
 		q.fail(&q.unexpected, "batch via %s: %v", base, err)
 		return true
@@ -274,10 +273,26 @@ func (q *quotaTally) batch(ctx context.Context, base string, size int) bool {
 			return true
 		}
 	}
-	if refused > 0 && header.Get("Retry-After") != "" {
-		q.batchRetryAfter++
+	switch wrong := retryAfterWrong(header, before, after); {
+	case refused > 0 && wrong != "":
+		q.badRetry = append(q.badRetry, fmt.Sprintf("batch of %d via %s, %d refused: %s", size, base, refused, wrong))
+	case refused == 0 && header.Get("Retry-After") != "":
+		q.badRetry = append(q.badRetry, fmt.Sprintf("batch of %d via %s stored whole, yet Retry-After %q", size, base, header.Get("Retry-After")))
 	}
 	return refused > 0
+}
+
+// retryAfterWrong says what is wrong with the Retry-After of a refusal over
+// tasks_per_day answered between before and after, or "" when it is the
+// time to the next UTC midnight: the node computes it between the two
+// instants, rounding up.
+func retryAfterWrong(header http.Header, before, after time.Time) string {
+	lo := int(math.Floor(nextUTCMidnight(after).Sub(after).Seconds()))
+	hi := int(math.Ceil(nextUTCMidnight(before).Sub(before).Seconds()))
+	if ra, err := strconv.Atoi(header.Get("Retry-After")); err != nil || ra < lo || ra > hi {
+		return fmt.Sprintf("Retry-After %q, want %d to %d", header.Get("Retry-After"), lo, hi)
+	}
+	return ""
 }
 
 func problemTypeOf(body []byte) string {
