@@ -133,6 +133,27 @@ function fmtNum(n, digits = 0) {
   return Number(n).toLocaleString(undefined, { maximumFractionDigits: digits });
 }
 
+// fmtCompact writes an axis's count short: 1.2K, 3M.
+function fmtCompact(n) {
+  return Number(n).toLocaleString(undefined, { notation: 'compact', maximumFractionDigits: 1 });
+}
+
+// fmtBytes writes a count of bytes in binary units: 512 B, 1.5 KiB, 3.2 MiB.
+function fmtBytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = 0;
+  let v = Number(n);
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return `${fmtNum(v, i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+// fmtDay writes a UTC day, given as Unix seconds or YYYY-MM-DD: Nov 3.
+function fmtDay(day, long = false) {
+  const d = typeof day === 'number' ? new Date(day * 1000) : new Date(`${day}T00:00:00Z`);
+  return d.toLocaleDateString(undefined, long ? { weekday: 'short', month: 'short', day: 'numeric', timeZone: 'UTC' }
+    : { month: 'short', day: 'numeric', timeZone: 'UTC' });
+}
+
 // shortID is the end of an id: ids are UUIDv7, whose first digits are the
 // time of creation and alike for tasks made together.
 function shortID(id) { return id ? `…${id.slice(-8)}` : ''; }
@@ -217,6 +238,7 @@ const tenantNav = [
   ['/ui/topics', 'Topics'],
   ['/ui/dead-letters', 'Dead letters'],
   ['/ui/targets', 'Targets'],
+  ['/ui/usage', 'Usage'],
   ['/ui/keys', 'API keys'],
   ['/ui/secrets', 'Signing secrets'],
 ];
@@ -238,6 +260,7 @@ const routes = [
   [/^\/ui\/publishes\/([^/]+)$/, publishPage, 'tenant'],
   [/^\/ui\/dead-letters$/, deadLettersPage, 'tenant'],
   [/^\/ui\/targets$/, targetsPage, 'tenant'],
+  [/^\/ui\/usage$/, usagePage, 'tenant'],
   [/^\/ui\/keys$/, keysPage, 'tenant'],
   [/^\/ui\/secrets$/, secretsPage, 'tenant'],
   [/^\/ui\/admin\/tenants$/, tenantsPage, 'operator'],
@@ -477,27 +500,41 @@ function chartBox(title, id) {
 }
 
 // drawChart (re)draws a uPlot chart in box: xs are Unix seconds, series
-// [{label, values, color, bars}].
-function drawChart(box, xs, series, yLabel) {
+// [{label, values, color, bars, dash}]. With days, xs are UTC midnights: the
+// axis names days, and bar series stand side by side on their day (bars: -1
+// left of it, 1 right of it).
+function drawChart(box, xs, series, yLabel, { days = false } = {}) {
   const plot = box.querySelector('.plot');
   const width = Math.max(260, plot.clientWidth || box.clientWidth - 24);
+  const bars = (s) => {
+    if (!s.bars || !uPlot.paths || !uPlot.paths.bars) return undefined;
+    return uPlot.paths.bars(days ? { size: [0.4, 22], align: s.bars === true ? 0 : s.bars } : { size: [0.7, 8] });
+  };
+  const grid = { stroke: '#eef0f3' };
   const opts = {
     width, height: 180,
-    legend: { show: true, live: false },
+    legend: { show: true, live: false, markers: { dash: (u, i) => (u.series[i].dash ? 'dashed' : 'solid') } },
     cursor: { drag: { x: false, y: false } },
-    scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
-    axes: [{ stroke: '#6b7280', grid: { stroke: '#eef0f3' } }, { stroke: '#6b7280', grid: { stroke: '#eef0f3' }, label: yLabel, size: 56 }],
+    scales: {
+      x: days ? { time: false, range: (u) => [u.data[0][0] - 43200, u.data[0][u.data[0].length - 1] + 43200] } : { time: true },
+      y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] },
+    },
+    axes: [
+      days ? { stroke: '#6b7280', grid, splits: (u) => daySplits(u.data[0], u.width),
+        values: (u, vs) => vs.map((v) => fmtDay(v)) } : { stroke: '#6b7280', grid },
+      days ? { stroke: '#6b7280', grid, label: yLabel, size: 56, incrs: countSteps, values: (u, vs) => vs.map(fmtCompact) }
+        : { stroke: '#6b7280', grid, label: yLabel, size: 56 }],
     series: [{}, ...series.map((s) => ({
-      label: s.label, stroke: s.color, width: 2,
-      fill: s.bars ? `${s.color}55` : undefined,
-      paths: s.bars && uPlot.paths && uPlot.paths.bars ? uPlot.paths.bars({ size: [0.7, 8] }) : undefined,
+      label: s.label, stroke: s.color, width: s.dash ? 1.5 : 2, dash: s.dash,
+      fill: s.bars ? `${s.color}${days ? 'cc' : '55'}` : undefined,
+      paths: bars(s),
       // Points where a line cannot show: a lone minute between empty ones.
-      spanGaps: false, points: { show: !s.bars && isSparse(s.values), size: 6 },
+      spanGaps: false, points: { show: !s.bars && !s.dash && isSparse(s.values), size: 6 },
       value: (u, v) => (v === null || v === undefined ? '—' : fmtNum(v, 2)),
     }))],
   };
   const data = [xs, ...series.map((s) => s.values)];
-  const shape = `${width} ${series.map((s) => isSparse(s.values)).join()}`;
+  const shape = `${width} ${days} ${series.map((s) => `${s.label}:${isSparse(s.values)}`).join()}`;
   if (box.uplot && box.shape === shape) {
     box.uplot.setData(data);
     return;
@@ -506,6 +543,25 @@ function drawChart(box, xs, series, yLabel) {
   fill(plot);
   box.uplot = new uPlot(opts, data, plot);
   box.shape = shape;
+  // A chart follows its box's width: a window turned or narrowed.
+  if (!box.resizer && window.ResizeObserver) {
+    box.resizer = new ResizeObserver(() => {
+      const w = Math.max(260, plot.clientWidth);
+      if (box.uplot && Math.abs(box.uplot.width - w) > 1) box.uplot.setSize({ width: w, height: box.uplot.height });
+    });
+    box.resizer.observe(plot);
+  }
+}
+
+// countSteps are the distances between a count axis's lines: whole numbers.
+const countSteps = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8].map((p) => m * p)).sort((a, b) => a - b);
+
+// daySplits are the days a day axis names: every day where there is room,
+// else every second, third, seventh or fourteenth day from the first.
+function daySplits(xs, width) {
+  const room = Math.max(2, Math.floor((width - 70) / 52));
+  const step = [1, 2, 3, 7, 14].find((n) => xs.length / n <= room) || 28;
+  return xs.filter((_, i) => i % step === 0);
 }
 
 function isSparse(values) {
@@ -570,14 +626,16 @@ function breakerBadge(state) {
 
 // table renders rows (arrays of cells) under headings, with a caption for
 // screen readers. Columns whose index is in wideOnly are left out on narrow
-// screens.
-function table(headings, rows, caption, empty = 'Nothing here yet.', wideOnly = []) {
+// screens; those in numeric are counts, set right to line up their digits.
+// Each cell carries its heading, which a stacked table (class stacked on
+// its wrapper) shows beside it on narrow screens.
+function table(headings, rows, caption, empty = 'Nothing here yet.', wideOnly = [], numeric = []) {
   if (rows.length === 0) return h('p', { class: 'muted empty' }, empty);
-  const cls = (i) => (wideOnly.includes(i) ? 'wide' : false);
+  const cls = (i) => [wideOnly.includes(i) ? 'wide' : '', numeric.includes(i) ? 'n' : ''].join(' ').trim() || false;
   return h('div', { class: 'tablewrap' }, h('table', {},
     h('caption', { class: 'sr' }, caption),
     h('thead', {}, h('tr', {}, headings.map((t, i) => h('th', { scope: 'col', class: cls(i) }, t)))),
-    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { class: cls(i) }, c)))))));
+    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { class: cls(i), 'data-label': headings[i] || false }, c)))))));
 }
 
 // ---------------------------------------------------------------------------
@@ -1006,6 +1064,168 @@ async function targetsPage() {
 }
 
 // ---------------------------------------------------------------------------
+// Usage
+
+// A month is {y, m}, m from 1; ?month= writes it YYYY-MM.
+function parseMonth(text) {
+  const m = /^(\d{4})-(0[1-9]|1[0-2])$/.exec(text || '');
+  return m ? { y: Number(m[1]), m: Number(m[2]) } : null;
+}
+
+function monthKey({ y, m }) { return `${y}-${String(m).padStart(2, '0')}`; }
+
+function addMonths({ y, m }, n) {
+  const d = new Date(Date.UTC(y, m - 1 + n, 1));
+  return { y: d.getUTCFullYear(), m: d.getUTCMonth() + 1 };
+}
+
+function monthName({ y, m }) {
+  return new Date(Date.UTC(y, m - 1, 1)).toLocaleDateString(undefined, { month: 'long', year: 'numeric', timeZone: 'UTC' });
+}
+
+// usageKeepDays is how long the API keeps usage: a month older has none.
+const usageKeepDays = 400;
+
+async function usagePage(_, params) {
+  const show = pageShow();
+  const asked = params.get('month');
+  show(h('div', { class: 'pagehead' }, h('h1', {}, 'Usage'),
+    h('p', { class: 'muted' }, 'What this account used, per UTC day, and its plan\u2019s daily limits.')));
+  if (asked && !parseMonth(asked)) throw new APIError(400, { title: 'Not a month', detail: `\u201c${asked}\u201d is not a month written YYYY-MM, such as 2026-11.` });
+  // Without a range the API answers the server's current month up to its
+  // today (UTC): which month is the current one, and today's use, are its.
+  const current = await api('GET', '/v1/usage');
+  const thisMonth = parseMonth(current.from.slice(0, 7));
+  const month = parseMonth(asked) || thisMonth;
+  const ahead = monthKey(month).localeCompare(monthKey(thisMonth));
+  const next = addMonths(month, 1);
+  const lastDay = new Date(Date.UTC(next.y, next.m - 1, 0)).toISOString().slice(0, 10);
+  const usage = ahead === 0 ? current
+    : ahead < 0 ? await api('GET', `/v1/usage${query({ from: `${monthKey(month)}-01`, to: lastDay })}`) : null;
+  const view = usageMonth(month, usage, current.limits);
+  show(usageToday(current), usageMonthNav(month, thisMonth, current.to), view.nodes);
+  view.draw();
+}
+
+// usageToday is today's use against each daily limit of the plan.
+function usageToday(current) {
+  const today = current.days[current.days.length - 1];
+  return h('section', { class: 'card today' },
+    h('h2', {}, 'Today', h('span', { class: 'muted' }, ` \u00b7 ${fmtDay(today.date, true)} (UTC)`)),
+    h('p', { class: 'plan' }, 'Plan: ', current.plan ? h('strong', {}, current.plan) : h('span', { class: 'muted' }, 'none')),
+    h('div', { class: 'meters' },
+      meter('Tasks created', today.tasks_created, current.limits.tasks_per_day, 'tasks',
+        'Past the limit, creates are refused (429) until midnight UTC.'),
+      meter('Deliveries', today.deliveries, current.limits.deliveries_per_day, 'deliveries',
+        'Past the limit, due tasks wait for midnight UTC.')));
+}
+
+// meter shows used of a daily limit (null: none) in words and as a bar.
+function meter(label, used, limit, unit, past) {
+  const id = `m${++uid}`;
+  const words = limit ? `${fmtNum(used)} of ${fmtNum(limit)} ${unit} today` : `${fmtNum(used)} ${unit} today`;
+  if (!limit) {
+    return h('div', { class: 'meter' }, h('div', { class: 'label' }, label),
+      h('div', { class: 'words' }, h('strong', {}, words)), h('div', { class: 'muted' }, 'No daily limit.'));
+  }
+  const share = used / limit;
+  const bar = h('span');
+  bar.style.width = `${Math.min(100, share * 100)}%`;
+  return h('div', { class: `meter ${share >= 1 ? 'full' : share >= 0.8 ? 'high' : ''}` },
+    h('div', { class: 'label', id }, label),
+    h('div', { class: 'words' }, h('strong', {}, words), h('span', { class: 'muted' }, ` \u00b7 ${fmtNum(share * 100, share < 0.1 && share > 0 ? 1 : 0)} %`)),
+    h('div', { class: 'bar', role: 'meter', 'aria-labelledby': id, 'aria-valuemin': 0, 'aria-valuemax': limit,
+      'aria-valuenow': Math.min(used, limit), 'aria-valuetext': words }, bar),
+    h('div', { class: 'muted' }, share >= 1 ? past : `${fmtNum(Math.max(0, limit - used))} left today.`));
+}
+
+// usageMonthNav leads to the month before and after (not past the current
+// one, nor back past what the API keeps), and to any month by its picker.
+function usageMonthNav(month, thisMonth, today) {
+  const prev = addMonths(month, -1);
+  const next = addMonths(month, 1);
+  const oldest = new Date(Date.parse(`${today}T00:00:00Z`) - usageKeepDays * 86400000);
+  const oldestMonth = { y: oldest.getUTCFullYear(), m: oldest.getUTCMonth() + 1 };
+  const url = (m) => `/ui/usage${query({ month: monthKey(m) === monthKey(thisMonth) ? '' : monthKey(m) })}`;
+  const picker = h('input', { type: 'month', name: 'month', value: monthKey(month), min: monthKey(oldestMonth), max: monthKey(thisMonth),
+    required: true, pattern: '[0-9]{4}-[0-9]{2}', placeholder: 'YYYY-MM' });
+  return h('nav', { class: 'monthnav', 'aria-label': 'Months' },
+    monthKey(prev) >= monthKey(oldestMonth) ? link(url(prev), `\u2190 ${monthName(prev)}`) : h('span'),
+    h('h2', { 'aria-live': 'polite' }, monthName(month)),
+    monthKey(next) <= monthKey(thisMonth) ? h('a', { class: 'next', href: url(next) }, `${monthName(next)} \u2192`) : h('span'),
+    h('form', { class: 'inline', onsubmit: (e) => {
+      e.preventDefault();
+      const m = parseMonth(picker.value.trim());
+      if (m) navigate(url(m));
+    } }, field('Month', picker), h('button', { type: 'submit' }, 'Show')));
+}
+
+const usageKinds = [
+  ['tasks_created', 'Tasks created'], ['deliveries', 'Deliveries'], ['attempts', 'Attempts'],
+  ['failed_attempts', 'Failed attempts'], ['bytes_sent', 'Sent'], ['bytes_received', 'Received'],
+];
+
+// usageMonth is a month's totals, its charts and its table of days (usage
+// null: a month not begun); draw draws the charts once they are shown.
+function usageMonth(month, usage, limits) {
+  const name = monthName(month);
+  if (!usage) return { nodes: [h('p', { class: 'muted empty' }, `${name} has not begun.`)], draw: () => {} };
+  const t = usage.totals;
+  if (usageKinds.every(([k]) => t[k] === 0)) {
+    return { nodes: [h('p', { class: 'muted empty' }, `No usage in ${name}: no task was created and no webhook was sent.`)], draw: () => {} };
+  }
+  const days = usage.days;
+  const peak = (k) => Math.max(...days.map((d) => d[k]));
+  const ofAttempts = (n) => (t.attempts ? `${fmtNum((100 * n) / t.attempts, 1)} % of attempts` : 'no attempts');
+  const busiest = (k, limit) => `busiest day ${fmtNum(peak(k))}${limit ? `; limit ${fmtNum(limit)} a day` : ''}`;
+  const cards = h('div', { class: 'cards six' },
+    stat('Tasks created', fmtNum(t.tasks_created), busiest('tasks_created', limits.tasks_per_day)),
+    stat('Deliveries', fmtNum(t.deliveries), busiest('deliveries', limits.deliveries_per_day)),
+    stat('Attempts', fmtNum(t.attempts), 'each try of a webhook'),
+    stat('Failed attempts', fmtNum(t.failed_attempts), ofAttempts(t.failed_attempts)),
+    stat('Sent', fmtBytes(t.bytes_sent), 'request bodies'),
+    stat('Received', fmtBytes(t.bytes_received), 'answer bodies read'));
+  const volume = chartBox(`Tasks created and deliveries per day, ${name}`, 'chart-usage');
+  const tries = chartBox(`Attempts per day, ${name}`, 'chart-attempts');
+  // The charts span the whole month, the days to come empty; a day without
+  // use has no bar rather than a sliver.
+  const first = Date.UTC(month.y, month.m - 1, 1) / 1000;
+  const xs = Array.from({ length: new Date(Date.UTC(month.y, month.m, 0)).getUTCDate() }, (_, i) => first + i * 86400);
+  const byDay = new Map(days.map((d) => [Date.parse(`${d.date}T00:00:00Z`) / 1000, d]));
+  const bars = (k) => xs.map((x) => (byDay.has(x) && byDay.get(x)[k] ? byDay.get(x)[k] : null));
+  // A limit is drawn where it does not flatten the month's bars to nothing;
+  // one far above them is said instead.
+  const limitLines = [];
+  const farAbove = [];
+  for (const [k, limit, label, color] of [['tasks_created', limits.tasks_per_day, 'tasks', chartColors.a], ['deliveries', limits.deliveries_per_day, 'deliveries', chartColors.b]]) {
+    if (!limit) continue;
+    if (limit <= 10 * Math.max(1, peak('tasks_created'), peak('deliveries'))) {
+      limitLines.push({ label: `limit, ${fmtNum(limit)} ${label} a day`, values: xs.map(() => limit), color, dash: [6, 4] });
+    } else farAbove.push(`${fmtNum(limit)} ${label}`);
+  }
+  if (farAbove.length) volume.append(h('p', { class: 'muted chartnote' }, `Daily limit${farAbove.length > 1 ? 's' : ''} far above: ${farAbove.join(', ')} a day.`));
+  // The days used, newest first; the others are counted, not listed.
+  const used = days.filter((d) => usageKinds.some(([k]) => d[k] > 0)).reverse();
+  const rows = used.map((d) => [h('time', { datetime: d.date }, fmtDay(d.date, true)),
+    ...usageKinds.map(([k]) => (k.startsWith('bytes') ? fmtBytes(d[k]) : fmtNum(d[k])))]);
+  const idle = days.length - used.length;
+  return {
+    nodes: [cards, h('div', { class: 'charts two' }, volume, tries), h('h2', {}, 'Day by day'),
+      table(['Day (UTC)', ...usageKinds.map(([, label]) => label)], rows, `Usage per day, ${name}, newest first`, undefined, [3, 5, 6], [1, 2, 3, 4, 5, 6]),
+      idle ? h('p', { class: 'muted' }, `${idle === 1 ? 'One other day' : `${idle} other days`} of ${name}${days.length < xs.length ? ' so far' : ''} used nothing.`) : null],
+    draw: () => {
+      drawChart(volume, xs, [
+        { label: 'tasks created', values: bars('tasks_created'), color: chartColors.a, bars: -1 },
+        { label: 'deliveries', values: bars('deliveries'), color: chartColors.b, bars: 1 },
+        ...limitLines], undefined, { days: true });
+      drawChart(tries, xs, [
+        { label: 'attempts', values: bars('attempts'), color: chartColors.b, bars: -1 },
+        { label: 'failed attempts', values: bars('failed_attempts'), color: chartColors.c, bars: 1 }], undefined, { days: true });
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
 // Keys and secrets
 
 const scopes = ['*', 'tasks:read', 'tasks:write', 'schedules:read', 'schedules:write', 'topics:read', 'topics:write', 'flow-keys:read', 'flow-keys:write', 'keys:manage', 'secrets:manage', 'audit:read'];
@@ -1101,16 +1321,172 @@ async function secretsPage() {
 
 async function tenantsPage(_, params) {
   const show = pageShow();
-  const list = await api('GET', `/v1/admin/tenants${query({ cursor: params.get('cursor'), limit: 100 })}`);
-  // What applies: the tenant's own limits, else the node's defaults.
-  const limitsOf = (t) => t.effective_limits || t.limits;
-  show(h('h1', {}, 'Tenants'), table(['Tenant', 'Id', 'Created', 'Waiting tasks', 'Dispatch rate', 'Concurrency', 'Max waiting', 'Retention'], list.data.map((t) => [
-    h('strong', {}, t.name), h('code', {}, t.id), timeCell(t.created_at), fmtNum(t.waiting_tasks),
-    limitsOf(t).dispatch_rate ? `${fmtNum(limitsOf(t).dispatch_rate, 2)}/s` : 'unlimited',
-    limitsOf(t).dispatch_concurrency ? fmtNum(limitsOf(t).dispatch_concurrency) : 'unlimited',
-    limitsOf(t).max_pending_tasks ? fmtNum(limitsOf(t).max_pending_tasks) : 'unlimited',
-    t.retention || 'server default',
-  ]), 'Tenants', 'No tenants yet.', [1, 2, 4, 5, 7]), list.next_cursor ? h('div', { class: 'pager' }, link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page →')) : null);
+  const cursor = params.get('cursor') || '';
+  const slot = h('div');
+  show(h('div', { class: 'pagehead' }, h('h1', {}, 'Tenants'),
+    h('p', { class: 'muted' }, 'Every tenant with its plan, its status and what it used this month (UTC).')), slot);
+  const [list, plans] = await Promise.all([
+    api('GET', `/v1/admin/tenants${query({ cursor, limit: 100 })}`), api('GET', '/v1/admin/plans')]);
+  const used = await monthUsage(list.data);
+  const rows = list.data.map((t) => tenantRow(t, used.get(t.id), plans.data, slot));
+  const tenants = table(['Tenant', 'Plan', 'Status', 'Tasks this month', 'Deliveries this month', 'Waiting', 'Limits', 'Created', 'Actions'],
+    rows.map((r) => r.cells), 'Tenants', 'No tenants yet.', [7], [3, 4, 5]);
+  tenants.classList.add('stacked');
+  show(tenants,
+  h('div', { class: 'pager' }, cursor ? link('/ui/admin/tenants', '\u2190 First page') : null,
+    list.next_cursor ? link(`/ui/admin/tenants${query({ cursor: list.next_cursor })}`, 'Next page \u2192') : null));
+  // A tenant being deleted shows how far its deletion has gone, until the
+  // API no longer knows it.
+  let busy = false;
+  state.timers.push(setInterval(async () => {
+    const deleting = rows.filter((r) => r.t.status === 'deleting');
+    if (busy || document.hidden || deleting.length === 0) return;
+    busy = true;
+    try {
+      await Promise.all(deleting.map((r) => api('GET', `/v1/admin/tenants/${r.t.id}`).then((t) => r.update(t), (err) => {
+        if (!(err instanceof APIError) || err.status !== 404) throw err;
+        r.update({ ...r.t, status: 'deleted', deletion: undefined });
+        toast(`Tenant ${r.t.name} deleted`);
+      })));
+    } catch (err) {
+      fill(slot, problemBox(err));
+    } finally {
+      busy = false;
+    }
+  }, 1500));
+}
+
+// monthUsage sums each tenant's usage of this month (UTC), by tenant id:
+// from one page of every tenant's rows when the month fits in it, else from
+// each listed tenant's own rows, so that the calls stay bounded by the
+// tenants listed however many there are.
+async function monthUsage(tenants) {
+  const sums = new Map();
+  const add = (rows) => rows.forEach((r) => {
+    const s = sums.get(r.tenant_id) || { tasks_created: 0, deliveries: 0 };
+    s.tasks_created += r.tasks_created;
+    s.deliveries += r.deliveries;
+    sums.set(r.tenant_id, s);
+  });
+  const all = await api('GET', '/v1/admin/usage?limit=10000');
+  if (!all.next_cursor) {
+    add(all.data);
+    return sums;
+  }
+  // A month is at most 31 rows a tenant; eight calls at a time.
+  const queue = [...tenants];
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    for (let t = queue.shift(); t; t = queue.shift()) add((await api('GET', `/v1/admin/usage${query({ tenant_id: t.id, limit: 100 })}`)).data);
+  }));
+  return sums;
+}
+
+const tenantBadge = (status) => h('span', { class: `badge t-${status}` }, status);
+
+// tenantRow is a tenant's cells, which its actions redraw in place with the
+// tenant the API answers.
+function tenantRow(tenant, used, plans, slot) {
+  const cells = { plan: h('div'), status: h('div'), limits: h('span'), actions: h('div', { class: 'actions nowrap' }) };
+  const row = { t: tenant };
+  // What applies: the tenant's own limits over its plan's, else the node's
+  // defaults; those set, one a line, and its own retention.
+  const limitsText = (t) => {
+    const l = t.effective_limits || t.limits;
+    const set = [
+      l.tasks_per_day && `${fmtNum(l.tasks_per_day)} tasks a day`, l.deliveries_per_day && `${fmtNum(l.deliveries_per_day)} deliveries a day`,
+      l.dispatch_rate && `${fmtNum(l.dispatch_rate, 2)}/s`, l.dispatch_concurrency && `${fmtNum(l.dispatch_concurrency)} at once`,
+      l.max_pending_tasks && `${fmtNum(l.max_pending_tasks)} waiting`, t.retention && `kept ${t.retention}`].filter(Boolean);
+    return set.length ? h('ul', { class: 'limits' }, set.map((x) => h('li', {}, x))) : h('span', { class: 'muted' }, 'unlimited');
+  };
+  const act = (action) => run(slot, async () => row.update(await action()));
+  row.update = (t) => {
+    row.t = { ...t, waiting_tasks: row.t.waiting_tasks };
+    const gone = t.status === 'deleting' || t.status === 'deleted';
+    fill(cells.plan, t.plan ? h('strong', { class: 'planname' }, t.plan) : h('span', { class: 'planname muted' }, 'none'),
+      plans.length && !gone ? [' ', h('button', { type: 'button', class: 'small', 'aria-label': `Change the plan of ${t.name}`,
+        onclick: () => planForm(t, plans, cells.plan, act, () => row.update(row.t)) }, 'Change')] : null);
+    fill(cells.status, tenantBadge(t.status), t.deletion ? h('div', { class: 'muted deletion' }, deletionText(t.deletion))
+      : t.status === 'deleted' ? h('div', { class: 'muted' }, 'Its data is deleted; its usage and audit log stay.') : null);
+    fill(cells.limits, limitsText(t));
+    fill(cells.actions, gone ? h('span', { class: 'muted' }, '\u2014') : [
+      t.status === 'suspended'
+        ? h('button', { type: 'button', class: 'small', 'aria-label': `Resume ${t.name}`, onclick: () => act(async () => {
+          const resumed = await api('POST', `/v1/admin/tenants/${t.id}/resume`);
+          toast(`${t.name} resumed`);
+          return resumed;
+        }) }, 'Resume')
+        : confirmButton('Suspend', 'Click again to suspend', () => act(async () => {
+          const suspended = await api('POST', `/v1/admin/tenants/${t.id}/suspend`);
+          toast(`${t.name} suspended: its calls are refused`);
+          return suspended;
+        }), 'small'),
+      h('button', { type: 'button', class: 'danger small', 'aria-label': `Delete ${t.name}`, onclick: (e) => deleteTenantDialog(t, e.currentTarget, row.update) }, 'Delete\u2026')]);
+  };
+  row.update(tenant);
+  row.cells = [
+    h('span', {}, h('strong', {}, tenant.name), h('br'), h('code', { class: 'muted id' }, tenant.id)),
+    cells.plan, cells.status, fmtNum(used ? used.tasks_created : 0), fmtNum(used ? used.deliveries : 0),
+    fmtNum(tenant.waiting_tasks), cells.limits, timeCell(tenant.created_at), cells.actions];
+  return row;
+}
+
+// deletionText says how far a tenant's deletion has gone: when it was
+// asked, and the rows of each kind deleted so far.
+function deletionText(d) {
+  const kinds = Object.entries(d.deleted || {}).filter(([, n]) => n > 0);
+  return ['Asked ', h('time', { datetime: d.requested_at, title: fmtTime(d.requested_at) }, relTime(d.requested_at)), '; ',
+    kinds.length ? `deleted so far: ${kinds.map(([k, n]) => `${fmtNum(n)} ${k.replace(/_/g, ' ')}`).join(', ')}.` : 'nothing deleted yet.'];
+}
+
+// planForm puts a tenant's plan to choose in cell; save is act, given the
+// change, and cancel draws the cell as it was.
+function planForm(t, plans, cell, act, cancel) {
+  const select = h('select', { 'aria-label': `Plan of ${t.name}` }, h('option', { value: '' }, 'none'),
+    plans.map((p) => h('option', { value: p.name, selected: p.name === t.plan }, p.name)));
+  fill(cell, h('form', { class: 'planform', onsubmit: (e) => {
+    e.preventDefault();
+    act(async () => {
+      const changed = await api('PATCH', `/v1/admin/tenants/${t.id}`, { plan: select.value || null });
+      toast(`${t.name} is on ${changed.plan ? `plan ${changed.plan}` : 'no plan'}`);
+      return changed;
+    });
+  } }, select, h('button', { type: 'submit', class: 'small primary' }, 'Save'), h('button', { type: 'button', class: 'small', onclick: cancel }, 'Cancel')));
+  select.focus();
+}
+
+// deleteTenantDialog asks for the tenant's name before deleting it: there
+// is no undo, and a name typed is a choice no stray click makes. deleted is
+// given the tenant as the deletion's answer shows it.
+function deleteTenantDialog(t, opener, deleted) {
+  const name = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', required: true });
+  const go = h('button', { type: 'submit', class: 'danger', disabled: true }, 'Delete this tenant');
+  const slot = h('div');
+  name.addEventListener('input', () => { go.disabled = name.value !== t.name; });
+  const dialog = h('dialog', { class: 'dialog', 'aria-labelledby': 'delete-title' },
+    h('form', { onsubmit: (e) => {
+      e.preventDefault();
+      if (name.value !== t.name) return;
+      run(slot, async () => {
+        go.disabled = true;
+        try {
+          deleted(await api('DELETE', `/v1/admin/tenants/${t.id}`));
+        } finally {
+          go.disabled = false;
+        }
+        toast(`Deleting ${t.name}`);
+        dialog.close();
+      });
+    } },
+    h('h2', { id: 'delete-title' }, 'Delete tenant ', h('strong', {}, t.name), '?'),
+    h('p', {}, 'Its API keys and sessions stop working at once, and its tasks are no longer sent. Then all of its data is deleted: tasks and attempts, schedules, topics, keys and secrets. Its usage records and audit log stay.'),
+    h('p', {}, h('strong', {}, 'There is no undo.')),
+    field(['Type ', h('code', {}, t.name), ' to confirm'], name, 'Its name exactly as shown.'),
+    slot,
+    h('div', { class: 'actions' }, go, h('button', { type: 'button', onclick: () => dialog.close() }, 'Cancel'))));
+  dialog.addEventListener('close', () => { dialog.remove(); if (opener.isConnected) opener.focus(); });
+  document.body.append(dialog);
+  dialog.showModal();
+  name.focus();
 }
 
 // ranges writes ascending partition numbers as runs: 0–15, 32, 40–47.

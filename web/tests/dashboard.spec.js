@@ -75,6 +75,27 @@ test.afterEach(() => {
   expect(consoleErrors).toEqual([]);
 });
 
+// A plan with daily limits near what acme uses in a run, so that the usage
+// chart draws them.
+const starter = { tasks_per_day: 60, deliveries_per_day: 80 };
+
+// The page's numbers are written as an en-US browser writes them.
+const num = (n) => n.toLocaleString('en-US');
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toLocaleString('en-US', { maximumFractionDigits: i === 0 ? 0 : 1 })} ${units[i]}`;
+}
+function monthName(yyyymm) {
+  return new Date(`${yyyymm}-01T00:00:00Z`).toLocaleDateString('en-US', { month: 'long', year: 'numeric', timeZone: 'UTC' });
+}
+function monthBefore(yyyymm) {
+  const d = new Date(`${yyyymm}-01T00:00:00Z`);
+  d.setUTCMonth(d.getUTCMonth() - 1);
+  return d.toISOString().slice(0, 7);
+}
+
 function taskLink(page, id) {
   return page.getByRole('link', { name: `Task ${id}` });
 }
@@ -403,6 +424,97 @@ test('overview, targets, keys and secrets pages draw', async ({ page }) => {
   await shoot(page, 'secrets');
 });
 
+test('usage shows the month against the plan, day by day, and other months', async ({ page, request, context }) => {
+  await call(request, adminToken, 'PUT', '/v1/admin/plans/starter', starter);
+  const me = await call(request, tenantKey, 'GET', '/v1/me');
+  await call(request, adminToken, 'PATCH', `/v1/admin/tenants/${me.tenant.id}`, { plan: 'starter' });
+  const delivered = [];
+  for (let i = 0; i < 3; i++) delivered.push(await createTask(request, tenantKey, { url: `${receiver}/ok`, body: `usage ${i}` }));
+  const failing = await createTask(request, tenantKey, { url: `${receiver}/fail`, body: 'usage failing',
+    retry: { max_attempts: 2, min_backoff: '100ms', max_backoff: '200ms' } });
+  for (const t of delivered) await waitStatus(request, tenantKey, t.id, 'delivered');
+  await waitStatus(request, tenantKey, failing.id, 'dead');
+
+  await signIn(page);
+  await page.getByRole('link', { name: 'Usage' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Usage' })).toBeVisible();
+  // The page shows what the API answers: read between two answers alike,
+  // so that nothing was counted meanwhile.
+  let usage;
+  await expect(async () => {
+    const before = await call(request, tenantKey, 'GET', '/v1/usage');
+    await page.reload();
+    await expect(page.locator('#chart-usage canvas')).toBeVisible();
+    const cards = Object.fromEntries(await page.locator('.cards.six .stat').evaluateAll((els) =>
+      els.map((el) => [el.querySelector('.label').textContent, el.querySelector('.value').textContent])));
+    const today = before.days[before.days.length - 1];
+    const row = await page.getByRole('row').filter({ has: page.locator(`time[datetime="${today.date}"]`) })
+      .locator('td').allTextContents();
+    const meters = await page.getByRole('meter').evaluateAll((els) => els.map((el) => el.getAttribute('aria-valuetext')));
+    const after = await call(request, tenantKey, 'GET', '/v1/usage');
+    expect(after).toEqual(before);
+    const t = before.totals;
+    expect(cards).toEqual({
+      'Tasks created': num(t.tasks_created), Deliveries: num(t.deliveries), Attempts: num(t.attempts),
+      'Failed attempts': num(t.failed_attempts), Sent: bytes(t.bytes_sent), Received: bytes(t.bytes_received),
+    });
+    expect(row.slice(1)).toEqual([num(today.tasks_created), num(today.deliveries), num(today.attempts), num(today.failed_attempts),
+      bytes(today.bytes_sent), bytes(today.bytes_received)]);
+    expect(meters).toEqual([`${num(today.tasks_created)} of ${starter.tasks_per_day} tasks today`,
+      `${num(today.deliveries)} of ${starter.deliveries_per_day} deliveries today`]);
+    usage = before;
+  }).toPass({ timeout: 40_000 });
+  // This test's own tasks are in today's counts: four created, three
+  // delivered, the failing one's two attempts failed.
+  const today = usage.days[usage.days.length - 1];
+  expect(today.tasks_created).toBeGreaterThanOrEqual(4);
+  expect(today.deliveries).toBeGreaterThanOrEqual(3);
+  expect(today.failed_attempts).toBeGreaterThanOrEqual(2);
+  expect(usage.plan).toBe('starter');
+  await expect(page.locator('.today')).toContainText('Plan: starter');
+  await expect(page.getByText(`${num(today.tasks_created)} of ${starter.tasks_per_day} tasks today`)).toBeVisible();
+  await expect(page.locator('#chart-usage .u-legend')).toContainText(`limit, ${starter.tasks_per_day} tasks a day`);
+  await expect(page.locator('#chart-usage .u-legend')).toContainText(`limit, ${starter.deliveries_per_day} deliveries a day`);
+  await expect(page.locator('#chart-attempts canvas')).toBeVisible();
+  const thisMonth = usage.from.slice(0, 7);
+  await expect(page.locator('.monthnav h2')).toHaveText(monthName(thisMonth));
+  await expect(page.locator('.monthnav .next')).toHaveCount(0);
+  await expectLabelled(page);
+  await shoot(page, 'usage');
+
+  // The month before: nothing used then, said in words, no chart.
+  const before = monthBefore(thisMonth);
+  await page.getByRole('link', { name: `← ${monthName(before)}` }).click();
+  await expect(page).toHaveURL(new RegExp(`/ui/usage\\?month=${before}$`));
+  await expect(page.locator('.monthnav h2')).toHaveText(monthName(before));
+  await expect(page.getByText(`No usage in ${monthName(before)}`)).toBeVisible();
+  await expect(page.locator('canvas')).toHaveCount(0);
+  // Today's use stays in view whatever the month.
+  await expect(page.getByText(`${num(today.tasks_created)} of ${starter.tasks_per_day} tasks today`)).toBeVisible();
+  await page.getByRole('link', { name: `${monthName(thisMonth)} →` }).click();
+  await expect(page).toHaveURL(/\/ui\/usage$/);
+  await expect(page.locator('#chart-usage canvas')).toBeVisible();
+  // The picker goes to any month.
+  await page.getByLabel('Month', { exact: true }).fill(before);
+  await page.getByRole('button', { name: 'Show' }).click();
+  await expect(page).toHaveURL(new RegExp(`/ui/usage\\?month=${before}$`));
+  await expect(page.locator('.monthnav h2')).toHaveText(monthName(before));
+  await page.goto('/ui/usage?month=2026-13');
+  await expect(page.getByRole('alert')).toContainText('not a month');
+
+  // A tenant that has used nothing yet reads so, with no chart.
+  const fresh = await call(request, adminToken, 'POST', '/v1/admin/tenants', { name: 'fresh-usage' });
+  await context.clearCookies();
+  await signIn(page, fresh.api_key);
+  await page.getByRole('link', { name: 'Usage' }).click();
+  await expect(page.getByText(`No usage in ${monthName(thisMonth)}`)).toBeVisible();
+  await expect(page.getByText('0 tasks today')).toBeVisible();
+  await expect(page.locator('canvas')).toHaveCount(0);
+  await shoot(page, 'usage-empty');
+
+  await call(request, adminToken, 'PATCH', `/v1/admin/tenants/${me.tenant.id}`, { plan: null });
+});
+
 test('a tenant cannot reach another tenant\'s task', async ({ page, request }) => {
   const theirs = await createTask(request, otherKey, { url: `${receiver}/ok`, delay: '1h' });
   await signIn(page);
@@ -426,12 +538,16 @@ test('signs out, and the pages ask to sign in again', async ({ page }) => {
   expect(status).toBe(401);
 });
 
-test('the operator sees every tenant, the nodes, breakers and health', async ({ page }) => {
+async function signInOperator(page) {
   await page.goto('/ui/sign-in');
   await page.getByText('Operator? Sign in with the admin token').click();
   await page.getByLabel('Admin token').fill(adminToken);
   await page.getByRole('button', { name: 'Sign in as operator' }).click();
   await expect(page.getByRole('heading', { level: 1, name: 'Tenants' })).toBeVisible();
+}
+
+test('the operator sees every tenant, the nodes, breakers and health', async ({ page }) => {
+  await signInOperator(page);
   await expect(page.getByRole('table')).toContainText('acme');
   await expect(page.getByRole('table')).toContainText('globex');
   await expectLabelled(page);
@@ -454,6 +570,111 @@ test('the operator sees every tenant, the nodes, breakers and health', async ({ 
   // The operator's session does not reach tenant pages.
   await page.goto('/ui/tasks');
   await expect(page).toHaveURL(/\/ui\/admin\/tenants/);
+});
+
+test('the operator sees each tenant\'s plan, status and month, changes its plan, suspends, resumes and deletes it', async ({ page, request }) => {
+  await call(request, adminToken, 'PUT', '/v1/admin/plans/starter', starter);
+  await call(request, adminToken, 'PUT', '/v1/admin/plans/scale', { tasks_per_day: 100000 });
+  // Throwaway tenants, so that acme and globex stay as they are.
+  const held = await call(request, adminToken, 'POST', '/v1/admin/tenants', { name: 'throwaway-held', plan: 'starter' });
+  const doomed = await call(request, adminToken, 'POST', '/v1/admin/tenants', { name: 'throwaway-doomed' });
+  const doomedTasks = [];
+  for (let i = 0; i < 2; i++) doomedTasks.push(await createTask(request, doomed.api_key, { url: `${receiver}/ok` }));
+  for (const t of doomedTasks) await waitStatus(request, doomed.api_key, t.id, 'delivered');
+  const tenantRow = (name) => page.getByRole('row').filter({ has: page.locator('strong', { hasText: new RegExp(`^${name}$`) }) });
+  const cellsOf = async (name) => (await tenantRow(name).locator('td').allTextContents()).map((c) => c.trim());
+  const me = await call(request, tenantKey, 'GET', '/v1/me');
+
+  await signInOperator(page);
+  // This month's counts are the API's: a tenant's own usage, read between
+  // two answers alike.
+  await expect(async () => {
+    const before = await call(request, tenantKey, 'GET', '/v1/usage');
+    await page.reload();
+    const acme = await cellsOf('acme');
+    const after = await call(request, tenantKey, 'GET', '/v1/usage');
+    expect(after).toEqual(before);
+    expect(acme.slice(3, 5)).toEqual([num(before.totals.tasks_created), num(before.totals.deliveries)]);
+  }).toPass({ timeout: 30_000 });
+  const acmeTenant = await call(request, adminToken, 'GET', `/v1/admin/tenants/${me.tenant.id}`);
+  await expect(tenantRow('acme').locator('.planname')).toHaveText(acmeTenant.plan || 'none');
+  await expect(tenantRow('acme').locator('.badge')).toHaveText('active');
+  const doomedCells = await cellsOf('throwaway-doomed');
+  expect(doomedCells.slice(2, 5)).toEqual(['active', '2', '2']);
+  await expect(tenantRow('throwaway-held').locator('.planname')).toHaveText('starter');
+  expect((await cellsOf('throwaway-held')).slice(2, 5)).toEqual(['active', '0', '0']);
+
+  // A plan chosen in the row.
+  const heldRow = tenantRow('throwaway-held');
+  await heldRow.getByRole('button', { name: 'Change the plan of throwaway-held' }).click();
+  await expectLabelled(page);
+  await heldRow.getByLabel('Plan of throwaway-held').selectOption('scale');
+  await heldRow.getByRole('button', { name: 'Save' }).click();
+  await expect(heldRow.locator('.planname')).toHaveText('scale');
+  expect((await call(request, adminToken, 'GET', `/v1/admin/tenants/${held.id}`)).plan).toBe('scale');
+
+  // Suspended, its calls are refused; resumed, they are answered again.
+  const heldCall = async () => {
+    const r = await request.fetch(`${base}/v1/tasks`, { headers: { Authorization: `Bearer ${held.api_key}` } });
+    return [r.status(), r.status() === 200 ? null : (await r.json()).type];
+  };
+  expect(await heldCall()).toEqual([200, null]);
+  await heldRow.getByRole('button', { name: 'Suspend' }).click();
+  await heldRow.getByRole('button', { name: 'Click again to suspend' }).click();
+  await expect(heldRow.locator('.badge')).toHaveText('suspended');
+  expect((await call(request, adminToken, 'GET', `/v1/admin/tenants/${held.id}`)).status).toBe('suspended');
+  await expect.poll(heldCall).toEqual([403, 'urn:hookwheel:problem:tenant-suspended']);
+  await expectLabelled(page);
+  await shoot(page, 'admin-tenants-suspended');
+  await heldRow.getByRole('button', { name: 'Resume throwaway-held' }).click();
+  await expect(heldRow.locator('.badge')).toHaveText('active');
+  expect((await call(request, adminToken, 'GET', `/v1/admin/tenants/${held.id}`)).status).toBe('active');
+  await expect.poll(heldCall).toEqual([200, null]);
+
+  // Deleting asks for the tenant's name. The page's reads of the tenant
+  // wait until released, so that its deletion is seen under way first.
+  let release;
+  const released = new Promise((resolve) => { release = resolve; });
+  await page.route(`**/v1/admin/tenants/${doomed.id}`, async (route) => {
+    if (route.request().method() !== 'GET') return route.fallback();
+    await released;
+    return route.fallback();
+  });
+  const doomedRow = tenantRow('throwaway-doomed');
+  await doomedRow.getByRole('button', { name: 'Delete throwaway-doomed' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Delete tenant throwaway-doomed?' });
+  await expect(dialog).toBeVisible();
+  const confirm = dialog.getByLabel('Type throwaway-doomed to confirm');
+  await expect(confirm).toBeFocused();
+  const go = dialog.getByRole('button', { name: 'Delete this tenant' });
+  await confirm.fill('throwaway');
+  await expect(go).toBeDisabled();
+  await expectLabelled(page);
+  await confirm.fill('throwaway-doomed');
+  await expect(go).toBeEnabled();
+  // The window as it shows: a page's full length would leave the
+  // backdrop short of its foot.
+  await shoot(page, 'admin-tenant-delete', { fullPage: false });
+  await dialog.getByRole('button', { name: 'Cancel' }).click();
+  await expect(dialog).toHaveCount(0);
+  expect((await call(request, adminToken, 'GET', `/v1/admin/tenants/${doomed.id}`)).status).toBe('active');
+  await doomedRow.getByRole('button', { name: 'Delete throwaway-doomed' }).click();
+  await dialog.getByLabel('Type throwaway-doomed to confirm').fill('throwaway-doomed');
+  await dialog.getByRole('button', { name: 'Delete this tenant' }).click();
+  await expect(dialog).toHaveCount(0);
+  await expect(doomedRow.locator('.badge')).toHaveText('deleting');
+  await expect(doomedRow.locator('.deletion')).toContainText('Asked');
+  await expect(doomedRow.getByRole('button')).toHaveCount(0);
+  await shoot(page, 'admin-tenants-deleting');
+  // Its keys stop working at once.
+  const doomedStatus = async () => (await request.fetch(`${base}/v1/tasks`, { headers: { Authorization: `Bearer ${doomed.api_key}` } })).status();
+  await expect.poll(doomedStatus).toBe(401);
+  release();
+  await expect(doomedRow.locator('.badge')).toHaveText('deleted', { timeout: 30_000 });
+  const gone = await request.fetch(`${base}/v1/admin/tenants/${doomed.id}`, { headers: { Authorization: `Bearer ${adminToken}` } });
+  expect(gone.status()).toBe(404);
+  await page.unroute(`**/v1/admin/tenants/${doomed.id}`);
+  expect(await heldCall()).toEqual([200, null]);
 });
 
 test('the API reference renders the served document, linked from the dashboard', async ({ page }) => {

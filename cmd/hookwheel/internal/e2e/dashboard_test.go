@@ -56,8 +56,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	n := e.startNode(func(c *app.Config) {
 		c.Dispatcher = dispatcher.Config{LoadInterval: 100 * time.Millisecond, SweepInterval: time.Second}
 		// Every browser test sends to the one receiver, several of them
-		// failures on purpose: its breaker must not open between tests.
+		// failures on purpose: its breaker must not open between tests, by
+		// a run of failures nor by their share of a minute's requests.
 		c.Dispatcher.Breaker.ConsecutiveFailures = 1000
+		c.Dispatcher.Breaker.MinRequests = 1000
 		// The sign-up page is offered, and tested, where invites are needed.
 		c.Signup = tenants.SignupInvite
 	})
