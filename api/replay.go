@@ -150,6 +150,7 @@ type replayTasksRequest struct {
 	CreatedAfter  *string         `json:"created_after,omitempty"`
 	CreatedBefore *string         `json:"created_before,omitempty"`
 	DryRun        *bool           `json:"dry_run,omitempty"`
+	Edit          bulkEditMember  `json:"edit"`
 }
 
 // labelConditions are the labels of a bulk replay's filter as sent, noting
@@ -166,7 +167,8 @@ func (l *labelConditions) UnmarshalJSON(raw []byte) error {
 }
 
 // ReplayTasks replays every dead task of the tenant that matches all the
-// conditions given, or with dry_run only counts them.
+// conditions given, or with dry_run only counts them; with an edit, changes
+// each first (or with dry_run says what it would change).
 func (s *Server) ReplayTasks(c echo.Context) error {
 	tenant, err := tenantOf(c)
 	if err != nil {
@@ -194,10 +196,14 @@ func (s *Server) ReplayTasks(c echo.Context) error {
 	filter.CreatedAfter = parseTimeField(&fe, "created_after", req.CreatedAfter)
 	filter.CreatedBefore = parseTimeField(&fe, "created_before", req.CreatedBefore)
 	checkCreatedRange(&fe, filter.CreatedAfter, filter.CreatedBefore)
+	edit := s.checkBulkEdit(&fe, req.Edit, tenant)
 	if err := fe.problem(); err != nil {
 		return err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
+	if edit != nil {
+		return s.editReplayTasks(c, tenant, filter, *edit, dryRun)
+	}
 	matched, replayed, err := s.tasks.ReplayMatching(c.Request().Context(), tenant, filter, dryRun, actorOf(c))
 	var quota *tasks.QuotaError
 	switch {

@@ -30,7 +30,8 @@ const tasksUsage = `Usage:
   hookwheel tasks replay ID [--url URL] [--method M] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--label key=value]... [--callback URL] [--failure-callback URL] ('' removes one)
   hookwheel tasks replay-dead [--url PREFIX] [--schedule ID] [--publish PUBLISH_ID] [--topic NAME] [--label key=value]...
-                             [--dry-run]
+                             [--url-prefix-from PREFIX --url-prefix-to PREFIX] [--set-header 'Name: value']...
+                             [--remove-header NAME]... [--dry-run]
 Each takes --json to print the API's JSON instead of a table.`
 
 func tasksCommand(ctx context.Context, args []string, con console) error {
@@ -234,11 +235,16 @@ func tasksReplayDead(ctx context.Context, c *command, args []string, con console
 	topic := c.fs.String("topic", "", "only the tasks published to this topic")
 	labels := labelFlags{}
 	c.fs.Var(labels, "label", "only dead tasks carrying this label, key=value (repeatable: every one)")
-	dryRun := c.fs.Bool("dry-run", false, "count the dead tasks that match, and replay none")
+	dryRun := c.fs.Bool("dry-run", false, "count the dead tasks that match, and replay none (with an edit: show what would change)")
+	editFlags := c.deadEditFlags()
 	if err := c.parse(args, con); err != nil {
 		return err
 	}
-	filter := hookwheel.DeadFilter{URLPrefix: *prefix, Topic: *topic, DryRun: *dryRun, Labels: labels.orNil()}
+	edit, err := editFlags.edit(c)
+	if err != nil {
+		return err
+	}
+	filter := hookwheel.DeadFilter{URLPrefix: *prefix, Topic: *topic, DryRun: *dryRun, Labels: labels.orNil(), Edit: edit}
 	if err := c.optionalID(&filter.ScheduleID, "--schedule", *schedule, "schedule"); err != nil {
 		return err
 	}
@@ -255,6 +261,9 @@ func tasksReplayDead(ctx context.Context, c *command, args []string, con console
 	}
 	if *c.asJSON {
 		return printJSON(con.stdout, res)
+	}
+	if edit != nil {
+		return printEditReplay(con, res, *dryRun)
 	}
 	if *dryRun {
 		_, err = fmt.Fprintf(con.stdout, "%d dead task(s) match; none replayed (--dry-run).\n", res.Matched)

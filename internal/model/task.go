@@ -145,6 +145,33 @@ type TaskEdit struct {
 	Callback, FailureCallback *string
 }
 
+// BulkEdit is what a bulk replay changes in every task it matches before
+// replaying it, already validated as at creation. URLFrom, when not empty,
+// also narrows the match to the tasks whose URL starts with it, and is
+// replaced there by URLTo. SetHeaders (by canonical name) are set, replacing
+// a header of the same name in other letters, and RemoveHeaders removed; the
+// result of each task is checked again, as a create's would be.
+type BulkEdit struct {
+	URLFrom, URLTo string
+	SetHeaders     map[string]string
+	RemoveHeaders  []string
+}
+
+// EditTarget is what a bulk edit reads of a dead task to change it: what it
+// may change, and nothing of the body.
+type EditTarget struct {
+	ID      uuid.UUID
+	URL     string
+	Headers map[string]string
+}
+
+// TaskChange is a bulk edit worked out for one task: Edit sets its URL and
+// headers, applied only while the task is still dead and as Was read it.
+type TaskChange struct {
+	Was  EditTarget
+	Edit TaskEdit
+}
+
 // SetsCallbacks reports whether the edit gives the task a callback URL
 // (not only removes one).
 func (e *TaskEdit) SetsCallbacks() bool {

@@ -34,6 +34,8 @@ const (
 	AuditScheduleDeleted  = "schedule.deleted"
 	AuditTasksCanceled    = "tasks.canceled"
 	AuditTasksReplayed    = "tasks.replayed"
+	// AuditTasksEditReplayed records a bulk replay that edited the tasks.
+	AuditTasksEditReplayed = "tasks.edit_replayed"
 )
 
 func auditEntry(tenantID uuid.UUID, actor, action string, detail map[string]any) *model.AuditEntry {

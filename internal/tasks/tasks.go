@@ -61,6 +61,8 @@ type Store interface {
 	ReplayTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, edit *model.TaskEdit) (*model.Task, error)
 	CountDeadTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter) (int, error)
 	ReplayTasks(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, at time.Time) ([]uuid.UUID, time.Time, error)
+	DeadTasksToEdit(ctx context.Context, tenantID uuid.UUID, f model.ReplayFilter, after uuid.UUID, limit int) ([]model.EditTarget, error)
+	EditReplayTasks(ctx context.Context, tenantID uuid.UUID, changes []model.TaskChange, at time.Time) ([]uuid.UUID, time.Time, error)
 	AnnounceDue(ctx context.Context, due map[uuid.UUID]time.Time) error
 	ListNodes(ctx context.Context) ([]model.Node, error)
 

@@ -91,19 +91,23 @@ type DeadFilter struct {
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive); zero is
 	// unbounded.
 	CreatedAfter, CreatedBefore time.Time
-	// DryRun counts the matching dead tasks without replaying them.
+	// DryRun counts the matching dead tasks without replaying them; with
+	// Edit, it also says what the edit would change and refuse.
 	DryRun bool
+	// Edit, when not nil, changes every matched task before it is replayed.
+	Edit *DeadEdit
 }
 
 // ReplayDead replays every dead task matching f, as ReplayTask does one, and
-// says how many matched and were replayed. Like ReplayTask it is never
-// retried after a 503 or a network error; calling it again replays only the
-// tasks that died since.
+// says how many matched and were replayed; with f.Edit, changes each first,
+// and says how many it changed and refused (with f.DryRun, would, with a
+// sample of the changes). Like ReplayTask it is never retried after a 503 or
+// a network error; calling it again replays only the tasks that died since.
 func (c *Client) ReplayDead(ctx context.Context, f DeadFilter) (*ReplayResult, error) {
 	if f.Labels != nil && len(f.Labels) == 0 {
 		return nil, errors.New("replay dead tasks: DeadFilter.Labels is empty: leave it nil for no label condition")
 	}
-	body := apiclient.ReplayFilter{DryRun: &f.DryRun, Labels: f.Labels}
+	body := apiclient.ReplayFilter{DryRun: &f.DryRun, Labels: f.Labels, Edit: f.Edit.body()}
 	if f.URLPrefix != "" {
 		body.URL = &f.URLPrefix
 	}

@@ -374,3 +374,29 @@ func TestTaskAttemptsPages(t *testing.T) {
 	require.Equal(t, url.Values{"limit": {"2"}, "cursor": {"c2"}}, mustQuery(t, got[1].query))
 	require.Equal(t, url.Values{"limit": {"500"}}, mustQuery(t, got[2].query), "TaskAttempts reads the largest pages")
 }
+
+func TestReplayDeadSendsTheEdit(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeJSON(w, http.StatusOK, map[string]any{"matched": 2, "replayed": 0, "changed": 1, "refused": 1,
+			"refusals": []any{map[string]any{"reason": "url: must be at most 4096 characters", "count": 1, "task_ids": []any{uuid.Nil}}},
+			"sample": []any{map[string]any{"id": uuid.Nil, "url_before": "https://old.example/a", "url_after": "https://new.example/a",
+				"headers_set": map[string]any{"Authorization": "Bearer new"}, "headers_removed": []any{}}}})
+	})
+	c := f.client(t)
+	res, err := c.ReplayDead(context.Background(), hookwheel.DeadFilter{DryRun: true, Edit: &hookwheel.DeadEdit{
+		URLPrefixFrom: "https://old.example/", URLPrefixTo: "https://new.example/",
+		SetHeaders: map[string]string{"Authorization": "Bearer new"}, RemoveHeaders: []string{"X-Old"}}})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Matched)
+	require.Equal(t, 1, *res.Refused)
+	require.Equal(t, "https://new.example/a", res.Sample[0].URLAfter)
+	_, err = c.ReplayDead(context.Background(), hookwheel.DeadFilter{Edit: &hookwheel.DeadEdit{RemoveHeaders: []string{"X-Old"}}})
+	require.NoError(t, err)
+
+	got := f.got()
+	require.Len(t, got, 2)
+	require.JSONEq(t, `{"dry_run": true, "edit": {"url_prefix": {"from": "https://old.example/", "to": "https://new.example/"},
+		"headers": {"set": {"Authorization": "Bearer new"}, "remove": ["X-Old"]}}}`, string(got[0].body))
+	require.JSONEq(t, `{"dry_run": false, "edit": {"headers": {"remove": ["X-Old"]}}}`, string(got[1].body))
+}

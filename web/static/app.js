@@ -1034,8 +1034,91 @@ async function deadLettersPage(_, params) {
     fill(listSlot, h('h2', {}, 'Dead tasks'), table(taskHeadings, taskRows(list.data), 'Dead tasks', 'No dead tasks. Everything was delivered or is still being tried.', taskWideOnly),
       list.next_cursor ? h('p', { class: 'muted' }, 'Showing the 50 newest. ', link('/ui/tasks?status=dead', 'All dead tasks →')) : null);
   };
-  show(h('h1', {}, 'Dead letters'), h('p', { class: 'muted' }, 'Tasks whose last attempt failed. Replay them once the receiver is fixed.'), form, confirmSlot, slot, listSlot);
+  show(h('h1', {}, 'Dead letters'), h('p', { class: 'muted' }, 'Tasks whose last attempt failed. Replay them once the receiver is fixed.'), form, confirmSlot, slot,
+    moveAndReplay(filter, listDead), listSlot);
   await listDead();
+}
+
+// moveAndReplay is the Dead letters page's form that moves the dead tasks
+// matching the page's conditions to another URL prefix, sets or removes
+// headers, and replays them: a preview (a dry run) of the first changes and
+// of the tasks refused first, then Apply.
+function moveAndReplay(conditions, listDead) {
+  const from = h('input', { type: 'text', placeholder: 'https://old.example.com/hooks/', spellcheck: 'false', autocomplete: 'off' });
+  const to = h('input', { type: 'text', placeholder: 'https://new.example.com/hooks/', spellcheck: 'false', autocomplete: 'off' });
+  const set = h('textarea', { rows: 2, spellcheck: 'false', placeholder: 'Authorization: Bearer …' });
+  const remove = h('input', { type: 'text', placeholder: 'X-Old-Token, X-Legacy', spellcheck: 'false', autocomplete: 'off' });
+  const slot = h('div');
+  const preview = h('div', { 'aria-live': 'polite' });
+  const edit = () => {
+    const e = {};
+    if (from.value.trim() || to.value.trim()) e.url_prefix = { from: from.value.trim(), to: to.value.trim() };
+    const setHeaders = parseHeaders(set.value);
+    const removeHeaders = remove.value.split(',').map((n) => n.trim()).filter(Boolean);
+    if (Object.keys(setHeaders).length || removeHeaders.length) {
+      e.headers = {};
+      if (Object.keys(setHeaders).length) e.headers.set = setHeaders;
+      if (removeHeaders.length) e.headers.remove = removeHeaders;
+    }
+    return e;
+  };
+  const plural = (n, one) => `${fmtNum(n)} ${one}${n === 1 ? '' : 's'}`;
+  const form = h('form', { onsubmit: (e) => {
+    e.preventDefault();
+    fill(preview);
+    run(slot, async () => {
+      const chosen = { ...conditions(), edit: edit() };
+      const dry = await api('POST', '/v1/tasks/replay', { ...chosen, dry_run: true });
+      if (dry.matched === 0) {
+        fill(preview, h('p', { class: 'note' }, 'No dead task matches these conditions and this URL prefix.'));
+        return;
+      }
+      // Absent when empty.
+      const sample = dry.sample || [];
+      const refusals = dry.refusals || [];
+      const replayable = dry.matched - dry.refused;
+      const apply = h('button', { type: 'button', class: 'primary', disabled: replayable === 0, onclick: () => run(slot, async () => {
+        apply.disabled = true;
+        const done = await api('POST', '/v1/tasks/replay', chosen);
+        fill(preview, h('p', { class: 'note ok' }, `Moved and replayed ${plural(done.replayed, 'task')} (${fmtNum(done.changed)} changed)`,
+          done.refused ? `; ${plural(done.refused, 'task')} refused, left dead.` : '.'));
+        toast(`Replayed ${done.replayed}`);
+        await listDead();
+      }) }, `Apply to ${plural(replayable, 'task')}`);
+      fill(preview, h('div', { class: 'confirm card' },
+        h('p', {}, h('strong', {}, `${plural(dry.matched, 'dead task')}`), ' match: ',
+          `${fmtNum(dry.changed)} would change`, replayable > dry.changed ? `, ${fmtNum(replayable - dry.changed)} replayed as they are` : '',
+          dry.refused ? `, ${fmtNum(dry.refused)} refused` : '', '. Nothing has changed yet.'),
+        sample.length ? [h('h3', {}, dry.changed > sample.length ? `The first ${sample.length} changes` : 'Changes'),
+          h('ul', { class: 'changes', 'aria-label': 'Changes the edit would make' }, sample.map(changeItem))] : null,
+        refusals.length ? [h('h3', {}, 'Refused: left dead and unchanged'),
+          h('ul', { class: 'refusals' }, refusals.map((r) => h('li', {}, h('strong', {}, plural(r.count, 'task')), ': ', h('code', { class: 'wrap' }, r.reason),
+            ' (', r.task_ids.map((id, i) => [i ? ', ' : '', link(`/ui/tasks/${id}`, h('code', {}, shortID(id)))]), ')')))] : null,
+        h('div', { class: 'actions' }, apply, h('button', { type: 'button', onclick: () => fill(preview) }, 'Cancel'))));
+      if (!apply.disabled) apply.focus();
+    });
+  } },
+  h('p', { class: 'muted' }, 'Moves the dead tasks matching the conditions above to another URL prefix, with headers set or removed, then replays them. Their bodies stay as they are.'),
+  h('div', { class: 'movegrid' }, field('Move URLs starting with', from), field('To', to, 'The rest of each URL is kept.')),
+  h('div', { class: 'movegrid' }, field('Set headers', set, 'One “Name: value” per line; the other headers stay.'),
+    field('Remove headers', remove, 'Names, separated by commas.')),
+  h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Preview changes')));
+  return h('details', { class: 'edit card move' }, h('summary', {}, 'Move and replay'), form, slot, preview);
+}
+
+// changeItem is one change of a bulk edit's preview: the task, its URL
+// before and after, the headers set and removed. A list rather than a
+// table, so that long URLs wrap on a phone instead of hiding the headers.
+function changeItem(c) {
+  const headers = [
+    ...Object.entries(c.headers_set).map(([k, v]) => h('code', { class: 'wrap' }, `+ ${k}: ${v}`)),
+    ...c.headers_removed.map((k) => h('code', { class: 'wrap' }, `− ${k}`)),
+  ];
+  return h('li', {},
+    h('a', { href: `/ui/tasks/${c.id}`, title: c.id, 'aria-label': `Task ${c.id}` }, h('code', {}, shortID(c.id))),
+    c.url_before === c.url_after ? h('div', { class: 'urlchange' }, h('code', { class: 'wrap' }, c.url_before))
+      : h('div', { class: 'urlchange' }, h('code', { class: 'wrap before' }, c.url_before), h('code', { class: 'wrap' }, `→ ${c.url_after}`)),
+    h('div', { class: 'headerchange' }, headers.length ? headers : h('span', { class: 'muted' }, 'headers unchanged')));
 }
 
 // ---------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 //   TENANT_KEY        an API key of tenant "acme"
 //   OTHER_KEY         an API key of tenant "globex"
 //   RECEIVER_URL      a receiver: /ok answers 200; /fail 500; /flaky/* and
-//                     /bulk/* 503 until POST /fix/flaky or /fix/bulk
+//                     /bulk/* 503 until POST /fix/flaky or /fix/bulk; /gone/*
+//                     410; /moved/* 200 with X-Moved: yes and no X-Old-Token
 //   SCREENSHOT_DIR    where the screenshots go
 import { test, expect } from '@playwright/test';
 import fs from 'node:fs';
@@ -387,6 +388,48 @@ test('bulk-replays dead letters by filter after showing the count', async ({ pag
   await page.getByRole('button', { name: 'Replay 3 tasks' }).click();
   await expect(page.getByText('Replayed 3 tasks.')).toBeVisible();
   for (const id of ids) await waitStatus(request, tenantKey, id, 'delivered');
+});
+
+test('moves dead letters to another URL with new headers, after a preview', async ({ page, request }) => {
+  const ids = [];
+  for (let i = 0; i < 3; i++) {
+    ids.push((await createTask(request, tenantKey, { url: `${receiver}/gone/${i}`, headers: { 'X-Old-Token': 'stale' }, body: `order ${i}`, retry: { max_attempts: 1 } })).id);
+  }
+  // Moved, this one's URL would pass the 4,096 characters a URL may have:
+  // refused, and left dead.
+  const long = `${receiver}/gone/`;
+  const refused = (await createTask(request, tenantKey, { url: long + 'x'.repeat(4096 - long.length), retry: { max_attempts: 1 } })).id;
+  for (const id of [...ids, refused]) await waitStatus(request, tenantKey, id, 'dead');
+  await signIn(page);
+  await page.getByRole('link', { name: 'Dead letters' }).click();
+  await page.getByText('Move and replay').click();
+  await page.getByLabel('Move URLs starting with').fill(`${receiver}/gone/`);
+  await page.getByLabel('To', { exact: true }).fill(`${receiver}/moved/`);
+  await page.getByLabel('Set headers').fill('X-Moved: yes');
+  await page.getByLabel('Remove headers').fill('X-Old-Token');
+  await page.getByRole('button', { name: 'Preview changes' }).click();
+  await expect(page.getByText('4 dead tasks match: 3 would change, 1 refused. Nothing has changed yet.')).toBeVisible();
+  await expect(page.locator('.refusals li')).toHaveText(/^1 task: url: must be at most 4096 characters \(…/);
+  await expect(page.getByText(`→ ${receiver}/moved/2`)).toBeVisible();
+  await expect(page.getByText('+ X-Moved: yes').first()).toBeVisible();
+  await expectLabelled(page);
+  await shoot(page, 'dead-letters-move');
+  for (const id of ids) expect((await call(request, tenantKey, 'GET', `/v1/tasks/${id}`)).status).toBe('dead');
+
+  // An invalid prefix is refused, naming the field.
+  await page.getByLabel('To', { exact: true }).fill('https://user:secret@new.example/');
+  await page.getByRole('button', { name: 'Preview changes' }).click();
+  await expect(page.getByRole('alert')).toContainText('edit.url_prefix.to');
+  await page.getByLabel('To', { exact: true }).fill(`${receiver}/moved/`);
+  await page.getByRole('button', { name: 'Preview changes' }).click();
+
+  await page.getByRole('button', { name: 'Apply to 3 tasks' }).click();
+  await expect(page.getByText('Moved and replayed 3 tasks (3 changed); 1 task refused, left dead.')).toBeVisible();
+  for (const id of ids) await waitStatus(request, tenantKey, id, 'delivered');
+  expect((await call(request, tenantKey, 'GET', `/v1/tasks/${refused}`)).status).toBe('dead');
+  const moved = await call(request, tenantKey, 'GET', `/v1/tasks/${ids[1]}`);
+  expect(moved.url).toBe(`${receiver}/moved/1`);
+  expect(moved.headers).toEqual({ 'X-Moved': 'yes' });
 });
 
 test('overview, targets, keys and secrets pages draw', async ({ page }) => {

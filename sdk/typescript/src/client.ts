@@ -78,9 +78,18 @@ export type BatchTaskInput = Omit<BatchTaskRequest, "run_at"> & { run_at?: strin
 /** A new time for a task: `run_at` (a Date or RFC 3339 text) or `delay` (a Go duration such as `10m`). */
 export type RescheduleInput = { run_at: string | Date; delay?: never } | { delay: string; run_at?: never };
 
-/** The filter of a bulk replay of dead tasks, and whether to only count them. */
+/**
+ * The filter of a bulk replay of dead tasks, whether to only count them, and
+ * `edit`: what to change in every matched task before replaying it (its URL's
+ * prefix, `url_prefix: { from, to }`, and headers by name, `headers: { set,
+ * remove }`).
+ */
 export type ReplayDeadInput = Omit<ReplayFilter, "dry_run"> & {
-  /** Count the matching dead tasks without replaying them. */
+  /**
+   * Count the matching dead tasks without replaying them; with `edit`, also
+   * say what it would change (`changed`, `sample`) and refuse (`refused`,
+   * `refusals`).
+   */
   dryRun?: boolean;
 };
 
@@ -147,7 +156,8 @@ export interface HookwheelClient {
     batch(items: BatchTaskInput[]): Promise<BatchResult[]>;
     /**
      * Replays every dead task matching the filter (`POST /v1/tasks/replay`), or
-     * with `dryRun` only counts them.
+     * with `dryRun` only counts them; with `edit`, changes each first (a task
+     * the edit would make invalid stays dead, counted in `refused`).
      */
     replayDead(filter?: ReplayDeadInput): Promise<ReplayResult>;
   };

@@ -393,6 +393,19 @@ export interface paths {
          *     Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
          *     quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
          *     than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+         *
+         *     **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+         *     same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+         *     URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+         *     receiver moved: one call moves every dead task to the new host. Each task's result is checked
+         *     as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+         *     characters, a host the address guard refuses, headers over their size) stays dead and
+         *     unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+         *     changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+         *     (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+         *     at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+         *     another call is left out. Invalid values in `edit` answer 422 naming the field
+         *     (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
          */
         post: operations["replayTasks"];
         delete?: never;
@@ -1617,13 +1630,14 @@ export interface components {
              *     `topic.deleted`; `flow_limit.created`, `flow_limit.updated`, `flow_limit.deleted`;
              *     `schedule.created`, `schedule.updated`, `schedule.paused`, `schedule.resumed`,
              *     `schedule.deleted`; `tasks.canceled` and `tasks.replayed` (a bulk cancel or replay that took
-             *     any task: its `filter` and how many); `session.signed_in`, `session.sign_in_failed`,
-             *     `session.signed_out` (with the client's `ip`).
+             *     any task: its `filter` and how many), `tasks.edit_replayed` (a bulk replay with `edit`: also
+             *     the `edit`, URL prefixes by origin and headers by name only); `session.signed_in`,
+             *     `session.sign_in_failed`, `session.signed_out` (with the client's `ip`).
              */
             action: string;
             /**
              * @description What changed. Never a secret: a webhook URL appears by its origin only (`target`,
-             *     `url_origin`), headers and bodies not at all.
+             *     `url_origin`), headers by name at most, bodies not at all.
              */
             detail: {
                 [key: string]: unknown;
@@ -1993,16 +2007,107 @@ export interface components {
             /** Format: date-time */
             created_before?: string;
             /**
-             * @description Count the matching dead tasks without replaying them.
+             * @description Count the matching dead tasks without replaying them; with `edit`, also say what the edit
+             *     would change (`changed`, `sample`) and refuse (`refused`, `refusals`), changing nothing.
              * @default false
              */
             dry_run?: boolean;
+            edit?: components["schemas"]["ReplayEdit"];
+        };
+        /**
+         * @description What to change in every matched task before replaying it: its URL's prefix, its headers, or
+         *     both. The body and every other field stay as they are. Give at least one of the two.
+         *
+         *     Unlike the edit of `POST /v1/tasks/{id}/replay`, whose `headers` replace a task's whole set,
+         *     this one changes headers by name (`set`, `remove`), since the matched tasks may each carry
+         *     other headers that one set given for all would wipe out.
+         *
+         *     Each task's new URL and headers are checked as a create's are (the URL rules and the address
+         *     guard, the header rules and sizes): a task the edit would make invalid is left dead and
+         *     unchanged, and counted in `refused` with its reason.
+         */
+        ReplayEdit: {
+            url_prefix?: components["schemas"]["ReplayURLPrefix"];
+            headers?: components["schemas"]["ReplayHeaderEdit"];
+        };
+        /**
+         * @description Moves the tasks whose URL starts with `from` (byte for byte) to `to`: `from` is replaced by `to`
+         *     and the rest of the URL kept. It is a condition too: only the dead tasks whose URL starts with
+         *     `from` (and with the filter's `url`, when given) match.
+         */
+        ReplayURLPrefix: {
+            /**
+             * @description The start of the URLs to move, itself an `http://` or `https://` URL naming a host at least.
+             * @example https://old.example.com/hooks/
+             */
+            from: string;
+            /**
+             * @description What replaces `from`, likewise an `http://` or `https://` URL naming a host at least.
+             * @example https://new.example.com/v2/hooks/
+             */
+            to: string;
+        };
+        /**
+         * @description Header changes by name, letter case aside: `set` gives a header its value, replacing the
+         *     task's header of that name if it has one; `remove` takes a header away if the task has it. A
+         *     name cannot be in both. Give at least one of the two.
+         */
+        ReplayHeaderEdit: {
+            /**
+             * @description Headers to set, checked as a create's headers (reserved and hop-by-hop names are refused).
+             * @example {
+             *       "Authorization": "Bearer new-token"
+             *     }
+             */
+            set?: {
+                [key: string]: string;
+            };
+            /**
+             * @description Names of headers to remove.
+             * @example [
+             *       "X-Old-Token"
+             *     ]
+             */
+            remove?: string[];
         };
         ReplayResult: {
-            /** @description How many dead tasks matched the filter. */
+            /** @description How many dead tasks matched the filter (and the edit's `url_prefix.from`). */
             matched: number;
             /** @description How many were replayed; 0 on a dry run. */
             replayed: number;
+            /**
+             * @description With `edit` only: how many tasks the edit changed (on a dry run: would change); a matched
+             *     task the edit leaves as it was (it already had the headers set) is replayed unchanged.
+             */
+            changed?: number;
+            /** @description With `edit` only: how many matched tasks were left dead and unchanged, the edit making them invalid. */
+            refused?: number;
+            /** @description With `edit` only: why tasks were refused, one entry per reason (at most 20; past them, `other reasons`); absent when none was. */
+            refusals?: components["schemas"]["ReplayRefusal"][];
+            /** @description With `edit` on a dry run only: the first 20 changes, in task id order; absent when the edit would change no task. */
+            sample?: components["schemas"]["ReplayChange"][];
+        };
+        ReplayRefusal: {
+            /**
+             * @description What is wrong with the edited task, as `field: message` (as a 422 would name it).
+             * @example url: must be at most 4096 characters
+             */
+            reason: string;
+            count: number;
+            /** @description The first few (at most 5) of the tasks refused for this reason. */
+            task_ids: string[];
+        };
+        ReplayChange: {
+            /** Format: uuid */
+            id: string;
+            url_before: string;
+            url_after: string;
+            /** @description The headers the edit adds or gives another value, with their new values. */
+            headers_set: {
+                [key: string]: string;
+            };
+            /** @description The headers the task had that the edit removes. */
+            headers_removed: string[];
         };
         TaskStats: {
             /** @example 1h */

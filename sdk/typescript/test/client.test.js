@@ -285,6 +285,17 @@ describe("client", () => {
     assert.deepEqual(JSON.parse(requests[2].body).labels, { team: "payments" });
   });
 
+  it("sends a bulk replay's edit as given", async () => {
+    const answer = { matched: 1, replayed: 0, changed: 1, refused: 0, refusals: [], sample: [] };
+    const { client, requests } = scripted([json(200, answer)]);
+    const edit = {
+      url_prefix: { from: "https://old.example/", to: "https://new.example/" },
+      headers: { set: { Authorization: "Bearer new" }, remove: ["X-Old"] },
+    };
+    assert.deepEqual(await client.tasks.replayDead({ edit, dryRun: true }), answer);
+    assert.deepEqual(JSON.parse(requests[0].body), { edit, dry_run: true });
+  });
+
   it("stops with an error when a page hands back its own cursor", async () => {
     const same = () => json(200, { data: [TASK], next_cursor: "same" });
     const { client, requests } = scripted([same(), same(), same()]);

@@ -98,7 +98,8 @@ func TestDashboardInBrowser(t *testing.T) {
 
 // newScriptedReceiver answers webhooks as the browser tests expect: /ok 200
 // "thanks", /fail 500 "boom" with X-Request-Id: boom-1, /flaky/... and
-// /bulk/... 503 until a POST to /fix/flaky or /fix/bulk.
+// /bulk/... 503 until a POST to /fix/flaky or /fix/bulk, /gone/... 410, and
+// /moved/... 200 only with X-Moved: yes and without X-Old-Token (else 400).
 func newScriptedReceiver(t *testing.T) *httptest.Server {
 	var flakyFixed, bulkFixed atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +117,12 @@ func newScriptedReceiver(t *testing.T) *httptest.Server {
 		case strings.HasPrefix(p, "/flaky/") && !flakyFixed.Load(), strings.HasPrefix(p, "/bulk/") && !bulkFixed.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("not yet"))
+		case strings.HasPrefix(p, "/gone/"):
+			w.WriteHeader(http.StatusGone)
+			_, _ = w.Write([]byte("moved away"))
+		case strings.HasPrefix(p, "/moved/") && (r.Header.Get("X-Moved") != "yes" || r.Header.Get("X-Old-Token") != ""):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte("want X-Moved: yes and no X-Old-Token"))
 		default:
 			_, _ = w.Write([]byte("thanks"))
 		}

@@ -411,8 +411,9 @@ type AuditEntry struct {
 	// `topic.deleted`; `flow_limit.created`, `flow_limit.updated`, `flow_limit.deleted`;
 	// `schedule.created`, `schedule.updated`, `schedule.paused`, `schedule.resumed`,
 	// `schedule.deleted`; `tasks.canceled` and `tasks.replayed` (a bulk cancel or replay that took
-	// any task: its `filter` and how many); `session.signed_in`, `session.sign_in_failed`,
-	// `session.signed_out` (with the client's `ip`).
+	// any task: its `filter` and how many), `tasks.edit_replayed` (a bulk replay with `edit`: also
+	// the `edit`, URL prefixes by origin and headers by name only); `session.signed_in`,
+	// `session.sign_in_failed`, `session.signed_out` (with the client's `ip`).
 	Action string `json:"action"`
 
 	// Actor `operator` (admin API or the operator's dashboard session), `cli` (the hookwheel command),
@@ -422,7 +423,7 @@ type AuditEntry struct {
 	At    time.Time `json:"at"`
 
 	// Detail What changed. Never a secret: a webhook URL appears by its origin only (`target`,
-	// `url_origin`), headers and bodies not at all.
+	// `url_origin`), headers by name at most, bodies not at all.
 	Detail   map[string]interface{} `json:"detail"`
 	ID       openapi_types.UUID     `json:"id"`
 	TenantID *openapi_types.UUID    `json:"tenant_id,omitempty"`
@@ -896,13 +897,60 @@ type PublishStatusCounts struct {
 	Scheduled int `json:"scheduled"`
 }
 
+// ReplayChange defines model for ReplayChange.
+type ReplayChange struct {
+	// HeadersRemoved The headers the task had that the edit removes.
+	HeadersRemoved []string `json:"headers_removed"`
+
+	// HeadersSet The headers the edit adds or gives another value, with their new values.
+	HeadersSet map[string]string  `json:"headers_set"`
+	ID         openapi_types.UUID `json:"id"`
+	URLAfter   string             `json:"url_after"`
+	URLBefore  string             `json:"url_before"`
+}
+
+// ReplayEdit What to change in every matched task before replaying it: its URL's prefix, its headers, or
+// both. The body and every other field stay as they are. Give at least one of the two.
+//
+// Unlike the edit of `POST /v1/tasks/{id}/replay`, whose `headers` replace a task's whole set,
+// this one changes headers by name (`set`, `remove`), since the matched tasks may each carry
+// other headers that one set given for all would wipe out.
+//
+// Each task's new URL and headers are checked as a create's are (the URL rules and the address
+// guard, the header rules and sizes): a task the edit would make invalid is left dead and
+// unchanged, and counted in `refused` with its reason.
+type ReplayEdit struct {
+	// Headers Header changes by name, letter case aside: `set` gives a header its value, replacing the
+	// task's header of that name if it has one; `remove` takes a header away if the task has it. A
+	// name cannot be in both. Give at least one of the two.
+	Headers *ReplayHeaderEdit `json:"headers,omitempty"`
+
+	// URLPrefix Moves the tasks whose URL starts with `from` (byte for byte) to `to`: `from` is replaced by `to`
+	// and the rest of the URL kept. It is a condition too: only the dead tasks whose URL starts with
+	// `from` (and with the filter's `url`, when given) match.
+	URLPrefix *ReplayURLPrefix `json:"url_prefix,omitempty"`
+}
+
 // ReplayFilter Conditions a dead task must all meet to be replayed; none replays every dead task.
 type ReplayFilter struct {
 	CreatedAfter  *time.Time `json:"created_after,omitempty"`
 	CreatedBefore *time.Time `json:"created_before,omitempty"`
 
-	// DryRun Count the matching dead tasks without replaying them.
+	// DryRun Count the matching dead tasks without replaying them; with `edit`, also say what the edit
+	// would change (`changed`, `sample`) and refuse (`refused`, `refusals`), changing nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Edit What to change in every matched task before replaying it: its URL's prefix, its headers, or
+	// both. The body and every other field stay as they are. Give at least one of the two.
+	//
+	// Unlike the edit of `POST /v1/tasks/{id}/replay`, whose `headers` replace a task's whole set,
+	// this one changes headers by name (`set`, `remove`), since the matched tasks may each carry
+	// other headers that one set given for all would wipe out.
+	//
+	// Each task's new URL and headers are checked as a create's are (the URL rules and the address
+	// guard, the header rules and sizes): a task the edit would make invalid is left dead and
+	// unchanged, and counted in `refused` with its reason.
+	Edit *ReplayEdit `json:"edit,omitempty"`
 
 	// Labels Only tasks carrying every one of these labels (and maybe others), the condition `label`
 	// sets in `GET /v1/tasks`, written as an object: `{"team": "payments"}` is `label=team:payments`.
@@ -919,6 +967,34 @@ type ReplayFilter struct {
 
 	// URL Only tasks whose URL starts with this text, as in `GET /v1/tasks`.
 	URL *string `json:"url,omitempty"`
+}
+
+// ReplayHeaderEdit Header changes by name, letter case aside: `set` gives a header its value, replacing the
+// task's header of that name if it has one; `remove` takes a header away if the task has it. A
+// name cannot be in both. Give at least one of the two.
+type ReplayHeaderEdit struct {
+	// Remove Names of headers to remove.
+	//
+	// Example: ["X-Old-Token"]
+	Remove []string `json:"remove,omitempty"`
+
+	// Set Headers to set, checked as a create's headers (reserved and hop-by-hop names are refused).
+	//
+	// Example: {"Authorization":"Bearer new-token"}
+	Set map[string]string `json:"set,omitempty"`
+}
+
+// ReplayRefusal defines model for ReplayRefusal.
+type ReplayRefusal struct {
+	Count int `json:"count"`
+
+	// Reason What is wrong with the edited task, as `field: message` (as a 422 would name it).
+	//
+	// Example: url: must be at most 4096 characters
+	Reason string `json:"reason"`
+
+	// TaskIds The first few (at most 5) of the tasks refused for this reason.
+	TaskIds []openapi_types.UUID `json:"task_ids"`
 }
 
 // ReplayRequest What to change before a replay; every field is optional and replaces the task's own.
@@ -948,11 +1024,39 @@ type ReplayRequest struct {
 
 // ReplayResult defines model for ReplayResult.
 type ReplayResult struct {
-	// Matched How many dead tasks matched the filter.
+	// Changed With `edit` only: how many tasks the edit changed (on a dry run: would change); a matched
+	// task the edit leaves as it was (it already had the headers set) is replayed unchanged.
+	Changed *int `json:"changed,omitempty"`
+
+	// Matched How many dead tasks matched the filter (and the edit's `url_prefix.from`).
 	Matched int `json:"matched"`
+
+	// Refusals With `edit` only: why tasks were refused, one entry per reason (at most 20; past them, `other reasons`); absent when none was.
+	Refusals []ReplayRefusal `json:"refusals,omitempty"`
+
+	// Refused With `edit` only: how many matched tasks were left dead and unchanged, the edit making them invalid.
+	Refused *int `json:"refused,omitempty"`
 
 	// Replayed How many were replayed; 0 on a dry run.
 	Replayed int `json:"replayed"`
+
+	// Sample With `edit` on a dry run only: the first 20 changes, in task id order; absent when the edit would change no task.
+	Sample []ReplayChange `json:"sample,omitempty"`
+}
+
+// ReplayURLPrefix Moves the tasks whose URL starts with `from` (byte for byte) to `to`: `from` is replaced by `to`
+// and the rest of the URL kept. It is a condition too: only the dead tasks whose URL starts with
+// `from` (and with the filter's `url`, when given) match.
+type ReplayURLPrefix struct {
+	// From The start of the URLs to move, itself an `http://` or `https://` URL naming a host at least.
+	//
+	// Example: https://old.example.com/hooks/
+	From string `json:"from"`
+
+	// To What replaces `from`, likewise an `http://` or `https://` URL naming a host at least.
+	//
+	// Example: https://new.example.com/v2/hooks/
+	To string `json:"to"`
 }
 
 // RescheduleRequest The new time, `run_at` or `delay`.
@@ -3034,6 +3138,19 @@ type ClientInterface interface {
 	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 	//
+	// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+	// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+	// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+	// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+	// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+	// characters, a host the address guard refuses, headers over their size) stays dead and
+	// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+	// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+	// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+	// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+	// another call is left out. Invalid values in `edit` answer 422 naming the field
+	// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -3053,6 +3170,19 @@ type ClientInterface interface {
 	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
 	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+	//
+	// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+	// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+	// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+	// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+	// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+	// characters, a host the address guard refuses, headers over their size) stays dead and
+	// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+	// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+	// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+	// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+	// another call is left out. Invalid values in `edit` answer 422 naming the field
+	// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4537,6 +4667,19 @@ func (c *Client) CancelTasks(ctx context.Context, body CancelTasksJSONRequestBod
 // quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 // than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 //
+// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+// characters, a host the address guard refuses, headers over their size) stays dead and
+// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+// another call is left out. Invalid values in `edit` answer 422 naming the field
+// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -4566,6 +4709,19 @@ func (c *Client) ReplayTasksWithBody(ctx context.Context, contentType string, bo
 // Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
 // quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 // than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+//
+// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+// characters, a host the address guard refuses, headers over their size) stays dead and
+// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+// another call is left out. Invalid values in `edit` answer 422 naming the field
+// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7860,6 +8016,19 @@ type ClientWithResponsesInterface interface {
 	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 	//
+	// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+	// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+	// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+	// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+	// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+	// characters, a host the address guard refuses, headers over their size) stays dead and
+	// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+	// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+	// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+	// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+	// another call is left out. Invalid values in `edit` answer 422 naming the field
+	// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -7879,6 +8048,19 @@ type ClientWithResponsesInterface interface {
 	// Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
 	// quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 	// than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+	//
+	// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+	// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+	// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+	// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+	// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+	// characters, a host the address guard refuses, headers over their size) stays dead and
+	// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+	// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+	// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+	// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+	// another call is left out. Invalid values in `edit` answer 422 naming the field
+	// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13130,6 +13312,19 @@ func (c *ClientWithResponses) CancelTasksWithResponse(ctx context.Context, body 
 // quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 // than `matched`), and with no room at all it answers 429 `quota-exceeded`.
 //
+// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+// characters, a host the address guard refuses, headers over their size) stays dead and
+// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+// another call is left out. Invalid values in `edit` answer 422 naming the field
+// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/replay (the `ReplayTasks` operationId).
@@ -13155,6 +13350,19 @@ func (c *ClientWithResponses) ReplayTasksWithBodyWithResponse(ctx context.Contex
 // Replayed tasks are waiting again and count against the tenant's `max_pending_tasks`: with the
 // quota set, the call replays only as many as it has room for, oldest first (`replayed` is then less
 // than `matched`), and with no room at all it answers 429 `quota-exceeded`.
+//
+// **Edit and replay.** With `edit`, every matched task is changed first, then replayed, in the
+// same statement: its URL moved from one prefix to another (`url_prefix`; only the tasks whose
+// URL starts with `from` match), its headers set or removed by name (`headers`). Use it when a
+// receiver moved: one call moves every dead task to the new host. Each task's result is checked
+// as a create's URL and headers are; a task the edit would make invalid (a URL over 4096
+// characters, a host the address guard refuses, headers over their size) stays dead and
+// unchanged, and is counted in `refused`, with the reasons in `refusals`. A dry run with `edit`
+// changes nothing and answers what would change: `changed`, and the first 20 changes in `sample`
+// (the URL before and after, the headers set and removed). Tasks are read and changed a thousand
+// at a time, each thousand committed on its own, as above; a task changed or replayed meanwhile by
+// another call is left out. Invalid values in `edit` answer 422 naming the field
+// (`edit.url_prefix.to`, `edit.headers.set.Host`) and change nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

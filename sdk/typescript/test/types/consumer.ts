@@ -35,6 +35,13 @@ export async function usage(): Promise<void> {
   const results = await hw.tasks.batch([{ url: "https://example.com/a", idempotency_key: "a" }]);
   const first: Task | undefined = results[0]?.task;
   const { matched, replayed } = await hw.tasks.replayDead({ dryRun: true });
+  const moved = await hw.tasks.replayDead({
+    edit: { url_prefix: { from: "https://old.example/", to: "https://new.example/" }, headers: { remove: ["X-Old"] } },
+    dryRun: true,
+  });
+  const firstChange: string | undefined = moved.sample?.[0]?.url_after;
+  // @ts-expect-error a URL prefix move needs both ends
+  await hw.tasks.replayDead({ edit: { url_prefix: { from: "https://old.example/" } } });
 
   // @ts-expect-error a task needs a url
   await hw.tasks.create({ body: "x" });
@@ -93,6 +100,6 @@ export async function usage(): Promise<void> {
       void reason;
     }
   }
-  void [status, code, next, attempts, first, matched, replayed, utc, tenant, dead, pending, order, plain, when];
+  void [status, code, next, attempts, first, matched, replayed, firstChange, utc, tenant, dead, pending, order, plain, when];
   void [topic, deliveries, dead2, publishedBatch, limit, period, keyed];
 }
