@@ -1131,6 +1131,173 @@ type PlanList struct {
 	Data []Plan `json:"data"`
 }
 
+// PortalAttempt One delivery attempt as a portal shows it; no response headers.
+type PortalAttempt struct {
+	Attempt    int     `json:"attempt"`
+	DurationMs int64   `json:"duration_ms"`
+	Error      *string `json:"error,omitempty"`
+
+	// Outcome What an attempt led to:
+	// - `success`: a 2xx response; the task is `delivered`.
+	// - `retry`: a retryable failure; another attempt is scheduled.
+	// - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+	//   `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
+	Outcome AttemptOutcome `json:"outcome"`
+
+	// ResponseBody The first 4 KiB of the response body, when there was one.
+	ResponseBody *string   `json:"response_body,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	StatusCode   *int      `json:"status_code,omitempty"`
+}
+
+// PortalLink A portal link, without its token.
+type PortalLink struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// PortalLinkCreated A created portal link, with its URL, shown only once.
+type PortalLinkCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// URL The page's URL, `<origin>/portal/#hwpl_<id>_<secret>`: the token rides in the fragment,
+	// which browsers send to no server.
+	URL string `json:"url"`
+}
+
+// PortalLinkList A page of live portal links, newest first.
+type PortalLinkList struct {
+	Data []PortalLink `json:"data"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// PortalLinkRequest A portal link to create.
+type PortalLinkRequest struct {
+	// Description A line shown under the page's heading; may be empty.
+	Description *string `json:"description,omitempty"`
+
+	// ExpiresIn How long the link opens, a Go duration from `1s` to `720h` (30 days); default `1h`.
+	//
+	// Example: 24h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Label The label whose tasks the link shows, `key:value`, by the rules of the `label` filter of
+	// `GET /v1/tasks`.
+	//
+	// Example: customer:42
+	Label string `json:"label"`
+
+	// Name The tenant's name for the link, shown on the page as its heading; may be empty.
+	Name *string `json:"name,omitempty"`
+}
+
+// PortalTask A task as a portal shows it: what its receiver saw and when, without the tenant's headers,
+// labels, keys or settings. The URL is shown without its query and fragment, which may carry a
+// receiver's credentials.
+type PortalTask struct {
+	Attempts       int                `json:"attempts"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method        HTTPMethod `json:"method"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskDetail A task of a portal, with its body and attempts.
+type PortalTaskDetail struct {
+	// AttemptList The first 100 attempts, oldest first.
+	AttemptList []PortalAttempt `json:"attempt_list"`
+	Attempts    int             `json:"attempts"`
+
+	// Body The request body sent.
+	Body           string             `json:"body"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method HTTPMethod `json:"method"`
+
+	// MoreAttempts Whether the task has attempts past those listed.
+	MoreAttempts  bool       `json:"more_attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskList A page of a portal's tasks, newest first, with the link they are seen through.
+type PortalTaskList struct {
+	Data        []PortalTask `json:"data"`
+	Description string       `json:"description"`
+	ExpiresAt   time.Time    `json:"expires_at"`
+	Label       string       `json:"label"`
+	Name        string       `json:"name"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -2429,6 +2596,9 @@ type ListInclude string
 // PlanName Example: free
 type PlanName = string
 
+// PortalLinkID defines model for PortalLinkID.
+type PortalLinkID = openapi_types.UUID
+
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
 
@@ -2531,6 +2701,27 @@ type ListFlowLimitsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalLinksParams defines parameters for ListPortalLinks.
+type ListPortalLinksParams struct {
+	// Limit The largest number of links in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalTasksParams defines parameters for ListPortalTasks.
+type ListPortalTasksParams struct {
+	// Status Only tasks in this status.
+	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit The largest number of tasks in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -2684,6 +2875,9 @@ type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
+
+// CreatePortalLinkJSONRequestBody defines body for CreatePortalLink for application/json ContentType.
+type CreatePortalLinkJSONRequestBody = PortalLinkRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
@@ -3314,6 +3508,79 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalLinks List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLinkWithBody Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLink Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokePortalLink Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalTasks List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPortalTask Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPublish Get a publish to a topic
 	//
@@ -5112,6 +5379,139 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/me (the `GetCaller` operationId).
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalLinks List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *Client) ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalLinksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLinkWithBody Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLink Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokePortalLink Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *Client) RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePortalLinkRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalTasks List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *Client) ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalTasksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPortalTask Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *Client) GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPortalTaskRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -7950,6 +8350,258 @@ func NewGetCallerRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPortalLinksRequest constructs an http.Request for the ListPortalLinks method
+func NewListPortalLinksRequest(server string, params *ListPortalLinksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePortalLinkRequest calls the generic CreatePortalLink builder with application/json body
+func NewCreatePortalLinkRequest(server string, body CreatePortalLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePortalLinkRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePortalLinkRequestWithBody constructs an http.Request for the CreatePortalLink method, with any body, and a specified content type
+func NewCreatePortalLinkRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokePortalLinkRequest constructs an http.Request for the RevokePortalLink method
+func NewRevokePortalLinkRequest(server string, id PortalLinkID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPortalTasksRequest constructs an http.Request for the ListPortalTasks method
+func NewListPortalTasksRequest(server string, params *ListPortalTasksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPortalTaskRequest constructs an http.Request for the GetPortalTask method
+func NewGetPortalTaskRequest(server string, id TaskID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetPublishRequest constructs an http.Request for the GetPublish method
 func NewGetPublishRequest(server string, id PublishID) (*http.Request, error) {
 	var err error
@@ -10075,6 +10727,87 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
+	// ListPortalLinksWithResponse List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error)
+
+	// CreatePortalLinkWithBodyWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// CreatePortalLinkWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// RevokePortalLinkWithResponse Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error)
+
+	// ListPortalTasksWithResponse List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error)
+
+	// GetPortalTaskWithResponse Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error)
 
 	// GetPublishWithResponse Get a publish to a topic
 	//
@@ -13592,6 +14325,435 @@ func (r GetCallerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCallerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalLinksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalLinks
+type ListPortalLinksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalLinksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLinkList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalLinksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalLinksResponse) GetJSON200() *PortalLinkList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalLinksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalLinksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalLinksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalLinksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePortalLinkResponse201Headers the declared response headers of an HTTP 201 response for CreatePortalLink
+type CreatePortalLinkResponse201Headers struct {
+	CacheControl string
+}
+
+// CreatePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortalLink
+type CreatePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreatePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortalLinkCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreatePortalLinkResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePortalLinkResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePortalLinkResponse) GetJSON201() *PortalLinkCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for RevokePortalLink
+type RevokePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLink
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokePortalLinkResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePortalLinkResponse) GetJSON200() *PortalLink {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalTasksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalTasks
+type ListPortalTasksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalTasksResponse) GetJSON200() *PortalTaskList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPortalTaskResponse429Headers the declared response headers of an HTTP 429 response for GetPortalTask
+type GetPortalTaskResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetPortalTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskDetail
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPortalTaskResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPortalTaskResponse) GetJSON200() *PortalTaskDetail {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPortalTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPortalTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPortalTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPortalTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17296,6 +18458,123 @@ func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEdit
 	return ParseGetCallerResponse(rsp)
 }
 
+// ListPortalLinksWithResponse List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *ClientWithResponses) ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error) {
+	rsp, err := c.ListPortalLinks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalLinksResponse(rsp)
+}
+
+// CreatePortalLinkWithBodyWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLinkWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// CreatePortalLinkWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLink(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// RevokePortalLinkWithResponse Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *ClientWithResponses) RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error) {
+	rsp, err := c.RevokePortalLink(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePortalLinkResponse(rsp)
+}
+
+// ListPortalTasksWithResponse List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *ClientWithResponses) ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error) {
+	rsp, err := c.ListPortalTasks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalTasksResponse(rsp)
+}
+
+// GetPortalTaskWithResponse Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *ClientWithResponses) GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error) {
+	rsp, err := c.GetPortalTask(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPortalTaskResponse(rsp)
+}
+
 // GetPublishWithResponse Get a publish to a topic
 //
 // A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
@@ -20661,6 +21940,393 @@ func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
 	return response, nil
 }
 
+// ParseListPortalLinksResponse parses an HTTP response from a ListPortalLinksWithResponse call
+func ParseListPortalLinksResponse(rsp *http.Response) (*ListPortalLinksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalLinksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLinkList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalLinksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreatePortalLinkResponse parses an HTTP response from a CreatePortalLinkWithResponse call
+func ParseCreatePortalLinkResponse(rsp *http.Response) (*CreatePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortalLinkCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreatePortalLinkResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokePortalLinkResponse parses an HTTP response from a RevokePortalLinkWithResponse call
+func ParseRevokePortalLinkResponse(rsp *http.Response) (*RevokePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPortalTasksResponse parses an HTTP response from a ListPortalTasksWithResponse call
+func ParseListPortalTasksResponse(rsp *http.Response) (*ListPortalTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalTasksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPortalTaskResponse parses an HTTP response from a GetPortalTaskWithResponse call
+func ParseGetPortalTaskResponse(rsp *http.Response) (*GetPortalTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPortalTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPortalTaskResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetPublishResponse parses an HTTP response from a GetPublishWithResponse call
 func ParseGetPublishResponse(rsp *http.Response) (*GetPublishResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -23406,6 +25072,21 @@ type ServerInterface interface {
 	// GetCaller Who is calling
 	// (GET /v1/me)
 	GetCaller(ctx echo.Context) error
+	// ListPortalLinks List the live portal links
+	// (GET /v1/portal-links)
+	ListPortalLinks(ctx echo.Context, params ListPortalLinksParams) error
+	// CreatePortalLink Create a portal link
+	// (POST /v1/portal-links)
+	CreatePortalLink(ctx echo.Context) error
+	// RevokePortalLink Revoke a portal link
+	// (DELETE /v1/portal-links/{id})
+	RevokePortalLink(ctx echo.Context, id PortalLinkID) error
+	// ListPortalTasks List the portal's tasks
+	// (GET /v1/portal/tasks)
+	ListPortalTasks(ctx echo.Context, params ListPortalTasksParams) error
+	// GetPortalTask Read one of the portal's tasks
+	// (GET /v1/portal/tasks/{id})
+	GetPortalTask(ctx echo.Context, id TaskID) error
 	// GetPublish Get a publish to a topic
 	// (GET /v1/publishes/{id})
 	GetPublish(ctx echo.Context, id PublishID) error
@@ -24068,6 +25749,104 @@ func (w *ServerInterfaceWrapper) GetCaller(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetCaller(ctx)
+	return err
+}
+
+// ListPortalLinks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPortalLinks(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPortalLinksParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPortalLinks(ctx, params)
+	return err
+}
+
+// CreatePortalLink converts echo context to params.
+func (w *ServerInterfaceWrapper) CreatePortalLink(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreatePortalLink(ctx)
+	return err
+}
+
+// RevokePortalLink converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokePortalLink(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id PortalLinkID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokePortalLink(ctx, id)
+	return err
+}
+
+// ListPortalTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPortalTasks(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPortalTasksParams
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPortalTasks(ctx, params)
+	return err
+}
+
+// GetPortalTask converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPortalTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPortalTask(ctx, id)
 	return err
 }
 
@@ -24790,6 +26569,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/admin/invites", wrapper.ListInvites, options.OperationMiddlewares["listInvites"]...)
 	router.POST(options.BaseURL+"/v1/admin/invites", wrapper.CreateInvite, options.OperationMiddlewares["createInvite"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/invites/:id", wrapper.RevokeInvite, options.OperationMiddlewares["revokeInvite"]...)
+	router.GET(options.BaseURL+"/v1/portal-links", wrapper.ListPortalLinks, options.OperationMiddlewares["listPortalLinks"]...)
+	router.POST(options.BaseURL+"/v1/portal-links", wrapper.CreatePortalLink, options.OperationMiddlewares["createPortalLink"]...)
+	router.DELETE(options.BaseURL+"/v1/portal-links/:id", wrapper.RevokePortalLink, options.OperationMiddlewares["revokePortalLink"]...)
+	router.GET(options.BaseURL+"/v1/portal/tasks", wrapper.ListPortalTasks, options.OperationMiddlewares["listPortalTasks"]...)
+	router.GET(options.BaseURL+"/v1/portal/tasks/:id", wrapper.GetPortalTask, options.OperationMiddlewares["getPortalTask"]...)
 
 }
 
@@ -24798,835 +26582,877 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ldxu5kS/+VXC4e46lSZMmKckP6uTc1diejDIe22vJ601C/9VgN0hi2AQ4jaZozsTf/X9QVUCjyW6S",
-	"kjWT5N6cvTdjNfsBFAqFev7q11ai5wuthCpMa/BrS3zm80Um4N8X7y5/EOvX0hT2L7Ocz3m+bg1aF6wQ",
-	"iqvikWFjmZuCzcQ6YpylYpHptf2LcZUyznJxq2ciZVqJVtS65dlS2DelvOCtwd9+bSW54IVIb3jRGrT6",
-	"3f6Tdq/X7nWve08Gp2eDbvevrcjfM7Jfnon1oFhki3Hx9PbUiGm/FbVk2hq0Fj+f3M6ezvufV6eKt6JW",
-	"xk1xszSb7+73rnu9wdmzwSm8W/G5aA1aiWxFLRrr9v39QbdLYzGJXljS/K1VcDMzg1UuC9H69CVqmEq3",
-	"f919Nuh3D52K+LyQuTD+JU/dS7rlGGC6y59+ScXkc6qS8Ul/x3T7193ng7Png7NnwXRxmWqmkwuetqI7",
-	"za1Xu0xJJt1IN6fYPNJeMEkaaWWM37Q+ffn05UtEbPke12uTMx3LzcQ6ZLn/WzjtS9T6LtOr13IutzZl",
-	"sjSFnov8kcEN2et2GWdGJNpuRpWyM8YLplUi9lKmD5Q5caOxxBy03Pvbve6pJceC5zzLRCbNvDU4i1oL",
-	"kUttSdQzdpa8EK1Br9uNWstFuucTdl7vMq42p7TIuGJjnbNxLgTjSaKXVk7tHf4zy/eemJmlFkg0vpA3",
-	"bmBRKxWZvBW5FOZmIfKblK9bg37XjnjOP98shEqlmtzAAsBM6AeTTEW6BBl5RrulfN7e9sWvtx12q4kA",
-	"4SCBAMtRJs10iwZ4mRWacVbohUyYHrNipZlQ6ULLgwgCggCI3Tnt9b0c6faec/5sfNbu8t6o/TTpp+1n",
-	"4mTcPu2e9Z70n548O31+BveK+UIXQiXrG+QFnacib5/22wsurcwwBS+W5obWxw6Dq0Rkdn8Cobn7B1Dc",
-	"XZZmwYtkKtUE/s5Fka/dH47KaWvQ/4Jkxte3Bn2iOpwhvCjEfGE/2o1aI53a0f06xAEOWwN22o/YsCVu",
-	"hSrsn8OWHfGw9SXY8PtI5eh8Q6s6kllmhxm1poKnIocJv9CqEKpoX68X9h6+WGQy4YXU6vFPRqvWl4NJ",
-	"zrt1JFfLLCNpI/Jc55UrnvypcNctp5a0sew+F8UU9ue7t1fXViaJz4W7ZS8NiAtv7sI2sJ6WNjVj4Z9v",
-	"RjyZ6fHYCoxpK2rNpQovGUuxfKn2jgzn3hoEHBO1CjkXemmfPOna7QH7xvGtadyS229f5llr0JoWxcIM",
-	"Hj+mle+QltRJ9PzxVOuZeUwvtsflP4AjzVQuFr8lS/b+zZL/pCzpln4HT37a+lhw3FyJosi29Sh36niJ",
-	"bc8frYQ/dCJWTAXTxVTk/hrzEvxf8EDq7TqQepUDqXvYgdT794EEu7/vNKc7bn5837/ANi+56EG2+fNn",
-	"X33y9P9fO3lauUiEXQTGlVmBwDrrnrArkd/KRLAPit9ymfFRJlp1LHrWPXmo8+lp53n37F/kfArk9dfy",
-	"7Umn1+8+4PF0ReK2ejB9FGKW8rWxlqw1nphU7B3PZcUEKjk/FwudE6+nXGbrHcze7VeMxiTXyq4be86+",
-	"Yd+wXvvsq1i8234qnqTtp8nZqM1P+Ul71E96aVc8Hz/jTx1Lbq9d97r7rBxTLTtuP3RSeWjBl8YeWmOe",
-	"GfEQHGZmcrEQ6Y1OkmWeC5UIVHW3OEjOxS9aWeq8WuZ6IR67laplpQ36V9lom3tgOdu4wMgwwhip1duF",
-	"yHlhRULIN1dyokRquWUliymoLjydS8UKPROqoq6YfHyDVwetv4yeFv/dVx9nz1/P35+a/73tJX9dPJn+",
-	"OT0Z/4k/Ex90V/6wvv75zersVY37znu2euW0cm1ZuqXdKIORX4NTdee4uWIX7y63nFvhkE9+7v+vfv6n",
-	"2f/05t3k6TU/Hf158df82fKjerV+bZ6k34//W/7w+cXZ7dvJgUMGift7eQFr/JVbXkBPRXRDW1bzpAv2",
-	"nOi2e6N+0n6anoj2s/Fpt33Gn4yeJs/S56I7Lt/Pk7lofbELcc3N7CWohlVl2KqLLBNFIfKI5WJsR85G",
-	"ayYLw9y5Ey7IXhWwt/PIfWZJ0O12er1nm4pxv/28m/baT8XpafsZ7/XbT0ZnyWl6IvrjXvfeJ+Vp95S9",
-	"0QX7Ti9VWns+nnZPv0KF+81OtdJfWqpivE4L23F4wTs6/ZPettThC9lZ8LxQIgfJsxKj6tHlecZbERtx",
-	"Em5mgQnFC2AZDJoQHe7EN/27qGr3P6z67dPkRLSfjvq99vP0TLRPxt2kz5+OnonT3m7zyxH+97AMfhu2",
-	"CuMQB2n4TbzlXtTpPu8dcqIhDd3bHW9dlWZnDW+tuCykmoCP3LKWfbqeo7r/b3DUg3iaQhb4HZlsl7fo",
-	"fs6hg5isRu1wEV7UOih+ss+ns6ELiPFYJIW8FTfV+MtomZuCtn4YjwkCAjeJVqRbrilU437Bu8+aYzR1",
-	"YRq3WFsaKs8nwo8sFPUQpq4dTX97MKA73EXxuDtBDpv2Q84nVI6i1gKCc61FrnFLCGW3emvQetrvTh9k",
-	"l/hdwIFpAtZ8KTJRgBeulkVHwgrA1N4EO+dOTAqPwUx+bblXVMTmSfes1/e2vGWm06739vX6GO3Lxc9L",
-	"YeoifL3e4JQifHt3xGmVAfrNO6K/zRq97l23ROOe2Ipn4iTvxeAHM9JDnejhiY1cUzLS1dJY6mwfpcb9",
-	"wLxF8ZCi7t8L+5AL6xcLVxY9RxuSAaLkaOnfKU6+4YNIhUlyuSBR99YenQy8pyYCjUvcinzNDPkYiykv",
-	"2FhnmV4ZVkzFvBP4SzE2sOWvv4eTd9vxeh+PG71lj3evmqPxpaoB8mQqrBqY6+yNvip0jsldFZpdZCu+",
-	"NixWum3sHfEAfC+5MAutjGBTnaWGcZbkIrUcwzNmpnqlmFbZGnJVIraaymTKlGaJ/SKb8zWbCbHoDNUr",
-	"oD/GoPwrE57nUhgmC1Zo3WmheJZgnRX5UmAkZ84h200t563B31pueK1PUatAjdYUOUqPL5jpMhcFTfxi",
-	"mcrixTI36GSqTvh6KlgMymUCd8SQrDEVbJGLW6mXhi34RNhRSXv7z0uRr4P8IHxrOMTN4UT4fZ8BtEHv",
-	"gs21KVgxlYbNuVozoQogx1EqxnyZFeyse9z0edjdla/TQ171kHNLsDOQMVLhXz1PM6kKMRHo1PJpSj+g",
-	"+2ibTONMrzBTSecs/iaGLWVJ5Uaqx7TDZmINu1kvC1JG7W/wn5Xyk1nwYlrOBX1kzUv/n7mwwuU/Hpf5",
-	"j4/xV/O4MnY7mcvSPKmdzo98JmDPs4RnGTN8LFihMRzaYTBZsPlJUSBnHswL5RA+bEX0OeRNLgQvvKty",
-	"qAyfC59Xae+EC9aes99Y5sqg9EGb0D6G4pL1u114JvYzKNrvxSLja5EOmKVJfM74UG18kVU+yFkqx2OR",
-	"C6tt2W9aJZOd9vsd9oNYG8ZzwRYip8MT52uflYbxzGhmhCqGiuMc44CW7R/EOmYoU8rVJi+Lc5B0hmqo",
-	"LtwLpyLzrjeYrWUablim1YTxkoz23plYFBHOoGCZ4KYYqvj7t29/+Pj9q1evby5fvvrx3dvrV29e/OXm",
-	"4+Wbl28/xuyofzq1rycWPGZ8XIi8fOuKG1qxNIKjgMkx86fdUB0F73//6vrVm+vLt29i4HB4h8ubjf0z",
-	"8bHTXcuvGK2VyAclJ0hlZCqQF1ZSpXpFzjtcYVi2HUvs2QbezkE22pmspkL5rx/JwgxVLNM4YjGyj/2X",
-	"O6zxJUYUVqky5yy2nBAz+xtySUxnQ8ziX7/EETNSJaKkjfvOUNmj8Tii16nUMKWLqT2w2FsFx2i5gm5s",
-	"bvw09ym3YtQYuwhFyWzjXIih4hMuFdION1sulsaaCLLwm40zJVbwlQ5751T7R/Y9yM2Wc8p9sOJrL2Rw",
-	"kqWY2eDmivCc88+vhZoU09agf3YGEtP93YtqBPulupWFuHxZLy4l/Mpk2iDwIO2hWd6NdT6Hw325hDu3",
-	"P/+DWDd9eybWjwzmhCRMEtWteclGolgJoVg8Xd2UfEZJp/GNP/5mYt0sqG/2jD0g5JPTuqG/lqa4VEm2",
-	"TGt0EOLUTJrCMMGTKZOFmOOmsWLE/hzBn1LRxCbikb2+VCnTyt4AJ+gz9qP8NpQOAys67d1sNdVGuBtX",
-	"epmlwKCW56RhybKwak1eAIESrQqplsI4f3BFX+iwj3TSyQI3vB2tYYm2nEg/FVMhc/pch10opwSBdutF",
-	"w2m323TSSyJWnTIEbsJPdWR+l3H1Bl5QxyTWAnhkmP1Cw1LDf3bqY6iylpmzCyt+cvum/+9vvP1Lt/38",
-	"E/33pv3p1270pP/lP2uZmXZ1E0O79CbHy1bsOVZF8tnzuwjudKwdl2H92GkhYFr9VtvSOYCbpuJsv99Q",
-	"MlxzM2v6PIrq3+7TcGI2fhxdQL/h560l2czyYGh+Jc/vUkTLz4Md4mwcMEO+5el7POHAnEV/PHoeSl/8",
-	"ItejTMz/AD75jfKeOc8sAUTadr+GNjQoeqBUSjih2Z+v3r6pVPGIgktreNpdAXfPl8YeCIzDvUyPfhJJ",
-	"AVQxBVeJpcbj295jdGCUFj24RwpZwL7/0Q3KfY/WZJmrgdUKV1MhsgFNa7AxBSDSYZR9h2/AR7YX1ukO",
-	"YEXRNyJmlsnUqk+8njoR48ybik6arHKrmdpZgBYIuja+O5NK2Euk/8Lbvr++fscSruwrFzw3otP6ErVe",
-	"aDXOZHLfhVa6aGP6I+Q/1cWReJYLnq5BVa9fZHvXIcEcUtswWnaOdrwPbIAUdUlHKDbtbC3T+PzMen55",
-	"fGAgqWSq5yVTWfnlqFr91E7u2qDbQ3KX0cs8EY55pGIcLDZyInHnQ5IG1v87nY9kmgp1TwaQyizHY5lI",
-	"axtALsUmE4QWNihw9qbSoFVCpKZh81v9xt8TZKiUxuQwLGIatvDl53BPpZAN9PpKKdpeyXFSLvJlMEn8",
-	"xL71rSGLXS88VNqmyVsMs9Vju2Q7/MZVCrmDypTPnIPqYF+GNofLK1mqQmaYXE1JQpZflnNwad2RJnh6",
-	"lt/cR5GtqT8czzuukMZqqTJlo2XBMp7MTIXhqtx0FG+vUXwMghSV7Elu58eHCp+XBUu1wE011ZmVPxQX",
-	"36Y/O4o3p2tfjd5G9ETASJydMFRgHuqcGczXMugH2blesH3f6AIza+4vvsfu+ZIR32g8j7wXJGC0ZhFu",
-	"KTOmNJ+HkbOnJbu9CV6+V7LijQ/DYI4WTrBGuO5sJDKtJgZq5xSaSOSksuvyjq8zzdNrrV/zfCLuuTyF",
-	"1u3MPb+lQelbch8532q9/uR0AnhGfE6A+2FfyF/KZ/dt/V6w9Uk3ZIXWDIe3b+/7eTy8GgXTstzpBgP0",
-	"v9b6R67WNFJzT/rnvBBtoNCmqH7raO/dblYIQVhtn6Ce8zWb85mAIlp4igYJjk50b0T23IYQH7ijlwvL",
-	"Zv1u9xw1HPtrj5kDlq0fqipao9/efXDfslWm/zArB3TjQChkPbubfl7qgrOj2MUx44jFW2FJd9HHI+2F",
-	"SuAxHgyVnQ+L4YVt5HWRxlEgSJX4XLAP1y/YXKZKTqaFDw1k3BTH5+j0HaoRL5JpVO4xz25rcvLp1F7k",
-	"qXGVz/ZAwNidpTEtthXzERvnes44SzKJ7uo0zYUhv/oiF1YzFinrd5lUeIDRiQZHQpBMbJwrqddlZqiO",
-	"Yrux7JK2+bKYtsdcZsscKDMSY52L0IMJHuVMQwX7cnHcYe+BkwIntJzjAzH80r6wv3gX+kTeCvBDBGG6",
-	"4L5tG/Z7vUJuQ44GQbniIDhxaKiog0t1dyTNR4O6NdEgy2IflJ2+zuUvIr23GguEb1NC8qb+Civlj3/7",
-	"NaEK+17RKHYDpSQw85ZqpvRKRSV+Rc4wUfognbRX7ubKpPds5GV478OJ4JHgOXizZkLBPKUxUk2icMLB",
-	"PGnuIJ8/KPF5IZJCpK8w6e6eq1aIXPFsc8loI1jR6Ylh9SyRjWvXq7zJPokFiVOu0kyEe99q1WBHjARs",
-	"pcnkkEU7C10QlzRgCOyLnGHG4V5bgmb5MCtXunTh66Xr4ax7gmEbdLPDAMmyzcm3bVjKCz7i5Dz4oBa5",
-	"ToQx1oh9pQpZrO+5krD7uEuXKtfykgTiWIqs0UwspbNdHVl5ZMCWeRZRuLSSIRK1YP6YPQE3wwpkUAxj",
-	"DLdaV8v7nRTjI6OzZSHYtCgW4FwpioVhH96/htwJ94baL9W8kMKGrAc5E3vP8X7IRDhBmvQ+9glI+5s4",
-	"sVYiy9rkWLOGF9H/HO2W8RgPcVoOMEczaQqsPIlxCeJOqxxZgA9k/7XIre1TSOSTMLUmcLKmVlOhBOUN",
-	"T2u1cmTzlPo41S7oymQRsdgZWla7SDIJAUs5UctFzI4KH2y3gh3MdDrm4XwwWFCzXBxD1sFMrAfDZbd7",
-	"ksAxkMK/RdypG2JYK9MwLbXMyMeG5+PWO2T60AG22qFW62u26Unyw87Z3lo5LFOrBPEss2psonNrKaM1",
-	"PBYrpydEcMQuQPZkmR3C/cihyLO+9UOIkXNfWruioV9bEEHbt5mu0AHkX8TznGP2R6n1/A0jCuTTpw9U",
-	"8ucrnFwG0cgX7tGLXuBNIH2z7O0Y5Nuu0dFes0KsutmsPj5rSrGB7BrLOds8TpeMSHJROLZnV2Xy1VTk",
-	"olMbFAnp4T6/PdVPfrIOQaw6cEQBO3Bx/PR3rw68s5nqQbyEp6m0hOLZu2BUVCNZHWh13+/YSqbQC8NW",
-	"Op9ZWXr0/rsX7OTk5DnYiSCWlsUyF8cd9nYuC8ggUXZnNW6fxu2yoSuwjI+sWkQ2Eiy60xecmuATFJeG",
-	"HFNRGFaHrNEdO6gu7Gh/83MHR5w5ZxqnBirzfFGsI5ckCf65o/ibGLPPvm5Hbq8vFVNtDfWtEi4csXYZ",
-	"RXQqcDOzQ9nYTk0vsnN2z6vlfCTyiPXaVstKz8s0J0fy+Ht3xLdpaM5I67R2p85FrXSZgyZwMzf1Fhvk",
-	"OhXBeAqtZ8Blc5llkmR0ha2kKp6chl/u1n1ZODV/k8nXlc+h/h2Gw5QoLNujsgr2sGJLbz1QMtq51c4s",
-	"jbSyj1qVtMMuhqqSuQn2ZkA9MF8HsLViZvjaMKPZUXxwtf9Qgf+29oXnDNXmIpciRb7c2gJ6WSQad91O",
-	"+YSkeUt3B7HaG6y6qk2ABDXllP0gv3XRQk8LSkoh8ZILyNfSStQO0n8rsPvrBVzNUVsbnoLXPTLEsyZi",
-	"o7U1M7SSCc8g3B357DSR0m2PDCagGPaTllbLwry0iMXnQ0VrDzNSOkzXnQt2tMVAlL2Ovn6llXC5FjQi",
-	"oMdMLIoO+1YvVSrSAeb2YAoMJd0Ump31+kMFDiFQqpRV6iFF9qTv32W1Kr8MdnJ4iSbjEsKiDacLV+lQ",
-	"bbJqjKtK3wLpO+dZJuwlo8mHlU+sWm7fm+Z6sRApPtRh39OArKQeqjlf454I0qNxOHBuwKAG4MjC9CM7",
-	"csgu4lIZkAf2t4QbEbHYqnigKGPwIo6GKi5fC346PRMKb7E6gf3Xghuz0nnq/w3/mom1U7m5PdFiUKUT",
-	"rWdSxOzI6KGKL8iXAZLM3v2CfoZUwStRtP2FuRVnYOya4wic34uiSuqojs5OFU6mlr5qIgyLP65W7YtA",
-	"l6XPvcv153X1h85Qxa81Gr10lytpLC/PhFigMoQJV7DbRcSmln/sMwteTDGjHfKroqEa53wyh4NApfas",
-	"zaUaa4rvzfWtgEwVn+a0v44yqjrwWifdVt35ZwqeF/vUfSe/6ebD9Y5KhWWdJIO0BUo53pBkXurfdecH",
-	"ki7MK68on76EOph/9QAtJfinZrXBKaibehWk9nll4ZHZ0iRMxHSW2s2MG3hLnXBKbqMuQfSSWBdQfd25",
-	"U6Fwu0MlTeg0rtSRH6xVOVVpS6+iotikobLhHeUzcsNiV9sAOe48LZ32UNzALvw573z2NDsOCZW4n9C6",
-	"2GPFHazfV8/fmj3AC/AP0RZA/+FgqNosJl0kHjDO+p8/B5wbpiLHPqnFyo42ZHDn6xgTjYt8bSfhfJrn",
-	"PtrovidNmQSDj9tb4emxVDwrn9z4Jk/hJtpbYcYR6S14Dm9oUEPFmpQozELaHjMe1koHJBoXWMGEaaFE",
-	"Jl/sGbXskzWJolSh8kpRydeGgp2U9ZaVLF0KzJL5DAcSXoHP3SRTriaV61gJUv4wVO4XrIO9QZuk5kmf",
-	"lB7+NhPr8OP2T/JCwKvtaSfV5AYPx06uC3cnXjGdXMzEWqTxuT1KFzKpTAUuUJEVDhWuUIK7fWac6RXW",
-	"D4YPBlf905Wr/g12jMRi4Qv8teBxfw2xgSqXMHeB5uwuBsPEXFeXQkVHJ17MqeogZkecjZbZjDKtGKRE",
-	"2N+oSkXr2VBBAI6b2QBzoMcyc1oVm1JY6vjc6ysddNzdSBUoMXDxRqobtEhwzNX79bKI2ZFPRcLo3iPD",
-	"Yrlo0Ph5UtSJv9LpyI4w2nfx7tLVdbjf7BHBzXSkeZ66NJFjclKia7KMYiR6PucqPXbMBd5L76wkdmPL",
-	"RcTid2+vrtnj295jum+n79K+BBJX5jwVLgmLI0j7UOncFR9tDdT5Rh3YkCwaCHQHt64LADTZIyj0a2Q1",
-	"bcwOeyMwGo27zMpCVx/04f1rxhcLwXPjKoJ0LieS/FdHMYoB4Iplnt3gj/FxVNH7KWcfQoaQeRfMuTxf",
-	"0G+7J1/YpY7d1N99t6MOHkFejJzQ9PSERag9B7E28Ov9baUEv5eeECoJzi/lFYTQEeAUhP2exsaz/1te",
-	"JNPAtVedNpVLHzhveNc1NzP3vi/gJrvEZwkDXCr39x53JH57x5jx2P7KtXLvWmbF/R2k4UtqnWh2KI8M",
-	"pLZlBWV1gFmI5RBW7KigsAbPN5JUoNvHWBhISb9BNQtUhPlyFpeBB1nldlBU0JsOUNVEXZwdxX96hTIR",
-	"09Z+lemX+Njj4Ix0ut7Wxr1/66Cgmkd92PsE3Qa0xiOwRufPl6KM3BI1A9gb8KJOeYqBa4cwZmmaotGa",
-	"McHzTEKpM/BmsGVGWmeCA+qOJcfesgJ7T60fdYv/Dw5QVDfNJkNv4ftsm0TSNFAlck7VjVq7oHCUMyPV",
-	"JBM+HLVZerctWmqiFd/mgs8wTWYjoGl3abIEhAeXvxP40gIPavhrdYLfYdKCN/sAOhhPW1BMAAOioArH",
-	"Ots3allFJ5OTac0OvRKUvYNJbHDw2Vcvcj2BNCYQtWA5pKL+7SDUF7keiQYvgsxA0VHkltRKMLidrWSW",
-	"sZFgmShYMc31cjK9f0jQfmGfI2OEC4WWJT5w/w/mIhGquEkyLusc7i/gOqpQkGEBhbolkUPCRhgDAI9l",
-	"EaE/ciXkZGo1uSnPxpTJNZa3YqjmUi0LYVAsjpZGQromQvigQsPCcuIfX12/v3xxdXP99t3N9cX7P726",
-	"voqP2ZTfCja3pmBimIFmFuSBkflQ6ZU6L3G6DTNTngtGitEfhy24PGzFVerpJcLkEqkw2tEqcW5MHe7A",
-	"/dkaCh/CAsQk0waydizJ2nZ9W8gXtcYmTqZmS2w563RuF6Uz6bC4BiBrcHp6Uh9NR62uLg6GP5D7FU+2",
-	"lZ3uxkYMecRRBni312WOC2pJQ/BuDVxpORG/GaDAcSiqZibThXct1QzjAO8aEdYtULD8gZyL6oVjKKzK",
-	"aWxutpK0tSoJ7vIH0GadYK9TZRt9mg6HR+S4bliZQ+Em3FVKZuzDh8uX7MjaW7+IXJtjS2UsgmmDGYJy",
-	"AXWaKTcQy6hst8baw3AtYJhRs/r2gmfZiCczSmmvnxFU5WFW+piSPOwzA7YCqxw8iopn22FSNtFFh115",
-	"zhbkDx2q2L0kLnWboHgfHWaRfQqNfOSPm42nsEo6FTyFs54PlbPxSpiPgTNPMzkTG0gRR7cil2OQmAST",
-	"u2ZXBVeptW4/Emgny+Qo5/n6fKhgLPRwW6YxpKZTrZMdlnP3yhQTXdCfbeUHbblH5hgrxocqDj34A7bp",
-	"wI8j56gr66E2XkXp4gudyWRdZkEPlR8OWLoO7+Hz5w77DvO05nwNaWoplBNxj0XLzBSqY+REoa/Yiqew",
-	"NmamUBgHgQgf+O75OLCDbiqtFEKQFOs/3/L15ZPL79+v04//87yF2JI3Rb5UCea1UCbF3RAjN7FBvzQh",
-	"cHIzuzkcXvLLnYL8eNy5MEZlR0SInWF2hPeZ4ViNvDvGvyfSXt2HlO96tM8NTJET+89EKyXAaYCBlePI",
-	"A7DQWx8ZZ5edQ2SBIUQHhDc6h+lNJV/sEr5ONHlrN1jVpoJy6CwIKbhwY+iGDvkAwH7rdQJikMaKdTyy",
-	"KTaExyJuS3N34ey+5ucVBZEplz3sybVLfIcegea4vBPCFS7psI8YYFMusraXIeJgv4EMxAhTCeQiDWC5",
-	"oI8XUTSkwaDUOWUownFT8hKmaKwgfD3lC6+aV/ffvpSIJ7tyIkbciCen7Mg4Ac+zxZSPRBGxBUjC48oK",
-	"jtZFrWdyU2DtttcrY4Dcg0yrCVZt4x00ZnJW1Nvmv1V6BqtubYhbIwQdO4pJQHU2k0TiASKcgOxQ6VAp",
-	"8rSG9ehlCkKI0XZc6yP9uigxyKDaGPEOadSkuoZDKclOCMhba9+0I+tcAeS8ODBX0UPrbnpDDvImN2TH",
-	"Nmakbs9jU1C54tD6jE07a5WI7DsIxdQYHVoh09IJBGnyVvPFUlufLU8abkNSuKtEumNeOIS9D38ubL6y",
-	"7c7ECDRZTz4Av9VoEc97xaq+xviAE6JsF3Vz4GKXR6IPuAZw0L5RS+1p5zAwD/TUlaAin6LdpHGwt2lp",
-	"0e6kS61PEZmq9C1v8IXvy/Xrvl3tb61j3ZdcZuvXHn61xp6zNzj4QDTmFgs7Wx3UiDKlVySLpGFLRYWV",
-	"NYkdNb1DN7/60t9jlW9fUroQORQ3pnx9zhZ2w8giwrqdpQgs+mrgJCyHPEQibgG+btEEPkQDw20WDu0e",
-	"Urf6wdr+qnUrB8bMq3qFGCIPYa0QGqWBB7y6LFTgU69aiIzsS7SEF7yYOm9MpVD5yCW2xtt1QhjRgFWx",
-	"ShaMxmO+VEyq+iKjrc3rq45qU1akIQAZishWv1BTp7RPV0UClZ+tX5BcXMt5TVwq0wkW8m2Tt+wG5Gjq",
-	"5NcjbEvAftFKRCXsmh6PjSgOT0JbFsmh4n9jzjhqfMOu+T6Ap8mT7t6BuO8yvarFGP0eoHJL5wuBJ5L4",
-	"gmJtTEn0XZlDuWZEUYJEzMR6qI7idx9Qeo8zvWrPxNo8/nUm1l8IYENkRgQoxzOxZnWPfGNv50mujaE7",
-	"wb3ILoYKDC0ozrbrjSVOJH+tfMMUVSvzAIV4AB3kxyLPeYZulzJfC3JnZcEAp8O4fGB05KABbDrsYjdO",
-	"LOY9OWxZ+tlDT15DkjXY1K7mXUFgMvAH2PkOHGyrNuXj5LSBoN0RxEVE7ttxO+eSlZqAO7I04rgzVGiK",
-	"gmN2qo21x53HkQYXMTmu4orYReRqHdHJxbGur8N6gDxwdsaSKc95UliTwJInvojb8V8BxTNux7/EEUvl",
-	"xE4bDLpODACNcTtm8SBm8X/FLP5DzOI/xlUps9n3ezesZYjYd9H+K4L1dW4G//WHP7Y//eE/63Z2paP5",
-	"tmQpV5LSwCuQDg5F2Gz4s/45+ppHD1AaeYDJUQUs3pjCfoxolCRSMfTYl2AJXWeR0YapGLaBquFIVAu1",
-	"CL/ZdYsJN4KzP2nmknTrCxooInTYwO1ui/EzsR+zF4rkJ9s5/nAl73XEENo0xkmIGtVl2KgSDL7YdAo0",
-	"o2dfNGNnl5ulFNug7LrYwwZy9gNs86Ph8Ju/1+z1492bfV/SNUzRS0KF5bw5VVAdmmUdvKSSaF2bWh1U",
-	"20CRBdmxhx38Xob9/nnVD5hH7adxaKnkLnHNPZt22EXgHChlAR5EwTYBB6Mbqd3L9tAeIYB4JvitMK6M",
-	"OxW7zLM7CsASpPiRcVGlGoFYp+iEe+gswMjvufYcOyvuQsFJSPt4zNxZjiJ+TdwzwD1x/3QasyP7Z8Ti",
-	"3hz+d4oZr+WW75mHFb4RMwueYMG4ytYDByKkx4CjBLfaAeKT0E3cEnKoel02N24z2luJ4JXhus4mIX33",
-	"ELjOHfH99fW7H6kbWKOXEtuFIRO7KGNgdDoXzZ9eXbci11Ls3Qf434vrF9+3otbLV69fXb+q9dd8L3hW",
-	"TOtk3xR+WROwR40TbSqS2QP4j113BZ5MWSoA/E4lawavh1o/MG6P4oU2xQTBiuJcpNLEx+cODMmKoRhQ",
-	"Q3+JN3Qv95il+wy8V6mkP740Oo7rUq5nWK4QfInFqZjkPBUpxY55OIEAFGWl85nx1sDRezuEYybNUC0V",
-	"5PFYaRmuJYzUvdyuW7lP4KfdEpXmUCdTEda9ZrmVw3QvNAS3Idl75dG/DUtIwHy9Drmrhv07Kzi8zmS/",
-	"CZis1hDCGMdIgGlzuKneFHnzEPYRnnC3egZx6dH6IJeq0kVDZMH+4poa+LT3Ws1ykYux/Lwr+FSxoTxJ",
-	"YMSFyDL4yzC+4PmGN2a6kur2pn/7+ens590e3l2KBHLLFd5rVdOdKB4cGKe9XKDxKYv758HBh0brnUDb",
-	"VQgV58vxwRuZ2UOZzOAczVd6wA7RFFjsSiVsAS6nW7fjOj64R948rTKxTBCXrejgwaYo6VwSonkvI3pH",
-	"oCLt2NhzPqvZw+7TUu0p8YftSHkeS4Nx/s0jf05Hfu9JdxqfexdH3HvybLphyz/tTw/fWR+nek6uC9y3",
-	"xpoZkbc1gqoXvVLYYKH6OXvnnzI9Ep8jdis5MzyD5LDAtjirQZ74sofyd8BNIeFbk5EMP+yIVuKuj3FX",
-	"o6Z60g+kQ4ddYl3fNmRKvUw4nf9SnKjR9Mk6T85WP6WL8emEP82M6O89XcLB1iOt4DwfwIPpCbbPinkg",
-	"i6Mi77ZVABQnMTuiQIUpZJa509JjOx1HLKZKNqg3QLC+mB2RNKIsM3JE51wxV2HsTn+8kXa/lw312SWv",
-	"+UhkO7WwPennm1rZD2LdRtyCBZflueN9XJbBEN0QHgOIfaqCKAQH5d5Z7/bfQt3GnU7nGM6ssVTpUFn7",
-	"EvviVGN2/wegY/5o3zJY8PXcsoJrlVKGAeGmTKTM6Igq6t9eXQ9VWX6BdQ8xlflR+zuGhAoQC7AQ3OXB",
-	"kWKNDZ5KVAb4mvfnSoPuzScnGydzplcibyfciN3uzcfg4oyGCmrEpYulcGroTm5h+2BATr5YdGbLkciV",
-	"KITpSP3YasRW++UlwkSX3K5DVY4sImDRzwXgrCXYH68iNi7UGr3G4GF3vbSsyi1J6AMFhuooJlL4Kj8q",
-	"8TseeM+zNEgIyLLM5XyO2DuEK7HpEyUmKbs22vlCywpceip3Cpn5pF+zaX+EpGW7aU1Nha9v71hXIZGK",
-	"uvRUnz+OTRQx4c2eHhOtU6ycLNNKeXpc78ZLwz7suz4AtcwibXIHZrwQShhzszjr1qLw/ChSyRVKk7FX",
-	"n31th10PDOZqr1iv8ardAU5fIk3fPbbDjVOm4JdDe/68dmjPnxdTa2knQhVQsTH2jay+5ruUZnjgytkN",
-	"mIlx4QrNLSESPReNBQB5g+8fs+MfuZ75iMB4cNBw20bLizI5z7SiSjahm+JWXmHJ929IW7gHQBjkkEN1",
-	"BKRr2U+wpcoEOv+mgufFSHD7owPbPczW8k/eyR68YwZSncWVQgKaldngLIDYIwKNUj+ebdvLyl/IH2qI",
-	"FPjfKT0zE1a6l6UT0C00YtwkiFdZ8c7WJEBsKDBVkJR7MFAF/C9EHKkswoZhEcy6iaUeQG0DzqyZ8y6a",
-	"e/TngPB44NsT2ywyaXdcoRtiJkqvlEhvdn3hXf2KQoz1VgSLylR9dVCdFlmZVO046ulcvBcc804PMx3K",
-	"QtBf/xndcLGexS4XBZJvD3TCpZJnrEgWrNft2P97Onhy8vT5wGUID8JUYepJUuO120zNQorU2CabUyeq",
-	"MqxkpzgB+eyqee3cteVzmaK7yAVQx9ChWapJbdCMsrFMVbWmdKutvqdaQVoN5lBD/CnOl+qGFzEGoRz8",
-	"lMLUKWj+6dMYnKpi5wEqL+YHYNQAsyLGLiei9IZsoMxEBP/CdA51NgS4gQo4qtPocfGdLTZeLA31xndF",
-	"iZB0QUVi1JoW2z8NFVB+ooXDnGG5gK1qyhAUZO9A8Y0uMRVFWp86wSqZE9g6BUcOiPl2z7tYikJ/mkpZ",
-	"knMzFZBiUVZcATrDXKZtKGsDM3sO3XZ9B9iRGCrEXrQnJzuCNQzLe45D0CQ3F5gt9Zal1q5lER14N5QI",
-	"1sZa+a5TI+kPN7wYgEYV00J4vJQ0LikLfaVTZ3N4JnK13JA/zrfWzvXjChawXD3f6rczVPWpH/uMkMhq",
-	"YwueQ5F5gWk+9h9V5wXw82Hh4C159w7awW9HOKxEgzayYMIFyZhUCYjNhJd2iR7G8x105D8sOxbGQYmk",
-	"2+IraHRJo+fGTuec0MftSmGiYuF7QpOuRH65iHU3cksDRet+/S4fIIGBtBqi1t2SFexaP4AKAyxz77w5",
-	"d1rXeWMJQ58b9v67F+z56dlTtqgeQ3UJvg65piYtE4p8g8RMqh8CfzC1F2HT5ZxvpFjsRsGvjdsQ+n1D",
-	"NCV4Gj9b4sjjpM3hCQxlFm6NGllC329v6Q/vL+nkhvKQsRTYui5MCfVN8IHqVS9/Ltu5gPbiidgdN9ld",
-	"UpJshuMRkH/bLECI/u2JYIte6mvgcwKkgjhwMPRyQSu9FRg1V6jL0F8v7kC6rY+es5iP9LIYjDKuglJb",
-	"d+yiK2iuQWsXiRzLpCxMCkro/LiDt91hKTbTvdfYYg/IGcRYaOfUbtISUGU7z3u7/mIQ+CDB/5uKiLn8",
-	"SqHShZYKq3PhdjblaeTUQ1d7PFSu/taqGFa5aaPjT0Bv5yAVatdZ02DUuyG7+NXXh0jLxsTnOJOwxTBV",
-	"l/l0oaAV8UEB1ANQWOoa9E/krVCljkxfrZZsKUAoPqhw1BdnLQlU4QBsHYwPvMBHXIEnvGGHWYs0C9ep",
-	"noP2l+t6EKnqly7dwniId9cQ2DMn6FAOwWZNeWWrqLaTN/g5h4oG+8h1JreaO8FXitRqDA5MDyLdwB9V",
-	"bKQQBOn4nMq/EVK4bMc/5UF7/Vygu04vD8cRRRCh7aPCVyMd2ti4xseC79jQQja5t8IFm2wV7QDfquOp",
-	"Zi7CEg+/JshUR0hUjEbNxKI4BiJKhZu2lLnNxU511Tju985eqPZ6N/pLywUo3jyQVokeWCJl+XgNZmJ5",
-	"l+O+bza613H4pVG4/12U616LbnJdGuUBZqtPx9v/dl8u1/TqCmAK2sJ7X1rW4x3wVtzXWwi9e5LVKt7q",
-	"oPwvpFYwu2i7Gj7aXSX3Htb9gAJPjh5qkCe+znMuBCCAjARzQGfnKPtd3A9dHP7Rf3gZaJqvb/KlqiRY",
-	"1maughgAET4nQpezKNPIcJoUppvXF3lnZXT4IIOToslNtZj+3IfPIn3LOghDwULDjqx6M+frkSix1DGB",
-	"hNaUYTQxHiojirryzYitclkUQkGNnKL+7QMW/zqEOOGwNWBDHyoctr4gQEBdBLkDAd0y4RfuGcAJNl8U",
-	"a3o1xOrRgeKjoH6cdjw5R8eWVWXdsgzVBo+dM0gM9o/ZQwy2oNLUGMWTgHZg6KrtRa3P7Ylu23Vsm5lc",
-	"tPUCHbptOMAtk1o95l+xpPifqC44gqZtDWTDLQYH6of3rxGe3gSGdSE+FzvoFnqmuqfP9rimvjRKxcZ8",
-	"ro8IWkyYtM4pyEkanLv2WOD1sWYvMRA1u19kPBGVwr1ae6MZE0OJFWmC4F3acthtC0tCE2l+XQnbFKH7",
-	"3CqB0CTVebPPWTxsDVsxtS2AlkHsooqQVLbUHyq0EexePzrt94831uW0+/xJzUA34aB2DHgLOSrCggn3",
-	"Z914DxrDw2By2DH6Xim45tA4FTvFb6/9Fgs+2KnhRoMv3DuYc0R4cVTDYw3Kkl2G/K5RBLn0TVvcjefD",
-	"+9dNvLbpDmrdadPWwwrAcVGnqnm9Pjje6WYC1cmokrtOrWxCd/VvhSSPUjnqAhwcS/M1y5fqgAinG3fw",
-	"sXo9zh0GjVLLER4DWEH0CoJMfB3XghogUkBQItKd19aIwNvu4GuumUGRr1+iTmaa8I4CXDS+GbObiCJI",
-	"rplgPFmJiATxiCTyYCuVbqhchuwKXWhYHQ3PQkqWx2h/ZNhRrxs0++hBvXVverxNu0qdf0jCXq0xYW+3",
-	"gkuPxxsEr03QnUvVcLvZ66fbbHMavKo6jk/7lukDxAG2F+uVtXmR7HgOVE89R3si+7lT+nIBwTFTITjd",
-	"tJ/AYSVQ1X+zHxpjg/qbbtmgrCry/aJ6T55ND/JvbazVvpcTckO3OzeHFfLVr9E72Cb1kmm8gT2M7YjA",
-	"K9phsHjUFboSugJEEloNwKgNO4OT1TxUk1yvDGWiBzOPWaFXPE8NNoR3Vymg/5O1M/Jzxuv7mIPMPO0/",
-	"h9D3WfekxIPStyLPZYou0CNsuW+Vjqle5gdsyl1of546UjFoCF+22NGAQpJky9QSjHYD63U3ytP2eRF3",
-	"ch2UTmoFncGI0Nj4tVjpQAJVa6f9WOLeZqb/QXJkewiV7u+eALDWOz5u4v2FhXWce0WH2Pb53awOOwBT",
-	"MoV9jKnaaIrKe60KLqk0waXbcTMT6VCVCPLuKDX/hxb5j4B1V9P94nBjcbdKG8Cmbk6Dzjfn6t9sn7UJ",
-	"HlunLUX37MCMbXnuqaXXYLv+JlOD1jcUvDhMVXaIKvW6sitRvs9o72k+3Le7yIPaCOQ2utcaHboJoA11",
-	"qSrWDaKw8i4IFM95IXLJM2nITPB+xPtVtcEQ7CgXDbG8+mHQE+zICMFi93x5g4mPAZ6Fq/X9x3YfGwsS",
-	"kHaRFPObypkcBbV52O7p+CvA+SnB7m4bMEzLq2dG996v2Ig4t2C/BS5ZbFi2h86hFvUlatWseY3/qvwR",
-	"kv0gIofmyUgkdkQhBtMKzV4AELa6wAKzmG/QlVUaM0MVFhCMAMo1aL7OuBU6HuUfDLzjDrvwTBtCcQXj",
-	"Wi6GynJ6fl6B58K0Px0EeC0L1XYPrsulAITZejEn5+IXreobvN89Ycn7Fw7I0YazLBiBZ4/qBsJX+o1Y",
-	"TqfscdeUB1XPIJ926DgPkCHl1aV/fO/GAeDeTQRLlsVQYeYMNeECVFn7AhfVjqtqFYSex2Ilcs+DBn38",
-	"MaSfYa0lp2RLGu5X9Ie62ucpuWC5sGsItWFUk+Z7FVF6VQkWuSmeml25/2jdEVLIIecMSBw0Mq1RtPZ7",
-	"Sp2CWB3Smc8/e4ISxEkp6oPMmbtf575jePxf1mDL1lSv+V84ESxzc/YF1bpVDYsue86+sf/Xin4/RfWB",
-	"6fiP0mAfTl99MEX09UFK6G76H7qrSm3rsEGHehcM3OHzANzLP4kyBDHV6nkPRQlhuS2ofpBZVE1pl4by",
-	"V6pVAs4xVFWq9kTPET62olbgs/Ux8vsoZIeqGuVCfbh+sYWkdHnx5qKEI8UIea4VE58XObXBhFRenjK5",
-	"kb37amm3yeN3PJdmh3qyN5IRHlqof4Bk3XV0oeN1xwEGgLZzkU8s3QtMG+R+LQbkyoGDDHu/wIJRsqTb",
-	"Mv7w9/jxQxWAuELdc+i8hTQC3xLGOdWD90MsEGKVsZ0iwX0t8yym5KShgv5VljGP7xMSZUc0GteW4Pgg",
-	"D+1dAqQuZBaoeahOg8tT6RWDYKkjys7g4/6B1R6xblCopaCvKw70WAJNs1toWYjUj+zBj876SOzvSqHw",
-	"8NxxFD7IkGrqXDbHdw+00wNO4L1U2KxGzyfQco12YrBnXYMIX0uYcCPaUhmhjCzkrQBEA9e6BrO7/JYa",
-	"KiRN2nHXXG3Uaqoz4bJ4HP3wqMJ37diGtWrEb04IcneNqKNkk0JB91miYO4Q0mSoSjlzD5rAqw4iyXwH",
-	"MJ3dffh7BGkwMXWGhv9+wP9cXL/4HmO8iD8XhxLS3ryBAIiYdXf2++xRWn6v3VdTYV7qK9Xm8vlSxKiS",
-	"mAprRFagZUbEgFiFYzpm2ATdADA/9VaBZymlx/4IqTCGpXrHutZpPAdzbCX6XY1pW/bEK5Uti8YUPDcY",
-	"qpI7y8SPeYTeHkzh0bXh2br57InEfk3s9a7h1HvERwPNsX5XLUTedlnGdHO4bwLt5jD9oqqO1n1xQw0N",
-	"PhZ/uH4B5d13PuA39NP9gG8H6qs1WqleNDUswNaHIAXmfG23B8ATSycKjX028hiSdj+Nl8UyFx1sKW0G",
-	"OdQfQ0ciurLKZSFilgCUPAEUYPW1zMuw7RElJUJ2rs+3BJKGr4lAuYd8KF9qUfn0cVQW8prBN3HppIqo",
-	"qzVcxX8FA3ElHyYaqhig4udc8YmIHUHs89jFvvzJtfmn6xGL+TKVBRGhsj3hB5bpSQhb9Y0rdIAn/B8w",
-	"1VaZMep/Li+4W2hG7nH8y/3oYf7d7+UFd0swU/v+yvxaUaucTi2U1hXaXDVtYUw+vin0TKj6ZsfOm/m/",
-	"7RdX779rX9s7Y3RAIaMlkLDusCAJGRQNvETrmaxPnTwIysW9B2onKKicCyVW2LO7jCvjffHhVWF36i6V",
-	"66zSNtd3d3K4fPXNgnxPqkaURwJ4lMqHWjYR/7ZttX9USysgQhSyS2URa41qOVGXqtGYfvWZJ0W2rjQb",
-	"WOmg+1lNXQ9P7SnVwK7XHpT2kWFBQ+eLlz9evrm5fvvDqzf1fYf5QtYrXBdupUiyAEzhjUcJYzJF5yld",
-	"wk0Z+FMPkfEomK7g0ZrteZ8EA+wFXR+i27vxODPLhciNSAE/wA4LAEWNk6FUj+hY1XWe3kwruFO8sy7V",
-	"/yIzqDjFM5l64zfoCGpJx+2RFrM/f7wmdZMGLCfKdA7DGapEnhztPu1bqgAg8+tXbJLzRNxYMbenDDYX",
-	"t1IvjTvGYGHcuty1Jna77AHfc2M8L24o96upEclNzP7gekPqMTvps5yrVM8hTd502NU2TOcBi7Dx7Y1V",
-	"qdJn79o8RASwsi3vDZZQec17XVSdizsB/6uDBwrsgbDd4o6ZEJ47NlHsjzx6bf90GpfZlwhmu2G99k+n",
-	"h0uz5SLYG1ul/3DktZcLkqwB8BCwTKIXa1eK7fRbq/pV9beag6FJhF+Hqt09xHgU6jqgVDfg0Q6GyqfX",
-	"Msq3hR85m3JD9eWboLU3s5OfTqdnkyc3z8fPxNP0SXI2OuUnz/vPek+7T8Zn4jQ9SfqjHu/W1int2bDX",
-	"pUD0+NAbqcKuB0PEaHcjCXB/u5OsfsJURU0npDVCcmBwclVPRME42GDO6VxOHD/14/iH/36eP/vTD3/5",
-	"Ob9e/fTh3ctnl6/f/fVS91/z1/xq1dqpVe3Hlmluy+m4ZYuEnxp5+lKNda1khso5y6JTvfLgOoCgS9i5",
-	"Tgpu2PaEcLhPCC0XPwLi3GaueT1CsRvtj7Voy983jPAoUJauLv/05sO7+HjAYswjhgZhUJZ6zmLER3ab",
-	"gnv87USnYqjAXA7V13MW64VQgKW1JgXBtwGAtHh8HnVpVW+5wIR2hGQI9bxGVd6HPB0Mnh0RAHWn07GW",
-	"qQLU0hKt39IbTFyiwDn1fKdbcJr3hKQOfHG9GpDuXeiQfh/bWwYI4NvrdisIVK6mFlqGQGKUkMC0QqWR",
-	"x6zSOUPloYDazwBHtwpognC2m0PeVwm4hYBUx7rX0KStVgvH9m3kIbQWJzgfXMc9zFKnTBrs329/V7Vd",
-	"HXanqXuCBk3/pHEDMFIlgsXwn/jAzC0K49R+D1qjo8OQysXgM1hG4Jvgj3LBZyJ3oKb2boBuE8VK5zMP",
-	"ulR2IT/tPouG6rR/FlFyPzv7/BmclkoTfYArpGK9M5dHcuB0pLpBcID70G+7cB9H04QObIqbxrYMla9R",
-	"YilE7AsNU6V5WpkUhYM4XE0Gx+Ai1yPRoJUD7O9CKOpoBXAn9na2wmg/y+DkzfVyMr2/bQTc1mgUOMjW",
-	"kZhwhSwi1WSjGAuLC4g6lRUBeADW6xIAsBkqJy522XO1UDNNIgo+9MiwRObJUhaOnSNmpgSM5wAb3X6G",
-	"bE07Ugnd9i2ZCbWRThNUPNyLy26+PBfU2hIrpuPKEsaBKKRvhNDM7mBKMo0ZjFOejdtwLu04nooGoXVl",
-	"z3ARIXAvYPbqvIiY6Ew6LJ4WxcIMHj8mudpJ9HxwenpS752gTbNnByQZl3ORBm2NS9wNQHQ0mS58vXy5",
-	"Ffa2GobpuRUO9385sgrSs5d3jnM3NnKz5G9qKv0W6o7qOnfuAgN0lIlYl80FV7u7TNN7bxKtKJa2rkRc",
-	"dmKr3LhOXjW3O2TvLzum/dXWKp2cddmqjcqPG7zIAxBQFJoixcxlJTP24cPlS3bEs4z9InJtjqFmDGIP",
-	"bbAEFHTvQAQc1/rwAJCFTZ3ADjNqtqMBA6lO93PYLb55GBQiFR4iZw0QQXdWA8pqNf8eH/8AX7fRbMzz",
-	"yOOxuKo1duTgCliqhUPYNaJgEmNauzmqORMnbJxdB1BQU5XVYa+hHAtKdkFBytYEoL9ZmYU9Kqrpw5GL",
-	"uZRYGx6fCZqF2b9HloUeGXfaYjocoKgMlYfL8l0FNj4IEEnxcQVH67erBfvw/jUrdJZu1Ob7BcYSFMtp",
-	"ZGxAF4r7FIXRMG70uE6YMV5Fd4hK+iA2h14WiZ7DkuXCHhtlKQZsvjUrcYitbY6EGyppGGfxC3r3O77O",
-	"NE/jyKUg+pYg8Qttrfaifb1eiAEkXMsEvEKPfzJaEfKxROhMPGopVotR+SBcrsclSC7iJWs/ObPRAXVv",
-	"zMLTDeDGmoD7SNWrAmTQoYZgC0Q+xKAjP6Lvlc7n1uCbz2XhkdoSnacESkDPenpTEieh7iH0ICEOe/AB",
-	"jK1KhTgtAPE1VAidTIjRW81gAg75IzpcnAsq6Akztzb3YYQ7BEKRsJeNo8jhyp0LuN7s6FJAPfprofn8",
-	"4ri9ZkBH97a1v3HKU6d27s9POyiRrnHP82L6cBv+oRPNaZQuya46KFkE5+yD4aq4/DWCoGximm36ABBH",
-	"LdJK0wZG0Hb7Kh/gCTDEfWm6KzwOQN1+Y9zN5knfE4DzQetIK3lzVs0IUpiCxHSHXFpNcjrewUN3LDMF",
-	"d0OdnFlTIROIZ5flg66MkIKyYKlMQTGyP6JXIpSvh1ebOiDKJhU3BC0mAVAdHmR/IeIBDdGhLqi1/2XH",
-	"gDayre6MgMCzTK/wcNqBhHBOVrrTLKMA9H+o3Du885XUT632w63euzC2RObf1YlHfC4ZQYKdPijxcbaw",
-	"D+jOiCYB3YzkXGBdxVDFDo0xJoVJlkcOTblKpg57o8PPg97uqzI67I1db60Sq98Eba/cSY5aEHV+IJlA",
-	"Tu84TNOMKw0DhGuV4D7zT1cC7LSkII909wGzC44vRFIuj3lJPafpXA+VbD0OjACHbucMgdpK78OakwKM",
-	"k8buVodRakNPrsXi21bVASC4VMwHWGQMBhNLhRVFacTgWOMFSzJpP0lVLoVzPw3VgudGqklYBFpV6yOE",
-	"ZqkquWgdQDkGQRS3uUrbxPwEBZSiB48ZbTe3637nmFnkAvu/0HsknCRW5fS+sXgTmyNMqj2MtJWCol1M",
-	"GNoSlUCrC06PJbRDlKpTBcNqkDjOCYDCxsUtgxot6gZyB8dmFQqyJr7qyrAq7F8tFtPjr+Lsw/oZWz22",
-	"7GbcmIrrMwaw8Q5Kxzlfg+dsE3mmijXTNTvBL2tWGRJDS8LYIz5EtHRUYUfOvLUbYCWNOD5nrg8phFyg",
-	"emkkhHJQ2gdpCdXa9112EZRfI+xkOiDLEaoPIg8VHXmDL2JTrqzFCFtzCT1xKOTgKeqsyg77ViQaGk7G",
-	"AbhwTB8z3i+DntrKMROK6MM5thEcEGyh6iYBomPfsSBuue2cfgw5Ao+xT01Zu3+nCjxM83G9CzbwADxO",
-	"QDMMQIisVgVa2wYT2NRRahTGija7bTk0OSGds3bTEQkl+lYbQZR6JVZWzQTFpsbbTL7derkYoNryiTh3",
-	"CEsoxSzPR2FfCgS6Rz3+q+Dk/yVxDVzngf2YBg/URdlS723e2F7jAv0JWCHiQM/RcYuuNxCJsR0gvQMG",
-	"p5U4BDcYV+6gPg7YrDrwbdSN1UmCQocVrNpVjlqF1sEwlH0Wxm4SHdaQwYsFbUhMB9qLqs0WdO9dalH3",
-	"ecA77BViXudOncWwj9LoWGbX2JEsW1veQ5dp2AgPm/x8uP6u/Qzmjv0SuWJLteB2Lsws81xPeCGYMAlf",
-	"CHYUD4fL9Fm3i43h7R/j8Tg+jobKA22H2NpYAM6zAmMsQkHqyUgqbnUeXnC21svciGzMjjAFK2KGrzey",
-	"p34donEwbA3Yaf/Lb+IwvyDXGSvEFpqtU+YHYD2Fpx5MmrP+588RC5LhsPcB5f4NFRbTkfxCpRbKqp1G",
-	"WuPEDjsTpxGLUZKTJUhfHyo0icu4hbPgUUvHZyL4t3N3IQC7G74vx56X7wARPlRPTtkP8lvn0UYWxBU6",
-	"RggTNAhw+GGTOb1Su5zQxIKoLrgKKEdeqg+AXoC4jWjHRiFoNy7Klot+qJxeDSZK4HKOyxbYTjM7wumW",
-	"r4s3nfH+IVlY9obGw9IUG5UYe93bHfY9hGl1tSwUJA6ogTpbFgIj5PFQ6ZyC5UGG6mn3+ZNKglMR5v1T",
-	"XgO8+ZjoVHb9hgaPvpzaaZvbgNtoADeGMu6sLLVTREe6M4aJRwpu0OLR5aH0CoS4IKb1bFLN+fWoMCdd",
-	"g8WrvelJdw6SPMmWRt5SEY9z0lTnelJvAOz3xO8WJryYbmCMw32e5hviJvDVDBU10Tyy94GqUfU7olZe",
-	"oppaA2QsFc+oZwNsRNplJJUmWhhwCOWCuMcJG9ex00mG8HuBI9F+02tovBzRRFsJBUWIQaoWD7vAgjJ6",
-	"bC+CLzIO9NXyszHcFXfYlR087iBuQsa+H4cixb4WZ+egoMdDBC2+JwlehjUr4QJoFOVebVkvhD7WK1XG",
-	"HL6Jo7Co5JsYhdt2lMDDzmOyg8fkd1i5qVAbnYHDOKtVtTcCrb8t5M9WzCCyZBhLDO2O1tRQBvMBQF/6",
-	"x4H8RE3Oe/yMExkeM8wD4sKe7dS5Sw92kt4PJGe3K2pbFLOj99+9YCcnJ8+PO+wNmHLOF7UlfBE1/hz/",
-	"UpisSzlvm7Y7N8xoDY1kFtoYOcowPi3nwikbCyumnCa8Ucnc7/aftHu9dr9/3esOuvb//fVgR8ODuJgi",
-	"jFs4IYhpf65wuKrD9QwDHGp019cV+v148b8315c/vnr74TpmR2dzq5r4enJ2USp6qHMtFSQLAHdZgo2h",
-	"TzYUREtT4nZXygqdY/LopGuOMXVCmM1NdLjP7OsbxrwrO9+U/WH8GYsZlVKZgpAs7ZJ8eP96AP+AYzRs",
-	"0OfVXisDIaEH1XFvq27xqtXb7iI3Gr1TG6ofKzU/pzzY863DXmu9AD0NcipzeWvNMZ6muTBGOMR1aKZO",
-	"FcMhu2DAjbpvbM2FzNrfwhl2KIG+NLgcrgqOYcWNIhJM2q1PmRQKnOsip9xeL0WlSvUqYjpLKz6qg7xH",
-	"P8KrcDg1TqSwN+ANOGSaknhyAGBPsBuYtRpuRmty0EE8HqBh8Gfx85JnmA5Mgsyj+cNGnpNjvaGdZPni",
-	"3c0Ha9rVb7caxKaSiIe/PdkOuyZMWg/0Bi0ftZ6JFP1BcysYe92o2+2GmjBmMVOndp5lrk4HgkkjMZXg",
-	"1QKy5eB3zvQEYjxWD7FKCIwCoZyD9uglUAk4nQNBUPFG726g2NwUcU/rwr3dCHc3FNzTGfAf0dYP987+",
-	"RiIbY6HHIr9ht1mzdu982iEO6tj5I7qEfRhKYt/dTI7FYKjaIWcMKjni4CJwRh/cGbLHoNId0gQNIuFW",
-	"z1+V+1wvDMu4mAZHYTm7ezf7+7uPuuWovmqiC/QqlTkZ7DtrxkUlKgSGZtxruH3DppG2wyjENN0iX0N/",
-	"6aPQXWRvHioW2gigCw6g+LraSkNp1Q6Hebx7nI7V4oGPMrnMAWf00gvC+oQHZOxSI7luQKvwCAgur9oI",
-	"qBAz+xo5H9g2UmSiIFyS/QWdL93dX6KWGI+twngrbjJfNnCgNgXvomKDBsx++JHs98UiWw8ovGDiDYQo",
-	"6mQEinbG1SMTXFA6FY+M74JkUAUNqxVkpSjhDg0K/JQPn2gjJkjUsiNvyO3IqLm50yQNQIp5AAgXeSql",
-	"4TgX4rB0DWqQvLOoHZoS+iImSrGlzsCBtIhoz0fBnjouIYOGqtKRZyYWrvAJWloFGT/Qj5VMkzBpLSAB",
-	"4nqtUUuGygla3yg0Rd6/un715vry7ZuYHT1lKV97ABsjig1//tN+d3ogyQ60U327rx1d/WMO2yc+Z7FZ",
-	"QkGU1RcIr88V8KIoRAS2ULVGt2r3hMVIlXb5CvA3D1VZh3R87nqhiQLTt7CJEQLngdsYYF0ek8qDyUBs",
-	"qQqZMe/Yy/XKct9ko4oYJ2FPTzeAlpMqarKjYOsGLIGbRKZ5DW3eVe0KlmOsvsqPrnQeS99BR+RZMdXL",
-	"ybTsQT7KNDTis2ZrGAkjZjqCEupC5IpnYKPIRGzpohBCgDAQRbiIkyY5V5QK4XX3JkzpetyKEv9nI/Lu",
-	"AukgGby8qZG64Ub2vFartsBsEBliR0iS6FJoiplsHzP1SegXbLqcc9XOBU/hDIeMdJ+TB2/dV8nc31vJ",
-	"fBdR6bo9ADSvHFO4S2JinS+csMM8dkHzQd2xAS+uyJaXr767+PD6+ubd64s3MeTQSHwRpt3Be8VnaQpz",
-	"jodRo5S+b6F2sJa1KB9KrLK1j3odjPTxO8J6NIF4sAYMj6H6rUA8DiveKBub3Ll8ozEPn4709KDU+gMx",
-	"CGr32FfsohXmkjyIyvGAcCkD5sGQxpoSsOnorIFGGirCRnovEoEFMLcil2NE4AAIK2rDLAt2dFVwlfI8",
-	"ZR/pYw8EnrJD9jfioVTYs1kUvAzU+LquiHnYVdTp/BBktef5uUeppApFmYky6iZNoDvUtlIVJIWaIkkH",
-	"oBrUZJvolXHJhr7ac7RmM6nSAeFYWn3TaZb23z6fOQ6hLWMPZxlHQxVDtIyMiYjFG4ln+E5cDnxNwYuN",
-	"rn9h8epJ96zX9znadr6nXXIutAa9frfbrXMpUirNPqnjVwoaKhnyYR0qeTYBBMNvRn7dmpmqqRz8omSl",
-	"3CppZKxZbf/npS646bBXiAZtfwAu4yxU1Ct4N+4w/cYuDmU0uINK5ojFDx6PVCfmsRHJMpfFujNPIzak",
-	"gYYjwKecxTdsHQ886w8VpvBhtRE9QyWWdOj7BxF2B0QdxB882jWHJJFcCLbiazMYqqFqswsT7i97oNHb",
-	"j4LLsec5F0kGEGsSdYJqDo8HZUn9ULGtPqUNRm5pA9mXd1kmx85+xlVATcyrz/bVR970Pe6wS8U4Dggj",
-	"837Cdf1tgxnC4gIi+AAbbOscnDUI8wuOZKh/9UP3s9+guANw7niC0v2OlPG7D9eBsWJ/NY9/tQL0S3w8",
-	"8OkEEbhp1yJnI5HpVWXg7t1ei65dp00dm1bM59jQ1eO6hsus3j1xwMrtcU5YRnNWJRg2GPpKt8xjaurh",
-	"8lUTvZAOd1sWA0x7hiS4ypYEwCGwsSpQIMBAvo7euIMZxtcBtc+xATSN8iVQpUoiPtt38yxjR4R402eg",
-	"lqMZZsdgjs83cSUcOk6lHVy9djpa5rWWzLtLl7BYlnnxgjLmRvoW18AKsDKc7a6wXC8hwTy1nH5U9i4+",
-	"7gzVWzgjIWBlv2/vj8/L5slRtwvBhf1YA+7pPYNfQO2EpQA7MktTcKlEehxB1kN1tYDMllXxqqWtH9hQ",
-	"lSNjb+2jskB0IpxK2J24YegOScM7N6UwNwuR36R1GVI/Wmp4E927imA6H65fsJSva6iG43tniS2LDdR2",
-	"hzIzVCtuB4/AaHAQk5/bXsm0KSJyXvjMaPvBuUwV+Mz3LkwTGMnGKe3m5r3xnr8KjeVEyiNKAQqNB38h",
-	"eyxYQQX4bUdz/vmF+2bx0gGEQPWoo5SjEQa6NK4kdjMmsJlME3Gcu11puwfL+FQIunNHgJUGEgQ8er+5",
-	"s6MXmV6mOKtHQzXnn8vpvxP5Fbzc5RPCnjcUTh+4/NZcIMQaSN/eYzvkevavkm4Ts8gzjTVriJqUygEh",
-	"Z/JZiiyzLBkN1QapWQ2lz4Ee/it2oeZYfMkB8BdJJ32/gqEKY4hHlSDiMcRgQUmn1NLNWI7rvWnHvncv",
-	"b/XnbNjKVVyjIz+8iLmRMZ2zIB5y7LYDZHdaKwYywez5sdLLLB0q8TkRArKhKFm7Thj50A0W/QmOilJN",
-	"fpjvbjJUPLNnoPeAdJjrL2UeVZp1UPhb60HpuYHBsXJs0rh+o5iY5pZXY2zP158dNXXPxYOYOpNCAXTe",
-	"YS+mIpn5zWnNr/xWpAPmRU7haYYOTsuuZqp1gdljWAiJbs7U8u0EgDD3b2m73t40aljrslvlETYasdQp",
-	"MXaClQUflKRUI2DpylIOVWUtz8mgCzp22R035zN75Or5YaNvzHt6TV3lwy4XMd0d16UXWLpC50ttbUuv",
-	"LjoHYGNm00YGVa9MiDj26CTczFxwN6RL/3yoMKmWVA5KG5eGJcvCYa6hhHL+u7KTnbUDrSpjhQiU5FVb",
-	"QwyVfwfqhdsJUQ05xCiqd+aD7se/KiNdG958KBQKzgLM16TM88oZQ53T6k7gOGIzsUbpPgWRDi5mbpx0",
-	"pmTLD+9fB5ibgAJnJRNUBxxZla2z4HmhRN5J9Nxa+P3uSafb6fVOOk/j43N8LR4nmz2kEAkZPJZS4ULY",
-	"W+yao8rOlZ+c5Qdr/NhRgPlGVe6OA6nJXGmqhWiKgcnGkWgddhHqSnDN1MJ+YGLDbr2sqPBXoJINNn6C",
-	"RopUYJRDSi8iTlFDvbLC3CoY6E92/UjIJYLGk6mXv0eVrH/DUl2eoOeMYxmT3dIo+cFuUTWin1zFSmPF",
-	"tRfT/tJxnSaA2kBwOC1I7/QyzGot64VgMTg22ngo2CN5+5waqh06pxUZQDeshIFokf9aGNcr6U0Jp4Qc",
-	"WbHDxhLTAUDdhzAqBPmqNc/u7eXxxYLTa6gOPL6oyMyVE168u4xclhTYbvtE9pc97qX/kWK1nVd3v/j6",
-	"HjXmuqLBKL06SIuJ/IEvsNquPtPtjiH8iOquyNyl0hYvPB7A3b7h/fPhwiqRaOC7nIBfD44IL7pazuc8",
-	"Xx9Q+fpQlaKVz94xOwXKPKtzJsbZzV37GQoTGB1PYSJjr2tF+tF2VuUxtYojCBl7217E0Oo4tynzydNm",
-	"T7NVDMdgthEEhMFDdO7aq2ZiXMDpZgpQo3zMfdtPc8/tXLul3i0rpyUKJonutUNivb4fn/OpMj0eW81+",
-	"Da9APD8oUHEJR9g72J/rYapR1dlX3aaLXD9cHo5oTMOpaRC2M8dmqCpJNgiHRHwX90zMjuKn/e4UG+qd",
-	"dCF1piTaVlO9SgJORWUuM3Ag1utS9b2PcLHMJ5DST7XrBgtkaFZkwLlhDxUYaVCmLhSWQZIxYUq3C4hU",
-	"K9jp8Ouwt/Y6hTqiIDHztHt6jnkydcoEXxtgD0V+pGBWly9f/fju7fWrNy/+cvPx8s3Ltx9jdtQ/nR6X",
-	"xCZFdKi8XjHlcNpTl+jfI/EIt/ah6TbvQy8/5dpQcktZ10BpiBm28fvbJ8xtRraw6lCa85WPYby4fPne",
-	"oKWzK02H6gew/LAk8vXF+z+9ur65eP367ccb+6qrOKwcGCrLm6Hr02pxMGDPZp6TnCbr+E4h2E9altZD",
-	"qZD9GTR0BdFuwmyG9npAEKY07EWRe8qAp33sen/7ozAsPun0u51up/u496TO6Jrzz5f4FGD4N7BBmTnU",
-	"cMR9MHwi6s7odc1SY2Qu5T7jHmZXLUY4x3w5Z0Mt7fvR3AQI4oNrFWBgL3ntmW/p3dDaGDTezRFuBT3v",
-	"n5b5kstsve+YqSRWwNmi9KpGLdvfIlM3VWDcd5aFLnh2GPFfgBG0pSIA8WFoEbKJf+lmxlmtYlUPOHQB",
-	"5yt2atXjErDiw/vXFIn0ksAeUCEO0b5c5qakHLAz75WTU3ljbX/P8gMSYpOEA+NQKAsMI3d24bU24BCW",
-	"/TOrfmWfQ4AOMTzUQYgdji1jB/yK3l+ralMW0YHVbodCOPmFQBwn5zzIPSjaPXMWKD0m/GxI3ma4oka+",
-	"9cTZ1/5ru57rw/vXzrnxyASrBYGHEsjpoGxJ5RFYYNdEbKnkz0vh4p6eqBGlN/lqzKCPNw3EPn+O7hh0",
-	"fmMHasq89NvQ4ZISiFAFU3ij5m4kob/L3jYztT3hP4Xt4dufvvnPr4BH2QWlFbFpHZCF728OlZHngIfj",
-	"GSZ0T1ltBILaU44A0/V1h0SLTkP9obl7vf4Gi9s5NnLrXrQrSGsCOYII0Dm1pD8Y7wqb+/62gFdwXvz+",
-	"iFcPiTrlRWJdNlSwEWtbQIGb+yJux3+F5LK4Hf8SRyyVE5e0FHdiFt/ELG7HkTU/cvBQIQzdUGXCbjMs",
-	"moKHOuwFN6Lt3dJVzvV8+ZtsXkeMQ7soNhGr3JOWAMFdBPOXAAUI7HPK61qG3PkIj0AqLoS2G9knfWCr",
-	"hiq9zrbbgB0utQ4//sOg/qG6wDlIrpEox30/zWDD+NhZplDOqG5zhJpm/UJYzQDd21ADjmpv7k0rPQaD",
-	"4y49Qi6cr8PjPB7WPQvygG9yTAOuycv+1v6OQob0cqzDN488GJ5bNEKk4opuOb7TEIyoq/bDz3tQZY+3",
-	"Jsur/J4zL3N2DqCmlbruAdQ8iP3u0HMNFLGD149CHARMTt9mRwQCEbEUliTHYp18uYCsxcMGgwGxpKla",
-	"ghy3haZeWHijYUcQiarEpyKm7BCcw8gnJBw2kq3OTuGwKgu01c8ppGWFg7Y4unGDvuTrnam8aOU7hAqM",
-	"Bv57R/6mO7KxZVtA/r3egH/v63+yfe0W6vfd3u8RFWHbav33Bv/3Bv8X3eD398xCyqQOYj/Hh/lq/0kk",
-	"imuzfXMgHAHdfWCJINEKyIMJIodjujfIOj/a6li8N/n3F4YPkLfg5eq9XBeh38I547zPouwnl7vF8L6L",
-	"B3NbfIlarlwKm6FSet9cqms9E6op4r+N63bx8sfLNzfXb3949SaOPPBdfLEspjqXv0CQc8C+FTwXOcNi",
-	"38J+wdf6fswhjG2vGUpFx0ZtBq10bNThy/0hpw/hoKm02LBUY2UU3QJSh8oWRcr6XfcEhF1ToQrJM19H",
-	"0usyU2Z1xYXW7TlX6zZfFtO2a5harlMuXMa6NgIejpi4FYpae8AtkNYFM7ILhnmGrUFrBEQoN+m0KBZU",
-	"7PED1lHjHd+5PX1oxXQraqrVv0f1NQRcc1EscwVJZwlkncW4QTGqiOFdvPKDWMedoboSiF25b+35QtoB",
-	"+dV/xZMpIVpIrahSHvtj6YVg3N4MDd/tsg9V/Lnti8DbcEvMjmKu1vGAIrbIGjOxPj6np12s0ifvdU9Y",
-	"LJVZjscysbxFL4J0vyqzHXHFLt/dPnG5d7Iw7PGT0+MKi5mhKlkMGbKWtXZx0GrKC3Cpwupgn2VzEPMY",
-	"YYzU6oXWM9nUTZab6UjzPIXW33A7S+D+CCJydnmNnKhLFbvyzHJFqIUkdkx0/ARnKEIRWpGBvH5MTeOo",
-	"y6809BGHdAXRnsino5eQAzSmR4a9uHr/Hb4M8kntgv9v215sg1RygE7YAXcm1nZCdu2MG5AHR3lkcBsS",
-	"ECQ6wyxBcEyuvHrQ8ux0Q8MoSUz78ssXaK0+rgnWloAEgMVoRDZuT7WBhJL5Mitkm/YhAKY6gFCXCJZ3",
-	"2F/0ErLMZeFQFBnHYFLB+FBhOSoAYNoJuh5aAEKKbVgQ/gUWiXqIqIjgMY1rawRJOXo89rAtzCyTBPaU",
-	"zocqxNp0p2tEBfa4p0j1jQjAHOHQqx0Ah2qo/uM/mN36Vr4ikq69eF3Wnxl2BA9hIu5SpSJn8ePb3uMY",
-	"SioWBf6FNZxxhH/RqlDyN1yRE7VcxMfAadX8J8eekMaEO2aogJ8GTWLpDqgUF2wujZFqErE5z6zmhbl8",
-	"t4AgqHO2VDOlVwoEHIF0WnHTg8R/pIPrd1Q2IA2q2HjBB9uXCVmflS88jVzC6VABAD1X9oZqJjCgjMC6",
-	"vHWAQbQIAZU7nU5IyH0HfEhYOuDYBT01VBCdoBJtSG2347nluQTQlynHXFaUGHalUmnsL6ljnld5rnNj",
-	"/0AhdPr5M6z6WYDahiXjisUhYPMi16NMzP8AHXKxVQFA+j4/PXt67ABE1wsB1f6yyAQU+zsQA6wqEAWX",
-	"WXyO5wcvIb8NSjVowwUCZjym/vSU6ygVwX6buMO+5SmTarGkhaZWE9xOwQHZO0d3WR9vWQeSyDdqnXg1",
-	"i9yh2R1Rzeuxo9t7TxtEwS4pWOKe01xcmU7kY75WwAZQ2O23INvMgCltlByPgVTvsTotbyPIsv2xndM1",
-	"S1T3hivSKf19lP3XNnnCHlnr69E5G+d8LtpcJcKaS4auO2jvFzyZChhSrjP4EBhVADqI/A9FebzgGLHJ",
-	"9STnc+NCklaDNiioCJ3ZoXU+Gip4StFJEaqCANbp3g8dstlRVeOJQn0nqqpDcGmo4lwXvBBXiNJxBbID",
-	"UCLkRH1YlA9dqltZiPjYBWsgHXO0hpZyCSDwIBQsXyO+gN0qWMaoNHvx9v2VW+cB4/ZMGSoX8nWiQ+dy",
-	"IpVDQacOd64PuOmweBMvIXYRplwstJGFztfMQJ7XdA3pA47VXrpegZMlh1Q3Adx2ETauClq6BX0kXeid",
-	"gCzRCObUZa7mvs3CRaiNciSDl9tFgygglM2Vxe5mbQoxh4rJpVl3yjHLAJzW6rUD+D6ivmA/M0H9JqH3",
-	"gEfH9tWYoAwfQYIhhlT9iZzk3EwdEecyTTNaEPeWY1cfBNWNqUiXKL78clf67Fr1ugHjvoP0DpEsSfmw",
-	"Z7oBIJtU5iKhZF8oCiEYnA57I4qVzmckDiJXYmYidtp9FrHT/hkWfgPQdih3HcQceG7Og46IBL0rqXlD",
-	"pS89G4lEW4XedWfwRZ8bxX+bos0SAFSmlBfiGPE7oeYmZ2fdE/uxqVZ6mVtBhmnyVkGf6mWOxhgk+eJS",
-	"YqMVy1Fz/vmGNCE4zP3Sm0IvjO9sKl2yiGNpuzVh52D50NojieLUA8OPZtGERgp9cqC2C7XbNRSROayI",
-	"ZnrhagTeRkCigE4TfpeeI5HssIKROOAGqnQCeWKwERSn/QawPm6Vh8o13yk1W245SStKI9pqx+OffWTK",
-	"LgwjxEiI0GZzd9zQ7zHlXm9hwELvMISmDbu+IjXsRuZpAP4M9ge4EDELwgz8KT2nQ7/a+gbX64+ERgn7",
-	"USisqwKHgytLfff2KngMIA8fIzhs7OTgddA9gLRjOHVDEqHMDmQaNkyIXIYSdTlSKWoslX5ZEVtkS3i4",
-	"PNYBUObvbmn/Tpz096H6e7vdhv9vf67Ikb+zSmsmL9qschOq76z6qJUKpuDzhX3DByU/O5gNJ2SlL1+H",
-	"+D11aam+xMNn2ZfEt70IdWqC4Pr+x4sX7avvL/pnT+xuG7bw13LwqHV3qpf9wCq/QrswuECvEWE9KIIl",
-	"QfdXIK3ZwnAkXC2HL3ZE8GHheOm1xxEVs7AtIDBmFiKRY1JJreIjlTDnLF2i3HBvByUBclmMXQKeITBB",
-	"24gFzyE1MsAdQ4punQR/d/bvvu7oAaKM7+y+jwlK4UX+fPu9XtvSIfW3Ur/szSdcKX3avihC7qsc/K7Z",
-	"BvXQ4Eo77tp6XchCnP354zU7+v6qf/ZkY3mxVRDQ16n70piYxV6KgR62HGGlN+y/+KdCxmEXkDY0L5Mw",
-	"xFh8XjhoH+wfXKLHLfOMXX1/0SbO9e16/44Hsz9VAEXOHiblSULNQ9c13JPJUc7zNUBa+/PEThiKKiCV",
-	"2Bouoc+hFbVuRW7QE9HrdDtd6LWyEIovZGvQOul0OyctyOaagnv38VTwrJj+Yv89qQPZuyANuN/tEtIb",
-	"nKC5TgBkwbB8qRScI5cFS6YimYFOmgpAd1UJeFm86+gyxVZA8Mmo5TUJ+91+twup3Gg3IF7PRgOesFzi",
-	"V4+U29IzBzY/53ubo8PH0YFTU3xZzotnkCr3JWqd4sDq3uon8Phbnroct9CT3hr87VPUMq6qsPXabk5h",
-	"EFF+YlqDv5XEMa1P9tHHc6txJKZxSSpud7rZ6ZnvcugjLexBIT5bix+Udyt+MCxUGucstM2r6AWvrt9f",
-	"vri6uXj58n2Md2MlDXPOP+cMtZpCRJjx3hMByJzby/4jTWvvstuBP15kXFYXvPUf7PtXr9+VaoiP+9xA",
-	"NUKp1PsA7GjN9LKw+tPA6cJUaAn9PrnMOkP1H+z6L+9eNb8Way/zoWq641f6xh+HEJAatr6w/kF3Y98/",
-	"e3vvoPtpCvaJ3rPTvh36BkXwf+2RmBt2jf9xFcySTmnCESvkHHMmhailQuVVE76ciHCMlV97Zyf9oWqF",
-	"W3AzArW124gbaIOd7t9gb3TxnVUhd26vgP3nnt0aNxrJxc6az7Odu+3tQijwTulkOReqhCeC+vaKlkZN",
-	"KDPBYnp95TPx9r74kyjo/XeTiG7UgUR0Hul7ngsVIVqfpovxxa3qBEegk07XEylCErmjaiPYWCt+N+n8",
-	"4OL32o7IvX0Xa0A56aGnonMyoFhNuGKpBu8K2NVH77QpJlZ1Q6y9ZMpHmTgmPeyse4LmuaG+tkOlADTC",
-	"43kMwmiVh5yrYliyscxFGwxDOIOxyAQBGlA+u0EMFZZkYpXyIremcWFpshxlgiUZl3NsYgONdP1waYgE",
-	"UhLMFutu6QjBE3nAUjHJeSpSF8wrtQFsvLjMXF+SGFUGq1/pGTo5gq+SfQx2LVSHimzs+vlhWNCDsfuW",
-	"UhEWHVOhhz8nMz05Pg9bs8JL0f45654MletmS45jht5fs71f3yNrfK32ghOHnANaGtRk7HtTGag1D6vl",
-	"wOjvt6+i1ln3ZMckQ5f7nScbrDpmMVnqtwYtHjAPQlyW95XEOeuelNrwG3Jwrkuxs8zVwAvDAQ10oHTR",
-	"xhsPJuwbXbzHJ7ZJ678LFuEGHxGAh+N356SRld1Bno7OThn2Hrrt7dEhfTSHL1Ns6lUrxzAkgC4hbPiK",
-	"fnGWaDWWE1f0D0gwgW+c6qHt3pHKFDzL4L5Hhh1Rz9qhisOG0tYMszt/JtZgMHvQSR+HBhO3LVW1F/+5",
-	"a1hBHY1zgHmGNszo33P13K8Ueuk8lkEYrfrw8vK60uHjtItABZWGg1sb/bU0xQWQzxpMOZ+LAnqg/m07",
-	"bxK65IfNJgSOx4eYf14KaNBAEeYwA6pkvD2JW02t5MuxPYbhQq1y69C7X2BW0pdPXyvQMFnqb79Cjw+g",
-	"Cy0OHlU3yGV2XjwpdG4FAAUhIalrq71l37W3dLIgBAYJoFyhDUQJjoq1S9sohYCG0u1+IYT9Vrf3nPNn",
-	"4yftXtJP20/Fybj9jJ+O2mfJk/SpeDZ+zrujSq6ae0R0271RP2k/TU9E+9n4tNs+409GT5Nn6XPRHQPd",
-	"PQWI8zvA+ZW5J5msn3Zve9ozscYBzPqtyL2zNThxozOtQX9jWmft5+mzpP109IS3n509P23zk1E/6aVd",
-	"8Xz8rDottcyyyqBp2cr0ux1j7vavu88GvbPmMReLbDEunt6eGjHtlzuAWg1U8evxCWNu+qu1/mmc/aQ1",
-	"f5q1qnP7/9l79ya1jW1v+Kt08TxVhuwGSwKGy9Su98yxnWyfxJdjj3dOsskzalAzKBYttiSMScrf/a1e",
-	"a3WrBWIGxuPEzvE/yRiQ1OrLuq/fD+dfL1lPL1l/2j6bDaKhHM2FN/XvtGS/HC3/6YDlB01Ye/DvpmF7",
-	"nn/7JW+UoLoFGcFFQXDMRRTc0KrziSq0ZvngMPvefr18v5KzQkaQk99VUdVKwX/98mHH7pYMNJG2wxy9",
-	"BdfsqqxpJsVbYps+6JLN4my2jgtGPwYIAUT4QOTAJlZJcYQQBPLRNCtaTsE4gitFWD6AtNQUedPapcP+",
-	"k4ZR6pQpJj4tPBMBUhtGPpnMz6kgqg0pFHt3BIb/EcJnYqLMmOMcncSQU1RUj9yFLt4Dm8UUqDYtJCC3",
-	"WtxCEnYlc1a9OjPv1Lg3YT/T95itAf/cVEY2xn1LMw+0BloJXiHoMaC+Vd5in9e4P/b8n3H8irAEdn/S",
-	"G3fhJ5mcSVVcod/SGPf8Tt/SJWix6KGNKFHbYG1xBpvKtmzvQDyOe71uw5Ws3EBkNcaelpP1b+y5b+xV",
-	"Xri7N8xgOOgElYF2fWeksyTNQfDujdVpK98dp18Z5y+8oXeflYCR3z6b92V7EPVm7dG0K9rByB96g/mZ",
-	"7Ee94+1f2kA3SUBzfIF+A9+gc2fR9seIp0dVYVI2uMMc3iKuYqjduFla4W/YLI2gRTdy62ep9qNq+HKw",
-	"bqGIQxRMQFKeO1VUdC9IAS9zmWivvFla3JiKTdEulXGmpdCiNUbxZXMJCJ1TbTwH/jhEFw9XmZzH77XB",
-	"DjGOGMLJcUbFNBwT0etcRvQDyFtuyasxlvkrqoWjaQKRZljh9gXUU5rMWyxul5OY8k567PQIy6SOTf11",
-	"Bjjytbq73u40Y0AiiF6fWuEJUq+unaue1dWMAMPsOYr40GkECE2qaJXJd3G6zgme4MVK/Ht9cODUROCO",
-	"vNK4H/T2/Yb7M+1dnJ1SJA8vvVHJRk97xP1N0Pb6ld9Y22w2En67Pz3TttlQtkdzz28H3V7/bDAciekM",
-	"OI9SEIpayX6XpFP5nrN3sWC5SHCfwCaFyvhYvbsK3r0fvP23ExporNUapan+H4wKMCrwn9NtaQDXv9zg",
-	"0j8bd29+uV7lN+7LeW1fBNP2YNaN2kNtsFYMT/ty+++x7K6ivqi8x85bVIY4GHvBuAcq0b5XOYbRfKhF",
-	"/9msPZz2Rbs378og8mfe1BPg+FXaU3A6jtQHeF4PqYMSeYSO5lezeCcbmBdmamrUDIdoWQ0mM5beaxUB",
-	"5Q8gsF0OtPXKCY6wpik3bBmurjI28vrpd8/fvPw7jiGEYqCJgttVyfZM8ghN50O0e8SQtIBkMB0VrIeb",
-	"qNAcnViFrGnwzP2z4QLLHhREZM4ReM9fams38M+8BWcqVrLYIrJkh5GGMGV/WplOlO2VgFq7NIKeArbQ",
-	"CknrS6olhBCTnpuVVDlwGBWuXwKNKjgTxvmtSdc8cpR2w5pw/5lG29NkajkdgOy4uE3SnXgkq8ydH6o9",
-	"YIQ8sqMU/BMD2HfWBf6ddQGuztUMTVtX4veWvxVdNV2cbbNZf/NrtJr3rsUgyWXwx6mQOyxQdMiKxje9",
-	"iYRTT4LenlQKpp9aKZQ+NAz6/UP4Mf32efpaH2MczFf5bOSzFrTQSFGa70d6A1AhWPId7svwxwaMVjHc",
-	"XeYhTTwz0Dyi0qI1totdCneFwW8Xo7TDLphzm4mKcwha2Oo07NHRm2ezSE153npleCx3qzhGtfJxooyA",
-	"pBaXsC4/pr9xBGRFyPTq4GThVn+sbXBayYG+YHS31JfNZNH6HmMYYkjKLpFhmztnwl1jRksMcjEvhJpp",
-	"Ibe/FY80RY2063mjMpeGy2jxlUkM3phVw8e24adHy8SXePHN0hCmZSqlwllohs6jwlbnj5MLuGNLyVBv",
-	"u1Ud2FtyMTjRTx9jMLpcRGBNuCV/txuPRBYQYXq+QJxwc9AJdHMhRVZMpShsCcFKZEWMBEJENiBFLqHF",
-	"YpEmEXXQLNINQM0b5zXon7lXqpQl8TvC+YbLIIWP5OqIkQ29ToawD6rLaSBpxopNqjc5ufRo0QK8NlLw",
-	"/SazFOisclakKZD9wfxgIwIWIh5I5D2Hebw3R7jGsLGxSW/s+Z0zf/gzKmd8u0O/9Do+/tJJV9wSrNvv",
-	"U217Yx9DJrQOjfG/PB7wHj/jQ+573A+43+P+GfeHPPB4EPCgx4MzHgx51+PdgHd7vHvGu0Pe83gv4L0e",
-	"753x3pD3Pd4PeL/H+2e8P+RnHj8L+FmPn53xsyEfeHwQ8EGPD874YMiHHh8GfNjjwzM+HPKRx0cBH/X4",
-	"6IyP9DA87nsB970e970z7ntD7uux6cHp0enh+UPuB3q8AfeDHveDM+4HQ+53Pe53A+53e9zvnnG/O+R+",
-	"z+N+T79Yj/u9M+73htzve9zvB9zv97jfP+N+f8j9M4/7ZwH3z/QMnHH/bMj9gcf9QcD9QY/7gzPuD4bc",
-	"H3rcHwbcH/a4P9RTNeT+yOP+KOD+qMf90Rn3R3r+PB54AQ+8Hg+8Mx54Qx74Hg/8gAd+jwf+GQ/0PMNE",
-	"BzzQU63nOhjyoOvxoBvwoNvjQfeMB90hD3oeD3p6RXo86J3xoDfkQd/jQT/gQb/3C0jmbN/S9i+DLmQL",
-	"ez9D0vHWLTnQvzxqSwb4S3dLBm1v5kftgQzm7aHoTtu9WT86k4P50Bv5dVvS39+SPu/yPh/wEfd97ne5",
-	"3+f+gPsjHvg86PKgz4MBD0a86/Nul3f7vDvg3RHv+bzX5b0+7w14b8T7Pu93eb/P+wPeH/Ezn591+Vmf",
-	"nw342YgPfD7o8kGfDwZ8MOJDnw+7fNjnwwEfjvjI56MuH/X5aMBHI+57Pve9Lve9Pve9Afc9PTSf+3pw",
-	"enR6eP6I+4HP/aDL/aDP/WDA/WDE/a5+hy73u33udwfc74643/O53+tyv9fnfm/A/d6I+32f+339sn3u",
-	"9wfc74+4f+Zz/6zL/bM+988G3D8bcX/gc3/Q5f5Az8qA+4MR94c+94dd7g/73B8OuD8ccX/kc3/U5f6o",
-	"z/2Rnr4RDzyfB16XB16fB96AB56eU58HfpcHfp8H/oAHep71ROuZ1lOt5zoY8aCrJ7/Lg26fB90BD7oj",
-	"HvR8HvS6POj1edAb8KA34kHf50Ffr1L/9i3Z/xniSu7qB/0z3lirdKNkdOV+4Z1QfBPJmzIPxDD0eeca",
-	"HleVdV6nf0Fjpht1m7MBpMa3GAf6N5CKQeDo0gooCwitTqdkEkOIYxYX9br0JTz2Dw0qVys/TKVHPbVs",
-	"4N1QArLHaNjfo0DzkYWdJBrRJ7nA5vWDPBxCxl/5N7xKcHPRSu0QK6NE9phDg/S9sR/gII8vddCrfNNp",
-	"g833uZ82iLCuaL+as4T/rjtLRBB+jONueH067BWRscHR6nkj1gz1F+1Yac/ERl3LA4acXsCvvSRm6SWw",
-	"uJpmbTyz2h5OCZ8snMCoJ40xAECFLY7Zu/0DiuN7iUBatzvflnJsIxxgry/AE7/5gkepmicxYnz9QXLd",
-	"UJVaDLPqZuOHs8MV5noI2OSyqG0UqF/WEwQvXAEi7cBsmN/B8ccZOFpa3CQpPu899UeFDUR00wY5LWKg",
-	"ZxxpN7SlVUdw+4gAB42o4g7FRl4xAqAjcZEmEuElTC28MD/Atg2OuBH61xNlS10r5Gcik4i7hnh1SHhm",
-	"4J8MVa5ls206majHT769ePPD5dU3WrZ5E1XynCIgSnOt4A8ZtRzsHEJKAAm2EHsUa9xSJZrDJZOcAB0M",
-	"KZtth60OLh+zXO5gCYVyPpczqPyhFwYEFyyfLqmkJqrCs++OEUK2ekyA7QfYL02KhQQMtAJqADANqVIa",
-	"K60nqgzzWDQxATEQ6pXdlxgv16XEuGOa6g8zt44TM1XSv2OyWl+CcERgJhmdVw4lgGsYPpwP/LQM3Z/3",
-	"LhWCpT9S6Pvd2y96KbZJKqLLNP1BZNfyy0hDoRx3hPdhJVIxaW1t4I0OIv6qSul2uPwMWYANzeduRFh/",
-	"aStXJ8rS/4eW6DTkLDRUp9jv5ZCdhq19qlPued7YpkCgJkHfEjygiQLorz0eVNa0MB9GMdmxv5VbQ/YM",
-	"drdIkpa24VeSKEBAKFNDm6nUymVhGl5uL+Ha4505rxLNlCXBtd71Ja3anUrgjAf/tQTuDy2B22mD2DUT",
-	"juhYqaOwJ53rEt7jRzdFCnb0rfk5oToRpX9dR8XB9gh+L303u50fiNZNgQuH1RYrKyyFqb5jCS9u3oYw",
-	"mxrjhr9ARnH3o7zSNylgJRp8l5HZ73eDgzEbb3Tp98ZeMPb9oxaU7xpK97Ccd1tLv93rzYP2QHjT9mjW",
-	"jdqB9OeeGE2Hs0HkrmW5ItdQE2PXxK6AWRJDPHtgUfp7a+It9xalX12UfA0tC06Ve5Vy9l9VNtRf9lbP",
-	"26tbbDz79WL7PPbeP3vtbV7887/fP3+cbp79mr5/9s/V8NnjJ/2ffnzS+/nySfH88avls+vGyTbnbTWO",
-	"JHv/UKPnD4yiFVYvHVunaPxPq7wJwnKeyXxRArOqqITBrcAulViHAMS6U5CovTjoqMdXPFSTKKAiEY0T",
-	"bGRFCER9L/joWsQKOt7fSrkCJFwxl51KAysNHyUFa7eBPO/5xbMnIVtlMZkSCDn0X69fPD9UNEhc8R/h",
-	"jbki9MT9++kLArUEfCu3CFK+/vW3SF6/j9Rs3g2u5GrejRZp9FuUzuI8+HVRJNfL99cyUoPuut9/X6Xm",
-	"PKhXT9FZN/UZNsYNxPPq/iZ67/8RPP75Tf5f16+TH/720+ji7Xzdf/jjPH//N9Fbf/c8jdXZkzh78ve7",
-	"TfjBAj9zJBxvCba7RXAsGTjzavFfUR6KL7v+709w2HrBEcHjyzR9JtT2lenO+qMdPSMvb0v/kUS+tdbw",
-	"NZjfGN03zLCGn90p+rNQnN9m6RJ48fXWs4wKGI/AVEez5/ktixY3UQpKroWKqh6gw4KeS1V02NMCIa21",
-	"MIfCRco4GH9F2wvXWbpWgBPJ8qVIkomaQtQrH9ONTUlsnLnY5MZM4pbl1JIicjZP0o0NAcYldh68GZ8o",
-	"85JAp1nEeQE3sLilOFfAtsHeAGA6DN46mfvLEYJ+ySuYKDj7oXWa5yIjJEL9DfH+X2O6x3wWts6xgH4j",
-	"sggJTkugrc5EVdhabKUmQe+YmxAewdaBejZLhSxPBr/ddLp22EX+FttJEQQTElhI/jKVeguZdatDE80k",
-	"QtmwtYrSQwkqRxdWdE5wYogL5PttIS582GNagROCXTTKAyK8snBUEXFeOV05TZpKN5xZdPHQ7oWvWREn",
-	"cXZQ6N2QOnPEmBuYQklTii4V7SJ6gnRCVGowKmGjmx5tCLeXudrKlnfWEXFo3WNdnls8/wYs8TqTeX7u",
-	"cChNlL2dPsh1ub5DJ8T7dCfk3k4GNX9+3d0m53fD3j4t64fzDnXCAOM5W9T4XSSUq4i29mhg/BWCmiXE",
-	"9ZZQsR0Ffi0LC26GsLKWLA1pSNAsXYmsIJ5A02GMSTgEorX5xspoTAbQgJyZdF15+URR0DWEggdE9ULG",
-	"tLR09dxkou859oAPEGD+ApOFiDcLmUp6eWRqmCjEQUvfySyLoXRa5rLDkLrNVL2TfY4OYgkgjvOy0frO",
-	"/EKbJoAHHdrwCc2zVvhJWjG+HgA+urZQXAhrrX+BxqXMJ5pvcTgTVV6Vptx2gbDVOrsGrDPiDctrMoJv",
-	"oELo4xzRvArF4+z1EpiOM0H8FWBhsjxJN0DFADgLAMrR4A2Aqz4J2Gcneta/tWwqu5b2xi7MA5ya2iBd",
-	"sP+UDx9Azq2y+J0oZBtoqKuv/oPeqxUEKAMmgpB/mE/B65HG2n39YyJg6LAX2bYtVNR2onPuML6VepZd",
-	"/FM6HbxyZLDxn4JzfHcXAtZJFxGy3FGeFhF0o3/QHvfhVOWCe/WkiMWXoxvLhJSCDD4J58+78urzz5RS",
-	"Kca+2jvFl36ojcZbsqYmKlkBji+ZnwDhzjTyKemy7LgwHzdlAL+X2/zjrT/zKjfu8IuXT7+XW4pwHw2F",
-	"5V5Uu9P1s7/agBQ+F3uUZPm9m4M3R+FLqj5DO2h2rQWhR+a8sSEbQnsrBuzwMooP9lqS5gVSxZkdnyQm",
-	"v65tTBeLZpuXoXO6x9PHIdKS2cC5NWNm6XKpj08S12XIH1VJlj7KhsnkTBt+26oOvbAMkYQoBpPCD80B",
-	"FZi5ipJCz/b2H049VH9YlH7Ze/82EIOs+HdfTa/evvt1EMzk+t1m0Jfz7ExGRS/fbqb9zdvFIIIS6voC",
-	"d2gdsvgn5jeAQeJgPEL0vvLEMkxv50pPlN6D+lB80/jlxIm7JeYOtKdW8e4F1Sk0EAOVHMxS+GUH2P96",
-	"Cv5ZrAricHXP48na/eHvCFB5Y9wc23xzw6xyTvIAelsxEm75NGPF+ofrMPFGVaH1UVqdhO6Rip0a7E/W",
-	"7YeOkRH5kID6qt5NN/iegr9X/X47nO/3crvfP17Z+ZnM1+jw3LuV8URFyDiXr6TKgU21Euko47BI3krg",
-	"+JhfoMxTBRi6bJMD0iyAfycHFQNGMkkAKdMmJ4B2ytSVcFsiPU3XBXItpSrqsFd6DpC2jWFpEA1yonaS",
-	"Geelut9JemAFwRSStesl5sNGUEU4S7OoTGdVMzMTlaTXdcJB3+PLj/Zyms6v3UN3kiF6E9gDpPfQHTQb",
-	"XfxJDvhrvHdecRwMG6HlDdO6kYLAUEcLWJfW4rIJGVDdFvt9ogwFeVwY2BOi3kPOjEp/XZe5aCtgu21X",
-	"cqLCejgSHGrbzmtIWWiLsbsRcTFmFqTCUMRC/4pKM1uQLPISXRcllYkHxxkSmWP5vs1E4/ciiijnHmcs",
-	"nVGcEaqT6ENgsOsgKeJ6KUNiCdxUpNxSCgWSrsNoJYhCbme/sINCbKIOSbHyHkfJMVYrxmhUf4Ice21r",
-	"Ce9boNmJ+SrT7iDTaF2ONtKhFuFw2E1YUNkHpm4hnaOoeXP5iEViizGEUP83hMxRkYasCZG3PH4nQVwt",
-	"tc9u+B/ObfIIMr4YFidnEA+qvkAVC0jCpJHYtrAzIks3bGV5pEEY6OfHBSITCYWE9lDE0ozElpt0covp",
-	"g5WZaMI0ThJISgM/MRaAUXMC0pmmObylrTSB94auMzrGTiMecGPkhTA+rqHO0C52CG3D5ww6k0Mqvymn",
-	"Exp3VLrpsIscShiZgLLWiUrndtawyS/E5+AT3Fr+c/rsYjaTKy1R5fvi4Sx/F3LSDXrSaHIhAzJRImeP",
-	"Xv/TlIUSi6n+WTOMRCG5RfLnzqtwaGXEJjLDaVn2pXEroicK2VRsXoID1eeVFuz0JxEzRmGL27eDNL5p",
-	"T4ivVZoBuTHAJ2i9BVMlJipfZVJE+ULKgm3SNbU50rrO02y5TgRrQlUI8KzB3Pw95Cz8m/5PW//nP0Ku",
-	"T4eYokKEij+Y9UwW60y1GFAuRUg3zIRWzFm6WkCaMjvQPvIGTtERzSO42/XmZOFPP/30U/vZs/bjxyFr",
-	"vrl81Oqwx+XJYIcPxqEeDX0GKx0aK70Kmf7l//uX1x798nvvQxv/CMo//m896Uld48tRQ9cn9iAFS/qJ",
-	"xlfDBgMnpims6rVfFGnauneOmGP6hJBHRzGBp/3ufUJuo5BPHShfW4WICKfsW+l3u7xRFTqNcTAanXnm",
-	"4xxu3vN9SHtHyARQQjw33ObbxtjvjYbIOOAIuMa4299prKmIST2OwLsDQYq9pFp/7r5hzeudVV/ND454",
-	"r27NS3nVxpSdV+rWvs9tXTCV94H09EfBYIPQfZVubArNKL8qg+nHK7WjVdpElXPMj1lkrheVr7KUwyaB",
-	"DQbbttvntCthv55K9KnlD1WZppuvAOBVE9ntwDVWLQdTcgqA1zeYzDfyutkKsNS2tIITah50I71bNUU9",
-	"dhN4kNi2OT++U1SZI5O5/sLUYM+TdNN+K7cu3FTpIBMlGGfTdfJWO6QzmWgvW0VYNrbN+T5DXFnO2U7X",
-	"hVOmbVJND3LrBBdptSx0okIgswoN9w5coE2xWRIDIXh8rdarUCtr03BMr7hecRa+fPEa7XD6XQs6mN/K",
-	"7RiZ4aFPiXjq4SbO6DHEoQcnkgTte8qXPshbnYn6VBR26OoeILL7ovjkqk08HdpsDkGZXohdvrFDIIdV",
-	"urLrTAB6btBbeEsvP8xMFq9++20wf9v7LYu7WWOPdc0T/rQ9mAVReyi783bP6/tnwaA77I36H00m91Zu",
-	"a0jZbn1n7KGqYdPbBYwcmF87M2Rp3Cr9XKWBFclVklaztqDExto5MvbHeJPFhYTsh/vqQbs77elX7+tX",
-	"P/PaA38YjLqiN+3Pzu7G43ZTS+iz5L83Lx6n22eP082zb92W0KeNL5z/zTuikerbNJvGUSTVl9lCVaGS",
-	"0xIUKl1rOeVA0v3CG+/bJRopbE9tueovcXMaTWpU1M0MTqS/nOaOXBqYDJlBQroJoYNviM3NFl5CCXUu",
-	"ixZEg6BmLItkxpraYJso+EerDnBjrJXgHioFOxmUYqLQVbqsAaGoXtlh32tdD/k1DI5D1MPQThkwqLmJ",
-	"Zm8UdXkVE5UAgg0F0hcCisUhCIbduFG9cvo20UYzFP/eCe/Caez6SMyL/lfIi5MgL/wAEBIcRdEYN76h",
-	"VUwSmcT5EoqpVzKL0whxGXijRD2oBaus3PUwoqZXIVzCZ8/WeZEuZdb2vV6wOw7PHcfSGcehgVQecQJq",
-	"pt3Qt+MFVJsSHdHwVXl8KuUBlZjOvDtqo1QDB1SH/cEB9QElRUdDh4LZ73pFpq8TQYnysrkEBTf+vmwT",
-	"sWh4tnAyziYKUeUSES9ZinB/1ylQDX4TsnhOzYi5LDrMNEPCVyXWHs3zoa5Nu7s/PsFnjuutSb7ymR9O",
-	"P4U3tm7KiBbgcz9wf2Qd359+Qufa/oEz6p6Ru51UdDxuaiDFZ5QIkees5/Us36VB6mJNt/pIqvJYcX2u",
-	"tHVX28P5lzkv7lJ8PS2fzWn5Tt7jYUG1dmqIyG4dKBg9BEX72vaaAsCFiphjntkmGqzHgaR3qMcFJdgQ",
-	"qtN/cOolhXTqgvyit+BtRJ2JuiAFGni+bVs1XyMvDVpagec5ba3QvmlhNo2qBa1o+2PxSsiFYyZb/8Ih",
-	"2VHSYB+mG0XVT/l6tjCwRUZTi5XICqRFXshckhuTQ8Oo42Mu0iRiYpaleV6pqirNBiwQupYFy5O0cBAQ",
-	"QzRy2UOY59A8MU8nCsarUraJVYSJePqxflGZs2UK7otQLMRr8SGrZJ1r35T4wUwpgLN6IYYy1UQh4XWJ",
-	"I4KNt0j4A2bNRhhbN1pLUwmxy2EOqW7Mb0xUs2wkuUIidJHkV0VaiCR0YBzxzq1aNF5na4Fl5JhMaqJS",
-	"NS7BdLFGlIiIsEsGDS6oIS1SNhdYjoWzYa9bxmpdSGqr0bvXtuoaBEwsC9Cr5YAXL8UWnHhad/0bg3oJ",
-	"sJcYeW/2gtFEheactqGtti3fz6SMZBSyqdymKmqdm/2Ru647ueemiK0zUY9dFJiKFdpMMwOJgPFyJtS2",
-	"pXfWO4Ihwhtb05PrP2Weo3mJhqXeyz+a00dc/Is0h55vKum1z9PvjofBxu5bbBorgJjeyCThbJoWCzgQ",
-	"57A8KkLsZrojIkMjzRS0KukZBf08S/NSPjgHFMQPHBqA/CrnAL6IIfnA1quVzNhU64dDlRYv1zu6/Y6A",
-	"XhUntX/IWfZOV+SftG3287FFduT33WCSP7fXySUiAKDiUvJzN7j+1+B4laWN8v6dFIonnN57XM3unt6D",
-	"zC7wJSbKNMDl+9A4iEJFEQQL710X0v1L9S3/QQG1Pz8oVrhplZoG5Zu2MuzipVACz/VtbcjIcLDbi7y7",
-	"i4uUqglYqoqUyHAAdUYbAtm7eEb4M1C6i+lHvT2VlFFeGvL1NOZmamjvs5lQ7DpDsobEtEEzY1tA75FM",
-	"5qzZ87pI0LCJc0n0DIbnXLsYokDaSggeRKnMd6w9NO3JiPY9j61Brk0U2G1xYcss7AODETg/B6y+84rx",
-	"BI9YxlCbmclWh13aOYSWyfFEUR82IpNv0LDHHC5wAIPthPID75yA6DjUhv2xDdiUPa5pvyYo961ZD6wY",
-	"YVgZIgipxFRRb6XI3P7rYxLbd8pff7Z93PeJthrU9nHXlRkcM8/3WTzwtRP8a5LnCH1mUFRVTR/u0WrM",
-	"scZO6hUnX7O26g7defcr0FBklUH0wmmtZteyyFnP81mq0OvFFJG+DlrQTfOdFoq2Aa+kD9rvS2cwSOwb",
-	"cx6kfV6bewIwjkMd7H/J3vXPNSj9p56hkuH8I87QqaHknQb2EhTuYPZm74hhdw4VhGYlHh18BjYUlbfo",
-	"XbrF+lBM7mgbcWNqOCbK2lRQZbOQSyIK0z+9jTnsfI8BLXaiZi2HSH09W5C0mCgKf7YhZorYeTEUtay1",
-	"nfpD/FayCq2YfncC+tVCx7SNaWctL1wI0wc5ajEI61KXlr4CCpgqt9zDHg9fiUJC9KL9A7ZHgfgCgL4W",
-	"nyjn+1dyKWJVIqG63+RSX0liiK0NgjKbr5MEbwZsc+9EnGhNgi9Rn1GzxUIfV9vy2QMO3kD5uvvsfjeo",
-	"dH3ciUztn7Hc3NwOu5v/u1NB/udTOujIhTW1zBkBR5vjUAmh2lrzYClPEE9WLhnXt6zrE7nTKd/ELnJw",
-	"Qa2DuW1xCsrAyTZ5IKTJwLDQO5HEaDlox2mGgFxjLT60kCtSNlvI2VtCz5nKeZpJts71+OJ6ttFHMFcf",
-	"fdbAS/n9dJfDgY66s6eRiLy4Wuc1iFXeaNwfjfvDn+/uj1Bb8/j3OxNTHG/V0FrcjCmJoATbL/aA/rhI",
-	"IbyIx+ZIk8M9jxby33Ii1J7NC8MNgKduunU6O2CRQ0iGCQbMAywu5LJleqrTVTwLx05SMS7gLrYWeKKk",
-	"ilZprAqCM66iwBtIBX0fAObH35ps6C6jHpaDQYIV7jZRiD7eYdgQr42FGMD90iyKldDKXORvx2XLOIwS",
-	"8UFM21gIgTTM6VUhLcRERVJA0AehN1aJ2EL82DKpNnfmykAL6V+GLUgAvjJIsVRnlRtcZwdn1rnlOQtp",
-	"1sFywBe8QoMmxJgZplUBrFkLvxXUVceJxCvxtyE0vxPRLFYI64XpsBfaS7IUfGZS47yEdEf4ZNwSDjg7",
-	"K9K0Upx3CKv9JV778c6R2cC3u0f0yNeyKJKT/CMz1kMcnjQNFTKPv17Jz2dQtmNmukiZQHngSDxsoDsk",
-	"8xy1dDpvND7W9bQcjrnfb+NaeJC7XCtuIokzLFNvr8R1rASWV74lMUkeDMVtofRmlpa9BRDgiDM2TSPt",
-	"d5i6AoqN/H2aRtuQgbilfMHS4fi04yHqFZFstBxAGScmynz/IAdm61ZZvbH3BOqNgIoCE6cfsmfxf2qx",
-	"gYMbg3DEKiX8ZKIQAGIlciPqZ2tgGMssuOpOE4C2xlJVxGqNyKf1qbTXdl1OXWR99VN8tcaxmABlX+bX",
-	"Too/mjx0VNqxswxmwWMj9g37hvnt/k7kGR/bvsRR7j16pyfRaw/kWdQezPrTtuiJbnsazPzIk6P5UAyM",
-	"hZyt1V77gzcsx7SUxQLKUrTqb1CX3f5F3cpFK6EN78Z4LpJc3gul59t4tZLRlYOiBZ0dVT5M/PdvqdKz",
-	"82SdpSv58KXIYv1NbavHzvyvs6QxbiyKYpWPHxp9qz34h4Dn/zAScbJtZ3KVZsUpnSHmMN/eGGIP4mff",
-	"CPLn561zR0Qa3Vl+dkB92h+UKvQWAkubgYTgYW6B8AC62rBXisIE4e0GhTpLfaJDSCaZnRl2Jgrsd+eX",
-	"U6kVIrBlavO4ifrJPPgqjrDjzwQRCC0p/Id9O7PB2k+jEHIGWFAEY2txthSFzGKRxIBQtQArf06NhkbV",
-	"ac0GT1/JjDXNs7k7TH1Bi0/UZiEKE49wlIhKI4kVrfTahXgrc9YnwhXWpFrJRbrOWCS27XTeRogt/C99",
-	"tJFSj/nMXAaTQQFEAuriTDCzXGnGmuF/bKXIki0AK8HN6G99L/oTzi78pZ+fbKmB/z9w2bCH/7t0oiKC",
-	"Rig7+U2FrZ+3OuwyXkr2G9TUaNfs6cXzCyi3zFkzfHP5KKw05eu5eCy2WBubi3cQEAI+dSoKrWytOdQS",
-	"wB4rYJJyjAfBfNlgskoLbD7QvqWe667HAlAX3yCpOr1pa0y9pHhzQFzX18r3Maw27uGV1nPteQokcwik",
-	"FiN/KmCyonFGIFAYZIq1F6qKsiio6QpazkC0et12MBozLxh3vfK9vO7Y89ijJ68v+UR5vha6rfPKKBdi",
-	"tZIqZ8UGazwwVCySpA01nvvjAz+FMKrsRp2oJgp4rx30zSjgsczzxl3vZ8i32clHe646y+E3IWviRtGT",
-	"ChXS6byQigMYpD7Q3zzs47Szb8IWm6dJkm5yJhOx0qcM3knPlRQR1JvGBYBCouedLbbFYsmKRZaurxdQ",
-	"6jpRRSZUHuu9l4/1z+284RY1E4/DTdKZSPApS+RIBLd4tjBJxRwLaLVhKrGAHfmeVlhlot+tY7Z/yLK1",
-	"AljKyvAtLr9jRYMZo937JpZXQ+VYqqIWZ5m8FlkE1js9TZ+TDjtgrD/UloRLlqbfFxExUUbB8XnhwGai",
-	"mKwUZnc9lpuAJngWpkwbEjGO7Cpr3OGS9J3MorU0tfEgzaZyBnXTJIT3wIg3ImdRukFstmWc5zIa0zHQ",
-	"H+PBNnVJIFQnKpMzAEyDX7vjgcXlZRbX4iDDGYVH00VFPHt7qArHyP2PKsWR+0QIGFWex+8kFbjn3NYn",
-	"kW3nFN2Q2UqitL90rcbvnlw69mCRraVrtPXzI6yuVZokoP+1NAdmomrVUMG0CcdA/pB4fZYqLSuKlH2b",
-	"xQimY0c7hRlq/D5poCE3aYzZpAFCc9L4cD9W+A1m6Ekm5oeTTcxPVXcEV7gLcGOEyu7L01/gUHDKCI+v",
-	"FdGfa9ENy6QWb4D7UMqlO1jm1aroqtY4tsm6UjdI8FIYdHYUCtkcCFjBplKqUt5HbCuLDrso62PKaBLF",
-	"9TciP9QtXRHMHxUW/jPPnImFfyln7wuLBVv623s5Ljd0Ou/sW5OPcnjo3rv2c22e46+xo7/u5E+Y1fi4",
-	"bXy3lIZZ8ONpce1hiBVi94MrTWi4S5ldS4a9is1X3z5ig+7wDFxpdA2ptCtGqkxuPkdS3B3G29JrogQr",
-	"3eMGclsHh4MJsrhNigEaILS/XYaS2JvLR5yFaGyH7OUL7eKqlIVkrYb6wUwuV8WWhZDmqABUTVRIpjh9",
-	"XqIWO7TA6JKEaMKHrY4JakHCdp0lodGg5rZjerWyuLQXBJ1yUHglkfGKTOKkRzQ70y390bSw4NUJi3Pt",
-	"Vi3TdzJqndt+VaJuKH+WSWjijsFhTghKJZO5nto4x2AGwlrmdqrh3lDm9ubVD4C5Ak2sGSa89ARikh6H",
-	"ZbrKKzMXLsX7KzOrlG4Siq3VW5Vu1ETRNnIn5rVEvvjQFZwwJ23YiEB2EZ5Xv4fPME8vIrJOICAptuA3",
-	"X4BfKkxPdBmLTDMnFskprYLxfLqfPmhrA+hVE1wh517JDVl84NCiIwxA8jaqgEl5oWaLNJPg4x6IJnQm",
-	"ijbYmGlXJUQvs8aUsz+D1EJINDw5tLDI92JWJFuI0Dh4ndWoA1xPe/Chod2I0r1gg2GArsZOc0uUa/k/",
-	"IFRCodk4Y6QIO2w/cjFRe6ELCHRAfChVEjmNsHQbqx7gN3GO1Q+MUIFxJsGWTShSoy/CUJ3+iEIBUOGp",
-	"WFwuF20BGwukUBGhvoHnTPu1GsaG7eXcwCykoBgXkeXrW0JVjW2n1/ckaoO93nzYIxPlxmgqU03xRWhl",
-	"Agljmv31cXeteAy9YUkdPgXIsbFlvLqtqM1pZxONYbfp2xpHAUtvoOOIKKOWgujglkzMM5kj1/cFqQqY",
-	"wB36FdM9X+wbYBuRcxaWGanQdgIcou3+2EAPkTjXZeG6H9yIjO/ljZOtrV26Zt64SZTVcHHSWu4wWscZ",
-	"dDoMx12PPZcb9lOava0EVmuCUF2PDZ2wjROIuVjKLJ6Jh8/l5krficC6l6tEFHK3EU1v9jevfoA9oOU+",
-	"lngZmgrUPjfoTFDoRwedOJs03sksj1OlPw8+VONN/9P+QV6L2dYCk9NCIib6KQGl9rvgLjGlT8vGfWRM",
-	"7ujs+c4O+FLS5363RDX8HNLne8flEFoi4ir375RCv2+3TstXQhb/y3l4/wsDi4bS/dOFEyEJdWPpG8RG",
-	"Qqoydc0Oa/Dawl7HsC1MmpiS+QieO4e+m5wSZxFlhtuYGW7DNRmi4wvFphKr9mXUwopMpd29DrugDEy5",
-	"6csUGmbP4sL4jHNSofHc8lVqC33PyHgu39sAz6W+x22QvP+wdcpuODWFoRysv9JzeIhNpsolc0vd2P1V",
-	"ZUEadaeOiVTK3yBDrUVaMTtU6fSB19yid+sterfdon/rLfruLU7AqI0zWOCbMDB2ooGI2vVFoNN+YVGz",
-	"l5l8F8sNuWfvCycD/qeF0OqlJEic07lFd4Nz9eyiRbqqeknjvUSN9iy3snCzMyKT5K4R3o1KDa4FluZo",
-	"T3SisOMQg94kAjvsJbl7Yk+U7vhwNehf+oJ7iYXft9375VSNouNSrQn4bEtEPwv7dmebfpXD9yuH9ex+",
-	"WjPzrvTrR0nQVxIL5WvkGZRw1aT4SusVo7yusKW6I0OuPlEbkZsbG1BJyII0VUr94C63+k5VI8UF6fpb",
-	"5SuyYf81ko3G5P56bD8RUIUhTr/Pc4tcXUeXmRB7+SxN38ayw37Ejh8slTVf2mbv5TovAGBhC2cy/J/2",
-	"o9evvm0DQ1zoYPUaoLQ8LqQh687ja6UPuMyA+nxdnFv4XOjYJPyyyBmcGRSSE0UsnU/U7thi2/JjCXVY",
-	"M6RvO8jIfgW5LEDYdYCSCj1qqPFWVIE5UYYxDUB9IfmDT7NWmEFMa5qyc6GgFLUG8eF1fK1erGvg03s1",
-	"NiQyx8OslG/u9Hl27nYk7osKsEqOrVcS1g0n0hLFOfu3/OyXQ4UdPy7Smi1Ykuhz28epNxkuF9V8OFOU",
-	"SSU3MsKCdNp2ekEmqolVsSuRF6zYyOSdpKJ0VB1mqWPV6rDnUkbIKVTZ0mPEKIlzglcxzNKJFJnKIbnT",
-	"83y7j3f2Zn0ZCp3Pj1YMFmLgVsWAT3xhfl/p/j/mSks4f7ReoXc8FOzErzmsbXUZ797+f3+klzS8RzCw",
-	"fd7LS4dHeo8i8eAJqDd8nrw39kSJVlTyN0KDB0i2aKllHMirZhVyGvsw9sYxxggdpukRDV4o9o+iWL1Q",
-	"yZaz12IpX8eF/PvrIotnhVkFB7GcbhSy5ms9ObLEpQdNMBNLOVEAj375w+sxnUilJDD+IS0FkLho2S7Y",
-	"KkvfbxnybEE3UckPefnqzevLJ4+vXr568T9Pn7wOGfoe1BzyP+1vsbdDRu2XWVqkYQtaXMlSQ1mBM4Nn",
-	"D+UAnHRuhcN06xTxmxdDvHKUDBNVLxoo92sJRqE/FoOaZek7yhngvSRVRIoLM6yoOS1EiiveMQuo5ahQ",
-	"LLygDQ1nPjTJujhneqfr589MvQdhf09Uk3ZIuSGwyauUofRMURj8fcAHQdnqqHNHED/IJyqc5dn8CuYV",
-	"ur/08CqSkUYHSxwXBu+ty+DCNlzYXsY5tHaELjpcmk2UQfbVux3a0ZDoFJ6en6ONDfw+Dovo42dPn19d",
-	"vvj+yfMQr6F2tRLrCmXuRH0LPMMl5SqEbV1wKTZLYihZiaJM5jl2escK94/Bj4XFe21pWxHFompmlMsJ",
-	"93uQ2zvuGSCxMrU0eapvNlGZnINDAeEe6rO26KHQ47R7m6tYXSGHckjLullsxyzcZKmlsQ35RIU01Vgq",
-	"Q3MdtijKbzdCiYyUXtcbL0/VR7VllErGZpErwJ9iOovk/HoR//o2Wap0dfXvLC/W7zbvt78F3V7/bLD7",
-	"g5NSvzD+T4ok/2Uq4NdGNOwamrksdnBCX8uibbTg74f1uJF2N3Nrf0UMvVcn8ibTHGyFoyxz4zOivmsT",
-	"FfZpsIW7PNpWAZn+XSrWNjYTMXNH64zQPNNCFKR2gMqYERFMBR8BxCQVSsVF6QbEVsTlV6IIO+yfWtag",
-	"wN4Dgp8o1O/QaGdC7AfgK/CtXtOMfFoUhR1qZ5opE1k+RN98IyyZ39+9GdVi7MKR2fKNXTiyPL8KNtv0",
-	"13nya5qKQXISXoA7ezel6sSsiN8ZzOL/lcD1u8cHQTPdSNDO4TwUD8Kvd0GAd65+iJjqEMet9UieQZmg",
-	"gEyUObHVIfKbQem/JYs0hLMc0mGeqKYpCw+D3iLkJR2TfzZchOcs9PLQGIOmmbRFRp4BKTDQnsUmnaiQ",
-	"Pm3r4YlincnQMFhzWzCKQ36QG5QfLIcrFuydzOL59hwNfu1f5GXnq5KbCXCXgPHvohSUT/qvHy9BaaI2",
-	"tZZg+cwKxDE22MfgHwAdV/g2jowN3WFYn8a26TpjmZzJ+B10bKW7t7SltZK5khLHmW/iYrZgmRSzhcwn",
-	"qjp1uzxRTcBdJU6pX7UfUDYhW5EMYIzXKUbD8E2F6VZuYbjP1BFD3a55czbHMadkpysCLPLysMNewc21",
-	"6EeRbBVBRfhjq7nZJHNHSJjtWBN6h71dkT0fU27q8Oo37ib5cECOEfrRyPnHqA8Y95U+SkcJ+apa4Ube",
-	"XOF0N8aNzSKXs6vVxWs/8n4I3i6L3mb4drp98e/rf/73y4vti2e/PXuyWGyDf3gvllF/etn7+x2n6xbc",
-	"+/Ig3AR/D77GV8D7L6VEDo8IlsaTqKqqm3vVhOvVQdv2H1CBD9mEvBBJggIwAYsWTF0UPGy9Yk0nLvH6",
-	"6XfP37wMW2MWpvN5yFkYq3dxAbgrGIJYr5DXBejZ8Es2SyMHnaIM3miHPV1Jpa9WWy2il2LbQvlu7Xay",
-	"uduxItJ9RPKcqCJlkZzFEcTqTDdROp9DH40ZCwKNPU/doNLBWDVO2ccav8s0wvK3d9TnebxsWK+eqnl6",
-	"MJBM76QfcNfc5Cdxw3408087B9gScffs7Of16obwsDHGDK8QpeLMfilh2xE73t2Xj598e/Hmh8urlz9c",
-	"PA9bFslvvk6StphpMcAuXj4FMGbq7as/frXWHoaVoe0wRI2EEQoHDGWp99hEVTcZhhygDW2JJgc2LTZD",
-	"t8RnzPb6xBCJCHKTe2fv7/rcYVjc4BaR2Wi2BwUneyzEGW9HMQjBKMR850SZQ2uP75U+oaEdJTTArXOk",
-	"jTTRSzjEFoQX5+Ep3mdcSW26ofiYwqT4mLaJSbnY9qbqgFruAM6XQnotzjBomBl2NK5vZ1+gTVHM8kXa",
-	"0PQIgoU+MAFBTIdGeIpyLdfg4bTVFukGvOelUFtMi7bXq5yBiTZPsa8J1wPk1e7EUdGEAsYnzOPlLL5W",
-	"aSajMrKq76jdcEMyu5LZbmy2KRR7+vLdmf1giqnnh2e9czaVC2Dc3E0vTNQN+QVOKRW8HaWxyyTDt2kW",
-	"or2OVcv6ZXE70SVazl7D8eaG6VYkCYKHjR30LNY3eQh4L/NAfU/f8+x32ihPkonaVypXL5+8urp4/PjV",
-	"k9d61PXf/+PFm1dhixCVNzJJ2vM0W5rw93pF3Aq8DDjrBSr59M4xP0rdp0hKWvK1wHYNRvbg0EKF1K8X",
-	"vpJFtm1Dq6Y+S1BwU7IOm8z/VJJeiljzlYxga4Obog9hi9nNdS0L1ofdTI9bK8urEI7xEJqtYl6PNhpo",
-	"Odpal5UgfSZnqfbukNmYrtKCC3d6hyxqaqikDylqv16FJDhnRZrZcYUWyG4v8B8rFkayEHHSwe/C+tD6",
-	"m9VHhdZJlVZ6vrByo2JiuA1czvGE8Hus3l0F794P3v67t/yt6Krp4mybzfqbX6PVvHctBkkugxrEd33a",
-	"q899Adkh/XnFdHKfXb3JiQbA50tEdsBT6v4meu//ETz++U3+X9evkx/+9tPo4u183X/44zx//zfRW3/3",
-	"PI3V2ZM4e/L3hpsKqHfuhpVwnpzPJcTMrg7QgFRZQLR9Az23sXT4OAKvQg9SZfTYJw7BfoZ65hD8wgFh",
-	"7uMne0Wr+4wg1bLdW7kH7Pt+qO5Kyx8yzyTW2xGAu6nTvYfKXEB1hwfqqW+cuoVvcWyJAcEwaaC5TwLY",
-	"hrwWsurravlqKgYgr1gx2z4fB7h7w4lcZek0kcu/HRZxbSyxrva2gtXi5rm1RLc8Etj27oofFMiNcYP8",
-	"u9IFW4j8hnuca9eqylLpVBlBk1BeCGj7dT3Mcr/0vC5vFHGhhU3jqfNc05tPQHSULFtnamzd2TFNztid",
-	"iBOE50u8vBatt+qHAmWutdP0LtQaFfBAuKlA0aYhIoSUOl2PqOPUXZ62yHUL4zjetsU/kcW+A17nA7Rw",
-	"uSAoVF0uJmamdev2FeuVK/bauO9pwaQCj+G2xdpxMBr3sVyvq6YOjQSdwd1pa+65OC1cIr//kUtk5p4c",
-	"SfDbsLHc9d32XLdj5tzvl3P+RuXr1SrNtI23lFEsGMz3LdO+Lq9qw1Vt+Pl9zP6l8Vhp+vM6sBNwUjv3",
-	"FIr7iEUy8fJ+aVQbPwN4lVIDigpVWWiznlPjf6zYIPBYfsyKBaNyxS7TFDspzSOPPCNkyd/PIu2OwQTX",
-	"YmuagyiDT7W3Rh/KnAPxcbItT47xcVo7OtTxdeqjhzgAynoUKUB92KxKtrUpj05j146tIPqbvlGvpm/0",
-	"wyetG3BUYF2UysRRC3FDicCPC8JWsfUBtgogiiOArS3pbMJNrKJ0EzKbHASQCijdM1s56GHVbgsQLCb6",
-	"JbMteNQI7MpZmkQOjwfBvZY1uWTwWY8XJdhvMkvzcfkt0CABeQ4i1HA4FTEpxQhAbgy/UQJokeZKaF3R",
-	"ru2q78FPVqMR1Fot4ySJaT9wqF03Hc5l6NeCUStzQ0TpXUuT/rPwNPiNFj8UEIYpxOmIc7w5AZTHiq2y",
-	"9BpPdwkADGfBovwA5SJGNpx0nenuhpfMi4lyZmgLxfJoeSWpugb2l9VKiqzDLpI83SV/KvcAwQaVVFAM",
-	"RclEYWmIHgzaYEVaJVFCNydkTd/jnucBkhkW9Ml/r0ViZgkDF0spFCQNAe+cehH0gDrsdSGKOC/iGQ4D",
-	"ijWBjmWTskhsAXzaAYW3TgS8CtII1QXI4Swc0Wo+FxlAqhBUm8Fo13cHdC+7bZuhvwg5C0feMtQWjcmS",
-	"B71FeKgvHU9RfWM6OjVWV+A/750khEYPL+94WAE6oCJCokhzthpj3x8OeENvMSXz/GrV966W+oJO4H46",
-	"GsGnZ50hOnGxvjTwQQ9lNZR4Q9uPXo7BDsCrDMCreTp6i3uPL53ImK488PhRzePP+v36AcAXNRPg14yg",
-	"1+neOoAyswvV6nsniEg4jSM+3V4ZZf57w3QhN8bdgRmt7++smFeJGeh9M6ZRbeEfI25bkvTP+4H272ln",
-	"jhvd5QnUniJ/iwfrUNrHnuXPnmTki83LPsal3zqTbXQrm27pL5fzC0JCR1B+kRXhkM3W2hEI4E74hcDm",
-	"sZScLbDjKmLa1m/VM5WjrtloM71ITcpsh348JlZyUKG+V2LEl9Xy+OgHOZvF2WytLblMircys7Ff+8B0",
-	"owyrSgp5kSfAdegA78MzS/IEfQG9P6hbm8ZIUhGxqUj0ecx2wvCVt9B6M5IPkK354uXTNoSGlAlpYPHS",
-	"hZm+OGf5QmTYB1EhTc4xoIcDR9QCes2JaoIeLiEWtfkur0QRtsxwzBRxlsdqBi18GOfPy2aRnWW5Tjmb",
-	"rgtIWF3NAT1GP4BQ8fSfJc8jBOTnIk7WmcxD0vpg0pe1pzDt+uXrqzgvaZfdW/mmo9x6vGEGB9LPvhBp",
-	"l0PkrVpS98Zd/2eDKmAmtrZnH34G01ur74KfyS2TSDqLDUgZHCnb5L/D5jzu9boN3qA5b4y9qsrqaqVd",
-	"vplXebPg9jfrjw4P2Q/GvZ475FmSUghsd9AOMsH+gH/hDYWJDAweR377bN6X7UHUm7VH065oByN/6A3m",
-	"Z7If9U5RPXoUNxWsOvuZDvDUiKn/RdWrFTZqmgkbkFKYebq7ZoDkwgG98AM0xuxLll06RyC0heqYggh6",
-	"AIfTgM0inID+ASdKGatMJspWcwI+6DxOCvCdtDgibwT+NlR+hO57JMcf5idB8SBfo8C+U/dKm8Y0zyaX",
-	"SMtHl1SLs5CIOOlfyPDLEdaYszCO5HKVFlLNtldvJbBHJWIqE2gT0i+rfZKrFOqWbPYJsrn0iobTGqIY",
-	"WgYvp7GSY8MxE+eUdJ8okPjAJwxkPqY9y8SNO3sPiMklz+N3sv5p8j19jaWmM70zZ2soGM8IhQEcNj0E",
-	"MyIgXjpnAn+Bqlyl+B2BksWKNfeepdJiorTlnSHJzs5oWxXEY6AIoyVhSmSZgS+DkRSIhWu4jp8qpoVv",
-	"PFsnItuhNv7/8Ed/1zZ3CFfnhG8toolKZKFX3yVsJu4kvXtMvABbwsCZvU5TgJ2ex0oktiab5Wtkcu55",
-	"Hksz1vN6HNrwrAUkkiTdACpvectYXbc6ervkxZV1JyIDPAwfSy0ZQpaLLdssthzebaJu4W2mWgr8FGMq",
-	"N5Eyk4oXMCUwCRMFUTQsrkZfHSum9Y6ax++dKgCcM5erlX0EVWs5uHCiqjyt8CRD0WoKYyp3dSTSjQyt",
-	"UMg0UTaDAZVjskRUmKZrFUEUBO7lUrmyW5lc51Ibk/AeEBxRFYF2G88rZ3oKrxdQoI+vb18FCeYMBV+H",
-	"XUwUEqDqp9szRQ9D8zHDyKhKC4ffWssWsGXN+9GyVUcW54fMPa067pdv9gV0BWCNJSk4OtkHojHkV5/q",
-	"7a7zOj7ZF6YnwcW3Ab0S5w4sy4GRlKqiMpx5mi3Bdluv46gmHHR4FDgP5vn7JNAlLAYRypcc8ZY4ni1E",
-	"1Do05FKd3euILTU5Kmq9AfVQuC2UjQuCKKfO21Q7bcWhURrC6yNXWP/6ucACmhu2l+EnE4V+vOlUI0ow",
-	"JHPodrujg3NX0Vj10xeJQgJM5/FzWBma7RE5fVR46f0OC6Xfm1c/ENGycd/BRXxfsGboukAu1plRtuQN",
-	"a+sglwprqJFUKUWWTozO6keUuymn2IKB64+J2TTVv8tNB3chAb2EgvVgFk1UnONVnM1ETsR5SXJo7tZZ",
-	"cojtOfB6QyhWsfTPp54Ku6jlpDnmIiFRlKf54ALv2JgHB9zv33G8uANFhik0GCgYsZxtsrgopGLhW7kd",
-	"Q7lHyJpo4f69kGI5XontUp/FsHXumPlaN5H0Bz2/TDNDHIAz4+AiiCQhO37JmoCZILb0FSjkHGCF9GRh",
-	"YcREaZ2odek4tLkUoqDQRuEqAcoNE0SCQcM98TK1Reh9ga9Yfq8N9jEZX7yE2x/bauHNYouZlVmqIiDh",
-	"BOQIVr4qFQ2lG8UygeXpWitDVm2WLpeinUv9ayS/z4sOzmvVICIyFuyywarT8oGGQxSsMsABTucTFf6g",
-	"XyUPWbMXBDhrmziXLU6IB+UmI0pU+Fc3KG8MutaGY/7VqKytdi3l+1UC8QDqmK0jfdeDqGzOuJDLfGeX",
-	"dv1RZZcGe7sUisae4qXd8muRZWKLtWJbSLRo4da44Qga74v2NywjIp9YRxppPHMpmfXVwtbYqlYkEoC0",
-	"oJO41Lojis2xFuVztAzDRdQKZl1os/ig0C5dw4/Tw/Vs/Y459Xkx9Y+PZuq/QB4lcyrwhJOD/wiuxERj",
-	"Coz+5yxKkaJvHSdYvh9hofXy8yT7d+Kc/GDToTfEpFfH94e2o5BAWIP2yIv89kD2eu2h8IP22bQ/60Vd",
-	"Gcx9D35b1Ro2+2b8ysa4YR079L1lBE0cz9OCIYIf/dzxTqmAq6bQsw7OlX7iQLp+fKnoPq5sFevWlpJG",
-	"SP+xWyd7CMLV3KMTYOS4CuO6E+F9aGouHgLqdb6TlDy4pN6lN9BL2vU6ntfbXdJu2w/EtD2YRbI9nHt+",
-	"G1FahiMxnUXHLanzSWXVAlNI/NmsWhUN2PWkjsYZdpbapFGPXe/y6R3PD06H7f2F5oqEyLjx7NeL7fPY",
-	"e//stbd99u1/b57/lvovLtPfnj3qbZ49fiXmjy/ev/jx28WL73767bRM7aFg+QXKVSPtq/HZzz5v+xlg",
-	"Q1As4+Qw+kGYclOjDwbEPy4vX1rbAF0U0wAYk4cjChYSrxoUz4WRhIicwxuh/dSc5WmqgLNsleZ5PE0I",
-	"K05RU1GMYTJ1TuFaKbIkllnH3h2tWnP3TLLluliLJNmWEWDsGZPI7RU+LSVN+3u5tVBpRQo0V1S6VQYq",
-	"AIEtF3PpMsJR9w3ZSdgJiWIxL32kZuD5QPFP3kM1NWBq7+0HUCiayWKdqbz8FKOWcCnKBBZ4nr2Qxl6+",
-	"VNF+BbFPh/QLaeYgew3+Qc2IiD6v7OeMYuiJUgWOCpsgg6DDvpdbtE1g90Qmd2E6/6CZoKBiL+VUUzkN",
-	"aE8fP3n28sXlk+ePfrr68enzxy9+DFkz6C1aNmwhTUjUMOQRmRtEbcvqKkPQCy9Q2rtghe2tsnVlsB30",
-	"//wf9hLjOpTCpiBU2SqK6RAXZg/5HpvGc9cnwdSqbVLOZJJLPUktXulIj6sRJIOtYWNbe+VuGAsLX76h",
-	"yLH+d/7wd23afdAmvD3BLC/SjI4kvP5KZhNlbszB/YRYt2RFJlQuZljm7bqlEKtS0nI1Yp4iIFxS7YrS",
-	"NIVjAh+Jqd3NiX7EyHxnqWBgyA9y5x2BPwM9PpP7EUCrEStBd+EOj5+58EGuPQ/9ZEh1GQ/UqGlTZ5nz",
-	"vUKLJv2BmxU8Hsg0tibK1GQyTJFwIsnGVpkyC+Ykx1DGmEFd6ZUIz2E0ZpFFkqfmHvgKVPzrIsBc4o6C",
-	"m5Wf0vy2n0Zhh2HlCkbrkSyTtgcJnIlqGsJT7hKdGn5TKxVLkcuZw3NKxKMmlQeXWveQT5QpmbgqP2Qh",
-	"rF6srk0WcJ6kG/i7VWE0NIvbKfNUZuNT5gMyqMQmbuK/kI9xMDlM2gWLOqdbknrnu8mvcnn+7iS/lojH",
-	"CH3HWHmpD3QbVNTursStAUldW3FiRhVjUe+4hJPUnrGWNxhGMuFoSPpNFHOg3R2pgIWrlkoz0pqozS6c",
-	"KYd12ptzSHKkuPh2Wh/kxvFGL578fTdOjrdXOytmK25IwkAZKTa34Mkbu69uq22g6gfg0jAQtUXoSeYQ",
-	"ceph2DNeCu8U+5tjtSMAuPMbhJEkbW6sPKEi/QCh3Mg/YE7KVW4Si5Q3wvAH1RpnCPFmgLZzK2SqkQ0p",
-	"IloBXL1yVsqWoYV4Jy32rMkg2S3D3VSuqQ/Dg0qSAx5QCjoqlXYBRKtsuZW2yBBycyYzol/djmtuuHxx",
-	"hswgRqRyQREYXgGz403rCXxNmLPufsGirTz+zXBnQXGDjbSUB2Upttg+9H4mJaxRN4DUY5OmAeVPC568",
-	"r3s3aaYPAu062nO3mEXEN2z0kUfagZW/pHniFV531rzBFjIoqpXZOnfNHf2Aim1He9WxgC7pk6lMUnVt",
-	"kbbsaCAnmTqyrAmZBn1n281gYXPjjAr69HYFgKy92aNBW1H6ABBmQXYJ7bZDelXfPY/VdUJS5wHKCD1O",
-	"WDs9X9ZM0LeDOCDecj8dii2n2kE7OR/qjP57uW1gVOmuneqi2OneLJigTkJK+NRQjIKomTTGrLdLJXoE",
-	"FVBdBMbFvbrNk4aHt42frj0zI9Tz6qtcpqVuJ7Fe/zqxepfGM6lfyA+8AdAi0S1vHMlsoe2ddpQqfeNd",
-	"FXPMpVgbcsRL4+8b6MYnYruzaMTFDV9ZLJkKX2yZXDjEGruMFa0qzAA9ptH1lhW6pTeXjYMRnf5eQAcv",
-	"rkZ0kAC4ygh8+wyYASKrLiR4d1ab7Vv95HHcuos5mzS0+0P8WCsRR0iPddrWpmE1TFTvw0mRmk8Khmz9",
-	"o1sxjclYNlEmahi45SKokrC/Pu29X2T2kXVhKlJhiMFurJk9BQLqal8t7nn/ZbFWCc5Oc9MySR68NYVg",
-	"q7rPhFSo2wuM2n1vOdZOhDFsoGi7yuyvbRxrg7i/A8XS0g5xHMnbPPoOe05E4EpusPnMrMBOa2SNut6P",
-	"P11gyVAIavycLQUYFGWVWkZXUpPm3lrc3DYp1XoJYbJsLRu/8Fr86ZPgQb7oXW2K36qrdk7Gm3WQXXfJ",
-	"tjVAAlxECPMErov1TT7zqO3HEQzfAaOCELraNeriNv/kAD6FjRJgsIQ4CcA7ycdW2UA2BW05+MopSVrK",
-	"PBfXeusj5qxKaSAmFoqDOSfxA4JGy7idUJXRML/sNYObuHTZCx5UMC5gwPQSt3WCw48RLeh+kC0unQmM",
-	"8woe1lSLQBoecqjM59T9gtNLSGSWoQQnWbtzE2UiiYdWU0vtPUeTiWWKkYZli3gy8omqca1EXgEEMfZV",
-	"NYDb+QwSE68tS7nxg05LUFSZyrCediqK2eIwHnWZtQBRFBdyCS5WtWQ4xNpXbmKlkSjEVGilkq61XMvi",
-	"VYdB0QasMu077QZbZ1IveiS1Ky9VkZAeL9uvjPtKcZscQBehcFAu4bFm21GYREIPGGVAwt8nMAPa+ut0",
-	"Oh8wZvT7BA+y/pROxIewwy4UvmVZaGRipvvl/Lu9CrlcCoVNzvmBIDqlG8B4JXcT0iNNUbGEJsqoXxhM",
-	"mdMQBWkWiLBnO955h70wLdQ2RkLhkTZc9u91WgioPgfkvQosFGkkqMsxoRMbONGujDkZAEkHd2pjOENG",
-	"oZlCmHmOC1vs4yhVIOtwkZNUQX0K4DWAmExzM4qmVoK7ozSkvLaP5M3lI7aMIxVfLwrMTTyxmzXO2UIm",
-	"NstiyqL2djCyYe0tMWv6+tKg32faRxMz7aK3JiCTUXiRkYnrCg2B+rl63mlCDPh4bgVdvrP2WDjexK4R",
-	"IJApsm3H9b3CTqfTKgnZQqMUQmZkXWHXjjXDneP9f+gfXSDhU3rt5bLCrkmAMun0VzkjNiEB/Qr0EpyQ",
-	"7UB8I6VULwjMt+c214hxIb36VEin9PQAjKoe91u57bDLTUqruxe2GlfDkVhBh3ucPH3nXMxZHCG2aUKZ",
-	"IxyUu4btt3LbziSCcJbvklP2hM4WkjlbUqeKK8IdPWAsYdPfAIsHq4llqjamqIWViYe74DWVaeYw2maq",
-	"bPQTNmILLtU6DyVrjISqsbrmVPyXZnhmqIDQ557n4d7o+d2dB+P5zG2wMc04i+cTBUVhGScKBL0V2/A2",
-	"UPHVOi+l/YOcIpPYbIToj2AbVTdx6a3EuT4eINKLhVTIwkVzvbkxL4gFk25MUu2dUwy4kgbQj9JynK6x",
-	"8p1bjrJbTOrySJUQGVYdOWldN/lHoj0DbYPhJzhlHXaBf0ASvOwwQeSMsuhOJInRT8b4hxA3pEh2yvbL",
-	"8dngJY7PrdOsNrAYdNSJasKrwjbYi1u33DB5KQ6cFhY60dDwAtI/L8V/AGku1U7XRbtI0zbsJueA4QnG",
-	"Qz6VAIsH1f2zFDzfTEakqGri91wbfJWJyfe7GQAZFrKHcPDSDEd4Uxw2/0+wdD6CkIA6I/91Q6jURNX8",
-	"/rKuIgt/3u4FNr55cjyU1z+9e8LTux/19OpD8Pp5sdq5Gh2Yh73eKbQ1sEKfKkxWqa/MbJgEAxl6aTFc",
-	"7gCXHFzlgwWZo3EXisZ6WDRWLcjszbqyPZgGfnsU9WW7O/dmgRhMh7LnH7tXjqnlw8/vUMy38ya9vvMm",
-	"n6wws/IUW7FXhnBOqtCsTP7JeYbfj98F3dt2QTD2g47X93Z3Qa/dj85kezAfeu2R8KftYNaNerI/P/MG",
-	"/rFn9g/dBQPnTT7dLnCf8tG7wJ38O+wCmtkT4kLYJ1QTFcIvypiQg2cvpnmarAvJ9Ni0AoMxsjevfjgY",
-	"9aka88GnCAKdLKtRGtfFgl4c46ifgvH3mqD90PnDZBAZ8ETlCbXq5OJq930eF+fYzmqMYm04aROPei/2",
-	"+BKrUH9/2Vjrl4iIZINfiFIHXk9ZDkCBJ+2JfHxMDAG5DgfFHsH3OXefymlHWoAIYn0wCF0huiGVUkVG",
-	"AHmI2KDdL/A4COjXdl9BH2DZ4Q10b2gWtTrsslIh5eCDgVEcKyyahNiqnBdQJmwqkTrsghxWCxy40SfE",
-	"4JFVcRb0gZrKw+93fjrCxEQ5EBPk7lVK1EL7fs6wmIBG+ByqLQ26CKcqL/oCO+riokCgXorgUR0WXAQu",
-	"C92TCqOxKmq9cmdxbHODBRNFuoxnVOZJ5bK2iRO4F+KCZWuFxT4EHkBgzXZO2SuI8hnflMi8YT8BBCK4",
-	"2XJe1Lgy8CvTY3/3khDyrXbYC5xH6+OVSwWOuVPk4pT4utkTp2Xcmjn9tqeNm8EsiNpD2Z23e17fPwsG",
-	"3WFv1G+gYW+A69xRPCkLYgltSD8UfsvtVEMaZZlmSl/uDKTaf121Clx2z2pDdLVOJajpFLJD/eAkF+vG",
-	"bYZcYgVQmNdc4wz2Dh0tJ6RocKt8C+g1n8SRciELTxzVK7AJ6iwGC+JrIORcWfQVafAT6VVcFbcWfWk0",
-	"iCAApI/XqOhvH9aoWLZwQKMiOs+R6pPtas+JaioLgzSme1o0mxavSWdVEXAg0wjIKBgUdTL6VHo9UdFa",
-	"YvlINaQdR3yvqR/VFgL9QHjrkBo2MQqHeyvKtlfZWiHmFRVf2rrpnYxLjgAxdEf7wjlOGI7WqsOJWsks",
-	"T4FeQM/dPM6WxE++NpzRri62xSJ31sUHFSvhSEH6CVB1btasE2XnqU614pekWqEvG5DxYE5NrYwT+zUi",
-	"HCGOoKsBJuD44uOyHwj9kFwWfH84iLGT49pgvZF2LLM0XbJ5mlVBtVnT5vlMJbpiCVJhAa4PHoHI1LnC",
-	"EFSKdxMFNrEUlYrn3exdDZkrPPHjrY0o27az9Q5n0SPCkpTuvjSwHgJhRuHVK2UauPlNyO7mDlyQP7WW",
-	"zqV5KsF7fVorZ7VXzHmJNWWQ0yoWcuk+5dZ3OlrX4vJ9Igvg8MJesCjb6pPqvhVtTwI1LkOv3qEpuqD5",
-	"OeYmvh+cPC1HmCC78pKA6A9I6K/Gyaeip8VzsqO0P4WFolU+2iWJLORBn7+in+L8sDs81hJ4vs4giWb0",
-	"PfVEVYv9kHRdASIkGrshggc7j8EkmoU0hl4crTCsg98MbZ9OyMlkgsY0umNrokrmoNKTdhoWe96owx47",
-	"8QPCdEI28UIqkJQuqQJr9j0tLs88tszZdDtRlgDUITPXphGRKJQGh9vdmUgBwIS2JxSMCCAaQNNUX4Hg",
-	"kO5gWZGmNznJHw06fL+5oNMqzb+szNGnBO9wW0esS27dz5MSAz1/HAw63uguiYFTSoNvqgjm0GHlnPTP",
-	"XHUgtdjNVzxPCwSEgQuO0BePUjVP4lnx+Xi/KNXvpEV4PVDyKweFAFvGnDYDLd+t6Ma2+xr5DQqllOD6",
-	"WsObguV71hMpWxRcGttXTy6fPL98+uJ5yNkAWFYcelwDFRAXdiTgpyjAspIWmC6G4jI8zGNLnKPQk0M6",
-	"5V4tN8tHy2C0MoEN44g6/scEvuFwZhx1lfn1H9Y4cJN0+MtJgz/3cH8nizudbAvkclLfpl7cp48he7sy",
-	"RdU7fPIpohXfkiMCD1RpowvsoBpAAtZ0EicAIGgzQrshKCx4FVCOZrBAsAMXSmeNZboQq5VEcaXOq0PE",
-	"TMeDvBzIVM5S2+tM4+yATWZBoW33eH1CCosCCULP4NABbjw0yNBbpnPgCeNELKXSzTk0VOirpnKbmuYv",
-	"mb0DJHwaMxB0wEbXArF71t+XfXHOxGwmV4WMtCzeXYGSK6RE4LHkYdBGgIGZHc4wTn3BCdaMhzuGUsiW",
-	"egN02LP0HTov8DAqlssBIQdQWiYKeBlMD3SaRMYkVq4rAQ8CfwKmff9x2kMAmEHXrofa5dMMe3aMXQ+t",
-	"ZLRpiPpr12TnBC1Bhn1d0MncwWqPP6Dx+Waz80BP7qVUljQMtKICCjCnqYjK5LzlaXEbMwOftF30z1d1",
-	"Wh7pzW3lx1dD+AuO0uRlZ9KdDem9cMzD0ok8wEaCsVxiyrJMiQ52jBZMc5HtklTWspMsHFJJwGmp2MGI",
-	"NIGpaaTacM1uLWlXIs9lRICxNaQFrTFazgj1jIaz6SQA4go9olwrV7HOZUlqYAcFnW4qxZJsykZRILl5",
-	"UwaLT9Tu1/RNi4koyh0wKLin1n4QAEqX0gAL2DbhZo99b+vNt27UBzsQzLcU7wB45hrahb7nOY/dLGLM",
-	"rAEIFOYF4J7IPCKclies/nEvtxqGcocIEHsc2cxugzkyJGD30t0IZs5LNoXD/DIH2RMuzI6/hdOyHtfX",
-	"4Vr9OGjfr9i+nx7bF+bSEJECz+SwxxuHsXf7Xpe9ltm7eCbZGyXeiTjRSkBvJQI/oVIVx+m+orDlepUX",
-	"mRRLtq5caH92ODhZyPfFw1UiYnUODXC5LP6+LubtYYM3HiOH2Ou14iwI2PP0HdMWFDO2E/vu2SVCcgND",
-	"70Ebq+N5Tvk3BSP7XtdBzUUCU3eyfM/z/HK+VFqKKH2m6QT4HhIlYBB0f6JuGZrf8UbdCqcosG5WBtId",
-	"uDfO1zOtnmvW4PdJI4UOVLDgjpv9Gjb3myfd7x436X630+t6e5MeeN4JJcAkrI5AoHVUq0U4hAAroqJB",
-	"Mg3A3b7GP+4dyNbaEXuG0h8aFNm37pyaoDvHWW7pWRduJLUMsJIDgrCJVLpTAsfY8IYbpkHotH0X27EN",
-	"IDjgQt5S856B87VAvYAtYMlJV/HsLYSG16vORL2B1mdbgVkpVGjeQF7WYrexckFspUgnCsxIUf6APArE",
-	"lyKoPwvKSbzkaCMbazVzC2cMNqKF2uXU6jpLV9sxYkc+1TYJTMVaYblSBDGDChmZ7REvzTEaRjuObOO8",
-	"yCkIYUk8ALitHh6IrmlaCDrw/51IGDUOlxGrCAxWOzeYemQsktEaRTHUgpnmyE0MNT2z9FrFdBsa8jli",
-	"xUFxFdVm0zxD0VQ50whVxPBWUZauaPXArCeCtBiMIejKNm+CFVmAFWiicu7sjpFRSWzzcmsWLihNmsXX",
-	"sQKQZxu4orl0gFWt49++KFzogsLdBA4TP/R40irGBfpU5bGQCA0IbxbnLkjx3rlCjEnaF2jg5uCX2FbZ",
-	"MYsdN28hIoyEdR1FY03/2Lo4rMeaEL+rvCY9yL4hlM6FPVNPVePMObR6JWsgdYwDuqSZE6RkQRhWEy5N",
-	"lcwtwCSiuE3X0bUsbMp9nsl8UWZbbAu84m5D8xbRtom1vwIXAJw6lYGsVQTZnryCG+dEiykZi2Moa+Bg",
-	"DKGTrQ07DkmwfsQSC5mITw5LynaHo+WeU9Ggd6BT3tg+iucQlh8l/dTU+CX6QJZx2BIXwtzdmQNsnJhp",
-	"uyMqu9UROGBK3ISEOIoVlSZIfaDeg7thY1AwZZA1RMxQfR6o5HEjDDB4mdIzyOQCW6ujTGwgsbZaZ6s0",
-	"R7R0Q2zEpu6Rs3UbGFZFIq4QG9ZCQpwoFoYEE+GUjbCOFVRKJmLrBKGpEtPWEhTjUvbb3UeqBR0yFxp2",
-	"oggb1hBxO+UdW0nlkzCd33zzJCK+Lrxt55tvmAsbVMKuCIwwYNO52lqYAM7q8JsnygI41+AyV8isS5Rg",
-	"CqIg/gIqBxjVTFbEU7pRE0Wh75j2Ea1E046geiX2pUPxZzhpTBr66yWlf8zjW7xEwoHGHEcxnZe7sUxG",
-	"xBF3ox7Rbm2xVl0VXqNy79iuIoOlibizSizNUYJJaHUYWiBEKFuxJPT4wcHeCECWNpyYK+wz67A3iMdF",
-	"fZGIuUTNiBAXt9i/CCEA5bVw1CzsLlB36rOIi88NsBMLf/8Q8kpmqTwMlFin47pnnFRqesHsiAumABUD",
-	"KmRjdQymcOEU9XJXKN9UVsvKVyyhhW8otf24jEfejncgUl8jB54pZ6aJctIU2l+QUVxgImD/QoOaQ1vg",
-	"AcbrRRRl6OTadMdJPuz/tF+n6wyaW623oV2Lak0O1OFUWAPfBQ9Ph940JZ82m/Lh/grD/PrCMP/GwrC/",
-	"EGvTTmDBD8Y9r9Pv+5+0WXy/HOwujeK7wz2V0Ol+68EcTxPPKgq9Q+6mSjd/0XzZkSiQ94JUaBTEAZuO",
-	"71h0lWos6iun8IIh0KH4AhEnGMLzskFFP7XGSiMzw/AafzZl18T6jbwNjr/6Uek9ALi8MaNX5XHJ3fyb",
-	"wyIQK8Jkhzhic7ot6O8xW69WADmXS1OwoH2wbKL0R6269N+4PjF0bApoonZSGJd3zQHh7Nwp+0Oz9RnS",
-	"OvKjUz8vIKXzeeZtahW6H1z6vVIlVSejwRt2w8ItdpTMzAQzOvv1xwRajxiwhurXfHZArVUGo9emdshe",
-	"VYvuoHbAaQKs9JwjXhrE6HLKPIEf7PDMQo6t+pI02GmcJNihXX1r+rxzoOQayRINg/oiXq3qbmK+uOEu",
-	"5bTRJ4fJ/vwzrNX/+RSwKjiqR+Q+4FTuiKuvDUOflrvPSFGrpfCDQ2oKvqUER0VNEWXYTX1Bj+Hz3CE0",
-	"cptq4qJEk6dwaAWvo0KMr39scTqSVMlxidVRamCMSUIwDHWiYc3ZYWODaKPecS7dDgbIhMWkpkI9+F3s",
-	"UOBDvGZPQ+G7XlJv5EeWoNGpvLX+DJ724bRjecjis3R3+kdfk433evJwczi9sycdvpubKS4rhysu8gqd",
-	"VG65tdAxqmtG+HL37Ne9+skaA+6yUe+YBtcXP9fmCKSt13WgUi73qf45BD9tULmy6RkSMNrLMdxcAkkA",
-	"+SRWKSI9vSU7CQw0cexkYWZlQT4R/BmFAODXvuc54NcQh78I2+HP2kMWYTv8LeQsiq9jGlfYCVl4FbKw",
-	"HfIym2RoXjGZjXX+cNE5OcII8ZTLdi5VHhfxO9mxLHPV2kE9ngqdHKBGICSIKCYKf4Sgu+gTNSE4C/9o",
-	"7+GWazctLlrErenwZlpQ4j0AccSINn5704XzC7WJisECMFZD9ubVD1y7f7NMAl61SHJohcjE9VIaiF8C",
-	"PbB4ZkuxnahMitlizJI0XUFIH0jMsvgdlNVjDFYaPA6EwKOEcdkVgVl/16m+zgROm7bhwcBYtpCJM4W9",
-	"JBIWAj0nZ2sV/3tdqaeijek4ACWiuqjsHsD5LqlUSwI8JEUUOC1Y+Imow1DwgN6GyR0hYl+xiWfOZiAg",
-	"Mm0mIf5+hfXh3NhUZAZhKaCqsYIIcwOwAHH3UzLCYeR0GFpk7jo/LC7GNeyU1i7Tr1cWN00UfKkHu6+e",
-	"Xq4d9XRHaOK/rBN3mg79pD0Tf5ryrwrqxp2YlP7cwZP6+WsTGH2R4F/IQlQaGh9pv5P3vEa82wMx3h8X",
-	"TqAVxDTqbgRxVZiTf3P5iEViS/Un+r8hlLkUaciaFlaytdvZAYJuoiJLGMEykOlILMSJXMRoDRgnmia/",
-	"ySzNWRMa2bSxY1LEKmXXYpWzeZwk0F4JTvdE5WvIHIdFWggoNjCYHqtEIHJUJOJki5QJpDr0Id1i//cj",
-	"IrWFihkxKypMdhMFehFAKVUaWRe+RCDT011IZaqK8kIUcikNJBqxsyKcJKGM2cJbYjRATK6OIVehExoa",
-	"xH2CZEIqhOlWTwpulebFy6eceA4A4J/TOZ+lq1jmfKJsL1CJg6h/VDIoiIRJ9e+1XOvl0yZBpWYhB84Q",
-	"oZxaFArOn0+USbLEMg8rZcW2ske7g+ZHWNlg2naahkUA826GWOQBUQu39O3LiqVqaaK5O8ciEoghml9a",
-	"vub8nIXTbSHzq1yqIqySjhM7g+W3KcvU6BrK20YhrhvKfGEYTmOTz80fGKKHprGHz3oT9X38n9AdCr+B",
-	"GsYIq+xepnlxncn8QW6PlK3sQGyzDXaJIkJbh72BM2GwBnqeB6cJmnREIQ27UNn6pMcHNOF1fjfc7Jh0",
-	"BtYURWLLWfjTTz/91H72rP34cciaby4ftTrsMbUYleVHdLpxh+mJUGhb1eUNtPSoZA2s5VQGxX0YpfZN",
-	"9A3+37+89uiX33sf2vhHUP7xfxv7SQZen6E5/Eac0OsgOUXSjTD0YEl7nodNywakwZmCNBLbQ29apLe8",
-	"ZzD8mPe8h2TKNnebYPLG2O93u7xRPQONcTAanXnm4xxu3vP9wPN4I8IOCPtGg4ZFfYj1sPzeaIh0vc4x",
-	"bYy7faR5sLJOPzrwnN4OQvrZGcnOKGoGMNwZgFfzdG/v4Z6eTdiZO++CGoNiznRTQ35lKj4qjFjYDON5",
-	"H3hDK5/GuLHK9D4o0t1RorLaqWE5ef7vPtfH25VgEaD0OGRdGocWlHjna3rkGHvPsFZBKRdMHAeVMN3q",
-	"/zlGH1pwB2w+obZUgSVn60y/GRzpVfy91H/+onc2hh8OiXt7TwpTkN2i/86xgSJKZ2sKjxQsfJiupBKr",
-	"uLMVyyRkzRAqnwkKFS7Syj1VEwVRl/HDh0k6E8kizYvx0Bt6Yatj3c+HEIOjF/19n7Wgnc7nNgJR1kuW",
-	"oK9gDuH26ziil6Ay37ejONeGxXP8HCE091XEKz13YKOYoA+nRpGCjI9dHOlZpo3j96tM5rnWvEDBBeX1",
-	"v6VKOkMxQ60bjm2OqRmS/knEcok91JZs6c2rH3JtUZg5qSStTC6puU8J6XB9tUxTzURZDv0qzxVYtk6S",
-	"K5NFFlOpcyRF1MbAYQVD1p19k/Lbm378omb+IdoKITWR6SORxPkSBvVWbrntPkWTtMySmQYMbfvPk3QD",
-	"LIFjNmmU0UlbOY0lroFeUSyeTvE1Z+u8SJdwBs0ETBr4SKG2TkmH+WHuvKl+aPut3Na97Lf6O62NszRh",
-	"8Jt60yTTljx5JnqIEBPFcB6acGkGJS9mEqqOWmenkqRuJD/gF3UFIlh047h8es7JNoVsDhiKZcuEdW5y",
-	"x7uhwm0xs2E4E+KGvn1SUNwxs1FJVeunQb1x44HNsjTPweHKKce6Ki0x56XXZNTuvjOpq71Xvih11cXL",
-	"p7Au5EYykKj4NPl+FWdb5zEH1tjcom5Lp4WwNjmEgGeZND5hfK1yO/EPcit1XLkRX6tYXbfxulrpgb9g",
-	"5hd165tSHDVynwaY0tfUN4tl0WU4nGCLF9I90WIdQZHS3vvrz1mSXtftbXhczuhF2HpFm2iZy+SdBCeG",
-	"fB+7zwWGQeOigp32+ul3z9+8RLXhzM56dWBS2utVzXhemIfoA6Rfc10skLLS4ko4z7x4/Ozp86vLF98/",
-	"eR66ExEtY1XzWHPzA2fcvCDF40u57kYkCpowkUm2WhfQYbQ/yApTvTtKxPMhbeW+K0TrzdobQQPdE0TE",
-	"AW03wGuYCPUg5xNlG/H0AYR2VbB49MmF9ozpFv9wZkZfW7dLX8Ln+9MCCxUrlqMCtUghGzllkcgX01Rk",
-	"ERoUETVMhQ/X8UN3Nezvap772LkHPqFmEP+QIikWHJz7WMk851rgZUAarKKq8dNhz1N3PeLUPSHW284P",
-	"7g4cwy8f/v8AAAD//w==",
+	"7P0Ndxu5kS8OfxUc7p5jabZJk5TkF+rk3FVsT6yMx/a15PUmoR812A2KiJoA02iK5kz83Z+DqgIa3ewm",
+	"KVmeJP+bs/dmrGa/AIVCoV5/9Wsn0fOFVkIVpjP6tSO+8PkiE/Dvs/fnP4n1G2kK+5dZzuc8X3dGnTNW",
+	"CMVV8ciwqcxNwW7EOmKcpWKR6bX9i3GVMs5ycatvRMq0Ep2oc8uzpbBvSnnBO6O//NpJcsELkV7xojPq",
+	"DPvDJ93BoDvoXw6ejI5PRv3+nzuRv2div3wj1qNikS2mxdPbYyNmw07UkWln1Fn87ej25ul8+GV1rHgn",
+	"6mTcFFdLU3/3cHA5GIxOno2O4d2Kz0Vn1ElkJ+rQWDfvH476fRqLSfTCkuYvnYKbGzNa5bIQnc9fo5ap",
+	"9IeX/WejYX/fqYgvC5kL41/y1L2kX44Bprv86y+puP6SqmR6NNwy3eFl//no5Pno5FkwXVymhunkgqed",
+	"6E5zGzQuU5JJN9L6FNtHOggmSSOtjPGHzuevn79+jYgtP+B61TnTsdyNWIcs9/8VTvsadX7M9OqNnMuN",
+	"TZksTaHnIn9kcEMO+n3GmRGJtptRpeyE8YJplYidlBkCZY7caCwxRx33/u6gf2zJseA5zzKRSTPvjE6i",
+	"zkLkUlsSDYydJS9EZzTo96POcpHu+ISd1/uMq/qUFhlXbKpzNs2FYDxJ9NLKqZ3Df2b53hMzs9QCicYX",
+	"8soNLOqkIpO3IpfCXC1EfpXydWc07NsRz/mXq4VQqVTXV7AAMBP6wSQzkS5BRp7Qbimft7d99etth91p",
+	"I0A4SCDAcpJJM9ugAV5mhWacFXohE6anrFhpJlS60HIvgoAgAGL3jgdDL0f6g+ecP5uedPt8MOk+TYZp",
+	"95k4mnaP+yeDJ8OnR8+On5/AvWK+0IVQyfoKeUHnqci7x8PugksrM0zBi6W5ovWxw+AqEZndn0Bo7v4B",
+	"FHeXpVnwIplJdQ1/56LI1+4PR+W0Mxp+RTLj6zujIVEdzhBeFGK+sB/tR52JTu3ofh3jAMedETseRmzc",
+	"EbdCFfbPcceOeNz5Gmz4XaRydL6iVZ3ILLPDjDozwVORw4RfaFUIVXQv1wt7D18sMpnwQmr1+K9Gq87X",
+	"vUnO+00kV8ssI2kj8lznlSue/Klw1y2nlrSx7D4XxQz25/t3F5dWJokvhbtlJw2IC6/uwjawnpY2DWPh",
+	"X64mPLnR06kVGLNO1JlLFV4ylmL5Uu0cGc69Mwo4JuoUci700j551LfbA/aN41vTuiU3377Ms86oMyuK",
+	"hRk9fkwr3yMtqZfo+eOZ1jfmMb3YHpf/AI40M7lYfE+WHPybJf9JWdIt/Rae/LzxseC4uRBFkW3qUe7U",
+	"8RLbnj9aCX/oRKyYCaaLmcj9NeYl+L/ggTTYdiANKgdSf78DafDvAwl2/9BpTnfc/Pi+f4FtXnLRg2zz",
+	"58+++eQZ/r928nRykQi7CIwrswKBddI/Yhciv5WJYB8Vv+Uy45NMdJpY9KR/9FDn09Pe8/7Jv8j5FMjr",
+	"b+Xbo95g2H/A4+mCxG31YPokxE3K18ZastZ4YlKx9zyXFROo5PxcLHROvJ5yma23MHt/WDEak1wru27s",
+	"OfuB/cAG3ZNvYvF+96l4knafJieTLj/mR93JMBmkffF8+ow/dSy5uXb9y/6zckyN7Lj50FHloQVfGnto",
+	"TXlmxENwmLmRi4VIr3SSLPNcqESgqrvBQXIuftHKUufVMtcL8ditVCMr1ehfZaNN7oHl7OICI8MIY6RW",
+	"7xYi54UVCSHfXMhrJVLLLStZzEB14elcKlboG6Eq6orJp1d4ddT50+Rp8X+H6tPN8zfzD8fmf28HyZ8X",
+	"T2Z/TI+mf+DPxEfdlz+tL//2dnXyqsF95z1bg3JaubYs3dFulMHIL8GpunXcXLGz9+cbzq1wyEd/G/6v",
+	"fv6Hm/8ZzPvJ00t+PPnj4s/5s+Un9Wr9xjxJX0//r/zpy4uT23fXew4ZJO5v5QVs8FdueAE9FdENbVnN",
+	"ky7Yc6LfHUyGSfdpeiS6z6bH/e4JfzJ5mjxLn4v+tHw/T+ai89UuxCU3Ny9BNawqw1ZdZJkoCpFHLBdT",
+	"O3I2WTNZGObOnXBBdqqAg61H7jNLgn6/Nxg8qyvGw+7zfjroPhXHx91nfDDsPpmcJMfpkRhOB/17n5TH",
+	"/WP2VhfsR71UaeP5eNw//gYV7rudaqW/tFTFeJMWtuXwgnf0hkeDTanDF7K34HmhRA6SZyUm1aPL84y3",
+	"ImpxEm5uAhOKF8AyGDQhOtyJb4Z3UdXuf1gNu8fJkeg+nQwH3efpiegeTfvJkD+dPBPHg+3mlyP8b2EZ",
+	"fB+2CuMQe2n4bbzlXtTrPx/sc6IhDd3bHW9dlGZnA2+tuCykugYfuWUt+3QzR/X/3+CoB/E0hSzwGzLZ",
+	"Nm/R/ZxDezFZg9rhIryodVD8ZJdPp6YLiOlUJIW8FVfV+MtkmZuCtn4YjwkCAleJVqRbrilU437Bu0/a",
+	"YzRNYRq3WBsaKs+vhR9ZKOohTN04muHmYEB3uIvicXeC7Dfth5xPqBxFnQUE5zqLXOOWEMpu9c6o83TY",
+	"nz3ILvG7gAPTBKz5UmSiAC9cI4tOhBWAqb0Jds6dmBQeg5n82nGvqIjNo/7JYOhtectMx33v7RsMMdqX",
+	"i78thWmK8A0Go2OK8O3cEcdVBhi274jhJmsM+nfdEq17YiOeiZO8F4PvzUgPdaKHJzZyTclIF0tjqbN5",
+	"lBr3A/MWxUOKun8v7EMurF8sXFn0HNUkA0TJ0dK/U5y85oNIhUlyuSBR984enQy8pyYCjUvcinzNDPkY",
+	"ixkv2FRnmV4ZVszEvBf4SzE2sOGvv4eTd9Pxeh+PG71lh3evmqPxtaoB8mQmrBqY6+ytvih0jsldFZqd",
+	"ZSu+NixWumvsHfEIfC+5MAutjGAznaWGcZbkIrUcwzNmZnqlmFbZGnJVIraayWTGlGaJ/SKb8zW7EWLR",
+	"G6tXQH+MQflXJjzPpTBMFqzQutdB8SzBOivypcBIzpxDtptazjujv3Tc8Dqfo06BGq0pcpQeXzHTZS4K",
+	"mvjZMpXFi2Vu0MlUnfDlTLAYlMsE7oghWWMm2CIXt1IvDVvwa2FHJe3tf1uKfB3kB+FbwyHWhxPh930G",
+	"UI3eBZtrU7BiJg2bc7VmQhVAjoNUTPkyK9hJ/7Dt87C7K1+nh7zqIeeWYCcgY6TCvwaeZlIV4lqgU8un",
+	"Kf2E7qNNMk0zvcJMJZ2z+IcYtpQllRupntIOuxFr2M16WZAyan+D/6yUn8yCF7NyLugja1/6/8yFFS7/",
+	"8bjMf3yMv5rHlbHbyZyX5knjdH7mNwL2PEt4ljHDp4IVGsOhPQaTBZufFAVy5sG8UA7hw1ZEn0Le5ELw",
+	"wrsqx8rwufB5lfZOuGDtOfuNZa4MSh+0Ce1jKC7ZsN+HZ2I/g6L7QSwyvhbpiFmaxKeMj1Xti6zyQc5S",
+	"OZ2KXFhty37TKpnseDjssZ/E2jCeC7YQOR2eOF/7rDSMZ0YzI1QxVhznGAe07P4k1jFDmVKuNnlZnIOk",
+	"N1ZjdeZeOBOZd73BbC3TcMMyra4ZL8lo770RiyLCGRQsE9wUYxW/fvfup0+vX716c3X+8tXP799dvnr7",
+	"4k9Xn87fvnz3KWYHw+OZfT2x4CHj00Lk5VtX3NCKpREcBUxOmT/txuogeP+HV5ev3l6ev3sbA4fDO1ze",
+	"bOyfiQ+d7lp+xWitRD4qOUEqI1OBvLCSKtUrct7hCsOybVlizzbwdg6y0c5kNRPKf/1AFmasYpnGEYuR",
+	"fey/3GGNLzGisEqVOWWx5YSY2d+QS2I6G2IW//o1jpiRKhElbdx3xsoejYcRvU6lhildzOyBxd4pOEbL",
+	"FXRjc+Onuc+4FaPG2EUoSmab5kKMFb/mUiHtcLPlYmmsiSALv9k4U2IFX+mx9061f2Tfg9xsOafcByu+",
+	"9kIGJ1mKmRo3V4TnnH95I9R1MeuMhicnIDHd34OoQbCfq1tZiPOXzeJSwq9Mpi0CD9Ie2uXdVOdzONyX",
+	"S7hz8/M/iXXbt2/E+pHBnJCESaK6NS/ZRBQrIRSLZ6urks8o6TS+8sffjVi3C+qrHWMPCPnkuGnob6Qp",
+	"zlWSLdMGHYQ4NZOmMEzwZMZkIea4aawYsT9H8KdUNLFr8cheX6qUaWVvgBP0GftZ/j6UDiMrOu3dbDXT",
+	"RrgbV3qZpcCgluekYcmysGpNXgCBEq0KqZbCOH9wRV/osU900skCN7wdrWGJtpxIPxUzIXP6XI+dKacE",
+	"gXbrRcNxv9920ksiVpMyBG7Cz01kfp9x9RZe0MQk1gJ4ZJj9QstSw3+26mOospaZswsrfnL7pv/fX3j3",
+	"l373+Wf671X386/96Mnw6382MvN7nRc8eyPVTRtPL+AOlkl188h8x21F8qV1GJRo5XaVFcBu0+BCWk2i",
+	"CO50mywuEwxipw+Bkfe9ZuJc0W1TcVbodyTmJTetC4qHxvf7NJzdrR9HZ9R3/Ly1ads3H5i837j7tqnE",
+	"5efBInLWFhhEv+fpBzxrwbDGyAD6QMqowCLXk0zM/wuiA7VCoznPLAFE2nW/htY8qJyg3krQFdgfL969",
+	"rdQTiYJLawLbXQF3z5fGHk2Mw71MT/4qkgKoYgquEkuNx7eDx+hKKX0L4KgpZAES6Gc3KPc9WpNlrkZW",
+	"P13NhMhGNK1RbQpApP0o+x7fgI9sLqzTYsCeo29EzCyTmVXkeDN1IsaZN1qdNFnlVke2swB9FLR+fHcm",
+	"lbCXSBOHt72+vHzPEq7sKxc8N6LX+Rp1Xmg1zWRy34VWuuhiIiZkYjVFtHiWC56uwWhoXmR71z5hJVIg",
+	"MW53ih4FH2IBKerSn1Bs2tlapvGZos388njPkFbJVM9LprLyy1G1+qmt3FWj20Nyl9HLPBGOeaRiHGxH",
+	"cmdx582SBtb/R51PZJoKdU8GkMosp1OZSGulQFZHnQlCWx9USXtTaVorIVLTsvmtpuXvCXJlSrN2HJZT",
+	"jTv48lO4p1JSBxZGpShup+Q4Khf5PJgkfmLX+jaQxa4XHipd0+a3htnqqV2yLR7sKoXcQWXKZ05BdbAv",
+	"Q+vHZbgsVSEzTPOmdCXLL8s5ONfuSBM8Pctv7qLIxtQfjucdV0hj9WWZssmyYBlPbkyF4arcdBBvrlF8",
+	"CIIU1f3r3M6PjxU+LwuWaoGbaqYzK38oQr9Jf3YQ16drX41+T/SJwEicxTJWYKjqnBnMHDPokdm6XrB9",
+	"3+oCc3zuL76n7vmSEd9qPI+8PyZgtHYRbikzpYSjh5GzxyW7vQ1evlOy4o0Pw2COFk6wRrjubCIyra4N",
+	"VPEpNNbIXWbX5T1fZ5qnl1q/4fm1uOfyFFp3M/f8hgalb8mR5by8zfqT0wngGfElAe6HfSF/KZ/dtfUH",
+	"wdYn3ZAVWjMc3q697+fx8GoUTMtypxsM0P9S65+5WtNIzT3pn/NCdIFCdVH9ztHeOwCtEIIA3y5BPedr",
+	"Nuc3Asp54SkaJLhc0dES2XMbgo3gGF8uLJsN+/1T1HDsrwNm9li2YaiqaI0RBPfBXctWmf7DrBzQjQOh",
+	"kPXsbvrbUhecHcQuohpHLN4IkLqLPjJqL1RCoPForOx8WAwv7CKvizSOAkGqxJeCfbx8weYyVfJ6Vvgg",
+	"RcZNcXiK7uexmvAimUXlHvPstiZ3o07tRZ4aV4NtDwSMIloa02JbMR+xaa7njLMkk+g4T9NcGPLwL3Jh",
+	"NWORsmGfSYUHGJ1ocCQEac3GObUGfWbG6iC2G8suaZcvi1l3ymW2zIEyEzHVuQh9qeDbzjTU0i8Xhz32",
+	"ATgpcIfLOT4Qwy/dM/uLd+Zfy1sBfoggYBjct2nDvtYr5DbkaBCUKw6CE4eGijo4d7fH9Hxcqt8Ql7Is",
+	"9lHZ6etc/iLSe6uxQPgupUbX9VdYKX/8268JVdj3ilaxGyglgZm3VDdKr1RUImnkDFO299JJB+Vurkx6",
+	"x0Zehvc+nAieCJ6DN+tGKJinNEaq6yiccDBPmjvI549KfFmIpBDpK0z/u+eqFSJXPKsvGW0EKzo9Maye",
+	"JbJp43qVN9knsTRyxlWaiXDvW60a7IiJgK10fb3Pop2ELohzGjCkGIicYe7jTluCZvkwK1c6l+Hrpevh",
+	"pH+EASR0+MMAybLNyctuWMoLPuHkPPioFrlOhDHWiH2lClms77mSsPu4S9wq1/KcBOJUiqzVTCyls10d",
+	"WXlkxJZ5FlHgtpKrEnVg/pjHATfDCmRQlmMMt1pXx/udFOMTo7NlIdisKBbgXCmKhWEfP7yBLA73hsYv",
+	"NbyQAphsANkbO8/xYchEOEGa9C72CUj7XZxYK5FlXXKsWcOL6H+Kdst0ioc4LQeYo5k0BdbAxLgEca9T",
+	"jixAKrL/WuTW9ikk8kmY5BM4WVOrqVCqdM3TWq1hqZ9Sn2bahX+ZLCIWO0PLahdJJiF0Kq/VchGzg8KH",
+	"/a1gBzOdjnk4HwyW9iwXh5D/cCPWo/Gy3z9K4BhI4d8i7jUNMazaaZmWWmbkY8PzceMdMn3oUF/jUKuV",
+	"Ppv0JPlh52xvrRyWqVWCeJZZNTbRubWU0RqeipXTEyI4Yhcge7LMDuF+5FDkWd/4IUTruS+tXfnSrx2I",
+	"5e3aTBfoAPIv4nnOMQ+l1Hr+ghEF8unTByqZ/BVOLsN55Av3OEov8CaQvln2bgrybdvoaK9ZIVbdbFYf",
+	"v2lL9oE8H8s5mzxOl4xIclE4tmcXZRrYTOSi1xgUCenhPr851c9+sg7LrDpwxCPbc3H89LevDryznepB",
+	"vISnqbSE4tn7YFRUrVkdaHXfb9lKptALw1Y6v7Gy9ODDjy/Y0dHRc7ATQSwti2UuDnvs3VwWkMui7M5q",
+	"3T6t26WmK7CMT6xaRDYSLLrTF5ya4FMll4YcU1EY4If81S07qCnsaH/zcwdHnDllGqcGKvN8Uawjl64J",
+	"/rmD+IcY8+C+bUduri+VdW0M9Z0SLhyxdrlNdCpwc2OHUttObS+yc3bPq+V8IvKIDbpWy0pPy4QrR/L4",
+	"tTviuzQ0Z6T1OtuT+KJOusxBE7iam2aLDbKuimA8hdY3wGVzmWWSZHSFraQqnhyHX+43fVk4Nb/O5OvK",
+	"51D/DsNhShSW7VFZBXtYsaW3Higt7tRqZ5ZGWtlHrUraY2djVckhBXszoB6YryPYWjEzfG2Y0ewg3ht3",
+	"YKzAf9v4wlOGanORS5EiX25sAb0sEo27bqt8QtK8o7uDWO0V1n81pmKCmnLMfpK/d9FCTwtKjyHxkgvI",
+	"HNNKNA7Sfyuw+5sFXMNR2xiegtc9MsSzJmKTtTUztJIJzyDcHfk8OZHSbY8MpsIY9lctrZaFGXIRi0/H",
+	"itYeZqR0mDg8F+xgg4Eojx59/Uor4XItaERAjxuxKHrs93qpUpGOMMsIk3Eo/afQ7GQwHCtwCIFSpaxS",
+	"D8m6R0P/LqtV+WWwk8NLNBmXmhbVnC5cpWNVZ9UYV5W+BdJ3zrNM2EtGkw8rv7ZquX1vmuvFQqT4UI+9",
+	"pgFZST1Wc77GPREkauNw4NyAQY3AkYWJUHbkkOfEpTIgD+xvCTciYrFV8UBRxuBFHI1VXL4W/HT6Rii8",
+	"xeoE9l8LbsxK56n/N/zrRqydys3tiRaDKp1ofSNFzA6MHqv4jHwZIMns3S/oZ0havBBF11+YW3EGxq45",
+	"jMD5vSiqpI6a6OxU4WRm6auuhWHxp9WqexbosvS597n+sq7+0Bur+I1Go5fucsWV5eUbIRaoDGHqF+x2",
+	"EbGZ5R/7zIIXM8yth0yvaKymOb+ew0GgUnvW5lJNNcX35vpWQKaKT7jaXdEZVR14naN+p+n8MwXPi13q",
+	"vpPfdPP+ekel1rNJkkHaAiU/1ySZl/p33fmBpAsz3CvKpy/mDuZfPUBLCf65XW1wCmpdr4IkQ68sPDIb",
+	"moSJmM5Su5lxA2+oE07JbdUliF4SKxSqrzt1KhRud6jpCZ3GlYr2vbUqpypt6FVUnpu01Fi8p8xKbljs",
+	"qiwg256npdMeyizYmT/nnc+eZschtRP3E1oXO6y4vfX76vnbsAd4Af4h2gLoPxyNVZfFpIvEI8bZ8MuX",
+	"gHPDpOjYJ7VY2dGFXPJ8HWPKc5Gv7SScT/PURxvd96Qpk2DwcXsrPD2Vimflk7Vv8hRuor0VZhyR3oLn",
+	"cE2DGivWpkRhFtLmmPGwVjog0bTAWipMUCUy+bLTqGOfbEhZpVqZV4qKz2oKdlJWflbyhSkwS+YzHEh4",
+	"BT53lcy4uq5cx5qU8oexcr9gRe4V2iQNT/r0+PC3G7EOP27/JC8EvNqedlJdX+Hh2Mt14e7EK6aXixux",
+	"Fml8ao/ShUwqU4ELVO6FQ4UrlGpvn5lmeoWVjOGDwVX/dOWqf4MdI7FY+AJ/LXjcX0OUosolzF2gObuL",
+	"wTAx19WlUNHRiRdzqn+I2QFnk2V2Q5lWDFIi7G9UL6P1zVhBAI6bmxFmY09l5rQqNqOw1OGp11d66Li7",
+	"kipQYuDilVRXaJHgmKv362URswOfioTRvUeGxXLRovHzpGgSf6XTkR1gtO/s/bmrMHG/2SOCm9lE8zx1",
+	"aSKH5KRE12QZxUj0fM5VeuiYC7yX3llJ7MaWi4jF799dXLLHt4PHdN9W36V9CSSuzHkqXBIWR7j4sdK5",
+	"K4PaGKjzjTrYI1m0EOgObl0XAGizR1DoN8hq2pg99lZgNBp3mZWFrlLp44c3jC8WgufG1SbpXF5L8l8d",
+	"xCgGgCuWeXaFP8aHUUXvp+oBCBlC5l0w5/J8Qb/tjnxhlzp21Xz33Y46eAR5MXJC09MTFqHxHMQqxW/3",
+	"t5US/F56QqgkOL+UVxBCR4BTEHZ7GlvP/t/zIpkFrr3qtKlwe895w7suublx7/sKbrJzfJbQyKVyf+9w",
+	"R+K3t4wZj+1vXCv3rmVW3N9BGr6k0Ylmh/LIQGpbVlBWB5iFWA5hxY4KSnzwfCNJBbp9jCWKlPQb1NVA",
+	"bZovrHEZeJBVbgdFpcXpCFVN1MXZQfyHVygTMW3tV5l+jQ89Is9Ep+tNbdz7t/YKqnn8iZ1P0G1AazwC",
+	"G3T+fCnKyC1RMwDgAS/qjKcYuHZYZ5amKRqtGRM8zyQUXQNvBltmonUmOOD/WHLsLCuw9zT6UTf4f+8A",
+	"RXXT1Bl6A2lo0ySSpoUqkXOq1qr+ghJWzoxU15nw4ah6EeCmaGmIVvw+F/wG02RqAU27S5MlYE24/J3A",
+	"lxZ4UMNfqxP8EZMWvNkHIMZ42oJiAmgUBdVaNtm+UccqOpm8njXs0AtB2TuYxAYHn331ItfXkMYEohYs",
+	"h1Q0vx2E+iLXE9HiRZAZKDqK3JJaCQa3s5XMMjYRLBMFK2a5Xl7P7h8StF/Y5ciY4EKhZYkP3P+DuUiE",
+	"Kq6SjMsmh/sLuI4qFGRYQMlwSeSQsBHGAMBjWUToj1wJeT2zmtyMZ1PK5JrKWzFWc6mWhTAoFidLIyFd",
+	"E8GEUKFhYWHzz68uP5y/uLi6fPf+6vLswx9eXV7Eh2zGbwWbW1MwMcxAWw3ywMh8rPRKnZaI4YaZGc8F",
+	"I8Xod+MOXB534ir19BIBe4lUGO3olIg7pgkB4f5sDYUPYSlkkmkDWTuWZF27vh3ki0ZjEyfTsCU2nHU6",
+	"t4vSu+6xuAGqa3R8fNQcTUetrikOhj+Q+xVPtpWdbm0jhjziKAO8O+gzxwWNpCGguRautJyI3wzw6DiU",
+	"dzOT6cK7lhqGsYd3jQjrFihY/kDORc3CMRRW5TTqm60kbaNKgrv8AbRZJ9ibVNlWn6ZDBBI5rhtW5lC4",
+	"CXeVkhn7+PH8JTuw9tYvItfm0FIZi2C6YIagXECdZsYNxDIq26219jBcCxhm1K6+veBZNuHJDaW0N88I",
+	"qvIwK31KSR72mRFbgVUOHkXFs80wKbvWRY9deM4W5A8dq9i9JC51mwBGAB1mkX0KjXzkj6vaU1ivnQqe",
+	"wlnPx8rZeCXgyMiZp5m8ETXMioNbkcspSEwC7F2zi4Kr1Fq3nwg+lGVykvN8fTpWMBZ6uCvTGFLTqdbJ",
+	"Dsu5e2WKiS7oz7byg7bcI3OItetjFYce/BGrO/DjyDnqynqo2qsoXXyhM5msyyzosfLDAUvXIU98+dJj",
+	"P2Ke1pyvIU0thXIi7lFxmZlBdYy8VugrtuIprI25USiMg0CED3wPfBzYgUiVVgphWYr1H2/5+vzJ+esP",
+	"6/TT/zzvIMrlVZEvVYJ5LZRJcTfsyjpK6dc2LFBubq72B7r8eqcgPx53LoxR2RERoniYLeF9ZjhWI2+P",
+	"8e+ItFf3IeW7HuxyA1PkxP4z0UoJcBpgYOUw8lAw9NZHxtllpxBZYAgWAuGN3n56U8kX24SvE03e2g1W",
+	"ta2gHHocQgou3Bi6oUM+ANjhZp2AGKS1Yh2PbIoN4bGI29LcXTi7r/l5RUFkymUPe3JtE9+hR6A9Lu+E",
+	"cIVLeuwTBtiUi6ztZIg42G8gAzHCVELKSAOoMujjRTwPaTAodUoZinDclLyEKRorCF/P+MKr5tX9tysl",
+	"4sm2nIgJN+LJMTswTsDzbDHjE1FEbAGS8LCygpN10eiZrAus7fZ6ZQyQe5BpdY1V23gHjZmcFc22+fdK",
+	"z2DVrQ1xawTDYwcxCahePUkkHiHWCsgOlY6VIk9rWI9epiCEaHGHjT7Sb4sSgwxqjBFvkUZtqms4lJLs",
+	"hMW8sfZtO7LJFUDOiz1zFT3Ib90bspc3uSU7tjUjdXMedUHlikObMzbtrFUish8hFNNgdGiFTEsnEKTJ",
+	"W80XS219tjxpuC1J4a4S6Y554RD23v+5sA3MpjsTI9BkPfkA/EbLRzzvFav6GuM9ToiycdXVnotdHok+",
+	"4BoAU/uWMY2nnUPj3NNTV4KKfI62k8YB8KalRbuVLo0+RWSq0rdc4wvfIezXXbva39rEui+5zNZvPBBs",
+	"gz1nb3BAhmjMLRZ2tjqoEWVKr0gWScOWigorGxI7GrqY1r/60t9jlW9fUroQORQ3pnx9yhZ2w8giwrqd",
+	"pQgs+mrgJCyH3EcibkDPbtAEPkQDw20WDu0eUrf6wcZOr00rB8bMq2aFGCIPYa0QGqWBB7y6LFTg06xa",
+	"iIzsS7SEF7yYOW9MpVD5wCW2xpt1QhjRgFWxShaMxmO+VEyq5iKjjc3rq44aU1akIQAZishWv9BQp7RL",
+	"V0UClZ9tXpBcXMp5Q1wq0wkW8m2St+xL5Gjq5NcjbJDAftFKRCUAnJ5OjSj2T0JbFsm+4r82Zxw1vmHb",
+	"fB/A0+RJd+9A3I+ZXjWinb4G0N7S+UIwjiS+oFgbUxJ9f+hQrhlRlCARN2I9Vgfx+48ovaeZXnVvxNo8",
+	"/vVGrL8SwIbIjAjwlm/EmjU98oO9nSe5NobuBPciOxsrMLSgONuuN5Y4kfy18g1TVK3MAzzkEfSyn4o8",
+	"5xm6Xcp8LcidlQUDnA7j8oHRkYMGsOmxs+2ItZj35FBu6WcPgnkJSdZgU7uadwWBycAfYOc7cgCy2pSP",
+	"k9MGgnYHEBcRuW8M7pxLVmoC7sjSiMPeWKEpCo7ZmTbWHnceRxpcxOS0iitiF5GrdUQnF8e6vh4bAPLA",
+	"yQlLZjznSWFNAkue+Czuxn8GPNG4G/8SRyyV13baYND1YoCKjLsxi0cxi/87ZvF/xSz+XVyVMvUO5NsB",
+	"NkPswLPunxE2sHc1+u//+l3383/9Z9POrvRW35Qs5UpSGngF0sHhGZuaP+ufo8N69AClkXuYHFXo5NoU",
+	"dqNVoySRiqHHvgRL6DuLjDZMxbANVA1HokaoRfjNrltMuBGc/UEzl6TbXNBAEaH9Bm53W4yfif2YvVAk",
+	"P9nW8Ycrea8jhnCvMU5C1KguQ61KMPhi2ynQjuN91o7iXW6WUmyDsutiDzUM7wfY5gfj8Q9/b9jrh9s3",
+	"+66ka5iil4QKy3lzqqDaN8s6eEkl0boxtTqotoEiC7Jj9zv4vQz77fOqHzCP2k9j31LJbeKaezbtsbPA",
+	"OVDKAjyIgm0CDkY3UruX7aE9QSjzTPBbYVwZdyq2mWd3FIAlXPIj46JKDQKxSdEJ99BJgNY/cI1Ctlbc",
+	"hYKTMP/xmLmzHEX8mnhggHvi4fEsZgf2z4jFgzn87wwzXsstPzAPK3wjZhY8wYJxla1HDkRITwFHCW61",
+	"A8Qnoa+5JeRYDfpsbtxmtLcSwSvDdT1WQvruIHCTO+L15eX7n6kvWauXEhuXIRO7KGNgdDoXzR9eXXYi",
+	"19zs/Uf437PLF687UeflqzevLl81+mteC54VsybZN4Nf1gTs0eBEm4nk5gH8x67PA09mLBUAfqeSNYPX",
+	"Q60fGLcH8UKb4hrBiuJcpNLEh6cODMmKoRhQQ3+Ja7qXe8zS/Qa8V6mkP762Oo6bUq5vsFwh+BKLU3Gd",
+	"81SkFDvm4QQCUJSVzm+MtwYOPtghHDJpxmqpII/HSstwLWGk7uV23cp9Aj9tl6g0hyaZigDzDcutHLp8",
+	"oSG4DcneK49DblhCAubbdchtNew/WsHhdSb7TcBktYYQxjgmAkyb/U31tsibB9OP8IS71TcQl56s93Kp",
+	"Kl20RBbsL669gk97b9QsF7mYyi/bgk8VG8qTBEZciCyDvwzjC57XvDGzlVS3V8PbL09v/rbdw7tNkUBu",
+	"ucB7rWq6FcWDA+N0lws0PmVx/zw4+NBkvRVouwqh4nw5PngjM3sokxmco/lKD9ghmgKLXamELcDldOt2",
+	"2MQH98ibp1UmlgnishUdPNgUJZ1LQrTvZUTvCFSkLRt7zm8a9rD7tFQ7SvxhO1Kex9JgnL9+5M/pyB88",
+	"6c/iU+/iiAdPns1qtvzT4Wz/nfVppufkusB9a6yZEXlbI6h60SuFrR6qn7N3/iHTE/ElYreSM8MzSA4L",
+	"bIuTBuSJrzsofwfcFBK+DRnJ8MOWaCXu+hh3NWqqR8NAOvTYOdb1bUKmNMuE4/kvxZGazJ6s8+Rk9dd0",
+	"MT2+5k8zI4Y7T5dwsM1IKzjPB/BgeoLtsmIeyOKoyLtNFQDFScwOKFBhCpll7rT02E6HEYupkg3qDRCs",
+	"L2YHJI0oy4wc0TlXzFUYu9Mfb6Td72VDc3bJGz4R2VYtbEf6eV0r+0msu4hbsOCyPHe8j8syGKIbwmMA",
+	"sU9VEIXgoNw7693+W6jbuNfrHcKZNZUqHStrX2KHnmrM7v8AdMzv7FtGC76eW1ZwTVvKMCDclImUGR1R",
+	"Rf27i8uxKssvsO4hpjI/asTHkFABYgEWgrs8OFKssdVUicoAX/P+XGnQvfnkqHYyZ3ol8m7Cjdju3nwM",
+	"Ls5orKBGXLpYCqfW8uQWtg8G5OSLRe9mORG5EoUwPakfW43Yar+8RJjok9t1rMqRRQQs+qUAnLUEO/VV",
+	"xMaZWqPXGDzsrquXVbklCX2gwFgdxEQKX+VHJX6HI+95lgYJAVmWuZzPEXuHcCXqPlFikrJ/pJ0vtKzA",
+	"padyp5CZj4YNm/ZnSFq2m9Y0VPj6RpNNFRKpaEpP9fnj2M4RE97s6XGtdYqVk2VaKU8Pm914adgRftsH",
+	"oJZZpG3uwIwXQgljrhYn/UYUnp9FKrlCaTL16rOv7bDrgcFc7RXrNV61O8DpS6Tpu8e2uHHKFPxyaM+f",
+	"Nw7t+fNiZi3tRKgCKjamvqXWt3yX0gz3XDm7ATMxLVyhuSVEoueitQAgb/H9Y3b8I9e9HxEY9w4abtpo",
+	"eVEm55lOVMkmdFPcyCss+f4taQv3AAiDHHKojoB0LfsJtlSZQOffTPC8mAhuf3Rgu/vZWv7JO9mDd8xA",
+	"arK4UkhAszIbnAUQe0SgUerHs2l7WfkL+UMtkQL/O6VnZsJK97J0AvqWRoybBPEqK97ZhgSImgJTBUm5",
+	"BwNVwP9CxJHKItQMi2DWbSz1AGobcGbDnLfR3KM/B4THA9+e2GaRSbvjCt0SM1F6pUR6te0L75tXFGKs",
+	"tyJYVKaaq4OatMjKpBrH0Uzn4oPgmHe6n+lQFoL++s/ohov1TexyUSD5dk8nXCp5xopkwQb9nv2/p6Mn",
+	"R0+fj1yG8ChMFaaeJA1eu3pqFlKkwTapT52oyrCSneIE5LOr5rVz1yDQZYpuIxdAHUOvaKmuG4NmlI1l",
+	"qqo1pVttdGDVCtJqMIca4k9xvlRXvIgxCOXgpxSmTkEbUp/G4FQVOw9QeTE/AKMGmBUxdTkRpTekhjIT",
+	"EfwL0znU2RDgBirgqE6jx8V3tqi9WBrq0u+KEiHpgorEqEkutn8aK6D8tRYOc4blAraqKUNQkL0DxTe6",
+	"xFQUaXPqBKtkTmDrFBw5IObbPe9iKQr9aSplSc7NTECKRVlxBegMc5l2oawNzOw59P31vWgnYqwQe9Ge",
+	"nOwA1jAs7zkMQZPcXGC21OWWmsyWRXTg3VAiWBtr5buekaQ/XPFiBBpVTAvh8VLSuKQsdLhOnc3hmcjV",
+	"ckP+ON9YO9ePK1jAcvV80+HeWDWnfuwyQiKrjS14DkXmBab52H9UnRfAz/uFgzfk3XtoTL8Z4bASDRra",
+	"ggkXJGNSJSC2NV7aJXoYz7fvnb9vdiyMgxJJN8VX0HKTRs+Nnc4poY/blcJExcJ3pyZdifxyEevXcksD",
+	"Ret+nTcfIIGBtBqi1t2SFexaP4AKAyxz77w5bD16NxxYyAWljqS4wcGZHdQfUOnAVpzYnQiuGyisW+rB",
+	"/jUBSO+uWW+Ui3xvqL+yNW1j0knZlrYaggNQzIeRRHeBuHcFPctUFizT1w6VNCl0bthBG/ZTM2BT5VO/",
+	"3gvY/r4GJDiwWtL6ALQ6LJ3H/CV1g3sRMdhG4G1rrsvfEz2+wSCnUCHdF0BU2mNcOh30nm4GoARO3FuL",
+	"4Rja8eIrS7Gdie8cCAn4f9OgWeZZm0kOTbk/fngTsRgZDmG0kOEe4755/B+z1SIjRPltAPOIlYq9aHJp",
+	"9T4HjU6wqdFYYan8JNcrA5AVVu0rtJXKZVbE9gWws9nDEjnzO25j98PWh0kH0R1MSKmswq4cNrByg7dD",
+	"jstqD7zQ/Q7McEnvlnR2idgcRvtC563oXD7N7J5BnnKk98srqwhocCbCyjWV5VRE3QZQvlSClnSpUuqp",
+	"RTxuj3qprk9dtBUSBHu7g5XR/sFcGL1eCGW2J289HfZnMTs46rOUr81hGNKtB3SHx7PvKXfBCwF6wTLz",
+	"yDIM4xIxQ8xGTDXfLJHbTC0d1S2Jo2H/Tl5Hb7aDY6TMebX71u1Uv6auWH+fhR00R6ErVSRA0nbuviTg",
+	"rTrPYX/lBk2TcDewhsEBN/AVmMJW74oqHXn91B0k+1hhdChiZV/SwlqwhCj08cObMjwdqjQAVQ1f8VKX",
+	"8EmCat+xcmN6ZEL48VZNuMUHex9FaW/dwhRX7Yoz/LxDyQQeuNo+g7nPFdwmi4OsQid7SzfB/lNH98Bd",
+	"leh98N6CjKI724pRu4Lw8cObR6YCjB4Bn3t49N5++pLP0CFyR9TliwjSbpBWwjmV1dy+VV+WyKR30J8Q",
+	"OS9qCXleZY36QGlqYWprG3T4HQ79LSDe7eZepcjRHvGNWvVc56KyJTb0Z/Q2upDszMo2FwSEclbEm8EG",
+	"Yk1ACLX1p6L8Cg3rw9hLnXNONCdpA10OpmxZsgx6VrhhNwI8vtJ5jKt6XOCmRgVlJtYYQxFgPntIvG9W",
+	"9oj/Nhb9e5h4XofY3/D6B+icWw2tSiCuXTulQE9TIh+1X+SGffjxBXt+fPKULaoRjCYl1ImWhopewIcL",
+	"anoJegZ2JnWmZbPlnNeqc7Y3UGxM+aXGiS2JuMHT+NmyBSFO2uxf+1IWcDewZtk1cXN7ffxwTkEf0C+m",
+	"Ejym0oTVxMQrRPVqgmguu7mYCrhx+/G4HY0kqVdyYC/HzYgydnfcnIiZ2TOPWmL6chKpoIQgGHq5oJW2",
+	"nIz6cjaBO8CFfUm38dFTFvOJXhajScZVgNLmIjaYRWSFLTMLkcipTEpMmwB9yY87eNsdlqKOFGB/deQM",
+	"Dn/aOY2btMTi3fTsbkJ3jIL0NUgdTEXEXGmuUOlCS0WKtb2dzXgauciig62zOjBCt9mTIxU87WLOmEit",
+	"oAqq6LY5B1vyQdyQXerzt2fXuzfK9BRnQvEkQlwGYCJfaVbio+wHZ7IHgK9gcQ2hN4aO1Ko8HemrVbQf",
+	"Bb7lvTDHvDq/JDzOPWCZUfF9gY84bDB4w5aMiNIwdlRt5qDdSG8ef7z6pfPCaxLkAgM+fGRK5oTwm3MF",
+	"r6kkcVWxCj1qNqTIjRUN9pEh973O0cbkiolUFiJ1fRigSAL4owqrHeJnH56SJofdqHzTDDh/qCMEtooV",
+	"04Lp5f46bJsW44Fs9oSvaTIk8B01e6HOvRUuqLNVtAW3vYmn2rkIFUe/JshUB0hUTGS+EYviEIgoFW7a",
+	"Uua24+Q0Abm433s7u/w1Z2C+tFyA4s1jsJeNJ0qQdZ/qi0V8Pltt1zdbMzNx+GU+we53EUxCIzDuZZnP",
+	"EbT78ZWcu9/ukZbaXl3B2sU0ip0vLaGc9ngr7uuN5k476hwriY4BclRIrWB20SaQYrQdYOkDrPse2GAc",
+	"kxtBnniIsLkQAB47Ecxh5J+i7Hcp45gd4x/9hyOIpfn6Kl+qSm1uo3MaxACI8DkRupxFWYGI06QM73kz",
+	"PmBWFhbs5ZOgQoQ2GC9/7sNnkb4lhIYhV7BhB1a9mfP1RJRt+LD2iNbUOXzHyoiiCfkrYqtcFoVQ4OhU",
+	"DLlmxOJfx5BiPu6M2NhnmY87XxFbsqn4oAe1AGWtONwzghNsvijW9Goo88DcG59A78dpx5Nz8lJw5Zdl",
+	"rGo8dsqgptw/Zg8x2IJKk5vck4B2YBipGESdL91r3bXr2DU3ctHVC4xndOEAt0xq9Zh/RTS6fyJIuRbn",
+	"Y8DiGMv4+OENdjY0gWFdiC/FFrqFSU3942c7spq+tkrF1lLAT9jvitoZuXwyTtLg1HVWh4Qha/YSA4HB",
+	"AfckooL51GhvtHv8lFiRJgjelY1cr01hSUC07a8rEb8jzLy0SqBhvPCJkKcsHnfGnZg6XkK3aXZWBde2",
+	"6orSBeTuoY1g9/rB8XB4WFuX4/7zJw0DrSOJbxnwBuh4hFgb7s+m8e41hoeBc7Vj9G12cc2tuLaHpqsD",
+	"q6z9Bgs+2KnhRuPiSjsGc4rgwI5qeKzdM2DSGl+w44FAfDOv1d1BnTtt2mZESjgumlQ1r9cHxzvdTHjM",
+	"WVHJT6iolW2NgfxboT6oVI760EmApfma5Uu1R3K8G3fwsWY9zh0GrVLLER5zn4PEZ8hP5uu4EQ8TQSYD",
+	"dJH+/NtDXM3LV+Trl6iTmbZQRwCpz+vp3teiCOqyrrEUQYmIBPGEJPJoowpzrFwkfoUuNATWg2ehms+3",
+	"93tk2MEgDPYMAKpvMDvcpF09BhkgnkQtIUsruPR0WiN4YyrAXKqW281OP10NvDJ8VXUcn3ct00eI2G0u",
+	"1itr8yLZ8RyonnqO9kT2U6f05QLyqk2F4HTTbgKHIDJV/81uVNUa9etu2SCpI/KtxgdPns328m/V1mrX",
+	"ywn0s9+fm/0woJrX6D1sk2bJNK21rcJO1uAV7TFYvLk0BkzXIOsZwGxpNSAZAfBsA+2nyNdjdZ3rlaHU",
+	"l2DmMSv0iuepYXFA7JiCbH+1dkZ+ynitG7trBmZl5vHwOVRNnPSPyoRWfStyyjkr2MFyYbejVTpmepnv",
+	"sSm3NYrw1JHKHpVR0J1ZA4Btki1TSzDaDWzQryEb7fIibuU6yOrRCprKE6GLFUQeVzqQQFXYPT+WzZyi",
+	"veTI5hDCNS4JAGu95eP1XKEWqbTBuRd0iG2e3+3qsOt9Q6awjzFVe5QTMpxVwSWhWrhKTW5uRDpWZfNB",
+	"d5Sa/0OL/Dtok9CQh7u/sbhdpQ067tSnQeebc/XXO6/X+w41aUvRPTObW8LO+2npDW2BvsvUoGsyBS/2",
+	"U5UdGG+zruzQ7e4z2nuaD/dtTPugNgK5je61RvtuAsjeKlXFpkEUVt4FgeI5L0QueSYNmQnej3g/QCRM",
+	"ILuRi0VLLK95GPQEOzBCsNg9X95g4kNA9uVqff+x3TspbRtJsTSunMlBAOuEncIPv6GvI9Vm3m0DhhWd",
+	"zczo3vsNGxHnFuy3wCWLve530DnUor5GnYY1b/BflT9CnShE5NA8mYjEjiiE716h2Qu9p6wusMAC+Ct0",
+	"ZZXGzFiF2BMT6AI0FStmRKIhXGOFjm8QCQbeYY+deaYNUdyDcS0XY2U5PT+tILtjxagOAryWhSo80l7y",
+	"RM2JmsWcnItftGpOMvqG/MU9EhHhLAtG4NmjuoFcfqJPV3TTcSyzLWOxiUE+b9FxHqC4zqtLvz08LapS",
+	"mtzAuRhBy4RrwZJlMVaYOUP926EhkX2Bi2rHVbUKQs9TsRK550GDPv4YKhcRpotTnS4N9xvqFi52eUrO",
+	"WC7sGgKsEMEZ+TbXlF5V9hmpi6d2V+4/WnfczPvn5PlrULR2e0qdglgd0onPP3uCEsRJKUqq5Mzdr3Pm",
+	"e3L8tzXYsjVBff03TgRrjZx9QdVGVcOiz56zH+z/daLfTlF9YDr+ozTYh9NXH0wRfbOXErqd/vvuqlLb",
+	"2m/Qod4FA3fQzoAU/E+iDEFMtXreA55FiNQGqh9kFlXREKSh/JUqwIRzDFWVqh3Rc+w8VFEr8NnmGPl9",
+	"FLJ9VY1yoT5evtgA4T4/e3tWdrLBCHmuFRNfFrkwRmqF4OU8ZbKWvftqabfJ4/c8l2aLerIzklGvciTJ",
+	"uu3oQsfrlgMMeiHNRX5t6V5g2iD3azEiVw4cZNg2GBaMkiXdlvGHv289OFZB/x8oJgudt5BG4LsJO6d6",
+	"8H6IBUKsMrZTJKT4ZZ7FlJw0VtD63DLm4X1CouyARuM6Wh7u5aG9S4DUhcwCNQ/VaXB5Kr1iECx1RNka",
+	"fNw9sMYj1g0KtRT0dcWBHkt4+3YLLQuR+pE9+NHZHIn9TSkUHp5bjsIHGVIDREp9fPdolLPHCbyTCnUg",
+	"w/wauvXTTgz2rOst6mGoEm5EVyojlJGFvBUAhum6HmN2l99SY4WkSXvumivWXM10JlwWj6MfHlX4ri3b",
+	"sFGN+O6EIHfXZI0NV9oUCrrPEgVzh5AmY1XKmXvQBF61F0nmW3oa2N2Hv0eQBhNHmNsJ//2I/zm7fPEa",
+	"Y7zYuiAOJaS9udY8Atsd3Nnvs0Np+a12XwM4YamvVBCI7f0xqiSmwhqRFWiZETGAneOYDgGnbA6D8ige",
+	"8Cyl9NgfIRXGsFRvWdcmjWdvjq1Ev6sxbcueeKWyZdGYgudGY1VyZ5n4MY/Q24MpPLoxPNs0nx2R2G+J",
+	"vd41nHqP+GigOTbvqoXIuy7LmG4O902g3eynX1TV0aYv1tTQ4GPxx8sXgAx45wO+pp/u7hWwp77aoJXq",
+	"RVuvS67Y2ftzkAJzvrbbAzpbSScKjX028u1HoIB9WSxz0WMx+EFHOUDXQTNrurLKZSFilkAXQsK2ROA+",
+	"mZdh2wNKSoTsXJ9vCSQNXxOBcg/5UL7UovLpw6jEgDOjH+LSSRWxGN4JV/FfwUBcyYeJxiqGLoNzrvi1",
+	"iB1B7PMIpFL+ZOS1QuMLrkcsBrQgIkJle3oYoRDx/AdX6ABP+D9gqp0yY9T/XF5wt9CM3OP4l/vRd4h0",
+	"v5cX3C3BTO37K/PrRJ1yOo0o7BdoczV0FDb59AowZjYZ7UKo1Hkz/7f74uLDj91Le2eMDihktAQS1l0b",
+	"EWoqgwZeovWNbE6d3AsF2L0HaicoqJwLJVaAxFemqNJ98f5VYXdqTJ5rDJw7XvCNwV1Lh+Y+076deWuD",
+	"EOoNIpUPtdSbRWzaav+obuhAhChkl534SxfyWp2rVmP61ReeFNm60qdypXfAZ6T2lGph10vfz+iRYfHr",
+	"d+9++vT61as3V2cvfz5/e3X57qdXb5uhsfhCNitcZ26lSLJAh4urTSixJvSm3p4yHgXTBTzasD3vk2AA",
+	"ymDRHKLbufE4M8uFyI1IAXrSDgt60RgnQ6ke0bEqfY3V0wruFO9sSvU/ywwqTvGNTL3xG792OWxdSzpu",
+	"j7SY/fHTJambNGB5rcyeYBpVfDGi3eddSxVAin37il3nPBFXVsztKIPNxa3US+OOMVgYty53rYndLHvA",
+	"91wZz4s15X41MyK5itl/sQk34smxXZOjIcu5SvUc0uRNj11sdnjZB9Gk+u3aqlTps3NtHiICWNmW98bZ",
+	"rLzmgy6qzsWtmF7VwQMFdgBmbXDHjRCeO+oYWgceJWt4PIvL7Evsg3S4B25WmzRbLoK9sVH6D0ded7kg",
+	"yRqAgQDLJHqxdqXYTr+1ql9Vf2s4GNpEeAUI6x5iPAp1HVCqW1oZjcbKp9cyyreFHzmbcUP15fV+R1c3",
+	"R389np1cP7l6Pn0mnqZPkpPJMT96Pnw2eNp/Mj0Rx+lRMpwMeL+xTmnHhr0sBaJvLVZLFXbtOyNGuxtJ",
+	"gPvbnWTNE6YqajohrRGSA4OTq/paFIyDDeaczuXE8VM/T3/6v8/zZ3/46U9/yy9Xf/34/uWz8zfv/3yu",
+	"h2/4G36x6mzVqnbDEm8CKTjFzXHLBgk/t/L0uZrqdnwfy6IzvfK4zNB8idouOSlYs+0JZGuXEFoufoZm",
+	"BfVc8+bmVm60Pzc26nrdMsKDQFm6OP/D24/v48MRizGPGHrLQ1nqKYuxtZbbFNy3bkt0KsYKzOVQfT1l",
+	"sV4IBTDsa1IQfAdJSIvH51GXVs2WC0xoS0iGGuY1qMq7mpYFg2cH1Lus1+tZy1RBw5uy0aOlN5i4RIFT",
+	"Jq8VYpXbW3Ca9+xmtgNZb2+IvxH2fhr0+xXwcldTC91mITFKSGBaodLIw53rnKHyUEDtZ9CCqQpogp2Q",
+	"6kPeVQm4AZ7dxLqX0N+/GRUQOv+Th9BanOB8ICtKYJY6ZdJwZVboIVWNDUG3p6l7gmLBvq+6xAEYqRLB",
+	"YvhPvGfmFoVxGr+njTN95lQuBp/BMoLIQTJOcsFvRO764di7AfVfFCud33jQJedRi9hx/1k0VsfDk4iS",
+	"+9nJly/gtFSa6ANcIRUbnLg8kj2nI9UVggPch36bhfs4mrbGUqa4au3oWfkaJZZCxL7QMFWap5VJUTiI",
+	"/dVkcAwucj0RLVo5dIxaAPbkjIoy4Xa2wmg/y+Dk9YBm97ONgNtajQLX7WcirrlCFpHqulaMhcUFRJ3K",
+	"igA8ABv0qXeUGSsnLrbZc41QM20iCj70yLBE5slSFo6dI2Zm1FPB9fpw+xmyNe1IZdFjnwKYaXeaoOLh",
+	"Xgz5m74TTyqmIs+xYjquLGEciEL6RtjVyx1MSaYxg3HGs2kXzqUtx1PRIrQuApBHhHfUeREx0bvusXhW",
+	"FAszevyY5Gov0fPR8fFRs3eCNs2OHZBkXM6Fx1Go4G4AKrTJdOHr5cutsKNMkqbnVjjc/+XIKqiSXt45",
+	"zq1t5HbJ/8Y3n9jErLJktEtN+BzUTmJbHwlHmYj12VxwZbZ1wHfvvUq0oljauhJx2YqtcuWawDfc7prC",
+	"fd0y7W+2VunkbMpWbVV+3OBFHvSPQaEpUsxcVjJjHz+ev2QHPMvYLyLX5hBqxiD20AVLQEHjV0TAmXHT",
+	"UF7S6KGs6wR2mFtAB9vggj12i+87D4VIhSnbVwDj3lUNKKvV6m0wKMJqNJvyPPJ4LK5qjR04uAKWauGa",
+	"MxlRMIkxre0ctR8caRNAQUNVVo+9gXIsKNkFBSlbU+/FemUWtjetpg9HLuZSYm14fCaGsJScTSwLPTLu",
+	"tMV0OEBRGSsPl+XRT2sfBIik+LCCo/X9asE+fnjDCp2ltdp8v8BYgmI5jYwNaGB6n6IwGsaVnjYJM8ar",
+	"6A5RSR/E5qDGHHbJcmGPDRMifgJUlm9hZW1zJNxYScM4i1/Qu9/zdaZ5GkcuBdF3k41faGu1F93L9UKM",
+	"IOFaJuAVevxXoxU1zZIInYlHLcVqMSofhMv1tOyvhK22tJ+ccX4cgmLYGbPwdAO4sTbgPlL1qgAZdKgh",
+	"2AKRDzHofJ8QVbYsS/R8LguP1JboPCVQAnrW05uSOAl1D6EHqVmVBx/A2KpUiNMCEF9jhV23qNnYRh/h",
+	"gEN+V+0DEbQTnlubez/C7QOhSG27jKPI/sqdC7hebWlwacnq9lUdms8vjttrBnR0b1v7G2c8dWrn7vy0",
+	"vRLpWvc8L2YPt+EfOtGcRumS7KqDon35TYWRm590+WsEQdnGNJv0ASCORqSVtg2M/f7sq3yAJ2g/50vT",
+	"XeFxAOr2nXE32yd9TwDOB60jreTNWTUjSGEKEtMdcmk1yelwCw/dsczU9xCoy5k1FTKBeHZZPujKCCko",
+	"C5bKFBQj+yN6JUL5un+1abVdwXbQYhIA1eFB9hciHtAQHeqCWvtftgxoS2uEvRAQeJbpFR5OW5AQTslK",
+	"d5plFPSLHCv3Du98JfVTq91wqw/UraGtibP4UjKCBDt9VOLjbGAf0J0RTQIaYcu5wLqKsYodGmNMCpMs",
+	"jxyacpVMPfZWh58Hvd1XZfTYW7veWiVWvwk6pruTPKLWItA0lGQCOb3jME0zrvSaFK7LpvvMP10JsNOS",
+	"gjzS7QfMNji+EEm5POYl9L7z53qoZOtpYAQ4dDtnCDRWepOs30kvVJX3p1RNT27E4ttU1akJjVPMR1hk",
+	"DAYTS4UVRWnE4FjjBUsyaT9JVS6Fcz+N1YLnRqrrsAi0qtZHCM1SVXLROqDmDABR3OUq7RLzExRQih48",
+	"ZrTd3ABlmRnhmFnk4pbaUcB7JJwkVuX0vrG4js0RJtXuR9pKQdE2JgxtiUqg1QWnpzLLBFYIVcCwWiSO",
+	"cwKgsHFxy6BGixrJ3sGxWYWCbIivujKsCvtXi8X09Js4+z5ta1pTcX3GAPZsRuk452vwnNWRZ6pYM32z",
+	"FfyyYZUhMbQkjD3iQ0RLRxV24MxbuwFW0ojDU8ShX1PIBaqXJkIoB6W9l5ZQrX3fZhdB+TXCTqYjshyh",
+	"+iDyUNGRN/giNuPKWoywNZfQTplCDp6izqrssd+LRM/tPowDcOGYPma8XwY9tZVjJhTR+3PstuZD9U0C",
+	"RMeW9UHcctM5/RhyBB5ji+Oydv9OFXjVxkU1PIBvaFzUBCZQ11EaFMaKNrtpObQ5IXe1vmnod9PeyqZZ",
+	"LgaottDshRCWUIpZnq80mkWge9TjvwlO/l8S18B1HtiNabC7nGGvhC5LvXd5a3uNM/QnYIWIAz1Hxy26",
+	"3kAkxnaA9A4YnFZiH9xg105rjz4Ona+fabRbMiecJCh0WMGqXeWoVWgdDEPZZ2HqJtFjLRm8WNCGxHSg",
+	"vajabED33qUWdZcHvMdeIeZ17tRZDPsojY5ldonN7LO15T10mWJPGHTTY5Ofj5c/dp/B3Gca4CgUW6oF",
+	"t3NhZpnn+poXggmT8IVgB/F4vEyf9fvYidL+MZ1O48NorDzQdoitjQXgPCswxiIUpJ5MpOJW5+EFZ2u9",
+	"zI3IpuwAU7AiZvi6lj316xiNg3FnxI6HX7+Lw/yMXGesEBtotk6ZH4H1FJ56MGnOhl++RCxIhsPeB5T7",
+	"N1ZYTOcaZYNSC2XVTiNtcGJDrpnzHEUsRklOliB9fazQJC7jFs6CRy0dn4l8l0uRGwJgd8P35djz8h0g",
+	"wsfqie/77QIVESXBHiKECRoEOHzXWo2c39uc0MSCqC64CihHXqoPyOSNoG1EOzYKQbtxUTZc9GPl9Gow",
+	"UQKXc8wUnyO2vtPMDnC65eviujPePyQLy972fuxZV6nE2One7rHXEKbV1bJQkDigBupsWQiMkMdjpXMK",
+	"lgcZqsf9508qCU5FmPdPeQ3w5kOik92GOPqxCgvOnba5CbiNBnBrKOPOylI3RXSkO2OYeKTgFi0eXR5K",
+	"r0CIC2JazybVnF+PCnPUN1i8Opgd9ecgyZNsaeQtFfE4J011rkfNBsBuT/x2YcKLWQ1jHO7zNK+Jm8BX",
+	"M1ZxCvVbB/Y+UDWqfkfUyktUU2uATKXiGfVsgI1Iu4yk0rUWBhxCuSDuccKG0cecZAi/FzgS7Te9hsbL",
+	"EV1rK6GgCDFI1eIs0UqJpOwkd2gvgi8yDvTV8rMx3BX32IUdPO4gbkLGvh+HIsW+FWdnr6DHQwQtXpME",
+	"L8OalXABNIpyr7asF0If65UqYw4/xFFYVPJDjMJtM0rgYecx2cFj8jus3FRUZcOvnTDOalXtWqD1+0L+",
+	"bMQMIkuGqcTQ7mRNDWUwH2DiGpz+Y0B+ojbnPX7GiQyPGeYBcWHP9prcpXs7Se8HkrPdFbUpitnBhx9f",
+	"sKOjo+eHPfYWTDnni9oQvogaf4p/KUzWpZy3uu3ODTNaQyOZhTZGTjKMT8u5cMoGNJl1mnCtknnYHz7p",
+	"Dgbd4fBy0B/17f/7896OhgdxMUUYt3BCENP+XOFwVYcbGAY41Oiubyr0+/nsf68uz39+9e7jZcwOTuZW",
+	"NfH15OysVPRQ51oqSBYA7rIEsxLQYEG0NCVud6Ws0DkmD4765hBTJ4Spb6L9fWbf3jDmfdn5puwP489Y",
+	"zKiUyhSEZGmX5OOHNyP4BxyjYYM+r/ZaGQgJPaiOe1t1g1et3nYXudHqnaqpfqzU/JzyYM+3Hnuj9QL0",
+	"NMipzOWtNcd4mubCGOEQ16dLI1KqGA7ZBQNu1H1jYy5k1n4PZ9i+BPra4nK4KDiGFWtFJJi025wyKRQ4",
+	"10VOub1eikqV6tU9G2r/DK/C4TQ4kcLegFfgkGlL4skBgD3BbmDWariarMlBB/F4gIbBn8XfljzDdGAS",
+	"ZB7NHzbynBzrLe0kyxdvbz5YyZgu84mrrQaxqSTi4W9OtscuCZPWA71By0etb0SK/qC5FYyDftTv90NN",
+	"GLOYeZJrA2FhV6cDwaSJmEnwagHZcvA7Z/oaYjxWD7FKCIwCoZw9qkIal0Al4HQOBEHFG729gWJ7U8Qd",
+	"rQt3diPc3lBwR2fAf0RbP9w7uxuJ1MZCj0V+w26yZuPe+bxFHCyb283nPlotocMCWEZyKkZj1Q05Y1TJ",
+	"EQcXgTP64M6QPUaV7pAmaBAJt3r+qtznemFYxsU0OArL2d0b1zz07qNuOaqvutYFepXKnAz2ozXjohIV",
+	"AkMz7jXcvqFupG0xCjFNt8jX0F/6IHQX2ZvHioU2AuiCIyi+rrbSUFp1w2Eebh+nY7V45KNMLnPAGb30",
+	"grA+4QEZu9RILlvQKjwCgsurNgIqxMyuRs57to0UmXBt+HcXdL50d3+NOmI6tQrjrcCtcgeLCd9FxQYt",
+	"mP3wI9nvi0W2HlF4wcQ1hCjqZASKdsbVIxNcUDoVj4zvgmRQBQ2rFWSlKOEODQr8lPefaCsmSNSxI2/J",
+	"7cioubnTJA1AinkACBd5KqXhNBdiv3QNapC8tagdmhL6IiZKsaXOwIG0iGjPR8GeOiwhg8aq0pHnRixc",
+	"4RO0tAoyfqAfK5kmYdJaQALE9VqjlgyVE7S+UWiKfHh1+ert5fm7tzE7eMpSvvYANkYUNX/+02F/tifJ",
+	"9rRTfbuvLV39Yw7bJz5lsVlCQZTVFwivzxXwoihEBLZQtUa3av+IxUiVbvkK8DePVVmHdHjqeqGJAtO3",
+	"sIkRAueB2xhgXR6TyoPJQGypCpkx79jL9cpy33WtihgnYU9PN4COkyrqekvB1hVYAleJTPMG2ryv2hUs",
+	"x1h9lR9d6TyWvoOOyLNippfXs7IH+STT0IjPmq1hJIyY6QBKqAuRK56BjSITsaGLQggBwkAU4SJOus65",
+	"olQIr7u3YUo341aU+D+1yLsLpINk8PKmQeqGG9nzWqPaArNBZIgtIUmiS6EpZrJ5zDQnoZ+x2XLOVTcX",
+	"PIUzHDLSfU4evHVXJfNwZyXzXUSl6/YA0LxySuEuiYl1vnDCDvPQBc1HTccGvLgiW16++vHs45vLq/dv",
+	"zt7GkEMj8UWYdgfvFV+kKcwpHkatUvq+hdrBWjaifCixytY+6rU30sdvCOvRBuLBWjA8xup7gXjsV7xR",
+	"Nja5c/lGax4+HenpXqn1e2IQNO6xb9hFK8wleRCV4wHhUkbMgyFNNSVg09HZAI00VoSN9EEkAgtgbkUu",
+	"p4jAARBW1IZZFuzgouAq5XnKPtHHHgg8ZYvsb8VDqbBnuyh4GajxTV0R87CrqNP5Ichqz/NTj1JJFYoy",
+	"E2XUTZpAd2hspSpICrVFkvZANWjINtEr45INfbXnZM1upEpHhGNp9U2nWdp/+3zmOIS2jD2cZRyNVQzR",
+	"MjImIhbXEs/wnbgc+JqCF7Wuf2Hx6lH/ZDD0Odp2vsd9ci50RoNhv99vcilSKs0uqeNXChoqGfJh7St5",
+	"6gCC4Tcjv27tTNVWDn5WslJulTQy1qy2/7elLrjpsVeIBm1/AC7jLFTUK3g37jD9wS4OZTS4g0rmiMUP",
+	"Ho9UJ+axEckyl8W6N08jNqaBhiPAp5zFN+4cjjzrjxWm8GG1ET1DJZZ06PsHEXYHRB3EHzzaNYckkVwI",
+	"tuJrMxqrseqyMxPuL3ug0dsPgsux5zkXSQYQaxJ1gmoOD0dlSf1YsY0+pS1GbmkD2Zf3WSanzn7GVUBN",
+	"zKvP9tUH3vQ97LFzxTgOCCPzfsJN/W2DGcLiAiL4CBts6xycNQjzC45kqH/1Q/ezr1HcATj3PEHpfkfK",
+	"+P3Hy8BYsb+ax79aAfo1Phz5dIII3LRrkbOJyPSqMnD3bq9FN65TXcemFfM5NnT1sKnhMmt2T+yxcjuc",
+	"E5bRnFUJhg2GvtIN85iaerh81UQvpMPdlsUI054hCa6yJQFwCGysChQIMJCvozfuYIbx9UDtc2wATaN8",
+	"CVSpkogv9t08y9gBId4MGajlaIbZMZjD0zquhEPHqbSDa9ZOJ8u80ZJ5f+4SFssyL15QxtxE3+IaWAFW",
+	"hrPdFZbrJSSYp5bTD8rexYe9sXoHZyQErOz37f3xadk8Oer3IbiwG2vAPb1j8AuonbAUYAdmaQoulUgP",
+	"I8h6qK4WkNmyKl61tPUDG6tyZOydfVQWiE6EUwm7E7cM3SFpeOemFOZqIfKrtClD6mdLDW+ie1cRTOfj",
+	"5QuW8nUD1XB87y2xZVFDbXcoM2O14nbwCIwGBzH5ue2VTJsiIueFz4y2H5zLVIHPfOfCtIGR1E5pNzfv",
+	"jff8VWgsJ1IeUQpQaDz4C9ljwQoqwG87mPMvL9w3i5cOIASqRx2lHI0w0KVxJbGbMYHNZJqI49ztSts9",
+	"WManQtCdOwKstJAg4NH7zZ0dvMj0MsVZPRqrOf9STv+9yC/g5S6fEPa8oXD6yOW35gIh1kD6Dh7bITez",
+	"f5V0dcwizzTWrCFqUioHhJzJZymyzLJkNFY1UrMGSp8CPfxX7ELNsfiSA+Avkk76fgVjFcYQDypBxEOI",
+	"wYKSTqml9ViO671px75zL2/052zZylVcowM/vIi5kTGdsyAecui2A2R3WisGMsHs+bHSyywdK/ElEQKy",
+	"oShZu0kY+dANFv0JjopSQ36Y724yVjyzZ6D3gPSY6y9lHlWadVD4W+tR6bmBwbFybNK4fqOYmOaWV2Ns",
+	"z9efHbR1z8WDmDqTQgF03mMvZiK58ZvTml/5rUhHzIucwtMMHZyWXc1M6wKzx7AQEt2cqeXbawDC3L2l",
+	"7Xp706hlrctulQfYaMRSp8TYCVYWfFCSUo2ApStLOVaVtTwlgy7o2GV33Jzf2CNXz/cbfWve0xvqKh92",
+	"uYjp7rgpvcDSFTpfamtbenXROQBbM5tqGVSDMiHi0KOTcHPjgrshXYanY4VJtaRyUNq4NCxZFg5zDSWU",
+	"89+VneysHWhVGStEoCSv2hpirPw7UC/cTIhqySFGUb01H3Q3/lUZ6ap586FQKDgLMF+TMs8rZwx1Tms6",
+	"geOI3Yg1SvcZiHRwMXPjpDMlW3788CbA3AQUOCuZoDrgwKpsvQXPCyXyXqLn1sIf9o96/d5gcNR7Gh+e",
+	"4mvxOKn3kEIkZPBYSoULYW+xa44qO1d+cpYfrPFjRwHmG1W5Ow6kJnOlqRaiKQYmG0ei9dhZqCvBNdMI",
+	"+4GJDdv1sqLCX4FKNqr9BI0UqcAoh5ReRJyihnplhblVMNCf7PqRkEsEjSfTLH8PKln/hqW6PEFPGccy",
+	"JrulUfKD3aIaRD+5ipXGimsvpv2lwyZNALWB4HBakN7pZZjVWtYLwWJwbHTxULBH8uY5NVZbdE4rMoBu",
+	"WAkD0SL/tTCuV9KbEk4JObJih00lpgOAug9hVAjyVWue3dvL44sFp9dY7Xl8UZGZKyc8e38euSwpsN12",
+	"ieyvO9xL/yPFajOv7n7x9R1qzGVFg1F6tZcWE/kDX2C1XXOm2x1D+BHVXZG5S6UtXng8gLu95v3z4cIq",
+	"kWjg25yA3w6OCC+6WM7nPF/vUfn6UJWilc/eMTsFyjyrcybG2c5duxkKExgdT2Ei46BvRfrBZlblIbWK",
+	"IwgZe9tOxNDqODcp89nTZkezVQzHYLYRBITBQ3Tq2qtmYlrA6WYKUKN8zH3TT3PP7dy4pd4vK6clCiaJ",
+	"7rV9Yr2+H5/zqTI9nVrNfg2vQDw/KFBxCUfYO9if62GqUdXZV92mi1w/XB6OaE3DaWgQtjXHZqwqSTYI",
+	"h0R8Fw9MzA7ip8P+DBvqHfUhdaYk2kZTvUoCTkVlLjNwINbrUvW9j3CxzK8hpZ9q1w0WyNCsyIBzwx4r",
+	"MNKgTF0oLIMkY8KUbhcQqVaw0+HXY+/sdQp1REFi5nH/+BTzZJqUCb42wB6K/EjBrM5fvvr5/bvLV29f",
+	"/Onq0/nbl+8+xexgeDw7LIlNiuhYeb1ixuG0py7Rv0XiEW7tfdNtPoRefsq1oeSWsq6B0hAzbOP3l8+Y",
+	"24xsYdWhNOcrH8N4cf7yg0FLZ1uaDtUPYPlhSeTLsw9/eHV5dfbmzbtPV/ZVF3FYOTBWljdD16fV4mDA",
+	"ns08JzlN1vGdQrCftCyth1Ih+zNo6Aqi3YTZDO31gCBMadiLIveUAU/71PX+9kdhWHzSG/Z7/V7/8eBJ",
+	"k9E151/O8SnA8G9hgzJzqOWI+2j4tWg6o9cNS42RuZT7jHuYXbUY4RTz5ZwNtbTvR3MTIIj3rlWAgb3k",
+	"jWe+pXdLa2PQeOsj3Ah63j8t8yWX2XrXMVNJrICzRelVg1q2u0WmbqvAuO8sC13wbD/ivwAjaENFAOLD",
+	"0CJkE//SesZZo2LVDDh0BucrdmrV0xKw4uOHNxSJ9JLAHlAhDtGuXOa2pBywM++Vk1N5Y2N/z/IDEmKT",
+	"hAPjUCgLDCP3tuG1tuAQlv0zq35ln0OADjE81EGI7Y8tYwf8it7fqGpTFtGe1W77Qjj5hUAcJ+c8yD0o",
+	"2j1zFig9JvxsSN52uKJWvvXE2dX+a7Oe6+OHN8658cgEqwWBhxLIaa9sSeURWGDXRGyp5N+WwsU9PVEj",
+	"Sm/y1ZhBH28aiH3+FN0x6PzGDtSUeem3ocMlJRChCqZwreZuIqG/y842M4094T+H7eG7n3/4z2+AR9kG",
+	"pRWxWROQhe9vDpWRp4CH4xkmdE9ZbQSC2jOOANPNdYdEi15L/aG5e71+jcXtHFu5dSfaFaQ1gRxBBOic",
+	"WtLvjXeFzX2/L+AVnBe/PeLVQ6JOeZHYlA0VbMTGFlDg5j6Lu/GfIbks7sa/xBFL5bVLWop7MYuvYhZ3",
+	"48iaHzl4qBCGbqwyYbcZFk3BQz32ghvR9W7pKud6vvwum9cRY98uim3EKvekJUBwF8H8JUABAvuc8aaW",
+	"IXc+wiOQiguh7Ub2SR/YqqFKr5PNNmD7S639j/8wqL+vLnAKkmsiynHfTzOoGR9byxTKGTVtjlDTbF4I",
+	"qxmgextqwFHtzb1ppadgcNylR8iZ83V4nMf9umdBHvBVjmnADXnZv7e/o5AhvRzr8M0jD4bnFo0Qqbii",
+	"Ww7vNAQjmqr98PMeVNnjrcnyKr/nzMucnT2oaaWuewA1D2K/O/RcA0Vs7/WjEAcBk9O32QGBQEQshSXJ",
+	"sVgnXy4ga3G/wWBALGmrliDHbaGpFxbeaNgBRKIq8amIKTsE5zDyCQn7jWSjs1M4rMoCbfRzCmlZ4aAN",
+	"jm7doC/5emsqL1r5DqECo4H/3pHfdUe2tmwLyL/TG/Dvff1Ptq/dQv222/sDoiJsWq3/3uD/3uD/ohv8",
+	"/p5ZSJnUQezncD9f7T+JRHFttq/2hCOgu/csESRaAXkwQWR/TPcWWedHWx2L9yb/9sLwAfIWvFy9l+si",
+	"9Fs4Z5z3WZT95HK3GN538WBui69Rx5VLYTNUSu+bS3Wpb4Rqi/hv4rqdvfz5/O3V5bufXr2NIw98F58t",
+	"i5nO5S8Q5Byx3wuei5xhsW9hv+BrfT/lEMa21wylomOjNoNWOjbq8OX+kNOHcNBUWmxYqrEyim4BqUNl",
+	"iyJlw757AsKuqVCF5JmvIxn0mSmzuuJC6+6cq3WXL4tZ1zVMLdcpFy5jXRsBD0dM3ApFrT3gFkjrghnZ",
+	"BcM8w86oMwEilJt0VhQLKvb4Ceuo8Y4f3Z7et2K6E7XV6t+j+hoCrrkolrmCpLMEss5i3KAYVcTwLl75",
+	"Sazj3lhdCMSu3LX2fCHtgPzqv+LJjBAtpFZUKY/9sfRCMG5vhobvdtnHKv7S9UXgXbglZgcxV+t4RBFb",
+	"ZI0bsT48paddrNIn7/WPWCyVWU6nMrG8RS+CdL8qsx1wxc7f3z5xuXeyMOzxk+PDCouZsSpZDBmykbW2",
+	"cdBqxgtwqcLqYJ9lsxfzLHRe8Mxv2g0OWmS0yJlUN3dkInw3s08+MsjQUZmkMc359VyowqlCHz+8cUzx",
+	"Hh58I9VNTKxkvGwYqzsIh3fUk4DFOJa45BXDlioVOYuhWxH8+hgzd5gsCNp+TOBWPtJB6iM77g9cPvU5",
+	"LRxKIHYHATRWgQTaa7GMMEZq9ULrG9nW+peb2UTzPIU+7XA7S+D+CMKndi8aea3OVexqacvtQ/0+sb2l",
+	"2/yg8CBupJXvONFD6vBHLZmloY84WDIIzUW+dqDEh6AxPTLsxcWHH/FlkPxrd+f/du3FLnCjQ9/CdsU3",
+	"Ym0nZDeacQPySDaPDMpMQu1Ez6UlCI7J1cKPOn7vX9EwShKTEP36FfrgTxsi6yV6BABnGpFNuzNtIPtn",
+	"vswK2SWhCei2Ds3VZe3lPfYnvYSSAFk4yEvGMfJXMD5WWDsMaKV2gq7hGSDGYs8cxOqBRaKGLyoiLFPj",
+	"elBBBpWeTj3GDjPLJAEBqPOxCoFRnSoUERoCCkCyUyJCm0fs+mq7xrEaq//4D2a3oT0MEfbYXrwsiwUN",
+	"O4CHMGs62Gox1L8sCvwLC27jqLoN6U9aJErchyvyWi0X8SHu06IBKASrhnEDjRWw16jtSLkDosgZm0tj",
+	"pLqO2JxnVmvGPMxbQH/UOVuqG6VXCg4nFYgJKNpAsrheVWXz2KACkRd8tHmZuiIEcuc4csnCYwXNA7iy",
+	"N1SzuAEhBpbpnQN7ojUJiN7r9UJC7lLOQsKScsLO6KmxgsgSlddDWYIdzy3PJQD2zDjmIaMAsSuVSmN/",
+	"weJjFPeVIRInBGPkzcdJfIcjKh6rg80ThpphEygudbGB4nblAbZdWc8pU5rKi2H/OvnHnb5GW+NVnuvc",
+	"2D9QxB5/+QIfOQkABBG9QLE4xA5f5HqSifl/QbNm7JoB6NLPj0+eHjos2/VCAPCELDIBuBMOTwMLXETB",
+	"ZRafoirDS/R5gzIbOsKB+JxOMWHbpd1KRQj0Ju6x3/OUSbVYEt9S1xNup+B6KriYSwnVYHcC1DPUyu54",
+	"taDBASseUPn1oaPbB08bBGQvKVhC8NNcXMVY5NMP7PERoLJ334HkNiOmtFFyOgVSfcBCybyLeN/2x25O",
+	"1yxR3RsuyLzx91EiatfkCXuktBKPTq0KMxddrhJhLXdD1x3K/AuezAQMKdcZfAjse8C/xO0M9aG84Bg8",
+	"zPV1zufGRcetMWeQNwko3AHHPhoreErRORhaJYAb694PzdrZQVX5jkLVO6pq5nBprOJcF7wQFwgYcwFb",
+	"CABL5LX6uCgfOle3shDl3+GucrFEyBaerKHjYQIAUYhUzNcIf2GlAVbZKs1evPtw4dZ+xLg9RcfKZSQ4",
+	"6ahzeS2VA+mnBoyuTb3psbgO5xG7AGguFtrIQudrZiANcbaG7BbHfi9dK8vrJYdMTAEceBb2VQs6DgZt",
+	"Tl1mCOGsoo+GUxPEhvvqdbVQuudIBi+3CwlBaqjqLLEYzNoUYg4FvUuz7pVjlgF2sjW7RvB9BCXCdnuC",
+	"2qFCawwP3u6LhcFWO4D8V4z4ex0kybmZOSLOZZpmtCDuLYeufA2Kb1ORLlGk+eWutIG21l9LC4Ye0jsE",
+	"WiV1y2oxBnCWUpmLhHLRoWaJUJp67K0oVjq/IRERuQpIE7Hj/rOIHQ9PEJcAcOBDWewQEMGxeBo07CRk",
+	"aEm9RTzCCHWCTbS1N13zEF+TXKtNrYs7SwBQElNeiEOEl4WSsJyd9I/sx2Za6WVuhRtWcVj7caaXOfoK",
+	"IAcdlxL7AFmOmvMvV6T7gb7il94UemF8413pcpkcS9utCTsHq9vWHugWpx74JWgWbWC50MYJSg9Rn19D",
+	"jaODMmmnF65G4AwHoBRohOJ36SkSyQ4rGInDFaFCPJAnBvuUcdpvcJy7VR4r1xuq1OW55SStKMtto1uU",
+	"f/aRKZuETBDCI0KXgrvjin6PqTRgA6IYWtshcnLYlBipYTcyTwNscrC4wMONSTpm5E/uOSkC1c5MuF6/",
+	"I7BU2I9CYdkfmKOuavr9u4vgMUDkfIzYxbGTg5dBcwuyB+AkDkmEMjuQadjPI3IJdNSES6WoxVTauUVs",
+	"kS3h4fKoB7yjv7ul/Ttx0t/H6u/dbhf+v/25Ikf+ziqdw7xoswpPaLCw6qNWKpiCzxf2DR+V/OJQYJyQ",
+	"lR5dAdJLqIlQ9SUe3c2+JL4dRKhuEkLc65/PXnQvXp8NT57Y3Tbu4K/l4FEh7VUv+4FVfoVudnCBXiPC",
+	"cmXE8oLmxEBaswExSrBvDv7ugNDtwvHSaw8jqrViGzh1zCxEIqekplplSCphTlm6RLnh3g6KA6RaGbsE",
+	"PEPcjK4RC55D5m4Ai4cU3TgJ/u4s/l3N+wPAI2KC051MUAovCjfZ7w26lg6pv5XaudefcEgPafesCLmv",
+	"cvC7XjDU4oUr7bhr43UhC3H2x0+X7OD1xfDkSW15sZMV0NeZANKYmMVeioFutpzEzo8WsfivhYzDJjVd",
+	"6K0nYYix+LJwyFPY3roEN1zmGbt4fdYlzvXdpP+OB7M/VQDk0B4m5UlCvW3XDdyTyUnO8zUgrvvzxE4Y",
+	"an4g090aM6GXpRN1bkVu0Pcy6PV7fWgFtBCKL2Rn1Dnq9XtHHUg2nEH04fFM8KyY/WL/fd2EAXlGWvGw",
+	"3ycgQjhBc50ABohh+VIpOEfOC5bMRHIDOmkqAHxYJeBX8s6y8xQ7VcEno47XJOx3h/0+VBqgLYFwUrX+",
+	"UGE1z68eyLmjb1wvhDnf2bsfPo4uq4ba4HJePINMzq9R5xgH1vRWP4HHv+epS8EMAz2d0V8+Rx3jil47",
+	"b+zmFAYbHlybzugvJXFM57N99PHcahyJaV2SSlSIbnZ65vsc2pwLe1CILwUTX0B5t+IHo5al/4GF7ocq",
+	"uMaryw/nLy6uzl6+/BDj3VjoxZy70/llraYQegLA2QLAsZvL/jNNa+ey24E/XmRcVhe88x/s9as370s1",
+	"xIclr6BYplTqfX7AZM30srD608jpwlQHDO1oucx6Y/Uf7PJP71+1vxZLg/OxarvjV/rG78YQLx13vrLh",
+	"XndjW0p7+2Cv+2kK9onBs+OhHXqNIvi/9kjMDbvE/7gCe0mnNMHcFXKOKb1CNFKh8qprvrwW4Rgrvw5O",
+	"joZj1Qm3YD1AurHbiBtogx3v3mBvdfGjVSG3bq+A/eee3Vo3GsnF3prPs6277d1CQNgh1cmyjL5Ig/AL",
+	"FS2NeqRm/3/2/r25bSPLH4ffShf3qQqVadIASIoX1dR3tbaT8Y5va8uTnQzzCE2iKSICGxwAFE2n/N5/",
+	"1eecbjRIUCIlO7Gz/mfGEXFp9OXcz+cjWUiPr7wm3D0XP8qCnn+cRDSjdiSiicHfUy9UhGh9FTmmv3ea",
+	"Z8wEddqenSSOU2RU1VYuvFb8bs/zJxe/F3pE5um3bQ3odj5UK5ogA4rVqVAsSiG6An5183WaF1fadEMo",
+	"yOlcTBJ5QnZYz+uge54T7fJYKcA0sXAzIzeZahERqxCrbBZnsgWOIehg7IFC/BCUz2YQY4Udw9hEv8y0",
+	"a1zoOVlNEsmmiYgXyLEEPM92uDREwtBxvhbbwkmFoEYesUheZSKSkck1l9YA8oKuEkObE6LJoO2r9BqD",
+	"HM5byT8Gvxaal2UyM3STmLW2XAGW8YxjTzz1IVk9maRXJ2cuczA8FP2fntcZK0O2TMFkhhHhfPe8vsGt",
+	"8VDrBT8cSmJoadCS0c+NYses+bRWDoz+fueKN3pe55aPdMPwR3+ss+pYZKdnvzFqCGfzIAJreV05OT2v",
+	"U1rDLynAuSnFzipTIysMRzTQkUqLFl548MS+TIs3eMfu1Nr3gke4tY8IX8bsdxOkiSungyId7Vtl2Bsg",
+	"g7zDhrQJK7GKkHOuVo5hmgBDQshHjLFyNk3VLL4ymBQAVOTEy6ldX5+dWOWFSBK47rucNYlSeaxCl+9c",
+	"u2H65F/LjUkdSWp8p8w7uLitWHGm5NrpfA9tLVvIlMgAhRxYwjG+Z+AGniqM0lmoDTch9+7Js4sKAU3X",
+	"QxyNCh/mzkF/HufFOUyfdpgysZAFUPT+a7esF9JfLheKxPHYpPq/VxL4Qyin7hbolRvvjrrCj7x+b5Zj",
+	"ewTDhVb6xqFXP8aiuY+/PFSgYS3fv34DChqYF1ocVFWXuMv0d4lpkWZaAFCeFWoOd9hXA8O+amSBi1vj",
+	"IA0DS0mJ3YutdbsgmgDW43kfiQCi4flDIQaz05Y/DaJWX3ZmrYHoTlq96WnUl4PZUHiTSimluUV6LX8S",
+	"TFv9qCNbg1nXa/XE6aQ/HURD6c1g3u0M0M5vw86vfPs0ies/29/97Gu5wQFcBw1untkYdczo8sYo2Pqs",
+	"XmsYDaat/uRUtAa9YbclOpNg6keeHM4G1c9SqySpDJqWrawOvWXMXnDhDUZ+b/+Yi2WynBX9m24u50F5",
+	"AogJo0qvgHfk+WWw3qS/zpJf01T0k0b123D+9ZJ19ZL1Jq3TaT8ayOFMeBP/Xkv2y8Hynw5YvteEtQf/",
+	"fhq26/l33/JOCSrNkBHcFASH3ETBDa06n6pCa5aPDvH03ffL90s5LWQEefptFVUtZP3XLx+37G7JQBNp",
+	"O8zRW3DPtsqaZFJcExn6XpdsGmfTVVwwuhgQLhCABoEtm1gXxhHhErhx06w4cfoZEPsrwpICZE2nyJvW",
+	"Lm32XzSMUqdMMPFp0cMIL90QRspkdkYlYC1IodinI2/BTxA+E2Nlxhzn6CSGnKKieuQusvYOFjKmQLVp",
+	"IQFY2MJqkrArid3q1Zn5psYnE/ZT/YzpCuD5TeFuY9TD0nH8Dz/QSvASMbkBlLDyFbu0272R5/+M41cE",
+	"dbF9SXfUgUsyOZWquES/pTHq+u2eZfPQYtFDG1GitsHS9ww2lUUU2EIgHXW7nYYrWblBcGuMPC0n67/Y",
+	"c7/Yq3xwZ2eYwaDfDioD7fjOSKdJmoPg3Rmrg3qwPU6/Ms5feEPvPisBI791OuvJVj/qTlvDSUe0gqE/",
+	"8PqzU9mLuofbv7SBbpOA5vgCOwx+Qfveou33EU+Pq8KkxF+AObxDXMVQz3G7tMJr2DSNoIM8csu7bT2I",
+	"a/hysG6hiEMUTEBSnjuFYvQsSAEvcplor7xZWtyYiqWyLBlnWgrNT0YovmwuAZGdqrgIQG+I4PfhMpOz",
+	"+L022CHGEUM4Oc6owIZjInqVy4gugLzlhrwaY5m/oXI/miYQaYa0cFdAPaPJvMPidimzKe+kx06vsET/",
+	"iDlRZ4AjnbC76+1OMwYkYjz2CKmBEB/rug3rSYfNCDDMnqOID50+ldCkipaZvInTVU7oGa+W4t+rvQOn",
+	"Hhd35BVciaC76zd8OtPehYEqRfLgwhuOPGO30h5xrwlaXq9yjbXNpkPht3qTU22bDWRrOPP8VtDp9k77",
+	"g6GYTIGSKwWhqJXsj0k6ke85u4kFy0WC+wQ2KZTdx+rmMrh537/+txMaaKzUCqWp/j8YFUCo4H9ONqUB",
+	"XP9x/Qv/dNS5/eO6lWvcj/Navggmrf60E7UG2mCtGJ7243a/Y9FZRj1R+Y6tr6gMsT/yglEXVKL9rnIM",
+	"w9lAi/7TaWsw6YlWd9aRQeRPvYknwPGrdE/hdByoD/C87lMHJTAOHc1vZvFWNjAvzNTUqBkO0bIayHBs",
+	"NtAqAsofQGC7FH2rpRMcYU1TgnhiqOTK2MjbZz++fPf6rziGEIqBxgoeV+WCNMkjNJ33sUISgdccksF0",
+	"VLAebqxCc3RiFbKmgdv3TwdzLHtQEJE5w1YXf6Gt3cA/9eacqVjJYoPAp9A6AkKeyv60Mh0r28oDtXZp",
+	"BF0UbK4VktaXVEsIISY9N0upcqDYKly/BPqocCaM81uTrnnsKO2GNeH+K402x8nUcjoAeHR+l6Q78khW",
+	"iWU/VlsUCRhnSyn4Rwaw760L/HvrAlydyymatq7E7y4+FB01mZ9usmlv/Wu0nHWvRD/JZfD7qZB7LFC0",
+	"z4rGL72NI1ZPgt6eVAqm31opnt43DLr+EVxM175M3+pjjIP5Jp+NfH4hqFekNN8P9AagQrCk49yV4U8M",
+	"VrJiuLvMS5p4ZqA/RqXFycgudincFQa/XQjdNjtnzmPGKs4haGGr07ArSW+e9Tw15XmrpaFZ3a7iGNbK",
+	"x7EyApK6eMK6/Jj+xRGQFSHTrUM7hkf9vrbBcSUH+obh/VJfNpNF63uIYYghKbtEhgzxjAl3jRktMcjF",
+	"vBBqqoXc7lY80BQ10q7rDctcGi6jhf8mMXhrVg1f24JLD5aJr/Hm26UhTMtESoWz0AydV4Un7d9PLuCO",
+	"LSVDve1WdWDvyMXgRD97gsHochGB1OOO/N12PBJJaoRpawNxws1BJ0zYuRRZMZGisCUES5EVMTb5EheG",
+	"FLmEFot5mkTUVTNP18CEYJzXoHfq3qlSlsQ3BEMPt0EKH7n/EcId+p8MnyRUl9NA0owV61RvcnLp0aIF",
+	"9HdkiPwgsxTY1nJWpClwUcL8YCMCFiLuSeS9hHn8ZI5wjWFjY5PeyPPbp/7gZ1TO+HX7rvTaPl7ppCvu",
+	"CNbtdua2vJGPIRNah8boXx4PeJef8gH3Pe4H3O9y/5T7Ax54PAh40OXBKQ8GvOPxTsA7Xd455Z0B73q8",
+	"G/Bul3dPeXfAex7vBbzX5b1T3hvwU4+fBvy0y09P+emA9z3eD3i/y/unvD/gA48PAj7o8sEpHwz40OPD",
+	"gA+7fHjKh3oYHve9gPtel/veKfe9Aff12PTg9Oj08PwB9wM93oD7QZf7wSn3gwH3Ox73OwH3O13ud065",
+	"3xlwv+txv6s/rMv97in3uwPu9zzu9wLu97rc751yvzfg/qnH/dOA+6d6Bk65fzrgft/jfj/gfr/L/f4p",
+	"9/sD7g887g8C7g+63B/oqRpwf+hxfxhwf9jl/vCU+0M9fx4PvIAHXpcH3ikPvAEPfI8HfsADv8sD/5QH",
+	"ep5hogMe6KnWcx0MeNDxeNAJeNDp8qBzyoPOgAddjwddvSJdHnRPedAd8KDn8aAX8KDX/QUkc7ZrafsX",
+	"QQeyhd2fIel455bs6ysP2pIBXuluyaDlTf2o1ZfBrDUQnUmrO+1Fp7I/G3hDv25L+rtb0ucd3uN9PuS+",
+	"z/0O93vc73N/yAOfBx0e9HjQ58GQd3ze6fBOj3f6vDPkXZ93O7zb490+7w55z+e9Du/1eK/Pe0N+6vPT",
+	"Dj/t8dM+Px3yvs/7Hd7v8X6f94d84PNBhw96fNDngyEf+nzY4cMeH/b5cMh9z+e+1+G+1+O+1+e+p4fm",
+	"c18PTo9OD88fcj/wuR90uB/0uB/0uR8Mud/R39DhfqfH/U6f+50h97s+97sd7nd73O/2ud8dcr/nc7+n",
+	"P7bH/V6f+70h90997p92uH/a4/5pn/unQ+73fe73O9zv61npc78/5P7A5/6gw/1Bj/uDPvcHQ+4Pfe4P",
+	"O9wf9rg/1NM35IHn88Dr8MDr8cDr88DTc+rzwO/wwO/xwO/zQM+znmg903qq9VwHQx509OR3eNDp8aDT",
+	"50FnyIOuz4NuhwfdHg+6fR50hzzo+Tzo6VXq3b0lez9DXMld/aB3yhsrla6VjC7dH7wjim8ieVvmgQiw",
+	"vuxcw5Oqss7r9C9ozHSt7nI2gHP7DuNAXwOpGMQ1L62AsoDQ6nRKJjFE4GZxUa9LX8Nrf9egcrXyw1R6",
+	"1DMfB94tJSA7hJu9HYY+fZmF5jfsXi7ufv0g94eQ8Sr/lk8Jbi9aqR1iZZRIbrRvkL438gMc5OGlDnqV",
+	"bzttsPm+9NMGEdYl7VdzlvC/684S8dcf4rgb2qk2e0NcgXC0ut6QNUP9QytW2jOxUdfygCHlHNC/L4j4",
+	"fAEkw6ZZG8+stodTgs8LxzDqcWME+GThCcfs3e4BxfG9Rpy3u51vy4i3Fg7u3Ffgid9+w+NUzZIYIeh+",
+	"J7lumHQtxF51s/H92WFkLyOJDAGbXBa1jQL1y3qE4IU7QKTtmQ1zHRx/nIGDpcVtkuLL3lO/V9hARLdt",
+	"kOMiBnrGkRVGW1p1/MuPCQ/TiCruMMDkFSMAOhLnaSIRXsLUwgtzAbZtcMSN0FePlS11rXDziUwiLCDC",
+	"KSIfnwF8MUzOlmy56WSinjz94fzd84vL77Vs88aqpOFFkJTmSsE/ZHTiwAMRUgJIsLnYYQDklsnTHC6Z",
+	"5AToYDgDbTtsdXD5iOVyCy4plLOZnELlD30woLpg+XTJdDZWLhdaZYwQstVjAuhJwINpUiwkYKAVUAOA",
+	"aUiV0lhpPVZlmMeC3QmIgVCv7K7EeL0qJcY901S/m7l1mJipclIektX6GoQjYk/J6KxyKAFcw9A1feTH",
+	"Zej+uG+p8H/9nkLf79x902uxSVIRXaTpc5Fdya8jDYVy3BHe+5VIxaS1tYG3Ooh4VZVxcH/5GZJUGxba",
+	"7Yiw/tFWro6VaT1thpaHN+QsNEy82O/lcPGGJ7tMvNzzvJFNgUBNgn4keEBjBXBgOzS9rGlhPoxismO/",
+	"lhvDRQ52t0iSE23DLyUx1IBQpoY2U6mVy8I0vNxdwrVDi3RW5UEqS4JrvesLWrV7lcAZD/5bCdzvWgK3",
+	"1QaxbSYc0LFiTsHlNFVE974hnWt+KdXwbZGCLX1rLidUp8ao0fHy2o6Kve0R/JP03Wx3fiCYPAUuHNJl",
+	"rKywDLv6iSX6vfkawmxqjBr+HAnv3T/llb5JASvR4NuE4X6vE+yN2XjDC7878oKR7x+0oHzbUPoEy3m/",
+	"tfRb3e4saPWFN2kNp52oFUh/5onhZDDtR+5alityBTUxdk3sCpglMbzIexalt7Mm3mJnUXrVRclX0LLg",
+	"VLlXGZH/VSXr/WVn9bydusXGi1/PNy9j7/2Lt9761T/+5/3LJ+n6xa/p+xf/WA5ePHna++dPT7s/Xzwt",
+	"Xj55s3hx1Tja5ryrxpFk7+9q9PyOUbTC6qVD6xSN/2mVN8FazjKZz0vsWRWVwL8V2KUS6xCwZrcKErUX",
+	"Bx31+In7ahIFVCSicYKNrAiBqJ8Ff7oSsYKO92spl4D9K2ayXWlgpeGjpGCtFnA7vjx/8TRkyywmUwIh",
+	"h/777auX+4oGcSM9xBtzReiR+/fzFwRqCXgtN4ihv/r1QySv3kdqOusEl3I560TzNPoQpdM4D36dF8nV",
+	"4v2VjFS/s+r13leZY/fq1WN01m19ho1RA/G8Oh9E9/3fgic/v8v/++pt8vwv/xyeX89WvUc/zfL3fxHd",
+	"1Y8v01idPo2zp3+934TvLfAzR8LxlmC7WwTHkiA2rxb/FeWh+Lrr//4Ah60bHBA8vkjTF0Jt3pjurN/b",
+	"0TPy8q70H0nkO2sN34L5jdF9Q1xM288t+rNQnD9k6YIpEI95SfiB8QhMdTS7nn9i0eLGSkHJtVBR1QN0",
+	"SPpzqYo2e1YgarcW5lC4SBkH469oe+EqS1cKcCJZvhBJMlYTiHrlI3qwKYmNMxeN3ZhJ3JLwWs5OzmZJ",
+	"urYhwLjEzoMv4yWnALC9FnFewAMsbinOFZDBsHcAEQ+Dt07m7nKEoF/yCiYKzn5oneaZyAiJUP+SQgAT",
+	"WqNYMzR/C0/OsIB+LbII+XdLoK32WFXIhGylJkHvmIcQHsHGgX82S4UkZAax3nS6ttl5fo3tpAiCCQks",
+	"5CaaSL2FzLrVoYlmEqFs2EohRUNdgsrRhRWdExwZ4gL5fleIC1/2hFbgiGAXjXKPCK8sHFVEnFVOV06T",
+	"ptI1ZxZxPLR74VtWxEmc7RV6t6TOHDHmBqZQ0pSiS0XbiJ4gnRCVGoxK2OimRxvC7WWutrLlnXVEHFr3",
+	"WJfnFs+/AUu8ymSenzkUX2NlH6cPcl2ub98J8T7fCflkJ4OaP7/tbpPzu2VvH5f1w3mHOmGA8ZzOa/wu",
+	"EspVRFt7NDD+CkHNEuJ6Q6jYjgK/koUFN0NYWcvlh8QraJYuRVYQjaXpMMYkHALR2nxjZTQmA2hAzky6",
+	"rrx9rCjoGkLBA6J6IaFfWrp6bjLR9xx7wAcIMH+OyULEm4VMJX08sjeMFeKgpTcyy2IonZa5bDNkFjRV",
+	"72Sfo4NYAojjvKy1vjNXaNME8KBDGz6hedYKP0krxtd3gI+uLRQXwlrrXyCuKfOJ5lcczliVd6Wpww21",
+	"XGVXgHVGtHZ5TUbwHVQIPcwRzatQPM5eL4HpOBPEaQEWJsuTdA30DICzAKAcDd4AuOqjgH22ome9O8um",
+	"sitpH+zCPMCpqQ3SBbtv+fgR5Nwyi29EIVvAkl799Od6r1YQoAyYCEL+YT4F70eWdffzD4mAocNeZJuW",
+	"UFHLic65w/hB6ll28U/pdPDKkcHGfwrO8e1dCFgnHUTIckd5XETQjf5Be9zHY5UL7tWjIhZfj24sE1IK",
+	"MvgknL/syqsvP1NKpRi7au8YX/qRNhrvyJqaqGQFOL4ktwKEO9PIp6TLvOPCfNyWAfy73OQPt/7Mp9y6",
+	"w89fP/u73FCE+2AoLPem2p2u3/3NBqTwudhhXcs/uTl4exS+JCc0rJhm11oQeuQKHBmyIbS3YsAOL6P4",
+	"SPSV5gWS45kdnyQmv65tTBeLZpOXoXN6xrMnITKv2cC5NWOm6WKhj08S12XIH1eJlx5kw2Ryqg2/TVWH",
+	"nlsCU0IUg0nh++aACsxcRUmhZ/v4j8ceqt8tSr/ovr8ORD8r/t1Tk8vrm1/7wVSubtb9npxlpzIquvlm",
+	"Pemtr+f9CEqo6wvcoXXI4p+YawCDxMF4hOh95Y1lmN7OlZ4ovQf1ofi+8cuRE3dHzB1Yea3i3QmqU2gg",
+	"Bno5mKXw6w6w//kU/AsglLVC7D6RctDuj35DgMpb4+bY5psbZhXit8XeVoyEWwbRWLHe/jpMfFBVaD1I",
+	"q5PQPVCxU4P90bp93zEyIh8SUN/Uu+kG31Hwn1S/3w3n+3e52e0fr+z8TOYrdHg+uZXxVEXIOJcvpcqB",
+	"MLYS6SjjsMhPS+D4mF+gzFMFGLpskwPSLIB/JwcVA0YySQAp0yYngHbK1JVwWyI9SVcFci2lKmqzN3oO",
+	"kLaNYWkQDXKstpIZZ6W630p6YAXBBJK1qwXmw4ZQRThNs6hMZ1UzM2OVpFd1wkE/4+uP9nKazm/dQ/eS",
+	"IXoT2AOk99A9NBvd/FkO+Ft8dl5xHAwboeUN07qRgsBQRwtYl9bisgkZUN0W+32sDOl6XBjYE6LeQ86M",
+	"Sn9dh7loK2C7bZZyrMJ6OBIcasvOa0hZaIuxuxZxMWIWpMLQxkL/ikozW5As8hJdFyWViQfHGVK3Y/m+",
+	"zUTj7yKKKOceZyydUpwRqpPoj8Bg10ZSxNVChsQSuK5IuYUUCiRdm9FKEIXc1n5he4XYWO2TYuUzDpJj",
+	"rFaM0aj+ADn21tYSfmqBZifmm0y7h0yjdTnYSIdahP1hN2FBZb8zdQvpDEXNu4vHLBIbjCGE+n9DyBwV",
+	"aciaEHnL4xsJ4mqhfXbD/3Bmk0eQ8cWwODmDeFD1DaqYQxImjcTmBDsjsnTNlpZbGoSBfn9cIDKRUEjh",
+	"D0UszUhsuEknnzB9sDITTZjESQJJaeAnxgIwak5AOtM0h6+0lSbw3dB1RsfYacQDboy8EMbHNdQZ2sUO",
+	"oW34jEFnckjlN+V0QuOOStdtdp5DCSMTUNY6VunMzho2+YX4HnyDW8t/Rn87n07lUktU+b54NM1vQk66",
+	"QU8aTS5kQMZK5Ozx23+YslBiMdWXNcNIFJJbJH/ufAqHVkZsIjOclmVfGrcieqyQTcXmJThQfV5qwU7/",
+	"JGLGKDzh9usgjW/aE+IrlWZAbgzwCVpvwVSJscqXmRRRPpeyYOt0RW2OtK6zNFusEsGaUBUCPGswN38N",
+	"OQv/ov+npf/nP0OuT4eYoEKEij+Y9UwWq0ydMKBcipBumAmtmLN0OYc0ZbanfeQdnKIDmkdwt+vNycJ/",
+	"/vOf/2y9eNF68iRkzXcXj0/a7El5Mtj+g7GvR0OfwUqHxlKvQqav/P//y2sNf/mt+7GF/wjKf/z/6klP",
+	"6hpfDhq6PrF7KVjSzzS+GjYYODFNYVWv/aFI05NPzhFzSJ8Q8ugoJvC0379PyG0U8qkD5VurEBHhlH0r",
+	"vU6HN6pCpzEKhsNTz/w5h4d3fR/S3hEyAZQQzw23+bYx8rvDATIOOAKuMer0thprKmJSjyPw7kGQYm+p",
+	"1p+7X1jzeafVT/ODA76rU/NRXrUxZeuTOrXfc1cXTOV7ID39IBhsELpv0rVNoRnlV2UwfbhSO1iljVU5",
+	"x/yQReZ6UfkySzlsEthgsG07PU67EvbrsUSfWv5QlWm6/gYAXjWR3Q5cY9VyMCUnAHh9i8l8K6+brQBL",
+	"bUsrOKHmRbfSu1VT1CM3gQeJbZvz41tFlTkymesfTA32LEnXrWu5ceGmSgeZKME4m6ySa+2QTmWivWwV",
+	"YdnYJue7DHFlOWcrXRVOmbZJNX2XWye4SKtloWMVAplVaLh34AZtik2TGAjB4yu1WoZaWZuGY/rE1ZKz",
+	"8PWrt2iH03Un0MF8LTcjZIaHPiXiqYeHOKPHEIcenEgStO8pX/pdftIeq89FYYeu7h4iu6+KT67axNOm",
+	"zeYQlOmF2OYb2wdyWKUru8oEoOcG3bm38PL9zGTx8sOH/uy6+yGLO1ljh3XNE/6k1Z8GUWsgO7NW1+v5",
+	"p0G/M+gOew8mk7uWmxpStju/GXuoatj0tgEj++ZqZ4YsjVuln6s0sCK5TNJq1haU2Eg7R8b+GK2zuJCQ",
+	"/XA/PWh1Jl396T396adeq+8PgmFHdCe96en9eNxuawl9kfzP+tWTdPPiSbp+8YPbEvqs8ZXzv3kHNFL9",
+	"kGaTOIqk+jpbqCpUclqCQqVrLaccSLpfeON9q0Qjhe2pLVf9I25Oo0mNirqdwYn0l9PckUsDkyEzSEg3",
+	"IXTwPbG52cJLKKHOZXEC0SCoGcsimbGmNtjGCv7jpA5wY6SV4A4qBTsalGKs0FW6qAGhqN7ZZn/Xuh7y",
+	"axgch6iHoZ0yYFAzE81eK+ryKsYqAQQbCqTPBRSLQxAMu3GjeuX0Q6KNZij+vRfehdPY9UDMi943yIuj",
+	"IC/8ABASHEXRGDW+p1VMEpnE+QKKqZcyi9MIcRl4o0Q9qAWrrDx1P6KmVyFcwndPV3mRLmTW8r1usD0O",
+	"zx3HwhnHvoFUXnEEaqbd0HfjBVSbEh3R8E15fC7lAZWYzrw7aqNUA3tUh71gj/qAkqKDoUPB7He9ItPX",
+	"iaBEedlcgoIbry/bRCwani2cjLOxQlS5RMQLliLc31UKVIPfhyyeUTNiLos2M82Q8FOJtUfzvK9r0+7u",
+	"hyf4zHG9M8lXvvPj8afw1tZNGdECfOkH7ves4/vDT+hM2z9wRt0zcr+Tio7HbQ2k+I4SIfKMdb2u5bs0",
+	"SF2s6VYfSVUeK67Plbbuans4/zTnxV2Kb6flizktP8pPeFhQrR0bIrJbBwpG90HRvrW9pgBwoSLmmGe2",
+	"iQbrcSDpHepxQQk2hOr0Pzj1kkI6dU5+0TV4G1F7rM5JgQaeb9tWzc/IS4OWVuB5TlsrtG9amE2jakEr",
+	"2v5YvBNy4ZjJ1lc4JDtKGuzDdK2o+ilfTecGtshoarEUWYG0yHOZS3JjcmgYdXzMeZpETEyzNM8rVVWl",
+	"2YAFQleyYHmSFg4CYohGLnsE8xyaN+bpWMF4VcrWsYowEU8X6w+VOVuk4L4IxUK8F1+yTFa59k2JH8yU",
+	"AjirF2IoU40VEl6XOCLYeIuEP2DWrIWxdaOVNJUQ2xzmkOrG/MZYNctGkkskQhdJflmkhUhCB8YRn3xS",
+	"i8brbC2wjByTSY1VqkYlmC7WiBIREXbJoMEFNaRFymYCy7FwNux9i1itCkltNXr32lZdg4CJZQF6tRzw",
+	"4oXYgBNP666vMaiXAHuJkfdmNxiOVWjOaQvaalvy/VTKSEYhm8hNqqKTM7M/ctd1J/fcFLG1x+qJiwJT",
+	"sUKbaWYgETBezoTanOiddUMwRPhga3py/U+Z52heomGp9/JP5vQRF/88zaHnm0p67fv0t+NhsLH7EzaJ",
+	"FUBMr2WScDZJizkciDNYHhUhdjM9EZGhkWYKWpX0jIJ+nqZ5KR+cAwriBw4NQH6VcwA/xJB8YKvlUmZs",
+	"ovXDvkqL16st3X5PQK+Kk9rb5yx7xyvyz9o2++XYIlvy+34wyV/a5+QSEQBQcSn5pRtc/2dwvMrSRvnp",
+	"nRSKJxzfe1zN7h7fg8zO8SPGyjTA5bvQOIhCRREEC+9dF9L9U/Ut/04BtT8+KFa4aZWaBuXbtjLs4oVQ",
+	"As/1XW3IyHCw3Yu8vYuLlKoJWKqKlMhwAHVGGwLZTTwl/Bko3cX0o96eSsooLw35ehpzMzW099lUKHaV",
+	"IVlDYtqgmbEtoPdIJjPW7HodJGhYx7kkegbDc65dDFEgbSUED6JU5lvWHpr2ZET7nsdWINfGCuy2uLBl",
+	"FvaFwRCcnz1W31nFeIJXLGKozczkSZtd2DmElsnRWFEfNiKTr9GwxxwucACD7YTyA5+cgOjY14b90AZs",
+	"yh7XtF8TlPvGrAdWjDCsDBGEVGKqqDdSZG7/9SGJ7Xvlr7/YPu5PibYa1PZx15UZHDLPn7J44Fsn+Lck",
+	"zwH6zKCoqpo+3IPVmGONHdUrTr5mbdUduvPuT6ChyCqD6IXTWs2uZJGzruezVKHXiykifR+0oJvmOy0U",
+	"bQNeSR+025fOYJDYN+a8SPu8NvcEYBz7Otj/lL3rX2pQ+g89QyXD+QPO0LGh5K0G9hIUbm/2ZueIYXcO",
+	"FYRmJR4d/A1sKCpv0bt0g/WhmNzRNuLa1HCMlbWpoMpmLhdEFKYvvYs57GyHAS12omYnDpH6ajonaTFW",
+	"FP5sQcwUsfNiKGpZaTv1eXwtWYVWTH87Af1qoWPaxrSzlhcuhOl3OWoxCOtSl5a+AwqYKo/cwR4P34hC",
+	"QvSi9Rzbo0B8AUDfCR8r5/c3ciFiVSKhur/kUt9JYoitDIIym62SBB8GbHM3Ik60JsGPqM+o2WKhh9W2",
+	"fPGAg7dQvm6/u9cJKl0f9yJT+0cs17e3w27n/+5VkP/llA46cmFFLXNGwNHm2FdCqDbWPFjII8STlUvG",
+	"9S3r+kTudMo3sYscXFDrYG5OOAVl4GSbPBDSZGBY6EYkMVoO2nGaIiDXSIsPLeSKlE3ncnpN6DkTOUsz",
+	"yVa5Hl9czzb6GObqwWcNvJTfjnc5HOioe3saiciLy1Veg1jlDUe94ag3+Pn+/gi1NY9+uzcxxeFWDa3F",
+	"7ZiSCEqw+WoP6E/zFMKLeGwONDnc87hMs0IkrSRW18caDnAngzvRQiBk4KVUrGlAIUw4VQEXH1iSJ9Vo",
+	"KmcC623LOl5t1+vnQr/ntVSo/3NsTXn35jl/YMD1NQz9OXzzvYpo8aO/4vLZM5Z+beWzyMruHRxrqc5W",
+	"jUi0T/W3RKLnDzuD3ixo9aOuaPWnvmwNZ57X6k2CyJ92ZHfW80FSTmTilNGOuk6k5ny6kOxxmi2PIpC3",
+	"+/IA7iwof7iRuBfb3wIdRwXuYeZcCeYyg8Kf9wlPR7/tjdyj9NIGhIDga4tg3/UxJTbOssQCRKd2HzDt",
+	"DrvKtuhVGFugk9D0CGhXarSFS0p1eWZDsua4EcUR26QrqARgi40B2f5/48YJZAxAWmOqQC4mAGCDoZMS",
+	"waY8tG320zwFsYsVBPq6d2+eYzkM1nGYggfjsMBE0Mkbq2ZoDmGsQm6xRHw2T1dZiTbSMWAjKONRroPt",
+	"pw89hYHoY8nW098Q57bREtMZemzGMTODKXVKOF8vk0tsQzQtiPSfaCZSVyKU30C5SSauFhLgX+fxdM4m",
+	"WbrOZZaPlSkCQe5pTLdAUClDyIDwjZzJTGbhWSmwFykWibBY2ZKbCZioiOyUF2kGWlGvepSlS7jYgr6K",
+	"KMpknrOJyPBj4avuzN7QtOjJy+KrWBGwyRhqsuDaqn1dpE5CBle9zMZAyU0phEzhjWNTbGdhTqipRu8K",
+	"5PsQhmsAOUI4W8hinkYcFs9UOunZBw3FxwrAn3gJ2d40N0p94DmLqEmXU63K0vHSJ2m0ObHcJ/q/zB6D",
+	"cjWKPnM8hDm30FvVI0ZoVwaAvD7TU8ryh1S7lMfFMHceqnWO1zmfM/fyp9LovLHK9GXzoljmo0ePgLWg",
+	"TV/bnqYLsqof/QdIGHH16ybpFr1ff30/+TDvCvFe5Zu5OL2e3Z13uscy3pHH0UfvtkTOuzfPvyVuvrbE",
+	"jWvK3MuSqfEG7yTJAwDT27I3rn01IuaG9xiGtakaXkVC5NTIg4oc5Qngm0P5I2oZpNUTTgoHA7soyKd6",
+	"A0YntakbUDuUukEr57bczZYEf4hn8ycTfzSfdZ8TmEbEo+XWXfknvXh/vkaKLyJn9WDxcWzeqlx1N31F",
+	"WpOi9LfEoqg2XftMxpdyvuC73DhRW2GmrW5xbnkx4bayZsncLRZQ62Pfzq2zYdwu/cDvcsDhQy5HcV2y",
+	"KNOQwC4/044bWY5SRcs0VgXA3+X11UJllAqIte6KUiGCGsyKMfnRKt4X3yFa8YPzHiK/fou3HAyY5gzn",
+	"08TI/G8xsnqoNL5Xv1DIfljRBCD/u5O+aPVlMCOwL+FPvOkwGsj+zCQBcI9cTtNIUqavylkF5PrgrDVG",
+	"jdev3l5ozbBStyo5S2dPUF0AzFLfTl7e2O74cHPV6hbThTRG9yPDHQb9VPdSlJ/Hr9IH58BYnn6/aVhu",
+	"/yEIXn881TOKzFs59a2sN3NVo7A+1igUa87WapVXCrXKAUrFuk6TNNrYWAICfvqey6iYJpHMC4OS2wwX",
+	"aSbt+QlZLjY5W88lKAVqnaUyVOoDM+EPuz9cLmOtjcS0SDaACisUiyOMJeo9W/IL16Upy735YMuWPucy",
+	"0ZvckUsglkwo5nKRN0aDLm+kq2KaogJaTfUGdN5/OYHoSOO3cSO9HjdGDAIPKDOyW8WD5wWlbCnlld49",
+	"FSlZvkDeSFXod4wbsbpJ46lsL0UcjRu8/Iv5+bIbjBsfG1+QkK3so8ZoJpJcfgmi93jR+AShtfblaPUZ",
+	"MAfMfO+XTvj3RYvQN+g2W6VztyQ9mn5F5FWb3lDK3y5/zw33PEadJxsHORDGFkKzpWDAbM/iQi5ODGZ3",
+	"uoyn4cjJqMQFPMViTY2VMbmJLrfKMm4g+/VzgPidzHPqtrWlZ0KZINmCGnjhaWNFpjZDwHW9aWMQyGkW",
+	"xUpkaJmPSkjyUh89KrXBVWx6RquUCWKsIrNqEMlfJmID/Ummf5o1t+bKUNfoK8MTaDB9Y5hICccjN7zB",
+	"Do+p88gzFtKsQ2WaFVIrpYcKPRmY7oGU/1hdyyVmRRKJd+K1IYCrY+6FHAO9MG32Sk0laTULk71ghoAf",
+	"4DCBnhe3hEP+zYo0rYC/7OMCf433Prz41mzgu8tv6ZVvZVEkR9XfmrHuEYNmGowkdC3Eb5GQTwkLYWYa",
+	"cnggDxyRiACtnyUagq91xaZFfL09DmI5W83l2zEP9FFbS3EVK4HwPdckJqlClvqCANpB22bG6IT4aJxp",
+	"KzeWue1bp9r7v2pbKmQgbikYsmBNK+HseEAUhUwkay0HUMaJsTK/f4dW9EmJDrDzBsLeq2QeB+xF/F9a",
+	"bODgRiAcEQUD/zJWSDCwFLkR9dNVwfJ5mlnyzq0IQJEyLRVitUJmzfqYzFu7Lscusr77GX5a49AQSon7",
+	"+w2p7/csNfKg2NGJzMMseGzIvmffM7/V20qQ4WtbFzjKnVdvYd56rb48jVr9aW/SEl3RaU2CqR95cjgb",
+	"iL7xC3atee/CG5Rj2vYJYBl2b+pUblqKVa4VmfEY6rnIfXJCLBk5Jp4r/OQNH+3963i5lNGlw9IEyIFF",
+	"vJDpSo+kA9DA+r8/pErPztNVli7lo9cii/N9DsjW/FedDzfPCo7Ho0jEyaaVSW20HlNuZQ7z3QEaexC/",
+	"eKDBP768KndEpNGd5d/2qE97wR2VVbYnuuxwxdJTS7QG1Mjkk2qFQU1edoMCjo8+0SE0K5qdGbbHCux3",
+	"58qJ1ArRlKiwJuon8+LLOEJEWVOkTmw84d/s15kN1noWhdCThoAVMLYTzhaikFkskhgYkOZg5c8IyNao",
+	"utQEppYyY03zbu4OU99wwsdqPReFqXd3lIhKI4mISfTZmHboYaNNzpqExTNPVxmLxKaVzlpI4YT/S39a",
+	"S6nHfGpug8mgBhUKcXEmbLokzVgz/M+NFFmyAeIeeBj9Wz+L/glnF/6l359sCCD+P3HZsBrrx3SsTCip",
+	"RIo3CE5+ftJmF/FCsg+A2aBds2fnL88pDtYM3108Diug73ounogNYi/l4gbCfZAQItChytaaQa867LEC",
+	"JinHfgOYL9uspNICwe20b6nnuuOxANTF9yF+EX7pyYiyT/hwYPTW98r3Maw27uGl1nOtWZqtRYZEWTgK",
+	"4vxE44xijtjEEGsvVBVlDXTTFbScgWj1Oq1gOGJeMOp45Xd5nZHnscdP317wsfJ8LXRPziqjnIvlUqqc",
+	"FWvEEMBWJJEkLcAQ2h2fExItN+pYNVHAe62gZ0YBr2WeN+p4P0Pg004+2nPVWQ6/D1kTN4qeVEDgSmcF",
+	"VIjnY6UP9PePejjt7PvwhM3SJEnXOZOJWOpTBt+k50qKiGNFOZAOouedzTfFfMGKeZauruYApTRWRSZU",
+	"Huu9B0UM5bzhFjUTj8NN0qlI8C0LIGPNTbEgmbU5AjRpw1QiQBr03QFstYzgc9tm+4csWymgPawM35YA",
+	"OlY0FkamijWxlhCQSVIVnXCWySuRRWC909v0OWmzPcb6I21JhFScR7sMZUyOMgqOzyuHlhHFZAX4q+Ox",
+	"3DTMgGdhYMCg0c+RXSWGGtyS3sgsWkmDvQbSbCKngMtFQniH7HYtchala+T+WsR5LqMRHQP9ZzzYBvcC",
+	"hOpYZXIKhFxwtTseWFxedglbnl04o/BquqmIp9f7av+M3H8Q1IPcJdrHrqVZfCMJQC3nFv+CbDsH1IHM",
+	"VhKlvYVrNf749MKxB4tsJV2jrZcfYHUt0yQB/a+leSQQfMZBpSiYNuEYyB8Sry9SpWVFkbIfshjJWuxo",
+	"y+A8GnIYfgehacLvD7bCbzFDjzIxPx5tYn6u2kq4w12AWyNUdl8e/wH7glNGeHxD3PpiawMzqcUb8AqU",
+	"cukelnkVdauqNQ4F8a7g0hB9EQadHYVCNgcSIrCJlKqU9xHbyKLNzkv8hTKaRHH9tcj3oXFXBPODwsJ/",
+	"5JkzsfCv5ex9ZbFg3CqOH/Cg43ILkvbWvjX5KFtgANWy5cGozXP8OXb0t538GbMaD9vG90tpmAU3BPla",
+	"dt9CuucehlghNzy40sS2upDZlWSIhdt888Nj1u8MTsGVRteQoEPinGEmkv4+VlfxDeCzwRPzLa+JEqz0",
+	"DCIHCtUqSUJ2pR1z8G6pOcv0qgmyuE2KAQD2tL9dhpLYu4vHnIVobIfs9Svt4qqUhWSthvrFTC6WxYaF",
+	"kOaoECCNVUimOP29ZMWVRbZhyzSJpxt0SUI04cOTtglqQcJ2lSWh0aDmsSP6tBK8qBsE7XJQeCe8AgGq",
+	"YdIjmp3Jhv7RtLTT1QnD5rtFeiOjkzOLh0xd4OVlmQSQ8Bgc5oQa0jKZ66mNcwxmIG1ibqcant0sbOca",
+	"gSRnmPCyZVg0LINaXpm5cCHeX5pZpXSTUGylrlW6VmNF28idmLd6RwlAgikFJ8xJCzbiX7QQDc+qv8Pf",
+	"ME8vIrJOICApNuA3n4NfKgzmdhmLTDMnFskprYLxfHqePmgrQxhVE1wh517JNVl84NCiIwxE5TaqgEl5",
+	"oabzNJPg4+6JJrTHijYYVmOF6GXWmHL2MkgtwDKvFlDPYMvUIELj8EFWow5wP+3BR3h3yKJ0J9hAOOFb",
+	"sVMDtH0t5ZLaZiFUUnbRkiJss93IxVjthC4g0AHxoVRJgF4naDCseoBroMY6ThJm66lM4AvKI2JKpWKo",
+	"Tv+JQgGAIKRYXC4XbQEbC6RQEbGKgedM+7Uaxobt5TzALKSgGJdQhQlNQlWNhWtHjAVAddjBfoc9MlZu",
+	"jKYy1RRfBKhMkDAGTF4fd9eKx9AbdgbhW4o05QRJXt1WBKO5tYlGsNv0Y42jgKU3gGiZrxb6lwXEsvHv",
+	"s0zmczxlpCqwtZqUjGmcJnT2YtcAW4ucs7DMSIUWaW7X9HoHVz000IPobrVZuM5HNyLje0fU15lR4RjL",
+	"0ANv3CbKdlHnzFpWAzs/xBk0UQxGHY+9lGv2zzS7rgRWa4JQHY8NnLCNE4g5X8gsnopHL+X6Uj+JyKAX",
+	"y0QUchvoVG/2d2+ewx7Qch9LvEjwk/a5RWeCQj846MTZuHEjszxOlf578LEab/rf1nN5JaYbS3xNC4mc",
+	"28cElFo3wX1iStvL+2lh6w+MyR2cPd/aAV9L+tzvlKx5X0L6fOe47KvhRd7e3r1S6J/ardPylZir/3Qe",
+	"3v/BwCLZDJ8xnAhJqFtL3yA2ElKVqWt2WIPXFvY6hm1h0sSUzEdy1hngOuaUOIsoM9zCzHAL7smQfV0o",
+	"NpGICicjApJQ2t1rs3PKwJSbvkyhYfYsLozPOCMVGs/IUI7AQt8xMl7K9zbAc6GfcVcf4N9snbIbTk1h",
+	"KHvrr/Qc1teN+ce13326qixIo27VMZFK+QtkqLVIK6b7Kp0+8ppHdO98RPeuR/TufETPfcQRHKhxBgt8",
+	"G8fCVjQQWaG+CvbTryxq9jqTN7Fck3v2vnAy4H9YCK1eSoLEMaRI9w/O1VZavS3SZdVLGu0karRnuZGF",
+	"m50RmSR3jfhUVGp4E7A0R3uiY4UAURj0JhHYZq/J3RM7onTLh6thl9I3fJJY+Ke2e7+eqlF0XKo1AV9s",
+	"iegXYd9ubdNvcvjTymE9u5/XzETR85kk6BuJhfI18gxKuGpSfKX1ilFeV9hS3RE2WYEtKXLzYENaCFmQ",
+	"pkoJb7zN3phA2XZVI8UF6f475Ss850+SPjcm97dj+5lAZfT0fupzi6CIB5eZEIbiNE2vY9lmP2HHD5bK",
+	"mh8tmPhilRsETn0mw/9tPX775ocW9NCGDhesIeLK4wKMHDhx8ZXSB1xmeapYuirObNc+dGwSP1bkDM4M",
+	"Su9FqSKWzsZqe2yxbfkRqyguWJJesWZIv7b1S7VKXRUhMrg6+G0IA1kI/b9YgTlW+noIz68KSv7g26wV",
+	"Zhi5mqbsXCgoRa1hFHgbX6lXqxp67m6NDQnjxFkpv9zp82zf70h8qm7pSm+0HizMEE1kJPL5JBVZ5Ozf",
+	"8m+/7Cvs+Gme1mxBhkvGYsKy1vtMbzKDRWqRiOjyTCq5lhEWpNO20wsyVk2sil2KvGDFWiY3korSUXWY",
+	"pY7VSZu9lDICmrXqlh4hQlCcE30H9tiNVSJFpnJI7nQ93+7jrb1ZX4ZC5/PBisFC2N+pGPCNr8z1FXT5",
+	"Q+5ELodj9Ap9475gJ/7MYW2ry3h/OJdPhwtAw3sMA9tFBoBkINgaRbnzzTftPQH1hs/T98aeKNlwWFNQ",
+	"TubEAKqKaKFlHMirZpXSGPswdsYxwggdpumRbVwo9reiWL5SyYazt2Ih38aF/OvbIounhVkFhxGbHhSy",
+	"5ls9ObLkPQdNMBULOVZAv33x/O2ITqRScqo/DRGHuR6/lu2CLbP0/YYlcQ4EhIqFf3v16u8//e3p0+eX",
+	"F2/evb14+uTy9ZtX//vs6duQoe9BzSH/2/oBeztk1HqdpUUankCLK1lqKCtwZvDsoRwgmGQjHCYbp4jf",
+	"fBjyYaNkGKt60UC530xGUhWxSKA/FoOaZek7yhnAzyVVRIoLM6yoOS0FhyveMQuo5ahQLDynDQ1nPjTJ",
+	"ujhneqfr909NvQdxS49Vk3ZIuSGwyauUofROURh+d+CfQNnqqHNHEH+Xj1U4zbPZJcwrdH/p4VUkI40O",
+	"ljguDEhlh8GNLbixtYhzaO0IXfaxNBsrQ3Wgdzu0owErCb49P0MbW8+/s0vOn7x49vLy4tXfn74M8R5q",
+	"Vyu5lFDmjtUPIk600RpfqVascmQvcsmL2DSJoWSFgKGh0ztWuH8MPyks3lvzDEKxqJoZ5XLC877L7RN3",
+	"DJBYmVqaPNUPG6tMzsChgHAP9Vlbdkrocdp+zGWsLmfwbSEt63q+GbFwnaXqivhaQj5WIU01lsrQXOvX",
+	"wwfYjVAy76RX9cbLM/WgtoxSydgscoVYUkymkZxdzeNfr5OFSpeX/87yYnWzfr/5EHS6vdP+9gVHpX5h",
+	"/J+VqfzrVMBvjWjYNjRzWWzBGb+VRctowd/263Ej7SqZke0+9G/Axp8LyGjXNAdb4SDL3PiMqO9aKEOO",
+	"ZLcxypJuLhWQ6d+lYm1jM0E93ohFq4wgh9NCFKR2rjIxBSCiOI2q+AggJqlQKi5KNyC2Ii6/FEXYZv/Q",
+	"sgYF9g7vzVhZgoSNDbHvga/Ar3pLM/KZCVuCKr4xzpSJLENsO88v4+WHD/3ZdfdDFncySLvdQnvl97Yf",
+	"RrUY9QiPncoAzBuD9Sb9dZb8mqainxyFF+DO3m2pOjEt4hvDift/khh9+/ggKaMbCdo6nPviQfjzNsns",
+	"1t2PkLMb4ri1HskLKBMUkIkyJ7Y6RH47bcYPZJGGcJZDOsxj1TRl4WHQnYclg0nonw7m4RkLvTw0xqBp",
+	"Jj0hI8+AFFiGknU6ViH9taWHJ4pVJvX9hb6A24JRHPJ3uUU2hnK4Ys5uZBbPNmdo8Gv/Ii87X5VcA8sH",
+	"Gv8uSkH5pv/+6QKUJmpTawmW76xQ6GKDPTCYIH9GeB1HxoZuM6xPY5t0lbFMTmV8Ax1b6fYjbWmtZK6k",
+	"xHHm67iYzlkmxXQu87GqTh3dagtbm8DrmYh4ISP2q/YDyiZkK5KB7O8qxWgYfqkw3conGO4zdcRQt2u+",
+	"nM1wzCnZ6YoAi7w8bLM38HAt+lEkW0VQEf7Yam42ycwREmY71oTeYW9XZM9Dyk1hPFpIdueN+0k+HJBj",
+	"hH4mdpCq+oBxX+qjdJCQr6oVbuTNJU53Y9RYz3M5vVyev/Uj73lwvSi668H1ZPPq31f/+J/X55tXLz68",
+	"eDqfb4K/ea8WUW9y0f3rPafrDj6O8iDcxsoBvsY3Xo6vpUQOjwiWxpOoqqqbT6oJV8u9tu3foAIfsgl5",
+	"IZIEBWACFi2Yuih42GrJmk5c4u2zH1++ex2ejFiYzmYhZ2GsbuICcFcwBLFaMiVllI+V0Kb5DaRE0shB",
+	"pyiDN9phT5dS6bvVRovohdgQE5S128nmbsWKYPoRyXOsipRFchpH0mIlFylLZzPoozFjQaCxl6kbVNob",
+	"q8Ype6jxuwDI3gZ++3GyYbV8pmbp3kAyfZN+wX1zk5/FDfvJzD/tHK1Hafds7efV8pbwsDHG8DHc4MmY",
+	"/VLSgiM3ubsvnzz94fzd84vL18/PX4YnFslvtkqSlgBAaXb++hmQ/VJvX/3xq7X2MKwMbYchaiSMUDhg",
+	"KAu9x8aquskw5ABtaAs0ObBpsRm6JT4jttMnhkhEkJvcOXt/1ecOw+IGt4jMRrM9KDjZZSHOeCuKQQhG",
+	"IeY7x8ocWnt8AWY6tKOEBrhVLiPOVjZ6CYfYgvDiPDzD54wqqU03FB9TmBRf0zIxKZc73VQdUMsdwPmW",
+	"hLAYNLR0sVw/zn5Ai6KY5Ye0oOkRBAv9wQQEMR0a4SnKtVyDl9NWm6dr8J4XQm0wLdpaLXMGJtosxb4m",
+	"XA+QV9sTR0UTCrjsMI+Xs/hKpZmMysiqfqJ2w4m9HpC7tmKzTaHYs9c3pyWLH6aeH512z9hEzmPYu1vp",
+	"hbG6Jb/AK6SAlMYukww/pFmI9jpWLeuPxe1Et2g5ewXHmzMxzdI8ZyJJEDxs5KBnsZ7JQ8B3mRfqZwL4",
+	"Pf2mjfIkGatdpXL5+umby/MnT948fatHXf/73169exOeEKLyWiZJa5ZmCxP+Xi2Ju5+XAWe9QLnt1zrD",
+	"/Ch1n8JC4PyU2zUY2oNDCxVSv174RhbZpgWtmvosQcENssQADRVl/ieS9FLEmm9kBFsb3BR9CE+Y3VxX",
+	"smA92M30upWyvP3hCA+h2Srm82ijgZajrXVRCdJncppq7w5QnM1dWnDhTm+TRU0NlfRHitqvliEJzmmR",
+	"ZnZcoQWy2wn8x4qFEUC1t/G3sD60/m75oNA6qdJKzxdWblRMDLeByzmeEH6P1c1lcPO+f/3v7uJD0VGT",
+	"+ekmm/bWv0bLWfdK9JNcBjWM4vq0V9/7CrJDwI7qmk7uu6sPOdIA+Jxki5V8RIXf/W7Cwb2eUueD6L7/",
+	"W/Dk53f5f1+9TZ7/5Z/D8+vZqvfop1n+/i+iu/rxZRqr06dx9vSvDTcVsJc2wQnnydlMQszsEs+Y+Qoo",
+	"Y2uMAo/Df2YQ5PE9bjgMYplfLmV2GYkNsCfoX6gW+XKaKiqe2+AT7C/mMVTEupQq0h9MvFO+Z35wQJh7",
+	"+JedolV9SzkCfWu1bPdObnv7vR+ru5I3tPHTGDVmmcR6OwJwN3W6n6Ay1xBCYLiycewWvsOxJc5YwySL",
+	"5j4JYJeUt+LravlqKgYgr1gx274cB7hzy4lcZukkkYu/7BdxLSyxrva2gtXi5rm1RDezSG3vrvhBgdwY",
+	"Nci/K12wuchvecaZdq0qFrdbZQRNQnkhoO3X9TDL/dL1OrxRxIUWNo1nzntNbz4B0VGybJWpkXVnRzQ5",
+	"I3cijhCer/H2WrTeqh+qVWhpp+ldqDUq4IFwU4GiTUNECCl1uh5R26m7PG6R6xbGcbxti38ii10HvM4H",
+	"OMHlgqBQdbmYmJrWrbtXrFuu2FvjvqcFkwo8hrsWa8vBaHyK5XpbNXVoJOgMbk9bc8fFOcEl8nsPXCIz",
+	"9+RIgt+GjeWu77bjuh0y536vnPN3Kl8tl2mmbbyFjGLBYL7vmPZVeVcL7mrB5Z9i9i+Mx0rTn9eBnYCT",
+	"2v5EobgHLJKJl/dKo9r4GQtBrAUQdoKqLLRZz6jxP1asH3gsP2TFgmG5Yhdpip2U5pUHnhGy5D/NIm2P",
+	"wQTXYmuagyiDv2pvjf4ogcG8kMmmPDnGxznZ0qGOr1MfPcQBUNajSAHqw2ZVkCoNUh7txrYdW0H0N32j",
+	"Xk3f6MfPWjfgqMC6KJWJoxbilhKBn+aErWLrA2wVQBRHAFtb0tmE61hF6TpkNjkIIBVQume2ctDFqt0T",
+	"QLAY64/MNuBRI7CrIY8zGT6Cey1rcg37vfF4UYJ9kFmaj8pfgQYJyHMQoYbDqYhJKUYAcmP4jRJAizR3",
+	"Eukaay57HlyyHA6h1moRJ0lM+4FD7brpcC5DvxaMWpkHIkrvSpr0n4WnwV+0+KGAMEwhTkdMJM0EUB4r",
+	"tszSKzzdJQAwnAWL8rPSGhUjG066znR3w0fmxVg5M7SBYnm0vJJUXQH7y3IpRdZm50mebpM/lXuAYINK",
+	"KigiXR0rLA3Rg0EbrEirJEro5oSs6Xvc8zxAMsOCPvnvFXDGlgEHtpBCQdIQ8M6pF0EPqM3eFqKI8yKe",
+	"4jCgWBPoWNYpi8QGwKcdUHjrRFh+1voAOZyFA1rNZyIDSBWCajMY7frpgO5lt20z9OchZ+HQW4TaojFZ",
+	"8qA7D/f1peMpqm9MR6fG6gr8z09OEkKj36ZbDdABFVFjFHCHTW/k+4M+b+gtpmSeXy57HhAf+u3A/etw",
+	"CH89bQ/QiYv1rYFPPIfVBKg3HPUGth+9HIMdgFcZgFfzdvQWd15fOpEx3bnn9cOa15/2evUDgB9qJsCv",
+	"GUG33blzAGVmF6rVd04QutyeccQnm0ujzH9rmC7kxqjTN6P1/a0V8yoxA71vRjSqDfzHkNuWJH15L9D+",
+	"Pe3MUaOzOFzPGwrlfG/ax57lL55k5KvNyz7Bpd84k210K5ts6F8u5xeEhA6g/CIrApEJ99sRCOBO+IXA",
+	"5rGQnM2x4yoCOsYT241QqUdEXbPWZnqRmpQZRlP0dQpcXoX6ElSo75UY8WW1PL76u5xN42y60pZcJsW1",
+	"zGzs174wXSvDqpJCXuQpcB06wPvwzpI8Qd9A3w/q1qYxklREbCISfR6zrTB85Su03ozkd/kZ9Y20IDSk",
+	"TEgDi5fOzfTFOcvnIsM+CNT4FOjIMaCHA0fUAvrMsWqCHi4hFrX5Li9FEZ6Y4Zgp4iyP1RRa+DDOn5fN",
+	"IlvLcpVyNlkVkLC6nAF6jH4BoeLpf5Y8jxCQn4k4WWUyD0nrg0lf1p7CtOuPr6/ivKBd9jm4xLu8YQYH",
+	"0s9+EGmXvLhc5XtKdbqjjv+zQRUwE1vbsw+XwfTW6jtL56t/hti8PpIZHKmShHYZt5ciK5TM2tN0Mep2",
+	"Ow3eoDlvjLyqyupopV1+mVf5suDuL0N63/oh+8Go23WHPE1SCoFtD9pBJtgd8C+8oTCRgcHjyG+dznqy",
+	"1Y+609Zw0hGtYOgPvP7sVPai7jGqR4/itoJVZz/TAZ4YMfV/qHrVFILLrJwJG5BSmHm6v2aA5MIevfAc",
+	"GmN2Jcs2nSMQ2kJ1TEEEPYDDacBmEU5AX8CJUsYqk7Gy1ZyADzqLkwJ8Jy2OyBuBfxsqP0L3PZDjD/OT",
+	"oHiQr1Fg36l7p01jmneTS6Tlo0uqxVlIRJz0X8jwyxHWmLMwjuRimRZSTTeX1xLYo4AdHdqE9Mdqn+Qy",
+	"hbolm32CbC59Iv0NoxhaBi8msZIjwzET55R0HyuQ+MAnDGQ+pj3LxI3bOy+IySXP4xtZ/zb5nn7GUtOp",
+	"3pnTFRSMZ4TCAA6bHoIZERAvnTGBVxDNe2oY6wGULFasufMulRZjpS3vDEl2tkZ7UkE8BoowWhKmRJYZ",
+	"+DIYSYFYuIbr+JliWvjG01Uisi1q4/+HF/1V29wh3J0TvrWIxiqRhV59l7CZuJP07jHxAmwJA2f2Kk0B",
+	"dnoWK5HYmmyWr5DJuet5LM2QET/NHAtIJEm6BlTe8pGxujpp6+1SpV6njQF/lloyADs/W883HL5trO7g",
+	"baZaCvwrxlRuI2UmFS9gSmASxgqiaFhcjb46VkzrHTWL3ztVADhnLlcrewBVazm4cKyqPK3wJkPRagpj",
+	"Kk91JNKtDK1QyDRWNoMBlWOyRFSYpCsVQRQEnuVSubI7mVxnUhuT8B0QHFEVgXYXzytnegqv5lCgj59v",
+	"PwUJ5gwFX5udjxUSoOq32zNFL0PzMcPIqEoLh99ayxawZc330bJVRxbn+8w95Gb/lHyzr6ArAGssScHR",
+	"yd4TjSG/+lhvd5XX8cm+Mj0JLr4N6JU4d2BZ9oykVBWV4czSbAG222oVRzXhoP2jwHkw798lgS5hMYhQ",
+	"vuSIt8TxbC6ik31DLtXZJx2xpSZHRa03oB4Kt4WycUEQ5dR5m2qnrdg3SkN4feAK66tfCiyguWV7GX4y",
+	"UejXm041ogRDModOpzPcO3cVjVU/fZEoJMB0Hj6HlaHZHpHjR4W3ftphofR79+Y5ES0b9x1cxPcFa4au",
+	"C+RinRllS96wtg5yqbCGGkmVUmTpxOisfkW5m3KKLRi4/piYTVN9XW46uAsJ6CUUrAezaKziHO/ibCpy",
+	"Is5Lkn1zt8qSfWzPgdcdQLGKpX8+9lTYRS0nzTEXCYmiPM17F3jLxtw74F7vnuPFHSgyTKHBQMGI5Wyd",
+	"xUUhFQuv5WYE5R4ha6KF+9dCisVoKTYLfRbDkzPHzNe6iaQ/6PlFmhniAJwZBxdBJAnZ8QvWBMwEsaGf",
+	"QCHnACukJwsLI8ZK60StS0ehzaUQBYU2CpcJUG6YIBIMGp6Jt6kNQu8L/MTyd22wj8j44iXc/shWC6/n",
+	"G8ysTFMVAQknIEew8lOpaChdK5YJLE/XWhmyatN0sRCtXOqrkfw+L9o4r1WDiMhYsMsGq07LFxoOUbDK",
+	"AAc4nY1V+Fx/Sh6yZjcIcNbWcS5POCEelJuMKFHhvzpB+WDQtTYc869GZW21aynfLxOIB1DHbB3pux5E",
+	"ZXPGhVzkW7u04w8ruzTY2aVQNPYMb+2UP4ssExusFdtAokULt8YtR9B4X7S/YRkR+cQ60kjjmUvJrK8W",
+	"noysakUiAUgLOolLrTui2BxrUb5HyzBcRK1gVoU2i/cK7dI1fJgermfrd8ypL4upf3QwU/858iiZU4En",
+	"nBz8x3AnJhpTYPQ/Y1GKFH2rOMHy/QgLrRdfJtm/E+fke5sOvQEmvdq+P7AdhQTCGrSGXuS3+rLbbQ2E",
+	"H7ROJ71pN+rIYOZ7cG1Va9jsm/ErG6OGdezQ95YRNHG8TAuGCH50ueOdUgFXTaFnHZwrXeJAuj68VHQX",
+	"V7aKdWtLSSOk/9iuk90H4Wqe0Q4wclyFcd2K8D4yNRePAPU630pK7l1S78Lr6yXteG3P624vaaflB2LS",
+	"6k8j2RrMPL+FKC2DoZhMo8OW1PlLZdUCU0j8xaxaFQ3Y9aQOxhl2ltqkUQ9d7/Ltbc8Pjoft/YXmioTI",
+	"qPHi1/PNy9h7/+Ktt3nxw/+sX35I/VcX6YcXj7vrF0/eiNmT8/evfvph/urHf344LlO7L1h+jnLVSPtq",
+	"fPaLz9t+AdgQFMs4Ooy+F6bc1OiDAfG3i4vX1jZAF8U0AMbk4YiChcSrBsVzYSQhIufwRmg/NWd5mirg",
+	"LFumeR5PEsKKU9RUFGOYTJ1RuFaKLIll1rZPR6vWPD2TbLEqViJJNmUEGHvGJHJ7hc9KSdP6u9xYqLQi",
+	"BZorKt0qAxWAwJaLmXQZ4aj7huwk7IREsZiXPlIz8Hyg+CfvoZoaMLX39g9QKJrJYpWpvPwrRi3hVpQJ",
+	"LPA8eyONvfyoovUGYp8O6RfSzEH2GvyDmhERfV7ZzxnF0BOlChwVNkEGQZv9XW7QNoHdE5nchen8g2aC",
+	"goq9lFNN5TSgPXvy9MXrVxdPXz7+5+VPz14+efVTyJpBd35iwxbShEQNQx6RuUHUtqyuMgS98AGlvQtW",
+	"2M4qW1cG20H/4z/Ya4zrUAqbglBlqyimQ1yYPeR7bBrPXZ8EU6u2TjmTSS71JJ3wSkd6XI0gGWwNG9va",
+	"KXfDWFj4+h1FjvV/549+06bdR23C2xPM8iLN6EjC5y9lNlbmwRzcT4h1S1ZkQuViimXerlsKsSolLVcj",
+	"5ikCwiXVrihNUzgi8JGY2t2c6EeMzHeWCgaG/F3ufCPwZ6DHZ3I/Amg1YiXoKdzh8TM3fpdrz0O/GVJd",
+	"xgM1atrUWeZ8p9CiSf/AzQoeD2QaT8bK1GQyTJFwIsnGVpkyC+Ykx1DGmEFd6pUIz2A0ZpFFkqfmGfgJ",
+	"VPzrIsBc4I6Ch5V/pfltPYvCNsPKFYzWI1kmbQ8SOGPVNISn3CU6NfymViqWIpczh+eUiEdNKg9ute4h",
+	"HytTMnFZ/pGFsHqxujJZwFmSruHfJxVGQ7O47TJPZTY+ZT4gg0ps4ib+C/kYB5PDpF2wqHOyIal3tp38",
+	"Kpfnr07ya4F4jNB3jJWX+kC3QEVt70rcGpDUtRUnZlQxFvWOSjhJ7RlreYNhJBOOhqTfWDEH2t2RCli4",
+	"aqk0I62JWuzcmXJYp505hyRHiotvp/W73Dje6MWTv+/GyfHxamvFbMUNSRgoI8XmFjx5I/fTbbUNVP0A",
+	"XBoGojYIPckcIk49DHvGS+GdYn9zrLYEAHeuQRhJ0ubGyhMq0i8Qyo38A+akXOYmsUh5Iwx/UK1xhhBv",
+	"Bmg7t0KmGtmQIqIVwNUrZ6VsGZqLG2mxZ00GyW4Z7qZyTX0YHlSSHPCCUtBRqbQLIFply620RYaQmzOZ",
+	"Ef3pdlwzw+WLM2QGMSSVC4rA8AqYHW9aT+Bnwpx19wsWbeXxB8OdBcUNNtJSHpSF2GD70PuplLBGnQBS",
+	"j02aBpQ/J/DmXd27TjN9EGjX0Z67wywivmGjjzzSDqy8kuaJV3jdWfMWW8igqFZm68w1d/QLKrYd7VXH",
+	"Arqgv0xkkqori7RlRwM5ydSRZU3INOgn224GC5sbZ1TQp7crAGTtzB4N2orS7wBhFmSX0G47pFf10/NY",
+	"XSUkdb5DGaHHCWun58uaCfpxEAfER+6mQ7HlVDtoR+dDndH/XW4aGFW6b6e6KLa6NwsmqJOQEj41FKMg",
+	"asaNEetuU4keQAVUF4Fxca/u8qTh5S3jp2vPzAj1vPopF2mp20ms139OrG7SeCr1B/mB1wdaJHrkrSOZ",
+	"zrW904pSpR+8rWIOuRVrQw74aLy+gW58IjZbi0Zc3PCTxZKp8MWWyYV9rLGLWNGqwgzQaxodb1GhW3p3",
+	"0dgb0entBHTw5mpEBwmAq4zAd8+AGSCy6kKCd2u12a7VTx7HnbuYs3FDuz/Ej7UUcYT0WMdtbRpWw0T1",
+	"Ph4VqfmsYMjWP7oT05iMZRNlooaBO26CKgl79XHf/Sqzr6wLU5EKQwx2Y83sKBBQV7tqccf7L4u1SnB2",
+	"mpsTk+TBR1MItqr7TEiFur3AqN31lmPtRBjDBoq2q8z+2saxNoh7HSiWE+0Qx5G8y6Nvs5dEBK7kGpvP",
+	"zApstUbWqOvd+NM5lgyFoMbP2EKAQVFWqWV0JzVp7qzF7W2TUq0WECbLVrLxC6/Fnz4KHuSr3tWm+K26",
+	"amdkvFkH2XWXbFsDJMBFhDBP4LpY3+QLj9o+jGD4HhgVhNDVqlEXd/kne/ApbJQAgyXESQDeST6yygay",
+	"KWjLwU9OSdJC5rm40lsfMWdVSgMxsVAczBmJHxA0WsZthaqMhvllpxncxKXLXvCggnEBA6aPuKsTHC5G",
+	"tKBPg2xx4UxgnFfwsCZaBNLwkENlNqPuF5xeQiKzDCU4ydqdGysTSdy3mlpq7ziaTCxSjDQsTognIx+r",
+	"GtdK5BVAEGNfVQO47S8gMfHWspQbP+i4BEWVqQzraSeimM7341GXWQsQRXEhF+BiVUuGQ6x95SZWGolC",
+	"TIRWKulKy7UsXrYZFG3AKtO+026wdSb1okdSu/JSFQnp8bL9yrivFLfJAXQRCgflAl5rth2FSST0gFEG",
+	"JPxtDDOgrb92u/0RY0a/jfEg67/SifgYttm5wq8sC41MzHS3nH+7VyGXC6GwyTnfE0SndAMYr+RuQnqk",
+	"KSqW0FgZ9QuDKXMaoiDNAhH2bMs7b7NXpoXaxkgoPNKC2/69SgsB1eeAvFeBhSKNBHU5JnRiAyfalTEn",
+	"AyDp4EktDGfIKDRTCDPPcWGLXRylCmQdLnKSKqhPAbwGEJNpbkbR1Epwe5SGlNf2kby7eMwWcaTiq3mB",
+	"uYmndrPGOZvLxGZZTFnUzg5GNqydJWZNX98a9HpM+2hiql30kzHIZBReZGTiukJDoH6vnneaEAM+nltB",
+	"l2+tPRaON7FrBAhkimzTdn2vsN1un5SEbKFRCiEzsq6wa8ea4dbx/g/6jw6Q8Cm99nJRYdckQJl08quc",
+	"EpuQgH4F+ghOyHYgvpFSqhsE5tczm2vEuJBefSqkU3p6AEZVj/tabtrsYp3S6u6ErUbVcCRW0OEeJ0/f",
+	"ORczFkeIbZpQ5ggH5a5h61puWplEEM7yW3LKntDZQjJnS+pUcUW4oweMJWz6G2DxYDWxTNXGFLWwMvFw",
+	"F7ymMs0cRttMlY1+wkY8gVu1zkPJGiOhaqyuOBX/pRmeGSog9Lnnebg3un5n68V4PnMbbEwzzuLZWEFR",
+	"WMaJAkFvxRZ8DVR8nZyV0v67nCKT2GyE6I9gG1U3cemtxLk+HiDSi7lUyMJFc72+NS+IBZNuTFLtnFMM",
+	"uJIG0K/ScpzusfKdW46yO0zq8kiVEBlWHTlpXTf5R6I9A22D4Sc4ZW12jv+AJHjZYYLIGWXRnUgSo5+M",
+	"8Q8hbkiRbJXtl+OzwUscn1unWW1gMeioY9WET4VtsBO3PnHD5KU4cFpY6ERDwwtI/7wU/wGkuVQrXRWt",
+	"Ik1bsJucA4YnGA/5RAIsHlT3T1PwfDMZkaKqid9zbfBVJibf7WYAZFjIHsLBSzMc4W1x2Py/wNJ5ACEB",
+	"dUb+65ZQqYmq+b1FXUUWXt7qBja+eXQ8lNe/vXPE2zsPenv1JXj/rFhu3Y0OzKNu9xjaGlihzxUmq9RX",
+	"ZjZMgoEMvbQYLneAS/au8t6CzOGoA0VjXSwaqxZkdqcd2epPAr81jHqy1Zl500D0JwPZ9Q/dK4fU8uHf",
+	"71HMt/Ul3Z7zJZ+tMLPyFluxV4ZwjqrQrEz+0XmG3w7fBZ27dkEw8oO21/O2d0G31YtOZas/G3itofAn",
+	"rWDaibqyNzv1+v6hZ/Z33QV950s+3y5w3/LgXeBO/j12Ac3sEXEh7BOqiQrhD2VMyMGzF5M8TVaFZHps",
+	"WoHBGNm7N8/3Rn2qxnzwOYJAR8tqlMZ1saBXhzjqx2D8vSVoP3T+MBlEBjxReUKtOrm42n2fxcUZtrMa",
+	"o1gbTtrEo96LHb7EKtTfnzbW+jUiItngF6LUgddTlgNQ4El7Ig+PiSEg1/6g2GP4PefuWzntSAsQQawP",
+	"BqErRDekUqrICCAPERu0+wUeBwH92u4r6AMsO7yB7g3NopM2u6hUSDn4YGAUxwqLJiG2KmcFlAmbSqQ2",
+	"OyeH1QIHrvUJMXhkVZwFfaAmcv/3nR2PMDFWDsQEuXuVErXQfp8zLCagET6HakuDLsKpyot+wI66uCgQ",
+	"qJcieFSHBTeBy0LPpMJorIpaLd1ZHNncYMFEkS7iKZV5UrmsbeIE7oW4YNlKYbEPgQcQWLOdU/YGonzG",
+	"NyUyb9hPAIEIbracFTWuDFxleuzvXxJCvtUWe4Hzan28cqnAMXeKXJwSXzd74rSMWzOn1/K0cdOfBlFr",
+	"IDuzVtfr+adBvzPoDnsNNOwNcJ07iqdlQSyhDemXwrXcTjWkURZppvTtzkCq/ddVq8Bl96w2RFfrVIKa",
+	"TiE71I9OcrFu3GbIJVYAhXnNPc5g79HRckSKBrfKD4Be81kcKRey8MhRvQGboM5isCC+BkLOlUXfkAY/",
+	"k17FVXFr0RdGgwgCQHq4RkV/e79GxbKFPRoV0XkOVJ9sW3uOVVNZGKQRPdOi2ZzwmnRWFQEHMo2AjIJB",
+	"USejT6XXYxWtJJaPVEPaccR3mvpRbSHQD4S39qlhE6NwuLeibHOZrRRiXlHxpa2b3sq45AgQQ0+0H5zj",
+	"hOForTocq6XM8hToBfTczeJsQfzkK8MZ7epiWyxyb128V7ESjhSknwBV53bNOlZ2nupUK/5IqhX6sgEZ",
+	"D+bU1Mo4sV8jwhHiCLoaYAIOLz4u+4HQD8llwXeHgxg7Oa4N1htpxzJL0wWbpVkVVJs1bZ7PVKIrliAV",
+	"FuD64BGITJ0rDEGl+DRRYBNLUal43s7e1ZC5whsfbm1E2aaVrbY4ix4TlqR096WB9RAIMwqfXinTwM1v",
+	"Qna3d+CC/Km1dC7MWwne6/NaOcudYs4LrCmDnFYxlwv3LXd+08G6FpfvM1kA+xf2nEXZRp9U96toexKo",
+	"cRl69fZN0TnNzyEP8f3g6Gk5wATZlpcERL9HQn8zTj4XPS2eky2l/TksFK3y0S5JZCH3+vwV/RTn+93h",
+	"kZbAs1UGSTSj76knqlrsh6TrChAh0dgNETzYeQ0m0SykMfTiaIVhHfxmaPt0Qk4mEzSm0RNPxqpkDio9",
+	"aadhsesN2+yJEz8gTCdkEy+kAknpkiqwZs/T4vLUY4ucTTZjZQlAHTJzbRoRiUJpcLjdnYkUAExoe0LB",
+	"iACiATRN9R0IDukOlhVpepuT/GDQ4U+bCzqu0vzryhx9TvAOt3XEuuTW/TwqMdD1R0G/7Q3vkxg4pjT4",
+	"topgDh1Wzkn/wlUHUovdfsfLtEBAGLjhAH3xOFWzJJ4WX473i1L9XlqE1wMlv3FQCLBlzGkz0PLdim5s",
+	"u6+R36BQSgmu7zW8KVi+Zz2RskXBpbF98/Ti6cuLZ69ehpz1gWXFocc1UAFxYUcCfooCLCtpgeliKC7D",
+	"wzyyxDkKPTmkU+7WcrM8WAajlQlsGAfU8T8h8A2HM+Ogu8zVv1vjwG3S4U8nDf7Yw/2jLO51si2Qy1F9",
+	"m3pxnz2B7O3SFFVv8cmniFZ8R44IPFCljS6wg2oACVjTSZwAgKDNCG2HoLDgVUA5msECwQ5cKJ01lulc",
+	"LJcSxZU6qw4RMx3f5eVAJnKa2l5nGmcbbDILCm27x+sTUlgUSBB6BocOcOOhQYa+Mp0BTxgnYimVrs+g",
+	"oULfNZGb1DR/yewGkPBpzEDQARtdC8TOaW9X9sU5E9OpXBYy0rJ4ewVKrpASgceSh0EbAQZmtjjDOPUF",
+	"J1gzHm4ZSiFb6A3QZi/SG3Re4GVULJcDQg6gtIwV8DKYHug0iYxJrFxXAl4E/gRM++7rtIcAMIOuXQ+1",
+	"y8cZ9uwQux5ayWjTEPXXtsnOCVqCDPu6oJN5gtUev0Pj8+1m556e3AupLGkYaEUFFGBOUxGVyXmL4+I2",
+	"ZgY+a7voH6/qtDzSm9vKj2+G8FccpcnLzqR7G9I74ZhHpRO5h40EY7nElGWZEh3sGC2YZiLbJqmsZSeZ",
+	"O6SSgNNSsYMRaQJT00i14ZrdWtIuRZ7LiABja0gLTkZoOSPUMxrOppMAiCv0iHKtXMUqlyWpgR0UdLqp",
+	"FEuyKRtFgeTmbRksPlbbP9MvJ0xEUe6AQcEztfaDAFC6kAZYwLYJN7vs77befONGfbADwfxK8Q6AZ66h",
+	"Xeh5nvPa9TzGzBqAQGFeAJ6JzCPCaXnC6h/3dqthKHeIALGHkc1sN5gjQwJ2L92PYOasZFPYzy+zlz3h",
+	"3Oz4Ozgt63F9Ha7Vh0H7fsP2/fzYvjCXhogUeCYHXd7Yj73b8zrsrcxu4qlk75S4EXGilYDeSgR+QqUq",
+	"jtN9SWHL1TIvMikWbFW50V62PzhZyPfFo2UiYnUGDXC5LP66KmatQYM3niCH2NuV4iwI2Mv0hmkLihnb",
+	"if344gIhuYGhd6+N1fY8p/ybgpE9r+Og5iKBqTtZvud5fjlfKi1FlD7TdAJ8D4kSMAi6O1F3DM1ve8NO",
+	"hVMUWDcrA+n03Qfnq6lWzzVr8Nu4kUIHKlhwh81+DZv77ZPudw6bdL/T7na8nUkPPO+IEmASVgcg0Dqq",
+	"1SIcQoAVUdEgmQbgbt/iH58cyNbaETuG0u8aFNm17pyaoHvHWe7oWRduJLUMsJIDgrCJVLpTAsfY8IYb",
+	"pkHotF0X27ENIDjgQt5S856B87VAvYAtYMlJl/H0GkLDq2V7rN5B67OtwKwUKjRvIS87YXexckFspUjH",
+	"CsxIUV5AHgXiSxHUnwXlJF5ytJGNtZq5hTMGG9FC7XJqdZ2my80IsSOfaZsEpmKlsFwpgphBhYzM9oiX",
+	"5hgNoxVHtnFe5BSEsCQeANxWDw9E9zQtBB34/04kjBqHy4hVBAarnRtMPTIWyWiFohhqwUxz5DqGmp5p",
+	"eqViegwN+Qyx4qC4imqzaZ6haKqcaYQqYvioKEuXtHpg1hNBWgzGEHRlmy/BiizACjRROXd2R8ioJDZ5",
+	"uTULF5QmzeKrWAHIsw1c0Vw6wKrW8W+dFy50QeFuAoeJH3o8aRXjAn2q8lhIhAaEL4tzF6R451whxiTt",
+	"CzRwc/BLbKvsiMWOmzcXEUbCOo6isaZ/bF0c1mVNiN9VPpNeZL8QSufCrqmnqnHmHFq9kjWQOsYBXdLM",
+	"CVKyIAyrCZemSuYWYBJR3Car6EoWNuU+y2Q+L7MttgVecbeheYNo28TaX4ELAE6dykBWKoJsT17BjXOi",
+	"xZSMxTGUNXAwhtDJ1oZthyRYv2KBhUzEJ4clZdvD0XLPqWjQO9Apb2wdxHMIy4+SfmJq/BJ9IMs4bIkL",
+	"YZ7uzAE2Tky13RGV3eoIHDAhbkJCHMWKShOk3lPvwd2wMSiYMsgaImaoPg9U8rgWBhi8TOkZZHKBrdVR",
+	"JtaQWFuusmWaI1q6ITZiE/fI2boNDKsiEVeIDWshIU4Uc0OCiXDKRljHCiolE7FxgtBUiWlrCYpRKfvt",
+	"7iPVgg6ZCw07VoQNa4i4nfKOjaTySZjO779/GhFfFz62/f33zIUNKmFXBEYYsOlcbSxMAGd1+M1jZQGc",
+	"a3CZK2TWJUowBVEQfwGVA4xqKiviKV2rsaLQd0z7iFaiaUdQvRP70qH4Mxw3xg3984LSP+b1J7xEwoHG",
+	"HEcxnZW7sUxGxBF3ox7Rdm2xVl0VXqNy79iuIoOlibizSizMUYJJOGkztECIULZiSejxg4O9FoAsbTgx",
+	"l9hn1mbvEI+L+iIRc4maESEubrF/EUIAymvhqFnYXaDu1GcRF58bYCcW/vYx5JXMUnkYKLFOx3XHOKnU",
+	"9ILZERdMASoGVMjG6hBM4cIp6uWuUL6trJaVn1hCC99SavuwjEfeircgUt8iB54pZ6aJctIU2l+QUVxg",
+	"ImD3RoOaQ1vgO4zXiyjK0Mm16Y6jfNj/bb1NVxk0t1pvQ7sW1ZocqMOpsAbeBI+Oh940JZ82m/Lx0xWG",
+	"+fWFYf6thWF/ItamrcCCH4y6XrvX8z9rs/huOdh9GsW3h3ssodOnrQdzPE08qyj09rmbKl3/SfNlB6JA",
+	"fhKkQqMg9th0fMuiq1RjUV85hRcMgQ7FF4g4wRCelw0q+q01VhqZGYbX+IspuybWb+RtcPzVB6X3AODy",
+	"1oxelccld/NvDotArAiTHeKIzcmmoH+P2Gq5BMi5XJqCBe2DZWOl/3RSl/4b1SeGDk0BjdVWCuPivjkg",
+	"nJ17ZX9otr5AWkd+cOrnFaR0vsy8Ta1C94MLv1uqpOpkNHjDblh4xJaSmZpgRnu3/phA6xED1lD9mr/t",
+	"UWuVwei1qR2yV9WiW6gdcJoAKz3niJcGMbqcMk/gBzs8s5Bjq34kDXYSJwl2aFe/mv7e3lNyjWSJhkF9",
+	"Hi+XdQ8xP9zylHLa6C/7yf78U6zV//kYsCo4qgfkPuBUbomrbw1Dn5e7z0hRq6XwD/vUFPxKCY6KmiLK",
+	"sNv6gp7A33OH0MhtqomLEk2ewqEVvI4KMb6+2OJ0JKmSoxKro9TAGJOEYBjqRMOas8XGBtFGveNcuh0M",
+	"kAmLSU2FenBd7FDgQ7xmR0Pht15Qb+QDS9DoVN5ZfwZv+3jcsdxn8Vm6O33Rt2TjJz15uDmc3tmjDt/t",
+	"zRQXlcMVF3mFTiq33FroGNU1I3y9e/bbXv1sjQH32aj3TIPrm19qcwTS1qs6UCmX+1RfDsFPG1SubHqG",
+	"BIz2dgw3l0ASQD6JVYpIT2/JTgIDTRw7WZhpWZBPBH9GIQD4te95Dvg1xOHPw1b4s/aQRdgKP4ScRfFV",
+	"TOMK2yELL0MWtkJeZpMMzSsms7HOH246I0cYIZ5y2cqlyuMivpFtyzJXrR3U46nQyQFqBEKCiGKs8CIE",
+	"3UWfqAnBWfiP1g5uuXbT4uKEuDUd3kwLSrwDII4Y0cZvb7pwfqE2UTFYAMZqyN69ec61+zfNJOBViySH",
+	"VohMXC2kgfgl0AOLZ7YQm7HKpJjORyxJ0yWE9IHELItvoKweY7DS4HEgBB4ljMuuCMz6u071VSZw2rQN",
+	"DwbG4gSZOFPYSyJhIdBzcrZS8b9XlXoq2piOA1AiqovK7gGc75JKtSTAQ1JEgdOChZ+IOgwFD+htmNwR",
+	"IvYV63jqbAYCItNmEuLvV1gfzoxNRWYQlgKqGiuIMDcACxB3PyUjHEZOh6FF5q7zw+JiVMNOae0y/Xll",
+	"cdNYwY96sLvq6fXKUU/3hCb+0zpxx+nQz9oz8Ycp/6qgbtyLSemPHTypnz83gdFXCf6FLESlofFA+528",
+	"5xXi3e6J8f40dwKtIKZRdyOIq8Kc/LuLxywSG6o/0f8bQplLkYasaWElT7Y7O0DQjVVkCSNYBjIdiYU4",
+	"kYsYrQHjRNPkg8zS/4+9a+tt24bCf4UQBsQBZFtx3S5xn7Jml6BtanTNQzB3FW0xjlCZ1ERpqVb0vw/n",
+	"QoqyZay7PO4phs2Qh/fDc75zPitGGMgGyo5zEWsjtrK04j4vCgyvxEf3StsGPcdpbWqJYAOX06MsJGWO",
+	"ymRetESZwFcHbNKW4r9fMKktImbkpu4x2a003ouYlFKbzD/huwxkMNy10g5VZGtZq51yKdGYnZXSSXKW",
+	"MQ+8ZUYDysk1ceQqvENTl3GfUzIRFcK6hUGhpTK6XF7HzHOACf5j3ucbU+bKxivtY4G6PIhQqGNQkIVQ",
+	"+rdGNTB9oBL0MAsWOUOkDrAobJx/vtLOyZIrm/ZgxR7ZA89BV4iQDS5sZ+RYBMjv5ohFTpha+BSq7xBL",
+	"fWiiqz0mEAnaEF1Jz9dsn4t03dbKfrBK12mfdJzZGTy/TQdT4/9hv22W0rzRmS8dw2nu/Ln2xBE9jJw+",
+	"/Gy+0i/z7zA6FMsghjEjlN3S2HpbKXti/ZbyyA7KbfZIUaKUoW0ibnFPuFwD8yTB3YRBOrJWjl2oC30C",
+	"+ZAmfOjdjZV9jTuDMEWZbGOR3t3d3Y1fvx5fXaVidPvuxelEXHGIUQc/4t1NKwwGQpNuNeQ3gNOj5zXw",
+	"mlNnFD9DKeFtAhX8+ksyvnj/ef5lTB9m3YdvokMnQzzsoTneo5iz16Fzik83zqGHUzpPEgpadkkagiEw",
+	"mWyP9bQ2f9HP2fm/6ed/4ExpbRgEY6PF2dMnT+Kovweixezi4lnivrZY+fzsbJYkcZRRBITv0beRz/qQ",
+	"g1hn84tzousNtmm0ePKUaB78WQdNz5IgtoMz/exJsifFgADnewIkA60nB40nMJq4Mvf6QjcG25y5Ukd+",
+	"5RAfPUYsCoZJki9xBJdPtIjKCtZBbfalpMtqD8Pyt8f/n4/11+uVqBHQ6XFMu3QPWrzEJ/+7R75G33Os",
+	"VQjlwoGL8UpYt/AnUPpIgzui80ndMgJLbZoKeoZbusxfKvj4HlY2mR+OHfe+TjZTsN4Cny0FUGRm07B5",
+	"pBbp1JRKyzKftHJXpGKUIvKZU6HiP8HlbvRKo9VlMZ0WZiOLB2PrxXlynqSnE//8nKINjjv6+ZC1YGzu",
+	"770FosNLdklfUR2i5TcJjl5OlflpnOUWFIsb+p5SaB5eEW9h7FBHcUafmANFalY+9vNIbypQjj+VlbIW",
+	"bl6k4EJ4/R9Gq0AUJ+qQOD44ZkAkKJIJqyiG2pMt3b59ZUGjcGPSc1o5X9LokBIy4Po6dUE1K+059Ps8",
+	"V6jZBk6uStVVzlDnTMlsTIbDXg7ZcPSdy+9g+OmHgfFHayua1GQFW6LI7Q6F+qja2EefkkraeclcAAbo",
+	"/veFeUSWwIVYRZ110iOnCeI6gxkl8LShbm4aW5sd7kE3AKuImpS6DSAdrqANegqNjj+qdqizP8BvcBtX",
+	"phBYZlg1qUCT55cJiIg2UTLnkQpnKoS8uEHoP9Qme0iSIUle0Q9DABEC3QRPPhhz1k3Rm4OKYhcy4R83",
+	"NnjdMHBbbrwZzpm4MW6fL6g4ULPpkurjp/F6i90LbFMZa/HBZdnHWnaaWNDphpXa/T7zdXXQ5cvurrpc",
+	"XuO88DNS4IlKralPZV61QTNH5thVMbSkTS29To4m4E2l3Jsw32rrB/7E+lMnPDfyrc71dkz/N3h6UAnh",
+	"SgzNr2E7aha2hjmltxw3S7DozhzOaYsfVLijZZMhSOmg//C9KMx28EyV2RiBeZRLgVP7YkDAief401kY",
+	"n1OFYppH7TfdQhS57hYWhwBK7Saxe/LD9rAd6Ino/3xgDdSCYLaPvf6VpqplMdDBJf5AjQ/tX5TVCp4s",
+	"0ZS8UXZWFb8rfKjx+87vZUmm3rzu5Yf7+frHm9slXY3BCmjKIxM/bsoBed64RnAUYgHaFdFy+twZQZuX",
+	"V6+vbz68e/Py+5s0nOxsl+uBZl3lR84x10H2OXR3V2h1qXnAZKVE2dQYRXUoZI+NP5SSchbxjRz2FT0S",
+	"buG4wxQjRJhsBEOLkLuxkPrExivtgw3hkMGQXNTq4HTCEJR1Sx/CZVJIPbQTl/j94bDgROVaWFISfDaU",
+	"R7UWmbQPayOrjJSmjIPC0mmTT8PZ8OUG2r0K6qAWBoT4ScmifojRgJFrZW0Mh3qFxMg66yt4E3FjwvnI",
+	"TbhLvEXBHl0dJMP7L38GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
