@@ -152,6 +152,7 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 	topic := h.putTopic(a, "orders", `{"endpoints": [{"url": "https://example.com/a-topic"}]}`)
 	publish := h.publish(a, `{"topic": "orders", "delay": "1h"}`, "")
 	flow := h.putFlowLimit(a, "customer-1", `{"rate": 10, "parallelism": 2}`)
+	portalLink, _ := h.createPortalLink(a, `{"label": "customer:1"}`)
 
 	// An edit and replay of A's dead task would send it where B likes.
 	const stealingEdit = `{"url": "https://thief.example/", "headers": {"X-Stolen": "1"}, "body": "b's"}`
@@ -176,11 +177,12 @@ func TestAttackOtherTenantsIDs(t *testing.T) {
 		"getPublish":        {params: map[string]string{"id": publish.ID.String()}},
 		"getFlowLimit":      {params: map[string]string{"key": flow.Key}},
 		"deleteFlowLimit":   {params: map[string]string{"key": flow.Key}},
+		"revokePortalLink":  {params: map[string]string{"id": portalLink.ID.String()}},
 	}
 	aPaths := []string{"/v1/tasks/" + task.ID.String(), "/v1/tasks/" + dead.ID.String(), "/v1/tasks/" + dead.ID.String() + "/attempts",
 		"/v1/schedules/" + active.ID.String(), "/v1/schedules/" + paused.ID.String(), "/v1/topics/orders",
 		"/v1/publishes/" + publish.ID.String(), "/v1/tasks?publish_id=" + publish.ID.String(), "/v1/flow-keys/customer-1",
-		"/v1/flow-keys"}
+		"/v1/flow-keys", "/v1/portal-links"}
 	before := h.snapshot(a, aPaths...)
 	announced := len(h.Sched.scheduledFor(dead.ID))
 
@@ -421,10 +423,11 @@ func TestAttackMissingScope(t *testing.T) {
 		"createSchedule":   `{"cron": "@hourly", "url": "https://example.com/x"}`,
 		// A key hands on only scopes it holds; keys:manage is the one
 		// the key letting this call through holds.
-		"createKey":    `{"scopes": ["keys:manage"]}`,
-		"replayTasks":  `{"dry_run": true}`,
-		"putTopic":     `{"endpoints": [{"url": "https://example.com/x"}]}`,
-		"putFlowLimit": `{"rate": 10}`,
+		"createKey":        `{"scopes": ["keys:manage"]}`,
+		"replayTasks":      `{"dry_run": true}`,
+		"putTopic":         `{"endpoints": [{"url": "https://example.com/x"}]}`,
+		"putFlowLimit":     `{"rate": 10}`,
+		"createPortalLink": `{"label": "customer:1"}`,
 	}
 	ops := operationsSecuredBy(t, "apiKey")
 

@@ -53,6 +53,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"signIn":              {nil, "", singleLimit, `{"api_key": 42}`, "api_key"},
 		"signUp":              {nil, "", singleLimit, `{"name": 42}`, "name"},
 		"createInvite":        {nil, adminToken, singleLimit, `{"expires_in": 5}`, "expires_in"},
+		"createPortalLink":    {nil, tn.APIKey, singleLimit, `{"label": 42}`, "label"},
 	}
 	// Five times the depth encoding/json follows, and within the limit.
 	const depth = 50_000

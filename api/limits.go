@@ -73,7 +73,7 @@ func newAPILimits(cfg Config) (*apiLimits, error) {
 		down:    failopen.New(failopen.Config{Skip: apiLimitSkip, Clock: cfg.Clock}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_api_limit_refusals_total",
-			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), tasks_per_day (tasks_per_day), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for) or keys (the usable API keys a tenant may create for itself).",
+			Help: "Tenant API calls refused with 429, by limit: rate (api_rate), pending_tasks (max_pending_tasks), tasks_per_day (tasks_per_day), batch_bytes (the batch bytes a node reads at once), list_bytes (the bodies of lists with bodies a node answers at once), schedules (max_schedules), topics (the topics a tenant may have), flow_keys (the flow keys a tenant may set limits for), keys (the usable API keys a tenant may create for itself) or portal_links (the live portal links a tenant may hold).",
 		}, []string{"limit"}),
 		unchecked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_api_rate_limit_unchecked_total",
@@ -108,27 +108,36 @@ func thenMiddleware(outer, inner echo.MiddlewareFunc) echo.MiddlewareFunc {
 func (l *apiLimits) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		tenant, ok := authenticatedTenant(c)
-		if !ok || tenant.Limits.APIRate <= 0 || l.limiter == nil {
-			return next(c)
-		}
-		d, ok := l.decide(c.Request().Context(), tenant)
 		if !ok {
 			return next(c)
 		}
-		h := c.Response().Header()
-		h.Set("RateLimit-Limit", strconv.Itoa(d.Limit))
-		h.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
-		h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(d.Reset)))
-		if !d.Allowed {
-			l.refused.WithLabelValues("rate").Inc()
-			retryAfter := max(1, ceilSeconds(d.RetryAfter))
-			h.Set("Retry-After", strconv.Itoa(retryAfter))
-			return newProblem(http.StatusTooManyRequests, "rate-limited", "Too many requests",
-				fmt.Sprintf("this tenant may make %s API requests per second, in bursts of up to %d; retry in %d s",
-					strconv.FormatFloat(tenant.Limits.APIRate, 'f', -1, 64), d.Limit, retryAfter))
-		}
+		return l.limitTenant(c, tenant, next)
+	}
+}
+
+// limitTenant applies tenant's API rate limit to a call, then runs next:
+// the rate limit of tenant calls, and of the portal calls its links open.
+func (l *apiLimits) limitTenant(c echo.Context, tenant *model.Tenant, next echo.HandlerFunc) error {
+	if tenant.Limits.APIRate <= 0 || l.limiter == nil {
 		return next(c)
 	}
+	d, ok := l.decide(c.Request().Context(), tenant)
+	if !ok {
+		return next(c)
+	}
+	h := c.Response().Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(d.Limit))
+	h.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(d.Reset)))
+	if !d.Allowed {
+		l.refused.WithLabelValues("rate").Inc()
+		retryAfter := max(1, ceilSeconds(d.RetryAfter))
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+		return newProblem(http.StatusTooManyRequests, "rate-limited", "Too many requests",
+			fmt.Sprintf("this tenant may make %s API requests per second, in bursts of up to %d; retry in %d s",
+				strconv.FormatFloat(tenant.Limits.APIRate, 'f', -1, 64), d.Limit, retryAfter))
+	}
+	return next(c)
 }
 
 // decide asks Redis, unless it failed a moment ago. ok is false when no

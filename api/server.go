@@ -109,6 +109,10 @@ type Config struct {
 	SignupLimiter SignupLimiter
 	// SignupLimit bounds sign-ups per client address and in all.
 	SignupLimit SignupLimit
+	// PublicURL is the origin the URLs of portal links begin with
+	// (HOOKWHEEL_PUBLIC_URL), such as https://hooks.example.com. Default:
+	// the origin the creating call reached, as its Host header names it.
+	PublicURL string
 }
 
 // Limits bound what a task request may ask for.
@@ -276,7 +280,12 @@ func New(cfg Config) (*Server, error) {
 	throttle := newAuthThrottle(cfg.AuthFailures, cfg.Clock)
 	s.throttle = throttle
 	tenantAuthMW := tenantAuth(cfg.Tenants, cfg.Sessions, throttle, authFailures)
-	auth, err := securityMiddlewares(tenantAuthMW, limits.rateLimit, adminAuth(cfg.AdminToken, cfg.Sessions, throttle), sessionAuth(cfg.Sessions))
+	auth, err := securityMiddlewares(map[string]echo.MiddlewareFunc{
+		"apiKey":        thenMiddleware(tenantAuthMW, limits.rateLimit),
+		"adminToken":    adminAuth(cfg.AdminToken, cfg.Sessions, throttle),
+		"sessionCookie": sessionAuth(cfg.Sessions),
+		"portalToken":   portalAuth(cfg.Tenants, throttle, authFailures, limits.limitTenant),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -288,19 +297,14 @@ func New(cfg Config) (*Server, error) {
 // securityMiddlewares maps each operation of the OpenAPI document to the
 // middleware its security requirement calls for, so that the document, not a
 // hand-kept list, decides what is protected.
-// Tenant calls are rate limited after authentication (tenantLimit needs the
-// tenant); operator calls go through adminAuth.
-func securityMiddlewares(tenantAuth, tenantLimit, adminAuth, sessionAuth echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
+// bySchema is the middleware of each security scheme: tenant calls are
+// rate limited after authentication (the limit needs the tenant).
+func securityMiddlewares(bySchema map[string]echo.MiddlewareFunc) (map[string][]echo.MiddlewareFunc, error) {
 	// The document as written: its operation ids key the generated
 	// registration (GetSwagger's copy has them normalised).
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
 	if err != nil {
 		return nil, fmt.Errorf("load openapi document: %w", err)
-	}
-	bySchema := map[string]echo.MiddlewareFunc{
-		"apiKey":        thenMiddleware(tenantAuth, tenantLimit),
-		"adminToken":    adminAuth,
-		"sessionCookie": sessionAuth,
 	}
 	out := make(map[string][]echo.MiddlewareFunc)
 	for path, item := range doc.Paths.Map() {

@@ -1132,6 +1132,173 @@ type PlanList struct {
 	Data []Plan `json:"data"`
 }
 
+// PortalAttempt One delivery attempt as a portal shows it; no response headers.
+type PortalAttempt struct {
+	Attempt    int     `json:"attempt"`
+	DurationMs int64   `json:"duration_ms"`
+	Error      *string `json:"error,omitempty"`
+
+	// Outcome What an attempt led to:
+	// - `success`: a 2xx response; the task is `delivered`.
+	// - `retry`: a retryable failure; another attempt is scheduled.
+	// - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+	//   `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
+	Outcome AttemptOutcome `json:"outcome"`
+
+	// ResponseBody The first 4 KiB of the response body, when there was one.
+	ResponseBody *string   `json:"response_body,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	StatusCode   *int      `json:"status_code,omitempty"`
+}
+
+// PortalLink A portal link, without its token.
+type PortalLink struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// PortalLinkCreated A created portal link, with its URL, shown only once.
+type PortalLinkCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// URL The page's URL, `<origin>/portal/#hwpl_<id>_<secret>`: the token rides in the fragment,
+	// which browsers send to no server.
+	URL string `json:"url"`
+}
+
+// PortalLinkList A page of live portal links, newest first.
+type PortalLinkList struct {
+	Data []PortalLink `json:"data"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// PortalLinkRequest A portal link to create.
+type PortalLinkRequest struct {
+	// Description A line shown under the page's heading; may be empty.
+	Description *string `json:"description,omitempty"`
+
+	// ExpiresIn How long the link opens, a Go duration from `1s` to `720h` (30 days); default `1h`.
+	//
+	// Example: 24h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Label The label whose tasks the link shows, `key:value`, by the rules of the `label` filter of
+	// `GET /v1/tasks`.
+	//
+	// Example: customer:42
+	Label string `json:"label"`
+
+	// Name The tenant's name for the link, shown on the page as its heading; may be empty.
+	Name *string `json:"name,omitempty"`
+}
+
+// PortalTask A task as a portal shows it: what its receiver saw and when, without the tenant's headers,
+// labels, keys or settings. The URL is shown without its query and fragment, which may carry a
+// receiver's credentials.
+type PortalTask struct {
+	Attempts       int                `json:"attempts"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method        HTTPMethod `json:"method"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskDetail A task of a portal, with its body and attempts.
+type PortalTaskDetail struct {
+	// AttemptList The first 100 attempts, oldest first.
+	AttemptList []PortalAttempt `json:"attempt_list"`
+	Attempts    int             `json:"attempts"`
+
+	// Body The request body sent.
+	Body           string             `json:"body"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method HTTPMethod `json:"method"`
+
+	// MoreAttempts Whether the task has attempts past those listed.
+	MoreAttempts  bool       `json:"more_attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskList A page of a portal's tasks, newest first, with the link they are seen through.
+type PortalTaskList struct {
+	Data        []PortalTask `json:"data"`
+	Description string       `json:"description"`
+	ExpiresAt   time.Time    `json:"expires_at"`
+	Label       string       `json:"label"`
+	Name        string       `json:"name"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -2533,6 +2700,9 @@ type ListInclude string
 // PlanName Example: free
 type PlanName = string
 
+// PortalLinkID defines model for PortalLinkID.
+type PortalLinkID = openapi_types.UUID
+
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
 
@@ -2635,6 +2805,27 @@ type ListFlowLimitsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalLinksParams defines parameters for ListPortalLinks.
+type ListPortalLinksParams struct {
+	// Limit The largest number of links in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalTasksParams defines parameters for ListPortalTasks.
+type ListPortalTasksParams struct {
+	// Status Only tasks in this status.
+	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit The largest number of tasks in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -2788,6 +2979,9 @@ type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
+
+// CreatePortalLinkJSONRequestBody defines body for CreatePortalLink for application/json ContentType.
+type CreatePortalLinkJSONRequestBody = PortalLinkRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
@@ -3418,6 +3612,79 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalLinks List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLinkWithBody Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLink Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokePortalLink Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalTasks List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPortalTask Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPublish Get a publish to a topic
 	//
@@ -5242,6 +5509,139 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/me (the `GetCaller` operationId).
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalLinks List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *Client) ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalLinksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLinkWithBody Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLink Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokePortalLink Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *Client) RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePortalLinkRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalTasks List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *Client) ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalTasksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPortalTask Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *Client) GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPortalTaskRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -8106,6 +8506,258 @@ func NewGetCallerRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPortalLinksRequest constructs an http.Request for the ListPortalLinks method
+func NewListPortalLinksRequest(server string, params *ListPortalLinksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePortalLinkRequest calls the generic CreatePortalLink builder with application/json body
+func NewCreatePortalLinkRequest(server string, body CreatePortalLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePortalLinkRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePortalLinkRequestWithBody constructs an http.Request for the CreatePortalLink method, with any body, and a specified content type
+func NewCreatePortalLinkRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokePortalLinkRequest constructs an http.Request for the RevokePortalLink method
+func NewRevokePortalLinkRequest(server string, id PortalLinkID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPortalTasksRequest constructs an http.Request for the ListPortalTasks method
+func NewListPortalTasksRequest(server string, params *ListPortalTasksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPortalTaskRequest constructs an http.Request for the GetPortalTask method
+func NewGetPortalTaskRequest(server string, id TaskID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetPublishRequest constructs an http.Request for the GetPublish method
 func NewGetPublishRequest(server string, id PublishID) (*http.Request, error) {
 	var err error
@@ -10231,6 +10883,87 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
+	// ListPortalLinksWithResponse List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error)
+
+	// CreatePortalLinkWithBodyWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// CreatePortalLinkWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// RevokePortalLinkWithResponse Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error)
+
+	// ListPortalTasksWithResponse List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error)
+
+	// GetPortalTaskWithResponse Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error)
 
 	// GetPublishWithResponse Get a publish to a topic
 	//
@@ -13774,6 +14507,435 @@ func (r GetCallerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCallerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalLinksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalLinks
+type ListPortalLinksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalLinksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLinkList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalLinksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalLinksResponse) GetJSON200() *PortalLinkList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalLinksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalLinksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalLinksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalLinksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePortalLinkResponse201Headers the declared response headers of an HTTP 201 response for CreatePortalLink
+type CreatePortalLinkResponse201Headers struct {
+	CacheControl string
+}
+
+// CreatePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortalLink
+type CreatePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreatePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortalLinkCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreatePortalLinkResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePortalLinkResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePortalLinkResponse) GetJSON201() *PortalLinkCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for RevokePortalLink
+type RevokePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLink
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokePortalLinkResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePortalLinkResponse) GetJSON200() *PortalLink {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalTasksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalTasks
+type ListPortalTasksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalTasksResponse) GetJSON200() *PortalTaskList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPortalTaskResponse429Headers the declared response headers of an HTTP 429 response for GetPortalTask
+type GetPortalTaskResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetPortalTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskDetail
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPortalTaskResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPortalTaskResponse) GetJSON200() *PortalTaskDetail {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPortalTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPortalTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPortalTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPortalTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17478,6 +18640,123 @@ func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEdit
 	return ParseGetCallerResponse(rsp)
 }
 
+// ListPortalLinksWithResponse List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *ClientWithResponses) ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error) {
+	rsp, err := c.ListPortalLinks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalLinksResponse(rsp)
+}
+
+// CreatePortalLinkWithBodyWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLinkWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// CreatePortalLinkWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLink(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// RevokePortalLinkWithResponse Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *ClientWithResponses) RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error) {
+	rsp, err := c.RevokePortalLink(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePortalLinkResponse(rsp)
+}
+
+// ListPortalTasksWithResponse List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *ClientWithResponses) ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error) {
+	rsp, err := c.ListPortalTasks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalTasksResponse(rsp)
+}
+
+// GetPortalTaskWithResponse Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *ClientWithResponses) GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error) {
+	rsp, err := c.GetPortalTask(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPortalTaskResponse(rsp)
+}
+
 // GetPublishWithResponse Get a publish to a topic
 //
 // A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
@@ -20869,6 +22148,393 @@ func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
 	return response, nil
 }
 
+// ParseListPortalLinksResponse parses an HTTP response from a ListPortalLinksWithResponse call
+func ParseListPortalLinksResponse(rsp *http.Response) (*ListPortalLinksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalLinksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLinkList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalLinksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreatePortalLinkResponse parses an HTTP response from a CreatePortalLinkWithResponse call
+func ParseCreatePortalLinkResponse(rsp *http.Response) (*CreatePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortalLinkCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreatePortalLinkResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokePortalLinkResponse parses an HTTP response from a RevokePortalLinkWithResponse call
+func ParseRevokePortalLinkResponse(rsp *http.Response) (*RevokePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPortalTasksResponse parses an HTTP response from a ListPortalTasksWithResponse call
+func ParseListPortalTasksResponse(rsp *http.Response) (*ListPortalTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalTasksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPortalTaskResponse parses an HTTP response from a GetPortalTaskWithResponse call
+func ParseGetPortalTaskResponse(rsp *http.Response) (*GetPortalTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPortalTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPortalTaskResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetPublishResponse parses an HTTP response from a GetPublishWithResponse call
 func ParseGetPublishResponse(rsp *http.Response) (*GetPublishResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -23614,6 +25280,21 @@ type ServerInterface interface {
 	// GetCaller Who is calling
 	// (GET /v1/me)
 	GetCaller(ctx echo.Context) error
+	// ListPortalLinks List the live portal links
+	// (GET /v1/portal-links)
+	ListPortalLinks(ctx echo.Context, params ListPortalLinksParams) error
+	// CreatePortalLink Create a portal link
+	// (POST /v1/portal-links)
+	CreatePortalLink(ctx echo.Context) error
+	// RevokePortalLink Revoke a portal link
+	// (DELETE /v1/portal-links/{id})
+	RevokePortalLink(ctx echo.Context, id PortalLinkID) error
+	// ListPortalTasks List the portal's tasks
+	// (GET /v1/portal/tasks)
+	ListPortalTasks(ctx echo.Context, params ListPortalTasksParams) error
+	// GetPortalTask Read one of the portal's tasks
+	// (GET /v1/portal/tasks/{id})
+	GetPortalTask(ctx echo.Context, id TaskID) error
 	// GetPublish Get a publish to a topic
 	// (GET /v1/publishes/{id})
 	GetPublish(ctx echo.Context, id PublishID) error
@@ -24276,6 +25957,104 @@ func (w *ServerInterfaceWrapper) GetCaller(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetCaller(ctx)
+	return err
+}
+
+// ListPortalLinks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPortalLinks(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPortalLinksParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPortalLinks(ctx, params)
+	return err
+}
+
+// CreatePortalLink converts echo context to params.
+func (w *ServerInterfaceWrapper) CreatePortalLink(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreatePortalLink(ctx)
+	return err
+}
+
+// RevokePortalLink converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokePortalLink(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id PortalLinkID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokePortalLink(ctx, id)
+	return err
+}
+
+// ListPortalTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPortalTasks(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPortalTasksParams
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPortalTasks(ctx, params)
+	return err
+}
+
+// GetPortalTask converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPortalTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPortalTask(ctx, id)
 	return err
 }
 
@@ -24998,6 +26777,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/admin/invites", wrapper.ListInvites, options.OperationMiddlewares["listInvites"]...)
 	router.POST(options.BaseURL+"/v1/admin/invites", wrapper.CreateInvite, options.OperationMiddlewares["createInvite"]...)
 	router.DELETE(options.BaseURL+"/v1/admin/invites/:id", wrapper.RevokeInvite, options.OperationMiddlewares["revokeInvite"]...)
+	router.GET(options.BaseURL+"/v1/portal-links", wrapper.ListPortalLinks, options.OperationMiddlewares["listPortalLinks"]...)
+	router.POST(options.BaseURL+"/v1/portal-links", wrapper.CreatePortalLink, options.OperationMiddlewares["createPortalLink"]...)
+	router.DELETE(options.BaseURL+"/v1/portal-links/:id", wrapper.RevokePortalLink, options.OperationMiddlewares["revokePortalLink"]...)
+	router.GET(options.BaseURL+"/v1/portal/tasks", wrapper.ListPortalTasks, options.OperationMiddlewares["listPortalTasks"]...)
+	router.GET(options.BaseURL+"/v1/portal/tasks/:id", wrapper.GetPortalTask, options.OperationMiddlewares["getPortalTask"]...)
 
 }
 
@@ -25006,867 +26790,907 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ldxu5kS/+VXC4e47JSZMmKckP6uTc1dieWBmP7bXkdTah/2qQDYqImgDTaIrmTPzd/wdVBTS62U1S",
-	"smaS3Juz92Ys9gsoFAr1/NUvraleLLUSKjet0S8t8YUvlqmAf5+9P/9RbN5Ik9u/zGqx4NmmNWqdsVwo",
-	"rvJHhs1kZnJ2IzYR4ywRy1Rv7F+Mq4RxlolbfSMSppVoRa1bnq6EfVPCc94a/eWX1jQTPBfJFc9bo9aw",
-	"P3zSHQy6g/7l4Mno+GTU7/+5Ffl7JvbLN2IzypfpcpY/vT02Yj5sRS2ZtEat5d+Obm+eLoZf1seKt6JW",
-	"yk1+tTLVdw8Hl4PB6OTZ6BjerfhCtEatqWxFLRrr9v3DUb9PYzFTvbSk+Usr5+bGjNaZzEXr89eoYSr9",
-	"4WX/2WjYP3Qq4stSZsL4lzx1L+kXY4Dprv76cyKuvyRqOjsa7pju8LL/fHTyfHTyLJguLlPNdDLBk1Z0",
-	"p7kNapdpmko30uoUm0c6CCZJIy2N8bvW56+fv36NiC0/4HpVOdOx3I3YhCz3fwunfY1aP6R6/UYu5Nam",
-	"nK5Mrhcie2RwQw76fcaZEVNtN6NK2AnjOdNqKvZSZgiUOXKjscQctdz7u4P+sSXHkmc8TUUqzaI1Oola",
-	"S5FJbUk0MHaWPBet0aDfj1qrZbLnE3Ze71OuqlNaplyxmc7YLBOC8elUr6yc2jv8Z5bvPTFTSy2QaHwp",
-	"r9zAolYiUnkrMinM1VJkVwnftEbDvh3xgn+5WgqVSHV9BQsAM6ELZjoXyQpk5AntluJ5e9tXv9522K0m",
-	"AoSDBAKsJqk08y0a4M8s14yzXC/llOkZy9eaCZUstTyIICAIgNi948HQy5H+4Dnnz2Yn3T4fTLpPp8Ok",
-	"+0wczbrH/ZPBk+HTo2fHz0/gXrFY6lyo6eYKeUFnici6x8PukksrM0zO85W5ovWxw+BqKlK7P4HQ3P0D",
-	"KO5+lmbJ8+lcqmv4OxN5tnF/OConrdHwK5IZX98aDYnqcIbwPBeLpf1oP2pNdGJH98sYBzhujdjxMGLj",
-	"lrgVKrd/jlt2xOPW12DD7yOVo/MVrepEpqkdZtSaC56IDCb8QqtcqLx7uVnae/hymcopz6VWj/9qtGp9",
-	"PZjkvF9HcrVKU5I2Ist0VvrFkz8R7nfLqQVtLLsvRD6H/fn+3cWllUniS+5u2UsD4sKru7ANrKelTc1Y",
-	"+JerCZ/e6NnMCox5K2otpAp/MpZi2UrtHRnOvTUKOCZq5XIh9Mo+edS32wP2jeNb07glt9++ytLWqDXP",
-	"86UZPX5MK98jLak31YvHc61vzGN6sT0u/wEcaeZyufw1WXLwb5b8J2VJt/Q7ePLz1seC4+ZC5Hm6rUe5",
-	"U8dLbHv+aCX8oROxfC6Yzuci878xL8H/BQ+kwa4DaVA6kPqHHUiDfx9IsPuHTnO64+bH9/0LbPOCix5k",
-	"mz9/9s0nz/D/tZOnlYmpsIvAuDJrEFgn/SN2IbJbORXso+K3XKZ8kopWHYue9I8e6nx62nveP/kXOZ8C",
-	"ef2tfHvUGwz7D3g8XZC4LR9Mn4S4SfjGWEvWGk9MKvaeZ7JkAhWcn4mlzojXEy7TzQ5m7w9LRuM008qu",
-	"G3vOvmPfsUH35JtYvN99Kp4k3afTk0mXH/Oj7mQ4HSR98Xz2jD91LLm9dv3L/rNiTLXsuP3QUemhJV8Z",
-	"e2jNeGrEQ3CYuZHLpUiu9HS6yjKhpgJV3S0Okgvxs1aWOq9WmV6Kx26lalmpQv8yG21zDyxnFxcYGUYY",
-	"I7V6txQZz61ICPnmQl4rkVhuWct8DqoLTxZSsVzfCFVSV0w2u8JfR63/nTzN/3uoPt08f7P4cGz+dDuY",
-	"/nn5ZP7H5Gj2B/5MfNR9+ePm8m9v1yevatx33rM1KKaVacvSLe1GGYz8EpyqO8fNFTt7f77l3AqHfPS3",
-	"4Z/08z/c/M9g0Z8+veTHkz8u/5w9W31SrzZvzJPk9ey/5Y9fXpzcvrs+cMggcX8rL2CNv3LLC+ipiG5o",
-	"y2qedMGeE/3uYDKcdp8mR6L7bHbc757wJ5On02fJc9GfFe/n04VofbULccnNzUtQDcvKsFUXWSryXGQR",
-	"y8TMjpxNNkzmhrlzJ1yQvSrgYOeR+8ySoN/vDQbPqorxsPu8nwy6T8XxcfcZHwy7TyYn0+PkSAxng/69",
-	"T8rj/jF7q3P2g16ppPZ8PO4ff4MK96udaoW/tFDFeJ0WtuPwgnf0hkeDbanDl7K35FmuRAaSZy0m5aPL",
-	"84y3IipxEm5uAhOK58AyGDQhOtyJb4Z3UdXuf1gNu8fTI9F9OhkOus+TE9E9mvWnQ/508kwcD3abX47w",
-	"v4Vl8OuwVRiHOEjDb+It96Je//ngkBMNaeje7njrojA7a3hrzWUu1TX4yC1r2afrOar//wZHPYinKWSB",
-	"35DJdnmL7uccOojJatQOF+FFrYPiJ/t8OhVdQMxmYprLW3FVjr9MVpnJaeuH8ZggIHA11Yp0yw2FatwV",
-	"vPukOUZTF6Zxi7WlofLsWviRhaIewtS1oxluDwZ0h7soHncnyGHTfsj5hMpR1FpCcK61zDRuCaHsVm+N",
-	"Wk+H/fmD7BK/CzgwTcCaL0UqcvDC1bLoRFgBmNibYOfciUnhMZjJLy33ipLYPOqfDIbelrfMdNz33r7B",
-	"EKN9mfjbSpi6CN9gMDqmCN/eHXFcZoBh844YbrPGoH/XLdG4J7bimTjJezH4wYz0UCd6eGIj1xSMdLEy",
-	"ljrbR6lxF5i3KB5S1P17YR9yYf1i4cqi56giGSBKjpb+neLkFR9EIsw0k0sSde/s0cnAe2oi0LjErcg2",
-	"zJCPMZ/znM10muq1YflcLHqBvxRjA1v++ns4ebcdr/fxuNFb9nj3yjkaX8saIJ/OhVUDM52+1Re5zjC5",
-	"q0Szs3TNN4bFSneNvSMege8lE2aplRFsrtPEMM6mmUgsx/CUmbleK6ZVuoFclYit53I6Z0qzqf0iW/AN",
-	"uxFi2RurV0B/jEH5V055lklhmMxZrnWvheJZgnWWZyuBkZwFh2w3tVq0Rn9pueG1PketHDVak2coPb5i",
-	"pstC5DTxs1Ui8xerzKCTqTzhy7lgMSiXU7gjhmSNuWDLTNxKvTJsya+FHZW0t/9tJbJNkB+Ebw2HWB1O",
-	"hN/3GUAVeudsoU3O8rk0bMHVhgmVAznaiZjxVZqzk36n6fOwu0tfp4e86iEXlmAnIGOkwr8GnmZS5eJa",
-	"oFPLpyn9iO6jbTLNUr3GTCWdsfi7GLaUJZUbqZ7RDrsRG9jNepWTMmqvwX/Wyk9myfN5MRf0kTUv/X9m",
-	"wgqX/3hc5D8+xqvmcWnsdjLnhXlSO52f+I2APc+mPE2Z4TPBco3h0B6DyYLNT4oCOfNgXiiH8GErok8h",
-	"b3IpeO5dlWNl+EL4vEp7J/xg7Tn7jVWmDEoftAntYygu2bDfh2diP4O8+0EsU74RyYhZmsSnjI9V5Yus",
-	"9EHOEjmbiUxYbct+0yqZ7Hg47LEfxcYwngm2FBkdnjhf+6w0jKdGMyNUPlYc5xgHtOz+KDYxQ5lSrDZ5",
-	"WZyDpDdWY3XmXjgXqXe9wWwt03DDUq2uGS/IaO+9Ecs8whnkLBXc5GMVv3737sdPr1+9enN1/vLVT+/f",
-	"Xb56++J/rz6dv3357lPM2sPjuX09sWCH8VkusuKta25oxZIIjgImZ8yfdmPVDt7/4dXlq7eX5+/exsDh",
-	"8A6XNxv7Z+KO012LrxitlchGBSdIZWQikBfWUiV6Tc47XGFYth1L7NkG3s5BNtqZrOdC+a+3ZW7GKpZJ",
-	"HLEY2cf+yx3W+BIjcqtUmVMWW06Imb2GXBLT2RCz+JevccSMVFNR0MZ9Z6zs0diJ6HUqMUzpfG4PLPZO",
-	"wTFarKAbmxs/zX3OrRg1xi5CXjDbLBNirPg1lwpph5stEytjTQSZ+83GmRJr+EqPvXeq/SP7HuRmyznF",
-	"PljzjRcyOMlCzFS4uSQ8F/zLG6Gu83lrNDw5AYnp/h5ENYL9XN3KXJy/rBeXEq4ymTQIPEh7aJZ3M50t",
-	"4HBfreDO7c//KDZN374Rm0cGc0KmTBLVrXnJJiJfC6FYPF9fFXxGSafxlT/+bsSmWVBf7Rl7QMgnx3VD",
-	"fyNNfq6m6Sqp0UGIU1NpcsMEn86ZzMUCN40VI/ZyBH9KRRO7Fo/s7yuVMK3sDXCCPmM/ye9D6TCyotPe",
-	"zdZzbYS7ca1XaQIManlOGjZd5VatyXIg0FSrXKqVMM4fXNIXeuwTnXQyxw1vR2vYVFtOpEv5XMiMPtdj",
-	"Z8opQaDdetFw3O83nfSSiFWnDIGb8HMdmd+nXL2FF9QxibUAHhlmv9Cw1PCfnfoYqqxF5uzSip/Mvun/",
-	"+wvv/tzvPv9M/73qfv6lHz0Zfv3PWmamXd3E0C69yfGyFXuOVZF89vzOgzsda8dFWD92WgiYVr/WtnQO",
-	"4KapONvvV5QMl9zcNH0eRfWv92k4MRs/ji6gX/Hz1pJsZnkwNL+R53cposXnwQ5xNg6YId/z5AOecGDO",
-	"oj8ePQ+FL36Z6UkqFr8Dn3ylvGfBU0sAkXTd1dCGBkUPlEoJJzT748W7t6UqHpFzaQ1Puyvg7sXK2AOB",
-	"cbiX6clfxTQHqpicq6mlxuPbwWN0YBQWPbhHcpnDvv/JDcp9j9ZklamR1QrXcyHSEU1rVJkCEOkwyr7H",
-	"N+Aj2wvrdAewougbETOr6dyqT7yeOhHjzJuKTpqsM6uZ2lmAFgi6Nr47lUrYn0j/hbe9vrx8z6Zc2Vcu",
-	"eWZEr/U1ar3QapbK6X0XWum8i+mPkP9UF0fiaSZ4sgFVvX6R7V2HBHNIbcNo2Sna8T6wAVLUJR2h2LSz",
-	"tUzj8zPr+eXxgYGkgqmeF0xl5ZejavlTO7mrQreH5C6jV9lUOOaRinGw2MiJxJ0PSRpY/x90NpFJItQ9",
-	"GUAqs5rN5FRa2wByKapMEFrYoMDZmwqDVgmRmIbNb/Ubf0+QoVIYk+OwiGncwpefwj2lQjbQ60ulaHsl",
-	"x1GxyOfBJPET+9a3hix2vfBQ6ZombzHMVs/sku3wG5cp5A4qUzxzCqqDfRnaHC6vZKVymWJyNSUJWX5Z",
-	"LcCldUea4OlZfHMfRbam/nA877hCGqulyoRNVjlL+fTGlBiuzE3teHuN4g4IUlSyrzM7Pz5W+LzMWaIF",
-	"bqq5Tq38obj4Nv1ZO65O174avY3oiYCRODthrMA81BkzmK9l0A+yc71g+77VOWbW3F98z9zzBSO+1Xge",
-	"eS9IwGjNItxSZkZpPg8jZ48LdnsbvHyvZMUbH4bBHC2cYI1w3dlEpFpdG6idU2gikZPKrst7vkk1Ty61",
-	"fsOza3HP5cm17qbu+S0NSt+S+8j5Vuv1J6cTwDPiyxS4H/aF/Ll4dt/WHwRbn3RDlmvNcHj79r6fx8Or",
-	"UTAty51uMED/S61/4mpDIzX3pH/Gc9EFClVF9TtHe+92s0IIwmr7BPWCb9iC3wgoooWnaJDg6ET3RmTP",
-	"bQjxgTt6tbRsNuz3T1HDsVcHzBywbMNQVdEa/fbug/uWrTT9h1k5oBsHQiHr2d30t5XOOWvHLo4ZRyze",
-	"Cku6H3080v5QCjzGo7Gy82ExvLCLvC6SOAoEqRJfcvbx8gVbyETJ63nuQwMpN3nnFJ2+YzXh+XQeFXvM",
-	"s9uGnHw6sT/yxLjKZ3sgYOzO0pgW24r5iM0yvWCcTVOJ7uokyYQhv/oyE1YzFgkb9plUeIDRiQZHQpBM",
-	"bJwradBnZqzasd1Ydkm7fJXPuzMu01UGlJmImc5E6MEEj3KqoYJ9tez02AfgpMAJLRf4QAxXumf2ineh",
-	"X8tbAX6IIEwX3Ldtw77Wa+Q25GgQlGsOghOHhoo6uFR3R9J8NKhfEw2yLPZR2enrTP4sknursUD4LiUk",
-	"V/VXWCl//NuvCZXb94pGsRsoJYGZt1I3Sq9VVOBXZAwTpQ/SSQfFbi5Nes9GXoX3PpwIngiegTfrRiiY",
-	"pzRGqusonHAwT5o7yOePSnxZimkukleYdHfPVctFpnhaXTLaCFZ0emJYPUuks9r1Km6yT2JB4pyrJBXh",
-	"3rdaNdgREwFb6fr6kEU7CV0Q5zRgCOyLjGHG4V5bgmb5MCtXuHTh64Xr4aR/hGEbdLPDAMmyzci3bVjC",
-	"cz7h5Dz4qJaZngpjrBH7SuUy39xzJWH3cZcuVazlOQnEmRRpo5lYSGe7OrL0yIitsjSicGkpQyRqwfwx",
-	"ewJuhhVIoRjGGG61rpb3OynGJ0anq1yweZ4vwbmS50vDPn54A7kT7g21X6p5IYUN2QByJvae48OQiXCC",
-	"NOl97BOQ9ldxYq1FmnbJsWYNL6L/Kdotsxke4rQcYI6m0uRYeRLjEsS9VjGyAB/I/muZWdsnl8gnYWpN",
-	"4GRNrKZCCcoVT2u5cqR6Sn2aaxd0ZTKPWOwMLatdTFMJAUt5rVbLmLVzH2y3gh3MdDrm4XwwWFCzWnYg",
-	"6+BGbEbjVb9/NIVjIIF/i7hXN8SwVqZhWmqVko8Nz8etd8jkoQNstUMt19ds05Pkh52zvbV0WCZWCeJp",
-	"atXYqc6spYzW8EysnZ4QwRG7BNmTpnYI9yOHIs/61oUQI+e+tHZFQ7+0IIK2bzNdoAPIv4hnGcfsj0Lr",
-	"+QtGFMinTx8o5c+XOLkIopEv3KMXvcCbQPqm6bsZyLddo6O9ZoVYebNZffymKcUGsmss52zzOP1kxDQT",
-	"uWN7dlEkX81FJnq1QZGQHu7z21P97CfrEMTKA0cUsAMXx09/9+rAO5upHsRLeJJISyievg9GRTWS5YGW",
-	"9/2OrWRyvTRsrbMbK0vbH354wY6Ojp6DnQhiaZWvMtHpsXcLmUMGibI7q3H7NG6Xiq7AUj6xahHZSLDo",
-	"Tl9waoJPUFwZckxFYVgdskZ37KC6sKO95ucOjjhzyjRODVTmxTLfRC5JEvxz7fi7GLPPvm1Hbq8vFVNt",
-	"DfWdEi4csXEZRXQqcHNjh1LZTk0vsnN2z6vVYiKyiA26VstKTos0J0fy+LU74rs0NGek9Vq7U+eiVrLK",
-	"QBO4Wph6iw1ynfJgPLnWN8BlC5mmkmR0ia2kyp8ch1/u131ZODW/yuSb0udQ/w7DYUrklu1RWQV7WLGV",
-	"tx4oGe3UameWRlrZR61K2mNnY1XK3AR7M6AemK8j2FoxM3xjmNGsHR9c7T9W4L+tfeEpQ7U5z6RIkC+3",
-	"toBe5VONu26nfELSvKO7g1jtFVZd1SZAgppyzH6U37tooacFJaWQeMkE5GtpJWoH6b8V2P31Aq7mqK0N",
-	"T8HrHhniWROxycaaGVrJKU8h3B357DSR0G2PDCagGPZXLa2WhXlpEYtPx4rWHmakdJiuuxCsvcVAlL2O",
-	"vn6llXC5FjQioMeNWOY99r1eqUQkI8ztwRQYSrrJNTsZDMcKHEKgVCmr1EOK7NHQv8tqVX4Z7OTwJ5qM",
-	"SwiLKk4XrpKxqrJqjKtK3wLpu+BpKuxPRpMPK7u2arl9b5Lp5VIk+FCPvaYBWUk9Vgu+wT0RpEfjcODc",
-	"gEGNwJGF6Ud25JBdxKUyIA/stSk3ImKxVfFAUcbgRRyNVVy8Fvx0+kYovMXqBPZfS27MWmeJ/zf860Zs",
-	"nMrN7YkWgyo91fpGipi1jR6r+Ix8GSDJ7N0v6DKkCl6IvOt/WFhxBsau6UTg/F7mZVJHdXR2qvB0bumr",
-	"roVh8af1unsW6LL0ufeZ/rIpX+iNVfxGo9FLd7mSxuLnGyGWqAxhwhXsdhGxueUf+8yS53PMaIf8qmis",
-	"Zhm/XsBBoBJ71mZSzTTF9xb6VkCmik9z2l9HGZUdeK2jfqvu/DM5z/J96r6T33Tz4XpHqcKyTpJB2gKl",
-	"HFckmZf6d935gaQL88pLyqcvoQ7mXz5ACwn+uVltcApqVa+C1D6vLDwyW5qEiZhOE7uZcQNvqRNOyW3U",
-	"JYheEusCyq87dSoUbneopAmdxqU68oO1KqcqbelVVBQ7bahseE/5jNyw2NU2QI47TwqnPRQ3sDN/zjuf",
-	"Pc2OQ0Il7ie0LvZYcQfr9+Xzt2YP8Bz8Q7QF0H84Gqsui0kXiUeMs+GXLwHnhqnIsU9qsbKjCxnc2SbG",
-	"ROM829hJOJ/mqY82uu9JUyTB4OP2Vnh6JhVPiycr3+QJ3ER7K8w4Ir0Fz+GKBjVWrEmJwiyk7THjYa10",
-	"QKJZjhVMmBZKZPLFnlHLPlmTKEoVKq8UlXxVFOxpUW9ZytKlwCyZz3Ag4S/wuavpnKvr0u9YCVJcGCt3",
-	"Betgr9AmqXnSJ6WH127EJvy4/ZO8EPBqe9pJdX2Fh2Mv07m7E38xvUzciI1I4lN7lC7ltDQV+IGKrHCo",
-	"8AsluNtnZqleY/1g+GDwq3+69Kt/gx0jsVj4Av9b8Lj/DbGBSj9h7gLN2f0YDBNzXV0KFR2d+GNGVQcx",
-	"a3M2WaU3lGnFICXCXqMqFa1vxgoCcNzcjDAHeiZTp1WxOYWlOi562BOJzK+2309vRT3T3mM3S2oVEDDC",
-	"4JeIffzwhi0zMZNfhLGKrM7kNShHidcAJxvUnqxw6px6LamH7sIrifpS+OuVVFdoCAValbtfr/KYtX0C",
-	"FMYUHxkWy2WDncGneZ3QLVydrI0xxrP3566axF2zBxM384nmWeKSUzrkGkWHaBE7merFgquk41gafKbe",
-	"RUpMzlbLiMXv311csse3g8d0306PqX0JpMsseCJc6hdHaPix0pkredoaqPPIOogjmTcQ6A7OZBd2aLKC",
-	"8KipOSFIHPTYW4ExcNzbVgK7qiTLTHy5FBy5BorQkJ/gYGvHKHyAX1ZZeoUX4060xWtkiESubACilpD8",
-	"FxCgOOLQdbwnZdllr13V33230xYeQcaMnNz2xIUVqT2KsTzx211+xSFyL1Ul1FOca8zrKKEvwuko+52d",
-	"jerH9zyfzgPvYnnaVLF94LzhXZfc3Lj3fQVP3Tk+SzDkUrm/93hE8ds7xoyawzeulXvXKs3v76MNX1Lr",
-	"x7NDeWQguy7N6WgAyxQrMqwMUkFtDx6xJLbAvIixNpHyjoOCGjgvfEWNSwKExHY7KKopTkao7aI5wNrx",
-	"H16hgMTMuV9k8jXueCieiU422waBd7EdFNfzwBN7n6DbgNZ4StaYHdlKFMFjomaAvAOO3DlPMHbuQM4s",
-	"TRO0m1MmeJZKqLYG3gy2zETrVHAA/rHk2FvZYO+pdeVu8f/BMZLypqky9BbE0LZVJk0DVSLn162U+wW1",
-	"q5wZqa5T4SNi1eq/bdFSEzD5PhP8BjN1KjFVu0unKwCZcClEgTsvcOKGV8sT/AHzJrzlCejFePSClgIw",
-	"FDkVWdaZ31HLKj2pvJ7X7NALQQlEmEcHp6B99TLT15BJBaIWjJdE1L8dhPoy0xPR4MiQKWg9ijyjWgkG",
-	"t7O1TFM2ESwVOcvnmV5dz+8flbRf2OdLmeBCoXGLD9z/g5mYCpVfTVMu63z+L+B31KcgyQNqhQsih4SN",
-	"MAwBTtM8QpfoWsjruVXr5jydUTLZTN6KsVpItcqFQbE4WRkJGaOIIoTaDQsrmn96dfnh/MXF1eW791eX",
-	"Zx/+8OryIu6wOb8VbGGt0alhBvppkBNIZmOl1+q0gAo3zMx5JhhpSb8ft+DncSsuU0+vEKmXSIUBl1YB",
-	"tWPqoA/uz9ZQexHWQE5TbSBxyJKsa9e3hXxRa+/iZGq2xJa/UGd2UXrXPRbXYHSNjo+P6gP6qNXVheLw",
-	"AnmA8WRb2+lWNmLII44ywLuDPnNcUEsaQphr4ErLifjNAIiOQ103M6nOvXerZhgHOPiIsG6BguUP5FxU",
-	"LxxDYVVMo7rZCtLWqiS4yx9Am3WCvU6VbXSrOiggkeG6YXEQRbxwVymZso8fz1+ytjW+fhaZNh1LZazD",
-	"6YJNgnIBdZo5NxBOKW23xvLHcC1gmFGz+vaCp+mET28oq75+RlAYiInxM8ozsc+M2BocA+DUVDzdjtSy",
-	"a5332IXnbEEu2bGK3UviQrcJ8APQZxfZp9DPgPxxVXkKC7UTwRM46/lYOYOvQBoZOVs1lTeiAlbRvhWZ",
-	"nIHEJKTeDbvIuUqsqfuJcENZKicZzzanYwVjoYe7MokhO57KreywnMdZJphrgy51Kz9oyz0yHSxaH6s4",
-	"DCKMWDWGEEfOV1iUZFVeRRnrS53K6aZIxB4rPxwwex3kxJcvPfYDpoot+AYy5RKoaOIeDpeZORToyGuF",
-	"7mornsLynBuFwjiIhfjY+8CHoh16VGGlEIil2Pzxlm/On5y//rBJPv3P8xbCW17l2UpNMbWGkjnuBlpZ",
-	"hSf92gQCys3N1eEIl1/vlGeAx52LpJR2RITwHWZHhgEzHAuid6cZ7An2l/chpdy293miKXhj/znVSglw",
-	"GmBspxN5DBh66yPj7LJTCG4wRAmBCEvvML2p4ItdwteJJm/tBqvaVNMOzQ0hCxhuDD3hIR8A3nC9TkAM",
-	"0lg0j0c2hafwWMRtae4unN3X/LyiIDjmEpg9uXaJ79Aj0Jwa4IRwiUt67BPG+JQL7u1liDjYbyADMchV",
-	"YMlIA3Ay6GZGIA9pMC52SkmScNwUvIRZImuIoM/50qvm5f23Lyvjya60jAk34skxaxsn4Hm6nPOJyCO2",
-	"BEnYKa3gZJPXuimrAmu3vV4aA6Q/pFpdY+E43kFjJmdFvW3+a2WIsPLWhtA5ouCxdkwCqlfNU4lHCLIC",
-	"skMlY6XI7RqWxBdZECFMXKfWR/ptgWqQQbVh6h3SqEl1DYdSkJ1AmLfWvmlH1rkCyHlxYLqkR/etekMO",
-	"8iY3JOg2JsVuz6MqqFx9an3SqJ21mor0B4gG1RgdWiHT0gkEmfpW88VqX5+wTxpuQ166K4a6Y2o6RN4P",
-	"fy7s/7LtzsQgOFlPPgdgq9cjnveKlX2N8QEnRNGx6urAxS6ORB/zDRCpfa+Y2tPOwXAe6KkrcE0+R7tJ",
-	"45B3k8Ki3UmXWp8iMlXhW67whW8N9su+Xe1vrWPdl1ymmzceAbbGnrM3OARDNOaWSztbHZSpMqXXJIuk",
-	"YStFtZ01uSU17UurX33p77HKt69qXYoM6isTvjllS7thZB5h6dBKBBZ9OXASVmQeIhG3MGe3aAIfooHh",
-	"NguHdg+pW/5gbYvXupUDY+ZVvUIMkYewXAmN0sADXl4WqjGqVy1ESvYlWsJLns+dN6ZUK912ubXxdqkS",
-	"RjRgVSBkPQthZ0omVX2d09bm9YVPtVkz0hCGDYVny1+oKZXap6sigYrP1i9IJi7loiYuleop1hJuk7do",
-	"SORo6uTXI+yMwH7WSkQF8puezYzID8+DW+XTQ8V/Zc44anzDrvk+gKfJk+7egbgfUr2uhTl9DWi9hfOF",
-	"8BtJfEG9OGZF+sbQoVwzIi9wKm7EZqza8fuPKL1nqV53b8TGPP7lRmy+EsaHSI0IgJZvxIbVPfKdvZ1P",
-	"M20M3QnuRXY2VmBoQX24XW+ssiL5a+UbZslamQdAyCNoYj8TWcZTdLsUKWOQvitzBlAhxqUkoyMHDWDT",
-	"Y2e7oWox9crB29Jlj355CXneYFO7snuFiSyFP8DOd+SQY7UpHienDQTt2hAXEZnvCO6cS1ZqAvTJyohO",
-	"b6zQFAXH7Fwba487jyMNLmJyVoY2sYvI1Saik4tjaWGPDQD84OSETec849PcmgSWPPFZ3I3/DECicTf+",
-	"OY5YIq/ttMGg68WAERl3YxaPYhb/V8zi38Us/n1cljLV1uO7kTVD0MCz7p8RL7B3Nfqv3/2++/l3/1m3",
-	"s0tN1bclS7GSlIleQpVwQMam4s/652itHj1AdeYBJkcZM7kyhf0w1ShJpGLosS/wGvrOIqMNUzJsA1XD",
-	"kagW7RGu2XWLCbqCsz9o5vKE62sqKCJ02MDtbovxM7EfsxeK5CfbOf5wJe91xBDgNcZJiBrlZagUKgZf",
-	"bDoFmgG8z5rhu4vNUohtUHZd7KEC3v0A27w9Hn/395q93tm92fflfcMUvSRUWFGcURHXoYnewUtKud61",
-	"2d1BwQ/UeZAde9jB72XYb5/a/YCp3H4ah1Zr7hLX3LNpj50FzoFCFuBBFGwTcDC6kdq9bA/tCWKYp4Lf",
-	"CuMqyROxyzy7owAscJIfGRdVqhGIdYpOuIdOApj+gesQsrPoLxScBPaPx8yd5ShC6MQDA9wTD4/nMWvb",
-	"PyMWDxbwv3NMfy22/MA8rPCNmFnyKdasq3QzcjhGegZQTnCrHSA+CQ3NLSHHatBnC+M2o72VCF4armuu",
-	"EtJ3D4Hr3BGvLy/f/0QNyRq9lNixDJnYRRkDo9O5aP7w6rIVua5m7z/C/55dvnjdilovX715dfmq1l/z",
-	"WvA0n9fJvjlc2RC2SI0TbS6mNw/gP3YNHvh0zhIB+HtqumHw+sjnyLbjpTb5NeIlxZlIpIk7pw6PyYqh",
-	"GIBLf44rupd7zNL9BrxXiaQ/vjY6juvyr2+wYiL4EosTcZ3xRCQUO+bhBAJclrXOboy3Btof7BA6TJqx",
-	"WinI47HSMlxLGKl7uV23Yp/Apd0SleZQJ1MRWb5muZWDlc81BLch83vtAcgNm5KA+XYdclcZ/Q9WcHid",
-	"yX4TYGGtIYQxjokA0+ZwU70p8uZR9CM84W71DcSlJ5uDXKpK5w2RBXvF9VXwOfC1miWWIuwKPpVsKE8S",
-	"GHEu0hT+MowveVbxxszXUt1eDW+/PL35224P7y5FArnlAu+1qulOIBEOjNNdLdH4lPn98+DgQ5PNTqzv",
-	"MoqL8+X44I1M7aFMZnCG5is9YIdocqy3pSq6ABrUrVunjg/ukTdPq0wsE8RlSzp4sCkKOheEaN7LCCAS",
-	"qEg7NvaC39TsYfdpqfagDMB2pDyPlcE4f/XIX9CRP3jSn8en3sURD548m1ds+afD+eE769NcL8h1gfvW",
-	"WDMj8rZGUAKj1wp7PJQ/Z+/8Q6on4kvEbiVnhqeQHBbYFic14Bdf91D+DtAtJHxrMpLhwo5oJe76GHc1",
-	"aqpHw0A69Ng5lhZuo7bUy4Tjxc/5kZrMn2yy6cn6r8lydnzNn6ZGDPeeLuFg68FecJ4P4MH0BNtnxTyQ",
-	"xVGSd9sqAIqTmLUpUGFymabutPTwUp2IxVRMB/UGiBcYszZJI8oyI0d0xhVzRc7u9Mcbafd72VCfXfKG",
-	"T0S6Uwvbk35e1cp+FJsuQicsuSzOHe/jsgyGAIvwGKD8UxVELjgo9856t/8W6jbu9XodOLNmUiVjZe1L",
-	"bM1Tjtn9H0Cv+b19y2jJNwvLCq5bSxEGhJtSkTCjIyrqf3dxOVZF+QXWPcRUE0gd+BgSKgBNwFp0lwdH",
-	"ijX2mCqAIeBr3p8rDbo3nxxVTuZUr0XWnXIjdrs3H4OLMxorKFOXLpbCqac8uYXtgwE5+XLZu1lNRKZE",
-	"LkxP6sdWI7baLy9ALvrkdh2rYmQRYZt+yQHqbYot+kpi40xt0GsMHnbXzsuq3JKEPlBgrNoxkcKX/FG9",
-	"X2fkPc/SICEgyzKTiwXC/xC0RdUnSkxSNI6084WuGbj0VO4UMvPRsGbT/gRJy3bTmpoiY99hsq5CIhF1",
-	"6ak+fxz7OGLCmz09rrVOsIyySCvlSafejZeEreB3fQDKqUXS5A5MeS6UMOZqedKvBQL6SSSSK5QmM68+",
-	"+9oOux4YzNVesd7gr3YHOH2JNH332A43TpGCXwzt+fPaoT1/ns+tpT0VKoeKjZnvpfUt36U0wwNXzm7A",
-	"VMxyV+tuCTHVC9FYAJA1+P4xO/6Ra9uPIJAHBw23bbQsL5LzTCsqZRO6KW7lFRZ8/5a0hXtglEEOOVRH",
-	"QLqW/QRbqVSg828ueJZPBLcXHd7vYbaWf/JO9uAdM5DqLK4EEtCszMaCWpUwwjqllkDbtpeVv5A/1BAp",
-	"8NcpPTMVVroXpRPQsDRi3EwRMrPkna1JgKgoMGWclnswUAl/MAQ9KS1CxbAIZt3EUg+gtgFn1sx5F809",
-	"AHVAeDzw7Yltlqm0Oy7XDTETpddKJFe7vvC+fkUhxnorgkVlqr46qE6LLE2qdhz1dM4/CI55p4eZDkUh",
-	"6C//jG64WN/ELhcFkm8PdMIlkqcsny7ZoN+z//d09OTo6fORyxAehanC1BalxmtXTc1CitTYJtWpE1UZ",
-	"VrJTnIB8duW8du46A7pM0V3kArRlaBIt1XVt0IyysUxZtaZ0q63Wq1pBWg3mUEP8Kc5W6ornMQahHAKW",
-	"wtQp6D/q0xicqmLnASov5gdg1ACzImYuJ6LwhlSAbiJCoGE6gzobwvxABRzVafS4+OYalRdLQ+35XVEi",
-	"JF1QkRh1x8UOVGMFlL/WwsHesEzAVjVFCAqyd6D4RhewjiKpT51gpcwJ7N6CIwfQfrvnXSxFoT9NJWya",
-	"cTMXkGJRVFwBOsNCJl0oawMzewENf30T2okYK4R/tCcna8MahuU9nRC3yc0FZkvtbam7bFFEB94NJYK1",
-	"sVa+axZJ+sMVz0egUcW0EB6yJYkLykJr68TZHJ6JXC035I/zrbVzLcGCBSxWz3cb7o1VferHPiMkstrY",
-	"kmdQZJ5jmo/9R9l5Afx8WDh4S969h4702xEOK9Ggky2YcEEyJlUCYj/jlV2ih/F8+6b5h2bHwjgokXRb",
-	"fAW9Nmn03NjpnBIAul0pTFTMfVtq0pXILxexfiW3NFC07tdy8wESGEirIWrdLVnBrvUDqDDAMvfOm3On",
-	"dZ03lmD8uWEffnjBnh+fPGXL8jFUl+DrYGxq0jKhyDdIzKT6IfAHU4cTNl8teCXFYjcQf23chgD4G6Ip",
-	"wdP42QLKHidtDk9gKLJwa9TIAn1/e0t//HBOJzeUh8ykwO55YUqo78MPVC97+TPZzQR0OJ+K3XGT3SUl",
-	"02o4HnsCbJsF2CVgeyLYJZhaK/icAKkgDhwMvVjQUnsHRv0d6jL0N8s7kG7ro6cs5hO9ykeTlKug1NYd",
-	"u+gKWmjQ2sVUzuS0KEwKSuj8uIO33WEpquneG+zyB+QMYiy0c2o3aQGosp3nvV1/MQp8kOD/TUTEXH6l",
-	"UMlSS4XVuXA7m/Mkcuqhqz0eK1d/a1UMq9x00fEnoL10kAq166xpMOrdkF386ttDpEVv5FOcSdjlmKrL",
-	"fLpQ0A35oADqASgsImhljzArMXQ2UoWOTF8tl2wpAEk+qHDUF2etCFThAGwdjA+8wEdcgSe8YYdZizQL",
-	"16meg/aX63oQqfKXzt3CeJR515PYMyfoUA7BZkN5Zeuotpk4+DnHigb7yDVHt5o7IWiKxGoMDnkPIt3A",
-	"H2VspBAEqXNK5d+IauzBF+H88R3+M4HuOr06HMoUQYS2jwpfjXRob+UaHwu+o6KFVLm3xAVVtop2gG/V",
-	"8VQzF2GJh18TZKo2EhWjUTdimXeAiFLhpi1kbnOxU101jrve24sWX+9Gf2m5AMWbB9IqoAQLpCwfr8FM",
-	"LO9y3PfNRvc6Dr8wCve/i3Lda9FNLgujPICN9el4+9/uy+WaXl0CTEFbeO9Li3q8A96K+3oLJHhPslrJ",
-	"Wx2U/4XUCmYXbVfDR7ur5D7Aur8ApMVtdZ0KZa8ILbv+fJh7mHSKycwhUZUQRKyEIrRtU+eerepEhdxw",
-	"Hzci/0bPWjhCGA9PEmgUCC36vL8E4niFh0lmTIk14c5/CwjkKkuLKtfaq0Ux6wH+5uCB8N1lgkVba9e8",
-	"+q8SmTfYNbkmFE6QZOCuWgAGTuJcLeAPQekB4cccEWQ/fnjzyBDOaxS2CojAfTXR+ZxwrnSyAU0M344r",
-	"gQazyfkmPCh77A/yVpTKin1kfK3BdfNRgUPKL7Se7RR3EXmhC4QDuDAVBcj4eq5TYQ36aKzQiFGCaGK2",
-	"QETbsUGofiR63ImYkWqKAwoJh1AtcDRANf2YWHAetByALxmRk7oFosnqV4DkspZLQKuAWb/i1Hn4kQGW",
-	"RXiYAk/XnkTgFLVHu8HKfQ5RNHsFgqn2kWyVkuMNsAOw5eZYXa94Rj2wCAmguNHIn4XpeBenpzsOEqpb",
-	"nVUqDaoUEOgCfIGVIoRXdAQGSGEx+ZnjojowE9zUuYACCIVd+gVyOnZ0AH6nnVek/+1/+uOHN+/x9tqE",
-	"JLzpgFp5jjQAivmS+YUQsN0mbjeJ5BTVaJdCgRvEP/oPr6hPss1VtlKlXPXaIgDQqIotYMWEn0WRkVvI",
-	"kHxuLdwARjqilj58UyBT2QtjhXxGIqodBwDiBkzbuAOshewEnWpmDmMb/slTYzcpPGc/7cr/atE6BMnJ",
-	"/ZziOCwtEoMO8jVSIlFTGb43+YBMJDC9EDSUJ2JY2855wTcTUXTywNxB4kGGiSTxWBmR11XuR2ydyTwX",
-	"CuSFYsjlIxb/MoYUkXFrxMY+S2Tc+orYMHXJQz3I5SkkNtwzAuNlscw39GpI00LfuU+A8eO048k4xjTm",
-	"XHk2GqvKnjhlUBPiH7MSEgSn0tSWy5OAlK9QlxhErS/da921K981N3LZ1UvUOLpgu9lNZU3Yf0U0iX8i",
-	"SAgQvE1kQ5EAh7I9kiCobgKfai6+5DvoFgYl+sfP9kQlmqV4cFBsG4J4CDodgM7+yKWPQQIaNzIRIwbq",
-	"gNMy3elpTzNSNVHbIJmH9dEexAcZh1M2hZy5VrpaiVOvYFBQwb+br/nGVQmTLg795djZWGFDIuxOOwGF",
-	"DrWwnUrV1iGDH96mylto1KRnhQqjSe0veRr/0vpT912adC/1DcJ3NtsDBcz2k+Oa3I1vsgpeF4O0ql2D",
-	"duSm0s4EBKQT6oew7E423bleuu5UoAHDwdKpxNxLjZdao9b32P9ZiXUXGjzV5NcFkw1i6w18+gEPsTqE",
-	"YnKF1dnC3NT1/KjBl3AHLWmtsPFiUM5HjAAjYtYGolmBjacx8mteKS1bZemIBfgUkNx53H/+JIhCtpqR",
-	"28yuCo2ZWLO2e+dJx/MvCBNamQLsoNAkPe/tF5+7QlBE0KjlPE9+zJ93LFxDrUDF7CIDi5N6dOq6v4KB",
-	"ZK0ROqFIzQHjpQQKUevLbsZbs+YDehkhcrkVDN7WHgmprvl1BSRoeZ/lPlPilMXj1rgVOz8BSqwy+mYh",
-	"ucYKDSIrqdrHw2GnIvgtU9UMtAo1umPAW6ikyPj+z7rxHjSGh8F7s2P01nRxhFgrIuD8Yu23WPDB1FI3",
-	"Gnzh3sGcInqgoxrkhCPkjau+3DWKoE6zSYdw4/n44U0Tr1VDja07aAWNkFVodtRs5sKGgUyVkW+mE8Qi",
-	"wGCmV7C2hgrGbMOylRqx0L6BXHNyIhCWin+cSqHhsIfgU1vmPmdkToXj7jgzIu9gWTXamcwb4vWJffTN",
-	"HS7xwJzzXg6QztYWRnPEDfWRYXFhePdmmV7EDdnbzkI7hK7ruVceRXEcY2hHKIDThUYJVlIXZ8WwT4Bb",
-	"lhUjFqMTBu+CnLpyt7wipnVQQKR8RNd4OF023V34puxFgsmW3Cos8Kp49ljwG2dYO39ME8mb2lX4tSb6",
-	"OhdFn4Uc25DP7fWhXdMs3kJzLrrqDftO3cbAGqTTJRhLKy9SxQNFp6jS3mVyh5Ujr/i+499tj4B6zed+",
-	"4UPariFwQnGnFRTDjmHt0sncgXq/XMcjd91t7ym2DbHXxsrtw0yY3Eln+37s3IrVazzwEuRaj3yHwJLP",
-	"pm5oY+XGZr/j9UcUArTtYwLVgBO8g8xcA9qW6UVDn2v7uWDooMHb0wR8zCKdMa4QzH/0+DF2QnXI/jGM",
-	"l4pqOHUBIKunUqNHT+g06QX9AB4DCMTjO1uZ1vhu0PO8woaUw3TKtbQG5MNNQ4l1aRq3w/vOpAodZ5cJ",
-	"ZlfP785H0ajruuMaU2qDfFpIe+WbuBZmEbELA9CK/qIWtQLedofst5oZ5NnmJbo2TRMCc4DUzqtZxNci",
-	"D8p9rjHDXYmI1PcJ6fGjreK+sXI1u2tM6kG8NngWisR8C7lHhrUH/aAD6gC2xGDe2aZdCXkwJOGgX3/s",
-	"f7my6q6ezSoEry0ZXkjVcLvZmzlUwUQMX1Uex+d9y/QRMhO3FwtCJEh2tB7KtpKjPZH91PkiraTUmTAl",
-	"gtNN+wkcYpOUM0r2g3VWqF9NFAuAXiJvTg+ePJsflHFTWat9LycsyX5/YQ6DFqpfo/ewTepVi1mlGxL6",
-	"VCBPq8dg8RbSGAimB8m0gJFKqwHRRIBJDWzmPNuM1XWm14Zq44OZxyzXa54lhsUBsWMKAP9V5jkoF5U+",
-	"4845p8Dn8RyimSf9owKhWt+KLJMJJmW1V0u7Ha3mONer7IBNuav/gKeOVNbAigINSQMu6jRdJZZgtBvY",
-	"oF8BzNmX17ST6wDMSStol06EztfCire1DiRQGc3NjyUeVLEHDpIj20MI17ggAKz1jo+beD/UUR3nXtAh",
-	"tm31NTtRXEsVitD4rNeyqkqAY1ZZkgSW4AoAubmxNl7R084dpeb/0CL/HtD3a5pzHh7D2O0ICRq5VKdB",
-	"55tLPty2kvbb2NG9UvenGfot7+nbqek286tMDfoBUzrlYQ4Wh/Fa72FxoGn3Ge09nU73TXV5UM8SRTPv",
-	"tUaHboKUm/yqUBXrBpGDtVSkri94LjLJU2lcwMDZlvfD2YEh2FEuG7KL64dBT7C2EYLF7vniBghsS6j8",
-	"uf/Y7uOZg5KoXSTFiqtiJu0ALQh7YHe+oV0glfzdbQOGhYL1zOje+w0bEecW7LcgtwC7uO91SxRa1Neo",
-	"VbPmNWHV4iKUH0KOMJonEzG1IwpRodfoLIWWRlYXWGJd9RVGWAtjZqxCSIMJNJeZiTUzYqohgdQKHd93",
-	"EAy8To+deaYNwcGDca2WY2U5PTstAYZjIaIOUs4tC5V4RKr8yXGrvroDet7Uizm5ED9rJeoT8+5cQuW9",
-	"0gdk8cFZFozAs0d5A+Er/UYsplM0/m+qzKpnkM87dJwHqNny6tJvj3qKqpRzV2ViBEj814JNV/lYYS0P",
-	"9QiHPjf2BS7PPi6rVRA2n4m1yDwPGkw9iaEgDtGfOJV/0nC/oWP1xT5PyRnLhF1DQKshlBzfPZkKvor2",
-	"FVXx1BwA/EfrjlDUDi5JILFvMPjI1Cha++NrTkEsD+nEV8Q9QQnipBRYDgCgRvfrjPlWD/9lDbZ0QwhS",
-	"/4UTQeAdZ18Q+k7ZsOiz5+w7+3+t6LdTVB+Yjv8oDfbh9NUHU0TfHKSE7qb/obuq0LYOG3Sod8HAHWIw",
-	"AND+kyhDkOpXPu8BJiEEAAPVD1KgykX20lBFTRm3wDmGykrVniRUbGhTUivw2fpkz/soZIeqGsVCfbx8",
-	"sYXtfH729qxokIKJm5lWTHxZZsIYqRVGd3jCZKWe+NXKbpPH73kmzQ71ZG/8Ozy0UP8Aybrr6ELH644D",
-	"DFrsLER2bemeYyEj92vhon1wkGE3WlgwKt90W8Yf/r6j3VgFbWUgrS503kJ2q29S65zqwfshgwTiaLGd",
-	"IgGQu0iVnM7HCjpqW8bs3CeRhrVpNK5RYucgD+1d0mpcPCxQ81CdBpen0msGKTaOKDtTVvYPrPaIdYNC",
-	"LQV9XXGgx1JA0m6hVS4SP7IHPzrr83d+UwqFh+eOo/BBhlSDvFEd3z36rxxwAu+lQhUfL7uG0g7aicGe",
-	"3aqhmXIjulIZoYzM5S3mvbhmulgk4bfUWFF5U8/95tBasG6Hkssd/fCownft2Ia1asSvTghyd0022Mej",
-	"SaGg+yxRMKUdaTJWhZy5B03gVQeRZLEDKt/uPrweQXZ2HGH5Ffz3I/7n7PLFa4zxIiJ+HEpIe3MlcRRR",
-	"9O/s99mjtPxWu68G864+5Se298eokpgSa0RWoKVGxIChjWPqAPzVAgblisnxWUoEtRchgdKwRO9Y1zqN",
-	"52COLUW/yzFty55UxRduWTSm4LnRWBXcWaQLLiL09mDip64Nz9bNZ08k9ltir3cNp94jPhpojvW7aimy",
-	"rqt7ppvDfRNoN4fpF2V1tO6LFTU0+Fj88fIFAM7d+YCv6Kf7IegP1FdrtFK9bGqhyBU7e38OUmDBN3Z7",
-	"QMMk6UShsc9GvquF3U+zVb7KRI/F4AcdZYCIBjWM9Ms6k7mI2RSa2xFkIiZbyawI27apVgZy8XwZEJA0",
-	"fE0Eyj3k93jwh9KnO1EBLWZG38WFkypiMbwTfsV/BQNxIBQmGqsYmtctuIIcfiKIfd6IaSby4pKR1wqN",
-	"L/g9YjFfJTInIpS2J1xgqb4OgbS/c9AL8IT/A6baKgqZ/OXiB3cLzcg9jn+5i77xoLte/OBuCWZq31+a",
-	"XytqFdOpBfe+QJurJuvXZLMrrOLYYrQLoRLnzfxT98XFhx+w4oUKWpHRplD36bpTUK8SNPCmWt/I+oT7",
-	"g8Bl3XsAzYGCyplQYk3pgD6ujPfFh+PU3KnfdaYxcO54wfebdp0C6tsX+y7ZjX0nqOWEVD7UUu1BsG2r",
-	"/aOabAMRopBdSotYa1TLa3WuGo3pV1/4NE83lVqtoB97DdIIT+wp1cCul75NziPD4tfv3v346fWrV2+u",
-	"zl7+dP726vLdj6/exrXMyJeyXuE6cytFkgUaJ1x53HImE3Se0k+4KQN/6iEyHgXTBTxasz3vk2AAymBe",
-	"H6Lbu/E4M6ulyIxIANHQDgtanBgnQwkhybEqfY1V0wruFO+sq0A9Sw0qTvGNTLzxG792OWxdSzpuj7SY",
-	"/fHTJambNGB5rUzvMOTjUuTJ0e7zvqUKWnZ8+4pdZ3wqrqyY2wPMlYlbqVfGHWOwMG5d7orStV2Ni++5",
-	"Mp4XK8r9em7E9Cpmv2MTbsSTY7smR0OWcZXoBaRwmx672G4ccsAiVL5dWZUyffauzUNEAEvb8t7wjaXX",
-	"fNB52bm4swVhefBAgT1Ndba440YIzx3Vvnpt309neDyPi+xLbK9TsV6Hx/PDpdlqGeyNLTBCOPK6qyVJ",
-	"1gAKGVhmqpcbBw7n9FuE6Aj1t5qDoUmEX4aq3T3EeBTqOqBUN3TIGY2VT69llG8LFzmbc0OId9U2Olc3",
-	"R389np9cP7l6PnsmniZPpieTY370fPhs8LT/ZHYijpOj6XAy4P3a8vk9G/ayEIi+Y1UlVdh1hYwY7W4k",
-	"Ae5vd5LVT5hw3eiEtEZIBgxOruprkTMONphzOhcTx0/9NPvxv59nz/7w4//+Lbtc//Xj+5fPzt+8//O5",
-	"Hr7hb/jFurVTq9qPdrsN7egUN8ctWyT83MjT52pWW/8goNgKK6rXHu4XevpQNx8nBSu2PfVc2CeEVsuf",
-	"AAO/mmte3zPJjfan2v5PrxtG2A6UpYvzP7z9+D7ujFiMecTQshzQXU5ZjB2b3KbgviPYVCdirMBcDtXX",
-	"UxbrpVCA7r0hBcE3JoS0eHwedWlVb7nAhHaEZKgPW42qvK8XVjB41qaWWL1ez1qmCvqoFNVYlt5g4hIF",
-	"Tpm8VgiBbW/Bad6zSVbgixvUtA3b1a/C72N7ywhbCg36/RImtoOmgSamkBglJDCtUEnkUbR1xlB5yAGS",
-	"JOjsU4ZYxQY71SHfpeCmwd6IWpfQNr5WC8eG8uQhtBYnOB/IihKYpU6ZNFyZNXpIVW2fyd1p6p6gCCHo",
-	"wUBwAAiDFcN/4gMztyiMU/s9bZzps6CSOfgMlhEgQEhu2CQT/EZkrs2KvRvA5EW+1tmNh4F2HrWIHfef",
-	"RWN1PDyJKLmfnXz5Ak5LpYk+wBVSscGJyyM5cDpSXSFc4X3otw0liKNp6ldk8qvGRpGlr1FiKZYTa5gq",
-	"zdPKpCgcxOFqMjgGl5meiAatHBoRLYWickAAYLW3szVG+1kKJ2+mV9fz+9tGwG2NRoFrIjMR11whi0h1",
-	"XSnGwuICok5pRQBliw361JLIjJUTF7vsuVrw2yYRBR96ZNhUZtOVzB07R8zMCarftZBw+xmyNe1IZd5j",
-	"SGbqI0GnCeHM0Ishf9M3eEnETGQZAvnEpSWMA1FI3wibRbmDaZpqzGCc83TWhXNpx/GUNwitC3uGi4hK",
-	"G1XCljrLIyZ6172iDDIoaBwdHx/Veydo0+zZAdOUy0VRUV1CAoUeEybVuYdxKrbCHrhOmp5b4XD/FyMr",
-	"9Z7y8s5xbmUjN0v+N76nwTaKtiWjXWpCDKUuBbvaEzjKRKzPFoIrs6uxunvv1VQriqVtShGXnWivV663",
-	"eM3trtfY1x3T/mZrlU7OumzVRuXHDV5kQVsSFJoiwcxlJVP28eP5S9bmacp+Fpk2HagZg9hDFywBBf1E",
-	"EZN3zk1NeUmth7KqE9hhRs12NKAy1+l+Dk3WtzOHQqTcg/ZuALT4zmpAUa3m3+PjH+DrNprNeBZ5WENX",
-	"tcbaDuSGJVq4nj9G5A5LaDdHNWfiuAYLTbA2NVVZPfYGyrGgZBcUpHRDLf2qlVnYNbOcPhx5EE0PAecR",
-	"o6F9uf17YlnokXGnLabDERioB/D2OF6VDwKKadwpIXv/erVgHz+8YblOkwqii19gLEGxnEbGRh10xkFF",
-	"YTSMKz2rE2aMlzGBooI+iEigV/lUA/qUZSWd5UUpBmw+hy8LBTvsnAg3VoB7EL+gd7/nm1TzJI5cCqJv",
-	"Uhq/0NZqz7uXm6UYQcK1nIJX6PFfjVbUi4mA2vCopVgtRuWDcLlDd4PRQwcn7SdnnB+HAHz2xiw83Qh5",
-	"amcNURlWiQ41hOgh8iEqPvkRHZI9dFGa6sVC5h47fqqzhLBe6FlPb0riJMwUbIZAPZAK4BmIrUqF8IEA",
-	"Oj5W2MyJMJm32tMGHPJ7dLg4F1TQpXZhbe7DCHdIUwfqBmUcRQ5X7lzA9WpH30RLVrevqs0C/OK4vWZA",
-	"Ry+QTtyNc544tXN/ftpBiXSNe57n84fb8A+daE6jdEl25UHRvvymwshmcHFqitHENHVYQmUnf7XYsn52",
-	"0AiE+wBP0NUswI0U4bn7G3QCaZ70PVuCPGgdaSlvzqoZQQpTkJjueqmUk5w6O3jojmWm4G6okzMbKmQC",
-	"8eyyfNCVEVJQ5iyRCShG9iJ6JUL5eni1qWuN0aTihm2USACUhwfZX4h4QEN0qAtq46/sGFAl2+rOCAg8",
-	"TfUaD6cdSAinZKU7zTIK2hCOlXuHd76S+qnV/gYw9y6MLXoF7uoNLL4UjCDBTh8V+Dhb2Ad0Z0STgP7K",
-	"ciGwrmKsYtcfIiaFSRZHDk25TKYee6vDz4Pe7qsyeuytXW+tpla/CRpxu5MctSDqRUkygZzecZimGZda",
-	"GIpSRwGZ//OVADstKcgj3X3A7EKJDns7Fcc89Rdw53qoZOtZYAQ40GVnCNRWepOs30svVJUPp1RFT66F",
-	"iN5W1QG5vVDMsU1EDAYTS4QVRUnE4FjjOZum0n6Sqlxy534aqyXPjFTXYRFoWa2PEJqlrOSidUCtJgAf",
-	"rstV0iXmd0Bp6MFjRtvN7frxO2YWmcCOtPQeCSeJVTm9byyuYnOESbWHkbZUULSLCUNbohRodcHpmUxT",
-	"gRVCJTCsBonjnAAobFzcMqjRov6kd3BslhHKa+KrrgyrxP7lYjE9+ybOLjoF7mtchb2fdqbi+owBbAWM",
-	"0nHBN+A5qyLPlLFm+mYnJnvNKkNiaEEYe8SHQOuOKqztzFu7AdbSiM4pdsbbUMgFqpcmQijX3OsgLaFc",
-	"+77LLoLya0KcHJHlCNUHkW9eFXmDL2JzrqzFCFtzBV16KeTgKeqsyh77Xkw1wNzFQbuj2AOvO78MempL",
-	"x0woog/n2EZIWbCFypsEiI6d0LcR97ZBA7FzblG7f6cKPEzzcd0UK3gAHiegGQYgRFYrA61tgwlUdZQa",
-	"hbGkzW5bDk1OSOesrToioUTfaiPYN0+JtVUzQbGp8TaTb7deLgbNFvi1OHUISyjFLM9HYadMbL2Hevw3",
-	"Nbj7l8Q1cPjD+zEN9pczHJTQZan3Lmts+HmG/gSsEHFt2NBxi643EImxHSC9AwanlTiknQWu3EGdJVtf",
-	"P9Nod2ROOEmQ67CCVbvKUavQOhiGovPjzE2ixxoyeLGgDYl5WtMRKwB8v0st6j4PeI+9wlYsmVNnMeyj",
-	"NDqW2SX2SE83lvfQZRq25scGTx8vf+g+g7nPNcBRKLZSS27nwswqy/Q1zwUTZsqXgrXj8XiVPOv3YTfA",
-	"H7PZLO5EY+X7v4QtX7AAnKc5xliEgtSTiVTc6jw852yjVxkgwLYxBStihm8q2VO/jNE4GLdG7Hj49Vdx",
-	"mJ+R64zlYgsD3SnzI7CewlMPJs3Z8MuXiAXJcNiNkXL/xgqL6Uh+oVILZdVOI61xYmN7L/IcRSxGSU6W",
-	"IH19rNAkLuIWzoJHLR2fKbVxo75Abvi+HHtRvANE+Fg9OWY/yu+dRxtZEFeogxAmaBDg8MO293qtdjmh",
-	"iQVRXXAVUI68VB8AzeBwG9GOjcJeMrgoWy76sXJ6NZgogcs5dsC7hWZG4ObF6+KqM94/JHPL3vZ+azZU",
-	"KjH2urd77DWEaXW5LBQkDqiBOl3lAiPk8Vh5zOAgQ7XSbiOivG/K+6e8Bnhzh+hktyGOfqzCgnOnbW63",
-	"aUADuDGUcWdlqZsgOtKdMUw8UnCDFo8uD6XX2ASGmNazSTnn16PCHPUNFq8O5kf9BUjyaboy8paKeJyT",
-	"pjzXo3oDYL8nfrcw4fm80pkC7vM0r4ibwFczVnEC9Vttex+oGmW/I2rlBaqpNUBmUvGUWonBRqRdRlLp",
-	"WgsDDqHMNdF0wobRx5xkCL8XOBLtN72GxosRXWsroaAIMUjVAqByJaZFb/uO/RF8kXGgrxafjeGuuMcu",
-	"7OCpiaEJGft+HIoU+1acnYOCHg8RtHjt20C4sGYpXAAI++7VlvVC6GO9VkXM4bs4CotKviOE+e0ogW9W",
-	"gskORQ8qwspNhKr0TQrjrFbVrgRaf13In62YQWTJMJMY2p1sqC8j5gOAvvSPA/mJmpz3+BknMjxmmAfE",
-	"hT3bq3OXHuwkvR9Izm5X1LYoZu0PP7xgR0dHzzs99hZMOeeL2hK+iBpPvSMVJutSzlvVdueGGa2hv+FS",
-	"GyMnKcan5UI4ZQM6gzhNuFLJPOwPn3QHg+5weDnoj/r2//35YEfDg7iYIoxbOCGIaX+ucLisww0MAxxq",
-	"dNfXFfr9dPanq8vzn169+3gZs/bJwqomvp6cnRWKHupcKwXJAsBdlmBWAhosiJamwO0ulRU6x2T7qG86",
-	"mDohTHUTHe4z+/Y+hu+LhoxF20J/xmJGpVQmJyRLuyQfP7wZwT/gGF2KoqTaq71WBkJCD6rj3lbd4lWr",
-	"t91FbjR6pyqqX9EtInbKgz3feuyN1kvQ0yCnMpO31hyjLr/lLnZUMRyyCwbcqGfT1lzIrP01nGGHEuhr",
-	"g8vhIucYVqwUkWDSbn3KZNEwCG/zUlSqRK8jptOk5KM6yHv0E7wKh1PjRPIay0rlV+CQaUriyQCAfYpN",
-	"da3VcDXZkIMOW02egm5kL4u/rXiK6cAkyDyaP2zkBTnWa1BTyy/e0Q+otGF86wvLTVIheBeNTVnSIR7+",
-	"9mR77JIwaT3Qm31FqvUN9e7jCysYB/2o3++XO/wlK8H4NNMGwsKuTgeCSRMxl+DVArJl4HdO9TXEeKwe",
-	"YpUQ13faKtI+KzIugErA6RwIgpI3uqYLs2u3X9t8EXryN1xxnfvrLwcd/xvaOuJY66/6idVdrrjwinvL",
-	"nw2+EQ6XJhUVM69z/+He2d9IpDIWeizyG3abNWv3zucd4qCOnT+hS9iHoaQCCyqVMzEaq27IGaNSjji4",
-	"CJzRB3eG7DEKnST4WswBx1s9f5Xuc70wLONSX3hJXJ6Te7bw0LuPuuUov+pa5+hVKnIy2A/WjIsKVAgM",
-	"zbjXcPuGqpG2wyjENN082/BJKtCcdO4ie/NYsdBGAF1wBMXX5VYaSqtuOMzO7nE6VotHPsrkMgec0Usv",
-	"COsTHpCxC43ksgGtwiMguLxqI6BCzOxo3H6HwneI5hEuyf6Czpfu7q9RS8xmVmG8FbhV7mAx4buo2KAB",
-	"sx8ukv2+XKabEYUXTFxBiKJORqBop1w9MsEPSifikfFdkAyqoGG1giwVJdyhQYGf8uETbcQEiVp25A25",
-	"HSlXJU3SAKSYB4BwkadCGs4yIQ5L17CmsayDYQyK2qFXti9iohRbPC/bgbSIaM9HwZ7qFJBBY1XqyHMj",
-	"lq7wCVpaBRk/Vtt1pkmYtBaQAHG9NqglQ+UErW8UmiIfXl2+ent5/u5tzNpPWcI3HsDGiGpT4afD/vxA",
-	"kh1op/p2X6XsgQqaA4ftE5+y2KygIMrqC4TX5wp4URQiAluoWqNbtX/EYqRKt3gF+JuxsyfWIXVOXS80",
-	"kWP6FjYxQuA8cBsDrMtjUnkwGYitVC5T5h17mV5b7ruuVBHjJOzp6QbQclJFXe8o2LoCS+BqKpOshjbv",
-	"y3YFyzBWX+ZHVzqPpe+gI/I0n+vV9Rz5yhJskmpo32rN1jASRszUhhLqXGSKp2CjyKnY0kUhhABhIIpw",
-	"ESddZ1xRKkRz//GduBUF/k8l8u4C6SAZvLypkbrhRva8Vqu2wGwQGWJHSJLokmuKmWwfM/VJ6Gdsvlpw",
-	"1c0ET+AMh4x0n5MHb91XyTzcW8l8F1Hpuj0ANC82s8+oT4QLl1Jb/I4Lmo/qjg14cUm2vHz1w9nHN5dX",
-	"79+cvY0jaqqPTdwRapnnTHyRJjeneBg1Sun7FmoHa1mL8qHEOt34qNfBSB+/IaxHE4gHa8DwGKtfC8Tj",
-	"sOKNorHJncs3GvPw6UhPDkqtPxCDoHaPfcMuWmMuyYOoHA8IlzJiHgxppikBm47OGmiksSJspA9iKrAA",
-	"5lZkcoYIHABhRX1xZc7aFzlXCc8S9ok+9kDgKTtkfyMeSok9m0XBy0CNr+uKmIVdRZ3OD0FWe56fepRK",
-	"qlCUqSiibtIEukNtK1VBUqgpknQAqkFNtoleG5ds6Ks9Jxt2I1UyIhxLq286zdL+2+czxyG0ZezhLONo",
-	"rGKIlpExEbG4kniG78TlwNfkPK90/QuLV4/6J4Ohz9G28z3uk3OhNRoM+/1+nUuRUmn2SR2/UtBQyZAP",
-	"61DJUwUQDL8Z+XVrZqqmcvCzgpUyq6SRsWa1/b+tdM5Nj71CNGh7AbiMs1BRL+HduMP0O7s4lNHgDiqZ",
-	"IRY/eDwSPTWPjZiuMplveoskYmMaaDgCfMpZfONWZ+RZf6wwhQ+rjegZKrGkQ98/iLA7IOog/uDRrjkk",
-	"iWRCsDXfmNFYjVWXnZlwf9kDjd7eDn6OPc+5SDKAWJOoE1Rz2BkVJfVjxbb6lDYYuYUNZF/eZ6mcOfsZ",
-	"VwE1Ma8+21e3venb6bFzxTgOCCPzfsJ1/W2DGcLiAiL4iMW/fI2hkylzmNfgSIb6Vz90P/sKxR2Ac88T",
-	"lO53pIzff7wMjBV71Tz+xQrQr3Fn5NMJInDTbkTGJiLV69LA3bu9Fl27TlUdm1bM59jQr526hsus3j1x",
-	"wMrtcU5YRnNWJRg2GPpKtsxjaurh8lWneikd7rbMR5j2jE2/wy05Vi4fugQFAgzk6+iNO5hhfD1Q+xwb",
-	"QNMoXwJVqCTii303T1PWJsSbIQO1HM0wOwbTOa3iSjh0nFI7uHrtdLLKai2Z9+cuYbEo8+I5ZcxN9C2u",
-	"gRVgRTjb/cIyvYIE88RyervoXdzpjdU7OCMhYGW/b++PT4vmyVG/D8GF/VgD7uk9g19C7YSlAGublcm5",
-	"VCLpRJD1UF4tILNlVfzV0tYPbKyKkbF39lGZIzoRTiXsTtwwdIek4Z2bUpirpciukroMqZ8sNbyJ7l1F",
-	"MJ2Ply9Ywjc1VMPxvbfElnkFtd2hzIzVmtvBIzAaHMTk57a/pNrkETkvfGa0/eBCJgp85nsXpgmMpHJK",
-	"u7l5b7znr1xjOZHyiFKAQuPBX8geC1ZQAX5be8G/vHDfzF86gBCoHnWUcjTCQJfGlcRuxgQ2k2oijnO3",
-	"K233YBGfCkF37giw0kCCgEfvN3fWfpHqVYKzejRWC/6lmP57kV3Ay10+Iex5Q+H0kctvzQRCrIH0HTy2",
-	"Q65n/zLpqphFnmmsWUPUpFQOCDmTz1KkqWXJaKwqpGY1lD4Feviv2IVaYPElB8BfJJ30/QrGKowhtktB",
-	"xA7EYEFJp9TSaizH9d60Y9+7l7f6czZs5TKuUdsPL2JuZExnLIiHdNx2gOxOa8VAJpg9P9Z6lSZjJb5M",
-	"hYBsKErWrhNGPnSDRX+Co6JUkx/mu5uMFU/tGeg9ID3m+kuZR6VmHRT+1npUeG5gcKwYmzSu3ygmprnl",
-	"1Rjb8/Vn7abuuXgQU2dSKIDOeuzFXExv/Oa05ld2K5IR8yIn9zRDB6dlVzPXOsfsMSyERDdnYvn2GoAw",
-	"929pu97eNGpY66JbZRsbjVjqFBg7wcqCD0pSqhGwdGkpx6q0lqdk0AUdu+yOW/Abe+TqxWGjb8x7ekNd",
-	"5cMuFzHdHdelF1i6QudLbW1Lry46B2BjZlMlg2pQJER0PDoJNzcuuBvSZXg6VphUSyoHpY1Lw6ar3GGu",
-	"oYRy/ruik521A60qY4UIlOSVW0OMlX8H6oXbCVENOcQoqnfmg+7HvyoiXRVvPhQKBWcB5mtS5nnpjKHO",
-	"aXUncByxG7FB6T4HkQ4uZm6cdKZky48f3gSYm4ACZyUTVAe0rcrWW/IsVyLrTfXCWvjD/lGv3xsMjnpP",
-	"484pvhaPk2oPKURCBo+lVLgQ9ha75qiyc+UnZ/nBGj92FGC+UZW740BqMleYaiGaYmCycSRaj52FuhL8",
-	"ZmphPzCxYbdelpf4K1DJRpVL0EiRCowySOlFxClqqFdUmFsFA/3Jrh8JuUTQeDL18rddyvo3LNHFCXrK",
-	"OJYx2S2Nkh/sFlUj+slVrDRWXHsx7X/q1GkCqA0Eh9OS9E4vw6zWslkKFoNjo4uHgj2St8+psdqhc1qR",
-	"AXTDShiIFvmvhXG9gt6UcErIkSU7bCYxHQDUfQijQpCvXPPs3l4cXyw4vcbqwOOLisxcOeHZ+/PIZUmB",
-	"7bZPZH/d4176HynW23l194uv71FjLksajNLrg7SYyB/4Aqvt6jPd7hjCj6juisxdKm3xwuMB3O0V758P",
-	"F5aJRAPf5QT8dnBEeNHFarHg2eaAyteHqhQtffaO2SlQ5lmeMzHObu7az1CYwOh4ChMZB30r0tvbWZUd",
-	"ahVHEDL2tr2IoeVxblPms6fNnmarGI7BbCMICIOH6NS1V03FLIfTzeSgRvmY+7af5p7buXZLvV+VTksU",
-	"TBLda4fEen0/PudTZXo2s5r9Bl6BeH5QoOISjrB3sD/Xw1SjsrOvvE2XmX64PBzRmIZT0yBsZ47NWJWS",
-	"bBAOifguHpiYteOnw/4cG+od9SF1piDaVlO9UgJOSWUuMnAg1utS9b2PcLnKriGln2rXDRbI0KzIgHPD",
-	"Hisw0qBMXSgsgyRjwhRuFxCpVrDT4ddj7+zvFOqIgsTM4/7xKebJ1CkTfGOAPRT5kYJZnb989dP7d5ev",
-	"3r7436tP529fvvsUs/bweN4piE2K6Fh5vWLO4bSnLtG/ReIRbu1D020+hF5+yrWh5JairoHSEFNs4/eX",
-	"z5jbjGxh1aEk42sfw3hx/vKDQUtnV5oO1Q9g+WFB5MuzD394dXl19ubNu09X9lUXcVg5MFaWN0PXp9Xi",
-	"YMCezTwnOU3W8Z1CsJ+kKK2HUiF7GTR0BdFuwmyG9npAEKY07EWRecqAp33men/7ozAsPukN+71+r/94",
-	"8KTO6FrwL+f4FGD4N7BBkTnUcMR9NPxa1J3Rm5qlxshcwn3GPcyuXIxwivlyzoZa2fejuQkQxAfXKsDA",
-	"XvLaM9/Su6G1MWi81RFuBT3vn5b5kst0s++YKSVWwNmi9LpGLdvfIlM3VWDcd5a5znl6GPFfgBG0pSIA",
-	"8WFoEbKJf2k146xWsaoHHDqD8xU7tepZAVjx8cMbikR6SWAPqBCHaF8uc1NSDtiZ98rJKb2xtr9n8QEJ",
-	"sUnCgXEolDmGkXu78FobcAiL/pllv7LPIUCHGB7qIMQOx5axA35F769VtSmL6MBqt0MhnPxCII6Tcx5k",
-	"HhTtnjkLlB4TfjYkbzNcUSPfeuLsa/+1Xc/18cMb59x4ZILVgsBDAeR0ULak8ggssGsitlLybyvh4p6e",
-	"qBGlN/lqzKCPNw3EPn+K7hh0fmMHasq89NvQ4ZISiFAJU7hSczeR0N9lb5uZ2p7wn8P28N3P3/3nN8Cj",
-	"7ILSiti8DsjC9zeHyshTwMPxDBO6p6w2AkHtOUeA6fq6Q6JFr6H+0Ny9Xr/C4naOjdy6F+0K0ppAjiAC",
-	"dEYt6Q/Gu8Lmvr8u4BWcF7894tVDok55kViXDRVsxNoWUODmPou78Z8huSzuxj/HEUvktUtainsxi69i",
-	"FnfjyJofGXioEIZurFJhtxkWTcFDPfaCG9H1buky53q+/FU2ryPGoV0Um4hV7ElLgOAugvmbAgUI7HPO",
-	"61qG3PkIj0AqLoW2G9knfWCrhjK9TrbbgB0utQ4//sOg/qG6wClIrokoxn0/zaBifOwsUyhmVLc5Qk2z",
-	"fiGsZoDubagBR7U386aVnoHBcZceIWfO1+FxHg/rngV5wFcZpgHX5GV/b6+jkCG9HOvwzSMPhucWjRCp",
-	"uKJbOncaghF11X74eQ+q7PHWZPErv+fMi5ydA6hppa57ADUPYr879FwDRezg9aMQBwGT07dZm0AgIpbA",
-	"kmRYrJOtlpC1eNhgMCA2baqWIMdtrqkXFt5oWBsiUaX4VMSUHYJzGPmEhMNGstXZKRxWaYG2+jmFtCxx",
-	"0BZHN27Ql3yzM5UXrXyHUIHRwH/vyF91Rza2bAvIv9cb8O99/U+2r91C/bbb+wOiImxbrf/e4P/e4P+i",
-	"G/z+nllImdRB7KdzmK/2n0SiuDbbVwfCEdDdB5YIEq2APJggcjime4Os86Mtj8V7k397YfgAeQtert7L",
-	"dRH6LZwzzvssin5ymVsM77t4MLfF16jlyqWwGSql9y2kutQ3QjVF/Ldx3c5e/nT+9ury3Y+v3saRB76L",
-	"z1b5XGfyZwhyjtj3gmciY1jsm9sv+FrfTxmEse1vhlLRsVGbQSsdG3X4cn/I6UM4aCotNizRWBlFt4DU",
-	"obJFkbBh3z0BYddEqFzy1NeRDPrMFFldca51d8HVpstX+bzrGqYW65QJl7GujYCHIyZuhaLWHnALpHXB",
-	"jOyCYZ5ha9SaABGKTTrP8yUVe/yIddR4xw9uTx9aMd2Kmmr171F9DQHXTOSrTEHS2RSyzmLcoBhVxPAu",
-	"/vKj2MS9sboQiF25b+35UtoB+dV/xadzQrSQWlGlPPbH0kvBuL0ZGr7bZR+r+EvXF4F34ZaYtWOuNvGI",
-	"IrbIGjdi0zmlp12s0ifv9Y9YLJVZzWZyanmLXgTpfmVma3PFzt/fPnG5dzI37PGT406JxcxYFSyGDFnL",
-	"Wrs4aD3nObhUYXWwz7I5iHmMMEZq9ULrG9nUTZab+UTzLIHW33A7m8L9EUTk7PIaea3OVezKM4sVoRaS",
-	"2DHR8ROcoQhFaEUG8nqHmsZRl19p6CMO6QqiPZFPRy8gB2hMjwx7cfHhB3wZ5JPaBf9T1/7YBankAJ2w",
-	"A+6N2NgJ2bUzbkAeHOWRwW1IQJDoDLMEwTG58upRy7PTFQ2jIDHty69fobX6rCZYWwASABajEemsO9cG",
-	"EkoWqzSXXdqHAJjqAEJdIljWY/+rV5BlLnOHosg4BpNyxscKy1EBANNO0PXQAhBSbMOC8C+wSNRDREUE",
-	"j2lcWyNIytGzmYdtYWY1ncKe0tlYhVib7nSNqMAe9xSpvhEBmCMcerkD4FiN1X/8B7Nb38pXRNK1P14W",
-	"9WeGteEhTMRdqURkLH58O3gcQ0nFMse/sIYzjvAvWhVK/oZf5LVaLeMOcFo5/8mxJ6Qx4Y4ZK+CnUZNY",
-	"ugMqxRlbSGOkuo7YgqdW88JcvltAENQZW6kbpdcKBByBdFpxM4DEf6SD63dUNCANqth4zkfbPxOyPite",
-	"eBy5hNOxAgB6ruwN5UxgQBmBdXnnAINoEQIq93q9kJD7DviQsHTAsTN6aqwgOkEl2pDabsdzyzMJoC9z",
-	"jrmsKDHsSiXS2CuJY55XWaYzY/9AIXT85Qus+kmA2oYl44rFIWDzMtOTVCx+Bx1ysVUBQPo+Pz552nEA",
-	"opulgGp/macCiv0diAFWFYicyzQ+xfODF5DfBqUatOECATObUX96ynWUimC/Tdxj3/OESbVc0UJTqwlu",
-	"p+CA7J2ju6iPt6wDSeSVWideziJ3aHZtqnntOLp98LRBFOyCggXuOc3FlelEPuZrBWwAhd19B7LNjJjS",
-	"RsnZDEj1AavTsi6CLNuL3Yx+s0R1b7ggndLfR9l/XZNN2SNrfT06ZbOML0SXq6mw5pKh3x209ws+nQsY",
-	"UqZT+BAYVQA6iPwPRXk85xixyfR1xhfGhSStBm1QUBE6s0PrfDRW8JSikyJUBQGs070fOmSzdlnjiUJ9",
-	"JyqrQ/DTWMWZznkuLhCl4wJkB6BEyGv1cVk8dK5uZS7ijgvWQDrmZAMt5aaAwINQsHyD+AJ2q2AZo9Ls",
-	"xbsPF26dR4zbM2WsXMjXiQ6dyWupHAo6dbhzfcBNj8VVvITYRZgysdRG5jrbMAN5XvMNpA84VnvpegVe",
-	"rzikugngtrOwcVXQ0i3oI+lC7wRkiUYwpy5zNfdVCxehNsqRDF5uFw2igFA2VxS7m43JxQIqJldm0yvG",
-	"LANwWqvXjuD7iPqC/cwE9ZuE3gMeHdtXY4Iy3IYEQwyp+hN5mnEzd0RcyCRJaUHcWzquPgiqGxORrFB8",
-	"+eUu9dm16nUDxn0P6R0iWZLyYc90A0A2iczElJJ9oSiEYHB67K3I1zq7IXEQuRIzE7Hj/rOIHQ9PsPAb",
-	"gLZDuesg5sBzcxp0RCToXUnNG0p96dlETLVV6F13Bl/0WSn+q4o2SwBQmRKeiw7id0LNTcZO+kf2Y3Ot",
-	"9CqzggzT5K2CPterDI0xSPLFpcRGK5ajFvzLFWlCcJj7pTe5Xhrf2VS6ZBHH0nZrws7B8qGNRxLFqQeG",
-	"H82iCY0U+uRAbRdqtxsoInNYEc30wtUIvI2ARAGdJvwuPUUi2WEFI3HADVTpBPLEYCMoTvsNYH3cKo+V",
-	"a75TaLbccpJWlEa01Y7HP/vIFF0YJoiREKHN5u64ousx5V5vYcBC7zCEpg27viI17EbmSQD+DPYHuBAx",
-	"C8KM/Cm9oEO/3PoG1+v3hEYJ+1EorKsCh4MrS33/7iJ4DCAPHyM4bOzk4GXQPYC0Yzh1QxKhzA5kGjZM",
-	"iFyGEnU5UglqLKV+WRFbpit4uDjWAVDm725p/06c9Pex+nu324X/by+X5MjfWak1kxdtVrkJ1XdWftRK",
-	"BZPzxdK+4aOSXxzMhhOy0pevQ/yeurSUX+Lhs+xL4ttBhDo1QXC9/unsRffi9dnw5IndbeMWXi0Gj1p3",
-	"r/yzH1jpKrQLgx/oNSKsB0WwJOj+CqQ1WxiOhKvl8MXaBB8Wjpde24momIVtAYExsxRTOSOV1Co+Uglz",
-	"ypIVyg33dlASIJfF2CXgKQITdI1Y8gxSIwPcMaTo1knwd2f/7uuOHiDK+M7u+5igEF7kz7ffG3QtHRJ/",
-	"K/XLrj7hSumT7lkecl/p4HfNNqiHBlfacdfW60IW4uyPny5Z+/XF8ORJZXmxVRDQ16n70piYxV6KgR62",
-	"mmClN+y/+K+5jMMuIF1oXiZhiLH4snTQPtg/uECPW2Upu3h91iXO9e16/44Hsz9VAEXOHibFSULNQzc1",
-	"3JPKScazDUBa+/PEThiKKiCV2Bouoc+hFbVuRWbQEzHo9Xt96LWyFIovZWvUOur1e0ctyOaag3v38Vzw",
-	"NJ//bP99XQeyd0Ya8LDfJ6Q3OEEzPQWQBcOylVJwjpznbDoX0xvQSRMB6K5qCl4W7zo6T7AVEHwyanlN",
-	"wn532O9DKjfaDYjXU2nAE5ZL/OKRclv6xoHNL/je5ujwcXTg1BRfFvPiKaTKfY1axziwurf6CTz+nicu",
-	"xy30pLdGf/kctYyrKmy9sZtTGESUvzat0V8K4vz/7L17c9tGljf8Vbq4T5XJTJMGQFK8qFLvo7WdjHfi",
-	"y9ryZpJhHqFJNCXEYIMDgKKZlL/7W33O6UaDBCVSkhM7639mHBGXRl/O/fx+eeMXfevjhbY4ZvneJamE",
-	"3eliY2e+zoBHWmpFIT9ojx+Mdy1+MC1UOufM9c2r6AXPzt88f/L24uzp0zchXo2dNMwE/0wwVFsKnDDj",
-	"bSQCkDl3l/0Ffdaty64H/niZiLi64I3/YH9/9sPr0gyxeZ8L6EYojXqbgJ1uWLoqtP00NrYwNVoC36eI",
-	"k85E/Qc7/+n1s/2Pxd7LbKL2XfE7vePbCSSkJo2PLDjoauT905f7B11Pn6Dv8Ie9QA99a0bwf7VKzHJ2",
-	"jv9nOphj0tKEI1bEC6yZlLJ2FiqPuhSrS+mOsfKr3+8GE9Vwj+B2BmrntNFuoAPWu/2AvUyL77QJeePx",
-	"crb/wm63vQeN5GJnIxbJjaft1VIqiE6ls9VCqhKeCPrbK1YakVAmkoX0+Mprwt1z8b0s6PnHSUQzakci",
-	"moj0HfVCRYjWl+lifnGnO8FMULfj2UniOEVGVW0lG2vF7/Y8P7j4PdcjMk+/aWtAO+mhWtEEGVCszoRi",
-	"UQrRFfCrm6/TvLjUphti7c2uxDSRLbLD+l4X3fOceG0nSgFohMXzGLvZKgs5V8WwZPM4k21wDEEHY5MJ",
-	"AjSgfDaDmChsycQu5WWmXeNCz8lqmkg2S0S8QBIbINK1w6UhEkiJ87XYd0sqBDXymEXyMhORjEwyr7QG",
-	"kHhxlRhekhBNBm1fpe8xyOG8lfxj8GuhO1Qmc8Pnh2lBC8ZuKaU4Nh1To4fVk0l62Tp1qVnhoej/9L3u",
-	"RBk2WwocM4z+5rvn9Q1ujftaL/jhUHNAS4OWjH5uFDtmzcNaOTD6u50r3uh73Rs+0g25H/2xzqpjFZOe",
-	"/ca4IZzNgxCX5XXl5PS9bmkNv6QA56YUO6tMja0wHNNAxyot2njhwRP7Mi3e4B27U2vfCx7h1j4iAA+z",
-	"302QJq6cDop0dG6UYW+Abe8WG9Jmc8QqQlKvWjmGKQEMCSHhK8bF2SxV8/jSNP0DEowTG6d+aH12YpUX",
-	"Ikngukc5axJn7USFLqG0dsP0yX8vN+AwW9BJm4cGF7cdqyoX/6khrCBG4wxgnoGGGeN7pp/7mcIoncUy",
-	"cLNV754+P68wfPQ8BCqoEA7uHPQf4rw4g+nTDlMmFrIADtR/7dZNAku+SzYhcTw2xfzvlQSCBsowuxVQ",
-	"5ca7pXBrH5V8ObbHMFzoVW4cevUTrEr6+Mt9BRoWS/3rd+D4gHmhxUFVdYG7TH+XmBVppgUAJSGhqGuH",
-	"3jIw9JZGFrjAIA6UK9BAlOCo2Lu0i1IIaCie95EQ9huePxJiOD9p+7Mgag9kd94eit603Z+dRAM5nI+E",
-	"N63UqplbpNf2p8GsPYi6sj2c97x2X5xMB7NhNJLeHObdzgDt/A7s/Mq3z5K4/rP93c9+Lzc4gPdBg5tn",
-	"NsZdM7q8MQ62PqvfHkXDWXswPRHtYX/Ua4vuNJj5kSdH82H1s9QqSSqDpmUry+9uGLMXnHvDsd/fP+Zi",
-	"mSznxeC6l8uroDwBRDVQxa/HO/L8Ilhv0l/nya9pKgZJo/ptOP96yXp6yfrT9slsEA3laC68qX+nJfvl",
-	"YPlPByzfa8Lag383Ddvz/NtveacE1S3ICG4KgkNuouCGVp3PVKE1y0eH2ff2++WHpZwVMoKc/LaKqlYK",
-	"/uuXj1t2t2SgibQd5ugtuGdbZU0zKd4T2/Rel2wWZ7NVXDC6GCAEEOEDkQObWCXFEUIQyEfTrGg5BeMI",
-	"rhRh+QDSUlPkTWuXDvtPGkapU6aY+LTwTARIbRj5ZDI/pYKoNqRQ7NMRGP5HCJ+JiTJjjnN0EkNOUVE9",
-	"che6eAdsFlOg2rSQgNxqcQtJ2JXMWfXqzHxT48GE/Uw/Y7YC/HNTGdkY9y3NPNAaaCV4gaDHgPpW+Ypd",
-	"XuP+2PN/xvErwhLYvqQ37sIlmZxJVVyg39IY9/xO39IlaLHooY0oUdtgbXEGm8q2bG9BPI57vW7Dlazc",
-	"QGQ1xp6Wk/Vf7Llf7FU+uLszzGA46ASVgXZ9Z6SzJM1B8O6M1Wkr3x6nXxnnL7yhd5+VgJHfPpn3ZXsQ",
-	"9Wbt0bQr2sHIH3qD+YnsR73D7V/aQDdJQHN8gX4Dv6BzZ9H2x4inJ1VhUja4wxzeIq5iqN24WVrhNWyW",
-	"RtCiG7n1s1T7UTV8OVi3UMQhCiYgKc+dKip6FqSAF7lMtFfeLC1uTMWmaJfKONNS6Ko1RvFlcwkInVNt",
-	"PAf+OEQXD5eZnMcftMEOMY4YwslxRsU0HBPRq1xGdAHkLTfk1RjL/A3VwtE0gUgzrHC7Auo5TeYtFrfL",
-	"SUx5Jz12eoVlUsem/joDHPla3V1vd5oxIBFEr0+t8ASpV9fOVc/qakaAYfYcRXzoNAKEJlW0zOR1nK5y",
-	"gid4tRT/Xu0dODURuCOvNO4HvV2/4eFMexdnpxTJw3NvVLLR0x5xrwnaXr9yjbXNZiPht/vTE22bDWV7",
-	"NPf8dtDt9U8Gw5GYzoDzKAWhqJXs90k6lR84u44Fy0WC+wQ2KVTGx+r6Irj+MHj/byc00FipFUpT/X8w",
-	"KsCowP+cbkoDuP7jBuf+ybh788f1Kte4H+e1fRFM24NZN2oPtcFaMTztx+1+x6K7jPqi8h1bX1EZ4mDs",
-	"BeMeqET7XeUYRvOhFv0ns/Zw2hft3rwrg8ifeVNPgONXaU/B6ThQH+B53acOSuQROppfzeKtbGBemKmp",
-	"UTMcomU1mMxYeq9VBJQ/gMB2OdBWSyc4wpqm3LBluLrK2Mjb59+/fPf6WxxDCMVAEwWPq5LtmeQRms77",
-	"aPeIIekKksF0VLAebqJCc3RiFbKmwTP3T4ZXWPagICJzisB7/kJbu4F/4l1xpmIliw0iS3YYaQhT9qeV",
-	"6UTZXgmotUsj6ClgV1ohaX1JtYQQYtJzs5QqBw6jwvVLoFEFZ8I4vzXpmieO0m5YE+4/02hznEwtpwOQ",
-	"Ha9uk3RHHskqc+fHag8YIY9sKQX/yAD2nXWBf2ddgKtzMUPT1pX4vcVvRVdNr0422ay//jVaznuXYpDk",
-	"MvjjVMgdFijaZ0Xjl95EwqknQW9PKgXTb60USu8bBl3/GC6ma1+mb/UxxsF8lc9GPmtBC40Upfl+oDcA",
-	"FYIl3+GuDH9qwGgVw91lXtLEMwPNIyotWmO72KVwVxj8djFKO+yMOY+ZqDiHoIWtTsMeHb151lepKc9b",
-	"LQ2P5XYVx6hWPk6UEZDU4hLW5cf0L46ArAiZXh2cLDzqj7UNjis50DeM7pb6spksWt9DDEMMSdklMmxz",
-	"p0y4a8xoiUEu5oVQMy3kdrfigaaokXY9b1Tm0nAZLb4yicEbs2r42jZcerBMfI033ywNYVqmUiqchWbo",
-	"vCpsdf44uYA7tpQM9bZb1YG9JReDE/38KQajy0UE1oRb8nfb8UhkARGm5wvECTcHnUA3r6TIiqkUhS0h",
-	"WIqsiJFAiMgGpMgltFhcpUlEHTRX6Rqg5o3zGvRP3DtVypL4mnC+4TZI4SO5OmJkQ6+TIeyD6nIaSJqx",
-	"Yp3qTU4uPVq0AK+NFHy/ySwFOqucFWkKZH8wP9iIgIWIexJ5L2EeH8wRrjFsbGzSG3t+58Qf/ozKGb9u",
-	"35Vex8crnXTFLcG63T7Vtjf2MWRC69AY/8vjAe/xEz7kvsf9gPs97p9wf8gDjwcBD3o8OOHBkHc93g14",
-	"t8e7J7w75D2P9wLe6/HeCe8Ned/j/YD3e7x/wvtDfuLxk4Cf9PjJCT8Z8oHHBwEf9PjghA+GfOjxYcCH",
-	"PT484cMhH3l8FPBRj49O+EgPw+O+F3Df63HfO+G+N+S+HpsenB6dHp4/5H6gxxtwP+hxPzjhfjDkftfj",
-	"fjfgfrfH/e4J97tD7vc87vf0h/W43zvhfm/I/b7H/X7A/X6P+/0T7veH3D/xuH8ScP9Ez8AJ90+G3B94",
-	"3B8E3B/0uD844f5gyP2hx/1hwP1hj/tDPVVD7o887o8C7o963B+dcH+k58/jgRfwwOvxwDvhgTfkge/x",
-	"wA944Pd44J/wQM8zTHTAAz3Veq6DIQ+6Hg+6AQ+6PR50T3jQHfKg5/Ggp1ekx4PeCQ96Qx70PR70Ax70",
-	"e7+AZM52LW3/POhCtrD3MyQdb92SA33lQVsywCvdLRm0vZkftQcymLeHojtt92b96EQO5kNv5NdtSX93",
-	"S/q8y/t8wEfc97nf5X6f+wPuj3jg86DLgz4PBjwY8a7Pu13e7fPugHdHvOfzXpf3+rw34L0R7/u83+X9",
-	"Pu8PeH/ET3x+0uUnfX4y4CcjPvD5oMsHfT4Y8MGID30+7PJhnw8HfDjiI5+PunzU56MBH4247/nc97rc",
-	"9/rc9wbc9/TQfO7rwenR6eH5I+4HPveDLveDPveDAfeDEfe7+hu63O/2ud8dcL874n7P536vy/1en/u9",
-	"Afd7I+73fe739cf2ud8fcL8/4v6Jz/2TLvdP+tw/GXD/ZMT9gc/9QZf7Az0rA+4PRtwf+twfdrk/7HN/",
-	"OOD+cMT9kc/9UZf7oz73R3r6RjzwfB54XR54fR54Ax54ek59HvhdHvh9HvgDHuh51hOtZ1pPtZ7rYMSD",
-	"rp78Lg+6fR50BzzojnjQ83nQ6/Kg1+dBb8CD3ogHfZ8Hfb1K/du3ZP9niCu5qx/0T3hjpdK1ktGF+4N3",
-	"RPFNJG/KPBDD0Oeda3haVdZ5nf4FjZmu1W3OBpAa32Ic6GsgFYPA0aUVUBYQWp1OySSGEMcsLup16Wt4",
-	"7R8aVK5WfphKj3pq2cC7oQRkh9Gwv0OB5iMLO0k0ok9ygc3rB7k/hIxX+Td8SnBz0UrtECujRPaYfYP0",
-	"vbEf4CAPL3XQq3zTaYPN97mfNoiwLmm/mrOE/113logg/BDH3fD6dNgbImODo9XzRqwZ6h/asdKeiY26",
-	"lgcMOb2AX3tBzNILYHE1zdp4ZrU9nBI+WTiBUU8aYwCAClscs3e7BxTH9xqBtG53vi3l2Fo4wF5fgCd+",
-	"8w1PUjVPYsT4+oPkuqEqtRhm1c3G92eHK8z1ELDJZVHbKFC/rEcIXrgDRNqe2TDXwfHHGThYWtwkKT7v",
-	"PfVHhQ1EdNMGOS5ioGccaTe0pVVHcPuEAAeNqOIOxUZeMQKgI/EqTSTCS5haeGEuwLYNjrgR+uqJsqWu",
-	"FfIzkUnEXUO8OiQ8M/BPhirXstk2nUzU02ffnb374fziGy3bvIkqeU4REKW5UvAPGbUc7BxCSgAJdiV2",
-	"KNa4pUo0h0smOQE6GFI22w5bHVw+ZrncwhIK5XwuZ1D5Qx8MCC5YPl1SSU1UhWffHSOEbPWYANsPsF+a",
-	"FAsJGGgF1ABgGlKlNFZaT1QZ5rFoYgJiINQruysxXq9KiXHHNNUfZm4dJmaqpH+HZLW+BOGIwEwyOq0c",
-	"SgDXMHw4H/lxGbo/71sqBEt/pND3u7ff9FpsklRE52n6g8gu5ZeRhkI57gjv/UqkYtLa2sAbHUS8qkrp",
-	"tr/8DFmADc3ndkRY/2grVyfK0v+Hlug05Cw0VKfY7+WQnYatXapT7nne2KZAoCZBPxI8oIkC6K8dHlTW",
-	"tDAfRjHZsb+XG0P2DHa3SJKWtuGXkihAQChTQ5up1MplYRpebi/h2uGdOa0SzZQlwbXe9Tmt2p1K4IwH",
-	"/7UE7g8tgdtqg9g2Ew7oWKmjsCed6xLe459uihRs6VtzOaE6EaV/XUfF3vYI/iB9N9udH4jWTYELh9UW",
-	"Kysshal+Ygkvbr6GMJsa44Z/hYzi7p/ySt+kgJVo8G1GZr/fDfbGbLzRud8be8HY9w9aUL5tKD3Act5t",
-	"Lf12rzcP2gPhTdujWTdqB9Kfe2I0Hc4GkbuW5YpcQk2MXRO7AmZJDPHsnkXp76yJt9hZlH51UfIVtCw4",
-	"Ve5Vytl/VdlQf9lZPW+nbrHx4tezzcvY+/Dirbd+9T///eHl03T94tf0w4v/WQ5fPH3W/+nHZ72fz58V",
-	"L5++Wby4bBxtc95W40iy9w81ev7AKFph9dKhdYrG/7TKmyAs55nMr0pgVhWVMLgV2KUS6xCAWLcKErUX",
-	"Bx31+In7ahIFVCSicYKNrAiBqJ8Ff7oUsYKO9/dSLgEJV8xlp9LASsNHScHabSDPe3n24lnIlllMpgRC",
-	"Dv3X21cv9xUNElf8PbwxV4QeuX8/fUGgloDv5QZByle//hbJyw+Rms27wYVczrvRVRr9FqWzOA9+vSqS",
-	"y8WHSxmpQXfV73+oUnPu1avH6Kyb+gwb4wbieXV/E70Pfw+e/vwu/6/Lt8kPf/tpdPZ+vuo//nGef/ib",
-	"6K2+f5nG6uRZnD379m4TvrfAzxwJx1uC7W4RHEsGzrxa/FeUh+LLrv/7Exy2XnBA8Pg8TV8ItXljurP+",
-	"aEfPyMvb0n8kkW+tNXwL5jdG9w0zrOFnd4r+LBTnd1m6AF58vfUsowLGIzDV0ex5fsuixU2UgpJroaKq",
-	"B+iwoOdSFR32vEBIay3MoXCRMg7GX9H2wmWWrhTgRLJ8IZJkoqYQ9crH9GBTEhtnLja5MZO4ZTm1pIic",
-	"zZN0bUOAcYmdB1/GJ8p8JNBpFnFewAMsbinOFbBtsHcAmA6Dt07m7nKEoF/yCiYKzn5onea5yAiJUP9C",
-	"vP+XmO4xfwtbp1hAvxZZhASnJdBWZ6IqbC22UpOgd8xDCI9g40A9m6VClieD3246XTvsLH+P7aQIggkJ",
-	"LCR/mUq9hcy61aGJZhKhbNhKRem+BJWjCys6JzgyxAXy/bYQF77sKa3AEcEuGuUeEV5ZOKqIOK2crpwm",
-	"TaVrziy6eGj3wtesiJM42yv0bkidOWLMDUyhpClFl4q2ET1BOiEqNRiVsNFNjzaE28tcbWXLO+uIOLTu",
-	"sS7PLZ5/A5Z4mck8P3U4lCbKPk4f5Lpc374T4n26E/JgJ4OaP7/ubpPzu2FvH5f1w3mHOmGA8Zxd1fhd",
-	"JJSriLb2aGD8FYKaJcT1hlCxHQV+KQsLboawspYsDWlI0CxdiqwgnkDTYYxJOASitfnGymhMBtCAnJl0",
-	"XXn7RFHQNYSCB0T1Qsa0tHT13GSi7zn2gA8QYP4VJgsRbxYylfTxyNQwUYiDll7LLIuhdFrmssOQus1U",
-	"vZN9jg5iCSCO87LW+s5coU0TwIMObfiE5lkr/CStGF+PAB9dWyguhLXWv0DjUuYTza84nIkq70pTbrtA",
-	"2HKVXQLWGfGG5TUZwXdQIXQ/RzSvQvE4e70EpuNMEH8FWJgsT9I1UDEAzgKAcjR4A+CqjwL22Yqe9W8t",
-	"m8oupX2wC/MAp6Y2SBfsvuXjR5Bzyyy+FoVsAw119dN/0Hu1ggBlwEQQ8g/zKXg/0li7n39IBAwd9iLb",
-	"tIWK2k50zh3Gd1LPsot/SqeDV44MNv5TcI5v70LAOukiQpY7yuMigm70D9rjPh6rXHCvHhWx+HJ0Y5mQ",
-	"UpDBJ+H8eVdeff6ZUirF2FV7x/jSj7XReEvW1EQlK8DxJfMTINyZRj4lXZYdF+bjpgzgP+Qmv7/1Zz7l",
-	"xh1+9vr5P+SGItwHQ2G5N9XudP3urzYghc/FDiVZ/uDm4M1R+JKqz9AOml1rQeiROW9syIbQ3ooBO7yM",
-	"4oO9lqR5gVRxZscnicmvaxvTxaLZ5GXonJ7x/GmItGQ2cG7NmFm6WOjjk8R1GfInVZKle9kwmZxpw29T",
-	"1aFnliGSEMVgUvi+OaACM1dRUujZPv7jsYfqD4vSL3of3gdikBX/7qvpxfvrXwfBTK6u14O+nGcnMip6",
-	"+WY97a/fXw0iKKGuL3CH1iGLf2KuAQwSB+MRoveVN5ZhejtXeqL0HtSH4pvGL0dO3C0xd6A9tYp3J6hO",
-	"oYEYqORglsIvO8D+11PwL2JVEIerex6P1u6Pf0eAyhvj5tjmmxtmlVOSB9DbipFwy6cZK9bfX4eJD6oK",
-	"rXtpdRK6Byp2arA/WrfvO0ZG5EMC6qt6N93gOwr+QfX77XC+/5Cb3f7xys7PZL5Ch+fBrYxnKkLGuXwp",
-	"VQ5sqpVIRxmHRfJWAsfH/AJlnirA0GWbHJBmAfw7OagYMJJJAkiZNjkBtFOmroTbEulpuiqQaylVUYe9",
-	"0XOAtG0MS4NokBO1lcw4LdX9VtIDKwimkKxdLTAfNoIqwlmaRWU6q5qZmagkvawTDvoZX360l9N0fu0e",
-	"upMM0ZvAHiC9h+6g2ejmT3LA3+Kz84rjYNgILW+Y1o0UBIY6WsC6tBaXTciA6rbY7xNlKMjjwsCeEPUe",
-	"cmZU+uu6zEVbAdtts5QTFdbDkeBQ23ZeQ8pCW4zdtYiLMbMgFYYiFvpXVJrZgmSRl+i6KKlMPDjOkMgc",
-	"y/dtJhp/F1FEOfc4Y+mM4oxQnUR/BAa7DpIirhYyJJbAdUXKLaRQIOk6jFaCKOS29gvbK8Qmap8UK59x",
-	"kBxjtWKMRvUnyLG3tpbwoQWanZivMu0OMo3W5WAjHWoR9ofdhAWVfWTqFtI5ipp3509YJDYYQwj1/4aQ",
-	"OSrSkDUh8pbH1xLE1UL77Ib/4dQmjyDji2FxcgbxoOobVHEFSZg0EpsWdkZk6ZotLY80CAP9/rhAZCKh",
-	"kNAeiliakdhwk05uMX2wMhNNmMZJAklp4CfGAjBqTkA60zSHr7SVJvDd0HVGx9hpxANujLwQxsc11Bna",
-	"xQ6hbfiUQWdySOU35XRC445K1x12lkMJIxNQ1jpR6dzOGjb5hfgefINby39KfzubzeRSS1T5oXg8y69D",
-	"TrpBTxpNLmRAJkrk7Mnb/zFlocRiqi9rhpEoJLdI/tz5FA6tjNhEZjgty740bkX0RCGbis1LcKD6vNCC",
-	"nf5JxIxR2OL26yCNb9oT4kuVZkBuDPAJWm/BVImJypeZFFF+JWXB1umK2hxpXedptlglgjWhKgR41mBu",
-	"vg05C/+m/6et/+f/hlyfDjFFhQgVfzDrmSxWmWoxoFyKkG6YCa2Ys3R5BWnKbE/7yDs4RQc0j+Bu15uT",
-	"hT/99NNP7Rcv2k+fhqz57vxJq8OelieD7T8Y+3o09BmsdGgs9Spk+sr/9y+vPfrl997HNv4jKP/xf+pJ",
-	"T+oaXw4auj6xeylY0k80vho2GDgxTWFVr/2hSNPWg3PEHNInhDw6igk87XfvE3IbhXzqQPnaKkREOGXf",
-	"Sr/b5Y2q0GmMg9HoxDN/zuHhPd+HtHeETAAlxHPDbb5tjP3eaIiMA46Aa4y7/a3GmoqY1OMIvDsQpNhb",
-	"qvXn7hfWfN5J9dP84IDv6tZ8lFdtTNn6pG7t99zWBVP5HkhP3wsGG4Tum3RtU2hG+VUZTO+v1A5WaRNV",
-	"zjE/ZJG5XlS+zFIOmwQ2GGzbbp/TroT9eizRp5Y/VGWarr8CgFdNZLcD11i1HEzJKQBe32Ay38jrZivA",
-	"UtvSCk6oedGN9G7VFPXYTeBBYtvm/PhWUWWOTOb6B1ODPU/Sdfu93LhwU6WDTJRgnE1XyXvtkM5kor1s",
-	"FWHZ2CbnuwxxZTlnO10VTpm2STU9yq0TXKTVstCJCoHMKjTcO3CDNsVmSQyE4PGlWi1DraxNwzF94mrJ",
-	"Wfj61Vu0w+m6FnQwv5ebMTLDQ58S8dTDQ5zRY4hDD04kCdr3lC99lLc6E/WpKOzQ1d1DZPdF8clVm3g6",
-	"tNkcgjK9ENt8Y/tADqt0ZZeZAPTcoHflLbx8PzNZvPztt8H8fe+3LO5mjR3WNU/40/ZgFkTtoezO2z2v",
-	"758Eg+6wN+rfm0zuvdzUkLLd+s3YQ1XDprcNGDkwVzszZGncKv1cpYEVyWWSVrO2oMTG2jky9sd4ncWF",
-	"hOyH++lBuzvt6U/v608/8doDfxiMuqI37c9O7sbjdlNL6Ivkv9evnqabF0/T9Yvv3JbQ540vnP/NO6CR",
-	"6rs0m8ZRJNWX2UJVoZLTEhQqXWs55UDS/cIbH9olGilsT2256h9xcxpNalTUzQxOpL+c5o5cGpgMmUFC",
-	"ugmhg2+Izc0WXkIJdS6LFkSDoGYsi2TGmtpgmyj4j1Yd4MZYK8EdVAp2NCjFRKGrdF4DQlG9s8P+oXU9",
-	"5NcwOA5RD0M7ZcCg5iaavVbU5VVMVAIINhRIvxJQLA5BMOzGjeqV03eJNpqh+PdOeBdOY9c9MS/6XyEv",
-	"joK88ANASHAURWPc+IZWMUlkEucLKKZeyixOI8Rl4I0S9aAWrLLy1P2Iml6FcAnfPVvlRbqQWdv3esH2",
-	"ODx3HAtnHPsGUnnFEaiZdkPfjhdQbUp0RMNX5fGplAdUYjrz7qiNUg3sUR32gj3qA0qKDoYOBbPf9YpM",
-	"XyeCEuVlcwkKbry+bBOxaHi2cDLOJgpR5RIRL1iKcH+XKVANfhOyeE7NiLksOsw0Q8JPJdYezfO+rk27",
-	"u++f4DPH9dYkX/nOj8efwhtbN2VEC/C5H7g/so7vTz+hc23/wBl1z8jdTio6Hjc1kOI7SoTIU9bzepbv",
-	"0iB1saZbfSRVeay4Plfauqvt4fzLnBd3Kb6els/mtHwvH/CwoFo7NkRktw4UjO6Don1re00B4EJFzDHP",
-	"bBMN1uNA0jvU44ISbAjV6X9w6iWFdOoV+UXvwduIOhN1Rgo08Hzbtmp+Rl4atLQCz3PaWqF908JsGlUL",
-	"WtH2x+KdkAvHTLa+wiHZUdJgH6ZrRdVP+Wp2ZWCLjKYWS5EVSIt8JXNJbkwODaOOj3mVJhETsyzN80pV",
-	"VWk2YIHQpSxYnqSFg4AYopHLHsM8h+aNeTpRMF6VsnWsIkzE08X6Q2XOFim4L0KxEO/FlyyTVa59U+IH",
-	"M6UAzuqFGMpUE4WE1yWOCDbeIuEPmDVrYWzdaCVNJcQ2hzmkujG/MVHNspHkAonQRZJfFGkhktCBccQn",
-	"t2rReJ2tBZaRYzKpiUrVuATTxRpRIiLCLhk0uKCGtEjZXGA5Fs6GvW8Rq1Uhqa1G717bqmsQMLEsQK+W",
-	"A168EBtw4mnd9TUG9RJgLzHy3uwFo4kKzTltQ1ttW36YSRnJKGRTuUlV1Do1+yN3XXdyz00RW2einroo",
-	"MBUrtJlmBhIB4+VMqE1L76xrgiHCB1vTk+t/yjxH8xINS72XfzSnj7j4r9Icer6ppNe+T387HgYbu2+x",
-	"aawAYnotk4SzaVpcwYE4heVREWI30xMRGRpppqBVSc8o6OdZmpfywTmgIH7g0ADkVzkH8EMMyQe2Wi5l",
-	"xqZaP+yrtHi92tLtdwT0qjip/X3Osne8Iv+kbbOfjy2yJb/vBpP8uX1OLhEBABWXkp+7wfW/BserLG2U",
-	"D++kUDzh+N7janb3+B5kdoYfMVGmAS7fhcZBFCqKIFh477qQ7l+qb/kPCqj9+UGxwk2r1DQo37SVYRcv",
-	"hBJ4rm9rQ0aGg+1e5O1dXKRUTcBSVaREhgOoM9oQyK7jGeHPQOkuph/19lRSRnlpyNfTmJupob3PZkKx",
-	"ywzJGhLTBs2MbQG9RzKZs2bP6yJBwzrOJdEzGJ5z7WKIAmkrIXgQpTLfsvbQtCcj2vc8tgK5NlFgt8WF",
-	"LbOwLwxG4PzssfpOK8YTvGIRQ21mJlsddm7nEFomxxNFfdiITL5Gwx5zuMABDLYTyg98cgKiY18b9n0b",
-	"sCl7XNN+TVDuG7MeWDHCsDJEEFKJqaLeSJG5/deHJLbvlL/+bPu4HxJtNajt464rMzhknh+yeOBrJ/jX",
-	"JM8B+sygqKqaPtyD1ZhjjR3VK06+Zm3VHbrz7k+gocgqg+iF01rNLmWRs57ns1Sh14spIn0ftKCb5jst",
-	"FG0DXkkftNuXzmCQ2DfmvEj7vDb3BGAc+zrY/5K9659rUPpPPUMlw/k9ztCxoeStBvYSFG5v9mbniGF3",
-	"DhWEZiUeHfwNbCgqb9G7dIP1oZjc0Tbi2tRwTJS1qaDK5kouiChMX3obc9jpDgNa7ETNWg6R+mp2RdJi",
-	"oij82YaYKWLnxVDUstJ26g/xe8kqtGL62wnoVwsd0zamnbW8cCFMH+WoxSCsS11a+g4oYKo8cgd7PHwj",
-	"CgnRi/YP2B4F4gsA+lp8opzf38iFiFWJhOr+kkt9J4khtjIIymy+ShJ8GLDNXYs40ZoEP6I+o2aLhe5X",
-	"2/LZAw7eQPm6/e5+N6h0fdyJTO1/Yrm+uR12O/93p4L8z6d00JELK2qZMwKONse+EkK1sebBQh4hnqxc",
-	"Mq5vWdcncqdTvold5OCCWgdz0+IUlIGTbfJASJOBYaFrkcRoOWjHaYaAXGMtPrSQK1I2u5Kz94SeM5Xz",
-	"NJNslevxxfVso09gru591sBL+f14l8OBjrqzp5GIvLhY5TWIVd5o3B+N+8Of7+6PUFvz+Pc7E1McbtXQ",
-	"WtyMKYmgBJsv9oD+eJVCeBGPzYEmh3seLeS/5USoPZtnhhsAT91043R2wCKHkAwTDJgHWFzIRcv0VKfL",
-	"eBaOnaRiXMBTbC3wREkVLdNYFQRnXEWBN5AK+jkAzI/XmmzoNqMeloNBghWeNlGIPt5h2BCvjYUYwP3S",
-	"LIqV0Mpc5O/HZcs4jBLxQUzbWAiBNMzpVSEtxERFUkDQB6E3lonYQPzYMqk2t+bKQAvpK8MWJADfGKRY",
-	"qrPKDa6zgzPrPPKUhTTrYDngB16gQRNizAzTqgDWrIXfEuqq40TinXhtCM3vRDSLFcJ6YTrslfaSLAWf",
-	"mdQ4LyHdET4Zt4QDzs6KNK0U5+3Dan+N997fOTIb+Hb3iF75VhZFcpR/ZMa6j8OTpqFC5vHXK/n5DMp2",
-	"zEwXKRMoDxyJhw10+2Seo5aO543G17qelsMx9/ttXAuPcpdrxU0kcYZl6u2luIyVwPLK9yQmyYOhuC2U",
-	"3szSsrcAAhxxxqZppP0OU1dAsZFvp2m0CRmIW8oXLByOTzseol4RyVrLAZRxYqLM749yYLZuldUbO2+g",
-	"3gioKDBx+iF7Ef+nFhs4uDEIR6xSwr9MFAJALEVuRP1sBQxjmQVX3WoC0NZYqopYrRD5tD6V9tauy7GL",
-	"rO9+jp/WOBQToOzL/NpJ8UeTh45KO3aWwSx4bMS+Yd8wv93fijzja9vnOMqdV2/1JHrtgTyJ2oNZf9oW",
-	"PdFtT4OZH3lyNB+KgbGQs5XaaX/whuWYFrK4grIUrfob1GW3e1O3ctNSaMO7MZ6LJJcPQun5Pl4uZXTh",
-	"oGhBZ0eVDxP/+7dU6dl5tsrSpXz8WmSx/qW21WNr/ldZ0hg3ropimY8fG32rPfjHgOf/OBJxsmlncplm",
-	"xTGdIeYw394YYg/iZ98I8ufnrXNHRBrdWf5tj/q0F5Qq9BYCS5uBhOBhboHwALrasFeKwgTh7QaFOkt9",
-	"okNIJpmdGXYmCux358qp1AoR2DK1edxE/WRefBFH2PFnggiElhT+3X6d2WDt51EIOQMsKIKxtThbiEJm",
-	"sUhiQKi6Ait/To2GRtVpzQZvX8qMNc27uTtMfUOLT9T6ShQmHuEoEZVGEita6bML8V7mrE+EK6xJtZJX",
-	"6Spjkdi003kbIbbwf+lPayn1mE/MbTAZFEAkoC7OBDPLlWasGf7fjRRZsgFgJXgY/Vs/i/4JZxf+pd+f",
-	"bKiB///ismEP//fpREUEjVB28psKWz9vddh5vJDsN6ip0a7Z87OXZ1BumbNm+O78SVhpytdz8VRssDY2",
-	"F9cQEAI+dSoKrWytOdQSwB4rYJJyjAfBfNlgskoLbD7QvqWe667HAlAX3yCpOn1pa0y9pPhwQFzX98oP",
-	"Maw27uGl1nPteQokcwikFiN/KmCyonFGIFAYZIq1F6qKsiio6QpazkC0et12MBozLxh3vfK7vO7Y89iT",
-	"Z2/P+UR5vha6rdPKKK/EcilVzoo11nhgqFgkSRtqPHfHB34KYVTZjTpRTRTwXjvom1HAa5nnjbvez5Bv",
-	"s5OP9lx1lsNvQtbEjaInFSqk03khFQcwSH2gv3ncx2ln34QtNk+TJF3nTCZiqU8ZfJOeKykiqDeNCwCF",
-	"RM87u9oUVwtWXGXp6vIKSl0nqsiEymO99/KxvtzOG25RM/E43CSdiQTfskCORHCLZ1cmqZhjAa02TCUW",
-	"sCPf0xKrTPS3dcz2D1m2UgBLWRm+xeV3rGgwY7R738TyaqgcS1XU4iyTlyKLwHqnt+lz0mF7jPXH2pJw",
-	"ydL09yIiJsooOD6vHNhMFJOVwuyux3IT0ATPwpRpQyLGkV1ljTvckl7LLFpJUxsP0mwqZ1A3TUJ4B4x4",
-	"LXIWpWvEZlvEeS6jMR0D/Wc82KYuCYTqRGVyBoBpcLU7HlhcXmZxLQ4ynFF4Nd1UxLP3+6pwjNy/VymO",
-	"3CVCwKjyPL6WVOCec1ufRLadU3RDZiuJ0v7CtRq/f3bu2INFtpKu0dbPD7C6lmmSgP7X0hyYiapVQwXT",
-	"JhwD+UPi9UWqtKwoUvZdFiOYjh3tFGao8fukgYbcpDFmkwYIzUnj48NY4TeYoUeZmB+PNjE/Vd0R3OEu",
-	"wI0RKrsvj/+AfcEpIzy+VkR/rkU3LJNavAHuQymX7mCZV6uiq1rj0CbrSt0gwUth0NlRKGRzIGAFm0qp",
-	"SnkfsY0sOuysrI8po0kU11+LfF+3dEUw3yss/GeeORML/1LO3hcWC7b0tw9yXG7odN7atyYf5fDQfXDt",
-	"59o8x19jR3/dyZ8wq3G/bXy3lIZZ8MNpce1hiBVi94MrTWi4C5ldSoa9is033z1hg+7wBFxpdA2ptCtG",
-	"qkxu/o6kuFuMt6XXRAlWesYN5LYODgcTZHGbFAM0QGh/uwwlsXfnTzgL0dgO2etX2sVVKQvJWg31i5lc",
-	"LIsNCyHNUQGomqiQTHH6e4la7NACo0sSogkftjomqAUJ21WWhEaDmseO6dPK4tJeEHTKQeGdRMYrMomT",
-	"HtHsTDf0j6aFBa9OWJxrt2qRXsuodWr7VYm6obwsk9DEHYPDnBCUSiZzPbVxjsEMhLXM7VTDs6HM7d2b",
-	"HwBzBZpYM0x46QnEJD0Oy3SVV2YuXIgPF2ZWKd0kFFup9ypdq4mibeROzFuJfPGhKzhhTtqwEYHsIjyt",
-	"/g5/wzy9iMg6gYCk2IDffAZ+qTA90WUsMs2cWCSntArG8+l5+qCtDKBXTXCFnHsl12TxgUOLjjAAyduo",
-	"AiblhZpdpZkEH3dPNKEzUbTBxky7KiF6mTWmnL0MUgsh0fDk0MIiP4hZkWwgQuPgdVajDnA/7cHHhnYj",
-	"SneCDYYBuho7zS1RruX/gFAJhWbjjJEi7LDdyMVE7YQuINAB8aFUSeQ0wtJtrHqAa+Icqx8YoQLjTIIt",
-	"m1CkRt+EoTr9JwoFQIWnYnG5XLQFbCyQQkWE+gaeM+3XahgbtpfzALOQgmJcRJavHwlVNbadXj+TqA12",
-	"evNhj0yUG6OpTDXFF6GVCSSMafbXx9214jH0hiV1+BYgx8aW8eq2ojanrU00ht2mH2scBSy9gY4jooxa",
-	"CKKDWzAxz2SOXN9npCpgArfoV0z3fLFrgK1FzllYZqRC2wmwj7b7voEeInGuy8J1P7oRGd/LG0dbW9t0",
-	"zbxxkyir4eKktdxitI4z6HQYjrseeynX7Kc0e18JrNYEoboeGzphGycQc7aQWTwTj1/K9YV+EoF1L5aJ",
-	"KOR2I5re7O/e/AB7QMt9LPEyNBWofW7QmaDQDw46cTZpXMssj1Ol/x58rMab/tn+QV6K2cYCk9NCIib6",
-	"MQGl9nVwl5jSp2XjPjAmd3D2fGsHfCnpc79bohp+DunzneOyDy0RcZX7d0qhP7Rbp+UrIYv/5Ty8/4WB",
-	"RUPp/unCiZCEurH0DWIjIVWZumaHNXhtYa9j2BYmTUzJfATPnUPfTU6Js4gyw23MDLfhngzR8YViU4lV",
-	"+zJqYUWm0u5eh51RBqbc9GUKDbNncWF8xjmp0Hhu+Sq1hb5jZLyUH2yA51w/4zZI3r/bOmU3nJrCUPbW",
-	"X+k53McmU+WSuaVu7OGqsiCNulXHRCrlb5Ch1iKtmO2rdPrIax7Ru/URvdse0b/1EX33EUdg1MYZLPBN",
-	"GBhb0UBE7foi0Gm/sKjZ60xex3JN7tmHwsmA/2khtHopCRLneG7R7eBcPbtokS6rXtJ4J1GjPcuNLNzs",
-	"jMgkuWuEd6NSg2uBpTnaE50o7DjEoDeJwA57Te6e2BGlWz5cDfqXvuFBYuEPbfd+OVWj6LhUawI+2xLR",
-	"z8K+3dqmX+Xww8phPbuf1sy8K/36QRL0jcRC+Rp5BiVcNSm+0nrFKK8rbKnuyJCrT9Ra5ObBBlQSsiBN",
-	"lVI/uMutvlXVSHFBuv9W+Yps2H+NZKMxub8e208EVGGI0x/y3CJX18FlJsRePkvT97HssB+x4wdLZc2P",
-	"ttl7scoLAFjYwJkM/9l+8vbNd21giAsdrF4DlJbHhTRk3Xl8qfQBlxlQn6+KUwufCx2bhF8WOYMzg0Jy",
-	"ooil84naHltsW34soQ5rhvRrBxnZLyCXBQi7DlBSoUcNNd6KKjAnyjCmAagvJH/wbdYKM4hpTVN2LhSU",
-	"otYgPryNL9WrVQ18eq/GhkTmeJiV8sudPs/O3Y7EQ1EBVsmx9UrCuuFEWqI4Z/+Wf/tlX2HHj1dpzRYs",
-	"SfS57ePUmwyXi2o+nCnKpJJrGWFBOm07vSAT1cSq2KXIC1asZXItqSgdVYdZ6li1OuyllBFyClW29Bgx",
-	"SuKc4FUMs3QiRaZySO70PN/u4629WV+GQufz3orBQgzcqhjwja/M9ZXu/0PutITzB+sV+sZ9wU78mcPa",
-	"Vpfx7u3/D0d6ScN7AgPb5b08d3ikdygS956AesPn2QdjT5RoRSV/IzR4gGSLFlrGgbxqViGnsQ9jZxxj",
-	"jNBhmh7R4IVify+K5SuVbDh7KxbybVzIb98WWTwrzCo4iOX0oJA13+rJkSUuPWiCmVjIiQJ49PMf3o7p",
-	"RColgfEPaSmAxEXLdsGWWfphw5BnC7qJSn7I8zfv3p4/e3rx+s2rfz5/9jZk6HtQc8g/299hb4eM2q+z",
-	"tEjDFrS4kqWGsgJnBs8eygE46dwKh+nGKeI3H4Z45SgZJqpeNFDu1xKMQn8sBjXL0neUM8B7SaqIFBdm",
-	"WFFzWogUV7xjFlDLUaFYeEYbGs58aJJ1cc70Ttfvn5l6D8L+nqgm7ZByQ2CTVylD6Z2iMPj7gA+CstVR",
-	"544gfpRPVDjLs/kFzCt0f+nhVSQjjQ6WOC4M3luXwY1tuLG9iHNo7QhddLg0myiD7Kt3O7SjIdEpvD0/",
-	"RRsb+H0cFtGnL56/vDh/9Y9nL0O8h9rVSqwrlLkT9R3wDJeUqxC2dcGl2CyJoWQlijKZ59jpHSvcPwY/",
-	"FhbvraVtRRSLqplRLic871Fun7hjgMTK1NLkqX7YRGVyDg4FhHuoz9qih0KP0/ZjLmJ1gRzKIS3r+moz",
-	"ZuE6Sy2NbcgnKqSpxlIZmuuwRVF+uxFKZKT0st54ea7u1ZZRKhmbRa4Af4rpLJLzy6v41/fJQqXLi39n",
-	"ebG6Xn/Y/BZ0e/2TwfYFR6V+YfyfFEn+y1TAb41o2DY0c1ls4YS+lUXbaMHf9+txI+1u5tb+ihj6oE7k",
-	"TaY52AoHWebGZ0R91yYq7ONgC7d5tK0CMv27VKxtbCZi5o5WGaF5poUoSO0AlTEjIpgKPgKISSqUiovS",
-	"DYitiMsvRBF22P9oWYMCewcIfqJQv0OjnQmx74GvwK96SzPyaVEUtqidaaZMZHkfffONsGR+f/thVIux",
-	"DUdmyze24cjy/CJYb9Jf58mvaSoGyVF4Ae7s3ZSqE7MivjaYxf8rgeu3jw+CZrqRoK3DuS8ehD9vgwBv",
-	"3f0YMdUhjlvrkbyAMkEBmShzYqtD5DeD0n9HFmkIZzmkwzxRTVMWHga9q5CXdEz+yfAqPGWhl4fGGDTN",
-	"pC0y8gxIgYH2LNbpRIX017YenihWmQwNgzW3BaM45Ee5QfnBcrjiil3LLJ5vTtHg1/5FXna+KrmeAHcJ",
-	"GP8uSkH5pv/68RyUJmpTawmW76xAHGODfQz+AdBxhe/jyNjQHYb1aWyTrjKWyZmMr6FjK91+pC2tlcyV",
-	"lDjOfB0XsyuWSTG7kvlEVadumyeqCbirxCn1q/YDyiZkK5IBjPEyxWgYfqkw3cotDPeZOmKo2zVfzuY4",
-	"5pTsdEWARV4edtgbeLgW/SiSrSKoCH9sNTebZO4ICbMda0LvsLcrsuc+5aYOr37jbpIPB+QYofdGzj9E",
-	"fcC4L/RROkjIV9UKN/LmAqe7MW6sr3I5u1ievfUj74fg/aLorYfvp5tX/778n/9+fbZ59eK3F8+urjbB",
-	"371Xi6g/Pe99e8fpugX3vjwIN8Hfg6/xFfD+SymRwyOCpfEkqqrq5kE14Wq517b9O1TgQzYhL0SSoABM",
-	"wKIFUxcFD1stWdOJS7x9/v3Ld6/D1piF6XwechbG6jouAHcFQxCrJfK6AD0b/shmaeSgU5TBG+2wp0up",
-	"9N1qo0X0QmxaKN+t3U42dztWRLqPSJ4TVaQskrM4glid6SZK53PoozFjQaCxl6kbVNobq8Ypu6/xu0gj",
-	"LH+7pj7Pw2XDavlczdO9gWT6Jv2Cu+YmP4kb9qOZf9o5wJaIu2drP6+WN4SHjTFmeIUoFWf2Swnbjtjx",
-	"7r58+uy7s3c/nF+8/uHsZdiySH7zVZK0xUyLAXb2+jmAMVNvX/3xq7X2MKwMbYchaiSMUDhgKAu9xyaq",
-	"uskw5ABtaAs0ObBpsRm6JT5jttMnhkhEkJvcOXvf6nOHYXGDW0Rmo9keFJzssRBnvB3FIASjEPOdE2UO",
-	"rT2+F/qEhnaU0AC3ypE20kQv4RBbEF6ch+f4nHEltemG4mMKk+Jr2iYm5WLbm6oDarkDOF8K6bU4w6Bh",
-	"ZtjRuH6c/YA2RTHLD2lD0yMIFvqDCQhiOjTCU5RruQYvp612la7Be14ItcG0aHu1zBmYaPMU+5pwPUBe",
-	"bU8cFU0oYHzCPF7O4kuVZjIqI6v6idoNNySzS5ltx2abQrHnr69P7B+mmHp+fNI7ZVN5BYyb2+mFiboh",
-	"v8AppYKPozR2mWT4Ls1CtNexall/LG4nukXL2Us43tww3YokQfCwsYOexfomDwHfZV6on+l7nv1NG+VJ",
-	"MlG7SuXi9bM3F2dPn7559laPuv73v7969yZsEaLyWiZJe55mCxP+Xi2JW4GXAWe9QCWf3inmR6n7FElJ",
-	"S74W2K7ByB4cWqiQ+vXCN7LINm1o1dRnCQpuStZhk/mfStJLEWu+kRFsbXBT9CFsMbu5LmXB+rCb6XUr",
-	"ZXkVwjEeQrNVzOfRRgMtR1vrvBKkz+Qs1d4dMhvTXVpw4U7vkEVNDZX0R4rar5YhCc5ZkWZ2XKEFstsJ",
-	"/MeKhZEsRJx08LewPrT+bnmv0Dqp0krPF1ZuVEwMt4HLOZ4Qfo/V9UVw/WHw/t+9xW9FV02vTjbZrL/+",
-	"NVrOe5dikOQyqEF816e9+t5XkB3Sf6+YTu67qw850gD4fInI9nhK3d9E78Pfg6c/v8v/6/Jt8sPffhqd",
-	"vZ+v+o9/nOcf/iZ6q+9fprE6eRZnz75tuKmAeuduWAnnyflcQszsYg8NSJUFRNs30HMbS4ePI/Aq9CBV",
-	"Ro9d4hDsZ6hnDsEfHBDmPv5lp2h1lxGkWrZ7K/eA/d6P1V1p+UPmmcR6OwJwN3W6D1CZC6ju8EI99Y1j",
-	"t/Atji0xIBgmDTT3SQDbkNeVrPq6Wr6aigHIK1bMts/HAe7ecCKXWTpN5OJv+0VcG0usq72tYLW4eW4t",
-	"0S2PBLa9u+IHBXJj3CD/rnTBrkR+wzNOtWtVZal0qoygSSgvBLT9uh5muV96Xpc3irjQwqbx3Hmv6c0n",
-	"IDpKlq0yNbbu7JgmZ+xOxBHC8zXeXovWW/VDgTLX2ml6F2qNCngg3FSgaNMQEUJKna5H1HHqLo9b5LqF",
-	"cRxv2+KfyGLXAa/zAVq4XBAUqi4XEzPTunX7ivXKFXtr3Pe0YFKBx3DbYm05GI2HWK63VVOHRoLO4Pa0",
-	"NXdcnBYukd+/5xKZuSdHEvw2bCx3fbcd1+2QOff75Zy/U/lquUwzbeMtZBQLBvN9y7SvyrvacFcbLn+I",
-	"2T83HitNf14HdgJOaueBQnH3WCQTL++XRrXxM4BXKTWgqFCVhTbrKTX+x4oNAo/lh6xYMCpX7DxNsZPS",
-	"vPLAM0KW/MMs0vYYTHAttqY5iDL4q/bW6I8y50B8nGzKk2N8nNaWDnV8nfroIQ6Ash5FClAfNquSbWzK",
-	"o9PYtmMriP6mb9Sr6Rv9+EnrBhwVWBelMnHUQtxQIvDjFWGr2PoAWwUQxRHA1pZ0NuE6VlG6DplNDgJI",
-	"BZTuma0c9LBqtwUIFhP9kdkGPGoEduUsTSKHx4PgXsuaXDL4rMeLEuw3maX5uPwVaJCAPAcRajicipiU",
-	"YgQgN4bfKAG0SHMntK5o13bZ9+CS5WgEtVaLOEli2g8catdNh3MZ+rVg1Mo8EFF6V9Kk/yw8Df6ixQ8F",
-	"hGEKcTriHB9OAOWxYsssvcTTXQIAw1mwKD9AuYiRDSddZ7q74SPzYqKcGdpAsTxaXkmqLoH9ZbmUIuuw",
-	"syRPt8mfyj1AsEElFRRDUTJRWBqiB4M2WJFWSZTQzQlZ0/e453mAZIYFffLfK5GYWcLAxUIKBUlDwDun",
-	"XgQ9oA57W4gizot4hsOAYk2gY1mnLBIbAJ92QOGtEwGfgjRCdQFyOAsHtJrPRQaQKgTVZjDa9dMB3ctu",
-	"22boX4WchSNvEWqLxmTJg95VuK8vHU9RfWM6OjVWV+B/PjhJCI0ePt7xsAJ0QEWERJHmbDXGvj8c8Ibe",
-	"Ykrm+cWy710s9A2dwP3raAR/PekM0YmL9a2BD3ooq6HEG9p+9HIMdgBeZQBezdvRW9x5felExnTnnteP",
-	"al5/0u/XDwB+qJkAv2YEvU731gGUmV2oVt85QUTCaRzx6ebCKPPfG6YLuTHuDsxofX9rxbxKzEDvmzGN",
-	"agP/MeK2JUlf3g+0f087c9zoLo6g9hT5ezxY+9I+9ix/9iQjX2xe9iku/caZbKNb2XRD/3I5vyAkdADl",
-	"F1kRDtlsrR2BAO6EXwhsHgvJ2RV2XEVM2/qteqZy1DVrbaYXqUmZbdGPx8RKDirU90qM+LJaHl/9KGez",
-	"OJuttCWXSfFeZjb2a1+YrpVhVUkhL/IMuA4d4H14Z0meoG+g7wd1a9MYSSoiNhWJPo/ZVhi+8hVab0by",
-	"EbI1n71+3obQkDIhDSxeOjPTF+csvxIZ9kFUSJNzDOjhwBG1gD5zopqgh0uIRW2+ywtRhC0zHDNFnOWx",
-	"mkELH8b587JZZGtZLlPOpqsCElYXc0CP0S8gVDz9z5LnEQLycxEnq0zmIWl9MOnL2lOYdv3x9VWc57TL",
-	"Hqx801FuPd4wgwPpZz+ItMs+8lYtqXvjrv+zQRUwE1vbsw+XwfTW6rvgZ3LLJJLOYgNSBkfKNvlvsTmP",
-	"e71ugzdozhtjr6qyulppl1/mVb4suP3L+qP9Q/aDca/nDnmWpBQC2x60g0ywO+BfeENhIgODx5HfPpn3",
-	"ZXsQ9Wbt0bQr2sHIH3qD+YnsR71jVI8exU0Fq85+pgM8NWLqf1H1aoWNmmbCBqQUZp7urhkgubBHL/wA",
-	"jTG7kmWbzhEIbaE6piCCHsDhNGCzCCegL+BEKWOVyUTZak7AB53HSQG+kxZH5I3Avw2VH6H7Hsjxh/lJ",
-	"UDzI1yiw79S906YxzbvJJdLy0SXV4iwkIk76L2T45QhrzFkYR3KxTAupZpuL9xLYoxIxlQm0CemP1T7J",
-	"RQp1Szb7BNlc+kTDaQ1RDC2DF9NYybHhmIlzSrpPFEh84BMGMh/TnmXixp2dF8Tkkufxtax/m/xAP2Op",
-	"6UzvzNkKCsYzQmEAh00PwYwIiJdOmcArUJWrFH8jULJYsebOu1RaTJS2vDMk2dkabauCeAwUYbQkTIks",
-	"M/BlMJICsXAN1/FzxbTwjWerRGRb1Mb/H170rba5Q7g7J3xrEU1UIgu9+i5hM3En6d1j4gXYEgbO7GWa",
-	"Auz0PFYisTXZLF8hk3PP81iasZ7X49CGZy0gkSTpGlB5y0fG6rLV0dslLy6sOxEZ4GH4s9SSIWS52LD1",
-	"1YbDt03ULbzNVEuBf8WYyk2kzKTiBUwJTMJEQRQNi6vRV8eKab2j5vEHpwoA58zlamX3oGotBxdOVJWn",
-	"Fd5kKFpNYUzlqY5EupGhFQqZJspmMKByTJaICtN0pSKIgsCzXCpXdiuT61xqYxK+A4IjqiLQbuN55UxP",
-	"4eUVFOjj59tPQYI5Q8HXYWcThQSo+u32TNHL0HzMMDKq0sLht9ayBWxZ8320bNWRxfk+c0+rjoflm30F",
-	"XQFYY0kKjk72nmgM+dXHerurvI5P9pXpSXDxbUCvxLkDy7JnJKWqqAxnnmYLsN1WqziqCQftHwXOg3n/",
-	"Lgl0CYtBhPIlR7wljmdXImrtG3Kpzh50xJaaHBW13oB6KNwWysYFQZRT522qnbZi3ygN4fWBK6yvfimw",
-	"gOaG7WX4yUShX2861YgSDMkcut3uaO/cVTRW/fRFopAA03n4HFaGZntEjh8V3vqww0Lp9+7ND0S0bNx3",
-	"cBE/FKwZui6Qi3VmlC15w9o6yKXCGmokVUqRpROjs/oV5W7KKbZg4PpjYjZN9XW56eAuJKCXULAezKKJ",
-	"inO8i7OZyIk4L0n2zd0qS/axPQdebwjFKpb++dhTYRe1nDTHXCQkivI0713gLRtz74D7/TuOF3egyDCF",
-	"BgMFI5azdRYXhVQsfC83Yyj3CFkTLdxvCykW46XYLPRZDFunjpmvdRNJf9DzizQzxAE4Mw4ugkgSsuMX",
-	"rAmYCWJDP4FCzgFWSE8WFkZMlNaJWpeOQ5tLIQoKbRQuE6DcMEEkGDQ8E29TG4TeF/iJ5e/aYB+T8cVL",
-	"uP2xrRZeX20wszJLVQQknIAcwcpPpaKhdK1YJrA8XWtlyKrN0sVCtHOpr0by+7zo4LxWDSIiY8EuG6w6",
-	"LV9oOETBKgMc4HQ+UeEP+lPykDV7QYCzto5z2eKEeFBuMqJEhf/qBuWDQdfacMy/GpW11a6l/LBMIB5A",
-	"HbN1pO96EJXNGRdykW/t0q4/quzSYGeXQtHYc7y1W/4sskxssFZsA4kWLdwaNxxB433R/oZlROQT60gj",
-	"jWcuJbO+WtgaW9WKRAKQFnQSl1p3RLE51qJ8j5ZhuIhawawKbRbvFdqla3g/PVzP1u+YU58XU//4YKb+",
-	"M+RRMqcCTzg5+E/gTkw0psDof8qiFCn6VnGC5fsRFlovPk+yfyfOyfc2HXpDTHp1fH9oOwoJhDVoj7zI",
-	"bw9kr9ceCj9on0z7s17UlcHc9+Daqtaw2TfjVzbGDevYoe8tI2jieJkWDBH86HLHO6UCrppCzzo4V7rE",
-	"gXS9f6noLq5sFevWlpJGSP+xXSe7D8LVPKMTYOS4CuO6FeF9bGouHgPqdb6VlNy7pN65N9BL2vU6ntfb",
-	"XtJu2w/EtD2YRbI9nHt+G1FahiMxnUWHLanzl8qqBaaQ+LNZtSoasOtJHYwz7Cy1SaMeut7l2zueHxwP",
-	"2/sLzRUJkXHjxa9nm5ex9+HFW2/z4rv/Xr/8LfVfnae/vXjSW794+kbMn559ePXjd1evvv/pt+MytfuC",
-	"5WcoV420r8ZnP/u87WeADUGxjKPD6Hthyk2NPhgQfz8/f21tA3RRTANgTB6OKFhIvGpQPBdGEiJyDm+E",
-	"9lNzlqepAs6yZZrn8TQhrDhFTUUxhsnUKYVrpciSWGYd+3S0as3TM8kWq2IlkmRTRoCxZ0wit1f4vJQ0",
-	"7X/IjYVKK1KguaLSrTJQAQhsuZhLlxGOum/ITsJOSBSLeekjNQPPB4p/8h6qqQFTe2//AIWimSxWmcrL",
-	"v2LUEm5FmcACz7M30tjLjyrabyD26ZB+Ic0cZK/BP6gZEdHnlf2cUQw9UarAUWETZBB02D/kBm0T2D2R",
-	"yV2Yzj9oJiio2Es51VROA9rzp89evH51/uzlk58ufnz+8umrH0PWDHpXLRu2kCYkahjyiMwNorZldZUh",
-	"6IUPKO1dsMJ2Vtm6MtgO+h//wV5jXIdS2BSEKltFMR3iwuwh32PTeO76JJhatXXKmUxyqSepxSsd6XE1",
-	"gmSwNWxsa6fcDWNh4et3FDnW/50//l2bdh+1CW9PMMuLNKMjCZ+/lNlEmQdzcD8h1i1ZkQmVixmWebtu",
-	"KcSqlLRcjZinCAiXVLuiNE3hmMBHYmp3c6IfMTLfWSoYGPKj3PlG4M9Aj8/kfgTQasRK0FO4w+NnbnyU",
-	"a89DvxlSXcYDNWra1FnmfKfQokn/wM0KHg9kGlsTZWoyGaZIOJFkY6tMmQVzkmMoY8ygLvRKhKcwGrPI",
-	"IslT8wz8BCr+dRFgznFHwcPKv9L8tp9HYYdh5QpG65Esk7YHCZyJahrCU+4SnRp+UysVS5HLmcNzSsSj",
-	"JpUHt1r3kE+UKZm4KP/IQli9WF2aLOA8Sdfw71aF0dAsbqfMU5mNT5kPyKASm7iJ/0I+xsHkMGkXLOqc",
-	"bkjqnW4nv8rl+dZJfi0QjxH6jrHyUh/oNqio7V2JWwOSurbixIwqxqLecQknqT1jLW8wjGTC0ZD0myjm",
-	"QLs7UgELVy2VZqQ1UZudOVMO67Qz55DkSHHx7bQ+yo3jjV48+ftunBwfr7ZWzFbckISBMlJsbsGTN3Y/",
-	"3VbbQNUPwKVhIGqD0JPMIeLUw7BnvBTeKfY3x2pLAHDnGoSRJG1urDyhIv0CodzIP2BOymVuEouUN8Lw",
-	"B9UaZwjxZoC2cytkqpENKSJaAVy9clbKlqErcS0t9qzJINktw91UrqkPw4NKkgNeUAo6KpV2AUSrbLmV",
-	"tsgQcnMmM6I/3Y5rbrh8cYbMIEakckERGF4Bs+NN6wn8TJiz7n7Boq08/s1wZ0Fxg420lAdlITbYPvRh",
-	"JiWsUTeA1GOTpgHlTwvevKt712mmDwLtOtpzt5hFxDds9JFH2oGVV9I88QqvO2veYAsZFNXKbJ265o5+",
-	"QcW2o73qWEDn9JepTFJ1aZG27GggJ5k6sqwJmQb9ZNvNYGFz44wK+vR2BYCsndmjQVtR+ggQZkF2Ce22",
-	"Q3pVPz2P1WVCUucRygg9Tlg7PV/WTNCPgzggPnI3HYotp9pBOzof6oz+H3LTwKjSXTvVRbHVvVkwQZ2E",
-	"lPCpoRgFUTNpjFlvm0r0ACqgugiMi3t1mycNL28bP117Zkao59VPOU9L3U5ivf5zYnWdxjOpP8gPvAHQ",
-	"ItEjbxzJ7ErbO+0oVfrB2yrmkFuxNuSAj8brG+jGJ2KztWjExQ0/WSyZCl9smVzYxxq7iBWtKswAvabR",
-	"9RYVuqV35429EZ3+TkAHb65GdJAAuMoIfPsMmAEiqy4keLdWm+1a/eRx3LqLOZs0tPtD/FhLEUdIj3Xc",
-	"1qZhNUxU7+NRkZpPCoZs/aNbMY3JWDZRJmoYuOUmqJKwVx/33a8y+8q6MBWpMMRgN9bMjgIBdbWrFne8",
-	"/7JYqwRnp7lpmSQPPppCsFXdZ0Iq1O0FRu2utxxrJ8IYNlC0XWX21zaOtUHc60CxtLRDHEfyNo++w14S",
-	"EbiSa2w+Myuw1RpZo653409nWDIUgho/ZQsBBkVZpZbRndSkubMWN7dNSrVaQJgsW8nGL7wWf/ooeJAv",
-	"eleb4rfqqp2S8WYdZNddsm0NkAAXEcI8getifZPPPGp7P4LhO2BUEEJXu0Zd3Oaf7MGnsFECDJYQJwF4",
-	"J/nYKhvIpqAtBz85JUkLmefiUm99xJxVKQ3ExEJxMKckfkDQaBm3FaoyGuaXnWZwE5cue8GDCsYFDJg+",
-	"4rZOcLgY0YIeBtni3JnAOK/gYU21CKThIYfKfE7dLzi9hERmGUpwkrU7N1EmkrhvNbXU3nE0mVikGGlY",
-	"tIgnI5+oGtdK5BVAEGNfVQO4nc8gMfHWspQbP+i4BEWVqQzraaeimF3tx6MusxYgiuJCLsDFqpYMh1j7",
-	"yk2sNBKFmAqtVNKVlmtZvOwwKNqAVaZ9p91g60zqRY+kduWlKhLS42X7lXFfKW6TA+giFA7KBbzWbDsK",
-	"k0joAaMMSPj7BGZAW3+dTucjxox+n+BB1n+lE/Ex7LAzhV9ZFhqZmOluOf92r0IuF0Jhk3O+J4hO6QYw",
-	"XsndhPRIU1QsoYky6hcGU+Y0REGaBSLs2ZZ33mGvTAu1jZFQeKQNt/17lRYCqs8Bea8CC0UaCepyTOjE",
-	"Bk60K2NOBkDSwZPaGM6QUWimEGae48IWuzhKFcg6XOQkVVCfAngNICbT3IyiqZXg9igNKa/tI3l3/oQt",
-	"4kjFl1cF5iae2c0a5+xKJjbLYsqidnYwsmHtLDFr+vrWoN9n2kcTM+2ityYgk1F4kZGJ6woNgfq9et5p",
-	"Qgz4eG4FXb619lg43sSuESCQKbJNx/W9wk6n0yoJ2UKjFEJmZF1h1441w63j/R/0H10g4VN67eWiwq5J",
-	"gDLp9Fc5IzYhAf0K9BGckO1AfCOlVC8IzK+nNteIcSG9+lRIp/T0AIyqHvd7uemw83VKq7sTthpXw5FY",
-	"QYd7nDx951zMWRwhtmlCmSMclLuG7fdy084kgnCW35JT9oTOFpI5W1KniivCHT1gLGHT3wCLB6uJZao2",
-	"pqiFlYmHu+A1lWnmMNpmqmz0EzZiC27VOg8la4yEqrG65FT8l2Z4ZqiA0Oee5+He6PndrRfj+cxtsDHN",
-	"OIvnEwVFYRknCgS9FdvwNVDx1Totpf2jnCKT2GyE6I9gG1U3cemtxLk+HiDSiyupkIWL5np9Y14QCybd",
-	"mKTaOacYcCUNoF+l5TjdY+U7txxlt5jU5ZEqITKsOnLSum7yj0R7BtoGw09wyjrsDP8BSfCywwSRM8qi",
-	"O5EkRj8Z4x9C3JAi2SrbL8dng5c4PrdOs9rAYtBRJ6oJnwrbYCdu3XLD5KU4cFpY6ERDwwtI/7wU/wGk",
-	"uVQ7XRXtIk3bsJucA4YnGA/5VAIsHlT3z1LwfDMZkaKqid9zbfBVJibf7WYAZFjIHsLBSzMc4U1x2Pw/",
-	"wdK5ByEBdUb+64ZQqYmq+f1FXUUWXt7uBTa+eXQ8lNe/vXvE27v3env1JXj/vFhu3Y0OzONe7xjaGlih",
-	"TxUmq9RXZjZMgoEMvbQYLneAS/au8t6CzNG4C0VjPSwaqxZk9mZd2R5MA789ivqy3Z17s0AMpkPZ8w/d",
-	"K4fU8uHf71DMt/Ulvb7zJZ+sMLPyFluxV4ZwjqrQrEz+0XmG3w/fBd3bdkEw9oOO1/e2d0Gv3Y9OZHsw",
-	"H3rtkfCn7WDWjXqyPz/xBv6hZ/YP3QUD50s+3S5w33LvXeBO/h12Ac3sEXEh7BOqiQrhD2VMyMGzF9M8",
-	"TVaFZHpsWoHBGNm7Nz/sjfpUjfngUwSBjpbVKI3rYkGvDnHUj8H4e0vQfuj8YTKIDHii8oRadXJxtfs+",
-	"j4tTbGc1RrE2nLSJR70XO3yJVai/v2ys9UtERLLBL0SpA6+nLAegwJP2RO4fE0NArv1BsSfwe87dt3La",
-	"kRYgglgfDEJXiG5IpVSREUAeIjZo9ws8DgL6td1X0AdYdngD3RuaRa0OO69USDn4YGAUxwqLJiG2KucF",
-	"lAmbSqQOOyOH1QIHrvUJMXhkVZwFfaCmcv/3nR6PMDFRDsQEuXuVErXQfp8zLCagET6HakuDLsKpyot+",
-	"wI66uCgQqJcieFSHBTeBy0LPpMJorIpaLd1ZHNvcYMFEkS7iGZV5UrmsbeIE7oW4YNlKYbEPgQcQWLOd",
-	"U/YGonzGNyUyb9hPAIEIbracFzWuDFxleuzvXhJCvtUWe4Hzan28cqnAMXeKXJwSXzd74rSMWzOn3/a0",
-	"cTOYBVF7KLvzds/r+yfBoDvsjfoNNOwNcJ07imdlQSyhDemXwrXcTjWkURZppvTtzkCq/ddVq8Bl96w2",
-	"RFfrVIKaTiE71I9OcrFu3GbIJVYAhXnNPc5g79DRckSKBrfKd4Be80kcKRey8MhRvQGboM5isCC+BkLO",
-	"lUVfkQY/kV7FVXFr0RdGgwgCQLq/RkV/e79GxbKFPRoV0XkOVJ9sW3tOVFNZGKQxPdOi2bR4TTqrioAD",
-	"mUZARsGgqJPRp9LriYpWEstHqiHtOOI7Tf2othDoB8Jb+9SwiVE43FtRtrnIVgoxr6j40tZNb2VccgSI",
-	"oSfaD85xwnC0Vh1O1FJmeQr0Anru5nG2IH7yleGMdnWxLRa5sy7eq1gJRwrST4Cqc7NmnSg7T3WqFX8k",
-	"1Qp92YCMB3NqamWc2K8R4QhxBF0NMAGHFx+X/UDoh+Sy4LvDQYydHNcG6420Y5ml6YLN06wKqs2aNs9n",
-	"KtEVS5AKC3B98AhEps4VhqBSfJoosImlqFQ8b2fvYD6++eZZRFga+L7ON98QlpKM4iI0B5JeZyvEcQNG",
-	"BvqtwKIpHDCvxtEBd3AhTd30uzc/sEV6bYqOwNjI5Dz+ALYGQS5BXuwC/x6eljTBDgbJRG2DkIT6gSEO",
-	"tYW5PdNOos8OULrhm6dU29u0vSCtDnuXY2mG/hShtxh1QsMtYyui4L/zbZniMgdfpXnhdO08clIXbHYl",
-	"Z+8hCZ4zQeYNtuu4tWR6X56Wx0Ji6zoG6qHbzlZVCLgVvOCeNzqZqDJjyZlA8FaXe+1yJbKIvOec2/cZ",
-	"jPg4g7r2FnSj5fh5cJxXilacG2Y502uiDXjyxkNHFmZS5NqPsT+LJAf+uyjb6GNNSwabbKLKPhDC4nC6",
-	"qtZlkgIvG7OQBhOWqB54agLPikb94hyMl3CioPpEzxSh6cDz54XJhrnbBI8CLHqrKv5wLuzWF4602ycH",
-	"Wb1Lohd/ml6Xa2yeCXuUJNRCCoWCcLqZKHMyYAsaoz1dFR1mYj/XyMIPdTQRAoyBUugFgd7tRkRCnGqi",
-	"mnBRpzxmnSINOd7aofno5LLo/D3Ni7DlfLntl9glg4ah399bibJNO1ttcZ49ISxa6eo1AwtEOx02QaXM",
-	"C5WnCfnf3MEP9ote+OqLX2fyOpZrfe7NHDojAGufjhnk5671GaGsmZYGRfpeqhvGpCdc/9kJieH206bX",
-	"P9uvkqh9Do/4hTdyhOc8I8tVkCX1n1JkMtNva+Pb9IeUKwsoIlm6cD49TaLObmBU23ypc5WS68pV14G5",
-	"EGNltV7luZkfglL8tB7lcqdw/rxURVAH5r7l1vU/2K/Brf6JvK39h8CKT/erSDcTgHyZ5vLMfm4vcQvv",
-	"eRbtVgVapuJdo1QCSB77EkCgR3kOcW+keRr7+s8CvkNP87jkcaWktVZPTj0N8dNdxBH4GAdAmASNX7Av",
-	"Zo4EZX7lW3kjN1hF9ixdkByvOUnmioNP1HFQK/rwmZjEraeJCj/xLhuiuPmoOiAjux/7ab/PP/b79Iqp",
-	"6MgPNDd9/GXfQT+jU37IUfD94OjDfUDQYtvDIuqaPT7d13DGpyK0R2m/bZJ/gpjG73H0ESMZiSzk3ixB",
-	"xaON8/0B9LH22earDEw7EyGgLupqewBA8gLNsgmPhUg34LwGy24sCQKYk9rFtCmBZmg7e7WtB0EWaGWn",
-	"J7YmquQaLGPvjjHe80Yd9tTJOJADJoDQqJAK9L1Lw8SafU8r/ROPLXIwZS1luIW2lMC+RLRLZYjCxYNI",
-	"pAC3y6JIgLkN1EQYzNJ3IJy0O1hWpOlNYfV70xQ8bPXIcb1pX1atyaeE+3KbTW0Q3wasjyol6PnjYNDx",
-	"RncpJTimmeimHiIOPdnOSf/MVQeSkd58x8u0QAg5uOEAffEkVfMknhWfT7wcpfqdtAivp1Z44+AWYZO5",
-	"05io5bsV3QjUUyO/QaGUElzfa5jWsODfxi7LpkaX+P7Ns/NnL8+fv3oZcjYAXjaHUN+AC8WFHQkG+wD9",
-	"Uloo2xjK0fEwjy3VnsKgBzDae71aNrd7y2D0lYA/64DOv6cE1+WwbB10l7n6D2s1vEk6/OWkwZ97uL+X",
-	"xZ1OtoV+OwrpQS/u86dQ77U0bVjVZX6RIr/BLVUlEEeBABPYQTUQRqzplFoA5LCtIdlOWmGLjIACdoMe",
-	"hpgd0GxjLNMrsVxKFFfqtDpErI14lJcDmcpZatFRaJwdsMksjYTFm6kvYcE2AgLdNci1wDQDLbX0lekc",
-	"mEU5UVGqdH0KLZj6rqncpKZdXGbXwJ1DYwZKL9joWiB2T/q7si/OmZjN5LKQkZbF2ytQsouVmH2WbhQa",
-	"DzEovcUyyglJJMEus3DLUAoxwdBhLzDeSK4EldfngKkHuG4TBUxOBjUlTSJjEivXlYAXgT8B0777Ou0h",
-	"ADCxa9dDt9Nxhj07xK6H5nPaNEQWum2ycwKjIsO+LsxsnmC1xx8AlXKz2bkHxeNcKkszClpRAWmo04ZM",
-	"hfXe4rjoo5mBTwow8eerOi2P9Oa28uOrIfwFR2nyspf5zob0TjjmcelE7uEvw4wEcWtabmUHbU4LprnI",
-	"tmmta/nMrhwaakB2q9jBmELFYjYk53LNbi1plyLPZUQQ8zU0R60xWs5IDoGGs+k9BKorPaJcK1exymVJ",
-	"g2QHBb3xKsUmLqpfoXRI86aaFz5R2z/TLy0moih34CPhmVr7QQAoXUgDRWSBRZo99g/bobZxoz7Ys2h+",
-	"pXgHEDrUEDX1Pc957foqxlocgI3EPBw8E7nKhNMkjfXC7u1Ww1C1EULKH0ZPtw1Jg5xK2O98N0q605J/",
-	"aT8j3V6+pTOz429hwa5nAnDY2e9HBvCVDeDTswHAXBrqcmCmHvZ4Yz9af9/rsrcyu45nkr1T4lrEiVYC",
-	"eisRXBoVtzpO9wWFLVfLvMikWLBV5UZ72f7gZCE/FI+XiYjVKaT4cll8uyrm7WGDN54i6+jbleIsCNjL",
-	"9JppC4oZ24l9/+IcSTyA03+vjdXxPKdhjIKRfa/r4Owj5bk7Wb7neX45XyotRZQ+03QCfA+plTAIujtR",
-	"twzN73ijboWFHLKklYF0B+6D89VMq+eaNfh90kgBswIsuMNmf2dL3TbpfvewSfe7nV7X25n0wPOOaBoi",
-	"YXUAZr2jWi0mMgRYEUcVkmkAB/s1/vHg0PfWjtgxlP7QoMiudedUEd85znILyo1wI6llgJUcEARapmLf",
-	"EmrOhjfcMA2Cre662I5tAMEBFyTfFtQhAYCF9gc0Iktnvoxn7yE0vFp2JopKFU3PRqXcpnkD3WmL3cbj",
-	"CbGVIp0oMCNFeQF5FIhISeDAFsabYUgAbWRjrWZuqa1BU7bg/JzAMWbpcjNGtOnn2iaBqXCqDfO0Sl9q",
-	"UWVKc4yG0Y4jC7UjcgpC2AJBgHqtBxSke5oWtBb8fycSRlAjZcQqAoPVzg2mHhmLZLRCUQzV4wZOYR1D",
-	"FfAsvVQxPYaGfIroslCOTd1cNM9QX1jONIIbMnxUlKVLWj0w64lSNQZjCHBczJdgDTegC5uonDu7Y+Rg",
-	"FJu83JqFC2OXZvFlrIAWwgauaC4dKHbr+LfPChfsqHA3gbU6CRWCVjEu0Kcqj4VEMGH4sjh3aQ12zhWi",
-	"UtO+QAM3B7/EgmuMWey4eVciwkhY11E01vSPrYvDeqwJ8bvKZ9KL7BdCsX3YMxXYNc6cQ8Rb8gwTxgzg",
-	"UZs5QRI3LEw24dJUydxCUiPu63QVXcrCptznmcyvymyLBc1R3IVA2WDFMHpEYQVgCFj4KgNZqQiyPXkF",
-	"adaJFlMyFsdQVs3DGEInWxt2WGjfo1+xwHI8YqDFIvTt4Wi551Q06B3oNES0D2JGhuVHST815ZqJPpBl",
-	"HLZEkjJPd+YAWy1n2u6ISnwbhBqaEpuxW7ObmyD1nnoP7oaNQcGUQdYQUcb1eaDq4LUwVCJlSs9wmQgs",
-	"c48ysYbE2nKVLdMc+VUMFSKbukfO1m1gWBWpO0NscQ8JowrEKMwoEjAYYR0r6K1IxMYJQlPvhq0lKMal",
-	"7Le7j1QLOmQumPxEEZo8EUy75R0bSQ0X+7sSXKDBEqhNYISBShg3FliIszrGh4mylA81TA64m3Z4BSiI",
-	"gohNqBxgVDNZEU/pWk0Uhb5j2ke0EmWfQfVORLKBdpFw0pg0Qqo8zx0SwRYvsfOglddRTKflbiyTEXHE",
-	"3ahHtN2NpFVXhQmx3Du2D9mgbyNS/Xb1uG2WIAr6iiWBHRZpxtYC+gNM4foSO9M77B0ieBKSAqI0VkrY",
-	"uVO5jkGWrcJzaFDRZxEXnxsoSBb+/jHklcxSeRgosU7Hdcc4qXQBgdkRF0wBjhb01BiOlptZCAqnDYi7",
-	"QvmmRhyntj4/pLj+fhmPvB1vgaq/RdZc0wBFE+WkKbS/IKO4wETA7o0GZ4+2wCOM11PLiZvuOMqH/Wf7",
-	"bbrKAA7DehuNj9s1OVCHs113ejxYtyn5tNmUjw9XGObXF4b5NxaG/YV4HrcCC34w7nmdft//pPAyu+Vg",
-	"d4GW2R7usRSQD1sP5niaeFZR6O1zN1W6/ovmyw7EjX4QbGOjIPbYdHzLoqtUY1HnIoUXDOUexReIagna",
-	"bx2zDf2hGiuNzAzcz53Pp+xaoE2HTE+Ov3qv9B5AYt+Y0asyv+Vu/s3hHYoVsbhAHLE53RT07zFbLZfQ",
-	"T5dLU7CgfbBsovSfWnXpv3F9YujQFNBEbaUwzu+aA8LZuVP2h2brMySC5genfl5BSufzzNvUKnQ/OPd7",
-	"pUqqTkaDN+yGhUdsKZmZCWbUdMkQzQ2ixtP327/tUWuVwei1qR2yV9WiWzhfcJqAXSXniLAKMbqcMk/g",
-	"BzvM9JBjq34kDXYaJwliulS/mv5+c+cTPSO/ipfLuoeYH254SjltZRfWHnpg/wRr9X8+Bt4SjuoBuQ84",
-	"lVvi6mvD0Kdl+zVS1Gop/MM+NQW/UoKjoqaIZPSmvqCn8PfcoUB0m2riouSfoXBoBeHLJUKFiy2yV5Iq",
-	"OS7RvUoNjDFJCIahTjQ8e1v8rRBt1DvOJejDAJmwLBZUqAfXxbkFZcJ4zY6Gwm89pw7fe5ag0am8tf4M",
-	"3vbxuGO5z+KzBLn6oq/Jxgc9ebg5nA7wow7fzc0U55XDFRd5hYAyt2yc6BjVNSN8uXv26179ZI0Bd9mo",
-	"d0yD65tfanME0tarOhhKly1dX84tZsiMCBccMhzIDdvbMdxcQk8BXTVWKWrNM1GWHi0wZAaxk4WZlQX5",
-	"RAlsFALQZfie57T3Qxz+LGyHP2sPWYTt8LeQsyi+jGlcYSdk4UXIwnbIy2ySIYbHZDbW+cNNp+QIIyhk",
-	"Ltu5VHlcxNeyY3lpq7WDejwVAlpAbEEQMVFMFF6EMP3oEzUhOAv/0d5hOtFuWly0CNfHYdq2NAY7lCPI",
-	"KmH89qYLABxqExWDBWCshuzdmx+4dv9mmQSGC5Hk0AqRicuFNKQAhDRiEVAXYjNRmRSzqzFL0nQJIX2g",
-	"Pc3iayirxxisNBA2CJpLCeOyKwKz/q5TfZkJnDZtw4OBsWghd3cKe0kkLARCb85WKv73qlJPRRvTcQBK",
-	"DhZR2T3ADFKSr5eUuUijLHBasPATIYCg4AG9DZM7QozfYh3PnM1A0KXaTELGngpP1KmxqcgMwlJAVWMF",
-	"EUoXoAfj7qdkhMPh7XC6ydx1flhcjGv4rK1dBpBEtrhpouBHPdhd9fR65ainO5IZ/GWduON06CftmfjT",
-	"lH9VUDfuxL345w6e1M9fm/Lwi4QLRd7C0tC4p/1O3vMKEfL3xHh/vHICrSCmUXcj7LvCnPy78ycsEhuq",
-	"P0H8vyLVSjxkTQtE3dru7ABBN1GRpZhiGch0pCLkREdmtAaME02T32SW5qwJjWza2DEpYpWyS7HM2TxO",
-	"EmivBKd7ovIVZI7DIi0EFBsYTI9lIhBrMhJxskGSJVId+pBusP/7CdHgQ8WMmBUV7tuJAr0IMNYqjawL",
-	"X2KW6ukupDJVRRaIEd9DfO4IQE24pPkWdiPC13UMHRud0NBw9BAIG5InTTcW0ZA1z14/58SMBJRAnM75",
-	"LF3GMucTZXuBSuRkfVHJuSQSJtW/V3Kll0+bBJWahRxYxoRyalEoOH86USbJEss8rJQV28oe7Q6ai7Cy",
-	"wbTtNA3vEObdDBXZoxzDHS39+LJiqVqaaJ7OsYgEYojmSihm1pZKfsrC6aaQ+UUuVREyh2hioojPyTLi",
-	"lWVqdA/lbaOQYBFB5gvDiR6bfG7+yFBDNY09fNKbqH/E/wndoXAN1DBGWGX3Os2Ly0zmj3J7pGxlB6Kh",
-	"rrFLFMEMO+wdnAmDNdDzPDhN0KQjCmn4CMvWJz0+vWy1fjc87JB0BtYURWLDWfjTTz/91H7xov30acia",
-	"786ftDrsKbUYleVHdLpxh+mJUGhb1eUNACKvwm9sLKcyKO7DKLVvoh/w//7ltUe//N772MZ/BOU//k9j",
-	"N8nA6zM0+7+IE94tJKdIuhHqLkGqedi0bEAanClII7HZ96VFest3BsP7fOcDJFM2udsEkzfGfr/b5Y3q",
-	"GWiMg9HoxDN/zuHhPd8PPI83IuyAsF80aFjUh1gPy++Nhkjw7xzTxrjbR1w6K+v0qwPP6e0gpJ+tkWyN",
-	"omYAw60BeDVv93Ze7unZJPDGyregxqCYMz3U0GWaio8KhyY2w3jeR97Qyqfx/7N3Pb1t6zD8qxi9tAWc",
-	"pHinIrcCfe+taJcW3XrLsCi2mgh1JEOy13rDvvtAUpLpWAa6nXdqkTgWSf3hjxT/LE9qa0LFxwGVpKyO",
-	"Ylh+W/5/Luv340pEBHR6TKHLYNCiEp//vR55D94LfS4xlAsFl6NK2Hbwh4E+QnATmE/ozkdgyaK1wBlu",
-	"6VrdSvgXizmS+2HquI/v9G4Kj1vgf0cJFKUpWu8eabLNwtRSi1rNO3GoNtnZBiOfffF0/BEod6PXGr0u",
-	"y8WiMoWo9sY1y8uLy4vN+Tyanwv0wXlGf4z7HM3M83P0QPTxkn2ZeIRDtPzm7Oj1xXHfZqVyACxW9DkV",
-	"zR2riEeQHWKU4PTJfaJI48HHceeJwgI4fqutdA40LzbtxPD670ZLRkogNUVOTI5JkASPlJmTlEMd2zM+",
-	"Pd45QBRBJoNLq3CXdDZuIs26g56HpJo1Vu9HPDbsjInIll1yWdlY5UOdSynKGTkOB+WWufTDld9I/PRF",
-	"Qv7obUWXmrCwJSrlDkjUi+zymH1KkLS/JQsJGID9nyvzin2Fl9n6pPdOxshpCnH9B2aUgqcNsVm0rjEH",
-	"3INBAOsTGlLojoV0hAcd4xQGnb3ILsXsf/AdaGNrqgyfSUMTC0jeWyZAIvpEyZ1HEM5YDHkJQhgaavOj",
-	"SJIUJXf0RSpAhIJumMkHMvfYFG9zECj2KRPRuHHMuvGB26KIbrjg4sa8fa+gcgazSUkN46dRveXBAius",
-	"cQ4NLufvWOseiTGmWw9qj3n26mrE8lWvq64ebnBe8lCSHU5UGk2+1cp2bJiJOQ6vSC1p04iIydEFXFgZ",
-	"bEK10y4K/tTFU4efG2qnld7N6HfJ04OeyMITqfk1vI56GA27UOx83iyFRffucN/oYC/5jhYt1Swe8Q+f",
-	"Z5XZpdY2Ducyz0jW1n4RHZysvkk0YrztE9e5IDeoaga10z7d/L96eiC1waTT1hNCmbV1gp77MAhsIGCz",
-	"bfbU5DrWlWBjXl1/vFl9/Xx/++9qwwVRHpRODBtePrHHA4PeH9+f69wj0XiBCSuzum0ww2hM5FpPUEn1",
-	"fLy24ryitz7MfThoMHvC18nHtBvshFwJferytY6JeLABMV0VEQ/sXEzP2Hb0D5MM/Da1Sh/w87FYcKKU",
-	"zhwp0Fgp5FVus1K4/dYIWxKgKH3C1GbRqgWfjfhcYtxr9g4aIUHEBymqZp+jca+0dC6HA8+qIvR8YeBn",
-	"nq0Mnw9l+A6J1rabXB1Ew5efvwIAAP//",
+	"7L2Ncxu5sS/6r6B4TpXJzZAmKckfVKXu0drerM56bV9bvpuT0E8DckAR4RBgBkPR3H3+31+hu4HBDGdI",
+	"SpY3ybupcyprcb6ARqPRn7/+rTXVy5VWQuWmNfqtJT7z5SoV8O+Ld5c/ie1raXL7l1kvlzzbtkatC5YL",
+	"xVX+yLCZzEzOFmIbMc4SsUr11v7FuEoYZ5m41QuRMK1EK2rd8nQt7JsSnvPW6K+/taaZ4LlIrnneGrWG",
+	"/eGT7mDQHfSvBk9Gp2ejfv8vrcjfM7FfXojtKF+lq1n+9PbUiPmwFbVk0hq1Vn8/uV08XQ4/b04Vb0Wt",
+	"lJv8em2q7x4OrgaD0dmz0Sm8W/GlaI1aU9mKWjTW3fuHo36fxmKmemVJ89dWzs3CjDaZzEXr05eoYSr9",
+	"4VX/2WjYP3Yq4vNKZsL4lzx1L+kXY4Dprv/2ayJuPidqOjsZ7pnu8Kr/fHT2fHT2LJguLlPNdDLBk1Z0",
+	"p7kNapdpmko30uoUm0c6CCZJIy2N8bvWpy+fvnyJiC3f43pVOdOx3EJsQ5b7/wunfYlaP6R681ou5c6m",
+	"nK5Nrpcie2RwQw76fcaZEVNtN6NK2BnjOdNqKg5SZgiUOXGjscQctdz7u4P+qSXHimc8TUUqzbI1Oota",
+	"K5FJbUk0MHaWPBet0aDfj1rrVXLgE3Ze71KuqlNapVyxmc7YLBOC8elUr62cOjj8Z5bvPTFTSy2QaHwl",
+	"r93AolYiUnkrMinM9Upk1wnftkbDvh3xkn++XgmVSHVzDQsAM6ELZjoXyRpk5BntluJ5e9sXv9522K0m",
+	"AoSDBAKsJ6k08x0a4M8s14yzXK/klOkZyzeaCZWstDyKICAIgNi908HQy5H+4Dnnz2Zn3T4fTLpPp8Ok",
+	"+0yczLqn/bPBk+HTk2enz8/gXrFc6Vyo6fYaeUFnici6p8PuiksrM0zO87W5pvWxw+BqKlK7P4HQ3P0D",
+	"KO5+lmbF8+lcqhv4OxN5tnV/OConrdHwC5IZX98aDYnqcIbwPBfLlf1oP2pNdGJH99sYBzhujdjpMGLj",
+	"lrgVKrd/jlt2xOPWl2DDHyKVo/M1repEpqkdZtSaC56IDCb8QqtcqLx7tV3Ze/hqlcopz6VWj/9mtGp9",
+	"OZrkvF9HcrVOU5I2Ist0VvrFkz8R7nfLqQVtLLsvRT6H/fnu7YcrK5PE59zdcpAGxIXXd2EbWE9Lm5qx",
+	"8M/XEz5d6NnMCox5K2otpQp/MpZi2VodHBnOvTUKOCZq5XIp9No+edK32wP2jeNb07gld9++ztLWqDXP",
+	"85UZPX5MK98jLak31cvHc60X5jG92B6X/wCONHO5Wn1Llhz8myX/SVnSLf0envy087HguPkg8jzd1aPc",
+	"qeMltj1/tBL+0IlYPhdM53OR+d+Yl+D/ggfSYN+BNCgdSP3jDqTBvw8k2P1DpzndcfPj+/4FtnnBRQ+y",
+	"zZ8/++qTZ/h/28nTysRU2EVgXJkNCKyz/gn7ILJbORXso+K3XKZ8kopWHYue9U8e6nx62nveP/sXOZ8C",
+	"ef21fHvSGwz7D3g8fSBxWz6YfhFikfCtsZasNZ6YVOwdz2TJBCo4PxMrnRGvJ1ym2z3M3h+WjMZpppVd",
+	"N/acfce+Y4Pu2VexeL/7VDxJuk+nZ5MuP+Un3clwOkj64vnsGX/qWHJ37fpX/WfFmGrZcfehk9JDK742",
+	"9tCa8dSIh+Aws5CrlUiu9XS6zjKhpgJV3R0Okkvxq1aWOq/WmV6Jx26lalmpQv8yG+1yDyxnFxcYGUYY",
+	"I7V6uxIZz61ICPnmg7xRIrHcspH5HFQXniylYrleCFVSV0w2u8ZfR63/mTzN//dQ/bJ4/nr5/tT8+XYw",
+	"/cvqyfy/k5PZn/gz8VH35U/bq7+/2Zy9qnHfec/WoJhWpi1Lt7QbZTDyK3Cq7h03V+zi3eWOcysc8snf",
+	"h3/Wz/+0+D+DZX/69IqfTv579Zfs2foX9Wr72jxJfpz9b/nT5xdnt29vjhwySNzfywtY46/c8QJ6KqIb",
+	"2rKaJ12w50S/O5gMp92nyYnoPpud9rtn/Mnk6fRZ8lz0Z8X7+XQpWl/sQlxxs3gJqmFZGbbqIktFnoss",
+	"YpmY2ZGzyZbJ3DB37oQLclAFHOw9cp9ZEvT7vcHgWVUxHnaf95NB96k4Pe0+44Nh98nkbHqanIjhbNC/",
+	"90l52j9lb3TOftBrldSej6f9069Q4b7ZqVb4SwtVjNdpYXsOL3hHb3gy2JU6fCV7K57lSmQgeTZiUj66",
+	"PM94K6ISJ+FmEZhQPAeWwaAJ0eFOfDO8i6p2/8Nq2D2dnoju08lw0H2enInuyaw/HfKnk2fidLDf/HKE",
+	"/z0sg2/DVmEc4igNv4m33It6/eeDY040pKF7u+OtD4XZWcNbGy5zqW7AR25Zyz5dz1H9/zs46kE8TSEL",
+	"/I5Mts9bdD/n0FFMVqN2uAgvah0UPznk06noAmI2E9Nc3orrcvxlss5MTls/jMcEAYHrqVakW24pVOOu",
+	"4N1nzTGaujCNW6wdDZVnN8KPLBT1EKauHc1wdzCgO9xF8bg7QY6b9kPOJ1SOotYKgnOtVaZxSwhlt3pr",
+	"1Ho67M8fZJf4XcCBaQLWfClSkYMXrpZFJ8IKwMTeBDvnTkwKj8FMfmu5V5TE5kn/bDD0trxlptO+9/YN",
+	"hhjty8Tf18LURfgGg9EpRfgO7ojTMgMMm3fEcJc1Bv27bonGPbETz8RJ3ovBj2akhzrRwxMbuaZgpA9r",
+	"Y6mze5Qad4F5i+IhRd2/F/YhF9YvFq4seo4qkgGi5Gjp3ylOXvFBJMJMM7kiUffWHp0MvKcmAo1L3Ips",
+	"ywz5GPM5z9lMp6neGJbPxbIX+EsxNrDjr7+Hk3fX8Xofjxu95YB3r5yj8aWsAfLpXFg1MNPpG/0h1xkm",
+	"d5VodpFu+NawWOmusXfEI/C9ZMKstDKCzXWaGMbZNBOJ5RieMjPXG8W0SreQqxKxzVxO50xpNrVfZEu+",
+	"ZQshVr2xegX0xxiUf+WUZ5kUhsmc5Vr3WiieJVhnebYWGMlZcsh2U+tla/TXlhte61PUylGjNXmG0uML",
+	"ZrosRU4Tv1gnMn+xzgw6mcoTvpoLFoNyOYU7YkjWmAu2ysSt1GvDVvxG2FFJe/vf1yLbBvlB+NZwiNXh",
+	"RPh9nwFUoXfOltrkLJ9Lw5ZcbZlQOZCjnYgZX6c5O+t3mj4Pu7v0dXrIqx5yaQl2BjJGKvxr4GkmVS5u",
+	"BDq1fJrST+g+2iXTLNUbzFTSGYu/i2FLWVK5keoZ7bCF2MJu1uuclFF7Df6zUX4yK57Pi7mgj6x56f8z",
+	"E1a4/MfjIv/xMV41j0tjt5O5LMyT2un8zBcC9jyb8jRlhs8EyzWGQ3sMJgs2PykK5MyDeaEcwoetiD6H",
+	"vMmV4Ll3VY6V4Uvh8yrtnfCDtefsN9aZMih90Ca0j6G4ZMN+H56J/Qzy7nuxSvlWJCNmaRKfMz5WlS+y",
+	"0gc5S+RsJjJhtS37TatkstPhsMd+ElvDeCbYSmR0eOJ87bPSMJ4azYxQ+VhxnGMc0LL7k9jGDGVKsdrk",
+	"ZXEOkt5YjdWFe+FcpN71BrO1TMMNS7W6Ybwgo713IVZ5hDPIWSq4yccq/vHt259++fHVq9fXly9f/fzu",
+	"7dWrNy/+5/qXyzcv3/4Ss/bwdG5fTyzYYXyWi6x464YbWrEkgqOAyRnzp91YtYP3v3919erN1eXbNzFw",
+	"OLzD5c3G/pm443TX4itGayWyUcEJUhmZCOSFjVSJ3pDzDlcYlm3PEnu2gbdzkI12Jpu5UP7rbZmbsYpl",
+	"EkcsRvax/3KHNb7EiNwqVeacxZYTYmavIZfEdDbELP7tSxwxI9VUFLRx3xkrezR2InqdSgxTOp/bA4u9",
+	"VXCMFivoxubGT3OfcytGjbGLkBfMNsuEGCt+w6VC2uFmy8TaWBNB5n6zcabEBr7SY++cav/Ivge52XJO",
+	"sQ82fOuFDE6yEDMVbi4JzyX//Fqom3zeGg3PzkBiur8HUY1gv1S3MheXL+vFpYSrTCYNAg/SHprl3Uxn",
+	"Szjc12u4c/fzP4lt07cXYvvIYE7IlEmiujUv2UTkGyEUi+eb64LPKOk0vvbH30JsmwX19YGxB4R8clo3",
+	"9NfS5Jdqmq6TGh2EODWVJjdM8OmcyVwscdNYMWIvR/CnVDSxG/HI/r5WCdPK3gAn6DP2s/w+lA4jKzrt",
+	"3Wwz10a4Gzd6nSbAoJbnpGHTdW7VmiwHAk21yqVaC+P8wSV9ocd+oZNO5rjh7WgNm2rLiXQpnwuZ0ed6",
+	"7EI5JQi0Wy8aTvv9ppNeErHqlCFwE36qI/O7lKs38II6JrEWwCPD7Bcalhr+s1cfQ5W1yJxdWfGT2Tf9",
+	"P3/l3V/73eef6L/X3U+/9aMnwy//WcvM73SW8/S1VIsmnl7BHSyVavHIfMNtRfKlcRiUaOV2lRXAbtPg",
+	"QlpNIg/udJssLhIMYqcPgZH3rWbiXNFNU3FW6Dck5hU3jQuKh8a3+zSc3Y0fR2fUN/y8tWmbNx+YvF+5",
+	"+/apxMXnwSJy1hYYRN/z5D2etWBYY2QAfSBFVGCV6Ukqln+A6ECl0GjJU0sAkXTd1dCaB5UT1FsJugL7",
+	"7w9v35TqiUTOpTWB7a6Au5drY48mxuFepid/E9McqGJyrqaWGo9vB4/RlVL4FsBRk8scJNDPblDue7Qm",
+	"60yNrH66mQuRjmhao8oUgEjHUfYdvgEf2V1Yp8WAPUffiJhZT+dWkeP11IkYZ95oddJkk1kd2c4C9FHQ",
+	"+vHdqVTC/kSaOLztx6urd2zKlX3limdG9FpfotYLrWapnN53oZXOu5iICZlYdREtnmaCJ1swGuoX2d51",
+	"TFiJFEiM252jR8GHWECKuvQnFJt2tpZpfKZoPb88PjKkVTDV84KprPxyVC1/ai93Vej2kNxl9DqbCsc8",
+	"UjEOtiO5s7jzZkkD6/+DziYySYS6JwNIZdazmZxKa6VAVkeVCUJbH1RJe1NhWishEtOw+a2m5e8JcmUK",
+	"s3YcllONW/jyc7inVFIHFkapKO6g5DgpFvkymCR+4tD61pDFrhceKl3T5LeG2eqZXbI9HuwyhdxBZYpn",
+	"zkF1sC9D68dluKxVLlNM86Z0Jcsv6yU41+5IEzw9i28eosjO1B+O5x1XSGP1ZZmwyTpnKZ8uTInhytzU",
+	"jnfXKO6AIEV1/yaz8+Njhc/LnCVa4Kaa69TKH4rQ79KftePqdO2r0e+JPhEYibNYxgoMVZ0xg5ljBj0y",
+	"e9cLtu8bnWOOz/3F98w9XzDiG43nkffHBIzWLMItZWaUcPQwcva0YLc3wcsPSla88WEYzNHCCdYI151N",
+	"RKrVjYEqPoXGGrnL7Lq849tU8+RK69c8uxH3XJ5c627qnt/RoPQtObKcl7def3I6ATwjPk+B+2FfyF+L",
+	"Zw9t/UGw9Uk3ZLnWDId3aO/7eTy8GgXTstzpBgP0v9L6Z662NFJzT/pnPBddoFBVVL91tPcOQCuEIMB3",
+	"SFAv+ZYt+UJAOS88RYMElys6WiJ7bkOwERzj65Vls2G/f44ajr06YOaIZRuGqorWGEFwHzy0bKXpP8zK",
+	"Ad04EApZz+6mv691zlk7dhHVOGLxToDU/egjo/aHUgg0Ho2VnQ+L4YVd5HWRxFEgSJX4nLOPVy/YUiZK",
+	"3sxzH6RIuck75+h+HqsJz6fzqNhjnt225G7Uif2RJ8bVYNsDAaOIlsa02FbMR2yW6SXjbJpKdJwnSSYM",
+	"efhXmbCasUjYsM+kwgOMTjQ4EoK0ZuOcWoM+M2PVju3Gskva5et83p1xma4zoMxEzHQmQl8q+LZTDbX0",
+	"61Wnx94DJwXucLnEB2K40r2wV7wz/0beCvBDBAHD4L5dG/ZHvUFuQ44GQbnhIDhxaKiog3N3f0zPx6X6",
+	"NXEpy2IflZ2+zuSvIrm3GguE71JqdFV/hZXyx7/9mlC5fa9oFLuBUhKYeWu1UHqjogJJI2OYsn2UTjoo",
+	"dnNp0gc28jq89+FE8ETwDLxZC6FgntIYqW6icMLBPGnuIJ8/KvF5Jaa5SF5h+t89Vy0XmeJpdcloI1jR",
+	"6Ylh9SyRzmrXq7jJPomlkXOuklSEe99q1WBHTARspZubYxbtLHRBXNKAIcVAZAxzHw/aEjTLh1m5wrkM",
+	"Xy9cD2f9EwwgocMfBkiWbUZedsMSnvMJJ+fBR7XK9FQYY43YVyqX+faeKwm7j7vErWItL0kgzqRIG83E",
+	"Qjrb1ZGlR0ZsnaURBW5LuSpRC+aPeRxwM6xACmU5xnCrdbW830kxPjE6XeeCzfN8Bc6VPF8Z9vH9a8ji",
+	"cG+o/VLNCymAyQaQvXHwHB+GTIQTpEkfYp+AtN/EibURadolx5o1vIj+52i3zGZ4iNNygDmaSpNjDUyM",
+	"SxD3WsXIAqQi+69VZm2fXCKfhEk+gZM1sZoKpUpXPK3lGpbqKfXLXLvwL5N5xGJnaFntYppKCJ3KG7Ve",
+	"xayd+7C/FexgptMxD+eDwdKe9aoD+Q8LsR2N1/3+yRSOgQT+LeJe3RDDqp2Gaal1Sj42PB933iGThw71",
+	"1Q61XOmzS0+SH3bO9tbSYZlYJYinqVVjpzqzljJawzOxcXpCBEfsCmRPmtoh3I8cijzrOxdCtJ770tqV",
+	"L/3Wgljeoc30AR1A/kU8yzjmoRRaz18xokA+ffpAKZO/xMlFOI984R5H6QXeBNI3Td/OQL7tGx3tNSvE",
+	"ypvN6uOLpmQfyPOxnLPL4/STEdNM5I7t2YciDWwuMtGrDYqE9HCf353qJz9Zh2VWHjjikR25OH76+1cH",
+	"3tlM9SBewpNEWkLx9F0wKqrWLA+0vO/3bCWT65VhG50trCxtv//hBTs5OXkOdiKIpXW+zkSnx94uZQ65",
+	"LMrurMbt07hdKroCS/nEqkVkI8GiO33BqQk+VXJtyDEVhQF+yF/ds4Pqwo72mp87OOLMOdM4NVCZl6t8",
+	"G7l0TfDPtePvYsyD+7odubu+VNa1M9S3SrhwxNblNtGpwM3CDqWynZpeZOfsnlfr5URkERt0rZaVnBcJ",
+	"V47k8Y/uiO/S0JyR1mvtT+KLWsk6A03gemnqLTbIusqD8eRaL4DLljJNJcnoEltJlT85Db/cr/uycGp+",
+	"lcm3pc+h/h2Gw5TILdujsgr2sGJrbz1QWty51c4sjbSyj1qVtMcuxqqUQwr2ZkA9MF9HsLViZvjWMKNZ",
+	"Oz4ad2CswH9b+8JzhmpznkmRIF/ubAG9zqcad91e+YSkeUt3B7Haa6z/qk3FBDXllP0kv3fRQk8LSo8h",
+	"8ZIJyBzTStQO0n8rsPvrBVzNUVsbnoLXPTLEsyZik601M7SSU55CuDvyeXIiodseGUyFMexvWlotCzPk",
+	"IhafjxWtPcxI6TBxeClYe4eBKI8eff1KK+FyLWhEQI+FWOU99r1eq0QkI8wywmQcSv/JNTsbDMcKHEKg",
+	"VCmr1EOy7snQv8tqVX4Z7OTwJ5qMS02LKk4XrpKxqrJqjKtK3wLpu+RpKuxPRpMPK7uxarl9b5Lp1Uok",
+	"+FCP/UgDspJ6rJZ8i3siSNTG4cC5AYMagSMLE6HsyCHPiUtlQB7Ya1NuRMRiq+KBoozBizgaq7h4Lfjp",
+	"9EIovMXqBPZfK27MRmeJ/zf8ayG2TuXm9kSLQZWear2QImZto8cqviBfBkgye/cLugxJix9E3vU/LK04",
+	"A2PXdCJwfq/yMqmjOjo7VXg6t/RVN8Kw+JfNpnsR6LL0uXeZ/rwtX+iNVfxao9FLd7niyuLnhRArVIYw",
+	"9Qt2u4jY3PKPfWbF8znm1kOmVzRWs4zfLOEgUIk9azOpZprie0t9KyBTxSdcHa7ojMoOvNZJv1V3/pmc",
+	"Z/khdd/Jb7r5eL2jVOtZJ8kgbYGSnyuSzEv9u+78QNKFGe4l5dMXcwfzLx+ghQT/1Kw2OAW1qldBkqFX",
+	"Fh6ZHU3CREynid3MuIF31Amn5DbqEkQviRUK5dedOxUKtzvU9IRO41JF+9FalVOVdvQqKs+dNtRYvKPM",
+	"Sm5Y7KosINueJ4XTHsos2IU/553PnmbHIbUT9xNaFwesuKP1+/L5W7MHeA7+IdoC6D8cjVWXxaSLxCPG",
+	"2fDz54Bzw6To2Ce1WNnRhVzybBtjynOebe0knE/z3Ecb3fekKZJg8HF7Kzw9k4qnxZOVb/IEbqK9FWYc",
+	"kd6C53BFgxor1qREYRbS7pjxsFY6INEsx1oqTFAlMvmy06hln6xJWaVamVeKis8qCva0qPws5QtTYJbM",
+	"ZziQ8Bf43PV0ztVN6XesSSkujJW7ghW512iT1Dzp0+PDawuxDT9u/yQvBLzannZS3Vzj4djLdO7uxF9M",
+	"LxMLsRVJfG6P0pWclqYCP1C5Fw4VfqFUe/vMLNUbrGQMHwx+9U+XfvVvsGMkFgtf4H8LHve/IUpR6SfM",
+	"XaA5ux+DYWKuq0uhoqMTf8yo/iFmbc4m63RBmVYMUiLsNaqX0XoxVhCA42YxwmzsmUydVsXmFJbquOhh",
+	"TyQyv959P70V9Ux7j90sqVVAwAiDXyL28f1rtsrETH4WxiqyOpM3oBwlXgOcbFF7ssKpc+61pB66C68l",
+	"6kvhr9dSXaMhFGhV7n69zmPW9glQGFN8ZFgsVw12Bp/mdUK3cHWyNsYYL95duroWd80eTNzMJ5pniUtO",
+	"6ZBrFB2iRexkqpdLrpKOY2nwmXoXKTE5W68iFr97++GKPb4dPKb79npM7UsgXWbJE+FSvziC1I+Vzlzx",
+	"1c5AnUfWgS3JvIFAd3Amu7BDkxWER03NCUHioMfeCIyB4962EtjVR1lm4quV4Mg1UA6H/AQHWztG4QP8",
+	"ss7Sa7wYd6IdXiNDJHIFDBC1hOS/gADFEYeu4wMpyy577br+7rudtvAIMmbk5LYnLqxI7VGMhZJf7/Ir",
+	"DpF7qSqhnuJcY15HCX0RTkc57OxsVD++5/l0HngXy9Om2vEj5w3vuuJm4d73BTx1l/gsAaJL5f4+4BHF",
+	"b+8ZM2oOX7lW7l3rNL+/jzZ8Sa0fzw7lkYHsujSnowEsU6zIsDJIBVVGeMSS2ALzIsYqSco7Dkp74Lzw",
+	"tT0uCRAS2+2gqLo5GaG2i+YAa8d/eoUCEjPnfpPJl7jjQYEmOtnuGgTexXZUXM9DYBx8gm4DWuMpWWN2",
+	"ZGtRBI+JmgEGEDhy5zzB2LmDW7M0TdBuTpngWSqh7ht4M9gyE61TwQGCyJLjYGWDvafWlbvD/0fHSMqb",
+	"psrQO2BHu1aZNA1UiZxft1J4GFTRcmakukmFj4hV6xB3RUtNwOT7TPAFZupUYqp2l07XAHfhUogCd17g",
+	"xA2vlif4A+ZNeMsTcJTx6AUtBQAxcir3rDO/o5ZVelJ5M6/ZoR8EJRBhHh2cgvbVq0zfQCYViFowXhJR",
+	"/3YQ6qtMT0SDI0OmoPUo8oxqJRjczjYyTdlEsFTkLJ9nen0zv39U0n7hkC9lgguFxi0+cP8PZmIqVH49",
+	"Tbms8/m/gN9Rn4IkD6haLogcEjbCMAQ4TfMIXaIbIW/mVq2b83RGyWQzeSvGainVOhcGxeJkbSRkjCKe",
+	"EWo3LKyt/vnV1fvLFx+ur96+u766eP+nV1cf4g6b81vBltYanRpmoLMHOYFkNlZ6o84L0HLDzJxngpGW",
+	"9MdxC34et+Iy9fQaMYOJVBhwaRWgP6YOhOH+bA21F2E15jTVBhKHLMm6dn1byBe19i5OpmZL7PgLdWYX",
+	"pXfTY3ENWtjo9PSkPqCPWl1dKA4vkAcYT7aNnW5lI4Y84igDvDvoM8cFtaQhrLsGrrSciN8MIPE4VJgz",
+	"k+rce7dqhnGEg48I6xYoWP5AzkX1wjEUVsU0qputIG2tSoK7/AG0WSfY61TZRreqAyUSGa4bFgdRxAt3",
+	"lZIp+/jx8iVrW+PrV5Fp07FUxjqcLtgkKBdQp5lzA+GU0nZrLH8M1wKGGTWrby94mk74dEFZ9fUzgsJA",
+	"TIyfUZ6JfWbENuAYAKem4ulupJbd6LzHPnjOFuSSHavYvSQudJsAyQB9dpF9Cv0MyB/XlaewZDwRPIGz",
+	"no+VM/gKzJORs1VTuRAV2Iz2rcjkDCQmYQZv2Yecq8Saur8QgilL5STj2fZ8rGAs9HBXJjFkx1O5lR2W",
+	"8zjLBHNt0KVu5QdtuUemg+XzYxWHQYQRq8YQ4sj5CouSrMqrKGN9pVM53RaJ2GPlhwNmrwO/+Py5x37A",
+	"VLEl30KmXAIVTdwD8zIzhwIdeaPQXW3FU1ies1AojINYiI+9D3wo2uFYFVYKwWmK7X/f8u3lk8sf32+T",
+	"X/7P8xYCbV7n2VpNMbWGkjnuBp9ZBUr90gRHys3i+niszS93yjPA485FUko7IkIgEbMnw4AZjgXR+9MM",
+	"DgT7y/uQUm7bhzzRFLyx/5xqpQQ4DTC204k8Gg299ZFxdtk5BDcY4pVAhKV3nN5U8MU+4etEk7d2g1Vt",
+	"qmmHNouQBQw3hp7wkA8A+bheJyAGaSyaxyObwlN4LOK2NHcXzu5rfl5REBxzCcyeXPvEd+gRaE4NcEK4",
+	"xCU99gvG+JQL7h1kiDjYbyADMchVoNpIA8A26GZGSBFpMC52TkmScNwUvIRZIhuIoM/5yqvm5f13KCvj",
+	"yb60jAk34skpaxsn4Hm6mvOJyCO2AknYKa3gZJvXuimrAmu/vV4aA6Q/pFrdYOE43kFjJmdFvW3+rTJE",
+	"WHlrQ+gc8fhYOyYB1avmqcQjhHsB2aGSsVLkdg1L4ossiBCwrlPrI/26QDXIoNow9R5p1KS6hkMpyE5w",
+	"0Dtr37Qj61wB5Lw4Ml3S4wxXvSFHeZMbEnQbk2J351EVVK4+tT5p1M5aTUX6A0SDaowOrZBp6QSCTH2r",
+	"+WK1r0/YJw23IS/dFUPdMTUdIu/HPxd2otl1Z2IQnKwnnwOw03USz3vFyr7G+IgTouiddX3kYhdHoo/5",
+	"BtjYvmtN7WnnAEGP9NQVuCafov2kcRjASWHR7qVLrU8RmarwLVf4wjcp++3Qrva31rHuSy7T7WuPRVtj",
+	"z9kbHJYiGnOrlZ2tDspUmdIbkkXSsLWi2s6a3JKaRqrVr77091jl21e1rkQG9ZUJ356zld0wMo+wdGgt",
+	"Aou+HDgJKzKPkYg76Lc7NIEP0cBwm4VDu4fULX+wttls3cqBMfOqXiGGyENYroRGaeABLy8L1RjVqxYi",
+	"JfsSLeEVz+fOG1OqlW673Np4t1QJIxqwKhCynoWwMyWTqr7OaWfz+sKn2qwZaQjDhsKz5S/UlEod0lWR",
+	"QMVn6xckE1dyWROXSvUUawl3yVu0RnI0dfLrEfZoYL9qJaICg07PZkbkx+fBrfPpseK/MmccNb5h33wf",
+	"wNPkSXfvQNwPqd7UAq7+CLjBhfOFkCRJfEG9OGZF+hbVoVwzIi9wKhZiO1bt+N1HlN6zVG+6C7E1j39b",
+	"iO0XwvgQqREB5PNCbFndI9/Z2/k008bQneBeZBdjBYYW1Ifb9cYqK5K/Vr5hlqyVeQDJPIJ2+jORZTxF",
+	"t0uRMgbpuzJnABViXEoyOnLQADY9drEfNBdTrxzQLl32OJxXkOcNNrUru1eYyFL4A+x8Rw7DVpvicXLa",
+	"QNCuDXERkfne5M65ZKUmQJ+sjej0xgpNUXDMzrWx9rjzONLgIiZnZWgTu4hcbSM6uTiWFvbYAMAPzs7Y",
+	"dM4zPs2tSWDJE1/E3fgvAGkad+Nf44gl8sZOGwy6XgxolXE3ZvEoZvF/xSz+Q8ziP8ZlKVNtgr4f4zOE",
+	"L7zo/gWRC3vXo//6wx+7n/7wn3U7u9TefVeyFCtJmeglVAkHqWwq/qx/jibv0QNUZx5hcpTRmytTOAyY",
+	"jZJEKoYe+wKvoe8sMtowJcM2UDUciWrRHuGaXbeYoCs4+5NmLk+4vqaCIkLHDdzuthg/E/sxe6FIfrK9",
+	"4w9X8l5HDEFvY5yEqFFehkqhYvDFplOgGUr8ohlIvNgshdgGZdfFHiow4g+wzdvj8Xf/b81e7+zf7Ify",
+	"vmGKXhIqrCjOqIjr2ETv4CWlXO/a7O6g4AfqPMiOPe7g9zLs90/tfsBUbj+NY6s194lr7tm0xy4C50Ah",
+	"C/AgCrYJOBjdSO1etof2BNHUU8FvhXGV5InYZ57dUQAWiM2PjIsq1QjEOkUn3ENnQcOAgetVsrfoLxSc",
+	"1HYAj5k7y1GE0IkHBrgnHp7OY9a2f0YsHizhf+eY/lps+YF5WOEbMbPiU6xZV+l25HCM9AygnOBWO0B8",
+	"ElqrW0KO1aDPlsZtRnsrEbw0XNfmJaTvAQLXuSN+vLp69zO1Rmv0UmLvNGRiF2UMjE7novnTq6tW5Pqr",
+	"vfsI/3tx9eLHVtR6+er1q6tXtf6aHwVP83md7JvDlS1hi9Q40eZiungA/7FrNcGnc5YIwN9T0y2D10c+",
+	"R7Ydr7TJbxAvKc5EIk3cOXd4TFYMxQBc+mtc0b3cY5buC/BeJZL++NLoOK7Lv15gxUTwJRYn4ibjiUgo",
+	"dszDCQS4LBudLYy3Btrv7RA6TJqxWivI47HSMlxLGKl7uV23Yp/Apf0SleZQJ1MR475muZUDuM81BLch",
+	"83vjodANm5KA+Xodcl8Z/Q9WcHidyX4TYGGtIYQxjokA0+Z4U70p8ubx/CM84W71AuLSk+1RLlWl84bI",
+	"gr3iOjz4HPhazRJLEfYFn0o2lCcJjDgXaQp/GcZXPKt4Y+YbqW6vh7efny7+vt/Du0+RQG75gPda1XQv",
+	"kAgHxumuV2h8yvz+eXDwocl2L9Z3GcXF+XJ88Eam9lAmMzhD85UesEM0OdbbUhVdAA3q1q1Txwf3yJun",
+	"VSaWCeKyJR082BQFnQtCNO9lBBAJVKQ9G3vJFzV72H1aqgMoA7AdKc9jbTDOXz3yl3TkD5705/G5d3HE",
+	"gyfP5hVb/ulwfvzO+mWul+S6wH1rrJkReVsjKIHRG4XdJsqfs3f+KdUT8Tlit5Izw1NIDgtsi7Ma8Isv",
+	"Byh/B+gWEr41GclwYU+0End9jLsaNdWTYSAdeuwSSwt3UVvqZcLp8tf8RE3mT7bZ9Gzzt2Q1O73hT1Mj",
+	"hgdPl3Cw9WAvOM8H8GB6gh2yYh7I4ijJu10VAMVJzNoUqDC5TFN3Wnp4qU7EYiqmg3oDxAuMWZukEWWZ",
+	"kSM644q5Imd3+uONtPu9bKjPLnnNJyLdq4UdSD+vamU/iW0XoRNWXBbnjvdxWQZDgEV4DFD+qQoiFxyU",
+	"e2e9238LdRv3er0OnFkzqZKxsvYlNgkqx+z+F6DX/NG+ZbTi26VlBdc3pggDwk2pSJjRERX1v/1wNVZF",
+	"+QXWPcRUE0i9ABkSKgBNwFp0lwdHijV2uyqAIeBr3p8rDbo3n5xUTuZUb0TWnXIj9rs3H4OLMxorKFOX",
+	"LpbCqbs9uYXtgwE5+WrVW6wnIlMiF6Yn9WOrEVvtlxcgF31yu45VMbKIsE0/5wD1NsVmgSWxcaG26DUG",
+	"D7trLGZVbklCHygwVu2YSOFL/qjerzPynmdpkBCQZZnJ5RLhfwjaouoTJSYpWlja+ULXDFx6KncKmflk",
+	"WLNpf4akZbtpTU2Rse91WVchATlbzfnj2FESE97s6XGjdYJllEVaKU869W68JGxKv+8DUE4tkiZ3YMpz",
+	"oYQx16uzfi0Q0M8ikVyhNJl59dnXdtj1wGCu9or1Fn+1O8DpS6Tpu8f2uHGKFPxiaM+f1w7t+fN8bi3t",
+	"qVA5VGzMfFevr/kupRkeuXJ2A6Zilrtad0uIqV6KxgKArMH3j9nxkA5odXMEgTw6aLhro2V5kZxnWlEp",
+	"m9BNcSevsOD7N6Qt3AOjDHLIoToC0rXsJ9hapQKdf3PBs3wiuL3o8H6Ps7X8k3eyB++YgVRncSWQgGZl",
+	"NhbUqoQR1im1BNq1vaz8hfyhhkiBv07pmamw0r0onYDWqRHjZoqQmSXvbE0CREWBKeO03IOBSviDIehJ",
+	"aREqhkUw6yaWegC1DTizZs77aO4BqAPC44FvT2yzSqXdcbluiJkovVEiud73hXf1Kwox1lsRLCpT9dVB",
+	"dVpkaVK146inc/5ecMw7Pc50KApBf/tndMPFehG7XBRIvj3SCZdInrJ8umKDfs/+39PRk5Onz0cuQ3gU",
+	"pgpTW5Qar101NQspUmObVKdOVGVYyU5xAvLZlfPauetR6DJF95EL0JahXbVUN7VBM8rGMmXVmtKtdprA",
+	"agVpNZhDDfGnOFura57HGIRyCFgKU6egE6pPY3Cqip0HqLyYH4BRA8yKmLmciMIbUgG6iQiBhukM6mwI",
+	"8wMVcFSn0ePim2tUXiwNmwirI7qiREi6oCIx6tOLHajGCih/o4WDvWGZgK1qihAUZO9A8Y0uYB1FUp86",
+	"wUqZE9i9BUcOoP12z7tYikJ/mkrYNONmLiDFoqi4AnSGpUy6UNYGZvYSWg/7drgTMVYI/2hPTtaGNQzL",
+	"ezohbpObC8yWGu1Sn9uiiA68G0oEa2OtfNe2kvSHa56PQKOKaSE8ZEsSF5SFJtuJszk8E7labsgf5ztr",
+	"51qCBQtYrJ7ve9wbq/rUj0NGSGS1sRXPoMg8xzQf+4+y8wL4+bhw8I68ewe98XcjHFaiQU9dMOGCZEyq",
+	"BMTOymu7RA/j+fbt+4/NjoVxUCLprvgKun7S6Lmx0zknAHS7UpiomPsG2aQrkV8uYv1KbmmgaN2v+ecD",
+	"JDCQVkPUuluygl3rB1BhgGXunTeH3U/vBkULuaDUFBU3ODizg/oDKh3YC1V7EER2Bwh2Tz3YvyYG6t01",
+	"651ykW+NNlh0x61NOik645ZDcIDL+TCS6C4o+66gZ53InKX6xgGjTnOdGdZuAoKqR28qfeq3e2Hr39eA",
+	"BAdWQ1of4GaHpfOYv6QWuBcRBm4E3rb6uvwjAexrDHIKFdJ9AUqmPcal00Hv6WYASuDEvbUYjqEZsr60",
+	"FPuZ+M6BkID/dw2adZY2meTQF/zj+9cRi5HhEFMLGe4x7pvH/zHfrFICtd+HcY9wrdgOJ5NW73Po7ITc",
+	"Go0VlspPMr0xAFlh1b5cW6lcZEXsXwA7myMskQu/43Z2P2x9mHQQ3cGElNIqHMphAys3eDvkuGyOgCw9",
+	"7sAMl/RuSWdXiM1htC903ovO5dPM7hnkKUZ6v7yykoAGZyKsXF1ZTknU7WD1SyVoSdcqobZexOP2qJfq",
+	"5txFWyFBsHc4WBkdH8yF0euVUGZ/8tbTYX8es/ZJnyV8azphSLca0B2ezr+l3AUvBOgF69QjyzCMS8QM",
+	"YSMx1Xy3RG43tXRUtSROhv07eR292Q6OkSLn1e5bt1P9mrpi/WMWdlAfhS5VkQBJm7n7ioC3qjyHLZ5r",
+	"NE3C3cAaBgfcwDdgClu9Kyo1BfZTd6jwY4XRoYgVrVFza8ESotDH96+L8HSo0gBaNnzFS13CJwmqfcfK",
+	"jemRCRHQGzXhBh/sfRSlo3ULk183K85w+YCSCTxwvX8GS58ruE8WB1mFTvYWboLjp47ugbsq0cfgvQUZ",
+	"RXe2FaNmBeHj+9ePTAmbPQI+9wjtveP0JZ+hQ+SOqNEYEaTZIC2Fc0qruX+rvixgSu+gPyFyXtQQ8rxO",
+	"a/WBwtTC1NYm9PI7HPp7cMSbzb1SkaM94mu16qXORGlL7OjP6G10Idm5lW0uCAjlrIg3gz3M6oAQKutP",
+	"RfklGlaHcZQ655xoTtIGuhxM2bJkEfQsccNhEHp8pfMYl/W4wE2NCspcbDGGIsB89pB4X63sEf/tLPq3",
+	"MPG8DnG84fUP0Dn3GlqlQFyzdkqBnrpEPuoAyQ17/8ML9vz07ClblSMYdUqoEy01Fb2ADxfU9BL0DOxM",
+	"ao7L5uslr1Tn7O/hWJvyS70bGxJxg6fxs0UXRJy0Ob72pSjgrmHNonHj7vb6+P6Sgj6gX8wkeEylCauJ",
+	"iVeI6uUE0Ux2MzETcOP+43E/Gsm0WsmB7SR3I8rYYHJ3ImZuzzzqyunLSaSCEoJg6MWCljqDMmoNWgfu",
+	"AD8cS7qdj56zmE/0Oh9NUq4ClDYXscEsIitsmVmJqZzJaYFpE6Av+XEHb7vDUlSRAuxVR87g8KedU7tJ",
+	"CyzeXc/uLnTHKEhfg9TBRETMleYKlay0VKRY29vZnCeRiyw62DqrAyN0mz05EsGTLuaMicQKqqCKbp9z",
+	"sCEfxA3ZpT5/fXa9e6NMznEmFE8ixGUAJvKVZgU+ynFwJkcA+AoWVxB6Y2iKrYrTkb5aRvtR4Fs+CnPM",
+	"q/NrwuM8ApYZFd8X+IjDBoM37MmIKAxjR9V6DjqM9Obxx8tfusy9JkEuMODDR6ZgTgi/OVfwlkoSNyWr",
+	"0KNmQ4rcWNFgHxly3+sMbUyumEhkLhLXtAGKJIA/yrDaIX5255w0OWyI5ft2wPlDTSmwW62Y5Uyvj9dh",
+	"m7QYD2RzJHxNnSGB76jYC1XuLXFBla2iPbjtdTzVzEWoOPo1QaZqI1ExkXkhVnkHiCgVbtpC5jbj5NQB",
+	"ubjrvYONBuszMF9aLkDx5jHYiy4UBci6T/XFIj6frXbom42ZmTj8Ip/g8LsIJqEWGPeqyOcIOg75Ss7D",
+	"b/dIS02vLmHtYhrFwZcWUE5HvBX39U5/qQN1jqVExwA5KqRWMLtoF0gx2g+w9B7W/QU06diN9JJX6poa",
+	"rdWfD3PfYc/bjglF/+cCJBQ1ajN1mX1VnaiQG+7jRuRfmZQVjhDGw5MEfGv2IDM+1Qaco4XVJzNrDlLL",
+	"wq/pH7LO0gIgrfZqgYN2hFMleCB8d5lg0c7aNa/+q0TmDXZNrqmBC0gyCLMvAT45cVk6kEqD0gMy1/OR",
+	"C7M8MtQiKAq7TEaQ+TTR+Zwg0p0Nj2/HlcBcC5PzbXhQ9tif5K0oIdL5ooqNhqyfjwpymfxC69lecReR",
+	"x7wAx4QLU1H0p9vMdWpN/jwaKzRilCCamJ3+M+3YYJdHJHrciZiRaooDCgmHKL9wNIBrdkwsOA+6VcKX",
+	"jMhJ3QLRZPUrAAHeyBUAncKsX9n30HgtyyKycNGKyZ5EkE9nj3aDoI8cErDtFcjDt49gNMA1geRJkglj",
+	"xupmzTNqn04gksWNRv4qTMdnx3m64yABGM1ZpdKgSgE50gBNuVbUHAhzyAKQ+ZhSFOPC15MJbuqyhwL0",
+	"zX36BXI6NgMFfqedV1SOHn764/vX7/D22lo2vOkImEWONACKebTFpRCw3SZuN4nkHNVoV32DG8Q/+g8H",
+	"Y0yy7XW2ViWYg9o4H2hUxRawYsLPoijmLmRIPrcWbtCBLKJu0HxbgJrbC2OFfEYiqh0HvecMmLZxB1gL",
+	"2QmaHM9cezb4J0+N3aTwnP20Q46qBXoVJCcPc4rjsLSoKTvKHU01aE0Ijt7kAzKRwPRC0FAU0LC2nfOS",
+	"byeiaAKLZafEgy7WN1ZG5HWgjxHbZDLPhQJ5oRhy+YjFv42humjcGrGxLzAat74grHBd3VkPysAKiQ33",
+	"jMB4Wa7yLb0aKvww7dLXTvlx2vFknBzUXHk2GqvKnjhnACfiH7MSEgSn0hQh9SQg5SvUJQZR63P3Rnft",
+	"ynfNQq66eoUaRxdsN7uprAn7rwhE+k+EJtoQdwpYHA9leyRBWpgJfKq5+JzvoVuYz9o/fXYgobVZigcH",
+	"xa4hiIeg0wHo7I9c5SHULnIjEzFioA44LdOdnvY0I1UTtQ2SeQit52PByDicCnHkDAqKMFvv3CsYlI/q",
+	"3803fOsA5nwcR+YA3Ie9rLlSGuAlpWKohe1VqnYOGfzwLlXeQCqbnhUqjCa1v+Rp/Gvrz923adK90gvs",
+	"/NJsDxQd2p6c1pT9fJVV8GMxSKvaNWhHbirtTECWUkKtNFfdybY71yuXvwcaMBwsnUq5Rqlnd2vU+l7w",
+	"TIBd0YV8qZrSzGCyQVlGA5++x0OsrrkVucLqbGGrSR0FTeoOWtJaYePFoJyPGGGNxqwNRLMCG09j5Ne8",
+	"gkq0ztIRC6BNoS74tP/8SZDA3moG/Tf7ArAzsWFt986zjudfECa0MgVOZqFJet47LD73ZS8TQaOW8zz5",
+	"MX/as3ANMBMVs4sMLE7q0Tmd+mggWWuETihSc8B4KeGJ1vqym6PJ1nxALyNE7nbqCHa1R2py0Py6optM",
+	"eZ/lvsjmnMXj1rgVOz8BSqxy45ZCco0VGkRWUrVPh8NORfBbpqoZaLVLzZ4B7zS0Qcb3f9aN96gxPEyr",
+	"ADtGb00XR4i1IgLOL9Z+hwUfTC11o3E5SwcGc46NJxzVAE7gvsk4jbkrZAA38Vo11Ni6g1bQiHaOZkfN",
+	"Zi5sGMg2Hfk+zEEsAgxmegVrawC/yrYsW6sRC+0bgCkgJwLB8PrHCUUPDnsIPrVl7suN5oQ56I4zI/IO",
+	"IvKhncm8IV5fE0rf3OMSD8w57+UA6QyZhG3nUrBDfWRYXBjevVmml3FD4b+z0I6h62bulUdRHMcY2hEK",
+	"OjFBj00rqYuzYtg/d8ktYhmxGJ0weBeUY/oU8kpM66iASPmIrvFwukLMu/BN2YsEky25VVjgVfHsseQL",
+	"Z1g7f0wTyZs6nfq1Jvo6F0WfhRzbAAXg9aF90yzeQnPO/QE/7Dt1GwNrUImZYCytvEgVDxSdokp7l8kd",
+	"Vo684oeOf7c9Auo1n/uFD2kXfsIJxb1WUAw7hrVLJ3MHEoxzHY/cdbe9p9hx1l4bK7cPM2FyJ53t+xdi",
+	"lTvgIx54CXKtR5glb+8MfTZ1QxsrNzbIdXX6IwoB2vYxFR/BCd5BZq7B+8/0sl64w+eCoYMGb08T8DGL",
+	"dMa4wj6Qo8ePoZDaN4WMYbyEx8KpgSRZPRV4J3pCp0kvaCX5GPBDH9/ZyrTGd4Oe5xU2pBxW4m6kNSAf",
+	"bhpKbErTuB3edybVrgN2mWB29fzufBSNuq47rrEaOyjFhoppvo1rO3Rg24sA77S//Pqk2/pDP8+2L9G1",
+	"aZqSL4Mmf7xagH4j8gAp5gbBEZSISH2fkB4/2sGFGitXG7DBpB6E+odnAV9o7jrVPTKsPQjTTwewJQbz",
+	"zi7tqlnRAQZr1JBEbdVdPZtVCF5bnLCUquF2czBzqNJOI3xVeRyfDi3TR8gh3l0sCJEg2dF6KNtKjvZE",
+	"9nPni7SSUmfClAhONx0mcAhrW84oOdznpUL9aqJYUGYSeXN68OTZ/KiMm8paHXo5tSHp95fmOFTq+jV6",
+	"B9ukXrWYVRppo08F8rR6DBZvKY2BYHpQhw3tdWg1IJoIHXYCmznPtmN1k+mNoWKcYOYxy/WGZ4lhcUDs",
+	"mALAf5N5DsoFi2Hw3YtZLjLfEBLUldPhc4hmnvVPihJbfSsyqoLLWXu9stvRao5zvc6O2JT7Wld66khl",
+	"Dawo0JA0tNSZpuvEEox2Axv0K1jLh/Ka9nId1Blpq4XljtD5BnKhNzqQQOVGAH4su1VOR8mR3SGEa1wQ",
+	"ANZ6z8er1UsNUmmHcz/QIbZr9TU7UVw3XorQ+KzXsqpKWPVWWZKEs+mwo7hZWBuv7T3c7ig1/4sW+Y/Q",
+	"uLGmMvj4GMZ+R0jQA7g6DTrfXPLhrpV02MaO7llr3ZAIf5xvp6ZR8TeZ2izVG5dOeZyDxbUHqvewOLz9",
+	"+4z2nk6n+6a6PKhniaKZ91qjYzcB1JMVqmLdIHKwlorU9SXPRSZ5Ko0LGDjb8n4QzVjStpCrVUN2cf0w",
+	"6AnWNkKw2D1f3ACBbQmgMfcf273L5PaRFMF6ipm0A6DpFfdhlPuNWBNa1N02YIgxVc+M7r1fsRFxbsF+",
+	"C3IL4Pg67JYotKgvUatmzWvCqsVFQK6CHGE0TyZiakcUNhTboLMUumFbXWCFkHzXGGEtjJmxCtEwJ9CX",
+	"eCY2zIiphgRSK3TITpcZGHidHrvwTBv2lQvGtV6NleX07LzUaw4xrHSQcm5ZqMQjzSAs1C65XszJpfhV",
+	"q/qyp6+oqDwiiw/OsmAEnj3KG8hVTPoCSjcdxzL7aijrGOTTHh3nAeB+vLr0+zfMQVXKuasyMYImjjeC",
+	"Tdf5WGEtz2RLifBruNXn2cdltQrC5jOxEZnnQYOpJzFgKSFwOCfkMBruVyApfDjkKblgmbBrCEDHBLDM",
+	"fNtzLPgqOp9WxVNzAPAfrTvuIhG4xMsaRetwfM0piOUhnfmKuCcoQZyUojJPztz9OmO+S+h/WYMt3RL4",
+	"+H/hRBD9xNkXhH9SNiz67Dn7zv5fK/r9FNUHpuM/SoN9OH31wRTR10cpofvpf+yuKrSt4wYd6l0wcNds",
+	"CnoX/ZMoQ5DqVz7vAWEzxI4H1Q9SoMr4jNJQRU0Z8tI5hspK1YEkVOyFXFIr8Nn6ZM/7KGTHqhrFQn28",
+	"erHTFuzy4s1F0VsXEzczrZj4vMqEMVIrjO7whMlKPfGrtd0mj9/xTJo96snB+HcVd4kk676jCx2vew4w",
+	"6M68FNmNpXuOhYzcr4WL9sFBBldQraHyTbdl/OG/EGJlkGWCjsSQVhc6byG7NXftdJ1TPXg/ZJBAHC22",
+	"U6TedS5SJafzsZpz8tt37pNIw9o0GmnQ49M5ykN7l7QaFw8L1DxUp8HlqfSGQYqNI8relJXDA6s9Yt2g",
+	"UEtBX1cc6LEUkLRbaJ2LxI/swY/O+vyd35VC4eG55yh8kCHVgLZWx3eP1r1HnMAHqVBtrZDdQGkH7cRg",
+	"z+7U0Ey5EV2pjFBG5vIW817I7W6wSMJvqbGi8qae+83BR2HdDiWXO/rhUYXv2rMNa9WIb04IcndNttgC",
+	"tkmhoPssUTClHWkyVoWcuQdN4FVHkWS5p8ui3X14PYLs7DjC8iv470f8z8XVix8xxovNFONQQtqbK4mj",
+	"2IDxzn6fA0rL77X7atol1Kf8xPb+GFUSU2KNyAq01IgY2q/hmDqAnL6EQXlcUXiWEkHtRUigNCzRe9a1",
+	"TuM5mmNL0e9yTNuyJ1XxhVsWjSl4bjRWBXcW6YLLCL09mPipa8OzdfM5EIn9mtjrXcOp94iPBppj/a5a",
+	"iazr6p7p5nDfBNrNcfpFWR2t+2JFDQ0+Fn+8egG9Cu58wFf008PdC4/UV2u0Ur0SDUk3XLGLd5cgBZZ8",
+	"a7cH9NqWThQa+2zkG6ICpN46X2eix2Lwg44yANOHGkb6ZZPJXMRsqm8Jst/XUcqsCNu2qVYGcvF8GRCQ",
+	"NHxNBMo95Pd48IfSpztRgUpvRt/FhZMqYjG8E37FfwUDcSAUJhqreCG2ZrTkCnL4iSD2eYR2LS4ZeaPQ",
+	"+ILfIxYDfjERobQ9PbBx2IPtOwe9AE/4P2CqraKQyV8ufnC30Izc4/iXu2j1qS7Mha4XP7hbgpna95fm",
+	"14paxXRq+8J9QJurJuvXZLNrrOLYYbQPQiXOm/nn7osP73/AihcqaEVGm0Ldp2tsSm1u0cCbar2Q9Qn3",
+	"R/Ulcu8BNAcKKmdCiQ2lA/q4Mt4XH49TQ8frXtTyd5fgOohamcbAueMF5JRW1HJNJmspTnfta1lK3Uql",
+	"8qGWavvKXVvtjt2Rjm0a9OlQFxUgQhSyy0FE6A/yRl2qRmP61Wc+zdNtpVbrAKBnYk+pBna98h2WHxkW",
+	"//j27U+//Pjq1evri5c/X765vnr706s39WDdfCXrFa4Lt1IkWaDn5vUuuHkdnnTvSBmPgukDPFqzPe+T",
+	"YADKYF4foju48Tgz65XIjEigGYYdFnTHNU6GEkKSY1X6GqumFdwp3llXgXqRGlSc4oVMvPEb/+hy2LqW",
+	"dNweaTH771+uSN2kAcsbZY6E9ywjnhPtPh1aqgDk/OtX7CbjU3FtxdwBYK5M3Eq9Nu4Yg4Vx63JXlK7d",
+	"alx8z7XxvFhR7jdzI6bXMfsDm3AjnpzaNTkZsoyrRC8hhdv02IfdnrPHYKyWv11ZlTJ9Dq7NQ0QAS9vy",
+	"3p0/Sq95r/Oyc3Evynh58ECBAxDeO9yxEMJzRxXVu+1xu4en87jIvsTOzJ0jkLybpNl6FeyNHTBCOPK6",
+	"6xVJ1gCeFFhmqldbBw7n9FuE6Aj1t5qDoUmEl6C57yHGo1DXAaW6obnyaKx8ei2jfFu4yNmcG0K8q3Zg",
+	"vl6c/O10fnbz5Pr57Jl4mjyZnk1O+cnz4bPB0/6T2Zk4TU6mw8mA92vL5w9s2KtCIPpm55VUYQrDWoUY",
+	"dzeSAPe3O8nqJ0y4bnRCWiMkAwYnV/WNyBkHG8w5nYuJ46d+nv30v59nz/700//8Pbva/O3ju5fPLl+/",
+	"+8ulHr7mr/mHTWuvVnW4UdIutKNT3By37JDwUyNPX6qZbkYcxorqje8UBe2gqRG0k4IV255gvw8JofXq",
+	"Z2ifWM01r2+37Ub7c23r8B8bRtgOlKUPl3968/Fd3BmxGPOIlYbSDJ6m5yzGZt9uU3DfTH6qEzFWYC6H",
+	"6us5i/VKKGgMtyUFwWnRmBaPz6MureotF5jQnpAMtfCvUZUPtVEPBs/a1E291+tZy1RBC96iGsvSG0xc",
+	"osA5kzcKu6fZW3Ca9+yvfgDr/+imAyPsRj3o90vt1Bw0jVlBpQDPmZDAtEIlkW/ApjOGykMOkCRBU+gy",
+	"xCr2Zq4O+S4FNw32RtS64tmNyOv7FGQgTlB4WYsTnA9kRQnMUqdMGq7MBj2kipBzm3sC7CEoQgh6MBAc",
+	"AMJgxfCf+MjMLQrj1H5PG2f6LKlkDj6DZQSRaxIxyQRfiMx16LV3Qx9CkW90tvAw0M6jFrHT/rNorE6H",
+	"ZxEl97Ozz5/Baak00Qe4Qio2OHN5JEdOR6prhCu8D/12oQRxNE2trk1+vTZ78kn91yixFMuJNUyV5mll",
+	"UhQO4ng1GRyDq0xPRINWDj2sV9ANY06l/HA722C0n6Vw8nqI9fvZRsBtjUaB6z88ETdcIYtIdVMpxsLi",
+	"AqJOaUUAZYsN+tTN2oyVExf77Lla8NsmEQUfemTYVGbTtcwdO0fMzKnLo+s+6vYzZGvakcq8x34JGl+5",
+	"04RwZujFkL/pewMnYiayDIF84tISxoEopG+EfcbdwTRNNWYwznk668K5tOd4yhuE1oeg7QQ2nNBZHjHR",
+	"u+kVZZBBQePo9PSk3jtBm+bADpimXC6LiuoSEij0qTKpzj2MU7EVDsB10vTcCof7vxhZqc+Fl3eOcysb",
+	"uVnyv/btMHdRtC0Z7VITYig1uNzX2dJRJmJ9thRcldpa7hRk0nuvp1pRLG1birjsRXu9zoj7a253beq/",
+	"7Jn2V1urdHLWZas2Kj9u8CILOtqi0BQJZi4rmbKPHy9fsjZPU/aryLTpQM0YxB66YAnYZx0m75ybmvKS",
+	"Wg9lVSeww9zTBqGpgZFHk3WGDBYi5aZoqAmMe1c1oKhWqzbmpAir0WzGs8jDGrqqNdZ2IDcs0cK1izYi",
+	"d1hC+znquAYpdbA2NVVZPfYayrGgZBcUpHSLl3cqs0BqVKqyIg+i6SHgPGI0w0YZnE0sCz0y7rTFdDgC",
+	"A/UA3h7Hq/JBQDGNOyVk729XC/bx/WuW6zSpILr4BcYSFMtpZGzUQWccVRRGw7jWszphxngZEygq6IOI",
+	"BNQqlAHksD02TNiDBMC7fVNta5sj4cYKcA/iF/Tud3ybap7EkUtBhHkA+MILba32vHu1XYkRJFzLKXiF",
+	"Hv/NaEVtvAmoDY9aitViVD4Ilzt0N2wkphKrYLrJGefHIQCfgzELTzdCntpbQ1SGVaJDDSF6iHyIiu87",
+	"l6qiifpUL5cy99jxU50lhPVCz3p6UxInYaZgMwRqn10Az0BsVSqEDwTQ8bHCPuCEyTyqgPz9r4BD/lju",
+	"TBlTCSWYBDxNjyPcMU0dqJG4cRQ5XrlzAdfrZjsUcp7cvqo2C/CL4/aaAR29QDpxN8554tTOw/lpRyXS",
+	"Ne55ns8fbsM/dKI5jdIl2ZUHRfvyqwojm8HFqSlGE9PUYQmVnfzVYsv62UEjEO4DPEFD/AA3UoTn7u/Q",
+	"CaR50vdsCfKgdaSlvDmrZgQpTEFiuuulUk5y6uzhoTuWmfquhlU5s6VCJhDPLssHXRkhBWXOEpmAYmQv",
+	"olcilK/HV5uWGyjub6NEAqA8PMj+QsQDGqJDXVBbf2XPgPY0azwKAYGnqd7g4bQHCeGcrHSnWeJ9+Lqx",
+	"cu/wzldSP7U63ADmgfpHNpw4UOzm21yAnT4q8HF2sA/ozogmYbUMSNyCuoqxil1/iJgUJlkcOTTlMpl6",
+	"7I0OPw96u6/K6LE3dr21mlr9xosl40/yiJqdytTh6HundxymacZgbBsfDw87Csj8n68E2GlJQR7p/gNm",
+	"H0p02NupOOapv4A710MlW88CI8CBLjtDoLbSm2T9QXqhqnw8pSp6ci1E9K6qTm1xnWKObSJiMJhYIqwo",
+	"SiIGxxrP2TSV9pNU5ZI799NYrXhmpLoJi0DLan2E0CxlJRetA2o1AfhwXa6SLjG/A0pDDx4z2m5uQFhP",
+	"jXDMLDIw0HIH7yHhJLEqp/eNxVVsjjCp9jjSlgqK9jFhaEuUAq0uOD2TaSqwQqgEhtUgcZwTAIWNi1sG",
+	"NVqCZ6lEf/ORjs0yQnlNfNWVYZXYv1wspmdfxdn3aaTbmIrrMwbsDnXSccm34DmrIs+UsWb6Zi8me80q",
+	"Q2JoQRh7xIdA644qrO3MW7sBNtKIzjl2xttSyAWqlyZCKNfc6ygtoVz7vs8ugvJrQpwckeUI1QeRb14V",
+	"eYMvYnOurMUIW3OtDLSphpCDp6izKnvsezHVAHMXB+2OYg+87vwy6KktHTOhiD6eY/e1Q65uEiB6rusR",
+	"93ZBA2FA3aJ2/04VeOVWyhU8gK9opVwHJlDVUWoUxpI2u2s5NDkhDzXjrenA29xct14uBs0WoP0sISyh",
+	"FLM8H4WdMrH1HurxX9Xg7l8S18DhDx/GNDhcznBUQpel3tusseHnBfoTsELEtWFDxy263kAkxnaA9A4Y",
+	"nFbimHYWrsH3EZ0lW18+0Wj3ZE44SZDrsIJVu8pRq9A6GIai8+PMTaLHGjJ4saANiXle0xErAHy/Sy3q",
+	"IQ94j73CViyZU2cx7KM0OpbZFSD2ACgvJ5dpTt0CrDWKDZ4+Xv3QfQZzn2uAo1BsrVbczoWZdZbpG54L",
+	"JsyUrwRrx+PxOnnW78NugD9ms1ncicbK938JW75gAThPc4yxCAWpJxOpuNV5eM7ZVq8zQIBtYwpWxAzf",
+	"VrKnfhujcTBujdjp8Ms3cZhfkOuM5WIHA90p8yOwnsJTDybN2fDz54gFyXDYjZFy/8YKi+lIfqFSC2XV",
+	"TiOtcWJjey/yHEUsRklOliB9fazQJC7iFs6CRy0dnym1caO+QG74vhx7WbwDRPhYPTllP8nvnUcbWRBX",
+	"qIMQJmgQ4PBds3dyfu9zQhMLorrgKqAceak+AJrB4TaiHRuFvWRwUXZc9GPl9GowUQKXc+yAdwvNjMDN",
+	"i9fFVWe8f0jmlr3t/dhFv1SJcdC93WM/QphWl8tCQeKAGqjTdS4wQh6PlccMDjJUK+02Isr7prx/ymuA",
+	"N3eITnYb4ujHKiw4d9rmbpsGNIAbQxl3Vpa6CaIj3RnDxCMFN2jx6PJQeoNNYIhpPZuUc349KsxJ32Dx",
+	"6mB+0l+CJJ+mayNvqYjHOWnKcz2pNwAOe+L3CxOezyudKeA+T/OKuAl8NWMVJ1C/1bb3gapR9juiVl6g",
+	"mloDZCYVT6mVGGxE2mUklW60MOAQylwTTSdsGH3MSYbwe4Ej0X7Ta2i8GNGNthIKihCDVC0AKldiWvS2",
+	"79gfwRcZB/pq8dkY7op77IMdPDUxNCFj349DkWJfi7NzVNDjIYIWP/o2EC6sWQoXAMK+e7VlvRD6WG9U",
+	"EXP4Lo7CopLvCGF+N0rgm5VgskPRg4qwchOhKn2TwjirVbUrgdZvC/mzEzOILBlmEkO7ky31ZcR8ANCX",
+	"/nEgP1GT8x4/40SGxwzzgLiwZ3t17tKjnaT3A8nZ74raFcWs/f6HF+zk5OR5p8fegCnnfFE7whdR46l3",
+	"pMJkXcp5q9ru3DCjNfQ3XGlj5CTF+LRcCqdsQGcQpwlXKpmH/eGT7mDQHQ6vBv1R3/7/X452NDyIiynC",
+	"uIUTgpj25wqHyzrcwDDAoUZ3fV2h388Xf76+uvz51duPVzFrny2tauLrydlFoeihzrVWkCwA3GUJZiWg",
+	"wYJoaQrc7lJZoXNMtk/6poOpE8JUN9HxPrOv72P4rmjIWLQt9GcsZlRKZXJCsrRL8vH96xH8A47RlShK",
+	"qr3aa2UgJPSgOu5t1R1etXrbXeRGo3eqovoV3SJipzzY863HXmu9Aj0NciozeWvNMeryW+5iRxXDIbtg",
+	"wI16Nu3Mhczab+EMO5ZAXxpcDh9yjmHFShEJJu3Wp0wWDYPwNi9FpUr0JmI6TUo+qqO8Rz/Dq3A4NU4k",
+	"r7GsVX4NDpmmJJ4MANin2FTXWg3Xky056LDV5DnoRvay+Puap5gOTILMo/nDRl6SY70GNbX84j39gEob",
+	"xre+sNwkFYJ30diUJR3i4e9OtseuCJPWA73ZV6RaL6h3H19awTjoR/1+v9zhL1kLxqeZNhAWdnU6EEya",
+	"iLkErxaQLQO/c6pvIMZj9RCrhLi+01aR9lmRcQFUAk7nQBCUvNE1XZhdu/3a5ovQk7/hiuvcX3856Pjf",
+	"0NYRx1p/1U+s7nLFhVfcW/5s8I1wuDSpqJh5nfsP987hRiKVsdBjkd+wu6xZu3c+7REHdez8C7qEfRhK",
+	"KrCgUjkTo7HqhpwxKuWIg4vAGX1wZ8geo9BJgq/FHHC81fNX6T7XC8MyLvWFl8TlOblnCw+9+6hbjvKr",
+	"bnSOXqUiJ4P9YM24qECFwNCMew23b6gaaXuMQkzTzbMtn6QCzUnnLrI3jxULbQTQBUdQfF1upaG06obD",
+	"7Owfp2O1eOSjTC5zwBm99IKwPuEBGbvQSK4a0Co8AoLLqzYCKsTMnsbtdyh8h2ge4ZIcLuh86e7+ErXE",
+	"bGYVxluBW+UOFhO+i4oNGjD74SLZ76tVuh1ReMHEFYQo6mQEinbK1SMT/KB0Ih4Z3wXJoAoaVivIUlHC",
+	"HRoU+CkfP9FGTJCoZUfekNuRclXSJA1AinkACBd5KqThLBPiuHQNaxrLOhjGoKgdemX7IiZKscXzsh1I",
+	"i4j2fBTsqU4BGTRWpY48C7FyhU/Q0irI+LHarjNNwqS1gASI67VFLRkqJ2h9o9AUef/q6tWbq8u3b2LW",
+	"fsoSvvUANkZUmwo/HfbnR5LsSDvVt/sqZQ9U0Bw4bJ/4nMVmDQVRVl8gvD5XwIuiEBHYQtUa3ar9ExYj",
+	"VbrFK8DfjJ09sQ6pc+56oYkc07ewiREC54HbGGBdHpPKg8lAbK1ymTLv2Mv0xnLfTaWKGCdhT083gJaT",
+	"KupmT8HWNVgC11OZZDW0eVe2K1iGsfoyP7rSeSx9Bx2Rp/lcr2/myFeWYJNUQ/tWa7aGkTBipjaUUOci",
+	"UzwFG0VOxY4uCiEECANRhIs46SbjilIhmvuP78WtKPB/KpF3F0gHyeDlTY3UDTey57VatQVmg8gQe0KS",
+	"RJdcU8xk95ipT0K/YPP1kqtuJngCZzhkpPucPHjroUrm4cFK5ruIStftAaB5sZl9Rn0iXLiU2uJ3XNB8",
+	"VHdswItLsuXlqx8uPr6+un73+uJNHFFTfWzijlDLPGfiszS5OcfDqFFK37dQO1jLWpQPJTbp1ke9jkb6",
+	"+B1hPZpAPFgDhsdYfSsQj+OKN4rGJncu32jMw6cjPTkqtf5IDILaPfYVu2iDuSQPonI8IFzKiHkwpJmm",
+	"BGw6OmugkcaKsJHei6nAAphbkckZInAAhBX1xZU5a3/IuUp4lrBf6GMPBJ6yR/Y34qGU2LNZFLwM1Pi6",
+	"rohZ2FXU6fwQZLXn+blHqaQKRZmKIuomTaA71LZSFSSFmiJJR6Aa1GSb6I1xyYa+2nOyZQupkhHhWFp9",
+	"02mW9t8+nzkOoS1jD2cZR2MVQ7SMjImIxZXEM3wnLge+Jud5petfWLx60j8bDH2Otp3vaZ+cC63RYNjv",
+	"9+tcipRKc0jq+JWChkqGfFjHSp4qgGD4zcivWzNTNZWDXxSslFkljYw1q+3/fa1zbnrsFaJB2wvAZZyF",
+	"inoJ78Ydpt/ZxaGMBndQyQyx+MHjkeipeWzEdJ3JfNtbJhEb00DDEeBTzuIbtzojz/pjhSl8WG1Ez1CJ",
+	"JR36/kGE3QFRB/EHj3bNIUkkE4Jt+NaMxmqsuuzChPvLHmj09nbwc+x5zkWSAcSaRJ2gmsPOqCipHyu2",
+	"06e0wcgtbCD78j5L5czZz7gKqIl59dm+uu1N306PXSrGcUAYmfcTrutvG8wQFhcQwUcs/u1LDJ1MmcO8",
+	"Bkcy1L/6ofvZVyjuAJx7nqB0vyNl/O7jVWCs2Kvm8W9WgH6JOyOfThCBm3YrMjYRqd6UBu7e7bXo2nWq",
+	"6ti0Yj7Hhn7t1DVcZvXuiSNW7oBzwjKasyrBsMHQV7JjHlNTD5evOtUr6XC3ZT7CtGds+h1uybFy+dAl",
+	"KBBgIF9Hb9zBDOPrgdrn2ACaRvkSqEIlEZ/tu3masjYh3gwZqOVohtkxmM55FVfCoeOU2sHVa6eTdVZr",
+	"yby7dAmLRZkXzyljbqJvcQ2sACvC2e4Xluk1JJgnltPbRe/iTm+s3sIZCQEr+317f3xeNE+O+n0ILhzG",
+	"GnBPHxj8CmonLAVY26xNzqUSSSeCrIfyagGZLavir5a2fmBjVYyMvbWPyhzRiXAqYXfihqE7JA3v3JTC",
+	"XK9Edp3UZUj9bKnhTXTvKoLpfLx6wRK+raEaju+dJbbMK6jtDmVmrDbcDh6B0eAgJj+3/SXVJo/IeeEz",
+	"o+0HlzJR4DM/uDBNYCSVU9rNzXvjPX/lGsuJlEeUAhQaD/5C9liwggrw29pL/vmF+2b+0gGEQPWoo5Sj",
+	"EQa6NK4kdjMmsJlUE3Gcu11puweL+FQIunNHgJUGEgQ8er+5s/aLVK8TnNWjsVryz8X034nsA7zc5RPC",
+	"njcUTh+5/NZMIMQaSN/BYzvkevYvk66KWeSZxpo1RE1K5YCQM/ksRZpalozGqkJqVkPpc6CH/4pdqCUW",
+	"X3IA/EXSSd+vYKzCGGK7FETsQAwWlHRKLa3GclzvTTv2g3t5pz9nw1Yu4xq1/fAi5kbGdMaCeEjHbQfI",
+	"7rRWDGSC2fNjo9dpMlbi81QIyIaiZO06YeRDN1j0JzgqSjX5Yb67yVjx1J6B3gPSY66/lHlUatZB4W+t",
+	"R4XnBgbHirFJ4/qNYmKaW16NsT1ff9Zu6p6LBzF1JoUC6KzHXszFdOE3pzW/sluRjJgXObmnGTo4Lbua",
+	"udY5Zo9hISS6ORPLtzcAhHl4S9v19qZRw1oX3Srb2GjEUqfA2AlWFnxQklKNgKVLSzlWpbU8J4Mu6Nhl",
+	"d9ySL+yRq5fHjb4x7+k1dZUPu1zEdHdcl15g6QqdL7W1Lb266ByAjZlNlQyqQZEQ0fHoJNwsXHA3pMvw",
+	"fKwwqZZUDkobl4ZN17nDXEMJ5fx3RSc7awdaVcYKESjJK7eGGCv/DtQLdxOiGnKIUVTvzQc9jH9VRLoq",
+	"3nwoFArOAszXpMzz0hlDndPqTuA4YguxRek+B5EOLmZunHSmZMuP718HmJuAAmclE1QHtK3K1lvxLFci",
+	"60310lr4w/5Jr98bDE56T+POOb4Wj5NqDylEQgaPpVS4EPYWu+aosnPlJ2f5wRo/dhRgvlGVu+NAajJX",
+	"mGohmmJgsnEkWo9dhLoS/GZqYT8wsWG/XpaX+CtQyUaVS9BIkQqMMkjpRcQpaqhXVJhbBQP9ya4fCblE",
+	"0Hgy9fK3Xcr6NyzRxQl6zjiWMdktjZIf7BZVI/rJVaw0Vlx7Me1/6tRpAqgNBIfTivROL8Os1rJdCRaD",
+	"Y6OLh4I9knfPqbHao3NakQF0w0oYiBb5r4VxvYLelHBKyJElO2wmMR0A1H0Io0KQr1zz7N5eHF8sOL3G",
+	"6sjji4rMXDnhxbvLyGVJge12SGR/OeBe+j9SbHbz6u4XXz+gxlyVNBilN0dpMZE/8AVW29Vnut0xhB9R",
+	"3RWZu1Ta4oXHA7jbK94/Hy4sE4kGvs8J+PXgiPCiD+vlkmfbIypfH6pStPTZO2anQJlnec7EOPu56zBD",
+	"YQKj4ylMZBz0rUhv72ZVdqhVHEHI2NsOIoaWx7lLmU+eNgearWI4BrONICAMHqJz1141FbMcTjeTgxrl",
+	"Y+67fpp7bufaLfVuXTotUTBJdK8dE+v1/ficT5Xp2cxq9lt4BeL5QYGKSzjC3sH+XA9TjcrOvvI2XWX6",
+	"4fJwRGMaTk2DsL05NmNVSrJBOCTiu3hgYtaOnw77c2yod9KH1JmCaDtN9UoJOCWVucjAgVivS9X3PsLV",
+	"OruBlH6qXTdYIEOzIgPODXuswEiDMnWhsAySjAlTuF1ApFrBTodfj721v1OoIwoSM0/7p+eYJ1OnTPCt",
+	"AfZQ5EcKZnX58tXP795evXrz4n+uf7l88/LtLzFrD0/nnYLYpIiOldcr5hxOe+oS/XskHuHWPjbd5n3o",
+	"5adcG0puKeoaKA0xxTZ+f/2Euc3IFlYdSjK+8TGMF5cv3xu0dPal6VD9AJYfFkS+unj/p1dX1xevX7/9",
+	"5dq+6kMcVg6MleXN0PVptTgYsGczz0lOk3V8pxDsJylK66FUyF4GDV1BtJswm6G9HhCEKQ17UWSeMuBp",
+	"n7ne3/4oDItPesN+r9/rPx48qTO6lvzzJT4FGP4NbFBkDjUccR8NvxF1Z/S2ZqkxMpdwn3EPsysXI5xj",
+	"vpyzodb2/WhuAgTx0bUKMLCXvPbMt/RuaG0MGm91hDtBz/unZb7kMt0eOmZKiRVwtii9qVHLDrfI1E0V",
+	"GPedZa5znh5H/BdgBO2oCEB8GFqEbOJfWs04q1Ws6gGHLuB8xU6telYAVnx8/5oikV4S2AMqxCE6lMvc",
+	"lJQDdua9cnJKb6zt71l8QEJsknBgHApljmHk3j681gYcwqJ/Ztmv7HMI0CGGhzoIseOxZeyAX9H7a1Vt",
+	"yiI6strtWAgnvxCI4+ScB5kHRbtnzgKlx4SfDcnbDFfUyLeeOIfaf+3Wc318/9o5Nx6ZYLUg8FAAOR2V",
+	"Lak8Agvsmoitlfz7Wri4pydqROlNvhoz6ONNA7HPn6M7Bp3f2IGaMi/9NnS4pAQiVMIUrtTcTST0dznY",
+	"Zqa2J/ynsD1899N3//kV8Cj7oLQiNq8DsvD9zaEy8hzwcDzDhO4pq41AUHvOEWC6vu6QaNFrqD80d6/X",
+	"r7C4nWMjtx5Eu4K0JpAjiACdUUv6o/GusLnvtwW8gvPi90e8ekjUKS8S67Khgo1Y2wIK3NwXcTf+CySX",
+	"xd341zhiibxxSUtxL2bxdczibhxZ8yMDDxXC0I1VKuw2w6IpeKjHXnAjut4tXeZcz5ffZPM6YhzbRbGJ",
+	"WMWetAQI7iKYvylQgMA+57yuZcidj/AIpOJKaLuRfdIHtmoo0+tstw3Y8VLr+OM/DOofqwucg+SaiGLc",
+	"99MMKsbH3jKFYkZ1myPUNOsXwmoG6N6GGnBUezNvWukZGBx36RFy4XwdHufxuO5ZkAd8nWEacE1e9vf2",
+	"OgoZ0suxDt888mB4btEIkYoruqVzpyEYUVfth5/3oMoeb00Wv/J7zrzI2TmCmlbqugdQ8yD2u0PPNVDE",
+	"jl4/CnEQMDl9m7UJBCJiCSxJhsU62XoFWYvHDQYDYtOmagly3OaaemHhjYa1IRJVik9FTNkhOIeRT0g4",
+	"biQ7nZ3CYZUWaKefU0jLEgftcHTjBn3Jt3tTedHKdwgVGA389478pjuysWVbQP6D3oB/7+t/sn3tFur3",
+	"3d7vERVh12r99wb/9wb/F93g9/fMQsqkDmI/neN8tf8kEsW12b4+Eo6A7j6yRJBoBeTBBJHjMd0bZJ0f",
+	"bXks3pv8+wvDB8hb8HL1Xq6L0G/hnHHeZ1H0k8vcYnjfxYO5Lb5ELVcuhc1QKb1vKdWVXgjVFPHfxXW7",
+	"ePnz5Zvrq7c/vXoTRx74Lr5Y53OdyV8hyDli3wueiYxhsW9uv+BrfX/JIIxtfzOUio6N2gxa6diow5f7",
+	"Q04fwkFTabFhicbKKLoFpA6VLYqEDfvuCQi7JkLlkqe+jmTQZ6bI6opzrbtLrrZdvs7nXdcwtVinTLiM",
+	"dW0EPBwxcSsUtfaAWyCtC2ZkFwzzDFuj1gSIUGzSeZ6vqNjjJ6yjxjt+cHv62IrpVtRUq3+P6msIuGYi",
+	"X2cKks6mkHUW4wbFqCKGd/GXn8Q27o3VB4HYlYfWnq+kHZBf/Vd8OidEC6kVVcpjfyy9Eozbm6Hhu132",
+	"sYo/d30ReBduiVk75mobjyhii6yxENvOOT3tYpU+ea9/wmKpzHo2k1PLW/QiSPcrM1ubK3b57vaJy72T",
+	"uWGPn5x2SixmxqpgMWTIWtbax0GbOc/BpQqrg32WzVHMs9JZzlO/aXc4aJXSIqdSLe7IRPhuZp98ZJCh",
+	"oyJJY5bxm6VQuVOFPr5/7ZjiHTz4WqpFTKxkvGwYqzsIh7fUk4DFOJa44BXD1ioRGYuhWxFcfYyZO0zm",
+	"BG0/JnArH+kg9ZGd9gcun/qSFg4lELuDABqrQAIdtVhGGCO1eqH1Qja1/uVmPtE8S6BPO9zOpnB/BOFT",
+	"uxeNvFGXKna1tMX2oX6f2N7SbX5QeBA30sp3nGiHOvxRS2Zp6CMOlgxCc5GvHSjwIWhMjwx78eH9D/gy",
+	"SP61u/PPXftjF7jRoW9hu+KF2NoJ2Y1m3IA8ks0jgzKTUDvRc2kJgmNytfCjlt/71zSMgsQkRL98gT74",
+	"s5rIeoEeAcCZRqSz7lwbyP5ZrtNcdkloArqtQ3N1WXtZj/2PXkNJgMwd5CXjGPnLGR8rrB0GtFI7Qdfw",
+	"DBBjsWcOYvXAIlHDFxURlqlxPaggg0rPZh5jh5n1dAoCUGdjFQKjOlUoIjQEFIBkp0SENo/Y9eV2jWM1",
+	"Vv/xH8xuQ3sYIuyx/fGqKBY0rA0PYdZ0sNViqH9Z5fgXFtzGUXkb0p+0SJS4D7/IG7VexR3cp3kNUAhW",
+	"DeMGGitgr1HTkXIHRJELtpTGSHUTsSVPrdaMeZi3gP6oM7ZWC6U3Cg4nFYgJKNpAsrheVUXz2KACked8",
+	"tPszdUUI5M5p5JKFxwqaB3BlbyhncQNCDCzTWwf2RGsSEL3X64WEPKSchYQl5YRd0FNjBZElKq+HsgQ7",
+	"nlueSQDsmXPMQ0YBYlcqkcZeweJjFPelIRInBGPk9cdJfIcjKh6r9u4JQ82wCRSXuthAcbvyANuurOec",
+	"KU3lxbB/nfzjTl+jrfEqy3Rm7B8oYk8/f4aPnAUAgoheoFgcYoevMj1JxfIP0KwZu2YAuvTz07OnHYdl",
+	"u10JAJ6QeSoAd8LhaWCBi8i5TONzVGV4gT5vUGZDRzgQn7MZJmy7tFupCIHexD32PU+YVKs18S11PeF2",
+	"Cq6ngou5FFANdidAPUOl7I6XCxocsGKbyq87jm7vPW0QkL2gYAHBT3NxFWORTz+wx0eAyt59C5LbjJjS",
+	"RsnZDEj1Hgslsy7ifduL3Yx+s0R1b/hA5o2/jxJRuyabskdKK/Ho3KowS9Hlaiqs5W7od4cy/4JP5wKG",
+	"lOkUPgT2PeBf4naG+lCecwweZvom40vjouPWmDPImwQU7oBjH40VPKXoHAytEsCNde+HZu2sXVa+o1D1",
+	"jsqaOfw0VnGmc56LDwgY8wG2EACWyBv1cVU8dKluZS6Kv8Nd5WKJkC082ULHwykARCFSMd8i/IWVBlhl",
+	"qzR78fb9B7f2I8btKTpWLiPBSUedyRupHEg/NWB0bepNj8VVOI/YBUAzsdJG5jrbMgNpiPMtZLc49nvp",
+	"WlnerDlkYgrgwIuwr1rQcTBoc+oyQwhnFX00nJog1txXrauF0j1HMni5XUgIUkNVZ4HFYLYmF0so6F2b",
+	"ba8Yswywk63ZNYLvIygRttsT1A4VWmN48HZfLAy2WhvyXzHi73WQacbN3BFxKZMkpQVxb+m48jUovk1E",
+	"skaR5pe71AbaWn8NLRh6SO8QaJXULavFGMBZSmQmppSLDjVLhNLUY29EvtHZgkRE5CogTcRO+88idjo8",
+	"Q1wCwIEPZbFDQATH4nnQsJOQoSX1FvEII9QJdqqtvemah/ia5EptalXcWQKAkpjwXHQQXhZKwjJ21j+x",
+	"H5trpdeZFW5YxWHtx7le/3/s/Xl320aWPw6/lTqc5xyT6SINgKS46OR8R2M7iae9jSV3pruZRygSRRER",
+	"WGADoGg67ff+O3XvrUKBi0RKdmJn/Mf0OCKWQi13v59PhrECqEHHpUQeIL2j5uL9Jdl+YK/Ypc+LdJFb",
+	"4t3Y1DKZLa2PJpwc7G5bW6Bb/HQnLkFfsQ8sF2icoPUQ7fk19DgaKJP984Wr4QTDASgFiFDsKT3FSdLD",
+	"ckZicEWoEQ/kSY48ZYLOG6hzs8ojZbihSlte6J2UKqpy22KLsvc+ykuSkDFCeHAMKZgrLun3kFoDtiCK",
+	"gdoOkZNdUmKcDX2QReRgk4PHBRFuLNLJh1Zzz8kQqDIz4Xp9T2CpcB6lwrY/cEdN1/Sb1+fObYDI+Rix",
+	"i0MjBy8ccgvyB0ATu1OEMtuRacjnwU0BHZFwqQitmAqdG2eLZAk3l6oe8I7+bZb237ST/j1S/242m/B/",
+	"+ueKHPk3qzCHWdGmDR7XYWHVW7VUyAsxX+gnvFPxe4MCY4RsbNEVoLyESISqD7Hobvoh4Y3P0dwkhLif",
+	"Xp49aZ7/dBZ0T/RpG9Xw13LwaJC2qn+2A6v8Cmx28Ad6jHTblRHLC8iJYWrzLYhRgn0z8Hd1Qrdzx0uP",
+	"bXDqtWJbOHUsX8hJPCUzVRtDsZL5KYuWKDfM08FwgFKrXC+BSBA3o5nLhcigcteBxcMZ3dIE/zYe/13k",
+	"/Q7gEW2C0zs3QSm8KN2k3+c39TxE9lKic9+8wyA9RM2zwt19FcVvuGCI4kWo1Oyurce5W0iw//75gtV/",
+	"Og+6JxvLi0xWML/GBYjzPGShlWJgmy3HoYmjcRb+WsShS1LTBG69GIYYyvcLgzyF9NYluOEyS9j5T2dN",
+	"2rmWTfrfqJitVgGQQ61MSk1C3LbrHbsniceZyNaAuG71if5g6PmBSnftzLhRlhqv3cgsx9iL3/JaHlAB",
+	"LaQSi7g2rLVbXqtdg2LDGWQfHs+kSIrZB/3vq10YkGdkFQeeR0CEoEGzdAIYIDnLlkqBHnlesMlMTq7B",
+	"Jo0kgA+rCcSVbLDseYRMVfBKXrOWhH5v4HnQaYC+BMJJbfBDud08v1kg51p6bbgQ5uJO7n54OYasdvQG",
+	"l98lEqjk/MhrHRzYrqfaD3j8XyIyJZhuoqc2/OcvvJabptfaC304ZY6EB1d5bfjPcnLy2i/61sdzbXFM",
+	"8r1LUskK0cXGznyTAc251IpCvi+YfA/GuxY/mLUs4w/MDT9UwTWeXbx9/uT88uzp07chXo2NXsyEO01c",
+	"VlsKbiQAgi0AHLu97C/ps+5cdj3wx4tExNUFr/0H++nZizelGWLTkpfQLFMa9bY+YLxm6bLQ9tPQ2MLU",
+	"Bwx0tCJOWiP1H+zi72+e7X8stgZnI7Xvit/oHd+PIF86qn1kwUFXIy2lvtw/6Hr6BH2H3+8EeugbM4L/",
+	"q1VilrML/H+mwT4mLU0wd0U8x5JeKXfOQuVRV2J5Jd0xVn71u+1gpGruEdxMkG6dNtoNdMA6dx+wV2nx",
+	"gzYhbz1ezvaf2+2296CRXGytxTy59bS9XkhIO0TpZFlmX+Ic4RcqVhpxpCaShfT4ymvC7XPxoyzo+cdJ",
+	"RDNqRyKaGPw99UJFiO6uIsf091bzjJmgdsuzk8Rxioyq2siF7xS/m/P8ycXvhR6RefptWwO6nQ/ViibI",
+	"gGJ1IhSLUoiugF9df5PmxZU23RAKcjIT40Q2yA7rem10z3OiXR4pBZgmFm5m6CZTLSJiFWKVTeNMNsEx",
+	"BB2MPVCIH4Ly2QxipLBjGJvoF5l2jQs9J8txItkkEfEcOZaA59kOl4ZIGDrO12JbOKkQ1MhDFsmrTEQy",
+	"Mrnm0hpAXtBlYmhzQjQZtH2VXmOQw3kr+cfg10Lzskymhm4Ss9aWK8AynnHsiac+JKsnk/SqceoyB8ND",
+	"0f/peu2RMmTLFExmGBHOt8/rW9waD7Ve8MOhJIaWBi0Z/dwodsyaT2vlwOjvd654reu1b/lINwx/9Mc6",
+	"q45Fdnr2a8OacDYPIrCW15WT0/XapTX8igKc61LsLDM1tMJwSAMdqrRo4oUHT+yrtHiLd2xPrX0veIQb",
+	"+4jwZcx+N0GauHI6KNLRulWGvQUyyDtsSJuwEssIOed2yjFME2BICPmIMVbOJqmaxlcGkwKAipx4ObXr",
+	"67MTq7wQSQLXPcpZnSiVRyp0+c61G6ZP/rVcm9SRpMZ3yryDi9uMFWdKrpzO99DWsoVMiQxQyIElHON7",
+	"Bm7gmcIonYXacBNy754+v6gQ0HQ8xNGo8GFuHfQXcV6cwfRphykTc1kARe8/t8t6If3lcqFIHI9Nqv9r",
+	"KYE/hHLqboFeufHuqCv8yHfvzXJsj2G40EpfO/TqJ1g09/GXhwo0rOX7529AQQPzQouDquoSd5n+LjEp",
+	"0kwLAMqzQs3hFvtqYNhXjSxwcWscpGFgKSmxe7G1bhtEE8B6PO8jEUDUPH8gRH960vQnQdTsyfa02Red",
+	"cbM7OYl6sj8dCG9cKaU0t0iv6Y+DSbMXtWWzP+14za44Gfcm/WggvSnMu50B2vkt2PmVb58k8e7P9rc/",
+	"+1qucQDXQY2bZ9aGbTO6vDYMNj6r2xxE/UmzNz4RzX530GmK9jiY+JEnB9N+9bPUMkkqg6ZlK6tDbxmz",
+	"F1x4/aHf3T/mYpEspkXvppPLWVCeAGLCqNIr4B15fhms1umv0+TXNBW9pFb9Npx/vWQdvWTdcfNk0ov6",
+	"cjAV3ti/15L9crD8pwOW7zVh7cG/n4bteP7dt7xTgkozZAQ3BcEhN1FwQ6vOZ6rQmuWjQzx99/3y/UJO",
+	"ChlBnn5TRVULWf/5y8cNu1sy0ETaDnP0FtyzqbLGmRTXRIa+1yWbxNlkGReMLgaECwSgQWDLOtaFcUS4",
+	"BG7cNCsaTj8DYn9FWFKArOkUedPapcX+i4ZR6pQxJj4tehjhpRvCSJlMT6kErAkpFPt05C34GcJnYqTM",
+	"mOMcncSQU1RUj9xF1t7CQsYUqDYtJAALW1hNEnYlsdtudWa+qfbJhP1EP2OyBHh+U7hbG3axdBz/ww+0",
+	"ErxETG4AJax8xTbtdnfo+f/A8SuCuti8pDNswyWZnEhVXKLfUht2/FbXsnloseihjShR22DpewabyiIK",
+	"bCCQDjudds2VrNwguNWGnpaTu7/Yc7/Yq3xwe2uYQb/XCioDbfvOSCdJmoPg3Rqrg3qwOU6/Ms5feE3v",
+	"PisBI795Mu3KZi/qTJqDcVs0g4Hf93rTE9mNOofbv7SBbpOA5vgCOwx+Qeveou33EU9PqsKkxF+AObxD",
+	"XMVQz3G7tMJr2CSNoIM8csu7bT2Ia/hysG6hiEMUTEBSnjuFYvQsSAHPc5lor7xeWtyYiqWyLBlnWgrN",
+	"GkMUXzaXgMhOVVwEoDdE8Ptwkclp/F4b7BDjiCGcHGdUYMMxEb3MZUQXQN5yTV6NsczfUrkfTROINENa",
+	"uC2gntNk3mFxu5TZlHfSY6dXWKJ/xJzYZYAjnbC76+1OMwYkYjx2CamBEB93dRvuJh02I8Awe44iPnT6",
+	"VEKTKlpk8iZOlzmhZ7xeiH8t9w6celzckVdwJYLOtt/w6Ux7FwaqFMn9C28w9IzdSnvEvSZoet3KNdY2",
+	"mwyE3+yOT7Rt1pfNwdTzm0G70z3p9QdiPAFKrhSEolayPybpWL7n7CYWLBcJ7hPYpFB2H6uby+Dmfe/6",
+	"X05ooLZUS5Sm+v/BqABCBf9zvC4N4N0f17vwT4bt2z+uU7nG/Tiv6Ytg3OxN2lGzrw3WiuFpP277O+bt",
+	"RdQVle/Y+IrKEHtDLxh2QCXa7yrHMJj2teg/mTT7465odqZtGUT+xBt7Ahy/SvcUTseB+gDP6z51UALj",
+	"0NH8ZhZvZAPzwkzNDjXDIVq2AzIcmw20ioDyBxDYLkXfcuEER1jdlCA2DJVcGRs5f/7jq3dvvscxhFAM",
+	"NFLwuCoXpEkeoem8jxWSCLxmkAymo4L1cCMVmqMTq5DVDdy+f9KfYdmDgojMKba6+HNt7Qb+iTfjTMVK",
+	"FmsEPoXWERDyVPanlelI2VYeqLVLI+iiYDOtkLS+pFpCCDHpuVlIlQPFVuH6JdBHhTNhnN8d6ZonjtKu",
+	"WRPuv9JofZxMLacDgEdnd0m6I49klVj2Y7VFkYBxNpSCf2QA+966wL+3LsDVuZygaetK/M78Q9FW49nJ",
+	"Opt0V79Gi2nnSvSSXAa/nwq5xwJF+6xo/NLbOGL1JOjtSaVg+q2V4ul9w6DrH8PFdO2r9FwfYxzMN/ls",
+	"5PNLQb0ipfl+oDcAFYIlHee2DH9qsJIVw91lXlLHMwP9MSotGkO72KVwVxj8diF0W+yMOY8ZqTiHoIWt",
+	"TsOuJL15VrPUlOctF4ZmdbOKY7BTPo6UEZDUxRPuyo/pXxwBWREynV1ox/Co39c2OK7kQN8wuF/qy2ay",
+	"aH0PMQwxJGWXyJAhnjLhrjGjJQa5mBdCTbSQ296KB5qiRtp1vEGZS8NltPDfJAZvzarha5tw6cEy8Q3e",
+	"fLs0hGkZS6lwFuqh86qw0fr95ALu2FIy7Lbdqg7sHbkYnOjnTzEYXS4ikHrckb/bjEciSY0wbW0gTrg5",
+	"6IQJO5MiK8ZSFLaEYCGyIsYmX+LCkCKX0GIxS5OIumpm6QqYEIzzGnRP3DtVypL4hmDo4TZI4SP3P0K4",
+	"Q/+T4ZOE6nIaSJqxYpXqTU4uPVq0gP6ODJEfZJYC21rOijQFLkqYH2xEwELEPYm8VzCPn8wR3mHY2Nik",
+	"N/T81onf/wcqZ/y6fVd6LR+vdNIVdwTrtjtzm97Qx5AJrUNt+E+PB7zDT3if+x73A+53uH/C/T4PPB4E",
+	"POjw4IQHfd72eDvg7Q5vn/B2n3c83gl4p8M7J7zT512PdwPe7fDuCe/2+YnHTwJ+0uEnJ/ykz3se7wW8",
+	"1+G9E97r877H+wHvd3j/hPf7fODxQcAHHT444QM9DI/7XsB9r8N974T7Xp/7emx6cHp0enh+n/uBHm/A",
+	"/aDD/eCE+0Gf+22P++2A++0O99sn3G/3ud/xuN/RH9bhfueE+50+97se97sB97sd7ndPuN/tc//E4/5J",
+	"wP0TPQMn3D/pc7/ncb8XcL/X4X7vhPu9Pvf7Hvf7Aff7He739VT1uT/wuD8IuD/ocH9wwv2Bnj+PB17A",
+	"A6/DA++EB16fB77HAz/ggd/hgX/CAz3PMNEBD/RU67kO+jxoezxoBzxod3jQPuFBu8+DjseDjl6RDg86",
+	"Jzzo9HnQ9XjQDXjQ7fwCkjnbtrT9i6AN2cLOPyDpeOeW7OkrD9qSAV7pbsmg6U38qNmTwbTZF+1xszPp",
+	"RieyN+17A3/XlvS3t6TP27zLe3zAfZ/7be53ud/j/oAHPg/aPOjyoMeDAW/7vN3m7S5v93h7wDs+77R5",
+	"p8s7Pd4Z8K7Pu23e7fJuj3cH/MTnJ21+0uUnPX4y4D2f99q81+W9Hu8NeN/n/Tbvd3m/x/sDPvD5oM0H",
+	"XT7o8cGA+57Pfa/Nfa/Lfa/HfU8Pzee+HpwenR6eP+B+4HM/aHM/6HI/6HE/GHC/rb+hzf12l/vtHvfb",
+	"A+53fO532tzvdLnf6XG/M+B+1+d+V39sl/vdHve7A+6f+Nw/aXP/pMv9kx73Twbc7/nc77W539Oz0uN+",
+	"b8D9vs/9fpv7/S73+z3u9wfcH/jcH7S5P+hyf6Cnb8ADz+eB1+aB1+WB1+OBp+fU54Hf5oHf5YHf44Ge",
+	"Zz3Reqb1VOu5DgY8aOvJb/Og3eVBu8eD9oAHHZ8HnTYPOl0edHo86Ax40PV50NWr1L17S3b/AXEld/WD",
+	"7gmvLVW6UjK6dH/wjii+ieRtmQciwPqycw1Pq8o636V/QWOmK3WXswGc23cYB/oaSMUgrnlpBZQFhFan",
+	"UzKJIQI3i4vduvQNvPZ3DSpXKz9Mpcdu5uPAu6UEZItws7vF0Kcvs9D8ht3Lxd3fPcj9IWS8yr/lU4Lb",
+	"i1Z2DrEySiQ32jdI3xv6AQ7y8FIHvcq3nTbYfF/6aYMI64L2qzlL+N+7zhLx1x/iuBvaqRZ7S1yBcLQ6",
+	"3oDVQ/1DM1baM7FR1/KAIeUc0L/Pifh8DiTDplkbz6y2h1OCzwtHMOpRbQj4ZGGDY/Zu+4Di+N4gztvd",
+	"zrdlxFsJB3fuK/DEb7/hSaqmSYwQdL+TXDdMuhZir7rZ+P7sMLKXkUSGgE0ui52NAruX9QjBC3eASNsz",
+	"G+Y6OP44AwdLi9skxZe9p36vsIGIbtsgx0UM9IwjK4y2tHbxLz8hPEwjqrjDAJNXjADoSJyliUR4CVML",
+	"L8wF2LbBETdCXz1SttS1ws0nMomwgAiniHx8BvDFMDlbsuW6k4l6+uyHs3cvLi6/07LNG6mShhdBUupL",
+	"Bf+QUcOBByKkBJBgM7HFAMgtk6c5XDLJCdDBcAbadtjq4PIhy+UGXFIop1M5gcof+mBAdcHy6ZLpbKRc",
+	"LrTKGCFkq8cE0JOAB1OnWEjAQCugBgDTkCqlsdJ6pMowjwW7ExADoV7ZbYnxZllKjHumqX43c+swMVPl",
+	"pDwkq/U1CEfEnpLRaeVQAriGoWv6yI/L0P1x31Lh//o9hb7fvvumN2KdpCK6SNMXIruSX0caCuW4I7z3",
+	"K5GKSWtrA291EPGqKuPg/vIzJKk2LLSbEWH9o61cHSnTeloPLQ9vyFlomHix38vh4g0b20y83PO8oU2B",
+	"QE2CfiR4QCMFcGBbNL2sbmE+jGKyY7+Wa8NFDna3SJKGtuEXkhhqQChTQ5up1MplYRpe7i7h2qJFOq3y",
+	"IJUlwTu96wtatXuVwBkP/lsJ3O9aArfRBrFpJhzQsWJOweUkVUT3viada34p1fBtkYINfWsuJ1Sn2rDW",
+	"9vKdHRV72yP4J+m72ez8QDB5Clw4pMtYWWEZdvUTS/R78zWE2VQb1vwZEt67f8orfZMCVqLGNwnD/W47",
+	"2Buz8QYXfmfoBUPfP2hB+aah9AmW835r6Tc7nWnQ7Alv3BxM2lEzkP7UE4Nxf9KL3LUsV+QKamLsmtgV",
+	"MEtieJH3LEp3a028+daidKuLki+hZcGpcq8yIv+zStb7y9bqeVt1i7WXv56tX8Xe+5fn3ur13/7n/aun",
+	"6erlr+n7l39b9F8+fdb9+8/POv+4eFa8evp2/vKqdrTNeVeNI8ne39Xo+R2jaIXVS4fWKRr/0ypvgrWc",
+	"ZjKfldizKiqBfyuwSyXWIWDNbhQkai8OOurxE/fVJAqoSETjBBtZEQJRPwv+dCViBR3v11IuAPtXTGWr",
+	"0sBKw0dJwZpN4HZ8dfbyWcgWWUymBEIO/ff561f7igZxIz3EG3NF6JH79/MXBGoJeC3XiKG//PVDJK/e",
+	"R2oybQeXcjFtR7M0+hClkzgPfp0VydX8/ZWMVK+97HbfV5lj9+rVY3TWbX2GtWEN8bzaH0Tn/U/B03+8",
+	"y//76jx58Ze/D86up8vu45+n+fu/iM7yx1dprE6exdmz7+834XsL/MyRcLwl2O4WwbEkiM2rxX9FeSi+",
+	"7vq/P8Bh6wQHBI8v0vSlUOu3pjvr93b0jLy8K/1HEvnOWsNzML8xum+Ii2n7uUV/ForzhyydMwXiMS8J",
+	"PzAegamOesfzGxYtbqQUlFwLFVU9QIekP5eqaLHnBaJ2a2EOhYuUcTD+irYXrrJ0qQAnkuVzkSQjNYao",
+	"Vz6kB5uS2Dhz0diNmcQtCa/l7ORsmqQrGwKMS+w8+DJecgoA22sR5wU8wOKW4lwBGQx7BxDxMHjrZG4v",
+	"Rwj6Ja9gouDsh9ZpnoqMkAj1LykEMKE1itVD87ewcYoF9CuRRci/WwJttUaqQiZkKzUJesc8hPAI1g78",
+	"s1kqJCEziPWm07XFzvJrbCdFEExIYCE30VjqLWTWbReaaCYRyoYtFVI07EpQObqwonOCI0NcIN/vCnHh",
+	"y57SChwR7KJR7hHhlYWjiojTyunKadJUuuLMIo6Hdi98y4o4ibO9Qu+W1JkjxtzAFEqaUnSpaBPRE6QT",
+	"olKDUQkb3fRoQ7i9zNVWtryzjohD6x7r8tzi+TdgiVeZzPNTh+JrpOzj9EHelevbd0K8z3dCPtnJoObP",
+	"b7vb5Pxu2dvHZf1w3qFOGGA8J7MdfhcJ5SqirT0aGH+FoGYJcb0mVGxHgV/JwoKbIays5fJD4hU0Sxci",
+	"K4jG0nQYYxIOgWhtvrEyGpMBNCBnJl1X3j5SFHQNoeABUb2Q0C8tXT03meh7jj3gAwSYP8NkIeLNQqaS",
+	"Ph7ZG0YKcdDSG5llMZROy1y2GDILmqp3ss/RQSwBxHFeVlrfmSu0aQJ40KENn9A8a4WfpBXj6xHgo2sL",
+	"xYWw1voXiGvKfKL5FYczUuVdaepwQy2W2RVgnRGtXb4jI/gOKoQe5ojmVSgeZ6+XwHScCeK0AAuT5Um6",
+	"AnoGwFkAUI4arwFc9VHAPhvRs+6dZVPZlbQPdmEe4NTsDNIF22/5+BHk3CKLb0Qhm8CSXv30F3qvVhCg",
+	"DJgIQv5hPgXvR5Z19/MPiYChw15k66ZQUdOJzrnD+EHqWXbxT+l08MqRwcZ/Cs7xzV0IWCdtRMhyR3lc",
+	"RNCN/kF73MdjlQvu1aMiFl+PbiwTUgoy+CScv+zKqy8/U0qlGNtq7xhf+rE2Gu/ImpqoZAU4viS3AoQ7",
+	"08inpMu848J83JYB/Ktc5w+3/syn3LrDz948/6tcU4T7YCgs96adO12/+5sNSOFzscW6ln9yc/D2KHxJ",
+	"TmhYMc2utSD0yBU4NGRDaG/FgB1eRvGR6CvNCyTHMzs+SUx+XduYLhbNOi9D5/SM509DZF6zgXNrxkzS",
+	"+VwfnyTelSF/UiVeepANk8mJNvzWVR16ZglMCVEMJoXvmwMqMHMVJYWe7eM/Hnuofrco/bzz/joQvaz4",
+	"V1eNL69vfu0FE7m8WfW6cpqdyKjo5OvVuLu6nvUiKKHeXeAOrUMW/8RcAxgkDsYjRO8rbyzD9Hau9ETp",
+	"PagPxXe1X46cuDti7sDKaxXvVlCdQgMx0MvBLIVfd4D9z6fgXwKhrBVi94mUg3Z//BsCVN4aN8c239ww",
+	"qxC/Lfa2YiTcMojGinX312Hig6pC60FanYTugYqdGuyP1u37jpER+ZCA+qbeTTf4loL/pPr9bjjfv8r1",
+	"dv94ZednMl+iw/PJrYxnKkLGuXwhVQ6EsZVIRxmHRX5aAsfH/AJlnirA0GWbHJBmAfw7OagYMJJJAkiZ",
+	"NjkBtFOmroTbEulxuiyQaylVUYu91XOAtG0MS4NokCO1kcw4LdX9RtIDKwjGkKxdzjEfNoAqwkmaRWU6",
+	"q5qZGakkvdolHPQzvv5oL6fp/NY9dC8ZojeBPUB6D91Ds9HNn+WAn+Oz84rjYNgILW+Y1o0UBIY6WsC6",
+	"tBaXTciA6rbY7yNlSNfjwsCeEPUecmZU+uvazEVbAdttvZAjFe6GI8GhNu28hpSFthi7KxEXQ2ZBKgxt",
+	"LPSvqDSzBckiL9F1UVKZeHCcIXU7lu/bTDT+LqKIcu5xxtIJxRmhOon+CAx2LSRFXM5lSCyBq4qUm0uh",
+	"QNK1GK0EUcht7Be2V4iN1D4pVj7jIDnGdooxGtUfIMfObS3hpxZodmK+ybR7yDRal4ONdKhF2B92ExZU",
+	"9pGpW0inKGreXTxhkVhjDCHU/xtC5qhIQ1aHyFse30gQV3Ptsxv+h1ObPIKML4bFyRnEg6pvUMUMkjBp",
+	"JNYN7IzI0hVbWG5pEAb6/XGByERCIYU/FLHUI7HmJp3cYPpgZSaaMI6TBJLSwE+MBWDUnIB0pmkOX2kr",
+	"TeC7oeuMjrHTiAfcGHkhjI9rqDO0ix1C2/Apg87kkMpvyumExh2VrlrsLIcSRiagrHWk0qmdNWzyC/E9",
+	"+Aa3lv+U/nY2mciFlqjyffF4kt+EnHSDnjSaXMiAjJTI2ZPzv5myUGIx1ZfVw0gUklskf+58CodWRmwi",
+	"M5yWZV8atyJ6pJBNxeYlOFB9XmrBTv8kYsYobHD7dZDGN+0J8ZVKMyA3BvgErbdgqsRI5YtMiiifSVmw",
+	"VbqkNkda12mazZeJYHWoCgGeNZib70POwr/o/2nq//nPkOvTIcaoEKHiD2Y9k8UyUw0GlEsR0g0zoRVz",
+	"li5mkKbM9rSPvINTdEDzCO52vTlZ+Pe///3vzZcvm0+fhqz+7uJJo8WelieD7T8Y+3o09BmsdGgs9Cpk",
+	"+sr//z+95uCX3zofm/iPoPzH/2836cmuxpeDhq5P7F4KlvQzjW8HGwycmLqwqtf+UKRp45NzxBzSJ4Q8",
+	"OooJPO337xNyG4V86kD51ipERDhl30q33ea1qtCpDYPB4MQzf87h4R3fh7R3hEwAJcRzzW2+rQ39zqCP",
+	"jAOOgKsN292NxpqKmNTjCLx7EKTYW6r15+4X7vi8k+qn+cEB39Xe8VFetTFl45PaO7/nri6YyvdAevpB",
+	"MNggdN+mK5tCM8qvymD6cKV2sEobqXKO+SGLzPWi8kWWctgksMFg27a7nHYl7NdjiT61/KEq03T1DQC8",
+	"aiK7HbjGquVgSo4B8PoWk/lWXjdbAZballZwQs2LbqV3q6aoh24CDxLbNufHN4oqc2Qy1z+YGuxpkq6a",
+	"13Ltwk2VDjJRgnE2XibX2iGdyER72SrCsrF1zrcZ4spyzma6LJwybZNqepRbJ7hIq2WhIxUCmVVouHfg",
+	"Bm2KTZIYCMHjK7VchFpZm4Zj+sTlgrPwzetztMPpugZ0MF/L9RCZ4aFPiXjq4SHO6DHEoQcnkgTte8qX",
+	"PsobrZH6XBR26OruIbL7qvjkqk08LdpsDkGZXohNvrF9IIdVurKrTAB6btCZeXMv389MFi8+fOhNrzsf",
+	"srid1bZY1zzhj5u9SRA1+7I9bXa8rn8S9Nr9zqD7YDK5a7neQcp25zdjD9UONr1NwMieudqZIUvjVunn",
+	"Kg2sSC6StJq1BSU21M6RsT+GqywuJGQ/3E8Pmu1xR396V3/6idfs+f1g0BadcXdycj8et9taQl8m/7N6",
+	"/TRdv3yarl7+4LaEPq995fxv3gGNVD+k2TiOIqm+zhaqCpWclqBQ6bqTUw4k3S+89r5ZopHC9tSWq/4R",
+	"N6fRpEZF3c7gRPrLae7IpYHJkBkkpOsQOviO2Nxs4SWUUOeyaEA0CGrGskhmrK4NtpGC/2jsAtwYaiW4",
+	"hUrBjgalGCl0lS52gFBU72yxv2pdD/k1DI5D1MPQThkwqKmJZq8UdXkVI5UAgg0F0mcCisUhCIbduNFu",
+	"5fRDoo1mKP69F96F09j1QMyL7jfIi6MgL/wAEBIcRVEb1r6jVUwSmcT5HIqpFzKL0whxGXitRD3YCVZZ",
+	"eep+RE2vQriE754s8yKdy6zpe51gcxyeO465M459A6m84gjUTLuh78YLqDYlOqLhm/L4XMoDKjGdeXfU",
+	"RqkG9qgOe8Ee9QElRQdDh4LZ73pFpq8TQYnysrkEBTdeX7aJWDQ8WzgZZyOFqHKJiOcsRbi/qxSoBr8L",
+	"WTylZsRcFi1mmiHhpxJrj+Z5X9em3d0PT/CZ43pnkq9858fjT+GtrZsyogX40g/c71nH94ef0Km2f+CM",
+	"umfkficVHY/bGkjxHSVC5CnreB3Ld2mQuljdrT6SqjxWXJ8rbd3t7OH805wXdym+nZYv5rT8KD/hYUG1",
+	"dmyIyG4dKBjdB0V7bntNAeBCRcwxz2wTDdbjQNI71OOCEmwI1el/cOolhXTqjPyia/A2otZInZECDTzf",
+	"tq2an5GXBi2twPOctlZo37Qwm0bVgla0/bF4J+TCMZOtr3BIdpQ02IfpSlH1U76czAxskdHUYiGyAmmR",
+	"ZzKX5Mbk0DDq+JizNImYmGRpnleqqkqzAQuErmTB8iQtHATEEI1c9hjmOTRvzNORgvGqlK1iFWEini7W",
+	"HypzNk/BfRGKhXgvvmSRLHPtmxI/mCkFcFYvxFCmGikkvC5xRLDxFgl/wKxZCWPrRktpKiE2Ocwh1Y35",
+	"jZGql40kl0iELpL8skgLkYQOjCM+ubETjdfZWmAZOSaTGqlUDUswXawRJSIi7JJBgwtqSIuUTQWWY+Fs",
+	"2PvmsVoWktpq9O61rboGARPLAvRqOeDFc7EGJ57WXV9jUC8B9hIj7/VOMBip0JzTJrTVNuX7iZSRjEI2",
+	"lutURY1Tsz9y13Un99wUsbVG6qmLAlOxQutpZiARMF7OhFo39M66IRgifLA1Pbn+p8xzNC/RsNR7+Wdz",
+	"+oiLf5bm0PNNJb32ffrb8TDY2H2DjWMFENMrmSScjdNiBgfiFJZHRYjdTE9EZGikmYJWJT2joJ8naV7K",
+	"B+eAgviBQwOQX+UcwA8xJB/YcrGQGRtr/bCv0uLNckO33xPQq+Kkdvc5y97xivyzts1+ObbIhvy+H0zy",
+	"l/Y5uUQEAFRcSn7pBtf/GRyvsrRRfnonheIJx/ceV7O7x/cgszP8iJEyDXD5NjQOolBRBMHCe+8K6f6p",
+	"+pZ/p4DaHx8UK9y0yo4G5du2MuziuVACz/VdbcjIcLDZi7y5i4uUqglYqoqUyHAAdUYbAtlNPCH8GSjd",
+	"xfSj3p5KyigvDfndNOZmamjvs4lQ7CpDsobEtEEzY1tA75FMpqze8dpI0LCKc0n0DIbnXLsYokDaSgge",
+	"RKnMN6w9NO3JiPY9jy1Bro0U2G1xYcss7AuDATg/e6y+04rxBK+Yx1CbmclGi13YOYSWyeFIUR82IpOv",
+	"0LDHHC5wAIPthPIDn5yA6NjXhv3QBmzKHu9ovyYo97VZD6wYYVgZIgipxFRRr6XI3P7rQxLb98pff7F9",
+	"3J8SbTXY2ce9q8zgkHn+lMUD3zrBvyV5DtBnBkVV7ejDPViNOdbYUb3i5GvurLpDd979CTQUWWUQvXBa",
+	"q9mVLHLW8XyWKvR6MUWk74MWdNN8p4WibcAr6YO2+9IZDBL7xpwXaZ/X5p4AjGNfB/ufsnf9Sw1K/6Fn",
+	"qGQ4f8AZOjaUvNHAXoLC7c3ebB0x7M6hgtCsxKODv4ENReUtepeusT4UkzvaRlyZGo6RsjYVVNnM5JyI",
+	"wvSldzGHnW4xoMVO1KzhEKkvJzOSFiNF4c8mxEwROy+GopaltlNfxNeSVWjF9LcT0K8WOqZtTDtreeFC",
+	"mD7KUYtBWJe6tPQdUMBUeeQW9nj4VhQSohfNF9geBeILAPoafKSc39/KuYhViYTq/pJLfSeJIbY0CMps",
+	"ukwSfBiwzd2IONGaBD9id0bNFgs9rLbliwccvIXydfPd3XZQ6fq4F5na32K5ur0ddjP/d6+C/C+ndNCR",
+	"C0tqmTMCjjbHvhJCtbbmwVweIZ6sXDKub1nXJ3KnU76OXeTggloHc93gFJSBk23yQEiTgWGhG5HEaDlo",
+	"x2mCgFxDLT60kCtSNpnJyTWh54zlNM0kW+Z6fPFuttEnMFcPPmvgpfx2vMvhQEfd29NIRF5cLvMdiFXe",
+	"YNgdDLv9f9zfH6G25uFv9yamONyqobW4HVMSQQnWX+0B/XmWQngRj82BJod7HhdpVoikmcTq+ljDAe5k",
+	"cCdaCIQMvJCK1Q0ohAmnKuDiA0uyUY2mciaw3ras49V2vX4u9HteS4X6P8fWlHdvX/AHBlzfwNBfwDff",
+	"q4gWP/orLp89ZenXVj6LrOzewbGW6mztEIn2qf6GSPT8QbvfnQbNXtQRzd7El83B1POa3XEQ+ZO27Ey7",
+	"PkjKsUycMtphx4nUnE3mkj1Js8VRBPJ2Xx7AnQXlDzcS92LrW6DjqMA9zJwrwVxmUPjzPuHp6Le9kXuU",
+	"XtqAEBB8bRLsuz6mxMZZlliA6NTuA6bdYVfZFr0KYwt0EpoeAe1KDTdwSakuz2xIVh/Vojhi63QJlQBs",
+	"vjYg2/9vVGtAxgCkNaYK5HwMADYYOikRbMpD22I/z1IQu1hBoK979/YFlsNgHYcpeDAOC0wEnbyRqofm",
+	"EMYq5BZLxGezdJmVaCNtAzaCMh7lOth++tBTGIg+lmw9/Q1xbhstMZ2hx2YcMzOYUqeEs9UiucQ2RNOC",
+	"SP+JZiJ1JUL5DZSbZOJqLgH+dRZPZmycpatcZvlImSIQ5J7GdAsElTKEDAjfyqnMZBaelgJ7nmKRCIuV",
+	"LbkZg4mKyE55kWagFfWqR1m6gIst6KuIokzmORuLDD8WvurO7A1Ni568LL6KFQGbjKAmC66t2tdF6iRk",
+	"cNXLbAyU3JRCyBTeODbFZhamQU01elcg34cwXAPIEcLZXBazNOKweKbSSc8+aCg+UgD+xEvI9rq5UeoD",
+	"z1lETbqcalUWjpc+TqN1w3Kf6P8yewzK1Sj6zPEQ5txCb1WPGKFdGQDy3ZmeUpY/pNqlPC6GufNQrXO8",
+	"zvmcuZc/lUbntWWmL5sVxSIfPn4MrAUt+trWJJ2TVf34P0DCiKtf10mn6P766/vxh1lHiPcqX8/EyfX0",
+	"7rzTPZbxjjyOPnq3JXLevX3xLXHztSVuXFPmXpbMDm/wTpI8ADC9LXvj2ldDYm54j2FYm6rhVSRETo08",
+	"qMhRngC+OZQ/opZBWj3hpHAwsIuCfKI3YNTYmboBtUOpG7RybsvdbEjwh3g2fzLxR/O563MC04h4tNy6",
+	"K/+kF+/P10jxReSsHiw+js1blavupq9Ia1KU/pZYFNWma5/J+FLOFzzKjRO1EWba6BbnlhcTbitrlszd",
+	"Yg61Pvbt3Dobxu3SD3yUAw4fcjmK65JFmYYEdvmpdtzIcpQqWqSxKgD+Lt9dLVRGqYBY664oFSKowawY",
+	"kx+t4n3xHaIVPzjvIfLrc7zlYMA0ZzifJkbmf4uR7YZK43v1C4XsBxVNAPK/M+6JZk8GUwL7Ev7Ymwyi",
+	"vuxNTRIA98jlJI0kZfqqnFVArg/OWm1Ye/P6/EJrhqW6VclZOnuC6gJglt3t5OWNrbYPN1etbjGZS2N0",
+	"PzbcYdBPdS9F+Xn8Kn1wDozl6febhuXWH4Lg9cdTPaPIvJVT38p6M1c7FNbHHQrFmrM7tcprhVrlAKVi",
+	"XadxGq1tLAEBP33PZVRMk0jmhUHJrYfzNJP2/IQsF+ucrWYSlAK1zlIZKvWBmfCH3R8ul7HWRmJSJGtA",
+	"hRWKxRHGEvWeLfmFd6Upy735YMuWPucy0ZvckUsglkwo5nKe14b9Dq+ly2KSogJaTvQGdN5/OYboSO23",
+	"US29HtWGDAIPKDOyW8WD5wWlbCnlld49FSlZvkDeSFXod4xqsbpJ44lsLUQcjWq8/Iv5+bITjGofa1+Q",
+	"kK3so9pwKpJcfgmi93jR+BShtfblaPUZMAfMfO+XTvj3RYvQt+g2W6VztyQ9mn5F5FWb3lDK3y5/zwz3",
+	"PEadx2sHORDGFkKzpWDAbM/iQs4bBrM7XcSTcOhkVOICnmKxpkbKmNxEl1tlGTeQ/fo5QPxO5jl129rS",
+	"M6FMkGxODbzwtJEiU5sh4LretDEI5DSLYiUytMyHJSR5qY8el9rgKjY9o1XKBDFSkVk1iOQvErGG/iTT",
+	"P83qG3NlqGv0lWEDGkzfGiZSwvHIDW+ww2PqPPKUhTTrUJlmhdRS6aFCTwameyDlP1LXcoFZkUTinXht",
+	"CODqmHshx0AvTIu9VhNJWs3CZM+ZIeAHOEyg58Ut4ZB/syJNK+Av+7jA3+C9Dy++NRv47vJbeuW5LIrk",
+	"qPpbM9Y9YtBMg5GEroX4LRLyKWEhzExDDg/kgSMSEaD1s0RD8LWu2LSIr7fHQSxnq7l8M+aBPmpzIa5i",
+	"JRC+55rEJFXIUl8QQDto28wYnRAfjTNt5cYyt33rVHv/vbalQgbiloIhc1a3Es6OB0RRyESy0nIAZZwY",
+	"KfP7I7SiGyU6wNYbCHuvknnss5fxf2mxgYMbgnBEFAz8y0ghwcBC5EbUT5YFy2dpZsk7NyIARcq0VIjV",
+	"Epk1d8dkzu26HLvI+u7n+Gm1Q0MoJe7vN6S+37PUyINiRycyD7PgsQH7jn3H/GZ3I0GGr21e4Ci3Xr2B",
+	"ees1e/IkavYm3XFTdES7OQ4mfuTJwbQvesYv2LbmvQuvX45p0yeAZdi+qV25aSGWuVZkxmPYzUXukxNi",
+	"ycgx8VzhJ6/5aO9fx4uFjC4dliZADiziuUyXeiRtgAbW//0hVXp2ni2zdCEfvxFZnO9zQDbmv+p8uHlW",
+	"cDweRyJO1s1MaqP1mHIrc5jvDtDYg/jFAw3+8eVVuSMije4s/7ZHfdoL7qissj3RZYcrlp5aojWgRiaf",
+	"VCsMavKyGxRwfPSJDqFZ0ezMsDVSYL87V46lVoimRIXVUT+ZF1/GESLKmiJ1YuMJf7JfZzZY83kUQk8a",
+	"AlbA2BqczUUhs1gkMTAgzcDKnxKQrVF1qQlMLWTG6ubd3B2mvqHBR2o1E4Wpd3eUiEojiYhJ9NmYduhi",
+	"o03O6oTFM0uXGYvEuplOm0jhhP9Lf1pJqcd8Ym6DyaAGFQpxcSZsuiTNWD38z7UUWbIG4h54GP1bP4v+",
+	"CWcX/qXfn6wJIP4/cdmwGuvHdKRMKKlEijcITn7eaLGLeC7ZB8Bs0K7Z87NXZxQHq4fvLp6EFdB3PRdP",
+	"xRqxl3JxA+E+SAgR6FBla02hVx32WAGTlGO/AcyXbVZSaYHgdtq31HPd9lgA6uK7EL8Iv7QxpOwTPhwY",
+	"vfW98n0Mq417eKH1XHOaZiuRIVEWjoI4P9E4o5gjNjHE2gtVRVkDXXcFLWcgWr12MxgMmRcM2175XV57",
+	"6HnsybPzCz5Snq+FbuO0MsqZWCykylmxQgwBbEUSSdIEDKHt8Tkh0XKjjlQdBbzXDLpmFPBa5nnDtvcP",
+	"CHzayUd7rjrL4Xchq+NG0ZMKCFzptIAK8Xyk9IH+7nEXp519FzbYNE2SdJUzmYiFPmXwTXqupIg4VpQD",
+	"6SB63tlsXczmrJhl6fJqBlBKI1VkQuWx3ntQxFDOG25RM/E43CSdiATfMgcy1twUC5JZmyNAkzZMJQKk",
+	"Qd8dwFbLCD63ZbZ/yLKlAtrDyvBtCaBjRWNhZKpYHWsJAZkkVVGDs0xeiSwC653eps9Ji+0x1h9rSyKk",
+	"4jzaZShjcpRRcHxeO7SMKCYrwF9tj+WmYQY8CwMDBo1+juwqMdTglvRGZtFSGuw1kGZjOQFcLhLCW2S3",
+	"K5GzKF0h99c8znMZDekY6D/jwTa4FyBURyqTEyDkgqvd8cDi8rJL2PLswhmFV9NNRTy53lf7Z+T+g6Ae",
+	"5DbRPnYtTeMbSQBqObf4F2TbOaAOZLaSKO3OXavxx2cXjj1YZEvpGm3d/ACra5EmCeh/Lc0jgeAzDipF",
+	"wbQJx0D+kHh9mSotK4qU/ZDFSNZiR1sG59GQw/A7CE0Tfn+wFX6LGXqUifnxaBPzc9VWwh3uAtwaobL7",
+	"8vgP2BecMsLjG+LWF1sbmEkt3oBXoJRL97DMq6hbVa1xKIh3BZeG6Isw6OwoFLI5kBCBjaVUpbyP2FoW",
+	"LXZW4i+U0SSK669Evg+NuyKYHxQW/iPPnImFfy1n7yuLBeNWcfyABx2XW5C0N/atyUfZAgOoli0Pxs48",
+	"x59jR3/byZ8xq/GwbXy/lIZZcEOQr2X3LaR77mGIFXLDgytNbKtzmV1Jhli49bc/PGG9dv8EXGl0DQk6",
+	"JM4ZZiLp7yN1Fd8APhs8Md/wmijBSs8gcqBQLZMkZFfaMQfvlpqzTK+aIIvbpBgAYE/722Uoib27eMJZ",
+	"iMZ2yN681i6uSllI1mqoX8zkfFGsWQhpjgoB0kiFZIrT30tWXFlka7ZIk3iyRpckRBM+bLRMUAsStsss",
+	"CY0GNY8d0qeV4EWdIGiVg8I74RUIUA2THtHsjNf0j7qlna5OGDbfzdMbGTVOLR4ydYGXl2USQMJjcJgT",
+	"akjLZK6nNs4xmIG0ibmdanh2vbCdawSSnGHCy5Zh0bAManll5sK5eH9pZpXSTUKxpbpW6UqNFG0jd2LO",
+	"9Y4SgARTCk6YkyZsxL9oIRqeVn+Hv2GeXkRknUBAUqzBbz4Dv1QYzO0yFplmTiySU1oF4/n0PH3QloYw",
+	"akdwhZx7JVdk8YFDi44wEJXbqAIm5YWazNJMgo+7J5rQGinaYFiNFaKXucOUs5dBagGWeTmHegZbpgYR",
+	"GocPshp1gPtpDz7Gu0MWpVvBBsIJ34idGqDtaykX1DYLoZKyi5YUYYttRy5Gait0AYEOiA+lSgL0OkGD",
+	"YdUDXAM11nGSMFtPZQJfUB4RUyoVQ3X6TxQKAAQhxeJyuWgL2FgghYqIVQw8Z9qv1TA2bC/nAWYhBcW4",
+	"hCpMaBKqaixcO2IsAKrDFvY77JGRcmM0lamm+CJAZYKEMWDy+ri7VjyG3rAzCN9SpCknSPLqtiIYzY1N",
+	"NITdph9rHAUsvQFEy3w517/MIZaNf59mMp/hKSNVga3VpGRM4zShsxfbBthK5JyFZUYqtEhz26bXO7jq",
+	"oYEeRHfbmYVrf3QjMr53RH2dGRWOsQw98Nptomwbdc6sZTWw80OcQRNFf9j22Cu5Yn9Ps+tKYHVHEKrt",
+	"sb4TtnECMWdzmcUT8fiVXF3qJxEZ9HyRiEJuAp3qzf7u7QvYA1ruY4kXCX7SPrfoTFDoBwedOBvVbmSW",
+	"x6nSfw8+VuNN/9t8Ia/EZG2Jr2khkXP7mIBS8ya4T0xpc3k/LWz9gTG5g7PnGzvga0mf++2SNe9LSJ9v",
+	"HZd9NbzI29u9Vwr9U7t1Wr4Sc/WfzsP7PxhYJJvhM4YTIQl1a+kbxEZCqjJ1zQ5r8NrCXsewLUyamJL5",
+	"SM46BVzHnBJnEWWGm5gZbsI9GbKvC8XGElHhZERAEkq7ey12RhmYctOXKTTMnsWF8RmnpELjKRnKEVjo",
+	"W0bGK/neBngu9DPu6gP8ydYpu+HUFIayt/5Kz+HuujH/uPa7T1eVBWnUjTomUil/gQy1FmnFZF+l00e+",
+	"4xGdOx/RuesR3Tsf0XUfcQQHapzBAt/GsbARDURWqK+C/fQri5q9yeRNLFfknr0vnAz4HxZC2y0lQeIY",
+	"UqT7B+d2VlqdF+mi6iUNtxI12rNcy8LNzohMkrtGfCoqNbwJWJqjPdGRQoAoDHqTCGyxN+TuiS1RuuHD",
+	"7WCX0jd8klj4p7Z7v56qUXRcqjUBX2yJ6Bdh325s029y+NPKYT27n9fMRNHzmSToW4mF8jvkGZRw7Ujx",
+	"ldYrRnldYUt1R9hkBbakyM2DDWkhZEHqKiW88RZ7awJlm1WNFBek+++Ur/CcP0n63Jjc347tZwKV0dP7",
+	"qc8tgiIeXGZCGIqTNL2OZYv9jB0/WCprfrRg4vNlbhA49ZkM/7f55PztD03ooQ0dLlhDxJXHBRg5cOLi",
+	"K6UPuMzyVLF0WZzarn3o2CR+rMgZnBmU3otSRSydjtTm2GLb8iOWUVywJL1i9ZB+bemXapW6LEJkcHXw",
+	"2xAGshD6f7ECc6T09RCeXxaU/MG3WSvMMHLVTdm5UFCKuoNR4Dy+Uq+XO+i5OztsSBgnzkr55U6fZ+t+",
+	"R+JTdUtXeqP1YGGGaCIjkc/GqcgiZ/+Wf/tlX2HHz7N0xxZkuGQsJixrvc/0JjNYpBaJiC7PpJIrGWFB",
+	"Om07vSAjVceq2IXIC1asZHIjqSgdVYdZ6lg1WuyVlBHQrFW39BARguKc6Duwx26kEikylUNyp+P5dh9v",
+	"7M3dZSh0Ph+sGCyE/Z2KAd/42lxfQZc/5E7kcjhGr9A37gt24s8c1ra6jPeHc/l0uAA0vCcwsG1kAEgG",
+	"gq1RlDvffNPeE7Db8Hn23tgTJRsOqwvKyTQMoKqI5lrGgbyqVymNsQ9jaxxDjNBhmh7ZxoViPxXF4rVK",
+	"1pydi7k8jwv5/XmRxZPCrILDiE0PCln9XE+OLHnPQRNMxFyOFNBvX7w4H9KJVEpO9Kch4jDX49eyXbBF",
+	"lr5fsyTOgYBQsfCn16//+vNPz569uLx4++784tnTyzdvX//v82fnIUPfg5pD/rf5A/Z2yKj5JkuLNGxA",
+	"iytZaigrcGbw7KEcIJhkIxzGa6eI33wY8mGjZBip3aKBcr+ZjKQqYpFAfywGNcvSd5QzgJ9LqogUF2ZY",
+	"UXNaCg5XvGMWUMtRoVh4RhsaznxoknVxzvRO1++fmHoP4pYeqTrtkHJDYJNXKUPpnaIw/O7AP4Gy1VHn",
+	"jiB+lI9UOMmz6SXMK3R/6eFVJCONDpY4LgxIZZvBjU24sTmPc2jtCF32sTQbKUN1oHc7tKMBKwm+PT9F",
+	"G1vPv7NLzp6+fP7q8uL1X5+9CvEealcruZRQ5o7UDyJOtNEaX6lmrHJkL3LJi9gkiaFkhYChodM7Vrh/",
+	"DD8pLN65eQahWFTNjHI54XmPcvvELQMkVqaWJk/1w0Yqk1NwKCDcQ33Wlp0Sepw2H3MZq8spfFtIy7qa",
+	"rYcsXGWpuiK+lpCPVEhTjaUyNNf69fABdiOUzDvp1W7j5bl6UFtGqWRsFrlCLCnGk0hOr2bxr9fJXKWL",
+	"y39lebG8Wb1ffwjane5Jb/OCo1K/MP7PylT+dSrgcyMaNg3NXBYbcMbnsmgaLfjbfj1upF0lM7LZh/4N",
+	"2PhzARltm+ZgKxxkmRufEfVdE2XIkew2RlnSzaUCMv27VKxtbCaoxxuyaJkR5HBaiILUzlUmJgBEFKdR",
+	"FR8BxCQVSsVF6QbEVsTll6IIW+xvWtagwN7ivRkpS5CwtiH2PfAV+FXnNCOfmbAlqOIb40yZyDLEtvP8",
+	"Ml58+NCbXnc+ZHE7g7TbLbRXfnfzYVSLsRvhsV0ZgHljsFqnv06TX9NU9JKj8ALc2bstVScmRXxjOHH/",
+	"TxKjbx4fJGV0I0Ebh3NfPAh/3iSZ3bj7MXJ2Qxx3p0fyEsoEBWSizImtDpHfTpvxA1mkIZzlkA7zSNVN",
+	"WXgYdGZhyWAS+if9WXjKQi8PjTFomkkbZOQZkALLULJKRyqkvzb18ESxzKS+v9AXcFswikN+lFtkYyiH",
+	"K2bsRmbxdH2KBr/2L/Ky81XJFbB8oPHvohSUb/rvny9AaaI2tZZg+c4KhS422AODCfJnhNdxZGzoFsP6",
+	"NLZOlxnL5ETGN9CxlW4+0pbWSuZKShxnvoqLyYxlUkxmMh+p6tTRrbawtQ68nomI5zJiv2o/oGxCtiIZ",
+	"yP6uUoyG4ZcK063cwHCfqSOGul3z5WyKY07JTlcEWOTlYYu9hYdr0Y8i2SqCivDHVnOzSaaOkDDbcUfo",
+	"HfZ2RfY8pNwUxqOFZGdWu5/kwwE5RuhnYgepqg8Y96U+SgcJ+apa4UbeXOJ014a11SyXk8vF2bkfeS+C",
+	"63nRWfWvx+vX/7r62/+8OVu/fvnh5bPZbB385L2eR93xRef7e07XHXwc5UG4jZUDfI1vvBxfS4kcHhEs",
+	"jSdRVVU3n1QTLhd7bdufoAIfsgl5IZIEBWACFi2Yuih42HLB6k5c4vz5j6/evQkbQxam02nIWRirm7gA",
+	"3BUMQSwXTEkZ5SMltGl+AymRNHLQKcrgjXbY04VU+m611iJ6LtbEBGXtdrK5m7EimH5E8hypImWRnMSR",
+	"tFjJRcrS6RT6aMxYEGjsVeoGlfbGqnHKHmr8zgGyt4bffpxsWC6eq2m6N5BM36RfcN/c5Gdxw3428087",
+	"R+tR2j0b+3m5uCU8bIwxfAw3eDJmv5S04MhN7u7Lp89+OHv34uLyzYuzV2HDIvlNl0nSFAAozc7ePAey",
+	"X+rt2338dlp7GFaGtsMQNRJGKBwwlLneYyNV3WQYcoA2tDmaHNi0WA/dEp8h2+oTQyQiyE1unb3v9bnD",
+	"sLjBLSKz0WwPCk52WIgz3oxiEIJRiPnOkTKH1h5fgJkO7SihAW6Zy4izpY1ewiG2ILw4D8/xOcNKatMN",
+	"xccUJsXXNE1MyuVON1UH1HIHcL4lISwGDS1dLNePsx/QpChm+SFNaHoEwUJ/MAFBTIdGeIpyLdfg5bTV",
+	"ZukKvOe5UGtMizaXi5yBiTZNsa8J1wPk1ebEUdGEAi47zOPlLL5SaSajMrKqn6jdcGKvB+SujdhsXSj2",
+	"/M3NScnih6nnxyedUzaWsxj27kZ6YaRuyS/wCikgpbHLJMMPaRaivY5Vy/pjcTvRLVrOXsHx5kxMsjTP",
+	"mUgSBA8bOuhZrGvyEPBd5oX6mQB+T79pozxJRmpbqVy+efb28uzp07fPzvWod//+0+t3b8MGISqvZJI0",
+	"p2k2N+Hv5YK4+3kZcNYLlNt+rVPMj1L3KSwEzk+5XYOBPTi0UCH164VvZZGtm9Cqqc8SFNwgSwzQUFHm",
+	"fyxJL0Ws/lZGsLXBTdGHsMHs5rqSBevCbqbXLZXl7Q+HeAjNVjGfRxsNtBxtrYtKkD6Tk1R7d4DibO7S",
+	"ggt3eossamqopD9S1H65CElwToo0s+MKLZDdVuA/ViyMAKq9hb+Fu0Pr7xYPCq2TKq30fGHlRsXEcBu4",
+	"nOMJ4fdY3VwGN+971//qzD8UbTWenayzSXf1a7SYdq5EL8llsINRXJ/26ntfQ3YI2FFd08l9d/UhRxoA",
+	"n5NssZKPqPC73004uNdTan8Qnfc/BU//8S7/76vz5MVf/j44u54uu49/nubv/yI6yx9fpbE6eRZnz76v",
+	"uamAvbQJTjhPTqcSYmaXeMbMV0AZW20YeBz+M4Mgj+9xw2EQy/xyIbPLSKyBPUH/QrXIl5NUUfHcGp9g",
+	"fzGPoSLWhVSR/mDinfI984MDwtzFv2wVrepbyhHoW6tlu3dy29vv/VjdlbymjZ/asDbNJNbbEYC7qdP9",
+	"BJW5hhACw5W1Y7fwHY4tccYaJlk090kAu6S8FV9Xy1dTMQB5xYrZ9uU4wO1bTuQiS8eJnP9lv4hrYol1",
+	"tbcVrBY3z60luplFant3xQ8K5NqwRv5d6YLNRH7LM061a1WxuN0qI2gSygsBbb+uh1nul47X5rUiLrSw",
+	"qT133mt68wmIjpJly0wNrTs7pMkZuhNxhPB8g7fvROut+qFahZZ2mt6FWqMCHgg3FSjaNESEkFKn6xG1",
+	"nLrL4xZ518I4jrdt8U9kse2A7/IBGrhcEBSqLhcTE9O6dfeKdcoVOzfue1owqcBjuGuxNhyM2qdYrvOq",
+	"qUMjQWdwc9rqWy5OA5fI7z5wiczckyMJfhs2lru+25brdsic+91yzt+pfLlYpJm28eYyigWD+b5j2pfl",
+	"XU24qwmXf4rZvzAeK01/vgvsBJzU1icKxT1gkUy8vFsa1cbPmAtiLYCwE1Rloc16So3/sWK9wGP5ISsW",
+	"DMoVu0hT7KQ0rzzwjJAl/2kWaXMMJrgWW9McRBn8VXtr9EcJDOaFTNblyTE+TmNDhzq+zu7oIQ6Ash5F",
+	"ClAfNquCVGmQ8mjVNu3YCqK/6Rv1dvSNfvysdQOOCtwVpTJx1ELcUiLw84ywVWx9gK0CiOIIYGtLOptw",
+	"FasoXYXMJgcBpAJK98xWDjpYtdsABIuR/shsDR41Arsa8jiT4SO417Im17DfG48XJdgHmaX5sPwVaJCA",
+	"PAcRajicipiUYgQgN4bfKAG0SHMnka6x+qLrwSWLwQBqreZxksS0HzjUrpsO5zL0a8GolXkgovQupUn/",
+	"WXga/EWLHwoIwxTidMRE0kwA5bFiiyy9wtNdAgDDWbAoP0utUTGy4aTrTHc3fGRejJQzQ2solkfLK0nV",
+	"FbC/LBZSZC12luTpJvlTuQcINqikgiLS1ZHC0hA9GLTBirRKooRuTsjqvsc9zwMkMyzok/9aAmdsGXBg",
+	"cykUJA0B75x6EfSAWuy8EEWcF/EEhwHFmkDHskpZJNYAPu2AwlsnwvKz7g6Qw1k4oNV8KjKAVCGoNoPR",
+	"rp8O6F5229ZDfxZyFg68eagtGpMlDzqzcF9fOp6i3Y3p6NRYXYH/+clJQmj0m3SrATqgIqoNA+6w6Q19",
+	"v9/jNb3FlMzzy0XXA+JDvxW4fx0M4K8nrT46cbG+NfCJ57CaAPUGw27f9qOXY7AD8CoD8Ha8Hb3FrdeX",
+	"TmRMd+55/WDH60+63d0DgB92TIC/YwSdVvvOAZSZXahW3zpB6HJ7xhEfry+NMv+tZrqQa8N2z4zW9zdW",
+	"zKvEDPS+GdKo1vAfA25bkvTl3UD797Qzh7X2/HA9byiU871pH3uWv3iSka82L/sUl37tTLbRrWy8pn+5",
+	"nF8QEjqA8ousCEQm3G9HIIA74RcCm8dccjbDjqsI6BgbthuhUo+IumalzfQiNSkzjKbo6xS4vAr1JahQ",
+	"3ysx4stqeXz1o5xN4myy1JZcJsW1zGzs174wXSnDqpJCXuQZcB06wPvwzpI8Qd9A3w/q1qYxklREbCwS",
+	"fR6zjTB85Su03ozko/yU+kaaEBpSJqSBxUtnZvrinOUzkWEfBGp8CnTkGNDDgSNqAX3mSNVBD5cQi9p8",
+	"l5eiCBtmOGaKOMtjNYEWPozz52WzyMayXKWcjZcFJKwup4Aeo19AqHj6nyXPIwTkpyJOlpnMQ9L6YNKX",
+	"tacw7frjd1dxXtAu+xxc4h1eM4MD6Wc/iLRLXlwu8z2lOp1h2/+HQRUwE7uzZx8ug+ndqe8sna/+GWLz",
+	"+khmcKRKEtpF3FqIrFAya03S+bDTadd4jea8NvSqKqutlXb5ZV7ly4K7vwzpfXcP2Q+GnY475EmSUghs",
+	"c9AOMsH2gH/hNYWJDAweR37zZNqVzV7UmTQH47ZoBgO/7/WmJ7IbdY5RPXoUtxWsOvuZDvDYiKn/Q9Wr",
+	"phBcZuVM2ICUwszT/TUDJBf26IUX0BizLVk26RyB0BaqYwoi6AEcTgM2i3AC+gJOlDJWmYyUreYEfNBp",
+	"nBTgO2lxRN4I/NtQ+RG674Ecf5ifBMWDfI0C+07dO20a07ybXCItH11SLc5CIuKk/0KGX46wxpyFcSTn",
+	"i7SQarK+vJbAHgXs6NAmpD9W+ySXKdQt2ewTZHPpE+lvGMXQMng+jpUcGo6ZOKek+0iBxAc+YSDzMe1Z",
+	"Jm7c2npBTC55Ht/I3W+T7+lnLDWd6J05WULBeEYoDOCw6SGYEQHx0ikTeAXRvKeGsR5AyWLF6lvvUmkx",
+	"UtryzpBkZ2O0jQriMVCE0ZIwJbLMwJfBSArEwjVcx88V08I3niwTkW1QG/8/vOh7bXOHcHdO+NYiGqlE",
+	"Fnr1XcJm4k7Su8fEC7AlDJzZqzQF2OlprERia7JZvkQm547nsTRDRvw0cywgkSTpClB5y0fG6qrR0tul",
+	"Sr1OGwP+LLVkAHZ+tpqtOXzbSN3B20y1FPhXjKncRspMKl7AlMAkjBRE0bC4Gn11rJjWO2oav3eqAHDO",
+	"XK5W9gCq1nJw4UhVeVrhTYai1RTGVJ7qSKRbGVqhkGmkbAYDKsdkiagwTpcqgigIPMulcmV3MrlOpTYm",
+	"4TsgOKIqAu0unlfO9BRezaBAHz/ffgoSzBkKvhY7GykkQNVvt2eKXobmY4aRUZUWDr+1li1gy5rvo2Wr",
+	"jizO95l7yM3+KflmX0NXANZYkoKjk70nGkN+9bHe7jLfxSf72vQkuPg2oFfi3IFl2TOSUlVUhjNNsznY",
+	"bstlHO0IB+0fBc6Def82CXQJi0GE8iVHvCWOZzMRNfYNuVRnn3TElpocFbXegHoo3BbKxgVBlFPnbaqd",
+	"tmLfKA3h9YErrK9+JbCA5pbtZfjJRKFfbzrViBIMyRza7fZg79xVNNbu6YtEIQGm8/A5rAzN9ogcPyq8",
+	"9dMOC6Xfu7cviGjZuO/gIr4vWD10XSAX68woW/KGtXWQS4U11EiqlCJLJ0Zn9SvK3ZRTbMHA9cfEbJrq",
+	"63LTwV1IQC+hYD2YRSMV53gXZxORE3Fekuybu2WW7GN7DrxOH4pVLP3zsafCLmo5aY65SEgU5Wneu8Ab",
+	"NubeAXe79xwv7kCRYQoNBgpGLGerLC4KqVh4LddDKPcIWR0t3O8LKebDhVjP9VkMG6eOma91E0l/0PPz",
+	"NDPEATgzDi6CSBKy4+esDpgJYk0/gULOAVZITxYWRoyU1olalw5Dm0shCgptFC4SoNwwQSQYNDwTb1Nr",
+	"hN4X+Inl79pgH5LxxUu4/aGtFl7N1phZmaQqAhJOQI5g5adS0VC6UiwTWJ6utTJk1SbpfC6audRXI/l9",
+	"XrRwXqsGEZGxYJcNVp2WLzQcomCVAQ5wOh2p8IX+lDxk9U4Q4Kyt4lw2OCEelJuMKFHhv9pB+WDQtTYc",
+	"889aZW21aynfLxKIB1DH7C7Sdz2IyuaMCznPN3Zp2x9UdmmwtUuhaOw53toufxZZJtZYK7aGRIsWbrVb",
+	"jqDxvmh/wzIi8ol1pJHGM5eSWV8tbAytakUiAUgLOolLrTui2BxrUb5HyzBcRK1gloU2i/cK7dI1fJge",
+	"3s3W75hTXxZT//Bgpv4z5FEypwJPODn4T+BOTDSmwOh/yqIUKfqWcYLl+xEWWs+/TLJ/J87J9zYden1M",
+	"erV8v287CgmENWgOvMhv9mSn0+wLP2iejLuTTtSWwdT34Nqq1rDZN+NX1oY169ih7y0jaOJ4lRYMEfzo",
+	"csc7pQKuHYWeu+Bc6RIH0vXhpaLbuLJVrFtbShoh/cdmnew+CFfzjFaAkeMqjOtGhPexqbl4DKjX+UZS",
+	"cu+SehdeTy9p22t5XmdzSdtNPxDjZm8SyWZ/6vlNRGnpD8R4Eh22pM5fKqsWmELiL2bVqmjArid1MM6w",
+	"s9QmjXroepdvb3l+cDxs7y80VyREhrWXv56tX8Xe+5fn3vrlD/+zevUh9V9fpB9ePumsXj59K6ZPz96/",
+	"/vmH2esf//7huEztvmD5GcpVI+2r8dkvPm/7BWBDUCzj6DD6XphyU6MPBsRPFxdvrG2ALoppAIzJwxEF",
+	"C4lXDYrnwkhCRM7hjdB+as7yNFXAWbZI8zweJ4QVp6ipKMYwmTqlcK0UWRLLrGWfjlateXom2XxZLEWS",
+	"rMsIMPaMSeT2Cp+Xkqb5V7m2UGlFCjRXVLpVBioAgS0XU+kywlH3DdlJ2AmJYjEvfaR64PlA8U/eQzU1",
+	"YGrv7R+gUDSTxTJTeflXjFrCrSgTWOB59kYae/lRRfMtxD4d0i+kmYPsNfgHO0ZE9HllP2cUQ0+UKnBU",
+	"2AQZBC32V7lG2wR2T2RyF6bzD5oJCir2Uk41ldOA9vzps5dvXl88e/Xk75c/P3/19PXPIasHnVnDhi2k",
+	"CYkahjwic4OobVldZQh64QNKexessK1Vtq4MtoP+x3+wNxjXoRQ2BaHKVlFMh7gwe8j3WDeeuz4JplZt",
+	"lXImk1zqSWrwSkd6XI0gGWwNG9vaKnfDWFj45h1FjvV/549/06bdR23C2xPM8iLN6EjC5y9kNlLmwRzc",
+	"T4h1S1ZkQuVigmXerlsKsSolLVcj5ikCwiXVrihNUzgk8JGY2t2c6EeMzHeWCgaG/Ch3vhH4M9DjM7kf",
+	"AbQasRL0FO7w+JkbH+Xa89BvhlSX8UCNmjZ1ljnfKrSo0z9ws4LHA5nGxkiZmkyGKRJOJNnYKlNmwZzk",
+	"GMoYM6hLvRLhKYzGLLJI8tQ8Az+Bin9dBJgL3FHwsPKvNL/N51HYYli5gtF6JMuk7UECZ6TqhvCUu0Sn",
+	"ht/USsVS5HLm8JwS8ahJ5cGt1j3kI2VKJi7LP7IQVi9WVyYLOE3SFfy7UWE0NIvbKvNUZuNT5gMyqMQm",
+	"buK/kI9xMDlM2gWLOsdrknqnm8mvcnm+d5Jfc8RjhL5jrLzUB7oJKmpzV+LWgKSurTgxo4qxqHdYwklq",
+	"z1jLGwwjmXA0JP1GijnQ7o5UwMJVS6UZaU3UZGfOlMM6bc05JDlSXHw7rY9y43ijF0/+vhsnx8erjRWz",
+	"FTckYaCMFJtb8OQN3U+31TZQ9QNwaRiIWiP0JHOIOPUw7BkvhXeK/c2x2hAA3LkGYSRJmxsrT6hIv0Ao",
+	"N/IPmJNykZvEIuWNMPxBtcYZQrwZoO3cCplqZEOKiFYAV6+clbJlaCZupMWeNRkku2W4m8o19WF4UEly",
+	"wAtKQUel0i6AaJUtt9IWGUJuzmRG9KfbcU0Nly/OkBnEgFQuKALDK2B2vGk9gZ8Jc9bdL1i0lccfDHcW",
+	"FDfYSEt5UOZije1D7ydSwhq1A0g91mkaUP404M3buneVZvog0K6jPXeHWUR8w0YfeaQdWHklzROv8Lqz",
+	"+i22kEFRrczWqWvu6BdUbDvaq44FdEF/GcskVVcWacuOBnKSqSPL6pBp0E+23QwWNjfOqKBPb1cAyNqa",
+	"PRq0FaWPAGEWZJfQbjukV/XT81hdJSR1HqGM0OOEtdPzZc0E/TiIA+Ijt9Oh2HKqHbSj86HO6P8q1zWM",
+	"Kt23U10UG92bBRPUSUgJnx0UoyBqRrUh62xSiR5ABbQrAuPiXt3lScPLm8ZP156ZEep59VMu0lK3k1jf",
+	"/TmxuknjidQf5AdeD2iR6JG3jmQy0/ZOM0qVfvCmijnkVqwNOeCj8foauvGJWG8sGnFxw08WS6bCF1sm",
+	"F/axxs5jRasKM0CvqbW9eYVu6d1FbW9Ep7sV0MGbqxEdJACuMgLfPQNmgMiqCwnejdVm21Y/eRx37mLO",
+	"RjXt/hA/1kLEEdJjHbe1aVg1E9X7eFSk5rOCIVv/6E5MYzKWTZSJGgbuuAmqJOzVx33368y+cleYilQY",
+	"YrAba2ZLgYC62laLW95/WaxVgrPT3DRMkgcfTSHYqu4zIRXq9gKjdttbjrUTYQwbKNquMvtrG8faIO51",
+	"oFga2iGOI3mXR99ir4gIXMkVNp+ZFdhojdyhrrfjT2dYMhSCGj9lcwEGRVmlltGd1KS5tRa3t01KtZxD",
+	"mCxbytovfCf+9FHwIF/1rjbFb9VVOyXjzTrIrrtk2xogAS4ihHkC18X6Jl941PZhBMP3wKgghK7mDnVx",
+	"l3+yB5/CRgkwWEKcBOCd5EOrbCCbgrYc/OSUJM1lnosrvfURc1alNBATC8XBnJL4AUGjZdxGqMpomF+2",
+	"msFNXLrsBQ8qGBcwYPqIuzrB4WJEC/o0yBYXzgTGeQUPa6xFIA0POVSmU+p+weklJDLLUIKTrN25kTKR",
+	"xH2rqaX2lqPJxDzFSMO8QTwZ+UjtcK1EXgEEMfZVNYDb+gISE+eWpdz4QcclKKpMZVhPOxbFZLYfj7rM",
+	"WoAoigs5BxerWjIcYu0rN7HSSBRiLLRSSZdarmXxosWgaANWmfaddoOtM6kXPZLalZeqSEiPl+1Xxn2l",
+	"uE0OoItQOCjn8Fqz7ShMIqEHjDIg4W8jmAFt/bVarY8YM/pthAdZ/5VOxMewxc4UfmVZaGRiptvl/Ju9",
+	"CrmcC4VNzvmeIDqlG8B4JXcT0iN1UbGERsqoXxhMmdMQBWkWiLBnG955i702LdQ2RkLhkSbc9q9lWgio",
+	"PgfkvQosFGkkqMsxoRMbONGujDkZAEkHT2piOENGoZlCmHmOC1ts4yhVIOtwkZNUQX0K4DWAmExzM4q6",
+	"VoKbozSkvLaP5N3FEzaPIxVfzQrMTTyzmzXO2UwmNstiyqK2djCyYW0tMav7+tag22XaRxMT7aI3RiCT",
+	"UXiRkYnrCg2B+r163mlCDPh4bgVdvrH2WDhex64RIJApsnXL9b3CVqvVKAnZQqMUQmZkXWHXjtXDjeP9",
+	"H/QfbSDhU3rt5bzCrkmAMun4VzkhNiEB/Qr0EZyQ7UB8I6VUJwjMr6c214hxIb36VEin9PQAjKoe97Vc",
+	"t9jFKqXV3QpbDavhSKygwz1Onr5zLqYsjhDbNKHMEQ7KXcPmtVw3M4kgnOW35JQ9obOFZM6W1KniinBH",
+	"DxhL2PQ3wOLBamKZqo0pamFl4uEueE1lmjmMtp4qG/2EjdiAW7XOQ8kaI6FqrK44Ff+lGZ4ZKiD0ued5",
+	"uDc6fnvjxXg+cxtsTDPO4ulIQVFYxokCQW/FJnwNVHw1Tktp/yinyCQ2GyH6I9hG1U1ceitxro8HiPRi",
+	"JhWycNFcr27NC2LBpBuTVFvnFAOupAH0q7Qcp3usfOeWo+wOk7o8UiVEhlVHTlrXTf6RaM9A22D4CU5Z",
+	"i53hPyAJXnaYIHJGWXQnksToJ2P8Q4gbUiQbZfvl+GzwEsfn1mlWG1gMOupI1eFTYRtsxa0bbpi8FAdO",
+	"CwudaGh4Aemfl+I/gDSXaqbLolmkaRN2k3PA8ATjIR9LgMWD6v5JCp5vJiNSVDvi91wbfJWJybe7GQAZ",
+	"FrKHcPDSDEd4Wxw2/y+wdB5ASECdkf+8JVRqomp+d76rIgsvb3YCG988Oh7Kd7+9fcTb2w96e/UleP+0",
+	"WGzcjQ7M407nGNoaWKHPFSar1FdmNkyCgQy9tBgud4BL9q7y3oLMwbANRWMdLBqrFmR2Jm3Z7I0DvzmI",
+	"urLZnnqTQPTGfdnxD90rh9Ty4d/vUcy38SWdrvMln60ws/IWW7FXhnCOqtCsTP7ReYbfDt8F7bt2QTD0",
+	"g5bX9TZ3QafZjU5kszfte82B8MfNYNKOOrI7PfF6/qFn9nfdBT3nSz7fLnDf8uBd4E7+PXYBzewRcSHs",
+	"E9oRFcIfypiQg2cvxnmaLAvJ9Ni0AoMxsndvX+yN+lSN+eBzBIGOltUojXfFgl4f4qgfg/F3TtB+6Pxh",
+	"MogMeKLyhFp1cnG1+z6Ni1NsZzVGsTactIlHvRdbfIlVqL8/baz1a0REssEvRKkDr6csB6DAk/ZEHh4T",
+	"Q0Cu/UGxJ/B7zt23ctqRFiCCWB8MQleIbkilVJERQB4iNmj3CzwOAvq13VfQB1h2eAPdG5pFjRa7qFRI",
+	"OfhgYBTHCosmIbYqpwWUCZtKpBY7I4fVAgeu9AkxeGRVnAV9oMZy//edHo8wMVIOxAS5e5UStdB+nzMs",
+	"JqARPodqS4MuwqnKi37Ajrq4KBColyJ4VIcFN4HLQs+kwmisilou3Fkc2txgwUSRzuMJlXlSuaxt4gTu",
+	"hbhg2VJhsQ+BBxBYs51T9haifMY3JTJv2E8AgQhutpwWO1wZuMr02N+/JIR8qw32AufV+njlUoFj7hS5",
+	"OCW+bvbEaRm3Zk636WnjpjcJomZftqfNjtf1T4Jeu98ZdGto2BvgOncUz8qCWEIb0i+Fa7mdakijzNNM",
+	"6dudgVT7r6tWgcvuWW2IrtapBDs6hexQPzrJxV3jNkMusQIozGvucQZ7j46WI1I0uFV+APSaz+JIuZCF",
+	"R47qLdgEuywGC+JrIORcWfQNafAz6VVcFbcWfW40iCAApIdrVPS392tULFvYo1ERnedA9ck2tedI1ZWF",
+	"QRrSMy2aTYPvSGdVEXAg0wjIKBgUdTL6VHo9UtFSYvlINaQdR3yrqR/VFgL9QHhrnxo2MQqHeyvK1pfZ",
+	"UiHmFRVf2rrpjYxLjgAx9ET7wTlOGI7WqsORWsgsT4FeQM/dNM7mxE++NJzRri62xSL31sV7FSvhSEH6",
+	"CVB1btesI2XnaZdqxR9JtUJfNiDjwZyaWhkn9mtEOEIcQVcDTMDhxcdlPxD6Ibks+PZwEGMnx7XBeiPt",
+	"WGZpOmfTNKuCarO6zfOZSnTFEqTCAlwfPAKRqXOFIagUnyYKbGIpKhXPm9k7mI/vvnsWEZYGvq/13XeE",
+	"pSSjuAjNgaTX2Qpx3ICRgX4rsGgKB8yrcXTAHZxLUzf97u0LNk9vTNERGBuZnMbvwdYgyCXIi13i38PT",
+	"kibYwSAZqU0QklA/MMShNjC3Z9pJ9NkBSjd885hqe+u2F6TRYu9yLM3QnyL0FqNOaLhlaEUU/He+KVNc",
+	"5uBZmhdO184jJ3XBJjM5uYYkeM4EmTfYruPWkul9eVoeC4mt6xioh247W1Uh4Fbwgjve4GSkyowlZwLB",
+	"W13utaulyCLynnNu32cw4uMM6tob0I2W4+fBcV4qWnFumOVMr4k24MkbDx1ZmEmRaz/G/iySHPjvomyt",
+	"jzUtGWyykSr7QAiLw+mqWpVJCrxsyEIaTFiieuCpCTwrGvWLczBewpGC6hM9U4SmA8+fFiYb5m4TPAqw",
+	"6I2q+MO5sFtfONJunxxku10Svfjj9KZcY/NM2KMkoeZSKBSE4/VImZMBW9AY7emyaDET+7lBFn6oo4kQ",
+	"YAyUQicI9G43IhLiVCNVh4ta5TFrFWnI8dYWzUcrl0XrpzQvwobz5bZfYpsMGob+cG8lytbNbLnBefaE",
+	"sGilq9cMLBDtdNgElTIvVJ4m5H97Bz/YL3rhqy9+k8mbWK70uTdz6IwArH06ZpCfu9FnhLJmWhoU6bVU",
+	"t4xJT7j+sxMSw+2nTa//bb5OouYFPOIXXssRnvOMLFdBltR/SZHJTL+tiW/TH1KuLKCIZOnc+fQ0iVrb",
+	"gVFt86XOVUquKlfdBOZCjJXt9CovzPwQlOLn9SgXW4XzF6Uqgjow9y13rv/Bfg1u9c/kbe0/BFZ8ul9F",
+	"upkA5Ms0l2f2c3OBW3jPs2i3KtAyFe8apRJA8tiXAAI9ynOIeyPN09DXfxbwHXqahyWPKyWttXpy6mmI",
+	"n+4yjsDHOADCJKj9gn0xUyQo8yvfymu5wSqyZ+mS5PiOk2SuOPhEHQe1og+fiUnceZqo8BPvsiGK24+q",
+	"AzKy/bGf9/v8Y79Pr5iKjvxAc9PHX/Yd9DM65YccBd8Pjj7cBwQtNj0soq7Z49N9C2d8LkJ7lPabJvln",
+	"iGn8FkcfMZKRyELuzRJUPNo43x9AH2qfbbrMwLQzEQLqoq62BwAkL9Asm/BYiHQDzmuw7MaSIIA5qV1M",
+	"mxKoh7azV9t6EGSBVnZ6YmOkSq7BMvbuGOMdb9BiT52MAzlgAgiNCqlA37s0TKze9bTSP/HYPAdT1lKG",
+	"W2hLCexLRLtUhihcPIhECnC7LIoEmNtATYTBLH0Hwkm7g2VFmt4WVn8wTcGnrR45rjft66o1+ZxwX26z",
+	"qQ3i24D1UaUEHX8Y9Fre4D6lBMc0E93WQ8ShJ9s56V+46kAy0tvveJUWCCEHNxygL56kaprEk+LLiZej",
+	"VL+XFuG7qRXeOrhF2GTuNCZq+W5FNwL17JDfoFBKCa7vNUxrWPBvY5dlU6NLfP/22cWzVxfPX78KOesB",
+	"L5tDqG/AheLCjgSDfYB+KS2UbQzl6HiYh5ZqT2HQAxjtvc5ONrcHy2D0lYA/64DOv6cE1+WwbB10l7n6",
+	"d2s1vE06/OmkwR97uH+Uxb1OtoV+OwrpQS/u86dQ77UwbVjVZX6ZIr/BHVUlEEeBABPYQTsgjFjdKbUA",
+	"yGFbQ7KZtMIWGQEF7AY9DDE7oNnGWKYzsVhIFFfqtDpErI14lJcDGctJatFRaJwtsMksjYTFm9ldwoJt",
+	"BAS6a5BrgWkGWmrpK9MpMItyoqJU6eoUWjD1XWO5Tk27uMxugDuHxgyUXrDRtUBsn3S3ZV+cMzGZyEUh",
+	"Iy2LN1egZBcrMfss3Sg0HmJQeoNllBOSSIJdZuGGoRRigqHFXmK8kVwJKq/PAVMPcN1GCpicDGpKmkTG",
+	"JFauKwEvAn8Cpn37ddpDAGBi166HbqfjDHt2iF0Pzee0aYgsdNNk5wRGRYb9rjCzeYLVHr8DVMrtZuce",
+	"FI8LqSzNKGhFBaShThsyFdZ78+Oij2YGPivAxB+v6rQ80pvbyo9vhvBXHKXJy17mexvSW+GYx6UTuYe/",
+	"DDMSxK1puZUdtDktmKYi26S13slnNnNoqAHZrWIHYwoVi9mQnMs1u7WkXYg8lxFBzO+gOWoM0XJGcgg0",
+	"nE3vIVBd6RHlWrmKZS5LGiQ7KOiNVyk2cVH9CqVD6rfVvPCR2vyZfmkwEUW5Ax8Jz9TaDwJA6VwaKCIL",
+	"LFLvsL/aDrW1G/XBnkXzK8U7gNBhB1FT1/Oc165mMdbiAGwk5uHgmchVJpwmaawXdm+3GoaqjRBS/jB6",
+	"uk1IGuRUwn7n+1HSnZb8S/sZ6fbyLZ2ZHX8HC/ZuJgCHnf1hZADf2AA+PxsAzKWhLgdm6n6H1/aj9Xe9",
+	"NjuX2U08keydEjciTrQS0FuJ4NKouNVxui8pbLlc5EUmxZwtKzfay/YHJwv5vni8SESsTiHFl8vi+2Ux",
+	"bfZrvPYUWUfPl4qzIGCv0humLShmbCf248sLJPEATv+9NlbL85yGMQpGdr22g7OPlOfuZPme5/nlfKm0",
+	"FFH6TNMJ8D2kVsIg6PZE3TE0v+UN2hUWcsiSVgbS7rkPzpcTrZ53rMFvo1oKmBVgwR02+1tb6q5J99uH",
+	"TbrfbnXa3takB553RNMQCasDMOsd1WoxkSHAijiqkEwDONhv8Y9PDn1v7YgtQ+l3DYr8f+xdbW/TShb+",
+	"K6NopaaSkyal3IX0U/d2X9CFUkGrXe76Lp7EJh3hjn09NsWg/vfVnHNm5thxSltAl4v4REkce2Y8L+fl",
+	"Oc+zad0xFPG94yyfYLmRPJIaAqzkgCDRMoF9A9WcD2/wMA2SrW662Mw2gOAAJ8n3gDoUAPDU/sBG5OXM",
+	"S7V6C6HhppzGmqCKrmajA7cZ3yB3uis+peMJsZW6iDWYkTJcQB4FMlISObCn8RYYEkAb2VmrFYfaOjZl",
+	"T84fETnGqijbBbJNP7E2CQwFQxuaoitf6lllgjlGzZio1FPtSENBCA8QBKrXYUJB+s3Yk9aC/88iYUQ1",
+	"EiJWKRisfmww9ShEmqUNbsWAHnd0ClcKUMCrYq0V3YaafIjssgDHpmouGmfAF4aRRnJDgbdKq6Kktwdm",
+	"PUmqKjCGgMfF9QQx3MAu7KJyfHQXqMEoWxOmZs1p7IpKrZUGWQgfuKKxZFTs3vGfHNWc7Kjmk8BbncQK",
+	"QW9R1ehThWWRIZkw9EwZLmuwsa6QlZrmBRq4BvwST66xEIq5eRcyxUjYA3bQeNNfeRdHHIgxxO863aQH",
+	"+R4C2D45cAjsAWeOCfEGnWHimAE+ajcmKOKGwGQXLi10ZjwlNfK+Lpt0ndU+5f6mysxFyLZ40hwdcQqU",
+	"FhHD6BElHYIhUOHrNKTRKWR7TIdplkWLKRmLbQioeWhDwrK1yVQk/jn2EZcIxyMFWgSh95tj9z2GaLAz",
+	"kBVETG6ljAyvH3f6pYNr5nZBhjhsYJJyd2djgKWWK2t3pIHfBqmGlqRmzDG7xgWpt+A9Ih42hgMmBFkT",
+	"ZBm364HQwVfSSYmElJ7TMpEIc08reQWJtbKpysKgvoqTQhRLvuQ8bgPDqijdmWCJe0IcVbCNwoiiAIPb",
+	"rJWG2opctiwITbUbHktQL8Le72cfHS3okHEy+VgTmzwJTHN4R5tRwcX2qgRONBiI2iRGGAjC2HpioUgM",
+	"KT7E2ks+DCg54Gza0BWgIAoyNuHhAK1aZZ3tqbjSsabQt6J5RG8i1Bl0f4lMNlAuksSjeJQQ8twwEcHd",
+	"KHDnQSkvO5gOw2wMyQiVRjzqkfarkezR1VFCDHPH1yE79m1kqu+jx32xBEnQdywJrLAoKnEloT7AAddL",
+	"rEyfinNk8CQmBWRp7EDYI4ZcxyBLD3gOBSp2LeLLjxwVpEg+XidRJ7MUFgMl1mm5bhgnnSogMDtULTTw",
+	"aEFNjdNouVmFoGZlQBHflG8qxGHYenMbcP3nZTzMRPVI1V+iaq4rgKKBYmkK6y9kqaoxEbD5Q8ezR1Ng",
+	"B+P1VHLC0x138mH/M3lZNBXQYXhvY3Tdx+QADqePO707WbeDfPpsyvWXA4bNh4Fh8xuBYd+RzmMvsDDf",
+	"XxzMpg8fzr8qvcwmHOw+1DL95t5VAvLL4sGYp4lrFTe9be6mLq6+03zZLXmjvwi3sTsgtth0Uc+i66Cx",
+	"qHKRwgtOco/iCyS1BOW3zGxDf2jASiMzA+fz9NuBXUu06VDpifmrn5XeA0rsGzN6XeU3w/NvTHdIaVJx",
+	"gTjieNnW9PdCNGUJ9XQmc4AF64NVsbYf7Q6l/xbDiaHbpoBi3UthnN03B4Sjc6/sD43WNygEHd069fMc",
+	"UjrfZt5m8ECf75/ND8KR1B2MUTTyExZu0TtkVi6YMVAlQzI3yBpP/fefbTnWOo2x72awybPuKdrj+YLV",
+	"BOoqJkKGVYjRGco8gR/MlOkhx9btJDV2qfIcOV26vabPb658onuYC1WWQzdxX9xwlzBsoQprizzw/CfE",
+	"6v96F3pLWKq3yH3AquxtVz8Khr6u2q/bRf0phR9sO6bgW0pwdI4pEhm9qS7oGD43TAKRF9WoOujPUDi0",
+	"w/DFhVDhYs/slRc6WwR2r3ACY0wSgmF4JjqdvZ5+K0Qb7YzjAn0YIJNexYKAenCdMp6UCeM1GycU9vWM",
+	"Knw/E4JGq/KT+DN42vXdluU2i88L5NqLfiQbv+jKw8nBKsDvtPhuLqY46ywuVZuOAKXxapzoGA0VI/x5",
+	"5+yPufrVCgPuM1HvmQa3Pz6x5gikrZshGkqulm4vjzxnyIoEF5gYDuSG/c8x3Byop0CuGlGK9uSJtZdH",
+	"23diBoplYVYBkE+SwO5AALmM+WzGyvshDn+UTJJfrYcsk0nyIYlEqtaK2pVME5G8TkQySaKQTXLC8JjM",
+	"Rpw//OiQHGEkhTTZxGTaqFq9y6Zel7aLHbTt6QjQAmMLkojJOtZ4EdL0o080huAs/GeyoXRi3TRV7xKv",
+	"D1Pa9jIGG5IjqCrh/PYxJwBOrImKwQIwVhNx/uJpZN2/VZWBwoXMDZRCVHJ9mTlRAGIa8Qyol7KNdZXJ",
+	"1cVC5EVRQkgfZE8r9Q5g9RiDzRyFDZLmUsI4VEVg1p871etK4rBZGx4MjMtd1O4uYC7JXCQg6B2JRqvf",
+	"mw6eiiYmcwCCBovszB5QBgni60EyF2WUJQ4LAj+RAggAD+htuNwRcvzWV2rFJgNRl1ozCRV7OjpRh86m",
+	"IjMIoYB6wAoili5gD8bZT8kIpuHNNN0yw50foerFgJ61t8uAksiDm2INX9rGbh5Ppw07nu4pZvDdOnF3",
+	"O0O/as3EH3b4dzfq0b20F//YxtPx831LHv4p6UJRtzAYGp9pv5P33CBD/pYY778vWKAVtmk8u5H2XWNO",
+	"/vzsZ5HKlvAnyP9XF/YQT8TYE1Hv9is7YKOLdeolpkQFezpKEUYkR+ZODWgnmiYfsqowYgyFbNbYcSli",
+	"XYi1LI14o/IcyivB6Y61aSBznNRFLQFs4Dg9ylwi12QqVd6iyBIdHXaRtlj//TPJ4ANiRq7qjvZtrOFc",
+	"BBprXaTehQ+cpXa460w7VJEnYsTnkJ47ElATL6npcTcifd3UybHRCk2cRg+RsKF40rL1jIZifHT6JCJl",
+	"JJAEimidr4pSZSaKta8FCszJ9qKguSRzkenfm6yxr8+aBB3MggGVMakZFoWC84exdkkWlZmkAyv2yB7r",
+	"DrqLENngynbGTncI825OimzHYLhj194+IJa60ER39whBJBBDdFcCmNlaKuZQJMu2zsxrk+k6EUxoItak",
+	"5+QV8QJMjX5Deds0IVpE2POl00RXLp9rdpw01NjZwz8dxPoX9TeoDoVrAMOYIsrutDD1usrMjvFLyiM7",
+	"kA31CqtEkcxwKs5hTTiugYPZDFYTFOnIOnN6hKH0ybbPvrZBvxtudpt0BmKKUtlGInn16tWrybNnk+Pj",
+	"RIzPz37enYpjKjEK8CNa3TjD7EBotK2G8gZAkdfRN3aWUwiKz6GV1jexN/jff2eTx799PLie4B/74Y+/",
+	"jDaTDNFwhmZ7jyLiu4XkFO1uxLpLlGozLFp2JA1sCIpUttt6Whef6Of+o8/p5xdIprSGF8GY0WL+8MGD",
+	"aNRdA6PF/uPHP83cxwZufjCf789m0SjFCgjfo7+OPOuDss2aHzx+hAL/bJmOFg8eIi+d3+vso/dnrLaD",
+	"mH56Lem1YqABj3oNmA08fbbx8JkdTSJv7PQFTwyKOdNNnVymQ3x0NDSxGGY2u45G9vAZLUZlVTjGx04r",
+	"8bDqYVjuPP73H+vb25VgEeDusc26dA4tHOLTH+mR29h7TucSoFwwcBEcCcvW/sOMPrTgtth8UreEwMpW",
+	"TWV7Bku6VL9k9k8gc8Tww7bt3t+TwhRkt9i/DRZQpMWqofBILZK9osy0LNW0lZd5IsYJIJ+JPB1+ZA/3",
+	"Qscaoi6Lvb28WMn8ojD14tHs0SzZnXr3cw9icNTRj5s6R5PizRsfgQh4yUATD+YQTr8p23qJHPf9JFXG",
+	"GhYn+DmS5m4eES/s2IGN4oI+ERWK1GR89JUnVpU1jt+XVWaMPXlBtBPg9R8KnbGmuKYONccXxww0yV6S",
+	"CpNhDbWXZzx/8dRYi8KNSSdp5XJJ400RaaYOuuuKamJg7wd7rKuMCZYtS3JVWV0pgjqnmUwnGDjs0C3z",
+	"0Xcpv43hxy8Gxh+irRBSk5VdErkyl9Cot1kb+epTNElDlswVYFjb/01eXIGu8ELEoxCd9MhphLju2zeK",
+	"4OkCu7lqTF1cwhp0AxCP8JFStwzS4S40rKf2oZO3WTvU2X/Y7+xpXBW5gGuGTZPKWvLkmdgmQkwUw3lo",
+	"whUVQF7cIHQdtWkPSTLUkqf4xRBABEE3zOWzY062KWRzwFAMJRPeuTHMuyHgtlz5MJwLcUPdPh1QETOz",
+	"8ZDq4qfheIucB7aqCmPA4TKUYy2DJcY63ZBR2+8zHVcbXT4KZ9XR6RN4L5GjZLc7Kj4te1+qqmWP2fKO",
+	"3S2GpnRRS2+TQwh4VWXOJ1RrbfzA7xi/6/B9Q6210usJ/m5w98ArhLti6P0WnEfdPQ1UKNZUN4uw6BAO",
+	"J6GDi4yvaNkgZ/FG/+3nIi/Wg3uqTCcAzEMuBSKohoKAHa8KrFNen1PxZhZX2i+6hciVDhOLSgCldi8x",
+	"uPx2eZgAekLBYF9YY+8CYLa3nf6VRVXLfKCDp/AFPnxo/UJbjaCXJZqSFsqlyfJ3GThq5N/5tSwx1Kvq",
+	"Dj/cyyf/PDk/xaORzYCm3PLiJ0050J7n7iEwCpGw1hUKeXvuDPbMo+NnT05enz3/5e8nCX/Z6aXSA491",
+	"N9+yj7kOUs4hnF086lLTgMkqE2VTQxXVZiNjvaWVyFlEJzLvK2Qk3MRxmylUiJAWAJQWgdpzLvWOiWLt",
+	"iw3tJgMluWDV2d0JSlCWLf7Bp0ku9dBKPIXPN4cFXpTSwqCR4NlQrrKlSKW5WBayStFoSqkoLNlr1B5/",
+	"G/66geces3vgEwYa8a9M5vVFBAEMpTNjIrupV2rldG2YgTcVJwV/H6rgq8RHFMzW2YFt+O36/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -155,6 +155,8 @@ DELETE FROM flow_limits WHERE tenant_id = $1 AND key = ANY(ARRAY(SELECT key FROM
 DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM idempotency_keys WHERE tenant_id = $1 LIMIT $2))`
 	queryDeleteTenantAPIKeys = `-- name: DeleteTenantAPIKeys
 DELETE FROM api_keys WHERE id = ANY(ARRAY(SELECT id FROM api_keys WHERE tenant_id = $1 LIMIT $2))`
+	queryDeleteTenantPortalLinks = `-- name: DeleteTenantPortalLinks
+DELETE FROM portal_links WHERE id = ANY(ARRAY(SELECT id FROM portal_links WHERE tenant_id = $1 LIMIT $2))`
 	queryDeleteTenantStats = `-- name: DeleteTenantStats
 DELETE FROM task_stats_minutes WHERE tenant_id = $1
 	AND minute = ANY(ARRAY(SELECT minute FROM task_stats_minutes WHERE tenant_id = $1 LIMIT $2))`
@@ -170,6 +172,7 @@ func tenantTables() []struct{ name, query string } {
 		{"flow_limits", queryDeleteTenantFlowLimits},
 		{"idempotency_keys", queryDeleteTenantIdempotencyKeys},
 		{"api_keys", queryDeleteTenantAPIKeys},
+		{"portal_links", queryDeleteTenantPortalLinks},
 		{"stats", queryDeleteTenantStats},
 	}
 }

@@ -49,7 +49,7 @@ func userTables(t *testing.T, db *store.DB) []string {
 	return names
 }
 
-var wantTables = []string{"api_keys", "attempts", "audit_log", "flow_limits", "hookwheel_schema_migrations", "idempotency_keys", "invites", "nodes", "partitions", "plans", "publishes",
+var wantTables = []string{"api_keys", "attempts", "audit_log", "flow_limits", "hookwheel_schema_migrations", "idempotency_keys", "invites", "nodes", "partitions", "plans", "portal_links", "publishes",
 	"schedules", "shared_secrets", "task_stats_minutes", "tasks", "tenants", "topics", "usage_days"}
 
 // wantMigrations is goose's version 0 and the version of each migration file,

@@ -47,6 +47,8 @@ func fillTenant(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, tasks, withAttem
 		`INSERT INTO topics (tenant_id, name) VALUES ($1, 'orders')`,
 		`INSERT INTO flow_limits (tenant_id, key, rate) VALUES ($1, 'customer-1', 5)`,
 		`INSERT INTO idempotency_keys (tenant_id, kind, key, created_at, snapshot) VALUES ($1, 'task', 'k1', now(), '{}')`,
+		`INSERT INTO portal_links (id, tenant_id, secret_hash, label_key, label_value, created_by, expires_at)
+		VALUES (gen_random_uuid(), $1, '\x00', 'customer', '1', 'cli', now() + interval '1 hour')`,
 		`INSERT INTO task_stats_minutes (tenant_id, minute, delivered, retried, dead, lateness)
 		VALUES ($1, date_trunc('minute', now()), 1, 0, 0, '{}')`,
 	} {
@@ -68,6 +70,7 @@ func rowsOf(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) map[string]int {
 		"flow_limits":      `SELECT count(*) FROM flow_limits WHERE tenant_id = $1`,
 		"idempotency_keys": `SELECT count(*) FROM idempotency_keys WHERE tenant_id = $1`,
 		"api_keys":         `SELECT count(*) FROM api_keys WHERE tenant_id = $1`,
+		"portal_links":     `SELECT count(*) FROM portal_links WHERE tenant_id = $1`,
 		"stats":            `SELECT count(*) FROM task_stats_minutes WHERE tenant_id = $1`,
 		"audit":            `SELECT count(*) FROM audit_log WHERE tenant_id = $1`,
 	} {
@@ -199,7 +202,7 @@ func TestDeleterBoundedBatches(t *testing.T) {
 		}
 		require.Equal(t, i == len(all)-1, b.Done, "batch %d", i)
 	}
-	require.Equal(t, []string{"schedules", "topics", "flow_limits", "idempotency_keys", "api_keys", "stats", "tenants"}, tables)
+	require.Equal(t, []string{"schedules", "topics", "flow_limits", "idempotency_keys", "api_keys", "portal_links", "stats", "tenants"}, tables)
 	require.Equal(t, tasks, sums["tasks"])
 	require.Equal(t, 2*withAttempts, sums["attempts"])
 	// The progress as the admin API reads it, after each batch.

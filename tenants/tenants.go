@@ -42,6 +42,11 @@ type Store interface {
 	RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string, audit model.AuditEntry) (*model.APIKey, error)
 	TouchAPIKeys(ctx context.Context, lastUsed map[string]time.Time) error
 
+	CreatePortalLink(ctx context.Context, link *model.PortalLink, grantorID string, maxLive int, audit model.AuditEntry) error
+	GetPortalLink(ctx context.Context, id uuid.UUID) (*model.PortalLink, *model.Tenant, error)
+	ListPortalLinks(ctx context.Context, tenantID uuid.UUID, before *uuid.UUID, limit int) ([]model.PortalLink, error)
+	RevokePortalLink(ctx context.Context, tenantID, id uuid.UUID, audit model.AuditEntry) (*model.PortalLink, error)
+
 	UpdateSigningSecrets(ctx context.Context, tenantID uuid.UUID,
 		change func([]model.SigningSecret) ([]model.SigningSecret, error), audit *model.AuditEntry) (*model.Tenant, error)
 	TenantIDsAfter(ctx context.Context, after uuid.UUID, limit int) ([]uuid.UUID, error)

@@ -6,7 +6,8 @@
 // not offer. web/README.md says why it is built this way.
 //
 // The package also serves the API reference at /docs (Docs): the OpenAPI
-// document rendered in the browser by a pinned copy of Redoc.
+// document rendered in the browser by a pinned copy of Redoc; and the
+// portal at /portal/ (Portal): the read-only page a portal link opens.
 package web
 
 import (
@@ -144,6 +145,110 @@ func servedRedoc(vendored []byte) ([]byte, error) {
 		return nil, fmt.Errorf("redoc.standalone.js names Redocly's logo %d times, not once: check what it loads before serving it", n)
 	}
 	return bytes.Replace(vendored, []byte(redocLogo), []byte(redocLogoServed), 1), nil
+}
+
+// DefaultPortalFrameAncestors lets any page frame the portal: it is read
+// only (no control on it changes anything, so a frame has nothing to trick
+// a person into clicking), and what it shows is already in the hands of
+// whoever holds the link, framing page included. A multi-tenant
+// installation cannot list every tenant's application origin either.
+const DefaultPortalFrameAncestors = "*"
+
+// portalPolicy is the portal page's policy: the dashboard's, but for the
+// pages that may frame it.
+func portalPolicy(frameAncestors string) string {
+	return strings.TrimSuffix(contentSecurityPolicy, "'none'") + frameAncestors
+}
+
+// ParseFrameAncestors checks the value of HOOKWHEEL_PORTAL_FRAME_ANCESTORS,
+// a CSP frame-ancestors source list ("'none'", "'self'", "*", schemes such
+// as "https:", hosts such as "https://*.example.com"), and returns it
+// normalised; "" is DefaultPortalFrameAncestors. Anything that could end
+// the directive or the header (';', ',', quotes but in 'self' and 'none',
+// control characters) is refused.
+func ParseFrameAncestors(v string) (string, error) {
+	sources := strings.Fields(v)
+	if len(sources) == 0 {
+		return DefaultPortalFrameAncestors, nil
+	}
+	for _, src := range sources {
+		switch {
+		case src == "'none'":
+			if len(sources) > 1 {
+				return "", fmt.Errorf("'none' must stand alone, got %q", v)
+			}
+		case src == "'self'" || src == "*":
+		default:
+			for _, c := range src {
+				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-:/*_[]", c)) {
+					return "", fmt.Errorf("%q is not a frame-ancestors source: want 'self', 'none', *, a scheme (https:) or a host (https://app.example.com)", src)
+				}
+			}
+		}
+	}
+	return strings.Join(sources, " "), nil
+}
+
+// portalAssets are the embedded files the portal's page loads, under
+// /portal/static/: only these, so that the portal's path serves nothing of
+// the dashboard's but its style.
+var portalAssets = map[string]string{
+	"portal.js":   "text/javascript; charset=utf-8",
+	"style.css":   "text/css; charset=utf-8",
+	"favicon.svg": "image/svg+xml",
+}
+
+// Portal returns the handler of /portal/ and what is under it: the
+// portal's page for every path but its files under /portal/static/. The
+// page may be framed by frameAncestors (see ParseFrameAncestors), where the
+// dashboard may be framed by none.
+func Portal(frameAncestors string) (http.Handler, error) {
+	frameAncestors, err := ParseFrameAncestors(frameAncestors)
+	if err != nil {
+		return nil, err
+	}
+	page, err := fs.ReadFile(static, "static/portal.html")
+	if err != nil {
+		return nil, fmt.Errorf("portal page: %w", err)
+	}
+	assets := map[string][]byte{}
+	for name := range portalAssets {
+		if assets[name], err = fs.ReadFile(static, "static/"+name); err != nil {
+			return nil, fmt.Errorf("portal file %s: %w", name, err)
+		}
+	}
+	policy := portalPolicy(frameAncestors)
+	built := time.Now()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setHeaders(w.Header())
+		w.Header().Set("Content-Security-Policy", policy)
+		if frameAncestors != "'none'" {
+			// X-Frame-Options cannot name several origins; browsers that
+			// read frame-ancestors ignore it anyway.
+			w.Header().Del("X-Frame-Options")
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if name, ok := strings.CutPrefix(r.URL.Path, "/portal/static/"); ok {
+			body, known := assets[name]
+			if !known {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", portalAssets[name])
+			http.ServeContent(w, r, name, built, bytes.NewReader(body))
+			return
+		}
+		if r.URL.Path == "/portal" {
+			http.Redirect(w, r, "/portal/", http.StatusMovedPermanently)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		http.ServeContent(w, r, "portal.html", built, bytes.NewReader(page))
+	}), nil
 }
 
 func setHeaders(h http.Header) {

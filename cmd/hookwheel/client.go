@@ -117,6 +117,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = topicsCommand(ctx, args[1:], con)
 	case "flow-keys":
 		err = flowKeysCommand(ctx, args[1:], con)
+	case "portal-links":
+		err = portalLinksCommand(ctx, args[1:], con)
 	case "plans":
 		err = plansCommand(ctx, args[1:], con)
 	case "batch":

@@ -9,7 +9,7 @@
 //	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|portal-links|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -77,6 +77,9 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel flow-keys put KEY [--rate N [--period 1s]] [--parallelism N]
   hookwheel flow-keys get|delete KEY
   hookwheel flow-keys list [--limit 20 | --all]
+  hookwheel portal-links create LABEL [--expires-in 1h] [--name TEXT]   a read-only page of LABEL's tasks
+  hookwheel portal-links list [--limit 20 | --all]
+  hookwheel portal-links revoke ID
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
   hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
@@ -131,6 +134,10 @@ Environment:
   HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
                           even once retention purged the task (default 24h; 0: until the purge)
   HOOKWHEEL_TRUSTED_PROXIES  CIDRs of proxies whose X-Forwarded-For names the client
+  HOOKWHEEL_PUBLIC_URL    the origin portal links' URLs begin with, https://hooks.example.com
+                          (default: the origin each creating call reached)
+  HOOKWHEEL_PORTAL_FRAME_ANCESTORS  pages that may frame the portal, a CSP frame-ancestors
+                          list such as 'self' https://app.example.com (default *; 'none' for none)
   HOOKWHEEL_SIGNUP        off, invite or open: whether tenants may sign up by themselves (default off);
                           HOOKWHEEL_SIGNUP_PER_ADDRESS, _PER_HOUR bound them (default 5 and 100 an hour)
   HOOKWHEEL_HTTP_READ_TIMEOUT, _WRITE_TIMEOUT, _IDLE_TIMEOUT, HOOKWHEEL_HTTP_MAX_CONNS
@@ -162,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "plans", "batch", "signup", "usage":
+	case "tasks", "schedules", "topics", "flow-keys", "portal-links", "plans", "batch", "signup", "usage":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
@@ -241,6 +248,9 @@ type environment struct {
 	signup signupSettings
 	// defaultPlan: HOOKWHEEL_DEFAULT_PLAN, the plan of new tenants.
 	defaultPlan string
+	// portal: HOOKWHEEL_PUBLIC_URL and HOOKWHEEL_PORTAL_FRAME_ANCESTORS
+	// (portallinks.go).
+	portal portalSettings
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -354,6 +364,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 	if e.signup, err = signupEnv(getenv); err != nil {
 		return e, err
 	}
+	if e.portal, err = portalEnv(getenv); err != nil {
+		return e, err
+	}
 	if e.defaultPlan = strings.TrimSpace(getenv("HOOKWHEEL_DEFAULT_PLAN")); e.defaultPlan != "" && !tenants.ValidPlanName(e.defaultPlan) {
 		return e, fmt.Errorf("HOOKWHEEL_DEFAULT_PLAN: want a plan name (lowercase letters, digits, '-' and '_'), got %q", e.defaultPlan)
 	}
@@ -454,39 +467,6 @@ func keepEnv(name, v, example, kept string) (time.Duration, error) {
 	return d, nil
 }
 
-func or(v, fallback string) string {
-	if v == "" {
-		return fallback
-	}
-	return v
-}
-
-func intEnv(getenv func(string) string, name string) (int, error) {
-	v := getenv(name)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s: want a positive integer, got %q", name, v)
-	}
-	return n, nil
-}
-
-// durationEnv reads a positive Go duration, fallback when unset (0: the
-// default of the field it sets).
-func durationEnv(getenv func(string) string, name string, fallback time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return fallback, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: want a positive duration such as 30s or 5m, got %q", name, v)
-	}
-	return d, nil
-}
-
 func newLogger(w io.Writer, env environment) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: env.logLevel}
 	if env.logJSON {
@@ -539,6 +519,9 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 		Targets:         env.targets,
 		Signup:          env.signup.mode,
 		SignupLimit:     env.signup.limit,
+
+		PublicURL:            env.portal.publicURL,
+		PortalFrameAncestors: env.portal.frameAncestors,
 	})
 	if err != nil {
 		return err

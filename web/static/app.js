@@ -241,6 +241,7 @@ const tenantNav = [
   ['/ui/usage', 'Usage'],
   ['/ui/keys', 'API keys'],
   ['/ui/secrets', 'Signing secrets'],
+  ['/ui/portal-links', 'Portal links'],
 ];
 const operatorNav = [
   ['/ui/admin/tenants', 'Tenants'],
@@ -263,6 +264,7 @@ const routes = [
   [/^\/ui\/usage$/, usagePage, 'tenant'],
   [/^\/ui\/keys$/, keysPage, 'tenant'],
   [/^\/ui\/secrets$/, secretsPage, 'tenant'],
+  [/^\/ui\/portal-links$/, portalLinksPage, 'tenant'],
   [/^\/ui\/admin\/tenants$/, tenantsPage, 'operator'],
   [/^\/ui\/admin\/nodes$/, nodesPage, 'operator'],
   [/^\/ui\/admin\/breakers$/, breakersPage, 'operator'],
@@ -1322,9 +1324,9 @@ function secretOnce(title, value, note) {
 // what names the value on the button for a screen reader, where a page
 // holds several; wrap shows all of a value too long for one line of a
 // narrow card.
-function copyField(label, value, { note, what, wrap } = {}) {
+function copyField(label, value, { note, what, wrap, rows = 2 } = {}) {
   const input = wrap
-    ? h('textarea', { readonly: true, rows: 2, class: 'secret', spellcheck: 'false' }, value)
+    ? h('textarea', { readonly: true, rows, class: 'secret', spellcheck: 'false' }, value)
     : h('input', { type: 'text', readonly: true, value, class: 'secret', spellcheck: 'false' });
   return h('div', { class: 'copy' }, field(label, input, note),
     h('button', { type: 'button', 'aria-label': what ? `Copy the ${what}` : null, onclick: async () => {
@@ -1368,6 +1370,52 @@ async function keysPage() {
     ]), 'API keys', undefined, [2, 3, 4, 5]));
   };
   show(h('h1', {}, 'API keys'), shown, slot, listSlot, form);
+  await draw();
+}
+
+// portalLinksPage makes, lists and revokes the links to read-only pages of
+// one label's tasks (/portal/), for a tenant's own customers.
+async function portalLinksPage(_, params) {
+  const show = pageShow();
+  const slot = h('div');
+  const shown = h('div');
+  const label = h('input', { type: 'text', name: 'label', required: true, maxlength: 320, placeholder: 'customer:42', value: params.get('label') || '', spellcheck: 'false' });
+  const expires = h('select', { name: 'expires_in' }, [['1h', '1 hour'], ['24h', '1 day'], ['168h', '7 days'], ['720h', '30 days']].map(([v, t]) => h('option', { value: v }, t)));
+  const name = h('input', { type: 'text', name: 'name', maxlength: 100, placeholder: 'Acme Corp' });
+  const description = h('input', { type: 'text', name: 'description', maxlength: 500 });
+  const form = h('form', { class: 'card linkform', onsubmit: (e) => {
+    e.preventDefault();
+    run(slot, async () => {
+      const body = { label: label.value.trim(), expires_in: expires.value };
+      if (name.value.trim()) body.name = name.value.trim();
+      if (description.value.trim()) body.description = description.value.trim();
+      const created = await api('POST', '/v1/portal-links', body);
+      await draw();
+      fill(shown, h('div', { class: 'once card', role: 'alert' }, h('h2', {}, `Link to ${created.label} created`),
+        copyField('Portal link', created.url, { note: 'Shown only now. Whoever holds it sees this label’s tasks until it expires or is revoked.', wrap: true, rows: 4, what: 'portal link' }),
+        h('p', {}, h('a', { href: created.url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the page'))));
+      shown.querySelector('textarea').focus();
+    });
+  } }, h('h2', {}, 'Create a link'),
+  field('Label', label, 'key:value, as tasks carry it. The page shows the tasks with this label and their attempts, nothing else.'),
+  field('Expires in', expires), field('Name', name, 'Optional: the page’s heading.'), field('Description', description, 'Optional: a line under the heading.'),
+  h('button', { type: 'submit', class: 'primary' }, 'Create link'));
+  const listSlot = h('div');
+  const draw = async () => {
+    const links = await api('GET', '/v1/portal-links?limit=500');
+    fill(listSlot, h('h2', {}, 'Live links'), h('div', { class: 'stacked' }, table(['Label', 'Name', 'Created', 'Expires', 'Created by', ''], links.data.map((l) => [
+      h('code', {}, l.label), l.name || h('span', { class: 'muted' }, '—'), timeCell(l.created_at), timeCell(l.expires_at), h('code', {}, l.created_by),
+      confirmButton('Revoke', 'Click again to revoke', () => run(slot, async () => {
+        await api('DELETE', `/v1/portal-links/${l.id}`);
+        toast('Link revoked');
+        await draw();
+      })),
+    ]), 'Live portal links', 'No live link.', [2, 4])),
+    links.next_cursor ? h('p', { class: 'muted' }, 'The 500 newest links are shown.') : null);
+  };
+  show(h('h1', {}, 'Portal links'),
+    h('p', { class: 'note' }, 'A portal link opens a read-only page of one label’s webhooks and their attempts, for your own customer: send it, or show it in a frame of your application. It carries no headers, keys or other labels’ tasks.'),
+    shown, slot, listSlot, form);
   await draw();
 }
 

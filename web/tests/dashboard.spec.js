@@ -750,3 +750,103 @@ test('the API reference renders the served document, linked from the dashboard',
   await search.fill('replay');
   await expect(page.getByRole('menuitem').filter({ hasText: 'Replay a dead or delivered task' }).first()).toBeVisible();
 });
+
+// Portal links: a read-only page of one label's deliveries for a tenant's
+// own customer, opened in a browser that holds no session.
+test.describe('portal links', () => {
+  test('a portal link shows its label\'s tasks only, one with its attempts, and ends when revoked', async ({ page, request, browser }) => {
+    const customer = `portal-${Date.now()}`;
+    const label = `customer:${customer}`;
+    const delivered = await createTask(request, tenantKey, {
+      url: `${receiver}/ok?token=query-secret`, body: '{"invoice":"in_42","amount":4200}',
+      headers: { 'X-Receiver-Key': 'header-secret' }, labels: { customer, team: 'billing-internal' },
+    });
+    const failing = await createTask(request, tenantKey, {
+      url: `${receiver}/fail`, body: '{"invoice":"in_43"}', labels: { customer },
+      retry: { max_attempts: 3, min_backoff: '200ms', max_backoff: '400ms' },
+    });
+    const waiting = await createTask(request, tenantKey, { url: `${receiver}/ok`, delay: '1h', labels: { customer } });
+    const elsewhere = await createTask(request, tenantKey, { url: `${receiver}/ok`, delay: '1h', labels: { customer: `${customer}-other` } });
+    const theirs = await createTask(request, otherKey, { url: `${receiver}/ok`, delay: '1h', labels: { customer } });
+    await waitStatus(request, tenantKey, delivered.id, 'delivered');
+    await waitStatus(request, tenantKey, failing.id, 'dead');
+
+    // The tenant makes the link in its dashboard.
+    await signIn(page);
+    await page.getByRole('link', { name: 'Portal links' }).click();
+    await expect(page.getByRole('heading', { level: 1, name: 'Portal links' })).toBeVisible();
+    await page.getByLabel('Label', { exact: true }).fill(label);
+    await page.getByLabel('Expires in').selectOption('24h');
+    await page.getByLabel('Name', { exact: true }).fill('Acme Corp');
+    await page.getByLabel('Description', { exact: true }).fill('Webhooks we sent to your endpoint');
+    await page.getByRole('button', { name: 'Create link' }).click();
+    const field = page.getByLabel('Portal link', { exact: true });
+    await expect(field).toBeVisible();
+    const url = await field.inputValue();
+    expect(url).toMatch(new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/portal/#hwpl_[a-z2-7]+_[a-z2-7]+$`));
+    const token = url.slice(url.indexOf('#') + 1);
+    await expect(page.locator('table')).toContainText(label);
+    await expectLabelled(page);
+    await shoot(page, 'portal-links');
+
+    // The token opens the portal's calls and nothing else.
+    const refused = await request.fetch(`${base}/v1/tasks/${delivered.id}`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(refused.status()).toBe(401);
+
+    // The customer's browser: no session, only the link.
+    const customerContext = await browser.newContext({ baseURL: base });
+    const portal = await customerContext.newPage();
+    const portalErrors = [];
+    portal.on('console', (msg) => { if (msg.type() === 'error' && !/status of 40[14]/.test(msg.text())) portalErrors.push(msg.text()); });
+    portal.on('pageerror', (err) => portalErrors.push(String(err)));
+    await portal.goto(url);
+    await expect(portal.getByRole('heading', { level: 1, name: 'Acme Corp' })).toBeVisible();
+    // The token left the address bar for the tab's session storage.
+    expect(new URL(portal.url()).hash).toBe('');
+    expect(await portal.evaluate(() => sessionStorage.getItem('hookwheel.portal-token'))).toBe(token);
+    await expect(portal.getByText('Webhooks we sent to your endpoint')).toBeVisible();
+    for (const t of [delivered, failing, waiting]) await expect(portal.getByRole('link', { name: `Delivery ${t.id}` })).toBeVisible();
+    await expect(portal.getByRole('link', { name: /^Delivery / })).toHaveCount(3);
+    const listed = await portal.locator('main').innerText();
+    for (const leak of ['query-secret', 'header-secret', 'X-Receiver-Key', 'billing-internal', elsewhere.id, theirs.id]) expect(listed).not.toContain(leak);
+    await expectLabelled(portal);
+    await shoot(portal, 'portal-tasks');
+
+    await portal.getByLabel('Show').selectOption('dead');
+    await expect(portal).toHaveURL(/status=dead/);
+    await expect(portal.getByRole('link', { name: /^Delivery / })).toHaveCount(1);
+    await portal.getByRole('link', { name: `Delivery ${failing.id}` }).click();
+    await expect(portal.getByRole('heading', { level: 1 })).toContainText(failing.id);
+    await expect(portal.locator('.statusline .badge')).toHaveText('dead');
+    await expect(portal.locator('.timeline li')).toHaveCount(3);
+    await expect(portal.locator('.timeline')).toContainText('HTTP 500');
+    await expect(portal.locator('.timeline')).toContainText('boom');
+    await expect(portal.locator('pre.body')).toContainText('in_43');
+    await expect(portal.locator('main')).not.toContainText('X-Request-Id');
+    await shoot(portal, 'portal-task');
+
+    await portal.goto(`/portal/tasks/${delivered.id}`);
+    await expect(portal.locator('.statusline .badge')).toHaveText('delivered');
+    await expect(portal.locator('.timeline')).toContainText('thanks');
+    const detail = await portal.locator('main').innerText();
+    for (const leak of ['query-secret', 'header-secret', 'billing-internal']) expect(detail).not.toContain(leak);
+
+    // Another label's task and another tenant's look like no task at all.
+    for (const id of [elsewhere.id, theirs.id]) {
+      await portal.goto(`/portal/tasks/${id}`);
+      await expect(portal.getByRole('heading', { level: 1, name: 'Not found' })).toBeVisible();
+    }
+
+    // Revoked in the dashboard, the link opens nothing from the next call.
+    await page.reload();
+    await page.getByRole('row').filter({ hasText: label }).getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('row').filter({ hasText: label }).getByRole('button', { name: 'Click again to revoke' }).click();
+    await expect(page.getByRole('row').filter({ hasText: label })).toHaveCount(0);
+    await portal.goto('/portal/');
+    await expect(portal.getByRole('heading', { level: 1, name: 'This link has expired' })).toBeVisible();
+    await expect(portal.locator('main')).not.toContainText('null');
+    await shoot(portal, 'portal-revoked');
+    expect(portalErrors).toEqual([]);
+    await customerContext.close();
+  });
+});

@@ -16,6 +16,9 @@ import type {
   Limits,
   Page,
   Plan,
+  PortalLink,
+  PortalLinkCreated,
+  PortalLinkRequest,
   Publish,
   ReplayFilter,
   ReplayRequest,
@@ -204,6 +207,21 @@ export interface HookwheelClient {
     /** Lifts the key's limits and returns them as they were (`DELETE /v1/flow-keys/{key}`). */
     delete(key: string): Promise<FlowLimit>;
   };
+  portalLinks: {
+    /**
+     * A link to a read-only page of the tasks carrying one label and their
+     * attempts, for the customer the label stands for (`POST /v1/portal-links`).
+     * Its `url` is in this answer only. Not retried on 503 or a lost answer:
+     * a repeat would make a second link.
+     */
+    create(link: PortalLinkRequest): Promise<PortalLinkCreated>;
+    /** The links that still open, newest first, page after page (`GET /v1/portal-links`). */
+    list(options?: ListOptions): AsyncGenerator<PortalLink, void, undefined>;
+    /** One page of `GET /v1/portal-links`. */
+    listPage(options?: { limit?: number; cursor?: string }): Promise<Page<PortalLink>>;
+    /** Ends a link at once, on every node (`DELETE /v1/portal-links/{id}`); safe to repeat. */
+    revoke(id: string): Promise<PortalLink>;
+  };
   /**
    * The operator's plans: named sets of limits tenants are put on. These are
    * admin calls: make the client with the installation's admin token
@@ -391,6 +409,10 @@ export function createClient(options: ClientOptions): HookwheelClient {
 
   const keyed = (v: string) => ({ params: { path: { key: v } } });
 
+  function listPortalLinksPage(query: { limit?: number; cursor?: string } = {}): Promise<Page<PortalLink>> {
+    return send(true, () => raw.GET("/v1/portal-links", { params: { query } }));
+  }
+
   const id = (v: string) => ({ params: { path: { id: v } } });
 
   return {
@@ -485,6 +507,17 @@ export function createClient(options: ClientOptions): HookwheelClient {
       },
       listPage: listFlowLimitsPage,
       delete: (key) => send(false, () => raw.DELETE("/v1/flow-keys/{key}", keyed(key))),
+    },
+    portalLinks: {
+      create: (link) => send(false, () => raw.POST("/v1/portal-links", { body: link })),
+      list(opts = {}) {
+        return paginate((cursor) =>
+          listPortalLinksPage({ ...(opts.pageSize ? { limit: opts.pageSize } : {}), ...(cursor ? { cursor } : {}) }),
+        );
+      },
+      listPage: listPortalLinksPage,
+      // Revoking a revoked link answers the same.
+      revoke: (linkId) => send(true, () => raw.DELETE("/v1/portal-links/{id}", id(linkId))),
     },
     plans: {
       // Setting the same limits twice leaves them as once does.

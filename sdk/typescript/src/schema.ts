@@ -1504,6 +1504,113 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/portal-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the live portal links
+         * @description The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+         *     page at a time. A link's token, and so its URL, is never shown again after it is created.
+         */
+        get: operations["listPortalLinks"];
+        put?: never;
+        /**
+         * Create a portal link
+         * @description A link to a read-only page showing the tasks that carry one label, and their attempts, and
+         *     nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+         *     the tenant's application. Whoever holds the URL sees those tasks until the link expires
+         *     (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+         *     revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+         *     never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+         *     drops it from the address bar. The token is shown only in this response. The URL's origin is the
+         *     one this call was made to. A tenant holds at most 10,000 live links (429
+         *     `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+         *     times, attempts (status, error, duration, the kept response body) and its body; never its
+         *     headers, labels, keys or the tenant's other settings.
+         */
+        post: operations["createPortalLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal-links/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The portal link's id. */
+                id: components["parameters"]["PortalLinkID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a portal link
+         * @description Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+         *     revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+         *     the same.
+         */
+        delete: operations["revokePortalLink"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal/tasks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the portal's tasks
+         * @description The tasks carrying the portal link's label, newest first, a page at a time, with the link
+         *     itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+         *     no other endpoint takes one.
+         */
+        get: operations["listPortalTasks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal/tasks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id. */
+                id: components["parameters"]["TaskID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read one of the portal's tasks
+         * @description One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+         *     first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+         *     as an id that names nothing.
+         */
+        get: operations["getPortalTask"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3383,6 +3490,116 @@ export interface components {
             /** @description The invalid fields, for validation errors. */
             errors?: components["schemas"]["FieldError"][];
         };
+        /** @description A portal link to create. */
+        PortalLinkRequest: {
+            /**
+             * @description The label whose tasks the link shows, `key:value`, by the rules of the `label` filter of
+             *     `GET /v1/tasks`.
+             * @example customer:42
+             */
+            label: string;
+            /**
+             * @description How long the link opens, a Go duration from `1s` to `720h` (30 days); default `1h`.
+             * @example 24h
+             */
+            expires_in?: string;
+            /** @description The tenant's name for the link, shown on the page as its heading; may be empty. */
+            name?: string;
+            /** @description A line shown under the page's heading; may be empty. */
+            description?: string;
+        };
+        /** @description A portal link, without its token. */
+        PortalLink: {
+            /** Format: uuid */
+            id: string;
+            /** @description The label whose tasks the link shows, `key:value`. */
+            label: string;
+            name: string;
+            description: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Who created it, as the audit log names actors (`key:<key id>`). */
+            created_by: string;
+            /** Format: date-time */
+            expires_at: string;
+            /**
+             * Format: date-time
+             * @description When it was revoked; absent while it is not.
+             */
+            revoked_at?: string;
+        };
+        /** @description A created portal link, with its URL, shown only once. */
+        PortalLinkCreated: components["schemas"]["PortalLink"] & {
+            /**
+             * @description The page's URL, `<origin>/portal/#hwpl_<id>_<secret>`: the token rides in the fragment,
+             *     which browsers send to no server.
+             */
+            url: string;
+        };
+        /** @description A page of live portal links, newest first. */
+        PortalLinkList: {
+            data: components["schemas"]["PortalLink"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
+         * @description A task as a portal shows it: what its receiver saw and when, without the tenant's headers,
+         *     labels, keys or settings. The URL is shown without its query and fragment, which may carry a
+         *     receiver's credentials.
+         */
+        PortalTask: {
+            /** Format: uuid */
+            id: string;
+            status: components["schemas"]["TaskStatus"];
+            method: components["schemas"]["HTTPMethod"];
+            /** @description The URL's scheme, host, port and path. */
+            url: string;
+            /** Format: date-time */
+            run_at: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            attempts: number;
+            max_attempts: number;
+            /** Format: date-time */
+            next_attempt_at?: string;
+            last_status_code?: number;
+            last_error?: string;
+        };
+        /** @description One delivery attempt as a portal shows it; no response headers. */
+        PortalAttempt: {
+            attempt: number;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: int64 */
+            duration_ms: number;
+            status_code?: number;
+            error?: string;
+            outcome: components["schemas"]["AttemptOutcome"];
+            /** @description The first 4 KiB of the response body, when there was one. */
+            response_body?: string;
+        };
+        /** @description A task of a portal, with its body and attempts. */
+        PortalTaskDetail: components["schemas"]["PortalTask"] & {
+            /** @description The request body sent. */
+            body: string;
+            /** @description The first 100 attempts, oldest first. */
+            attempt_list: components["schemas"]["PortalAttempt"][];
+            /** @description Whether the task has attempts past those listed. */
+            more_attempts: boolean;
+        };
+        /** @description A page of a portal's tasks, newest first, with the link they are seen through. */
+        PortalTaskList: {
+            label: string;
+            name: string;
+            description: string;
+            /** Format: date-time */
+            expires_at: string;
+            data: components["schemas"]["PortalTask"][];
+            /** @description The cursor of the next page; absent on the last page. */
+            next_cursor?: string;
+        };
     };
     responses: {
         /**
@@ -3501,6 +3718,8 @@ export interface components {
         PlanName: string;
         /** @description The tenant id. */
         TenantID: string;
+        /** @description The portal link's id. */
+        PortalLinkID: string;
         /** @description The invite id. */
         InviteID: string;
         /** @description The task id. */
@@ -6990,6 +7209,249 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listPortalLinks: {
+        parameters: {
+            query?: {
+                /** @description The largest number of links in the page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page; opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the live links. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "019385f2-7d4a-7c1e-9f00-5b2d1c3e4f51",
+                     *           "label": "customer:42",
+                     *           "name": "Acme Corp",
+                     *           "description": "",
+                     *           "created_at": "2026-11-28T10:00:00Z",
+                     *           "created_by": "key:tplpft7v4seh2",
+                     *           "expires_at": "2026-11-28T11:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalLinkList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    createPortalLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "label": "customer:42",
+                 *       "expires_in": "1h",
+                 *       "name": "Acme Corp"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PortalLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description The link, with its only copy of the URL. */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControlNoStore"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "019385f2-7d4a-7c1e-9f00-5b2d1c3e4f51",
+                     *       "label": "customer:42",
+                     *       "name": "Acme Corp",
+                     *       "description": "",
+                     *       "created_at": "2026-11-28T10:00:00Z",
+                     *       "created_by": "key:tplpft7v4seh2",
+                     *       "expires_at": "2026-11-28T11:00:00Z",
+                     *       "url": "https://hooks.example.com/portal/#hwpl_agjyl4t5jjxbzh4aaxnsyha6kf_epf3dhodzdocis2jhtlgmxgedn73u55x"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalLinkCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    revokePortalLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The portal link's id. */
+                id: components["parameters"]["PortalLinkID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "019385f2-7d4a-7c1e-9f00-5b2d1c3e4f51",
+                     *       "label": "customer:42",
+                     *       "name": "Acme Corp",
+                     *       "description": "",
+                     *       "created_at": "2026-11-28T10:00:00Z",
+                     *       "created_by": "key:tplpft7v4seh2",
+                     *       "expires_at": "2026-11-28T11:00:00Z",
+                     *       "revoked_at": "2026-11-28T10:20:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listPortalTasks: {
+        parameters: {
+            query?: {
+                /** @description Only tasks in this status. */
+                status?: components["schemas"]["TaskStatus"];
+                /** @description The largest number of tasks in the page. */
+                limit?: number;
+                /** @description Where the page starts, the `next_cursor` of the previous page; opaque. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the label's tasks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "label": "customer:42",
+                     *       "name": "Acme Corp",
+                     *       "description": "",
+                     *       "expires_at": "2026-11-28T11:00:00Z",
+                     *       "data": [
+                     *         {
+                     *           "id": "01937c1e-4b7a-7e2f-9c3d-2a1b0c9d8e7f",
+                     *           "status": "delivered",
+                     *           "method": "POST",
+                     *           "url": "https://acme.example/webhooks",
+                     *           "run_at": "2026-11-28T10:00:00Z",
+                     *           "created_at": "2026-11-28T09:59:59Z",
+                     *           "updated_at": "2026-11-28T10:00:00.310Z",
+                     *           "attempts": 1,
+                     *           "max_attempts": 10,
+                     *           "last_status_code": 200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalTaskList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getPortalTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id. */
+                id: components["parameters"]["TaskID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task and its attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "01937c1e-4b7a-7e2f-9c3d-2a1b0c9d8e7f",
+                     *       "status": "delivered",
+                     *       "method": "POST",
+                     *       "url": "https://acme.example/webhooks",
+                     *       "run_at": "2026-11-28T10:00:00Z",
+                     *       "created_at": "2026-11-28T09:59:59Z",
+                     *       "updated_at": "2026-11-28T10:00:00.310Z",
+                     *       "attempts": 1,
+                     *       "max_attempts": 10,
+                     *       "last_status_code": 200,
+                     *       "body": "{\"event\": \"invoice.paid\", \"invoice\": \"in_42\"}",
+                     *       "attempt_list": [
+                     *         {
+                     *           "attempt": 1,
+                     *           "started_at": "2026-11-28T10:00:00.002Z",
+                     *           "duration_ms": 84,
+                     *           "status_code": 200,
+                     *           "outcome": "success",
+                     *           "response_body": "{\"ok\": true}"
+                     *         }
+                     *       ],
+                     *       "more_attempts": false
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortalTaskDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
             default: components["responses"]["UnexpectedError"];
         };
     };

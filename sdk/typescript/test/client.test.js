@@ -474,6 +474,40 @@ describe("client", () => {
     );
   });
 
+  it("makes, lists and revokes portal links: a create never repeated, a revoke retried", async () => {
+    const link = {
+      id: "0193a2b4-7d4a-7c1e-9f00-5b2d1c3e4f51", label: "customer:42", name: "Acme", description: "",
+      created_at: "2026-11-28T10:00:00Z", created_by: "key:k", expires_at: "2026-11-28T11:00:00Z",
+    };
+    const busy = () => problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" });
+    const { client, requests } = scripted([
+      json(201, { ...link, url: "http://hookwheel.test/portal/#hwpl_a_b" }),
+      busy(),
+      json(200, { data: [link], next_cursor: "c1" }),
+      json(200, { data: [] }),
+      busy(),
+      json(200, { ...link, revoked_at: "2026-11-28T10:20:00Z" }),
+    ]);
+    const created = await client.portalLinks.create({ label: "customer:42", expires_in: "24h", name: "Acme" });
+    assert.equal(created.url, "http://hookwheel.test/portal/#hwpl_a_b");
+    await assert.rejects(client.portalLinks.create({ label: "customer:42" }), (err) => err.status === 503);
+    const all = [];
+    for await (const l of client.portalLinks.list({ pageSize: 1 })) all.push(l.id);
+    assert.deepEqual(all, [link.id]);
+    assert.equal((await client.portalLinks.revoke(link.id)).revoked_at, "2026-11-28T10:20:00Z");
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname}${r.url.search} ${r.body}`),
+      [
+        `POST /v1/portal-links {"label":"customer:42","expires_in":"24h","name":"Acme"}`,
+        `POST /v1/portal-links {"label":"customer:42"}`,
+        "GET /v1/portal-links?limit=1 ",
+        "GET /v1/portal-links?limit=1&cursor=c1 ",
+        `DELETE /v1/portal-links/${link.id} `,
+        `DELETE /v1/portal-links/${link.id} `,
+      ],
+    );
+  });
+
   it("manages plans with the admin token, a plan in use refused with a 409", async () => {
     const plan = { name: "free", limits: { tasks_per_day: 1000, api_rate: 0 }, created_at: TASK.created_at, updated_at: TASK.updated_at };
     const { client, requests } = scripted([

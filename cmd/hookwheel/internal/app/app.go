@@ -108,6 +108,13 @@ type Config struct {
 	// SignupLimit bounds sign-ups per client address and in all
 	// (HOOKWHEEL_SIGNUP_PER_ADDRESS, HOOKWHEEL_SIGNUP_PER_HOUR).
 	SignupLimit api.SignupLimit
+	// PublicURL is the origin portal links' URLs begin with
+	// (HOOKWHEEL_PUBLIC_URL). Default: the origin each creating call reached.
+	PublicURL string
+	// PortalFrameAncestors are the pages that may frame the portal
+	// (HOOKWHEEL_PORTAL_FRAME_ANCESTORS, see web.ParseFrameAncestors).
+	// Default web.DefaultPortalFrameAncestors.
+	PortalFrameAncestors string
 	// ShutdownTimeout bounds how long in-flight API requests and webhook
 	// sends may take to finish once the node is asked to stop; sends still
 	// waiting for their answer then are interrupted, recorded as such and
@@ -232,6 +239,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 
 		Signup:      tenants.NewSignup(tenants.SignupConfig{Mode: cfg.Signup, Store: n.db, Tenants: n.tenants, Logger: cfg.Logger}),
 		SignupLimit: cfg.SignupLimit,
+		PublicURL:   cfg.PublicURL,
 	}
 	if n.redis != nil {
 		apiCfg.SignupLimiter = n.redis
@@ -290,7 +298,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.DisableAPI {
 		h = operationsOnly(handler)
 	} else {
-		h = withDashboard(handler, web.New(), web.Docs())
+		portal, err := web.Portal(cfg.PortalFrameAncestors)
+		if err != nil {
+			return nil, fmt.Errorf("HOOKWHEEL_PORTAL_FRAME_ANCESTORS: %w", err)
+		}
+		h = withDashboard(handler, web.New(), web.Docs(), portal)
 	}
 	if n.ops, err = listenOps(cfg, registry); err != nil {
 		return nil, err

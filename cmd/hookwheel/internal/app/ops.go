@@ -94,15 +94,17 @@ func (n *Node) MetricsAddr() string {
 	return ""
 }
 
-// withDashboard serves the dashboard under /ui/ (and sends / there) and the
-// API reference at /docs beside the API.
-func withDashboard(apiHandler, dashboard, docs http.Handler) http.Handler {
+// withDashboard serves the dashboard under /ui/ (and sends / there), the
+// API reference at /docs and the portal under /portal/ beside the API.
+func withDashboard(apiHandler, dashboard, docs, portal http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/"):
 			dashboard.ServeHTTP(w, r)
 		case r.URL.Path == "/docs" || strings.HasPrefix(r.URL.Path, "/docs/"):
 			docs.ServeHTTP(w, r)
+		case r.URL.Path == "/portal" || strings.HasPrefix(r.URL.Path, "/portal/"):
+			portal.ServeHTTP(w, r)
 		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 			api.SetSecurityHeaders(w.Header())
 			http.Redirect(w, r, "/ui/", http.StatusFound)

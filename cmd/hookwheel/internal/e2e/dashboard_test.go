@@ -132,8 +132,8 @@ func newScriptedReceiver(t *testing.T) *httptest.Server {
 }
 
 // TestDashboardServed checks where the dashboard is mounted: under /ui/ of a
-// node that serves the API, with / sent there and the API reference at
-// /docs, and nowhere on a dispatcher-only node.
+// node that serves the API, with / sent there, the API reference at /docs
+// and the portal under /portal/, and nowhere on a dispatcher-only node.
 func TestDashboardServed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -172,8 +172,17 @@ func TestDashboardServed(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
 
+	// The portal, which pages may frame where the dashboard may not.
+	for _, path := range []string{"/portal/", "/portal/tasks/01a2021f-503b-7651-aff3-c59e9afa4a43", "/portal/static/portal.js"} {
+		res, err := http.Get(n.base + path)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors *", path)
+	}
+
 	dispatcherOnly := e.startNode(func(c *app.Config) { c.DisableAPI = true })
-	for _, path := range []string{"/ui/", "/docs"} {
+	for _, path := range []string{"/ui/", "/docs", "/portal/"} {
 		res, err = http.Get(dispatcherOnly.base + path)
 		require.NoError(t, err)
 		res.Body.Close()

@@ -817,6 +817,173 @@ type PlanList struct {
 	Data []Plan `json:"data"`
 }
 
+// PortalAttempt One delivery attempt as a portal shows it; no response headers.
+type PortalAttempt struct {
+	Attempt    int     `json:"attempt"`
+	DurationMs int64   `json:"duration_ms"`
+	Error      *string `json:"error,omitempty"`
+
+	// Outcome What an attempt led to:
+	// - `success`: a 2xx response; the task is `delivered`.
+	// - `retry`: a retryable failure; another attempt is scheduled.
+	// - `fail`: a final failure; the task is `dead`: a status that is not retried, a response carrying
+	//   `Hookwheel-Retry: stop`, or a retryable failure with no attempt left.
+	Outcome AttemptOutcome `json:"outcome"`
+
+	// ResponseBody The first 4 KiB of the response body, when there was one.
+	ResponseBody *string   `json:"response_body,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
+	StatusCode   *int      `json:"status_code,omitempty"`
+}
+
+// PortalLink A portal link, without its token.
+type PortalLink struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// PortalLinkCreated A created portal link, with its URL, shown only once.
+type PortalLinkCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who created it, as the audit log names actors (`key:<key id>`).
+	CreatedBy   string             `json:"created_by"`
+	Description string             `json:"description"`
+	ExpiresAt   time.Time          `json:"expires_at"`
+	ID          openapi_types.UUID `json:"id"`
+
+	// Label The label whose tasks the link shows, `key:value`.
+	Label string `json:"label"`
+	Name  string `json:"name"`
+
+	// RevokedAt When it was revoked; absent while it is not.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// URL The page's URL, `<origin>/portal/#hwpl_<id>_<secret>`: the token rides in the fragment,
+	// which browsers send to no server.
+	URL string `json:"url"`
+}
+
+// PortalLinkList A page of live portal links, newest first.
+type PortalLinkList struct {
+	Data []PortalLink `json:"data"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// PortalLinkRequest A portal link to create.
+type PortalLinkRequest struct {
+	// Description A line shown under the page's heading; may be empty.
+	Description *string `json:"description,omitempty"`
+
+	// ExpiresIn How long the link opens, a Go duration from `1s` to `720h` (30 days); default `1h`.
+	//
+	// Example: 24h
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Label The label whose tasks the link shows, `key:value`, by the rules of the `label` filter of
+	// `GET /v1/tasks`.
+	//
+	// Example: customer:42
+	Label string `json:"label"`
+
+	// Name The tenant's name for the link, shown on the page as its heading; may be empty.
+	Name *string `json:"name,omitempty"`
+}
+
+// PortalTask A task as a portal shows it: what its receiver saw and when, without the tenant's headers,
+// labels, keys or settings. The URL is shown without its query and fragment, which may carry a
+// receiver's credentials.
+type PortalTask struct {
+	Attempts       int                `json:"attempts"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method        HTTPMethod `json:"method"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskDetail A task of a portal, with its body and attempts.
+type PortalTaskDetail struct {
+	// AttemptList The first 100 attempts, oldest first.
+	AttemptList []PortalAttempt `json:"attempt_list"`
+	Attempts    int             `json:"attempts"`
+
+	// Body The request body sent.
+	Body           string             `json:"body"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ID             openapi_types.UUID `json:"id"`
+	LastError      *string            `json:"last_error,omitempty"`
+	LastStatusCode *int               `json:"last_status_code,omitempty"`
+	MaxAttempts    int                `json:"max_attempts"`
+
+	// Method The HTTP method of a webhook request.
+	Method HTTPMethod `json:"method"`
+
+	// MoreAttempts Whether the task has attempts past those listed.
+	MoreAttempts  bool       `json:"more_attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	RunAt         time.Time  `json:"run_at"`
+
+	// Status Where a task is in its life:
+	// - `scheduled`: waiting for its `run_at`.
+	// - `dispatching`: an attempt is in flight.
+	// - `retrying`: an attempt failed and another is due at `next_attempt_at`.
+	// - `delivered`: an attempt got a 2xx response. Final, unless replayed.
+	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
+	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
+	// - `canceled`: canceled before delivery. Final.
+	Status    TaskStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+
+	// URL The URL's scheme, host, port and path.
+	URL string `json:"url"`
+}
+
+// PortalTaskList A page of a portal's tasks, newest first, with the link they are seen through.
+type PortalTaskList struct {
+	Data        []PortalTask `json:"data"`
+	Description string       `json:"description"`
+	ExpiresAt   time.Time    `json:"expires_at"`
+	Label       string       `json:"label"`
+	Name        string       `json:"name"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
 // Problem An error, as RFC 9457 problem details.
 type Problem struct {
 	// Detail What went wrong with this request, for a human.
@@ -1981,6 +2148,9 @@ type ListInclude string
 // PlanName Example: free
 type PlanName = string
 
+// PortalLinkID defines model for PortalLinkID.
+type PortalLinkID = openapi_types.UUID
+
 // PublishID defines model for PublishID.
 type PublishID = openapi_types.UUID
 
@@ -2035,6 +2205,27 @@ type ListFlowLimitsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Where the page starts, the `next_cursor` of the previous page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalLinksParams defines parameters for ListPortalLinks.
+type ListPortalLinksParams struct {
+	// Limit The largest number of links in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListPortalTasksParams defines parameters for ListPortalTasks.
+type ListPortalTasksParams struct {
+	// Status Only tasks in this status.
+	Status *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit The largest number of tasks in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Where the page starts, the `next_cursor` of the previous page; opaque.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -2176,6 +2367,9 @@ type PutFlowLimitJSONRequestBody = FlowLimitRequest
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = APIKeyRequest
+
+// CreatePortalLinkJSONRequestBody defines body for CreatePortalLink for application/json ContentType.
+type CreatePortalLinkJSONRequestBody = PortalLinkRequest
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
@@ -2544,6 +2738,79 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalLinks List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLinkWithBody Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortalLink Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokePortalLink Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPortalTasks List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPortalTask Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPublish Get a publish to a topic
 	//
@@ -3794,6 +4061,139 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Corresponds with GET /v1/me (the `GetCaller` operationId).
 func (c *Client) GetCaller(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCallerRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalLinks List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *Client) ListPortalLinks(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalLinksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLinkWithBody Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLinkWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortalLink Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *Client) CreatePortalLink(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortalLinkRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokePortalLink Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *Client) RevokePortalLink(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePortalLinkRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPortalTasks List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *Client) ListPortalTasks(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortalTasksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPortalTask Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *Client) GetPortalTask(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPortalTaskRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -5660,6 +6060,258 @@ func NewGetCallerRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPortalLinksRequest constructs an http.Request for the ListPortalLinks method
+func NewListPortalLinksRequest(server string, params *ListPortalLinksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePortalLinkRequest calls the generic CreatePortalLink builder with application/json body
+func NewCreatePortalLinkRequest(server string, body CreatePortalLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePortalLinkRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePortalLinkRequestWithBody constructs an http.Request for the CreatePortalLink method, with any body, and a specified content type
+func NewCreatePortalLinkRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokePortalLinkRequest constructs an http.Request for the RevokePortalLink method
+func NewRevokePortalLinkRequest(server string, id PortalLinkID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal-links/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListPortalTasksRequest constructs an http.Request for the ListPortalTasks method
+func NewListPortalTasksRequest(server string, params *ListPortalTasksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPortalTaskRequest constructs an http.Request for the GetPortalTask method
+func NewGetPortalTaskRequest(server string, id TaskID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/portal/tasks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetPublishRequest constructs an http.Request for the GetPublish method
 func NewGetPublishRequest(server string, id PublishID) (*http.Request, error) {
 	var err error
@@ -7398,6 +8050,87 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/me (the `GetCaller` operationId).
 	GetCallerWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCallerResponse, error)
+
+	// ListPortalLinksWithResponse List the live portal links
+	//
+	// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+	// page at a time. A link's token, and so its URL, is never shown again after it is created.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+	ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error)
+
+	// CreatePortalLinkWithBodyWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// CreatePortalLinkWithResponse Create a portal link
+	//
+	// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+	// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+	// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+	// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+	// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+	// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+	// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+	// one this call was made to. A tenant holds at most 10,000 live links (429
+	// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+	// times, attempts (status, error, duration, the kept response body) and its body; never its
+	// headers, labels, keys or the tenant's other settings.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+	CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error)
+
+	// RevokePortalLinkWithResponse Revoke a portal link
+	//
+	// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+	// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+	// the same.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+	RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error)
+
+	// ListPortalTasksWithResponse List the portal's tasks
+	//
+	// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+	// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+	// no other endpoint takes one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+	ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error)
+
+	// GetPortalTaskWithResponse Read one of the portal's tasks
+	//
+	// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+	// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+	// as an id that names nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+	GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error)
 
 	// GetPublishWithResponse Get a publish to a topic
 	//
@@ -9472,6 +10205,435 @@ func (r GetCallerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCallerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalLinksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalLinks
+type ListPortalLinksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalLinksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLinkList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalLinksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalLinksResponse) GetJSON200() *PortalLinkList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalLinksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalLinksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalLinksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalLinksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalLinksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePortalLinkResponse201Headers the declared response headers of an HTTP 201 response for CreatePortalLink
+type CreatePortalLinkResponse201Headers struct {
+	CacheControl string
+}
+
+// CreatePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortalLink
+type CreatePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreatePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortalLinkCreated
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreatePortalLinkResponse201Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePortalLinkResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePortalLinkResponse) GetJSON201() *PortalLinkCreated {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreatePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokePortalLinkResponse429Headers the declared response headers of an HTTP 429 response for RevokePortalLink
+type RevokePortalLinkResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokePortalLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalLink
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokePortalLinkResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePortalLinkResponse) GetJSON200() *PortalLink {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokePortalLinkResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePortalLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePortalLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePortalLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePortalLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPortalTasksResponse429Headers the declared response headers of an HTTP 429 response for ListPortalTasks
+type ListPortalTasksResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPortalTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortalTasksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPortalTasksResponse) GetJSON200() *PortalTaskList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPortalTasksResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPortalTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortalTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortalTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortalTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPortalTaskResponse429Headers the declared response headers of an HTTP 429 response for GetPortalTask
+type GetPortalTaskResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetPortalTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PortalTaskDetail
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPortalTaskResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPortalTaskResponse) GetJSON200() *PortalTaskDetail {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetPortalTaskResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPortalTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPortalTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPortalTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPortalTaskResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12533,6 +13695,123 @@ func (c *ClientWithResponses) GetCallerWithResponse(ctx context.Context, reqEdit
 	return ParseGetCallerResponse(rsp)
 }
 
+// ListPortalLinksWithResponse List the live portal links
+//
+// The calling tenant's portal links that still open (neither expired nor revoked), newest first, a
+// page at a time. A link's token, and so its URL, is never shown again after it is created.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal-links (the `ListPortalLinks` operationId).
+func (c *ClientWithResponses) ListPortalLinksWithResponse(ctx context.Context, params *ListPortalLinksParams, reqEditors ...RequestEditorFn) (*ListPortalLinksResponse, error) {
+	rsp, err := c.ListPortalLinks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalLinksResponse(rsp)
+}
+
+// CreatePortalLinkWithBodyWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLinkWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// CreatePortalLinkWithResponse Create a portal link
+//
+// A link to a read-only page showing the tasks that carry one label, and their attempts, and
+// nothing else: for the tenant's own customer ("did you send my webhook?"), to open or to embed in
+// the tenant's application. Whoever holds the URL sees those tasks until the link expires
+// (`expires_in`, default 1 hour, at most 30 days; never after the creating key's own expiry) or is
+// revoked. The URL carries the link's token, `hwpl_<id>_<secret>`, in its fragment, which browsers
+// never send to a server nor in a `Referer`; the page moves it into the tab's session storage and
+// drops it from the address bar. The token is shown only in this response. The URL's origin is the
+// one this call was made to. A tenant holds at most 10,000 live links (429
+// `portal-link-quota-exceeded`). The link shows a task's status, method, URL without its query,
+// times, attempts (status, error, duration, the kept response body) and its body; never its
+// headers, labels, keys or the tenant's other settings.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/portal-links (the `CreatePortalLink` operationId).
+func (c *ClientWithResponses) CreatePortalLinkWithResponse(ctx context.Context, body CreatePortalLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortalLinkResponse, error) {
+	rsp, err := c.CreatePortalLink(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortalLinkResponse(rsp)
+}
+
+// RevokePortalLinkWithResponse Revoke a portal link
+//
+// Ends one of the calling tenant's portal links: its next call gets 401, on every node, as the
+// revocation commits (links are read on every call, never cached). Revoking a revoked link answers
+// the same.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/portal-links/{id} (the `RevokePortalLink` operationId).
+func (c *ClientWithResponses) RevokePortalLinkWithResponse(ctx context.Context, id PortalLinkID, reqEditors ...RequestEditorFn) (*RevokePortalLinkResponse, error) {
+	rsp, err := c.RevokePortalLink(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePortalLinkResponse(rsp)
+}
+
+// ListPortalTasksWithResponse List the portal's tasks
+//
+// The tasks carrying the portal link's label, newest first, a page at a time, with the link
+// itself (label, name, description, expiry) for the page's heading. Takes only a portal token;
+// no other endpoint takes one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks (the `ListPortalTasks` operationId).
+func (c *ClientWithResponses) ListPortalTasksWithResponse(ctx context.Context, params *ListPortalTasksParams, reqEditors ...RequestEditorFn) (*ListPortalTasksResponse, error) {
+	rsp, err := c.ListPortalTasks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortalTasksResponse(rsp)
+}
+
+// GetPortalTaskWithResponse Read one of the portal's tasks
+//
+// One task carrying the portal link's label, with its body and its first 100 attempts, oldest
+// first (`more_attempts` says whether it has more). A task without the label answers 404, exactly
+// as an id that names nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/portal/tasks/{id} (the `GetPortalTask` operationId).
+func (c *ClientWithResponses) GetPortalTaskWithResponse(ctx context.Context, id TaskID, reqEditors ...RequestEditorFn) (*GetPortalTaskResponse, error) {
+	rsp, err := c.GetPortalTask(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPortalTaskResponse(rsp)
+}
+
 // GetPublishWithResponse Get a publish to a topic
 //
 // A publish made by `POST /v1/tasks` (or a batch item) with `topic`: the tasks it made, one per
@@ -14706,6 +15985,393 @@ func ParseGetCallerResponse(rsp *http.Response) (*GetCallerResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers GetCallerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPortalLinksResponse parses an HTTP response from a ListPortalLinksWithResponse call
+func ParseListPortalLinksResponse(rsp *http.Response) (*ListPortalLinksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalLinksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLinkList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalLinksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreatePortalLinkResponse parses an HTTP response from a CreatePortalLinkWithResponse call
+func ParseCreatePortalLinkResponse(rsp *http.Response) (*CreatePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortalLinkCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreatePortalLinkResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokePortalLinkResponse parses an HTTP response from a RevokePortalLinkWithResponse call
+func ParseRevokePortalLinkResponse(rsp *http.Response) (*RevokePortalLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePortalLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokePortalLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPortalTasksResponse parses an HTTP response from a ListPortalTasksWithResponse call
+func ParseListPortalTasksResponse(rsp *http.Response) (*ListPortalTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortalTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortalTasksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPortalTaskResponse parses an HTTP response from a GetPortalTaskWithResponse call
+func ParseGetPortalTaskResponse(rsp *http.Response) (*GetPortalTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPortalTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PortalTaskDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetPortalTaskResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
