@@ -277,6 +277,24 @@ func (e TargetState) Valid() bool {
 	}
 }
 
+// Defines values for TargetPausePausedBy.
+const (
+	TargetPausePausedByHookwheel TargetPausePausedBy = "hookwheel"
+	TargetPausePausedByTenant    TargetPausePausedBy = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the TargetPausePausedBy enum.
+func (e TargetPausePausedBy) Valid() bool {
+	switch e {
+	case TargetPausePausedByHookwheel:
+		return true
+	case TargetPausePausedByTenant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskStatus.
 const (
 	TaskStatusCanceled    TaskStatus = "canceled"
@@ -1650,6 +1668,56 @@ type TargetList struct {
 	Node openapi_types.UUID `json:"node"`
 }
 
+// TargetPause One of the tenant's paused targets.
+type TargetPause struct {
+	// LastError hookwheel's pauses only; the error of the last failed attempt.
+	LastError *string   `json:"last_error,omitempty"`
+	PausedAt  time.Time `json:"paused_at"`
+
+	// PausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+	// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+	PausedBy TargetPausePausedBy `json:"paused_by"`
+
+	// Reason The tenant's reason, or hookwheel's.
+	Reason string `json:"reason"`
+
+	// Since hookwheel's pauses only; the first failure of the unbroken run of failures.
+	Since *time.Time `json:"since,omitempty"`
+
+	// Target Scheme, host and port, e.g. `https://example.com:443`.
+	Target string `json:"target"`
+}
+
+// TargetPausePausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+type TargetPausePausedBy string
+
+// TargetPauseList defines model for TargetPauseList.
+type TargetPauseList struct {
+	Data []TargetPause `json:"data"`
+}
+
+// TargetPauseRequest defines model for TargetPauseRequest.
+type TargetPauseRequest struct {
+	// Reason Why, for whoever looks at the pause later.
+	Reason *string `json:"reason,omitempty"`
+
+	// Target Scheme, host and optional port, `https://host:port`, without a path: every path of the target
+	// is held. Written back as the dispatcher keys targets: host lowercased, the scheme's port when
+	// none is given.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
+// TargetResumeRequest defines model for TargetResumeRequest.
+type TargetResumeRequest struct {
+	// Target The target, as for a pause.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
 // Task A scheduled webhook and its delivery state.
 type Task struct {
 	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
@@ -1942,6 +2010,14 @@ type Tenant struct {
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+	// its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+	// "since", "last_error", "paused_at"}` when every attempt to a target failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+	// "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+	// `null`: nowhere (the pause still happens).
+	OperationsURL *string `json:"operations_url,omitempty"`
+
 	// Plan The plan the tenant is on; null for none.
 	//
 	// Example: free
@@ -2167,6 +2243,14 @@ type TenantSummary struct {
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+	// its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+	// "since", "last_error", "paused_at"}` when every attempt to a target failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+	// "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+	// `null`: nowhere (the pause still happens).
+	OperationsURL *string `json:"operations_url,omitempty"`
+
 	// Plan The plan the tenant is on; null for none.
 	//
 	// Example: free
@@ -2217,6 +2301,12 @@ type TenantUpdateRequest struct {
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// OperationsURL Where the tenant's operations events go (see the tenant's `operations_url`); checked as a
+	// task's URL is (http or https, a public address unless granted); `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url,omitempty"`
 
 	// Plan Puts the tenant on this plan (422 if there is none of that name); `null` takes it off
 	// any plan. Its own `limits` still override the plan's, field by field.
@@ -2702,6 +2792,12 @@ type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
 // SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
 type SignUpJSONRequestBody = SignupRequest
+
+// PauseTargetJSONRequestBody defines body for PauseTarget for application/json ContentType.
+type PauseTargetJSONRequestBody = TargetPauseRequest
+
+// ResumeTargetJSONRequestBody defines body for ResumeTarget for application/json ContentType.
+type ResumeTargetJSONRequestBody = TargetResumeRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -3728,6 +3824,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTargetWithBody Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTarget Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPausedTargets The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTargetWithBody Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTarget Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks List tasks
 	//
@@ -5766,6 +5931,125 @@ func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditor
 // Corresponds with GET /v1/targets (the `ListTargets` operationId).
 func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTargetWithBody Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTarget Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPausedTargets The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *Client) ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPausedTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTargetWithBody Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTarget Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8666,6 +8950,113 @@ func NewListTargetsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPauseTargetRequest calls the generic PauseTarget builder with application/json body
+func NewPauseTargetRequest(server string, body PauseTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseTargetRequestWithBody constructs an http.Request for the PauseTarget method, with any body, and a specified content type
+func NewPauseTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListPausedTargetsRequest constructs an http.Request for the ListPausedTargets method
+func NewListPausedTargetsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/paused")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeTargetRequest calls the generic ResumeTarget builder with application/json body
+func NewResumeTargetRequest(server string, body ResumeTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeTargetRequestWithBody constructs an http.Request for the ResumeTarget method, with any body, and a specified content type
+func NewResumeTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -10515,6 +10906,77 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTargetsResponse, error)
+
+	// PauseTargetWithBodyWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// PauseTargetWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// ListPausedTargetsWithResponse The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error)
+
+	// ResumeTargetWithBodyWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
+
+	// ResumeTargetWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
 
 	// ListTasksWithResponse List tasks
 	//
@@ -15120,6 +15582,276 @@ func (r ListTargetsResponse) ContentType() string {
 	return ""
 }
 
+// PauseTargetResponse429Headers the declared response headers of an HTTP 429 response for PauseTarget
+type PauseTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PauseTargetResponse) GetJSON201() *TargetPause {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPausedTargetsResponse429Headers the declared response headers of an HTTP 429 response for ListPausedTargets
+type ListPausedTargetsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPausedTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPauseList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPausedTargetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPausedTargetsResponse) GetJSON200() *TargetPauseList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPausedTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPausedTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPausedTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPausedTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeTargetResponse429Headers the declared response headers of an HTTP 429 response for ResumeTarget
+type ResumeTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
 type ListTasksResponse429Headers struct {
 	RetryAfter int
@@ -17878,6 +18610,107 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseListTargetsResponse(rsp)
+}
+
+// PauseTargetWithBodyWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// PauseTargetWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// ListPausedTargetsWithResponse The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *ClientWithResponses) ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error) {
+	rsp, err := c.ListPausedTargets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPausedTargetsResponse(rsp)
+}
+
+// ResumeTargetWithBodyWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
+}
+
+// ResumeTargetWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
 }
 
 // ListTasksWithResponse List tasks
@@ -22015,6 +22848,249 @@ func ParseListTargetsResponse(rsp *http.Response) (*ListTargetsResponse, error) 
 	return response, nil
 }
 
+// ParsePauseTargetResponse parses an HTTP response from a PauseTargetWithResponse call
+func ParsePauseTargetResponse(rsp *http.Response) (*PauseTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseTargetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPausedTargetsResponse parses an HTTP response from a ListPausedTargetsWithResponse call
+func ParseListPausedTargetsResponse(rsp *http.Response) (*ListPausedTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPausedTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPauseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPausedTargetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeTargetResponse parses an HTTP response from a ResumeTargetWithResponse call
+func ParseResumeTargetResponse(rsp *http.Response) (*ResumeTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeTargetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListTasksResponse parses an HTTP response from a ListTasksWithResponse call
 func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -23460,6 +24536,15 @@ type ServerInterface interface {
 	// ListTargets The caller's targets on this node
 	// (GET /v1/targets)
 	ListTargets(ctx echo.Context) error
+	// PauseTarget Pause a target
+	// (POST /v1/targets/pause)
+	PauseTarget(ctx echo.Context) error
+	// ListPausedTargets The caller's paused targets
+	// (GET /v1/targets/paused)
+	ListPausedTargets(ctx echo.Context) error
+	// ResumeTarget Resume a paused target
+	// (POST /v1/targets/resume)
+	ResumeTarget(ctx echo.Context) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -24323,6 +25408,33 @@ func (w *ServerInterfaceWrapper) ListTargets(ctx echo.Context) error {
 	return err
 }
 
+// PauseTarget converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseTarget(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseTarget(ctx)
+	return err
+}
+
+// ListPausedTargets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPausedTargets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPausedTargets(ctx)
+	return err
+}
+
+// ResumeTarget converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeTarget(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeTarget(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -24774,6 +25886,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
+	router.POST(options.BaseURL+"/v1/targets/pause", wrapper.PauseTarget, options.OperationMiddlewares["pauseTarget"]...)
+	router.POST(options.BaseURL+"/v1/targets/resume", wrapper.ResumeTarget, options.OperationMiddlewares["resumeTarget"]...)
+	router.GET(options.BaseURL+"/v1/targets/paused", wrapper.ListPausedTargets, options.OperationMiddlewares["listPausedTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.RevokeKey, options.OperationMiddlewares["revokeKey"]...)
@@ -24798,835 +25913,861 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Ldxu5kS/+VXC4e46lSZMmKckP6uTc1diejDIe22vJ601C/9VgN0hi2AQ4jaZozsTf/X9QVUCjyW6S",
-	"kjWT5N6cvTdjNfsBFAqFev7q11ai5wuthCpMa/BrS3zm80Um4N8X7y5/EOvX0hT2L7Ocz3m+bg1aF6wQ",
-	"iqvikWFjmZuCzcQ6YpylYpHptf2LcZUyznJxq2ciZVqJVtS65dlS2DelvOCtwd9+bSW54IVIb3jRGrT6",
-	"3f6Tdq/X7nWve08Gp2eDbvevrcjfM7Jfnon1oFhki3Hx9PbUiGm/FbVk2hq0Fj+f3M6ezvufV6eKt6JW",
-	"xk1xszSb7+73rnu9wdmzwSm8W/G5aA1aiWxFLRrr9v39QbdLYzGJXljS/K1VcDMzg1UuC9H69CVqmEq3",
-	"f919Nuh3D52K+LyQuTD+JU/dS7rlGGC6y59+ScXkc6qS8Ul/x3T7193ng7Png7NnwXRxmWqmkwuetqI7",
-	"za1Xu0xJJt1IN6fYPNJeMEkaaWWM37Q+ffn05UtEbPke12uTMx3LzcQ6ZLn/WzjtS9T6LtOr13IutzZl",
-	"sjSFnov8kcEN2et2GWdGJNpuRpWyM8YLplUi9lKmD5Q5caOxxBy03Pvbve6pJceC5zzLRCbNvDU4i1oL",
-	"kUttSdQzdpa8EK1Br9uNWstFuucTdl7vMq42p7TIuGJjnbNxLgTjSaKXVk7tHf4zy/eemJmlFkg0vpA3",
-	"bmBRKxWZvBW5FOZmIfKblK9bg37XjnjOP98shEqlmtzAAsBM6AeTTEW6BBl5RrulfN7e9sWvtx12q4kA",
-	"4SCBAMtRJs10iwZ4mRWacVbohUyYHrNipZlQ6ULLgwgCggCI3Tnt9b0c6faec/5sfNbu8t6o/TTpp+1n",
-	"4mTcPu2e9Z70n548O31+BveK+UIXQiXrG+QFnacib5/22wsurcwwBS+W5obWxw6Dq0Rkdn8Cobn7B1Dc",
-	"XZZmwYtkKtUE/s5Fka/dH47KaWvQ/4Jkxte3Bn2iOpwhvCjEfGE/2o1aI53a0f06xAEOWwN22o/YsCVu",
-	"hSrsn8OWHfGw9SXY8PtI5eh8Q6s6kllmhxm1poKnIocJv9CqEKpoX68X9h6+WGQy4YXU6vFPRqvWl4NJ",
-	"zrt1JFfLLCNpI/Jc55UrnvypcNctp5a0sew+F8UU9ue7t1fXViaJz4W7ZS8NiAtv7sI2sJ6WNjVj4Z9v",
-	"RjyZ6fHYCoxpK2rNpQovGUuxfKn2jgzn3hoEHBO1CjkXemmfPOna7QH7xvGtadyS229f5llr0JoWxcIM",
-	"Hj+mle+QltRJ9PzxVOuZeUwvtsflP4AjzVQuFr8lS/b+zZL/pCzpln4HT37a+lhw3FyJosi29Sh36niJ",
-	"bc8frYQ/dCJWTAXTxVTk/hrzEvxf8EDq7TqQepUDqXvYgdT794EEu7/vNKc7bn5837/ANi+56EG2+fNn",
-	"X33y9P9fO3lauUiEXQTGlVmBwDrrnrArkd/KRLAPit9ymfFRJlp1LHrWPXmo8+lp53n37F/kfArk9dfy",
-	"7Umn1+8+4PF0ReK2ejB9FGKW8rWxlqw1nphU7B3PZcUEKjk/FwudE6+nXGbrHcze7VeMxiTXyq4be86+",
-	"Yd+wXvvsq1i8234qnqTtp8nZqM1P+Ul71E96aVc8Hz/jTx1Lbq9d97r7rBxTLTtuP3RSeWjBl8YeWmOe",
-	"GfEQHGZmcrEQ6Y1OkmWeC5UIVHW3OEjOxS9aWeq8WuZ6IR67laplpQ36V9lom3tgOdu4wMgwwhip1duF",
-	"yHlhRULIN1dyokRquWUliymoLjydS8UKPROqoq6YfHyDVwetv4yeFv/dVx9nz1/P35+a/73tJX9dPJn+",
-	"OT0Z/4k/Ex90V/6wvv75zersVY37znu2euW0cm1ZuqXdKIORX4NTdee4uWIX7y63nFvhkE9+7v+vfv6n",
-	"2f/05t3k6TU/Hf158df82fKjerV+bZ6k34//W/7w+cXZ7dvJgUMGift7eQFr/JVbXkBPRXRDW1bzpAv2",
-	"nOi2e6N+0n6anoj2s/Fpt33Gn4yeJs/S56I7Lt/Pk7lofbELcc3N7CWohlVl2KqLLBNFIfKI5WJsR85G",
-	"ayYLw9y5Ey7IXhWwt/PIfWZJ0O12er1nm4pxv/28m/baT8XpafsZ7/XbT0ZnyWl6IvrjXvfeJ+Vp95S9",
-	"0QX7Ti9VWns+nnZPv0KF+81OtdJfWqpivE4L23F4wTs6/ZPettThC9lZ8LxQIgfJsxKj6tHlecZbERtx",
-	"Em5mgQnFC2AZDJoQHe7EN/27qGr3P6z67dPkRLSfjvq99vP0TLRPxt2kz5+OnonT3m7zyxH+97AMfhu2",
-	"CuMQB2n4TbzlXtTpPu8dcqIhDd3bHW9dlWZnDW+tuCykmoCP3LKWfbqeo7r/b3DUg3iaQhb4HZlsl7fo",
-	"fs6hg5isRu1wEV7UOih+ss+ns6ELiPFYJIW8FTfV+MtomZuCtn4YjwkCAjeJVqRbrilU437Bu8+aYzR1",
-	"YRq3WFsaKs8nwo8sFPUQpq4dTX97MKA73EXxuDtBDpv2Q84nVI6i1gKCc61FrnFLCGW3emvQetrvTh9k",
-	"l/hdwIFpAtZ8KTJRgBeulkVHwgrA1N4EO+dOTAqPwUx+bblXVMTmSfes1/e2vGWm06739vX6GO3Lxc9L",
-	"YeoifL3e4JQifHt3xGmVAfrNO6K/zRq97l23ROOe2Ipn4iTvxeAHM9JDnejhiY1cUzLS1dJY6mwfpcb9",
-	"wLxF8ZCi7t8L+5AL6xcLVxY9RxuSAaLkaOnfKU6+4YNIhUlyuSBR99YenQy8pyYCjUvcinzNDPkYiykv",
-	"2FhnmV4ZVkzFvBP4SzE2sOWvv4eTd9vxeh+PG71lj3evmqPxpaoB8mQqrBqY6+yNvip0jsldFZpdZCu+",
-	"NixWum3sHfEAfC+5MAutjGBTnaWGcZbkIrUcwzNmpnqlmFbZGnJVIraaymTKlGaJ/SKb8zWbCbHoDNUr",
-	"oD/GoPwrE57nUhgmC1Zo3WmheJZgnRX5UmAkZ84h200t563B31pueK1PUatAjdYUOUqPL5jpMhcFTfxi",
-	"mcrixTI36GSqTvh6KlgMymUCd8SQrDEVbJGLW6mXhi34RNhRSXv7z0uRr4P8IHxrOMTN4UT4fZ8BtEHv",
-	"gs21KVgxlYbNuVozoQogx1EqxnyZFeyse9z0edjdla/TQ171kHNLsDOQMVLhXz1PM6kKMRHo1PJpSj+g",
-	"+2ibTONMrzBTSecs/iaGLWVJ5Uaqx7TDZmINu1kvC1JG7W/wn5Xyk1nwYlrOBX1kzUv/n7mwwuU/Hpf5",
-	"j4/xV/O4MnY7mcvSPKmdzo98JmDPs4RnGTN8LFihMRzaYTBZsPlJUSBnHswL5RA+bEX0OeRNLgQvvKty",
-	"qAyfC59Xae+EC9aes99Y5sqg9EGb0D6G4pL1u114JvYzKNrvxSLja5EOmKVJfM74UG18kVU+yFkqx2OR",
-	"C6tt2W9aJZOd9vsd9oNYG8ZzwRYip8MT52uflYbxzGhmhCqGiuMc44CW7R/EOmYoU8rVJi+Lc5B0hmqo",
-	"LtwLpyLzrjeYrWUablim1YTxkoz23plYFBHOoGCZ4KYYqvj7t29/+Pj9q1evby5fvvrx3dvrV29e/OXm",
-	"4+Wbl28/xuyofzq1rycWPGZ8XIi8fOuKG1qxNIKjgMkx86fdUB0F73//6vrVm+vLt29i4HB4h8ubjf0z",
-	"8bHTXcuvGK2VyAclJ0hlZCqQF1ZSpXpFzjtcYVi2HUvs2QbezkE22pmspkL5rx/JwgxVLNM4YjGyj/2X",
-	"O6zxJUYUVqky5yy2nBAz+xtySUxnQ8ziX7/EETNSJaKkjfvOUNmj8Tii16nUMKWLqT2w2FsFx2i5gm5s",
-	"bvw09ym3YtQYuwhFyWzjXIih4hMuFdION1sulsaaCLLwm40zJVbwlQ5751T7R/Y9yM2Wc8p9sOJrL2Rw",
-	"kqWY2eDmivCc88+vhZoU09agf3YGEtP93YtqBPulupWFuHxZLy4l/Mpk2iDwIO2hWd6NdT6Hw325hDu3",
-	"P/+DWDd9eybWjwzmhCRMEtWteclGolgJoVg8Xd2UfEZJp/GNP/5mYt0sqG/2jD0g5JPTuqG/lqa4VEm2",
-	"TGt0EOLUTJrCMMGTKZOFmOOmsWLE/hzBn1LRxCbikb2+VCnTyt4AJ+gz9qP8NpQOAys67d1sNdVGuBtX",
-	"epmlwKCW56RhybKwak1eAIESrQqplsI4f3BFX+iwj3TSyQI3vB2tYYm2nEg/FVMhc/pch10opwSBdutF",
-	"w2m323TSSyJWnTIEbsJPdWR+l3H1Bl5QxyTWAnhkmP1Cw1LDf3bqY6iylpmzCyt+cvum/+9vvP1Lt/38",
-	"E/33pv3p1270pP/lP2uZmXZ1E0O79CbHy1bsOVZF8tnzuwjudKwdl2H92GkhYFr9VtvSOYCbpuJsv99Q",
-	"MlxzM2v6PIrq3+7TcGI2fhxdQL/h560l2czyYGh+Jc/vUkTLz4Md4mwcMEO+5el7POHAnEV/PHoeSl/8",
-	"ItejTMz/AD75jfKeOc8sAUTadr+GNjQoeqBUSjih2Z+v3r6pVPGIgktreNpdAXfPl8YeCIzDvUyPfhJJ",
-	"AVQxBVeJpcbj295jdGCUFj24RwpZwL7/0Q3KfY/WZJmrgdUKV1MhsgFNa7AxBSDSYZR9h2/AR7YX1ukO",
-	"YEXRNyJmlsnUqk+8njoR48ybik6arHKrmdpZgBYIuja+O5NK2Euk/8Lbvr++fscSruwrFzw3otP6ErVe",
-	"aDXOZHLfhVa6aGP6I+Q/1cWReJYLnq5BVa9fZHvXIcEcUtswWnaOdrwPbIAUdUlHKDbtbC3T+PzMen55",
-	"fGAgqWSq5yVTWfnlqFr91E7u2qDbQ3KX0cs8EY55pGIcLDZyInHnQ5IG1v87nY9kmgp1TwaQyizHY5lI",
-	"axtALsUmE4QWNihw9qbSoFVCpKZh81v9xt8TZKiUxuQwLGIatvDl53BPpZAN9PpKKdpeyXFSLvJlMEn8",
-	"xL71rSGLXS88VNqmyVsMs9Vju2Q7/MZVCrmDypTPnIPqYF+GNofLK1mqQmaYXE1JQpZflnNwad2RJnh6",
-	"lt/cR5GtqT8czzuukMZqqTJlo2XBMp7MTIXhqtx0FG+vUXwMghSV7Elu58eHCp+XBUu1wE011ZmVPxQX",
-	"36Y/O4o3p2tfjd5G9ETASJydMFRgHuqcGczXMugH2blesH3f6AIza+4vvsfu+ZIR32g8j7wXJGC0ZhFu",
-	"KTOmNJ+HkbOnJbu9CV6+V7LijQ/DYI4WTrBGuO5sJDKtJgZq5xSaSOSksuvyjq8zzdNrrV/zfCLuuTyF",
-	"1u3MPb+lQelbch8532q9/uR0AnhGfE6A+2FfyF/KZ/dt/V6w9Uk3ZIXWDIe3b+/7eTy8GgXTstzpBgP0",
-	"v9b6R67WNFJzT/rnvBBtoNCmqH7raO/dblYIQVhtn6Ce8zWb85mAIlp4igYJjk50b0T23IYQH7ijlwvL",
-	"Zv1u9xw1HPtrj5kDlq0fqipao9/efXDfslWm/zArB3TjQChkPbubfl7qgrOj2MUx44jFW2FJd9HHI+2F",
-	"SuAxHgyVnQ+L4YVt5HWRxlEgSJX4XLAP1y/YXKZKTqaFDw1k3BTH5+j0HaoRL5JpVO4xz25rcvLp1F7k",
-	"qXGVz/ZAwNidpTEtthXzERvnes44SzKJ7uo0zYUhv/oiF1YzFinrd5lUeIDRiQZHQpBMbJwrqddlZqiO",
-	"Yrux7JK2+bKYtsdcZsscKDMSY52L0IMJHuVMQwX7cnHcYe+BkwIntJzjAzH80r6wv3gX+kTeCvBDBGG6",
-	"4L5tG/Z7vUJuQ44GQbniIDhxaKiog0t1dyTNR4O6NdEgy2IflJ2+zuUvIr23GguEb1NC8qb+Civlj3/7",
-	"NaEK+17RKHYDpSQw85ZqpvRKRSV+Rc4wUfognbRX7ubKpPds5GV478OJ4JHgOXizZkLBPKUxUk2icMLB",
-	"PGnuIJ8/KPF5IZJCpK8w6e6eq1aIXPFsc8loI1jR6Ylh9SyRjWvXq7zJPokFiVOu0kyEe99q1WBHjARs",
-	"pcnkkEU7C10QlzRgCOyLnGHG4V5bgmb5MCtXunTh66Xr4ax7gmEbdLPDAMmyzcm3bVjKCz7i5Dz4oBa5",
-	"ToQx1oh9pQpZrO+5krD7uEuXKtfykgTiWIqs0UwspbNdHVl5ZMCWeRZRuLSSIRK1YP6YPQE3wwpkUAxj",
-	"DLdaV8v7nRTjI6OzZSHYtCgW4FwpioVhH96/htwJ94baL9W8kMKGrAc5E3vP8X7IRDhBmvQ+9glI+5s4",
-	"sVYiy9rkWLOGF9H/HO2W8RgPcVoOMEczaQqsPIlxCeJOqxxZgA9k/7XIre1TSOSTMLUmcLKmVlOhBOUN",
-	"T2u1cmTzlPo41S7oymQRsdgZWla7SDIJAUs5UctFzI4KH2y3gh3MdDrm4XwwWFCzXBxD1sFMrAfDZbd7",
-	"ksAxkMK/RdypG2JYK9MwLbXMyMeG5+PWO2T60AG22qFW62u26Unyw87Z3lo5LFOrBPEss2psonNrKaM1",
-	"PBYrpydEcMQuQPZkmR3C/cihyLO+9UOIkXNfWruioV9bEEHbt5mu0AHkX8TznGP2R6n1/A0jCuTTpw9U",
-	"8ucrnFwG0cgX7tGLXuBNIH2z7O0Y5Nuu0dFes0KsutmsPj5rSrGB7BrLOds8TpeMSHJROLZnV2Xy1VTk",
-	"olMbFAnp4T6/PdVPfrIOQaw6cEQBO3Bx/PR3rw68s5nqQbyEp6m0hOLZu2BUVCNZHWh13+/YSqbQC8NW",
-	"Op9ZWXr0/rsX7OTk5DnYiSCWlsUyF8cd9nYuC8ggUXZnNW6fxu2yoSuwjI+sWkQ2Eiy60xecmuATFJeG",
-	"HFNRGFaHrNEdO6gu7Gh/83MHR5w5ZxqnBirzfFGsI5ckCf65o/ibGLPPvm5Hbq8vFVNtDfWtEi4csXYZ",
-	"RXQqcDOzQ9nYTk0vsnN2z6vlfCTyiPXaVstKz8s0J0fy+Ht3xLdpaM5I67R2p85FrXSZgyZwMzf1Fhvk",
-	"OhXBeAqtZ8Blc5llkmR0ha2kKp6chl/u1n1ZODV/k8nXlc+h/h2Gw5QoLNujsgr2sGJLbz1QMtq51c4s",
-	"jbSyj1qVtMMuhqqSuQn2ZkA9MF8HsLViZvjaMKPZUXxwtf9Qgf+29oXnDNXmIpciRb7c2gJ6WSQad91O",
-	"+YSkeUt3B7HaG6y6qk2ABDXllP0gv3XRQk8LSkoh8ZILyNfSStQO0n8rsPvrBVzNUVsbnoLXPTLEsyZi",
-	"o7U1M7SSCc8g3B357DSR0m2PDCagGPaTllbLwry0iMXnQ0VrDzNSOkzXnQt2tMVAlL2Ovn6llXC5FjQi",
-	"oMdMLIoO+1YvVSrSAeb2YAoMJd0Ump31+kMFDiFQqpRV6iFF9qTv32W1Kr8MdnJ4iSbjEsKiDacLV+lQ",
-	"bbJqjKtK3wLpO+dZJuwlo8mHlU+sWm7fm+Z6sRApPtRh39OArKQeqjlf454I0qNxOHBuwKAG4MjC9CM7",
-	"csgu4lIZkAf2t4QbEbHYqnigKGPwIo6GKi5fC346PRMKb7E6gf3Xghuz0nnq/w3/mom1U7m5PdFiUKUT",
-	"rWdSxOzI6KGKL8iXAZLM3v2CfoZUwStRtP2FuRVnYOya4wic34uiSuqojs5OFU6mlr5qIgyLP65W7YtA",
-	"l6XPvcv153X1h85Qxa81Gr10lytpLC/PhFigMoQJV7DbRcSmln/sMwteTDGjHfKroqEa53wyh4NApfas",
-	"zaUaa4rvzfWtgEwVn+a0v44yqjrwWifdVt35ZwqeF/vUfSe/6ebD9Y5KhWWdJIO0BUo53pBkXurfdecH",
-	"ki7MK68on76EOph/9QAtJfinZrXBKaibehWk9nll4ZHZ0iRMxHSW2s2MG3hLnXBKbqMuQfSSWBdQfd25",
-	"U6Fwu0MlTeg0rtSRH6xVOVVpS6+iotikobLhHeUzcsNiV9sAOe48LZ32UNzALvw573z2NDsOCZW4n9C6",
-	"2GPFHazfV8/fmj3AC/AP0RZA/+FgqNosJl0kHjDO+p8/B5wbpiLHPqnFyo42ZHDn6xgTjYt8bSfhfJrn",
-	"PtrovidNmQSDj9tb4emxVDwrn9z4Jk/hJtpbYcYR6S14Dm9oUEPFmpQozELaHjMe1koHJBoXWMGEaaFE",
-	"Jl/sGbXskzWJolSh8kpRydeGgp2U9ZaVLF0KzJL5DAcSXoHP3SRTriaV61gJUv4wVO4XrIO9QZuk5kmf",
-	"lB7+NhPr8OP2T/JCwKvtaSfV5AYPx06uC3cnXjGdXMzEWqTxuT1KFzKpTAUuUJEVDhWuUIK7fWac6RXW",
-	"D4YPBlf905Wr/g12jMRi4Qv8teBxfw2xgSqXMHeB5uwuBsPEXFeXQkVHJ17MqeogZkecjZbZjDKtGKRE",
-	"2N+oSkXr2VBBAI6b2QBzoMcyc1oVm1JY6vjc6ysddNzdSBUoMXDxRqobtEhwzNX79bKI2ZFPRcLo3iPD",
-	"Yrlo0Ph5UtSJv9LpyI4w2nfx7tLVdbjf7BHBzXSkeZ66NJFjclKia7KMYiR6PucqPXbMBd5L76wkdmPL",
-	"RcTid2+vrtnj295jum+n79K+BBJX5jwVLgmLI0j7UOncFR9tDdT5Rh3YkCwaCHQHt64LADTZIyj0a2Q1",
-	"bcwOeyMwGo27zMpCVx/04f1rxhcLwXPjKoJ0LieS/FdHMYoB4Iplnt3gj/FxVNH7KWcfQoaQeRfMuTxf",
-	"0G+7J1/YpY7d1N99t6MOHkFejJzQ9PSERag9B7E28Ov9baUEv5eeECoJzi/lFYTQEeAUhP2exsaz/1te",
-	"JNPAtVedNpVLHzhveNc1NzP3vi/gJrvEZwkDXCr39x53JH57x5jx2P7KtXLvWmbF/R2k4UtqnWh2KI8M",
-	"pLZlBWV1gFmI5RBW7KigsAbPN5JUoNvHWBhISb9BNQtUhPlyFpeBB1nldlBU0JsOUNVEXZwdxX96hTIR",
-	"09Z+lemX+Njj4Ix0ut7Wxr1/66Cgmkd92PsE3Qa0xiOwRufPl6KM3BI1A9gb8KJOeYqBa4cwZmmaotGa",
-	"McHzTEKpM/BmsGVGWmeCA+qOJcfesgJ7T60fdYv/Dw5QVDfNJkNv4ftsm0TSNFAlck7VjVq7oHCUMyPV",
-	"JBM+HLVZerctWmqiFd/mgs8wTWYjoGl3abIEhAeXvxP40gIPavhrdYLfYdKCN/sAOhhPW1BMAAOioArH",
-	"Ots3allFJ5OTac0OvRKUvYNJbHDw2Vcvcj2BNCYQtWA5pKL+7SDUF7keiQYvgsxA0VHkltRKMLidrWSW",
-	"sZFgmShYMc31cjK9f0jQfmGfI2OEC4WWJT5w/w/mIhGquEkyLusc7i/gOqpQkGEBhbolkUPCRhgDAI9l",
-	"EaE/ciXkZGo1uSnPxpTJNZa3YqjmUi0LYVAsjpZGQromQvigQsPCcuIfX12/v3xxdXP99t3N9cX7P726",
-	"voqP2ZTfCja3pmBimIFmFuSBkflQ6ZU6L3G6DTNTngtGitEfhy24PGzFVerpJcLkEqkw2tEqcW5MHe7A",
-	"/dkaCh/CAsQk0waydizJ2nZ9W8gXtcYmTqZmS2w563RuF6Uz6bC4BiBrcHp6Uh9NR62uLg6GP5D7FU+2",
-	"lZ3uxkYMecRRBni312WOC2pJQ/BuDVxpORG/GaDAcSiqZibThXct1QzjAO8aEdYtULD8gZyL6oVjKKzK",
-	"aWxutpK0tSoJ7vIH0GadYK9TZRt9mg6HR+S4bliZQ+Em3FVKZuzDh8uX7MjaW7+IXJtjS2UsgmmDGYJy",
-	"AXWaKTcQy6hst8baw3AtYJhRs/r2gmfZiCczSmmvnxFU5WFW+piSPOwzA7YCqxw8iopn22FSNtFFh115",
-	"zhbkDx2q2L0kLnWboHgfHWaRfQqNfOSPm42nsEo6FTyFs54PlbPxSpiPgTNPMzkTG0gRR7cil2OQmAST",
-	"u2ZXBVeptW4/Emgny+Qo5/n6fKhgLPRwW6YxpKZTrZMdlnP3yhQTXdCfbeUHbblH5hgrxocqDj34A7bp",
-	"wI8j56gr66E2XkXp4gudyWRdZkEPlR8OWLoO7+Hz5w77DvO05nwNaWoplBNxj0XLzBSqY+REoa/Yiqew",
-	"NmamUBgHgQgf+O75OLCDbiqtFEKQFOs/3/L15ZPL79+v04//87yF2JI3Rb5UCea1UCbF3RAjN7FBvzQh",
-	"cHIzuzkcXvLLnYL8eNy5MEZlR0SInWF2hPeZ4ViNvDvGvyfSXt2HlO96tM8NTJET+89EKyXAaYCBlePI",
-	"A7DQWx8ZZ5edQ2SBIUQHhDc6h+lNJV/sEr5ONHlrN1jVpoJy6CwIKbhwY+iGDvkAwH7rdQJikMaKdTyy",
-	"KTaExyJuS3N34ey+5ucVBZEplz3sybVLfIcegea4vBPCFS7psI8YYFMusraXIeJgv4EMxAhTCeQiDWC5",
-	"oI8XUTSkwaDUOWUownFT8hKmaKwgfD3lC6+aV/ffvpSIJ7tyIkbciCen7Mg4Ac+zxZSPRBGxBUjC48oK",
-	"jtZFrWdyU2DtttcrY4Dcg0yrCVZt4x00ZnJW1Nvmv1V6BqtubYhbIwQdO4pJQHU2k0TiASKcgOxQ6VAp",
-	"8rSG9ehlCkKI0XZc6yP9uigxyKDaGPEOadSkuoZDKclOCMhba9+0I+tcAeS8ODBX0UPrbnpDDvImN2TH",
-	"Nmakbs9jU1C54tD6jE07a5WI7DsIxdQYHVoh09IJBGnyVvPFUlufLU8abkNSuKtEumNeOIS9D38ubL6y",
-	"7c7ECDRZTz4Av9VoEc97xaq+xviAE6JsF3Vz4GKXR6IPuAZw0L5RS+1p5zAwD/TUlaAin6LdpHGwt2lp",
-	"0e6kS61PEZmq9C1v8IXvy/Xrvl3tb61j3ZdcZuvXHn61xp6zNzj4QDTmFgs7Wx3UiDKlVySLpGFLRYWV",
-	"NYkdNb1DN7/60t9jlW9fUroQORQ3pnx9zhZ2w8giwrqdpQgs+mrgJCyHPEQibgG+btEEPkQDw20WDu0e",
-	"Urf6wdr+qnUrB8bMq3qFGCIPYa0QGqWBB7y6LFTgU69aiIzsS7SEF7yYOm9MpVD5yCW2xtt1QhjRgFWx",
-	"ShaMxmO+VEyq+iKjrc3rq45qU1akIQAZishWv1BTp7RPV0UClZ+tX5BcXMt5TVwq0wkW8m2Tt+wG5Gjq",
-	"5NcjbEvAftFKRCXsmh6PjSgOT0JbFsmh4n9jzjhqfMOu+T6Ap8mT7t6BuO8yvarFGP0eoHJL5wuBJ5L4",
-	"gmJtTEn0XZlDuWZEUYJEzMR6qI7idx9Qeo8zvWrPxNo8/nUm1l8IYENkRgQoxzOxZnWPfGNv50mujaE7",
-	"wb3ILoYKDC0ozrbrjSVOJH+tfMMUVSvzAIV4AB3kxyLPeYZulzJfC3JnZcEAp8O4fGB05KABbDrsYjdO",
-	"LOY9OWxZ+tlDT15DkjXY1K7mXUFgMvAH2PkOHGyrNuXj5LSBoN0RxEVE7ttxO+eSlZqAO7I04rgzVGiK",
-	"gmN2qo21x53HkQYXMTmu4orYReRqHdHJxbGur8N6gDxwdsaSKc95UliTwJInvojb8V8BxTNux7/EEUvl",
-	"xE4bDLpODACNcTtm8SBm8X/FLP5DzOI/xlUps9n3ezesZYjYd9H+K4L1dW4G//WHP7Y//eE/63Z2paP5",
-	"tmQpV5LSwCuQDg5F2Gz4s/45+ppHD1AaeYDJUQUs3pjCfoxolCRSMfTYl2AJXWeR0YapGLaBquFIVAu1",
-	"CL/ZdYsJN4KzP2nmknTrCxooInTYwO1ui/EzsR+zF4rkJ9s5/nAl73XEENo0xkmIGtVl2KgSDL7YdAo0",
-	"o2dfNGNnl5ulFNug7LrYwwZy9gNs86Ph8Ju/1+z1492bfV/SNUzRS0KF5bw5VVAdmmUdvKSSaF2bWh1U",
-	"20CRBdmxhx38Xob9/nnVD5hH7adxaKnkLnHNPZt22EXgHChlAR5EwTYBB6Mbqd3L9tAeIYB4JvitMK6M",
-	"OxW7zLM7CsASpPiRcVGlGoFYp+iEe+gswMjvufYcOyvuQsFJSPt4zNxZjiJ+TdwzwD1x/3QasyP7Z8Ti",
-	"3hz+d4oZr+WW75mHFb4RMwueYMG4ytYDByKkx4CjBLfaAeKT0E3cEnKoel02N24z2luJ4JXhus4mIX33",
-	"ELjOHfH99fW7H6kbWKOXEtuFIRO7KGNgdDoXzZ9eXbci11Ls3Qf434vrF9+3otbLV69fXb+q9dd8L3hW",
-	"TOtk3xR+WROwR40TbSqS2QP4j113BZ5MWSoA/E4lawavh1o/MG6P4oU2xQTBiuJcpNLEx+cODMmKoRhQ",
-	"Q3+JN3Qv95il+wy8V6mkP740Oo7rUq5nWK4QfInFqZjkPBUpxY55OIEAFGWl85nx1sDRezuEYybNUC0V",
-	"5PFYaRmuJYzUvdyuW7lP4KfdEpXmUCdTEda9ZrmVw3QvNAS3Idl75dG/DUtIwHy9Drmrhv07Kzi8zmS/",
-	"CZis1hDCGMdIgGlzuKneFHnzEPYRnnC3egZx6dH6IJeq0kVDZMH+4poa+LT3Ws1ykYux/Lwr+FSxoTxJ",
-	"YMSFyDL4yzC+4PmGN2a6kur2pn/7+ens590e3l2KBHLLFd5rVdOdKB4cGKe9XKDxKYv758HBh0brnUDb",
-	"VQgV58vxwRuZ2UOZzOAczVd6wA7RFFjsSiVsAS6nW7fjOj64R948rTKxTBCXrejgwaYo6VwSonkvI3pH",
-	"oCLt2NhzPqvZw+7TUu0p8YftSHkeS4Nx/s0jf05Hfu9JdxqfexdH3HvybLphyz/tTw/fWR+nek6uC9y3",
-	"xpoZkbc1gqoXvVLYYKH6OXvnnzI9Ep8jdis5MzyD5LDAtjirQZ74sofyd8BNIeFbk5EMP+yIVuKuj3FX",
-	"o6Z60g+kQ4ddYl3fNmRKvUw4nf9SnKjR9Mk6T85WP6WL8emEP82M6O89XcLB1iOt4DwfwIPpCbbPinkg",
-	"i6Mi77ZVABQnMTuiQIUpZJa509JjOx1HLKZKNqg3QLC+mB2RNKIsM3JE51wxV2HsTn+8kXa/lw312SWv",
-	"+UhkO7WwPennm1rZD2LdRtyCBZflueN9XJbBEN0QHgOIfaqCKAQH5d5Z7/bfQt3GnU7nGM6ssVTpUFn7",
-	"EvviVGN2/wegY/5o3zJY8PXcsoJrlVKGAeGmTKTM6Igq6t9eXQ9VWX6BdQ8xlflR+zuGhAoQC7AQ3OXB",
-	"kWKNDZ5KVAb4mvfnSoPuzScnGydzplcibyfciN3uzcfg4oyGCmrEpYulcGroTm5h+2BATr5YdGbLkciV",
-	"KITpSP3YasRW++UlwkSX3K5DVY4sImDRzwXgrCXYH68iNi7UGr3G4GF3vbSsyi1J6AMFhuooJlL4Kj8q",
-	"8TseeM+zNEgIyLLM5XyO2DuEK7HpEyUmKbs22vlCywpceip3Cpn5pF+zaX+EpGW7aU1Nha9v71hXIZGK",
-	"uvRUnz+OTRQx4c2eHhOtU6ycLNNKeXpc78ZLwz7suz4AtcwibXIHZrwQShhzszjr1qLw/ChSyRVKk7FX",
-	"n31th10PDOZqr1iv8ardAU5fIk3fPbbDjVOm4JdDe/68dmjPnxdTa2knQhVQsTH2jay+5ruUZnjgytkN",
-	"mIlx4QrNLSESPReNBQB5g+8fs+MfuZ75iMB4cNBw20bLizI5z7SiSjahm+JWXmHJ929IW7gHQBjkkEN1",
-	"BKRr2U+wpcoEOv+mgufFSHD7owPbPczW8k/eyR68YwZSncWVQgKaldngLIDYIwKNUj+ebdvLyl/IH2qI",
-	"FPjfKT0zE1a6l6UT0C00YtwkiFdZ8c7WJEBsKDBVkJR7MFAF/C9EHKkswoZhEcy6iaUeQG0DzqyZ8y6a",
-	"e/TngPB44NsT2ywyaXdcoRtiJkqvlEhvdn3hXf2KQoz1VgSLylR9dVCdFlmZVO046ulcvBcc804PMx3K",
-	"QtBf/xndcLGexS4XBZJvD3TCpZJnrEgWrNft2P97Onhy8vT5wGUID8JUYepJUuO120zNQorU2CabUyeq",
-	"MqxkpzgB+eyqee3cteVzmaK7yAVQx9ChWapJbdCMsrFMVbWmdKutvqdaQVoN5lBD/CnOl+qGFzEGoRz8",
-	"lMLUKWj+6dMYnKpi5wEqL+YHYNQAsyLGLiei9IZsoMxEBP/CdA51NgS4gQo4qtPocfGdLTZeLA31xndF",
-	"iZB0QUVi1JoW2z8NFVB+ooXDnGG5gK1qyhAUZO9A8Y0uMRVFWp86wSqZE9g6BUcOiPl2z7tYikJ/mkpZ",
-	"knMzFZBiUVZcATrDXKZtKGsDM3sO3XZ9B9iRGCrEXrQnJzuCNQzLe45D0CQ3F5gt9Zal1q5lER14N5QI",
-	"1sZa+a5TI+kPN7wYgEYV00J4vJQ0LikLfaVTZ3N4JnK13JA/zrfWzvXjChawXD3f6rczVPWpH/uMkMhq",
-	"YwueQ5F5gWk+9h9V5wXw82Hh4C159w7awW9HOKxEgzayYMIFyZhUCYjNhJd2iR7G8x105D8sOxbGQYmk",
-	"2+IraHRJo+fGTuec0MftSmGiYuF7QpOuRH65iHU3cksDRet+/S4fIIGBtBqi1t2SFexaP4AKAyxz77w5",
-	"d1rXeWMJQ58b9v67F+z56dlTtqgeQ3UJvg65piYtE4p8g8RMqh8CfzC1F2HT5ZxvpFjsRsGvjdsQ+n1D",
-	"NCV4Gj9b4sjjpM3hCQxlFm6NGllC329v6Q/vL+nkhvKQsRTYui5MCfVN8IHqVS9/Ltu5gPbiidgdN9ld",
-	"UpJshuMRkH/bLECI/u2JYIte6mvgcwKkgjhwMPRyQSu9FRg1V6jL0F8v7kC6rY+es5iP9LIYjDKuglJb",
-	"d+yiK2iuQWsXiRzLpCxMCkro/LiDt91hKTbTvdfYYg/IGcRYaOfUbtISUGU7z3u7/mIQ+CDB/5uKiLn8",
-	"SqHShZYKq3PhdjblaeTUQ1d7PFSu/taqGFa5aaPjT0Bv5yAVatdZ02DUuyG7+NXXh0jLxsTnOJOwxTBV",
-	"l/l0oaAV8UEB1ANQWOoa9E/krVCljkxfrZZsKUAoPqhw1BdnLQlU4QBsHYwPvMBHXIEnvGGHWYs0C9ep",
-	"noP2l+t6EKnqly7dwniId9cQ2DMn6FAOwWZNeWWrqLaTN/g5h4oG+8h1JreaO8FXitRqDA5MDyLdwB9V",
-	"bKQQBOn4nMq/EVK4bMc/5UF7/Vygu04vD8cRRRCh7aPCVyMd2ti4xseC79jQQja5t8IFm2wV7QDfquOp",
-	"Zi7CEg+/JshUR0hUjEbNxKI4BiJKhZu2lLnNxU511Tju985eqPZ6N/pLywUo3jyQVokeWCJl+XgNZmJ5",
-	"l+O+bza613H4pVG4/12U616LbnJdGuUBZqtPx9v/dl8u1/TqCmAK2sJ7X1rW4x3wVtzXWwi9e5LVKt7q",
-	"oPwvpFYwu2i7Gj7aXSX3Htb9gAJPjh5qkCe+znMuBCCAjARzQGfnKPtd3A9dHP7Rf3gZaJqvb/KlqiRY",
-	"1maughgAET4nQpezKNPIcJoUppvXF3lnZXT4IIOToslNtZj+3IfPIn3LOghDwULDjqx6M+frkSix1DGB",
-	"hNaUYTQxHiojirryzYitclkUQkGNnKL+7QMW/zqEOOGwNWBDHyoctr4gQEBdBLkDAd0y4RfuGcAJNl8U",
-	"a3o1xOrRgeKjoH6cdjw5R8eWVWXdsgzVBo+dM0gM9o/ZQwy2oNLUGMWTgHZg6KrtRa3P7Ylu23Vsm5lc",
-	"tPUCHbptOMAtk1o95l+xpPifqC44gqZtDWTDLQYH6of3rxGe3gSGdSE+FzvoFnqmuqfP9rimvjRKxcZ8",
-	"ro8IWkyYtM4pyEkanLv2WOD1sWYvMRA1u19kPBGVwr1ae6MZE0OJFWmC4F3acthtC0tCE2l+XQnbFKH7",
-	"3CqB0CTVebPPWTxsDVsxtS2AlkHsooqQVLbUHyq0EexePzrt94831uW0+/xJzUA34aB2DHgLOSrCggn3",
-	"Z914DxrDw2By2DH6Xim45tA4FTvFb6/9Fgs+2KnhRoMv3DuYc0R4cVTDYw3Kkl2G/K5RBLn0TVvcjefD",
-	"+9dNvLbpDmrdadPWwwrAcVGnqnm9Pjje6WYC1cmokrtOrWxCd/VvhSSPUjnqAhwcS/M1y5fqgAinG3fw",
-	"sXo9zh0GjVLLER4DWEH0CoJMfB3XghogUkBQItKd19aIwNvu4GuumUGRr1+iTmaa8I4CXDS+GbObiCJI",
-	"rplgPFmJiATxiCTyYCuVbqhchuwKXWhYHQ3PQkqWx2h/ZNhRrxs0++hBvXVverxNu0qdf0jCXq0xYW+3",
-	"gkuPxxsEr03QnUvVcLvZ66fbbHMavKo6jk/7lukDxAG2F+uVtXmR7HgOVE89R3si+7lT+nIBwTFTITjd",
-	"tJ/AYSVQ1X+zHxpjg/qbbtmgrCry/aJ6T55ND/JvbazVvpcTckO3OzeHFfLVr9E72Cb1kmm8gT2M7YjA",
-	"K9phsHjUFboSugJEEloNwKgNO4OT1TxUk1yvDGWiBzOPWaFXPE8NNoR3Vymg/5O1M/Jzxuv7mIPMPO0/",
-	"h9D3WfekxIPStyLPZYou0CNsuW+Vjqle5gdsyl1of546UjFoCF+22NGAQpJky9QSjHYD63U3ytP2eRF3",
-	"ch2UTmoFncGI0Nj4tVjpQAJVa6f9WOLeZqb/QXJkewiV7u+eALDWOz5u4v2FhXWce0WH2Pb53awOOwBT",
-	"MoV9jKnaaIrKe60KLqk0waXbcTMT6VCVCPLuKDX/hxb5j4B1V9P94nBjcbdKG8Cmbk6Dzjfn6t9sn7UJ",
-	"HlunLUX37MCMbXnuqaXXYLv+JlOD1jcUvDhMVXaIKvW6sitRvs9o72k+3Le7yIPaCOQ2utcaHboJoA11",
-	"qSrWDaKw8i4IFM95IXLJM2nITPB+xPtVtcEQ7CgXDbG8+mHQE+zICMFi93x5g4mPAZ6Fq/X9x3YfGwsS",
-	"kHaRFPObypkcBbV52O7p+CvA+SnB7m4bMEzLq2dG996v2Ig4t2C/BS5ZbFi2h86hFvUlatWseY3/qvwR",
-	"kv0gIofmyUgkdkQhBtMKzV4AELa6wAKzmG/QlVUaM0MVFhCMAMo1aL7OuBU6HuUfDLzjDrvwTBtCcQXj",
-	"Wi6GynJ6fl6B58K0Px0EeC0L1XYPrsulAITZejEn5+IXreobvN89Ycn7Fw7I0YazLBiBZ4/qBsJX+o1Y",
-	"TqfscdeUB1XPIJ926DgPkCHl1aV/fO/GAeDeTQRLlsVQYeYMNeECVFn7AhfVjqtqFYSex2Ilcs+DBn38",
-	"MaSfYa0lp2RLGu5X9Ie62ucpuWC5sGsItWFUk+Z7FVF6VQkWuSmeml25/2jdEVLIIecMSBw0Mq1RtPZ7",
-	"Sp2CWB3Smc8/e4ISxEkp6oPMmbtf575jePxf1mDL1lSv+V84ESxzc/YF1bpVDYsue86+sf/Xin4/RfWB",
-	"6fiP0mAfTl99MEX09UFK6G76H7qrSm3rsEGHehcM3OHzANzLP4kyBDHV6nkPRQlhuS2ofpBZVE1pl4by",
-	"V6pVAs4xVFWq9kTPET62olbgs/Ux8vsoZIeqGuVCfbh+sYWkdHnx5qKEI8UIea4VE58XObXBhFRenjK5",
-	"kb37amm3yeN3PJdmh3qyN5IRHlqof4Bk3XV0oeN1xwEGgLZzkU8s3QtMG+R+LQbkyoGDDHu/wIJRsqTb",
-	"Mv7w9/jxQxWAuELdc+i8hTQC3xLGOdWD90MsEGKVsZ0iwX0t8yym5KShgv5VljGP7xMSZUc0GteW4Pgg",
-	"D+1dAqQuZBaoeahOg8tT6RWDYKkjys7g4/6B1R6xblCopaCvKw70WAJNs1toWYjUj+zBj876SOzvSqHw",
-	"8NxxFD7IkGrqXDbHdw+00wNO4L1U2KxGzyfQco12YrBnXYMIX0uYcCPaUhmhjCzkrQBEA9e6BrO7/JYa",
-	"KiRN2nHXXG3Uaqoz4bJ4HP3wqMJ37diGtWrEb04IcneNqKNkk0JB91miYO4Q0mSoSjlzD5rAqw4iyXwH",
-	"MJ3dffh7BGkwMXWGhv9+wP9cXL/4HmO8iD8XhxLS3ryBAIiYdXf2++xRWn6v3VdTYV7qK9Xm8vlSxKiS",
-	"mAprRFagZUbEgFiFYzpm2ATdADA/9VaBZymlx/4IqTCGpXrHutZpPAdzbCX6XY1pW/bEK5Uti8YUPDcY",
-	"qpI7y8SPeYTeHkzh0bXh2br57InEfk3s9a7h1HvERwPNsX5XLUTedlnGdHO4bwLt5jD9oqqO1n1xQw0N",
-	"PhZ/uH4B5d13PuA39NP9gG8H6qs1WqleNDUswNaHIAXmfG23B8ATSycKjX028hiSdj+Nl8UyFx1sKW0G",
-	"OdQfQ0ciurLKZSFilgCUPAEUYPW1zMuw7RElJUJ2rs+3BJKGr4lAuYd8KF9qUfn0cVQW8prBN3HppIqo",
-	"qzVcxX8FA3ElHyYaqhig4udc8YmIHUHs89jFvvzJtfmn6xGL+TKVBRGhsj3hB5bpSQhb9Y0rdIAn/B8w",
-	"1VaZMep/Li+4W2hG7nH8y/3oYf7d7+UFd0swU/v+yvxaUaucTi2U1hXaXDVtYUw+vin0TKj6ZsfOm/m/",
-	"7RdX779rX9s7Y3RAIaMlkLDusCAJGRQNvETrmaxPnTwIysW9B2onKKicCyVW2LO7jCvjffHhVWF36i6V",
-	"66zSNtd3d3K4fPXNgnxPqkaURwJ4lMqHWjYR/7ZttX9USysgQhSyS2URa41qOVGXqtGYfvWZJ0W2rjQb",
-	"WOmg+1lNXQ9P7SnVwK7XHpT2kWFBQ+eLlz9evrm5fvvDqzf1fYf5QtYrXBdupUiyAEzhjUcJYzJF5yld",
-	"wk0Z+FMPkfEomK7g0ZrteZ8EA+wFXR+i27vxODPLhciNSAE/wA4LAEWNk6FUj+hY1XWe3kwruFO8sy7V",
-	"/yIzqDjFM5l64zfoCGpJx+2RFrM/f7wmdZMGLCfKdA7DGapEnhztPu1bqgAg8+tXbJLzRNxYMbenDDYX",
-	"t1IvjTvGYGHcuty1Jna77AHfc2M8L24o96upEclNzP7gekPqMTvps5yrVM8hTd502NU2TOcBi7Dx7Y1V",
-	"qdJn79o8RASwsi3vDZZQec17XVSdizsB/6uDBwrsgbDd4o6ZEJ47NlHsjzx6bf90GpfZlwhmu2G99k+n",
-	"h0uz5SLYG1ul/3DktZcLkqwB8BCwTKIXa1eK7fRbq/pV9beag6FJhF+Hqt09xHgU6jqgVDfg0Q6GyqfX",
-	"Msq3hR85m3JD9eWboLU3s5OfTqdnkyc3z8fPxNP0SXI2OuUnz/vPek+7T8Zn4jQ9SfqjHu/W1int2bDX",
-	"pUD0+NAbqcKuB0PEaHcjCXB/u5OsfsJURU0npDVCcmBwclVPRME42GDO6VxOHD/14/iH/36eP/vTD3/5",
-	"Ob9e/fTh3ctnl6/f/fVS91/z1/xq1dqpVe3Hlmluy+m4ZYuEnxp5+lKNda1khso5y6JTvfLgOoCgS9i5",
-	"Tgpu2PaEcLhPCC0XPwLi3GaueT1CsRvtj7Voy983jPAoUJauLv/05sO7+HjAYswjhgZhUJZ6zmLER3ab",
-	"gnv87USnYqjAXA7V13MW64VQgKW1JgXBtwGAtHh8HnVpVW+5wIR2hGQI9bxGVd6HPB0Mnh0RAHWn07GW",
-	"qQLU0hKt39IbTFyiwDn1fKdbcJr3hKQOfHG9GpDuXeiQfh/bWwYI4NvrdisIVK6mFlqGQGKUkMC0QqWR",
-	"x6zSOUPloYDazwBHtwpognC2m0PeVwm4hYBUx7rX0KStVgvH9m3kIbQWJzgfXMc9zFKnTBrs329/V7Vd",
-	"HXanqXuCBk3/pHEDMFIlgsXwn/jAzC0K49R+D1qjo8OQysXgM1hG4Jvgj3LBZyJ3oKb2boBuE8VK5zMP",
-	"ulR2IT/tPouG6rR/FlFyPzv7/BmclkoTfYArpGK9M5dHcuB0pLpBcID70G+7cB9H04QObIqbxrYMla9R",
-	"YilE7AsNU6V5WpkUhYM4XE0Gx+Ai1yPRoJUD7O9CKOpoBXAn9na2wmg/y+DkzfVyMr2/bQTc1mgUOMjW",
-	"kZhwhSwi1WSjGAuLC4g6lRUBeADW6xIAsBkqJy522XO1UDNNIgo+9MiwRObJUhaOnSNmpgSM5wAb3X6G",
-	"bE07Ugnd9i2ZCbWRThNUPNyLy26+PBfU2hIrpuPKEsaBKKRvhNDM7mBKMo0ZjFOejdtwLu04nooGoXVl",
-	"z3ARIXAvYPbqvIiY6Ew6LJ4WxcIMHj8mudpJ9HxwenpS752gTbNnByQZl3ORBm2NS9wNQHQ0mS58vXy5",
-	"Ffa2GobpuRUO9385sgrSs5d3jnM3NnKz5G9qKv0W6o7qOnfuAgN0lIlYl80FV7u7TNN7bxKtKJa2rkRc",
-	"dmKr3LhOXjW3O2TvLzum/dXWKp2cddmqjcqPG7zIAxBQFJoixcxlJTP24cPlS3bEs4z9InJtjqFmDGIP",
-	"bbAEFHTvQAQc1/rwAJCFTZ3ADjNqtqMBA6lO93PYLb55GBQiFR4iZw0QQXdWA8pqNf8eH/8AX7fRbMzz",
-	"yOOxuKo1duTgCliqhUPYNaJgEmNauzmqORMnbJxdB1BQU5XVYa+hHAtKdkFBytYEoL9ZmYU9Kqrpw5GL",
-	"uZRYGx6fCZqF2b9HloUeGXfaYjocoKgMlYfL8l0FNj4IEEnxcQVH67erBfvw/jUrdJZu1Ob7BcYSFMtp",
-	"ZGxAF4r7FIXRMG70uE6YMV5Fd4hK+iA2h14WiZ7DkuXCHhtlKQZsvjUrcYitbY6EGyppGGfxC3r3O77O",
-	"NE/jyKUg+pYg8Qttrfaifb1eiAEkXMsEvEKPfzJaEfKxROhMPGopVotR+SBcrsclSC7iJWs/ObPRAXVv",
-	"zMLTDeDGmoD7SNWrAmTQoYZgC0Q+xKAjP6Lvlc7n1uCbz2XhkdoSnacESkDPenpTEieh7iH0ICEOe/AB",
-	"jK1KhTgtAPE1VAidTIjRW81gAg75IzpcnAsq6Akztzb3YYQ7BEKRsJeNo8jhyp0LuN7s6FJAPfprofn8",
-	"4ri9ZkBH97a1v3HKU6d27s9POyiRrnHP82L6cBv+oRPNaZQuya46KFkE5+yD4aq4/DWCoGximm36ABBH",
-	"LdJK0wZG0Hb7Kh/gCTDEfWm6KzwOQN1+Y9zN5knfE4DzQetIK3lzVs0IUpiCxHSHXFpNcjrewUN3LDMF",
-	"d0OdnFlTIROIZ5flg66MkIKyYKlMQTGyP6JXIpSvh1ebOiDKJhU3BC0mAVAdHmR/IeIBDdGhLqi1/2XH",
-	"gDayre6MgMCzTK/wcNqBhHBOVrrTLKMA9H+o3Du885XUT632w63euzC2RObf1YlHfC4ZQYKdPijxcbaw",
-	"D+jOiCYB3YzkXGBdxVDFDo0xJoVJlkcOTblKpg57o8PPg97uqzI67I1db60Sq98Eba/cSY5aEHV+IJlA",
-	"Tu84TNOMKw0DhGuV4D7zT1cC7LSkII909wGzC44vRFIuj3lJPafpXA+VbD0OjACHbucMgdpK78OakwKM",
-	"k8buVodRakNPrsXi21bVASC4VMwHWGQMBhNLhRVFacTgWOMFSzJpP0lVLoVzPw3VgudGqklYBFpV6yOE",
-	"ZqkquWgdQDkGQRS3uUrbxPwEBZSiB48ZbTe3637nmFnkAvu/0HsknCRW5fS+sXgTmyNMqj2MtJWCol1M",
-	"GNoSlUCrC06PJbRDlKpTBcNqkDjOCYDCxsUtgxot6gZyB8dmFQqyJr7qyrAq7F8tFtPjr+Lsw/oZWz22",
-	"7GbcmIrrMwaw8Q5Kxzlfg+dsE3mmijXTNTvBL2tWGRJDS8LYIz5EtHRUYUfOvLUbYCWNOD5nrg8phFyg",
-	"emkkhHJQ2gdpCdXa9112EZRfI+xkOiDLEaoPIg8VHXmDL2JTrqzFCFtzCT1xKOTgKeqsyg77ViQaGk7G",
-	"AbhwTB8z3i+DntrKMROK6MM5thEcEGyh6iYBomPfsSBuue2cfgw5Ao+xT01Zu3+nCjxM83G9CzbwADxO",
-	"QDMMQIisVgVa2wYT2NRRahTGija7bTk0OSGds3bTEQkl+lYbQZR6JVZWzQTFpsbbTL7derkYoNryiTh3",
-	"CEsoxSzPR2FfCgS6Rz3+q+Dk/yVxDVzngf2YBg/URdlS723e2F7jAv0JWCHiQM/RcYuuNxCJsR0gvQMG",
-	"p5U4BDcYV+6gPg7YrDrwbdSN1UmCQocVrNpVjlqF1sEwlH0Wxm4SHdaQwYsFbUhMB9qLqs0WdO9dalH3",
-	"ecA77BViXudOncWwj9LoWGbX2JEsW1veQ5dp2AgPm/x8uP6u/Qzmjv0SuWJLteB2Lsws81xPeCGYMAlf",
-	"CHYUD4fL9Fm3i43h7R/j8Tg+jobKA22H2NpYAM6zAmMsQkHqyUgqbnUeXnC21svciGzMjjAFK2KGrzey",
-	"p34donEwbA3Yaf/Lb+IwvyDXGSvEFpqtU+YHYD2Fpx5MmrP+588RC5LhsPcB5f4NFRbTkfxCpRbKqp1G",
-	"WuPEDjsTpxGLUZKTJUhfHyo0icu4hbPgUUvHZyL4t3N3IQC7G74vx56X7wARPlRPTtkP8lvn0UYWxBU6",
-	"RggTNAhw+GGTOb1Su5zQxIKoLrgKKEdeqg+AXoC4jWjHRiFoNy7Klot+qJxeDSZK4HKOyxbYTjM7wumW",
-	"r4s3nfH+IVlY9obGw9IUG5UYe93bHfY9hGl1tSwUJA6ogTpbFgIj5PFQ6ZyC5UGG6mn3+ZNKglMR5v1T",
-	"XgO8+ZjoVHb9hgaPvpzaaZvbgNtoADeGMu6sLLVTREe6M4aJRwpu0OLR5aH0CoS4IKb1bFLN+fWoMCdd",
-	"g8WrvelJdw6SPMmWRt5SEY9z0lTnelJvAOz3xO8WJryYbmCMw32e5hviJvDVDBU10Tyy94GqUfU7olZe",
-	"oppaA2QsFc+oZwNsRNplJJUmWhhwCOWCuMcJG9ex00mG8HuBI9F+02tovBzRRFsJBUWIQaoWD7vAgjJ6",
-	"bC+CLzIO9NXyszHcFXfYlR087iBuQsa+H4cixb4WZ+egoMdDBC2+JwlehjUr4QJoFOVebVkvhD7WK1XG",
-	"HL6Jo7Co5JsYhdt2lMDDzmOyg8fkd1i5qVAbnYHDOKtVtTcCrb8t5M9WzCCyZBhLDO2O1tRQBvMBQF/6",
-	"x4H8RE3Oe/yMExkeM8wD4sKe7dS5Sw92kt4PJGe3K2pbFLOj99+9YCcnJ8+PO+wNmHLOF7UlfBE1/hz/",
-	"UpisSzlvm7Y7N8xoDY1kFtoYOcowPi3nwikbCyumnCa8Ucnc7/aftHu9dr9/3esOuvb//fVgR8ODuJgi",
-	"jFs4IYhpf65wuKrD9QwDHGp019cV+v148b8315c/vnr74TpmR2dzq5r4enJ2USp6qHMtFSQLAHdZgo2h",
-	"TzYUREtT4nZXygqdY/LopGuOMXVCmM1NdLjP7OsbxrwrO9+U/WH8GYsZlVKZgpAs7ZJ8eP96AP+AYzRs",
-	"0OfVXisDIaEH1XFvq27xqtXb7iI3Gr1TG6ofKzU/pzzY863DXmu9AD0NcipzeWvNMZ6muTBGOMR1aKZO",
-	"FcMhu2DAjbpvbM2FzNrfwhl2KIG+NLgcrgqOYcWNIhJM2q1PmRQKnOsip9xeL0WlSvUqYjpLKz6qg7xH",
-	"P8KrcDg1TqSwN+ANOGSaknhyAGBPsBuYtRpuRmty0EE8HqBh8Gfx85JnmA5Mgsyj+cNGnpNjvaGdZPni",
-	"3c0Ha9rVb7caxKaSiIe/PdkOuyZMWg/0Bi0ftZ6JFP1BcysYe92o2+2GmjBmMVOndp5lrk4HgkkjMZXg",
-	"1QKy5eB3zvQEYjxWD7FKCIwCoZyD9uglUAk4nQNBUPFG726g2NwUcU/rwr3dCHc3FNzTGfAf0dYP987+",
-	"RiIbY6HHIr9ht1mzdu982iEO6tj5I7qEfRhKYt/dTI7FYKjaIWcMKjni4CJwRh/cGbLHoNId0gQNIuFW",
-	"z1+V+1wvDMu4mAZHYTm7ezf7+7uPuuWovmqiC/QqlTkZ7DtrxkUlKgSGZtxruH3DppG2wyjENN0iX0N/",
-	"6aPQXWRvHioW2gigCw6g+LraSkNp1Q6Hebx7nI7V4oGPMrnMAWf00gvC+oQHZOxSI7luQKvwCAgur9oI",
-	"qBAz+xo5H9g2UmSiIFyS/QWdL93dX6KWGI+twngrbjJfNnCgNgXvomKDBsx++JHs98UiWw8ovGDiDYQo",
-	"6mQEinbG1SMTXFA6FY+M74JkUAUNqxVkpSjhDg0K/JQPn2gjJkjUsiNvyO3IqLm50yQNQIp5AAgXeSql",
-	"4TgX4rB0DWqQvLOoHZoS+iImSrGlzsCBtIhoz0fBnjouIYOGqtKRZyYWrvAJWloFGT/Qj5VMkzBpLSAB",
-	"4nqtUUuGygla3yg0Rd6/un715vry7ZuYHT1lKV97ABsjig1//tN+d3ogyQ60U327rx1d/WMO2yc+Z7FZ",
-	"QkGU1RcIr88V8KIoRAS2ULVGt2r3hMVIlXb5CvA3D1VZh3R87nqhiQLTt7CJEQLngdsYYF0ek8qDyUBs",
-	"qQqZMe/Yy/XKct9ko4oYJ2FPTzeAlpMqarKjYOsGLIGbRKZ5DW3eVe0KlmOsvsqPrnQeS99BR+RZMdXL",
-	"ybTsQT7KNDTis2ZrGAkjZjqCEupC5IpnYKPIRGzpohBCgDAQRbiIkyY5V5QK4XX3JkzpetyKEv9nI/Lu",
-	"AukgGby8qZG64Ub2vFartsBsEBliR0iS6FJoiplsHzP1SegXbLqcc9XOBU/hDIeMdJ+TB2/dV8nc31vJ",
-	"fBdR6bo9ADSvHFO4S2JinS+csMM8dkHzQd2xAS+uyJaXr767+PD6+ubd64s3MeTQSHwRpt3Be8VnaQpz",
-	"jodRo5S+b6F2sJa1KB9KrLK1j3odjPTxO8J6NIF4sAYMj6H6rUA8DiveKBub3Ll8ozEPn4709KDU+gMx",
-	"CGr32FfsohXmkjyIyvGAcCkD5sGQxpoSsOnorIFGGirCRnovEoEFMLcil2NE4AAIK2rDLAt2dFVwlfI8",
-	"ZR/pYw8EnrJD9jfioVTYs1kUvAzU+LquiHnYVdTp/BBktef5uUeppApFmYky6iZNoDvUtlIVJIWaIkkH",
-	"oBrUZJvolXHJhr7ac7RmM6nSAeFYWn3TaZb23z6fOQ6hLWMPZxlHQxVDtIyMiYjFG4ln+E5cDnxNwYuN",
-	"rn9h8epJ96zX9znadr6nXXIutAa9frfbrXMpUirNPqnjVwoaKhnyYR0qeTYBBMNvRn7dmpmqqRz8omSl",
-	"3CppZKxZbf/npS646bBXiAZtfwAu4yxU1Ct4N+4w/cYuDmU0uINK5ojFDx6PVCfmsRHJMpfFujNPIzak",
-	"gYYjwKecxTdsHQ886w8VpvBhtRE9QyWWdOj7BxF2B0QdxB882jWHJJFcCLbiazMYqqFqswsT7i97oNHb",
-	"j4LLsec5F0kGEGsSdYJqDo8HZUn9ULGtPqUNRm5pA9mXd1kmx85+xlVATcyrz/bVR970Pe6wS8U4Dggj",
-	"837Cdf1tgxnC4gIi+AAbbOscnDUI8wuOZKh/9UP3s9+guANw7niC0v2OlPG7D9eBsWJ/NY9/tQL0S3w8",
-	"8OkEEbhp1yJnI5HpVWXg7t1ei65dp00dm1bM59jQ1eO6hsus3j1xwMrtcU5YRnNWJRg2GPpKt8xjaurh",
-	"8lUTvZAOd1sWA0x7hiS4ypYEwCGwsSpQIMBAvo7euIMZxtcBtc+xATSN8iVQpUoiPtt38yxjR4R402eg",
-	"lqMZZsdgjs83cSUcOk6lHVy9djpa5rWWzLtLl7BYlnnxgjLmRvoW18AKsDKc7a6wXC8hwTy1nH5U9i4+",
-	"7gzVWzgjIWBlv2/vj8/L5slRtwvBhf1YA+7pPYNfQO2EpQA7MktTcKlEehxB1kN1tYDMllXxqqWtH9hQ",
-	"lSNjb+2jskB0IpxK2J24YegOScM7N6UwNwuR36R1GVI/Wmp4E927imA6H65fsJSva6iG43tniS2LDdR2",
-	"hzIzVCtuB4/AaHAQk5/bXsm0KSJyXvjMaPvBuUwV+Mz3LkwTGMnGKe3m5r3xnr8KjeVEyiNKAQqNB38h",
-	"eyxYQQX4bUdz/vmF+2bx0gGEQPWoo5SjEQa6NK4kdjMmsJlME3Gcu11puwfL+FQIunNHgJUGEgQ8er+5",
-	"s6MXmV6mOKtHQzXnn8vpvxP5Fbzc5RPCnjcUTh+4/NZcIMQaSN/eYzvkevavkm4Ts8gzjTVriJqUygEh",
-	"Z/JZiiyzLBkN1QapWQ2lz4Ee/it2oeZYfMkB8BdJJ32/gqEKY4hHlSDiMcRgQUmn1NLNWI7rvWnHvncv",
-	"b/XnbNjKVVyjIz+8iLmRMZ2zIB5y7LYDZHdaKwYywez5sdLLLB0q8TkRArKhKFm7Thj50A0W/QmOilJN",
-	"fpjvbjJUPLNnoPeAdJjrL2UeVZp1UPhb60HpuYHBsXJs0rh+o5iY5pZXY2zP158dNXXPxYOYOpNCAXTe",
-	"YS+mIpn5zWnNr/xWpAPmRU7haYYOTsuuZqp1gdljWAiJbs7U8u0EgDD3b2m73t40aljrslvlETYasdQp",
-	"MXaClQUflKRUI2DpylIOVWUtz8mgCzp22R035zN75Or5YaNvzHt6TV3lwy4XMd0d16UXWLpC50ttbUuv",
-	"LjoHYGNm00YGVa9MiDj26CTczFxwN6RL/3yoMKmWVA5KG5eGJcvCYa6hhHL+u7KTnbUDrSpjhQiU5FVb",
-	"QwyVfwfqhdsJUQ05xCiqd+aD7se/KiNdG958KBQKzgLM16TM88oZQ53T6k7gOGIzsUbpPgWRDi5mbpx0",
-	"pmTLD+9fB5ibgAJnJRNUBxxZla2z4HmhRN5J9Nxa+P3uSafb6fVOOk/j43N8LR4nmz2kEAkZPJZS4ULY",
-	"W+yao8rOlZ+c5Qdr/NhRgPlGVe6OA6nJXGmqhWiKgcnGkWgddhHqSnDN1MJ+YGLDbr2sqPBXoJINNn6C",
-	"RopUYJRDSi8iTlFDvbLC3CoY6E92/UjIJYLGk6mXv0eVrH/DUl2eoOeMYxmT3dIo+cFuUTWin1zFSmPF",
-	"tRfT/tJxnSaA2kBwOC1I7/QyzGot64VgMTg22ngo2CN5+5waqh06pxUZQDeshIFokf9aGNcr6U0Jp4Qc",
-	"WbHDxhLTAUDdhzAqBPmqNc/u7eXxxYLTa6gOPL6oyMyVE168u4xclhTYbvtE9pc97qX/kWK1nVd3v/j6",
-	"HjXmuqLBKL06SIuJ/IEvsNquPtPtjiH8iOquyNyl0hYvPB7A3b7h/fPhwiqRaOC7nIBfD44IL7pazuc8",
-	"Xx9Q+fpQlaKVz94xOwXKPKtzJsbZzV37GQoTGB1PYSJjr2tF+tF2VuUxtYojCBl7217E0Oo4tynzydNm",
-	"T7NVDMdgthEEhMFDdO7aq2ZiXMDpZgpQo3zMfdtPc8/tXLul3i0rpyUKJonutUNivb4fn/OpMj0eW81+",
-	"Da9APD8oUHEJR9g72J/rYapR1dlX3aaLXD9cHo5oTMOpaRC2M8dmqCpJNgiHRHwX90zMjuKn/e4UG+qd",
-	"dCF1piTaVlO9SgJORWUuM3Ag1utS9b2PcLHMJ5DST7XrBgtkaFZkwLlhDxUYaVCmLhSWQZIxYUq3C4hU",
-	"K9jp8Ouwt/Y6hTqiIDHztHt6jnkydcoEXxtgD0V+pGBWly9f/fju7fWrNy/+cvPx8s3Ltx9jdtQ/nR6X",
-	"xCZFdKi8XjHlcNpTl+jfI/EIt/ah6TbvQy8/5dpQcktZ10BpiBm28fvbJ8xtRraw6lCa85WPYby4fPne",
-	"oKWzK02H6gew/LAk8vXF+z+9ur65eP367ccb+6qrOKwcGCrLm6Hr02pxMGDPZp6TnCbr+E4h2E9altZD",
-	"qZD9GTR0BdFuwmyG9npAEKY07EWRe8qAp33sen/7ozAsPun0u51up/u496TO6Jrzz5f4FGD4N7BBmTnU",
-	"cMR9MHwi6s7odc1SY2Qu5T7jHmZXLUY4x3w5Z0Mt7fvR3AQI4oNrFWBgL3ntmW/p3dDaGDTezRFuBT3v",
-	"n5b5kstsve+YqSRWwNmi9KpGLdvfIlM3VWDcd5aFLnh2GPFfgBG0pSIA8WFoEbKJf+lmxlmtYlUPOHQB",
-	"5yt2atXjErDiw/vXFIn0ksAeUCEO0b5c5qakHLAz75WTU3ljbX/P8gMSYpOEA+NQKAsMI3d24bU24BCW",
-	"/TOrfmWfQ4AOMTzUQYgdji1jB/yK3l+ralMW0YHVbodCOPmFQBwn5zzIPSjaPXMWKD0m/GxI3ma4oka+",
-	"9cTZ1/5ru57rw/vXzrnxyASrBYGHEsjpoGxJ5RFYYNdEbKnkz0vh4p6eqBGlN/lqzKCPNw3EPn+O7hh0",
-	"fmMHasq89NvQ4ZISiFAFU3ij5m4kob/L3jYztT3hP4Xt4dufvvnPr4BH2QWlFbFpHZCF728OlZHngIfj",
-	"GSZ0T1ltBILaU44A0/V1h0SLTkP9obl7vf4Gi9s5NnLrXrQrSGsCOYII0Dm1pD8Y7wqb+/62gFdwXvz+",
-	"iFcPiTrlRWJdNlSwEWtbQIGb+yJux3+F5LK4Hf8SRyyVE5e0FHdiFt/ELG7HkTU/cvBQIQzdUGXCbjMs",
-	"moKHOuwFN6Lt3dJVzvV8+ZtsXkeMQ7soNhGr3JOWAMFdBPOXAAUI7HPK61qG3PkIj0AqLoS2G9knfWCr",
-	"hiq9zrbbgB0utQ4//sOg/qG6wDlIrpEox30/zWDD+NhZplDOqG5zhJpm/UJYzQDd21ADjmpv7k0rPQaD",
-	"4y49Qi6cr8PjPB7WPQvygG9yTAOuycv+1v6OQob0cqzDN488GJ5bNEKk4opuOb7TEIyoq/bDz3tQZY+3",
-	"Jsur/J4zL3N2DqCmlbruAdQ8iP3u0HMNFLGD149CHARMTt9mRwQCEbEUliTHYp18uYCsxcMGgwGxpKla",
-	"ghy3haZeWHijYUcQiarEpyKm7BCcw8gnJBw2kq3OTuGwKgu01c8ppGWFg7Y4unGDvuTrnam8aOU7hAqM",
-	"Bv57R/6mO7KxZVtA/r3egH/v63+yfe0W6vfd3u8RFWHbav33Bv/3Bv8X3eD398xCyqQOYj/Hh/lq/0kk",
-	"imuzfXMgHAHdfWCJINEKyIMJIodjujfIOj/a6li8N/n3F4YPkLfg5eq9XBeh38I547zPouwnl7vF8L6L",
-	"B3NbfIlarlwKm6FSet9cqms9E6op4r+N63bx8sfLNzfXb3949SaOPPBdfLEspjqXv0CQc8C+FTwXOcNi",
-	"38J+wdf6fswhjG2vGUpFx0ZtBq10bNThy/0hpw/hoKm02LBUY2UU3QJSh8oWRcr6XfcEhF1ToQrJM19H",
-	"0usyU2Z1xYXW7TlX6zZfFtO2a5harlMuXMa6NgIejpi4FYpae8AtkNYFM7ILhnmGrUFrBEQoN+m0KBZU",
-	"7PED1lHjHd+5PX1oxXQraqrVv0f1NQRcc1EscwVJZwlkncW4QTGqiOFdvPKDWMedoboSiF25b+35QtoB",
-	"+dV/xZMpIVpIrahSHvtj6YVg3N4MDd/tsg9V/Lnti8DbcEvMjmKu1vGAIrbIGjOxPj6np12s0ifvdU9Y",
-	"LJVZjscysbxFL4J0vyqzHXHFLt/dPnG5d7Iw7PGT0+MKi5mhKlkMGbKWtXZx0GrKC3Cpwupgn2VzEPMY",
-	"YYzU6oXWM9nUTZab6UjzPIXW33A7S+D+CCJydnmNnKhLFbvyzHJFqIUkdkx0/ARnKEIRWpGBvH5MTeOo",
-	"y6809BGHdAXRnsino5eQAzSmR4a9uHr/Hb4M8kntgv9v215sg1RygE7YAXcm1nZCdu2MG5AHR3lkcBsS",
-	"ECQ6wyxBcEyuvHrQ8ux0Q8MoSUz78ssXaK0+rgnWloAEgMVoRDZuT7WBhJL5Mitkm/YhAKY6gFCXCJZ3",
-	"2F/0ErLMZeFQFBnHYFLB+FBhOSoAYNoJuh5aAEKKbVgQ/gUWiXqIqIjgMY1rawRJOXo89rAtzCyTBPaU",
-	"zocqxNp0p2tEBfa4p0j1jQjAHOHQqx0Ah2qo/uM/mN36Vr4ikq69eF3Wnxl2BA9hIu5SpSJn8ePb3uMY",
-	"SioWBf6FNZxxhH/RqlDyN1yRE7VcxMfAadX8J8eekMaEO2aogJ8GTWLpDqgUF2wujZFqErE5z6zmhbl8",
-	"t4AgqHO2VDOlVwoEHIF0WnHTg8R/pIPrd1Q2IA2q2HjBB9uXCVmflS88jVzC6VABAD1X9oZqJjCgjMC6",
-	"vHWAQbQIAZU7nU5IyH0HfEhYOuDYBT01VBCdoBJtSG2347nluQTQlynHXFaUGHalUmnsL6ljnld5rnNj",
-	"/0AhdPr5M6z6WYDahiXjisUhYPMi16NMzP8AHXKxVQFA+j4/PXt67ABE1wsB1f6yyAQU+zsQA6wqEAWX",
-	"WXyO5wcvIb8NSjVowwUCZjym/vSU6ygVwX6buMO+5SmTarGkhaZWE9xOwQHZO0d3WR9vWQeSyDdqnXg1",
-	"i9yh2R1Rzeuxo9t7TxtEwS4pWOKe01xcmU7kY75WwAZQ2O23INvMgCltlByPgVTvsTotbyPIsv2xndM1",
-	"S1T3hivSKf19lP3XNnnCHlnr69E5G+d8LtpcJcKaS4auO2jvFzyZChhSrjP4EBhVADqI/A9FebzgGLHJ",
-	"9STnc+NCklaDNiioCJ3ZoXU+Gip4StFJEaqCANbp3g8dstlRVeOJQn0nqqpDcGmo4lwXvBBXiNJxBbID",
-	"UCLkRH1YlA9dqltZiPjYBWsgHXO0hpZyCSDwIBQsXyO+gN0qWMaoNHvx9v2VW+cB4/ZMGSoX8nWiQ+dy",
-	"IpVDQacOd64PuOmweBMvIXYRplwstJGFztfMQJ7XdA3pA47VXrpegZMlh1Q3Adx2ETauClq6BX0kXeid",
-	"gCzRCObUZa7mvs3CRaiNciSDl9tFgygglM2Vxe5mbQoxh4rJpVl3yjHLAJzW6rUD+D6ivmA/M0H9JqH3",
-	"gEfH9tWYoAwfQYIhhlT9iZzk3EwdEecyTTNaEPeWY1cfBNWNqUiXKL78clf67Fr1ugHjvoP0DpEsSfmw",
-	"Z7oBIJtU5iKhZF8oCiEYnA57I4qVzmckDiJXYmYidtp9FrHT/hkWfgPQdih3HcQceG7Og46IBL0rqXlD",
-	"pS89G4lEW4XedWfwRZ8bxX+bos0SAFSmlBfiGPE7oeYmZ2fdE/uxqVZ6mVtBhmnyVkGf6mWOxhgk+eJS",
-	"YqMVy1Fz/vmGNCE4zP3Sm0IvjO9sKl2yiGNpuzVh52D50NojieLUA8OPZtGERgp9cqC2C7XbNRSROayI",
-	"ZnrhagTeRkCigE4TfpeeI5HssIKROOAGqnQCeWKwERSn/QawPm6Vh8o13yk1W245SStKI9pqx+OffWTK",
-	"LgwjxEiI0GZzd9zQ7zHlXm9hwELvMISmDbu+IjXsRuZpAP4M9ge4EDELwgz8KT2nQ7/a+gbX64+ERgn7",
-	"USisqwKHgytLfff2KngMIA8fIzhs7OTgddA9gLRjOHVDEqHMDmQaNkyIXIYSdTlSKWoslX5ZEVtkS3i4",
-	"PNYBUObvbmn/Tpz096H6e7vdhv9vf67Ikb+zSmsmL9qschOq76z6qJUKpuDzhX3DByU/O5gNJ2SlL1+H",
-	"+D11aam+xMNn2ZfEt70IdWqC4Pr+x4sX7avvL/pnT+xuG7bw13LwqHV3qpf9wCq/QrswuECvEWE9KIIl",
-	"QfdXIK3ZwnAkXC2HL3ZE8GHheOm1xxEVs7AtIDBmFiKRY1JJreIjlTDnLF2i3HBvByUBclmMXQKeITBB",
-	"24gFzyE1MsAdQ4punQR/d/bvvu7oAaKM7+y+jwlK4UX+fPu9XtvSIfW3Ur/szSdcKX3avihC7qsc/K7Z",
-	"BvXQ4Eo77tp6XchCnP354zU7+v6qf/ZkY3mxVRDQ16n70piYxV6KgR62HGGlN+y/+KdCxmEXkDY0L5Mw",
-	"xFh8XjhoH+wfXKLHLfOMXX1/0SbO9e16/44Hsz9VAEXOHiblSULNQ9c13JPJUc7zNUBa+/PEThiKKiCV",
-	"2Bouoc+hFbVuRW7QE9HrdDtd6LWyEIovZGvQOul0OyctyOaagnv38VTwrJj+Yv89qQPZuyANuN/tEtIb",
-	"nKC5TgBkwbB8qRScI5cFS6YimYFOmgpAd1UJeFm86+gyxVZA8Mmo5TUJ+91+twup3Gg3IF7PRgOesFzi",
-	"V4+U29IzBzY/53ubo8PH0YFTU3xZzotnkCr3JWqd4sDq3uon8Phbnroct9CT3hr87VPUMq6qsPXabk5h",
-	"EFF+YlqDv5XEMa1P9tHHc6txJKZxSSpud7rZ6ZnvcugjLexBIT5bix+Udyt+MCxUGucstM2r6AWvrt9f",
-	"vri6uXj58n2Md2MlDXPOP+cMtZpCRJjx3hMByJzby/4jTWvvstuBP15kXFYXvPUf7PtXr9+VaoiP+9xA",
-	"NUKp1PsA7GjN9LKw+tPA6cJUaAn9PrnMOkP1H+z6L+9eNb8Way/zoWq641f6xh+HEJAatr6w/kF3Y98/",
-	"e3vvoPtpCvaJ3rPTvh36BkXwf+2RmBt2jf9xFcySTmnCESvkHHMmhailQuVVE76ciHCMlV97Zyf9oWqF",
-	"W3AzArW124gbaIOd7t9gb3TxnVUhd26vgP3nnt0aNxrJxc6az7Odu+3tQijwTulkOReqhCeC+vaKlkZN",
-	"KDPBYnp95TPx9r74kyjo/XeTiG7UgUR0Hul7ngsVIVqfpovxxa3qBEegk07XEylCErmjaiPYWCt+N+n8",
-	"4OL32o7IvX0Xa0A56aGnonMyoFhNuGKpBu8K2NVH77QpJlZ1Q6y9ZMpHmTgmPeyse4LmuaG+tkOlADTC",
-	"43kMwmiVh5yrYliyscxFGwxDOIOxyAQBGlA+u0EMFZZkYpXyIremcWFpshxlgiUZl3NsYgONdP1waYgE",
-	"UhLMFutu6QjBE3nAUjHJeSpSF8wrtQFsvLjMXF+SGFUGq1/pGTo5gq+SfQx2LVSHimzs+vlhWNCDsfuW",
-	"UhEWHVOhhz8nMz05Pg9bs8JL0f45654MletmS45jht5fs71f3yNrfK32ghOHnANaGtRk7HtTGag1D6vl",
-	"wOjvt6+i1ln3ZMckQ5f7nScbrDpmMVnqtwYtHjAPQlyW95XEOeuelNrwG3Jwrkuxs8zVwAvDAQ10oHTR",
-	"xhsPJuwbXbzHJ7ZJ678LFuEGHxGAh+N356SRld1Bno7OThn2Hrrt7dEhfTSHL1Ns6lUrxzAkgC4hbPiK",
-	"fnGWaDWWE1f0D0gwgW+c6qHt3pHKFDzL4L5Hhh1Rz9qhisOG0tYMszt/JtZgMHvQSR+HBhO3LVW1F/+5",
-	"a1hBHY1zgHmGNszo33P13K8Ueuk8lkEYrfrw8vK60uHjtItABZWGg1sb/bU0xQWQzxpMOZ+LAnqg/m07",
-	"bxK65IfNJgSOx4eYf14KaNBAEeYwA6pkvD2JW02t5MuxPYbhQq1y69C7X2BW0pdPXyvQMFnqb79Cjw+g",
-	"Cy0OHlU3yGV2XjwpdG4FAAUhIalrq71l37W3dLIgBAYJoFyhDUQJjoq1S9sohYCG0u1+IYT9Vrf3nPNn",
-	"4yftXtJP20/Fybj9jJ+O2mfJk/SpeDZ+zrujSq6ae0R0271RP2k/TU9E+9n4tNs+409GT5Nn6XPRHQPd",
-	"PQWI8zvA+ZW5J5msn3Zve9ozscYBzPqtyL2zNThxozOtQX9jWmft5+mzpP109IS3n509P23zk1E/6aVd",
-	"8Xz8rDottcyyyqBp2cr0ux1j7vavu88GvbPmMReLbDEunt6eGjHtlzuAWg1U8evxCWNu+qu1/mmc/aQ1",
-	"f5q1qnP7/9l79ya1jW1v+Kt08TxVhuwGSwKGy9Su98yxnWyfxJdjj3dOsskzalAzKBYttiSMScrf/a1e",
-	"a3WrBWIGxuPEzvE/yRiQ1OrLuq/fD+dfL1lPL1l/2j6bDaKhHM2FN/XvtGS/HC3/6YDlB01Ye/DvpmF7",
-	"nn/7JW+UoLoFGcFFQXDMRRTc0KrziSq0ZvngMPvefr18v5KzQkaQk99VUdVKwX/98mHH7pYMNJG2wxy9",
-	"BdfsqqxpJsVbYps+6JLN4my2jgtGPwYIAUT4QOTAJlZJcYQQBPLRNCtaTsE4gitFWD6AtNQUedPapcP+",
-	"k4ZR6pQpJj4tPBMBUhtGPpnMz6kgqg0pFHt3BIb/EcJnYqLMmOMcncSQU1RUj9yFLt4Dm8UUqDYtJCC3",
-	"WtxCEnYlc1a9OjPv1Lg3YT/T95itAf/cVEY2xn1LMw+0BloJXiHoMaC+Vd5in9e4P/b8n3H8irAEdn/S",
-	"G3fhJ5mcSVVcod/SGPf8Tt/SJWix6KGNKFHbYG1xBpvKtmzvQDyOe71uw5Ws3EBkNcaelpP1b+y5b+xV",
-	"Xri7N8xgOOgElYF2fWeksyTNQfDujdVpK98dp18Z5y+8oXeflYCR3z6b92V7EPVm7dG0K9rByB96g/mZ",
-	"7Ee94+1f2kA3SUBzfIF+A9+gc2fR9seIp0dVYVI2uMMc3iKuYqjduFla4W/YLI2gRTdy62ep9qNq+HKw",
-	"bqGIQxRMQFKeO1VUdC9IAS9zmWivvFla3JiKTdEulXGmpdCiNUbxZXMJCJ1TbTwH/jhEFw9XmZzH77XB",
-	"DjGOGMLJcUbFNBwT0etcRvQDyFtuyasxlvkrqoWjaQKRZljh9gXUU5rMWyxul5OY8k567PQIy6SOTf11",
-	"Bjjytbq73u40Y0AiiF6fWuEJUq+unaue1dWMAMPsOYr40GkECE2qaJXJd3G6zgme4MVK/Ht9cODUROCO",
-	"vNK4H/T2/Yb7M+1dnJ1SJA8vvVHJRk97xP1N0Pb6ld9Y22w2En67Pz3TttlQtkdzz28H3V7/bDAciekM",
-	"OI9SEIpayX6XpFP5nrN3sWC5SHCfwCaFyvhYvbsK3r0fvP23ExporNUapan+H4wKMCrwn9NtaQDXv9zg",
-	"0j8bd29+uV7lN+7LeW1fBNP2YNaN2kNtsFYMT/ty+++x7K6ivqi8x85bVIY4GHvBuAcq0b5XOYbRfKhF",
-	"/9msPZz2Rbs378og8mfe1BPg+FXaU3A6jtQHeF4PqYMSeYSO5lezeCcbmBdmamrUDIdoWQ0mM5beaxUB",
-	"5Q8gsF0OtPXKCY6wpik3bBmurjI28vrpd8/fvPw7jiGEYqCJgttVyfZM8ghN50O0e8SQtIBkMB0VrIeb",
-	"qNAcnViFrGnwzP2z4QLLHhREZM4ReM9fams38M+8BWcqVrLYIrJkh5GGMGV/WplOlO2VgFq7NIKeArbQ",
-	"CknrS6olhBCTnpuVVDlwGBWuXwKNKjgTxvmtSdc8cpR2w5pw/5lG29NkajkdgOy4uE3SnXgkq8ydH6o9",
-	"YIQ8sqMU/BMD2HfWBf6ddQGuztUMTVtX4veWvxVdNV2cbbNZf/NrtJr3rsUgyWXwx6mQOyxQdMiKxje9",
-	"iYRTT4LenlQKpp9aKZQ+NAz6/UP4Mf32efpaH2MczFf5bOSzFrTQSFGa70d6A1AhWPId7svwxwaMVjHc",
-	"XeYhTTwz0Dyi0qI1totdCneFwW8Xo7TDLphzm4mKcwha2Oo07NHRm2ezSE153npleCx3qzhGtfJxooyA",
-	"pBaXsC4/pr9xBGRFyPTq4GThVn+sbXBayYG+YHS31JfNZNH6HmMYYkjKLpFhmztnwl1jRksMcjEvhJpp",
-	"Ibe/FY80RY2063mjMpeGy2jxlUkM3phVw8e24adHy8SXePHN0hCmZSqlwllohs6jwlbnj5MLuGNLyVBv",
-	"u1Ud2FtyMTjRTx9jMLpcRGBNuCV/txuPRBYQYXq+QJxwc9AJdHMhRVZMpShsCcFKZEWMBEJENiBFLqHF",
-	"YpEmEXXQLNINQM0b5zXon7lXqpQl8TvC+YbLIIWP5OqIkQ29ToawD6rLaSBpxopNqjc5ufRo0QK8NlLw",
-	"/SazFOisclakKZD9wfxgIwIWIh5I5D2Hebw3R7jGsLGxSW/s+Z0zf/gzKmd8u0O/9Do+/tJJV9wSrNvv",
-	"U217Yx9DJrQOjfG/PB7wHj/jQ+573A+43+P+GfeHPPB4EPCgx4MzHgx51+PdgHd7vHvGu0Pe83gv4L0e",
-	"753x3pD3Pd4PeL/H+2e8P+RnHj8L+FmPn53xsyEfeHwQ8EGPD874YMiHHh8GfNjjwzM+HPKRx0cBH/X4",
-	"6IyP9DA87nsB970e970z7ntD7uux6cHp0enh+UPuB3q8AfeDHveDM+4HQ+53Pe53A+53e9zvnnG/O+R+",
-	"z+N+T79Yj/u9M+73htzve9zvB9zv97jfP+N+f8j9M4/7ZwH3z/QMnHH/bMj9gcf9QcD9QY/7gzPuD4bc",
-	"H3rcHwbcH/a4P9RTNeT+yOP+KOD+qMf90Rn3R3r+PB54AQ+8Hg+8Mx54Qx74Hg/8gAd+jwf+GQ/0PMNE",
-	"BzzQU63nOhjyoOvxoBvwoNvjQfeMB90hD3oeD3p6RXo86J3xoDfkQd/jQT/gQb/3C0jmbN/S9i+DLmQL",
-	"ez9D0vHWLTnQvzxqSwb4S3dLBm1v5kftgQzm7aHoTtu9WT86k4P50Bv5dVvS39+SPu/yPh/wEfd97ne5",
-	"3+f+gPsjHvg86PKgz4MBD0a86/Nul3f7vDvg3RHv+bzX5b0+7w14b8T7Pu93eb/P+wPeH/Ezn591+Vmf",
-	"nw342YgPfD7o8kGfDwZ8MOJDnw+7fNjnwwEfjvjI56MuH/X5aMBHI+57Pve9Lve9Pve9Afc9PTSf+3pw",
-	"enR6eP6I+4HP/aDL/aDP/WDA/WDE/a5+hy73u33udwfc74643/O53+tyv9fnfm/A/d6I+32f+339sn3u",
-	"9wfc74+4f+Zz/6zL/bM+988G3D8bcX/gc3/Q5f5Az8qA+4MR94c+94dd7g/73B8OuD8ccX/kc3/U5f6o",
-	"z/2Rnr4RDzyfB16XB16fB96AB56eU58HfpcHfp8H/oAHep71ROuZ1lOt5zoY8aCrJ7/Lg26fB90BD7oj",
-	"HvR8HvS6POj1edAb8KA34kHf50Ffr1L/9i3Z/xniSu7qB/0z3lirdKNkdOV+4Z1QfBPJmzIPxDD0eeca",
-	"HleVdV6nf0Fjpht1m7MBpMa3GAf6N5CKQeDo0gooCwitTqdkEkOIYxYX9br0JTz2Dw0qVys/TKVHPbVs",
-	"4N1QArLHaNjfo0DzkYWdJBrRJ7nA5vWDPBxCxl/5N7xKcHPRSu0QK6NE9phDg/S9sR/gII8vddCrfNNp",
-	"g833uZ82iLCuaL+as4T/rjtLRBB+jONueH067BWRscHR6nkj1gz1F+1Yac/ERl3LA4acXsCvvSRm6SWw",
-	"uJpmbTyz2h5OCZ8snMCoJ40xAECFLY7Zu/0DiuN7iUBatzvflnJsIxxgry/AE7/5gkepmicxYnz9QXLd",
-	"UJVaDLPqZuOHs8MV5noI2OSyqG0UqF/WEwQvXAEi7cBsmN/B8ccZOFpa3CQpPu899UeFDUR00wY5LWKg",
-	"ZxxpN7SlVUdw+4gAB42o4g7FRl4xAqAjcZEmEuElTC28MD/Atg2OuBH61xNlS10r5Gcik4i7hnh1SHhm",
-	"4J8MVa5ls206majHT769ePPD5dU3WrZ5E1XynCIgSnOt4A8ZtRzsHEJKAAm2EHsUa9xSJZrDJZOcAB0M",
-	"KZtth60OLh+zXO5gCYVyPpczqPyhFwYEFyyfLqmkJqrCs++OEUK2ekyA7QfYL02KhQQMtAJqADANqVIa",
-	"K60nqgzzWDQxATEQ6pXdlxgv16XEuGOa6g8zt44TM1XSv2OyWl+CcERgJhmdVw4lgGsYPpwP/LQM3Z/3",
-	"LhWCpT9S6Pvd2y96KbZJKqLLNP1BZNfyy0hDoRx3hPdhJVIxaW1t4I0OIv6qSul2uPwMWYANzeduRFh/",
-	"aStXJ8rS/4eW6DTkLDRUp9jv5ZCdhq19qlPued7YpkCgJkHfEjygiQLorz0eVNa0MB9GMdmxv5VbQ/YM",
-	"drdIkpa24VeSKEBAKFNDm6nUymVhGl5uL+Ha4505rxLNlCXBtd71Ja3anUrgjAf/tQTuDy2B22mD2DUT",
-	"juhYqaOwJ53rEt7jRzdFCnb0rfk5oToRpX9dR8XB9gh+L303u50fiNZNgQuH1RYrKyyFqb5jCS9u3oYw",
-	"mxrjhr9ARnH3o7zSNylgJRp8l5HZ73eDgzEbb3Tp98ZeMPb9oxaU7xpK97Ccd1tLv93rzYP2QHjT9mjW",
-	"jdqB9OeeGE2Hs0HkrmW5ItdQE2PXxK6AWRJDPHtgUfp7a+It9xalX12UfA0tC06Ve5Vy9l9VNtRf9lbP",
-	"26tbbDz79WL7PPbeP3vtbV7887/fP3+cbp79mr5/9s/V8NnjJ/2ffnzS+/nySfH88avls+vGyTbnbTWO",
-	"JHv/UKPnD4yiFVYvHVunaPxPq7wJwnKeyXxRArOqqITBrcAulViHAMS6U5CovTjoqMdXPFSTKKAiEY0T",
-	"bGRFCER9L/joWsQKOt7fSrkCJFwxl51KAysNHyUFa7eBPO/5xbMnIVtlMZkSCDn0X69fPD9UNEhc8R/h",
-	"jbki9MT9++kLArUEfCu3CFK+/vW3SF6/j9Rs3g2u5GrejRZp9FuUzuI8+HVRJNfL99cyUoPuut9/X6Xm",
-	"PKhXT9FZN/UZNsYNxPPq/iZ67/8RPP75Tf5f16+TH/720+ji7Xzdf/jjPH//N9Fbf/c8jdXZkzh78ve7",
-	"TfjBAj9zJBxvCba7RXAsGTjzavFfUR6KL7v+709w2HrBEcHjyzR9JtT2lenO+qMdPSMvb0v/kUS+tdbw",
-	"NZjfGN03zLCGn90p+rNQnN9m6RJ48fXWs4wKGI/AVEez5/ktixY3UQpKroWKqh6gw4KeS1V02NMCIa21",
-	"MIfCRco4GH9F2wvXWbpWgBPJ8qVIkomaQtQrH9ONTUlsnLnY5MZM4pbl1JIicjZP0o0NAcYldh68GZ8o",
-	"85JAp1nEeQE3sLilOFfAtsHeAGA6DN46mfvLEYJ+ySuYKDj7oXWa5yIjJEL9DfH+X2O6x3wWts6xgH4j",
-	"sggJTkugrc5EVdhabKUmQe+YmxAewdaBejZLhSxPBr/ddLp22EX+FttJEQQTElhI/jKVeguZdatDE80k",
-	"QtmwtYrSQwkqRxdWdE5wYogL5PttIS582GNagROCXTTKAyK8snBUEXFeOV05TZpKN5xZdPHQ7oWvWREn",
-	"cXZQ6N2QOnPEmBuYQklTii4V7SJ6gnRCVGowKmGjmx5tCLeXudrKlnfWEXFo3WNdnls8/wYs8TqTeX7u",
-	"cChNlL2dPsh1ub5DJ8T7dCfk3k4GNX9+3d0m53fD3j4t64fzDnXCAOM5W9T4XSSUq4i29mhg/BWCmiXE",
-	"9ZZQsR0Ffi0LC26GsLKWLA1pSNAsXYmsIJ5A02GMSTgEorX5xspoTAbQgJyZdF15+URR0DWEggdE9ULG",
-	"tLR09dxkou859oAPEGD+ApOFiDcLmUp6eWRqmCjEQUvfySyLoXRa5rLDkLrNVL2TfY4OYgkgjvOy0frO",
-	"/EKbJoAHHdrwCc2zVvhJWjG+HgA+urZQXAhrrX+BxqXMJ5pvcTgTVV6Vptx2gbDVOrsGrDPiDctrMoJv",
-	"oELo4xzRvArF4+z1EpiOM0H8FWBhsjxJN0DFADgLAMrR4A2Aqz4J2Gcneta/tWwqu5b2xi7MA5ya2iBd",
-	"sP+UDx9Azq2y+J0oZBtoqKuv/oPeqxUEKAMmgpB/mE/B65HG2n39YyJg6LAX2bYtVNR2onPuML6VepZd",
-	"/FM6HbxyZLDxn4JzfHcXAtZJFxGy3FGeFhF0o3/QHvfhVOWCe/WkiMWXoxvLhJSCDD4J58+78urzz5RS",
-	"Kca+2jvFl36ojcZbsqYmKlkBji+ZnwDhzjTyKemy7LgwHzdlAL+X2/zjrT/zKjfu8IuXT7+XW4pwHw2F",
-	"5V5Uu9P1s7/agBQ+F3uUZPm9m4M3R+FLqj5DO2h2rQWhR+a8sSEbQnsrBuzwMooP9lqS5gVSxZkdnyQm",
-	"v65tTBeLZpuXoXO6x9PHIdKS2cC5NWNm6XKpj08S12XIH1VJlj7KhsnkTBt+26oOvbAMkYQoBpPCD80B",
-	"FZi5ipJCz/b2H049VH9YlH7Ze/82EIOs+HdfTa/evvt1EMzk+t1m0Jfz7ExGRS/fbqb9zdvFIIIS6voC",
-	"d2gdsvgn5jeAQeJgPEL0vvLEMkxv50pPlN6D+lB80/jlxIm7JeYOtKdW8e4F1Sk0EAOVHMxS+GUH2P96",
-	"Cv5ZrAricHXP48na/eHvCFB5Y9wc23xzw6xyTvIAelsxEm75NGPF+ofrMPFGVaH1UVqdhO6Rip0a7E/W",
-	"7YeOkRH5kID6qt5NN/iegr9X/X47nO/3crvfP17Z+ZnM1+jw3LuV8URFyDiXr6TKgU21Euko47BI3krg",
-	"+JhfoMxTBRi6bJMD0iyAfycHFQNGMkkAKdMmJ4B2ytSVcFsiPU3XBXItpSrqsFd6DpC2jWFpEA1yonaS",
-	"Geelut9JemAFwRSStesl5sNGUEU4S7OoTGdVMzMTlaTXdcJB3+PLj/Zyms6v3UN3kiF6E9gDpPfQHTQb",
-	"XfxJDvhrvHdecRwMG6HlDdO6kYLAUEcLWJfW4rIJGVDdFvt9ogwFeVwY2BOi3kPOjEp/XZe5aCtgu21X",
-	"cqLCejgSHGrbzmtIWWiLsbsRcTFmFqTCUMRC/4pKM1uQLPISXRcllYkHxxkSmWP5vs1E4/ciiijnHmcs",
-	"nVGcEaqT6ENgsOsgKeJ6KUNiCdxUpNxSCgWSrsNoJYhCbme/sINCbKIOSbHyHkfJMVYrxmhUf4Ice21r",
-	"Ce9boNmJ+SrT7iDTaF2ONtKhFuFw2E1YUNkHpm4hnaOoeXP5iEViizGEUP83hMxRkYasCZG3PH4nQVwt",
-	"tc9u+B/ObfIIMr4YFidnEA+qvkAVC0jCpJHYtrAzIks3bGV5pEEY6OfHBSITCYWE9lDE0ozElpt0covp",
-	"g5WZaMI0ThJISgM/MRaAUXMC0pmmObylrTSB94auMzrGTiMecGPkhTA+rqHO0C52CG3D5ww6k0Mqvymn",
-	"Exp3VLrpsIscShiZgLLWiUrndtawyS/E5+AT3Fr+c/rsYjaTKy1R5fvi4Sx/F3LSDXrSaHIhAzJRImeP",
-	"Xv/TlIUSi6n+WTOMRCG5RfLnzqtwaGXEJjLDaVn2pXEroicK2VRsXoID1eeVFuz0JxEzRmGL27eDNL5p",
-	"T4ivVZoBuTHAJ2i9BVMlJipfZVJE+ULKgm3SNbU50rrO02y5TgRrQlUI8KzB3Pw95Cz8m/5PW//nP0Ku",
-	"T4eYokKEij+Y9UwW60y1GFAuRUg3zIRWzFm6WkCaMjvQPvIGTtERzSO42/XmZOFPP/30U/vZs/bjxyFr",
-	"vrl81Oqwx+XJYIcPxqEeDX0GKx0aK70Kmf7l//uX1x798nvvQxv/CMo//m896Uld48tRQ9cn9iAFS/qJ",
-	"xlfDBgMnpims6rVfFGnauneOmGP6hJBHRzGBp/3ufUJuo5BPHShfW4WICKfsW+l3u7xRFTqNcTAanXnm",
-	"4xxu3vN9SHtHyARQQjw33ObbxtjvjYbIOOAIuMa4299prKmIST2OwLsDQYq9pFp/7r5hzeudVV/ND454",
-	"r27NS3nVxpSdV+rWvs9tXTCV94H09EfBYIPQfZVubArNKL8qg+nHK7WjVdpElXPMj1lkrheVr7KUwyaB",
-	"DQbbttvntCthv55K9KnlD1WZppuvAOBVE9ntwDVWLQdTcgqA1zeYzDfyutkKsNS2tIITah50I71bNUU9",
-	"dhN4kNi2OT++U1SZI5O5/sLUYM+TdNN+K7cu3FTpIBMlGGfTdfJWO6QzmWgvW0VYNrbN+T5DXFnO2U7X",
-	"hVOmbVJND3LrBBdptSx0okIgswoN9w5coE2xWRIDIXh8rdarUCtr03BMr7hecRa+fPEa7XD6XQs6mN/K",
-	"7RiZ4aFPiXjq4SbO6DHEoQcnkgTte8qXPshbnYn6VBR26OoeILL7ovjkqk08HdpsDkGZXohdvrFDIIdV",
-	"urLrTAB6btBbeEsvP8xMFq9++20wf9v7LYu7WWOPdc0T/rQ9mAVReyi783bP6/tnwaA77I36H00m91Zu",
-	"a0jZbn1n7KGqYdPbBYwcmF87M2Rp3Cr9XKWBFclVklaztqDExto5MvbHeJPFhYTsh/vqQbs77elX7+tX",
-	"P/PaA38YjLqiN+3Pzu7G43ZTS+iz5L83Lx6n22eP082zb92W0KeNL5z/zTuikerbNJvGUSTVl9lCVaGS",
-	"0xIUKl1rOeVA0v3CG+/bJRopbE9tueovcXMaTWpU1M0MTqS/nOaOXBqYDJlBQroJoYNviM3NFl5CCXUu",
-	"ixZEg6BmLItkxpraYJso+EerDnBjrJXgHioFOxmUYqLQVbqsAaGoXtlh32tdD/k1DI5D1MPQThkwqLmJ",
-	"Zm8UdXkVE5UAgg0F0hcCisUhCIbduFG9cvo20UYzFP/eCe/Caez6SMyL/lfIi5MgL/wAEBIcRdEYN76h",
-	"VUwSmcT5EoqpVzKL0whxGXijRD2oBaus3PUwoqZXIVzCZ8/WeZEuZdb2vV6wOw7PHcfSGcehgVQecQJq",
-	"pt3Qt+MFVJsSHdHwVXl8KuUBlZjOvDtqo1QDB1SH/cEB9QElRUdDh4LZ73pFpq8TQYnysrkEBTf+vmwT",
-	"sWh4tnAyziYKUeUSES9ZinB/1ylQDX4TsnhOzYi5LDrMNEPCVyXWHs3zoa5Nu7s/PsFnjuutSb7ymR9O",
-	"P4U3tm7KiBbgcz9wf2Qd359+Qufa/oEz6p6Ru51UdDxuaiDFZ5QIkees5/Us36VB6mJNt/pIqvJYcX2u",
-	"tHVX28P5lzkv7lJ8PS2fzWn5Tt7jYUG1dmqIyG4dKBg9BEX72vaaAsCFiphjntkmGqzHgaR3qMcFJdgQ",
-	"qtN/cOolhXTqgvyit+BtRJ2JuiAFGni+bVs1XyMvDVpagec5ba3QvmlhNo2qBa1o+2PxSsiFYyZb/8Ih",
-	"2VHSYB+mG0XVT/l6tjCwRUZTi5XICqRFXshckhuTQ8Oo42Mu0iRiYpaleV6pqirNBiwQupYFy5O0cBAQ",
-	"QzRy2UOY59A8MU8nCsarUraJVYSJePqxflGZs2UK7otQLMRr8SGrZJ1r35T4wUwpgLN6IYYy1UQh4XWJ",
-	"I4KNt0j4A2bNRhhbN1pLUwmxy2EOqW7Mb0xUs2wkuUIidJHkV0VaiCR0YBzxzq1aNF5na4Fl5JhMaqJS",
-	"NS7BdLFGlIiIsEsGDS6oIS1SNhdYjoWzYa9bxmpdSGqr0bvXtuoaBEwsC9Cr5YAXL8UWnHhad/0bg3oJ",
-	"sJcYeW/2gtFEheactqGtti3fz6SMZBSyqdymKmqdm/2Ru647ueemiK0zUY9dFJiKFdpMMwOJgPFyJtS2",
-	"pXfWO4Ihwhtb05PrP2Weo3mJhqXeyz+a00dc/Is0h55vKum1z9PvjofBxu5bbBorgJjeyCThbJoWCzgQ",
-	"57A8KkLsZrojIkMjzRS0KukZBf08S/NSPjgHFMQPHBqA/CrnAL6IIfnA1quVzNhU64dDlRYv1zu6/Y6A",
-	"XhUntX/IWfZOV+SftG3287FFduT33WCSP7fXySUiAKDiUvJzN7j+1+B4laWN8v6dFIonnN57XM3unt6D",
-	"zC7wJSbKNMDl+9A4iEJFEQQL710X0v1L9S3/QQG1Pz8oVrhplZoG5Zu2MuzipVACz/VtbcjIcLDbi7y7",
-	"i4uUqglYqoqUyHAAdUYbAtm7eEb4M1C6i+lHvT2VlFFeGvL1NOZmamjvs5lQ7DpDsobEtEEzY1tA75FM",
-	"5qzZ87pI0LCJc0n0DIbnXLsYokDaSggeRKnMd6w9NO3JiPY9j61Brk0U2G1xYcss7AODETg/B6y+84rx",
-	"BI9YxlCbmclWh13aOYSWyfFEUR82IpNv0LDHHC5wAIPthPID75yA6DjUhv2xDdiUPa5pvyYo961ZD6wY",
-	"YVgZIgipxFRRb6XI3P7rYxLbd8pff7Z93PeJthrU9nHXlRkcM8/3WTzwtRP8a5LnCH1mUFRVTR/u0WrM",
-	"scZO6hUnX7O26g7defcr0FBklUH0wmmtZteyyFnP81mq0OvFFJG+DlrQTfOdFoq2Aa+kD9rvS2cwSOwb",
-	"cx6kfV6bewIwjkMd7H/J3vXPNSj9p56hkuH8I87QqaHknQb2EhTuYPZm74hhdw4VhGYlHh18BjYUlbfo",
-	"XbrF+lBM7mgbcWNqOCbK2lRQZbOQSyIK0z+9jTnsfI8BLXaiZi2HSH09W5C0mCgKf7YhZorYeTEUtay1",
-	"nfpD/FayCq2YfncC+tVCx7SNaWctL1wI0wc5ajEI61KXlr4CCpgqt9zDHg9fiUJC9KL9A7ZHgfgCgL4W",
-	"nyjn+1dyKWJVIqG63+RSX0liiK0NgjKbr5MEbwZsc+9EnGhNgi9Rn1GzxUIfV9vy2QMO3kD5uvvsfjeo",
-	"dH3ciUztn7Hc3NwOu5v/u1NB/udTOujIhTW1zBkBR5vjUAmh2lrzYClPEE9WLhnXt6zrE7nTKd/ELnJw",
-	"Qa2DuW1xCsrAyTZ5IKTJwLDQO5HEaDlox2mGgFxjLT60kCtSNlvI2VtCz5nKeZpJts71+OJ6ttFHMFcf",
-	"fdbAS/n9dJfDgY66s6eRiLy4Wuc1iFXeaNwfjfvDn+/uj1Bb8/j3OxNTHG/V0FrcjCmJoATbL/aA/rhI",
-	"IbyIx+ZIk8M9jxby33Ii1J7NC8MNgKduunU6O2CRQ0iGCQbMAywu5LJleqrTVTwLx05SMS7gLrYWeKKk",
-	"ilZprAqCM66iwBtIBX0fAObH35ps6C6jHpaDQYIV7jZRiD7eYdgQr42FGMD90iyKldDKXORvx2XLOIwS",
-	"8UFM21gIgTTM6VUhLcRERVJA0AehN1aJ2EL82DKpNnfmykAL6V+GLUgAvjJIsVRnlRtcZwdn1rnlOQtp",
-	"1sFywBe8QoMmxJgZplUBrFkLvxXUVceJxCvxtyE0vxPRLFYI64XpsBfaS7IUfGZS47yEdEf4ZNwSDjg7",
-	"K9K0Upx3CKv9JV778c6R2cC3u0f0yNeyKJKT/CMz1kMcnjQNFTKPv17Jz2dQtmNmukiZQHngSDxsoDsk",
-	"8xy1dDpvND7W9bQcjrnfb+NaeJC7XCtuIokzLFNvr8R1rASWV74lMUkeDMVtofRmlpa9BRDgiDM2TSPt",
-	"d5i6AoqN/H2aRtuQgbilfMHS4fi04yHqFZFstBxAGScmynz/IAdm61ZZvbH3BOqNgIoCE6cfsmfxf2qx",
-	"gYMbg3DEKiX8ZKIQAGIlciPqZ2tgGMssuOpOE4C2xlJVxGqNyKf1qbTXdl1OXWR99VN8tcaxmABlX+bX",
-	"Too/mjx0VNqxswxmwWMj9g37hvnt/k7kGR/bvsRR7j16pyfRaw/kWdQezPrTtuiJbnsazPzIk6P5UAyM",
-	"hZyt1V77gzcsx7SUxQLKUrTqb1CX3f5F3cpFK6EN78Z4LpJc3gul59t4tZLRlYOiBZ0dVT5M/PdvqdKz",
-	"82SdpSv58KXIYv1NbavHzvyvs6QxbiyKYpWPHxp9qz34h4Dn/zAScbJtZ3KVZsUpnSHmMN/eGGIP4mff",
-	"CPLn561zR0Qa3Vl+dkB92h+UKvQWAkubgYTgYW6B8AC62rBXisIE4e0GhTpLfaJDSCaZnRl2Jgrsd+eX",
-	"U6kVIrBlavO4ifrJPPgqjrDjzwQRCC0p/Id9O7PB2k+jEHIGWFAEY2txthSFzGKRxIBQtQArf06NhkbV",
-	"ac0GT1/JjDXNs7k7TH1Bi0/UZiEKE49wlIhKI4kVrfTahXgrc9YnwhXWpFrJRbrOWCS27XTeRogt/C99",
-	"tJFSj/nMXAaTQQFEAuriTDCzXGnGmuF/bKXIki0AK8HN6G99L/oTzi78pZ+fbKmB/z9w2bCH/7t0oiKC",
-	"Rig7+U2FrZ+3OuwyXkr2G9TUaNfs6cXzCyi3zFkzfHP5KKw05eu5eCy2WBubi3cQEAI+dSoKrWytOdQS",
-	"wB4rYJJyjAfBfNlgskoLbD7QvqWe667HAlAX3yCpOr1pa0y9pHhzQFzX18r3Maw27uGV1nPteQokcwik",
-	"FiN/KmCyonFGIFAYZIq1F6qKsiio6QpazkC0et12MBozLxh3vfK9vO7Y89ijJ68v+UR5vha6rfPKKBdi",
-	"tZIqZ8UGazwwVCySpA01nvvjAz+FMKrsRp2oJgp4rx30zSjgsczzxl3vZ8i32clHe646y+E3IWviRtGT",
-	"ChXS6byQigMYpD7Q3zzs47Szb8IWm6dJkm5yJhOx0qcM3knPlRQR1JvGBYBCouedLbbFYsmKRZaurxdQ",
-	"6jpRRSZUHuu9l4/1z+284RY1E4/DTdKZSPApS+RIBLd4tjBJxRwLaLVhKrGAHfmeVlhlot+tY7Z/yLK1",
-	"AljKyvAtLr9jRYMZo937JpZXQ+VYqqIWZ5m8FlkE1js9TZ+TDjtgrD/UloRLlqbfFxExUUbB8XnhwGai",
-	"mKwUZnc9lpuAJngWpkwbEjGO7Cpr3OGS9J3MorU0tfEgzaZyBnXTJIT3wIg3ImdRukFstmWc5zIa0zHQ",
-	"H+PBNnVJIFQnKpMzAEyDX7vjgcXlZRbX4iDDGYVH00VFPHt7qArHyP2PKsWR+0QIGFWex+8kFbjn3NYn",
-	"kW3nFN2Q2UqitL90rcbvnlw69mCRraVrtPXzI6yuVZokoP+1NAdmomrVUMG0CcdA/pB4fZYqLSuKlH2b",
-	"xQimY0c7hRlq/D5poCE3aYzZpAFCc9L4cD9W+A1m6Ekm5oeTTcxPVXcEV7gLcGOEyu7L01/gUHDKCI+v",
-	"FdGfa9ENy6QWb4D7UMqlO1jm1aroqtY4tsm6UjdI8FIYdHYUCtkcCFjBplKqUt5HbCuLDrso62PKaBLF",
-	"9TciP9QtXRHMHxUW/jPPnImFfyln7wuLBVv623s5Ljd0Ou/sW5OPcnjo3rv2c22e46+xo7/u5E+Y1fi4",
-	"bXy3lIZZ8ONpce1hiBVi94MrTWi4S5ldS4a9is1X3z5ig+7wDFxpdA2ptCtGqkxuPkdS3B3G29JrogQr",
-	"3eMGclsHh4MJsrhNigEaILS/XYaS2JvLR5yFaGyH7OUL7eKqlIVkrYb6wUwuV8WWhZDmqABUTVRIpjh9",
-	"XqIWO7TA6JKEaMKHrY4JakHCdp0lodGg5rZjerWyuLQXBJ1yUHglkfGKTOKkRzQ70y390bSw4NUJi3Pt",
-	"Vi3TdzJqndt+VaJuKH+WSWjijsFhTghKJZO5nto4x2AGwlrmdqrh3lDm9ubVD4C5Ak2sGSa89ARikh6H",
-	"ZbrKKzMXLsX7KzOrlG4Siq3VW5Vu1ETRNnIn5rVEvvjQFZwwJ23YiEB2EZ5Xv4fPME8vIrJOICAptuA3",
-	"X4BfKkxPdBmLTDMnFskprYLxfLqfPmhrA+hVE1wh517JDVl84NCiIwxA8jaqgEl5oWaLNJPg4x6IJnQm",
-	"ijbYmGlXJUQvs8aUsz+D1EJINDw5tLDI92JWJFuI0Dh4ndWoA1xPe/Chod2I0r1gg2GArsZOc0uUa/k/",
-	"IFRCodk4Y6QIO2w/cjFRe6ELCHRAfChVEjmNsHQbqx7gN3GO1Q+MUIFxJsGWTShSoy/CUJ3+iEIBUOGp",
-	"WFwuF20BGwukUBGhvoHnTPu1GsaG7eXcwCykoBgXkeXrW0JVjW2n1/ckaoO93nzYIxPlxmgqU03xRWhl",
-	"Agljmv31cXeteAy9YUkdPgXIsbFlvLqtqM1pZxONYbfp2xpHAUtvoOOIKKOWgujglkzMM5kj1/cFqQqY",
-	"wB36FdM9X+wbYBuRcxaWGanQdgIcou3+2EAPkTjXZeG6H9yIjO/ljZOtrV26Zt64SZTVcHHSWu4wWscZ",
-	"dDoMx12PPZcb9lOava0EVmuCUF2PDZ2wjROIuVjKLJ6Jh8/l5krficC6l6tEFHK3EU1v9jevfoA9oOU+",
-	"lngZmgrUPjfoTFDoRwedOJs03sksj1OlPw8+VONN/9P+QV6L2dYCk9NCIib6KQGl9rvgLjGlT8vGfWRM",
-	"7ujs+c4O+FLS5363RDX8HNLne8flEFoi4ir375RCv2+3TstXQhb/y3l4/wsDi4bS/dOFEyEJdWPpG8RG",
-	"Qqoydc0Oa/Dawl7HsC1MmpiS+QieO4e+m5wSZxFlhtuYGW7DNRmi4wvFphKr9mXUwopMpd29DrugDEy5",
-	"6csUGmbP4sL4jHNSofHc8lVqC33PyHgu39sAz6W+x22QvP+wdcpuODWFoRysv9JzeIhNpsolc0vd2P1V",
-	"ZUEadaeOiVTK3yBDrUVaMTtU6fSB19yid+sterfdon/rLfruLU7AqI0zWOCbMDB2ooGI2vVFoNN+YVGz",
-	"l5l8F8sNuWfvCycD/qeF0OqlJEic07lFd4Nz9eyiRbqqeknjvUSN9iy3snCzMyKT5K4R3o1KDa4FluZo",
-	"T3SisOMQg94kAjvsJbl7Yk+U7vhwNehf+oJ7iYXft9375VSNouNSrQn4bEtEPwv7dmebfpXD9yuH9ex+",
-	"WjPzrvTrR0nQVxIL5WvkGZRw1aT4SusVo7yusKW6I0OuPlEbkZsbG1BJyII0VUr94C63+k5VI8UF6fpb",
-	"5SuyYf81ko3G5P56bD8RUIUhTr/Pc4tcXUeXmRB7+SxN38ayw37Ejh8slTVf2mbv5TovAGBhC2cy/J/2",
-	"o9evvm0DQ1zoYPUaoLQ8LqQh687ja6UPuMyA+nxdnFv4XOjYJPyyyBmcGRSSE0UsnU/U7thi2/JjCXVY",
-	"M6RvO8jIfgW5LEDYdYCSCj1qqPFWVIE5UYYxDUB9IfmDT7NWmEFMa5qyc6GgFLUG8eF1fK1erGvg03s1",
-	"NiQyx8OslG/u9Hl27nYk7osKsEqOrVcS1g0n0hLFOfu3/OyXQ4UdPy7Smi1Ykuhz28epNxkuF9V8OFOU",
-	"SSU3MsKCdNp2ekEmqolVsSuRF6zYyOSdpKJ0VB1mqWPV6rDnUkbIKVTZ0mPEKIlzglcxzNKJFJnKIbnT",
-	"83y7j3f2Zn0ZCp3Pj1YMFmLgVsWAT3xhfl/p/j/mSks4f7ReoXc8FOzErzmsbXUZ797+f3+klzS8RzCw",
-	"fd7LS4dHeo8i8eAJqDd8nrw39kSJVlTyN0KDB0i2aKllHMirZhVyGvsw9sYxxggdpukRDV4o9o+iWL1Q",
-	"yZaz12IpX8eF/PvrIotnhVkFB7GcbhSy5ms9ObLEpQdNMBNLOVEAj375w+sxnUilJDD+IS0FkLho2S7Y",
-	"KkvfbxnybEE3UckPefnqzevLJ4+vXr568T9Pn7wOGfoe1BzyP+1vsbdDRu2XWVqkYQtaXMlSQ1mBM4Nn",
-	"D+UAnHRuhcN06xTxmxdDvHKUDBNVLxoo92sJRqE/FoOaZek7yhngvSRVRIoLM6yoOS1EiiveMQuo5ahQ",
-	"LLygDQ1nPjTJujhneqfr589MvQdhf09Uk3ZIuSGwyauUofRMURj8fcAHQdnqqHNHED/IJyqc5dn8CuYV",
-	"ur/08CqSkUYHSxwXBu+ty+DCNlzYXsY5tHaELjpcmk2UQfbVux3a0ZDoFJ6en6ONDfw+Dovo42dPn19d",
-	"vvj+yfMQr6F2tRLrCmXuRH0LPMMl5SqEbV1wKTZLYihZiaJM5jl2escK94/Bj4XFe21pWxHFompmlMsJ",
-	"93uQ2zvuGSCxMrU0eapvNlGZnINDAeEe6rO26KHQ47R7m6tYXSGHckjLullsxyzcZKmlsQ35RIU01Vgq",
-	"Q3MdtijKbzdCiYyUXtcbL0/VR7VllErGZpErwJ9iOovk/HoR//o2Wap0dfXvLC/W7zbvt78F3V7/bLD7",
-	"g5NSvzD+T4ok/2Uq4NdGNOwamrksdnBCX8uibbTg74f1uJF2N3Nrf0UMvVcn8ibTHGyFoyxz4zOivmsT",
-	"FfZpsIW7PNpWAZn+XSrWNjYTMXNH64zQPNNCFKR2gMqYERFMBR8BxCQVSsVF6QbEVsTlV6IIO+yfWtag",
-	"wN4Dgp8o1O/QaGdC7AfgK/CtXtOMfFoUhR1qZ5opE1k+RN98IyyZ39+9GdVi7MKR2fKNXTiyPL8KNtv0",
-	"13nya5qKQXISXoA7ezel6sSsiN8ZzOL/lcD1u8cHQTPdSNDO4TwUD8Kvd0GAd65+iJjqEMet9UieQZmg",
-	"gEyUObHVIfKbQem/JYs0hLMc0mGeqKYpCw+D3iLkJR2TfzZchOcs9PLQGIOmmbRFRp4BKTDQnsUmnaiQ",
-	"Pm3r4YlincnQMFhzWzCKQ36QG5QfLIcrFuydzOL59hwNfu1f5GXnq5KbCXCXgPHvohSUT/qvHy9BaaI2",
-	"tZZg+cwKxDE22MfgHwAdV/g2jowN3WFYn8a26TpjmZzJ+B10bKW7t7SltZK5khLHmW/iYrZgmRSzhcwn",
-	"qjp1uzxRTcBdJU6pX7UfUDYhW5EMYIzXKUbD8E2F6VZuYbjP1BFD3a55czbHMadkpysCLPLysMNewc21",
-	"6EeRbBVBRfhjq7nZJHNHSJjtWBN6h71dkT0fU27q8Oo37ib5cECOEfrRyPnHqA8Y95U+SkcJ+apa4Ube",
-	"XOF0N8aNzSKXs6vVxWs/8n4I3i6L3mb4drp98e/rf/73y4vti2e/PXuyWGyDf3gvllF/etn7+x2n6xbc",
-	"+/Ig3AR/D77GV8D7L6VEDo8IlsaTqKqqm3vVhOvVQdv2H1CBD9mEvBBJggIwAYsWTF0UPGy9Yk0nLvH6",
-	"6XfP37wMW2MWpvN5yFkYq3dxAbgrGIJYr5DXBejZ8Es2SyMHnaIM3miHPV1Jpa9WWy2il2LbQvlu7Xay",
-	"uduxItJ9RPKcqCJlkZzFEcTqTDdROp9DH40ZCwKNPU/doNLBWDVO2ccav8s0wvK3d9TnebxsWK+eqnl6",
-	"MJBM76QfcNfc5Cdxw3408087B9gScffs7Of16obwsDHGDK8QpeLMfilh2xE73t2Xj598e/Hmh8urlz9c",
-	"PA9bFslvvk6StphpMcAuXj4FMGbq7as/frXWHoaVoe0wRI2EEQoHDGWp99hEVTcZhhygDW2JJgc2LTZD",
-	"t8RnzPb6xBCJCHKTe2fv7/rcYVjc4BaR2Wi2BwUneyzEGW9HMQjBKMR850SZQ2uP75U+oaEdJTTArXOk",
-	"jTTRSzjEFoQX5+Ep3mdcSW26ofiYwqT4mLaJSbnY9qbqgFruAM6XQnotzjBomBl2NK5vZ1+gTVHM8kXa",
-	"0PQIgoU+MAFBTIdGeIpyLdfg4bTVFukGvOelUFtMi7bXq5yBiTZPsa8J1wPk1e7EUdGEAsYnzOPlLL5W",
-	"aSajMrKq76jdcEMyu5LZbmy2KRR7+vLdmf1giqnnh2e9czaVC2Dc3E0vTNQN+QVOKRW8HaWxyyTDt2kW",
-	"or2OVcv6ZXE70SVazl7D8eaG6VYkCYKHjR30LNY3eQh4L/NAfU/f8+x32ihPkonaVypXL5+8urp4/PjV",
-	"k9d61PXf/+PFm1dhixCVNzJJ2vM0W5rw93pF3Aq8DDjrBSr59M4xP0rdp0hKWvK1wHYNRvbg0EKF1K8X",
-	"vpJFtm1Dq6Y+S1BwU7IOm8z/VJJeiljzlYxga4Obog9hi9nNdS0L1ofdTI9bK8urEI7xEJqtYl6PNhpo",
-	"Odpal5UgfSZnqfbukNmYrtKCC3d6hyxqaqikDylqv16FJDhnRZrZcYUWyG4v8B8rFkayEHHSwe/C+tD6",
-	"m9VHhdZJlVZ6vrByo2JiuA1czvGE8Hus3l0F794P3v67t/yt6Krp4mybzfqbX6PVvHctBkkugxrEd33a",
-	"q899Adkh/XnFdHKfXb3JiQbA50tEdsBT6v4meu//ETz++U3+X9evkx/+9tPo4u183X/44zx//zfRW3/3",
-	"PI3V2ZM4e/L3hpsKqHfuhpVwnpzPJcTMrg7QgFRZQLR9Az23sXT4OAKvQg9SZfTYJw7BfoZ65hD8wgFh",
-	"7uMne0Wr+4wg1bLdW7kH7Pt+qO5Kyx8yzyTW2xGAu6nTvYfKXEB1hwfqqW+cuoVvcWyJAcEwaaC5TwLY",
-	"hrwWsurravlqKgYgr1gx2z4fB7h7w4lcZek0kcu/HRZxbSyxrva2gtXi5rm1RLc8Etj27oofFMiNcYP8",
-	"u9IFW4j8hnuca9eqylLpVBlBk1BeCGj7dT3Mcr/0vC5vFHGhhU3jqfNc05tPQHSULFtnamzd2TFNztid",
-	"iBOE50u8vBatt+qHAmWutdP0LtQaFfBAuKlA0aYhIoSUOl2PqOPUXZ62yHUL4zjetsU/kcW+A17nA7Rw",
-	"uSAoVF0uJmamdev2FeuVK/bauO9pwaQCj+G2xdpxMBr3sVyvq6YOjQSdwd1pa+65OC1cIr//kUtk5p4c",
-	"SfDbsLHc9d32XLdj5tzvl3P+RuXr1SrNtI23lFEsGMz3LdO+Lq9qw1Vt+Pl9zP6l8Vhp+vM6sBNwUjv3",
-	"FIr7iEUy8fJ+aVQbPwN4lVIDigpVWWiznlPjf6zYIPBYfsyKBaNyxS7TFDspzSOPPCNkyd/PIu2OwQTX",
-	"YmuagyiDT7W3Rh/KnAPxcbItT47xcVo7OtTxdeqjhzgAynoUKUB92KxKtrUpj05j146tIPqbvlGvpm/0",
-	"wyetG3BUYF2UysRRC3FDicCPC8JWsfUBtgogiiOArS3pbMJNrKJ0EzKbHASQCijdM1s56GHVbgsQLCb6",
-	"JbMteNQI7MpZmkQOjwfBvZY1uWTwWY8XJdhvMkvzcfkt0CABeQ4i1HA4FTEpxQhAbgy/UQJokeZKaF3R",
-	"ru2q78FPVqMR1Fot4ySJaT9wqF03Hc5l6NeCUStzQ0TpXUuT/rPwNPiNFj8UEIYpxOmIc7w5AZTHiq2y",
-	"9BpPdwkADGfBovwA5SJGNpx0nenuhpfMi4lyZmgLxfJoeSWpugb2l9VKiqzDLpI83SV/KvcAwQaVVFAM",
-	"RclEYWmIHgzaYEVaJVFCNydkTd/jnucBkhkW9Ml/r0ViZgkDF0spFCQNAe+cehH0gDrsdSGKOC/iGQ4D",
-	"ijWBjmWTskhsAXzaAYW3TgS8CtII1QXI4Swc0Wo+FxlAqhBUm8Fo13cHdC+7bZuhvwg5C0feMtQWjcmS",
-	"B71FeKgvHU9RfWM6OjVWV+A/750khEYPL+94WAE6oCJCokhzthpj3x8OeENvMSXz/GrV966W+oJO4H46",
-	"GsGnZ50hOnGxvjTwQQ9lNZR4Q9uPXo7BDsCrDMCreTp6i3uPL53ImK488PhRzePP+v36AcAXNRPg14yg",
-	"1+neOoAyswvV6nsniEg4jSM+3V4ZZf57w3QhN8bdgRmt7++smFeJGeh9M6ZRbeEfI25bkvTP+4H272ln",
-	"jhvd5QnUniJ/iwfrUNrHnuXPnmTki83LPsal3zqTbXQrm27pL5fzC0JCR1B+kRXhkM3W2hEI4E74hcDm",
-	"sZScLbDjKmLa1m/VM5WjrtloM71ITcpsh348JlZyUKG+V2LEl9Xy+OgHOZvF2WytLblMircys7Ff+8B0",
-	"owyrSgp5kSfAdegA78MzS/IEfQG9P6hbm8ZIUhGxqUj0ecx2wvCVt9B6M5IPkK354uXTNoSGlAlpYPHS",
-	"hZm+OGf5QmTYB1EhTc4xoIcDR9QCes2JaoIeLiEWtfkur0QRtsxwzBRxlsdqBi18GOfPy2aRnWW5Tjmb",
-	"rgtIWF3NAT1GP4BQ8fSfJc8jBOTnIk7WmcxD0vpg0pe1pzDt+uXrqzgvaZfdW/mmo9x6vGEGB9LPvhBp",
-	"l0PkrVpS98Zd/2eDKmAmtrZnH34G01ur74KfyS2TSDqLDUgZHCnb5L/D5jzu9boN3qA5b4y9qsrqaqVd",
-	"vplXebPg9jfrjw4P2Q/GvZ475FmSUghsd9AOMsH+gH/hDYWJDAweR377bN6X7UHUm7VH065oByN/6A3m",
-	"Z7If9U5RPXoUNxWsOvuZDvDUiKn/RdWrFTZqmgkbkFKYebq7ZoDkwgG98AM0xuxLll06RyC0heqYggh6",
-	"AIfTgM0inID+ASdKGatMJspWcwI+6DxOCvCdtDgibwT+NlR+hO57JMcf5idB8SBfo8C+U/dKm8Y0zyaX",
-	"SMtHl1SLs5CIOOlfyPDLEdaYszCO5HKVFlLNtldvJbBHJWIqE2gT0i+rfZKrFOqWbPYJsrn0iobTGqIY",
-	"WgYvp7GSY8MxE+eUdJ8okPjAJwxkPqY9y8SNO3sPiMklz+N3sv5p8j19jaWmM70zZ2soGM8IhQEcNj0E",
-	"MyIgXjpnAn+Bqlyl+B2BksWKNfeepdJiorTlnSHJzs5oWxXEY6AIoyVhSmSZgS+DkRSIhWu4jp8qpoVv",
-	"PFsnItuhNv7/8Ed/1zZ3CFfnhG8toolKZKFX3yVsJu4kvXtMvABbwsCZvU5TgJ2ex0oktiab5Wtkcu55",
-	"Hksz1vN6HNrwrAUkkiTdACpvectYXbc6ervkxZV1JyIDPAwfSy0ZQpaLLdssthzebaJu4W2mWgr8FGMq",
-	"N5Eyk4oXMCUwCRMFUTQsrkZfHSum9Y6ax++dKgCcM5erlX0EVWs5uHCiqjyt8CRD0WoKYyp3dSTSjQyt",
-	"UMg0UTaDAZVjskRUmKZrFUEUBO7lUrmyW5lc51Ibk/AeEBxRFYF2G88rZ3oKrxdQoI+vb18FCeYMBV+H",
-	"XUwUEqDqp9szRQ9D8zHDyKhKC4ffWssWsGXN+9GyVUcW54fMPa067pdv9gV0BWCNJSk4OtkHojHkV5/q",
-	"7a7zOj7ZF6YnwcW3Ab0S5w4sy4GRlKqiMpx5mi3Bdluv46gmHHR4FDgP5vn7JNAlLAYRypcc8ZY4ni1E",
-	"1Do05FKd3euILTU5Kmq9AfVQuC2UjQuCKKfO21Q7bcWhURrC6yNXWP/6ucACmhu2l+EnE4V+vOlUI0ow",
-	"JHPodrujg3NX0Vj10xeJQgJM5/FzWBma7RE5fVR46f0OC6Xfm1c/ENGycd/BRXxfsGboukAu1plRtuQN",
-	"a+sglwprqJFUKUWWTozO6keUuymn2IKB64+J2TTVv8tNB3chAb2EgvVgFk1UnONVnM1ETsR5SXJo7tZZ",
-	"cojtOfB6QyhWsfTPp54Ku6jlpDnmIiFRlKf54ALv2JgHB9zv33G8uANFhik0GCgYsZxtsrgopGLhW7kd",
-	"Q7lHyJpo4f69kGI5XontUp/FsHXumPlaN5H0Bz2/TDNDHIAz4+AiiCQhO37JmoCZILb0FSjkHGCF9GRh",
-	"YcREaZ2odek4tLkUoqDQRuEqAcoNE0SCQcM98TK1Reh9ga9Yfq8N9jEZX7yE2x/bauHNYouZlVmqIiDh",
-	"BOQIVr4qFQ2lG8UygeXpWitDVm2WLpeinUv9ayS/z4sOzmvVICIyFuyywarT8oGGQxSsMsABTucTFf6g",
-	"XyUPWbMXBDhrmziXLU6IB+UmI0pU+Fc3KG8MutaGY/7VqKytdi3l+1UC8QDqmK0jfdeDqGzOuJDLfGeX",
-	"dv1RZZcGe7sUisae4qXd8muRZWKLtWJbSLRo4da44Qga74v2NywjIp9YRxppPHMpmfXVwtbYqlYkEoC0",
-	"oJO41Lojis2xFuVztAzDRdQKZl1os/ig0C5dw4/Tw/Vs/Y459Xkx9Y+PZuq/QB4lcyrwhJOD/wiuxERj",
-	"Coz+5yxKkaJvHSdYvh9hofXy8yT7d+Kc/GDToTfEpFfH94e2o5BAWIP2yIv89kD2eu2h8IP22bQ/60Vd",
-	"Gcx9D35b1Ro2+2b8ysa4YR079L1lBE0cz9OCIYIf/dzxTqmAq6bQsw7OlX7iQLp+fKnoPq5sFevWlpJG",
-	"SP+xWyd7CMLV3KMTYOS4CuO6E+F9aGouHgLqdb6TlDy4pN6lN9BL2vU6ntfbXdJu2w/EtD2YRbI9nHt+",
-	"G1FahiMxnUXHLanzSWXVAlNI/NmsWhUN2PWkjsYZdpbapFGPXe/y6R3PD06H7f2F5oqEyLjx7NeL7fPY",
-	"e//stbd99u1/b57/lvovLtPfnj3qbZ49fiXmjy/ev/jx28WL73767bRM7aFg+QXKVSPtq/HZzz5v+xlg",
-	"Q1As4+Qw+kGYclOjDwbEPy4vX1rbAF0U0wAYk4cjChYSrxoUz4WRhIicwxuh/dSc5WmqgLNsleZ5PE0I",
-	"K05RU1GMYTJ1TuFaKbIkllnH3h2tWnP3TLLluliLJNmWEWDsGZPI7RU+LSVN+3u5tVBpRQo0V1S6VQYq",
-	"AIEtF3PpMsJR9w3ZSdgJiWIxL32kZuD5QPFP3kM1NWBq7+0HUCiayWKdqbz8FKOWcCnKBBZ4nr2Qxl6+",
-	"VNF+BbFPh/QLaeYgew3+Qc2IiD6v7OeMYuiJUgWOCpsgg6DDvpdbtE1g90Qmd2E6/6CZoKBiL+VUUzkN",
-	"aE8fP3n28sXlk+ePfrr68enzxy9+DFkz6C1aNmwhTUjUMOQRmRtEbcvqKkPQCy9Q2rtghe2tsnVlsB30",
-	"//wf9hLjOpTCpiBU2SqK6RAXZg/5HpvGc9cnwdSqbVLOZJJLPUktXulIj6sRJIOtYWNbe+VuGAsLX76h",
-	"yLH+d/7wd23afdAmvD3BLC/SjI4kvP5KZhNlbszB/YRYt2RFJlQuZljm7bqlEKtS0nI1Yp4iIFxS7YrS",
-	"NIVjAh+Jqd3NiX7EyHxnqWBgyA9y5x2BPwM9PpP7EUCrEStBd+EOj5+58EGuPQ/9ZEh1GQ/UqGlTZ5nz",
-	"vUKLJv2BmxU8Hsg0tibK1GQyTJFwIsnGVpkyC+Ykx1DGmEFd6ZUIz2E0ZpFFkqfmHvgKVPzrIsBc4o6C",
-	"m5Wf0vy2n0Zhh2HlCkbrkSyTtgcJnIlqGsJT7hKdGn5TKxVLkcuZw3NKxKMmlQeXWveQT5QpmbgqP2Qh",
-	"rF6srk0WcJ6kG/i7VWE0NIvbKfNUZuNT5gMyqMQmbuK/kI9xMDlM2gWLOqdbknrnu8mvcnn+7iS/lojH",
-	"CH3HWHmpD3QbVNTursStAUldW3FiRhVjUe+4hJPUnrGWNxhGMuFoSPpNFHOg3R2pgIWrlkoz0pqozS6c",
-	"KYd12ptzSHKkuPh2Wh/kxvFGL578fTdOjrdXOytmK25IwkAZKTa34Mkbu69uq22g6gfg0jAQtUXoSeYQ",
-	"ceph2DNeCu8U+5tjtSMAuPMbhJEkbW6sPKEi/QCh3Mg/YE7KVW4Si5Q3wvAH1RpnCPFmgLZzK2SqkQ0p",
-	"IloBXL1yVsqWoYV4Jy32rMkg2S3D3VSuqQ/Dg0qSAx5QCjoqlXYBRKtsuZW2yBBycyYzol/djmtuuHxx",
-	"hswgRqRyQREYXgGz403rCXxNmLPufsGirTz+zXBnQXGDjbSUB2Upttg+9H4mJaxRN4DUY5OmAeVPC568",
-	"r3s3aaYPAu062nO3mEXEN2z0kUfagZW/pHniFV531rzBFjIoqpXZOnfNHf2Aim1He9WxgC7pk6lMUnVt",
-	"kbbsaCAnmTqyrAmZBn1n281gYXPjjAr69HYFgKy92aNBW1H6ABBmQXYJ7bZDelXfPY/VdUJS5wHKCD1O",
-	"WDs9X9ZM0LeDOCDecj8dii2n2kE7OR/qjP57uW1gVOmuneqi2OneLJigTkJK+NRQjIKomTTGrLdLJXoE",
-	"FVBdBMbFvbrNk4aHt42frj0zI9Tz6qtcpqVuJ7Fe/zqxepfGM6lfyA+8AdAi0S1vHMlsoe2ddpQqfeNd",
-	"FXPMpVgbcsRL4+8b6MYnYruzaMTFDV9ZLJkKX2yZXDjEGruMFa0qzAA9ptH1lhW6pTeXjYMRnf5eQAcv",
-	"rkZ0kAC4ygh8+wyYASKrLiR4d1ab7Vv95HHcuos5mzS0+0P8WCsRR0iPddrWpmE1TFTvw0mRmk8Khmz9",
-	"o1sxjclYNlEmahi45SKokrC/Pu29X2T2kXVhKlJhiMFurJk9BQLqal8t7nn/ZbFWCc5Oc9MySR68NYVg",
-	"q7rPhFSo2wuM2n1vOdZOhDFsoGi7yuyvbRxrg7i/A8XS0g5xHMnbPPoOe05E4EpusPnMrMBOa2SNut6P",
-	"P11gyVAIavycLQUYFGWVWkZXUpPm3lrc3DYp1XoJYbJsLRu/8Fr86ZPgQb7oXW2K36qrdk7Gm3WQXXfJ",
-	"tjVAAlxECPMErov1TT7zqO3HEQzfAaOCELraNeriNv/kAD6FjRJgsIQ4CcA7ycdW2UA2BW05+MopSVrK",
-	"PBfXeusj5qxKaSAmFoqDOSfxA4JGy7idUJXRML/sNYObuHTZCx5UMC5gwPQSt3WCw48RLeh+kC0unQmM",
-	"8woe1lSLQBoecqjM59T9gtNLSGSWoQQnWbtzE2UiiYdWU0vtPUeTiWWKkYZli3gy8omqca1EXgEEMfZV",
-	"NYDb+QwSE68tS7nxg05LUFSZyrCediqK2eIwHnWZtQBRFBdyCS5WtWQ4xNpXbmKlkSjEVGilkq61XMvi",
-	"VYdB0QasMu077QZbZ1IveiS1Ky9VkZAeL9uvjPtKcZscQBehcFAu4bFm21GYREIPGGVAwt8nMAPa+ut0",
-	"Oh8wZvT7BA+y/pROxIewwy4UvmVZaGRipvvl/Lu9CrlcCoVNzvmBIDqlG8B4JXcT0iNNUbGEJsqoXxhM",
-	"mdMQBWkWiLBnO955h70wLdQ2RkLhkTZc9u91WgioPgfkvQosFGkkqMsxoRMbONGujDkZAEkHd2pjOENG",
-	"oZlCmHmOC1vs4yhVIOtwkZNUQX0K4DWAmExzM4qmVoK7ozSkvLaP5M3lI7aMIxVfLwrMTTyxmzXO2UIm",
-	"NstiyqL2djCyYe0tMWv6+tKg32faRxMz7aK3JiCTUXiRkYnrCg2B+rl63mlCDPh4bgVdvrP2WDjexK4R",
-	"IJApsm3H9b3CTqfTKgnZQqMUQmZkXWHXjjXDneP9f+gfXSDhU3rt5bLCrkmAMun0VzkjNiEB/Qr0EpyQ",
-	"7UB8I6VULwjMt+c214hxIb36VEin9PQAjKoe91u57bDLTUqruxe2GlfDkVhBh3ucPH3nXMxZHCG2aUKZ",
-	"IxyUu4btt3LbziSCcJbvklP2hM4WkjlbUqeKK8IdPWAsYdPfAIsHq4llqjamqIWViYe74DWVaeYw2maq",
-	"bPQTNmILLtU6DyVrjISqsbrmVPyXZnhmqIDQ557n4d7o+d2dB+P5zG2wMc04i+cTBUVhGScKBL0V2/A2",
-	"UPHVOi+l/YOcIpPYbIToj2AbVTdx6a3EuT4eINKLhVTIwkVzvbkxL4gFk25MUu2dUwy4kgbQj9JynK6x",
-	"8p1bjrJbTOrySJUQGVYdOWldN/lHoj0DbYPhJzhlHXaBf0ASvOwwQeSMsuhOJInRT8b4hxA3pEh2yvbL",
-	"8dngJY7PrdOsNrAYdNSJasKrwjbYi1u33DB5KQ6cFhY60dDwAtI/L8V/AGku1U7XRbtI0zbsJueA4QnG",
-	"Qz6VAIsH1f2zFDzfTEakqGri91wbfJWJyfe7GQAZFrKHcPDSDEd4Uxw2/0+wdD6CkIA6I/91Q6jURNX8",
-	"/rKuIgt/3u4FNr55cjyU1z+9e8LTux/19OpD8Pp5sdq5Gh2Yh73eKbQ1sEKfKkxWqa/MbJgEAxl6aTFc",
-	"7gCXHFzlgwWZo3EXisZ6WDRWLcjszbqyPZgGfnsU9WW7O/dmgRhMh7LnH7tXjqnlw8/vUMy38ya9vvMm",
-	"n6wws/IUW7FXhnBOqtCsTP7JeYbfj98F3dt2QTD2g47X93Z3Qa/dj85kezAfeu2R8KftYNaNerI/P/MG",
-	"/rFn9g/dBQPnTT7dLnCf8tG7wJ38O+wCmtkT4kLYJ1QTFcIvypiQg2cvpnmarAvJ9Ni0AoMxsjevfjgY",
-	"9aka88GnCAKdLKtRGtfFgl4c46ifgvH3mqD90PnDZBAZ8ETlCbXq5OJq930eF+fYzmqMYm04aROPei/2",
-	"+BKrUH9/2Vjrl4iIZINfiFIHXk9ZDkCBJ+2JfHxMDAG5DgfFHsH3OXefymlHWoAIYn0wCF0huiGVUkVG",
-	"AHmI2KDdL/A4COjXdl9BH2DZ4Q10b2gWtTrsslIh5eCDgVEcKyyahNiqnBdQJmwqkTrsghxWCxy40SfE",
-	"4JFVcRb0gZrKw+93fjrCxEQ5EBPk7lVK1EL7fs6wmIBG+ByqLQ26CKcqL/oCO+riokCgXorgUR0WXAQu",
-	"C92TCqOxKmq9cmdxbHODBRNFuoxnVOZJ5bK2iRO4F+KCZWuFxT4EHkBgzXZO2SuI8hnflMi8YT8BBCK4",
-	"2XJe1Lgy8CvTY3/3khDyrXbYC5xH6+OVSwWOuVPk4pT4utkTp2Xcmjn9tqeNm8EsiNpD2Z23e17fPwsG",
-	"3WFv1G+gYW+A69xRPCkLYgltSD8UfsvtVEMaZZlmSl/uDKTaf121Clx2z2pDdLVOJajpFLJD/eAkF+vG",
-	"bYZcYgVQmNdc4wz2Dh0tJ6RocKt8C+g1n8SRciELTxzVK7AJ6iwGC+JrIORcWfQVafAT6VVcFbcWfWk0",
-	"iCAApI/XqOhvH9aoWLZwQKMiOs+R6pPtas+JaioLgzSme1o0mxavSWdVEXAg0wjIKBgUdTL6VHo9UdFa",
-	"YvlINaQdR3yvqR/VFgL9QHjrkBo2MQqHeyvKtlfZWiHmFRVf2rrpnYxLjgAxdEf7wjlOGI7WqsOJWsks",
-	"T4FeQM/dPM6WxE++NpzRri62xSJ31sUHFSvhSEH6CVB1btasE2XnqU614pekWqEvG5DxYE5NrYwT+zUi",
-	"HCGOoKsBJuD44uOyHwj9kFwWfH84iLGT49pgvZF2LLM0XbJ5mlVBtVnT5vlMJbpiCVJhAa4PHoHI1LnC",
-	"EFSKdxMFNrEUlYrn3exdDZkrPPHjrY0o27az9Q5n0SPCkpTuvjSwHgJhRuHVK2UauPlNyO7mDlyQP7WW",
-	"zqV5KsF7fVorZ7VXzHmJNWWQ0yoWcuk+5dZ3OlrX4vJ9Igvg8MJesCjb6pPqvhVtTwI1LkOv3qEpuqD5",
-	"OeYmvh+cPC1HmCC78pKA6A9I6K/Gyaeip8VzsqO0P4WFolU+2iWJLORBn7+in+L8sDs81hJ4vs4giWb0",
-	"PfVEVYv9kHRdASIkGrshggc7j8EkmoU0hl4crTCsg98MbZ9OyMlkgsY0umNrokrmoNKTdhoWe96owx47",
-	"8QPCdEI28UIqkJQuqQJr9j0tLs88tszZdDtRlgDUITPXphGRKJQGh9vdmUgBwIS2JxSMCCAaQNNUX4Hg",
-	"kO5gWZGmNznJHw06fL+5oNMqzb+szNGnBO9wW0esS27dz5MSAz1/HAw63uguiYFTSoNvqgjm0GHlnPTP",
-	"XHUgtdjNVzxPCwSEgQuO0BePUjVP4lnx+Xi/KNXvpEV4PVDyKweFAFvGnDYDLd+t6Ma2+xr5DQqllOD6",
-	"WsObguV71hMpWxRcGttXTy6fPL98+uJ5yNkAWFYcelwDFRAXdiTgpyjAspIWmC6G4jI8zGNLnKPQk0M6",
-	"5V4tN8tHy2C0MoEN44g6/scEvuFwZhx1lfn1H9Y4cJN0+MtJgz/3cH8nizudbAvkclLfpl7cp48he7sy",
-	"RdU7fPIpohXfkiMCD1RpowvsoBpAAtZ0EicAIGgzQrshKCx4FVCOZrBAsAMXSmeNZboQq5VEcaXOq0PE",
-	"TMeDvBzIVM5S2+tM4+yATWZBoW33eH1CCosCCULP4NABbjw0yNBbpnPgCeNELKXSzTk0VOirpnKbmuYv",
-	"mb0DJHwaMxB0wEbXArF71t+XfXHOxGwmV4WMtCzeXYGSK6RE4LHkYdBGgIGZHc4wTn3BCdaMhzuGUsiW",
-	"egN02LP0HTov8DAqlssBIQdQWiYKeBlMD3SaRMYkVq4rAQ8CfwKmff9x2kMAmEHXrofa5dMMe3aMXQ+t",
-	"ZLRpiPpr12TnBC1Bhn1d0MncwWqPP6Dx+Waz80BP7qVUljQMtKICCjCnqYjK5LzlaXEbMwOftF30z1d1",
-	"Wh7pzW3lx1dD+AuO0uRlZ9KdDem9cMzD0ok8wEaCsVxiyrJMiQ52jBZMc5HtklTWspMsHFJJwGmp2MGI",
-	"NIGpaaTacM1uLWlXIs9lRICxNaQFrTFazgj1jIaz6SQA4go9olwrV7HOZUlqYAcFnW4qxZJsykZRILl5",
-	"UwaLT9Tu1/RNi4koyh0wKLin1n4QAEqX0gAL2DbhZo99b+vNt27UBzsQzLcU7wB45hrahb7nOY/dLGLM",
-	"rAEIFOYF4J7IPCKclies/nEvtxqGcocIEHsc2cxugzkyJGD30t0IZs5LNoXD/DIH2RMuzI6/hdOyHtfX",
-	"4Vr9OGjfr9i+nx7bF+bSEJECz+SwxxuHsXf7Xpe9ltm7eCbZGyXeiTjRSkBvJQI/oVIVx+m+orDlepUX",
-	"mRRLtq5caH92ODhZyPfFw1UiYnUODXC5LP6+LubtYYM3HiOH2Ou14iwI2PP0HdMWFDO2E/vu2SVCcgND",
-	"70Ebq+N5Tvk3BSP7XtdBzUUCU3eyfM/z/HK+VFqKKH2m6QT4HhIlYBB0f6JuGZrf8UbdCqcosG5WBtId",
-	"uDfO1zOtnmvW4PdJI4UOVLDgjpv9Gjb3myfd7x436X630+t6e5MeeN4JJcAkrI5AoHVUq0U4hAAroqJB",
-	"Mg3A3b7GP+4dyNbaEXuG0h8aFNm37pyaoDvHWW7pWRduJLUMsJIDgrCJVLpTAsfY8IYbpkHotH0X27EN",
-	"IDjgQt5S856B87VAvYAtYMlJV/HsLYSG16vORL2B1mdbgVkpVGjeQF7WYrexckFspUgnCsxIUf6APArE",
-	"lyKoPwvKSbzkaCMbazVzC2cMNqKF2uXU6jpLV9sxYkc+1TYJTMVaYblSBDGDChmZ7REvzTEaRjuObOO8",
-	"yCkIYUk8ALitHh6IrmlaCDrw/51IGDUOlxGrCAxWOzeYemQsktEaRTHUgpnmyE0MNT2z9FrFdBsa8jli",
-	"xUFxFdVm0zxD0VQ50whVxPBWUZauaPXArCeCtBiMIejKNm+CFVmAFWiicu7sjpFRSWzzcmsWLihNmsXX",
-	"sQKQZxu4orl0gFWt49++KFzogsLdBA4TP/R40irGBfpU5bGQCA0IbxbnLkjx3rlCjEnaF2jg5uCX2FbZ",
-	"MYsdN28hIoyEdR1FY03/2Lo4rMeaEL+rvCY9yL4hlM6FPVNPVePMObR6JWsgdYwDuqSZE6RkQRhWEy5N",
-	"lcwtwCSiuE3X0bUsbMp9nsl8UWZbbAu84m5D8xbRtom1vwIXAJw6lYGsVQTZnryCG+dEiykZi2Moa+Bg",
-	"DKGTrQ07DkmwfsQSC5mITw5LynaHo+WeU9Ggd6BT3tg+iucQlh8l/dTU+CX6QJZx2BIXwtzdmQNsnJhp",
-	"uyMqu9UROGBK3ISEOIoVlSZIfaDeg7thY1AwZZA1RMxQfR6o5HEjDDB4mdIzyOQCW6ujTGwgsbZaZ6s0",
-	"R7R0Q2zEpu6Rs3UbGFZFIq4QG9ZCQpwoFoYEE+GUjbCOFVRKJmLrBKGpEtPWEhTjUvbb3UeqBR0yFxp2",
-	"oggb1hBxO+UdW0nlkzCd33zzJCK+Lrxt55tvmAsbVMKuCIwwYNO52lqYAM7q8JsnygI41+AyV8isS5Rg",
-	"CqIg/gIqBxjVTFbEU7pRE0Wh75j2Ea1E046geiX2pUPxZzhpTBr66yWlf8zjW7xEwoHGHEcxnZe7sUxG",
-	"xBF3ox7Rbm2xVl0VXqNy79iuIoOlibizSizNUYJJaHUYWiBEKFuxJPT4wcHeCECWNpyYK+wz67A3iMdF",
-	"fZGIuUTNiBAXt9i/CCEA5bVw1CzsLlB36rOIi88NsBMLf/8Q8kpmqTwMlFin47pnnFRqesHsiAumABUD",
-	"KmRjdQymcOEU9XJXKN9UVsvKVyyhhW8otf24jEfejncgUl8jB54pZ6aJctIU2l+QUVxgImD/QoOaQ1vg",
-	"AcbrRRRl6OTadMdJPuz/tF+n6wyaW623oV2Lak0O1OFUWAPfBQ9Ph940JZ82m/Lh/grD/PrCMP/GwrC/",
-	"EGvTTmDBD8Y9r9Pv+5+0WXy/HOwujeK7wz2V0Ol+68EcTxPPKgq9Q+6mSjd/0XzZkSiQ94JUaBTEAZuO",
-	"71h0lWos6iun8IIh0KH4AhEnGMLzskFFP7XGSiMzw/AafzZl18T6jbwNjr/6Uek9ALi8MaNX5XHJ3fyb",
-	"wyIQK8Jkhzhic7ot6O8xW69WADmXS1OwoH2wbKL0R6269N+4PjF0bApoonZSGJd3zQHh7Nwp+0Oz9RnS",
-	"OvKjUz8vIKXzeeZtahW6H1z6vVIlVSejwRt2w8ItdpTMzAQzOvv1xwRajxiwhurXfHZArVUGo9emdshe",
-	"VYvuoHbAaQKs9JwjXhrE6HLKPIEf7PDMQo6t+pI02GmcJNihXX1r+rxzoOQayRINg/oiXq3qbmK+uOEu",
-	"5bTRJ4fJ/vwzrNX/+RSwKjiqR+Q+4FTuiKuvDUOflrvPSFGrpfCDQ2oKvqUER0VNEWXYTX1Bj+Hz3CE0",
-	"cptq4qJEk6dwaAWvo0KMr39scTqSVMlxidVRamCMSUIwDHWiYc3ZYWODaKPecS7dDgbIhMWkpkI9+F3s",
-	"UOBDvGZPQ+G7XlJv5EeWoNGpvLX+DJ724bRjecjis3R3+kdfk433evJwczi9sycdvpubKS4rhysu8gqd",
-	"VG65tdAxqmtG+HL37Ne9+skaA+6yUe+YBtcXP9fmCKSt13WgUi73qf45BD9tULmy6RkSMNrLMdxcAkkA",
-	"+SRWKSI9vSU7CQw0cexkYWZlQT4R/BmFAODXvuc54NcQh78I2+HP2kMWYTv8LeQsiq9jGlfYCVl4FbKw",
-	"HfIym2RoXjGZjXX+cNE5OcII8ZTLdi5VHhfxO9mxLHPV2kE9ngqdHKBGICSIKCYKf4Sgu+gTNSE4C/9o",
-	"7+GWazctLlrErenwZlpQ4j0AccSINn5704XzC7WJisECMFZD9ubVD1y7f7NMAl61SHJohcjE9VIaiF8C",
-	"PbB4ZkuxnahMitlizJI0XUFIH0jMsvgdlNVjDFYaPA6EwKOEcdkVgVl/16m+zgROm7bhwcBYtpCJM4W9",
-	"JBIWAj0nZ2sV/3tdqaeijek4ACWiuqjsHsD5LqlUSwI8JEUUOC1Y+Imow1DwgN6GyR0hYl+xiWfOZiAg",
-	"Mm0mIf5+hfXh3NhUZAZhKaCqsYIIcwOwAHH3UzLCYeR0GFpk7jo/LC7GNeyU1i7Tr1cWN00UfKkHu6+e",
-	"Xq4d9XRHaOK/rBN3mg79pD0Tf5ryrwrqxp2YlP7cwZP6+WsTGH2R4F/IQlQaGh9pv5P3vEa82wMx3h8X",
-	"TqAVxDTqbgRxVZiTf3P5iEViS/Un+r8hlLkUaciaFlaytdvZAYJuoiJLGMEykOlILMSJXMRoDRgnmia/",
-	"ySzNWRMa2bSxY1LEKmXXYpWzeZwk0F4JTvdE5WvIHIdFWggoNjCYHqtEIHJUJOJki5QJpDr0Id1i//cj",
-	"IrWFihkxKypMdhMFehFAKVUaWRe+RCDT011IZaqK8kIUcikNJBqxsyKcJKGM2cJbYjRATK6OIVehExoa",
-	"xH2CZEIqhOlWTwpulebFy6eceA4A4J/TOZ+lq1jmfKJsL1CJg6h/VDIoiIRJ9e+1XOvl0yZBpWYhB84Q",
-	"oZxaFArOn0+USbLEMg8rZcW2ske7g+ZHWNlg2naahkUA826GWOQBUQu39O3LiqVqaaK5O8ciEoghml9a",
-	"vub8nIXTbSHzq1yqIqySjhM7g+W3KcvU6BrK20YhrhvKfGEYTmOTz80fGKKHprGHz3oT9X38n9AdCr+B",
-	"GsYIq+xepnlxncn8QW6PlK3sQGyzDXaJIkJbh72BM2GwBnqeB6cJmnREIQ27UNn6pMcHNOF1fjfc7Jh0",
-	"BtYURWLLWfjTTz/91H72rP34cciaby4ftTrsMbUYleVHdLpxh+mJUGhb1eUNtPSoZA2s5VQGxX0YpfZN",
-	"9A3+37+89uiX33sf2vhHUP7xfxv7SQZen6E5/Eac0OsgOUXSjTD0YEl7nodNywakwZmCNBLbQ29apLe8",
-	"ZzD8mPe8h2TKNnebYPLG2O93u7xRPQONcTAanXnm4xxu3vP9wPN4I8IOCPtGg4ZFfYj1sPzeaIh0vc4x",
-	"bYy7faR5sLJOPzrwnN4OQvrZGcnOKGoGMNwZgFfzdG/v4Z6eTdiZO++CGoNiznRTQ35lKj4qjFjYDON5",
-	"H3hDK5/GuLHK9D4o0t1RorLaqWE5ef7vPtfH25VgEaD0OGRdGocWlHjna3rkGHvPsFZBKRdMHAeVMN3q",
-	"/zlGH1pwB2w+obZUgSVn60y/GRzpVfy91H/+onc2hh8OiXt7TwpTkN2i/86xgSJKZ2sKjxQsfJiupBKr",
-	"uLMVyyRkzRAqnwkKFS7Syj1VEwVRl/HDh0k6E8kizYvx0Bt6Yatj3c+HEIOjF/19n7Wgnc7nNgJR1kuW",
-	"oK9gDuH26ziil6Ay37ejONeGxXP8HCE091XEKz13YKOYoA+nRpGCjI9dHOlZpo3j96tM5rnWvEDBBeX1",
-	"v6VKOkMxQ60bjm2OqRmS/knEcok91JZs6c2rH3JtUZg5qSStTC6puU8J6XB9tUxTzURZDv0qzxVYtk6S",
-	"K5NFFlOpcyRF1MbAYQVD1p19k/Lbm378omb+IdoKITWR6SORxPkSBvVWbrntPkWTtMySmQYMbfvPk3QD",
-	"LIFjNmmU0UlbOY0lroFeUSyeTvE1Z+u8SJdwBs0ETBr4SKG2TkmH+WHuvKl+aPut3Na97Lf6O62NszRh",
-	"8Jt60yTTljx5JnqIEBPFcB6acGkGJS9mEqqOWmenkqRuJD/gF3UFIlh047h8es7JNoVsDhiKZcuEdW5y",
-	"x7uhwm0xs2E4E+KGvn1SUNwxs1FJVeunQb1x44HNsjTPweHKKce6Ki0x56XXZNTuvjOpq71Xvih11cXL",
-	"p7Au5EYykKj4NPl+FWdb5zEH1tjcom5Lp4WwNjmEgGeZND5hfK1yO/EPcit1XLkRX6tYXbfxulrpgb9g",
-	"5hd165tSHDVynwaY0tfUN4tl0WU4nGCLF9I90WIdQZHS3vvrz1mSXtftbXhczuhF2HpFm2iZy+SdBCeG",
-	"fB+7zwWGQeOigp32+ul3z9+8RLXhzM56dWBS2utVzXhemIfoA6Rfc10skLLS4ko4z7x4/Ozp86vLF98/",
-	"eR66ExEtY1XzWHPzA2fcvCDF40u57kYkCpowkUm2WhfQYbQ/yApTvTtKxPMhbeW+K0TrzdobQQPdE0TE",
-	"AW03wGuYCPUg5xNlG/H0AYR2VbB49MmF9ozpFv9wZkZfW7dLX8Ln+9MCCxUrlqMCtUghGzllkcgX01Rk",
-	"ERoUETVMhQ/X8UN3Nezvap772LkHPqFmEP+QIikWHJz7WMk851rgZUAarKKq8dNhz1N3PeLUPSHW284P",
-	"7g4cwy8f/v8AAAD//w==",
+	"7L0Ld9s4ki/+VXC0e07sXkqRZDsP+cy5607S095OJ7mJc7M7o1wTIiEJYwrQEJQVdU+++/+gqgCCFCnJ",
+	"jrtn5n/n7L3TMcUHUCgU6vmrXzuJXiy1EqowndGvHfGFL5aZgH9fvLv8SWxeS1PYv8xqseD5pjPqXLBC",
+	"KK6KR4ZNZW4KdiM2EeMsFctMb+xfjKuUcZaLW30jUqaV6ESdW56thH1TygveGf35106SC16I9JoXnVFn",
+	"2B8+6Q4G3UH/avBkdHo26vf/1In8PRP75RuxGRXLbDktnt6eGjEfdqKOTDujzvKvJ7c3TxfDL+tTxTtR",
+	"J+OmuF6Z+ruHg6vBYHT2bHQK71Z8ITqjTiI7UYfGun3/cNTv01hMopeWNH/uFNzcmNE6l4XofP4atUyl",
+	"P7zqPxsN+4dORXxZylwY/5Kn7iX9cgww3dVffknF7EuqkunJcMd0h1f956Oz56OzZ8F0cZkappMLnnai",
+	"O81t0LhMSSbdSOtTbB/pIJgkjbQyxu86n79+/vo1IrZ8j+tV50zHcjdiE7Lc/1847WvU+SHT69dyIbc2",
+	"ZbIyhV6I/JHBDTno9xlnRiTabkaVsjPGC6ZVIvZSZgiUOXGjscQcddz7u4P+qSXHkuc8y0QmzaIzOos6",
+	"S5FLbUk0MHaWvBCd0aDfjzqrZbrnE3Ze7zKu6lNaZlyxqc7ZNBeC8STRKyun9g7/meV7T8zMUgskGl/K",
+	"azewqJOKTN6KXApzvRT5dco3ndGwb0e84F+ul0KlUs2uYQFgJvSDSeYiXYGMPKPdUj5vb/vq19sOu9NG",
+	"gHCQQIDVJJNmvkUDvMwKzTgr9FImTE9ZsdZMqHSp5UEEAUEAxO6dDoZejvQHzzl/Nj3r9vlg0n2aDNPu",
+	"M3Ey7Z72zwZPhk9Pnp0+P4N7xWKpC6GSzTXygs5TkXdPh90ll1ZmmIIXK3NN62OHwVUiMrs/gdDc/QMo",
+	"7i5Ls+RFMpdqBn/nosg37g9H5bQzGn5FMuPrO6MhUR3OEF4UYrG0H+1HnYlO7eh+HeMAx50ROx1GbNwR",
+	"t0IV9s9xx4543PkabPh9pHJ0vqZVncgss8OMOnPBU5HDhF9oVQhVdK82S3sPXy4zmfBCavX4L0arzteD",
+	"Sc77TSRXqywjaSPyXOeVK578qXDXLaeWtLHsvhDFHPbnu7cfrqxMEl8Kd8teGhAXXt+FbWA9LW0axsK/",
+	"XE94cqOnUysw5p2os5AqvGQsxfKV2jsynHtnFHBM1CnkQuiVffKkb7cH7BvHt6Z1S26/fZVnnVFnXhRL",
+	"M3r8mFa+R1pSL9GLx3Otb8xjerE9Lv8OHGnmcrn8LVly8C+W/AdlSbf0O3jy89bHguPmgyiKbFuPcqeO",
+	"l9j2/NFK+EMnYsVcMF3MRe6vMS/B/wkPpMGuA2lQOZD6hx1Ig38dSLD7h05zuuPmx/f9E2zzkoseZJs/",
+	"f/bNJ8/w/7WTp5OLRNhFYFyZNQiss/4J+yDyW5kI9lHxWy4zPslEp4lFz/onD3U+Pe0975/9k5xPgbz+",
+	"Vr496Q2G/Qc8nj6QuK0eTJ+EuEn5xlhL1hpPTCr2jueyYgKVnJ+Lpc6J11Mus80OZu8PK0Zjkmtl1409",
+	"Z9+x79ige/ZNLN7vPhVP0u7T5GzS5af8pDsZJoO0L55Pn/GnjiW3165/1X9WjqmRHbcfOqk8tOQrYw+t",
+	"Kc+MeAgOMzdyuRTptU6SVZ4LlQhUdbc4SC7EL1pZ6rxa5XopHruVamSlGv2rbLTNPbCcXVxgZBhhjNTq",
+	"7VLkvLAiIeSbD3KmRGq5ZS2LOaguPF1IxQp9I1RFXTH59Bqvjjr/M3la/O+h+nTz/PXi/an579tB8qfl",
+	"k/l/pSfTP/Jn4qPuy582V399sz571eC+856tQTmtXFuW7mg3ymDkV+BU3TlurtjFu8st51Y45JO/Dv9b",
+	"P//jzf8ZLPrJ0yt+Ovmv5Z/yZ6tP6tXmtXmS/jj93/KnLy/Obt/ODhwySNzfywvY4K/c8gJ6KqIb2rKa",
+	"J12w50S/O5gMk+7T9ER0n01P+90z/mTyNHmWPhf9afl+nixE56tdiCtubl6CalhVhq26yDJRFCKPWC6m",
+	"duRssmGyMMydO+GC7FUBBzuP3GeWBP1+bzB4VleMh93n/XTQfSpOT7vP+GDYfTI5S07TEzGcDvr3PilP",
+	"+6fsjS7YD3ql0sbz8bR/+g0q3G92qpX+0lIV401a2I7DC97RG54MtqUOX8rekueFEjlInrWYVI8uzzPe",
+	"iqjFSbi5CUwoXgDLYNCE6HAnvhneRVW7/2E17J4mJ6L7dDIcdJ+nZ6J7Mu0nQ/508kycDnabX47wv4dl",
+	"8NuwVRiHOEjDb+Mt96Je//ngkBMNaeje7njrQ2l2NvDWmstCqhn4yC1r2aebOar//wZHPYinKWSB35HJ",
+	"dnmL7uccOojJGtQOF+FFrYPiJ/t8OjVdQEynIinkrbiuxl8mq9wUtPXDeEwQELhOtCLdckOhGvcL3n3W",
+	"HqNpCtO4xdrSUHk+E35koaiHMHXjaIbbgwHd4S6Kx90Jcti0H3I+oXIUdZYQnOssc41bQii71TujztNh",
+	"f/4gu8TvAg5ME7DmS5GJArxwjSw6EVYApvYm2Dl3YlJ4DGbya8e9oiI2T/png6G35S0znfa9t28wxGhf",
+	"Lv66EqYpwjcYjE4pwrd3R5xWGWDYviOG26wx6N91S7Tuia14Jk7yXgx+MCM91IkentjINSUjfVgZS53t",
+	"o9S4H5i3KB5S1P1rYR9yYf1i4cqi56gmGSBKjpb+neLkNR9EKkySyyWJurf26GTgPTURaFziVuQbZsjH",
+	"WMx5waY6y/TasGIuFr3AX4qxgS1//T2cvNuO1/t43Ogte7x71RyNr1UNkCdzYdXAXGdv9IdC55jcVaHZ",
+	"RbbmG8NipbvG3hGPwPeSC7PUygg211lqGGdJLlLLMTxjZq7XimmVbSBXJWLruUzmTGmW2C+yBd+wGyGW",
+	"vbF6BfTHGJR/ZcLzXArDZMEKrXsdFM8SrLMiXwmM5Cw4ZLup1aIz+nPHDa/zOeoUqNGaIkfp8RUzXRai",
+	"oIlfrFJZvFjlBp1M1QlfzQWLQblM4I4YkjXmgi1zcSv1yrAlnwk7Kmlv/+tK5JsgPwjfGg6xPpwIv+8z",
+	"gGr0LthCm4IVc2nYgqsNE6oAchylYspXWcHO+sdtn4fdXfk6PeRVD7mwBDsDGSMV/jXwNJOqEDOBTi2f",
+	"pvQTuo+2yTTN9BozlXTO4u9i2FKWVG6keko77EZsYDfrVUHKqP0N/rNWfjJLXszLuaCPrH3p/z0XVrj8",
+	"2+My//Ex/moeV8ZuJ3NZmieN0/mZ3wjY8yzhWcYMnwpWaAyH9hhMFmx+UhTImQfzQjmED1sRfQ55k0vB",
+	"C++qHCvDF8LnVdo74YK15+w3VrkyKH3QJrSPobhkw34fnon9DIrue7HM+EakI2ZpEp8zPla1L7LKBzlL",
+	"5XQqcmG1LftNq2Sy0+Gwx34SG8N4LthS5HR44nzts9IwnhnNjFDFWHGcYxzQsvuT2MQMZUq52uRlcQ6S",
+	"3liN1YV74Vxk3vUGs7VMww3LtJoxXpLR3nsjlkWEMyhYJrgpxir+8e3bnz79+OrV6+vLl69+fvf26tWb",
+	"F/9z/enyzcu3n2J2NDyd29cTCx4zPi1EXr51zQ2tWBrBUcDklPnTbqyOgve/f3X16s3V5ds3MXA4vMPl",
+	"zcb+mfjY6a7lV4zWSuSjkhOkMjIVyAtrqVK9JucdrjAs244l9mwDb+cgG+1M1nOh/NePZGHGKpZpHLEY",
+	"2cf+yx3W+BIjCqtUmXMWW06Imf0NuSSmsyFm8a9f44gZqRJR0sZ9Z6zs0Xgc0etUapjSxdweWOytgmO0",
+	"XEE3Njd+mvucWzFqjF2EomS2aS7EWPEZlwpph5stFytjTQRZ+M3GmRJr+EqPvXOq/SP7HuRmyznlPljz",
+	"jRcyOMlSzNS4uSI8F/zLa6FmxbwzGp6dgcR0fw+iBsF+qW5lIS5fNotLCb8ymbYIPEh7aJd3U50v4HBf",
+	"reDO7c//JDZt374Rm0cGc0ISJonq1rxkE1GshVAsnq+vSz6jpNP42h9/N2LTLqiv94w9IOST06ahv5am",
+	"uFRJtkobdBDi1EyawjDBkzmThVjgprFixP4cwZ9S0cRm4pG9vlIp08reACfoM/az/D6UDiMrOu3dbD3X",
+	"Rrgb13qVpcCgluekYcmqsGpNXgCBEq0KqVbCOH9wRV/osU900skCN7wdrWGJtpxIPxVzIXP6XI9dKKcE",
+	"gXbrRcNpv9920ksiVpMyBG7Cz01kfpdx9QZe0MQk1gJ4ZJj9QstSw3926mOospaZs0srfnL7pv/7Z979",
+	"pd99/pn+e939/Gs/ejL8+u+NzEy7uo2hXXqT42Ur9hyrIvns+V0EdzrWjsuwfuy0EDCtfqtt6RzAbVNx",
+	"tt9vKBmuuLlp+zyK6t/u03Bitn4cXUC/4eetJdnO8mBofiPP71JEy8+DHeJsHDBDvufpezzhwJxFfzx6",
+	"Hkpf/DLXk0ws/gN88rXyngXPLAFE2nW/hjY0KHqgVEo4odl/fXj7plLFIwoureFpdwXcvVgZeyAwDvcy",
+	"PfmLSAqgiim4Siw1Ht8OHqMDo7TowT1SyAL2/c9uUO57tCarXI2sVrieC5GNaFqj2hSASIdR9h2+AR/Z",
+	"XlinO4AVRd+ImFklc6s+8WbqRIwzbyo6abLOrWZqZwFaIOja+O5MKmEvkf4Lb/vx6uodS7iyr1zy3Ihe",
+	"52vUeaHVNJPJfRda6aKL6Y+Q/9QUR+JZLni6AVW9eZHtXYcEc0htw2jZOdrxPrABUtQlHaHYtLO1TOPz",
+	"M5v55fGBgaSSqZ6XTGXll6Nq9VM7uatGt4fkLqNXeSIc80jFOFhs5ETizockDaz/DzqfyDQV6p4MIJVZ",
+	"TacykdY2gFyKOhOEFjYocPam0qBVQqSmZfNb/cbfE2SolMbkOCxiGnfw5edwT6WQDfT6SinaXslxUi7y",
+	"ZTBJ/MS+9W0gi10vPFS6ps1bDLPVU7tkO/zGVQq5g8qUz5yD6mBfhjaHyytZqUJmmFxNSUKWX1YLcGnd",
+	"kSZ4epbf3EeRrak/HM87rpDGaqkyZZNVwTKe3JgKw1W56SjeXqP4GAQpKtmz3M6PjxU+LwuWaoGbaq4z",
+	"K38oLr5Nf3YU16drX43eRvREwEicnTBWYB7qnBnM1zLoB9m5XrB93+gCM2vuL76n7vmSEd9oPI+8FyRg",
+	"tHYRbikzpTSfh5GzpyW7vQlevley4o0Pw2COFk6wRrjubCIyrWYGaucUmkjkpLLr8o5vMs3TK61f83wm",
+	"7rk8hdbdzD2/pUHpW3IfOd9qs/7kdAJ4RnxJgPthX8hfymf3bf1BsPVJN2SF1gyHt2/v+3k8vBoF07Lc",
+	"6QYD9L/S+meuNjRSc0/657wQXaBQXVS/dbT3bjcrhCCstk9QL/iGLfiNgCJaeIoGCY5OdG9E9tyGEB+4",
+	"o1dLy2bDfv8cNRz764CZA5ZtGKoqWqPf3n1w37JVpv8wKwd040AoZD27m/660gVnR7GLY8YRi7fCku6i",
+	"j0faC5XAYzwaKzsfFsMLu8jrIo2jQJAq8aVgH69esIVMlZzNCx8ayLgpjs/R6TtWE14k86jcY57dNuTk",
+	"06m9yFPjKp/tgYCxO0tjWmwr5iM2zfWCcZZkEt3VaZoLQ371ZS6sZixSNuwzqfAAoxMNjoQgmdg4V9Kg",
+	"z8xYHcV2Y9kl7fJVMe9OucxWOVBmIqY6F6EHEzzKmYYK9tXyuMfeAycFTmi5wAdi+KV7YX/xLvSZvBXg",
+	"hwjCdMF92zbsj3qN3IYcDYJyzUFw4tBQUQeX6u5Imo8G9RuiQZbFPio7fZ3LX0R6bzUWCN+lhOS6/gor",
+	"5Y9/+zWhCvte0Sp2A6UkMPNW6kbptYpK/IqcYaL0QTrpoNzNlUnv2cir8N6HE8ETwXPwZt0IBfOUxkg1",
+	"i8IJB/OkuYN8/qjEl6VICpG+wqS7e65aIXLFs/qS0UawotMTw+pZIps2rld5k30SCxLnXKWZCPe+1arB",
+	"jpgI2Eqz2SGLdha6IC5pwBDYFznDjMO9tgTN8mFWrnTpwtdL18NZ/wTDNuhmhwGSZZuTb9uwlBd8wsl5",
+	"8FEtc50IY6wR+0oVstjccyVh93GXLlWu5SUJxKkUWauZWEpnuzqy8siIrfIsonBpJUMk6sD8MXsCboYV",
+	"yKAYxhhuta6O9zspxidGZ6tCsHlRLMG5UhRLwz6+fw25E+4NjV9qeCGFDdkAcib2nuPDkIlwgjTpfewT",
+	"kPY3cWKtRZZ1ybFmDS+i/znaLdMpHuK0HGCOZtIUWHkS4xLEvU45sgAfyP5rmVvbp5DIJ2FqTeBkTa2m",
+	"QgnKNU9rtXKkfkp9mmsXdGWyiFjsDC2rXSSZhIClnKnVMmZHhQ+2W8EOZjod83A+GCyoWS2PIevgRmxG",
+	"41W/f5LAMZDCv0XcaxpiWCvTMi21ysjHhufj1jtk+tABtsahVutrtulJ8sPO2d5aOSxTqwTxLLNqbKJz",
+	"aymjNTwVa6cnRHDELkH2ZJkdwv3IocizvvVDiJFzX1q7oqFfOxBB27eZPqADyL+I5znH7I9S6/kzRhTI",
+	"p08fqOTPVzi5DKKRL9yjF73Am0D6ZtnbKci3XaOjvWaFWHWzWX38pi3FBrJrLOds8zhdMiLJReHYnn0o",
+	"k6/mIhe9xqBISA/3+e2pfvaTdQhi1YEjCtiBi+Onv3t14J3tVA/iJTxNpSUUz94Fo6IayepAq/t+x1Yy",
+	"hV4attb5jZWlR+9/eMFOTk6eg50IYmlVrHJx3GNvF7KADBJld1br9mndLjVdgWV8YtUispFg0Z2+4NQE",
+	"n6C4MuSYisKwOmSN7thBTWFH+5ufOzjizDnTODVQmRfLYhO5JEnwzx3F38WYffZtO3J7famYamuob5Vw",
+	"4YiNyyiiU4GbGzuU2nZqe5Gds3terRYTkUds0LVaVnpepjk5ksc/uiO+S0NzRlqvszt1Luqkqxw0geuF",
+	"abbYINepCMZTaH0DXLaQWSZJRlfYSqriyWn45X7Tl4VT8+tMvql8DvXvMBymRGHZHpVVsIcVW3nrgZLR",
+	"zq12ZmmklX3UqqQ9djFWlcxNsDcD6oH5OoKtFTPDN4YZzY7ig6v9xwr8t40vPGeoNhe5FCny5dYW0Ksi",
+	"0bjrdsonJM1bujuI1V5j1VVjAiSoKafsJ/m9ixZ6WlBSComXXEC+llaicZD+W4Hd3yzgGo7axvAUvO6R",
+	"IZ41EZtsrJmhlUx4BuHuyGeniZRue2QwAcWwv2hptSzMS4tYfD5WtPYwI6XDdN2FYEdbDETZ6+jrV1oJ",
+	"l2tBIwJ63Ihl0WPf65VKRTrC3B5MgaGkm0Kzs8FwrMAhBEqVsko9pMieDP27rFbll8FODi/RZFxCWFRz",
+	"unCVjlWdVWNcVfoWSN8FzzJhLxlNPqx8ZtVy+94018ulSPGhHvuRBmQl9Vgt+Ab3RJAejcOBcwMGNQJH",
+	"FqYf2ZFDdhGXyoA8sL8l3IiIxVbFA0UZgxdxNFZx+Vrw0+kbofAWqxPYfy25MWudp/7f8K8bsXEqN7cn",
+	"WgyqdKL1jRQxOzJ6rOIL8mWAJLN3v6CfIVXwgyi6/sLCijMwds1xBM7vZVElddREZ6cKJ3NLXzUThsWf",
+	"1uvuRaDL0ufe5frLpvpDb6zi1xqNXrrLlTSWl2+EWKIyhAlXsNtFxOaWf+wzS17MMaMd8quisZrmfLaA",
+	"g0Cl9qzNpZpqiu8t9K2ATBWf5rS/jjKqOvA6J/1O0/lnCp4X+9R9J7/p5sP1jkqFZZMkg7QFSjmuSTIv",
+	"9e+68wNJF+aVV5RPX0IdzL96gJYS/HO72uAU1LpeBal9Xll4ZLY0CRMxnaV2M+MG3lInnJLbqksQvSTW",
+	"BVRfd+5UKNzuUEkTOo0rdeQHa1VOVdrSq6goNmmpbHhH+YzcsNjVNkCOO09Lpz0UN7ALf847nz3NjkNC",
+	"Je4ntC72WHEH6/fV87dhD/AC/EO0BdB/OBqrLotJF4lHjLPhly8B54apyLFParGyowsZ3PkmxkTjIt/Y",
+	"STif5rmPNrrvSVMmweDj9lZ4eioVz8ona9/kKdxEeyvMOCK9Bc/hmgY1VqxNicIspO0x42GtdECiaYEV",
+	"TJgWSmTyxZ5Rxz7ZkChKFSqvFJV81RTspKy3rGTpUmCWzGc4kPAKfO46mXM1q1zHSpDyh7Fyv2Ad7DXa",
+	"JA1P+qT08LcbsQk/bv8kLwS82p52Us2u8XDs5bpwd+IV08vFjdiIND63R+lSJpWpwAUqssKhwhVKcLfP",
+	"TDO9xvrB8MHgqn+6ctW/wY6RWCx8gb8WPO6vITZQ5RLmLtCc3cVgmJjr6lKo6OjEizlVHcTsiLPJKruh",
+	"TCsGKRH2N6pS0fpmrCAAx83NCHOgpzJzWhWbU1jq+NzrKz103F1LFSgxcPFaqmu0SHDM1fv1qojZkU9F",
+	"wujeI8NiuWzR+HlSNIm/0unIjjDad/Hu0tV1uN/sEcHNfKJ5nro0kWNyUqJrsoxiJHqx4Co9dswF3kvv",
+	"rCR2Y6tlxOJ3bz9csce3g8d0307fpX0JJK4seCpcEhZHkPax0rkrPtoaqPONOrAhWbQQ6A5uXRcAaLNH",
+	"UOg3yGramD32RmA0GneZlYWuPujj+9eML5eC58ZVBOlcziT5r45iFAPAFas8u8Yf4+OoovdTzj6EDCHz",
+	"Lphzeb6g33ZPvrBLHbtuvvtuRx08grwYOaHp6QmL0HgOYm3gt/vbSgl+Lz0hVBKcX8orCKEjwCkI+z2N",
+	"rWf/97xI5oFrrzptKpc+cN7writubtz7voKb7BKfJQxwqdzfe9yR+O0dY8Zj+xvXyr1rlRX3d5CGL2l0",
+	"otmhPDKQ2pYVlNUBZiGWQ1ixo4LCGjzfSFKBbh9jYSAl/QbVLFAR5stZXAYeZJXbQVFBbzpCVRN1cXYU",
+	"//EVykRMW/tVpl/jY4+DM9HpZlsb9/6tg4JqHvVh7xN0G9Aaj8AGnT9fiTJyS9QMYG/AizrnKQauHcKY",
+	"pWmKRmvGBM8zCaXOwJvBlplonQkOqDuWHHvLCuw9jX7ULf4/OEBR3TR1ht7C99k2iaRpoUrknKq1Wrug",
+	"cJQzI9UsEz4cVS+92xYtDdGK73PBbzBNphbQtLs0WQHCg8vfCXxpgQc1/LU6wR8wacGbfQAdjKctKCaA",
+	"AVFQhWOT7Rt1rKKTydm8YYd+EJS9g0lscPDZVy9zPYM0JhC1YDmkovntINSXuZ6IFi+CzEDRUeSW1Eow",
+	"uJ2tZZaxiWCZKFgxz/VqNr9/SNB+YZ8jY4ILhZYlPnD/D+YiEaq4TjIumxzuL+A6qlCQYQGFuiWRQ8JG",
+	"GAMAj2URoT9yLeRsbjW5Oc+mlMk1lbdirBZSrQphUCxOVkZCuiZC+KBCw8Jy4p9fXb2/fPHh+urtu+ur",
+	"i/d/fHX1IT5mc34r2MKagolhBppZkAdG5mOl1+q8xOk2zMx5LhgpRn8Yd+DyuBNXqadXCJNLpMJoR6fE",
+	"uTFNuAP3Z2sofAgLEJNMG8jasSTr2vXtIF80Gps4mYYtseWs07ldlN6sx+IGgKzR6elJczQdtbqmOBj+",
+	"QO5XPNnWdrq1jRjyiKMM8O6gzxwXNJKG4N1auNJyIn4zQIHjUFTNTKYL71pqGMYB3jUirFugYPkDORc1",
+	"C8dQWJXTqG+2krSNKgnu8gfQZp1gb1JlW32aDodH5LhuWJlD4SbcVUpm7OPHy5fsyNpbv4hcm2NLZSyC",
+	"6YIZgnIBdZo5NxDLqGy31trDcC1gmFG7+vaCZ9mEJzeU0t48I6jKw6z0KSV52GdGbA1WOXgUFc+2w6Rs",
+	"pose++A5W5A/dKxi95K41G2C4n10mEX2KTTykT+ua09hlXQqeApnPR8rZ+OVMB8jZ55m8kbUkCKObkUu",
+	"pyAxCSZ3wz4UXKXWuv1EoJ0sk5Oc55vzsYKx0MNdmcaQmk61TnZYzt0rU0x0QX+2lR+05R6ZY6wYH6s4",
+	"9OCPWN2BH0fOUVfWQ9VeReniS53JZFNmQY+VHw5Yug7v4cuXHvsB87QWfANpaimUE3GPRcvMHKpj5Eyh",
+	"r9iKp7A25kahMA4CET7wPfBxYAfdVFophCApNv91yzeXTy5/fL9JP/2f5x3Elrwu8pVKMK+FMinuhhhZ",
+	"xwb92obAyc3N9eHwkl/vFOTH486FMSo7IkLsDLMjvM8Mx2rk3TH+PZH26j6kfNejfW5gipzYfyZaKQFO",
+	"AwysHEcegIXe+sg4u+wcIgsMITogvNE7TG8q+WKX8HWiyVu7waq2FZRDZ0FIwYUbQzd0yAcA9tusExCD",
+	"tFas45FNsSE8FnFbmrsLZ/c1P68oiEy57GFPrl3iO/QItMflnRCucEmPfcIAm3KRtb0MEQf7DWQgRphK",
+	"IBdpAMsFfbyIoiENBqXOKUMRjpuSlzBFYw3h6zlfetW8uv/2pUQ82ZUTMeFGPDllR8YJeJ4t53wiiogt",
+	"QRIeV1ZwsikaPZN1gbXbXq+MAXIPMq1mWLWNd9CYyVnRbJv/VukZrLq1IW6NEHTsKCYB1asnicQjRDgB",
+	"2aHSsVLkaQ3r0csUhBCj7bjRR/ptUWKQQY0x4h3SqE11DYdSkp0QkLfWvm1HNrkCyHlxYK6ih9ate0MO",
+	"8ia3ZMe2ZqRuz6MuqFxxaHPGpp21SkT2A4RiGowOrZBp6QSCNHmr+WKprc+WJw23JSncVSLdMS8cwt6H",
+	"Pxc2X9l2Z2IEmqwnH4DfarSI571iVV9jfMAJUbaLuj5wscsj0QdcAzho36il8bRzGJgHeupKUJHP0W7S",
+	"ONjbtLRod9Kl0aeITFX6lmt84fty/bpvV/tbm1j3JZfZ5rWHX22w5+wNDj4Qjbnl0s5WBzWiTOk1ySJp",
+	"2EpRYWVDYkdD79D6V1/6e6zy7UtKlyKH4saUb87Z0m4YWURYt7MSgUVfDZyE5ZCHSMQtwNctmsCHaGC4",
+	"zcKh3UPqVj/Y2F+1aeXAmHnVrBBD5CGsFUKjNPCAV5eFCnyaVQuRkX2JlvCSF3PnjakUKh+5xNZ4u04I",
+	"IxqwKlbJgtF4zJeKSdVcZLS1eX3VUWPKijQEIEMR2eoXGuqU9umqSKDys80LkosruWiIS2U6wUK+bfKW",
+	"3YAcTZ38eoRtCdgvWomohF3T06kRxeFJaKsiOVT81+aMo8Y37JrvA3iaPOnuHYj7IdPrRozRHwEqt3S+",
+	"EHgiiS8o1saURN+VOZRrRhQlSMSN2IzVUfzuI0rvaabX3RuxMY9/vRGbrwSwITIjApTjG7FhTY98Z2/n",
+	"Sa6NoTvBvcguxgoMLSjOtuuNJU4kf618wxRVK/MAhXgEHeSnIs95hm6XMl8LcmdlwQCnw7h8YHTkoAFs",
+	"euxiN04s5j05bFn62UNPXkGSNdjUruZdQWAy8AfY+Y4cbKs25ePktIGg3RHERUTu23E755KVmoA7sjLi",
+	"uDdWaIqCY3aujbXHnceRBhcxOa3iithF5GoT0cnFsa6vxwaAPHB2xpI5z3lSWJPAkie+iLvxnwDFM+7G",
+	"v8QRS+XMThsMul4MAI1xN2bxKGbxf8Ys/o+YxX+Iq1Km3vd7N6xliNh30f0TgvX1rkf/+R9/6H7+j39v",
+	"2tmVjubbkqVcSUoDr0A6OBRhU/Nn/WP0NY8eoDTyAJOjClhcm8J+jGiUJFIx9NiXYAl9Z5HRhqkYtoGq",
+	"4UjUCLUIv9l1iwk3grM/auaSdJsLGigidNjA7W6L8TOxH7MXiuQn2zn+cCXvdcQQ2jTGSYga1WWoVQkG",
+	"X2w7BdrRsy/asbPLzVKKbVB2Xeyhhpz9ANv8aDz+7m8Ne/1492bfl3QNU/SSUGE5b04VVIdmWQcvqSRa",
+	"N6ZWB9U2UGRBduxhB7+XYb9/XvUD5lH7aRxaKrlLXHPPpj12ETgHSlmAB1GwTcDB6EZq97I9tCcIIJ4J",
+	"fiuMK+NOxS7z7I4CsAQpfmRcVKlBIDYpOuEeOgsw8geuPcfOirtQcBLSPh4zd5ajiF8TDwxwTzw8ncfs",
+	"yP4ZsXiwgP+dY8ZrueUH5mGFb8TMkidYMK6yzciBCOkp4CjBrXaA+CR0E7eEHKtBny2M24z2ViJ4Zbiu",
+	"s0lI3z0EbnJH/Hh19e5n6gbW6qXEdmHIxC7KGBidzkXzx1dXnci1FHv3Ef734urFj52o8/LV61dXrxr9",
+	"NT8KnhXzJtk3h182BOzR4ESbi+TmAfzHrrsCT+YsFQB+p5INg9dDrR8Yt0fxUptihmBFcS5SaeLjcweG",
+	"ZMVQDKihv8Q13cs9Zul+A96rVNIfX1sdx00p1zdYrhB8icWpmOU8FSnFjnk4gQAUZa3zG+OtgaP3dgjH",
+	"TJqxWinI47HSMlxLGKl7uV23cp/AT7slKs2hSaYirHvDciuH6V5oCG5Dsvfao38blpCA+XYdclcN+w9W",
+	"cHidyX4TMFmtIYQxjokA0+ZwU70t8uYh7CM84W71DcSlJ5uDXKpKFy2RBfuLa2rg094bNctlLqbyy67g",
+	"U8WG8iSBERciy+Avw/iS5zVvzHwt1e318PbL05u/7vbw7lIkkFs+4L1WNd2J4sGBcbqrJRqfsrh/Hhx8",
+	"aLLZCbRdhVBxvhwfvJGZPZTJDM7RfKUH7BBNgcWuVMIW4HK6dTtu4oN75M3TKhPLBHHZig4ebIqSziUh",
+	"2vcyoncEKtKOjb3gNw172H1aqj0l/rAdKc9jZTDOXz/yF3TkD5705/G5d3HEgyfP5jVb/ulwfvjO+jTX",
+	"C3Jd4L411syIvK0RVL3otcIGC9XP2Tv/mOmJ+BKxW8mZ4RkkhwW2xVkD8sTXPZS/A24KCd+GjGT4YUe0",
+	"End9jLsaNdWTYSAdeuwS6/q2IVOaZcLp4pfiRE3mTzZ5crb+S7qcns7408yI4d7TJRxsM9IKzvMBPJie",
+	"YPusmAeyOCryblsFQHESsyMKVJhCZpk7LT2203HEYqpkg3oDBOuL2RFJI8oyI0d0zhVzFcbu9Mcbafd7",
+	"2dCcXfKaT0S2Uwvbk35e18p+Epsu4hYsuSzPHe/jsgyG6IbwGEDsUxVEITgo9856t/8W6jbu9XrHcGZN",
+	"pUrHytqX2BenGrP7XwAd8wf7ltGSbxaWFVyrlDIMCDdlImVGR1RR//bD1ViV5RdY9xBTmR+1v2NIqACx",
+	"AAvBXR4cKdbY4KlEZYCveX+uNOjefHJSO5kzvRZ5N+FG7HZvPgYXZzRWUCMuXSyFU0N3cgvbBwNy8uWy",
+	"d7OaiFyJQpie1I+tRmy1X14iTPTJ7TpW5cgiAhb9UgDOWoL98Spi40Jt0GsMHnbXS8uq3JKEPlBgrI5i",
+	"IoWv8qMSv+OR9zxLg4SALMtcLhaIvUO4EnWfKDFJ2bXRzhdaVuDSU7lTyMwnw4ZN+zMkLdtNaxoqfH17",
+	"x6YKiVQ0paf6/HFsoogJb/b0mGmdYuVkmVbK0+NmN14a9mHf9QGoZRZpmzsw44VQwpjr5Vm/EYXnZ5FK",
+	"rlCaTL367Gs77HpgMFd7xXqDV+0OcPoSafrusR1unDIFvxza8+eNQ3v+vJhbSzsRqoCKjalvZPUt36U0",
+	"wwNXzm7ATEwLV2huCZHohWgtAMhbfP+YHf/I9cxHBMaDg4bbNlpelMl5phNVsgndFLfyCku+f0Pawj0A",
+	"wiCHHKojIF3LfoKtVCbQ+TcXPC8mgtsfHdjuYbaWf/JO9uAdM5CaLK4UEtCszAZnAcQeEWiU+vFs215W",
+	"/kL+UEukwP9O6ZmZsNK9LJ2AbqER4yZBvMqKd7YhAaKmwFRBUu7BQBXwvxBxpLIINcMimHUbSz2A2gac",
+	"2TDnXTT36M8B4fHAtye2WWbS7rhCt8RMlF4rkV7v+sK75hWFGOutCBaVqebqoCYtsjKpxnE007l4Lzjm",
+	"nR5mOpSFoL/+I7rhYn0Tu1wUSL490AmXSp6xIlmyQb9n/+/p6MnJ0+cjlyE8ClOFqSdJg9eunpqFFGmw",
+	"TepTJ6oyrGSnOAH57Kp57dy15XOZorvIBVDH0KFZqllj0IyysUxVtaZ0q62+p1pBWg3mUEP8Kc5X6poX",
+	"MQahHPyUwtQpaP7p0xicqmLnASov5gdg1ACzIqYuJ6L0htRQZiKCf2E6hzobAtxABRzVafS4+M4WtRdL",
+	"Q73xXVEiJF1QkRi1psX2T2MFlJ9p4TBnWC5gq5oyBAXZO1B8o0tMRZE2p06wSuYEtk7BkQNivt3zLpai",
+	"0J+mUpbk3MwFpFiUFVeAzrCQaRfK2sDMXkC3Xd8BdiLGCrEX7cnJjmANw/Ke4xA0yc0FZku9Zam1a1lE",
+	"B94NJYK1sVa+69RI+sM1L0agUcW0EB4vJY1LykJf6dTZHJ6JXC035I/zrbVz/biCBSxXz7f67Y1Vc+rH",
+	"PiMkstrYkudQZF5gmo/9R9V5Afx8WDh4S969g3bw2xEOK9GgjSyYcEEyJlUCYjPhlV2ih/F8Bx35D8uO",
+	"hXFQIum2+AoaXdLoubHTOSf0cbtSmKhY+J7QpCuRXy5i/VpuaaBo3a/f5QMkMJBWQ9S6W7KCXesHUGGA",
+	"Ze6dN+dO6yZvLGHoc8Pe//CCPT89e8qW1WOoKcHXIdc0pGVCkW+QmEn1Q+APpvYibL5a8FqKxW4U/Ma4",
+	"DaHft0RTgqfxsyWOPE7aHJ7AUGbhNqiRJfT99pb++P6STm4oD5lKga3rwpRQ3wQfqF718ueymwtoL56I",
+	"3XGT3SUlST0cj4D822YBQvRvTwRb9FJfA58TIBXEgYOhlwta6a3AqLlCU4b+ZnkH0m199JzFfKJXxWiS",
+	"cRWU2rpjF11BCw1au0jkVCZlYVJQQufHHbztDktRT/feYIs9IGcQY6Gd07hJS0CV7Tzv7fqLUeCDBP9v",
+	"KiLm8iuFSpdaKqzOhdvZnKeRUw9d7fFYufpbq2JY5aaLjj8BvZ2DVKhdZ02LUe+G7OJX3x4iLRsTn+NM",
+	"whbDVF3m04WCVsQHBVAPQGFpatA/k7dClToyfbVasqUAofigwlFfnLUiUIUDsHUwPvACH3EFnvCGHWYt",
+	"0ixcp2YO2l+u60Gkql+6dAvjId5dQ2DPnKBDOQSbDeWVraPGTt7g5xwrGuwj15ncau4EXylSqzE4MD2I",
+	"dAN/VLGRQhCk43Mq/0ZI4bId/5wH7fVzge46vTocRxRBhLaPCl+NdGhj4wYfC76jpoXUubfCBXW2inaA",
+	"bzXxVDsXYYmHXxNkqiMkKkajbsSyOAYiSoWbtpS57cVOTdU47vfeXqj2Zjf6S8sFKN48kFaJHlgiZfl4",
+	"DWZieZfjvm+2utdx+KVRuP9dlOveiG5yVRrlAWarT8fb/3ZfLtf26gpgCtrCe19a1uMd8Fbc11sIvXuS",
+	"1Sre6qD8L6RWMLtouxo+2l0l9x7W/YACT44eapAnvs5zIQQggEwEc0Bn5yj7XdwPXRz+0b97GWiab67z",
+	"laokWDZmroIYABG+IEKXsyjTyHCaFKZbNBd5Z2V0+CCDk6LJbbWY/tyHzyJ9yzoIQ8FCw46serPgm4ko",
+	"sdQxgYTWlGE0MR4rI4qm8s2IrXNZFEJBjZyi/u0jFv86hjjhuDNiYx8qHHe+IkBAUwS5BwHdMuEX7hnB",
+	"CbZYFht6NcTq0YHio6B+nHY8OUfHllVl3bKMVY3HzhkkBvvH7CEGW1BpaoziSUA7MHTVDqLOl+5Md+06",
+	"ds2NXHb1Eh26XTjALZNaPeafsaT4H6guOIKmbS1kwy0GB+rH968Rnt4EhnUhvhQ76BZ6pvqnz/a4pr62",
+	"SsXWfK5PCFpMmLTOKchJGpy79ljg9bFmLzEQNbtfZjwRlcK9RnujHRNDiTVpguBd2nLYbQtLQhNpf10J",
+	"2xSh+9wqgdAk1Xmzz1k87ow7MbUtgJZB7KKKkFS21B8rtBHsXj86HQ6Pa+ty2n/+pGGgdTioHQPeQo6K",
+	"sGDC/dk03oPG8DCYHHaMvlcKrjk0TsVO8dtrv8WCD3ZquNHgC/cO5hwRXhzV8FiDsmSXIb9rFEEufdsW",
+	"d+P5+P51G6/V3UGdO23aZlgBOC6aVDWv1wfHO91MoDoZVXI3qZVt6K7+rZDkUSpHfYCDY2m+YflKHRDh",
+	"dOMOPtasx7nDoFVqOcJjACuIXkGQiW/iRlADRAoISkT6i8YaEXjbHXzNDTMo8s1L1MlMG95RgIvG6zG7",
+	"mSiC5JoZxpOViEgQT0gij7ZS6cbKZciu0YWG1dHwLKRkeYz2R4YdDfpBs48B1FsP5sfbtKvU+YckHDQa",
+	"E/Z2K7j0dFojeGOC7kKqltvNXj9dvc1p8KrqOD7vW6aPEAfYXqxX1uZFsuM5UD31HO2J7OdO6csFBMdM",
+	"heB0034Ch5VAVf/NfmiMGvXrbtmgrCry/aIGT57ND/Jv1dZq38sJuaHfX5jDCvma1+gdbJNmyTStYQ9j",
+	"OyLwivYYLB51ha6ErgCRhFYDMGrDzuBkNY/VLNdrQ5nowcxjVug1z1ODDeHdVQro/8XaGfk54819zEFm",
+	"ng6fQ+j7rH9S4kHpW5HnMkUX6BG23LdKx1yv8gM25S60P08dqRg0hC9b7GhAIUmyVWoJRruBDfq18rR9",
+	"XsSdXAelk1pBZzAiNDZ+LdY6kEDV2mk/lnhQz/Q/SI5sD6HS/d0TANZ6x8dNvL+wsIlzP9Ahtn1+t6vD",
+	"DsCUTGEfY6o2mqLyXquCSypNcOl23NyIdKxKBHl3lJr/RYv8B8C6a+h+cbixuFulDWBT69Og8825+uvt",
+	"s+rgsU3aUnTPDszYlueeWnoDtutvMjVofUPBi8NUZYeo0qwruxLl+4z2nubDfbuLPKiNQG6je63RoZsA",
+	"2lCXqmLTIAor74JA8YIXIpc8k4bMBO9HvF9VGwzBjnLZEstrHgY9wY6MECx2z5c3mPgY4Fm42tx/bPex",
+	"sSABaRdJMb+pnMlRUJuH7Z6OvwGcnxLs7rYBw7S8ZmZ07/2GjYhzC/Zb4JLFhmV76BxqUV+jTsOaN/iv",
+	"yh8h2Q8icmieTERiRxRiMK3R7AUAYasLLDGL+RpdWaUxM1ZhAcEEoFyD5uuMW6HjUf7BwDvusQvPtCEU",
+	"VzCu1XKsLKfn5xV4Lkz700GA17JQY/fgplwKQJhtFnNyIX7RqrnB+90Tlrx/4YAcbTjLghF49qhuIHyl",
+	"34jldMoed215UM0M8nmHjvMAGVJeXfr7924cAe7dTLBkVYwVZs5QEy5AlbUvcFHtuKpWQeh5KtYi9zxo",
+	"0McfQ/oZ1lpySrak4X5Df6gP+zwlFywXdg2hNoxq0nyvIkqvKsEi6+Kp3ZX799YdIYUccs6AxEEj0wZF",
+	"a7+n1CmI1SGd+fyzJyhBnJSiPsicuft17juGx/9pDbZsQ/Wa/4kTwTI3Z19QrVvVsOiz5+w7+3+d6PdT",
+	"VB+Yjn8vDfbh9NUHU0RfH6SE7qb/obuq1LYOG3Sod8HAHT4PwL38gyhDEFOtnvdQlBCW24LqB5lF1ZR2",
+	"aSh/pVol4BxDVaVqT/Qc4WMragU+2xwjv49CdqiqUS7Ux6sXW0hKlxdvLko4UoyQ51ox8WWZUxtMSOXl",
+	"KZO17N1XK7tNHr/juTQ71JO9kYzw0EL9AyTrrqMLHa87DjAAtF2IfGbpXmDaIPdrMSJXDhxk2PsFFoyS",
+	"Jd2W8Ye/x48fqwDEFeqeQ+ctpBH4ljDOqR68H2KBEKuM7RQJ7muVZzElJ40V9K+yjHl8n5AoO6LRuLYE",
+	"xwd5aO8SIHUhs0DNQ3UaXJ5KrxkESx1RdgYf9w+s8Yh1g0ItBX1dcaDHEmia3UKrQqR+ZA9+dDZHYn9X",
+	"CoWH546j8EGG1FDnUh/fPdBODziB91KhXo2ez6DlGu3EYM+6BhG+ljDhRnSlMkIZWchbAYgGrnUNZnf5",
+	"LTVWSJq056652qj1XGfCZfE4+uFRhe/asQ0b1YjfnBDk7ppQR8k2hYLus0TB3CGkyViVcuYeNIFXHUSS",
+	"xQ5gOrv78PcI0mBi6gwN//2I/7m4evEjxngRfy4OJaS9uYYAiJh1d/b77FFafq/d11BhXuor1eby+UrE",
+	"qJKYCmtEVqBlRsSAWIVjOmbYBN0AMD/1VoFnKaXH/gipMIalese6Nmk8B3NsJfpdjWlb9sQrlS2LxhQ8",
+	"NxqrkjvLxI9FhN4eTOHRjeHZpvnsicR+S+z1ruHUe8RHA82xeVctRd51WcZ0c7hvAu3mMP2iqo42fbGm",
+	"hgYfiz9evYDy7jsf8DX9dD/g24H6aoNWqpdtDQuw9SFIgQXf2O0B8MTSiUJjn408hqTdT9NVscpFD1tK",
+	"m1EO9cfQkYiurHNZiJglACVPAAVYfS3zMmx7REmJkJ3r8y2BpOFrIlDuIR/Kl1pUPn0clYW8ZvRdXDqp",
+	"IupqDVfxX8FAXMmHicYqBqj4BVd8JmJHEPs8drEvf3Jt/ul6xGK+SmVBRKhsT/iBZXoWwlZ95wod4An/",
+	"B0y1U2aM+p/LC+4WmpF7HP9yP3qYf/d7ecHdEszUvr8yv07UKafTCKX1AW2uhrYwJp9eF/pGqOZmx86b",
+	"+d/dFx/e/9C9snfG6IBCRksgYd1hQRIyKBp4idY3sjl18iAoF/ceqJ2goHIulFhjz+4yroz3xYdXhd2p",
+	"u1Sus0rbXN/dyeHyNTcL8j2pWlEeCeBRKh9qqSP+bdtqf6+WVkCEKGSXyiI2GtVypi5VqzH96gtPimxT",
+	"aTaw1kH3s4a6Hp7aU6qFXa88KO0jw4KGzhcvf758c3319qdXb5r7DvOlbFa4LtxKkWQBmMJrjxLGZIrO",
+	"U7qEmzLwpx4i41EwfYBHG7bnfRIMsBd0c4hu78bjzKyWIjciBfwAOywAFDVOhlI9omNV13m6nlZwp3hn",
+	"U6r/RWZQcYpvZOqN36AjqCUdt0dazP7r0xWpmzRgOVOmdxjOUCXy5Gj3ed9SBQCZ375is5wn4tqKuT1l",
+	"sLm4lXpl3DEGC+PW5a41sdtlD/iea+N5sabcr+dGJNcx+w/XG1JP2cmQ5VylegFp8qbHPmzDdB6wCLVv",
+	"11alSp+9a/MQEcDKtrw3WELlNe91UXUu7gT8rw4eKLAHwnaLO26E8NxRR7E/8ui1w9N5XGZfIphtzXod",
+	"ns4Pl2arZbA3tkr/4cjrrpYkWQPgIWCZRC83rhTb6bdW9avqbw0HQ5sIvwpVu3uI8SjUdUCpbsGjHY2V",
+	"T69llG8LP3I254bqy+ugtdc3J385nZ/Nnlw/nz4TT9MnydnklJ88Hz4bPO0/mZ6J0/QkGU4GvN9Yp7Rn",
+	"w16VAtHjQ9dShV0PhojR7kYS4P52J1nzhKmKmk5Ia4TkwODkqp6JgnGwwZzTuZw4furn6U//+3n+7I8/",
+	"/c9f86v1Xz6+e/ns8vW7P13q4Wv+mn9Yd3ZqVfuxZdrbcjpu2SLh51aevlRT3SiZoXLOsuhcrz24DiDo",
+	"Enauk4I1254QDvcJodXyZ0Ccq+eaNyMUu9H+3Ii2/GPLCI8CZenD5R/ffHwXH49YjHnE0CAMylLPWYz4",
+	"yG5TcI+/nehUjBWYy6H6es5ivRQKsLQ2pCD4NgCQFo/Poy6tmi0XmNCOkAyhnjeoyvuQp4PBsyMCoO71",
+	"etYyVYBaWqL1W3qDiUsUOKee73QLTvOekNSBL27QANK9Cx3S72N7ywgBfAf9fgWBytXUQssQSIwSEphW",
+	"qDTymFU6Z6g8FFD7GeDoVgFNEM62PuR9lYBbCEhNrHsFTdoatXBs30YeQmtxgvPBddzDLHXKpMH+/fZ3",
+	"1djVYXeauido0PRPGjcAI1UiWAz/iQ/M3KIwTuP3oDU6OgypXAw+g2UEvgn+JBf8RuQO1NTeDdBtoljr",
+	"/MaDLpVdyE/7z6KxOh2eRZTcz86+fAGnpdJEH+AKqdjgzOWRHDgdqa4RHOA+9Nsu3MfRtKEDm+K6tS1D",
+	"5WuUWAoR+0LDVGmeViZF4SAOV5PBMbjM9US0aOUA+7sUijpaAdyJvZ2tMdrPMjh5c72aze9vGwG3tRoF",
+	"DrJ1ImZcIYtINasVY2FxAVGnsiIAD8AGfQIANmPlxMUue64RaqZNRMGHHhmWyDxZycKxc8TMnIDxHGCj",
+	"28+QrWlHKqHbviUzoTbSaYKKh3tx2c2X54JaW2LFdFxZwjgQhfSNEJrZHUxJpjGDcc6zaRfOpR3HU9Ei",
+	"tD7YM1xECNwLmL06LyImerMei+dFsTSjx49JrvYSvRidnp40eydo0+zZAUnG5UKkQVvjEncDEB1Npgtf",
+	"L19uhb2thmF6boXD/V+OrIL07OWd49zaRm6X/G1Npd9C3VFT585dYICOMhHrs4XganeXaXrvdaIVxdI2",
+	"lYjLTmyVa9fJq+F2h+z9dce0v9lapZOzKVu1Vflxgxd5AAKKQlOkmLmsZMY+frx8yY54lrFfRK7NMdSM",
+	"QeyhC5aAgu4diIDjWh8eALJQ1wnsMKN2Oxon+I6vjGjmj3onBwxQEp83OBKBJUVzL+ywSpIimXaq5yUC",
+	"sPscZO1Wi/4Oilvh6O7kIqJHmvoGxTjreGRFKUeHfJ0eR+StS7mZTzTP02MrhtxE4xGJYB+c06GMDfsE",
+	"BKbC1cX7P766un55+eHi+9evri9+uHr1Pg4lqbe3/IcaRWguuGlLx/ETwJvgZA/Wp9c5/MDcuax4QpLs",
+	"ctRbqUmub4Ri+UpBp0wSbfc/y3/r06JNepcMF3KSJ/2eLfdgEgo38L29acFL7udFa+O0T/MNwnqu5xoS",
+	"OjPoS8mLICMBKjp6+3sq3WGRPYAJrrZfaHvDyF6LS+uNQxt9t0+hpb7HmLCfGytp2FxkaY99InQhSD4g",
+	"mymQ9gAMTYJxhIOBziYJh7ZXLjtiIew+0TnW/4wVJLVKg4XnNUuXxs2XsrfkeaFE7pj0UBZtX+73kAVy",
+	"v/VuW4lSLwUjC7UkWObfaWLmptGT4ZDIfCtMKKstPODbBgDv7mzUlrXX/j0+mg+RW6PZlOeRRxdzNdjs",
+	"yIHvsFQLhxdvRMEkZmjs1o/a80odOG8b3E5DjXGPvYbiYgCgAHM/21A7mHqdMXZcqhbDRC6DoESO8miD",
+	"DE90ziZ2izwyznbE5G7ABBsrD/7oe+TUPgiAf/FxBRXyt6ts/vj+NSt0ltaQZvwCY0Gl5TTaOtBT6T4l",
+	"zjSMaz1tUr1I4fBYRVFJH0Sa0qsi0QtYslxYeVIWFoIquWElqn6PXRLhQJxxFr+gd7/jm0zzNI5cQr1v",
+	"cBW/0KoQquhebZZiBOVDMoEYx+O/GK0Ix18iEDQqNZR5hDlmQfKXnpaQ74j+r/3kTK2f994IvKcbgGe2",
+	"wdCS46IK90QmGkIHEfkQUZWiYg4FFRD4E71YyMLjjiY6Twlih5719KaSBMKQRSBdws/3UDqYKSQVoo4B",
+	"YOVYYSMA6n+w1dos4JA/YPjABVSCDmcLxrPsMMIdAghMnQSMo8jhrgqXPnS9o+eOJavbV3WgWb84bq8Z",
+	"8Dh5T7G/cc5T50TZn219UFp465632sCDbfiHLpuiUbqU8eqgZBFYjQ+GEuaysQlQuY1ptukDsFKNuGFt",
+	"GxhbkNhX+XSFoCOGB1qZVg2s3wFFun3S94STflBUhEoWuFUzgoTcoMzK4XBXU3aPd/DQHUETWlwAn+Yb",
+	"MvBBPDuzGO3gkIKyYKlMQTGyP6KPPZSvh2MnOFjlNodNCMHv/Q/h8MBKRvweGqLDEFIb/8uOAdVyh++M",
+	"58Mza0eke3B9zsnn7DTLKGhhM1buHT6USOqnVvvBw+8N81D2mdnVV058KRlBgtd5VKK9bSH50J0RTQJ6",
+	"88mFwCrBsYodtnBMCpMsjxyacpVMPfZGh58Hvd3XGPbYG7veWiVWvwmaOLqTHLUg6mNEMoFCuHFYdBBX",
+	"2t8I1/jHfeYfDtDCaUlBVcTuA2YXuGzYF6A85qUB/nXneqhk62lgBDisVmcINOKWHNZqG0AJNfZqPIxS",
+	"NT25EVl2W1UHuPtSMR8hZAYYTCwVVhSlEYNjjRcsyaT9JNVsFs4zMVZLnhupZiGkQVWtjxBorKrkonUA",
+	"xYUEuN/lKu0S8xOwXYrxKGa03dyul6tjZpEL7GZG75FwkliV07tN4jrSVFgichhpK+Wxu5gwtCUqaUMu",
+	"1WoqobmvVL0qtGOLxHFOABQ2LgsnqDim3lZ3CNNVgY0bsoVcUXGF/aulz3r6TZx9WHd+q8eWvflbC0t8",
+	"/hu2kUPpuOAbiAPVcdSqyGl9sxPKuWGVocyhJIw94kN8ZkcVduTMW7sB1tKI43PmumpDAgHU4k6EUK4x",
+	"xEFaQhXJZZddBGEJBFFOR2Q5Qi1d5BsfRN7gi9icK2sxwtZcQYc3CqB7ijqrsse+F4mG9slxAJUf08eM",
+	"98ugR61yzIQi+nCObYW6BVuoukmA6NhFc9uFFzjPH0PG22PsulYi0dypnhyTVl0nnhq6jUe9aQe1CXFC",
+	"q7Ch29A4dR2lQWGsaLPblkObE9I59uuOSACcsdoI9lxRYm3VTFBsGmKnFAdolosBRjufiXOHF4hSzPJ8",
+	"FHZZwrYtqMd/U3OUf0qUHtdHZz9Cz/7ivAMDKubmbd7aLOoC/QlY7+haeKDjFl1vIBJjO0B6BwxOK3EI",
+	"Cj6u3EFdiTpfP9Nod+QBOklQ6BCPQTscBKvQOlChsmvQ1E2ix1rqUbA8G4npIOhRtdkCor8LssI+D3iP",
+	"vcIODrlTZzGJQWl0LLMr7K+ZbSzvocs0bOuKLes+Xv3QfUZBUwBXUmylltzOhZlVnusZLwQTJuFLwY7i",
+	"8XiVPuv3YTfAH9PpND6Oxsq3jQg7RSCcCc8KzBgQChIpJ1Jxq/PwgrONXuVGZFN2hAnFETN8U8sF/nWM",
+	"xsG4M2Knw6+/icP8glxnrBBb2OxOmR+B9RSeejBpzoZfvkQsSO3GTj6UyT5WWBpO8guVWgAJcRppgxM7",
+	"7LOfRixGSU6WIH19rNAkLuMWzoJHLR2fieDfzt2F7UTc8D24yKJ8B4jwsXpyyn6S3zuPNrIgrtAxAnKh",
+	"QYDDD1um6rXa5YQmFkR1wdXzOvJStRt0tsVtRDs2CltQ4KJsuejHyunVYKIELueYKb7ATjFOMzvC6Zav",
+	"i+vOeP+QLCx7Qxt9aYpaXeFe93aP/QhJR7oKcgASB9RAna0KgYHdeKx0TjHeoN7itP/8SSVdtwir2Cj/",
+	"At58THSy2xBHD+2KPTiI0za320egAdwayrizstRNEevvzohcHve+RYtHl4fSaxDigpjWs0m1gsVjnJ30",
+	"DUIxDOYn/QVI8iRbGXlLJanOSVOd60mzAbDfE79bmPBiXuuYAfd5mtfETeCrGStqCX1k7wNVo+p3RK28",
+	"xOi2BshUKp5RByLYiLTLSCrNtDDgEMoFcY8TNq7/tJMM4fcCR6L9ptfQeDmimS4oJeAoSDzmYU9zUEaP",
+	"7UXwRcaBvlp+Noa74h77YAePO4ibkLHvx6FIsW9FjTso6PEQQYsfSYKXYc1KuADaHrpXW9YLc5n0WpUx",
+	"h+/iKCyR/C5G4bYdJfBNVDB1z3eYccjvaS3J49dOGGe1qnYt0PrbAthtxQwiS4apxNDuZEPt0TAfAPSl",
+	"vx9kXdTmvMfPOJHhETA9vDvs2V6Tu/RgJ+n9IN92u6K2RTE7ev/DC3ZycvL8uMfegCnnfFFbwhd7oJzj",
+	"XwpLTyiDu267c8OM1tAWbamNkZMM49NyIZyysbRiymnCNVyOYX/4pDsYdIfDq0F/1Lf/708HOxoexMUU",
+	"YdzCCUFMYncwGFUdbmAYdFVAd31T2frPF/99fXX586u3H69idnS2sKqJR0dhF6WihzrXSkGyAHCXJZiV",
+	"gAbhPaQpu1BUiuSdY/LopG+OMXVCmPomOtxn9u3tz96VfdzKbmfVZFYmlSkIl9kuycf3r0fwDzhGw3az",
+	"Xu21MhASelAd97bqFq9ave0ucqPVO1VT/Vip+TnlwZ5vPfZa6yWm6amULXN5a80xnqa5MEa4/iFTSGVG",
+	"/IuQXTDgRr2ktuZCZu1v4Qw7lEBfW1wOHwqOYcVaSSSWoDQneAsFznWRU6WKl6JSpXodMZ2lFR/VQd6j",
+	"n+FVOJwGJ1LY6fYaHDJtSTw5tBNJsLeltRquJxty0EE8HoDO8Gfx1xXPsLiFBJnvTQMbeUGO9ZbmyOWL",
+	"d7fSrWR/l9Ux1ca52CIZu7tsT7bHrghh3cOWQgNjrW8oGZwvrGAc9KN+vx9qwliTw5NcGwgLu6pTCCZN",
+	"xFyCVwvIloPfOdMziPFYPcQqITAKbEzgMYLSuITdAqdzIAgq3ujd7YDbW/zuacS7t7fu7va4e/rc/j2a",
+	"1OLe2d8WqzYWeizyG3abNRv3zucd4qCJnT+hS9iHoSR2kc/kVIzGqhtyxqhS8QQuAmf0wZ0he4wqvY5N",
+	"0O4YbvX8VbnPFXlYxsU0OArL2d0b1zz07qNuOaqvmukCvUplTgb7wZpxUYlxhKEZ9xpu31A30nYYhZim",
+	"W+QbPskEmpPOXWRvHisW2gigC44ASqTaGEpp1Q2Hebx7nI7V4pGPMrnMAWf00gvCGpEHZOxSI7lqwV7y",
+	"eD4ur9oIqHc2O/on36FGB6J5hLK1H57gpbv7a9QR06lVGG8FbpU7WEz4Liqda+lAAz+S/b5cZpsRhRdM",
+	"XMM7pL58oGhnXD0ywQWlU/HI+J5+BlXQsPZOVkrs7tBux0/58Im2Ilw5VC6plblu1M9QrJQOXXTPBAqm",
+	"nvrEiFSmeFR7xw1igTs3C7R8P6I/uBkre6fD1LCn5XHkTRuKK8BSYFzNHly/jmEG2POZyjKxQmfcifyl",
+	"cScaqzFWNuH1Mt6Hf/sKH+gXjWnz9ZIuzrbqucZqX0EXYVs4alFhnSTtunH8uQAIQZiCHbafAxt3/G/h",
+	"UKMg2QkwP/WU3Hv4vSiUn2aVJEKkpufAYkdWjfGIJFSug4jrc75cCmUOQ5O0LN+SFJRxVTFBDCCrehws",
+	"F7Isj9FpLsRheT6FUE5mtGL7QG9mX8tNudmoaB0Fx0xEh0UUCOPjEjlxrCqNCW/E0tV/Q2fPIFUM2tKT",
+	"TRtmOwYkQHjTDZpXUEBKgiEKbdj3r65evbm6fPsmZkdPWco3HsfPiKIWCHo67M8PJNmBDg7f9bSSdlIr",
+	"nuQgd+NzFpsV1IVbRZNgix2OCZ6hCEQb2mToj++fMCrB7JavgEDFWJXl2MfnriWsKDDvD3s5In4wxBsA",
+	"3e4x6cqYRcZWqpAZ8x7hXK+hCKsGpoKTsGqXG0DHHUdqtqNu/RpMyOtEpnkDbd5VDVKWY5JHlR+9tAME",
+	"IDAueFbM9Wo2R76yBJtkGvoRF9q1lafsMGSmI0CSKUSueAbGrUy2S3oh9gTxQwqNEifNcq4oh8YbfW2t",
+	"NZoLDksYxFrKhsvAAMngD6qG4zrcyJ7XGvVdmA0CZO2IZRNdCk3Btm39pLl64YLNVwuuurngKSh/UMrg",
+	"kznhrfsAXYZ7AV3uIipd0yvoUCCnFCeVmJHpK27sMI9dtsWoSd+AF1dky8tXP1x8fH11/e71xZsYkq8k",
+	"vgiPWniv+CJNYc5Ri2mV0vfFqwnWshHsTIl1tvHh0oMBz35HdLM2LDPWAmU2Vr8VltlhVT9lf7c71/20",
+	"FnDQkZ4eVJNxIBRT4x77hl20xiSkB1E5HhA1bsQ8JuRUU+Y+HZ0NCJFjRRCR70UisHLKKtRTBCIDJE+D",
+	"u0MW7OhDwVXK85R9oo89EIbcDtnfCgtXYc92UfAysP+amkPnYXN1ZyxCdN6e5+cerJtKW2UmynCtNIHu",
+	"0NhRXpAUagtBHgDu1JCmpNfGZan6MuHJht1IlY4Iztvqm06ztP/2ifBxiPAde1TvOBqrGMKsZIVGLK5l",
+	"LOI7cTnwNQUvas2Pw6rnk/7ZYOiT++18T/vkleqMBsN+v9/ki6YcrH1Sx68U9JU05Pw8VPLUcZTDb0Z+",
+	"3dqZqg0V5yLAxrBKGln5Vtv/60oX3PTYK2yKYX8ALuMsVNQrsH/uMP3OLg6lwriDSubYkghcZalOzGMj",
+	"klUui01vkVqbDgcajgCfcq6Cced45Fl/rDD3E8vU6BmqzaVD3z+I6IMg6iBw5Zt+cMguyoVga74xo7Ea",
+	"qy67MOH+sgcavf0ouBx7nnMpCNDLg0SdoGLV41GJLDRWbKtde4t3pLSB7Mv7LJNT53jBVUBNzKvP9tVH",
+	"3mdy3GOXinEcEKZ0+Ak3tfkPZgiLC41RRiz+9WsMDd2Za/0BEQgonPZD97OvUdz1seh5gtL9jpTxu49X",
+	"gbFifzWPf7UC9Gt8PPJ5KBH49zciZxOR6XVl4O7dXotuXKe6jk0r5pOz6OrxaIso5YLV/FoHrNwer5Zl",
+	"NGdVgmGDMdN0yzym3mYu0TnRS+naj8hihPnykD1Z2ZKAuwg2VgURDRjIAzAYdzDD+Hqg9jk2gN6Zvnau",
+	"VEnEF/tunmXsiID/hgzUcjTD7BjM8XkdXsuBBFa64jZrp5NV3mjJvLt0ma5lfSAvKNVyom9xDawAK/Mg",
+	"3BWW6xVUJqSW0498mGxw3Burt3BGQqTTft/eH5/7rLpB1O9DVGo/SIV7es/gl1B0YynAjszKFFwqkR5H",
+	"kC5TXS0gs2VVvGpp6wc2VuXI2Fv7qCwQpBGnAm6L7sW0EJjnvQNQzHvFpTDXS5Ffp02pdT9bangT3buK",
+	"YDofr16wlG8aqIbje2eJLYta8xoHtjdWa24Hj/iwcBBTgMReybQpInJe+JR6+8GFTBUEW/YuTBsmW+2U",
+	"dnPzYRzPX4XGOjTlgTUB7MZj4JE9FqygAhjbowX/8sJ9s3jpkHOg7NhRytEII6QaVxL8PA5zL9NEHBen",
+	"UdruwTKwGWIP3hFnroUEAY/eb+7s6EWmVynO6tFYLfiXcvrvRP4BXu4SUWHPG8rDGLnE6Fwg0ixI38Fj",
+	"O+Rm9q+Srg7d6JnGmjVETcoBglwF8lmKLLMsGY1VjdSsgdLnQA//FbtQC6za5dD3AEknfdumsQqDz0eV",
+	"6PMxBO9BSaec5HoQ0LUgt2Pfu5e32pS3bOUqvOORH17E3MiYzlkQSDt22wHSgq0VAymE9vxY61WWjpX4",
+	"kgjw6DPK8m8SRj7mh9WigqOi1JBY6Ju8jRXP7BnoPSA95tpsmkeVnmWUN6H1qPTcwOBYOTZpXNt1zGh0",
+	"y6sxKOwLF4/ihn7hiOhsOY0atBOaF3sxF8mN35zW/MpvRTpiXuQUnmbo4LTsauZaF5h2iIEidHOmlm9n",
+	"gAe+f0vb9famUctal027jyjqopUowZmClQUflKQcNWDpylKOVWUtz8mgCxqX2h234Df2yNWLw0bfmjD3",
+	"WivIhgmbfcV0d9yUl2LpCg3AtbUtvbroHICtKXG11LtBmUlz7GFtuLlxWQEhXYbnGKpzppCrN5CGJavC",
+	"Qc+ihHL+u7Khr7UDATJNpFjLWe2QNVb+HagXbmfStSSfEyrbLit+P8heGSKtefOhwiw4CzDRl0oWKmcM",
+	"NZBtOoHjiN2IDUr3OYh0cDFz46QzZel+fP86gB4HPDkrmaCs5CiuAapZC3/YP+n1e4PBSe9pfHyOr8Xj",
+	"pN5KExtCgMdSqhK7zq45quxc+clZfrDGjx0FmG8Ej+A4kHrtlqZaCCodmGwcidZjF6GuBNdMI14MZsTs",
+	"1suKCn8FKtmo9hP0k6bKtBxywRGqjPoKl9AEVsFAf7Jry0YuETSeTLP8PaqUixiW6vIEPWcc69/slkbJ",
+	"D3aLahD95CpWGkv1vZj2l46bNAHUBoLDaUl6p5dhVmvZLAWLwbHRxUPBHsnb59RY7dA5rcgAumEJFUSL",
+	"/NfCuF5Jb8pUJgDtih02lZhHAuo+hFEhyFctlndvL48vFpxeY3Xg8UXVia4O9eLdZeTS68B22yeyv+5x",
+	"L/0fKdbbCZn3S8zYo8ZcVTQYpdcHaTGRP/AFlmk2p0jeMYQfUcEembtUE+WFxwO422vePx8urBKJBr7L",
+	"CfjtCKzwog+rxYLnmwNKph+qxLjy2TumNUF9cHXOxDi7uWs/Q2Hmq+MpzIAd9K1IP9pOxz0m2FfCHrK3",
+	"7QVOr45zmzKfPW329JzHcAymqUFAGDxE567LfCamBZxupgA1ysfcGzCv77WdD0unqvrg/CPWtrTyf6YR",
+	"n65yW1x9dXx8zhLUx8Fow+QJVCUA2mVeFEsoZS6KpYkcfGfi0xOq+QDHrvOxTw9qzoXXS9PjyUL06KfH",
+	"JVj1vXOG3q2KakYZdWoAIXRAJNw3bXYeZ6anU2v3bOAVCJMJdV8ujw/TnbzWE2bwVV2hVSIsc/1wWUqi",
+	"NUmpoYvszgyksaqkICHKGO3KeGBidhQ/Hfbn2HX5pA+JRSXRtjovV9KTKgZFmZ8EkXBXAeM9qMtVPoNK",
+	"GYKEMFh3RrMi89YNe6zAhAX0B6GwuphMLVM6peDAscceqQY99tZep0BQFOQ7n/ZPzzGLqEnV4oDifCMU",
+	"edmCWV2+fPXzu7dXr968+J/rT5dvXr79FLOj4en8uCQ2qelj5bWuOQddyIj090rLQsF3aDLS+zAGQplI",
+	"tNXLciHK7s2w1/OfP2PJALKFVRbTnK99hOfF5cv39ZTNhiQmKsvBqt6tZMmL16/ffrq2r/oQhwU5Y2V5",
+	"M3QMWx0XBuzZzHOS0/Md3ynE0EpLxAqowLM/g/2iIBeAGntAYicQhCkNe1HknjIQhwCltpIfFdZ09Yb9",
+	"Xr/Xfzx40mSSLviXS3wKGj21sEGZV9WiAHw0fCaaNJhNw1Jj3DLlvpAFZlet8TnHbEJnYa7s+9EYhz4V",
+	"B5cAwcBe8kaNyNK7+UBGe6A+wq2Q8P2znV9ymW0CnbpVry07XtizRel1g9K6vy2Bbitsuu8sC13w7DDi",
+	"vwATcUuBAuLD0CJkE//Sej5eo9rZjON1AecrtvPX0xIH5uP71xSnDZO3K/Be+0oE2lKWwAq/V8ZS5Y2N",
+	"TeDLD0iI3BK8kgN3LUqw/lYY5BZ4z7LJetXr7jMs0F2IhzoIscMhm+yAX9H7Gw0RyrE6sIj0UGQ0vxAI",
+	"j+ZcK7nHGrxnRgclD4WfDcnbjgLWyreeOPu6HWyXSVpdmXvQ6nK1ICxT4qMdlEuqygYVCkL6KyX/uhIu",
+	"KuyJGlHyly9ydjgo5UDs8+forMLQAPjhXV6q34YO7pewuSpQ3bVS1omEJoB7exEurcaZ2/n83z9fdP/E",
+	"u7/0u88/l//sXXc/f/fv34A6tAuhLoKOHFv4MNzj0liz5xxgpjzDhM47q41AyH/OEbe92YQhWvRaynrN",
+	"3WEwaixu59jKrXtB5CDpC+QIAqvbMd0JRg5e8BvjyMF58fsDyT0kmJsXiU25YsFGbOwTCkGAi7gb/wlS",
+	"7+Ju/EscsVTOXEpX3ItZfB2zuBtH1vzIwX+H6I5jlQm7zbAWER7qsRfciK532lc51/Plb7J5HTEObRrT",
+	"RqxyT1oCBHcRemYCFKBSsTlv6it35yMc+xAthbYb2afEYAeUvc2HDpdahx//YcrDobrAOUiuiSjHfT/N",
+	"oGZ87CziKGfUtDlCTbN5IaxmgM5/gFZAtTf3ppWegsFxl9Y7F87X4eFTD2uxClnS1zkmSTdkrX9vf0ch",
+	"Q3o5wluYRx5j0i0aAb1xRbcc32kIVmK1fd5jlXsYQ1le5feceZnRdAA1rdR1D6DmQex3h8a8oIgdvH4U",
+	"ACK8f/o2OyJslYilsCQ5ljLlqyXkdB42GAwXJm21JOTWLjQ1TMUbDTuCOF0lehcxZYfgHEY+XeOwkWw1",
+	"sQqHVVmgraafIS0rHLTF0a0b9GVTqDRIdEYr3wG/YKz0XzvyN92RrX19A/Lv9Qb8a1//g+1rt1C/7/Z+",
+	"j2Aj21brvzb4vzb4P+kGv79nFhJKdRD7OQyl4B9FokTU3vf6QJQPuvvAAkqiFZAH02cOb5XQIuv8aKtj",
+	"8d7k318YPkBWh5er93JdhH4L54zzPouyTWPuFsP7Lh7MbfE16rhiMmyPS8mPC6mu9I1QbfkQ23CJFy9/",
+	"vnxzffX2p1dv4hJ0Jb5YFXOdy18gyDli3wuei5xhKXRhv+AroT/lEMa21wwl6mP/Q4NWOva/8dkGkPGI",
+	"KOtUeG1YqrFujG4BqUNFnSJlw757AsKuqVCF5Jmvshn0mSlz3uJC6+6Cq02Xr4p517WeLtcpFy6fXxsB",
+	"D0eQbUEdc+AWSHqDGdkFwyzMzqgzASKUm3ReFEsqhfkJq8zxjh/cnj60nrwTtSEZ3KM2HQKuuShWuYKU",
+	"vARy8mLcoBhVxPAuXvlJbOLeWH0QCAm7b+35UtoB+dV/xZN5mbhCOALYdk4vBeP2ZqaESO2yj1X8pevz",
+	"RLpwS8yOYq42vpU6ssaN2Byf09MuVulTG/snLJbKrKZTmVjeohdBMmSV2Y64Ypfvbp+4zERZGPb4yelx",
+	"hcXMWJUshgzZyFq7OGg95wW4VGF1CizqOIh5jDBGavVC6xvZIuF98/lHhtHtLIH7I4jI2eU1cqYuVeyK",
+	"V8sVoc6s2IjU8ZPraz9WIDKQ14+pFyPcCy5j/IgDkINoT+ST9UtABhrTI8NefHj/A74Msm3tgv93117s",
+	"glRyOGnYO/5GbOyE7NqVjfYddMwjg9uQ8FXRGWYJgmNyxedBe/prGkZJYtqXX620lGqqd/S2R4hTI7Jp",
+	"d64NJJQsVlkhu7QPAYfY4e66NLm8x/5HryAHXxYOnJRxDCYVjI8VFusCrqydoENrAmxf7G6E4DiwSNSa",
+	"R0WEOmtctzBIytHTqQe18VhOUK8aQti60zUi+AHcU6T6RtQXALsMVBtrjtVY/du/Mbv1rXxFgGp78aqs",
+	"zjPsCB7CNOWVSkXO4se3g8cxFJwsC/wLK1zjCP+iVaHUeLgiZ2q1jI+B06r5T449IY0Jd8xYAT+N2sTS",
+	"HTA7LthCGiPVLGILnlnNCzMdbwGYU+dspW6UXisQcIR9a8XNAMoikA6ujVjZ1zeo8eMFH21fpoYVrHzh",
+	"aeTScccK+jpwZW+o5kkDBgusy1sHp0SLEFC51+uFhNx3wIeEpQOOXdBTYwXRCSpgh8R/O55bnkuAxJlz",
+	"zPRFiWFXKpXG/pI65nmV5zo39g8UQqdfvsCqnwVgiFhQr1gc4qAvcz3JxOI/oPE0dgABpOznp2dPjx0u",
+	"72YpAAtBFpkAKAQH8YA1F6LgMovP8fzgJZK+QakG3e1AwEynmEPsMkGlIjR9E/fY9zxlUi1XtNDUwYXb",
+	"Kbj+EM7RXaIHWNaBFPtaJRiv5tg7kMgjqgg+dnR772mD4PIlBct2AjQXV8QU+ZivFbABwnz3Lcg2M2JK",
+	"GyWnUyDVe6zdy7uIXW5/7OZ0zRLVveED6ZT+Psr+65o8YY+s9fXonE1zvhBdrhJhzSVD1x1i/guezAUM",
+	"KdcZfAiMKsDyRP6HkkVecIzY5HqW84VxIUmrQRsUVAR67kBwH40VPKXopAhVQcDAde+HxvPsqKrxRKG+",
+	"E1XVIbg0VnGuC16ID4hh8gFkB2BoyJn6uCwfulS3shDxsQvWQDrmZAOdGhPAJ0KEZb5B9AW7VbDIU2n2",
+	"4u37D26dR4zbM2WsXMjXiQ6dy5lUrrkANY507fVNj8V1NInYRZhysdRGFjrfMAN5XvMNpA84VnvpWnDO",
+	"VhxS3QRw20XYDy7olBi0Z3Whd8KHRSOYU/PGhvvqZZ1QOeZIBi+3iwZRQCgqLKEAzMYUYgH1pCuz6ZVj",
+	"lgHms9VrR/B9xMTBNoGC2rhCSw8POu9rVUEZPoIEQwyp+hM5ybmZOyIuZJpmtCDuLceuegpqP1ORrlB8",
+	"+eWutK+26nVL64ge0jsEiCXlw57pBmB+UpmLhJJ9oWSGQIJ67I0o1jq/IXEQuQI8E7HT/rOInQ7PsCwe",
+	"8OtDuesA+MBzcx40GiVEa0k9UTzABXWwTbRV6F3TE18SWyuNrIs2SwBQmVJeiGOExYWKpJyd9U/sx+Za",
+	"6VVuBRkWEVgFfa5XORpjkOSLS4n9iyxHLfiXa9KE4DD3S28KvTS+YbB0ySKOpe3WhJ2DxVUbD9CLUw8M",
+	"P5pFG8gvwGRC5RtqtxsosXNIGu30wtUIvI2A0wENXPwuPUci2WEFI3GwFlQHBvLEYH81TvsNQI/cKo+V",
+	"62lVarbccpJWlEa01eXKP/vIlM1NJoggEaHN5u64pt9jyr3eglaGlnyIkRo2U0Zq2I3M0wBTHewPcCFi",
+	"FoQZ+VN6QYd+taMUrtcfCKsT9qNQWHUGDgdXtAvosv4xAIR8jJjLsZODV0FTDtKO4dQNSYQyO5Bp2Ick",
+	"chlK1DxMpaixVNrQRWyZreDh8lgHuJ2/uaX9G3HS38bqb91uF/6//bkiR/7GKh3PvGjTdZTa6qNWKpiC",
+	"L5b2DR+V/OJASJyQlb64H+L3BMRbfYkHF7MviW8HEerUBFD2488XL7offrwYnj2xu23cwV/LwaPW3ate",
+	"9gOr/Apd+OACvUaE1bIIJQVNlYG0ZgvhklDHHPraEYGrheOl1x5HVOrDtmDSmFmKRE5JJbWKj1TCnLN0",
+	"hXLDvR2UBMhlMXYJeIawDV0jljyH1MgAlQ0punUS/M3Zv4TmtK60oQ2SXgO8HWKC871MUAov8ufb7w26",
+	"lg6pv5Xa0NefcEADafeiCLmvcvC7HjbUmoYr7bhr63UhC3H2X5+u2NGPH4ZnT2rLix24gL5O3ZfGxCz2",
+	"Ugz0sNUE6+Bh/8V/KWQcNtfpQk9ACUOMxZelAz7Cttwltt4qz9iHHy+6xLm+C/bf8GD2pwpg7NnDpDxJ",
+	"qCfvpoF7MjnJeb4BpHh/ntgJQ1EFpBJbwyX0OXSizq3IDXoiBr1+r091Y4ovZWfUOen1eycdyOaag3v3",
+	"8VzwrJj/Yv89a4IgvCANeNjvEw4enKC5TgCCwrB8pRScI5cF1oyBTpoKwL5VCXhZvOvoMsUOW/DJqOM1",
+	"CfvdYb8PqdxoNyCaUa2vVVgu8avHEe7oG9fDYcH3eenx4+jAaShNLefFM0iV+xp1TnFgTW/1E3j8PU9d",
+	"jlvoSe+M/vw56hhXc9l5bTenMNioYWY6oz8HVX2dz/bRxwurcSSmdUkqbne62emZ73Jozy7sQSG+WIsf",
+	"lHcrfjAsVBrnLLTNq9gOr67eX774cH3x8uX7GO/GShrmnH/OGWo1hYhaMXhPBHMVftVl/5mmtXfZ7cAf",
+	"LzMuqwve+Tf246vX70o1xMd9rqEaoVTqfQB2smF6VVj9aeR0YSpDhTa6XGa9sfo3dvU/7161vxYrU/Ox",
+	"arvjV/rGH8YQkBp3vrLhQXdjO017++Cg+2kK9onBs9OhHXqNIvi/9kjMDbvC/7j6bkmnNKGsFXKBOZNC",
+	"NFKh8qoZX81EOMbKr4Ozk+FYdcItWI9Abe024gbaYKf7N9gbXfxgVcid2ytg/4Vnt9aNRnKxt+GLbOdu",
+	"e7sUCrxTOlkthCrBm6D6v6KlUW/XTEBNrX195TPx9r74oyjo/XeTiG7UgUR0Hul7ngsVIdqcpovxxa3q",
+	"BEegk17fEylCErmjqhZsbBS/dTo/uPi9siNyb9/FGlBOeuip6JwMKFYTrliKjSrArj56p00xs6obIhEm",
+	"cz7JxDHpYWf9EzTPDbWLHisFkBoe7WQURqs8IF8V4ZNNZS66YBjCGYxFJghfgfLZDWKssCQTq5SXOVWF",
+	"p3o1yQRLMi4X2BsK+lP74dIQCcIlmC3W3dIRgifyiKVilvNUpC6YV2oD2M90lbl2PzGqDFa/0jfo5Ai+",
+	"SvYx9tZQsjAim7o2mRgW9FD1vlNbhEXHVOjhz8lMz47Pw47H8FK0f876J2PlmkST45ih99ds79f3yBrf",
+	"qr3gxCHngJYGNRn73lQGas3Dajkw+vvtq6hz1j/ZMcnQ5X7nyQarjllMlvqdUef/Y+/du9Q2sr3hr1KL",
+	"51nLkCmwJKC59Mp6T4/tzPhMfDl2++QkQ55WgYpGsSgRSRiTLH/3d9Xeu0olEN3QbSd2jv+ZcRpdSnXZ",
+	"9/37CWfzIABoeV05OX2vW1rDzynAuS3FzjpTYysMxzTQsUqLNl549MQ+T4tXeMf+1Nr3gke4s48I3sTs",
+	"dxOkiSungyIdnRtl2CsgsbzFhrTZHLGOkCuvVo5hSgBDQsijjHFxNkvVPL42Tf+Ak+PExqkfWp+dWOWF",
+	"SBK47kHOmkQFPVGhy9Ou3TB98t/KLTjMFpLT5qHBxW3HijMlN05rcWiLhUKmRAYg2MBujvE908/9RGGU",
+	"zmIZuNmqN4+fXlb4T3oeAhVUeDz3Dvr3cV5cwPRphykTS1kAtfC/9+smk+0OFYfE8dgU869rCfQVlGF2",
+	"K6DKjXdL4dYHXr83y7E9hOFCr3Lj2KsfYVXSh5/vK9CwWOrfvwMDCswLLQ6qqivcZfq7xKxIMy0AKAkJ",
+	"RV17rLGBYY01ssCFTXGAboEko4SOxd6lfQxHwIrxvA/EP9Dw/JEQw/lZ258FUXsgu/P2UPSm7f7sLBrI",
+	"4XwkvGmlVs3cIr22Pw1m7UHUle3hvOe1++JsOpgNo5H05jDvdgZo53dg51e+fZbE9Z/t73/2W7nFAbwN",
+	"Gtw8szHumtHljXGw81n99igaztqD6ZloD/ujXlt0p8HMjzw5mg+rn6XWSVIZNC1bWX53w5i94NIbjv3+",
+	"4TEXq2Q1LwbverlcBOUJICKGKro/3pHnV8Fmm/4yT35JUzFIGtVvw/nXS9bTS9afts9mg2goR3PhTf07",
+	"LdnPR8t/OmD5QRPWHvy7adie599+yxslqG5BRnBTEBxzEwU3tOp8ogqtWT44hNm33y/fr+SskBHk5HdV",
+	"VLVS8N8/f9ixuyUDTaTtMEdvwT27KmuaSfGWSNwPumSzOJut44LRxQAhgAgfiKvYxCopjgCLwOmbZkXL",
+	"KRhH6KkIyweQ7Z0ib1q7dNjfaRilTpli4tOCVxFctyG6lMn8nAqi2pBCsU9H2PwfIHwmJsqMOUbgJRVy",
+	"iorqkbvAzntQvJgC1aaFBFxbi+pIwq7kFatXZ+abGh9N2M/0M2ZrQIc3lZGNcR9rc/E//EArwSuEhAZM",
+	"vMpX7NOF98ee/xOOXxGWwO4lvXEXLsnkTKriCv2Wxrjnd/qWTEKLRQ9tRInaBmuLM9hUtmV7BwBz3Ot1",
+	"G65k5QZArDH2tJys/2LP/WKv8sHdvWEGw0EnqAy06zsjnSVpDoJ3b6xOW/nuOP3KOH/mDb37rASM/PbZ",
+	"vC/bg6g3a4+mXdEORv7QG8zPZD/qHW//0ga6SQKa4wvkJERDeGfR9seIp0dVYVI2uMMc3iKuYqjduFla",
+	"4TVslkbQohu59bNU+1E1fDlYt1DEIQomICnPnSoqehakgJe5TLRX3iwtbkzFpmiXyjjTUmjRGqP4srkE",
+	"hM6pNp4Dux5ir4erTM7j99pghxhHDOHkOKNiGo6J6HUuI7oA8pZb8mqMZf6KauFomkCkGc68fQH1lCbz",
+	"FovbpfqmvJMeO72CYuGmqb/OAEcaZHfX251mDEiEGOxTKzwBDta1cx2G4YP1gzB7jiI+dBoBQpMqWmXy",
+	"XZyuc4IneLESv64PDpyaCNyRVxr3g96+3/DxTHsXZ6cUycNLbzT2jN1Ke8S9Jmh7/co11jabjYTf7k/P",
+	"tG02lO3R3PPbQbfXPxsMR2I6A0aoFISiVrL/SNKpfM/Zu1iwXCS4T2CTQmV8rN5dBe/eD97+6oQGGmu1",
+	"RmlKrKxo8dJ/TrelAVz/cYNL/2zcvfnjepVr3I/z2r4Ipu3BrBu1h9pgrRie9uP2v2PZXUV9UfmOna+o",
+	"DHEw9oJxD1Si/a5yDKP5UIv+s1l7OO2Ldm/elUHkz7ypJ8Dxq7Sn4HQcqQ/wvB5SByXyCB3Nr2bxTjYw",
+	"L8zU1KgZDtGyGsRqLL3XKgLKH0Bguwxx65UTHGFNU27YMkxmZWzk9dN/PH/z8lscQwjFQBMFj6tSEZrk",
+	"EZrOh0gJiT9qAclgOipYDzdRoTk6sQpZ06C9+2fDBZY9KIjInCPwnr/U1m7gn3kLzlSsZLFFZMkOIw1h",
+	"yv60Mp0o2ysBtXZpBD0FbKEVktaXVEsIISY9NyupcmB4Kly/BBpVcCaM81uTrnnkKO2GNeH+nkbb02Rq",
+	"OR2A7Li4TdKdeCSrvKYfqj1ghDyyoxT8EwPYd9YF/p11Aa7O1QxNW1fi95a/FV01XZxts1l/80u0mveu",
+	"xSDJZfDHqZA7LFB0yIrGL72JolRPgt6eVAqm31oplD40DLr+IVxM1z5PX+tjjIP5Kp+NfNaCFhopSvP9",
+	"SG8AKgRLNsh9Gf7YgNEqhrvLvKSJZwaaR1RatMZ2sUvhrjD47WKUdtgFcx4zUXEOQQtbnYY9Osion5ry",
+	"vPXKsHzuVnGMauXjRBkBSS0uYV1+TP/iCMiKkOnVwcnCo/5Y2+C0kgN9w+huqS+byaL1PcYwxJCUXSLD",
+	"xXfOhLvGjJYY5GJeCDXTQm5/Kx5pihpp1/NGZS4Nl9HiK5MYvDGrhq9tw6VHy8SXePPN0hCmZSqlwllo",
+	"hs6rwlbnj5MLuGNLyVBvu1Ud2FtyMTjRTx9jMLpcROCUuCV/txuPRI4UYXq+QJxwc9AJdHMhRVZMpShs",
+	"CcFKZEWMUPFExSBFLqHFYpEmEXXQLNINAPEb5zXon7l3qpQl8TvC+YbbIIWP1POIkQ29TobOEKrLaSBp",
+	"xopNqjc5ufRo0QK8NhIU/iazFMi+clakKVAhwvxgIwIWIh5I5D2HefxojnCNYWNjk97Y8ztn/vAnVM74",
+	"dYeu9Do+XumkK24J1u33qba9sY8hE1qHxvjfHg94j5/xIfc97gfc73H/jPtDHng8CHjQ48EZD4a86/Fu",
+	"wLs93j3j3SHvebwX8F6P9854b8j7Hu8HvN/j/TPeH/Izj58F/KzHz8742ZAPPD4I+KDHB2d8MORDjw8D",
+	"Puzx4RkfDvnI46OAj3p8dMZHehge972A+16P+94Z970h9/XY9OD06PTw/CH3Az3egPtBj/vBGfeDIfe7",
+	"Hve7Afe7Pe53z7jfHXK/53G/pz+sx/3eGfd7Q+73Pe73A+73e9zvn3G/P+T+mcf9s4D7Z3oGzrh/NuT+",
+	"wOP+IOD+oMf9wRn3B0PuDz3uDwPuD3vcH+qpGnJ/5HF/FHB/1OP+6Iz7Iz1/Hg+8gAdejwfeGQ+8IQ98",
+	"jwd+wAO/xwP/jAd6nmGiAx7oqdZzHQx50PV40A140O3xoHvGg+6QBz2PBz29Ij0e9M540BvyoO/xoB/w",
+	"oN/7GSRztm9p+5dBF7KFvZ8g6XjrlhzoK4/akgFe6W7JoO3N/Kg9kMG8PRTdabs360dncjAfeiO/bkv6",
+	"+1vS513e5wM+4r7P/S73+9wfcH/EA58HXR70eTDgwYh3fd7t8m6fdwe8O+I9n/e6vNfnvQHvjXjf5/0u",
+	"7/d5f8D7I37m87MuP+vzswE/G/GBzwddPujzwYAPRnzo82GXD/t8OODDER/5fNTloz4fDfhoxH3P577X",
+	"5b7X57434L6nh+ZzXw9Oj04Pzx9xP/C5H3S5H/S5Hwy4H4y439Xf0OV+t8/97oD73RH3ez73e13u9/rc",
+	"7w243xtxv+9zv68/ts/9/oD7/RH3z3zun3W5f9bn/tmA+2cj7g987g+63B/oWRlwfzDi/tDn/rDL/WGf",
+	"+8MB94cj7o987o+63B/1uT/S0zfigefzwOvywOvzwBvwwNNz6vPA7/LA7/PAH/BAz7OeaD3Teqr1XAcj",
+	"HnT15Hd50O3zoDvgQXfEg57Pg16XB70+D3oDHvRGPOj7POjrVerfviX7P0FcyV39oH/GG2uVbpSMrtwf",
+	"vBOKbyJ5U+aB+Jc+71zD46qyzuv0L2jMdKNuczaA8vkW40BfA6kYBI4urYCygNDqdEomMYQ4ZnFRr0tf",
+	"wmv/0KBytfLDVHrUE+8G3g0lIHt8j/09gjgfOepJohG5lAtsXj/IwyFkvMq/4VOCm4tWaodYGSWyxxwa",
+	"pO+N/QAHeXypg17lm04bbL7P/bRBhHVF+9WcJfzvurNE9OnHOO6G16fDXhFVHRytnjdizVD/0I6V9kxs",
+	"1LU8YMh4BuzjS+LdXgLHrWnWxjOr7eGU8MnCCYx60hgDAFTY4pi92z+gOL6XCKR1u/NtCdk2wgH2+gI8",
+	"8ZtveJSqeRIjxtcfJNcNkavFMKtuNn44O1zh9YeATS6L2kaB+mU9QfDCHSDSDsyGuQ6OP87A0dLiJknx",
+	"ee+pPypsIKKbNshpEQM940i7oS2tOvrfRwQ4aEQVdyg28ooRAB2JizSRCC9hauGFuQDbNjjiRhAjnKWY",
+	"c8nPRCYRdw3x6pDwzMA/GSJhy/XbdDJRj598d/Hm+8urb7Rs8yaqZIFFQJTmWsE/ZNRysHMIKQEk2ELs",
+	"UaxxSyRpDpdMcgJ0MKRsth22Orh8zPZp8uR8LmdQ+UMfDAguWD5dUklNlEs2VRkjhGz1mADbD7BfmhQL",
+	"CRhoBdQAYBpSpTRWWk9UGeaxaGICYiDUK7svMV6uS4lxxzTVH2ZuHSdmqpSIx2S1vgThiMBMMjqvHEoA",
+	"1zB8OB/4aRm6P+9bKgRLf6TQ97u33/RSbJNURJdp+r3IruWXkYZCOe4I78NKpGLS2trAGx1EvKpK6Xa4",
+	"/Aw5kg0J6m5EWP9oK1cnyrSeNkNLAxtyFhoiWOz3cqhgw9Y+ESz3PG9sUyBQk6AfCR7QRAH01x5LLGta",
+	"mA+jmOzY38qtocIGu1skSUvb8CtJFCAglKmhzVRq5bIwDS+3l3Dt8c6cV4lmypLgWu/6klbtTiVwxoP/",
+	"WgL3h5bA7bRB7JoJR3Ss1BH8k841v5Rq+KZIwY6+NZcTqlNj3Oh6eW1HxcH2CP5R+m52Oz8QrZsCFw6r",
+	"LVZWWApT/cQSXtx8DWE2NcYNf4F86+6f8krfpICVaPBdvmq/3w0Oxmy80aXfG3vB2PePWlC+ayh9hOW8",
+	"21r67V5vHrQHwpu2R7Nu1A6kP/fEaDqcDSJ3LcsVuYaaGLsmdgXMkhji2QOL0t9bE2+5tyj96qLka2hZ",
+	"cKrcq5Sz/66yof68t3reXt1i49kvF9vnsff+2Wtv8+K//+v988fp5tkv6ftn/70aPnv8pP/jD096P10+",
+	"KZ4/frV8dt042ea8rcaRZO8favT8gVG0wuqlY+sUjf9plTdBWM4zmS9KYFYVlTC4FdilEusQgFh3ChK1",
+	"Fwcd9fiJh2oSBVQkonGCjawIgaifBX+6FrGCjve3Uq4ACVfMZafSwErDR0nB2m0gz3t+8exJyFZZTKYE",
+	"Qg795+sXzw8VDRKT/j28MVeEnrh/P31BoJaAb+UWQcrXv/wWyev3kZrNu8GVXM270SKNfovSWZwHvyyK",
+	"5Hr5/lpGatBd9/vvq9ScB/XqKTrrpj7DxriBeF7d30Tv/T+Dxz+9yf/z+nXy/d9+HF28na/7D3+Y5+//",
+	"JnrrfzxPY3X2JM6efHu3CT9Y4GeOhOMtwXa3CI4lA2deLf4rykPxZdf//QkOWy84Inh8mabPhNq+Mt1Z",
+	"f7SjZ+Tlbek/ksi31hq+BvMbo/uGGdbwsztFfxaK87ssXQIvvt56llEB4xGY6mj2PL9l0eImSkHJtVBR",
+	"1QN0WNBzqYoOe1ogpLUW5lC4SBkH469oe+E6S9cKcCJZvhRJMlFTiHrlY3qwKYmNMxeb3JhJ3LKcWlJE",
+	"zuZJurEhwLjEzoMv4xNlPhLoNIs4L+ABFrcU5wrYNtgbAEyHwVsnc385QtAveQUTBWc/tE7zXGSERKh/",
+	"Id7/a0z3mL+FrXMsoN+ILEKC0xJoqzNRFbYWW6lJ0DvmIYRHsHWgns1SIcuTwW83na4ddpG/xXZSBMGE",
+	"BBaSv0yl3kJm3erQRDOJUDZsraL0UILK0YUVnROcGOIC+X5biAtf9phW4IRgF43ygAivLBxVRJxXTldO",
+	"k6bSDWcWXTy0e+FrVsRJnB0Uejekzhwx5gamUNKUoktFu4ieIJ0QlRqMStjopkcbwu1lrray5Z11RBxa",
+	"91iX5xbPvwFLvM5knp87HEoTZR+nD3Jdru/QCfE+3Qn5aCeDmj+/7m6T87thb5+W9cN5hzphgPGcLWr8",
+	"LhLKVURbezQw/gpBzRLiekuo2I4Cv5aFBTdDWFlLloY0JGiWrkRWEE+g6TDGJBwC0dp8Y2U0JgNoQM5M",
+	"uq68faIo6BpCwQOieiFjWlq6em4y0fcce8AHCDB/gclCxJuFTCV9PDI1TBTioKXvZJbFUDotc9lhSN1m",
+	"qt7JPkcHsQQQx3nZaH1nrtCmCeBBhzZ8QvOsFX6SVoyvB4CPri0UF8Ja61+gcSnzieZXHM5ElXelKbdd",
+	"IGy1zq4B64x4w/KajOAbqBC6nyOaV6F4nL1eAtNxJoi/AixMlifpBqgYAGcBQDkavAFw1ScB++xEz/q3",
+	"lk1l19I+2IV5gFNTG6QL9t/y4QPIuVUWvxOFbAMNdfXTv9d7tYIAZcBEEPIP8yl4P9JYu59/TAQMHfYi",
+	"27aFitpOdM4dxndSz7KLf0qng1eODDb+U3CO7+5CwDrpIkKWO8rTIoJu9A/a4z6cqlxwr54UsfhydGOZ",
+	"kFKQwSfh/HlXXn3+mVIqxdhXe6f40g+10XhL1tREJSvA8SXzEyDcmUY+JV2WHRfm46YM4L/kNr+/9Wc+",
+	"5cYdfvHy6b/kliLcR0NhuTfV7nT97q82IIXPxR4lWf7RzcGbo/AlVZ+hHTS71oLQI3Pe2JANob0VA3Z4",
+	"GcUHey1J8wKp4syOTxKTX9c2potFs83L0Dk94+njEGnJbODcmjGzdLnUxyeJ6zLkj6okS/eyYTI504bf",
+	"tqpDLyxDJCGKwaTwQ3NABWauoqTQs338h1MP1R8WpV/23r8NxCArfu2r6dXbd78Mgplcv9sM+nKencmo",
+	"6OXbzbS/ebsYRFBCXV/gDq1DFv/EXAMYJA7GI0TvK28sw/R2rvRE6T2oD8U3jZ9PnLhbYu5Ae2oV715Q",
+	"nUIDMVDJwSyFX3aA/a+n4J/FqiAOV/c8nqzdH/6OAJU3xs2xzTc3zCrnJA+gtxUj4ZZPM1asf7gOEx9U",
+	"FVr30uokdI9U7NRgf7JuP3SMjMiHBNRX9W66wfcU/EfV77fD+f5Lbvf7xys7P5P5Gh2ej25lPFERMs7l",
+	"K6lyYFOtRDrKOCyStxI4PuYXKPNUAYYu2+SANAvg38lBxYCRTBJAyrTJCaCdMnUl3JZIT9N1gVxLqYo6",
+	"7JWeA6RtY1gaRIOcqJ1kxnmp7neSHlhBMIVk7XqJ+bARVBHO0iwq01nVzMxEJel1nXDQz/jyo72cpvNr",
+	"99CdZIjeBPYA6T10B81GN3+SA/4an51XHAfDRmh5w7RupCAw1NEC1qW1uGxCBlS3xX6fKENBHhcG9oSo",
+	"95Azo9Jf12Uu2grYbtuVnKiwHo4Eh9q28xpSFtpi7G5EXIyZBakwFLHQv6LSzBYki7xE10VJZeLBcYZE",
+	"5li+bzPR+LuIIsq5xxlLZxRnhOok+iMw2HWQFHG9lCGxBG4qUm4phQJJ12G0EkQht7Nf2EEhNlGHpFj5",
+	"jKPkGKsVYzSqP0GOvba1hB9boNmJ+SrT7iDTaF2ONtKhFuFw2E1YUNkHpm4hnaOoeXP5iEViizGEUP9v",
+	"CJmjIg1ZEyJvefxOgrhaap/d8D+c2+QRZHwxLE7OIB5UfYMqFpCESSOxbWFnRJZu2MrySIMw0O+PC0Qm",
+	"EgoJ7aGIpRmJLTfp5BbTBysz0YRpnCSQlAZ+YiwAo+YEpDNNc/hKW2kC3w1dZ3SMnUY84MbIC2F8XEOd",
+	"oV3sENqGzxl0JodUflNOJzTuqHTTYRc5lDAyAWWtE5XO7axhk1+I78E3uLX85/S3i9lMrrREle+Lh7P8",
+	"XchJN+hJo8mFDMhEiZw9ev3fpiyUWEz1Zc0wEoXkFsmfO5/CoZURm8gMp2XZl8atiJ4oZFOxeQkOVJ9X",
+	"WrDTP4mYMQpb3H4dpPFNe0J8rdIMyI0BPkHrLZgqMVH5KpMiyhdSFmyTrqnNkdZ1nmbLdSJYE6pCgGcN",
+	"5ubbkLPwb/p/2vp//iPk+nSIKSpEqPiDWc9ksc5UiwHlUoR0w0xoxZylqwWkKbMD7SNv4BQd0TyCu11v",
+	"Thb++OOPP7afPWs/fhyy5pvLR60Oe1yeDHb4YBzq0dBnsNKhsdKrkOkr/9+/vfbo5997H9r4j6D8x/+t",
+	"Jz2pa3w5auj6xB6kYEk/0fhq2GDgxDSFVb32hyJNWx+dI+aYPiHk0VFM4Gm/e5+Q2yjkUwfK11YhIsIp",
+	"+1b63S5vVIVOYxyMRmee+XMOD+/5PqS9I2QCKCGeG27zbWPs90ZDZBxwBFxj3O3vNNZUxKQeR+DdgSDF",
+	"3lKtP3e/sObzzqqf5gdHfFe35qO8amPKzid1a7/nti6YyvdAevpeMNggdF+lG5tCM8qvymB6f6V2tEqb",
+	"qHKO+TGLzPWi8lWWctgksMFg23b7nHYl7NdTiT61/KEq03TzFQC8aiK7HbjGquVgSk4B8PoGk/lGXjdb",
+	"AZballZwQs2LbqR3q6aox24CDxLbNufHd4oqc2Qy1z+YGux5km7ab+XWhZsqHWSiBONsuk7eaod0JhPt",
+	"ZasIy8a2Od9niCvLOdvpunDKtE2q6UFuneAirZaFTlQIZFah4d6BG7QpNktiIASPr9V6FWplbRqO6RPX",
+	"K87Cly9eox1O17Wgg/mt3I6RGR76lIinHh7ijB5DHHpwIknQvqd86YO81ZmoT0Vhh67uASK7L4pPrtrE",
+	"06HN5hCU6YXY5Rs7BHJYpSu7zgSg5wa9hbf08sPMZPHqt98G87e937K4mzX2WNc84U/bg1kQtYeyO2/3",
+	"vL5/Fgy6w96of28yubdyW0PKdus3Yw9VDZveLmDkwFztzJClcav0c5UGViRXSVrN2oISG2vnyNgf400W",
+	"FxKyH+6nB+3utKc/va8//cxrD/xhMOqK3rQ/O7sbj9tNLaHPkv/avHicbp89TjfPvnNbQp82vnD+N++I",
+	"Rqrv0mwaR5FUX2YLVYVKTktQqHSt5ZQDSfczb7xvl2iksD215ap/xM1pNKlRUTczOJH+cpo7cmlgMmQG",
+	"CekmhA6+ITY3W3gJJdS5LFoQDYKasSySGWtqg22i4D9adYAbY60E91Ap2MmgFBOFrtJlDQhF9c4O+5fW",
+	"9ZBfw+A4RD0M7ZQBg5qbaPZGUZdXMVEJINhQIH0hoFgcgmDYjRvVK6fvEm00Q/HvnfAunMaue2Je9L9C",
+	"XpwEeeEHgJDgKIrGuPENrWKSyCTOl1BMvZJZnEaIy8AbJepBLVhl5amHETW9CuESvnu2zot0KbO27/WC",
+	"3XF47jiWzjgODaTyihNQM+2Gvh0voNqU6IiGr8rjUykPqMR05t1RG6UaOKA67AUH1AeUFB0NHQpmv+sV",
+	"mb5OBCXKy+YSFNx4fdkmYtHwbOFknE0UosolIl6yFOH+rlOgGvwmZPGcmhFzWXSYaYaEn0qsPZrnQ12b",
+	"dnffP8FnjuutSb7ynR9OP4U3tm7KiBbgcz9wf2Qd359+Qufa/oEz6p6Ru51UdDxuaiDFd5QIkees5/Us",
+	"36VB6mJNt/pIqvJYcX2utHVX28P5lzkv7lJ8PS2fzWn5h/yIhwXV2qkhIrt1oGD0EBTta9trCgAXKmKO",
+	"eWabaLAeB5LeoR4XlGBDqE7/g1MvKaRTF+QXvQVvI+pM1AUp0MDzbduq+Rl5adDSCjzPaWuF9k0Ls2lU",
+	"LWhF2x+Ld0IuHDPZ+gqHZEdJg32YbhRVP+Xr2cLAFhlNLVYiK5AWeSFzSW5MDg2jjo+5SJOIiVmW5nml",
+	"qqo0G7BA6FoWLE/SwkFADNHIZQ9hnkPzxjydKBivStkmVhEm4uli/aEyZ8sU3BehWIj34ktWyTrXvinx",
+	"g5lSAGf1QgxlqolCwusSRwQbb5HwB8yajTC2brSWphJil8McUt2Y35ioZtlIcoVE6CLJr4q0EEnowDji",
+	"k1u1aLzO1gLLyDGZ1ESlalyC6WKNKBERYZcMGlxQQ1qkbC6wHAtnw963jNW6kNRWo3evbdU1CJhYFqBX",
+	"ywEvXootOPG07voag3oJsJcYeW/2gtFEheactqGtti3fz6SMZBSyqdymKmqdm/2Ru647ueemiK0zUY9d",
+	"FJiKFdpMMwOJgPFyJtS2pXfWO4Ihwgdb05Prf8o8R/MSDUu9l38wp4+4+BdpDj3fVNJr36e/HQ+Djd23",
+	"2DRWADG9kUnC2TQtFnAgzmF5VITYzfRERIZGmiloVdIzCvp5lualfHAOKIgfODQA+VXOAfwQQ/KBrVcr",
+	"mbGp1g+HKi1ernd0+x0BvSpOav+Qs+ydrsg/advs52OL7Mjvu8Ekf26fk0tEAEDFpeTnbnD9r8HxKksb",
+	"5cd3UiiecHrvcTW7e3oPMrvAj5go0wCX70PjIAoVRRAsvHddSPcv1bf8BwXU/vygWOGmVWoalG/ayrCL",
+	"l0IJPNe3tSEjw8FuL/LuLi5SqiZgqSpSIsMB1BltCGTv4hnhz0DpLqYf9fZUUkZ5acjX05ibqaG9z2ZC",
+	"sesMyRoS0wbNjG0BvUcymbNmz+siQcMmziXRMxiec+1iiAJpKyF4EKUy37H20LQnI9r3PLYGuTZRYLfF",
+	"hS2zsC8MRuD8HLD6zivGE7xiGUNtZiZbHXZp5xBaJscTRX3YiEy+QcMec7jAAQy2E8oPfHICouNQG/Z9",
+	"G7Ape1zTfk1Q7luzHlgxwrAyRBBSiami3kqRuf3XxyS275S//mz7uD8m2mpQ28ddV2ZwzDx/zOKBr53g",
+	"X5M8R+gzg6Kqavpwj1ZjjjV2Uq84+Zq1VXfozrs/gYYiqwyiF05rNbuWRc56ns9ShV4vpoj0fdCCbprv",
+	"tFC0DXglfdB+XzqDQWLfmPMi7fPa3BOAcRzqYP9L9q5/rkHpP/UMlQzn9zhDp4aSdxrYS1C4g9mbvSOG",
+	"3TlUEJqVeHTwN7ChqLxF79It1odickfbiBtTwzFR1qaCKpuFXBJRmL70Nuaw8z0GtNiJmrUcIvX1bEHS",
+	"YqIo/NmGmCli58VQ1LLWdur38VvJKrRi+tsJ6FcLHdM2pp21vHAhTB/kqMUgrEtdWvoOKGCqPHIPezx8",
+	"JQoJ0Yv299geBeILAPpafKKc31/JpYhViYTq/pJLfSeJIbY2CMpsvk4SfBiwzb0TcaI1CX5EfUbNFgvd",
+	"r7blswccvIHydffd/W5Q6fq4E5naf8dyc3M77G7+704F+Z9P6aAjF9bUMmcEHG2OQyWEamvNg6U8QTxZ",
+	"uWRc37KuT+ROp3wTu8jBBbUO5rbFKSgDJ9vkgZAmA8NC70QSo+WgHacZAnKNtfjQQq5I2WwhZ28JPWcq",
+	"52km2TrX44vr2UYfwVzd+6yBl/L76S6HAx11Z08jEXlxtc5rEKu80bg/GveHP93dH6G25vHvdyamON6q",
+	"obW4GVMSQQm2X+wB/WGRQngRj82RJod7Hi3kv+VEqD2bF4YbAE/ddOt0dsAih5AMEwyYB1hcyGXL9FSn",
+	"q3gWjp2kYlzAU2wt8ERJFa3SWBUEZ1xFgTeQCvo5AMyP15ps6C6jHpaDQYIVnjZRiD7eYdgQr42FGMD9",
+	"0iyKldDKXORvx2XLOIwS8UFM21gIgTTM6VUhLcRERVJA0AehN1aJ2EL82DKpNnfmykAL6SvDFiQAXxmk",
+	"WKqzyg2us4Mz6zzynIU062A54AdeoUETYswM06oA1qyF3wrqquNE4p14bQjN70Q0ixXCemE67IX2kiwF",
+	"n5nUOC8h3RE+GbeEA87OijStFOcdwmp/iffe3zkyG/h294he+VoWRXKSf2TGeojDk6ahQubx1yv5+QzK",
+	"dsxMFykTKA8ciYcNdIdknqOWTueNxte6npbDMff7bVwLD3KXa8VNJHGGZertlbiOlcDyyrckJsmDobgt",
+	"lN7M0rK3AAIcccamaaT9DlNXQLGRb6dptA0ZiFvKFywdjk87HqJeEclGywGUcWKizO8PcmC2bpXVG3tv",
+	"oN4IqCgwcfohexb/XYsNHNwYhCNWKeFfJgoBIFYiN6J+tgaGscyCq+40AWhrLFVFrNaIfFqfSntt1+XU",
+	"RdZ3P8VPaxyLCVD2ZX7tpPijyUNHpR07y2AWPDZi37BvmN/u70Se8bXtSxzl3qt3ehK99kCeRe3BrD9t",
+	"i57otqfBzI88OZoPxcBYyNla7bU/eMNyTEtZLKAsRav+BnXZ7d/Urdy0EtrwboznIsnlR6H0fBuvVjK6",
+	"clC0oLOjyoeJ//1bqvTsPFln6Uo+fCmyWP9S2+qxM//rLGmMG4uiWOXjh0bfag/+IeD5P4xEnGzbmVyl",
+	"WXFKZ4g5zLc3htiD+Nk3gvz5eevcEZFGd5Z/O6A+7QWlCr2FwNJmICF4mFsgPICuNuyVojBBeLtBoc5S",
+	"n+gQkklmZ4adiQL73blyKrVCBLZMbR43UT+ZF1/FEXb8mSACoSWF/7RfZzZY+2kUQs4AC4pgbC3OlqKQ",
+	"WSySGBCqFmDlz6nR0Kg6rdng7SuZsaZ5N3eHqW9o8YnaLERh4hGOElFpJLGilT67EG9lzvpEuMKaVCu5",
+	"SNcZi8S2nc7bCLGF/0t/2kipx3xmboPJoAAiAXVxJphZrjRjzfA/tlJkyRaAleBh9G/9LPonnF34l35/",
+	"sqUG/v/AZcMe/n+kExURNELZyW8qbP281WGX8VKy36CmRrtmTy+eX0C5Zc6a4ZvLR2GlKV/PxWOxxdrY",
+	"XLyDgBDwqVNRaGVrzaGWAPZYAZOUYzwI5ssGk1VaYPOB9i31XHc9FoC6+AZJ1elLW2PqJcWHA+K6vle+",
+	"j2G1cQ+vtJ5rz1MgmUMgtRj5UwGTFY0zAoHCIFOsvVBVlEVBTVfQcgai1eu2g9GYecG465Xf5XXHnsce",
+	"PXl9ySfK87XQbZ1XRrkQq5VUOSs2WOOBoWKRJG2o8dwfH/gphFFlN+pENVHAe+2gb0YBr2WeN+56P0G+",
+	"zU4+2nPVWQ6/CVkTN4qeVKiQTueFVBzAIPWB/uZhH6edfRO22DxNknSTM5mIlT5l8E16rqSIoN40LgAU",
+	"Ej3vbLEtFktWLLJ0fb2AUteJKjKh8ljvvXysL7fzhlvUTDwON0lnIsG3LJEjEdzi2cIkFXMsoNWGqcQC",
+	"duR7WmGVif62jtn+IcvWCmApK8O3uPyOFQ1mjHbvm1heDZVjqYpanGXyWmQRWO/0Nn1OOuyAsf5QWxIu",
+	"WZr+XkTERBkFx+eFA5uJYrJSmN31WG4CmuBZmDJtSMQ4squscYdb0ncyi9bS1MaDNJvKGdRNkxDeAyPe",
+	"iJxF6Qax2ZZxnstoTMdA/xkPtqlLAqE6UZmcAWAaXO2OBxaXl1lci4MMZxReTTcV8eztoSocI/fvVYoj",
+	"94kQMKo8j99JKnDPua1PItvOKbohs5VEaX/pWo3/eHLp2INFtpau0dbPj7C6VmmSgP7X0hyYiapVQwXT",
+	"JhwD+UPi9VmqtKwoUvZdFiOYjh3tFGao8fukgYbcpDFmkwYIzUnjw8exwm8wQ08yMT+cbGJ+qrojuMNd",
+	"gBsjVHZfnv4Bh4JTRnh8rYj+XItuWCa1eAPch1Iu3cEyr1ZFV7XGsU3WlbpBgpfCoLOjUMjmQMAKNpVS",
+	"lfI+YltZdNhFWR9TRpMorr8R+aFu6YpgvldY+M88cyYW/qWcvS8sFmzpbz/Kcbmh03ln35p8lMND9961",
+	"n2vzHH+NHf11J3/CrMb9tvHdUhpmwY+nxbWHIVaI3Q+uNKHhLmV2LRn2KjZfffeIDbrDM3Cl0TWk0q4Y",
+	"qTK5+TuS4u4w3pZeEyVY6Rk3kNs6OBxMkMVtUgzQAKH97TKUxN5cPuIsRGM7ZC9faBdXpSwkazXUL2Zy",
+	"uSq2LIQ0RwWgaqJCMsXp7yVqsUMLjC5JiCZ82OqYoBYkbNdZEhoNah47pk8ri0t7QdApB4V3EhmvyCRO",
+	"ekSzM93SP5oWFrw6YXGu3apl+k5GrXPbr0rUDeVlmYQm7hgc5oSgVDKZ66mNcwxmIKxlbqcang1lbm9e",
+	"fQ+YK9DEmmHCS08gJulxWKarvDJz4VK8vzKzSukmodhavVXpRk0UbSN3Yl5L5IsPXcEJc9KGjQhkF+F5",
+	"9Xf4G+bpRUTWCQQkxRb85gvwS4XpiS5jkWnmxCI5pVUwnk/P0wdtbQC9aoIr5NwruSGLDxxadIQBSN5G",
+	"FTApL9RskWYSfNwD0YTORNEGGzPtqoToZdaYcvYySC2ERMOTQwuLfC9mRbKFCI2D11mNOsD9tAcfGtqN",
+	"KN0LNhgG6GrsNLdEuZb/A0IlFJqNM0aKsMP2IxcTtRe6gEAHxIdSJZHTCEu3seoBrolzrH5ghAqMMwm2",
+	"bEKRGn0Thur0nygUABWeisXlctEWsLFAChUR6ht4zrRfq2Fs2F7OA8xCCopxEVm+fiRU1dh2ev1MojbY",
+	"682HPTJRboymMtUUX4RWJpAwptlfH3fXisfQG5bU4VuAHBtbxqvbitqcdjbRGHabfqxxFLD0BjqOiDJq",
+	"KYgObsnEPJM5cn1fkKqACdyhXzHd88W+AbYROWdhmZEKbSfAIdru+wZ6iMS5LgvX/eBGZHwvb5xsbe3S",
+	"NfPGTaKshouT1nKH0TrOoNNhOO567LncsB/T7G0lsFoThOp6bOiEbZxAzMVSZvFMPHwuN1f6SQTWvVwl",
+	"opC7jWh6s7959T3sAS33scTL0FSg9rlBZ4JCPzroxNmk8U5meZwq/ffgQzXe9D/t7+W1mG0tMDktJGKi",
+	"nxJQar8L7hJT+rRs3EfG5I7Onu/sgC8lfe53S1TDzyF9vndcDqElIq5y/04p9I/t1mn5SsjifzkP739h",
+	"YNFQun+6cCIkoW4sfYPYSEhVpq7ZYQ1eW9jrGLaFSRNTMh/Bc+fQd5NT4iyizHAbM8NtuCdDdHyh2FRi",
+	"1b6MWliRqbS712EXlIEpN32ZQsPsWVwYn3FOKjSeW75KbaHvGRnP5Xsb4LnUz7gNkveftk7ZDaemMJSD",
+	"9Vd6Dg+xyVS5ZG6pG/t4VVmQRt2pYyKV8jfIUGuRVswOVTp94DWP6N36iN5tj+jf+oi++4gTMGrjDBb4",
+	"JgyMnWggonZ9Eei0X1jU7GUm38VyQ+7Z+8LJgP9pIbR6KQkS53Ru0d3gXD27aJGuql7SeC9Roz3LrSzc",
+	"7IzIJLlrhHejUoNrgaU52hOdKOw4xKA3icAOe0nuntgTpTs+XA36l77ho8TCP7bd++VUjaLjUq0J+GxL",
+	"RD8L+3Znm36Vwx9XDuvZ/bRm5l3p14+SoK8kFsrXyDMo4apJ8ZXWK0Z5XWFLdUeGXH2iNiI3DzagkpAF",
+	"aaqU+sFdbvWdqkaKC9L9t8pXZMP+ayQbjcn99dh+IqAKQ5z+Mc8tcnUdXWZC7OWzNH0byw77ATt+sFTW",
+	"/GibvZfrvACAhS2cyfB/2o9ev/quDQxxoYPVa4DS8riQhqw7j6+VPuAyA+rzdXFu4XOhY5PwyyJncGZQ",
+	"SE4UsXQ+Ubtji23LjyXUYc2Qfu0gI/sV5LIAYdcBSir0qKHGW1EF5kQZxjQA9YXkD77NWmEGMa1pys6F",
+	"glLUGsSH1/G1erGugU/v1diQyBwPs1J+udPn2bnbkfhYVIBVcmy9krBuOJGWKM7Zv+Xffj5U2PHDIq3Z",
+	"giWJPrd9nHqT4XJRzYczRZlUciMjLEinbacXZKKaWBW7EnnBio1M3kkqSkfVYZY6Vq0Oey5lhJxClS09",
+	"RoySOCd4FcMsnUiRqRySOz3Pt/t4Z2/Wl6HQ+by3YrAQA7cqBnzjC3N9pfv/mDst4fzReoW+8VCwE3/m",
+	"sLbVZbx7+//HI72k4T2Cge3zXl46PNJ7FIkHT0C94fPkvbEnSrSikr8RGjxAskVLLeNAXjWrkNPYh7E3",
+	"jjFG6DBNj2jwQrF/FsXqhUq2nL0WS/k6LuS3r4ssnhVmFRzEcnpQyJqv9eTIEpceNMFMLOVEATz65fev",
+	"x3QilZLA+Ie0FEDiomW7YKssfb9lyLMF3UQlP+TlqzevL588vnr56sX/PH3yOmToe1BzyP+0v8PeDhm1",
+	"X2ZpkYYtaHElSw1lBc4Mnj2UA3DSuRUO061TxG8+DPHKUTJMVL1ooNyvJRiF/lgMapal7yhngPeSVBEp",
+	"Lsywoua0ECmueMcsoJajQrHwgjY0nPnQJOvinOmdrt8/M/UehP09UU3aIeWGwCavUobSO0Vh8PcBHwRl",
+	"q6POHUH8IJ+ocJZn8yuYV+j+0sOrSEYaHSxxXBi8ty6DG9twY3sZ59DaEbrocGk2UQbZV+92aEdDolN4",
+	"e36ONjbw+zgsoo+fPX1+dfniX0+eh3gPtauVWFcocyfqO+AZLilXIWzrgkuxWRJDyUoUZTLPsdM7Vrh/",
+	"DH4sLN5rS9uKKBZVM6NcTnjeg9w+cc8AiZWppclT/bCJyuQcHAoI91CftUUPhR6n3cdcxeoKOZRDWtbN",
+	"Yjtm4SZLLY1tyCcqpKnGUhma67BFUX67EUpkpPS63nh5qu7VllEqGZtFrgB/iukskvPrRfzL22Sp0tXV",
+	"r1lerN9t3m9/C7q9/tlg94KTUr8w/k+KJP9lKuDXRjTsGpq5LHZwQl/Lom204O+H9biRdjdza39FDP2o",
+	"TuRNpjnYCkdZ5sZnRH3XJirs02ALd3m0rQIy/btUrG1sJmLmjtYZoXmmhShI7QCVMSMimAo+AohJKpSK",
+	"i9INiK2Iy69EEXbYf2tZgwJ7Dwh+olC/Q6OdCbEfgK/Ar3pNM/JpURR2qJ1ppkxk+RB9842wZH5/92FU",
+	"i7ELR2bLN3bhyPL8Kths01/myS9pKgbJSXgB7uzdlKoTsyJ+ZzCL/1cC1+8eHwTNdCNBO4fzUDwIf94F",
+	"Ad65+yFiqkMct9YjeQZlggIyUebEVofIbwal/44s0hDOckiHeaKapiw8DHqLkJd0TP7ZcBGes9DLQ2MM",
+	"mmbSFhl5BqTAQHsWm3SiQvprWw9PFOtMhobBmtuCURzyg9yg/GA5XLFg72QWz7fnaPBr/yIvO1+V3EyA",
+	"uwSMfxeloHzTf/5wCUoTtam1BMt3ViCOscE+Bv8A6LjCt3FkbOgOw/o0tk3XGcvkTMbvoGMr3X2kLa2V",
+	"zJWUOM58ExezBcukmC1kPlHVqdvliWoC7ipxSv2i/YCyCdmKZABjvE4xGoZfKky3cgvDfaaOGOp2zZez",
+	"OY45JTtdEWCRl4cd9goerkU/imSrCCrCH1vNzSaZO0LCbMea0Dvs7YrsuU+5qcOr37ib5MMBOUbovZHz",
+	"j1EfMO4rfZSOEvJVtcKNvLnC6W6MG5tFLmdXq4vXfuR9H7xdFr3N8O10++LX6//+r5cX2xfPfnv2ZLHY",
+	"Bv/0Xiyj/vSy9+0dp+sW3PvyINwEfw++xlfA+y+lRA6PCJbGk6iqqpuPqgnXq4O27T+hAh+yCXkhkgQF",
+	"YAIWLZi6KHjYesWaTlzi9dN/PH/zMmyNWZjO5yFnYazexQXgrmAIYr1CXhegZ8Mf2SyNHHSKMnijHfZ0",
+	"JZW+W221iF6KbQvlu7XbyeZux4pI9xHJc6KKlEVyFkcQqzPdROl8Dn00ZiwINPY8dYNKB2PVOGX3NX6X",
+	"aYTlb++oz/N42bBePVXz9GAgmb5Jv+CuuclP4ob9YOafdg6wJeLu2dnP69UN4WFjjBleIUrFmf1SwrYj",
+	"dry7Lx8/+e7izfeXVy+/v3getiyS33ydJG0x02KAXbx8CmDM1NtXf/xqrT0MK0PbYYgaCSMUDhjKUu+x",
+	"iapuMgw5QBvaEk0ObFpshm6Jz5jt9YkhEhHkJvfO3rf63GFY3OAWkdlotgcFJ3ssxBlvRzEIwSjEfOdE",
+	"mUNrj++VPqGhHSU0wK1zpI000Us4xBaEF+fhKT5nXEltuqH4mMKk+Jq2iUm52Pam6oBa7gDOl0J6Lc4w",
+	"aJgZdjSuH2c/oE1RzPJD2tD0CIKF/mACgpgOjfAU5Vquwctpqy3SDXjPS6G2mBZtr1c5AxNtnmJfE64H",
+	"yKvdiaOiCQWMT5jHy1l8rdJMRmVkVT9Ru+GGZHYls93YbFMo9vTluzP7hymmnh+e9c7ZVC6AcXM3vTBR",
+	"N+QXOKVU8HGUxi6TDN+lWYj2OlYt64/F7US3aDl7DcebG6ZbkSQIHjZ20LNY3+Qh4LvMC/Uzfc+zv2mj",
+	"PEkmal+pXL188urq4vHjV09e61HX//7PF29ehS1CVN7IJGnP02xpwt/rFXEr8DLgrBeo5NM7x/wodZ8i",
+	"KWnJ1wLbNRjZg0MLFVK/XvhKFtm2Da2a+ixBwU3JOmwy/1NJeilizVcygq0Nboo+hC1mN9e1LFgfdjO9",
+	"bq0sr0I4xkNotor5PNpooOVoa11WgvSZnKXau0NmY7pLCy7c6R2yqKmhkv5IUfv1KiTBOSvSzI4rtEB2",
+	"e4H/WLEwkoWIkw7+FtaH1t+s7hVaJ1Va6fnCyo2KieE2cDnHE8LvsXp3Fbx7P3j7a2/5W9FV08XZNpv1",
+	"N79Eq3nvWgySXAY1iO/6tFff+wKyQ/rvFdPJfXf1IScaAJ8vEdkBT6n7m+i9/2fw+Kc3+X9ev06+/9uP",
+	"o4u383X/4Q/z/P3fRG/9j+dprM6exNmTbxtuKqDeuRtWwnlyPpcQM7s6QANSZQHR9g303MbS4eMIvAo9",
+	"SJXRY584BPsZ6plD8AcHhLmPf9krWt1nBKmW7d7KPWC/90N1V1r+kHkmsd6OANxNne5HqMwFVHd4oZ76",
+	"xqlb+BbHlhgQDJMGmvskgG3IayGrvq6Wr6ZiAPKKFbPt83GAuzecyFWWThO5/NthEdfGEutqbytYLW6e",
+	"W0t0yyOBbe+u+EGB3Bg3yL8rXbCFyG94xrl2raoslU6VETQJ5YWAtl/Xwyz3S8/r8kYRF1rYNJ467zW9",
+	"+QRER8mydabG1p0d0+SM3Yk4QXi+xNtr0XqrfihQ5lo7Te9CrVEBD4SbChRtGiJCSKnT9Yg6Tt3laYtc",
+	"tzCO421b/BNZ7DvgdT5AC5cLgkLV5WJiZlq3bl+xXrlir437nhZMKvAYblusHQej8TGW63XV1KGRoDO4",
+	"O23NPRenhUvk9++5RGbuyZEEvw0by13fbc91O2bO/X45529Uvl6t0kzbeEsZxYLBfN8y7evyrjbc1YbL",
+	"P8bsXxqPlaY/rwM7ASe185FCcfdYJBMv75dGtfEzgFcpNaCoUJWFNus5Nf7Hig0Cj+XHrFgwKlfsMk2x",
+	"k9K88sgzQpb8x1mk3TGY4FpsTXMQZfBX7a3RH2XOgfg42ZYnx/g4rR0d6vg69dFDHABlPYoUoD5sViXb",
+	"2pRHp7Frx1YQ/U3fqFfTN/rhk9YNOCqwLkpl4qiFuKFE4IcFYavY+gBbBRDFEcDWlnQ24SZWUboJmU0O",
+	"AkgFlO6ZrRz0sGq3BQgWE/2R2RY8agR25SxNIofHg+Bey5pcMvisx4sS7DeZpfm4/BVokIA8BxFqOJyK",
+	"mJRiBCA3ht8oAbRIcye0rmjXdtX34JLVaAS1Vss4SWLaDxxq102Hcxn6tWDUyjwQUXrX0qT/LDwN/qLF",
+	"DwWEYQpxOuIcH04A5bFiqyy9xtNdAgDDWbAoP0C5iJENJ11nurvhI/NiopwZ2kKxPFpeSaqugf1ltZIi",
+	"67CLJE93yZ/KPUCwQSUVFENRMlFYGqIHgzZYkVZJlNDNCVnT97jneYBkhgV98te1SMwsYeBiKYWCpCHg",
+	"nVMvgh5Qh70uRBHnRTzDYUCxJtCxbFIWiS2ATzug8NaJgE9BGqG6ADmchSNazeciA0gVgmozGO366YDu",
+	"ZbdtM/QXIWfhyFuG2qIxWfKgtwgP9aXjKapvTEenxuoK/M+PThJCo4ePdzysAB1QESFRpDlbjbHvDwe8",
+	"obeYknl+tep7V0t9Qydw/zoawV/POkN04mJ9a+CDHspqKPGGth+9HIMdgFcZgFfzdvQW915fOpEx3Xng",
+	"9aOa15/1+/UDgB9qJsCvGUGv0711AGVmF6rV904QkXAaR3y6vTLK/PeG6UJujLsDM1rf31kxrxIz0Ptm",
+	"TKPawn+MuG1J0pf3A+3f084cN7rLE6g9Rf4WD9ahtI89y589ycgXm5d9jEu/dSbb6FY23dK/XM4vCAkd",
+	"QflFVoRDNltrRyCAO+EXApvHUnK2wI6riGlbv1XPVI66ZqPN9CI1KbMd+vGYWMlBhfpeiRFfVsvjqx/k",
+	"bBZns7W25DIp3srMxn7tC9ONMqwqKeRFngDXoQO8D+8syRP0DfT9oG5tGiNJRcSmItHnMdsJw1e+QuvN",
+	"SD5AtuaLl0/bEBpSJqSBxUsXZvrinOULkWEfRIU0OceAHg4cUQvoMyeqCXq4hFjU5ru8EkXYMsMxU8RZ",
+	"HqsZtPBhnD8vm0V2luU65Wy6LiBhdTUH9Bj9AkLF0/8seR4hID8XcbLOZB6S1geTvqw9hWnXH19fxXlJ",
+	"u+yjlW86yq3HG2ZwIP3sB5F2OUTeqiV1b9z1fzKoAmZia3v24TKY3lp9F/xEbplE0llsQMrgSNkm/x02",
+	"53Gv123wBs15Y+xVVVZXK+3yy7zKlwW3f1l/dHjIfjDu9dwhz5KUQmC7g3aQCfYH/DNvKExkYPA48ttn",
+	"875sD6LerD2adkU7GPlDbzA/k/2od4rq0aO4qWDV2c90gKdGTP0vql6tsFHTTNiAlMLM0z01gwPZUlsb",
+	"8U/gObxBAxQpUULdoELOSRyuRLHAoHoLW30nqoK4MkZyACjMBK4U6rtbJUIpGbFlfI2Sp8OeFlYFidg0",
+	"hMWZ4cg1ISQ+gTCq8XyES2YLYc80L86h5M1+TVyA6yJmM7kqbLQW6LFTw6ONKkBPDSi4pa37nGJ/qqn+",
+	"dLBGoZ5DpWs1w3HEelRLRAZGBFFA6MWJ6ho/sXUO9UzGaTUBbVK3mziThjI3dzSRuYzAFEqVuEIECwMu",
+	"OlHNzSI1l0G9/2Jr1IzWLa3xjnoMPM9R3nAjt027BKuD1/mdibIb0cD0Cqsri1wmc9RflPanT8QVwAYs",
+	"vfzVIoOLV/94cnn1+Onri79//+Tq4rvLJ69C1iSc1qvpdszsO8PWAVQelD73Q0gV8EdQWFORy3JnUgu7",
+	"30M0rqOUxIlyEz7iU6JsguqRII/GDeo2HTttp4xqHCwC5X4qdbTL8Yh87XZxYPZpEqvrX6488wNv4S0h",
+	"r7mn57qVd3yyaT6on3Abu4gnJpm1e87yQqgIXaiTE+cHptfvjnt102uDip/BBr1l5mIzcV99y08NV1QY",
+	"eXeCqVAFO6nYCtFxzuQNJoNWrwvA8BeztxCkRfOuzNGnmf6DHRynQiitLuDSzSJF3O3NYnsOssJe+4A2",
+	"Vu7qMVYrY4yLmUAUEwReh71R0KfscOPDt1M9G0CZp+Z5Kj3U1wZzH310v+gvIJkhSbEvYX6+i4w5yoMg",
+	"+fzVkTCORHVCPoIL4YCW1foQ38fz4oAPgYoynVsxxW3opnqoDeOAZdmyOhZ8iI3IMVtDZry2TrXRLiPT",
+	"WGXyZSbetBKGRRESldhFNrZUm1BMXAmAsDxJixyfYwNXlWLwZxf/A8WiaKUC/QGRlq4oOsVLDE89cEjR",
+	"0De18MtNOMvUdhKXPfpTRNHggDFoH2vLy2AZfd1E7YTTDOlnJOdm/jKZE1wDyxeAAlw+gYgk9InvQEm3",
+	"CTRNVKm/S7i2Q/Bs97e0P4V5gmP7lAb0X9psI1/9vM6h/Osh1325HV8G9a4i7u9nBUI56gHj73uAUtmP",
+	"RXOm5MYpHEiVpH4qIx2BucXQE6Fw1BdwIiG2imOibP8vmGHzOCkg264iFlL+Gv49W2d5moWGDwrapCEE",
+	"bH6gvLlFPYBmLaxoh1QFjA8j/NU7beG7eTcl0UNepWHnLFytp0mcL+i/inQVz/Q/1lkCXRyRXK7SQqrZ",
+	"9uqtBL7xRExlAsAy+mO1aXyVQqebrVeG+n/6RPob1r2EbJYup7GSY8NKHOfUpoFGsz6eRP9sAH1MpWFn",
+	"7wUxFXHk8TtZ/zb5nn7G5uSZ3o+zNUAMZITbCSl+PQQzIqDqPmcCr0AdqlL8jWDsY8Wae+9SaTFRiUA8",
+	"CaF2R9uqcGQBqTwtCVMiywzgPYyEQpX4e4c9VUxLzHi2TkTmGvz52/z/w4u+jaSIQrg7J0Y0EU1UIgu9",
+	"+mPSmBCFRLZtvXtq7OXrNAWisnmsRGK7+Fm+1vo/Zz3P0+ZOz+txAG6yOTORJOkGeJzKR8bqutXR2yUv",
+	"rmwCOjJUVaWHELJcbDGgp79touzHIdRsmQHS+yCvukhoUpTkWM59wF23DSkpJGBKYBImCq0JaMdHC4NC",
+	"uXHO5vF7p28E5wzq5EwBEYZvp2kUy5ytFdCDh1RM9C1w0mEHJhlES9asrhgMLpwokWzENqdvwr33IIfS",
+	"wpZppao81ZFIENC1tSBD9iz+uxYVNKYmmD/W9oJeQ1licE61zoC6GXgW7ge6FUkWViI3tJqzdaGNrsy0",
+	"WM/lRu9v/R1QTqMqAk3siK8iBfawWK0lec96Cq8XELrGz7efAiU6FKHP33bYxUTB+ODt9kzRyzDhmGEt",
+	"nTbv7EZMtWyB7Kf5Plq26sji/FCCUKuOUwHn9Z1Pca2g3qOqcF4AjgR25VJKhE72gfodqsQ4tT5inWsN",
+	"WP/2HURk0Ct6HBbI98BISlVRGc48zZZgNK7XcVRTQHR4FDgP5v2ke6BwjIHqKYFUYbfLjEkVrdJYkVcE",
+	"1yxE1Do05FKdfdQR02MBXJCSznoo3LZWx8YXIay2VDtSxaFRws3Hr7C++rnAlqsbtpdhtBcQmDLYRkQi",
+	"j/Sf3W53dHDuKhqrfvoiUUggdjl+DitDs6gip48Kb/24w0Lp9+bV94wQx8lyg6KC99prdv0WFx3fKFuq",
+	"n9DWQS4Vdt0jDXcKADNUz6dfUe6mnKpRDMFjjCnIItXX5Qbzr5CAd0vlnWAWTVSc412czbTfBWI3SQ7N",
+	"3TpLKhO2FO+/l+q6WDTGgdcbQnuT+YN/6qmwi1pOmmMuEnZpeZoPLvCOjXlwwP3+HceLO1BkWHQNAwUj",
+	"ljPtOBRSsfCt3I6hQShkTbRwvy2kWI5XYrvUZzFsnTtmvtZNJP1Bzy/TzFBN4sw4SJoiSciOX7ImoGyK",
+	"Lf0ECjkHIGo9WdhKM1FaJ2pdOg5t9S2RlmqjcJXYVKzFN4Fn4m1qi2SNAj+x/F0b7GMyvnhJ0Di2/eWb",
+	"xRZrcWepiuKCwLS1GjWfSm1m6UaxTCCggdbKUIc9S5dL0c6lvlrvCX06OjivVYOI6HsRlwX7lMsXIqIb",
+	"xX2AOSqdT1T4vf6UPGTNXhDgrG3iXLY4YWSWmwzIj+m/ukH5YNC1NvDx70ZlbbVvKd+vEqggIYy1mm0K",
+	"81nZnHEhl/nOLu36o8ouDfZ2KbQZPsVbu+XPIsvEFrsLt1Caq4Vb44YjaLwvN5SIWLm29AL2YjOXkllf",
+	"LWyNrWpF6knKsJdkrGnGotgca1G+R8swXEStYNaFNosPCu3SNbyfHkZfN7vWnrlaL6e4DR1zCm3iQ+PA",
+	"YtfaUui+y9HVv5Wji++3NkjCx0JDFRTI+Fgvnl0g87Y5FXjCycF/BHdiAipdiV/X8pxFKVi603WcIOBD",
+	"hK35y4NLAA85JE19L+h9gsrvuso4fhCmyhtimXTH94cWg4poe4L2yIv89kD2eu2h8IP22bQ/60VdGcx9",
+	"D66tag1br+1knqxjh763jCBG/DwtGEbO6HLHO6WWv5rW4DoCILrEIQG6f3PxPhNRlR3JNh9HSBi721l9",
+	"iPTHPKMTYK1hlfhnJyz70HTpPIQ6pXynjP3gknqX3kAvadfreF5vd0m7bT8Q0/ZgFsn2cO75bcT1HY7E",
+	"dBYdt6TOXyqrFpjW889m1ar8Ua4ndTQzlbPUpvD+2PUu397x/OB0oqefaa5IiIwbz3652D6PvffPXnvb",
+	"Z9/91+b5b6n/4jL97dmj3ubZ41di/vji/Ysfvlu8+MePv51W238oOXqBctVI+2p89rOvxvgM0EQplnFy",
+	"1vQgsZ1BdQAD4p+Xly+tbYAuioGMisnDEQULiYkf2i3DSEJEzmEa1X5qzvI0VZBoXKV5Hk8TKoZQBEMT",
+	"Y5hMnVO4VoosiWXWsU9Hq9Y8PZNsuS7WIkm2ZQQYUYYkssGHT0tJ0/6X3Fpw/SIFYnRq9isDFYDZn4u5",
+	"HDvKmpKFZCchdhaKxbz0kZqB57cgnIzeQzU1YNAa7B+gtTiTxTpTeflXjFrCrSgToL7R3EhjLz+qaL+C",
+	"2KdDEw/jwn4H8A9qRjRRlSEJFsWAoqMKHBXCZgVBh/1LbtE2gd0TmdyFwYoC+ImC2gOV03/npKCfPn7y",
+	"7OWLyyfPH/149cPT549f/BCyZtBbtGzYQpqQKA49VUT/D1Hbsh+P+HBMztfYu2CF7a2ydWUQQOz//B/2",
+	"EuM61PRAQagSXAzTIS4xAyRGWNN47vokmO7GTcqZTHKpJ6nFKxiGcTWCZNBYbWxrr0ESY2HhyzcUOdb/",
+	"nT/8XZt2H7QJX1as5kWa0ZGEz1/JbKLMgzm4nxDrlqzIhMoF1t80XbcUYlVKtqq1CwEx2WhXlKYpHBNc",
+	"bUwASU70AzI3kbTkwTDkB7nzjcC4ih6fyf0IIGKNlaCnmAKqAhme4MYHufY89Jsh1WU80LI+mg4r32vN",
+	"adI/cLOCxwPJxdZEmS5ehikS/HIDrlJmwZzkGMoYM6grvRIh5pbNIoskT80z8BOoXdzFDL7EHQUPK/9K",
+	"89t+GoWmdBuj9fNYJpHZHiRwJqoZomGjh0jv0P+kPIGViqXI5SwkuwF+1+aOTeXBrdY95BNlmmyuyj+y",
+	"EFYvVtcmCzhP0g38u4UYD0iXLM3idso8ldn4lPmADGpOURSK/0I+xkFxNWkXLIafbknqne8mv8rl+dZJ",
+	"fi2RwQOQ6rBXVx/oNpbd7OxK3BqQ1LU9SmZUMbaBj0sCEu0Za3mDYSQTjoak30QxhwzQkQpYSUiF7oDn",
+	"o8dy4Uw5rNPenEOSI8XFt9P6IDeON3rx5O+7cXJ8vNpZMdujRRIGGo8RDgVP3tj9dFsBCX1iUHCPgagt",
+	"kpUw5kQLVHlUHeGdIiJerHYEAHeuQeIR0ubGyhMq0i8Qyo38A0uJXOUmsUh5Iwx/UHd6hqQAhpott0Km",
+	"GtmQIqIVwNVzqjktyMxCvJOWrchkkOyW4W4q17Q44EElyQEvKAUdNde7lDNW0od7QFoh5OZMZkR/uh3X",
+	"PC4wnowzZAYxIpULisAwUZodb8BK4GdiKXL3C7b55fFvhm0dihtspKU8KEuxRcCZ9zMpYY26AaQemzQN",
+	"KH9a8OZ93btJM30QaNfRnrvFLIKxl/rII+3AyitpnjiV9kC114Y1b7CFDO9OZbbOXXNHv6Bi29FedSyg",
+	"S/rLVCapurbY7HY0kJNMHVnWhEyDfrLFv7BES3FGLaB6u0LPzd7s0aCtKH0AnETY/6Pddkiv6qfnsbpO",
+	"SOo8QBmhxwlrhyXBZCbox0EcEB+5nw5FkDLtoJ2cD3VG/y+5bWBU6a7YhqLYwfsqmCDsKUr4WGCvkn0a",
+	"RM2kMWa94MPJ5NF1ERgXKf02Txpe3jZ+uvbMjFDPq59ymZa6ncR6/efE6l0az6T+ID/wBkCkTY+8cSSz",
+	"hbZ32lGq9IN3Vcwxt2JtyBEfjdc30I1PxHZn0UDmCwY/WfRhBBpapUk82zrJhfo5yOQyVrSqMAP0mkbX",
+	"W1YIut9cNg5GdPp7AR28uRrR8cAXLwMtPgZabpkBM0CYA0zw7qw227f6yeO4dRdzNmlo94cY1VcijpBQ",
+	"/bStTcNqmKjeh5MiNZ+UPsv6R7eyYJGxbKJMBDFxy01QJWGvPu27X2T2lXVhKlJhyNpnrJk9BQLqal8t",
+	"7nn/ZbFWSedHc9MySR58NIVgq7rPhFQIHwiM2n1vOdZOhDFsoM0fNW1kXBbu2CDudaBYWtohjiN5m0ff",
+	"Yc9RvULHJcAVmRXYAdOqUdf78acLLBkKQY2fs6UAg6KsUsvoToL12luLm4G2pFovIUyWrWXjZ17LWHZS",
+	"X9wXvatN8Vt11c7JeLMOsusulbX9+VvEQQesbG0FW9/kM4/a+kfc8VJsk1REl2n6PWo8W319B1RTwnRv",
+	"16iL2/yTA4imNkqAwRJisQTvJB9bZQPZFLTl4CenJGkp81xc662PLEUqpYGYWCgO5pzEDwgaLeN2QlVG",
+	"w/y8Bx9o4tIlemBQQUWFAdNH3IYdCBcjvvTHwUK9dCYwzisI6lMtAml4yLo7nxNeCk4vYddbTlucZO3O",
+	"TZSJJB5aTS219xxNJpYpRhqWLWJWzSeqxrUSeQVC1thX1QBu5zNITBhZVfJL3LvQ/+FUFLPF4aauMmsB",
+	"oigu5BJcrGrJcIi1r9zESm1jS5autVzL4lWHQdEGrDLtO+0GW2dSL3oktSsvVZFsDyISYNwmB5oOKByU",
+	"S3it2XYUJpGAGkQZkPD3CcyAtv46nc4HjBn9PsGDrP9KJ+JD2GEXCr+yLDQyMdP9cv7dXoVcLoVCWLz8",
+	"QBCd0g1gvJK7CemRpqhYQhNl1C8MpsxpiII0C0TYsx3vvMNeGNC9svkOj1kbbvt1nRYCqs+Bq6ECJE4a",
+	"CepyTOjEBk60K2NOBpAYwJPaGM6QUWimEGae48IW+8jbFZIDXOQkVVCfAugbICbT3IyiqZXg7ignCqNU",
+	"to/kzeUjtowjFV8vCsxNPLGbNc6xCZliDKYsam8HY1/e3hKzpq9vDfp9pn00MdMuemsCMhmFl+ncg3UF",
+	"CCn9Xj3vNCGGri63gi7fWXssHG9i1whQDhfZtuP6XmGn02mVFP6hUQohM7KusGvHmuHO8f4/9B9dvUEu",
+	"lF57ubSVa9AciRDE6fQXOSP+aQH9CvQRnLgQQHwjCXkvCMyv5zbXiHEhvfpUSKf09ADxjh73W7ntsMtN",
+	"Squ7F7YaV8ORWEGHe5w8fedczFkcIRtOQpkjHJS7hu23ctvOJNK2lN+SU/aEztY6NyFpoAGvuCLc0QPG",
+	"Ejb9DbB4sJpYpmpjilpYmXi4C3dcmWYOo22mykY/YSO24Fat81CyxjlbxrkeIafivzTDM0MFhD73PA/3",
+	"Rs/v7rwYz2dug41pxlk8nygoCsuo2x22Yhu+Biq+WueltH+QU2QSm42QLwRso+omLr2VONfHA0R6sZAK",
+	"edtprjc35gWxYNKNSaq9c4oBV9IA+lVajtM9Vr5zy2p/i0ldHqkSs8CqIyet6yb/hNNYS+EnOGUddoH/",
+	"gCR42WGCWKtl0Z1IEqOfjPEPIW5IkeyU7Zfjs8FLHJ9bp1ltYDF8OhPVhE+FbbAXt265YfJSHDgtLHSi",
+	"oeEFpH9eiv8A0lyqna6LdpGmbdhNzgHDE4yHfCqBSAGq+2cpeL6ZjEhR1cTvuTb4KhOT73czAJcQZA/h",
+	"4KUZjvCmOGz+d7B07tWlDJ2R/74hVGqian5/WVeRhZe3e4GNb54cD+X1b++e8Pbuvd5efQnePy9WO3ej",
+	"A/Ow1zsF8wFW6FN2bNv6ysyGSTCQoZcWw+UO1O3BVT5YkDkad6ForIdFY9WCzN6sK9uDaeC3R1Fftrtz",
+	"bxaIwXQoe/6xe+WYWj78+x2K+Xa+pNd3vuSTFWZW3mIr9soQzkkVmpXJPznP8Pvxu6B72y4Ixn7Q8fre",
+	"7i7otfvRmWwP5kOvPRL+tB3MulFP9udn3sA/9sz+obtg4HzJp9sF7lvuvQvcyb/DLqCZPSEuhH1CNVEh",
+	"/KGMCTkMiGKap8m6kEyPDVBQ9BjZm1ffH4z6VI354FMEgU6W1SiN62JBL45x1E9hhXhNZBDo/GEyiAx4",
+	"5OIDOgRBLq523+dxcY7trMYo1oaTNvGo96L81FpyiL9srPVLRLqwwS/kNQCvpywHoMCT9kTuHxNDCPfD",
+	"QbFH8HvO3bdy2pEWIIJ4Qg2me4huSKVUkRGlAiI2aPcLPA6ihrLdV9AHWHZ4AzgLmkWtDrusVEg5iPJg",
+	"FCNoaISxVTlHPCJTidRhF+SwWqqJjT4hBsG+irOgD9RUHv6+89MRJibKgZggd69Sohba73OGxQQ0wudQ",
+	"bWnQRThVedEP2FEXFwVSO1EEj+qw4CZwWeiZVBiNVVHrlTuLY5sbLJgo0mU8ozJPKpe1TZzA1hkXLFsr",
+	"LPYh8ACi97Jzyl5BlM/4puB04485kGaAmy3nRY0rA1eZHvu7l4SQb7XDd+m8Wh8vgMJK526Ri1Pi62ZP",
+	"nJZxa+b02542bgazIGoPZXfe7nl9/ywYdIe9Ub+Bhr2hOnBH8aQsiCV8av1SuJbbqYY0yjLNlL7dGUi1",
+	"/7pqFTj1JzsN0dU6laCmU8gO9YOTXKwbtxlyiRVAYV5zjzPYO3S0nJCiwa3yHaDXfBJHyiW5OHFUr8Am",
+	"qLMYLO2TIR1wZdFX/NBPpFdxVdxa9KXRIIIAkO6vUdHfPqxRsWzhgEZFdJ4j1Sfb1Z4T1VQWBmlMz7Ro",
+	"Ni1ek86qIuBAphGQUTAo6mT0qfR6oqK1xPKRakg7jvheUz+qLQT6gfDWITVsYhQOW3uUba+ytULMKyq+",
+	"tHXTOxmXHAFi6In2g3OcMBytVYcTtZJZngIhpZ67eZwhpRbyRGDTmKOLbbHInXXxQcVKOFKQfgJUnZs1",
+	"60TZeapTrfgjqVboywYkU5hTUyvjxH6NCEeII+hqgAk4vvi47AdCPySXBd8fDmLs5Lg2WG+kHcssTZds",
+	"nmZVGjbWtHk+U4muWILk6YDrg0cgMnWuMASV4tMEIl8CRkZZ8bybvauDdtRvvL+1EWXbdrbeYbl+ROwj",
+	"0t2XBtZDIAomfHqlTAM3vwnZ3dyBC/Kn1tK5NG8leK9Pa+Ws9oo5L7GmDHJaxUIu3bfc+k1H61pcvk9k",
+	"ARxe2AsWZVt9Ut2vou1JNFhl6NU7NEUXND/HPMT3g5On5QgTZFdeEo70AQn91Tj5ZPCWcE52lPansFC0",
+	"yke7JJGFPOjzV/RTnB92h8daAs/XGSTRjL6nnqhqsR8A7MUKECHR2A2R5MN5DSbRLAkW9OJohWEd/GZo",
+	"+3RCTiYTNKbRE1sTVXJNl56007DY80Yd9tiJHxCmkwBCy0IqkJQuDSdr9j0tLs88tszZdDtRtOqtEqhK",
+	"Avsm0W6WBofb3ZlIAcCEticUjAigpkTTVN+B4JDuYIGo5QYn+d5w7B83F3RapfmXlTn6lOAdbuuIdcmt",
+	"+3lSYqDnj4NBxxvdJTFwSmnwTRXBHDqsnJP+V4NS9o7QF49SNU/iWfH5eL8o1e+kRXg9UPIrB4UAW8ac",
+	"NgMt363oxrb7GvkNCqWU4Ppew7SL5XvWEylbFFyg+ldPLp88v3z64nnI2QB4edlUa1GS0dhJGhd2JOCn",
+	"KMCykhaYLi5KMq2xpVpW6MnpIfW8Xi2b771lMFqZwJ96RB3/YwLfcFhWj7rLXP2HNQ7cJB3+esDqf+rh",
+	"/ocs7nSyLZDLSX2benGfPobs7coUVVeX+VmKaMW35IjAAwWyOrCDagAJWNNJnACAoM0I7YagsOAVGPEs",
+	"Fgh24CI/BVmmC7FaSRRX6rw6RMx0PMjLgUzlLLW9zjTODthkFhTado/XJ6SwKJAg9AwOHeDGQ4MMfWU6",
+	"B2Z5TlTkKt2cQ0OFvmsqt6lp/pLZO6A8oTEDpStsdC0Qu2f9fdkX55b5T8vi3RUoqfRKBB5LNw9tBBiY",
+	"2WGZ59QXnGDNeLhjKIVsqTdAhz1L36HzAi+jYrkcEHIApWWigMnT9ECnSWRMYuW6EvAi8Cdg2vdfpz0E",
+	"gBl07XqoXT7NsGfH2PXQSkabhsjid012TtASZNjX8onQE6z2+AMan282Ow/05F5KZWnmQSsqII13moqo",
+	"TM5bnha3MTPwSdtF/3xVp+WR3txWfnw1hL9kEpKyM+nOhvReOOZh6UQeYCPBWC5xq5urXewYLZjmYiee",
+	"foCdZCHLRwBOS8UORqQJTE0j1YZrdi+AITLPZUSAsTWkBciyStiyZDibTgIgrtAjyrVytYx+oHbtoKDT",
+	"TaVYkk3ZKAokN2/KYPGJ2v2ZfmkxEUUuWS48U2s/CAClS2mABWybcLPH/mXrzbdu1Ac7EMyvFO8AeOYa",
+	"2oW+5zmvRdYqrZQTgmymZyLziHBanrD6x73dahjKHSJA7HFkM7sN5siQgN1LdyOYOS/ZFA7zyxxkT7gw",
+	"O37P+DwG19fOyH2hfb9i+356bF+Yy2iNm+BqmTfGwx5vHMbe7Xtd9lpm7+KZZG+UeCfiRCsBvZUI/IRK",
+	"VRyn+4rClutVXmRSLNm6cqO97HBwspDvi4erRMTqHBrgcll8uy7m7WGDNx4j6/zrteIsCNjz9B3TFhQz",
+	"thP7x7NLhOQWWXGA4R4xVj2n/JuCkX2v66DmAhJ4ZbJ8z/P8cr5UWoooYunWe8f3kCgBg6D7E3XL0PyO",
+	"N+r+1KgMpLszkO7AfXC+nmn1XLMGv08aKXSgggV33OzvbanbJt3vHjfpfrfT63p7kx543gklwCSsjkCg",
+	"dVSrRTiEACuiokEyDcDdvsY/PjqQrbUj9gylPzQosm/dOTVBd46z3NKzLtxIahlgJQcEYROpdKcEjrHh",
+	"DTdMg9Bp+y62YxtAcMCFvKXmPQPna4F6AVuAMnkZW8WztxAaXq86E/UGWp9tBWalUKF5A3lZi93GygWx",
+	"lSKdKDAjRXkBeRSIL0VQfxaUk2FIAG1kY61mbuGMwUa0ULtEt8pm6Wo7RuzIp9omgalYKyxXiiBmUGUe",
+	"Nj3ipTlGw2jHkW2cFzkFISyJBwC31cMD0T1NC0EH/r8TCaPG4TJiFYHBaucGU4+MRTJaoyiGWjDTHLmJ",
+	"oaZnll6rmB5DQz5HrDgorqLabJpnKJoqZxqhihg+KsrSFa0emPVEkBaDMQRd2eZLsCILsAJNVM6d3TFR",
+	"0m/zcmsWLihNmsXXsQKQZxu4orl0gFWt49++KFzogsLdBNbqpB5PWsW4IKpeeywkQgPCl8W5C1K8d64Q",
+	"Y5L2BRq4OfgltlV2bGhy4ZMWIsJIWNdRNNb0j62Lw3qsCfG7ymfSi+wXQulc2DP1VDXOnEOrV7IGUsc4",
+	"oEuaOUFKFoRhNeHSVMncAkwiitt0HSEfL0bm5pnMF2W2xbbAK+42NG8RbRs9orACFwCcOpWBrFUE2Z68",
+	"ghvnRIspGYtjKGvgYAyhk60NOyy079GvWGIhE/HJYUnZ7nC03HMqGvQOdMob20fxHMLyo6Sfmhq/RB/I",
+	"Mg5b4kKYpztzgI0TM213RGW3OgIHTImbkBBHsaLSBKkP1HtwN2wMCqYMsoaIGarPA5U8boQBBi9TegaZ",
+	"XGBrdZSJDSTWVutsleaIlm6IjdjUPXK2bgPDqkjEFWLDWkiIEyBGYUYRTtkI61hBpWQitk4QmioxbS1B",
+	"MS5lv919pFrQIXOhYSeKsGGJLtIt79hKKp+E6fzmmycR8XXhYzvffMNc2KASdkVghAGbztXWwgRwVoff",
+	"PFEWwLkGlxl30x5KMAVREH8BlQOMaiYr4indqImi0HdM+4hWomlHUL0T+9Kh+DOcNCYN/fOS0j/m9S1e",
+	"IuFAY46jmM7L3VgmI+KIu1GPaLe2WKuuCq9RuXdsV5HB0kTcWSWW5ijBJLQ6DC0QIpStWBJ6/OBgbwQg",
+	"SxtOzBX2mXXYG8Tjor5IxFyiZkSIi1vsX4QQgPJaOGoWdheoO4HHHRafG2AnFv7+IeSVzFJ5GCixTsd1",
+	"zzip1PSC2REXTAEqBlTIGsT1mzGFC6eol7tC+aayWlZ+YgktfEOp7f0yHnk73oFIfY0ceKacmSbKSVNo",
+	"f0FGcYGJgP0bDWoObYEHGK8XUZShk2vTHSf5sP/Tfp2uM2hutd6Gdi2qNTlQh1NhDXwXPDwdetOUfNps",
+	"yoePVxjm1xeG+TcWhv2FWJt2Agt+MO55nX7f/6TN4vvlYHdpFN8d7qmETh+3HszxNPGsotA75G6qdPMX",
+	"zZcdiQL5UZAKjYI4YNPxHYuuUo1FfeUUXjAEOhRfIOIEQ3heNqjot9ZYaWRmGF7jz6bsmli/kbfB8Vfv",
+	"ld4DgMsbM3pVHpfczb85LAKxIkx2iCM2p9uC/j1m69UKIOdyaQoWtA+WTZT+U6su/TeuTwwdmwKaqJ0U",
+	"xuVdc0A4O3fK/tBsfYa0jvzo1M8LSOl8nnmbWoXuB5d+r1RJ1clo8IbdsPCIHSUzM8GMzn79MYHWIwas",
+	"ofo1fzug1iqD0WtTO2SvqkV3UDvgNAFWes4RLw1idDllnsAPdnhmIcdW/Uga7DROEuzQrn41/b1zoOQa",
+	"yRINg/oiXq3qHmJ+uOEp5bTRXw6T/flnWKv/0ylgVXBUj8h9wKncEVdfG4Y+LXefkaJWS+EfDqkp+JUS",
+	"HBU1RZRhN/UFPYa/5w6hkdtUExclmjyFQyt4HRVifH2xxelIUiXHJVZHqYExJgnBMNSJhjVnh40Noo16",
+	"x7l0OxggExaTmgr14LrYocCHeM2ehsJvvaTeyHuWoNGpvLX+DN724bRjecjis3R3+qKvycaPevJwczi9",
+	"sycdvpubKS4rhysu8gqdVG65tdAxqmtG+HL37Ne9+skaA+6yUe+YBtc3P9fmCKSt13WgUi73qb4cgp82",
+	"qFzZ9AwJGO3tGG4ugSSAfBKrFJGe3pKdBAaaOHayMLOyIJ8I/oxCAPBr3/Mc8GuIw1+E7fAn7SGLsB3+",
+	"FnIWxdcxjSvshCy8ClnYDnmZTTI0r5jMxjp/uOmcHGGEeMplO5cqj4v4nexYlrlq7aAeT4VODlAjEBJE",
+	"FBOFFyHoLvpETQjOwn+093DLtZsWFy3i1nR4My0o8R6AOGJEG7+96cL5hdpExWABGKshe/Pqe67dv1km",
+	"Aa9aJDm0QmTieikNxC+BHlg8s6XYTlQmxWwxZkmariCkDyRmWfwOyuoxBisNHgdC4FHCuOyKwKy/61Rf",
+	"ZwKnTdvwYGAsW8jEmcJeEgkLgZ6Ts7WKf11X6qloYzoOQImoLiq7B3C+SyrVkgAPSREFTgsWfiLqMBQ8",
+	"oLdhckeI2Fds4pmzGQiITJtJiL9fYX04NzYVmUFYCqhqrCDC3AAsQNz9lIxwGDkdhhaZu84Pi4txDTul",
+	"tcv055XFTRMFP+rB7qunl2tHPd0Rmvgv68SdpkM/ac/En6b8q4K6cScmpT938KR+/toERl8k+BeyEJWG",
+	"xj3td/Ke14h3eyDG+8PCCbSCmEbdjSCuCnPyby4fsUhsqf5E/28IZS5FGrKmhZVs7XZ2gKCbqMgSRrAM",
+	"ZDoSC3EiFzFaA8aJpslvMktz1oRGNm3smBSxStm1WOVsHicJtFeC0z1R+Royx2GRFgKKDQymxyoRiBwV",
+	"iTjZImUCqQ59SLfY//2ISG2hYkbMigqT3USBXgRQSpVG1oUvEcj0dBdSmaqivBCFXEoDiUbsrAgnSShj",
+	"tvCWGA0Qk6tjyFXohIYGcZ8gmZAKYbrVk4JbpXnx8iknngMA+Od0zmfpKpY5nyjbC1TiIOqLSgYFkTCp",
+	"fl3LtV4+bRJUahZy4AwRyqlFoeD8+USZJEss87BSVmwre7Q7aC7CygbTttM0LAKYdzPEIg+IWrilH19W",
+	"LFVLE83TORaRQAzRXGn5mvNzFk63hcyvcqmKsEo6TuwMlt+mLFOjeyhvG4W4bijzhWE4jU0+N39giB6a",
+	"xh4+603Uv+K/Q3coXAM1jBFW2b1M8+I6k/mD3B4pW9mB2GYb7BJFhLYOewNnwmAN9DwPThM06YhCGnah",
+	"svVJjw9owuv8bnjYMekMrCmKxJaz8Mcff/yx/exZ+/HjkDXfXD5qddhjajEqy4/odOMO0xOh0Laqyxto",
+	"6VHJGljLqQyK+zBK7ZvoB/y/f3vt0c+/9z608R9B+Y//29hPMvD6DM3hL+KEXgfJKZJuhKEHS9rzPGxa",
+	"NiANzhSkkdge+tIiveU7g+F9vvMjJFO2udsEkzfGfr/b5Y3qGWiMg9HozDN/zuHhPd8PPI83IuyAsF80",
+	"aFjUh1gPy++NhkjX6xzTxrjbR5oHK+v0qwPP6e0gpJ+dkeyMomYAw50BeDVv9/Ze7unZhJ258y2oMSjm",
+	"TA815Fem4qPCiIXNMJ73gTe08mmMG6tM74Mi3R0lKqudGpaT5//uc328XQkWAUqPQ9alcWhBiXe+pkeO",
+	"sfcMaxWUcsHEcVAJ063+P8foQwvugM0n1JYqsORsnekvgyO9iv8l9T9/1jsbww+HxL19JoUpyG7R/86x",
+	"gSJKZ2sKjxQsfJiupBKruLMVyyRkzRAqnwkKFW7Syj1VEwVRl/HDh0k6E8kizYvx0Bt6Yatj3c+HEIOj",
+	"D/19n7Wgnc7nNgJR1kuWoK9gDuH26ziil6Ay37ejONeGxXP8O0Jo7quIV3ruwEYxQR9OjSIFGR+7ONKz",
+	"TBvH/z9dx7LbNgz7FaGXboDTAjvuVqB7BOvSYFtvGVYl0hKhjmSI9toM2L8PIimZrpVbEMvmQ6L4ECm+",
+	"dNECJM2LLbgwvf5v8FagklGtoVOKYyoopSFGgaUa6tJs6eHbHSSLIvNkcmiVz5LezFtCil5fb3NRzcaX",
+	"HvrTPldo2YpDrmj76DjV2VhtFhQ4nNwhK7mfj/xm7KcHFf5jtBVDajomkWgdHBGpJ3tqSvUpmaTjKVku",
+	"wEi2/+82PGOXwPdqczFGJ0vmNKW4vkszSsnTgcjcDdCHI8pgZsDmgkBqfxIpHXkgCEoT0MWTPdWI/Zie",
+	"JW0cQ6twTN00icmSZ88koYgxUQrnkQkXIqa8ZCZMHbWrV5kkNUzu6EEtQYSSboTLl3jOtime5qChOJZM",
+	"FOcGhHfDidt6V8JwOcSNdfusoBphZpOSmuZPo3prsge2iwEAHS7gM9ZutMQE0QMbta9pZnU1I/lm1FU3",
+	"6yXOC7uRCndUgmZfOhdPAsyZOc6fqC3p0Otik2MIeBdt9gnd3kNh/CWUXUfuG27vnd8v6L3q7kEjVB5R",
+	"m9/AcVQjoeGd0nuum6W06DEcztcWH6yUaD0YTFKa0Z/+V23Y19Y2ggPFhKih40V0BNv+sejEsO9T1rmm",
+	"MKjrJ3enfV9+Wj2sSW0I7gzdGaYshq6Cz30GkgQokTn0B2pZWe6VEDBvbr8uV79+3H/5sHqUjDBH5ytg",
+	"88fPyHgmkOPx474uIxI9M0xHq7qhxwqjOZKTTvUSS7rPh7WVpBWj9Xnu80aD1RPciAPLbrCvYav9JTQb",
+	"XwrxkgBiuSpaPElysTxje6IfgjPp3doqXeP/c7bgRDmvgBRouSnk2W6V0XDYBh0NGRSGC6Yerwd3LWej",
+	"jKvAvRXfIAgVJD5b3faHBp175y1Akza8iE2DvZkaP1dqFeR8uCAlpHjbcHZ1EA4///0PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -105,7 +105,7 @@ type console struct {
 }
 
 // runClient runs a client command: args[0] is tasks, schedules, topics,
-// flow-keys, plans, batch, signup or usage.
+// flow-keys, targets, plans, batch, signup or usage.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -117,6 +117,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = topicsCommand(ctx, args[1:], con)
 	case "flow-keys":
 		err = flowKeysCommand(ctx, args[1:], con)
+	case "targets":
+		err = targetsCommand(ctx, args[1:], con)
 	case "plans":
 		err = plansCommand(ctx, args[1:], con)
 	case "batch":
