@@ -112,6 +112,9 @@ type tenantUpdate struct {
 	Retention json.RawMessage `json:"retention"`
 	// Plan, when given, puts the tenant on that plan; null on none.
 	Plan json.RawMessage `json:"plan"`
+	// OperationsURL, when given, is where the tenant's operations events
+	// go; null: nowhere.
+	OperationsURL json.RawMessage `json:"operations_url"`
 }
 
 // minRetention is the shortest retention a tenant may be given: purging
@@ -195,6 +198,18 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 			return err
 		}
 	}
+	var opsURL *string
+	if req.OperationsURL != nil && !bytes.Equal(req.OperationsURL, jsonNull) {
+		var fe fieldErrors
+		if err := json.Unmarshal(req.OperationsURL, &opsURL); err != nil || *opsURL == "" {
+			fe.add("operations_url", "must be a URL, or null for none")
+		} else if u := s.rules().CheckURL(&fe, "operations_url", *opsURL, t); u == "" {
+			opsURL = nil
+		}
+		if err := fe.problem(); err != nil {
+			return err
+		}
+	}
 	if req.Plan != nil {
 		t, err = s.tenants.SetPlan(ctx, id, plan, model.ActorOperator)
 		switch {
@@ -235,6 +250,15 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 	}
 	if req.Retention != nil {
 		t, err = s.tenants.SetRetention(ctx, id, retention, model.ActorOperator)
+		if errors.Is(err, model.ErrNotFound) {
+			return notFound("tenant " + id.String())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if req.OperationsURL != nil {
+		t, err = s.tenants.SetOperationsURL(ctx, id, opsURL, model.ActorOperator)
 		if errors.Is(err, model.ErrNotFound) {
 			return notFound("tenant " + id.String())
 		}
@@ -300,6 +324,7 @@ func TenantJSON(t *model.Tenant) openapi.Tenant {
 		Retention:        formatOptionalDuration(t.Retention),
 		Status:           tenantStatusJSON(t.Status),
 		Deletion:         tenantDeletionJSON(t.Deletion),
+		OperationsURL:    t.OperationsURL,
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 // again at once, for whichever node owns it next. outcome is what the
 // answer says of the target (retry for a failure worth retrying, even on
 // the last attempt), for its breaker; the recorded attempt may say fail.
-func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
+// target is c's target key, for its health once the attempt is recorded.
+func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
@@ -143,6 +144,15 @@ func (s *sender) attempt(c *model.ClaimedTask, keys signingKeys) (outcome retry.
 			return
 		}
 		s.cfg.Metrics.usage.recorded(c.TenantPlan, &result)
+		if !interrupted {
+			// An attempt cut off by our own shutdown says nothing of the
+			// target.
+			errMsg := ""
+			if result.Error != nil {
+				errMsg = *result.Error
+			}
+			s.cfg.Health(c.TenantID, target, started.Add(duration), result.Status == model.StatusDelivered, errMsg)
+		}
 		if result.NextAttemptAt != nil {
 			s.cfg.Schedule(c.ID, *result.NextAttemptAt)
 		}

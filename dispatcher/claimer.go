@@ -15,7 +15,7 @@ import (
 // claimStore is what the claimer needs of Postgres.
 type claimStore interface {
 	ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration,
-		held []uuid.UUID) ([]*model.ClaimedTask, error)
+		held *model.Held) ([]*model.ClaimedTask, error)
 	WaitingAfter(ctx context.Context, ids []uuid.UUID, after time.Time) ([]model.DueTask, error)
 }
 
@@ -58,10 +58,10 @@ type claimerConfig struct {
 	Send chan<- *model.ClaimedTask
 	// Defer gives back claims no sender will take at shutdown.
 	Defer func(claims []*model.ClaimedTask, until func(i int) time.Time)
-	// Held are the tenants whose tasks are held (heldTenants): a claim
-	// leaves them out, and rearmMissed forgets them, still waiting in
-	// Postgres until their tenant is released. Nil: none.
-	Held func() []uuid.UUID
+	// Held are the tenants and the tenants' targets whose tasks are held
+	// (heldTenants): a claim leaves them out, and rearmMissed forgets them, still waiting in
+	// Postgres until their tenant or target is released. Nil: none.
+	Held func() *model.Held
 }
 
 // firing is a task whose claim timer fired.

@@ -95,7 +95,7 @@ type faultyClaims struct {
 	fail *atomic.Bool
 }
 
-func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration, held []uuid.UUID) ([]*model.ClaimedTask, error) {
+func (f faultyClaims) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration, held *model.Held) ([]*model.ClaimedTask, error) {
 	if f.fail.Load() {
 		return nil, errors.New("ERROR: deadlock detected (SQLSTATE 40P01)")
 	}

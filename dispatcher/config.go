@@ -124,6 +124,11 @@ type Config struct {
 	// store.TenantNotifyChannel: the bound on a lost announcement. Default
 	// 3s.
 	HeldRefresh time.Duration
+	// TargetDisableAfter is how long every attempt of a tenant to a target
+	// must have failed for hookwheel to pause the target and tell the
+	// tenant (targethealth.go; HOOKWHEEL_TARGET_DISABLE_AFTER). Default
+	// DefaultTargetDisableAfter.
+	TargetDisableAfter time.Duration
 	// TenantChanged, when set, is told of each tenant change announced on
 	// store.TenantNotifyChannel, after the dispatcher has taken it in, and
 	// with uuid.Nil each time the listener starts listening again (what
@@ -251,6 +256,7 @@ type Store interface {
 	maintenance.StatsStore
 	maintenance.PurgerStore
 	heldStore
+	healthStore
 	LeaveNode(ctx context.Context, nodeID uuid.UUID) error
 }
 
@@ -262,6 +268,10 @@ type Redis interface {
 	dispatchLimiter
 	answerStore
 }
+
+// DefaultTargetDisableAfter is Config.TargetDisableAfter's default: five
+// days, as Svix disables an endpoint that failed for five days.
+const DefaultTargetDisableAfter = 120 * time.Hour
 
 // KeepForever as Config.Retention keeps finished tasks until their tenant
 // is given a retention of its own; as Config.AuditRetention, audit entries.
@@ -350,6 +360,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HeldRefresh <= 0 {
 		c.HeldRefresh = 3 * time.Second
+	}
+	if c.TargetDisableAfter <= 0 {
+		c.TargetDisableAfter = DefaultTargetDisableAfter
 	}
 	if c.TenantChanged == nil {
 		c.TenantChanged = func(uuid.UUID) {}

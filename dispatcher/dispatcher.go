@@ -65,6 +65,7 @@ type Dispatcher struct {
 	sends       context.Context
 	cancelSends context.CancelFunc
 	recorder    *recorder
+	health      *targetHealth
 	stats       *maintenance.StatsRecorder
 	purger      *maintenance.Purger
 }
@@ -104,6 +105,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.claimer = d.buildClaimer(m, redis)
 	d.timers = wheel.NewTimers(wheel.TimersConfig{Clock: cfg.Clock, Fire: d.claimer.fire})
 	d.recorder = d.buildRecorder(m)
+	d.health = newTargetHealth(targetHealthConfig{Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
+		DisableAfter: cfg.TargetDisableAfter, Interval: healthInterval(cfg.TargetDisableAfter), Paused: d.held.changed})
 	d.stats = d.buildStats(m)
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = d.buildSender(m, redis)
@@ -162,13 +165,18 @@ func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
 		wheelDone       = make(chan struct{})
 		sendersDone     = make(chan struct{})
 	)
-	// The statistics outlive ctx until the last attempt is counted.
+	// The statistics and target health outlive ctx until the last attempt
+	// is counted.
 	statsCtx, stopStats := context.WithCancel(context.WithoutCancel(ctx))
+	healthCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	return []lifecycle.Stage{
 		// Stopped last: everything we claimed is recorded or given back,
 		// so our partitions are freed for the other nodes now rather than
 		// when their leases run out.
 		{Stop: d.leaveCluster},
+		// Target health hears of the attempts the recorders committed: it
+		// stops, reporting what it holds, once they have returned.
+		{Parts: []lifecycle.Part{func(context.Context) { d.health.Run(healthCtx) }}, Stop: stopHealth},
 		// The recorders write every attempt the senders made: their queue
 		// is closed once nothing that records can still be running.
 		{Parts: lifecycle.Times(d.cfg.Recorders, func(context.Context) { d.recorder.Run() }), Stop: d.recorder.close},

@@ -17,6 +17,7 @@ import (
 type fakeInactive struct {
 	mu       sync.Mutex
 	statuses map[uuid.UUID]model.TenantStatus
+	paused   []model.PausedTarget
 }
 
 func (f *fakeInactive) InactiveTenants(context.Context) (map[uuid.UUID]model.TenantStatus, error) {
@@ -27,6 +28,12 @@ func (f *fakeInactive) InactiveTenants(context.Context) (map[uuid.UUID]model.Ten
 		out[id] = s
 	}
 	return out, nil
+}
+
+func (f *fakeInactive) PausedTargets(context.Context) ([]model.PausedTarget, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]model.PausedTarget(nil), f.paused...), nil
 }
 
 func (f *fakeInactive) set(statuses map[uuid.UUID]model.TenantStatus) {
@@ -65,4 +72,38 @@ func TestHeldTenants(t *testing.T) {
 	receive(t, released)
 	require.False(t, h.holds(suspended))
 	require.Equal(t, []uuid.UUID{deleting}, h.ids())
+}
+
+// TestHeldTargets: a tenant's paused targets are held in the same read as
+// the held tenants, for that tenant alone, and a target leaving the set
+// asks for the backlog to be read again.
+func TestHeldTargets(t *testing.T) {
+	t.Parallel()
+	acme, other := uuid.New(), uuid.New()
+	const target = "https://partner.example:443"
+	store := &fakeInactive{paused: []model.PausedTarget{{TenantID: acme, Target: target}}}
+	released := make(chan struct{}, 1)
+	h := newHeldTenants(heldConfig{Store: store, Clock: clock.Real(), Logger: quietLogger(), Metrics: testMetrics(t),
+		Refresh: time.Hour, Released: func() { released <- struct{}{} }})
+	require.False(t, h.pauses(acme, target))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); h.Run(ctx, ready) }()
+	t.Cleanup(func() { cancel(); <-done })
+	receive(t, ready)
+	require.True(t, h.pauses(acme, target))
+	require.False(t, h.pauses(other, target), "a pause is the tenant's own")
+	require.False(t, h.pauses(acme, "https://partner.example:8443"))
+	require.False(t, h.holds(acme), "the tenant's other tasks go")
+	require.Equal(t, &model.Held{Tenants: []uuid.UUID{}, TargetTenants: []uuid.UUID{acme},
+		Targets: []string{model.HeldTargetKey(acme, target)}}, h.held())
+
+	store.mu.Lock()
+	store.paused = nil
+	store.mu.Unlock()
+	h.changed()
+	receive(t, released)
+	require.False(t, h.pauses(acme, target))
+	require.Empty(t, h.held().Targets)
 }

@@ -30,7 +30,7 @@ const (
 type loaderStore interface {
 	ListDue(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int) ([]model.DueTask, error)
 	ListDueExcept(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int,
-		held []uuid.UUID) ([]model.DueTask, error)
+		held *model.Held) ([]model.DueTask, error)
 	ReleaseOrphans(ctx context.Context, partitions []int16, limit int) ([]model.DueTask, error)
 }
 
@@ -86,10 +86,10 @@ type loaderConfig struct {
 	// Pending reports whether a task is in the wheel or in flight already,
 	// for the sweep to leave alone.
 	Pending func(id uuid.UUID) bool
-	// Held are the tenants whose tasks are held (heldTenants): the sweep
-	// passes over them, so that their overdue backlog neither fills its
+	// Held are the tenants and the tenants' targets whose tasks are held
+	// (heldTenants): the sweep passes over them, so that their overdue backlog neither fills its
 	// pages nor is armed again every sweep. Nil: none.
-	Held func() []uuid.UUID
+	Held func() *model.Held
 }
 
 // loader keeps the wheel fed from Postgres: it loads the window of tasks

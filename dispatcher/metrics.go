@@ -132,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookwheel_deferrals_total",
-			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: no send slot of its target soon enough; rate_limit and concurrency: the tenant's dispatch limits for the target host; flow_rate and flow_parallelism: the limits of the task's flow key; secret_unreadable: this node cannot open the tenant's signing secret, see HOOKWHEEL_ENCRYPTION_KEY). A deferral is not an attempt.",
+			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: no send slot of its target soon enough; rate_limit and concurrency: the tenant's dispatch limits for the target host; flow_rate and flow_parallelism: the limits of the task's flow key; secret_unreadable: this node cannot open the tenant's signing secret, see HOOKWHEEL_ENCRYPTION_KEY; target_paused: the tenant paused the target after the claim). A deferral is not an attempt.",
 		}, []string{"reason"}),
 		transportRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_transport_retries_total",

@@ -62,7 +62,7 @@ func (d *Dispatcher) buildLoader(m *metrics) *loader {
 		Partitions: d.ownership.partitions,
 		Arm:        d.arm,
 		Pending:    func(id uuid.UUID) bool { return d.budget.inFlight(id) || d.timers.Contains(id) },
-		Held:       func() []uuid.UUID { return d.held.ids() },
+		Held:       func() *model.Held { return d.held.held() },
 	})
 }
 
@@ -151,7 +151,7 @@ func (d *Dispatcher) buildClaimer(m *metrics, redis optionalRedis) *claimer {
 		LeaseEpoch: d.ownership.leaseEpoch, LeaseValid: d.ownership.leaseValid, LeaseRetry: cfg.HeartbeatInterval,
 		FireOnce: fireOnce.claim, RateLimit: d.limits.rateLimitClaims,
 		Hold: d.holder.hold, Send: d.claimed, Defer: d.deferrer.Defer,
-		Held: d.held.ids,
+		Held: func() *model.Held { return d.held.held() },
 	})
 }
 
@@ -182,6 +182,7 @@ func (d *Dispatcher) buildSender(m *metrics, redis optionalRedis) *sender {
 		Journal: redis.journal, Record: d.recorder.record, Stats: d.stats.Add, Defer: d.deferrer.Defer, Settle: d.budget.settle,
 		Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Schedule: d.Schedule, Stopping: d.stopping.Load, Fence: d.mayStillSend, Held: d.held.holds,
+		Paused: d.held.pauses, Health: d.health.observe,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
 		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
 		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,

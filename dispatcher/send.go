@@ -52,6 +52,13 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		s.deferOne(c, time.Time{})
 		return false
 	}
+	if s.cfg.Paused(c.TenantID, t.key) {
+		// The target was paused since the claim: as above.
+		report(errNotSent)
+		s.cfg.Metrics.deferrals.WithLabelValues("target_paused").Inc()
+		s.deferOne(c, time.Time{})
+		return false
+	}
 	if !s.cfg.Fence(c, s.cfg.Clock.Now()) {
 		// Whatever it waited for, this node can no longer prove its claim:
 		// another may be sending it. Given back (a no-op if it was handed
@@ -62,7 +69,7 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		return false
 	}
 	finish := s.cfg.Targets.sending(t, report)
-	outcome, interrupted := s.attempt(c, keys)
+	outcome, interrupted := s.attempt(c, t.key, keys)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)
 	} else if interrupted {

@@ -78,6 +78,12 @@ type senderConfig struct {
 	// of such a tenant, taken before it was held, is given back unsent,
 	// just before its request, as the fence's are. Nil: none.
 	Held func(tenant uuid.UUID) bool
+	// Paused reports whether a tenant paused a target (heldTenants): a
+	// claim to it taken before the pause is given back unsent, uncounted.
+	Paused func(tenant uuid.UUID, target string) bool
+	// Health is told of each attempt once it is recorded: its tenant, its
+	// target, when it finished, whether it succeeded, and its error.
+	Health func(tenant uuid.UUID, target string, at time.Time, ok bool, errMsg string)
 	// MaxTimeout caps every attempt's timeout, whatever the task asked for
 	// when it was created.
 	MaxTimeout time.Duration
@@ -110,6 +116,12 @@ type sender struct {
 func newSender(cfg senderConfig) *sender {
 	if cfg.Held == nil {
 		cfg.Held = func(uuid.UUID) bool { return false }
+	}
+	if cfg.Paused == nil {
+		cfg.Paused = func(uuid.UUID, string) bool { return false }
+	}
+	if cfg.Health == nil {
+		cfg.Health = func(uuid.UUID, string, time.Time, bool, string) {}
 	}
 	return &sender{cfg: cfg}
 }

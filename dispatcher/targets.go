@@ -2,8 +2,6 @@ package dispatcher
 
 import (
 	"errors"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -107,21 +105,9 @@ var errTargetFailed = errors.New("target failed")
 // success nor a failure of the target.
 var errNotSent = errors.New("not sent")
 
-// targetKey is the scheme, host and port of a URL:
-// "https://example.com:443". Host names are case-insensitive (RFC 4343), so
-// the host is lowercased: "EXAMPLE.com" and "example.com" are one target; a
-// missing port is the scheme's default.
-func targetKey(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
-}
+// targetKey is the target of a URL (model.TargetKey):
+// "https://example.com:443".
+func targetKey(raw string) string { return model.TargetKey(raw) }
 
 // targetID names one tenant's state at one target.
 type targetID struct {

@@ -277,6 +277,24 @@ func (e TargetState) Valid() bool {
 	}
 }
 
+// Defines values for TargetPausePausedBy.
+const (
+	TargetPausePausedByHookwheel TargetPausePausedBy = "hookwheel"
+	TargetPausePausedByTenant    TargetPausePausedBy = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the TargetPausePausedBy enum.
+func (e TargetPausePausedBy) Valid() bool {
+	switch e {
+	case TargetPausePausedByHookwheel:
+		return true
+	case TargetPausePausedByTenant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskStatus.
 const (
 	TaskStatusCanceled    TaskStatus = "canceled"
@@ -1921,6 +1939,56 @@ type TargetList struct {
 	Node openapi_types.UUID `json:"node"`
 }
 
+// TargetPause One of the tenant's paused targets.
+type TargetPause struct {
+	// LastError hookwheel's pauses only; the error of the last failed attempt.
+	LastError *string   `json:"last_error,omitempty"`
+	PausedAt  time.Time `json:"paused_at"`
+
+	// PausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+	// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+	PausedBy TargetPausePausedBy `json:"paused_by"`
+
+	// Reason The tenant's reason, or hookwheel's.
+	Reason string `json:"reason"`
+
+	// Since hookwheel's pauses only; the first failure of the unbroken run of failures.
+	Since *time.Time `json:"since,omitempty"`
+
+	// Target Scheme, host and port, e.g. `https://example.com:443`.
+	Target string `json:"target"`
+}
+
+// TargetPausePausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+type TargetPausePausedBy string
+
+// TargetPauseList defines model for TargetPauseList.
+type TargetPauseList struct {
+	Data []TargetPause `json:"data"`
+}
+
+// TargetPauseRequest defines model for TargetPauseRequest.
+type TargetPauseRequest struct {
+	// Reason Why, for whoever looks at the pause later.
+	Reason *string `json:"reason,omitempty"`
+
+	// Target Scheme, host and optional port, `https://host:port`, without a path: every path of the target
+	// is held. Written back as the dispatcher keys targets: host lowercased, the scheme's port when
+	// none is given.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
+// TargetResumeRequest defines model for TargetResumeRequest.
+type TargetResumeRequest struct {
+	// Target The target, as for a pause.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
 // Task A scheduled webhook and its delivery state.
 type Task struct {
 	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
@@ -2213,6 +2281,14 @@ type Tenant struct {
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+	// its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+	// "since", "last_error", "paused_at"}` when every attempt to a target failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+	// "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+	// `null`: nowhere (the pause still happens).
+	OperationsURL *string `json:"operations_url,omitempty"`
+
 	// Plan The plan the tenant is on; null for none.
 	//
 	// Example: free
@@ -2438,6 +2514,14 @@ type TenantSummary struct {
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
 
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+	// its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+	// "since", "last_error", "paused_at"}` when every attempt to a target failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+	// "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+	// `null`: nowhere (the pause still happens).
+	OperationsURL *string `json:"operations_url,omitempty"`
+
 	// Plan The plan the tenant is on; null for none.
 	//
 	// Example: free
@@ -2488,6 +2572,12 @@ type TenantUpdateRequest struct {
 	// changes every tenant that does not set that field. API limits apply from the tenant's next
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits *TenantLimits `json:"limits,omitempty"`
+
+	// OperationsURL Where the tenant's operations events go (see the tenant's `operations_url`); checked as a
+	// task's URL is (http or https, a public address unless granted); `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url,omitempty"`
 
 	// Plan Puts the tenant on this plan (422 if there is none of that name); `null` takes it off
 	// any plan. Its own `limits` still override the plan's, field by field.
@@ -3000,6 +3090,12 @@ type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
 // SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
 type SignUpJSONRequestBody = SignupRequest
+
+// PauseTargetJSONRequestBody defines body for PauseTarget for application/json ContentType.
+type PauseTargetJSONRequestBody = TargetPauseRequest
+
+// ResumeTargetJSONRequestBody defines body for ResumeTarget for application/json ContentType.
+type ResumeTargetJSONRequestBody = TargetResumeRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -4099,6 +4195,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTargetWithBody Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTarget Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPausedTargets The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTargetWithBody Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTarget Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks List tasks
 	//
@@ -6296,6 +6461,125 @@ func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditor
 // Corresponds with GET /v1/targets (the `ListTargets` operationId).
 func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTargetWithBody Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTarget Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPausedTargets The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *Client) ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPausedTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTargetWithBody Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTarget Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9474,6 +9758,113 @@ func NewListTargetsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPauseTargetRequest calls the generic PauseTarget builder with application/json body
+func NewPauseTargetRequest(server string, body PauseTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseTargetRequestWithBody constructs an http.Request for the PauseTarget method, with any body, and a specified content type
+func NewPauseTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListPausedTargetsRequest constructs an http.Request for the ListPausedTargets method
+func NewListPausedTargetsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/paused")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeTargetRequest calls the generic ResumeTarget builder with application/json body
+func NewResumeTargetRequest(server string, body ResumeTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeTargetRequestWithBody constructs an http.Request for the ResumeTarget method, with any body, and a specified content type
+func NewResumeTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -11404,6 +11795,77 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTargetsResponse, error)
+
+	// PauseTargetWithBodyWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// PauseTargetWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// ListPausedTargetsWithResponse The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error)
+
+	// ResumeTargetWithBodyWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
+
+	// ResumeTargetWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
 
 	// ListTasksWithResponse List tasks
 	//
@@ -16464,6 +16926,276 @@ func (r ListTargetsResponse) ContentType() string {
 	return ""
 }
 
+// PauseTargetResponse429Headers the declared response headers of an HTTP 429 response for PauseTarget
+type PauseTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PauseTargetResponse) GetJSON201() *TargetPause {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPausedTargetsResponse429Headers the declared response headers of an HTTP 429 response for ListPausedTargets
+type ListPausedTargetsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPausedTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPauseList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPausedTargetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPausedTargetsResponse) GetJSON200() *TargetPauseList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPausedTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPausedTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPausedTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPausedTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeTargetResponse429Headers the declared response headers of an HTTP 429 response for ResumeTarget
+type ResumeTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
 type ListTasksResponse429Headers struct {
 	RetryAfter int
@@ -19339,6 +20071,107 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseListTargetsResponse(rsp)
+}
+
+// PauseTargetWithBodyWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// PauseTargetWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// ListPausedTargetsWithResponse The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *ClientWithResponses) ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error) {
+	rsp, err := c.ListPausedTargets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPausedTargetsResponse(rsp)
+}
+
+// ResumeTargetWithBodyWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
+}
+
+// ResumeTargetWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
 }
 
 // ListTasksWithResponse List tasks
@@ -23889,6 +24722,249 @@ func ParseListTargetsResponse(rsp *http.Response) (*ListTargetsResponse, error) 
 	return response, nil
 }
 
+// ParsePauseTargetResponse parses an HTTP response from a PauseTargetWithResponse call
+func ParsePauseTargetResponse(rsp *http.Response) (*PauseTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseTargetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPausedTargetsResponse parses an HTTP response from a ListPausedTargetsWithResponse call
+func ParseListPausedTargetsResponse(rsp *http.Response) (*ListPausedTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPausedTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPauseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPausedTargetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeTargetResponse parses an HTTP response from a ResumeTargetWithResponse call
+func ParseResumeTargetResponse(rsp *http.Response) (*ResumeTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeTargetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListTasksResponse parses an HTTP response from a ListTasksWithResponse call
 func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -25349,6 +26425,15 @@ type ServerInterface interface {
 	// ListTargets The caller's targets on this node
 	// (GET /v1/targets)
 	ListTargets(ctx echo.Context) error
+	// PauseTarget Pause a target
+	// (POST /v1/targets/pause)
+	PauseTarget(ctx echo.Context) error
+	// ListPausedTargets The caller's paused targets
+	// (GET /v1/targets/paused)
+	ListPausedTargets(ctx echo.Context) error
+	// ResumeTarget Resume a paused target
+	// (POST /v1/targets/resume)
+	ResumeTarget(ctx echo.Context) error
 	// ListTasks List tasks
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -26310,6 +27395,33 @@ func (w *ServerInterfaceWrapper) ListTargets(ctx echo.Context) error {
 	return err
 }
 
+// PauseTarget converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseTarget(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseTarget(ctx)
+	return err
+}
+
+// ListPausedTargets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPausedTargets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPausedTargets(ctx)
+	return err
+}
+
+// ResumeTarget converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeTarget(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeTarget(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -26761,6 +27873,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
 	router.GET(options.BaseURL+"/v1/limits", wrapper.GetLimits, options.OperationMiddlewares["getLimits"]...)
 	router.GET(options.BaseURL+"/v1/targets", wrapper.ListTargets, options.OperationMiddlewares["listTargets"]...)
+	router.POST(options.BaseURL+"/v1/targets/pause", wrapper.PauseTarget, options.OperationMiddlewares["pauseTarget"]...)
+	router.POST(options.BaseURL+"/v1/targets/resume", wrapper.ResumeTarget, options.OperationMiddlewares["resumeTarget"]...)
+	router.GET(options.BaseURL+"/v1/targets/paused", wrapper.ListPausedTargets, options.OperationMiddlewares["listPausedTargets"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.RevokeKey, options.OperationMiddlewares["revokeKey"]...)
@@ -26790,907 +27905,934 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Ncxu5sS/6r6B4TpXJzZAmKckfVKXu0drerM56bV9bvpuT0E8DckAR4RBgBkPR3H3+31+hu4HBDGdI",
-	"SpY3ybupcyprcb6ARqPRn7/+rTXVy5VWQuWmNfqtJT7z5SoV8O+Ld5c/ie1raXL7l1kvlzzbtkatC5YL",
-	"xVX+yLCZzEzOFmIbMc4SsUr11v7FuEoYZ5m41QuRMK1EK2rd8nQt7JsSnvPW6K+/taaZ4LlIrnneGrWG",
-	"/eGT7mDQHfSvBk9Gp2ejfv8vrcjfM7FfXojtKF+lq1n+9PbUiPmwFbVk0hq1Vn8/uV08XQ4/b04Vb0Wt",
-	"lJv8em2q7x4OrgaD0dmz0Sm8W/GlaI1aU9mKWjTW3fuHo36fxmKmemVJ89dWzs3CjDaZzEXr05eoYSr9",
-	"4VX/2WjYP3Yq4vNKZsL4lzx1L+kXY4Dprv/2ayJuPidqOjsZ7pnu8Kr/fHT2fHT2LJguLlPNdDLBk1Z0",
-	"p7kNapdpmko30uoUm0c6CCZJIy2N8bvWpy+fvnyJiC3f43pVOdOx3EJsQ5b7/wunfYlaP6R681ou5c6m",
-	"nK5Nrpcie2RwQw76fcaZEVNtN6NK2BnjOdNqKg5SZgiUOXGjscQctdz7u4P+qSXHimc8TUUqzbI1Oota",
-	"K5FJbUk0MHaWPBet0aDfj1rrVXLgE3Ze71KuqlNapVyxmc7YLBOC8elUr62cOjj8Z5bvPTFTSy2QaHwl",
-	"r93AolYiUnkrMinM9Upk1wnftkbDvh3xkn++XgmVSHVzDQsAM6ELZjoXyRpk5BntluJ5e9sXv9522K0m",
-	"AoSDBAKsJ6k08x0a4M8s14yzXK/klOkZyzeaCZWstDyKICAIgNi908HQy5H+4Dnnz2Zn3T4fTLpPp8Ok",
-	"+0yczLqn/bPBk+HTk2enz8/gXrFc6Vyo6fYaeUFnici6p8PuiksrM0zO87W5pvWxw+BqKlK7P4HQ3P0D",
-	"KO5+lmbF8+lcqhv4OxN5tnV/OConrdHwC5IZX98aDYnqcIbwPBfLlf1oP2pNdGJH99sYBzhujdjpMGLj",
-	"lrgVKrd/jlt2xOPWl2DDHyKVo/M1repEpqkdZtSaC56IDCb8QqtcqLx7tV3Ze/hqlcopz6VWj/9mtGp9",
-	"OZrkvF9HcrVOU5I2Ist0VvrFkz8R7nfLqQVtLLsvRT6H/fnu7YcrK5PE59zdcpAGxIXXd2EbWE9Lm5qx",
-	"8M/XEz5d6NnMCox5K2otpQp/MpZi2VodHBnOvTUKOCZq5XIp9No+edK32wP2jeNb07gld9++ztLWqDXP",
-	"85UZPX5MK98jLak31cvHc60X5jG92B6X/wCONHO5Wn1Llhz8myX/SVnSLf0envy087HguPkg8jzd1aPc",
-	"qeMltj1/tBL+0IlYPhdM53OR+d+Yl+D/ggfSYN+BNCgdSP3jDqTBvw8k2P1DpzndcfPj+/4FtnnBRQ+y",
-	"zZ8/++qTZ/h/28nTysRU2EVgXJkNCKyz/gn7ILJbORXso+K3XKZ8kopWHYue9U8e6nx62nveP/sXOZ8C",
-	"ef21fHvSGwz7D3g8fSBxWz6YfhFikfCtsZasNZ6YVOwdz2TJBCo4PxMrnRGvJ1ym2z3M3h+WjMZpppVd",
-	"N/acfce+Y4Pu2VexeL/7VDxJuk+nZ5MuP+Un3clwOkj64vnsGX/qWHJ37fpX/WfFmGrZcfehk9JDK742",
-	"9tCa8dSIh+Aws5CrlUiu9XS6zjKhpgJV3R0Okkvxq1aWOq/WmV6Jx26lalmpQv8yG+1yDyxnFxcYGUYY",
-	"I7V6uxIZz61ICPnmg7xRIrHcspH5HFQXniylYrleCFVSV0w2u8ZfR63/mTzN//dQ/bJ4/nr5/tT8+XYw",
-	"/cvqyfy/k5PZn/gz8VH35U/bq7+/2Zy9qnHfec/WoJhWpi1Lt7QbZTDyK3Cq7h03V+zi3eWOcysc8snf",
-	"h3/Wz/+0+D+DZX/69IqfTv579Zfs2foX9Wr72jxJfpz9b/nT5xdnt29vjhwySNzfywtY46/c8QJ6KqIb",
-	"2rKaJ12w50S/O5gMp92nyYnoPpud9rtn/Mnk6fRZ8lz0Z8X7+XQpWl/sQlxxs3gJqmFZGbbqIktFnoss",
-	"YpmY2ZGzyZbJ3DB37oQLclAFHOw9cp9ZEvT7vcHgWVUxHnaf95NB96k4Pe0+44Nh98nkbHqanIjhbNC/",
-	"90l52j9lb3TOftBrldSej6f9069Q4b7ZqVb4SwtVjNdpYXsOL3hHb3gy2JU6fCV7K57lSmQgeTZiUj66",
-	"PM94K6ISJ+FmEZhQPAeWwaAJ0eFOfDO8i6p2/8Nq2D2dnoju08lw0H2enInuyaw/HfKnk2fidLDf/HKE",
-	"/z0sg2/DVmEc4igNv4m33It6/eeDY040pKF7u+OtD4XZWcNbGy5zqW7AR25Zyz5dz1H9/zs46kE8TSEL",
-	"/I5Mts9bdD/n0FFMVqN2uAgvah0UPznk06noAmI2E9Nc3orrcvxlss5MTls/jMcEAYHrqVakW24pVOOu",
-	"4N1nzTGaujCNW6wdDZVnN8KPLBT1EKauHc1wdzCgO9xF8bg7QY6b9kPOJ1SOotYKgnOtVaZxSwhlt3pr",
-	"1Ho67M8fZJf4XcCBaQLWfClSkYMXrpZFJ8IKwMTeBDvnTkwKj8FMfmu5V5TE5kn/bDD0trxlptO+9/YN",
-	"hhjty8Tf18LURfgGg9EpRfgO7ojTMgMMm3fEcJc1Bv27bonGPbETz8RJ3ovBj2akhzrRwxMbuaZgpA9r",
-	"Y6mze5Qad4F5i+IhRd2/F/YhF9YvFq4seo4qkgGi5Gjp3ylOXvFBJMJMM7kiUffWHp0MvKcmAo1L3Ips",
-	"ywz5GPM5z9lMp6neGJbPxbIX+EsxNrDjr7+Hk3fX8Xofjxu95YB3r5yj8aWsAfLpXFg1MNPpG/0h1xkm",
-	"d5VodpFu+NawWOmusXfEI/C9ZMKstDKCzXWaGMbZNBOJ5RieMjPXG8W0SreQqxKxzVxO50xpNrVfZEu+",
-	"ZQshVr2xegX0xxiUf+WUZ5kUhsmc5Vr3WiieJVhnebYWGMlZcsh2U+tla/TXlhte61PUylGjNXmG0uML",
-	"ZrosRU4Tv1gnMn+xzgw6mcoTvpoLFoNyOYU7YkjWmAu2ysSt1GvDVvxG2FFJe/vf1yLbBvlB+NZwiNXh",
-	"RPh9nwFUoXfOltrkLJ9Lw5ZcbZlQOZCjnYgZX6c5O+t3mj4Pu7v0dXrIqx5yaQl2BjJGKvxr4GkmVS5u",
-	"BDq1fJrST+g+2iXTLNUbzFTSGYu/i2FLWVK5keoZ7bCF2MJu1uuclFF7Df6zUX4yK57Pi7mgj6x56f8z",
-	"E1a4/MfjIv/xMV41j0tjt5O5LMyT2un8zBcC9jyb8jRlhs8EyzWGQ3sMJgs2PykK5MyDeaEcwoetiD6H",
-	"vMmV4Ll3VY6V4Uvh8yrtnfCDtefsN9aZMih90Ca0j6G4ZMN+H56J/Qzy7nuxSvlWJCNmaRKfMz5WlS+y",
-	"0gc5S+RsJjJhtS37TatkstPhsMd+ElvDeCbYSmR0eOJ87bPSMJ4azYxQ+VhxnGMc0LL7k9jGDGVKsdrk",
-	"ZXEOkt5YjdWFe+FcpN71BrO1TMMNS7W6Ybwgo713IVZ5hDPIWSq4yccq/vHt259++fHVq9fXly9f/fzu",
-	"7dWrNy/+5/qXyzcv3/4Ss/bwdG5fTyzYYXyWi6x464YbWrEkgqOAyRnzp91YtYP3v3919erN1eXbNzFw",
-	"OLzD5c3G/pm443TX4itGayWyUcEJUhmZCOSFjVSJ3pDzDlcYlm3PEnu2gbdzkI12Jpu5UP7rbZmbsYpl",
-	"EkcsRvax/3KHNb7EiNwqVeacxZYTYmavIZfEdDbELP7tSxwxI9VUFLRx3xkrezR2InqdSgxTOp/bA4u9",
-	"VXCMFivoxubGT3OfcytGjbGLkBfMNsuEGCt+w6VC2uFmy8TaWBNB5n6zcabEBr7SY++cav/Ivge52XJO",
-	"sQ82fOuFDE6yEDMVbi4JzyX//Fqom3zeGg3PzkBiur8HUY1gv1S3MheXL+vFpYSrTCYNAg/SHprl3Uxn",
-	"Szjc12u4c/fzP4lt07cXYvvIYE7IlEmiujUv2UTkGyEUi+eb64LPKOk0vvbH30JsmwX19YGxB4R8clo3",
-	"9NfS5Jdqmq6TGh2EODWVJjdM8OmcyVwscdNYMWIvR/CnVDSxG/HI/r5WCdPK3gAn6DP2s/w+lA4jKzrt",
-	"3Wwz10a4Gzd6nSbAoJbnpGHTdW7VmiwHAk21yqVaC+P8wSV9ocd+oZNO5rjh7WgNm2rLiXQpnwuZ0ed6",
-	"7EI5JQi0Wy8aTvv9ppNeErHqlCFwE36qI/O7lKs38II6JrEWwCPD7Bcalhr+s1cfQ5W1yJxdWfGT2Tf9",
-	"P3/l3V/73eef6L/X3U+/9aMnwy//WcvM73SW8/S1VIsmnl7BHSyVavHIfMNtRfKlcRiUaOV2lRXAbtPg",
-	"QlpNIg/udJssLhIMYqcPgZH3rWbiXNFNU3FW6Dck5hU3jQuKh8a3+zSc3Y0fR2fUN/y8tWmbNx+YvF+5",
-	"+/apxMXnwSJy1hYYRN/z5D2etWBYY2QAfSBFVGCV6Ukqln+A6ECl0GjJU0sAkXTd1dCaB5UT1FsJugL7",
-	"7w9v35TqiUTOpTWB7a6Au5drY48mxuFepid/E9McqGJyrqaWGo9vB4/RlVL4FsBRk8scJNDPblDue7Qm",
-	"60yNrH66mQuRjmhao8oUgEjHUfYdvgEf2V1Yp8WAPUffiJhZT+dWkeP11IkYZ95oddJkk1kd2c4C9FHQ",
-	"+vHdqVTC/kSaOLztx6urd2zKlX3limdG9FpfotYLrWapnN53oZXOu5iICZlYdREtnmaCJ1swGuoX2d51",
-	"TFiJFEiM252jR8GHWECKuvQnFJt2tpZpfKZoPb88PjKkVTDV84KprPxyVC1/ai93Vej2kNxl9DqbCsc8",
-	"UjEOtiO5s7jzZkkD6/+DziYySYS6JwNIZdazmZxKa6VAVkeVCUJbH1RJe1NhWishEtOw+a2m5e8JcmUK",
-	"s3YcllONW/jyc7inVFIHFkapKO6g5DgpFvkymCR+4tD61pDFrhceKl3T5LeG2eqZXbI9HuwyhdxBZYpn",
-	"zkF1sC9D68dluKxVLlNM86Z0Jcsv6yU41+5IEzw9i28eosjO1B+O5x1XSGP1ZZmwyTpnKZ8uTInhytzU",
-	"jnfXKO6AIEV1/yaz8+Njhc/LnCVa4Kaa69TKH4rQ79KftePqdO2r0e+JPhEYibNYxgoMVZ0xg5ljBj0y",
-	"e9cLtu8bnWOOz/3F98w9XzDiG43nkffHBIzWLMItZWaUcPQwcva0YLc3wcsPSla88WEYzNHCCdYI151N",
-	"RKrVjYEqPoXGGrnL7Lq849tU8+RK69c8uxH3XJ5c627qnt/RoPQtObKcl7def3I6ATwjPk+B+2FfyF+L",
-	"Zw9t/UGw9Uk3ZLnWDId3aO/7eTy8GgXTstzpBgP0v9L6Z662NFJzT/pnPBddoFBVVL91tPcOQCuEIMB3",
-	"SFAv+ZYt+UJAOS88RYMElys6WiJ7bkOwERzj65Vls2G/f44ajr06YOaIZRuGqorWGEFwHzy0bKXpP8zK",
-	"Ad04EApZz+6mv691zlk7dhHVOGLxToDU/egjo/aHUgg0Ho2VnQ+L4YVd5HWRxFEgSJX4nLOPVy/YUiZK",
-	"3sxzH6RIuck75+h+HqsJz6fzqNhjnt225G7Uif2RJ8bVYNsDAaOIlsa02FbMR2yW6SXjbJpKdJwnSSYM",
-	"efhXmbCasUjYsM+kwgOMTjQ4EoK0ZuOcWoM+M2PVju3Gskva5et83p1xma4zoMxEzHQmQl8q+LZTDbX0",
-	"61Wnx94DJwXucLnEB2K40r2wV7wz/0beCvBDBAHD4L5dG/ZHvUFuQ44GQbnhIDhxaKiog3N3f0zPx6X6",
-	"NXEpy2IflZ2+zuSvIrm3GguE71JqdFV/hZXyx7/9mlC5fa9oFLuBUhKYeWu1UHqjogJJI2OYsn2UTjoo",
-	"dnNp0gc28jq89+FE8ETwDLxZC6FgntIYqW6icMLBPGnuIJ8/KvF5Jaa5SF5h+t89Vy0XmeJpdcloI1jR",
-	"6Ylh9SyRzmrXq7jJPomlkXOuklSEe99q1WBHTARspZubYxbtLHRBXNKAIcVAZAxzHw/aEjTLh1m5wrkM",
-	"Xy9cD2f9EwwgocMfBkiWbUZedsMSnvMJJ+fBR7XK9FQYY43YVyqX+faeKwm7j7vErWItL0kgzqRIG83E",
-	"Qjrb1ZGlR0ZsnaURBW5LuSpRC+aPeRxwM6xACmU5xnCrdbW830kxPjE6XeeCzfN8Bc6VPF8Z9vH9a8ji",
-	"cG+o/VLNCymAyQaQvXHwHB+GTIQTpEkfYp+AtN/EibURadolx5o1vIj+52i3zGZ4iNNygDmaSpNjDUyM",
-	"SxD3WsXIAqQi+69VZm2fXCKfhEk+gZM1sZoKpUpXPK3lGpbqKfXLXLvwL5N5xGJnaFntYppKCJ3KG7Ve",
-	"xayd+7C/FexgptMxD+eDwdKe9aoD+Q8LsR2N1/3+yRSOgQT+LeJe3RDDqp2Gaal1Sj42PB933iGThw71",
-	"1Q61XOmzS0+SH3bO9tbSYZlYJYinqVVjpzqzljJawzOxcXpCBEfsCmRPmtoh3I8cijzrOxdCtJ770tqV",
-	"L/3Wgljeoc30AR1A/kU8yzjmoRRaz18xokA+ffpAKZO/xMlFOI984R5H6QXeBNI3Td/OQL7tGx3tNSvE",
-	"ypvN6uOLpmQfyPOxnLPL4/STEdNM5I7t2YciDWwuMtGrDYqE9HCf353qJz9Zh2VWHjjikR25OH76+1cH",
-	"3tlM9SBewpNEWkLx9F0wKqrWLA+0vO/3bCWT65VhG50trCxtv//hBTs5OXkOdiKIpXW+zkSnx94uZQ65",
-	"LMrurMbt07hdKroCS/nEqkVkI8GiO33BqQk+VXJtyDEVhQF+yF/ds4Pqwo72mp87OOLMOdM4NVCZl6t8",
-	"G7l0TfDPtePvYsyD+7odubu+VNa1M9S3SrhwxNblNtGpwM3CDqWynZpeZOfsnlfr5URkERt0rZaVnBcJ",
-	"V47k8Y/uiO/S0JyR1mvtT+KLWsk6A03gemnqLTbIusqD8eRaL4DLljJNJcnoEltJlT85Db/cr/uycGp+",
-	"lcm3pc+h/h2Gw5TILdujsgr2sGJrbz1QWty51c4sjbSyj1qVtMcuxqqUQwr2ZkA9MF9HsLViZvjWMKNZ",
-	"Oz4ad2CswH9b+8JzhmpznkmRIF/ubAG9zqcad91e+YSkeUt3B7Haa6z/qk3FBDXllP0kv3fRQk8LSo8h",
-	"8ZIJyBzTStQO0n8rsPvrBVzNUVsbnoLXPTLEsyZik601M7SSU55CuDvyeXIiodseGUyFMexvWlotCzPk",
-	"IhafjxWtPcxI6TBxeClYe4eBKI8eff1KK+FyLWhEQI+FWOU99r1eq0QkI8wywmQcSv/JNTsbDMcKHEKg",
-	"VCmr1EOy7snQv8tqVX4Z7OTwJ5qMS02LKk4XrpKxqrJqjKtK3wLpu+RpKuxPRpMPK7uxarl9b5Lp1Uok",
-	"+FCP/UgDspJ6rJZ8i3siSNTG4cC5AYMagSMLE6HsyCHPiUtlQB7Ya1NuRMRiq+KBoozBizgaq7h4Lfjp",
-	"9EIovMXqBPZfK27MRmeJ/zf8ayG2TuXm9kSLQZWear2QImZto8cqviBfBkgye/cLugxJix9E3vU/LK04",
-	"A2PXdCJwfq/yMqmjOjo7VXg6t/RVN8Kw+JfNpnsR6LL0uXeZ/rwtX+iNVfxao9FLd7niyuLnhRArVIYw",
-	"9Qt2u4jY3PKPfWbF8znm1kOmVzRWs4zfLOEgUIk9azOpZprie0t9KyBTxSdcHa7ojMoOvNZJv1V3/pmc",
-	"Z/khdd/Jb7r5eL2jVOtZJ8kgbYGSnyuSzEv9u+78QNKFGe4l5dMXcwfzLx+ghQT/1Kw2OAW1qldBkqFX",
-	"Fh6ZHU3CREynid3MuIF31Amn5DbqEkQviRUK5dedOxUKtzvU9IRO41JF+9FalVOVdvQqKs+dNtRYvKPM",
-	"Sm5Y7KosINueJ4XTHsos2IU/553PnmbHIbUT9xNaFwesuKP1+/L5W7MHeA7+IdoC6D8cjVWXxaSLxCPG",
-	"2fDz54Bzw6To2Ce1WNnRhVzybBtjynOebe0knE/z3Ecb3fekKZJg8HF7Kzw9k4qnxZOVb/IEbqK9FWYc",
-	"kd6C53BFgxor1qREYRbS7pjxsFY6INEsx1oqTFAlMvmy06hln6xJWaVamVeKis8qCva0qPws5QtTYJbM",
-	"ZziQ8Bf43PV0ztVN6XesSSkujJW7ghW512iT1Dzp0+PDawuxDT9u/yQvBLzannZS3Vzj4djLdO7uxF9M",
-	"LxMLsRVJfG6P0pWclqYCP1C5Fw4VfqFUe/vMLNUbrGQMHwx+9U+XfvVvsGMkFgtf4H8LHve/IUpR6SfM",
-	"XaA5ux+DYWKuq0uhoqMTf8yo/iFmbc4m63RBmVYMUiLsNaqX0XoxVhCA42YxwmzsmUydVsXmFJbquOhh",
-	"TyQyv959P70V9Ux7j90sqVVAwAiDXyL28f1rtsrETH4WxiqyOpM3oBwlXgOcbFF7ssKpc+61pB66C68l",
-	"6kvhr9dSXaMhFGhV7n69zmPW9glQGFN8ZFgsVw12Bp/mdUK3cHWyNsYYL95duroWd80eTNzMJ5pniUtO",
-	"6ZBrFB2iRexkqpdLrpKOY2nwmXoXKTE5W68iFr97++GKPb4dPKb79npM7UsgXWbJE+FSvziC1I+Vzlzx",
-	"1c5AnUfWgS3JvIFAd3Amu7BDkxWER03NCUHioMfeCIyB4962EtjVR1lm4quV4Mg1UA6H/AQHWztG4QP8",
-	"ss7Sa7wYd6IdXiNDJHIFDBC1hOS/gADFEYeu4wMpyy577br+7rudtvAIMmbk5LYnLqxI7VGMhZJf7/Ir",
-	"DpF7qSqhnuJcY15HCX0RTkc57OxsVD++5/l0HngXy9Om2vEj5w3vuuJm4d73BTx1l/gsAaJL5f4+4BHF",
-	"b+8ZM2oOX7lW7l3rNL+/jzZ8Sa0fzw7lkYHsujSnowEsU6zIsDJIBVVGeMSS2ALzIsYqSco7Dkp74Lzw",
-	"tT0uCRAS2+2gqLo5GaG2i+YAa8d/eoUCEjPnfpPJl7jjQYEmOtnuGgTexXZUXM9DYBx8gm4DWuMpWWN2",
-	"ZGtRBI+JmgEGEDhy5zzB2LmDW7M0TdBuTpngWSqh7ht4M9gyE61TwQGCyJLjYGWDvafWlbvD/0fHSMqb",
-	"psrQO2BHu1aZNA1UiZxft1J4GFTRcmakukmFj4hV6xB3RUtNwOT7TPAFZupUYqp2l07XAHfhUogCd17g",
-	"xA2vlif4A+ZNeMsTcJTx6AUtBQAxcir3rDO/o5ZVelJ5M6/ZoR8EJRBhHh2cgvbVq0zfQCYViFowXhJR",
-	"/3YQ6qtMT0SDI0OmoPUo8oxqJRjczjYyTdlEsFTkLJ9nen0zv39U0n7hkC9lgguFxi0+cP8PZmIqVH49",
-	"Tbms8/m/gN9Rn4IkD6haLogcEjbCMAQ4TfMIXaIbIW/mVq2b83RGyWQzeSvGainVOhcGxeJkbSRkjCKe",
-	"EWo3LKyt/vnV1fvLFx+ur96+u766eP+nV1cf4g6b81vBltYanRpmoLMHOYFkNlZ6o84L0HLDzJxngpGW",
-	"9MdxC34et+Iy9fQaMYOJVBhwaRWgP6YOhOH+bA21F2E15jTVBhKHLMm6dn1byBe19i5OpmZL7PgLdWYX",
-	"pXfTY3ENWtjo9PSkPqCPWl1dKA4vkAcYT7aNnW5lI4Y84igDvDvoM8cFtaQhrLsGrrSciN8MIPE4VJgz",
-	"k+rce7dqhnGEg48I6xYoWP5AzkX1wjEUVsU0qputIG2tSoK7/AG0WSfY61TZRreqAyUSGa4bFgdRxAt3",
-	"lZIp+/jx8iVrW+PrV5Fp07FUxjqcLtgkKBdQp5lzA+GU0nZrLH8M1wKGGTWrby94mk74dEFZ9fUzgsJA",
-	"TIyfUZ6JfWbENuAYAKem4ulupJbd6LzHPnjOFuSSHavYvSQudJsAyQB9dpF9Cv0MyB/XlaewZDwRPIGz",
-	"no+VM/gKzJORs1VTuRAV2Iz2rcjkDCQmYQZv2Yecq8Saur8QgilL5STj2fZ8rGAs9HBXJjFkx1O5lR2W",
-	"8zjLBHNt0KVu5QdtuUemg+XzYxWHQYQRq8YQ4sj5CouSrMqrKGN9pVM53RaJ2GPlhwNmrwO/+Py5x37A",
-	"VLEl30KmXAIVTdwD8zIzhwIdeaPQXW3FU1ies1AojINYiI+9D3wo2uFYFVYKwWmK7X/f8u3lk8sf32+T",
-	"X/7P8xYCbV7n2VpNMbWGkjnuBp9ZBUr90gRHys3i+niszS93yjPA485FUko7IkIgEbMnw4AZjgXR+9MM",
-	"DgT7y/uQUm7bhzzRFLyx/5xqpQQ4DTC204k8Gg299ZFxdtk5BDcY4pVAhKV3nN5U8MU+4etEk7d2g1Vt",
-	"qmmHNouQBQw3hp7wkA8A+bheJyAGaSyaxyObwlN4LOK2NHcXzu5rfl5REBxzCcyeXPvEd+gRaE4NcEK4",
-	"xCU99gvG+JQL7h1kiDjYbyADMchVoNpIA8A26GZGSBFpMC52TkmScNwUvIRZIhuIoM/5yqvm5f13KCvj",
-	"yb60jAk34skpaxsn4Hm6mvOJyCO2AknYKa3gZJvXuimrAmu/vV4aA6Q/pFrdYOE43kFjJmdFvW3+rTJE",
-	"WHlrQ+gc8fhYOyYB1avmqcQjhHsB2aGSsVLkdg1L4ossiBCwrlPrI/26QDXIoNow9R5p1KS6hkMpyE5w",
-	"0Dtr37Qj61wB5Lw4Ml3S4wxXvSFHeZMbEnQbk2J351EVVK4+tT5p1M5aTUX6A0SDaowOrZBp6QSCTH2r",
-	"+WK1r0/YJw23IS/dFUPdMTUdIu/HPxd2otl1Z2IQnKwnnwOw03USz3vFyr7G+IgTouiddX3kYhdHoo/5",
-	"BtjYvmtN7WnnAEGP9NQVuCafov2kcRjASWHR7qVLrU8RmarwLVf4wjcp++3Qrva31rHuSy7T7WuPRVtj",
-	"z9kbHJYiGnOrlZ2tDspUmdIbkkXSsLWi2s6a3JKaRqrVr77091jl21e1rkQG9ZUJ356zld0wMo+wdGgt",
-	"Aou+HDgJKzKPkYg76Lc7NIEP0cBwm4VDu4fULX+wttls3cqBMfOqXiGGyENYroRGaeABLy8L1RjVqxYi",
-	"JfsSLeEVz+fOG1OqlW673Np4t1QJIxqwKhCynoWwMyWTqr7OaWfz+sKn2qwZaQjDhsKz5S/UlEod0lWR",
-	"QMVn6xckE1dyWROXSvUUawl3yVu0RnI0dfLrEfZoYL9qJaICg07PZkbkx+fBrfPpseK/MmccNb5h33wf",
-	"wNPkSXfvQNwPqd7UAq7+CLjBhfOFkCRJfEG9OGZF+hbVoVwzIi9wKhZiO1bt+N1HlN6zVG+6C7E1j39b",
-	"iO0XwvgQqREB5PNCbFndI9/Z2/k008bQneBeZBdjBYYW1Ifb9cYqK5K/Vr5hlqyVeQDJPIJ2+jORZTxF",
-	"t0uRMgbpuzJnABViXEoyOnLQADY9drEfNBdTrxzQLl32OJxXkOcNNrUru1eYyFL4A+x8Rw7DVpvicXLa",
-	"QNCuDXERkfne5M65ZKUmQJ+sjej0xgpNUXDMzrWx9rjzONLgIiZnZWgTu4hcbSM6uTiWFvbYAMAPzs7Y",
-	"dM4zPs2tSWDJE1/E3fgvAGkad+Nf44gl8sZOGwy6XgxolXE3ZvEoZvF/xSz+Q8ziP8ZlKVNtgr4f4zOE",
-	"L7zo/gWRC3vXo//6wx+7n/7wn3U7u9TefVeyFCtJmeglVAkHqWwq/qx/jibv0QNUZx5hcpTRmytTOAyY",
-	"jZJEKoYe+wKvoe8sMtowJcM2UDUciWrRHuGaXbeYoCs4+5NmLk+4vqaCIkLHDdzuthg/E/sxe6FIfrK9",
-	"4w9X8l5HDEFvY5yEqFFehkqhYvDFplOgGUr8ohlIvNgshdgGZdfFHiow4g+wzdvj8Xf/b81e7+zf7Ify",
-	"vmGKXhIqrCjOqIjr2ETv4CWlXO/a7O6g4AfqPMiOPe7g9zLs90/tfsBUbj+NY6s194lr7tm0xy4C50Ah",
-	"C/AgCrYJOBjdSO1etof2BNHUU8FvhXGV5InYZ57dUQAWiM2PjIsq1QjEOkUn3ENnQcOAgetVsrfoLxSc",
-	"1HYAj5k7y1GE0IkHBrgnHp7OY9a2f0YsHizhf+eY/lps+YF5WOEbMbPiU6xZV+l25HCM9AygnOBWO0B8",
-	"ElqrW0KO1aDPlsZtRnsrEbw0XNfmJaTvAQLXuSN+vLp69zO1Rmv0UmLvNGRiF2UMjE7novnTq6tW5Pqr",
-	"vfsI/3tx9eLHVtR6+er1q6tXtf6aHwVP83md7JvDlS1hi9Q40eZiungA/7FrNcGnc5YIwN9T0y2D10c+",
-	"R7Ydr7TJbxAvKc5EIk3cOXd4TFYMxQBc+mtc0b3cY5buC/BeJZL++NLoOK7Lv15gxUTwJRYn4ibjiUgo",
-	"dszDCQS4LBudLYy3Btrv7RA6TJqxWivI47HSMlxLGKl7uV23Yp/Apf0SleZQJ1MR475muZUDuM81BLch",
-	"83vjodANm5KA+Xodcl8Z/Q9WcHidyX4TYGGtIYQxjokA0+Z4U70p8ubx/CM84W71AuLSk+1RLlWl84bI",
-	"gr3iOjz4HPhazRJLEfYFn0o2lCcJjDgXaQp/GcZXPKt4Y+YbqW6vh7efny7+vt/Du0+RQG75gPda1XQv",
-	"kAgHxumuV2h8yvz+eXDwocl2L9Z3GcXF+XJ88Eam9lAmMzhD85UesEM0OdbbUhVdAA3q1q1Txwf3yJun",
-	"VSaWCeKyJR082BQFnQtCNO9lBBAJVKQ9G3vJFzV72H1aqgMoA7AdKc9jbTDOXz3yl3TkD5705/G5d3HE",
-	"gyfP5hVb/ulwfvzO+mWul+S6wH1rrJkReVsjKIHRG4XdJsqfs3f+KdUT8Tlit5Izw1NIDgtsi7Ma8Isv",
-	"Byh/B+gWEr41GclwYU+0End9jLsaNdWTYSAdeuwSSwt3UVvqZcLp8tf8RE3mT7bZ9Gzzt2Q1O73hT1Mj",
-	"hgdPl3Cw9WAvOM8H8GB6gh2yYh7I4ijJu10VAMVJzNoUqDC5TFN3Wnp4qU7EYiqmg3oDxAuMWZukEWWZ",
-	"kSM644q5Imd3+uONtPu9bKjPLnnNJyLdq4UdSD+vamU/iW0XoRNWXBbnjvdxWQZDgEV4DFD+qQoiFxyU",
-	"e2e9238LdRv3er0OnFkzqZKxsvYlNgkqx+z+F6DX/NG+ZbTi26VlBdc3pggDwk2pSJjRERX1v/1wNVZF",
-	"+QXWPcRUE0i9ABkSKgBNwFp0lwdHijV2uyqAIeBr3p8rDbo3n5xUTuZUb0TWnXIj9rs3H4OLMxorKFOX",
-	"LpbCqbs9uYXtgwE5+WrVW6wnIlMiF6Yn9WOrEVvtlxcgF31yu45VMbKIsE0/5wD1NsVmgSWxcaG26DUG",
-	"D7trLGZVbklCHygwVu2YSOFL/qjerzPynmdpkBCQZZnJ5RLhfwjaouoTJSYpWlja+ULXDFx6KncKmflk",
-	"WLNpf4akZbtpTU2Rse91WVchATlbzfnj2FESE97s6XGjdYJllEVaKU869W68JGxKv+8DUE4tkiZ3YMpz",
-	"oYQx16uzfi0Q0M8ikVyhNJl59dnXdtj1wGCu9or1Fn+1O8DpS6Tpu8f2uHGKFPxiaM+f1w7t+fN8bi3t",
-	"qVA5VGzMfFevr/kupRkeuXJ2A6Zilrtad0uIqV6KxgKArMH3j9nxkA5odXMEgTw6aLhro2V5kZxnWlEp",
-	"m9BNcSevsOD7N6Qt3AOjDHLIoToC0rXsJ9hapQKdf3PBs3wiuL3o8H6Ps7X8k3eyB++YgVRncSWQgGZl",
-	"NhbUqoQR1im1BNq1vaz8hfyhhkiBv07pmamw0r0onYDWqRHjZoqQmSXvbE0CREWBKeO03IOBSviDIehJ",
-	"aREqhkUw6yaWegC1DTizZs77aO4BqAPC44FvT2yzSqXdcbluiJkovVEiud73hXf1Kwox1lsRLCpT9dVB",
-	"dVpkaVK146inc/5ecMw7Pc50KApBf/tndMPFehG7XBRIvj3SCZdInrJ8umKDfs/+39PRk5Onz0cuQ3gU",
-	"pgpTW5Qar101NQspUmObVKdOVGVYyU5xAvLZlfPauetR6DJF95EL0JahXbVUN7VBM8rGMmXVmtKtdprA",
-	"agVpNZhDDfGnOFura57HGIRyCFgKU6egE6pPY3Cqip0HqLyYH4BRA8yKmLmciMIbUgG6iQiBhukM6mwI",
-	"8wMVcFSn0ePim2tUXiwNmwirI7qiREi6oCIx6tOLHajGCih/o4WDvWGZgK1qihAUZO9A8Y0uYB1FUp86",
-	"wUqZE9i9BUcOoP12z7tYikJ/mkrYNONmLiDFoqi4AnSGpUy6UNYGZvYSWg/7drgTMVYI/2hPTtaGNQzL",
-	"ezohbpObC8yWGu1Sn9uiiA68G0oEa2OtfNe2kvSHa56PQKOKaSE8ZEsSF5SFJtuJszk8E7labsgf5ztr",
-	"51qCBQtYrJ7ve9wbq/rUj0NGSGS1sRXPoMg8xzQf+4+y8wL4+bhw8I68ewe98XcjHFaiQU9dMOGCZEyq",
-	"BMTOymu7RA/j+fbt+4/NjoVxUCLprvgKun7S6Lmx0zknAHS7UpiomPsG2aQrkV8uYv1KbmmgaN2v+ecD",
-	"JDCQVkPUuluygl3rB1BhgGXunTeH3U/vBkULuaDUFBU3ODizg/oDKh3YC1V7EER2Bwh2Tz3YvyYG6t01",
-	"651ykW+NNlh0x61NOik645ZDcIDL+TCS6C4o+66gZ53InKX6xgGjTnOdGdZuAoKqR28qfeq3e2Hr39eA",
-	"BAdWQ1of4GaHpfOYv6QWuBcRBm4E3rb6uvwjAexrDHIKFdJ9AUqmPcal00Hv6WYASuDEvbUYjqEZsr60",
-	"FPuZ+M6BkID/dw2adZY2meTQF/zj+9cRi5HhEFMLGe4x7pvH/zHfrFICtd+HcY9wrdgOJ5NW73Po7ITc",
-	"Go0VlspPMr0xAFlh1b5cW6lcZEXsXwA7myMskQu/43Z2P2x9mHQQ3cGElNIqHMphAys3eDvkuGyOgCw9",
-	"7sAMl/RuSWdXiM1htC903ovO5dPM7hnkKUZ6v7yykoAGZyKsXF1ZTknU7WD1SyVoSdcqobZexOP2qJfq",
-	"5txFWyFBsHc4WBkdH8yF0euVUGZ/8tbTYX8es/ZJnyV8azphSLca0B2ezr+l3AUvBOgF69QjyzCMS8QM",
-	"YSMx1Xy3RG43tXRUtSROhv07eR292Q6OkSLn1e5bt1P9mrpi/WMWdlAfhS5VkQBJm7n7ioC3qjyHLZ5r",
-	"NE3C3cAaBgfcwDdgClu9Kyo1BfZTd6jwY4XRoYgVrVFza8ESotDH96+L8HSo0gBaNnzFS13CJwmqfcfK",
-	"jemRCRHQGzXhBh/sfRSlo3ULk183K85w+YCSCTxwvX8GS58ruE8WB1mFTvYWboLjp47ugbsq0cfgvQUZ",
-	"RXe2FaNmBeHj+9ePTAmbPQI+9wjtveP0JZ+hQ+SOqNEYEaTZIC2Fc0qruX+rvixgSu+gPyFyXtQQ8rxO",
-	"a/WBwtTC1NYm9PI7HPp7cMSbzb1SkaM94mu16qXORGlL7OjP6G10Idm5lW0uCAjlrIg3gz3M6oAQKutP",
-	"RfklGlaHcZQ655xoTtIGuhxM2bJkEfQsccNhEHp8pfMYl/W4wE2NCspcbDGGIsB89pB4X63sEf/tLPq3",
-	"MPG8DnG84fUP0Dn3GlqlQFyzdkqBnrpEPuoAyQ17/8ML9vz07ClblSMYdUqoEy01Fb2ADxfU9BL0DOxM",
-	"ao7L5uslr1Tn7O/hWJvyS70bGxJxg6fxs0UXRJy0Ob72pSjgrmHNonHj7vb6+P6Sgj6gX8wkeEylCauJ",
-	"iVeI6uUE0Ux2MzETcOP+43E/Gsm0WsmB7SR3I8rYYHJ3ImZuzzzqyunLSaSCEoJg6MWCljqDMmoNWgfu",
-	"AD8cS7qdj56zmE/0Oh9NUq4ClDYXscEsIitsmVmJqZzJaYFpE6Av+XEHb7vDUlSRAuxVR87g8KedU7tJ",
-	"CyzeXc/uLnTHKEhfg9TBRETMleYKlay0VKRY29vZnCeRiyw62DqrAyN0mz05EsGTLuaMicQKqqCKbp9z",
-	"sCEfxA3ZpT5/fXa9e6NMznEmFE8ixGUAJvKVZgU+ynFwJkcA+AoWVxB6Y2iKrYrTkb5aRvtR4Fs+CnPM",
-	"q/NrwuM8ApYZFd8X+IjDBoM37MmIKAxjR9V6DjqM9Obxx8tfusy9JkEuMODDR6ZgTgi/OVfwlkoSNyWr",
-	"0KNmQ4rcWNFgHxly3+sMbUyumEhkLhLXtAGKJIA/yrDaIX5255w0OWyI5ft2wPlDTSmwW62Y5Uyvj9dh",
-	"m7QYD2RzJHxNnSGB76jYC1XuLXFBla2iPbjtdTzVzEWoOPo1QaZqI1ExkXkhVnkHiCgVbtpC5jbj5NQB",
-	"ubjrvYONBuszMF9aLkDx5jHYiy4UBci6T/XFIj6frXbom42ZmTj8Ip/g8LsIJqEWGPeqyOcIOg75Ss7D",
-	"b/dIS02vLmHtYhrFwZcWUE5HvBX39U5/qQN1jqVExwA5KqRWMLtoF0gx2g+w9B7W/QU06diN9JJX6poa",
-	"rdWfD3PfYc/bjglF/+cCJBQ1ajN1mX1VnaiQG+7jRuRfmZQVjhDGw5MEfGv2IDM+1Qaco4XVJzNrDlLL",
-	"wq/pH7LO0gIgrfZqgYN2hFMleCB8d5lg0c7aNa/+q0TmDXZNrqmBC0gyCLMvAT45cVk6kEqD0gMy1/OR",
-	"C7M8MtQiKAq7TEaQ+TTR+Zwg0p0Nj2/HlcBcC5PzbXhQ9tif5K0oIdL5ooqNhqyfjwpymfxC69lecReR",
-	"x7wAx4QLU1H0p9vMdWpN/jwaKzRilCCamJ3+M+3YYJdHJHrciZiRaooDCgmHKL9wNIBrdkwsOA+6VcKX",
-	"jMhJ3QLRZPUrAAHeyBUAncKsX9n30HgtyyKycNGKyZ5EkE9nj3aDoI8cErDtFcjDt49gNMA1geRJkglj",
-	"xupmzTNqn04gksWNRv4qTMdnx3m64yABGM1ZpdKgSgE50gBNuVbUHAhzyAKQ+ZhSFOPC15MJbuqyhwL0",
-	"zX36BXI6NgMFfqedV1SOHn764/vX7/D22lo2vOkImEWONACKebTFpRCw3SZuN4nkHNVoV32DG8Q/+g8H",
-	"Y0yy7XW2ViWYg9o4H2hUxRawYsLPoijmLmRIPrcWbtCBLKJu0HxbgJrbC2OFfEYiqh0HvecMmLZxB1gL",
-	"2QmaHM9cezb4J0+N3aTwnP20Q46qBXoVJCcPc4rjsLSoKTvKHU01aE0Ijt7kAzKRwPRC0FAU0LC2nfOS",
-	"byeiaAKLZafEgy7WN1ZG5HWgjxHbZDLPhQJ5oRhy+YjFv42humjcGrGxLzAat74grHBd3VkPysAKiQ33",
-	"jMB4Wa7yLb0aKvww7dLXTvlx2vFknBzUXHk2GqvKnjhnACfiH7MSEgSn0hQh9SQg5SvUJQZR63P3Rnft",
-	"ynfNQq66eoUaRxdsN7uprAn7rwhE+k+EJtoQdwpYHA9leyRBWpgJfKq5+JzvoVuYz9o/fXYgobVZigcH",
-	"xa4hiIeg0wHo7I9c5SHULnIjEzFioA44LdOdnvY0I1UTtQ2SeQit52PByDicCnHkDAqKMFvv3CsYlI/q",
-	"3803fOsA5nwcR+YA3Ie9rLlSGuAlpWKohe1VqnYOGfzwLlXeQCqbnhUqjCa1v+Rp/Gvrz923adK90gvs",
-	"/NJsDxQd2p6c1pT9fJVV8GMxSKvaNWhHbirtTECWUkKtNFfdybY71yuXvwcaMBwsnUq5Rqlnd2vU+l7w",
-	"TIBd0YV8qZrSzGCyQVlGA5++x0OsrrkVucLqbGGrSR0FTeoOWtJaYePFoJyPGGGNxqwNRLMCG09j5Ne8",
-	"gkq0ztIRC6BNoS74tP/8SZDA3moG/Tf7ArAzsWFt986zjudfECa0MgVOZqFJet47LD73ZS8TQaOW8zz5",
-	"MX/as3ANMBMVs4sMLE7q0Tmd+mggWWuETihSc8B4KeGJ1vqym6PJ1nxALyNE7nbqCHa1R2py0Py6optM",
-	"eZ/lvsjmnMXj1rgVOz8BSqxy45ZCco0VGkRWUrVPh8NORfBbpqoZaLVLzZ4B7zS0Qcb3f9aN96gxPEyr",
-	"ADtGb00XR4i1IgLOL9Z+hwUfTC11o3E5SwcGc46NJxzVAE7gvsk4jbkrZAA38Vo11Ni6g1bQiHaOZkfN",
-	"Zi5sGMg2Hfk+zEEsAgxmegVrawC/yrYsW6sRC+0bgCkgJwLB8PrHCUUPDnsIPrVl7suN5oQ56I4zI/IO",
-	"IvKhncm8IV5fE0rf3OMSD8w57+UA6QyZhG3nUrBDfWRYXBjevVmml3FD4b+z0I6h62bulUdRHMcY2hEK",
-	"OjFBj00rqYuzYtg/d8ktYhmxGJ0weBeUY/oU8kpM66iASPmIrvFwukLMu/BN2YsEky25VVjgVfHsseQL",
-	"Z1g7f0wTyZs6nfq1Jvo6F0WfhRzbAAXg9aF90yzeQnPO/QE/7Dt1GwNrUImZYCytvEgVDxSdokp7l8kd",
-	"Vo684oeOf7c9Auo1n/uFD2kXfsIJxb1WUAw7hrVLJ3MHEoxzHY/cdbe9p9hx1l4bK7cPM2FyJ53t+xdi",
-	"lTvgIx54CXKtR5glb+8MfTZ1QxsrNzbIdXX6IwoB2vYxFR/BCd5BZq7B+8/0sl64w+eCoYMGb08T8DGL",
-	"dMa4wj6Qo8ePoZDaN4WMYbyEx8KpgSRZPRV4J3pCp0kvaCX5GPBDH9/ZyrTGd4Oe5xU2pBxW4m6kNSAf",
-	"bhpKbErTuB3edybVrgN2mWB29fzufBSNuq47rrEaOyjFhoppvo1rO3Rg24sA77S//Pqk2/pDP8+2L9G1",
-	"aZqSL4Mmf7xagH4j8gAp5gbBEZSISH2fkB4/2sGFGitXG7DBpB6E+odnAV9o7jrVPTKsPQjTTwewJQbz",
-	"zi7tqlnRAQZr1JBEbdVdPZtVCF5bnLCUquF2czBzqNJOI3xVeRyfDi3TR8gh3l0sCJEg2dF6KNtKjvZE",
-	"9nPni7SSUmfClAhONx0mcAhrW84oOdznpUL9aqJYUGYSeXN68OTZ/KiMm8paHXo5tSHp95fmOFTq+jV6",
-	"B9ukXrWYVRppo08F8rR6DBZvKY2BYHpQhw3tdWg1IJoIHXYCmznPtmN1k+mNoWKcYOYxy/WGZ4lhcUDs",
-	"mALAf5N5DsoFi2Hw3YtZLjLfEBLUldPhc4hmnvVPihJbfSsyqoLLWXu9stvRao5zvc6O2JT7Wld66khl",
-	"Dawo0JA0tNSZpuvEEox2Axv0K1jLh/Ka9nId1Blpq4XljtD5BnKhNzqQQOVGAH4su1VOR8mR3SGEa1wQ",
-	"ANZ6z8er1UsNUmmHcz/QIbZr9TU7UVw3XorQ+KzXsqpKWPVWWZKEs+mwo7hZWBuv7T3c7ig1/4sW+Y/Q",
-	"uLGmMvj4GMZ+R0jQA7g6DTrfXPLhrpV02MaO7llr3ZAIf5xvp6ZR8TeZ2izVG5dOeZyDxbUHqvewOLz9",
-	"+4z2nk6n+6a6PKhniaKZ91qjYzcB1JMVqmLdIHKwlorU9SXPRSZ5Ko0LGDjb8n4QzVjStpCrVUN2cf0w",
-	"6AnWNkKw2D1f3ACBbQmgMfcf273L5PaRFMF6ipm0A6DpFfdhlPuNWBNa1N02YIgxVc+M7r1fsRFxbsF+",
+	"7L0Nkxo5kjf+VRTcRRhmCwx0t1/o2LjrsT07feOxfXb7vLeLny5BiUZLITGlwpiZv7/7P5SZUqmKKqDb",
+	"7dnd59m4ix039SalUql8/eVvralerrQSKjet0W8t8ZkvV6mAf1+8ufxJbF9Kk9u/zHq55Nm2NWpdsFwo",
+	"rvIHhs1kZnK2ENuIcZaIVaq39i/GVcI4y8QnvRAJ00q0otYnnq6FfVPCc94a/fW31jQTPBfJNc9bo9aw",
+	"P3zUHQy6g/7V4NHo9GzU7/+lFfl7JvbLC7Ed5at0Ncsffzo1Yj5sRS2ZtEat1S8nnxaPl8PPm1PFW1Er",
+	"5Sa/Xpvqu4eDq8FgdPZkdArvVnwpWqPWVLaiFo119/7hqN+nsZipXlnS/LWVc7Mwo00mc9H6+CVqmEp/",
+	"eNV/Mhr2j52K+LySmTD+JY/dS/rFGGC667/9moibz4mazk6Ge6Y7vOo/HZ09HZ09CaaLy1QznUzwpBXd",
+	"am6D2mWaptKNtDrF5pEOgknSSEtj/K718cvHL18iYsu3uF5VznQstxDbkOX+b+G0L1Hrh1RvXsql3NmU",
+	"07XJ9VJkDwxuyEG/zzgzYqrtZlQJO2M8Z1pNxUHKDIEyJ240lpijlnt/d9A/teRY8YynqUilWbZGZ1Fr",
+	"JTKpLYkGxs6S56I1GvT7UWu9Sg58ws7rTcpVdUqrlCs20xmbZUIwPp3qtZVTB4f/xPK9J2ZqqQUSja/k",
+	"tRtY1EpEKj+JTApzvRLZdcK3rdGwb0e85J+vV0IlUt1cwwLATOiCmc5FsgYZeUa7pXje3vbFr7cddquJ",
+	"AOEggQDrSSrNfIcG+DPLNeMs1ys5ZXrG8o1mQiUrLY8iCAgCIHbvdDD0cqQ/eMr5k9lZt88Hk+7j6TDp",
+	"PhEns+5p/2zwaPj45Mnp0zO4VyxXOhdqur1GXtBZIrLu6bC74tLKDJPzfG2uaX3sMLiaitTuTyA0d/8A",
+	"irufpVnxfDqX6gb+zkSebd0fjspJazT8gmTG17dGQ6I6nCE8z8VyZT/aj1oTndjR/TbGAY5bI3Y6jNi4",
+	"JT4Jlds/xy074nHrS7DhD5HK0fmaVnUi09QOM2rNBU9EBhN+plUuVN692q7sPXy1SuWU51Krh38zWrW+",
+	"HE1y3q8juVqnKUkbkWU6K/3iyZ8I97vl1II2lt2XIp/D/nzz+t2VlUnic+5uOUgD4sLr27ANrKelTc1Y",
+	"+OfrCZ8u9GxmBca8FbWWUoU/GUuxbK0Ojgzn3hoFHBO1crkUem2fPOnb7QH7xvGtadySu29fZ2lr1Jrn",
+	"+cqMHj6kle+RltSb6uXDudYL85BebI/LvwNHmrlcrb4lSw7+xZL/oCzpln4PT37c+Vhw3LwTeZ7u6lHu",
+	"1PES254/Wgl/6EQsnwum87nI/G/MS/B/wgNpsO9AGpQOpP5xB9LgXwcS7P6h05xuufnxff8E27zgonvZ",
+	"5k+ffPXJM/x/7eRpZWIq7CIwrswGBNZZ/4S9E9knORXsveKfuEz5JBWtOhY965/c1/n0uPe0f/ZPcj4F",
+	"8vpr+fakNxj27/F4ekfitnwwfRBikfCtsZasNZ6YVOwNz2TJBCo4PxMrnRGvJ1ym2z3M3h+WjMZpppVd",
+	"N/aUfce+Y4Pu2VexeL/7WDxKuo+nZ5MuP+Un3clwOkj64unsCX/sWHJ37fpX/SfFmGrZcfehk9JDK742",
+	"9tCa8dSI++Aws5CrlUiu9XS6zjKhpgJV3R0Okkvxq1aWOi/WmV6Jh26lalmpQv8yG+1yDyxnFxcYGUYY",
+	"I7V6vRIZz61ICPnmnbxRIrHcspH5HFQXniylYrleCFVSV0w2u8ZfR63/nTzO/3uoPiyevly+PTV//jSY",
+	"/mX1aP5fycnsT/yJeK/78qft1S+vNmcvatx33rM1KKaVacvSLe1GGYz8Cpyqe8fNFbt4c7nj3AqHfPLL",
+	"8M/66Z8W/zNY9qePr/jp5L9Wf8merD+oF9uX5lHy4+y/5U+fn519en1z5JBB4v5eXsAaf+WOF9BTEd3Q",
+	"ltU86YI9J/rdwWQ47T5OTkT3yey03z3jjyaPp0+Sp6I/K97Pp0vR+mIX4oqbxXNQDcvKsFUXWSryXGQR",
+	"y8TMjpxNtkzmhrlzJ1yQgyrgYO+R+8SSoN/vDQZPqorxsPu0nwy6j8XpafcJHwy7jyZn09PkRAxng/6d",
+	"T8rT/il7pXP2g16rpPZ8PO2ffoUK981OtcJfWqhivE4L23N4wTt6w5PBrtThK9lb8SxXIgPJsxGT8tHl",
+	"ecZbEZU4CTeLwITiObAMBk2IDrfim+FtVLW7H1bD7un0RHQfT4aD7tPkTHRPZv3pkD+ePBGng/3mlyP8",
+	"72EZfBu2CuMQR2n4TbzlXtTrPx0cc6IhDd3bHW+9K8zOGt7acJlLdQM+csta9ul6jur/v8FR9+JpClng",
+	"d2Syfd6iuzmHjmKyGrXDRXhR66D4ySGfTkUXELOZmObyk7gux18m68zktPXDeEwQELieakW65ZZCNe4K",
+	"3n3WHKOpC9O4xdrRUHl2I/zIQlEPYera0Qx3BwO6w20Uj9sT5Lhp3+d8QuUoaq0gONdaZRq3hFB2q7dG",
+	"rcfD/vxedonfBRyYJmDN5yIVOXjhall0IqwATOxNsHNuxaTwGMzkt5Z7RUlsnvTPBkNvy1tmOu17b99g",
+	"iNG+TPyyFqYuwjcYjE4pwndwR5yWGWDYvCOGu6wx6N92SzTuiZ14Jk7yTgx+NCPd14kentjINQUjvVsb",
+	"S53do9S4C8xbFPcp6v61sPe5sH6xcGXRc1SRDBAlR0v/VnHyig8iEWaayRWJutf26GTgPTURaFzik8i2",
+	"zJCPMZ/znM10muqNYflcLHuBvxRjAzv++js4eXcdr3fxuNFbDnj3yjkaX8oaIJ/OhVUDM52+0u9ynWFy",
+	"V4lmF+mGbw2Lle4ae0c8At9LJsxKKyPYXKeJYZxNM5FYjuEpM3O9UUyrdAu5KhHbzOV0zpRmU/tFtuRb",
+	"thBi1RurF0B/jEH5V055lklhmMxZrnWvheJZgnWWZ2uBkZwlh2w3tV62Rn9tueG1PkatHDVak2coPb5g",
+	"pstS5DTxi3Ui82frzKCTqTzhq7lgMSiXU7gjhmSNuWCrTHySem3Yit8IOyppb/9lLbJtkB+Ebw2HWB1O",
+	"hN/3GUAVeudsqU3O8rk0bMnVlgmVAznaiZjxdZqzs36n6fOwu0tfp4e86iGXlmBnIGOkwr8GnmZS5eJG",
+	"oFPLpyn9hO6jXTLNUr3BTCWdsfi7GLaUJZUbqZ7RDluILexmvc5JGbXX4D8b5Sez4vm8mAv6yJqX/t8z",
+	"YYXLvz0s8h8f4lXzsDR2O5nLwjypnc7PfCFgz7MpT1Nm+EywXGM4tMdgsmDzk6JAzjyYF8ohfNiK6HPI",
+	"m1wJnntX5VgZvhQ+r9LeCT9Ye85+Y50pg9IHbUL7GIpLNuz34ZnYzyDvvhWrlG9FMmKWJvE542NV+SIr",
+	"fZCzRM5mIhNW27LftEomOx0Oe+wnsTWMZ4KtREaHJ87XPisN46nRzAiVjxXHOcYBLbs/iW3MUKYUq01e",
+	"Fucg6Y3VWF24F85F6l1vMFvLNNywVKsbxgsy2nsXYpVHOIOcpYKbfKziH1+//unDjy9evLy+fP7i5zev",
+	"r168eva/1x8uXz1//SFm7eHp3L6eWLDD+CwXWfHWDTe0YkkERwGTM+ZPu7FqB+9/++Lqxaury9evYuBw",
+	"eIfLm439M3HH6a7FV4zWSmSjghOkMjIRyAsbqRK9IecdrjAs254l9mwDb+cgG+1MNnOh/NfbMjdjFcsk",
+	"jliM7GP/5Q5rfIkRuVWqzDmLLSfEzF5DLonpbIhZ/NuXOGJGqqkoaOO+M1b2aOxE9DqVGKZ0PrcHFnut",
+	"4BgtVtCNzY2f5j7nVowaYxchL5htlgkxVvyGS4W0w82WibWxJoLM/WbjTIkNfKXH3jjV/oF9D3Kz5Zxi",
+	"H2z41gsZnGQhZircXBKeS/75pVA3+bw1Gp6dgcR0fw+iGsF+qT7JXFw+rxeXEq4ymTQIPEh7aJZ3M50t",
+	"4XBfr+HO3c//JLZN316I7QODOSFTJonq1rxkE5FvhFAsnm+uCz6jpNP42h9/C7FtFtTXB8YeEPLRad3Q",
+	"X0qTX6ppuk5qdBDi1FSa3DDBp3Mmc7HETWPFiL0cwZ9S0cRuxAP7+1olTCt7A5ygT9jP8vtQOoys6LR3",
+	"s81cG+Fu3Oh1mgCDWp6Thk3XuVVrshwINNUql2otjPMHl/SFHvtAJ53MccPb0Ro21ZYT6VI+FzKjz/XY",
+	"hXJKEGi3XjSc9vtNJ70kYtUpQ+Am/FhH5jcpV6/gBXVMYi2AB4bZLzQsNfxnrz6GKmuRObuy4iezb/o/",
+	"f+XdX/vdpx/pv9fdj7/1o0fDL/9ey8xvdJbz9KVUiyaeXsEdLJVq8cB8w21F8qVxGJRo5XaVFcBu0+BC",
+	"Wk0iD+50mywuEgxipw+BkfetZuJc0U1TcVboNyTmFTeNC4qHxrf7NJzdjR9HZ9Q3/Ly1aZs3H5i8X7n7",
+	"9qnExefBInLWFhhE3/PkLZ61YFhjZAB9IEVUYJXpSSqWf4DoQKXQaMlTSwCRdN3V0JoHlRPUWwm6Avuv",
+	"d69fleqJRM6lNYHtroC7l2tjjybG4V6mJ38T0xyoYnKuppYaDz8NHqIrpfAtgKMmlzlIoJ/doNz3aE3W",
+	"mRpZ/XQzFyId0bRGlSkAkY6j7Bt8Az6yu7BOiwF7jr4RMbOezq0ix+upEzHOvNHqpMkmszqynQXoo6D1",
+	"47tTqYT9iTRxeNuPV1dv2JQr+8oVz4zotb5ErWdazVI5vetCK513MRETMrHqIlo8zQRPtmA01C+yveuY",
+	"sBIpkBi3O0ePgg+xgBR16U8oNu1sLdP4TNF6fnl4ZEirYKqnBVNZ+eWoWv7UXu6q0O0+ucvodTYVjnmk",
+	"YhxsR3JncefNkgbW/wedTWSSCHVHBpDKrGczOZXWSoGsjioThLY+qJL2psK0VkIkpmHzW03L3xPkyhRm",
+	"7Tgspxq38OXncE+ppA4sjFJR3EHJcVIs8mUwSfzEofWtIYtdLzxUuqbJbw2z1TO7ZHs82GUKuYPKFM+c",
+	"g+pgX4bWj8twWatcppjmTelKll/WS3Cu3ZImeHoW3zxEkZ2p3x/PO66QxurLMmGTdc5SPl2YEsOVuakd",
+	"765R3AFBiur+TWbnx8cKn5c5S7TATTXXqZU/FKHfpT9rx9Xp2lej3xN9IjASZ7GMFRiqOmMGM8cMemT2",
+	"rhds31c6xxyfu4vvmXu+YMRXGs8j748JGK1ZhFvKzCjh6H7k7GnBbq+Clx+UrHjj/TCYo4UTrBGuO5uI",
+	"VKsbA1V8Co01cpfZdXnDt6nmyZXWL3l2I+64PLnW3dQ9v6NB6U/kyHJe3nr9yekE8Iz4PAXuh30hfy2e",
+	"PbT1B8HWJ92Q5VozHN6hve/ncf9qFEzLcqcbDND/SuufudrSSM0d6Z/xXHSBQlVR/drR3jsArRCCAN8h",
+	"Qb3kW7bkCwHlvPAUDRJcruhoiey5DcFGcIyvV5bNhv3+OWo49uqAmSOWbRiqKlpjBMF98NCylaZ/PysH",
+	"dONAKGQ9u5t+Weucs3bsIqpxxOKdAKn70UdG7Q+lEGg8Gis7HxbDC7vI6yKJo0CQKvE5Z++vnrGlTJS8",
+	"mec+SJFyk3fO0f08VhOeT+dRscc8u23J3agT+yNPjKvBtgcCRhEtjWmxrZiP2CzTS8bZNJXoOE+STBjy",
+	"8K8yYTVjkbBhn0mFBxidaHAkBGnNxjm1Bn1mxqod241ll7TL1/m8O+MyXWdAmYmY6UyEvlTwbacaaunX",
+	"q06PvQVOCtzhcokPxHCle2GveGf+jfwkwA8RBAyD+3Zt2B/1BrkNORoE5YaD4MShoaIOzt39MT0fl+rX",
+	"xKUsi71Xdvo6k7+K5M5qLBC+S6nRVf0VVsof//ZrQuX2vaJR7AZKSWDmrdVC6Y2KCiSNjGHK9lE66aDY",
+	"zaVJH9jI6/De+xPBE8Ez8GYthIJ5SmOkuonCCQfzpLmDfH6vxOeVmOYieYHpf3dctVxkiqfVJaONYEWn",
+	"J4bVs0Q6q12v4ib7JJZGzrlKUhHufatVgx0xEbCVbm6OWbSz0AVxSQOGFAORMcx9PGhL0CzvZ+UK5zJ8",
+	"vXA9nPVPMICEDn8YIFm2GXnZDUt4ziecnAfv1SrTU2GMNWJfqFzm2zuuJOw+7hK3irW8JIE4kyJtNBML",
+	"6WxXR5YeGbF1lkYUuC3lqkQtmD/mccDNsAIplOUYw63W1fJ+J8X4xOh0nQs2z/MVOFfyfGXY+7cvIYvD",
+	"vaH2SzUvpAAmG0D2xsFzfBgyEU6QJn2IfQLSfhMn1kakaZcca9bwIvqfo90ym+EhTssB5mgqTY41MDEu",
+	"QdxrFSMLkIrsv1aZtX1yiXwSJvkETtbEaiqUKl3xtJZrWKqn1Ie5duFfJvOIxc7QstrFNJUQOpU3ar2K",
+	"WTv3YX8r2MFMp2MezgeDpT3rVQfyHxZiOxqv+/2TKRwDCfxbxL26IYZVOw3TUuuUfGx4Pu68Qyb3Heqr",
+	"HWq50meXniQ/7JztraXDMrFKEE9Tq8ZOdWYtZbSGZ2Lj9IQIjtgVyJ40tUO4GzkUedZ3LoRoPXeltStf",
+	"+q0FsbxDm+kdOoD8i3iWccxDKbSev2JEgXz69IFSJn+Jk4twHvnCPY7SM7wJpG+avp6BfNs3OtprVoiV",
+	"N5vVxxdNyT6Q52M5Z5fH6ScjppnIHduzd0Ua2FxkolcbFAnp4T6/O9WPfrIOy6w8cMQjO3Jx/PT3rw68",
+	"s5nqQbyEJ4m0hOLpm2BUVK1ZHmh53+/ZSibXK8M2OltYWdp++8MzdnJy8hTsRBBL63ydiU6PvV7KHHJZ",
+	"lN1ZjduncbtUdAWW8olVi8hGgkV3+oJTE3yq5NqQYyoKA/yQv7pnB9WFHe01P3dwxJlzpnFqoDIvV/k2",
+	"cuma4J9rx9/FmAf3dTtyd32prGtnqK+VcOGIrcttolOBm4UdSmU7Nb3Iztk9r9bLicgiNuhaLSs5LxKu",
+	"HMnjH90R36WhOSOt19qfxBe1knUGmsD10tRbbJB1lQfjybVeAJctZZpKktEltpIqf3Qafrlf92Xh1Pwq",
+	"k29Ln0P9OwyHKZFbtkdlFexhxdbeeqC0uHOrnVkaaWUftSppj12MVSmHFOzNgHpgvo5ga8XM8K1hRrN2",
+	"fDTuwFiB/7b2hecM1eY8kyJBvtzZAnqdTzXuur3yCUnzmu4OYrXXWP9Vm4oJasop+0l+76KFnhaUHkPi",
+	"JROQOaaVqB2k/1Zg99cLuJqjtjY8Ba97YIhnTcQmW2tmaCWnPIVwd+Tz5ERCtz0wmApj2N+0tFoWZshF",
+	"LD4fK1p7mJHSYeLwUrD2DgNRHj36+pVWwuVa0IiAHguxynvse71WiUhGmGWEyTiU/pNrdjYYjhU4hECp",
+	"Ulaph2Tdk6F/l9Wq/DLYyeFPNBmXmhZVnC5cJWNVZdUYV5W+BdJ3ydNU2J+MJh9WdmPVcvveJNOrlUjw",
+	"oR77kQZkJfVYLfkW90SQqI3DgXMDBjUCRxYmQtmRQ54Tl8qAPLDXptyIiMVWxQNFGYMXcTRWcfFa8NPp",
+	"hVB4i9UJ7L9W3JiNzhL/b/jXQmydys3tiRaDKj3VeiFFzNpGj1V8Qb4MkGT27md0GZIW34m8639YWnEG",
+	"xq7pROD8XuVlUkd1dHaq8HRu6atuhGHxh82mexHosvS5N5n+vC1f6I1V/FKj0Ut3ueLK4ueFECtUhjD1",
+	"C3a7iNjc8o99ZsXzOebWQ6ZXNFazjN8s4SBQiT1rM6lmmuJ7S/1JQKaKT7g6XNEZlR14rZN+q+78MznP",
+	"8kPqvpPfdPPxekep1rNOkkHaAiU/VySZl/q33fmBpAsz3EvKpy/mDuZfPkALCf6xWW1wCmpVr4IkQ68s",
+	"PDA7moSJmE4Tu5lxA++oE07JbdQliF4SKxTKrzt3KhRud6jpCZ3GpYr2o7Uqpyrt6FVUnjttqLF4Q5mV",
+	"3LDYVVlAtj1PCqc9lFmwC3/OO589zY5DaifuJ7QuDlhxR+v35fO3Zg/wHPxDtAXQfzgaqy6LSReJR4yz",
+	"4efPAeeGSdGxT2qxsqMLueTZNsaU5zzb2kk4n+a5jza670lTJMHg4/ZWeHomFU+LJyvf5AncRHsrzDgi",
+	"vQXP4YoGNVasSYnCLKTdMeNhrXRAolmOtVSYoEpk8mWnUcs+WZOySrUyLxQVn1UU7GlR+VnKF6bALJnP",
+	"cCDhL/C56+mcq5vS71iTUlwYK3cFK3Kv0SapedKnx4fXFmIbftz+SV4IeLU97aS6ucbDsZfp3N2Jv5he",
+	"JhZiK5L43B6lKzktTQV+oHIvHCr8Qqn29plZqjdYyRg+GPzqny796t9gx0gsFr7A/xY87n9DlKLST5i7",
+	"QHN2PwbDxFxXl0JFRyf+mFH9Q8zanE3W6YIyrRikRNhrVC+j9WKsIADHzWKE2dgzmTqtis0pLNVx0cOe",
+	"SGR+vft+eivqmfYeu1lSq4CAEQa/ROz925dslYmZ/CyMVWR1Jm9AOUq8BjjZovZkhVPn3GtJPXQXXkvU",
+	"l8Jfr6W6RkMo0Krc/Xqdx6ztE6AwpvjAsFiuGuwMPs3rhG7h6mRtjDFevLl0dS3umj2YuJlPNM8Sl5zS",
+	"IdcoOkSL2MlUL5dcJR3H0uAz9S5SYnK2XkUsfvP63RV7+GnwkO7b6zG1L4F0mSVPhEv94ghSP1Y6c8VX",
+	"OwN1HlkHtiTzBgLdwpnswg5NVhAeNTUnBImDHnslMAaOe9tKYFcfZZmJr1aCI9dAORzyExxs7RiFD/DL",
+	"Okuv8WLciXZ4jQyRyBUwQNQSkv8CAhRHHLqOD6Qsu+y16/q7b3fawiPImJGT2564sCK1RzEWSn69y684",
+	"RO6kqoR6inONeR0l9EU4HeWws7NR/fie59N54F0sT5tqx4+cN7zripuFe98X8NRd4rMEiC6V+/uARxS/",
+	"vWfMqDl85Vq5d63T/O4+2vAltX48O5QHBrLr0pyOBrBMsSLDyiAVVBnhEUtiC8yLGKskKe84KO2B88LX",
+	"9rgkQEhst4Oi6uZkhNoumgOsHf/pBQpIzJz7TSZf4o4HBZroZLtrEHgX21FxPQ+BcfAJug1ojadkjdmR",
+	"rUURPCZqBhhA4Mid8wRj5w5uzdI0Qbs5ZYJnqYS6b+DNYMtMtE4FBwgiS46DlQ32nlpX7g7/Hx0jKW+a",
+	"KkPvgB3tWmXSNFAlcn7dSuFhUEXLmZHqJhU+IlatQ9wVLTUBk+8zwReYqVOJqdpdOl0D3IVLIQrceYET",
+	"N7xanuAPmDfhLU/AUcajF7QUAMTIqdyzzvyOWlbpSeXNvGaHvhOUQIR5dHAK2levMn0DmVQgasF4SUT9",
+	"20GorzI9EQ2ODJmC1qPIM6qVYHA728g0ZRPBUpGzfJ7p9c387lFJ+4VDvpQJLhQat/jA3T+YialQ+fU0",
+	"5bLO5/8Mfkd9CpI8oGq5IHJI2AjDEOA0zSN0iW6EvJlbtW7O0xklk83kJzFWS6nWuTAoFidrIyFjFPGM",
+	"ULthYW31zy+u3l4+e3d99frN9dXF2z+9uHoXd9icfxJsaa3RqWEGOnuQE0hmY6U36rwALTfMzHkmGGlJ",
+	"fxy34OdxKy5TT68RM5hIhQGXVgH6Y+pAGO7O1lB7EVZjTlNtIHHIkqxr17eFfFFr7+JkarbEjr9QZ3ZR",
+	"ejc9FteghY1OT0/qA/qo1dWF4vACeYDxZNvY6VY2YsgjjjLAu4M+c1xQSxrCumvgSsuJ+M0AEo9DhTkz",
+	"qc69d6tmGEc4+IiwboGC5Q/kXFQvHENhVUyjutkK0taqJLjL70GbdYK9TpVtdKs6UCKR4bphcRBFvHBX",
+	"KZmy9+8vn7O2Nb5+FZk2HUtlrMPpgk2CcgF1mjk3EE4pbbfG8sdwLWCYUbP69oyn6YRPF5RVXz8jKAzE",
+	"xPgZ5ZnYZ0ZsA44BcGoqnu5GatmNznvsnedsQS7ZsYrdS+JCtwmQDNBnF9mn0M+A/HFdeQpLxhPBEzjr",
+	"+Vg5g6/APBk5WzWVC1GBzWh/EpmcgcQkzOAte5dzlVhT9wMhmLJUTjKebc/HCsZCD3dlEkN2PJVb2WE5",
+	"j7NMMNcGXepWftCWe2A6WD4/VnEYRBixagwhjpyvsCjJqryKMtZXOpXTbZGIPVZ+OGD2OvCLz5977AdM",
+	"FVvyLWTKJVDRxD0wLzNzKNCRNwrd1VY8heU5C4XCOIiF+Nj7wIeiHY5VYaUQnKbY/tcnvr18dPnj223y",
+	"4X+ethBo8zrP1mqKqTWUzHE7+MwqUOqXJjhSbhbXx2NtfrlVngEedy6SUtoREQKJmD0ZBsxwLIjen2Zw",
+	"INhf3oeUcts+5Imm4I3951QrJcBpgLGdTuTRaOitD4yzy84huMEQrwQiLL3j9KaCL/YJXyeavLUbrGpT",
+	"TTu0WYQsYLgx9ISHfADIx/U6ATFIY9E8HtkUnsJjEbelub1wdl/z84qC4JhLYPbk2ie+Q49Ac2qAE8Il",
+	"LumxDxjjUy64d5Ah4mC/gQzEIFeBaiMNANugmxkhRaTBuNg5JUnCcVPwEmaJbCCCPucrr5qX99+hrIxH",
+	"+9IyJtyIR6esbZyA5+lqzicij9gKJGGntIKTbV7rpqwKrP32emkMkP6QanWDheN4B42ZnBX1tvm3yhBh",
+	"5a0NoXPE42PtmARUr5qnEo8Q7gVkh0rGSpHbNSyJL7IgQsC6Tq2P9OsC1SCDasPUe6RRk+oaDqUgO8FB",
+	"76x9046scwWQ8+LIdEmPM1z1hhzlTW5I0G1Mit2dR1VQufrU+qRRO2s1FekPEA2qMTq0QqalEwgy9a3m",
+	"i9W+PmGfNNyGvHRXDHXL1HSIvB//XNiJZtediUFwsp58DsBO10k87xUr+xrjI06IonfW9ZGLXRyJPuYb",
+	"YGP7rjW1p50DBD3SU1fgmnyM9pPGYQAnhUW7ly61PkVkqsK3XOEL36Tst0O72t9ax7rPuUy3Lz0WbY09",
+	"Z29wWIpozK1WdrY6KFNlSm9IFknD1opqO2tyS2oaqVa/+tzfY5VvX9W6EhnUVyZ8e85WdsPIPMLSobUI",
+	"LPpy4CSsyDxGIu6g3+7QBD5EA8NtFg7tDlK3/MHaZrN1KwfGzIt6hRgiD2G5EhqlgQe8vCxUY1SvWoiU",
+	"7Eu0hFc8nztvTKlWuu1ya+PdUiWMaMCqQMh6FsLOlEyq+jqnnc3rC59qs2akIQwbCs+Wv1BTKnVIV0UC",
+	"FZ+tX5BMXMllTVwq1VOsJdwlb9EaydHUya8H2KOB/aqViAoMOj2bGZEfnwe3zqfHiv/KnHHU+IZ9870H",
+	"T5Mn3Z0DcT+kelMLuPoj4AYXzhdCkiTxBfXimBXpW1SHcs2IvMCpWIjtWLXjN+9Res9SvekuxNY8/G0h",
+	"tl8I40OkRgSQzwuxZXWPfGdv59NMG0N3gnuRXYwVGFpQH27XG6usSP5a+YZZslbmASTzCNrpz0SW8RTd",
+	"LkXKGKTvypwBVIhxKcnoyEED2PTYxX7QXEy9ckC7dNnjcF5BnjfY1K7sXmEiS+EPsPMdOQxbbYrHyWkD",
+	"Qbs2xEVE5nuTO+eSlZoAfbI2otMbKzRFwTE718ba487jSIOLmJyVoU3sInK1jejk4lha2GMDAD84O2PT",
+	"Oc/4NLcmgSVPfBF3478ApGncjX+NI5bIGzttMOh6MaBVxt2YxaOYxf8Zs/gPMYv/GJelTLUJ+n6MzxC+",
+	"8KL7F0Qu7F2P/vMPf+x+/MO/1+3sUnv3XclSrCRlopdQJRyksqn4s/4xmrxH91CdeYTJUUZvrkzhMGA2",
+	"ShKpGHrsC7yGvrPIaMOUDNtA1XAkqkV7hGt23WKCruDsT5q5POH6mgqKCB03cLvbYvxM7MfshSL5yfaO",
+	"P1zJOx0xBL2NcRKiRnkZKoWKwRebToFmKPGLZiDxYrMUYhuUXRd7qMCI38M2b4/H3/1/NXu9s3+zH8r7",
+	"hil6SaiwojijIq5jE72Dl5RyvWuzu4OCH6jzIDv2uIPfy7DfP7X7HlO5/TSOrdbcJ665Z9MeuwicA4Us",
+	"wIMo2CbgYHQjtXvZHtoTRFNPBf8kjKskT8Q+8+yWArBAbH5gXFSpRiDWKTrhHjoLGgYMXK+SvUV/oeCk",
+	"tgN4zNxajiKETjwwwD3x8HQes7b9M2LxYAn/O8f012LLD8z9Ct+ImRWfYs26Srcjh2OkZwDlBLfaAeKT",
+	"0FrdEnKsBn22NG4z2luJ4KXhujYvIX0PELjOHfHj1dWbn6k1WqOXEnunIRO7KGNgdDoXzZ9eXLUi11/t",
+	"zXv434urZz+2otbzFy9fXL2o9df8KHiaz+tk3xyubAlbpMaJNhfTxT34j12rCT6ds0QA/p6abhm8PvI5",
+	"su14pU1+g3hJcSYSaeLOucNjsmIoBuDSX+OK7uUes3RfgPcqkfTHl0bHcV3+9QIrJoIvsTgRNxlPREKx",
+	"Yx5OIMBl2ehsYbw10H5rh9Bh0ozVWkEej5WW4VrCSN3L7boV+wQu7ZeoNIc6mYoY9zXLrRzAfa4huA2Z",
+	"3xsPhW7YlATM1+uQ+8rof7CCw+tM9psAC2sNIYxxTASYNseb6k2RN4/nH+EJ90kvIC492R7lUlU6b4gs",
+	"2Cuuw4PPga/VLLEUYV/wqWRDeZLAiHORpvCXYXzFs4o3Zr6R6tP18NPnx4tf9nt49ykSyC3v8F6rmu4F",
+	"EuHAON31Co1Pmd89Dw4+NNnuxfouo7g4X44P3sjUHspkBmdovtIDdogmx3pbqqILoEHdunXq+OAOefO0",
+	"ysQyQVy2pIMHm6Kgc0GI5r2MACKBirRnYy/5omYPu09LdQBlALYj5XmsDcb5q0f+ko78waP+PD73Lo54",
+	"8OjJvGLLPx7Oj99ZH+Z6Sa4L3LfGmhmRtzWCEhi9Udhtovw5e+efUj0RnyP2SXJmeArJYYFtcVYDfvHl",
+	"AOVvAd1CwrcmIxku7IlW4q6PcVejpnoyDKRDj11iaeEuaku9TDhd/pqfqMn80Tabnm3+lqxmpzf8cWrE",
+	"8ODpEg62HuwF53kPHkxPsENWzD1ZHCV5t6sCoDiJWZsCFSaXaepOSw8v1YlYTMV0UG+AeIExa5M0oiwz",
+	"ckRnXDFX5OxOf7yRdr+XDfXZJS/5RKR7tbAD6edVrewnse0idMKKy+Lc8T4uy2AIsAiPAco/VUHkgoNy",
+	"76x3+2+hPsW9Xq8DZ9ZMqmSsrH2JTYLKMbv/APSaP9q3jFZ8u7Ss4PrGFGFAuCkVCTM6oqL+1++uxqoo",
+	"v8C6h5hqAqkXIENCBaAJWIvu8uBIscZuVwUwBHzN+3OlQffmo5PKyZzqjci6U27EfvfmQ3BxRmMFZerS",
+	"xVI4dbcnt7B9MCAnX616i/VEZErkwvSkfmg1Yqv98gLkok9u17EqRhYRtunnHKDeptgssCQ2LtQWvcbg",
+	"YXeNxazKLUnoAwXGqh0TKXzJH9X7dUbe8ywNEgKyLDO5XCL8D0FbVH2ixCRFC0s7X+iagUtP5U4hM58M",
+	"azbtz5C0bDetqSky9r0u6yokIGerOX8cO0piwps9PW60TrCMskgr5Umn3o2XhE3p930AyqlF0uQOTHku",
+	"lDDmenXWrwUC+lkkkiuUJjOvPvvaDrseGMzVXrHe4q92Bzh9iTR999geN06Rgl8M7enT2qE9fZrPraU9",
+	"FSqHio2Z7+r1Nd+lNMMjV85uwFTMclfrbgkx1UvRWACQNfj+MTse0gGtbo4gkEcHDXdttCwvkvNMKypl",
+	"E7op7uQVFnz/irSFO2CUQQ45VEdAupb9BFurVKDzby54lk8Etxcd3u9xtpZ/8lb24C0zkOosrgQS0KzM",
+	"xoJalTDCOqWWQLu2l5W/kD/UECnw1yk9MxVWuhelE9A6NWLcTBEys+SdrUmAqCgwZZyWOzBQCX8wBD0p",
+	"LULFsAhm3cRS96C2AWfWzHkfzT0AdUB4PPDtiW1WqbQ7LtcNMROlN0ok1/u+8KZ+RSHG+kkEi8pUfXVQ",
+	"nRZZmlTtOOrpnL8VHPNOjzMdikLQ3/4R3XCxXsQuFwWSb490wiWSpyyfrtig37P/93j06OTx05HLEB6F",
+	"qcLUFqXGa1dNzUKK1Ngm1akTVRlWslOcgHx25bx27noUukzRfeQCtGVoVy3VTW3QjLKxTFm1pnSrnSaw",
+	"WkFaDeZQQ/wpztbqmucxBqEcApbC1CnohOrTGJyqYucBKi/mB2DUALMiZi4novCGVIBuIkKgYTqDOhvC",
+	"/EAFHNVp9Lj45hqVF0vDJsLqiK4oEZIuqEiM+vRiB6qxAsrfaOFgb1gmYKuaIgQF2TtQfKMLWEeR1KdO",
+	"sFLmBHZvwZEDaL/d8y6WotCfphI2zbiZC0ixKCquAJ1hKZMulLWBmb2E1sO+He5EjBXCP9qTk7VhDcPy",
+	"nk6I2+TmArOlRrvU57YoogPvhhLB2lgr37WtJP3hmucj0KhiWggP2ZLEBWWhyXbibA7PRK6WG/LH+c7a",
+	"uZZgwQIWq+f7HvfGqj7145ARElltbMUzKDLPMc3H/qPsvAB+Pi4cvCPv3kBv/N0Ih5Vo0FMXTLggGZMq",
+	"AbGz8tou0f14vn37/mOzY2EclEi6K76Crp80em7sdM4JAN2uFCYq5r5BNulK5JeLWL+SWxooWndr/nkP",
+	"CQyk1RC1bpesYNf6HlQYYJk7581h99PbQdFCLig1RcUNDs7soP6ASgf2QtUeBJHdAYLdUw/2z4mBenvN",
+	"eqdc5FujDRbdcWuTTorOuOUQHOBy3o8kug3KvivoWScyZ6m+ccCo01xnhrWbgKDq0ZtKn/rtTtj6dzUg",
+	"wYHVkNYHuNlh6TzmL6kF7kWEgRuBt62+Lv9IAPsag5xChXRfgJJpj3HpdNA7uhmAEjhxby2GY2iGrC8t",
+	"xX4mvnUgJOD/XYNmnaVNJjn0BX//9mXEYmQ4xNRChnuI++bhv803q5RA7fdh3CNcK7bDyaTV+xw6OyG3",
+	"RmOFpfKTTG8MQFZYtS/XVioXWRH7F8DO5ghL5MLvuJ3dD1sfJh1EdzAhpbQKh3LYwMoN3g45LpsjIEuP",
+	"OzDDJb1d0tkVYnMY7Qud96Jz+TSzOwZ5ipHeLa+sJKDBmQgrV1eWUxJ1O1j9Ugla0rVKqK0X8bg96qW6",
+	"OXfRVkgQ7B0OVkbHB3Nh9HollNmfvPV42J/HrH3SZwnfmk4Y0q0GdIen828pd8ELAXrBOvXIMgzjEjFD",
+	"2EhMNd8tkdtNLR1VLYmTYf9WXkdvtoNjpMh5tfvW7VS/pq5Y/5iFHdRHoUtVJEDSZu6+IuCtKs9hi+ca",
+	"TZNwN7CGwQE38A2YwlbvikpNgf3UHSr8WGF0KGJFa9TcWrCEKPT+7csiPB2qNICWDV/xUpfwSYJq37Fy",
+	"Y3pgQgT0Rk24wQd7F0XpaN3C5NfNijNcPqBkAg9c75/B0ucK7pPFQVahk72Fm+D4qaN74LZK9DF4b0FG",
+	"0a1txahZQXj/9uUDU8Jmj4DPPUJ77zh9yWfoELkjajRGBGk2SEvhnNJq7t+qzwuY0lvoT4icFzWEPK/T",
+	"Wn2gMLUwtbUJvfwWh/4eHPFmc69U5GiP+FqteqkzUdoSO/ozehtdSHZuZZsLAkI5K+LNYA+zOiCEyvpT",
+	"UX6JhtVhHKXOOSeak7SBLgdTtixZBD1L3HAYhB5f6TzGZT0ucFOjgjIXW4yhCDCfPSTeVyt7xH87i/4t",
+	"TDyvQxxveP0ddM69hlYpENesnVKgpy6RjzpAcsPe/vCMPT09e8xW5QhGnRLqREtNRS/gwwU1vQQ9AzuT",
+	"muOy+XrJK9U5+3s41qb8Uu/GhkTc4Gn8bNEFESdtjq99KQq4a1izaNy4u73ev72koA/oFzMJHlNpwmpi",
+	"4hWiejlBNJPdTMwE3Lj/eNyPRjKtVnJgO8ndiDI2mNydiJnbM4+6cvpyEqmghCAYerGgpc6gjFqD1oE7",
+	"wA/Hkm7no+cs5hO9zkeTlKsApc1FbDCLyApbZlZiKmdyWmDaBOhLftzB226xFFWkAHvVkTM4/Gnn1G7S",
+	"Aot317O7C90xCtLXIHUwERFzpblCJSstFSnW9nY250nkIosOts7qwAjdZk+ORPCkizljIrGCKqii2+cc",
+	"bMgHcUN2qc9fn13v3iiTc5wJxZMIcRmAiXylWYGPchycyREAvoLFFYTeGJpiq+J0pK+W0X4U+JaPwhzz",
+	"6vya8DiPgGVGxfcZPuKwweANezIiCsPYUbWegw4jvXn88fKXLnOvSZALDPjwgSmYE8JvzhW8pZLETckq",
+	"9KjZkCI3VjTYB4bc9zpDG5MrJhKZi8Q1bYAiCeCPMqx2iJ/dOSdNDhti+b4dcP5QUwrsVitmOdPr43XY",
+	"Ji3GA9kcCV9TZ0jgOyr2QpV7S1xQZatoD257HU81cxEqjn5NkKnaSFRMZF6IVd4BIkqFm7aQuc04OXVA",
+	"Lu5672CjwfoMzOeWC1C8eQz2ogtFAbLuU32xiM9nqx36ZmNmJg6/yCc4/C6CSagFxr0q8jmCjkO+kvPw",
+	"2z3SUtOrS1i7mEZx8KUFlNMRb8V9vdNf6kCdYynRMUCOCqkVzC7aBVKM9gMsvYV1fwZNOnYjveSVuqZG",
+	"a/Xnw9x32PO2Y0LR/7kACUWN2kxdZl9VJyrkhvu4EflXJmWFI4Tx8CQB35o9yIxPtQHnaGH1ycyag9Sy",
+	"8Gv6h6yztABIq71a4KAd4VQJHgjfXSZYtLN2zav/IpF5g12Ta2rgApIMwuxLgE9OXJYOpNKg9IDM9Xzk",
+	"wiwPDLUIisIukxFkPk10PieIdGfD49txJTDXwuR8Gx6UPfYn+UmUEOl8UcVGQ9bPewW5TH6h9WyvuIvI",
+	"Y16AY8KFqSj6023mOrUmfx6NFRoxShBNzE7/mXZssMsjEj3uRMxINcUBhYRDlF84GsA1OyYWnAfdKuFL",
+	"RuSkboFosvoVgABv5AqATmHWL+x7aLyWZRFZuGjFZE8iyKezR7tB0EcOCdj2CuTh20cwGuCaQPIkyYQx",
+	"Y3Wz5hm1TycQyeJGI38VpuOz4zzdcZAAjOasUmlQpYAcaYCmXCtqDoQ5ZAHIfEwpinHh68kEN3XZQwH6",
+	"5j79Ajkdm4ECv9POKypHDz/9/u3LN3h7bS0b3nQEzCJHGgDFPNriUgjYbhO3m0Ryjmq0q77BDeIf/buD",
+	"MSbZ9jpbqxLMQW2cDzSqYgtYMeFnURRzFzIkn1sLN+hAFlE3aL4tQM3thbFCPiMR1Y6D3nMGTNu4A6yF",
+	"7ARNjmeuPRv8k6fGblJ4zn7aIUfVAr0KkpOHOcVxWFrUlB3ljqYatCYER2/yAZlIYHohaCgKaFjbznnJ",
+	"txNRNIHFslPiQRfrGysj8jrQx4htMpnnQoG8UAy5fMTi38ZQXTRujdjYFxiNW18QVriu7qwHZWCFxIZ7",
+	"RmC8LFf5ll4NFX6Ydulrp/w47XgyTg5qrjwbjVVlT5wzgBPxj1kJCYJTaYqQehKQ8hXqEoOo9bl7o7t2",
+	"5btmIVddvUKNowu2m91U1oT9ZwQi/QdCE22IOwUsjoeyPZIgLcwEPtVcfM730C3MZ+2fPjmQ0NosxYOD",
+	"YtcQxEPQ6QB09keu8hBqF7mRiRgxUAeclulOT3uakaqJ2gbJPITW87FgZBxOhThyBgVFmK137hUMykf1",
+	"7+YbvnUAcz6OI3MA7sNe1lwpDfCSUjHUwvYqVTuHDH54lyqvIJVNzwoVRpPaX/I0/rX15+7rNOle6QV2",
+	"fmm2B4oObY9Oa8p+vsoq+LEYpFXtGrQjN5V2JiBLKaFWmqvuZNud65XL3wMNGA6WTqVco9SzuzVqfS94",
+	"JsCu6EK+VE1pZjDZoCyjgU/f4iFW19yKXGF1trDVpI6CJnUHLWmtsPFiUM5HjLBGY9YGolmBjacx8mte",
+	"QSVaZ+mIBdCmUBd82n/6KEhgbzWD/pt9AdiZ2LC2e+dZx/MvCBNamQIns9AkPe8dFp/7speJoFHLeZ78",
+	"mD/uWbgGmImK2UUGFif16JxOfTSQrDVCJxSpOWC8lPBEa33ZzdFkaz6glxEidzt1BLvaIzU5aH5d0U2m",
+	"vM9yX2RzzuJxa9yKnZ8AJVa5cUshucYKDSIrqdqnw2GnIvgtU9UMtNqlZs+AdxraIOP7P+vGe9QY7qdV",
+	"gB2jt6aLI8RaEQHnF2u/w4L3ppa60bicpQODOcfGE45qACdw12ScxtwVMoCbeK0aamzdQitoRDtHs6Nm",
+	"Mxc2DGSbjnwf5iAWAQYzvYK1NYBfZVuWrdWIhfYNwBSQE4FgeP3jhKIHhz0En9oy9+VGc8IcdMeZEXkH",
+	"EfnQzmTeEK+vCaVv7nGJB+ac93KAdIZMwrZzKdihPjAsLgzv3izTy7ih8N9ZaMfQdTP3yqMojmMM7QgF",
+	"nZigx6aV1MVZMeyfu+QWsYxYjE4YvAvKMX0KeSWmdVRApHxE13g4XSHmbfim7EWCyZbcKizwqnj2WPKF",
+	"M6ydP6aJ5E2dTv1aE32di6LPQo5tgALw+tC+aRZvoTnn/oAf9p26jYE1qMRMMJZWXqSKB4pOUaW9y+QW",
+	"K0de8UPHv9seAfWaz/3Ch7QLP+GE4l4rKIYdw9qlk7kDCca5jkfuutveU+w4a6+NlduHmTC5k872/Qux",
+	"yh3wEQ+8BLnWI8ySt3eGPpu6oY2VGxvkujr9EYUAbfuYio/gBO8gM9fg/Wd6WS/c4XPB0EGDt6cJ+JhF",
+	"OmNcYR/I0cOHUEjtm0LGMF7CY+HUQJKsngq8Ez2h06QXtJJ8CPihD29tZVrju0HP8wobUg4rcTfSGpD3",
+	"Nw0lNqVpfBredSbVrgN2mWB29fzufBSNuq47rrEaOyjFhoppvo1rO3Rg24sA77S//Pqk2/pDP8+2z9G1",
+	"aZqSL4Mmf7xagH4j8gAp5gbBEZSISH2fkB4/2sGFGitXG7DBpB6E+odnAV9o7jrVPTCsPQjTTwewJQbz",
+	"zi7tqlnRAQZr1JBEbdVdPZtVCF5bnLCUquF2czBzqNJOI3xVeRwfDy3Te8gh3l0sCJEg2dF6KNtKjvZE",
+	"9nPni7SSUmfClAhONx0mcAhrW84oOdznpUL9aqJYUGYSeXN68OjJ/KiMm8paHXo5tSHp95fmOFTq+jV6",
+	"A9ukXrWYVRppo08F8rR6DBZvKY2BYHpQhw3tdWg1IJoIHXYCmznPtmN1k+mNoWKcYOYxy/WGZ4lhcUDs",
+	"mALAf5N5DsoFi2Hw3YtZLjLfEBLUldPhU4hmnvVPihJb/UlkVAWXs/Z6Zbej1Rznep0dsSn3ta701JHK",
+	"GlhRoCFpaKkzTdeJJRjtBjboV7CWD+U17eU6qDPSVgvLHaHzDeRCb3QggcqNAPxYdqucjpIju0MI17gg",
+	"AKz1no9Xq5capNIO576jQ2zX6mt2orhuvBSh8VmvZVWVsOqtsiQJZ9NhR3GzsDZe23u43VFq/oMW+Y/Q",
+	"uLGmMvj4GMZ+R0jQA7g6DTrfXPLhrpV02MaO7lhr3ZAIf5xvp6ZR8TeZ2izVG5dOeZyDxbUHqvewOLz9",
+	"u4z2jk6nu6a63KtniaKZd1qjYzcB1JMVqmLdIHKwlorU9SXPRSZ5Ko0LGDjb8m4QzVjStpCrVUN2cf0w",
+	"6AnWNkKw2D1f3ACBbQmgMXcf253L5PaRFMF6ipm0A6DpFfdhlLuNWBNa1O02YIgxVc+M7r1fsRFxbsF+",
 	"C3IL4Pg67JYotKgvUatmzWvCqsVFQK6CHGE0TyZiakcUNhTboLMUumFbXWCFkHzXGGEtjJmxCtEwJ9CX",
 	"eCY2zIiphgRSK3TITpcZGHidHrvwTBv2lQvGtV6NleX07LzUaw4xrHSQcm5ZqMQjzSAs1C65XszJpfhV",
-	"q/qyp6+oqDwiiw/OsmAEnj3KG8hVTPoCSjcdxzL7aijrGOTTHh3nAeB+vLr0+zfMQVXKuasyMYImjjeC",
-	"Tdf5WGEtz2RLifBruNXn2cdltQrC5jOxEZnnQYOpJzFgKSFwOCfkMBruVyApfDjkKblgmbBrCEDHBLDM",
-	"fNtzLPgqOp9WxVNzAPAfrTvuIhG4xMsaRetwfM0piOUhnfmKuCcoQZyUojJPztz9OmO+S+h/WYMt3RL4",
-	"+H/hRBD9xNkXhH9SNiz67Dn7zv5fK/r9FNUHpuM/SoN9OH31wRTR10cpofvpf+yuKrSt4wYd6l0wcNds",
-	"CnoX/ZMoQ5DqVz7vAWEzxI4H1Q9SoMr4jNJQRU0Z8tI5hspK1YEkVOyFXFIr8Nn6ZM/7KGTHqhrFQn28",
-	"erHTFuzy4s1F0VsXEzczrZj4vMqEMVIrjO7whMlKPfGrtd0mj9/xTJo96snB+HcVd4kk676jCx2vew4w",
+	"q/qyp6+oqDwiiw/OsmAEnj3KG8hVTPoCSjcdxzL7aijrGOTjHh3nHuB+vLr0+zfMQVXKuasyMYImjjeC",
+	"Tdf5WGEtz2RLifBruNXn2cdltQrC5jOxEZnnQYOpJzFgKSFwOCfkMBruVyApvDvkKblgmbBrCEDHBLDM",
+	"fNtzLPgqOp9WxVNzAPDvrTvuIhG4xMsaRetwfM0piOUhnfmKuEcoQZyUojJPztz9OmO+S+h/WoMt3RL4",
+	"+H/iRBD9xNkXhH9SNiz67Cn7zv5fK/r9FNV7puPfS4O9P3313hTRl0cpofvpf+yuKrSt4wYd6l0wcNds",
+	"CnoX/YMoQ5DqVz7vAWEzxI4H1Q9SoMr4jNJQRU0Z8tI5hspK1YEkVOyFXFIr8Nn6ZM+7KGTHqhrFQr2/",
+	"erbTFuzy4tVF0VsXEzczrZj4vMqEMVIrjO7whMlKPfGLtd0mD9/wTJo96snB+HcVd4kk676jCx2vew4w",
 	"6M68FNmNpXuOhYzcr4WL9sFBBldQraHyTbdl/OG/EGJlkGWCjsSQVhc6byG7NXftdJ1TPXg/ZJBAHC22",
-	"U6TedS5SJafzsZpz8tt37pNIw9o0GmnQ49M5ykN7l7QaFw8L1DxUp8HlqfSGQYqNI8relJXDA6s9Yt2g",
-	"UEtBX1cc6LEUkLRbaJ2LxI/swY/O+vyd35VC4eG55yh8kCHVgLZWx3eP1r1HnMAHqVBtrZDdQGkH7cRg",
-	"z+7U0Ey5EV2pjFBG5vIW817I7W6wSMJvqbGi8qae+83BR2HdDiWXO/rhUYXv2rMNa9WIb04IcndNttgC",
-	"tkmhoPssUTClHWkyVoWcuQdN4FVHkWS5p8ui3X14PYLs7DjC8iv470f8z8XVix8xxovNFONQQtqbK4mj",
-	"2IDxzn6fA0rL77X7atol1Kf8xPb+GFUSU2KNyAq01IgY2q/hmDqAnL6EQXlcUXiWEkHtRUigNCzRe9a1",
-	"TuM5mmNL0e9yTNuyJ1XxhVsWjSl4bjRWBXcW6YLLCL09mPipa8OzdfM5EIn9mtjrXcOp94iPBppj/a5a",
-	"iazr6p7p5nDfBNrNcfpFWR2t+2JFDQ0+Fn+8egG9Cu58wFf008PdC4/UV2u0Ur0SDUk3XLGLd5cgBZZ8",
-	"a7cH9NqWThQa+2zkG6ICpN46X2eix2Lwg44yANOHGkb6ZZPJXMRsqm8Jst/XUcqsCNu2qVYGcvF8GRCQ",
-	"NHxNBMo95Pd48IfSpztRgUpvRt/FhZMqYjG8E37FfwUDcSAUJhqreCG2ZrTkCnL4iSD2eYR2LS4ZeaPQ",
-	"+ILfIxYDfjERobQ9PbBx2IPtOwe9AE/4P2CqraKQyV8ufnC30Izc4/iXu2j1qS7Mha4XP7hbgpna95fm",
-	"14paxXRq+8J9QJurJuvXZLNrrOLYYbQPQiXOm/nn7osP73/AihcqaEVGm0Ldp2tsSm1u0cCbar2Q9Qn3",
-	"R/Ulcu8BNAcKKmdCiQ2lA/q4Mt4XH49TQ8frXtTyd5fgOohamcbAueMF5JRW1HJNJmspTnfta1lK3Uql",
-	"8qGWavvKXVvtjt2Rjm0a9OlQFxUgQhSyy0FE6A/yRl2qRmP61Wc+zdNtpVbrAKBnYk+pBna98h2WHxkW",
-	"//j27U+//Pjq1evri5c/X765vnr706s39WDdfCXrFa4Lt1IkWaDn5vUuuHkdnnTvSBmPgukDPFqzPe+T",
-	"YADKYF4foju48Tgz65XIjEigGYYdFnTHNU6GEkKSY1X6GqumFdwp3llXgXqRGlSc4oVMvPEb/+hy2LqW",
-	"dNweaTH771+uSN2kAcsbZY6E9ywjnhPtPh1aqgDk/OtX7CbjU3FtxdwBYK5M3Eq9Nu4Yg4Vx63JXlK7d",
-	"alx8z7XxvFhR7jdzI6bXMfsDm3AjnpzaNTkZsoyrRC8hhdv02IfdnrPHYKyWv11ZlTJ9Dq7NQ0QAS9vy",
-	"3p0/Sq95r/Oyc3Evynh58ECBAxDeO9yxEMJzRxXVu+1xu4en87jIvsTOzJ0jkLybpNl6FeyNHTBCOPK6",
-	"6xVJ1gCeFFhmqldbBw7n9FuE6Aj1t5qDoUmEl6C57yHGo1DXAaW6obnyaKx8ei2jfFu4yNmcG0K8q3Zg",
-	"vl6c/O10fnbz5Pr57Jl4mjyZnk1O+cnz4bPB0/6T2Zk4TU6mw8mA92vL5w9s2KtCIPpm55VUYQrDWoUY",
-	"dzeSAPe3O8nqJ0y4bnRCWiMkAwYnV/WNyBkHG8w5nYuJ46d+nv30v59nz/700//8Pbva/O3ju5fPLl+/",
-	"+8ulHr7mr/mHTWuvVnW4UdIutKNT3By37JDwUyNPX6qZbkYcxorqje8UBe2gqRG0k4IV255gvw8JofXq",
-	"Z2ifWM01r2+37Ub7c23r8B8bRtgOlKUPl3968/Fd3BmxGPOIlYbSDJ6m5yzGZt9uU3DfTH6qEzFWYC6H",
-	"6us5i/VKKGgMtyUFwWnRmBaPz6MureotF5jQnpAMtfCvUZUPtVEPBs/a1E291+tZy1RBC96iGsvSG0xc",
-	"osA5kzcKu6fZW3Ca9+yvfgDr/+imAyPsRj3o90vt1Bw0jVlBpQDPmZDAtEIlkW/ApjOGykMOkCRBU+gy",
-	"xCr2Zq4O+S4FNw32RtS64tmNyOv7FGQgTlB4WYsTnA9kRQnMUqdMGq7MBj2kipBzm3sC7CEoQgh6MBAc",
-	"AMJgxfCf+MjMLQrj1H5PG2f6LKlkDj6DZQSRaxIxyQRfiMx16LV3Qx9CkW90tvAw0M6jFrHT/rNorE6H",
-	"ZxEl97Ozz5/Baak00Qe4Qio2OHN5JEdOR6prhCu8D/12oQRxNE2trk1+vTZ78kn91yixFMuJNUyV5mll",
-	"UhQO4ng1GRyDq0xPRINWDj2sV9ANY06l/HA722C0n6Vw8nqI9fvZRsBtjUaB6z88ETdcIYtIdVMpxsLi",
-	"AqJOaUUAZYsN+tTN2oyVExf77Lla8NsmEQUfemTYVGbTtcwdO0fMzKnLo+s+6vYzZGvakcq8x34JGl+5",
-	"04RwZujFkL/pewMnYiayDIF84tISxoEopG+EfcbdwTRNNWYwznk668K5tOd4yhuE1oeg7QQ2nNBZHjHR",
-	"u+kVZZBBQePo9PSk3jtBm+bADpimXC6LiuoSEij0qTKpzj2MU7EVDsB10vTcCof7vxhZqc+Fl3eOcysb",
-	"uVnyv/btMHdRtC0Z7VITYig1uNzX2dJRJmJ9thRcldpa7hRk0nuvp1pRLG1birjsRXu9zoj7a253beq/",
-	"7Jn2V1urdHLWZas2Kj9u8CILOtqi0BQJZi4rmbKPHy9fsjZPU/aryLTpQM0YxB66YAnYZx0m75ybmvKS",
-	"Wg9lVSeww9zTBqGpgZFHk3WGDBYi5aZoqAmMe1c1oKhWqzbmpAir0WzGs8jDGrqqNdZ2IDcs0cK1izYi",
-	"d1hC+znquAYpdbA2NVVZPfYayrGgZBcUpHSLl3cqs0BqVKqyIg+i6SHgPGI0w0YZnE0sCz0y7rTFdDgC",
-	"A/UA3h7Hq/JBQDGNOyVk729XC/bx/WuW6zSpILr4BcYSFMtpZGzUQWccVRRGw7jWszphxngZEygq6IOI",
-	"BNQqlAHksD02TNiDBMC7fVNta5sj4cYKcA/iF/Tud3ybap7EkUtBhHkA+MILba32vHu1XYkRJFzLKXiF",
-	"Hv/NaEVtvAmoDY9aitViVD4Ilzt0N2wkphKrYLrJGefHIQCfgzELTzdCntpbQ1SGVaJDDSF6iHyIiu87",
-	"l6qiifpUL5cy99jxU50lhPVCz3p6UxInYaZgMwRqn10Az0BsVSqEDwTQ8bHCPuCEyTyqgPz9r4BD/lju",
-	"TBlTCSWYBDxNjyPcMU0dqJG4cRQ5XrlzAdfrZjsUcp7cvqo2C/CL4/aaAR29QDpxN8554tTOw/lpRyXS",
-	"Ne55ns8fbsM/dKI5jdIl2ZUHRfvyqwojm8HFqSlGE9PUYQmVnfzVYsv62UEjEO4DPEFD/AA3UoTn7u/Q",
-	"CaR50vdsCfKgdaSlvDmrZgQpTEFiuuulUk5y6uzhoTuWmfquhlU5s6VCJhDPLssHXRkhBWXOEpmAYmQv",
-	"olcilK/HV5uWGyjub6NEAqA8PMj+QsQDGqJDXVBbf2XPgPY0azwKAYGnqd7g4bQHCeGcrHSnWeJ9+Lqx",
-	"cu/wzldSP7U63ADmgfpHNpw4UOzm21yAnT4q8HF2sA/ozogmYbUMSNyCuoqxil1/iJgUJlkcOTTlMpl6",
-	"7I0OPw96u6/K6LE3dr21mlr9xosl40/yiJqdytTh6HundxymacZgbBsfDw87Csj8n68E2GlJQR7p/gNm",
-	"H0p02NupOOapv4A710MlW88CI8CBLjtDoLbSm2T9QXqhqnw8pSp6ci1E9K6qTm1xnWKObSJiMJhYIqwo",
-	"SiIGxxrP2TSV9pNU5ZI799NYrXhmpLoJi0DLan2E0CxlJRetA2o1AfhwXa6SLjG/A0pDDx4z2m5uQFhP",
-	"jXDMLDIw0HIH7yHhJLEqp/eNxVVsjjCp9jjSlgqK9jFhaEuUAq0uOD2TaSqwQqgEhtUgcZwTAIWNi1sG",
-	"NVqCZ6lEf/ORjs0yQnlNfNWVYZXYv1wspmdfxdn3aaTbmIrrMwbsDnXSccm34DmrIs+UsWb6Zi8me80q",
-	"Q2JoQRh7xIdA644qrO3MW7sBNtKIzjl2xttSyAWqlyZCKNfc6ygtoVz7vs8ugvJrQpwckeUI1QeRb14V",
-	"eYMvYnOurMUIW3OtDLSphpCDp6izKnvsezHVAHMXB+2OYg+87vwy6KktHTOhiD6eY/e1Q65uEiB6rusR",
-	"93ZBA2FA3aJ2/04VeOVWyhU8gK9opVwHJlDVUWoUxpI2u2s5NDkhDzXjrenA29xct14uBs0WoP0sISyh",
-	"FLM8H4WdMrH1HurxX9Xg7l8S18DhDx/GNDhcznBUQpel3tusseHnBfoTsELEtWFDxy263kAkxnaA9A4Y",
-	"nFbimHYWrsH3EZ0lW18+0Wj3ZE44SZDrsIJVu8pRq9A6GIai8+PMTaLHGjJ4saANiXle0xErAHy/Sy3q",
-	"IQ94j73CViyZU2cx7KM0OpbZFSD2ACgvJ5dpTt0CrDWKDZ4+Xv3QfQZzn2uAo1BsrVbczoWZdZbpG54L",
-	"JsyUrwRrx+PxOnnW78NugD9ms1ncicbK938JW75gAThPc4yxCAWpJxOpuNV5eM7ZVq8zQIBtYwpWxAzf",
-	"VrKnfhujcTBujdjp8Ms3cZhfkOuM5WIHA90p8yOwnsJTDybN2fDz54gFyXDYjZFy/8YKi+lIfqFSC2XV",
-	"TiOtcWJjey/yHEUsRklOliB9fazQJC7iFs6CRy0dnym1caO+QG74vhx7WbwDRPhYPTllP8nvnUcbWRBX",
-	"qIMQJmgQ4PBds3dyfu9zQhMLorrgKqAceak+AJrB4TaiHRuFvWRwUXZc9GPl9GowUQKXc+yAdwvNjMDN",
-	"i9fFVWe8f0jmlr3t/dhFv1SJcdC93WM/QphWl8tCQeKAGqjTdS4wQh6PlccMDjJUK+02Isr7prx/ymuA",
-	"N3eITnYb4ujHKiw4d9rmbpsGNIAbQxl3Vpa6CaIj3RnDxCMFN2jx6PJQeoNNYIhpPZuUc349KsxJ32Dx",
-	"6mB+0l+CJJ+mayNvqYjHOWnKcz2pNwAOe+L3CxOezyudKeA+T/OKuAl8NWMVJ1C/1bb3gapR9juiVl6g",
-	"mloDZCYVT6mVGGxE2mUklW60MOAQylwTTSdsGH3MSYbwe4Ej0X7Ta2i8GNGNthIKihCDVC0AKldiWvS2",
-	"79gfwRcZB/pq8dkY7op77IMdPDUxNCFj349DkWJfi7NzVNDjIYIWP/o2EC6sWQoXAMK+e7VlvRD6WG9U",
-	"EXP4Lo7CopLvCGF+N0rgm5VgskPRg4qwchOhKn2TwjirVbUrgdZvC/mzEzOILBlmEkO7ky31ZcR8ANCX",
-	"/nEgP1GT8x4/40SGxwzzgLiwZ3t17tKjnaT3A8nZ74raFcWs/f6HF+zk5OR5p8fegCnnfFE7whdR46l3",
-	"pMJkXcp5q9ru3DCjNfQ3XGlj5CTF+LRcCqdsQGcQpwlXKpmH/eGT7mDQHQ6vBv1R3/7/X452NDyIiynC",
-	"uIUTgpj25wqHyzrcwDDAoUZ3fV2h388Xf76+uvz51duPVzFrny2tauLrydlFoeihzrVWkCwA3GUJZiWg",
-	"wYJoaQrc7lJZoXNMtk/6poOpE8JUN9HxPrOv72P4rmjIWLQt9GcsZlRKZXJCsrRL8vH96xH8A47RlShK",
-	"qr3aa2UgJPSgOu5t1R1etXrbXeRGo3eqovoV3SJipzzY863HXmu9Aj0NciozeWvNMeryW+5iRxXDIbtg",
-	"wI16Nu3Mhczab+EMO5ZAXxpcDh9yjmHFShEJJu3Wp0wWDYPwNi9FpUr0JmI6TUo+qqO8Rz/Dq3A4NU4k",
-	"r7GsVX4NDpmmJJ4MANin2FTXWg3Xky056LDV5DnoRvay+Puap5gOTILMo/nDRl6SY70GNbX84j39gEob",
-	"xre+sNwkFYJ30diUJR3i4e9OtseuCJPWA73ZV6RaL6h3H19awTjoR/1+v9zhL1kLxqeZNhAWdnU6EEya",
-	"iLkErxaQLQO/c6pvIMZj9RCrhLi+01aR9lmRcQFUAk7nQBCUvNE1XZhdu/3a5ovQk7/hiuvcX3856Pjf",
-	"0NYRx1p/1U+s7nLFhVfcW/5s8I1wuDSpqJh5nfsP987hRiKVsdBjkd+wu6xZu3c+7REHdez8C7qEfRhK",
-	"KrCgUjkTo7HqhpwxKuWIg4vAGX1wZ8geo9BJgq/FHHC81fNX6T7XC8MyLvWFl8TlOblnCw+9+6hbjvKr",
-	"bnSOXqUiJ4P9YM24qECFwNCMew23b6gaaXuMQkzTzbMtn6QCzUnnLrI3jxULbQTQBUdQfF1upaG06obD",
-	"7Owfp2O1eOSjTC5zwBm99IKwPuEBGbvQSK4a0Co8AoLLqzYCKsTMnsbtdyh8h2ge4ZIcLuh86e7+ErXE",
-	"bGYVxluBW+UOFhO+i4oNGjD74SLZ76tVuh1ReMHEFYQo6mQEinbK1SMT/KB0Ih4Z3wXJoAoaVivIUlHC",
-	"HRoU+CkfP9FGTJCoZUfekNuRclXSJA1AinkACBd5KqThLBPiuHQNaxrLOhjGoKgdemX7IiZKscXzsh1I",
-	"i4j2fBTsqU4BGTRWpY48C7FyhU/Q0irI+LHarjNNwqS1gASI67VFLRkqJ2h9o9AUef/q6tWbq8u3b2LW",
-	"fsoSvvUANkZUmwo/HfbnR5LsSDvVt/sqZQ9U0Bw4bJ/4nMVmDQVRVl8gvD5XwIuiEBHYQtUa3ar9ExYj",
-	"VbrFK8DfjJ09sQ6pc+56oYkc07ewiREC54HbGGBdHpPKg8lAbK1ymTLv2Mv0xnLfTaWKGCdhT083gJaT",
-	"KupmT8HWNVgC11OZZDW0eVe2K1iGsfoyP7rSeSx9Bx2Rp/lcr2/myFeWYJNUQ/tWa7aGkTBipjaUUOci",
-	"UzwFG0VOxY4uCiEECANRhIs46SbjilIhmvuP78WtKPB/KpF3F0gHyeDlTY3UDTey57VatQVmg8gQe0KS",
-	"RJdcU8xk95ipT0K/YPP1kqtuJngCZzhkpPucPHjroUrm4cFK5ruIStftAaB5sZl9Rn0iXLiU2uJ3XNB8",
-	"VHdswItLsuXlqx8uPr6+un73+uJNHFFTfWzijlDLPGfiszS5OcfDqFFK37dQO1jLWpQPJTbp1ke9jkb6",
-	"+B1hPZpAPFgDhsdYfSsQj+OKN4rGJncu32jMw6cjPTkqtf5IDILaPfYVu2iDuSQPonI8IFzKiHkwpJmm",
-	"BGw6OmugkcaKsJHei6nAAphbkckZInAAhBX1xZU5a3/IuUp4lrBf6GMPBJ6yR/Y34qGU2LNZFLwM1Pi6",
-	"rohZ2FXU6fwQZLXn+blHqaQKRZmKIuomTaA71LZSFSSFmiJJR6Aa1GSb6I1xyYa+2nOyZQupkhHhWFp9",
-	"02mW9t8+nzkOoS1jD2cZR2MVQ7SMjImIxZXEM3wnLge+Jud5petfWLx60j8bDH2Otp3vaZ+cC63RYNjv",
-	"9+tcipRKc0jq+JWChkqGfFjHSp4qgGD4zcivWzNTNZWDXxSslFkljYw1q+3/fa1zbnrsFaJB2wvAZZyF",
-	"inoJ78Ydpt/ZxaGMBndQyQyx+MHjkeipeWzEdJ3JfNtbJhEb00DDEeBTzuIbtzojz/pjhSl8WG1Ez1CJ",
-	"JR36/kGE3QFRB/EHj3bNIUkkE4Jt+NaMxmqsuuzChPvLHmj09nbwc+x5zkWSAcSaRJ2gmsPOqCipHyu2",
-	"06e0wcgtbCD78j5L5czZz7gKqIl59dm+uu1N306PXSrGcUAYmfcTrutvG8wQFhcQwUcs/u1LDJ1MmcO8",
-	"Bkcy1L/6ofvZVyjuAJx7nqB0vyNl/O7jVWCs2Kvm8W9WgH6JOyOfThCBm3YrMjYRqd6UBu7e7bXo2nWq",
-	"6ti0Yj7Hhn7t1DVcZvXuiSNW7oBzwjKasyrBsMHQV7JjHlNTD5evOtUr6XC3ZT7CtGds+h1uybFy+dAl",
-	"KBBgIF9Hb9zBDOPrgdrn2ACaRvkSqEIlEZ/tu3masjYh3gwZqOVohtkxmM55FVfCoeOU2sHVa6eTdVZr",
-	"yby7dAmLRZkXzyljbqJvcQ2sACvC2e4Xluk1JJgnltPbRe/iTm+s3sIZCQEr+317f3xeNE+O+n0ILhzG",
-	"GnBPHxj8CmonLAVY26xNzqUSSSeCrIfyagGZLavir5a2fmBjVYyMvbWPyhzRiXAqYXfihqE7JA3v3JTC",
-	"XK9Edp3UZUj9bKnhTXTvKoLpfLx6wRK+raEaju+dJbbMK6jtDmVmrDbcDh6B0eAgJj+3/SXVJo/IeeEz",
-	"o+0HlzJR4DM/uDBNYCSVU9rNzXvjPX/lGsuJlEeUAhQaD/5C9liwggrw29pL/vmF+2b+0gGEQPWoo5Sj",
-	"EQa6NK4kdjMmsJlUE3Gcu11puweL+FQIunNHgJUGEgQ8er+5s/aLVK8TnNWjsVryz8X034nsA7zc5RPC",
-	"njcUTh+5/NZMIMQaSN/BYzvkevYvk66KWeSZxpo1RE1K5YCQM/ksRZpalozGqkJqVkPpc6CH/4pdqCUW",
-	"X3IA/EXSSd+vYKzCGGK7FETsQAwWlHRKLa3GclzvTTv2g3t5pz9nw1Yu4xq1/fAi5kbGdMaCeEjHbQfI",
-	"7rRWDGSC2fNjo9dpMlbi81QIyIaiZO06YeRDN1j0JzgqSjX5Yb67yVjx1J6B3gPSY66/lHlUatZB4W+t",
-	"R4XnBgbHirFJ4/qNYmKaW16NsT1ff9Zu6p6LBzF1JoUC6KzHXszFdOE3pzW/sluRjJgXObmnGTo4Lbua",
-	"udY5Zo9hISS6ORPLtzcAhHl4S9v19qZRw1oX3Srb2GjEUqfA2AlWFnxQklKNgKVLSzlWpbU8J4Mu6Nhl",
-	"d9ySL+yRq5fHjb4x7+k1dZUPu1zEdHdcl15g6QqdL7W1Lb266ByAjZlNlQyqQZEQ0fHoJNwsXHA3pMvw",
-	"fKwwqZZUDkobl4ZN17nDXEMJ5fx3RSc7awdaVcYKESjJK7eGGCv/DtQLdxOiGnKIUVTvzQc9jH9VRLoq",
-	"3nwoFArOAszXpMzz0hlDndPqTuA4YguxRek+B5EOLmZunHSmZMuP718HmJuAAmclE1QHtK3K1lvxLFci",
-	"60310lr4w/5Jr98bDE56T+POOb4Wj5NqDylEQgaPpVS4EPYWu+aosnPlJ2f5wRo/dhRgvlGVu+NAajJX",
-	"mGohmmJgsnEkWo9dhLoS/GZqYT8wsWG/XpaX+CtQyUaVS9BIkQqMMkjpRcQpaqhXVJhbBQP9ya4fCblE",
-	"0Hgy9fK3Xcr6NyzRxQl6zjiWMdktjZIf7BZVI/rJVaw0Vlx7Me1/6tRpAqgNBIfTivROL8Os1rJdCRaD",
-	"Y6OLh4I9knfPqbHao3NakQF0w0oYiBb5r4VxvYLelHBKyJElO2wmMR0A1H0Io0KQr1zz7N5eHF8sOL3G",
-	"6sjji4rMXDnhxbvLyGVJge12SGR/OeBe+j9SbHbz6u4XXz+gxlyVNBilN0dpMZE/8AVW29Vnut0xhB9R",
-	"3RWZu1Ta4oXHA7jbK94/Hy4sE4kGvs8J+PXgiPCiD+vlkmfbIypfH6pStPTZO2anQJlnec7EOPu56zBD",
-	"YQKj4ylMZBz0rUhv72ZVdqhVHEHI2NsOIoaWx7lLmU+eNgearWI4BrONICAMHqJz1141FbMcTjeTgxrl",
-	"Y+67fpp7bufaLfVuXTotUTBJdK8dE+v1/ficT5Xp2cxq9lt4BeL5QYGKSzjC3sH+XA9TjcrOvvI2XWX6",
-	"4fJwRGMaTk2DsL05NmNVSrJBOCTiu3hgYtaOnw77c2yod9KH1JmCaDtN9UoJOCWVucjAgVivS9X3PsLV",
-	"OruBlH6qXTdYIEOzIgPODXuswEiDMnWhsAySjAlTuF1ApFrBTodfj721v1OoIwoSM0/7p+eYJ1OnTPCt",
-	"AfZQ5EcKZnX58tXP795evXrz4n+uf7l88/LtLzFrD0/nnYLYpIiOldcr5hxOe+oS/XskHuHWPjbd5n3o",
-	"5adcG0puKeoaKA0xxTZ+f/2Euc3IFlYdSjK+8TGMF5cv3xu0dPal6VD9AJYfFkS+unj/p1dX1xevX7/9",
-	"5dq+6kMcVg6MleXN0PVptTgYsGczz0lOk3V8pxDsJylK66FUyF4GDV1BtJswm6G9HhCEKQ17UWSeMuBp",
-	"n7ne3/4oDItPesN+r9/rPx48qTO6lvzzJT4FGP4NbFBkDjUccR8NvxF1Z/S2ZqkxMpdwn3EPsysXI5xj",
-	"vpyzodb2/WhuAgTx0bUKMLCXvPbMt/RuaG0MGm91hDtBz/unZb7kMt0eOmZKiRVwtii9qVHLDrfI1E0V",
-	"GPedZa5znh5H/BdgBO2oCEB8GFqEbOJfWs04q1Ws6gGHLuB8xU6telYAVnx8/5oikV4S2AMqxCE6lMvc",
-	"lJQDdua9cnJKb6zt71l8QEJsknBgHApljmHk3j681gYcwqJ/Ztmv7HMI0CGGhzoIseOxZeyAX9H7a1Vt",
-	"yiI6strtWAgnvxCI4+ScB5kHRbtnzgKlx4SfDcnbDFfUyLeeOIfaf+3Wc318/9o5Nx6ZYLUg8FAAOR2V",
-	"Lak8Agvsmoitlfz7Wri4pydqROlNvhoz6ONNA7HPn6M7Bp3f2IGaMi/9NnS4pAQiVMIUrtTcTST0dznY",
-	"Zqa2J/ynsD1899N3//kV8Cj7oLQiNq8DsvD9zaEy8hzwcDzDhO4pq41AUHvOEWC6vu6QaNFrqD80d6/X",
-	"r7C4nWMjtx5Eu4K0JpAjiACdUUv6o/GusLnvtwW8gvPi90e8ekjUKS8S67Khgo1Y2wIK3NwXcTf+CySX",
-	"xd341zhiibxxSUtxL2bxdczibhxZ8yMDDxXC0I1VKuw2w6IpeKjHXnAjut4tXeZcz5ffZPM6YhzbRbGJ",
-	"WMWetAQI7iKYvylQgMA+57yuZcidj/AIpOJKaLuRfdIHtmoo0+tstw3Y8VLr+OM/DOofqwucg+SaiGLc",
-	"99MMKsbH3jKFYkZ1myPUNOsXwmoG6N6GGnBUezNvWukZGBx36RFy4XwdHufxuO5ZkAd8nWEacE1e9vf2",
-	"OgoZ0suxDt888mB4btEIkYoruqVzpyEYUVfth5/3oMoeb00Wv/J7zrzI2TmCmlbqugdQ8yD2u0PPNVDE",
-	"jl4/CnEQMDl9m7UJBCJiCSxJhsU62XoFWYvHDQYDYtOmagly3OaaemHhjYa1IRJVik9FTNkhOIeRT0g4",
-	"biQ7nZ3CYZUWaKefU0jLEgftcHTjBn3Jt3tTedHKdwgVGA389478pjuysWVbQP6D3oB/7+t/sn3tFur3",
-	"3d7vERVh12r99wb/9wb/F93g9/fMQsqkDmI/neN8tf8kEsW12b4+Eo6A7j6yRJBoBeTBBJHjMd0bZJ0f",
-	"bXks3pv8+wvDB8hb8HL1Xq6L0G/hnHHeZ1H0k8vcYnjfxYO5Lb5ELVcuhc1QKb1vKdWVXgjVFPHfxXW7",
-	"ePnz5Zvrq7c/vXoTRx74Lr5Y53OdyV8hyDli3wueiYxhsW9uv+BrfX/JIIxtfzOUio6N2gxa6diow5f7",
-	"Q04fwkFTabFhicbKKLoFpA6VLYqEDfvuCQi7JkLlkqe+jmTQZ6bI6opzrbtLrrZdvs7nXdcwtVinTLiM",
-	"dW0EPBwxcSsUtfaAWyCtC2ZkFwzzDFuj1gSIUGzSeZ6vqNjjJ6yjxjt+cHv62IrpVtRUq3+P6msIuGYi",
-	"X2cKks6mkHUW4wbFqCKGd/GXn8Q27o3VB4HYlYfWnq+kHZBf/Vd8OidEC6kVVcpjfyy9Eozbm6Hhu132",
-	"sYo/d30ReBduiVk75mobjyhii6yxENvOOT3tYpU+ea9/wmKpzHo2k1PLW/QiSPcrM1ubK3b57vaJy72T",
-	"uWGPn5x2SixmxqpgMWTIWtbax0GbOc/BpQqrg32WzVHMs9JZzlO/aXc4aJXSIqdSLe7IRPhuZp98ZJCh",
-	"oyJJY5bxm6VQuVOFPr5/7ZjiHTz4WqpFTKxkvGwYqzsIh7fUk4DFOJa44BXD1ioRGYuhWxFcfYyZO0zm",
-	"BG0/JnArH+kg9ZGd9gcun/qSFg4lELuDABqrQAIdtVhGGCO1eqH1Qja1/uVmPtE8S6BPO9zOpnB/BOFT",
-	"uxeNvFGXKna1tMX2oX6f2N7SbX5QeBA30sp3nGiHOvxRS2Zp6CMOlgxCc5GvHSjwIWhMjwx78eH9D/gy",
-	"SP61u/PPXftjF7jRoW9hu+KF2NoJ2Y1m3IA8ks0jgzKTUDvRc2kJgmNytfCjlt/71zSMgsQkRL98gT74",
-	"s5rIeoEeAcCZRqSz7lwbyP5ZrtNcdkloArqtQ3N1WXtZj/2PXkNJgMwd5CXjGPnLGR8rrB0GtFI7Qdfw",
-	"DBBjsWcOYvXAIlHDFxURlqlxPaggg0rPZh5jh5n1dAoCUGdjFQKjOlUoIjQEFIBkp0SENo/Y9eV2jWM1",
-	"Vv/xH8xuQ3sYIuyx/fGqKBY0rA0PYdZ0sNViqH9Z5fgXFtzGUXkb0p+0SJS4D7/IG7VexR3cp3kNUAhW",
-	"DeMGGitgr1HTkXIHRJELtpTGSHUTsSVPrdaMeZi3gP6oM7ZWC6U3Cg4nFYgJKNpAsrheVUXz2KACked8",
-	"tPszdUUI5M5p5JKFxwqaB3BlbyhncQNCDCzTWwf2RGsSEL3X64WEPKSchYQl5YRd0FNjBZElKq+HsgQ7",
-	"nlueSQDsmXPMQ0YBYlcqkcZeweJjFPelIRInBGPk9cdJfIcjKh6r9u4JQ82wCRSXuthAcbvyANuurOec",
-	"KU3lxbB/nfzjTl+jrfEqy3Rm7B8oYk8/f4aPnAUAgoheoFgcYoevMj1JxfIP0KwZu2YAuvTz07OnHYdl",
-	"u10JAJ6QeSoAd8LhaWCBi8i5TONzVGV4gT5vUGZDRzgQn7MZJmy7tFupCIHexD32PU+YVKs18S11PeF2",
-	"Cq6ngou5FFANdidAPUOl7I6XCxocsGKbyq87jm7vPW0QkL2gYAHBT3NxFWORTz+wx0eAyt59C5LbjJjS",
-	"RsnZDEj1Hgslsy7ifduL3Yx+s0R1b/hA5o2/jxJRuyabskdKK/Ho3KowS9Hlaiqs5W7od4cy/4JP5wKG",
-	"lOkUPgT2PeBf4naG+lCecwweZvom40vjouPWmDPImwQU7oBjH40VPKXoHAytEsCNde+HZu2sXVa+o1D1",
-	"jsqaOfw0VnGmc56LDwgY8wG2EACWyBv1cVU8dKluZS6Kv8Nd5WKJkC082ULHwykARCFSMd8i/IWVBlhl",
-	"qzR78fb9B7f2I8btKTpWLiPBSUedyRupHEg/NWB0bepNj8VVOI/YBUAzsdJG5jrbMgNpiPMtZLc49nvp",
-	"WlnerDlkYgrgwIuwr1rQcTBoc+oyQwhnFX00nJog1txXrauF0j1HMni5XUgIUkNVZ4HFYLYmF0so6F2b",
-	"ba8Yswywk63ZNYLvIygRttsT1A4VWmN48HZfLAy2WhvyXzHi73WQacbN3BFxKZMkpQVxb+m48jUovk1E",
-	"skaR5pe71AbaWn8NLRh6SO8QaJXULavFGMBZSmQmppSLDjVLhNLUY29EvtHZgkRE5CogTcRO+88idjo8",
-	"Q1wCwIEPZbFDQATH4nnQsJOQoSX1FvEII9QJdqqtvemah/ia5EptalXcWQKAkpjwXHQQXhZKwjJ21j+x",
-	"H5trpdeZFW5YxWHtx7le/3/s/Xl320aWPw6/lTqc5xyT6SINgKS46OR8R2M7iae9jSV3pruZRygSRRER",
-	"WGADoGg67ff+O3XvrUKBi0RKdmJn/Mf0OCKWQi13v59PhrECqEHHpUQeIL2j5uL9Jdl+YK/Ypc+LdJFb",
-	"4t3Y1DKZLa2PJpwc7G5bW6Bb/HQnLkFfsQ8sF2icoPUQ7fk19DgaKJP984Wr4QTDASgFiFDsKT3FSdLD",
-	"ckZicEWoEQ/kSY48ZYLOG6hzs8ojZbihSlte6J2UKqpy22KLsvc+ykuSkDFCeHAMKZgrLun3kFoDtiCK",
-	"gdoOkZNdUmKcDX2QReRgk4PHBRFuLNLJh1Zzz8kQqDIz4Xp9T2CpcB6lwrY/cEdN1/Sb1+fObYDI+Rix",
-	"i0MjBy8ccgvyB0ATu1OEMtuRacjnwU0BHZFwqQitmAqdG2eLZAk3l6oe8I7+bZb237ST/j1S/242m/B/",
-	"+ueKHPk3qzCHWdGmDR7XYWHVW7VUyAsxX+gnvFPxe4MCY4RsbNEVoLyESISqD7Hobvoh4Y3P0dwkhLif",
-	"Xp49aZ7/dBZ0T/RpG9Xw13LwaJC2qn+2A6v8Cmx28Ad6jHTblRHLC8iJYWrzLYhRgn0z8Hd1Qrdzx0uP",
-	"bXDqtWJbOHUsX8hJPCUzVRtDsZL5KYuWKDfM08FwgFKrXC+BSBA3o5nLhcigcteBxcMZ3dIE/zYe/13k",
-	"/Q7gEW2C0zs3QSm8KN2k3+c39TxE9lKic9+8wyA9RM2zwt19FcVvuGCI4kWo1Oyurce5W0iw//75gtV/",
-	"Og+6JxvLi0xWML/GBYjzPGShlWJgmy3HoYmjcRb+WsShS1LTBG69GIYYyvcLgzyF9NYluOEyS9j5T2dN",
-	"2rmWTfrfqJitVgGQQ61MSk1C3LbrHbsniceZyNaAuG71if5g6PmBSnftzLhRlhqv3cgsx9iL3/JaHlAB",
-	"LaQSi7g2rLVbXqtdg2LDGWQfHs+kSIrZB/3vq10YkGdkFQeeR0CEoEGzdAIYIDnLlkqBHnlesMlMTq7B",
-	"Jo0kgA+rCcSVbLDseYRMVfBKXrOWhH5v4HnQaYC+BMJJbfBDud08v1kg51p6bbgQ5uJO7n54OYasdvQG",
-	"l98lEqjk/MhrHRzYrqfaD3j8XyIyJZhuoqc2/OcvvJabptfaC304ZY6EB1d5bfjPcnLy2i/61sdzbXFM",
-	"8r1LUskK0cXGznyTAc251IpCvi+YfA/GuxY/mLUs4w/MDT9UwTWeXbx9/uT88uzp07chXo2NXsyEO01c",
-	"VlsKbiQAgi0AHLu97C/ps+5cdj3wx4tExNUFr/0H++nZizelGWLTkpfQLFMa9bY+YLxm6bLQ9tPQ2MLU",
-	"Bwx0tCJOWiP1H+zi72+e7X8stgZnI7Xvit/oHd+PIF86qn1kwUFXIy2lvtw/6Hr6BH2H3+8EeugbM4L/",
-	"q1VilrML/H+mwT4mLU0wd0U8x5JeKXfOQuVRV2J5Jd0xVn71u+1gpGruEdxMkG6dNtoNdMA6dx+wV2nx",
-	"gzYhbz1ezvaf2+2296CRXGytxTy59bS9XkhIO0TpZFlmX+Ic4RcqVhpxpCaShfT4ymvC7XPxoyzo+cdJ",
-	"RDNqRyKaGPw99UJFiO6uIsf091bzjJmgdsuzk8Rxioyq2siF7xS/m/P8ycXvhR6RefptWwO6nQ/ViibI",
-	"gGJ1IhSLUoiugF9df5PmxZU23RAKcjIT40Q2yA7rem10z3OiXR4pBZgmFm5m6CZTLSJiFWKVTeNMNsEx",
-	"BB2MPVCIH4Ly2QxipLBjGJvoF5l2jQs9J8txItkkEfEcOZaA59kOl4ZIGDrO12JbOKkQ1MhDFsmrTEQy",
-	"Mrnm0hpAXtBlYmhzQjQZtH2VXmOQw3kr+cfg10Lzskymhm4Ss9aWK8AynnHsiac+JKsnk/SqceoyB8ND",
-	"0f/peu2RMmTLFExmGBHOt8/rW9waD7Ve8MOhJIaWBi0Z/dwodsyaT2vlwOjvd654reu1b/lINwx/9Mc6",
-	"q45Fdnr2a8OacDYPIrCW15WT0/XapTX8igKc61LsLDM1tMJwSAMdqrRo4oUHT+yrtHiLd2xPrX0veIQb",
-	"+4jwZcx+N0GauHI6KNLRulWGvQUyyDtsSJuwEssIOed2yjFME2BICPmIMVbOJqmaxlcGkwKAipx4ObXr",
-	"67MTq7wQSQLXPcpZnSiVRyp0+c61G6ZP/rVcm9SRpMZ3yryDi9uMFWdKrpzO99DWsoVMiQxQyIElHON7",
-	"Bm7gmcIonYXacBNy754+v6gQ0HQ8xNGo8GFuHfQXcV6cwfRphykTc1kARe8/t8t6If3lcqFIHI9Nqv9r",
-	"KYE/hHLqboFeufHuqCv8yHfvzXJsj2G40EpfO/TqJ1g09/GXhwo0rOX7529AQQPzQouDquoSd5n+LjEp",
-	"0kwLAMqzQs3hFvtqYNhXjSxwcWscpGFgKSmxe7G1bhtEE8B6PO8jEUDUPH8gRH960vQnQdTsyfa02Red",
-	"cbM7OYl6sj8dCG9cKaU0t0iv6Y+DSbMXtWWzP+14za44Gfcm/WggvSnMu50B2vkt2PmVb58k8e7P9rc/",
-	"+1qucQDXQY2bZ9aGbTO6vDYMNj6r2xxE/UmzNz4RzX530GmK9jiY+JEnB9N+9bPUMkkqg6ZlK6tDbxmz",
-	"F1x4/aHf3T/mYpEspkXvppPLWVCeAGLCqNIr4B15fhms1umv0+TXNBW9pFb9Npx/vWQdvWTdcfNk0ov6",
-	"cjAV3ti/15L9crD8pwOW7zVh7cG/n4bteP7dt7xTgkozZAQ3BcEhN1FwQ6vOZ6rQmuWjQzx99/3y/UJO",
-	"ChlBnn5TRVULWf/5y8cNu1sy0ETaDnP0FtyzqbLGmRTXRIa+1yWbxNlkGReMLgaECwSgQWDLOtaFcUS4",
-	"BG7cNCsaTj8DYn9FWFKArOkUedPapcX+i4ZR6pQxJj4tehjhpRvCSJlMT6kErAkpFPt05C34GcJnYqTM",
-	"mOMcncSQU1RUj9xF1t7CQsYUqDYtJAALW1hNEnYlsdtudWa+qfbJhP1EP2OyBHh+U7hbG3axdBz/ww+0",
-	"ErxETG4AJax8xTbtdnfo+f/A8SuCuti8pDNswyWZnEhVXKLfUht2/FbXsnloseihjShR22DpewabyiIK",
-	"bCCQDjudds2VrNwguNWGnpaTu7/Yc7/Yq3xwe2uYQb/XCioDbfvOSCdJmoPg3Rqrg3qwOU6/Ms5feE3v",
-	"PisBI795Mu3KZi/qTJqDcVs0g4Hf93rTE9mNOofbv7SBbpOA5vgCOwx+Qeveou33EU9PqsKkxF+AObxD",
-	"XMVQz3G7tMJr2CSNoIM8csu7bT2Ia/hysG6hiEMUTEBSnjuFYvQsSAHPc5lor7xeWtyYiqWyLBlnWgrN",
-	"GkMUXzaXgMhOVVwEoDdE8Ptwkclp/F4b7BDjiCGcHGdUYMMxEb3MZUQXQN5yTV6NsczfUrkfTROINENa",
-	"uC2gntNk3mFxu5TZlHfSY6dXWKJ/xJzYZYAjnbC76+1OMwYkYjx2CamBEB93dRvuJh02I8Awe44iPnT6",
-	"VEKTKlpk8iZOlzmhZ7xeiH8t9w6celzckVdwJYLOtt/w6Ux7FwaqFMn9C28w9IzdSnvEvSZoet3KNdY2",
-	"mwyE3+yOT7Rt1pfNwdTzm0G70z3p9QdiPAFKrhSEolayPybpWL7n7CYWLBcJ7hPYpFB2H6uby+Dmfe/6",
-	"X05ooLZUS5Sm+v/BqABCBf9zvC4N4N0f17vwT4bt2z+uU7nG/Tiv6Ytg3OxN2lGzrw3WiuFpP277O+bt",
-	"RdQVle/Y+IrKEHtDLxh2QCXa7yrHMJj2teg/mTT7465odqZtGUT+xBt7Ahy/SvcUTseB+gDP6z51UALj",
-	"0NH8ZhZvZAPzwkzNDjXDIVq2AzIcmw20ioDyBxDYLkXfcuEER1jdlCA2DJVcGRs5f/7jq3dvvscxhFAM",
-	"NFLwuCoXpEkeoem8jxWSCLxmkAymo4L1cCMVmqMTq5DVDdy+f9KfYdmDgojMKba6+HNt7Qb+iTfjTMVK",
-	"FmsEPoXWERDyVPanlelI2VYeqLVLI+iiYDOtkLS+pFpCCDHpuVlIlQPFVuH6JdBHhTNhnN8d6ZonjtKu",
-	"WRPuv9JofZxMLacDgEdnd0m6I49klVj2Y7VFkYBxNpSCf2QA+966wL+3LsDVuZygaetK/M78Q9FW49nJ",
-	"Opt0V79Gi2nnSvSSXAa/nwq5xwJF+6xo/NLbOGL1JOjtSaVg+q2V4ul9w6DrH8PFdO2r9FwfYxzMN/ls",
-	"5PNLQb0ipfl+oDcAFYIlHee2DH9qsJIVw91lXlLHMwP9MSotGkO72KVwVxj8diF0W+yMOY8ZqTiHoIWt",
-	"TsOuJL15VrPUlOctF4ZmdbOKY7BTPo6UEZDUxRPuyo/pXxwBWREynV1ox/Co39c2OK7kQN8wuF/qy2ay",
-	"aH0PMQwxJGWXyJAhnjLhrjGjJQa5mBdCTbSQ296KB5qiRtp1vEGZS8NltPDfJAZvzarha5tw6cEy8Q3e",
-	"fLs0hGkZS6lwFuqh86qw0fr95ALu2FIy7Lbdqg7sHbkYnOjnTzEYXS4ikHrckb/bjEciSY0wbW0gTrg5",
-	"6IQJO5MiK8ZSFLaEYCGyIsYmX+LCkCKX0GIxS5OIumpm6QqYEIzzGnRP3DtVypL4hmDo4TZI4SP3P0K4",
-	"Q/+T4ZOE6nIaSJqxYpXqTU4uPVq0gP6ODJEfZJYC21rOijQFLkqYH2xEwELEPYm8VzCPn8wR3mHY2Nik",
-	"N/T81onf/wcqZ/y6fVd6LR+vdNIVdwTrtjtzm97Qx5AJrUNt+E+PB7zDT3if+x73A+53uH/C/T4PPB4E",
-	"POjw4IQHfd72eDvg7Q5vn/B2n3c83gl4p8M7J7zT512PdwPe7fDuCe/2+YnHTwJ+0uEnJ/ykz3se7wW8",
-	"1+G9E97r877H+wHvd3j/hPf7fODxQcAHHT444QM9DI/7XsB9r8N974T7Xp/7emx6cHp0enh+n/uBHm/A",
-	"/aDD/eCE+0Gf+22P++2A++0O99sn3G/3ud/xuN/RH9bhfueE+50+97se97sB97sd7ndPuN/tc//E4/5J",
-	"wP0TPQMn3D/pc7/ncb8XcL/X4X7vhPu9Pvf7Hvf7Aff7He739VT1uT/wuD8IuD/ocH9wwv2Bnj+PB17A",
-	"A6/DA++EB16fB77HAz/ggd/hgX/CAz3PMNEBD/RU67kO+jxoezxoBzxod3jQPuFBu8+DjseDjl6RDg86",
-	"Jzzo9HnQ9XjQDXjQ7fwCkjnbtrT9i6AN2cLOPyDpeOeW7OkrD9qSAV7pbsmg6U38qNmTwbTZF+1xszPp",
-	"RieyN+17A3/XlvS3t6TP27zLe3zAfZ/7be53ud/j/oAHPg/aPOjyoMeDAW/7vN3m7S5v93h7wDs+77R5",
-	"p8s7Pd4Z8K7Pu23e7fJuj3cH/MTnJ21+0uUnPX4y4D2f99q81+W9Hu8NeN/n/Tbvd3m/x/sDPvD5oM0H",
-	"XT7o8cGA+57Pfa/Nfa/Lfa/HfU8Pzee+HpwenR6eP+B+4HM/aHM/6HI/6HE/GHC/rb+hzf12l/vtHvfb",
-	"A+53fO532tzvdLnf6XG/M+B+1+d+V39sl/vdHve7A+6f+Nw/aXP/pMv9kx73Twbc7/nc77W539Oz0uN+",
-	"b8D9vs/9fpv7/S73+z3u9wfcH/jcH7S5P+hyf6Cnb8ADz+eB1+aB1+WB1+OBp+fU54Hf5oHf5YHf44Ge",
-	"Zz3Reqb1VOu5DgY8aOvJb/Og3eVBu8eD9oAHHZ8HnTYPOl0edHo86Ax40PV50NWr1L17S3b/AXEld/WD",
-	"7gmvLVW6UjK6dH/wjii+ieRtmQciwPqycw1Pq8o636V/QWOmK3WXswGc23cYB/oaSMUgrnlpBZQFhFan",
-	"UzKJIQI3i4vduvQNvPZ3DSpXKz9Mpcdu5uPAu6UEZItws7vF0Kcvs9D8ht3Lxd3fPcj9IWS8yr/lU4Lb",
-	"i1Z2DrEySiQ32jdI3xv6AQ7y8FIHvcq3nTbYfF/6aYMI64L2qzlL+N+7zhLx1x/iuBvaqRZ7S1yBcLQ6",
-	"3oDVQ/1DM1baM7FR1/KAIeUc0L/Pifh8DiTDplkbz6y2h1OCzwtHMOpRbQj4ZGGDY/Zu+4Di+N4gztvd",
-	"zrdlxFsJB3fuK/DEb7/hSaqmSYwQdL+TXDdMuhZir7rZ+P7sMLKXkUSGgE0ui52NAruX9QjBC3eASNsz",
-	"G+Y6OP44AwdLi9skxZe9p36vsIGIbtsgx0UM9IwjK4y2tHbxLz8hPEwjqrjDAJNXjADoSJyliUR4CVML",
-	"L8wF2LbBETdCXz1SttS1ws0nMomwgAiniHx8BvDFMDlbsuW6k4l6+uyHs3cvLi6/07LNG6mShhdBUupL",
-	"Bf+QUcOBByKkBJBgM7HFAMgtk6c5XDLJCdDBcAbadtjq4PIhy+UGXFIop1M5gcof+mBAdcHy6ZLpbKRc",
-	"LrTKGCFkq8cE0JOAB1OnWEjAQCugBgDTkCqlsdJ6pMowjwW7ExADoV7ZbYnxZllKjHumqX43c+swMVPl",
-	"pDwkq/U1CEfEnpLRaeVQAriGoWv6yI/L0P1x31Lh//o9hb7fvvumN2KdpCK6SNMXIruSX0caCuW4I7z3",
-	"K5GKSWtrA291EPGqKuPg/vIzJKk2LLSbEWH9o61cHSnTeloPLQ9vyFlomHix38vh4g0b20y83PO8oU2B",
-	"QE2CfiR4QCMFcGBbNL2sbmE+jGKyY7+Wa8NFDna3SJKGtuEXkhhqQChTQ5up1MplYRpe7i7h2qJFOq3y",
-	"IJUlwTu96wtatXuVwBkP/lsJ3O9aArfRBrFpJhzQsWJOweUkVUT3viada34p1fBtkYINfWsuJ1Sn2rDW",
-	"9vKdHRV72yP4J+m72ez8QDB5Clw4pMtYWWEZdvUTS/R78zWE2VQb1vwZEt67f8orfZMCVqLGNwnD/W47",
-	"2Buz8QYXfmfoBUPfP2hB+aah9AmW835r6Tc7nWnQ7Alv3BxM2lEzkP7UE4Nxf9KL3LUsV+QKamLsmtgV",
-	"MEtieJH3LEp3a028+daidKuLki+hZcGpcq8yIv+zStb7y9bqeVt1i7WXv56tX8Xe+5fn3ur13/7n/aun",
-	"6erlr+n7l39b9F8+fdb9+8/POv+4eFa8evp2/vKqdrTNeVeNI8ne39Xo+R2jaIXVS4fWKRr/0ypvgrWc",
-	"ZjKfldizKiqBfyuwSyXWIWDNbhQkai8OOurxE/fVJAqoSETjBBtZEQJRPwv+dCViBR3v11IuAPtXTGWr",
-	"0sBKw0dJwZpN4HZ8dfbyWcgWWUymBEIO/ff561f7igZxIz3EG3NF6JH79/MXBGoJeC3XiKG//PVDJK/e",
-	"R2oybQeXcjFtR7M0+hClkzgPfp0VydX8/ZWMVK+97HbfV5lj9+rVY3TWbX2GtWEN8bzaH0Tn/U/B03+8",
-	"y//76jx58Ze/D86up8vu45+n+fu/iM7yx1dprE6exdmz7+834XsL/MyRcLwl2O4WwbEkiM2rxX9FeSi+",
-	"7vq/P8Bh6wQHBI8v0vSlUOu3pjvr93b0jLy8K/1HEvnOWsNzML8xum+Ii2n7uUV/ForzhyydMwXiMS8J",
-	"PzAegamOesfzGxYtbqQUlFwLFVU9QIekP5eqaLHnBaJ2a2EOhYuUcTD+irYXrrJ0qQAnkuVzkSQjNYao",
-	"Vz6kB5uS2Dhz0diNmcQtCa/l7ORsmqQrGwKMS+w8+DJecgoA22sR5wU8wOKW4lwBGQx7BxDxMHjrZG4v",
-	"Rwj6Ja9gouDsh9ZpnoqMkAj1LykEMKE1itVD87ewcYoF9CuRRci/WwJttUaqQiZkKzUJesc8hPAI1g78",
-	"s1kqJCEziPWm07XFzvJrbCdFEExIYCE30VjqLWTWbReaaCYRyoYtFVI07EpQObqwonOCI0NcIN/vCnHh",
-	"y57SChwR7KJR7hHhlYWjiojTyunKadJUuuLMIo6Hdi98y4o4ibO9Qu+W1JkjxtzAFEqaUnSpaBPRE6QT",
-	"olKDUQkb3fRoQ7i9zNVWtryzjohD6x7r8tzi+TdgiVeZzPNTh+JrpOzj9EHelevbd0K8z3dCPtnJoObP",
-	"b7vb5Pxu2dvHZf1w3qFOGGA8J7MdfhcJ5SqirT0aGH+FoGYJcb0mVGxHgV/JwoKbIays5fJD4hU0Sxci",
-	"K4jG0nQYYxIOgWhtvrEyGpMBNCBnJl1X3j5SFHQNoeABUb2Q0C8tXT03meh7jj3gAwSYP8NkIeLNQqaS",
-	"Ph7ZG0YKcdDSG5llMZROy1y2GDILmqp3ss/RQSwBxHFeVlrfmSu0aQJ40KENn9A8a4WfpBXj6xHgo2sL",
-	"xYWw1voXiGvKfKL5FYczUuVdaepwQy2W2RVgnRGtXb4jI/gOKoQe5ojmVSgeZ6+XwHScCeK0AAuT5Um6",
-	"AnoGwFkAUI4arwFc9VHAPhvRs+6dZVPZlbQPdmEe4NTsDNIF22/5+BHk3CKLb0Qhm8CSXv30F3qvVhCg",
-	"DJgIQv5hPgXvR5Z19/MPiYChw15k66ZQUdOJzrnD+EHqWXbxT+l08MqRwcZ/Cs7xzV0IWCdtRMhyR3lc",
-	"RNCN/kF73MdjlQvu1aMiFl+PbiwTUgoy+CScv+zKqy8/U0qlGNtq7xhf+rE2Gu/ImpqoZAU4viS3AoQ7",
-	"08inpMu848J83JYB/Ktc5w+3/syn3LrDz948/6tcU4T7YCgs96adO12/+5sNSOFzscW6ln9yc/D2KHxJ",
-	"TmhYMc2utSD0yBU4NGRDaG/FgB1eRvGR6CvNCyTHMzs+SUx+XduYLhbNOi9D5/SM509DZF6zgXNrxkzS",
-	"+VwfnyTelSF/UiVeepANk8mJNvzWVR16ZglMCVEMJoXvmwMqMHMVJYWe7eM/Hnuofrco/bzz/joQvaz4",
-	"V1eNL69vfu0FE7m8WfW6cpqdyKjo5OvVuLu6nvUiKKHeXeAOrUMW/8RcAxgkDsYjRO8rbyzD9Hau9ETp",
-	"PagPxXe1X46cuDti7sDKaxXvVlCdQgMx0MvBLIVfd4D9z6fgXwKhrBVi94mUg3Z//BsCVN4aN8c239ww",
-	"qxC/Lfa2YiTcMojGinX312Hig6pC60FanYTugYqdGuyP1u37jpER+ZCA+qbeTTf4loL/pPr9bjjfv8r1",
-	"dv94ZednMl+iw/PJrYxnKkLGuXwhVQ6EsZVIRxmHRX5aAsfH/AJlnirA0GWbHJBmAfw7OagYMJJJAkiZ",
-	"NjkBtFOmroTbEulxuiyQaylVUYu91XOAtG0MS4NokCO1kcw4LdX9RtIDKwjGkKxdzjEfNoAqwkmaRWU6",
-	"q5qZGakkvdolHPQzvv5oL6fp/NY9dC8ZojeBPUB6D91Ds9HNn+WAn+Oz84rjYNgILW+Y1o0UBIY6WsC6",
-	"tBaXTciA6rbY7yNlSNfjwsCeEPUecmZU+uvazEVbAdttvZAjFe6GI8GhNu28hpSFthi7KxEXQ2ZBKgxt",
-	"LPSvqDSzBckiL9F1UVKZeHCcIXU7lu/bTDT+LqKIcu5xxtIJxRmhOon+CAx2LSRFXM5lSCyBq4qUm0uh",
-	"QNK1GK0EUcht7Be2V4iN1D4pVj7jIDnGdooxGtUfIMfObS3hpxZodmK+ybR7yDRal4ONdKhF2B92ExZU",
-	"9pGpW0inKGreXTxhkVhjDCHU/xtC5qhIQ1aHyFse30gQV3Ptsxv+h1ObPIKML4bFyRnEg6pvUMUMkjBp",
-	"JNYN7IzI0hVbWG5pEAb6/XGByERCIYU/FLHUI7HmJp3cYPpgZSaaMI6TBJLSwE+MBWDUnIB0pmkOX2kr",
-	"TeC7oeuMjrHTiAfcGHkhjI9rqDO0ix1C2/Apg87kkMpvyumExh2VrlrsLIcSRiagrHWk0qmdNWzyC/E9",
-	"+Aa3lv+U/nY2mciFlqjyffF4kt+EnHSDnjSaXMiAjJTI2ZPzv5myUGIx1ZfVw0gUklskf+58CodWRmwi",
-	"M5yWZV8atyJ6pJBNxeYlOFB9XmrBTv8kYsYobHD7dZDGN+0J8ZVKMyA3BvgErbdgqsRI5YtMiiifSVmw",
-	"VbqkNkda12mazZeJYHWoCgGeNZib70POwr/o/2nq//nPkOvTIcaoEKHiD2Y9k8UyUw0GlEsR0g0zoRVz",
-	"li5mkKbM9rSPvINTdEDzCO52vTlZ+Pe///3vzZcvm0+fhqz+7uJJo8WelieD7T8Y+3o09BmsdGgs9Cpk",
-	"+sr//z+95uCX3zofm/iPoPzH/2836cmuxpeDhq5P7F4KlvQzjW8HGwycmLqwqtf+UKRp45NzxBzSJ4Q8",
-	"OooJPO337xNyG4V86kD51ipERDhl30q33ea1qtCpDYPB4MQzf87h4R3fh7R3hEwAJcRzzW2+rQ39zqCP",
-	"jAOOgKsN292NxpqKmNTjCLx7EKTYW6r15+4X7vi8k+qn+cEB39Xe8VFetTFl45PaO7/nri6YyvdAevpB",
-	"MNggdN+mK5tCM8qvymD6cKV2sEobqXKO+SGLzPWi8kWWctgksMFg27a7nHYl7NdjiT61/KEq03T1DQC8",
-	"aiK7HbjGquVgSo4B8PoWk/lWXjdbAZballZwQs2LbqV3q6aoh24CDxLbNufHN4oqc2Qy1z+YGuxpkq6a",
-	"13Ltwk2VDjJRgnE2XibX2iGdyER72SrCsrF1zrcZ4spyzma6LJwybZNqepRbJ7hIq2WhIxUCmVVouHfg",
-	"Bm2KTZIYCMHjK7VchFpZm4Zj+sTlgrPwzetztMPpugZ0MF/L9RCZ4aFPiXjq4SHO6DHEoQcnkgTte8qX",
-	"PsobrZH6XBR26OruIbL7qvjkqk08LdpsDkGZXohNvrF9IIdVurKrTAB6btCZeXMv389MFi8+fOhNrzsf",
-	"srid1bZY1zzhj5u9SRA1+7I9bXa8rn8S9Nr9zqD7YDK5a7neQcp25zdjD9UONr1NwMieudqZIUvjVunn",
-	"Kg2sSC6StJq1BSU21M6RsT+GqywuJGQ/3E8Pmu1xR396V3/6idfs+f1g0BadcXdycj8et9taQl8m/7N6",
-	"/TRdv3yarl7+4LaEPq995fxv3gGNVD+k2TiOIqm+zhaqCpWclqBQ6bqTUw4k3S+89r5ZopHC9tSWq/4R",
-	"N6fRpEZF3c7gRPrLae7IpYHJkBkkpOsQOviO2Nxs4SWUUOeyaEA0CGrGskhmrK4NtpGC/2jsAtwYaiW4",
-	"hUrBjgalGCl0lS52gFBU72yxv2pdD/k1DI5D1MPQThkwqKmJZq8UdXkVI5UAgg0F0mcCisUhCIbduNFu",
-	"5fRDoo1mKP69F96F09j1QMyL7jfIi6MgL/wAEBIcRVEb1r6jVUwSmcT5HIqpFzKL0whxGXitRD3YCVZZ",
-	"eep+RE2vQriE754s8yKdy6zpe51gcxyeO465M459A6m84gjUTLuh78YLqDYlOqLhm/L4XMoDKjGdeXfU",
-	"RqkG9qgOe8Ee9QElRQdDh4LZ73pFpq8TQYnysrkEBTdeX7aJWDQ8WzgZZyOFqHKJiOcsRbi/qxSoBr8L",
-	"WTylZsRcFi1mmiHhpxJrj+Z5X9em3d0PT/CZ43pnkq9858fjT+GtrZsyogX40g/c71nH94ef0Km2f+CM",
-	"umfkficVHY/bGkjxHSVC5CnreB3Ld2mQuljdrT6SqjxWXJ8rbd3t7OH805wXdym+nZYv5rT8KD/hYUG1",
-	"dmyIyG4dKBjdB0V7bntNAeBCRcwxz2wTDdbjQNI71OOCEmwI1el/cOolhXTqjPyia/A2otZInZECDTzf",
-	"tq2an5GXBi2twPOctlZo37Qwm0bVgla0/bF4J+TCMZOtr3BIdpQ02IfpSlH1U76czAxskdHUYiGyAmmR",
-	"ZzKX5Mbk0DDq+JizNImYmGRpnleqqkqzAQuErmTB8iQtHATEEI1c9hjmOTRvzNORgvGqlK1iFWEini7W",
-	"HypzNk/BfRGKhXgvvmSRLHPtmxI/mCkFcFYvxFCmGikkvC5xRLDxFgl/wKxZCWPrRktpKiE2Ocwh1Y35",
-	"jZGql40kl0iELpL8skgLkYQOjCM+ubETjdfZWmAZOSaTGqlUDUswXawRJSIi7JJBgwtqSIuUTQWWY+Fs",
-	"2PvmsVoWktpq9O61rboGARPLAvRqOeDFc7EGJ57WXV9jUC8B9hIj7/VOMBip0JzTJrTVNuX7iZSRjEI2",
-	"lutURY1Tsz9y13Un99wUsbVG6qmLAlOxQutpZiARMF7OhFo39M66IRgifLA1Pbn+p8xzNC/RsNR7+Wdz",
-	"+oiLf5bm0PNNJb32ffrb8TDY2H2DjWMFENMrmSScjdNiBgfiFJZHRYjdTE9EZGikmYJWJT2joJ8naV7K",
-	"B+eAgviBQwOQX+UcwA8xJB/YcrGQGRtr/bCv0uLNckO33xPQq+Kkdvc5y97xivyzts1+ObbIhvy+H0zy",
-	"l/Y5uUQEAFRcSn7pBtf/GRyvsrRRfnonheIJx/ceV7O7x/cgszP8iJEyDXD5NjQOolBRBMHCe+8K6f6p",
-	"+pZ/p4DaHx8UK9y0yo4G5du2MuziuVACz/VdbcjIcLDZi7y5i4uUqglYqoqUyHAAdUYbAtlNPCH8GSjd",
-	"xfSj3p5KyigvDfndNOZmamjvs4lQ7CpDsobEtEEzY1tA75FMpqze8dpI0LCKc0n0DIbnXLsYokDaSgge",
-	"RKnMN6w9NO3JiPY9jy1Bro0U2G1xYcss7AuDATg/e6y+04rxBK+Yx1CbmclGi13YOYSWyeFIUR82IpOv",
-	"0LDHHC5wAIPthPIDn5yA6NjXhv3QBmzKHu9ovyYo97VZD6wYYVgZIgipxFRRr6XI3P7rQxLb98pff7F9",
-	"3J8SbTXY2ce9q8zgkHn+lMUD3zrBvyV5DtBnBkVV7ejDPViNOdbYUb3i5GvurLpDd979CTQUWWUQvXBa",
-	"q9mVLHLW8XyWKvR6MUWk74MWdNN8p4WibcAr6YO2+9IZDBL7xpwXaZ/X5p4AjGNfB/ufsnf9Sw1K/6Fn",
-	"qGQ4f8AZOjaUvNHAXoLC7c3ebB0x7M6hgtCsxKODv4ENReUtepeusT4UkzvaRlyZGo6RsjYVVNnM5JyI",
-	"wvSldzGHnW4xoMVO1KzhEKkvJzOSFiNF4c8mxEwROy+GopaltlNfxNeSVWjF9LcT0K8WOqZtTDtreeFC",
-	"mD7KUYtBWJe6tPQdUMBUeeQW9nj4VhQSohfNF9geBeILAPoafKSc39/KuYhViYTq/pJLfSeJIbY0CMps",
-	"ukwSfBiwzd2IONGaBD9id0bNFgs9rLbliwccvIXydfPd3XZQ6fq4F5na32K5ur0ddjP/d6+C/C+ndNCR",
-	"C0tqmTMCjjbHvhJCtbbmwVweIZ6sXDKub1nXJ3KnU76OXeTggloHc93gFJSBk23yQEiTgWGhG5HEaDlo",
-	"x2mCgFxDLT60kCtSNpnJyTWh54zlNM0kW+Z6fPFuttEnMFcPPmvgpfx2vMvhQEfd29NIRF5cLvMdiFXe",
-	"YNgdDLv9f9zfH6G25uFv9yamONyqobW4HVMSQQnWX+0B/XmWQngRj82BJod7HhdpVoikmcTq+ljDAe5k",
-	"cCdaCIQMvJCK1Q0ohAmnKuDiA0uyUY2mciaw3ras49V2vX4u9HteS4X6P8fWlHdvX/AHBlzfwNBfwDff",
-	"q4gWP/orLp89ZenXVj6LrOzewbGW6mztEIn2qf6GSPT8QbvfnQbNXtQRzd7El83B1POa3XEQ+ZO27Ey7",
-	"PkjKsUycMtphx4nUnE3mkj1Js8VRBPJ2Xx7AnQXlDzcS92LrW6DjqMA9zJwrwVxmUPjzPuHp6Le9kXuU",
-	"XtqAEBB8bRLsuz6mxMZZlliA6NTuA6bdYVfZFr0KYwt0EpoeAe1KDTdwSakuz2xIVh/Vojhi63QJlQBs",
-	"vjYg2/9vVGtAxgCkNaYK5HwMADYYOikRbMpD22I/z1IQu1hBoK979/YFlsNgHYcpeDAOC0wEnbyRqofm",
-	"EMYq5BZLxGezdJmVaCNtAzaCMh7lOth++tBTGIg+lmw9/Q1xbhstMZ2hx2YcMzOYUqeEs9UiucQ2RNOC",
-	"SP+JZiJ1JUL5DZSbZOJqLgH+dRZPZmycpatcZvlImSIQ5J7GdAsElTKEDAjfyqnMZBaelgJ7nmKRCIuV",
-	"LbkZg4mKyE55kWagFfWqR1m6gIst6KuIokzmORuLDD8WvurO7A1Ni568LL6KFQGbjKAmC66t2tdF6iRk",
-	"cNXLbAyU3JRCyBTeODbFZhamQU01elcg34cwXAPIEcLZXBazNOKweKbSSc8+aCg+UgD+xEvI9rq5UeoD",
-	"z1lETbqcalUWjpc+TqN1w3Kf6P8yewzK1Sj6zPEQ5txCb1WPGKFdGQDy3ZmeUpY/pNqlPC6GufNQrXO8",
-	"zvmcuZc/lUbntWWmL5sVxSIfPn4MrAUt+trWJJ2TVf34P0DCiKtf10mn6P766/vxh1lHiPcqX8/EyfX0",
-	"7rzTPZbxjjyOPnq3JXLevX3xLXHztSVuXFPmXpbMDm/wTpI8ADC9LXvj2ldDYm54j2FYm6rhVSRETo08",
-	"qMhRngC+OZQ/opZBWj3hpHAwsIuCfKI3YNTYmboBtUOpG7RybsvdbEjwh3g2fzLxR/O563MC04h4tNy6",
-	"K/+kF+/P10jxReSsHiw+js1blavupq9Ia1KU/pZYFNWma5/J+FLOFzzKjRO1EWba6BbnlhcTbitrlszd",
-	"Yg61Pvbt3Dobxu3SD3yUAw4fcjmK65JFmYYEdvmpdtzIcpQqWqSxKgD+Lt9dLVRGqYBY664oFSKowawY",
-	"kx+t4n3xHaIVPzjvIfLrc7zlYMA0ZzifJkbmf4uR7YZK43v1C4XsBxVNAPK/M+6JZk8GUwL7Ev7Ymwyi",
-	"vuxNTRIA98jlJI0kZfqqnFVArg/OWm1Ye/P6/EJrhqW6VclZOnuC6gJglt3t5OWNrbYPN1etbjGZS2N0",
-	"PzbcYdBPdS9F+Xn8Kn1wDozl6febhuXWH4Lg9cdTPaPIvJVT38p6M1c7FNbHHQrFmrM7tcprhVrlAKVi",
-	"XadxGq1tLAEBP33PZVRMk0jmhUHJrYfzNJP2/IQsF+ucrWYSlAK1zlIZKvWBmfCH3R8ul7HWRmJSJGtA",
-	"hRWKxRHGEvWeLfmFd6Upy735YMuWPucy0ZvckUsglkwo5nKe14b9Dq+ly2KSogJaTvQGdN5/OYboSO23",
-	"US29HtWGDAIPKDOyW8WD5wWlbCnlld49FSlZvkDeSFXod4xqsbpJ44lsLUQcjWq8/Iv5+bITjGofa1+Q",
-	"kK3so9pwKpJcfgmi93jR+BShtfblaPUZMAfMfO+XTvj3RYvQt+g2W6VztyQ9mn5F5FWb3lDK3y5/zwz3",
-	"PEadx2sHORDGFkKzpWDAbM/iQs4bBrM7XcSTcOhkVOICnmKxpkbKmNxEl1tlGTeQ/fo5QPxO5jl129rS",
-	"M6FMkGxODbzwtJEiU5sh4LretDEI5DSLYiUytMyHJSR5qY8el9rgKjY9o1XKBDFSkVk1iOQvErGG/iTT",
-	"P83qG3NlqGv0lWEDGkzfGiZSwvHIDW+ww2PqPPKUhTTrUJlmhdRS6aFCTwameyDlP1LXcoFZkUTinXht",
-	"CODqmHshx0AvTIu9VhNJWs3CZM+ZIeAHOEyg58Ut4ZB/syJNK+Av+7jA3+C9Dy++NRv47vJbeuW5LIrk",
-	"qPpbM9Y9YtBMg5GEroX4LRLyKWEhzExDDg/kgSMSEaD1s0RD8LWu2LSIr7fHQSxnq7l8M+aBPmpzIa5i",
-	"JRC+55rEJFXIUl8QQDto28wYnRAfjTNt5cYyt33rVHv/vbalQgbiloIhc1a3Es6OB0RRyESy0nIAZZwY",
-	"KfP7I7SiGyU6wNYbCHuvknnss5fxf2mxgYMbgnBEFAz8y0ghwcBC5EbUT5YFy2dpZsk7NyIARcq0VIjV",
-	"Epk1d8dkzu26HLvI+u7n+Gm1Q0MoJe7vN6S+37PUyINiRycyD7PgsQH7jn3H/GZ3I0GGr21e4Ci3Xr2B",
-	"ees1e/IkavYm3XFTdES7OQ4mfuTJwbQvesYv2LbmvQuvX45p0yeAZdi+qV25aSGWuVZkxmPYzUXukxNi",
-	"ycgx8VzhJ6/5aO9fx4uFjC4dliZADiziuUyXeiRtgAbW//0hVXp2ni2zdCEfvxFZnO9zQDbmv+p8uHlW",
-	"cDweRyJO1s1MaqP1mHIrc5jvDtDYg/jFAw3+8eVVuSMije4s/7ZHfdoL7qissj3RZYcrlp5aojWgRiaf",
-	"VCsMavKyGxRwfPSJDqFZ0ezMsDVSYL87V46lVoimRIXVUT+ZF1/GESLKmiJ1YuMJf7JfZzZY83kUQk8a",
-	"AlbA2BqczUUhs1gkMTAgzcDKnxKQrVF1qQlMLWTG6ubd3B2mvqHBR2o1E4Wpd3eUiEojiYhJ9NmYduhi",
-	"o03O6oTFM0uXGYvEuplOm0jhhP9Lf1pJqcd8Ym6DyaAGFQpxcSZsuiTNWD38z7UUWbIG4h54GP1bP4v+",
-	"CWcX/qXfn6wJIP4/cdmwGuvHdKRMKKlEijcITn7eaLGLeC7ZB8Bs0K7Z87NXZxQHq4fvLp6EFdB3PRdP",
-	"xRqxl3JxA+E+SAgR6FBla02hVx32WAGTlGO/AcyXbVZSaYHgdtq31HPd9lgA6uK7EL8Iv7QxpOwTPhwY",
-	"vfW98n0Mq417eKH1XHOaZiuRIVEWjoI4P9E4o5gjNjHE2gtVRVkDXXcFLWcgWr12MxgMmRcM2175XV57",
-	"6HnsybPzCz5Snq+FbuO0MsqZWCykylmxQgwBbEUSSdIEDKHt8Tkh0XKjjlQdBbzXDLpmFPBa5nnDtvcP",
-	"CHzayUd7rjrL4Xchq+NG0ZMKCFzptIAK8Xyk9IH+7nEXp519FzbYNE2SdJUzmYiFPmXwTXqupIg4VpQD",
-	"6SB63tlsXczmrJhl6fJqBlBKI1VkQuWx3ntQxFDOG25RM/E43CSdiATfMgcy1twUC5JZmyNAkzZMJQKk",
-	"Qd8dwFbLCD63ZbZ/yLKlAtrDyvBtCaBjRWNhZKpYHWsJAZkkVVGDs0xeiSwC653eps9Ji+0x1h9rSyKk",
-	"4jzaZShjcpRRcHxeO7SMKCYrwF9tj+WmYQY8CwMDBo1+juwqMdTglvRGZtFSGuw1kGZjOQFcLhLCW2S3",
-	"K5GzKF0h99c8znMZDekY6D/jwTa4FyBURyqTEyDkgqvd8cDi8rJL2PLswhmFV9NNRTy53lf7Z+T+g6Ae",
-	"5DbRPnYtTeMbSQBqObf4F2TbOaAOZLaSKO3OXavxx2cXjj1YZEvpGm3d/ACra5EmCeh/Lc0jgeAzDipF",
-	"wbQJx0D+kHh9mSotK4qU/ZDFSNZiR1sG59GQw/A7CE0Tfn+wFX6LGXqUifnxaBPzc9VWwh3uAtwaobL7",
-	"8vgP2BecMsLjG+LWF1sbmEkt3oBXoJRL97DMq6hbVa1xKIh3BZeG6Isw6OwoFLI5kBCBjaVUpbyP2FoW",
-	"LXZW4i+U0SSK669Evg+NuyKYHxQW/iPPnImFfy1n7yuLBeNWcfyABx2XW5C0N/atyUfZAgOoli0Pxs48",
-	"x59jR3/byZ8xq/GwbXy/lIZZcEOQr2X3LaR77mGIFXLDgytNbKtzmV1Jhli49bc/PGG9dv8EXGl0DQk6",
-	"JM4ZZiLp7yN1Fd8APhs8Md/wmijBSs8gcqBQLZMkZFfaMQfvlpqzTK+aIIvbpBgAYE/722Uoib27eMJZ",
-	"iMZ2yN681i6uSllI1mqoX8zkfFGsWQhpjgoB0kiFZIrT30tWXFlka7ZIk3iyRpckRBM+bLRMUAsStsss",
-	"CY0GNY8d0qeV4EWdIGiVg8I74RUIUA2THtHsjNf0j7qlna5OGDbfzdMbGTVOLR4ydYGXl2USQMJjcJgT",
-	"akjLZK6nNs4xmIG0ibmdanh2vbCdawSSnGHCy5Zh0bAManll5sK5eH9pZpXSTUKxpbpW6UqNFG0jd2LO",
-	"9Y4SgARTCk6YkyZsxL9oIRqeVn+Hv2GeXkRknUBAUqzBbz4Dv1QYzO0yFplmTiySU1oF4/n0PH3QloYw",
-	"akdwhZx7JVdk8YFDi44wEJXbqAIm5YWazNJMgo+7J5rQGinaYFiNFaKXucOUs5dBagGWeTmHegZbpgYR",
-	"GocPshp1gPtpDz7Gu0MWpVvBBsIJ34idGqDtaykX1DYLoZKyi5YUYYttRy5Gait0AYEOiA+lSgL0OkGD",
-	"YdUDXAM11nGSMFtPZQJfUB4RUyoVQ3X6TxQKAAQhxeJyuWgL2FgghYqIVQw8Z9qv1TA2bC/nAWYhBcW4",
-	"hCpMaBKqaixcO2IsAKrDFvY77JGRcmM0lamm+CJAZYKEMWDy+ri7VjyG3rAzCN9SpCknSPLqtiIYzY1N",
-	"NITdph9rHAUsvQFEy3w517/MIZaNf59mMp/hKSNVga3VpGRM4zShsxfbBthK5JyFZUYqtEhz26bXO7jq",
-	"oYEeRHfbmYVrf3QjMr53RH2dGRWOsQw98Nptomwbdc6sZTWw80OcQRNFf9j22Cu5Yn9Ps+tKYHVHEKrt",
-	"sb4TtnECMWdzmcUT8fiVXF3qJxEZ9HyRiEJuAp3qzf7u7QvYA1ruY4kXCX7SPrfoTFDoBwedOBvVbmSW",
-	"x6nSfw8+VuNN/9t8Ia/EZG2Jr2khkXP7mIBS8ya4T0xpc3k/LWz9gTG5g7PnGzvga0mf++2SNe9LSJ9v",
-	"HZd9NbzI29u9Vwr9U7t1Wr4Sc/WfzsP7PxhYJJvhM4YTIQl1a+kbxEZCqjJ1zQ5r8NrCXsewLUyamJL5",
-	"SM46BVzHnBJnEWWGm5gZbsI9GbKvC8XGElHhZERAEkq7ey12RhmYctOXKTTMnsWF8RmnpELjKRnKEVjo",
-	"W0bGK/neBngu9DPu6gP8ydYpu+HUFIayt/5Kz+HuujH/uPa7T1eVBWnUjTomUil/gQy1FmnFZF+l00e+",
-	"4xGdOx/RuesR3Tsf0XUfcQQHapzBAt/GsbARDURWqK+C/fQri5q9yeRNLFfknr0vnAz4HxZC2y0lQeIY",
-	"UqT7B+d2VlqdF+mi6iUNtxI12rNcy8LNzohMkrtGfCoqNbwJWJqjPdGRQoAoDHqTCGyxN+TuiS1RuuHD",
-	"7WCX0jd8klj4p7Z7v56qUXRcqjUBX2yJ6Bdh325s029y+NPKYT27n9fMRNHzmSToW4mF8jvkGZRw7Ujx",
-	"ldYrRnldYUt1R9hkBbakyM2DDWkhZEHqKiW88RZ7awJlm1WNFBek+++Ur/CcP0n63Jjc347tZwKV0dP7",
-	"qc8tgiIeXGZCGIqTNL2OZYv9jB0/WCprfrRg4vNlbhA49ZkM/7f55PztD03ooQ0dLlhDxJXHBRg5cOLi",
-	"K6UPuMzyVLF0WZzarn3o2CR+rMgZnBmU3otSRSydjtTm2GLb8iOWUVywJL1i9ZB+bemXapW6LEJkcHXw",
-	"2xAGshD6f7ECc6T09RCeXxaU/MG3WSvMMHLVTdm5UFCKuoNR4Dy+Uq+XO+i5OztsSBgnzkr55U6fZ+t+",
-	"R+JTdUtXeqP1YGGGaCIjkc/GqcgiZ/+Wf/tlX2HHz7N0xxZkuGQsJixrvc/0JjNYpBaJiC7PpJIrGWFB",
-	"Om07vSAjVceq2IXIC1asZHIjqSgdVYdZ6lg1WuyVlBHQrFW39BARguKc6Duwx26kEikylUNyp+P5dh9v",
-	"7M3dZSh0Ph+sGCyE/Z2KAd/42lxfQZc/5E7kcjhGr9A37gt24s8c1ra6jPeHc/l0uAA0vCcwsG1kAEgG",
-	"gq1RlDvffNPeE7Db8Hn23tgTJRsOqwvKyTQMoKqI5lrGgbyqVymNsQ9jaxxDjNBhmh7ZxoViPxXF4rVK",
-	"1pydi7k8jwv5/XmRxZPCrILDiE0PCln9XE+OLHnPQRNMxFyOFNBvX7w4H9KJVEpO9Kch4jDX49eyXbBF",
-	"lr5fsyTOgYBQsfCn16//+vNPz569uLx4++784tnTyzdvX//v82fnIUPfg5pD/rf5A/Z2yKj5JkuLNGxA",
-	"iytZaigrcGbw7KEcIJhkIxzGa6eI33wY8mGjZBip3aKBcr+ZjKQqYpFAfywGNcvSd5QzgJ9LqogUF2ZY",
-	"UXNaCg5XvGMWUMtRoVh4RhsaznxoknVxzvRO1++fmHoP4pYeqTrtkHJDYJNXKUPpnaIw/O7AP4Gy1VHn",
-	"jiB+lI9UOMmz6SXMK3R/6eFVJCONDpY4LgxIZZvBjU24sTmPc2jtCF32sTQbKUN1oHc7tKMBKwm+PT9F",
-	"G1vPv7NLzp6+fP7q8uL1X5+9CvEealcruZRQ5o7UDyJOtNEaX6lmrHJkL3LJi9gkiaFkhYChodM7Vrh/",
-	"DD8pLN65eQahWFTNjHI54XmPcvvELQMkVqaWJk/1w0Yqk1NwKCDcQ33Wlp0Sepw2H3MZq8spfFtIy7qa",
-	"rYcsXGWpuiK+lpCPVEhTjaUyNNf69fABdiOUzDvp1W7j5bl6UFtGqWRsFrlCLCnGk0hOr2bxr9fJXKWL",
-	"y39lebG8Wb1ffwjane5Jb/OCo1K/MP7PylT+dSrgcyMaNg3NXBYbcMbnsmgaLfjbfj1upF0lM7LZh/4N",
-	"2PhzARltm+ZgKxxkmRufEfVdE2XIkew2RlnSzaUCMv27VKxtbCaoxxuyaJkR5HBaiILUzlUmJgBEFKdR",
-	"FR8BxCQVSsVF6QbEVsTll6IIW+xvWtagwN7ivRkpS5CwtiH2PfAV+FXnNCOfmbAlqOIb40yZyDLEtvP8",
-	"Ml58+NCbXnc+ZHE7g7TbLbRXfnfzYVSLsRvhsV0ZgHljsFqnv06TX9NU9JKj8ALc2bstVScmRXxjOHH/",
-	"TxKjbx4fJGV0I0Ebh3NfPAh/3iSZ3bj7MXJ2Qxx3p0fyEsoEBWSizImtDpHfTpvxA1mkIZzlkA7zSNVN",
-	"WXgYdGZhyWAS+if9WXjKQi8PjTFomkkbZOQZkALLULJKRyqkvzb18ESxzKS+v9AXcFswikN+lFtkYyiH",
-	"K2bsRmbxdH2KBr/2L/Ky81XJFbB8oPHvohSUb/rvny9AaaI2tZZg+c4KhS422AODCfJnhNdxZGzoFsP6",
-	"NLZOlxnL5ETGN9CxlW4+0pbWSuZKShxnvoqLyYxlUkxmMh+p6tTRrbawtQ68nomI5zJiv2o/oGxCtiIZ",
-	"yP6uUoyG4ZcK063cwHCfqSOGul3z5WyKY07JTlcEWOTlYYu9hYdr0Y8i2SqCivDHVnOzSaaOkDDbcUfo",
-	"HfZ2RfY8pNwUxqOFZGdWu5/kwwE5RuhnYgepqg8Y96U+SgcJ+apa4UbeXOJ014a11SyXk8vF2bkfeS+C",
-	"63nRWfWvx+vX/7r62/+8OVu/fvnh5bPZbB385L2eR93xRef7e07XHXwc5UG4jZUDfI1vvBxfS4kcHhEs",
-	"jSdRVVU3n1QTLhd7bdufoAIfsgl5IZIEBWACFi2Yuih42HLB6k5c4vz5j6/evQkbQxam02nIWRirm7gA",
-	"3BUMQSwXTEkZ5SMltGl+AymRNHLQKcrgjXbY04VU+m611iJ6LtbEBGXtdrK5m7EimH5E8hypImWRnMSR",
-	"tFjJRcrS6RT6aMxYEGjsVeoGlfbGqnHKHmr8zgGyt4bffpxsWC6eq2m6N5BM36RfcN/c5Gdxw3428087",
-	"R+tR2j0b+3m5uCU8bIwxfAw3eDJmv5S04MhN7u7Lp89+OHv34uLyzYuzV2HDIvlNl0nSFAAozc7ePAey",
-	"X+rt2338dlp7GFaGtsMQNRJGKBwwlLneYyNV3WQYcoA2tDmaHNi0WA/dEp8h2+oTQyQiyE1unb3v9bnD",
-	"sLjBLSKz0WwPCk52WIgz3oxiEIJRiPnOkTKH1h5fgJkO7SihAW6Zy4izpY1ewiG2ILw4D8/xOcNKatMN",
-	"xccUJsXXNE1MyuVON1UH1HIHcL4lISwGDS1dLNePsx/QpChm+SFNaHoEwUJ/MAFBTIdGeIpyLdfg5bTV",
-	"ZukKvOe5UGtMizaXi5yBiTZNsa8J1wPk1ebEUdGEAi47zOPlLL5SaSajMrKqn6jdcGKvB+SujdhsXSj2",
-	"/M3NScnih6nnxyedUzaWsxj27kZ6YaRuyS/wCikgpbHLJMMPaRaivY5Vy/pjcTvRLVrOXsHx5kxMsjTP",
-	"mUgSBA8bOuhZrGvyEPBd5oX6mQB+T79pozxJRmpbqVy+efb28uzp07fPzvWod//+0+t3b8MGISqvZJI0",
-	"p2k2N+Hv5YK4+3kZcNYLlNt+rVPMj1L3KSwEzk+5XYOBPTi0UCH164VvZZGtm9Cqqc8SFNwgSwzQUFHm",
-	"fyxJL0Ws/lZGsLXBTdGHsMHs5rqSBevCbqbXLZXl7Q+HeAjNVjGfRxsNtBxtrYtKkD6Tk1R7d4DibO7S",
-	"ggt3eossamqopD9S1H65CElwToo0s+MKLZDdVuA/ViyMAKq9hb+Fu0Pr7xYPCq2TKq30fGHlRsXEcBu4",
-	"nOMJ4fdY3VwGN+971//qzD8UbTWenayzSXf1a7SYdq5EL8llsINRXJ/26ntfQ3YI2FFd08l9d/UhRxoA",
-	"n5NssZKPqPC73004uNdTan8Qnfc/BU//8S7/76vz5MVf/j44u54uu49/nubv/yI6yx9fpbE6eRZnz76v",
-	"uamAvbQJTjhPTqcSYmaXeMbMV0AZW20YeBz+M4Mgj+9xw2EQy/xyIbPLSKyBPUH/QrXIl5NUUfHcGp9g",
-	"fzGPoSLWhVSR/mDinfI984MDwtzFv2wVrepbyhHoW6tlu3dy29vv/VjdlbymjZ/asDbNJNbbEYC7qdP9",
-	"BJW5hhACw5W1Y7fwHY4tccYaJlk090kAu6S8FV9Xy1dTMQB5xYrZ9uU4wO1bTuQiS8eJnP9lv4hrYol1",
-	"tbcVrBY3z60luplFant3xQ8K5NqwRv5d6YLNRH7LM061a1WxuN0qI2gSygsBbb+uh1nul47X5rUiLrSw",
-	"qT133mt68wmIjpJly0wNrTs7pMkZuhNxhPB8g7fvROut+qFahZZ2mt6FWqMCHgg3FSjaNESEkFKn6xG1",
-	"nLrL4xZ518I4jrdt8U9kse2A7/IBGrhcEBSqLhcTE9O6dfeKdcoVOzfue1owqcBjuGuxNhyM2qdYrvOq",
-	"qUMjQWdwc9rqWy5OA5fI7z5wiczckyMJfhs2lru+25brdsic+91yzt+pfLlYpJm28eYyigWD+b5j2pfl",
-	"XU24qwmXf4rZvzAeK01/vgvsBJzU1icKxT1gkUy8vFsa1cbPmAtiLYCwE1Rloc16So3/sWK9wGP5ISsW",
-	"DMoVu0hT7KQ0rzzwjJAl/2kWaXMMJrgWW9McRBn8VXtr9EcJDOaFTNblyTE+TmNDhzq+zu7oIQ6Ash5F",
-	"ClAfNquCVGmQ8mjVNu3YCqK/6Rv1dvSNfvysdQOOCtwVpTJx1ELcUiLw84ywVWx9gK0CiOIIYGtLOptw",
-	"FasoXYXMJgcBpAJK98xWDjpYtdsABIuR/shsDR41Arsa8jiT4SO417Im17DfG48XJdgHmaX5sPwVaJCA",
-	"PAcRajicipiUYgQgN4bfKAG0SHMnka6x+qLrwSWLwQBqreZxksS0HzjUrpsO5zL0a8GolXkgovQupUn/",
-	"WXga/EWLHwoIwxTidMRE0kwA5bFiiyy9wtNdAgDDWbAoP0utUTGy4aTrTHc3fGRejJQzQ2solkfLK0nV",
-	"FbC/LBZSZC12luTpJvlTuQcINqikgiLS1ZHC0hA9GLTBirRKooRuTsjqvsc9zwMkMyzok/9aAmdsGXBg",
-	"cykUJA0B75x6EfSAWuy8EEWcF/EEhwHFmkDHskpZJNYAPu2AwlsnwvKz7g6Qw1k4oNV8KjKAVCGoNoPR",
-	"rp8O6F5229ZDfxZyFg68eagtGpMlDzqzcF9fOp6i3Y3p6NRYXYH/+clJQmj0m3SrATqgIqoNA+6w6Q19",
-	"v9/jNb3FlMzzy0XXA+JDvxW4fx0M4K8nrT46cbG+NfCJ57CaAPUGw27f9qOXY7AD8CoD8Ha8Hb3FrdeX",
-	"TmRMd+55/WDH60+63d0DgB92TIC/YwSdVvvOAZSZXahW3zpB6HJ7xhEfry+NMv+tZrqQa8N2z4zW9zdW",
-	"zKvEDPS+GdKo1vAfA25bkvTl3UD797Qzh7X2/HA9byiU871pH3uWv3iSka82L/sUl37tTLbRrWy8pn+5",
-	"nF8QEjqA8ousCEQm3G9HIIA74RcCm8dccjbDjqsI6BgbthuhUo+IumalzfQiNSkzjKbo6xS4vAr1JahQ",
-	"3ysx4stqeXz1o5xN4myy1JZcJsW1zGzs174wXSnDqpJCXuQZcB06wPvwzpI8Qd9A3w/q1qYxklREbCwS",
-	"fR6zjTB85Su03ozko/yU+kaaEBpSJqSBxUtnZvrinOUzkWEfBGp8CnTkGNDDgSNqAX3mSNVBD5cQi9p8",
-	"l5eiCBtmOGaKOMtjNYEWPozz52WzyMayXKWcjZcFJKwup4Aeo19AqHj6nyXPIwTkpyJOlpnMQ9L6YNKX",
-	"tacw7frjd1dxXtAu+xxc4h1eM4MD6Wc/iLRLXlwu8z2lOp1h2/+HQRUwE7uzZx8ug+ndqe8sna/+GWLz",
-	"+khmcKRKEtpF3FqIrFAya03S+bDTadd4jea8NvSqKqutlXb5ZV7ly4K7vwzpfXcP2Q+GnY475EmSUghs",
-	"c9AOMsH2gH/hNYWJDAweR37zZNqVzV7UmTQH47ZoBgO/7/WmJ7IbdY5RPXoUtxWsOvuZDvDYiKn/Q9Wr",
-	"phBcZuVM2ICUwszT/TUDJBf26IUX0BizLVk26RyB0BaqYwoi6AEcTgM2i3AC+gJOlDJWmYyUreYEfNBp",
-	"nBTgO2lxRN4I/NtQ+RG674Ecf5ifBMWDfI0C+07dO20a07ybXCItH11SLc5CIuKk/0KGX46wxpyFcSTn",
-	"i7SQarK+vJbAHgXs6NAmpD9W+ySXKdQt2ewTZHPpE+lvGMXQMng+jpUcGo6ZOKek+0iBxAc+YSDzMe1Z",
-	"Jm7c2npBTC55Ht/I3W+T7+lnLDWd6J05WULBeEYoDOCw6SGYEQHx0ikTeAXRvKeGsR5AyWLF6lvvUmkx",
-	"UtryzpBkZ2O0jQriMVCE0ZIwJbLMwJfBSArEwjVcx88V08I3niwTkW1QG/8/vOh7bXOHcHdO+NYiGqlE",
-	"Fnr1XcJm4k7Su8fEC7AlDJzZqzQF2OlprERia7JZvkQm547nsTRDRvw0cywgkSTpClB5y0fG6qrR0tul",
-	"Sr1OGwP+LLVkAHZ+tpqtOXzbSN3B20y1FPhXjKncRspMKl7AlMAkjBRE0bC4Gn11rJjWO2oav3eqAHDO",
-	"XK5W9gCq1nJw4UhVeVrhTYai1RTGVJ7qSKRbGVqhkGmkbAYDKsdkiagwTpcqgigIPMulcmV3MrlOpTYm",
-	"4TsgOKIqAu0unlfO9BRezaBAHz/ffgoSzBkKvhY7GykkQNVvt2eKXobmY4aRUZUWDr+1li1gy5rvo2Wr",
-	"jizO95l7yM3+KflmX0NXANZYkoKjk70nGkN+9bHe7jLfxSf72vQkuPg2oFfi3IFl2TOSUlVUhjNNsznY",
-	"bstlHO0IB+0fBc6Def82CXQJi0GE8iVHvCWOZzMRNfYNuVRnn3TElpocFbXegHoo3BbKxgVBlFPnbaqd",
-	"tmLfKA3h9YErrK9+JbCA5pbtZfjJRKFfbzrViBIMyRza7fZg79xVNNbu6YtEIQGm8/A5rAzN9ogcPyq8",
-	"9dMOC6Xfu7cviGjZuO/gIr4vWD10XSAX68woW/KGtXWQS4U11EiqlCJLJ0Zn9SvK3ZRTbMHA9cfEbJrq",
-	"63LTwV1IQC+hYD2YRSMV53gXZxORE3Fekuybu2WW7GN7DrxOH4pVLP3zsafCLmo5aY65SEgU5Wneu8Ab",
-	"NubeAXe79xwv7kCRYQoNBgpGLGerLC4KqVh4LddDKPcIWR0t3O8LKebDhVjP9VkMG6eOma91E0l/0PPz",
-	"NDPEATgzDi6CSBKy4+esDpgJYk0/gULOAVZITxYWRoyU1olalw5Dm0shCgptFC4SoNwwQSQYNDwTb1Nr",
-	"hN4X+Inl79pgH5LxxUu4/aGtFl7N1phZmaQqAhJOQI5g5adS0VC6UiwTWJ6utTJk1SbpfC6audRXI/l9",
-	"XrRwXqsGEZGxYJcNVp2WLzQcomCVAQ5wOh2p8IX+lDxk9U4Q4Kyt4lw2OCEelJuMKFHhv9pB+WDQtTYc",
-	"889aZW21aynfLxKIB1DH7C7Sdz2IyuaMCznPN3Zp2x9UdmmwtUuhaOw53toufxZZJtZYK7aGRIsWbrVb",
-	"jqDxvmh/wzIi8ol1pJHGM5eSWV8tbAytakUiAUgLOolLrTui2BxrUb5HyzBcRK1gloU2i/cK7dI1fJge",
-	"3s3W75hTXxZT//Bgpv4z5FEypwJPODn4T+BOTDSmwOh/yqIUKfqWcYLl+xEWWs+/TLJ/J87J9zYden1M",
-	"erV8v287CgmENWgOvMhv9mSn0+wLP2iejLuTTtSWwdT34Nqq1rDZN+NX1oY169ih7y0jaOJ4lRYMEfzo",
-	"csc7pQKuHYWeu+Bc6RIH0vXhpaLbuLJVrFtbShoh/cdmnew+CFfzjFaAkeMqjOtGhPexqbl4DKjX+UZS",
-	"cu+SehdeTy9p22t5XmdzSdtNPxDjZm8SyWZ/6vlNRGnpD8R4Eh22pM5fKqsWmELiL2bVqmjArid1MM6w",
-	"s9QmjXroepdvb3l+cDxs7y80VyREhrWXv56tX8Xe+5fn3vrlD/+zevUh9V9fpB9ePumsXj59K6ZPz96/",
-	"/vmH2esf//7huEztvmD5GcpVI+2r8dkvPm/7BWBDUCzj6DD6XphyU6MPBsRPFxdvrG2ALoppAIzJwxEF",
-	"C4lXDYrnwkhCRM7hjdB+as7yNFXAWbZI8zweJ4QVp6ipKMYwmTqlcK0UWRLLrGWfjlateXom2XxZLEWS",
-	"rMsIMPaMSeT2Cp+Xkqb5V7m2UGlFCjRXVLpVBioAgS0XU+kywlH3DdlJ2AmJYjEvfaR64PlA8U/eQzU1",
-	"YGrv7R+gUDSTxTJTeflXjFrCrSgTWOB59kYae/lRRfMtxD4d0i+kmYPsNfgHO0ZE9HllP2cUQ0+UKnBU",
-	"2AQZBC32V7lG2wR2T2RyF6bzD5oJCir2Uk41ldOA9vzps5dvXl88e/Xk75c/P3/19PXPIasHnVnDhi2k",
-	"CYkahjwic4OobVldZQh64QNKexessK1Vtq4MtoP+x3+wNxjXoRQ2BaHKVlFMh7gwe8j3WDeeuz4JplZt",
-	"lXImk1zqSWrwSkd6XI0gGWwNG9vaKnfDWFj45h1FjvV/549/06bdR23C2xPM8iLN6EjC5y9kNlLmwRzc",
-	"T4h1S1ZkQuVigmXerlsKsSolLVcj5ikCwiXVrihNUzgk8JGY2t2c6EeMzHeWCgaG/Ch3vhH4M9DjM7kf",
-	"AbQasRL0FO7w+JkbH+Xa89BvhlSX8UCNmjZ1ljnfKrSo0z9ws4LHA5nGxkiZmkyGKRJOJNnYKlNmwZzk",
-	"GMoYM6hLvRLhKYzGLLJI8tQ8Az+Bin9dBJgL3FHwsPKvNL/N51HYYli5gtF6JMuk7UECZ6TqhvCUu0Sn",
-	"ht/USsVS5HLm8JwS8ahJ5cGt1j3kI2VKJi7LP7IQVi9WVyYLOE3SFfy7UWE0NIvbKvNUZuNT5gMyqMQm",
-	"buK/kI9xMDlM2gWLOsdrknqnm8mvcnm+d5Jfc8RjhL5jrLzUB7oJKmpzV+LWgKSurTgxo4qxqHdYwklq",
-	"z1jLGwwjmXA0JP1GijnQ7o5UwMJVS6UZaU3UZGfOlMM6bc05JDlSXHw7rY9y43ijF0/+vhsnx8erjRWz",
-	"FTckYaCMFJtb8OQN3U+31TZQ9QNwaRiIWiP0JHOIOPUw7BkvhXeK/c2x2hAA3LkGYSRJmxsrT6hIv0Ao",
-	"N/IPmJNykZvEIuWNMPxBtcYZQrwZoO3cCplqZEOKiFYAV6+clbJlaCZupMWeNRkku2W4m8o19WF4UEly",
-	"wAtKQUel0i6AaJUtt9IWGUJuzmRG9KfbcU0Nly/OkBnEgFQuKALDK2B2vGk9gZ8Jc9bdL1i0lccfDHcW",
-	"FDfYSEt5UOZije1D7ydSwhq1A0g91mkaUP404M3buneVZvog0K6jPXeHWUR8w0YfeaQdWHklzROv8Lqz",
-	"+i22kEFRrczWqWvu6BdUbDvaq44FdEF/GcskVVcWacuOBnKSqSPL6pBp0E+23QwWNjfOqKBPb1cAyNqa",
-	"PRq0FaWPAGEWZJfQbjukV/XT81hdJSR1HqGM0OOEtdPzZc0E/TiIA+Ijt9Oh2HKqHbSj86HO6P8q1zWM",
-	"Kt23U10UG92bBRPUSUgJnx0UoyBqRrUh62xSiR5ABbQrAuPiXt3lScPLm8ZP156ZEep59VMu0lK3k1jf",
-	"/TmxuknjidQf5AdeD2iR6JG3jmQy0/ZOM0qVfvCmijnkVqwNOeCj8foauvGJWG8sGnFxw08WS6bCF1sm",
-	"F/axxs5jRasKM0CvqbW9eYVu6d1FbW9Ep7sV0MGbqxEdJACuMgLfPQNmgMiqCwnejdVm21Y/eRx37mLO",
-	"RjXt/hA/1kLEEdJjHbe1aVg1E9X7eFSk5rOCIVv/6E5MYzKWTZSJGgbuuAmqJOzVx33368y+cleYilQY",
-	"YrAba2ZLgYC62laLW95/WaxVgrPT3DRMkgcfTSHYqu4zIRXq9gKjdttbjrUTYQwbKNquMvtrG8faIO51",
-	"oFga2iGOI3mXR99ir4gIXMkVNp+ZFdhojdyhrrfjT2dYMhSCGj9lcwEGRVmlltGd1KS5tRa3t01KtZxD",
-	"mCxbytovfCf+9FHwIF/1rjbFb9VVOyXjzTrIrrtk2xogAS4ihHkC18X6Jl941PZhBMP3wKgghK7mDnVx",
-	"l3+yB5/CRgkwWEKcBOCd5EOrbCCbgrYc/OSUJM1lnosrvfURc1alNBATC8XBnJL4AUGjZdxGqMpomF+2",
-	"msFNXLrsBQ8qGBcwYPqIuzrB4WJEC/o0yBYXzgTGeQUPa6xFIA0POVSmU+p+weklJDLLUIKTrN25kTKR",
-	"xH2rqaX2lqPJxDzFSMO8QTwZ+UjtcK1EXgEEMfZVNYDb+gISE+eWpdz4QcclKKpMZVhPOxbFZLYfj7rM",
-	"WoAoigs5BxerWjIcYu0rN7HSSBRiLLRSSZdarmXxosWgaANWmfaddoOtM6kXPZLalZeqSEiPl+1Xxn2l",
-	"uE0OoItQOCjn8Fqz7ShMIqEHjDIg4W8jmAFt/bVarY8YM/pthAdZ/5VOxMewxc4UfmVZaGRiptvl/Ju9",
-	"CrmcC4VNzvmeIDqlG8B4JXcT0iN1UbGERsqoXxhMmdMQBWkWiLBnG955i702LdQ2RkLhkSbc9q9lWgio",
-	"PgfkvQosFGkkqMsxoRMbONGujDkZAEkHT2piOENGoZlCmHmOC1ts4yhVIOtwkZNUQX0K4DWAmExzM4q6",
-	"VoKbozSkvLaP5N3FEzaPIxVfzQrMTTyzmzXO2UwmNstiyqK2djCyYW0tMav7+tag22XaRxMT7aI3RiCT",
-	"UXiRkYnrCg2B+r163mlCDPh4bgVdvrH2WDhex64RIJApsnXL9b3CVqvVKAnZQqMUQmZkXWHXjtXDjeP9",
-	"H/QfbSDhU3rt5bzCrkmAMun4VzkhNiEB/Qr0EZyQ7UB8I6VUJwjMr6c214hxIb36VEin9PQAjKoe97Vc",
-	"t9jFKqXV3QpbDavhSKygwz1Onr5zLqYsjhDbNKHMEQ7KXcPmtVw3M4kgnOW35JQ9obOFZM6W1KniinBH",
-	"DxhL2PQ3wOLBamKZqo0pamFl4uEueE1lmjmMtp4qG/2EjdiAW7XOQ8kaI6FqrK44Ff+lGZ4ZKiD0ued5",
-	"uDc6fnvjxXg+cxtsTDPO4ulIQVFYxokCQW/FJnwNVHw1Tktp/yinyCQ2GyH6I9hG1U1ceitxro8HiPRi",
-	"JhWycNFcr27NC2LBpBuTVFvnFAOupAH0q7Qcp3usfOeWo+wOk7o8UiVEhlVHTlrXTf6RaM9A22D4CU5Z",
-	"i53hPyAJXnaYIHJGWXQnksToJ2P8Q4gbUiQbZfvl+GzwEsfn1mlWG1gMOupI1eFTYRtsxa0bbpi8FAdO",
-	"CwudaGh4Aemfl+I/gDSXaqbLolmkaRN2k3PA8ATjIR9LgMWD6v5JCp5vJiNSVDvi91wbfJWJybe7GQAZ",
-	"FrKHcPDSDEd4Wxw2/y+wdB5ASECdkf+8JVRqomp+d76rIgsvb3YCG988Oh7Kd7+9fcTb2w96e/UleP+0",
-	"WGzcjQ7M407nGNoaWKHPFSar1FdmNkyCgQy9tBgud4BL9q7y3oLMwbANRWMdLBqrFmR2Jm3Z7I0DvzmI",
-	"urLZnnqTQPTGfdnxD90rh9Ty4d/vUcy38SWdrvMln60ws/IWW7FXhnCOqtCsTP7ReYbfDt8F7bt2QTD0",
-	"g5bX9TZ3QafZjU5kszfte82B8MfNYNKOOrI7PfF6/qFn9nfdBT3nSz7fLnDf8uBd4E7+PXYBzewRcSHs",
-	"E9oRFcIfypiQg2cvxnmaLAvJ9Ni0AoMxsndvX+yN+lSN+eBzBIGOltUojXfFgl4f4qgfg/F3TtB+6Pxh",
-	"MogMeKLyhFp1cnG1+z6Ni1NsZzVGsTactIlHvRdbfIlVqL8/baz1a0REssEvRKkDr6csB6DAk/ZEHh4T",
-	"Q0Cu/UGxJ/B7zt23ctqRFiCCWB8MQleIbkilVJERQB4iNmj3CzwOAvq13VfQB1h2eAPdG5pFjRa7qFRI",
-	"OfhgYBTHCosmIbYqpwWUCZtKpBY7I4fVAgeu9AkxeGRVnAV9oMZy//edHo8wMVIOxAS5e5UStdB+nzMs",
-	"JqARPodqS4MuwqnKi37Ajrq4KBColyJ4VIcFN4HLQs+kwmisilou3Fkc2txgwUSRzuMJlXlSuaxt4gTu",
-	"hbhg2VJhsQ+BBxBYs51T9haifMY3JTJv2E8AgQhutpwWO1wZuMr02N+/JIR8qw32AufV+njlUoFj7hS5",
-	"OCW+bvbEaRm3Zk636WnjpjcJomZftqfNjtf1T4Jeu98ZdGto2BvgOncUz8qCWEIb0i+Fa7mdakijzNNM",
-	"6dudgVT7r6tWgcvuWW2IrtapBDs6hexQPzrJxV3jNkMusQIozGvucQZ7j46WI1I0uFV+APSaz+JIuZCF",
-	"R47qLdgEuywGC+JrIORcWfQNafAz6VVcFbcWfW40iCAApIdrVPS392tULFvYo1ERnedA9ck2tedI1ZWF",
-	"QRrSMy2aTYPvSGdVEXAg0wjIKBgUdTL6VHo9UtFSYvlINaQdR3yrqR/VFgL9QHhrnxo2MQqHeyvK1pfZ",
-	"UiHmFRVf2rrpjYxLjgAx9ET7wTlOGI7WqsORWsgsT4FeQM/dNM7mxE++NJzRri62xSL31sV7FSvhSEH6",
-	"CVB1btesI2XnaZdqxR9JtUJfNiDjwZyaWhkn9mtEOEIcQVcDTMDhxcdlPxD6Ibks+PZwEGMnx7XBeiPt",
-	"WGZpOmfTNKuCarO6zfOZSnTFEqTCAlwfPAKRqXOFIagUnyYKbGIpKhXPm9k7mI/vvnsWEZYGvq/13XeE",
-	"pSSjuAjNgaTX2Qpx3ICRgX4rsGgKB8yrcXTAHZxLUzf97u0LNk9vTNERGBuZnMbvwdYgyCXIi13i38PT",
-	"kibYwSAZqU0QklA/MMShNjC3Z9pJ9NkBSjd885hqe+u2F6TRYu9yLM3QnyL0FqNOaLhlaEUU/He+KVNc",
-	"5uBZmhdO184jJ3XBJjM5uYYkeM4EmTfYruPWkul9eVoeC4mt6xioh247W1Uh4Fbwgjve4GSkyowlZwLB",
-	"W13utaulyCLynnNu32cw4uMM6tob0I2W4+fBcV4qWnFumOVMr4k24MkbDx1ZmEmRaz/G/iySHPjvomyt",
-	"jzUtGWyykSr7QAiLw+mqWpVJCrxsyEIaTFiieuCpCTwrGvWLczBewpGC6hM9U4SmA8+fFiYb5m4TPAqw",
-	"6I2q+MO5sFtfONJunxxku10Svfjj9KZcY/NM2KMkoeZSKBSE4/VImZMBW9AY7emyaDET+7lBFn6oo4kQ",
-	"YAyUQicI9G43IhLiVCNVh4ta5TFrFWnI8dYWzUcrl0XrpzQvwobz5bZfYpsMGob+cG8lytbNbLnBefaE",
-	"sGilq9cMLBDtdNgElTIvVJ4m5H97Bz/YL3rhqy9+k8mbWK70uTdz6IwArH06ZpCfu9FnhLJmWhoU6bVU",
-	"t4xJT7j+sxMSw+2nTa//bb5OouYFPOIXXssRnvOMLFdBltR/SZHJTL+tiW/TH1KuLKCIZOnc+fQ0iVrb",
-	"gVFt86XOVUquKlfdBOZCjJXt9CovzPwQlOLn9SgXW4XzF6Uqgjow9y13rv/Bfg1u9c/kbe0/BFZ8ul9F",
-	"upkA5Ms0l2f2c3OBW3jPs2i3KtAyFe8apRJA8tiXAAI9ynOIeyPN09DXfxbwHXqahyWPKyWttXpy6mmI",
-	"n+4yjsDHOADCJKj9gn0xUyQo8yvfymu5wSqyZ+mS5PiOk2SuOPhEHQe1og+fiUnceZqo8BPvsiGK24+q",
-	"AzKy/bGf9/v8Y79Pr5iKjvxAc9PHX/Yd9DM65YccBd8Pjj7cBwQtNj0soq7Z49N9C2d8LkJ7lPabJvln",
-	"iGn8FkcfMZKRyELuzRJUPNo43x9AH2qfbbrMwLQzEQLqoq62BwAkL9Asm/BYiHQDzmuw7MaSIIA5qV1M",
-	"mxKoh7azV9t6EGSBVnZ6YmOkSq7BMvbuGOMdb9BiT52MAzlgAgiNCqlA37s0TKze9bTSP/HYPAdT1lKG",
-	"W2hLCexLRLtUhihcPIhECnC7LIoEmNtATYTBLH0Hwkm7g2VFmt4WVn8wTcGnrR45rjft66o1+ZxwX26z",
-	"qQ3i24D1UaUEHX8Y9Fre4D6lBMc0E93WQ8ShJ9s56V+46kAy0tvveJUWCCEHNxygL56kaprEk+LLiZej",
-	"VL+XFuG7qRXeOrhF2GTuNCZq+W5FNwL17JDfoFBKCa7vNUxrWPBvY5dlU6NLfP/22cWzVxfPX78KOesB",
-	"L5tDqG/AheLCjgSDfYB+KS2UbQzl6HiYh5ZqT2HQAxjtvc5ONrcHy2D0lYA/64DOv6cE1+WwbB10l7n6",
-	"d2s1vE06/OmkwR97uH+Uxb1OtoV+OwrpQS/u86dQ77UwbVjVZX6ZIr/BHVUlEEeBABPYQTsgjFjdKbUA",
-	"yGFbQ7KZtMIWGQEF7AY9DDE7oNnGWKYzsVhIFFfqtDpErI14lJcDGctJatFRaJwtsMksjYTFm9ldwoJt",
-	"BAS6a5BrgWkGWmrpK9MpMItyoqJU6eoUWjD1XWO5Tk27uMxugDuHxgyUXrDRtUBsn3S3ZV+cMzGZyEUh",
-	"Iy2LN1egZBcrMfss3Sg0HmJQeoNllBOSSIJdZuGGoRRigqHFXmK8kVwJKq/PAVMPcN1GCpicDGpKmkTG",
-	"JFauKwEvAn8Cpn37ddpDAGBi166HbqfjDHt2iF0Pzee0aYgsdNNk5wRGRYb9rjCzeYLVHr8DVMrtZuce",
-	"FI8LqSzNKGhFBaShThsyFdZ78+Oij2YGPivAxB+v6rQ80pvbyo9vhvBXHKXJy17mexvSW+GYx6UTuYe/",
-	"DDMSxK1puZUdtDktmKYi26S13slnNnNoqAHZrWIHYwoVi9mQnMs1u7WkXYg8lxFBzO+gOWoM0XJGcgg0",
-	"nE3vIVBd6RHlWrmKZS5LGiQ7KOiNVyk2cVH9CqVD6rfVvPCR2vyZfmkwEUW5Ax8Jz9TaDwJA6VwaKCIL",
-	"LFLvsL/aDrW1G/XBnkXzK8U7gNBhB1FT1/Oc165mMdbiAGwk5uHgmchVJpwmaawXdm+3GoaqjRBS/jB6",
-	"uk1IGuRUwn7n+1HSnZb8S/sZ6fbyLZ2ZHX8HC/ZuJgCHnf1hZADf2AA+PxsAzKWhLgdm6n6H1/aj9Xe9",
-	"NjuX2U08keydEjciTrQS0FuJ4NKouNVxui8pbLlc5EUmxZwtKzfay/YHJwv5vni8SESsTiHFl8vi+2Ux",
-	"bfZrvPYUWUfPl4qzIGCv0humLShmbCf248sLJPEATv+9NlbL85yGMQpGdr22g7OPlOfuZPme5/nlfKm0",
-	"FFH6TNMJ8D2kVsIg6PZE3TE0v+UN2hUWcsiSVgbS7rkPzpcTrZ53rMFvo1oKmBVgwR02+1tb6q5J99uH",
-	"TbrfbnXa3takB553RNMQCasDMOsd1WoxkSHAijiqkEwDONhv8Y9PDn1v7YgtQ+l3DYr8f+xdbW/TShb+",
-	"K6NopaaSkyal3IX0U/d2X9CFUkGrXe76Lp7EJh3hjn09NsWg/vfVnHNm5thxSltAl4v4REkce2Y8L+fl",
-	"Oc+zad0xFPG94yyfYLmRPJIaAqzkgCDRMoF9A9WcD2/wMA2SrW662Mw2gOAAJ8n3gDoUAPDU/sBG5OXM",
-	"S7V6C6HhppzGmqCKrmajA7cZ3yB3uis+peMJsZW6iDWYkTJcQB4FMlISObCn8RYYEkAb2VmrFYfaOjZl",
-	"T84fETnGqijbBbJNP7E2CQwFQxuaoitf6lllgjlGzZio1FPtSENBCA8QBKrXYUJB+s3Yk9aC/88iYUQ1",
-	"EiJWKRisfmww9ShEmqUNbsWAHnd0ClcKUMCrYq0V3YaafIjssgDHpmouGmfAF4aRRnJDgbdKq6Kktwdm",
-	"PUmqKjCGgMfF9QQx3MAu7KJyfHQXqMEoWxOmZs1p7IpKrZUGWQgfuKKxZFTs3vGfHNWc7Kjmk8BbncQK",
-	"QW9R1ehThWWRIZkw9EwZLmuwsa6QlZrmBRq4BvwST66xEIq5eRcyxUjYA3bQeNNfeRdHHIgxxO863aQH",
-	"+R4C2D45cAjsAWeOCfEGnWHimAE+ajcmKOKGwGQXLi10ZjwlNfK+Lpt0ndU+5f6mysxFyLZ40hwdcQqU",
-	"FhHD6BElHYIhUOHrNKTRKWR7TIdplkWLKRmLbQioeWhDwrK1yVQk/jn2EZcIxyMFWgSh95tj9z2GaLAz",
-	"kBVETG6ljAyvH3f6pYNr5nZBhjhsYJJyd2djgKWWK2t3pIHfBqmGlqRmzDG7xgWpt+A9Ih42hgMmBFkT",
-	"ZBm364HQwVfSSYmElJ7TMpEIc08reQWJtbKpysKgvoqTQhRLvuQ8bgPDqijdmWCJe0IcVbCNwoiiAIPb",
-	"rJWG2opctiwITbUbHktQL8Le72cfHS3okHEy+VgTmzwJTHN4R5tRwcX2qgRONBiI2iRGGAjC2HpioUgM",
-	"KT7E2ks+DCg54Gza0BWgIAoyNuHhAK1aZZ3tqbjSsabQt6J5RG8i1Bl0f4lMNlAuksSjeJQQ8twwEcHd",
-	"KHDnQSkvO5gOw2wMyQiVRjzqkfarkezR1VFCDHPH1yE79m1kqu+jx32xBEnQdywJrLAoKnEloT7AAddL",
-	"rEyfinNk8CQmBWRp7EDYI4ZcxyBLD3gOBSp2LeLLjxwVpEg+XidRJ7MUFgMl1mm5bhgnnSogMDtULTTw",
-	"aEFNjdNouVmFoGZlQBHflG8qxGHYenMbcP3nZTzMRPVI1V+iaq4rgKKBYmkK6y9kqaoxEbD5Q8ezR1Ng",
-	"B+P1VHLC0x138mH/M3lZNBXQYXhvY3Tdx+QADqePO707WbeDfPpsyvWXA4bNh4Fh8xuBYd+RzmMvsDDf",
-	"XxzMpg8fzr8qvcwmHOw+1DL95t5VAvLL4sGYp4lrFTe9be6mLq6+03zZLXmjvwi3sTsgtth0Uc+i66Cx",
-	"qHKRwgtOco/iCyS1BOW3zGxDf2jASiMzA+fz9NuBXUu06VDpifmrn5XeA0rsGzN6XeU3w/NvTHdIaVJx",
-	"gTjieNnW9PdCNGUJ9XQmc4AF64NVsbYf7Q6l/xbDiaHbpoBi3UthnN03B4Sjc6/sD43WNygEHd069fMc",
-	"UjrfZt5m8ECf75/ND8KR1B2MUTTyExZu0TtkVi6YMVAlQzI3yBpP/fefbTnWOo2x72awybPuKdrj+YLV",
-	"BOoqJkKGVYjRGco8gR/MlOkhx9btJDV2qfIcOV26vabPb658onuYC1WWQzdxX9xwlzBsoQprizzw/CfE",
-	"6v96F3pLWKq3yH3AquxtVz8Khr6u2q/bRf0phR9sO6bgW0pwdI4pEhm9qS7oGD43TAKRF9WoOujPUDi0",
-	"w/DFhVDhYs/slRc6WwR2r3ACY0wSgmF4JjqdvZ5+K0Qb7YzjAn0YIJNexYKAenCdMp6UCeM1GycU9vWM",
-	"Knw/E4JGq/KT+DN42vXdluU2i88L5NqLfiQbv+jKw8nBKsDvtPhuLqY46ywuVZuOAKXxapzoGA0VI/x5",
-	"5+yPufrVCgPuM1HvmQa3Pz6x5gikrZshGkqulm4vjzxnyIoEF5gYDuSG/c8x3Byop0CuGlGK9uSJtZdH",
-	"23diBoplYVYBkE+SwO5AALmM+WzGyvshDn+UTJJfrYcsk0nyIYlEqtaK2pVME5G8TkQySaKQTXLC8JjM",
-	"Rpw//OiQHGEkhTTZxGTaqFq9y6Zel7aLHbTt6QjQAmMLkojJOtZ4EdL0o080huAs/GeyoXRi3TRV7xKv",
-	"D1Pa9jIGG5IjqCrh/PYxJwBOrImKwQIwVhNx/uJpZN2/VZWBwoXMDZRCVHJ9mTlRAGIa8Qyol7KNdZXJ",
-	"1cVC5EVRQkgfZE8r9Q5g9RiDzRyFDZLmUsI4VEVg1p871etK4rBZGx4MjMtd1O4uYC7JXCQg6B2JRqvf",
-	"mw6eiiYmcwCCBovszB5QBgni60EyF2WUJQ4LAj+RAggAD+htuNwRcvzWV2rFJgNRl1ozCRV7OjpRh86m",
-	"IjMIoYB6wAoili5gD8bZT8kIpuHNNN0yw50foerFgJ61t8uAksiDm2INX9rGbh5Ppw07nu4pZvDdOnF3",
-	"O0O/as3EH3b4dzfq0b20F//YxtPx831LHv4p6UJRtzAYGp9pv5P33CBD/pYY778vWKAVtmk8u5H2XWNO",
-	"/vzsZ5HKlvAnyP9XF/YQT8TYE1Hv9is7YKOLdeolpkQFezpKEUYkR+ZODWgnmiYfsqowYgyFbNbYcSli",
-	"XYi1LI14o/IcyivB6Y61aSBznNRFLQFs4Dg9ylwi12QqVd6iyBIdHXaRtlj//TPJ4ANiRq7qjvZtrOFc",
-	"BBprXaTehQ+cpXa460w7VJEnYsTnkJ47ElATL6npcTcifd3UybHRCk2cRg+RsKF40rL1jIZifHT6JCJl",
-	"JJAEimidr4pSZSaKta8FCszJ9qKguSRzkenfm6yxr8+aBB3MggGVMakZFoWC84exdkkWlZmkAyv2yB7r",
-	"DrqLENngynbGTncI825OimzHYLhj194+IJa60ER39whBJBBDdFcCmNlaKuZQJMu2zsxrk+k6EUxoItak",
-	"5+QV8QJMjX5Deds0IVpE2POl00RXLp9rdpw01NjZwz8dxPoX9TeoDoVrAMOYIsrutDD1usrMjvFLyiM7",
-	"kA31CqtEkcxwKs5hTTiugYPZDFYTFOnIOnN6hKH0ybbPvrZBvxtudpt0BmKKUtlGInn16tWrybNnk+Pj",
-	"RIzPz37enYpjKjEK8CNa3TjD7EBotK2G8gZAkdfRN3aWUwiKz6GV1jexN/jff2eTx799PLie4B/74Y+/",
-	"jDaTDNFwhmZ7jyLiu4XkFO1uxLpLlGozLFp2JA1sCIpUttt6Whef6Of+o8/p5xdIprSGF8GY0WL+8MGD",
-	"aNRdA6PF/uPHP83cxwZufjCf789m0SjFCgjfo7+OPOuDss2aHzx+hAL/bJmOFg8eIi+d3+vso/dnrLaD",
-	"mH56Lem1YqABj3oNmA08fbbx8JkdTSJv7PQFTwyKOdNNnVymQ3x0NDSxGGY2u45G9vAZLUZlVTjGx04r",
-	"8bDqYVjuPP73H+vb25VgEeDusc26dA4tHOLTH+mR29h7TucSoFwwcBEcCcvW/sOMPrTgtth8UreEwMpW",
-	"TWV7Bku6VL9k9k8gc8Tww7bt3t+TwhRkt9i/DRZQpMWqofBILZK9osy0LNW0lZd5IsYJIJ+JPB1+ZA/3",
-	"Qscaoi6Lvb28WMn8ojD14tHs0SzZnXr3cw9icNTRj5s6R5PizRsfgQh4yUATD+YQTr8p23qJHPf9JFXG",
-	"GhYn+DmS5m4eES/s2IGN4oI+ERWK1GR89JUnVpU1jt+XVWaMPXlBtBPg9R8KnbGmuKYONccXxww0yV6S",
-	"CpNhDbWXZzx/8dRYi8KNSSdp5XJJ400RaaYOuuuKamJg7wd7rKuMCZYtS3JVWV0pgjqnmUwnGDjs0C3z",
-	"0Xcpv43hxy8Gxh+irRBSk5VdErkyl9Cot1kb+epTNElDlswVYFjb/01eXIGu8ELEoxCd9MhphLju2zeK",
-	"4OkCu7lqTF1cwhp0AxCP8JFStwzS4S40rKf2oZO3WTvU2X/Y7+xpXBW5gGuGTZPKWvLkmdgmQkwUw3lo",
-	"whUVQF7cIHQdtWkPSTLUkqf4xRBABEE3zOWzY062KWRzwFAMJRPeuTHMuyHgtlz5MJwLcUPdPh1QETOz",
-	"8ZDq4qfheIucB7aqCmPA4TKUYy2DJcY63ZBR2+8zHVcbXT4KZ9XR6RN4L5GjZLc7Kj4te1+qqmWP2fKO",
-	"3S2GpnRRS2+TQwh4VWXOJ1RrbfzA7xi/6/B9Q6210usJ/m5w98ArhLti6P0WnEfdPQ1UKNZUN4uw6BAO",
-	"J6GDi4yvaNkgZ/FG/+3nIi/Wg3uqTCcAzEMuBSKohoKAHa8KrFNen1PxZhZX2i+6hciVDhOLSgCldi8x",
-	"uPx2eZgAekLBYF9YY+8CYLa3nf6VRVXLfKCDp/AFPnxo/UJbjaCXJZqSFsqlyfJ3GThq5N/5tSwx1Kvq",
-	"Dj/cyyf/PDk/xaORzYCm3PLiJ0050J7n7iEwCpGw1hUKeXvuDPbMo+NnT05enz3/5e8nCX/Z6aXSA491",
-	"N9+yj7kOUs4hnF086lLTgMkqE2VTQxXVZiNjvaWVyFlEJzLvK2Qk3MRxmylUiJAWAJQWgdpzLvWOiWLt",
-	"iw3tJgMluWDV2d0JSlCWLf7Bp0ku9dBKPIXPN4cFXpTSwqCR4NlQrrKlSKW5WBayStFoSqkoLNlr1B5/",
-	"G/66geces3vgEwYa8a9M5vVFBAEMpTNjIrupV2rldG2YgTcVJwV/H6rgq8RHFMzW2YFt+O36/wEAAP//",
+	"U6TedS5SJafzsZpz8tt37pJIw9o0GmnQ49M5ykN7m7QaFw8L1DxUp8HlqfSGQYqNI8relJXDA6s9Yt2g",
+	"UEtBX1cc6LEUkLRbaJ2LxI/s3o/O+vyd35VC4eG55yi8lyHVgLZWx3eH1r1HnMAHqVBtrZDdQGkH7cRg",
+	"z+7U0Ey5EV2pjFBG5vIT5r2Q291gkYTfUmNF5U0995uDj8K6HUoud/TDowrftWcb1qoR35wQ5O6abLEF",
+	"bJNCQfdZomBKO9JkrAo5cweawKuOIslyT5dFu/vwegTZ2XGE5Vfw3/f4n4urZz9ijBebKcahhLQ3VxJH",
+	"sQHjrf0+B5SW32v31bRLqE/5ie39MaokpsQakRVoqRExtF/DMXUAOX0Jg/K4ovAsJYLai5BAaVii96xr",
+	"ncZzNMeWot/lmLZlT6riC7csGlPw3GisCu4s0gWXEXp7MPFT14Zn6+ZzIBL7NbHX24ZT7xAfDTTH+l21",
+	"ElnX1T3TzeG+CbSb4/SLsjpa98WKGhp8LH5/9Qx6Fdz6gK/op4e7Fx6pr9ZopXolGpJuuGIXby5BCiz5",
+	"1m4P6LUtnSg09tnIN0QFSL11vs5Ej8XgBx1lAKYPNYz0yyaTuYjZVH8iyH5fRymzImzbploZyMXzZUBA",
+	"0vA1ESj3kN/jwR9Kn+5EBSq9GX0XF06qiMXwTvgV/xUMxIFQmGis4oXYmtGSK8jhJ4LY5xHatbhk5I1C",
+	"4wt+j1gM+MVEhNL29MDGYQ+27xz0Ajzh/4CptopCJn+5+MHdQjNyj+Nf7qLVp7owF7pe/OBuCWZq31+a",
+	"XytqFdOp7Qv3Dm2umqxfk82usYpjh9HeCZU4b+afu8/evf0BK16ooBUZbQp1n66xKbW5RQNvqvVC1ifc",
+	"H9WXyL0H0BwoqJwJJTaUDujjynhffDxODR2ve1HL31yC6yBqZRoD544XkFNaUcs1maylON21r2UpdSuV",
+	"yodaqu0rd221W3ZHOrZp0MdDXVSACFHILgcRod/JG3WpGo3pF5/5NE+3lVqtA4CeiT2lGtj1yndYfmBY",
+	"/OPr1z99+PHFi5fXF89/vnx1ffX6pxev6sG6+UrWK1wXbqVIskDPzetdcPM6POnekTIeBdM7eLRme94l",
+	"wQCUwbw+RHdw43Fm1iuRGZFAMww7LOiOa5wMJYQkx6r0NVZNK7hVvLOuAvUiNag4xQuZeOM3/tHlsHUt",
+	"6bg90mL2Xx+uSN2kAcsbZY6E9ywjnhPtPh5aqgDk/OtX7CbjU3FtxdwBYK5MfJJ6bdwxBgvj1uW2KF27",
+	"1bj4nmvjebGi3G/mRkyvY/YHNuFGPDq1a3IyZBlXiV5CCrfpsXe7PWePwVgtf7uyKmX6HFyb+4gAlrbl",
+	"nTt/lF7zVudl5+JelPHy4IECByC8d7hjIYTnjiqqd9vjdg9P53GRfYmdmTtHIHk3SbP1KtgbO2CEcOR1",
+	"1yuSrAE8KbDMVK+2DhzO6bcI0RHqbzUHQ5MIL0Fz30GMR6GuA0p1Q3Pl0Vj59FpG+bZwkbM5N4R4V+3A",
+	"fL04+dvp/Ozm0fXT2RPxOHk0PZuc8pOnwyeDx/1HszNxmpxMh5MB79eWzx/YsFeFQPTNziupwhSGtQox",
+	"7m4kAe5vd5LVT5hw3eiEtEZIBgxOruobkTMONphzOhcTx0/9PPvpv59mT/700//+kl1t/vb+zfMnly/f",
+	"/OVSD1/yl/zdprVXqzrcKGkX2tEpbo5bdkj4sZGnL9VMNyMOY0X1xneKgnbQ1AjaScGKbU+w34eE0Hr1",
+	"M7RPrOaa17fbdqP9ubZ1+I8NI2wHytK7yz+9ev8m7oxYjHnESkNpBk/TcxZjs2+3KbhvJj/ViRgrMJdD",
+	"9fWcxXolFDSG25KC4LRoTIvH51GXVvWWC0xoT0iGWvjXqMqH2qgHg2dt6qbe6/WsZaqgBW9RjWXpDSYu",
+	"UeCcyRuF3dPsLTjNO/ZXP4D1f3TTgRF2ox70+6V2ag6axqygUoDnTEhgWqGSyDdg0xlD5SEHSJKgKXQZ",
+	"YhV7M1eHfJuCmwZ7I2pd8exG5PV9CjIQJyi8rMUJzgeyogRmqVMmDVdmgx5SRci5zT0B9hAUIQQ9GAgO",
+	"AGGwYvhPfGTmFoVxar+njTN9llQyB5/BMoLINYmYZIIvROY69Nq7oQ+hyDc6W3gYaOdRi9hp/0k0VqfD",
+	"s4iS+9nZ58/gtFSa6ANcIRUbnLk8kiOnI9U1whXehX67UII4mqZW1ya/Xps9+aT+a5RYiuXEGqZK87Qy",
+	"KQoHcbyaDI7BVaYnokErhx7WK+iGMadSfridbTDaz1I4eT3E+t1sI+C2RqPA9R+eiBuukEWkuqkUY2Fx",
+	"AVGntCKAssUGfepmbcbKiYt99lwt+G2TiIIPPTBsKrPpWuaOnSNm5tTl0XUfdfsZsjXtSGXeYx+Cxlfu",
+	"NCGcGXox5G/63sCJmIksQyCfuLSEcSAK6Rthn3F3ME1TjRmMc57OunAu7Tme8gah9S5oO4ENJ3SWR0z0",
+	"bnpFGWRQ0Dg6PT2p907QpjmwA6Ypl8uiorqEBAp9qkyqcw/jVGyFA3CdND23wuH+L0ZW6nPh5Z3j3MpG",
+	"bpb8L307zF0UbUtGu9SEGEoNLvd1tnSUiVifLQVXpbaWOwWZ9N7rqVYUS9uWIi570V6vM+L+mttdm/ov",
+	"e6b91dYqnZx12aqNyo8bvMiCjrYoNEWCmctKpuz9+8vnrM3TlP0qMm06UDMGsYcuWAL2WYfJO+empryk",
+	"1kNZ1QnsMPe0QcAJvuFrI+r5wzkQ3XbAACXxeY0jsdygp/y+sEqSIpl2qudFO2v3OcjaLRf9HRW3wtHd",
+	"ykVEj9Q1aIxx1vHIilKODvkqPdrkrUu4mU80z5KOFUNuovGIRLAPzulQxropQoJRYSpcXbz904ur6+eX",
+	"7y6+f/ni+uKHqxdv41CSenvLf6hWhDZBOZXkG94EJ3uwPvUdP+sPzL3LShBMKLsc9dZqkmE/wLWyvznR",
+	"dvez/FufFk3Su2C4kJM86Q9suXuTULiB7+xNC15yNy9aM2jYFhuNbOYaEjpTrRdgKhUZCVDRcVTPvaMX",
+	"2cNe4Wr7hbY3jOxvcWG9cehY5fap/XeBTGQ/N1bSsLlIkx77QKCXkHxANlMg7aElGwnGEQ4m1RuRTblx",
+	"cCvYM8vuE51h/c9YQVKrNFh4Xo/RwFeyt+JZrkTmmPRYFm1e7reQBXK39W5aiUIvBSMLtSRY5t9pYvXt",
+	"+Dw2unPLYVltbor20KCG3daoLWqvq22mKV/IaDbjWeRBel0NNms7yDaWaCq9gnxUh4y3Xz86rt1XHUhb",
+	"TY1xj72E4mIAoABzP93i5Z06Y9CBKzXGkYeE9oCmvv8BwxOds4ndIg+Msx0xuZugrX07Co9KWfkgYHLH",
+	"nVKfim9X2fz+7UuW6zSp4JP5BcaCSstptHXqgKCOKnGmYVzrWZ3qRQqHR7iLCvogvg41vmYAoG/liQk7",
+	"akErCsTE5WbRY5dEOBBnnMXP6N1v+DbVPIkjl1AP8wAooWda5ULl3avtSoygfEhOIcbx8G9Go+8xcbCj",
+	"qNRQ5hHmmAXJXw6rFNtiqoQp7SdnXFSC4OgORuA93QhHcW9FbBkkkEw0BJwj8mGPF9+HmxIkAAxVL5cy",
+	"951QpjpLCLmMnvX0ppIEQgDD1j6MetN5GDXIFJIKwXChhcZYLRGfFeHdRxXI2v8IOOSP5T7LMQECgIOL",
+	"p+lxhDumRREyGDeOIse7Klz60HWzVxUyeN2+qra+8Yvj9poBj1OB2+VunPPEOVEOZ1sflRbeuOetNnBv",
+	"G/6+y6ZolC5lvDwo2pdfVebf3CqDWjw1MU0dMl45ZF2FDqifHbS14j5dgQ7vrkziAAW5ZGD9Dn2tmid9",
+	"xwZX94qKUMoCt2pGkJAblFm5zmDllN3OHh66JWhCgwvgw3xLBj6IZ2cWox0cUlDmLJEJKEb2IvrYQ/l6",
+	"PHZCuR3w/qaA3v8QDg+sZMTvoSE6DCG19Vf2DGhP6+Gj8Hx4au2I5ACuzzn5nJ1miffh68bKvcOHEkn9",
+	"1OpwO7N76obccOJA6bZv2gRe51GB9raD5EN3RjQJq2VAGjJUCY5V7LodxaQwyeLIoSmXydRjr3T4edDb",
+	"fY1hj72y663V1Oo3XiwZf5JH1Lpbpq4rjA/hxmHRQQyuY+Ozu8L+ODL/xwO0cFpSUBWx/4DZ1/Mg7FRY",
+	"HPPULced66GSrWeBEeBaCDhDoBa3hGT9QXqhqnw8pSp6cm3Dg11VnZq8O8Ucmx7FYDCxRFhRlEQMjjWe",
+	"s2kq7SepZjN3nomxWvHMSHUTQhqU1foIgcbKSi5aB9Q4CdBOu1wlXWJ+B/uJ8ShmtN3c0C/EmvmuD30G",
+	"BlruwKoknCRW5fRuk7iKNBWWiBxH2lJ57D4mDG2JUtqQS7WayTQVWO9agnZskDjOCYDCxmXhBBXHgmep",
+	"RKfUkWG6cr+NmmwhV1RcYv9y6bOefRVn36UtfGNhic9/szvUSccl30IcqIqjVkZO65u9HUZqVhnKHArC",
+	"2CM+bBviqMLazry1G2AjjeicY5/XLSUQQC3uRAjlWlUepSWUkVz22UUQliD85BFZjlBLF/lWjJE3+CI2",
+	"58pajLA118oOnQLonqLOquyx78VUA2hrHDTvi30bEeeXQY9a6ZgJRfTxHLuvuX91kwDRc13vwtuFwIUB",
+	"dQskmlvVk2PSqusNXEG38ag3zaA2IU5oGTZ0FxqnqqPUKIwlbXbXcmhyQh5qLV/TT765VXy9XAxaB0Ez",
+	"dcILRClmeT4K+z5jI1nU47+qXes/JUqPQ9M/jNBzuDjvyICKWbzOGttXX6A/AesdXVNRdNyi6w1EYmwH",
+	"SO+AwWkljmnOhCt3VJ/k1pePNNo9eYBOEuQ6xGPQDgfBKrQOVKjoYzxzk+ixhnoULM9GYp7X9HcM2pfc",
+	"BlnhkAe8x15gY7HMqbOYxKA0OpbZFeDPAcQ8J5dpTr1vrDWK7QrfX/3QfUJBUwBXUmytVtzOhZl1lukb",
+	"ngsmzJSvBGvH4/E6edLvw26AP2azWdyJxsp3MwsbmCGcCU9zzBgQChIpJ1Jxq/PwnLOtXmeAZ97GhOKI",
+	"Gb6t5AL/NkbjYNwasdPhl2/iML8g1xnLxU5HD6fMj8B6Ck89mDRnw8+fIxakdmNvYcpkHyssDSf5hUot",
+	"gIQ4jbTGiY3NKslzFLEYJTlZgvT1sUKTuIhbOAsetXR8ptSUlLrcueF7cJFl8Q4Q4WP16JT9JL93Hm1k",
+	"QVyhDgJyoUGAw4dxFs7vfU5oYkFUF1w9ryMvVbtBa1PcRrRjo7AzGi7Kjot+rJxeDSZK4HKOHYx8oZlR",
+	"q47idXHVGe8fkrllb3u/NRsqdYUH3ds99iMkHekyyAFIHFADdbrOBQZ247HyCPhBvUWleRTFX10VG+Vf",
+	"wJs7RCe7DXH0YxXCpzhtc7fpEBrAjaGMWytL3QSx/m6NyOVx7xu0eHR5KL3BlmbEtJ5NyhUsHuPspG8Q",
+	"imEwP+kvQZJP07WRn6gk1TlpynM9qTcADnvi9wsTns8rfZbgPk/zirgJfDVjFSdQjdy294GqUfY7olZe",
+	"YHRbA2QmFU+pMSZsRNplJJVutDDgEMpcS2gnbBh9zEmG8HuBI9F+02tovBjRjc4pJaAdJB5D2w0lprA+",
+	"oIx27I/gi4wDfbX4bAx3xT32zg6eWvKakLHvxqFIsa9FjTsq6HEfQYsffVMjF9YshQugX4x7tWW9MJdJ",
+	"b1QRc/gujsISye+oX8pulMC33sLUvaKjIiG/J5Ukj99aYZzVqtqVQOu3BbDbiRlElgwziaHdyZa6DGM+",
+	"AOhLfz/IuqjJeY+fcSLDI2B6eHfYs706d+nRTtK7Qb7td0XtimLWfvvDM3ZycvK002OvwJRzvqgd4Ys9",
+	"UKgTssLSE8rgrtru3DCjNXTrXWlj5CTF+LRcCqdsQJ8rpwlXcDmG/eGj7mDQHQ6vBv1R3/7/X452NNyL",
+	"iynCuIUTgpjE7mAwyjrcwDDoqoDu+rqy9Z8v/nx9dfnzi9fvr2LWPlta1cSjo7CLQtFDnWutIFkAuMsS",
+	"zEpAg/Ae0hRdKEpF8s4x2T7pmw6mTghT3UTH+8y+vivvm6K9cNGEt5zMyqQyOeEy2yV5//blCP4Bx+hK",
+	"FAAhXu21MhASelAd97bqDq9ave02cqPRO1VR/YreR7FTHuz51mMvtV5hmp5K2CqTn6w5Rj3ryz1ZCf8i",
+	"ZBcMuFEHwp25kFn7LZxhxxLoS4PL4V3OMaxYKYnEEpT6BO+i/R3e5qWoVIneREynSclHdZT36Gd4FQ6n",
+	"xonkNZa1yq/BIdOUxJNBO5Eptoi3VsP1ZEsOOmycfA66kb0sflnzFItbSJD53jSwkZfkWK/BAC+/eE93",
+	"u2r2d1EdIxVCUdLYlCUddnfZnWyPXRHCuoctta9ItV5QMjhfWsE46Ef9fr/crzZZC8anmTYQFnZVpxBM",
+	"moi5BK8WkC0Dv3OqbyDGY/UQq4TAKLAxgccISuICdguczoEgKHmjd90wzutd30rYKsJNV0BZb3yw+GhT",
+	"k2Ica/1VP7G6yxUXXnFv+bPBN8Lh0qSiYuZ17j/cO4fbYlXGQo9FfsPusmbt3vm4RxzUsfMHdAn7MJRU",
+	"YEGlciZGY9UNOWNUqngCF4Ez+uDOkD1GoZMEX4sVTXir56/Sfa7IwzIupsFRWM7u3rjioXcfdctRftWN",
+	"ztGrVORksB+sGRcVGEcYmnGv4fYNVSNtj1GIabp5tuWTVKA56dxF9uaxYqGNALrgCKBEyo2hlFbdcJid",
+	"/eN0rBaPfJTJZQ44o5deENaI3CNjFxrJVQP2ksfzcXnVRkC9c02B0F1gXCCaRyhbh+EJnru7v0QtMZtZ",
+	"hfGTwK1yC4sJ30Wlcw0daOAi2e+rVbodUXjBxBW8Q+rLB4p2ytUDE/ygdCIeGN/Tz6AKGtbeyVKJ3S3a",
+	"7fgpHz/RRoQrh8oltTLXtfoZipXCoYvumUDB1DOfGJHIBI9q77hBLHDnZrEWG2vTH9yMlb3TYWrY07IT",
+	"edOG4gqwFBhXswfXb2OYwbg1YmOqGehhhc64Ffmfxq1orMZY2YS/F/E+/NtX+IxbX6jFyU5JF2c79Vxj",
+	"daigi7AtHLWosE6Sdl07/kwAhCBMwQ7bz4GNW/5aONQoSHYCzE89I/cefi8K5adZT6dCJKbnwGJHVo3x",
+	"iCRUroOI63O+WglljkOTtCzfkBSUclUyQQwgq3ocLBeyLI7RWSbEcXk+uVBOZjRi+1hLqKjlptxsVLTa",
+	"wTET0WERBcK4UyAnjlWpMeFCrFz9N3T2DFLFrJnkbNow2zEgAcKbbtG8ggJSEgxRaMO+fXH14tXV5etX",
+	"MWs/Zgnfehw/I/JKIOjxsD8/kmRHOjh819NS2kmleJKD3I3PWWzWUBduFU2CLXY4JniGIhBtaJOhP75/",
+	"wqgEs1u8AgIV2OAcy7E7564lrMgx7w97OSJ+MMQbAN3uIenKmEXG1iqXKfMe4UxvoAirAqaCk7BqlxtA",
+	"yx1H6mZP3fo1mJDXU5lkNbR5UzZIWYZJHmV+9NIOEIDAuOBpPtfrmznylSXYJNXQxT7XYxWGUImZ2oAk",
+	"k4tM8RSMWzndLemF2BPEDyk0Spx0k3FFOTTe6GtqrVFfcFjAIFZSNlwGBkgGf1DVHNfhRva8VqvvwmwQ",
+	"IGtPLJvokmsKtu3qJ/XVCxdsvl5y1c0ET0D5g1IGn8wJbz0E6DI8COhyG1Hpml5BhwI5ozipxIxMX3Fj",
+	"h9lx2RajOn0DXlySLc9f/HDx/uXV9ZuXF69iSL6S+CI8auG94rM0uTlHLaZRSt8VryZYy1qwMyU26daH",
+	"S48GPPsd0c2asMxYA5TZWH0rLLPjqn6K/m63rvtpLOCgIz05qibjSCim2j32Fbtog0lI96Jy3CNq3Ih5",
+	"TMiZpsx9OjprECLHiiAi34qpwMopq1DPEIgMkDyxBz/0HH6Xc5XwLGEf6GP3hCG3R/Y3wsKV2LNZFDwP",
+	"7L+65tBZ2FzdGYsQnbfn+bkH66bSVpmKIlwrTaA71HaUFySFmkKQR4A71aQp6Y1xWaq+THiyZQupkhHB",
+	"eVt902mW9t8+ET4OEb5jj+odR2MVQ5iVrNCIxZWMRXwnLge+Jud5pflxWPV80j8bDH1yv53vaZ+8Uq3R",
+	"YNjv9+t80ZSDdUjq+JWCvpKGnJ/HSp4qjnL4zcivWzNTNaHiXATYGFZJIyvfavu/rHXOTY+9wKYY9gJw",
+	"GWehol6C/XOH6Xd2cSgVxh1UMsOWROAqS/TUPDRius5kvu0tE2vT4UDDEeBTzlUwbnVGnvXHCnM/sUyN",
+	"nqHaXDr0/YOIPgiiDgJXvukHh+yiTAi24VszGqux6rILE+4ve6DR29vBz7HnOZeCAL08SNQJKlbtjApk",
+	"obFiO+3aG7wjhQ1kX95nqZw5xwuuAmpiXn22r257n0mnxy4V4zggTOnwE65r8x/MEBYXGqOMWPzblxga",
+	"ujPX+gMiEFA47YfuZ1+huOtj0fMEpfsdKeM3768CY8VeNQ9/swL0S9wZ+TyUCPz7W5GxiUj1pjRw926v",
+	"RdeuU1XHphXzyVn0a2e0Q5RiwSp+rSNW7oBXyzKasyrBsMGYabJjHlNvM5foPNUr6dqPyHyE+fKQPVna",
+	"koC7CDZWCRENGMgDMBh3MMP4eqD2OTaA3pm+dq5QScRn+26epqxNwH9DBmo5mmF2DKZzXoXXciCBpa64",
+	"9drpZJ3VWjJvLl2ma1EfyHNKtZzoT7gGVoAVeRDuF5bpNVQmJJbT2z5MNuj0xuo1nJEQ6bTft/fH5z6r",
+	"bhD1+xCVOgxS4Z4+MPgVFN1YCrC2WZucSyWSTgTpMuXVAjJbVsVfLW39wMaqGBl7bR+VOYI04lTAbdG9",
+	"mOUC87z3AIp5r7gU5nolsuukLrXuZ0sNb6J7VxFM5/3VM5bwbQ3VcHxvLLFlXmle48D2xmrD7eARHxYO",
+	"YgqQ2F9SbfKInBc+pd5+cCkTBcGWgwvThMlWOaXd3HwYx/NXrrEOTXlgTQC78Rh4ZI8FK6gAxra95J+f",
+	"uW/mzx1yDpQdO0o5GmGEVONKgp/HYe6lmojj4jRK2z1YBDZD7MFb4sw1kCDg0bvNnbWfpXqd4KwejNWS",
+	"fy6m/0Zk7+DlLhEV9ryhPIyRS4zOBCLNgvQdPLRDrmf/Mumq0I2eaaxZQ9SkHCDIVSCfpUhTy5LRWFVI",
+	"zWoofQ708F+xC7XEql0OfQ+QdNK3bRqrMPjcLkWfOxC8ByWdcpKrQUDXgtyO/eBe3mlT3rCVy/CObT+8",
+	"iLmRMZ2xIJDWcdsB0oKtFQMphPb82Oh1moyV+DwV4NFnlOVfJ4x8zA+rRQVHRakmsdA3eRsrntoz0HtA",
+	"esy12TQPSj3LKG9C61HhuYHBsWJs0ri265jR6JZXY1DYFy6245p+4YjobDmNGrQTmhd7NhfThd+c1vzK",
+	"PolkxLzIyT3N0MFp2dXMtc4x7RADRejmTCzf3gAe+OEtbdfbm0YNa1007W5T1EUrUYAzBSsLPihJOWrA",
+	"0qWlHKvSWp6TQRc0LrU7bskX9sjVy+NG35gw91IryIYJm33FdHdcl5di6QoNwLW1Lb266ByAjSlxldS7",
+	"QZFJ0/GwNtwsXFZASJfhOYbqnCnk6g2kYdN17qBnUUI5/13R0NfagQCZJhKs5Sx3yBor/w7UC3cz6RqS",
+	"zwmVbZ8VfxhkrwiRVrz5UGEWnAWY6EslC6UzhhrI1p3AccQWYovSfQ4iHVzM3DjpTFm679++DKDHAU/O",
+	"SiYoK2nHFUA1a+EP+ye9fm8wOOk9jjvn+Fo8TqqtNLEhBHgspSqw6+yao8rOlZ+c5Qdr/NhRgPlG8AiO",
+	"A6nXbmGqhaDSgcnGkWg9dhHqSvCbqcWLwYyY/XpZXuKvQCUbVS5BP2mqTMsgFxyhyqivcAFNYBUM9Ce7",
+	"tmzkEkHjydTL33apXMSwRBcn6DnjWP9mtzRKfrBbVI3oJ1ex0liq78W0/6lTpwmgNhAcTivSO70Ms1rL",
+	"diVYDI6NLh4K9kjePafGao/OaUUG0A1LqCBa5L8WxvUKelOmMgFol+ywmcQ8ElD3IYwKQb5ysbx7e3F8",
+	"seD0Gqsjjy+qTnR1qBdvLiOXXge22yGR/eWAe+l/pNjsJmTeLTHjgBpzVdJglN4cpcVE/sAXWKZZnyJ5",
+	"yxB+RAV7ZO5STZQXHvfgbq94/3y4sEwkGvg+J+DXI7DCi96tl0uebY8omb6vEuPSZ2+Z1gT1weU5E+Ps",
+	"567DDIWZr46nMAN20Lcivb2bjtsh2FfCHrK3HQROL49zlzIfPW0O9JzHcAymqUFAGDxE567LfCpmOZxu",
+	"Jgc1ysfcazCv77Sdj0unKvvg/CPWtrTy/0YjPl3ptrj86rhzzqaoj4PRhskTqEoAtMs8z1dQypznKxM5",
+	"+M6pT08o5wN0XOdjnx5UnwuvV6bHp0vRo0sPC7DqO+cMvVnn5Ywy6tQAQuiISLhv2uw8zkzPZtbu2cIr",
+	"ECYT6r5cHh+mO3mtJ8zgK7tCy0RYZfr+spREY5JSTRfZvRlIY1VKQUKUMdqV8cDErB0/Hvbn2HX5pA+J",
+	"RQXRdjovl9KTSgZFkZ8EkXBXAeM9qKt1dgOVMgQJYbDujGZF5q0b9liBCQvoD0JhdTGZWqZwSsGBY489",
+	"Ug167LX9nQJBUZDvfNo/PccsojpViwOK80Io8rIFs7p8/uLnN6+vXrx69r/XHy5fPX/9IWbt4em8UxCb",
+	"1PSx8lrXnIMuZETye6VloeA7NhnpbRgDoUwk2upFuRBl96bY6/mvH7FkANnCKotJxjc+wvPs8vnbaspm",
+	"TRITleVgVe9OsuTFy5evP1zbV72Lw4KcsbK8GTqGrY4LA/Zs5jnJ6fmO7xRiaCUFYgVU4NnLYL8oyAWg",
+	"xh6Q2AkEYUrDXhSZpwzEIUCpLeVHhTVdvWG/1+/1Hw4e1ZmkS/75Ep+CRk8NbFDkVTUoAO8NvxF1Gsy2",
+	"ZqkxbplwX8gCsyvX+JxjNqGzMNf2/WiMQ5+Ko0uAYGDPea1GZOldfyCjPVAd4U5I+O7Zzs+5TLeBTt2o",
+	"1xYdL+zZovSmRmk93JZANxU23XWWuc55ehzxn4GJuKNAAfFhaBGyiX9pNR+vVu2sx/G6gPMV2/nrWYED",
+	"8/7tS4rThsnbJXivQyUCTSlLYIXfKWOp9MbaJvDFByREbgleyYG75gVYfyMMcgO8Z9Fkvex19xkW6C7E",
+	"Qx2E2PGQTXbAL+j9tYYI5VgdWUR6LDKaXwiER3OulcxjDd4xo4OSh8LPhuRtRgFr5FtPnEPdDnbLJK2u",
+	"zD1odbFaEJYp8NGOyiVVRYMKBSH9tZK/rIWLCnuiRpT85YucHQ5KMRD7/Dk6qzA0AH54l5fqt6GD+yVs",
+	"rhJUd6WUdSKhCeDBXoQrq3Fmdj7/568X3b/w7q/97tOPxT97192P3/37V6AO7UOoi6Ajxw4+DPe4NNbs",
+	"OQeYKc8wofPOaiMQ8p9zxG2vN2GIFr2Gsl5zexiMCovbOTZy60EQOUj6AjmCwOp2TLeCkYMXfGMcOTgv",
+	"fn8gufsEc/MisS5XLNiItX1CIQhwEXfjv0DqXdyNf40jlsgbl9IV92IWX8cs7saRNT8y8N8huuNYpcJu",
+	"M6xFhId67Bk3ouud9mXO9Xz5TTavI8axTWOaiFXsSUuA4C5Cz5wCBahUbM7r+srd+gjHPkQroe1G9ikx",
+	"2AHlYPOh46XW8cd/mPJwrC5wDpJrIopx300zqBgfe4s4ihnVbY5Q06xfCKsZoPMfoBVQ7c28aaVnYHDc",
+	"pvXOhfN1ePjU41qsQpb0dYZJ0jVZ69/b6yhkSC9HeAvzwGNMukUjoDeu6JbOrYZgJVbT5z1WuYcxlMWv",
+	"/I4zLzKajqCmlbruAdQ8iP1u0ZgXFLGj148CQIT3T99mbcJWiVgCS5JhKVO2XkFO53GDwXDhtKmWhNza",
+	"uaaGqXijYW2I05WidxFTdgjOYeTTNY4byU4Tq3BYpQXaafoZ0rLEQTsc3bhBn9eFSoNEZ7TyHfALxkr/",
+	"tSO/6Y5s7OsbkP+gN+Bf+/ofbF+7hfp9t/dbBBvZtVr/tcH/tcH/STf43T2zkFCqg9jPcSgF/ygSJaL2",
+	"vtdHonzQ3UcWUBKtgDyYPnN8q4QGWedHWx6L9yb//sLwHrI6vFy9k+si9Fs4Z5z3WRRtGjO3GN53cW9u",
+	"iy9RyxWTYXtcSn5cSnWlF0I15UPswiVePP/58tX11eufXryKC9CV+GKdz3Umf4Ug54h9L3gmMoal0Ln9",
+	"gq+E/pBBGNv+ZihRH/sfGrTSsf+NzzaAjEdEWafCa8MSjXVjdAtIHSrqFAkb9t0TEHZNhMolT32VzaDP",
+	"TJHzFudad5dcbbt8nc+7rvV0sU6ZcPn82gh4OIJsC+qYA7dA0hvMyC4YZmG2Rq0JEKHYpPM8X1EpzE9Y",
+	"ZY53/OD29LH15K2oCcngDrXpEHDNRL7OFKTkTSEnL8YNilFFDO/iLz+Jbdwbq3cCIWEPrT1fSTsgv/ov",
+	"+HReJK4QjgC2ndMrwbi9mSkhErvsYxV/7vo8kS7cErN2zNXWt1JH1liIbeecnnaxSp/a2D9hsVRmPZvJ",
+	"qeUtehEkQ5aZrc0Vu3zz6ZHLTJS5YQ8fnXZKLGbGqmAxZMha1trHQZs5z8GlCquTY1HHUcyz0lnOU79p",
+	"dzholdIip1ItbslE+G5mn3xgkKGjIkljlvGbpVC5U4Xev33pmOINPPhSqkVMrGS8bBirWwiH19Tqg8U4",
+	"ljhMclqrRGQshiZgcPUhZu4wmVPHiDFhxvlIB6mP7LQ/cNnml7RwKIHYLQTQWAUS6KjFMsIYqdUzrRey",
+	"4ThOuJlPNM+SB4bR7WwK90cQPrV70cgbdaliV2lcbB9qo4tdY93mB4UH4VitfMeJdqhxJtwL/n38iEP7",
+	"g9Bc5CsrCvQMGtMDw569e/sDvgxSo+3u/HPX/tgFbnSgdtjofyG2dkJ2oxk3II/z88CgzCQwXPRcWoLg",
+	"mBxSwKjl9/41DaMgMQnRL/Zok2pWE1kvsDUAj9aIdNadawPZP8t1mssuCU0AjXYgyS6nMeux/9VrKJiQ",
+	"uUOSZRwjfznjY4WV1QACbCfooLUAiBlbUSGSESwS9VFSEUEEG9faDTKo9GzmEYg88BYUF4d4w04Viggr",
+	"AgUg2SkRNXHAlhDlLqhjNVb/9m/MbkN7GCKauP3xqiilNKwND2FOebDVYqgOWuX4F5Yjx1F5G9KftEhU",
+	"1gC/yBu1XsUd3Kd5DYwK1lTjBhorYK9R05FyC7yVC7aUxkh1E7ElT63WjFmqnwBUVWdsrRZKbxQcTioQ",
+	"E1DSgmRxLeCKnsxBfSbP+Wj3Z2o2Esid08ilUo8V9OTgyt5QznEH/BxYptcOCovWJCB6r9cLCXlIOQsJ",
+	"S8oJu6CnxgoiSwQ+AEUbdjyfeCYBzmjOMUsbBYhdqUQaewVLs1Hcl4ZInBCMkdcfJ/Etjqh4rNq7Jwz1",
+	"mCesaWoOBaX/yuPWu6Knc6Y0FV/D/nXyjzt9jbbGiyzTmbF/oIg9/fwZPnIW4HIitoNicQjJv8r0JBXL",
+	"P0APdGxGA6DtT0/PHnccRPR2JQCWQ+apAFQOhzaC5T8i5zKNz1GV4UVTB4MyGxotgviczTCd3SUlS0WN",
+	"HUzcY9/zhEm1WhPfUjMhbqfgWpW4mEsBZGF3AlR7VIoSebncw+GVtqk4vfP/s/fnXW7bWP44/FZwNM85",
+	"ltKQTFJSaamT851q2+l42tvY5cl0t/IUIREqMUWBaoKyrKT93n8H916AoJbabKftjP+YHqfEBcRy9/v5",
+	"2Hl77eYGeQ6qGayYLehbbD8dd+UHRn14ZAftlyC59ZipXKt0Poepeo1tpEUbYfTNj+2C/mYm1T7hDbk3",
+	"7joqRG3rYsYeqFzJB6fGhFnKtlAzaTx3TX+35A2PxGwhYUhFnsGLwL8HWFk8ztA9K0qBycMivyzEUtvs",
+	"uHHmNO5Nwt+3eMwPJgruUqQHfa8E4Jjt883MbFmzbnxz3/Tmdcsc/jRRcZGXopRvEE7nDRwhgHNJL9Xb",
+	"VXXTU/UuLWX13/6psrlEqBaeboFIdAbwWQgALrYIDmKkAfYgq5w9evn6jV37MRNGi06UrUiw0jEv0stU",
+	"We4L4jXV9qM7LN4FO4ltArSQq1ynZV5smYYyxMUWqlvs9ntsGWIv1wIqMSXswDOfrtAj8vTYg21lCMEX",
+	"Y4xGELfoget2u46hsdFOGTzcLCQkqaHntUKq0FtdyiW0O6/1tlONOfUgyY3bNYb3I2QTslhKYhkGxhnH",
+	"ieBaqcFXa0L9K2b8nQ0yK4Re2ElcpkmS0YLYp7Rscx+0JicyWaNIc8tdY1c33t8RZpMOzrePX0zmlrFi",
+	"NKBQJWkhZ1SLDh1dhGHVYS9kucmLKxIR3PaHas56wZCzXtRH1AagV/BlscWHhMDiqceDS4DrKVH2OPwV",
+	"Ilie5cbftJw8rmN7p3N3V9yZCQAjMRGlbCFqMzTMFawfdM3LFrnK14URbtjjYvzHRb4uMFYANei4lEiv",
+	"ZXbUUry/INsP7BW39LrMV9rxWae2lsluaXM04eRg79/W4Ufjp3txCfqKYxjUgOIKjZloz2+hA9QCvRyf",
+	"L1wNLxgOMDLAL+RO6SlOkhmWNxKLukJtiiBPNNL/CTpvoM7tKk+UpVyrbHlhdlKuqMptj4TN3ftAV9w7",
+	"UwQ44RhSsFdc0O8xtQbsIX8DYyRC+Ppc3zgb5iCLxIP8B48LItxYpKPHTnMvyRCoE57hen1PULJwHqXC",
+	"pkhwR21POYAfu9sAr/QhQoLHVg6ee5wx5A+AJvanCGW2J9OQJofbAjritlMJWjE1lkTOVtkabq5UPaBB",
+	"/csu7b9oJ/1rov7Vbrfh/8zPNTnyL1Yj5HOiLd8FUa7faqSCLsVyZZ7wVqXvLUaOFbKpw56A8hLCia4/",
+	"xGHfmYfE70KO5ibh5/34/OxR+82PZ1H/xJy2SQN/rQaPBmmn/mc3sNqvQBIJf6DHSL+ZG5HOgPMbplbv",
+	"AbASKJ4FB2wS9p8/Xnpsi1MnGttD8WN6JWfpnMxUYwylSupTlqxRbting+EApVbaLIHIEFWkreVKFFC5",
+	"64EG4ozuaYJ/WY+fwMY2NZZkrybbg4OiTXB64yaohBelm8z7wraZh8RdigAfe3dYHIykfVb6u6+m+C3F",
+	"EjEnCZXb3bX3OH8LCfZfP52z5o9vov7JzvIiQRzMr3UBUq1jFjspBrbZehrbOBpn8S9lGvvcT22grExh",
+	"iLF8v7K4XMgaX0E/rouMvfnxrE0715G0/wsVs9MqAAFplEmlSYgyentg92TptBDFFogMnD4xHww9P1Dp",
+	"bpwZP8rS4I13stAYewk7QSegtkYlVmlj3Oh2gk63AcWGC8g+PFxIkZWLX82/Lw8hZJ6RVRwFAcE0ggYt",
+	"8hkgpGhWrJUCPfK0xJZGsEkTCdDMagZxJRcse5ogARy8kjecJWHeGwUBdBqgL4FgWzu0a343z28O5rqR",
+	"X1mKkaW4KYmEL8eQ1YHO6eq7RAaVnB94o4cDO/RU9wEP/ywSW4LpJ3oa43/8zBvatgQ3npnDKTXyiFzq",
+	"xvgfXtNp42dz68OlsThm+uiS1LJCdLG1M18VuVEp0igK+b5k8j0Y70b8YNayij8wP/xQhx55cv766aM3",
+	"F2ePH7+O8Wps9GI23GnjssZS8CMBEGxhtgG1vuzP6bNuXHYz8IerTKT1BW/8B/vxybNXlRni0pIX0CxT",
+	"GfWuPmC6Zfm6NPbT2NrC1CUNLM8izToT9R/s/G+vnhx/LDZOFxN17Irf6B3fTyBfOml8YNGtrka2V3N5",
+	"eKvr6RPMHeGwF5mh78wI/q9RiYVm5/j/LPxASlqaQADLdIklvVIenIXaoy7F+lL6Y6z9Gva70UQ1/CO4",
+	"myDdO220G+iA9W4+YC/y8gdjQl57vLztv3Tb7ehBI7nY2Ypldu1pe7mSkHZI8tm6yr6kGsEpalYaUQ9n",
+	"Elq+zeNrr4n3z8VfZEnPv5tEtKP2JKKNwd9TL9SE6OEqckx/7zXP2AnqdgI3SRynyKqqnVz4QfG7O8+f",
+	"XPyemxHZp1+3NaDb+bZa0QYZUKzOhGIJ8qiAX918levy0phuCJQ5W4hpJltkh/WDLrrnmtjMJ0oB4osD",
+	"4xn7yVSHF1kHoGXztJBtcAxBB2MPFKKroHy2g5go7BjGJvpVQaAFSb6eZpLNMpEukboM6NPdcGmIhDDk",
+	"fS22hZMKQY08Zom8LEQiE5trrqwBpNtdZ5aNKkaTwdhX+RUGOby3kn+M1C8qLbXM5pbFFbPWjknBEQly",
+	"7ImnPiSnJ7P8snXqE3LDQ9H/6QfdibIc5hRMZhgR1vvn9TVujY+1XvDDoSSGlgYtGfPcJPXMmk9r5cDo",
+	"73eueKMfdK/5SD8Mf+eP9VYdi+zM7DfGDeFtHsSnra6rJqcfdCtr+AUFOLeV2FkXauyE4ZgGOlZ52cYL",
+	"bz2xL/LyNd6xP7XuveAR7uwjQt+x+90GadLa6aBIR+daGfYaOFZvsCFdwkqsE6RyPCjHME2AISGk+cZY",
+	"OZvlap5eWkwKgHHy4uXUrm/OTqp0KbIMrnugWZOYyicq9mgVwA0zJ/9Kbm3qSFLjO2XewcVtp4ozJTde",
+	"53vsatlipkQBGO1Avo/xPQs38ERhlM5BbfgJubePn57X6Hl6AeJo1Ghm9w76s1SXZzB9xmEqxFKWwHz9",
+	"j/2yXkh/+UwxEsfjkur/XEtgV6Gcul+gV228G+oKP/DDe7Ma20MYLrTSN2579SMsmvvw88cKNKzl+8dv",
+	"QNAD80KLg6rqAneZ+S4xK/PCCADKs0LN4R6pcWRJja0s8FF9PBxm4HCpkI2xtW4fYhSgjILgA9FjNIJw",
+	"JMRwftIOZ1HSHsjuvD0UvWm7PztJBnI4H4lgWiultLfIoB1Oo1l7kHRlezjvBe2+OJkOZsNkJIM5zLub",
+	"Adr5Hdj5tW+fZenhzw73P/tKbnEAV1GD22c2xl07Ot0YRzuf1W+PkuGsPZieiPawP+q1RXcazcIkkKP5",
+	"sP5Zap1ltUHTslXVodeMOYjOg+E47B8fc7nKVvNy8K6n5SKqTgDxhNTJJ/AOrS+izTb/ZZ79kudikDXq",
+	"34bzb5asZ5asP22fzAbJUI7mIpiG91qyn28t/+mA6aMmrDv499OwvSC8+Za3SlBphkzgpii6zU0U3DCq",
+	"84kqjWb54PG533y/fL+Ss1ImkKffVVH1QtZ//Pxhx+6WDDSRscM8vQX37KqsaSHFlSyuD4DM0mK2TktG",
+	"FwPCBQLQIOxnE+vCOOJ/AuV0XpQtr58BkdESLCmA7KHFwzDapcP+TMOodMoUE58OW43Q5C0Pq8zmp1QC",
+	"1oYUins6sjr8BOEzMVF2zCnigqmYU1TUjNzHHd9DisYUqDEtJMAuO9BREnYV7d1hdWa/qfHJhP3MPGO2",
+	"BvICW7jbGPexdBz/I4yMErxAxHKAbKx9xT6bfX8chH/H8SuCuti9pDfuwiWFnElVXqDf0hj3wk7fcZ0Y",
+	"sRigjShR22DpewGbyiEK7OCzjnu9bsOXrNzi2zXGgZGTh7848L84qH1wd2+Y0XDQiWoD7YbeSGdZrkHw",
+	"7o3VQz3YHWdYG+fPvGF2n5OASdg+mfdle5D0Zu3RtCva0SgcBoP5iewnvdvbv7SBrpOA9vgCdw6xZN5b",
+	"tP0+4ulRXZhU+AswhzeIqxTqOa6XVngNm+UJdJAnfnm3qwfxDV8O1i0UcYiSCUjKc69QjJ4FKeCllpnx",
+	"ypuVxY2pWCrLkmlhpNCiNUbx5XIJiOxUx0UA8kekBohXhZyn743BDjGOFMLJaUEFNhwT0WstE7oA8pZb",
+	"8mqsZf6ayv1omkCkWUrHfQH1lCbzBovbZ6KnvJMZO72CYuEWc+KQAY4s3f6udzvNGpCIgNknpAbCwzzU",
+	"bXgcJRLWD8LsGkV87PWpxDZVtCrkuzRfa0LPeLkS/1wfHTj1uPgjr+FKRL19v+HTmfY+DFQlkofnwWgc",
+	"WLuV9oh/TdQO+rVrnG02G4mw3Z+eGNtsKNujeRC2o26vfzIYjsR0BoRlOQhFo2T/kuVT+Z6zd6lgWmS4",
+	"T2CTQtl9qt5dRO/eD67+6YUGGmu1RmlKpMFo8dJ/TreVAXz44wbn4cm4e/3H9WrX+B8XtEMRTduDWTdp",
+	"D43BWjM83cftf8eyu0r6ovYdO19RG+JgHETjHqhE913VGEbzoRH9J7P2cNoX7d68K6MknAXTQIDjV+ue",
+	"wum4pT7A83pMHVTAOHQ0v5nFO9lAXdqpOaBmOETLDgCqY7OBURFQ/gAC2ycwXK+84Ahr2hLEliXaq2Ij",
+	"b57+5cXbV9/jGGIoBpooeFydKdMmj9B0PsaZSfRmC0gG01HBeriJiu3RSVXMmpaMIDwZLrDsQUFE5hRb",
+	"XcKlsXaj8CRYcKZSJcstAp9C6wgIeSr7M8p0olwrD9Ta5Ql0UbCFUUhGX1ItIYSYzNyspNJAQFb6fgn0",
+	"UeFMWOf3QLrmkae0G86E+3OebO8mU6vpAODRxU2S7o5Hsk67+6HeokjAODtKIbxjAPveuiC8ty7A1bmY",
+	"oWnrS/ze8teyq6aLk20x629+SVbz3qUYZFpGv58KuccCJcesaPzS6xh0zSSY7UmlYOatteLpY8Og6x/C",
+	"xXTti/yNOcY4mG/y2crn54J6RSrz/ZbeAFQIVmSl+zL8scVKVgx3l31JE88M9MeovGyN3WJXwl1h8NuH",
+	"0O2wM+Y9ZqJSDUELV52GXUlm82wWuS3PW68sCe1uFcfooHycKCsgqYsnPpQfM794ArImZHqH0I7hUb+v",
+	"bXC3kgNzw+h+qS+XyaL1vY1hiCEpt0SWKvKUCX+NGS0xyEVdCjUzQm5/K97SFLXSrheMqlwaLqOD/yYx",
+	"eG1WDV/bhktvLRNf4c3XS0OYlqmUCmehGXuvilud308u4I6tJMNh263uwN6Qi8GJfvoYg9HVIgLlyQ35",
+	"u914JFL4CNvWBuKE24NOmLALKYpyKkXpSghWoihTbPIlphAptIQWi0WeJdRVs8g3wBNhndeof+LfqXKW",
+	"pe8Ihh5ugxT+FquzAcId+p8s2yZUl9NA8oKVm9xscnLp0aIF9Hfkz/xVFjlw0WlW5jkwdcL8YCMCFiIe",
+	"SeS9gHn8ZI7wAcPGxSaDcRB2TsLh31E549cduzLohHill664IVi335nbDsYhhkxoHRrjfwQ84j1+woc8",
+	"DHgY8bDHwxMeDnkU8CjiUY9HJzwa8m7AuxHv9nj3hHeHvBfwXsR7Pd474b0h7we8H/F+j/dPeH/ITwJ+",
+	"EvGTHj854SdDPgj4IOKDHh+c8MGQDwM+jPiwx4cnfDjko4CPIj7q8dEJH5lhBDwMIh4GPR4GJzwMhjw0",
+	"YzODM6MzwwuHPIzMeCMeRj0eRic8jIY87AY87EY87PZ42D3hYXfIw17Aw575sB4Peyc87A152A942I94",
+	"2O/xsH/Cw/6QhycBD08iHp6YGTjh4cmQh4OAh4OIh4MeDwcnPBwMeTgMeDiMeDjs8XBopmrIw1HAw1HE",
+	"w1GPh6MTHo7M/AU8CiIeBT0eBSc8CoY8CgMehRGPwh6PwhMemXmGiY54ZKbazHU05FE34FE34lG3x6Pu",
+	"CY+6Qx71Ah71zIr0eNQ74VFvyKN+wKN+xKN+72eQzMW+pR2eR13IFvb+DknHG7fkwFx5qy0Z4ZX+loza",
+	"wSxM2gMZzdtD0Z22e7N+ciIH82EwCg9tyXB/S4a8y/t8wEc8DHnY5WGfhwMejngU8qjLoz6PBjwa8W7I",
+	"u13e7fPugHdHvBfyXpf3+rw34L0R74e83+X9Pu8PeH/ET0J+0uUnfX4y4CcjPgj5oMsHfT4Y8MGID0M+",
+	"7PJhnw8HfDjio5CPunzU56MBH414GIQ8DLo8DPo8DAY8DMzQQh6awZnRmeGFIx5GIQ+jLg+jPg+jAQ+j",
+	"EQ+75hu6POz2edgd8LA74mEv5GGvy8Nen4e9AQ97Ix72Qx72zcf2edgf8LA/4uFJyMOTLg9P+jw8GfDw",
+	"ZMTDQcjDQZeHAzMrAx4ORjwchjwcdnk47PNwOODhcMTDUcjDUZeHoz4PR2b6RjwKQh4FXR4FfR4FAx4F",
+	"Zk5DHoVdHoV9HoUDHpl5NhNtZtpMtZnraMSjrpn8Lo+6fR51BzzqjnjUC3nU6/Ko1+dRb8Cj3ohH/ZBH",
+	"fbNK/Zu3ZP/vEFfyVz/qn/DGWuUbJZML/4fgDsU3ibwu80D0YF92ruFxXVnrQ/oXNGa+UTc5G8BIfoNx",
+	"YK6BVAzimldWQFVA6HQ6JZMYInCztDysS1/Ba3/XoHK98sNWehzmhY6Ca0pA9uhI+3v8heYyB81vuc98",
+	"3P3DgzweQsarwms+Jbq+aOXgEGujRHKjY4MMg3EY4SBvX+pgVvm60wab70s/bRBhXdF+tWcJ//vQWSJ2",
+	"/9s47pZ2qsNeE5MiHK1eMGLN2PzQTpXxTFzUtTpgSMgH5PhLooVfAgWzbdbGM2vs4Zzg8+IJjHrSGAM+",
+	"WdzimL3bP6A4vleI83az8+34AjfCw537Cjzx6294lKt5liIE3e8k1y3PsIPYq282fjw7jOxlJJEhYKNl",
+	"ebBR4PCy3kHwwh0g0o7Mhr0Ojj/OwK2lxXWS4sveU79X2EAk122Qu0UMzIwjK4yxtA6xUz8iPEwrqrjH",
+	"AKNrRgB0JC7yTCK8hK2FF/YCbNvgiBtBhIWOAdHn5hOFRFhAhFNEPj4L+GJ5rh0VddPLRD1+8sPZ22fn",
+	"F98Z2RZMVEVSjCApzbWCf8ik5cEDEVICSLCF2GMA5I7n1B4umWkCdLCcga4dtj44PWb7LI5yPpczqPyh",
+	"DwZUFyyfrpjOJsrnQquNEUK2ZkwAPQl4ME2KhUQMtAJqADANqVIaK60nqgrzOLA7ATEQ6pXdlxiv1pXE",
+	"uGea6nczt24nZuqMnbfJan0NwhGxp2RyWjuUAK5h6Zo+8Ltl6P5931Lj//o9hX7YvfmmV2Kb5SI5z/Nn",
+	"oriUX0caCuW4J7yPK5GaSetqA691EPGqOuPg8fIzpPC2HL27EWHzo6tcnSjbetqMHUtxzFlseYqx38tj",
+	"Ko5b+zzFPAiCsUuBQE2CeSR4QBMFcGB7JMas6WA+rGJyY7+SW8vUDna3yLKWseFXkhhqQChTQ5ut1NKy",
+	"tA0vN5dw7dEindZ5kKqS4IPe9Tmt2r1K4KwH/60E7nctgdtpg9g1E27RsWJPwcUsV0SGvyWda3+p1PB1",
+	"kYIdfWsvJ1SnxrjRDfTBjoqj7RH8k/Td7HZ+IJg8BS480mWsrHAMu+aJFfq9/RrCbGqMG+GiAZvT/5Ou",
+	"9U0KWIkG36VTD/vd6GjMJhidh71xEI3D8FYLyncNpU+wnPdby7Dd682j9kAE0/Zo1k3akQzngRhNh7NB",
+	"4q9ltSKXUBPj1sStgF0Sy4t8ZFH6e2sSLPcWpV9fFL2GlgWvyr3OiPyPOlnvz3urF+zVLTae/3K2fZEG",
+	"75+/CTYv/+e/3794nG+e/5K/f/4/q+Hzx0/6f/vpSe/v50/KF49fL59fNu5sc95U40iy93c1en7HKFrp",
+	"9NJt6xSt/+mUN8FazgupFxX2rEoq4N8a7FKFdQhYszsFicaLg456/MRjNYkCKhLROMFGVoRANM+CP12K",
+	"VEHH+5WUK8D+FXPZqTWw0vBRUrB2G7gdX5w9fxKzVZGSKYGQQ//15uWLY0WDuJE+xhvzRegd9+/nLwg0",
+	"EvBKbhFDf/3Lr4m8fJ+o2bwbXcjVvJss8uTXJJ+lOvplUWaXy/eXMlGD7rrff19njj2qV++is67rM2yM",
+	"G4jn1f1V9N7/GD3++1v9X5dvsmd/+tvo7Gq+7j/8aa7f/0n01n95kafq5ElaPPn+fhN+tMDPHgnPW4Lt",
+	"7hAcK4JYXS/+K6tD8XXX//0bHLZedIvg8XmePxdq+9p2Z/3ejp6Vlzel/0gi31hr+AbMb4zuW+Ji2n5+",
+	"0Z+D4vyhyJdMgXjUFeEHxiMw1dHsBWHLocVNlIKSa6GSugfokfRrqcoOe1oiarcR5lC4SBkH668Ye+Gy",
+	"yNcKcCKZXoosm6gpRL30mB5sS2LTwkdjt2YSdyS8jrOTs3mWb1wIMK2w8+DLeMUpAGyvZapLeIDDLcW5",
+	"AjIY9hYg4mHwzsncX44Y9IuuYaLg7MfOaZ6LgpAIzS85BDChNYo1Y/u3uHWKBfQbUSTIv1sBbXUmqkYm",
+	"5Co1CXrHPoTwCLYe/LNdKiQhs4j1ttO1w870FbaTIggmJLCQm2gqzRay63YITbSQCGXD1gopGg4lqDxd",
+	"WNM50R1DXCDfbwpx4cse0wrcIdhFozwiwmsLRxURp7XTpWnSVL7hzCGOx24vfMuKeImzo0LvmtSZJ8b8",
+	"wBRKmkp0qWQX0ROkE6JSg1EJG932aEO4vcrV1ra8t46IQ+sf6+rc4vm3YImXhdT61KP4mij3OHOQD+X6",
+	"jp2Q4POdkE92Mqj589vutjm/a/b23bJ+OO9QJwwwnrPFAb+LhHId0dYdDYy/QlCzgrjeEiq2p8AvZenA",
+	"zRBW1nH5IfEKmqUrUZREY2k7jDEJh0C0Lt9YG43NAFqQM5uuq26fKAq6xlDwgKheSOiXV66en0wMA88e",
+	"CAECLFxgshDxZiFTSR+P7A0ThTho+TtZFCmUTkstOwyZBW3VO9nn6CBWAOI4Lxuj7+wVxjQBPOjYhU9o",
+	"no3Cz/Ka8fUA8NGNheJDWBv9C8Q1VT7R/orDmajqrjz3uKFW6+ISsM6I1k4fyAi+hQqhj3NEdR2Kx9vr",
+	"FTAdZ4I4LcDCZDrLN0DPADgLAMrR4A2Aq74TsM9O9Kx/Y9lUcSndg32YBzg1B4N00f5bPnwAObcq0nei",
+	"lG1gSa9/+jOzV2sIUBZMBCH/MJ+C9yPLuv/5t4mAocNeFtu2UEnbi875w/hBmln28U/pdPDakcHGfwrO",
+	"8d1dCFgnXUTI8kd5t4igH/2D9rgPd1UuuFfvFLH4enRjlZBSkMEn4fxlV159+ZlSKsXYV3t38aUfGqPx",
+	"hqypjUrWgOMrcitAuLONfEr6zDs+zMd1GcC/yq3+eOvPfsq1O/zs1dO/yi1FuG8NheXfdHCnm3d/swEp",
+	"fC72WNf0JzcHr4/CV+SElhXT7loHQo9cgWNLNoT2VgrY4VUUH4m+cl0iOZ7d8Vlm8+vGxvSxaLa6Cp3T",
+	"M54+jpF5zQXOnRkzy5dLc3yy9FCG/FGdeOmjbJhCzozht63r0DNHYEqIYjAp/NgcUIGZrygp9Owe/+Gu",
+	"h+p3i9Ive++vIjEoyn/21fTi6t0vg2gm1+82g76cFycyKXt6u5n2N1eLQQIl1IcL3KF1yOGf2GsAg8TD",
+	"eITofe2NVZjezZWZKLMHzaH4rvHzHSfuhpg7sPI6xbsXVKfQQAr0cjBL8dcdYP/jKfjnQCjrhNh9IuWg",
+	"3R/+hgCV18bNsc1XW2YV4rfF3laMhDsG0VSx/vE6THxQXWh9lFYnoXtLxU4N9nfW7ceOkRX5kID6pt5t",
+	"N/iegv+k+v1mON+/yu1+/3ht5xdSr9Hh+eRWxhOVIOOcXkmlgTC2Fumo4rDIT0vg+JhfoMxTDRi6apMD",
+	"0iyAfycHFQNGMssAKdMlJ4B2ytaVcFciPc3XJXIt5SrpsNdmDpC2jWFpEA1yonaSGaeVut9JemAFwRSS",
+	"tesl5sNGUEU4y4ukSmfVMzMTleWXh4SDecbXH+3lNJ3fuofuJUPMJnAHyOyhe2g2uvmzHPA3+Gxdcxws",
+	"G6HjDTO6kYLAUEcLWJfO4nIJGVDdDvt9oizpelpa2BOi3kPOjFp/XZf5aCtgu21XcqLiw3AkONS2m9eY",
+	"stAOY3cj0nLMHEiFpY2F/hWVF64gWegKXRcllY0HpwVSt2P5vstE4+8iSSjnnhYsn1GcEaqT6I/AYNdB",
+	"UsT1UsbEEripSbmlFAokXYfRShCF3M5+YUeF2EQdk2LVM24lx9hBMUaj+jfIsTeulvBTCzQ3Md9k2j1k",
+	"Gq3LrY10qEU4HnYTDlT2ga1byOcoat6eP2KJ2GIMITb/G0PmqMxj1oTIm07fSRBXS+OzW/6HU5c8gowv",
+	"hsXJGcSDam5Q5QKSMHkiti3sjCjyDVs5bmkQBub9aYnIREIhhT8UsTQTseU2ndxi5mAVNpowTbMMktLA",
+	"T4wFYNScgHSmuYavdJUm8N3QdUbH2GvEA24MXQrr41rqDONix9A2fMqgMzmm8ptqOqFxR+WbDjvTUMLI",
+	"BJS1TlQ+d7OGTX4xvgff4Nfyn9LfzmYzuTISVb4vH870u5iTbjCTRpMLGZCJEpo9evM/tiyUWEzNZc04",
+	"EaXkDsmfe5/CoZURm8gsp2XVl8adiJ4oZFNxeQkOVJ8XRrDTP4mYMYlb3H0dpPFte0J6qfICyI0BPsHo",
+	"LZgqMVF6VUiR6IWUJdvka2pzpHWd58VynQnWhKoQ4FmDufk+5iz+k/mftvmf/4y5OR1iigoRKv5g1gtZ",
+	"rgvVYkC5lCDdMBNGMRf5agFpyuJI+8hbOEW3aB7B3W42J4v/9re//a39/Hn78eOYNd+eP2p12OPqZLDj",
+	"B+NYj4Y5g7UOjZVZhcJc+f//R9Ae/fxb70Mb/xFV//j/HSY9OdT4cquhmxN7lIIl/0zjO8AGAyemKZzq",
+	"dT+Ued765Bwxt+kTQh4dxQSe9vv3CfmNQiF1oHxrFSIinKpvpd/t8kZd6DTG0Wh0Etg/a3h4Lwwh7Z0g",
+	"E0AF8dzwm28b47A3GiLjgCfgGuNuf6expiYmzTii4B4EKe6Wev25/4UHPu+k/mlhdIvv6h74qKDemLLz",
+	"Sd2D33NTF0zteyA9/VEw2CB0X+cbl0Kzyq/OYPrxSu3WKm2iqjnmt1lkbhaVr4qcwyaBDQbbttvntCth",
+	"v96V6NPIH6oyzTffAMDrJrLfgWutWg6m5BQAr68xma/ldXMVYLlraQUn1L7oWnq3eop67CfwILHtcn58",
+	"p6hSI5O5+cHWYM+zfNO+klsfbqpykIkSjLPpOrsyDulMZsbLVgmWjW0132eIq8o52/m69Mq0barpgXZO",
+	"cJnXy0InKgYyq9hy78ANxhSbZSkQgqeXar2KjbK2Dcf0iesVZ/Grl2/QDqfrWtDBfCW3Y2SGhz4l4qmH",
+	"h3ijxxCHGZzIMrTvKV/6QLc6E/W5KOzQ1T1CZPdV8cnVm3g6tNk8gjKzELt8Y8dADut0ZZeFAPTcqLcI",
+	"loE+zkyWrn79dTC/6v1apN2isce6Fohw2h7MoqQ9lN15uxf0w5No0B32Rv2PJpO7ktsDpGw3fjP2UB1g",
+	"09sFjBzYq70ZcjRutX6uysBK5CrL61lbUGJj4xxZ+2O8KdJSQvbD//So3Z32zKf3zaefBO1BOIxGXdGb",
+	"9mcn9+Nxu64l9Hn235uXj/Pt88f55vkPfkvo08ZXzv8W3KKR6oe8mKZJItXX2UJVo5IzEhQqXQ9yyoGk",
+	"+5k33rcrNFLYnsZyNT/i5rSa1Kqo6xmcSH95zR1aWpgMWUBCugmhg++Izc0VXkIJtZZlC6JBUDNWJLJg",
+	"TWOwTRT8R+sQ4MbYKME9VAp2Z1CKiUJX6fwACEX9zg77q9H1kF/D4DhEPSztlAWDmtto9kZRl1c5URkg",
+	"2FAgfSGgWByCYNiNmxxWTj9kxmiG4t974V14jV0fiXnR/wZ5cSfIizAChARPUTTGje9oFbNMZqleQjH1",
+	"ShZpniAuA29UqAcHwSprTz2OqBnUCJfw3bO1LvOlLNph0It2xxH441h64zg2kNor7oCa6Tb0zXgB9aZE",
+	"TzR8Ux6fS3lAJaY3757aqNTAEdXhLjiiPqCk6NbQoWD2+16R7etEUCJdNZeg4MbrqzYRh4bnCifTYqIQ",
+	"VS4T6ZLlCPd3mQPV4HcxS+fUjKhl2WG2GRJ+qrD2aJ6PdW263f3xCT57XG9M8lXv/HD3U3ht66ZMaAG+",
+	"9AP3e9bx/dtP6NzYP3BG/TNyv5OKjsd1DaT4jgoh8pT1gp7ju7RIXazpVx9JVR0rbs6Vse4O9nD+Yc6L",
+	"vxTfTssXc1r+Ij/hYUG1dtcQkds6UDB6DIr2jes1BYALlTDPPHNNNFiPA0nv2IwLSrAhVGf+wamXFNKp",
+	"C/KLrsDbSDoTdUYKNApC17Zqf0ZeGrS0oiDw2lqhfdPBbFpVC1rR9cfinZALx0y2ucIj2VHSYh/mG0XV",
+	"T3o9W1jYIqupxUoUJdIiL6SW5MZoaBj1fMxFniVMzIpc61pVVWU2YIHQpSyZzvLSQ0CM0chlD2GeY/tG",
+	"nU8UjFflbJOqBBPxdLH5UKnZMgf3RSgW4734klW21sY3JX4wWwrgrV6MoUw1UUh4XeGIYOMtEv6AWbMR",
+	"1tZN1tJWQuxymEOqG/MbE9WsGkkukAhdZPqizEuRxR6MIz65dRCN19taYBl5JpOaqFyNKzBdrBElIiLs",
+	"kkGDC2pIy5zNBZZj4Wy4+5apWpeS2mrM7nWtuhYBE8sCzGp54MVLsQUnntbdXGNRLwH2EiPvzV40mqjY",
+	"ntM2tNW25fuZlIlMYjaV21wlrVO7P7TvupN7bovYOhP12EeBqVmhzbywkAgYL2dCbVtmZ70jGCJ8sDM9",
+	"ufmn1BrNSzQszV7+yZ4+4uJf5Bp6vqmk173PfDseBhe7b7FpqgBieiOzjLNpXi7gQJzC8qgEsZvpiYgM",
+	"jTRT0KpkZhT08yzXlXzwDiiIHzg0APlVzQH8kELyga1XK1mwqdEPxyotXq13dPs9Ab1qTmr/mLMc3F2R",
+	"f9a22S/HFtmR3/eDSf7SPkdLRABAxaXkl25w/Z/B8apKG+Wnd1IonnD33uN6dvfuPcjsDD9iomwDnN6H",
+	"xkEUKoogOHjvQyHdP1Tf8u8UUPv3B8VKP61yoEH5uq0Mu3gplMBzfVMbMjIc7PYi7+7iMqdqAparMicy",
+	"HECdMYZA8S6dEf4MlO5i+tFsTyVloitD/jCNuZ0a2vtsJhS7LJCsIbNt0MzaFtB7JLM5a/aCLhI0bFIt",
+	"iZ7B8pwbF0OUSFsJwYMkl3rH2kPTnozoMAjYGuTaRIHdlpauzMK9MBqB83PE6jutGU/wimUKtZmFbHXY",
+	"uZtDaJkcTxT1YSMy+QYNe8zhAgcw2E4oP/DJGYiOY23YH9uATdnjA+3XBOW+teuBFSMMK0MEIZXYKuqt",
+	"FIXff32bxPa98tdfbB/3p0RbjQ72cR8qM7jNPH/K4oFvneDfkjy30GcWRVUd6MO9tRrzrLE79YqTr3mw",
+	"6g7def8n0FBklUH0wmutZpey1KwXhCxX6PViisjcBy3otvnOCEXXgFfRB+33pTMYJPaNeS8yPq/LPQEY",
+	"x7EO9j9k7/qXGpT+t56hiuH8I87QXUPJOw3sFSjc0ezN3hHD7hwqCC0qPDr4G9hQVN5idukW60MxuWNs",
+	"xI2t4ZgoZ1NBlc1CLokozFx6E3PY6R4DWupFzVoekfp6tiBpMVEU/mxDzBSx81IoalkbO/VZeiVZjVbM",
+	"fDsB/RqhY9vGjLOmSx/C9IFGLQZhXerSMndAAVPtkXvY4/FrUUqIXrSfYXsUiC8A6GvxifJ+fy2XIlUV",
+	"Eqr/i5bmThJDbG0RlNl8nWX4MGCbeyfSzGgS/IjDGTVXLPRxtS1fPODgNZSvu+/ud6Na18e9yNT+J5Wb",
+	"69thd/N/9yrI/3JKBz25sKaWOSvgaHMcKyFUW2ceLOUdxJOTS9b1rer6hPY65ZvYRQ4uqHMwty1OQRk4",
+	"2TYPhDQZGBZ6J7IULQfjOM0QkGtsxIcRcmXOZgs5uyL0nKmc54Vka23Glx5mG30Ec/XRZw28lN/u7nJ4",
+	"0FH39jQyocuLtT6AWBWMxv3RuD/8+/39EWprHv92b2KK21s1tBbXY0oiKMH2qz2gPy1yCC/isbmlyeGf",
+	"x1VelCJrZ6m6uqvhAHcyuBMtBEIGXknFmhYUwoZTFXDxgSXZqkdTORNYb1vV8Rq73jwX+j2vpEL9r7E1",
+	"5e3rZ/wjA66vYOjP4JvvVUSLH/0Vl8+esvxrK59FVvbg1rGW+mwdEInuqeGOSAzCUXfYn0ftQdIT7cEs",
+	"lO3RPAja/WmUhLOu7M37IUjKqcy8Mtpxz4vUnM2Wkj3Ki9WdCOTdvrwFdxaUP7yTuBc73wIddwrcw8z5",
+	"EsxnBoU/HxOenn47GrlH6WUMCAHB1zbBvptjSmycVYkFiE7jPmDaHXaVa9GrMbZAJ6HtETCu1HgHl5Tq",
+	"8uyGZM1JI0kTts3XUAnAllsLsv3/Jo0WZAxAWmOqQC6nAGCDoZMKwaY6tB320yIHsYsVBOa6t6+fYTkM",
+	"1nHYggfrsMBE0MmbqGZsD2GqYu6wREK2yNdFhTbStWAjKONRroPtZw49hYHoY8nWM9+QatdoiekMMzbr",
+	"mNnBVDolXmxW2QW2IdoWRPpPNBOpKxHKb6DcpBCXSwnwr4t0tmDTIt9oWeiJskUgyD2N6RYIKhUIGRC/",
+	"lnNZyCI+rQT2MsciEZYqV3IzBRMVkZ10mRegFc2qJ0W+gosd6KtIkkJqzaaiwI+Fr7oxe0PTYiavSC9T",
+	"RcAmE6jJgmvr9nWZewkZXPUqGwMlN5UQsoU3nk2xm4VpUVON2RXI9yEs1wByhHC2lOUiTzgsnq10MrMP",
+	"GopPFIA/8QqyvWlvlObAc5ZQky6nWpWV56VP82Tbctwn5r/sHoNyNYo+czyEmjvorfoRI7QrC0B+ONNT",
+	"yfKPqXapjotl7ryt1rm7zvmcuZc/lEbnjXVhLluU5UqPHz4E1oIOfW1nli/Jqn74HyBhxOUv26xX9n/5",
+	"5f3010VPiPdKbxfi5Gp+c97pHst4Qx7HHL3rEjlvXz/7lrj52hI3vilzL0vmgDd4I0keAJhel73x7asx",
+	"MTe8xzCsS9XwOhIip0YeVOQoTwDfHMofUcsgrZ7wUjgY2EVBPjMbMGkdTN2A2qHUDVo51+VudiT4x3g2",
+	"fzDxR/N56HMi24h4Z7l1U/7JLN4fr5Hii8hZfbT4uGveqlp1P31FWpOi9NfEoqg23fhM1pfyvuCBtk7U",
+	"Tphpp1ucO15MuK2qWbJ3iyXU+ri3c+dsWLfLPPCBBhw+5HIUVxWLMg0J7PJT47iR5ShVsspTVQL8nT5c",
+	"LVRFqYBY66YoFSKowaxYkx+t4mPxHaIVv3XeQ+irN3jLrQHTvOF8mhhZ+C1GdhgqjR/VLxSyH9U0Acj/",
+	"3nQg2gMZzQnsS4TTYDZKhnIwt0kA3CMXszyRlOmrc1YBuT44a41x49XLN+dGM6zVtUrO0dkTVBcAsxxu",
+	"J69u7HRDuLludYvZUlqj+6HlDoN+qnspys/jV5mDc8tYnnm/bVju/FsQvP79VM8oMq/l1Hey3s7VAYX1",
+	"4YBCcebsQa3yUqFWuYVSca7TNE+2LpaAgJ9h4DMq5lkidWlRcpvxMi+kOz8x02Kr2WYhQSlQ6yyVoVIf",
+	"mA1/uP3hcxkbbSRmZbYFVFihWJpgLNHs2Ypf+FCastqbH23Z0udcZGaTe3IJxJINxVwsdWM87PFGvi5n",
+	"OSqg9cxsQO/9F1OIjjR+mzTyq0ljzCDwgDKjuFY8BEFUyZZKXpndU5OS1QvkO6lK845JI1Xv8nQmOyuR",
+	"JpMGr/5if77oRZPGh8YXJGRr+6gxnotMyy9B9N5dND5GaK1jOVpzBuwBs9/7pRP+fdEi9DW6zU7p3CxJ",
+	"70y/InTdpreU8tfL3zPLPY9R5+nWQw6EscXQbCkYMNuztJTLlsXszlfpLB57GZW0hKc4rKmJsiY30eXW",
+	"WcYtZL95DhC/k3lO3bau9EwoGyRbUgMvPG2iyNRmCLhuNm0KAjkvklSJAi3zcQVJXumjh5U2uExtz2id",
+	"MkFMVGJXDSL5q0xsoT/J9k+z5s5cWeoac2XcggbT15aJlHA8tOUN9nhMvUeesphmHSrTnJBaKzNU6MnA",
+	"dA+k/CfqSq4wK5JJvBOvjQFcHXMv5BiYhemwl2omSas5mOwlswT8AIcJ9Ly4JTzyb1bmeQ385RgX+Cu8",
+	"9+OLb+0Gvrn8ll75RpZldqf6WzvWI2LQToOVhL6F+C0S8ilhIexMQw4P5IEnEhGg9bNEQ/C1vth0iK/X",
+	"x0EcZ6u9fDfmgT5qeyUuUyUQvueKxCRVyFJfEEA7GNvMGp0QH00LY+WmUru+daq9/97YUjEDcUvBkCVr",
+	"OgnnxgOiKGYi2xg5gDJOTJT9/QFa0a0KHWDvDYS9V8s8Dtnz9M9GbODgxiAcEQUD/zJRSDCwEtqK+tm6",
+	"ZHqRF468cycCUObMSIVUrZFZ83BM5o1bl7susrn7KX5a47YhlAr39xtS3+9ZahRAsaMXmYdZCNiIfce+",
+	"Y2G7v5Mgw9e2z3GUe6/ewbwN2gN5krQHs/60LXqi255GszAJ5Gg+FAPrF+xb88F5MKzGtOsTwDLs39St",
+	"3bQSa20UmfUYDnORh+SEODJyTDzX+MkbIdr7V+lqJZMLj6UJkAPLdCnztRlJF6CBzX//miszO0/WRb6S",
+	"D1+JItXHHJCd+a87H36eFRyPh4lIs227kMZovUu5lT3MNwdo3EH84oEG//3lVdoTkVZ3Vn87oj7dBTdU",
+	"Vrme6KrDFUtPHdEaUCOTT2oUBjV5uQ0KOD7mRMfQrGh3ZtyZKLDfvSun0ihEW6LCmqif7Isv0gQRZW2R",
+	"OrHxxD+6r7MbrP00iaEnDQErYGwtzpailEUqshQYkBZg5c8JyNaqutwGplayYE37bu4P09zQ4hO1WYjS",
+	"1rt7SkTliUTEJPpsTDv0sdFGsyZh8SzydcESsW3n8zZSOOH/0p82Upoxn9jbYDKoQYVCXJwJly7JC9aM",
+	"/3MrRZFtgbgHHkb/Ns+if8LZhX+Z92dbAoj/T1w2rMb6Sz5RNpRUIcVbBKdQtzrsPF1K9itgNhjX7OnZ",
+	"izOKgzXjt+eP4hrou5mLx2KL2EtavINwHySECHSotrXm0KsOe6yESdLYbwDz5ZqVVF4iuJ3xLc1cdwMW",
+	"gbr4LsYvwi9tjSn7hA8HRm9zr3yfwmrjHl4ZPdee58VGFEiUhaMgzk80zijmiE0MqfFCVVnVQDd9QcsZ",
+	"iNag245GYxZE425QfVfQHQcBe/TkzTmfqCA0Qrd1WhvlQqxWUmlWbhBDAFuRRJa1AUNof3xeSLTaqBPV",
+	"RAEftKO+HQW8lgXBuBv8HQKfbvLRnqvPcvxdzJq4UcykAgJXPi+hQlxPlDnQ3z3s47Sz7+IWm+dZlm80",
+	"k5lYmVMG32TmSoqEY0U5kA6i510stuViycpFka8vFwClNFFlIZROzd6DIoZq3nCL2onH4Wb5TGT4liWQ",
+	"sWpbLEhmrUaAJmOYSgRIg747gK2WCXxux27/mBVrBbSHteG7EkDPisbCyFyxJtYSAjJJrpIWZ4W8FEUC",
+	"1ju9zZyTDjtirD80lkRMxXm0y1DGaJRRcHxeerSMKCZrwF/dgGnbMAOehYUBg0Y/T3ZVGGpwS/5OFsla",
+	"Wuw1kGZTOQNcLhLCe2S3G6FZkm+Q+2uZai2TMR0D82c82Bb3AoTqRBVyBoRccLU/HlhcXnUJO55dOKPw",
+	"arqpTGdXx2r/rNz/KKgHuU+0j11L8/SdJAA1zR3+Bdl2HqgDma0kSvtL32r8y5Nzzx4si7X0jba+voXV",
+	"tcqzDPS/keaJQPAZD5WiZMaEYyB/SLw+z5WRFWXOfihSJGtxo62C82jIYfgdhKYNv3+0FX6NGXonE/PD",
+	"nU3Mz1VbCXf4C3BthMrty7t/wLHglBUe3xC3vtjawEIa8Qa8ApVcuodlXkfdqmuN24J413BpiL4Ig86e",
+	"QiGbAwkR2FRKVcn7hG1l2WFnFf5CFU2iuP5G6GNo3DXB/FFh4X/nmbOx8K/l7H1lsWDcKp4f8FHH5Rok",
+	"7Z19a/NRrsAAqmWrg3Ewz/HH2NHfdvJnzGp83Da+X0rDLrglyDey+xrSPf8wpAq54cGVJrbVpSwuJUMs",
+	"3ObrHx6xQXd4Aq40uoYEHZJqhplI+vtEXabvAJ8Nnqh3vCZKsNIziBwoVussi9mlcczBu6XmLNurJsji",
+	"tikGANgz/nYVSmJvzx9xFqOxHbNXL42Lq3IWk7UamxczuVyVWxZDmqNGgDRRMZni9PeKFVeWxZat8iyd",
+	"bdElidGEj1sdG9SChO26yGKrQe1jx/RpFXhRL4o61aDwTngFAlTDpCc0O9Mt/aPpaKfrE4bNd8v8nUxa",
+	"pw4PmbrAq8sKCSDhKTjMGTWkFVKbqU01BjOQNlG7qYZnN0vXuUYgyQUmvFwZFg3LopbXZi5eivcXdlYp",
+	"3SQUW6srlW/URNE28ifmjdlRApBgKsEJc9KGjfgnI0Tj0/rv8DfM04uErBMISIot+M1n4JcKi7ldxSLz",
+	"wotFckqrYDyfnmcO2toSRh0IrpBzr+SGLD5waNERBqJyF1XApLxQs0VeSPBxj0QTOhNFGwyrsWL0Mg+Y",
+	"cu4ySC3AMq+XUM/gytQgQuPxQdajDnA/7cGHeHfMknwv2EA44TuxUwu0fSXlitpmIVRSddGSIuyw/cjF",
+	"RO2FLiDQAfGhXEmAXidoMKx6gGugxjrNMubqqWzgC8ojUkqlYqjO/IlCAYAgpFhaLRdtARcLpFARsYqB",
+	"50z7tR7Ghu3lPcAupKAYl1ClDU1CVY2Da0eMBUB12MN+hz0yUX6MpjbVFF8EqEyQMBZM3hx334rH0Bt2",
+	"BuFbyjznBEle31YEo7mzicaw28xjraOApTeAaKnXS/PLEmLZ+Pd5IfUCTxmpCmytJiVjG6cJnb3cN8A2",
+	"QnMWVxmp2CHN7Zteb+Gqjw30ILrbwSxc94MfkQmDO9TX2VHhGKvQA29cJ8r2UefsWtYDOz+kBTRRDMfd",
+	"gL2QG/a3vLiqBVYPBKG6ARt6YRsvEHO2lEU6Ew9fyM2FeRKRQS9XmSjlLtCp2exvXz+DPWDkPpZ4keAn",
+	"7XONzgSFfuugE2eTxjtZ6DRX5u/Rh3q86X/bz+SlmG0d8TUtJHJu3yWg1H4X3SemtLu8nxa2/pYxuVtn",
+	"z3d2wNeSPg+7FWvel5A+3zsux2p4kbe3f68U+qd264x8JebqP5yH938wsEg2w2cMJ0IS6trSN4iNxFRl",
+	"6psdzuB1hb2eYVvaNDEl85GcdQ64jpoSZwllhtuYGW7DPQWyrwvFphJR4WRCQBLKuHsddkYZmGrTVyk0",
+	"zJ6lpfUZ56RC0zkZyglY6HtGxgv53gV4zs0zbuoD/NHVKfvh1ByGcrT+yszh4bqx8G7td5+uKgvSqDt1",
+	"TKRS/gQZaiPSytmxSqcP/MAjejc+onfTI/o3PqLvP+IOHKhpAQt8HcfCTjQQWaG+CvbTryxq9qqQ71K5",
+	"IffsfellwP9tIbTDUhIkjiVFun9w7mCl1ZsyX9W9pPFeosZ4lltZ+tkZUUhy14hPReWWNwFLc4wnOlEI",
+	"EIVBbxKBHfaK3D2xJ0p3fLgD7FLmhk8SC//Udu/XUzWKjku9JuCLLRH9IuzbnW36TQ5/WjlsZvfzmpko",
+	"ej6TBH0tsVD+gDyDEq4DKb7KesUory9sqe4Im6zAlhTaPtiSFkIWpKlywhvvsNc2ULZb1UhxQbr/RvkK",
+	"z/mDpM+tyf3t2H4mUBkzvZ/63CIo4q3LTAhDcZbnV6nssJ+w4wdLZe2PDkx8udYWgdOcyfh/24/evP6h",
+	"DT20sccFa4m4dFqCkQMnLr1U5oDLQueK5evy1HXtQ8cm8WMl3uDsoMxelCph+XyidseWupYfsU7SkmX5",
+	"JWvG9GvHvNSo1HUZI4Orh9+GMJClMP+LFZgTZa6H8Py6pOQPvs1ZYZaRq2nLzoWCUtQDjAJv0kv1cn2A",
+	"nrt3wIaEceKsVF/u9Xl27nckPlW3dK032gwWZogmMhF6Mc1FkXj7t/rbz8cKO35a5Ae2IMMlYylhWZt9",
+	"ZjaZxSJ1SER0eSGV3MgEC9Jp25kFmagmVsWuhC5ZuZHZO0lF6ag67FKnqtVhL6RMgGatvqXHiBCUaqLv",
+	"wB67icqkKJSG5E4vCN0+3tmbh8tQ6Hx+tGJwEPY3KgZ840t7fQ1d/jZ3IpfDXfQKfeOxYCf+zGFt68t4",
+	"fziXT4cLQMN7BAPbRwaAZCDYGmW18+03HT0Bhw2fJ++tPVGx4bCmoJxMywKqimRpZBzIq2ad0hj7MPbG",
+	"McYIHabpkW1cKPZjWa5eqmzL2RuxlG/SUn7/pizSWWlXwWPEpgfFrPnGTI6seM9BE8zEUk4U0G+fP3sz",
+	"phOplJyZT0PEYW7Gb2S7YKsif79lWaqBgFCx+MeXL//6049Pnjy7OH/99s35k8cXr16//N+nT97EDH0P",
+	"ag753/YP2Nshk/arIi/zuAUtrmSpoazAmcGzh3KAYJKtcJhuvSJ++2HIh42SYaIOiwbK/RYykapMRQb9",
+	"sRjUrErfUc4Afi6pIlJcmGFFzekoOHzxjllAI0eFYvEZbWg487FN1qWamZ1u3j+z9R7ELT1RTdoh1YbA",
+	"Jq9KhtI7RWn53YF/AmWrp849QfxAT1Q808X8AuYVur/M8GqSkUYHS5yWFqSyy+DGNtzYXqYaWjtin30s",
+	"LybKUh2Y3Q7taMBKgm/Xp2hjm/n3dsnZ4+dPX1ycv/zrkxcx3kPtahWXEsrcifpBpJkxWtNL1U6VRvYi",
+	"n7yIzbIUSlYIGBo6vVOF+8fyk8LivbHPIBSLuplRLSc874F2T9wzQFJla2l0bh42UYWcg0MB4R7qs3bs",
+	"lNDjtPuYi1RdzOHbYlrWzWI7ZvGmyNUl8bXEfKJimmoslaG5Nq+HD3AboWLeyS8PGy9P1Ue1ZVRKxmWR",
+	"a8SSYjpL5Pxykf5ylS1Vvrr4Z6HL9bvN++2vUbfXPxnsXnCn1C+M/7MylX+dCviNFQ27hqaW5Q6c8RtZ",
+	"tq0W/O24HrfSrpYZ2e1D/wZs/LmAjPZNc7AVbmWZW58R9V0bZcgd2W2ssqSbKwVk+3epWNvaTFCPN2bJ",
+	"uiDI4bwUJamdy0LMAIgozZM6PgKISSqUSsvKDUidiNMXoow77H+MrEGBvcd7M1GOIGHrQuxH4Cvwq97Q",
+	"jHxmwpaojm+MM2UjyxDb1voiXf3662B+1fu1SLsFpN2uob0K+7sPo1qMwwiP3doA7BujzTb/ZZ79kudi",
+	"kN0JL8CfvetSdWJWpu8sJ+7/SWL03eODpIx+JGjncB6LB+HPuySzO3c/RM5uiOMe9EieQ5mggEyUPbH1",
+	"IfLraTN+IIs0hrMc02GeqKYtC4+j3iKuGEzi8GS4iE9ZHOjYGoO2mbRFRp4FKXAMJZt8omL6a9sMT5Tr",
+	"Qpr7S3MBdwWjOOQH2iEbQzlcuWDvZJHOt6do8Bv/Qledr0pugOUDjX8fpaB603/9dA5KE7WpswSrd9Yo",
+	"dLHBHhhMkD8jvkoTa0N3GNansW2+LlghZzJ9Bx1b+e4jXWmtZL6kxHHqTVrOFqyQYraQeqLqU0e3usLW",
+	"JvB6ZiJdyoT9YvyAqgnZiWQg+7vMMRqGXypst3ILw322jhjqdu2XszmOOSc7XRFgUaDjDnsNDzeiH0Wy",
+	"UwQ14Y+t5naTzD0hYbfjgdA77O2a7PmYclMYjxGSvUXjfpIPB+QZoZ+JHaSuPmDcF+Yo3UrI19UKt/Lm",
+	"Aqe7MW5sFlrOLlZnb8IkeBZdLcveZng13b785+X//Pers+3L578+f7JYbKMfg5fLpD89731/z+m6gY+j",
+	"OgjXsXKAr/GNl+NrKZHDI4Kl8SSq6urmk2rC9eqobfsjVOBDNkGXIstQAGZg0YKpi4KHrVes6cUl3jz9",
+	"y4u3r+LWmMX5fB5zFqfqXVoC7gqGINYrpqRM9EQJY5q/g5RInnjoFFXwxjjs+Uoqc7faGhG9FFtignJ2",
+	"O9nc7VQRTD8ieU5UmbNEztJEOqzkMmf5fA59NHYsCDT2IveDSkdj1ThlH2v8LgGyt4HffjfZsF49VfP8",
+	"aCCZvsm84L65yc/ihv1k5592jtGjtHt29vN6dU142Bpj+Bhu8WTsfqlowZGb3N+Xj5/8cPb22fnFq2dn",
+	"L+KWQ/Kbr7OsLQBQmp29egpkv9Tbd/j4HbT2MKwMbYcxaiSMUHhgKEuzxyaqvskw5ABtaEs0ObBpsRn7",
+	"JT5jttcnhkhEkJvcO3vfm3OHYXGLW0Rmo90eFJzssRhnvJ2kIASTGPOdE2UPrTu+ADMdu1FCA9xay4Sz",
+	"tYtewiF2ILw4D0/xOeNaatMPxacUJsXXtG1MyudOt1UH1HIHcL4VISwGDR1dLDePcx/Qpihm9SFtaHoE",
+	"wUJ/sAFBTIcmeIq0kWvwctpqi3wD3vNSqC2mRdvrlWZgos1z7GvC9QB5tTtxVDShgMsO83iapZcqL2RS",
+	"RVbNE40bTuz1gNy1E5ttCsWevnp3UrH4Yer54UnvlE3lIoW9u5NemKhr8gu8RgpIaewqyfBDXsRor2PV",
+	"svlY3E50i5Gzl3C8OROzIteaiSxD8LCxh57F+jYPAd9lX2ieCeD39JsxyrNsovaVysWrJ68vzh4/fv3k",
+	"jRn14d9/fPn2ddwiROWNzLL2PC+WNvy9XhF3P68CzmaBtOvXOsX8KHWfwkLg/FTbNRq5g0MLFVO/Xvxa",
+	"lsW2Da2a5ixBwQ2yxAANFWX+p5L0UsKar2UCWxvcFHMIW8xtrktZsj7sZnrdWjne/niMh9BuFft5tNFA",
+	"y9HWOq8F6Qs5y413ByjO9i4juHCnd8iipoZK+iNF7dermATnrMwLN67YAdntBf5TxeIEoNo7+Ft8OLT+",
+	"dvVRoXVSpbWeL6zcqJkYfgOXdzwh/J6qdxfRu/eDq3/2lr+WXTVdnGyLWX/zS7Ka9y7FINMyOsAobk57",
+	"/b0vITsE7Ki+6eS/u/6QOxoAn5NssZaPqPG730w4eNRT6v4qeu9/jB7//a3+r8s32bM//W10djVf9x/+",
+	"NNfv/yR667+8yFN18iQtnnzf8FMBR2kTvHCenM8lxMwu8IzZr4AytsY4Cjj8ZwFBnjDglsMglfpiJYuL",
+	"RGyBPcH8QrXIF7NcUfHcFp/gfrGPoSLWlVSJ+WDinQoD+4MHwtzHv+wVrZpbqhGYW+tluzdy27vv/VDf",
+	"lbxhjJ/GuDEvJNbbEYC7rdP9BJW5lhACw5WNu27hGxxb4oy1TLJo7pMA9kl5a76uka+2YgDyijWz7ctx",
+	"gLvXnMhVkU8zufzTcRHXxhLrem8rWC1+nttIdDuL1Pbuix8UyI1xg/y7ygVbCH3NM06Na1WzuP0qI2gS",
+	"0qWAtl/fw6z2Sy/o8kaZlkbYNJ5677W9+QRER8mydaHGzp0d0+SM/Ym4g/B8hbcfROut+6FGhVZ2mtmF",
+	"RqMCHgi3FSjGNESEkEqnmxF1vLrLuy3yoYXxHG/X4p/Jct8BP+QDtHC5IChUXy4mZrZ16+YV61Ur9sa6",
+	"73nJpAKP4abF2nEwGp9iud7UTR0aCTqDu9PW3HNxWrhEYf8jl8jOPTmS4LdhY7nvu+25breZ87Bfzflb",
+	"pderVV4YG28pk1QwmO8bpn1d3dWGu9pw+aeY/XPrsdL060NgJ+Ckdj5RKO4jFsnGy/uVUW39jKUg1gII",
+	"O0FVFtqsp9T4nyo2iAKmb7Ni0ahasfM8x05K+8pbnhGy5D/NIu2OwQbXUmeagyiDvxpvjf4ogcG8lNm2",
+	"OjnWx2nt6FDP1zkcPcQBUNajzAHqw2VVkCoNUh6dxq4dW0P0t32jwYG+0Q+ftW7AU4GHolQ2jlqKa0oE",
+	"floQtoqrD3BVAEmaAGxtRWcTb1KV5JuYueQggFRA6Z7dylEPq3ZbgGAxMR9ZbMGjRmBXSx5nM3wE91rV",
+	"5Fr2e+vxogT7VRa5Hle/Ag0SkOcgQg2HU5GSUkwA5MbyG2WAFmnvJNI11lz1A7hkNRpBrdUyzbKU9gOH",
+	"2nXb4VyFfh0YtbIPRJTetbTpPwdPg78Y8UMBYZhCnI6USJoJoDxVbFXkl3i6KwBgOAsO5WdtNCpGNrx0",
+	"ne3uho/U5UR5M7SFYnm0vLJcXQL7y2olRdFhZ5nOd8mfqj1AsEEVFRSRrk4UloaYwaANVuZ1EiV0c2LW",
+	"DAMeBAEgmWFBn/znGjhjq4ADW0qhIGkIeOfUi2AG1GFvSlGmukxnOAwo1gQ6lk3OErEF8GkPFN45EY6f",
+	"9XCAHM7CLVrN56IASBWCarMY7ebpgO7ltm0zDhcxZ/EoWMbGorFZ8qi3iI/1peMpOtyYjk6N0xX4n5+c",
+	"JIRGv0u3GqEDKpLGOOIem944DIcD3jBbTEmtL1b9AIgPw07k/3U0gr+edIboxKXm1igknsN6AjQYjftD",
+	"149ejcENIKgNIDjwdvQW915fOZEp3Xnk9aMDrz/p9w8PAH44MAHhgRH0Ot0bB1BldqFafe8EocsdWEd8",
+	"ur2wyvy3hu1Cboy7AzvaMNxZsaAWMzD7Zkyj2sJ/jLhrSTKX9yPj39POHDe6y9vreUuhrI+mfdxZ/uJJ",
+	"Rr7avOxjXPqtN9lWt7Lplv7lc35BSOgWlF9kRSAy4XE7AgHcCb8Q2DyWkrMFdlwlQMfYct0ItXpE1DUb",
+	"Y6aXuU2ZYTTFXKfA5VWoL0GFhkGFEV9Vy+OrH2g2S4vZ2lhyhRRXsnCxX/fCfKMsq0oOeZEnwHXoAe/D",
+	"OyvyBHMDfT+oW5fGyHKRsKnIzHksdsLwta8wejORD/Qp9Y20ITSkbEgDi5fO7PSlmumFKLAPAjU+BTo0",
+	"BvRw4IhaQJ85UU3QwxXEojHf5YUo45Ydjp0iznSqZtDCh3F+XTWL7CzLZc7ZdF1CwupiDugx5gWEimf+",
+	"WfE8QkB+LtJsXUgdk9YHk76qPYVpNx9/uIrznHbZ5+AS7/GGHRxIP/dBpF10ebHWR0p1euNu+HeLKmAn",
+	"9mDPPlwG03tQ3zk6X/MzxObNkSzgSFUktKu0sxJFqWTRmeXLca/XbfAGzXljHNRVVtco7erLgtqXRTd/",
+	"GdL7Hh5yGI17PX/IsyynENjuoD1kgv0B/8wbChMZGDxOwvbJvC/bg6Q3a4+mXdGORuEwGMxPZD/p3UX1",
+	"mFFcV7Dq7Wc6wFMrpv4PVa/aQnBZVDPhAlIKM08fqRk8yJaDtRE/As/hNRqgzIkS6hoVckricCXKBQbV",
+	"W9jqO1E1xJUxkgNAYSZwpVDf3SoTSsmELdNLlDwd9rR0KkiktiEsLSxHrg0h8QmEUa3nI3wyWwh75ro8",
+	"hZI39zVpCa6LmM3kqnTR2tSoubzDUGGiCjBTAwpu6eo+p9ifaqs/PaxRqOdQ+VrNcBypGdUSkYERQRQQ",
+	"enGiutZPbJ1CPZN1Wm1Am9TtJi2kpczVniaylxGYQqUSV4hgYcFFJ6q5WeT2Mqj3X2ytmjG6pTXeUY9R",
+	"EHjKG27krmmXYHXwurAzUW4jWphe4XRlqWU2R/1FaX/6RFwBbMAyy18vMjh7/Zcn5xePn745+/OzJxdn",
+	"P5w/eR2zJuG0Xky3Y+beGbeOoPKg9Pk4hFQBfwSFNRVaVjuTWtjDHqJx3UpJ3FFuwkd8TpRNUD0S5NG4",
+	"Qd2mY6/tlFGNg0OgPMRAv8PxeDGF9K9dHJh9msT6+lcrz8IoWARLyGvu6blu7R2fbZqPM8HDNvYRT2wy",
+	"a/ec6VKoBF2oOyfOj0xv2B33Dk2vCyp+ARv0hplL7cR98y0/N1xRaeXdHUyFOthJzVZIbudMXmMyGPW6",
+	"AAx/MbuCIC2ad1WOPi/MH9zgOBVCGXUBl24WOeJubxbbU5AV7toHtLG0r8fYQRljXcwMopgg8DrsrYI+",
+	"ZY8bH76d6tkAyjy3z1P5sb42mPvkk/tFfwDJDEmKfQnz831kzK08CJLP3xwJ60jUJ+QTuBAeaNlBH+JZ",
+	"Oi+P+BCoKPO5E1PchW7qh9oyDjiWLadjwYfYCI3ZGjLjjXVqjHaZ2MYqmy+z8aaVsCyKkKjELrKxo9qE",
+	"YuJaAITpLC81PscFrmrF4M/P/heKRdFKBfoDIi1dUXSKVxieZuCQoqFvauGX23CWre0kLnv0p4iiwQNj",
+	"MD7WllfBMvq6idoJp1nSz0TO7fwVUhNcA9MLQAGunkBEEubEd6Ck2waaJqrS3xVc2zF4to+3tD+HeYJj",
+	"+5wG9B/abCNf/fSQQ/nHQ677eju+LOpdTdx/nBUI5ahHjL9nAKWyH4vmTMmNVziQK0n9VFY6AnOLpSdC",
+	"4Wgu4ERC7BTHRLn+XzDD5mlWQrZdJSym/DX8e7YudF7Elg8K2qQhBGx/oLy5Qz2AZi2saIdUBYwPI/z1",
+	"O13hu303JdFjXqdh5yxeradZqhf0X2W+SmfmH+sigy6ORC5XeSnVbHtxJYFvPBNTmQGwjPlYYxpf5NDp",
+	"5uqVof6fPpH+hnUvMZvly2mq5NiyEqea2jTQaDbHk+ifLaCPrTTs7L0gpSIOnb6Th98m39PP2Jw8M/tx",
+	"tgaIgYJwOyHFb4ZgRwRU3adM4BWoQ1WOvxGMfapYc+9dKi8nKhOIJyHU7mhbNY4sIJWnJWFKFIUFvIeR",
+	"UKgSf++wp4oZiZnO1pkofINfX+n/hxd9n0iRxHC3JkY0kUxUJkuz+mPSmBCFRLZts3sO2MuXeQ5EZfNU",
+	"icx18TO9Nvpfs14QGHOnF/Q4ADe5nJnIsnwDPE7VI1N12eqY7aLLC5eATixVVeUhxEyLLQb0zLdNlPs4",
+	"hJqtMkBmH+i6i4QmRUWO5d0H3HXbmJJCAqYEJmGi0JqAdny0MCiUm2o2T997fSM4Z1AnZwuIMHw7zZNU",
+	"arZWQA8eUzHR98BJhx2YZBAtWbO+YjC4eKJEthFbTd+Ee++BhtLClm2lqj3Vk0gQ0HW1IEP2PP2zERU0",
+	"piaYP872gl5DWWFwTo3OgLoZeBbuB7oVSRZWQltazdm6NEZXYVus53Jj9rf5DiinUTWBJnbEV5kDe1iq",
+	"1pK8ZzOFlwsIXePnu0+BEh2K0OurDjubKBgfvN2dKXoZJhwLrKUz5p3biLmRLZD9tN9Hy1YfWaqPJQiN",
+	"6rgr4Ly58ymuFdR71BXOS8CRwK5cSonQyT5Sv0OVGHetj1hrowEPv30HERn0ihmHA/I9MpJKVdSGM8+L",
+	"JRiN63WaHCggOj4KnAf7ftI9UDjGQPVUQKqw22XBpEpWearIK4JrFiJpHRtypc4+6YjpsQAuSElnMxTu",
+	"WqtT64sQVltuHKny2Cjh5tuvsLn6hcCWq2u2l2W0FxCYsthGRCKP9J/dbnd0dO5qGuvw9CWilEDscvs5",
+	"rA3NoYrcfVR466cdFkq/t6+fMUIcJ8sNigreG6/Z91t8dHyrbKl+wlgHWirsukca7hwAZqiez7yi2k2a",
+	"qlEswWOKKcgyN9dpi/lXSsC7pfJOMIsmKtV4F2cz43eB2M2yY3O3LrLahC3F+2dSXZaLxjgKekNob7J/",
+	"CO96KtyiVpPmmYuEXVqd5qMLvGNjHh1wv3/P8eIOFAUWXcNAwYjlzDgOpVQsvpLbMTQIxayJFu73pRTL",
+	"8Upsl+Ysxq1Tz8w3uomkP+j5ZV5YqkmcGQ9JU2QZ2fFL1gSUTbGln0AhawCiNpOFrTQTZXSi0aXj2FXf",
+	"EmmpMQpXmUvFOnwTeCbeprZI1ijwE6vfjcE+JuOLVwSNY9dfvllssRZ3lqskLQlM26hR+6nUZpZvFCsE",
+	"AhoYrQx12LN8uRRtLc3VZk+Y09HBea0bRETfi7gs2KdcvRAR3SjuA8xR+Xyi4mfmU3TMmr0owlnbpFq2",
+	"OGFkVpsMyI/pv7pR9WDQtS7w8Y9GbW2NbynfrzKoICGMtQPbFOaztjnTUi71zi7thqPaLo32dim0GT7F",
+	"W7vVz6IoxBa7C7dQmmuEW+OaI2i9Lz+UiFi5rvQC9mJTS8mcrxa3xk61IvUkZdgrMta8YElqj7Wo3mNk",
+	"GC6iUTDr0pjFR4V25Rp+nB5GX7e4NJ65Wi+nuA09cwpt4mPjwGLXg6XQfZ+jq38jRxffb22QhI+Fhioo",
+	"kPFtvXh2hszb9lTgCScH/xHciQmofCX+uZanLMnB0p2u0wwBHxJszV8eXQJ4yDFpGgZR7zNUfh+qjONH",
+	"YaqCIZZJd8Jw6DCoiLYnao+CJGwPZK/XHoowap9M+7Ne0pXRPAzg2rrWcPXaXubJOXboe8sEYsQv8pJh",
+	"5Iwu97xTavk70Bp8iACILvFIgD6+uXifiajOjuSajxMkjN3trD5G+mOf0Ymw1rBO/LMTln1ou3QeQp2S",
+	"3iljP7qkwXkwMEvaDTpB0Ntd0m47jMS0PZglsj2cB2EbcX2HIzGdJbdbUu8vtVWLbOv5F7Nqdf4o35O6",
+	"NTOVt9S28P626129vROE0d2Jnn6muSIhMm48/+Vs+yIN3j9/E2yf//Dfmxe/5uHL8/zX5496m+ePX4v5",
+	"47P3L3/6YfHyL3/79W61/ceSo2coV620r8dnv/hqjC8ATZRiGXfOmh4ltrOoDmBA/Hh+/srZBuiiWMio",
+	"lDwcUbKYmPih3TJOJETkPKZR46dqpvNcQaJxlWudTjMqhlAEQ5NimEydUrhWiiJLZdFxT0er1j69kGy5",
+	"Ltciy7ZVBBhRhiSywcdPK0nT/qvcOnD9MgdidGr2qwIVgNmvxVyOPWVNyUKykxA7C8WirnykZhSELQgn",
+	"o/dQTw1YtAb3B2gtLmS5LpSu/opRS7gVZQLUN9obaezVR5Xt1xD79GjiYVzY7wD+wYERTVRtSIIlKaDo",
+	"qBJHhbBZUdRhf5VbtE1g9yQ2d2GxogB+oqT2QOX133kp6KePnzx/9fL8yYtHf7v46emLxy9/ilkz6i1a",
+	"LmwhbUgUh54rov+HqG3Vj0d8ODbna+1dsML2Vtm5Mggg9h//wV5hXIeaHigIVYGLYTrEJ2aAxAhrWs/d",
+	"nATb3bjJOZOZlmaSWryGYZjWI0gWjdXFtvYaJDEWFr96S5Fj89/64W/GtPtgTPiqYlWXeUFHEj5/JYuJ",
+	"sg/m4H5CrFuyshBKC6y/afpuKcSqlGzVaxciYrIxrihNUzwmuNqUAJK86AdkbhLpyINhyA+0943AuIoe",
+	"n839CCBiTZWgp9gCqhIZnuDGB9p4HubNkOqyHmhVH02Hle+15jTpH7hZweOB5GJromwXL8MUCX65BVep",
+	"smBecgxljB3UhVmJGHPLdpFFpnP7DPwEahf3MYPPcUfBw6q/0vy2nyaxLd3GaP08lVlitwcJnIlqxmjY",
+	"mCHSO8w/KU/gpGIlcjmLyW6A342541J5cKtzD/lE2Sabi+qPLIbVS9WlzQLOs3wD/24hxgPSJUu7uJ0q",
+	"T2U3PmU+IIOqKYpC8V/Ix3gorjbtgsXw0y1JvdPd5Fe1PN97ya8lMngAUh326poD3caym51diVsDkrqu",
+	"R8mOKsU28HFFQGI8YyNvMIxkw9GQ9Jso5pEBelIBKwmp0B3wfMxYzrwph3Xam3NIcuS4+G5aH2jreKMX",
+	"T/6+HyfHx6udFXM9WiRhoPEY4VDw5I39T3cVkNAnBgX3GIjaIlkJY160QFVH1RPeOSLipWpHAHDvGiQe",
+	"IW1urTyhEvMCofzIP7CUyJW2iUXKG2H4g7rTCyQFsNRs2gmZemRDioRWAFfPq+Z0IDML8U46tiKbQXJb",
+	"hvupXNvigAeVJAe8oBJ01FzvU844SR/vAWnFkJuzmRHz6W5c87TEeDLOkB3EiFQuKALLRGl3vAUrgZ+J",
+	"pcjfL9jmp9NfLds6FDe4SEt1UJZii4Az72dSwhp1I0g9NmkaUP604M37uneTF+Yg0K6jPXeDWQRjr/RR",
+	"QNqBVVfSPHEq7YFqrw1rXmMLWd6d2myd+uaOeUHNtqO96llA5/SXqcxydemw2d1oICeZe7KsCZkG82SH",
+	"f+GIltKCWkDNdoWem73Zo0E7UfoAOImw/8e47ZBeNU/XqbrMSOo8QBlhxglrhyXBZCaYx0EcEB+5nw5F",
+	"kDLjoN05H+qN/q9y28Co0n2xDUW5g/dVMkHYU5TwccBeFfs0iJpJY8x60Yc7k0cfisD4SOk3edLw8rb1",
+	"041nZoW6rn/KeV7pdhLrhz8nVe/ydCbNB4VRMAAibXrktSOZLYy9005yZR68q2JucyvWhtzio/H6Brrx",
+	"mdjuLBrIfMHgJ4c+jEBDqzxLZ1svuXB4Dgq5TBWtKswAvabRDZY1gu63542jEZ3+XkAHb65HdALwxatA",
+	"S4iBlhtmwA4Q5gATvDurzfatfvI4btzFnE0axv0hRvWVSBMkVL/b1qZhNWxU78OdIjWflT7L+Uc3smCR",
+	"sWyjTAQxccNNUCXhrr7bd78s3CsPhalIhSFrn7Vm9hQIqKt9tbjn/VfFWhWdH81NyyZ58NEUgq3rPhtS",
+	"IXwgMGr3veXUOBHWsIE2f9S0iXVZuGeD+NeBYmkZhzhN5E0efYe9QPUKHZcAV2RXYAdM64C63o8/nWHJ",
+	"UAxq/JQtBRgUVZVaQXcSrNfeWlwPtCXVeglhsmItGz/zg4xld+qL+6p3tS1+q6/aKRlvzkH23aWqtl9f",
+	"IQ46YGUbK9j5Jl941Da8xR2vxDbLRXKe589Q47nq63ugmhKme/uAurjJPzmCaOqiBBgsIRZL8E702Ckb",
+	"yKagLQc/eSVJS6m1uDRbH1mKVE4DsbFQHMwpiR8QNEbG7YSqrIb5eQ8+0MalK/TAqIaKCgOmj7gJOxAu",
+	"RnzpT4OFeu5NYKprCOpTIwJpeMi6O58TXgpOL2HXO05bnGTjzk2UjSQeW00jtfccTSaWOUYali1iVtUT",
+	"dcC1EroGIWvtq3oAt/MFJCasrKr4JT660P/hVJSzxfGmriprAaIoLeUSXKx6yXCMta/cxkpdY0uRr41c",
+	"K9JVh0HRBqwy7TvjBjtn0ix6Io0rL1WZbY8iEmDcRgNNBxQOyiW81m47CpNIQA2iDEj82wRmwFh/nU7n",
+	"A8aMfpvgQTZ/pRPxIe6wM4VfWRUa2Zjpfjn/bq+ClkuhEBZPHwmiU7oBjFdyNyE90hQ1S2iirPqFwVQ5",
+	"DVGSZoEIe7HjnXfYSwu6VzXf4TFrw23/XOelgOpz4GqoAYmTRoK6HBs6cYET48rYkwEkBvCkNoYzZBLb",
+	"KYSZ57iw5T7ydo3kABc5yxXUpwD6BojJXNtRNI0S3B3lRGGUyvWRvD1/xJZpotLLRYm5iSdus6Yam5Ap",
+	"xmDLovZ2MPbl7S0xa4bm1qjfZ8ZHEzPjorcmIJNReNnOPVhXgJAy7zXzThNi6eq0E3R6Z+2xcLyJXSNA",
+	"OVwW247ve8WdTqdVUfjHVinEzMq60q0da8Y7x/s/6D+6ZoOcKbP2cukq16A5EiGI8+kvckb80wL6Fegj",
+	"OHEhgPhGEvJeFNlfT12uEeNCZvWpkE6Z6QHiHTPuK7ntsPNNTqu7F7Ya18ORWEGHe5w8fe9czFmaIBtO",
+	"RpkjHJS/hu0ruW0XEmlbqm/RlD2hs7XWNiQNNOA1V4R7esBawra/ARYPVhPLVF1M0QgrGw/34Y5r08xh",
+	"tM1cuegnbMQW3Gp0HkrWVLNlqs0IORX/5QWeGSogDHkQBLg3emF358V4PrULNuYFZ+l8oqAorKBud9iK",
+	"bfgaqPhqnVbS/oGmyCQ2GyFfCNhG9U1ceSupNscDRHq5kAp522muN9fmBbFg0o9Jqr1zigFX0gDmVUaO",
+	"0z1OvnPHan+DSV0dqQqzwKkjL63rJ/+E11hL4Sc4ZR12hv+AJHjVYYJYq1XRncgyq5+s8Q8hbkiR7JTt",
+	"V+NzwUscn1+nWW9gsXw6E9WET4VtsBe3bvlh8koceC0sdKKh4QWkv67EfwRpLtXO12W7zPM27CbvgOEJ",
+	"xkM+lUCkANX9sxw830ImpKgOxO+5MfhqE6P3uxmASwiyh3Dw8gJHeF0cVv8ZLJ2P6lKGzsh/XBMqtVG1",
+	"sL88VJGFl7d7kYtv3jkeyg+/vXuHt3c/6u31l+D983K1czc6MA97vbtgPsAKfc6ObVdfWbgwCQYyzNJi",
+	"uNyDuj26ykcLMkfjLhSN9bBorF6Q2Zt1ZXswjcL2KOnLdncezCIxmA5lL7ztXrlNLR/+/R7FfDtf0ut7",
+	"X/LZCjNrb3EVe1UI504VmrXJv3Oe4bfb74LuTbsgGodRJ+gHu7ug1+4nJ7I9mA+D9kiE03Y06yY92Z+f",
+	"BIPwtmf2d90FA+9LPt8u8N/y0bvAn/x77AKa2TvEhbBP6EBUCH+oYkIeA6KY6jxbl5KZsQEKihkje/v6",
+	"2dGoT92Yjz5HEOjOshql8aFY0MvbOOp3YYV4Q2QQ6PxhMogMeOTiAzoEQS6ucd/naXmK7azWKDaGkzHx",
+	"qPei+tSD5BB/2Fjr14h04YJfyGsAXk9VDkCBJ+OJfHxMDCHcjwfFHsHvmvtv5bQjHUAE8YRaTPcY3ZBa",
+	"qSIjSgVEbDDuF3gcRA3luq+gD7Dq8AZwFjSLWh12XquQ8hDlwShG0NAEY6tyjnhEthKpw87IYXVUExtz",
+	"QiyCfR1nwRyoqTz+fad3R5iYKA9igty9Wola7L7PGxYT0AivodrSootwqvKiH7CjLi1LpHaiCB7VYcFN",
+	"4LLQM6kwGqui1it/FscuN1gyUebLdEZlnlQu65o4ga0zLVmxVljsQ+ABRO/l5pS9hiif9U3B6cYfNZBm",
+	"gJst5+UBVwausj329y8JId9qh+/Se7U5XgCFlc/9IhevxNfPnngt487M6bcDY9wMZlHSHsruvN0L+uFJ",
+	"NOgOe6N+Aw17S3Xgj+JJVRBL+NTmpXAtd1MNaZRlXihzuzeQev913Srw6k92GqLrdSrRgU4hN9QPXnLx",
+	"0LjtkCusAArz2nu8wd6jo+UOKRrcKj8Aes1ncaR8kos7juo12ASHLAZH+2RJB3xZ9A0/9DPpVVwVvxZ9",
+	"aTWIIACkj9eo6G8f16hYtnBEoyI6zy3VJ9vVnhPVVA4GaUzPdGg2LX4gnVVHwIFMIyCjYFDUy+hT6fVE",
+	"JWuJ5SP1kHaa8L2mflRbCPQD4a1jatjGKDy29qTYXhRrhZhXVHzp6qZ3Mi4aAWLoie6DNU4Yjtapw4la",
+	"yULnQEhp5m6eFkiphTwR2DTm6WJXLHJvXXxUsRKOFKSfAFXnes06UW6eDqlW/JFUK/RlA5IpzKmtlfFi",
+	"v1aEI8QRdDXABNy++LjqB0I/RMuS7w8HMXY0rg3WGxnHssjzJZvnRZ2GjTVdns9WoiuWIXk64PrgEUhs",
+	"nSsMQeX4NIHIl4CRUVU872bvYD6+++5JQlga+L7Od98RlpJM0jK2B5Je5yrEcQMmFvqtxKIpHDCvx9GB",
+	"qWIpbd3029fP2DJ/Z4uOwNgo5Dx9D7YGQS5BXuwC/x6TP7eDyDVRuyAksXlgjEMlzE3bTmLOTl6wQuKb",
+	"p1Tb23S9IK0Oe6uxNMN8ijBbjDqh4ZaxE1Hw33pXpthco5IbwDHxunYeeKkLNlvI2RUkwTUTZN5gu45f",
+	"S2b25Wl1LCS2rmOgHrrtXFWFgFvBC+4Fo5OJqjKWnAnEFvXZ+i/XokjIe9bcvc+yCqYF1LW3oBtN4+fB",
+	"cV4rWnHKTlS9JsaAJ2889mQhAl7+f+xdbW/bxpb+KwNhgcgApVCy3SYy9oNv3O0N2jhB4mBvu8yGY3Fs",
+	"E6GHuhzSrhr4v1/MOWdmDinKluy4L0E+NbVIzvuc9+cx4WdZWNX+UGTV0h5rWjLYZIkOdSCExcGqqq5D",
+	"kAIfm4mUOpMGVA88NdPYX422YQPKS5poyD6xM0VoOvD9s9pFw/g2waMAi77Tvv5wLvzWl+y2W3cPin6T",
+	"xC7+aXkV1th9E/Yo3VCXSmq8CE+XiXYnA7agU9rLph4L5/sBPRPHDbPqhMLedGp3u7siwU+V6CE8NA7H",
+	"bFyXaYSvjmk+xkbV43+WpgYsPjdyXy/RAw1ru/5wayWrlqOq6bDkvyD2IsXlmoMFop0Om6CV5oXC07n8",
+	"b6/gB/3FLny74TeVusrVtT33bg5ZD0Dbp2MG8bkre0YoagbsI+UnpW/pk51w+2fmEsPtZ1Wvf41eF9no",
+	"BD7xIRoYhOc8JM1Vkib1DyUrVdnWRtiaHUhYWUARqcpLNvSyyMarjlGr85XsKa2uW09dTd2D6CvrtSpP",
+	"3PwQlOLjWpSLlcT5kyCKIA+Mt3Ln+m9s1+BWfyRra/0h8NcnHxXJZqIcDGGu2O3n0QK38Jpv0W7VIGVa",
+	"1jXeSgDJ4xsBzkK8z8HvjcTgswnDOG6qYia835uC1lY8sXyaAQbgPuYZ2BgbQJhMBx+wLgZx8LFFP9Zo",
+	"YBxWkT9LH+ke7zlJ7omNT9R2UCv28DmfxJ2niRI/8S3vorj9qDKQkdXBPu74JtuOz66YzrYcoHvp5sO6",
+	"g35Ip3yTozCZTLc+3Bs4LboWFjFPrLHpvrkzHg0QG277rkr+CD6Nz3l2g56MQtVqbZSgZdHmZr0DfWZt",
+	"trOmAtXOeQioirpdHgCQvLkGDGl0j6VIC8aawbQbT5sJ6qQ1MX1IYJj6yl6r64GTBUrZ6Ys7iUZIPe6+",
+	"binje/HzsThiEQcywCRQYNdKg7znxN1iuB9bof9dLC4NqLK06jsB2lIBXzcRdQcXBceDKJQEs8ujSIC6",
+	"DWTW6MyybyCcNO8sULvd4lZ/MIHLl80e2a427e+Va/KYcF+82NQ78b3DeqtUgr3JbPr9OH5+n1SCbYqJ",
+	"bqshiqAmm530r418Id5AXrwo9VmRz+u/jr8cb/V7SZGon1rhLcMtwiJzVpho73d/dSNQT8/9DQIl3OD2",
+	"XcfNjwn/3ncZiho5tc3bH05+OD55+fo4jcT3wOQvTq0UpTsasSfy2vcEnX2Afqk8lG1eB/rNGTr2wCUI",
+	"Tg/bpb14r5f//8F3MNpKwLi+QeXfEcF1MV72jd5yT/9hpYa33Q5fHxXLn3q4f1T1vU62h37bCunBLu7L",
+	"I8j3WrgyrPYyvyqR3+COrBLwo4CDCfSgHggjMWSpFgA57HNIukErLJEBDl2PHoaYHchoRZrphVwsFF5X",
+	"+qDdRcyNeGJCR07VvPToKNTPMehknkbC4830p7BgGQGB7jrkWmCagZJaGmV5Jn5XVRmBwxQuzgMowbRv",
+	"napl6crFVXUFJGnUZyCBh41uL8Td7/ZX777ceK5gexd3VyCQ7wbMPhgVggSbRKNT2s3etTRWz40ISaTA",
+	"KrO0oyilGGAYi1fobyRTgtLrDWDqAa5booH726GmlEXmVGLNTQloCOwJmPbV5qyFAMDEXK+HaqftFHux",
+	"iV4Pxee0aSCUVYuuyh4RGBUp9r0MZPQFLz3+AKiU29XONSgeJ0qLy1w3tTIoFXV53S5DpsT6+HI776Ob",
+	"gUcFmPjzRZ29j+zm9vfHN0X470xbFmqZ761Ir7hjngYjcg1/GUYkQIXzLEiGo83Zi+lMdiLwa/jMLlT4",
+	"BCC7tfRgDKFiMhuSc3G1+wI4pY1RGUHM99AcIS87odGT4uxqD4HqyvbIWOHqOYBB7PpOQW28LrGIi/JX",
+	"KBwyvC3nJUp092f6ZUfILOP0+vBNK/3AAVReKgdF5IFFhnviJ1+htuReH6xZdL+SvwMIHXqImvbjmDWL",
+	"PJdWKBdE8kDfRK4yyYqkMV+Yv+4lDGUbIaT8ZvR0XUga5FTCeuf7UdIdBP6l9Yx0a/mWDt2OX1E+N2EC",
+	"8DPyUDKAb2wAj88GAHOZNbgJPl6awezZXjRYj9a/H++Kd6q6yudKvNfySuaFFQJ2KxFcGiW3MqP7I7kt",
+	"m4WpKyUvRdN60T+23jlZq9/qp4tC5voAQnxG1f/d1GejZ4NocCRr+8i7RkdiOhXH5ZWwGpRwupP48dUJ",
+	"knjIqs8l554bxzErGCNn5H68y3D2IVDZmqxJHMeTMF+6DFeUPdN0AiYxUiuhE3R1ou7o2mQcP9/9ddDq",
+	"yG6nI7vf8w+bZm7Fc88afE4GJWBWgAa32eyvbKm7Jn2yu9mkT3bHe7vxyqRP43iLoiG6rDbArGei1WMi",
+	"g4MVcVQhmAZwsN/8H18c+t7rESuK0h/qFFnV7lgW8b39LHeg3EjuSQ0OVjJAEGiZkn0D1Jx3b3A3DYKt",
+	"rprYTDcA5wAHyfcJdUgA4KH9AY2IInmVWOTzT+AabhbjRFOqoqvZaKXbDG+hO90Rd/F4gm+lLhMNaqQM",
+	"D5BFgYiUBA7sYbwFugRQR3baasVTbR2asgfnJ4J2MS8XyxmiTb+0OglMBcs2NGWbvtSjygR1jLoxyjMP",
+	"tSMNOSF8giBAvfYDCtI7Qw9aC/Y/84QR1EjwWGWgsPq5wdCjEJnKGryKIXvcwSlc55AFPC/PdU6foS4f",
+	"ILospGNTNRfNM+QXhplGcEOBn8qqckGrB2o9UarmoAwBjosbCeZwA7qw88rx2Z0hB6NcmrA1aw5jV1b5",
+	"ea6BFsI7rmguGRS7N/xHhzUHO6r5JvBaJ6FC0CrmNZH7+2OhEEwYRpYbTmuwcq4QlZr2BSq4BuwSD64x",
+	"c8T6MKQLmaEnbJcJGq/6597EEXtiCP671jCpIT9CSLZP91wGdo8xx4h4A88wYcwAHrWbEyRxw8Rk5y4t",
+	"tTIekhpxX0+bDBn80TN3VilzEaItHjRHRxwCZYkZw2gRpS2AIWDha3Wk0RlEe0wLaZZ5iykYi30IWfPQ",
+	"h5RFa9OxSH07tolLTMcjBlpMQu92x957LKPB7kBWEDHaiBkZlh9v+lOXrlnYAxn8sAFJyn2dzQGWWs6t",
+	"3pEFfBuEGjolNmOes2uck3pNvkfE3cYgYIKTNUWUcXseKDv4WjoqkRDSc1wmEtPcs0peQ2Bt0VSL0iC/",
+	"iqNCFKf8yPm8DXSrInVniiXuKWFUwTUKM4oEDO6yzjXUVhRyyZzQVLvhcwnqWbj7/e4j0YIGGQeTTzSh",
+	"yRPBNE/vWCoquFhflcCBBgNQm0QPA6UwLj2wUCT6GB8S7SkfepgccDet8AqQEwURm1A4QK/mqnU9ldc6",
+	"0eT6zmkf0UqEOoP2m4hkA+UiaTJIBillnhtGIrgTBew8KOVlgukg7MYQjMiziHs9sm41khVdLSbEsHd8",
+	"HbJD30ak+m72uC+WIAr6liaBFRZlJa4l1Ae4xPUFVqaPxXtE8CQkBURpbKWwRyxzHZ0sncRzKFCxZxEX",
+	"P3JQkCL9fJNGrchSOAwUWKfjuqKctKqAQO3Ia6EBRwtqahxHy+0sBDUrA4r4pXxbIQ7LrTebJNc/LOJh",
+	"RnkHVP0dsua6AiiaKBamsPaCyvIaAwGrLzqcPdoCT9BfTyUnPNyxlQ37r9G7sqkADsNbG4Obbk4O5OF0",
+	"8063B+t2KZ8+mnLz5RLDJv2JYZNbE8O+Ip7HjmNhMp3txeP9/cmjwsuspoPdB1qm291tKSC/bD4YszTx",
+	"rOKlt87c1OX1Vxov2xA3+otgGzsBsUanizoaXSsbiyoXyb3gKPfIv0BUS1B+y9Q2tId6tDRSM3A/j/86",
+	"adcSdTpkemL26oPCewCJfWtEr838Znj8jfEO5ZpYXMCPODxd1vTvmWgWC6inM8olLFgbrEq0/dNOX/hv",
+	"1h8Y2jQElOhOCOPkvjEgnJ17RX9otv6CRNDRxqGf1xDS+WvGbXoF+mR6MtkLIqk9GYNo4DcsfKIjZObO",
+	"mdFTJUM0N4gaT+P3f1sj1lqdsWvT2+W4LUU7OF9wmoBdxUSIsAo+OkORJ7CDGTM9xNjag6TOnuZFgZgu",
+	"7VHT32+vfKJvmIt8sej7iPvhlq+EaQtVWGvogSffYa7+r9vAW8JR3SD2Aaeyc119Kxh6XLZfd4t6KYV/",
+	"WCem4FcKcLTEFJGM3lYXdAR/N4wCkRfV5HXgnyF3aAvhixOhwsMe2asotZoFdK8ggdEnCc4wlImOZ6/D",
+	"3wreRrvjOEEfOsikZ7GgRD14LjcelAn9NSsSCsd6QhW+D0xBo1N5Z/4ZtHaz3bFcp/F5glz70Ldg4xc9",
+	"ebg5WAX4Vofv9mKKk9bhymvTIqA0no0TDaO+YoS/7579tlcfrTDgPhv1nmFw+/KxVUcgbN30wVBytnT7",
+	"eOQxQ+ZEuMDIcCA27F9Hd3OAngK6asxStJIn0Z4eberIDHIWhZmHhHyiBHYCAegyJnHMyvvBD3+YjtJf",
+	"rYUs01H6exqJLD/PqV/pOBXpx1SkozQK0SRHDI/BbMzzh5cOyBBGUEijRkZpk9f5lRp7Xtp27qDtT4uA",
+	"FhBbEERM1onGhxCmH22iIThn4X9GK0wn1kzL6x3C9WFM257GYIVyBFklnN0+5ADAqVVR0VkAymoq3r/9",
+	"ObLm37xSwHAhCwOlEJU8v1SOFICQRjwC6qVcJrpScn4xE0VZLsClD7SnVX4FafXog1UOwgZBcylgHKoi",
+	"MOrPjerzSuK0WR0eFIzLHeTuLmEvyUKkQOgdiUbn/25a+VS0MZkBEDhYZGv3ADNIIF8PlLlIoyxxWjDx",
+	"EyGAIOEBrQ0XO0KM3/o6n7PNQNClVk1Cxp4WT9SB06lIDcJUQN2jBRFKF6AH4+6nYATj8Gacbspw40fk",
+	"9ayHz9rrZQBJ5JObEg0/2s6uiqc3DRNP9yQz+GqNuO1k6KPWTPxpwr99UQ/uxb3453aexM/XTXn4t4QL",
+	"Rd7CoGg8UH8n67lBhPw1Pt7/vWCOVrimUXYj7LvGmPz7kxcik0vKP0H8v7q0QjwVQw9EvdOt7ICLLtGZ",
+	"p5gSFdzpSEUYER2ZkxrQT1RNfldVacQQCtmssuNCxLoU53JhxFleFFBeCUZ3ok0DkeO0LmsJyQYO02NR",
+	"SMSazGReLJFkiUSHPaRLrP9+QTT4kDEj53WL+zbRIBcBxlqXmTfhA2apne5aaZdV5IEYsR3ic0cAasIl",
+	"NR3sRoSvGzs6NjqhqePoIRA2JE86XXpEQzE8fPMyImYkoASK6JzPy0WuTJRoXwsUkJPtQ4FzSRZC6X83",
+	"qrHLZ1WCVs6CAZYxqVkuCjnnDxLtgiy5Mmkrrdhn9lhz0D2EmQ2ubGfoeIcw7uaoyJ4YdHfs2M+HjKV2",
+	"aqL7eoRJJOBDdE9CMrPVVMyBSE+XtTIfjdJ1KhjRRKKJz8kz4oU0NXqH4rZZSrCIcOdLx4meu3iueeKo",
+	"oYZOH/5uL9E/5f+A6lB4BnIYM8yye1Oa+rxS5onxR8pndiAa6jVWiSKY4Vi8hzPhsAb24hhOExTpyFo5",
+	"PsJQ+mT7Z5et1+6Gj20SzsCcokwuI5H+8ssvv4xevRodHaVi+P7kxc5YHFGJUUg/otONO8xOhEbdqi9u",
+	"ABB5LX5jpzkFp/gEemltE/uB//+/ePT8w+e9mxH+Yxr+8V+D1SBD1B+hWT+iiPBuIThFtxuh7hKkWoxF",
+	"yw6kgU1BmcnlupHW5R3jnD57yDi/QDBlaXgRjBnMJvu7u9GgfQYGs+nz59/F7s8GPr43mUzjOBpkWAHh",
+	"R/T9wKM+5LZbk73nz5Dgnx3TwWx3H3Hp/F1nm57GrLaDkH46Pen0oqcDzzodiHtaj1caj+1sEnhjaywo",
+	"McjnTB91dJku46PFoYnFMHF8Ew2s8BnMBouqdIiPrV6isOrksGw9//ef6831StAI8PZYp106gxaE+Phb",
+	"eGQTfc/xXEIqF0xcBCLhdGn/w5Q+1ODW6HxSLykDS82byo4MjvQi/0nZfwKYI7of1l33/pvkpiC9xf7b",
+	"YAFFVs4bco/UIn1aLpSWi3y8lJdFKoYpZD4TeDq8ZIV7qRMNXpfZ06dFOZfFRWnq2bP4WZzujL35+RR8",
+	"cDTQz6s8R6Py7Mx7IEK+ZICJB3UIt9+YXb0EjvvbKMuNVSyO8e8ImrsqIt7auQMdxTl9IioUqUn56DJP",
+	"zCurHP+2qJQxVvICaSek1/9easW64rra1x1fHNPTJftIJozCGmpPz/j+7c/GahRuTlpBKxdLGq6SSDN2",
+	"0B1XVJMAej/oY21mTNBsWZCrUnWVU6pzpmQ2QsdhC26Zz74L+a1MP/7QM//gbQWXmqzskShycwmd+qSW",
+	"ka8+RZU0RMlcAYbV/c+K8hp4hWciGQTvpM+cxhTXqV1RTJ4ucZjzxtTlJZxBNwHJAJuUeslSOtyDho3U",
+	"Njr6pJZ9g/0f+5uVxlVZCHimXzWprCZPlontIvhE0Z2HKlxZQcqLm4S2oTbuZJL09eRn/KEvQQSTbpjJ",
+	"Z+ecdFOI5oCiGEomvHFjmHVDidty7t1wzsUNdfskoCKmZqOQaudPg3iLnAU2r0pjwOAyFGNdBE2MDboh",
+	"pbY7ZhJXK0M+DLLq8M1LWJfIQbLbGxVbU78t8mrJmlmzxu4TfVu6rKXXycEFPK+Uswnzc238xD8x/tbh",
+	"90Z+rnN9PsL3em8PfEK4J/rWt+Q46q41YKE4p7pZTIsO7nAiOrhQ/ETLBjGLV8Zv/y6K8rz3TpXZCBLz",
+	"EEuBAKqhIOCJZwXWGa/PqXg3y2vtD91MFLkOG4tKAKV2ixhMfns8TEh6QsJgX1hjvwLJbJ9a41uUVS2L",
+	"ngG+gR+w8b7zC301ghZLNAs6KJdGFVcKDDWy7/xZlujqzesWPty7lz8ev3+DopHtgGaxZuFHzaKnP69d",
+	"IzALkbDaFRJ5e+wM1ubh0auXxx9PXv/0w3HKFzu7zHVPs+7ja+4xN0CKOQTZxb0uNU2YrJRYNDVUUa12",
+	"MtFreomYRSSR+VghIuE2jrtMoUKEuACgtAjYngupn5go0b7Y0F4yUJILWp29naAE5XSJ/+DbpJC67yS+",
+	"gb+vTgssVK6FQSXBo6Fcq1ORSXNxWsoqQ6Upo6Kw9GmTP+Wr4Z/rafeIfQNb6OnEP5Us6osIHBi5VsZE",
+	"9lKv8rnjtWEK3lgcl3w98pKfEu9RMGt3B/bhw81/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

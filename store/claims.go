@@ -31,7 +31,7 @@ const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
 		claim_token AS due_claim, ordering_key IS NOT NULL AS due_keyed,
-		tenant_id AS due_tenant, flow_key AS due_flow_key, ` + orderingBlocked + ` AS due_parked
+		tenant_id AS due_tenant, flow_key AS due_flow_key, url AS due_url, ` + orderingBlocked + ` AS due_parked
 	FROM tasks t
 	WHERE id = ANY($1::uuid[])
 	ORDER BY id
@@ -56,6 +56,8 @@ FROM due
 WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 	AND due.due_status IN ('scheduled', 'retrying') AND due.due_claim IS NULL
 	AND due.due_at <= $2 AND due.due_partition = ANY($6) AND due.due_tenant <> ALL($8::uuid[])
+	AND (due.due_tenant <> ALL($9::uuid[])
+		OR (due.due_tenant::text || ' ' || coalesce(hookwheel_target_key(due.due_url), '')) <> ALL($10::text[]))
 	AND NOT EXISTS (SELECT 1 FROM partitions p
 		WHERE p.id = due.due_partition AND p.owner <> $5 AND p.lease_expires_at > now())
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
@@ -124,17 +126,20 @@ const ClaimBodyInline = 16 << 10
 // sent again with the same webhook-id, as after any crash mid-send. Outcomes
 // (RecordAttempts) are committed synchronously.
 //
-// The tasks of the tenants in held (suspended or being deleted) are left
-// out like tasks claimed elsewhere: not claimed, no attempt counted. The
-// caller keeps the set in memory; a filter on the tenant id the statement
-// reads anyway costs nothing, where a join to the tenants' status would add
-// to the hottest statement.
+// The tasks of the tenants held (suspended or being deleted), and those
+// of a tenant to a target it paused, are left out like tasks claimed
+// elsewhere: not claimed, no attempt counted. The caller keeps the set in
+// memory; a filter on the tenant id the statement reads anyway costs
+// nothing, where a join to the tenants' status would add to the hottest
+// statement, and a task's target is computed only for the few tenants with
+// a paused target: the claim leaves out a task of one of the tenants with
+// a paused target (passed beside the list of paused targets, as
+// model.HeldTargetKey writes them) whose tenant and target are in the
+// list. No index holds the target; a URL it cannot read is no target.
 func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16, ids []uuid.UUID, now time.Time, leaseMargin time.Duration,
-	held []uuid.UUID,
+	held *model.Held,
 ) (claimed []*model.ClaimedTask, err error) {
-	if held == nil {
-		held = []uuid.UUID{}
-	}
+	tenants, targetTenants, targets := heldArgs(held)
 	token := uuid.New()
 	// One round trip: the transaction, its setting, the ordering keys' locks
 	// and the claim travel in a single pipeline.
@@ -142,7 +147,7 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 	batch.Queue(`BEGIN`)
 	batch.Queue(`SET LOCAL synchronous_commit TO off`)
 	batch.Queue(queryLockOrderingKeys, ids)
-	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions, ClaimBodyInline, held)
+	batch.Queue(queryClaimTasks, ids, now, token, leaseMargin, node, partitions, ClaimBodyInline, tenants, targetTenants, targets)
 	batch.Queue(`COMMIT`)
 	var parked []uuid.UUID
 	results := db.pool.SendBatch(ctx, batch)
@@ -183,6 +188,27 @@ func (db *DB) ClaimTasks(ctx context.Context, node uuid.UUID, partitions []int16
 		}
 	}
 	return claimed, nil
+}
+
+// heldArgs are held's arguments for a statement: never nil, which
+// Postgres would read as NULL and every comparison with it as unknown.
+func heldArgs(held *model.Held) (tenants, targetTenants []uuid.UUID, targets []string) {
+	tenants, targetTenants, targets = []uuid.UUID{}, []uuid.UUID{}, []string{}
+	if held == nil {
+		return tenants, targetTenants, targets
+	}
+	if held.Tenants != nil {
+		tenants = held.Tenants
+	}
+	if held.TargetTenants != nil {
+		targetTenants, targets = held.TargetTenants, held.Targets
+	}
+	return tenants, targetTenants, targets
+}
+
+// heldNothing reports whether held holds no tenant and no target.
+func heldNothing(held *model.Held) bool {
+	return held == nil || (len(held.Tenants) == 0 && len(held.TargetTenants) == 0)
 }
 
 // claimRow is a row of ClaimTasks: a claim, or a task parked behind its

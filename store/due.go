@@ -58,23 +58,26 @@ WHERE status IN ('scheduled', 'retrying')
 	AND (next_attempt_at, id) > ($1, $2)
 	AND next_attempt_at <= $3
 	AND tenant_id <> ALL($6::uuid[])
+	AND (tenant_id <> ALL($7::uuid[]) OR (tenant_id::text || ' ' || coalesce(hookwheel_target_key(url), '')) <> ALL($8::text[]))
 ORDER BY next_attempt_at, id
 LIMIT $4`
 
-// ListDueExcept is ListDue without the tasks of the tenants in held, for
-// the sweep: a suspended tenant's backlog of overdue tasks would otherwise
+// ListDueExcept is ListDue without the tasks held (those of the tenants in
+// held, and those to the targets it pauses), for the sweep: a suspended
+// tenant's backlog of overdue tasks, or a paused target's, would otherwise
 // fill every page of it and hide the strays behind. It reads each task's
 // row besides its index entry (see ListDue), so it is ListDue itself while
-// no tenant is held.
+// nothing is held.
 func (db *DB) ListDueExcept(ctx context.Context, partitions []int16, after model.DueCursor, until time.Time, limit int,
-	held []uuid.UUID,
+	held *model.Held,
 ) ([]model.DueTask, error) {
-	if len(held) == 0 {
+	if heldNothing(held) {
 		return db.ListDue(ctx, partitions, after, until, limit)
 	}
-	rows, err := db.pool.Query(ctx, queryListDueExcept, after.At, after.ID, until, limit, partitions, held)
+	tenants, targetTenants, targets := heldArgs(held)
+	rows, err := db.pool.Query(ctx, queryListDueExcept, after.At, after.ID, until, limit, partitions, tenants, targetTenants, targets)
 	if err != nil {
-		return nil, fmt.Errorf("list due tasks of %d tenants not held: %w", len(held), err)
+		return nil, fmt.Errorf("list due tasks not held: %w", err)
 	}
 	due, err := pgx.CollectRows(rows, scanDueTask)
 	if err != nil {

@@ -33,7 +33,7 @@ func TestHeldTenantsTasks(t *testing.T) {
 	_, err = db.SetTenantStatus(ctx, uuid.New(), model.TenantSuspended, []model.TenantStatus{model.TenantActive}, audit)
 	require.ErrorIs(t, err, model.ErrNotFound)
 
-	heldIDs := []uuid.UUID{held.ID}
+	heldIDs := &model.Held{Tenants: []uuid.UUID{held.ID}}
 	due, err := db.ListDueExcept(ctx, allPartitions(), model.DueCursor{}, dbNow(t, pool), 100, heldIDs)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{freeTask.ID}, dueIDs(due))

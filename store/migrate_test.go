@@ -50,7 +50,7 @@ func userTables(t *testing.T, db *store.DB) []string {
 }
 
 var wantTables = []string{"api_keys", "attempts", "audit_log", "flow_limits", "hookwheel_schema_migrations", "idempotency_keys", "invites", "nodes", "partitions", "plans", "portal_links", "publishes",
-	"schedules", "shared_secrets", "task_stats_minutes", "tasks", "tenants", "topics", "usage_days"}
+	"schedules", "shared_secrets", "target_health", "target_pauses", "task_stats_minutes", "tasks", "tenants", "topics", "usage_days"}
 
 // wantMigrations is goose's version 0 and the version of each migration file,
 // each applied once.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/store"
 )
 
@@ -67,6 +68,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 		attempts[i], outcomes[i], statuses[i] = 1, "success", "delivered"
 		started[i], durations[i], tokens[i] = time.Now(), 5, token
 	}
+	pausing := uuid.New()
 	cases := []struct {
 		name     string
 		prepare  string
@@ -76,10 +78,11 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 		{
 			name:    "ClaimTasks",
 			prepare: store.QueryClaimTasks,
-			// A held tenant (none of these tasks'): the filter on it must
-			// not change the plan.
+			// A held tenant and a tenant's paused target (none of these
+			// tasks'): the filters on them must not change the plan.
 			args: []any{waiting, time.Now().Add(time.Second), uuid.New(), 30 * time.Second, uuid.New(),
-				allPartitions(), store.ClaimBodyInline, []uuid.UUID{uuid.New()}},
+				allPartitions(), store.ClaimBodyInline, []uuid.UUID{uuid.New()},
+				[]uuid.UUID{pausing}, []string{model.HeldTargetKey(pausing, "https://paused.example:443")}},
 			wantRows: 10,
 		},
 		{
@@ -220,7 +223,7 @@ func TestClaimChangesNoIndex(t *testing.T) {
 		var updatedBefore, heapOnlyBefore int
 		require.NoError(t, tx.QueryRow(ctx, counts).Scan(&updatedBefore, &heapOnlyBefore))
 		rows, err := tx.Query(ctx, store.QueryClaimTasks, ids, dbNow(t, pool), uuid.New(), 30*time.Second, uuid.New(),
-			allPartitions(), store.ClaimBodyInline, []uuid.UUID{})
+			allPartitions(), store.ClaimBodyInline, []uuid.UUID{}, []uuid.UUID{}, []string{})
 		require.NoError(t, err)
 		for rows.Next() {
 			claimed++

@@ -189,3 +189,17 @@ func (db *DB) SetTenantRetention(ctx context.Context, id uuid.UUID, retention *t
 	}
 	return t, nil
 }
+
+const querySetTenantOperationsURL = `-- name: SetTenantOperationsURL
+UPDATE tenants SET operations_url = $2 WHERE id = $1
+RETURNING ` + tenantColumns
+
+// SetTenantOperationsURL sets where a tenant's operations events go; nil:
+// nowhere.
+func (db *DB) SetTenantOperationsURL(ctx context.Context, id uuid.UUID, url *string, audit model.AuditEntry) (*model.Tenant, error) {
+	t, err := db.updateTenant(ctx, audit, querySetTenantOperationsURL, id, url)
+	if err != nil {
+		return nil, fmt.Errorf("set operations URL of tenant %s: %w", id, err)
+	}
+	return t, nil
+}

@@ -16,7 +16,7 @@ import (
 // The plan's limits come with the tenant (a primary key probe), so every
 // reader of a tenant sees a plan's change at once.
 const tenantColumns = `id, name, signing_secrets, created_at, retry_max_attempts, retry_min_backoff_ms, retry_max_backoff_ms, limits,
-	target_allow_cidrs, retention_ms, status, deletion_requested_at, deleted_rows, plan, ` + tenantPlanLimits
+	target_allow_cidrs, retention_ms, status, deletion_requested_at, deleted_rows, plan, operations_url, ` + tenantPlanLimits
 
 // tenantPlanLimits is the limits of the tenant's plan, '{}' without one, for
 // a statement reading tenants under that name.
@@ -34,7 +34,7 @@ type tenantRow struct {
 func (r *tenantRow) targets() []any {
 	t := &r.t
 	return []any{&t.ID, &t.Name, &t.SigningSecrets, &t.CreatedAt, &t.Retry.MaxAttempts, &r.minB, &r.maxB, &t.LimitOverrides,
-		&t.TargetAllowCIDRs, &r.retention, &t.Status, &r.deletionRequested, &r.deleted, &t.Plan, &t.PlanLimits}
+		&t.TargetAllowCIDRs, &r.retention, &t.Status, &r.deletionRequested, &r.deleted, &t.Plan, &t.OperationsURL, &t.PlanLimits}
 }
 
 func (r *tenantRow) tenant() *model.Tenant {

@@ -33,6 +33,7 @@ type Store interface {
 	SetTenantLimits(ctx context.Context, id uuid.UUID, l model.Limits, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantTargetGrants(ctx context.Context, id uuid.UUID, cidrs []netip.Prefix, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, audit model.AuditEntry) (*model.Tenant, error)
+	SetTenantOperationsURL(ctx context.Context, id uuid.UUID, url *string, audit model.AuditEntry) (*model.Tenant, error)
 	SetTenantStatus(ctx context.Context, id uuid.UUID, to model.TenantStatus, from []model.TenantStatus,
 		audit model.AuditEntry) (*model.Tenant, error)
 
@@ -282,6 +283,19 @@ func (s *Service) SetTargetGrants(ctx context.Context, id uuid.UUID, cidrs []net
 func (s *Service) SetRetention(ctx context.Context, id uuid.UUID, retention *time.Duration, actor string) (*model.Tenant, error) {
 	return s.changed(s.store.SetTenantRetention(ctx, id, retention,
 		s.audit(id, actor, "tenant.retention_changed", map[string]any{"retention": durationText(retention)})))
+}
+
+// SetOperationsURL sets where hookwheel tells the tenant of what it did to
+// its deliveries (target.paused, target.recovered); nil: nowhere. url must
+// have passed the checks of a task's URL. The audit records its origin
+// alone: a URL's path or query may be its credential.
+func (s *Service) SetOperationsURL(ctx context.Context, id uuid.UUID, url *string, actor string) (*model.Tenant, error) {
+	var origin any
+	if url != nil {
+		origin = model.TargetKey(*url)
+	}
+	return s.changed(s.store.SetTenantOperationsURL(ctx, id, url,
+		s.audit(id, actor, "tenant.operations_url_changed", map[string]any{"operations_url": origin})))
 }
 
 // changed passes on the result of a change to a tenant, dropping the

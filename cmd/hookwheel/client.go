@@ -105,7 +105,7 @@ type console struct {
 }
 
 // runClient runs a client command: args[0] is tasks, schedules, topics,
-// flow-keys, plans, batch, signup or usage.
+// flow-keys, targets, plans, batch, signup or usage.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -119,6 +119,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = flowKeysCommand(ctx, args[1:], con)
 	case "portal-links":
 		err = portalLinksCommand(ctx, args[1:], con)
+	case "targets":
+		err = targetsCommand(ctx, args[1:], con)
 	case "plans":
 		err = plansCommand(ctx, args[1:], con)
 	case "batch":

@@ -9,7 +9,7 @@
 //	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|portal-links|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|portal-links|targets|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -80,6 +80,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel portal-links create LABEL [--expires-in 1h] [--name TEXT]   a read-only page of LABEL's tasks
   hookwheel portal-links list [--limit 20 | --all]
   hookwheel portal-links revoke ID
+  hookwheel targets pause TARGET [--reason TEXT] | resume TARGET | list   hold a target's tasks, let them go
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
   hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
@@ -129,6 +130,8 @@ Environment:
   HOOKWHEEL_PPROF_ADDR    serve Go's pprof profiles on this address, a listener of its own or
                           HOOKWHEEL_METRICS_ADDR's (default: off)
   HOOKWHEEL_SHUTDOWN_TIMEOUT  how long a stop waits for sends in flight (default 30s)
+  HOOKWHEEL_TARGET_DISABLE_AFTER  a tenant's target failing every attempt this long is paused, and the
+                          tenant's operations_url told (default 120h)
   HOOKWHEEL_RETENTION     how long finished tasks are kept (default 168h; 0 keeps them)
   HOOKWHEEL_AUDIT_RETENTION  how long audit entries are kept (default 9600h, 400 days; 0 keeps them)
   HOOKWHEEL_IDEMPOTENCY_WINDOW  how long after its task's creation an Idempotency-Key stays taken,
@@ -169,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "portal-links", "plans", "batch", "signup", "usage":
+	case "tasks", "schedules", "topics", "flow-keys", "portal-links", "targets", "plans", "batch", "signup", "usage":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})
@@ -251,6 +254,9 @@ type environment struct {
 	// portal: HOOKWHEEL_PUBLIC_URL and HOOKWHEEL_PORTAL_FRAME_ANCESTORS
 	// (portallinks.go).
 	portal portalSettings
+	// targetDisableAfter: HOOKWHEEL_TARGET_DISABLE_AFTER (see
+	// dispatcher.Config.TargetDisableAfter).
+	targetDisableAfter time.Duration
 }
 
 func loadEnv(getenv func(string) string) (environment, error) {
@@ -302,6 +308,9 @@ func loadEnv(getenv func(string) string) (environment, error) {
 		return e, err
 	}
 	if e.shutdown, err = durationEnv(getenv, "HOOKWHEEL_SHUTDOWN_TIMEOUT", 0); err != nil {
+		return e, err
+	}
+	if e.targetDisableAfter, err = durationEnv(getenv, "HOOKWHEEL_TARGET_DISABLE_AFTER", 0); err != nil {
 		return e, err
 	}
 	if e.nodeTTL, err = durationEnv(getenv, "HOOKWHEEL_NODE_TTL", 0); err != nil {
@@ -450,23 +459,6 @@ func auditRetentionEnv(v string) (time.Duration, error) {
 	return keepEnv("HOOKWHEEL_AUDIT_RETENTION", v, "9600h", "audit entries")
 }
 
-// keepEnv reads the retention name of kept rows: unset is 0 (the
-// dispatcher's default), 0 is dispatcher.KeepForever, anything else a
-// duration of at least a second such as example.
-func keepEnv(name, v, example, kept string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	switch {
-	case err != nil || d < 0 || (d > 0 && d < time.Second):
-		return 0, fmt.Errorf("%s: want a duration of at least 1s such as %s, or 0 to keep %s, got %q", name, example, kept, v)
-	case d == 0:
-		return dispatcher.KeepForever, nil
-	}
-	return d, nil
-}
-
 func newLogger(w io.Writer, env environment) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: env.logLevel}
 	if env.logJSON {
@@ -507,7 +499,7 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 			MaxTimeout: env.maxTimeout, ShutdownTimeout: env.shutdown, Retention: env.retention,
 			AuditRetention:    env.auditRetention,
 			MetricsTopTargets: env.topTargets, IdempotencyWindow: env.idempotencyWindow,
-			NodeTTL: env.nodeTTL, HeartbeatInterval: env.heartbeat,
+			NodeTTL: env.nodeTTL, HeartbeatInterval: env.heartbeat, TargetDisableAfter: env.targetDisableAfter,
 		},
 		Limits: api.Limits{MaxBody: env.maxBody, MaxScheduleAhead: env.maxAhead, MaxTimeout: env.maxTimeout,
 			ListBodyBytes: int64(env.listBodies)},

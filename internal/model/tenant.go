@@ -39,6 +39,10 @@ type Tenant struct {
 	// Retention is how long the tenant's finished tasks are kept; nil
 	// means the node default (HOOKWHEEL_RETENTION).
 	Retention *time.Duration
+	// OperationsURL is where hookwheel tells the tenant of what it did to
+	// its deliveries (a target it paused, one recovered), by a signed POST
+	// sent as one of its tasks; nil: nowhere.
+	OperationsURL *string
 	// Status is where the tenant is in its life: active, suspended or
 	// being deleted.
 	Status TenantStatus

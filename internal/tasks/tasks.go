@@ -80,6 +80,10 @@ type Store interface {
 	ListFlowLimits(ctx context.Context, tenantID uuid.UUID, f model.FlowLimitFilter) ([]*model.FlowLimit, error)
 	DeleteFlowLimit(ctx context.Context, tenantID uuid.UUID, key string, audit *model.AuditEntry) (*model.FlowLimit, error)
 
+	PauseTarget(ctx context.Context, p *model.TargetPause, audit *model.AuditEntry) (*model.TargetPause, bool, error)
+	ResumeTarget(ctx context.Context, tenantID uuid.UUID, target string, at time.Time, audit *model.AuditEntry) (*model.TargetPause, error)
+	ListTargetPauses(ctx context.Context, tenantID uuid.UUID) ([]*model.TargetPause, error)
+
 	InsertSchedule(ctx context.Context, s *model.Schedule, audit *model.AuditEntry) error
 	GetSchedule(ctx context.Context, tenantID, id uuid.UUID) (*model.Schedule, error)
 	ListSchedules(ctx context.Context, tenantID uuid.UUID, f model.ScheduleFilter) ([]*model.Schedule, error)

@@ -1126,19 +1126,55 @@ function changeItem(c) {
 // ---------------------------------------------------------------------------
 // Targets
 
+// stacked makes a table a card a row on a narrow screen, each cell under
+// its column's name, rather than wider than the screen.
+function stacked(el) {
+  el.classList.add('stacked');
+  return el;
+}
+
 async function targetsPage() {
   const show = pageShow();
-  const [targets, limits] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits')]);
+  const [targets, limits, paused] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits'), api('GET', '/v1/targets/paused')]);
   const perTarget = (limits.limits && limits.limits.targets) || {};
   const l = limits.limits || {};
-  show(h('h1', {}, 'Targets'),
+  const pausedBy = new Map(paused.data.map((p) => [p.target, p]));
+  const errSlot = h('div');
+  const act = (fn, msg) => run(errSlot, async () => { await fn(); toast(msg); render(); });
+  const pause = (target, reason) => act(() => api('POST', '/v1/targets/pause', reason ? { target, reason } : { target }), `Paused ${target}`);
+  const resume = (target) => act(() => api('POST', '/v1/targets/resume', { target }), `Resumed ${target}: its waiting tasks go out at its pace`);
+  const target = h('input', { type: 'url', name: 'target', required: true, spellcheck: 'false', placeholder: 'https://api.example.com:443' });
+  const reason = h('input', { type: 'text', name: 'reason', maxlength: 500, placeholder: 'Database migration until 14:00' });
+  const form = h('form', { class: 'card pauseform', onsubmit: (e) => { e.preventDefault(); pause(target.value.trim(), reason.value.trim()); } },
+    h('h2', {}, 'Pause a target'),
+    h('p', { class: 'muted' }, 'Its tasks wait, not sent and not counted as attempts, until you resume it; then they go out at the target\u2019s pace.'),
+    h('div', { class: 'two' },
+      field('Target', target, 'Scheme, host and port, without a path.'),
+      field('Reason', reason, 'Optional, for whoever looks later.')),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Pause')));
+  show(h('h1', {}, 'Targets'), errSlot,
+    h('section', { class: 'paused' }, h('h2', {}, 'Paused targets'),
+      stacked(table(['Target', 'Paused', 'By', 'Why', 'Failing since', 'Last error', ''], paused.data.map((p) => [
+        h('code', {}, p.target),
+        timeCell(p.paused_at),
+        p.paused_by === 'hookwheel' ? h('span', { class: 'badge s-dead', title: 'Every attempt failed for too long' }, 'hookwheel') : h('span', { class: 'badge s-canceled' }, 'you'),
+        p.reason || h('span', { class: 'muted' }, '\u2014'),
+        p.since ? timeCell(p.since) : h('span', { class: 'muted' }, '\u2014'),
+        p.last_error ? h('span', { class: 'error' }, p.last_error) : h('span', { class: 'muted' }, '\u2014'),
+        h('button', { type: 'button', class: 'small', 'aria-label': `Resume ${p.target}`, onclick: () => resume(p.target) }, 'Resume'),
+      ]), 'Paused targets', 'No paused target: every target\u2019s tasks go out when due.'))),
+    h('h2', {}, 'Recent targets'),
     h('p', { class: 'muted' }, 'The hosts your webhooks went to in the last ten minutes, as this node saw them. The circuit breaker of a target is shared by every tenant sending there.'),
-    table(['Target', 'Breaker', 'In flight', 'Waiting', 'Attempts', 'Failures', 'Failure ratio', 'Limit'], targets.data.map((t) => {
+    stacked(table(['Target', 'Breaker', 'In flight', 'Waiting', 'Attempts', 'Failures', 'Failure ratio', 'Limit', ''], targets.data.map((t) => {
       const tl = perTarget[t.target];
       return [h('code', {}, t.target), breakerBadge(t.state), fmtNum(t.in_flight), fmtNum(t.waiting), fmtNum(t.attempts), fmtNum(t.failures),
         t.attempts ? `${fmtNum((100 * t.failures) / t.attempts, 1)} %` : '—',
-        tl ? [tl.rate ? `${fmtNum(tl.rate, 2)}/s` : '', tl.concurrency ? ` ≤ ${tl.concurrency} at once` : ''] : h('span', { class: 'muted' }, 'none')];
-    }), 'Targets', 'No webhook was sent in the last ten minutes.', [2, 3, 4, 7]),
+        tl ? [tl.rate ? `${fmtNum(tl.rate, 2)}/s` : '', tl.concurrency ? ` ≤ ${tl.concurrency} at once` : ''] : h('span', { class: 'muted' }, 'none'),
+        pausedBy.has(t.target)
+          ? h('button', { type: 'button', class: 'small', 'aria-label': `Resume ${t.target}`, onclick: () => resume(t.target) }, 'Resume')
+          : h('button', { type: 'button', class: 'small', 'aria-label': `Pause ${t.target}`, onclick: () => pause(t.target, '') }, 'Pause')];
+    }), 'Targets', 'No webhook was sent in the last ten minutes.', [2, 3, 4, 7])),
+    form,
     h('section', { class: 'card' }, h('h2', {}, 'Your limits'), h('dl', { class: 'fields' },
       dt('Waiting tasks', `${fmtNum(limits.pending_tasks)}${l.max_pending_tasks ? ` of at most ${fmtNum(l.max_pending_tasks)}` : ''}`),
       dt('Dispatch rate', l.dispatch_rate ? `${fmtNum(l.dispatch_rate, 2)}/s` : 'unlimited'),

@@ -467,6 +467,30 @@ test('overview, targets, keys and secrets pages draw', async ({ page }) => {
   await shoot(page, 'secrets');
 });
 
+test('targets page pauses a target, holds its tasks, and resumes it', async ({ page, request }) => {
+  const target = new URL(receiver).origin;
+  await signIn(page);
+  await page.getByRole('link', { name: 'Targets' }).click();
+  await expect(page.getByText('No paused target')).toBeVisible();
+  await page.getByLabel('Target', { exact: true }).fill(target);
+  await page.getByLabel('Reason').fill('receiver migration until 14:00');
+  await page.getByRole('button', { name: 'Pause', exact: true }).click();
+  const row = page.locator('section.paused').getByRole('row').filter({ hasText: target });
+  await expect(row).toContainText('receiver migration until 14:00');
+  await expect(row).toContainText('you');
+  const task = await createTask(request, tenantKey, { url: `${receiver}/ok` });
+  await expectLabelled(page);
+  // The page, not the pause's passing notice over it.
+  await expect(page.locator('#toast')).not.toHaveClass(/shown/, { timeout: 10_000 });
+  await shoot(page, 'targets-paused');
+  // Held: still waiting, no attempt made, while the page was drawn.
+  const held = await call(request, tenantKey, 'GET', `/v1/tasks/${task.id}`);
+  expect(held.status).toBe('scheduled');
+  expect(held.attempts).toBe(0);
+  await row.getByRole('button', { name: `Resume ${target}` }).click();
+  await expect(page.getByText('No paused target')).toBeVisible();
+  await waitStatus(request, tenantKey, task.id, 'delivered');
+});
 test('usage shows the month against the plan, day by day, and other months', async ({ page, request, context }) => {
   await call(request, adminToken, 'PUT', '/v1/admin/plans/starter', starter);
   const me = await call(request, tenantKey, 'GET', '/v1/me');

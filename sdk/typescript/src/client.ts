@@ -26,6 +26,7 @@ import type {
   Schedule,
   ScheduleRequest,
   ScheduleUpdateRequest,
+  TargetPause,
   Task,
   TaskFilter,
   TaskRequest,
@@ -221,6 +222,28 @@ export interface HookwheelClient {
     listPage(options?: { limit?: number; cursor?: string }): Promise<Page<PortalLink>>;
     /** Ends a link at once, on every node (`DELETE /v1/portal-links/{id}`); safe to repeat. */
     revoke(id: string): Promise<PortalLink>;
+  };
+  targets: {
+    /**
+     * Holds the tenant's tasks to a target, `https://host:port` without a path
+     * (`POST /v1/targets/pause`): they wait, not sent and not counted as
+     * attempts, until it is resumed. A target paused already keeps its pause
+     * as it was, which is returned; so it is safe to repeat, and retried like
+     * a read.
+     */
+    pause(target: string, options?: { reason?: string }): Promise<TargetPause>;
+    /**
+     * Lifts the tenant's pause of a target, its own or hookwheel's, and returns
+     * it as it was (`POST /v1/targets/resume`); a 404 when it was not paused.
+     * The tasks that waited go out at the target's pace.
+     */
+    resume(target: string): Promise<TargetPause>;
+    /**
+     * The tenant's paused targets, by target (`GET /v1/targets/paused`), with
+     * who paused each and why; hookwheel's pauses say since when every attempt
+     * failed and the last error.
+     */
+    listPaused(): Promise<TargetPause[]>;
   };
   /**
    * The operator's plans: named sets of limits tenants are put on. These are
@@ -518,6 +541,15 @@ export function createClient(options: ClientOptions): HookwheelClient {
       listPage: listPortalLinksPage,
       // Revoking a revoked link answers the same.
       revoke: (linkId) => send(true, () => raw.DELETE("/v1/portal-links/{id}", id(linkId))),
+    },
+    targets: {
+      // Pausing a paused target leaves its pause as it was.
+      pause: (target, opts = {}) =>
+        send(true, () =>
+          raw.POST("/v1/targets/pause", { body: { target, ...(opts.reason ? { reason: opts.reason } : {}) } }),
+        ),
+      resume: (target) => send(false, () => raw.POST("/v1/targets/resume", { body: { target } })),
+      listPaused: async () => (await send(true, () => raw.GET("/v1/targets/paused"))).data,
     },
     plans: {
       // Setting the same limits twice leaves them as once does.

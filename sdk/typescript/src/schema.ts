@@ -1175,6 +1175,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/targets/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a target
+         * @description Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+         *     it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+         *     not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+         *     them within about a second (the change is announced as it commits, and reread every 3 seconds);
+         *     an attempt already on the wire finishes. A target already paused keeps its pause as it was
+         *     (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+         *     hookwheel pauses a target itself when every attempt to it failed for
+         *     `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+         */
+        post: operations["pauseTarget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/targets/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused target
+         * @description Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+         *     it was. The tasks that waited go out at the target's pace, not all at once: through the
+         *     tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+         *     each answers), its dispatch limits for the host if the operator set any, and the target's
+         *     circuit breaker, which defers the rest again should the target still fail. 404 when the
+         *     target is not paused.
+         */
+        post: operations["resumeTarget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/targets/paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's paused targets
+         * @description Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+         *     when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+         *     error. Unlike `GET /v1/targets`, the same on every node.
+         */
+        get: operations["listPausedTargets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/keys": {
         parameters: {
             query?: never;
@@ -2529,6 +2603,15 @@ export interface components {
              */
             target_allow_cidrs?: string[];
             /**
+             * @description Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+             *     its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+             *     "since", "last_error", "paused_at"}` when every attempt to a target failed for
+             *     `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+             *     "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+             *     `null`: nowhere (the pause still happens).
+             */
+            operations_url?: string | null;
+            /**
              * @description How long this tenant's finished tasks (`delivered`, `dead`, `canceled`) and their
              *     attempts are kept after they finished, as a duration; null when the tenant goes by the
              *     node default, `HOOKWHEEL_RETENTION` (7 days unless set).
@@ -2585,6 +2668,12 @@ export interface components {
              *     then on; a send to a range no longer granted is refused.
              */
             target_allow_cidrs?: string[] | null;
+            /**
+             * @description Where the tenant's operations events go (see the tenant's `operations_url`); checked as a
+             *     task's URL is (http or https, a public address unless granted); `null`: nowhere.
+             * @example https://ops.acme.example/hookwheel
+             */
+            operations_url?: string | null;
             /**
              * @description How long the tenant's finished tasks and their attempts are kept after they finished,
              *     as a duration of at least `1s` (`720h` for 30 days); `null` goes back to the node default,
@@ -2695,6 +2784,49 @@ export interface components {
              * @description The tenant's latest task to, or answer from, this target.
              */
             last_used_at: string;
+        };
+        TargetPauseRequest: {
+            /**
+             * @description Scheme, host and optional port, `https://host:port`, without a path: every path of the target
+             *     is held. Written back as the dispatcher keys targets: host lowercased, the scheme's port when
+             *     none is given.
+             * @example https://api.partner.com:443
+             */
+            target: string;
+            /** @description Why, for whoever looks at the pause later. */
+            reason?: string;
+        };
+        TargetResumeRequest: {
+            /**
+             * @description The target, as for a pause.
+             * @example https://api.partner.com:443
+             */
+            target: string;
+        };
+        TargetPauseList: {
+            data: components["schemas"]["TargetPause"][];
+        };
+        /** @description One of the tenant's paused targets. */
+        TargetPause: {
+            /** @description Scheme, host and port, e.g. `https://example.com:443`. */
+            target: string;
+            /** Format: date-time */
+            paused_at: string;
+            /**
+             * @description `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+             *     target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+             * @enum {string}
+             */
+            paused_by: "tenant" | "hookwheel";
+            /** @description The tenant's reason, or hookwheel's. */
+            reason: string;
+            /**
+             * Format: date-time
+             * @description hookwheel's pauses only; the first failure of the unbroken run of failures.
+             */
+            since?: string | null;
+            /** @description hookwheel's pauses only; the error of the last failed attempt. */
+            last_error?: string | null;
         };
         /** @description A newly created tenant, with the only copy of its API key. */
         TenantCreated: {
@@ -6412,6 +6544,151 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["TargetList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    pauseTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "target": "https://api.partner.com:443",
+                 *       "reason": "database migration until 14:00"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TargetPauseRequest"];
+            };
+        };
+        responses: {
+            /** @description The target was paused already; its pause as it stands. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "target": "https://api.partner.com:443",
+                     *       "paused_at": "2026-11-28T09:00:00Z",
+                     *       "paused_by": "hookwheel",
+                     *       "reason": "every attempt failed for 120h0m0s",
+                     *       "since": "2026-11-23T09:00:00Z",
+                     *       "last_error": "connect: connection refused"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TargetPause"];
+                };
+            };
+            /** @description The target is paused. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "target": "https://api.partner.com:443",
+                     *       "paused_at": "2026-11-28T13:40:00Z",
+                     *       "paused_by": "tenant",
+                     *       "reason": "database migration until 14:00"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TargetPause"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    resumeTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "target": "https://api.partner.com:443"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TargetResumeRequest"];
+            };
+        };
+        responses: {
+            /** @description The target is resumed; its pause as it was. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "target": "https://api.partner.com:443",
+                     *       "paused_at": "2026-11-28T13:40:00Z",
+                     *       "paused_by": "tenant",
+                     *       "reason": "database migration until 14:00"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TargetPause"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    listPausedTargets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's paused targets, by target. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "target": "https://hooks.partner.com:443",
+                     *           "paused_at": "2026-11-28T09:00:00Z",
+                     *           "paused_by": "hookwheel",
+                     *           "reason": "every attempt failed for 120h0m0s",
+                     *           "since": "2026-11-23T09:00:00Z",
+                     *           "last_error": "connect: connection refused"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TargetPauseList"];
                 };
             };
             401: components["responses"]["Unauthorized"];

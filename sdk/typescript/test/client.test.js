@@ -174,6 +174,7 @@ describe("client", () => {
       (c) => c.schedules.create({ url: TASK.url, cron: "@hourly" }),
       (c) => c.schedules.delete(TASK.id),
       (c) => c.flowKeys.delete("customer-1042"),
+      (c) => c.targets.resume("https://api.partner.com:443"),
     ];
     for (const call of calls) {
       const { client, requests } = scripted([busy()]);
@@ -434,6 +435,33 @@ describe("client", () => {
         "GET /v1/topics?limit=1 ",
         "GET /v1/topics?limit=1&cursor=c1 ",
         "DELETE /v1/topics/orders ",
+      ],
+    );
+  });
+
+  it("pauses, resumes and lists targets", async () => {
+    const pause = {
+      target: "https://api.partner.com:443",
+      paused_at: "2026-11-28T13:40:00Z",
+      paused_by: "tenant",
+      reason: "migration",
+    };
+    const { client, requests } = scripted([
+      problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }),
+      json(201, pause),
+      json(200, { data: [pause] }),
+      json(200, pause),
+    ]);
+    assert.deepEqual(await client.targets.pause("https://api.partner.com", { reason: "migration" }), pause);
+    assert.deepEqual(await client.targets.listPaused(), [pause]);
+    assert.deepEqual(await client.targets.resume("https://api.partner.com:443"), pause);
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname} ${r.body}`),
+      [
+        `POST /v1/targets/pause {"target":"https://api.partner.com","reason":"migration"}`,
+        `POST /v1/targets/pause {"target":"https://api.partner.com","reason":"migration"}`,
+        "GET /v1/targets/paused ",
+        `POST /v1/targets/resume {"target":"https://api.partner.com:443"}`,
       ],
     );
   });

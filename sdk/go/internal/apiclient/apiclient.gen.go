@@ -192,6 +192,24 @@ func (e TargetState) Valid() bool {
 	}
 }
 
+// Defines values for TargetPausePausedBy.
+const (
+	TargetPausePausedByHookwheel TargetPausePausedBy = "hookwheel"
+	TargetPausePausedByTenant    TargetPausePausedBy = "tenant"
+)
+
+// Valid indicates whether the value is a known member of the TargetPausePausedBy enum.
+func (e TargetPausePausedBy) Valid() bool {
+	switch e {
+	case TargetPausePausedByHookwheel:
+		return true
+	case TargetPausePausedByTenant:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskStatus.
 const (
 	TaskStatusCanceled    TaskStatus = "canceled"
@@ -1566,6 +1584,56 @@ type TargetList struct {
 	Node openapi_types.UUID `json:"node"`
 }
 
+// TargetPause One of the tenant's paused targets.
+type TargetPause struct {
+	// LastError hookwheel's pauses only; the error of the last failed attempt.
+	LastError *string   `json:"last_error,omitempty"`
+	PausedAt  time.Time `json:"paused_at"`
+
+	// PausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+	// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+	PausedBy TargetPausePausedBy `json:"paused_by"`
+
+	// Reason The tenant's reason, or hookwheel's.
+	Reason string `json:"reason"`
+
+	// Since hookwheel's pauses only; the first failure of the unbroken run of failures.
+	Since *time.Time `json:"since,omitempty"`
+
+	// Target Scheme, host and port, e.g. `https://example.com:443`.
+	Target string `json:"target"`
+}
+
+// TargetPausePausedBy `tenant`: by a call of the tenant's (or the dashboard). `hookwheel`: every attempt to the
+// target failed for `HOOKWHEEL_TARGET_DISABLE_AFTER`.
+type TargetPausePausedBy string
+
+// TargetPauseList defines model for TargetPauseList.
+type TargetPauseList struct {
+	Data []TargetPause `json:"data"`
+}
+
+// TargetPauseRequest defines model for TargetPauseRequest.
+type TargetPauseRequest struct {
+	// Reason Why, for whoever looks at the pause later.
+	Reason *string `json:"reason,omitempty"`
+
+	// Target Scheme, host and optional port, `https://host:port`, without a path: every path of the target
+	// is held. Written back as the dispatcher keys targets: host lowercased, the scheme's port when
+	// none is given.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
+// TargetResumeRequest defines model for TargetResumeRequest.
+type TargetResumeRequest struct {
+	// Target The target, as for a pause.
+	//
+	// Example: https://api.partner.com:443
+	Target string `json:"target"`
+}
+
 // Task A scheduled webhook and its delivery state.
 type Task struct {
 	// Attempts The number of delivery attempts made so far, replays included (a replay does not reset it).
@@ -1857,6 +1925,14 @@ type Tenant struct {
 	// call (within 2 s on other nodes); dispatch limits within a few seconds.
 	Limits TenantLimits `json:"limits"`
 	Name   string       `json:"name"`
+
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries: a signed POST (signed as
+	// its webhooks are), sent as one of its tasks, of `{"type": "target.paused", "target",
+	// "since", "last_error", "paused_at"}` when every attempt to a target failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` and hookwheel paused it, and `{"type": "target.recovered",
+	// "target", "recovered_at"}` when, after a resume of such a pause, an attempt succeeds.
+	// `null`: nowhere (the pause still happens).
+	OperationsURL *string `json:"operations_url,omitempty"`
 
 	// Plan The plan the tenant is on; null for none.
 	//
@@ -2385,6 +2461,12 @@ type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
 
 // SignUpJSONRequestBody defines body for SignUp for application/json ContentType.
 type SignUpJSONRequestBody = SignupRequest
+
+// PauseTargetJSONRequestBody defines body for PauseTarget for application/json ContentType.
+type PauseTargetJSONRequestBody = TargetPauseRequest
+
+// ResumeTargetJSONRequestBody defines body for ResumeTarget for application/json ContentType.
+type ResumeTargetJSONRequestBody = TargetResumeRequest
 
 // CreateTaskJSONRequestBody defines body for CreateTask for application/json ContentType.
 type CreateTaskJSONRequestBody = TaskRequest
@@ -3160,6 +3242,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTargetWithBody Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseTarget Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPausedTargets The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTargetWithBody Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeTarget Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks List tasks
 	//
@@ -4743,6 +4894,125 @@ func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditor
 // Corresponds with GET /v1/targets (the `ListTargets` operationId).
 func (c *Client) ListTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTargetWithBody Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseTarget Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *Client) PauseTarget(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseTargetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPausedTargets The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *Client) ListPausedTargets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPausedTargetsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTargetWithBody Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTargetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeTarget Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *Client) ResumeTarget(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeTargetRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6934,6 +7204,113 @@ func NewListTargetsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPauseTargetRequest calls the generic PauseTarget builder with application/json body
+func NewPauseTargetRequest(server string, body PauseTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseTargetRequestWithBody constructs an http.Request for the PauseTarget method, with any body, and a specified content type
+func NewPauseTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListPausedTargetsRequest constructs an http.Request for the ListPausedTargets method
+func NewListPausedTargetsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/paused")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeTargetRequest calls the generic ResumeTarget builder with application/json body
+func NewResumeTargetRequest(server string, body ResumeTargetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeTargetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeTargetRequestWithBody constructs an http.Request for the ResumeTarget method, with any body, and a specified content type
+func NewResumeTargetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/targets/resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListTasksRequest constructs an http.Request for the ListTasks method
 func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request, error) {
 	var err error
@@ -8502,6 +8879,77 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/targets (the `ListTargets` operationId).
 	ListTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListTargetsResponse, error)
+
+	// PauseTargetWithBodyWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// PauseTargetWithResponse Pause a target
+	//
+	// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+	// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+	// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+	// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+	// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+	// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+	// hookwheel pauses a target itself when every attempt to it failed for
+	// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+	PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error)
+
+	// ListPausedTargetsWithResponse The caller's paused targets
+	//
+	// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+	// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+	// error. Unlike `GET /v1/targets`, the same on every node.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+	ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error)
+
+	// ResumeTargetWithBodyWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
+
+	// ResumeTargetWithResponse Resume a paused target
+	//
+	// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+	// it was. The tasks that waited go out at the target's pace, not all at once: through the
+	// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+	// each answers), its dispatch limits for the host if the operator set any, and the target's
+	// circuit breaker, which defers the rest again should the target still fail. 404 when the
+	// target is not paused.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+	ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error)
 
 	// ListTasksWithResponse List tasks
 	//
@@ -11962,6 +12410,276 @@ func (r ListTargetsResponse) ContentType() string {
 	return ""
 }
 
+// PauseTargetResponse429Headers the declared response headers of an HTTP 429 response for PauseTarget
+type PauseTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type PauseTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PauseTargetResponse) GetJSON201() *TargetPause {
+	return r.JSON201
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListPausedTargetsResponse429Headers the declared response headers of an HTTP 429 response for ListPausedTargets
+type ListPausedTargetsResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListPausedTargetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPauseList
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPausedTargetsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPausedTargetsResponse) GetJSON200() *TargetPauseList {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListPausedTargetsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPausedTargetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPausedTargetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPausedTargetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPausedTargetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeTargetResponse429Headers the declared response headers of an HTTP 429 response for ResumeTarget
+type ResumeTargetResponse429Headers struct {
+	RetryAfter int
+}
+
+type ResumeTargetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TargetPause
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationProblemJSON404 *NotFound
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeTargetResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeTargetResponse) GetJSON200() *TargetPause {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON404() *NotFound {
+	return r.ApplicationProblemJSON404
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeTargetResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeTargetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeTargetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeTargetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeTargetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
 type ListTasksResponse429Headers struct {
 	RetryAfter int
@@ -14301,6 +15019,107 @@ func (c *ClientWithResponses) ListTargetsWithResponse(ctx context.Context, reqEd
 		return nil, err
 	}
 	return ParseListTargetsResponse(rsp)
+}
+
+// PauseTargetWithBodyWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// PauseTargetWithResponse Pause a target
+//
+// Holds the calling tenant's tasks to one target (scheme, host and port; every path of it) until
+// it is resumed: a receiver down for a planned migration. Its tasks wait in their order, not sent,
+// not counted as attempts, not lost; new tasks to it are accepted and wait too. Every node holds
+// them within about a second (the change is announced as it commits, and reread every 3 seconds);
+// an attempt already on the wire finishes. A target already paused keeps its pause as it was
+// (who paused it, why, since when): the answer is 200 with that pause, where a new one is 201.
+// hookwheel pauses a target itself when every attempt to it failed for
+// `HOOKWHEEL_TARGET_DISABLE_AFTER` (`paused_by: hookwheel`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/pause (the `PauseTarget` operationId).
+func (c *ClientWithResponses) PauseTargetWithResponse(ctx context.Context, body PauseTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseTargetResponse, error) {
+	rsp, err := c.PauseTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseTargetResponse(rsp)
+}
+
+// ListPausedTargetsWithResponse The caller's paused targets
+//
+// Every target the calling tenant's tasks are held back from, by the tenant or by hookwheel, with
+// when, by whom and why; for hookwheel's pauses, since when every attempt failed and the last
+// error. Unlike `GET /v1/targets`, the same on every node.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/targets/paused (the `ListPausedTargets` operationId).
+func (c *ClientWithResponses) ListPausedTargetsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPausedTargetsResponse, error) {
+	rsp, err := c.ListPausedTargets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPausedTargetsResponse(rsp)
+}
+
+// ResumeTargetWithBodyWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTargetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
+}
+
+// ResumeTargetWithResponse Resume a paused target
+//
+// Lifts the calling tenant's pause of a target, its own or hookwheel's, and answers the pause as
+// it was. The tasks that waited go out at the target's pace, not all at once: through the
+// tenant's send slots at that target (`HOOKWHEEL_MAX_PER_TARGET` at a time per node, the next as
+// each answers), its dispatch limits for the host if the operator set any, and the target's
+// circuit breaker, which defers the rest again should the target still fail. 404 when the
+// target is not paused.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/targets/resume (the `ResumeTarget` operationId).
+func (c *ClientWithResponses) ResumeTargetWithResponse(ctx context.Context, body ResumeTargetJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeTargetResponse, error) {
+	rsp, err := c.ResumeTarget(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeTargetResponse(rsp)
 }
 
 // ListTasksWithResponse List tasks
@@ -17559,6 +18378,249 @@ func ParseListTargetsResponse(rsp *http.Response) (*ListTargetsResponse, error) 
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListTargetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseTargetResponse parses an HTTP response from a PauseTargetWithResponse call
+func ParsePauseTargetResponse(rsp *http.Response) (*PauseTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PauseTargetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPausedTargetsResponse parses an HTTP response from a ListPausedTargetsWithResponse call
+func ParseListPausedTargetsResponse(rsp *http.Response) (*ListPausedTargetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPausedTargetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPauseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPausedTargetsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeTargetResponse parses an HTTP response from a ResumeTargetWithResponse call
+func ParseResumeTargetResponse(rsp *http.Response) (*ResumeTargetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeTargetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TargetPause
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ResumeTargetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

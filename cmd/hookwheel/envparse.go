@@ -4,10 +4,28 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/hookwheel/hookwheel/dispatcher"
 )
 
-// The readers of single environment variables that loadEnv and the
-// settings of each feature share.
+// The readers of environment variables' values that loadEnv shares.
+
+// keepEnv reads the retention name of kept rows: unset is 0 (the
+// dispatcher's default), 0 is dispatcher.KeepForever, anything else a
+// duration of at least a second such as example.
+func keepEnv(name, v, example, kept string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil || d < 0 || (d > 0 && d < time.Second):
+		return 0, fmt.Errorf("%s: want a duration of at least 1s such as %s, or 0 to keep %s, got %q", name, example, kept, v)
+	case d == 0:
+		return dispatcher.KeepForever, nil
+	}
+	return d, nil
+}
 
 func or(v, fallback string) string {
 	if v == "" {
