@@ -33,7 +33,7 @@ const (
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
 	callback, failure_callback, callback_of, callback_task_id, ordering_key,
-	publish_id, topic, endpoint_name, flow_key, claim_token`
+	publish_id, topic, endpoint_name, flow_key, expires_at, claim_token`
 )
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
@@ -66,7 +66,7 @@ func scanTaskWith(row pgx.Row, t *model.Task, headers any, extra ...any) error {
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
 		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
-		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey, &claim}, extra...)...)
+		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey, &t.ExpiresAt, &claim}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -87,9 +87,9 @@ const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at)
 	SELECT $1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
-		$20, $21, $22, $23
+		$20, $21, $22, $23, $25
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $2 AND kind = 'task' AND key = $12)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING tenant_id, created_at, updated_at, $24::smallint AS shard
@@ -143,6 +143,7 @@ func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, noti
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
 		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
+		t.ExpiresAt,
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil
