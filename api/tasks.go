@@ -109,7 +109,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	filter.Limit, filter.Before = pageRequest(&fe, params.Limit, params.Cursor)
 	if params.Status != nil {
 		if !params.Status.Valid() {
-			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled")
+			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled, expired")
 		}
 		status := model.TaskStatus(*params.Status)
 		filter.Status = &status
@@ -564,6 +564,7 @@ func taskWithoutBodyJSON(t *model.Task) openapi.Task {
 		Topic:           t.Topic,
 		PublishID:       t.PublishID,
 		EndpointName:    t.EndpointName,
+		ExpiresAt:       t.ExpiresAt,
 	}
 }
 
@@ -575,7 +576,7 @@ func callbackReport(t *model.Task) *openapi.CallbackPayload {
 		return nil
 	}
 	var report openapi.CallbackPayload
-	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < 1 || report.Response.Headers == nil {
+	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < minReportedAttempt(report.Status) || report.Response.Headers == nil {
 		return nil
 	}
 	return &report
