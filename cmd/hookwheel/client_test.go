@@ -176,6 +176,7 @@ func TestClientCommands(t *testing.T) {
 	rcv := w.receiver.URL
 
 	testTaskCommands(t, w)
+	testExpiryFlags(t, w)
 	testScheduleCommands(t, w)
 	testBatchCommand(t, w)
 
