@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/tasks"
 	"github.com/hookwheel/hookwheel/openapi"
 )
@@ -38,4 +39,24 @@ func minReportedAttempt(status openapi.CallbackPayloadStatus) int {
 		return 0
 	}
 	return 1
+}
+
+// expiresBy reports whether a waiting task refused a reschedule to at
+// because it expires by then: it could never be attempted there.
+func expiresBy(t *model.Task, at time.Time) bool {
+	waiting := t.Status == model.StatusScheduled || t.Status == model.StatusRetrying
+	return waiting && t.ExpiredAt(at)
+}
+
+// rescheduleAfterExpiry is the problem of a reschedule to or past the task's
+// expires_at, under the field that gave the time: delay, else run_at.
+func rescheduleAfterExpiry(t *model.Task, byDelay bool) error {
+	field := "run_at"
+	if byDelay {
+		field = "delay"
+	}
+	var fe fieldErrors
+	fe.add(field, "must come before the task expires (%s): no attempt could start after it",
+		t.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	return fe.problem()
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,25 @@ func TestExpiredStatusInListsAndStats(t *testing.T) {
 	// Finished: neither canceled nor replayed.
 	requireProblem(t, h.do(http.MethodDelete, "/v1/tasks/"+task.ID.String(), tn.APIKey, nil, nil), http.StatusConflict)
 	requireProblem(t, h.do(http.MethodPost, "/v1/tasks/"+task.ID.String()+"/replay", tn.APIKey, nil, nil), http.StatusConflict)
+}
+
+// TestRescheduleBeforeExpiry: a reschedule to a time at or after the task's
+// expiry is refused by the field that gave it; one before it moves the task.
+func TestRescheduleBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	tn := h.createTenant("acme")
+	task := h.createTask(tn, taskBody(t, map[string]any{"delay": "10m", "expires_in": "1h"}))
+	patch := func(body string) response {
+		return h.do(http.MethodPatch, "/v1/tasks/"+task.ID.String(), tn.APIKey, strings.NewReader(body), nil)
+	}
+
+	requireFieldProblem(t, patch(`{"delay": "1h"}`), "delay")
+	requireFieldProblem(t, patch(`{"run_at": "`+task.ExpiresAt.Add(time.Minute).Format(time.RFC3339)+`"}`), "run_at")
+	resp := patch(`{"delay": "59m"}`)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	var moved openapi.Task
+	require.NoError(t, json.Unmarshal(resp.Body, &moved))
+	require.True(t, moved.RunAt.Equal(h.Clock.Now().Add(59*time.Minute)))
+	require.True(t, moved.ExpiresAt.Equal(*task.ExpiresAt), "the expiry stays")
 }

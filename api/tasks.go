@@ -386,6 +386,8 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
+	case errors.As(err, &conflict) && expiresBy(conflict.Task, at):
+		return rescheduleAfterExpiry(conflict.Task, req.Delay != nil)
 	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-reschedulable", "Task cannot be rescheduled",
 			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only scheduled and retrying tasks can be rescheduled")

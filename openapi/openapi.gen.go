@@ -4080,7 +4080,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -4098,7 +4099,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -6237,7 +6239,8 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -6265,7 +6268,8 @@ func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentT
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -10873,7 +10877,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -10891,7 +10896,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -18303,7 +18309,8 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -18327,7 +18334,8 @@ func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Con
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -25622,78 +25630,79 @@ var swaggerSpec = []string{
 	"CK8HSn7loBBgy5jTZqDluxXd2HZfI79BoZQSXF9rOFSwfM96ImWLgktp++rJ5ZPnl09fPA85GwDjikOV",
 	"a6AC4sKOBPwUBVhW0gLTxVBchod5bEl0FHpySK3cq+Vp+WgZjFYmMGMcUcf/mMA3HP6Mo64yv/7DGgdu",
 	"kg5/OWnw5x7u72Rxp5NtgVxO6tvUi/v0MWRvV6aoeodbPkW04ltyROCBKm10gR1UA0jAmk7iBAAEbUZo",
-	"NwSFBa8CytEMFgh24ELprLFMF2K1kiiu1Hl1iJjpeJCXA5nKWWp7nWmcHbDJLCi07R6vT0hhUSBB6Bkc",
-	"OsCNhwYZest0DpxhnEimVLo5h4YKfdVUblPT/CWzd4CET2MGgg7Y6Fogds/6+7IvzpmYzeSqkJGWxbsr",
-	"UHKFlAg8lkgM2ggwMLPDH8apLzjBmvFwx1AK2VJvgA57lr5D5wUeRsVyOSDkAErLRAEvg+mBTpPImMTK",
-	"dSXgQeBPwLTvP057CAAz6Nr1ULt8mmHPjrHroZWMNg3RgO2a7JygJciwrws6mTtY7fEHND7fbHYe6Mm9",
-	"lMoSiIFWVEAH5jQVUZmctzwtbmNm4JO2i/75qk7LI725rfz4agh/wVGavOxMurMhvReOeVg6kQfYSDCW",
-	"S0xZljXRwY7Rgmkusl3Cylp2koVDMAk4LRU7GJEmMDWNVBuu2a0l7UrkuYwIMLaGtKA1RssZoZ7RcDad",
-	"BEBcoUeUa+Uq1rksSQ3soKDTTaVYkk3ZKAokN2/KYPGJ2v2avmkxEUW5AwYF99TaDwJA6VIaYAHbJtzs",
-	"se9tvfnWjfpgB4L5luIdAM9cQ7vQ9zznsZtFjJk1AIHCvADcE5lHhNPyhNU/7uVWw1DuEAFijyOb2W0w",
-	"R4YE7F66G8HMecmmcJhf5iB7woXZ8bfwW9bj+jq8qx8H7fsV2/fTY/vCXBpSUuCcHPZ44zD2bt/rstcy",
-	"exfPJHujxDsRJ1oJ6K1E4CdUquI43VcUtlyv8iKTYsnWlQvtzw4HJwv5vni4SkSszqEBLpfF39fFvD1s",
-	"8MZj5BB7vVacBQF7nr5j2oJixnZi3z27REhuYOs9aGN1PM8p/6ZgZN/rOqi5SGbqTpbveZ5fzpdKSxGl",
-	"zzSdAN9DogQMgu5P1C1D8zveqFvhFwUGzspAugP3xvl6ptVzzRr8Pmmk0IEKFtxxs1/D7H7zpPvd4ybd",
-	"73Z6XW9v0gPPO6EEmITVEQi0jmq1CIcQYEVUNEimAbjb1/jHvQPZWjtiz1D6Q4Mi+9adUxN05zjLLT3r",
-	"wo2klgFWckAQNpFKd0rgGBvecMM0CJ2272I7tgEEB1zIW2reM3C+FqgXsAUsOekqnr2F0PB61ZmoN9D6",
-	"bCswK4UKzRvIy1rsNlYuiK0U6USBGSnKH5BHgfhSBPVnQTmJoxxtZGOtZm7hjMFGtFC7nFpdZ+lqO0bs",
-	"yKfaJoGpWCssV4ogZlAhI7M94qU5RsNox5FtnBc5BSEsiQcAt9XDA9E1TQtBB/6/EwmjxuEyYhWBwWrn",
-	"BlOPjEUyWqMohlow0xy5iaGmZ5Zeq5huQ0M+R6w4KK6i2myaZyiaKmcaoYoY3irK0hWtHpj1RJAWgzEE",
-	"XdnmTbAiC7ACTVTOnd0xMiqJbV5uzcIFpUmz+DpWAPJsA1c0lw6wqnX82xeFC11QuJvAYeWHHk9axbhA",
-	"n6o8FhKhAeHN4twFKd47V4gxSfsCDdwc/BLbKjtmsePmLUSEkbCuo2is6R9bF4f1WBPid5XXpAfZN4TS",
-	"ubBn6qlqnDmHVq9kDaSOcUCXNHOClCwIw2rCpamSuQWYRBS36Tq6loVNuc8zmS/KbIttgVfcbWjeIto2",
-	"MfhX4AKAU6cykLWKINuTV3DjnGgxJWNxDGUNHIwhdLK1YcchCdaPWGIhE/HJYUnZ7nC03HMqGvQOdMob",
-	"20fxHMLyo6Sfmhq/RB/IMg5b4kKYuztzgI0TM213RGW3OgIHTImbkBBHsaLSBKkP1HtwN2wMCqYMsoaI",
-	"GarPA5U8boQBBi9TegaZXGBrdZSJDSTWVutsleaIlm6IjdjUPXK2bgPDqkjEFWLDWkiIE8XCkGAinLIR",
-	"1rGCSslEbJ0gNFVi2lqCYlzKfrv7SLWgQ+ZCw04UYcMaIm6nvGMrqXwSpvObb55ExNeFt+188w1zYYNK",
-	"2BWBEQZsOldbCxPAWR1+80RZAOcaXOYKmXWJEkxBFMRfQOUAo5rJinhKN2qiKPQd0z6ilWjaEVSvxL50",
-	"KP4MJ41JQ3+9pPSPeXyLl0g40JjjKKbzcjeWyYg44m7UI9qtLdaqq8JrVO4d21VksDQRd1aJpTlKMAmt",
-	"DkMLhAhlK5aEHj842BsByNKGE3OFfWYd9gbxuKgvEjGXqBkR4uIW+xchBKC8Fo6ahd0F6k59FnHxuQF2",
-	"YuHvH0JeySyVh4ES63Rc94yTSk0vmB1xwRSgYkCFbKyOwRQunKJe7grlm8pqWfmKJbTwDaW2H5fxyNvx",
-	"DkTqa+TAM+XMNFFOmkL7CzKKC0wE7F9oUHNoCzzAeL2IogydXJvuOMmH/Z/263SdQXOr9Ta0a1GtyYE6",
-	"nApr4Lvg4enQm6bk02ZTPtxfYZhfXxjm31gY9hdibdoJLPjBuOd1+n3/kzaL75eD3aVRfHe4pxI63W89",
-	"mONp4llFoXfI3VTp5i+aLzsSBfJekAqNgjhg0/Edi65SjUV95RReMAQ6FF8g4gRDeF42qOin1lhpZGYY",
-	"XuPPpuyaWL+Rt8HxVz8qvQcAlzdm9Ko8Lrmbf3NYBGJFmOwQR2xOtwX9PWbr1Qog53JpCha0D5ZNlP6o",
-	"VZf+G9cnho5NAU3UTgrj8q45IJydO2V/aLY+Q1pHfnTq5wWkdD7PvE2tQveDS79XqqTqZDR4w25YuMWO",
-	"kpmZYEZnv/6YQOsRA9ZQ/ZrPDqi1ymD02tQO2atq0R3UDjhNgJWec8RLgxhdTpkn8IMdnlnIsVVfkgY7",
-	"jZMEO7Srb02fdw6UXCNZomFQX8SrVd1NzBc33KWcNvrkMNmff4a1+j+fAlYFR/WI3Aecyh1x9bVh6NNy",
-	"9xkparUUfnBITcG3lOCoqCmiDLupL+gxfJ47hEZuU01clGjyFA6t4HVUiPH1jy1OR5IqOS6xOkoNjDFJ",
-	"CIahTjSsOTtsbBBt1DvOpdvBAJmwmNRUqAe/ix0KfIjX7GkofNdL6o38yBI0OpW31p/B0z6cdiwPWXyW",
-	"7k7/6Guy8V5PHm4Op3f2pMN3czPFZeVwxUVeoZPKLbcWOkZ1zQhf7p79ulc/WWPAXTbqHdPg+uLn2hyB",
-	"tPW6DlTK5T7VP4fgpw0qVzY9QwJGezmGm0sgCSCfxCpFpKe3ZCeBgSaOnSzMrCzIJ4I/oxAA/Nr3PAf8",
-	"GuLwF2E7/Fl7yCJsh7+FnEXxdUzjCjshC69CFrZDXmaTDM0rJrOxzh8uOidHGCGectnOpcrjIn4nO5Zl",
-	"rlo7qMdToZMD1AiEBBHFROGPEHQXfaImBGfhH+093HLtpsVFi7g1Hd5MC0q8ByCOGNHGb2+6cH6hNlEx",
-	"WADGasjevPqBa/dvlknAqxZJDq0QmbheSgPxS6AHFs9sKbYTlUkxW4xZkqYrCOkDiVkWv4OyeozBSoPH",
-	"gRB4lDAuuyIw6+861deZwGnTNjwYGMsWMnGmsJdEwkKg5+RsreJ/ryv1VLQxHQegRFQXld0DON8llWpJ",
-	"gIekiAKnBQs/EXUYCh7Q2zC5I0TsKzbxzNkMBESmzSTE36+wPpwbm4rMICwFVDVWEGFuABYg7n5KRjiM",
-	"nA5Di8xd54fFxbiGndLaZfr1yuKmiYIv9WD31dPLtaOe7ghN/Jd14k7ToZ+0Z+JPU/5VQd24E5PSnzt4",
-	"Uj9/bQKjLxL8C1mISkPjI+138p7XiHd7IMb748IJtIKYRt2NIK4Kc/JvLh+xSGyp/kT/N4QylyINWdPC",
-	"SrZ2OztA0E1UZAkjWAYyHYmFOJGLGK0B40TT5DeZpTlrQiObNnZMilil7FqscjaPkwTaK8Hpnqh8DZnj",
-	"sEgLAcUGBtNjlQhEjopEnGyRMoFUhz6kW+z/fkSktlAxI2ZFhcluokAvAiilSiPrwpcIZHq6C6lMVVFe",
-	"iEIupYFEI3ZWhJMklDFbeEuMBojJ1THkKnRCQ4O4T5BMSIUw3epJwa3SvHj5lBPPAQD8czrns3QVy5xP",
-	"lO0FKnEQ9Y9KBgWRMKn+vZZrvXzaJKjULOTAGSKUU4tCwfnziTJJlljmYaWs2Fb2aHfQ/AgrG0zbTtOw",
-	"CGDezRCLPCBq4Za+fVmxVC1NNHfnWEQCMUTzS8vXnJ+zcLotZH6VS1WEVdJxYmew/DZlmRpdQ3nbKMR1",
-	"Q5kvDMNpbPK5+QND9NA09vBZb6K+j/8TukPhN1DDGGGV3cs0L64zmT/I7ZGylR2IbbbBLlFEaOuwN3Am",
-	"DNZAz/PgNEGTjiikYRcqW5/0+IAmvM7vhpsdk87AmqJIbDkLf/rpp5/az561Hz8OWfPN5aNWhz2mFqOy",
-	"/IhON+4wPREKbau6vIGWHpWsgbWcyqC4D6PUvom+wf/7l9ce/fJ770Mb/wjKP/5vYz/JwOszNIffiBN6",
-	"HSSnSLoRhh4sac/zsGnZgDQ4U5BGYnvoTYv0lvcMhh/znveQTNnmbhNM3hj7/W6XN6pnoDEORqMzz3yc",
-	"w817vh94Hm9E2AFh32jQsKgPsR6W3xsNka7XOaaNcbePNA9W1ulHB57T20FIPzsj2RlFzQCGOwPwap7u",
-	"7T3c07MJO3PnXVBjUMyZbmrIr0zFR4URC5thPO8Db2jl0xg3VpneB0W6O0pUVjs1LCfP/93n+ni7EiwC",
-	"lB6HrEvj0IIS73xNjxxj7xnWKijlgonjoBKmW/0/x+hDC+6AzSfUliqw5Gyd6TeDI72Kv5f6z1/0zsbw",
-	"wyFxb+9JYQqyW/TfOTZQROlsTeGRgoUP05VUYhV3tmKZhKwZQuUzQaHCRVq5p2qiIOoyfvgwSWciWaR5",
-	"MR56Qy9sdaz7+RBicPSiv++zFrTT+dxGIMp6yRL0Fcwh3H4dR/QSVOb7dhTn2rB4jp8jhOa+inil5w5s",
-	"FBP04dQoUpDxsYsjPcu0cfx+lck815oXKLigvP63VElnKGaodcOxzTE1Q9I/iVgusYfaki29efVDri0K",
-	"MyeVpJXJJTX3KSEdrq+WaaqZKMuhX+W5AsvWSXJlsshiKnWOpIjaGDisYMi6s29SfnvTj1/UzD9EWyGk",
-	"JjJ9JJI4X8Kg3sott92naJKWWTLTgKFt/3mSboAlcMwmjTI6aSunscQ10CuKxdMpvuZsnRfpEs6gmYBJ",
-	"Ax8p1NYp6TA/zJ031Q9tv5Xbupf9Vn+ntXGWJgx+U2+aZNqSJ89EDxFiohjOQxMuzaDkxUxC1VHr7FSS",
-	"1I3kB/yirkAEi24cl0/POdmmkM0BQ7FsmbDOTe54N1S4LWY2DGdC3NC3TwqKO2Y2Kqlq/TSoN248sFmW",
-	"5jk4XDnlWFelJea89JqM2t13JnW198oXpa66ePkU1oXcSAYSFZ8m36/ibOs85sAam1vUbem0ENYmhxDw",
-	"LJPGJ4yvVW4n/kFupY4rN+JrFavrNl5XKz3wF8z8om59U4qjRu7TAFP6mvpmsSy6DIcTbPFCuidarCMo",
-	"Utp7f/05S9Lrur0Nj8sZvQhbr2gTLXOZvJPgxJDvY/e5wDBoXFSw014//e75m5eoNpzZWa8OTEp7vaoZ",
-	"zwvzEH2A9GuuiwVSVlpcCeeZF4+fPX1+dfni+yfPQ3ciomWsah5rbn7gjJsXpHh8KdfdiERBEyYyyVbr",
-	"AjqM9gdZYap3R4l4PqSt3HeFaL1ZeyNooHuCiDig7QZ4DROhHuR8omwjnj6A0K4KFo8+udCeMd3iH87M",
-	"6GvrdulL+Hx/WmChYsVyVKAWKWQjpywS+WKaiixCgyKihqnw4Tp+6K6G/V3Ncx8798An1AziH1IkxYKD",
-	"cx8rmedcC7wMSINVVDV+Oux56q5HnLonxHrb+cHdgWP45cP/HwAA//8=",
+	"NwSFBa8CytEMFgh24ELprLFMF2K1kiiu1Hl1iJjpeJCXA5nKWWp7nWmcHbDJLCi07R6vT0gZA3eiSlqO",
+	"EIltcv2IMYWSKmCsKG9MthdesxcETImlvrsdXbOcJywGviCoPoN3B/j00IhDs5nOgZuME5mVSjfn0Lih",
+	"r5rKbWqazGT2DhD3aW6ACAQOlBa83bP+voyNcyZmM7kq8JV3V9p5eYv0YwnLoF0BA0A7PGWc+o8TrE0P",
+	"dwyykC31RuuwZ+k7dJLgYVSUlwMSD6DBTBTwP5he6zSJjOmtXJcFHgR+Cyzv/uO0JwJwhq7/ADXSpzkQ",
+	"7Bj/AVrWaHMS3diua8AJwoIciLrglrmD1VJ/QIP1zebtgd7fS6ksURloXwW0Y07zEpXjecvT4kNmBj5p",
+	"W+qfr1K1BNGb28qprwb3FxwNyssOqDsb7Hthn4els3qA9QRjxsTIZdkZHYwaLZjmItslxqxlQVk4RJaA",
+	"B1OxtxHRAlPgSOnhmvda0q5ErvUfAtPWkCO0xmihI6Q0GuimYwEIMvSIcq3ExTqXJXmCHRR01KkUS78p",
+	"60UB6+ZNmTI+Ubtf0zctJqIod0Cn4J5a+0GgKV1KA2Bg25GbPfa9rWvfutEl7HQw31JcBWCga+gd+p7n",
+	"PHaziDGDB2BTmH+AeyLDiXBaq7DKyL3cahjKUSIQ7XGkNruN7MjEgF1SdyOyOS9ZGw7z2BxkabgwO/4W",
+	"Hs16/GCH3/XjIIS/Ygh/egxhmEtDfgrclsMebxzG+O17XfZaZu/imWRvlHgn4kQrAb2VCGSFSmIc5/6K",
+	"wqPrVV5kUizZunKh/dnhIGgh3xcPV4mI1Tk02uWy+Pu6mLeHDd54jFxlr9eKsyBgz9N3TFtQzNhO7Ltn",
+	"lwj9DazAB22sjuc5ZeYU9Ox7XQedF0lT3cnyPc/zy/lSaSmi9JmmE+B7SMiAwdb9ibplaH7HG3UrPKbA",
+	"9FkZSHfg3jhfz7R6rlmD3yeNFDpdwYI7bvZrGORvnnS/e9yk+91Or+vtTXrgeSeUGpOwOgLp1lGtFkkR",
+	"ArmIvgZJOwCR+xpnuXfAXGtH7BlKf2jwZd+6c2qP7hzPuaU3XrgR2zKQSw4IwjNSiVAJUGPDKG44CCHa",
+	"9l1sxzaA4IALrUtNggY22AICA4aBJUFdxbO3EIJerzoT9QZarG2lZ6UgonkDSVqL3cb+BbGVIp0oMCNF",
+	"+QPyKBDHiiAFLfgncaGjjWys1cwt0DEYjBbSl1NL7SxdbceIUflU2yQwFWuFZVERxAwqpGe2F700x2gY",
+	"7TiyDfoipyCEJQsBgLh6GCK6pmmh7sD/dyJu1KBcRsYiMFjt3GCKk7FIRmsUxVBzZpowNzHUDs3SaxXT",
+	"bWjI54hJB0VcVANO8wzFWeVMY7SN4a2iLF3R6oFZT0RsMRhD0P1t3gQrvwCT0MTX3NkdI3OT2Obl1ixc",
+	"8Js0i69jBWDSNnBFc+kAuFrHv31RuBAJhbsJHPZ/6CWlVYwL9KnKYyERghDeLM5dMOS9c4VYlrQv0MDN",
+	"wS+xLbljFjtu3kJEGAnrOorGmv6xdXFYjzUhfld5TXqQfUMo0Qt7pm6rxplz6PtKdkLqTAcUSzMnSP2C",
+	"cK8mLJsqmVsgS0SLm66ja1nY1P48k/mizOrYVnvF3cbpLaJ6o0cUVmAJgLunMpC1iiBUm1fw6ZyoNCV9",
+	"cQxlrR2MIXSywmHHISPWj1hiwRTx1mHp2u5wtNxzKif0DnTKKNtH8SnC8qOkn5pawkQfyDIOW+JPmLs7",
+	"c4BB6pm2O6KyKx4BCqbEgUjIpli5aYLUB+pKuBs2BgVTBllDxCbV54FKKzfCAJCXqUODgC6whTvKxAYS",
+	"eKt1tkpzRGU3BEps6h45Wx+CYVUk/AqxMS4kZItiYcg2EbbZCOtYQUVmIrZOEJoqPm3NQjEuZb/dfaRa",
+	"0CFzIWgnijBoDeG3U0aylVSmCdP5zTdPIuIFw9t2vvmGufBEJbyLwAgDNrerrYUj4KwOJ3qiLFB0Df5z",
+	"hTS7RCOmIAriPKBygFHNZEU8pRs1URT6NskOWommHUH1Sux/hyLTcNKYNPTXS0ozmce3eIm4Aw1AjmI6",
+	"L3djmYyII+5GPaLdGmatuir8SeXesd1LBrMT8W0pR2OhflsdhhYIEddWLAk9fnCwNwIQrA335gr72Trs",
+	"DeJ+Uf8lYjtR0yPExS3GMEIVQBkvHDUL7wsUofos4uJzAyDFwt8/hLySwSoPAyXw6bjuGSeV2mEwO+KC",
+	"KUDfgErcWB2DXVw4xcPcFco3le+y8hVLCOMbSno/LuORt+MdKNbXyLVnyqZpopw0hfYXZBQXmAjYv9Cg",
+	"89AWeIDxehFFGTq5Nt1xkg/7P+3X6TqDJlrrbWjXolr7A/U+FXbCd8HD0yE+TWmpzaZ8uL8CNL++AM2/",
+	"sQDtL8QOtRNY8INxz+v0+/4nbUrfLzu7S0P67nBPJY6637ozx9PEs4pC75C7qdLNXzRfdiTa5L0gIhoF",
+	"ccCm4zsWXaXqi/rXKbxgiHoovkAEDYZYvWyE0U+tsdLIzDD8yZ9NeTexiyM/hOOvflR6D4A0b8zoVfli",
+	"cjf/5rAVxIqw3yGO2JxuC/p7zNarFUDb5dIULGgfLJso/VGrLv03rk8MHZsCmqidFMblXXNAODt3yv7Q",
+	"bH2G9JH86NTPC0jpfJ55m1qF7geXfq9USdXJaPCG3bBwix0lMzPBjM5+nTOB4yPWrKEUNp8dUGuVwei1",
+	"qR2yV9WiO+ggcJoAkz3niMsGMbqcMk/gBzt8tpBjq74kDXYaJwl2glffmj7vHCjtRlJGw9S+iFerupuY",
+	"L264Szlt9MlhUkH/DHsCfj4FFAuO6hG5DziVO+Lqa2PSp+UINFLUain84JCagm8pwVFRU0RNdlP/0WP4",
+	"PHeIk9zmnbgoUespHFrBBakQ8OsfWzyQJFVyXGKClBoYY5IQDEOdaNh5dljfINqod5xL64MBMmGxr6lQ",
+	"D34XO1T7EK/Z01D4rpfUg/mRJWh0Km+tP4OnfTjtWB6y+Cytnv7R12TjvZ483BxOj+5Jh+/mpo3LyuGK",
+	"i7xCW5VbDi90jOqaHr7cPft1r36yBoS7bNQ7psH1xc+1OQJp63UdeJXLsap/DsFPG1SubHqGRI/2cgw3",
+	"l4AVQHKJVYpIg29JVQIDgRw7WZgZgVlcWCJBoxAAZNv3PAdkG+LwF2E7/Fl7yCJsh7+FnEXxdUzjCjsh",
+	"C69CFrZDXmaTDJ0sJrOxzh8uOidHGKGkctnOpcrjIn4nO5bNrlo7qMdToa0DdAqEHhHFROGPENwXfaIm",
+	"BGfhH+09fHTtpsVFizg8HX5OC368B1SOWNTGb2+6sIGhNlExWADGasjevPqBa/dvlknAxRZJDi0Xmbhe",
+	"SgMlTOAKFjdtKbYTlUkxW4xZkqYrCOkDWVoWv4OyeozBSoP7gc0XlDAuuyIw6+861deZwGnTNjwYGMsW",
+	"Mn6msJdEwkKgAeVsreJ/ryv1VLQxHQegRG4Xld0DeOIlZWtJtIfkiwKnBQs/Ed0YCh7Q2zC5I0QGLDbx",
+	"zNkMBHimzSTE+a+wS5wbm4rMICwFVDVWEGF7AOYg7n5KRjjMnw4TjMxd54fFxbiGBdPaZfr1yuKmiYIv",
+	"9WD31dPLtaOe7giB/Jd14k7ToZ+0Z+JPU/5VQd24E2PTnzt4Uj9/baKkLxJkDNmOSkPjI+138p7XiKt7",
+	"IMb748IJtIKYRt2NYLEKc/JvLh+xSGyp/kT/N4QylyINWdPCV7Z2OztA0E1UZIkpWAYyHQmMOJGYGK0B",
+	"40TT5DeZpTlrQiObNnZMilil7FqscjaPkwTaOMHpnqh8DZnjsEgLAcUGBjtklQhEqIpEnGyRmoFUhz6k",
+	"W+wzf0TkuVAxI2ZFhTFvokAvAvilSiPrwpdIZ3q6C6lMVVFeiEIupYFeIxZYhK0kNDNbeEvMCYj91TEk",
+	"LnRCQ4PsT9BPSLkw3epJwa3SvHj5lBOfAhAJcDrns3QVy5xPlO0FKvEW9Y9KpgaRMKn+vZZrvXzaJKjU",
+	"LOTATSKUU4tCwfnziTJJlljmYaWs2Fb2aHfQ/AgrG0zbTtOwFWDezRCYPCAK45a+fVmxVC1NNHfnWEQC",
+	"MUTzS8sLnZ+zcLotZH6VS1WEVXJzYoGwPDplmRpdQ3nbKMR1Q5kvDJNqbPK5+QNDKNE09vBZb6K+j/8T",
+	"ukPhN1DDGGGV3cs0L64zmT/I7ZGylR2IobbBLlFEguuwN3AmDKZBz/PgNEGTjiikYTEqW5/0+ICOvM7v",
+	"hpsdk87AmqJIbDkLf/rpp5/az561Hz8OWfPN5aNWhz2mFqOy/IhON+4wPREKbau6vIGWHpWsgbWcyqC4",
+	"D6PUvom+wf/7l9ce/fJ770Mb/wjKP/5vYz/JwOszNIffiBNKHiSnSLoRVh8sac/zsGnZdFg7U5BGYnvo",
+	"TYv0lvcMhh/znveQTNnmbhNM3hj7/W6XN6pnoDEORqMzz3ycw817vh94Hm9E2AFh32jQsOgSsR6W3xsN",
+	"kRbYOaaNcbePdBJW1ulHB57T20GIQjsj2RlFzQCGOwPwap7u7T3c07MJO3PnXVBjUMyZbmpItkzFR4V5",
+	"C5thPO8Db2jl0xg3VpneB0W6O0pUVjs1LCfP/93n+ni7EiwClB6HrEvj0IIS73xNjxxj7xl2LCjlgonj",
+	"oBKmW/0/x+hDC+6AzSfUliqw5Gyd6TeDI72Kv5f6z1/0zsbwwyFxb+9JYQqyW/TfOTZQROlsTeGRgoUP",
+	"05VUYhV3tmKZhKwZQuUzQa7CRVq5p2qiIOoyfvgwSWciWaR5MR56Qy9sdaz7+RBicPSiv++zI7TT+dxG",
+	"IMp6yRJcFswh3H4dR/QSJOf7dhTn2rB4jp8jVOe+inil5w5sFBP04dQoUpDxsYtXPcu0cfx+lck815oX",
+	"qL6gvP63VElnKGaodcOxzTE1Q9I/iVgusYfakjq9efVDri0KMyeVpJXJJTX3qScdTrGWaaqZKMvVX+XT",
+	"AsvWSXJlsshiKnWOpIjaGDisYNW6s29SfnvTj1/UzD9EWyGkJjJ9JJI4X8Kg3sott92naJKWWTLTgKFt",
+	"/3mSboCNcMwmjTI6aSunscQ1ALAUKJ5O8TVn67xIl3AGzQRMGvhIobZOSYf5Ye68qX5o+63c1r3st/o7",
+	"rY2zNGHwm3rTJNOWPHkmeogQE8VwHppwaQYlL2YSqo5aZ6eSpG4kP+AXdQUiWHTjuHx6zsk2hWwOGIpl",
+	"y4R1bnLHu6HCbTGzYTgT4oa+fVJQ3DGzUUlV66dBvXHjgc2yNM/B4copx7oqLTHnpddk1O6+M6mrvVe+",
+	"KHXVxcunsC7kRjKQqPg0QNnZOo85sMbmFnVbOi2EtckhBDzLpPEJ42uV24l/kFup48qN+FrF6rqN19VK",
+	"D/wFM7+oW9+U4qiR+zTArr6mvlksiy7D4QSPvJDuiRbrCIqU9t5ff86S9Lpub8PjckYvwtYr2kTLXCbv",
+	"JDgx5PvYfS4wDBoXFYy210+/e/7mJaoNZ3bWqwOT0l6vasbzwjxEHyD9mutigdSYFlfCeebF42dPn19d",
+	"vvj+yfPQnYhoGauax5qbHzjj5gUpHl/KdTciUdCEiUyy1bqADqP9QVYY8d1RIp4PaSv3XSFab9beCBro",
+	"niDCD2i7Af7ERKgHOZ8o24inDyC0q4LFo08utGdMt/iHMzP62rpd+hI+358WWKhYsRwVqEUK2cgpi0S+",
+	"mKYii9CgiKhhKny4jh+6q2F/V/Pcx8498Ak1g/iHFEmx4ODcx0rmOdcCLwNyYhVVjZ8Oe5666xGn7gmx",
+	"3nZ+cHfgGH758P8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

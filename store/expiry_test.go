@@ -224,3 +224,30 @@ func requireSameInstant(t *testing.T, want, got *time.Time) {
 	require.NotNil(t, got)
 	require.Equal(t, want.UnixMicro(), got.UnixMicro())
 }
+
+// TestRescheduleKeepsBeforeExpiry: a waiting task moves to any time before
+// its expiry, and not to one at or after it: that is refused as a
+// conflict, with the task unchanged.
+func TestRescheduleKeepsBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool)
+	task := newTask(tenant.ID, now.Add(time.Hour))
+	task.ExpiresAt = ptr(µs(now.Add(2 * time.Hour)))
+	_, created, err := db.InsertTask(ctx, task, false)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	moved, err := db.RescheduleTask(ctx, tenant.ID, task.ID, now.Add(90*time.Minute), false)
+	require.NoError(t, err)
+	require.Equal(t, model.RoundUpToMicro(now.Add(90*time.Minute)).UnixMicro(), moved.RunAt.UnixMicro())
+
+	for _, at := range []time.Time{*task.ExpiresAt, now.Add(3 * time.Hour)} {
+		current, err := db.RescheduleTask(ctx, tenant.ID, task.ID, at, false)
+		require.ErrorIs(t, err, model.ErrConflict)
+		require.Equal(t, moved.RunAt, current.RunAt, "unchanged")
+		requireSameInstant(t, task.ExpiresAt, current.ExpiresAt)
+	}
+}

@@ -201,6 +201,7 @@ WITH moved AS (
 		run_at = CASE WHEN status = 'scheduled' THEN $3 ELSE run_at END,
 		updated_at = now()
 	WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying') AND claim_token IS NULL
+		AND (expires_at IS NULL OR expires_at > $3)
 	RETURNING ` + taskColumns + `
 )
 SELECT ` + taskColumns + `,
@@ -215,7 +216,8 @@ FROM moved`
 //
 // A dispatcher still holding a timer for the old time is harmless: its claim
 // requires next_attempt_at to have come, and the update that moved it later
-// holds the row lock the claim waits for. A task in any other status gives
+// holds the row lock the claim waits for. A task in any other status, or
+// whose expires_at is not after at (it could never be attempted), gives
 // ErrConflict (with the task as it is); another tenant's or an unknown id
 // gives ErrNotFound.
 func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error) {

@@ -552,7 +552,8 @@ export interface paths {
          * Reschedule a task
          * @description Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
          *     required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-         *     task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+         *     task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+         *     keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
          *
          *     A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
          *     horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its

@@ -3141,7 +3141,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -3159,7 +3160,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -4684,7 +4686,8 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -4712,7 +4715,8 @@ func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentT
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -7971,7 +7975,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -7989,7 +7994,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -13265,7 +13271,8 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -13289,7 +13296,8 @@ func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Con
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
