@@ -97,9 +97,13 @@ type taskRequest struct {
 	Body    *bodyText         `json:"body,omitempty"`
 	RunAt   *string           `json:"run_at,omitempty"`
 	Delay   *string           `json:"delay,omitempty"`
-	Timeout *string           `json:"timeout,omitempty"`
-	Retry   *retryRequest     `json:"retry,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	// ExpiresAt and ExpiresIn: when attempts stop, as run_at and delay say
+	// when they start.
+	ExpiresAt *string           `json:"expires_at,omitempty"`
+	ExpiresIn *string           `json:"expires_in,omitempty"`
+	Timeout   *string           `json:"timeout,omitempty"`
+	Retry     *retryRequest     `json:"retry,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// OrderingKey is read as a pointer so that "" is refused, not taken
 	// for none.
 	OrderingKey     *string `json:"ordering_key,omitempty"`
@@ -246,6 +250,7 @@ func (req *taskRequest) request() *tasks.Request {
 		out.Body, _ = req.Body.bytes(unreadable)
 	}
 	out.RunAt, out.Delay = parseDue(unreadable, req.RunAt, req.Delay)
+	out.ExpiresAt, out.ExpiresIn = parseExpiry(unreadable, req.ExpiresAt, req.ExpiresIn)
 	if req.Timeout != nil {
 		out.Timeout = parseDurationPtr(unreadable, "timeout", *req.Timeout)
 	}

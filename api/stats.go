@@ -56,6 +56,7 @@ func (s *Server) GetStats(c echo.Context, params openapi.GetStatsParams) error {
 	by.Delivered = st.ByStatus[model.StatusDelivered]
 	by.Dead = st.ByStatus[model.StatusDead]
 	by.Canceled = st.ByStatus[model.StatusCanceled]
+	by.Expired = st.ByStatus[model.StatusExpired]
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -109,7 +109,7 @@ func (s *Server) ListTasks(c echo.Context, params openapi.ListTasksParams) error
 	filter.Limit, filter.Before = pageRequest(&fe, params.Limit, params.Cursor)
 	if params.Status != nil {
 		if !params.Status.Valid() {
-			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled")
+			fe.add("status", "must be one of scheduled, dispatching, retrying, delivered, dead, canceled, expired")
 		}
 		status := model.TaskStatus(*params.Status)
 		filter.Status = &status
@@ -386,6 +386,8 @@ func (s *Server) RescheduleTask(c echo.Context, id openapi.TaskID) error {
 	switch {
 	case errors.Is(err, model.ErrNotFound):
 		return notFound("task " + id.String())
+	case errors.As(err, &conflict) && expiresBy(conflict.Task, at):
+		return rescheduleAfterExpiry(conflict.Task, req.Delay != nil)
 	case errors.As(err, &conflict):
 		return newProblem(http.StatusConflict, "not-reschedulable", "Task cannot be rescheduled",
 			"task "+id.String()+" is "+string(conflict.Task.Status)+"; only scheduled and retrying tasks can be rescheduled")
@@ -564,6 +566,7 @@ func taskWithoutBodyJSON(t *model.Task) openapi.Task {
 		Topic:           t.Topic,
 		PublishID:       t.PublishID,
 		EndpointName:    t.EndpointName,
+		ExpiresAt:       t.ExpiresAt,
 	}
 }
 
@@ -575,7 +578,7 @@ func callbackReport(t *model.Task) *openapi.CallbackPayload {
 		return nil
 	}
 	var report openapi.CallbackPayload
-	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < 1 || report.Response.Headers == nil {
+	if err := json.Unmarshal(t.Body, &report); err != nil || !report.Status.Valid() || report.Attempt < minReportedAttempt(report.Status) || report.Response.Headers == nil {
 		return nil
 	}
 	return &report

@@ -106,6 +106,7 @@ func publishJSON(p *model.Publish) openapi.Publish {
 			Delivered:   counts[model.StatusDelivered],
 			Dead:        counts[model.StatusDead],
 			Canceled:    counts[model.StatusCanceled],
+			Expired:     counts[model.StatusExpired],
 		},
 		Tasks: make([]openapi.Task, len(p.Tasks)),
 	}

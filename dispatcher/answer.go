@@ -28,13 +28,14 @@ import (
 // again at once, for whichever node owns it next. outcome is what the
 // answer says of the target (retry for a failure worth retrying, even on
 // the last attempt), for its breaker; the recorded attempt may say fail.
-// target is c's target key, for its health once the attempt is recorded.
-func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys) (outcome retry.Outcome, interrupted bool) {
+// target is c's target key, for its health once the attempt is recorded;
+// started is when the attempt starts, read by the caller as it checked the
+// fence and the task's expiry.
+func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, started time.Time) (outcome retry.Outcome, interrupted bool) {
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
 	}
-	started := s.cfg.Clock.Now()
 	lateness := started.Sub(scheduledFor)
 	kind := "first"
 	if c.Attempt-c.AttemptBase > 1 {
@@ -104,6 +105,16 @@ func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys) 
 		next := s.cfg.Clock.Now()
 		result.Status = model.StatusRetrying
 		result.NextAttemptAt = &next
+	case again && c.ExpiredAt(s.cfg.Clock.Now().Add(delay)):
+		// The retry would start at or after the task's expiry: the task
+		// ends expired now rather than waiting to be ended then, and the
+		// attempt is its final one, as a last attempt's is.
+		result.Outcome = string(retry.OutcomeFail)
+		result.Status = model.StatusExpired
+		msg := fmt.Sprintf("%s; not retried: the retry would start after the task expires at %s",
+			derefOr(result.Error, "failed"), c.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		result.Error = &msg
+		s.cfg.Metrics.expired.WithLabelValues("after_attempt").Inc()
 	case again:
 		next := s.cfg.Clock.Now().Add(delay)
 		result.Status = model.StatusRetrying
@@ -168,6 +179,14 @@ func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys) 
 		}
 	})
 	return outcome, interrupted
+}
+
+// derefOr is *p, or def when p is nil.
+func derefOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // errInterrupted is the error of an attempt cut off by the dispatcher's

@@ -45,12 +45,13 @@ type callbackResponse struct {
 var callbackHeaders = map[string]string{"Content-Type": "application/json"}
 
 // callbackURL is the URL told of the outcome status, or nil when the task
-// names none for it. Only delivered and dead are outcomes.
+// names none for it. Only delivered, dead and expired are outcomes; an
+// expiry is told where a death is.
 func callbackURL(c *model.ClaimedTask, status model.TaskStatus) *string {
 	switch status {
 	case model.StatusDelivered:
 		return c.Callback
-	case model.StatusDead:
+	case model.StatusDead, model.StatusExpired:
 		return c.FailureCallback
 	}
 	return nil
@@ -84,10 +85,16 @@ func newCallbackTask(c *model.ClaimedTask, url string, result *model.AttemptResu
 	if body == nil {
 		body = []byte{}
 	}
+	attempt := c.Attempt
+	if result.Unattempted {
+		// The claim's attempt never started: the final attempt is the one
+		// before it (0 for a task that expired before its first).
+		attempt--
+	}
 	payload, err := json.Marshal(callbackPayload{
 		TaskID:  c.ID.String(),
 		Status:  result.Status,
-		Attempt: c.Attempt,
+		Attempt: attempt,
 		Error:   result.Error,
 		Response: callbackResponse{
 			StatusCode:    result.StatusCode,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
 )
 
@@ -30,11 +31,18 @@ type deferrerConfig struct {
 	// Stopping reports that the dispatcher is stopping: claims given back
 	// then are left to the next owner rather than armed here.
 	Stopping func() bool
+	// Expire, when set, ends a claim whose task would come due again at or
+	// after its expiry (expiry.go) instead of giving it back; Clock is
+	// then required, to tell. Not while stopping: the next owner's claim
+	// ends such a task as surely, and the recorders may be gone.
+	Expire func(c *model.ClaimedTask, now time.Time)
+	Clock  clock.Clock
 }
 
 // deferrer gives claims back unsent: the one way every part hands back what
 // it will not send (shutdown, fire-once conflicts, rate and concurrency
-// limits, busy targets, open breakers). No attempt is spent.
+// limits, busy targets, open breakers). No attempt is spent. A claim whose
+// task would come back only at or past its expiry ends expired instead.
 type deferrer struct {
 	cfg deferrerConfig
 }
@@ -47,6 +55,9 @@ func asDue(int) time.Time { return time.Time{} }
 // Defer gives claims back, each to wait until(i) for claims[i] or its due
 // time if later (the zero time: due as it was), in one statement.
 func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Time) {
+	if d.cfg.Expire != nil && len(claims) > 0 && !d.cfg.Stopping() {
+		claims, until = expireOrDefer(claims, until, d.cfg.Clock.Now(), d.cfg.Expire)
+	}
 	if len(claims) == 0 {
 		return
 	}

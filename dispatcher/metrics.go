@@ -28,7 +28,10 @@ type metrics struct {
 	liveNodes         prometheus.Gauge
 	deferrals         *prometheus.CounterVec
 	transportRetries  prometheus.Counter
-	ownedPartitions   prometheus.Gauge
+	// expired counts tasks ended expired, by whether an attempt ended them
+	// (its retry would have come too late) or none could start.
+	expired         *prometheus.CounterVec
+	ownedPartitions prometheus.Gauge
 	// leaseRenewal is, for each successful heartbeat, the time from the
 	// start of the one before to its end: how much of NodeTTL a renewal
 	// took. At NodeTTL the node's lease lapsed before it was renewed.
@@ -134,6 +137,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hookwheel_deferrals_total",
 			Help: "Claimed tasks given back unsent, by reason (breaker: the target's breaker was open; target_busy: no send slot of its target soon enough; rate_limit and concurrency: the tenant's dispatch limits for the target host; flow_rate and flow_parallelism: the limits of the task's flow key; secret_unreadable: this node cannot open the tenant's signing secret, see HOOKWHEEL_ENCRYPTION_KEY; target_paused: the tenant paused the target after the claim). A deferral is not an attempt.",
 		}, []string{"reason"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookwheel_expired_tasks_total",
+			Help: "Tasks ended expired, by when (before_attempt: due, or given back, at or past their expires_at, and never sent; after_attempt: an attempt failed and its retry would have started at or past it).",
+		}, []string{"when"}),
 		transportRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookwheel_transport_retries_total",
 			Help: "Connections redialled within an attempt because the previous dial failed (the request had not left).",
@@ -159,7 +166,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	collectors := []prometheus.Collector{
 		m.lateness, m.attempts, m.attemptDuration, m.claimBatch, m.recordBatch, m.storeErrors, m.redisErrors, m.redisDegraded, m.claimConflicts,
 		m.loaded, m.loadDuration, m.recovered, m.recoveredAnswered, m.swept, m.liveNodes, m.ownedPartitions, m.deferrals, m.transportRetries, m.leaseRenewal,
-		m.limitUnchecked, m.skippedOccurrences,
+		m.limitUnchecked, m.skippedOccurrences, m.expired,
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

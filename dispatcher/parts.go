@@ -101,6 +101,8 @@ func (d *Dispatcher) buildDeferrer(m *metrics, redis optionalRedis) *deferrer {
 	return newDeferrer(deferrerConfig{
 		Store: cfg.DB, FireOnce: redis.releaser, Logger: cfg.Logger, Metrics: m,
 		Settle: d.budget.settle, Schedule: d.Schedule, Stopping: d.stopping.Load,
+		// The sender is built later; deferrals start once the parts run.
+		Expire: func(c *model.ClaimedTask, now time.Time) { d.sender.expire(c, now) }, Clock: cfg.Clock,
 	})
 }
 

@@ -21,8 +21,14 @@ import (
 // breaker defers the task to the breaker's next probe. Neither costs an
 // attempt. A send still unanswered after the breaker's StuckAfter counts as
 // a failure of the target from then on (targetwatch.go). It reports whether c
-// was sent.
+// was sent. A claim whose task expired by then, on its arrival or as its
+// send would start, is not sent: its task ends expired (expiry.go).
 func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
+	if now := s.cfg.Clock.Now(); c.ExpiredAt(now) {
+		// Before any limit or slot is spent on it.
+		s.expire(c, now)
+		return false
+	}
 	release, ok := s.cfg.Limits.admit(c)
 	if !ok {
 		return false
@@ -59,7 +65,8 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		s.deferOne(c, time.Time{})
 		return false
 	}
-	if !s.cfg.Fence(c, s.cfg.Clock.Now()) {
+	start := s.cfg.Clock.Now()
+	if !s.cfg.Fence(c, start) {
 		// Whatever it waited for, this node can no longer prove its claim:
 		// another may be sending it. Given back (a no-op if it was handed
 		// back already), never sent.
@@ -68,8 +75,17 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		s.deferOne(c, time.Time{})
 		return false
 	}
+	if c.ExpiredAt(start) {
+		// Claimed in time, but what it waited for (its instant, a share, a
+		// slot, a limit, its body) took it past its expiry: the attempt
+		// would start too late. Checked by the reading the attempt starts
+		// at, so no attempt recorded starts at or after expires_at.
+		report(errNotSent)
+		s.expire(c, start)
+		return false
+	}
 	finish := s.cfg.Targets.sending(t, report)
-	outcome, interrupted := s.attempt(c, t.key, keys)
+	outcome, interrupted := s.attempt(c, t.key, keys, start)
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)
 	} else if interrupted {

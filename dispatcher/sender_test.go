@@ -124,6 +124,8 @@ type senderOptions struct {
 	keyring *keyring.Keyring
 	// journal, when set, keeps the deliveries' answers (journal.go).
 	journal answerStore
+	// limits defaults to openLimits.
+	limits limitsGate
 }
 
 // testBodies is a bodyStore that holds no long body.
@@ -224,8 +226,12 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		journal = newAnswerJournal(answerJournalConfig{Store: opts.journal,
 			TTL: time.Minute, Logger: quietLogger(), Metrics: b.metrics})
 	}
+	limits := opts.limits
+	if limits == nil {
+		limits = openLimits{}
+	}
 	s := newSender(senderConfig{
-		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: openLimits{},
+		Claimed: b.claimed, Sends: sends, Shares: b.shares, Targets: b.targets, Limits: limits,
 		Transports: b.transports, Bodies: testBodies{}, Secrets: secrets, Keyring: keys,
 		Signer: signing.NewSigner(signing.SignerConfig{}), Journal: journal,
 		Record: func(r model.AttemptResult, then func(error)) {

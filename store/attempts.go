@@ -36,15 +36,18 @@ import (
 // they record (recordUsage).
 const (
 	recordInputArrays = `$1::uuid[], $2::integer[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[], $13::bigint[], $14::bigint[]`
+		$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[], $12::text[], $13::bigint[], $14::bigint[],
+		$16::boolean[]`
 	recordInputColumns = `task_id, attempt, started_at, duration_ms, status_code, error, outcome, response_body, status,
-			next_attempt_at, claim_token, response_headers, bytes_sent, bytes_received`
+			next_attempt_at, claim_token, response_headers, bytes_sent, bytes_received, unattempted`
 	recordClaimed = `claimed AS MATERIALIZED (
 	SELECT ctid, id, claim_token, attempts FROM tasks WHERE id = ANY($1::uuid[])
 	ORDER BY id
 	FOR NO KEY UPDATE
 )`
-	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at, last_status_code = i.status_code,
+	recordOutcome = `status = i.status, next_attempt_at = i.next_attempt_at,
+		last_status_code = CASE WHEN i.unattempted THEN t.last_status_code ELSE i.status_code END,
+		attempts = CASE WHEN i.unattempted THEN t.attempts - 1 ELSE t.attempts END,
 		last_error = i.error, claim_token = NULL, claimed_by = NULL, lease_expires_at = NULL, updated_at = now()`
 	recordClaimHeld   = `t.ctid = c.ctid AND c.claim_token = i.claim_token AND c.attempts = i.attempt`
 	recordAttemptRows = `recorded AS (
@@ -53,6 +56,7 @@ const (
 	SELECT i.task_id, i.attempt, i.started_at, i.duration_ms, i.status_code, i.error, i.outcome, i.response_body,
 		i.response_headers::jsonb
 	FROM input i JOIN task ON task.id = i.task_id
+	WHERE NOT i.unattempted
 	ON CONFLICT (task_id, attempt) DO NOTHING
 )`
 	// recordUsage adds the attempts the statement records (those of the
@@ -67,6 +71,7 @@ const (
 	SELECT task.tenant_id, ` + usageDay + `, $15::smallint, count(*) FILTER (WHERE i.status = 'delivered'), count(*),
 		count(*) FILTER (WHERE i.status <> 'delivered'), sum(i.bytes_sent), sum(i.bytes_received)
 	FROM input i JOIN task ON task.id = i.task_id
+	WHERE NOT i.unattempted
 	GROUP BY task.tenant_id
 	ORDER BY task.tenant_id
 	ON CONFLICT (tenant_id, day, shard) DO UPDATE SET deliveries = u.deliveries + excluded.deliveries,
@@ -97,7 +102,7 @@ SELECT id FROM task`
 const queryRecordAttemptsWithCallbacks = `-- name: RecordAttemptsWithCallbacks
 WITH input AS (
 	SELECT * FROM unnest(` + recordInputArrays + `,
-		$16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::timestamptz[])
+		$17::uuid[], $18::text[], $19::text[], $20::bytea[], $21::timestamptz[])
 		AS i(` + recordInputColumns + `,
 			callback_id, callback_url, callback_headers, callback_body, callback_at)
 ), ` + recordClaimed + `, task AS (
@@ -130,7 +135,10 @@ SELECT id, callback_of FROM callbacks`
 // attempt recorded and model.ErrClaimLost for each whose claim was gone; err is
 // for the statement as a whole, in which case nothing was recorded. The
 // attempts recorded are metered in the same statement (recordUsage): the
-// attempts, deliveries, failures and bytes of each tenant's day.
+// attempts, deliveries, failures and bytes of each tenant's day. A result
+// marked Unattempted (a claim whose task expired before it was sent) ends
+// its task the same way, fenced by the same claim, with neither an attempt
+// row nor usage, and gives the claim's attempt number back.
 func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult) ([]error, error) {
 	n := len(results)
 	var (
@@ -148,6 +156,7 @@ func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult)
 		headers      = make([]*string, n)
 		sent         = make([]int64, n)
 		received     = make([]int64, n)
+		unattempted  = make([]bool, n)
 		callbacks    = 0
 	)
 	for i, r := range results {
@@ -156,12 +165,13 @@ func (db *DB) RecordAttempts(ctx context.Context, results []model.AttemptResult)
 		statusCodes[i], errs[i], outcomes[i], bodies[i] = r.StatusCode, r.Error, r.Outcome, r.ResponseBody
 		statuses[i], nextAttempts[i], tokens[i] = string(r.Status), r.NextAttemptAt, r.ClaimToken
 		headers[i], sent[i], received[i] = r.ResponseHeaders, r.BytesSent, r.BytesReceived
+		unattempted[i] = r.Unattempted
 		if r.Callback != nil {
 			callbacks++
 		}
 	}
 	args := []any{taskIDs, attempts, startedAt, durations, statusCodes, errs, outcomes, bodies, statuses,
-		nextAttempts, tokens, headers, sent, received, recordShard()}
+		nextAttempts, tokens, headers, sent, received, recordShard(), unattempted}
 	query := queryRecordAttempts
 	if callbacks > 0 {
 		query = queryRecordAttemptsWithCallbacks

@@ -35,18 +35,18 @@ WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
 		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::uuid[], $20::text[], $21::text[],
-		$22::text[])
+		$22::text[], $24::timestamptz[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
 			max_backoff_ms, idempotency_key, request_hash, notify, labels, callback, failure_callback, ordering_key,
-			publish_id, topic, endpoint_name, flow_key)
+			publish_id, topic, endpoint_name, flow_key, expires_at)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at
 	FROM input
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
 		WHERE ik.tenant_id = input.tenant_id AND ik.kind = 'task' AND ik.key = input.idempotency_key)
@@ -122,6 +122,7 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 		publishes = make([]*[16]byte, 0, n)
 		topics    = make([]*string, 0, n)
 		endpoints = make([]*string, 0, n)
+		expiries  = make([]*time.Time, 0, n)
 	)
 	for i, t := range tasks {
 		if t.IdempotencyKey != nil {
@@ -184,6 +185,7 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 		publishes = append(publishes, publishID)
 		topics = append(topics, t.Topic)
 		endpoints = append(endpoints, t.EndpointName)
+		expiries = append(expiries, t.ExpiresAt)
 	}
 	if len(sent) == 0 {
 		return results, nil
@@ -193,7 +195,7 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
 		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys,
-		publishes, topics, endpoints, flowKeys, shard)
+		publishes, topics, endpoints, flowKeys, shard, expiries)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

@@ -80,13 +80,14 @@ const flowLimitOf = `SELECT f.rate AS flow_rate, f.period_ms AS flow_period_ms, 
 // name always left out (the flow key stays: the sender's limits use it): they are never sent, and a claim carries only what
 // the send needs. The callback URLs stay: the sender decides at the outcome
 // whether a callback task is due. So do the publish and topic, which the
-// webhook's Hookwheel-Topic and Hookwheel-Publish-Id headers carry.
+// webhook's Hookwheel-Topic and Hookwheel-Publish-Id headers carry, and the
+// expiry, which the sender checks as the send starts.
 const claimedColumns = `id, tenant_id, status, url, method, headers,
 	CASE WHEN octet_length(t.body) <= $7 THEN t.body END, run_at, next_attempt_at,
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, NULL::jsonb,
 	callback, failure_callback, callback_of, callback_task_id, NULL::text,
-	publish_id, topic, NULL::text, flow_key, claim_token`
+	publish_id, topic, NULL::text, flow_key, expires_at, claim_token`
 
 // ClaimBodyInline is the longest body a claim carries. A longer one is read
 // just before it is sent (TaskBody): claims wait in memory for their

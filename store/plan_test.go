@@ -90,7 +90,7 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			prepare: store.QueryRecordAttempts,
 			args: []any{dispatching, attempts, started, durations, make([]*int32, n), make([]*string, n),
 				outcomes, make([]*string, n), statuses, make([]*time.Time, n), tokens, make([]*string, n),
-				make([]int64, n), make([]int64, n), int16(1)},
+				make([]int64, n), make([]int64, n), int16(1), make([]bool, n)},
 			wantRows: 10,
 		},
 	}

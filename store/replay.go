@@ -15,6 +15,7 @@ import (
 const queryReplayTask = `-- name: ReplayTask
 WITH replayed AS (
 	UPDATE tasks SET status = 'scheduled', next_attempt_at = $3, attempt_base = attempts, updated_at = now(),
+		expires_at = CASE WHEN expires_at > $3 THEN expires_at END,
 		url = coalesce($5::text, url), method = coalesce($6::text, method),
 		headers = coalesce($7::jsonb, headers), body = coalesce($8::bytea, body),
 		labels = CASE WHEN $9::jsonb IS NULL THEN labels ELSE nullif($9::jsonb, '{}'::jsonb) END,
@@ -32,7 +33,9 @@ FROM replayed`
 // Idempotency-Key; its attempts keep counting, and AttemptBase becomes
 // Attempts so that the retry policy grants MaxAttempts attempts afresh.
 // last_status_code and last_error keep describing the latest attempt until
-// the next one is recorded.
+// the next one is recorded. An expires_at the replay's due time has reached
+// is dropped: the replay asks for a send now, which the old deadline would
+// end at once; a later one stays.
 //
 // edit, when not nil, replaces the fields it sets in the same statement, so
 // a task is never replayed half edited, nor edited without the replay. Its
@@ -119,7 +122,8 @@ WITH victims AS (
 	LIMIT $10
 	FOR UPDATE
 )
-UPDATE tasks t SET status = 'scheduled', next_attempt_at = $11, attempt_base = t.attempts, updated_at = now()
+UPDATE tasks t SET status = 'scheduled', next_attempt_at = $11, attempt_base = t.attempts, updated_at = now(),
+	expires_at = CASE WHEN t.expires_at > $11 THEN t.expires_at END
 FROM victims
 WHERE t.id = victims.id
 RETURNING t.id, pg_notify('` + DueNotifyChannel + `', t.id::text || ' ' || $12::text)`

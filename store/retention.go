@@ -12,11 +12,11 @@ import (
 )
 
 // finishedStatuses are the statuses a task never leaves on its own; they
-// must read exactly as the predicate of the tasks_finished index, or the
-// planner cannot use it.
-const finishedStatuses = `('delivered', 'dead', 'canceled')`
+// must read exactly as the predicate of the tasks_finished_or_expired index
+// (migration 00032), or the planner cannot use it.
+const finishedStatuses = `('delivered', 'dead', 'canceled', 'expired')`
 
-// One lateral probe of tasks_finished per tenant with a retention (its own or
+// One lateral probe of tasks_finished_or_expired per tenant with a retention (its own or
 // the default) reads that tenant's oldest finished tasks, stopping at the
 // first one still within retention: a pass costs a probe per tenant plus the
 // rows it deletes, whatever the size of the table. FOR UPDATE SKIP LOCKED
@@ -152,7 +152,7 @@ func (db *DB) ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time
 	return int(tag.RowsAffected()), nil
 }
 
-// A probe of tasks_finished per tenant, as in PurgeFinished: min() over the
+// A probe of tasks_finished_or_expired per tenant, as in PurgeFinished: min() over the
 // whole index would read every tenant's finished tasks.
 const queryOldestFinished = `-- name: OldestFinished
 SELECT min(o.updated_at) FROM tenants tn

@@ -83,6 +83,8 @@ func TestPurgeFinished(t *testing.T) {
 		{tenant: byDefault, status: model.StatusDelivered, age: retention + time.Second, attempts: 1, wantGone: true},
 		{tenant: byDefault, status: model.StatusDelivered, age: retention - time.Minute, attempts: 1},
 		{tenant: byDefault, status: model.StatusCanceled, age: retention - time.Minute},
+		{tenant: byDefault, status: model.StatusExpired, age: 2 * time.Hour, attempts: 1, wantGone: true},
+		{tenant: byDefault, status: model.StatusExpired, age: retention - time.Minute},
 		// Not finished: kept whatever their age.
 		{tenant: byDefault, status: model.StatusScheduled, age: 365 * 24 * time.Hour},
 		{tenant: byDefault, status: model.StatusRetrying, age: 365 * 24 * time.Hour, attempts: 2},
@@ -308,7 +310,7 @@ func TestSetTenantRetention(t *testing.T) {
 }
 
 // TestPurgeCostIgnoresTableSize backs the claim that a purge pass costs a
-// probe of tasks_finished per tenant plus the rows it deletes, however many
+// probe of tasks_finished_or_expired per tenant plus the rows it deletes, however many
 // finished tasks are still kept and however many old tasks are unfinished:
 // under the generic plan a busy node caches, over 100,000 finished tasks kept
 // and 50,000 unfinished ones older than any retention.
@@ -349,9 +351,9 @@ func TestPurgeCostIgnoresTableSize(t *testing.T) {
 		SELECT id, 1, updated_at, 5, 200, 'success' FROM tasks WHERE tenant_id = $1 AND status = 'delivered'`, big.ID)
 	exec(t, pool, `ANALYZE tasks`)
 	exec(t, pool, `ANALYZE attempts`)
-	height := btreeHeight(t, pool, "tasks_finished")
+	height := btreeHeight(t, pool, "tasks_finished_or_expired")
 	var indexPages int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('tasks_finished') / 8192`).Scan(&indexPages))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT pg_relation_size('tasks_finished_or_expired') / 8192`).Scan(&indexPages))
 
 	tenants := 1 + len(others)
 	cases := []struct {
@@ -374,15 +376,15 @@ func TestPurgeCostIgnoresTableSize(t *testing.T) {
 			plan := topPlan(t, out)
 			var facts planFacts
 			walkPlan(plan, &facts)
-			require.Contains(t, facts.indexNames, "tasks_finished", "plan nodes: %v", facts.nodeTypes)
+			require.Contains(t, facts.indexNames, "tasks_finished_or_expired", "plan nodes: %v", facts.nodeTypes)
 			require.NotContains(t, facts.seqScans, "tasks", "plan nodes: %v", facts.nodeTypes)
 			require.NotContains(t, facts.seqScans, "attempts", "plan nodes: %v", facts.nodeTypes)
 			require.Equal(t, c.wantRows, plan["Actual Rows"], "plan nodes: %v", facts.nodeTypes)
 			blocks := sharedBlocks(plan)
 			t.Logf("%s over %d tenants, %d finished tasks kept, %d old unfinished, %d doomed: %d shared buffers "+
-				"(tasks_finished: height %d, %d pages); plan %v",
+				"(tasks_finished_or_expired: height %d, %d pages); plan %v",
 				c.name, tenants, keptFinished, oldUnfinished, doomed, blocks, height, indexPages, facts.nodeTypes)
-			// A descent of tasks_finished per tenant, and for each task
+			// A descent of tasks_finished_or_expired per tenant, and for each task
 			// deleted: its row locked and deleted (a descent of the primary
 			// key, whose leaf holds the row's older versions too, and its
 			// heap page) and its attempts' (a descent, a heap page each):

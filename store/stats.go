@@ -154,7 +154,7 @@ WITH claimed AS MATERIALIZED (
 			SELECT 1 FROM tasks t WHERE t.tenant_id = $1 AND t.status = s.status LIMIT $2 + coalesce(c.n, 0)
 		) n
 	) AS n
-	FROM unnest('{scheduled,dispatching,retrying,delivered,dead,canceled}'::text[]) AS s(status)
+	FROM unnest('{scheduled,dispatching,retrying,delivered,dead,canceled,expired}'::text[]) AS s(status)
 		LEFT JOIN claimed c ON c.status = s.status
 )
 SELECT status, CASE WHEN status = 'dispatching' THEN least(n + (SELECT coalesce(sum(n), 0) FROM claimed), $2)
@@ -172,7 +172,7 @@ func (db *DB) CountTasksByStatus(ctx context.Context, tenantID uuid.UUID, upTo i
 	if err != nil {
 		return nil, fmt.Errorf("count tasks of tenant %s by status: %w", tenantID, err)
 	}
-	out := make(map[model.TaskStatus]int, 6)
+	out := make(map[model.TaskStatus]int, 7)
 	var (
 		status string
 		count  int

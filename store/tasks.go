@@ -33,7 +33,7 @@ const (
 	timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, attempts, last_status_code, last_error,
 	idempotency_key, request_hash, created_at, updated_at, attempt_base, schedule_id, labels,
 	callback, failure_callback, callback_of, callback_task_id, ordering_key,
-	publish_id, topic, endpoint_name, flow_key, claim_token`
+	publish_id, topic, endpoint_name, flow_key, expires_at, claim_token`
 )
 
 // scanTask reads the taskColumns of row into a new task; columns the row has
@@ -66,7 +66,7 @@ func scanTaskWith(row pgx.Row, t *model.Task, headers any, extra ...any) error {
 		&timeoutMs, &t.MaxAttempts, &minBackoffMs, &maxBackoffMs, &t.Attempts, &t.LastStatusCode, &t.LastError,
 		&t.IdempotencyKey, &t.RequestHash, &t.CreatedAt, &t.UpdatedAt, &t.AttemptBase, &t.ScheduleID, &t.Labels,
 		&t.Callback, &t.FailureCallback, &t.CallbackOf, &t.CallbackTaskID, &t.OrderingKey,
-		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey, &claim}, extra...)...)
+		&t.PublishID, &t.Topic, &t.EndpointName, &t.FlowKey, &t.ExpiresAt, &claim}, extra...)...)
 	if err != nil {
 		return err
 	}
@@ -87,9 +87,9 @@ const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at)
 	SELECT $1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
-		$20, $21, $22, $23
+		$20, $21, $22, $23, $25
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $2 AND kind = 'task' AND key = $12)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING tenant_id, created_at, updated_at, $24::smallint AS shard
@@ -143,6 +143,7 @@ func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, noti
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
 		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
+		t.ExpiresAt,
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil
@@ -200,6 +201,7 @@ WITH moved AS (
 		run_at = CASE WHEN status = 'scheduled' THEN $3 ELSE run_at END,
 		updated_at = now()
 	WHERE tenant_id = $1 AND id = $2 AND status IN ('scheduled', 'retrying') AND claim_token IS NULL
+		AND (expires_at IS NULL OR expires_at > $3)
 	RETURNING ` + taskColumns + `
 )
 SELECT ` + taskColumns + `,
@@ -214,7 +216,8 @@ FROM moved`
 //
 // A dispatcher still holding a timer for the old time is harmless: its claim
 // requires next_attempt_at to have come, and the update that moved it later
-// holds the row lock the claim waits for. A task in any other status gives
+// holds the row lock the claim waits for. A task in any other status, or
+// whose expires_at is not after at (it could never be attempted), gives
 // ErrConflict (with the task as it is); another tenant's or an unknown id
 // gives ErrNotFound.
 func (db *DB) RescheduleTask(ctx context.Context, tenantID, id uuid.UUID, at time.Time, notifyDue bool) (*model.Task, error) {

@@ -177,6 +177,7 @@ func TestClientCommands(t *testing.T) {
 
 	testTaskCommands(t, w)
 	testReplayEditCommand(t, w)
+	testExpiryFlags(t, w)
 	testScheduleCommands(t, w)
 	testBatchCommand(t, w)
 

@@ -19,6 +19,7 @@ import (
 const tasksUsage = `Usage:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                          [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
+                         [--expires-at 2030-01-02T15:14:05Z | --expires-in 10m]
                          [--label key=value]... [--ordering-key KEY] [--flow-key KEY]
                          [--callback URL] [--failure-callback URL] [--idempotency-key KEY]
   hookwheel tasks get ID
@@ -112,6 +113,7 @@ func tasksCommand(ctx context.Context, args []string, con console) error {
 func tasksCreate(ctx context.Context, c *command, args []string, con console) error {
 	req := c.requestFlags(true)
 	when := c.whenFlags()
+	expiry := c.expiryFlags()
 	key := c.fs.String("idempotency-key", "", "makes the create safe to repeat: a repeat with the same key returns the same task")
 	if err := c.parse(args, con); err != nil {
 		return err
@@ -127,13 +129,17 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 	if err != nil {
 		return err
 	}
+	expiresAt, expiresIn, err := expiry.read(c)
+	if err != nil {
+		return err
+	}
 	client, err := newClient(con)
 	if err != nil {
 		return err
 	}
 	task, err := client.CreateTask(ctx, hookwheel.TaskRequest{
 		URL: req.url, Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
-		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
+		RunAt: runAt, Delay: delay, ExpiresAt: expiresAt, ExpiresIn: expiresIn, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
 		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, FlowKey: req.flowKey,
 		Callback: req.callback, FailureCallback: req.failureCallback,
 	})
@@ -144,7 +150,7 @@ func tasksCreate(ctx context.Context, c *command, args []string, con console) er
 }
 
 func tasksList(ctx context.Context, c *command, args []string, con console) error {
-	status := c.fs.String("status", "", "only tasks in this status: scheduled, dispatching, retrying, delivered, dead, canceled")
+	status := c.fs.String("status", "", "only tasks in this status: scheduled, dispatching, retrying, delivered, dead, canceled, expired")
 	prefix := c.fs.String("url", "", "only tasks whose URL starts with this")
 	schedule := c.fs.String("schedule", "", "only the occurrences of this schedule (its id)")
 	key := c.fs.String("key", "", "only the task created with this idempotency key")
@@ -162,9 +168,9 @@ func tasksList(ctx context.Context, c *command, args []string, con console) erro
 		Topic: *topic, Labels: labels.orNil(), IncludeBody: *includeBody}
 	switch filter.Status {
 	case "", hookwheel.StatusScheduled, hookwheel.StatusDispatching, hookwheel.StatusRetrying,
-		hookwheel.StatusDelivered, hookwheel.StatusDead, hookwheel.StatusCanceled:
+		hookwheel.StatusDelivered, hookwheel.StatusDead, hookwheel.StatusCanceled, hookwheel.StatusExpired:
 	default:
-		return c.usageError("--status %q: want scheduled, dispatching, retrying, delivered, dead or canceled", *status)
+		return c.usageError("--status %q: want scheduled, dispatching, retrying, delivered, dead, canceled or expired", *status)
 	}
 	if err := c.optionalID(&filter.ScheduleID, "--schedule", *schedule, "schedule"); err != nil {
 		return err
@@ -281,6 +287,7 @@ var statusHints = map[hookwheel.TaskStatus]string{
 	hookwheel.StatusDelivered:   "the receiver answered 2xx",
 	hookwheel.StatusDead:        "failed for good; `hookwheel tasks replay ID` sends it again",
 	hookwheel.StatusCanceled:    "canceled; it will not be sent",
+	hookwheel.StatusExpired:     "its expiry came before an attempt could start; it will not be sent",
 }
 
 // printTask shows one task: its JSON with --json, else headline (when not
@@ -305,6 +312,9 @@ func (c *command) printTask(con console, headline string, t *hookwheel.Task) err
 		row("  body", oneLine(t.Body, 200))
 	}
 	row("Due", when(t.RunAt, now))
+	if t.ExpiresAt != nil {
+		row("Expires", when(*t.ExpiresAt, now)+": no attempt starts after it")
+	}
 	waiting := t.Status == hookwheel.StatusScheduled || t.Status == hookwheel.StatusRetrying
 	switch {
 	case t.NextAttemptAt != nil && t.NextAttemptAt.After(t.RunAt) && t.Status == hookwheel.StatusScheduled &&

@@ -17,6 +17,7 @@ const topicsUsage = `Usage:
   hookwheel topics list [--limit 20 | --all]
   hookwheel topics publish NAME [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
                            [--at 2030-01-02T15:04:05Z | --in 90s] [--timeout 30s] [--max-attempts 10]
+                           [--expires-at 2030-01-02T15:14:05Z | --expires-in 10m]
                            [--label key=value]... [--ordering-key KEY] [--flow-key KEY] [--callback URL]
                            [--failure-callback URL] [--idempotency-key KEY]
   hookwheel topics publish-status PUBLISH_ID
@@ -130,6 +131,7 @@ func topicsCommand(ctx context.Context, args []string, con console) error {
 func topicsPublish(ctx context.Context, c *command, args []string, con console) error {
 	req := c.requestFlags(true)
 	when := c.whenFlags()
+	expiry := c.expiryFlags()
 	key := c.fs.String("idempotency-key", "", "makes the publish safe to repeat: a repeat with the same key returns the same publish")
 	if err := c.parse(args, con, "NAME"); err != nil {
 		return err
@@ -145,13 +147,18 @@ func topicsPublish(ctx context.Context, c *command, args []string, con console) 
 	if err != nil {
 		return err
 	}
+	expiresAt, expiresIn, err := expiry.read(c)
+	if err != nil {
+		return err
+	}
 	client, err := newClient(con)
 	if err != nil {
 		return err
 	}
 	pub, err := client.Publish(ctx, hookwheel.TaskRequest{
 		Topic: c.args[0], Method: strings.ToUpper(req.method), Headers: req.headers, Body: body,
-		RunAt: runAt, Delay: delay, Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
+		RunAt: runAt, Delay: delay, ExpiresAt: expiresAt, ExpiresIn: expiresIn,
+		Timeout: req.timeout, MaxAttempts: req.maxAttempts, IdempotencyKey: *key,
 		Labels: req.labels.orNil(), OrderingKey: req.orderingKey, FlowKey: req.flowKey,
 		Callback: req.callback, FailureCallback: req.failureCallback,
 	})
@@ -231,7 +238,7 @@ func (c *command) printPublish(con console, headline string, p *hookwheel.Publis
 		n    int
 		name string
 	}{{sc.Scheduled, "scheduled"}, {sc.Dispatching, "dispatching"}, {sc.Retrying, "retrying"},
-		{sc.Delivered, "delivered"}, {sc.Dead, "dead"}, {sc.Canceled, "canceled"}} {
+		{sc.Delivered, "delivered"}, {sc.Dead, "dead"}, {sc.Canceled, "canceled"}, {sc.Expired, "expired"}} {
 		if s.n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", s.n, s.name))
 		}

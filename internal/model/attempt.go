@@ -11,8 +11,14 @@ import (
 type AttemptResult struct {
 	Attempt
 	ClaimToken uuid.UUID
-	// Status is the task's status after the attempt: delivered, retrying or dead.
+	// Status is the task's status after the attempt: delivered, retrying,
+	// dead or expired.
 	Status TaskStatus
+	// Unattempted marks the end of a claim that was never sent: the task
+	// expired before its attempt could start. No attempt row is written and
+	// none is metered, the claim's attempt number is given back, and the
+	// task's last status code stays the previous attempt's; Error says why.
+	Unattempted bool
 	// NextAttemptAt is set when Status is retrying.
 	NextAttemptAt *time.Time
 	// Callback, when set, is the callback task the outcome makes (a

@@ -112,7 +112,9 @@ func (m *MinuteStats) Add(status TaskStatus, lateness time.Duration) {
 		m.Delivered++
 	case StatusRetrying:
 		m.Retried++
-	case StatusDead:
+	case StatusDead, StatusExpired:
+		// An attempt whose retry would have come after the task's expiry
+		// failed for good, as a last attempt does.
 		m.Dead++
 	default:
 		return

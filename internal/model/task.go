@@ -11,7 +11,7 @@ import (
 type TaskStatus string
 
 // The task statuses. scheduled and retrying wait for an attempt; dispatching
-// is owned by one sender; delivered, dead and canceled are final.
+// is owned by one sender; delivered, dead, canceled and expired are final.
 const (
 	StatusScheduled   TaskStatus = "scheduled"
 	StatusDispatching TaskStatus = "dispatching"
@@ -19,6 +19,10 @@ const (
 	StatusDelivered   TaskStatus = "delivered"
 	StatusDead        TaskStatus = "dead"
 	StatusCanceled    TaskStatus = "canceled"
+	// StatusExpired ends a task whose next attempt would have started at or
+	// after its ExpiresAt: no attempt is made, and its failure callback
+	// hears of it as of a death.
+	StatusExpired TaskStatus = "expired"
 )
 
 // Task is a scheduled HTTP callback.
@@ -70,6 +74,15 @@ type Task struct {
 	PublishID    *uuid.UUID
 	Topic        *string
 	EndpointName *string
+	// ExpiresAt, when set, is the instant from which no attempt of the task
+	// may start (ExpiredAt); nil: it never expires.
+	ExpiresAt *time.Time
+}
+
+// ExpiredAt reports whether an attempt of t starting at at would start too
+// late: at or after its ExpiresAt.
+func (t *Task) ExpiredAt(at time.Time) bool {
+	return t.ExpiresAt != nil && !at.Before(*t.ExpiresAt)
 }
 
 // TaskFilter selects a page of a tenant's tasks, newest first. Every

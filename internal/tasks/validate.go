@@ -99,6 +99,10 @@ type Request struct {
 	// RunAt and Delay are exclusive; neither means now.
 	RunAt *time.Time
 	Delay *time.Duration
+	// ExpiresAt and ExpiresIn (from now) are exclusive: the instant from
+	// which no attempt may start (Rules.Expiry); neither: never.
+	ExpiresAt *time.Time
+	ExpiresIn *time.Duration
 	// Timeout, and Retry's fields: the tenant's defaults, then hookwheel's,
 	// for those not given.
 	Timeout *time.Duration
@@ -118,8 +122,8 @@ type Request struct {
 	// with why, under its name in the API's JSON: the caller reads, the
 	// checks stay here. Check reports each in its field's place and takes
 	// the field as given but holding nothing. The fields that may be
-	// unreadable are body, run_at, delay, timeout, retry.min_backoff and
-	// retry.max_backoff.
+	// unreadable are body, run_at, delay, expires_at, expires_in, timeout,
+	// retry.min_backoff and retry.max_backoff.
 	Unreadable FieldErrors
 }
 
@@ -152,6 +156,7 @@ func (r Rules) Check(rep Reporter, req *Request, tenant *model.Tenant, now time.
 		t.Body = r.CheckBody(&fe, req.Body)
 	}
 	t.RunAt = r.Due(&fe, req, now)
+	t.ExpiresAt = r.Expiry(&fe, req, t.RunAt, now)
 
 	reportUnreadable(&fe, req.Unreadable, "timeout")
 	t.Timeout = r.CheckTimeout(&fe, req.Timeout, tenant)

@@ -13,7 +13,7 @@ import (
 // is required; every zero field takes the server's default.
 //
 // Its JSON form is the API's (url, topic, method, headers, body, run_at,
-// delay, timeout, retry, labels, ordering_key, flow_key, callback,
+// delay, expires_at, expires_in, timeout, retry, labels, ordering_key, flow_key, callback,
 // failure_callback, idempotency_key), durations as Go durations ("30s"):
 // the lines `hookwheel batch` reads. Unknown fields are refused, as the API
 // refuses them.
@@ -36,6 +36,15 @@ type TaskRequest struct {
 	// Delay is how long after the server's now to send it; exclusive with
 	// RunAt.
 	Delay time.Duration
+	// ExpiresAt, when set, is when the webhook stops being worth sending:
+	// no attempt starts at or after it, and a task whose attempt (or
+	// retry) would is ended StatusExpired, its FailureCallback told. It
+	// must come after the task is due. Zero: ExpiresIn after now, or
+	// never when ExpiresIn is zero too.
+	ExpiresAt time.Time
+	// ExpiresIn is ExpiresAt as a time after the server's now (not after
+	// the due time, as Delay is not); exclusive with ExpiresAt.
+	ExpiresIn time.Duration
 	// Timeout bounds one attempt; zero is the server's default (30s).
 	Timeout time.Duration
 	// MaxAttempts is the number of attempts in all, the first included;
@@ -94,6 +103,10 @@ func (r TaskRequest) apiTask(key string) apiclient.BatchTaskRequest {
 	if !r.RunAt.IsZero() {
 		t.RunAt = ptr(r.RunAt)
 	}
+	if !r.ExpiresAt.IsZero() {
+		t.ExpiresAt = ptr(r.ExpiresAt)
+	}
+	t.ExpiresIn = durationOrNil(r.ExpiresIn)
 	t.Delay = durationOrNil(r.Delay)
 	t.Timeout = durationOrNil(r.Timeout)
 	t.Retry = apiRetry(r.MaxAttempts, r.MinBackoff, r.MaxBackoff)
@@ -129,6 +142,9 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 	if t.RunAt != nil {
 		out.RunAt = *t.RunAt
 	}
+	if t.ExpiresAt != nil {
+		out.ExpiresAt = *t.ExpiresAt
+	}
 	if t.IdempotencyKey != nil {
 		out.IdempotencyKey = *t.IdempotencyKey
 	}
@@ -145,6 +161,7 @@ func (r *TaskRequest) UnmarshalJSON(data []byte) error {
 		to    *time.Duration
 	}{
 		{"delay", t.Delay, &out.Delay},
+		{"expires_in", t.ExpiresIn, &out.ExpiresIn},
 		{"timeout", t.Timeout, &out.Timeout},
 	} {
 		if *d.to, err = parseDuration(d.field, d.from); err != nil {

@@ -48,6 +48,9 @@ const (
 	StatusDelivered   = apiclient.TaskStatusDelivered
 	StatusDead        = apiclient.TaskStatusDead
 	StatusCanceled    = apiclient.TaskStatusCanceled
+	// StatusExpired ends a task whose ExpiresAt came before an attempt
+	// could start; final, like StatusDead.
+	StatusExpired = apiclient.TaskStatusExpired
 )
 
 // Attempt outcomes.
@@ -82,7 +85,8 @@ func (c *Client) createTask(ctx context.Context, op string, req TaskRequest) (*a
 	item := req.apiTask("")
 	body := apiclient.TaskRequest{
 		URL: item.URL, Topic: item.Topic, Method: item.Method, Headers: item.Headers, Body: item.Body,
-		RunAt: item.RunAt, Delay: item.Delay, Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
+		RunAt: item.RunAt, Delay: item.Delay, ExpiresAt: item.ExpiresAt, ExpiresIn: item.ExpiresIn,
+		Timeout: item.Timeout, Retry: item.Retry, Labels: item.Labels,
 		OrderingKey: item.OrderingKey, FlowKey: item.FlowKey, Callback: item.Callback, FailureCallback: item.FailureCallback,
 	}
 	// Safe to retry: the key makes the server store a repeat once.

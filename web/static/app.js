@@ -643,7 +643,7 @@ function table(headings, rows, caption, empty = 'Nothing here yet.', wideOnly = 
 // ---------------------------------------------------------------------------
 // Tasks
 
-const taskStatuses = ['scheduled', 'dispatching', 'retrying', 'delivered', 'dead', 'canceled'];
+const taskStatuses = ['scheduled', 'dispatching', 'retrying', 'delivered', 'dead', 'canceled', 'expired'];
 const uuidRe = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function taskRows(tasks) {
@@ -779,7 +779,7 @@ async function taskPage([id]) {
     } }, field('URL', editUrl), field('Method', editMethod), field('Headers', editHeaders, 'One “Name: value” per line; replaces every header of the task.'),
     field('Body', editBody), h('button', { type: 'submit', class: 'primary' }, 'Replay with these changes'))) : null;
 
-  const live = !['delivered', 'dead', 'canceled'].includes(task.status);
+  const live = !['delivered', 'dead', 'canceled', 'expired'].includes(task.status);
   append(main, [
     h('div', { class: 'pagehead' }, h('p', {}, link('/ui/tasks', '← Tasks')), h('h1', {}, 'Task ', h('code', {}, task.id)),
       h('p', { class: 'statusline' }, statusBadge(task.status), live ? h('span', { class: 'muted' }, ' refreshing every 2 seconds') : null)),
@@ -787,7 +787,7 @@ async function taskPage([id]) {
     h('div', { class: 'two' },
       h('section', { class: 'card' }, h('h2', {}, 'Request'), h('dl', { class: 'fields' },
         dt('URL', h('code', { class: 'wrap' }, task.url)), dt('Method', task.method),
-        dt('Run at', fmtTime(task.run_at)), dt('Next attempt', task.next_attempt_at ? [fmtTime(task.next_attempt_at), ' (', relTime(task.next_attempt_at), ')']
+        dt('Run at', fmtTime(task.run_at)), task.expires_at ? dt('Expires at', fmtTime(task.expires_at)) : null, dt('Next attempt', task.next_attempt_at ? [fmtTime(task.next_attempt_at), ' (', relTime(task.next_attempt_at), ')']
           : (live && task.ordering_key ? 'once the task before it in its ordering key is finished' : '—')),
         dt('Attempts', `${task.attempts} of ${task.max_attempts}`), dt('Timeout', task.timeout),
         dt('Idempotency key', task.idempotency_key ? h('code', {}, task.idempotency_key) : '—'),

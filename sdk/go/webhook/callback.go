@@ -9,17 +9,20 @@ import (
 
 // Callback is the body of a callback webhook: what the final attempt of a
 // task got, sent to the task's callback URL once it is delivered and to its
-// failure_callback once it is dead. It is hookwheel.CallbackPayload; its
+// failure_callback once it is dead or expired. It is hookwheel.CallbackPayload; its
 // Response.Body holds the first 64 KiB of the receiver's answer, decoded
 // from base64, and Response.BodyTruncated says whether there was more.
 // With no answer at all (a timeout, a connection error), Response.StatusCode
-// is nil and Error says what happened.
+// is nil and Error says what happened. A task that expired before an
+// attempt could start reports the attempt before (0 when none was made),
+// with no response.
 type Callback = apiclient.CallbackPayload
 
 // Callback statuses.
 const (
 	CallbackDelivered = apiclient.CallbackPayloadStatusDelivered
 	CallbackDead      = apiclient.CallbackPayloadStatusDead
+	CallbackExpired   = apiclient.CallbackPayloadStatusExpired
 )
 
 // DecodeCallback reads the body of a callback webhook. Verify the request
@@ -32,9 +35,9 @@ func DecodeCallback(body []byte) (*Callback, error) {
 		return nil, fmt.Errorf("webhook: decode callback: %w", err)
 	}
 	if !c.Status.Valid() {
-		return nil, fmt.Errorf("webhook: decode callback: status %q is neither delivered nor dead", c.Status)
+		return nil, fmt.Errorf("webhook: decode callback: status %q is none of delivered, dead and expired", c.Status)
 	}
-	if c.Attempt < 1 {
+	if c.Attempt < 1 && !(c.Status == CallbackExpired && c.Attempt == 0) {
 		return nil, fmt.Errorf("webhook: decode callback: no attempt number")
 	}
 	return &c, nil

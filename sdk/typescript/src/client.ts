@@ -66,18 +66,21 @@ export interface ClientOptions {
   retry?: RetryOptions | false;
 }
 
-/** A task to create: TaskRequest with a `url`, whose `run_at` may also be a Date. */
-export type TaskInput = Omit<TaskRequest, "run_at" | "url" | "topic"> & { url: string; run_at?: string | Date };
+/** The times a task request may give as a Date as well as RFC 3339 text. */
+type DateFields = { run_at?: string | Date; expires_at?: string | Date };
+
+/** A task to create: TaskRequest with a `url`, whose `run_at` and `expires_at` may also be Dates. */
+export type TaskInput = Omit<TaskRequest, "run_at" | "expires_at" | "url" | "topic"> & { url: string } & DateFields;
 
 /**
  * A webhook to publish to every endpoint of a topic: TaskRequest without
  * `url` or `topic` (the topic is `topics.publish`'s first argument), whose
- * `run_at` may also be a Date.
+ * `run_at` and `expires_at` may also be Dates.
  */
-export type PublishInput = Omit<TaskRequest, "run_at" | "url" | "topic"> & { run_at?: string | Date };
+export type PublishInput = Omit<TaskRequest, "run_at" | "expires_at" | "url" | "topic"> & DateFields;
 
-/** An item of a batch: BatchTaskRequest, whose `run_at` may also be a Date. */
-export type BatchTaskInput = Omit<BatchTaskRequest, "run_at"> & { run_at?: string | Date };
+/** An item of a batch: BatchTaskRequest, whose `run_at` and `expires_at` may also be Dates. */
+export type BatchTaskInput = Omit<BatchTaskRequest, "run_at" | "expires_at"> & DateFields;
 
 /** A new time for a task: `run_at` (a Date or RFC 3339 text) or `delay` (a Go duration such as `10m`). */
 export type RescheduleInput = { run_at: string | Date; delay?: never } | { delay: string; run_at?: never };
@@ -603,10 +606,14 @@ export function createClient(options: ClientOptions): HookwheelClient {
   };
 }
 
-/** Copies v with a Date `run_at` written as RFC 3339 text, as the API takes it. */
-function withRunAt<T extends { run_at?: string | Date }>(v: T): Omit<T, "run_at"> & { run_at?: string } {
-  if (v.run_at instanceof Date) return { ...v, run_at: v.run_at.toISOString() };
-  return v as Omit<T, "run_at"> & { run_at?: string };
+/** Copies v with a Date `run_at` or `expires_at` written as RFC 3339 text, as the API takes them. */
+function withRunAt<T extends { run_at?: string | Date; expires_at?: string | Date }>(
+  v: T,
+): Omit<T, "run_at" | "expires_at"> & { run_at?: string; expires_at?: string } {
+  const out = { ...v } as Omit<T, "run_at" | "expires_at"> & { run_at?: string; expires_at?: string };
+  if (v.run_at instanceof Date) out.run_at = v.run_at.toISOString();
+  if (v.expires_at instanceof Date) out.expires_at = v.expires_at.toISOString();
+  return out;
 }
 
 function newIdempotencyKey(): string {

@@ -565,7 +565,8 @@ export interface paths {
          * Reschedule a task
          * @description Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
          *     required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-         *     task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+         *     task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+         *     keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
          *
          *     A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
          *     horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -2303,6 +2304,7 @@ export interface components {
                 delivered: number;
                 dead: number;
                 canceled: number;
+                expired: number;
             };
             /** @description The largest count tasks_by_status gives; a count equal to it means at least that many. */
             status_count_limit: number;
@@ -2318,7 +2320,7 @@ export interface components {
             delivered: number;
             /** @description Attempts that failed and left a retry to come. */
             retried: number;
-            /** @description Attempts that failed for good (the task is dead). */
+            /** @description Attempts that failed for good: the task is dead, or `expired` because its retry would have started after its `expires_at`. A task that expires without an attempt counts in no minute. */
             dead: number;
             /** @description Median time from when attempts were due to when they were sent; null without attempts. */
             lateness_p50_ms?: number | null;
@@ -2979,9 +2981,13 @@ export interface components {
          *     - `dead`: the last attempt failed, or a response was not retryable (its status, or a
          *       `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
          *     - `canceled`: canceled before delivery. Final.
+         *     - `expired`: its `expires_at` came before an attempt could start: it fell due (or was handed
+         *       back by a limit or a breaker) at or past it, or a failed attempt's retry would have started
+         *       at or past it. No attempt starts at or after `expires_at`. Final; its `failure_callback`
+         *       hears of it as of a death. Kept and purged like the other finished tasks.
          * @enum {string}
          */
-        TaskStatus: "scheduled" | "dispatching" | "retrying" | "delivered" | "dead" | "canceled";
+        TaskStatus: "scheduled" | "dispatching" | "retrying" | "delivered" | "dead" | "canceled" | "expired";
         /**
          * @description How failed attempts are retried. Each missing field takes its default. The wait before a retry
          *     grows from `min_backoff` towards `max_backoff`, with jitter; a `Retry-After` header on a 429 or
@@ -3157,6 +3163,24 @@ export interface components {
              */
             delay?: string;
             /**
+             * Format: date-time
+             * @description When the webhook stops being worth sending (RFC 3339): no attempt starts at or after it, first
+             *     or retry. A task due (or whose retry would come) at or past it ends `expired`, without that
+             *     attempt, and its `failure_callback` is told, with `status` `expired`. Must be after the task
+             *     is due (`run_at`, `delay`, or now), else 422 naming `expires_at`. Exclusive with `expires_in`;
+             *     with neither, the task never expires. Kept to the microsecond, rounded down. A publish to a
+             *     topic gives it to every endpoint's task.
+             * @example 2026-11-22T10:10:00Z
+             */
+            expires_at?: string;
+            /**
+             * @description How long after now the webhook stops being worth sending, a Go duration such as `10m`: the
+             *     same as `expires_at` at now plus it (from now, as `delay` is, not from the due time).
+             *     Positive. Exclusive with `expires_at`.
+             * @example 10m
+             */
+            expires_in?: string;
+            /**
              * @description How long one attempt may take, a Go duration, from connecting to reading the response: 1s up to
              *     the server's `HOOKWHEEL_MAX_TIMEOUT` (5m by default). An attempt that runs out of time fails and
              *     is retried. The server's default (30s) applies when absent.
@@ -3187,8 +3211,8 @@ export interface components {
              * @description A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
              *     `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
              *     there, with `status` `dead` and the last attempt's response, or, when that attempt got
-             *     none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
-             *     `callback`.
+             *     none (a timeout, a connection error), a null `status_code` and the `error`. Also once the
+             *     task is `expired` (`expires_at`), with `status` `expired`. Same rules as `callback`.
              * @example https://example.com/hooks/order-timeout-failed
              */
             failure_callback?: string;
@@ -3228,6 +3252,12 @@ export interface components {
              * @description When the webhook is due. It is never sent earlier.
              */
             run_at: string;
+            /**
+             * Format: date-time
+             * @description When the task expires: no attempt starts at or after it (see `TaskRequest`); absent when it
+             *     never expires. A replay that falls at or after it drops it.
+             */
+            expires_at?: string;
             /**
              * Format: date-time
              * @description When the task was created.
@@ -3355,6 +3385,8 @@ export interface components {
             dead: number;
             /** @description Tasks canceled. */
             canceled: number;
+            /** @description Tasks that expired before an attempt could start (`expires_at`). */
+            expired: number;
         };
         /**
          * @description A topic's name: 1 to 100 characters of `A`-`Z`, `a`-`z`, digits and `.` `_` `-`, starting with a
@@ -3421,7 +3453,7 @@ export interface components {
         };
         /**
          * @description The JSON body of a callback: what the final attempt of a task got. Sent to the task's
-         *     `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+         *     `callback` when the task is delivered, to its `failure_callback` when it is dead or expired, as a
          *     webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
          *     its `webhook-id` is the callback task's id, not the reported task's), with
          *     `Content-Type: application/json`, retried with the reported task's retry policy until the
@@ -3451,8 +3483,12 @@ export interface components {
              * @description The task's final status.
              * @enum {string}
              */
-            status: "delivered" | "dead";
-            /** @description The number of the final attempt, as its `Hookwheel-Attempt` header said. */
+            status: "delivered" | "dead" | "expired";
+            /**
+             * @description The number of the final attempt, as its `Hookwheel-Attempt` header said. For a task that
+             *     `expired` before an attempt could start, the attempt before (0 if none was made), and
+             *     `error` says when it expired, with no `response`'s `status_code`.
+             */
             attempt: number;
             /**
              * @description Why the final attempt failed (a status that is not retried, a timeout, a connection error),
@@ -4820,7 +4856,8 @@ export interface operations {
                      *         "retrying": 9,
                      *         "delivered": 10000,
                      *         "dead": 112,
-                     *         "canceled": 37
+                     *         "canceled": 37,
+                     *         "expired": 4
                      *       },
                      *       "status_count_limit": 10000
                      *     }

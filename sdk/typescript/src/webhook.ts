@@ -17,7 +17,7 @@ import type { components } from "./schema.js";
 /**
  * The body of a callback webhook: what the final attempt of a task got, sent to
  * the task's `callback` once it is delivered and to its `failure_callback` once
- * it is dead (`CallbackPayload` in the API reference). `response.body` is the
+ * it is dead or expired (`CallbackPayload` in the API reference). `response.body` is the
  * first 64 KiB of the receiver's answer in base64: `callbackResponseBody`
  * decodes it.
  */
@@ -135,7 +135,7 @@ export async function verifyWebhook<T = unknown>(
 /**
  * Verifies a callback webhook (see `callback` on a task) as verifyWebhook does
  * any webhook, and returns its payload. A body that verifies but is not a
- * callback's (no `task_id`, a `status` other than delivered or dead, no
+ * callback's (no `task_id`, a `status` other than delivered, dead or expired, no
  * attempt number, no `response`) is refused with reason `invalid_callback`.
  * Fields it does not know are kept, so that a receiver keeps working when
  * hookwheel adds some. The callback's webhook-id is the callback task's own
@@ -171,9 +171,10 @@ function isCallbackPayload(v: unknown): v is CallbackPayload {
   const r = p["response"];
   return (
     typeof p["task_id"] === "string" &&
-    (p["status"] === "delivered" || p["status"] === "dead") &&
+    (p["status"] === "delivered" || p["status"] === "dead" || p["status"] === "expired") &&
     typeof p["attempt"] === "number" &&
-    p["attempt"] >= 1 &&
+    // An expiry before the first attempt reports attempt 0.
+    (p["attempt"] >= 1 || (p["status"] === "expired" && p["attempt"] === 0)) &&
     typeof r === "object" &&
     r !== null &&
     typeof (r as Record<string, unknown>)["body"] === "string"

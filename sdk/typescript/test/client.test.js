@@ -70,6 +70,16 @@ describe("client", () => {
     assert.deepEqual(JSON.parse(req.body), { url: TASK.url, body: "{}", run_at: "2026-11-22T10:00:00.000Z" });
   });
 
+  it("writes a Date expires_at as RFC 3339, in a create and a batch item alike", async () => {
+    const { client, requests } = scripted([json(201, TASK), json(200, { data: [{ task: TASK }] })]);
+    await client.tasks.create({ url: TASK.url, expires_at: new Date("2026-11-22T10:10:00Z") });
+    await client.tasks.batch([{ url: TASK.url, expires_at: new Date("2026-11-22T10:10:00Z"), idempotency_key: "k" }]);
+    assert.deepEqual(JSON.parse(requests[0].body), { url: TASK.url, expires_at: "2026-11-22T10:10:00.000Z" });
+    assert.deepEqual(JSON.parse(requests[1].body), {
+      tasks: [{ url: TASK.url, expires_at: "2026-11-22T10:10:00.000Z", idempotency_key: "k" }],
+    });
+  });
+
   it("sends the idempotency key given, and a new one for each call without", async () => {
     const { client, requests } = scripted([
       json(201, TASK),

@@ -338,6 +338,23 @@ describe("verifyCallback", () => {
     assert.equal(callbackResponseBody(payload).length, 0);
   });
 
+  it("reads a callback of an expiry before any attempt, and refuses attempt 0 of any other status", async () => {
+    const secret = newSecret();
+    const expiry = (status) => JSON.stringify({
+      task_id: "019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41",
+      status,
+      attempt: 0,
+      error: "expired at 2026-11-28T14:10:00Z before attempt 1 could start",
+      response: { status_code: null, headers: {}, body: "", body_truncated: false },
+    });
+    const body = expiry("expired");
+    const payload = await verifyCallback(secret, sign([secret], { body }), body);
+    assert.equal(payload.status, "expired");
+    assert.equal(payload.attempt, 0);
+    const dead = expiry("dead");
+    await refused(verifyCallback(secret, sign([secret], { body: dead }), dead), "invalid_callback");
+  });
+
   it("refuses a forged callback, and a signed body that is not a callback", async () => {
     const secret = newSecret();
     await refused(verifyCallback(newSecret(), sign([secret], { body: delivered }), delivered), "no_matching_signature");

@@ -43,6 +43,7 @@ func (e AttemptOutcome) Valid() bool {
 const (
 	CallbackPayloadStatusDead      CallbackPayloadStatus = "dead"
 	CallbackPayloadStatusDelivered CallbackPayloadStatus = "delivered"
+	CallbackPayloadStatusExpired   CallbackPayloadStatus = "expired"
 )
 
 // Valid indicates whether the value is a known member of the CallbackPayloadStatus enum.
@@ -51,6 +52,8 @@ func (e CallbackPayloadStatus) Valid() bool {
 	case CallbackPayloadStatusDead:
 		return true
 	case CallbackPayloadStatusDelivered:
+		return true
+	case CallbackPayloadStatusExpired:
 		return true
 	default:
 		return false
@@ -216,6 +219,7 @@ const (
 	TaskStatusDead        TaskStatus = "dead"
 	TaskStatusDelivered   TaskStatus = "delivered"
 	TaskStatusDispatching TaskStatus = "dispatching"
+	TaskStatusExpired     TaskStatus = "expired"
 	TaskStatusRetrying    TaskStatus = "retrying"
 	TaskStatusScheduled   TaskStatus = "scheduled"
 )
@@ -230,6 +234,8 @@ func (e TaskStatus) Valid() bool {
 	case TaskStatusDelivered:
 		return true
 	case TaskStatusDispatching:
+		return true
+	case TaskStatusExpired:
 		return true
 	case TaskStatusRetrying:
 		return true
@@ -509,11 +515,28 @@ type BatchTaskRequest struct {
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
 
+	// ExpiresAt When the webhook stops being worth sending (RFC 3339): no attempt starts at or after it, first
+	// or retry. A task due (or whose retry would come) at or past it ends `expired`, without that
+	// attempt, and its `failure_callback` is told, with `status` `expired`. Must be after the task
+	// is due (`run_at`, `delay`, or now), else 422 naming `expires_at`. Exclusive with `expires_in`;
+	// with neither, the task never expires. Kept to the microsecond, rounded down. A publish to a
+	// topic gives it to every endpoint's task.
+	//
+	// Example: 2026-11-22T10:10:00Z
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// ExpiresIn How long after now the webhook stops being worth sending, a Go duration such as `10m`: the
+	// same as `expires_at` at now plus it (from now, as `delay` is, not from the due time).
+	// Positive. Exclusive with `expires_at`.
+	//
+	// Example: 10m
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
 	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
 	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
 	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
-	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
-	// `callback`.
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Also once the
+	// task is `expired` (`expires_at`), with `status` `expired`. Same rules as `callback`.
 	//
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
@@ -588,7 +611,7 @@ type BatchTaskRequest struct {
 }
 
 // CallbackPayload The JSON body of a callback: what the final attempt of a task got. Sent to the task's
-// `callback` when the task is delivered, to its `failure_callback` when it is dead, as a
+// `callback` when the task is delivered, to its `failure_callback` when it is dead or expired, as a
 // webhook of its own: signed like every webhook (verify it with any Standard Webhooks library;
 // its `webhook-id` is the callback task's id, not the reported task's), with
 // `Content-Type: application/json`, retried with the reported task's retry policy until the
@@ -596,7 +619,9 @@ type BatchTaskRequest struct {
 //
 // Example: {"attempt":1,"error":null,"response":{"body":"eyJvayI6IHRydWV9","body_truncated":false,"headers":{"Content-Type":"application/json"},"status_code":200},"status":"delivered","task_id":"019aa8f2-4c3e-7b21-9d5e-3f0c2a7b8e41"}
 type CallbackPayload struct {
-	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said.
+	// Attempt The number of the final attempt, as its `Hookwheel-Attempt` header said. For a task that
+	// `expired` before an attempt could start, the attempt before (0 if none was made), and
+	// `error` says when it expired, with no `response`'s `status_code`.
 	Attempt int `json:"attempt"`
 
 	// Error Why the final attempt failed (a status that is not retried, a timeout, a connection error),
@@ -787,7 +812,7 @@ type Labels map[string]string
 type MinuteStats struct {
 	Attempts int `json:"attempts"`
 
-	// Dead Attempts that failed for good (the task is dead).
+	// Dead Attempts that failed for good: the task is dead, or `expired` because its retry would have started after its `expires_at`. A task that expires without an attempt counts in no minute.
 	Dead int `json:"dead"`
 
 	// Delivered Attempts that succeeded.
@@ -946,6 +971,10 @@ type PortalTask struct {
 	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
 	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
+	// - `expired`: its `expires_at` came before an attempt could start: it fell due (or was handed
+	//   back by a limit or a breaker) at or past it, or a failed attempt's retry would have started
+	//   at or past it. No attempt starts at or after `expires_at`. Final; its `failure_callback`
+	//   hears of it as of a death. Kept and purged like the other finished tasks.
 	Status    TaskStatus `json:"status"`
 	UpdatedAt time.Time  `json:"updated_at"`
 
@@ -983,6 +1012,10 @@ type PortalTaskDetail struct {
 	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
 	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
+	// - `expired`: its `expires_at` came before an attempt could start: it fell due (or was handed
+	//   back by a limit or a breaker) at or past it, or a failed attempt's retry would have started
+	//   at or past it. No attempt starts at or after `expires_at`. Final; its `failure_callback`
+	//   hears of it as of a death. Kept and purged like the other finished tasks.
 	Status    TaskStatus `json:"status"`
 	UpdatedAt time.Time  `json:"updated_at"`
 
@@ -1074,6 +1107,9 @@ type PublishStatusCounts struct {
 
 	// Dispatching Tasks with an attempt in flight.
 	Dispatching int `json:"dispatching"`
+
+	// Expired Tasks that expired before an attempt could start (`expires_at`).
+	Expired int `json:"expired"`
 
 	// Retrying Tasks waiting for a retry.
 	Retrying int `json:"retrying"`
@@ -1663,6 +1699,10 @@ type Task struct {
 	// EndpointName The name of the topic's endpoint this task delivers to, when the endpoint had one.
 	EndpointName *string `json:"endpoint_name,omitempty"`
 
+	// ExpiresAt When the task expires: no attempt starts at or after it (see `TaskRequest`); absent when it
+	// never expires. A replay that falls at or after it drops it.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
 	// FailureCallback The URL told of the task's death (see `TaskRequest`); absent when none.
 	FailureCallback *string `json:"failure_callback,omitempty"`
 
@@ -1727,6 +1767,10 @@ type Task struct {
 	// - `dead`: the last attempt failed, or a response was not retryable (its status, or a
 	//   `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 	// - `canceled`: canceled before delivery. Final.
+	// - `expired`: its `expires_at` came before an attempt could start: it fell due (or was handed
+	//   back by a limit or a breaker) at or past it, or a failed attempt's retry would have started
+	//   at or past it. No attempt starts at or after `expires_at`. Final; its `failure_callback`
+	//   hears of it as of a death. Kept and purged like the other finished tasks.
 	Status TaskStatus `json:"status"`
 
 	// Timeout How long one attempt may take, a Go duration.
@@ -1789,11 +1833,28 @@ type TaskRequest struct {
 	// Example: 30s
 	Delay *string `json:"delay,omitempty"`
 
+	// ExpiresAt When the webhook stops being worth sending (RFC 3339): no attempt starts at or after it, first
+	// or retry. A task due (or whose retry would come) at or past it ends `expired`, without that
+	// attempt, and its `failure_callback` is told, with `status` `expired`. Must be after the task
+	// is due (`run_at`, `delay`, or now), else 422 naming `expires_at`. Exclusive with `expires_in`;
+	// with neither, the task never expires. Kept to the microsecond, rounded down. A publish to a
+	// topic gives it to every endpoint's task.
+	//
+	// Example: 2026-11-22T10:10:00Z
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// ExpiresIn How long after now the webhook stops being worth sending, a Go duration such as `10m`: the
+	// same as `expires_at` at now plus it (from now, as `delay` is, not from the due time).
+	// Positive. Exclusive with `expires_at`.
+	//
+	// Example: 10m
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
 	// FailureCallback A URL to tell of the task's death, as `callback` tells of its delivery: once the task is
 	// `dead` (its last attempt failed, or a response was final), the same signed `POST` goes
 	// there, with `status` `dead` and the last attempt's response, or, when that attempt got
-	// none (a timeout, a connection error), a null `status_code` and the `error`. Same rules as
-	// `callback`.
+	// none (a timeout, a connection error), a null `status_code` and the `error`. Also once the
+	// task is `expired` (`expires_at`), with `status` `expired`. Same rules as `callback`.
 	//
 	// Example: https://example.com/hooks/order-timeout-failed
 	FailureCallback *string `json:"failure_callback,omitempty"`
@@ -1878,6 +1939,7 @@ type TaskStats struct {
 		Dead        int `json:"dead"`
 		Delivered   int `json:"delivered"`
 		Dispatching int `json:"dispatching"`
+		Expired     int `json:"expired"`
 		Retrying    int `json:"retrying"`
 		Scheduled   int `json:"scheduled"`
 	} `json:"tasks_by_status"`
@@ -1894,6 +1956,10 @@ type TaskStats struct {
 //   - `dead`: the last attempt failed, or a response was not retryable (its status, or a
 //     `Hookwheel-Retry: stop` header on a non-2xx response). Final, unless replayed.
 //   - `canceled`: canceled before delivery. Final.
+//   - `expired`: its `expires_at` came before an attempt could start: it fell due (or was handed
+//     back by a limit or a breaker) at or past it, or a failed attempt's retry would have started
+//     at or past it. No attempt starts at or after `expires_at`. Final; its `failure_callback`
+//     hears of it as of a death. Kept and purged like the other finished tasks.
 type TaskStatus string
 
 // Tenant A tenant and its settings.
@@ -3631,7 +3697,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -3649,7 +3716,8 @@ type ClientInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -5452,7 +5520,8 @@ func (c *Client) GetTask(ctx context.Context, id TaskID, reqEditors ...RequestEd
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -5480,7 +5549,8 @@ func (c *Client) RescheduleTaskWithBody(ctx context.Context, id TaskID, contentT
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -9276,7 +9346,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -9294,7 +9365,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 	// required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+	// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+	// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 	//
 	// A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 	// horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -15513,7 +15585,8 @@ func (c *ClientWithResponses) GetTaskWithResponse(ctx context.Context, id TaskID
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
@@ -15537,7 +15610,8 @@ func (c *ClientWithResponses) RescheduleTaskWithBodyWithResponse(ctx context.Con
 //
 // Moves a `scheduled` or `retrying` task to a new time: `run_at` or `delay` (exclusive, one
 // required), with the same rules as at creation. The next attempt happens then; a `scheduled`
-// task's `run_at` becomes the new time. 409 once the task is dispatching or finished.
+// task's `run_at` becomes the new time. 409 once the task is dispatching or finished. A task
+// keeps its `expires_at`: a time at or after it is refused with 422 naming `run_at` (or `delay`).
 //
 // A time in the past, or a `delay` of zero, means now; no time beyond the server's scheduling
 // horizon (365 days by default) is accepted. A `retrying` task keeps its `run_at`, the time its
