@@ -105,8 +105,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.claimer = d.buildClaimer(m, redis)
 	d.timers = wheel.NewTimers(wheel.TimersConfig{Clock: cfg.Clock, Fire: d.claimer.fire})
 	d.recorder = d.buildRecorder(m)
-	d.health = newTargetHealth(targetHealthConfig{Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
-		DisableAfter: cfg.TargetDisableAfter, Interval: healthInterval(cfg.TargetDisableAfter), Paused: d.held.changed})
+	d.health = d.buildHealth(m)
 	d.stats = d.buildStats(m)
 	d.sends, d.cancelSends = context.WithCancel(context.Background())
 	d.sender = d.buildSender(m, redis)
@@ -229,18 +228,6 @@ func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
 			d.logger.Info("dispatcher stopping: finishing sends in flight", "at_most", d.cfg.ShutdownTimeout)
 			d.boundSends(sendersDone)
 		}},
-	}
-}
-
-func (d *Dispatcher) runTimingWheel(ctx context.Context) {
-	if err := d.timers.Run(ctx); err != nil {
-		d.logger.Error("timing wheel stopped", "err", err)
-	}
-}
-
-func (d *Dispatcher) runSendWheel(ctx context.Context) {
-	if err := d.holder.Run(ctx); err != nil {
-		d.logger.Error("send wheel stopped", "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -227,5 +228,22 @@ func (d *Dispatcher) gaugeReads() gaugeReads {
 		sendingBytes:  func() float64 { _, b, _ := d.shares.totals(); return float64(b) },
 		shareWaiting:  func() float64 { _, _, w := d.shares.totals(); return float64(w) },
 		targets:       func() float64 { return float64(d.targets.count()) },
+	}
+}
+
+func (d *Dispatcher) buildHealth(m *metrics) *targetHealth {
+	return newTargetHealth(targetHealthConfig{Store: d.cfg.DB, Clock: d.cfg.Clock, Logger: d.cfg.Logger, Metrics: m,
+		DisableAfter: d.cfg.TargetDisableAfter, Interval: healthInterval(d.cfg.TargetDisableAfter), Paused: d.held.changed})
+}
+
+func (d *Dispatcher) runTimingWheel(ctx context.Context) {
+	if err := d.timers.Run(ctx); err != nil {
+		d.logger.Error("timing wheel stopped", "err", err)
+	}
+}
+
+func (d *Dispatcher) runSendWheel(ctx context.Context) {
+	if err := d.holder.Run(ctx); err != nil {
+		d.logger.Error("send wheel stopped", "err", err)
 	}
 }
