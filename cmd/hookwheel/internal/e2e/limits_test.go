@@ -270,11 +270,10 @@ func TestDispatchConcurrencyCrowdedHost(t *testing.T) {
 		fast[i] = openapi.TaskRequest{URL: fastRecv.URL + "/fast", RunAt: &runAt}
 	}
 	scheduleAll(t, other, fast)
+	stored := time.Now()
 
 	ds := fastRecv.waitFor(t, 10*time.Second, "the other tenant's webhooks", func(ds []delivery) bool { return len(ds) == len(fast) })
-	for _, d := range ds {
-		require.Less(t, d.arrived.Sub(runAt), time.Second, "another tenant is not held up by a crowded host")
-	}
+	require.Less(t, worstLateness(t, ds, stored), time.Second, "another tenant is not held up by a crowded host")
 	for _, id := range ids {
 		task := acme.waitStatus(t, id, openapi.TaskStatusDelivered, 60*time.Second)
 		require.Equal(t, 1, task.Attempts)
