@@ -199,13 +199,9 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 		}
 	}
 	var opsURL *string
-	if req.OperationsURL != nil && !bytes.Equal(req.OperationsURL, jsonNull) {
+	if req.OperationsURL != nil {
 		var fe fieldErrors
-		if err := json.Unmarshal(req.OperationsURL, &opsURL); err != nil || *opsURL == "" {
-			fe.add("operations_url", "must be a URL, or null for none")
-		} else if u := s.rules().CheckURL(&fe, "operations_url", *opsURL, t); u == "" {
-			opsURL = nil
-		}
+		opsURL = s.parseOperationsURL(&fe, req.OperationsURL, t)
 		if err := fe.problem(); err != nil {
 			return err
 		}
@@ -270,6 +266,25 @@ func (s *Server) UpdateTenant(c echo.Context, id openapi.TenantID) error {
 }
 
 var jsonNull = []byte("null")
+
+// parseOperationsURL reads a tenant's operations_url as given, by the
+// operator or the tenant itself: null is none (nil), anything else must be
+// a URL that passes the checks of t's tasks' URLs, private ranges granted
+// to t included. A refusal is added to fe, and nil returned.
+func (s *Server) parseOperationsURL(fe *fieldErrors, raw json.RawMessage, t *model.Tenant) *string {
+	if bytes.Equal(raw, jsonNull) {
+		return nil
+	}
+	var opsURL *string
+	if err := json.Unmarshal(raw, &opsURL); err != nil || opsURL == nil || *opsURL == "" {
+		fe.add("operations_url", "must be a URL, or null for none")
+		return nil
+	}
+	if s.rules().CheckURL(fe, "operations_url", *opsURL, t) == "" {
+		return nil
+	}
+	return opsURL
+}
 
 func patchInt(fe *fieldErrors, field string, raw json.RawMessage, dst **int) {
 	switch {

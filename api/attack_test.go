@@ -428,6 +428,7 @@ func TestAttackMissingScope(t *testing.T) {
 		"putTopic":         `{"endpoints": [{"url": "https://example.com/x"}]}`,
 		"putFlowLimit":     `{"rate": 10}`,
 		"createPortalLink": `{"label": "customer:1"}`,
+		"updateSettings":   `{"operations_url": "https://example.com/ops"}`,
 	}
 	ops := operationsSecuredBy(t, "apiKey")
 

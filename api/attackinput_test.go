@@ -54,6 +54,7 @@ func TestAttackMalformedBodies(t *testing.T) {
 		"signUp":              {nil, "", singleLimit, `{"name": 42}`, "name"},
 		"createInvite":        {nil, adminToken, singleLimit, `{"expires_in": 5}`, "expires_in"},
 		"createPortalLink":    {nil, tn.APIKey, singleLimit, `{"label": 42}`, "label"},
+		"updateSettings":      {nil, tn.APIKey, singleLimit, `{"operations_url": 42}`, "operations_url"},
 		"pauseTarget":         {nil, tn.APIKey, singleLimit, `{"target": 42}`, "target"},
 		"resumeTarget":        {nil, tn.APIKey, singleLimit, `{"target": 42}`, "target"},
 	}

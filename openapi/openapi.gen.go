@@ -2550,6 +2550,25 @@ type TenantList struct {
 	NextCursor *string         `json:"next_cursor,omitempty"`
 }
 
+// TenantSettings The settings a tenant reads and sets itself.
+type TenantSettings struct {
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries (`target.paused`,
+	// `target.recovered`), signed as its webhooks are; `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url"`
+}
+
+// TenantSettingsUpdate A change to the tenant's settings: a field given is set, `null` clears it, an absent field is
+// kept. Unknown fields are refused.
+type TenantSettingsUpdate struct {
+	// OperationsURL Where hookwheel sends the tenant's `target.paused` and `target.recovered` events: an absolute
+	// http or https URL, checked as a task's URL is; `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url,omitempty"`
+}
+
 // TenantSummary defines model for TenantSummary.
 type TenantSummary struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -3150,6 +3169,9 @@ type UpdateScheduleApplicationMergePatchPlusJSONRequestBody = ScheduleUpdateRequ
 
 // SignInJSONRequestBody defines body for SignIn for application/json ContentType.
 type SignInJSONRequestBody = SignInRequest
+
+// UpdateSettingsJSONRequestBody defines body for UpdateSettings for application/json ContentType.
+type UpdateSettingsJSONRequestBody = TenantSettingsUpdate
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
@@ -4129,6 +4151,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/session (the `SignIn` operationId).
 	SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSettings The caller's settings
+	//
+	// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+	// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+	//
+	// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+	GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSettingsWithBody Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSettings Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSigningSecrets List the signing secrets in use
 	//
@@ -6317,6 +6377,74 @@ func (c *Client) SignInWithBody(ctx context.Context, contentType string, body io
 // Corresponds with POST /v1/session (the `SignIn` operationId).
 func (c *Client) SignIn(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSignInRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSettings The caller's settings
+//
+// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+//
+// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSettingsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSettingsWithBody Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *Client) UpdateSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSettingsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSettings Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *Client) UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSettingsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9613,6 +9741,73 @@ func NewSignInRequestWithBody(server string, contentType string, body io.Reader)
 	return req, nil
 }
 
+// NewGetSettingsRequest constructs an http.Request for the GetSettings method
+func NewGetSettingsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateSettingsRequest calls the generic UpdateSettings builder with application/json body
+func NewUpdateSettingsRequest(server string, body UpdateSettingsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSettingsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUpdateSettingsRequestWithBody constructs an http.Request for the UpdateSettings method, with any body, and a specified content type
+func NewUpdateSettingsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSigningSecretsRequest constructs an http.Request for the ListSigningSecrets method
 func NewListSigningSecretsRequest(server string) (*http.Request, error) {
 	var err error
@@ -11725,6 +11920,46 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/session (the `SignIn` operationId).
 	SignInWithResponse(ctx context.Context, body SignInJSONRequestBody, reqEditors ...RequestEditorFn) (*SignInResponse, error)
+
+	// GetSettingsWithResponse The caller's settings
+	//
+	// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+	// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+	GetSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSettingsResponse, error)
+
+	// UpdateSettingsWithBodyWithResponse Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error)
+
+	// UpdateSettingsWithResponse Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithResponse(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error)
 
 	// ListSigningSecretsWithResponse List the signing secrets in use
 	//
@@ -16500,6 +16735,165 @@ func (r SignInResponse) ContentType() string {
 	return ""
 }
 
+// GetSettingsResponse429Headers the declared response headers of an HTTP 429 response for GetSettings
+type GetSettingsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantSettings
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSettingsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSettingsResponse) GetJSON200() *TenantSettings {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateSettingsResponse429Headers the declared response headers of an HTTP 429 response for UpdateSettings
+type UpdateSettingsResponse429Headers struct {
+	RetryAfter int
+}
+
+type UpdateSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantSettings
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSettingsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateSettingsResponse) GetJSON200() *TenantSettings {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSigningSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSigningSecrets
 type ListSigningSecretsResponse429Headers struct {
 	RetryAfter int
@@ -19955,6 +20349,64 @@ func (c *ClientWithResponses) SignInWithResponse(ctx context.Context, body SignI
 		return nil, err
 	}
 	return ParseSignInResponse(rsp)
+}
+
+// GetSettingsWithResponse The caller's settings
+//
+// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+func (c *ClientWithResponses) GetSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSettingsResponse, error) {
+	rsp, err := c.GetSettings(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSettingsResponse(rsp)
+}
+
+// UpdateSettingsWithBodyWithResponse Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *ClientWithResponses) UpdateSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error) {
+	rsp, err := c.UpdateSettingsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSettingsResponse(rsp)
+}
+
+// UpdateSettingsWithResponse Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *ClientWithResponses) UpdateSettingsWithResponse(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error) {
+	rsp, err := c.UpdateSettings(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSettingsResponse(rsp)
 }
 
 // ListSigningSecretsWithResponse List the signing secrets in use
@@ -24352,6 +24804,147 @@ func ParseSignInResponse(rsp *http.Response) (*SignInResponse, error) {
 	return response, nil
 }
 
+// ParseGetSettingsResponse parses an HTTP response from a GetSettingsWithResponse call
+func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSettingsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateSettingsResponse parses an HTTP response from a UpdateSettingsWithResponse call
+func ParseUpdateSettingsResponse(rsp *http.Response) (*UpdateSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateSettingsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSigningSecretsResponse parses an HTTP response from a ListSigningSecretsWithResponse call
 func ParseListSigningSecretsResponse(rsp *http.Response) (*ListSigningSecretsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -26481,6 +27074,12 @@ type ServerInterface interface {
 	// SignIn Sign in to the dashboard
 	// (POST /v1/session)
 	SignIn(ctx echo.Context) error
+	// GetSettings The caller's settings
+	// (GET /v1/settings)
+	GetSettings(ctx echo.Context) error
+	// UpdateSettings Change the caller's settings
+	// (PATCH /v1/settings)
+	UpdateSettings(ctx echo.Context) error
 	// ListSigningSecrets List the signing secrets in use
 	// (GET /v1/signing-secrets)
 	ListSigningSecrets(ctx echo.Context) error
@@ -27406,6 +28005,24 @@ func (w *ServerInterfaceWrapper) SignIn(ctx echo.Context) error {
 	return err
 }
 
+// GetSettings converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSettings(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSettings(ctx)
+	return err
+}
+
+// UpdateSettings converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateSettings(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateSettings(ctx)
+	return err
+}
+
 // ListSigningSecrets converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSigningSecrets(ctx echo.Context) error {
 	var err error
@@ -27950,6 +28567,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/targets/pause", wrapper.PauseTarget, options.OperationMiddlewares["pauseTarget"]...)
 	router.POST(options.BaseURL+"/v1/targets/resume", wrapper.ResumeTarget, options.OperationMiddlewares["resumeTarget"]...)
 	router.GET(options.BaseURL+"/v1/targets/paused", wrapper.ListPausedTargets, options.OperationMiddlewares["listPausedTargets"]...)
+	router.GET(options.BaseURL+"/v1/settings", wrapper.GetSettings, options.OperationMiddlewares["getSettings"]...)
+	router.PATCH(options.BaseURL+"/v1/settings", wrapper.UpdateSettings, options.OperationMiddlewares["updateSettings"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.RevokeKey, options.OperationMiddlewares["revokeKey"]...)
@@ -27979,7 +28598,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P0Ncxu5sS8OfxUU76kytWdIk5TkF6pO3aPY3qzPem1fWz7OSeirATmgiHAIMIOhae4+/u5PobuBwQxn",
+	"7P0Ncxu5sS8OfxUU76kytWdIk5TkF6pS9yi2N+uzXtvXlo/PSeirATmgiHAIMIOhae4+/u5PobuBwQxn",
 	"yJEsb5L/TaUqa3HegEaj0a+//q0z06u1VkLlpjP+rSO+8NU6FfDvy7cvfxa7V9Lk9i+zWa14tuuMO5cs",
 	"F4qr/IFhc5mZnC3FLmKcJWKd6p39i3GVMM4y8VkvRcK0Ep2o85mnG2HflPCcd8Z/+a0zywTPRXLN8864",
 	"MxqMHvWGw95wcDV8ND47Hw8Gf+5E/p6p/fJS7Mb5Ol3P88efz4xYjDpRRyadcWf9t9PPy8er0ZftmeKd",
@@ -28002,922 +28621,932 @@ var swaggerSpec = []string{
 	"TM4yrey6safsB/YDG/bOv4nFB73H4lHSezw7n/b4GT/tTUezYTIQT+dP+GPHkvtrN7gaPCnGVMuO+w+d",
 	"lh5a842xh9acp0bcB4eZpVyvRXKtZ7NNlgk1E6j27nGQXIlftbLUebHJ9Fo8dCtVy0oV+pfZaJ97YDl7",
 	"uMDIMMIYqdWbtch4bkVCyDfv5Y0SieWWrcwXoMbwZCUVy/VSqJLqYrL5Nf467vzP9HH+f0bq4/Lpq9W7",
-	"M/Onz8PZn9ePFv+VnM7/yJ+ID3ogf95d/e319vxFjVvPe7yGxbQybVm6o90og5FfgbP14Li5YpdvX+45",
-	"vcIhn/5t9Cf99I/L/x6uBrPHV/xs+l/rP2dPNh/Vi90r8yj5af5/5M9fnp1/fnPTcsggcX8v72CNH3PP",
-	"O+ipiO5py2qedMGeE4PecDqa9R4np6L3ZH426J3zR9PHsyfJUzGYF+/ns5XofLULccXN8jmoiWXF2KqO",
-	"LBV5LrKIZWJuR86mOyZzw9y5Ey7IURVwePDIfWJJMBj0h8MnVSV51Hs6SIa9x+LsrPeED0e9R9Pz2Vly",
-	"Kkbz4eDOJ+XZ4Iy91jn7UW9UUns+ng3OvkGF+26nWuFHLVQxXqeFHTi84B390elwX+rwteyveZYrkYHk",
-	"2Ypp+ejyPOMtikr8hJtlYE7xHFgGgylEh1vxzeg2qtrdD6tR72x2KnqPp6Nh72lyLnqn88FsxB9Pn4iz",
-	"4WFTzBH+97AMvg9bhfGJVhp+E2+5F/UHT4dtTjSkoXu74633hdlZw1tbLnOpbsB3blnLPl3PUYP/Nzjq",
-	"XrxOIQv8jkx2yHN0N0dRKyarUTtc5Be1DoqrHPPvVHQBMZ+LWS4/i+tyXGa6yUxOWz+M0wSBguuZVqRb",
-	"7iiE467g3efNsZu68I1brD0NlWc3wo8sFPUQvq4dzWh/MKA73EbxuD1B2k37PucTKkdRZw1Bu84607gl",
-	"hLJbvTPuPB4NFveyS/wu4MA0AWs+F6nIwQtXy6JTYQVgYm+CnXMrJoXHYCa/ddwrSmLzdHA+HHlb3jLT",
-	"2cB7+4YjjAJm4m8bYeoif8Ph+Iwif0d3xFmZAUbNO2K0zxrDwW23ROOe2Itz4iTvxOCtGem+TvTwxEau",
-	"KRjp/cZY6uwfpcZdYN6iuE9R96+Fvc+F9YuFK4ueo4pkgOg5Wvq3ip9XfBCJMLNMrknUvbFHJwPvqYlA",
-	"4xKfRbZjhnyM+YLnbK7TVG8Nyxdi1Q/8pRgb2PPX38HJu+94vYvHjd5yxLtXzt34WtYA+WwhrBqY6fS1",
-	"fp/rDJO+SjS7TLd8Z1isdM/YO+Ix+F4yYdZaGcEWOk0M42yWicRyDE+ZWeitYlqlO8hhidh2IWcLpjSb",
-	"2S+yFd+xpRDr/kS9APpjPMq/csazTArDZM5yrfsdFM8Y08mzjcBIzopDFpzarDrjv3Tc8Dqfok6OGq3J",
-	"M5QeXzEDZiVymvjlJpH5s01m0MlUnvDVQrAYlMsZ3BFDEsdCsHUmPku9MWzNb4QdlbS3/20jsl2QN4Rv",
-	"DYdYHU6E3/eZQRV652ylTc7yhTRsxdWOCZUDObqJmPNNmrPzwUnT52F3l75OD3nVQ64swc5BxkiFfw09",
-	"zaTKxY1Ap5ZPX/oZ3Uf7ZJqneosZTDpj8Q8xbClLKjdSPacdthQ72M16k5Myaq/Bf7bKT2bN80UxF/SR",
-	"NS/9v2XCCpf/9bDIi3yIV83D0tjtZF4W5kntdH7hSwF7ns14mjLD54LlGkOjfQaTBZufFAVy5sG8UA7h",
-	"w1ZEX0A+5Vrw3LsqJ8rwlfD5lvZO+MHac/Ybm0wZlD5oE9rHUFyy0WAAz8R+BnnvnVinfCeSMbM0iS8Y",
-	"n6jKF1npg5wlcj4XmbDalv2mVTLZ2WjUZz+LnWE8E2wtMjo8cb72WWkYT41mRqh8ojjOMQ5o2ftZ7GKG",
-	"MqVYbfKyOAdJf6Im6tK9cCFS73qD2Vqm4YalWt0wXpDR3rsU6zzCGeQsFdzkExX/9ObNzx9/evHi1fXL",
-	"5y9+efvm6sXrZ/9z/fHl6+dvPsasOzpb2NcTC54wPs9FVrx1yw2tWBLBUcDknPnTbqK6wfvfvbh68frq",
-	"5ZvXMXA4vMPl08b+mfjE6a7FV4zWSmTjghOkMjIRyAtbqRK9JecdrjAs24El9mwDb+cgG+1Mtguh/Ne7",
-	"MjcTFcskjliM7GP/5Q5rfIkRuVWqzAWLLSfEzF5DLonpbIhZ/NvXOGJGqpkoaOO+M1H2aDyJ6HUqMUzp",
-	"fGEPLPZGwTFarKAbmxs/zX3BrRg1xi5CXjDbPBNiovgNlwpph5stExtjTQSZ+83GmRJb+EqfvXWq/QP7",
-	"HuRmyznFPtjynRcyOMlCzFS4uSQ8V/zLK6Fu8kVnPDo/B4np/h5GNYL9pfosc/Hyeb24lHCVyaRB4EEK",
-	"RLO8m+tsBYf7ZgN37n/+Z7Fr+vZS7B4YzA+ZMUlUt+Ylm4p8K4Ri8WJ7XfAZJaPG1/74W4pds6C+PjL2",
-	"gJCPzuqG/kqa/KWapZukRgchTk2lyQ0TfLZgMhcr3DRWjNjLEfwpFU3sRjywv29UwrSyN8AJ+oT9Iv8Q",
-	"SoexFZ32brZdaCPcjVu9SRNgUMtz0rDZJrdqTZYDgWZa5VJthHH+4JK+0Gcf6aSTOW54O1rDZtpyIl3K",
-	"F0Jm9Lk+u1ROCQLt1ouGs8Gg6aSXRKw6ZQjchJ/qyPw25eo1vKCOSawF8MAw+4WGpYb/HNTHUGUtMmrX",
-	"Vvxk9k3/9y+89+ug9/QT/fe69+m3QfRo9PXfapn5rc5ynr6SatnE02u4g6VSLR+Y77itSL40DoOSrtyu",
-	"sgLYbRpcSKtJ5MGdbpPFRYJB7PQhMPK+10ycK7ppKs4K/Y7EvOKmcUHx0Ph+n4azu/Hj6Iz6jp+3Nm3z",
-	"5gOT9xt33yGVuPg8WETO2gKD6A88eYdnLRjWGBlAH0gRFVhnepqK1b9DdKBSgLTiqSWASHruamjNg8oJ",
-	"6q0EXYH91/s3r0t1RiLn0prAdlfA3auNsUcT43Av09O/ilkOVDE5VzNLjYefhw/RlVL4FsBRk8scJNAv",
-	"blDue7Qmm0yNrX66XQiRjmla48oUgEjtKPsW34CP7C+s02LAnqNvRMxsZguryPF66kSMM2+0OmmyzayO",
-	"bGcB+iho/fjuVCphfyJNHN7209XVWzbjyr5yzTMj+p2vUeeZVvNUzu660ErnPUzKhEysuogWTzPBkx0Y",
-	"DfWLbO9qE1YiBRLjdhfoUfAhFpCiLv0JxaadrWUanzVazy8PW4a0CqZ6WjCVlV+OquVPHeSuCt3uk7uM",
-	"3mQz4ZhHKsbBdiR3FnfeLGlg/X/U2VQmiVB3ZACpzGY+lzNprRTI6qgyQWjrgyppbypMayVEYho2v9W0",
-	"/D1Brkxh1k7CMqtJB19+AfeUSu3AwigVyx2VHKfFIr8MJomfOLa+NWSx64WHSs80+a1htnpul+yAB7tM",
-	"IXdQmeKZC1Ad7MvQ+nEZLhuVyxRTvildyfLLZgXOtVvSBE/P4pvHKLI39fvjeccV0lh9WSZsuslZymdL",
-	"U2K4Mjd14/01ik9AkKK6f5PZ+fGJwudlzhItcFMtdGrlD0Xo9+nPunF1uvbV6PdEnwiMxFksEwWGqs6Y",
-	"wcwxgx6Zg+sF2/e1zjHH5+7ie+6eLxjxtcbzyPtjAkZrFuGWMnNKOLofOXtWsNvr4OVHJSveeD8M5mjh",
-	"BGuE686mItXqxkB1n0Jjjdxldl3e8l2qeXKl9Sue3Yg7Lk+udS91z+9pUPozObKcl7def3I6ATwjvsyA",
-	"+2FfyF+LZ49t/WGw9Uk3ZLnWDId3bO/7edy/GgXTstzpBgP0v9L6F652NFJzR/pnPBc9oFBVVL9xtPcO",
-	"QCuEIMB3TFCv+I6t+FJAmS88RYMElys6WiJ7bkOwERzjm7Vls9FgcIEajr06ZKbFso1CVUVrjCC4Dx5b",
-	"ttL072flgG4cCIWsZ3fT3zY656wbu4hqHLF4L0DqfvSRUftDKQQajyfKzofF8MIe8rpI4igQpEp8ydmH",
-	"q2dsJRMlbxa5D1Kk3OQnF+h+nqgpz2eLqNhjnt125G7Uif2RJ8bVZtsDAaOIlsa02FbMR2ye6RXjbJZK",
-	"dJwnSSYMefjXmbCasUjYaMCkwgOMTjQ4EoK0ZuOcWsMBMxPVje3Gskva45t80ZtzmW4yoMxUzHUmQl8q",
-	"+LZTDTX2m/VJn70DTgrc4XKFD8RwpXdpr3hn/o38LMAPEQQMg/v2bdif9Ba5DTkaBOWWg+DEoaGiDs7d",
-	"wzE9H5ca1MSlLIt9UHb6OpO/iuTOaiwQvkep0VX9FVbKH//2a0Ll9r2iUewGSklg5m3UUumtigqEjYy5",
-	"ArUW+tew2M2lSR/ZyJvw3vsTwVPBM/BmLYWCeUpjpLqJwgkH86S5g3z+oMSXtZjlInmB6X93XLVcZIqn",
-	"1SWjjWBFpyeG1bNEOq9dr+Im+ySWSS64SlIR7n2rVYMdMRWwlW5u2izaeeiCeEkDhhQDkTHMfTxqS9As",
-	"72flCucyfL1wPZwPTjGAhA5/GCBZthl52Q1LeM6nnJwHH9Q60zNhjDViX6hc5rs7riTsPu4St4q1fEkC",
-	"cS5F2mgmFtLZro4sPTJmmyyNKHBbylWJOjB/zOOAm2EFUijLMYZbravj/U6K8anR6SYXbJHna3Cu5Pna",
-	"sA/vXkEWh3tD7ZdqXkgBTDaE7I2j5/goZCKcIE36GPsEpP0uTqytSNMeOdas4UX0v0C7ZT7HQ5yWA8zR",
-	"VJoca2BiXIK43ylGFiAY2X+tM2v75BL5JEzyCZysidVUKFW64mkt17BUT6mPC+3Cv0zmEYudoWW1i1kq",
-	"IXQqb9RmHbNu7sP+VrCDmU7HPJwPBkt7NusTyH9Yit14shkMTmdwDCTwbxH364YYVu00TEttUvKx4fm4",
-	"9w6Z3Heor3ao5UqffXqS/LBztreWDsvEKkE8Ta0aO9OZtZTRGp6LrdMTIjhi1yB70tQO4W7kUORZ37sQ",
-	"ovjcldaufOm3DsTyjm2m9+gA8i/iWcYxD6XQev6CEQXy6dMHSpn8JU4uwnnkC/f4Ss/wJpC+afpmDvLt",
-	"0Ohor1khVt5sVh9fNiX7QJ6P5Zx9HqefjJhlIndsz94XaWALkYl+bVAkpIf7/P5UP/nJOoyz8sARp6zl",
-	"4vjpH14deGcz1YN4CU8SaQnF07fBqKhaszzQ8r4/sJVMrteGbXW2tLK0++7HZ+z09PQp2Ikgljb5JhMn",
-	"ffZmJXPIZVF2ZzVun8btUtEVWMqnVi0iGwkW3ekLTk3wqZIbQ46pKAzwQ/7qgR1UF3a01/zcwRFnLpjG",
-	"qYHKvFrnu8ila4J/rhv/EGMe3LftyP31pbKuvaG+UcKFI3Yut4lOBW6WdiiV7dT0Ijtn97zarKYii9iw",
-	"Z7Ws5KJIuHIkj39yR3yPhuaMtH7ncBJf1Ek2GWgC1ytTb7FB1lUejCfXeglctpJpKklGl9hKqvzRWfjl",
-	"Qd2XhVPzq0y+K30O9e8wHKZEbtkelVWwhxXbeOuB0uIurHZmaaSVfdSqpH12OVGlHFKwNwPqgfk6hq0V",
-	"M8N3hhnNunFr3IGJAv9t7QsvGKrNeSZFgny5twX0Jp9p3HUH5ROS5g3dHcRqr7H+qzYVE9SUM/az/IOL",
-	"FnpaUHoMiZdMQOaYVqJ2kP5bgd1fL+Bqjtra8BS87oEhnjURm+6smaGVnPEUwt2Rz5MTCd32wGAqjGF/",
-	"1dJqWZghF7H4YqJo7WFGSoeJwyvBunsMRHn06OtXWgmXa0EjAnosxTrvsz/ojUpEMsYsI0zGofSfXLPz",
-	"4WiiwCEESpWySj0k656O/LusVuWXwU4Of6LJuNS0qOJ04SqZqCqrxriq9C2QviuepsL+ZDT5sLIbq5bb",
-	"9yaZXq9Fgg/12U80ICupJ2rFd7gngkRtHA6cGzCoMTiyMBHKjhzynLhUBuSBvTbjRkQstioeKMoYvIij",
-	"iYqL14KfTi+FwlusTmD/tebGbHWW+H/Dv5Zi51Rubk+0GFTpmdZLKWLWNXqi4kvyZYAks3c/o8uQtPhe",
-	"5D3/w8qKMzB2zUkEzu91XiZ1VEdnpwrPFpa+6kYYFn/cbnuXgS5Ln3ub6S+78oX+RMWvNBq9dJcrrix+",
-	"XgqxRmUIU79gt4uILSz/2GfWPF9gbj1kekUTNc/4zQoOApXYszaTaq4pvrfSnwVkqviEq+MVnVHZgdc5",
-	"HXTqzj+T8yw/pu47+U03t9c7SrWedZIM0hYo+bkiybzUv+3ODyRdmOFeUj59MXcw//IBWkjwT81qg1NQ",
-	"q3oVJBl6ZeGB2dMkTMR0mtjNjBt4T51wSm6jLkH0klihUH7dhVOhcLtDTU/oNC5VtLfWqpyqtKdXUXnu",
-	"rKHG4i1lVnLDYldlAdn2PCmc9lBmwS79Oe989jQ7DqmduJ/QujhixbXW78vnb80e4Dn4h2gLoP9wPFE9",
-	"FpMuEo8ZZ6MvXwLODZOiY5/UYmVHD3LJs12MKc95trOTcD7NCx9tdN+TpkiCwcftrfD0XCqeFk9WvskT",
-	"uIn2VphxRHoLnsMVDWqiWJMShVlI+2PGw1rpgETzHGupMEGVyOTLTqOOfbImZZVqZV4oKj6rKNizovKz",
-	"lC9MgVkyn+FAwl/gc9ezBVc3pd+xJqW4MFHuClbkXqNNUvOkT48Pry3FLvy4/ZO8EPBqe9pJdXONh2M/",
-	"07m7E38x/UwsxU4k8YU9StdyVpoK/EDlXjhU+IVS7e0z81RvsZIxfDD41T9d+tW/wY6RWCx8gf8teNz/",
-	"hihFpZ8wd4Hm7H4Mhom5ri6Fio5O/DGj+oeYdTmbbtIlZVoxSImw16heRuvlREEAjpvlGLOx5zJ1WhVb",
-	"UFjqxEUP+yKR+fX+++mtqGfae+xmSa0CAkYY/BKxD+9esXUm5vKLMFaR1Zm8AeUo8RrgdIfakxVOJxde",
-	"S+qju/Baor4U/not1TUaQoFW5e7XmzxmXZ8AhTHFB4bFct1gZ/BZXid0C1cn62KM8fLtS1fX4q7Zg4mb",
-	"xVTzLHHJKSfkGkWHaBE7menViqvkxLE0+Ey9i5SYnG3WEYvfvnl/xR5+Hj6k+w56TO1LIF1mxRPhUr84",
-	"gtdPlM5c8dXeQJ1H1oEtybyBQLdwJruwQ5MVhEdNzQlB4qDPXguMgePethLY1UdZZuLrteDINVAOh/wE",
-	"B1s3RuED/LLJ0mu8GJ9Ee7xGhkjkChggagnJfwEBiiMOXcdHUpZd9tp1/d23O23hEWTMyMltT1xYkdqj",
-	"GAslv93lVxwid1JVQj3Fuca8jhL6IpyOctzZ2ah+/IHns0XgXSxPm2rHW84b3nXFzdK97yt46l7iswSU",
-	"LpX7+4hHFL99YMyoOXzjWrl3bdL87j7a8CW1fjw7lAcGsuvSnI4GsEyxIsPKIBVUGeERS2ILzIsYqyQp",
-	"7zgo7YHzwtf2uCRASGy3g6Lq5mSM2i6aA6wb//EFCkjMnPtNJl/jEw8KNNXJbt8g8C62VnE9D4Fx9Am6",
-	"DWiNp2SN2ZFtRBE8JmoGGEDgyF3wBGPnDm7N0jRBuzllgmephLpv4M1gy0y1TgUHCCJLjqOVDfaeWlfu",
-	"Hv+3jpGUN02VoffAjvatMmkaqBI5v26l8DCoouXMSHWTCh8Rq9Yh7ouWmoDJHzLBl5ipU4mp2l062wDc",
-	"hUshCtx5gRM3vFqe4I+YN+EtT8BRxqMXtBQAxMip3LPO/I46VulJ5c2iZoe+F5RAhHl0cAraV68zfQOZ",
-	"VCBqwXhJRP3bQaivMz0VDY4MmYLWo8gzqpVgcDvbyjRlU8FSkbN8kenNzeLuUUn7hWO+lCkuFBq3+MDd",
-	"P5iJmVD59Szlss7n/wx+R30KkjygarkgckjYCMMQ4DTNI3SJboW8WVi1bsHTOSWTzeVnMVErqTa5MCgW",
-	"pxsjIWMU8YxQu2FhbfUvL67evXz2/vrqzdvrq8t3f3xx9T4+YQv+WbCVtUZnhhno+EFOIJlNlN6qiwLA",
-	"3DCz4JlgpCX9x6QDP086cZl6eoOYwUQqDLh0CtAfUwfCcHe2htqLsBpzlmoDiUOWZD27vh3ki1p7FydT",
-	"syX2/IU6s4vSv+mzuAYtbHx2dlof0Eetri4UhxfIA4wn29ZOt7IRQx5xlAHeHQ6Y44Ja0hDWXQNXWk7E",
-	"bwaQeBwqzJlJde69WzXDaOHgI8K6BQqWP5BzUb1wDIVVMY3qZitIW6uS4C6/B23WCfY6VbbRrepAiUSG",
-	"64bFQRTxwl2lZMo+fHj5nHWt8fWryLQ5sVTGOpwe2CQoF1CnWXAD4ZTSdmssfwzXAoYZNatvz3iaTvls",
-	"SVn19TOCwkBMjJ9Tnol9Zsy24BgAp6bi6X6klt3ovM/ee84W5JKdqNi9JC50mwDJAH12kX0K/QzIH9eV",
-	"p7BkHCBni2xPOPb5RDnbr4A/GTuzNZVLUUHQ6H4WmZyD8CT44B17n3OVWKv3I4GZslROM57tLiYKhkUP",
-	"92QSQ6I8VV7ZETrns0ww7Qa961aU0O57YE6wkn6i4jCeMGbVcEIcObdhUZ1VeRUlr691Kme7Iid7ovxw",
-	"wAJ2OBhfvvTZj5g1tuI7SJpLoLiJe4xeZhZQqyNvFHquraQKK3WWCuVyEBbxYfihj0o7SKvCYCFkTbH7",
-	"r8989/LRy5/e7ZKP//20g5ib13m2UTPMsqG8jtshaVYxU782IZNys7xuD7v59VYpB3jyuaBKaXNEiCli",
-	"DiQbMMNl0mc/glCGTYGRxZgYPHbhhMA1PoPFgoBKVAob0a3dAZNzDMluuQF/D+KK2NeClYVxeret/F5y",
-	"DubYrWH8wDjME6By3P/WDIWy8KA84e4x9zlFnOw/Z1opAZ4ODEidRB5Ch95qx4zTvICIDEOQFQgL9dsp",
-	"ewUHHzoxnDz1JnrAf02F+NAzElKX4cbQfR9yLME1u5z2epWGmLqx5h81Doqu4amOosTc/mxxX/MzjILY",
-	"nsu/9oQ7dPqEDo3mzAZ3hpT4pc8+YohSudjkUdYocS9wFsToClAeaQCXB73kiIgiDYb1LijHE07Lgqvc",
-	"5rHbdMHX3rIoy4xjSSWPDmWVTLkRj85Y17hDiafrBZ+KPGJrkN4npRWc7vJaL2tVyB52N5TGAJIj1eoG",
-	"697xDhoz+VrqXQvfK8GFlTc5RP4RTpB1YxKq/WqaTTxGtBqQIlb+KfIahxX9RRJHiLd3Uuvi/bY4O0ij",
-	"2ij7AbnUpHmHQynITmjWe2vftCPrPBnke2mZ7elhkqvOnFbO8Ib84sac3v15VAWVK6+tz3m1s1Yzkf4I",
-	"wawam0krZFo6i6DQwCruWKzs6w1IQW9Iq3e1XLfMrIfju/1zYSOdfW8sxvDJ+PMpDHvNNFFHUazsKo1b",
-	"nBBF66/rlotdHI4+ZB1Ae/umO7WnncMzbeloLGBZPkWHSeMgjJPCID9Il1qXKDJV4Rqv8IXvt/bbsV3t",
-	"b61j3edcprtXHkq3xhy1NzgoSLRF12s7Wx1U2TKltySLpGEbRaWpNakxNf1hq1997u+xmqQvyl2LDMpD",
-	"E767YGu7YWQeYeXTRgQOiXLcJywobSMR98B792gCH6KB4TYLh3YHqVv+YG0P3bqVAwPsRb1qDIGTsNoK",
-	"berAgV9eFiqRqlctREo2MRrya54vnDOpVOrddanB8X6lFQZkYFUg4j4PUXNKZmB9mdbe5vV1W7VJP9IQ",
-	"BA9Fl8tfqKn0OqarIoGKz9YvSCau5KomrJbqGZZC7pO36OzkaOrk1wNsMcF+1UpEBYSens+NyNun8W3y",
-	"WVvxX5kzjhrfcGi+9+Ao86S7cxzxx1Rva/FifwLY48J3RECYJL6g3B2TOn3n7VCuGZEXMBtLsZuobvz2",
-	"A0rveaq3vaXYmYe/LcXuK0GUiNSIALF6KXas7pEf7O18lmlj6E7wjrLLiQJDC8rb7XpjkRjJXyvfMMnX",
-	"yjxAlB4zzhIxF1nGU3QVFWY9ZB/LnAHSiXEZ1eh8QlPY9NnlYcxfzBxzOMF02cOIXkGaOljXDjVAYR5O",
-	"4cOw8x07CF5tisfJ0QQxxy6EdUTmW647h5iVmoDcsjHipD9RaIqCX3mhjbXMncOUBhcxOS8js9hF5GoX",
-	"0cnFsTKyz4aA3XB+zmYLnvFZbk0CS574Mu7FfwZE1rgX/xpHLJE3dtpg0PVjANuMezGLxzGL/zNm8b/H",
-	"LP6PuCxlqr3dD0OUhuiLl70/I/Bi/3r8n//+H71P//5vdTu71LV+X7IUK0mJ9CVQDIcIbSo+uH+M3vXR",
-	"PRSXtjA5yuDTlSkcx/tGSSIVw4BDATcxcBYZbZiSYRuoGo5EtWCVcM2uW0zIG5z9UTOX5lxfEkIBrXYD",
-	"t7stxs/EfsxeKJLH7OD4w5W80xFDyOEY5iFqlJehUmcZfLHpFGhGQr9sxkEvNkshtkHZdaGTCgr6PWzz",
-	"7mTyw/+vZq+fHN7sx9LWYYpeEiosiM6oBq1tnnrwklKqem1yelCvBGUqZMe2O/i9DPv9M9PvMRPdT6Nt",
-	"sekhcc09m/bZZeAcKGQBHkTBNgEHoxup3cv20J4iGHwq+GdhXCF8Ig6ZZ7cUgAXg9APjImE1ArFO0Qn3",
-	"0HnQ72DoWq0cjAiEgpO6JuAxc2s5ighA8dAA98Sjs0XMuvbPiMXDFfz/ArN3iy0/NPcrfCNm1nyGJfcq",
-	"3Y0dDJOeAxIV3GoHiE9Cl3hLyIkaDtjKuM1obyWCl4brutSE9D1C4Dp3xE9XV29/oc5ujV5KbP2GTOwi",
-	"o4HR6Vw0f3xx1Ylce7i3H+D/L6+e/dSJOs9fvHpx9aLWX/OT4Gm+qJN9C7iyI2iUGifaQsyW9+A/dp0y",
-	"+GzBEgHwgWq2Y/D6yKf4duO1NvkNwj3FmUikiU8uHJyUFUMx4K7+Gld0L/eYpfsSvFeJpD++NjqO69LH",
-	"l1jwEXyJxYm4yXgiEgp983ACAazMVmdL462B7js7hBMmzURtFKQhWWkZriWM1L3crluxT+DSYYlKc6iT",
-	"qQjRX7PcyuHz5xoC8pC4vvVI7obNSMB8uw55CAXgRys4vM5kvwmottYQwhjHVIBp095Ub4q8+XYEEZ5w",
-	"n/USYunTXSuXqtJ5Q2TBXnENKnwKf61miZUUh4JPJRvKkwRGnIs0hb8M42ueVbwxi61Un69Hn788Xv7t",
-	"sIf3kCKB3PIe77Wq6UEcFA6M09us0fiU+d3T+OBD091BqPIyCI3z5fjgjUztoUxmcIbmKz1gh2hyLBem",
-	"UHyAbOpD8XV8cIe0f1plYpkgLlvSwYNNUdC5IETzXkb8k0BFOrCxV3xZs4fdp6U6ApIA25FyUzYGI/7V",
-	"I39FR/7w0WARX3gXRzx89GRRseUfjxbtd9bHhV6R6wL3rbFmRuRtjaCCR28VNssof87e+cdUT8WXiH2W",
-	"nBmeQm5bYFuc12B3fD1C+Vsgz5DwrUmohgsHopW462Pc1aipno4C6dBnL7Eych90pl4mnK1+zU/VdPFo",
-	"l83Ot39N1vOzG/44NWJ09HQJB1uPVYPzvAcPpifYMSvmniyOkrzbVwFQnMSsS4EKk8s0daelR8c6iVhM",
-	"tYBQLuHyg7okjSibhxzRGVfM1Wi70x9vpN1/JLvkFZ+K9KAWdiR7vqqV/Sx2PUR+WHNZnDvex2UZDPEh",
-	"4TFoUkBFHLngoNw7693+W6jPcb/fP4Ezay5VMlHWvsQeR+WY3f8G8J3/sG8Zr/luZVnBtb0pwoBwUyoS",
-	"ZnREmARv3l9NVFE9gmUbMZU0UitDhoQKMB+wlN7l7pFijc26ClwL+Jr350qD7s1Hp5WTOdVbkfVm3IjD",
-	"7s2H4OKMJgqSwqSLpXBqzk9uYftgQE6+XveXm6nIlMiF6Uv90GrEVvvlBUbHgNyuE1WMLCJo1i85INXN",
-	"sNdhSWxcqh16jcHD7vqiWZVbktAHCkxUNyZS+IpFKlc8GXvPszRICEgSzeRqhehFhMxR9YkSkxQdOO18",
-	"oekHLj1Va4XMfDqq2bS/QM613bSmpkbat+qsK/CA7K3m9HdsiImpb/b0uNE6GVeyYnlS2eZTMeMbgxoF",
-	"JoAivjrk9hO4AlUOQMZhcfDHls18aiFl+xVmQzmxUOXgE1Cacs7rfYlJ2Nj/0CyhJF0kTT7JlOdCCWOu",
-	"1+eDWjClX0QiuUKRNvc6vK+PsUyBEWXttfsd/mq3oVPa3EzpsQO+pKKMoRja06e1Q3v6NF9Yc38mVA5V",
-	"L3PfGe1bvktZjy3Zx0qBVMxzhxdgCTHTK9FYRJE1BCBwtSE70RoICKTZOnK5byhmeZEhaDpRKbnRTZE2",
-	"St2J+ZpUljvgvEEePnEyp4TxjUoFeiAXgmf5VHB70WEmtzP4/JO3MkpvmQZVZ/YlkAVnDw4sSlYJI7xY",
-	"aqu0bwDaQwCSmBrCFf465Yimwh4xRfkJtJ+NGDczhB0tuYhrsjAqWlQZ6+YODFTCcAyBY0qLULFuglk3",
-	"sdQ96I7AmTVzPkRzD+IdEB61Dqs2mHUq7Y7LdUPgRumtEsn1oS+8rV9RCPR+FsGiMlVfYVWnypYmVTuO",
-	"ejrn7wTH5Nd29ktRTPvbP6IvMNbL2CXEQAZwS09gInnK8tmaDQd9+7/H40enj5+OXZryOMxXptYyNa7D",
-	"an4YUqTGQKpOnajKEA2AghXkOCyn2XPX59Glqx4iFyBWQ8tvqW5qI3eUEmbK+j3lfO010tUKcnswkRuC",
-	"YHG2UVZtwUiYQxFTmL8F3WR9LoXTl+w8QO/GJAUMXWBqxtwlZhQumQpYUEQoPkxnUKtEuCloBaBOj24f",
-	"36Ck8mJp2FRYRdUVdkLmBxXaUa9j1MAmCih/o4WDDmKZgK1qijgYpBBB1ZIuoDFFUp+/wUrpG9gBB0cO",
-	"jQ/snncBHYVOPZWwWcbNQkCeR1G1BggXK5n0oDQQbP0VtG/2LYWnYqIQQtOenKwLaxjWRZ2E2FduLjBb",
-	"alZMvYKLQkRwsSgRrI1Z6K1r/Un6wzXPx6BRxbQQHvYmiQvKQqPyxBk+nolcPTwksfO9tXNt1YIFLFbP",
-	"947uT1R9/skxSyiy2tiaZ1Con2Oukf1H2YMC/NwuJr0n796mXNWFWaxEg77EYEcGGaFUTYndqTd2ie7H",
-	"/Z76vNSWKbowDspm3RdfQedUGj03djoXBCJvVwqzJXPfZJx0JXIORmxQSXANFK27NVC9hywK0mqIWrfL",
-	"mLBrfQ8qDLDMnZP3sIPs7eB8ISGVGsviBgePelAEQfULB+F+jwLx7oHpHihP++fEkb29Zr1Xs/K9ERuL",
-	"DsO1mS9Fd+FyHBCwTe9HEt2mU4GrKtokMmepvnHgsrNcZ4Z1m8C06hGwSp/67U79Ce5qQIIXrSG3ELDH",
-	"Q/gBTKJSS9yLCKU3BpdfPbZByyYANQY5xSvpvgBp1B7j0umgd3QzACVw4t5aDMfQDPtfWorDTHzraEzA",
-	"//sGzSZLm0xy6K3+4d2riMXIcIhLhgz3EPfNw/+12K5TagxwqE8AuROhpVAmrd7nEO4J/TaaKIQbmGZ6",
-	"awD2w6p9ubZSuUjNOLwAdjYtLJFLv+P2dj9sfZh0EGLCrJjSKhxLpAMrN3g7JNpsW8C+tjswwyW9Xebb",
-	"FeKbGO0rxA8inPlctztGmoqR3i25rSSgwZkIK1dXG1QSdXv9DqQStKQblVBrNOJxe9RLdXPhQr6Qpdg/",
-	"HjGN2keUYfR6LZQ5nEH2eDRYxKx7OmAJ35mTMK5cjSqPzhbfU+6CFwL0gk3q0XkYBkdihtCbmO++X6e3",
-	"n986rloSp6PBrbyO3mwHx0iReGv3rdupfk0dykGbhR3Wh8JLpSxA0mbuviLwsirPYZvsGk2TsEswcuIQ",
-	"L/gWTGGrd0Wlxsp+6g5Zf6IwRBWxor1sbi1YQmX68O5VESMPVRpAHIeveKlLGC9ByfFEuTE9MCGKfKMm",
-	"3OCDvYui1Fq3MPl1s+IMl48omcAD14dnsPIJi4dkcZDa6GRv4SZoP3V0D9xWiW6DmRekNd3aVoyaFYQP",
-	"7149MCV8+wj43KPc99vpSz5NiMgdUbM2IkizQVoK55RW8/BWfV5Avd5Cf0L0wagh7nqd1uoDhamF+bVN",
-	"CPC3OPQPYLE3m3ulSkt7xNdq1SudidKW2NOf0dvo4sILK9tcEBBqahGoB/vA1aExVNafkAFKNKwOo5U6",
-	"55xoTtIGuhxM2bJkEfQsccNxIH98pfMYl/W4wE2NCspC7DCGIsB89rCC36zsEf/tLfr3MPG8DtHe8Po7",
-	"6JwHDa1SIK5ZO6VAT102IXXR5Ia9+/EZe3p2/pityxGMOiXUiZaasmLA2AsKiwn/BnYmNRhmi82KV0qE",
-	"DvfBrM07pv6XDdnAwdP42aKTJE7atC/AKarIa1izaH65v70+vHtJQR/QL+YSPKbShCXNxCtE9XKWaiZ7",
-	"mZgLuPHw8XgYEmVWLSfBlpz7EWVs0rk/EbOwZx51NvU1LVJBHUMw9GJBS91VGbVXrUOYgB/akm7voxcs",
-	"5lO9ycfTlKsA6c5FbDCVyQpbZtZiJudyVgDrBGBQftzB226xFFW4AnvVkTM4/Gnn1G7SAs9437O7jx8y",
-	"DnLoIH8xERFz9cFCJWstFSnW9na24EnkIosO+s/qwIh5Z0+ORPCkh4lrIrGCKijlO+QcbMgHcUN2+dff",
-	"nuLv3iiTC5wJxZMItRrQkXy5WwHS0g5TpQUIsmBxBeU4hsbiqjgd6atlyCHEg2sFgebV+Q1hmraAtkbF",
-	"9xk+4gDK4A0HMiIKw9hRtZ6Djjfl8xju5S+9zL0mQS4w4MMHpmBOCL85V/CO6iK3JavQI49Dt4aJosE+",
-	"MOS+1xnamFwxkchcJK7xBVRqAH+UoclDDPKTC9LkEPrP9z6B84cae2DHXzHPmd6012GbtBiPptMSQ6fO",
-	"kMB3VOyFKveWuKDKVtEB7Ps6nmrmIlQc/ZogU3WRqJhNvRTr/ASIKBVu2kLmNoP11KHJuOvHoRDr00Cf",
-	"Wy5A8eZx7ItOHgVQvc83xkpCn6127JuNmZk4/CKf4Pi7CKuhFlz4qsjnCDJIfTlpC6BIyj5veHOQq5oc",
-	"xsBk3TDZ9eT4lz3QVNOkSkjJmMBx9KUFklWLt6JE2esOdqTMs5RiGQBnhesUzC6qQ5T03F2X/l9sv3fA",
-	"e8+g2cp+tJk8Y9fUMK/+jFr4Tonefk0oA2EhQEpSwz1Tl11Y1csK2eU+bkT+jYlh4QhhPDxJwL9nD1Pj",
-	"033AQVtYnjKzJim1nvyWPjCbLC2Q4mqvFoBwLRw7wQPhu8sEi/bWrnn1XyQyb7Ctck2NeECaQqh/BTDY",
-	"icsUgv2KEgxS+POxC/U8MNTqKQq7hUaQfTXV+YKg7p0fAd+OK4H5Hibnu/Cw7rM/ys+iBM3nq0u2GjKP",
-	"PijIp/ILrecHRW5EXvsCJRQuzETRZ3C70KlgRuTRRKEhpQTRxOz1EerGBrt1ItHjk4gZqWY4oJBwCNEM",
-	"xxO4hyfEgoug6yh8yYicVD4QUlbHA4G4lWtAfIVZv7DvofFalkVY6KKllj0NIafPqhcG0S85JIHbK9CW",
-	"yj6CEQnXzJMnSSaMmaibDc+oDT6haRY3GvmrMCfjAtKY6I6DBIQ4ZxlLg2oN5GkDRudGUZMnzGMLmgXE",
-	"lCYZF/6mTHBTl8EUwJAe0nGQ07GpK/A77byihPb40x/evXqLt9cW9eFNLfAmOdIAKOZhJ1dCwHabut0k",
-	"kgtU5V0ZEm4Q/+jfHZUyyXbX2UaV8B5qY42g1RVbwIoJP4uiPKWQIfnCWtlBJ7mIunrzXQFOby9MFPIZ",
-	"iahuHPQQNGBexyfAWshO0Kx67trswT95auwmhefspx2EVi3irSA5eZxTHIelRXFdK5c4FeM1QVl6sxPI",
-	"RALTC0FDkUjDunbOK76biqKZL9bfEg+6eONEGZHXoV9GbJvJPBcK5IViyOVjFv82gTKrSWfMJr7SatL5",
-	"ivjKdQV4faiHKyQ23DMGA2q1znf0aqiBwtRPX0Tmx2nHk3FyknPl2WiiKnviggGuin/MSkgQnEpTlNaT",
-	"gNSwUJcYRp0vvRvdsyvfM0u57uk1ahw9sB/tprJm9D8jIus/EKxqQ+wrYHE8lO2RBHq/Cfy6ufiSH6Bb",
-	"mFM7OHtyJKm2WYoHB8W+MYqHoNMB6OyPXAkmFHFyIxMxZqAOOC3TnZ72NCNVE7UNknmIMejj0cg4nIqB",
-	"5ByKmjBj8MIrGJQT69/Nt3znkPZ8LEnmgGCIPcm5UhpwNqViqIUdVKr2Dhn88D5VXkM6nZ4XKowmtb/k",
-	"7fxL50+9N2nSu9JL7ODTbA8UnfYendWUHn2TVfBTMUir2jVoR24q3UxAplRCLVHXvemut9Brl0MIGjAc",
-	"LCeVkpFS7/XOuPMHwTMBdkUPcrZqalSDyQalIQ18+g4PsbomZeSOq7OKrSbVCqPVHbSktcLGi0E5HzMC",
-	"XY1ZF4hmBTaexsiveQWeaZOlYxZgvEKB9Nng6aMgib7T3P3AHAoCz8WWdd07z088/4IwoZUpAEMLTdLz",
-	"3nHxeSiDmggadZz3y4/504GFa8DbqJhdziFC6tEFnfpoIFlrhE4oUnPAeCkBq9b605sj2tZ8QE8nRA/3",
-	"ahn2tUfq9tD8uqIrUHmf5b7Q54LFk86kEzs/AUqsctedQnJNFBpEVlJ1z0ajk4rgt0xVM9Bqt6EDA95r",
-	"TISM7/+sG2+rMdxPzwQ7Rm9NF0eItSICzi/Wfo8F700tdaNxeVNHBnOBHTgc1QBX4a4JQY35M2QAN/Fa",
-	"NdzZuYVW0Aj7jmZHzWYubBjIeB37ftpBPAQMZnoF62pAAct2LNuoMQvtG8BrICcC4RH7xwlOEA57CIB1",
-	"Ze5LnhYEvuiOMyPyE4QmRDuTeUO8vi6VvnnALR+Yc97LAdIZshm7zqVgh/rAsLgwvPvzTK9KSfalgwot",
-	"tDZ03S688iiK4xjDS0JBGy3olWoldXFWjAYXLsFGrCIWoxMG74KSUJ/GXomrtQrKlI/oGg+nKwa9Dd+U",
-	"vUgw2ZJbhQVeFc8eK750hrXzxzSRvKljrV9roq9zUQxYyLENcAReHzo0zeItNOfcH/CjgVO3MbgH1aAJ",
-	"xvPKi1TxQNEpqrR3mdxi5cgrfuz4d9sjoF7zuV/4kPYhMJxQPGgFxbBjWLd0Mp9AknOu47G77rb3DDsH",
-	"22sT5fZhJkzupLN9/1Ksc4cAxQMvQa71GDP17Z2hz6ZuaBPlxgb5tk5/RCFA2z6mAig4wU+QmWsaH2R6",
-	"VS/cMQ5UDB00eHuagI9ZpHPGFfbzHD98CMXcvrlnDOMlYBpOjUDJ6qngXNETOk36QUvQhwCk+vDWVqY1",
-	"vhv0PK+wIeWwGngrjbjPaSixLU3j8+iuM6m2X7DLBLOr53fno2jUdd1xjRXhQTk4VG3zXVzbqgT7fwTA",
-	"r4PVtyf+1h/6ebZ7jq5N05QAGnRo5NUi+BuRB2g1NwjQoERE6vuU9PjxHkDWRLn6hC0mFmHPA3gWgJYW",
-	"rs3gA8O6wzAFdghbYrg42addNTM7AKONGhK5rbqr5/MKwWsLJFZSNdxujmYvVfqKhK8qj+PTsWX6AHnM",
-	"+4sFIRIkO1oPZVvJ0Z7IfuF8kVZS6kyYEsHppuMEDvF9y1ktxxveVKhfTVYLSl0ib04PHz1ZtMr6qazV",
-	"sZdTP5bBYGXawXPXr9Fb2Cb1qsW80hAdfSqQK9ZnsHgraQyE1YNacOgzRKsB0URoNRTYzHm2m6ibTG8N",
-	"FQQFM49Zrrc8SwyLA2LHFAD+q8xzUC5YDIPvXc5zkflunqCunI2eQjTzfHBalPnqzyKjSrycdTdrux2t",
-	"5rjQm6zFpjzUd9RTRyprYEWBhqSht9As3SSWYLQb2HBQAZ0+llt1kOug1klbLSx3hM63kI+91YEEKndE",
-	"8GPZr7RqJUf2hxCucUEAWOsDH69WUDVIpT3OfU+H2L7V1+xEcV2VKULjM2/LqiqB9ltlSRLgqMOv4mZp",
-	"bbyu93C7o9T8b1rk/4AOljXVye1jGIcdIUEv5+o06HxzCZD7VtJxGzu6Y713QzJ+O99OTcPp7zK1eaq3",
-	"LqWznYPF9Umq97C4xgN3Ge0dnU53TXW5V88SRTPvtEZtNwHUtBWqYt0gcrCWivT5Fc9FJnkqjQsYONvy",
-	"bljVWFa3lOt1Q4Zz/TDoCdY1QrDYPV/cAIFtCcA1dx/bnUv1DpEUAYOKmXQDxO0192GUu41YE2LV7TZg",
-	"iHNVz4zuvd+wEXFuwX4Lcgvg+Drulii0qK9Rp2bNa8KqxUVAz4I8ZTRPHNJo0Flti85SABa1usAaYQGv",
-	"McJaGDMTFSJyTqFB81xsmREzDUmsC2jfP6c8Ort4J3126Zk2bLAXjGuznijL6dlFqeke4mjpIO3dslCJ",
-	"R5qBYKhvdL2Ykyvxq1b1pVffUNXZIosPzrJgBJ49yhvIVW36Ik43Hccyh+o46xjk0wEd5x4gh7y69Pt3",
-	"DkJVyrmrMjGGbpY3gs02+URhPdF0R8n4G7jV5/rHZbUKwuZzsRWZ50GDqScx4Dkhgjon9DIa7jegObw/",
-	"5im5ZJmwawiIz4Q0zXz/dyw6K1rAVsVTcwDw76077qMhuMTLGkXreHzNKYjlIZ37qrxHKEGclKJSU87c",
-	"/Tpjvl3qf1qDLd0RCvt/4kQQgcXZF4TBUjYsBuwp+8H+rxP9forqPdPx76XB3p++em+K6KtWSuhh+rfd",
-	"VYW21W7Qod4FA3ddt6CJ0z+IMgSpfuXzHlA+QxB9UP0gBaqMESkNVfWUYTedY6isVB1JQsWm0CW1Ap+t",
-	"T/a8i0LWVtUoFurD1bO9/mgvL19fFk2GMXEz04qJL+tMGCO1wugOT5is1DS/2Nht8vAtz6Q5oJ4cjX9X",
-	"sZ9Ish46utDxeuAAgzbVK5HdWLrnWEzJ/Vq4aB8cZHAF1RoqIXVbxh/+SyHWBlkmaM0MaXWh8xayW3PX",
-	"V9g51YP3QwYJxNFiO0Vq4uciVXK2mCgA3reMeXKXRBrWpdFIgx6fk1Ye2tuk1bh4WKDmoToNLk+ltwxS",
-	"bBxRDqasHB9Y7RHrBoVaCvq64kCPpYCk3UKbXCR+ZPd+dNbn7/yuFAoPzwNH4b0MqQY4tjq+O/QwbnEC",
-	"H6VCtb1DdgOlHbQTgz27V0Mz40b0pDJCGZnLz5j3Qm53g0USfktNFJU39d1vDsIK63YoudzRD48qfNeB",
-	"bVirRnx3QpC7a7rDXrhNCgXdZ4mCKe1Ik4kq5MwdaAKvakWS1YF2k3b34fUIsrPjCMuv4L8f8D+XV89+",
-	"whgvdpWMQwlpb64kjmInylv7fY4oLb/X7qtp2VCf8hPb+2NUSUyJNSIr0FIjYuhDh2M6AfT2FQzKY5vC",
-	"s5QIai9CAqVhiT6wrnUaT2uOLUW/yzFty55UxRduWTSm4LnxRBXcWaQLriL09mDip64Nz9bN50gk9lti",
-	"r7cNp94hPhpojvW7ai2yniuJppvDfRNoN+30i7I6WvfFihoafCz+cPUM+iXc+oCv6KfH2zi21FdrtFK9",
-	"Fg1JN1yxy7cvQQqs+M5uD2g6Lp0oNPbZyHeGBVi/Tb7JRJ/F4AcdZwDoDzWM9Ms2k7mI2Ux/prYBvo5S",
-	"ZkXYtku1MpCL58uAgKThayJQ7iG/xwNQlD59EhXI+Gb8Q1w4qSIWwzvhV/xXMBAHhGGiiYqXYmfGK64g",
-	"h58IYp9HeNnikpE3Co0v+D1iMWAoExFK29ODK4fN6H5w8A/whP8DptopCpn85eIHdwvNyD2Of7mLVp/q",
-	"wVzoevGDuyWYqX1/aX6dqFNMp7ZB3nu0uWqyfk02v8Yqjj1Gey9U4ryZf+o9e//uR6x4oYJWZLQZ1H26",
-	"Dq/U7xcNvJnWS1mfcN+qN5J7DyBKUFA5E0psKR3Qx5Xxvrg9Vg4drweR09++BNdB1Mk0Bs4dLyCndKKO",
-	"67ZZS3G661DvVmrbKpUPtVT7eO7barfs0NS2cdGnY51cgAhRyC5HUanfyxv1UjUa0y++8Fme7iq1WkdA",
-	"RRN7SjWw65VvNf3AsPinN29+/vjTixevri+f//Ly9fXVm59fvK4HDOdrWa9wXbqVIskCzUev9wHW6zCt",
-	"+y1lPAqm9/Bozfa8S4IBKIN5fYju6MbjzGzWIjMigYYcdljQJtg4GUooTY5V6WusmlZwq3hnXQXqZWpQ",
-	"cYqXMvHGb/yTy2HrWdJxe6TF7L8+XpG6SQOWN8q0hBgto64T7T4dW6oAaP3bV+wm4zNxbcXcEXCwTHyW",
-	"emPcMQYL49bltkhh+9W4+J5r43mxotxvF0bMrmP272zKjXh0ZtfkdMQyrhK9ghRu02fv95vvtsF5LX+7",
-	"sipl+hxdm/uIAJa25Z27j5Re807nZefiQaTz8uCBAkdgxPe4YymE544qsnjXY4ePzhZxkX2JLapPWqCJ",
-	"N0mzzTrYG3uAiHDk9TZrkqwBRCqwzEyvdw6gzum3CNER6m81B0OTCC/Bg99BjEehrgNKdUOX6fFE+fRa",
-	"Rvm2cJGzBTeEuldtRX29PP3r2eL85tH10/kT8Th5NDufnvHTp6Mnw8eDR/NzcZaczkbTIR/Uls8f2bBX",
-	"hUD0Xd8rqcIUhrUKMe5uJAHub3eS1U+YsOXohLRGSAYMTq7qG5EzDjaYczoXE8dP/TL/+f88zZ788ef/",
-	"+Vt2tf3rh7fPn7x89fbPL/XoFX/F3287B7Wq482a9uElneLmuGWPhJ8aefqlmutm1GOsqN76blXQF5s6",
-	"YjspWLHtCXr8mBDarH+BFo7VXPP6vuNutL/U9lD/qWGE3UBZev/yj68/vI1PxizGPGKloTSDp+kFi7Hr",
-	"udsU3HfVn+lETBSYy6H6esFivRYKmtPtSEFwWjSmxePzqEuressFJnQgJGNn0dusa1TlY/3kg8GzLrWV",
-	"7/f71jJV0Aa4qMay9AYTlyhwweSNwg5u9hac5h0bzR/pN9C68cEY23IPB4NSSzcHTWPWUCnAcyYkMK1Q",
-	"SeSbwOmMofKQAyRJ0B27DPOKTaqrQ75NwU2DvRF1rnh2I/L6XgkZiBMUXtbiBOcDWVECs9Qpk4Yrs0UP",
-	"qSL03ua+BAcIijCGHgwEB4AwWDH8J26ZuUVhnNrvaeNMnxWVzMFnsIwgco0qppngS5G5LsH2buiFKPKt",
-	"zpYeitp51CJ2NngSTdTZ6Dyi5H52/uULOC2VJvoAV0jFhucuj6TldKS6RsjEu9BvH1QQR9PUbtvk1xtz",
-	"IJ/Uf40SS7GcWMNUaZ5WJkXhINqryeAYXGd6Khq0cuijvYaOHAsq5Yfb2Raj/SyFk9fDvN/NNgJuazQK",
-	"XA/kqbjhCllEqptKMRYWFxB1SiuCLdiHA+qobSbKiYtD9lwtAG+TiIIPPTBsJrPZRuaOnSNmFtRp0nVA",
-	"dfsZsjXtSGXeZx+D5lvuNCGcGXox5G/6/sSJmIssQyCfuLSEcSAK6Rthr3N3MM1SjRmMC57Oe3AuHTie",
-	"8gah9T5ofYFNL3SWR0z0b/pFGWRQ0Dg+Ozut907QpjmyA2Ypl6uiorqECQq9skyqcw/jVGyFI8CdND23",
-	"wuH+L0ZW6rXh5Z3j3MpGbpb8r3xLzn0kb0tGu9SEHUpNNg9113SUidiArQRXpdaaewWZ9N7rmVYUS9uV",
-	"Ii4HEWevM+L+mttdq/yvB6b9zdYqnZx12aqNyo8bvMiCrrooNEWCmctKpuzDh5fPWZenKftVZNqcQM0Y",
-	"xB56YAnYZx0u8IKbmvKSWg9lVSewwzzQigEn+JZvjKjnD+dAdNsBA5TE5zWOxHKToPL7wipJimTaqV4U",
-	"LbXd5yBrt1z01ypuhaO7lYuIHqlrEhnjrOOxFaUcHfJVenTJW5dws5hqniUnVgy5icZjEsE+OKdDGeum",
-	"CAlGhalwdfnujy+urp+/fH/5h1cvri9/vHrxLg4lqbe3/IdqRWgTlFNJvuFNcLIH61PfdbT+wDy4rATB",
-	"hLLLUW+jphn2JNwo+5sTbXc/y7/3adEkvQuGCznJk/7Ilrs3CYUb+M7etOAld/OiNYOG7bDZyXahIaEz",
-	"1XoJplKRkQAVHa36/rVeZA97havtF9reMLa/xYX1xqFrltun9t8FMpH93ERJwxYiTfrsI4FeQvIB2UyB",
-	"tIe2cCQYxziYVG9FNuPGwa1g3y67T3SG9T8TBUmt0mDheT1GA1/L/ppnuRKZY9K2LNq83O8gC+Ru6920",
-	"EoVeCkYWakmwzL/TxOpbAnqUdOeWw7La3BQtqkENu61RW9ReV1tdU76Q0WzOs8iD9LoabNZ1kG0s0VR6",
-	"BfmoDhnvsH7UruVYHUhbTY1xn72C4mIAoABzP93h5b06Y9CBKzXGkYeE9oCmvgcDwxOds6ndIg+Msx0x",
-	"uZugrX1LDI9KWfkgYHLHJ6VeGd+vsvnDu1cs12lSwSfzC4wFlZbTaOvUAUG1KnGmYVzreZ3qRQqHR7iL",
-	"Cvogvg4132YAoG/liQm7ekE7DMTE5WbZZy+JcCDOOIuf0bvf8l2qeRJHLqEe5gFQQs+0yoXKe1e7tRhD",
-	"+ZCcQYzj4V+NRt9j4mBHUamhzCPMMQuSvxxWKbbmVAlT2k/OuKgEwdEdjcB7uhGO4sGK2DJIIJloCDhH",
-	"5MM+M74XOCVIABiqXq1k7ruxzHSWEHIZPevpTSUJhACG7YUY9cfzMGqQKSQVguFCG4+JWiE+K8K7jyuQ",
-	"tf874JD/KPd6jgkQABxcPE3bEa5NmyRkMG4cRdq7Klz60HWzVxUyeN2+qrbf8Yvj9poBj1OB2+VuXPDE",
-	"OVGO6oWt0mHgo3TnGFx5pK0TfBWHshL06Mj8uASQ+UShiKOXWmYgcQ/7YA6Zl5XXJpleuyzSdhRvl/Pe",
-	"KNCsqnNv0uy+a8JolC4fvkrgwCS+N+BMl2pOPbSadkQd7F85Hl/FRaifHfQN4z4XgzSTnkziAOK5ZD3+",
-	"Do3Dmid9xw5i9wr5UEpxtzpUkG0c1JC51mvlfOSTAzx0S0SIBv/Gx8WOvBdw9jgpgkZ+SEG722UCWp+9",
-	"iAGE8PBoDwxR7rd8uOuid66EwwMXAIIT0RB9l6Wdv3JgQAd6O7cCK+KpNZKSI6BFFyQnndqM9+HrJsq9",
-	"w8dJSdhqdbxf3D21m244WqAu3XfFApf6uICy24MpojsjmoRVoSDHGkogJyp2TZ1i0gZlcZ7SlMtk6rPX",
-	"Ovw8GCW+gLLPXtv11mpmlTcvloxXUyLqjS5T1/LGx6fjsKIiBr+48alrYfOfAwfa3w2tw6mAQcnH4QPm",
-	"UEOHsBVkocNQKyCntIQWhJ4HFo7rj+CsnFpQFpL1R+mFdkB7SlWMgNpuDvt2CHXRd1YHdnSKwRpkibCi",
-	"KIkYHGs8Z7NU2k9SQWru3C4TteaZkeomxGso2ywRoqiVNXg0fagrFEC59rhKesT8DtMUg23MaLu5oRlK",
-	"aoRjZpGBapY7JC4JJ4nVp71PKK7CaIX1L+1IW6r9PcSEoaFUyolyeWRzmaYCi3lLuJUNEsd5OFDYuBSj",
-	"oJxa8CyV6HFrGYMsNxOpSYVyFdMl9i/Xdev5N3H2XfruN1bN+OQ+u0OddFxZ5ZwvRRUkrgwLNzAH26fU",
-	"rDLUcBSEsUd82BPFUYV1ne1uN8BWGnFygY10d5QdAYXGUyGU6wXaSksow9QcMoAg5kLg0GMyi6FQMPK9",
-	"LiNvzUZswZU1h2FrbpQdOmUHeIo6k7nP/iBmGhBp46BHYex7pDinE7oLS8dMKKLbc2wj+jvYQuVNAkTP",
-	"db1/ch/fFwbUK2B2blUsjxm5rvlyBbrHQ/o0I/aEIKhlTNR93J+qjlKjMJa02X3LocnDeqx3f03D/uZe",
-	"/PVyMeiLBN3qCQwRpZjl+ShsrI2delGP/6Z+uP+UEESuVcBx+KHjlYcto0Vm+SZr7A9+if4ELOZ0vVPR",
-	"K41+RRCJsR0gvQMGp5Vo03kKV65VI+rO10802gNJjk4S5DoEm9AO5MEqtA4xqWgUPXeT6LOGYhusPUdi",
-	"XtQ0rwx6s9wGNuKYe7/PXmDXtMyps5ihoTR6zdkVgOsBfj4nf3BOjX2sNYq9GD9c/dh7QhFhQI5SbKPW",
-	"HFrwmk2W6RueCybMjK8F68aTySZ5MhjAboA/5vN5fBJNlG/VFnZnQ6wWnuaYDiEUZIlOpeJW5+E5Zzu9",
-	"yQCsvYvZ0hEzfFdJdP5tgsbBpDNmZ6Ov3yUacEmuM5aLvXYlTpkfg/UUnnowac5GX75ELMhbx+bNlKY/",
-	"UVj3TvILlVpAQHEaaY2HHjtxkucoYjFKcrIE6esThSZxEZRxFjxq6fhMqeMqtfBzw/fIKaviHSDCJ+rR",
-	"GftZ/sG565EFcYVOEG0MDQIcPoyz8Owf8rATC6K64IqVHXmplA/6tuI2oh0bhW3fcFH24g8T5fRqMFEC",
-	"f3rsMPILzYz6kBSvi6uRBv+QzC172/ut2VApmjzqu++znyCjSpcRHEDigBqo000uMGodT5SH9w+KSSqd",
-	"sSi47Er0KLkE3nxCdLLbEEc/USE2jNM29zsqoQHcGKe5tbLUSxDI8NZwYx7Uv0GLR5eH0lvs10ZM69mk",
-	"XJ7jAdxOBwZxJoaL08EKJPks3Rj5meptnZOmPNfTegOgVZjBHTVY9IdycKszQJzDrMnuux+fsdPT06cn",
-	"x8MQkduWhHi18xGnZCMgLQnFCtqX1O9Er8QJvQca28gca4Cpc3oS5EVg2Ms7pFzAvAY9B3o6pgkxmpNL",
-	"xTv77BfX2A3G7sQYhCJhsI7WkevsQDnV2xNqaFBwLwubvO8vmrsoVXxBXgCFWflB/LQSm/lZ+MQstpKz",
-	"TGPidsQyq4SJhCWW5dllqUfnRKFlh90bsTKnrCYQ0Fml4GswetQbDnuj0dVwMB4OxoPBn9tH2Pzk2u2G",
-	"NjzXuD+Gg1U8JggtK6u5KZHecpH9yDrdIJS9g3TAZmi4jEwarHPxjllIKQa414l6qxHBp3kV97ZfQzOP",
-	"44Gww2c5zxeVHm5wnxd5ldM+cJVOVJwA0kHX3geaftntj0Zxgf9v7f+5VDylprtAWzrkSCm40cKAPzYT",
-	"e3sqcdgShWWx78e33/QGEi9GdKNzSjfqBkUN0NJHiRksP9iCJ/ZHCAXEgblYfDaGu+I+g0piRxJqOiYD",
-	"acK64VKeHJAQ7y0ZqHF4uA53O2mQ9N8KbdkqeHkfwceffOc1l3tRCvtBUyv3asvDYcKl3qoidviDlaBF",
-	"HfcP1NRpP9rn+wNifnHR9pXaUySVTLTfOmEyiDWZK9kg3xdlcy/2F1kyzCXmn0x31Aodk5bA7vn74WpG",
-	"TUE4/IyTPR6m1/eggM3frwt7tA523A2X8rBLeV+lCtSUPnuNZyn5lPckOZ4D1K49PIknquqD44YZraGl",
-	"+FobI6cpJtHIlXBGA+gszqLdHjpZB7c7We/FVRzhMeekKVbaOKyesi02NAxav2DYrQ5b45fLP11fvfzl",
-	"xZsPVzHrnq+sieEhnNhlYbCh7bRRkNEE3GUJZiWgQQwiaYpWOSUkDxdg6J4OzAnmdwlT3UTtfd/f3jr8",
-	"baFfFZ3Cyxn3TCqTE3i8XZIP716N4R9w9qxFgWLkzVcrAyHrEM1q73Pa41Vrf91GbjR6mSsmXNGgLXZa",
-	"iD3f+uyV1mvMJVYJW2fyM8+FFfSZMKbcOJpAekJ2wcA5tUndmwu5p76HU7stgb42uA7f5xzTAyp121gn",
-	"V1+FUvToxNu8FJUqsSqnTpOSr7mVF/gXeBUOp8YZ7FWfjcqvwbHalGmYQc8juBG9sdfTHTna0T64ACXL",
-	"XhZ/2/AUK/BIkPkGWrCRVxQgq2lUUH7xgRac1RKVooRPKsTLpbGBto4tqPYn22dX1AbCYyvbV6RaL6li",
-	"ha+sYBwOosFgUG6qbbV8bg0pSO9wpfEQFJ6KhQTvNJAtg/hRqm8gVmv1EKuEwCiwe4oHMkviAhsQgkeB",
-	"IChFlfbdqS56Vd/v3GrUTVdA6298sPho/Q2k3Ta1WceJ1F/1s667XPHTF/eWxxR8I5wLzTgqyFKMtM7b",
-	"j1vseIu/yqjoscjv630Ort1inw5IjTqu/4gRIB91lgostlTOxXiieiEDjUvVm+DMcD4euDPkonHoE8XX",
-	"YnUm3urZsHSfK1iz/I0pvRSFt5s8rgTk3EfdwpRfdaNzdCIXKVjsR2s2RgVeG0Zi3Wt4guZ6WyMUSw7y",
-	"bMenqUDz1XmH7c0TxUJTAlTGMbgRyk3ulFa9cJgnh8fpmC4e+6CySxRyRja9AO93FiIlmYQOiJk1GX2u",
-	"mp/xDDxd4DKzD7G5Nfi9S4wbClzb+cHZC6V9wHtIJKqirrjJiILlkkSfvYHeNQjQw4fx9aUXlDKxahx6",
-	"ZbcWUOCiweFm370QPCP3hBWTUGQBfgxyZ4FGsQFoVnCdQ9Y6xZ8oBR22Y1hV+F0ESaEoXjXg9nksOOdi",
-	"NAKwMmqKS+8CAQbJEoTQeBza5rm728rv+dzq8Z8FiqZbGLL4Liq7buheBhfJP7Nep7sxRW9NXMHKJRco",
-	"2D8pVw9M8IPSiXhgfD9Yg5ZBWLctS+XZt2jV5qfcfqKN6IgO0VFqZa5r1WYU40W8DN1vgd6v5z7vLJEJ",
-	"alDeMYd9JJwbzRrSrEt/cDNR9k6Hx2SVmJPIW5wUtoWlwLQFq0/8NoEZTDpjNqF6sz5Wd046kf9p0okm",
-	"aoJVsfh7kU6Bf/vq0EnnK7XH2isH5myvFniijhUDEy6SoxYVZUsyemrHnwmAn4Up2GH7ObBJx18LhxoF",
-	"uaSAF63n5B3G70Wh1DWb2UyIxPQd0PjYapcezYpKPbFbx4Kv10KZdkjEluUbci5TrkqWoQFUbo+h6DJC",
-	"CrVlngnRLo0yF8rJjEZcOGugFjggoVBl3eBYj+hwjoLD76RA3fUhFtTQlyC8XZhkF2biWuvVuRrCZPKA",
-	"BAiNvUOrF8AHSDBEoWvh3YurF6+vXr55HbPuY5bwnceANSKvxNkfjwaLliRr6XfyHbNLWX2VwnsOcje+",
-	"YLHZAKaI1f8J8t5hYKHOgiDmoamM4c7BKaPy/V7xCogDo58aoTxOLlw7cZFjWjX2AUbseQjnAjLqQzJh",
-	"MEmXbVQuU+Y9/pneQgFvBYgLJ2HVXDeAjjuO1M0BzJNrsOyvZzLJamjztuwnYBnm0JX50Us7QI8Dm4+n",
-	"+UJvbhbIV5Zg01TPlpCEOFFhhgoxUxdQyHKRKZ6Cz0HO9uEgILQP6RmUeUKcdJNxRSmK3hZvastUX6xe",
-	"QOhWMuJcghtIBn9Q1RzX4Ub2vFZrX8BsEFzxQKoQ0SXXlMuwr5/UV75dssVmxVUvEzwBZRvK4HyuPLz1",
-	"GBjY6CgY2G1EpWuYCN1t5JzSUCQmvPtqTTvME5fMNq7TN+DFJdny/MWPlx9eXV2/fXX5OobcVokvwqMW",
-	"3iu+SJObC9RiGqX0XbHOgrWsBcpUYpvufDZKa7DM3xEZswkHkzXAYE7U98LBbFcxWvQGvXXNaGN9HB3p",
-	"SauSt5YwfrV77Bt20RZzPO9F5bhHxNEx83jCc02FUXR01qALTxTBC78TM4FVt1ahniOIJaBAG9wdMmfd",
-	"9zlXCc8S9pE+dk/4owdkfyOkaIk9m0XB88D+29fl5hxSzosOIngzJD/Z8/zCN3ogWASZiiKALU2gO9Tk",
-	"OGOe/qHIcAtgwJosUL01rgjAQ0xMd2wpVTKmVhBW33Sapf23rzOKw+4Qse8IEUcTFUP0m6zQiMWVhHB8",
-	"Jy4HvibneaVxfoiYcTo4H4587ZSd79mAvICd8XA0GAzqQgSU4npM6viVgp7EhnzSbSVPFYM//Gbk162Z",
-	"qZoQ1S4DXCWrpJGVb7X9v210zk2fvcCGSuBwWoBSHyrqJchYd5j+YBeHMg3dQSUzbGcHrslEz8xDI2ab",
-	"TOa7/iqxNh0ONBwBPuVcBZPOydizvqtXxypgeoZwHejQ9w9iRg+IOogn+oZRHJI3MyHYlu/MeKImqscu",
-	"Tbi/7IFGb+8GP8ee51yKCfSBIlEnCOjgZFyg0k0UKwHT2Tc2eEcKG8i+fMBSOXeOF1wF1MS8+mxf3fU+",
-	"k5M+e6kYxwFhyo6fMBSbmT2F2NPcTh2aao1Z/NvXmFnLnrm2UT5xrBi6n32F4q4HUt8TlO53pIzffrgK",
-	"jBV71Tz8zQrQr/HJ2OcZRRB22YmMTUVKCWJu4O7dXouuXaeqjk0r5nNf6deT8R5RigWr+LVarNwRr5Zl",
-	"NGdVgmGDoexkzzymvpiujmSm19K1rpL5GMuRIDm9tCUBsxdsrBKaJjCQB+8x7mCG8fVB7XNsAH2XfQZc",
-	"oZKIL/bdPE1Zl0BjRwzUcjTD7BjMyUUVmtEBzJY6qtdrp9NNVmvJvH3pCgmK8mueUyb7VH/GNbACrEhP",
-	"cb+UkiJZ10cvhyf9iXoDZyQEoO337f3xhU9aHkaDAQQLjwMcuaePDH4NNY2WAqxrNibnUonkJIIspvJq",
-	"AZktq+KvlrZ+YBNVjIy9+UzZtWejpzQVcFv0Lue5wDKaA2CU3j8uhblei+w6qctc/sVSw5vo3lUE0/lw",
-	"9YwlfFdDNRzfW0rbLTc+c0CtE7XldvCILQ4HMQWk7C+pNnlEzgtfsWQ/uJKJguDW0YVpwvOsnNJubj5s",
-	"5vkr11jmqzwoMwClefxUsseCFVQAgd5d8S/P3Dfz5w51DVAdHKUcjTBwrXElwc/j8FpTTcRxcTGl7R4s",
-	"4s0hbu0tMUobSBDw6N3mzrrPUr1JcFYPJmrFvxTTfyuy9/Byl1wJe95QeszY1Z1kAlHKQfoOH9oh17N/",
-	"mXRV2F/PNNasIWpSahakkJDPkiJu0URVSM1qKH0B9PBfsQu1QlAEDj1zkHTSt/ybqDAnoFtKCjiBnApQ",
-	"0qnkoxp0ZRwPXDv2o3t5xb9cE6DxNamttVu5DA3c9cOLmBsZ0xkLQmonbjtA1YW1YiCz054fEEqcKPFl",
-	"JsCjz6iIqk4Y+RgrFuMLjopSTb6nbxA6UTy1Z6D3gPSZa9FsHpT6XVI6i9bjwnODcc5ibNIws5TrtUgw",
-	"0dQtr8YgvK8L78Z023XwBewGYDkNUCk2a0KCZM8WYrb0m9OaX9lnkYyZFzm5pxk6OC27moXWOWaDYqAI",
-	"3ZyJ5dsb6CVxfEvb9famUcNa++usS1EXrUQB7BesLPigJKUOAkuXlnKiSmt5QQZd0PTa7rgVX9ojV6/a",
-	"jb4xj/GVVpCkFDaKjOnuuC5dyNKVm6Xdj1GgLjoHYGOmYiUjclgkOJ34AhVuli4LI6TL6AJDdc4UcuVc",
-	"0rDZJnew5SihnP+uaAZv7UCA2xQUiS93V5wo/w7UC/cTHBtqewjR85AVfxygtQiRVrz5UMAbnAWYf00V",
-	"YaUzhpqP153AccSWYofSfQEiXVHJhlRhpcOHd6+CthWARQopCjqzhmcFjNNa+KPBaX/QHw5P+4/jkwt8",
-	"LR4n1TbM2EwIPJZSFbinds1RZefKT87ygzV+oMzImm+EPuM4kPq0F6Za2JAgMNk4Eq3PLkNdCX4ztXBc",
-	"mIF0WC/LS/wVqGTjyiW7radU+JtBij7CXFJP+qIMyCoY6E92LT3JJYLGk6mXv91SNZ5hiS5O0AvGsbzY",
-	"bmmU/GC3qBrRT65ipREJxYtp/9NJnSaA2kBwOLlyMS/DrNayWwsWg2Ojh4eCPZL3z6mJOqBzWpEBdMMU",
-	"H4gW+a+Fcb2C3pRATs0XSnbYXGIeCaj7VCl3clHBInFvL44vFpxeE9Xy+KLib1fmf/n2ZeSyHsF2Oyay",
-	"vx5xL/23FNv9PNm7JWYcUWOuShqM0ttWWkzkD3yBVfD1mau3DOFHVLhI5i6VnHrhcQ/u9or3z4cLy0Si",
-	"gR9yAn47eje86P1mteLZrgUixX0hOJQ+e8u0JoBfKM+ZGOcwdx1nKExIdjyFicnDgRXp3f0s6ROCDCdo",
-	"N3vb0aYb5XHuU+aTp80HgF1pDAZjOAbT1CAgDB6iCzzqDEvFPIfTzeSgRvmYe02/hDtt53bpVGUfnH/E",
-	"2pZW/t9ohP8s3RaXXx2fXLAZ6uNgtGHyBKoSgJy1yPM1IEXk+dpEDvp55tMTyvkAJ65rvk8Pqi9R0GvT",
-	"57OV6NOlh0WjgzvnDL3d5OWMMuryA0KoRSTcN/x3Hmem53Nr9+zgFQixDOV4Lo8P05281hNm8JVdoWUi",
-	"rDN9f1lKojFJqaYD+cEMpIkqpSAhiCPtynhoYtaNH48GixhE8+kAEosKomFqEprw3pLwrvmSQVHkJ0Ek",
-	"3BUmeQ8q5LVm5EG1hzmWA9KsyLx1w54oMGEBXEcoBG8gU8sUTik4cKCc2WXrvrG/UyAoCvLLzwZnF5hF",
-	"VKdqcegAsBSKvGzBrF4+f/HL2zdXL14/+5/rjy9fP3/zMWbd0dnipFIVD/qi07oWHHQhI5LfKy0LBV/b",
-	"ZKR3YQyEMpFoqxdVXJTdm0LhcfyXT1jJgWxhlcUk41sf4Xn28vm7aspmTRITVUth1fZesuTlq1dvPl7b",
-	"V72PwzqpibK8GTqGrY4LA/Zs5jnJ6fmO7xRCFCZFpT8URtrLYL8oyAWgplCQ2AkEYUrDXhSZpwzEIUCp",
-	"LeVHhaV2/dGgP+gPHg4f1ZmkK/7lJT4FTQIb2KDIq2pQAD4YfiPqNJhdzVJj3DLhvr4IZlcuvbrAbEJn",
-	"YW7s+9EYhx5HrSuzYGDPea1GZOldfyCjPVAd4V5I+O7Zzs+5THeBTt2o1xbdkuzZovS2Rmk93tJGN9Wb",
-	"3XWWuc552o74z8BE3FOggPgwtAjZxL+0mo9Xq3bWwyRewvmaQAxNzwuYrQ/vXlGcNkzeLqEnHisRaEpZ",
-	"Aiv8ThlLpTfuf4A62+AHJERuCb3OYWfnRaOXRgj9BvRkf7nidfcZFuguxEPdl3e0M0TsgF/Q+2sNEcqx",
-	"alnb2xZ40i8Eok8610rmoVzvmNFByUPhZ0PyNoMsNvKtJ86xTjn71atWV+a+4UGxWhCWKeAnW+WSqqK5",
-	"kYKQ/kbJv22Eiwp7okaU/OVrzx3MVDEQ+/wFOqswNAB+eJeX6rehQ1Mn6MNSm4dKhfFUQgPZo31s11bj",
-	"zOx8/u9fLnt/5r1fB72nn4p/9q97n374t28AdTsEABpBN6c9+C3uYb+s2XMBKH6eYULnndVGIOS/4Njz",
-	"o96EIVr0G6qtze3RSSosbufYyK1HMToh6QvkCDblsGO6FUonvOA7w3TCefH743TeJ1amF4l1uWLBRqzt",
-	"MQ1BgMu4F/8ZUu/iXvxrHLFE3riUrrgfs/g6ZnEvjrCqEACeADx3olJhtxlWLsJDffaMG9HzTvsy53q+",
-	"/C6b1xGjbcOxJmIVe9ISILiLwIlnQAEqFVvwup6ktz7CsYfdWmi7kX1KDHbPOtq4rr3Uan/8hykPbXWB",
-	"C5BcU1GM+26aQcX4OFjEUcyobnOEmmb9QljNAJ3/gHiBam/mTSs9B4PjNm3bLp2vw6NTt2vPDVnS1xkm",
-	"Sddkrf/BXkchQ3o5oo6YBx7C1y0a4WhyRbec3GoIVmI1fd63gvAosbL4ld9x5kVGUwtqWqnrHkDNg9jv",
-	"Fk3dQRFrvX4UAKJ2KvRt1iXIm4glsCQZljJlmzXkdLYbDIYLZ021JOTWzjU128YbDetCnK4UvYuYskNw",
-	"DiOfrtFuJHsNEMNhlRZor2F0SMsSB+1xdOMGfV4XKg0SndHKd3g8GCv91478rjuysSd8QP6j3oB/7et/",
-	"sH3tFur33d7vENxl32r91wb/1wb/J93gd/fMQkKpDmI/7VAK/lEkSkSt4a9bonzQ3S0LKIlWQB5Mn2nf",
-	"iaZB1vnRlsfivcm/vzC8h6wOL1fv5LoI/RbOGed9FkWL38wthvdd3Jvb4mvUccVk2Fqdkh9XUl3ppVBN",
-	"+RD7KJaXz395+fr66s3PL17HBehKfLnJFzqTv0KQc8z+IHgmMoal0Ln9gq+E/phBGNv+ZihRH3vnGrTS",
-	"sb2YzzaAjEdsYkGF14YlGuvG6BaQOlTUKRI2GrgnIOyaCJVLnvoqm+GAmSLnLc617q242vX4Jl/0CJnJ",
-	"FOuUCZfPr42AhyPItiAocrgFkt5gRnbBMAuzM+5MgQjFJl3k+ZpKYX7GKnO840e3p9vWk3eiJiSDO9Sm",
-	"Q8A1E/kmU5CSN4OcvBg3KEYVMbyLv/wsdnF/ot4LROo9tvZ8Le2A/Oq/4LNFkbhCOALY1VOvBeP2ZqaE",
-	"SOyyT1T8pefzRHpwS8y6MVe72LX3R9ZYit3JBT3tYpU+tXFwymKpzGY+lzPLW/QiSIYsM1uXK/by7edH",
-	"LjNR5oY9fHR2UmIxM1EFiyFD1rLWIQ7aLngOLlVYnRyLOloxz1pnOU/9pt3joHVKi5xKtbwlE+G7mX3y",
-	"gUGGjookjXnGb1ZC5U4V+vDulWOKt/DgK6mWMbGS8bJhom4hHN5QJyUW41jiMMlpoxKRsRh6LMLVh5i5",
-	"w2RODXkmhNHnIx2kPrKzwdBlm7+khUMJxG4hgCYqkECtFssIY6RWz7ReyobjOOFmMdU8Sx4YRrezGdwf",
-	"QfjU7kUjb9RLFbtK42L7UAt27DjuNj8oPIiSa+U7TvSE+hLDveDfx484dEUIzUW+sqJAz6AxPTDs2ft3",
-	"P+LLIDXa7s4/9eyPPeBGByJ4AY8txc5OyG404wbkcX4eGJSZhFGMnktLEByTQwoYd/zev6ZhFCQmIfrV",
-	"Hm1SzWsi6wW2BsAEG5HOewv9/2fvz7vcxq38cfit4CjPOZYSSCYpqbTU6fOdiu1Oe+Jt7HJ6kqifIiRC",
-	"JXZRoEJQltUdv/ffwb0XIKilNtsdu8d/TMZd4gJiufv9fDRU/yzXWZm2SWgClrejVaCaxqLD/p6voWEC",
-	"qSCw3xAzfyUTE4Wd1YDN3HSgf4IBPjYy/SGSESwS0dQpTsjN2jJnQgVVPp87BCIHvAXNxT4MtDWFOGFF",
-	"oAAkP4UTRw4y7tRJpidqov7wB2aOoVGGCPJu/nhetVJq1oSbsKbcO2oxdAetSvwvbEeOef0Y0n/SIlFb",
-	"A/wlvVTrVdzCc1oegFHBnmo8QBMF22t8TKXcAW/ljC1TrYENYykyYzVjleo7wLrNC7ZWVyrfKFBOyhMT",
-	"0NKC02IZNis+f68/U5RivP9n4nLy5E6P21LqiQLcRqHMBfUad8DPgWV6aaGwaE28Se90Ov5E3mSc+RNL",
-	"xgk7o7smikAta9ww7J0oUoAzWgis0kYBYlYqSbX5BVuzUdzXhkg7wRujOKxO4juoqHiimvsapsUJjxUg",
-	"wIl7D1r/laMTsE1Pp0zl1HwN59fKP2HtNToaT4oiL7T5DxSxvffv4SV9DwcVsR0Ui32mhFWRTzO5/NPP",
-	"2ux74PoCLP1Rrz9oWeTu7UoCLEdaZhJQOSzaCLb/yFKkWXyKpoyoSDs0ymzgsQXxOZ8TqxAVJaeKiDt0",
-	"3GF/FglL1WpN+5a42oT5BMsEZXMuFZCFOQnQ7bHTlCjq7R4WH7ZJzektO2+v3dwg/UQ1gxVzCX2L7afj",
-	"rvzAqA+Pg6L9EiS3HjOVa5XO5zBVr7GNtGgju4H5sV3Q38yk2ie8IffGXUeFqG1dzNgDlSv54NSYMEvZ",
-	"Fmomjeeu6e+WU+ORmC0kDKnIM3gR+PcA44vHGbpnRSkweVjkl4VYapsdN86cxr1JtAgWJvvBRMFdivSg",
-	"75UASrZ9vpmZLWvWjW/um968bpnDnyYqLvJSlPINwum8gSMEcC7ppXq7qm56qt6lpaz+2z9VNpcI1cIA",
-	"oTsz82Hd0Y3YIjiIkQbYg6xy9ujl6zd27cdMGC06UbYiwUrHvEgvU2UpSYg2WtuP7rB4F+wktgnQQq5y",
-	"nZZ5sWUayhAXW6husdvvsSXgvlwLqMSUsAPPfDZYjyfZI2e3lSGOpkoRnnJZbA9dt9t1DI2Ndsrg4WYh",
-	"IUkNPa8VUoXe6lIuod15rbedasyphxRv3K4xvB8hm5AkWBKJO7I1WaoK10oNvloT6l8x4+9skFkh9MJO",
-	"4jJNkowWxD6lZZv7oDU5kckaRZpbbkdAkxJM+xHCmQ7Ot48XTeaWsWI0oFAlaSFnVIsOHV2EYdVhL2S5",
-	"yYsrEhHc9odqznrBkLNe1EfUBmC98GWxxYeEwOKpRzNOOPgpUTI5/BXir5/lxt+0nEuuY3unc3dX3JkJ",
-	"ACMxEaVsIUo2NMwVrB90zcsWucrXhRFu2ONi/MdFvi4wVgA16LiUyF5odtRSvL8g2w/sFbf0SOyF2x9N",
-	"RShVslvaHE04Odj7t3V43fjpXlyCvuIY5jeguEJjJtrzW+gAtUAvx+cLV8MLhgOMDPBHuVN6ipNkhuWN",
-	"xKKuUJsiyBON7KqCzhuoc7vKE2UZLStbXpidlCuqctvjuHT3PtAVJdIUAU44hhTsFRf0e0ytAXtI60DI",
-	"ixC+Hj8YzYY5yCLxmBjA44IINxbp6LHT3EsyBOp8krhe3xGULJxHqbApEtxR21MO4MfuNsArfYgQ7LGV",
-	"g+celQ/5A6CJ/SlCme3JNGQv4raAjqhDVYJWTI2EliMpXAnLZcW9ecO/7dL+m3bSvyfq3+12G/7P/FyT",
-	"I/9mNb5TJ9ryXRDl+q1GKuhSLFfmCW9V+t5i5FghmzrsCSgvIZzo+kMc9p15SPwu5GhuEn7eD8/PHrXf",
-	"/HAW9U/MaZs08Ndq8GiQdup/dgOr/QocvPAHeoz0m7kR6WyWA9O6n29yPgSB4llwwCZh//njpce2OHWi",
-	"sT0UP6ZXcpbOyUw1xlCqpD5lyRrlhn06GA5QaqXNEogMUUXaWq5EAZW7HmggzuieJvi39fgJbGxTI6H3",
-	"arI9OCjaBKc3boJKeFG6ybwvbJt5cKj9DAE+9u6wOBhJ+6z0d19N8VvmKyK0Eiq3u2vvcf4WEuy/fzxn",
-	"zR/eRP2TneVFAkCYX+sCpFrHLHZSDGyz9TS2cTTO4p/LNPYpudrACJwihaZ8v7K4XEAW7kE/rouMvfnh",
-	"rE07F34w5/ffqJidVgEISKNMKk1CjPzbA7snS6eFKLbAkeD0iflg6PmBSnfjzPhRlgZvvJOFxthL2Ak6",
-	"AbU1KrFKG+NGtxN0ug0oNlxA9uHhQoqsXPxi/n15CCHzjKziKAgIphE0aJHPACFFs2KtFOiRpyW2NIJN",
-	"mkiAZlYziCu5YNnTBHn54JW84SwJ894oCKDTAH0JBNvaYcPzu3l+dTDXjfzKkrssxU1JJHw5hqwOdE5X",
-	"3yUyqOT8wBs9HNihp7oPePhnkdgSTD/R0xj/8yfe0LYluPHMHE6pkbflUjfG//SaThs/mVsfLo3FMdNH",
-	"l6SWFaKLrZ35qsiNSpFGUcj3JZPvwXg34gezllX8gfnhhzr0yJPz108fvbk4e/z4dYxXY6MXs+FOG5c1",
-	"loIfCYBgC7MNqPVlf06fdeOym4E/XGUirS944w/shyfPXlVmiEtLXkCzTGXUu/qA6Zbl69LYT2NrC1OX",
-	"NJDoizTrTNQf2PnfXz05/lhsnC4m6tgVv9I7vptAvnTS+MCiW12NZNrm8vBW19MnmDvCYS8yQ9+ZEfxf",
-	"oxILzc7x/1n4gZS0NIEAlukSS3qlPDgLtUddivWl9MdY+zXsd6OJavhHcDdBunfaaDfQAevdfMBe5OX3",
-	"xoS89nh523/pttvRg0ZysbMVy+za0/ZyJSHtkOSzdZV9STWCU9SsNGJ2zyS0fJvH114T75+Lv8iSnn83",
-	"iWhH7UlEG4O/p16oCdHDVeSY/t5rnrET1O0EbpI4TpFVVTu58IPid3eeP7n4PTcjsk+/bmtAt/NttaIN",
-	"MqBYnQnFEuRRAb+6+SrX5aUx3RAoc7YQ00xaCu5+0EX3XGN7PGDGyoQg24ywHfvJVIcXWQegZfO0kG1w",
-	"DEEHYw8UoqugfLaDmCjsGMYm+lVBoAVJvp5mks0ykS6RUU4otlZuuDREQhjyvhbbwkmFoEYes0ReFiIB",
-	"BmJwfyprAOmU15ll/4rRZDD2VX6FQQ7vreQfI/WLSksts7kl18WstWNScPyOHHviqQ/J6cksv2ydImkT",
-	"8Ymbh6L/0w+6EwUGW6oZBZMZRoT1/nl9jVvjY60X/HAoiaGlQUvGPDdJPbPm01o5MPr7nSve6Afdaz7S",
-	"D8Pf+WO9VcciOzP7jXFDeJsH8Wmr66rJ6Qfdyhp+QQHObSV21oUaO2E4poGOVV628cJbT+yLvHyNd+xP",
-	"rXsveIQ7+4jQd+x+t0GatHY6KNLRuVaGvQbq2xtsSJewEusEGTYPyjFME2BICGncMVbOZrmap5cWkwJg",
-	"nLx4ObXrm7OTKl2KLIPrHmjWJKL7iYo9WgVww8zJv5JbmzqS1PhOmXdwcdup4kzJjdf5HrtatpgpUQBG",
-	"e1pOFMX3LNzAE4VROge14Sfk3j5+el6j5+kFiKNRY//dO+jPUl2ewfQZh6kQS1kCIfk/98t6If3lM8VI",
-	"HI9Lqv9rLYFdhXLqfoFetfFuqCv8wA/vzWpsD2G40ErfuO3Vj7Bo7sNPHyvQsJbvn78CQQ/MCy0OqqoL",
-	"3GXmu8SszAsjACjPCjWHe1zTkeWatrLAR/XxcJiBw6VCNsbWun2IUYAyCoIPRI/RCMKREMP5STucRUl7",
-	"ILvz9lD0pu3+7CQZyOF8JIJprZTS3iKDdjiNZu1B0pXt4bwXtPviZDqYDZORDOYw724GaOd3YOfXvn2W",
-	"pYc/O9z/7Cu5xQFcRQ1un9kYd+3odGMc7XxWvz1KhrP2YHoi2sP+qNcW3Wk0C5NAjubD+mepdZbVBk3L",
-	"VlWHXjPmIDoPhuOwf3zM5SpbzcvBu56Wi6g6AcQTUiefwDu0vog22/znefZznotB1qh/G86/WbKeWbL+",
-	"tH0yGyRDOZqLYBrea8l+urX8pwOmj5qw7uDfT8P2gvDmW94qQaUZMoGboug2N1Fww6jOJ6o0muWDR7N/",
-	"8/3y/UrOSplAnn5XRdULWf/504cdu1sy0ETGDvP0Ftyzq7KIKvT6AMgsLWbrtLS8ooBwgQA0CPvZxLow",
-	"jvifwNuZF2XL62dAZLQESwoge2jxMIx26bA/0zAqnTLFxKfDViM0ect7K7P5KZWAtSGF4p6OrA4/QvhM",
-	"TJQdc4q4YCrmFBU1I/dxx/eQojEFakwLCbDLDnSUhF1Fe3dYndlvanwyYT8zz5itgbzAFu42xn0sHcf/",
-	"CCOjBC8QsRwgG2tfsScBg/44CP+B41cEdbF7SW/chUsKOZOqvEC/pTHuhZ2+4zoxYjFAG1GitsHS9wI2",
-	"lUMU2MFnHfd63YYvWbnFt2uMAyMnD39x4H9xUPvg7t4wo+GgE9UG2g29kc6yXIPg3Rurh3qwO86wNs6f",
-	"eMPsPicBk7B9Mu/L9iDpzdqjaVe0o1E4DAbzE9lPere3f2kDXScB7fEF7hxiyby3aPttxNOjujCp8Bdg",
-	"Dm8QVynUc1wvrfAaNssT6CBP/PJuVw/iG74crFso4hAlE5CU516hGD0LUsBLLTPjlTcrixtTsVSWJdPC",
-	"SKFFa4ziy+USENmpjosA5I9IDRCvCjlP3xuDHWIcKYST04IKbDgmotdaJnQB5C235NVYy/w1lfvRNIFI",
-	"s5SO+wLqKU3mDRY3AjYVgL1NeSczdnoFxcIt5sQhAxxZ0f1d73aaNSARAbNPSA2Eh3mo2/A4SiSsH7JS",
-	"o4iPvT6V2KaKVoV8l+ZrTegZL1fiX+ujA6ceF3/kNVyJqLfvN3w6096HgapE8vA8GI0Da7dWjNvumqgd",
-	"9GvXONtsNhJhuz89MbbZULZH8yBsR91e/2QwHInpDAjLchCKRsn+Jcun8j1n71LBtMhwn8AmhbL7VL27",
-	"iN69H1z9ywsNNNZqjdKUSIPR4qX/nG4rA/jwxw3Ow5Nx9/qP69Wu8T8uaIcimrYHs27SHhqDtWZ4uo/b",
-	"/45ld5X0Re07dr6iNsTBOIjGPVCJ7ruqMYzmQyP6T2bt4bQv2r15V0ZJOAumgQDHr9Y9hdNxS32A5/WY",
-	"OqiAcehofjOLd7KBurRTc0DNcIiWHQBUx2YDoyKg/AEEtk9guF55wRHWtCWILUu0V8VG3jz9y4u3r77D",
-	"McRQDDRR8Lg6U6ZNHqHpfIwzk+jNFpAMpqOC9XAT5Zj4UxWzpiUjCE+GCyx7UBCROcVWl3BprN0oPAkW",
-	"nKlUyXKLwKfQOgJCnsr+jDKdKNfKA7V2eQJdFGxhFJLRl1RLCCEmMzcrqTQQkJW+XwJ9VDgT1vk9kK55",
-	"5CnthjPh/pwn27vJ1Go6AHh0cZOku+ORrNPufqi3KBIwzo5SCO8YwL63LgjvrQtwdS5maNr6Er+3/KXs",
-	"quniZFvM+pufk9W8dykGmZbRb6dC7rFAyTErGr/0OgZdMwlme1IpmHlrrXj62DDo+odwMV37In9jjjEO",
-	"5pt8tvL5uaBekcp8v6U3ABWCFVnpvgx/bLGSFcPdZV/SxDMD/TEqL1tjt9iVcFcY/PYhdDvsjHmPmahU",
-	"Q9DCVadhV5LZPJtFbsvz1itLQrtbxTE6KB8nygpI6uKJD+XHzC+egKwJmd4htGN41G9rG9yt5MDcMLpf",
-	"6stlsmh9b2MYYkjKLZGlijxlwl9jRksMclGXQs2MkNvfirc0Ra206wWjKpeGy+jgv0kMXptVw9e24dJb",
-	"y8RXePP10hCmZSqlwlloxt6r4lbnt5MLuGMryXDYdqs7sDfkYnCinz7GYHS1iEB5ckP+bjceiRQ+wra1",
-	"gTjh9qATJuxCiqKcSlG6EoKVKMoUm3yJKUQKLaHFYpFnCXXVLPIN8ERY5zXqn/h3qpxl6TuCoYfbIIW/",
-	"xepsgHCH/ifLtgnV5TSQvGDlJjebnFx6tGgB/R35M3+RRQ5cdJqVeQ5MnTA/2IiAhYhHEnkvYB4/mSN8",
-	"wLBxsclgHISdk3D4D1TO+HXHrgw6IV7ppStuCNbtd+a2g3GIIRNah8b4nwGPeI+f8CEPAx5GPOzx8ISH",
-	"Qx4FPIp41OPRCY+GvBvwbsS7Pd494d0h7wW8F/Fej/dOeG/I+wHvR7zf4/0T3h/yk4CfRPykx09O+MmQ",
-	"DwI+iPigxwcnfDDkw4APIz7s8eEJHw75KOCjiI96fHTCR2YYAQ+DiIdBj4fBCQ+DIQ/N2MzgzOjM8MIh",
-	"DyMz3oiHUY+H0QkPoyEPuwEPuxEPuz0edk942B3ysBfwsGc+rMfD3gkPe0Me9gMe9iMe9ns87J/wsD/k",
-	"4UnAw5OIhydmBk54eDLk4SDg4SDi4aDHw8EJDwdDHg4DHg4jHg57PByaqRrycBTwcBTxcNTj4eiEhyMz",
-	"fwGPgohHQY9HwQmPgiGPwoBHYcSjsMej8IRHZp5hoiMemak2cx0NedQNeNSNeNTt8ah7wqPukEe9gEc9",
-	"syI9HvVOeNQb8qgf8Kgf8ajf+wkkc7FvaYfnUReyhb1/QNLxxi05MFfeaktGeKW/JaN2MAuT9kBG8/ZQ",
-	"dKft3qyfnMjBfBiMwkNbMtzfkiHv8j4f8BEPQx52edjn4YCHIx6FPOryqM+jAY9GvBvybpd3+7w74N0R",
-	"74W81+W9Pu8NeG/E+yHvd3m/z/sD3h/xk5CfdPlJn58M+MmID0I+6PJBnw8GfDDiw5APu3zY58MBH474",
-	"KOSjLh/1+WjARyMeBiEPgy4Pgz4PgwEPAzO0kIdmcGZ0ZnjhiIdRyMOoy8Ooz8NowMNoxMOu+YYuD7t9",
-	"HnYHPOyOeNgLedjr8rDX52FvwMPeiIf9kId987F9HvYHPOyPeHgS8vCky8OTPg9PBjw8GfFwEPJw0OXh",
-	"wMzKgIeDEQ+HIQ+HXR4O+zwcDng4HPFwFPJw1OXhqM/DkZm+EY+CkEdBl0dBn0fBgEeBmdOQR2GXR2Gf",
-	"R+GAR2aezUSbmTZTbeY6GvGoaya/y6Nun0fdAY+6Ix71Qh71ujzq9XnUG/CoN+JRP+RR36xS/+Yt2f8H",
-	"xJX81Y/6J7yxVvlGyeTC/yG4Q/FNIq/LPBA92Jeda3hcV9b6kP4FjZlv1E3OBjCS32AcmGsgFYO45pUV",
-	"UBUQOp1OySSGCNwsLQ/r0lfw2t80qFyv/LCVHod5oaPgmhKQPTrS/h5/obnMQfNb7jMfd//wII+HkPGq",
-	"8JpPia4vWjk4xNookdzo2CDDYBxGOMjblzqYVb7utMHm+9JPG0RYV7Rf7VnC/z50lojd/zaOu6Wd6rDX",
-	"xKQIR6sXjFgzNj+0U2U8Exd1rQ4YEvIBOf6SaOGXQMFsm7XxzBp7OCf4vHgCo540xoBPFrc4Zu/2DyiO",
-	"7xXivN3sfDu+wI3wcOe+Ak/8+hse5WqepQhB9xvJdcsz7CD26puNH88OI3sZSWQI2GhZHmwUOLysdxC8",
-	"cAeItCOzYa+D448zcGtpcZ2k+LL31G8VNhDJdRvkbhEDM+PICmMsrUPs1I8ID9OKKu4xwOiaEQAdiYs8",
-	"kwgvYWvhhb0A2zY44kYQYaFjQPS5+UQhERYQ4RSRj88Cvliea0dF3fQyUY+ffH/29tn5xR+NbAsmqiIp",
-	"RpCU5lrBP2TS8uCBCCkBJNhC7DEAcsdzag+XzDQBOljOQNcOWx+cHrN9Fkc5n8sZVP7QBwOqC5ZPV0xn",
-	"E+VzodXGCCFbMyaAngQ8mCbFQiIGWgE1AJiGVCmNldYTVYV5HNidgBgI9cruS4xX60pi3DNN9ZuZW7cT",
-	"M3XGzttktb4G4YjYUzI5rR1KANewdE0f+N0ydP+5b6nxf/2WQj/s3nzTK7HNcpGc5/kzUVzKryMNhXLc",
-	"E97HlUjNpHW1gdc6iHhVnXHwePkZUnhbjt7diLD50VWuTpRtPW3GjqU45iy2PMXY7+UxFcetfZ5iHgTB",
-	"2KVAoCbBPBI8oIkCOLA9EmPWdDAfVjG5sV/JrWVqB7tbZFnL2PArSQw1IJSpoc1WamlZ2oaXm0u49miR",
-	"Tus8SFVJ8EHv+pxW7V4lcNaD/1YC95uWwO20QeyaCbfoWLGn4GKWKyLD35LOtb9Uavi6SMGOvrWXE6pT",
-	"Y9zoBvpgR8XR9gj+Sfpudjs/EEyeAhce6TJWVjiGXfPECv3efg1hNjXGjXDRgM3p/0nX+iYFrESD79Kp",
-	"h/1udDRmE4zOw944iMZheKsF5buG0idYzvutZdju9eZReyCCaXs06ybtSIbzQIymw9kg8deyWpFLqIlx",
-	"a+JWwC6J5UU+sij9vTUJlnuL0q8vil5Dy4JX5V5nRP5nnaz3p73VC/bqFhvPfz7bvkiD98/fBJuXf/uf",
-	"9y8e55vnP+fvn/9tNXz++En/7z8+6f3j/En54vHr5fPLxp1tzptqHEn2/qZGz28YRSudXrptnaL1P53y",
-	"JljLeSH1osKeVUkF/FuDXaqwDgFrdqcg0Xhx0FGPn3isJlFARSIaJ9jIihCI5lnwp0uRKuh4v5JyBdi/",
-	"Yi47tQZWGj5KCtZuA7fji7PnT2K2KlIyJRBy6L/fvHxxrGgQN9LHeGO+CL3j/v38BYFGAl7JLWLor3/+",
-	"JZGX7xM1m3ejC7mad5NFnvyS5LNURz8vyuxy+f5SJmrQXff77+vMsUf16l101nV9ho1xA/G8ur+I3vsf",
-	"osf/eKv/+/JN9uxPfx+dXc3X/Yc/zvX7P4ne+i8v8lSdPEmLJ9/db8KPFvjZI+F5S7DdHYJjRRCr68V/",
-	"ZXUovu76v/+Aw9aLbhE8Ps/z50JtX9vurN/a0bPy8qb0H0nkG2sN34D5jdF9S1xM288v+nNQnN8X+ZIp",
-	"EI+6IvzAeASmOpq9IGw5tLiJUlByLVRS9wA9kn4tVdlhT0tE7TbCHAoXKeNg/RVjL1wW+VoBTiTTS5Fl",
-	"EzWFqJce04NtSWxa+Gjs1kzijoTXcXZyNs/yjQsBphV2HnwZrzgFgO21THUJD3C4pThXQAbD3gJEPAze",
-	"OZn7yxGDftE1TBSc/dg5zXNREBKh+SWHACa0RrFmbP8Wt06xgH4jigT5dyugrc5E1ciEXKUmQe/YhxAe",
-	"wdaDf7ZLhSRkFrHedrp22Jm+wnZSBMGEBBZyE02l2UJ23Q6hiRYSoWzYWiFFw6EElacLazonumOIC+T7",
-	"TSEufNljWoE7BLtolEdEeG3hqCLitHa6NE2ayjecOcTx2O2Fb1kRL3F2VOhdkzrzxJgfmEJJU4kulewi",
-	"eoJ0QlRqMCpho9sebQi3V7na2pb31hFxaP1jXZ1bPP8WLPGykFqfehRfE+UeZw7yoVzfsRMSfL4T8slO",
-	"BjV/ftvdNud3zd6+W9YP5x3qhAHGc7Y44HeRUK4j2rqjgfFXCGpWENdbQsX2FPilLB24GcLKOi4/JF5B",
-	"s3QlipJoLG2HMSbhEIjW5Rtro7EZQAtyZtN11e0TRUHXGAoeENULCf3yytXzk4lh4NkDIUCAhQtMFiLe",
-	"LGQq6eORvWGiEActfyeLIoXSaallhyGzoK16J/scHcQKQBznZWP0nb3CmCaABx278AnNs1H4WV4zvh4A",
-	"PrqxUHwIa6N/gbimyifaX3E4E1XdleceN9RqXVwC1hnR2ukDGcG3UCH0cY6orkPxeHu9AqbjTBCnBViY",
-	"TGf5BugZAGcBQDkavAFw1XcC9tmJnvVvLJsqLqV7sA/zAKfmYJAu2n/Lhw8g51ZF+k6Usg0s6fVPf2b2",
-	"ag0ByoKJIOQf5lPwfmRZ9z//NhEwdNjLYtsWKml70Tl/GN9LM8s+/imdDl47Mtj4T8E5vrsLAeukiwhZ",
-	"/ijvFhH0o3/QHvfhrsoF9+qdIhZfj26sElIKMvgknL/syqsvP1NKpRj7au8uvvRDYzTekDW1UckacHxF",
-	"bgUId7aRT0mfeceH+bguA/hXudUfb/3ZT7l2h5+9evpXuaUI962hsPybDu508+5vNiCFz8Ue65r+5Obg",
-	"9VH4ipzQsmLaXetA6JErcGzJhtDeSgE7vIriI9FXrkskx7M7Pstsft3YmD4WzVZXoXN6xtPHMTKvucC5",
-	"M2Nm+XJpjk+WHsqQP6oTL32UDVPImTH8tnUdeuYITAlRDCaFH5sDKjDzFSWFnt3jP9z1UP1mUfpl7/1V",
-	"JAZF+a++ml5cvft5EM3k+t1m0Jfz4kQmZU9vN9P+5moxSKCE+nCBO7QOOfwTew1gkHgYjxC9r72xCtO7",
-	"uTITZfagORR/bPx0x4m7IeYOrLxO8e4F1Sk0kAK9HMxS/HUH2H9/Cv45EMo6IXafSDlo94e/IkDltXFz",
-	"bPPVllmF+G2xtxUj4Y5BNFWsf7wOEx9UF1ofpdVJ6N5SsVOD/Z11+7FjZEU+JKC+qXfbDb6n4D+pfr8Z",
-	"zvevcrvfP17b+YXUa3R4PrmV8UQlyDinV1JpIIytRTqqOCzy0xI4PuYXKPNUA4au2uSANAvg38lBxYCR",
-	"zDJAynTJCaCdsnUl3JVIT/N1iVxLuUo67LWZA6RtY1gaRIOcqJ1kxmml7neSHlhBMIVk7XqJ+bARVBHO",
-	"8iKp0ln1zMxEZfnlIeFgnvH1R3s5Tee37qF7yRCzCdwBMnvoHpqNbv4sB/wNPlvXHAfLRuh4w4xupCAw",
-	"1NEC1qWzuFxCBlS3w36fKEu6npYW9oSo95Azo9Zf12U+2grYbtuVnKj4MBwJDrXt5jWmLLTD2N2ItBwz",
-	"B1JhaWOhf0XlhStIFrpC10VJZePBaYHU7Vi+7zLR+LtIEsq5pwXLZxRnhOok+iMw2HWQFHG9lDGxBG5q",
-	"Um4phQJJ12G0EkQht7Nf2FEhNlHHpFj1jFvJMXZQjNGo/gNy7I2rJfzUAs1NzDeZdg+ZRutyayMdahGO",
-	"h92EA5V9YOsW8jmKmrfnj1githhDiM3/xpA5KvOYNSHyptN3EsTV0vjslv/h1CWPIOOLYXFyBvGgmhtU",
-	"uYAkTJ6IbQs7I4p8w1aOWxqEgXl/WiIykVBI4Q9FLM1EbLlNJ7eYOViFjSZM0yyDpDTwE2MBGDUnIJ1p",
-	"ruErXaUJfDd0ndEx9hrxgBtDl8L6uJY6w7jYMbQNnzLoTI6p/KaaTmjcUfmmw840lDAyAWWtE5XP3axh",
-	"k1+M78E3+LX8p/S3s9lMroxEle/LhzP9LuakG8yk0eRCBmSihGaP3vzNloUSi6m5rBknopTcIflz71M4",
-	"tDJiE5nltKz60rgT0ROFbCouL8GB6vPCCHb6JxEzJnGLu6+DNL5tT0gvVV4AuTHAJxi9BVMlJkqvCikS",
-	"vZCyZJt8TW2OtK7zvFiuM8GaUBUCPGswN9/FnMV/Mv/TNv/zXzE3p0NMUSFCxR/MeiHLdaFaDCiXEqQb",
-	"ZsIo5iJfLSBNWRxpH3kLp+gWzSO4283mZPHf//73v7efP28/fhyz5tvzR60Oe1ydDHb8YBzr0TBnsNah",
-	"sTKrUJgr////DNqjn37tfWjjP6LqH/+/w6QnhxpfbjV0c2KPUrDkn2l8B9hg4MQ0hVO97ocyz1ufnCPm",
-	"Nn1CyKOjmMDTfv8+Ib9RKKQOlG+tQkSEU/Wt9Ltd3qgLncY4Go1OAvtnDQ/vhSGkvRNkAqggnht+821j",
-	"HPZGQ2Qc8ARcY9zt7zTW1MSkGUcU3IMgxd1Srz/3v/DA553UPy2MbvFd3QMfFdQbU3Y+qXvwe27qgql9",
-	"D6SnPwoGG4Tu63zjUmhW+dUZTD9eqd1apU1UNcf8NovMzaLyVZFz2CSwwWDbdvucdiXs17sSfRr5Q1Wm",
-	"+eYbAHjdRPY7cK1Vy8GUnALg9TUm87W8bq4CLHctreCE2hddS+9WT1GP/QQeJLZdzo/vFFVqZDI3P9ga",
-	"7HmWb9pXcuvDTVUOMlGCcTZdZ1fGIZ3JzHjZKsGysa3m+wxxVTlnO1+XXpm2TTU90M4JLvN6WehExUBm",
-	"FVvuHbjBmGKzLAVC8PRSrVexUda24Zg+cb3iLH718g3a4XRdCzqYr+R2jMzw0KdEPPXwEG/0GOIwgxNZ",
-	"hvY95Usf6FZnoj4XhR26ukeI7L4qPrl6E0+HNptHUGYWYpdv7BjIYZ2u7LIQgJ4b9RbBMtDHmcnS1S+/",
-	"DOZXvV+KtFs09ljXAhFO24NZlLSHsjtv94J+eBINusPeqP/RZHJXcnuAlO3Gb8YeqgNseruAkQN7tTdD",
-	"jsat1s9VGViJXGV5PWsLSmxsnCNrf4w3RVpKyH74nx61u9Oe+fS++fSToD0Ih9GoK3rT/uzkfjxu17WE",
-	"Ps/+Z/Pycb59/jjfPP/ebwl92vjK+d+CWzRSfZ8X0zRJpPo6W6hqVHJGgkKl60FOOZB0P/HG+3aFRgrb",
-	"01iu5kfcnFaTWhV1PYMT6S+vuUNLC5MhC0hINyF08Edic3OFl1BCrWXZgmgQ1IwViSxY0xhsEwX/0ToE",
-	"uDE2SnAPlYLdGZRiotBVOj8AQlG/s8P+anQ95NcwOA5RD0s7ZcGg5jaavVHU5VVOVAYINhRIXwgoFocg",
-	"GHbjJoeV0/eZMZqh+PdeeBdeY9dHYl70v0Fe3AnyIowAIcFTFI1x44+0ilkms1QvoZh6JYs0TxCXgTcq",
-	"1IODYJW1px5H1AxqhEv47tlal/lSFu0w6EW74wj8cSy9cRwbSO0Vd0DNdBv6ZryAelOiJxq+KY/PpTyg",
-	"EtObd09tVGrgiOpwFxxRH1BSdGvoUDD7fa/I9nUiKJGumktQcOP1VZuIQ8NzhZNpMVGIKpeJdMlyhPu7",
-	"zIFq8I8xS+fUjKhl2WG2GRJ+qrD2aJ6PdW263f3xCT57XG9M8lXv/HD3U3ht66ZMaAG+9AP3W9bx/cdP",
-	"6NzYP3BG/TNyv5OKjsd1DaT4jgoh8pT1gp7ju7RIXazpVx9JVR0rbs6Vse4O9nD+bs6LvxTfTssXc1r+",
-	"Ij/hYUG1dtcQkds6UDB6DIr2jes1BYALlTDPPHNNNFiPA0nv2IwLSrAhVGf+wamXFNKpC/KLrsDbSDoT",
-	"dUYKNApC17Zqf0ZeGrS0oiDw2lqhfdPBbFpVC1rR9cfinZALx0y2ucIj2VHSYh/mG0XVT3o9W1jYIqup",
-	"xUoUJdIiL6SW5MZoaBj1fMxFniVMzIpc61pVVWU2YIHQpSyZzvLSQ0CM0chlD2GeY/tGnU8UjFflbJOq",
-	"BBPxdLH5UKnZMgf3RSgW4734klW21sY3JX4wWwrgrV6MoUw1UUh4XeGIYOMtEv6AWbMR1tZN1tJWQuxy",
-	"mEOqG/MbE9WsGkkukAhdZPqizEuRxR6MIz65dRCN19taYBl5JpOaqFyNKzBdrBElIiLskkGDC2pIy5zN",
-	"BZZj4Wy4+5apWpeS2mrM7nWtuhYBE8sCzGp54MVLsQUnntbdXGNRLwH2EiPvzV40mqjYntM2tNW25fuZ",
-	"lIlMYjaV21wlrVO7P7TvupN7bovYOhP12EeBqVmhzbywkAgYL2dCbVtmZ70jGCJ8sDM9ufmn1BrNSzQs",
-	"zV7+0Z4+4uJf5Bp6vqmk173PfDseBhe7b7FpqgBieiOzjLNpXi7gQJzC8qgEsZvpiYgMjTRT0KpkZhT0",
-	"8yzXlXzwDiiIHzg0APlVzQH8kELyga1XK1mwqdEPxyotXq13dPs9Ab1qTmr/mLMc3F2Rf9a22S/HFtmR",
-	"3/eDSf7SPkdLRABAxaXkl25w/Z/B8apKG+Wnd1IonnD33uN6dvfuPcjsDD9iomwDnN6HxkEUKoogOHjv",
-	"QyHd31Xf8m8UUPvPB8VKP61yoEH5uq0Mu3gplMBzfVMbMjIc7PYi7+7iMqdqAparMicyHECdMYZA8S6d",
-	"Ef4MlO5i+tFsTyVloitD/jCNuZ0a2vtsJhS7LJCsIbNt0MzaFtB7JLM5a/aCLhI0bFItiZ7B8pwbF0OU",
-	"SFsJwYMkl3rH2kPTnozoMAjYGuTaRIHdlpauzMK9MBqB83PE6jutGU/wimUKtZmFbHXYuZtDaJkcTxT1",
-	"YSMy+QYNe8zhAgcw2E4oP/DJGYiOY23YH9uATdnjA+3XBOW+teuBFSMMK0MEIZXYKuqtFIXff32bxPa9",
-	"8tdfbB/3p0RbjQ72cR8qM7jNPH/K4oFvneDfkjy30GcWRVUd6MO9tRrzrLE79YqTr3mw6g7def8n0FBk",
-	"lUH0wmutZpey1KwXhCxX6PViisjcBy3otvnOCEXXgFfRB+33pTMYJPaNeS8yPq/LPQEYx7EO9t9l7/qX",
-	"GpT+j56hiuH8I87QXUPJOw3sFSjc0ezN3hHD7hwqCC0qPDr4G9hQVN5idukW60MxuWNsxI2t4ZgoZ1NB",
-	"lc1CLokozFx6E3PY6R4DWupFzVoekfp6tiBpMVEU/mxDzBSx81IoalkbO/VZeiVZjVbMfDsB/RqhY9vG",
-	"jLOmSx/C9IFGLQZhXerSMndAAVPtkXvY4/FrUUqIXrSfYXsUiC8A6GvxifJ+fy2XIlUVEqr/i5bmThJD",
-	"bG0RlNl8nWX4MGCbeyfSzGgS/IjDGTVXLPRxtS1fPODgNZSvu+/ud6Na18e9yNT+lsrN9e2wu/m/exXk",
-	"fzmlg55cWFPLnBVwtDmOlRCqrTMPlvIO4snJJev6VnV9Qnud8k3sIgcX1DmY2xanoAycbJsHQpoMDAu9",
-	"E1mKloNxnGYIyDU24sMIuTJns4WcXRF6zlTO80KytTbjSw+zjT6CufroswZeyq93dzk86Kh7exqZ0OXF",
-	"Wh9ArApG4/5o3B/+4/7+CLU1j3+9NzHF7a0aWovrMSURlGD71R7QHxc5hBfx2NzS5PDP4yovSpG1s1Rd",
-	"3dVwgDsZ3IkWAiEDr6RiTQsKYcOpCrj4wJJs1aOpnAmst63qeI1db54L/Z5XUqH+19ia8vb1M/6RAddX",
-	"MPRn8M33KqLFj/6Ky2dPWf61lc8iK3tw61hLfbYOiET31HBHJAbhqDvsz6P2IOmJ9mAWyvZoHgTt/jRK",
-	"wllX9ub9ECTlVGZeGe2450VqzmZLyR7lxepOBPJuX96COwvKH95J3Iudb4GOOwXuYeZ8CeYzg8KfjwlP",
-	"T78djdyj9DIGhIDga5tg380xJTbOqsQCRKdxHzDtDrvKtejVGFugk9D2CBhXaryDS0p1eXZDsuakkaQJ",
-	"2+ZrqARgy60F2f5/k0YLMgYgrTFVIJdTALDB0EmFYFMd2g77cZGD2MUKAnPd29fPsBwG6zhswYN1WGAi",
-	"6ORNVDO2hzBVMXdYIiFb5OuiQhvpWrARlPEo18H2M4eewkD0sWTrmW9ItWu0xHSGGZt1zOxgKp0SLzar",
-	"7ALbEG0LIv0nmonUlQjlN1BuUojLpQT410U6W7BpkW+0LPRE2SIQ5J7GdAsElQqEDIhfy7ksZBGfVgJ7",
-	"mWORCEuVK7mZgomKyE66zAvQimbVkyJfwcUO9FUkSSG1ZlNR4MfCV92YvaFpMZNXpJepImCTCdRkwbV1",
-	"+7rMvYQMrnqVjYGSm0oI2cIbz6bYzcK0qKnG7Ark+xCWawA5QjhbynKRJxwWz1Y6mdkHDcUnCsCfeAXZ",
-	"3rQ3SnPgOUuoSZdTrcrK89KnebJtOe4T8192j0G5GkWfOR5CzR30Vv2IEdqVBSA/nOmpZPnHVLtUx8Uy",
-	"d95W69xd53zO3MvvSqPzxrowly3KcqXHDx8Ca0GHvrYzy5dkVT/8A0gYcfnzNuuV/Z9/fj/9ZdET4r3S",
-	"24U4uZrfnHe6xzLekMcxR++6RM7b18++JW6+tsSNb8rcy5I54A3eSJIHAKbXZW98+2pMzA3vMQzrUjW8",
-	"joTIqZEHFTnKE8A3h/JH1DJIqye8FA4GdlGQz8wGTFoHUzegdih1g1bOdbmbHQn+MZ7N70z80Xwe+pzI",
-	"NiLeWW7dlH8yi/f7a6T4InJWHy0+7pq3qlbdT1+R1qQo/TWxKKpNNz6T9aW8L3igrRO1E2ba6RbnjhcT",
-	"bqtqluzdYgm1Pu7t3Dkb1u0yD3ygAYcPuRzFVcWiTEMCu/zUOG5kOUqVrPJUlQB/pw9XC1VRKiDWuilK",
-	"hQhqMCvW5Eer+Fh8h2jFb533EPrqDd5ya8A0bzifJkYWfouRHYZK40f1C4XsRzVNAPK/Nx2I9kBGcwL7",
-	"EuE0mI2SoRzMbRIA98jFLE8kZfrqnFVArg/OWmPcePXyzbnRDGt1rZJzdPYE1QXALIfbyasbO90Qbq5b",
-	"3WK2lNbofmi5w6Cf6l6K8vP4Vebg3DKWZ95vG5Y7/xEEr/881TOKzGs59Z2st3N1QGF9OKBQnDl7UKu8",
-	"VKhVbqFUnOs0zZOtiyUg4GcY+IyKeZZIXVqU3Ga8zAvpzk/MtNhqtllIUArUOktlqNQHZsMfbn/4XMZG",
-	"G4lZmW0BFVYoliYYSzR7tuIXPpSmrPbmR1u29DkXmdnknlwCsWRDMRdL3RgPe7yRr8tZjgpoPTMb0Hv/",
-	"xRSiI41fJ438atIYMwg8oMworhUPQRBVsqWSV2b31KRk9QL5TqrSvGPSSNW7PJ3JzkqkyaTBq7/Yny96",
-	"0aTxofEFCdnaPmqM5yLT8ksQvXcXjY8RWutYjtacAXvA7Pd+6YR/X7QIfY1us1M6N0vSO9OvCF236S2l",
-	"/PXy98xyz2PUebr1kANhbDE0WwoGzPYsLeWyZTG781U6i8deRiUt4SkOa2qirMlNdLl1lnEL2W+eA8Tv",
-	"ZJ5Tt60rPRPKBsmW1MALT5soMrUZAq6bTZuCQM6LJFWiQMt8XEGSV/roYaUNLlPbM1qnTBATldhVg0j+",
-	"KhNb6E+y/dOsuTNXlrrGXBm3oMH0tWUiJRwPbXmDPR5T75GnLKZZh8o0J6TWygwVejIw3QMp/4m6kivM",
-	"imQS78RrYwBXx9wLOQZmYTrspZpJ0moOJnvJLAE/wGECPS9uCY/8m5V5XgN/OcYF/grv/fjiW7uBby6/",
-	"pVe+kWWZ3an+1o71iBi002AloW8hfouEfEpYCDvTkMMDeeCJRARo/SzREHytLzYd4uv1cRDH2Wov3415",
-	"oI/aXonLVAmE77kiMUkVstQXBNAOxjazRifER9PCWLmp1K5vnWrvvzO2VMxA3FIwZMmaTsK58YAoipnI",
-	"NkYOoIwTE2V/f4BWdKtCB9h7A2Hv1TKPQ/Y8/bMRGzi4MQhHRMHAv0wUEgyshLaifrYumV7khSPv3IkA",
-	"lDkzUiFVa2TWPByTeePW5a6LbO5+ip/WuG0IpcL9/YbU91uWGgVQ7OhF5mEWAjZif2R/ZGG7v5Mgw9e2",
-	"z3GUe6/ewbwN2gN5krQHs/60LXqi255GszAJ5Gg+FAPrF+xb88F5MKzGtOsTwDLs39St3bQSa20UmfUY",
-	"DnORh+SEODJyTDzX+MkbIdr7V+lqJZMLj6UJkAPLdCnztRlJF6CBzX//kiszO0/WRb6SD1+JItXHHJCd",
-	"+a87H36eFRyPh4lIs227kMZovUu5lT3MNwdo3EH84oEG//PlVdoTkVZ3Vn87oj7dBTdUVrme6KrDFUtP",
-	"HdEaUCOTT2oUBjV5uQ0KOD7mRMfQrGh3ZtyZKLDfvSun0ihEW6LCmqif7Isv0gQRZW2ROrHxxD+4r7Mb",
-	"rP00iaEnDQErYGwtzpailEUqshQYkBZg5c8JyNaqutwGplayYE37bu4P09zQ4hO1WYjS1rt7SkTliUTE",
-	"JPpsTDv0sdFGsyZh8SzydcESsW3n8zZSOOH/0p82Upoxn9jbYDKoQYVCXJwJly7JC9aM/2srRZFtgbgH",
-	"Hkb/Ns+if8LZhX+Z92dbAoj/L1w2rMb6Sz5RNpRUIcVbBKdQtzrsPF1K9gtgNhjX7OnZizOKgzXjt+eP",
-	"4hrou5mLx2KL2EtavINwHySECHSotrXm0KsOe6yESdLYbwDz5ZqVVF4iuJ3xLc1cdwMWgbr4Y4xfhF/a",
-	"GlP2CR8OjN7mXvk+hdXGPbwyeq49z4uNKJAoC0dBnJ9onFHMEZsYUuOFqrKqgW76gpYzEK1Btx2NxiyI",
-	"xt2g+q6gOw4C9ujJm3M+UUFohG7rtDbKhVitpNKs3CCGALYiiSxrA4bQ/vi8kGi1USeqiQI+aEd9Owp4",
-	"LQuCcTf4BwQ+3eSjPVef5fiPMWviRjGTCghc+byECnE9UeZA//FhH6ed/TFusXmeZflGM5mJlTll8E1m",
-	"rqRIOFaUA+kget7FYlsulqxcFPn6cgFQShNVFkLp1Ow9KGKo5g23qJ14HG6Wz0SGb1kCGau2xYJk1moE",
-	"aDKGqUSANOi7A9hqmcDnduz2j1mxVkB7WBu+KwH0rGgsjMwVa2ItISCT5CppcVbIS1EkYL3T28w56bAj",
-	"xvpDY0nEVJxHuwxljEYZBcfnpUfLiGKyBvzVDZi2DTPgWVgYMGj082RXhaEGt+TvZJGspcVeA2k2lTPA",
-	"5SIhvEd2uxGaJfkGub+WqdYyGdMxMH/Gg21xL0CoTlQhZ0DIBVf744HF5VWXsOPZhTMKr6abynR2daz2",
-	"z8r9j4J6kPtE+9i1NE/fSQJQ09zhX5Bt54E6kNlKorS/9K3Gvzw59+zBslhL32jr61tYXas8y0D/G2me",
-	"CASf8VApSmZMOAbyh8Tr81wZWVHm7PsiRbIWN9oqOI+GHIbfQWja8PtHW+HXmKF3MjE/3NnE/Fy1lXCH",
-	"vwDXRqjcvrz7BxwLTlnh8Q1x64utDSykEW/AK1DJpXtY5nXUrbrWuC2Idw2XhuiLMOjsKRSyOZAQgU2l",
-	"VJW8T9hWlh12VuEvVNEkiutvhD6Gxl0TzB8VFv5PnjkbC/9azt5XFgvGreL5AR91XK5B0t7ZtzYf5QoM",
-	"oFq2OhgH8xy/jx39bSd/xqzGx23j+6U07IJbgnwju68h3fMPQ6qQGx5caWJbXcriUjLEwm2+/v4RG3SH",
-	"J+BKo2tI0CGpZpiJpL9P1GX6DvDZ4Il6x2uiBCs9g8iBYrXOsphdGsccvFtqzrK9aoIsbptiAIA9429X",
-	"oST29vwRZzEa2zF79dK4uCpnMVmrsXkxk8tVuWUxpDlqBEgTFZMpTn+vWHFlWWzZKs/S2RZdkhhN+LjV",
-	"sUEtSNiuiyy2GtQ+dkyfVoEX9aKoUw0K74RXIEA1THpCszPd0j+ajna6PmHYfLfM38mkderwkKkLvLqs",
-	"kAASnoLDnFFDWiG1mdpUYzADaRO1m2p4drN0nWsEklxgwsuVYdGwLGp5bebipXh/YWeV0k1CsbW6UvlG",
-	"TRRtI39i3pgdJQAJphKcMCdt2Ih/MkI0Pq3/Dn/DPL1IyDqBgKTYgt98Bn6psJjbVSwyL7xYJKe0Csbz",
-	"6XnmoK0tYdSB4Ao590puyOIDhxYdYSAqd1EFTMoLNVvkhQQf90g0oTNRtMGwGitGL/OAKecug9QCLPN6",
-	"CfUMrkwNIjQeH2Q96gD30x58iHfHLMn3gg2EE74TO7VA21dSrqhtFkIlVRctKcIO249cTNRe6AICHRAf",
-	"ypUE6HWCBsOqB7gGaqzTLGOunsoGvqA8IqVUKobqzJ8oFAAIQoql1XLRFnCxQAoVEasYeM60X+thbNhe",
-	"3gPsQgqKcQlV2tAkVNU4uHbEWABUhz3sd9gjE+XHaGpTTfFFgMoECWPB5M1x9614DL1hZxC+pcxzTpDk",
-	"9W1FMJo7m2gMu8081joKWHoDiJZ6vTS/LCGWjX+fF1Iv8JSRqsDWalIytnGa0NnLfQNsIzRncZWRih3S",
-	"3L7p9Rau+thAD6K7HczCdT/4EZkwuEN9nR0VjrEKPfDGdaJsH3XOrmU9sPN9WkATxXDcDdgLuWF/z4ur",
-	"WmD1QBCqG7ChF7bxAjFnS1mkM/HwhdxcmCcRGfRylYlS7gKdms3+9vUz2ANG7mOJFwl+0j7X6ExQ6LcO",
-	"OnE2abyThU5zZf4efajHm/63/UxeitnWEV/TQiLn9l0CSu130X1iSrvL+2lh628Zk7t19nxnB3wt6fOw",
-	"W7HmfQnp873jcqyGF3l7+/dKoX9qt87IV2Ku/t15eP8HA4tkM3zGcCIkoa4tfYPYSExVpr7Z4QxeV9jr",
-	"GbalTRNTMh/JWeeA66gpcZZQZriNmeE23FMg+7pQbCoRFU4mBCShjLvXYWeUgak2fZVCw+xZWlqfcU4q",
-	"NJ2ToZyAhb5nZLyQ712A59w846Y+wB9cnbIfTs1hKEfrr8wcHq4bC+/WfvfpqrIgjbpTx0Qq5U+QoTYi",
-	"rZwdq3T6wA88onfjI3o3PaJ/4yP6/iPuwIGaFrDA13Es7EQDkRXqq2A//cqiZq8K+S6VG3LP3pdeBvw/",
-	"FkI7LCVB4lhSpPsH5w5WWr0p81XdSxrvJWqMZ7mVpZ+dEYUkd434VFRueROwNMd4ohOFAFEY9CYR2GGv",
-	"yN0Te6J0x4c7wC5lbvgksfBPbfd+PVWj6LjUawK+2BLRL8K+3dmm3+Twp5XDZnY/r5mJouczSdDXEgvl",
-	"D8gzKOE6kOKrrFeM8vrCluqOsMkKbEmh7YMtaSFkQZoqJ7zxDnttA2W7VY0UF6T7b5Sv8JzfSfrcmtzf",
-	"ju1nApUx0/upzy2CIt66zIQwFGd5fpXKDvsRO36wVNb+6MDEl2ttETjNmYz/t/3ozevv29BDG3tcsJaI",
-	"S6clGDlw4tJLZQ64LHSuWL4uT13XPnRsEj9W4g3ODsrsRakSls8nandsqWv5EeskLVmWX7JmTL92zEuN",
-	"Sl2XMTK4evhtCANZCvO/WIE5UeZ6CM+vS0r+4NucFWYZuZq27FwoKEU9wCjwJr1UL9cH6Ll7B2xIGCfO",
-	"SvXlXp9n535H4lN1S9d6o81gYYZoIhOhF9NcFIm3f6u//XSssOPHRX5gCzJcMpYSlrXZZ2aTWSxSh0RE",
-	"lxdSyY1MsCCdtp1ZkIlqYlXsSuiSlRuZvZNUlI6qwy51qlod9kLKBGjW6lt6jAhBqSb6Duyxm6hMikJp",
-	"SO70gtDt4529ebgMhc7nRysGB2F/o2LAN76019fQ5W9zJ3I53EWv0DceC3bizxzWtr6M94dz+XS4ADS8",
-	"RzCwfWQASAaCrVFWO99+09ETcNjwefLe2hMVGw5rCsrJtCygqkiWRsaBvGrWKY2xD2NvHGOM0GGaHtnG",
-	"hWI/lOXqpcq2nL0RS/kmLeV3b8oinZV2FTxGbHpQzJpvzOTIivccNMFMLOVEAf32+bM3YzqRSsmZ+TRE",
-	"HOZm/Ea2C7Yq8vdblqUaCAgVi394+fKvP/7w5Mmzi/PXb9+cP3l88er1y/99+uRNzND3oOaQ/21/j70d",
-	"Mmm/KvIyj1vQ4kqWGsoKnBk8eygHCCbZCofp1ivitx+GfNgoGSbqsGig3G8hE6nKVGTQH4tBzar0HeUM",
-	"4OeSKiLFhRlW1JyOgsMX75gFNHJUKBaf0YaGMx/bZF2qmdnp5v0zW+9B3NIT1aQdUm0IbPKqZCi9U5SW",
-	"3x34J1C2eurcE8QP9ETFM13ML2BeofvLDK8mGWl0sMRpaUEquwxubMON7WWqobUj9tnH8mKiLNWB2e3Q",
-	"jgasJPh2fYo2tpl/b5ecPX7+9MXF+cu/PnkR4z3UrlZxKaHMnajvRZoZozW9VO1UaWQv8smL2CxLoWSF",
-	"gKGh0ztVuH8sPyks3hv7DEKxqJsZ1XLC8x5o98Q9AyRVtpZG5+ZhE1XIOTgUEO6hPmvHTgk9TruPuUjV",
-	"xRy+LaZl3Sy2YxZvilxdEl9LzCcqpqnGUhmaa/N6+AC3ESrmnfzysPHyVH1UW0alZFwWuUYsKaazRM4v",
-	"F+nPV9lS5auLfxW6XL/bvN/+EnV7/ZPB7gV3Sv3C+D8rU/nXqYDfWNGwa2hqWe7AGb+RZdtqwV+P63Er",
-	"7WqZkd0+9G/Axp8LyGjfNAdb4VaWufUZUd+1UYbckd3GKku6uVJAtn+XirWtzQT1eGOWrAuCHM5LUZLa",
-	"uSzEDICI0jyp4yOAmKRCqbSs3IDUiTh9Icq4w/5mZA0K7D3em4lyBAlbF2I/Al+BX/WGZuQzE7ZEdXxj",
-	"nCkbWYbYttYX6eqXXwbzq94vRdotIO12De1V2N99GNViHEZ47NYGYN8Ybbb5z/Ps5zwXg+xOeAH+7F2X",
-	"qhOzMn1nOXH/TxKj7x4fJGX0I0E7h/NYPAh/3iWZ3bn7IXJ2Qxz3oEfyHMoEBWSi7ImtD5FfT5vxPVmk",
-	"MZzlmA7zRDVtWXgc9RZxxWAShyfDRXzK4kDH1hi0zaQtMvIsSIFjKNnkExXTX9tmeKJcF9LcX5oLuCsY",
-	"xSE/0A7ZGMrhygV7J4t0vj1Fg9/4F7rqfFVyAywfaPz7KAXVm/77x3NQmqhNnSVYvbNGoYsN9sBggvwZ",
-	"8VWaWBu6w7A+jW3zdcEKOZPpO+jYyncf6UprJfMlJY5Tb9JytmCFFLOF1BNVnzq61RW2NoHXMxPpUibs",
-	"Z+MHVE3ITiQD2d9ljtEw/FJhu5VbGO6zdcRQt2u/nM1xzDnZ6YoAiwIdd9hreLgR/SiSnSKoCX9sNbeb",
-	"ZO4JCbsdD4TeYW/XZM/HlJvCeIyQ7C0a95N8OCDPCP1M7CB19QHjvjBH6VZCvq5WuJU3FzjdjXFjs9By",
-	"drE6exMmwbPoaln2NsOr6fblvy7/9j+vzrYvn//y/MlisY1+CF4uk/70vPfdPafrBj6O6iBcx8oBvsY3",
-	"Xo6vpUQOjwiWxpOoqqubT6oJ16ujtu0PUIEP2QRdiixDAZiBRQumLgoetl6xpheXePP0Ly/evopbYxbn",
-	"83nMWZyqd2kJuCsYglivmJIy0RMljGn+DlIieeKhU1TBG+Ow5yupzN1qa0T0UmyJCcrZ7WRzt1NFMP2I",
-	"5DlRZc4SOUsT6bCSy5zl8zn00dixINDYi9wPKh2NVeOUfazxuwTI3gZ++91kw3r1VM3zo4Fk+ibzgvvm",
-	"Jj+LG/ajnX/aOUaP0u7Z2c/r1TXhYWuM4WO4xZOx+6WiBUducn9fPn7y/dnbZ+cXr56dvYhbDslvvs6y",
-	"tgBAaXb26imQ/VJv3+Hjd9Daw7AytB3GqJEwQuGBoSzNHpuo+ibDkAO0oS3R5MCmxWbsl/iM2V6fGCIR",
-	"QW5y7+x9Z84dhsUtbhGZjXZ7UHCyx2Kc8XaSghBMYsx3TpQ9tO74Asx07EYJDXBrLRPO1i56CYfYgfDi",
-	"PDzF54xrqU0/FJ9SmBRf07YxKZ873VYdUMsdwPlWhLAYNHR0sdw8zn1Am6KY1Ye0oekRBAv9wQYEMR2a",
-	"4CnSRq7By2mrLfINeM9LobaYFm2vV5qBiTbPsa8J1wPk1e7EUdGEAi47zONpll6qvJBJFVk1TzRuOLHX",
-	"A3LXTmy2KRR7+urdScXih6nnhye9UzaVixT27k56YaKuyS/wGikgpbGrJMP3eRGjvY5Vy+ZjcTvRLUbO",
-	"XsLx5kzMilxrJrIMwcPGHnoW69s8BHyXfaF5JoDf02/GKM+yidpXKhevnry+OHv8+PWTN2bUh3//4eXb",
-	"13GLEJU3Msva87xY2vD3ekXc/bwKOJsF0q5f6xTzo9R9CguB81Nt12jkDg4tVEz9evFrWRbbNrRqmrME",
-	"BTfIEgM0VJT5n0rSSwlrvpYJbG1wU8whbDG3uS5lyfqwm+l1a+V4++MxHkK7Vezn0UYDLUdb67wWpC/k",
-	"LDfeHaA427uM4MKd3iGLmhoq6Y8UtV+vYhKcszIv3LhiB2S3F/hPFYsTgGrv4G/x4dD629VHhdZJldZ6",
-	"vrByo2Zi+A1c3vGE8Huq3l1E794Prv7VW/5SdtV0cbItZv3Nz8lq3rsUg0zL6ACjuDnt9fe+hOwQsKP6",
-	"ppP/7vpD7mgAfE6yxVo+osbvfjPh4FFPqfuL6L3/IXr8j7f6vy/fZM/+9PfR2dV83X/441y//5Porf/y",
-	"Ik/VyZO0ePJdw08FHKVN8MJ5cj6XEDO7wDNmvwLK2BrjKODwnwUEecKAWw6DVOqLlSwuErEF9gTzC9Ui",
-	"X8xyRcVzW3yC+8U+hopYV1Il5oOJdyoM7A8eCHMf/7JXtGpuqUZgbq2X7d7Ibe++90N9V/KGMX4a48a8",
-	"kFhvRwDutk73E1TmWkIIDFc27rqFb3BsiTPWMsmiuU8C2Cflrfm6Rr7aigHIK9bMti/HAe5ecyJXRT7N",
-	"5PJPx0VcG0us672tYLX4eW4j0e0sUtu7L35QIDfGDfLvKhdsIfQ1zzg1rlXN4varjKBJSJcC2n59D7Pa",
-	"L72gyxtlWhph03jqvdf25hMQHSXL1oUaO3d2TJMz9ifiDsLzFd5+EK237ocaFVrZaWYXGo0KeCDcVqAY",
-	"0xARQiqdbkbU8eou77bIhxbGc7xdi38my30H/JAP0MLlgqBQfbmYmNnWrZtXrFet2Bvrvuclkwo8hpsW",
-	"a8fBaHyK5XpTN3VoJOgM7k5bc8/FaeEShf2PXCI79+RIgt+GjeW+77bnut1mzsN+NedvlV6vVnlhbLyl",
-	"TFLBYL5vmPZ1dVcb7mrD5Z9i9s+tx0rTrw+BnYCT2vlEobiPWCQbL+9XRrX1M5aCWAsg7ARVWWiznlLj",
-	"f6rYIAqYvs2KRaNqxc7zHDsp7StveUbIkv80i7Q7BhtcS51pDqIM/mq8NfqjBAbzUmbb6uRYH6e1o0M9",
-	"X+dw9BAHQFmPMgeoD5dVQao0SHl0Grt2bA3R3/aNBgf6Rj981roBTwUeilLZOGoprikR+HFB2CquPsBV",
-	"ASRpArC1FZ1NvElVkm9i5pKDAFIBpXt2K0c9rNptAYLFxHxksQWPGoFdLXmczfAR3GtVk2vZ763HixLs",
-	"F1nkelz9CjRIQJ6DCDUcTkVKSjEBkBvLb5QBWqS9k0jXWHPVD+CS1WgEtVbLNMtS2g8catdth3MV+nVg",
-	"1Mo+EFF619Km/xw8Df5ixA8FhGEKcTpSImkmgPJUsVWRX+LprgCA4Sw4lJ+10agY2fDSdba7Gz5SlxPl",
-	"zdAWiuXR8spydQnsL6uVFEWHnWU63yV/qvYAwQZVVFBEujpRWBpiBoM2WJnXSZTQzYlZMwx4EASAZIYF",
-	"ffJfa+CMrQIObCmFgqQh4J1TL4IZUIe9KUWZ6jKd4TCgWBPoWDY5S8QWwKc9UHjnRDh+1sMBcjgLt2g1",
-	"n4sCIFUIqs1itJunA7qX27bNOFzEnMWjYBkbi8ZmyaPeIj7Wl46n6HBjOjo1Tlfgf35ykhAa/S7daoQO",
-	"qEga44h7bHrjMBwOeMNsMSW1vlj1AyA+DDuR/9fRCP560hmiE5eaW6OQeA7rCdBgNO4PXT96NQY3gKA2",
-	"gODA29Fb3Ht95USmdOeR148OvP6k3z88APjhwASEB0bQ63RvHECV2YVq9b0ThC53YB3x6fbCKvNfG7YL",
-	"uTHuDuxow3BnxYJazMDsm3HXVhMljXGP/Gz4YcRde5K5tR8ZX5926bjRXd5e51s6ZX00BeTO9RdPOPLV",
-	"5mgf4zbYepNt9SybbulfPv8XhIduQf9FFgWiFB63KRDMnbAMgdljKTlbYPdVAtSMLdeZUKtNRL2zMSZ7",
-	"mdv0GUZWzHUK3F+FuhPUaRhUePFV5Ty++oFms7SYrY1VV0hxJQsXB3YvzDfKMqzkkCN5AryHHgg/vLMi",
-	"UjA30PeD6nUpjSwXCZuKzJzNYickX/sKo0MT+UCfUg9JG8JEyoY3sJDpzE5fqpleiAJ7IlD7U9BDY3AP",
-	"B44IBvSZE9UEnVzBLRpTXl6IMm7Z4dgp4kynagbtfBjz11XjyM6yXOacTdclJK8u5oAkY15ACHnmnxXn",
-	"IwTn5yLN1oXUMVkAYN5Xdagw7ebjD1d0ntMu+xy84j3esIMD6ec+iDSNLi/W+kjZTm/cDf9hEQbsxB7s",
-	"34fLYHoP6j5H7Wt+hji9OZIFHKmKkHaVdlaiKJUsOrN8Oe71ug3eoDlvjIO6+uoaBV59WVD7sujmL0Oq",
-	"38NDDqNxr+cPeZblFA7bHbSHUrA/4J94Q2FSAwPJSdg+mfdle5D0Zu3RtCva0SgcBoP5iewnvbuoHjOK",
-	"64pXvf1MB3hqxdT/oUpWWxQui2omXHBKYRbqIzWDB99ysE7iB+A8vEYDlDnRQ12jQk5JHK5EucAAewvb",
-	"fieqhr4yRqIAKNIE3hTqwVtlQimZsGV6iZKnw56WTgWJ1DaHpYXly7XhJD6BkKr1goRPbAsh0FyXp1D+",
-	"5r4mLcGNEbOZXJUucpsaNZd3GCpMVAFmakDBLV0N6BR7VW0lqIc7CrUdKl+rGY4jNaNaIkowookCWi9O",
-	"VNf6jK1TqG2yDqwNbpO63aSFtPS52tNE9jICVqhU4grRLCzQ6EQ1N4vcXga1/4utVTNGt7TGO+oxCgJP",
-	"ecON3DXwEsQOXhd2JsptRAvZK5yuLLXM5qi/qASAPhFXAJuxzPLXCw7OXv/lyfnF46dvzv787MnF2ffn",
-	"T17HrEmYrRfT7Zi5d8atIwg9KH0+Di1VwB9BYU2FltXOpHb2sIfIXLdSEneUm/ARnxNxE1SPBHk0blDn",
-	"6dhrQWVU7+DQKA+x0e/wPV5MIRVsFwdmnyaxvv7VyrMwChbBEnKce3quW3vHZ5vm46zwsI199BOb2No9",
-	"Z7oUKkEX6s5J9CPTG3bHvUPT6wKMX8AGvWHmUjtx33zLzw1dVFp5dwdToQ58UrMVkts5k9eYDEa9LgDP",
-	"X8yuIGCL5l2Vr88L8wc3OE5FUUZdwKWbRY4Y3JvF9hRkhbv2AW0s7esxdlDGWBczg4gmCLwOe6ugZ9nj",
-	"yYdvp9o2gDXP7fNUfqzHDeY++eR+0e9AMkPCYl/C/HQfGXMrD4Lk8zdHwjoS9Qn5BC6EB2B20Id4ls7L",
-	"Iz4EKsp87sQUd6Gb+qG27AOOccvpWPAhNkJj5obMeGOdGqNdJrbJyubObLxpJSyjIiQtsaNs7Gg3obC4",
-	"FgBhOstLjc9xgataYfjzs/+FwlG0UoEKgQhMVxSd4hWepxk4pGvom1r45TacZes8idce/Smia/CAGYyP",
-	"teVVsIy+bqJ2wmmWADSRczt/hdQE3cD0AhCBqycQqYQ58R0o77aBpomq9HcF3XYMqu3jLe3PYZ7g2D6n",
-	"Af27NtvIVz895FD+/lDsvt7uL4uAVxP3H2cFQmnqEePvGcCq7MeiOVNy4xUR5EpSb5WVjsDiYqmKUDia",
-	"CzgREjvFMVGuFxjMsHmalZB5VwmLKZcN/56tC50XseWGgpZpCAHbHyiH7hAQoHELq9shVQHjwwh//U5X",
-	"BG/fTQn1mNcp2TmLV+tpluoF/VeZr9KZ+ce6yKCjI5HLVV5KNdteXEngHs/EVGYAMmM+1pjGFzl0vbna",
-	"ZegFoE+kv2ENTMxm+XKaKjm2DMWpppYNNJrN8SQqaAvuY6sOO3svSKmgQ6fv5OG3yff0MzYqz8x+nK0B",
-	"bqAgDE9I95sh2BEBbfcpE3gF6lCV428EaZ8q1tx7l8rLicoEYksItTvaVo0vCwjmaUmYEkVhwe9hJBSq",
-	"xN877KliRmKms3UmCt/g11f6/+FF3yVSJDHcrYkdTSQTlcnSrP6YNCZEIZF52+yeA/byZZ4Dadk8VSJz",
-	"Hf1Mr43+16wXBMbc6QU9DiBOLmcmsizfAKdT9chUXbY6Zrvo8sIloxNLW1V5CDHTYosBPfNtE+U+DmFn",
-	"qwyQ2Qe67iKhSVERZXn3AY/dNqakkIApgUmYKLQmoDUfLQwK5aaazdP3Xg8JzhnUzNliIgzfTvMklZqt",
-	"FVCFx1RY9B3w02E3JhlES9asrxgMLp4okW3EVtM34d57oKHMsGXbqmpP9SQSBHRdXciQPU//bEQFjakJ",
-	"5o+zvaDvUFZ4nFOjM6CGBp6F+4FuRcKFldCWYnO2Lo3RVdh267ncmP1tvgNKa1RNoIkd8VXmwCSWqrUk",
-	"79lM4eUCQtf4+e5ToFyHIvT6qsPOJgrGB293Z4pehgnHAuvqjHnnNmJuZAtkP+330bLVR5bqYwlCozru",
-	"Cj5v7nyKawW1H3WF8xIwJbBDl1IidLKP1PJQVcZd6yPW2mjAw2/fQUcGvWLG4UB9j4ykUhW14czzYglG",
-	"43qdJgeKiY6PAufBvp90DxSRMVA9Fagq7HZZMKmSVZ4q8orgmoVIWseGXKmzTzpieiwADVLS2QyFuzbr",
-	"1PoihNuWG0eqPDZKuPn2K2yufiGw/eqa7WXZ7QUEpizOERHKIxVot9sdHZ27msY6PH2JKCWQvNx+DmtD",
-	"cwgjdx8V3vpph4XS7+3rZ4zQx8lyg6KC98Zr9v0WHynfKluqnzDWgZYKO/CRkjsHsBmq7TOvqHaTpmoU",
-	"S/aYYgqyzM112uL/lRKwb6nUE8yiiUo13sXZzPhdIHaz7NjcrYusNmFL8f6ZVJflojGOgt4QWp3sH8K7",
-	"ngq3qNWkeeYi4ZhWp/noAu/YmEcH3O/fc7y4A0WBBdgwUDBiOTOOQykVi6/kdgzNQjFrooX7XSnFcrwS",
-	"26U5i3Hr1DPzjW4i6Q96fpkXlnYSZ8ZD1RRZRnb8kjUBcVNs6SdQyBpAqc1kYVvNRBmdaHTpOHaVuERg",
-	"aozCVeZSsQ7rBJ6Jt6ktEjcK/MTqd2Owj8n44hVZ49j1mm8WW6zLneUqSUsC1jZq1H4qtZzlG8UKgeAG",
-	"RitDTfYsXy5FW0tztdkT5nR0cF7rBhFR+SJGC/YsVy9EdDeK+wCLVD6fqPiZ+RQds2YvinDWNqmWLU54",
-	"mdUmAyJk+q9uVD0YdK0LfPyzUVtb41vK96sMKkgIb+3ANoX5rG3OtJRLvbNLu+GotkujvV0KLYdP8dZu",
-	"9bMoCrHFTsMtlOka4da45gha78sPJSJuriu9gL3Y1FIy56vFrbFTrUhDSRn2ipg1L1iS2mMtqvcYGYaL",
-	"aBTMujRm8VGhXbmGH6eH0dctLo1nrtbLKW5Dz5xCm/jYOLDw9WBZdN/n6+rfyNfF99scJGFloaEKCmR8",
-	"Wy+enSELtz0VeMLJwX8Ed2ICKl+Jf63lKUtysHSn6zRD8IcE2/SXR5cAHnJMmoZB1PsMVeCHKuP4Uciq",
-	"YIgl050wHDo8KqLwidqjIAnbA9nrtYcijNon0/6sl3RlNA8DuLauNVzttpd5co4d+t4ygRjxi7xkGDmj",
-	"yz3vlNr/DrQJHyIDoks8QqCPbzTeZyWqMyW5RuQEyWN3u6yPEQDZZ3QirDWskwDthGUf2o6dh1CnpHdK",
-	"2o8uaXAeDMySdoNOEPR2l7TbDiMxbQ9miWwP50HYRozf4UhMZ8ntltT7S23VItuG/sWsWp1Lyvekbs1S",
-	"5S21LcK/7XpXb+8EYXR30qefaK5IiIwbz38+275Ig/fP3wTb59//z+bFL3n48jz/5fmj3ub549di/vjs",
-	"/csfv1+8/Mvff7lbbf+x5OgZylUr7evx2S++GuMLQBalWMads6ZHSe4swgMYED+cn79ytgG6KBY+KiUP",
-	"R5QsJlZ+aL2MEwkROY911Pipmuk8V5BoXOVap9OMiiEUQdKkGCZTpxSulaLIUll03NPRqrVPLyRbrsu1",
-	"yLJtFQFGxCGJzPDx00rStP8qtw5ov8yBJJ0a/6pABeD3azGXY09ZU7KQ7CTE0UKxqCsfqRkFYQvCyeg9",
-	"1FMDFrnB/QHajAtZrgulq79i1BJuRZkA9Y32Rhp79VFl+zXEPj3KeBgX9juAf3BgRBNVG5JgSQqIOqrE",
-	"USGEVhR12F/lFm0T2D2JzV1Y3CiAoiipVVB5vXheCvrp4yfPX708f/Li0d8vfnz64vHLH2PWjHqLlgtb",
-	"SBsSxaHniiOMKERtq9484saxOV9r74IVtrfKzpVBMLE//IG9wrgONT1QEKoCGsN0iE/SAIkR1rSeuzkJ",
-	"ttNxk3MmMy3NJLV4Dc8wrUeQLDKri23tNUtiLCx+9ZYix+a/9cNfjWn3wZjwVcWqLvOCjiR8/koWE2Uf",
-	"zMH9hFi3ZGUhlBZYf9P03VKIVSnZqtcuRMRqY1xRmqZ4TNC1KYEledEPyNwk0hEJw5AfaO8bgX0VPT6b",
-	"+xFAypoqQU+xBVQlsj3BjQ+08TzMmyHVZT3Qqj6aDivfa81p0j9ws4LHA8nF1kTZjl6GKRL8cgu0UmXB",
-	"vOQYyhg7qAuzEjHmlu0ii0zn9hn4CdQ67uMHn+OOgodVf6X5bT9NYlu6jdH6eSqzxG4PEjgT1YzRsDFD",
-	"pHeYf1KewEnFSuRyFpPdAL8bc8el8uBW5x7yibJNNhfVH1kMq5eqS5sFnGf5Bv7dQrwHpE6WdnE7VZ7K",
-	"bnzKfEAGVVMUheK/kI/xEF1t2gWL4adbknqnu8mvanm+85JfS2TzANQ67Ns1B7qNZTc7uxK3BiR1XY+S",
-	"HVWKLeHjiozEeMZG3mAYyYajIek3UcwjBvSkAlYSUqE7YPuYsZx5Uw7rtDfnkOTIcfHdtD7Q1vFGL578",
-	"fT9Ojo9XOyvmerRIwkATMkKj4Mkb+5/uKiChTwwK7jEQtUXiEsa8aIGqjqonvHNEx0vVjgDg3jVIQkLa",
-	"3Fp5QiXmBUL5kX9gLJErbROLlDfC8Ad1qhdIEGBp2rQTMvXIhhQJrQCunlfN6QBnFuKddMxFNoPktgz3",
-	"U7m2xQEPKkkOeEEl6KjR3qefcZI+3gPViiE3ZzMj5tPduOZpifFknCE7iBGpXFAElpXS7ngLXAI/E2OR",
-	"v1+wzU+nv1jmdShucJGW6qAsxRbBZ97PpIQ16kaQemzSNKD8acGb93XvJi/MQaBdR3vuBrMIxl7po4C0",
-	"A6uupHniVNoD1V4b1rzGFrIcPLXZOvXNHfOCmm1He9WzgM7pL1OZ5erS4bS70UBOMvdkWRMyDebJDgvD",
-	"kS6lBbWAmu0KPTd7s0eDdqL0AfATYf+PcdshvWqerlN1mZHUeYAywowT1g5LgslMMI+DOCA+cj8dioBl",
-	"xkG7cz7UG/1f5baBUaX74hyKcgf7q2SCcKgo4eNAviomahA1k8aY9aIPdyaSPhSB8VHTb/Kk4eVt66cb",
-	"z8wKdV3/lPO80u0k1g9/Tqre5elMmg8Ko2AApNr0yGtHMlsYe6ed5Mo8eFfF3OZWrA25xUfj9Q104zOx",
-	"3Vk0kPmCwU8OiRhBh1Z5ls62XnLh8BwUcpkqWlWYAXpNoxssa2Tdb88bRyM6/b2ADt5cj+gE4ItXgZYQ",
-	"Ay03zIAdIMwBJnh3VpvtW/3kcdy4izmbNIz7Q+zqK5EmSK5+t61Nw2rYqN6HO0VqPiuVlvOPbmTEImPZ",
-	"RpkIYuKGm6BKwl19t+9+WbhXHgpTkQpDBj9rzewpEFBX+2pxz/uvirUqaj+am5ZN8uCjKQRb1302pEJY",
-	"QWDU7nvLqXEirGEDbf6oaRPrsnDPBvGvA8XSMg5xmsibPPoOe4HqFTouAbrIrsAOsNYBdb0ffzrDkqEY",
-	"1PgpWwowKKoqtYLuJIivvbW4HnRLqvUSwmTFWjZ+4gfZy+7UF/dV72pb/FZftVMy3pyD7LtLVW2/vkJM",
-	"dMDNNlaw802+8KhteIs7XoltlovkPM+focZz1df3QDglfPf2AXVxk39yBN3URQkwWEKMluCd6LFTNpBN",
-	"QVsOfvJKkpZSa3Fptj4yFqmcBmJjoTiYUxI/IGiMjNsJVVkN89MelKCNS1dIglENIRUGTB9xE44gXIxY",
-	"058GF/Xcm8BU19DUp0YE0vCQgXc+J7wUnF7CsXf8tjjJxp2bKBtJPLaaRmrvOZpMLHOMNCxbxLKqJ+qA",
-	"ayV0DU7W2lf1AG7nC0hMWFlVcU18dKH/w6koZ4vjTV1V1gJEUVrKJbhY9ZLhGGtfuY2VusaWIl8buVak",
-	"qw6Dog1YZdp3xg12zqRZ9EQaV16qMtseRSTAuI0Gyg4oHJRLeK3ddhQmkYAaRBmQ+NcJzICx/jqdzgeM",
-	"Gf06wYNs/kon4kPcYWcKv7IqNLIx0/1y/t1eBS2XQiFEnj4SRKd0Axiv5G5CeqQpapbQRFn1C4Opchqi",
-	"JM0CEfZixzvvsJcWgK9qvsNj1obb/rXOSwHV58DbUAMVJ40EdTk2dOICJ8aVsScDCA3gSW0MZ8gktlMI",
-	"M89xYct9FO4a4QEucpYrqE8B9A0Qk7m2o2gaJbg7yonCKJXrI3l7/ogt00Sll4sScxNP3GZNNTYhU4zB",
-	"lkXt7WDsy9tbYtYMza1Rv8+MjyZmxkVvTUAmo/CynXuwrgAhZd5r5p0mxFLXaSfo9M7aY+F4E7tGgH64",
-	"LLYd3/eKO51Oq6Lzj61SiJmVdaVbO9aMd473H+g/umaDnCmz9nLpKtegORLhiPPpz3JGXNQC+hXoIzjx",
-	"IoD4RkLyXhTZX09drhHjQmb1qZBOmekBEh4z7iu57bDzTU6ruxe2GtfDkVhBh3ucPH3vXMxZmiAzTkaZ",
-	"IxyUv4btK7ltFxIpXKpv0ZQ9obO11jYkDZTgNVeEe3rAWsK2vwEWD1YTy1RdTNEIKxsP96GPa9PMYbTN",
-	"XLnoJ2zEFtxqdB5K1lSzZarNCDkV/+UFnhkqIAx5EAS4N3phd+fFeD61CzbmBWfpfKKgKKygbnfYim34",
-	"Gqj4ap1W0v6BpsgkNhshdwjYRvVNXHkrqTbHA0R6uZAKOdxprjfX5gWxYNKPSaq9c4oBV9IA5lVGjtM9",
-	"Tr5zx3B/g0ldHakKs8CpIy+t6yf/hNdYS+EnOGUddob/gCR41WGCuKtV0Z3IMqufrPEPIW5IkeyU7Vfj",
-	"c8FLHJ9fp1lvYLHcOhPVhE+FbbAXt275YfJKHHgtLHSioeEFpL+uxH8EaS7Vztdlu8zzNuwm74DhCcZD",
-	"PpVAqgDV/bMcPN9CJqSoDsTvuTH4ahOj97sZgFcIsodw8PICR3hdHFb/GSydj+pShs7If14TKrVRtbC/",
-	"PFSRhZe3e5GLb945HsoPv717h7d3P+rt9Zfg/fNytXM3OjAPe727YD7ACn3Ojm1XX1m4MAkGMszSYrjc",
-	"g709uspHCzJH4y4UjfWwaKxekNmbdWV7MI3C9ijpy3Z3HswiMZgOZS+87V65TS0f/v0exXw7X9Lre1/y",
-	"2Qoza29xFXtVCOdOFZq1yb9znuHX2++C7k27IBqHUSfoB7u7oNfuJyeyPZgPg/ZIhNN2NOsmPdmfnwSD",
-	"8LZn9jfdBQPvSz7fLvDf8tG7wJ/8e+wCmtk7xIWwT+hAVAh/qGJCHhuimOo8W5eSmbEBCooZI3v7+tnR",
-	"qE/dmI8+RxDozrIapfGhWNDL2zjqd2GIeEPEEOj8YTKIDHjk5QNqBEEurnHf52l5iu2s1ig2hpMx8aj3",
-	"ovrUg0QRv9tY69eIdOGCX8hxAF5PVQ5AgSfjiXx8TAzh3I8HxR7B75r7b+W0Ix1ABHGGWkz3GN2QWqki",
-	"I3oFRGww7hd4HEQT5bqvoA+w6vAGcBY0i1oddl6rkPLQ5cEoRtDQBGOrco54RLYSqcPOyGF1tBMbc0Is",
-	"mn0dZ8EcqKk8/n2nd0eYmCgPYoLcvVqJWuy+zxsWE9AIr6Ha0qKLcKryoh+woy4tS6R5ogge1WHBTeCy",
-	"0DOpMBqrotYrfxbHLjdYMlHmy3RGZZ5ULuuaOIG5My1ZsVZY7EPgAUT15eaUvYYon/VNwenGHzUQaICb",
-	"LeflAVcGrrI99vcvCSHfaof70nu1OV4AhZXP/SIXr8TXz554LePOzOm3A2PcDGZR0h7K7rzdC/rhSTTo",
-	"DnujfgMNe0t14I/iSVUQS/jU5qVwLXdTDWmUZV4oc7s3kHr/dd0q8OpPdhqi63Uq0YFOITfUD15y8dC4",
-	"/z/2rr23bWPLf5WBsEDkglIo2UkTGfuHb93bG7R5ILGxt11mw7E4tolQQ10OaUcN8t0Xc86ZmUOKciQ7",
-	"7iPIX00tkvOe8/79XJcDVgC5ed07rLO3qGjZIUSDW+WfgF5zL4YUJ7zYsVevQSfo0xg8BZQjHeB30Tf8",
-	"0HuSq7gqPBd94SSIJACku0tUtLc3S1RMW9ggURGdZ0vxKbrSM9FD7WGQZvRNj2azF/WEs9oIOBBpBGQU",
-	"dIqyiD6lXic6axSmj7Rd2nkWrRX1o9hCoB9wb20Sw85HwZjbs2r1rmo0Yl5R8qXPm+5EXAwCxNAX/YAN",
-	"Thj21ovDRC9VZUogp7Rzd55XSK+FPBFYNMZksU8WubUs3ihYCUcKwk+AqnOzZE20n6c+0Yo/kmiFumxA",
-	"MoU5dbkyzPfrrnCEOIKqBpiA7ZOPQz0Q2iFG1dF6dxBjx+DaYL6RNSyrslyI87JqU7KJoY/zuUx0LQok",
-	"UgdcHzwCmctzhS7oEr8mEfkSMDJCxnM3egfz8d13P2aEpYHtjb/7jrCUVJbXqTuQ1JzPEMcNmDnotxqT",
-	"prDDUduPDkwVC+Xypk9f/yIW5ZVLOgJlo1Ln+QfQNQhyCeJi7/DvKdlzHUSuRHdBSFL7wRS7SpibrpzE",
-	"np2yEpXCls8ot3foa0H2xuLUYGqGHYq0W4wqoeGVmb+i4P9N905xsUatrgHHhFXtPGChCzG/VPP3EAQ3",
-	"QpJ6g+U6PJfM7svDcCwUlq6jox6q7XxWhYRXwQo+iJ8+TnSIWEZCIrYoZ+6/aGSVkfVsIt+eYxjMK8hr",
-	"34NqNIPDg+PcaFpxik6EWhOrwJM1nrK7EAEvTfhZFla1PxJZtbLHmpYMNlmiQx0IYXGwqqrrEKTAx2Yi",
-	"pc6kAdUDT8009lejbdiA8pImGrJP7EwRmg58/7x20TC+TfAowKLvta8/nAu/9SW77Tbdg6LfJLGLf1Ze",
-	"hTV234Q9SjfUQkmNF+HZKtHuZMAWdEp72dRj4Xw/oGfiuGFWnVA4mE7tbndXJPipEj2Eh8bhmI3rMo3w",
-	"1THNx9ioevyv0tSAxedG7usleqBhbdfvbq1k1WpUNR3G/B+IvUhxueZggWinwyZopXmh8HQu/5sr+EF/",
-	"sQvfbvhVpa5ydW3PvZtD1gPQ9umYQXzuyp4RipoB+0j5Xukb+mQn3P6ZucRw+1nV69+jl0U2OoFPvI0G",
-	"BuE5j0hzlaRJ/UPJSlW2tRG2ZgcSVhZQRKpywYZeFtl43TFqdb6SPaXVdeupq6l7EH1lvVbliZsfglK8",
-	"X4tyuZY4fxJEEeSB8VY+u/5b2zW41e/J2tp8CPz1yUdFspnoB0OYK3b7ebTELbzhW7RbNUiZlnWNtxJA",
-	"8vhGgFUR73PweyNJ+GzCMI6bqpgJ7/emoLUVTyyfZoABuHd5BjbGFhAm08FbrItBHHxs0Y81GhiHVeTP",
-	"0ju6x3tOknti6xO1G9SKPXzOJ/HZ00SJn/iWd1HcfFQZyMj6YO93fJNdx2dXTGc7DtC99OntpoN+RKd8",
-	"m6MwmUx3PtxbOC26FhYxT2yw6b65M+4NEBtu+65Kfg8+jY959gk9GYWq1cYoQcuizc1mB/rM2mznTQWq",
-	"nfMQUBV1uzwAIHlzDRjS6B5LkRaMNYNpN542E9RJa2L6kMAw9ZW9VtcDJwuUstMX9xKNkHrcfd1Sxg/i",
-	"p2NxzCIOZIBJoMOulQZ5z0m8xfBRbIX+41gsDKiytOp7AdpSAXc3kXYHFwXHgyiUBLPLo0iAug3E1ujM",
-	"sm8gnDTvLFC73eBWvzOBy5fNHtmtNu3vlWtyn3BfvNjUO/G9w3qnVIKDyWz6/Th+eptUgl2KiW6qIYqg",
-	"Jpud9K+NfCHeQl78UOrzIp/Xfx1/Od7qt5IiUT+1wmuGW4RF5qww0d7v/upGoJ6e+xsESrjB7buOpx8T",
-	"/r3vMhQ1cmqb1z+e/Pji5NnLF2kkvgdWf3FmpSjd0Yg9kde+J+jsA/RL5aFs8zrQb87QsQcuQXB62C4d",
-	"xAfr1/BPqr7zHYy2ErCvb1H5d0xwXYyjfau33NN/WKnhTbfD10fF8qce7p9UfauT7aHfdkJ6sIv77Bjy",
-	"vZauDKu9zM9L5Df4TFYJ+FHAwQR6UA+EkRiyVAuAHPY5JN2gFZbIAIeuRw9DzA5ktCLN9FIulwqvK33Y",
-	"7iLmRjwwoSNnal56dBTq5xh0Mk8j4fFm+lNYnIKb6MBzm6oPy7xSxjYxcyRcHL7d0Q6fh7o+5gH1vRuG",
-	"ecLyoSMC93UIucBoA6W7NJvlufhdVWUEjlm4oA+h1NO+daZWpStLV9UVkLHR3ADZPBwoe/HuP360fsfm",
-	"xnMS2yF3V5oN3mMDwuwhGLFJNDq/3SpdS2P16YgQSwqsZks7ClmKgYyxeI5+TTJZKI3fAHYf4MclGjjG",
-	"HTpLWWRO9dbcZIGGwG6B5V1vzloiAIDM7QeoqtrNgBDb2A9Q5E6bE0JmteiaBhGBXpEB0ct0Rl/wUuoP",
-	"gGS5Wb3dgBZyorRY5LqplUHpq8vrdrkzJfDHi928nG4G7hXI4s8XqfYGsZvb31PfFO6/Mz1aqJm+tcK+",
-	"5vZ5GIzVDTxpGPkAVdGzLRmOamcvpnPZifRv4E27VOETgCDX0rcxVItJc0gCxtX7S+CuNlb+IZR9D50S",
-	"8r8T6j0p6K7GESi1bI+MFeKeaxjEu+8U1ODrEovFKE+Gwi7Dm3JrokR3f6Zf9oTMMk7jD9+00g8cTeVC",
-	"OcgjD2AyPBA/+0q4FfcuYW2k+5X8KkAc0UMI9SiOWbPIp2mFckFkEvRN5ESTrBgb85L5617CUFYTQtdv",
-	"R4PXhb5B7iasq74d9d1h4HnazHy3kdfpyO34NSV3G8YBPyN3JR34xjpw/6wDMJdZg5vg3cIMZk8OosFm",
-	"VoBH8b54o6qrfK7EqZZXMi+sELBbiWDZKImWGffvyD3aLE1dKbkQTetF/9hmJ2itPtQPl4XM9SGEEo2q",
-	"/7upz0dPBtHgWNb2kTeNjsR0Kl6UV8JqUMLpTuKn5ydIFiKrPtefe24cx6wwjZyej+J9hucPAdHWZE3i",
-	"OJ6E+dJluKLsmaYTMImRwgmdresT9ZmuTcbx0/3fBq2O7Hc6sv89/7Bp5lY896zBx2RQAjYGaHDbzf7a",
-	"lvrcpE/2t5v0yf74YD9em/RpHO9QnESX1RbY+Ey0euxlcOQiXisE7QB29puf5YtD7Hs9Yk1R+kOdL+va",
-	"HctWvrU/5zNoOpJ7bIMjlwwQBHSmpOIAaefdKNwdhKCu6yY20w3AOcDB+H3iHhINeAoBQD2iiGEllvn8",
-	"Pbigm+U40ZQS6WpDWmk9wxtoVffE5/hCwbdSl4kGNVKGB8iiQORLAiH2cOECXQKoIzttteIpvQ612ZMA",
-	"EBG8mJfL1QxRrZ9ZnQSmgmU1mrJNk+rRa4I6Rt0Y5ZmH9JGGnBA+EREgZfuBC+mdoQfHBfufedwI0iR4",
-	"xjJQWP3cYIhTiExlDV7FkKXuYBuuc8g2npcXOqfPUJcPEcUW0r6paozmGfIYw0yjt03gp7KqXNLqgVpP",
-	"1K05KEOAF+NGgrnigGLs/Gt8dmfI9ShXJmzNmsPllVV+kWugn/COK5pLBvnuDf/RUc1BlWq+CbzWSegT",
-	"tIp5jTZVOBYKQYthZLnh9Alr5wrRr2lfoIJrwC7xIB4zR+APQ7qUGXrC9pmg8ap/7k0ccSCG4L9rDZMa",
-	"8iOEpP70wGV69xhzjPA38BkTlg3gXrs5QbI4TIB2btlSK+OhrxFf9qzJLlTtQ/vnlTKXIarjwXl0xKFW",
-	"VpiZjBZR2gIyAra/VkcanYGr1rQQbZlXmoK+2IeQnQ99SFlUOB2L1Ldjm1hg2h8x3WKye7c79t5jmRN2",
-	"B7LCi9FWDMyw/HjTn7m00MIeyOCHDYhV7utsDtBJPbd6RxZwdBDS6IxYk3lusHFO6g15JRF3G4OACU7W",
-	"FNHM7XmgLORr6ShLQujQcaZITKfPKnkNAbxlUy1LgzwujnJRnPEj5/ND0K2KFKEpltKnhIUF1yjMKBI9",
-	"uMs611DDUcgVc0JTjYjPWahn4e73u49ECxpkHLQ+0YRaT0TWPI1kpaiwY3P1Awc0DIBwEj0MlCq58gBG",
-	"kehjlki0p5boYYzA3bTGX0BOFESGQuEAvZqr1vVUXutEk+vbBTtoJUI9Q/tNRMyBspQ0GSSDlDLcDSMr",
-	"3IsCRh+UDDPBdBh2YwhG5FnEvR5Zt+rJiq4W42LYO77e2aF8IyJ+N0vdF2UQ1X1Lk8BKjrIS1xLqEFyC",
-	"/BIr4MfiFJFCCbEB0SBbqfIRy5BHJ0snwR0KYexZxMWPHOSkSD9+SqNWBCscBgrg03FdU05a1UagduS1",
-	"0IDXBbU7jgvmZraDmpUbRfxSvqngh+Xwm22S+O8W8TCjvAPe/gbZeV2hFU0UC1NYe0FleY2BgPUXHZ4f",
-	"bYEH6K+n0hYe7tjJhv336E3ZVAC74a2Nwadu7g/k+3TzW3cHBXeppT6a8unLJaBN+hPQJjcmoH1FfJId",
-	"x8JkOjuIx48eTe4VxmY97ew2EDbd7u5KNfll886YpYlnFS+9TeamLq+/0njZlvjUXwRD2QmIDTpd1NHo",
-	"WllfVCFJ7gVH7Uf+BaJ0gjJfprahPdSjpZGagft5/NdJ75ao0yGjFLNX7xTeA+jtGyN6bYY5w+NvjN8o",
-	"18QWA37E4dmqpn/PRLNcQt2eUS5hwdpgVaLtn/b6wn+z/sDQtiGgRHdCGCe3jQHh7Nwq+kOz9RcknI62",
-	"Dv28hJDOXzNu0yvQJ9OTyUEQSe3JGEQDv2HhEx0hM3fOjJ5qHKLTQXR6Gr//2wax1uqMXZveLsdtKdrB",
-	"E4PTBCwuJkIkV/DRGYo8gR3MGPAhxtYeJHX2LC8KxI5pj5r+fnOFFX3DXObLZd9H3A83fCVMW6j22kBD",
-	"PHmMNQG/7QKjCUd1i9gHnMrOdfWtMOl+WYXdLeqlFP5hk5iCXynA0RJTRGZ6U/3RMfzdMKpFXryT14Hn",
-	"htyhLSQxTrgKD3sEsaLUahZQxIIERp8kOMNQJjo+vw5PLHgb7Y7jRIDoIJOeLYMS9eC53HjwJ/TXrEko",
-	"HOsJVRLfMQWNTuVn88+gtU+7HctNGp8n4rUPfQs2ftGTh5uDVZrvdPhuLto4aR2uvDYtokvjWT/RMOor",
-	"evj77tlve/XeChBus1FvGQa3L7+w6giErZs+uEvOym4fjzw2yZyIHRjpDsSG/evobg4QV0CLjVmKVvIk",
-	"2tOwTR1pQs6iMHOCvzry1MNOIAAtxySOGYwA+OGP0lH6m7WQZTpKf08jkeUXOfUrHacifZeKdJRGIZrk",
-	"COgxmI15/vDSIRnCCD5p1MgobfI6v1Jjz3/bzh20/WkR3QIyDIKVyTrR+BDSAaBNNATnLPzPaI1RxZpp",
-	"eb1H+EGM0dvTJaxRmyB7hbPbhxxoOLUqKjoLQFlNxenrXyJr/s0rBUwasjBQclHJi4Vy5AOEaOKRVhdy",
-	"lehKyfnlTBRluQSXPtCrVvkVpNWjD1Y5qBwsvqCAcaiKwKg/N6ovKonTZnV4UDAWe8gRXsJekoVIgTg8",
-	"Eo3O/9O08qloYzIDIHC9yNbuAQaSQPIeqHmRrlnitGDiJ0INQcIDWhsudoRYwvV1PmebgSBSrZqEzEAt",
-	"PqpDp1ORGoSpgLpHCyI0MEApxt1PwQjGFc6445Thxo/I61kPb7bXywD6yCc3JRp+tJ1dF0+vGiaebkma",
-	"8NUacbvJ0HutmfjThH/7oh7ciuPxz+08iZ+vm1rxbwlLivyIQdG4o/5O1nODSPwbfLz/c8kcrXBNo+xG",
-	"eHmNMfnTkx9EJleUf4I4g3VphXgqhh7weq9b2QEXXaIzT2UlKrjTkfIwItozJzWgn6ia/K6q0oghFLJZ",
-	"ZceFiHUpLuTSiPO8KKCME4zuRJsGIsdpXdYSkg0cdsiykIhpmcm8WCGZE4kOe0hXWGf+A9HtQ8aMnNct",
-	"jt1Eg1wEuGxdZt6ED9iodrprpV1WkQd8xHaINx6Brgn/1HQwIhEmb+xo3+iEpo4LiMDekKTpbOWRE8Xw",
-	"6NWziBiYgHooonM+L5e5MlGifS1QQGi2DwVuJ1kIpf/TqMYun1UJWjkLBtjMpGa5KOScP0y0C7LkyqSt",
-	"tGKf2WPNQfcQZja4sp2h4zfCuJujPHtg0N2xZz8fMpbaqYnu6xEmkYAP0T0JycxWUzGHIj1b1cq8M0rX",
-	"qWCEFokm3ijPvBfS1OgdittmKcEvwp0vHfd67uK55oGjoBo6ffjxQaJ/zv8B1aHwDOQwZphl96o09UWl",
-	"zAPjj5TP7EDU1WusEkXQxLE4hTPhMA0O4hhOExTpyFo53sNQ+mT7Z5et1+6Gj20TzsCcokyuIpH++uuv",
-	"v46ePx8dH6dieHryw95YHFOJUUg/otONO8xOhEbdqi9uAFB8LR5lpzkFp/gEemltE/uB//vfePT07ceD",
-	"TyP8xzT8478G60GGqD9Cs3lEEeHqQnCKbjdC9yXothiLll2FNZuCMpOrTSOty8+Mc/rkLuP8AsGUleFF",
-	"MGYwmzza348G7TMwmE2fPn0cuz8b+PjBZDKN42iQYQWEH9H3A48ukdtuTQ6ePokGnWM6mO0/Qvw7f9fZ",
-	"pqcxq+0gRKFOTzq96OnAk04H4p7W47XGYzubBBLZGgtKDPI500cdLafL+GhxdWIxTBx/igZW+Axmg2VV",
-	"OmTJVi9RWHVyWHae/9vP9fZ6JWgEeHts0i6dQQtCfPwtPLKNvuf4NCGVCyYuApFwtrL/YUofanAbdD6p",
-	"V5SBpeZNZUcGR3qZ/6zsPwE0Et0Pm657/01yU5DeYv9tsIAiK+cNuUdqkT4sl0rLZT5eyUWRimEKmc8E",
-	"0g4vWeFe6kSD12X28GFRzmVxWZp69iR+Eqd7Y29+PgQfHA304zqf0qg8P/ceiJAvGeDoQR3C7TdmVy+B",
-	"8H4YZbmxisUL/DuC866LiNd27kBHcU6fiApFalI+ugwX88oqxx+WlTLGSl4gB4X0+t9LrVhXXFf7uuOL",
-	"Y3q6ZB/JhFFYQ+1pIE9f/2KsRuHmpBW0crGk4TpZNWMh3XNFNQmwBIA+1mbgBM2WBbkqVVc5pTpnSmYj",
-	"dBy2YJ357LuQ39r04w898w/eVnCpycoeiSI3C+jUe7WKfPUpqqQhSuYKMKzuf16U18BfPBPJIHgnfeY0",
-	"prhOASwFkqdLHOa8MXW5gDPoJiAZYJNSr1hKh3vQsJHaRkfv1apvsP+0v1lpXJWFgGf6VZPKavJkmdgu",
-	"gk8U3XmowpUVpLy4SWgbauNOJklfT37BH/oSRDDphpl8ds5JN4VoDiiKoWTCGzeGWTeUuC3n3g3nXNxQ",
-	"t08CKmJqNgqpdv40iLfIWWDzqjQGDC5DMdZl0MTYoBtSartjJnG1NuSjIKuOXj2DdYkc9Lu9UbE1QNlZ",
-	"sWY2rLH7RN+WLmvpdXJwAc8r5WzC/EIbP/EPjL91+L2RX+hcX4zwvd7bA58Q7om+9S05XrtrDdguLqhu",
-	"FtOigzucCBUuFT/RskFs5LXx27+LorzovVNlNoLEPMRSICBsKAh44NmHdcbrcyrezfJa+0M3E0Wuw8ai",
-	"EkCp3SIGk98eDxOSnpCY2BfW2K9AMtv71viWZVXLomeAr+AHbLzv/EJfjaDFEs2SDsrCqOJKgaFG9p0/",
-	"yxJdvXndwqF78+ynF6evUDSyHdAsNyz8qFn29OelawRmIRJWu0LCcI+dwdo8On7+7MW7k5c///gi5Yud",
-	"LXLd06z7+IZ7zA2QYg5BdnGvS00TJisllk0NVVTrnUz0hl4iZhFJZD5WiEi4jeMuU6gQIc4BKC0CVulC",
-	"6gcmSrQvNrSXDJTkglZnbycoQTlb4T/4Nimk7juJr+Dv69MCC5VrYVBJ8Ggo1+pMZNJcnpWyylBpyqgo",
-	"LH3Y5A/5avjneto9Zt/AFno68S8li/oyAgdGrpUxkb3Uq3zu+HOYgjcWL0q+HnnJT4n3KJiNuwP78PbT",
-	"/wcAAP//",
+	"M/Pfn4ezP68fLf4zOZ3/iT8RH/RA/ry7+tvr7fmLGree93gNi2ll2rJ0R7tRBiO/AmfrwXFzxS7fvtxz",
+	"eoVDPv3b6L/10z8t/2u4GsweX/Gz6X+u/5w92XxUL3avzKPkp/n/kT9/eXb++c1NyyGDxP29vIM1fsw9",
+	"76CnIrqnLat50gV7Tgx6w+lo1nucnIrek/nZoHfOH00fz54kT8VgXryfz1ai89UuxBU3y+egJpYVY6s6",
+	"slTkucgilom5HTmb7pjMDXPnTrggR1XA4cEj94klwWDQHw6fVJXkUe/pIBn2Houzs94TPhz1Hk3PZ2fJ",
+	"qRjNh4M7n5RngzP2WufsR71RSe35eDY4+wYV7rudaoUftVDFeJ0WduDwgnf0R6fDfanD17K/5lmuRAaS",
+	"Zyum5aPL84y3KCrxE26WgTnFc2AZDKYQHW7FN6PbqGp3P6xGvbPZqeg9no6GvafJueidzgezEX88fSLO",
+	"hodNMUf438My+D5sFcYnWmn4TbzlXtQfPB22OdGQhu7tjrfeF2ZnDW9tucylugHfuWUt+3Q9Rw3+3+Co",
+	"e/E6hSzwOzLZIc/R3RxFrZisRu1wkV/UOiiucsy/U9EFxHwuZrn8LK7LcZnpJjM5bf0wThMECq5nWpFu",
+	"uaMQjruCd583x27qwjdusfY0VJ7dCD+yUNRD+Lp2NKP9wYDucBvF4/YEaTft+5xPqBxFnTUE7TrrTOOW",
+	"EMpu9c6483g0WNzLLvG7gAPTBKz5XKQiBy9cLYtOhRWAib0Jds6tmBQeg5n81nGvKInN08H5cORtectM",
+	"ZwPv7RuOMAqYib9thKmL/A2H4zOK/B3dEWdlBhg174jRPmsMB7fdEo17Yi/OiZO8E4O3ZqT7OtHDExu5",
+	"pmCk9xtjqbN/lBp3gXmL4j5F3b8W9j4X1i8Wrix6jiqSAaLnaOnfKn5e8UEkwswyuSZR98YenQy8pyYC",
+	"jUt8FtmOGfIx5gues7lOU701LF+IVT/wl2JsYM9ffwcn777j9S4eN3rLEe9eOXfja1kD5LOFsGpgptPX",
+	"+n2uM0z6KtHsMt3ynWGx0j1j74jH4HvJhFlrZQRb6DQxjLNZJhLLMTxlZqG3immV7iCHJWLbhZwtmNJs",
+	"Zr/IVnzHlkKs+xP1AuiP8Sj/yhnPMikMkznLte53UDxjTCfPNgIjOSsOWXBqs+qM/9Jxw+t8ijo5arQm",
+	"z1B6fMUMmJXIaeKXm0TmzzaZQSdTecJXC8FiUC5ncEcMSRwLwdaZ+Cz1xrA1vxF2VNLe/reNyHZB3hC+",
+	"NRxidTgRft9nBlXonbOVNjnLF9KwFVc7JlQO5OgmYs43ac7OBydNn4fdXfo6PeRVD7myBDsHGSMV/jX0",
+	"NJMqFzcCnVo+felndB/tk2me6i1mMOmMxT/EsKUsqdxI9Zx22FLsYDfrTU7KqL0G/9kqP5k1zxfFXNBH",
+	"1rz0/5YJK1z+18MiL/IhXjUPS2O3k3lZmCe10/mFLwXseTbjacoMnwuWawyN9hlMFmx+UhTImQfzQjmE",
+	"D1sRfQH5lGvBc++qnCjDV8LnW9o74Qdrz9lvbDJlUPqgTWgfQ3HJRoMBPBP7GeS9d2Kd8p1IxszSJL5g",
+	"fKIqX2SlD3KWyPlcZMJqW/abVslkZ6NRn/0sdobxTLC1yOjwxPnaZ6VhPDWaGaHyieI4xzigZe9nsYsZ",
+	"ypRitcnL4hwk/YmaqEv3woVIvesNZmuZhhuWanXDeEFGe+9SrPMIZ5CzVHCTT1T805s3P3/86cWLV9cv",
+	"n7/45e2bqxevn/3P9ceXr5+/+Riz7uhsYV9PLHjC+DwXWfHWLTe0YkkERwGTc+ZPu4nqBu9/9+Lqxeur",
+	"l29ex8Dh8A6XTxv7Z+ITp7sWXzFaK5GNC06QyshEIC9spUr0lpx3uMKwbAeW2LMNvJ2DbLQz2S6E8l/v",
+	"ytxMVCyTOGIxso/9lzus8SVG5FapMhcstpwQM3sNuSSmsyFm8W9f44gZqWaioI37zkTZo/EkotepxDCl",
+	"84U9sNgbBcdosYJubG78NPcFt2LUGLsIecFs80yIieI3XCqkHW62TGyMNRFk7jcbZ0ps4St99tap9g/s",
+	"e5CbLecU+2DLd17I4CQLMVPh5pLwXPEvr4S6yRed8ej8HCSm+3sY1Qj2l+qzzMXL5/XiUsJVJpMGgQcp",
+	"EM3ybq6zFRzumw3cuf/5n8Wu6dtLsXtgMD9kxiRR3ZqXbCryrRCKxYvtdcFnlIwaX/vjbyl2zYL6+sjY",
+	"A0I+Oqsb+itp8pdqlm6SGh2EODWVJjdM8NmCyVyscNNYMWIvR/CnVDSxG/HA/r5RCdPK3gAn6BP2i/xj",
+	"KB3GVnTau9l2oY1wN271Jk2AQS3PScNmm9yqNVkOBJpplUu1Ecb5g0v6Qp99pJNO5rjh7WgNm2nLiXQp",
+	"XwiZ0ef67FI5JQi0Wy8azgaDppNeErHqlCFwE36qI/PblKvX8II6JrEWwAPD7Bcalhr+c1AfQ5W1yKhd",
+	"W/GT2Tf937/w3q+D3tNP9N/r3qffBtGj0dd/q2XmtzrLefpKqmUTT6/hDpZKtXxgvuO2IvnSOAxKunK7",
+	"ygpgt2lwIa0mkQd3uk0WFwkGsdOHwMj7XjNxruimqTgr9DsS84qbxgXFQ+P7fRrO7saPozPqO37e2rTN",
+	"mw9M3m/cfYdU4uLzYBE5awsMoj/y5B2etWBYY2QAfSBFVGCd6WkqVv8O0YFKAdKKp5YAIum5q6E1Dyon",
+	"qLcSdAX2n+/fvC7VGYmcS2sC210Bd682xh5NjMO9TE//KmY5UMXkXM0sNR5+Hj5EV0rhWwBHTS5zkEC/",
+	"uEG579GabDI1tvrpdiFEOqZpjStTACK1o+xbfAM+sr+wTosBe46+ETGzmS2sIsfrqRMxzrzR6qTJNrM6",
+	"sp0F6KOg9eO7U6mE/Yk0cXjbT1dXb9mMK/vKNc+M6He+Rp1nWs1TObvrQiud9zApEzKx6iJaPM0ET3Zg",
+	"NNQvsr2rTViJFEiM212gR8GHWECKuvQnFJt2tpZpfNZoPb88bBnSKpjqacFUVn45qpY/dZC7KnS7T+4y",
+	"epPNhGMeqRgH25HcWdx5s6SB9f9RZ1OZJELdkQGkMpv5XM6ktVIgq6PKBKGtD6qkvakwrZUQiWnY/FbT",
+	"8vcEuTKFWTsJy6wmHXz5BdxTKrUDC6NULHdUcpwWi/wymCR+4tj61pDFrhceKj3T5LeG2eq5XbIDHuwy",
+	"hdxBZYpnLkB1sC9D68dluGxULlNM+aZ0JcsvmxU4125JEzw9i28eo8je1O+P5x1XSGP1ZZmw6SZnKZ8t",
+	"TYnhytzUjffXKD4BQYrq/k1m58cnCp+XOUu0wE210KmVPxSh36c/68bV6dpXo98TfSIwEmexTBQYqjpj",
+	"BjPHDHpkDq4XbN/XOsccn7uL77l7vmDE1xrPI++PCRitWYRbyswp4eh+5OxZwW6vg5cflax44/0wmKOF",
+	"E6wRrjubilSrGwPVfQqNNXKX2XV5y3ep5smV1q94diPuuDy51r3UPb+nQenP5MhyXt56/cnpBPCM+DID",
+	"7od9IX8tnj229YfB1ifdkOVaMxzesb3v53H/ahRMy3KnGwzQ/0rrX7ja0UjNHemf8Vz0gEJVUf3G0d47",
+	"AK0QggDfMUG94ju24ksBZb7wFA0SXK7oaInsuQ3BRnCMb9aWzUaDwQVqOPbqkJkWyzYKVRWtMYLgPnhs",
+	"2UrTv5+VA7pxIBSynt1Nf9vonLNu7CKqccTivQCp+9FHRu0PpRBoPJ4oOx8Wwwt7yOsiiaNAkCrxJWcf",
+	"rp6xlUyUvFnkPkiRcpOfXKD7eaKmPJ8tomKPeXbbkbtRJ/ZHnhhXm20PBIwiWhrTYlsxH7F5pleMs1kq",
+	"0XGeJJkw5OFfZ8JqxiJhowGTCg8wOtHgSAjSmo1zag0HzExUN7Ybyy5pj2/yRW/OZbrJgDJTMdeZCH2p",
+	"4NtONdTYb9YnffYOOClwh8sVPhDDld6lveKd+TfyswA/RBAwDO7bt2F/0lvkNuRoEJRbDoITh4aKOjh3",
+	"D8f0fFxqUBOXsiz2Qdnp60z+KpI7q7FA+B6lRlf1V1gpf/zbrwmV2/eKRrEbKCWBmbdRS6W3KioQNjLm",
+	"CtRa6F/DYjeXJn1kI2/Ce+9PBE8Fz8CbtRQK5imNkeomCicczJPmDvL5gxJf1mKWi+QFpv/dcdVykSme",
+	"VpeMNoIVnZ4YVs8S6bx2vYqb7JNYJrngKklFuPetVg12xFTAVrq5abNo56EL4iUNGFIMRMYw9/GoLUGz",
+	"vJ+VK5zL8PXC9XA+OMUAEjr8YYBk2WbkZTcs4TmfcnIefFDrTM+EMdaIfaFyme/uuJKw+7hL3CrW8iUJ",
+	"xLkUaaOZWEhnuzqy9MiYbbI0osBtKVcl6sD8MY8DboYVSKEsxxhuta6O9zspxqdGp5tcsEWer8G5kudr",
+	"wz68ewVZHO4NtV+qeSEFMNkQsjeOnuOjkIlwgjTpY+wTkPa7OLG2Ik175FizhhfR/wLtlvkcD3FaDjBH",
+	"U2lyrIGJcQnifqcYWYBgZP+1zqztk0vkkzDJJ3CyJlZToVTpiqe1XMNSPaU+LrQL/zKZRyx2hpbVLmap",
+	"hNCpvFGbdcy6uQ/7W8EOZjod83A+GCzt2axPIP9hKXbjyWYwOJ3BMZDAv0XcrxtiWLXTMC21ScnHhufj",
+	"3jtkct+hvtqhlit99ulJ8sPO2d5aOiwTqwTxNLVq7Exn1lJGa3gutk5PiOCIXYPsSVM7hLuRQ5Fnfe9C",
+	"iOJzV1q78qXfOhDLO7aZ3qMDyL+IZxnHPJRC6/kLRhTIp08fKGXylzi5COeRL9zjKz3Dm0D6pumbOci3",
+	"Q6OjvWaFWHmzWX182ZTsA3k+lnP2eZx+MmKWidyxPXtfpIEtRCb6tUGRkB7u8/tT/eQn6zDOygNHnLKW",
+	"i+Onf3h14J3NVA/iJTxJpCUUT98Go6JqzfJAy/v+wFYyuV4bttXZ0srS7rsfn7HT09OnYCeCWNrkm0yc",
+	"9Nmblcwhl0XZndW4fRq3S0VXYCmfWrWIbCRYdKcvODXBp0puDDmmojDAD/mrB3ZQXdjRXvNzB0ecuWAa",
+	"pwYq82qd7yKXrgn+uW78Q4x5cN+2I/fXl8q69ob6RgkXjti53CY6FbhZ2qFUtlPTi+yc3fNqs5qKLGLD",
+	"ntWykosi4cqRPP7JHfE9Gpoz0vqdw0l8USfZZKAJXK9MvcUGWVd5MJ5c6yVw2UqmqSQZXWIrqfJHZ+GX",
+	"B3VfFk7NrzL5rvQ51L/DcJgSuWV7VFbBHlZs460HSou7sNqZpZFW9lGrkvbZ5USVckjB3gyoB+brGLZW",
+	"zAzfGWY068atcQcmCvy3tS+8YKg255kUCfLl3hbQm3ymcdcdlE9Imjd0dxCrvcb6r9pUTFBTztjP8o8u",
+	"WuhpQekxJF4yAZljWonaQfpvBXZ/vYCrOWprw1PwugeGeNZEbLqzZoZWcsZTCHdHPk9OJHTbA4OpMIb9",
+	"VUurZWGGXMTii4mitYcZKR0mDq8E6+4xEOXRo69faSVcrgWNCOixFOu8z/6oNyoRyRizjDAZh9J/cs3O",
+	"h6OJAocQKFXKKvWQrHs68u+yWpVfBjs5/Ikm41LToorThatkoqqsGuOq0rdA+q54mgr7k9Hkw8purFpu",
+	"35tker0WCT7UZz/RgKyknqgV3+GeCBK1cThwbsCgxuDIwkQoO3LIc+JSGZAH9tqMGxGx2Kp4oChj8CKO",
+	"JiouXgt+Or0UCm+xOoH915obs9VZ4v8N/1qKnVO5uT3RYlClZ1ovpYhZ1+iJii/JlwGSzN79jC5D0uJ7",
+	"kff8DysrzsDYNScROL/XeZnUUR2dnSo8W1j6qhthWPxxu+1dBrosfe5tpr/syhf6ExW/0mj00l2uuLL4",
+	"eSnEGpUhTP2C3S4itrD8Y59Z83yBufWQ6RVN1DzjNys4CFRiz9pMqrmm+N5KfxaQqeITro5XdEZlB17n",
+	"dNCpO/9MzrP8mLrv5Dfd3F7vKNV61kkySFug5OeKJPNS/7Y7P5B0YYZ7Sfn0xdzB/MsHaCHBPzWrDU5B",
+	"repVkGTolYUHZk+TMBHTaWI3M27gPXXCKbmNugTRS2KFQvl1F06Fwu0ONT2h07hU0d5aq3Kq0p5eReW5",
+	"s4Yai7eUWckNi12VBWTb86Rw2kOZBbv057zz2dPsOKR24n5C6+KIFddavy+fvzV7gOfgH6ItgP7D8UT1",
+	"WEy6SDxmnI2+fAk4N0yKjn1Si5UdPcglz3Yxpjzn2c5Owvk0L3y00X1PmiIJBh+3t8LTc6l4WjxZ+SZP",
+	"4CbaW2HGEekteA5XNKiJYk1KFGYh7Y8ZD2ulAxLNc6ylwgRVIpMvO4069smalFWqlXmhqPisomDPisrP",
+	"Ur4wBWbJfIYDCX+Bz13PFlzdlH7HmpTiwkS5K1iRe402Sc2TPj0+vLYUu/Dj9k/yQsCr7Wkn1c01Ho79",
+	"TOfuTvzF9DOxFDuRxBf2KF3LWWkq8AOVe+FQ4RdKtbfPzFO9xUrG8MHgV/906Vf/BjtGYrHwBf634HH/",
+	"G6IUlX7C3AWas/sxGCbmuroUKjo68ceM6h9i1uVsukmXlGnFICXCXqN6Ga2XEwUBOG6WY8zGnsvUaVVs",
+	"QWGpExc97ItE5tf776e3op5p77GbJbUKCBhh8EvEPrx7xdaZmMsvwlhFVmfyBpSjxGuA0x1qT1Y4nVx4",
+	"LamP7sJrifpS+Ou1VNdoCAValbtfb/KYdX0CFMYUHxgWy3WDncFneZ3QLVydrIsxxsu3L11di7tmDyZu",
+	"FlPNs8Qlp5yQaxQdokXsZKZXK66SE8fS4DP1LlJicrZZRyx+++b9FXv4efiQ7jvoMbUvgXSZFU+ES/3i",
+	"CF4/UTpzxVd7A3UeWQe2JPMGAt3CmezCDk1WEB41NScEiYM+ey0wBo5720pgVx9lmYmv14Ij10A5HPIT",
+	"HGzdGIUP8MsmS6/xYnwS7fEaGSKRK2CAqCUk/wUEKI44dB0fSVl22WvX9Xff7rSFR5AxIye3PXFhRWqP",
+	"YiyU/HaXX3GI3ElVCfUU5xrzOkroi3A6ynFnZ6P68UeezxaBd7E8baodbzlveNcVN0v3vq/gqXuJzxJQ",
+	"ulTu7yMeUfz2gTGj5vCNa+XetUnzu/tow5fU+vHsUB4YyK5LczoawDLFigwrg1RQZYRHLIktMC9irJKk",
+	"vOOgtAfOC1/b45IAIbHdDoqqm5MxartoDrBu/KcXKCAxc+43mXyNTzwo0FQnu32DwLvYWsX1PATG0Sfo",
+	"NqA1npI1Zke2EUXwmKgZYACBI3fBE4ydO7g1S9ME7eaUCZ6lEuq+gTeDLTPVOhUcIIgsOY5WNth7al25",
+	"e/zfOkZS3jRVht4DO9q3yqRpoErk/LqVwsOgipYzI9VNKnxErFqHuC9aagImf8wEX2KmTiWmanfpbANw",
+	"Fy6FKHDnBU7c8Gp5gj9i3oS3PAFHGY9e0FIAECOncs868zvqWKUnlTeLmh36XlACEebRwSloX73O9A1k",
+	"UoGoBeMlEfVvB6G+zvRUNDgyZApajyLPqFaCwe1sK9OUTQVLRc7yRaY3N4u7RyXtF475Uqa4UGjc4gN3",
+	"/2AmZkLl17OUyzqf/zP4HfUpSPKAquWCyCFhIwxDgNM0j9AluhXyZmHVugVP55RMNpefxUStpNrkwqBY",
+	"nG6MhIxRxDNC7YaFtdW/vLh69/LZ++urN2+vry7f/enF1fv4hC34Z8FW1hqdGWag4wc5gWQ2UXqrLgoA",
+	"c8PMgmeCkZb0h0kHfp504jL19AYxg4lUGHDpFKA/pg6E4e5sDbUXYTXmLNUGEocsyXp2fTvIF7X2Lk6m",
+	"Zkvs+Qt1Zhelf9NncQ1a2Pjs7LQ+oI9aXV0oDi+QBxhPtq2dbmUjhjziKAO8OxwwxwW1pCGsuwautJyI",
+	"3wwg8ThUmDOT6tx7t2qG0cLBR4R1CxQsfyDnonrhGAqrYhrVzVaQtlYlwV1+D9qsE+x1qmyjW9WBEokM",
+	"1w2LgyjihbtKyZR9+PDyOeta4+tXkWlzYqmMdTg9sElQLqBOs+AGwiml7dZY/hiuBQwzalbfnvE0nfLZ",
+	"krLq62cEhYGYGD+nPBP7zJhtwTEATk3F0/1ILbvReZ+995wtyCU7UbF7SVzoNgGSAfrsIvsU+hmQP64r",
+	"T2HJOEDOFtmecOzziXK2XwF/MnZmayqXooKg0f0sMjkH4UnwwTv2PucqsVbvRwIzZamcZjzbXUwUDIse",
+	"7skkhkR5qryyI3TOZ5lg2g16160ood33wJxgJf1ExWE8Ycyq4YQ4cm7Dojqr8ipKXl/rVM52RU72RPnh",
+	"gAXscDC+fOmzHzFrbMV3kDSXQHET9xi9zCygVkfeKPRcW0kVVuosFcrlICziw/BDH5V2kFaFwULImmL3",
+	"n5/57uWjlz+92yUf/+tpBzE3r/Nso2aYZUN5HbdD0qxipn5tQiblZnndHnbz661SDvDkc0GV0uaIEFPE",
+	"HEg2YIbLpM9+BKEMmwIjizExeOzCCYFrfAaLBQGVqBQ2olu7AybnGJLdcgP+HsQVsa8FKwvj9G5b+b3k",
+	"HMyxW8P4gXGYJ0DluP+tGQpl4UF5wt1j7nOKONl/zrRSAjwdGJA6iTyEDr3VjhmneQERGYYgKxAW6rdT",
+	"9goOPnRiOHnqTfSA/5oK8aFnJKQuw42h+z7kWIJrdjnt9SoNMXVjzT9qHBRdw1MdRYm5/dnivuZnGAWx",
+	"PZd/7Ql36PQJHRrNmQ3uDCnxS599xBClcrHJo6xR4l7gLIjRFaA80gAuD3rJERFFGgzrXVCOJ5yWBVe5",
+	"zWO36YKvvWVRlhnHkkoeHcoqmXIjHp2xrnGHEk/XCz4VecTWIL1PSis43eW1XtaqkD3sbiiNASRHqtUN",
+	"1r3jHTRm8rXUuxa+V4ILK29yiPwjnCDrxiRU+9U0m3iMaDUgRaz8U+Q1Div6iySOEG/vpNbF+21xdpBG",
+	"tVH2A3KpSfMOh1KQndCs99a+aUfWeTLI99Iy29PDJFedOa2c4Q35xY05vfvzqAoqV15bn/NqZ61mIv0R",
+	"glk1NpNWyLR0FkGhgVXcsVjZ1xuQgt6QVu9quW6ZWQ/Hd/vnwkY6+95YjOGT8edTGPaaaaKOoljZVRq3",
+	"OCGK1l/XLRe7OBx9yDqA9vZNd2pPO4dn2tLRWMCyfIoOk8ZBGCeFQX6QLrUuUWSqwjVe4Qvfb+23Y7va",
+	"31rHus+5THevPJRujTlqb3BQkGiLrtd2tjqosmVKb0kWScM2ikpTa1JjavrDVr/63N9jNUlflLsWGZSH",
+	"Jnx3wdZ2w8g8wsqnjQgcEuW4T1hQ2kYi7oH37tEEPkQDw20WDu0OUrf8wdoeunUrBwbYi3rVGAInYbUV",
+	"2tSBA7+8LFQiVa9aiJRsYjTk1zxfOGdSqdS761KD4/1KKwzIwKpAxH0eouaUzMD6Mq29zevrtmqTfqQh",
+	"CB6KLpe/UFPpdUxXRQIVn61fkExcyVVNWC3VMyyF3Cdv0dnJ0dTJrwfYYoL9qpWICgg9PZ8bkbdP49vk",
+	"s7bivzJnHDW+4dB878FR5kl35zjij6ne1uLF/gSwx4XviIAwSXxBuTsmdfrO26FcMyIvYDaWYjdR3fjt",
+	"B5Te81Rve0uxMw9/W4rdV4IoEakRAWL1UuxY3SM/2Nv5LNPG0J3gHWWXEwWGFpS32/XGIjGSv1a+YZKv",
+	"lXmAKD1mnCViLrKMp+gqKsx6yD6WOQOkE+MyqtH5hKaw6bPLw5i/mDnmcILpsocRvYI0dbCuHWqAwjyc",
+	"wodh5zt2ELzaFI+Towlijl0I64jMt1x3DjErNQG5ZWPESX+i0BQFv/JCG2uZO4cpDS5icl5GZrGLyNUu",
+	"opOLY2Vknw0Bu+H8nM0WPOOz3JoEljzxZdyL/wyIrHEv/jWOWCJv7LTBoOvHALYZ92IWj2MW/0fM4n+P",
+	"WfyHuCxlqr3dD0OUhuiLl70/I/Bi/3r8H//+h96nf/+3up1d6lq/L1mKlaRE+hIohkOENhUf3D9G7/ro",
+	"HopLW5gcZfDpyhSO432jJJGKYcChgJsYOIuMNkzJsA1UDUeiWrBKuGbXLSbkDc7+pJlLc64vCaGAVruB",
+	"290W42diP2YvFMljdnD84Ure6Ygh5HAM8xA1ystQqbMMvth0CjQjoV8246AXm6UQ26DsutBJBQX9HrZ5",
+	"dzL54f9Xs9dPDm/2Y2nrMEUvCRUWRGdUg9Y2Tz14SSlVvTY5PahXgjIVsmPbHfxehv3+men3mInup9G2",
+	"2PSQuOaeTfvsMnAOFLIAD6Jgm4CD0Y3U7mV7aE8RDD4V/LMwrhA+EYfMs1sKwAJw+oFxkbAagVin6IR7",
+	"6DzodzB0rVYORgRCwUldE/CYubUcRQSgeGiAe+LR2SJmXftnxOLhCv5/gdm7xZYfmvsVvhEzaz7DknuV",
+	"7sYOhknPAYkKbrUDxCehS7wl5EQNB2xl3Ga0txLBS8N1XWpC+h4hcJ074qerq7e/UGe3Ri8ltn5DJnaR",
+	"0cDodC6aP7246kSuPdzbD/D/l1fPfupEnecvXr24elHrr/lJ8DRf1Mm+BVzZETRKjRNtIWbLe/Afu04Z",
+	"fLZgiQD4QDXbMXh95FN8u/Fam/wG4Z7iTCTSxCcXDk7KiqEYcFd/jSu6l3vM0n0J3qtE0h9fGx3Hdenj",
+	"Syz4CL7E4kTcZDwRCYW+eTiBAFZmq7Ol8dZA950dwgmTZqI2CtKQrLQM1xJG6l5u163YJ3DpsESlOdTJ",
+	"VITor1lu5fD5cw0BeUhc33okd8NmJGC+XYc8hALwoxUcXmey3wRUW2sIYYxjKsC0aW+qN0XefDuCCE+4",
+	"z3oJsfTprpVLVem8IbJgr7gGFT6Fv1azxEqKQ8Gnkg3lSQIjzkWawl+G8TXPKt6YxVaqz9ejz18eL/92",
+	"2MN7SJFAbnmP91rV9CAOCgfG6W3WaHzK/O5pfPCh6e4gVHkZhMb5cnzwRqb2UCYzOEPzlR6wQzQ5lgtT",
+	"KD5ANvWh+Do+uEPaP60ysUwQly3p4MGmKOhcEKJ5LyP+SaAiHdjYK76s2cPu01IdAUmA7Ui5KRuDEf/q",
+	"kb+iI3/4aLCIL7yLIx4+erKo2PKPR4v2O+vjQq/IdYH71lgzI/K2RlDBo7cKm2WUP2fv/FOqp+JLxD5L",
+	"zgxPIbctsC3Oa7A7vh6h/C2QZ0j41iRUw4UD0Urc9THuatRUT0eBdOizl1gZuQ86Uy8Tzla/5qdquni0",
+	"y2bn278m6/nZDX+cGjE6erqEg63HqsF53oMH0xPsmBVzTxZHSd7tqwAoTmLWpUCFyWWautPSo2OdRCym",
+	"WkAol3D5QV2SRpTNQ47ojCvmarTd6Y830u4/kl3yik9FelALO5I9X9XKfha7HiI/rLkszh3v47IMhviQ",
+	"8Bg0KaAijlxwUO6d9W7/LdTnuN/vn8CZNZcqmShrX2KPo3LM7n8D+M4f7FvGa75bWVZwbW+KMCDclIqE",
+	"GR0RJsGb91cTVVSPYNlGTCWN1MqQIaECzAcspXe5e6RYY7OuAtcCvub9udKge/PRaeVkTvVWZL0ZN+Kw",
+	"e/MhuDijiYKkMOliKZya85Nb2D4YkJOv1/3lZioyJXJh+lI/tBqx1X55gdExILfrRBUjiwia9UsOSHUz",
+	"7HVYEhuXaodeY/Cwu75oVuWWJPSBAhPVjYkUvmKRyhVPxt7zLA0SApJEM7laIXoRIXNUfaLEJEUHTjtf",
+	"aPqBS0/VWiEzn45qNu0vkHNtN62pqZH2rTrrCjwge6s5/R0bYmLqmz09brROxpWsWJ5UtvlUzPjGoEaB",
+	"CaCIrw65/QSuQJUDkHFYHPyxZTOfWkjZfoXZUE4sVDn4BJSmnPN6X2ISNvY/NEsoSRdJk08y5blQwpjr",
+	"9fmgFkzpF5FIrlCkzb0O7+tjLFNgRFl77X6Hv9pt6JQ2N1N67IAvqShjKIb29Gnt0J4+zRfW3J8JlUPV",
+	"y9x3RvuW71LWY0v2sVIgFfPc4QVYQsz0SjQWUWQNAQhcbchOtAYCAmm2jlzuG4pZXmQImk5USm50U6SN",
+	"UndiviaV5Q44b5CHT5zMKWF8o1KBHsiF4Fk+FdxedJjJ7Qw+/+StjNJbpkHVmX0JZMHZgwOLklXCCC+W",
+	"2irtG4D2EIAkpoZwhb9OOaKpsEdMUX4C7Wcjxs0MYUdLLuKaLIyKFlXGurkDA5UwHEPgmNIiVKybYNZN",
+	"LHUPuiNwZs2cD9Hcg3gHhEetw6oNZp1Ku+Ny3RC4UXqrRHJ96Atv61cUAr2fRbCoTNVXWNWpsqVJ1Y6j",
+	"ns75O8Ex+bWd/VIU0/72j+gLjPUydgkxkAHc0hOYSJ6yfLZmw0Hf/u/x+NHp46djl6Y8DvOVqbVMjeuw",
+	"mh+GFKkxkKpTJ6oyRAOgYAU5Dstp9tz1eXTpqofIBYjV0PJbqpvayB2lhJmyfk85X3uNdLWC3B5M5IYg",
+	"WJxtlFVbMBLmUMQU5m9BN1mfS+H0JTsP0LsxSQFDF5iaMXeJGYVLpgIWFBGKD9MZ1CoRbgpaAajTo9vH",
+	"NyipvFgaNhVWUXWFnZD5QYV21OsYNbCJAsrfaOGgg1gmYKuaIg4GKURQtaQLaEyR1OdvsFL6BnbAwZFD",
+	"4wO7511AR6FTTyVslnGzEJDnUVStAcLFSiY9KA0EW38F7Zt9S+GpmCiE0LQnJ+vCGoZ1USch9pWbC8yW",
+	"mhVTr+CiEBFcLEoEa2MWeutaf5L+cM3zMWhUMS2Eh71J4oKy0Kg8cYaPZyJXDw9J7Hxv7VxbtWABi9Xz",
+	"vaP7E1Wff3LMEoqsNrbmGRTq55hrZP9R9qAAP7eLSe/Ju7cpV3VhFivRoC8x2JFBRihVU2J36o1dovtx",
+	"v6c+L7Vlii6Mg7JZ98VX0DmVRs+Nnc4FgcjblcJsydw3GSddiZyDERtUElwDRetuDVTvIYuCtBqi1u0y",
+	"Juxa34MKAyxz5+Q97CB7OzhfSEilxrK4wcGjHhRBUP3CQbjfo0C8e2C6B8rT/jlxZG+vWe/VrHxvxMai",
+	"w3Bt5kvRXbgcBwRs0/uRRLfpVOCqijaJzFmqbxy47CzXmWHdJjCtegSs0qd+u1N/grsakOBFa8gtBOzx",
+	"EH4Ak6jUEvciQumNweVXj23QsglAjUFO8Uq6L0Aatce4dDroHd0MQAmcuLcWwzE0w/6XluIwE986GhPw",
+	"/75Bs8nSJpMceqt/ePcqYjEyHOKSIcM9xH3z8H8ttuuUGgMc6hNA7kRoKZRJq/c5hHtCv40mCuEGppne",
+	"GoD9sGpfrq1ULlIzDi+AnU0LS+TS77i93Q9bHyYdhJgwK6a0CscS6cDKDd4OiTbbFrCv7Q7McElvl/l2",
+	"hfgmRvsK8YMIZz7X7Y6RpmKkd0tuKwlocCbCytXVBpVE3V6/A6kELelGJdQajXjcHvVS3Vy4kC9kKfaP",
+	"R0yj9hFlGL1eC2UOZ5A9Hg0WMeueDljCd+YkjCtXo8qjs8X3lLvghQC9YJN6dB6GwZGYIfQm5rvv1+nt",
+	"57eOq5bE6WhwK6+jN9vBMVIk3tp963aqX1OHctBmYYf1ofBSKQuQtJm7rwi8rMpz2Ca7RtMk7BKMnDjE",
+	"C74FU9jqXVGpsbKfukPWnygMUUWsaC+bWwuWUJk+vHtVxMhDlQYQx+ErXuoSxktQcjxRbkwPTIgi36gJ",
+	"N/hg76IotdYtTH7drDjD5SNKJvDA9eEZrHzC4iFZHKQ2OtlbuAnaTx3dA7dVottg5gVpTbe2FaNmBeHD",
+	"u1cPTAnfPgI+9yj3/Xb6kk8TInJH1KyNCNJskJbCOaXVPLxVnxdQr7fQnxB9MGqIu16ntfpAYWphfm0T",
+	"AvwtDv0DWOzN5l6p0tIe8bVa9UpnorQl9vRn9Da6uPDCyjYXBISaWgTqwT5wdWgMlfUnZIASDavDaKXO",
+	"OSeak7SBLgdTtixZBD1L3HAcyB9f6TzGZT0ucFOjgrIQO4yhCDCfPazgNyt7xH97i/49TDyvQ7Q3vP4O",
+	"OudBQ6sUiGvWTinQU5dNSF00uWHvfnzGnp6dP2brcgSjTgl1oqWmrBgw9oLCYsK/gZ1JDYbZYrPilRKh",
+	"w30wa/OOqf9lQzZw8DR+tugkiZM27QtwiiryGtYsml/ub68P715S0Af0i7kEj6k0YUkz8QpRvZylmsle",
+	"JuYCbjx8PB6GRJlVy0mwJed+RBmbdO5PxCzsmUedTX1Ni1RQxxAMvVjQUndVRu1V6xAm4Ie2pNv76AWL",
+	"+VRv8vE05SpAunMRG0xlssKWmbWYybmcFcA6ARiUH3fwtlssRRWuwF515AwOf9o5tZu0wDPe9+zu44eM",
+	"gxw6yF9MRMRcfbBQyVpLRYq1vZ0teBK5yKKD/rM6MGLe2ZMjETzpYeKaSKygCkr5DjkHG/JB3JBd/vW3",
+	"p/i7N8rkAmdC8SRCrQZ0JF/uVoC0tMNUaQGCLFhcQTmOobG4Kk5H+moZcgjx4FpBoHl1fkOYpi2grVHx",
+	"fYaPOIAyeMOBjIjCMHZUreeg4035PIZ7+Usvc69JkAsM+PCBKZgTwm/OFbyjushtySr0yOPQrWGiaLAP",
+	"DLnvdYY2JldMJDIXiWt8AZUawB9laPIQg/zkgjQ5hP7zvU/g/KHGHtjxV8xzpjftddgmLcaj6bTE0Kkz",
+	"JPAdFXuhyr0lLqiyVXQA+76Op5q5CBVHvybIVF0kKmZTL8U6PwEiSoWbtpC5zWA9dWgy7vpxKMT6NNDn",
+	"lgtQvHkc+6KTRwFU7/ONsZLQZ6sd+2ZjZiYOv8gnOP4uwmqoBRe+KvI5ggxSX07aAiiSss8b3hzkqiaH",
+	"MTBZN0x2PTn+ZQ801TSpElIyJnAcfWmBZNXirShR9rqDHSnzLKVYBsBZ4ToFs4vqECU9d9el/xfb7x3w",
+	"3jNotrIfbSbP2DU1zKs/oxa+U6K3XxPKQFgIkJLUcM/UZRdW9bJCdrmPG5F/Y2JYOEIYD08S8O/Zw9T4",
+	"dB9w0BaWp8ysSUqtJ7+lD8wmSwukuNqrBSBcC8dO8ED47jLBor21a179F4nMG2yrXFMjHpCmEOpfAQx2",
+	"4jKFYL+iBIMU/nzsQj0PDLV6isJuoRFkX011viCoe+dHwLfjSmC+h8n5Ljys++xP8rMoQfP56pKthsyj",
+	"DwryqfxC6/lBkRuR175ACYULM1H0GdwudCqYEXk0UWhIKUE0MXt9hLqxwW6dSPT4JGJGqhkOKCQcQjTD",
+	"8QTu4Qmx4CLoOgpfMiInlQ+ElNXxQCBu5RoQX2HWL+x7aLyWZREWumipZU9DyOmz6oVB9EsOSeD2CrSl",
+	"so9gRMI18+RJkgljJupmwzNqg09omsWNRv4qzMm4gDQmuuMgASHOWcbSoFoDedqA0blR1OQJ89iCZgEx",
+	"pUnGhb8pE9zUZTAFMKSHdBzkdGzqCvxOO68ooT3+9Id3r97i7bVFfXhTC7xJjjQAinnYyZUQsN2mbjeJ",
+	"5AJVeVeGhBvEP/p3R6VMst11tlElvIfaWCNodcUWsGLCz6IoTylkSL6wVnbQSS6irt58V4DT2wsThXxG",
+	"IqobBz0EDZjX8QmwFrITNKueuzZ78E+eGrtJ4Tn7aQehVYt4K0hOHucUx2FpUVzXyiVOxXhNUJbe7AQy",
+	"kcD0QtBQJNKwrp3ziu+momjmi/W3xIMu3jhRRuR16JcR22Yyz4UCeaEYcvmYxb9NoMxq0hmzia+0mnS+",
+	"Ir5yXQFeH+rhCokN94zBgFqt8x29GmqgMPXTF5H5cdrxZJyc5Fx5Npqoyp64YICr4h+zEhIEp9IUpfUk",
+	"IDUs1CWGUedL70b37Mr3zFKue3qNGkcP7Ee7qawZ/c+IyPoPBKvaEPsKWBwPZXskgd5vAr9uLr7kB+gW",
+	"5tQOzp4cSaptluLBQbFvjOIh6HQAOvsjV4IJRZzcyESMGagDTst0p6c9zUjVRG2DZB5iDPp4NDIOp2Ig",
+	"OYeiJswYvPAKBuXE+nfzLd85pD0fS5I5IBhiT3KulAacTakYamEHlaq9QwY/vE+V15BOp+eFCqNJ7S95",
+	"O//S+e/emzTpXekldvBptgeKTnuPzmpKj77JKvipGKRV7Rq0IzeVbiYgUyqhlqjr3nTXW+i1yyEEDRgO",
+	"lpNKyUip93pn3Pmj4JkAu6IHOVs1NarBZIPSkAY+fYeHWF2TMnLH1VnFVpNqhdHqDlrSWmHjxaCcjxmB",
+	"rsasC0SzAhtPY+TXvALPtMnSMQswXqFA+mzw9FGQRN9p7n5gDgWB52LLuu6d5yeef0GY0MoUgKGFJul5",
+	"77j4PJRBTQSNOs775cf86cDCNeBtVMwu5xAh9eiCTn00kKw1QicUqTlgvJSAVWv96c0RbWs+oKcTood7",
+	"tQz72iN1e2h+XdEVqLzPcl/oc8HiSWfSiZ2fACVWuetOIbkmCg0iK6m6Z6PRSUXwW6aqGWi129CBAe81",
+	"JkLG93/WjbfVGO6nZ4Ido7emiyPEWhEB5xdrv8eC96aWutG4vKkjg7nADhyOaoCrcNeEoMb8GTKAm3it",
+	"Gu7s3EIraIR9R7OjZjMXNgxkvI59P+0gHgIGM72CdTWggGU7lm3UmIX2DeA1kBOB8Ij94wQnCIc9BMC6",
+	"MvclTwsCX3THmRH5CUITop3JvCFeX5dK3zzglg/MOe/lAOkM2Yxd51KwQ31gWFwY3v15plelJPvSQYUW",
+	"Whu6bhdeeRTFcYzhJaGgjRb0SrWSujgrRoMLl2AjVhGL0QmDd0FJqE9jr8TVWgVlykd0jYfTFYPehm/K",
+	"XiSYbMmtwgKvimePFV86w9r5Y5pI3tSx1q810de5KAYs5NgGOAKvDx2aZvEWmnPuD/jRwKnbGNyDatAE",
+	"43nlRap4oOgUVdq7TG6xcuQVP3b8u+0RUK/53C98SPsQGE4oHrSCYtgxrFs6mU8gyTnX8dhdd9t7hp2D",
+	"7bWJcvswEyZ30tm+fynWuUOA4oGXINd6jJn69s7QZ1M3tIlyY4N8W6c/ohCgbR9TARSc4CfIzDWNDzK9",
+	"qhfuGAcqhg4avD1NwMcs0jnjCvt5jh8+hGJu39wzhvESMA2nRqBk9VRwrugJnSb9oCXoQwBSfXhrK9Ma",
+	"3w16nlfYkHJYDbyVRtznNJTYlqbxeXTXmVTbL9hlgtnV87vzUTTquu64xorwoBwcqrb5Lq5tVYL9PwLg",
+	"18Hq2xN/6w/9PNs9R9emaUoADTo08moR/I3IA7SaGwRoUCIi9X1Kevx4DyBrolx9whYTi7DnATwLQEsL",
+	"12bwgWHdYZgCO4QtMVyc7NOumpkdgNFGDYncVt3V83mF4LUFEiupGm43R7OXKn1FwleVx/Hp2DJ9gDzm",
+	"/cWCEAmSHa2Hsq3kaE9kv3C+SCspdSZMieB003ECh/i+5ayW4w1vKtSvJqsFpS6RN6eHj54sWmX9VNbq",
+	"2MupH8tgsDLt4Lnr1+gtbJN61WJeaYiOPhXIFeszWLyVNAbC6kEtOPQZotWAaCK0Ggps5jzbTdRNpreG",
+	"CoKCmccs11ueJYbFAbFjCgD/VeY5KBcshsH3Lue5yHw3T1BXzkZPIZp5Pjgtynz1Z5FRJV7Oupu13Y5W",
+	"c1zoTdZiUx7qO+qpI5U1sKJAQ9LQW2iWbhJLMNoNbDiogE4fy606yHVQ66StFpY7QudbyMfe6kAClTsi",
+	"+LHsV1q1kiP7QwjXuCAArPWBj1crqBqk0h7nvqdDbN/qa3aiuK7KFKHxmbdlVZVA+62yJAlw1OFXcbO0",
+	"Nl7Xe7jdUWr+Ny3yH6CDZU11cvsYxmFHSNDLuToNOt9cAuS+lXTcxo7uWO/dkIzfzrdT03D6u0xtnuqt",
+	"S+ls52BxfZLqPSyu8cBdRntHp9NdU13u1bNE0cw7rVHbTQA1bYWqWDeIHKylIn1+xXORSZ5K4wIGzra8",
+	"G1Y1ltUt5XrdkOFcPwx6gnWNECx2zxc3QGBbAnDN3cd251K9QyRFwKBiJt0AcXvNfRjlbiPWhFh1uw0Y",
+	"4lzVM6N77zdsRJxbsN+C3AI4vo67JQot6mvUqVnzmrBqcRHQsyBPGc0ThzQadFbborMUgEWtLrBGWMBr",
+	"jLAWxsxEhYicU2jQPBdbZsRMQxLrAtr3zymPzi7eSZ9deqYNG+wF49qsJ8pyenZRarqHOFo6SHu3LFTi",
+	"kWYgGOobXS/m5Er8qlV96dU3VHW2yOKDsywYgWeP8gZyVZu+iNNNx7HMoTrOOgb5dEDHuQfIIa8u/f6d",
+	"g1CVcu6qTIyhm+WNYLNNPlFYTzTdUTL+Bm71uf5xWa2CsPlcbEXmedBg6kkMeE6IoM4JvYyG+w1oDu+P",
+	"eUouWSbsGgLiMyFNM9//HYvOihawVfHUHAD8e+uO+2gILvGyRtE6Hl9zCmJ5SOe+Ku8RShAnpajUlDN3",
+	"v86Yb5f6H9ZgS3eEwv4fOBFEYHH2BWGwlA2LAXvKfrD/60S/n6J6z3T8e2mw96ev3psi+qqVEnqY/m13",
+	"VaFttRt0qHfBwF3XLWji9A+iDEGqX/m8B5TPEEQfVD9IgSpjREpDVT1l2E3nGCorVUeSULEpdEmtwGfr",
+	"kz3vopC1VTWKhfpw9WyvP9rLy9eXRZNhTNzMtGLiyzoTxkitMLrDEyYrNc0vNnabPHzLM2kOqCdH499V",
+	"7CeSrIeOLnS8HjjAoE31SmQ3lu45FlNyvxYu2gcHGVxBtYZKSN2W8Yf/Uoi1QZYJWjNDWl3ovIXs1tz1",
+	"FXZO9eD9kEECcbTYTpGa+LlIlZwtJgqA9y1jntwlkYZ1aTTSoMfnpJWH9jZpNS4eFqh5qE6Dy1PpLYMU",
+	"G0eUgykrxwdWe8S6QaGWgr6uONBjKSBpt9AmF4kf2b0fnfX5O78rhcLD88BReC9DqgGOrY7vDj2MW5zA",
+	"R6lQbe+Q3UBpB+3EYM/u1dDMuBE9qYxQRubyM+a9kNvdYJGE31ITReVNffebg7DCuh1KLnf0w6MK33Vg",
+	"G9aqEd+dEOTumu6wF26TQkH3WaJgSjvSZKIKOXMHmsCrWpFkdaDdpN19eD2C7Ow4wvIr+O8H/M/l1bOf",
+	"MMaLXSXjUELamyuJo9iJ8tZ+nyNKy++1+2paNtSn/MT2/hhVElNijcgKtNSIGPrQ4ZhOAL19BYPy2Kbw",
+	"LCWC2ouQQGlYog+sa53G05pjS9HvckzbsidV8YVbFo0peG48UQV3FumCqwi9PZj4qWvDs3XzORKJ/ZbY",
+	"623DqXeIjwaaY/2uWous50qi6eZw3wTaTTv9oqyO1n2xooYGH4s/XD2Dfgm3PuAr+unxNo4t9dUarVSv",
+	"RUPSDVfs8u1LkAIrvrPbA5qOSycKjX028p1hAdZvk28y0Wcx+EHHGQD6Qw0j/bLNZC5iNtOfqW2Ar6OU",
+	"WRG27VKtDOTi+TIgIGn4mgiUe8jv8QAUpU+fRAUyvhn/EBdOqojF8E74Ff8VDMQBYZhoouKl2JnxiivI",
+	"4SeC2OcRXra4ZOSNQuMLfo9YDBjKRITS9vTgymEzuh8c/AM84f+AqXaKQiZ/ufjB3UIzco/jX+6i1ad6",
+	"MBe6Xvzgbglmat9fml8n6hTTqW2Q9x5trpqsX5PNr7GKY4/R3guVOG/mf/eevX/3I1a8UEErMtoM6j5d",
+	"h1fq94sG3kzrpaxPuG/VG8m9BxAlKKicCSW2lA7o48p4X9weK4eO14PI6W9fgusg6mQaA+eOF5BTOlHH",
+	"dduspTjddah3K7VtlcqHWqp9PPdttVt2aGrbuOjTsU4uQIQoZJejqNTv5Y16qRqN6Rdf+CxPd5VarSOg",
+	"ook9pRrY9cq3mn5gWPzTmzc/f/zpxYtX15fPf3n5+vrqzc8vXtcDhvO1rFe4Lt1KkWSB5qPX+wDrdZjW",
+	"/ZYyHgXTe3i0ZnveJcEAlMG8PkR3dONxZjZrkRmRQEMOOyxoE2ycDCWUJseq9DVWTSu4VbyzrgL1MjWo",
+	"OMVLmXjjN/7J5bD1LOm4PdJi9p8fr0jdpAHLG2VaQoyWUdeJdp+OLVUAtP7tK3aT8Zm4tmLuCDhYJj5L",
+	"vTHuGIOFcetyW6Sw/WpcfM+18bxYUe63CyNm1zH7dzblRjw6s2tyOmIZV4leQQq36bP3+8132+C8lr9d",
+	"WZUyfY6uzX1EAEvb8s7dR0qveafzsnPxINJ5efBAgSMw4nvcsRTCc0cVWbzrscNHZ4u4yL7EFtUnLdDE",
+	"m6TZZh3sjT1ARDjyeps1SdYAIhVYZqbXOwdQ5/RbhOgI9beag6FJhJfgwe8gxqNQ1wGluqHL9HiifHot",
+	"o3xbuMjZghtC3au2or5env71bHF+8+j66fyJeJw8mp1Pz/jp09GT4ePBo/m5OEtOZ6PpkA9qy+ePbNir",
+	"QiD6ru+VVGEKw1qFGHc3kgD3tzvJ6idM2HJ0QlojJAMGJ1f1jcgZBxvMOZ2LieOnfpn//H+eZk/+9PP/",
+	"/C272v71w9vnT16+evvnl3r0ir/i77edg1rV8WZN+/CSTnFz3LJHwk+NPP1SzXUz6jFWVG99tyroi00d",
+	"sZ0UrNj2BD1+TAht1r9AC8dqrnl933E32l9qe6j/1DDCbqAsvX/5p9cf3sYnYxZjHrHSUJrB0/SCxdj1",
+	"3G0K7rvqz3QiJgrM5VB9vWCxXgsFzel2pCA4LRrT4vF51KVVveUCEzoQkrGz6G3WNarysX7yweBZl9rK",
+	"9/t9a5kqaANcVGNZeoOJSxS4YPJGYQc3ewtO846N5o/0G2jd+GCMbbmHg0GppZuDpjFrqBTgORMSmFao",
+	"JPJN4HTGUHnIAZIk6I5dhnnFJtXVId+m4KbB3og6Vzy7EXl9r4QMxAkKL2txgvOBrCiBWeqUScOV2aKH",
+	"VBF6b3NfggMERRhDDwaCA0AYrBj+E7fM3KIwTu33tHGmz4pK5uAzWEYQuUYV00zwpchcl2B7N/RCFPlW",
+	"Z0sPRe08ahE7GzyJJupsdB5Rcj87//IFnJZKE32AK6Riw3OXR9JyOlJdI2TiXei3DyqIo2lqt23y6405",
+	"kE/qv0aJpVhOrGGqNE8rk6JwEO3VZHAMrjM9FQ1aOfTRXkNHjgWV8sPtbIvRfpbCyeth3u9mGwG3NRoF",
+	"rgfyVNxwhSwi1U2lGAuLC4g6pRXBFuzDAXXUNhPlxMUhe64WgLdJRMGHHhg2k9lsI3PHzhEzC+o06Tqg",
+	"uv0M2Zp2pDLvs49B8y13mhDODL0Y8jd9f+JEzEWWIZBPXFrCOBCF9I2w17k7mGapxgzGBU/nPTiXDhxP",
+	"eYPQeh+0vsCmFzrLIyb6N/2iDDIoaByfnZ3Weydo0xzZAbOUy1VRUV3CBIVeWSbVuYdxKrbCEeBOmp5b",
+	"4XD/FyMr9drw8s5xbmUjN0v+V74l5z6StyWjXWrCDqUmm4e6azrKRGzAVoKrUmvNvYJMeu/1TCuKpe1K",
+	"EZeDiLPXGXF/ze2uVf7XA9P+ZmuVTs66bNVG5ccNXmRBV10UmiLBzGUlU/bhw8vnrMvTlP0qMm1OoGYM",
+	"Yg89sATssw4XeMFNTXlJrYeyqhPYYR5oxYATfMs3RtTzh3Mguu2AAUri8xpHYrlJUPl9YZUkRTLtVC+K",
+	"ltruc5C1Wy76axW3wtHdykVEj9Q1iYxx1vHYilKODvkqPbrkrUu4WUw1z5ITK4bcROMxiWAfnNOhjHVT",
+	"hASjwlS4unz3pxdX189fvr/846sX15c/Xr14F4eS1Ntb/kO1IrQJyqkk3/AmONmD9anvOlp/YB5cVoJg",
+	"QtnlqLdR0wx7Em6U/c2Jtruf5d/7tGiS3gXDhZzkSX9ky92bhMINfGdvWvCSu3nRmkHDdtjsZLvQkNCZ",
+	"ar0EU6nISICKjlZ9/1ovsoe9wtX2C21vGNvf4sJ649A1y+1T++8Cmch+bqKkYQuRJn32kUAvIfmAbKZA",
+	"2kNbOBKMYxxMqrcim3Hj4Fawb5fdJzrD+p+JgqRWabDwvB6jga9lf82zXInMMWlbFm1e7neQBXK39W5a",
+	"iUIvBSMLtSRY5t9pYvUtAT1KunPLYVltbooW1aCG3daoLWqvq62uKV/IaDbnWeRBel0NNus6yDaWaCq9",
+	"gnxUh4x3WD9q13KsDqStpsa4z15BcTEAUIC5n+7w8l6dMejAlRrjyENCe0BT34OB4YnO2dRukQfG2Y6Y",
+	"3E3Q1r4lhkelrHwQMLnjk1KvjO9X2fzh3SuW6zSp4JP5BcaCSstptHXqgKBalTjTMK71vE71IoXDI9xF",
+	"BX0QX4eabzMA0LfyxIRdvaAdBmLicrPss5dEOBBnnMXP6N1v+S7VPIkjl1AP8wAooWda5ULlvavdWoyh",
+	"fEjOIMbx8K9Go+8xcbCjqNRQ5hHmmAXJXw6rFFtzqoQp7SdnXFSC4OiORuA93QhH8WBFbBkkkEw0BJwj",
+	"8mGfGd8LnBIkAAxVr1Yy991YZjpLCLmMnvX0ppIEQgDD9kKM+uN5GDXIFJIKwXChjcdErRCfFeHdxxXI",
+	"2v8dcMgfyr2eYwIEAAcXT9N2hGvTJgkZjBtHkfauCpc+dN3sVYUMXrevqu13/OK4vWbA41TgdrkbFzxx",
+	"TpSjemGrdBj4KN05BlceaesEX8WhrAQ9OjI/LgFkPlEo4uillhlI3MM+mEPmZeW1SabXLou0HcXb5bw3",
+	"CjSr6tybNLvvmjAapcuHrxI4MInvDTjTpZpTD62mHVEH+1eOx1dxEepnB33DuM/FIM2kJ5M4gHguWY+/",
+	"Q+Ow5knfsYPYvUI+lFLcrQ4VZBsHNWSu9Vo5H/nkAA/dEhGiwb/xcbEj7wWcPU6KoJEfUtDudpmA1mcv",
+	"YgAhPDzaA0OU+y0f7rronSvh8MAFgOBENETfZWnnrxwY0IHezq3AinhqjaTkCGjRBclJpzbjffi6iXLv",
+	"8HFSErZaHe8Xd0/tphuOFqhL912xwKU+LqDs9mCK6M6IJmFVKMixhhLIiYpdU6eYtEFZnKc05TKZ+uy1",
+	"Dj8PRokvoOyz13a9tZpZ5c2LJePVlIh6o8vUtbzx8ek4rKiIwS9ufOpa2PznwIH2d0PrcCpgUPJx+IA5",
+	"1NAhbAVZ6DDUCsgpLaEFoeeBheP6IzgrpxaUhWT9UXqhHdCeUhUjoLabw74dQl30ndWBHZ1isAZZIqwo",
+	"SiIGxxrP2SyV9pNUkJo7t8tErXlmpLoJ8RrKNkuEKGplDR5NH+oKBVCuPa6SHjG/wzTFYBsz2m5uaIaS",
+	"GuGYWWSgmuUOiUvCSWL1ae8TiqswWmH9SzvSlmp/DzFhaCiVcqJcHtlcpqnAYt4SbmWDxHEeDhQ2LsUo",
+	"KKcWPEsletxaxiDLzURqUqFcxXSJ/ct13Xr+TZx9l777jVUzPrnP7lAnHVdWOedLUQWJK8PCDczB9ik1",
+	"qww1HAVh7BEf9kRxVGFdZ7vbDbCVRpxcYCPdHWVHQKHxVAjleoG20hLKMDWHDCCIuRA49JjMYigUjHyv",
+	"y8hbsxFbcGXNYdiaG2WHTtkBnqLOZO6zP4qZBkTaOOhRGPseKc7phO7C0jETiuj2HNuI/g62UHmTANFz",
+	"Xe+f3Mf3hQH1CpidWxXLY0aua75cge7xkD7NiD0hCGoZE3Uf96eqo9QojCVtdt9yaPKwHuvdX9Owv7kX",
+	"f71cDPoiQbd6AkNEKWZ5Pgoba2OnXtTjv6kf7j8lBJFrFXAcfuh45WHLaJFZvska+4Nfoj8Bizld71T0",
+	"SqNfEURibAdI74DBaSXadJ7ClWvViLrz9RON9kCSo5MEuQ7BJrQDebAKrUNMKhpFz90k+qyh2AZrz5GY",
+	"FzXNK4PeLLeBjTjm3u+zF9g1LXPqLGZoKI1ec3YF4HqAn8/JH5xTYx9rjWIvxg9XP/aeUEQYkKMU26g1",
+	"hxa8ZpNl+obnggkz42vBuvFkskmeDAawG+CP+Xwen0QT5Vu1hd3ZEKuFpzmmQwgFWaJTqbjVeXjO2U5v",
+	"MgBr72K2dMQM31USnX+boHEw6YzZ2ejrd4kGXJLrjOVir12JU+bHYD2Fpx5MmrPRly8RC/LWsXkzpelP",
+	"FNa9k/xCpRYQUJxGWuOhx06c5DmKWIySnCxB+vpEoUlcBGWcBY9aOj5T6rhKLfzc8D1yyqp4B4jwiXp0",
+	"xn6Wf3TuemRBXKETRBtDgwCHD+MsPPuHPOzEgqguuGJlR14q5YO+rbiNaMdGYds3XJS9+MNEOb0aTJTA",
+	"nx47jPxCM6M+JMXr4mqkwT8kc8ve9n5rNlSKJo/67vvsJ8io0mUEB5A4oAbqdJMLjFrHE+Xh/YNikkpn",
+	"LAouuxI9Si6BN58Qnew2xNFPVIgN47TN/Y5KaAA3xmlurSz1EgQyvDXcmAf1b9Di0eWh9Bb7tRHTejYp",
+	"l+d4ALfTgUGcieHidLACST5LN0Z+pnpb56Qpz/W03gBoFWZwRw0W/aEc3OoMEOcwa7L77sdn7PT09OnJ",
+	"8TBE5LYlIV7tfMQp2QhIS0KxgvYl9TvRK3FC74HGNjLHGmDqnJ4EeREY9vIOKRcwr0HPgZ6OaUKM5uRS",
+	"8c4++8U1doOxOzEGoUgYrKN15Do7UE719oQaGhTcy8Im7/uL5i5KFV+QF0BhVn4QP63EZn4WPjGLreQs",
+	"05i4HbHMKmEiYYlleXZZ6tE5UWjZYfdGrMwpqwkEdFYp+BqMHvWGw95odDUcjIeD8WDw5/YRNj+5druh",
+	"Dc817o/hYBWPCULLympuSqS3XGQ/sk43CGXvIB2wGRouI5MG61y8YxZSigHudaLeakTwaV7Fve3X0Mzj",
+	"eCDs8FnO80Wlhxvc50Ve5bQPXKUTFSeAdNC194GmX3b7o1Fc4P9b+38uFU+p6S7Qlg45UgputDDgj83E",
+	"3p5KHLZEYVns+/HtN72BxIsR3eic0o26QVEDtPRRYgbLD7bgif0RQgFxYC4Wn43hrrjPoJLYkYSajslA",
+	"mrBuuJQnByTEe0sGahwersPdThok/bdCW7YKXt5H8PEn33nN5V6Uwn7Q1Mq92vJwmHCpt6qIHf5gJWhR",
+	"x/0DNXXaj/b5/oCYX1y0faX2FEklE+23TpgMYk3mSjbI90XZ3Iv9RZYMc4n5J9MdtULHpCWwe/5+uJpR",
+	"UxAOP+Nkj4fp9T0oYPP368IerYMdd8OlPOxS3lepAjWlz17jWUo+5T1JjucAtWsPT+KJqvrguGFGa2gp",
+	"vtbGyGmKSTRyJZzRADqLs2i3h07Wwe1O1ntxFUd4zDlpipU2DqunbIsNDYPWLxh2q8PW+OXyv6+vXv7y",
+	"4s2Hq5h1z1fWxPAQTuyyMNjQdtooyGgC7rIEsxLQIAaRNEWrnBKShwswdE8H5gTzu4SpbqL2vu9vbx3+",
+	"ttCvik7h5Yx7JpXJCTzeLsmHd6/G8A84e9aiQDHy5quVgZB1iGa19znt8aq1v24jNxq9zBUTrmjQFjst",
+	"xJ5vffZK6zXmEquErTP5mefCCvpMGFNuHE0gPSG7YOCc2qTuzYXcU9/Dqd2WQF8bXIfvc47pAZW6bayT",
+	"q69CKXp04m1eikqVWJVTp0nJ19zKC/wLvAqHU+MM9qrPRuXX4FhtyjTMoOcR3Ije2OvpjhztaB9cgJJl",
+	"L4u/bXiKFXgkyHwDLdjIKwqQ1TQqKL/4QAvOaolKUcInFeLl0thAW8cWVPuT7bMragPhsZXtK1Ktl1Sx",
+	"wldWMA4H0WAwKDfVtlo+t4YUpHe40ngICk/FQoJ3GsiWQfwo1TcQq7V6iFVCYBTYPcUDmSVxgQ0IwaNA",
+	"EJSiSvvuVBe9qu93bjXqpiug9Tc+WHy0/gbSbpvarONE6q/6Wdddrvjpi3vLYwq+Ec6FZhwVZClGWuft",
+	"xy12vMVfZVT0WOT39T4H126xTwekRh3Xf8QIkI86SwUWWyrnYjxRvZCBxqXqTXBmOB8P3Bly0Tj0ieJr",
+	"sToTb/VsWLrPFaxZ/saUXorC200eVwJy7qNuYcqvutE5OpGLFCz2ozUbowKvDSOx7jU8QXO9rRGKJQd5",
+	"tuPTVKD56rzD9uaJYqEpASrjGNwI5SZ3SqteOMyTw+N0TBePfVDZJQo5I5tegPc7C5GSTEIHxMyajD5X",
+	"zc94Bp4ucJnZh9jcGvzeJcYNBa7t/ODshdI+4D0kElVRV9xkRMFySaLP3kDvGgTo4cP4+tILSplYNQ69",
+	"slsLKHDR4HCz714InpF7wopJKLIAPwa5s0Cj2AA0K7jOIWud4k+Ugg7bMawq/C6CpFAUrxpw+zwWnHMx",
+	"GgFYGTXFpXeBAINkCUJoPA5t89zdbeX3fG71+M8CRdMtDFl8F5VdN3Qvg4vkn1mv092YorcmrmDlkgsU",
+	"7J+Uqwcm+EHpRDwwvh+sQcsgrNuWpfLsW7Rq81NuP9FGdESH6Ci1Mte1ajOK8SJehu63QO/Xc593lsgE",
+	"NSjvmMM+Es6NZg1p1qU/uJkoe6fDY7JKzEnkLU4K28JSYNqC1Sd+m8AMJp0xm1C9WR+rOyedyP806UQT",
+	"NcGqWPy9SKfAv3116KTzldpj7ZUDc7ZXCzxRx4qBCRfJUYuKsiUZPbXjzwTAz8IU7LD9HNik46+FQ42C",
+	"XFLAi9Zz8g7j96JQ6prNbCZEYvoOaHxstUuPZkWlntitY8HXa6FMOyRiy/INOZcpVyXL0AAqt8dQdBkh",
+	"hdoyz4Rol0aZC+VkRiMunDVQCxyQUKiybnCsR3Q4R8Hhd1Kg7voQC2roSxDeLkyyCzNxrfXqXA1hMnlA",
+	"AoTG3qHVC+ADJBii0LXw7sXVi9dXL9+8jln3MUv4zmPAGpFX4uyPR4NFS5K19Dv5jtmlrL5K4T0HuRtf",
+	"sNhsAFPE6v8Eee8wsFBnQRDz0FTGcOfglFH5fq94BcSB0U+NUB4nF66duMgxrRr7ACP2PIRzARn1IZkw",
+	"mKTLNiqXKfMe/0xvoYC3AsSFk7BqrhtAxx1H6uYA5sk1WPbXM5lkNbR5W/YTsAxz6Mr86KUdoMeBzcfT",
+	"fKE3NwvkK0uwaapnS0hCnKgwQ4WYqQsoZLnIFE/B5yBn+3AQENqH9AzKPCFOusm4ohRFb4s3tWWqL1Yv",
+	"IHQrGXEuwQ0kgz+oao7rcCN7Xqu1L2A2CK54IFWI6JJrymXY10/qK98u2WKz4qqXCZ6Asg1lcD5XHt56",
+	"DAxsdBQM7Dai0jVMhO42ck5pKBIT3n21ph3miUtmG9fpG/Dikmx5/uLHyw+vrq7fvrp8HUNuq8QX4VEL",
+	"7xVfpMnNBWoxjVL6rlhnwVrWAmUqsU13PhulNVjm74iM2YSDyRpgMCfqe+FgtqsYLXqD3rpmtLE+jo70",
+	"pFXJW0sYv9o99g27aIs5nveictwj4uiYeTzhuabCKDo6a9CFJ4rghd+JmcCqW6tQzxHEElCgDe4OmbPu",
+	"+5yrhGcJ+0gfuyf80QOyvxFStMSezaLgeWD/7etycw4p50UHEbwZkp/seX7hGz0QLIJMRRHAlibQHWpy",
+	"nDFP/1BkuAUwYE0WqN4aVwTgISamO7aUKhlTKwirbzrN0v7b1xnFYXeI2HeEiKOJiiH6TVZoxOJKQji+",
+	"E5cDX5PzvNI4P0TMOB2cD0e+dsrO92xAXsDOeDgaDAZ1IQJKcT0mdfxKQU9iQz7ptpKnisEffjPy69bM",
+	"VE2IapcBrpJV0sjKt9r+3zY656bPXmBDJXA4LUCpDxX1EmSsO0x/sItDmYbuoJIZtrMD12SiZ+ahEbNN",
+	"JvNdf5VYmw4HGo4An3KugknnZOxZ39WrYxUwPUO4DnTo+wcxowdEHcQTfcMoDsmbmRBsy3dmPFET1WOX",
+	"Jtxf9kCjt3eDn2PPcy7FBPpAkagTBHRwMi5Q6SaKlYDp7BsbvCOFDWRfPmCpnDvHC64CamJefbav7nqf",
+	"yUmfvVSM44AwZcdPGIrNzJ5C7Glupw5NtcYs/u1rzKxlz1zbKJ84Vgzdz75CcdcDqe8JSvc7UsZvP1wF",
+	"xoq9ah7+ZgXo1/hk7POMIgi77ETGpiKlBDE3cPdur0XXrlNVx6YV87mv9OvJeI8oxYJV/FotVu6IV8sy",
+	"mrMqwbDBUHayZx5TX0xXRzLTa+laV8l8jOVIkJxe2pKA2Qs2VglNExjIg/cYdzDD+Pqg9jk2gL7LPgOu",
+	"UEnEF/tunqasS6CxIwZqOZphdgzm5KIKzegAZksd1eu10+kmq7Vk3r50hQRF+TXPKZN9qj/jGlgBVqSn",
+	"uF9KSZGs66OXw5P+RL2BMxIC0Pb79v74wictD6PBAIKFxwGO3NNHBr+GmkZLAdY1G5NzqURyEkEWU3m1",
+	"gMyWVfFXS1s/sIkqRsbefKbs2rPRU5oKuC16l/NcYBnNATBK7x+XwlyvRXad1GUu/2Kp4U107yqC6Xy4",
+	"esYSvquhGo7vLaXtlhufOaDWidpyO3jEFoeDmAJS9pdUmzwi54WvWLIfXMlEQXDr6MI04XlWTmk3Nx82",
+	"8/yVayzzVR6UGYDSPH4q2WPBCiqAQO+u+Jdn7pv5c4e6BqgOjlKORhi41riS4OdxeK2pJuK4uJjSdg8W",
+	"8eYQt/aWGKUNJAh49G5zZ91nqd4kOKsHE7XiX4rpvxXZe3i5S66EPW8oPWbs6k4ygSjlIH2HD+2Q69m/",
+	"TLoq7K9nGmvWEDUpNQtSSMhnSRG3aKIqpGY1lL4Aeviv2IVaISgCh545SDrpW/5NVJgT0C0lBZxATgUo",
+	"6VTyUQ26Mo4Hrh370b284l+uCdD4mtTW2q1chgbu+uFFzI2M6YwFIbUTtx2g6sJaMZDZac8PCCVOlPgy",
+	"E+DRZ1REVSeMfIwVi/EFR0WpJt/TNwidKJ7aM9B7QPrMtWg2D0r9LimdRetx4bnBOGcxNmmYWcr1WiSY",
+	"aOqWV2MQ3teFd2O67Tr4AnYDsJwGqBSbNSFBsmcLMVv6zWnNr+yzSMbMi5zc0wwdnJZdzULrHLNBMVCE",
+	"bs7E8u0N9JI4vqXtenvTqGGt/XXWpaiLVqIA9gtWFnxQklIHgaVLSzlRpbW8IIMuaHptd9yKL+2Rq1ft",
+	"Rt+Yx/hKK0hSChtFxnR3XJcuZOnKzdLuxyhQF50DsDFTsZIROSwSnE58gQo3S5eFEdJldIGhOmcKuXIu",
+	"adhskzvYcpRQzn9XNIO3diDAbQqKxJe7K06UfwfqhfsJjg21PYToeciKPw7QWoRIK958KOANzgLMv6aK",
+	"sNIZQ83H607gOGJLsUPpvgCRrqhkQ6qw0uHDu1dB2wrAIoUUBZ1Zw7MCxmkt/NHgtD/oD4en/cfxyQW+",
+	"Fo+TahtmbCYEHkupCtxTu+aosnPlJ2f5wRo/UGZkzTdCn3EcSH3aC1MtbEgQmGwcidZnl6GuBL+ZWjgu",
+	"zEA6rJflJf4KVLJx5ZLd1lMq/M0gRR9hLqknfVEGZBUM9Ce7lp7kEkHjydTL326pGs+wRBcn6AXjWF5s",
+	"tzRKfrBbVI3oJ1ex0oiE4sW0/+mkThNAbSA4nFy5mJdhVmvZrQWLwbHRw0PBHsn759REHdA5rcgAumGK",
+	"D0SL/NfCuF5Bb0ogp+YLJTtsLjGPBNR9qpQ7uahgkbi3F8cXC06viWp5fFHxtyvzv3z7MnJZj2C7HRPZ",
+	"X4+4l/5Liu1+nuzdEjOOqDFXJQ1G6W0rLSbyB77AKvj6zNVbhvAjKlwkc5dKTr3wuAd3e8X758OFZSLR",
+	"wA85Ab8dvRte9H6zWvFs1wKR4r4QHPCzlGfVFG3Aq959Rx4+EFkCF0ak833Pw3dP9WHduJSTA67rapaL",
+	"1S59ChCrZgC55u0+S6U+U16vTZ/PVqJPlx4WePu3ZbIKVY6vygcAfqlzMaM7aq/7uVuwse+tjt5cqK/J",
+	"I+d3nKWQOoi5QlWv2kQtxTrvsw9qqeymg99L6RXfvt7UwCgcemU9UdHZW1FrE6vcOC8wlFhMlF0rgKqw",
+	"a4YazgwNCHTAFqoPk+b3WfemlaVtfss0QoA7KZOcBPVhaX5cgGMBgJPhWAgwHFgVqrtflXBCEP0EpWhv",
+	"O9rkpjzOfZ7/5GmD3N6YfFESSLmmLXDh+DMV8xy0SZOD2eJzXGr6k9zp+GzH42Wft3+E+JbdaITbLbN+",
+	"+dXxyUWJfTFZyfMv65bYPXJQ6zOfDlTOvzn5HRi+6YB/u8nLYp26asGh3yLzxA3dR3iYns8niqsdvAIh",
+	"zaH81eXNYnqhtzLCjNly6KFMhHWm7y8rUDQmBdZ0/D+Y8TdRpZQ/BE2lXRkPTcy68ePRYBGDKnQ6gES+",
+	"gmiYCoguM2+5+1BYyYAv8gEh88QVAvqIBeSRZxSxsMozlt/SrMid5IY9UeAyAjAroRAshVwbpnACg4IH",
+	"8AEuO/6N/Z0Cr1FQz3E2OLvArL0604ZDx42lUOTVDmb18vmLX96+uXrx+tn/XH98+fr5m48x647OFicV",
+	"FAqwz5yVs+Bge9A593ukQdIx3zL5710Yc6TMP9rqRdUkZdOnUOgf/+UTVk4hW1jjLMn41kdUn718/q6a",
+	"Il2TNEjViYiSsJecfPnq1ZuP1/ZV7+OwLnGiLG+GgRhrU8KAPZt5TnJ2teM7hZCgSYGsAYXI9jL4CxTk",
+	"3lATNkikBoIwpWEvisxTBuJ+XnvxinlY2tofDfqD/uDh8FGdC2jFv7zEp6ApZwMbFHmMDQrAB8NvRJ3F",
+	"sKtZaswTSLiv54PZlUsdLzB713l0Nvb96PyCnmKtKyFhYM95rQVi6V1/IKP9XR3hXgrG3asLnnOZ7gIb",
+	"ttGOLLqT2bNF6W2NkXi8hZRuqu+86yxznfO0HfGfgUtmT4EC4sPQImQT/9Jq/mutQVEPS3oJ5ytYcQAx",
+	"72DtPrx7RXkRoalUQis9VpLTlCIIXq87ZQiW3rj/AeokhR+QkClBaJEOqz4vGis1tqxoMIH95UqUy2c0",
+	"oXseD3VfTtXO8LcDfkHvrzX8KaexZS19W6BXvxCI9upcmZmHTr5jBhUl64WfDcnbDGrayLeeOMc6U+1X",
+	"i1tdmfsGI8VqQRi0gHttlbutimZiClJoNkr+bSNcFoYnakTJlh7rwcG6FQOxz1+gcxhDcRD3cnngfhu6",
+	"7gUENVpqq1Kp6J9KaNh8tG/02mqcmZ3P//3LZe/PvPfroPf0U/HP/nXv0w//9g0giocAdyPonrYHd+ct",
+	"c8BduADUTM8wobPcaiOQYrPg2GOn3oQhWvQb0A3M7dGAKize6LaxozyKiQtJliBHsAmOHdOtUHHhBd8Z",
+	"FhfOi98fF/c+sWm9SKzLzQw2Ym1Pdwi6Xca9+M+Q6hr34l/jiCXyxqVQxv2Yxdcxi3txhFW8AKgGYNUT",
+	"lQq7zbBSGB7qs2fciJ4PkpU51/Pld9m8jhhtG/w1EavYk5YAwV0EBj4DCpC/dsHregDf+gjHnpFroe1G",
+	"9ilo2K3uaKPI9lKr/fEfphi11QUuQHJNRTHuu2kGFePjYNFUMaO6zRFqmvULYTUDDLYBwgyqvZk3rfQc",
+	"DI7btEm8dL4Ojwbfrh0+VCVcZ1iUUFMl8kd7HYUM6eWI8mMeeMhst2iEW8sV3XJyqyFYidX0ed96xaMy",
+	"y+JXfseZF4GOFtS0Utc9gJoHsV/Lj2Fy1vUt1o8CrtS+iL7NugQxFbEEliTD0sFss4Yc6naDwfD8rKl2",
+	"i9zauabm9nijYV2Ii5ei5RFTdgjOYeTTo9qNZK/haDis0gLtNWgPaVnioD2Obtygz+tSE4LCArTyHf4V",
+	"5ib8a0d+1x1ZG4gD9bYg/1FvwL/29T/YvnYL9ftu73cIprRvtf5rg/9rg/+TbvC7e2YhgVsHsZ92qCD/",
+	"KBIl6uAEr1ui6tDdLQuWiVZAHkxXa9/5qUHW+dGWx+K9yb+/MLyHLCovV+/kugj9Fs4Z530WRUvtzC2G",
+	"913cm9via9RxxZvvISmXko1XUl3ppVBN+RD7qLGXz395+fr66s3PL17HBchRfLnJFzqTv0KQc8z+KHgm",
+	"MobQA7n9gkce+JhBGNv+ZqgwBntVG7TSsZ2fzzaADGNsGkNAB4YlGjN06BaQOlRELRI2GrgnIOyaCJVL",
+	"nvqqtuGAmSLHNM617q242vX4Jl/0CAnNFOuUCVc/o42AhyPItiDof7gFkkxhRnbBMOu5M+5MgQjFJl3k",
+	"+ZpKz35GVAe840e3p9viN3SiJuSQO2BBQMA1E/kmU5ACO4Mc2Bg3KEYVMbyLv/wsdnF/ot4LRMY+tvZ8",
+	"Le2A/Oq/4LNFkbhCuB3YRVevBeP2ZqaESOyyT1T8pefzRHpwS8y6MVe7eEwRW2SNpdidXNDTLlbpU4kH",
+	"pyyWymzmczmzvEUvguTjMrN1uWIv335+5DKBZW7Yw0dnJyUWMxNVsBgyZC1rHeKg7YLn4FKF1ckxY60V",
+	"86x1lvPUb9o9DlqntMipVMtbMhG+m9knHxhk6KhI0phn/GYlVO5UoQ/vXjmmeAsPvpJqGRMrGS8bJuoW",
+	"wuENdS5jMY4lDpOcNioRGYuhpylcfYiZO0zm1ABrQpiYPtJB6iM7GwxddcdLWjiUQOwWAmiiAgnUarGM",
+	"MEZq9UzrpWw4jhNuFlPNswTyK+F2NoP7Iwif2r1o5I16qWJX2f//Z+/Pu9w2rvxx+K3UYZ5zxE6KFACS",
+	"zaWPz3c6khxrom3UrXGc0E+jSBSbcIMFBgWKohy999+pe28VClx6k2RLHv0xGbmJpVDL3e/nUx0f2JYl",
+	"Mfzbww8GD6JSG/mOH3pEPOBwLcT38SUWzRRSc9x1MlVoNTSmB5o9Onv9PT4MWhHM6fxHy/yxBbvRgnae",
+	"wG1XcmM+yBw0bQfkcLUeaJSZhAmOkUszITgmi8wxarizf0HDqKaYhOgHo9pSNduTWa/qQQGWW8ts1prn",
+	"Gqp/FqusTFskNAE739GYUE1j0WY/5StoUELqFezvxcxfycRYYe0rYKE3HcimYIBHj8yaiBwGi0S0kIoT",
+	"Urq2TLVQQZXPZg7xywHdQTO/D7tuTSFO2CwoAMlP4cRJhQxXdVL3sRqrP/2JmWNolCGSKpg/nlety5o1",
+	"4Sbs4fCOWgzdeMsS/wvb/2NeP4b0n7RIVF0Lf0kv1WoZH+E5LffAFmEJLR6gsYLtNTqkUu6Ab3TKFqnW",
+	"wD6zEJmxmrFK9S1gS+cFW1H9sVFOyhMT0EKG02IZbeF0+cBlDzTQyI12/0zcaZ7c6XLbujBWgJMqlLmg",
+	"3lMCeFWwTC8t9BytiTfp7Xbbn8ibjDN/Ysk4Yad011gRiGyNi4m9FUUK8GFzKmhHAWJWKkm1+QWhEFDc",
+	"14ZIO8Ebo9ivTuI7qKh4rJq7GuaIE/4xQO4T1yVAbShH32GbDE+YygnsAM6vlX/C2mt0NJ4URV5o8x8o",
+	"Yrvv3sFLeh7uMGKpKBb7zCTLIp9kcvGXX7TZ98CtB9wVw26vf2SR8jdLCTA4aZlJaCWw6D7YbidLkWbx",
+	"CZoyoiLJ0SizgTcaxOdsRixeVJScKiLK0XGb/VUkLFXLFe1b4kYU5hMs85rNuVTAMeYkQHfVVhOwqLdX",
+	"WTzmJoFBHNl5e+3mBuleqhmsmILoW2z/KnflB0Z9eJwvrZcgufWIqVyrdDaDqXqNbdtFC9lEzI+tgv5m",
+	"JtU+4YzcG3cdFaK2dDFlD1Su5IMTY8IsZEuoqTSeu6a/Ww6bR2I6lzCkIs/gReDfA2w2HmfoVhelwORh",
+	"kV8WYqFtdtw4cxr3JtGQWFj6B2MFdynSg75XAqj09vlmZjasWTe+uW9687plDn8aq7jIS1HKM4SvOoMj",
+	"BPBJ6aV6s6xueqrepqWs/ts/VTaXCNXCAFk9NfNh3dG12CAYj5EG2GChcvbo5eszu/YjJowWHStbkWCl",
+	"Y16kl6myFEBE067tR7dZvA0uFNsEaCGXuU7LvNgwDWWI8w1Ut9jt99gS3l+uBFRiStiBpz77ssdLTq28",
+	"XrtqRQunCL+8LDb7rtvu8odGYjtl8HCzkJCkhh7zChlGb3QpFwAvsNKbdjXm1GNmMG7XCN6PEGlIyi0l",
+	"0XFAq62lhnHQBeCrNaH+FTP+zgaZFkLP7SQu0iTJaEHsU45sMy1AASQyWaFIc8vtCJ9SokU4QPDUxvn2",
+	"8dnJ3DJWjAbUtyQt5JRq0aGDkjDj2uyFLNd5cUUigtt+bM1ZNxhw1o16iJICLDO+LLYNQxBYPPFo/Yl3",
+	"IiUKNId3BIp5Iqe58Tctx5lDSNjqlN8Wd2YCwEhMRCmPEJUeGlQL1gs65mXzXOWrwgg37HEx/uM8XxUY",
+	"K4AadFxKZAs1O2oh3l2Q7Qf2ilt6JNLD7Y+mIpQq2S1tjiacHOy13Th8fPx0Ly5BX3EIYx9Qk6ERGu35",
+	"DXRcW2Clw/OFq+EFwwG2Cfja3Ck9wUkyw/JGYlGOqC0Y5IlGNmNB5w3UuV3lsbIMspUtL8xOyhVVue1w",
+	"yrp7H+iKgmyCgEIcQwr2igv6PabWgB1mAyDARshsj4+PZsMcZJF4zCfgcUGEG4t09Mhp7gUZAnX+Vlyv",
+	"7wi6GZseFTYhgztqMRwAbNzdBvjAD5HyILZy8NyjziJ/ADSxP0VeUxzKNGQL47aAjqh6VYJWTI30mSMJ",
+	"YwnLZcW9ecN/7NL+h3bSf8bqP61WC/7P/FyTI/9hNX5hJ9rybdDy+q1GKuhSLJbmCW9U+s5iUlkhmzqs",
+	"FygvoabM+kMc1qR5SPw25GhuEl7lD89PH7XOfjiNesfmtI0b+Gs1eDRI2/U/u4HVfgXOa/gDPUb64AmI",
+	"LDjNE/hPL99UdVmiFrdgnE3C2vTHS4894tSJxnZQM5leymk6IzPVGEOpkvqEJSuUG/bpYDhAqZU2SyAy",
+	"RPFpabkUBVTueiCdOKM7muA/1uOndtAKFM2stFeT7cGv0SY4uXETVMKL0k3mfWHLzINjyWAIqLNzh8Wd",
+	"SVqnpb/7aorfMs0RgZxQud1dO4/zt5Bg//3jOWv+cBb1jreWFwk3YX6tC5BqHbPYSTGwzVaT2MbROIt/",
+	"KdPYp8BrAQN3ipS18t3S4uABOb8HtboqMnb2w2mLdi78YM7vf1AxO60CkKtGmVSaBC19tdmze7J0Uohi",
+	"A5wkTp+YD4aeH6h0N86MH2Vp8MZbWWiMvYTtoB1QW6MSy7QxanTaQbvTgGLDOWQfHs6lyMr5e/Pvy32I",
+	"tKdkFUdBQLCooEGLfAqIRJoVK6VAjzwtsaURbNJEAhS6mkJcyQXLnibIgwmv5A1nSZj3RkEAnQboSyC4",
+	"3Rb7pN/N86uDlW/kV5ZMaSFuSiLhyzFktQepoPoukUEl5wfe6OLA9j3VfcDDv4rElmD6iZ7G6F8/84a2",
+	"LcGNZ+ZwSo08SZe63jLe+Nnc+nBhLI6pPrgktawQXWztzFdFblSKNIpCviuZfAfGuxE/mLWs4g/MDz/U",
+	"oX6enL9++ujs4vTx49cxXo2NXsyGO21c1lgKfiQAgi3MNqDWl/05fdaNy24G/nCZibS+4I0/sR+ePHtV",
+	"mSEuLXkBzTKVUe/qAyYblq9KYz+NrC1MXdLmTBmzoj1Wf2LnP716cvix2DhdjNWhK36ld3w3hnzpuPGB",
+	"Rbe6GsnrzeXhra6nTzB3hINuZIa+NSP4v0YlFpqd4/+zcB8paWkC3SzTBZb0Srl3FmqPuhSrS+mPsfZr",
+	"2OtEY9Xwj+B2gnTntNFuoAPWvfmAvcjL740Jee3x8rb/wm23gweN5GJ7IxbZtaft5VJC2iHJp6sq+5Jq",
+	"BIOpWWmYpQH4aHp87TXx7rn4myzp+XeTiHbUnkS0Mfh76oWaEN1fRY7p753mGTtBnXbgJonjFFlVtZUL",
+	"3yt+t+f5k4vfczMi+/TrtgZ0O99WK9ogA4rVqVAsQTAT8Kubr3JdXhrTDYFpp3MxyaSlvO8FHXTPNbbH",
+	"A0azTAgi0QjbkZ9MdfisdcBnNksL2QLHEHQw9kAhmhHKZzuIscKOYWyiXxYEWpDkq0km2TQT6QIZHIVi",
+	"K+WGS0MkRC/va7EtnFQIauQRS+RlIRJg/Ab3p7IGkL58lVm2vRhNBmNf5VcY5PDeSv4xUi0pRKKxZNaY",
+	"tXbMJY5PlWNPPPUhOT2Z5ZdHJ0iSRvz95qHo//SCzliBwZZqRsFkhhFhvXteX+PW+FjrBT8cSmJoadCS",
+	"Mc9NUs+s+bRWDoz+fueKN3pB55qP9MPwd/5Yb9WxyM7MfmPUEN7mQTzo6rpqcnpBp7KGX1CAc1OJnVWh",
+	"Rk4YjmigI5WXLbzw1hP7Ii9f4x27U+veCx7h1j4itCu7322QJq2dDop0tK+VYa+BavoGG9IlrMQqQUbb",
+	"vXIM0wQe0hDFytk0V7P00mJSAGyaFy+ndn1zdlKlS5FlcN0DzZpIHabHKvahgIwbZk7+ldzY1JGkxnfK",
+	"vIOL20oVZ0quvc732NWyxUyJAjgR0nKsKL5n4QaeKIzSOagNPyH35vHT8xodVjdAHI0a2/bOQX+W6vIU",
+	"ps84TIVYyFIWGuB8tst6If3lMzNJHI9Lqv97JYHNiHLqfoFetfFuqCv8wPfvzWpsD2G40ErfuO3Vj7Bo",
+	"7sPPHyvQsJbvX78CIRbMCy0OqqoL3GXmu8S0zAsjACjPCjWHO9zukeV2t7LAR/XxcM+BM6lCEsfWul1I",
+	"X4AyCoIPREfTCMKhEIPZcSucRkmrLzuz1kB0J63e9Djpy8FsKIJJrZTS3iKDVjiJpq1+0pGtwawbtHri",
+	"eNKfDpKhDGYw724GaOe3YefXvn2apfs/O9z97Cu5wQFcRQ1un9kYdezodGMUbX1WrzVMBtNWf3IsWoPe",
+	"sNsSnUk0DZNADmeD+mepVZbVBk3LVlWHXjPmIDoPBqOwd3jM5TJbzsr+266W86g6AcTLUyd7wTu0vojW",
+	"m/yXWfZLnot+1qh/G86/WbKuWbLepHU87ScDOZyJYBLea8l+vrX8pwOmD5qw7uDfT8N2g/DmW94oQaUZ",
+	"MoGboug2N1Fww6jOJ6o0mgW+AMTfbe6X75ZyWsoE8vTbKqpeyPqvnz9s2d2SgSYydpint+CebZVF1LzX",
+	"B0CmaTFdpaXl8QWECwSgQZjdJtaFccTbBZ7cvCiPvH4GREZLsKQAsocWD8Nolzb7Kw2j0ikTTHw6bDVi",
+	"b7A80zKbnVAJWAtSKO7pyKLyI4TPxFjZMaeIC6ZiTlFRM3If538HmR1ToMa0kABz7kB+SdhVNJP71Zn9",
+	"psYnE/ZT84zpCshCbOFuY9TD0nH8jzAySvACGQIAIrX2FTsSMOiNgvCfOH5FUBfbl3RHHbikkFOpygv0",
+	"WxqjbtjuOW4hIxYDtBElahssfS9gUzlEgS085FG322n4kpVbfLvGKDBycv8XB/4XB7UP7uwMMxr021Ft",
+	"oJ3QG+k0yzUI3p2xeqgH2+MMa+P8mTfM7nMSMAlbx7OebPWT7rQ1nHREKxqGg6A/O5a9pHt7+5c20HUS",
+	"0B5f4KoidMd7i7bfRjw9qguTCn8B5vAGcZVCPcf10gqvYdM8gQ7yxC/vdvUgvuHLwbqFIg5RMgFJee4V",
+	"itGzIAW80DIzXnmzsrgxFUtlWTItjBSaH41QfLlcAiI71XERgGwVqTjiZSFn6TtjsEOMI4VwclpQgQ3H",
+	"RPRKy4QugLzlhrwaa5m/pnI/miYQaZZCdVdAPaXJvMHiRsCmArDuKe9kxk6voFi4xZzYZ4CDJVkzvt1O",
+	"swYkImD2CKmB8DD3dRseRomE9UMWeBTxsdenEttU0bKQb9N8pQk94+VS/Ht1cODU4+KPvIYrEXV3/YZP",
+	"Z9r7MFCVSB6cB8NRYO3WiuHeXRO1gl7tGmebTYcibPUmx8Y2G8jWcBaErajT7R33B0MxmQJBYA5C0SjZ",
+	"v2X5RL7j7G0qmBYZ7hPYpFB2n6q3F9Hbd/2rf3uhgcZKrVCaEkk3Wrz0n5NNZQDv/7j+eXg86lz/cd3a",
+	"Nf7HBa1QRJNWf9pJWgNjsNYMT/dxu9+x6CyTnqh9x9ZX1IbYHwXRqAsq0X1XNYbhbGBE//G0NZj0RKs7",
+	"68goCafBJBDg+NW6p3A6bqkP8LweUgcVMA4dzW9m8VY2UJd2avaoGQ7Rsj0EBthsYFQElD+AwPYJQ1dL",
+	"LzjCmrYE8cgSW1axkbOnf3vx5tV3OIYYioHGCh5XZ6a1ySM0nQ9x1BKd4BySwXRUsB5urGJ7dFIVs6Yl",
+	"/wiPB3Mse1AQkTnBVpdwYazdKDwO5pypVMlyg8Cn0DoCQp7K/owyHSvXygO1dnkCXRRsbhSS0ZdUSwgh",
+	"JjM3S6k0EP6Vvl8CfVQ4E9b53ZOueeQp7YYz4f6aJ5u7ydRqOgB4dH6TpLvjkazTXH+otygSMM6WUgjv",
+	"GMC+ty4I760LcHUupmja+hK/u3hfdtRkfrwppr31L8ly1r0U/UzL6LdTIfdYoOSQFY1feh1jtZkEsz2p",
+	"FMy8tVY8fWgYdP1DuJiufZGfmWOMg/kmn618fi6oV6Qy32/pDUCFYEUOvCvDH1usZMVwd9mXNPHMQH+M",
+	"ysujkVvsSrgrDH77ELptdsq8x4xVqiFo4arTsCsJWRdyW563WlrS5+0qjuFe+ThWVkBSF0+8Lz9mfvEE",
+	"ZE3IdPehHcOjflvb4G4lB+aG4f1SXy6TRet7G8MQQ1JuiSw1xwkT/hozWmKQi7oUamqE3O5WvKUpaqVd",
+	"NxhWuTRcRgf/TWLw2qwavrYFl95aJr7Cm6+XhjAtEykVzkIz9l4VH7V/O7mAO7aSDPttt7oDe0MuBif6",
+	"6WMMRleLCBRDN+TvtuORSJklbFsbiBNuDzphws6lKMqJFKUrIViKokyxyZeYeaTQElos5nmWUFfNPF8D",
+	"T4R1XqPesX+nylmWviUYergNUvgbrM4GCHfof7LstlBdTgPJC1auc7PJyaVHixbQ35Gv9r0scuB+1KzM",
+	"c2DGhfnBRgQsRDyQyHsB8/jJHOE9ho2LTQajIGwfh4N/onLGrzt0ZdAO8UovXXFDsG63M7cVjEIMmdA6",
+	"NEb/CnjEu/yYD3gY8DDiYZeHxzwc8CjgUcSjLo+OeTTgnYB3It7p8s4x7wx4N+DdiHe7vHvMuwPeC3gv",
+	"4r0u7x3z3oAfB/w44sddfnzMjwe8H/B+xPtd3j/m/QEfBHwQ8UGXD475YMCHAR9GfNjlw2M+NMMIeBhE",
+	"PAy6PAyOeRgMeGjGZgZnRmeGFw54GJnxRjyMujyMjnkYDXjYCXjYiXjY6fKwc8zDzoCH3YCHXfNhXR52",
+	"j3nYHfCwF/CwF/Gw1+Vh75iHvQEPjwMeHkc8PDYzcMzD4wEP+wEP+xEP+10e9o952B/wcBDwcBDxcNDl",
+	"4cBM1YCHw4CHw4iHwy4Ph8c8HJr5C3gURDwKujwKjnkUDHgUBjwKIx6FXR6Fxzwy8wwTHfHITLWZ62jA",
+	"o07Ao07Eo06XR51jHnUGPOoGPOqaFenyqHvMo+6AR72AR72IR73uzyCZi11LOzyPOpAt7P4Tko43bsm+",
+	"ufJWWzLCK/0tGbWCaZi0+jKatQaiM2l1p73kWPZng2AY7tuS4e6WDHmH93ifD3kY8rDDwx4P+zwc8ijk",
+	"UYdHPR71eTTknZB3OrzT450+7wx5N+TdDu/2eLfPu0PeC3mvw3s93uvz3pAfh/y4w497/LjPj4e8H/J+",
+	"h/d7vN/n/SEfhHzQ4YMeH/T5YMiHIR92+LDHh30+HPIwCHkYdHgY9HgY9HkYmKGFPDSDM6MzwwuHPIxC",
+	"HkYdHkY9HkZ9HkZDHnbMN3R42OnxsNPnYWfIw27Iw26Hh90eD7t9HnaHPOyFPOyZj+3xsNfnYW/Iw+OQ",
+	"h8cdHh73eHjc5+HxkIf9kIf9Dg/7Zlb6POwPeTgIeTjo8HDQ4+Ggz8PBkIfDkIfDDg+HPR4OzfQNeRSE",
+	"PAo6PAp6PAr6PArMnIY8Cjs8Cns8Cvs8MvNsJtrMtJlqM9fRkEcdM/kdHnV6POr0edQZ8qgb8qjb4VG3",
+	"x6Nun0fdIY96IY96ZpV6N2/J3j8hruSvftQ75o2VytdKJhf+D8Edim8SeV3mgej4vuxcw+O6stb79C9o",
+	"zHytbnI2lplQNxkH5hpIxSCueWUFVAWETqdTMokhAjdLy/269BW89jcNKtcrP2ylx34e9ii4pgRkh/63",
+	"t8MXai5z0PyWa9DH3d8/yMMhZLwqvOZTouuLVvYOsTZKJDc6NMgwGIURDvL2pQ5mla87bbD5vvTTBhHW",
+	"Je1Xe5bwv/edpYe/mvm8leNuaafa7DUxl8LR6gZD1ozND61UGc/ERV2rA4YEmCwtR2yRI4XxAijPbbM2",
+	"nlljD+cEnxePYdTjxgjwyeIjjtm73QOK43uFOG83O9+On3MtPNy5r8ATv/6GR7maZSlC0P1Gct3yejuI",
+	"vfpm44ezw8heRhIZAjZalnsbBfYv6x0EL9wBIu3AbNjr4PjjDNxaWlwnKb7sPfVbhQ1Ect0GuVvEwMw4",
+	"ssIYS2sfG/wjwsO0oop7DDC6ZgRAR+I8zyTCS9haeGEvwLYNjrgRRFjoGBB9bj5RyNEO4agFfLG88o76",
+	"velloh4/+f70zbPziz8b2RaMVUUKjiApzZWCf8jkyIMHIqQEkGBzscMAyB2vsD1cMtME6GA5A107bH1w",
+	"esR2WRzlbCanUPlDHwyoLlg+XTGdjZXPhVYbI4RszZgAehLwYJoUC4kYaAXUAGAaUqU0VlqPVRXmcWB3",
+	"AmIg1Cu7KzFerSqJcc801W9mbt1OzNQZO2+T1foahCNiT8nkpHYoAVzD0jV94HfL0P1+31Lj//othX7Y",
+	"ufmmV2KT5SI5z/NnoriUX0caCuW4J7wPK5GaSetqA691EPGqOuPg4fIzpMx3pOFbEWHzo6tcHSvbetqM",
+	"HUtxzFlseYqx38tjKo6PdnmKeRAEo4qdXM+RfAs8oLECOLAdEmPWdDAfVjG5sV/JDb6DWppFlh0ZG34p",
+	"iaEGhDI1tNlKLS1L2/BycwnXDi3SSZ0HqSoJ3utdn9Oq3asEznrw30rgftMSuK02iG0z4RYdK/YUXExz",
+	"NV0VhVTTDelc+0ulhq+LFGzpW3s5oTo1Ro1OoPd2VBxsj+CfpO9mu/MDweQpcOGRLmNlhWPYNU+s0O/t",
+	"1xBmU2PUCOcN2Jz+n3Stb1LASjT4Np162OtEB2M2wfA87I6CaBSGt1pQvm0ofYLlvN9ahq1udxa1+iKY",
+	"tIbTTtKKZDgLxHAymPYTfy2rFbmEmhi3Jm4F7JJYXuQDi9LbWZNgsbMovfqi6BW0LHhV7nVG5H/VyXp/",
+	"3lm9YKdusfH8l9PNizR49/wsWL/83/959+Jxvn7+S/7u+f8uB88fP+n99OOT7j/Pn5QvHr9ePL9s3Nnm",
+	"vKnGkWTvb2r0/IZRtNLppdvWKVr/0ylvgrWcFVLPK+xZlVTAvzXYpQrrELBmtwoSjRcHHfX4iYdqEgVU",
+	"JKJxgo2sCIFongV/uhSpgo73KymXgP0rZrJda2Cl4aOkYK0WcDu+OH3+JGbLIiVTAiGH/vvs5YtDRYO4",
+	"kT7GG/NF6B337+cvCDQS8EpuEEN/9cv7RF6+S9R01oku5HLWSeZ58j7Jp6mOfpmX2eXi3aVMVL+z6vXe",
+	"1ZljD+rVu+is6/oMG6MG4nl13ovuux+ix/98o//78ix79pefhqdXs1Xv4Y8z/e4vorv624s8VcdP0uLJ",
+	"d/eb8IMFfvZIeN4SbHeH4FgRxOp68V9ZHYqvu/7vd3DYutEtgsfnef5cqM1r2531Wzt6Vl7elP4jiXxj",
+	"reEZmN8Y3bfExbT9/KI/B8X5fZEvmALxqCvCD4xHYKqj2Q3CI4cWN1YKSq6FSuoeoEfSr6Uq2+xpiajd",
+	"RphD4SJlHKy/YuyFyyJfKcCJZHohsmysJhD10iN6sC2JTQsfjd2aSdyR8DrOTs5mWb52IcC0ws6DL+MV",
+	"pwCwvZapLuEBDrcU5wrIYNgbgIiHwTsnc3c5YtAvuoaJgrMfO6d5JgpCIjS/5BDAhNYo1ozt3+KjEyyg",
+	"X4siQf7dCmirPVY1MiFXqUnQO/YhhEew8eCf7VIhCZlFrLedrm12qq+wnRRBMCGBhdxEE2m2kF23fWii",
+	"hUQoG7ZSSNGwL0Hl6cKazonuGOIC+X5TiAtf9phW4A7BLhrlARFeWziqiDipnS5Nk6byNWcOcTx2e+Fb",
+	"VsRLnB0Uetekzjwx5gemUNJUoksl24ieIJ0QlRqMStjotkcbwu1Vrra25b11RBxa/1hX5xbPvwVLvCyk",
+	"1icexddYuceZg7wv13fohASf74R8spNBzZ/fdrfN+V2zt++W9cN5hzphgPGczvf4XSSU64i27mhg/BWC",
+	"mhXE9YZQsT0FfilLB26GsLKOyw+JV9AsXYqiJBpL22GMSTgEonX5xtpobAbQgpzZdF11+1hR0DWGggdE",
+	"9UJCv7xy9fxkYhh49kAIEGDhHJOFiDcLmUr6eGRvGCvEQcvfyqJIoXRaatlmyCxoq97JPkcHsQIQx3lZ",
+	"G31nrzCmCeBBxy58QvNsFH6W14yvB4CPbiwUH8La6F8grqnyifZXHM5YVXfluccNtVwVl4B1RrR2ek9G",
+	"8A1UCH2cI6rrUDzeXq+A6TgTxGkBFibTWb4GegbAWQBQjgZvAFz1nYB9tqJnvRvLpopL6R7swzzAqdkb",
+	"pIt23/LhA8i5ZZG+FaVsAUt6/dOfmb1aQ4CyYCII+Yf5FLwfWdb9z79NBAwd9rLYtIRKWl50zh/G99LM",
+	"so9/SqeD144MNv5TcI5v70LAOukgQpY/yrtFBP3oH7THfbircsG9eqeIxdejG6uElIIMPgnnL7vy6svP",
+	"lFIpxq7au4sv/dAYjTdkTW1UsgYcX5FbAcKdbeRT0mfe8WE+rssA/l1u9Mdbf/ZTrt3hp6+e/l1uKMJ9",
+	"aygs/6a9O928+5sNSOFzscO6pj+5OXh9FL4iJ7SsmHbXOhB65AocWbIhtLdSwA6vovhI9JXrEsnx7I7P",
+	"MptfNzamj0Wz0VXonJ7x9HGMzGsucO7MmGm+WJjjk6X7MuSP6sRLH2XDFHJqDL9NXYeeOgJTQhSDSeGH",
+	"5oAKzHxFSaFn9/gPdz1Uv1mUftF9dxWJflH+u6cmF1dvf+lHU7l6u+735Kw4lknZ1Zv1pLe+mvcTKKHe",
+	"X+AOrUMO/8ReAxgkHsYjRO9rb6zC9G6uzESZPWgOxZ8bP99x4m6IuQMrr1O8O0F1Cg2kQC8HsxR/3QH2",
+	"P56Cfw6Esk6I3SdSDtr94a8IUHlt3BzbfLVlViF+W+xtxUi4YxBNFesdrsPEB9WF1kdpdRK6t1Ts1GB/",
+	"Z91+6BhZkQ8JqG/q3XaD7yj4T6rfb4bz/bvc7PaP13Z+IfUKHZ5PbmU8UQkyzumlVBoIY2uRjioOi/y0",
+	"BI6P+QXKPNWAoas2OSDNAvh3clAxYCSzDJAyXXICaKdsXQl3JdKTfFUi11KukjZ7beYAadsYlgbRIMdq",
+	"K5lxUqn7raQHVhBMIFm7WmA+bAhVhNO8SKp0Vj0zM1ZZfrlPOJhnfP3RXk7T+a176F4yxGwCd4DMHrqH",
+	"ZqObP8sBP8Nn65rjYNkIHW+Y0Y0UBIY6WsC6dBaXS8iA6nbY72NlSdfT0sKeEPUecmbU+us6zEdbAdtt",
+	"s5RjFe+HI8Ghtty8xpSFdhi7a5GWI+ZAKixtLPSvqLxwBclCV+i6KKlsPDgtkLody/ddJhp/F0lCOfe0",
+	"YPmU4oxQnUR/BAa7NpIirhYyJpbAdU3KLaRQIOnajFaCKOS29gs7KMTG6pAUq55xKznG9ooxGtXvIMfO",
+	"XC3hpxZobmK+ybR7yDRal1sb6VCLcDjsJhyo7ANbt5DPUNS8OX/EErHBGEJs/jeGzFGZx6wJkTedvpUg",
+	"rhbGZ7f8DycueQQZXwyLkzOIB9XcoMo5JGHyRGyOsDOiyNds6bilQRiY96clIhMJhRT+UMTSTMSG23Ty",
+	"ETMHq7DRhEmaZZCUBn5iLACj5gSkM801fKWrNIHvhq4zOsZeIx5wY+hSWB/XUmcYFzuGtuETBp3JMZXf",
+	"VNMJjTsqX7fZqYYSRiagrHWs8pmbNWzyi/E9+Aa/lv+E/nY6ncqlkajyXflwqt/GnHSDmTSaXMiAjJXQ",
+	"7NHZ/9qyUGIxNZc140SUkjskf+59CodWRmwis5yWVV8adyJ6rJBNxeUlOFB9XhjBTv8kYsYkPuLu6yCN",
+	"b9sT0kuVF0BuDPAJRm/BVImx0stCikTPpSzZOl9RmyOt6ywvFqtMsCZUhQDPGszNdzFn8V/M/7TM//xX",
+	"zM3pEBNUiFDxB7NeyHJVqCMGlEsJ0g0zYRRzkS/nkKYsDrSPvIFTdIvmEdztZnOy+Keffvqp9fx56/Hj",
+	"mDXfnD86arPH1clghw/GoR4NcwZrHRpLswqFufL//6+gNfz51+6HFv4jqv7x/9tPerKv8eVWQzcn9iAF",
+	"S/6ZxreHDQZOTFM41et+KPP86JNzxNymTwh5dBQTeNrv3yfkNwqF1IHyrVWIiHCqvpVep8MbdaHTGEXD",
+	"4XFg/6zh4d0whLR3gkwAFcRzw2++bYzC7nCAjAOegGuMOr2txpqamDTjiIJ7EKS4W+r15/4X7vm84/qn",
+	"hdEtvquz56OCemPK1id19n7PTV0wte+B9PRHwWCD0H2dr10KzSq/OoPpxyu1W6u0sarmmN9mkblZVL4s",
+	"cg6bBDYYbNtOj9OuhP16V6JPI3+oyjRffwMAr5vIfgeutWo5mJITALy+xmS+ltfNVYDlrqUVnFD7omvp",
+	"3eop6pGfwIPEtsv58a2iSo1M5uYHW4M9y/J160pufLipykEmSjDOJqvsyjikU5kZL1slWDa20XyXIa4q",
+	"52zlq9Ir07appgfaOcFlXi8LHasYyKxiy70DNxhTbJqlQAieXqrVMjbK2jYc0yeulpzFr16eoR1O1x1B",
+	"B/OV3IyQGR76lIinHh7ijR5DHGZwIsvQvqd86QN91B6rz0Vhh67uASK7r4pPrt7E06bN5hGUmYXY5hs7",
+	"BHJYpyu7LASg50bdebAI9GFmsnT5/n1/dtV9X6SdorHDuhaIcNLqT6OkNZCdWasb9MLjqN8ZdIe9jyaT",
+	"u5KbPaRsN34z9lDtYdPbBozs26u9GXI0brV+rsrASuQyy+tZW1BiI+McWftjtC7SUkL2w//0qNWZdM2n",
+	"98ynHwetfjiIhh3RnfSmx/fjcbuuJfR59j/rl4/zzfPH+fr5935L6NPGV87/Ftyiker7vJikSSLV19lC",
+	"VaOSMxIUKl33csqBpPuZN961KjRS2J7GcjU/4ua0mtSqqOsZnEh/ec0dWlqYDFlAQroJoYM/E5ubK7yE",
+	"EmotyyOIBkHNWJHIgjWNwTZW8B9H+wA3RkYJ7qBSsDuDUowVukrne0Ao6ne22d+Nrof8GgbHIephaacs",
+	"GNTMRrPXirq8yrHKAMGGAulzAcXiEATDbtxkv3L6PjNGMxT/3gvvwmvs+kjMi943yIs7QV6EESAkeIqi",
+	"MWr8mVYxy2SW6gUUUy9lkeYJ4jLwRoV6sBessvbUw4iaQY1wCd89XekyX8iiFQbdaHscgT+OhTeOQwOp",
+	"veIOqJluQ9+MF1BvSvREwzfl8bmUB1RievPuqY1KDRxQHe6CA+oDSopuDR0KZr/vFdm+TgQl0lVzCQpu",
+	"vL5qE3FoeK5wMi3GClHlMpEuWI5wf5c5UA3+OWbpjJoRtSzbzDZDwk8V1h7N86GuTbe7Pz7BZ4/rjUm+",
+	"6p0f7n4Kr23dlAktwJd+4H7LOr7f/YTOjP0DZ9Q/I/c7qeh4XNdAiu+oECJPWDfoOr5Li9TFmn71kVTV",
+	"seLmXBnrbm8P5x/mvPhL8e20fDGn5W/yEx4WVGt3DRG5rQMFo4egaM9crykAXKiEeeaZa6LBehxIesdm",
+	"XFCCDaE68w9OvaSQTp2TX3QF3kbSHqtTUqBRELq2Vfsz8tKgpRUFgdfWCu2bDmbTqlrQiq4/Fu+EXDhm",
+	"ss0VHsmOkhb7MF8rqn7Sq+ncwhZZTS2WoiiRFnkutSQ3RkPDqOdjzvMsYWJa5FrXqqoqswELhC5lyXSW",
+	"lx4CYoxGLnsI8xzbN+p8rGC8KmfrVCWYiKeLzYdKzRY5uC9CsRjvxZcss5U2vinxg9lSAG/1YgxlqrFC",
+	"wusKRwQbb5HwB8yatbC2brKSthJim8McUt2Y3xirZtVIcoFE6CLTF2Veiiz2YBzxyUd70Xi9rQWWkWcy",
+	"qbHK1agC08UaUSIiwi4ZNLighrTM2UxgORbOhrtvkapVKamtxuxe16prETCxLMCslgdevBAbcOJp3c01",
+	"FvUSYC8x8t7sRsOxiu05bUFbbUu+m0qZyCRmE7nJVXJ0YveH9l13cs9tEVt7rB77KDA1K7SZFxYSAePl",
+	"TKjNkdlZbwmGCB/sTE9u/im1RvMSDUuzl3+0p4+4+Oe5hp5vKul17zPfjofBxe6P2CRVADG9llnG2SQv",
+	"53AgTmB5VILYzfRERIZGmiloVTIzCvp5mutKPngHFMQPHBqA/KrmAH5IIfnAVsulLNjE6IdDlRavVlu6",
+	"/Z6AXjUntXfIWQ7ursg/a9vsl2OLbMnv+8Ekf2mfoyUiAKDiUvJLN7j+z+B4VaWN8tM7KRRPuHvvcT27",
+	"e/ceZHaKHzFWtgFO70LjIAoVRRAcvPe+kO4fqm/5Nwqo/f5BsdJPq+xpUL5uK8MuXggl8Fzf1IaMDAfb",
+	"vcjbu7jMqZqA5arMiQwHUGeMIVC8TaeEPwOlu5h+NNtTSZnoypDfT2Nup4b2PpsKxS4LJGvIbBs0s7YF",
+	"9B7JbMaa3aCDBA3rVEuiZ7A858bFECXSVkLwIMml3rL20LQnIzoMArYCuTZWYLelpSuzcC+MhuD8HLD6",
+	"TmrGE7xikUJtZiGP2uzczSG0TI7GivqwEZl8jYY95nCBAxhsJ5Qf+OQMRMehNuyPbcCm7PGe9muCct/Y",
+	"9cCKEYaVIYKQSmwV9UaKwu+/vk1i+1756y+2j/tToq1Ge/u495UZ3GaeP2XxwLdO8G9JnlvoM4uiqvb0",
+	"4d5ajXnW2J16xcnX3Ft1h+68/xNoKLLKIHrhtVazS1lq1g1Cliv0ejFFZO6DFnTbfGeEomvAq+iDdvvS",
+	"GQwS+8a8Fxmf1+WeAIzjUAf7H7J3/UsNSv+uZ6hiOP+IM3TXUPJWA3sFCncwe7NzxLA7hwpCiwqPDv4G",
+	"NhSVt5hdusH6UEzuGBtxbWs4xsrZVFBlM5cLIgozl97EHHayw4CWelGzI49IfTWdk7QYKwp/tiBmith5",
+	"KRS1rIyd+iy9kqxGK2a+nYB+jdCxbWPGWdOlD2H6QKMWg7AudWmZO6CAqfbIHezx+LUoJUQvWs+wPQrE",
+	"FwD0HfGx8n5/LRciVRUSqv+LluZOEkNsZRGU2WyVZfgwYJt7K9LMaBL8iP0ZNVcs9HG1LV884OA1lK/b",
+	"7+51olrXx73I1P43levr22G383/3Ksj/ckoHPbmwopY5K+BocxwqIVQbZx4s5B3Ek5NL1vWt6vqE9jrl",
+	"m9hFDi6oczA3R5yCMnCybR4IaTIwLPRWZClaDsZxmiIg18iIDyPkypxN53J6Reg5EznLC8lW2owv3c82",
+	"+gjm6qPPGngpv97d5fCgo+7taWRClxcrvQexKhiOesNRb/DP+/sj1NY8+vXexBS3t2poLa7HlERQgs1X",
+	"e0B/nOcQXsRjc0uTwz+Py7woRdbKUnV1V8MB7mRwJ1oIhAy8lIo1LSiEDacq4OIDS/KoHk3lTGC9bVXH",
+	"a+x681zo97ySCvW/xtaUN6+f8Y8MuL6CoT+Db75XES1+9FdcPnvC8q+tfBZZ2YNbx1rqs7VHJLqnhlsi",
+	"MQiHnUFvFrX6SVe0+tNQtoazIGj1JlESTjuyO+uFICknMvPKaEddL1JzOl1I9igvlncikHf78hbcWVD+",
+	"8FbiXmx/C3TcKXAPM+dLMJ8ZFP58SHh6+u1g5B6llzEgBARfWwT7bo4psXFWJRYgOo37gGl32FWuRa/G",
+	"2AKdhLZHwLhSoy1cUqrLsxuSNceNJE3YJl9BJQBbbCzI9v8bN44gYwDSGlMFcjEBABsMnVQINtWhbbMf",
+	"5zmIXawgMNe9ef0My2GwjsMWPFiHBSaCTt5YNWN7CFMVc4clErJ5vioqtJGOBRtBGY9yHWw/c+gpDEQf",
+	"S7ae+YZUu0ZLTGeYsVnHzA6m0inxfL3MLrAN0bYg0n+imUhdiVB+A+UmhbhcSIB/nafTOZsU+VrLQo+V",
+	"LQJB7mlMt0BQqUDIgPi1nMlCFvFJJbAXORaJsFS5kpsJmKiI7KTLvACtaFY9KfIlXOxAX0WSFFJrNhEF",
+	"fix81Y3ZG5oWM3lFepkqAjYZQ00WXFu3r8vcS8jgqlfZGCi5qYSQLbzxbIrtLMwRNdWYXYF8H8JyDSBH",
+	"CGcLWc7zhMPi2UonM/ugofhYAfgTryDbm/ZGaQ48Zwk16XKqVVl6XvokTzZHjvvE/JfdY1CuRtFnjodQ",
+	"cwe9VT9ihHZlAcj3Z3oqWf4x1S7VcbHMnbfVOnfXOZ8z9/KH0ui8sSrMZfOyXOrRw4fAWtCmr21P8wVZ",
+	"1Q//BBJGXP6yybpl75df3k3ez7tCvFN6MxfHV7Ob8073WMYb8jjm6F2XyHnz+tm3xM3XlrjxTZl7WTJ7",
+	"vMEbSfIAwPS67I1vX42IueEdhmFdqobXkRA5NfKgIkd5AvjmUP6IWgZp9YSXwsHALgryqdmAydHe1A2o",
+	"HUrdoJVzXe5mS4J/jGfzBxN/NJ/7PieyjYh3lls35Z/M4v3xGim+iJzVR4uPu+atqlX301ekNSlKf00s",
+	"imrTjc9kfSnvCx5o60RthZm2usW548WE26qaJXu3WECtj3s7d86GdbvMAx9owOFDLkdxVbEo05DALj8x",
+	"jhtZjlIlyzxVJcDf6f3VQlWUCoi1bopSIYIazIo1+dEqPhTfIVrxW+c9hL46w1tuDZjmDefTxMjCbzGy",
+	"/VBp/KB+oZD9sKYJQP53J33R6stoRmBfIpwE02EykP2ZTQLgHrmY5omkTF+dswrI9cFZa4war16enRvN",
+	"sFLXKjlHZ09QXQDMsr+dvLqx3Qnh5rrVLaYLaY3uh5Y7DPqp7qUoP49fZQ7OLWN55v22Ybn9uyB4/f5U",
+	"zygyr+XUd7LeztUehfVhj0Jx5uxerfJSoVa5hVJxrtMkTzYuloCAn2HgMyrmWSJ1aVFym/EiL6Q7PzHT",
+	"YqPZei5BKVDrLJWhUh+YDX+4/eFzGRttJKZltgFUWKFYmmAs0ezZil94X5qy2psfbdnS51xkZpN7cgnE",
+	"kg3FXCx0YzTo8ka+Kqc5KqDV1GxA7/0XE4iONH4dN/KrcWPEIPCAMqO4VjwEQVTJlkpemd1Tk5LVC+Rb",
+	"qUrzjnEjVW/zdCrbS5Em4wav/mJ/vuhG48aHxhckZGv7qDGaiUzLL0H03l00PkZorUM5WnMG7AGz3/ul",
+	"E/590SL0NbrNTuncLEnvTL8idN2mt5Ty18vfU8s9j1HnycZDDoSxxdBsKRgw27O0lIsji9mdL9NpPPIy",
+	"KmkJT3FYU2NlTW6iy62zjFvIfvMcIH4n85y6bV3pmVA2SLagBl542liRqc0QcN1s2hQEcl4kqRIFWuaj",
+	"CpK80kcPK21wmdqe0TplghirxK4aRPKXmdhAf5Ltn2bNrbmy1DXmyvgIGkxfWyZSwvHQljfY4zH1HnnC",
+	"Ypp1qExzQmqlzFChJwPTPZDyH6srucSsSCbxTrw2BnB1zL2QY2AWps1eqqkkreZgshfMEvADHCbQ8+KW",
+	"8Mi/WZnnNfCXQ1zgr/Dejy++tRv45vJbeuWZLMvsTvW3dqwHxKCdBisJfQvxWyTkU8JC2JmGHB7IA08k",
+	"IkDrZ4mG4Gt9sekQX6+PgzjOVnv5dswDfdTWUlymSiB8zxWJSaqQpb4ggHYwtpk1OiE+mhbGyk2ldn3r",
+	"VHv/nbGlYgbiloIhC9Z0Es6NB0RRzES2NnIAZZwYK/v7A7Sijyp0gJ03EPZeLfM4YM/TvxqxgYMbgXBE",
+	"FAz8y1ghwcBSaCvqp6uS6XleOPLOrQhAmTMjFVK1QmbN/TGZM7cud11kc/dT/LTGbUMoFe7vN6S+37LU",
+	"KIBiRy8yD7MQsCH7M/szC1u9rQQZvrZ1jqPcefUW5m3Q6svjpNWf9iYt0RWd1iSahkkgh7OB6Fu/YNea",
+	"D86DQTWmbZ8AlmH3pk7tpqVYaaPIrMewn4s8JCfEkZFj4rnGT94I0d6/SpdLmVx4LE2AHFimC5mvzEg6",
+	"AA1s/vt9rszsPFkV+VI+fCWKVB9yQLbmv+58+HlWcDweJiLNNq1CGqP1LuVW9jDfHKBxB/GLBxr8/cur",
+	"tCcire6s/nZAfboLbqiscj3RVYcrlp46ojWgRiaf1CgMavJyGxRwfMyJjqFZ0e7MuD1WYL97V06kUYi2",
+	"RIU1UT/ZF1+kCSLK2iJ1YuOJf3BfZzdY62kSQ08aAlbA2I44W4hSFqnIUmBAmoOVPyMgW6vqchuYWsqC",
+	"Ne27uT9Mc8MRH6v1XJS23t1TIipPJCIm0Wdj2qGHjTaaNQmLZ56vCpaITSuftZDCCf+X/rSW0oz52N4G",
+	"k0ENKhTi4ky4dElesGb8XxspimwDxD3wMPq3eRb9E84u/Mu8P9sQQPx/4bJhNdbf8rGyoaQKKd4iOIX6",
+	"qM3O04Vk7wGzwbhmT09fnFIcrBm/OX8U10DfzVw8FhvEXtLiLYT7ICFEoEO1rTWDXnXYYyVMksZ+A5gv",
+	"16yk8hLB7Yxvaea6E7AI1MWfY/wi/NKjEWWf8OHA6G3ule9SWG3cw0uj51qzvFiLAomycBTE+YnGGcUc",
+	"sYkhNV6oKqsa6KYvaDkD0Rp0WtFwxIJo1Amq7wo6oyBgj56cnfOxCkIjdI9OaqOci+VSKs3KNWIIYCuS",
+	"yLIWYAjtjs8LiVYbdayaKOCDVtSzo4DXsiAYdYJ/QuDTTT7ac/VZjv8csyZuFDOpgMCVz0qoENdjZQ70",
+	"nx/2cNrZn+MjNsuzLF9rJjOxNKcMvsnMlRQJx4pyIB1Ez7uYb8r5gpXzIl9dzgFKaazKQiidmr0HRQzV",
+	"vOEWtROPw83yqcjwLQsgY9W2WJDMWo0ATcYwlQiQBn13AFstE/jctt3+MStWCmgPa8N3JYCeFY2Fkbli",
+	"TawlBGSSXCVHnBXyUhQJWO/0NnNO2uyAsf7QWBIxFefRLkMZo1FGwfF56dEyopisAX91AqZtwwx4FhYG",
+	"DBr9PNlVYajBLflbWSQrabHXQJpN5BRwuUgI75DdroVmSb5G7q9FqrVMRnQMzJ/xYFvcCxCqY1XIKRBy",
+	"wdX+eGBxedUl7Hh24YzCq+mmMp1eHar9s3L/o6Ae5C7RPnYtzdK3kgDUNHf4F2TbeaAOZLaSKO0tfKvx",
+	"b0/OPXuwLFbSN9p6+hZW1zLPMtD/RponAsFnPFSKkhkTjoH8IfH6PFdGVpQ5+75IkazFjbYKzqMhh+F3",
+	"EJo2/P7RVvg1ZuidTMwPdzYxP1dtJdzhL8C1ESq3L+/+AYeCU1Z4fEPc+mJrAwtpxBvwClRy6R6WeR11",
+	"q641bgviXcOlIfoiDDp7CoVsDiREYBMpVSXvE7aRZZudVvgLVTSJ4vproQ+hcdcE80eFhX/PM2dj4V/L",
+	"2fvKYsG4VTw/4KOOyzVI2lv71uajXIEBVMtWB2NvnuOPsaO/7eTPmNX4uG18v5SGXXBLkG9k9zWke/5h",
+	"SBVyw4MrTWyrC1lcSoZYuM3X3z9i/c7gGFxpdA0JOiTVDDOR9PexukzfAj4bPFFveU2UYKVnEDlQrFZZ",
+	"FrNL45iDd0vNWbZXTZDFbVMMALBn/O0qlMTenD/iLEZjO2avXhoXV+UsJms1Ni9mcrEsNyyGNEeNAGms",
+	"YjLF6e8VK64siw1b5lk63aBLEqMJHx+1bVALErarIoutBrWPHdGnVeBF3ShqV4PCO+EVCFANk57Q7Ew2",
+	"9I+mo52uTxg23y3ytzI5OnF4yNQFXl1WSAAJT8FhzqghrZDaTG2qMZiBtInaTTU8u1m6zjUCSS4w4eXK",
+	"sGhYFrW8NnPxQry7sLNK6Sah2EpdqXytxoq2kT8xZ2ZHCUCCqQQnzEkLNuJfjBCNT+q/w98wTy8Ssk4g",
+	"ICk24Defgl8qLOZ2FYvMCy8WySmtgvF8ep45aCtLGLUnuELOvZJrsvjAoUVHGIjKXVQBk/JCTed5IcHH",
+	"PRBNaI8VbTCsxorRy9xjyrnLILUAy7xaQD2DK1ODCI3HB1mPOsD9tAcf4t0xS/KdYAPhhG/FTi3Q9pWU",
+	"S2qbhVBJ1UVLirDNdiMXY7UTuoBAB8SHciUBep2gwbDqAa6BGus0y5irp7KBLyiPSCmViqE68ycKBQCC",
+	"kGJptVy0BVwskEJFxCoGnjPt13oYG7aX9wC7kIJiXEKVNjQJVTUOrh0xFgDVYQf7HfbIWPkxmtpUU3wR",
+	"oDJBwlgweXPcfSseQ2/YGYRvKfOcEyR5fVsRjObWJhrBbjOPtY4Clt4AoqVeLcwvC4hl499nhdRzPGWk",
+	"KrC1mpSMbZwmdPZy1wBbC81ZXGWkYoc0t2t6vYGrPjbQg+hue7NwnQ9+RCYM7lBfZ0eFY6xCD7xxnSjb",
+	"RZ2za1kP7HyfFtBEMRh1AvZCrtlPeXFVC6zuCUJ1AjbwwjZeIOZ0IYt0Kh6+kOsL8yQig14sM1HKbaBT",
+	"s9nfvH4Ge8DIfSzxIsFP2ucanQkK/dZBJ87Gjbey0GmuzN+jD/V40z9az+SlmG4c8TUtJHJu3yWg1Hob",
+	"3SemtL28nxa2/pYxuVtnz7d2wNeSPg87FWvel5A+3zkuh2p4kbe3d68U+qd264x8JebqP5yH938wsEg2",
+	"w2cMJ0IS6trSN4iNxFRl6psdzuB1hb2eYVvaNDEl85GcdQa4jpoSZwllhluYGW7BPQWyrwvFJhJR4WRC",
+	"QBLKuHttdkoZmGrTVyk0zJ6lpfUZZ6RC0xkZyglY6DtGxgv5zgV4zs0zbuoD/MHVKfvh1ByGcrD+yszh",
+	"/rqx8G7td5+uKgvSqFt1TKRS/gIZaiPSyumhSqcPfM8jujc+onvTI3o3PqLnP+IOHKhpAQt8HcfCVjQQ",
+	"WaG+CvbTryxq9qqQb1O5JvfsXellwH+3ENp+KQkSx5Ii3T84t7fS6qzMl3UvabSTqDGe5UaWfnZGFJLc",
+	"NeJTUbnlTcDSHOOJjhUCRGHQm0Rgm70id0/siNItH24Pu5S54ZPEwj+13fv1VI2i41KvCfhiS0S/CPt2",
+	"a5t+k8OfVg6b2f28ZiaKns8kQV9LLJTfI8+ghGtPiq+yXjHK6wtbqjvCJiuwJYW2D7akhZAFaaqc8Mbb",
+	"7LUNlG1XNVJckO6/Ub7Cc/4g6XNrcn87tp8JVMZM76c+twiKeOsyE8JQnOb5VSrb7Efs+MFSWfujAxNf",
+	"rLRF4DRnMv5H69HZ6+9b0EMbe1ywlohLpyUYOXDi0ktlDrgsdK5YvipPXNc+dGwSP1biDc4OyuxFqRKW",
+	"z8Zqe2ypa/kRqyQtWZZfsmZMv7bNS41KXZUxMrh6+G0IA1kK879YgTlW5noIz69KSv7g25wVZhm5mrbs",
+	"XCgoRd3DKHCWXqqXqz303N09NiSME2el+nKvz7N9vyPxqbqla73RZrAwQzSRidDzSS6KxNu/1d9+PlTY",
+	"8eM837MFGS4ZSwnL2uwzs8ksFqlDIqLLC6nkWiZYkE7bzizIWDWxKnYpdMnKtczeSipKR9VhlzpVR232",
+	"QsoEaNbqW3qECEGpJvoO7LEbq0yKQmlI7nSD0O3jrb25vwyFzudHKwYHYX+jYsA3vrTX19Dlb3Mncjnc",
+	"Ra/QNx4KduLPHNa2voz3h3P5dLgANLxHMLBdZABIBoKtUVY7337TwROw3/B58s7aExUbDmsKyskcWUBV",
+	"kSyMjAN51axTGmMfxs44RhihwzQ9so0LxX4oy+VLlW04OxMLeZaW8ruzskinpV0FjxGbHhSz5pmZHFnx",
+	"noMmmIqFHCug3z5/djaiE6mUnJpPQ8RhbsZvZLtgyyJ/t2FZqoGAULH4h5cv//7jD0+ePLs4f/3m7PzJ",
+	"44tXr1/+4+mTs5ih70HNIf9ofY+9HTJpvSryMo+PoMWVLDWUFTgzePZQDhBMshUOk41XxG8/DPmwUTKM",
+	"1X7RQLnfQiZSlanIoD8Wg5pV6TvKGcDPJVVEigszrKg5HQWHL94xC2jkqFAsPqUNDWc+tsm6VDOz0837",
+	"p7beg7ilx6pJO6TaENjkVclQeqcoLb878E+gbPXUuSeIH+ixiqe6mF3AvEL3lxleTTLS6GCJ09KCVHYY",
+	"3NiCG1uLVENrR+yzj+XFWFmqA7PboR0NWEnw7foEbWwz/94uOX38/OmLi/OXf3/yIsZ7qF2t4lJCmTtW",
+	"34s0M0ZreqlaqdLIXuSTF7FplkLJCgFDQ6d3qnD/WH5SWLwz+wxCsaibGdVywvMeaPfEHQMkVbaWRufm",
+	"YWNVyBk4FBDuoT5rx04JPU7bj7lI1cUMvi2mZV3PNyMWr4tcXRJfS8zHKqapxlIZmmvzevgAtxEq5p38",
+	"cr/x8lR9VFtGpWRcFrlGLCkm00TOLufpL1fZQuXLi38Xuly9Xb/bvI863d5xf/uCO6V+Yfyflan861TA",
+	"Z1Y0bBuaWpZbcMZnsmxZLfjrYT1upV0tM7Ldh/4N2PhzARntmuZgK9zKMnc+IyK0343WJl8rh+2O/Aoq",
+	"X5Oh7OwIVsoMGheMkltDPKVkSZogPR7C1aRvJRAPNGMng/TFqsiMzKJiSDA+VA4Pb7NTtc1IZYsIFwds",
+	"bvq+jw1318fnxVHzpW7XsL7cBNyVMs2N9SbCtApW/49AmaarJXIhEPun68iZblUxvbN1q21L4E6S6pMV",
+	"SUK38abG1cPqTEe8aItgqYi6zbb3rW8lCo+44c3rZ+anJj4pz6CZvCyXRlHDTgLKJmAuQWSdZZG+hdYk",
+	"sisIW6ZGzA3c4jLxarlQyxfm+ynzTv6rsXLtudSV4YUaIcZi4TbVSWOBKf2tkNMcCjdjKMkExC0f0dyj",
+	"g4QK0ROavlF1Zr0aSirSNTb9jlE1Vs0Yn9WuT+oFlcXEXgigRs+Rq4wYK7waTZeZhGHzsaphqOOofDpO",
+	"DxkB1xiRDF6dnj/6AbwHcMUe4ggJs+dgyaMvde5rRMH+qxf3nUms1V3YyfXr9LYlFFTcgcIo9z+FVXfQ",
+	"2tp5qwl6i/V23btuJQ0/3FMe4px+luK9L1Gqk5e3oYTF+ouHU/nai7TKj9RG6H/tkHxTKKFFP9/NwrJx",
+	"CLq58u0tNAr1wdlwFLQ6jFiyKojNIS9FSR79ZSGmgPGY5kkdego8UKpBT8tKvKbOe9QXoozb7H/NwUdf",
+	"eIdScKwc99TGVS8cQAbDrzqjGfnMXHhRnToCZ8om7aFsQOuLdPn+fX921X1fpJ0CKpquYRQNe9sPozLX",
+	"/eDZndoA7Buj9Sb/ZZb9kuein90JismfveuqoMS0TN9Ku3fa/8ewlUCNbx0f5Lv2z/TW4fyoo/0QThum",
+	"yPcGe59DB4aAIh97YutD5Nczkn1Pwb4YznJMh3msmrbjLo6687gih4vD48E8PmFxoGMbZ7M4HUdkBln8",
+	"J0f+ts7HKqa/tszwRLkqpLm/NBdw14uDQ36gHWkEdBqUc2a8udnmBGOpa1EkugIVUXINBGpoefkAUNWb",
+	"/vvHc7DC0Sx1xl71TvsNGHwVC0sOhw5lfJUmNjzZZmg2sE2+KozRKY2v6VmG7pGua0kyX1LiOPU6Ladz",
+	"42RO51KPVX3q6FbXM9QEyvRMpAuZsF9WuvTwXZxIBq/1MsdEI36psEAwR5hJtS1a0BJlv5zNcMw5hUAV",
+	"WaiBjtvsNTzciH4UyU4R1IQ/ovjYTTLzhITdjnuqGmBv12TPx3TywHiMkOzOG/eTfDggL773mYjX6uoD",
+	"xn1hjtKthHxdrXArby5wuhujxnqu5fRieXoWJsGz6GpRdteDq8nm5b8v//d/Xp1uXj5///zJfL6Jfghe",
+	"LpLe5Lz73T2n6waqs+ogXEd4Bob/N8qzr8WwxSOCXYckqurq5pNqwtXyoG37AzQ3QqGGLkWWoQDMwKJF",
+	"RxqN2tWSNb2Uz9nTv7148yo+GrE4n81izuJUvU1LgLTD7M5qyZSUiR4roRj+yKZ54gF/VXmxvIAwjTJ3",
+	"q40R0QuxIZJNFxIlm7uVKmJAQpD0sSpzlshpmkhHQ1HmLJ/NoEXZjgUxXF/kfr7uYBkATtnHGr8LYENo",
+	"4LffTTaslk/VLD+Yo6dvMi+4r+/5WSLcP9r5p51j9Cjtnq39vFpek3m3xhg+hluoPrtfHmgHY7DMhKrt",
+	"y8dPvj998+z84tWz0xfxkQNJnq2yrCWAq4Odvnpq9PeGYBP2H7+91h5m7CG8FqNGwgCChzO3MHtsrOqb",
+	"DLM50OG/QJMD8SCasV89PWI7LfgI8ghlXztn7ztz7rDiwEJCktlotwflfbssxhlvJSkIwSTGUrKxsofW",
+	"HV9g8IjdKAFbYKVlwtnKJYbhEDt+A5yHp/icUa1qzK9ySCkDja9p2SBRjHVmdDkWdBKaATAlVFz7mI91",
+	"TPzcPM59QIsSxNWHtDBOagQL/cHmWrHSLMFTpI1cg5fTVpvna/CeF0JtsOKstVpqBibaLMeWcVwPkFfb",
+	"E0f1qApogm14N71UeSGTKmltnmjccMB4kAmAom6lvZtCsaev3h5XBMlY1ffwuHvCJnKewt7dqtwYq2tK",
+	"N3iNb5kqBKv6je/zIkZ7HeO05mNxO9EtRs5ewvHmTEyLXGsmsgxxWUceMCnr2RIP+C77QvNM4BWi34xR",
+	"nmVjtatULl49eX1x+vjx6ydnZtT7f//h5ZvX8RGRVaxllrVmebGwlQWrJRYWaF7l8s0CadcKf4KlZwTs",
+	"AQuB81Nt12joDg4tVExQCPFrWRabFqBgmLMEtcxIwAcMn1RUOZGklxLWfC0T2NrgpphDeMTc5rqUJevB",
+	"bqbXrZR4K9LMXBaP8BDarWI/jzYaaDnaWue1+gcM4hNBhr3LCC4K4JNFbVMJ+EcqiFgtYxKc0zIv3Lhi",
+	"hxG8U1ORKhYnwILTxt/i/VULb5YfFXAnVVqLlWNRbM3E8OPg3vGEyoZUvb2I3r7rX/27u3hfdtRkfrwp",
+	"pr31L8ly1r0U/UxLjzFNTBdoSZnTXn/vSyi8AeJ533Ty311/yB0NgM/JY10r9Vj98j6Rl+8SNZ11opu5",
+	"nA96Sp33ovvuh+jxP9/o/748y5795afh6dVs1Xv440y/+4vorv72Ik/V8ZO0ePJdw6+yOMhI5YXz5Gwm",
+	"IWZ2gWfMfgV0CDRGUcDhPwsI8oQBb1Sp64ulLC4SsQFiKvMLtXldTHNFfQkbfIL7xT6G+oOWUiXmg4nS",
+	"MwzsDx6/RQ//stMPZG6pRmBurXdEyaAVTqJpq590ZGsw6watnjie9KeDZCgD4Ney3/uhvit5wxg/jVFj",
+	"VkhsZSBuHNsC9QmanizXFoYrG3fdwjc4tpQQtST9aO6TAHYhL2P3+b6uka+2GBNKtmpm25fjAHeuOZHL",
+	"Ip9kcvGXwyKuhd1rddgQsFr8EkIj0e0sEqKQL35QIDdGDfLvKhdsLvQ1zzgxrlU9j+0VcEP/tS4FIKr4",
+	"Hma1X7pBhzfKtDTCpvHUe6+FPSKMX6pDWhVq5NzZEU3OyJ+IOwjPV3j7XiKEuh9qVGhlp5ldaDQqFBpw",
+	"W9xrTEMsPah0uhlR22tpudsi71sYz/F26EmZLHcd8H0+wBEuFwSF6svFxNR2xd+8Yt1qxc6s+56XTCrw",
+	"GG5arC0Ho/EpluusburQSNAZ3J625o6Lc4RLFPY+cons3JMjCX4bYvb4vtuO63abOQ971Zy/UXq1XOaF",
+	"sfEWMkkFg/m+YdpX1V0tuKsFl3+K2T+3HitNv96HIwdOavsTheI+YpFsvLxXGdXWz1gIIoSCsBMUvKPN",
+	"ekKYSqli/Shg+jYrFg2rFTvPcwSpsK+85RkhS/7TLNL2GGxwLXWmOYgy+Kvx1uiPUnOWiVJmm+rkWB/n",
+	"aEuHer7O/ughDoCyHmUOKGouq4IstJDyaDe27dgaWZKF5Aj2QHJ8+KwlmZ4K3BelsnHUUlxTIvDjnGDr",
+	"XH2AqwJI0gQYASqmwHidqiRfx8wlBwH/C7oi7FaOutgQdQTgYGPzkcUGPGrEzLe8vDbDR0j6VbsTGXzO",
+	"40UJ9l4WuR5VvwLDpCv0lAmHU5GSUkwAP9BSR2ZQ7WbvJD5b1lz2ArhkORxCGfsizbKU9gOHtkALHlOF",
+	"fh3Ph7IPRAKElbTpP4f8h78Y8UMBYZhCnI5U48OJ+yVVbFnkl3i6K24FOAsOQHFlNCpGNrx0nQXOgY/U",
+	"5Vh5M7SBPkS0vLJcXUL533IpRdFmp5nOt3k1Wb3ezmfZJD77scLSEDMYtMHKvM5PiW5OzJphwIMgAJBY",
+	"7JWQ/14BHX8VcGALKRQkDYFKhto8zYDa7KwUZarLdIrDgD4YYLpb5ywRG+D18Ph2nBPhqO/3B8jhLNwC",
+	"xWcmCkCrIxRcS3+D9cZ55gggWDMO5zFn8TBYxMaisVnyqDuPD0H+4Cnaj/mDTo3TFfifn5x/jUa/zWQf",
+	"oQMqksYo4h5R8SgMB33eMFtMSa0vlr0AOKXDduT/dTiEvx63B+jEpebWKCQK6XoCNBiOegMH9VONwQ0g",
+	"qA0g2PN29BZ3Xl85kSndeeD1wz2vP+719g8AftgzAeGeEXTbnRsHUGV2oRFw5wShyx1YR3yyubDK/NeG",
+	"BXhpjDp9O9ow3FqxoBYzMPtm1LHVRElj1CU/G34Yctf5bW7tRcbXp106anQWdyhMFPoKD9mhFJA719+K",
+	"Dz8jgn6KCRU32VbPssmG/uVTq0J46BbMqmRRYP32YZsCeXIIJhpI0xaSszk2tifAen20v4Qe9c7amOxl",
+	"btNnGFkx1ylwfxXqTlCnYVBR8VRNifjqB5pN02K6MlZdIcWVLFwceKvdhAzAtMS4/Fh5/EbwzoqjytxA",
+	"3w+q16U0slwkbCIyczaLrZB87SuMDk3kA31C7bktCBMpG97AQqZTO32pZnouCmw3Re1PQQ+NwT0cOIJD",
+	"0WeOVRN0coVkbUx5eSHK+MgOx04RZzpVU0BKwJi/rnpyt5blMudssioheXUxA5A+8wICHzb/rOi0ITg/",
+	"E2m2KqSOyQIA894rSlZUxLW/ovOcdtknK+X0FF2XN+zgQPq5DyJNo8uLlT5QttMddcJ/WvAmO7F7oZHg",
+	"Mpjevbov+ie5aOZniNObI1nAkaq4/pdpeymKUsmiPc0Xo2630+ANmvPGKKirr45R4NWXBbUvi27+st7w",
+	"8JDDaNTt+kOeZjmFw7YH7QFA7Q74Z95QmNTAQHISto5nPdnqJ91pazjpiFY0DAdBf3Yse0n3LqrHjOK6",
+	"4lVvP9MBnlgx9X+okrXWIUUz4YJTCrNQH6kZPGS8vXUSPwCd9DUaoMyJefMaFXJC4nApyjkG2I8QUWWs",
+	"asB2I+RggiJNoKQjeINlJpSSCVuklyh52uxp6VSQSG3ffVogzCN34SRqprJekPEQ6ATiNVmuyxMof3Nf",
+	"k5bgxojpVC5LF7lNjZrL2+yJax5Cpm1QcAtXAzpBGBBbCVrWmp6EUvlKTXEcqRnVAgkYEKgdehhxojrW",
+	"Zzw6gdom68Da4Dap23VaSDZLVarnUnuayF5GmFWVSlwiUJjFcB+r5nqe28ug9n++sWrG6Jaj0ZZ6jILA",
+	"U95wI3fYKIReiNeFbb/bjNgQhNOVpZbZDPUXlQDQJ+IKYJ+7Wf56wcHp6789Ob94/PTs9K/Pnlycfn/+",
+	"5HXMmgSHfzHZjKrO0/joAPghSp+PA6IX8EdQWBOhZbUzCSko7CLo6a2UxB3lJnzE5wQzB9UjQR6NGgTq",
+	"MfLQPRjVOzig79206nCbSvtiAqlg1z/Fq0msr3+18iyMgnmwgBznjp7r1N7x2ab5oH7CbewDy9nE1vY5",
+	"06VQCbpQd06iH5jesDPq7pteF2D8AjboDTOX2on75lt+blTI0sq7O5gKdUy5mq2Q3M6ZvMZkMOp1DlRJ",
+	"YnoFAVs076p8fV6YP7jBcSqKMuoCLl3Pc6Q3Wc83JyAr3LUPaGNpX4+xvTLGupgZRDRB4LXZGwVwMA4u",
+	"iL6datugM7jeQ7zXI4K5Tz65X/QHkMyQsNiVMD/fR8bcyoMg+fzNkbCORH1CPoEL4WHD7vUhnqWz8oAP",
+	"gYoynzkxxV3opn6oLbGTIzN1OhZ8iLXQmLkhM95Yp8Zol4ltsrK5MxtvWgpLVg1JS+woGzlG8zqogZYq",
+	"YTrLS43PcYGrWmH489N/QOEoWqnAMkXc8EuKTvEKkMAMHNI19E1H+OU2nGXrPGdUJQL+FDFh+YAFTKgN",
+	"r4Jl9HVjtRVOs9zqiZzZ+SukJlQspudAtlA9gfi6zIlvQ3m3DTSNVaW/K1TcQyi4H29pfw7zBMf2OQ3o",
+	"P7TZRr76yT6H8o8HEPz1dn9ZcOGauP84KxBKUw8Yf88AsW43Fs2ZkmuviCBXknqrrHQEgjwL4ITC0VzA",
+	"WSGXUlSW5Fi5XmACaMlKyLyrhMWUy4Z/T1eFzovY0m5CyzSEgO0PlEN3CAjQuIXV7ZCqgPFhhL9+pyuC",
+	"t++mhHrMWWzTchfYI7JcTbJUz+m/ynyZTs0/VkUGHR2JXCzzUqrp5uJKbsyfMjGRGeD3mY81pvFFDl1v",
+	"rnYZegHoE+lvWAMTs2m+mKRKjghryJxTbNlAo9kcT4BilA430VYdtndekFJBh07fyv1vk+/oZ2xUnpr9",
+	"OF0B3EBB8OiQ7jdDsCMq1+lUnjCBV6AOVTn+RmxBqWLNnXepvByrTCC2hFDboz2qUZGa5bFLwpQoCssr",
+	"BCOhUCX+3mZPFTMSM52uMlH4Br++0v8PL/oukSKJ4W5NxLMiGatMlmb1R6QxIQoJdJewe/bYy5d5Dnyw",
+	"s1SJzHX0M70y+l+zbhAYc6cbdDngY7qcmciyfA10mdUjU3V51DbbRZcXLhmdWEbQykOImRYbDOiZbxsr",
+	"93GI6F9lgMw+0HUXCU2KioPUuw8ogjcxJYUETAlMwlihNQGt+WhhUCg31WyWvvN6SHDOoGbOFhNh+HaS",
+	"J6l0OFcxFRZ9B9S/2I1JBtGCNesrhlhMYyWytdho+iaHvGUecGTbqmpP9SQSBHRdXciAPU//akQFjakJ",
+	"5o+zvaDvUFZQ5xOjM6CGBp6F+4FuRS6rpdCWvXy6Ko3RVdh265lcm/1tvgNKa1RNoIkt8VXmQNKaqpUk",
+	"79lM4eUcQtf4+e5ToFyHIvT6qs1OxwrGB293Z4pehgnHAuvqAITMbsTcyBbIftrvo2WrjyzVhxKERnXc",
+	"ldfH3PkU1wpqP+oK5yVgSmCHLqVE6GQfqOWhqoy71kestNGA+9++RTwBesWMw/ElHBhJpSpqw5nlxQKM",
+	"xtUqTfYUEx0eBc6DfT/pHsSQA9VT4dXDbpeFA/QiKHxzzVwkR4eGXKmzTzpieixgOFPS2QyFuzbr1Poi",
+	"BIkLKJPloVHCzbdfYXP1C4HtV9dsL9I44CQWzOIcpUSSByzrnU5neHDuahpr//QlopTAn3f7OawNzSGM",
+	"3H1UeOunHRZKvzevnzEidiHLDYoK3hmv2fdbfBIiq2ypfsJYBwi5CPtDlOAIcyaots+8otpNmqpRLI92",
+	"iinIMjfXaQutXEqgFaBSTzCLxirVeBdnU+N3gdjNskNztyqy2oQtxLtnUl2W88YoCroDaHWyfwjveirc",
+	"olaT5pmLBBFfneaDC7xlYx4ccK93z/HiDhQFFmDDQMGI5cw4DqVULL6SmxE0C8WsiRbud6UUi9FSbBbm",
+	"LMZHJ56Zb3QTSX/Q84u8sIzeODMeYLnIMrLjF6wJYOZiQz+BQtbA92EmC9tqxsroRKNLR7GrxCVueGMU",
+	"LjOXinVYJ/BMvE1tkBNb4CdWvxuDfUTGF694sEeu13w932Bd7jRXSVoSZ4lRo/ZTqeUsXytWCAQ3MFoZ",
+	"arKn+WIhWlqaq82eMKejjfNaN4iYMds2hNGCPcvVCxHdjeI+QNCZz8YqfmY+Rces2Y0inLV1quURJyjy",
+	"apNNZVU13omqB4OudYGPfzVqa2t8S/lumUEFCeGt7dmmMJ+1zZmWcqG3dmknHNZ2abSzS6Hl8Cne2ql+",
+	"FkUhNthpuIEyXSPcGtccQet9+aFEpCRwpRewF5taSuZ8tfho5FQrMnxThr3ivM8LlqT2WIvqPUaG4SIa",
+	"BbMqjVl8UGhXruHH6WH0dYtL45mr1WKC29Azp9AmPjQOLHzdWxbd86lQezdSofLdNgdJWFloqIICGd3W",
+	"i2enANHrTgWecHLwH8GdmIDKl+LfK3nCkhws3ckqzRD8IcE2/cXBJYCHHJKmYRB1P0MV+L7KOH4QsioY",
+	"YMl0OwwHDo+K2BGj1jBIwlZfdrutgQij1vGkN+0mHRnNwgCurWsNV7vtZZ6cY4e+t0wgRvwiLxlGzuhy",
+	"zzul9r89bcL7eBbpEo9r8eMbjXcJH+sklK4ROUFe/u0u60PcivYZ7QhrDesIslth2Ye2Y+ch1CnprZL2",
+	"g0sanAd9s6SdoB0E3e0l7bTCSExa/WkiW4NZELaQPmEwFJNpcrsl9f5SW7XItqF/MatWp+n0PalbE4B6",
+	"S22L8G+73tXb20EY3Z1P82eaKxIio8bzX043L9Lg3fOzYPP8+/9Zv3ifhy/P8/fPH3XXzx+/FrPHp+9e",
+	"/vj9/OXffnp/t9r+Q8nRU5SrVtrX47NffDXGF4AsSrGMO2dND/IHW4QHMCB+OD9/5WwDdFEsfFRKHo4o",
+	"WYwHI4bWyziREJHzCN2Nn6qZznMFicZlrnU6yagYQhEkTYphMnVC4VopiiyVRds9Ha1a+/RCssWqXIks",
+	"21QRYEQckpCbZfHTStK0/i43jsOozNlCXElq/KsCFUCNpMVMjjxlTclCspMQRwvFoq58pGYUhEcQTkbv",
+	"oZ4asMgN7g/QZlzIclUoD+Ido5ZwK8oEqG+0N9LYq48qW68h9gnWfbGSMcdxYb8D+Ad7RjRWtSEJlqSA",
+	"qKNKHBVCaEVRm/1dbtA2gd2T1HHYiT2opFZB5fXieSnop4+fPH/18vzJi0c/Xfz49MXjlz/GrBl150cu",
+	"bCFtSBSHniuOMKIQta1684h20OZ8rb0LVtjOKjtXBsHE/vQn9grjOtT0QEGoCmgM0yE+/xUkRljTeu4V",
+	"tQAr1zlnMtPSTNIRr+EZpvUIkkVmdbGtnWZJjIXFr95Q5Nj8t374qzHtPhgT3uNHKPOCjiR8/lIWY2Uf",
+	"zMH9hFi3ZGUhlBZYf9P03VKIVSl5VK9diIgw0LiiNE3xiKBrUwJL8qIfkLlJJLdWOQz5gfa+EYjt0eOz",
+	"uR8BfPepEvQUW0BVIpEm3Ih8FObNkOqyHmhVH02Hle+05jTpH7hZweOB5OLRWNmOXoYpEvxyC7RSZcG8",
+	"5BjKGDuoC7MSMeaW7SKLTOf2GfgJ1Dru4wef446Ch1V/pfltPU1iW7qN0Xokd6DtQQJnrJoxGjZmiPQO",
+	"80/KEzipWIlczmKyG+B3Y+64VB7c6txDPla2yeai+iOLYfVSdWmzgLMsX8O/j3waC2kXt13lqezGp8wH",
+	"ZFA1RVEo/gv5GA/R1aZdsBh+siGpd7Kd/KqW5zsv+bVAojRArcO+XXOgW1h2s7UrcWtAUtf1KNlRpdgS",
+	"Pqp43oxnbOQNhpFsOBqSfmPFPM5lTypgJSEVugO2jxnLqTflsE47cw5JjhwX303rA20db/Tiyd/34+T4",
+	"eLW1Yq5HiyQMNCEjNAqevJH/6a4CEvrEoOAeA1Eb5IRjzIsWqOqoesI7R3S8VG0JAO5dg/xupM2tlSdU",
+	"Yl4glB/5BzI4udQ2sUh5Iwx/UKd6gQQBlgFXOyFTj2xIkdAK4Op51ZwOcGYu3kpHCmkzSG7LcD+Va1sc",
+	"8KCS5IAXVIKOGu19Zj8n6eMdUK0YcnM2M2I+3Y1rlpYYT8YZsoMYksoFRWAJv+2Ot8Al8DORQfr7ZUTc",
+	"Ou8RlwC3SRVpqQ7KQmwQfObdVEpYo04EqccmTQPKnyN4867uXefFlXa7jvbcDWYRjL3SRwFpB1ZdSfPE",
+	"qbQHqr3WrHmNLWTpDWuzdeKbO+YFNduO9qpnAZ3TXyYyy9Wlw2l3oyFipEqWNSHTYJ7ssDAcn2VaUAuo",
+	"2a7Qc7MzezRoJ0ofAPUj9v8Ytx3Sq+bpOlWXGUmdBygjLPWYwpJgMhPM4yAOiI/cTYciYJlx0O6cD/VG",
+	"/3e5aWBU6b44h2KLD+i0ZIJwqCjh40C+JvD0xq/jBoiacWPEutGHLRg0D6moMdp9+4EIjI+afpMnDS9v",
+	"WT/deGZWqOv6p5znlW4nsb7/c1L1Nk+n0nxQGAV980n2kdeOZDo39k4ryZV58LaKuc2tWBtyi4/G6xvo",
+	"xmdis7VoIPMFg58cEjGCDi3zLJ1uvOTC/jko5CJVtKowA/SaRidYNPxIz5vzxsGITm8noIM31yM6Afji",
+	"VaAlxEDLDTNgBwhzgAnerdVmu1Y/eRw37mLOxg1gvTL/OW4sRZqMG3ff2jSsho3qfbhTpOazspQ6/+hG",
+	"slEylm2UiSAmbrgJqiTc1Xf77peFe+W+MBWpMCRHttbMjgIBdbWrFne8/6pYq2JNprk5skkefDSFYOu6",
+	"z4ZUCCsIjNpdbzk1ToQ1bKDNHzVtYl0W7tkg/nWgWI6MQ5wm8iaPvs1eoHqFjkuALrIrsAWstUdd78af",
+	"TrFkKAY1fsIWAgyKqkqtoDsJ4mtnLa4H3ZJqtYAwWbGSjZ/5XmLYO/XFfdW72ha/1VfthIw35yD77lJV",
+	"26+vEBMdcLONFex8ky88ahve4o5XYpPlIjnP82eo8Vz19T0QTgnfvbVHXdzknxxAN3VRAgyWEFk4eCd6",
+	"5JQNZFPQloOfvJKkhdRaXJqtj4xFKqeB2FgoDuaExA8IGiPjtkJVVsP8vAMlaOPSFZJgVENIhQHTR9yE",
+	"IwgXI9b0p8FFPfcmMNU1NPWJEYE0PGiYz2czwkvB6SUcewKgZzFOsnHnxspGEg+tppHaO44mE4scIw2L",
+	"IyKw12O1x7USugYna+2regC3/QUkJqysqrgmPrrQ/+HE8urelLUAUZSWcgEuVr1kOMbaV25jpa6xpchX",
+	"Rq4V6bLNoGgDVpn2nXGDnTNpFj2RxpWXqsw2BxEJMG6jgbIDCgflAl5rtx2FSSSgBlEGJP51DDNgrL92",
+	"u/0BY0a/jvEgm7/SifgQt9mpwq+sCo1szHS3nH+7V0HLhVAIkacPBNEp3QDGK7mbkB5pipolNFZW/cJg",
+	"qpyGKEmzQIS92PLO2+ylBeCrmu/wmLXgtn+v8lJA9TnwNtRAxUkjQV2ODZ24wIlxZezJAEIDeFILwxky",
+	"ie0UwsxzXNhyF4W7RniAi5zlCupTAH0DxGSu7SiaRgluj3KsMErl+kjenD9iizRR6eW8xNzEE7dZU41N",
+	"yBRjsGVROzsY+/J2lpg1Q3Nr1Osx46OJqXHRj8Ygk1F42c49WFeAkDLvNfNOE2Kp67QTdHpr7bFwvIld",
+	"I2OFEea273vF7Xabohg4TFIKMbOyrnRrx5rx1vH+E/1Hx2yQU2XWXi5c5Ro0RyIccT75RU5LjNQI6Feg",
+	"j+DEiwDiG6BvIXpHv564XCPGhczqUyGdMtMDJDxm3Fdy02bn65xWdydsNaqHI7GCDve4o6B252LG0gSZ",
+	"cTLKHOGg/DVsXclNq5BI4VJ9i6bsCZ2tlbYh6Su5GauaK8I9PWAtYdvfAIsHq4llqi6maISVjYf70Me1",
+	"aeYw2mauXPQTNuIR3Gp0HkrWVLNFqs0IORX/5QWeGSogDHkQBLg3umFn68V4PrULNuYFZ+lsrKAorKBu",
+	"d9iKLfgaqPg6Oqmk/QNNkUlsNkLuELCN6pu48lZSbY4HiPRyLhXMlhWq62vzglgw6cck1c45xYAraQDz",
+	"KiPH6R4n3zlEuF2e4bBJXR2pCrPAqSMvresn/4TXWEvhJzhlbXaK/4AkeNVhgrirVdGdyDKrn6zxDyFu",
+	"SJFsle1X43PBSxyfX6dZb2Cx3Dpj1YRPhW2wE7c+8sPklTjwWljoREPDC0h/XYn/CNJcqpWvylaZ5y3Y",
+	"Td4BwxOMh3wigVQBqvunOXi+hUxIUe2J33Nj8NUmRu92MwCvEGQP4eDlBY7wujis/itYOh/VpQydkf+6",
+	"JlRqo2r/H3vX2ty2rW3/CkZzZyJ3KIV6OInluR98kp6eTJvHJM7c0171hpAI2ZxIoA5B2lUz+e93sPcG",
+	"sElRjmTHfWTyqanFBwDisR9rrzU4XrUhsvDy3njo45sHx0Oj9rePDnj76E5vr78E71+U68bd6MA8HI8P",
+	"4XyAL3SfFdseX1n4MAkGMuynxXA5o73d+ZV3AjJPJiMAjY0RNFYHZI7nI9V7PBsOeifpseqNFvF8KB/P",
+	"nqjxYN+5sg+WD/9+CzBfoyfjY9aTewNm1t7iEXshhHMQQrM2+AfnGT7uPwtGn5sFw8lg2I+P4+YsGPeO",
+	"00eq93jxJO6dyMGsN5yP0rE6XjyKHw/2XbN/6Cx4zHpyf7OAv+XOs4AP/i1mAY3sAXEhrBNqiQrhDyEm",
+	"xNQQ5czky6pUwrYNWFBsG8W7Nz/tjPrUjfnhfQSBDt6rcTduiwW92sdRP0Qh4i0JQ6Dzh8kgMuBRlw+k",
+	"ESS5uNZ9X2TlKZazOqPYGk7WxKPai9DVVqGIrzbW+ndkuvDBL9Q4AK8nwAEo8GQ9kbvHxJDOfXdQ7Cn8",
+	"biL+1ohmpCeIIM1Qx+meoBtSgyoKkldAxgbrfoHHQTJRvvoK6gBDhTeQs6BZdNQX5zWEFGOXB6MYSUNT",
+	"jK2qBfIROSRSX5yRw+plJ67tCnFs9nWeBbugZmp3/04PZ5iYakYxQe5eDaKW+P6xZgkJhfAG0JaOXSQi",
+	"lBf9gBV1WVmizBNF8AiHBTeBy0LPJGA0oqKqNR/Fic8NlkKW+SqbE8yT4LK+iBOUO7NSFJVGsA+RB5DU",
+	"lx9T8QaifM43BacbfzQgoAFutlqULa4MXOVq7G8PCSHfqqF9yV5tlxdQYeULDnJhEF+ePWEl497MOe7F",
+	"1rh5PB+mvSdqtOiN4+PBo+Hj0ZPxyXEHDXsndcBb8X0AxBI/tX0pXBv5oYY0yiovtL2dNaRef123Chj+",
+	"pFEQXcepDFsqhXxTP7HkYlu7XZMDVwCFed09rLG3qGg5IEWDU+WfwF5zL44UF7w4sFVvwCZosxi8BJQT",
+	"HeB70Tf+0Hs6V/GrcCz6yp0gkgiQ7n6ior+9+0RF2MKOExXZefY8PkXz9JzqrvY0SBN6pmezOYpa0ll1",
+	"BhzINAIzCgZFWUafoNdTnVYK4SP1kHaWRltF/XhsIdEPhLd2HcMuRsGU29Ni876oNHJeEfjS46YbGReD",
+	"BDH0RN9hgwOGrfXH4VSvVWFyEKe0Y7fICpTXQp0ILBpjZ7EHi9z6LN55sBKPFKSfgFXn5pN1qv04tR2t",
+	"+CMdrVCXDUymMKYOK8Niv24LR4ojqGqAAdgffBzqgdAPMaqMtpuDHDsGvw3ijaxjWeT5Sizyoi7JJro+",
+	"z+eQ6FosUUgdeH1wCaQO5wpN0Dk+TSLzJXBkBMRzM3sH4/Hdd9+nxKWB7+t/9x1xKak0KxO3IOl1HiGO",
+	"EzB11G8lgqawwVE9jg5KFSvlcNPv3vwkVvmVAx2BsVGoRfYb2BpEuQR5sff494T8uQYj11Q3SUgS+8AE",
+	"m0qcm66cxK6dvBCFwjfPCNvb9bUgR33xziA0w3ZF2ilGldBwy8RvUfD/prmnuFyjVtfAY8Kqdh6w1IWY",
+	"X6r5B0iCGyHJvMFyHY4ls/PyNCwLhaXrGKiHajuPqpBwK3jB4/jk0VSHjGUkJHKLcuX+i0oWKXnPJvLv",
+	"cwqDWQG49iOoRjPYPVjOlaYvTtmJUGtiDXjyxhO2FyLhpQk/y6U17c9EWmzssqZPBpNsqkMdCHFxsKqq",
+	"65CkwMsmIqHGJIHVA1fNMPZbo32xAeMlmWpAn9iRIjYdeP6idNkwPk1wKcBHP6pvfzgWfupLttvt2gdF",
+	"u0tiP/4svwrf2D0T5ijtUCslNW6Es81Uu5UBU9AZ7XlV9oWL/YCdif2GUXWHwng4tLPdbZEQp5rqLlzU",
+	"D8usX+ZJhLf2aTz6RpX9f+WmBC4+13NfL9FCDWubfndvJS02vaJqKOY/JfUixc81RwtEMx0mQQ3mhYen",
+	"C/nfXMEP9ov98PUXvy7UVaau7bp3Y8haANY+LTPIz13ZNUJZM1AfyT8ofUOb7IDbP7OQGE4/a3r9u/dq",
+	"mfbO4RG/Rh2D9JxnZLlKsqT+oWShCvu2Hr7NdiR8WWARKfIV63q+TPvbgVFr8+XsKq2ua1ddDd2FGCtr",
+	"9SrP3fgQleL9epTrLeD8eTiKAAfG3/LZ77+3X4NT/Z68rd2LwG+fvFd0NpP8YEhzxW4+99Y4hXc8i2ar",
+	"hlOm5l3jrgSUPP4loKqI+znEvVEkfDJgHMdVsZwIH/empLU9nhiepoMJuPdZCj7GHhQmw86vWBeDPPj4",
+	"Rt/XqGMcV5FfS+9pH29ZSe6KvVfUYVQrdvG5mMRnVxMBP/EuH6K4eakykpHtzt5v/waH9s9+MZ0e2EF3",
+	"06dfdy30M1rl+yyFwWB48OLeI2jR9LBIeWKHT/ctnHFvhNiw2zdN8nuIaXzM0k8YyViqUu3MEtQ82szs",
+	"DqBPrM+2qAow7VyEgKqo6+UBQMmbaeCQxvBYgrJg7DUIu/GymWBOWhfTpwS6ia/stbYeBFmglJ2eeDTV",
+	"SKnHw9c1Y3wcn/TFM5ZxIAdMghx2qTSc91zEW3SPY3voP4rFyoApS1/9KFBbKtDuJtHuEKLgfBBLJcHt",
+	"8iwSYG6DsDUGs+wdSCfNGwvSbjeE1e8s4PJl0SOH1ab9vbAm90n3xYtNfRDfB6wPghKMB5Ph4358chso",
+	"wSHFRDfVEEVQk81W+tcmvhDvcV48zfVimc3Lv068HHf1W50iUbu0whvGW4RF5qww0e7vfutGop6W/RsO",
+	"lLCD23udTj8C/n3sMhQ1cmmbN9+ff//y/Pmrl0kkHoOqv5jZU5T2aOSeyErfEgz2Aful8lS2WRnkNycY",
+	"2IOQIAQ9bJPG8Xh7G/5BlXfeg9FXAvX1PSr/nhFdF9No3+sud/UfVmp40+7w9Umx/KmL+wdV3mple+q3",
+	"g5ge7Md9/gzwXmtXhlX/zC9y1Df4DKoE4igQYAI7qIXCSHQZ1AIohz2GpJm0whIZ0ND17GHI2YGKVmSZ",
+	"Xsr1WuF2pU/rTURsxAMTGjJT89yzo1A7+2CTeRkJzzfTDmFxBu5UB53bRP22zgpl7CsmToSL07c72eFF",
+	"qOtjEVDfum4YJywfOiNyX8eQC4o2ULpLo5kvxO+qyCMIzMIGfQqlnvaumdrkrixdFVcgxkZjA2LzsKDs",
+	"xjt6dLy9x2bGaxLbLje/NOu85waE0UMyYjPVGPx2X+laGmtPR8RYssRqtqRhkCWYyOiLFxjXJJeFYPwG",
+	"uPuAP26qQWPcsbPky9SZ3pq7LPAi8Fvg826/znoiQIDM/QeoqjrMgRD7+A9Q5E6TE1JmpWi6BhGRXpED",
+	"0ap0Rk/wp9QfQMlys3m7gy3kXGmxynRVKoOnr86v6+XOBOCPV4dFOd0I3CuRxZ9/pNodxE5uv099M7j/",
+	"zvJooWb61gb7VtjnYXBWd+ikYeYDTEWvtmQ4q53dmBaykenfoZt2qcIjgEGuZm9jqhZBcygCxs37S9Cu",
+	"Nvb8Qyr7Fjkl1H8n1nsy0F2NI0hq2RYZe4h7rWE43n2joAZf51gsRjgZSrt0b8LWRFPd/Jl+ORIyTbmM",
+	"PzzTnn4QaMpXylEeeQKT7lj86CvhNjy6hLWR7leKq4BwRIsg1HEcs9einqY9lJckJkHPRE00yYqxEZfM",
+	"b/cnDKGakLp+Pxm8JvUNajdhXfXtpO9Og87TbuW7nbpOZ27Gbxm5+ygO+BG5q+jAN9WB+1cdgLFMK5wE",
+	"71emM3kyjjq7VQGO45F4q4qrbK7EOy2vZLa0h4CdSkTLRiBa5ty/p/BotTZloeRKVLUb/WW7g6Cl+q18",
+	"uF7KTJ9CKtGo8r+rctF70ok6z2RpL3lb6UgMh+JlfiWsBSWc7SR+eHGOYiGyaAv9uev6ccwK0yjoeRyP",
+	"GJ8/JERrgzWI43gQxkvnYYuya5pWwCBGCScMtm4P1GeaNujHJ6NfOrWGjBoNGT3mDzbV3B7PLd/g47ST",
+	"AzcGWHD7jf7WlPrcoA9G+w36YNQfj+KtQR/G8QHFSbRZ7cGNz45Wz70MgVzka4WkHdDOfouzfHGKfW9H",
+	"bBlKf2jwZdu6Y2jlW8dzPsOmI3nENgRyyQFBQmcCFQdKOx9G4eEgJHXddrGZbQDBAU7G74F7KDTgJQSA",
+	"9YgyhoVYZ/MPEIKu1v2pJkikqw2pwXq6N8iqHonP6YVCbKXMpxrMSBkuII8CmS+JhNjThQsMCaCN7KzV",
+	"gkN6HWuzFwEgIXgxz9ebCbJaP7c2CQwFQzWavC6T6tlrgjlGzehlqaf0kYaCEB6ICJSy7cSFdE/Xk+OC",
+	"/88ibkRpEiJjKRisfmwwxSlEqtIKt2JAqTvahusM0Mbz/EJn9Bhq8imy2ALsm6rGaJwBxxhGGqNtAh+V",
+	"Fvmavh6Y9STdmoExBHwxrieIFQcWYxdf46M7Qa1HuTFhapacLi8vsotMg/yED1zRWDLKd+/4985KTqpU",
+	"8kngrU5in6CvmJXoU4VloZC0GHqWGS6fsLWukP2a5gUauAb8Ek/iMXEC/tClS5liJGzEDhpv+mfexRFj",
+	"0YX4Xa2b9CLfQwD1J2OH9G5x5pjgb9AzJi4b4L12Y4JicQiAdmHZXCvjqa+RX3ZWpReq9Kn9RaHMZcjq",
+	"eHIeHXGqlQ0ik9EjSmpERqD2V2tIpVMI1Zoaoy2LSlPSF9sQ0PnQhoRlhZO+SPx77CtWCPsjpVsEuzeb",
+	"Y/c9hpywM5AVXvT2UmCGz487/czBQpd2QYY4bGCsck9nY4BB6rm1O9LAo4OURjNSTebYYOOC1DtwJREP",
+	"G8MBE4KsCbKZ2/VAKORr6SRLQurQaaZIhNOnhbyGBN66Kta5QR0XJ7koZnzJeXwIhlVRIjTBUvqEuLBg",
+	"G4URRaEHt1lnGmo4lnLDgtBUI+IxC+Uk7P1+9tHRgg4ZJ62famKtJyFrDiPZKCrs2F39wAkNAyGcxAgD",
+	"QSU3nsAoEm3KElPtpSVaFCNwNm3pF1AQBZmh8HCAVs1VbXvKr/VUU+jbJTvoS4R6hvqdyJgDZSnJtDPt",
+	"JIRwN0ys8CgKHH1QMswOptMwG0MyIksjHvVIm1VP9uiqKS6GuePrnR3LNzLiN1HqviiDpO5rlgRWcuSF",
+	"uJZQh+AA8musgO+Ld8gUSowNyAZZg8pHDCGPQZYGwB0KYexaxI8fOcpJkXz8lES1DFZYDJTAp+W6ZZzU",
+	"qo3A7MhKoYGvC2p3nBbMzWoHJSs3ivimfFPBD8Pwm31A/HfLeJhe1iBvf4vqvK7QigaKpSmsv6DSrMRE",
+	"wPaNjs+PpsADjNdTaQtPdxzkw/679zavCqDd8N5G51MT+wN4nya+9XBScAct9dmUT18OgDZoB6ANbgSg",
+	"fUV6ko3AwmA4Gcf94+PBvdLYbMPObkNh02zuoVKTXxZ3xjxNXKu46e1yN3V+/ZXmy/bkp/4iHMrugNhh",
+	"00UNi66G+qIKSQovOGk/ii+QpBOU+TKzDf2hFiuNzAycz/2/Drxbok2HilLMX71Teg+ot2/M6NUV5gzP",
+	"vzF9o0yTWgzEEbuzTUn/nohqvYa6PaMcYMH6YMVU2z8dtaX/Ju2JoX1TQFPdSGGc3zYHhKNzq+wPjdZf",
+	"UHA62jv18wpSOn/NvE3rgT4Yng/G4UiqD0Yn6vgJC49oHDJzF8xoqcYhOR1kp6f++7/tONZqjbHfprXJ",
+	"cf0UbfCJwWoCFRcTIZMrxOgMZZ7AD2YK+JBjq3eSGjvLlkvkjqn3mv5+c4UVPcNcZut120PcDzc8JQxb",
+	"qPbaIUM8eIQ1Ab8cQqMJS3WP3AesysZ29a0w6X5Vhd0u6k8p/MOuYwp+pQRH7ZgiMdOb6o+ewd8Nk1rk",
+	"xTtZGXRuKBxaYxLjgqtwsWcQW+ZaTQKLWDiBMSYJwTA8E52eX0MnFqKNdsZxIUAMkEmvlkFAPbguM578",
+	"CeM1WycU9vWcKonvCEGjVflZ/Bm87dNhy3KXxeeFeO1F35KNX3Tl4eRgleYHLb6bizbOa4srK01N6NJ4",
+	"1U90jNqKHv6+c/bbXL23AoTbTNRbpsHtzS+tOQJp66qN7pKrstvLI89NMidhBya6A7lhfzuGmwPFFchi",
+	"I0rRnjxT7WXYhk40IWNZmDnRX5156WF3IIAsxyCOGY0AxOHPkl7yi/WQZdJLfk8ikWYXGbUr6ScieZ+I",
+	"pJdEIZvkBOgxmY04f7jplBxhJJ80qmeUNlmZXam+17+tYwdte2pCt8AMg2RlspxqvAjlANAn6kJwFv6n",
+	"t6WoYt20rDwi/iCm6O3lErakTVC9wvntXU40nFgTFYMFYKwm4t2bnyLr/s0LBUoacmmg5KKQFyvlxAeI",
+	"0cQzra7kZqoLJeeXE7HM8zWE9EFetciuAFaPMVjlqHKw+IISxqEqArP+3Km+KCQOm7XhwcBYHaFGeA5z",
+	"SS5FAsLhkah09p+qhqeiickcgKD1ImuzBxRIgsh7kOZFuWaJw4LAT6QaAsADehsud4RcwuV1NmeTgShS",
+	"rZmEykA1PapTZ1ORGYRQQN1iBREbGLAU4+ynZATTCmfaccpw50dk5aRFN9vbZUB95MFNUw0/2sZuH0+v",
+	"K3Y83VI04at14g47Q++1ZuJPO/zrG3XnVhqPf27j6fj5uqUV/5a0pKiPGAyNO9rv5D1XyMS/I8b7P5cs",
+	"0ArbNJ7dSC+vMSf/7vypSOWG8CfIM1jm9hBPRNcTXh81Kztgo5vq1EtZiQL2dJQ8jEj2zJ0a0E40TX5X",
+	"RW5EFwrZrLHjUsQ6FxdybcQiWy6hjBOc7qk2FWSOkzIvJYANHHfIeimR0zKV2XKDYk50dNhFusE686ck",
+	"tw+IGTkvaxq7Uw3nItBl6zz1LnzgRrXDXSrtUEWe8BHfQ7rxSHRN/KemwRGJNHl9J/tGKzRxWkBE9oYi",
+	"TbONZ04U3bPXzyNSYALpoYjW+TxfZ8pEU+1rgQJDs70oaDvJpVD6P5Wq7OezJkENs2BAzUxqhkWh4Pzp",
+	"VLskS6ZMUoMVe2SPdQfdRYhscGU7XadvhHk3J3n2wGC448g+PiCW6tBE9/QIQSQQQ3RXApjZWirmVCSz",
+	"TanMe6N0mQgmaDHVpBvllfcCTI3uobxtmhD9Iuz50mmvZy6fax44Caqus4cfjaf6x+wfUB0K1wCGMUWU",
+	"3evclBeFMg+MX1Ie2YGsq9dYJYqkiX3xDtaE4zQYxzGsJijSkaVyuoeh9Mm2z362Vr8bHrZPOgMxRanc",
+	"RCL5+eeff+69eNF79iwR3XfnT4/64hmVGAX4Ea1unGF2IDTaVm15A6Diq+koO8spBMUH0Errm9gH/N//",
+	"xr2TXz+OP/XwH8Pwj//qbCcZovYMze4eRcSrC8kp2t2I3Zeo22IsWnYV1mwI8lRudvW0zD/Tz+GTu/Tz",
+	"CyRTNoYXwZjOZHA8GkWd+hroTIYnJ49i92cDDx8PBsM4jjopVkD4Hj3ueHaJzDZrMD55EnUay7QzGR0j",
+	"/53f6+yrhzGr7SBGoUZLGq1oacCTRgPilrfHWy+P7WgSSWStL3hiUMyZHupkOR3io6bVicUwcfwp6tjD",
+	"pzPprIvcMUvWWomHVQPDcvD4336s97crwSLA3WOXdekcWjjE+9/SI/vYe05PE6BcMHARHAmzjf0PM/rQ",
+	"gtth80m9IQSWmleF7Rks6XX2o7L/BNJIDD/s2u79MylMQXaL/bfBAoo0n1cUHilF8jBfKy3XWX8jV8tE",
+	"dBNAPhNJO9xkD/dcTzVEXSYPHy7zuVxe5qacPImfxMlR37ufDyEGRx39uK2n1MsXCx+BCHjJQEcP5hBO",
+	"vz7beomE97demhlrWLzEvyM57/YR8caOHdgoLugTUaFIScZHU+FiXljj+Ld1oYyxJy+IgwK8/vdcK9YU",
+	"19S25vjimJYm2UtSYRTWUHsZyHdvfjLWonBjUktauVxSd1usmqmQHrmimimoBIA9VlfgBMuWJbkKVRYZ",
+	"QZ1TJdMeBg5rtM589F3Kb2v48YeW8YdoK4TUZGGXxDIzK2jUB7WJfPUpmqQhS+YKMKztv1jm16BfPBHT",
+	"TohOeuQ0QlyHQJYC4OkcuzmvTJmvYA26AZh28JVSbxikw11oWE/tS3sf1Kats/+0v9nTuMiXAq5pN00K",
+	"a8mTZ2KbCDFRDOehCZcXAHlxg1B31PoNJElbS37CH9pf77fu/Frb95SZvrCzv5pfWvP9GqJ+fIsAJkaI",
+	"UJJ9aSi6xSc9Padtzruf2vAqiAFiHqidAmQqQ3IJ7NZQweF9LcOcLcKRy7mPCrqIO9AI0HkZMasfz8w6",
+	"nBtO28g5hPMiNwb8P0Mp33UwDFnHK7Kxm72m03Ory2dh/M9eP4dpEjkmervB49uA9GfDXrNjyrlHtK2w",
+	"vJTeRYCI9LxQzkXNLrTxA//A+E2Qf9HsQmf6oof3tX5YvEK4K9q+b87p493bQHzjgsp4EaUdovOk73Cp",
+	"+AYjK6Rq3uq//btY5hetW7xMe4ATRGoH4uWG+oQHXgxZp7xcqODNtOvD7QETscx0mFhUkSi1+4ghAmFX",
+	"qwkYLNRJ9nU+9imArftQ6986L0q5bOnga/gBX962nqGtRtDHEtWaFsrKqOWVAr+R3E2/tUiMPGdljRbv",
+	"7fMfXr57jSc1mwHVeseH71Xrlva8ci+BUYiENfZQv9xTebB3nj178fzl+/NXP37/MuEfO11luuW17uE7",
+	"9jXXQUqBhKOUB4FKGjBZKLGuSijq2m7kVO9oJVIokYHA+woJEjdx3N4OBSskgQCVTiByvZT6gYmm2tc+",
+	"2k0GKoTByLS7E1TEzDb4Dz5NllK3rcTX8PftYYEPldldHmwWT85yrWYileZylssiRRsupRq15GGVPeRf",
+	"w1/X8t5n7Bn4hpZG/EvJZXkZQTwl08qYyG7qRTZ3cj7M3uyLlzn/HlnOV0k4gHbODmzDr5/+PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -105,7 +105,7 @@ type console struct {
 }
 
 // runClient runs a client command: args[0] is tasks, schedules, topics,
-// flow-keys, targets, plans, batch, signup or usage.
+// flow-keys, targets, plans, batch, signup, usage or settings.
 func runClient(ctx context.Context, args []string, con console) error {
 	var err error
 	switch args[0] {
@@ -129,6 +129,8 @@ func runClient(ctx context.Context, args []string, con console) error {
 		err = signupCommand(ctx, args[1:], con)
 	case "usage":
 		err = usageCommand(ctx, args[1:], con)
+	case "settings":
+		err = settingsCommand(ctx, args[1:], con)
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}

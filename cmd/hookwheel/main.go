@@ -9,7 +9,7 @@
 //	hookwheel invites create|list|revoke ...
 //	hookwheel secrets rekey
 //	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
-//	hookwheel tasks|schedules|topics|flow-keys|portal-links|targets|plans|batch|signup|usage ...   (a client of the API, on the Go SDK)
+//	hookwheel tasks|schedules|topics|flow-keys|portal-links|targets|plans|batch|signup|usage|settings ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
 package main
@@ -81,6 +81,7 @@ Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API
   hookwheel portal-links list [--limit 20 | --all]
   hookwheel portal-links revoke ID
   hookwheel targets pause TARGET [--reason TEXT] | resume TARGET | list   hold a target's tasks, let them go
+  hookwheel settings [--operations-url URL | --clear-operations-url]   the tenant's settings, shown or changed
   hookwheel batch FILE            one task per line as POST /v1/tasks takes it (- reads standard input)
   hookwheel signup --name NAME [--invite-code hwinv_...]   sign a tenant up (needs no HOOKWHEEL_API_KEY)
   hookwheel plans put NAME [--tasks-per-day N] [--max-pending-tasks N] [--api-rate N] ...   (the operator's,
@@ -172,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{"no command given"}
 	}
 	switch args[0] {
-	case "tasks", "schedules", "topics", "flow-keys", "portal-links", "targets", "plans", "batch", "signup", "usage":
+	case "tasks", "schedules", "topics", "flow-keys", "portal-links", "targets", "plans", "batch", "signup", "usage", "settings":
 		// Before loadEnv: the server's settings are none of a client's
 		// business, and a wrong one must not stop it.
 		return runClient(ctx, args, console{getenv: os.Getenv, stdin: os.Stdin, stdout: stdout, now: time.Now})

@@ -1135,7 +1135,8 @@ function stacked(el) {
 
 async function targetsPage() {
   const show = pageShow();
-  const [targets, limits, paused] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits'), api('GET', '/v1/targets/paused')]);
+  const [targets, limits, paused, settings] = await Promise.all([api('GET', '/v1/targets'), api('GET', '/v1/limits'),
+    api('GET', '/v1/targets/paused'), api('GET', '/v1/settings')]);
   const perTarget = (limits.limits && limits.limits.targets) || {};
   const l = limits.limits || {};
   const pausedBy = new Map(paused.data.map((p) => [p.target, p]));
@@ -1175,6 +1176,7 @@ async function targetsPage() {
           : h('button', { type: 'button', class: 'small', 'aria-label': `Pause ${t.target}`, onclick: () => pause(t.target, '') }, 'Pause')];
     }), 'Targets', 'No webhook was sent in the last ten minutes.', [2, 3, 4, 7])),
     form,
+    operationsCard(settings),
     h('section', { class: 'card' }, h('h2', {}, 'Your limits'), h('dl', { class: 'fields' },
       dt('Waiting tasks', `${fmtNum(limits.pending_tasks)}${l.max_pending_tasks ? ` of at most ${fmtNum(l.max_pending_tasks)}` : ''}`),
       dt('Dispatch rate', l.dispatch_rate ? `${fmtNum(l.dispatch_rate, 2)}/s` : 'unlimited'),
@@ -1182,6 +1184,32 @@ async function targetsPage() {
       dt('API rate', l.api_rate ? `${fmtNum(l.api_rate, 2)}/s, burst ${fmtNum(l.api_burst)}` : 'unlimited'),
       dt('Schedules', l.max_schedules ? `at most ${fmtNum(l.max_schedules)}` : 'unlimited'),
       dt('Longest timeout', l.max_timeout || 'the server’s'))));
+}
+
+// operationsCard shows where hookwheel tells the tenant of the targets it
+// paused and that recovered, and sets or clears it (PATCH /v1/settings).
+function operationsCard(settings) {
+  const current = settings.operations_url;
+  const slot = h('div');
+  const save = (value) => run(slot, async () => {
+    await api('PATCH', '/v1/settings', { operations_url: value });
+    toast(value ? 'Operations events go to the new URL' : 'Operations events are no longer sent');
+    render();
+  });
+  const url = h('input', { type: 'url', name: 'operations_url', required: true, spellcheck: 'false',
+    placeholder: 'https://ops.example.com/hookwheel', value: current || '' });
+  return h('form', { class: 'card opsform', 'aria-labelledby': 'ops-events',
+    onsubmit: (e) => { e.preventDefault(); save(url.value.trim()); } },
+  h('h2', { id: 'ops-events' }, 'Operations events'),
+  h('p', { class: 'muted' }, 'When every attempt to a target fails for too long, hookwheel pauses it and sends a signed ',
+    h('code', {}, 'target.paused'), ' event here, as one of your tasks; ', h('code', {}, 'target.recovered'),
+    ' when it delivers again after you resume it.'),
+  h('dl', { class: 'fields' }, dt('Sent to', current ? h('code', {}, current) : h('span', { class: 'muted' }, 'nowhere: no URL is set'))),
+  slot,
+  field('Operations URL', url, 'An http or https URL, checked as a task’s URL is. Changing it needs a key that manages signing secrets.'),
+  h('div', { class: 'actions' },
+    h('button', { type: 'submit', class: 'primary' }, current ? 'Change' : 'Set'),
+    current ? h('button', { type: 'button', onclick: () => save(null) }, 'Clear') : null));
 }
 
 // ---------------------------------------------------------------------------

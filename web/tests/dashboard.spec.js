@@ -490,6 +490,27 @@ test('targets page pauses a target, holds its tasks, and resumes it', async ({ p
   await row.getByRole('button', { name: `Resume ${target}` }).click();
   await expect(page.getByText('No paused target')).toBeVisible();
   await waitStatus(request, tenantKey, task.id, 'delivered');
+
+  // Where hookwheel's target.paused and target.recovered events go: set
+  // through the card, as GET /v1/settings then answers, and cleared.
+  const ops = `${receiver}/ops`;
+  const card = page.locator('form.opsform');
+  await expect(card.locator('dd')).toHaveText('nowhere: no URL is set');
+  await card.getByLabel('Operations URL').fill('ftp://ops.example');
+  await card.getByRole('button', { name: 'Set', exact: true }).click();
+  await expect(card.getByRole('alert')).toContainText('operations_url');
+  expect((await call(request, tenantKey, 'GET', '/v1/settings')).operations_url).toBeNull();
+  await card.getByLabel('Operations URL').fill(ops);
+  await card.getByRole('button', { name: 'Set', exact: true }).click();
+  await expect(card.locator('dd')).toHaveText(ops);
+  await expect(card.getByLabel('Operations URL')).toHaveValue(ops);
+  expect((await call(request, tenantKey, 'GET', '/v1/settings')).operations_url).toBe(ops);
+  await expectLabelled(page);
+  await expect(page.locator('#toast')).not.toHaveClass(/shown/, { timeout: 10_000 });
+  await shoot(page, 'targets-operations');
+  await card.getByRole('button', { name: 'Clear', exact: true }).click();
+  await expect(card.locator('dd')).toHaveText('nowhere: no URL is set');
+  expect((await call(request, tenantKey, 'GET', '/v1/settings')).operations_url).toBeNull();
 });
 test('usage shows the month against the plan, day by day, and other months', async ({ page, request, context }) => {
   await call(request, adminToken, 'PUT', '/v1/admin/plans/starter', starter);

@@ -31,6 +31,8 @@ import type {
   TaskFilter,
   TaskRequest,
   TaskStats,
+  TenantSettings,
+  TenantSettingsUpdate,
   Topic,
   TopicRequest,
   Usage,
@@ -247,6 +249,21 @@ export interface HookwheelClient {
      * failed and the last error.
      */
     listPaused(): Promise<TargetPause[]>;
+  };
+  settings: {
+    /**
+     * The tenant's own settings (`GET /v1/settings`): `operations_url`, where
+     * hookwheel sends its signed `target.paused` and `target.recovered`
+     * events, `null` when nowhere. Any key may read them.
+     */
+    get(): Promise<TenantSettings>;
+    /**
+     * Changes the tenant's settings and returns them as they are now
+     * (`PATCH /v1/settings`, a key with `secrets:manage`): a field given is
+     * set, `null` clears it, an absent one is kept. `operations_url` is
+     * checked as a task's URL is. Safe to repeat, so it is retried like a read.
+     */
+    update(patch: TenantSettingsUpdate): Promise<TenantSettings>;
   };
   /**
    * The operator's plans: named sets of limits tenants are put on. These are
@@ -553,6 +570,11 @@ export function createClient(options: ClientOptions): HookwheelClient {
         ),
       resume: (target) => send(false, () => raw.POST("/v1/targets/resume", { body: { target } })),
       listPaused: async () => (await send(true, () => raw.GET("/v1/targets/paused"))).data,
+    },
+    settings: {
+      get: () => send(true, () => raw.GET("/v1/settings")),
+      // Setting the same settings twice leaves them as once does.
+      update: (patch) => send(true, () => raw.PATCH("/v1/settings", { body: patch })),
     },
     plans: {
       // Setting the same limits twice leaves them as once does.

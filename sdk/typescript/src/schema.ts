@@ -1250,6 +1250,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's settings
+         * @description The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+         *     deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+         */
+        get: operations["getSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the caller's settings
+         * @description Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+         *     field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+         *     not to a private address unless the operator granted the tenant that range) and is where
+         *     hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+         *     tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+         *     (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+         *     on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+         */
+        patch: operations["updateSettings"];
+        trace?: never;
+    };
     "/v1/keys": {
         parameters: {
             query?: never;
@@ -2829,6 +2860,27 @@ export interface components {
             since?: string | null;
             /** @description hookwheel's pauses only; the error of the last failed attempt. */
             last_error?: string | null;
+        };
+        /** @description The settings a tenant reads and sets itself. */
+        TenantSettings: {
+            /**
+             * @description Where hookwheel tells the tenant of what it did to its deliveries (`target.paused`,
+             *     `target.recovered`), signed as its webhooks are; `null`: nowhere.
+             * @example https://ops.acme.example/hookwheel
+             */
+            operations_url: string | null;
+        };
+        /**
+         * @description A change to the tenant's settings: a field given is set, `null` clears it, an absent field is
+         *     kept. Unknown fields are refused.
+         */
+        TenantSettingsUpdate: {
+            /**
+             * @description Where hookwheel sends the tenant's `target.paused` and `target.recovered` events: an absolute
+             *     http or https URL, checked as a task's URL is; `null`: nowhere.
+             * @example https://ops.acme.example/hookwheel
+             */
+            operations_url?: string | null;
         };
         /** @description A newly created tenant, with the only copy of its API key. */
         TenantCreated: {
@@ -6730,6 +6782,69 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    getSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "operations_url": "https://ops.acme.example/hookwheel"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TenantSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            default: components["responses"]["UnexpectedError"];
+        };
+    };
+    updateSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantSettingsUpdate"];
+            };
+        };
+        responses: {
+            /** @description The tenant's settings as they are now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "operations_url": "https://ops.acme.example/hookwheel"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TenantSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             default: components["responses"]["UnexpectedError"];
         };

@@ -476,6 +476,28 @@ describe("client", () => {
     );
   });
 
+  it("reads and changes the tenant's settings, null clearing the operations URL", async () => {
+    const set = { operations_url: "https://ops.acme.example/hookwheel" };
+    const { client, requests } = scripted([
+      json(200, { operations_url: null }),
+      problem(503, "Service Unavailable", "restarting", { "Retry-After": "0" }),
+      json(200, set),
+      json(200, { operations_url: null }),
+    ]);
+    assert.deepEqual(await client.settings.get(), { operations_url: null });
+    assert.deepEqual(await client.settings.update(set), set);
+    assert.deepEqual(await client.settings.update({ operations_url: null }), { operations_url: null });
+    assert.deepEqual(
+      requests.map((r) => `${r.method} ${r.url.pathname} ${r.body}`),
+      [
+        "GET /v1/settings ",
+        `PATCH /v1/settings {"operations_url":"https://ops.acme.example/hookwheel"}`,
+        `PATCH /v1/settings {"operations_url":"https://ops.acme.example/hookwheel"}`,
+        `PATCH /v1/settings {"operations_url":null}`,
+      ],
+    );
+  });
+
   it("manages flow keys, every character of a key in the path, and sends flow_key with a task", async () => {
     const limit = { key: "acme:eu@x+1=y", rate: 100, period: "1s", parallelism: 5 };
     const { client, requests } = scripted([

@@ -135,17 +135,20 @@ func TestTargetAutoPause(t *testing.T) {
 		return http.StatusInternalServerError, nil
 	})
 
-	status, body, err = apiCall(context.Background(), http.MethodPatch, node.base+"/v1/admin/tenants/"+tenant.ID.String(),
-		chaosAdminToken, map[string]string{"operations_url": "ftp://ops.example"}, nil)
+	// The tenant sets its operations URL itself.
+	refused, err := client.UpdateSettingsWithResponse(context.Background(),
+		openapi.TenantSettingsUpdate{OperationsURL: ptr("ftp://ops.example")})
 	require.NoError(t, err)
-	require.Equal(t, http.StatusUnprocessableEntity, status, string(body))
-	status, body, err = apiCall(context.Background(), http.MethodPatch, node.base+"/v1/admin/tenants/"+tenant.ID.String(),
-		chaosAdminToken, map[string]string{"operations_url": ops.URL + "/ops"}, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, refused.StatusCode(), string(refused.Body))
+	updated, err := client.UpdateSettingsWithResponse(context.Background(),
+		openapi.TenantSettingsUpdate{OperationsURL: ptr(ops.URL + "/ops")})
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, status, string(body))
-	var updated openapi.Tenant
-	require.NoError(t, json.Unmarshal(body, &updated))
-	require.Equal(t, ops.URL+"/ops", *updated.OperationsURL)
+	require.Equal(t, http.StatusOK, updated.StatusCode(), string(updated.Body))
+	require.Equal(t, ops.URL+"/ops", *updated.JSON200.OperationsURL)
+	settings, err := client.GetSettingsWithResponse(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, settings.StatusCode(), string(settings.Body))
+	require.Equal(t, ops.URL+"/ops", *settings.JSON200.OperationsURL)
 
 	// Five tasks a second apart, one attempt each: failures spanning four
 	// seconds, fewer than would keep the breaker open past them.

@@ -2144,6 +2144,25 @@ type TenantLimitsView struct {
 	Plan *string `json:"plan"`
 }
 
+// TenantSettings The settings a tenant reads and sets itself.
+type TenantSettings struct {
+	// OperationsURL Where hookwheel tells the tenant of what it did to its deliveries (`target.paused`,
+	// `target.recovered`), signed as its webhooks are; `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url"`
+}
+
+// TenantSettingsUpdate A change to the tenant's settings: a field given is set, `null` clears it, an absent field is
+// kept. Unknown fields are refused.
+type TenantSettingsUpdate struct {
+	// OperationsURL Where hookwheel sends the tenant's `target.paused` and `target.recovered` events: an absolute
+	// http or https URL, checked as a task's URL is; `null`: nowhere.
+	//
+	// Example: https://ops.acme.example/hookwheel
+	OperationsURL *string `json:"operations_url,omitempty"`
+}
+
 // TenantUsage defines model for TenantUsage.
 type TenantUsage struct {
 	// Days Every day of the range, oldest first; days without usage have zeros.
@@ -2521,6 +2540,9 @@ type UpdateScheduleJSONRequestBody = ScheduleUpdateRequest
 
 // UpdateScheduleApplicationMergePatchPlusJSONRequestBody defines body for UpdateSchedule for application/merge-patch+json ContentType.
 type UpdateScheduleApplicationMergePatchPlusJSONRequestBody = ScheduleUpdateRequest
+
+// UpdateSettingsJSONRequestBody defines body for UpdateSettings for application/json ContentType.
+type UpdateSettingsJSONRequestBody = TenantSettingsUpdate
 
 // RotateSigningSecretJSONRequestBody defines body for RotateSigningSecret for application/json ContentType.
 type RotateSigningSecretJSONRequestBody = SigningSecretRotateRequest
@@ -3176,6 +3198,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSettings The caller's settings
+	//
+	// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+	// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+	//
+	// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+	GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSettingsWithBody Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSettings Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSigningSecrets List the signing secrets in use
 	//
@@ -4750,6 +4810,74 @@ func (c *Client) PauseSchedule(ctx context.Context, id ScheduleID, reqEditors ..
 // Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 func (c *Client) ResumeSchedule(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeScheduleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSettings The caller's settings
+//
+// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+//
+// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSettingsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSettingsWithBody Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *Client) UpdateSettingsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSettingsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSettings Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *Client) UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSettingsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7059,6 +7187,73 @@ func NewResumeScheduleRequest(server string, id ScheduleID) (*http.Request, erro
 	return req, nil
 }
 
+// NewGetSettingsRequest constructs an http.Request for the GetSettings method
+func NewGetSettingsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateSettingsRequest calls the generic UpdateSettings builder with application/json body
+func NewUpdateSettingsRequest(server string, body UpdateSettingsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSettingsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUpdateSettingsRequestWithBody constructs an http.Request for the UpdateSettings method, with any body, and a specified content type
+func NewUpdateSettingsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/settings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSigningSecretsRequest constructs an http.Request for the ListSigningSecrets method
 func NewListSigningSecretsRequest(server string) (*http.Request, error) {
 	var err error
@@ -8809,6 +9004,46 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{id}/resume (the `ResumeSchedule` operationId).
 	ResumeScheduleWithResponse(ctx context.Context, id ScheduleID, reqEditors ...RequestEditorFn) (*ResumeScheduleResponse, error)
+
+	// GetSettingsWithResponse The caller's settings
+	//
+	// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+	// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+	GetSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSettingsResponse, error)
+
+	// UpdateSettingsWithBodyWithResponse Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error)
+
+	// UpdateSettingsWithResponse Change the caller's settings
+	//
+	// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+	// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+	// not to a private address unless the operator granted the tenant that range) and is where
+	// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+	// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+	// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+	// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+	UpdateSettingsWithResponse(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error)
 
 	// ListSigningSecretsWithResponse List the signing secrets in use
 	//
@@ -11984,6 +12219,165 @@ func (r ResumeScheduleResponse) ContentType() string {
 	return ""
 }
 
+// GetSettingsResponse429Headers the declared response headers of an HTTP 429 response for GetSettings
+type GetSettingsResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantSettings
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSettingsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSettingsResponse) GetJSON200() *TenantSettings {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetSettingsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateSettingsResponse429Headers the declared response headers of an HTTP 429 response for UpdateSettings
+type UpdateSettingsResponse429Headers struct {
+	RetryAfter int
+}
+
+type UpdateSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantSettings
+	// ApplicationProblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationProblemJSON400 *BadRequest
+	// ApplicationProblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationProblemJSON401 *Unauthorized
+	// ApplicationProblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationProblemJSON403 *Forbidden
+	// ApplicationProblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationProblemJSON422 *UnprocessableEntity
+	// ApplicationProblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationProblemJSON429 *TooManyRequests
+	// ApplicationProblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationProblemJSONDefault *UnexpectedError
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSettingsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateSettingsResponse) GetJSON200() *TenantSettings {
+	return r.JSON200
+}
+
+// GetApplicationProblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON400() *BadRequest {
+	return r.ApplicationProblemJSON400
+}
+
+// GetApplicationProblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON401() *Unauthorized {
+	return r.ApplicationProblemJSON401
+}
+
+// GetApplicationProblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON403() *Forbidden {
+	return r.ApplicationProblemJSON403
+}
+
+// GetApplicationProblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON422() *UnprocessableEntity {
+	return r.ApplicationProblemJSON422
+}
+
+// GetApplicationProblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSON429() *TooManyRequests {
+	return r.ApplicationProblemJSON429
+}
+
+// GetApplicationProblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UpdateSettingsResponse) GetApplicationProblemJSONDefault() *UnexpectedError {
+	return r.ApplicationProblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSigningSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSigningSecrets
 type ListSigningSecretsResponse429Headers struct {
 	RetryAfter int
@@ -14903,6 +15297,64 @@ func (c *ClientWithResponses) ResumeScheduleWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseResumeScheduleResponse(rsp)
+}
+
+// GetSettingsWithResponse The caller's settings
+//
+// The calling tenant's own settings: for now where hookwheel tells it of what it did to its
+// deliveries (`operations_url`), `null` when nowhere. Any valid key may read them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/settings (the `GetSettings` operationId).
+func (c *ClientWithResponses) GetSettingsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSettingsResponse, error) {
+	rsp, err := c.GetSettings(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSettingsResponse(rsp)
+}
+
+// UpdateSettingsWithBodyWithResponse Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *ClientWithResponses) UpdateSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error) {
+	rsp, err := c.UpdateSettingsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSettingsResponse(rsp)
+}
+
+// UpdateSettingsWithResponse Change the caller's settings
+//
+// Changes the calling tenant's settings: each field given is set, `null` clears it, an absent
+// field is kept. `operations_url` is checked as a task's URL is (an absolute http or https URL,
+// not to a private address unless the operator granted the tenant that range) and is where
+// hookwheel sends its signed `target.paused` and `target.recovered` events, as one of the
+// tenant's tasks; `null`: nowhere. The change is recorded in the audit log
+// (`tenant.operations_url_changed`, with the URL's origin only) and applies to the next event,
+// on every node. The operator sets the same field with `PATCH /v1/admin/tenants/{id}`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/settings (the `UpdateSettings` operationId).
+func (c *ClientWithResponses) UpdateSettingsWithResponse(ctx context.Context, body UpdateSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error) {
+	rsp, err := c.UpdateSettings(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSettingsResponse(rsp)
 }
 
 // ListSigningSecretsWithResponse List the signing secrets in use
@@ -18008,6 +18460,147 @@ func ParseResumeScheduleResponse(rsp *http.Response) (*ResumeScheduleResponse, e
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ResumeScheduleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSettingsResponse parses an HTTP response from a GetSettingsWithResponse call
+func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSettingsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateSettingsResponse parses an HTTP response from a UpdateSettingsWithResponse call
+func ParseUpdateSettingsResponse(rsp *http.Response) (*UpdateSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateSettingsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantSettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest UnprocessableEntity
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest UnexpectedError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationProblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateSettingsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
