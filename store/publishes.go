@@ -78,7 +78,14 @@ func (db *DB) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks 
 func (s TxStore) InsertPublishes(ctx context.Context, pubs []*model.Publish, tasks []*model.Task,
 	notifyBefore time.Time,
 ) ([]model.PublishResult, []model.InsertResult, error) {
-	return insertPublishes(ctx, s.q, s.shard(), pubs, tasks, notifyBefore)
+	if len(tasks) == 0 {
+		return insertPublishes(ctx, s.q, enqueueShard(), pubs, tasks, notifyBefore)
+	}
+	shard, err := s.shard(ctx, tasks[0].TenantID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return insertPublishes(ctx, s.q, shard, pubs, tasks, notifyBefore)
 }
 
 // insertPublishes is InsertPublishes through q, a transaction: the

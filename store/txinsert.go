@@ -43,12 +43,37 @@ type TxStore struct {
 	locked bool
 }
 
-// shard is the shard of usage_days the statements count tasks created in.
-func (s TxStore) shard() int16 {
+// queryPickEnqueueShard picks, in random order, an enqueue shard of the
+// tenant's day that no other open transaction counts in: the one whose
+// transaction-scoped advisory lock it takes first (the two-int4 key space,
+// apart from the ordering keys' bigint one). An application's transaction
+// may stay open long after its insert, holding its shard's row; a second
+// one picking the same shard would wait for its commit, and an application
+// waiting on the second before committing the first would never finish.
+// No row when every shard is taken by an open transaction. OFFSET 0 keeps
+// the lock out of the subquery, so it is tried row by row in the random
+// order and stops at the first taken, rather than on all 16 before sorting.
+const queryPickEnqueueShard = `-- name: PickEnqueueShard
+SELECT s::int2 FROM (SELECT s FROM generate_series($2::int, $3::int) s ORDER BY random() OFFSET 0) r
+WHERE pg_try_advisory_xact_lock(hashtext('usage/' || $1::text), s)
+LIMIT 1`
+
+// shard is the shard of usage_days the statements count tasks created in:
+// shard 0 under the daily quota's lock, else an enqueue shard no other open
+// transaction holds (a random one when all are held).
+func (s TxStore) shard(ctx context.Context, tenantID uuid.UUID) (int16, error) {
 	if s.locked {
-		return 0
+		return 0, nil
 	}
-	return enqueueShard()
+	var shard int16
+	err := s.q.QueryRow(ctx, queryPickEnqueueShard, tenantID, enqueueShardFirst, enqueueShardFirst+spreadShards-1).Scan(&shard)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return enqueueShard(), nil
+	case err != nil:
+		return 0, fmt.Errorf("pick the usage shard of tenant %s: %w", tenantID, err)
+	}
+	return shard, nil
 }
 
 // On returns the TxStore running its statements through q. It refuses a q
@@ -80,13 +105,24 @@ func On(q Querier) (TxStore, error) {
 // another after this one's snapshot fails with a serialization error, which
 // the caller retries as for any such error.
 func (s TxStore) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
-	return insertTask(ctx, s.q, s.shard(), t, notifyDue)
+	shard, err := s.shard(ctx, t.TenantID)
+	if err != nil {
+		return nil, false, err
+	}
+	return insertTask(ctx, s.q, shard, t, notifyDue)
 }
 
 // InsertTasks is DB.InsertTasks through the caller's querier, announcing
 // the tasks due before notifyBefore when the caller's transaction commits.
 func (s TxStore) InsertTasks(ctx context.Context, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
-	return insertTasks(ctx, s.q, s.shard(), tasks, notifyBefore)
+	if len(tasks) == 0 {
+		return insertTasks(ctx, s.q, enqueueShard(), tasks, notifyBefore)
+	}
+	shard, err := s.shard(ctx, tasks[0].TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return insertTasks(ctx, s.q, shard, tasks, notifyBefore)
 }
 
 // CountPendingTasks is DB.CountPendingTasks through the caller's querier:
