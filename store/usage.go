@@ -24,8 +24,10 @@ import (
 //   - 1..16: the attempt recorders';
 //   - createShards: other creates, one at random per statement, so that a
 //     tenant's concurrent creates rarely wait for each other's commit;
-//   - enqueueShards: transactional enqueue, likewise, apart from the
-//     others because an application's transaction may hold its row for long.
+//   - enqueueShards: transactional enqueue, apart from the others because
+//     an application's transaction may hold its row for long, and one that
+//     no other open transaction holds (TxStore.shard), since an application
+//     may wait on one open transaction before committing another.
 //
 // The day is Postgres's (usageDay): every node counts on the same day
 // whatever its clock, and a transaction counts and checks on one day, its

@@ -33,8 +33,9 @@
 // stay open for long. This package reads the count without a lock instead,
 // so concurrent transactions may together pass the quota by what they
 // insert; and each statement counts on one of 16 rows of the tenant's day,
-// chosen at random and apart from the API's, so that open transactions
-// rarely wait for each other and never hold back the API's creates.
+// apart from the API's, that no other open transaction holds (while fewer
+// than 16 are open for the tenant), so that open transactions never wait
+// for each other nor hold back the API's creates.
 //
 // A Task goes to one URL: the package does not publish to topics (the
 // API's "topic" instead of "url", which stores one task per endpoint with a
