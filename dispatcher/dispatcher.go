@@ -65,6 +65,7 @@ type Dispatcher struct {
 	sends       context.Context
 	cancelSends context.CancelFunc
 	recorder    *recorder
+	journal     *answerJournal
 	health      *targetHealth
 	stats       *maintenance.StatsRecorder
 	purger      *maintenance.Purger
@@ -87,6 +88,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		budget:  newClaimBudget(cfg.MaxClaimed),
 	}
 	redis := newOptionalRedis(cfg, m)
+	d.journal = redis.journal
 	// Each part is built after the parts whose functions it takes (parts.go).
 	d.ownership = d.buildOwnership(m, redis)
 	d.loader = d.buildLoader(m)
@@ -179,6 +181,9 @@ func (d *Dispatcher) stages(ctx context.Context) []lifecycle.Stage {
 		// The recorders write every attempt the senders made: their queue
 		// is closed once nothing that records can still be running.
 		{Parts: lifecycle.Times(d.cfg.Recorders, func(context.Context) { d.recorder.Run() }), Stop: d.recorder.close},
+		// The answer journal writes the senders' marks: it stops once they
+		// have returned (a nil journal, without Redis, returns at once).
+		{Parts: []lifecycle.Part{d.journal.Run}, Stop: d.journal.close},
 		// The targets' watch and the shares' trim give stuck and parked
 		// claims back while the senders run.
 		{Parts: []lifecycle.Part{d.targets.Run, d.sender.watchShares}},

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
@@ -13,7 +14,7 @@ import (
 
 // answerStore is what the answer journal needs of Redis.
 type answerStore interface {
-	MarkAnswered(ctx context.Context, a model.AnsweredAttempt, ttl time.Duration) error
+	MarkAnswered(ctx context.Context, answers []model.AnsweredAttempt, ttl time.Duration) error
 	AnsweredAttempts(ctx context.Context, claims []model.AttemptClaim) ([]model.AnsweredAttempt, error)
 }
 
@@ -37,6 +38,17 @@ type answerJournalConfig struct {
 // a node frozen or killed between a receiver's 2xx and the recorder's
 // commit does not have that webhook sent again by the node that recovers
 // its claims (store/answers.go). A nil journal (no Redis) keeps nothing.
+//
+// The senders hand their marks to Run, which writes what gathered while it
+// wrote the batch before in one round trip; a sender does not wait. A mark
+// matters only while its attempt is not committed: once the attempt is,
+// its claim is no longer stale and no recovery reads the mark. So whether
+// the commit comes before or after the mark changes nothing, and what a
+// waiting sender would have bought is only its own place in the batch;
+// what it cost was the round trip, with the tenant's share held, on every
+// delivery. The window in which a stopped node leaves an answered claim
+// unmarked is the same either way: from the answer to the mark's write,
+// about one round trip to Redis.
 type answerJournal struct {
 	cfg answerJournalConfig
 	// down skips marks for a while after one failed. It is the journal's
@@ -44,30 +56,102 @@ type answerJournal struct {
 	// this node was frozen in the middle of it says nothing of Redis, and
 	// must not make the node claim without Redis for a while.
 	down *failopen.Window
+	// wake tells Run that marks have gathered.
+	wake chan struct{}
+	// stop ends Run once it has written what gathered.
+	stop chan struct{}
+
+	mu sync.Mutex
+	// gathering is the marks the next write takes.
+	gathering []model.AnsweredAttempt
+	// writing is whether Run takes the marks: before it starts and once it
+	// has stopped, each sender writes its own.
+	writing bool
 }
 
 func newAnswerJournal(cfg answerJournalConfig) *answerJournal {
-	return &answerJournal{cfg: cfg, down: failopen.New(failopen.Config{Clock: cfg.Clock})}
+	return &answerJournal{cfg: cfg, down: failopen.New(failopen.Config{Clock: cfg.Clock}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// markTimeout bounds a mark's wait for Redis: the sender holds its share
-// meanwhile, and a mark that did not make it costs only a duplicate should
-// the node stop before the attempt is recorded. Generous, since a mark that
-// gives up turns the journal off for a while.
+// markTimeout bounds a write's wait for Redis, and so the marks that gather
+// meanwhile: a second of deliveries, after which a write that gave up turns
+// the journal off for a while. Generous for that reason.
 const markTimeout = time.Second
 
-// mark writes a delivery's answer. It never fails the send.
+// mark hands a delivery's answer to the journal. It never fails the send.
 func (j *answerJournal) mark(a model.AnsweredAttempt) {
 	if j == nil || j.down.Skipping() {
 		return
 	}
+	j.mu.Lock()
+	if !j.writing {
+		j.mu.Unlock()
+		j.write([]model.AnsweredAttempt{a})
+		return
+	}
+	j.gathering = append(j.gathering, a)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default: // Run is already told
+	}
+}
+
+// Run writes the marks the senders hand it, what gathered at a time, until
+// close. It is started before the senders and stopped after them; a mark
+// made outside that time is written by its sender.
+func (j *answerJournal) Run(context.Context) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	j.writing = true
+	j.mu.Unlock()
+	var batch []model.AnsweredAttempt
+	for {
+		select {
+		case <-j.wake:
+		case <-j.stop:
+			j.mu.Lock()
+			j.writing = false
+			j.mu.Unlock()
+			j.writeGathered(batch)
+			return
+		}
+		batch = j.writeGathered(batch)
+	}
+}
+
+// close ends Run.
+func (j *answerJournal) close() {
+	if j != nil {
+		close(j.stop)
+	}
+}
+
+// writeGathered writes the marks that gathered, swapping in batch, the
+// slice written before, for the next marks to gather in; it returns the
+// slice it wrote, for the next call.
+func (j *answerJournal) writeGathered(batch []model.AnsweredAttempt) []model.AnsweredAttempt {
+	j.mu.Lock()
+	gathered := j.gathering
+	j.gathering = batch[:0]
+	j.mu.Unlock()
+	if len(gathered) > 0 && !j.down.Skipping() {
+		j.write(gathered)
+	}
+	return gathered
+}
+
+func (j *answerJournal) write(answers []model.AnsweredAttempt) {
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
-	if err := j.cfg.Store.MarkAnswered(ctx, a, j.cfg.TTL); err != nil {
+	if err := j.cfg.Store.MarkAnswered(ctx, answers, j.cfg.TTL); err != nil {
 		j.cfg.Metrics.redisErrors.Inc()
 		j.down.Failed()
-		j.cfg.Logger.Warn("writing an answer to the journal in Redis failed; answers go unjournaled for a while",
-			"task", a.TaskID, "err", err, "retry_in", j.down.Skip())
+		j.cfg.Logger.Warn("writing answers to the journal in Redis failed; answers go unjournaled for a while",
+			"answers", len(answers), "task", answers[0].TaskID, "err", err, "retry_in", j.down.Skip())
 	}
 }
 

@@ -36,11 +36,11 @@ func TestOwnership(t *testing.T) {
 		case task.ID:
 			dead = c
 		case answered.ID:
-			require.NoError(t, redis.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
-				StatusCode: 204, StartedAt: time.Now().Add(-time.Second), Duration: 3 * time.Millisecond}, time.Minute))
+			require.NoError(t, redis.MarkAnswered(ctx, []model.AnsweredAttempt{{TaskID: c.ID, Attempt: c.Attempt, Token: c.ClaimToken,
+				StatusCode: 204, StartedAt: time.Now().Add(-time.Second), Duration: 3 * time.Millisecond}}, time.Minute))
 		case otherToken.ID:
-			require.NoError(t, redis.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: c.ID, Attempt: c.Attempt, Token: uuid.New(),
-				StatusCode: 200, StartedAt: time.Now()}, time.Minute))
+			require.NoError(t, redis.MarkAnswered(ctx, []model.AnsweredAttempt{{TaskID: c.ID, Attempt: c.Attempt, Token: uuid.New(),
+				StatusCode: 200, StartedAt: time.Now()}}, time.Minute))
 		}
 	}
 	key := model.AttemptClaim{TaskID: dead.ID, Attempt: dead.Attempt, Token: dead.ClaimToken, TTL: time.Minute}

@@ -258,9 +258,15 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Run() }()
+	// The journal runs as in a node: started before the senders, stopped
+	// after them.
+	journalDone := make(chan struct{})
+	go func() { defer close(journalDone); journal.Run(context.Background()) }()
 	t.Cleanup(func() {
 		close(b.claimed)
 		wg.Wait()
+		journal.close()
+		<-journalDone
 	})
 	return b
 }

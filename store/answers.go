@@ -17,10 +17,10 @@ import (
 // before the recorder commits the attempt to Postgres; a node that freezes
 // or dies in between leaves a claim that looks unsent, and the node that
 // recovers it sends the webhook a second time. So the sender writes each
-// delivery's answer to Redis the moment it has it (MarkAnswered), and the
-// recovery reads the answers of the claims it is about to hand back
-// (AnsweredAttempts): those it finds are recorded delivered instead of
-// being sent again. A mark is never read again once its claim is recorded
+// delivery's answer to Redis the moment it has it (MarkAnswered, the
+// answers of many senders in one round trip), and the recovery reads the
+// answers of the claims it is about to hand back (AnsweredAttempts): those
+// it finds are recorded delivered instead of being sent again. A mark is never read again once its claim is recorded
 // or recovered, so none is deleted: each expires after its TTL, which
 // bounds the journal at deliveries per second times the TTL (about 150
 // bytes each).
@@ -62,10 +62,17 @@ func decodeAnswer(taskID uuid.UUID, attempt int, v string) (model.AnsweredAttemp
 		BytesSent: n[3], BytesReceived: n[4]}, nil
 }
 
-// MarkAnswered writes a delivery's answer to the journal for ttl.
-func (r *Redis) MarkAnswered(ctx context.Context, a model.AnsweredAttempt, ttl time.Duration) error {
-	if err := r.client.Set(ctx, r.answerKey(a.TaskID, a.Attempt), encodeAnswer(a), ttl).Err(); err != nil {
-		return fmt.Errorf("mark attempt %d of task %s answered: %w", a.Attempt, a.TaskID, err)
+// MarkAnswered writes deliveries' answers to the journal for ttl, in one
+// round trip.
+func (r *Redis) MarkAnswered(ctx context.Context, answers []model.AnsweredAttempt, ttl time.Duration) error {
+	_, err := r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, a := range answers {
+			pipe.Set(ctx, r.answerKey(a.TaskID, a.Attempt), encodeAnswer(a), ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark %d attempts answered: %w", len(answers), err)
 	}
 	return nil
 }

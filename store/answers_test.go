@@ -27,26 +27,31 @@ func TestAnswerJournal(t *testing.T) {
 	held, err := r.ClaimAttempt(ctx, task, 2, token, time.Minute)
 	require.NoError(t, err)
 	require.True(t, held)
-	require.NoError(t, r.MarkAnswered(ctx, answer, time.Minute))
+	// Marked together with another task's answer, as the journal writes
+	// the answers of many senders.
+	neighbour := model.AnsweredAttempt{TaskID: uuid.New(), Attempt: 1, Token: uuid.New(), StatusCode: 200,
+		StartedAt: started, Duration: time.Millisecond, BytesSent: 10, BytesReceived: 2}
+	require.NoError(t, r.MarkAnswered(ctx, []model.AnsweredAttempt{answer, neighbour}, time.Minute))
 
 	got, err := r.AnsweredAttempts(ctx, []model.AttemptClaim{
 		{TaskID: task, Attempt: 1, Token: token},     // another attempt
 		{TaskID: task, Attempt: 2, Token: reclaimed}, // claimed again since
 		{TaskID: uuid.New(), Attempt: 1, Token: token},
 		{TaskID: task, Attempt: 2, Token: token},
+		{TaskID: neighbour.TaskID, Attempt: 1, Token: neighbour.Token},
 	})
 	require.NoError(t, err)
-	require.Equal(t, []model.AnsweredAttempt{answer}, got)
+	require.Equal(t, []model.AnsweredAttempt{answer, neighbour}, got)
 
 	held, err = r.ClaimAttempt(ctx, task, 2, reclaimed, time.Minute)
 	require.NoError(t, err)
 	require.False(t, held, "the mark leaves the fire-once claim as it was")
-	require.Len(t, keysUnder(t, raw, prefix), 2, "the fire-once key and the mark")
+	require.Len(t, keysUnder(t, raw, prefix), 3, "the fire-once key and the two marks")
 
 	// A mark lives for the TTL it is given. Made only now: a loaded machine
 	// may take longer than its 50 ms between any two of the calls above.
-	require.NoError(t, r.MarkAnswered(ctx, model.AnsweredAttempt{TaskID: other, Attempt: 1, Token: token,
-		StatusCode: 200, StartedAt: started}, 50*time.Millisecond))
+	require.NoError(t, r.MarkAnswered(ctx, []model.AnsweredAttempt{{TaskID: other, Attempt: 1, Token: token,
+		StatusCode: 200, StartedAt: started}}, 50*time.Millisecond))
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
