@@ -28,9 +28,13 @@ type answerJournalConfig struct {
 	// TTL is how long a mark is kept: past the lease of a node that froze
 	// or died after the answer, and the heartbeat at which another node
 	// recovers its claims (four node TTLs in a Dispatcher).
-	TTL     time.Duration
-	Logger  *slog.Logger
-	Metrics *metrics
+	TTL time.Duration
+	// WriteEvery paces the writes: a write starts at least this long after
+	// the one before, so that the marks of a busy node go out in fewer,
+	// larger round trips. Zero writes as soon as a write has ended.
+	WriteEvery time.Duration
+	Logger     *slog.Logger
+	Metrics    *metrics
 }
 
 // answerJournal keeps each delivery's answer in Redis from the moment the
@@ -40,15 +44,16 @@ type answerJournalConfig struct {
 // its claims (store/answers.go). A nil journal (no Redis) keeps nothing.
 //
 // The senders hand their marks to Run, which writes what gathered while it
-// wrote the batch before in one round trip; a sender does not wait. A mark
+// wrote the batch before in one round trip, at most one write every
+// WriteEvery; a sender does not wait. A mark
 // matters only while its attempt is not committed: once the attempt is,
 // its claim is no longer stale and no recovery reads the mark. So whether
 // the commit comes before or after the mark changes nothing, and what a
 // waiting sender would have bought is only its own place in the batch;
 // what it cost was the round trip, with the tenant's share held, on every
 // delivery. The window in which a stopped node leaves an answered claim
-// unmarked is the same either way: from the answer to the mark's write,
-// about one round trip to Redis.
+// unmarked is the time from the answer to the mark's write: a round trip to
+// Redis, and on a busy node up to WriteEvery more.
 type answerJournal struct {
 	cfg answerJournalConfig
 	// down skips marks for a while after one failed. It is the journal's
@@ -70,6 +75,9 @@ type answerJournal struct {
 }
 
 func newAnswerJournal(cfg answerJournalConfig) *answerJournal {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
 	return &answerJournal{cfg: cfg, down: failopen.New(failopen.Config{Clock: cfg.Clock}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
@@ -108,19 +116,41 @@ func (j *answerJournal) Run(context.Context) {
 	j.mu.Lock()
 	j.writing = true
 	j.mu.Unlock()
-	var batch []model.AnsweredAttempt
+	pace := j.cfg.Clock.NewTimer(time.Hour)
+	pace.Stop()
+	var (
+		batch     []model.AnsweredAttempt
+		lastWrite time.Time
+	)
 	for {
 		select {
 		case <-j.wake:
 		case <-j.stop:
-			j.mu.Lock()
-			j.writing = false
-			j.mu.Unlock()
-			j.writeGathered(batch)
+			j.stopWriting(batch)
 			return
 		}
+		if wait := j.cfg.WriteEvery - j.cfg.Clock.Now().Sub(lastWrite); wait > 0 {
+			pace.Reset(wait)
+			select {
+			case <-pace.C():
+			case <-j.stop:
+				pace.Stop()
+				j.stopWriting(batch)
+				return
+			}
+		}
+		lastWrite = j.cfg.Clock.Now()
 		batch = j.writeGathered(batch)
 	}
+}
+
+// stopWriting has the senders write their own marks from now on, and
+// writes those that gathered.
+func (j *answerJournal) stopWriting(batch []model.AnsweredAttempt) {
+	j.mu.Lock()
+	j.writing = false
+	j.mu.Unlock()
+	j.writeGathered(batch)
 }
 
 // close ends Run.

@@ -37,14 +37,16 @@ func (s *slowAnswers) MarkAnswered(ctx context.Context, answers []model.Answered
 	return nil
 }
 
-func setupJournal(t *testing.T) (*answerJournal, *slowAnswers) {
+func setupJournal(t *testing.T, writeEvery time.Duration) (*answerJournal, *slowAnswers, *clock.Fake) {
 	t.Helper()
 	slow := &slowAnswers{answerStore: storetest.Redis(t), writes: make(chan []model.AnsweredAttempt, 8),
 		release: make(chan error), written: make(chan []model.AnsweredAttempt, 8)}
-	// A still clock: a failure's skip window lasts the whole test.
-	j := newAnswerJournal(answerJournalConfig{Store: slow, TTL: time.Minute, Logger: quietLogger(), Metrics: testMetrics(t),
-		Clock: clock.NewFake(time.Now())})
-	return j, slow
+	// A still clock unless the test moves it: a failure's skip window
+	// lasts the whole test.
+	fake := clock.NewFake(time.Now())
+	j := newAnswerJournal(answerJournalConfig{Store: slow, TTL: time.Minute, WriteEvery: writeEvery,
+		Logger: quietLogger(), Metrics: testMetrics(t), Clock: fake})
+	return j, slow, fake
 }
 
 // runJournal runs j until the test ends or the returned channel's stop;
@@ -93,7 +95,7 @@ func requireJournaled(t *testing.T, j *answerJournal, answers ...model.AnsweredA
 // out together in the next round trip.
 func TestJournalWritesMarksTogether(t *testing.T) {
 	t.Parallel()
-	j, slow := setupJournal(t)
+	j, slow, _ := setupJournal(t, 0)
 	runJournal(t, j)
 
 	first := answerOf(uuid.New())
@@ -122,7 +124,7 @@ func TestJournalWritesMarksTogether(t *testing.T) {
 // returns.
 func TestJournalStopWritesWhatGathered(t *testing.T) {
 	t.Parallel()
-	j, slow := setupJournal(t)
+	j, slow, _ := setupJournal(t, 0)
 	markAlone := func() {
 		t.Helper()
 		a := answerOf(uuid.New())
@@ -163,7 +165,7 @@ func TestJournalStopWritesWhatGathered(t *testing.T) {
 // while, rather than piling them up for a Redis that does not answer.
 func TestJournalFailureSkipsMarks(t *testing.T) {
 	t.Parallel()
-	j, slow := setupJournal(t)
+	j, slow, _ := setupJournal(t, 0)
 	runJournal(t, j)
 	j.mark(answerOf(uuid.New()))
 	receive(t, slow.writes)
@@ -173,4 +175,33 @@ func TestJournalFailureSkipsMarks(t *testing.T) {
 
 	j.mark(answerOf(uuid.New()))
 	require.Zero(t, gathered(j), "a mark made while marks are skipped is dropped")
+}
+
+// TestJournalPacesWrites: a write starts WriteEvery after the one before at
+// the earliest, with every mark made meanwhile.
+func TestJournalPacesWrites(t *testing.T) {
+	t.Parallel()
+	j, slow, fake := setupJournal(t, time.Millisecond)
+	runJournal(t, j)
+
+	first := answerOf(uuid.New())
+	j.mark(first) // the first write goes at once
+	require.Equal(t, []model.AnsweredAttempt{first}, receive(t, slow.writes))
+	slow.release <- nil
+	receive(t, slow.written)
+
+	later := []model.AnsweredAttempt{answerOf(uuid.New()), answerOf(uuid.New())}
+	j.mark(later[0])
+	waitTimers(t, fake, 1) // the next write waits for its turn
+	j.mark(later[1])
+	select {
+	case w := <-slow.writes:
+		t.Fatalf("written before its turn: %v", w)
+	default:
+	}
+	fake.Advance(time.Millisecond)
+	require.ElementsMatch(t, later, receive(t, slow.writes), "both marks in the paced write")
+	slow.release <- nil
+	receive(t, slow.written)
+	requireJournaled(t, j, later...)
 }

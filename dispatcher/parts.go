@@ -29,12 +29,18 @@ type optionalRedis struct {
 	down *failopen.Window
 }
 
+// journalWriteEvery paces the answer journal's writes: at most a thousand
+// round trips a second, however many deliveries, for at most a millisecond
+// more in which a node that stops leaves an answered claim unmarked: little
+// beside the recorder's wait of up to RecordDelay before it commits.
+const journalWriteEvery = time.Millisecond
+
 func newOptionalRedis(cfg Config, m *metrics) optionalRedis {
 	r := optionalRedis{down: failopen.New(failopen.Config{Clock: cfg.Clock})}
 	if cfg.Redis != nil {
 		r.fireOnceKeys, r.releaser, r.limiter = cfg.Redis, cfg.Redis, cfg.Redis
 		r.journal = newAnswerJournal(answerJournalConfig{Store: cfg.Redis, Clock: cfg.Clock,
-			TTL: 4 * cfg.NodeTTL, Logger: cfg.Logger, Metrics: m})
+			TTL: 4 * cfg.NodeTTL, WriteEvery: journalWriteEvery, Logger: cfg.Logger, Metrics: m})
 	}
 	return r
 }
