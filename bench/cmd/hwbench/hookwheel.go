@@ -403,20 +403,6 @@ func (h *hookwheelSystem) attemptsRecorded(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// walPosition is the server's current WAL position (an LSN), for walSince.
-func (h *hookwheelSystem) walPosition(ctx context.Context) (string, error) {
-	var lsn string
-	err := h.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
-	return lsn, err
-}
-
-// walSince is how many bytes of WAL the server wrote since the position.
-func (h *hookwheelSystem) walSince(ctx context.Context, lsn string) (int64, error) {
-	var n int64
-	err := h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn).Scan(&n)
-	return n, err
-}
-
 func (h *hookwheelSystem) Close() {
 	for _, n := range h.nodes {
 		n.stop()

@@ -106,6 +106,9 @@ type lateResult struct {
 
 	// CPU spent while the tasks fell due and were delivered.
 	CPU *cpuUse `json:"cpu,omitempty"`
+	// Life is what the tasks cost the database server from before they
+	// were stored until the last was recorded done (lateSpec.life).
+	Life *lifeCost `json:"life_cost,omitempty"`
 
 	// NodeMetrics are hookwheel's own counters and gauges at the end of the
 	// run (summed over its nodes): deferrals, attempts by outcome...
@@ -139,6 +142,9 @@ type lateSpec struct {
 	keys int
 	// flowKey, when set, is every task's flow key (its limit set beforehand).
 	flowKey string
+	// life measures the tasks' whole-life cost (Result.Life): from before
+	// they are stored until the system has recorded each one done.
+	life bool
 }
 
 var runCounter atomic.Int64
@@ -230,6 +236,10 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 		sampler = sampleRSS(spec.rssPID, 100*time.Millisecond)
 	}
 	logf("%s %s %s: storing %d tasks, the first due in %s", sys.Name(), spec.scenario, spec.label, spec.tasks, lead.Round(time.Millisecond))
+	var lifeStart lifeSnap
+	if spec.life && svc != nil {
+		lifeStart = svc.snapLife(ctx, sys)
+	}
 	insertStart := time.Now()
 	ids, err := sys.Schedule(ctx, runID, recv.url, tasks)
 	if err != nil {
@@ -287,6 +297,9 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 		res.CPU = &u
 	}
 	res.Missing = rs.finish(time.Now())
+	if spec.life && svc != nil {
+		res.Life = waitRecorded(ctx, svc, sys, res, lifeStart)
+	}
 	res.NodeMetrics = nodeMetrics(sys)
 
 	rs.mu.Lock()
@@ -319,6 +332,10 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 	if res.CPU != nil {
 		cpuNote = fmt.Sprintf("; CPU s harness %.1f, hookwheel %.1f, postgres %.1f, redis %.1f (%.3f ms per delivery)",
 			res.CPU.HarnessS, res.CPU.NodeS, res.CPU.PostgresS, res.CPU.RedisS, res.CPU.PerDeliveryMs)
+	}
+	if l := res.Life; l != nil {
+		cpuNote += fmt.Sprintf("; whole life per task: Postgres CPU %.3f ms, WAL %.0f B, node CPU %.3f ms (%d recorded done in %.1f s)",
+			l.PostgresCPUPerTaskMs, l.WALBytesPerTask, l.NodeCPUPerTaskMs, l.Completed, l.WallS)
 	}
 	logf("%s %s %s: %d/%d delivered, lateness p50 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms, %d early, %.0f/s%s",
 		sys.Name(), spec.scenario, spec.label, res.Delivered, res.Tasks, res.Lateness.P50Ms, res.Lateness.P99Ms,

@@ -181,12 +181,19 @@ func runPeers(ctx context.Context, o options, svc *services, recv *receiver, rep
 			lines = append(lines, fmt.Sprintf("peer=%s metric=throughput hookwheel=%.0f peer_value=%.0f ratio=%.2f",
 				peer, hwT.AchievedRate, pt.AchievedRate, hwT.AchievedRate/pt.AchievedRate))
 		}
+		if hwT != nil && pt != nil && hwT.Life != nil && pt.Life != nil && peer == "river" {
+			// Asynq keeps its tasks in Redis: its Postgres cost is nil.
+			lines = append(lines, fmt.Sprintf("peer=%s metric=postgres_cpu_per_task_ms hookwheel=%.3f peer_value=%.3f ratio=%.2f",
+				peer, hwT.Life.PostgresCPUPerTaskMs, pt.Life.PostgresCPUPerTaskMs, pt.Life.PostgresCPUPerTaskMs/hwT.Life.PostgresCPUPerTaskMs))
+			lines = append(lines, fmt.Sprintf("peer=%s metric=wal_bytes_per_task hookwheel=%.0f peer_value=%.0f ratio=%.2f",
+				peer, hwT.Life.WALBytesPerTask, pt.Life.WALBytesPerTask, pt.Life.WALBytesPerTask/hwT.Life.WALBytesPerTask))
+		}
 		if hwP != nil && pp != nil {
 			lines = append(lines, fmt.Sprintf("peer=%s metric=p99_lateness_ms hookwheel=%.2f peer_value=%.2f ratio=%.2f",
 				peer, hwP.Lateness.P99Ms, pp.Lateness.P99Ms, pp.Lateness.P99Ms/hwP.Lateness.P99Ms))
 		}
 	}
-	rep.printf("## Comparison\n\nA ratio above 1 means hookwheel is ahead (throughput: hookwheel/peer; lateness: peer/hookwheel).\n\n```\n%s\n```\n\n", strings.Join(lines, "\n"))
+	rep.printf("## Comparison\n\nA ratio above 1 means hookwheel is ahead (throughput: hookwheel/peer; lateness and Postgres cost per task: peer/hookwheel).\n\n```\n%s\n```\n\n", strings.Join(lines, "\n"))
 	for _, name := range []string{"river", "asynq"} {
 		if p := prec[name]; p != nil && p.Early > 0 {
 			rep.printf("%s delivered %d of %d tasks early (up to %.0f ms before their due time); they count as 0 ms late above.\n\n", name, p.Early, p.Tasks, p.EarlyMaxMs)

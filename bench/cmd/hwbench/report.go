@@ -223,23 +223,29 @@ func (r *reporter) throughputTable(runs []*lateResult) {
 		return
 	}
 	r.printf("### End-to-end throughput (all tasks due at one instant)\n\n")
-	r.printf("| system | tasks | deliveries/s | sustained /s (min / median of whole seconds) | window s | last delivered after due, ms | attempts recorded | Postgres WAL bytes per task | missing | dup | CPU s: harness / hookwheel / postgres / redis | CPU ms per delivery |\n")
-	r.printf("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|\n")
+	r.printf("| system | tasks | deliveries/s | sustained /s (min / median of whole seconds) | window s | last delivered after due, ms | recorded done in Postgres | Postgres CPU ms per task, whole life | Postgres WAL bytes per task | node CPU ms per task | missing | dup | CPU s while delivering: harness / hookwheel / postgres backends / redis | CPU ms per delivery |\n")
+	r.printf("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, x := range runs {
 		rec := "—"
 		if x.AttemptsRecorded > 0 {
 			rec = fmt.Sprintf("%d (all %.0f ms after the last delivery)", x.AttemptsRecorded, x.AttemptsRecordedLagMs)
 		}
-		wal := "—"
+		wal, pgCPU, nodeCPU := "—", "—", "—"
 		if x.WALBytesPerTask > 0 {
 			wal = fmt.Sprintf("%.0f", x.WALBytesPerTask)
+		}
+		if l := x.Life; l != nil {
+			pgCPU = fmt.Sprintf("%.3f", l.PostgresCPUPerTaskMs)
+			if l.NodeCPUPerTaskMs > 0 {
+				nodeCPU = fmt.Sprintf("%.3f", l.NodeCPUPerTaskMs)
+			}
 		}
 		sustained := "— (window under 2 s)"
 		if x.SustainedMedian > 0 {
 			sustained = fmt.Sprintf("%.0f / %.0f", x.SustainedMin, x.SustainedMedian)
 		}
-		r.printf("| %s | %d | %.0f | %s | %.1f | %.0f | %s | %s | %d | %d | %s |\n",
-			x.System, x.Tasks, x.AchievedRate, sustained, x.WindowS, x.Lateness.MaxMs, rec, wal, x.Missing, x.Duplicates, cpuCells(x.CPU))
+		r.printf("| %s | %d | %.0f | %s | %.1f | %.0f | %s | %s | %s | %s | %d | %d | %s |\n",
+			x.System, x.Tasks, x.AchievedRate, sustained, x.WindowS, x.Lateness.MaxMs, rec, pgCPU, wal, nodeCPU, x.Missing, x.Duplicates, cpuCells(x.CPU))
 	}
 	r.printf("\n")
 }

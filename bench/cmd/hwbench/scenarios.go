@@ -257,48 +257,41 @@ func precision(ctx context.Context, sys system, recv *receiver, rates []int, dur
 	return out, nil
 }
 
-// throughput: n tasks all due at one instant; deliveries per second.
+// throughput: n tasks all due at one instant; deliveries per second, and
+// what each task cost the database over its whole life.
 func throughput(ctx context.Context, sys system, recv *receiver, n int) (*lateResult, error) {
-	var (
-		before   int64
-		walStart string
-	)
-	h, isHW := sys.(*hookwheelSystem)
-	if isHW {
-		before, _ = h.attemptsRecorded(ctx)
-		walStart, _ = h.walPosition(ctx)
+	return runLateness(ctx, sys, recv, lateSpec{scenario: "throughput", label: fmt.Sprintf("%d due at once", n), tasks: n, life: true})
+}
+
+// waitRecorded waits until the system has recorded done every task the
+// receiver got (30 s at most), then reads the whole life's cost since from.
+// A system that keeps no tasks in Postgres (Asynq) has none.
+func waitRecorded(ctx context.Context, svc *services, sys system, res *lateResult, from lifeSnap) *lifeCost {
+	c, ok := sys.(completer)
+	if !ok {
+		return nil
 	}
-	res, err := runLateness(ctx, sys, recv, lateSpec{scenario: "throughput", label: fmt.Sprintf("%d due at once", n), tasks: n})
-	if err != nil {
-		return nil, err
-	}
-	if isHW {
-		// Attempts recorded: every delivery must also be written to Postgres.
-		want := before + int64(res.Delivered)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := h.attemptsRecorded(ctx)
-			if err == nil && got >= want {
-				res.AttemptsRecorded = got - before
-				res.rs.mu.Lock()
-				res.AttemptsRecordedLagMs = math.Max(0, float64(time.Since(res.rs.last).Microseconds())/1000)
-				res.rs.mu.Unlock()
-				if walStart != "" {
-					if bytes, err := h.walSince(ctx, walStart); err == nil {
-						res.WALBytesPerTask = math.Round(float64(bytes) / float64(n))
-					}
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				res.AttemptsRecorded = got - before
-				res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d attempts recorded 30 s after the last delivery", got-before, res.Delivered))
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+	rs := res.rs
+	rs.mu.Lock()
+	delivered, last := rs.received, rs.last
+	rs.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := c.completed(ctx)
+		if err == nil && got-from.completed >= int64(delivered) {
+			res.AttemptsRecordedLagMs = math.Max(0, float64(time.Since(last).Microseconds())/1000)
+			break
 		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d tasks recorded done 30 s after the last delivery", got-from.completed, delivered))
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling Postgres until a deadline
 	}
-	return res, nil
+	life := svc.lifeCostBetween(ctx, from, svc.snapLife(ctx, sys), res.Tasks)
+	res.AttemptsRecorded = life.Completed
+	res.WALBytesPerTask = life.WALBytesPerTask
+	return life
 }
 
 // ordering stores keys x perKey tasks due at one instant, perKey per
