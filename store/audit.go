@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -113,4 +114,25 @@ func uuidV7Floor(t time.Time) uuid.UUID {
 		u[i] = byte(ms >> (40 - 8*i))
 	}
 	return u
+}
+
+// revokeAudited runs a revocation: query sets revoked_at once, returning
+// the row into targets and, last, whether this statement revoked it, and
+// the audit entry is written only then, in the same transaction, so
+// revoking twice records once. model.ErrNotFound when no row matched.
+func (db *DB) revokeAudited(ctx context.Context, query string, args, targets []any, audit model.AuditEntry) error {
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var now bool
+		if err := tx.QueryRow(ctx, query, args...).Scan(append(targets, &now)...); err != nil {
+			return err
+		}
+		if !now {
+			return nil
+		}
+		return insertAudit(ctx, tx, audit)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return model.ErrNotFound
+	}
+	return err
 }

@@ -137,23 +137,8 @@ RETURNING ` + apiKeyColumns + `, revoked_at = now()`
 // revoked key changes nothing (and records nothing). ErrNotFound when the
 // tenant has no such key.
 func (db *DB) RevokeAPIKey(ctx context.Context, tenantID uuid.UUID, keyID string, audit model.AuditEntry) (*model.APIKey, error) {
-	var (
-		k   model.APIKey
-		now bool // revoked by this statement, not before
-	)
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, queryRevokeAPIKey, keyID, tenantID).Scan(append(apiKeyTargets(&k), &now)...); err != nil {
-			return err
-		}
-		if !now {
-			return nil
-		}
-		return insertAudit(ctx, tx, audit)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.ErrNotFound
-	}
-	if err != nil {
+	var k model.APIKey
+	if err := db.revokeAudited(ctx, queryRevokeAPIKey, []any{keyID, tenantID}, apiKeyTargets(&k), audit); err != nil {
 		return nil, fmt.Errorf("revoke api key %s: %w", keyID, err)
 	}
 	return &k, nil

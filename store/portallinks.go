@@ -145,23 +145,8 @@ RETURNING ` + portalLinkColumns + `, revoked_at = now()`
 // revoked link changes nothing (and records nothing). ErrNotFound when the
 // tenant has no such link.
 func (db *DB) RevokePortalLink(ctx context.Context, tenantID, id uuid.UUID, audit model.AuditEntry) (*model.PortalLink, error) {
-	var (
-		l   model.PortalLink
-		now bool // revoked by this statement, not before
-	)
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, queryRevokePortalLink, id, tenantID).Scan(append(portalLinkTargets(&l), &now)...); err != nil {
-			return err
-		}
-		if !now {
-			return nil
-		}
-		return insertAudit(ctx, tx, audit)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, model.ErrNotFound
-	}
-	if err != nil {
+	var l model.PortalLink
+	if err := db.revokeAudited(ctx, queryRevokePortalLink, []any{id, tenantID}, portalLinkTargets(&l), audit); err != nil {
 		return nil, fmt.Errorf("revoke portal link %s: %w", id, err)
 	}
 	return &l, nil
