@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -55,17 +56,8 @@ func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *auth
 				failures.WithLabelValues("missing").Inc()
 				return unauthorized(c, "missing bearer API key in the Authorization header")
 			}
-			ip := c.RealIP()
-			if wait, refused := throttle.throttled(ip); refused {
-				failures.WithLabelValues("throttled").Inc()
-				return tooManyAuthFailures(c, wait)
-			}
-			caller, err := auth.Authenticate(c.Request().Context(), key)
-			if errors.Is(err, tenants.ErrUnauthenticated) {
-				failures.WithLabelValues("invalid").Inc()
-				throttle.failed(ip)
-				return unauthorized(c, "the API key is malformed, unknown, revoked or expired")
-			}
+			caller, err := throttledAuth(c, throttle, failures, "the API key is malformed, unknown, revoked or expired",
+				func(ctx context.Context) (*tenants.Caller, error) { return auth.Authenticate(ctx, key) })
 			if errors.Is(err, tenants.ErrTenantSuspended) {
 				failures.WithLabelValues("suspended").Inc()
 				return tenantSuspended()
@@ -77,6 +69,29 @@ func tenantAuth(auth *tenants.Service, sessions *session.Manager, throttle *auth
 			return next(c)
 		}
 	}
+}
+
+// throttledAuth checks a presented credential behind the throttle of failed
+// ones: a client address that failed too often is refused with 429 before
+// the credential is looked up, and one that authenticate refuses with
+// tenants.ErrUnauthenticated counts against its address and answers 401
+// with invalid. Both refusals are counted in failures by reason; other
+// errors are authenticate's, for the caller.
+func throttledAuth[T any](c echo.Context, throttle *authThrottle, failures *prometheus.CounterVec, invalid string,
+	authenticate func(ctx context.Context) (T, error)) (T, error) {
+	var none T
+	ip := c.RealIP()
+	if wait, refused := throttle.throttled(ip); refused {
+		failures.WithLabelValues("throttled").Inc()
+		return none, tooManyAuthFailures(c, wait)
+	}
+	caller, err := authenticate(c.Request().Context())
+	if errors.Is(err, tenants.ErrUnauthenticated) {
+		failures.WithLabelValues("invalid").Inc()
+		throttle.failed(ip)
+		return none, unauthorized(c, invalid)
+	}
+	return caller, err
 }
 
 // authenticatedCaller is the tenant and key tenantAuth found for this request.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -53,17 +54,8 @@ func portalAuth(auth *tenants.Service, throttle *authThrottle, failures *prometh
 				failures.WithLabelValues("missing").Inc()
 				return unauthorized(c, "missing portal token in the Authorization header")
 			}
-			ip := c.RealIP()
-			if wait, refused := throttle.throttled(ip); refused {
-				failures.WithLabelValues("throttled").Inc()
-				return tooManyAuthFailures(c, wait)
-			}
-			caller, err := auth.AuthenticatePortal(c.Request().Context(), token)
-			if errors.Is(err, tenants.ErrUnauthenticated) {
-				failures.WithLabelValues("invalid").Inc()
-				throttle.failed(ip)
-				return unauthorized(c, "the portal link is malformed, unknown, revoked or expired")
-			}
+			caller, err := throttledAuth(c, throttle, failures, "the portal link is malformed, unknown, revoked or expired",
+				func(ctx context.Context) (*tenants.PortalCaller, error) { return auth.AuthenticatePortal(ctx, token) })
 			if err != nil {
 				return err
 			}
