@@ -212,6 +212,9 @@ func (d *Dispatcher) buildPurger(m *metrics) (*maintenance.Purger, error) {
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Registerer: cfg.Registerer, StoreError: m.storeError,
 		Retention: retention, AuditRetention: auditRetention, Interval: cfg.RetentionInterval, Batch: cfg.RetentionBatch,
 		IdempotencyWindow: max(0, cfg.IdempotencyWindow),
+		// A target no attempt went to for as long as a failure run takes
+		// to pause one has no run left worth continuing.
+		TargetHealthIdle: cfg.TargetDisableAfter,
 		// Any one partition would do: exactly one live node holds its
 		// lease, and during a handover two may both purge for a moment,
 		// which only deletes the same rows (each skips those the other

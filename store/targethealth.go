@@ -251,3 +251,30 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// A row is pruned once no node has reported an attempt to its target for
+// the idle time: neither a failure nor a success. Rows still recovering
+// are kept for the success that tells the tenant. The rows are locked in
+// key order, as every writer of target_health locks them, skipping those a
+// writer holds: they are not idle.
+const queryPruneTargetHealth = `-- name: PruneTargetHealth
+DELETE FROM target_health
+WHERE (tenant_id, target) IN (
+	SELECT tenant_id, target FROM target_health
+	WHERE NOT recovering AND coalesce(greatest(last_failure_at, reset_at), '-infinity') < $1
+	ORDER BY tenant_id, target
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+
+// PruneTargetHealth deletes up to limit rows of targets no attempt was
+// reported to since before, and says how many: a target that failed and
+// was then left alone starts afresh when it is next tried, rather than
+// being paused for a failure run with a gap longer than the run itself.
+func (db *DB) PruneTargetHealth(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := db.pool.Exec(ctx, queryPruneTargetHealth, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune target health before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -99,4 +100,48 @@ func TestTargetPauses(t *testing.T) {
 		30*time.Second, &model.Held{})
 	require.NoError(t, err)
 	require.Len(t, claims, 2, "resumed: claimed as any task")
+}
+
+// TestPruneTargetHealth: the failure records of targets no attempt was
+// reported to since the cutoff go, those of targets tried since and those
+// still recovering stay. Its times are long past, apart from any other
+// test's rows in this database.
+func TestPruneTargetHealth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool := openDB(t)
+	acme := createTenant(t, db)
+	cutoff := time.Date(2001, 6, 1, 0, 0, 0, 0, time.UTC)
+	before, after := cutoff.Add(-time.Hour), cutoff.Add(time.Hour)
+	failed := func(target string, at time.Time) model.TargetFailures {
+		return model.TargetFailures{TenantID: acme.ID, Target: target, First: at.Add(-time.Minute), Last: at, LastError: "503"}
+	}
+	_, err := db.RecordTargetHealth(ctx, model.TargetHealthReport{At: after, DisableAfter: 1000 * time.Hour, Reason: "failing",
+		Failures: []model.TargetFailures{
+			failed("https://idle.example:443", before),
+			failed("https://failing.example:443", after),
+			failed("https://recovered.example:443", before.Add(-time.Hour)),
+			failed("https://recovered-late.example:443", before.Add(-time.Hour)),
+			failed("https://recovering.example:443", before),
+		},
+	}, nil)
+	require.NoError(t, err)
+	_, err = db.RecordTargetHealth(ctx, model.TargetHealthReport{At: after, DisableAfter: 1000 * time.Hour, Reason: "failing",
+		Successes: []model.TargetSuccess{
+			{TenantID: acme.ID, Target: "https://recovered.example:443", At: before},
+			{TenantID: acme.ID, Target: "https://recovered-late.example:443", At: after},
+		},
+	}, nil)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE target_health SET recovering = true WHERE tenant_id = $1 AND target = 'https://recovering.example:443'`, acme.ID)
+	require.NoError(t, err)
+
+	n, err := db.PruneTargetHealth(ctx, cutoff, 1000)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the idle target and the one that recovered before the cutoff")
+	rows, err := pool.Query(ctx, `SELECT target FROM target_health WHERE tenant_id = $1 ORDER BY target`, acme.ID)
+	require.NoError(t, err)
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://failing.example:443", "https://recovered-late.example:443", "https://recovering.example:443"}, kept)
 }

@@ -20,6 +20,7 @@ const (
 	purgedAttempts = "attempts"
 	purgedAudit    = "audit_entries"
 	purgedUsage    = "usage_days"
+	purgedHealth   = "target_health"
 	// purgedKeys are remembered idempotency keys forgotten once their
 	// window passed.
 	purgedKeys = "idempotency_keys"
@@ -39,6 +40,7 @@ type PurgerStore interface {
 	ExpireIdempotencyKeys(ctx context.Context, createdBefore time.Time, limit int) (int, error)
 	PurgeUsage(ctx context.Context, before time.Time, limit int) (int, error)
 	FoldUsage(ctx context.Context, day time.Time, limit int) (int, error)
+	PruneTargetHealth(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // PurgerConfig configures NewPurger.
@@ -78,11 +80,15 @@ type PurgerConfig struct {
 	// IdempotencyWindow is how long after their creation the keys of
 	// purged tasks and publishes are remembered. Default 0: none is.
 	IdempotencyWindow time.Duration
+	// TargetHealthIdle is how long a target's record of failures is kept
+	// once no attempt to it is reported. Default 0: kept.
+	TargetHealthIdle time.Duration
 }
 
 // Purger deletes finished tasks, with their attempts, once their tenant's
-// retention has passed, audit entries older than AuditRetention, and usage
-// older than model.UsageKeepDays days (whatever the retention); it folds
+// retention has passed, audit entries older than AuditRetention, usage
+// older than model.UsageKeepDays days (whatever the retention), and the
+// failure records of targets left alone for TargetHealthIdle; it folds
 // the usage rows of the day before yesterday into one per tenant; it
 // measures the oldest finished task kept.
 type Purger struct {
@@ -124,7 +130,7 @@ func NewPurger(cfg PurgerConfig) (*Purger, error) {
 	p := &Purger{cfg: cfg}
 	p.purged = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookwheel_retention_purged_total",
-		Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), usage_days (past 400 days), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
+		Help: "Rows deleted by retention on this node, by kind: tasks (finished ones past their retention), their attempts, audit_entries (past HOOKWHEEL_AUDIT_RETENTION), usage_days (past 400 days), target_health (targets no attempt went to for HOOKWHEEL_TARGET_DISABLE_AFTER), and idempotency_keys (keys of purged tasks remembered until HOOKWHEEL_IDEMPOTENCY_WINDOW passed).",
 	}, []string{"kind"})
 	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookwheel_retention_oldest_finished_age_seconds",
@@ -135,7 +141,7 @@ func NewPurger(cfg PurgerConfig) (*Purger, error) {
 			return nil, fmt.Errorf("maintenance: register purger metrics: %w", err)
 		}
 	}
-	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit, purgedUsage} {
+	for _, kind := range []string{purgedTasks, purgedAttempts, purgedAudit, purgedUsage, purgedHealth} {
 		p.purged.WithLabelValues(kind)
 	}
 	return p, nil
@@ -181,6 +187,9 @@ func (p *Purger) pass(ctx context.Context) (more bool, took time.Duration) {
 		more = true
 	}
 	if p.purgeUsage(ctx, start) {
+		more = true
+	}
+	if p.pruneTargetHealth(ctx, start) {
 		more = true
 	}
 	return more, p.cfg.Clock.Now().Sub(start)
@@ -277,6 +286,24 @@ func (p *Purger) purgeAudit(ctx context.Context, now time.Time) bool {
 	if n > 0 {
 		p.cfg.Logger.Debug("purged old audit entries", "entries", n)
 	}
+	return n >= p.cfg.Batch
+}
+
+// pruneTargetHealth deletes one batch of the failure records of targets
+// left alone for TargetHealthIdle; it says whether it was full.
+func (p *Purger) pruneTargetHealth(ctx context.Context, now time.Time) bool {
+	if p.cfg.TargetHealthIdle <= 0 {
+		return false
+	}
+	n, err := p.cfg.Store.PruneTargetHealth(ctx, now.Add(-p.cfg.TargetHealthIdle), p.cfg.Batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.StoreError("prune_target_health")
+			p.cfg.Logger.Error("pruning idle targets' health failed; will retry", "err", err, "retry_in", p.cfg.Interval)
+		}
+		return false
+	}
+	p.purged.WithLabelValues(purgedHealth).Add(float64(n))
 	return n >= p.cfg.Batch
 }
 
