@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 import hookwheel
 from hookwheel._util import OPERATIONS_ATTR
@@ -103,3 +106,11 @@ def test_left_out_lists_only_operations_of_the_spec_the_sdk_does_not_call() -> N
     both = sorted(set(LEFT_OUT) & set(sdk_operations()))
     assert not both, f"LEFT_OUT names operations the SDK calls: {both}"
     assert all(reason.strip() for reason in LEFT_OUT.values())
+
+
+def test_a_new_operation_in_the_spec_is_noticed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tmp_path / "openapi.yaml"
+    spec.write_text(SPEC.read_text() + "  /v1/new:\n    get:\n      operationId: getSomethingNew\n")
+    monkeypatch.setattr(sys.modules[__name__], "SPEC", spec)
+    with pytest.raises(AssertionError, match="getSomethingNew"):
+        test_every_operation_is_called_or_left_out_with_a_reason()
