@@ -3,7 +3,7 @@
 # Python SDKs'), installed when missing:
 #
 #   deploy/dev/web.sh ensure     # Node.js and npm, Debian's chromium, the npm packages of web/ and
-#                                # sdk/typescript/ (npm ci), and Debian's python3 and python3-pytest
+#                                # sdk/typescript/ (npm ci), and Debian's python3, python3-pytest and python3-mypy
 #
 # Node and Chromium come from Debian's packages (no browser download: Playwright drives
 # /usr/bin/chromium); the npm packages from web/package-lock.json, reinstalled when it changes.
@@ -39,11 +39,11 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
 }
 
-has_python_pytest() {
+has_python_test_tools() {
 	local py
 	for py in python3 /usr/bin/python3; do
 		command -v "$py" >/dev/null 2>&1 || continue
-		"$py" -c 'import sys, pytest; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && return 0
+		"$py" -c 'import sys, pytest, mypy; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && return 0
 	done
 	return 1
 }
@@ -53,9 +53,9 @@ cmd_ensure() {
 	command -v node >/dev/null 2>&1 || want+=(nodejs)
 	command -v npm >/dev/null 2>&1 || want+=(npm)
 	[[ -x ${CHROMIUM_PATH:-/usr/bin/chromium} ]] || want+=(chromium)
-	# sdk/python's tests (TestPythonSDK) run on a Python 3.11+ that imports pytest: python3 on PATH, else
-	# Debian's /usr/bin/python3 (PATH may name a pyenv's or a venv's without Debian's packages).
-	has_python_pytest || want+=(python3 python3-pytest)
+	# sdk/python's tests (TestPythonSDK) run on a Python 3.11+ with pytest (and mypy, for its type check):
+	# python3 on PATH, else Debian's /usr/bin/python3 (PATH may name a pyenv's or a venv's without them).
+	has_python_test_tools || want+=(python3 python3-pytest python3-mypy)
 	if ((${#want[@]})); then apt_install "${want[@]}"; fi
 	# npm ci only when the lockfile changed since the last install: it deletes and rewrites
 	# node_modules, which takes seconds on every run otherwise.

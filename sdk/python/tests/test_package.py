@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -62,3 +63,10 @@ def test_the_readme_flask_receiver_accepts_a_signed_webhook_and_refuses_others(m
     assert http.post("/hooks/order", data=body, headers=sign([secret], body=body)).status_code == 204
     assert http.post("/hooks/order", data=body, headers=sign([new_secret()], body=body)).status_code == 401
     assert http.post("/hooks/order", data=body).status_code == 401
+
+
+def test_the_package_type_checks_strictly() -> None:
+    mypy = pytest.importorskip("mypy.api")
+    # No cache: nothing written into the source tree.
+    out, err, status = mypy.run(["--strict", "--python-version", "3.11", "--cache-dir", os.devnull, str(PACKAGE)])
+    assert status == 0, out + err

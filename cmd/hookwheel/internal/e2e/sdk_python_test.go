@@ -19,7 +19,8 @@ import (
 // recorded requests the SDK's live tests read back to verify real webhooks.
 // It is skipped where no Python 3.11+ with pytest is found, unless
 // HOOKWHEEL_REQUIRE_BROWSER is set (`make test`, whose deploy/dev/web.sh
-// ensure installs Debian's python3-pytest).
+// ensure installs Debian's python3-pytest, and python3-mypy for the SDK's
+// type check).
 func TestPythonSDK(t *testing.T) {
 	sdkDir, err := filepath.Abs("../../../../sdk/python")
 	require.NoError(t, err)
