@@ -34,9 +34,9 @@ class Client:
     >>> task = hw.tasks.create(url="https://example.com/hook", body={"order": 42}, delay="10m")
 
     Calls are retried on 429 answers, and on 503 answers and lost answers when doing them twice is
-    harmless (reads; creates, which always carry an Idempotency-Key; pauses, resumes, merge patches
-    and bulk cancels), waiting what ``Retry-After`` asks, else an exponential backoff from 250 ms, at
-    most ``max_retry_wait``. ``retries=0`` turns retries off.
+    harmless (reads; task creates, which always carry an Idempotency-Key; puts, merge patches,
+    pauses, revokes and bulk cancels), waiting what ``Retry-After`` asks, else an exponential backoff
+    from 250 ms, at most ``max_retry_wait``. ``retries=0`` turns retries off.
     """
 
     tasks: Tasks
