@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# What the tests written in JavaScript need (the dashboard's in Chromium, the TypeScript SDK's),
-# installed when missing:
+# What the tests written in JavaScript and Python need (the dashboard's in Chromium, the TypeScript and
+# Python SDKs'), installed when missing:
 #
-#   deploy/dev/web.sh ensure     # Node.js and npm, Debian's chromium, and the npm packages of web/ and
-#                                # sdk/typescript/ (npm ci)
+#   deploy/dev/web.sh ensure     # Node.js and npm, Debian's chromium, the npm packages of web/ and
+#                                # sdk/typescript/ (npm ci), and Debian's python3, python3-pytest and python3-mypy
 #
 # Node and Chromium come from Debian's packages (no browser download: Playwright drives
 # /usr/bin/chromium); the npm packages from web/package-lock.json, reinstalled when it changes.
@@ -39,11 +39,23 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
 }
 
+has_python_test_tools() {
+	local py
+	for py in python3 /usr/bin/python3; do
+		command -v "$py" >/dev/null 2>&1 || continue
+		"$py" -c 'import sys, pytest, mypy; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && return 0
+	done
+	return 1
+}
+
 cmd_ensure() {
 	local want=()
 	command -v node >/dev/null 2>&1 || want+=(nodejs)
 	command -v npm >/dev/null 2>&1 || want+=(npm)
 	[[ -x ${CHROMIUM_PATH:-/usr/bin/chromium} ]] || want+=(chromium)
+	# sdk/python's tests (TestPythonSDK) run on a Python 3.11+ with pytest (and mypy, for its type check):
+	# python3 on PATH, else Debian's /usr/bin/python3 (PATH may name a pyenv's or a venv's without them).
+	has_python_test_tools || want+=(python3 python3-pytest python3-mypy)
 	if ((${#want[@]})); then apt_install "${want[@]}"; fi
 	# npm ci only when the lockfile changed since the last install: it deletes and rewrites
 	# node_modules, which takes seconds on every run otherwise.
