@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/signing"
 	"github.com/hookwheel/hookwheel/openapi"
 	"github.com/hookwheel/hookwheel/tenants"
 )
@@ -177,7 +178,7 @@ func APIKeyJSON(k *model.APIKey) openapi.APIKey {
 }
 
 // ListSigningSecrets lists the calling tenant's active signing secrets,
-// without their values.
+// without their values: an Ed25519 key shows its public key.
 func (s *Server) ListSigningSecrets(c echo.Context) error {
 	caller, err := callerOf(c)
 	if err != nil {
@@ -189,9 +190,27 @@ func (s *Server) ListSigningSecrets(c echo.Context) error {
 	}
 	out := openapi.SigningSecretList{Data: make([]openapi.SigningSecret, len(secrets))}
 	for i, secret := range secrets {
-		out.Data[i] = openapi.SigningSecret{ID: secret.ID, CreatedAt: secret.CreatedAt, ExpiresAt: secret.ExpiresAt, Current: i == 0}
+		out.Data[i] = SigningSecretJSON(secret, i == 0)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// SigningSecretJSON is a listed signing secret as the API shows it, shared
+// with the CLI's "secrets list".
+func SigningSecretJSON(secret model.SigningSecret, current bool) openapi.SigningSecret {
+	return openapi.SigningSecret{
+		ID: secret.ID, Algorithm: openapi.SigningAlgorithm(secret.Algorithm), PublicKey: secret.PublicKey,
+		CreatedAt: secret.CreatedAt, ExpiresAt: secret.ExpiresAt, Current: current,
+	}
+}
+
+// SigningSecretCreatedJSON is a rotation's new secret as the API shows it,
+// shared with the CLI's "secrets rotate".
+func SigningSecretCreatedJSON(rotated *tenants.RotatedSecret) openapi.SigningSecretCreated {
+	return openapi.SigningSecretCreated{
+		ID: rotated.ID, Algorithm: openapi.SigningAlgorithm(rotated.Algorithm), SigningSecret: rotated.Plaintext,
+		PublicKey: rotated.PublicKey, CreatedAt: rotated.CreatedAt, GraceEndsAt: rotated.GraceEndsAt,
+	}
 }
 
 // RotateSigningSecret makes a new signing secret for the calling tenant.
@@ -202,7 +221,7 @@ func (s *Server) RotateSigningSecret(c echo.Context) error {
 	}
 	var req openapi.SigningSecretRotateRequest
 	// The body is optional: none (or only blanks, chunked or not) rotates
-	// with the default grace.
+	// with the default grace, to the current secret's algorithm.
 	raw, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return err // the body limit
@@ -222,13 +241,22 @@ func (s *Server) RotateSigningSecret(c echo.Context) error {
 		}
 		grace = d
 	}
-	rotated, err := s.tenants.RotateSigningSecret(c.Request().Context(), caller.Tenant.ID, grace, caller.Actor())
+	// An unknown algorithm is the tenants package's refusal, a 422 on
+	// "algorithm"; none (or null) keeps the current one.
+	var algorithm signing.Algorithm
+	if req.Algorithm != nil {
+		algorithm = signing.Algorithm(*req.Algorithm)
+		if algorithm == "" {
+			var fe fieldErrors
+			fe.add("algorithm", "must be %s or %s, or left out to keep the current one", signing.HMACSHA256, signing.Ed25519)
+			return fe.problem()
+		}
+	}
+	rotated, err := s.tenants.RotateSigningSecret(c.Request().Context(), caller.Tenant.ID, grace, algorithm, caller.Actor())
 	if err != nil {
 		return credentialError(err, caller.Tenant.ID)
 	}
-	return c.JSON(http.StatusCreated, openapi.SigningSecretCreated{
-		ID: rotated.ID, SigningSecret: rotated.Plaintext, CreatedAt: rotated.CreatedAt, GraceEndsAt: rotated.GraceEndsAt,
-	})
+	return c.JSON(http.StatusCreated, SigningSecretCreatedJSON(rotated))
 }
 
 // parseGrace reads a rotation's grace period; "0s" (or "0") is allowed.

@@ -172,14 +172,14 @@ func TestRotateSigningSecret(t *testing.T) {
 		return out
 	}
 
-	second, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, time.Hour, model.ActorCLI)
+	second, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, time.Hour, "", model.ActorCLI)
 	require.NoError(t, err)
 	require.Equal(t, []string{second.ID, first}, ids())
 	require.Equal(t, clk.Now().Add(time.Hour), second.GraceEndsAt)
 
 	// A second rotation within the grace keeps the first one's earlier end.
 	clk.Advance(30 * time.Minute)
-	third, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, 24*time.Hour, model.ActorCLI)
+	third, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, 24*time.Hour, "", model.ActorCLI)
 	require.NoError(t, err)
 	require.Equal(t, []string{third.ID, second.ID, first}, ids())
 	clk.Advance(30 * time.Minute)
@@ -188,19 +188,19 @@ func TestRotateSigningSecret(t *testing.T) {
 	// Many rotations keep at most five secrets signing.
 	var latest []string
 	for range 6 {
-		r, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, time.Hour, model.ActorCLI)
+		r, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, time.Hour, "", model.ActorCLI)
 		require.NoError(t, err)
 		latest = append([]string{r.ID}, latest...)
 	}
 	require.Equal(t, latest[:5], ids())
 
 	// A grace of zero ends the others at once.
-	last, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, 0, model.ActorCLI)
+	last, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, 0, "", model.ActorCLI)
 	require.NoError(t, err)
 	require.Equal(t, []string{last.ID}, ids())
 
 	for _, grace := range []time.Duration{-time.Second, tenants.MaxGrace + time.Second} {
-		_, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, grace, model.ActorCLI)
+		_, err := svc.RotateSigningSecret(ctx, acme.Tenant.ID, grace, "", model.ActorCLI)
 		var fieldErr *tenants.FieldError
 		require.ErrorAs(t, err, &fieldErr, "grace %s", grace)
 	}

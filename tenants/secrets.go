@@ -25,10 +25,23 @@ const (
 	maxSigningSecrets = 5
 )
 
-// newSigningSecret makes a secret for tenantID: its stored form (sealed
-// when the keyring has a key) and its plaintext.
-func (s *Service) newSigningSecret(tenantID uuid.UUID) (model.SigningSecret, string, error) {
-	plain, err := signing.NewSecret()
+// newSigningSecret makes a signing key of algorithm for tenantID: its stored
+// form, its private part sealed when the keyring has a key, and the value
+// the tenant is shown once: an HMAC secret itself, or "" for an Ed25519 key,
+// whose private key never leaves the server (its public key is in the
+// stored form, and shown whenever asked).
+func (s *Service) newSigningSecret(tenantID uuid.UUID, algorithm signing.Algorithm) (model.SigningSecret, string, error) {
+	var private, public, shown string
+	var err error
+	switch algorithm {
+	case signing.HMACSHA256:
+		private, err = signing.NewSecret()
+		shown = private
+	case signing.Ed25519:
+		private, public, err = signing.NewKeyPair()
+	default:
+		err = fmt.Errorf("unknown signing algorithm %q", algorithm)
+	}
 	if err != nil {
 		return model.SigningSecret{}, "", err
 	}
@@ -36,39 +49,78 @@ func (s *Service) newSigningSecret(tenantID uuid.UUID) (model.SigningSecret, str
 	if _, err := rand.Read(raw); err != nil {
 		return model.SigningSecret{}, "", fmt.Errorf("generate signing secret id: %w", err)
 	}
-	secret := model.SigningSecret{ID: "ss_" + keyEncoding.EncodeToString(raw), CreatedAt: s.clock.Now().UTC()}
-	if secret.Value, err = s.keyring.Seal(plain, secret.SealContext(tenantID)); err != nil {
+	secret := model.SigningSecret{
+		ID: "ss_" + keyEncoding.EncodeToString(raw), Algorithm: string(algorithm), PublicKey: public,
+		CreatedAt: s.clock.Now().UTC(),
+	}
+	if secret.Value, err = s.keyring.Seal(private, secret.SealContext(tenantID)); err != nil {
 		return model.SigningSecret{}, "", fmt.Errorf("seal signing secret: %w", err)
 	}
-	return secret, plain, nil
+	return secret, shown, nil
+}
+
+// algorithmOf is how a stored secret signs: those stored before Ed25519
+// keys existed name no algorithm, and are HMAC-SHA256 secrets.
+func algorithmOf(secret model.SigningSecret) signing.Algorithm {
+	if secret.Algorithm == "" {
+		return signing.HMACSHA256
+	}
+	return signing.Algorithm(secret.Algorithm)
 }
 
 // RotatedSecret is a new current signing secret, its plaintext shown once.
 type RotatedSecret struct {
 	model.SigningSecret
+	// Plaintext is the new HMAC secret, "whsec_...", shown only now; ""
+	// for an Ed25519 key, whose public key is SigningSecret.PublicKey.
 	Plaintext string
 	// GraceEndsAt is when the secrets it replaced stop signing.
 	GraceEndsAt time.Time
 }
 
-// RotateSigningSecret makes a new current signing secret for a tenant. The
-// secrets it replaces go on signing, after it, until grace has passed (those
-// already due to expire sooner keep their earlier end); with a grace of 0
-// they stop at once. grace beyond MaxGrace or negative is a *FieldError.
-func (s *Service) RotateSigningSecret(ctx context.Context, tenantID uuid.UUID, grace time.Duration, actor string) (*RotatedSecret, error) {
+// RotateSigningSecret makes a new current signing secret for a tenant, of
+// algorithm: "" keeps the current secret's, so that a routine rotation never
+// moves receivers from a public key back to a shared secret, or the reverse,
+// unasked. The secrets it replaces go on signing, after it, until grace has
+// passed (those already due to expire sooner keep their earlier end); with a
+// grace of 0 they stop at once. A grace beyond MaxGrace or negative, or an
+// unknown algorithm, is a *FieldError.
+func (s *Service) RotateSigningSecret(ctx context.Context, tenantID uuid.UUID, grace time.Duration,
+	algorithm signing.Algorithm, actor string,
+) (*RotatedSecret, error) {
 	if grace < 0 || grace > MaxGrace {
 		return nil, &FieldError{"grace", fmt.Sprintf("must be between 0s and %s", formatHours(MaxGrace))}
 	}
-	secret, plain, err := s.newSigningSecret(tenantID)
-	if err != nil {
-		return nil, err
+	if algorithm != "" && !algorithm.Valid() {
+		return nil, &FieldError{"algorithm", fmt.Sprintf("must be %s or %s", signing.HMACSHA256, signing.Ed25519)}
 	}
 	now := s.clock.Now().UTC()
 	graceEnds := now.Add(grace)
-	audit := s.audit(tenantID, actor, "signing_secret.rotated", map[string]any{"signing_secret_id": secret.ID, "grace": grace.String()})
-	_, err = s.store.UpdateSigningSecrets(ctx, tenantID, func(current []model.SigningSecret) ([]model.SigningSecret, error) {
+	var (
+		secret model.SigningSecret
+		shown  string
+	)
+	audit := s.audit(tenantID, actor, "signing_secret.rotated", map[string]any{"grace": grace.String()})
+	_, err := s.store.UpdateSigningSecrets(ctx, tenantID, func(current []model.SigningSecret) ([]model.SigningSecret, error) {
+		active := model.ActiveSigningSecrets(current, now)
+		made := algorithm
+		if made == "" {
+			// Read under the row's lock: a rotation that committed just
+			// before this one made the current secret this one follows.
+			made = signing.HMACSHA256
+			if len(active) > 0 {
+				made = algorithmOf(active[0])
+			}
+		}
+		var err error
+		if secret, shown, err = s.newSigningSecret(tenantID, made); err != nil {
+			return nil, err
+		}
+		// The entry is written after this returns, in the same transaction.
+		audit.Detail["signing_secret_id"] = secret.ID
+		audit.Detail["algorithm"] = string(made)
 		next := []model.SigningSecret{secret}
-		for _, old := range model.ActiveSigningSecrets(current, now) {
+		for _, old := range active {
 			if len(next) == maxSigningSecrets || grace == 0 {
 				break
 			}
@@ -83,13 +135,15 @@ func (s *Service) RotateSigningSecret(ctx context.Context, tenantID uuid.UUID, g
 		return nil, err
 	}
 	s.keys.forgetTenant(tenantID)
-	return &RotatedSecret{SigningSecret: secret, Plaintext: plain, GraceEndsAt: graceEnds}, nil
+	return &RotatedSecret{SigningSecret: secret, Plaintext: shown, GraceEndsAt: graceEnds}, nil
 }
 
 func formatHours(d time.Duration) string { return fmt.Sprintf("%dh", int(d.Hours())) }
 
-// SigningSecrets lists a tenant's secrets that sign now, current first. The
-// values are left out: a secret is shown once, when it is made.
+// SigningSecrets lists a tenant's secrets that sign now, current first, each
+// naming its algorithm. The values are left out: a secret is shown once,
+// when it is made, and an Ed25519 private key never; an Ed25519 key's public
+// key is kept.
 func (s *Service) SigningSecrets(ctx context.Context, tenantID uuid.UUID) ([]model.SigningSecret, error) {
 	t, err := s.store.GetTenant(ctx, tenantID)
 	if err != nil {
@@ -98,6 +152,7 @@ func (s *Service) SigningSecrets(ctx context.Context, tenantID uuid.UUID) ([]mod
 	active := model.ActiveSigningSecrets(t.SigningSecrets, s.clock.Now())
 	for i := range active {
 		active[i].Value = ""
+		active[i].Algorithm = string(algorithmOf(active[i]))
 	}
 	return active, nil
 }

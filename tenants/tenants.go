@@ -20,6 +20,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/keyring"
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/signing"
 )
 
 // Store is where tenants and keys live: the store methods the Service calls.
@@ -194,7 +195,7 @@ func (s *Service) CreateOn(ctx context.Context, name string, plan *string, actor
 	if err != nil {
 		return nil, fmt.Errorf("create tenant id: %w", err)
 	}
-	secret, plain, err := s.newSigningSecret(id)
+	secret, plain, err := s.newSigningSecret(id, signing.HMACSHA256)
 	if err != nil {
 		return nil, err
 	}

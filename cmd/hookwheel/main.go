@@ -7,8 +7,9 @@
 //	hookwheel tenants suspend|resume|delete ID
 //	hookwheel keys create|list|revoke --tenant ID ...
 //	hookwheel invites create|list|revoke ...
+//	hookwheel secrets rotate|list --tenant ID ...
 //	hookwheel secrets rekey
-//	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...
+//	hookwheel receive --addr 127.0.0.1:9000 --secret whsec_...|whpk_...
 //	hookwheel tasks|schedules|topics|flow-keys|portal-links|targets|plans|batch|signup|usage|settings ...   (a client of the API, on the Go SDK)
 //
 // Configuration comes from the environment; see docs/operations.md.
@@ -53,8 +54,10 @@ Usage:
   hookwheel keys list --tenant ID [--json]
   hookwheel keys revoke --tenant ID KEY_ID
   hookwheel invites create [--expires-in 168h] [--note TEXT] | list [--json] | revoke INVITE_ID
+  hookwheel secrets rotate --tenant ID [--algorithm hmac-sha256|ed25519] [--grace 24h] [--json]
+  hookwheel secrets list --tenant ID [--json]
   hookwheel secrets rekey
-  hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_...]
+  hookwheel receive [--addr 127.0.0.1:9000] [--secret whsec_... | whpk_...]
 
 Client commands, calling the API at HOOKWHEEL_URL as the tenant of HOOKWHEEL_API_KEY:
   hookwheel tasks create --url URL [--method POST] [--header 'Name: value']... [--body TEXT | --body-file FILE]
@@ -198,10 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "invites":
 		return invitesCommand(ctx, args[1:], env, logger, stdout)
 	case "secrets":
-		if len(args) < 2 || args[1] != "rekey" {
-			return usageError{"want: hookwheel secrets rekey"}
-		}
-		return rekeySecrets(ctx, args[2:], env, logger, stdout)
+		return secretsCommand(ctx, args[1:], env, logger, stdout)
 	case "receive":
 		return receive(ctx, args[1:], stdout)
 	}

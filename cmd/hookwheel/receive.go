@@ -8,29 +8,31 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/hookwheel/hookwheel/internal/signing"
+	"github.com/hookwheel/hookwheel/sdk/go/webhook"
 )
 
 // receive runs a development receiver: it prints every webhook it gets,
-// checks its Standard Webhooks signature when given the tenant's secret, and
-// shows how late it arrived. It is what `make run` points the demo at.
+// checks its signatures when given the tenant's signing secret or public
+// key, and shows how late it arrived. It is what `make run` points the demo at.
 func receive(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("receive", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address")
-	secret := fs.String("secret", "", "the tenant's signing secret (whsec_...), to verify signatures")
+	secret := fs.String("secret", "", "the tenant's signing secret (whsec_...) or public key (whpk_...), to verify signatures")
 	status := fs.Int("status", http.StatusOK, "status code to answer with (try 500 to watch retries)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	var verifier *standardwebhooks.Webhook
+	var keys []string
 	if *secret != "" {
-		var err error
-		if verifier, err = standardwebhooks.NewWebhook(*secret); err != nil {
+		if err := checkVerifyingKey(*secret); err != nil {
 			return fmt.Errorf("--secret: %w", err)
 		}
+		keys = []string{*secret}
 	}
 	var mu sync.Mutex // one webhook printed at a time
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,8 +43,8 @@ func receive(ctx context.Context, args []string, stdout io.Writer) error {
 			return
 		}
 		verdict := "not checked (no --secret)"
-		if verifier != nil {
-			if err := verifier.Verify(body, r.Header); err != nil {
+		if keys != nil {
+			if err := webhook.Verify(keys, r.Header, body); err != nil {
 				verdict = "INVALID: " + err.Error()
 			} else {
 				verdict = "valid"
@@ -82,4 +84,15 @@ func truncate(b []byte, n int) string {
 		return string(b)
 	}
 	return string(b[:n]) + fmt.Sprintf("... (%d bytes)", len(b))
+}
+
+// checkVerifyingKey refuses a --secret that is neither a signing secret nor
+// an Ed25519 public key, at start rather than as every webhook's verdict.
+func checkVerifyingKey(s string) error {
+	if strings.HasPrefix(s, signing.PublicKeyPrefix) {
+		_, err := signing.ParsePublicKey(s)
+		return err
+	}
+	_, err := signing.ParseSigningSecret(s)
+	return err
 }

@@ -78,9 +78,18 @@ type SigningSecret struct {
 	// ID is public: it names the secret in listings and in the
 	// Hookwheel-Signature JWT's kid header.
 	ID string `json:"id"`
-	// Value is "whsec_..." or, when the installation has an encryption
-	// key, that string sealed by it (see internal/keyring).
-	Value     string    `json:"value"`
+	// Algorithm is how the secret signs, a signing.Algorithm:
+	// "hmac-sha256" or "ed25519". Empty is "hmac-sha256", as secrets made
+	// before Ed25519 keys existed are stored.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Value is the private part, "whsec_..." (HMAC) or "whsk_..."
+	// (Ed25519) or, when the installation has an encryption key, that
+	// string sealed by it (see internal/keyring).
+	Value string `json:"value"`
+	// PublicKey is an Ed25519 key's public half, "whpk_...", shown to the
+	// tenant for its receivers; empty for an HMAC secret. It is public, so
+	// it is stored as it is.
+	PublicKey string    `json:"public_key,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// ExpiresAt ends a superseded secret's grace period; nil for the
 	// current secret.

@@ -1,10 +1,12 @@
-// Package signing owns hookwheel's signing secrets and webhook signatures: the
-// "whsec_" secret format (made by NewSecret, read by ParseSigningSecret) and
-// the Signer that signs every attempt in both forms receivers verify, Standard
-// Webhooks and the Hookwheel-Signature JWT.
+// Package signing owns hookwheel's signing keys and webhook signatures: the
+// key formats ("whsec_" HMAC secrets made by NewSecret, Ed25519 key pairs
+// made by NewKeyPair, both read by ParseKey) and the Signer that signs every
+// attempt in both forms receivers verify, Standard Webhooks and the
+// Hookwheel-Signature JWT.
 package signing
 
 import (
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -55,10 +57,10 @@ type Message struct {
 	// Body is the exact request body, byte for byte as it is sent.
 	Body []byte
 
-	// KeyID names the first secret, the one that signs the JWT, in the JWT
+	// KeyID names the first key, the one that signs the JWT, in the JWT
 	// header's kid: during a rotation a receiver that verifies the JWT
-	// alone picks the right secret by it instead of trying each. Empty
-	// leaves kid out.
+	// alone picks the right secret or public key by it instead of trying
+	// each. Empty leaves kid out.
 	KeyID string
 }
 
@@ -94,29 +96,33 @@ func NewSigner(cfg SignerConfig) *Signer {
 //
 //   - webhook-id: msg.WebhookID;
 //   - webhook-timestamp: now in Unix seconds;
-//   - webhook-signature: "v1,<base64 HMAC-SHA256 of id.timestamp.body>" for
-//     each secret, space separated, so that a receiver holding any one of
-//     them verifies it (secret rotation);
-//   - Hookwheel-Signature: an HS256 JWT keyed by the first secret, with
-//     header kid msg.KeyID (when set) and claims iss "hookwheel", sub
-//     msg.URL, jti msg.WebhookID, iat, exp, and body, the unpadded base64url
-//     SHA-256 of msg.Body.
+//   - webhook-signature: one entry per key, space separated, so that a
+//     receiver holding any one of them verifies it (key rotation): for an
+//     HMAC-SHA256 key "v1,<base64 HMAC-SHA256 of id.timestamp.body>", for
+//     an Ed25519 key "v1a,<base64 Ed25519 signature of id.timestamp.body>",
+//     as Standard Webhooks defines them;
+//   - Hookwheel-Signature: a JWT signed by the first key, HS256 for an HMAC
+//     key and EdDSA (RFC 8037) for an Ed25519 one, with header kid
+//     msg.KeyID (when set) and claims iss "hookwheel", sub msg.URL, jti
+//     msg.WebhookID, iat, exp, and body, the unpadded base64url SHA-256 of
+//     msg.Body.
 //
-// The secrets are "whsec_" strings as ParseSigningSecret accepts; the first
-// is the current one. The lowercase names are stored as given rather than
-// canonicalized, so read them by indexing the map (h["webhook-id"]), not with
-// Header.Get, and copy them into a request the same way.
-func (s *Signer) Sign(secrets []string, msg Message, now time.Time) (http.Header, error) {
-	if len(secrets) == 0 {
-		return nil, errors.New("sign webhook: no signing secret")
+// The keys are ParseKey's; the first is the current one. The lowercase
+// names are stored as given rather than canonicalized, so read them by
+// indexing the map (h["webhook-id"]), not with Header.Get, and copy them into
+// a request the same way.
+func (s *Signer) Sign(keys []Key, msg Message, now time.Time) (http.Header, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("sign webhook: no signing key")
 	}
 	if msg.WebhookID == "" {
 		return nil, errors.New("sign webhook: empty webhook id")
 	}
 
 	ts := now.Unix()
-	// The signed content is "<id>.<timestamp>.<body>"; hashing the prefix and
-	// the body separately avoids copying the body for every secret.
+	// The signed content is "<id>.<timestamp>.<body>"; HMAC hashes the
+	// prefix and the body separately, which avoids copying the body for
+	// every secret.
 	prefix := make([]byte, 0, len(msg.WebhookID)+22)
 	prefix = append(prefix, msg.WebhookID...)
 	prefix = append(prefix, '.')
@@ -124,32 +130,51 @@ func (s *Signer) Sign(secrets []string, msg Message, now time.Time) (http.Header
 	prefix = append(prefix, '.')
 	timestamp := string(prefix[len(msg.WebhookID)+1 : len(prefix)-1])
 
-	const oneSignatureLen = len("v1,") + (sha256.Size+2)/3*4
-	sig := make([]byte, 0, len(secrets)*(oneSignatureLen+1))
-	var (
-		keyBuf [signingSecretBufLen]byte
-		sum    [sha256.Size]byte
-		token  string
+	const (
+		hmacSignatureLen    = len("v1,") + (sha256.Size+2)/3*4
+		ed25519SignatureLen = len("v1a,") + (ed25519.SignatureSize+2)/3*4
 	)
-	for i, secret := range secrets {
-		key, err := decodeSigningSecret(keyBuf[:], secret)
-		if err != nil {
-			// The index, never the secret, identifies which one is wrong.
-			return nil, fmt.Errorf("sign webhook: signing secret %d: %w", i, err)
+	size := 0
+	for i := range keys {
+		size += 1 + hmacSignatureLen
+		if keys[i].algorithm == Ed25519 {
+			size += ed25519SignatureLen - hmacSignatureLen
 		}
-		if i == 0 {
-			// Signed here because keyBuf is overwritten by the next secret.
-			if token, err = s.signJWT(key, msg, ts); err != nil {
-				return nil, fmt.Errorf("sign webhook: %w", err)
-			}
-		} else {
+	}
+	sig := make([]byte, 0, size)
+	var (
+		sum [sha256.Size]byte
+		// content is the signed content in one piece, as Ed25519 takes
+		// it: made once, and only when an Ed25519 key signs.
+		content []byte
+	)
+	for i := range keys {
+		key := &keys[i]
+		if i > 0 {
 			sig = append(sig, ' ')
 		}
-		mac := hmac.New(sha256.New, key)
-		mac.Write(prefix)
-		mac.Write(msg.Body)
-		sig = append(sig, "v1,"...)
-		sig = base64.StdEncoding.AppendEncode(sig, mac.Sum(sum[:0]))
+		switch key.algorithm {
+		case HMACSHA256:
+			mac := hmac.New(sha256.New, key.secret())
+			mac.Write(prefix)
+			mac.Write(msg.Body)
+			sig = append(sig, "v1,"...)
+			sig = base64.StdEncoding.AppendEncode(sig, mac.Sum(sum[:0]))
+		case Ed25519:
+			if content == nil {
+				content = make([]byte, 0, len(prefix)+len(msg.Body))
+				content = append(append(content, prefix...), msg.Body...)
+			}
+			sig = append(sig, "v1a,"...)
+			sig = base64.StdEncoding.AppendEncode(sig, ed25519.Sign(key.privateKey(), content))
+		default:
+			// The index, never the key, identifies which one is wrong.
+			return nil, fmt.Errorf("sign webhook: signing key %d: %w", i, errZeroKey)
+		}
+	}
+	token, err := s.signJWT(&keys[0], msg, ts)
+	if err != nil {
+		return nil, fmt.Errorf("sign webhook: %w", err)
 	}
 
 	// One backing array for the four values, as net/http does when it reads
@@ -190,15 +215,19 @@ type signatureClaims struct {
 	Body      string `json:"body"`
 }
 
-// signatureJWTHeader is the encoded JOSE header {"alg":"HS256","typ":"JWT"},
-// byte for byte what golang-jwt writes for HS256. The token is assembled here
-// and only its MAC computed by golang-jwt: jwt.Token re-encodes this constant
-// header through a map on every call, and its NumericDate encoding follows the
-// package-global jwt.TimePrecision, which other code in the process may set.
-// Together that more than doubled the cost of Sign.
-const signatureJWTHeader = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+// The encoded JOSE headers without kid, {"alg":"HS256","typ":"JWT"} and
+// {"alg":"EdDSA","typ":"JWT"}, byte for byte what golang-jwt writes. The
+// token is assembled here and only its signature computed: jwt.Token
+// re-encodes this constant header through a map on every call, and its
+// NumericDate encoding follows the package-global jwt.TimePrecision, which
+// other code in the process may set. Together that more than doubled the
+// cost of Sign.
+const (
+	signatureJWTHeaderHS256 = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+	signatureJWTHeaderEdDSA = "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9"
+)
 
-func (s *Signer) signJWT(key []byte, msg Message, iat int64) (string, error) {
+func (s *Signer) signJWT(key *Key, msg Message, iat int64) (string, error) {
 	enc := base64.RawURLEncoding
 	bodySum := sha256.Sum256(msg.Body)
 	claims, err := json.Marshal(signatureClaims{
@@ -213,25 +242,32 @@ func (s *Signer) signJWT(key []byte, msg Message, iat int64) (string, error) {
 		return "", fmt.Errorf("encode Hookwheel-Signature claims: %w", err)
 	}
 
-	header := signatureJWTHeader
+	alg, header := jwt.SigningMethodHS256.Alg(), signatureJWTHeaderHS256
+	if key.algorithm == Ed25519 {
+		alg, header = jwt.SigningMethodEdDSA.Alg(), signatureJWTHeaderEdDSA
+	}
 	if msg.KeyID != "" {
 		kid, err := json.Marshal(msg.KeyID)
 		if err != nil {
 			return "", fmt.Errorf("encode Hookwheel-Signature kid: %w", err)
 		}
-		// The members in golang-jwt's (sorted) order, as the constant is.
-		header = enc.EncodeToString([]byte(`{"alg":"HS256","kid":` + string(kid) + `,"typ":"JWT"}`))
+		// The members in golang-jwt's (sorted) order, as the constants are.
+		header = enc.EncodeToString([]byte(`{"alg":"` + alg + `","kid":` + string(kid) + `,"typ":"JWT"}`))
 	}
-	token := make([]byte, 0, len(header)+1+enc.EncodedLen(len(claims))+1+enc.EncodedLen(sha256.Size))
+	token := make([]byte, 0, len(header)+1+enc.EncodedLen(len(claims))+1+enc.EncodedLen(ed25519.SignatureSize))
 	token = append(token, header...)
 	token = append(token, '.')
 	token = enc.AppendEncode(token, claims)
-	mac, err := jwt.SigningMethodHS256.Sign(string(token), key)
-	if err != nil {
+	var signature []byte
+	if key.algorithm == Ed25519 {
+		// EdDSA over the signing input as it is, what golang-jwt's
+		// SigningMethodEdDSA verifies, without its copy of the input.
+		signature = ed25519.Sign(key.privateKey(), token)
+	} else if signature, err = jwt.SigningMethodHS256.Sign(string(token), key.secret()); err != nil {
 		return "", fmt.Errorf("sign Hookwheel-Signature JWT: %w", err)
 	}
 	token = append(token, '.')
-	token = enc.AppendEncode(token, mac)
+	token = enc.AppendEncode(token, signature)
 	return string(token), nil
 }
 
@@ -252,7 +288,7 @@ func ParseSigningSecret(s string) ([]byte, error) {
 const signingSecretBufLen = (signingSecretMaxBytes + 2) / 3 * 3
 
 // decodeSigningSecret is ParseSigningSecret decoding into buf, which must hold
-// signingSecretBufLen bytes, so that Sign need not allocate a key per secret.
+// signingSecretBufLen bytes, so that ParseKey need not allocate.
 func decodeSigningSecret(buf []byte, s string) ([]byte, error) {
 	encoded, ok := strings.CutPrefix(s, SecretPrefix)
 	if !ok {

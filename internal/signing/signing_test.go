@@ -5,6 +5,7 @@ package signing
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
@@ -24,6 +25,26 @@ const (
 	testSecretOld     = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	testSecretOther   = "whsec_iZ1PXWN5XRPLPuU61MGZAfS7HCZt2LQArhq++ndMasg="
 )
+
+// mustKeys parses keys, as the dispatcher does once per claim.
+func mustKeys(t testing.TB, keys ...string) []Key {
+	t.Helper()
+	parsed := make([]Key, len(keys))
+	for i, k := range keys {
+		var err error
+		parsed[i], err = ParseKey(k)
+		require.NoError(t, err)
+	}
+	return parsed
+}
+
+// testKeyPair is a fixed Ed25519 key pair, its seed 32 times seed: the
+// private key in its stored form and the public key.
+func testKeyPair(seed byte) (private, public string) {
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+	return PrivateKeyPrefix + base64.StdEncoding.EncodeToString(priv),
+		PublicKeyPrefix + base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
+}
 
 // onTheWire sends h as an HTTP/1.1 request would and reads it back as a
 // receiver's server does, returning the raw header block and the header the
@@ -63,7 +84,7 @@ func TestSignVerifiesWithStandardWebhooks(t *testing.T) {
 
 			body := []byte(`{"order": 42}`)
 			msg := Message{WebhookID: "tsk_01JABCDEF", URL: "https://example.com/hooks/order", Body: body}
-			h, err := NewSigner(SignerConfig{}).Sign(tt.secrets, msg, time.Now())
+			h, err := NewSigner(SignerConfig{}).Sign(mustKeys(t, tt.secrets...), msg, time.Now())
 			require.NoError(t, err)
 			require.Len(t, strings.Split(h["webhook-signature"][0], " "), len(tt.secrets))
 
@@ -92,7 +113,7 @@ func TestSignRejectsTampering(t *testing.T) {
 	now := time.Now()
 	body := []byte(`{"order": 42}`)
 	msg := Message{WebhookID: "tsk_01JABCDEF", URL: "https://example.com/hook", Body: body}
-	h, err := NewSigner(SignerConfig{}).Sign([]string{testSecretCurrent}, msg, now)
+	h, err := NewSigner(SignerConfig{}).Sign(mustKeys(t, testSecretCurrent), msg, now)
 	require.NoError(t, err)
 	_, received := onTheWire(t, h, body)
 	wh, err := standardwebhooks.NewWebhook(testSecretCurrent)
@@ -125,7 +146,7 @@ func TestSignHeaders(t *testing.T) {
 
 	now := time.Date(2026, 11, 22, 10, 0, 0, 999_999_999, time.UTC)
 	msg := Message{WebhookID: "tsk_1", URL: "https://example.com/hook", Body: []byte("hello")}
-	h, err := NewSigner(SignerConfig{}).Sign([]string{testSecretOld, testSecretCurrent}, msg, now)
+	h, err := NewSigner(SignerConfig{}).Sign(mustKeys(t, testSecretOld, testSecretCurrent), msg, now)
 	require.NoError(t, err)
 
 	require.Len(t, h, 4)
@@ -173,7 +194,7 @@ func TestSignJWT(t *testing.T) {
 			now := time.Now()
 			body := []byte(`{"order": 42}`)
 			msg := Message{WebhookID: "tsk_01JABCDEF", URL: "https://example.com/hooks/order?x=1", Body: body, KeyID: tt.keyID}
-			h, err := NewSigner(tt.cfg).Sign([]string{testSecretCurrent, testSecretOld}, msg, now)
+			h, err := NewSigner(tt.cfg).Sign(mustKeys(t, testSecretCurrent, testSecretOld), msg, now)
 			require.NoError(t, err)
 			_, received := onTheWire(t, h, body)
 			tokenString := received.Get("Hookwheel-Signature")
@@ -224,7 +245,7 @@ func TestSignJWTExpires(t *testing.T) {
 
 	signedAt := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	msg := Message{WebhookID: "tsk_1", URL: "https://example.com/hook", Body: []byte("x")}
-	h, err := NewSigner(SignerConfig{}).Sign([]string{testSecretCurrent}, msg, signedAt)
+	h, err := NewSigner(SignerConfig{}).Sign(mustKeys(t, testSecretCurrent), msg, signedAt)
 	require.NoError(t, err)
 	key, err := ParseSigningSecret(testSecretCurrent)
 	require.NoError(t, err)
@@ -244,19 +265,19 @@ func TestSignErrors(t *testing.T) {
 	msg := Message{WebhookID: "tsk_1", URL: "https://example.com/hook", Body: []byte("x")}
 	tests := []struct {
 		name    string
-		secrets []string
+		keys    []Key
 		msg     Message
 		wantErr string
 	}{
-		{"no secret", nil, msg, "no signing secret"},
-		{"empty id", []string{testSecretCurrent}, Message{URL: msg.URL}, "empty webhook id"},
-		{"bad first secret", []string{"whsec_!!!!", testSecretCurrent}, msg, "signing secret 0: invalid signing secret"},
-		{"bad rotated secret", []string{testSecretCurrent, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, msg, "signing secret 1: invalid signing secret"},
+		{"no key", nil, msg, "no signing key"},
+		{"empty id", mustKeys(t, testSecretCurrent), Message{URL: msg.URL}, "empty webhook id"},
+		{"zero first key", []Key{{}, mustKeys(t, testSecretCurrent)[0]}, msg, "signing key 0: not a parsed key"},
+		{"zero rotated key", []Key{mustKeys(t, testSecretCurrent)[0], {}}, msg, "signing key 1: not a parsed key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h, err := NewSigner(SignerConfig{}).Sign(tt.secrets, tt.msg, time.Now())
+			h, err := NewSigner(SignerConfig{}).Sign(tt.keys, tt.msg, time.Now())
 			require.ErrorContains(t, err, tt.wantErr)
 			require.Nil(t, h)
 		})
@@ -311,7 +332,7 @@ func TestParseSigningSecret(t *testing.T) {
 func TestIsSignatureHeader(t *testing.T) {
 	t.Parallel()
 
-	h, err := NewSigner(SignerConfig{}).Sign([]string{testSecretCurrent},
+	h, err := NewSigner(SignerConfig{}).Sign(mustKeys(t, testSecretCurrent),
 		Message{WebhookID: "tsk_1", URL: "https://example.com/hook"}, time.Now())
 	require.NoError(t, err)
 	for name := range h {
@@ -329,13 +350,14 @@ func TestSignConcurrent(t *testing.T) {
 
 	// One Signer is shared by every dispatcher worker; run under -race.
 	s := NewSigner(SignerConfig{})
+	keys := mustKeys(t, testSecretCurrent, testSecretOld)
 	wh, err := standardwebhooks.NewWebhook(testSecretCurrent)
 	require.NoError(t, err)
 	done := make(chan error)
 	for i := range 8 {
 		go func() {
 			msg := Message{WebhookID: "tsk_" + strconv.Itoa(i), URL: "https://example.com/hook", Body: []byte(strconv.Itoa(i))}
-			h, err := s.Sign([]string{testSecretCurrent, testSecretOld}, msg, time.Now())
+			h, err := s.Sign(keys, msg, time.Now())
 			if err == nil {
 				wire := http.Header{}
 				for k, v := range h {
@@ -356,19 +378,42 @@ func BenchmarkSign(b *testing.B) {
 	msg := Message{WebhookID: "tsk_01JABCDEFGHJKMNPQRSTVWXYZ0", URL: "https://example.com/hooks/order-timeout", Body: body}
 	now := time.Now()
 	s := NewSigner(SignerConfig{})
+	edCurrent, _ := testKeyPair(1)
+	edOld, _ := testKeyPair(2)
 
 	for _, bm := range []struct {
-		name    string
-		secrets []string
+		name string
+		keys []string
 	}{
 		{"1KiB/one_secret", []string{testSecretCurrent}},
 		{"1KiB/rotation", []string{testSecretCurrent, testSecretOld}},
+		{"1KiB/ed25519", []string{edCurrent}},
+		{"1KiB/ed25519_rotation", []string{edCurrent, edOld}},
+		{"1KiB/hmac_to_ed25519", []string{edCurrent, testSecretOld}},
+		{"1KiB/ed25519_to_hmac", []string{testSecretCurrent, edOld}},
 	} {
+		keys := mustKeys(b, bm.keys...)
 		b.Run(bm.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				if _, err := s.Sign(bm.secrets, msg, now); err != nil {
+				if _, err := s.Sign(keys, msg, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseKey is what opening a claim's keys adds per webhook beside
+// Sign (the dispatcher parses them once per claim).
+func BenchmarkParseKey(b *testing.B) {
+	edKey, _ := testKeyPair(1)
+	for name, key := range map[string]string{"hmac": testSecretCurrent, "ed25519": edKey} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseKey(key); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1488,26 +1488,42 @@ async function secretsPage() {
   const slot = h('div');
   const shown = h('div');
   const grace = h('input', { type: 'text', value: '24h', required: true, pattern: '[0-9hms.]+' });
+  const algorithm = h('select', { name: 'algorithm' }, [
+    ['', 'The current secret’s'], ['hmac-sha256', 'HMAC-SHA256: a shared secret (v1)'], ['ed25519', 'Ed25519: a key pair (v1a)'],
+  ].map(([v, t]) => h('option', { value: v }, t)));
   const listSlot = h('div');
   const draw = async () => {
     const list = await api('GET', '/v1/signing-secrets');
-    fill(listSlot, table(['Secret', 'Created', 'Signs until', ''], list.data.map((s) => [
-      h('code', {}, s.id), timeCell(s.created_at), s.expires_at ? timeCell(s.expires_at) : 'replaced by a rotation',
+    // Stacked on a phone: a public key is too long for a column there.
+    fill(listSlot, h('div', { class: 'stacked' }, table(['Secret', 'Algorithm', 'Public key', 'Created', 'Signs until', ''], list.data.map((s) => [
+      h('code', {}, s.id), s.algorithm,
+      s.public_key ? h('code', { class: 'pubkey' }, s.public_key) : h('span', { class: 'muted' }, 'none: a shared secret'),
+      timeCell(s.created_at), s.expires_at ? timeCell(s.expires_at) : 'replaced by a rotation',
       s.current ? h('span', { class: 'badge s-delivered' }, 'current') : h('span', { class: 'badge s-retrying' }, 'in grace'),
-    ]), 'Signing secrets'));
+    ]), 'Signing secrets')));
   };
   const form = h('form', { class: 'card', onsubmit: (e) => {
     e.preventDefault();
     run(slot, async () => {
-      const rotated = await api('POST', '/v1/signing-secrets/rotate', { grace: grace.value.trim() });
+      const body = { grace: grace.value.trim() };
+      if (algorithm.value) body.algorithm = algorithm.value;
+      const rotated = await api('POST', '/v1/signing-secrets/rotate', body);
       await draw();
-      fill(shown, secretOnce('New signing secret', rotated.signing_secret,
-        `Shown once. Until ${fmtTime(rotated.grace_ends_at)} webhooks carry signatures by both the new and the old secrets.`));
-      shown.querySelector('input').focus();
+      const until = `Until ${fmtTime(rotated.grace_ends_at)} webhooks carry signatures by both the new and the old secrets.`;
+      if (rotated.public_key) {
+        fill(shown, h('div', { class: 'once card', role: 'alert' }, h('h2', {}, 'New Ed25519 key pair'),
+          copyField('Public key', rotated.public_key, { note: `Receivers verify its v1a signatures with it. It is not a secret, and stays listed below; the private key never leaves the server. ${until}`, what: 'public key', wrap: true })));
+        shown.querySelector('textarea').focus();
+      } else {
+        fill(shown, secretOnce('New signing secret', rotated.signing_secret, `Shown once. ${until}`));
+        shown.querySelector('input').focus();
+      }
     });
-  } }, h('h2', {}, 'Rotate the signing secret'), field('Grace period', grace, 'How long the old secret keeps signing too, e.g. 24h (at most 168h; 0s for none).'),
+  } }, h('h2', {}, 'Rotate the signing secret'),
+  field('Algorithm', algorithm, 'Ed25519: receivers verify with a public key, which cannot sign a webhook. HMAC: the Standard Webhooks default, a secret both sides hold.'),
+  field('Grace period', grace, 'How long the old secret keeps signing too, e.g. 24h (at most 168h; 0s for none).'),
   h('button', { type: 'submit', class: 'primary' }, 'Rotate'));
-  show(h('h1', {}, 'Signing secrets'), h('p', { class: 'muted' }, 'Webhooks are signed with every secret listed here. Values are never shown again after they are made.'), shown, slot, listSlot, form);
+  show(h('h1', {}, 'Signing secrets'), h('p', { class: 'muted' }, 'Webhooks are signed with every secret listed here. A shared secret is shown once, when it is made; an Ed25519 key’s public key whenever you need it, its private key never.'), shown, slot, listSlot, form);
   await draw();
 }
 

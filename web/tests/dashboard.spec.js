@@ -895,3 +895,33 @@ test.describe('portal links', () => {
     await customerContext.close();
   });
 });
+
+test('signing secrets page rotates to an Ed25519 key pair, shows its public key, and rotates back', async ({ page, request }) => {
+  await signIn(page);
+  await page.getByRole('link', { name: 'Signing secrets' }).click();
+  await expect(page.getByRole('heading', { level: 1, name: 'Signing secrets' })).toBeVisible();
+  await page.getByLabel('Algorithm', { exact: true }).selectOption('ed25519');
+  await page.getByLabel('Grace period', { exact: true }).fill('1h');
+  await expectLabelled(page);
+  await page.getByRole('button', { name: 'Rotate', exact: true }).click();
+
+  const publicKey = page.getByLabel('Public key', { exact: true });
+  await expect(publicKey).toHaveValue(/^whpk_[A-Za-z0-9+/]{43}=$/);
+  const shown = await publicKey.inputValue();
+  const listed = await call(request, tenantKey, 'GET', '/v1/signing-secrets');
+  expect(listed.data[0]).toMatchObject({ algorithm: 'ed25519', public_key: shown, current: true });
+  const current = page.getByRole('row').filter({ hasText: 'current' });
+  await expect(current).toContainText('ed25519');
+  await expect(current).toContainText(shown);
+  await expect(page.getByRole('row').filter({ hasText: 'in grace' }).first()).toContainText('hmac-sha256');
+  expect(await page.content()).not.toContain('whsk_');
+  await shoot(page, 'secrets-ed25519');
+
+  // Back to a shared secret, at once: it is shown once, and is the only one.
+  await page.getByLabel('Algorithm', { exact: true }).selectOption('hmac-sha256');
+  await page.getByLabel('Grace period', { exact: true }).fill('0s');
+  await page.getByRole('button', { name: 'Rotate', exact: true }).click();
+  await expect(page.getByLabel('Copy it now')).toHaveValue(/^whsec_/);
+  await expect(page.getByRole('row').filter({ hasText: 'current' })).toContainText('hmac-sha256');
+  await expect(page.getByRole('row').filter({ hasText: 'in grace' })).toHaveCount(0);
+});

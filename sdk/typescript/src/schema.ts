@@ -1345,8 +1345,10 @@ export interface paths {
         /**
          * List the signing secrets in use
          * @description The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
-         *     grace period the previous ones follow it, with their `expires_at`. Values are never shown again
-         *     after they are made.
+         *     grace period the previous ones follow it, with their `expires_at`. Each names its `algorithm`.
+         *     An HMAC secret's value is never shown again after it is made; an Ed25519 key shows its
+         *     `public_key` (`whpk_` + base64 of 32 bytes), which receivers verify `v1a` signatures with. Its
+         *     private key is never shown.
          */
         get: operations["listSigningSecrets"];
         put?: never;
@@ -1368,14 +1370,18 @@ export interface paths {
         put?: never;
         /**
          * Rotate the webhook signing secret
-         * @description Makes a new current signing secret, shown only in this response. For the `grace` period
+         * @description Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+         *     response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+         *     shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+         *     Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
          *     (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-         *     `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-         *     one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-         *     `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-         *     every webhook within a second (one claimed just before the rotation may go out signed as before), so
-         *     keep the old secret a few seconds even with `0s`. Rotating again
-         *     during a grace period keeps at most five secrets signing.
+         *     `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+         *     `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+         *     only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+         *     or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+         *     secret or public key within the grace period. The switch reaches every webhook within a second
+         *     (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+         *     seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
          */
         post: operations["rotateSigningSecret"];
         delete?: never;
@@ -1791,7 +1797,20 @@ export interface components {
         APIKeyList: {
             data: components["schemas"]["APIKey"][];
         };
+        /**
+         * @description How a signing secret signs. `hmac-sha256`: a shared secret (`whsec_`), `v1,` signatures
+         *     and HS256 JWTs, the Standard Webhooks default. `ed25519`: a key pair, `v1a,` signatures and EdDSA
+         *     JWTs; receivers verify with the public key (`whpk_`), which cannot sign, so a receiver that leaks
+         *     it lets no one forge a webhook.
+         * @enum {string}
+         */
+        SigningAlgorithm: "hmac-sha256" | "ed25519";
         SigningSecretRotateRequest: {
+            /**
+             * @description The new secret's algorithm (default the current secret's).
+             * @example ed25519
+             */
+            algorithm?: components["schemas"]["SigningAlgorithm"];
             /**
              * @description How long the previous secrets keep signing, a Go duration (default `24h`, at most `168h`).
              * @example 24h
@@ -1801,6 +1820,9 @@ export interface components {
         SigningSecret: {
             /** @description Also the `kid` of the `Hookwheel-Signature` JWTs the secret signs. */
             id: string;
+            algorithm: components["schemas"]["SigningAlgorithm"];
+            /** @description An `ed25519` key's public key, `whpk_` + base64 of 32 bytes, to verify its `v1a` signatures with; absent for `hmac-sha256`. */
+            public_key?: string;
             /** Format: date-time */
             created_at: string;
             /**
@@ -1812,8 +1834,11 @@ export interface components {
         };
         SigningSecretCreated: {
             id: string;
-            /** @description `whsec_` + base64 of 32 random bytes. Shown only here. */
-            signing_secret: string;
+            algorithm: components["schemas"]["SigningAlgorithm"];
+            /** @description `whsec_` + base64 of 32 random bytes, for `hmac-sha256`. Shown only here. */
+            signing_secret?: string;
+            /** @description `whpk_` + base64 of the 32-byte public key, for `ed25519`; also listed by `GET /v1/signing-secrets`. The private key is never shown. */
+            public_key?: string;
             /** Format: date-time */
             created_at: string;
             /**
@@ -6966,11 +6991,14 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "id": "ss_ipzz7fk4zri3r",
+                     *           "algorithm": "ed25519",
+                     *           "public_key": "whpk_Go9bdKgaOVmOzTTvmHRdN/U6M4EB9LJSsW+z0dbA3ZY=",
                      *           "created_at": "2026-11-22T10:00:00Z",
                      *           "current": true
                      *         },
                      *         {
                      *           "id": "ss_2wyojfljooa7l",
+                     *           "algorithm": "hmac-sha256",
                      *           "created_at": "2026-11-02T08:15:00Z",
                      *           "expires_at": "2026-11-23T10:00:00Z",
                      *           "current": false
@@ -6996,30 +7024,17 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "grace": "24h"
-                 *     }
-                 */
                 "application/json": components["schemas"]["SigningSecretRotateRequest"];
             };
         };
         responses: {
-            /** @description The new secret, with its only copy of the value. */
+            /** @description The new secret, with its only copy of an HMAC secret's value, or an Ed25519 key's public key. */
             201: {
                 headers: {
                     "Cache-Control": components["headers"]["CacheControlNoStore"];
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "id": "ss_ipzz7fk4zri3r",
-                     *       "signing_secret": "whsec_pAS1d0L2kmt4w8kbyOqgVQPAyOMzMEhhy2H0Omd5bT4=",
-                     *       "created_at": "2026-11-22T10:00:00Z",
-                     *       "grace_ends_at": "2026-11-23T10:00:00Z"
-                     *     }
-                     */
                     "application/json": components["schemas"]["SigningSecretCreated"];
                 };
             };

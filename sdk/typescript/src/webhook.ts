@@ -4,13 +4,16 @@
 //
 // What is checked mirrors internal/signing/signing.go, which signs them:
 //
-//   - Standard Webhooks: webhook-signature holds space-separated "v1,<base64>"
-//     entries, one per secret the server signs with (several during a
-//     rotation), each the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>"
-//     keyed by the base64-decoded part of a "whsec_..." secret.
-//   - Hookwheel-Signature: an HS256 JWT keyed by the server's current secret
-//     (the first), with iss "hookwheel", sub the task's URL, jti the
-//     webhook-id, iat, exp and body, the unpadded base64url SHA-256 of the body.
+//   - Standard Webhooks: webhook-signature holds space-separated entries, one
+//     per key the server signs with (several during a rotation), each over
+//     "<webhook-id>.<webhook-timestamp>.<body>": "v1,<base64>" the HMAC-SHA256
+//     keyed by the base64-decoded part of a "whsec_..." secret, or
+//     "v1a,<base64>" the Ed25519 signature by a key pair whose public key the
+//     receiver holds as "whpk_<base64 of 32 bytes>".
+//   - Hookwheel-Signature: a JWT signed by the server's current key (the
+//     first): HS256 keyed by a secret, or EdDSA by an Ed25519 key, with iss
+//     "hookwheel", sub the task's URL, jti the webhook-id, iat, exp and body,
+//     the unpadded base64url SHA-256 of the body.
 
 import type { components } from "./schema.js";
 
@@ -101,6 +104,9 @@ type Bytes = Uint8Array<ArrayBuffer>;
 
 const DEFAULT_TOLERANCE_SECONDS = 5 * 60;
 const SECRET_PREFIX = "whsec_";
+const PUBLIC_KEY_PREFIX = "whpk_";
+const ED25519_PUBLIC_KEY_BYTES = 32;
+const ED25519_SIGNATURE_BYTES = 64;
 const JWT_ISSUER = "hookwheel";
 // How far past its exp a JWT is still taken: the server's clock and the
 // receiver's never agree to the second, and the token lives only as long as
@@ -114,7 +120,8 @@ const JWT_CLOCK_SKEW_SECONDS = 60;
  * JSON is refused with reason `invalid_json`; use verifyWebhookSignature for
  * webhooks whose body is not JSON.
  *
- * `secrets` is the tenant's signing secret (`whsec_...`), or several during a
+ * `secrets` is the tenant's signing secret (`whsec_...`) or Ed25519 public key
+ * (`whpk_...`, as `GET /v1/signing-secrets` shows it), or several during a
  * rotation: a webhook signed with any of them is accepted.
  */
 export async function verifyWebhook<T = unknown>(
@@ -186,25 +193,29 @@ function isCallbackPayload(v: unknown): v is CallbackPayload {
  *
  * 1. webhook-id, webhook-timestamp and webhook-signature are present, and the
  *    timestamp is within `toleranceSeconds` of now (replays of old requests);
- * 2. one of webhook-signature's `v1` entries is the HMAC-SHA256 of
- *    `<id>.<timestamp>.<body>` under one of `secrets` (Standard Webhooks),
- *    compared in constant time;
- * 3. when Hookwheel-Signature is present, or `options.url` is given: it is an
- *    HS256 JWT signed with one of `secrets`, with `iss` "hookwheel", `jti` the
- *    webhook-id, `exp` not past (allowing a minute of clock skew), `body` the
- *    base64url SHA-256 of the body, and `sub` equal to `options.url` when given.
+ * 2. one of webhook-signature's entries signs `<id>.<timestamp>.<body>` under
+ *    one of `secrets` (Standard Webhooks): a `v1` entry is its HMAC-SHA256 under
+ *    a `whsec_` secret, compared in constant time; a `v1a` entry its Ed25519
+ *    signature, checked with a `whpk_` public key;
+ * 3. when Hookwheel-Signature is present, or `options.url` is given: it is a
+ *    JWT signed with one of `secrets` (HS256 with a secret, EdDSA with a public
+ *    key), with `iss` "hookwheel", `jti` the webhook-id, `exp` not past
+ *    (allowing a minute of clock skew), `body` the base64url SHA-256 of the
+ *    body, and `sub` equal to `options.url` when given.
  *
- * The server signs the JWT with its current secret only, and the Standard
- * Webhooks signature with every secret still in its grace period. So during a
- * rotation a receiver not yet given the new secret verifies the latter but
- * cannot verify the JWT: when the only secrets that matched signed a later
+ * The server signs the JWT with its current key only, and the Standard
+ * Webhooks signature with every key still in its grace period. So during a
+ * rotation a receiver not yet given the new key verifies the latter but
+ * cannot verify the JWT: when the only keys that matched signed a later
  * entry of webhook-signature, not the first, a JWT none of `secrets` verifies
  * is not held against the webhook, unless `options.url` asks for the JWT.
  * This gives nothing away: the JWT was optional to begin with, and anyone
  * able to send the request could have dropped the header.
  *
  * `body` must be the raw body as received, not a re-serialized parse of it.
- * Throws a TypeError when a secret is not a valid signing secret.
+ * Throws a TypeError when a secret is not a valid signing secret or public
+ * key, and an Error when a public key is given to a runtime whose WebCrypto
+ * has no Ed25519 (Node before 18.4, older browsers).
  */
 export async function verifyWebhookSignature(
   secrets: string | readonly string[],
@@ -220,7 +231,7 @@ export async function verifyWebhookSignature(
   }
   const secretList = typeof secrets === "string" ? [secrets] : [...secrets];
   if (secretList.length === 0) throw new TypeError("verifyWebhook: no signing secret given");
-  const keyBytes = secretList.map((s, i) => decodeSecret(s, i));
+  const decoded = secretList.map((s, i) => decodeKey(s, i));
 
   const id = header(headers, "webhook-id");
   const timestamp = header(headers, "webhook-timestamp");
@@ -263,21 +274,28 @@ export async function verifyWebhookSignature(
   }
 
   const bodyBytes = toBytes(body);
-  const keys = await Promise.all(
-    keyBytes.map((k) => subtle.importKey("raw", k, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])),
-  );
+  const keys = await importKeys(subtle, decoded);
 
-  // Standard Webhooks. The entries are decoded once and every secret's MAC
-  // compared with each, so that which entry a secret signed is known: the
+  // Standard Webhooks. The entries are decoded once and every key checked
+  // against each of its kind, so that which entry a key signed is known: the
   // JWT check below needs it.
   const signed = concat(utf8(`${id}.${timestamp}.`), bodyBytes);
-  const entries = signature.split(" ").map((e) => (e.startsWith("v1,") ? decodeBase64(e.slice(3)) : undefined));
+  const entries = signature.split(" ").map(decodeEntry);
   let firstMatch = -1;
-  for (const key of keys) {
+  const matched = (i: number) => {
+    if (firstMatch < 0 || i < firstMatch) firstMatch = i;
+  };
+  for (const key of keys.hmac) {
     const mac = new Uint8Array(await subtle.sign("HMAC", key, signed));
     entries.forEach((entry, i) => {
-      if (entry && timingSafeEqual(mac, entry) && (firstMatch < 0 || i < firstMatch)) firstMatch = i;
+      if (entry?.version === "v1" && timingSafeEqual(mac, entry.signature)) matched(i);
     });
+  }
+  for (const key of keys.ed25519) {
+    for (const [i, entry] of entries.entries()) {
+      if (entry?.version !== "v1a" || entry.signature.length !== ED25519_SIGNATURE_BYTES) continue;
+      if (await subtle.verify("Ed25519", key, entry.signature, signed)) matched(i);
+    }
   }
   if (firstMatch < 0) {
     throw new WebhookVerificationError(
@@ -298,9 +316,42 @@ export async function verifyWebhookSignature(
   return { id, timestamp: new Date(ts * 1000), body: new TextDecoder().decode(bodyBytes) };
 }
 
+/** A receiver's keys, imported for WebCrypto: HMAC secrets and Ed25519 public keys. */
+interface Keys {
+  hmac: CryptoKey[];
+  ed25519: CryptoKey[];
+}
+
+async function importKeys(subtle: SubtleCrypto, decoded: DecodedKey[]): Promise<Keys> {
+  const keys: Keys = { hmac: [], ed25519: [] };
+  for (const k of decoded) {
+    if (k.kind === "hmac") {
+      keys.hmac.push(await subtle.importKey("raw", k.bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]));
+      continue;
+    }
+    try {
+      keys.ed25519.push(await subtle.importKey("raw", k.bytes, { name: "Ed25519" }, false, ["verify"]));
+    } catch (err) {
+      throw new Error(
+        `verifyWebhook: this runtime's WebCrypto cannot import an Ed25519 public key (Node 18.4 or later, Deno, Bun, Cloudflare Workers and current browsers can): ${String(err)}`,
+      );
+    }
+  }
+  return keys;
+}
+
+/** One entry of webhook-signature: its version and signature bytes, or undefined for one neither v1 nor v1a. */
+function decodeEntry(entry: string): { version: "v1" | "v1a"; signature: Bytes } | undefined {
+  const comma = entry.indexOf(",");
+  const version = entry.slice(0, comma);
+  if (comma < 0 || (version !== "v1" && version !== "v1a")) return undefined;
+  const signature = decodeBase64(entry.slice(comma + 1));
+  return signature ? { version: version === "v1" ? "v1" : "v1a", signature } : undefined;
+}
+
 async function verifyJWT(
   subtle: SubtleCrypto,
-  keys: CryptoKey[],
+  keys: Keys,
   token: string,
   want: { id: string; bodyBytes: Bytes; nowSeconds: number; url: string | undefined; mayLackKey: boolean },
 ): Promise<void> {
@@ -318,20 +369,27 @@ async function verifyJWT(
       "Hookwheel-Signature is not a JWT (its parts are not base64url JSON)",
     );
   }
-  // Only HS256: a token naming another algorithm ("none", or RS256 to be
-  // checked against a public key) is refused before anything else.
-  if (jwtHeader.alg !== "HS256") {
+  // HS256, checked with the secrets only, or EdDSA, with the public keys
+  // only: a token naming another algorithm ("none", or RS256) is refused
+  // before anything else, and a public key is never taken for an HMAC key.
+  if (jwtHeader.alg !== "HS256" && jwtHeader.alg !== "EdDSA") {
     throw new WebhookVerificationError(
       "jwt_algorithm",
-      `Hookwheel-Signature alg is ${JSON.stringify(jwtHeader.alg)}, want "HS256"`,
+      `Hookwheel-Signature alg is ${JSON.stringify(jwtHeader.alg)}, want "HS256" or "EdDSA"`,
     );
   }
 
   const signingInput = utf8(`${encHeader}.${encClaims}`);
   let verified = false;
-  for (const key of keys) {
-    const mac = new Uint8Array(await subtle.sign("HMAC", key, signingInput));
-    if (timingSafeEqual(mac, sig)) verified = true;
+  if (jwtHeader.alg === "HS256") {
+    for (const key of keys.hmac) {
+      const mac = new Uint8Array(await subtle.sign("HMAC", key, signingInput));
+      if (timingSafeEqual(mac, sig)) verified = true;
+    }
+  } else if (sig.length === ED25519_SIGNATURE_BYTES) {
+    for (const key of keys.ed25519) {
+      if (await subtle.verify("Ed25519", key, sig, signingInput)) verified = true;
+    }
   }
   if (!verified) {
     if (want.mayLackKey && want.url === undefined) return;
@@ -362,15 +420,34 @@ async function verifyJWT(
   }
 }
 
-/** The key bytes of a signing secret: "whsec_" and standard base64, or the base64 alone. */
-function decodeSecret(secret: string, index: number): Bytes {
+/** A receiver's key, decoded: an HMAC secret's bytes or an Ed25519 public key's. */
+interface DecodedKey {
+  kind: "hmac" | "ed25519";
+  bytes: Bytes;
+}
+
+/**
+ * Decodes a key: "whpk_" and the standard base64 of a 32-byte Ed25519 public
+ * key, or a signing secret, "whsec_" and standard base64 (or the base64 alone).
+ */
+function decodeKey(secret: string, index: number): DecodedKey {
+  if (secret.startsWith(PUBLIC_KEY_PREFIX)) {
+    const key = decodeBase64(secret.slice(PUBLIC_KEY_PREFIX.length));
+    if (!key || key.length !== ED25519_PUBLIC_KEY_BYTES) {
+      // The index, never the key, says which one is wrong.
+      throw new TypeError(
+        `verifyWebhook: public key ${index} is not "whpk_" followed by the standard base64 of 32 bytes`,
+      );
+    }
+    return { kind: "ed25519", bytes: key };
+  }
   const encoded = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret;
   const key = encoded.length > 0 ? decodeBase64(encoded) : undefined;
   if (!key || key.length === 0) {
     // The index, never the secret, says which one is wrong.
     throw new TypeError(`verifyWebhook: signing secret ${index} is not "whsec_" followed by standard base64`);
   }
-  return key;
+  return { kind: "hmac", bytes: key };
 }
 
 function header(headers: WebhookHeaders, name: string): string | undefined {

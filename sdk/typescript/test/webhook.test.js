@@ -1,7 +1,7 @@
 // verifyWebhook against webhooks signed here with node:crypto, the way
 // internal/signing signs them, and against headers the Go signer made
-// (fixtures/go-signed.json).
-import { createHash, createHmac, randomBytes, webcrypto } from "node:crypto";
+// (fixtures/go-signed.json, fixtures/go-signed-ed25519.json).
+import { createHash, createHmac, generateKeyPairSync, randomBytes, sign as cryptoSign, webcrypto } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -18,9 +18,18 @@ const newSecret = () => `whsec_${randomBytes(32).toString("base64")}`;
 const keyOf = (secret) => Buffer.from(secret.slice("whsec_".length), "base64");
 const b64url = (buf) => Buffer.from(buf).toString("base64url");
 
+/** A new Ed25519 key pair: the private KeyObject, and the public key as hookwheel shows it ("whpk_..."). */
+function newKeyPair() {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x, "base64url");
+  return { privateKey, publicKey: `whpk_${raw.toString("base64")}` };
+}
+
 /**
- * Signs as Signer.Sign does: one v1 entry per secret, the JWT with the first.
- * `jwt` overrides parts of the token to make bad ones.
+ * Signs as Signer.Sign does: one entry per key, v1 for a "whsec_" secret and
+ * v1a for a key pair (newKeyPair), the JWT with the first (HS256 or EdDSA).
+ * `jwt` overrides parts of the token to make bad ones; `jwt.secret` signs it
+ * instead of the first key.
  */
 function sign(
   secrets,
@@ -32,24 +41,30 @@ function sign(
     jwt = {},
   } = {},
 ) {
-  const bodyBuf = Buffer.from(body);
+  const content = Buffer.concat([Buffer.from(`${id}.${at}.`), Buffer.from(body)]);
   const signature = secrets
-    .map((s) => "v1," + createHmac("sha256", keyOf(s)).update(`${id}.${at}.`).update(bodyBuf).digest("base64"))
+    .map((s) =>
+      typeof s === "string"
+        ? "v1," + createHmac("sha256", keyOf(s)).update(content).digest("base64")
+        : "v1a," + cryptoSign(null, content, s.privateKey).toString("base64"),
+    )
     .join(" ");
-  const header = jwt.header ?? { alg: "HS256", typ: "JWT" };
+  const jwtKey = jwt.secret ?? secrets[0];
+  const header = jwt.header ?? { alg: typeof jwtKey === "string" ? "HS256" : "EdDSA", typ: "JWT" };
   const claims = {
     iss: "hookwheel",
     sub: url,
     jti: id,
     iat: at,
     exp: at + 300,
-    body: b64url(createHash("sha256").update(bodyBuf).digest()),
+    body: b64url(createHash("sha256").update(body).digest()),
     ...jwt.claims,
   };
   const input = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(claims))}`;
-  const mac = createHmac("sha256", keyOf(jwt.secret ?? secrets[0]))
-    .update(input)
-    .digest();
+  const mac =
+    typeof jwtKey === "string"
+      ? createHmac("sha256", keyOf(jwtKey)).update(input).digest()
+      : cryptoSign(null, Buffer.from(input), jwtKey.privateKey);
   return {
     "webhook-id": id,
     "webhook-timestamp": String(at),
@@ -298,6 +313,84 @@ describe("verifyWebhook", () => {
     const old = sign([secret], { at: 1_000_000_000 });
     for (const options of [{ toleranceSeconds: NaN }, { toleranceSeconds: Infinity }, { toleranceSeconds: -1 }, { now: new Date("nonsense") }, { now: NaN }]) {
       await assert.rejects(verifyWebhook(secret, old, '{"hello":"world"}', options), TypeError, JSON.stringify(String(Object.values(options)[0])));
+    }
+  });
+});
+
+describe("verifyWebhook with Ed25519 keys (v1a)", () => {
+  const body = '{"hello":"world"}';
+  const url = "https://receiver.example/hook";
+
+  it("accepts a webhook signed by the key pair, with its public key, JWT (EdDSA) and URL included", async () => {
+    const pair = newKeyPair();
+    const headers = sign([pair]);
+    assert.match(headers["webhook-signature"], /^v1a,[A-Za-z0-9+/]{86}==$/);
+    assert.deepEqual(await verifyWebhook(pair.publicKey, headers, body, { url }), { hello: "world" });
+    await refused(verifyWebhook(pair.publicKey, headers, body, { url: "https://receiver.example/other" }), "jwt_subject");
+  });
+
+  it("refuses another key pair's signature, a tampered body and a mangled entry", async () => {
+    const pair = newKeyPair();
+    const headers = sign([pair]);
+    await refused(verifyWebhook(newKeyPair().publicKey, headers, body), "no_matching_signature");
+    await refused(verifyWebhook(pair.publicKey, headers, '{"hello":"World"}'), "no_matching_signature");
+    const sig = headers["webhook-signature"].slice(4);
+    for (const bad of [`v1,${sig}`, `v1a,${sig.slice(0, -4)}`, "v1a,!!!!", `v1a,${Buffer.alloc(64).toString("base64")}`]) {
+      await refused(verifyWebhook(pair.publicKey, { ...headers, "webhook-signature": bad }, body), "no_matching_signature");
+    }
+  });
+
+  it("verifies a rotation from an HMAC secret to a key pair with either, the JWT with the public key", async () => {
+    const [pair, previous] = [newKeyPair(), newSecret()];
+    const headers = sign([pair, previous]);
+    assert.match(headers["webhook-signature"], /^v1a,\S+ v1,\S+$/);
+    await verifyWebhook([pair.publicKey], headers, body, { url });
+    await verifyWebhook([previous, pair.publicKey], headers, body, { url });
+    // The old secret verifies its v1 entry; the EdDSA JWT needs the public key.
+    await verifyWebhook([previous], headers, body);
+    await refused(verifyWebhook([previous], headers, body, { url }), "jwt_signature");
+  });
+
+  it("verifies a rotation from a key pair back to an HMAC secret with either", async () => {
+    const [current, pair] = [newSecret(), newKeyPair()];
+    const headers = sign([current, pair]);
+    assert.match(headers["webhook-signature"], /^v1,\S+ v1a,\S+$/);
+    await verifyWebhook([current], headers, body, { url });
+    await verifyWebhook([pair.publicKey], headers, body);
+    await refused(verifyWebhook([pair.publicKey], headers, body, { url }), "jwt_signature");
+  });
+
+  it("refuses a JWT another key pair signed beside the receiver's first entry", async () => {
+    const pair = newKeyPair();
+    await refused(verifyWebhook(pair.publicKey, sign([pair], { jwt: { secret: newKeyPair() } }), body), "jwt_signature");
+  });
+
+  it("never checks an HS256 token with a public key's bytes", async () => {
+    const pair = newKeyPair();
+    // An attacker who knows the public key MACs a token with its bytes as
+    // the secret and claims HS256.
+    const asSecret = `whsec_${pair.publicKey.slice("whpk_".length)}`;
+    const forged = sign([pair], { jwt: { secret: asSecret } });
+    await refused(verifyWebhook(pair.publicKey, forged, body), "jwt_signature");
+  });
+
+  it("verifies the headers the Go signer made during a rotation to Ed25519", async () => {
+    const fx = JSON.parse(readFileSync(new URL("./fixtures/go-signed-ed25519.json", import.meta.url), "utf8"));
+    const now = new Date((fx.signedAt + 10) * 1000);
+    const [publicKey, previous] = fx.keys;
+    assert.deepEqual(await verifyWebhook([publicKey], fx.headers, fx.body, { now, url: fx.url }), { order: 42 });
+    await verifyWebhook([previous], fx.headers, fx.body, { now });
+    await refused(verifyWebhook([publicKey], fx.headers, fx.body.replace("42", "43"), { now }), "no_matching_signature");
+  });
+
+  it("throws a TypeError for a public key that is not 32 bytes, never showing it", async () => {
+    const headers = sign([newKeyPair()]);
+    for (const bad of [`whpk_${randomBytes(31).toString("base64")}`, "whpk_not base64 at all!", "whpk_"]) {
+      await assert.rejects(verifyWebhook(bad, headers, body), (err) => {
+        assert.ok(err instanceof TypeError);
+        if (bad.length > 8) assert.ok(!err.message.includes(bad.slice(5)), err.message);
+        return true;
+      });
     }
   });
 });

@@ -73,7 +73,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "npx", "--no-install", "playwright", "test")
+	args := []string{"--no-install", "playwright", "test"}
+	if grep := os.Getenv("HOOKWHEEL_PLAYWRIGHT_GREP"); grep != "" {
+		// Only the browser tests whose title matches, for a change to one page.
+		args = append(args, "--grep", grep)
+	}
+	cmd := exec.CommandContext(ctx, "npx", args...)
 	cmd.Dir = webDir
 	// Chromium and Node's workers are grandchildren: on a timeout the whole
 	// process group goes, and the output pipe they hold does not keep the

@@ -153,6 +153,24 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SigningAlgorithm.
+const (
+	SigningAlgorithmEd25519    SigningAlgorithm = "ed25519"
+	SigningAlgorithmHmacSha256 SigningAlgorithm = "hmac-sha256"
+)
+
+// Valid indicates whether the value is a known member of the SigningAlgorithm enum.
+func (e SigningAlgorithm) Valid() bool {
+	switch e {
+	case SigningAlgorithmEd25519:
+		return true
+	case SigningAlgorithmHmacSha256:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SignupMode.
 const (
 	SignupModeInvite SignupMode = "invite"
@@ -1489,28 +1507,50 @@ type ScheduleUpdateRequest struct {
 // `keys:manage` API keys, `secrets:manage` signing secrets, `audit:read` the tenant's audit log.
 type Scope string
 
+// SigningAlgorithm How a signing secret signs. `hmac-sha256`: a shared secret (`whsec_`), `v1,` signatures
+// and HS256 JWTs, the Standard Webhooks default. `ed25519`: a key pair, `v1a,` signatures and EdDSA
+// JWTs; receivers verify with the public key (`whpk_`), which cannot sign, so a receiver that leaks
+// it lets no one forge a webhook.
+type SigningAlgorithm string
+
 // SigningSecret defines model for SigningSecret.
 type SigningSecret struct {
-	CreatedAt time.Time `json:"created_at"`
-	Current   bool      `json:"current"`
+	// Algorithm How a signing secret signs. `hmac-sha256`: a shared secret (`whsec_`), `v1,` signatures
+	// and HS256 JWTs, the Standard Webhooks default. `ed25519`: a key pair, `v1a,` signatures and EdDSA
+	// JWTs; receivers verify with the public key (`whpk_`), which cannot sign, so a receiver that leaks
+	// it lets no one forge a webhook.
+	Algorithm SigningAlgorithm `json:"algorithm"`
+	CreatedAt time.Time        `json:"created_at"`
+	Current   bool             `json:"current"`
 
 	// ExpiresAt When a superseded secret stops signing; null for the current one.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
 	// ID Also the `kid` of the `Hookwheel-Signature` JWTs the secret signs.
 	ID string `json:"id"`
+
+	// PublicKey An `ed25519` key's public key, `whpk_` + base64 of 32 bytes, to verify its `v1a` signatures with; absent for `hmac-sha256`.
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // SigningSecretCreated defines model for SigningSecretCreated.
 type SigningSecretCreated struct {
-	CreatedAt time.Time `json:"created_at"`
+	// Algorithm How a signing secret signs. `hmac-sha256`: a shared secret (`whsec_`), `v1,` signatures
+	// and HS256 JWTs, the Standard Webhooks default. `ed25519`: a key pair, `v1a,` signatures and EdDSA
+	// JWTs; receivers verify with the public key (`whpk_`), which cannot sign, so a receiver that leaks
+	// it lets no one forge a webhook.
+	Algorithm SigningAlgorithm `json:"algorithm"`
+	CreatedAt time.Time        `json:"created_at"`
 
 	// GraceEndsAt When the previous secrets stop signing.
 	GraceEndsAt time.Time `json:"grace_ends_at"`
 	ID          string    `json:"id"`
 
-	// SigningSecret `whsec_` + base64 of 32 random bytes. Shown only here.
-	SigningSecret string `json:"signing_secret"`
+	// PublicKey `whpk_` + base64 of the 32-byte public key, for `ed25519`; also listed by `GET /v1/signing-secrets`. The private key is never shown.
+	PublicKey string `json:"public_key,omitempty"`
+
+	// SigningSecret `whsec_` + base64 of 32 random bytes, for `hmac-sha256`. Shown only here.
+	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
 // SigningSecretList defines model for SigningSecretList.
@@ -1520,6 +1560,11 @@ type SigningSecretList struct {
 
 // SigningSecretRotateRequest defines model for SigningSecretRotateRequest.
 type SigningSecretRotateRequest struct {
+	// Algorithm The new secret's algorithm (default the current secret's).
+	//
+	// Example: ed25519
+	Algorithm *SigningAlgorithm `json:"algorithm,omitempty"`
+
 	// Grace How long the previous secrets keep signing, a Go duration (default `24h`, at most `168h`).
 	//
 	// Example: 24h
@@ -3240,22 +3285,28 @@ type ClientInterface interface {
 	// ListSigningSecrets List the signing secrets in use
 	//
 	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
-	// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
-	// after they are made.
+	// grace period the previous ones follow it, with their `expires_at`. Each names its `algorithm`.
+	// An HMAC secret's value is never shown again after it is made; an Ed25519 key shows its
+	// `public_key` (`whpk_` + base64 of 32 bytes), which receivers verify `v1a` signatures with. Its
+	// private key is never shown.
 	//
 	// Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
 	ListSigningSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RotateSigningSecretWithBody Rotate the webhook signing secret
 	//
-	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+	// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+	// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+	// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-	// keep the old secret a few seconds even with `0s`. Rotating again
-	// during a grace period keeps at most five secrets signing.
+	// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+	// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+	// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+	// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+	// secret or public key within the grace period. The switch reaches every webhook within a second
+	// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+	// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3264,14 +3315,18 @@ type ClientInterface interface {
 
 	// RotateSigningSecret Rotate the webhook signing secret
 	//
-	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+	// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+	// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+	// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-	// keep the old secret a few seconds even with `0s`. Rotating again
-	// during a grace period keeps at most five secrets signing.
+	// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+	// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+	// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+	// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+	// secret or public key within the grace period. The switch reaches every webhook within a second
+	// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+	// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4891,8 +4946,10 @@ func (c *Client) UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequ
 // ListSigningSecrets List the signing secrets in use
 //
 // The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
-// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
-// after they are made.
+// grace period the previous ones follow it, with their `expires_at`. Each names its `algorithm`.
+// An HMAC secret's value is never shown again after it is made; an Ed25519 key shows its
+// `public_key` (`whpk_` + base64 of 32 bytes), which receivers verify `v1a` signatures with. Its
+// private key is never shown.
 //
 // Corresponds with GET /v1/signing-secrets (the `ListSigningSecrets` operationId).
 func (c *Client) ListSigningSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4909,14 +4966,18 @@ func (c *Client) ListSigningSecrets(ctx context.Context, reqEditors ...RequestEd
 
 // RotateSigningSecretWithBody Rotate the webhook signing secret
 //
-// Makes a new current signing secret, shown only in this response. For the `grace` period
+// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-// keep the old secret a few seconds even with `0s`. Rotating again
-// during a grace period keeps at most five secrets signing.
+// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+// secret or public key within the grace period. The switch reaches every webhook within a second
+// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4935,14 +4996,18 @@ func (c *Client) RotateSigningSecretWithBody(ctx context.Context, contentType st
 
 // RotateSigningSecret Rotate the webhook signing secret
 //
-// Makes a new current signing secret, shown only in this response. For the `grace` period
+// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-// keep the old secret a few seconds even with `0s`. Rotating again
-// during a grace period keeps at most five secrets signing.
+// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+// secret or public key within the grace period. The switch reaches every webhook within a second
+// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9048,8 +9113,10 @@ type ClientWithResponsesInterface interface {
 	// ListSigningSecretsWithResponse List the signing secrets in use
 	//
 	// The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
-	// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
-	// after they are made.
+	// grace period the previous ones follow it, with their `expires_at`. Each names its `algorithm`.
+	// An HMAC secret's value is never shown again after it is made; an Ed25519 key shows its
+	// `public_key` (`whpk_` + base64 of 32 bytes), which receivers verify `v1a` signatures with. Its
+	// private key is never shown.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9058,14 +9125,18 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithBodyWithResponse Rotate the webhook signing secret
 	//
-	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+	// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+	// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+	// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-	// keep the old secret a few seconds even with `0s`. Rotating again
-	// during a grace period keeps at most five secrets signing.
+	// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+	// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+	// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+	// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+	// secret or public key within the grace period. The switch reaches every webhook within a second
+	// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+	// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9074,14 +9145,18 @@ type ClientWithResponsesInterface interface {
 
 	// RotateSigningSecretWithResponse Rotate the webhook signing secret
 	//
-	// Makes a new current signing secret, shown only in this response. For the `grace` period
+	// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+	// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+	// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+	// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 	// (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-	// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-	// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-	// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-	// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-	// keep the old secret a few seconds even with `0s`. Rotating again
-	// during a grace period keeps at most five secrets signing.
+	// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+	// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+	// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+	// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+	// secret or public key within the grace period. The switch reaches every webhook within a second
+	// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+	// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15360,8 +15435,10 @@ func (c *ClientWithResponses) UpdateSettingsWithResponse(ctx context.Context, bo
 // ListSigningSecretsWithResponse List the signing secrets in use
 //
 // The calling tenant's signing secrets that sign webhooks now, current first: during a rotation's
-// grace period the previous ones follow it, with their `expires_at`. Values are never shown again
-// after they are made.
+// grace period the previous ones follow it, with their `expires_at`. Each names its `algorithm`.
+// An HMAC secret's value is never shown again after it is made; an Ed25519 key shows its
+// `public_key` (`whpk_` + base64 of 32 bytes), which receivers verify `v1a` signatures with. Its
+// private key is never shown.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15376,14 +15453,18 @@ func (c *ClientWithResponses) ListSigningSecretsWithResponse(ctx context.Context
 
 // RotateSigningSecretWithBodyWithResponse Rotate the webhook signing secret
 //
-// Makes a new current signing secret, shown only in this response. For the `grace` period
+// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-// keep the old secret a few seconds even with `0s`. Rotating again
-// during a grace period keeps at most five secrets signing.
+// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+// secret or public key within the grace period. The switch reaches every webhook within a second
+// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15398,14 +15479,18 @@ func (c *ClientWithResponses) RotateSigningSecretWithBodyWithResponse(ctx contex
 
 // RotateSigningSecretWithResponse Rotate the webhook signing secret
 //
-// Makes a new current signing secret, shown only in this response. For the `grace` period
+// Makes a new current signing secret: an HMAC-SHA256 secret (`whsec_`), shown only in this
+// response, or with `"algorithm": "ed25519"` an Ed25519 key pair, whose public key (`whpk_`) is
+// shown here and by `GET /v1/signing-secrets` and whose private key never leaves the server.
+// Without `algorithm` the new secret is of the current one's algorithm. For the `grace` period
 // (default `24h`, at most `168h`; `0s` ends it at once) every webhook carries two
-// `webhook-signature` entries, the new secret's first, and both verify; afterwards only the new
-// one. The `Hookwheel-Signature` JWT is signed with the new secret at once and names it in its
-// `kid` header. Update your receivers to the new secret within the grace period. The switch reaches
-// every webhook within a second (one claimed just before the rotation may go out signed as before), so
-// keep the old secret a few seconds even with `0s`. Rotating again
-// during a grace period keeps at most five secrets signing.
+// `webhook-signature` entries, the new secret's first, and both verify: `v1,` for an HMAC secret,
+// `v1a,` for an Ed25519 key, so a rotation from one to the other carries one of each. Afterwards
+// only the new one signs. The `Hookwheel-Signature` JWT is signed with the new secret at once (HS256,
+// or EdDSA for an Ed25519 key) and names it in its `kid` header. Update your receivers to the new
+// secret or public key within the grace period. The switch reaches every webhook within a second
+// (one claimed just before the rotation may go out signed as before), so keep the old secret a few
+// seconds even with `0s`. Rotating again during a grace period keeps at most five secrets signing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
