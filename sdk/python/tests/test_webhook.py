@@ -1,5 +1,6 @@
 """verify_webhook against webhooks signed here the way internal/signing signs them (v1 and v1a), and
-against headers the Go signer made (sdk/typescript/test/fixtures/go-signed.json)."""
+against headers the Go signer made (sdk/typescript/test/fixtures/go-signed.json and, for an Ed25519 key,
+go-signed-ed25519.json)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from support import b64url, new_ed25519_key, new_secret, sign
 
 BODY = '{"hello":"world"}'
 GO_SIGNED = Path(__file__).resolve().parents[2] / "typescript" / "test" / "fixtures" / "go-signed.json"
+GO_SIGNED_ED25519 = GO_SIGNED.with_name("go-signed-ed25519.json")
 
 
 def refused(reason: WebhookFailure, keys: Any, headers: Any, body: Any, **options: Any) -> WebhookVerificationError:
@@ -80,6 +82,20 @@ def test_verifies_the_headers_the_go_signer_made() -> None:
     refused(WebhookFailure.JWT_SUBJECT, fx["secrets"], fx["headers"], fx["body"], now=now, url="https://example.com/hooks/order")
     refused(WebhookFailure.NO_MATCHING_SIGNATURE, fx["secrets"], fx["headers"], fx["body"].replace("42", "43"), now=now)
     refused(WebhookFailure.TIMESTAMP_TOO_OLD, fx["secrets"], fx["headers"], fx["body"], now=fx["signedAt"] + 301)
+
+
+def test_verifies_the_headers_the_go_signer_made_with_an_ed25519_key() -> None:
+    # A rotation from an HMAC secret to an Ed25519 key pair: a v1a entry from the new key, a v1 entry
+    # from the old secret, and an EdDSA JWT from the current (Ed25519) key.
+    fx = json.loads(GO_SIGNED_ED25519.read_text())
+    now = fx["signedAt"] + 10
+    public_key, old_secret = fx["keys"]
+    assert public_key.startswith("whpk_") and old_secret.startswith("whsec_")
+    for key in fx["keys"]:
+        got = verify_webhook_signature([key], fx["headers"], fx["body"], now=now)
+        assert got.id == fx["headers"]["webhook-id"]
+    assert verify_webhook([public_key], fx["headers"], fx["body"], now=now, url=fx["url"]) == {"order": 42}
+    refused(WebhookFailure.JWT_SUBJECT, [public_key], fx["headers"], fx["body"], now=now, url="https://example.com/other")
 
 
 class TestEd25519:
