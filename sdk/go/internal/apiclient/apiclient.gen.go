@@ -2324,6 +2324,12 @@ type TaskID = openapi_types.UUID
 // TenantID defines model for TenantID.
 type TenantID = openapi_types.UUID
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest An error, as RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -2490,6 +2496,19 @@ type CreateTaskParams struct {
 	// them), and sends nothing. Once the task is deleted and the window has passed, the key is free
 	// again: a request reusing it creates a new task. Publishes' keys are kept the same way.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
+	// The task (each task of a batch, each endpoint's task of a publish) keeps it, and every attempt's
+	// webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
+	// server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
+	// specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
+	// repeat answered from its `Idempotency-Key` changes nothing of the task stored first.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate W3C Trace Context: vendors' state of the trace `traceparent` names, passed on with it to the
+	// webhooks. Ignored without a valid `traceparent`; dropped when malformed or longer than 512
+	// characters.
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListTaskAttemptsParams defines parameters for ListTaskAttempts.
@@ -3593,6 +3612,9 @@ type ClientInterface interface {
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
 	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -3629,6 +3651,9 @@ type ClientInterface interface {
 	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
+	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5404,6 +5429,9 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
 //
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -5450,6 +5478,9 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // (each body once per endpoint): a publish item that would pass either bound fails with a 422
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
+//
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7824,6 +7855,28 @@ func NewCreateTaskRequestWithBody(server string, params *CreateTaskParams, conte
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam2)
+		}
+
 	}
 
 	return req, nil
@@ -9413,6 +9466,9 @@ type ClientWithResponsesInterface interface {
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
 	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -9449,6 +9505,9 @@ type ClientWithResponsesInterface interface {
 	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
+	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15821,6 +15880,9 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
 //
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -15863,6 +15925,9 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // (each body once per endpoint): a publish item that would pass either bound fails with a 422
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
+//
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
