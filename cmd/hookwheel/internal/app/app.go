@@ -476,7 +476,7 @@ func (n *Node) close() {
 	if n.stopTracing != nil {
 		// Last: the spans of the sends that finished during the stop are
 		// among those flushed.
-		ctx, cancel := context.WithTimeout(context.Background(), TracingFlushTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
 		defer cancel()
 		if err := n.stopTracing(ctx); err != nil {
 			n.logger.Warn("flushing spans at stop failed", "err", err)

@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// TracingFlushTimeout bounds the export of the spans still buffered when a
+// tracingFlushTimeout bounds the export of the spans still buffered when a
 // node stops.
-const TracingFlushTimeout = 5 * time.Second
+const tracingFlushTimeout = 5 * time.Second
 
 // TracerProviderFromEnv is the tracer provider the OTEL_* environment asks
 // for, as getenv reads it (os.Getenv: the exporter and the SDK read the
