@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -223,38 +224,65 @@ func (c *otlpCollector) spans() (names, services map[string]bool, types []string
 }
 
 // With OTEL_EXPORTER_OTLP_ENDPOINT set, a node built from the environment
-// exports its spans over OTLP/HTTP (protobuf) under OTEL_SERVICE_NAME. Not
-// parallel: it sets the process's environment, which the exporter reads.
+// exports its spans over OTLP/HTTP (protobuf) under OTEL_SERVICE_NAME, and
+// flushes those still buffered as it stops. Not parallel: it sets the
+// process's environment, which the exporter reads.
 func TestTracingExportsOverOTLP(t *testing.T) {
-	collector := newOTLPCollector(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
-	t.Setenv("OTEL_SERVICE_NAME", "hookwheel-e2e")
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // milliseconds
-	e := newEnv(t)
-	n := e.startNode()
-	acme := e.createTenant(n, "acme")
-	recv := newReceiver(t)
+	for _, tc := range []struct {
+		name string
+		// delay is OTEL_BSP_SCHEDULE_DELAY, in milliseconds: an hour
+		// exports nothing before the node stops.
+		delay string
+		stop  bool
+	}{
+		{"exported as they end", "50", false},
+		{"flushed at the stop", "3600000", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			collector := newOTLPCollector(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+			t.Setenv("OTEL_SERVICE_NAME", "hookwheel-e2e")
+			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", tc.delay)
+			e := newEnv(t)
+			n := e.startNode()
+			acme := e.createTenant(n, "acme")
+			recv := newReceiver(t)
 
-	resp, body := rawRequest(t, http.MethodPost, n.base+"/v1/tasks", acme.apiKey,
-		mustJSON(t, map[string]string{"url": recv.URL + "/hook"}), map[string]string{"traceparent": incoming})
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
-	recv.waitFor(t, 10*time.Second, "the webhook", func(ds []delivery) bool { return len(ds) == 1 })
-
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	for {
-		names, services, types := collector.spans()
-		if names["POST /v1/tasks"] && names[tracing.SpanStoreInsert] && names[tracing.SpanSend] {
-			require.Equal(t, map[string]bool{"hookwheel-e2e": true}, services)
-			for _, ct := range types {
-				require.Equal(t, "application/x-protobuf", ct)
+			resp, body := rawRequest(t, http.MethodPost, n.base+"/v1/tasks", acme.apiKey,
+				mustJSON(t, map[string]string{"url": recv.URL + "/hook"}), map[string]string{"traceparent": incoming})
+			require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+			recv.waitFor(t, 10*time.Second, "the webhook", func(ds []delivery) bool { return len(ds) == 1 })
+			if tc.stop {
+				_ = acme.waitStatus(t, uuidOf(t, recv.snapshot()[0].webhookID()), openapi.TaskStatusDelivered, 10*time.Second)
+				names, _, _ := collector.spans()
+				require.Empty(t, names, "nothing exported before the stop")
+				n.stop(t)
 			}
-			return
-		}
-		select {
-		case <-collector.received:
-		case <-deadline.C:
-			t.Fatalf("the collector has spans %v, want the create's, its insert's and its send's", names)
-		}
+
+			deadline := time.NewTimer(15 * time.Second)
+			defer deadline.Stop()
+			for {
+				names, services, types := collector.spans()
+				if names["POST /v1/tasks"] && names[tracing.SpanStoreInsert] && names[tracing.SpanSend] {
+					require.Equal(t, map[string]bool{"hookwheel-e2e": true}, services)
+					for _, ct := range types {
+						require.Equal(t, "application/x-protobuf", ct)
+					}
+					return
+				}
+				select {
+				case <-collector.received:
+				case <-deadline.C:
+					t.Fatalf("the collector has spans %v, want the create's, its insert's and its send's", names)
+				}
+			}
+		})
 	}
+}
+
+func uuidOf(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	require.NoError(t, err)
+	return id
 }
