@@ -101,3 +101,29 @@ func TestInsertSpan(t *testing.T) {
 	require.Equal(t, "2", batchAttrs[tracing.AttrTaskCount])
 	require.Equal(t, "InsertTasks", batchAttrs["db.operation.name"])
 }
+
+// A schedule's trace context is copied to each occurrence's task, which its
+// claim then carries; a schedule without one makes tasks without one.
+func TestScheduleTraceContextReachesOccurrences(t *testing.T) {
+	t.Parallel()
+	db, pool := openDB(t)
+	tenant := createTenant(t, db)
+	now := dbNow(t, pool).Truncate(time.Second)
+	first := now.Add(-2 * time.Second)
+	traced, untraced := schedNew(tenant.ID, &first), schedNew(tenant.ID, &first)
+	traced.TraceParent, traced.TraceState = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "rojo=00f067aa0ba902b7"
+	require.NoError(t, db.InsertSchedule(context.Background(), traced, nil))
+	require.NoError(t, db.InsertSchedule(context.Background(), untraced, nil))
+
+	created := schedMaterialize(t, db, now, schedEverySecond(now))
+	require.Len(t, created, 6, "three occurrences of each")
+	for _, s := range []*model.Schedule{traced, untraced} {
+		occ := schedOccurrences(t, pool, s.ID)
+		require.Len(t, occ, 3)
+		for _, o := range occ {
+			claim := claimOne(t, db, pool, o.ID)
+			require.Equal(t, s.TraceParent, claim.TraceParent)
+			require.Equal(t, s.TraceState, claim.TraceState)
+		}
+	}
+}

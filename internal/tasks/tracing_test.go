@@ -74,3 +74,36 @@ func storedTrace(t *testing.T, b *testBundle, task *model.Task) [2]string {
 	}
 	return out
 }
+
+// A schedule keeps the trace context of its create, which every occurrence
+// then carries (the store's materializer copies it).
+func TestCreateScheduleKeepsTheCallersTrace(t *testing.T) {
+	t.Parallel()
+	svc, b := setup(t, setupConfig{})
+	parent, ok := tracing.Parent(createParent, "")
+	require.True(t, ok)
+	for _, tc := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{trace.ContextWithRemoteSpanContext(t.Context(), parent), createParent},
+		{t.Context(), ""},
+	} {
+		sc := &model.Schedule{Cron: "0 9 * * *", Timezone: "UTC", URL: "https://example.com/tick", Method: "POST",
+			Headers: map[string]string{}, Timeout: 30 * time.Second, MaxAttempts: 5, MinBackoff: time.Second, MaxBackoff: time.Minute,
+			CreatedAt: b.clock.Now()}
+		next := b.clock.Now().Add(time.Hour)
+		sc.NextRunAt = &next
+		require.NoError(t, svc.CreateSchedule(tc.ctx, b.tenant, sc, "key:test"))
+		conn, err := pgx.Connect(t.Context(), b.dbURL)
+		require.NoError(t, err)
+		var stored *string
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT trace_parent FROM schedules WHERE id = $1`, sc.ID).Scan(&stored))
+		_ = conn.Close(context.Background())
+		got := ""
+		if stored != nil {
+			got = *stored
+		}
+		require.Equal(t, tc.want, got)
+	}
+}

@@ -9,5 +9,10 @@
 -- (internal/tracing) before they are stored.
 ALTER TABLE tasks ADD COLUMN trace_parent text, ADD COLUMN trace_state text;
 
+-- A schedule's, from its create request, which the materializer copies to
+-- every occurrence's task.
+ALTER TABLE schedules ADD COLUMN trace_parent text, ADD COLUMN trace_state text;
+
 -- +goose Down
+ALTER TABLE schedules DROP COLUMN trace_parent, DROP COLUMN trace_state;
 ALTER TABLE tasks DROP COLUMN trace_parent, DROP COLUMN trace_state;

@@ -797,6 +797,10 @@ export interface paths {
          *     Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
          *     that never became a task (every dispatcher was down) is missed: after downtime, only the most
          *     recent missed occurrence fires, once and at once, not every missed tick.
+         *
+         *     A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+         *     kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+         *     span id of its own.
          */
         post: operations["createSchedule"];
         delete?: never;
@@ -3955,7 +3959,8 @@ export interface components {
         PublishID: string;
         /**
          * @description W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
-         *     The task (each task of a batch, each endpoint's task of a publish) keeps it, and every attempt's
+         *     The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+         *     schedule) keeps it, and every attempt's
          *     webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
          *     server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
          *     specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
@@ -4628,7 +4633,8 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
                  * @description W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
-                 *     The task (each task of a batch, each endpoint's task of a publish) keeps it, and every attempt's
+                 *     The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+                 *     schedule) keeps it, and every attempt's
                  *     webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
                  *     server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
                  *     specification asks: the call is not refused, and its tasks carry no trace of the caller's. A

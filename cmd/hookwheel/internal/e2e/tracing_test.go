@@ -111,9 +111,9 @@ func TestTracingSpansFromCreateToWebhook(t *testing.T) {
 }
 
 // With tracing off (no exporter), a create's traceparent still reaches its
-// webhooks: a single create's, each task of a batch, and each endpoint's of
-// a publish, all in the client's trace, each with a span id of its own; a
-// task created without one sends none.
+// webhooks: a single create's, each task of a batch, each endpoint's of a
+// publish and each occurrence of a schedule, all in the client's trace, each
+// with a span id of its own; a task created without one sends none.
 func TestTraceparentCarriedWithoutExporter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -156,6 +156,20 @@ func TestTraceparentCarriedWithoutExporter(t *testing.T) {
 	require.Equal(t, map[string]bool{"/single": true, "/batch/1": true, "/batch/2": true, "/billing": true, "/shipping": true}, paths)
 	none := untraced.waitFor(t, 10*time.Second, "the untraced webhook", func(ds []delivery) bool { return len(ds) == 1 })
 	require.Empty(t, none[0].header.Get("traceparent"), "no trace, no traceparent")
+
+	// A schedule's occurrences continue the trace of its create, each with
+	// a span id of its own.
+	ticks := newReceiver(t)
+	resp, body = rawRequest(t, http.MethodPost, n.base+"/v1/schedules", acme.apiKey,
+		mustJSON(t, map[string]string{"url": ticks.URL + "/tick", "cron": "@every 1s"}), header)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(body))
+	ds = ticks.waitFor(t, 15*time.Second, "two occurrences", func(ds []delivery) bool { return len(ds) >= 2 })
+	for _, d := range ds[:2] {
+		sc := spanContextOf(t, d)
+		require.Equal(t, client.TraceID(), sc.TraceID())
+		require.False(t, spanIDs[sc.SpanID()], "an occurrence's span id of its own")
+		spanIDs[sc.SpanID()] = true
+	}
 }
 
 // otlpCollector is an OTLP/HTTP endpoint that keeps the trace exports it

@@ -2498,7 +2498,8 @@ type CreateTaskParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// Traceparent W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
-	// The task (each task of a batch, each endpoint's task of a publish) keeps it, and every attempt's
+	// The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+	// schedule) keeps it, and every attempt's
 	// webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
 	// server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
 	// specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
@@ -3050,6 +3051,10 @@ type ClientInterface interface {
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -3079,6 +3084,10 @@ type ClientInterface interface {
 	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
+	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4577,6 +4586,10 @@ func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams,
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
 //
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -4616,6 +4629,10 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, contentType string,
 // Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
+//
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8880,6 +8897,10 @@ type ClientWithResponsesInterface interface {
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -8909,6 +8930,10 @@ type ClientWithResponsesInterface interface {
 	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
+	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15120,6 +15145,10 @@ func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, par
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
 //
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -15155,6 +15184,10 @@ func (c *ClientWithResponses) CreateScheduleWithBodyWithResponse(ctx context.Con
 // Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
+//
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
