@@ -4,7 +4,7 @@
 // that the API, the store and the dispatcher name and carry traces alike.
 // Building the tracer provider from the OTEL_* environment is the binary's
 // (cmd/hookwheel/internal/app); every part takes the provider it is given,
-// and none reads or sets OpenTelemetry's globals.
+// and none reads OpenTelemetry's global provider or propagator.
 //
 // Span names are few and fixed (an API span is named by its route
 // template); what varies, a task's id, tenant and target, goes in
