@@ -129,6 +129,7 @@ func (s *Server) CreateTasksBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	traceTaskCount(c, len(valid))
 	overQuota, overDaily := 0, 0
 	// retryAfter is the longest wait of the items refused over a quota: a
 	// client that reads only the header, as it would of a single create's

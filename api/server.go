@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/model"
@@ -113,6 +114,10 @@ type Config struct {
 	// (HOOKWHEEL_PUBLIC_URL), such as https://hooks.example.com. Default:
 	// the origin the creating call reached, as its Host header names it.
 	PublicURL string
+	// TracerProvider makes the requests' spans (tracing.go). Default: none
+	// made; a request's traceparent is still carried to the tasks it
+	// creates.
+	TracerProvider trace.TracerProvider
 }
 
 // Limits bound what a task request may ask for.
@@ -245,6 +250,9 @@ func New(cfg Config) (*Server, error) {
 	e.Use(
 		// First, so that every answer carries them, whatever refuses it.
 		withSecurityHeaders(),
+		// Outside the others, so that its span covers them and sees the
+		// status they answered.
+		traceRequests(cfg.TracerProvider),
 		logRequests(cfg.Logger),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{DisablePrintStack: true}),
 		measure(requests),

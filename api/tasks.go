@@ -56,6 +56,7 @@ func (s *Server) CreateTask(c echo.Context, params openapi.CreateTaskParams) err
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		return c.JSON(http.StatusOK, taskJSON(res.Task))
 	}
+	traceTask(c, res.Task)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/tasks/"+res.Task.ID.String())
 	return c.JSON(http.StatusCreated, taskJSON(res.Task))
 }

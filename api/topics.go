@@ -43,6 +43,7 @@ func (s *Server) publish(c echo.Context, tenant *model.Tenant, task *model.Task)
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 		return c.JSON(http.StatusOK, publishJSON(res.Publish))
 	}
+	traceTaskCount(c, len(res.Publish.Tasks))
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/publishes/"+res.Publish.ID.String())
 	return c.JSON(http.StatusCreated, publishJSON(res.Publish))
 }

@@ -48,7 +48,9 @@ func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, 
 	if tenantMax > 0 {
 		timeout = min(timeout, tenantMax)
 	}
-	statusCode, header, respBody, received, sendErr := s.send(s.cfg.Sends, c, keys, timeout, started)
+	ctx, span := s.cfg.Spans.send(s.cfg.Sends, c, target)
+	statusCode, header, respBody, received, sendErr := s.send(ctx, c, keys, timeout, started)
+	endSend(span, statusCode, sendErr)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
 	outcome = retry.Classify(statusCode, header, sendErr)

@@ -62,6 +62,8 @@ type claimerConfig struct {
 	// (heldTenants): a claim leaves them out, and rearmMissed forgets them, still waiting in
 	// Postgres until their tenant or target is released. Nil: none.
 	Held func() *model.Held
+	// Spans makes a span per claim statement (tracing.go).
+	Spans spans
 }
 
 // firing is a task whose claim timer fired.
@@ -227,8 +229,10 @@ func (cl *claimer) claim(ctx context.Context, ids []uuid.UUID) {
 		}
 		return
 	}
+	span := cl.cfg.Spans.claim(claimCtx, len(ids))
 	claims, err := cl.cfg.Store.ClaimTasks(claimCtx, cl.cfg.NodeID, cl.cfg.Partitions(), ids, now.Add(cl.horizon()), cl.cfg.LeaseMargin,
 		cl.cfg.Held())
+	endBatch(span, len(claims), err)
 	if err != nil {
 		cl.cfg.Metrics.storeErrors.WithLabelValues("claim").Inc()
 		if ctx.Err() == nil {

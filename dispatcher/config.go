@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/keyring"
@@ -43,6 +44,10 @@ type Config struct {
 	// Keyring opens signing secrets stored sealed. Default: the empty
 	// keyring, which opens only plaintext secrets.
 	Keyring *keyring.Keyring
+	// TracerProvider makes the claim, send and record spans (tracing.go).
+	// Default: none made; a task created in a trace still sends its
+	// webhooks as children of it.
+	TracerProvider trace.TracerProvider
 	// HTTPClient sends the webhooks. Default: a pooled client that dials
 	// through Guard, never uses a proxy, never follows redirects, and reads
 	// at most MaxResponseHeader of an answer's headers (newHTTPClient); a

@@ -160,7 +160,8 @@ func (d *Dispatcher) buildClaimer(m *metrics, redis optionalRedis) *claimer {
 		LeaseEpoch: d.ownership.leaseEpoch, LeaseValid: d.ownership.leaseValid, LeaseRetry: cfg.HeartbeatInterval,
 		FireOnce: fireOnce.claim, RateLimit: d.limits.rateLimitClaims,
 		Hold: d.holder.hold, Send: d.claimed, Defer: d.deferrer.Defer,
-		Held: func() *model.Held { return d.held.held() },
+		Held:  func() *model.Held { return d.held.held() },
+		Spans: newSpans(cfg.TracerProvider),
 	})
 }
 
@@ -169,6 +170,7 @@ func (d *Dispatcher) buildRecorder(m *metrics) *recorder {
 	return newRecorder(recorderConfig{
 		Store: cfg.DB, Clock: cfg.Clock, Logger: cfg.Logger, Metrics: m,
 		Queue: cfg.Senders, Batch: cfg.RecordBatch, Delay: cfg.RecordDelay, GiveUpAfter: cfg.LeaseMargin,
+		Spans: newSpans(cfg.TracerProvider),
 	})
 }
 
@@ -194,7 +196,7 @@ func (d *Dispatcher) buildSender(m *metrics, redis optionalRedis) *sender {
 		Paused: d.held.pauses, Health: d.health.observe,
 		MaxTimeout: cfg.MaxTimeout, DefaultMaxTimeout: cfg.DefaultLimits.MaxTimeout,
 		LeaseMargin: cfg.LeaseMargin, UserAgent: cfg.UserAgent,
-		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand,
+		MaxResponseBody: cfg.MaxResponseBody, Rand: cfg.Rand, Spans: newSpans(cfg.TracerProvider),
 	})
 }
 

@@ -32,6 +32,8 @@ type recorderConfig struct {
 	// GiveUpAfter is how long a batch is retried while Postgres is away
 	// before it is written row by row.
 	GiveUpAfter time.Duration
+	// Spans makes a span per write of a batch (tracing.go).
+	Spans spans
 }
 
 // recorder writes finished attempts to Postgres in batches.
@@ -108,8 +110,10 @@ func (rec *recorder) flush(batch []recordRequest) {
 	backoff := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		span := rec.cfg.Spans.record(len(results))
 		errs, err := rec.cfg.Store.RecordAttempts(ctx, results)
 		cancel()
+		endBatch(span, recordedCount(errs, err), err)
 		if err == nil {
 			for i, r := range batch {
 				r.then(errs[i])
@@ -134,4 +138,19 @@ func (rec *recorder) flush(batch []recordRequest) {
 		}
 		r.then(err)
 	}
+}
+
+// recordedCount is how many attempts of a batch RecordAttempts wrote: those
+// without an error of their own (a claim lost), none when it failed.
+func recordedCount(errs []error, err error) int {
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range errs {
+		if e == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/retry"
 	"github.com/hookwheel/hookwheel/internal/signing"
+	"github.com/hookwheel/hookwheel/internal/tracing"
 )
 
 // attemptThrough sends c through its tenant's dispatch limits for the host
@@ -156,6 +157,10 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 			req.Header.Set(name, value)
 		}
 	}
+	// The send's trace context (spans.send), over a traceparent of the
+	// task's own headers, when the task was created in a trace or tracing
+	// is on; none otherwise.
+	tracing.Inject(ctx, req.Header)
 	webhookID := c.ID.String()
 	secrets, keyID := keys.at(now)
 	signed, err := s.cfg.Signer.Sign(secrets, signing.Message{WebhookID: webhookID, URL: c.URL, Body: c.Body, KeyID: keyID}, now)

@@ -94,6 +94,9 @@ type senderConfig struct {
 	UserAgent         string
 	MaxResponseBody   int
 	Rand              func() float64
+	// Spans makes a span per send and carries its task's trace context to
+	// the webhook (tracing.go).
+	Spans spans
 }
 
 // sender signs and sends claimed tasks, one attempt each, through their

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwheel/hookwheel/internal/clock"
 	"github.com/hookwheel/hookwheel/internal/keyring"
@@ -126,6 +127,8 @@ type senderOptions struct {
 	journal answerStore
 	// limits defaults to openLimits.
 	limits limitsGate
+	// tracer makes the sends' spans; nil makes none (tracing_test.go).
+	tracer trace.TracerProvider
 }
 
 // testBodies is a bodyStore that holds no long body.
@@ -253,7 +256,7 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Fence:           func(*model.ClaimedTask, time.Time) bool { return !b.fenced.Load() },
 		Held:            func(uuid.UUID) bool { return b.held.Load() },
 		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
-		DefaultMaxTimeout: opts.defaultMaxTimeout,
+		DefaultMaxTimeout: opts.defaultMaxTimeout, Spans: newSpans(opts.tracer),
 	})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -35,18 +35,20 @@ WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::bytea[],
 		$7::timestamptz[], $8::integer[], $9::integer[], $10::bigint[], $11::bigint[], $12::text[], $13::bytea[],
 		$14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::uuid[], $20::text[], $21::text[],
-		$22::text[], $24::timestamptz[])
+		$22::text[], $24::timestamptz[], $25::text[], $26::text[])
 		AS i(id, tenant_id, url, method, headers, body, run_at, timeout_ms, max_attempts, min_backoff_ms,
 			max_backoff_ms, idempotency_key, request_hash, notify, labels, callback, failure_callback, ordering_key,
-			publish_id, topic, endpoint_name, flow_key, expires_at)
+			publish_id, topic, endpoint_name, flow_key, expires_at, trace_parent, trace_state)
 ),
 inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at,
+		trace_parent, trace_state)
 	SELECT id, tenant_id, 'scheduled', url, method, headers::jsonb, body, run_at, run_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels::jsonb,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at,
+		trace_parent, trace_state
 	FROM input
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys ik
 		WHERE ik.tenant_id = input.tenant_id AND ik.kind = 'task' AND ik.key = input.idempotency_key)
@@ -90,7 +92,9 @@ type tenantKey struct {
 // insertTasks is InsertTasks through q: the pool, or a caller's transaction
 // (TxStore, or InsertPublishes's own).
 // Its tasks count in shard of their tenants' usage.
-func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Task, notifyBefore time.Time) ([]model.InsertResult, error) {
+func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Task, notifyBefore time.Time) (_ []model.InsertResult, err error) {
+	ctx, span := startInsertSpan(ctx, "InsertTasks", len(tasks))
+	defer func() { endInsertSpan(span, err) }()
 	var (
 		results = make([]model.InsertResult, len(tasks))
 		// dupOf maps a task to the earlier task of this call holding its key.
@@ -123,6 +127,8 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 		topics    = make([]*string, 0, n)
 		endpoints = make([]*string, 0, n)
 		expiries  = make([]*time.Time, 0, n)
+		parents   = make([]*string, 0, n)
+		states    = make([]*string, 0, n)
 	)
 	for i, t := range tasks {
 		if t.IdempotencyKey != nil {
@@ -186,6 +192,8 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 		topics = append(topics, t.Topic)
 		endpoints = append(endpoints, t.EndpointName)
 		expiries = append(expiries, t.ExpiresAt)
+		parents = append(parents, nullIfEmpty(t.TraceParent))
+		states = append(states, nullIfEmpty(t.TraceState))
 	}
 	if len(sent) == 0 {
 		return results, nil
@@ -195,7 +203,7 @@ func insertTasks(ctx context.Context, q Querier, shard int16, tasks []*model.Tas
 	created := make(map[uuid.UUID]stamps, len(sent))
 	rows, err := q.Query(ctx, queryInsertTasks, ids, tenantIDs, urls, methods, headers, bodies, runAts,
 		timeouts, maxAtt, minBack, maxBack, keys, hashes, notify, labels, callbacks, failures, orderKeys,
-		publishes, topics, endpoints, flowKeys, shard, expiries)
+		publishes, topics, endpoints, flowKeys, shard, expiries, parents, states)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d tasks: %w", len(sent), err)
 	}

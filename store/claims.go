@@ -25,8 +25,8 @@ import (
 // concurrent writer. The CTE's columns and the tenant's are renamed so that
 // none shadows a task column: the RETURNING list is claimedColumns, read by
 // the one task scanner, plus the signing secrets, the body's size, the
-// tenant's max_timeout (its own, else its plan's) and the private ranges granted to it, and its plan
-// (the usage metrics' label).
+// tenant's max_timeout (its own, else its plan's) and the private ranges granted to it, its plan
+// (the usage metrics' label), and the task's trace context (empty for none).
 const queryClaimTasks = `-- name: ClaimTasks
 WITH due AS (
 	SELECT ctid AS due_ctid, status AS due_status, next_attempt_at AS due_at, partition AS due_partition,
@@ -62,7 +62,8 @@ WHERE t.ctid = due.due_ctid AND tn.signing_tenant = due.due_tenant
 		WHERE p.id = due.due_partition AND p.owner <> $5 AND p.lease_expires_at > now())
 RETURNING ` + claimedColumns + `, tn.signing_secrets, octet_length(t.body), tn.tenant_max_timeout,
 	tn.target_allow_cidrs, due.due_parked,
-	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0), tn.tenant_plan`
+	coalesce(fl.flow_rate, 0), coalesce(fl.flow_period_ms, 0), coalesce(fl.flow_parallelism, 0), tn.tenant_plan,
+	coalesce(t.trace_parent, ''), coalesce(t.trace_state, '')`
 
 // flowLimitOf is the flow limit of a claimed task with a flow key: its
 // key's own, else its tenant's default ('*'); no row when neither exists.
@@ -234,7 +235,8 @@ func scanClaimedTask(token uuid.UUID) pgx.RowToFunc[claimRow] {
 			plan                   *string
 		)
 		err := scanTaskWith(r, &c.Task, headers.into(&c.Headers), secrets.into(&c.SigningSecrets),
-			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel, &plan)
+			&c.BodySize, &maxTimeoutNs, &c.TargetAllowCIDRs, &parked, &flowRate, &flowPeriodMs, &flowParallel, &plan,
+			&c.TraceParent, &c.TraceState)
 		if plan != nil {
 			c.TenantPlan = *plan
 		}

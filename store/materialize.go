@@ -65,10 +65,10 @@ WITH input AS (
 ), inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, schedule_id, occurrence_at, labels,
-		callback, failure_callback, ordering_key, flow_key)
+		callback, failure_callback, ordering_key, flow_key, trace_parent, trace_state)
 	SELECT a.id, s.tenant_id, 'scheduled', s.url, s.method, s.headers, s.body, a.at, a.at,
 		s.timeout_ms, s.max_attempts, s.min_backoff_ms, s.max_backoff_ms, s.id, a.at, s.labels,
-		s.callback, s.failure_callback, s.ordering_key, s.flow_key
+		s.callback, s.failure_callback, s.ordering_key, s.flow_key, s.trace_parent, s.trace_state
 	FROM admitted a JOIN schedules s ON s.id = a.schedule_id
 	ON CONFLICT (schedule_id, occurrence_at) WHERE schedule_id IS NOT NULL DO NOTHING
 	RETURNING id, run_at, schedule_id, tenant_id, 0::smallint AS shard

@@ -64,8 +64,8 @@ func roundUpToMicroPtr(t *time.Time) *time.Time {
 const queryInsertSchedule = `-- name: InsertSchedule
 INSERT INTO schedules (id, tenant_id, cron, timezone, paused, url, method, headers, body, timeout_ms, max_attempts,
 	min_backoff_ms, max_backoff_ms, next_run_at, created_at, updated_at, labels, callback, failure_callback, ordering_key,
-	flow_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20)
+	flow_key, trace_parent, trace_state)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20, $21, $22)
 RETURNING created_at, updated_at`
 
 // InsertSchedule stores a new schedule. s.CreatedAt is stored as given (the
@@ -85,6 +85,7 @@ func (db *DB) InsertSchedule(ctx context.Context, s *model.Schedule, audit *mode
 			s.ID, s.TenantID, s.Cron, s.Timezone, s.Paused, s.URL, s.Method, s.Headers, s.Body,
 			s.Timeout.Milliseconds(), s.MaxAttempts, s.MinBackoff.Milliseconds(), s.MaxBackoff.Milliseconds(),
 			s.NextRunAt, s.CreatedAt, labelsArg(s.Labels), s.Callback, s.FailureCallback, s.OrderingKey, s.FlowKey,
+			nullIfEmpty(s.TraceParent), nullIfEmpty(s.TraceState),
 		).Scan(&s.CreatedAt, &s.UpdatedAt)
 		if err != nil {
 			return err

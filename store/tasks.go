@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tracing"
 )
 
 // DueNotifyChannel is the Postgres NOTIFY channel on which a node that stored
@@ -87,9 +88,10 @@ const queryInsertTask = `-- name: InsertTask
 WITH inserted AS (
 	INSERT INTO tasks (id, tenant_id, status, url, method, headers, body, run_at, next_attempt_at,
 		timeout_ms, max_attempts, min_backoff_ms, max_backoff_ms, idempotency_key, request_hash, labels,
-		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at)
+		callback, failure_callback, ordering_key, publish_id, topic, endpoint_name, flow_key, expires_at,
+		trace_parent, trace_state)
 	SELECT $1, $2, 'scheduled', $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19,
-		$20, $21, $22, $23, $25
+		$20, $21, $22, $23, $25, $26, $27
 	WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = $2 AND kind = 'task' AND key = $12)
 	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	RETURNING tenant_id, created_at, updated_at, $24::smallint AS shard
@@ -128,6 +130,11 @@ func (db *DB) InsertTask(ctx context.Context, t *model.Task, notifyDue bool) (ex
 // insertTask is InsertTask through q: the pool, or a caller's transaction
 // (TxStore), counting the task in shard of its tenant's usage.
 func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, notifyDue bool) (existing *model.Task, created bool, err error) {
+	ctx, span := startInsertSpan(ctx, "InsertTask", 1)
+	defer func() { endInsertSpan(span, err) }()
+	if span != nil {
+		span.SetAttributes(tracing.TaskAttributes(t.ID, t.TenantID, model.TargetKey(t.URL))...)
+	}
 	t.Status = model.StatusScheduled
 	if t.Body == nil {
 		t.Body = []byte{}
@@ -143,7 +150,7 @@ func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, noti
 		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
 		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
 		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
-		t.ExpiresAt,
+		t.ExpiresAt, nullIfEmpty(t.TraceParent), nullIfEmpty(t.TraceState),
 	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
 	if err == nil {
 		return nil, true, nil

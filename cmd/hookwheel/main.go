@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/cmd/hookwheel/internal/app"
 	"github.com/hookwheel/hookwheel/dispatcher"
@@ -155,6 +157,8 @@ Environment:
                           10000, 100, 30s, 100/s per target host, 20 per target host, none, none;
                           0 lifts one)
   HOOKWHEEL_DEFAULT_PLAN  the plan of a new tenant whose create names none (default none)
+  OTEL_EXPORTER_OTLP_ENDPOINT  export traces over OTLP, http://collector:4318 (default: none made);
+                          the other OTEL_* variables work as usual (docs/observability.md)
   See docs/operations.md for the rest.
 `
 
@@ -479,6 +483,12 @@ func serve(ctx context.Context, args []string, env environment, logger *slog.Log
 	if *apiOnly && *dispatcherOnly {
 		return usageError{"--api-only and --dispatcher-only are exclusive"}
 	}
+	// OpenTelemetry reports what goes wrong (a collector that cannot be
+	// reached) through its one global handler, which prints with the log
+	// package: set once, here, to the node's logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("tracing failed", "err", err)
+	}))
 	node, err := app.New(ctx, app.Config{
 		DatabaseURL:       env.databaseURL,
 		DatabaseDirectURL: env.directURL,

@@ -34,6 +34,10 @@ type Schedule struct {
 	// Callback and FailureCallback are copied to every occurrence's task;
 	// nil when none.
 	Callback, FailureCallback *string
+	// TraceParent and TraceState are the W3C trace context the schedule
+	// was created in (see Task), copied to every occurrence's task; empty
+	// when none.
+	TraceParent, TraceState string
 	// NextRunAt is the next occurrence not yet materialised as a task; nil
 	// while paused, or once the schedule has no occurrence left.
 	NextRunAt *time.Time

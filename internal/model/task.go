@@ -77,6 +77,11 @@ type Task struct {
 	// ExpiresAt, when set, is the instant from which no attempt of the task
 	// may start (ExpiredAt); nil: it never expires.
 	ExpiresAt *time.Time
+	// TraceParent and TraceState are the W3C trace context the task was
+	// created in, as the traceparent and tracestate headers spell it; empty
+	// when it was created outside any trace. Each attempt's webhook is a
+	// child of it (package tracing).
+	TraceParent, TraceState string
 }
 
 // ExpiredAt reports whether an attempt of t starting at at would start too

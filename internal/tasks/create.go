@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookwheel/hookwheel/internal/model"
+	"github.com/hookwheel/hookwheel/internal/tracing"
 )
 
 // Created is the outcome of a create that did not fail.
@@ -58,6 +59,16 @@ type Creator interface {
 	WithTasksCreated(ctx context.Context, tenantID uuid.UUID, fn func(st model.CreateStore, created int) error) error
 }
 
+// carryTrace gives t the trace context of ctx's span, unless it has one:
+// the API's request span, which continues the create request's
+// traceparent, or an application's own span around a transactional
+// enqueue. Its webhooks are then sent as children of it (package tracing).
+func carryTrace(ctx context.Context, t *model.Task) {
+	if t.TraceParent == "" {
+		t.TraceParent, t.TraceState = tracing.Carried(ctx)
+	}
+}
+
 // CreateWith is Create through st, without telling anyone of the task but
 // by the notification st's insert sends on commit when the task falls due
 // before notifyBefore. The Service calls it and then announces; a program
@@ -73,6 +84,7 @@ func CreateWith(ctx context.Context, st Creator, tenant *model.Tenant, t *model.
 		return Created{}, fmt.Errorf("create task id: %w", err)
 	}
 	t.ID, t.TenantID = id, tenant.ID
+	carryTrace(ctx, t)
 	perDay := tenant.Limits.TasksPerDay
 	if perDay <= 0 {
 		return createOne(ctx, st, tenant, t, notifyBefore)
@@ -210,6 +222,8 @@ func createBatch(ctx context.Context, st Creator, pub *publishing, tenant *model
 	pubs := make([]*model.Publish, len(tasks))
 	total := 0
 	for i, t := range tasks {
+		// Before a publish copies t for each endpoint.
+		carryTrace(ctx, t)
 		if t.Topic == nil {
 			id, err := uuid.NewV7()
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookwheel/hookwheel/internal/model"
 	"github.com/hookwheel/hookwheel/internal/schedule"
+	"github.com/hookwheel/hookwheel/internal/tracing"
 )
 
 // Recurring schedules. A schedule is stored with its first occurrence; the
@@ -38,6 +39,10 @@ func (s *Service) CreateSchedule(ctx context.Context, tenant *model.Tenant, sc *
 		return fmt.Errorf("create schedule id: %w", err)
 	}
 	sc.ID, sc.TenantID = id, tenant.ID
+	if sc.TraceParent == "" {
+		// Every occurrence's webhooks continue the trace of the create.
+		sc.TraceParent, sc.TraceState = tracing.Carried(ctx)
+	}
 	if err := s.store.InsertSchedule(ctx, sc, auditEntry(tenant.ID, actor, AuditScheduleCreated, scheduleDetail(sc))); err != nil {
 		return fmt.Errorf("create schedule: %w", err)
 	}

@@ -133,6 +133,8 @@ func (s *Service) Publish(ctx context.Context, tenant *model.Tenant, template *m
 	if err := budget.take(topic, template); err != nil {
 		return Published{}, err
 	}
+	// Every endpoint's task continues the publish's trace.
+	carryTrace(ctx, template)
 	pub, err := newPublish(tenant, template, topic)
 	if err != nil {
 		return Published{}, err

@@ -335,6 +335,9 @@ export interface paths {
          *     (each body once per endpoint): a publish item that would pass either bound fails with a 422
          *     `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
          *     publish counts one per endpoint and fits whole or fails.
+         *
+         *     The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+         *     (see its parameters) and apply to every item: each task's webhooks continue that trace.
          */
         post: operations["createTasksBatch"];
         delete?: never;
@@ -794,6 +797,10 @@ export interface paths {
          *     Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
          *     that never became a task (every dispatcher was down) is missed: after downtime, only the most
          *     recent missed occurrence fires, once and at once, not every missed tick.
+         *
+         *     A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+         *     kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+         *     span id of its own.
          */
         post: operations["createSchedule"];
         delete?: never;
@@ -3976,6 +3983,24 @@ export interface components {
         /** @description The publish id, the `id` of the answer to the publish and the `publish_id` of its tasks. */
         PublishID: string;
         /**
+         * @description W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
+         *     The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+         *     schedule) keeps it, and every attempt's
+         *     webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
+         *     server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
+         *     specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
+         *     repeat answered from its `Idempotency-Key` changes nothing of the task stored first.
+         * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+         */
+        Traceparent: string;
+        /**
+         * @description W3C Trace Context: vendors' state of the trace `traceparent` names, passed on with it to the
+         *     webhooks. Ignored without a valid `traceparent`; dropped when malformed or longer than 512
+         *     characters.
+         * @example congo=t61rcWkgMzE
+         */
+        Tracestate: string;
+        /**
          * @description Makes the call safe to retry. The first request with a key creates the task; a repeat with the
          *     same key and the same body returns that task with status 200 and `Idempotent-Replayed: true`; a
          *     repeat with the same key and a different body gets 422. Keys are per tenant. The key is also sent
@@ -4631,6 +4656,24 @@ export interface operations {
                  *     again: a request reusing it creates a new task. Publishes' keys are kept the same way.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
+                 *     The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+                 *     schedule) keeps it, and every attempt's
+                 *     webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
+                 *     server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
+                 *     specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
+                 *     repeat answered from its `Idempotency-Key` changes nothing of the task stored first.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /**
+                 * @description W3C Trace Context: vendors' state of the trace `traceparent` names, passed on with it to the
+                 *     webhooks. Ignored without a valid `traceparent`; dropped when malformed or longer than 512
+                 *     characters.
+                 * @example congo=t61rcWkgMzE
+                 */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;

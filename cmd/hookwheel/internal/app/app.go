@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookwheel/hookwheel/api"
 	"github.com/hookwheel/hookwheel/dispatcher"
@@ -120,6 +121,12 @@ type Config struct {
 	// waiting for their answer then are interrupted, recorded as such and
 	// due again at once. Default 30s.
 	ShutdownTimeout time.Duration
+	// TracerProvider makes the node's spans: the API's requests, the
+	// inserts, the claims, the sends and the records. Default: the one
+	// the OTEL_* environment asks for (TracerProviderFromEnv), which the
+	// node flushes and stops as it stops; one given here is the caller's
+	// to stop.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrPoolerWithoutDirectURL is New's answer when DATABASE_URL goes through a
@@ -152,6 +159,9 @@ type Node struct {
 	// ops serve metrics and profiles apart from the API (MetricsAddr,
 	// PprofAddr).
 	ops []*opsServer
+	// stopTracing flushes and stops the tracer provider the node built;
+	// nil when it built none.
+	stopTracing func(context.Context) error
 }
 
 // New connects to the services, migrates, and binds the listen address; it
@@ -175,6 +185,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			opened.close()
 		}
 	}()
+	if cfg.TracerProvider == nil {
+		if cfg.TracerProvider, n.stopTracing, err = TracerProviderFromEnv(ctx, os.Getenv); err != nil {
+			return nil, err
+		}
+		n.cfg.TracerProvider = cfg.TracerProvider
+	}
 
 	n.db, err = store.Open(ctx, store.Config{
 		DatabaseURL: cfg.DatabaseURL, DirectURL: cfg.DatabaseDirectURL, Pooler: cfg.DatabasePooler, Logger: cfg.Logger,
@@ -240,6 +256,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Signup:      tenants.NewSignup(tenants.SignupConfig{Mode: cfg.Signup, Store: n.db, Tenants: n.tenants, Logger: cfg.Logger}),
 		SignupLimit: cfg.SignupLimit,
 		PublicURL:   cfg.PublicURL,
+
+		TracerProvider: cfg.TracerProvider,
 	}
 	if n.redis != nil {
 		apiCfg.SignupLimiter = n.redis
@@ -278,6 +296,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		dcfg.Keyring = cfg.Keyring
 		dcfg.DefaultLimits = cfg.DefaultLimits
+		dcfg.TracerProvider = cfg.TracerProvider
 		// The dispatcher's listener hears tenant changes for the whole node.
 		dcfg.TenantChanged = n.tenantChanged
 		n.dispatcher, err = dispatcher.New(dcfg)
@@ -453,5 +472,14 @@ func (n *Node) close() {
 	}
 	if n.db != nil {
 		n.db.Close()
+	}
+	if n.stopTracing != nil {
+		// Last: the spans of the sends that finished during the stop are
+		// among those flushed.
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer cancel()
+		if err := n.stopTracing(ctx); err != nil {
+			n.logger.Warn("flushing spans at stop failed", "err", err)
+		}
 	}
 }

@@ -2369,6 +2369,12 @@ type TaskID = openapi_types.UUID
 // TenantID defines model for TenantID.
 type TenantID = openapi_types.UUID
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest An error, as RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -2535,6 +2541,20 @@ type CreateTaskParams struct {
 	// them), and sends nothing. Once the task is deleted and the window has passed, the key is free
 	// again: a request reusing it creates a new task. Publishes' keys are kept the same way.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent W3C Trace Context: the caller's span, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`.
+	// The task (each task of a batch, each endpoint's task of a publish, each occurrence of a
+	// schedule) keeps it, and every attempt's
+	// webhook carries a `traceparent` in the same trace with a span id of its own, whether or not the
+	// server exports traces (see `docs/observability.md`). A malformed value is ignored, as the W3C
+	// specification asks: the call is not refused, and its tasks carry no trace of the caller's. A
+	// repeat answered from its `Idempotency-Key` changes nothing of the task stored first.
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate W3C Trace Context: vendors' state of the trace `traceparent` names, passed on with it to the
+	// webhooks. Ignored without a valid `traceparent`; dropped when malformed or longer than 512
+	// characters.
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListTaskAttemptsParams defines parameters for ListTaskAttempts.
@@ -3076,6 +3096,10 @@ type ClientInterface interface {
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -3105,6 +3129,10 @@ type ClientInterface interface {
 	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
+	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3648,6 +3676,9 @@ type ClientInterface interface {
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
 	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -3684,6 +3715,9 @@ type ClientInterface interface {
 	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
+	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4607,6 +4641,10 @@ func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams,
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
 //
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -4646,6 +4684,10 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, contentType string,
 // Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
+//
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5469,6 +5511,9 @@ func (c *Client) CreateTask(ctx context.Context, params *CreateTaskParams, body 
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
 //
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -5515,6 +5560,9 @@ func (c *Client) CreateTasksBatchWithBody(ctx context.Context, contentType strin
 // (each body once per endpoint): a publish item that would pass either bound fails with a 422
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
+//
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7889,6 +7937,28 @@ func NewCreateTaskRequestWithBody(server string, params *CreateTaskParams, conte
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam2)
+		}
+
 	}
 
 	return req, nil
@@ -8892,6 +8962,10 @@ type ClientWithResponsesInterface interface {
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
 	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -8921,6 +8995,10 @@ type ClientWithResponsesInterface interface {
 	// Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 	// that never became a task (every dispatcher was down) is missed: after downtime, only the most
 	// recent missed occurrence fires, once and at once, not every missed tick.
+	//
+	// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+	// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+	// span id of its own.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9488,6 +9566,9 @@ type ClientWithResponsesInterface interface {
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
 	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -9524,6 +9605,9 @@ type ClientWithResponsesInterface interface {
 	// (each body once per endpoint): a publish item that would pass either bound fails with a 422
 	// `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 	// publish counts one per endpoint and fits whole or fails.
+	//
+	// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+	// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15136,6 +15220,10 @@ func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, par
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
 //
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/schedules (the `CreateSchedule` operationId).
@@ -15171,6 +15259,10 @@ func (c *ClientWithResponses) CreateScheduleWithBodyWithResponse(ctx context.Con
 // Occurrences become tasks about 30 s before they fall due; an occurrence more than 30 s overdue
 // that never became a task (every dispatcher was down) is missed: after downtime, only the most
 // recent missed occurrence fires, once and at once, not every missed tick.
+//
+// A `traceparent` header (W3C Trace Context, with `tracestate`, read as by `POST /v1/tasks`) is
+// kept with the schedule: every occurrence's webhooks continue that trace, each attempt with a
+// span id of its own.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15906,6 +15998,9 @@ func (c *ClientWithResponses) CreateTaskWithResponse(ctx context.Context, params
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
 //
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/tasks/batch (the `CreateTasksBatch` operationId).
@@ -15948,6 +16043,9 @@ func (c *ClientWithResponses) CreateTasksBatchWithBodyWithResponse(ctx context.C
 // (each body once per endpoint): a publish item that would pass either bound fails with a 422
 // `fan-out-too-large` problem, later items being still considered. Over `max_pending_tasks`, a
 // publish counts one per endpoint and fits whole or fails.
+//
+// The `traceparent` and `tracestate` headers (W3C Trace Context) are read as by `POST /v1/tasks`
+// (see its parameters) and apply to every item: each task's webhooks continue that trace.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
