@@ -30,8 +30,20 @@ import (
 // the last attempt), for its breaker; the recorded attempt may say fail.
 // target is c's target key, for its health once the attempt is recorded;
 // started is when the attempt starts, read by the caller as it checked the
-// fence and the task's expiry.
-func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, started time.Time) (outcome retry.Outcome, interrupted bool) {
+// fence and the task's expiry. sent is false, and nothing is recorded, when
+// the fence refused the claim once its request was ready (send).
+func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, started time.Time) (outcome retry.Outcome, interrupted, sent bool) {
+	timeout := min(c.Timeout, s.cfg.MaxTimeout)
+	tenantMax := model.Limits{MaxTimeout: c.TenantMaxTimeout}.Resolve(model.Limits{MaxTimeout: s.cfg.DefaultMaxTimeout}).MaxTimeout
+	if tenantMax > 0 {
+		timeout = min(timeout, tenantMax)
+	}
+	ctx, span := s.cfg.Spans.send(s.cfg.Sends, c, target)
+	statusCode, header, respBody, received, sendErr := s.send(ctx, c, keys, timeout, started)
+	endSend(span, statusCode, sendErr)
+	if errors.Is(sendErr, errFencedAtSend) {
+		return "", false, false
+	}
 	scheduledFor := c.RunAt
 	if c.NextAttemptAt != nil {
 		scheduledFor = *c.NextAttemptAt
@@ -42,15 +54,6 @@ func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, 
 		kind = "retry"
 	}
 	s.cfg.Metrics.lateness.WithLabelValues(kind).Observe(lateness.Seconds())
-
-	timeout := min(c.Timeout, s.cfg.MaxTimeout)
-	tenantMax := model.Limits{MaxTimeout: c.TenantMaxTimeout}.Resolve(model.Limits{MaxTimeout: s.cfg.DefaultMaxTimeout}).MaxTimeout
-	if tenantMax > 0 {
-		timeout = min(timeout, tenantMax)
-	}
-	ctx, span := s.cfg.Spans.send(s.cfg.Sends, c, target)
-	statusCode, header, respBody, received, sendErr := s.send(ctx, c, keys, timeout, started)
-	endSend(span, statusCode, sendErr)
 	duration := s.cfg.Clock.Now().Sub(started)
 	interrupted = sendErr != nil && s.cfg.Sends.Err() != nil
 	outcome = retry.Classify(statusCode, header, sendErr)
@@ -180,7 +183,7 @@ func (s *sender) attempt(c *model.ClaimedTask, target string, keys signingKeys, 
 			s.cfg.Logger.Debug("attempt", "task", c.ID, "attempt", c.Attempt, "outcome", outcome, "status", statusCode, "lateness", lateness, "duration", duration)
 		}
 	})
-	return outcome, interrupted
+	return outcome, interrupted, true
 }
 
 // derefOr is *p, or def when p is nil.

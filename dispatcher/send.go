@@ -86,7 +86,14 @@ func (s *sender) attemptThrough(t *target, c *model.ClaimedTask) (sent bool) {
 		return false
 	}
 	finish := s.cfg.Targets.sending(t, report)
-	outcome, interrupted := s.attempt(c, t.key, keys, start)
+	outcome, interrupted, wentOut := s.attempt(c, t.key, keys, start)
+	if !wentOut {
+		// The fence refused it once its request was ready: as above.
+		finish(errNotSent)
+		s.cfg.Metrics.deferrals.WithLabelValues("lease_lapsed").Inc()
+		s.deferOne(c, time.Time{})
+		return false
+	}
 	if outcome == retry.OutcomeRetry && !interrupted {
 		finish(errTargetFailed)
 	} else if interrupted {
@@ -127,6 +134,10 @@ func (s *sender) loadBody(c *model.ClaimedTask) bool {
 	}
 	return false
 }
+
+// errFencedAtSend is send's answer when the fence refused the claim once its
+// request was ready: nothing went out, and the attempt is not recorded.
+var errFencedAtSend = errors.New("the claim could no longer be proven held when its request was ready; not sent")
 
 // bodyReadTimeout bounds reading a body the claim left out.
 const bodyReadTimeout = 5 * time.Second
@@ -185,6 +196,15 @@ func (s *sender) send(ctx context.Context, c *model.ClaimedTask, keys signingKey
 		req.Header.Set("Hookwheel-Publish-Id", c.PublishID.String())
 	}
 
+	// The fence again, by a reading taken once the request is built and
+	// signed (an Ed25519 key takes some 50 µs to sign): a node frozen in
+	// between wakes up here with its readings unchanged and its clock
+	// moved on, and gives the claim back rather than sending what another
+	// node may have sent meanwhile. What is left between this check and
+	// the request leaving is getting a connection and writing.
+	if !s.cfg.Fence(c, s.cfg.Clock.Now()) {
+		return 0, nil, nil, 0, errFencedAtSend
+	}
 	resp, err := s.cfg.Transports.forClaim(c).Do(req)
 	if err != nil {
 		return 0, nil, nil, 0, describeSendError(err, timeout, c.URL)

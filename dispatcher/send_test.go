@@ -94,6 +94,24 @@ func TestSenderFence(t *testing.T) {
 	require.Empty(t, b.deferred)
 }
 
+// TestSenderFenceRecheckedWhenReady: the fence is checked again once the
+// request is built and signed, so a node that froze in between (here: the
+// fence lets the claim through at first and refuses it at the second
+// check) gives the claim back unsent, with no attempt recorded.
+func TestSenderFenceRecheckedWhenReady(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, senderOptions{})
+	b.fencedFromCheck.Store(2)
+	c := b.claim()
+	b.claimed <- c
+	back := receive(t, b.deferred)
+	require.Equal(t, c.ID, back.id)
+	require.True(t, back.at.IsZero(), "given back due as it was")
+	require.EqualValues(t, 2, b.fenceChecks.Load(), "passed once, refused once")
+	require.Empty(t, b.requests, "nothing sent")
+	require.Empty(t, b.records, "no attempt recorded")
+}
+
 // TestSenderHeldTenant: a claim of a tenant suspended or deleted since it
 // was claimed is given back unsent, due as it was, and no attempt is
 // recorded.

@@ -65,6 +65,9 @@ type senderBundle struct {
 	stopping  atomic.Bool
 	// fenced makes the fence refuse every claim (fence.go).
 	fenced atomic.Bool
+	// fencedFromCheck, when set, makes the fence refuse claims from its
+	// nth check on, counted in fenceChecks.
+	fencedFromCheck, fenceChecks atomic.Int32
 	// held holds every tenant's tasks (held.go).
 	held atomic.Bool
 	// cancelSends interrupts the sends in flight, as the shutdown bound does.
@@ -253,7 +256,10 @@ func setupSender(t testing.TB, opts senderOptions) *senderBundle {
 		Metrics:  b.metrics,
 		Schedule: func(id uuid.UUID, at time.Time) { b.scheduled <- dueAt{id, at} },
 		Stopping: b.stopping.Load, LeaseMargin: 30 * time.Second, UserAgent: "hookwheel-test",
-		Fence:           func(*model.ClaimedTask, time.Time) bool { return !b.fenced.Load() },
+		Fence: func(*model.ClaimedTask, time.Time) bool {
+			n, from := b.fenceChecks.Add(1), b.fencedFromCheck.Load()
+			return !b.fenced.Load() && (from == 0 || n < from)
+		},
 		Held:            func(uuid.UUID) bool { return b.held.Load() },
 		MaxResponseBody: 4 << 10, Rand: func() float64 { return 0.5 }, MaxTimeout: maxTimeout,
 		DefaultMaxTimeout: opts.defaultMaxTimeout, Spans: newSpans(opts.tracer),
