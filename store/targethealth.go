@@ -253,18 +253,21 @@ func deref(s *string) string {
 }
 
 // A row is pruned once no node has reported an attempt to its target for
-// the idle time: neither a failure nor a success. Rows still recovering
-// are kept for the success that tells the tenant. The rows are locked in
-// key order, as every writer of target_health locks them, skipping those a
-// writer holds: they are not idle.
+// the idle time: neither a failure nor a success. Kept are the rows of
+// targets paused (no attempt goes to them, and the resume of hookwheel's
+// pause marks the row recovering) and of those still recovering, for the
+// success that tells the tenant. The rows are locked in key order, as
+// every writer of target_health locks them, skipping those a writer holds:
+// they are not idle.
 const queryPruneTargetHealth = `-- name: PruneTargetHealth
 DELETE FROM target_health
 WHERE (tenant_id, target) IN (
-	SELECT tenant_id, target FROM target_health
-	WHERE NOT recovering AND coalesce(greatest(last_failure_at, reset_at), '-infinity') < $1
-	ORDER BY tenant_id, target
+	SELECT h.tenant_id, h.target FROM target_health h
+	WHERE NOT h.recovering AND coalesce(greatest(h.last_failure_at, h.reset_at), '-infinity') < $1
+		AND NOT EXISTS (SELECT 1 FROM target_pauses p WHERE p.tenant_id = h.tenant_id AND p.target = h.target)
+	ORDER BY h.tenant_id, h.target
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF h SKIP LOCKED
 )`
 
 // PruneTargetHealth deletes up to limit rows of targets no attempt was

@@ -103,7 +103,7 @@ func TestTargetPauses(t *testing.T) {
 }
 
 // TestPruneTargetHealth: the failure records of targets no attempt was
-// reported to since the cutoff go, those of targets tried since and those
+// reported to since the cutoff go, those of targets tried since, paused or
 // still recovering stay. Its times are long past, apart from any other
 // test's rows in this database.
 func TestPruneTargetHealth(t *testing.T) {
@@ -123,6 +123,7 @@ func TestPruneTargetHealth(t *testing.T) {
 			failed("https://recovered.example:443", before.Add(-time.Hour)),
 			failed("https://recovered-late.example:443", before.Add(-time.Hour)),
 			failed("https://recovering.example:443", before),
+			failed("https://paused.example:443", before),
 		},
 	}, nil)
 	require.NoError(t, err)
@@ -135,6 +136,11 @@ func TestPruneTargetHealth(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE target_health SET recovering = true WHERE tenant_id = $1 AND target = 'https://recovering.example:443'`, acme.ID)
 	require.NoError(t, err)
+	// Paused by hookwheel, so no attempt goes to it: its resume marks the
+	// row recovering, for target.recovered.
+	_, _, err = db.PauseTarget(ctx, &model.TargetPause{TenantID: acme.ID, Target: "https://paused.example:443",
+		PausedAt: after, PausedBy: model.PausedByHookwheel, Reason: "failing"}, nil)
+	require.NoError(t, err)
 
 	n, err := db.PruneTargetHealth(ctx, cutoff, 1000)
 	require.NoError(t, err)
@@ -143,5 +149,6 @@ func TestPruneTargetHealth(t *testing.T) {
 	require.NoError(t, err)
 	kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"https://failing.example:443", "https://recovered-late.example:443", "https://recovering.example:443"}, kept)
+	require.Equal(t, []string{"https://failing.example:443", "https://paused.example:443",
+		"https://recovered-late.example:443", "https://recovering.example:443"}, kept)
 }
