@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,23 +56,11 @@ func dbNameOf(u string) string {
 
 // procCPU is a process's user+system CPU time in seconds (0 if gone).
 func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	f, ok := procStat(pid)
+	if !ok {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// After the command: state is field 3 of stat, utime 14, stime 15.
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	return statSeconds(f, 11) + statSeconds(f, 12)
 }
 
 func selfCPU() float64 {
