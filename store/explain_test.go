@@ -15,6 +15,9 @@ type planFacts struct {
 	indexNames []string
 	seqScans   []string         // relations read by a Seq Scan
 	tasksDue   []map[string]any // the nodes that read the tasks_due index
+	// relationReads counts, per relation, how many times a plan node read
+	// it (the node's loops): a probe per row shows as one per row.
+	relationReads map[string]float64
 }
 
 func walkPlan(node map[string]any, f *planFacts) {
@@ -26,9 +29,15 @@ func walkPlan(node map[string]any, f *planFacts) {
 			f.tasksDue = append(f.tasksDue, node)
 		}
 	}
+	rel, _ := node["Relation Name"].(string)
 	if nodeType == "Seq Scan" {
-		rel, _ := node["Relation Name"].(string)
 		f.seqScans = append(f.seqScans, rel)
+	}
+	if loops, ok := node["Actual Loops"].(float64); ok && rel != "" {
+		if f.relationReads == nil {
+			f.relationReads = make(map[string]float64)
+		}
+		f.relationReads[rel] += loops
 	}
 	children, _ := node["Plans"].([]any)
 	for _, c := range children {

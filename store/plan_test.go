@@ -107,6 +107,9 @@ func TestDispatchStatementsIgnoreBacklog(t *testing.T) {
 			require.NotContains(t, facts.indexNames, "tasks_dispatching", "plan nodes: %v", facts.nodeTypes)
 			require.NotContains(t, facts.seqScans, "tasks", "plan nodes: %v", facts.nodeTypes)
 			require.Equal(t, c.wantRows, plan["Actual Rows"], "plan nodes: %v", facts.nodeTypes)
+			// Which partitions another node leases is read once per
+			// statement, not once per task (leasedElsewhere).
+			require.LessOrEqual(t, facts.relationReads["partitions"], 1.0, "plan nodes: %v", facts.nodeTypes)
 			blocks := sharedBlocks(plan)
 			t.Logf("%s of %d tasks with %d due and %d in flight: %d shared buffers; plan %v",
 				c.name, len(waiting), dueNow, inFlight, blocks, facts.nodeTypes)
