@@ -249,6 +249,10 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 		return nil, err
 	}
 	res.InsertS = time.Since(insertStart).Seconds()
+	var lifeStored lifeSnap
+	if spec.life && svc != nil {
+		lifeStored = svc.snapLife(ctx, sys)
+	}
 	res.InsertRate = math.Round(float64(spec.tasks) / res.InsertS)
 	// Storing many tasks can be slower than the calibration said: the next
 	// run plans with the slowest rate seen.
@@ -298,7 +302,7 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 	}
 	res.Missing = rs.finish(time.Now())
 	if spec.life && svc != nil {
-		res.Life = waitRecorded(ctx, svc, sys, res, lifeStart)
+		res.Life = waitRecorded(ctx, svc, sys, res, lifeStart, lifeStored)
 	}
 	res.NodeMetrics = nodeMetrics(sys)
 
@@ -336,6 +340,9 @@ func runLateness(ctx context.Context, sys system, recv *receiver, spec lateSpec)
 	if l := res.Life; l != nil {
 		cpuNote += fmt.Sprintf("; whole life per task: Postgres CPU %.3f ms, WAL %.0f B, node CPU %.3f ms (%d recorded done in %.1f s)",
 			l.PostgresCPUPerTaskMs, l.WALBytesPerTask, l.NodeCPUPerTaskMs, l.Completed, l.WallS)
+		if st := l.Storing; st != nil {
+			cpuNote += fmt.Sprintf(", of which storing Postgres CPU %.3f ms, WAL %.0f B", st.PostgresCPUPerTaskMs, st.WALBytesPerTask)
+		}
 	}
 	logf("%s %s %s: %d/%d delivered, lateness p50 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms, %d early, %.0f/s%s",
 		sys.Name(), spec.scenario, spec.label, res.Delivered, res.Tasks, res.Lateness.P50Ms, res.Lateness.P99Ms,

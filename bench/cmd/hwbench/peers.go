@@ -187,6 +187,14 @@ func runPeers(ctx context.Context, o options, svc *services, recv *receiver, rep
 				peer, hwT.Life.PostgresCPUPerTaskMs, pt.Life.PostgresCPUPerTaskMs, pt.Life.PostgresCPUPerTaskMs/hwT.Life.PostgresCPUPerTaskMs))
 			lines = append(lines, fmt.Sprintf("peer=%s metric=wal_bytes_per_task hookwheel=%.0f peer_value=%.0f ratio=%.2f",
 				peer, hwT.Life.WALBytesPerTask, pt.Life.WALBytesPerTask, pt.Life.WALBytesPerTask/hwT.Life.WALBytesPerTask))
+			if hs, ps := hwT.Life.Storing, pt.Life.Storing; hs != nil && ps != nil {
+				// The whole life split: storing the tasks, then dispatching them.
+				lines = append(lines, fmt.Sprintf("peer=%s metric=postgres_cpu_storing_ms hookwheel=%.3f peer_value=%.3f ratio=%.2f",
+					peer, hs.PostgresCPUPerTaskMs, ps.PostgresCPUPerTaskMs, ps.PostgresCPUPerTaskMs/hs.PostgresCPUPerTaskMs))
+				hd, pd := hwT.Life.PostgresCPUPerTaskMs-hs.PostgresCPUPerTaskMs, pt.Life.PostgresCPUPerTaskMs-ps.PostgresCPUPerTaskMs
+				lines = append(lines, fmt.Sprintf("peer=%s metric=postgres_cpu_dispatch_ms hookwheel=%.3f peer_value=%.3f ratio=%.2f",
+					peer, hd, pd, pd/hd))
+			}
 		}
 		if hwP != nil && pp != nil {
 			lines = append(lines, fmt.Sprintf("peer=%s metric=p99_lateness_ms hookwheel=%.2f peer_value=%.2f ratio=%.2f",

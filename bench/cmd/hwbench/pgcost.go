@@ -32,6 +32,10 @@ type lifeCost struct {
 	// (hookwheel: attempts; River: jobs completed).
 	Completed int64   `json:"completed"`
 	WallS     float64 `json:"wall_s"`
+	// Storing is the part of the above spent until the last task was
+	// stored (inserts, and whatever the system did meanwhile); the rest
+	// is the tasks' dispatch. Nil when it could not be read.
+	Storing *lifeCost `json:"storing,omitempty"`
 }
 
 // completer is implemented by systems that record each task's end in

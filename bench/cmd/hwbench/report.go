@@ -223,7 +223,7 @@ func (r *reporter) throughputTable(runs []*lateResult) {
 		return
 	}
 	r.printf("### End-to-end throughput (all tasks due at one instant)\n\n")
-	r.printf("| system | tasks | deliveries/s | sustained /s (min / median of whole seconds) | window s | last delivered after due, ms | recorded done in Postgres | Postgres CPU ms per task, whole life | Postgres WAL bytes per task | node CPU ms per task | missing | dup | CPU s while delivering: harness / hookwheel / postgres backends / redis | CPU ms per delivery |\n")
+	r.printf("| system | tasks | deliveries/s | sustained /s (min / median of whole seconds) | window s | last delivered after due, ms | recorded done in Postgres | Postgres CPU ms per task, whole life (of it, storing) | Postgres WAL bytes per task (of it, storing) | node CPU ms per task | missing | dup | CPU s while delivering: harness / hookwheel / postgres backends / redis | CPU ms per delivery |\n")
 	r.printf("|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, x := range runs {
 		rec := "—"
@@ -236,6 +236,12 @@ func (r *reporter) throughputTable(runs []*lateResult) {
 		}
 		if l := x.Life; l != nil {
 			pgCPU = fmt.Sprintf("%.3f", l.PostgresCPUPerTaskMs)
+			if st := l.Storing; st != nil {
+				pgCPU += fmt.Sprintf(" (%.3f)", st.PostgresCPUPerTaskMs)
+				if x.WALBytesPerTask > 0 {
+					wal += fmt.Sprintf(" (%.0f)", st.WALBytesPerTask)
+				}
+			}
 			if l.NodeCPUPerTaskMs > 0 {
 				nodeCPU = fmt.Sprintf("%.3f", l.NodeCPUPerTaskMs)
 			}

@@ -264,9 +264,10 @@ func throughput(ctx context.Context, sys system, recv *receiver, n int) (*lateRe
 }
 
 // waitRecorded waits until the system has recorded done every task the
-// receiver got (30 s at most), then reads the whole life's cost since from.
+// receiver got (30 s at most), then reads the whole life's cost since from,
+// and the part of it until stored, when the last task was stored.
 // A system that keeps no tasks in Postgres (Asynq) has none.
-func waitRecorded(ctx context.Context, svc *services, sys system, res *lateResult, from lifeSnap) *lifeCost {
+func waitRecorded(ctx context.Context, svc *services, sys system, res *lateResult, from, stored lifeSnap) *lifeCost {
 	c, ok := sys.(completer)
 	if !ok {
 		return nil
@@ -289,6 +290,10 @@ func waitRecorded(ctx context.Context, svc *services, sys system, res *lateResul
 		time.Sleep(20 * time.Millisecond) // polling Postgres until a deadline
 	}
 	life := svc.lifeCostBetween(ctx, from, svc.snapLife(ctx, sys), res.Tasks)
+	if !stored.at.IsZero() {
+		life.Storing = svc.lifeCostBetween(ctx, from, stored, res.Tasks)
+		life.Storing.Completed = 0
+	}
 	res.AttemptsRecorded = life.Completed
 	res.WALBytesPerTask = life.WALBytesPerTask
 	return life
