@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,8 +44,26 @@ type deferrerConfig struct {
 // it will not send (shutdown, fire-once conflicts, rate and concurrency
 // limits, busy targets, open breakers). No attempt is spent. A claim whose
 // task would come back only at or past its expiry ends expired instead.
+//
+// Senders give claims back one at a time (a target with no slot soon, an
+// open breaker, a fence), often hundreds at once as a burst meets a busy
+// target: each a transaction of its own, they took a pool connection
+// apiece, and the recorders, waiting for one, held the claim budget (the
+// first second of 100,000 tasks due at once went out at 1,400/s against
+// 6,900 for the seconds after). So the calls gather: the first writes what
+// it was given, and whatever other calls bring meanwhile is written
+// together by that same caller once its write is done, before it returns.
+// A call that finds a write in progress returns at once; its claims reach
+// Postgres with the next write, on the writing caller's goroutine.
 type deferrer struct {
 	cfg deferrerConfig
+
+	mu sync.Mutex
+	// writing is set while a caller writes; claims and until gather what
+	// others gave back meanwhile.
+	writing bool
+	claims  []*model.ClaimedTask
+	until   []time.Time
 }
 
 func newDeferrer(cfg deferrerConfig) *deferrer { return &deferrer{cfg: cfg} }
@@ -53,8 +72,35 @@ func newDeferrer(cfg deferrerConfig) *deferrer { return &deferrer{cfg: cfg} }
 func asDue(int) time.Time { return time.Time{} }
 
 // Defer gives claims back, each to wait until(i) for claims[i] or its due
-// time if later (the zero time: due as it was), in one statement.
+// time if later (the zero time: due as it was), together with those other
+// callers give back meanwhile.
 func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Time) {
+	if len(claims) == 0 {
+		return
+	}
+	d.mu.Lock()
+	for i, c := range claims {
+		d.claims = append(d.claims, c)
+		d.until = append(d.until, until(i))
+	}
+	if d.writing {
+		d.mu.Unlock()
+		return
+	}
+	d.writing = true
+	for len(d.claims) > 0 {
+		claims, times := d.claims, d.until
+		d.claims, d.until = nil, nil
+		d.mu.Unlock()
+		d.write(claims, func(i int) time.Time { return times[i] })
+		d.mu.Lock()
+	}
+	d.writing = false
+	d.mu.Unlock()
+}
+
+// write gives claims back in one statement.
+func (d *deferrer) write(claims []*model.ClaimedTask, until func(i int) time.Time) {
 	if d.cfg.Expire != nil && len(claims) > 0 && !d.cfg.Stopping() {
 		claims, until = expireOrDefer(claims, until, d.cfg.Clock.Now(), d.cfg.Expire)
 	}

@@ -96,3 +96,65 @@ func TestDeferrer(t *testing.T) {
 		})
 	}
 }
+
+// heldDeferStore holds its first DeferClaims open until released, and
+// reports the size of each batch it is given.
+type heldDeferStore struct {
+	deferStore
+	entered chan struct{}
+	release chan struct{}
+	batches chan int
+	first   atomic.Bool
+}
+
+func (s *heldDeferStore) DeferClaims(ctx context.Context, claims []model.DeferredClaim) error {
+	s.batches <- len(claims)
+	if s.first.CompareAndSwap(false, true) {
+		close(s.entered)
+		<-s.release
+	}
+	return s.deferStore.DeferClaims(ctx, claims)
+}
+
+// TestDeferrerGathersConcurrentCalls gives a claim back while another is
+// being written: the call returns at once, and the claims given back
+// meanwhile are written together, in one statement, by the caller that was
+// writing, before its call returns.
+func TestDeferrerGathersConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	b := setupDeferrer(t)
+	held := &heldDeferStore{deferStore: b.db, entered: make(chan struct{}), release: make(chan struct{}), batches: make(chan int, 4)}
+	b.deferrer.cfg.Store = held
+	due := time.Now().Add(-time.Second)
+	claims := make([]*model.ClaimedTask, 4)
+	for i := range claims {
+		task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
+		claims[i] = storetest.ClaimNow(t, b.db, task.ID)[0]
+	}
+
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		b.deferrer.Defer(claims[:1], asDue)
+	}()
+	<-held.entered
+	// While the first write is held open, these return without writing.
+	b.deferrer.Defer(claims[1:3], asDue)
+	b.deferrer.Defer(claims[3:], asDue)
+	require.Equal(t, 1, receive(t, held.batches))
+	select {
+	case <-firstDone:
+		t.Fatal("the writing call returned before writing what was given back meanwhile")
+	default:
+	}
+
+	close(held.release)
+	require.Equal(t, 3, receive(t, held.batches), "the three claims given back meanwhile go in one statement")
+	<-firstDone
+	for _, c := range claims {
+		got := taskOf(t, b.db, b.tenant, c.ID)
+		require.Zero(t, got.Attempts, "task %s given back", c.ID)
+		require.Equal(t, c.ID, receive(t, b.settled))
+	}
+	require.Empty(t, held.batches)
+}
