@@ -50,6 +50,12 @@ type Timers struct {
 
 	mu    sync.Mutex
 	wheel *Wheel
+	// handing holds the timers taken out of the wheel as due and not yet
+	// handed to Fire: a whole tick comes out at once, and its Fire calls
+	// may wait on a consumer for a while (100,000 tasks due at one
+	// instant wait for the claimers), during which Contains must still
+	// find them, or a sweep would take them for lost and arm them again.
+	handing map[uuid.UUID]struct{}
 	// sleepUntil is the tick the driver will next wake at (math.MaxInt64 for
 	// none); a Schedule before it must wake the driver.
 	sleepUntil int64
@@ -69,6 +75,7 @@ func NewTimers(cfg TimersConfig) *Timers {
 		fire:       cfg.Fire,
 		wake:       make(chan struct{}, 1),
 		wheel:      NewWheel(cfg.Clock.Now().UnixMilli()),
+		handing:    make(map[uuid.UUID]struct{}),
 		sleepUntil: math.MaxInt64,
 	}
 }
@@ -112,10 +119,14 @@ func (t *Timers) Cancel(id uuid.UUID) bool {
 	return t.wheel.Remove(id)
 }
 
-// Contains reports whether the timer id is pending.
+// Contains reports whether the timer id is pending, or came due and has not
+// been handed to Fire yet.
 func (t *Timers) Contains(id uuid.UUID) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.handing[id]; ok {
+		return true
+	}
 	return t.wheel.Contains(id)
 }
 
@@ -148,11 +159,20 @@ func (t *Timers) Run(ctx context.Context) error {
 			more bool
 		)
 		due, next, more = t.collect(due[:0])
-		for _, d := range due {
+		for i, d := range due {
 			if ctx.Err() != nil {
+				t.mu.Lock()
+				for _, dropped := range due[i:] {
+					delete(t.handing, dropped.id)
+				}
+				t.mu.Unlock()
 				return nil
 			}
 			t.fire(d.id, time.UnixMilli(d.at).UTC())
+			// Fire has it now (a timer it rescheduled is in the wheel again).
+			t.mu.Lock()
+			delete(t.handing, d.id)
+			t.mu.Unlock()
 		}
 		clear(due)
 		if more {
@@ -189,6 +209,7 @@ func (t *Timers) collect(due []firedTimer) (_ []firedTimer, next int64, more boo
 	nowMs := t.clock.Now().UnixMilli()
 	appendDue := func(id uuid.UUID, atMs int64) {
 		due = append(due, firedTimer{id: id, at: atMs})
+		t.handing[id] = struct{}{}
 	}
 
 	t.mu.Lock()

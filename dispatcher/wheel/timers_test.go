@@ -354,3 +354,34 @@ func BenchmarkTimersScheduleCancel(b *testing.B) {
 		tm.Cancel(id)
 	}
 }
+
+// TestTimersContainsUntilHandedToFire: timers due together come out of the
+// wheel at once and are handed to Fire one by one; while Fire holds up the
+// first, the others are still found by Contains, and each is gone once
+// handed over.
+func TestTimersContainsUntilHandedToFire(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(timersStart)
+	release := make(chan struct{})
+	var first sync.Once
+	tm, fired := startTimers(t, clk, func(*Timers, uuid.UUID) {
+		first.Do(func() { <-release })
+	})
+	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	for _, id := range ids {
+		tm.Schedule(id, timersStart)
+	}
+	held := waitFired(t, fired)
+	for _, id := range ids {
+		require.True(t, tm.Contains(id), "timer %s, due and not yet handed on", id)
+	}
+	require.Zero(t, tm.Len(), "out of the wheel")
+	close(release)
+	for range ids[1:] {
+		waitFired(t, fired)
+	}
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return !tm.Contains(id) }, timersWait, time.Millisecond, "timer %s handed on", id)
+	}
+	require.Contains(t, ids, held.id)
+}
