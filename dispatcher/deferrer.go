@@ -54,17 +54,27 @@ type deferrerConfig struct {
 // it was given, and whatever other calls bring meanwhile is written
 // together by that same caller once its write is done, before it returns.
 // A call that finds a write in progress returns at once; its claims reach
-// Postgres with the next write, on the writing caller's goroutine.
+// Postgres with the next write. A caller writes at most writerRounds times:
+// it may be the claimer, which must not be kept writing others' claims for
+// as long as they keep coming; what is left goes on, written by a
+// goroutine of the deferrer's own, which wait waits for.
 type deferrer struct {
 	cfg deferrerConfig
 
 	mu sync.Mutex
-	// writing is set while a caller writes; claims and until gather what
-	// others gave back meanwhile.
+	// writing is set while a caller or the goroutine writes; claims and
+	// until gather what others gave back meanwhile.
 	writing bool
 	claims  []*model.ClaimedTask
 	until   []time.Time
+	// handedOn counts the goroutines writing on for a caller.
+	handedOn sync.WaitGroup
 }
+
+// writerRounds is how many statements a caller writes before it hands the
+// claims still gathering to a goroutine: its own and what gathered during
+// it.
+const writerRounds = 2
 
 func newDeferrer(cfg deferrerConfig) *deferrer { return &deferrer{cfg: cfg} }
 
@@ -88,16 +98,44 @@ func (d *deferrer) Defer(claims []*model.ClaimedTask, until func(i int) time.Tim
 		return
 	}
 	d.writing = true
-	for len(d.claims) > 0 {
-		claims, times := d.claims, d.until
-		d.claims, d.until = nil, nil
-		d.mu.Unlock()
-		d.write(claims, func(i int) time.Time { return times[i] })
-		d.mu.Lock()
+	for round := 0; len(d.claims) > 0; round++ {
+		if round == writerRounds {
+			d.handedOn.Add(1)
+			go func() {
+				defer d.handedOn.Done()
+				d.mu.Lock()
+				d.writeGathered()
+			}()
+			d.mu.Unlock()
+			return
+		}
+		d.writeNext()
 	}
 	d.writing = false
 	d.mu.Unlock()
 }
+
+// writeGathered writes until nothing is left gathering, with d.mu held on
+// entry, and releases it.
+func (d *deferrer) writeGathered() {
+	for len(d.claims) > 0 {
+		d.writeNext()
+	}
+	d.writing = false
+	d.mu.Unlock()
+}
+
+// writeNext writes what gathered, with d.mu held, released meanwhile.
+func (d *deferrer) writeNext() {
+	claims, times := d.claims, d.until
+	d.claims, d.until = nil, nil
+	d.mu.Unlock()
+	d.write(claims, func(i int) time.Time { return times[i] })
+	d.mu.Lock()
+}
+
+// wait returns once the claims given back so far are written.
+func (d *deferrer) wait() { d.handedOn.Wait() }
 
 // write gives claims back in one statement.
 func (d *deferrer) write(claims []*model.ClaimedTask, until func(i int) time.Time) {

@@ -97,23 +97,45 @@ func TestDeferrer(t *testing.T) {
 	}
 }
 
-// heldDeferStore holds its first DeferClaims open until released, and
-// reports the size of each batch it is given.
+// heldDeferStore reports the size of each batch it is given as the call
+// starts, and holds the call until release yields (a value, or its close).
 type heldDeferStore struct {
 	deferStore
-	entered chan struct{}
-	release chan struct{}
 	batches chan int
-	first   atomic.Bool
+	release chan struct{}
 }
 
 func (s *heldDeferStore) DeferClaims(ctx context.Context, claims []model.DeferredClaim) error {
 	s.batches <- len(claims)
-	if s.first.CompareAndSwap(false, true) {
-		close(s.entered)
-		<-s.release
-	}
+	<-s.release
 	return s.deferStore.DeferClaims(ctx, claims)
+}
+
+// setupHeldDeferrer is setupDeferrer with its writes held, and n claimed
+// tasks.
+func setupHeldDeferrer(t *testing.T, n int) (*deferrerBundle, *heldDeferStore, []*model.ClaimedTask) {
+	t.Helper()
+	b := setupDeferrer(t)
+	held := &heldDeferStore{deferStore: b.db, batches: make(chan int, 8), release: make(chan struct{})}
+	b.deferrer.cfg.Store = held
+	due := time.Now().Add(-time.Second)
+	claims := make([]*model.ClaimedTask, n)
+	for i := range claims {
+		task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
+		claims[i] = storetest.ClaimNow(t, b.db, task.ID)[0]
+	}
+	return b, held, claims
+}
+
+// requireGivenBack checks that each claim's task waits again, its budget
+// settled, in the order given.
+func requireGivenBack(t *testing.T, b *deferrerBundle, claims []*model.ClaimedTask) {
+	t.Helper()
+	for _, c := range claims {
+		got := taskOf(t, b.db, b.tenant, c.ID)
+		require.Zero(t, got.Attempts, "task %s given back", c.ID)
+		require.Equal(t, c.ID, receive(t, b.settled))
+	}
 }
 
 // TestDeferrerGathersConcurrentCalls gives a claim back while another is
@@ -122,26 +144,16 @@ func (s *heldDeferStore) DeferClaims(ctx context.Context, claims []model.Deferre
 // writing, before its call returns.
 func TestDeferrerGathersConcurrentCalls(t *testing.T) {
 	t.Parallel()
-	b := setupDeferrer(t)
-	held := &heldDeferStore{deferStore: b.db, entered: make(chan struct{}), release: make(chan struct{}), batches: make(chan int, 4)}
-	b.deferrer.cfg.Store = held
-	due := time.Now().Add(-time.Second)
-	claims := make([]*model.ClaimedTask, 4)
-	for i := range claims {
-		task := storetest.InsertTask(t, b.db, b.tenant, "https://receiver.example/x", due)
-		claims[i] = storetest.ClaimNow(t, b.db, task.ID)[0]
-	}
-
+	b, held, claims := setupHeldDeferrer(t, 4)
 	firstDone := make(chan struct{})
 	go func() {
 		defer close(firstDone)
 		b.deferrer.Defer(claims[:1], asDue)
 	}()
-	<-held.entered
+	require.Equal(t, 1, receive(t, held.batches))
 	// While the first write is held open, these return without writing.
 	b.deferrer.Defer(claims[1:3], asDue)
 	b.deferrer.Defer(claims[3:], asDue)
-	require.Equal(t, 1, receive(t, held.batches))
 	select {
 	case <-firstDone:
 		t.Fatal("the writing call returned before writing what was given back meanwhile")
@@ -150,11 +162,34 @@ func TestDeferrerGathersConcurrentCalls(t *testing.T) {
 
 	close(held.release)
 	require.Equal(t, 3, receive(t, held.batches), "the three claims given back meanwhile go in one statement")
-	<-firstDone
-	for _, c := range claims {
-		got := taskOf(t, b.db, b.tenant, c.ID)
-		require.Zero(t, got.Attempts, "task %s given back", c.ID)
-		require.Equal(t, c.ID, receive(t, b.settled))
-	}
+	receive(t, firstDone)
+	requireGivenBack(t, b, claims)
+	require.Empty(t, held.batches)
+}
+
+// TestDeferrerHandsOnWhatKeepsComing: a caller writes its own claims and
+// what gathered during that write, then returns, leaving what gathered
+// since to a goroutine of the deferrer's, which wait waits for.
+func TestDeferrerHandsOnWhatKeepsComing(t *testing.T) {
+	t.Parallel()
+	b, held, claims := setupHeldDeferrer(t, 3)
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		b.deferrer.Defer(claims[:1], asDue)
+	}()
+	require.Equal(t, 1, receive(t, held.batches))
+	b.deferrer.Defer(claims[1:2], asDue)
+	held.release <- struct{}{}
+	require.Equal(t, 1, receive(t, held.batches), "the caller's second write: what gathered during its first")
+	b.deferrer.Defer(claims[2:], asDue)
+	held.release <- struct{}{}
+	require.Equal(t, 1, receive(t, held.batches), "the third write, handed on")
+	// The third write is held open, yet the caller has returned: it is not
+	// the one writing.
+	receive(t, firstDone)
+	close(held.release)
+	b.deferrer.wait()
+	requireGivenBack(t, b, claims)
 	require.Empty(t, held.batches)
 }

@@ -150,6 +150,9 @@ func (d *Dispatcher) Cancel(id uuid.UUID) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.cancelSends()
 	lifecycle.Run(ctx, d.stages(ctx))
+	// Claims given back during the stop may still be being written for
+	// their callers (deferrer.Defer).
+	d.deferrer.wait()
 	d.logger.Info("dispatcher stopped")
 	return nil
 }
