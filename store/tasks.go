@@ -145,25 +145,37 @@ func insertTask(ctx context.Context, q Querier, shard int16, t *model.Task, noti
 	next := t.RunAt
 	t.NextAttemptAt = &next
 	var ignored *string
-	err = q.QueryRow(ctx, queryInsertTask,
-		t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
-		t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
-		t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
-		t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
-		t.ExpiresAt, nullIfEmpty(t.TraceParent), nullIfEmpty(t.TraceState),
-	).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
-	if err == nil {
-		return nil, true, nil
+	for tries := 1; ; tries++ {
+		err = q.QueryRow(ctx, queryInsertTask,
+			t.ID, t.TenantID, t.URL, t.Method, t.Headers, t.Body, t.RunAt,
+			t.Timeout.Milliseconds(), t.MaxAttempts, t.MinBackoff.Milliseconds(), t.MaxBackoff.Milliseconds(),
+			t.IdempotencyKey, t.RequestHash, notifyDue, fmt.Sprint(t.RunAt.UnixMicro()), labelsArg(t.Labels),
+			t.Callback, t.FailureCallback, t.OrderingKey, t.PublishID, t.Topic, t.EndpointName, t.FlowKey, shard,
+			t.ExpiresAt, nullIfEmpty(t.TraceParent), nullIfEmpty(t.TraceState),
+		).Scan(&t.CreatedAt, &t.UpdatedAt, &ignored)
+		if err == nil {
+			return nil, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || t.IdempotencyKey == nil {
+			return nil, false, fmt.Errorf("insert task %s: %w", t.ID, err)
+		}
+		existing, err = scanTask(q.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
+		if err == nil {
+			return existing, false, nil
+		}
+		// The key was held when the insert ran and is free now: the
+		// retention pass forgot it (or its task was deleted) between the
+		// two statements. The insert is tried again; a key that keeps
+		// vanishing is an error, as before.
+		if !errors.Is(err, pgx.ErrNoRows) || tries == keyVanishedTries {
+			return nil, false, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, err)
+		}
 	}
-	if !errors.Is(err, pgx.ErrNoRows) || t.IdempotencyKey == nil {
-		return nil, false, fmt.Errorf("insert task %s: %w", t.ID, err)
-	}
-	existing, err = scanTask(q.QueryRow(ctx, queryGetTaskByIdempotencyKey, t.TenantID, *t.IdempotencyKey))
-	if err != nil {
-		return nil, false, fmt.Errorf("read task with idempotency key %q: %w", *t.IdempotencyKey, err)
-	}
-	return existing, false, nil
 }
+
+// keyVanishedTries bounds the inserts of a task whose idempotency key
+// was held at the insert and gone at the read that followed.
+const keyVanishedTries = 3
 
 const queryGetTask = `-- name: GetTask
 SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND id = $2`
